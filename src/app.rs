@@ -1,0 +1,305 @@
+//! The eframe application: `logic` drains worker events into `AppState`,
+//! `ui` calls the view functions and turns their `UiAction`s into commands.
+
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::{Duration, Instant};
+
+use crossbeam_channel::{Receiver, Sender, TrySendError};
+use egui::{Key, KeyboardShortcut, Modifiers, RichText, ViewportBuilder, ViewportCommand, ViewportId};
+
+use crate::capture::CaptureCommand;
+use crate::config::keys;
+use crate::events::{AppEvent, WorkerName};
+use crate::ids::{local_day_start_millis, next_id, now_millis};
+use crate::llm::{ChatRequest, LlmCommand};
+use crate::runtime::Control;
+use crate::state::{AppState, Tab, UiAction};
+use crate::store::StoreCommand;
+use crate::ui::apps::apps_ui;
+use crate::ui::chat::{ChatPanel, chat_ui};
+use crate::ui::context::context_ui;
+use crate::ui::quick_prompt::{QuickPromptPanel, quick_prompt_ui};
+use crate::ui::settings::{ModelView, SettingsPanel, settings_ui};
+use crate::ui::status_bar::status_bar_ui;
+use crate::ui::{shortcuts, theme};
+
+/// The UI's ends of every channel. Tests build one and hold the far ends.
+pub struct Channels {
+    pub store: Sender<StoreCommand>,
+    pub capture: Sender<CaptureCommand>,
+    pub llm: Sender<LlmCommand>,
+    pub controls: Vec<(WorkerName, Sender<Control>)>,
+    pub events: Receiver<AppEvent>,
+    pub stop_epoch: Arc<AtomicU64>,
+}
+
+/// Options that change how the app runs, from the command line.
+#[derive(Clone, Debug, Default)]
+pub struct AppOptions {
+    /// Write the first frames to this PNG, then quit.
+    pub screenshot: Option<PathBuf>,
+    /// When the process started, for the first-frame measurement.
+    pub process_started: Option<Instant>,
+}
+
+pub struct CoworkApp {
+    pub state: AppState,
+    channels: Channels,
+    models: Vec<ModelView>,
+    chat: ChatPanel,
+    quick: QuickPromptPanel,
+    settings: SettingsPanel,
+    options: AppOptions,
+    frames: u64,
+    screenshot_requested: bool,
+    screenshot_done: Arc<std::sync::atomic::AtomicBool>,
+    geometry: Option<[f32; 4]>,
+    geometry_saved_at: Instant,
+}
+
+/// Longest the UI spends applying events in one frame before yielding.
+const EVENT_BUDGET: Duration = Duration::from_millis(8);
+const GEOMETRY_SAVE_INTERVAL: Duration = Duration::from_secs(2);
+
+impl CoworkApp {
+    pub fn new(channels: Channels, state: AppState, models: Vec<ModelView>, options: AppOptions) -> Self {
+        let today = local_day_start_millis(now_millis());
+        for command in [
+            StoreCommand::LoadSettings,
+            StoreCommand::LoadThreads,
+            StoreCommand::LoadSessionsSince { since_millis: today },
+        ] {
+            let _ = channels.store.try_send(command);
+        }
+        let geometry = state.settings.sidebar_geometry;
+        Self {
+            state,
+            channels,
+            models,
+            chat: ChatPanel::default(),
+            quick: QuickPromptPanel::default(),
+            settings: SettingsPanel::default(),
+            options,
+            frames: 0,
+            screenshot_requested: false,
+            screenshot_done: Arc::default(),
+            geometry,
+            geometry_saved_at: Instant::now(),
+        }
+    }
+
+    /// Applies pending worker events, within a time budget.
+    pub fn drain_events(&mut self, ctx: &egui::Context) {
+        let start = Instant::now();
+        let now = now_millis();
+        while let Ok(event) = self.channels.events.try_recv() {
+            self.state.apply(event, now);
+            if start.elapsed() > EVENT_BUDGET {
+                ctx.request_repaint();
+                break;
+            }
+        }
+    }
+
+    pub fn handle_action(&mut self, action: UiAction) {
+        match action {
+            UiAction::SendMessage(text) => self.send_message(text),
+            UiAction::Stop => {
+                if self.state.generating.is_some() {
+                    self.channels.stop_epoch.fetch_add(1, Ordering::SeqCst);
+                }
+            }
+            UiAction::NewThread => self.state.new_thread(),
+            UiAction::SelectThread(thread_id) => {
+                if self.state.generating.is_none() {
+                    self.state.current_thread = Some(thread_id);
+                    self.state.messages.clear();
+                    self.send_store(StoreCommand::LoadMessages { thread_id });
+                }
+            }
+            UiAction::SwitchTab(tab) => self.state.tab = Some(tab),
+            UiAction::RetryWorker(worker) => {
+                if let Some((_, control)) = self.channels.controls.iter().find(|(w, _)| *w == worker) {
+                    if control.try_send(Control::Retry).is_err() {
+                        self.state.notice(format!("cannot reach the {worker} supervisor"));
+                    }
+                }
+            }
+            UiAction::OpenQuickPrompt => {
+                self.state.quick_prompt_open = true;
+                self.quick.focus_requested = false;
+            }
+            UiAction::CloseQuickPrompt => self.state.quick_prompt_open = false,
+            UiAction::SaveSetting { key, value } => {
+                self.state.apply(AppEvent::Setting { key: key.clone(), value: value.clone() }, now_millis());
+                if key == keys::AFK_SECS && !self.state.setting_warnings.iter().any(|w| w.contains(&key)) {
+                    let _ = self.channels.capture.try_send(CaptureCommand::SetAfkSecs(self.state.settings.afk_secs));
+                }
+                self.send_store(StoreCommand::SetSetting { key, value });
+            }
+            UiAction::LoadModel => match self.channels.llm.try_send(LlmCommand::Preload) {
+                Ok(()) => {}
+                Err(TrySendError::Full(_)) => self.state.notice("the llm worker is busy"),
+                Err(TrySendError::Disconnected(_)) => self.state.notice("the llm worker is not running"),
+            },
+        }
+    }
+
+    fn send_message(&mut self, text: String) {
+        if self.state.generating.is_some() {
+            self.state.notice("wait for the current answer, or stop it");
+            return;
+        }
+        let (thread, thread_is_new, user_message_id, answer_id) =
+            self.state.begin_exchange(&text, now_millis(), next_id);
+        let request = ChatRequest {
+            thread,
+            thread_is_new,
+            user_message_id,
+            answer_id,
+            text,
+            history: self.state.history_before_last_exchange(),
+        };
+        match self.channels.llm.try_send(LlmCommand::Chat(request)) {
+            Ok(()) => {}
+            Err(TrySendError::Full(_)) => {
+                self.state.fail_answer(answer_id, "the llm worker is busy; try again in a moment".into())
+            }
+            Err(TrySendError::Disconnected(_)) => {
+                self.state.fail_answer(answer_id, "the llm worker is not running".into())
+            }
+        }
+    }
+
+    fn send_store(&mut self, command: StoreCommand) {
+        match self.channels.store.try_send(command) {
+            Ok(()) => {}
+            Err(TrySendError::Full(_)) => self.state.notice("the store is busy; the change was not saved"),
+            Err(TrySendError::Disconnected(_)) => self.state.notice("the store is not running"),
+        }
+    }
+
+    /// Remembers the sidebar's position and size (saved at most every 2 s).
+    fn track_geometry(&mut self, ctx: &egui::Context, force: bool) {
+        let rect = ctx.input(|i| i.viewport().outer_rect);
+        if let Some(rect) = rect {
+            let geometry = [rect.min.x, rect.min.y, rect.width(), rect.height()];
+            let changed = self.geometry.is_none_or(|g| g.iter().zip(geometry).any(|(a, b)| (a - b).abs() > 0.5));
+            if changed && (force || self.geometry_saved_at.elapsed() >= GEOMETRY_SAVE_INTERVAL) {
+                self.geometry = Some(geometry);
+                self.geometry_saved_at = Instant::now();
+                let value = geometry.map(|v| format!("{v:.0}")).join(",");
+                let _ = self.channels.store.try_send(StoreCommand::SetSetting { key: keys::SIDEBAR_GEOMETRY.into(), value });
+            }
+        }
+    }
+
+    fn screenshot_step(&mut self, ctx: &egui::Context) {
+        let Some(path) = self.options.screenshot.clone() else { return };
+        if self.screenshot_done.load(Ordering::SeqCst) {
+            ctx.send_viewport_cmd(ViewportCommand::Close);
+        } else if !self.screenshot_requested && self.frames >= 10 {
+            // A few frames in, fonts and the first events have landed.
+            self.screenshot_requested = true;
+            let done = self.screenshot_done.clone();
+            let wake = ctx.clone();
+            let callback = egui::ScreenshotCallback::new(move |image| {
+                match write_png(&path, &image) {
+                    Ok(()) => tracing::info!(path = %path.display(), "screenshot written"),
+                    Err(err) => tracing::error!(error = %format!("{err:#}"), "screenshot failed"),
+                }
+                done.store(true, Ordering::SeqCst);
+                wake.request_repaint();
+            });
+            ctx.send_viewport_cmd(ViewportCommand::Screenshot(callback));
+        }
+        ctx.request_repaint();
+    }
+}
+
+fn write_png(path: &std::path::Path, image: &egui::ColorImage) -> anyhow::Result<()> {
+    let file = std::fs::File::create(path)?;
+    let mut encoder = png::Encoder::new(std::io::BufWriter::new(file), image.size[0] as u32, image.size[1] as u32);
+    encoder.set_color(png::ColorType::Rgba);
+    encoder.set_depth(png::BitDepth::Eight);
+    let mut writer = encoder.write_header()?;
+    writer.write_image_data(image.as_raw())?;
+    Ok(())
+}
+
+impl eframe::App for CoworkApp {
+    fn logic(&mut self, ctx: &egui::Context, _frame: &mut eframe::Frame) {
+        self.drain_events(ctx);
+        let mut actions = shortcuts::consume(ctx);
+        if ctx.input_mut(|i| i.consume_shortcut(&KeyboardShortcut::new(Modifiers::COMMAND | Modifiers::SHIFT, Key::R))) {
+            for worker in WorkerName::ALL {
+                if matches!(self.state.worker_state(worker), crate::runtime::WorkerState::Failed { .. }) {
+                    actions.push(UiAction::RetryWorker(worker));
+                }
+            }
+        }
+        for action in actions {
+            self.handle_action(action);
+        }
+        self.track_geometry(ctx, false);
+        self.screenshot_step(ctx);
+    }
+
+    fn ui(&mut self, ui: &mut egui::Ui, _frame: &mut eframe::Frame) {
+        self.frames += 1;
+        if self.frames == 1
+            && let Some(started) = self.options.process_started
+        {
+            tracing::info!(first_frame_millis = started.elapsed().as_millis() as u64, "first frame");
+        }
+        let now = now_millis();
+        let mut actions = Vec::new();
+        let state = &self.state;
+
+        egui::Panel::top("tabs").show(ui, |ui| {
+            ui.horizontal(|ui| {
+                for tab in Tab::ALL {
+                    if ui.selectable_label(state.tab() == tab, tab.label()).clicked() {
+                        actions.push(UiAction::SwitchTab(tab));
+                    }
+                }
+            });
+        });
+        egui::Panel::bottom("status").show(ui, |ui| status_bar_ui(ui, state, &mut actions));
+        egui::CentralPanel::default_margins().show(ui, |ui| match state.tab() {
+            Tab::Chat => chat_ui(ui, state, &mut self.chat, &mut actions),
+            Tab::Context => context_ui(ui, state, now),
+            Tab::Apps => apps_ui(ui),
+            Tab::Settings => settings_ui(ui, state, &self.models, &mut self.settings, &mut actions),
+        });
+
+        if state.quick_prompt_open {
+            let quick = &mut self.quick;
+            let builder = ViewportBuilder::default()
+                .with_title("cowork quick prompt")
+                .with_inner_size(theme::QUICK_PROMPT_SIZE)
+                .with_window_level(egui::WindowLevel::AlwaysOnTop)
+                .with_resizable(false);
+            ui.ctx().show_viewport_immediate(ViewportId::from_hash_of("quick_prompt"), builder, |ui, _class| {
+                egui::CentralPanel::default_margins().show(ui, |ui| {
+                    ui.label(RichText::new("Enter sends to the sidebar chat · Esc hides").small().color(theme::MUTED));
+                    quick_prompt_ui(ui, quick, &mut actions);
+                });
+                if ui.ctx().input(|i| i.viewport().close_requested()) {
+                    actions.push(UiAction::CloseQuickPrompt);
+                }
+            });
+        }
+
+        for action in actions {
+            self.handle_action(action);
+        }
+        // Durations on the Context tab tick once a second; elsewhere the UI
+        // sleeps until a worker event or input wakes it.
+        if self.state.tab() == Tab::Context {
+            ui.ctx().request_repaint_after(Duration::from_secs(1));
+        }
+    }
+}

@@ -1,0 +1,12 @@
+//! Activity capture: which window the user is in, for how long, and whether
+//! they are at the keyboard. Runs on the `capture` thread; sends finished and
+//! opened sessions straight to the store worker and summaries to the UI.
+
+mod afk;
+mod tracker;
+mod worker;
+pub mod x11;
+
+pub use afk::{AfkDetector, InputProbe};
+pub use tracker::{SessionTracker, TrackerOutput};
+pub use worker::{CaptureCommand, CaptureConfig, CaptureWorker, spawn_capture};

@@ -1,0 +1,101 @@
+//! Away-from-keyboard detection from input state (device_query): any change of
+//! pointer position, buttons or held keys between two polls counts as input.
+
+use device_query::{DeviceQuery, DeviceState};
+
+/// One observation of the input devices.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct InputSnapshot {
+    pub pointer: (i32, i32),
+    pub buttons: Vec<bool>,
+    pub keys: Vec<String>,
+}
+
+/// Where input state comes from: device_query on X11, or a script in tests.
+pub trait InputProbe {
+    fn snapshot(&self) -> InputSnapshot;
+}
+
+impl InputProbe for DeviceState {
+    fn snapshot(&self) -> InputSnapshot {
+        let mouse = self.get_mouse();
+        let keys = self.get_keys().into_iter().map(|key| key.to_string()).collect();
+        InputSnapshot { pointer: mouse.coords, buttons: mouse.button_pressed, keys }
+    }
+}
+
+pub struct AfkDetector {
+    probe: Option<Box<dyn InputProbe>>,
+    last_snapshot: Option<InputSnapshot>,
+    last_input_millis: i64,
+    threshold_millis: i64,
+}
+
+impl AfkDetector {
+    /// `probe` is `None` when input state cannot be read; the user then never counts as away.
+    pub fn new(probe: Option<Box<dyn InputProbe>>, threshold_secs: u64, now_millis: i64) -> Self {
+        Self { probe, last_snapshot: None, last_input_millis: now_millis, threshold_millis: threshold_secs as i64 * 1000 }
+    }
+
+    pub fn set_threshold_secs(&mut self, threshold_secs: u64) {
+        self.threshold_millis = threshold_secs as i64 * 1000;
+    }
+
+    pub fn is_available(&self) -> bool {
+        self.probe.is_some()
+    }
+
+    /// Reads input state; returns true when it changed since the last poll.
+    pub fn poll(&mut self, now_millis: i64) -> bool {
+        let Some(probe) = &self.probe else { return false };
+        let snapshot = probe.snapshot();
+        let changed = self.last_snapshot.as_ref().is_some_and(|last| *last != snapshot);
+        if changed {
+            self.last_input_millis = now_millis;
+        }
+        self.last_snapshot = Some(snapshot);
+        changed
+    }
+
+    pub fn is_afk(&self, now_millis: i64) -> bool {
+        self.probe.is_some() && now_millis - self.last_input_millis >= self.threshold_millis
+    }
+
+    pub fn last_input_millis(&self) -> i64 {
+        self.last_input_millis
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::cell::RefCell;
+    use std::rc::Rc;
+
+    struct Scripted(Rc<RefCell<(i32, i32)>>);
+
+    impl InputProbe for Scripted {
+        fn snapshot(&self) -> InputSnapshot {
+            InputSnapshot { pointer: *self.0.borrow(), buttons: vec![], keys: vec![] }
+        }
+    }
+
+    #[test]
+    fn afk_after_threshold_without_input_and_back_on_movement() {
+        let pointer = Rc::new(RefCell::new((0, 0)));
+        let mut afk = AfkDetector::new(Some(Box::new(Scripted(pointer.clone()))), 180, 0);
+        assert!(!afk.poll(1_000));
+        assert!(!afk.is_afk(179_999));
+        assert!(afk.is_afk(180_000));
+        *pointer.borrow_mut() = (5, 5);
+        assert!(afk.poll(200_000));
+        assert_eq!(afk.last_input_millis(), 200_000);
+        assert!(!afk.is_afk(200_500));
+    }
+
+    #[test]
+    fn without_a_probe_nobody_is_ever_away() {
+        let afk = AfkDetector::new(None, 1, 0);
+        assert!(!afk.is_afk(10_000_000));
+    }
+}

@@ -1,0 +1,240 @@
+//! The `capture` worker: owns the X connection, the input probe and the
+//! session tracker; sends sessions to the store and summaries to the UI.
+
+use std::time::{Duration, Instant};
+
+use crossbeam_channel::{Receiver, RecvTimeoutError, Sender, bounded};
+use device_query::DeviceState;
+
+use crate::capture::afk::AfkDetector;
+use crate::capture::tracker::{SessionTracker, TrackerOutput};
+use crate::capture::x11::X11Desktop;
+use crate::events::{AppEvent, WorkerName};
+use crate::ids::now_millis;
+use crate::runtime::{EventSink, RestartPolicy, Supervised, WorkerContext, WorkerHandle, WorkerState, spawn_supervised};
+use crate::store::StoreCommand;
+
+/// Re-read the active window at least this often, in case an event was missed.
+/// Changes normally arrive as X events within milliseconds.
+const SAFETY_POLL: Duration = Duration::from_secs(1);
+/// How often input state is read for AFK detection.
+const INPUT_POLL: Duration = Duration::from_secs(1);
+/// How often an open session is confirmed to the store (crash recovery).
+const HEARTBEAT: Duration = Duration::from_secs(30);
+/// Without a display, how often to try connecting again.
+const RECONNECT: Duration = Duration::from_secs(10);
+/// How long capture waits for room in the store queue before dropping a row.
+const STORE_SEND_TIMEOUT: Duration = Duration::from_millis(200);
+
+#[derive(Clone, Debug)]
+pub struct CaptureConfig {
+    /// X display to watch; `None` means `$DISPLAY`.
+    pub display: Option<String>,
+    pub afk_secs: u64,
+}
+
+#[derive(Debug)]
+pub enum CaptureCommand {
+    SetAfkSecs(u64),
+    /// Fault injection for supervisor tests: panic inside the worker.
+    InjectPanic,
+    Shutdown,
+}
+
+pub struct CaptureWorker {
+    config: CaptureConfig,
+    store: Sender<StoreCommand>,
+    sink: EventSink,
+    desktop: Option<X11Desktop>,
+    afk: AfkDetector,
+    tracker: SessionTracker,
+    dropped_rows: u64,
+}
+
+impl CaptureWorker {
+    pub fn new(config: CaptureConfig, store: Sender<StoreCommand>, sink: EventSink) -> Self {
+        let afk = AfkDetector::new(None, config.afk_secs, now_millis());
+        Self { config, store, sink, desktop: None, afk, tracker: SessionTracker::default(), dropped_rows: 0 }
+    }
+
+    /// Connects to X. Returns the reason capture is degraded, if it is.
+    fn connect(&mut self) -> Option<String> {
+        match X11Desktop::connect(self.config.display.as_deref()) {
+            Ok(desktop) => {
+                let ewmh = desktop.has_active_window_support().unwrap_or(false);
+                self.desktop = Some(desktop);
+                // device_query opens $DISPLAY itself; use it only when that is the display we watch.
+                let same_display = self.config.display.is_none()
+                    || self.config.display.as_deref() == std::env::var("DISPLAY").ok().as_deref();
+                let probe = if same_display { DeviceState::checked_new() } else { None };
+                self.afk = AfkDetector::new(
+                    probe.map(|p| Box::new(p) as Box<dyn crate::capture::InputProbe>),
+                    self.config.afk_secs,
+                    now_millis(),
+                );
+                match (ewmh, self.afk.is_available()) {
+                    (false, _) => Some("the window manager does not publish _NET_ACTIVE_WINDOW; no window is tracked until one does".into()),
+                    (true, false) => Some("input state unavailable: AFK is not detected".into()),
+                    (true, true) => None,
+                }
+            }
+            Err(err) => {
+                self.desktop = None;
+                Some(err.to_string())
+            }
+        }
+    }
+
+    fn apply(&mut self, outputs: Vec<TrackerOutput>) {
+        for output in outputs {
+            match output {
+                TrackerOutput::Session(session) => {
+                    if session.ended_at_millis.is_some() {
+                        self.sink.send(AppEvent::SessionFinished(session.clone()));
+                    }
+                    if self.store.send_timeout(StoreCommand::UpsertSession(session), STORE_SEND_TIMEOUT).is_err() {
+                        self.dropped_rows += 1;
+                        tracing::warn!(dropped = self.dropped_rows, "store queue full: dropped a session row");
+                    }
+                }
+                TrackerOutput::Active(window) => {
+                    self.sink.send(AppEvent::ActiveWindow(window));
+                }
+            }
+        }
+    }
+
+    /// Reads the active window now and records any change.
+    fn observe(&mut self) -> anyhow::Result<()> {
+        let Some(desktop) = self.desktop.as_mut() else { return Ok(()) };
+        let window = desktop.active_window()?;
+        let outputs = self.tracker.observe(window, now_millis());
+        self.apply(outputs);
+        Ok(())
+    }
+
+    fn check_input(&mut self) {
+        let now = now_millis();
+        let moved = self.afk.poll(now);
+        if moved && self.tracker.is_away() {
+            let outputs = self.tracker.came_back(now);
+            self.apply(outputs);
+        } else if self.afk.is_afk(now) && !self.tracker.is_away() {
+            let outputs = self.tracker.went_away(self.afk.last_input_millis());
+            self.apply(outputs);
+        }
+    }
+
+    fn handle(&mut self, command: CaptureCommand) -> bool {
+        match command {
+            CaptureCommand::SetAfkSecs(secs) => {
+                self.config.afk_secs = secs;
+                self.afk.set_threshold_secs(secs);
+                true
+            }
+            CaptureCommand::InjectPanic => panic!("injected capture fault"),
+            CaptureCommand::Shutdown => false,
+        }
+    }
+
+    fn finish(&mut self) {
+        let outputs = self.tracker.shutdown(now_millis());
+        self.apply(outputs);
+    }
+}
+
+impl Supervised for CaptureWorker {
+    type Command = CaptureCommand;
+
+    fn run(&mut self, commands: &Receiver<CaptureCommand>, ctx: &WorkerContext) -> anyhow::Result<()> {
+        let mut degraded = self.connect();
+        if let Some(reason) = &degraded {
+            ctx.report(WorkerState::Degraded(reason.clone()));
+        }
+        let mut last_observe = Instant::now() - SAFETY_POLL;
+        let mut last_input_poll = Instant::now();
+        let mut last_heartbeat = Instant::now();
+        let mut last_connect = Instant::now();
+        loop {
+            // Commands first: a Shutdown must not wait behind X events.
+            while let Ok(command) = commands.try_recv() {
+                if !self.handle(command) {
+                    self.finish();
+                    return Ok(());
+                }
+            }
+            if self.desktop.is_none() {
+                // Degraded: no display. Serve commands and try again now and then.
+                match commands.recv_timeout(RECONNECT.saturating_sub(last_connect.elapsed())) {
+                    Ok(command) => {
+                        if !self.handle(command) {
+                            return Ok(());
+                        }
+                    }
+                    Err(RecvTimeoutError::Timeout) => {
+                        last_connect = Instant::now();
+                        let now_degraded = self.connect();
+                        if now_degraded != degraded {
+                            match &now_degraded {
+                                Some(reason) => ctx.report(WorkerState::Degraded(reason.clone())),
+                                None => ctx.report(WorkerState::Running),
+                            }
+                            degraded = now_degraded;
+                        }
+                    }
+                    Err(RecvTimeoutError::Disconnected) => return Ok(()),
+                }
+                continue;
+            }
+            let until_observe = SAFETY_POLL.saturating_sub(last_observe.elapsed());
+            let until_input = INPUT_POLL.saturating_sub(last_input_poll.elapsed());
+            let wait = until_observe.min(until_input).min(Duration::from_millis(250));
+            let changed = match self.desktop.as_mut().map(|d| d.wait_for_change(wait)) {
+                Some(Ok(changed)) => changed,
+                Some(Err(err)) => {
+                    // The X server went away: close the session where we last saw it and degrade.
+                    self.finish();
+                    self.desktop = None;
+                    last_connect = Instant::now();
+                    degraded = Some(err.to_string());
+                    ctx.report(WorkerState::Degraded(err.to_string()));
+                    continue;
+                }
+                None => false,
+            };
+            if changed || last_observe.elapsed() >= SAFETY_POLL {
+                last_observe = Instant::now();
+                if let Err(err) = self.observe() {
+                    self.finish();
+                    self.desktop = None;
+                    degraded = Some(err.to_string());
+                    ctx.report(WorkerState::Degraded(err.to_string()));
+                    continue;
+                }
+            }
+            if last_input_poll.elapsed() >= INPUT_POLL {
+                last_input_poll = Instant::now();
+                self.check_input();
+            }
+            if last_heartbeat.elapsed() >= HEARTBEAT {
+                last_heartbeat = Instant::now();
+                if let Some(open) = self.tracker.open_session() {
+                    let _ = self.store.try_send(StoreCommand::Heartbeat { session_id: open.session_id, at_millis: now_millis() });
+                }
+            }
+        }
+    }
+}
+
+/// Starts the capture worker under supervision on a thread named `capture`.
+pub fn spawn_capture(
+    config: CaptureConfig,
+    store: Sender<StoreCommand>,
+    sink: EventSink,
+    policy: RestartPolicy,
+) -> std::io::Result<WorkerHandle<CaptureCommand>> {
+    let channel = bounded(32);
+    spawn_supervised::<CaptureWorker, _>(WorkerName::Capture, policy, sink.clone(), channel, move |_ctx| {
+        Ok(CaptureWorker::new(config.clone(), store.clone(), sink.clone()))
+    })
+}

@@ -1,0 +1,179 @@
+//! `cowork doctor`: checks the display, the database, each model, each worker
+//! and each native library by exercising it, and says what to do about failures.
+
+use std::time::{Duration, Instant};
+
+use crossbeam_channel::bounded;
+use serde::Serialize;
+
+use crate::capture::x11::X11Desktop;
+use crate::config::{Paths, resolve_model};
+use crate::events::{AppEvent, ModelStatus, WorkerName};
+use crate::llm::LlmCommand;
+use crate::models::{Manifest, ModelRole};
+use crate::runtime::{EventSink, RestartPolicy, WorkerState};
+use crate::workers::{WorkerOptions, Workers};
+use crate::{native, store};
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Status {
+    Ok,
+    Warn,
+    Fail,
+}
+
+#[derive(Clone, Debug, Serialize)]
+pub struct Check {
+    pub area: &'static str,
+    pub name: String,
+    pub status: Status,
+    pub detail: String,
+}
+
+fn check(area: &'static str, name: impl Into<String>, result: anyhow::Result<String>) -> Check {
+    match result {
+        Ok(detail) => Check { area, name: name.into(), status: Status::Ok, detail },
+        Err(err) => Check { area, name: name.into(), status: Status::Fail, detail: format!("{err:#}") },
+    }
+}
+
+pub fn run_checks(paths: &Paths, display: Option<&str>) -> Vec<Check> {
+    let mut checks = Vec::new();
+    checks.push(display_check(display));
+    checks.push(database_check(paths));
+    let manifest = Manifest::bundled();
+    match &manifest {
+        Ok(manifest) => {
+            for (path, file_check) in super::models::verify_all(manifest, &paths.models_dir) {
+                let full = paths.models_dir.join(&path);
+                let status = if file_check.is_ok() { Status::Ok } else { Status::Fail };
+                checks.push(Check { area: "model", name: path, status, detail: file_check.describe(&full) });
+            }
+        }
+        Err(err) => checks.push(Check { area: "model", name: "manifest".into(), status: Status::Fail, detail: format!("{err:#}") }),
+    }
+    checks.push(check("native", "sqlite", native::sqlite_probe()));
+    checks.push(check("native", "faiss", native::faiss_probe()));
+    let speech = manifest.as_ref().ok().and_then(|m| resolve_model(m, &paths.models_dir, ModelRole::Speech));
+    checks.push(match speech {
+        Some(model) if model.path.is_file() => check("native", "whisper", native::whisper_probe(&model.path)),
+        Some(model) => Check {
+            area: "native",
+            name: "whisper".into(),
+            status: Status::Fail,
+            detail: format!("speech model missing; run scripts/setup or models/fetch: {}", model.path.display()),
+        },
+        None => Check { area: "native", name: "whisper".into(), status: Status::Fail, detail: "no speech model in the manifest".into() },
+    });
+    let chat = manifest.as_ref().ok().and_then(|m| resolve_model(m, &paths.models_dir, ModelRole::Chat));
+    checks.extend(worker_checks(paths, display, chat));
+    checks
+}
+
+fn display_check(display: Option<&str>) -> Check {
+    match X11Desktop::connect(display) {
+        Ok(desktop) => match desktop.has_active_window_support() {
+            Ok(true) => Check { area: "display", name: "x11".into(), status: Status::Ok, detail: "connected; the window manager publishes _NET_ACTIVE_WINDOW".into() },
+            _ => Check {
+                area: "display",
+                name: "x11".into(),
+                status: Status::Warn,
+                detail: "connected, but no window manager publishes _NET_ACTIVE_WINDOW: windows are not tracked".into(),
+            },
+        },
+        Err(err) => Check { area: "display", name: "x11".into(), status: Status::Warn, detail: format!("{err}; capture runs degraded") },
+    }
+}
+
+fn database_check(paths: &Paths) -> Check {
+    let path = paths.db_path();
+    if !path.exists() {
+        return Check { area: "database", name: "cowork.db".into(), status: Status::Warn, detail: format!("not created yet (the first start creates it): {}", path.display()) };
+    }
+    let result = (|| -> anyhow::Result<String> {
+        let conn = store::open_read_only(&path)?;
+        let version: u32 = conn.pragma_query_value(None, "user_version", |r| r.get(0))?;
+        let quick: String = conn.query_row("PRAGMA quick_check", [], |r| r.get(0))?;
+        anyhow::ensure!(quick == "ok", "integrity check failed: {quick}");
+        let sessions = store::session_count(&conn)?;
+        Ok(format!("schema v{version}, {sessions} sessions, integrity ok: {}", path.display()))
+    })();
+    check("database", "cowork.db", result)
+}
+
+/// Starts every worker against a scratch data directory and exercises it:
+/// the store migrates a new database, capture connects, llm loads the model.
+fn worker_checks(paths: &Paths, display: Option<&str>, chat: Option<crate::config::ResolvedModel>) -> Vec<Check> {
+    let scratch = std::env::temp_dir().join(format!("cowork-doctor-{}", std::process::id()));
+    let scratch_paths = Paths { data_dir: scratch.clone(), models_dir: paths.models_dir.clone() };
+    let (events_tx, events) = bounded(1024);
+    let sink = EventSink::new(events_tx, || {});
+    let options = WorkerOptions {
+        capture: true,
+        display: display.map(str::to_owned),
+        chat_model: chat,
+        policy: RestartPolicy { max_restarts: 0, ..RestartPolicy::default() },
+    };
+    let workers = match Workers::start(&scratch_paths, options, sink) {
+        Ok((workers, _, _)) => workers,
+        Err(err) => return vec![Check { area: "worker", name: "all".into(), status: Status::Fail, detail: format!("{err:#}") }],
+    };
+    let _ = workers.llm.commands.try_send(LlmCommand::Preload);
+    let mut states = std::collections::BTreeMap::new();
+    let mut model = None;
+    let started = Instant::now();
+    let deadline = started + Duration::from_secs(120);
+    while Instant::now() < deadline {
+        let Ok(event) = events.recv_timeout(Duration::from_millis(200)) else { continue };
+        match event {
+            AppEvent::Worker { worker, state } => {
+                states.insert(worker, state);
+            }
+            AppEvent::Model(status @ (ModelStatus::Ready { .. } | ModelStatus::Unavailable(_))) => model = Some(status),
+            _ => {}
+        }
+        let settled = WorkerName::ALL.iter().all(|w| states.get(w).is_some_and(|s| !matches!(s, WorkerState::Starting)));
+        if settled && model.is_some() {
+            break;
+        }
+    }
+    workers.shutdown(Duration::from_secs(5));
+    let _ = std::fs::remove_dir_all(&scratch);
+    let mut checks: Vec<Check> = WorkerName::ALL
+        .iter()
+        .map(|worker| {
+            let state = states.get(worker).cloned().unwrap_or(WorkerState::Starting);
+            let (status, detail) = match &state {
+                WorkerState::Running | WorkerState::Stopped => (Status::Ok, "started and ran".to_owned()),
+                WorkerState::Degraded(reason) => (Status::Warn, format!("degraded: {reason}")),
+                WorkerState::Starting => (Status::Fail, "did not start in time".to_owned()),
+                WorkerState::Restarting { error, .. } | WorkerState::Failed { error } => (Status::Fail, error.clone()),
+            };
+            Check { area: "worker", name: worker.as_str().into(), status, detail }
+        })
+        .collect();
+    checks.push(match model {
+        Some(ModelStatus::Ready { load_millis }) => Check { area: "native", name: "mistralrs".into(), status: Status::Ok, detail: format!("chat model loaded in {load_millis} ms") },
+        Some(ModelStatus::Unavailable(reason)) => Check { area: "native", name: "mistralrs".into(), status: Status::Fail, detail: reason },
+        _ => Check { area: "native", name: "mistralrs".into(), status: Status::Fail, detail: "the model did not load in time".into() },
+    });
+    checks
+}
+
+/// Prints the checks; returns false if any failed.
+pub fn print(checks: &[Check], json: bool) -> anyhow::Result<bool> {
+    if json {
+        println!("{}", serde_json::to_string_pretty(checks)?);
+    } else {
+        for c in checks {
+            let mark = match c.status {
+                Status::Ok => "ok  ",
+                Status::Warn => "WARN",
+                Status::Fail => "FAIL",
+            };
+            println!("{mark} {:<9} {:<44} {}", c.area, c.name, c.detail);
+        }
+    }
+    Ok(checks.iter().all(|c| c.status != Status::Fail))
+}

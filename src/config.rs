@@ -1,0 +1,172 @@
+//! Where cowork keeps its files, and the user's settings with their defaults.
+//! Settings live in the `settings` table; a value that does not parse falls
+//! back to its default with a warning, and the stored value is left alone.
+
+use std::path::{Path, PathBuf};
+
+use anyhow::Context;
+
+use crate::models::{Manifest, ModelRole};
+use crate::store::DB_FILE_NAME;
+
+/// Resolved locations.
+#[derive(Clone, Debug)]
+pub struct Paths {
+    pub data_dir: PathBuf,
+    pub models_dir: PathBuf,
+}
+
+impl Paths {
+    /// `data_dir`: flag or `COWORK_DATA_DIR` (clap fills both), else the XDG data directory.
+    /// `models_dir`: flag or `COWORK_MODELS_DIR`, else `<data_dir>/models` if it
+    /// exists, else the repository's `models/` (where the setup script puts them).
+    pub fn resolve(data_dir: Option<PathBuf>, models_dir: Option<PathBuf>) -> anyhow::Result<Self> {
+        let data_dir = match data_dir {
+            Some(dir) => dir,
+            None => directories::ProjectDirs::from("", "", "cowork")
+                .map(|dirs| dirs.data_dir().to_path_buf())
+                .context("cannot find a home directory for the data directory; pass --data-dir")?,
+        };
+        let models_dir = models_dir.unwrap_or_else(|| {
+            let in_data = data_dir.join("models");
+            if in_data.is_dir() { in_data } else { PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("models") }
+        });
+        Ok(Self { data_dir, models_dir })
+    }
+
+    pub fn db_path(&self) -> PathBuf {
+        self.data_dir.join(DB_FILE_NAME)
+    }
+
+    pub fn ensure_data_dir(&self) -> anyhow::Result<()> {
+        std::fs::create_dir_all(&self.data_dir)
+            .with_context(|| format!("cannot create data directory {}", self.data_dir.display()))?;
+        #[cfg(unix)]
+        {
+            use std::os::unix::fs::PermissionsExt;
+            // Captured activity is private: owner-only.
+            let _ = std::fs::set_permissions(&self.data_dir, std::fs::Permissions::from_mode(0o700));
+        }
+        Ok(())
+    }
+}
+
+/// A model from the manifest resolved against the models directory.
+#[derive(Clone, Debug)]
+pub struct ResolvedModel {
+    pub name: String,
+    pub path: PathBuf,
+    pub size: u64,
+    pub sha256: String,
+}
+
+pub fn resolve_model(manifest: &Manifest, models_dir: &Path, role: ModelRole) -> Option<ResolvedModel> {
+    let model = manifest.by_role(role)?;
+    let (size, sha256) = model.primary_size_and_sha();
+    Some(ResolvedModel {
+        name: model.name.clone(),
+        path: models_dir.join(model.primary_path()),
+        size,
+        sha256: sha256.to_owned(),
+    })
+}
+
+/// Settings with their defaults.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Settings {
+    pub afk_secs: u64,
+    pub quick_prompt_hotkey: String,
+    pub context_budget_tokens: usize,
+    pub max_answer_tokens: usize,
+    /// Remembered sidebar geometry (logical points): x, y, width, height.
+    pub sidebar_geometry: Option<[f32; 4]>,
+}
+
+impl Default for Settings {
+    fn default() -> Self {
+        Self {
+            afk_secs: 180,
+            quick_prompt_hotkey: "ctrl+alt+Space".to_owned(),
+            context_budget_tokens: 400,
+            max_answer_tokens: 400,
+            sidebar_geometry: None,
+        }
+    }
+}
+
+pub mod keys {
+    pub const AFK_SECS: &str = "capture.afk_secs";
+    pub const QUICK_PROMPT_HOTKEY: &str = "ui.quick_prompt_hotkey";
+    pub const CONTEXT_BUDGET: &str = "llm.context_budget_tokens";
+    pub const MAX_ANSWER_TOKENS: &str = "llm.max_answer_tokens";
+    pub const SIDEBAR_GEOMETRY: &str = "ui.sidebar_geometry";
+}
+
+impl Settings {
+    /// Applies one stored key/value. Returns a warning when the value is unusable.
+    pub fn apply(&mut self, key: &str, value: &str) -> Option<String> {
+        fn number<T: std::str::FromStr>(key: &str, value: &str, min: T, max: T) -> Result<T, String>
+        where
+            T: PartialOrd + std::fmt::Display + Copy,
+        {
+            match value.trim().parse::<T>() {
+                Ok(n) if n >= min && n <= max => Ok(n),
+                _ => Err(format!("setting {key} = {value:?} is not a number from {min} to {max}; using the default")),
+            }
+        }
+        let result = match key {
+            keys::AFK_SECS => number(key, value, 10u64, 86_400).map(|v| self.afk_secs = v),
+            keys::CONTEXT_BUDGET => number(key, value, 0usize, 8_000).map(|v| self.context_budget_tokens = v),
+            keys::MAX_ANSWER_TOKENS => number(key, value, 16usize, 8_192).map(|v| self.max_answer_tokens = v),
+            keys::QUICK_PROMPT_HOTKEY => value
+                .parse::<global_hotkey::hotkey::HotKey>()
+                .map(|_| self.quick_prompt_hotkey = value.to_owned())
+                .map_err(|err| format!("setting {key} = {value:?} is not a hotkey ({err}); using the default")),
+            keys::SIDEBAR_GEOMETRY => {
+                let parts: Vec<f32> = value.split(',').filter_map(|p| p.trim().parse().ok()).collect();
+                match parts.as_slice() {
+                    [x, y, w, h] if *w >= 200.0 && *h >= 200.0 && x.is_finite() && y.is_finite() => {
+                        self.sidebar_geometry = Some([*x, *y, *w, *h]);
+                        Ok(())
+                    }
+                    _ => Err(format!("setting {key} = {value:?} is not a window geometry; using the default")),
+                }
+            }
+            _ => Ok(()),
+        };
+        result.err()
+    }
+
+    pub fn from_pairs(pairs: &[(String, String)]) -> (Self, Vec<String>) {
+        let mut settings = Self::default();
+        let warnings = pairs.iter().filter_map(|(k, v)| settings.apply(k, v)).collect();
+        (settings, warnings)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn broken_values_fall_back_with_a_warning() {
+        let pairs = vec![
+            (keys::AFK_SECS.to_owned(), "abc".to_owned()),
+            (keys::CONTEXT_BUDGET.to_owned(), "250".to_owned()),
+            (keys::QUICK_PROMPT_HOTKEY.to_owned(), "ctrl+nope".to_owned()),
+            (keys::SIDEBAR_GEOMETRY.to_owned(), "10,20,380,900".to_owned()),
+        ];
+        let (settings, warnings) = Settings::from_pairs(&pairs);
+        assert_eq!(settings.afk_secs, 180);
+        assert_eq!(settings.context_budget_tokens, 250);
+        assert_eq!(settings.quick_prompt_hotkey, "ctrl+alt+Space");
+        assert_eq!(settings.sidebar_geometry, Some([10.0, 20.0, 380.0, 900.0]));
+        assert_eq!(warnings.len(), 2, "{warnings:?}");
+        assert!(warnings[0].contains("capture.afk_secs"));
+    }
+
+    #[test]
+    fn default_hotkey_parses() {
+        assert!(Settings::default().quick_prompt_hotkey.parse::<global_hotkey::hotkey::HotKey>().is_ok());
+    }
+}

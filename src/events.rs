@@ -1,0 +1,203 @@
+//! Messages that cross threads: `AppEvent` (workers → UI) and the shared
+//! value types they carry. No egui here: `state.rs` applies these events.
+
+use crate::runtime::WorkerState;
+
+/// Which worker a health event is about. The thread name is the worker name.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum WorkerName {
+    Store,
+    Capture,
+    Llm,
+}
+
+impl WorkerName {
+    pub const ALL: [WorkerName; 3] = [WorkerName::Store, WorkerName::Capture, WorkerName::Llm];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            WorkerName::Store => "store",
+            WorkerName::Capture => "capture",
+            WorkerName::Llm => "llm",
+        }
+    }
+}
+
+impl std::fmt::Display for WorkerName {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// The window the user is working in, as capture saw it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ActiveWindow {
+    pub window_id: u32,
+    pub app: String,
+    pub title: String,
+    pub pid: Option<u32>,
+}
+
+/// Why an activity session ended.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum SessionEnd {
+    /// Focus moved to another window or the title changed.
+    Switch,
+    /// No input for the AFK threshold; the end is back-dated to the last input.
+    Afk,
+    /// cowork shut down while the session was open.
+    Shutdown,
+    /// Found open at start-up after a crash; ended at its last heartbeat.
+    Recovered,
+}
+
+impl SessionEnd {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            SessionEnd::Switch => "switch",
+            SessionEnd::Afk => "afk",
+            SessionEnd::Shutdown => "shutdown",
+            SessionEnd::Recovered => "recovered",
+        }
+    }
+
+    pub fn parse(text: &str) -> Option<Self> {
+        Some(match text {
+            "switch" => SessionEnd::Switch,
+            "afk" => SessionEnd::Afk,
+            "shutdown" => SessionEnd::Shutdown,
+            "recovered" => SessionEnd::Recovered,
+            _ => return None,
+        })
+    }
+}
+
+/// One stretch of time in one window with one title.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ActivitySession {
+    pub session_id: i64,
+    pub app: String,
+    pub title: String,
+    pub pid: Option<u32>,
+    pub window_id: u32,
+    pub started_at_millis: i64,
+    /// `None` while the session is open.
+    pub ended_at_millis: Option<i64>,
+    pub end_reason: Option<SessionEnd>,
+}
+
+impl ActivitySession {
+    pub fn duration_millis(&self, now_millis: i64) -> i64 {
+        self.ended_at_millis.unwrap_or(now_millis) - self.started_at_millis
+    }
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Role {
+    User,
+    Assistant,
+}
+
+impl Role {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Role::User => "user",
+            Role::Assistant => "assistant",
+        }
+    }
+
+    pub fn parse(text: &str) -> Option<Self> {
+        match text {
+            "user" => Some(Role::User),
+            "assistant" => Some(Role::Assistant),
+            _ => None,
+        }
+    }
+}
+
+/// How a message came to its final form.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum MessageStatus {
+    Done,
+    Stopped,
+    Failed,
+}
+
+impl MessageStatus {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            MessageStatus::Done => "done",
+            MessageStatus::Stopped => "stopped",
+            MessageStatus::Failed => "failed",
+        }
+    }
+
+    pub fn parse(text: &str) -> Option<Self> {
+        match text {
+            "done" => Some(MessageStatus::Done),
+            "stopped" => Some(MessageStatus::Stopped),
+            "failed" => Some(MessageStatus::Failed),
+            _ => None,
+        }
+    }
+}
+
+#[derive(Clone, Debug, PartialEq)]
+pub struct ChatMessage {
+    pub message_id: i64,
+    pub thread_id: i64,
+    pub role: Role,
+    pub content: String,
+    /// The Layer-1 context attached to a user message, exactly as sent.
+    pub context: Option<String>,
+    pub status: MessageStatus,
+    pub created_at_millis: i64,
+}
+
+#[derive(Clone, Debug, PartialEq)]
+pub struct ChatThread {
+    pub thread_id: i64,
+    pub title: String,
+    pub updated_at_millis: i64,
+}
+
+/// Speed figures for one answer.
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct GenerationStats {
+    pub prompt_tokens: usize,
+    pub completion_tokens: usize,
+    pub first_token_millis: u64,
+    pub tokens_per_sec: f32,
+}
+
+/// Status of the local model as the llm worker sees it.
+#[derive(Clone, Debug, PartialEq)]
+pub enum ModelStatus {
+    NotLoaded,
+    Loading,
+    Ready { load_millis: u64 },
+    /// Missing, corrupt or unloadable, with a message a user can act on.
+    Unavailable(String),
+}
+
+/// Everything workers tell the UI. Summaries, not payloads.
+#[derive(Clone, Debug)]
+pub enum AppEvent {
+    Worker { worker: WorkerName, state: WorkerState },
+    ActiveWindow(Option<ActiveWindow>),
+    SessionFinished(ActivitySession),
+    SessionsLoaded(Vec<ActivitySession>),
+    ThreadsLoaded(Vec<ChatThread>),
+    MessagesLoaded { thread_id: i64, messages: Vec<ChatMessage> },
+    /// The context attached to the user message that starts an answer.
+    ContextAttached { user_message_id: i64, context: String },
+    Token { answer_id: i64, text: String },
+    AnswerFinished { answer_id: i64, status: MessageStatus, error: Option<String>, stats: GenerationStats },
+    Model(ModelStatus),
+    /// A setting as stored, after the store worker read or wrote it.
+    Setting { key: String, value: String },
+    /// Something a user should see that is not tied to one worker's health.
+    Notice(String),
+    /// The global quick-prompt hotkey was pressed.
+    QuickPromptHotkey,
+}

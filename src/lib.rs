@@ -1,0 +1,22 @@
+//! cowork: a light, private desktop sidecar.
+//!
+//! The library holds everything; `main.rs` only parses arguments and starts
+//! things. See ARCHITECTURE.md for the map of threads and channels.
+
+pub mod app;
+pub mod build_info;
+pub mod capture;
+pub mod commands;
+pub mod config;
+pub mod desktop;
+pub mod events;
+pub mod ids;
+pub mod llm;
+pub mod mcp;
+pub mod models;
+pub mod native;
+pub mod runtime;
+pub mod state;
+pub mod store;
+pub mod ui;
+pub mod workers;

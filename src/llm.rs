@@ -1,0 +1,9 @@
+//! Local chat: the `llm` worker loads the default GGUF with mistralrs (lazily),
+//! builds the Layer-1 context from recent capture, and streams answers.
+
+pub mod context;
+mod engine;
+mod worker;
+
+pub use engine::{ChatEngine, EngineError, MistralEngine, PromptMessage, StreamControl};
+pub use worker::{ChatRequest, LlmCommand, LlmConfig, LlmWorker, spawn_llm};

@@ -1,0 +1,247 @@
+//! The inference engine behind the llm worker: mistralrs on CPU with a GGUF
+//! file, behind a small trait so worker logic can be tested without a model.
+
+use std::io::Read;
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+use mistralrs::{
+    ChatCompletionChunkResponse, GgufModelBuilder, Model, RequestBuilder, Response, TextMessageRole, TokenSource,
+};
+use thiserror::Error;
+
+use crate::events::{GenerationStats, Role};
+use crate::models::{FileCheck, check_file};
+
+#[derive(Debug, Error, Clone, PartialEq)]
+pub enum EngineError {
+    /// The model file is missing or damaged; the message says how to fix it.
+    #[error("{0}")]
+    ModelUnavailable(String),
+    #[error("model failed to load: {0}")]
+    Load(String),
+    #[error("generation failed: {0}")]
+    Generation(String),
+}
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct PromptMessage {
+    pub role: PromptRole,
+    pub content: String,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum PromptRole {
+    System,
+    User,
+    Assistant,
+}
+
+impl From<Role> for PromptRole {
+    fn from(role: Role) -> Self {
+        match role {
+            Role::User => PromptRole::User,
+            Role::Assistant => PromptRole::Assistant,
+        }
+    }
+}
+
+/// What the token callback wants next.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum StreamControl {
+    Continue,
+    Stop,
+}
+
+/// A chat model that streams tokens.
+pub trait ChatEngine {
+    /// Loads the model if needed; returns the load time when it loaded now.
+    fn ensure_loaded(&mut self) -> Result<Option<Duration>, EngineError>;
+    fn is_loaded(&self) -> bool;
+    fn unload(&mut self);
+    /// Streams an answer; `on_token` is called per text delta and may stop it.
+    /// `should_stop` is polled while waiting for the next token.
+    fn stream(
+        &mut self,
+        messages: &[PromptMessage],
+        max_tokens: usize,
+        on_token: &mut dyn FnMut(&str) -> StreamControl,
+        should_stop: &dyn Fn() -> bool,
+    ) -> Result<GenerationStats, EngineError>;
+    fn name(&self) -> String;
+}
+
+/// mistralrs with a local GGUF file, forced onto the CPU, never touching the network.
+pub struct MistralEngine {
+    runtime: tokio::runtime::Runtime,
+    model: Option<Model>,
+    model_path: PathBuf,
+    /// Size and sha256 from the manifest, when the file is a bundled model.
+    expected: Option<(u64, String)>,
+    verified: bool,
+}
+
+/// How often the stream loop looks at the stop flag while no token arrives.
+const STOP_POLL: Duration = Duration::from_millis(50);
+
+impl MistralEngine {
+    pub fn new(model_path: PathBuf, expected: Option<(u64, String)>) -> std::io::Result<Self> {
+        let runtime = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(1)
+            .thread_name("llm-rt")
+            .enable_all()
+            .build()?;
+        Ok(Self { runtime, model: None, model_path, expected, verified: false })
+    }
+
+    /// Checks the file before mistralrs sees it: mistralrs reads a path that does
+    /// not exist as a hub model id and would go to the network.
+    fn preflight(&mut self) -> Result<(), EngineError> {
+        let path = &self.model_path;
+        if !path.is_file() {
+            return Err(EngineError::ModelUnavailable(format!(
+                "chat model missing; run scripts/setup or models/fetch to install it: {}",
+                path.display()
+            )));
+        }
+        check_gguf_header(path).map_err(EngineError::ModelUnavailable)?;
+        if let Some((size, sha256)) = &self.expected
+            && !self.verified
+        {
+            let check = check_file(path, *size, sha256, true);
+            if check != FileCheck::Ok {
+                return Err(EngineError::ModelUnavailable(format!("chat model {}", check.describe(path))));
+            }
+            self.verified = true;
+        }
+        Ok(())
+    }
+}
+
+/// A GGUF file starts with "GGUF" and a version we know.
+pub fn check_gguf_header(path: &Path) -> Result<(), String> {
+    let mut header = [0u8; 8];
+    let mut file = std::fs::File::open(path).map_err(|err| format!("cannot open chat model ({err}): {}", path.display()))?;
+    file.read_exact(&mut header)
+        .map_err(|_| format!("chat model is too short to be GGUF (corrupt?): {}", path.display()))?;
+    if &header[..4] != b"GGUF" {
+        return Err(format!("chat model is not a GGUF file (corrupt?): {}", path.display()));
+    }
+    let version = u32::from_le_bytes([header[4], header[5], header[6], header[7]]);
+    if !(2..=3).contains(&version) {
+        return Err(format!("chat model has unsupported GGUF version {version}: {}", path.display()));
+    }
+    Ok(())
+}
+
+impl ChatEngine for MistralEngine {
+    fn ensure_loaded(&mut self) -> Result<Option<Duration>, EngineError> {
+        if self.model.is_some() {
+            return Ok(None);
+        }
+        self.preflight()?;
+        let started = Instant::now();
+        let dir = self.model_path.parent().unwrap_or(Path::new(".")).to_string_lossy().into_owned();
+        let file = self.model_path.file_name().map(|f| f.to_string_lossy().into_owned()).unwrap_or_default();
+        let builder = GgufModelBuilder::new(dir, vec![file])
+            .with_force_cpu()
+            .with_token_source(TokenSource::None)
+            .with_max_num_seqs(1);
+        let model = self.runtime.block_on(builder.build()).map_err(|err| EngineError::Load(format!("{err:#}")))?;
+        self.model = Some(model);
+        Ok(Some(started.elapsed()))
+    }
+
+    fn is_loaded(&self) -> bool {
+        self.model.is_some()
+    }
+
+    fn unload(&mut self) {
+        self.model = None;
+    }
+
+    fn stream(
+        &mut self,
+        messages: &[PromptMessage],
+        max_tokens: usize,
+        on_token: &mut dyn FnMut(&str) -> StreamControl,
+        should_stop: &dyn Fn() -> bool,
+    ) -> Result<GenerationStats, EngineError> {
+        let model = self.model.as_ref().ok_or_else(|| EngineError::Generation("model is not loaded".into()))?;
+        let mut request = RequestBuilder::new().set_sampler_max_len(max_tokens).set_sampler_temperature(0.3);
+        for message in messages {
+            let role = match message.role {
+                PromptRole::System => TextMessageRole::System,
+                PromptRole::User => TextMessageRole::User,
+                PromptRole::Assistant => TextMessageRole::Assistant,
+            };
+            request = request.add_message(role, &message.content);
+        }
+        self.runtime.block_on(async {
+            let started = Instant::now();
+            let mut stats = GenerationStats::default();
+            let mut stream = model
+                .stream_chat_request(request)
+                .await
+                .map_err(|err| EngineError::Generation(format!("{err:#}")))?;
+            let mut first_token_at = None;
+            let mut tokens = 0usize;
+            loop {
+                if should_stop() {
+                    // Dropping the stream makes mistralrs cancel the sequence at its next token.
+                    break;
+                }
+                let next = match tokio::time::timeout(STOP_POLL, stream.next()).await {
+                    Ok(next) => next,
+                    Err(_elapsed) => continue,
+                };
+                let Some(response) = next else { break };
+                match response {
+                    Response::Chunk(ChatCompletionChunkResponse { choices, usage, .. }) => {
+                        if let Some(usage) = usage {
+                            stats.prompt_tokens = usage.prompt_tokens;
+                            stats.completion_tokens = usage.completion_tokens;
+                            stats.tokens_per_sec = usage.avg_compl_tok_per_sec;
+                        }
+                        let mut finished = false;
+                        for choice in choices {
+                            if let Some(text) = choice.delta.content.as_deref()
+                                && !text.is_empty()
+                            {
+                                first_token_at.get_or_insert_with(Instant::now);
+                                tokens += 1;
+                                if on_token(text) == StreamControl::Stop {
+                                    finished = true;
+                                }
+                            }
+                            finished |= choice.finish_reason.is_some();
+                        }
+                        if finished {
+                            break;
+                        }
+                    }
+                    Response::Done(_) => break,
+                    Response::ModelError(message, _) => return Err(EngineError::Generation(message)),
+                    Response::InternalError(err) | Response::ValidationError(err) => {
+                        return Err(EngineError::Generation(err.to_string()));
+                    }
+                    _ => {}
+                }
+            }
+            if let Some(first) = first_token_at {
+                stats.first_token_millis = first.duration_since(started).as_millis() as u64;
+                if stats.completion_tokens == 0 {
+                    stats.completion_tokens = tokens;
+                }
+                if stats.tokens_per_sec == 0.0 && tokens > 1 {
+                    stats.tokens_per_sec = (tokens - 1) as f32 / first.elapsed().as_secs_f32().max(1e-3);
+                }
+            }
+            Ok(stats)
+        })
+    }
+
+    fn name(&self) -> String {
+        self.model_path.file_name().map(|f| f.to_string_lossy().into_owned()).unwrap_or_default()
+    }
+}

@@ -1,0 +1,246 @@
+//! The `llm` worker: owns the chat engine and a read-only database connection;
+//! answers chat requests by streaming tokens to the UI and writing the
+//! finished messages to the store.
+
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Duration;
+
+use crossbeam_channel::{Receiver, Sender, bounded};
+use rusqlite::Connection;
+
+use crate::events::{AppEvent, ChatMessage, ChatThread, GenerationStats, MessageStatus, ModelStatus, Role, WorkerName};
+use crate::ids::now_millis;
+use crate::llm::context::layer1_context;
+use crate::llm::engine::{ChatEngine, EngineError, MistralEngine, PromptMessage, PromptRole, StreamControl};
+use crate::runtime::{EventSink, RestartPolicy, Supervised, WorkerContext, WorkerHandle, WorkerState, spawn_supervised};
+use crate::store::{self, StoreCommand};
+
+pub const SYSTEM_PROMPT: &str = "You are cowork, a private assistant running on the user's own computer. \
+Answer briefly and concretely. You can see a summary of what the user has been doing; use it when it helps.";
+
+#[derive(Clone, Debug)]
+pub struct LlmConfig {
+    pub db_path: PathBuf,
+    pub model_path: PathBuf,
+    /// Size and sha256 to verify before the first load (bundled models).
+    pub model_expected: Option<(u64, String)>,
+    pub context_budget_tokens: usize,
+    pub max_answer_tokens: usize,
+    /// Messages of history sent with each question.
+    pub history_messages: usize,
+}
+
+/// One question in a thread.
+#[derive(Clone, Debug)]
+pub struct ChatRequest {
+    pub thread: ChatThread,
+    pub thread_is_new: bool,
+    pub user_message_id: i64,
+    pub answer_id: i64,
+    pub text: String,
+    /// Earlier messages of the thread, oldest first.
+    pub history: Vec<(Role, String)>,
+}
+
+#[derive(Debug)]
+pub enum LlmCommand {
+    Chat(ChatRequest),
+    /// Load the model now instead of on first use.
+    Preload,
+    Unload,
+    /// Fault injection for supervisor tests: panic inside the worker.
+    InjectPanic,
+    Shutdown,
+}
+
+pub struct LlmWorker<E: ChatEngine> {
+    config: LlmConfig,
+    engine: E,
+    db: Option<Connection>,
+    store: Sender<StoreCommand>,
+    sink: EventSink,
+    /// Bumped by Stop; an answer that started under an older value stops.
+    stop_epoch: Arc<AtomicU64>,
+}
+
+impl<E: ChatEngine> LlmWorker<E> {
+    pub fn new(config: LlmConfig, engine: E, store: Sender<StoreCommand>, sink: EventSink, stop_epoch: Arc<AtomicU64>) -> Self {
+        Self { config, engine, db: None, store, sink, stop_epoch }
+    }
+
+    fn context(&mut self) -> Option<String> {
+        if self.db.is_none() {
+            self.db = store::open_read_only(&self.config.db_path).ok();
+        }
+        let conn = self.db.as_ref()?;
+        match layer1_context(conn, now_millis(), self.config.context_budget_tokens) {
+            Ok(text) => text,
+            Err(err) => {
+                tracing::warn!(error = %format!("{err:#}"), "cannot build context");
+                self.db = None;
+                None
+            }
+        }
+    }
+
+    /// The messages sent to the model: system prompt + context, history, question.
+    pub fn prompt(&self, request: &ChatRequest, context: Option<&str>) -> Vec<PromptMessage> {
+        let system = match context {
+            Some(context) => format!("{SYSTEM_PROMPT}\n\n{context}"),
+            None => SYSTEM_PROMPT.to_owned(),
+        };
+        let mut messages = vec![PromptMessage { role: PromptRole::System, content: system }];
+        let skip = request.history.len().saturating_sub(self.config.history_messages);
+        for (role, content) in request.history.iter().skip(skip) {
+            messages.push(PromptMessage { role: (*role).into(), content: content.clone() });
+        }
+        messages.push(PromptMessage { role: PromptRole::User, content: request.text.clone() });
+        messages
+    }
+
+    fn ensure_model(&mut self) -> Result<(), EngineError> {
+        if self.engine.is_loaded() {
+            return Ok(());
+        }
+        self.sink.send(AppEvent::Model(ModelStatus::Loading));
+        match self.engine.ensure_loaded() {
+            Ok(load_time) => {
+                let load_millis = load_time.map(|d| d.as_millis() as u64).unwrap_or(0);
+                self.sink.send(AppEvent::Model(ModelStatus::Ready { load_millis }));
+                Ok(())
+            }
+            Err(err) => {
+                self.sink.send(AppEvent::Model(ModelStatus::Unavailable(err.to_string())));
+                Err(err)
+            }
+        }
+    }
+
+    fn persist(&self, message: ChatMessage) {
+        let model = (message.role == Role::Assistant).then(|| self.engine.name());
+        // Blocking with a timeout: losing a chat message is worse than a short wait.
+        if self.store.send_timeout(StoreCommand::UpsertMessage { message, model }, Duration::from_secs(5)).is_err() {
+            self.sink.send(AppEvent::Notice("the store is not accepting writes: a chat message was not saved".into()));
+        }
+    }
+
+    pub fn handle_chat(&mut self, request: ChatRequest, ctx: &WorkerContext) {
+        let epoch = self.stop_epoch.load(Ordering::SeqCst);
+        let context = self.context();
+        if request.thread_is_new {
+            let _ = self.store.send_timeout(
+                StoreCommand::UpsertThread { thread: request.thread.clone(), created_at_millis: now_millis() },
+                Duration::from_secs(5),
+            );
+        }
+        let user = ChatMessage {
+            message_id: request.user_message_id,
+            thread_id: request.thread.thread_id,
+            role: Role::User,
+            content: request.text.clone(),
+            context: context.clone(),
+            status: MessageStatus::Done,
+            created_at_millis: now_millis(),
+        };
+        self.persist(user);
+        self.sink.send(AppEvent::ContextAttached {
+            user_message_id: request.user_message_id,
+            context: context.clone().unwrap_or_default(),
+        });
+
+        let mut answer = String::new();
+        let outcome = self.ensure_model().and_then(|()| {
+            let messages = self.prompt(&request, context.as_deref());
+            let stop_epoch = self.stop_epoch.clone();
+            let should_stop = move || stop_epoch.load(Ordering::SeqCst) != epoch;
+            let sink = self.sink.clone();
+            let answer_id = request.answer_id;
+            let answer_text = &mut answer;
+            self.engine.stream(
+                &messages,
+                self.config.max_answer_tokens,
+                &mut |token| {
+                    answer_text.push_str(token);
+                    sink.send(AppEvent::Token { answer_id, text: token.to_owned() });
+                    StreamControl::Continue
+                },
+                &should_stop,
+            )
+        });
+        let stopped = self.stop_epoch.load(Ordering::SeqCst) != epoch;
+        let (status, error, stats) = match outcome {
+            Ok(stats) if stopped => (MessageStatus::Stopped, None, stats),
+            Ok(stats) => (MessageStatus::Done, None, stats),
+            Err(err) => {
+                if let EngineError::ModelUnavailable(reason) = &err {
+                    ctx.report(WorkerState::Degraded(reason.clone()));
+                }
+                (MessageStatus::Failed, Some(err.to_string()), GenerationStats::default())
+            }
+        };
+        let content = match (&error, answer.is_empty()) {
+            (Some(error), true) => format!("(no answer: {error})"),
+            _ => answer,
+        };
+        self.persist(ChatMessage {
+            message_id: request.answer_id,
+            thread_id: request.thread.thread_id,
+            role: Role::Assistant,
+            content,
+            context: None,
+            status,
+            created_at_millis: now_millis(),
+        });
+        self.sink.send(AppEvent::AnswerFinished { answer_id: request.answer_id, status, error, stats });
+    }
+
+    /// Handles one command. Returns false on Shutdown.
+    pub fn handle(&mut self, command: LlmCommand, ctx: &WorkerContext) -> bool {
+        match command {
+            LlmCommand::Chat(request) => self.handle_chat(request, ctx),
+            LlmCommand::Preload => {
+                if let Err(EngineError::ModelUnavailable(reason)) = self.ensure_model() {
+                    ctx.report(WorkerState::Degraded(reason));
+                }
+            }
+            LlmCommand::Unload => {
+                self.engine.unload();
+                self.sink.send(AppEvent::Model(ModelStatus::NotLoaded));
+            }
+            LlmCommand::InjectPanic => panic!("injected llm fault"),
+            LlmCommand::Shutdown => return false,
+        }
+        true
+    }
+}
+
+impl<E: ChatEngine> Supervised for LlmWorker<E> {
+    type Command = LlmCommand;
+
+    fn run(&mut self, commands: &Receiver<LlmCommand>, ctx: &WorkerContext) -> anyhow::Result<()> {
+        self.sink.send(AppEvent::Model(ModelStatus::NotLoaded));
+        while let Ok(command) = commands.recv() {
+            if !self.handle(command, ctx) {
+                break;
+            }
+        }
+        Ok(())
+    }
+}
+
+/// Starts the llm worker (mistralrs) under supervision on a thread named `llm`.
+pub fn spawn_llm(
+    config: LlmConfig,
+    store: Sender<StoreCommand>,
+    sink: EventSink,
+    stop_epoch: Arc<AtomicU64>,
+    policy: RestartPolicy,
+) -> std::io::Result<WorkerHandle<LlmCommand>> {
+    let channel = bounded(16);
+    spawn_supervised::<LlmWorker<MistralEngine>, _>(WorkerName::Llm, policy, sink.clone(), channel, move |_ctx| {
+        let engine = MistralEngine::new(config.model_path.clone(), config.model_expected.clone())?;
+        Ok(LlmWorker::new(config.clone(), engine, store.clone(), sink.clone(), stop_epoch.clone()))
+    })
+}

@@ -1,0 +1,236 @@
+//! The `cowork` binary: parses arguments, sets up logging and the panic hook,
+//! starts the workers and runs the sidebar (or a headless subcommand).
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::sync::{Arc, OnceLock};
+use std::time::{Duration, Instant};
+
+use clap::{Parser, Subcommand};
+use crossbeam_channel::bounded;
+use egui::{ViewportBuilder, WindowLevel};
+
+use cowork::app::{AppOptions, CoworkApp};
+use cowork::build_info::LONG_VERSION;
+use cowork::commands;
+use cowork::config::{Paths, resolve_model};
+use cowork::desktop::{QuickPromptHotkey, default_sidebar_rect};
+use cowork::models::{FileCheck, Manifest, ModelRole, check_file};
+use cowork::runtime::{EventSink, RestartPolicy};
+use cowork::state::AppState;
+use cowork::ui::settings::ModelView;
+use cowork::ui::theme::SIDEBAR_WIDTH;
+use cowork::workers::{WorkerOptions, Workers};
+
+#[derive(Parser)]
+#[command(name = "cowork", version = LONG_VERSION, about = "A light, private desktop sidecar")]
+struct Cli {
+    /// Where cowork.db lives (default: the XDG data directory)
+    #[arg(long, env = "COWORK_DATA_DIR", global = true)]
+    data_dir: Option<PathBuf>,
+    /// Where the models are (default: <data dir>/models, else the source tree's models/)
+    #[arg(long, env = "COWORK_MODELS_DIR", global = true)]
+    models_dir: Option<PathBuf>,
+    /// X display to capture (default: $DISPLAY)
+    #[arg(long, global = true)]
+    display: Option<String>,
+    /// Render the sidebar to this PNG after start-up, then quit
+    #[arg(long)]
+    screenshot: Option<PathBuf>,
+    #[command(subcommand)]
+    command: Option<Command>,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Check the display, database, models, workers and native libraries
+    Doctor {
+        #[arg(long)]
+        json: bool,
+    },
+    /// Answer a question headlessly with the local model, streaming to stdout
+    Ask {
+        question: String,
+        /// Also print the context sent with the question (to stderr)
+        #[arg(long)]
+        show_context: bool,
+    },
+    /// Verify, fetch or convert the bundled models
+    Models {
+        #[command(subcommand)]
+        action: ModelsAction,
+    },
+    /// List the tools of an MCP server started as `-- PROGRAM ARGS…`
+    McpTools {
+        #[arg(last = true, required = true)]
+        command: Vec<String>,
+    },
+}
+
+#[derive(Subcommand)]
+enum ModelsAction {
+    /// Check every model file's size and sha256
+    Verify,
+    /// Download every model file from its upstream URL (resumable), then convert Whisper
+    Fetch {
+        /// Replace https://huggingface.co in upstream URLs with this base URL
+        #[arg(long)]
+        mirror: Option<String>,
+    },
+    /// Convert the Whisper CTranslate2 files under models/ to ggml
+    ConvertWhisper,
+}
+
+fn main() -> ExitCode {
+    let process_started = Instant::now();
+    // mistralrs must never reach for a model hub: every model is a local file.
+    // SAFETY: no other thread exists yet.
+    unsafe { std::env::set_var("HF_HUB_OFFLINE", "1") };
+    let cli = Cli::parse();
+    init_logging();
+    install_panic_hook();
+    match run(cli, process_started) {
+        Ok(code) => code,
+        Err(err) => {
+            eprintln!("cowork: {err:#}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+fn init_logging() {
+    let filter = tracing_subscriber::EnvFilter::try_from_env("COWORK_LOG")
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info,mistralrs_core=warn,mistralrs=warn,candle_core=warn,eframe=warn,egui_glow=warn,winit=warn"));
+    tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr).with_target(false).init();
+}
+
+/// Logs panics through tracing (with the thread name, which is the worker name)
+/// before the default hook prints them; the supervisor then restarts the worker.
+fn install_panic_hook() {
+    let default = std::panic::take_hook();
+    std::panic::set_hook(Box::new(move |info| {
+        let thread = std::thread::current();
+        tracing::error!(thread = thread.name().unwrap_or("unnamed"), "panic: {info}");
+        default(info);
+    }));
+}
+
+fn run(cli: Cli, process_started: Instant) -> anyhow::Result<ExitCode> {
+    let paths = Paths::resolve(cli.data_dir, cli.models_dir)?;
+    match cli.command {
+        Some(Command::Doctor { json }) => {
+            let checks = commands::doctor::run_checks(&paths, cli.display.as_deref());
+            let healthy = commands::doctor::print(&checks, json)?;
+            Ok(if healthy { ExitCode::SUCCESS } else { ExitCode::FAILURE })
+        }
+        Some(Command::Ask { question, show_context }) => {
+            commands::ask::ask(&paths, &question, show_context)?;
+            Ok(ExitCode::SUCCESS)
+        }
+        Some(Command::Models { action }) => {
+            let manifest = Manifest::bundled()?;
+            std::fs::create_dir_all(&paths.models_dir)?;
+            match action {
+                ModelsAction::Verify => commands::models::verify(&manifest, &paths.models_dir)?,
+                ModelsAction::Fetch { mirror } => commands::models::fetch_upstream(&manifest, &paths.models_dir, mirror)?,
+                ModelsAction::ConvertWhisper => commands::models::convert_whisper(&manifest, &paths.models_dir)?,
+            }
+            Ok(ExitCode::SUCCESS)
+        }
+        Some(Command::McpTools { command }) => {
+            commands::mcp_tools(&command)?;
+            Ok(ExitCode::SUCCESS)
+        }
+        None => run_sidebar(&paths, cli.display, cli.screenshot, process_started),
+    }
+}
+
+fn model_views(manifest: &Manifest, paths: &Paths) -> Vec<ModelView> {
+    manifest
+        .models
+        .iter()
+        .map(|model| {
+            let (size, sha256) = model.primary_size_and_sha();
+            let path = paths.models_dir.join(model.primary_path());
+            // Size only here: the full checksum runs before the model is loaded.
+            let check = check_file(&path, size, sha256, false);
+            ModelView {
+                name: model.name.clone(),
+                role: format!("{:?}", model.role).to_lowercase(),
+                licence: model.licence.clone(),
+                size_bytes: size,
+                status: match &check {
+                    FileCheck::Ok => "installed".to_owned(),
+                    other => other.describe(&path),
+                },
+                ok: check.is_ok(),
+            }
+        })
+        .collect()
+}
+
+fn run_sidebar(paths: &Paths, display: Option<String>, screenshot: Option<PathBuf>, process_started: Instant) -> anyhow::Result<ExitCode> {
+    let manifest = Manifest::bundled()?;
+    let (events_tx, events) = bounded(4096);
+    // Workers start before the window exists; the repaint hook is filled in once it does.
+    let egui_ctx: Arc<OnceLock<egui::Context>> = Arc::new(OnceLock::new());
+    let wake_ctx = egui_ctx.clone();
+    let sink = EventSink::new(events_tx, move || {
+        if let Some(ctx) = wake_ctx.get() {
+            ctx.request_repaint();
+        }
+    });
+    let (workers, settings, warnings) = Workers::start(
+        paths,
+        WorkerOptions {
+            capture: true,
+            display,
+            chat_model: resolve_model(&manifest, &paths.models_dir, ModelRole::Chat),
+            policy: RestartPolicy::default(),
+        },
+        sink.clone(),
+    )?;
+    let mut state = AppState { settings: settings.clone(), setting_warnings: warnings, ..AppState::default() };
+    let hotkey = match QuickPromptHotkey::register(&settings.quick_prompt_hotkey, sink.clone()) {
+        Ok(hotkey) => Some(hotkey),
+        Err(err) => {
+            state.notice(format!("quick prompt hotkey unavailable: {err:#}"));
+            None
+        }
+    };
+    let [x, y, width, height] = settings
+        .sidebar_geometry
+        .or_else(|| default_sidebar_rect(SIDEBAR_WIDTH))
+        .unwrap_or([0.0, 0.0, SIDEBAR_WIDTH, 800.0]);
+    let options = eframe::NativeOptions {
+        viewport: ViewportBuilder::default()
+            .with_title("cowork")
+            .with_app_id("cowork")
+            .with_inner_size([width, height])
+            .with_position([x, y])
+            .with_min_inner_size([280.0, 320.0])
+            .with_window_level(WindowLevel::AlwaysOnTop),
+        renderer: eframe::Renderer::Glow,
+        ..Default::default()
+    };
+    let channels = workers.channels(events);
+    let models = model_views(&manifest, paths);
+    let app_options = AppOptions { screenshot, process_started: Some(process_started) };
+    let result = eframe::run_native(
+        "cowork",
+        options,
+        Box::new(move |cc| {
+            let _ = egui_ctx.set(cc.egui_ctx.clone());
+            cc.egui_ctx.set_visuals(egui::Visuals::dark());
+            Ok(Box::new(CoworkApp::new(channels, state, models, app_options)))
+        }),
+    );
+    drop(hotkey);
+    workers.shutdown(Duration::from_secs(5));
+    drop(sink);
+    match result {
+        Ok(()) => Ok(ExitCode::SUCCESS),
+        Err(err) => anyhow::bail!("cannot open the sidebar window: {err} (is there a display? `cowork doctor` checks)"),
+    }
+}
+

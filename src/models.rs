@@ -1,0 +1,82 @@
+//! Bundled models: the manifest in `models/manifest.json`, locating and
+//! verifying model files, fetching them from upstream URLs with resume, and
+//! converting CTranslate2 Whisper weights to whisper.cpp's ggml format.
+
+pub mod fetch;
+pub mod manifest;
+pub mod whisper_convert;
+
+pub use manifest::{Manifest, ManifestFile, ManifestModel, ModelRole, safe_join};
+
+use std::io::Read;
+use std::path::Path;
+
+use sha2::{Digest, Sha256};
+
+/// Lowercase hex sha256 of a file, streamed.
+pub fn sha256_file(path: &Path) -> std::io::Result<String> {
+    let mut file = std::fs::File::open(path)?;
+    let mut hasher = Sha256::new();
+    let mut buffer = vec![0u8; 1 << 20];
+    loop {
+        let read = file.read(&mut buffer)?;
+        if read == 0 {
+            break;
+        }
+        hasher.update(&buffer[..read]);
+    }
+    Ok(hex::encode(hasher.finalize()))
+}
+
+/// The state of one model file on disk.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum FileCheck {
+    Ok,
+    Missing,
+    WrongSize { expected: u64, actual: u64 },
+    WrongChecksum { expected: String, actual: String },
+    Unreadable(String),
+}
+
+impl FileCheck {
+    pub fn is_ok(&self) -> bool {
+        matches!(self, FileCheck::Ok)
+    }
+
+    /// A sentence a user can act on.
+    pub fn describe(&self, path: &Path) -> String {
+        match self {
+            FileCheck::Ok => format!("ok {}", path.display()),
+            FileCheck::Missing => format!("missing; run scripts/setup (or models/fetch) to install it: {}", path.display()),
+            FileCheck::WrongSize { expected, actual } => format!(
+                "corrupt or incomplete: {actual} bytes, expected {expected}; run models/fetch again: {}",
+                path.display()
+            ),
+            FileCheck::WrongChecksum { expected, actual } => format!(
+                "corrupt: sha256 {actual}, expected {expected}; run models/fetch again: {}",
+                path.display()
+            ),
+            FileCheck::Unreadable(err) => format!("unreadable ({err}): {}", path.display()),
+        }
+    }
+}
+
+/// Checks size, and the sha256 too when `full` (slower: reads the whole file).
+pub fn check_file(path: &Path, size: u64, sha256: &str, full: bool) -> FileCheck {
+    let metadata = match std::fs::metadata(path) {
+        Ok(metadata) => metadata,
+        Err(err) if err.kind() == std::io::ErrorKind::NotFound => return FileCheck::Missing,
+        Err(err) => return FileCheck::Unreadable(err.to_string()),
+    };
+    if metadata.len() != size {
+        return FileCheck::WrongSize { expected: size, actual: metadata.len() };
+    }
+    if full {
+        match sha256_file(path) {
+            Ok(actual) if actual.eq_ignore_ascii_case(sha256) => {}
+            Ok(actual) => return FileCheck::WrongChecksum { expected: sha256.to_owned(), actual },
+            Err(err) => return FileCheck::Unreadable(err.to_string()),
+        }
+    }
+    FileCheck::Ok
+}

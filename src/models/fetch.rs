@@ -1,0 +1,175 @@
+//! Downloading model files from their upstream URLs (the route a user with
+//! internet takes): resumable, size- and sha256-verified, and confined to the
+//! models directory. Progress is reported through a callback.
+
+use std::fs::OpenOptions;
+use std::io::{Read, Write};
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use anyhow::{Context, bail};
+
+use crate::models::manifest::{ManifestFile, safe_join};
+use crate::models::{FileCheck, check_file, sha256_file};
+
+/// Progress of one file: bytes on disk so far and the expected total.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Progress {
+    pub done_bytes: u64,
+    pub total_bytes: u64,
+}
+
+pub struct Fetcher {
+    agent: ureq::Agent,
+    /// Replaces `https://huggingface.co` in upstream URLs (a mirror, or a test server).
+    mirror: Option<String>,
+}
+
+const HUB: &str = "https://huggingface.co";
+
+impl Fetcher {
+    pub fn new(mirror: Option<String>) -> Self {
+        let config = ureq::Agent::config_builder()
+            .timeout_connect(Some(Duration::from_secs(15)))
+            .timeout_recv_response(Some(Duration::from_secs(60)))
+            // A stalled body read fails instead of hanging; resume picks it up.
+            .timeout_recv_body(Some(Duration::from_secs(120)))
+            .http_status_as_error(false)
+            .build();
+        Self { agent: ureq::Agent::new_with_config(config), mirror }
+    }
+
+    pub fn url_for(&self, file: &ManifestFile) -> String {
+        match (&self.mirror, file.url.strip_prefix(HUB)) {
+            (Some(mirror), Some(rest)) => format!("{}{rest}", mirror.trim_end_matches('/')),
+            _ => file.url.clone(),
+        }
+    }
+
+    /// Ensures `file` is present and verified under `models_dir`, downloading
+    /// (or resuming) it if needed. Returns the final path.
+    pub fn fetch(
+        &self,
+        models_dir: &Path,
+        file: &ManifestFile,
+        progress: &mut dyn FnMut(Progress),
+    ) -> anyhow::Result<PathBuf> {
+        let target = safe_join(models_dir, &file.path)?;
+        if check_file(&target, file.size, &file.sha256, true) == FileCheck::Ok {
+            progress(Progress { done_bytes: file.size, total_bytes: file.size });
+            return Ok(target);
+        }
+        if let Some(parent) = target.parent() {
+            std::fs::create_dir_all(parent).with_context(|| format!("cannot create {}", parent.display()))?;
+        }
+        let partial = partial_path(&target);
+        let url = self.url_for(file);
+        // Each attempt resumes from what is on disk; a connection cut mid-file costs only a retry.
+        let mut last_error = None;
+        for attempt in 0..5 {
+            if attempt > 0 {
+                std::thread::sleep(Duration::from_millis(200 * (1 << attempt)));
+            }
+            match self.download_once(&url, &partial, file.size, progress) {
+                Ok(()) => {
+                    last_error = None;
+                    break;
+                }
+                Err(err) => {
+                    tracing::warn!(%url, attempt, error = %format!("{err:#}"), "download interrupted");
+                    last_error = Some(err);
+                }
+            }
+        }
+        if let Some(err) = last_error {
+            return Err(err.context(format!("cannot download {url}")));
+        }
+        let actual = sha256_file(&partial)?;
+        if !actual.eq_ignore_ascii_case(&file.sha256) {
+            let _ = std::fs::remove_file(&partial);
+            bail!("checksum mismatch for {url}: got sha256 {actual}, expected {}; the partial file was removed", file.sha256);
+        }
+        std::fs::rename(&partial, &target).with_context(|| format!("cannot move download into {}", target.display()))?;
+        Ok(target)
+    }
+
+    fn download_once(
+        &self,
+        url: &str,
+        partial: &Path,
+        total: u64,
+        progress: &mut dyn FnMut(Progress),
+    ) -> anyhow::Result<()> {
+        let have = std::fs::metadata(partial).map(|m| m.len()).unwrap_or(0);
+        if have > total {
+            std::fs::remove_file(partial)?;
+            return self.download_once(url, partial, total, progress);
+        }
+        if have == total {
+            return Ok(());
+        }
+        let mut request = self.agent.get(url);
+        if have > 0 {
+            request = request.header("Range", format!("bytes={have}-"));
+        }
+        let mut response = request.call().with_context(|| format!("request failed {url}"))?;
+        let status = response.status().as_u16();
+        let mut file = match status {
+            206 => OpenOptions::new().append(true).open(partial)?,
+            // The server ignored the range (or we asked for none): start over.
+            200 => OpenOptions::new().create(true).write(true).truncate(true).open(partial)?,
+            416 => {
+                // We hold more than the server has: our partial file is stale.
+                std::fs::remove_file(partial)?;
+                bail!("server refused the resume range (HTTP 416)");
+            }
+            other => bail!("server answered HTTP {other}"),
+        };
+        let mut done = if status == 206 { have } else { 0 };
+        let mut reader = response.body_mut().as_reader();
+        let mut buffer = vec![0u8; 256 * 1024];
+        loop {
+            let read = reader.read(&mut buffer).context("download stream broke")?;
+            if read == 0 {
+                break;
+            }
+            file.write_all(&buffer[..read]).with_context(|| format!("cannot write {}", partial.display()))?;
+            done += read as u64;
+            progress(Progress { done_bytes: done, total_bytes: total });
+            if done > total {
+                bail!("server sent more than the expected {total} bytes");
+            }
+        }
+        file.sync_all()?;
+        if done < total {
+            bail!("connection closed after {done} of {total} bytes");
+        }
+        Ok(())
+    }
+}
+
+fn partial_path(target: &Path) -> PathBuf {
+    let mut name = target.file_name().map(|n| n.to_os_string()).unwrap_or_default();
+    name.push(".part");
+    target.with_file_name(name)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn mirror_replaces_only_the_hub_prefix() {
+        let file = ManifestFile {
+            path: "a/b.gguf".into(),
+            size: 1,
+            sha256: String::new(),
+            url: "https://huggingface.co/org/repo/resolve/main/b.gguf".into(),
+            package: None,
+        };
+        let fetcher = Fetcher::new(Some("http://127.0.0.1:9/".into()));
+        assert_eq!(fetcher.url_for(&file), "http://127.0.0.1:9/org/repo/resolve/main/b.gguf");
+        let other = ManifestFile { url: "https://example.org/x".into(), ..file };
+        assert_eq!(fetcher.url_for(&other), "https://example.org/x");
+    }
+}

@@ -1,0 +1,10 @@
+//! Thread plumbing shared by every worker: the event sink that wakes the UI,
+//! the supervisor that restarts failed workers, and health states.
+
+mod sink;
+mod supervisor;
+
+pub use sink::EventSink;
+pub use supervisor::{
+    Control, RestartPolicy, Supervised, WorkerContext, WorkerHandle, WorkerState, spawn_supervised,
+};

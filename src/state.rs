@@ -1,0 +1,324 @@
+//! `AppState`: everything the UI shows, updated only by `apply(AppEvent)` and
+//! by the app's handling of `UiAction`s. No egui types: tested like a reducer.
+
+use std::collections::BTreeMap;
+
+use crate::config::{Settings, keys};
+use crate::events::{
+    ActiveWindow, ActivitySession, AppEvent, ChatMessage, ChatThread, GenerationStats, MessageStatus, ModelStatus,
+    Role, WorkerName,
+};
+use crate::ids::local_day_start_millis;
+use crate::runtime::WorkerState;
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Tab {
+    Chat,
+    Context,
+    Apps,
+    Settings,
+}
+
+impl Tab {
+    pub const ALL: [Tab; 4] = [Tab::Chat, Tab::Context, Tab::Apps, Tab::Settings];
+
+    pub fn label(self) -> &'static str {
+        match self {
+            Tab::Chat => "Chat",
+            Tab::Context => "Context",
+            Tab::Apps => "Apps",
+            Tab::Settings => "Settings",
+        }
+    }
+}
+
+/// What a view asks the app to do.
+#[derive(Clone, Debug, PartialEq)]
+pub enum UiAction {
+    SendMessage(String),
+    Stop,
+    NewThread,
+    SelectThread(i64),
+    SwitchTab(Tab),
+    RetryWorker(WorkerName),
+    OpenQuickPrompt,
+    CloseQuickPrompt,
+    SaveSetting { key: String, value: String },
+    LoadModel,
+}
+
+/// A message as the chat panel shows it.
+#[derive(Clone, Debug, PartialEq)]
+pub struct MessageView {
+    pub message_id: i64,
+    pub role: Role,
+    pub content: String,
+    /// Context attached to a user message, exactly as sent.
+    pub context: Option<String>,
+    pub status: Option<MessageStatus>,
+    pub error: Option<String>,
+    pub stats: Option<GenerationStats>,
+}
+
+impl MessageView {
+    pub fn is_streaming(&self) -> bool {
+        self.role == Role::Assistant && self.status.is_none()
+    }
+}
+
+impl From<ChatMessage> for MessageView {
+    fn from(message: ChatMessage) -> Self {
+        Self {
+            message_id: message.message_id,
+            role: message.role,
+            content: message.content,
+            context: message.context,
+            status: Some(message.status),
+            error: None,
+            stats: None,
+        }
+    }
+}
+
+#[derive(Clone, Debug, Default)]
+pub struct AppState {
+    pub tab: Option<Tab>,
+    pub workers: BTreeMap<WorkerName, WorkerState>,
+    pub active_window: Option<ActiveWindow>,
+    /// Today's finished sessions, oldest first.
+    pub sessions_today: Vec<ActivitySession>,
+    pub threads: Vec<ChatThread>,
+    pub current_thread: Option<i64>,
+    pub messages: Vec<MessageView>,
+    /// The answer being generated, if any.
+    pub generating: Option<i64>,
+    pub model: Option<ModelStatus>,
+    /// Recent notices for the user, newest last.
+    pub notices: Vec<String>,
+    pub settings: Settings,
+    pub setting_warnings: Vec<String>,
+    pub quick_prompt_open: bool,
+}
+
+const MAX_NOTICES: usize = 20;
+
+impl AppState {
+    pub fn tab(&self) -> Tab {
+        self.tab.unwrap_or(Tab::Chat)
+    }
+
+    pub fn worker_state(&self, worker: WorkerName) -> WorkerState {
+        self.workers.get(&worker).cloned().unwrap_or(WorkerState::Starting)
+    }
+
+    pub fn notice(&mut self, text: impl Into<String>) {
+        self.notices.push(text.into());
+        if self.notices.len() > MAX_NOTICES {
+            self.notices.remove(0);
+        }
+    }
+
+    pub fn apply(&mut self, event: AppEvent, now_millis: i64) {
+        match event {
+            AppEvent::Worker { worker, state } => {
+                self.workers.insert(worker, state);
+            }
+            AppEvent::ActiveWindow(window) => self.active_window = window,
+            AppEvent::SessionFinished(session) => {
+                let today = local_day_start_millis(now_millis);
+                if session.ended_at_millis.unwrap_or(now_millis) >= today {
+                    self.sessions_today.retain(|s| s.session_id != session.session_id);
+                    self.sessions_today.push(session);
+                }
+            }
+            AppEvent::SessionsLoaded(sessions) => {
+                self.sessions_today = sessions.into_iter().filter(|s| s.ended_at_millis.is_some()).collect();
+            }
+            AppEvent::ThreadsLoaded(threads) => self.threads = threads,
+            AppEvent::MessagesLoaded { thread_id, messages } => {
+                if self.current_thread == Some(thread_id) && self.generating.is_none() {
+                    self.messages = messages.into_iter().map(MessageView::from).collect();
+                }
+            }
+            AppEvent::ContextAttached { user_message_id, context } => {
+                if let Some(message) = self.messages.iter_mut().find(|m| m.message_id == user_message_id) {
+                    message.context = Some(context);
+                }
+            }
+            AppEvent::Token { answer_id, text } => {
+                if let Some(message) = self.messages.iter_mut().find(|m| m.message_id == answer_id) {
+                    message.content.push_str(&text);
+                }
+            }
+            AppEvent::AnswerFinished { answer_id, status, error, stats } => {
+                if let Some(message) = self.messages.iter_mut().find(|m| m.message_id == answer_id) {
+                    message.status = Some(status);
+                    message.stats = (stats.completion_tokens > 0).then_some(stats);
+                    if let Some(error) = &error
+                        && message.content.is_empty()
+                    {
+                        message.content = format!("(no answer: {error})");
+                    }
+                    message.error = error;
+                }
+                if self.generating == Some(answer_id) {
+                    self.generating = None;
+                }
+            }
+            AppEvent::Model(status) => self.model = Some(status),
+            AppEvent::Setting { key, value } => {
+                if let Some(warning) = self.settings.apply(&key, &value) {
+                    self.setting_warnings.retain(|w| !w.contains(&key));
+                    self.setting_warnings.push(warning);
+                } else {
+                    self.setting_warnings.retain(|w| !w.contains(&key));
+                }
+            }
+            AppEvent::Notice(text) => self.notice(text),
+            AppEvent::QuickPromptHotkey => self.quick_prompt_open = true,
+        }
+    }
+
+    /// Adds a question and its empty answer to the current thread, creating the
+    /// thread if needed. Returns (thread, new thread?, user message id, answer id).
+    pub fn begin_exchange(&mut self, text: &str, now_millis: i64, mut next_id: impl FnMut() -> i64) -> (ChatThread, bool, i64, i64) {
+        let (thread, is_new) = match self.current_thread.and_then(|id| self.threads.iter().find(|t| t.thread_id == id)) {
+            Some(thread) => (thread.clone(), false),
+            None => {
+                let thread = ChatThread { thread_id: next_id(), title: thread_title(text), updated_at_millis: now_millis };
+                self.threads.insert(0, thread.clone());
+                self.current_thread = Some(thread.thread_id);
+                self.messages.clear();
+                (thread, true)
+            }
+        };
+        let user_message_id = next_id();
+        let answer_id = next_id();
+        self.messages.push(MessageView {
+            message_id: user_message_id,
+            role: Role::User,
+            content: text.to_owned(),
+            context: None,
+            status: Some(MessageStatus::Done),
+            error: None,
+            stats: None,
+        });
+        self.messages.push(MessageView {
+            message_id: answer_id,
+            role: Role::Assistant,
+            content: String::new(),
+            context: None,
+            status: None,
+            error: None,
+            stats: None,
+        });
+        self.generating = Some(answer_id);
+        (thread, is_new, user_message_id, answer_id)
+    }
+
+    /// The thread's earlier messages as (role, text), for the model.
+    pub fn history_before_last_exchange(&self) -> Vec<(Role, String)> {
+        let keep = self.messages.len().saturating_sub(2);
+        self.messages[..keep]
+            .iter()
+            .filter(|m| m.status != Some(MessageStatus::Failed) && !m.content.is_empty())
+            .map(|m| (m.role, m.content.clone()))
+            .collect()
+    }
+
+    /// A failed answer that never reached the worker (queue full or worker gone).
+    pub fn fail_answer(&mut self, answer_id: i64, error: String) {
+        self.apply(
+            AppEvent::AnswerFinished {
+                answer_id,
+                status: MessageStatus::Failed,
+                error: Some(error),
+                stats: GenerationStats::default(),
+            },
+            0,
+        );
+    }
+
+    pub fn new_thread(&mut self) {
+        self.current_thread = None;
+        self.messages.clear();
+    }
+
+    pub fn hotkey_setting_key() -> &'static str {
+        keys::QUICK_PROMPT_HOTKEY
+    }
+}
+
+/// A thread's title: its first question, shortened.
+pub fn thread_title(text: &str) -> String {
+    let line = text.lines().next().unwrap_or_default().trim();
+    let mut title: String = line.chars().take(48).collect();
+    if line.chars().count() > 48 {
+        title.push('…');
+    }
+    if title.is_empty() { "New chat".to_owned() } else { title }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn ids() -> impl FnMut() -> i64 {
+        let mut n = 0;
+        move || {
+            n += 1;
+            n
+        }
+    }
+
+    #[test]
+    fn an_exchange_streams_into_the_answer_and_finishes() {
+        let mut state = AppState::default();
+        let (thread, is_new, user_id, answer_id) = state.begin_exchange("What was I doing?", 0, ids());
+        assert!(is_new);
+        assert_eq!(state.current_thread, Some(thread.thread_id));
+        state.apply(AppEvent::ContextAttached { user_message_id: user_id, context: "Current window: X".into() }, 0);
+        state.apply(AppEvent::Token { answer_id, text: "You were ".into() }, 0);
+        state.apply(AppEvent::Token { answer_id, text: "editing.".into() }, 0);
+        assert!(state.messages[1].is_streaming());
+        state.apply(
+            AppEvent::AnswerFinished { answer_id, status: MessageStatus::Done, error: None, stats: GenerationStats::default() },
+            0,
+        );
+        assert_eq!(state.messages[1].content, "You were editing.");
+        assert_eq!(state.messages[0].context.as_deref(), Some("Current window: X"));
+        assert_eq!(state.generating, None);
+        // A second question in the same thread carries the first exchange as history.
+        let (_, is_new, _, _) = state.begin_exchange("And before?", 0, ids());
+        assert!(!is_new);
+        assert_eq!(state.history_before_last_exchange().len(), 2);
+    }
+
+    #[test]
+    fn a_failed_send_shows_the_error_in_the_answer() {
+        let mut state = AppState::default();
+        let (_, _, _, answer_id) = state.begin_exchange("hi", 0, ids());
+        state.fail_answer(answer_id, "llm worker is busy".into());
+        assert_eq!(state.messages[1].content, "(no answer: llm worker is busy)");
+        assert_eq!(state.generating, None);
+    }
+
+    #[test]
+    fn worker_health_and_bad_settings_are_kept() {
+        let mut state = AppState::default();
+        state.apply(AppEvent::Worker { worker: WorkerName::Capture, state: WorkerState::Degraded("no X".into()) }, 0);
+        assert_eq!(state.worker_state(WorkerName::Capture), WorkerState::Degraded("no X".into()));
+        state.apply(AppEvent::Setting { key: keys::AFK_SECS.into(), value: "soon".into() }, 0);
+        assert_eq!(state.setting_warnings.len(), 1);
+        state.apply(AppEvent::Setting { key: keys::AFK_SECS.into(), value: "60".into() }, 0);
+        assert!(state.setting_warnings.is_empty());
+        assert_eq!(state.settings.afk_secs, 60);
+    }
+
+    #[test]
+    fn thread_titles_are_short_first_lines() {
+        assert_eq!(thread_title("  hello\nworld"), "hello");
+        assert_eq!(thread_title(""), "New chat");
+        assert!(thread_title(&"x".repeat(100)).ends_with('…'));
+    }
+}

@@ -1,0 +1,10 @@
+//! The SQLite file `cowork.db`: schema, query functions and the `store` worker,
+//! the only thread that writes to it. Other threads open read-only connections.
+
+mod queries;
+mod schema;
+mod worker;
+
+pub use queries::*;
+pub use schema::{DB_FILE_NAME, SCHEMA_VERSION, open_read_only, open_writer};
+pub use worker::{StoreCommand, StoreWorker, spawn_store};

@@ -1,0 +1,306 @@
+//! Plain query functions over a `&Connection`: used by the store worker for
+//! writes, by other threads on read-only connections, and by tests in memory.
+
+use rusqlite::{Connection, OptionalExtension, Row, params};
+
+use crate::events::{
+    ActivitySession, ChatMessage, ChatThread, MessageStatus, Role, SessionEnd,
+};
+
+const SESSION_COLUMNS: &str =
+    "session_id, app, title, pid, window_id, started_at_ms, ended_at_ms, end_reason";
+
+fn session_from_row(row: &Row<'_>) -> rusqlite::Result<ActivitySession> {
+    let end_reason: Option<String> = row.get(7)?;
+    Ok(ActivitySession {
+        session_id: row.get(0)?,
+        app: row.get(1)?,
+        title: row.get(2)?,
+        pid: row.get(3)?,
+        window_id: row.get(4)?,
+        started_at_millis: row.get(5)?,
+        ended_at_millis: row.get(6)?,
+        end_reason: end_reason.as_deref().and_then(SessionEnd::parse),
+    })
+}
+
+/// Inserts a session or, if it exists, updates its end (the title and app of
+/// a session never change: a new title is a new session).
+pub fn upsert_session(conn: &Connection, session: &ActivitySession) -> rusqlite::Result<()> {
+    let last_seen = session.ended_at_millis.unwrap_or(session.started_at_millis);
+    conn.prepare_cached(
+        "INSERT INTO activity_sessions
+             (session_id, app, title, pid, window_id, started_at_ms, ended_at_ms, last_seen_ms, end_reason)
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)
+         ON CONFLICT (session_id) DO UPDATE SET
+             ended_at_ms = excluded.ended_at_ms,
+             last_seen_ms = max(last_seen_ms, excluded.last_seen_ms),
+             end_reason = excluded.end_reason",
+    )?
+    .execute(params![
+        session.session_id,
+        session.app,
+        session.title,
+        session.pid,
+        session.window_id,
+        session.started_at_millis,
+        session.ended_at_millis,
+        last_seen,
+        session.end_reason.map(SessionEnd::as_str),
+    ])?;
+    Ok(())
+}
+
+/// Records that an open session was still open at `at_millis`.
+pub fn heartbeat_session(conn: &Connection, session_id: i64, at_millis: i64) -> rusqlite::Result<()> {
+    conn.prepare_cached(
+        "UPDATE activity_sessions SET last_seen_ms = max(last_seen_ms, ?2)
+         WHERE session_id = ?1 AND ended_at_ms IS NULL",
+    )?
+    .execute(params![session_id, at_millis])?;
+    Ok(())
+}
+
+/// Ends sessions left open by a crash at their last heartbeat. Returns how many.
+pub fn recover_open_sessions(conn: &Connection) -> rusqlite::Result<usize> {
+    conn.execute(
+        "UPDATE activity_sessions SET ended_at_ms = last_seen_ms, end_reason = 'recovered'
+         WHERE ended_at_ms IS NULL",
+        [],
+    )
+}
+
+/// Sessions that overlap `[since_millis, now)`, oldest first.
+pub fn sessions_since(conn: &Connection, since_millis: i64, limit: usize) -> rusqlite::Result<Vec<ActivitySession>> {
+    let sql = format!(
+        "SELECT {SESSION_COLUMNS} FROM (
+             SELECT * FROM activity_sessions
+             WHERE coalesce(ended_at_ms, last_seen_ms) >= ?1 OR ended_at_ms IS NULL
+             ORDER BY started_at_ms DESC LIMIT ?2
+         ) ORDER BY started_at_ms ASC"
+    );
+    let mut stmt = conn.prepare_cached(&sql)?;
+    let rows = stmt.query_map(params![since_millis, limit as i64], session_from_row)?;
+    rows.collect()
+}
+
+/// The most recent `limit` sessions, newest first.
+pub fn recent_sessions(conn: &Connection, limit: usize) -> rusqlite::Result<Vec<ActivitySession>> {
+    let sql = format!(
+        "SELECT {SESSION_COLUMNS} FROM activity_sessions ORDER BY started_at_ms DESC LIMIT ?1"
+    );
+    let mut stmt = conn.prepare_cached(&sql)?;
+    let rows = stmt.query_map(params![limit as i64], session_from_row)?;
+    rows.collect()
+}
+
+pub fn session_count(conn: &Connection) -> rusqlite::Result<i64> {
+    conn.query_row("SELECT count(*) FROM activity_sessions", [], |row| row.get(0))
+}
+
+/// Sessions whose title or app matches an FTS5 query, best first.
+pub fn search_sessions(conn: &Connection, query: &str, limit: usize) -> rusqlite::Result<Vec<ActivitySession>> {
+    let sql = format!(
+        "SELECT {} FROM activity_fts f JOIN activity_sessions s ON s.session_id = f.rowid
+         WHERE activity_fts MATCH ?1 ORDER BY bm25(activity_fts) LIMIT ?2",
+        SESSION_COLUMNS.split(", ").map(|c| format!("s.{c}")).collect::<Vec<_>>().join(", ")
+    );
+    let mut stmt = conn.prepare_cached(&sql)?;
+    let rows = stmt.query_map(params![fts_phrase(query), limit as i64], session_from_row)?;
+    rows.collect()
+}
+
+/// Message ids whose text matches an FTS5 query, best first.
+pub fn search_messages(conn: &Connection, query: &str, limit: usize) -> rusqlite::Result<Vec<ChatMessage>> {
+    let mut stmt = conn.prepare_cached(
+        "SELECT m.message_id, m.thread_id, m.role, m.content, m.context, m.status, m.created_at_ms
+         FROM message_fts f JOIN chat_messages m ON m.message_id = f.rowid
+         WHERE message_fts MATCH ?1 ORDER BY bm25(message_fts) LIMIT ?2",
+    )?;
+    let rows = stmt.query_map(params![fts_phrase(query), limit as i64], message_from_row)?;
+    rows.collect()
+}
+
+/// Quotes each word so user text cannot be misread as FTS5 query syntax.
+fn fts_phrase(query: &str) -> String {
+    query
+        .split_whitespace()
+        .map(|word| format!("\"{}\"", word.replace('"', "\"\"")))
+        .collect::<Vec<_>>()
+        .join(" ")
+}
+
+pub fn upsert_thread(conn: &Connection, thread: &ChatThread, created_at_millis: i64) -> rusqlite::Result<()> {
+    conn.prepare_cached(
+        "INSERT INTO chat_threads (thread_id, title, created_at_ms, updated_at_ms) VALUES (?1, ?2, ?3, ?4)
+         ON CONFLICT (thread_id) DO UPDATE SET updated_at_ms = max(updated_at_ms, excluded.updated_at_ms)",
+    )?
+    .execute(params![thread.thread_id, thread.title, created_at_millis, thread.updated_at_millis])?;
+    Ok(())
+}
+
+pub fn threads(conn: &Connection, limit: usize) -> rusqlite::Result<Vec<ChatThread>> {
+    let mut stmt = conn.prepare_cached(
+        "SELECT thread_id, title, updated_at_ms FROM chat_threads ORDER BY updated_at_ms DESC LIMIT ?1",
+    )?;
+    let rows = stmt.query_map(params![limit as i64], |row| {
+        Ok(ChatThread { thread_id: row.get(0)?, title: row.get(1)?, updated_at_millis: row.get(2)? })
+    })?;
+    rows.collect()
+}
+
+fn message_from_row(row: &Row<'_>) -> rusqlite::Result<ChatMessage> {
+    let role: String = row.get(2)?;
+    let status: String = row.get(5)?;
+    Ok(ChatMessage {
+        message_id: row.get(0)?,
+        thread_id: row.get(1)?,
+        role: Role::parse(&role).unwrap_or(Role::Assistant),
+        content: row.get(3)?,
+        context: row.get(4)?,
+        status: MessageStatus::parse(&status).unwrap_or(MessageStatus::Done),
+        created_at_millis: row.get(6)?,
+    })
+}
+
+/// Inserts a message, or replaces its content and status (an answer is
+/// written when it finishes; a retry of the same write is harmless).
+pub fn upsert_message(conn: &Connection, message: &ChatMessage, model: Option<&str>) -> rusqlite::Result<()> {
+    conn.prepare_cached(
+        "INSERT INTO chat_messages (message_id, thread_id, role, content, context, status, model, created_at_ms)
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)
+         ON CONFLICT (message_id) DO UPDATE SET content = excluded.content, status = excluded.status,
+             context = coalesce(excluded.context, context)",
+    )?
+    .execute(params![
+        message.message_id,
+        message.thread_id,
+        message.role.as_str(),
+        message.content,
+        message.context,
+        message.status.as_str(),
+        model,
+        message.created_at_millis,
+    ])?;
+    conn.prepare_cached("UPDATE chat_threads SET updated_at_ms = max(updated_at_ms, ?2) WHERE thread_id = ?1")?
+        .execute(params![message.thread_id, message.created_at_millis])?;
+    Ok(())
+}
+
+/// A thread's messages, oldest first.
+pub fn messages(conn: &Connection, thread_id: i64) -> rusqlite::Result<Vec<ChatMessage>> {
+    let mut stmt = conn.prepare_cached(
+        "SELECT message_id, thread_id, role, content, context, status, created_at_ms
+         FROM chat_messages WHERE thread_id = ?1 ORDER BY created_at_ms ASC, message_id ASC",
+    )?;
+    let rows = stmt.query_map(params![thread_id], message_from_row)?;
+    rows.collect()
+}
+
+pub fn set_setting(conn: &Connection, key: &str, value: &str, at_millis: i64) -> rusqlite::Result<()> {
+    conn.prepare_cached(
+        "INSERT INTO settings (key, value, updated_at_ms) VALUES (?1, ?2, ?3)
+         ON CONFLICT (key) DO UPDATE SET value = excluded.value, updated_at_ms = excluded.updated_at_ms",
+    )?
+    .execute(params![key, value, at_millis])?;
+    Ok(())
+}
+
+pub fn setting(conn: &Connection, key: &str) -> rusqlite::Result<Option<String>> {
+    conn.query_row("SELECT value FROM settings WHERE key = ?1", params![key], |row| row.get(0))
+        .optional()
+}
+
+pub fn all_settings(conn: &Connection) -> rusqlite::Result<Vec<(String, String)>> {
+    let mut stmt = conn.prepare_cached("SELECT key, value FROM settings ORDER BY key")?;
+    let rows = stmt.query_map([], |row| Ok((row.get(0)?, row.get(1)?)))?;
+    rows.collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::store::schema::migrate;
+
+    fn db() -> Connection {
+        let conn = Connection::open_in_memory().unwrap();
+        migrate(&conn).unwrap();
+        conn
+    }
+
+    fn session(session_id: i64, title: &str, start: i64, end: Option<i64>) -> ActivitySession {
+        ActivitySession {
+            session_id,
+            app: "XTerm".into(),
+            title: title.into(),
+            pid: Some(42),
+            window_id: 7,
+            started_at_millis: start,
+            ended_at_millis: end,
+            end_reason: end.map(|_| SessionEnd::Switch),
+        }
+    }
+
+    #[test]
+    fn a_session_is_opened_then_closed_in_place_and_found_by_title() {
+        let conn = db();
+        upsert_session(&conn, &session(1, "Quarterly report draft", 1_000, None)).unwrap();
+        upsert_session(&conn, &session(1, "Quarterly report draft", 1_000, Some(5_000))).unwrap();
+        let all = sessions_since(&conn, 0, 10).unwrap();
+        assert_eq!(all.len(), 1);
+        assert_eq!(all[0].ended_at_millis, Some(5_000));
+        let found = search_sessions(&conn, "quarterly", 10).unwrap();
+        assert_eq!(found.len(), 1);
+        assert!(search_sessions(&conn, "holiday", 10).unwrap().is_empty());
+    }
+
+    #[test]
+    fn crash_recovery_ends_open_sessions_at_their_last_heartbeat() {
+        let conn = db();
+        upsert_session(&conn, &session(1, "Editor", 1_000, None)).unwrap();
+        heartbeat_session(&conn, 1, 31_000).unwrap();
+        assert_eq!(recover_open_sessions(&conn).unwrap(), 1);
+        let s = &recent_sessions(&conn, 1).unwrap()[0];
+        assert_eq!(s.ended_at_millis, Some(31_000));
+        assert_eq!(s.end_reason, Some(SessionEnd::Recovered));
+    }
+
+    #[test]
+    fn messages_round_trip_and_fts_follows_updates() {
+        let conn = db();
+        let thread = ChatThread { thread_id: 10, title: "t".into(), updated_at_millis: 1 };
+        upsert_thread(&conn, &thread, 1).unwrap();
+        let mut answer = ChatMessage {
+            message_id: 11,
+            thread_id: 10,
+            role: Role::Assistant,
+            content: "draft".into(),
+            context: None,
+            status: MessageStatus::Stopped,
+            created_at_millis: 2,
+        };
+        upsert_message(&conn, &answer, Some("m")).unwrap();
+        answer.content = "the meeting moved to Thursday".into();
+        answer.status = MessageStatus::Done;
+        upsert_message(&conn, &answer, Some("m")).unwrap();
+        assert_eq!(messages(&conn, 10).unwrap(), vec![answer]);
+        assert_eq!(search_messages(&conn, "thursday", 5).unwrap().len(), 1);
+        assert!(search_messages(&conn, "draft", 5).unwrap().is_empty());
+    }
+
+    #[test]
+    fn fts_query_text_is_quoted_not_parsed() {
+        let conn = db();
+        upsert_session(&conn, &session(1, "a AND (b", 0, Some(1))).unwrap();
+        assert_eq!(search_sessions(&conn, "AND (b", 5).unwrap().len(), 1);
+    }
+
+    #[test]
+    fn settings_overwrite() {
+        let conn = db();
+        set_setting(&conn, "afk_secs", "180", 1).unwrap();
+        set_setting(&conn, "afk_secs", "60", 2).unwrap();
+        assert_eq!(setting(&conn, "afk_secs").unwrap().as_deref(), Some("60"));
+        assert_eq!(setting(&conn, "missing").unwrap(), None);
+    }
+}

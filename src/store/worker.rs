@@ -1,0 +1,251 @@
+//! The `store` worker: owns the only writable connection, batches writes into
+//! transactions, and answers the UI's load requests.
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use crossbeam_channel::{Receiver, RecvTimeoutError, Sender, TryRecvError, bounded};
+use rusqlite::Connection;
+
+use crate::events::{ActivitySession, AppEvent, ChatMessage, ChatThread, WorkerName};
+use crate::ids::now_millis;
+use crate::runtime::{EventSink, RestartPolicy, Supervised, WorkerContext, WorkerHandle, WorkerState, spawn_supervised};
+use crate::store::{queries, schema};
+
+/// Room in the store's queue. Capture and llm block briefly when it is full
+/// rather than lose rows; at 50k rows/s that is ~80 ms of backlog.
+pub const STORE_QUEUE: usize = 4096;
+
+/// Writes applied in one transaction at most.
+const MAX_BATCH: usize = 2048;
+
+/// How long to wait before retrying a batch that failed to commit (disk full, locked).
+const RETRY_WRITE_AFTER: Duration = Duration::from_secs(1);
+
+/// Pending writes kept in memory while the disk refuses them; past this the
+/// oldest are dropped and counted, so a full disk cannot exhaust memory.
+const MAX_PENDING: usize = 200_000;
+
+#[derive(Debug)]
+pub enum StoreCommand {
+    UpsertSession(ActivitySession),
+    Heartbeat { session_id: i64, at_millis: i64 },
+    UpsertThread { thread: ChatThread, created_at_millis: i64 },
+    UpsertMessage { message: ChatMessage, model: Option<String> },
+    SetSetting { key: String, value: String },
+    LoadSessionsSince { since_millis: i64 },
+    LoadThreads,
+    LoadMessages { thread_id: i64 },
+    LoadSettings,
+    /// Commit everything queued so far, then acknowledge (tests, shutdown, benches).
+    Flush(Sender<()>),
+    /// Fault injection for supervisor tests: panic inside the worker.
+    InjectPanic,
+    Shutdown,
+}
+
+/// A write waiting for the next transaction.
+#[derive(Debug, Clone)]
+enum Write {
+    Session(ActivitySession),
+    Heartbeat { session_id: i64, at_millis: i64 },
+    Thread { thread: ChatThread, created_at_millis: i64 },
+    Message { message: ChatMessage, model: Option<String> },
+    Setting { key: String, value: String },
+}
+
+pub struct StoreWorker {
+    conn: Connection,
+    sink: EventSink,
+    pending: Vec<Write>,
+    dropped_writes: u64,
+    write_error: Option<String>,
+}
+
+impl StoreWorker {
+    pub fn open(path: PathBuf, sink: EventSink) -> anyhow::Result<Self> {
+        let conn = schema::open_writer(&path)?;
+        let recovered = queries::recover_open_sessions(&conn)?;
+        if recovered > 0 {
+            tracing::info!(recovered, "closed sessions left open by an earlier crash");
+        }
+        Ok(Self { conn, sink, pending: Vec::new(), dropped_writes: 0, write_error: None })
+    }
+
+    /// Handles one command. Returns false on Shutdown.
+    pub fn handle(&mut self, command: StoreCommand) -> bool {
+        match command {
+            StoreCommand::UpsertSession(session) => self.queue(Write::Session(session)),
+            StoreCommand::Heartbeat { session_id, at_millis } => {
+                self.queue(Write::Heartbeat { session_id, at_millis })
+            }
+            StoreCommand::UpsertThread { thread, created_at_millis } => {
+                self.queue(Write::Thread { thread, created_at_millis })
+            }
+            StoreCommand::UpsertMessage { message, model } => self.queue(Write::Message { message, model }),
+            StoreCommand::SetSetting { key, value } => self.queue(Write::Setting { key, value }),
+            StoreCommand::LoadSessionsSince { since_millis } => {
+                self.commit_pending();
+                match queries::sessions_since(&self.conn, since_millis, 5_000) {
+                    Ok(sessions) => self.emit(AppEvent::SessionsLoaded(sessions)),
+                    Err(err) => self.emit_notice(format!("cannot load sessions: {err}")),
+                }
+            }
+            StoreCommand::LoadThreads => {
+                self.commit_pending();
+                match queries::threads(&self.conn, 200) {
+                    Ok(threads) => self.emit(AppEvent::ThreadsLoaded(threads)),
+                    Err(err) => self.emit_notice(format!("cannot load chat threads: {err}")),
+                }
+            }
+            StoreCommand::LoadMessages { thread_id } => {
+                self.commit_pending();
+                match queries::messages(&self.conn, thread_id) {
+                    Ok(messages) => self.emit(AppEvent::MessagesLoaded { thread_id, messages }),
+                    Err(err) => self.emit_notice(format!("cannot load messages: {err}")),
+                }
+            }
+            StoreCommand::LoadSettings => {
+                self.commit_pending();
+                match queries::all_settings(&self.conn) {
+                    Ok(settings) => {
+                        for (key, value) in settings {
+                            self.emit(AppEvent::Setting { key, value });
+                        }
+                    }
+                    Err(err) => self.emit_notice(format!("cannot load settings: {err}")),
+                }
+            }
+            StoreCommand::Flush(ack) => {
+                self.commit_pending();
+                let _ = ack.try_send(());
+            }
+            StoreCommand::InjectPanic => panic!("injected store fault"),
+            StoreCommand::Shutdown => {
+                self.commit_pending();
+                return false;
+            }
+        }
+        true
+    }
+
+    fn queue(&mut self, write: Write) {
+        if self.pending.len() >= MAX_PENDING {
+            self.pending.remove(0);
+            self.dropped_writes += 1;
+        }
+        self.pending.push(write);
+    }
+
+    pub fn pending_len(&self) -> usize {
+        self.pending.len()
+    }
+
+    /// Commits queued writes in one transaction. On failure they stay queued
+    /// and the worker reports itself degraded until a later commit succeeds.
+    pub fn commit_pending(&mut self) -> bool {
+        if self.pending.is_empty() {
+            return true;
+        }
+        match self.try_commit() {
+            Ok(()) => {
+                self.pending.clear();
+                if self.write_error.take().is_some() {
+                    self.emit(AppEvent::Worker { worker: WorkerName::Store, state: WorkerState::Running });
+                }
+                true
+            }
+            Err(err) => {
+                let message = format!("writes are waiting: {err:#}");
+                if self.write_error.as_deref() != Some(message.as_str()) {
+                    tracing::warn!(%message, "store commit failed");
+                    self.emit(AppEvent::Worker {
+                        worker: WorkerName::Store,
+                        state: WorkerState::Degraded(message.clone()),
+                    });
+                    self.write_error = Some(message);
+                }
+                false
+            }
+        }
+    }
+
+    fn try_commit(&mut self) -> anyhow::Result<()> {
+        let tx = self.conn.transaction()?;
+        for write in &self.pending {
+            match write {
+                Write::Session(session) => queries::upsert_session(&tx, session)?,
+                Write::Heartbeat { session_id, at_millis } => queries::heartbeat_session(&tx, *session_id, *at_millis)?,
+                Write::Thread { thread, created_at_millis } => queries::upsert_thread(&tx, thread, *created_at_millis)?,
+                Write::Message { message, model } => queries::upsert_message(&tx, message, model.as_deref())?,
+                Write::Setting { key, value } => queries::set_setting(&tx, key, value, now_millis())?,
+            }
+        }
+        tx.commit()?;
+        Ok(())
+    }
+
+    fn emit(&self, event: AppEvent) {
+        self.sink.send(event);
+    }
+
+    fn emit_notice(&self, text: String) {
+        self.emit(AppEvent::Notice(text));
+    }
+}
+
+impl Supervised for StoreWorker {
+    type Command = StoreCommand;
+
+    fn run(&mut self, commands: &Receiver<StoreCommand>, _ctx: &WorkerContext) -> anyhow::Result<()> {
+        loop {
+            // Block until there is work; while writes are waiting on a failing
+            // disk, wake up to retry them.
+            let first = if self.write_error.is_some() && !self.pending.is_empty() {
+                match commands.recv_timeout(RETRY_WRITE_AFTER) {
+                    Ok(command) => Some(command),
+                    Err(RecvTimeoutError::Timeout) => None,
+                    Err(RecvTimeoutError::Disconnected) => break,
+                }
+            } else {
+                match commands.recv() {
+                    Ok(command) => Some(command),
+                    Err(_) => break,
+                }
+            };
+            if let Some(command) = first
+                && !self.handle(command)
+            {
+                return Ok(());
+            }
+            // Drain what is already queued into the same transaction.
+            let mut drained = 0;
+            while drained < MAX_BATCH {
+                match commands.try_recv() {
+                    Ok(command) => {
+                        if !self.handle(command) {
+                            return Ok(());
+                        }
+                        drained += 1;
+                    }
+                    Err(TryRecvError::Empty) => break,
+                    Err(TryRecvError::Disconnected) => {
+                        self.commit_pending();
+                        return Ok(());
+                    }
+                }
+            }
+            self.commit_pending();
+        }
+        self.commit_pending();
+        Ok(())
+    }
+}
+
+/// Starts the store worker under supervision on a thread named `store`.
+pub fn spawn_store(path: PathBuf, sink: EventSink, policy: RestartPolicy) -> std::io::Result<WorkerHandle<StoreCommand>> {
+    let channel = bounded(STORE_QUEUE);
+    spawn_supervised::<StoreWorker, _>(WorkerName::Store, policy, sink.clone(), channel, move |_ctx| {
+        StoreWorker::open(path.clone(), sink.clone())
+    })
+}

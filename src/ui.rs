@@ -1,0 +1,11 @@
+//! The views: one file per panel. Views read `AppState`, keep only panel-local
+//! state, and push `UiAction`s; they never send on channels or touch files.
+
+pub mod apps;
+pub mod chat;
+pub mod context;
+pub mod quick_prompt;
+pub mod settings;
+pub mod shortcuts;
+pub mod status_bar;
+pub mod theme;

@@ -1,0 +1,157 @@
+//! The Chat panel: thread picker, messages with their context chips, input, Send and Stop.
+
+use egui::{Key, RichText, ScrollArea, TextEdit};
+
+use crate::events::{MessageStatus, ModelStatus, Role};
+use crate::state::{AppState, MessageView, UiAction};
+use crate::ui::theme;
+
+#[derive(Default)]
+pub struct ChatPanel {
+    pub draft: String,
+    /// The user message whose attached context is expanded.
+    pub shown_context: Option<i64>,
+}
+
+pub fn chat_ui(ui: &mut egui::Ui, state: &AppState, panel: &mut ChatPanel, actions: &mut Vec<UiAction>) {
+    ui.horizontal(|ui| {
+        let label = ui.label("Thread");
+        let current = state
+            .current_thread
+            .and_then(|id| state.threads.iter().find(|t| t.thread_id == id))
+            .map(|t| t.title.clone())
+            .unwrap_or_else(|| "New chat".to_owned());
+        egui::ComboBox::from_id_salt("thread_picker")
+            .selected_text(current)
+            .width(ui.available_width() - 90.0)
+            .show_ui(ui, |ui| {
+                for thread in &state.threads {
+                    if ui.selectable_label(state.current_thread == Some(thread.thread_id), &thread.title).clicked() {
+                        actions.push(UiAction::SelectThread(thread.thread_id));
+                    }
+                }
+            })
+            .response
+            .labelled_by(label.id);
+        if ui.button("New chat").clicked() {
+            actions.push(UiAction::NewThread);
+        }
+    });
+    model_line_ui(ui, state);
+    ui.separator();
+
+    let input_height = 84.0;
+    ScrollArea::vertical()
+        .auto_shrink([false, false])
+        .max_height((ui.available_height() - input_height).max(80.0))
+        .stick_to_bottom(true)
+        .show(ui, |ui| {
+            if state.messages.is_empty() {
+                ui.label(RichText::new("Ask about anything, including what you were just doing").color(theme::MUTED));
+            }
+            for message in &state.messages {
+                message_ui(ui, message, panel);
+                ui.add_space(theme::SPACING);
+            }
+        });
+
+    ui.separator();
+    let generating = state.generating.is_some();
+    let label = ui.label("Message");
+    let response = ui.add(
+        TextEdit::multiline(&mut panel.draft)
+            .desired_rows(2)
+            .desired_width(f32::INFINITY)
+            .hint_text("Ask cowork… (Enter sends, Shift+Enter new line)"),
+    )
+    .labelled_by(label.id);
+    let enter_pressed =
+        response.has_focus() && ui.input(|i| i.key_pressed(Key::Enter) && !i.modifiers.shift);
+    if enter_pressed {
+        // The multiline edit already inserted a newline for this Enter.
+        let trimmed = panel.draft.trim_end_matches('\n').len();
+        panel.draft.truncate(trimmed);
+    }
+    if response.has_focus() && generating && ui.input(|i| i.key_pressed(Key::Escape)) {
+        actions.push(UiAction::Stop);
+    }
+    ui.horizontal(|ui| {
+        let can_send = !generating && !panel.draft.trim().is_empty();
+        if ui.add_enabled(can_send, egui::Button::new("Send")).clicked() || (enter_pressed && can_send) {
+            actions.push(UiAction::SendMessage(panel.draft.trim().to_owned()));
+            panel.draft.clear();
+            response.request_focus();
+        }
+        if ui.add_enabled(generating, egui::Button::new("Stop")).clicked() {
+            actions.push(UiAction::Stop);
+        }
+    });
+}
+
+fn model_line_ui(ui: &mut egui::Ui, state: &AppState) {
+    let (text, colour) = match &state.model {
+        None | Some(ModelStatus::NotLoaded) => ("Local model: loads on first question".to_owned(), theme::MUTED),
+        Some(ModelStatus::Loading) => ("Local model: loading…".to_owned(), theme::WARN),
+        Some(ModelStatus::Ready { load_millis }) => (format!("Local model: ready (loaded in {load_millis} ms)"), theme::OK),
+        Some(ModelStatus::Unavailable(reason)) => (format!("Local model unavailable: {reason}"), theme::ERROR),
+    };
+    ui.label(RichText::new(text).small().color(colour));
+}
+
+fn message_ui(ui: &mut egui::Ui, message: &MessageView, panel: &mut ChatPanel) {
+    let fill = match message.role {
+        Role::User => theme::USER_BUBBLE,
+        Role::Assistant => theme::ASSISTANT_BUBBLE,
+    };
+    egui::Frame::new().fill(fill).corner_radius(6.0).inner_margin(8.0).show(ui, |ui| {
+        ui.set_width(ui.available_width());
+        let who = match message.role {
+            Role::User => "You",
+            Role::Assistant => "cowork",
+        };
+        ui.label(RichText::new(who).small().color(theme::MUTED));
+        if message.content.is_empty() && message.is_streaming() {
+            ui.label(RichText::new("Thinking…").italics().color(theme::MUTED));
+        } else {
+            ui.label(&message.content);
+        }
+        if let Some(context) = &message.context {
+            context_chip_ui(ui, message.message_id, context, panel);
+        }
+        match message.status {
+            Some(MessageStatus::Stopped) => {
+                ui.label(RichText::new("Stopped").small().color(theme::WARN));
+            }
+            Some(MessageStatus::Failed) => {
+                let error = message.error.as_deref().unwrap_or("the answer failed");
+                ui.label(RichText::new(error).small().color(theme::ERROR));
+            }
+            _ => {}
+        }
+        if let Some(stats) = &message.stats {
+            ui.label(
+                RichText::new(format!(
+                    "{} tokens · {:.1} tok/s · first token {} ms",
+                    stats.completion_tokens, stats.tokens_per_sec, stats.first_token_millis
+                ))
+                .small()
+                .color(theme::MUTED),
+            );
+        }
+    });
+}
+
+/// "Context: activity" chip; clicking shows the exact text that was sent.
+fn context_chip_ui(ui: &mut egui::Ui, message_id: i64, context: &str, panel: &mut ChatPanel) {
+    let chip = if context.is_empty() { "Context: none captured yet" } else { "Context: recent activity" };
+    let open = panel.shown_context == Some(message_id);
+    if ui.selectable_label(open, RichText::new(chip).small()).clicked() {
+        panel.shown_context = if open { None } else { Some(message_id) };
+    }
+    if open {
+        egui::Frame::new().inner_margin(4.0).stroke(egui::Stroke::new(1.0, theme::MUTED)).show(ui, |ui| {
+            let text = if context.is_empty() { "(nothing was attached)" } else { context };
+            ui.label(RichText::new(text).monospace().small());
+        });
+    }
+}

@@ -1,0 +1,81 @@
+//! The Context panel: what cowork sees right now, and today's sessions as a
+//! timeline and a list.
+
+use egui::{RichText, ScrollArea, Sense, Stroke, vec2};
+
+use crate::events::WorkerName;
+use crate::ids::{format_clock, format_duration_millis, local_day_start_millis};
+use crate::runtime::WorkerState;
+use crate::state::AppState;
+use crate::ui::theme;
+
+pub fn context_ui(ui: &mut egui::Ui, state: &AppState, now_millis: i64) {
+    ui.heading("Now");
+    match state.worker_state(WorkerName::Capture) {
+        WorkerState::Degraded(reason) => {
+            ui.label(RichText::new(format!("Capture is limited: {reason}")).color(theme::WARN));
+        }
+        WorkerState::Failed { error } => {
+            ui.label(RichText::new(format!("Capture failed: {error}")).color(theme::ERROR));
+        }
+        _ => {}
+    }
+    match &state.active_window {
+        Some(window) => {
+            ui.label(RichText::new(&window.title).strong());
+            ui.label(RichText::new(format!(
+                "{}{}",
+                window.app,
+                window.pid.map(|pid| format!(" · pid {pid}")).unwrap_or_default()
+            ))
+            .color(theme::MUTED));
+        }
+        None => {
+            ui.label(RichText::new("No active window (away, or nothing focused)").color(theme::MUTED));
+        }
+    }
+    ui.separator();
+    ui.heading("Today");
+    timeline_ui(ui, state, now_millis);
+    let total: i64 = state.sessions_today.iter().map(|s| s.duration_millis(now_millis)).sum();
+    ui.label(
+        RichText::new(format!("{} sessions · {} tracked", state.sessions_today.len(), format_duration_millis(total)))
+            .small()
+            .color(theme::MUTED),
+    );
+    ScrollArea::vertical().auto_shrink([false, false]).show(ui, |ui| {
+        if state.sessions_today.is_empty() {
+            ui.label(RichText::new("No finished sessions yet today").color(theme::MUTED));
+        }
+        for session in state.sessions_today.iter().rev() {
+            ui.horizontal(|ui| {
+                let (rect, _) = ui.allocate_exact_size(vec2(6.0, 14.0), Sense::hover());
+                ui.painter().rect_filled(rect, 1.0, theme::app_colour(&session.app));
+                ui.label(RichText::new(format_clock(session.started_at_millis)).monospace().small());
+                ui.label(RichText::new(&session.app).small().color(theme::MUTED));
+                ui.label(RichText::new(format_duration_millis(session.duration_millis(now_millis))).small());
+            });
+            ui.label(&session.title);
+        }
+    });
+}
+
+/// Apps as coloured bars across the day so far.
+fn timeline_ui(ui: &mut egui::Ui, state: &AppState, now_millis: i64) {
+    let day_start = local_day_start_millis(now_millis);
+    let span = (now_millis - day_start).max(1) as f32;
+    let (rect, _) = ui.allocate_exact_size(vec2(ui.available_width(), 18.0), Sense::hover());
+    let painter = ui.painter_at(rect);
+    painter.rect_stroke(rect, 2.0, Stroke::new(1.0, theme::MUTED), egui::StrokeKind::Inside);
+    for session in &state.sessions_today {
+        let start = ((session.started_at_millis - day_start).max(0) as f32 / span).clamp(0.0, 1.0);
+        let end = ((session.ended_at_millis.unwrap_or(now_millis) - day_start) as f32 / span).clamp(0.0, 1.0);
+        let x0 = rect.left() + start * rect.width();
+        let x1 = (rect.left() + end * rect.width()).max(x0 + 1.0);
+        painter.rect_filled(
+            egui::Rect::from_x_y_ranges(x0..=x1, rect.y_range()),
+            0.0,
+            theme::app_colour(&session.app),
+        );
+    }
+}

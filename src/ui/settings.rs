@@ -1,0 +1,131 @@
+//! The Settings panel: preferences, keyboard shortcuts, workers, models and About.
+
+use egui::{Grid, RichText, ScrollArea};
+
+use crate::build_info;
+use crate::config::keys;
+use crate::events::WorkerName;
+use crate::state::{AppState, UiAction};
+use crate::ui::{shortcuts, theme};
+
+/// Drafts of edited values, saved with their Save button.
+#[derive(Default)]
+pub struct SettingsPanel {
+    pub afk_secs: Option<String>,
+    pub hotkey: Option<String>,
+    pub context_budget: Option<String>,
+}
+
+/// A model file as Settings lists it.
+#[derive(Clone, Debug, PartialEq)]
+pub struct ModelView {
+    pub name: String,
+    pub role: String,
+    pub licence: String,
+    pub size_bytes: u64,
+    pub status: String,
+    pub ok: bool,
+}
+
+pub fn settings_ui(
+    ui: &mut egui::Ui,
+    state: &AppState,
+    models: &[ModelView],
+    panel: &mut SettingsPanel,
+    actions: &mut Vec<UiAction>,
+) {
+    ScrollArea::vertical().auto_shrink([false, false]).show(ui, |ui| {
+        ui.heading("Preferences");
+        for warning in &state.setting_warnings {
+            ui.label(RichText::new(warning).small().color(theme::WARN));
+        }
+        setting_row_ui(ui, "Away after (seconds)", keys::AFK_SECS, &state.settings.afk_secs.to_string(), &mut panel.afk_secs, actions);
+        setting_row_ui(
+            ui,
+            "Context budget (tokens)",
+            keys::CONTEXT_BUDGET,
+            &state.settings.context_budget_tokens.to_string(),
+            &mut panel.context_budget,
+            actions,
+        );
+        setting_row_ui(
+            ui,
+            "Quick prompt hotkey",
+            keys::QUICK_PROMPT_HOTKEY,
+            &state.settings.quick_prompt_hotkey,
+            &mut panel.hotkey,
+            actions,
+        );
+        ui.label(RichText::new("A new hotkey takes effect at the next start").small().color(theme::MUTED));
+
+        ui.separator();
+        ui.heading("Keyboard shortcuts");
+        Grid::new("shortcuts").striped(true).show(ui, |ui| {
+            ui.label(RichText::new(&state.settings.quick_prompt_hotkey).monospace());
+            ui.label("Open the quick prompt from anywhere");
+            ui.end_row();
+            for shortcut in shortcuts::SHORTCUTS {
+                ui.label(RichText::new(shortcuts::format(ui.ctx(), &shortcut.keys)).monospace());
+                ui.label(shortcut.description);
+                ui.end_row();
+            }
+            for (keys, description) in shortcuts::WIDGET_KEYS {
+                ui.label(RichText::new(*keys).monospace());
+                ui.label(*description);
+                ui.end_row();
+            }
+        });
+
+        ui.separator();
+        ui.heading("Workers");
+        Grid::new("workers").show(ui, |ui| {
+            for worker in WorkerName::ALL {
+                let worker_state = state.worker_state(worker);
+                ui.label(worker.as_str());
+                ui.label(RichText::new(worker_state.label()).color(theme::worker_colour(&worker_state)));
+                ui.end_row();
+            }
+        });
+
+        ui.separator();
+        ui.heading("Models");
+        if ui.button("Load the chat model now").clicked() {
+            actions.push(UiAction::LoadModel);
+        }
+        Grid::new("models").striped(true).show(ui, |ui| {
+            for model in models {
+                ui.label(&model.name);
+                ui.label(RichText::new(format!("{} · {} · {:.0} MB", model.role, model.licence, model.size_bytes as f64 / 1e6)).small());
+                ui.end_row();
+                ui.label("");
+                ui.label(RichText::new(&model.status).small().color(if model.ok { theme::OK } else { theme::ERROR }));
+                ui.end_row();
+            }
+        });
+
+        ui.separator();
+        ui.heading("About");
+        ui.label(format!("cowork {}", build_info::long_version()));
+        ui.label(RichText::new("Everything cowork captures stays in one SQLite file on this computer").small().color(theme::MUTED));
+    });
+}
+
+fn setting_row_ui(
+    ui: &mut egui::Ui,
+    label: &str,
+    key: &str,
+    current: &str,
+    draft: &mut Option<String>,
+    actions: &mut Vec<UiAction>,
+) {
+    ui.horizontal(|ui| {
+        let label = ui.label(label);
+        let text = draft.get_or_insert_with(|| current.to_owned());
+        ui.add(egui::TextEdit::singleline(text).desired_width(120.0)).labelled_by(label.id);
+        let changed = text != current;
+        if ui.add_enabled(changed, egui::Button::new("Save")).clicked() {
+            actions.push(UiAction::SaveSetting { key: key.to_owned(), value: text.trim().to_owned() });
+            *draft = None;
+        }
+    });
+}

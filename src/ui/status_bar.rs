@@ -1,0 +1,38 @@
+//! The status bar: one chip per worker with its state; failed ones get Retry.
+
+use egui::RichText;
+
+use crate::events::WorkerName;
+use crate::runtime::WorkerState;
+use crate::state::{AppState, UiAction};
+use crate::ui::theme;
+
+pub fn status_bar_ui(ui: &mut egui::Ui, state: &AppState, actions: &mut Vec<UiAction>) {
+    ui.horizontal_wrapped(|ui| {
+        for worker in WorkerName::ALL {
+            let worker_state = state.worker_state(worker);
+            let text = RichText::new(format!("● {worker} {}", worker_state.label()))
+                .small()
+                .color(theme::worker_colour(&worker_state));
+            let response = ui.label(text);
+            let detail = match &worker_state {
+                WorkerState::Degraded(reason) => Some(reason.clone()),
+                WorkerState::Restarting { restarts, retry_in_millis, error } => Some(format!(
+                    "{error}\nrestart {restarts} in {:.0} s",
+                    *retry_in_millis as f64 / 1000.0
+                )),
+                WorkerState::Failed { error } => Some(format!("{error}\ngave up after repeated failures")),
+                _ => None,
+            };
+            if let Some(detail) = detail {
+                response.on_hover_text(detail);
+            }
+            if matches!(worker_state, WorkerState::Failed { .. }) && ui.small_button(format!("Retry {worker}")).clicked() {
+                actions.push(UiAction::RetryWorker(worker));
+            }
+        }
+    });
+    if let Some(notice) = state.notices.last() {
+        ui.label(RichText::new(notice).small().color(theme::WARN));
+    }
+}

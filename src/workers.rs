@@ -1,0 +1,117 @@
+//! Starting and stopping the set of workers: store, capture, llm, each under
+//! its own supervisor, wired to each other and to one event sink.
+
+use std::sync::Arc;
+use std::sync::atomic::AtomicU64;
+use std::time::Duration;
+
+use crossbeam_channel::Receiver;
+
+use crate::app::Channels;
+use crate::capture::{CaptureCommand, CaptureConfig, spawn_capture};
+use crate::store;
+use crate::config::{Paths, ResolvedModel, Settings};
+use crate::events::AppEvent;
+use crate::llm::{LlmCommand, LlmConfig, spawn_llm};
+use crate::runtime::{EventSink, RestartPolicy, WorkerHandle};
+use crate::store::{StoreCommand, spawn_store};
+
+pub struct Workers {
+    pub store: WorkerHandle<StoreCommand>,
+    pub capture: Option<WorkerHandle<CaptureCommand>>,
+    pub llm: WorkerHandle<LlmCommand>,
+    pub stop_epoch: Arc<AtomicU64>,
+}
+
+/// What to start.
+pub struct WorkerOptions {
+    /// Start capture; `display` is the X display (`None`: `$DISPLAY`).
+    pub capture: bool,
+    pub display: Option<String>,
+    pub chat_model: Option<ResolvedModel>,
+    pub policy: RestartPolicy,
+}
+
+/// Settings from the database (read-only), with warnings for unusable values.
+/// A database that cannot be read yields the defaults.
+pub fn read_settings(paths: &Paths) -> (Settings, Vec<String>) {
+    match store::open_read_only(&paths.db_path()).and_then(|conn| Ok(store::all_settings(&conn)?)) {
+        Ok(pairs) => Settings::from_pairs(&pairs),
+        Err(_) => (Settings::default(), Vec::new()),
+    }
+}
+
+impl Workers {
+    /// Starts the store, waits for it to open the database, reads the settings,
+    /// then starts capture and llm with them.
+    pub fn start(paths: &Paths, options: WorkerOptions, sink: EventSink) -> anyhow::Result<(Self, Settings, Vec<String>)> {
+        paths.ensure_data_dir()?;
+        let store = spawn_store(paths.db_path(), sink.clone(), options.policy)?;
+        let (ack, done) = crossbeam_channel::bounded(1);
+        let opened = store.commands.send_timeout(StoreCommand::Flush(ack), Duration::from_secs(5)).is_ok()
+            && done.recv_timeout(Duration::from_secs(5)).is_ok();
+        if !opened {
+            tracing::warn!("the store did not open the database in time; using default settings");
+        }
+        let (settings, warnings) = read_settings(paths);
+        let capture = if options.capture {
+            let config = CaptureConfig { display: options.display.clone(), afk_secs: settings.afk_secs };
+            Some(spawn_capture(config, store.commands.clone(), sink.clone(), options.policy)?)
+        } else {
+            None
+        };
+        let stop_epoch = Arc::new(AtomicU64::new(0));
+        let (model_path, model_expected) = match &options.chat_model {
+            Some(model) => (model.path.clone(), Some((model.size, model.sha256.clone()))),
+            None => (paths.models_dir.join("missing-chat-model.gguf"), None),
+        };
+        let llm_config = LlmConfig {
+            db_path: paths.db_path(),
+            model_path,
+            model_expected,
+            context_budget_tokens: settings.context_budget_tokens,
+            max_answer_tokens: settings.max_answer_tokens,
+            history_messages: 8,
+        };
+        let llm = spawn_llm(llm_config, store.commands.clone(), sink, stop_epoch.clone(), options.policy)?;
+        Ok((Self { store, capture, llm, stop_epoch }, settings, warnings))
+    }
+
+    /// Waits until the store has committed everything sent to it so far.
+    pub fn flush_store(&self, timeout: Duration) -> bool {
+        let (ack, done) = crossbeam_channel::bounded(1);
+        self.store.commands.send_timeout(StoreCommand::Flush(ack), timeout).is_ok() && done.recv_timeout(timeout).is_ok()
+    }
+
+    pub fn channels(&self, events: Receiver<AppEvent>) -> Channels {
+        let (dead_capture, _) = crossbeam_channel::bounded(1);
+        let mut controls = vec![(self.store.name, self.store.control.clone()), (self.llm.name, self.llm.control.clone())];
+        if let Some(capture) = &self.capture {
+            controls.push((capture.name, capture.control.clone()));
+        }
+        Channels {
+            store: self.store.commands.clone(),
+            capture: self.capture.as_ref().map(|c| c.commands.clone()).unwrap_or(dead_capture),
+            llm: self.llm.commands.clone(),
+            controls,
+            events,
+            stop_epoch: self.stop_epoch.clone(),
+        }
+    }
+
+    /// Stops capture and llm first (they write to the store), then the store.
+    pub fn shutdown(mut self, timeout: Duration) {
+        self.stop_epoch.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        if let Some(capture) = self.capture.as_mut()
+            && !capture.shutdown(CaptureCommand::Shutdown, timeout)
+        {
+            tracing::warn!("capture did not stop in time");
+        }
+        if !self.llm.shutdown(LlmCommand::Shutdown, timeout) {
+            tracing::warn!("llm did not stop in time");
+        }
+        if !self.store.shutdown(StoreCommand::Shutdown, timeout) {
+            tracing::warn!("store did not stop in time");
+        }
+    }
+}

@@ -1,1 +1,17 @@
+//! The one integration-test binary: real SQLite files, real models from
+//! `models/`, real X11 windows under Xvfb, real HTTP and MCP servers on loopback.
+//!
+//! Tests that need models, X or node skip with a message when those are absent,
+//! unless `COWORK_TEST_FULL=1` (set by scripts/test and CI), where absence fails.
 
+mod integration {
+    pub mod support;
+
+    mod capture_x11;
+    mod cli;
+    mod llm_real;
+    mod models;
+    mod store_worker;
+    mod supervisor;
+    mod ui;
+}

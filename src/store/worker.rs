@@ -137,6 +137,12 @@ impl StoreWorker {
         self.pending.push(write);
     }
 
+    /// The writable connection, for tests that need to provoke write failures.
+    #[doc(hidden)]
+    pub fn connection(&self) -> &Connection {
+        &self.conn
+    }
+
     pub fn pending_len(&self) -> usize {
         self.pending.len()
     }

@@ -11,7 +11,7 @@ pub fn status_bar_ui(ui: &mut egui::Ui, state: &AppState, actions: &mut Vec<UiAc
     ui.horizontal_wrapped(|ui| {
         for worker in WorkerName::ALL {
             let worker_state = state.worker_state(worker);
-            let text = RichText::new(format!("● {worker} {}", worker_state.label()))
+            let text = RichText::new(format!("• {worker} {}", worker_state.label()))
                 .small()
                 .color(theme::worker_colour(&worker_state));
             let response = ui.label(text);

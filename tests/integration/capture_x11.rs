@@ -1,0 +1,125 @@
+//! Capture against real X11 windows: Xvfb + openbox + xterm, focus switched
+//! with xdotool; the recorded sessions must match what the test did.
+
+use std::time::{Duration, Instant};
+
+use cowork::capture::{CaptureCommand, CaptureConfig, spawn_capture};
+use cowork::events::{AppEvent, SessionEnd, WorkerName};
+use cowork::ids::now_millis;
+use cowork::runtime::{RestartPolicy, WorkerState};
+use cowork::store::{self, StoreCommand, spawn_store};
+
+use super::support::{XSession, eventually, require, temp_dir, test_sink, wait_for};
+
+const TOLERANCE_MILLIS: i64 = 300;
+
+#[test]
+fn focus_and_title_changes_become_sessions_with_accurate_durations() {
+    if !require(XSession::available(), "Xvfb, openbox and xdotool") {
+        return;
+    }
+    let mut x = XSession::start();
+    let alpha = x.open_xterm("cowork alpha");
+    let beta = x.open_xterm("cowork beta");
+    let gamma = x.open_xterm("cowork gamma");
+
+    let dir = temp_dir();
+    let db = dir.path().join("cowork.db");
+    let (sink, events) = test_sink();
+    let mut store = spawn_store(db.clone(), sink.clone(), RestartPolicy::default()).unwrap();
+    let config = CaptureConfig { display: Some(x.display.clone()), afk_secs: 3600 };
+    let mut capture = spawn_capture(config, store.commands.clone(), sink, RestartPolicy::default()).unwrap();
+    let state = wait_for(&events, Duration::from_secs(10), |e| match e {
+        AppEvent::Worker { worker: WorkerName::Capture, state } if !matches!(state, WorkerState::Starting) => Some(state.clone()),
+        _ => None,
+    })
+    .unwrap();
+    // Input state comes from $DISPLAY, which is not this private server: only AFK may be missing.
+    assert!(
+        matches!(&state, WorkerState::Running) || matches!(&state, WorkerState::Degraded(r) if r.contains("AFK")),
+        "{state:?}"
+    );
+
+    // The script: (window, how long it stays focused).
+    let script = [(&alpha, 800u64), (&beta, 1_200), (&gamma, 600), (&alpha, 700)];
+    let mut switches = Vec::new();
+    for (window, stay_millis) in script {
+        x.activate(window);
+        switches.push(now_millis());
+        std::thread::sleep(Duration::from_millis(stay_millis));
+    }
+    // A title change in the focused window starts a new session too.
+    x.xdotool(&["set_window", "--name", "cowork alpha renamed", &alpha]);
+    let renamed_at = now_millis();
+    std::thread::sleep(Duration::from_millis(500));
+    x.activate(&beta);
+    let last_switch = now_millis();
+    let last_switch_at = Instant::now();
+
+    // The session that just finished is in the database within 1 s.
+    let reader_path = db.clone();
+    assert!(
+        eventually(Duration::from_secs(1), || {
+            store::open_read_only(&reader_path)
+                .ok()
+                .and_then(|c| store::recent_sessions(&c, 20).ok())
+                .is_some_and(|s| s.iter().any(|s| s.title == "cowork alpha renamed" && s.ended_at_millis.is_some()))
+        }),
+        "finished session not in the database within 1 s"
+    );
+    let visible_after = last_switch_at.elapsed();
+
+    assert!(capture.shutdown(CaptureCommand::Shutdown, Duration::from_secs(10)));
+    let (ack, done) = crossbeam_channel::bounded(1);
+    store.commands.send(StoreCommand::Flush(ack)).unwrap();
+    done.recv_timeout(Duration::from_secs(10)).unwrap();
+
+    let reader = store::open_read_only(&db).unwrap();
+    let sessions: Vec<_> = store::sessions_since(&reader, switches[0] - 1_000, 100)
+        .unwrap()
+        .into_iter()
+        .filter(|s| s.started_at_millis >= switches[0] - TOLERANCE_MILLIS)
+        .collect();
+    let titles: Vec<&str> = sessions.iter().map(|s| s.title.as_str()).collect();
+    assert_eq!(
+        titles,
+        ["cowork alpha", "cowork beta", "cowork gamma", "cowork alpha", "cowork alpha renamed", "cowork beta"],
+        "sessions in order"
+    );
+    let mut expected_bounds: Vec<(i64, i64)> = switches.windows(2).map(|w| (w[0], w[1])).collect();
+    expected_bounds.push((switches[3], renamed_at));
+    expected_bounds.push((renamed_at, last_switch));
+    for (session, (start, end)) in sessions.iter().zip(&expected_bounds) {
+        assert_eq!(session.app, "XTerm");
+        assert!(session.pid.is_some(), "xterm publishes _NET_WM_PID");
+        let recorded = session.ended_at_millis.unwrap() - session.started_at_millis;
+        let actual = end - start;
+        assert!(
+            (recorded - actual).abs() <= TOLERANCE_MILLIS,
+            "{}: recorded {recorded} ms, test did {actual} ms",
+            session.title
+        );
+        assert!((session.started_at_millis - start).abs() <= TOLERANCE_MILLIS, "{}: start off", session.title);
+    }
+    // The open session was flushed at shutdown.
+    let last = sessions.last().unwrap();
+    assert_eq!(last.end_reason, Some(SessionEnd::Shutdown));
+    assert!(store::search_sessions(&reader, "renamed", 5).unwrap().len() == 1, "titles are full-text searchable");
+    eprintln!("finished session visible in the database after {visible_after:?}");
+    assert!(store.shutdown(StoreCommand::Shutdown, Duration::from_secs(10)));
+}
+
+#[test]
+fn without_a_display_capture_is_degraded_with_the_reason() {
+    let (sink, events) = test_sink();
+    let (store_tx, _rx) = crossbeam_channel::bounded(4);
+    let config = CaptureConfig { display: Some(":4711".into()), afk_secs: 180 };
+    let mut capture = spawn_capture(config, store_tx, sink, RestartPolicy::default()).unwrap();
+    let reason = wait_for(&events, Duration::from_secs(10), |e| match e {
+        AppEvent::Worker { worker: WorkerName::Capture, state: WorkerState::Degraded(reason) } => Some(reason.clone()),
+        _ => None,
+    })
+    .expect("degraded");
+    assert!(reason.contains("no X display") && reason.contains(":4711"), "{reason}");
+    assert!(capture.shutdown(CaptureCommand::Shutdown, Duration::from_secs(5)), "still answers commands");
+}

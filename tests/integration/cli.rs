@@ -1,0 +1,149 @@
+//! The `cowork` binary end to end: --version, doctor, ask, mcp-tools and the
+//! --screenshot rendering of the real window under Xvfb.
+
+use std::process::Command;
+
+use super::support::{XSession, chat_model, have_program, models_dir, require, temp_dir};
+
+fn cowork() -> Command {
+    let mut command = Command::new(env!("CARGO_BIN_EXE_cowork"));
+    command.env("COWORK_LOG", "warn");
+    command
+}
+
+#[test]
+fn version_names_the_git_revision_and_build_date() {
+    let out = cowork().arg("--version").output().unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success());
+    assert!(text.starts_with("cowork 0.1.0 ("), "{text}");
+    assert!(text.contains("built 20"), "{text}");
+    assert!(!text.contains("(unknown"), "git revision embedded: {text}");
+}
+
+#[test]
+fn doctor_exercises_every_part_and_reports_json() {
+    if !require(chat_model().is_file(), "the models") {
+        return;
+    }
+    let data = temp_dir();
+    let out = cowork().args(["doctor", "--json"]).arg("--data-dir").arg(data.path()).output().unwrap();
+    let checks: serde_json::Value = serde_json::from_slice(&out.stdout).expect("doctor --json prints JSON");
+    let status = |area: &str, name: &str| -> String {
+        checks
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|c| c["area"] == area && c["name"] == name)
+            .map(|c| format!("{} {}", c["status"].as_str().unwrap(), c["detail"]))
+            .unwrap_or_else(|| panic!("no check {area}/{name} in {checks}"))
+    };
+    for (area, name) in [
+        ("native", "sqlite"),
+        ("native", "faiss"),
+        ("native", "whisper"),
+        ("native", "mistralrs"),
+        ("worker", "store"),
+        ("worker", "llm"),
+        ("model", "smollm2-135m-instruct/SmolLM2-135M-Instruct.Q4_1.gguf"),
+        ("model", "whisper-tiny-en/ggml-tiny.en.bin"),
+    ] {
+        let line = status(area, name);
+        assert!(line.starts_with("ok"), "{area}/{name}: {line}");
+    }
+    // Display, database and capture depend on the machine; they must be reported either way.
+    for (area, name) in [("display", "x11"), ("database", "cowork.db"), ("worker", "capture")] {
+        status(area, name);
+    }
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+}
+
+#[test]
+fn doctor_names_a_corrupt_model_and_exits_non_zero_without_crashing() {
+    let models = temp_dir();
+    let dir = models.path().join("smollm2-135m-instruct");
+    std::fs::create_dir_all(&dir).unwrap();
+    std::fs::write(dir.join("SmolLM2-135M-Instruct.Q4_1.gguf"), b"GGUF truncated").unwrap();
+    let data = temp_dir();
+    let out = cowork()
+        .args(["doctor", "--json"])
+        .arg("--data-dir")
+        .arg(data.path())
+        .arg("--models-dir")
+        .arg(models.path())
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1), "{}", String::from_utf8_lossy(&out.stderr));
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(text.contains("corrupt or incomplete"), "{text}");
+    assert!(text.contains("missing"), "other models are reported missing: {text}");
+}
+
+#[test]
+fn ask_streams_an_answer_to_stdout() {
+    if !require(chat_model().is_file(), "the SmolLM2 model") {
+        return;
+    }
+    let data = temp_dir();
+    let out = cowork()
+        .args(["ask", "--show-context", "What is the capital of France?"])
+        .arg("--data-dir")
+        .arg(data.path())
+        .arg("--models-dir")
+        .arg(models_dir())
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stderr}");
+    let answer = String::from_utf8_lossy(&out.stdout);
+    assert!(!answer.trim().is_empty());
+    assert!(stderr.contains("tokens/s"), "{stderr}");
+    assert!(data.path().join("cowork.db").is_file(), "the exchange is saved");
+}
+
+#[test]
+fn mcp_tools_lists_the_reference_servers_tools() {
+    let server = std::env::var("COWORK_TEST_MCP_EVERYTHING").unwrap_or_default();
+    if !require(!server.is_empty() && have_program("node"), "node and @modelcontextprotocol/server-everything") {
+        return;
+    }
+    let out = cowork().args(["mcp-tools", "--", "node", &server, "stdio"]).env_clear().env("PATH", std::env::var("PATH").unwrap()).output().unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    for tool in ["echo", "get-sum"] {
+        assert!(text.lines().any(|l| l.starts_with(&format!("{tool}\t"))), "{tool} missing from {text}");
+    }
+}
+
+#[test]
+fn screenshot_renders_the_real_sidebar_window() {
+    if !require(XSession::available(), "Xvfb") {
+        return;
+    }
+    let x = XSession::start();
+    let data = temp_dir();
+    let png_path = data.path().join("sidebar.png");
+    let out = cowork()
+        .arg("--screenshot")
+        .arg(&png_path)
+        .arg("--data-dir")
+        .arg(data.path())
+        .arg("--models-dir")
+        .arg(models_dir())
+        .env("DISPLAY", &x.display)
+        .env("COWORK_LOG", "info")
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stderr}");
+    assert!(stderr.contains("first frame"), "{stderr}");
+    let decoder = png::Decoder::new(std::io::BufReader::new(std::fs::File::open(&png_path).unwrap()));
+    let mut reader = decoder.read_info().unwrap();
+    let mut pixels = vec![0; reader.output_buffer_size()];
+    let info = reader.next_frame(&mut pixels).unwrap();
+    assert!(info.width >= 200 && info.height >= 300, "{}x{}", info.width, info.height);
+    let distinct: std::collections::HashSet<&[u8]> = pixels[..info.buffer_size()].chunks(4).collect();
+    assert!(distinct.len() > 20, "the window is not blank: {} colours", distinct.len());
+    // Keep a copy for people to look at.
+    let _ = std::fs::copy(&png_path, std::env::temp_dir().join("cowork-sidebar.png"));
+}

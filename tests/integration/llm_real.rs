@@ -1,0 +1,172 @@
+//! The llm worker with the real SmolLM2 model: a streamed answer that knows the
+//! active window recorded by real capture, persisted messages, and Stop.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::{Duration, Instant};
+
+use cowork::capture::{CaptureCommand, CaptureConfig, spawn_capture};
+use cowork::events::{AppEvent, ChatThread, MessageStatus, Role};
+use cowork::ids::{next_id, now_millis};
+use cowork::llm::{ChatRequest, LlmCommand, LlmConfig, spawn_llm};
+use cowork::models::{Manifest, ModelRole};
+use cowork::runtime::RestartPolicy;
+use cowork::store::{self, StoreCommand, spawn_store};
+
+use super::support::{XSession, chat_model, eventually, models_dir, require, temp_dir, test_sink, wait_for};
+
+fn request(question: &str, thread_id: i64) -> ChatRequest {
+    ChatRequest {
+        thread: ChatThread { thread_id, title: "test".into(), updated_at_millis: now_millis() },
+        thread_is_new: true,
+        user_message_id: next_id(),
+        answer_id: next_id(),
+        text: question.into(),
+        history: Vec::new(),
+    }
+}
+
+#[test]
+fn smollm2_answers_with_the_captured_window_in_context_and_stops_within_a_second() {
+    if !require(chat_model().is_file(), "the SmolLM2 model") || !require(XSession::available(), "Xvfb") {
+        return;
+    }
+    let mut x = XSession::start();
+    let title = "Quarterly budget review - LibreOffice Calc";
+    let window = x.open_xterm(title);
+    x.activate(&window);
+
+    let dir = temp_dir();
+    let db = dir.path().join("cowork.db");
+    let (sink, events) = test_sink();
+    let mut store = spawn_store(db.clone(), sink.clone(), RestartPolicy::default()).unwrap();
+    let mut capture = spawn_capture(
+        CaptureConfig { display: Some(x.display.clone()), afk_secs: 3600 },
+        store.commands.clone(),
+        sink.clone(),
+        RestartPolicy::default(),
+    )
+    .unwrap();
+    assert!(
+        eventually(Duration::from_secs(10), || store::open_read_only(&db)
+            .ok()
+            .and_then(|c| store::recent_sessions(&c, 1).ok())
+            .is_some_and(|s| s.first().is_some_and(|s| s.title == title && s.ended_at_millis.is_none()))),
+        "capture recorded the active window"
+    );
+
+    let manifest = Manifest::bundled().unwrap();
+    let model = manifest.by_role(ModelRole::Chat).unwrap();
+    let config = LlmConfig {
+        db_path: db.clone(),
+        model_path: models_dir().join(model.primary_path()),
+        model_expected: Some((model.files[0].size, model.files[0].sha256.clone())),
+        context_budget_tokens: 300,
+        max_answer_tokens: 48,
+        history_messages: 4,
+    };
+    let stop_epoch = Arc::new(AtomicU64::new(0));
+    let mut llm = spawn_llm(config, store.commands.clone(), sink, stop_epoch.clone(), RestartPolicy::default()).unwrap();
+
+    // 1. A streamed, non-empty answer; the context names the active window.
+    let thread_id = next_id();
+    let ask = request("Which application am I using right now?", thread_id);
+    let (user_id, answer_id) = (ask.user_message_id, ask.answer_id);
+    llm.commands.send(LlmCommand::Chat(ask)).unwrap();
+    let mut context = None;
+    let mut streamed = String::new();
+    let mut tokens = 0;
+    let finished = wait_for(&events, Duration::from_secs(180), |event| match event {
+        AppEvent::ContextAttached { user_message_id, context: text } if *user_message_id == user_id => {
+            context = Some(text.clone());
+            None
+        }
+        AppEvent::Token { answer_id: id, text } if *id == answer_id => {
+            streamed.push_str(text);
+            tokens += 1;
+            None
+        }
+        AppEvent::AnswerFinished { answer_id: id, status, error, stats } if *id == answer_id => {
+            Some((*status, error.clone(), *stats))
+        }
+        _ => None,
+    })
+    .expect("answer finished");
+    assert_eq!(finished.0, MessageStatus::Done, "error: {:?}", finished.1);
+    assert!(tokens > 1, "streamed token by token, got {tokens}");
+    assert!(!streamed.trim().is_empty());
+    let context = context.expect("context attached");
+    assert!(context.contains(title), "context sent to the model names the active window:\n{context}");
+    eprintln!("answer: {streamed:?} ({:?})", finished.2);
+
+    // Both messages are in the database, the context with the question.
+    let (ack, done) = crossbeam_channel::bounded(1);
+    store.commands.send(StoreCommand::Flush(ack)).unwrap();
+    done.recv_timeout(Duration::from_secs(10)).unwrap();
+    let reader = store::open_read_only(&db).unwrap();
+    let saved = store::messages(&reader, thread_id).unwrap();
+    assert_eq!(saved.len(), 2);
+    assert_eq!(saved[0].role, Role::User);
+    assert!(saved[0].context.as_deref().unwrap_or_default().contains(title));
+    assert_eq!(saved[1].content, streamed);
+
+    // 2. Stop ends generation within 1 s.
+    let long = ChatRequest {
+        history: vec![(Role::User, "Hi".into()), (Role::Assistant, "Hello!".into())],
+        ..request("Write a very long story about a lighthouse keeper, in many paragraphs.", next_id())
+    };
+    let long_answer = long.answer_id;
+    let mut config_tokens = 0;
+    llm.commands.send(LlmCommand::Chat(long)).unwrap();
+    wait_for(&events, Duration::from_secs(60), |e| match e {
+        AppEvent::Token { answer_id, .. } if *answer_id == long_answer => {
+            config_tokens += 1;
+            (config_tokens >= 3).then_some(())
+        }
+        _ => None,
+    })
+    .expect("generation started");
+    let stop_pressed = Instant::now();
+    stop_epoch.fetch_add(1, Ordering::SeqCst);
+    let status = wait_for(&events, Duration::from_secs(5), |e| match e {
+        AppEvent::AnswerFinished { answer_id, status, .. } if *answer_id == long_answer => Some(*status),
+        _ => None,
+    })
+    .expect("stopped answer finished");
+    let stop_latency = stop_pressed.elapsed();
+    assert_eq!(status, MessageStatus::Stopped);
+    assert!(stop_latency < Duration::from_secs(1), "Stop took {stop_latency:?}");
+    eprintln!("stop latency {stop_latency:?}");
+
+    assert!(capture.shutdown(CaptureCommand::Shutdown, Duration::from_secs(10)));
+    assert!(llm.shutdown(LlmCommand::Shutdown, Duration::from_secs(10)));
+    assert!(store.shutdown(StoreCommand::Shutdown, Duration::from_secs(10)));
+}
+
+#[test]
+fn a_corrupt_model_is_a_clear_message_not_a_crash() {
+    let dir = temp_dir();
+    let bad = dir.path().join("model.gguf");
+    std::fs::write(&bad, b"GGUF\x03\x00\x00\x00 but then garbage").unwrap();
+    let (sink, events) = test_sink();
+    let (store_tx, _store_rx) = crossbeam_channel::bounded(16);
+    let config = LlmConfig {
+        db_path: dir.path().join("cowork.db"),
+        model_path: bad,
+        model_expected: Some((98_362_432, "b179c9523d0e6a0f98a330c7562b682750a6f8c8c15e5bc70ea373728110db53".into())),
+        context_budget_tokens: 100,
+        max_answer_tokens: 8,
+        history_messages: 2,
+    };
+    let mut llm = spawn_llm(config, store_tx, sink, Arc::new(AtomicU64::new(0)), RestartPolicy::default()).unwrap();
+    let ask = request("hello", next_id());
+    let answer_id = ask.answer_id;
+    llm.commands.send(LlmCommand::Chat(ask)).unwrap();
+    let error = wait_for(&events, Duration::from_secs(30), |e| match e {
+        AppEvent::AnswerFinished { answer_id: id, error, .. } if *id == answer_id => error.clone(),
+        _ => None,
+    })
+    .expect("a failed answer with a message");
+    assert!(error.contains("corrupt") && error.contains("models/fetch"), "{error}");
+    assert!(llm.shutdown(LlmCommand::Shutdown, Duration::from_secs(10)));
+}

@@ -1,0 +1,178 @@
+//! Models: the upstream download path against a real HTTP server on loopback
+//! (resume, checksum, confinement), and the Whisper converter on real weights.
+
+use std::io::{BufRead, BufReader, Write};
+use std::net::TcpListener;
+use std::sync::{Arc, Mutex};
+
+use cowork::models::fetch::Fetcher;
+use cowork::models::{Manifest, ManifestFile, ModelRole, check_file, sha256_file, whisper_convert};
+
+use super::support::{have_program, models_dir, require, temp_dir, whisper_model};
+
+/// A tiny HTTP/1.1 file server that honours `Range: bytes=N-` and can cut the
+/// first response short, like a dropped connection.
+struct FileServer {
+    base: String,
+    ranges_seen: Arc<Mutex<Vec<Option<String>>>>,
+}
+
+impl FileServer {
+    fn start(body: Vec<u8>, cut_first_after: Option<usize>) -> FileServer {
+        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+        let base = format!("http://{}", listener.local_addr().unwrap());
+        let ranges_seen = Arc::new(Mutex::new(Vec::new()));
+        let seen = ranges_seen.clone();
+        std::thread::Builder::new()
+            .name("test-http".into())
+            .spawn(move || {
+                for (n, stream) in listener.incoming().enumerate() {
+                    let Ok(mut stream) = stream else { break };
+                    let mut reader = BufReader::new(stream.try_clone().unwrap());
+                    let mut range = None;
+                    let mut line = String::new();
+                    while reader.read_line(&mut line).is_ok_and(|read| read > 0) && line != "\r\n" {
+                        if let Some(value) = line.to_ascii_lowercase().strip_prefix("range: bytes=") {
+                            range = Some(value.trim().trim_end_matches('-').to_owned());
+                        }
+                        line.clear();
+                    }
+                    seen.lock().unwrap().push(range.clone());
+                    let start: usize = range.as_deref().and_then(|r| r.parse().ok()).unwrap_or(0);
+                    let slice = &body[start.min(body.len())..];
+                    let status = if start > 0 { "206 Partial Content" } else { "200 OK" };
+                    let header = format!(
+                        "HTTP/1.1 {status}\r\nContent-Length: {}\r\nContent-Range: bytes {start}-{}/{}\r\nConnection: close\r\n\r\n",
+                        slice.len(),
+                        body.len().saturating_sub(1),
+                        body.len()
+                    );
+                    let _ = stream.write_all(header.as_bytes());
+                    let send = match cut_first_after {
+                        Some(cut) if n == 0 => &slice[..cut.min(slice.len())],
+                        _ => slice,
+                    };
+                    let _ = stream.write_all(send);
+                    let _ = stream.flush();
+                }
+            })
+            .unwrap();
+        FileServer { base, ranges_seen }
+    }
+}
+
+fn payload(len: usize) -> Vec<u8> {
+    (0..len).map(|i| (i * 31 % 251) as u8).collect()
+}
+
+fn manifest_file(body: &[u8], path: &str, url: String) -> ManifestFile {
+    use sha2::Digest;
+    ManifestFile {
+        path: path.into(),
+        size: body.len() as u64,
+        sha256: hex::encode(sha2::Sha256::digest(body)),
+        url,
+        package: None,
+    }
+}
+
+#[test]
+fn an_interrupted_download_resumes_and_is_verified() {
+    let body = payload(3_000_000);
+    let server = FileServer::start(body.clone(), Some(1_000_000));
+    let dir = temp_dir();
+    // The upstream URL names the hub; --mirror points it at the loopback server.
+    let file = manifest_file(&body, "chat/model.gguf", "https://huggingface.co/org/repo/resolve/main/model.gguf".into());
+    let fetcher = Fetcher::new(Some(server.base.clone()));
+    let mut progress = Vec::new();
+    let path = fetcher.fetch(dir.path(), &file, &mut |p| progress.push(p.done_bytes)).unwrap();
+    assert_eq!(std::fs::read(&path).unwrap(), body);
+    assert!(check_file(&path, file.size, &file.sha256, true).is_ok());
+    let ranges = server.ranges_seen.lock().unwrap().clone();
+    assert_eq!(ranges[0], None, "first request asks for everything");
+    assert_eq!(ranges[1].as_deref(), Some("1000000"), "second request resumes where the first broke: {ranges:?}");
+    assert_eq!(progress.last().copied(), Some(3_000_000));
+    assert!(!path.with_file_name("model.gguf.part").exists());
+    // Already there and verified: no new request.
+    let requests = ranges.len();
+    fetcher.fetch(dir.path(), &file, &mut |_| {}).unwrap();
+    assert_eq!(server.ranges_seen.lock().unwrap().len(), requests);
+}
+
+#[test]
+fn a_checksum_mismatch_is_refused_and_the_partial_file_removed() {
+    let body = payload(200_000);
+    let server = FileServer::start(body.clone(), None);
+    let dir = temp_dir();
+    let mut file = manifest_file(&body, "model.bin", format!("{}/model.bin", server.base));
+    file.sha256 = "0".repeat(64);
+    let err = Fetcher::new(None).fetch(dir.path(), &file, &mut |_| {}).unwrap_err();
+    assert!(format!("{err:#}").contains("checksum mismatch"), "{err:#}");
+    assert!(!dir.path().join("model.bin").exists() && !dir.path().join("model.bin.part").exists());
+}
+
+#[test]
+fn paths_outside_the_models_directory_are_refused_before_any_request() {
+    let body = payload(10);
+    let server = FileServer::start(body.clone(), None);
+    let dir = temp_dir();
+    for evil in ["../escape.bin", "/tmp/escape.bin", "a/../../escape.bin"] {
+        let file = manifest_file(&body, evil, format!("{}/x", server.base));
+        assert!(Fetcher::new(None).fetch(dir.path(), &file, &mut |_| {}).is_err(), "{evil}");
+    }
+    // A symlinked directory inside models/ that points outside is refused too.
+    let outside = temp_dir();
+    std::os::unix::fs::symlink(outside.path(), dir.path().join("link")).unwrap();
+    let file = manifest_file(&body, "link/escape.bin", format!("{}/x", server.base));
+    assert!(Fetcher::new(None).fetch(dir.path(), &file, &mut |_| {}).is_err());
+    assert!(server.ranges_seen.lock().unwrap().is_empty(), "no request was made");
+    assert_eq!(std::fs::read_dir(outside.path()).unwrap().count(), 0);
+}
+
+#[test]
+fn whisper_conversion_matches_the_manifest_and_transcribes_real_speech() {
+    let source = models_dir().join("whisper-tiny-en/source");
+    if !require(source.join("model.bin").is_file(), "the Whisper CTranslate2 source files")
+        || !require(have_program("espeak-ng") && have_program("sox"), "espeak-ng and sox")
+    {
+        return;
+    }
+    let manifest = Manifest::bundled().unwrap();
+    let converted = manifest.by_role(ModelRole::Speech).unwrap().converted.clone().unwrap();
+    let dir = temp_dir();
+    let out = dir.path().join("ggml-tiny.en.bin");
+    let size = whisper_convert::convert(&source.join("model.bin"), &source.join("mel_filters.npz"), &source.join("gpt2.tiktoken"), &out)
+        .unwrap();
+    assert_eq!(size, 77_704_715, "same size as the published ggml-tiny.en.bin");
+    assert_eq!(size, converted.size);
+    assert_eq!(sha256_file(&out).unwrap(), converted.sha256);
+
+    let wav = dir.path().join("speech.wav");
+    let raw = dir.path().join("speech.raw");
+    let sentence = "Please open the calendar and schedule a meeting for tomorrow at ten.";
+    assert!(std::process::Command::new("espeak-ng").arg("-w").arg(&wav).arg(sentence).status().unwrap().success());
+    assert!(std::process::Command::new("sox")
+        .arg(&wav)
+        .args(["-r", "16000", "-c", "1", "-e", "float", "-b", "32", "-t", "raw"])
+        .arg(&raw)
+        .status()
+        .unwrap()
+        .success());
+    let samples: Vec<f32> = std::fs::read(&raw).unwrap().chunks_exact(4).map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]])).collect();
+    let text = cowork::native::whisper_transcribe(&out, &samples).unwrap().to_lowercase();
+    for word in ["calendar", "schedule", "meeting", "tomorrow"] {
+        assert!(text.contains(word), "transcript {text:?} lacks {word:?}");
+    }
+}
+
+#[test]
+fn a_corrupt_whisper_file_is_refused_before_whisper_cpp_sees_it() {
+    let dir = temp_dir();
+    let bad = dir.path().join("ggml.bin");
+    std::fs::write(&bad, b"lmgg but not really").unwrap();
+    let err = cowork::native::whisper_probe(&bad).unwrap_err();
+    assert!(format!("{err:#}").contains("Whisper model"), "{err:#}");
+    if whisper_model().is_file() {
+        assert!(cowork::native::whisper_probe(&whisper_model()).is_ok());
+    }
+}

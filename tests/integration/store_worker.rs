@@ -1,0 +1,110 @@
+//! The store worker on a real SQLite file: batching, read-your-writes, WAL,
+//! reload after restart, and a full database that loses nothing.
+
+use std::time::Duration;
+
+use cowork::events::{ActivitySession, AppEvent, ChatMessage, ChatThread, MessageStatus, Role, SessionEnd, WorkerName};
+use cowork::runtime::{RestartPolicy, WorkerState};
+use cowork::store::{self, StoreCommand, StoreWorker, spawn_store};
+use crossbeam_channel::bounded;
+
+use super::support::{temp_dir, test_sink, wait_for};
+
+fn session(session_id: i64, title: &str, start: i64, end: Option<i64>) -> ActivitySession {
+    ActivitySession {
+        session_id,
+        app: "XTerm".into(),
+        title: title.into(),
+        pid: Some(7),
+        window_id: 3,
+        started_at_millis: start,
+        ended_at_millis: end,
+        end_reason: end.map(|_| SessionEnd::Switch),
+    }
+}
+
+fn flush(commands: &crossbeam_channel::Sender<StoreCommand>) {
+    let (ack, done) = bounded(1);
+    commands.send(StoreCommand::Flush(ack)).unwrap();
+    done.recv_timeout(Duration::from_secs(10)).expect("flush acknowledged");
+}
+
+#[test]
+fn writes_land_in_one_wal_file_and_survive_a_restart() {
+    let dir = temp_dir();
+    let db = dir.path().join("cowork.db");
+    let (sink, events) = test_sink();
+    let mut worker = spawn_store(db.clone(), sink.clone(), RestartPolicy::default()).unwrap();
+    for i in 0..5_000 {
+        worker.commands.send(StoreCommand::UpsertSession(session(i, &format!("window {i}"), i * 10, Some(i * 10 + 5)))).unwrap();
+    }
+    let thread = ChatThread { thread_id: 1, title: "plans".into(), updated_at_millis: 1 };
+    worker.commands.send(StoreCommand::UpsertThread { thread, created_at_millis: 1 }).unwrap();
+    let message = ChatMessage {
+        message_id: 2,
+        thread_id: 1,
+        role: Role::User,
+        content: "book the dentist".into(),
+        context: Some("Current window: XTerm".into()),
+        status: MessageStatus::Done,
+        created_at_millis: 2,
+    };
+    worker.commands.send(StoreCommand::UpsertMessage { message: message.clone(), model: None }).unwrap();
+    flush(&worker.commands);
+
+    // A reader on its own read-only connection sees everything, FTS included.
+    let reader = store::open_read_only(&db).unwrap();
+    assert_eq!(store::session_count(&reader).unwrap(), 5_000);
+    assert_eq!(store::search_sessions(&reader, "window 4999", 3).unwrap()[0].session_id, 4999);
+    let mode: String = reader.pragma_query_value(None, "journal_mode", |r| r.get(0)).unwrap();
+    assert_eq!(mode, "wal");
+    drop(reader);
+    assert!(worker.shutdown(StoreCommand::Shutdown, Duration::from_secs(10)));
+
+    // A new worker on the same file loads the thread back for the UI.
+    let mut again = spawn_store(db, sink, RestartPolicy::default()).unwrap();
+    again.commands.send(StoreCommand::LoadMessages { thread_id: 1 }).unwrap();
+    let loaded = wait_for(&events, Duration::from_secs(10), |e| match e {
+        AppEvent::MessagesLoaded { messages, .. } => Some(messages.clone()),
+        _ => None,
+    })
+    .unwrap();
+    assert_eq!(loaded, vec![message]);
+    assert!(again.shutdown(StoreCommand::Shutdown, Duration::from_secs(10)));
+}
+
+#[test]
+fn a_full_database_keeps_writes_queued_and_reports_degraded_until_space_returns() {
+    let dir = temp_dir();
+    let (sink, events) = test_sink();
+    let mut worker = StoreWorker::open(dir.path().join("cowork.db"), sink).unwrap();
+    // SQLite's own page limit stands in for a full disk: inserts fail with SQLITE_FULL.
+    let pages: i64 = worker.connection().pragma_query_value(None, "page_count", |r| r.get(0)).unwrap();
+    worker.connection().pragma_update(None, "max_page_count", pages).unwrap();
+    for i in 0..2_000 {
+        worker.handle(StoreCommand::UpsertSession(session(i, &"long title ".repeat(20), i, Some(i + 1))));
+    }
+    assert!(!worker.commit_pending(), "commit must fail while the database is full");
+    assert_eq!(worker.pending_len(), 2_000, "nothing is lost");
+    let degraded = wait_for(&events, Duration::from_secs(1), |e| match e {
+        AppEvent::Worker { worker: WorkerName::Store, state: WorkerState::Degraded(reason) } => Some(reason.clone()),
+        _ => None,
+    })
+    .expect("the UI hears about it");
+    assert!(degraded.contains("full"), "{degraded}");
+    worker.connection().pragma_update(None, "max_page_count", 1_000_000_000i64).unwrap();
+    assert!(worker.commit_pending());
+    assert_eq!(worker.pending_len(), 0);
+    assert_eq!(store::session_count(worker.connection()).unwrap(), 2_000);
+}
+
+#[test]
+fn a_corrupt_database_file_is_a_clear_error_and_is_left_in_place() {
+    let dir = temp_dir();
+    let db = dir.path().join("cowork.db");
+    std::fs::write(&db, b"this is not an SQLite database, but it is the user's file").unwrap();
+    let (sink, _events) = test_sink();
+    let err = StoreWorker::open(db.clone(), sink).err().expect("must refuse");
+    assert!(format!("{err:#}").contains("not a database"), "{err:#}");
+    assert!(std::fs::read(&db).unwrap().starts_with(b"this is not"), "the file must not be overwritten");
+}

@@ -1,0 +1,181 @@
+//! Helpers shared by the integration tests: paths, sinks, Xvfb sessions, waiting.
+
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::time::{Duration, Instant};
+
+use cowork::events::AppEvent;
+use cowork::runtime::EventSink;
+use crossbeam_channel::{Receiver, bounded};
+
+pub fn repo_dir() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+}
+
+pub fn models_dir() -> PathBuf {
+    repo_dir().join("models")
+}
+
+pub fn full_run() -> bool {
+    std::env::var("COWORK_TEST_FULL").is_ok_and(|v| v == "1")
+}
+
+/// Returns false (and says why) when a prerequisite is missing on a developer
+/// machine; in a full run (CI) a missing prerequisite fails the test.
+pub fn require(available: bool, what: &str) -> bool {
+    if !available {
+        assert!(!full_run(), "COWORK_TEST_FULL=1 but {what} is missing; run scripts/setup");
+        eprintln!("skipping: {what} is missing (run scripts/setup, or set COWORK_TEST_FULL=1 to make this fail)");
+    }
+    available
+}
+
+pub fn chat_model() -> PathBuf {
+    models_dir().join("smollm2-135m-instruct/SmolLM2-135M-Instruct.Q4_1.gguf")
+}
+
+pub fn whisper_model() -> PathBuf {
+    models_dir().join("whisper-tiny-en/ggml-tiny.en.bin")
+}
+
+pub fn have_program(name: &str) -> bool {
+    Command::new("sh").arg("-c").arg(format!("command -v {name}")).stdout(Stdio::null()).status().is_ok_and(|s| s.success())
+}
+
+/// A sink whose events the test reads.
+pub fn test_sink() -> (EventSink, Receiver<AppEvent>) {
+    let (tx, rx) = bounded(100_000);
+    (EventSink::new(tx, || {}), rx)
+}
+
+/// Waits for the first event matching `pick`, up to `timeout`.
+pub fn wait_for<T>(events: &Receiver<AppEvent>, timeout: Duration, mut pick: impl FnMut(&AppEvent) -> Option<T>) -> Option<T> {
+    let deadline = Instant::now() + timeout;
+    while let Some(left) = deadline.checked_duration_since(Instant::now()) {
+        match events.recv_timeout(left) {
+            Ok(event) => {
+                if let Some(found) = pick(&event) {
+                    return Some(found);
+                }
+            }
+            Err(_) => return None,
+        }
+    }
+    None
+}
+
+/// Polls `condition` every 20 ms until it holds or `timeout` passes.
+pub fn eventually(timeout: Duration, mut condition: impl FnMut() -> bool) -> bool {
+    let deadline = Instant::now() + timeout;
+    loop {
+        if condition() {
+            return true;
+        }
+        if Instant::now() >= deadline {
+            return false;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+pub fn temp_dir() -> tempfile::TempDir {
+    tempfile::Builder::new().prefix("cowork-test-").tempdir().expect("temp dir")
+}
+
+static NEXT_DISPLAY: AtomicU32 = AtomicU32::new(0);
+
+/// A private X server (Xvfb) with openbox, so `_NET_ACTIVE_WINDOW` is maintained.
+/// Everything it started is killed on drop.
+pub struct XSession {
+    pub display: String,
+    children: Vec<Child>,
+}
+
+impl XSession {
+    pub fn available() -> bool {
+        have_program("Xvfb") && have_program("openbox") && have_program("xdotool")
+    }
+
+    pub fn start() -> XSession {
+        let number = 140 + (std::process::id() % 200) * 4 + NEXT_DISPLAY.fetch_add(1, Ordering::SeqCst);
+        let display = format!(":{number}");
+        let _ = std::fs::remove_file(format!("/tmp/.X11-unix/X{number}"));
+        let _ = std::fs::remove_file(format!("/tmp/.X{number}-lock"));
+        let xvfb = Command::new("Xvfb")
+            .args([display.as_str(), "-screen", "0", "1280x800x24", "-nolisten", "tcp"])
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("start Xvfb");
+        let mut session = XSession { display: display.clone(), children: vec![xvfb] };
+        assert!(
+            eventually(Duration::from_secs(10), || Path::new(&format!("/tmp/.X11-unix/X{number}")).exists()),
+            "Xvfb did not start on {display}"
+        );
+        let openbox = Command::new("openbox")
+            .env("DISPLAY", &display)
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("start openbox");
+        session.children.push(openbox);
+        // openbox is ready once it publishes _NET_SUPPORTING_WM_CHECK.
+        assert!(
+            eventually(Duration::from_secs(10), || {
+                Command::new("xprop")
+                    .args(["-root", "_NET_SUPPORTING_WM_CHECK"])
+                    .env("DISPLAY", &display)
+                    .output()
+                    .is_ok_and(|o| String::from_utf8_lossy(&o.stdout).contains("window id"))
+            }),
+            "openbox did not start on {display}"
+        );
+        session
+    }
+
+    /// Opens an xterm with `title` and returns its X window id (from xdotool).
+    pub fn open_xterm(&mut self, title: &str) -> String {
+        let child = Command::new("xterm")
+            .args(["-T", title, "-geometry", "60x10", "-e", "sleep 600"])
+            .env("DISPLAY", &self.display)
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("start xterm");
+        self.children.push(child);
+        let mut window = String::new();
+        assert!(
+            eventually(Duration::from_secs(10), || {
+                let out = self.xdotool(&["search", "--name", &format!("^{title}$")]);
+                window = out.lines().next().unwrap_or_default().trim().to_owned();
+                !window.is_empty()
+            }),
+            "window {title:?} did not appear"
+        );
+        window
+    }
+
+    pub fn xdotool(&self, args: &[&str]) -> String {
+        let out = Command::new("xdotool").args(args).env("DISPLAY", &self.display).output().expect("run xdotool");
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    }
+
+    /// Activates a window and waits until the WM reports it active.
+    pub fn activate(&self, window: &str) {
+        self.xdotool(&["windowactivate", "--sync", window]);
+        assert!(
+            eventually(Duration::from_secs(5), || self.xdotool(&["getactivewindow"]).trim() == window),
+            "window {window} did not become active"
+        );
+    }
+}
+
+impl Drop for XSession {
+    fn drop(&mut self) {
+        for child in self.children.iter_mut().rev() {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+    }
+}

@@ -1,0 +1,211 @@
+//! The whole app in egui_kittest (no GPU, no display): the test holds the far
+//! ends of every channel, drives the panels by label, and checks both what is
+//! shown and what was sent to the workers.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use cowork::app::{AppOptions, Channels, CoworkApp};
+use cowork::capture::CaptureCommand;
+use cowork::events::{ActiveWindow, AppEvent, GenerationStats, MessageStatus, WorkerName};
+use cowork::llm::LlmCommand;
+use cowork::runtime::{Control, WorkerState};
+use cowork::state::{AppState, Tab};
+use cowork::store::StoreCommand;
+use crossbeam_channel::{Receiver, Sender, bounded};
+use egui_kittest::Harness;
+use egui::accesskit::Role;
+use egui_kittest::kittest::Queryable;
+
+struct Far {
+    events: Sender<AppEvent>,
+    llm: Receiver<LlmCommand>,
+    store: Receiver<StoreCommand>,
+    _capture: Receiver<CaptureCommand>,
+    llm_control: Receiver<Control>,
+    stop_epoch: Arc<AtomicU64>,
+}
+
+fn app() -> (Harness<'static, CoworkApp>, Far) {
+    let (events_tx, events) = bounded(1024);
+    let (llm_tx, llm) = bounded(16);
+    let (store_tx, store) = bounded(64);
+    let (capture_tx, capture) = bounded(8);
+    let (control_tx, llm_control) = bounded(8);
+    let (store_control, _) = bounded(8);
+    let stop_epoch = Arc::new(AtomicU64::new(0));
+    let channels = Channels {
+        store: store_tx,
+        capture: capture_tx,
+        llm: llm_tx,
+        controls: vec![(WorkerName::Llm, control_tx), (WorkerName::Store, store_control)],
+        events,
+        stop_epoch: stop_epoch.clone(),
+    };
+    let harness = Harness::builder()
+        .with_size(egui::vec2(380.0, 760.0))
+        .build_eframe(move |_cc| CoworkApp::new(channels, AppState::default(), Vec::new(), AppOptions::default()));
+    (harness, Far { events: events_tx, llm, store, _capture: capture, llm_control, stop_epoch })
+}
+
+/// Focuses the chat input (kittest types only into a focused widget) and types.
+fn type_message(harness: &mut Harness<'static, CoworkApp>, text: &str) {
+    harness.get_by_role_and_label(Role::MultilineTextInput, "Message").focus();
+    harness.run();
+    harness.get_by_role_and_label(Role::MultilineTextInput, "Message").type_text(text);
+}
+
+#[test]
+fn start_up_asks_the_store_for_threads_sessions_and_settings() {
+    let (_harness, far) = app();
+    let sent: Vec<_> = far.store.try_iter().collect();
+    assert!(sent.iter().any(|c| matches!(c, StoreCommand::LoadThreads)));
+    assert!(sent.iter().any(|c| matches!(c, StoreCommand::LoadSettings)));
+    assert!(sent.iter().any(|c| matches!(c, StoreCommand::LoadSessionsSince { .. })));
+}
+
+#[test]
+fn tabs_switch_by_label_and_each_panel_shows_its_content() {
+    let (mut harness, far) = app();
+    far.events
+        .send(AppEvent::ActiveWindow(Some(ActiveWindow {
+            window_id: 1,
+            app: "Firefox".into(),
+            title: "Rust docs — Mozilla Firefox".into(),
+            pid: Some(9),
+        })))
+        .unwrap();
+    harness.get_by_label("Context").click();
+    harness.run();
+    assert_eq!(harness.state().state.tab(), Tab::Context);
+    harness.get_by_label("Rust docs — Mozilla Firefox");
+    harness.get_by_label("No finished sessions yet today");
+
+    harness.get_by_label("Apps").click();
+    harness.run();
+    harness.get_by_label("No apps are installed yet");
+
+    harness.get_by_label("Settings").click();
+    harness.run();
+    harness.get_by_label("Keyboard shortcuts");
+    harness.get_by_label_contains("cowork 0.1.0");
+
+    harness.get_by_label("Chat").click();
+    harness.run();
+    assert_eq!(harness.state().state.tab(), Tab::Chat);
+}
+
+#[test]
+fn send_streams_the_answer_shows_the_context_and_stop_bumps_the_epoch() {
+    let (mut harness, far) = app();
+    type_message(&mut harness, "What was I doing?");
+    harness.run();
+    harness.get_by_label("Send").click();
+    harness.run();
+    let request = match far.llm.try_recv().expect("a chat request reached the llm worker") {
+        LlmCommand::Chat(request) => request,
+        other => panic!("unexpected {other:?}"),
+    };
+    assert_eq!(request.text, "What was I doing?");
+    assert!(request.thread_is_new);
+
+    far.events
+        .send(AppEvent::ContextAttached { user_message_id: request.user_message_id, context: "Current window: XTerm — \"build\"".into() })
+        .unwrap();
+    far.events.send(AppEvent::Token { answer_id: request.answer_id, text: "You were ".into() }).unwrap();
+    far.events.send(AppEvent::Token { answer_id: request.answer_id, text: "building.".into() }).unwrap();
+    harness.run();
+    harness.get_by_label("You were building.");
+
+    // The chip shows exactly what was sent.
+    harness.get_by_label("Context: recent activity").click();
+    harness.run();
+    harness.get_by_label("Current window: XTerm — \"build\"");
+
+    harness.get_by_label("Stop").click();
+    harness.run();
+    assert_eq!(far.stop_epoch.load(Ordering::SeqCst), 1);
+    far.events
+        .send(AppEvent::AnswerFinished {
+            answer_id: request.answer_id,
+            status: MessageStatus::Stopped,
+            error: None,
+            stats: GenerationStats::default(),
+        })
+        .unwrap();
+    harness.run();
+    harness.get_by_label("Stopped");
+    assert_eq!(harness.state().state.generating, None);
+}
+
+#[test]
+fn a_stopped_llm_worker_fails_the_answer_visibly_instead_of_blocking() {
+    let (mut harness, far) = app();
+    drop(far.llm);
+    type_message(&mut harness, "hello");
+    harness.run();
+    harness.get_by_label("Send").click();
+    harness.run();
+    assert!(harness.get_all_by_label_contains("the llm worker is not running").next().is_some());
+    assert_eq!(harness.state().state.generating, None, "the UI is ready for the next message");
+}
+
+#[test]
+fn a_failed_worker_gets_a_retry_button_that_reaches_its_supervisor() {
+    let (mut harness, far) = app();
+    far.events
+        .send(AppEvent::Worker { worker: WorkerName::Llm, state: WorkerState::Failed { error: "panicked: boom".into() } })
+        .unwrap();
+    harness.run();
+    harness.get_by_label_contains("llm failed");
+    harness.get_by_label("Retry llm").click();
+    harness.run();
+    assert_eq!(far.llm_control.try_recv().ok(), Some(Control::Retry));
+}
+
+#[test]
+fn the_quick_prompt_opens_from_the_keyboard_and_sends_into_the_chat() {
+    let (mut harness, far) = app();
+    harness.key_press_modifiers(egui::Modifiers::COMMAND, egui::Key::K);
+    harness.run();
+    assert!(harness.state().state.quick_prompt_open);
+    harness.get_by_label("Quick prompt").type_text("Summarise my morning");
+    harness.run();
+    harness.key_press(egui::Key::Enter);
+    harness.run();
+    match far.llm.try_recv().expect("quick prompt sent a chat request") {
+        LlmCommand::Chat(request) => assert_eq!(request.text, "Summarise my morning"),
+        other => panic!("unexpected {other:?}"),
+    }
+    assert!(!harness.state().state.quick_prompt_open, "Enter hides the quick prompt");
+    // The global hotkey opens it too.
+    far.events.send(AppEvent::QuickPromptHotkey).unwrap();
+    harness.run();
+    assert!(harness.state().state.quick_prompt_open);
+    harness.key_press(egui::Key::Escape);
+    harness.run();
+    assert!(!harness.state().state.quick_prompt_open, "Esc hides it");
+}
+
+#[test]
+fn a_bad_setting_value_is_shown_and_a_good_one_is_saved() {
+    let (mut harness, far) = app();
+    far.events.send(AppEvent::Setting { key: "capture.afk_secs".into(), value: "soon".into() }).unwrap();
+    harness.get_by_label("Settings").click();
+    harness.run();
+    harness.get_by_label_contains("is not a number");
+    let field = harness.get_by_label("Away after (seconds)");
+    field.focus();
+    harness.key_press_modifiers(egui::Modifiers::COMMAND, egui::Key::A);
+    harness.get_by_label("Away after (seconds)").type_text("240");
+    harness.run();
+    harness.get_all_by_label("Save").next().unwrap().click();
+    harness.run();
+    let saved = far.store.try_iter().find_map(|c| match c {
+        StoreCommand::SetSetting { key, value } => Some((key, value)),
+        _ => None,
+    });
+    assert_eq!(saved, Some(("capture.afk_secs".to_owned(), "240".to_owned())));
+    assert_eq!(harness.state().state.settings.afk_secs, 240);
+}
+

@@ -24,14 +24,16 @@ fn main() {
         .unwrap_or_else(|| "unknown".to_owned());
     println!("cargo:rustc-env=COWORK_GIT_REV={rev}");
     println!("cargo:rustc-env=COWORK_BUILD_DATE={date}");
-    // Re-run when HEAD moves, so --version never names a stale commit.
-    for path in [".git/HEAD", ".git/index"] {
+    // Re-run when HEAD moves, so --version never names a stale commit. Only
+    // files that exist are named: a missing one would re-run this on every build.
+    for path in [".git/HEAD", ".git/index", ".git/packed-refs"] {
         if std::path::Path::new(path).exists() {
             println!("cargo:rerun-if-changed={path}");
         }
     }
     if let Ok(head) = std::fs::read_to_string(".git/HEAD")
         && let Some(reference) = head.strip_prefix("ref: ")
+        && std::path::Path::new(".git").join(reference.trim()).exists()
     {
         println!("cargo:rerun-if-changed=.git/{}", reference.trim());
     }

@@ -41,6 +41,7 @@ struct Atoms {
     net_wm_name: u32,
     net_wm_pid: u32,
     net_workarea: u32,
+    net_supported: u32,
     utf8_string: u32,
 }
 
@@ -80,6 +81,7 @@ impl X11Desktop {
             net_wm_name: intern(b"_NET_WM_NAME")?,
             net_wm_pid: intern(b"_NET_WM_PID")?,
             net_workarea: intern(b"_NET_WORKAREA")?,
+            net_supported: intern(b"_NET_SUPPORTED")?,
             utf8_string: intern(b"UTF8_STRING")?,
         };
         conn.change_window_attributes(root, &ChangeWindowAttributesAux::new().event_mask(EventMask::PROPERTY_CHANGE))?
@@ -87,13 +89,14 @@ impl X11Desktop {
         Ok(Self { conn, root, atoms, watched: None })
     }
 
-    /// Whether a window manager publishes `_NET_ACTIVE_WINDOW` (EWMH).
+    /// Whether a window manager supports `_NET_ACTIVE_WINDOW` (EWMH), from
+    /// `_NET_SUPPORTED`: the property itself may be unset while nothing is focused.
     pub fn has_active_window_support(&self) -> Result<bool, X11Error> {
         let reply = self
             .conn
-            .get_property(false, self.root, self.atoms.net_active_window, AtomEnum::WINDOW, 0, 1)?
+            .get_property(false, self.root, self.atoms.net_supported, AtomEnum::ATOM, 0, 4096)?
             .reply()?;
-        Ok(reply.value_len > 0)
+        Ok(reply.value32().is_some_and(|mut atoms| atoms.any(|atom| atom == self.atoms.net_active_window)))
     }
 
     /// The focused top-level window, or `None` when nothing is focused.

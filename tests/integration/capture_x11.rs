@@ -40,6 +40,13 @@ fn focus_and_title_changes_become_sessions_with_accurate_durations() {
         "{state:?}"
     );
 
+    // Let capture record the window that is focused at start, well before the script begins.
+    assert!(eventually(Duration::from_secs(5), || store::open_read_only(&db)
+        .ok()
+        .and_then(|c| store::recent_sessions(&c, 1).ok())
+        .is_some_and(|s| !s.is_empty())));
+    std::thread::sleep(Duration::from_millis(2 * TOLERANCE_MILLIS as u64));
+
     // The script: (window, how long it stays focused).
     let script = [(&alpha, 800u64), (&beta, 1_200), (&gamma, 600), (&alpha, 700)];
     let mut switches = Vec::new();

@@ -1,1 +1,55 @@
-fn main(){}
+//! Ingest through the real store worker into a real SQLite file (WAL, FTS5
+//! triggers): activity-session rows per second, batched as the worker batches.
+
+use std::time::{Duration, Instant};
+
+use cowork::events::{ActivitySession, SessionEnd};
+use cowork::runtime::{EventSink, RestartPolicy};
+use cowork::store::{StoreCommand, spawn_store};
+use criterion::{Criterion, Throughput, criterion_group, criterion_main};
+use crossbeam_channel::bounded;
+
+fn session(session_id: i64) -> ActivitySession {
+    ActivitySession {
+        session_id,
+        app: "firefox".into(),
+        title: format!("Issue #{session_id} · cowork — Mozilla Firefox"),
+        pid: Some(4242),
+        window_id: 77,
+        started_at_millis: session_id,
+        ended_at_millis: Some(session_id + 1),
+        end_reason: Some(SessionEnd::Switch),
+    }
+}
+
+fn ingest(c: &mut Criterion) {
+    let dir = tempfile::tempdir().unwrap();
+    let (events, _events_rx) = bounded(1 << 16);
+    let sink = EventSink::new(events, || {});
+    let mut store = spawn_store(dir.path().join("cowork.db"), sink, RestartPolicy::default()).unwrap();
+    let batch = 10_000i64;
+    let mut next = 0i64;
+    let mut group = c.benchmark_group("store");
+    group.throughput(Throughput::Elements(batch as u64));
+    group.sample_size(10).measurement_time(Duration::from_secs(20));
+    group.bench_function("ingest_10k_sessions_through_worker", |b| {
+        b.iter_custom(|iterations| {
+            let started = Instant::now();
+            for _ in 0..iterations {
+                for _ in 0..batch {
+                    next += 1;
+                    store.commands.send(StoreCommand::UpsertSession(session(next))).unwrap();
+                }
+                let (ack, done) = bounded(1);
+                store.commands.send(StoreCommand::Flush(ack)).unwrap();
+                done.recv().unwrap();
+            }
+            started.elapsed()
+        })
+    });
+    group.finish();
+    store.shutdown(StoreCommand::Shutdown, Duration::from_secs(10));
+}
+
+criterion_group!(benches, ingest);
+criterion_main!(benches);

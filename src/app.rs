@@ -95,7 +95,15 @@ impl CoworkApp {
         let start = Instant::now();
         let now = now_millis();
         while let Ok(event) = self.channels.events.try_recv() {
+            let threads_loaded = matches!(event, AppEvent::ThreadsLoaded(_));
             self.state.apply(event, now);
+            // After a restart, reopen the most recent conversation.
+            if threads_loaded
+                && self.state.current_thread.is_none()
+                && let Some(thread_id) = self.state.threads.first().map(|t| t.thread_id)
+            {
+                self.handle_action(UiAction::SelectThread(thread_id));
+            }
             if start.elapsed() > EVENT_BUDGET {
                 ctx.request_repaint();
                 break;

@@ -1,6 +1,6 @@
 //! Helpers shared by the integration tests: paths, sinks, Xvfb sessions, waiting.
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::{Duration, Instant};
@@ -109,28 +109,42 @@ impl XSession {
             .spawn()
             .expect("start Xvfb");
         let mut session = XSession { display: display.clone(), children: vec![xvfb] };
+        let xprop_root = |property: &str| {
+            Command::new("xprop")
+                .args(["-root", property])
+                .env("DISPLAY", &display)
+                .stderr(Stdio::null())
+                .output()
+                .map(|o| (o.status.success(), String::from_utf8_lossy(&o.stdout).into_owned()))
+                .unwrap_or((false, String::new()))
+        };
+        // The socket appears before the server accepts clients: wait until one can talk to it.
         assert!(
-            eventually(Duration::from_secs(10), || Path::new(&format!("/tmp/.X11-unix/X{number}")).exists()),
+            eventually(Duration::from_secs(30), || xprop_root("_NET_SUPPORTING_WM_CHECK").0),
             "Xvfb did not start on {display}"
         );
-        let openbox = Command::new("openbox")
-            .env("DISPLAY", &display)
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .expect("start openbox");
-        session.children.push(openbox);
-        // openbox is ready once it publishes _NET_SUPPORTING_WM_CHECK.
-        assert!(
-            eventually(Duration::from_secs(10), || {
-                Command::new("xprop")
-                    .args(["-root", "_NET_SUPPORTING_WM_CHECK"])
-                    .env("DISPLAY", &display)
-                    .output()
-                    .is_ok_and(|o| String::from_utf8_lossy(&o.stdout).contains("window id"))
-            }),
-            "openbox did not start on {display}"
-        );
+        // openbox is ready once it publishes _NET_SUPPORTING_WM_CHECK; start it
+        // again if it gave up early.
+        let deadline = std::time::Instant::now() + Duration::from_secs(30);
+        loop {
+            let mut openbox = Command::new("openbox")
+                .env("DISPLAY", &display)
+                .stdout(Stdio::null())
+                .stderr(Stdio::null())
+                .spawn()
+                .expect("start openbox");
+            let ready = eventually(Duration::from_secs(10), || {
+                xprop_root("_NET_SUPPORTING_WM_CHECK").1.contains("window id")
+                    || openbox.try_wait().ok().flatten().is_some()
+            });
+            if ready && openbox.try_wait().ok().flatten().is_none() {
+                session.children.push(openbox);
+                break;
+            }
+            let _ = openbox.kill();
+            let _ = openbox.wait();
+            assert!(std::time::Instant::now() < deadline, "openbox did not start on {display}");
+        }
         session
     }
 

@@ -1,6 +1,7 @@
 //! The `cowork` binary: parses arguments, sets up logging and the panic hook,
 //! starts the workers and runs the sidebar (or a headless subcommand).
 
+use std::io::IsTerminal;
 use std::path::PathBuf;
 use std::process::ExitCode;
 use std::sync::{Arc, OnceLock};
@@ -101,7 +102,12 @@ fn main() -> ExitCode {
 fn init_logging() {
     let filter = tracing_subscriber::EnvFilter::try_from_env("COWORK_LOG")
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info,mistralrs_core=warn,mistralrs=warn,candle_core=warn,eframe=warn,egui_glow=warn,winit=warn"));
-    tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr).with_target(false).init();
+    tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr)
+        .with_ansi(std::io::stderr().is_terminal())
+        .with_target(false)
+        .init();
 }
 
 /// Logs panics through tracing (with the thread name, which is the worker name)

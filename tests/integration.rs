@@ -4,6 +4,8 @@
 //! Tests that need models, X or node skip with a message when those are absent,
 //! unless `COWORK_TEST_FULL=1` (set by scripts/test and CI), where absence fails.
 
+// The loopback HTTP server in models.rs records requests behind a std Mutex; tests may lock.
+#[allow(clippy::disallowed_types)]
 mod integration {
     pub mod support;
 

@@ -171,13 +171,12 @@ struct OutTensor {
     /// Source variable and which row slice of it (for fused q/k/v).
     source: String,
     part: Option<(usize, usize)>,
-    f32_out: bool,
 }
 
 fn plan(n_audio_layer: usize, n_text_layer: usize) -> Vec<OutTensor> {
     let mut out = Vec::new();
     let mut push = |name: String, source: String, part: Option<(usize, usize)>| {
-        out.push(OutTensor { name, source, part, f32_out: false });
+        out.push(OutTensor { name, source, part });
     };
     push("encoder.positional_embedding".into(), "encoder/position_encodings/encodings".into(), None);
     for conv in ["conv1", "conv2"] {
@@ -310,7 +309,6 @@ pub fn convert(model_bin: &Path, mel_filters_npz: &Path, tiktoken: &Path, output
 
 fn write_tensor(out: &mut impl Write, tensor: &OutTensor, var: &Variable) -> anyhow::Result<()> {
     ensure!(matches!(var.dtype, DType::F16 | DType::F32), "{}: weights must be float", tensor.source);
-    let width = var.dtype.width();
     // Slice rows for fused projections.
     let (mut shape, data): (Vec<usize>, &[u8]) = match tensor.part {
         None => (var.shape.clone(), &var.data),
@@ -329,7 +327,7 @@ fn write_tensor(out: &mut impl Write, tensor: &OutTensor, var: &Variable) -> any
     if conv_bias {
         shape = vec![shape.iter().product(), 1];
     }
-    let f32_out = tensor.f32_out || shape.len() < 2 || conv_bias || tensor.name.ends_with("positional_embedding");
+    let f32_out = shape.len() < 2 || conv_bias || tensor.name.ends_with("positional_embedding");
     let values: Vec<u8> = match (var.dtype, f32_out) {
         (DType::F16, false) | (DType::F32, true) => data.to_vec(),
         (DType::F16, true) => data
@@ -342,7 +340,6 @@ fn write_tensor(out: &mut impl Write, tensor: &OutTensor, var: &Variable) -> any
             .collect(),
         _ => unreachable!("checked above"),
     };
-    let _ = width;
     out.write_all(&(shape.len() as i32).to_le_bytes())?;
     out.write_all(&(tensor.name.len() as i32).to_le_bytes())?;
     out.write_all(&(if f32_out { 0i32 } else { 1i32 }).to_le_bytes())?;

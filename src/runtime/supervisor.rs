@@ -176,6 +176,7 @@ fn supervise<W, F>(
         let started = Instant::now();
         // Workers own all their state, so nothing shared is left half-written
         // when one unwinds: this is the one place that catches panics.
+        #[allow(clippy::disallowed_methods)]
         let outcome = catch_unwind(AssertUnwindSafe(|| -> anyhow::Result<()> {
             let mut worker = make(ctx)?;
             ctx.report(WorkerState::Running);

@@ -252,6 +252,11 @@ impl eframe::App for CoworkApp {
             self.handle_action(action);
         }
         self.track_geometry(ctx, false);
+        if self.frames == 2 {
+            // eframe maps the window only after its first frame, and openbox (like
+            // other window managers) drops a state set before mapping: ask again.
+            ctx.send_viewport_cmd(ViewportCommand::WindowLevel(egui::WindowLevel::AlwaysOnTop));
+        }
         self.screenshot_step(ctx);
     }
 

@@ -147,3 +147,42 @@ fn screenshot_renders_the_real_sidebar_window() {
     // Keep a copy for people to look at.
     let _ = std::fs::copy(&png_path, std::env::temp_dir().join("cowork-sidebar.png"));
 }
+
+#[test]
+fn the_global_hotkey_opens_the_quick_prompt_window_and_the_sidebar_is_always_on_top() {
+    if !require(XSession::available(), "Xvfb") {
+        return;
+    }
+    let x = XSession::start();
+    let data = temp_dir();
+    let mut app = cowork()
+        .arg("--data-dir")
+        .arg(data.path())
+        .arg("--models-dir")
+        .arg(models_dir())
+        .env("DISPLAY", &x.display)
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let find = |name: &str| x.xdotool(&["search", "--name", &format!("^{name}$")]).lines().next().map(str::to_owned);
+    let found = super::support::eventually(std::time::Duration::from_secs(20), || find("cowork").is_some());
+    let sidebar = find("cowork").unwrap_or_default();
+    let wm_state = || {
+        let out = Command::new("xprop").args(["-id", &sidebar, "_NET_WM_STATE"]).env("DISPLAY", &x.display).output().unwrap();
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    };
+    // The window manager applies the state shortly after mapping.
+    let on_top = super::support::eventually(std::time::Duration::from_secs(10), || wm_state().contains("_NET_WM_STATE_ABOVE"));
+    let state = wm_state();
+    let geometry = x.xdotool(&["getwindowgeometry", &sidebar]);
+    // The real X server grabs the key for us: press it as a user would.
+    x.xdotool(&["key", "ctrl+alt+space"]);
+    let opened = super::support::eventually(std::time::Duration::from_secs(10), || find("cowork quick prompt").is_some());
+    let _ = app.kill();
+    let output = app.wait_with_output().unwrap();
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(found, "the sidebar window appeared: {stderr}");
+    assert!(on_top, "the sidebar is always on top: {state}");
+    assert!(geometry.contains("Geometry: 380x"), "default width 380: {geometry}");
+    assert!(opened, "Ctrl+Alt+Space opened the quick prompt: {stderr}");
+}

@@ -252,6 +252,9 @@ impl eframe::App for CoworkApp {
             self.handle_action(action);
         }
         self.track_geometry(ctx, false);
+        if self.state.shutting_down {
+            ctx.send_viewport_cmd(ViewportCommand::Close);
+        }
         if self.frames == 2 {
             // eframe maps the window only after its first frame, and openbox (like
             // other window managers) drops a state set before mapping: ask again.

@@ -200,4 +200,6 @@ pub enum AppEvent {
     Notice(String),
     /// The global quick-prompt hotkey was pressed.
     QuickPromptHotkey,
+    /// SIGTERM or SIGINT: close the window so workers can flush.
+    ShutdownRequested,
 }

@@ -17,7 +17,7 @@ use cowork::commands;
 use cowork::config::{Paths, resolve_model};
 use cowork::desktop::{QuickPromptHotkey, default_sidebar_rect};
 use cowork::models::{FileCheck, Manifest, ModelRole, check_file};
-use cowork::runtime::{EventSink, RestartPolicy};
+use cowork::runtime::{EventSink, RestartPolicy, signals};
 use cowork::state::AppState;
 use cowork::ui::settings::ModelView;
 use cowork::ui::theme::SIDEBAR_WIDTH;
@@ -84,10 +84,10 @@ enum ModelsAction {
 
 fn main() -> ExitCode {
     let process_started = Instant::now();
+    let cli = Cli::parse();
     // mistralrs must never reach for a model hub: every model is a local file.
     // SAFETY: no other thread exists yet.
     unsafe { std::env::set_var("HF_HUB_OFFLINE", "1") };
-    let cli = Cli::parse();
     init_logging();
     install_panic_hook();
     match run(cli, process_started) {
@@ -101,7 +101,7 @@ fn main() -> ExitCode {
 
 fn init_logging() {
     let filter = tracing_subscriber::EnvFilter::try_from_env("COWORK_LOG")
-        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info,mistralrs_core=warn,mistralrs=warn,candle_core=warn,eframe=warn,egui_glow=warn,winit=warn"));
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info,mistralrs_core=error,mistralrs=warn,candle_core=warn,eframe=warn,egui_glow=warn,winit=warn"));
     tracing_subscriber::fmt()
         .with_env_filter(filter)
         .with_writer(std::io::stderr)
@@ -196,6 +196,7 @@ fn run_sidebar(paths: &Paths, display: Option<String>, screenshot: Option<PathBu
         },
         sink.clone(),
     )?;
+    signals::spawn_signal_thread(sink.clone())?;
     let mut state = AppState { settings: settings.clone(), setting_warnings: warnings, ..AppState::default() };
     let hotkey = match QuickPromptHotkey::register(&settings.quick_prompt_hotkey, sink.clone()) {
         Ok(hotkey) => Some(hotkey),

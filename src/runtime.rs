@@ -1,6 +1,7 @@
 //! Thread plumbing shared by every worker: the event sink that wakes the UI,
 //! the supervisor that restarts failed workers, and health states.
 
+pub mod signals;
 mod sink;
 mod supervisor;
 

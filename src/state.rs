@@ -98,6 +98,7 @@ pub struct AppState {
     pub settings: Settings,
     pub setting_warnings: Vec<String>,
     pub quick_prompt_open: bool,
+    pub shutting_down: bool,
 }
 
 const MAX_NOTICES: usize = 20;
@@ -176,6 +177,7 @@ impl AppState {
             }
             AppEvent::Notice(text) => self.notice(text),
             AppEvent::QuickPromptHotkey => self.quick_prompt_open = true,
+            AppEvent::ShutdownRequested => self.shutting_down = true,
         }
     }
 

@@ -107,7 +107,10 @@ impl CaptureWorker {
     /// Reads the active window now and records any change.
     fn observe(&mut self) -> anyhow::Result<()> {
         let Some(desktop) = self.desktop.as_mut() else { return Ok(()) };
-        let window = desktop.active_window()?;
+        // cowork's own windows are not activity: focusing the sidebar ends the
+        // previous session without opening one for cowork.
+        let own_pid = std::process::id();
+        let window = desktop.active_window()?.filter(|w| w.pid != Some(own_pid));
         let outputs = self.tracker.observe(window, now_millis());
         self.apply(outputs);
         Ok(())

@@ -39,7 +39,7 @@ pub fn render(sessions_newest_first: &[ActivitySession], now_millis: i64, budget
         ));
         rest = &rest[1..];
     } else {
-        text.push_str("Current window: none (away or nothing focused)\n");
+        text.push_str("Current window: none focused now (away, or using cowork); the most recent is listed first\n");
     }
     if !rest.is_empty() {
         text.push_str("Earlier (newest first):\n");

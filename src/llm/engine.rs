@@ -168,7 +168,13 @@ impl ChatEngine for MistralEngine {
         should_stop: &dyn Fn() -> bool,
     ) -> Result<GenerationStats, EngineError> {
         let model = self.model.as_ref().ok_or_else(|| EngineError::Generation("model is not loaded".into()))?;
-        let mut request = RequestBuilder::new().set_sampler_max_len(max_tokens).set_sampler_temperature(0.3);
+        // Small local models loop without a repetition penalty; these keep answers varied but focused.
+        let mut request = RequestBuilder::new()
+            .set_sampler_max_len(max_tokens)
+            .set_sampler_temperature(0.3)
+            .set_sampler_topp(0.9)
+            .set_sampler_frequency_penalty(0.6)
+            .set_sampler_presence_penalty(0.3);
         for message in messages {
             let role = match message.role {
                 PromptRole::System => TextMessageRole::System,

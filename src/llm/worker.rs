@@ -17,8 +17,8 @@ use crate::llm::engine::{ChatEngine, EngineError, MistralEngine, PromptMessage, 
 use crate::runtime::{EventSink, RestartPolicy, Supervised, WorkerContext, WorkerHandle, WorkerState, spawn_supervised};
 use crate::store::{self, StoreCommand};
 
-pub const SYSTEM_PROMPT: &str = "You are cowork, a private assistant running on the user's own computer. \
-Answer briefly and concretely. You can see a summary of what the user has been doing; use it when it helps.";
+pub const SYSTEM_PROMPT: &str = "You are cowork, a helpful assistant running privately on the user's computer. \
+Answer briefly and directly. Below is what the user is doing on this computer; use it when the question is about their work.";
 
 #[derive(Clone, Debug)]
 pub struct LlmConfig {

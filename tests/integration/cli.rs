@@ -186,3 +186,41 @@ fn the_global_hotkey_opens_the_quick_prompt_window_and_the_sidebar_is_always_on_
     assert!(geometry.contains("Geometry: 380x"), "default width 380: {geometry}");
     assert!(opened, "Ctrl+Alt+Space opened the quick prompt: {stderr}");
 }
+
+#[test]
+fn sigterm_closes_the_sidebar_gracefully_and_flushes_the_open_session() {
+    if !require(XSession::available(), "Xvfb") {
+        return;
+    }
+    let mut x = XSession::start();
+    let editor = x.open_xterm("notes.txt - editor");
+    x.activate(&editor);
+    let data = temp_dir();
+    let db = data.path().join("cowork.db");
+    let mut app = cowork()
+        .arg("--data-dir")
+        .arg(data.path())
+        .arg("--models-dir")
+        .arg(models_dir())
+        .env("DISPLAY", &x.display)
+        .spawn()
+        .unwrap();
+    let open_session = || {
+        cowork::store::open_read_only(&db)
+            .ok()
+            .and_then(|c| cowork::store::recent_sessions(&c, 5).ok())
+            .is_some_and(|s| s.iter().any(|s| s.title == "notes.txt - editor" && s.ended_at_millis.is_none()))
+    };
+    assert!(super::support::eventually(std::time::Duration::from_secs(20), open_session), "capture recorded the editor");
+    // SAFETY: signalling our own child.
+    unsafe { libc::kill(app.id() as i32, libc::SIGTERM) };
+    let status = app.wait().unwrap();
+    assert!(status.success(), "exit status {status:?}");
+    let reader = cowork::store::open_read_only(&db).unwrap();
+    let session = cowork::store::recent_sessions(&reader, 5)
+        .unwrap()
+        .into_iter()
+        .find(|s| s.title == "notes.txt - editor")
+        .unwrap();
+    assert_eq!(session.end_reason, Some(cowork::events::SessionEnd::Shutdown), "{session:?}");
+}

@@ -3,6 +3,7 @@
 //! opened sessions straight to the store worker and summaries to the UI.
 
 mod afk;
+pub mod firewall;
 mod tracker;
 mod worker;
 pub mod x11;

@@ -56,6 +56,11 @@ pub fn format_clock(at_millis: i64) -> String {
     format!("{:02}:{:02}", day_secs / 3600, (day_secs % 3600) / 60)
 }
 
+/// Minutes since local midnight at `at_millis`.
+pub fn local_minute_of_day(at_millis: i64) -> u32 {
+    ((at_millis - local_day_start_millis(at_millis)) / 60_000).clamp(0, 24 * 60 - 1) as u32
+}
+
 /// Start of the local day containing `at_millis`, in Unix milliseconds.
 pub fn local_day_start_millis(at_millis: i64) -> i64 {
     let secs = at_millis / 1000;

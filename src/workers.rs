@@ -55,7 +55,7 @@ impl Workers {
         }
         let (settings, warnings) = read_settings(paths);
         let capture = if options.capture {
-            let config = CaptureConfig { display: options.display.clone(), afk_secs: settings.afk_secs };
+            let config = CaptureConfig { display: options.display.clone(), afk_secs: settings.afk_secs, rules: Default::default() };
             Some(spawn_capture(config, store.commands.clone(), sink.clone(), options.policy)?)
         } else {
             None

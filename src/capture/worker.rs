@@ -10,7 +10,8 @@ use crate::capture::afk::AfkDetector;
 use crate::capture::tracker::{SessionTracker, TrackerOutput};
 use crate::capture::x11::X11Desktop;
 use crate::events::{AppEvent, WorkerName};
-use crate::ids::now_millis;
+use crate::capture::firewall::{Observation, Rules};
+use crate::ids::{local_minute_of_day, now_millis};
 use crate::runtime::{EventSink, RestartPolicy, Supervised, WorkerContext, WorkerHandle, WorkerState, spawn_supervised};
 use crate::store::StoreCommand;
 
@@ -31,6 +32,8 @@ pub struct CaptureConfig {
     /// X display to watch; `None` means `$DISPLAY`.
     pub display: Option<String>,
     pub afk_secs: u64,
+    /// The privacy firewall's rules (password managers excluded by default).
+    pub rules: Rules,
 }
 
 #[derive(Debug)]
@@ -110,8 +113,16 @@ impl CaptureWorker {
         // cowork's own windows are not activity: focusing the sidebar ends the
         // previous session without opening one for cowork.
         let own_pid = std::process::id();
+        let now = now_millis();
         let window = desktop.active_window()?.filter(|w| w.pid != Some(own_pid));
-        let outputs = self.tracker.observe(window, now_millis());
+        // The firewall decides before anything is recorded: an excluded window
+        // is treated as if nothing were focused.
+        let window = window.filter(|w| {
+            let observation =
+                Observation { app: &w.app, title: &w.title, url: None, local_minute: local_minute_of_day(now) };
+            self.config.rules.decide(&observation).is_record()
+        });
+        let outputs = self.tracker.observe(window, now);
         self.apply(outputs);
         Ok(())
     }

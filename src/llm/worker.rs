@@ -244,3 +244,159 @@ pub fn spawn_llm(
         Ok(LlmWorker::new(config.clone(), engine, store.clone(), sink.clone(), stop_epoch.clone()))
     })
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::events::{ActivitySession, WorkerName};
+    use crate::runtime::WorkerContext;
+    use std::sync::Mutex as StdMutex;
+
+    /// Records the prompt it was given and streams a fixed answer; can press
+    /// Stop (bump the epoch) after some tokens, as a user would mid-answer.
+    #[derive(Default)]
+    struct ScriptedEngine {
+        prompts: std::rc::Rc<StdMutex<Vec<Vec<PromptMessage>>>>,
+        press_stop_after: Option<(usize, Arc<AtomicU64>)>,
+    }
+
+    impl ChatEngine for ScriptedEngine {
+        fn ensure_loaded(&mut self) -> Result<Option<Duration>, EngineError> {
+            Ok(None)
+        }
+        fn is_loaded(&self) -> bool {
+            true
+        }
+        fn unload(&mut self) {}
+        fn stream(
+            &mut self,
+            messages: &[PromptMessage],
+            _max_tokens: usize,
+            on_token: &mut dyn FnMut(&str) -> StreamControl,
+            should_stop: &dyn Fn() -> bool,
+        ) -> Result<GenerationStats, EngineError> {
+            self.prompts.lock().unwrap().push(messages.to_vec());
+            for (n, token) in ["You ", "are ", "editing ", "a ", "report."].iter().enumerate() {
+                if let Some((after, epoch)) = &self.press_stop_after
+                    && *after == n
+                {
+                    epoch.fetch_add(1, Ordering::SeqCst);
+                }
+                if should_stop() {
+                    break;
+                }
+                on_token(token);
+            }
+            Ok(GenerationStats { completion_tokens: 5, ..GenerationStats::default() })
+        }
+        fn name(&self) -> String {
+            "scripted".into()
+        }
+    }
+
+    fn fixture() -> (tempfile::TempDir, LlmConfig) {
+        let dir = tempfile::tempdir().unwrap();
+        let db = dir.path().join("cowork.db");
+        let conn = crate::store::open_writer(&db).unwrap();
+        let session = ActivitySession {
+            session_id: 1,
+            app: "LibreOffice".into(),
+            title: "Q3 report.odt".into(),
+            pid: Some(3),
+            window_id: 9,
+            started_at_millis: now_millis() - 60_000,
+            ended_at_millis: None,
+            end_reason: None,
+        };
+        crate::store::upsert_session(&conn, &session).unwrap();
+        let config = LlmConfig {
+            db_path: db,
+            model_path: dir.path().join("unused.gguf"),
+            model_expected: None,
+            context_budget_tokens: 200,
+            max_answer_tokens: 16,
+            history_messages: 2,
+        };
+        (dir, config)
+    }
+
+    fn request(history: Vec<(Role, String)>) -> ChatRequest {
+        ChatRequest {
+            thread: ChatThread { thread_id: 1, title: "t".into(), updated_at_millis: 0 },
+            thread_is_new: true,
+            user_message_id: 10,
+            answer_id: 11,
+            text: "What am I doing?".into(),
+            history,
+        }
+    }
+
+    #[test]
+    fn the_prompt_carries_the_captured_window_and_recent_history_and_both_messages_are_saved() {
+        let (_dir, config) = fixture();
+        let (store_tx, store_rx) = bounded(16);
+        let (events_tx, events) = bounded(64);
+        let sink = EventSink::new(events_tx, || {});
+        let engine = ScriptedEngine::default();
+        let prompts = engine.prompts.clone();
+        let mut worker = LlmWorker::new(config, engine, store_tx, sink.clone(), Arc::new(AtomicU64::new(0)));
+        let ctx = WorkerContext { name: WorkerName::Llm, sink };
+        let history = vec![
+            (Role::User, "old question".into()),
+            (Role::Assistant, "old answer".into()),
+            (Role::User, "recent question".into()),
+            (Role::Assistant, "recent answer".into()),
+        ];
+        worker.handle(LlmCommand::Chat(request(history)), &ctx);
+
+        let prompt = prompts.lock().unwrap()[0].clone();
+        assert_eq!(prompt[0].role, PromptRole::System);
+        assert!(prompt[0].content.contains("Current window: LibreOffice — \"Q3 report.odt\""), "{}", prompt[0].content);
+        let contents: Vec<&str> = prompt[1..].iter().map(|m| m.content.as_str()).collect();
+        assert_eq!(contents, ["recent question", "recent answer", "What am I doing?"], "history is cut to 2");
+
+        let saved: Vec<ChatMessage> = store_rx
+            .try_iter()
+            .filter_map(|c| match c {
+                StoreCommand::UpsertMessage { message, .. } => Some(message),
+                _ => None,
+            })
+            .collect();
+        assert_eq!(saved.len(), 2);
+        assert!(saved[0].context.as_deref().unwrap().contains("Q3 report.odt"));
+        assert_eq!(saved[1].content, "You are editing a report.");
+        let finished = events.try_iter().find_map(|e| match e {
+            AppEvent::AnswerFinished { status, .. } => Some(status),
+            _ => None,
+        });
+        assert_eq!(finished, Some(MessageStatus::Done));
+    }
+
+    #[test]
+    fn stop_mid_answer_keeps_the_partial_text_and_an_old_stop_does_not_affect_the_next_question() {
+        let (_dir, config) = fixture();
+        let (store_tx, store_rx) = bounded(16);
+        let (events_tx, _events) = bounded(64);
+        let sink = EventSink::new(events_tx, || {});
+        let stop = Arc::new(AtomicU64::new(0));
+        let engine = ScriptedEngine { press_stop_after: Some((2, stop.clone())), ..ScriptedEngine::default() };
+        let mut worker = LlmWorker::new(config, engine, store_tx, sink.clone(), stop.clone());
+        let ctx = WorkerContext { name: WorkerName::Llm, sink };
+        let answers = |rx: &crossbeam_channel::Receiver<StoreCommand>| -> Vec<ChatMessage> {
+            rx.try_iter()
+                .filter_map(|c| match c {
+                    StoreCommand::UpsertMessage { message, .. } if message.role == Role::Assistant => Some(message),
+                    _ => None,
+                })
+                .collect()
+        };
+        worker.handle(LlmCommand::Chat(request(Vec::new())), &ctx);
+        let stopped = answers(&store_rx);
+        assert_eq!((stopped[0].status, stopped[0].content.as_str()), (MessageStatus::Stopped, "You are "));
+        // The next question starts under the new epoch: it runs to the end.
+        worker.engine.press_stop_after = None;
+        worker.handle(LlmCommand::Chat(request(Vec::new())), &ctx);
+        let next = answers(&store_rx);
+        assert_eq!((next[0].status, next[0].content.as_str()), (MessageStatus::Done, "You are editing a report."));
+    }
+}

@@ -27,7 +27,7 @@ fn focus_and_title_changes_become_sessions_with_accurate_durations() {
     let db = dir.path().join("cowork.db");
     let (sink, events) = test_sink();
     let mut store = spawn_store(db.clone(), sink.clone(), RestartPolicy::default()).unwrap();
-    let config = CaptureConfig { display: Some(x.display.clone()), afk_secs: 3600 };
+    let config = CaptureConfig { display: Some(x.display.clone()), afk_secs: 3600, rules: Default::default() };
     let mut capture = spawn_capture(config, store.commands.clone(), sink, RestartPolicy::default()).unwrap();
     let state = wait_for(&events, Duration::from_secs(10), |e| match e {
         AppEvent::Worker { worker: WorkerName::Capture, state } if !matches!(state, WorkerState::Starting) => Some(state.clone()),
@@ -120,7 +120,7 @@ fn focus_and_title_changes_become_sessions_with_accurate_durations() {
 fn without_a_display_capture_is_degraded_with_the_reason() {
     let (sink, events) = test_sink();
     let (store_tx, _rx) = crossbeam_channel::bounded(4);
-    let config = CaptureConfig { display: Some(":4711".into()), afk_secs: 180 };
+    let config = CaptureConfig { display: Some(":4711".into()), afk_secs: 180, rules: Default::default() };
     let mut capture = spawn_capture(config, store_tx, sink, RestartPolicy::default()).unwrap();
     let reason = wait_for(&events, Duration::from_secs(10), |e| match e {
         AppEvent::Worker { worker: WorkerName::Capture, state: WorkerState::Degraded(reason) } => Some(reason.clone()),
@@ -129,4 +129,74 @@ fn without_a_display_capture_is_degraded_with_the_reason() {
     .expect("degraded");
     assert!(reason.contains("no X display") && reason.contains(":4711"), "{reason}");
     assert!(capture.shutdown(CaptureCommand::Shutdown, Duration::from_secs(5)), "still answers commands");
+}
+
+/// Runs capture over `windows` (activated in turn) with `rules`, and returns
+/// the database afterwards.
+fn capture_with_rules(rules: cowork::capture::firewall::Rules, windows: &[(&str, &str)]) -> (tempfile::TempDir, Vec<String>) {
+    let mut x = XSession::start();
+    let ids: Vec<String> = windows.iter().map(|(title, class)| x.open_xterm_as(title, class)).collect();
+    let dir = temp_dir();
+    let db = dir.path().join("cowork.db");
+    let (sink, _events) = test_sink();
+    let mut store = spawn_store(db.clone(), sink.clone(), RestartPolicy::default()).unwrap();
+    let config = CaptureConfig { display: Some(x.display.clone()), afk_secs: 3600, rules };
+    let mut capture = spawn_capture(config, store.commands.clone(), sink, RestartPolicy::default()).unwrap();
+    for id in &ids {
+        x.activate(id);
+        std::thread::sleep(Duration::from_millis(300));
+    }
+    assert!(capture.shutdown(CaptureCommand::Shutdown, Duration::from_secs(10)));
+    assert!(store.shutdown(StoreCommand::Shutdown, Duration::from_secs(10)));
+    let reader = store::open_read_only(&db).unwrap();
+    let titles = store::recent_sessions(&reader, 100).unwrap().into_iter().map(|s| s.title).collect();
+    (dir, titles)
+}
+
+fn fts_hits(db: &std::path::Path, word: &str) -> usize {
+    let reader = store::open_read_only(db).unwrap();
+    store::search_sessions(&reader, word, 10).unwrap().len()
+}
+
+#[test]
+fn the_firewall_keeps_excluded_windows_out_of_every_table_and_fts() {
+    if !require(XSession::available(), "Xvfb, openbox and xdotool") {
+        return;
+    }
+    let rules = cowork::capture::firewall::Rules {
+        denied_titles: vec![regex::Regex::new("(?i)salary").unwrap()],
+        ..Default::default()
+    };
+    let windows = [
+        ("Passwords.kdbx - KeePassXC", "KeePassXC"),
+        ("Salary review 2026.ods", "XTerm"),
+        ("New Tab - Mozilla Firefox Private Browsing", "firefox"),
+        ("meeting notes", "XTerm"),
+    ];
+    let (dir, titles) = capture_with_rules(rules, &windows);
+    assert!(titles.iter().all(|t| t == "meeting notes"), "only the allowed window was recorded: {titles:?}");
+    assert!(!titles.is_empty());
+    let db = dir.path().join("cowork.db");
+    for word in ["Passwords", "KeePassXC", "Salary", "Private"] {
+        assert_eq!(fts_hits(&db, word), 0, "{word} leaked into FTS");
+    }
+    let raw = std::fs::read(&db).unwrap();
+    let wal = std::fs::read(dir.path().join("cowork.db-wal")).unwrap_or_default();
+    for needle in [&b"Passwords.kdbx"[..], b"Salary review", b"Private Browsing"] {
+        assert!(!raw.windows(needle.len()).any(|w| w == needle), "excluded title bytes in the database file");
+        assert!(!wal.windows(needle.len()).any(|w| w == needle), "excluded title bytes in the WAL");
+    }
+}
+
+#[test]
+fn pause_and_quiet_hours_record_nothing() {
+    if !require(XSession::available(), "Xvfb, openbox and xdotool") {
+        return;
+    }
+    let paused = cowork::capture::firewall::Rules { paused: true, ..Default::default() };
+    let (_dir, titles) = capture_with_rules(paused, &[("paused work", "XTerm")]);
+    assert!(titles.is_empty(), "{titles:?}");
+    let quiet = cowork::capture::firewall::Rules { quiet_hours: vec![(0, 24 * 60)], ..Default::default() };
+    let (_dir, titles) = capture_with_rules(quiet, &[("late work", "XTerm")]);
+    assert!(titles.is_empty(), "{titles:?}");
 }

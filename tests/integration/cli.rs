@@ -11,6 +11,13 @@ fn cowork() -> Command {
     command
 }
 
+/// The sidebar on a test X server, with its own data directory and the real models.
+fn sidebar(x: &XSession, data: &std::path::Path) -> Command {
+    let mut command = cowork();
+    command.arg("--data-dir").arg(data).arg("--models-dir").arg(models_dir()).env("DISPLAY", &x.display);
+    command
+}
+
 #[test]
 fn version_names_the_git_revision_and_build_date() {
     let out = cowork().arg("--version").output().unwrap();
@@ -123,14 +130,9 @@ fn screenshot_renders_the_real_sidebar_window() {
     let x = XSession::start();
     let data = temp_dir();
     let png_path = data.path().join("sidebar.png");
-    let out = cowork()
+    let out = sidebar(&x, data.path())
         .arg("--screenshot")
         .arg(&png_path)
-        .arg("--data-dir")
-        .arg(data.path())
-        .arg("--models-dir")
-        .arg(models_dir())
-        .env("DISPLAY", &x.display)
         .env("COWORK_LOG", "info")
         .output()
         .unwrap();
@@ -155,12 +157,7 @@ fn the_global_hotkey_opens_the_quick_prompt_window_and_the_sidebar_is_always_on_
     }
     let x = XSession::start();
     let data = temp_dir();
-    let mut app = cowork()
-        .arg("--data-dir")
-        .arg(data.path())
-        .arg("--models-dir")
-        .arg(models_dir())
-        .env("DISPLAY", &x.display)
+    let mut app = sidebar(&x, data.path())
         .stderr(std::process::Stdio::piped())
         .spawn()
         .unwrap();
@@ -197,12 +194,7 @@ fn sigterm_closes_the_sidebar_gracefully_and_flushes_the_open_session() {
     x.activate(&editor);
     let data = temp_dir();
     let db = data.path().join("cowork.db");
-    let mut app = cowork()
-        .arg("--data-dir")
-        .arg(data.path())
-        .arg("--models-dir")
-        .arg(models_dir())
-        .env("DISPLAY", &x.display)
+    let mut app = sidebar(&x, data.path())
         .spawn()
         .unwrap();
     let open_session = || {

@@ -86,7 +86,7 @@ fn capture_restarts_keeps_its_sender_and_fails_after_five_restarts() {
     let (sink, events) = test_sink();
     let (store_tx, _store_rx) = bounded(16);
     // No X server on this display: capture runs degraded, still serving commands.
-    let config = CaptureConfig { display: Some(":4243".into()), afk_secs: 180 };
+    let config = CaptureConfig { display: Some(":4243".into()), afk_secs: 180, rules: Default::default() };
     let mut capture = spawn_capture(config, store_tx, sink, fast_policy()).unwrap();
     let sender = capture.commands.clone();
     // A degraded capture still serves commands: the old sender's message is handled.

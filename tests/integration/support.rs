@@ -150,8 +150,13 @@ impl XSession {
 
     /// Opens an xterm with `title` and returns its X window id (from xdotool).
     pub fn open_xterm(&mut self, title: &str) -> String {
+        self.open_xterm_as(title, "XTerm")
+    }
+
+    /// Opens an xterm whose WM_CLASS names `class` as the application.
+    pub fn open_xterm_as(&mut self, title: &str, class: &str) -> String {
         let child = Command::new("xterm")
-            .args(["-T", title, "-geometry", "60x10", "-e", "sleep 600"])
+            .args(["-class", class, "-T", title, "-geometry", "60x10", "-e", "sleep 600"])
             .env("DISPLAY", &self.display)
             .stdout(Stdio::null())
             .stderr(Stdio::null())

@@ -1,0 +1,212 @@
+//! The privacy firewall: one rule engine, evaluated before anything is
+//! recorded. A window it excludes is treated as if nothing were focused: the
+//! previous session ends and no row is written for it.
+//!
+//! Pure logic (no I/O, no clock): the capture worker passes the observation
+//! and the local time; tests drive it directly.
+
+use regex::Regex;
+
+/// What capture knows about the window it is about to record.
+#[derive(Clone, Debug, Default)]
+pub struct Observation<'a> {
+    pub app: &'a str,
+    pub title: &'a str,
+    pub url: Option<&'a str>,
+    /// Minutes since local midnight, for quiet hours.
+    pub local_minute: u32,
+}
+
+/// Why something was (not) recorded: the rule that decided it, for the
+/// Context panel's "what would be recorded right now".
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Decision {
+    Record,
+    Exclude { rule: String },
+}
+
+impl Decision {
+    pub fn is_record(&self) -> bool {
+        matches!(self, Decision::Record)
+    }
+}
+
+/// Password managers are excluded unless the user removes them from the deny list.
+pub const DEFAULT_DENIED_APPS: &[&str] =
+    &["keepassxc", "keepass2", "bitwarden", "1password", "lastpass", "enpass", "seahorse", "proton pass"];
+
+#[derive(Clone, Debug)]
+pub struct Rules {
+    /// Global pause (hotkey, tray): nothing is recorded.
+    pub paused: bool,
+    /// When non-empty, only these apps are recorded (case-insensitive, by WM_CLASS).
+    pub allowed_apps: Vec<String>,
+    pub denied_apps: Vec<String>,
+    pub denied_titles: Vec<Regex>,
+    /// Domains excluded with their subdomains (`bank.example` also covers `www.bank.example`).
+    pub denied_domains: Vec<String>,
+    pub exclude_private_windows: bool,
+    /// Local-time ranges [start, end) in minutes since midnight; may wrap midnight.
+    pub quiet_hours: Vec<(u32, u32)>,
+}
+
+impl Default for Rules {
+    fn default() -> Self {
+        Self {
+            paused: false,
+            allowed_apps: Vec::new(),
+            denied_apps: DEFAULT_DENIED_APPS.iter().map(|s| (*s).to_owned()).collect(),
+            denied_titles: Vec::new(),
+            denied_domains: Vec::new(),
+            exclude_private_windows: true,
+            quiet_hours: Vec::new(),
+        }
+    }
+}
+
+impl Rules {
+    /// Decides one observation; the first rule that excludes it wins.
+    pub fn decide(&self, observation: &Observation<'_>) -> Decision {
+        let exclude = |rule: String| Decision::Exclude { rule };
+        if self.paused {
+            return exclude("capture is paused".into());
+        }
+        if let Some(&(start, end)) = self.quiet_hours.iter().find(|(s, e)| in_range(observation.local_minute, *s, *e)) {
+            return exclude(format!("quiet hours {}–{}", clock(start), clock(end)));
+        }
+        let app = observation.app.to_lowercase();
+        if !self.allowed_apps.is_empty() && !self.allowed_apps.iter().any(|a| a.eq_ignore_ascii_case(&app)) {
+            return exclude(format!("app {} is not on the allow list", observation.app));
+        }
+        if let Some(denied) = self.denied_apps.iter().find(|d| app.contains(&d.to_lowercase())) {
+            return exclude(format!("app deny list: {denied}"));
+        }
+        if self.exclude_private_windows && is_private_window(observation.title) {
+            return exclude("private or incognito window".into());
+        }
+        if let Some(pattern) = self.denied_titles.iter().find(|p| p.is_match(observation.title)) {
+            return exclude(format!("title matches /{}/", pattern.as_str()));
+        }
+        if let Some(host) = observation.url.and_then(host_of)
+            && let Some(domain) = self.denied_domains.iter().find(|d| domain_matches(&host, d))
+        {
+            return exclude(format!("domain deny list: {domain}"));
+        }
+        Decision::Record
+    }
+}
+
+fn in_range(minute: u32, start: u32, end: u32) -> bool {
+    if start <= end { minute >= start && minute < end } else { minute >= start || minute < end }
+}
+
+fn clock(minute: u32) -> String {
+    format!("{:02}:{:02}", minute / 60, minute % 60)
+}
+
+/// Titles browsers give private windows.
+pub fn is_private_window(title: &str) -> bool {
+    let lower = title.to_lowercase();
+    lower.contains("private browsing") || lower.contains("(incognito)") || lower.ends_with("incognito")
+}
+
+/// The host of a URL, lowercased, without port or credentials.
+pub fn host_of(url: &str) -> Option<String> {
+    let rest = url.split_once("://").map(|(_, rest)| rest).unwrap_or(url);
+    let authority = rest.split(['/', '?', '#']).next()?;
+    let host = authority.rsplit('@').next()?;
+    let host = host.split(':').next()?.trim_end_matches('.');
+    (!host.is_empty()).then(|| host.to_lowercase())
+}
+
+fn domain_matches(host: &str, domain: &str) -> bool {
+    let domain = domain.trim_start_matches('.').to_lowercase();
+    host == domain || host.ends_with(&format!(".{domain}"))
+}
+
+/// Removes `<private>…</private>` spans from typed text (an unclosed tag hides the rest).
+pub fn redact_private(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    let mut rest = text;
+    while let Some(start) = rest.find("<private>") {
+        out.push_str(&rest[..start]);
+        match rest[start..].find("</private>") {
+            Some(end) => rest = &rest[start + end + "</private>".len()..],
+            None => return out,
+        }
+    }
+    out.push_str(rest);
+    out
+}
+
+/// A chat message containing `<no-memory>` is answered but not stored in memory.
+pub fn wants_no_memory(text: &str) -> bool {
+    text.contains("<no-memory>")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn obs<'a>(app: &'a str, title: &'a str, url: Option<&'a str>) -> Observation<'a> {
+        Observation { app, title, url, local_minute: 12 * 60 }
+    }
+
+    #[test]
+    fn password_managers_are_excluded_by_default() {
+        let rules = Rules::default();
+        assert!(!rules.decide(&obs("KeePassXC", "Passwords.kdbx", None)).is_record());
+        assert!(!rules.decide(&obs("Bitwarden", "Vault", None)).is_record());
+        assert!(rules.decide(&obs("XTerm", "bash", None)).is_record());
+    }
+
+    #[test]
+    fn every_rule_kind_names_itself() {
+        let rules = Rules {
+            allowed_apps: vec![],
+            denied_titles: vec![Regex::new("(?i)salary").unwrap()],
+            denied_domains: vec!["bank.example".into()],
+            quiet_hours: vec![(22 * 60, 7 * 60)],
+            ..Rules::default()
+        };
+        let reason = |d: Decision| match d {
+            Decision::Exclude { rule } => rule,
+            Decision::Record => "record".into(),
+        };
+        assert_eq!(reason(rules.decide(&obs("LibreOffice", "Salary review.ods", None))), "title matches /(?i)salary/");
+        assert_eq!(
+            reason(rules.decide(&obs("firefox", "Login", Some("https://user@www.Bank.example:443/login")))),
+            "domain deny list: bank.example"
+        );
+        assert_eq!(reason(rules.decide(&obs("firefox", "notbank", Some("https://notbank.example/")))), "record");
+        assert_eq!(
+            reason(rules.decide(&obs("firefox", "Mozilla Firefox Private Browsing", None))),
+            "private or incognito window"
+        );
+        let late = Observation { local_minute: 23 * 60, ..obs("XTerm", "bash", None) };
+        assert_eq!(reason(rules.decide(&late)), "quiet hours 22:00–07:00");
+        let early = Observation { local_minute: 6 * 60 + 59, ..obs("XTerm", "bash", None) };
+        assert!(!rules.decide(&early).is_record());
+        let paused = Rules { paused: true, ..Rules::default() };
+        assert_eq!(reason(paused.decide(&obs("XTerm", "bash", None))), "capture is paused");
+        let allow = Rules { allowed_apps: vec!["xterm".into()], ..Rules::default() };
+        assert!(allow.decide(&obs("XTerm", "bash", None)).is_record());
+        assert_eq!(reason(allow.decide(&obs("firefox", "x", None))), "app firefox is not on the allow list");
+    }
+
+    #[test]
+    fn private_spans_are_redacted_and_no_memory_is_detected() {
+        assert_eq!(redact_private("pin is <private>1234</private> ok"), "pin is  ok");
+        assert_eq!(redact_private("a<private>b</private>c<private>d</private>e"), "ace");
+        assert_eq!(redact_private("open <private>never closed"), "open ");
+        assert!(wants_no_memory("remember nothing <no-memory> please"));
+        assert!(!wants_no_memory("normal"));
+    }
+
+    #[test]
+    fn hosts_are_parsed_without_port_or_credentials() {
+        assert_eq!(host_of("https://u:p@Example.COM:8080/a?b#c").as_deref(), Some("example.com"));
+        assert_eq!(host_of("example.org/path").as_deref(), Some("example.org"));
+        assert_eq!(host_of("https:///nohost"), None);
+    }
+}

@@ -42,6 +42,8 @@ pub struct AppOptions {
     pub screenshot: Option<PathBuf>,
     /// When the process started, for the first-frame measurement.
     pub process_started: Option<Instant>,
+    /// Where the UI's Export buttons write (the data directory).
+    pub export_dir: PathBuf,
 }
 
 pub struct CoworkApp {
@@ -96,6 +98,9 @@ impl CoworkApp {
         let now = now_millis();
         while let Ok(event) = self.channels.events.try_recv() {
             let threads_loaded = matches!(event, AppEvent::ThreadsLoaded(_));
+            if matches!(event, AppEvent::RangeDeleted { messages: 1.., .. }) {
+                self.send_store(StoreCommand::LoadThreads);
+            }
             self.state.apply(event, now);
             // After a restart, reopen the most recent conversation.
             if threads_loaded
@@ -146,6 +151,24 @@ impl CoworkApp {
                     let _ = self.channels.capture.try_send(CaptureCommand::SetAfkSecs(self.state.settings.afk_secs));
                 }
                 self.send_store(StoreCommand::SetSetting { key, value });
+            }
+            UiAction::DeleteRecent { span_millis } => {
+                let now = now_millis();
+                self.send_store(StoreCommand::DeleteRange { since_millis: now - span_millis, until_millis: now + 1, reply: None });
+            }
+            UiAction::ExportToday(format) => {
+                let now = now_millis();
+                let extension = match format {
+                    crate::export::Format::JsonLines => "jsonl",
+                    crate::export::Format::ActivityWatch => "json",
+                };
+                let path = self.options.export_dir.join(format!("cowork-export-{}.{extension}", crate::export::rfc3339(now).replace(':', "-")));
+                self.send_store(StoreCommand::Export {
+                    format,
+                    since_millis: local_day_start_millis(now),
+                    until_millis: now + 1,
+                    path,
+                });
             }
             UiAction::LoadModel => match self.channels.llm.try_send(LlmCommand::Preload) {
                 Ok(()) => {}

@@ -200,6 +200,8 @@ pub enum AppEvent {
     Notice(String),
     /// The global quick-prompt hotkey was pressed.
     QuickPromptHotkey,
+    /// Everything in the range was deleted (and purged from disk).
+    RangeDeleted { since_millis: i64, until_millis: i64, sessions: usize, messages: usize },
     /// SIGTERM or SIGINT: close the window so workers can flush.
     ShutdownRequested,
 }

@@ -10,6 +10,7 @@ pub mod commands;
 pub mod config;
 pub mod desktop;
 pub mod events;
+pub mod export;
 pub mod ids;
 pub mod llm;
 pub mod mcp;

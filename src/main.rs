@@ -61,6 +61,30 @@ enum Command {
         #[command(subcommand)]
         action: ModelsAction,
     },
+    /// Export history as JSON Lines or ActivityWatch bucket JSON
+    Export {
+        /// jsonl or activitywatch
+        #[arg(long, default_value = "jsonl")]
+        format: cowork::export::Format,
+        #[arg(long)]
+        out: PathBuf,
+        /// Start: YYYY-MM-DD, YYYY-MM-DDTHH:MM:SSZ, or a span back from now (15m, 2h, 1d); default: everything
+        #[arg(long)]
+        since: Option<String>,
+        /// End, same forms; default: now
+        #[arg(long)]
+        until: Option<String>,
+    },
+    /// Delete captured activity and chat messages in a range, including from disk
+    Delete {
+        /// The last 15m, 1h, 1d (any span)
+        #[arg(long, conflicts_with_all = ["since", "until"])]
+        last: Option<String>,
+        #[arg(long, requires = "until")]
+        since: Option<String>,
+        #[arg(long, requires = "since")]
+        until: Option<String>,
+    },
     /// List the tools of an MCP server started as `-- PROGRAM ARGS…`
     McpTools {
         #[arg(last = true, required = true)]
@@ -143,6 +167,32 @@ fn run(cli: Cli, process_started: Instant) -> anyhow::Result<ExitCode> {
             }
             Ok(ExitCode::SUCCESS)
         }
+        Some(Command::Export { format, out, since, until }) => {
+            let now = cowork::ids::now_millis();
+            let since = since.as_deref().map(|t| cowork::export::parse_time(t, now)).transpose().map_err(anyhow::Error::msg)?;
+            let until = until.as_deref().map(|t| cowork::export::parse_time(t, now)).transpose().map_err(anyhow::Error::msg)?;
+            let count = commands::export(&paths, format, since.unwrap_or(i64::MIN), until.unwrap_or(now + 1), &out)?;
+            eprintln!("exported {count} records to {}", out.display());
+            Ok(ExitCode::SUCCESS)
+        }
+        Some(Command::Delete { last, since, until }) => {
+            let now = cowork::ids::now_millis();
+            let (since, until) = match (last, since, until) {
+                (Some(span), _, _) => {
+                    let span = cowork::export::parse_span_millis(&span)
+                        .ok_or_else(|| anyhow::anyhow!("--last takes a span such as 15m, 1h or 1d"))?;
+                    (now - span, now + 1)
+                }
+                (None, Some(since), Some(until)) => (
+                    cowork::export::parse_time(&since, now).map_err(anyhow::Error::msg)?,
+                    cowork::export::parse_time(&until, now).map_err(anyhow::Error::msg)?,
+                ),
+                _ => anyhow::bail!("give --last SPAN, or --since and --until"),
+            };
+            let deleted = commands::delete(&paths, since, until)?;
+            eprintln!("deleted {} sessions and {} messages", deleted.sessions, deleted.messages);
+            Ok(ExitCode::SUCCESS)
+        }
         Some(Command::McpTools { command }) => {
             commands::mcp_tools(&command)?;
             Ok(ExitCode::SUCCESS)
@@ -222,7 +272,8 @@ fn run_sidebar(paths: &Paths, display: Option<String>, screenshot: Option<PathBu
     };
     let channels = workers.channels(events);
     let models = model_views(&manifest, paths);
-    let app_options = AppOptions { screenshot, process_started: Some(process_started) };
+    let app_options =
+        AppOptions { screenshot, process_started: Some(process_started), export_dir: paths.data_dir.clone() };
     let result = eframe::run_native(
         "cowork",
         options,

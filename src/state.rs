@@ -45,6 +45,10 @@ pub enum UiAction {
     CloseQuickPrompt,
     SaveSetting { key: String, value: String },
     LoadModel,
+    /// Delete everything from this long ago until now.
+    DeleteRecent { span_millis: i64 },
+    /// Export today's history into the data directory.
+    ExportToday(crate::export::Format),
 }
 
 /// A message as the chat panel shows it.
@@ -178,6 +182,16 @@ impl AppState {
             AppEvent::Notice(text) => self.notice(text),
             AppEvent::QuickPromptHotkey => self.quick_prompt_open = true,
             AppEvent::ShutdownRequested => self.shutting_down = true,
+            AppEvent::RangeDeleted { since_millis, until_millis, sessions, messages } => {
+                self.sessions_today.retain(|s| {
+                    s.started_at_millis >= until_millis || s.ended_at_millis.unwrap_or(now_millis) < since_millis
+                });
+                if messages > 0 {
+                    self.new_thread();
+                    self.threads.clear();
+                }
+                self.notice(format!("deleted {sessions} sessions and {messages} messages"));
+            }
         }
     }
 

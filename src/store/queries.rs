@@ -217,6 +217,69 @@ pub fn all_settings(conn: &Connection) -> rusqlite::Result<Vec<(String, String)>
     rows.collect()
 }
 
+/// What a range deletion removed.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Deleted {
+    pub sessions: usize,
+    pub messages: usize,
+}
+
+/// Deletes everything captured or said in `[since_millis, until_millis)`:
+/// sessions that overlap the range (whole, so no fragment of a title
+/// survives), and chat messages written in it. FTS entries go with them
+/// (triggers); `purge_deleted` then removes leftovers from the files.
+pub fn delete_range(conn: &Connection, since_millis: i64, until_millis: i64) -> rusqlite::Result<Deleted> {
+    let sessions = conn.execute(
+        "DELETE FROM activity_sessions
+         WHERE started_at_ms < ?2 AND coalesce(ended_at_ms, last_seen_ms, started_at_ms) >= ?1",
+        params![since_millis, until_millis],
+    )?;
+    let messages = conn.execute(
+        "DELETE FROM chat_messages WHERE created_at_ms >= ?1 AND created_at_ms < ?2",
+        params![since_millis, until_millis],
+    )?;
+    conn.execute(
+        "DELETE FROM chat_threads WHERE NOT EXISTS (SELECT 1 FROM chat_messages m WHERE m.thread_id = chat_threads.thread_id)
+         AND created_at_ms >= ?1 AND created_at_ms < ?2",
+        params![since_millis, until_millis],
+    )?;
+    Ok(Deleted { sessions, messages })
+}
+
+/// Makes deletions physical: merges FTS segments (so deleted terms leave the
+/// index), checkpoints the WAL and vacuums, so no deleted text stays on disk.
+pub fn purge_deleted(conn: &Connection) -> rusqlite::Result<()> {
+    conn.execute_batch(
+        "INSERT INTO activity_fts (activity_fts) VALUES ('optimize');
+         INSERT INTO message_fts (message_fts) VALUES ('optimize');
+         PRAGMA wal_checkpoint(TRUNCATE);
+         VACUUM;
+         PRAGMA wal_checkpoint(TRUNCATE);",
+    )
+}
+
+/// Every session overlapping `[since_millis, until_millis)`, oldest first (for export).
+pub fn sessions_between(conn: &Connection, since_millis: i64, until_millis: i64) -> rusqlite::Result<Vec<ActivitySession>> {
+    let sql = format!(
+        "SELECT {SESSION_COLUMNS} FROM activity_sessions
+         WHERE started_at_ms < ?2 AND coalesce(ended_at_ms, last_seen_ms, started_at_ms) >= ?1
+         ORDER BY started_at_ms ASC"
+    );
+    let mut stmt = conn.prepare(&sql)?;
+    let rows = stmt.query_map(params![since_millis, until_millis], session_from_row)?;
+    rows.collect()
+}
+
+/// Every chat message written in `[since_millis, until_millis)`, oldest first (for export).
+pub fn messages_between(conn: &Connection, since_millis: i64, until_millis: i64) -> rusqlite::Result<Vec<ChatMessage>> {
+    let mut stmt = conn.prepare(
+        "SELECT message_id, thread_id, role, content, context, status, created_at_ms
+         FROM chat_messages WHERE created_at_ms >= ?1 AND created_at_ms < ?2 ORDER BY created_at_ms ASC",
+    )?;
+    let rows = stmt.query_map(params![since_millis, until_millis], message_from_row)?;
+    rows.collect()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -293,6 +356,23 @@ mod tests {
         let conn = db();
         upsert_session(&conn, &session(1, "a AND (b", 0, Some(1))).unwrap();
         assert_eq!(search_sessions(&conn, "AND (b", 5).unwrap().len(), 1);
+    }
+
+    #[test]
+    fn delete_range_takes_overlapping_sessions_and_their_fts_entries() {
+        let conn = db();
+        upsert_session(&conn, &session(1, "before", 0, Some(900))).unwrap();
+        upsert_session(&conn, &session(2, "overlapping start", 900, Some(1_500))).unwrap();
+        upsert_session(&conn, &session(3, "inside", 1_200, Some(1_300))).unwrap();
+        upsert_session(&conn, &session(4, "after", 2_000, Some(2_500))).unwrap();
+        let deleted = delete_range(&conn, 1_000, 2_000).unwrap();
+        assert_eq!(deleted.sessions, 2);
+        let left: Vec<String> = sessions_since(&conn, 0, 10).unwrap().into_iter().map(|s| s.title).collect();
+        assert_eq!(left, ["before", "after"]);
+        assert!(search_sessions(&conn, "overlapping", 5).unwrap().is_empty());
+        assert!(search_sessions(&conn, "inside", 5).unwrap().is_empty());
+        purge_deleted(&conn).unwrap();
+        assert_eq!(search_sessions(&conn, "after", 5).unwrap().len(), 1);
     }
 
     #[test]

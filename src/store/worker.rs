@@ -37,6 +37,11 @@ pub enum StoreCommand {
     LoadThreads,
     LoadMessages { thread_id: i64 },
     LoadSettings,
+    /// Delete everything in `[since, until)` and purge it from the files; the
+    /// outcome goes to `reply` when given, and to the UI as an event.
+    DeleteRange { since_millis: i64, until_millis: i64, reply: Option<Sender<Result<queries::Deleted, String>>> },
+    /// Write an export of `[since, until)` to `path` (UI "Export"); the UI hears the outcome.
+    Export { format: crate::export::Format, since_millis: i64, until_millis: i64, path: PathBuf },
     /// Commit everything queued so far, then acknowledge (tests, shutdown, benches).
     Flush(Sender<()>),
     /// Fault injection for supervisor tests: panic inside the worker.
@@ -60,6 +65,9 @@ pub struct StoreWorker {
     pending: Vec<Write>,
     dropped_writes: u64,
     write_error: Option<String>,
+    /// Ranges deleted in this run, with when: a session still open at deletion
+    /// time is written again when it closes, and must not come back.
+    deleted: Vec<(i64, i64, i64)>,
 }
 
 impl StoreWorker {
@@ -69,13 +77,20 @@ impl StoreWorker {
         if recovered > 0 {
             tracing::info!(recovered, "closed sessions left open by an earlier crash");
         }
-        Ok(Self { conn, sink, pending: Vec::new(), dropped_writes: 0, write_error: None })
+        Ok(Self { conn, sink, pending: Vec::new(), dropped_writes: 0, write_error: None, deleted: Vec::new() })
     }
 
     /// Handles one command. Returns false on Shutdown.
     pub fn handle(&mut self, command: StoreCommand) -> bool {
         match command {
-            StoreCommand::UpsertSession(session) => self.queue(Write::Session(session)),
+            StoreCommand::UpsertSession(session) => {
+                let was_deleted = self.deleted.iter().any(|&(since, until, at)| {
+                    session.started_at_millis < until && session.ended_at_millis.unwrap_or(i64::MAX) >= since && session.started_at_millis <= at
+                });
+                if !was_deleted {
+                    self.queue(Write::Session(session));
+                }
+            }
             StoreCommand::Heartbeat { session_id, at_millis } => {
                 self.queue(Write::Heartbeat { session_id, at_millis })
             }
@@ -116,6 +131,37 @@ impl StoreWorker {
                     Err(err) => self.emit_notice(format!("cannot load settings: {err}")),
                 }
             }
+            StoreCommand::DeleteRange { since_millis, until_millis, reply } => {
+                self.commit_pending();
+                let outcome = self.delete_range(since_millis, until_millis).map_err(|err| format!("{err:#}"));
+                match &outcome {
+                    Ok(deleted) => self.emit(AppEvent::RangeDeleted {
+                        since_millis,
+                        until_millis,
+                        sessions: deleted.sessions,
+                        messages: deleted.messages,
+                    }),
+                    Err(err) => self.emit_notice(format!("delete failed: {err}")),
+                }
+                if let Some(reply) = reply {
+                    let _ = reply.try_send(outcome);
+                }
+            }
+            StoreCommand::Export { format, since_millis, until_millis, path } => {
+                self.commit_pending();
+                let outcome = std::fs::File::create(&path)
+                    .map_err(anyhow::Error::from)
+                    .and_then(|file| {
+                        let mut out = std::io::BufWriter::new(file);
+                        let count = crate::export::export(&self.conn, format, since_millis, until_millis, &mut out)?;
+                        std::io::Write::flush(&mut out)?;
+                        Ok(count)
+                    });
+                match outcome {
+                    Ok(count) => self.emit_notice(format!("exported {count} records to {}", path.display())),
+                    Err(err) => self.emit_notice(format!("export failed: {err:#}: {}", path.display())),
+                }
+            }
             StoreCommand::Flush(ack) => {
                 self.commit_pending();
                 let _ = ack.try_send(());
@@ -127,6 +173,15 @@ impl StoreWorker {
             }
         }
         true
+    }
+
+    fn delete_range(&mut self, since_millis: i64, until_millis: i64) -> anyhow::Result<queries::Deleted> {
+        let tx = self.conn.transaction()?;
+        let deleted = queries::delete_range(&tx, since_millis, until_millis)?;
+        tx.commit()?;
+        queries::purge_deleted(&self.conn)?;
+        self.deleted.push((since_millis, until_millis, now_millis()));
+        Ok(deleted)
     }
 
     fn queue(&mut self, write: Write) {

@@ -59,6 +59,27 @@ pub fn settings_ui(
         ui.label(RichText::new("A new hotkey takes effect at the next start").small().color(theme::MUTED));
 
         ui.separator();
+        ui.heading("Your data");
+        ui.horizontal_wrapped(|ui| {
+            for (label, span_millis) in
+                [("Delete last 15 minutes", 15 * 60_000), ("Delete last hour", 3_600_000), ("Delete last day", 86_400_000)]
+            {
+                if ui.button(label).clicked() {
+                    actions.push(UiAction::DeleteRecent { span_millis });
+                }
+            }
+        });
+        ui.horizontal_wrapped(|ui| {
+            if ui.button("Export today as JSON Lines").clicked() {
+                actions.push(UiAction::ExportToday(crate::export::Format::JsonLines));
+            }
+            if ui.button("Export today for ActivityWatch").clicked() {
+                actions.push(UiAction::ExportToday(crate::export::Format::ActivityWatch));
+            }
+        });
+        ui.label(RichText::new("Exports are written to the data directory; `cowork export` takes any range").small().color(theme::MUTED));
+
+        ui.separator();
         ui.heading("Keyboard shortcuts");
         Grid::new("shortcuts").striped(true).show(ui, |ui| {
             ui.label(RichText::new(&state.settings.quick_prompt_hotkey).monospace());

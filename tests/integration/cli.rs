@@ -216,3 +216,47 @@ fn sigterm_closes_the_sidebar_gracefully_and_flushes_the_open_session() {
         .unwrap();
     assert_eq!(session.end_reason, Some(cowork::events::SessionEnd::Shutdown), "{session:?}");
 }
+
+#[test]
+fn export_and_delete_from_the_command_line() {
+    use cowork::events::{ActivitySession, SessionEnd};
+    let data = temp_dir();
+    let conn = cowork::store::open_writer(&data.path().join("cowork.db")).unwrap();
+    let now = cowork::ids::now_millis();
+    for (id, title, ago_secs, reason) in
+        [(1, "design review", 7_200, SessionEnd::Afk), (2, "inbox", 3_000, SessionEnd::Switch), (3, "bank statement", 600, SessionEnd::Switch)]
+    {
+        let session = ActivitySession {
+            session_id: id,
+            app: "firefox".into(),
+            title: title.into(),
+            pid: None,
+            window_id: 1,
+            started_at_millis: now - ago_secs * 1000,
+            ended_at_millis: Some(now - ago_secs * 1000 + 300_000),
+            end_reason: Some(reason),
+        };
+        cowork::store::upsert_session(&conn, &session).unwrap();
+    }
+    drop(conn);
+    let aw = data.path().join("aw.json");
+    let out = cowork().args(["export", "--format", "activitywatch", "--out"]).arg(&aw).arg("--data-dir").arg(data.path()).output().unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let doc: serde_json::Value = serde_json::from_slice(&std::fs::read(&aw).unwrap()).unwrap();
+    let buckets = doc["buckets"].as_object().unwrap();
+    let window = buckets.values().find(|b| b["type"] == "currentwindow").unwrap();
+    assert_eq!(window["events"].as_array().unwrap().len(), 3);
+    assert!(buckets.values().any(|b| b["type"] == "afkstatus"));
+
+    let out = cowork().args(["delete", "--last", "15m"]).arg("--data-dir").arg(data.path()).output().unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let jsonl = data.path().join("all.jsonl");
+    let out = cowork().args(["export", "--since", "1d", "--out"]).arg(&jsonl).arg("--data-dir").arg(data.path()).output().unwrap();
+    assert!(out.status.success());
+    let text = std::fs::read_to_string(&jsonl).unwrap();
+    let titles: Vec<String> = text
+        .lines()
+        .map(|l| serde_json::from_str::<serde_json::Value>(l).unwrap()["title"].as_str().unwrap().to_owned())
+        .collect();
+    assert_eq!(titles, ["design review", "inbox"], "the last 15 minutes are gone");
+}

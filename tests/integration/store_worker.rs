@@ -108,3 +108,54 @@ fn a_corrupt_database_file_is_a_clear_error_and_is_left_in_place() {
     assert!(format!("{err:#}").contains("not a database"), "{err:#}");
     assert!(std::fs::read(&db).unwrap().starts_with(b"this is not"), "the file must not be overwritten");
 }
+
+#[test]
+fn a_deleted_range_leaves_no_row_no_fts_entry_and_no_bytes_on_disk() {
+    let dir = temp_dir();
+    let db = dir.path().join("cowork.db");
+    let (sink, events) = test_sink();
+    let mut worker = spawn_store(db.clone(), sink, RestartPolicy::default()).unwrap();
+    let now = cowork::ids::now_millis();
+    let old = session(1, "kept from yesterday", now - 86_400_000, Some(now - 86_000_000));
+    let secret = session(2, "zebra-secret-diagnosis", now - 600_000, Some(now - 300_000));
+    // Open at deletion time: closing it later must not bring it back.
+    let open = session(3, "zebra-open-window", now - 100_000, None);
+    for s in [&old, &secret, &open] {
+        worker.commands.send(StoreCommand::UpsertSession(s.clone())).unwrap();
+    }
+    let thread = ChatThread { thread_id: 9, title: "zebra question".into(), updated_at_millis: now - 200_000 };
+    worker.commands.send(StoreCommand::UpsertThread { thread, created_at_millis: now - 200_000 }).unwrap();
+    let message = ChatMessage {
+        message_id: 10,
+        thread_id: 9,
+        role: Role::User,
+        content: "zebra-private-question".into(),
+        context: None,
+        status: MessageStatus::Done,
+        created_at_millis: now - 200_000,
+    };
+    worker.commands.send(StoreCommand::UpsertMessage { message, model: None }).unwrap();
+    flush(&worker.commands);
+
+    let (reply, outcome) = bounded(1);
+    worker.commands.send(StoreCommand::DeleteRange { since_millis: now - 3_600_000, until_millis: now + 1, reply: Some(reply) }).unwrap();
+    let deleted = outcome.recv_timeout(Duration::from_secs(30)).unwrap().unwrap();
+    assert_eq!((deleted.sessions, deleted.messages), (2, 1));
+    assert!(wait_for(&events, Duration::from_secs(5), |e| matches!(e, AppEvent::RangeDeleted { .. }).then_some(())).is_some());
+    let mut closed = open.clone();
+    closed.ended_at_millis = Some(now + 5_000);
+    worker.commands.send(StoreCommand::UpsertSession(closed)).unwrap();
+    flush(&worker.commands);
+    assert!(worker.shutdown(StoreCommand::Shutdown, Duration::from_secs(10)));
+
+    let reader = store::open_read_only(&db).unwrap();
+    let titles: Vec<String> = store::recent_sessions(&reader, 10).unwrap().into_iter().map(|s| s.title).collect();
+    assert_eq!(titles, ["kept from yesterday"]);
+    assert!(store::search_sessions(&reader, "zebra", 10).unwrap().is_empty());
+    assert!(store::search_messages(&reader, "zebra", 10).unwrap().is_empty());
+    drop(reader);
+    let mut bytes = std::fs::read(&db).unwrap();
+    bytes.extend(std::fs::read(dir.path().join("cowork.db-wal")).unwrap_or_default());
+    assert!(!bytes.windows(5).any(|w| w == b"zebra"), "deleted text still on disk after VACUUM");
+    assert!(bytes.windows(9).any(|w| w == b"yesterday"), "kept rows are still there");
+}

@@ -209,3 +209,25 @@ fn a_bad_setting_value_is_shown_and_a_good_one_is_saved() {
     assert_eq!(harness.state().state.settings.afk_secs, 240);
 }
 
+
+#[test]
+fn settings_delete_and_export_buttons_reach_the_store() {
+    let (mut harness, far) = app();
+    harness.get_by_label("Settings").click();
+    harness.run();
+    let _ = far.store.try_iter().count();
+    harness.get_by_label("Delete last 15 minutes").click();
+    harness.run();
+    harness.get_by_label("Export today for ActivityWatch").click();
+    harness.run();
+    let sent: Vec<StoreCommand> = far.store.try_iter().collect();
+    let span = sent.iter().find_map(|c| match c {
+        StoreCommand::DeleteRange { since_millis, until_millis, .. } => Some(until_millis - since_millis),
+        _ => None,
+    });
+    assert!(span.is_some_and(|s| (15 * 60_000..=15 * 60_000 + 1).contains(&s)), "{span:?}");
+    assert!(sent.iter().any(|c| matches!(c, StoreCommand::Export { format: cowork::export::Format::ActivityWatch, .. })));
+    far.events.send(AppEvent::RangeDeleted { since_millis: 0, until_millis: 1, sessions: 3, messages: 0 }).unwrap();
+    harness.run();
+    harness.get_by_label("deleted 3 sessions and 0 messages");
+}

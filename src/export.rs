@@ -1,0 +1,249 @@
+//! Moving history out: JSON Lines (every session and chat message), and
+//! ActivityWatch-compatible bucket JSON (window and AFK events) so a user can
+//! take their history to ActivityWatch. Reads through any connection.
+
+use std::io::Write;
+
+use rusqlite::Connection;
+use serde_json::{Value, json};
+
+use crate::events::SessionEnd;
+use crate::store;
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Format {
+    JsonLines,
+    ActivityWatch,
+}
+
+impl std::str::FromStr for Format {
+    type Err = String;
+    fn from_str(text: &str) -> Result<Self, String> {
+        match text {
+            "jsonl" => Ok(Format::JsonLines),
+            "activitywatch" => Ok(Format::ActivityWatch),
+            other => Err(format!("unknown export format {other:?}: use jsonl or activitywatch")),
+        }
+    }
+}
+
+/// Writes `[since, until)` in `format`; returns how many records were written.
+pub fn export(conn: &Connection, format: Format, since_millis: i64, until_millis: i64, out: &mut dyn Write) -> anyhow::Result<usize> {
+    match format {
+        Format::JsonLines => write_jsonl(conn, since_millis, until_millis, out),
+        Format::ActivityWatch => write_activitywatch(conn, since_millis, until_millis, &hostname(), out),
+    }
+}
+
+pub fn write_jsonl(conn: &Connection, since_millis: i64, until_millis: i64, out: &mut dyn Write) -> anyhow::Result<usize> {
+    let mut count = 0;
+    for s in store::sessions_between(conn, since_millis, until_millis)? {
+        let record = json!({
+            "stream": "window",
+            "session_id": s.session_id,
+            "app": s.app,
+            "title": s.title,
+            "pid": s.pid,
+            "start": rfc3339(s.started_at_millis),
+            "end": s.ended_at_millis.map(rfc3339),
+            "end_reason": s.end_reason.map(SessionEnd::as_str),
+        });
+        writeln!(out, "{record}")?;
+        count += 1;
+    }
+    for m in store::messages_between(conn, since_millis, until_millis)? {
+        let record = json!({
+            "stream": "chat",
+            "message_id": m.message_id,
+            "thread_id": m.thread_id,
+            "role": m.role.as_str(),
+            "content": m.content,
+            "context": m.context,
+            "status": m.status.as_str(),
+            "time": rfc3339(m.created_at_millis),
+        });
+        writeln!(out, "{record}")?;
+        count += 1;
+    }
+    Ok(count)
+}
+
+/// ActivityWatch's export layout: `{"buckets": {id: {id, created, type, client, hostname, events}}}`
+/// with a `currentwindow` bucket (app, title) and an `afkstatus` bucket
+/// (not-afk while a session runs, afk from an AFK end to the next session).
+pub fn write_activitywatch(
+    conn: &Connection,
+    since_millis: i64,
+    until_millis: i64,
+    hostname: &str,
+    out: &mut dyn Write,
+) -> anyhow::Result<usize> {
+    let sessions = store::sessions_between(conn, since_millis, until_millis)?;
+    let now = crate::ids::now_millis();
+    let event = |start: i64, end: i64, data: Value| {
+        json!({"timestamp": rfc3339(start), "duration": (end - start).max(0) as f64 / 1000.0, "data": data})
+    };
+    let window_events: Vec<Value> = sessions
+        .iter()
+        .map(|s| event(s.started_at_millis, s.ended_at_millis.unwrap_or(now), json!({"app": s.app, "title": s.title})))
+        .collect();
+    let mut afk_events = Vec::new();
+    for (i, s) in sessions.iter().enumerate() {
+        let end = s.ended_at_millis.unwrap_or(now);
+        afk_events.push(event(s.started_at_millis, end, json!({"status": "not-afk"})));
+        if s.end_reason == Some(SessionEnd::Afk) {
+            let back = sessions.get(i + 1).map(|next| next.started_at_millis).unwrap_or(now.min(until_millis));
+            afk_events.push(event(end, back, json!({"status": "afk"})));
+        }
+    }
+    let created = rfc3339(sessions.first().map(|s| s.started_at_millis).unwrap_or(since_millis.max(0)));
+    let bucket = |kind: &str, client: &str, events: Vec<Value>| {
+        let id = format!("{client}_{hostname}");
+        (id.clone(), json!({"id": id, "created": created, "type": kind, "client": client, "hostname": hostname, "events": events}))
+    };
+    let count = window_events.len() + afk_events.len();
+    let (window_id, window_bucket) = bucket("currentwindow", "aw-watcher-window", window_events);
+    let (afk_id, afk_bucket) = bucket("afkstatus", "aw-watcher-afk", afk_events);
+    let document = json!({"buckets": {window_id: window_bucket, afk_id: afk_bucket}});
+    serde_json::to_writer_pretty(&mut *out, &document)?;
+    writeln!(out)?;
+    Ok(count)
+}
+
+fn hostname() -> String {
+    std::fs::read_to_string("/etc/hostname").map(|h| h.trim().to_owned()).ok().filter(|h| !h.is_empty()).unwrap_or_else(|| "localhost".into())
+}
+
+/// `2026-11-22T06:41:09.123Z` for a Unix time in milliseconds (UTC).
+pub fn rfc3339(at_millis: i64) -> String {
+    let secs = at_millis.div_euclid(1000);
+    let millis = at_millis.rem_euclid(1000);
+    let (days, day_secs) = (secs.div_euclid(86_400), secs.rem_euclid(86_400));
+    let (year, month, day) = civil_from_days(days);
+    format!(
+        "{year:04}-{month:02}-{day:02}T{:02}:{:02}:{:02}.{millis:03}Z",
+        day_secs / 3600,
+        (day_secs % 3600) / 60,
+        day_secs % 60
+    )
+}
+
+/// Days since 1970-01-01 to (year, month, day), proleptic Gregorian (Howard Hinnant's algorithm).
+fn civil_from_days(days: i64) -> (i64, u32, u32) {
+    let z = days + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z.rem_euclid(146_097);
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let day = (doy - (153 * mp + 2) / 5 + 1) as u32;
+    let month = if mp < 10 { mp + 3 } else { mp - 9 } as u32;
+    let year = yoe + era * 400 + i64::from(month <= 2);
+    (year, month, day)
+}
+
+/// Inverse of `civil_from_days`.
+fn days_from_civil(year: i64, month: u32, day: u32) -> i64 {
+    let year = year - i64::from(month <= 2);
+    let era = year.div_euclid(400);
+    let yoe = year.rem_euclid(400);
+    let month = i64::from(month);
+    let doy = (153 * (if month > 2 { month - 3 } else { month + 9 }) + 2) / 5 + i64::from(day) - 1;
+    let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
+    era * 146_097 + doe - 719_468
+}
+
+/// Parses a time for `--since`/`--until`: `YYYY-MM-DD`, `YYYY-MM-DDTHH:MM[:SS]Z` (UTC),
+/// or a span back from `now`: `15m`, `2h`, `1d`.
+pub fn parse_time(text: &str, now_millis: i64) -> Result<i64, String> {
+    let text = text.trim();
+    if let Some(span) = parse_span_millis(text) {
+        return Ok(now_millis - span);
+    }
+    let bad = || format!("cannot read time {text:?}: use YYYY-MM-DD, YYYY-MM-DDTHH:MM:SSZ, or 15m/2h/1d");
+    let (date, time) = text.split_once('T').unwrap_or((text, ""));
+    let parts: Vec<&str> = date.split('-').collect();
+    let [y, m, d] = parts.as_slice() else { return Err(bad()) };
+    let (year, month, day): (i64, u32, u32) =
+        (y.parse().map_err(|_| bad())?, m.parse().map_err(|_| bad())?, d.parse().map_err(|_| bad())?);
+    if !(1..=12).contains(&month) || !(1..=31).contains(&day) {
+        return Err(bad());
+    }
+    let mut secs = days_from_civil(year, month, day) * 86_400;
+    if !time.is_empty() {
+        let time = time.strip_suffix('Z').ok_or_else(bad)?;
+        let fields: Vec<i64> = time.split(':').map(|f| f.parse().map_err(|_| bad())).collect::<Result<_, _>>()?;
+        match fields.as_slice() {
+            [h, mi] if *h < 24 && *mi < 60 => secs += h * 3600 + mi * 60,
+            [h, mi, s] if *h < 24 && *mi < 60 && *s < 61 => secs += h * 3600 + mi * 60 + s,
+            _ => return Err(bad()),
+        }
+    }
+    Ok(secs * 1000)
+}
+
+/// `15m`, `2h`, `1d`, `30s` → milliseconds.
+pub fn parse_span_millis(text: &str) -> Option<i64> {
+    let (number, unit) = text.split_at(text.len().checked_sub(1)?);
+    let n: i64 = number.parse().ok().filter(|n| *n > 0)?;
+    let unit_millis = match unit {
+        "s" => 1_000,
+        "m" => 60_000,
+        "h" => 3_600_000,
+        "d" => 86_400_000,
+        _ => return None,
+    };
+    n.checked_mul(unit_millis)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::events::ActivitySession;
+
+    #[test]
+    fn rfc3339_round_trips_through_parse_time() {
+        assert_eq!(rfc3339(0), "1970-01-01T00:00:00.000Z");
+        assert_eq!(rfc3339(1_795_328_469_123), "2026-11-22T06:21:09.123Z");
+        assert_eq!(parse_time("2026-11-22T06:21:09Z", 0).unwrap(), 1_795_328_469_000);
+        assert_eq!(parse_time("2024-02-29", 0).unwrap() / 1000 % 86_400, 0);
+        assert_eq!(parse_time("15m", 1_000_000).unwrap(), 100_000);
+        assert!(parse_time("2026-13-01", 0).is_err());
+        assert!(parse_time("yesterday", 0).is_err());
+    }
+
+    #[test]
+    fn activitywatch_export_has_window_and_afk_buckets() {
+        let conn = Connection::open_in_memory().unwrap();
+        store::migrate(&conn).unwrap();
+        let session = |id, title: &str, start, end, reason| ActivitySession {
+            session_id: id,
+            app: "XTerm".into(),
+            title: title.into(),
+            pid: None,
+            window_id: 1,
+            started_at_millis: start,
+            ended_at_millis: Some(end),
+            end_reason: Some(reason),
+        };
+        store::upsert_session(&conn, &session(1, "build", 1_000, 61_000, SessionEnd::Afk)).unwrap();
+        store::upsert_session(&conn, &session(2, "review", 121_000, 131_000, SessionEnd::Switch)).unwrap();
+        let mut out = Vec::new();
+        let count = write_activitywatch(&conn, 0, 200_000, "host", &mut out).unwrap();
+        let doc: Value = serde_json::from_slice(&out).unwrap();
+        let window = &doc["buckets"]["aw-watcher-window_host"];
+        assert_eq!(window["type"], "currentwindow");
+        assert_eq!(window["events"][0]["data"]["title"], "build");
+        assert_eq!(window["events"][0]["duration"], 60.0);
+        let afk = doc["buckets"]["aw-watcher-afk_host"]["events"].as_array().unwrap();
+        let statuses: Vec<&str> = afk.iter().map(|e| e["data"]["status"].as_str().unwrap()).collect();
+        assert_eq!(statuses, ["not-afk", "afk", "not-afk"]);
+        assert_eq!(afk[1]["duration"], 60.0, "away from the AFK end to the next session");
+        assert_eq!(count, 5);
+
+        let mut lines = Vec::new();
+        assert_eq!(write_jsonl(&conn, 100_000, 200_000, &mut lines).unwrap(), 1, "--since filters");
+        let record: Value = serde_json::from_slice(lines.split(|b| *b == b'\n').next().unwrap()).unwrap();
+        assert_eq!(record["title"], "review");
+    }
+}

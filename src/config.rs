@@ -80,6 +80,8 @@ pub struct Settings {
     pub max_answer_tokens: usize,
     /// Remembered sidebar geometry (logical points): x, y, width, height.
     pub sidebar_geometry: Option<[f32; 4]>,
+    /// Days of window history kept; 0 keeps everything.
+    pub window_retention_days: u32,
 }
 
 impl Default for Settings {
@@ -90,6 +92,7 @@ impl Default for Settings {
             context_budget_tokens: 400,
             max_answer_tokens: 400,
             sidebar_geometry: None,
+            window_retention_days: 90,
         }
     }
 }
@@ -100,6 +103,7 @@ pub mod keys {
     pub const CONTEXT_BUDGET: &str = "llm.context_budget_tokens";
     pub const MAX_ANSWER_TOKENS: &str = "llm.max_answer_tokens";
     pub const SIDEBAR_GEOMETRY: &str = "ui.sidebar_geometry";
+    pub const WINDOW_RETENTION_DAYS: &str = "retention.window_days";
 }
 
 impl Settings {
@@ -118,6 +122,7 @@ impl Settings {
             keys::AFK_SECS => number(key, value, 10u64, 86_400).map(|v| self.afk_secs = v),
             keys::CONTEXT_BUDGET => number(key, value, 0usize, 8_000).map(|v| self.context_budget_tokens = v),
             keys::MAX_ANSWER_TOKENS => number(key, value, 16usize, 8_192).map(|v| self.max_answer_tokens = v),
+            keys::WINDOW_RETENTION_DAYS => number(key, value, 0u32, 36_500).map(|v| self.window_retention_days = v),
             keys::QUICK_PROMPT_HOTKEY => value
                 .parse::<global_hotkey::hotkey::HotKey>()
                 .map(|_| self.quick_prompt_hotkey = value.to_owned())

@@ -246,6 +246,11 @@ pub fn delete_range(conn: &Connection, since_millis: i64, until_millis: i64) -> 
     Ok(Deleted { sessions, messages })
 }
 
+/// Retention: deletes sessions that ended before `cutoff_millis`. Returns how many.
+pub fn delete_sessions_ended_before(conn: &Connection, cutoff_millis: i64) -> rusqlite::Result<usize> {
+    conn.execute("DELETE FROM activity_sessions WHERE ended_at_ms IS NOT NULL AND ended_at_ms < ?1", params![cutoff_millis])
+}
+
 /// Makes deletions physical: merges FTS segments (so deleted terms leave the
 /// index), checkpoints the WAL and vacuums, so no deleted text stays on disk.
 pub fn purge_deleted(conn: &Connection) -> rusqlite::Result<()> {

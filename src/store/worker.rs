@@ -22,6 +22,9 @@ const MAX_BATCH: usize = 2048;
 /// How long to wait before retrying a batch that failed to commit (disk full, locked).
 const RETRY_WRITE_AFTER: Duration = Duration::from_secs(1);
 
+/// How often retention runs (and once at start).
+const RETENTION_INTERVAL: Duration = Duration::from_secs(3600);
+
 /// Pending writes kept in memory while the disk refuses them; past this the
 /// oldest are dropped and counted, so a full disk cannot exhaust memory.
 const MAX_PENDING: usize = 200_000;
@@ -68,6 +71,7 @@ pub struct StoreWorker {
     /// Ranges deleted in this run, with when: a session still open at deletion
     /// time is written again when it closes, and must not come back.
     deleted: Vec<(i64, i64, i64)>,
+    last_retention: Option<std::time::Instant>,
 }
 
 impl StoreWorker {
@@ -77,7 +81,7 @@ impl StoreWorker {
         if recovered > 0 {
             tracing::info!(recovered, "closed sessions left open by an earlier crash");
         }
-        Ok(Self { conn, sink, pending: Vec::new(), dropped_writes: 0, write_error: None, deleted: Vec::new() })
+        Ok(Self { conn, sink, pending: Vec::new(), dropped_writes: 0, write_error: None, deleted: Vec::new(), last_retention: None })
     }
 
     /// Handles one command. Returns false on Shutdown.
@@ -175,6 +179,33 @@ impl StoreWorker {
         true
     }
 
+    /// Deletes window history older than the retention setting. Returns how many sessions went.
+    pub fn enforce_retention(&mut self, now_millis: i64) -> usize {
+        self.last_retention = Some(std::time::Instant::now());
+        self.commit_pending();
+        let (settings, _) = crate::config::Settings::from_pairs(&queries::all_settings(&self.conn).unwrap_or_default());
+        if settings.window_retention_days == 0 {
+            return 0;
+        }
+        let cutoff = now_millis - i64::from(settings.window_retention_days) * 86_400_000;
+        match queries::delete_sessions_ended_before(&self.conn, cutoff) {
+            Ok(deleted) => {
+                if deleted > 0 {
+                    tracing::info!(deleted, days = settings.window_retention_days, "retention removed old window history");
+                }
+                deleted
+            }
+            Err(err) => {
+                self.emit_notice(format!("retention failed: {err}"));
+                0
+            }
+        }
+    }
+
+    fn retention_due_in(&self) -> Duration {
+        self.last_retention.map_or(Duration::ZERO, |at| RETENTION_INTERVAL.saturating_sub(at.elapsed()))
+    }
+
     fn delete_range(&mut self, since_millis: i64, until_millis: i64) -> anyhow::Result<queries::Deleted> {
         let tx = self.conn.transaction()?;
         let deleted = queries::delete_range(&tx, since_millis, until_millis)?;
@@ -262,6 +293,9 @@ impl Supervised for StoreWorker {
         loop {
             // Block until there is work; while writes are waiting on a failing
             // disk, wake up to retry them.
+            if self.retention_due_in().is_zero() {
+                self.enforce_retention(now_millis());
+            }
             let first = if self.write_error.is_some() && !self.pending.is_empty() {
                 match commands.recv_timeout(RETRY_WRITE_AFTER) {
                     Ok(command) => Some(command),
@@ -269,9 +303,10 @@ impl Supervised for StoreWorker {
                     Err(RecvTimeoutError::Disconnected) => break,
                 }
             } else {
-                match commands.recv() {
+                match commands.recv_timeout(self.retention_due_in()) {
                     Ok(command) => Some(command),
-                    Err(_) => break,
+                    Err(RecvTimeoutError::Timeout) => None,
+                    Err(RecvTimeoutError::Disconnected) => break,
                 }
             };
             if let Some(command) = first

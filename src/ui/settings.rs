@@ -14,6 +14,7 @@ pub struct SettingsPanel {
     pub afk_secs: Option<String>,
     pub hotkey: Option<String>,
     pub context_budget: Option<String>,
+    pub retention_days: Option<String>,
 }
 
 /// A model file as Settings lists it.
@@ -57,6 +58,14 @@ pub fn settings_ui(
             actions,
         );
         ui.label(RichText::new("A new hotkey takes effect at the next start").small().color(theme::MUTED));
+        setting_row_ui(
+            ui,
+            "Keep window history (days, 0 keeps all)",
+            keys::WINDOW_RETENTION_DAYS,
+            &state.settings.window_retention_days.to_string(),
+            &mut panel.retention_days,
+            actions,
+        );
 
         ui.separator();
         ui.heading("Your data");

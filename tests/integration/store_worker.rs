@@ -159,3 +159,23 @@ fn a_deleted_range_leaves_no_row_no_fts_entry_and_no_bytes_on_disk() {
     assert!(!bytes.windows(5).any(|w| w == b"zebra"), "deleted text still on disk after VACUUM");
     assert!(bytes.windows(9).any(|w| w == b"yesterday"), "kept rows are still there");
 }
+
+#[test]
+fn retention_removes_window_history_older_than_the_setting() {
+    let dir = temp_dir();
+    let (sink, _events) = test_sink();
+    let mut worker = StoreWorker::open(dir.path().join("cowork.db"), sink).unwrap();
+    let now = cowork::ids::now_millis();
+    let day = 86_400_000;
+    worker.handle(StoreCommand::UpsertSession(session(1, "ancient", now - 100 * day, Some(now - 100 * day + 1_000))));
+    worker.handle(StoreCommand::UpsertSession(session(2, "last month", now - 30 * day, Some(now - 30 * day + 1_000))));
+    worker.handle(StoreCommand::UpsertSession(session(3, "open now", now - 1_000, None)));
+    assert_eq!(worker.enforce_retention(now), 1, "default keeps 90 days");
+    worker.handle(StoreCommand::SetSetting { key: "retention.window_days".into(), value: "7".into() });
+    assert_eq!(worker.enforce_retention(now), 1);
+    let titles: Vec<String> = store::recent_sessions(worker.connection(), 10).unwrap().into_iter().map(|s| s.title).collect();
+    assert_eq!(titles, ["open now"]);
+    worker.handle(StoreCommand::SetSetting { key: "retention.window_days".into(), value: "0".into() });
+    worker.handle(StoreCommand::UpsertSession(session(4, "old but kept", now - 400 * day, Some(now - 400 * day + 1))));
+    assert_eq!(worker.enforce_retention(now), 0, "0 keeps everything");
+}

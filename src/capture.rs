@@ -4,6 +4,7 @@
 
 mod afk;
 pub mod firewall;
+pub mod simulate;
 mod tracker;
 mod worker;
 pub mod x11;

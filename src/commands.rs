@@ -45,3 +45,70 @@ pub fn delete(paths: &Paths, since_millis: i64, until_millis: i64) -> anyhow::Re
     store.shutdown(StoreCommand::Shutdown, Duration::from_secs(10));
     result.map_err(anyhow::Error::msg)
 }
+
+/// `cowork capture simulate`: the script through the firewall and tracker into
+/// the store worker. With `progress`, prints `committed N` after each durable batch.
+pub fn simulate(
+    paths: &Paths,
+    script: &Path,
+    start_millis: Option<i64>,
+    repeat: u32,
+    progress: bool,
+) -> anyhow::Result<crate::capture::simulate::ReplayStats> {
+    use crate::capture::TrackerOutput;
+    use crate::capture::simulate::{ReplayStats, duration_millis, parse_script, replay};
+
+    let text = std::fs::read_to_string(script).with_context(|| format!("cannot read {}", script.display()))?;
+    let steps = parse_script(&text)?;
+    let (workers_settings, _) = crate::workers::read_settings(paths);
+    paths.ensure_data_dir()?;
+    let (events, _ignored) = crossbeam_channel::bounded(1024);
+    let mut store = spawn_store(paths.db_path(), EventSink::new(events, || {}), RestartPolicy { max_restarts: 0, ..RestartPolicy::default() })?;
+    let span = duration_millis(&steps);
+    let mut at = start_millis.unwrap_or_else(|| crate::ids::now_millis() - span * i64::from(repeat));
+    let rules = crate::capture::firewall::Rules::default();
+    let mut total = ReplayStats::default();
+    let mut committed = 0usize;
+    let mut since_flush = 0usize;
+    let flush = |store: &crossbeam_channel::Sender<StoreCommand>| -> anyhow::Result<()> {
+        let (ack, done) = crossbeam_channel::bounded(1);
+        store.send(StoreCommand::Flush(ack))?;
+        done.recv_timeout(Duration::from_secs(60)).context("the store did not commit")?;
+        Ok(())
+    };
+    for _ in 0..repeat {
+        let mut send_error = None;
+        let stats = replay(&steps, at, &rules, workers_settings.afk_secs, |output| {
+            if let TrackerOutput::Session(session) = output {
+                let closed = session.ended_at_millis.is_some();
+                if let Err(err) = store.commands.send(StoreCommand::UpsertSession(session)) {
+                    send_error.get_or_insert(err.to_string());
+                }
+                if closed {
+                    since_flush += 1;
+                    if progress && since_flush >= 200 {
+                        if let Err(err) = flush(&store.commands) {
+                            send_error.get_or_insert(format!("{err:#}"));
+                        }
+                        committed += since_flush;
+                        since_flush = 0;
+                        println!("committed {committed}");
+                    }
+                }
+            }
+        });
+        if let Some(err) = send_error {
+            anyhow::bail!("the store stopped accepting sessions: {err}");
+        }
+        total.sessions += stats.sessions;
+        total.excluded_windows += stats.excluded_windows;
+        total.afk_periods += stats.afk_periods;
+        at += span.max(1);
+    }
+    flush(&store.commands)?;
+    if progress {
+        println!("committed {}", committed + since_flush);
+    }
+    store.shutdown(StoreCommand::Shutdown, Duration::from_secs(10));
+    Ok(total)
+}

@@ -85,10 +85,33 @@ enum Command {
         #[arg(long, requires = "since")]
         until: Option<String>,
     },
+    /// Capture tools
+    Capture {
+        #[command(subcommand)]
+        action: CaptureAction,
+    },
     /// List the tools of an MCP server started as `-- PROGRAM ARGS…`
     McpTools {
         #[arg(last = true, required = true)]
         command: Vec<String>,
+    },
+}
+
+#[derive(Subcommand)]
+enum CaptureAction {
+    /// Replay a scripted day (JSON Lines) through the firewall, tracker and store
+    Simulate {
+        #[arg(long)]
+        script: PathBuf,
+        /// When the replay starts (default: so that it ends now)
+        #[arg(long)]
+        start: Option<String>,
+        /// Replay the script this many times back to back
+        #[arg(long, default_value_t = 1)]
+        repeat: u32,
+        /// Print `committed N` each time a batch of sessions is durably in the database
+        #[arg(long)]
+        progress: bool,
     },
 }
 
@@ -191,6 +214,16 @@ fn run(cli: Cli, process_started: Instant) -> anyhow::Result<ExitCode> {
             };
             let deleted = commands::delete(&paths, since, until)?;
             eprintln!("deleted {} sessions and {} messages", deleted.sessions, deleted.messages);
+            Ok(ExitCode::SUCCESS)
+        }
+        Some(Command::Capture { action: CaptureAction::Simulate { script, start, repeat, progress } }) => {
+            let now = cowork::ids::now_millis();
+            let start = start.as_deref().map(|t| cowork::export::parse_time(t, now)).transpose().map_err(anyhow::Error::msg)?;
+            let stats = commands::simulate(&paths, &script, start, repeat, progress)?;
+            eprintln!(
+                "replayed {} sessions ({} windows excluded by the firewall, {} AFK periods)",
+                stats.sessions, stats.excluded_windows, stats.afk_periods
+            );
             Ok(ExitCode::SUCCESS)
         }
         Some(Command::McpTools { command }) => {

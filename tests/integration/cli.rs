@@ -260,3 +260,68 @@ fn export_and_delete_from_the_command_line() {
         .collect();
     assert_eq!(titles, ["design review", "inbox"], "the last 15 minutes are gone");
 }
+
+#[test]
+fn simulate_replays_a_day_through_the_firewall_into_the_database() {
+    let data = temp_dir();
+    let script = super::support::repo_dir().join("assets/scripts/sample-day.jsonl");
+    let out = cowork()
+        .args(["capture", "simulate", "--start", "2026-11-20T08:00:00Z", "--script"])
+        .arg(&script)
+        .arg("--data-dir")
+        .arg(data.path())
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stderr}");
+    assert!(stderr.contains("2 windows excluded by the firewall, 1 AFK periods"), "{stderr}");
+    let reader = cowork::store::open_read_only(&data.path().join("cowork.db")).unwrap();
+    let sessions = cowork::store::sessions_since(&reader, 0, 100).unwrap();
+    let titles: Vec<&str> = sessions.iter().map(|s| s.title.as_str()).collect();
+    assert!(!titles.iter().any(|t| t.contains("Passwords") || t.contains("Private Browsing")), "{titles:?}");
+    assert_eq!(sessions.first().unwrap().started_at_millis, cowork::export::parse_time("2026-11-20T08:00:00Z", 0).unwrap());
+    assert_eq!(cowork::store::search_sessions(&reader, "budget", 5).unwrap().len(), 1);
+}
+
+#[test]
+fn kill_9_during_a_capture_burst_loses_no_committed_row_and_keeps_the_database_sound() {
+    use std::io::BufRead;
+    let data = temp_dir();
+    let db = data.path().join("cowork.db");
+    let script = super::support::repo_dir().join("assets/scripts/sample-day.jsonl");
+    let count = || -> i64 {
+        let conn = cowork::store::open_writer(&db).unwrap();
+        conn.query_row("SELECT count(*) FROM activity_sessions", [], |r| r.get(0)).unwrap()
+    };
+    let mut before = 0i64;
+    for iteration in 0..20u32 {
+        let mut child = cowork()
+            // Recent start: retention (90 days by default) must not take earlier rows.
+            .args(["capture", "simulate", "--progress", "--repeat", "100000", "--start", "1h", "--script"])
+            .arg(&script)
+            .arg("--data-dir")
+            .arg(data.path())
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .unwrap();
+        let mut lines = std::io::BufReader::new(child.stdout.take().unwrap()).lines();
+        // Let it commit a varying number of batches, then kill it mid-burst.
+        let mut committed = 0i64;
+        for _ in 0..(1 + iteration % 4) {
+            let line = lines.next().expect("progress line").unwrap();
+            committed = line.strip_prefix("committed ").unwrap().parse().unwrap();
+        }
+        // SAFETY: killing our own child.
+        unsafe { libc::kill(child.id() as i32, libc::SIGKILL) };
+        child.wait().unwrap();
+        let after = count();
+        assert!(after >= before + committed, "iteration {iteration}: {after} rows, expected at least {before} + {committed}");
+        before = after;
+    }
+    let conn = cowork::store::open_writer(&db).unwrap();
+    let check: String = conn.query_row("PRAGMA integrity_check", [], |r| r.get(0)).unwrap();
+    assert_eq!(check, "ok");
+    let open: i64 = conn.query_row("SELECT count(*) FROM activity_sessions WHERE ended_at_ms IS NULL", [], |r| r.get(0)).unwrap();
+    assert_eq!(open, 0, "sessions left open by a kill are closed at the next start");
+}

@@ -4,6 +4,7 @@
 
 mod afk;
 pub mod firewall;
+pub mod keys;
 pub mod simulate;
 mod tracker;
 mod worker;
@@ -11,4 +12,4 @@ pub mod x11;
 
 pub use afk::{AfkDetector, InputProbe};
 pub use tracker::{SessionTracker, TrackerOutput};
-pub use worker::{CaptureCommand, CaptureConfig, CaptureWorker, spawn_capture};
+pub use worker::{CaptureCommand, CaptureConfig, CaptureWorker, spawn_capture, spawn_capture_with_keys};

@@ -112,3 +112,29 @@ pub fn simulate(
     store.shutdown(StoreCommand::Shutdown, Duration::from_secs(10));
     Ok(total)
 }
+
+/// `cowork capture run`: every capture stream without the window, until
+/// SIGTERM or Ctrl+C; worker health goes to the log.
+pub fn capture_run(paths: &Paths, display: Option<String>) -> anyhow::Result<()> {
+    use crate::events::AppEvent;
+    use crate::workers::{WorkerOptions, Workers};
+
+    let (events_tx, events) = crossbeam_channel::bounded(4096);
+    let sink = EventSink::new(events_tx, || {});
+    let options = WorkerOptions { capture: true, display, chat_model: None, policy: RestartPolicy::default() };
+    let (workers, _settings, warnings) = Workers::start(paths, options, sink.clone())?;
+    for warning in warnings {
+        tracing::warn!("{warning}");
+    }
+    crate::runtime::signals::spawn_signal_thread(sink)?;
+    tracing::info!(db = %paths.db_path().display(), "capturing until SIGTERM or Ctrl+C");
+    while let Ok(event) = events.recv() {
+        match event {
+            AppEvent::ShutdownRequested => break,
+            AppEvent::Worker { worker, state } => tracing::info!(worker = worker.as_str(), state = ?state, "worker"),
+            _ => {}
+        }
+    }
+    workers.shutdown(Duration::from_secs(10));
+    Ok(())
+}

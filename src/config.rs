@@ -82,6 +82,8 @@ pub struct Settings {
     pub sidebar_geometry: Option<[f32; 4]>,
     /// Days of window history kept; 0 keeps everything.
     pub window_retention_days: u32,
+    /// Days of typed text kept; 0 keeps everything.
+    pub keystroke_retention_days: u32,
 }
 
 impl Default for Settings {
@@ -93,6 +95,7 @@ impl Default for Settings {
             max_answer_tokens: 400,
             sidebar_geometry: None,
             window_retention_days: 90,
+            keystroke_retention_days: 30,
         }
     }
 }
@@ -104,6 +107,7 @@ pub mod keys {
     pub const MAX_ANSWER_TOKENS: &str = "llm.max_answer_tokens";
     pub const SIDEBAR_GEOMETRY: &str = "ui.sidebar_geometry";
     pub const WINDOW_RETENTION_DAYS: &str = "retention.window_days";
+    pub const KEYSTROKE_RETENTION_DAYS: &str = "retention.keystroke_days";
 }
 
 impl Settings {
@@ -123,6 +127,7 @@ impl Settings {
             keys::CONTEXT_BUDGET => number(key, value, 0usize, 8_000).map(|v| self.context_budget_tokens = v),
             keys::MAX_ANSWER_TOKENS => number(key, value, 16usize, 8_192).map(|v| self.max_answer_tokens = v),
             keys::WINDOW_RETENTION_DAYS => number(key, value, 0u32, 36_500).map(|v| self.window_retention_days = v),
+            keys::KEYSTROKE_RETENTION_DAYS => number(key, value, 0u32, 36_500).map(|v| self.keystroke_retention_days = v),
             keys::QUICK_PROMPT_HOTKEY => value
                 .parse::<global_hotkey::hotkey::HotKey>()
                 .map(|_| self.quick_prompt_hotkey = value.to_owned())

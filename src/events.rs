@@ -8,16 +8,18 @@ use crate::runtime::WorkerState;
 pub enum WorkerName {
     Store,
     Capture,
+    Keys,
     Llm,
 }
 
 impl WorkerName {
-    pub const ALL: [WorkerName; 3] = [WorkerName::Store, WorkerName::Capture, WorkerName::Llm];
+    pub const ALL: [WorkerName; 4] = [WorkerName::Store, WorkerName::Capture, WorkerName::Keys, WorkerName::Llm];
 
     pub fn as_str(self) -> &'static str {
         match self {
             WorkerName::Store => "store",
             WorkerName::Capture => "capture",
+            WorkerName::Keys => "keys",
             WorkerName::Llm => "llm",
         }
     }

@@ -51,6 +51,22 @@ pub fn write_jsonl(conn: &Connection, since_millis: i64, until_millis: i64, out:
         writeln!(out, "{record}")?;
         count += 1;
     }
+    for k in store::chunks_between(conn, since_millis, until_millis)? {
+        let record = json!({
+            "stream": "keys",
+            "chunk_id": k.chunk_id,
+            "app": k.app,
+            "title": k.title,
+            "pid": k.pid,
+            "start": rfc3339(k.started_at_millis),
+            "end": rfc3339(k.ended_at_millis),
+            "text": k.text,
+            "shortcuts": k.shortcuts,
+            "flush_reason": k.flush_reason.as_str(),
+        });
+        writeln!(out, "{record}")?;
+        count += 1;
+    }
     for m in store::messages_between(conn, since_millis, until_millis)? {
         let record = json!({
             "stream": "chat",

@@ -99,6 +99,8 @@ enum Command {
 
 #[derive(Subcommand)]
 enum CaptureAction {
+    /// Capture without the sidebar until SIGTERM or Ctrl+C
+    Run,
     /// Replay a scripted day (JSON Lines) through the firewall, tracker and store
     Simulate {
         #[arg(long)]
@@ -214,6 +216,10 @@ fn run(cli: Cli, process_started: Instant) -> anyhow::Result<ExitCode> {
             };
             let deleted = commands::delete(&paths, since, until)?;
             eprintln!("deleted {} sessions and {} messages", deleted.sessions, deleted.messages);
+            Ok(ExitCode::SUCCESS)
+        }
+        Some(Command::Capture { action: CaptureAction::Run }) => {
+            commands::capture_run(&paths, cli.display)?;
             Ok(ExitCode::SUCCESS)
         }
         Some(Command::Capture { action: CaptureAction::Simulate { script, start, repeat, progress } }) => {

@@ -8,7 +8,8 @@ use std::time::Duration;
 use crossbeam_channel::Receiver;
 
 use crate::app::Channels;
-use crate::capture::{CaptureCommand, CaptureConfig, spawn_capture};
+use crate::capture::keys::{KeysCommand, spawn_keys};
+use crate::capture::{CaptureCommand, CaptureConfig, spawn_capture_with_keys};
 use crate::store;
 use crate::config::{Paths, ResolvedModel, Settings};
 use crate::events::AppEvent;
@@ -19,6 +20,7 @@ use crate::store::{StoreCommand, spawn_store};
 pub struct Workers {
     pub store: WorkerHandle<StoreCommand>,
     pub capture: Option<WorkerHandle<CaptureCommand>>,
+    pub keys: Option<WorkerHandle<KeysCommand>>,
     pub llm: WorkerHandle<LlmCommand>,
     pub stop_epoch: Arc<AtomicU64>,
 }
@@ -54,11 +56,21 @@ impl Workers {
             tracing::warn!("the store did not open the database in time; using default settings");
         }
         let (settings, warnings) = read_settings(paths);
-        let capture = if options.capture {
+        let (capture, keys) = if options.capture {
+            // device_query reads $DISPLAY; key capture runs only when that is the display we watch.
+            let same_display = options.display.is_none() || options.display == std::env::var("DISPLAY").ok();
+            let keys = spawn_keys(store.commands.clone(), None, same_display, sink.clone(), options.policy)?;
             let config = CaptureConfig { display: options.display.clone(), afk_secs: settings.afk_secs, rules: Default::default() };
-            Some(spawn_capture(config, store.commands.clone(), sink.clone(), options.policy)?)
+            let capture = spawn_capture_with_keys(
+                config,
+                store.commands.clone(),
+                Some(keys.commands.clone()),
+                sink.clone(),
+                options.policy,
+            )?;
+            (Some(capture), Some(keys))
         } else {
-            None
+            (None, None)
         };
         let stop_epoch = Arc::new(AtomicU64::new(0));
         let (model_path, model_expected) = match &options.chat_model {
@@ -74,7 +86,7 @@ impl Workers {
             history_messages: 8,
         };
         let llm = spawn_llm(llm_config, store.commands.clone(), sink, stop_epoch.clone(), options.policy)?;
-        Ok((Self { store, capture, llm, stop_epoch }, settings, warnings))
+        Ok((Self { store, capture, keys, llm, stop_epoch }, settings, warnings))
     }
 
     /// Waits until the store has committed everything sent to it so far.
@@ -88,6 +100,9 @@ impl Workers {
         let mut controls = vec![(self.store.name, self.store.control.clone()), (self.llm.name, self.llm.control.clone())];
         if let Some(capture) = &self.capture {
             controls.push((capture.name, capture.control.clone()));
+        }
+        if let Some(keys) = &self.keys {
+            controls.push((keys.name, keys.control.clone()));
         }
         Channels {
             store: self.store.commands.clone(),
@@ -106,6 +121,11 @@ impl Workers {
             && !capture.shutdown(CaptureCommand::Shutdown, timeout)
         {
             tracing::warn!("capture did not stop in time");
+        }
+        if let Some(keys) = self.keys.as_mut()
+            && !keys.shutdown(KeysCommand::Shutdown, timeout)
+        {
+            tracing::warn!("keys did not stop in time");
         }
         if !self.llm.shutdown(LlmCommand::Shutdown, timeout) {
             tracing::warn!("llm did not stop in time");

@@ -3,9 +3,8 @@
 
 use rusqlite::{Connection, OptionalExtension, Row, params};
 
-use crate::events::{
-    ActivitySession, ChatMessage, ChatThread, MessageStatus, Role, SessionEnd,
-};
+use crate::capture::keys::{FlushReason, KeystrokeChunk};
+use crate::events::{ActivitySession, ChatMessage, ChatThread, MessageStatus, Role, SessionEnd};
 
 const SESSION_COLUMNS: &str =
     "session_id, app, title, pid, window_id, started_at_ms, ended_at_ms, end_reason";
@@ -217,11 +216,72 @@ pub fn all_settings(conn: &Connection) -> rusqlite::Result<Vec<(String, String)>
     rows.collect()
 }
 
+pub fn insert_keystroke_chunk(conn: &Connection, chunk: &KeystrokeChunk) -> rusqlite::Result<()> {
+    conn.prepare_cached(
+        "INSERT OR IGNORE INTO keystroke_chunks
+             (chunk_id, app, title, pid, started_at_ms, ended_at_ms, text, shortcuts, flush_reason)
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)",
+    )?
+    .execute(params![
+        chunk.chunk_id,
+        chunk.app,
+        chunk.title,
+        chunk.pid,
+        chunk.started_at_millis,
+        chunk.ended_at_millis,
+        chunk.text,
+        chunk.shortcuts.join("\n"),
+        chunk.flush_reason.as_str(),
+    ])?;
+    Ok(())
+}
+
+fn chunk_from_row(row: &Row<'_>) -> rusqlite::Result<KeystrokeChunk> {
+    let shortcuts: String = row.get(7)?;
+    let reason: String = row.get(8)?;
+    Ok(KeystrokeChunk {
+        chunk_id: row.get(0)?,
+        app: row.get(1)?,
+        title: row.get(2)?,
+        pid: row.get(3)?,
+        started_at_millis: row.get(4)?,
+        ended_at_millis: row.get(5)?,
+        text: row.get(6)?,
+        shortcuts: shortcuts.split('\n').filter(|s| !s.is_empty()).map(str::to_owned).collect(),
+        flush_reason: FlushReason::parse(&reason).unwrap_or(FlushReason::Pause),
+    })
+}
+
+const CHUNK_COLUMNS: &str = "chunk_id, app, title, pid, started_at_ms, ended_at_ms, text, shortcuts, flush_reason";
+
+/// Keystroke chunks that started in `[since_millis, until_millis)`, oldest first.
+pub fn chunks_between(conn: &Connection, since_millis: i64, until_millis: i64) -> rusqlite::Result<Vec<KeystrokeChunk>> {
+    let sql = format!(
+        "SELECT {CHUNK_COLUMNS} FROM keystroke_chunks WHERE started_at_ms >= ?1 AND started_at_ms < ?2 ORDER BY started_at_ms"
+    );
+    let mut stmt = conn.prepare_cached(&sql)?;
+    let rows = stmt.query_map(params![since_millis, until_millis], chunk_from_row)?;
+    rows.collect()
+}
+
+/// Keystroke chunks whose text matches an FTS5 query, best first.
+pub fn search_chunks(conn: &Connection, query: &str, limit: usize) -> rusqlite::Result<Vec<KeystrokeChunk>> {
+    let sql = format!(
+        "SELECT {} FROM keystroke_fts f JOIN keystroke_chunks k ON k.chunk_id = f.rowid
+         WHERE keystroke_fts MATCH ?1 ORDER BY bm25(keystroke_fts) LIMIT ?2",
+        CHUNK_COLUMNS.split(", ").map(|c| format!("k.{c}")).collect::<Vec<_>>().join(", ")
+    );
+    let mut stmt = conn.prepare_cached(&sql)?;
+    let rows = stmt.query_map(params![fts_phrase(query), limit as i64], chunk_from_row)?;
+    rows.collect()
+}
+
 /// What a range deletion removed.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct Deleted {
     pub sessions: usize,
     pub messages: usize,
+    pub keystroke_chunks: usize,
 }
 
 /// Deletes everything captured or said in `[since_millis, until_millis)`:
@@ -238,17 +298,26 @@ pub fn delete_range(conn: &Connection, since_millis: i64, until_millis: i64) -> 
         "DELETE FROM chat_messages WHERE created_at_ms >= ?1 AND created_at_ms < ?2",
         params![since_millis, until_millis],
     )?;
+    let keystroke_chunks = conn.execute(
+        "DELETE FROM keystroke_chunks WHERE started_at_ms < ?2 AND ended_at_ms >= ?1",
+        params![since_millis, until_millis],
+    )?;
     conn.execute(
         "DELETE FROM chat_threads WHERE NOT EXISTS (SELECT 1 FROM chat_messages m WHERE m.thread_id = chat_threads.thread_id)
          AND created_at_ms >= ?1 AND created_at_ms < ?2",
         params![since_millis, until_millis],
     )?;
-    Ok(Deleted { sessions, messages })
+    Ok(Deleted { sessions, messages, keystroke_chunks })
 }
 
 /// Retention: deletes sessions that ended before `cutoff_millis`. Returns how many.
 pub fn delete_sessions_ended_before(conn: &Connection, cutoff_millis: i64) -> rusqlite::Result<usize> {
     conn.execute("DELETE FROM activity_sessions WHERE ended_at_ms IS NOT NULL AND ended_at_ms < ?1", params![cutoff_millis])
+}
+
+/// Retention: deletes keystroke chunks that ended before `cutoff_millis`. Returns how many.
+pub fn delete_chunks_ended_before(conn: &Connection, cutoff_millis: i64) -> rusqlite::Result<usize> {
+    conn.execute("DELETE FROM keystroke_chunks WHERE ended_at_ms < ?1", params![cutoff_millis])
 }
 
 /// Makes deletions physical: merges FTS segments (so deleted terms leave the
@@ -257,6 +326,7 @@ pub fn purge_deleted(conn: &Connection) -> rusqlite::Result<()> {
     conn.execute_batch(
         "INSERT INTO activity_fts (activity_fts) VALUES ('optimize');
          INSERT INTO message_fts (message_fts) VALUES ('optimize');
+         INSERT INTO keystroke_fts (keystroke_fts) VALUES ('optimize');
          PRAGMA wal_checkpoint(TRUNCATE);
          VACUUM;
          PRAGMA wal_checkpoint(TRUNCATE);",

@@ -9,7 +9,10 @@ use rusqlite::{Connection, OpenFlags};
 pub const DB_FILE_NAME: &str = "cowork.db";
 
 /// Migrations in order; migration `n` (1-based) brings `user_version` to `n`.
-const MIGRATIONS: &[&str] = &[include_str!("../../assets/migrations/0001_init.sql")];
+const MIGRATIONS: &[&str] = &[
+    include_str!("../../assets/migrations/0001_init.sql"),
+    include_str!("../../assets/migrations/0002_keystrokes.sql"),
+];
 
 pub const SCHEMA_VERSION: u32 = MIGRATIONS.len() as u32;
 

@@ -32,6 +32,7 @@ const MAX_PENDING: usize = 200_000;
 #[derive(Debug)]
 pub enum StoreCommand {
     UpsertSession(ActivitySession),
+    InsertKeystrokeChunk(crate::capture::keys::KeystrokeChunk),
     Heartbeat { session_id: i64, at_millis: i64 },
     UpsertThread { thread: ChatThread, created_at_millis: i64 },
     UpsertMessage { message: ChatMessage, model: Option<String> },
@@ -56,6 +57,7 @@ pub enum StoreCommand {
 #[derive(Debug, Clone)]
 enum Write {
     Session(ActivitySession),
+    Chunk(crate::capture::keys::KeystrokeChunk),
     Heartbeat { session_id: i64, at_millis: i64 },
     Thread { thread: ChatThread, created_at_millis: i64 },
     Message { message: ChatMessage, model: Option<String> },
@@ -93,6 +95,12 @@ impl StoreWorker {
                 });
                 if !was_deleted {
                     self.queue(Write::Session(session));
+                }
+            }
+            StoreCommand::InsertKeystrokeChunk(chunk) => {
+                let was_deleted = self.deleted.iter().any(|&(since, until, at)| chunk.started_at_millis < until && chunk.ended_at_millis >= since && chunk.started_at_millis <= at);
+                if !was_deleted {
+                    self.queue(Write::Chunk(chunk));
                 }
             }
             StoreCommand::Heartbeat { session_id, at_millis } => {
@@ -184,22 +192,28 @@ impl StoreWorker {
         self.last_retention = Some(std::time::Instant::now());
         self.commit_pending();
         let (settings, _) = crate::config::Settings::from_pairs(&queries::all_settings(&self.conn).unwrap_or_default());
-        if settings.window_retention_days == 0 {
-            return 0;
-        }
-        let cutoff = now_millis - i64::from(settings.window_retention_days) * 86_400_000;
-        match queries::delete_sessions_ended_before(&self.conn, cutoff) {
-            Ok(deleted) => {
-                if deleted > 0 {
-                    tracing::info!(deleted, days = settings.window_retention_days, "retention removed old window history");
-                }
-                deleted
-            }
-            Err(err) => {
-                self.emit_notice(format!("retention failed: {err}"));
-                0
+        let cutoff = |days: u32| (days > 0).then(|| now_millis - i64::from(days) * 86_400_000);
+        let mut deleted = 0;
+        let mut failure = None;
+        if let Some(cutoff) = cutoff(settings.window_retention_days) {
+            match queries::delete_sessions_ended_before(&self.conn, cutoff) {
+                Ok(n) => deleted += n,
+                Err(err) => failure = Some(err),
             }
         }
+        if let Some(cutoff) = cutoff(settings.keystroke_retention_days) {
+            match queries::delete_chunks_ended_before(&self.conn, cutoff) {
+                Ok(n) => deleted += n,
+                Err(err) => failure = Some(err),
+            }
+        }
+        if let Some(err) = failure {
+            self.emit_notice(format!("retention failed: {err}"));
+        }
+        if deleted > 0 {
+            tracing::info!(deleted, "retention removed old history");
+        }
+        deleted
     }
 
     fn retention_due_in(&self) -> Duration {
@@ -267,6 +281,7 @@ impl StoreWorker {
         for write in &self.pending {
             match write {
                 Write::Session(session) => queries::upsert_session(&tx, session)?,
+                Write::Chunk(chunk) => queries::insert_keystroke_chunk(&tx, chunk)?,
                 Write::Heartbeat { session_id, at_millis } => queries::heartbeat_session(&tx, *session_id, *at_millis)?,
                 Write::Thread { thread, created_at_millis } => queries::upsert_thread(&tx, thread, *created_at_millis)?,
                 Write::Message { message, model } => queries::upsert_message(&tx, message, model.as_deref())?,

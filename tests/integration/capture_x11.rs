@@ -200,3 +200,64 @@ fn pause_and_quiet_hours_record_nothing() {
     let (_dir, titles) = capture_with_rules(quiet, &[("late work", "XTerm")]);
     assert!(titles.is_empty(), "{titles:?}");
 }
+
+#[test]
+fn typing_in_a_real_window_becomes_keystroke_chunks_with_their_window() {
+    if !require(XSession::available(), "Xvfb, openbox and xdotool") {
+        return;
+    }
+    let mut x = XSession::start();
+    let terminal = x.open_xterm("notes - xterm");
+    let other = x.open_xterm("other window");
+    x.activate(&terminal);
+    let data = temp_dir();
+    let db = data.path().join("cowork.db");
+    // device_query reads $DISPLAY, so capture runs as its own process on the test display.
+    let mut capture = std::process::Command::new(env!("CARGO_BIN_EXE_cowork"))
+        .args(["capture", "run", "--data-dir"])
+        .arg(data.path())
+        .env("DISPLAY", &x.display)
+        .env("COWORK_LOG", "warn")
+        .spawn()
+        .unwrap();
+    // Focus the terminal (again: openbox may hand focus to a just-mapped window late).
+    assert!(
+        eventually(Duration::from_secs(20), || {
+            x.activate(&terminal);
+            store::open_read_only(&db)
+                .ok()
+                .and_then(|c| store::recent_sessions(&c, 1).ok())
+                .is_some_and(|s| s.first().is_some_and(|s| s.title == "notes - xterm" && s.ended_at_millis.is_none()))
+        }),
+        "capture is watching the terminal"
+    );
+    std::thread::sleep(Duration::from_millis(300));
+    x.activate(&terminal);
+    // Real key events through the X server, slow enough for a 100 Hz poll to see each key.
+    x.xdotool(&["type", "--delay", "200", "Hello World"]);
+    x.xdotool(&["key", "--delay", "120", "Return"]);
+    x.xdotool(&["type", "--delay", "120", "draft"]);
+    // A shortcut held as a person holds it (xdotool's `key` releases within microseconds).
+    x.xdotool(&["keydown", "ctrl+c"]);
+    std::thread::sleep(Duration::from_millis(100));
+    x.xdotool(&["keyup", "ctrl+c"]);
+    std::thread::sleep(Duration::from_millis(200));
+    x.activate(&other);
+    std::thread::sleep(Duration::from_millis(300));
+    // SAFETY: signalling our own child.
+    unsafe { libc::kill(capture.id() as i32, libc::SIGTERM) };
+    assert!(capture.wait().unwrap().success());
+
+    let reader = store::open_read_only(&db).unwrap();
+    let chunks = store::chunks_between(&reader, 0, i64::MAX).unwrap();
+    let summary: Vec<(&str, &str, &str)> =
+        chunks.iter().map(|c| (c.text.as_str(), c.title.as_str(), c.flush_reason.as_str())).collect();
+    assert_eq!(
+        summary,
+        [("Hello World", "notes - xterm", "enter"), ("draft", "notes - xterm", "window_change")],
+        "{chunks:?}"
+    );
+    assert_eq!(chunks[1].shortcuts, ["Ctrl+C"]);
+    assert_eq!(chunks[0].app, "XTerm");
+    assert_eq!(store::search_chunks(&reader, "hello", 5).unwrap().len(), 1, "typed text is full-text searchable");
+}

@@ -140,3 +140,16 @@ fn a_healthy_run_resets_the_failure_count() {
     }
     assert!(store.shutdown(StoreCommand::Shutdown, WAIT));
 }
+
+#[test]
+fn keys_restarts_keeps_its_sender_and_fails_after_five_restarts() {
+    use cowork::capture::keys::{KeysCommand, spawn_keys};
+    let (sink, events) = test_sink();
+    let (store_tx, _store_rx) = bounded(16);
+    // No display for key state: degraded, still serving commands.
+    let mut keys = spawn_keys(store_tx, None, false, sink, fast_policy()).unwrap();
+    let sender = keys.commands.clone();
+    let answers = || sender.send(KeysCommand::Window(None)).unwrap();
+    panic_until_failed(WorkerName::Keys, &events, &keys.commands, &keys.control, || KeysCommand::InjectPanic, answers);
+    assert!(keys.shutdown(KeysCommand::Shutdown, WAIT));
+}

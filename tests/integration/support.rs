@@ -156,7 +156,8 @@ impl XSession {
     /// Opens an xterm whose WM_CLASS names `class` as the application.
     pub fn open_xterm_as(&mut self, title: &str, class: &str) -> String {
         let child = Command::new("xterm")
-            .args(["-class", class, "-T", title, "-geometry", "60x10", "-e", "sleep 600"])
+            // The shell ignores SIGINT so a Ctrl+C typed by a test does not close the window.
+            .args(["-class", class, "-T", title, "-geometry", "60x10", "-e", "sh", "-c", "trap '' INT; sleep 600"])
             .env("DISPLAY", &self.display)
             .stdout(Stdio::null())
             .stderr(Stdio::null())
@@ -180,13 +181,18 @@ impl XSession {
         String::from_utf8_lossy(&out.stdout).into_owned()
     }
 
-    /// Activates a window and waits until the WM reports it active.
+    /// Activates a window and waits until the WM reports it active. The request
+    /// is repeated: openbox may still be settling a just-mapped window's focus.
     pub fn activate(&self, window: &str) {
-        self.xdotool(&["windowactivate", "--sync", window]);
-        assert!(
-            eventually(Duration::from_secs(5), || self.xdotool(&["getactivewindow"]).trim() == window),
-            "window {window} did not become active"
-        );
+        let mut attempt = 0;
+        let active = eventually(Duration::from_secs(10), || {
+            if attempt % 10 == 0 {
+                self.xdotool(&["windowactivate", window]);
+            }
+            attempt += 1;
+            self.xdotool(&["getactivewindow"]).trim() == window
+        });
+        assert!(active, "window {window} did not become active");
     }
 }
 

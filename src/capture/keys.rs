@@ -1,0 +1,507 @@
+//! Keystroke chunks: the `keys` worker polls key state with device_query on
+//! its own thread and turns key transitions into text (shift, caps lock,
+//! auto-repeat, backspace), shortcuts (Ctrl/Alt/Super + key) into shortcut
+//! names, and flushes a chunk after a 2 s pause, on Enter/Tab/Escape, on a
+//! window change, or at 1000 characters. `<private>…</private>` is redacted.
+//!
+//! Key names are positions on a US layout (device_query's keycodes); other
+//! layouts record the US character for each key.
+
+use std::collections::{HashMap, HashSet};
+use std::time::Duration;
+
+use crossbeam_channel::{Receiver, RecvTimeoutError, Sender, bounded};
+use device_query::{DeviceQuery, DeviceState, Keycode};
+
+use crate::capture::firewall::redact_private;
+use crate::events::{ActiveWindow, WorkerName};
+use crate::ids::{next_id, now_millis};
+use crate::runtime::{EventSink, RestartPolicy, Supervised, WorkerContext, WorkerHandle, WorkerState, spawn_supervised};
+use crate::store::StoreCommand;
+
+pub const PAUSE_FLUSH_MILLIS: i64 = 2_000;
+pub const MAX_CHUNK_CHARS: usize = 1_000;
+/// X's default auto-repeat: 660 ms delay, then 25 characters a second.
+const REPEAT_DELAY_MILLIS: i64 = 660;
+const REPEAT_INTERVAL_MILLIS: i64 = 40;
+/// Poll fast while the user types, slower when the keyboard has been still,
+/// and slowly when the user has not touched keyboard or pointer for a while.
+/// Polling can miss a press shorter than the interval: people hold keys
+/// 50–150 ms, so 25 ms is safe; after a long idle the first key may be missed.
+const TYPING_POLL: Duration = Duration::from_millis(10);
+const ACTIVE_POLL: Duration = Duration::from_millis(25);
+const AWAY_POLL: Duration = Duration::from_millis(200);
+const TYPING_FOR_MILLIS: i64 = 5_000;
+const ACTIVE_FOR_MILLIS: i64 = 30_000;
+
+/// The poll interval for the time since the last key and since any input.
+pub fn poll_interval(since_key_millis: i64, since_input_millis: i64) -> Duration {
+    if since_key_millis < TYPING_FOR_MILLIS {
+        TYPING_POLL
+    } else if since_input_millis < ACTIVE_FOR_MILLIS {
+        ACTIVE_POLL
+    } else {
+        AWAY_POLL
+    }
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum FlushReason {
+    Pause,
+    Enter,
+    Tab,
+    Escape,
+    WindowChange,
+    Length,
+    Shutdown,
+}
+
+impl FlushReason {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            FlushReason::Pause => "pause",
+            FlushReason::Enter => "enter",
+            FlushReason::Tab => "tab",
+            FlushReason::Escape => "escape",
+            FlushReason::WindowChange => "window_change",
+            FlushReason::Length => "length",
+            FlushReason::Shutdown => "shutdown",
+        }
+    }
+
+    pub fn parse(text: &str) -> Option<Self> {
+        [
+            FlushReason::Pause,
+            FlushReason::Enter,
+            FlushReason::Tab,
+            FlushReason::Escape,
+            FlushReason::WindowChange,
+            FlushReason::Length,
+            FlushReason::Shutdown,
+        ]
+        .into_iter()
+        .find(|r| r.as_str() == text)
+    }
+}
+
+/// One flushed stretch of typing in one window.
+#[derive(Clone, Debug, PartialEq)]
+pub struct KeystrokeChunk {
+    pub chunk_id: i64,
+    pub app: String,
+    pub title: String,
+    pub pid: Option<u32>,
+    pub started_at_millis: i64,
+    pub ended_at_millis: i64,
+    pub text: String,
+    /// Shortcuts pressed during the chunk, e.g. `Ctrl+C`, in order.
+    pub shortcuts: Vec<String>,
+    pub flush_reason: FlushReason,
+}
+
+/// Something the key stream noticed that other streams care about.
+#[derive(Clone, Debug, PartialEq)]
+pub enum KeyOutput {
+    Chunk(KeystrokeChunk),
+    /// Ctrl+C, Ctrl+X or Ctrl+Insert: the clipboard probably changed.
+    CopyShortcut,
+}
+
+fn is_modifier(key: Keycode) -> bool {
+    use Keycode::*;
+    matches!(key, LShift | RShift | LControl | RControl | LAlt | RAlt | LMeta | RMeta | Command | RCommand | LOption | ROption)
+}
+
+/// The character a key types on a US layout, without and with shift.
+fn characters(key: Keycode) -> Option<(char, char)> {
+    use Keycode::*;
+    let pair = match key {
+        A => ('a', 'A'), B => ('b', 'B'), C => ('c', 'C'), D => ('d', 'D'), E => ('e', 'E'), F => ('f', 'F'),
+        G => ('g', 'G'), H => ('h', 'H'), I => ('i', 'I'), J => ('j', 'J'), K => ('k', 'K'), L => ('l', 'L'),
+        M => ('m', 'M'), N => ('n', 'N'), O => ('o', 'O'), P => ('p', 'P'), Q => ('q', 'Q'), R => ('r', 'R'),
+        S => ('s', 'S'), T => ('t', 'T'), U => ('u', 'U'), V => ('v', 'V'), W => ('w', 'W'), X => ('x', 'X'),
+        Y => ('y', 'Y'), Z => ('z', 'Z'),
+        Key0 => ('0', ')'), Key1 => ('1', '!'), Key2 => ('2', '@'), Key3 => ('3', '#'), Key4 => ('4', '$'),
+        Key5 => ('5', '%'), Key6 => ('6', '^'), Key7 => ('7', '&'), Key8 => ('8', '*'), Key9 => ('9', '('),
+        Space => (' ', ' '), Grave => ('`', '~'), Minus => ('-', '_'), Equal => ('=', '+'),
+        LeftBracket => ('[', '{'), RightBracket => (']', '}'), BackSlash => ('\\', '|'), Semicolon => (';', ':'),
+        Apostrophe => ('\'', '"'), Comma => (',', '<'), Dot => ('.', '>'), Slash => ('/', '?'),
+        Numpad0 => ('0', '0'), Numpad1 => ('1', '1'), Numpad2 => ('2', '2'), Numpad3 => ('3', '3'),
+        Numpad4 => ('4', '4'), Numpad5 => ('5', '5'), Numpad6 => ('6', '6'), Numpad7 => ('7', '7'),
+        Numpad8 => ('8', '8'), Numpad9 => ('9', '9'), NumpadSubtract => ('-', '-'), NumpadAdd => ('+', '+'),
+        NumpadDivide => ('/', '/'), NumpadMultiply => ('*', '*'), NumpadEquals => ('=', '='), NumpadDecimal => ('.', '.'),
+        _ => return None,
+    };
+    Some(pair)
+}
+
+/// Pure key-state → text logic; the worker feeds it polled key sets.
+#[derive(Default)]
+pub struct KeyAssembler {
+    window: Option<ActiveWindow>,
+    held: HashMap<Keycode, i64>,
+    /// When each held key last produced a character (auto-repeat).
+    repeated_at: HashMap<Keycode, i64>,
+    caps_lock: bool,
+    text: String,
+    shortcuts: Vec<String>,
+    started_at: Option<i64>,
+    last_key_at: i64,
+}
+
+impl KeyAssembler {
+    pub fn window(&self) -> Option<&ActiveWindow> {
+        self.window.as_ref()
+    }
+
+    /// The focused window changed (None: nothing, or the firewall excluded it).
+    pub fn set_window(&mut self, window: Option<ActiveWindow>, now_millis: i64, out: &mut Vec<KeyOutput>) {
+        if self.window.as_ref().map(|w| (w.window_id, &w.title)) != window.as_ref().map(|w| (w.window_id, &w.title)) {
+            self.flush(now_millis, FlushReason::WindowChange, out);
+            self.window = window;
+        }
+    }
+
+    pub fn last_key_at(&self) -> i64 {
+        self.last_key_at
+    }
+
+    /// One poll of the held keys.
+    pub fn observe(&mut self, keys: &[Keycode], now_millis: i64, out: &mut Vec<KeyOutput>) {
+        let current: HashSet<Keycode> = keys.iter().copied().collect();
+        self.held.retain(|key, _| current.contains(key));
+        self.repeated_at.retain(|key, _| current.contains(key));
+        let shift = current.contains(&Keycode::LShift) || current.contains(&Keycode::RShift);
+        let ctrl = current.contains(&Keycode::LControl) || current.contains(&Keycode::RControl);
+        let alt = current.contains(&Keycode::LAlt) || current.contains(&Keycode::RAlt);
+        let meta = [Keycode::LMeta, Keycode::RMeta, Keycode::Command, Keycode::RCommand].iter().any(|k| current.contains(k));
+        let mut newly: Vec<Keycode> = current.iter().copied().filter(|k| !self.held.contains_key(k)).collect();
+        newly.sort_by_key(|k| format!("{k:?}"));
+        for key in newly {
+            self.held.insert(key, now_millis);
+            if is_modifier(key) {
+                continue;
+            }
+            self.last_key_at = now_millis;
+            self.press(key, shift, ctrl, alt, meta, now_millis, out);
+        }
+        // Auto-repeat for keys held past the delay (characters and Backspace only).
+        let repeating: Vec<(Keycode, i64)> = self
+            .held
+            .iter()
+            .filter(|(k, since)| !is_modifier(**k) && now_millis - **since >= REPEAT_DELAY_MILLIS)
+            .map(|(k, since)| (*k, *since))
+            .collect();
+        for (key, since) in repeating {
+            if ctrl || alt || meta || !(characters(key).is_some() || key == Keycode::Backspace) {
+                continue;
+            }
+            let from = self.repeated_at.get(&key).copied().unwrap_or(since + REPEAT_DELAY_MILLIS - REPEAT_INTERVAL_MILLIS);
+            let repeats = (now_millis - from) / REPEAT_INTERVAL_MILLIS;
+            for _ in 0..repeats {
+                self.type_key(key, shift, now_millis, out);
+            }
+            if repeats > 0 {
+                self.repeated_at.insert(key, from + repeats * REPEAT_INTERVAL_MILLIS);
+                self.last_key_at = now_millis;
+            }
+        }
+        if !self.text.is_empty() && now_millis - self.last_key_at >= PAUSE_FLUSH_MILLIS {
+            self.flush(now_millis, FlushReason::Pause, out);
+        }
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn press(&mut self, key: Keycode, shift: bool, ctrl: bool, alt: bool, meta: bool, now: i64, out: &mut Vec<KeyOutput>) {
+        if ctrl || alt || meta {
+            let mut name = String::new();
+            for (held, label) in [(ctrl, "Ctrl+"), (alt, "Alt+"), (meta, "Super+"), (shift, "Shift+")] {
+                if held {
+                    name.push_str(label);
+                }
+            }
+            name.push_str(&key.to_string());
+            self.started_at.get_or_insert(now);
+            self.shortcuts.push(name);
+            if ctrl && matches!(key, Keycode::C | Keycode::X | Keycode::Insert) {
+                out.push(KeyOutput::CopyShortcut);
+            }
+            return;
+        }
+        match key {
+            Keycode::CapsLock => self.caps_lock = !self.caps_lock,
+            Keycode::Enter | Keycode::NumpadEnter => self.flush(now, FlushReason::Enter, out),
+            Keycode::Tab => self.flush(now, FlushReason::Tab, out),
+            Keycode::Escape => self.flush(now, FlushReason::Escape, out),
+            _ => self.type_key(key, shift, now, out),
+        }
+    }
+
+    fn type_key(&mut self, key: Keycode, shift: bool, now: i64, out: &mut Vec<KeyOutput>) {
+        if self.window.is_none() {
+            return;
+        }
+        if key == Keycode::Backspace {
+            self.text.pop();
+            return;
+        }
+        let Some((plain, shifted)) = characters(key) else { return };
+        let letter = plain.is_ascii_alphabetic();
+        let upper = if letter { shift ^ self.caps_lock } else { shift };
+        self.started_at.get_or_insert(now);
+        self.text.push(if upper { shifted } else { plain });
+        if self.text.chars().count() >= MAX_CHUNK_CHARS {
+            self.flush(now, FlushReason::Length, out);
+        }
+    }
+
+    /// Emits the pending chunk, if it has any text or shortcuts.
+    pub fn flush(&mut self, now_millis: i64, reason: FlushReason, out: &mut Vec<KeyOutput>) {
+        let text = redact_private(&std::mem::take(&mut self.text));
+        let shortcuts = std::mem::take(&mut self.shortcuts);
+        let started_at = self.started_at.take();
+        let (Some(window), Some(started_at)) = (&self.window, started_at) else { return };
+        if text.is_empty() && shortcuts.is_empty() {
+            return;
+        }
+        out.push(KeyOutput::Chunk(KeystrokeChunk {
+            chunk_id: next_id(),
+            app: window.app.clone(),
+            title: window.title.clone(),
+            pid: window.pid,
+            started_at_millis: started_at,
+            ended_at_millis: now_millis,
+            text,
+            shortcuts,
+            flush_reason: reason,
+        }));
+    }
+}
+
+#[derive(Debug)]
+pub enum KeysCommand {
+    /// The window capture allowed (None: nothing focused, or excluded by the firewall).
+    Window(Option<ActiveWindow>),
+    InjectPanic,
+    Shutdown,
+}
+
+pub struct KeysWorker {
+    device: Option<DeviceState>,
+    /// Last pointer position and when any input (key or pointer) was last seen.
+    pointer: (i32, i32),
+    last_input_at: i64,
+    assembler: KeyAssembler,
+    store: Sender<StoreCommand>,
+    /// Where copy shortcuts go (the clipboard stream), if anywhere.
+    copy_signal: Option<Sender<()>>,
+}
+
+impl KeysWorker {
+    fn emit(&mut self, outputs: Vec<KeyOutput>) {
+        for output in outputs {
+            match output {
+                KeyOutput::Chunk(chunk) => {
+                    // Capture never waits long on the store; a chunk it cannot hand over is dropped.
+                    if self.store.send_timeout(StoreCommand::InsertKeystrokeChunk(chunk), Duration::from_millis(200)).is_err() {
+                        tracing::warn!("store queue full: dropped a keystroke chunk");
+                    }
+                }
+                KeyOutput::CopyShortcut => {
+                    if let Some(signal) = &self.copy_signal {
+                        let _ = signal.try_send(());
+                    }
+                }
+            }
+        }
+    }
+}
+
+impl Supervised for KeysWorker {
+    type Command = KeysCommand;
+
+    fn run(&mut self, commands: &Receiver<KeysCommand>, ctx: &WorkerContext) -> anyhow::Result<()> {
+        if self.device.is_none() {
+            ctx.report(WorkerState::Degraded("no X display for key state: keystrokes are not recorded".into()));
+        }
+        loop {
+            let now = now_millis();
+            let last_input = self.last_input_at.max(self.assembler.last_key_at());
+            let poll = poll_interval(now - self.assembler.last_key_at(), now - last_input);
+            let timeout = if self.device.is_some() { poll } else { Duration::from_secs(3600) };
+            match commands.recv_timeout(timeout) {
+                Ok(KeysCommand::Window(window)) => {
+                    tracing::debug!(window = ?window.as_ref().map(|w| &w.title), "keys: focus changed");
+                    let mut out = Vec::new();
+                    self.assembler.set_window(window, now_millis(), &mut out);
+                    self.emit(out);
+                }
+                Ok(KeysCommand::InjectPanic) => panic!("injected keys fault"),
+                Ok(KeysCommand::Shutdown) | Err(RecvTimeoutError::Disconnected) => {
+                    let mut out = Vec::new();
+                    self.assembler.flush(now_millis(), FlushReason::Shutdown, &mut out);
+                    self.emit(out);
+                    return Ok(());
+                }
+                Err(RecvTimeoutError::Timeout) => {
+                    if let Some(device) = &self.device {
+                        let now = now_millis();
+                        if poll == AWAY_POLL {
+                            // Slow mode: the pointer tells when the user is back.
+                            let pointer = device.get_mouse().coords;
+                            if pointer != self.pointer {
+                                self.pointer = pointer;
+                                self.last_input_at = now;
+                            }
+                        }
+                        let keys = device.get_keys();
+                        if !keys.is_empty() {
+                            self.last_input_at = now;
+                        }
+                        let mut out = Vec::new();
+                        self.assembler.observe(&keys, now, &mut out);
+                        self.emit(out);
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// Starts the keys worker on a thread named `keys`. Key state comes from
+/// `$DISPLAY`; with `use_display` false (capture watches another display) it is degraded.
+pub fn spawn_keys(
+    store: Sender<StoreCommand>,
+    copy_signal: Option<Sender<()>>,
+    use_display: bool,
+    sink: EventSink,
+    policy: RestartPolicy,
+) -> std::io::Result<WorkerHandle<KeysCommand>> {
+    let channel = bounded(64);
+    spawn_supervised::<KeysWorker, _>(WorkerName::Keys, policy, sink, channel, move |_ctx| {
+        let device = if use_display { DeviceState::checked_new() } else { None };
+        let pointer = device.as_ref().map(|d| d.get_mouse().coords).unwrap_or_default();
+        Ok(KeysWorker {
+            device,
+            pointer,
+            last_input_at: now_millis(),
+            assembler: KeyAssembler::default(),
+            store: store.clone(),
+            copy_signal: copy_signal.clone(),
+        })
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use Keycode::*;
+
+    fn window(title: &str) -> Option<ActiveWindow> {
+        Some(ActiveWindow { window_id: 1, app: "XTerm".into(), title: title.into(), pid: Some(5) })
+    }
+
+    /// Presses and releases each key set in turn, 50 ms apart.
+    fn type_sequence(assembler: &mut KeyAssembler, presses: &[&[Keycode]], start: i64) -> (Vec<KeyOutput>, i64) {
+        let mut out = Vec::new();
+        let mut now = start;
+        for keys in presses {
+            assembler.observe(keys, now, &mut out);
+            now += 50;
+            assembler.observe(&[], now, &mut out);
+            now += 50;
+        }
+        (out, now)
+    }
+
+    fn chunks(out: &[KeyOutput]) -> Vec<&KeystrokeChunk> {
+        out.iter().filter_map(|o| if let KeyOutput::Chunk(c) = o { Some(c) } else { None }).collect()
+    }
+
+    #[test]
+    fn shift_caps_lock_and_backspace_make_text_and_enter_flushes() {
+        let mut a = KeyAssembler::default();
+        let mut out = Vec::new();
+        a.set_window(window("shell"), 0, &mut out);
+        let (out, _) = type_sequence(
+            &mut a,
+            &[&[LShift, H], &[I], &[Space], &[CapsLock], &[Y], &[O], &[CapsLock], &[U], &[X], &[Backspace], &[LShift, Key1], &[Enter]],
+            0,
+        );
+        let c = chunks(&out);
+        assert_eq!(c.len(), 1);
+        assert_eq!(c[0].text, "Hi YOu!");
+        assert_eq!(c[0].flush_reason, FlushReason::Enter);
+        assert_eq!((c[0].app.as_str(), c[0].title.as_str()), ("XTerm", "shell"));
+    }
+
+    #[test]
+    fn a_pause_a_window_change_and_length_flush() {
+        let mut a = KeyAssembler::default();
+        let mut out = Vec::new();
+        a.set_window(window("one"), 0, &mut out);
+        let (_, now) = type_sequence(&mut a, &[&[A], &[B]], 0);
+        a.observe(&[], now + PAUSE_FLUSH_MILLIS, &mut out);
+        assert_eq!(chunks(&out)[0].flush_reason, FlushReason::Pause);
+        let (_, now) = type_sequence(&mut a, &[&[C]], now + 3_000);
+        a.set_window(window("two"), now, &mut out);
+        let c = chunks(&out);
+        assert_eq!((c[1].text.as_str(), c[1].title.as_str(), c[1].flush_reason), ("c", "one", FlushReason::WindowChange));
+        let presses: Vec<&[Keycode]> = std::iter::repeat_n(&[Z][..], MAX_CHUNK_CHARS).collect();
+        let (more, _) = type_sequence(&mut a, &presses, now + 10);
+        let long = chunks(&more);
+        assert_eq!((long[0].text.len(), long[0].flush_reason, long[0].title.as_str()), (MAX_CHUNK_CHARS, FlushReason::Length, "two"));
+    }
+
+    #[test]
+    fn shortcuts_are_named_not_typed_and_copy_is_signalled() {
+        let mut a = KeyAssembler::default();
+        let mut out = Vec::new();
+        a.set_window(window("editor"), 0, &mut out);
+        let (out, _) = type_sequence(&mut a, &[&[LControl, C], &[O], &[K], &[LControl, LShift, T], &[Tab]], 0);
+        assert!(out.contains(&KeyOutput::CopyShortcut));
+        let c = chunks(&out);
+        assert_eq!(c[0].text, "ok");
+        assert_eq!(c[0].shortcuts, ["Ctrl+C", "Ctrl+Shift+T"]);
+        assert_eq!(c[0].flush_reason, FlushReason::Tab);
+    }
+
+    #[test]
+    fn polling_slows_down_as_the_user_goes_quiet() {
+        assert_eq!(poll_interval(100, 100), TYPING_POLL);
+        assert_eq!(poll_interval(10_000, 1_000), ACTIVE_POLL);
+        assert_eq!(poll_interval(60_000, 60_000), AWAY_POLL);
+    }
+
+    #[test]
+    fn holding_a_key_repeats_it_like_x_does() {
+        let mut a = KeyAssembler::default();
+        let mut out = Vec::new();
+        a.set_window(window("doc"), 0, &mut out);
+        for t in (0..=1_000).step_by(10) {
+            a.observe(&[Minus], t, &mut out);
+        }
+        a.observe(&[], 1_010, &mut out);
+        a.flush(1_020, FlushReason::Shutdown, &mut out);
+        // 1 press + (1000 - 660) / 40 repeats = 1 + 9
+        assert_eq!(chunks(&out)[0].text, "-".repeat(1 + 9));
+    }
+
+    #[test]
+    fn private_spans_are_redacted_and_nothing_is_kept_without_a_window() {
+        let mut a = KeyAssembler::default();
+        let mut out = Vec::new();
+        a.set_window(window("chat"), 0, &mut out);
+        // "<private>pw</private>" typed with shift for < and >
+        let (out, _) = type_sequence(
+            &mut a,
+            &[&[A], &[LShift, Comma], &[P], &[R], &[I], &[V], &[A], &[T], &[E], &[LShift, Dot], &[P], &[W],
+              &[LShift, Comma], &[Slash], &[P], &[R], &[I], &[V], &[A], &[T], &[E], &[LShift, Dot], &[B], &[Enter]],
+            0,
+        );
+        assert_eq!(chunks(&out)[0].text, "ab");
+        let mut none = KeyAssembler::default();
+        let (out, _) = type_sequence(&mut none, &[&[S], &[E], &[C], &[Enter]], 0);
+        assert!(chunks(&out).is_empty(), "no window (or an excluded one): nothing recorded");
+    }
+}

@@ -90,16 +90,12 @@ impl StoreWorker {
     pub fn handle(&mut self, command: StoreCommand) -> bool {
         match command {
             StoreCommand::UpsertSession(session) => {
-                let was_deleted = self.deleted.iter().any(|&(since, until, at)| {
-                    session.started_at_millis < until && session.ended_at_millis.unwrap_or(i64::MAX) >= since && session.started_at_millis <= at
-                });
-                if !was_deleted {
+                if !self.was_deleted(session.started_at_millis, session.ended_at_millis.unwrap_or(i64::MAX)) {
                     self.queue(Write::Session(session));
                 }
             }
             StoreCommand::InsertKeystrokeChunk(chunk) => {
-                let was_deleted = self.deleted.iter().any(|&(since, until, at)| chunk.started_at_millis < until && chunk.ended_at_millis >= since && chunk.started_at_millis <= at);
-                if !was_deleted {
+                if !self.was_deleted(chunk.started_at_millis, chunk.ended_at_millis) {
                     self.queue(Write::Chunk(chunk));
                 }
             }
@@ -227,6 +223,11 @@ impl StoreWorker {
         queries::purge_deleted(&self.conn)?;
         self.deleted.push((since_millis, until_millis, now_millis()));
         Ok(deleted)
+    }
+
+    /// Whether a row spanning `[start, end]` that began before a deletion falls in a deleted range.
+    fn was_deleted(&self, start_millis: i64, end_millis: i64) -> bool {
+        self.deleted.iter().any(|&(since, until, at)| start_millis < until && end_millis >= since && start_millis <= at)
     }
 
     fn queue(&mut self, write: Write) {

@@ -11,7 +11,7 @@ MCP_EVERYTHING_VERSION="2026.8.31"
 BUILD_PACKAGES="build-essential pkg-config cmake clang libclang-dev libopenblas-dev libx11-dev libxi-dev libxtst-dev
   libxkbcommon-dev libwayland-dev mold git python3 python3-pip ca-certificates"
 RUNTIME_PACKAGES="libopenblas0 libgomp1 libx11-6 libxkbcommon-x11-0 libxcursor1 libxrandr2 libxi6 libgl1 libegl1 libgl1-mesa-dri"
-TEST_PACKAGES="xvfb xauth xdotool openbox xterm x11-utils espeak-ng sox nodejs"
+TEST_PACKAGES="xvfb xauth xdotool openbox xterm x11-utils xclip espeak-ng sox nodejs"
 
 log() { printf '\033[1m==> %s\033[0m\n' "$*" >&2; }
 

@@ -3,6 +3,7 @@
 //! opened sessions straight to the store worker and summaries to the UI.
 
 mod afk;
+pub mod clipboard;
 pub mod firewall;
 pub mod keys;
 pub mod simulate;
@@ -12,4 +13,4 @@ pub mod x11;
 
 pub use afk::{AfkDetector, InputProbe};
 pub use tracker::{SessionTracker, TrackerOutput};
-pub use worker::{CaptureCommand, CaptureConfig, CaptureWorker, spawn_capture, spawn_capture_with_keys};
+pub use worker::{CaptureCommand, CaptureConfig, CaptureWorker, StreamSenders, spawn_capture, spawn_capture_with_streams};

@@ -9,17 +9,20 @@ pub enum WorkerName {
     Store,
     Capture,
     Keys,
+    Clipboard,
     Llm,
 }
 
 impl WorkerName {
-    pub const ALL: [WorkerName; 4] = [WorkerName::Store, WorkerName::Capture, WorkerName::Keys, WorkerName::Llm];
+    pub const ALL: [WorkerName; 5] =
+        [WorkerName::Store, WorkerName::Capture, WorkerName::Keys, WorkerName::Clipboard, WorkerName::Llm];
 
     pub fn as_str(self) -> &'static str {
         match self {
             WorkerName::Store => "store",
             WorkerName::Capture => "capture",
             WorkerName::Keys => "keys",
+            WorkerName::Clipboard => "clipboard",
             WorkerName::Llm => "llm",
         }
     }

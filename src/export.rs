@@ -67,6 +67,21 @@ pub fn write_jsonl(conn: &Connection, since_millis: i64, until_millis: i64, out:
         writeln!(out, "{record}")?;
         count += 1;
     }
+    for c in store::clips_between(conn, since_millis, until_millis)? {
+        let record = json!({
+            "stream": "clipboard",
+            "clip_id": c.clip_id,
+            "app": c.app,
+            "title": c.title,
+            "pid": c.pid,
+            "time": rfc3339(c.at_millis),
+            "text": c.text,
+            "truncated": c.truncated,
+            "trigger": c.trigger.as_str(),
+        });
+        writeln!(out, "{record}")?;
+        count += 1;
+    }
     for m in store::messages_between(conn, since_millis, until_millis)? {
         let record = json!({
             "stream": "chat",

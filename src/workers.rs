@@ -9,7 +9,9 @@ use crossbeam_channel::Receiver;
 
 use crate::app::Channels;
 use crate::capture::keys::{KeysCommand, spawn_keys};
-use crate::capture::{CaptureCommand, CaptureConfig, spawn_capture_with_keys};
+use crate::capture::clipboard::{ClipboardCommand, spawn_clipboard};
+use crate::capture::{CaptureCommand, CaptureConfig, StreamSenders, spawn_capture_with_streams};
+use crossbeam_channel::bounded;
 use crate::store;
 use crate::config::{Paths, ResolvedModel, Settings};
 use crate::events::AppEvent;
@@ -21,6 +23,7 @@ pub struct Workers {
     pub store: WorkerHandle<StoreCommand>,
     pub capture: Option<WorkerHandle<CaptureCommand>>,
     pub keys: Option<WorkerHandle<KeysCommand>>,
+    pub clipboard: Option<WorkerHandle<ClipboardCommand>>,
     pub llm: WorkerHandle<LlmCommand>,
     pub stop_epoch: Arc<AtomicU64>,
 }
@@ -56,21 +59,25 @@ impl Workers {
             tracing::warn!("the store did not open the database in time; using default settings");
         }
         let (settings, warnings) = read_settings(paths);
-        let (capture, keys) = if options.capture {
-            // device_query reads $DISPLAY; key capture runs only when that is the display we watch.
+        let (capture, keys, clipboard) = if options.capture {
+            // device_query and arboard read $DISPLAY; those streams run only when that is the display we watch.
             let same_display = options.display.is_none() || options.display == std::env::var("DISPLAY").ok();
-            let keys = spawn_keys(store.commands.clone(), None, same_display, sink.clone(), options.policy)?;
-            let config = CaptureConfig { display: options.display.clone(), afk_secs: settings.afk_secs, rules: Default::default() };
-            let capture = spawn_capture_with_keys(
-                config,
+            let (copy_tx, copy_rx) = bounded(8);
+            let keys = spawn_keys(store.commands.clone(), Some(copy_tx), same_display, sink.clone(), options.policy)?;
+            let clipboard = spawn_clipboard(
+                options.display.clone(),
+                same_display,
                 store.commands.clone(),
-                Some(keys.commands.clone()),
+                copy_rx,
                 sink.clone(),
                 options.policy,
             )?;
-            (Some(capture), Some(keys))
+            let config = CaptureConfig { display: options.display.clone(), afk_secs: settings.afk_secs, rules: Default::default() };
+            let streams = StreamSenders { keys: Some(keys.commands.clone()), clipboard: Some(clipboard.commands.clone()) };
+            let capture = spawn_capture_with_streams(config, store.commands.clone(), streams, sink.clone(), options.policy)?;
+            (Some(capture), Some(keys), Some(clipboard))
         } else {
-            (None, None)
+            (None, None, None)
         };
         let stop_epoch = Arc::new(AtomicU64::new(0));
         let (model_path, model_expected) = match &options.chat_model {
@@ -86,7 +93,7 @@ impl Workers {
             history_messages: 8,
         };
         let llm = spawn_llm(llm_config, store.commands.clone(), sink, stop_epoch.clone(), options.policy)?;
-        Ok((Self { store, capture, keys, llm, stop_epoch }, settings, warnings))
+        Ok((Self { store, capture, keys, clipboard, llm, stop_epoch }, settings, warnings))
     }
 
     /// Waits until the store has committed everything sent to it so far.
@@ -103,6 +110,9 @@ impl Workers {
         }
         if let Some(keys) = &self.keys {
             controls.push((keys.name, keys.control.clone()));
+        }
+        if let Some(clipboard) = &self.clipboard {
+            controls.push((clipboard.name, clipboard.control.clone()));
         }
         Channels {
             store: self.store.commands.clone(),
@@ -126,6 +136,11 @@ impl Workers {
             && !keys.shutdown(KeysCommand::Shutdown, timeout)
         {
             tracing::warn!("keys did not stop in time");
+        }
+        if let Some(clipboard) = self.clipboard.as_mut()
+            && !clipboard.shutdown(ClipboardCommand::Shutdown, timeout)
+        {
+            tracing::warn!("clipboard did not stop in time");
         }
         if !self.llm.shutdown(LlmCommand::Shutdown, timeout) {
             tracing::warn!("llm did not stop in time");

@@ -11,6 +11,7 @@ use crate::capture::tracker::{SessionTracker, TrackerOutput};
 use crate::capture::x11::X11Desktop;
 use crate::events::{AppEvent, WorkerName};
 use crate::capture::firewall::{Observation, Rules};
+use crate::capture::clipboard::ClipboardCommand;
 use crate::capture::keys::KeysCommand;
 use crate::ids::{local_minute_of_day, now_millis};
 use crate::runtime::{EventSink, RestartPolicy, Supervised, WorkerContext, WorkerHandle, WorkerState, spawn_supervised};
@@ -48,8 +49,8 @@ pub enum CaptureCommand {
 pub struct CaptureWorker {
     config: CaptureConfig,
     store: Sender<StoreCommand>,
-    /// The keys worker, told which (allowed) window has focus.
-    keys: Option<Sender<KeysCommand>>,
+    /// The other streams, told which (allowed) window has focus.
+    streams: StreamSenders,
     sink: EventSink,
     desktop: Option<X11Desktop>,
     afk: AfkDetector,
@@ -58,9 +59,9 @@ pub struct CaptureWorker {
 }
 
 impl CaptureWorker {
-    pub fn new(config: CaptureConfig, store: Sender<StoreCommand>, keys: Option<Sender<KeysCommand>>, sink: EventSink) -> Self {
+    pub fn new(config: CaptureConfig, store: Sender<StoreCommand>, streams: StreamSenders, sink: EventSink) -> Self {
         let afk = AfkDetector::new(None, config.afk_secs, now_millis());
-        Self { config, store, keys, sink, desktop: None, afk, tracker: SessionTracker::default(), dropped_rows: 0 }
+        Self { config, store, streams, sink, desktop: None, afk, tracker: SessionTracker::default(), dropped_rows: 0 }
     }
 
     /// Connects to X. Returns the reason capture is degraded, if it is.
@@ -104,8 +105,11 @@ impl CaptureWorker {
                     }
                 }
                 TrackerOutput::Active(window) => {
-                    if let Some(keys) = &self.keys {
+                    if let Some(keys) = &self.streams.keys {
                         let _ = keys.try_send(KeysCommand::Window(window.clone()));
+                    }
+                    if let Some(clipboard) = &self.streams.clipboard {
+                        let _ = clipboard.try_send(ClipboardCommand::Window(window.clone()));
                     }
                     self.sink.send(AppEvent::ActiveWindow(window));
                 }
@@ -253,19 +257,26 @@ pub fn spawn_capture(
     sink: EventSink,
     policy: RestartPolicy,
 ) -> std::io::Result<WorkerHandle<CaptureCommand>> {
-    spawn_capture_with_keys(config, store, None, sink, policy)
+    spawn_capture_with_streams(config, store, StreamSenders::default(), sink, policy)
 }
 
-/// Starts capture with a keys worker to tell about focus changes.
-pub fn spawn_capture_with_keys(
+/// The workers of the other streams, which follow the focused window.
+#[derive(Clone, Default)]
+pub struct StreamSenders {
+    pub keys: Option<Sender<KeysCommand>>,
+    pub clipboard: Option<Sender<ClipboardCommand>>,
+}
+
+/// Starts capture with the other streams to tell about focus changes.
+pub fn spawn_capture_with_streams(
     config: CaptureConfig,
     store: Sender<StoreCommand>,
-    keys: Option<Sender<KeysCommand>>,
+    streams: StreamSenders,
     sink: EventSink,
     policy: RestartPolicy,
 ) -> std::io::Result<WorkerHandle<CaptureCommand>> {
     let channel = bounded(32);
     spawn_supervised::<CaptureWorker, _>(WorkerName::Capture, policy, sink.clone(), channel, move |_ctx| {
-        Ok(CaptureWorker::new(config.clone(), store.clone(), keys.clone(), sink.clone()))
+        Ok(CaptureWorker::new(config.clone(), store.clone(), streams.clone(), sink.clone()))
     })
 }

@@ -3,6 +3,7 @@
 
 use rusqlite::{Connection, OptionalExtension, Row, params};
 
+use crate::capture::clipboard::{ClipTrigger, ClipboardEvent};
 use crate::capture::keys::{FlushReason, KeystrokeChunk};
 use crate::events::{ActivitySession, ChatMessage, ChatThread, MessageStatus, Role, SessionEnd};
 
@@ -276,12 +277,55 @@ pub fn search_chunks(conn: &Connection, query: &str, limit: usize) -> rusqlite::
     rows.collect()
 }
 
+pub fn insert_clipboard_event(conn: &Connection, event: &ClipboardEvent) -> rusqlite::Result<()> {
+    conn.prepare_cached(
+        "INSERT OR IGNORE INTO clipboard_events (clip_id, app, title, pid, at_ms, text, truncated, trigger)
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)",
+    )?
+    .execute(params![
+        event.clip_id,
+        event.app,
+        event.title,
+        event.pid,
+        event.at_millis,
+        event.text,
+        event.truncated,
+        event.trigger.as_str(),
+    ])?;
+    Ok(())
+}
+
+fn clip_from_row(row: &Row<'_>) -> rusqlite::Result<ClipboardEvent> {
+    let trigger: String = row.get(7)?;
+    Ok(ClipboardEvent {
+        clip_id: row.get(0)?,
+        app: row.get(1)?,
+        title: row.get(2)?,
+        pid: row.get(3)?,
+        at_millis: row.get(4)?,
+        text: row.get(5)?,
+        truncated: row.get(6)?,
+        trigger: ClipTrigger::parse(&trigger).unwrap_or(ClipTrigger::OwnerChange),
+    })
+}
+
+/// Clipboard events in `[since_millis, until_millis)`, oldest first.
+pub fn clips_between(conn: &Connection, since_millis: i64, until_millis: i64) -> rusqlite::Result<Vec<ClipboardEvent>> {
+    let mut stmt = conn.prepare_cached(
+        "SELECT clip_id, app, title, pid, at_ms, text, truncated, trigger FROM clipboard_events
+         WHERE at_ms >= ?1 AND at_ms < ?2 ORDER BY at_ms",
+    )?;
+    let rows = stmt.query_map(params![since_millis, until_millis], clip_from_row)?;
+    rows.collect()
+}
+
 /// What a range deletion removed.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct Deleted {
     pub sessions: usize,
     pub messages: usize,
     pub keystroke_chunks: usize,
+    pub clipboard_events: usize,
 }
 
 /// Deletes everything captured or said in `[since_millis, until_millis)`:
@@ -302,12 +346,16 @@ pub fn delete_range(conn: &Connection, since_millis: i64, until_millis: i64) -> 
         "DELETE FROM keystroke_chunks WHERE started_at_ms < ?2 AND ended_at_ms >= ?1",
         params![since_millis, until_millis],
     )?;
+    let clipboard_events = conn.execute(
+        "DELETE FROM clipboard_events WHERE at_ms >= ?1 AND at_ms < ?2",
+        params![since_millis, until_millis],
+    )?;
     conn.execute(
         "DELETE FROM chat_threads WHERE NOT EXISTS (SELECT 1 FROM chat_messages m WHERE m.thread_id = chat_threads.thread_id)
          AND created_at_ms >= ?1 AND created_at_ms < ?2",
         params![since_millis, until_millis],
     )?;
-    Ok(Deleted { sessions, messages, keystroke_chunks })
+    Ok(Deleted { sessions, messages, keystroke_chunks, clipboard_events })
 }
 
 /// Retention: deletes sessions that ended before `cutoff_millis`. Returns how many.
@@ -318,6 +366,7 @@ pub fn delete_sessions_ended_before(conn: &Connection, cutoff_millis: i64) -> ru
 /// Retention: deletes keystroke chunks that ended before `cutoff_millis`. Returns how many.
 pub fn delete_chunks_ended_before(conn: &Connection, cutoff_millis: i64) -> rusqlite::Result<usize> {
     conn.execute("DELETE FROM keystroke_chunks WHERE ended_at_ms < ?1", params![cutoff_millis])
+        .and_then(|chunks| Ok(chunks + conn.execute("DELETE FROM clipboard_events WHERE at_ms < ?1", params![cutoff_millis])?))
 }
 
 /// Makes deletions physical: merges FTS segments (so deleted terms leave the
@@ -327,6 +376,7 @@ pub fn purge_deleted(conn: &Connection) -> rusqlite::Result<()> {
         "INSERT INTO activity_fts (activity_fts) VALUES ('optimize');
          INSERT INTO message_fts (message_fts) VALUES ('optimize');
          INSERT INTO keystroke_fts (keystroke_fts) VALUES ('optimize');
+         INSERT INTO clipboard_fts (clipboard_fts) VALUES ('optimize');
          PRAGMA wal_checkpoint(TRUNCATE);
          VACUUM;
          PRAGMA wal_checkpoint(TRUNCATE);",

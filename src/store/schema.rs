@@ -12,6 +12,7 @@ pub const DB_FILE_NAME: &str = "cowork.db";
 const MIGRATIONS: &[&str] = &[
     include_str!("../../assets/migrations/0001_init.sql"),
     include_str!("../../assets/migrations/0002_keystrokes.sql"),
+    include_str!("../../assets/migrations/0003_clipboard.sql"),
 ];
 
 pub const SCHEMA_VERSION: u32 = MIGRATIONS.len() as u32;

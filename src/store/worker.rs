@@ -33,6 +33,7 @@ const MAX_PENDING: usize = 200_000;
 pub enum StoreCommand {
     UpsertSession(ActivitySession),
     InsertKeystrokeChunk(crate::capture::keys::KeystrokeChunk),
+    InsertClipboardEvent(crate::capture::clipboard::ClipboardEvent),
     Heartbeat { session_id: i64, at_millis: i64 },
     UpsertThread { thread: ChatThread, created_at_millis: i64 },
     UpsertMessage { message: ChatMessage, model: Option<String> },
@@ -58,6 +59,7 @@ pub enum StoreCommand {
 enum Write {
     Session(ActivitySession),
     Chunk(crate::capture::keys::KeystrokeChunk),
+    Clip(crate::capture::clipboard::ClipboardEvent),
     Heartbeat { session_id: i64, at_millis: i64 },
     Thread { thread: ChatThread, created_at_millis: i64 },
     Message { message: ChatMessage, model: Option<String> },
@@ -97,6 +99,11 @@ impl StoreWorker {
             StoreCommand::InsertKeystrokeChunk(chunk) => {
                 if !self.was_deleted(chunk.started_at_millis, chunk.ended_at_millis) {
                     self.queue(Write::Chunk(chunk));
+                }
+            }
+            StoreCommand::InsertClipboardEvent(event) => {
+                if !self.was_deleted(event.at_millis, event.at_millis) {
+                    self.queue(Write::Clip(event));
                 }
             }
             StoreCommand::Heartbeat { session_id, at_millis } => {
@@ -283,6 +290,7 @@ impl StoreWorker {
             match write {
                 Write::Session(session) => queries::upsert_session(&tx, session)?,
                 Write::Chunk(chunk) => queries::insert_keystroke_chunk(&tx, chunk)?,
+                Write::Clip(event) => queries::insert_clipboard_event(&tx, event)?,
                 Write::Heartbeat { session_id, at_millis } => queries::heartbeat_session(&tx, *session_id, *at_millis)?,
                 Write::Thread { thread, created_at_millis } => queries::upsert_thread(&tx, thread, *created_at_millis)?,
                 Write::Message { message, model } => queries::upsert_message(&tx, message, model.as_deref())?,

@@ -261,3 +261,59 @@ fn typing_in_a_real_window_becomes_keystroke_chunks_with_their_window() {
     assert_eq!(chunks[0].app, "XTerm");
     assert_eq!(store::search_chunks(&reader, "hello", 5).unwrap().len(), 1, "typed text is full-text searchable");
 }
+
+#[test]
+fn clipboard_changes_are_recorded_with_their_source_app_once_each() {
+    if !require(XSession::available() && super::support::have_program("xclip"), "Xvfb and xclip") {
+        return;
+    }
+    let mut x = XSession::start();
+    let editor = x.open_xterm_as("draft.txt - Editor", "Gedit");
+    let data = temp_dir();
+    let db = data.path().join("cowork.db");
+    let mut capture = std::process::Command::new(env!("CARGO_BIN_EXE_cowork"))
+        .args(["capture", "run", "--data-dir"])
+        .arg(data.path())
+        .env("DISPLAY", &x.display)
+        .env("COWORK_LOG", "warn")
+        .spawn()
+        .unwrap();
+    assert!(
+        eventually(Duration::from_secs(20), || {
+            x.activate(&editor);
+            store::open_read_only(&db)
+                .ok()
+                .and_then(|c| store::recent_sessions(&c, 1).ok())
+                .is_some_and(|s| s.first().is_some_and(|s| s.app == "Gedit" && s.ended_at_millis.is_none()))
+        }),
+        "capture is watching the editor"
+    );
+    std::thread::sleep(Duration::from_millis(300));
+    // A real selection owner (xclip) takes CLIPBOARD each time.
+    let copy = |text: &str| {
+        let mut child = std::process::Command::new("xclip")
+            .args(["-selection", "clipboard", "-loops", "1"])
+            .env("DISPLAY", &x.display)
+            .stdin(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+        std::io::Write::write_all(&mut child.stdin.take().unwrap(), text.as_bytes()).unwrap();
+        std::thread::sleep(Duration::from_millis(700));
+        let _ = child.kill();
+        let _ = child.wait();
+    };
+    copy("meeting moved to Thursday");
+    copy("meeting moved to Thursday");
+    copy("invoice 2291");
+    // SAFETY: signalling our own child.
+    unsafe { libc::kill(capture.id() as i32, libc::SIGTERM) };
+    assert!(capture.wait().unwrap().success());
+    let reader = store::open_read_only(&db).unwrap();
+    let clips = store::clips_between(&reader, 0, i64::MAX).unwrap();
+    let summary: Vec<(&str, &str, &str)> = clips.iter().map(|c| (c.text.as_str(), c.app.as_str(), c.trigger.as_str())).collect();
+    assert_eq!(
+        summary,
+        [("meeting moved to Thursday", "Gedit", "owner_change"), ("invoice 2291", "Gedit", "owner_change")],
+        "consecutive duplicates are dropped"
+    );
+}

@@ -153,3 +153,16 @@ fn keys_restarts_keeps_its_sender_and_fails_after_five_restarts() {
     panic_until_failed(WorkerName::Keys, &events, &keys.commands, &keys.control, || KeysCommand::InjectPanic, answers);
     assert!(keys.shutdown(KeysCommand::Shutdown, WAIT));
 }
+
+#[test]
+fn clipboard_restarts_keeps_its_sender_and_fails_after_five_restarts() {
+    use cowork::capture::clipboard::{ClipboardCommand, spawn_clipboard};
+    let (sink, events) = test_sink();
+    let (store_tx, _store_rx) = bounded(16);
+    let (_copy_tx, copy_rx) = bounded(8);
+    let mut clipboard = spawn_clipboard(None, false, store_tx, copy_rx, sink, fast_policy()).unwrap();
+    let sender = clipboard.commands.clone();
+    let answers = || sender.send(ClipboardCommand::Window(None)).unwrap();
+    panic_until_failed(WorkerName::Clipboard, &events, &clipboard.commands, &clipboard.control, || ClipboardCommand::InjectPanic, answers);
+    assert!(clipboard.shutdown(ClipboardCommand::Shutdown, WAIT));
+}

@@ -1,0 +1,247 @@
+//! The clipboard stream: the `clipboard` worker watches X11 CLIPBOARD
+//! ownership (XFixes selection events) and hears copy shortcuts from the keys
+//! worker; each time it reads the clipboard text (arboard), caps its size,
+//! drops a repeat of the previous text, and records it with the source app.
+
+use std::os::fd::AsRawFd;
+use std::time::Duration;
+
+use crossbeam_channel::{Receiver, Sender, TryRecvError, bounded};
+use x11rb::connection::Connection;
+use x11rb::protocol::Event;
+use x11rb::protocol::xfixes::{ConnectionExt as _, SelectionEventMask};
+use x11rb::protocol::xproto::ConnectionExt as _;
+use x11rb::rust_connection::RustConnection;
+
+use crate::events::{ActiveWindow, WorkerName};
+use crate::ids::{next_id, now_millis};
+use crate::runtime::{EventSink, RestartPolicy, Supervised, WorkerContext, WorkerHandle, WorkerState, spawn_supervised};
+use crate::store::StoreCommand;
+
+/// Longest clipboard text kept; longer text is cut and marked truncated.
+pub const MAX_CLIP_BYTES: usize = 64 * 1024;
+/// A copy shortcut is followed by the app taking the selection; give it a moment.
+const SHORTCUT_SETTLE: Duration = Duration::from_millis(150);
+const WAKE: Duration = Duration::from_millis(500);
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ClipTrigger {
+    OwnerChange,
+    Shortcut,
+}
+
+impl ClipTrigger {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ClipTrigger::OwnerChange => "owner_change",
+            ClipTrigger::Shortcut => "shortcut",
+        }
+    }
+
+    pub fn parse(text: &str) -> Option<Self> {
+        match text {
+            "owner_change" => Some(ClipTrigger::OwnerChange),
+            "shortcut" => Some(ClipTrigger::Shortcut),
+            _ => None,
+        }
+    }
+}
+
+#[derive(Clone, Debug, PartialEq)]
+pub struct ClipboardEvent {
+    pub clip_id: i64,
+    pub app: String,
+    pub title: String,
+    pub pid: Option<u32>,
+    pub at_millis: i64,
+    pub text: String,
+    pub truncated: bool,
+    pub trigger: ClipTrigger,
+}
+
+/// Pure dedup-and-cap logic: what to record for a clipboard reading.
+#[derive(Default)]
+pub struct ClipFilter {
+    last_text: Option<String>,
+}
+
+impl ClipFilter {
+    pub fn accept(
+        &mut self,
+        text: &str,
+        window: Option<&ActiveWindow>,
+        trigger: ClipTrigger,
+        at_millis: i64,
+    ) -> Option<ClipboardEvent> {
+        if text.trim().is_empty() || self.last_text.as_deref() == Some(text) {
+            return None;
+        }
+        self.last_text = Some(text.to_owned());
+        // No focused window, or one the firewall excluded: nothing is recorded.
+        let window = window?;
+        let mut cut = text.len().min(MAX_CLIP_BYTES);
+        while !text.is_char_boundary(cut) {
+            cut -= 1;
+        }
+        Some(ClipboardEvent {
+            clip_id: next_id(),
+            app: window.app.clone(),
+            title: window.title.clone(),
+            pid: window.pid,
+            at_millis,
+            text: text[..cut].to_owned(),
+            truncated: cut < text.len(),
+            trigger,
+        })
+    }
+}
+
+#[derive(Debug)]
+pub enum ClipboardCommand {
+    /// The focused window capture allowed (None: nothing, or excluded).
+    Window(Option<ActiveWindow>),
+    InjectPanic,
+    Shutdown,
+}
+
+pub struct ClipboardWorker {
+    display: Option<String>,
+    /// arboard reads `$DISPLAY`: off when capture watches another display.
+    enabled: bool,
+    store: Sender<StoreCommand>,
+    copy_signals: Receiver<()>,
+    window: Option<ActiveWindow>,
+    filter: ClipFilter,
+}
+
+impl ClipboardWorker {
+    fn read_and_record(&mut self, clipboard: &mut arboard::Clipboard, trigger: ClipTrigger) {
+        let Ok(text) = clipboard.get_text() else { return };
+        if let Some(event) = self.filter.accept(&text, self.window.as_ref(), trigger, now_millis())
+            && self.store.send_timeout(StoreCommand::InsertClipboardEvent(event), Duration::from_millis(200)).is_err()
+        {
+            tracing::warn!("store queue full: dropped a clipboard event");
+        }
+    }
+}
+
+fn watch_clipboard(display: Option<&str>) -> Result<RustConnection, String> {
+    let (conn, screen) = x11rb::connect(display).map_err(|err| format!("no X display for the clipboard: {err}"))?;
+    let root = conn.setup().roots[screen].root;
+    let clipboard = conn
+        .intern_atom(false, b"CLIPBOARD")
+        .map_err(|e| e.to_string())?
+        .reply()
+        .map_err(|e| e.to_string())?
+        .atom;
+    conn.xfixes_query_version(5, 0).map_err(|e| e.to_string())?.reply().map_err(|e| format!("XFixes missing: {e}"))?;
+    conn.xfixes_select_selection_input(root, clipboard, SelectionEventMask::SET_SELECTION_OWNER)
+        .map_err(|e| e.to_string())?;
+    conn.flush().map_err(|e| e.to_string())?;
+    Ok(conn)
+}
+
+impl Supervised for ClipboardWorker {
+    type Command = ClipboardCommand;
+
+    fn run(&mut self, commands: &Receiver<ClipboardCommand>, ctx: &WorkerContext) -> anyhow::Result<()> {
+        let (watched, clipboard) = if self.enabled {
+            (watch_clipboard(self.display.as_deref()), arboard::Clipboard::new().map_err(|err| err.to_string()))
+        } else {
+            let reason = "it is read from $DISPLAY, which is not the display being captured".to_owned();
+            (Err(reason.clone()), Err(reason))
+        };
+        let (conn, mut clipboard) = match (watched, clipboard) {
+            (Ok(conn), Ok(clipboard)) => (Some(conn), Some(clipboard)),
+            (Err(reason), _) | (_, Err(reason)) => {
+                ctx.report(WorkerState::Degraded(format!("clipboard not recorded: {reason}")));
+                (None, None)
+            }
+        };
+        loop {
+            // Commands and copy shortcuts first.
+            loop {
+                match commands.try_recv() {
+                    Ok(ClipboardCommand::Window(window)) => self.window = window,
+                    Ok(ClipboardCommand::InjectPanic) => panic!("injected clipboard fault"),
+                    Ok(ClipboardCommand::Shutdown) | Err(TryRecvError::Disconnected) => return Ok(()),
+                    Err(TryRecvError::Empty) => break,
+                }
+            }
+            let mut shortcut = false;
+            while self.copy_signals.try_recv().is_ok() {
+                shortcut = true;
+            }
+            let Some(conn) = conn.as_ref() else {
+                match commands.recv_timeout(Duration::from_secs(3600)) {
+                    Ok(ClipboardCommand::Window(window)) => self.window = window,
+                    Ok(ClipboardCommand::InjectPanic) => panic!("injected clipboard fault"),
+                    Ok(ClipboardCommand::Shutdown) | Err(_) => return Ok(()),
+                }
+                continue;
+            };
+            let mut owner_changed = false;
+            while let Some(event) = conn.poll_for_event()? {
+                owner_changed |= matches!(event, Event::XfixesSelectionNotify(_));
+            }
+            if let Some(clipboard) = clipboard.as_mut() {
+                if shortcut {
+                    std::thread::sleep(SHORTCUT_SETTLE);
+                    self.read_and_record(clipboard, ClipTrigger::Shortcut);
+                } else if owner_changed {
+                    self.read_and_record(clipboard, ClipTrigger::OwnerChange);
+                }
+            }
+            // Sleep until an X event, a command or a shortcut may be waiting.
+            let mut poll_fd = libc::pollfd { fd: conn.stream().as_raw_fd(), events: libc::POLLIN, revents: 0 };
+            // SAFETY: one valid pollfd for the duration of the call.
+            unsafe { libc::poll(&mut poll_fd, 1, WAKE.as_millis() as i32) };
+        }
+    }
+}
+
+/// Starts the clipboard worker on a thread named `clipboard`. It reads
+/// `$DISPLAY` (arboard); with `use_display` false it is degraded.
+pub fn spawn_clipboard(
+    display: Option<String>,
+    use_display: bool,
+    store: Sender<StoreCommand>,
+    copy_signals: Receiver<()>,
+    sink: EventSink,
+    policy: RestartPolicy,
+) -> std::io::Result<WorkerHandle<ClipboardCommand>> {
+    let channel = bounded(64);
+    spawn_supervised::<ClipboardWorker, _>(WorkerName::Clipboard, policy, sink, channel, move |_ctx| {
+        Ok(ClipboardWorker {
+            display: display.clone(),
+            enabled: use_display,
+            store: store.clone(),
+            copy_signals: copy_signals.clone(),
+            window: None,
+            filter: ClipFilter::default(),
+        })
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn window() -> ActiveWindow {
+        ActiveWindow { window_id: 1, app: "firefox".into(), title: "Docs".into(), pid: Some(3) }
+    }
+
+    #[test]
+    fn repeats_are_dropped_large_text_is_capped_and_excluded_windows_record_nothing() {
+        let mut filter = ClipFilter::default();
+        let w = window();
+        let first = filter.accept("hello", Some(&w), ClipTrigger::OwnerChange, 1).unwrap();
+        assert_eq!((first.app.as_str(), first.text.as_str(), first.truncated), ("firefox", "hello", false));
+        assert!(filter.accept("hello", Some(&w), ClipTrigger::Shortcut, 2).is_none(), "consecutive duplicate");
+        let big = "é".repeat(MAX_CLIP_BYTES);
+        let capped = filter.accept(&big, Some(&w), ClipTrigger::Shortcut, 3).unwrap();
+        assert!(capped.truncated && capped.text.len() <= MAX_CLIP_BYTES);
+        assert!(filter.accept("secret", None, ClipTrigger::OwnerChange, 4).is_none());
+        assert!(filter.accept("   ", Some(&w), ClipTrigger::OwnerChange, 5).is_none());
+    }
+}

@@ -29,6 +29,8 @@ use crate::ui::{shortcuts, theme};
 pub struct Channels {
     pub store: Sender<StoreCommand>,
     pub capture: Sender<CaptureCommand>,
+    pub keys: Sender<crate::capture::keys::KeysCommand>,
+    pub clipboard: Sender<crate::capture::clipboard::ClipboardCommand>,
     pub llm: Sender<LlmCommand>,
     pub controls: Vec<(WorkerName, Sender<Control>)>,
     pub events: Receiver<AppEvent>,
@@ -52,6 +54,7 @@ pub struct CoworkApp {
     models: Vec<ModelView>,
     chat: ChatPanel,
     quick: QuickPromptPanel,
+    consent: crate::ui::consent::ConsentPanel,
     settings: SettingsPanel,
     options: AppOptions,
     frames: u64,
@@ -82,6 +85,7 @@ impl CoworkApp {
             models,
             chat: ChatPanel::default(),
             quick: QuickPromptPanel::default(),
+            consent: crate::ui::consent::ConsentPanel::default(),
             settings: SettingsPanel::default(),
             options,
             frames: 0,
@@ -150,6 +154,9 @@ impl CoworkApp {
                 if key == keys::AFK_SECS && !self.state.setting_warnings.iter().any(|w| w.contains(&key)) {
                     let _ = self.channels.capture.try_send(CaptureCommand::SetAfkSecs(self.state.settings.afk_secs));
                 }
+                if [keys::RECORD_WINDOWS, keys::RECORD_KEYS, keys::RECORD_CLIPBOARD, keys::STREAMS_CONFIRMED].contains(&key.as_str()) {
+                    self.apply_stream_switches();
+                }
                 self.send_store(StoreCommand::SetSetting { key, value });
             }
             UiAction::DeleteRecent { span_millis } => {
@@ -176,6 +183,18 @@ impl CoworkApp {
                 Err(TrySendError::Disconnected(_)) => self.state.notice("the llm worker is not running"),
             },
         }
+    }
+
+    /// Tells each stream whether it records, from the settings (nothing before the first-run answer).
+    fn apply_stream_switches(&mut self) {
+        let s = &self.state.settings;
+        let allowed = s.streams_confirmed;
+        let _ = self.channels.capture.try_send(CaptureCommand::SetRecording(allowed && s.record_windows));
+        let _ = self.channels.keys.try_send(crate::capture::keys::KeysCommand::SetRecording(allowed && s.record_keys));
+        let _ = self
+            .channels
+            .clipboard
+            .try_send(crate::capture::clipboard::ClipboardCommand::SetRecording(allowed && s.record_clipboard));
     }
 
     fn send_message(&mut self, text: String) {
@@ -306,6 +325,10 @@ impl eframe::App for CoworkApp {
                 }
             });
         });
+        if !state.settings.streams_confirmed {
+            let consent = &mut self.consent;
+            egui::Panel::top("consent").show(ui, |ui| crate::ui::consent::consent_ui(ui, consent, &mut actions));
+        }
         egui::Panel::bottom("status").show(ui, |ui| status_bar_ui(ui, state, &mut actions));
         egui::CentralPanel::default_margins().show(ui, |ui| match state.tab() {
             Tab::Chat => chat_ui(ui, state, &mut self.chat, &mut actions),

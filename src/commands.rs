@@ -121,7 +121,7 @@ pub fn capture_run(paths: &Paths, display: Option<String>) -> anyhow::Result<()>
 
     let (events_tx, events) = crossbeam_channel::bounded(4096);
     let sink = EventSink::new(events_tx, || {});
-    let options = WorkerOptions { capture: true, display, chat_model: None, policy: RestartPolicy::default() };
+    let options = WorkerOptions { capture: true, display, chat_model: None, policy: RestartPolicy::default(), require_consent: false };
     let (workers, _settings, warnings) = Workers::start(paths, options, sink.clone())?;
     for warning in warnings {
         tracing::warn!("{warning}");

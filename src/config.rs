@@ -84,6 +84,12 @@ pub struct Settings {
     pub window_retention_days: u32,
     /// Days of typed text kept; 0 keeps everything.
     pub keystroke_retention_days: u32,
+    /// Which streams record (each can be switched on its own).
+    pub record_windows: bool,
+    pub record_keys: bool,
+    pub record_clipboard: bool,
+    /// The user has answered the first-run question about streams.
+    pub streams_confirmed: bool,
 }
 
 impl Default for Settings {
@@ -96,6 +102,10 @@ impl Default for Settings {
             sidebar_geometry: None,
             window_retention_days: 90,
             keystroke_retention_days: 30,
+            record_windows: true,
+            record_keys: true,
+            record_clipboard: true,
+            streams_confirmed: false,
         }
     }
 }
@@ -108,6 +118,10 @@ pub mod keys {
     pub const SIDEBAR_GEOMETRY: &str = "ui.sidebar_geometry";
     pub const WINDOW_RETENTION_DAYS: &str = "retention.window_days";
     pub const KEYSTROKE_RETENTION_DAYS: &str = "retention.keystroke_days";
+    pub const RECORD_WINDOWS: &str = "capture.windows.enabled";
+    pub const RECORD_KEYS: &str = "capture.keys.enabled";
+    pub const RECORD_CLIPBOARD: &str = "capture.clipboard.enabled";
+    pub const STREAMS_CONFIRMED: &str = "capture.streams_confirmed";
 }
 
 impl Settings {
@@ -128,6 +142,21 @@ impl Settings {
             keys::MAX_ANSWER_TOKENS => number(key, value, 16usize, 8_192).map(|v| self.max_answer_tokens = v),
             keys::WINDOW_RETENTION_DAYS => number(key, value, 0u32, 36_500).map(|v| self.window_retention_days = v),
             keys::KEYSTROKE_RETENTION_DAYS => number(key, value, 0u32, 36_500).map(|v| self.keystroke_retention_days = v),
+            keys::RECORD_WINDOWS | keys::RECORD_KEYS | keys::RECORD_CLIPBOARD | keys::STREAMS_CONFIRMED => {
+                match value.trim() {
+                    "true" | "false" => {
+                        let on = value.trim() == "true";
+                        match key {
+                            keys::RECORD_WINDOWS => self.record_windows = on,
+                            keys::RECORD_KEYS => self.record_keys = on,
+                            keys::RECORD_CLIPBOARD => self.record_clipboard = on,
+                            _ => self.streams_confirmed = on,
+                        }
+                        Ok(())
+                    }
+                    _ => Err(format!("setting {key} = {value:?} is not true or false; using the default")),
+                }
+            }
             keys::QUICK_PROMPT_HOTKEY => value
                 .parse::<global_hotkey::hotkey::HotKey>()
                 .map(|_| self.quick_prompt_hotkey = value.to_owned())

@@ -282,6 +282,7 @@ fn run_sidebar(paths: &Paths, display: Option<String>, screenshot: Option<PathBu
             display,
             chat_model: resolve_model(&manifest, &paths.models_dir, ModelRole::Chat),
             policy: RestartPolicy::default(),
+            require_consent: true,
         },
         sink.clone(),
     )?;

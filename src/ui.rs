@@ -3,6 +3,7 @@
 
 pub mod apps;
 pub mod chat;
+pub mod consent;
 pub mod context;
 pub mod quick_prompt;
 pub mod settings;

@@ -35,6 +35,9 @@ pub struct WorkerOptions {
     pub display: Option<String>,
     pub chat_model: Option<ResolvedModel>,
     pub policy: RestartPolicy,
+    /// Record nothing until the user has answered the first-run question (the sidebar);
+    /// `cowork capture run` is itself the user's answer.
+    pub require_consent: bool,
 }
 
 /// Settings from the database (read-only), with warnings for unusable values.
@@ -75,6 +78,10 @@ impl Workers {
             let config = CaptureConfig { display: options.display.clone(), afk_secs: settings.afk_secs, rules: Default::default() };
             let streams = StreamSenders { keys: Some(keys.commands.clone()), clipboard: Some(clipboard.commands.clone()) };
             let capture = spawn_capture_with_streams(config, store.commands.clone(), streams, sink.clone(), options.policy)?;
+            let allowed = settings.streams_confirmed || !options.require_consent;
+            let _ = capture.commands.try_send(CaptureCommand::SetRecording(allowed && settings.record_windows));
+            let _ = keys.commands.try_send(KeysCommand::SetRecording(allowed && settings.record_keys));
+            let _ = clipboard.commands.try_send(ClipboardCommand::SetRecording(allowed && settings.record_clipboard));
             (Some(capture), Some(keys), Some(clipboard))
         } else {
             (None, None, None)
@@ -104,6 +111,8 @@ impl Workers {
 
     pub fn channels(&self, events: Receiver<AppEvent>) -> Channels {
         let (dead_capture, _) = crossbeam_channel::bounded(1);
+        let (dead_keys, _) = crossbeam_channel::bounded(1);
+        let (dead_clipboard, _) = crossbeam_channel::bounded(1);
         let mut controls = vec![(self.store.name, self.store.control.clone()), (self.llm.name, self.llm.control.clone())];
         if let Some(capture) = &self.capture {
             controls.push((capture.name, capture.control.clone()));
@@ -117,6 +126,8 @@ impl Workers {
         Channels {
             store: self.store.commands.clone(),
             capture: self.capture.as_ref().map(|c| c.commands.clone()).unwrap_or(dead_capture),
+            keys: self.keys.as_ref().map(|k| k.commands.clone()).unwrap_or(dead_keys),
+            clipboard: self.clipboard.as_ref().map(|c| c.commands.clone()).unwrap_or(dead_clipboard),
             llm: self.llm.commands.clone(),
             controls,
             events,

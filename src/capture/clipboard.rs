@@ -100,6 +100,8 @@ impl ClipFilter {
 pub enum ClipboardCommand {
     /// The focused window capture allowed (None: nothing, or excluded).
     Window(Option<ActiveWindow>),
+    /// Switch the clipboard stream on or off.
+    SetRecording(bool),
     InjectPanic,
     Shutdown,
 }
@@ -108,6 +110,7 @@ pub struct ClipboardWorker {
     display: Option<String>,
     /// arboard reads `$DISPLAY`: off when capture watches another display.
     enabled: bool,
+    recording: bool,
     store: Sender<StoreCommand>,
     copy_signals: Receiver<()>,
     window: Option<ActiveWindow>,
@@ -116,6 +119,9 @@ pub struct ClipboardWorker {
 
 impl ClipboardWorker {
     fn read_and_record(&mut self, clipboard: &mut arboard::Clipboard, trigger: ClipTrigger) {
+        if !self.recording {
+            return;
+        }
         let Ok(text) = clipboard.get_text() else { return };
         if let Some(event) = self.filter.accept(&text, self.window.as_ref(), trigger, now_millis())
             && self.store.send_timeout(StoreCommand::InsertClipboardEvent(event), Duration::from_millis(200)).is_err()
@@ -163,6 +169,7 @@ impl Supervised for ClipboardWorker {
             loop {
                 match commands.try_recv() {
                     Ok(ClipboardCommand::Window(window)) => self.window = window,
+                    Ok(ClipboardCommand::SetRecording(on)) => self.recording = on,
                     Ok(ClipboardCommand::InjectPanic) => panic!("injected clipboard fault"),
                     Ok(ClipboardCommand::Shutdown) | Err(TryRecvError::Disconnected) => return Ok(()),
                     Err(TryRecvError::Empty) => break,
@@ -175,6 +182,7 @@ impl Supervised for ClipboardWorker {
             let Some(conn) = conn.as_ref() else {
                 match commands.recv_timeout(Duration::from_secs(3600)) {
                     Ok(ClipboardCommand::Window(window)) => self.window = window,
+                    Ok(ClipboardCommand::SetRecording(on)) => self.recording = on,
                     Ok(ClipboardCommand::InjectPanic) => panic!("injected clipboard fault"),
                     Ok(ClipboardCommand::Shutdown) | Err(_) => return Ok(()),
                 }
@@ -215,6 +223,7 @@ pub fn spawn_clipboard(
         Ok(ClipboardWorker {
             display: display.clone(),
             enabled: use_display,
+            recording: true,
             store: store.clone(),
             copy_signals: copy_signals.clone(),
             window: None,

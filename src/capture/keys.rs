@@ -282,6 +282,8 @@ impl KeyAssembler {
 pub enum KeysCommand {
     /// The window capture allowed (None: nothing focused, or excluded by the firewall).
     Window(Option<ActiveWindow>),
+    /// Switch the keystroke stream on or off.
+    SetRecording(bool),
     InjectPanic,
     Shutdown,
 }
@@ -291,6 +293,7 @@ pub struct KeysWorker {
     /// Last pointer position and when any input (key or pointer) was last seen.
     pointer: (i32, i32),
     last_input_at: i64,
+    recording: bool,
     assembler: KeyAssembler,
     store: Sender<StoreCommand>,
     /// Where copy shortcuts go (the clipboard stream), if anywhere.
@@ -328,13 +331,21 @@ impl Supervised for KeysWorker {
             let now = now_millis();
             let last_input = self.last_input_at.max(self.assembler.last_key_at());
             let poll = poll_interval(now - self.assembler.last_key_at(), now - last_input);
-            let timeout = if self.device.is_some() { poll } else { Duration::from_secs(3600) };
+            let timeout = if self.device.is_some() && self.recording { poll } else { Duration::from_secs(3600) };
             match commands.recv_timeout(timeout) {
                 Ok(KeysCommand::Window(window)) => {
                     tracing::debug!(window = ?window.as_ref().map(|w| &w.title), "keys: focus changed");
                     let mut out = Vec::new();
                     self.assembler.set_window(window, now_millis(), &mut out);
                     self.emit(out);
+                }
+                Ok(KeysCommand::SetRecording(on)) => {
+                    if !on {
+                        let mut out = Vec::new();
+                        self.assembler.flush(now_millis(), FlushReason::Shutdown, &mut out);
+                        self.emit(out);
+                    }
+                    self.recording = on;
                 }
                 Ok(KeysCommand::InjectPanic) => panic!("injected keys fault"),
                 Ok(KeysCommand::Shutdown) | Err(RecvTimeoutError::Disconnected) => {
@@ -385,6 +396,7 @@ pub fn spawn_keys(
             device,
             pointer,
             last_input_at: now_millis(),
+            recording: true,
             assembler: KeyAssembler::default(),
             store: store.clone(),
             copy_signal: copy_signal.clone(),

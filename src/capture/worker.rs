@@ -41,6 +41,8 @@ pub struct CaptureConfig {
 #[derive(Debug)]
 pub enum CaptureCommand {
     SetAfkSecs(u64),
+    /// Switch the window stream on or off (focus still reaches the other streams).
+    SetRecording(bool),
     /// Fault injection for supervisor tests: panic inside the worker.
     InjectPanic,
     Shutdown,
@@ -56,12 +58,13 @@ pub struct CaptureWorker {
     afk: AfkDetector,
     tracker: SessionTracker,
     dropped_rows: u64,
+    recording: bool,
 }
 
 impl CaptureWorker {
     pub fn new(config: CaptureConfig, store: Sender<StoreCommand>, streams: StreamSenders, sink: EventSink) -> Self {
         let afk = AfkDetector::new(None, config.afk_secs, now_millis());
-        Self { config, store, streams, sink, desktop: None, afk, tracker: SessionTracker::default(), dropped_rows: 0 }
+        Self { config, store, streams, sink, desktop: None, afk, tracker: SessionTracker::default(), dropped_rows: 0, recording: true }
     }
 
     /// Connects to X. Returns the reason capture is degraded, if it is.
@@ -95,6 +98,7 @@ impl CaptureWorker {
     fn apply(&mut self, outputs: Vec<TrackerOutput>) {
         for output in outputs {
             match output {
+                TrackerOutput::Session(_) if !self.recording => {}
                 TrackerOutput::Session(session) => {
                     if session.ended_at_millis.is_some() {
                         self.sink.send(AppEvent::SessionFinished(session.clone()));
@@ -154,6 +158,19 @@ impl CaptureWorker {
             CaptureCommand::SetAfkSecs(secs) => {
                 self.config.afk_secs = secs;
                 self.afk.set_threshold_secs(secs);
+                true
+            }
+            CaptureCommand::SetRecording(on) => {
+                if self.recording && !on {
+                    // Close the open session while it can still be written.
+                    let outputs = self.tracker.shutdown(now_millis());
+                    self.apply(outputs);
+                }
+                if on && !self.recording {
+                    // A fresh tracker opens a session for the current window at the next look.
+                    self.tracker = SessionTracker::default();
+                }
+                self.recording = on;
                 true
             }
             CaptureCommand::InjectPanic => panic!("injected capture fault"),

@@ -25,6 +25,7 @@ pub fn ask(paths: &Paths, question: &str, show_context: bool) -> anyhow::Result<
         display: None,
         chat_model: resolve_model(&manifest, &paths.models_dir, ModelRole::Chat),
         policy: RestartPolicy { max_restarts: 0, ..RestartPolicy::default() },
+        require_consent: false,
     };
     let (workers, _settings, _warnings) = Workers::start(paths, options, sink)?;
     let thread = ChatThread { thread_id: next_id(), title: thread_title(question), updated_at_millis: now_millis() };

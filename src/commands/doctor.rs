@@ -114,6 +114,7 @@ fn worker_checks(paths: &Paths, display: Option<&str>, chat: Option<crate::confi
         display: display.map(str::to_owned),
         chat_model: chat,
         policy: RestartPolicy { max_restarts: 0, ..RestartPolicy::default() },
+        require_consent: false,
     };
     let workers = match Workers::start(&scratch_paths, options, sink) {
         Ok((workers, _, _)) => workers,

@@ -68,6 +68,10 @@ pub fn settings_ui(
         );
 
         ui.separator();
+        ui.heading("What cowork records");
+        crate::ui::consent::streams_settings_ui(ui, state, actions);
+
+        ui.separator();
         ui.heading("Your data");
         ui.horizontal_wrapped(|ui| {
             for (label, span_millis) in

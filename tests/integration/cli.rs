@@ -194,6 +194,10 @@ fn sigterm_closes_the_sidebar_gracefully_and_flushes_the_open_session() {
     x.activate(&editor);
     let data = temp_dir();
     let db = data.path().join("cowork.db");
+    // The user answered the first-run question earlier: streams record.
+    let conn = cowork::store::open_writer(&db).unwrap();
+    cowork::store::set_setting(&conn, "capture.streams_confirmed", "true", 0).unwrap();
+    drop(conn);
     let mut app = sidebar(&x, data.path())
         .spawn()
         .unwrap();
@@ -324,4 +328,25 @@ fn kill_9_during_a_capture_burst_loses_no_committed_row_and_keeps_the_database_s
     assert_eq!(check, "ok");
     let open: i64 = conn.query_row("SELECT count(*) FROM activity_sessions WHERE ended_at_ms IS NULL", [], |r| r.get(0)).unwrap();
     assert_eq!(open, 0, "sessions left open by a kill are closed at the next start");
+}
+
+#[test]
+fn before_the_first_run_answer_the_sidebar_records_nothing() {
+    if !require(XSession::available(), "Xvfb") {
+        return;
+    }
+    let mut x = XSession::start();
+    let editor = x.open_xterm("private plans");
+    x.activate(&editor);
+    let data = temp_dir();
+    let mut app = sidebar(&x, data.path()).spawn().unwrap();
+    // Long enough for capture to have recorded the window if it were allowed to.
+    std::thread::sleep(std::time::Duration::from_secs(3));
+    x.activate(&editor);
+    std::thread::sleep(std::time::Duration::from_secs(1));
+    // SAFETY: signalling our own child.
+    unsafe { libc::kill(app.id() as i32, libc::SIGTERM) };
+    assert!(app.wait().unwrap().success());
+    let reader = cowork::store::open_read_only(&data.path().join("cowork.db")).unwrap();
+    assert_eq!(cowork::store::session_count(&reader).unwrap(), 0);
 }

@@ -7,6 +7,8 @@ use std::sync::atomic::{AtomicU64, Ordering};
 
 use cowork::app::{AppOptions, Channels, CoworkApp};
 use cowork::capture::CaptureCommand;
+use cowork::capture::clipboard::ClipboardCommand;
+use cowork::capture::keys::KeysCommand;
 use cowork::events::{ActiveWindow, AppEvent, GenerationStats, MessageStatus, WorkerName};
 use cowork::llm::LlmCommand;
 use cowork::runtime::{Control, WorkerState};
@@ -21,7 +23,9 @@ struct Far {
     events: Sender<AppEvent>,
     llm: Receiver<LlmCommand>,
     store: Receiver<StoreCommand>,
-    _capture: Receiver<CaptureCommand>,
+    capture: Receiver<CaptureCommand>,
+    keys: Receiver<KeysCommand>,
+    clipboard: Receiver<ClipboardCommand>,
     llm_control: Receiver<Control>,
     stop_epoch: Arc<AtomicU64>,
 }
@@ -31,12 +35,16 @@ fn app() -> (Harness<'static, CoworkApp>, Far) {
     let (llm_tx, llm) = bounded(16);
     let (store_tx, store) = bounded(64);
     let (capture_tx, capture) = bounded(8);
+    let (keys_tx, keys) = bounded(8);
+    let (clipboard_tx, clipboard) = bounded(8);
     let (control_tx, llm_control) = bounded(8);
     let (store_control, _) = bounded(8);
     let stop_epoch = Arc::new(AtomicU64::new(0));
     let channels = Channels {
         store: store_tx,
         capture: capture_tx,
+        keys: keys_tx,
+        clipboard: clipboard_tx,
         llm: llm_tx,
         controls: vec![(WorkerName::Llm, control_tx), (WorkerName::Store, store_control)],
         events,
@@ -45,7 +53,7 @@ fn app() -> (Harness<'static, CoworkApp>, Far) {
     let harness = Harness::builder()
         .with_size(egui::vec2(380.0, 760.0))
         .build_eframe(move |_cc| CoworkApp::new(channels, AppState::default(), Vec::new(), AppOptions::default()));
-    (harness, Far { events: events_tx, llm, store, _capture: capture, llm_control, stop_epoch })
+    (harness, Far { events: events_tx, llm, store, capture, keys, clipboard, llm_control, stop_epoch })
 }
 
 /// Focuses the chat input (kittest types only into a focused widget) and types.
@@ -230,4 +238,31 @@ fn settings_delete_and_export_buttons_reach_the_store() {
     far.events.send(AppEvent::RangeDeleted { since_millis: 0, until_millis: 1, sessions: 3, messages: 0 }).unwrap();
     harness.run();
     harness.get_by_label("deleted 3 sessions and 0 messages");
+}
+
+#[test]
+fn first_run_asks_which_streams_record_and_applies_the_answer() {
+    let (mut harness, far) = app();
+    harness.get_by_label("Before cowork records anything");
+    harness.get_by_label("Record what you type").click();
+    harness.run();
+    harness.get_by_label("Start recording").click();
+    harness.run();
+    let saved: Vec<(String, String)> = far
+        .store
+        .try_iter()
+        .filter_map(|c| match c {
+            StoreCommand::SetSetting { key, value } => Some((key, value)),
+            _ => None,
+        })
+        .collect();
+    assert!(saved.contains(&("capture.keys.enabled".into(), "false".into())), "{saved:?}");
+    assert!(saved.contains(&("capture.windows.enabled".into(), "true".into())));
+    assert!(saved.contains(&("capture.streams_confirmed".into(), "true".into())));
+    // The last switch applied: windows and clipboard on, typing off.
+    let last_capture = far.capture.try_iter().filter_map(|c| match c { CaptureCommand::SetRecording(on) => Some(on), _ => None }).last();
+    let last_keys = far.keys.try_iter().filter_map(|c| match c { KeysCommand::SetRecording(on) => Some(on), _ => None }).last();
+    let last_clip = far.clipboard.try_iter().filter_map(|c| match c { ClipboardCommand::SetRecording(on) => Some(on), _ => None }).last();
+    assert_eq!((last_capture, last_keys, last_clip), (Some(true), Some(false), Some(true)));
+    assert!(harness.query_by_label("Before cowork records anything").is_none(), "answered once");
 }

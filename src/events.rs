@@ -43,6 +43,17 @@ pub struct ActiveWindow {
     pub pid: Option<u32>,
 }
 
+/// What capture does with the focused window right now, for the Context panel.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct CaptureDecision {
+    /// The focused app (None: nothing focused, or cowork itself).
+    pub app: Option<String>,
+    /// The firewall rule that excludes it, if one does.
+    pub excluded_by: Option<String>,
+    /// Whether the window stream is switched on.
+    pub recording: bool,
+}
+
 /// Why an activity session ended.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum SessionEnd {
@@ -190,6 +201,7 @@ pub enum ModelStatus {
 pub enum AppEvent {
     Worker { worker: WorkerName, state: WorkerState },
     ActiveWindow(Option<ActiveWindow>),
+    CaptureDecision(CaptureDecision),
     SessionFinished(ActivitySession),
     SessionsLoaded(Vec<ActivitySession>),
     ThreadsLoaded(Vec<ChatThread>),

@@ -89,6 +89,7 @@ pub struct AppState {
     pub tab: Option<Tab>,
     pub workers: BTreeMap<WorkerName, WorkerState>,
     pub active_window: Option<ActiveWindow>,
+    pub capture_decision: Option<crate::events::CaptureDecision>,
     /// Today's finished sessions, oldest first.
     pub sessions_today: Vec<ActivitySession>,
     pub threads: Vec<ChatThread>,
@@ -129,6 +130,7 @@ impl AppState {
                 self.workers.insert(worker, state);
             }
             AppEvent::ActiveWindow(window) => self.active_window = window,
+            AppEvent::CaptureDecision(decision) => self.capture_decision = Some(decision),
             AppEvent::SessionFinished(session) => {
                 let today = local_day_start_millis(now_millis);
                 if session.ended_at_millis.unwrap_or(now_millis) >= today {

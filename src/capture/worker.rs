@@ -9,8 +9,8 @@ use device_query::DeviceState;
 use crate::capture::afk::AfkDetector;
 use crate::capture::tracker::{SessionTracker, TrackerOutput};
 use crate::capture::x11::X11Desktop;
-use crate::events::{AppEvent, WorkerName};
-use crate::capture::firewall::{Observation, Rules};
+use crate::events::{AppEvent, CaptureDecision, WorkerName};
+use crate::capture::firewall::{Decision, Observation, Rules};
 use crate::capture::clipboard::ClipboardCommand;
 use crate::capture::keys::KeysCommand;
 use crate::ids::{local_minute_of_day, now_millis};
@@ -59,12 +59,14 @@ pub struct CaptureWorker {
     tracker: SessionTracker,
     dropped_rows: u64,
     recording: bool,
+    /// What the Context panel was last told about the focused window.
+    last_decision: Option<CaptureDecision>,
 }
 
 impl CaptureWorker {
     pub fn new(config: CaptureConfig, store: Sender<StoreCommand>, streams: StreamSenders, sink: EventSink) -> Self {
         let afk = AfkDetector::new(None, config.afk_secs, now_millis());
-        Self { config, store, streams, sink, desktop: None, afk, tracker: SessionTracker::default(), dropped_rows: 0, recording: true }
+        Self { config, store, streams, sink, desktop: None, afk, tracker: SessionTracker::default(), dropped_rows: 0, recording: true, last_decision: None }
     }
 
     /// Connects to X. Returns the reason capture is degraded, if it is.
@@ -131,11 +133,25 @@ impl CaptureWorker {
         let window = desktop.active_window()?.filter(|w| w.pid != Some(own_pid));
         // The firewall decides before anything is recorded: an excluded window
         // is treated as if nothing were focused.
-        let window = window.filter(|w| {
+        let decision = window.as_ref().map(|w| {
             let observation =
                 Observation { app: &w.app, title: &w.title, url: None, local_minute: local_minute_of_day(now) };
-            self.config.rules.decide(&observation).is_record()
+            (w.app.clone(), self.config.rules.decide(&observation))
         });
+        let summary = CaptureDecision {
+            app: decision.as_ref().map(|(app, _)| app.clone()),
+            excluded_by: decision.as_ref().and_then(|(_, d)| match d {
+                Decision::Exclude { rule } => Some(rule.clone()),
+                Decision::Record => None,
+            }),
+            recording: self.recording,
+        };
+        if self.last_decision.as_ref() != Some(&summary) {
+            self.sink.send(AppEvent::CaptureDecision(summary.clone()));
+            self.last_decision = Some(summary);
+        }
+        let allowed = decision.is_some_and(|(_, d)| d.is_record());
+        let window = window.filter(|_| allowed);
         let outputs = self.tracker.observe(window, now);
         self.apply(outputs);
         Ok(())
@@ -171,6 +187,7 @@ impl CaptureWorker {
                     self.tracker = SessionTracker::default();
                 }
                 self.recording = on;
+                self.last_decision = None;
                 true
             }
             CaptureCommand::InjectPanic => panic!("injected capture fault"),

@@ -34,6 +34,7 @@ pub fn context_ui(ui: &mut egui::Ui, state: &AppState, now_millis: i64) {
             ui.label(RichText::new("No active window (away, or nothing focused)").color(theme::MUTED));
         }
     }
+    recording_now_ui(ui, state);
     ui.separator();
     ui.heading("Today");
     timeline_ui(ui, state, now_millis);
@@ -58,6 +59,37 @@ pub fn context_ui(ui: &mut egui::Ui, state: &AppState, now_millis: i64) {
             ui.label(&session.title);
         }
     });
+}
+
+/// "What would be recorded right now": the focused app, the streams that
+/// would record it, or the rule that keeps it out.
+fn recording_now_ui(ui: &mut egui::Ui, state: &AppState) {
+    let settings = &state.settings;
+    let text = match &state.capture_decision {
+        None => return,
+        Some(decision) => match (&decision.app, &decision.excluded_by) {
+            (None, _) => "Recording now: nothing (no window focused, or cowork itself)".to_owned(),
+            (Some(app), Some(rule)) => format!("Not recording {app}: {rule}"),
+            (Some(app), None) if !settings.streams_confirmed => format!("Not recording {app}: waiting for your first-run answer"),
+            (Some(app), None) => {
+                let streams: Vec<&str> = [
+                    (settings.record_windows, "window"),
+                    (settings.record_keys, "typing"),
+                    (settings.record_clipboard, "clipboard"),
+                ]
+                .iter()
+                .filter(|(on, _)| *on)
+                .map(|(_, name)| *name)
+                .collect();
+                if streams.is_empty() {
+                    format!("Not recording {app}: every stream is switched off")
+                } else {
+                    format!("Recording {app}: {}", streams.join(", "))
+                }
+            }
+        },
+    };
+    ui.label(RichText::new(text).small().color(theme::MUTED));
 }
 
 /// Apps as coloured bars across the day so far.

@@ -266,3 +266,26 @@ fn first_run_asks_which_streams_record_and_applies_the_answer() {
     assert_eq!((last_capture, last_keys, last_clip), (Some(true), Some(false), Some(true)));
     assert!(harness.query_by_label("Before cowork records anything").is_none(), "answered once");
 }
+
+#[test]
+fn the_context_panel_says_what_would_be_recorded_and_which_rule_decided() {
+    use cowork::events::CaptureDecision;
+    let (mut harness, far) = app();
+    harness.get_by_label("Context").click();
+    far.events
+        .send(AppEvent::CaptureDecision(CaptureDecision {
+            app: Some("KeePassXC".into()),
+            excluded_by: Some("app deny list: keepassxc".into()),
+            recording: true,
+        }))
+        .unwrap();
+    harness.run();
+    harness.get_by_label("Not recording KeePassXC: app deny list: keepassxc");
+    far.events.send(AppEvent::Setting { key: "capture.streams_confirmed".into(), value: "true".into() }).unwrap();
+    far.events.send(AppEvent::Setting { key: "capture.keys.enabled".into(), value: "false".into() }).unwrap();
+    far.events
+        .send(AppEvent::CaptureDecision(CaptureDecision { app: Some("XTerm".into()), excluded_by: None, recording: true }))
+        .unwrap();
+    harness.run();
+    harness.get_by_label("Recording XTerm: window, clipboard");
+}

@@ -177,6 +177,14 @@ impl CoworkApp {
                     path,
                 });
             }
+            UiAction::ToggleSession(session_id) => {
+                if self.state.open_session.as_ref().is_some_and(|s| s.session_id == session_id) {
+                    self.state.open_session = None;
+                } else {
+                    self.state.open_session = Some(crate::state::SessionDetailView { session_id, ..Default::default() });
+                    self.send_store(StoreCommand::LoadSessionDetail { session_id });
+                }
+            }
             UiAction::LoadModel => match self.channels.llm.try_send(LlmCommand::Preload) {
                 Ok(()) => {}
                 Err(TrySendError::Full(_)) => self.state.notice("the llm worker is busy"),
@@ -332,7 +340,7 @@ impl eframe::App for CoworkApp {
         egui::Panel::bottom("status").show(ui, |ui| status_bar_ui(ui, state, &mut actions));
         egui::CentralPanel::default_margins().show(ui, |ui| match state.tab() {
             Tab::Chat => chat_ui(ui, state, &mut self.chat, &mut actions),
-            Tab::Context => context_ui(ui, state, now),
+            Tab::Context => context_ui(ui, state, now, &mut actions),
             Tab::Apps => apps_ui(ui),
             Tab::Settings => settings_ui(ui, state, &self.models, &mut self.settings, &mut actions),
         });

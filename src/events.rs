@@ -202,6 +202,8 @@ pub enum AppEvent {
     Worker { worker: WorkerName, state: WorkerState },
     ActiveWindow(Option<ActiveWindow>),
     CaptureDecision(CaptureDecision),
+    /// What was typed and copied during one session (Context panel, on click).
+    SessionDetail { session_id: i64, typed: Vec<(i64, String)>, copied: Vec<(i64, String)> },
     SessionFinished(ActivitySession),
     SessionsLoaded(Vec<ActivitySession>),
     ThreadsLoaded(Vec<ChatThread>),

@@ -45,10 +45,21 @@ pub enum UiAction {
     CloseQuickPrompt,
     SaveSetting { key: String, value: String },
     LoadModel,
+    /// Open (or close) a session in the Context panel.
+    ToggleSession(i64),
     /// Delete everything from this long ago until now.
     DeleteRecent { span_millis: i64 },
     /// Export today's history into the data directory.
     ExportToday(crate::export::Format),
+}
+
+/// A session opened in the Context panel.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct SessionDetailView {
+    pub session_id: i64,
+    pub typed: Vec<(i64, String)>,
+    pub copied: Vec<(i64, String)>,
+    pub loaded: bool,
 }
 
 /// A message as the chat panel shows it.
@@ -90,6 +101,8 @@ pub struct AppState {
     pub workers: BTreeMap<WorkerName, WorkerState>,
     pub active_window: Option<ActiveWindow>,
     pub capture_decision: Option<crate::events::CaptureDecision>,
+    /// The session opened in the Context panel, with what was typed and copied in it.
+    pub open_session: Option<SessionDetailView>,
     /// Today's finished sessions, oldest first.
     pub sessions_today: Vec<ActivitySession>,
     pub threads: Vec<ChatThread>,
@@ -131,6 +144,11 @@ impl AppState {
             }
             AppEvent::ActiveWindow(window) => self.active_window = window,
             AppEvent::CaptureDecision(decision) => self.capture_decision = Some(decision),
+            AppEvent::SessionDetail { session_id, typed, copied } => {
+                if self.open_session.as_ref().is_some_and(|s| s.session_id == session_id) {
+                    self.open_session = Some(SessionDetailView { session_id, typed, copied, loaded: true });
+                }
+            }
             AppEvent::SessionFinished(session) => {
                 let today = local_day_start_millis(now_millis);
                 if session.ended_at_millis.unwrap_or(now_millis) >= today {

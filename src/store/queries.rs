@@ -319,6 +319,23 @@ pub fn clips_between(conn: &Connection, since_millis: i64, until_millis: i64) ->
     rows.collect()
 }
 
+/// Typed text and copied text in one session's window and time, as (time, text).
+pub fn session_detail(conn: &Connection, session_id: i64) -> rusqlite::Result<(Vec<(i64, String)>, Vec<(i64, String)>)> {
+    let (start, end, title): (i64, i64, String) = conn.query_row(
+        "SELECT started_at_ms, coalesce(ended_at_ms, last_seen_ms, started_at_ms), title FROM activity_sessions WHERE session_id = ?1",
+        params![session_id],
+        |row| Ok((row.get(0)?, row.get(1)?, row.get(2)?)),
+    )?;
+    let end = end.max(start) + 1;
+    let typed = chunks_between(conn, start, end)?
+        .into_iter()
+        .filter(|c| c.title == title)
+        .map(|c| (c.started_at_millis, if c.shortcuts.is_empty() { c.text } else { format!("{} [{}]", c.text, c.shortcuts.join(", ")) }))
+        .collect();
+    let copied = clips_between(conn, start, end)?.into_iter().filter(|c| c.title == title).map(|c| (c.at_millis, c.text)).collect();
+    Ok((typed, copied))
+}
+
 /// What a range deletion removed.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct Deleted {
@@ -498,6 +515,42 @@ mod tests {
         assert!(search_sessions(&conn, "inside", 5).unwrap().is_empty());
         purge_deleted(&conn).unwrap();
         assert_eq!(search_sessions(&conn, "after", 5).unwrap().len(), 1);
+    }
+
+    #[test]
+    fn session_detail_collects_typing_and_copies_of_that_window_and_time() {
+        use crate::capture::clipboard::{ClipTrigger, ClipboardEvent};
+        use crate::capture::keys::{FlushReason, KeystrokeChunk};
+        let conn = db();
+        upsert_session(&conn, &session(1, "notes", 1_000, Some(9_000))).unwrap();
+        let chunk = |id, title: &str, at| KeystrokeChunk {
+            chunk_id: id,
+            app: "XTerm".into(),
+            title: title.into(),
+            pid: None,
+            started_at_millis: at,
+            ended_at_millis: at + 10,
+            text: format!("text {id}"),
+            shortcuts: vec![],
+            flush_reason: FlushReason::Enter,
+        };
+        insert_keystroke_chunk(&conn, &chunk(1, "notes", 2_000)).unwrap();
+        insert_keystroke_chunk(&conn, &chunk(2, "other", 3_000)).unwrap();
+        insert_keystroke_chunk(&conn, &chunk(3, "notes", 20_000)).unwrap();
+        let clip = ClipboardEvent {
+            clip_id: 5,
+            app: "XTerm".into(),
+            title: "notes".into(),
+            pid: None,
+            at_millis: 4_000,
+            text: "copied".into(),
+            truncated: false,
+            trigger: ClipTrigger::Shortcut,
+        };
+        insert_clipboard_event(&conn, &clip).unwrap();
+        let (typed, copied) = session_detail(&conn, 1).unwrap();
+        assert_eq!(typed, vec![(2_000, "text 1".to_owned())]);
+        assert_eq!(copied, vec![(4_000, "copied".to_owned())]);
     }
 
     #[test]

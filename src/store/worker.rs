@@ -42,6 +42,8 @@ pub enum StoreCommand {
     LoadThreads,
     LoadMessages { thread_id: i64 },
     LoadSettings,
+    /// Typed chunks and clipboard events during a session, for the UI.
+    LoadSessionDetail { session_id: i64 },
     /// Delete everything in `[since, until)` and purge it from the files; the
     /// outcome goes to `reply` when given, and to the UI as an event.
     DeleteRange { since_millis: i64, until_millis: i64, reply: Option<Sender<Result<queries::Deleted, String>>> },
@@ -175,6 +177,13 @@ impl StoreWorker {
                 match outcome {
                     Ok(count) => self.emit_notice(format!("exported {count} records to {}", path.display())),
                     Err(err) => self.emit_notice(format!("export failed: {err:#}: {}", path.display())),
+                }
+            }
+            StoreCommand::LoadSessionDetail { session_id } => {
+                self.commit_pending();
+                match queries::session_detail(&self.conn, session_id) {
+                    Ok((typed, copied)) => self.emit(AppEvent::SessionDetail { session_id, typed, copied }),
+                    Err(err) => self.emit_notice(format!("cannot load the session: {err}")),
                 }
             }
             StoreCommand::Flush(ack) => {

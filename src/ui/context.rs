@@ -6,10 +6,10 @@ use egui::{RichText, ScrollArea, Sense, Stroke, vec2};
 use crate::events::WorkerName;
 use crate::ids::{format_clock, format_duration_millis, local_day_start_millis};
 use crate::runtime::WorkerState;
-use crate::state::AppState;
+use crate::state::{AppState, SessionDetailView, UiAction};
 use crate::ui::theme;
 
-pub fn context_ui(ui: &mut egui::Ui, state: &AppState, now_millis: i64) {
+pub fn context_ui(ui: &mut egui::Ui, state: &AppState, now_millis: i64, actions: &mut Vec<UiAction>) {
     ui.heading("Now");
     match state.worker_state(WorkerName::Capture) {
         WorkerState::Degraded(reason) => {
@@ -56,7 +56,31 @@ pub fn context_ui(ui: &mut egui::Ui, state: &AppState, now_millis: i64) {
                 ui.label(RichText::new(&session.app).small().color(theme::MUTED));
                 ui.label(RichText::new(format_duration_millis(session.duration_millis(now_millis))).small());
             });
-            ui.label(&session.title);
+            let open = state.open_session.as_ref().filter(|s| s.session_id == session.session_id);
+            if ui.selectable_label(open.is_some(), &session.title).on_hover_text("Show what was typed and copied").clicked() {
+                actions.push(UiAction::ToggleSession(session.session_id));
+            }
+            if let Some(detail) = open {
+                session_detail_ui(ui, detail);
+            }
+        }
+    });
+}
+
+fn session_detail_ui(ui: &mut egui::Ui, detail: &SessionDetailView) {
+    egui::Frame::new().inner_margin(6.0).stroke(egui::Stroke::new(1.0, theme::MUTED)).show(ui, |ui| {
+        if !detail.loaded {
+            ui.label(RichText::new("Loading…").small().color(theme::MUTED));
+            return;
+        }
+        if detail.typed.is_empty() && detail.copied.is_empty() {
+            ui.label(RichText::new("Nothing typed or copied in this session").small().color(theme::MUTED));
+        }
+        for (at, text) in &detail.typed {
+            ui.label(RichText::new(format!("{} typed: {text}", format_clock(*at))).small());
+        }
+        for (at, text) in &detail.copied {
+            ui.label(RichText::new(format!("{} copied: {text}", format_clock(*at))).small());
         }
     });
 }

@@ -289,3 +289,35 @@ fn the_context_panel_says_what_would_be_recorded_and_which_rule_decided() {
     harness.run();
     harness.get_by_label("Recording XTerm: window, clipboard");
 }
+
+#[test]
+fn clicking_a_session_shows_what_was_typed_and_copied_in_it() {
+    use cowork::events::{ActivitySession, SessionEnd};
+    let (mut harness, far) = app();
+    harness.get_by_label("Context").click();
+    let now = cowork::ids::now_millis();
+    far.events
+        .send(AppEvent::SessionFinished(ActivitySession {
+            session_id: 77,
+            app: "XTerm".into(),
+            title: "release notes".into(),
+            pid: None,
+            window_id: 1,
+            started_at_millis: now - 60_000,
+            ended_at_millis: Some(now - 1_000),
+            end_reason: Some(SessionEnd::Switch),
+        }))
+        .unwrap();
+    harness.run();
+    let _ = far.store.try_iter().count();
+    harness.get_by_label("release notes").click();
+    harness.run();
+    let asked = far.store.try_iter().any(|c| matches!(c, StoreCommand::LoadSessionDetail { session_id: 77 }));
+    assert!(asked);
+    far.events
+        .send(AppEvent::SessionDetail { session_id: 77, typed: vec![(now - 30_000, "ship it".into())], copied: vec![(now - 20_000, "v0.2.0".into())] })
+        .unwrap();
+    harness.run();
+    harness.get_by_label_contains("typed: ship it");
+    harness.get_by_label_contains("copied: v0.2.0");
+}

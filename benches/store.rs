@@ -51,5 +51,44 @@ fn ingest(c: &mut Criterion) {
     store.shutdown(StoreCommand::Shutdown, Duration::from_secs(10));
 }
 
-criterion_group!(benches, ingest);
+/// From handing a finished session to the store worker to finding it through
+/// FTS5 on a separate read-only connection (what search will see). Prints p95.
+fn capture_to_searchable(c: &mut Criterion) {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("cowork.db");
+    let (events, _events_rx) = bounded(1 << 16);
+    let mut store = spawn_store(db.clone(), EventSink::new(events, || {}), RestartPolicy::default()).unwrap();
+    let (ack, done) = bounded(1);
+    store.commands.send(StoreCommand::Flush(ack)).unwrap();
+    done.recv().unwrap();
+    let reader = cowork::store::open_read_only(&db).unwrap();
+    let mut next = 10_000_000i64;
+    let mut samples = Vec::new();
+    let mut one = |next: &mut i64| -> Duration {
+        *next += 1;
+        let mut s = session(*next);
+        s.title = format!("searchable{next} window");
+        let word = format!("searchable{next}");
+        let started = Instant::now();
+        store.commands.send(StoreCommand::UpsertSession(s)).unwrap();
+        while cowork::store::search_sessions(&reader, &word, 1).unwrap().is_empty() {
+            std::thread::sleep(Duration::from_micros(200));
+        }
+        started.elapsed()
+    };
+    for _ in 0..200 {
+        samples.push(one(&mut next));
+    }
+    samples.sort();
+    println!(
+        "capture -> full-text searchable: p50 {:?}, p95 {:?}, max {:?} (200 samples)",
+        samples[100],
+        samples[190],
+        samples[199]
+    );
+    c.bench_function("capture_to_searchable", |b| b.iter_custom(|n| (0..n).map(|_| one(&mut next)).sum()));
+    store.shutdown(StoreCommand::Shutdown, Duration::from_secs(10));
+}
+
+criterion_group!(benches, ingest, capture_to_searchable);
 criterion_main!(benches);

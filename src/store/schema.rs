@@ -34,8 +34,6 @@ pub fn configure_writer(conn: &Connection) -> rusqlite::Result<()> {
     conn.pragma_update(None, "journal_mode", "WAL")?;
     conn.pragma_update(None, "synchronous", "NORMAL")?;
     conn.pragma_update(None, "foreign_keys", "ON")?;
-    // Deleted rows are overwritten on disk, not just unlinked (retention, deletion).
-    conn.pragma_update(None, "secure_delete", "ON")?;
     Ok(())
 }
 

@@ -201,6 +201,34 @@ fn pause_and_quiet_hours_record_nothing() {
     assert!(titles.is_empty(), "{titles:?}");
 }
 
+/// Runs `cowork capture run` on the test display (device_query and arboard read
+/// `$DISPLAY`, so capture is its own process there) and waits until it records
+/// `window` (titled `title`) as the open session, focusing it as needed:
+/// openbox may hand focus to a just-mapped window late.
+fn capture_run_on(x: &XSession, data: &std::path::Path, window: &str, title: &str) -> std::process::Child {
+    let db = data.join("cowork.db");
+    let capture = std::process::Command::new(env!("CARGO_BIN_EXE_cowork"))
+        .args(["capture", "run", "--data-dir"])
+        .arg(data)
+        .env("DISPLAY", &x.display)
+        .env("COWORK_LOG", "warn")
+        .spawn()
+        .unwrap();
+    assert!(
+        eventually(Duration::from_secs(20), || {
+            x.activate(window);
+            store::open_read_only(&db)
+                .ok()
+                .and_then(|c| store::recent_sessions(&c, 1).ok())
+                .is_some_and(|s| s.first().is_some_and(|s| s.title == title && s.ended_at_millis.is_none()))
+        }),
+        "capture is watching {title}"
+    );
+    std::thread::sleep(Duration::from_millis(300));
+    x.activate(window);
+    capture
+}
+
 #[test]
 fn typing_in_a_real_window_becomes_keystroke_chunks_with_their_window() {
     if !require(XSession::available(), "Xvfb, openbox and xdotool") {
@@ -209,30 +237,9 @@ fn typing_in_a_real_window_becomes_keystroke_chunks_with_their_window() {
     let mut x = XSession::start();
     let terminal = x.open_xterm("notes - xterm");
     let other = x.open_xterm("other window");
-    x.activate(&terminal);
     let data = temp_dir();
     let db = data.path().join("cowork.db");
-    // device_query reads $DISPLAY, so capture runs as its own process on the test display.
-    let mut capture = std::process::Command::new(env!("CARGO_BIN_EXE_cowork"))
-        .args(["capture", "run", "--data-dir"])
-        .arg(data.path())
-        .env("DISPLAY", &x.display)
-        .env("COWORK_LOG", "warn")
-        .spawn()
-        .unwrap();
-    // Focus the terminal (again: openbox may hand focus to a just-mapped window late).
-    assert!(
-        eventually(Duration::from_secs(20), || {
-            x.activate(&terminal);
-            store::open_read_only(&db)
-                .ok()
-                .and_then(|c| store::recent_sessions(&c, 1).ok())
-                .is_some_and(|s| s.first().is_some_and(|s| s.title == "notes - xterm" && s.ended_at_millis.is_none()))
-        }),
-        "capture is watching the terminal"
-    );
-    std::thread::sleep(Duration::from_millis(300));
-    x.activate(&terminal);
+    let mut capture = capture_run_on(&x, data.path(), &terminal, "notes - xterm");
     // Real key events through the X server, slow enough for a 100 Hz poll to see each key.
     x.xdotool(&["type", "--delay", "200", "Hello World"]);
     x.xdotool(&["key", "--delay", "120", "Return"]);
@@ -271,24 +278,7 @@ fn clipboard_changes_are_recorded_with_their_source_app_once_each() {
     let editor = x.open_xterm_as("draft.txt - Editor", "Gedit");
     let data = temp_dir();
     let db = data.path().join("cowork.db");
-    let mut capture = std::process::Command::new(env!("CARGO_BIN_EXE_cowork"))
-        .args(["capture", "run", "--data-dir"])
-        .arg(data.path())
-        .env("DISPLAY", &x.display)
-        .env("COWORK_LOG", "warn")
-        .spawn()
-        .unwrap();
-    assert!(
-        eventually(Duration::from_secs(20), || {
-            x.activate(&editor);
-            store::open_read_only(&db)
-                .ok()
-                .and_then(|c| store::recent_sessions(&c, 1).ok())
-                .is_some_and(|s| s.first().is_some_and(|s| s.app == "Gedit" && s.ended_at_millis.is_none()))
-        }),
-        "capture is watching the editor"
-    );
-    std::thread::sleep(Duration::from_millis(300));
+    let mut capture = capture_run_on(&x, data.path(), &editor, "draft.txt - Editor");
     // A real selection owner (xclip) takes CLIPBOARD each time.
     let copy = |text: &str| {
         let mut child = std::process::Command::new("xclip")

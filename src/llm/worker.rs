@@ -15,6 +15,7 @@ use crate::ids::now_millis;
 use crate::llm::context::layer1_context;
 use crate::llm::engine::{ChatEngine, EngineError, MistralEngine, PromptMessage, PromptRole, StreamControl};
 use crate::runtime::{EventSink, RestartPolicy, Supervised, WorkerContext, WorkerHandle, WorkerState, spawn_supervised};
+use crate::capture::firewall::wants_no_memory;
 use crate::store::{self, StoreCommand};
 
 pub const SYSTEM_PROMPT: &str = "You are cowork, a helpful assistant running privately on the user's computer. \
@@ -126,10 +127,13 @@ impl<E: ChatEngine> LlmWorker<E> {
         }
     }
 
-    pub fn handle_chat(&mut self, request: ChatRequest, ctx: &WorkerContext) {
+    pub fn handle_chat(&mut self, mut request: ChatRequest, ctx: &WorkerContext) {
         let epoch = self.stop_epoch.load(Ordering::SeqCst);
+        // `<no-memory>`: answer, but keep neither the question nor the answer.
+        let remember = !wants_no_memory(&request.text);
+        request.text = request.text.replace("<no-memory>", "").trim().to_owned();
         let context = self.context();
-        if request.thread_is_new {
+        if request.thread_is_new && remember {
             let _ = self.store.send_timeout(
                 StoreCommand::UpsertThread { thread: request.thread.clone(), created_at_millis: now_millis() },
                 Duration::from_secs(5),
@@ -144,7 +148,9 @@ impl<E: ChatEngine> LlmWorker<E> {
             status: MessageStatus::Done,
             created_at_millis: now_millis(),
         };
-        self.persist(user);
+        if remember {
+            self.persist(user);
+        }
         self.sink.send(AppEvent::ContextAttached {
             user_message_id: request.user_message_id,
             context: context.clone().unwrap_or_default(),
@@ -184,7 +190,7 @@ impl<E: ChatEngine> LlmWorker<E> {
             (Some(error), true) => format!("(no answer: {error})"),
             _ => answer,
         };
-        self.persist(ChatMessage {
+        let answer = ChatMessage {
             message_id: request.answer_id,
             thread_id: request.thread.thread_id,
             role: Role::Assistant,
@@ -192,7 +198,10 @@ impl<E: ChatEngine> LlmWorker<E> {
             context: None,
             status,
             created_at_millis: now_millis(),
-        });
+        };
+        if remember {
+            self.persist(answer);
+        }
         self.sink.send(AppEvent::AnswerFinished { answer_id: request.answer_id, status, error, stats });
     }
 
@@ -370,6 +379,23 @@ mod tests {
             _ => None,
         });
         assert_eq!(finished, Some(MessageStatus::Done));
+    }
+
+    #[test]
+    fn a_no_memory_message_is_answered_but_nothing_is_stored() {
+        let (_dir, config) = fixture();
+        let (store_tx, store_rx) = bounded(16);
+        let (events_tx, events) = bounded(64);
+        let sink = EventSink::new(events_tx, || {});
+        let engine = ScriptedEngine::default();
+        let prompts = engine.prompts.clone();
+        let mut worker = LlmWorker::new(config, engine, store_tx, sink.clone(), Arc::new(AtomicU64::new(0)));
+        let ctx = WorkerContext { name: WorkerName::Llm, sink };
+        let ask = ChatRequest { text: "my diagnosis is X <no-memory>".into(), ..request(Vec::new()) };
+        worker.handle(LlmCommand::Chat(ask), &ctx);
+        assert_eq!(store_rx.try_iter().count(), 0, "neither thread, question nor answer reaches the store");
+        assert_eq!(prompts.lock().unwrap()[0].last().unwrap().content, "my diagnosis is X", "the tag is not sent");
+        assert!(events.try_iter().any(|e| matches!(e, AppEvent::AnswerFinished { status: MessageStatus::Done, .. })));
     }
 
     #[test]

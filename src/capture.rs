@@ -5,6 +5,7 @@
 mod afk;
 pub mod clipboard;
 pub mod firewall;
+pub mod health;
 pub mod keys;
 pub mod simulate;
 mod tracker;

@@ -54,6 +54,17 @@ pub struct CaptureDecision {
     pub recording: bool,
 }
 
+/// Health of one capture stream, for the Context panel.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct StreamHealth {
+    pub stream: String,
+    pub last_event_at_millis: Option<i64>,
+    pub events_last_minute: u32,
+    pub drops: u64,
+    pub errors: u64,
+    pub last_error: Option<String>,
+}
+
 /// Why an activity session ended.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum SessionEnd {
@@ -202,6 +213,7 @@ pub enum AppEvent {
     Worker { worker: WorkerName, state: WorkerState },
     ActiveWindow(Option<ActiveWindow>),
     CaptureDecision(CaptureDecision),
+    StreamHealth(StreamHealth),
     /// What was typed and copied during one session (Context panel, on click).
     SessionDetail { session_id: i64, typed: Vec<(i64, String)>, copied: Vec<(i64, String)> },
     SessionFinished(ActivitySession),

@@ -101,6 +101,7 @@ pub struct AppState {
     pub workers: BTreeMap<WorkerName, WorkerState>,
     pub active_window: Option<ActiveWindow>,
     pub capture_decision: Option<crate::events::CaptureDecision>,
+    pub stream_health: BTreeMap<String, crate::events::StreamHealth>,
     /// The session opened in the Context panel, with what was typed and copied in it.
     pub open_session: Option<SessionDetailView>,
     /// Today's finished sessions, oldest first.
@@ -144,6 +145,9 @@ impl AppState {
             }
             AppEvent::ActiveWindow(window) => self.active_window = window,
             AppEvent::CaptureDecision(decision) => self.capture_decision = Some(decision),
+            AppEvent::StreamHealth(health) => {
+                self.stream_health.insert(health.stream.clone(), health);
+            }
             AppEvent::SessionDetail { session_id, typed, copied } => {
                 if self.open_session.as_ref().is_some_and(|s| s.session_id == session_id) {
                     self.open_session = Some(SessionDetailView { session_id, typed, copied, loaded: true });

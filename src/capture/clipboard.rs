@@ -13,6 +13,7 @@ use x11rb::protocol::xfixes::{ConnectionExt as _, SelectionEventMask};
 use x11rb::protocol::xproto::ConnectionExt as _;
 use x11rb::rust_connection::RustConnection;
 
+use crate::capture::health::StreamStats;
 use crate::events::{ActiveWindow, WorkerName};
 use crate::ids::{next_id, now_millis};
 use crate::runtime::{EventSink, RestartPolicy, Supervised, WorkerContext, WorkerHandle, WorkerState, spawn_supervised};
@@ -115,6 +116,8 @@ pub struct ClipboardWorker {
     copy_signals: Receiver<()>,
     window: Option<ActiveWindow>,
     filter: ClipFilter,
+    stats: StreamStats,
+    sink: EventSink,
 }
 
 impl ClipboardWorker {
@@ -122,11 +125,24 @@ impl ClipboardWorker {
         if !self.recording {
             return;
         }
-        let Ok(text) = clipboard.get_text() else { return };
-        if let Some(event) = self.filter.accept(&text, self.window.as_ref(), trigger, now_millis())
-            && self.store.send_timeout(StoreCommand::InsertClipboardEvent(event), Duration::from_millis(200)).is_err()
-        {
-            tracing::warn!("store queue full: dropped a clipboard event");
+        let now = now_millis();
+        match clipboard.get_text() {
+            Ok(text) => {
+                if let Some(event) = self.filter.accept(&text, self.window.as_ref(), trigger, now) {
+                    if self.store.send_timeout(StoreCommand::InsertClipboardEvent(event), Duration::from_millis(200)).is_err() {
+                        self.stats.drop_one();
+                        tracing::warn!("store queue full: dropped a clipboard event");
+                    } else {
+                        self.stats.event(now);
+                    }
+                }
+            }
+            // Non-text content (an image, files) is not an error; anything else is counted.
+            Err(arboard::Error::ContentNotAvailable) => {}
+            Err(err) => self.stats.error(err.to_string()),
+        }
+        if let Some(health) = self.stats.due(now) {
+            self.sink.send(crate::events::AppEvent::StreamHealth(health));
         }
     }
 }
@@ -219,7 +235,7 @@ pub fn spawn_clipboard(
     policy: RestartPolicy,
 ) -> std::io::Result<WorkerHandle<ClipboardCommand>> {
     let channel = bounded(64);
-    spawn_supervised::<ClipboardWorker, _>(WorkerName::Clipboard, policy, sink, channel, move |_ctx| {
+    spawn_supervised::<ClipboardWorker, _>(WorkerName::Clipboard, policy, sink.clone(), channel, move |_ctx| {
         Ok(ClipboardWorker {
             display: display.clone(),
             enabled: use_display,
@@ -228,6 +244,8 @@ pub fn spawn_clipboard(
             copy_signals: copy_signals.clone(),
             window: None,
             filter: ClipFilter::default(),
+            stats: StreamStats::new("clipboard"),
+            sink: sink.clone(),
         })
     })
 }

@@ -14,6 +14,7 @@ use crossbeam_channel::{Receiver, RecvTimeoutError, Sender, bounded};
 use device_query::{DeviceQuery, DeviceState, Keycode};
 
 use crate::capture::firewall::redact_private;
+use crate::capture::health::StreamStats;
 use crate::events::{ActiveWindow, WorkerName};
 use crate::ids::{next_id, now_millis};
 use crate::runtime::{EventSink, RestartPolicy, Supervised, WorkerContext, WorkerHandle, WorkerState, spawn_supervised};
@@ -294,6 +295,8 @@ pub struct KeysWorker {
     pointer: (i32, i32),
     last_input_at: i64,
     recording: bool,
+    stats: StreamStats,
+    sink: EventSink,
     assembler: KeyAssembler,
     store: Sender<StoreCommand>,
     /// Where copy shortcuts go (the clipboard stream), if anywhere.
@@ -306,8 +309,15 @@ impl KeysWorker {
             match output {
                 KeyOutput::Chunk(chunk) => {
                     // Capture never waits long on the store; a chunk it cannot hand over is dropped.
+                    let now = now_millis();
                     if self.store.send_timeout(StoreCommand::InsertKeystrokeChunk(chunk), Duration::from_millis(200)).is_err() {
+                        self.stats.drop_one();
                         tracing::warn!("store queue full: dropped a keystroke chunk");
+                    } else {
+                        self.stats.event(now);
+                    }
+                    if let Some(health) = self.stats.due(now) {
+                        self.sink.send(crate::events::AppEvent::StreamHealth(health));
                     }
                 }
                 KeyOutput::CopyShortcut => {
@@ -389,7 +399,7 @@ pub fn spawn_keys(
     policy: RestartPolicy,
 ) -> std::io::Result<WorkerHandle<KeysCommand>> {
     let channel = bounded(64);
-    spawn_supervised::<KeysWorker, _>(WorkerName::Keys, policy, sink, channel, move |_ctx| {
+    spawn_supervised::<KeysWorker, _>(WorkerName::Keys, policy, sink.clone(), channel, move |_ctx| {
         let device = if use_display { DeviceState::checked_new() } else { None };
         let pointer = device.as_ref().map(|d| d.get_mouse().coords).unwrap_or_default();
         Ok(KeysWorker {
@@ -397,6 +407,8 @@ pub fn spawn_keys(
             pointer,
             last_input_at: now_millis(),
             recording: true,
+            stats: StreamStats::new("typing"),
+            sink: sink.clone(),
             assembler: KeyAssembler::default(),
             store: store.clone(),
             copy_signal: copy_signal.clone(),

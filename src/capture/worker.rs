@@ -11,6 +11,7 @@ use crate::capture::tracker::{SessionTracker, TrackerOutput};
 use crate::capture::x11::X11Desktop;
 use crate::events::{AppEvent, CaptureDecision, WorkerName};
 use crate::capture::firewall::{Decision, Observation, Rules};
+use crate::capture::health::StreamStats;
 use crate::capture::clipboard::ClipboardCommand;
 use crate::capture::keys::KeysCommand;
 use crate::ids::{local_minute_of_day, now_millis};
@@ -61,12 +62,13 @@ pub struct CaptureWorker {
     recording: bool,
     /// What the Context panel was last told about the focused window.
     last_decision: Option<CaptureDecision>,
+    stats: StreamStats,
 }
 
 impl CaptureWorker {
     pub fn new(config: CaptureConfig, store: Sender<StoreCommand>, streams: StreamSenders, sink: EventSink) -> Self {
         let afk = AfkDetector::new(None, config.afk_secs, now_millis());
-        Self { config, store, streams, sink, desktop: None, afk, tracker: SessionTracker::default(), dropped_rows: 0, recording: true, last_decision: None }
+        Self { config, store, streams, sink, desktop: None, afk, tracker: SessionTracker::default(), dropped_rows: 0, recording: true, last_decision: None, stats: StreamStats::new("windows") }
     }
 
     /// Connects to X. Returns the reason capture is degraded, if it is.
@@ -105,9 +107,16 @@ impl CaptureWorker {
                     if session.ended_at_millis.is_some() {
                         self.sink.send(AppEvent::SessionFinished(session.clone()));
                     }
+                    let now = now_millis();
                     if self.store.send_timeout(StoreCommand::UpsertSession(session), STORE_SEND_TIMEOUT).is_err() {
                         self.dropped_rows += 1;
+                        self.stats.drop_one();
                         tracing::warn!(dropped = self.dropped_rows, "store queue full: dropped a session row");
+                    } else {
+                        self.stats.event(now);
+                    }
+                    if let Some(health) = self.stats.due(now) {
+                        self.sink.send(AppEvent::StreamHealth(health));
                     }
                 }
                 TrackerOutput::Active(window) => {

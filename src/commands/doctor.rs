@@ -42,6 +42,7 @@ pub fn run_checks(paths: &Paths, display: Option<&str>) -> Vec<Check> {
     let mut checks = Vec::new();
     checks.push(display_check(display));
     checks.push(database_check(paths));
+    checks.extend(stream_checks(paths));
     let manifest = Manifest::bundled();
     match &manifest {
         Ok(manifest) => {
@@ -100,6 +101,33 @@ fn database_check(paths: &Paths) -> Check {
         Ok(format!("schema v{version}, {sessions} sessions, integrity ok: {}", path.display()))
     })();
     check("database", "cowork.db", result)
+}
+
+/// Per stream, from the database: when it last recorded and how much in the last minute.
+fn stream_checks(paths: &Paths) -> Vec<Check> {
+    let Ok(conn) = store::open_read_only(&paths.db_path()) else { return Vec::new() };
+    let now = crate::ids::now_millis();
+    let streams = [
+        ("windows", "SELECT max(coalesce(ended_at_ms, last_seen_ms)), count(CASE WHEN coalesce(ended_at_ms, last_seen_ms) >= ?1 THEN 1 END) FROM activity_sessions"),
+        ("typing", "SELECT max(ended_at_ms), count(CASE WHEN ended_at_ms >= ?1 THEN 1 END) FROM keystroke_chunks"),
+        ("clipboard", "SELECT max(at_ms), count(CASE WHEN at_ms >= ?1 THEN 1 END) FROM clipboard_events"),
+    ];
+    streams
+        .iter()
+        .map(|(name, sql)| {
+            let row: rusqlite::Result<(Option<i64>, i64)> = conn.query_row(sql, [now - 60_000], |r| Ok((r.get(0)?, r.get(1)?)));
+            match row {
+                Ok((Some(last), per_minute)) => Check {
+                    area: "stream",
+                    name: (*name).into(),
+                    status: Status::Ok,
+                    detail: format!("last event {} ago, {per_minute} in the last minute", crate::ids::format_duration_millis(now - last)),
+                },
+                Ok((None, _)) => Check { area: "stream", name: (*name).into(), status: Status::Warn, detail: "nothing recorded yet".into() },
+                Err(err) => Check { area: "stream", name: (*name).into(), status: Status::Fail, detail: err.to_string() },
+            }
+        })
+        .collect()
 }
 
 /// Starts every worker against a scratch data directory and exercises it:

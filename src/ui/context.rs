@@ -35,6 +35,7 @@ pub fn context_ui(ui: &mut egui::Ui, state: &AppState, now_millis: i64, actions:
         }
     }
     recording_now_ui(ui, state);
+    stream_health_ui(ui, state, now_millis);
     ui.separator();
     ui.heading("Today");
     timeline_ui(ui, state, now_millis);
@@ -65,6 +66,28 @@ pub fn context_ui(ui: &mut egui::Ui, state: &AppState, now_millis: i64, actions:
             }
         }
     });
+}
+
+/// One line per stream: last event age, events in the last minute, drops, errors.
+fn stream_health_ui(ui: &mut egui::Ui, state: &AppState, now_millis: i64) {
+    for health in state.stream_health.values() {
+        let age = health
+            .last_event_at_millis
+            .map(|at| format!("last {} ago", format_duration_millis(now_millis - at)))
+            .unwrap_or_else(|| "nothing yet".into());
+        let mut line = format!("{}: {age} · {}/min", health.stream, health.events_last_minute);
+        if health.drops > 0 {
+            line.push_str(&format!(" · {} dropped", health.drops));
+        }
+        if health.errors > 0 {
+            line.push_str(&format!(" · {} errors", health.errors));
+        }
+        let colour = if health.drops > 0 || health.errors > 0 { theme::WARN } else { theme::MUTED };
+        let label = ui.label(RichText::new(line).small().color(colour));
+        if let Some(error) = &health.last_error {
+            label.on_hover_text(error);
+        }
+    }
 }
 
 fn session_detail_ui(ui: &mut egui::Ui, detail: &SessionDetailView) {

@@ -350,3 +350,30 @@ fn before_the_first_run_answer_the_sidebar_records_nothing() {
     let reader = cowork::store::open_read_only(&data.path().join("cowork.db")).unwrap();
     assert_eq!(cowork::store::session_count(&reader).unwrap(), 0);
 }
+
+#[test]
+fn doctor_reports_each_streams_last_event_from_the_database() {
+    use cowork::events::{ActivitySession, SessionEnd};
+    let data = temp_dir();
+    let conn = cowork::store::open_writer(&data.path().join("cowork.db")).unwrap();
+    let now = cowork::ids::now_millis();
+    let session = ActivitySession {
+        session_id: 1,
+        app: "XTerm".into(),
+        title: "t".into(),
+        pid: None,
+        window_id: 1,
+        started_at_millis: now - 20_000,
+        ended_at_millis: Some(now - 10_000),
+        end_reason: Some(SessionEnd::Switch),
+    };
+    cowork::store::upsert_session(&conn, &session).unwrap();
+    drop(conn);
+    let out = cowork().args(["doctor", "--json"]).arg("--data-dir").arg(data.path()).output().unwrap();
+    let checks: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let find = |name: &str| checks.as_array().unwrap().iter().find(|c| c["area"] == "stream" && c["name"] == name).cloned().unwrap();
+    let windows = find("windows");
+    assert_eq!(windows["status"], "ok");
+    assert!(windows["detail"].as_str().unwrap().contains("1 in the last minute"), "{windows}");
+    assert_eq!(find("typing")["status"], "warn");
+}

@@ -321,3 +321,23 @@ fn clicking_a_session_shows_what_was_typed_and_copied_in_it() {
     harness.get_by_label_contains("typed: ship it");
     harness.get_by_label_contains("copied: v0.2.0");
 }
+
+#[test]
+fn stream_health_shows_age_rate_drops_and_errors() {
+    use cowork::events::StreamHealth;
+    let (mut harness, far) = app();
+    harness.get_by_label("Context").click();
+    let now = cowork::ids::now_millis();
+    far.events
+        .send(AppEvent::StreamHealth(StreamHealth {
+            stream: "typing".into(),
+            last_event_at_millis: Some(now - 5_000),
+            events_last_minute: 7,
+            drops: 2,
+            errors: 1,
+            last_error: Some("store queue full".into()),
+        }))
+        .unwrap();
+    harness.run();
+    harness.get_by_label_contains("typing: last 5s ago · 7/min · 2 dropped · 1 errors");
+}

@@ -340,16 +340,29 @@ mod tests {
         }
     }
 
-    #[test]
-    fn the_prompt_carries_the_captured_window_and_recent_history_and_both_messages_are_saved() {
-        let (_dir, config) = fixture();
+    struct Harness {
+        _dir: tempfile::TempDir,
+        worker: LlmWorker<ScriptedEngine>,
+        ctx: WorkerContext,
+        store_rx: crossbeam_channel::Receiver<StoreCommand>,
+        events: crossbeam_channel::Receiver<AppEvent>,
+        prompts: std::rc::Rc<StdMutex<Vec<Vec<PromptMessage>>>>,
+    }
+
+    /// A worker on a scripted engine, with the far ends of its channels.
+    fn harness(engine: ScriptedEngine, stop: Arc<AtomicU64>) -> Harness {
+        let (dir, config) = fixture();
         let (store_tx, store_rx) = bounded(16);
         let (events_tx, events) = bounded(64);
         let sink = EventSink::new(events_tx, || {});
-        let engine = ScriptedEngine::default();
         let prompts = engine.prompts.clone();
-        let mut worker = LlmWorker::new(config, engine, store_tx, sink.clone(), Arc::new(AtomicU64::new(0)));
-        let ctx = WorkerContext { name: WorkerName::Llm, sink };
+        let worker = LlmWorker::new(config, engine, store_tx, sink.clone(), stop);
+        Harness { _dir: dir, worker, ctx: WorkerContext { name: WorkerName::Llm, sink }, store_rx, events, prompts }
+    }
+
+    #[test]
+    fn the_prompt_carries_the_captured_window_and_recent_history_and_both_messages_are_saved() {
+        let Harness { _dir, mut worker, ctx, store_rx, events, prompts } = harness(ScriptedEngine::default(), Arc::default());
         let history = vec![
             (Role::User, "old question".into()),
             (Role::Assistant, "old answer".into()),
@@ -383,14 +396,7 @@ mod tests {
 
     #[test]
     fn a_no_memory_message_is_answered_but_nothing_is_stored() {
-        let (_dir, config) = fixture();
-        let (store_tx, store_rx) = bounded(16);
-        let (events_tx, events) = bounded(64);
-        let sink = EventSink::new(events_tx, || {});
-        let engine = ScriptedEngine::default();
-        let prompts = engine.prompts.clone();
-        let mut worker = LlmWorker::new(config, engine, store_tx, sink.clone(), Arc::new(AtomicU64::new(0)));
-        let ctx = WorkerContext { name: WorkerName::Llm, sink };
+        let Harness { _dir, mut worker, ctx, store_rx, events, prompts } = harness(ScriptedEngine::default(), Arc::default());
         let ask = ChatRequest { text: "my diagnosis is X <no-memory>".into(), ..request(Vec::new()) };
         worker.handle(LlmCommand::Chat(ask), &ctx);
         assert_eq!(store_rx.try_iter().count(), 0, "neither thread, question nor answer reaches the store");
@@ -400,14 +406,9 @@ mod tests {
 
     #[test]
     fn stop_mid_answer_keeps_the_partial_text_and_an_old_stop_does_not_affect_the_next_question() {
-        let (_dir, config) = fixture();
-        let (store_tx, store_rx) = bounded(16);
-        let (events_tx, _events) = bounded(64);
-        let sink = EventSink::new(events_tx, || {});
         let stop = Arc::new(AtomicU64::new(0));
         let engine = ScriptedEngine { press_stop_after: Some((2, stop.clone())), ..ScriptedEngine::default() };
-        let mut worker = LlmWorker::new(config, engine, store_tx, sink.clone(), stop.clone());
-        let ctx = WorkerContext { name: WorkerName::Llm, sink };
+        let Harness { _dir, mut worker, ctx, store_rx, .. } = harness(engine, stop);
         let answers = |rx: &crossbeam_channel::Receiver<StoreCommand>| -> Vec<ChatMessage> {
             rx.try_iter()
                 .filter_map(|c| match c {

@@ -3,7 +3,7 @@
 
 use std::collections::BTreeMap;
 
-use crate::config::{Settings, keys};
+use crate::config::Settings;
 use crate::events::{
     ActiveWindow, ActivitySession, AppEvent, ChatMessage, ChatThread, GenerationStats, MessageStatus, ModelStatus,
     Role, WorkerName,
@@ -283,10 +283,6 @@ impl AppState {
         self.current_thread = None;
         self.messages.clear();
     }
-
-    pub fn hotkey_setting_key() -> &'static str {
-        keys::QUICK_PROMPT_HOTKEY
-    }
 }
 
 /// A thread's title: its first question, shortened.
@@ -302,6 +298,7 @@ pub fn thread_title(text: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::config::keys;
 
     fn ids() -> impl FnMut() -> i64 {
         let mut n = 0;

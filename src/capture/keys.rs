@@ -169,6 +169,13 @@ impl KeyAssembler {
 
     /// One poll of the held keys.
     pub fn observe(&mut self, keys: &[Keycode], now_millis: i64, out: &mut Vec<KeyOutput>) {
+        // The common poll: nothing held before or now. Only a pause can be due.
+        if keys.is_empty() && self.held.is_empty() {
+            if !self.text.is_empty() && now_millis - self.last_key_at >= PAUSE_FLUSH_MILLIS {
+                self.flush(now_millis, FlushReason::Pause, out);
+            }
+            return;
+        }
         let current: HashSet<Keycode> = keys.iter().copied().collect();
         self.held.retain(|key, _| current.contains(key));
         self.repeated_at.retain(|key, _| current.contains(key));

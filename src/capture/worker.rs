@@ -58,7 +58,6 @@ pub struct CaptureWorker {
     desktop: Option<X11Desktop>,
     afk: AfkDetector,
     tracker: SessionTracker,
-    dropped_rows: u64,
     recording: bool,
     /// What the Context panel was last told about the focused window.
     last_decision: Option<CaptureDecision>,
@@ -68,7 +67,7 @@ pub struct CaptureWorker {
 impl CaptureWorker {
     pub fn new(config: CaptureConfig, store: Sender<StoreCommand>, streams: StreamSenders, sink: EventSink) -> Self {
         let afk = AfkDetector::new(None, config.afk_secs, now_millis());
-        Self { config, store, streams, sink, desktop: None, afk, tracker: SessionTracker::default(), dropped_rows: 0, recording: true, last_decision: None, stats: StreamStats::new("windows") }
+        Self { config, store, streams, sink, desktop: None, afk, tracker: SessionTracker::default(), recording: true, last_decision: None, stats: StreamStats::new("windows") }
     }
 
     /// Connects to X. Returns the reason capture is degraded, if it is.
@@ -109,9 +108,8 @@ impl CaptureWorker {
                     }
                     let now = now_millis();
                     if self.store.send_timeout(StoreCommand::UpsertSession(session), STORE_SEND_TIMEOUT).is_err() {
-                        self.dropped_rows += 1;
                         self.stats.drop_one();
-                        tracing::warn!(dropped = self.dropped_rows, "store queue full: dropped a session row");
+                        tracing::warn!("store queue full: dropped a session row");
                     } else {
                         self.stats.event(now);
                     }

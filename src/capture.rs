@@ -2,7 +2,12 @@
 //! they are at the keyboard. Runs on the `capture` thread; sends finished and
 //! opened sessions straight to the store worker and summaries to the UI.
 
+pub mod a11y;
+mod a11y_worker;
 mod afk;
+mod buffer;
+pub mod heartbeat;
+mod media;
 pub mod clipboard;
 pub mod firewall;
 pub mod health;
@@ -12,6 +17,7 @@ mod tracker;
 mod worker;
 pub mod x11;
 
+pub use a11y_worker::{A11yCommand, spawn_a11y};
 pub use afk::{AfkDetector, InputProbe};
 pub use tracker::{SessionTracker, TrackerOutput};
 pub use worker::{CaptureCommand, CaptureConfig, CaptureWorker, StreamSenders, spawn_capture, spawn_capture_with_streams};

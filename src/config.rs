@@ -6,6 +6,7 @@ use std::path::{Path, PathBuf};
 
 use anyhow::Context;
 
+use crate::capture::firewall::{RuleText, Rules};
 use crate::models::{Manifest, ModelRole};
 use crate::store::DB_FILE_NAME;
 
@@ -90,6 +91,10 @@ pub struct Settings {
     pub record_clipboard: bool,
     /// The user has answered the first-run question about streams.
     pub streams_confirmed: bool,
+    /// The privacy firewall's rules as written in Settings (always compilable).
+    pub privacy: RuleText,
+    /// Global hotkey that pauses and resumes all capture.
+    pub pause_hotkey: String,
 }
 
 impl Default for Settings {
@@ -106,6 +111,8 @@ impl Default for Settings {
             record_keys: true,
             record_clipboard: true,
             streams_confirmed: false,
+            privacy: RuleText::default(),
+            pause_hotkey: "ctrl+alt+KeyP".to_owned(),
         }
     }
 }
@@ -122,6 +129,17 @@ pub mod keys {
     pub const RECORD_KEYS: &str = "capture.keys.enabled";
     pub const RECORD_CLIPBOARD: &str = "capture.clipboard.enabled";
     pub const STREAMS_CONFIRMED: &str = "capture.streams_confirmed";
+    pub const PAUSE_HOTKEY: &str = "ui.pause_hotkey";
+    pub const PAUSED: &str = "privacy.paused";
+    pub const ALLOWED_APPS: &str = "privacy.allowed_apps";
+    pub const DENIED_APPS: &str = "privacy.denied_apps";
+    pub const DENIED_TITLES: &str = "privacy.denied_titles";
+    pub const DENIED_DOMAINS: &str = "privacy.denied_domains";
+    pub const QUIET_HOURS: &str = "privacy.quiet_hours";
+    pub const PRIVATE_WINDOWS: &str = "privacy.private_windows";
+    /// Every key that changes the firewall's rules.
+    pub const PRIVACY: &[&str] =
+        &[PAUSED, ALLOWED_APPS, DENIED_APPS, DENIED_TITLES, DENIED_DOMAINS, QUIET_HOURS, PRIVATE_WINDOWS];
 }
 
 impl Settings {
@@ -142,25 +160,52 @@ impl Settings {
             keys::MAX_ANSWER_TOKENS => number(key, value, 16usize, 8_192).map(|v| self.max_answer_tokens = v),
             keys::WINDOW_RETENTION_DAYS => number(key, value, 0u32, 36_500).map(|v| self.window_retention_days = v),
             keys::KEYSTROKE_RETENTION_DAYS => number(key, value, 0u32, 36_500).map(|v| self.keystroke_retention_days = v),
-            keys::RECORD_WINDOWS | keys::RECORD_KEYS | keys::RECORD_CLIPBOARD | keys::STREAMS_CONFIRMED => {
-                match value.trim() {
-                    "true" | "false" => {
-                        let on = value.trim() == "true";
-                        match key {
-                            keys::RECORD_WINDOWS => self.record_windows = on,
-                            keys::RECORD_KEYS => self.record_keys = on,
-                            keys::RECORD_CLIPBOARD => self.record_clipboard = on,
-                            _ => self.streams_confirmed = on,
-                        }
+            keys::RECORD_WINDOWS
+            | keys::RECORD_KEYS
+            | keys::RECORD_CLIPBOARD
+            | keys::STREAMS_CONFIRMED
+            | keys::PAUSED
+            | keys::PRIVATE_WINDOWS => match value.trim() {
+                "true" | "false" => {
+                    let on = value.trim() == "true";
+                    match key {
+                        keys::RECORD_WINDOWS => self.record_windows = on,
+                        keys::RECORD_KEYS => self.record_keys = on,
+                        keys::RECORD_CLIPBOARD => self.record_clipboard = on,
+                        keys::PAUSED => self.privacy.paused = on,
+                        keys::PRIVATE_WINDOWS => self.privacy.exclude_private_windows = on,
+                        _ => self.streams_confirmed = on,
+                    }
+                    Ok(())
+                }
+                _ => Err(format!("setting {key} = {value:?} is not true or false; using the default")),
+            },
+            keys::ALLOWED_APPS | keys::DENIED_APPS | keys::DENIED_TITLES | keys::DENIED_DOMAINS | keys::QUIET_HOURS => {
+                let mut privacy = self.privacy.clone();
+                let field = match key {
+                    keys::ALLOWED_APPS => &mut privacy.allowed_apps,
+                    keys::DENIED_APPS => &mut privacy.denied_apps,
+                    keys::DENIED_TITLES => &mut privacy.denied_titles,
+                    keys::DENIED_DOMAINS => &mut privacy.denied_domains,
+                    _ => &mut privacy.quiet_hours,
+                };
+                *field = value.to_owned();
+                match privacy.compile() {
+                    Ok(_) => {
+                        self.privacy = privacy;
                         Ok(())
                     }
-                    _ => Err(format!("setting {key} = {value:?} is not true or false; using the default")),
+                    Err(err) => Err(format!("setting {key}: {err}; keeping the previous rules")),
                 }
             }
-            keys::QUICK_PROMPT_HOTKEY => value
-                .parse::<global_hotkey::hotkey::HotKey>()
-                .map(|_| self.quick_prompt_hotkey = value.to_owned())
-                .map_err(|err| format!("setting {key} = {value:?} is not a hotkey ({err}); using the default")),
+            keys::QUICK_PROMPT_HOTKEY | keys::PAUSE_HOTKEY => match value.parse::<global_hotkey::hotkey::HotKey>() {
+                Ok(_) => {
+                    let slot = if key == keys::PAUSE_HOTKEY { &mut self.pause_hotkey } else { &mut self.quick_prompt_hotkey };
+                    *slot = value.to_owned();
+                    Ok(())
+                }
+                Err(err) => Err(format!("setting {key} = {value:?} is not a hotkey ({err}); using the default")),
+            },
             keys::SIDEBAR_GEOMETRY => {
                 let parts: Vec<f32> = value.split(',').filter_map(|p| p.trim().parse().ok()).collect();
                 match parts.as_slice() {
@@ -174,6 +219,11 @@ impl Settings {
             _ => Ok(()),
         };
         result.err()
+    }
+
+    /// The firewall's rules (the text is kept compilable by `apply`).
+    pub fn rules(&self) -> Rules {
+        self.privacy.compile().unwrap_or_default()
     }
 
     pub fn from_pairs(pairs: &[(String, String)]) -> (Self, Vec<String>) {
@@ -205,7 +255,26 @@ mod tests {
     }
 
     #[test]
-    fn default_hotkey_parses() {
-        assert!(Settings::default().quick_prompt_hotkey.parse::<global_hotkey::hotkey::HotKey>().is_ok());
+    fn default_hotkeys_parse() {
+        let settings = Settings::default();
+        assert!(settings.quick_prompt_hotkey.parse::<global_hotkey::hotkey::HotKey>().is_ok());
+        assert!(settings.pause_hotkey.parse::<global_hotkey::hotkey::HotKey>().is_ok());
+    }
+
+    #[test]
+    fn privacy_rules_come_from_settings_and_a_broken_one_keeps_the_last_good() {
+        let pairs = vec![
+            (keys::DENIED_TITLES.to_owned(), "(?i)salary".to_owned()),
+            (keys::DENIED_TITLES.to_owned(), "(broken".to_owned()),
+            (keys::QUIET_HOURS.to_owned(), "22:00-07:00".to_owned()),
+            (keys::PAUSED.to_owned(), "true".to_owned()),
+        ];
+        let (settings, warnings) = Settings::from_pairs(&pairs);
+        let rules = settings.rules();
+        assert_eq!(rules.denied_titles.iter().map(|r| r.as_str()).collect::<Vec<_>>(), vec!["(?i)salary"]);
+        assert_eq!(rules.quiet_hours, vec![(22 * 60, 7 * 60)]);
+        assert!(rules.paused);
+        assert_eq!(warnings.len(), 1, "{warnings:?}");
+        assert!(warnings[0].contains("(broken"), "{warnings:?}");
     }
 }

@@ -1,6 +1,7 @@
 //! Messages that cross threads: `AppEvent` (workers → UI) and the shared
 //! value types they carry. No egui here: `state.rs` applies these events.
 
+pub use crate::capture::a11y::UrlSource;
 use crate::runtime::WorkerState;
 
 /// Which worker a health event is about. The thread name is the worker name.
@@ -10,12 +11,13 @@ pub enum WorkerName {
     Capture,
     Keys,
     Clipboard,
+    A11y,
     Llm,
 }
 
 impl WorkerName {
-    pub const ALL: [WorkerName; 5] =
-        [WorkerName::Store, WorkerName::Capture, WorkerName::Keys, WorkerName::Clipboard, WorkerName::Llm];
+    pub const ALL: [WorkerName; 6] =
+        [WorkerName::Store, WorkerName::Capture, WorkerName::Keys, WorkerName::Clipboard, WorkerName::A11y, WorkerName::Llm];
 
     pub fn as_str(self) -> &'static str {
         match self {
@@ -23,6 +25,7 @@ impl WorkerName {
             WorkerName::Capture => "capture",
             WorkerName::Keys => "keys",
             WorkerName::Clipboard => "clipboard",
+            WorkerName::A11y => "a11y",
             WorkerName::Llm => "llm",
         }
     }
@@ -35,12 +38,15 @@ impl std::fmt::Display for WorkerName {
 }
 
 /// The window the user is working in, as capture saw it.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct ActiveWindow {
     pub window_id: u32,
     pub app: String,
     pub title: String,
     pub pid: Option<u32>,
+    /// A browser's URL, and where it was read.
+    pub url: Option<String>,
+    pub url_source: Option<UrlSource>,
 }
 
 /// What capture does with the focused window right now, for the Context panel.
@@ -99,8 +105,8 @@ impl SessionEnd {
     }
 }
 
-/// One stretch of time in one window with one title.
-#[derive(Clone, Debug, PartialEq, Eq)]
+/// One stretch of time in one window with one title (and URL).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct ActivitySession {
     pub session_id: i64,
     pub app: String,
@@ -111,6 +117,8 @@ pub struct ActivitySession {
     /// `None` while the session is open.
     pub ended_at_millis: Option<i64>,
     pub end_reason: Option<SessionEnd>,
+    pub url: Option<String>,
+    pub url_source: Option<UrlSource>,
 }
 
 impl ActivitySession {

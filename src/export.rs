@@ -256,6 +256,7 @@ mod tests {
             started_at_millis: start,
             ended_at_millis: Some(end),
             end_reason: Some(reason),
+            ..Default::default()
         };
         store::upsert_session(&conn, &session(1, "build", 1_000, 61_000, SessionEnd::Afk)).unwrap();
         store::upsert_session(&conn, &session(2, "review", 121_000, 131_000, SessionEnd::Switch)).unwrap();

@@ -57,6 +57,12 @@ impl AfkDetector {
         changed
     }
 
+    /// Something other than input (media, a fullscreen window) shows the user
+    /// is present now: the AFK clock restarts, and a later AFK is back-dated here.
+    pub fn hold(&mut self, now_millis: i64) {
+        self.last_input_millis = self.last_input_millis.max(now_millis);
+    }
+
     pub fn is_afk(&self, now_millis: i64) -> bool {
         self.probe.is_some() && now_millis - self.last_input_millis >= self.threshold_millis
     }

@@ -255,7 +255,7 @@ mod tests {
     use super::*;
 
     fn window() -> ActiveWindow {
-        ActiveWindow { window_id: 1, app: "firefox".into(), title: "Docs".into(), pid: Some(3) }
+        ActiveWindow { window_id: 1, app: "firefox".into(), title: "Docs".into(), pid: Some(3), ..Default::default() }
     }
 
     #[test]

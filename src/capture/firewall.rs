@@ -96,6 +96,81 @@ impl Rules {
     }
 }
 
+/// The firewall's rules as the user writes them in Settings: lists one item
+/// per line or comma, quiet hours as `22:00-07:00`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct RuleText {
+    pub paused: bool,
+    pub allowed_apps: String,
+    pub denied_apps: String,
+    pub denied_titles: String,
+    pub denied_domains: String,
+    pub quiet_hours: String,
+    pub exclude_private_windows: bool,
+}
+
+impl Default for RuleText {
+    fn default() -> Self {
+        Self {
+            paused: false,
+            allowed_apps: String::new(),
+            denied_apps: DEFAULT_DENIED_APPS.join(", "),
+            denied_titles: String::new(),
+            denied_domains: String::new(),
+            quiet_hours: String::new(),
+            exclude_private_windows: true,
+        }
+    }
+}
+
+impl RuleText {
+    /// Compiles the text into rules; the error names the line that is wrong.
+    pub fn compile(&self) -> Result<Rules, String> {
+        Ok(Rules {
+            paused: self.paused,
+            allowed_apps: parse_list(&self.allowed_apps),
+            denied_apps: parse_list(&self.denied_apps),
+            denied_titles: parse_title_patterns(&self.denied_titles)?,
+            denied_domains: parse_list(&self.denied_domains).into_iter().map(|d| d.to_lowercase()).collect(),
+            exclude_private_windows: self.exclude_private_windows,
+            quiet_hours: parse_quiet_hours(&self.quiet_hours)?,
+        })
+    }
+}
+
+/// Items separated by commas or newlines, trimmed, empty ones dropped.
+pub fn parse_list(text: &str) -> Vec<String> {
+    text.split([',', '\n']).map(str::trim).filter(|s| !s.is_empty()).map(str::to_owned).collect()
+}
+
+/// One regular expression per line (commas are part of a pattern).
+pub fn parse_title_patterns(text: &str) -> Result<Vec<Regex>, String> {
+    text.lines()
+        .map(str::trim)
+        .filter(|l| !l.is_empty())
+        .map(|line| Regex::new(line).map_err(|err| format!("title pattern /{line}/ is not a regular expression: {err}")))
+        .collect()
+}
+
+/// `22:00-07:00, 12:30-13:00` → minute ranges.
+pub fn parse_quiet_hours(text: &str) -> Result<Vec<(u32, u32)>, String> {
+    fn minute(hhmm: &str) -> Option<u32> {
+        let (h, m) = hhmm.trim().split_once(':')?;
+        let (h, m): (u32, u32) = (h.parse().ok()?, m.parse().ok()?);
+        (h < 24 && m < 60).then_some(h * 60 + m)
+    }
+    parse_list(text)
+        .iter()
+        .map(|range| {
+            range
+                .split_once(['-', '–'])
+                .and_then(|(a, b)| Some((minute(a)?, minute(b)?)))
+                .filter(|(a, b)| a != b)
+                .ok_or_else(|| format!("quiet hours {range:?} is not a range like 22:00-07:00"))
+        })
+        .collect()
+}
+
 fn in_range(minute: u32, start: u32, end: u32) -> bool {
     if start <= end { minute >= start && minute < end } else { minute >= start || minute < end }
 }
@@ -201,6 +276,25 @@ mod tests {
         assert_eq!(redact_private("open <private>never closed"), "open ");
         assert!(wants_no_memory("remember nothing <no-memory> please"));
         assert!(!wants_no_memory("normal"));
+    }
+
+    #[test]
+    fn rule_text_compiles_and_names_the_broken_line() {
+        let text = RuleText {
+            denied_titles: "(?i)salary\nbank statement".into(),
+            denied_domains: "Bank.example, mail.example".into(),
+            quiet_hours: "22:00-07:00\n12:30–13:00".into(),
+            ..RuleText::default()
+        };
+        let rules = text.compile().unwrap();
+        assert_eq!(rules.denied_titles.len(), 2);
+        assert_eq!(rules.denied_domains, vec!["bank.example", "mail.example"]);
+        assert_eq!(rules.quiet_hours, vec![(22 * 60, 7 * 60), (12 * 60 + 30, 13 * 60)]);
+        assert!(rules.denied_apps.iter().any(|a| a == "keepassxc"));
+        let broken = RuleText { denied_titles: "ok\n(unclosed".into(), ..RuleText::default() };
+        assert!(broken.compile().unwrap_err().contains("(unclosed"));
+        let hours = RuleText { quiet_hours: "25:00-07:00".into(), ..RuleText::default() };
+        assert!(hours.compile().unwrap_err().contains("25:00-07:00"));
     }
 
     #[test]

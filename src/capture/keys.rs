@@ -144,6 +144,8 @@ pub struct KeyAssembler {
     /// When each held key last produced a character (auto-repeat).
     repeated_at: HashMap<Keycode, i64>,
     caps_lock: bool,
+    /// Keyboard focus is in a password field of this process (AT-SPI): nothing typed is kept.
+    secret_pid: Option<u32>,
     text: String,
     shortcuts: Vec<String>,
     started_at: Option<i64>,
@@ -161,6 +163,24 @@ impl KeyAssembler {
             self.flush(now_millis, FlushReason::WindowChange, out);
             self.window = window;
         }
+    }
+
+    /// Focus entered (`on`) or left a password field of process `pid`. Entering
+    /// one discards the pending chunk too: its last keys may already belong to it.
+    pub fn set_secret_field(&mut self, pid: u32, on: bool) {
+        if on {
+            self.text.clear();
+            self.shortcuts.clear();
+            self.started_at = None;
+            self.secret_pid = Some(pid);
+        } else if self.secret_pid == Some(pid) {
+            self.secret_pid = None;
+        }
+    }
+
+    /// Typing is secret while a password field of the focused window's process has focus.
+    fn secret(&self) -> bool {
+        self.secret_pid.is_some() && self.window.as_ref().is_some_and(|w| w.pid == self.secret_pid)
     }
 
     pub fn last_key_at(&self) -> i64 {
@@ -221,6 +241,9 @@ impl KeyAssembler {
 
     #[allow(clippy::too_many_arguments)]
     fn press(&mut self, key: Keycode, shift: bool, ctrl: bool, alt: bool, meta: bool, now: i64, out: &mut Vec<KeyOutput>) {
+        if self.secret() {
+            return;
+        }
         if ctrl || alt || meta {
             let mut name = String::new();
             for (held, label) in [(ctrl, "Ctrl+"), (alt, "Alt+"), (meta, "Super+"), (shift, "Shift+")] {
@@ -246,7 +269,7 @@ impl KeyAssembler {
     }
 
     fn type_key(&mut self, key: Keycode, shift: bool, now: i64, out: &mut Vec<KeyOutput>) {
-        if self.window.is_none() {
+        if self.window.is_none() || self.secret() {
             return;
         }
         if key == Keycode::Backspace {
@@ -292,6 +315,8 @@ pub enum KeysCommand {
     Window(Option<ActiveWindow>),
     /// Switch the keystroke stream on or off.
     SetRecording(bool),
+    /// Keyboard focus entered (`on`) or left a password field of process `pid` (from `a11y`).
+    SecretField { pid: u32, on: bool },
     InjectPanic,
     Shutdown,
 }
@@ -364,6 +389,7 @@ impl Supervised for KeysWorker {
                     }
                     self.recording = on;
                 }
+                Ok(KeysCommand::SecretField { pid, on }) => self.assembler.set_secret_field(pid, on),
                 Ok(KeysCommand::InjectPanic) => panic!("injected keys fault"),
                 Ok(KeysCommand::Shutdown) | Err(RecvTimeoutError::Disconnected) => {
                     let mut out = Vec::new();
@@ -429,7 +455,7 @@ mod tests {
     use Keycode::*;
 
     fn window(title: &str) -> Option<ActiveWindow> {
-        Some(ActiveWindow { window_id: 1, app: "XTerm".into(), title: title.into(), pid: Some(5) })
+        Some(ActiveWindow { window_id: 1, app: "XTerm".into(), title: title.into(), pid: Some(5), ..Default::default() })
     }
 
     /// Presses and releases each key set in turn, 50 ms apart.
@@ -482,6 +508,28 @@ mod tests {
         let (more, _) = type_sequence(&mut a, &presses, now + 10);
         let long = chunks(&more);
         assert_eq!((long[0].text.len(), long[0].flush_reason, long[0].title.as_str()), (MAX_CHUNK_CHARS, FlushReason::Length, "two"));
+    }
+
+    #[test]
+    fn nothing_typed_into_a_password_field_is_kept() {
+        let mut a = KeyAssembler::default();
+        let mut out = Vec::new();
+        a.set_window(window("login"), 0, &mut out);
+        let (first, now) = type_sequence(&mut a, &[&[U], &[S], &[E], &[R], &[Tab]], 0);
+        let pid = window("login").unwrap().pid.unwrap();
+        // The focus event can arrive after the first key of the password: the pending chunk goes too.
+        let (_, now) = type_sequence(&mut a, &[&[H]], now + 10);
+        a.set_secret_field(pid, true);
+        let (secret, now) = type_sequence(&mut a, &[&[U], &[N], &[T], &[E], &[R], &[LControl, V], &[Enter]], now + 10);
+        a.set_secret_field(pid, false);
+        let (after, _) = type_sequence(&mut a, &[&[O], &[K], &[Enter]], now + 10);
+        assert_eq!(chunks(&first)[0].text, "user");
+        assert!(chunks(&secret).is_empty(), "{secret:?}");
+        assert_eq!(chunks(&after)[0].text, "ok");
+        // A password field of another process does not silence this window.
+        a.set_secret_field(pid + 1, true);
+        let (other, _) = type_sequence(&mut a, &[&[O], &[K], &[Enter]], now + 5_000);
+        assert_eq!(chunks(&other)[0].text, "ok");
     }
 
     #[test]

@@ -122,6 +122,8 @@ pub fn replay(
                     app: window.app.clone(),
                     title: window.title.clone(),
                     pid: window.pid,
+                    url: window.url.clone(),
+                    url_source: window.url.as_ref().map(|_| crate::events::UrlSource::Script),
                 });
                 send(tracker.came_back(now), &mut stats, &mut emit);
                 send(tracker.observe(active, now), &mut stats, &mut emit);

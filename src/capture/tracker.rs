@@ -13,9 +13,15 @@ pub enum TrackerOutput {
     Active(Option<ActiveWindow>),
 }
 
+/// Observations arrive at least once a second; identical ones further apart
+/// than this (suspend, a stalled capture) do not extend the open session.
+pub const PULSE_MILLIS: i64 = 10_000;
+
 #[derive(Default)]
 pub struct SessionTracker {
     open: Option<ActivitySession>,
+    /// When the window was last observed (the heartbeat the pulse is measured from).
+    last_observed: Option<i64>,
     /// The last window seen, kept while away so input can resume a session in it.
     window: Option<ActiveWindow>,
     away: bool,
@@ -33,14 +39,21 @@ impl SessionTracker {
     /// A fresh reading of the active window.
     pub fn observe(&mut self, window: Option<ActiveWindow>, now_millis: i64) -> Vec<TrackerOutput> {
         let same = match (&self.window, &window) {
-            (Some(a), Some(b)) => a.window_id == b.window_id && a.title == b.title && a.app == b.app,
+            (Some(a), Some(b)) => a.window_id == b.window_id && a.title == b.title && a.app == b.app && a.url == b.url,
             (None, None) => true,
             _ => false,
         };
-        if same {
-            return Vec::new();
-        }
+        let last_observed = self.last_observed.replace(now_millis);
         let mut out = Vec::new();
+        if same {
+            // Heartbeat model: an identical observation within the pulse extends the session.
+            let Some(seen) = last_observed.filter(|seen| now_millis - seen > PULSE_MILLIS) else { return out };
+            if self.open.is_some() && !self.away {
+                self.close(seen, SessionEnd::Afk, &mut out);
+                self.open_for_current(now_millis, &mut out);
+            }
+            return out;
+        }
         self.close(now_millis, SessionEnd::Switch, &mut out);
         self.window = window.clone();
         if !self.away {
@@ -92,6 +105,8 @@ impl SessionTracker {
                 started_at_millis: now_millis,
                 ended_at_millis: None,
                 end_reason: None,
+                url: window.url.clone(),
+                url_source: window.url_source,
             };
             out.push(TrackerOutput::Session(session.clone()));
             self.open = Some(session);
@@ -112,7 +127,7 @@ mod tests {
     use super::*;
 
     fn win(window_id: u32, title: &str) -> Option<ActiveWindow> {
-        Some(ActiveWindow { window_id, app: "XTerm".into(), title: title.into(), pid: Some(1) })
+        Some(ActiveWindow { window_id, app: "XTerm".into(), title: title.into(), pid: Some(1), ..Default::default() })
     }
 
     fn sessions(out: &[TrackerOutput]) -> Vec<&ActivitySession> {
@@ -150,6 +165,30 @@ mod tests {
         let out = t.came_back(400_000);
         let reopened = sessions(&out)[0];
         assert_eq!((reopened.title.as_str(), reopened.started_at_millis), ("mail", 400_000));
+    }
+
+    #[test]
+    fn identical_observations_past_the_pulse_split_the_session_at_the_gap() {
+        let mut t = SessionTracker::default();
+        t.observe(win(1, "doc"), 0);
+        assert!(t.observe(win(1, "doc"), 1_000).is_empty());
+        // The machine slept for a minute: the session ends where it was last seen.
+        let out = t.observe(win(1, "doc"), 61_000);
+        let s = sessions(&out);
+        assert_eq!((s[0].ended_at_millis, s[0].end_reason), (Some(1_000), Some(SessionEnd::Afk)));
+        assert_eq!((s[1].started_at_millis, s[1].ended_at_millis), (61_000, None));
+    }
+
+    #[test]
+    fn a_new_url_in_the_same_window_is_a_new_session() {
+        let mut t = SessionTracker::default();
+        let mut page = win(1, "Docs - Chromium");
+        page.as_mut().unwrap().url = Some("docs.example/a".into());
+        t.observe(page.clone(), 0);
+        page.as_mut().unwrap().url = Some("docs.example/b".into());
+        let out = t.observe(page, 500);
+        let s = sessions(&out);
+        assert_eq!(s[1].url.as_deref(), Some("docs.example/b"));
     }
 
     #[test]

@@ -6,10 +6,14 @@ use std::time::{Duration, Instant};
 use crossbeam_channel::{Receiver, RecvTimeoutError, Sender, bounded};
 use device_query::DeviceState;
 
+use crate::capture::a11y::{A11yBus, UrlSource, is_browser, url_from_title};
 use crate::capture::afk::AfkDetector;
+use crate::capture::buffer::ActivityBuffer;
+use crate::capture::heartbeat::{AfkStatus, Heartbeats, HeldBy};
+use crate::capture::media::MediaProbe;
 use crate::capture::tracker::{SessionTracker, TrackerOutput};
 use crate::capture::x11::X11Desktop;
-use crate::events::{AppEvent, CaptureDecision, WorkerName};
+use crate::events::{ActiveWindow, AppEvent, CaptureDecision, WorkerName};
 use crate::capture::firewall::{Decision, Observation, Rules};
 use crate::capture::health::StreamStats;
 use crate::capture::clipboard::ClipboardCommand;
@@ -27,8 +31,18 @@ const INPUT_POLL: Duration = Duration::from_secs(1);
 const HEARTBEAT: Duration = Duration::from_secs(30);
 /// Without a display, how often to try connecting again.
 const RECONNECT: Duration = Duration::from_secs(10);
-/// How long capture waits for room in the store queue before dropping a row.
+/// At shutdown, how long capture waits for room in the store queue per row.
 const STORE_SEND_TIMEOUT: Duration = Duration::from_millis(200);
+/// How often the URL of a focused browser is re-read when nothing else changed.
+const URL_POLL: Duration = Duration::from_secs(5);
+/// Without an accessibility bus, how often to look for one again.
+const A11Y_RECONNECT: Duration = Duration::from_secs(30);
+/// Identical AFK-stream heartbeats closer than this extend one event
+/// (ActivityWatch's afk pulse: the AFK threshold plus the poll interval, so
+/// pauses shorter than the threshold stay inside one "present" event).
+fn afk_pulse_millis(afk_secs: u64) -> i64 {
+    afk_secs as i64 * 1000 + INPUT_POLL.as_millis() as i64 + 1_000
+}
 
 #[derive(Clone, Debug)]
 pub struct CaptureConfig {
@@ -42,6 +56,8 @@ pub struct CaptureConfig {
 #[derive(Debug)]
 pub enum CaptureCommand {
     SetAfkSecs(u64),
+    /// New firewall rules (Settings, the pause hotkey, the tray); applied at once.
+    SetRules(Rules),
     /// Switch the window stream on or off (focus still reaches the other streams).
     SetRecording(bool),
     /// Fault injection for supervisor tests: panic inside the worker.
@@ -62,12 +78,41 @@ pub struct CaptureWorker {
     /// What the Context panel was last told about the focused window.
     last_decision: Option<CaptureDecision>,
     stats: StreamStats,
+    /// Rows on their way to the store (5 slots, flushed on focus change).
+    buffer: ActivityBuffer,
+    /// The AFK stream, merged in memory as heartbeats.
+    afk_beats: Heartbeats<AfkStatus>,
+    /// What keeps a quiet user present: playing media, a fullscreen window.
+    media: MediaProbe,
+    held: Option<HeldBy>,
+    /// AT-SPI, for browser URLs; `Err` holds when connecting last failed.
+    a11y: Result<A11yBus, Instant>,
+    /// The last URL read for the focused window, and when.
+    url_cache: Option<(u32, String, Option<(String, UrlSource)>, Instant)>,
 }
 
 impl CaptureWorker {
     pub fn new(config: CaptureConfig, store: Sender<StoreCommand>, streams: StreamSenders, sink: EventSink) -> Self {
         let afk = AfkDetector::new(None, config.afk_secs, now_millis());
-        Self { config, store, streams, sink, desktop: None, afk, tracker: SessionTracker::default(), recording: true, last_decision: None, stats: StreamStats::new("windows") }
+        let afk_pulse = afk_pulse_millis(config.afk_secs);
+        Self {
+            config,
+            store,
+            streams,
+            sink,
+            desktop: None,
+            afk,
+            tracker: SessionTracker::default(),
+            recording: true,
+            last_decision: None,
+            stats: StreamStats::new("windows"),
+            buffer: ActivityBuffer::default(),
+            afk_beats: Heartbeats::new(afk_pulse),
+            media: MediaProbe::default(),
+            held: None,
+            a11y: Err(Instant::now() - A11Y_RECONNECT),
+            url_cache: None,
+        }
     }
 
     /// Connects to X. Returns the reason capture is degraded, if it is.
@@ -106,18 +151,12 @@ impl CaptureWorker {
                     if session.ended_at_millis.is_some() {
                         self.sink.send(AppEvent::SessionFinished(session.clone()));
                     }
-                    let now = now_millis();
-                    if self.store.send_timeout(StoreCommand::UpsertSession(session), STORE_SEND_TIMEOUT).is_err() {
-                        self.stats.drop_one();
-                        tracing::warn!("store queue full: dropped a session row");
-                    } else {
-                        self.stats.event(now);
-                    }
-                    if let Some(health) = self.stats.due(now) {
-                        self.sink.send(AppEvent::StreamHealth(health));
-                    }
+                    self.stats.event(now_millis());
+                    self.buffer_row(StoreCommand::UpsertSession(session));
                 }
                 TrackerOutput::Active(window) => {
+                    // A focus change: the buffer goes to the store.
+                    self.flush_buffer();
                     if let Some(keys) = &self.streams.keys {
                         let _ = keys.try_send(KeysCommand::Window(window.clone()));
                     }
@@ -130,6 +169,65 @@ impl CaptureWorker {
         }
     }
 
+    fn buffer_row(&mut self, row: StoreCommand) {
+        for _ in 0..self.buffer.push(row) {
+            self.stats.drop_one();
+            tracing::warn!("activity buffer full (the store is not keeping up): dropped the oldest row");
+        }
+    }
+
+    fn flush_buffer(&mut self) {
+        let (_, lost) = self.buffer.flush(&self.store);
+        for _ in 0..lost {
+            self.stats.drop_one();
+        }
+        if let Some(health) = self.stats.due(now_millis()) {
+            self.sink.send(AppEvent::StreamHealth(health));
+        }
+    }
+
+    /// A browser's URL: from its address bar over AT-SPI when it exposes one,
+    /// else from the title when the title holds one. Cached per window and
+    /// title, re-read every few seconds (pages change URL without a new title).
+    fn browser_url(&mut self, window: &ActiveWindow) -> Option<(String, UrlSource)> {
+        if !is_browser(&window.app) {
+            return None;
+        }
+        if let Some((id, title, url, at)) = &self.url_cache
+            && *id == window.window_id
+            && *title == window.title
+            && at.elapsed() < URL_POLL
+        {
+            return url.clone();
+        }
+        if let Err(failed_at) = &self.a11y
+            && failed_at.elapsed() >= A11Y_RECONNECT
+        {
+            self.a11y = A11yBus::connect().map_err(|err| {
+                tracing::debug!("capture: no AT-SPI for URLs: {err:#}");
+                Instant::now()
+            });
+        }
+        let from_tree = match (&mut self.a11y, window.pid) {
+            (Ok(bus), Some(pid)) => match bus.address_bar_url(pid, &window.title) {
+                Ok(url) => url,
+                Err(err) => {
+                    tracing::debug!("capture: AT-SPI lookup failed: {err}");
+                    if matches!(err, zbus::Error::InputOutput(_)) {
+                        self.a11y = Err(Instant::now());
+                    }
+                    None
+                }
+            },
+            _ => None,
+        };
+        let url = from_tree
+            .map(|url| (url, UrlSource::Atspi))
+            .or_else(|| url_from_title(&window.title).map(|url| (url, UrlSource::Title)));
+        self.url_cache = Some((window.window_id, window.title.clone(), url.clone(), Instant::now()));
+        url
+    }
+
     /// Reads the active window now and records any change.
     fn observe(&mut self) -> anyhow::Result<()> {
         let Some(desktop) = self.desktop.as_mut() else { return Ok(()) };
@@ -137,12 +235,18 @@ impl CaptureWorker {
         // previous session without opening one for cowork.
         let own_pid = std::process::id();
         let now = now_millis();
-        let window = desktop.active_window()?.filter(|w| w.pid != Some(own_pid));
+        let mut window = desktop.active_window()?.filter(|w| w.pid != Some(own_pid));
+        if let Some(w) = window.as_mut()
+            && let Some((url, source)) = self.browser_url(w)
+        {
+            w.url = Some(url);
+            w.url_source = Some(source);
+        }
         // The firewall decides before anything is recorded: an excluded window
         // is treated as if nothing were focused.
         let decision = window.as_ref().map(|w| {
             let observation =
-                Observation { app: &w.app, title: &w.title, url: None, local_minute: local_minute_of_day(now) };
+                Observation { app: &w.app, title: &w.title, url: w.url.as_deref(), local_minute: local_minute_of_day(now) };
             (w.app.clone(), self.config.rules.decide(&observation))
         });
         let summary = CaptureDecision {
@@ -164,15 +268,66 @@ impl CaptureWorker {
         Ok(())
     }
 
+    /// What keeps a user without input present right now, if anything.
+    fn presence_hold(&mut self) -> Option<HeldBy> {
+        let fullscreen = match (self.desktop.as_ref(), self.tracker.open_session().map(|s| s.window_id)) {
+            (Some(desktop), Some(window)) => desktop.is_fullscreen(window).unwrap_or(false),
+            _ => false,
+        };
+        if fullscreen {
+            return Some(HeldBy::Fullscreen);
+        }
+        self.media.playing().map(|player| {
+            tracing::debug!(player, "capture: media playing keeps the user present");
+            HeldBy::Media
+        })
+    }
+
     fn check_input(&mut self) {
         let now = now_millis();
         let moved = self.afk.poll(now);
+        if !moved && self.afk.is_afk(now) && !self.tracker.is_away() {
+            // Quiet for the threshold: playing media or a fullscreen window keep the user present.
+            // Asked once per threshold: a hold restarts the AFK clock, so when
+            // the media stops, AFK comes one threshold later, back-dated to the last hold.
+            self.held = self.presence_hold();
+            if self.held.is_some() {
+                self.afk.hold(now);
+            }
+        }
+        if moved {
+            self.held = None;
+        }
         if moved && self.tracker.is_away() {
             let outputs = self.tracker.came_back(now);
             self.apply(outputs);
         } else if self.afk.is_afk(now) && !self.tracker.is_away() {
             let outputs = self.tracker.went_away(self.afk.last_input_millis());
             self.apply(outputs);
+        }
+        self.afk_heartbeat(now);
+    }
+
+    /// One heartbeat of the AFK stream; a new event (or a changed one) goes to
+    /// the buffer at once, a growing one with the 30 s heartbeat.
+    fn afk_heartbeat(&mut self, now: i64) {
+        if !self.recording || !self.afk.is_available() {
+            return;
+        }
+        let status = if self.tracker.is_away() {
+            AfkStatus::Afk
+        } else {
+            AfkStatus::NotAfk { held_by: self.held }
+        };
+        // ActivityWatch's afk watcher: present is beaten at the last input, so a
+        // present event ends there; away is back-dated to it and grows until now.
+        let last_input = self.afk.last_input_millis().min(now);
+        let end = if status == AfkStatus::Afk { now } else { last_input };
+        let (event, new) = self.afk_beats.beat(status, last_input, end);
+        if new {
+            let event = event.clone();
+            self.buffer_row(StoreCommand::UpsertAfk(event));
+            self.flush_buffer();
         }
     }
 
@@ -181,6 +336,16 @@ impl CaptureWorker {
             CaptureCommand::SetAfkSecs(secs) => {
                 self.config.afk_secs = secs;
                 self.afk.set_threshold_secs(secs);
+                self.afk_beats.set_pulse_millis(afk_pulse_millis(secs));
+                true
+            }
+            CaptureCommand::SetRules(rules) => {
+                self.config.rules = rules;
+                // Decide the focused window under the new rules now, not at the next poll.
+                self.last_decision = None;
+                if let Err(err) = self.observe() {
+                    tracing::debug!("capture: observe after new rules failed: {err}");
+                }
                 true
             }
             CaptureCommand::SetRecording(on) => {
@@ -205,6 +370,21 @@ impl CaptureWorker {
     fn finish(&mut self) {
         let outputs = self.tracker.shutdown(now_millis());
         self.apply(outputs);
+        self.write_growing_afk_event();
+        self.flush_buffer();
+        // Last chance: wait a little for room rather than lose the final rows.
+        while let Some(row) = self.buffer.pop() {
+            if self.store.send_timeout(row, STORE_SEND_TIMEOUT).is_err() {
+                self.stats.drop_one();
+                tracing::warn!("store queue full at shutdown: dropped a row");
+            }
+        }
+    }
+
+    fn write_growing_afk_event(&mut self) {
+        if let Some(event) = self.afk_beats.last().cloned() {
+            self.buffer_row(StoreCommand::UpsertAfk(event));
+        }
     }
 }
 
@@ -284,8 +464,11 @@ impl Supervised for CaptureWorker {
             if last_heartbeat.elapsed() >= HEARTBEAT {
                 last_heartbeat = Instant::now();
                 if let Some(open) = self.tracker.open_session() {
-                    let _ = self.store.try_send(StoreCommand::Heartbeat { session_id: open.session_id, at_millis: now_millis() });
+                    let row = StoreCommand::Heartbeat { session_id: open.session_id, at_millis: now_millis() };
+                    self.buffer_row(row);
                 }
+                self.write_growing_afk_event();
+                self.flush_buffer();
             }
         }
     }

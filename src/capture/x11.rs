@@ -42,6 +42,8 @@ struct Atoms {
     net_wm_pid: u32,
     net_workarea: u32,
     net_supported: u32,
+    net_wm_state: u32,
+    net_wm_state_fullscreen: u32,
     utf8_string: u32,
 }
 
@@ -82,11 +84,20 @@ impl X11Desktop {
             net_wm_pid: intern(b"_NET_WM_PID")?,
             net_workarea: intern(b"_NET_WORKAREA")?,
             net_supported: intern(b"_NET_SUPPORTED")?,
+            net_wm_state: intern(b"_NET_WM_STATE")?,
+            net_wm_state_fullscreen: intern(b"_NET_WM_STATE_FULLSCREEN")?,
             utf8_string: intern(b"UTF8_STRING")?,
         };
         conn.change_window_attributes(root, &ChangeWindowAttributesAux::new().event_mask(EventMask::PROPERTY_CHANGE))?
             .check()?;
         Ok(Self { conn, root, atoms, watched: None })
+    }
+
+    /// Whether `window` is fullscreen (`_NET_WM_STATE_FULLSCREEN`): a film or
+    /// a presentation keeps the user present without input.
+    pub fn is_fullscreen(&self, window: u32) -> Result<bool, X11Error> {
+        let reply = self.conn.get_property(false, window, self.atoms.net_wm_state, AtomEnum::ATOM, 0, 64)?.reply()?;
+        Ok(reply.value32().is_some_and(|mut states| states.any(|s| s == self.atoms.net_wm_state_fullscreen)))
     }
 
     /// Whether a window manager supports `_NET_ACTIVE_WINDOW` (EWMH), from
@@ -138,7 +149,7 @@ impl X11Desktop {
             .reply()?
             .value32()
             .and_then(|mut values| values.next());
-        Ok(ActiveWindow { window_id: window, app, title, pid })
+        Ok(ActiveWindow { window_id: window, app, title, pid, url: None, url_source: None })
     }
 
     /// Subscribes to property changes (title) of the active window only.

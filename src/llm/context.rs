@@ -78,6 +78,7 @@ mod tests {
             started_at_millis: start,
             ended_at_millis: end,
             end_reason: end.map(|_| SessionEnd::Switch),
+            ..Default::default()
         }
     }
 

@@ -316,6 +316,7 @@ mod tests {
             started_at_millis: now_millis() - 60_000,
             ended_at_millis: None,
             end_reason: None,
+            ..Default::default()
         };
         crate::store::upsert_session(&conn, &session).unwrap();
         let config = LlmConfig {

@@ -5,10 +5,11 @@ use rusqlite::{Connection, OptionalExtension, Row, params};
 
 use crate::capture::clipboard::{ClipTrigger, ClipboardEvent};
 use crate::capture::keys::{FlushReason, KeystrokeChunk};
-use crate::events::{ActivitySession, ChatMessage, ChatThread, MessageStatus, Role, SessionEnd};
+use crate::capture::heartbeat::{AfkEvent, AfkStatus, HeldBy};
+use crate::events::{UrlSource, ActivitySession, ChatMessage, ChatThread, MessageStatus, Role, SessionEnd};
 
 const SESSION_COLUMNS: &str =
-    "session_id, app, title, pid, window_id, started_at_ms, ended_at_ms, end_reason";
+    "session_id, app, title, pid, window_id, started_at_ms, ended_at_ms, end_reason, url, url_source";
 
 fn session_from_row(row: &Row<'_>) -> rusqlite::Result<ActivitySession> {
     let end_reason: Option<String> = row.get(7)?;
@@ -21,6 +22,8 @@ fn session_from_row(row: &Row<'_>) -> rusqlite::Result<ActivitySession> {
         started_at_millis: row.get(5)?,
         ended_at_millis: row.get(6)?,
         end_reason: end_reason.as_deref().and_then(SessionEnd::parse),
+        url: row.get(8)?,
+        url_source: row.get::<_, Option<String>>(9)?.as_deref().and_then(UrlSource::parse),
     })
 }
 
@@ -30,8 +33,8 @@ pub fn upsert_session(conn: &Connection, session: &ActivitySession) -> rusqlite:
     let last_seen = session.ended_at_millis.unwrap_or(session.started_at_millis);
     conn.prepare_cached(
         "INSERT INTO activity_sessions
-             (session_id, app, title, pid, window_id, started_at_ms, ended_at_ms, last_seen_ms, end_reason)
-         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)
+             (session_id, app, title, pid, window_id, started_at_ms, ended_at_ms, last_seen_ms, end_reason, url, url_source)
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11)
          ON CONFLICT (session_id) DO UPDATE SET
              ended_at_ms = excluded.ended_at_ms,
              last_seen_ms = max(last_seen_ms, excluded.last_seen_ms),
@@ -47,8 +50,45 @@ pub fn upsert_session(conn: &Connection, session: &ActivitySession) -> rusqlite:
         session.ended_at_millis,
         last_seen,
         session.end_reason.map(SessionEnd::as_str),
+        session.url,
+        session.url_source.map(UrlSource::as_str),
     ])?;
     Ok(())
+}
+
+/// Inserts an AFK-stream event or extends it (heartbeats only ever grow an event).
+pub fn upsert_afk(conn: &Connection, event: &AfkEvent) -> rusqlite::Result<()> {
+    conn.prepare_cached(
+        "INSERT INTO afk_events (event_id, status, held_by, started_at_ms, ended_at_ms)
+         VALUES (?1, ?2, ?3, ?4, ?5)
+         ON CONFLICT (event_id) DO UPDATE SET ended_at_ms = max(ended_at_ms, excluded.ended_at_ms)",
+    )?
+    .execute(params![
+        event.id,
+        event.data.as_str(),
+        event.data.held_by().map(HeldBy::as_str),
+        event.start_millis,
+        event.end_millis,
+    ])?;
+    Ok(())
+}
+
+/// AFK-stream events overlapping `[since_millis, until_millis)`, oldest first.
+pub fn afk_between(conn: &Connection, since_millis: i64, until_millis: i64) -> rusqlite::Result<Vec<AfkEvent>> {
+    let mut stmt = conn.prepare_cached(
+        "SELECT event_id, status, held_by, started_at_ms, ended_at_ms FROM afk_events
+         WHERE started_at_ms < ?2 AND ended_at_ms >= ?1 ORDER BY started_at_ms ASC",
+    )?;
+    let rows = stmt.query_map(params![since_millis, until_millis], |row| {
+        let status: String = row.get(1)?;
+        let held_by: Option<String> = row.get(2)?;
+        let data = match status.as_str() {
+            "afk" => AfkStatus::Afk,
+            _ => AfkStatus::NotAfk { held_by: held_by.as_deref().and_then(HeldBy::parse) },
+        };
+        Ok(AfkEvent { id: row.get(0)?, data, start_millis: row.get(3)?, end_millis: row.get(4)? })
+    })?;
+    rows.collect()
 }
 
 /// Records that an open session was still open at `at_millis`.
@@ -343,6 +383,7 @@ pub struct Deleted {
     pub messages: usize,
     pub keystroke_chunks: usize,
     pub clipboard_events: usize,
+    pub afk_events: usize,
 }
 
 /// Deletes everything captured or said in `[since_millis, until_millis)`:
@@ -367,17 +408,22 @@ pub fn delete_range(conn: &Connection, since_millis: i64, until_millis: i64) -> 
         "DELETE FROM clipboard_events WHERE at_ms >= ?1 AND at_ms < ?2",
         params![since_millis, until_millis],
     )?;
+    let afk_events = conn.execute(
+        "DELETE FROM afk_events WHERE started_at_ms < ?2 AND ended_at_ms >= ?1",
+        params![since_millis, until_millis],
+    )?;
     conn.execute(
         "DELETE FROM chat_threads WHERE NOT EXISTS (SELECT 1 FROM chat_messages m WHERE m.thread_id = chat_threads.thread_id)
          AND created_at_ms >= ?1 AND created_at_ms < ?2",
         params![since_millis, until_millis],
     )?;
-    Ok(Deleted { sessions, messages, keystroke_chunks, clipboard_events })
+    Ok(Deleted { sessions, messages, keystroke_chunks, clipboard_events, afk_events })
 }
 
 /// Retention: deletes sessions that ended before `cutoff_millis`. Returns how many.
 pub fn delete_sessions_ended_before(conn: &Connection, cutoff_millis: i64) -> rusqlite::Result<usize> {
     conn.execute("DELETE FROM activity_sessions WHERE ended_at_ms IS NOT NULL AND ended_at_ms < ?1", params![cutoff_millis])
+        .and_then(|sessions| Ok(sessions + conn.execute("DELETE FROM afk_events WHERE ended_at_ms < ?1", params![cutoff_millis])?))
 }
 
 /// Retention: deletes keystroke chunks that ended before `cutoff_millis`. Returns how many.
@@ -443,6 +489,7 @@ mod tests {
             started_at_millis: start,
             ended_at_millis: end,
             end_reason: end.map(|_| SessionEnd::Switch),
+            ..Default::default()
         }
     }
 

@@ -34,6 +34,8 @@ pub enum StoreCommand {
     UpsertSession(ActivitySession),
     InsertKeystrokeChunk(crate::capture::keys::KeystrokeChunk),
     InsertClipboardEvent(crate::capture::clipboard::ClipboardEvent),
+    /// An AFK-stream event, new or extended.
+    UpsertAfk(crate::capture::heartbeat::AfkEvent),
     Heartbeat { session_id: i64, at_millis: i64 },
     UpsertThread { thread: ChatThread, created_at_millis: i64 },
     UpsertMessage { message: ChatMessage, model: Option<String> },
@@ -62,6 +64,7 @@ enum Write {
     Session(ActivitySession),
     Chunk(crate::capture::keys::KeystrokeChunk),
     Clip(crate::capture::clipboard::ClipboardEvent),
+    Afk(crate::capture::heartbeat::AfkEvent),
     Heartbeat { session_id: i64, at_millis: i64 },
     Thread { thread: ChatThread, created_at_millis: i64 },
     Message { message: ChatMessage, model: Option<String> },
@@ -106,6 +109,11 @@ impl StoreWorker {
             StoreCommand::InsertClipboardEvent(event) => {
                 if !self.was_deleted(event.at_millis, event.at_millis) {
                     self.queue(Write::Clip(event));
+                }
+            }
+            StoreCommand::UpsertAfk(event) => {
+                if !self.was_deleted(event.start_millis, event.end_millis) {
+                    self.queue(Write::Afk(event));
                 }
             }
             StoreCommand::Heartbeat { session_id, at_millis } => {
@@ -311,6 +319,7 @@ impl StoreWorker {
                 Write::Session(session) => queries::upsert_session(&tx, session)?,
                 Write::Chunk(chunk) => queries::insert_keystroke_chunk(&tx, chunk)?,
                 Write::Clip(event) => queries::insert_clipboard_event(&tx, event)?,
+                Write::Afk(event) => queries::upsert_afk(&tx, event)?,
                 Write::Heartbeat { session_id, at_millis } => queries::heartbeat_session(&tx, *session_id, *at_millis)?,
                 Write::Thread { thread, created_at_millis } => queries::upsert_thread(&tx, thread, *created_at_millis)?,
                 Write::Message { message, model } => queries::upsert_message(&tx, message, model.as_deref())?,

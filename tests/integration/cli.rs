@@ -239,6 +239,7 @@ fn export_and_delete_from_the_command_line() {
             started_at_millis: now - ago_secs * 1000,
             ended_at_millis: Some(now - ago_secs * 1000 + 300_000),
             end_reason: Some(reason),
+            ..Default::default()
         };
         cowork::store::upsert_session(&conn, &session).unwrap();
     }
@@ -366,6 +367,7 @@ fn doctor_reports_each_streams_last_event_from_the_database() {
         started_at_millis: now - 20_000,
         ended_at_millis: Some(now - 10_000),
         end_reason: Some(SessionEnd::Switch),
+        ..Default::default()
     };
     cowork::store::upsert_session(&conn, &session).unwrap();
     drop(conn);

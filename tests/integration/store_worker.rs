@@ -20,6 +20,7 @@ fn session(session_id: i64, title: &str, start: i64, end: Option<i64>) -> Activi
         started_at_millis: start,
         ended_at_millis: end,
         end_reason: end.map(|_| SessionEnd::Switch),
+        ..Default::default()
     }
 }
 

@@ -81,6 +81,7 @@ fn tabs_switch_by_label_and_each_panel_shows_its_content() {
             app: "Firefox".into(),
             title: "Rust docs — Mozilla Firefox".into(),
             pid: Some(9),
+            ..Default::default()
         })))
         .unwrap();
     harness.get_by_label("Context").click();
@@ -306,6 +307,7 @@ fn clicking_a_session_shows_what_was_typed_and_copied_in_it() {
             started_at_millis: now - 60_000,
             ended_at_millis: Some(now - 1_000),
             end_reason: Some(SessionEnd::Switch),
+            ..Default::default()
         }))
         .unwrap();
     harness.run();

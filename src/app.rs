@@ -62,6 +62,9 @@ pub struct CoworkApp {
     screenshot_done: Arc<std::sync::atomic::AtomicBool>,
     geometry: Option<[f32; 4]>,
     geometry_saved_at: Instant,
+    /// The tray icon, told when capture is paused.
+    tray: Option<crate::desktop::TrayIcon>,
+    show_requested: bool,
 }
 
 /// Longest the UI spends applying events in one frame before yielding.
@@ -93,7 +96,15 @@ impl CoworkApp {
             screenshot_done: Arc::default(),
             geometry,
             geometry_saved_at: Instant::now(),
+            tray: None,
+            show_requested: false,
         }
+    }
+
+    /// Keeps the tray icon and keeps it in step with the pause switch.
+    pub fn with_tray(mut self, tray: Option<crate::desktop::TrayIcon>) -> Self {
+        self.tray = tray;
+        self
     }
 
     /// Applies pending worker events, within a time budget.
@@ -101,6 +112,17 @@ impl CoworkApp {
         let start = Instant::now();
         let now = now_millis();
         while let Ok(event) = self.channels.events.try_recv() {
+            match event {
+                AppEvent::TogglePause => {
+                    self.handle_action(UiAction::TogglePause);
+                    continue;
+                }
+                AppEvent::ShowSidebar => {
+                    self.show_requested = true;
+                    continue;
+                }
+                _ => {}
+            }
             let threads_loaded = matches!(event, AppEvent::ThreadsLoaded(_));
             if matches!(event, AppEvent::RangeDeleted { messages: 1.., .. }) {
                 self.send_store(StoreCommand::LoadThreads);
@@ -157,7 +179,18 @@ impl CoworkApp {
                 if [keys::RECORD_WINDOWS, keys::RECORD_KEYS, keys::RECORD_CLIPBOARD, keys::STREAMS_CONFIRMED].contains(&key.as_str()) {
                     self.apply_stream_switches();
                 }
+                if keys::PRIVACY.contains(&key.as_str()) {
+                    let _ = self.channels.capture.try_send(CaptureCommand::SetRules(self.state.settings.rules()));
+                    if let Some(tray) = &self.tray {
+                        tray.set_paused(self.state.settings.privacy.paused);
+                    }
+                }
                 self.send_store(StoreCommand::SetSetting { key, value });
+            }
+            UiAction::TogglePause => {
+                let paused = !self.state.settings.privacy.paused;
+                self.state.notice(if paused { "capture paused: nothing is recorded" } else { "capture resumed" });
+                self.handle_action(UiAction::SaveSetting { key: keys::PAUSED.to_owned(), value: paused.to_string() });
             }
             UiAction::DeleteRecent { span_millis } => {
                 let now = now_millis();
@@ -302,6 +335,11 @@ impl eframe::App for CoworkApp {
             self.handle_action(action);
         }
         self.track_geometry(ctx, false);
+        if std::mem::take(&mut self.show_requested) {
+            ctx.send_viewport_cmd(ViewportCommand::Visible(true));
+            ctx.send_viewport_cmd(ViewportCommand::Minimized(false));
+            ctx.send_viewport_cmd(ViewportCommand::Focus);
+        }
         if self.state.shutting_down {
             ctx.send_viewport_cmd(ViewportCommand::Close);
         }

@@ -1,5 +1,6 @@
-//! Integration with the desktop outside our window: the global quick-prompt
-//! hotkey and the sidebar's default placement from the X11 work area.
+//! Integration with the desktop outside our window: the global hotkeys
+//! (quick prompt, pause), the system tray, and the sidebar's default
+//! placement from the X11 work area.
 
 use global_hotkey::hotkey::HotKey;
 use global_hotkey::{GlobalHotKeyEvent, GlobalHotKeyManager, HotKeyState};
@@ -8,34 +9,168 @@ use crate::capture::x11::{WorkArea, X11Desktop};
 use crate::events::AppEvent;
 use crate::runtime::EventSink;
 
-/// Keeps the global hotkey registered while alive.
-pub struct QuickPromptHotkey {
-    manager: GlobalHotKeyManager,
-    hotkey: HotKey,
+/// What a global hotkey does.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum HotkeyAction {
+    QuickPrompt,
+    TogglePause,
 }
 
-impl QuickPromptHotkey {
-    /// Registers `spec` (e.g. `ctrl+alt+Space`); presses arrive as `AppEvent::QuickPromptHotkey`.
-    pub fn register(spec: &str, sink: EventSink) -> anyhow::Result<Self> {
-        let hotkey: HotKey = spec.parse().map_err(|err| anyhow::anyhow!("hotkey {spec:?} is not valid: {err}"))?;
-        let manager = GlobalHotKeyManager::new().map_err(|err| anyhow::anyhow!("global hotkeys unavailable: {err}"))?;
-        manager
-            .register(hotkey)
-            .map_err(|err| anyhow::anyhow!("cannot register {spec} (taken by another program?): {err}"))?;
-        let id = hotkey.id();
-        GlobalHotKeyEvent::set_event_handler(Some(move |event: GlobalHotKeyEvent| {
-            if event.id() == id && event.state() == HotKeyState::Pressed {
-                sink.send(AppEvent::QuickPromptHotkey);
-            }
-        }));
-        Ok(Self { manager, hotkey })
+impl HotkeyAction {
+    fn event(self) -> AppEvent {
+        match self {
+            HotkeyAction::QuickPrompt => AppEvent::QuickPromptHotkey,
+            HotkeyAction::TogglePause => AppEvent::TogglePause,
+        }
     }
 }
 
-impl Drop for QuickPromptHotkey {
+/// Keeps the global hotkeys registered while alive.
+pub struct GlobalHotkeys {
+    manager: GlobalHotKeyManager,
+    registered: Vec<HotKey>,
+}
+
+impl GlobalHotkeys {
+    /// Registers each `(spec, action)` (e.g. `ctrl+alt+Space`); presses arrive
+    /// as the action's `AppEvent`. Returns the hotkeys that could not be
+    /// registered, with why, next to the ones that were.
+    pub fn register(bindings: &[(&str, HotkeyAction)], sink: EventSink) -> anyhow::Result<(Self, Vec<String>)> {
+        let manager = GlobalHotKeyManager::new().map_err(|err| anyhow::anyhow!("global hotkeys unavailable: {err}"))?;
+        let mut registered = Vec::new();
+        let mut actions = Vec::new();
+        let mut errors = Vec::new();
+        for (spec, action) in bindings {
+            let hotkey: HotKey = match spec.parse() {
+                Ok(hotkey) => hotkey,
+                Err(err) => {
+                    errors.push(format!("hotkey {spec:?} is not valid: {err}"));
+                    continue;
+                }
+            };
+            match manager.register(hotkey) {
+                Ok(()) => {
+                    registered.push(hotkey);
+                    actions.push((hotkey.id(), *action));
+                }
+                Err(err) => errors.push(format!("cannot register {spec} (taken by another program?): {err}")),
+            }
+        }
+        GlobalHotKeyEvent::set_event_handler(Some(move |event: GlobalHotKeyEvent| {
+            if event.state() != HotKeyState::Pressed {
+                return;
+            }
+            if let Some((_, action)) = actions.iter().find(|(id, _)| *id == event.id()) {
+                sink.send(action.event());
+            }
+        }));
+        Ok((Self { manager, registered }, errors))
+    }
+}
+
+impl Drop for GlobalHotkeys {
     fn drop(&mut self) {
-        let _ = self.manager.unregister(self.hotkey);
+        for hotkey in &self.registered {
+            let _ = self.manager.unregister(*hotkey);
+        }
         GlobalHotKeyEvent::set_event_handler(None::<fn(GlobalHotKeyEvent)>);
+    }
+}
+
+/// The system tray icon (StatusNotifierItem over D-Bus, via ksni): click shows
+/// the sidebar, middle-click pauses or resumes capture, and the menu has
+/// Pause, Show and Quit.
+pub struct CoworkTray {
+    paused: bool,
+    sink: EventSink,
+}
+
+impl ksni::Tray for CoworkTray {
+    fn id(&self) -> String {
+        "cowork".into()
+    }
+
+    fn title(&self) -> String {
+        "cowork".into()
+    }
+
+    fn icon_name(&self) -> String {
+        if self.paused { "media-playback-pause".into() } else { "media-record".into() }
+    }
+
+    fn status(&self) -> ksni::Status {
+        if self.paused { ksni::Status::Passive } else { ksni::Status::Active }
+    }
+
+    fn tool_tip(&self) -> ksni::ToolTip {
+        let description = if self.paused { "Capture is paused" } else { "Recording your activity, privately" };
+        ksni::ToolTip { title: "cowork".into(), description: description.into(), ..Default::default() }
+    }
+
+    fn activate(&mut self, _x: i32, _y: i32) {
+        let _ = self.sink.send(AppEvent::ShowSidebar);
+    }
+
+    fn secondary_activate(&mut self, _x: i32, _y: i32) {
+        let _ = self.sink.send(AppEvent::TogglePause);
+    }
+
+    fn menu(&self) -> Vec<ksni::MenuItem<Self>> {
+        use ksni::menu::{CheckmarkItem, StandardItem};
+        vec![
+            CheckmarkItem {
+                label: "Pause capture".into(),
+                checked: self.paused,
+                activate: Box::new(|tray: &mut Self| {
+                    tray.sink.send(AppEvent::TogglePause);
+                }),
+                ..Default::default()
+            }
+            .into(),
+            StandardItem {
+                label: "Show sidebar".into(),
+                activate: Box::new(|tray: &mut Self| {
+                    tray.sink.send(AppEvent::ShowSidebar);
+                }),
+                ..Default::default()
+            }
+            .into(),
+            ksni::MenuItem::Separator,
+            StandardItem {
+                label: "Quit cowork".into(),
+                activate: Box::new(|tray: &mut Self| {
+                    tray.sink.send(AppEvent::ShutdownRequested);
+                }),
+                ..Default::default()
+            }
+            .into(),
+        ]
+    }
+}
+
+/// Keeps the tray icon alive; tells it when capture is paused.
+pub struct TrayIcon(ksni::blocking::Handle<CoworkTray>);
+
+impl TrayIcon {
+    /// Publishes the icon on the D-Bus session bus. It shows as soon as a tray
+    /// host (a StatusNotifierWatcher) runs, now or later.
+    pub fn spawn(paused: bool, sink: EventSink) -> anyhow::Result<Self> {
+        use ksni::blocking::TrayMethods;
+        let handle = CoworkTray { paused, sink }
+            .assume_sni_available(true)
+            .spawn()
+            .map_err(|err| anyhow::anyhow!("no system tray (D-Bus session bus unavailable?): {err}"))?;
+        Ok(Self(handle))
+    }
+
+    pub fn set_paused(&self, paused: bool) {
+        self.0.update(|tray| tray.paused = paused);
+    }
+}
+
+impl Drop for TrayIcon {
+    fn drop(&mut self) {
+        self.0.shutdown().wait();
     }
 }
 

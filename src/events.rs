@@ -239,6 +239,10 @@ pub enum AppEvent {
     Notice(String),
     /// The global quick-prompt hotkey was pressed.
     QuickPromptHotkey,
+    /// The pause hotkey or the tray: pause capture, or resume it.
+    TogglePause,
+    /// The tray: bring the sidebar to the front.
+    ShowSidebar,
     /// Everything in the range was deleted (and purged from disk).
     RangeDeleted { since_millis: i64, until_millis: i64, sessions: usize, messages: usize },
     /// SIGTERM or SIGINT: close the window so workers can flush.

@@ -15,7 +15,7 @@ use cowork::app::{AppOptions, CoworkApp};
 use cowork::build_info::LONG_VERSION;
 use cowork::commands;
 use cowork::config::{Paths, resolve_model};
-use cowork::desktop::{QuickPromptHotkey, default_sidebar_rect};
+use cowork::desktop::{GlobalHotkeys, HotkeyAction, TrayIcon, default_sidebar_rect};
 use cowork::models::{FileCheck, Manifest, ModelRole, check_file};
 use cowork::runtime::{EventSink, RestartPolicy, signals};
 use cowork::state::AppState;
@@ -288,10 +288,26 @@ fn run_sidebar(paths: &Paths, display: Option<String>, screenshot: Option<PathBu
     )?;
     signals::spawn_signal_thread(sink.clone())?;
     let mut state = AppState { settings: settings.clone(), setting_warnings: warnings, ..AppState::default() };
-    let hotkey = match QuickPromptHotkey::register(&settings.quick_prompt_hotkey, sink.clone()) {
-        Ok(hotkey) => Some(hotkey),
+    let bindings = [
+        (settings.quick_prompt_hotkey.as_str(), HotkeyAction::QuickPrompt),
+        (settings.pause_hotkey.as_str(), HotkeyAction::TogglePause),
+    ];
+    let hotkeys = match GlobalHotkeys::register(&bindings, sink.clone()) {
+        Ok((hotkeys, errors)) => {
+            for error in errors {
+                state.notice(error);
+            }
+            Some(hotkeys)
+        }
         Err(err) => {
-            state.notice(format!("quick prompt hotkey unavailable: {err:#}"));
+            state.notice(format!("global hotkeys unavailable: {err:#}"));
+            None
+        }
+    };
+    let tray = match TrayIcon::spawn(settings.privacy.paused, sink.clone()) {
+        Ok(tray) => Some(tray),
+        Err(err) => {
+            tracing::info!("{err:#}");
             None
         }
     };
@@ -320,10 +336,10 @@ fn run_sidebar(paths: &Paths, display: Option<String>, screenshot: Option<PathBu
         Box::new(move |cc| {
             let _ = egui_ctx.set(cc.egui_ctx.clone());
             cc.egui_ctx.set_visuals(egui::Visuals::dark());
-            Ok(Box::new(CoworkApp::new(channels, state, models, app_options)))
+            Ok(Box::new(CoworkApp::new(channels, state, models, app_options).with_tray(tray)))
         }),
     );
-    drop(hotkey);
+    drop(hotkeys);
     workers.shutdown(Duration::from_secs(5));
     drop(sink);
     match result {

@@ -51,6 +51,8 @@ pub enum UiAction {
     DeleteRecent { span_millis: i64 },
     /// Export today's history into the data directory.
     ExportToday(crate::export::Format),
+    /// Pause all capture, or resume it (hotkey, tray, status bar).
+    TogglePause,
 }
 
 /// A session opened in the Context panel.
@@ -205,6 +207,8 @@ impl AppState {
             }
             AppEvent::Notice(text) => self.notice(text),
             AppEvent::QuickPromptHotkey => self.quick_prompt_open = true,
+            // Handled by the app (they send commands), never reach the reducer.
+            AppEvent::TogglePause | AppEvent::ShowSidebar => {}
             AppEvent::ShutdownRequested => self.shutting_down = true,
             AppEvent::RangeDeleted { since_millis, until_millis, sessions, messages } => {
                 self.sessions_today.retain(|s| {

@@ -10,7 +10,7 @@ use crossbeam_channel::Receiver;
 use crate::app::Channels;
 use crate::capture::keys::{KeysCommand, spawn_keys};
 use crate::capture::clipboard::{ClipboardCommand, spawn_clipboard};
-use crate::capture::{CaptureCommand, CaptureConfig, StreamSenders, spawn_capture_with_streams};
+use crate::capture::{A11yCommand, CaptureCommand, CaptureConfig, StreamSenders, spawn_a11y, spawn_capture_with_streams};
 use crossbeam_channel::bounded;
 use crate::store;
 use crate::config::{Paths, ResolvedModel, Settings};
@@ -24,6 +24,7 @@ pub struct Workers {
     pub capture: Option<WorkerHandle<CaptureCommand>>,
     pub keys: Option<WorkerHandle<KeysCommand>>,
     pub clipboard: Option<WorkerHandle<ClipboardCommand>>,
+    pub a11y: Option<WorkerHandle<A11yCommand>>,
     pub llm: WorkerHandle<LlmCommand>,
     pub stop_epoch: Arc<AtomicU64>,
 }
@@ -62,7 +63,7 @@ impl Workers {
             tracing::warn!("the store did not open the database in time; using default settings");
         }
         let (settings, warnings) = read_settings(paths);
-        let (capture, keys, clipboard) = if options.capture {
+        let (capture, keys, clipboard, a11y) = if options.capture {
             // device_query and arboard read $DISPLAY; those streams run only when that is the display we watch.
             let same_display = options.display.is_none() || options.display == std::env::var("DISPLAY").ok();
             let (copy_tx, copy_rx) = bounded(8);
@@ -75,16 +76,17 @@ impl Workers {
                 sink.clone(),
                 options.policy,
             )?;
-            let config = CaptureConfig { display: options.display.clone(), afk_secs: settings.afk_secs, rules: Default::default() };
+            let a11y = spawn_a11y(keys.commands.clone(), sink.clone(), options.policy)?;
+            let config = CaptureConfig { display: options.display.clone(), afk_secs: settings.afk_secs, rules: settings.rules() };
             let streams = StreamSenders { keys: Some(keys.commands.clone()), clipboard: Some(clipboard.commands.clone()) };
             let capture = spawn_capture_with_streams(config, store.commands.clone(), streams, sink.clone(), options.policy)?;
             let allowed = settings.streams_confirmed || !options.require_consent;
             let _ = capture.commands.try_send(CaptureCommand::SetRecording(allowed && settings.record_windows));
             let _ = keys.commands.try_send(KeysCommand::SetRecording(allowed && settings.record_keys));
             let _ = clipboard.commands.try_send(ClipboardCommand::SetRecording(allowed && settings.record_clipboard));
-            (Some(capture), Some(keys), Some(clipboard))
+            (Some(capture), Some(keys), Some(clipboard), Some(a11y))
         } else {
-            (None, None, None)
+            (None, None, None, None)
         };
         let stop_epoch = Arc::new(AtomicU64::new(0));
         let (model_path, model_expected) = match &options.chat_model {
@@ -100,7 +102,7 @@ impl Workers {
             history_messages: 8,
         };
         let llm = spawn_llm(llm_config, store.commands.clone(), sink, stop_epoch.clone(), options.policy)?;
-        Ok((Self { store, capture, keys, clipboard, llm, stop_epoch }, settings, warnings))
+        Ok((Self { store, capture, keys, clipboard, a11y, llm, stop_epoch }, settings, warnings))
     }
 
     /// Waits until the store has committed everything sent to it so far.
@@ -122,6 +124,9 @@ impl Workers {
         }
         if let Some(clipboard) = &self.clipboard {
             controls.push((clipboard.name, clipboard.control.clone()));
+        }
+        if let Some(a11y) = &self.a11y {
+            controls.push((a11y.name, a11y.control.clone()));
         }
         Channels {
             store: self.store.commands.clone(),
@@ -152,6 +157,11 @@ impl Workers {
             && !clipboard.shutdown(ClipboardCommand::Shutdown, timeout)
         {
             tracing::warn!("clipboard did not stop in time");
+        }
+        if let Some(a11y) = self.a11y.as_mut()
+            && !a11y.shutdown(A11yCommand::Shutdown, timeout)
+        {
+            tracing::warn!("a11y did not stop in time");
         }
         if !self.llm.shutdown(LlmCommand::Shutdown, timeout) {
             tracing::warn!("llm did not stop in time");

@@ -29,6 +29,9 @@ pub fn context_ui(ui: &mut egui::Ui, state: &AppState, now_millis: i64, actions:
                 window.pid.map(|pid| format!(" · pid {pid}")).unwrap_or_default()
             ))
             .color(theme::MUTED));
+            if let (Some(url), Some(source)) = (&window.url, window.url_source) {
+                ui.label(RichText::new(format!("{url}  (from {})", source_label(source))).small().color(theme::MUTED));
+            }
         }
         None => {
             ui.label(RichText::new("No active window (away, or nothing focused)").color(theme::MUTED));
@@ -60,6 +63,9 @@ pub fn context_ui(ui: &mut egui::Ui, state: &AppState, now_millis: i64, actions:
             let open = state.open_session.as_ref().filter(|s| s.session_id == session.session_id);
             if ui.selectable_label(open.is_some(), &session.title).on_hover_text("Show what was typed and copied").clicked() {
                 actions.push(UiAction::ToggleSession(session.session_id));
+            }
+            if let (Some(url), Some(source)) = (&session.url, session.url_source) {
+                ui.label(RichText::new(url).small().color(theme::MUTED)).on_hover_text(format!("URL from {}", source_label(source)));
             }
             if let Some(detail) = open {
                 session_detail_ui(ui, detail);
@@ -156,5 +162,13 @@ fn timeline_ui(ui: &mut egui::Ui, state: &AppState, now_millis: i64) {
             0.0,
             theme::app_colour(&session.app),
         );
+    }
+}
+
+fn source_label(source: crate::events::UrlSource) -> &'static str {
+    match source {
+        crate::events::UrlSource::Atspi => "the address bar",
+        crate::events::UrlSource::Title => "the title",
+        crate::events::UrlSource::Script => "a simulation script",
     }
 }

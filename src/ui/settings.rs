@@ -15,6 +15,9 @@ pub struct SettingsPanel {
     pub hotkey: Option<String>,
     pub context_budget: Option<String>,
     pub retention_days: Option<String>,
+    pub pause_hotkey: Option<String>,
+    /// Drafts of the privacy rule lists, by settings key.
+    pub rules: std::collections::HashMap<&'static str, String>,
 }
 
 /// A model file as Settings lists it.
@@ -67,9 +70,12 @@ pub fn settings_ui(
             actions,
         );
 
+        setting_row_ui(ui, "Pause hotkey", keys::PAUSE_HOTKEY, &state.settings.pause_hotkey, &mut panel.pause_hotkey, actions);
+
         ui.separator();
         ui.heading("What cowork records");
         crate::ui::consent::streams_settings_ui(ui, state, actions);
+        privacy_rules_ui(ui, state, panel, actions);
 
         ui.separator();
         ui.heading("Your data");
@@ -142,6 +148,42 @@ pub fn settings_ui(
         ui.label(format!("cowork {}", build_info::long_version()));
         ui.label(RichText::new("Everything cowork captures stays in one SQLite file on this computer").small().color(theme::MUTED));
     });
+}
+
+/// The firewall's rules: pause, private windows, and the lists, each saved on its own.
+fn privacy_rules_ui(ui: &mut egui::Ui, state: &AppState, panel: &mut SettingsPanel, actions: &mut Vec<UiAction>) {
+    let privacy = &state.settings.privacy;
+    let mut paused = privacy.paused;
+    if ui.checkbox(&mut paused, format!("Pause all capture ({})", state.settings.pause_hotkey)).changed() {
+        actions.push(UiAction::TogglePause);
+    }
+    egui::CollapsingHeader::new("Privacy rules").show(ui, |ui| privacy_lists_ui(ui, state, panel, actions));
+}
+
+fn privacy_lists_ui(ui: &mut egui::Ui, state: &AppState, panel: &mut SettingsPanel, actions: &mut Vec<UiAction>) {
+    let privacy = &state.settings.privacy;
+    ui.label(RichText::new("Checked before anything is recorded, for every stream").small().color(theme::MUTED));
+    let mut private = privacy.exclude_private_windows;
+    if ui.checkbox(&mut private, "Skip private and incognito windows").changed() {
+        actions.push(UiAction::SaveSetting { key: keys::PRIVATE_WINDOWS.to_owned(), value: private.to_string() });
+    }
+    for (key, label, current, hint) in [
+        (keys::DENIED_APPS, "Never record these apps", &privacy.denied_apps, "keepassxc, bitwarden"),
+        (keys::ALLOWED_APPS, "Record only these apps (empty: all)", &privacy.allowed_apps, "code, firefox"),
+        (keys::DENIED_TITLES, "Skip titles matching (one regex per line)", &privacy.denied_titles, "(?i)salary"),
+        (keys::DENIED_DOMAINS, "Skip these domains and their subdomains", &privacy.denied_domains, "bank.example"),
+        (keys::QUIET_HOURS, "Quiet hours", &privacy.quiet_hours, "22:00-07:00"),
+    ] {
+        let label = ui.label(label);
+        let draft = panel.rules.entry(key).or_insert_with(|| current.clone());
+        ui.horizontal(|ui| {
+            ui.add(egui::TextEdit::multiline(draft).desired_rows(1).desired_width(260.0).hint_text(hint))
+                .labelled_by(label.id);
+            if ui.add_enabled(draft != current, egui::Button::new("Save")).clicked() {
+                actions.push(UiAction::SaveSetting { key: key.to_owned(), value: draft.trim().to_owned() });
+            }
+        });
+    }
 }
 
 fn setting_row_ui(

@@ -9,6 +9,7 @@
 mod integration {
     pub mod support;
 
+    mod capture_desktop;
     mod capture_x11;
     mod cli;
     mod llm_real;

@@ -176,6 +176,47 @@ impl XSession {
         window
     }
 
+    /// Starts a private D-Bus session bus for this display (AT-SPI, MPRIS and
+    /// the tray live there) and returns its address. Services it activates
+    /// (the accessibility bus) inherit `DISPLAY`.
+    pub fn start_dbus(&mut self) -> String {
+        use std::io::BufRead;
+        let mut daemon = Command::new("dbus-daemon")
+            .args(["--session", "--nofork", "--print-address=1"])
+            .env("DISPLAY", &self.display)
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("start dbus-daemon");
+        let mut address = String::new();
+        std::io::BufReader::new(daemon.stdout.take().unwrap()).read_line(&mut address).expect("dbus-daemon address");
+        self.children.push(daemon);
+        address.trim().to_owned()
+    }
+
+    /// Starts `program` on this display (and session bus, if given); killed on drop.
+    pub fn spawn(&mut self, program: &str, args: &[&str], dbus: Option<&str>) {
+        let mut command = Command::new(program);
+        command.args(args).env("DISPLAY", &self.display).stdout(Stdio::null()).stderr(Stdio::null());
+        if let Some(address) = dbus {
+            command.env("DBUS_SESSION_BUS_ADDRESS", address);
+        }
+        self.children.push(command.spawn().unwrap_or_else(|err| panic!("start {program}: {err}")));
+    }
+
+    /// The first window whose title matches `pattern` (xdotool regex), waiting for it.
+    pub fn wait_window(&self, pattern: &str, timeout: Duration) -> String {
+        let mut window = String::new();
+        assert!(
+            eventually(timeout, || {
+                window = self.xdotool(&["search", "--name", pattern]).lines().next().unwrap_or_default().trim().to_owned();
+                !window.is_empty()
+            }),
+            "no window matching {pattern:?} appeared"
+        );
+        window
+    }
+
     pub fn xdotool(&self, args: &[&str]) -> String {
         let out = Command::new("xdotool").args(args).env("DISPLAY", &self.display).output().expect("run xdotool");
         String::from_utf8_lossy(&out.stdout).into_owned()

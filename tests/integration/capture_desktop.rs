@@ -1,0 +1,325 @@
+//! Capture against real desktop peers on a private D-Bus session bus:
+//! Chromium's address bar and a GTK password field over AT-SPI, mpv over
+//! MPRIS, a fullscreen window, and the tray and pause hotkey of a real sidebar.
+
+use std::io::{Read, Write};
+use std::net::TcpListener;
+use std::path::Path;
+use std::process::{Child, Command};
+use std::time::{Duration, Instant};
+
+use cowork::capture::heartbeat::{AfkStatus, HeldBy};
+use cowork::events::UrlSource;
+use cowork::store;
+
+use super::support::{XSession, eventually, have_program, require, temp_dir};
+
+fn write_settings(data: &Path, pairs: &[(&str, &str)]) {
+    let conn = store::open_writer(&data.join("cowork.db")).unwrap();
+    for (key, value) in pairs {
+        store::set_setting(&conn, key, value, 0).unwrap();
+    }
+}
+
+fn capture_run(x: &XSession, data: &Path, dbus: &str) -> Child {
+    Command::new(env!("CARGO_BIN_EXE_cowork"))
+        .args(["capture", "run", "--data-dir"])
+        .arg(data)
+        .env("DISPLAY", &x.display)
+        .env("DBUS_SESSION_BUS_ADDRESS", dbus)
+        .env("COWORK_LOG", std::env::var("COWORK_TEST_CAPTURE_LOG").unwrap_or_else(|_| "warn".into()))
+        .spawn()
+        .unwrap()
+}
+
+fn stop(mut child: Child) {
+    // SAFETY: signalling our own child.
+    unsafe { libc::kill(child.id() as i32, libc::SIGTERM) };
+    assert!(child.wait().unwrap().success());
+}
+
+fn sessions(db: &Path) -> Vec<cowork::events::ActivitySession> {
+    store::open_read_only(db).and_then(|c| Ok(store::sessions_between(&c, 0, i64::MAX)?)).unwrap_or_default()
+}
+
+/// Every place a word could have reached: sessions, typed text, clipboard (rows and FTS).
+fn traces(db: &Path, word: &str) -> usize {
+    let reader = store::open_read_only(db).unwrap();
+    let lower = word.to_lowercase();
+    let rows = store::sessions_between(&reader, 0, i64::MAX)
+        .unwrap()
+        .iter()
+        .filter(|s| format!("{} {} {}", s.title, s.app, s.url.clone().unwrap_or_default()).to_lowercase().contains(&lower))
+        .count()
+        + store::chunks_between(&reader, 0, i64::MAX).unwrap().iter().filter(|c| c.text.to_lowercase().contains(&lower) || c.title.to_lowercase().contains(&lower)).count()
+        + store::clips_between(&reader, 0, i64::MAX).unwrap().iter().filter(|c| c.text.to_lowercase().contains(&lower)).count();
+    rows + store::search_sessions(&reader, word, 10).unwrap().len() + store::search_chunks(&reader, word, 10).unwrap().len()
+}
+
+/// A loopback web server: `/plan.html` redirects (after 4 s) to the secret
+/// page on `www.ledger.example` (mapped to 127.0.0.1 by Chromium's resolver
+/// rules), which redirects back to `/back.html` on 127.0.0.1.
+fn serve_pages() -> u16 {
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port();
+    std::thread::spawn(move || {
+        for stream in listener.incoming() {
+            let Ok(mut stream) = stream else { continue };
+            // Chromium opens speculative connections it may never use: one thread each.
+            std::thread::spawn(move || {
+            let mut request = [0u8; 2048];
+            let n = stream.read(&mut request).unwrap_or(0);
+            let request = String::from_utf8_lossy(&request[..n]);
+            let path = request.split_whitespace().nth(1).unwrap_or("/");
+            let body = match path {
+                "/plan.html" => format!(
+                    "<html><head><title>Quarterly plan</title><meta http-equiv=refresh content='4;url=http://www.ledger.example:{port}/secret.html'></head><body>plan</body></html>"
+                ),
+                "/secret.html" => format!(
+                    "<html><head><title>Hidden ledger</title><meta http-equiv=refresh content='4;url=http://127.0.0.1:{port}/back.html'></head><body>ledger</body></html>"
+                ),
+                "/back.html" => "<html><head><title>Back to work</title></head><body>back</body></html>".to_owned(),
+                _ => String::new(),
+            };
+            let status = if body.is_empty() { "404 Not Found" } else { "200 OK" };
+            let _ = write!(
+                stream,
+                "HTTP/1.1 {status}\r\nContent-Type: text/html\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+                body.len()
+            );
+            });
+        }
+    });
+    port
+}
+
+#[test]
+fn chromium_urls_come_from_the_address_bar_and_a_denied_domain_leaves_nothing() {
+    if !require(XSession::available() && have_program("chromium") && have_program("dbus-daemon"), "Xvfb, chromium and dbus-daemon") {
+        return;
+    }
+    let mut x = XSession::start();
+    let dbus = x.start_dbus();
+    let data = temp_dir();
+    let db = data.path().join("cowork.db");
+    write_settings(data.path(), &[("capture.streams_confirmed", "true"), ("privacy.denied_domains", "ledger.example")]);
+    let port = serve_pages();
+    let profile = temp_dir();
+    let capture = capture_run(&x, data.path(), &dbus);
+    // Chromium exposes its address bar over AT-SPI with renderer accessibility on.
+    let profile_arg = format!("--user-data-dir={}", profile.path().display());
+    let url = format!("http://127.0.0.1:{port}/plan.html");
+    x.spawn(
+        "chromium",
+        &[
+            "--no-sandbox", "--disable-gpu", "--no-first-run", "--disable-background-networking",
+            "--disable-component-update", "--disable-sync", "--password-store=basic", "--force-renderer-accessibility",
+            "--host-resolver-rules=MAP *.ledger.example 127.0.0.1", &profile_arg, &url,
+        ],
+        Some(&dbus),
+    );
+    let window = x.wait_window("Quarterly plan", Duration::from_secs(40));
+    x.activate(&window);
+    // plan (4 s) → secret on localhost (4 s) → back to work.
+    assert!(
+        eventually(Duration::from_secs(40), || sessions(&db).iter().any(|s| s.title.starts_with("Back to work"))),
+        "capture followed the browser to the last page: {:?}",
+        sessions(&db)
+    );
+    std::thread::sleep(Duration::from_millis(500));
+    stop(capture);
+
+    let recorded = sessions(&db);
+    let plan = recorded.iter().find(|s| s.title.starts_with("Quarterly plan")).expect("plan page recorded");
+    assert_eq!(plan.url_source, Some(UrlSource::Atspi), "{plan:?}");
+    assert!(plan.url.as_deref().is_some_and(|u| u.contains(&format!("127.0.0.1:{port}/plan.html"))), "{plan:?}");
+    let back = recorded.iter().find(|s| s.title.starts_with("Back to work")).unwrap();
+    assert!(back.url.as_deref().is_some_and(|u| u.ends_with("/back.html")), "{back:?}");
+    // The page on the denied domain: no row, no FTS entry, no bytes on disk.
+    assert_eq!(traces(&db, "Hidden ledger"), 0, "{recorded:?}");
+    assert_eq!(traces(&db, "secret.html"), 0, "{recorded:?}");
+    assert_eq!(traces(&db, "ledger.example"), 0, "{recorded:?}");
+    let reader = store::open_read_only(&db).unwrap();
+    assert_eq!(store::search_sessions(&reader, "ledger", 10).unwrap().len(), 0);
+    let by_url = store::search_sessions(&reader, "plan.html", 10).unwrap();
+    assert!(by_url.iter().any(|s| s.session_id == plan.session_id), "URLs are full-text searchable: {by_url:?} {recorded:?}");
+    drop(reader);
+    for file in ["cowork.db", "cowork.db-wal"] {
+        let bytes = std::fs::read(data.path().join(file)).unwrap_or_default();
+        assert!(!bytes.windows(13).any(|w| w == b"Hidden ledger"), "denied page's title in {file}");
+    }
+}
+
+const GTK_LOGIN: &str = r#"
+import gi
+gi.require_version("Gtk", "3.0")
+from gi.repository import Gtk
+win = Gtk.Window(title="Sign in - Demo")
+box = Gtk.Box(orientation=Gtk.Orientation.VERTICAL)
+user = Gtk.Entry()
+password = Gtk.Entry()
+password.set_visibility(False)
+box.add(user)
+box.add(password)
+win.add(box)
+win.connect("destroy", Gtk.main_quit)
+win.show_all()
+user.grab_focus()
+Gtk.main()
+"#;
+
+#[test]
+fn nothing_typed_into_a_real_password_field_is_recorded() {
+    let gtk = Command::new("/usr/bin/python3").args(["-c", "import gi; gi.require_version('Gtk', '3.0')"]).status().is_ok_and(|s| s.success());
+    if !require(XSession::available() && gtk && have_program("dbus-daemon"), "Xvfb, python3-gi with GTK 3 and dbus-daemon") {
+        return;
+    }
+    let mut x = XSession::start();
+    let dbus = x.start_dbus();
+    let data = temp_dir();
+    let db = data.path().join("cowork.db");
+    write_settings(data.path(), &[("capture.streams_confirmed", "true")]);
+    let capture = capture_run(&x, data.path(), &dbus);
+    x.spawn("/usr/bin/python3", &["-c", GTK_LOGIN], Some(&dbus));
+    let window = x.wait_window("^Sign in - Demo$", Duration::from_secs(20));
+    x.activate(&window);
+    assert!(
+        eventually(Duration::from_secs(20), || sessions(&db).iter().any(|s| s.title == "Sign in - Demo")),
+        "capture sees the login window"
+    );
+    // Give the a11y worker time to subscribe before the first focus change.
+    std::thread::sleep(Duration::from_secs(2));
+    x.xdotool(&["type", "--delay", "150", "alice"]);
+    x.xdotool(&["key", "--delay", "150", "Tab"]);
+    std::thread::sleep(Duration::from_millis(500));
+    x.xdotool(&["type", "--delay", "150", "hunter2"]);
+    x.xdotool(&["key", "--delay", "150", "Return"]);
+    // Back to the user name field: typing is recorded again.
+    x.xdotool(&["key", "--delay", "150", "shift+Tab"]);
+    std::thread::sleep(Duration::from_millis(500));
+    x.xdotool(&["type", "--delay", "150", "bob"]);
+    x.xdotool(&["key", "--delay", "150", "Return"]);
+    std::thread::sleep(Duration::from_millis(500));
+    stop(capture);
+
+    let reader = store::open_read_only(&db).unwrap();
+    let typed: Vec<String> = store::chunks_between(&reader, 0, i64::MAX).unwrap().into_iter().map(|c| c.text).collect();
+    assert!(typed.iter().any(|t| t == "alice"), "{typed:?}");
+    assert!(typed.iter().any(|t| t == "bob"), "typing after leaving the password field is recorded: {typed:?}");
+    assert_eq!(traces(&db, "hunter2"), 0, "{typed:?}");
+    assert!(typed.iter().all(|t| !t.contains("hunter") && !t.contains("2")), "{typed:?}");
+}
+
+fn afk_events(db: &Path) -> Vec<cowork::capture::heartbeat::AfkEvent> {
+    store::open_read_only(db).and_then(|c| Ok(store::afk_between(&c, 0, i64::MAX)?)).unwrap_or_default()
+}
+
+/// A second of silence as a WAV file, for mpv to loop.
+fn silence_wav(path: &Path) {
+    let rate = 8_000u32;
+    let samples = rate as usize;
+    let mut wav = Vec::new();
+    wav.extend_from_slice(b"RIFF");
+    wav.extend_from_slice(&(36 + samples as u32 * 2).to_le_bytes());
+    wav.extend_from_slice(b"WAVEfmt ");
+    wav.extend_from_slice(&16u32.to_le_bytes());
+    wav.extend_from_slice(&1u16.to_le_bytes());
+    wav.extend_from_slice(&1u16.to_le_bytes());
+    wav.extend_from_slice(&rate.to_le_bytes());
+    wav.extend_from_slice(&(rate * 2).to_le_bytes());
+    wav.extend_from_slice(&2u16.to_le_bytes());
+    wav.extend_from_slice(&16u16.to_le_bytes());
+    wav.extend_from_slice(b"data");
+    wav.extend_from_slice(&(samples as u32 * 2).to_le_bytes());
+    wav.resize(wav.len() + samples * 2, 0);
+    std::fs::write(path, wav).unwrap();
+}
+
+#[test]
+fn playing_media_keeps_a_quiet_user_present_and_afk_is_back_dated_after_it_stops() {
+    if !require(XSession::available() && have_program("mpv") && have_program("dbus-daemon"), "Xvfb, mpv with mpv-mpris and dbus-daemon") {
+        return;
+    }
+    let mut x = XSession::start();
+    let dbus = x.start_dbus();
+    let data = temp_dir();
+    let db = data.path().join("cowork.db");
+    // The shortest AFK threshold Settings allows.
+    write_settings(data.path(), &[("capture.streams_confirmed", "true"), ("capture.afk_secs", "10")]);
+    let wav = data.path().join("silence.wav");
+    silence_wav(&wav);
+    let terminal = x.open_xterm("film night");
+    x.activate(&terminal);
+    let mut mpv = Command::new("mpv")
+        .args(["--no-video", "--ao=null", "--loop-file=inf", "--really-quiet"])
+        .arg(&wav)
+        .env("DISPLAY", &x.display)
+        .env("DBUS_SESSION_BUS_ADDRESS", &dbus)
+        .spawn()
+        .unwrap();
+    let capture = capture_run(&x, data.path(), &dbus);
+    let started = Instant::now();
+    // 14 s without input while mpv plays: present, held by media.
+    std::thread::sleep(Duration::from_secs(14));
+    let during = afk_events(&db);
+    assert!(during.iter().all(|e| e.data != AfkStatus::Afk), "media playing is not AFK: {during:?}");
+    assert!(
+        during.iter().any(|e| e.data == AfkStatus::NotAfk { held_by: Some(HeldBy::Media) }),
+        "the present stretch names media: {during:?}"
+    );
+    let _ = mpv.kill();
+    let _ = mpv.wait();
+    let stopped_at = cowork::ids::now_millis();
+    assert!(
+        eventually(Duration::from_secs(25), || afk_events(&db).iter().any(|e| e.data == AfkStatus::Afk)),
+        "AFK once the media stopped: {:?}",
+        afk_events(&db)
+    );
+    stop(capture);
+    let events = afk_events(&db);
+    let away = events.iter().find(|e| e.data == AfkStatus::Afk).unwrap();
+    // Back-dated to the last moment the media held the user present (within one threshold of the stop).
+    assert!(away.start_millis <= stopped_at + 1_000 && away.start_millis >= stopped_at - 11_000, "{away:?} vs stop at {stopped_at}");
+    assert!(started.elapsed() < Duration::from_secs(60));
+    // Heartbeats merge: a handful of rows, not one per poll.
+    assert!(events.len() <= 4, "{events:?}");
+}
+
+/// Asks the window manager (EWMH, via wmctrl) to add or remove fullscreen.
+fn fullscreen(x: &XSession, window: &str, change: &str) {
+    let status = Command::new("wmctrl")
+        .args(["-i", "-r", window, "-b", &format!("{change},fullscreen")])
+        .env("DISPLAY", &x.display)
+        .status()
+        .unwrap();
+    assert!(status.success());
+}
+
+#[test]
+fn a_fullscreen_window_keeps_a_quiet_user_present() {
+    if !require(XSession::available() && have_program("wmctrl") && have_program("dbus-daemon"), "Xvfb, wmctrl and dbus-daemon") {
+        return;
+    }
+    let mut x = XSession::start();
+    let dbus = x.start_dbus();
+    let data = temp_dir();
+    let db = data.path().join("cowork.db");
+    write_settings(data.path(), &[("capture.streams_confirmed", "true"), ("capture.afk_secs", "10")]);
+    let slides = x.open_xterm("slides - presentation");
+    x.activate(&slides);
+    fullscreen(&x, &slides, "add");
+    let capture = capture_run(&x, data.path(), &dbus);
+    std::thread::sleep(Duration::from_secs(14));
+    let during = afk_events(&db);
+    assert!(during.iter().all(|e| e.data != AfkStatus::Afk), "fullscreen is not AFK: {during:?}");
+    assert!(during.iter().any(|e| e.data == AfkStatus::NotAfk { held_by: Some(HeldBy::Fullscreen) }), "{during:?}");
+    fullscreen(&x, &slides, "remove");
+    assert!(
+        eventually(Duration::from_secs(25), || afk_events(&db).iter().any(|e| e.data == AfkStatus::Afk)),
+        "AFK once the window left fullscreen: {:?}",
+        afk_events(&db)
+    );
+    stop(capture);
+    let windows = sessions(&db);
+    assert!(windows.iter().any(|s| s.title == "slides - presentation" && s.end_reason == Some(cowork::events::SessionEnd::Afk)), "{windows:?}");
+}

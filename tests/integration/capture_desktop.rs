@@ -323,3 +323,96 @@ fn a_fullscreen_window_keeps_a_quiet_user_present() {
     let windows = sessions(&db);
     assert!(windows.iter().any(|s| s.title == "slides - presentation" && s.end_reason == Some(cowork::events::SessionEnd::Afk)), "{windows:?}");
 }
+
+fn setting(db: &Path, key: &str) -> Option<String> {
+    let conn = store::open_read_only(db).ok()?;
+    store::all_settings(&conn).ok()?.into_iter().find(|(k, _)| k == key).map(|(_, v)| v)
+}
+
+/// Calls `method` on the tray item (StatusNotifierItem / dbusmenu) of process `pid`.
+fn call_tray<B>(dbus: &str, pid: u32, path: &str, interface: &str, method: &str, body: &B) -> zbus::Result<zbus::Message>
+where
+    B: serde::Serialize + zbus::zvariant::DynamicType,
+{
+    let conn = zbus::blocking::connection::Builder::address(dbus)?.build()?;
+    let name = format!("org.kde.StatusNotifierItem-{pid}-1");
+    conn.call_method(Some(name.as_str()), path, Some(interface), method, body)
+}
+
+#[test]
+fn the_tray_and_the_pause_hotkey_pause_and_resume_a_real_sidebar() {
+    if !require(XSession::available() && have_program("dbus-daemon"), "Xvfb and dbus-daemon") {
+        return;
+    }
+    let mut x = XSession::start();
+    let dbus = x.start_dbus();
+    let data = temp_dir();
+    let db = data.path().join("cowork.db");
+    write_settings(data.path(), &[("capture.streams_confirmed", "true")]);
+    let before = x.open_xterm("before the pause");
+    let mut app = Command::new(env!("CARGO_BIN_EXE_cowork"))
+        .arg("--data-dir")
+        .arg(data.path())
+        .arg("--models-dir")
+        .arg(super::support::models_dir())
+        .env("DISPLAY", &x.display)
+        .env("DBUS_SESSION_BUS_ADDRESS", &dbus)
+        .env("COWORK_LOG", "warn")
+        .spawn()
+        .unwrap();
+    let pid = app.id();
+    assert!(
+        eventually(Duration::from_secs(30), || {
+            x.activate(&before);
+            sessions(&db).iter().any(|s| s.title == "before the pause")
+        }),
+        "the sidebar records before the pause"
+    );
+    // Middle-click on the tray icon: pause.
+    assert!(
+        eventually(Duration::from_secs(10), || {
+            call_tray(&dbus, pid, "/StatusNotifierItem", "org.kde.StatusNotifierItem", "SecondaryActivate", &(0i32, 0i32)).is_ok()
+        }),
+        "the tray item is on the session bus"
+    );
+    assert!(eventually(Duration::from_secs(10), || setting(&db, "privacy.paused").as_deref() == Some("true")), "paused");
+    let status = call_tray(&dbus, pid, "/StatusNotifierItem", "org.freedesktop.DBus.Properties", "Get", &("org.kde.StatusNotifierItem", "Status"))
+        .unwrap()
+        .body()
+        .deserialize::<zbus::zvariant::OwnedValue>()
+        .map(|v| String::try_from(v).unwrap())
+        .unwrap();
+    assert_eq!(status, "Passive", "the tray shows the pause");
+    let hidden = x.open_xterm("while paused");
+    x.activate(&hidden);
+    std::thread::sleep(Duration::from_millis(1500));
+    assert!(!sessions(&db).iter().any(|s| s.title == "while paused"), "nothing is recorded while paused");
+    // The global pause hotkey resumes.
+    x.xdotool(&["key", "ctrl+alt+p"]);
+    assert!(eventually(Duration::from_secs(10), || setting(&db, "privacy.paused").as_deref() == Some("false")), "resumed by the hotkey");
+    let after = x.open_xterm("after the pause");
+    assert!(
+        eventually(Duration::from_secs(10), || {
+            x.activate(&after);
+            sessions(&db).iter().any(|s| s.title == "after the pause")
+        }),
+        "recording again after resume"
+    );
+    assert_eq!(traces(&db, "while paused"), 0);
+    // The tray menu's Quit closes the app gracefully.
+    let quit = (1..10)
+        .find(|id| {
+            call_tray(&dbus, pid, "/MenuBar", "com.canonical.dbusmenu", "GetProperty", &(*id, "label"))
+                .and_then(|m| m.body().deserialize::<zbus::zvariant::OwnedValue>())
+                .is_ok_and(|v| String::try_from(v).is_ok_and(|l| l.contains("Quit")))
+        })
+        .expect("a Quit item in the tray menu");
+    let clicked = zbus::zvariant::Value::from(0i32);
+    call_tray(&dbus, pid, "/MenuBar", "com.canonical.dbusmenu", "Event", &(quit, "clicked", clicked, 0u32)).unwrap();
+    let exited = eventually(Duration::from_secs(10), || app.try_wait().ok().flatten().is_some());
+    if !exited {
+        let _ = app.kill();
+    }
+    assert!(exited, "Quit from the tray closes cowork");
+    assert!(app.wait().unwrap().success());
+}

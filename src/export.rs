@@ -47,6 +47,20 @@ pub fn write_jsonl(conn: &Connection, since_millis: i64, until_millis: i64, out:
             "start": rfc3339(s.started_at_millis),
             "end": s.ended_at_millis.map(rfc3339),
             "end_reason": s.end_reason.map(SessionEnd::as_str),
+            "url": s.url,
+            "url_source": s.url_source.map(crate::events::UrlSource::as_str),
+        });
+        writeln!(out, "{record}")?;
+        count += 1;
+    }
+    for e in store::afk_between(conn, since_millis, until_millis)? {
+        let record = json!({
+            "stream": "afk",
+            "event_id": e.id,
+            "status": e.data.as_str(),
+            "held_by": e.data.held_by().map(crate::capture::heartbeat::HeldBy::as_str),
+            "start": rfc3339(e.start_millis),
+            "end": rfc3339(e.end_millis),
         });
         writeln!(out, "{record}")?;
         count += 1;
@@ -100,8 +114,9 @@ pub fn write_jsonl(conn: &Connection, since_millis: i64, until_millis: i64, out:
 }
 
 /// ActivityWatch's export layout: `{"buckets": {id: {id, created, type, client, hostname, events}}}`
-/// with a `currentwindow` bucket (app, title) and an `afkstatus` bucket
-/// (not-afk while a session runs, afk from an AFK end to the next session).
+/// with a `currentwindow` bucket (app, title), an `afkstatus` bucket (the AFK
+/// stream; for history older than it, derived from sessions ended by AFK) and,
+/// when browsers were recorded, a `web.tab.current` bucket (url, title).
 pub fn write_activitywatch(
     conn: &Connection,
     since_millis: i64,
@@ -118,24 +133,45 @@ pub fn write_activitywatch(
         .iter()
         .map(|s| event(s.started_at_millis, s.ended_at_millis.unwrap_or(now), json!({"app": s.app, "title": s.title})))
         .collect();
+    // Browser tabs, as ActivityWatch's web watchers record them.
+    let web_events: Vec<Value> = sessions
+        .iter()
+        .filter_map(|s| {
+            let url = s.url.as_ref()?;
+            Some(event(s.started_at_millis, s.ended_at_millis.unwrap_or(now), json!({"url": url, "title": s.title, "audible": false, "incognito": false})))
+        })
+        .collect();
+    // The AFK stream when it was recorded; before it existed, derived from session ends.
+    let recorded_afk = store::afk_between(conn, since_millis, until_millis)?;
     let mut afk_events = Vec::new();
-    for (i, s) in sessions.iter().enumerate() {
-        let end = s.ended_at_millis.unwrap_or(now);
-        afk_events.push(event(s.started_at_millis, end, json!({"status": "not-afk"})));
-        if s.end_reason == Some(SessionEnd::Afk) {
-            let back = sessions.get(i + 1).map(|next| next.started_at_millis).unwrap_or(now.min(until_millis));
-            afk_events.push(event(end, back, json!({"status": "afk"})));
+    if recorded_afk.is_empty() {
+        for (i, s) in sessions.iter().enumerate() {
+            let end = s.ended_at_millis.unwrap_or(now);
+            afk_events.push(event(s.started_at_millis, end, json!({"status": "not-afk"})));
+            if s.end_reason == Some(SessionEnd::Afk) {
+                let back = sessions.get(i + 1).map(|next| next.started_at_millis).unwrap_or(now.min(until_millis));
+                afk_events.push(event(end, back, json!({"status": "afk"})));
+            }
         }
+    } else {
+        afk_events = recorded_afk.iter().map(|e| event(e.start_millis, e.end_millis, json!({"status": e.data.as_str()}))).collect();
     }
     let created = rfc3339(sessions.first().map(|s| s.started_at_millis).unwrap_or(since_millis.max(0)));
     let bucket = |kind: &str, client: &str, events: Vec<Value>| {
         let id = format!("{client}_{hostname}");
         (id.clone(), json!({"id": id, "created": created, "type": kind, "client": client, "hostname": hostname, "events": events}))
     };
-    let count = window_events.len() + afk_events.len();
+    let count = window_events.len() + afk_events.len() + web_events.len();
     let (window_id, window_bucket) = bucket("currentwindow", "aw-watcher-window", window_events);
     let (afk_id, afk_bucket) = bucket("afkstatus", "aw-watcher-afk", afk_events);
-    let document = json!({"buckets": {window_id: window_bucket, afk_id: afk_bucket}});
+    let mut buckets = serde_json::Map::new();
+    buckets.insert(window_id, window_bucket);
+    buckets.insert(afk_id, afk_bucket);
+    if !web_events.is_empty() {
+        let (web_id, web_bucket) = bucket("web.tab.current", "aw-watcher-web", web_events);
+        buckets.insert(web_id, web_bucket);
+    }
+    let document = json!({"buckets": buckets});
     serde_json::to_writer_pretty(&mut *out, &document)?;
     writeln!(out)?;
     Ok(count)
@@ -277,5 +313,43 @@ mod tests {
         assert_eq!(write_jsonl(&conn, 100_000, 200_000, &mut lines).unwrap(), 1, "--since filters");
         let record: Value = serde_json::from_slice(lines.split(|b| *b == b'\n').next().unwrap()).unwrap();
         assert_eq!(record["title"], "review");
+    }
+
+    #[test]
+    fn recorded_afk_events_and_browser_urls_are_exported_as_their_own_buckets() {
+        use crate::capture::heartbeat::{AfkEvent, AfkStatus, HeldBy};
+        let conn = Connection::open_in_memory().unwrap();
+        store::migrate(&conn).unwrap();
+        let page = ActivitySession {
+            session_id: 1,
+            app: "Chromium".into(),
+            title: "Docs - Chromium".into(),
+            window_id: 1,
+            started_at_millis: 1_000,
+            ended_at_millis: Some(5_000),
+            end_reason: Some(SessionEnd::Switch),
+            url: Some("docs.example/a".into()),
+            url_source: Some(crate::events::UrlSource::Atspi),
+            ..Default::default()
+        };
+        store::upsert_session(&conn, &page).unwrap();
+        let present = AfkEvent { id: 7, data: AfkStatus::NotAfk { held_by: Some(HeldBy::Media) }, start_millis: 0, end_millis: 9_000 };
+        let away = AfkEvent { id: 8, data: AfkStatus::Afk, start_millis: 9_000, end_millis: 20_000 };
+        store::upsert_afk(&conn, &present).unwrap();
+        store::upsert_afk(&conn, &away).unwrap();
+        let mut out = Vec::new();
+        write_activitywatch(&conn, 0, 30_000, "host", &mut out).unwrap();
+        let doc: Value = serde_json::from_slice(&out).unwrap();
+        let afk = doc["buckets"]["aw-watcher-afk_host"]["events"].as_array().unwrap();
+        assert_eq!(afk.iter().map(|e| e["data"]["status"].as_str().unwrap()).collect::<Vec<_>>(), ["not-afk", "afk"]);
+        assert_eq!(afk[1]["duration"], 11.0);
+        let web = &doc["buckets"]["aw-watcher-web_host"];
+        assert_eq!(web["type"], "web.tab.current");
+        assert_eq!(web["events"][0]["data"]["url"], "docs.example/a");
+        let mut lines = Vec::new();
+        write_jsonl(&conn, 0, 30_000, &mut lines).unwrap();
+        let text = String::from_utf8(lines).unwrap();
+        assert!(text.contains(r#""url_source":"atspi""#), "{text}");
+        assert!(text.contains(r#""held_by":"media""#), "{text}");
     }
 }

@@ -19,6 +19,7 @@ fn session(session_id: i64) -> ActivitySession {
         started_at_millis: session_id,
         ended_at_millis: Some(session_id + 1),
         end_reason: Some(SessionEnd::Switch),
+        ..Default::default()
     }
 }
 

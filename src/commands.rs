@@ -56,7 +56,7 @@ pub fn simulate(
     progress: bool,
 ) -> anyhow::Result<crate::capture::simulate::ReplayStats> {
     use crate::capture::TrackerOutput;
-    use crate::capture::simulate::{ReplayStats, duration_millis, parse_script, replay};
+    use crate::capture::simulate::{ReplayStats, Replayed, duration_millis, parse_script, replay};
 
     let text = std::fs::read_to_string(script).with_context(|| format!("cannot read {}", script.display()))?;
     let steps = parse_script(&text)?;
@@ -66,7 +66,8 @@ pub fn simulate(
     let mut store = spawn_store(paths.db_path(), EventSink::new(events, || {}), RestartPolicy { max_restarts: 0, ..RestartPolicy::default() })?;
     let span = duration_millis(&steps);
     let mut at = start_millis.unwrap_or_else(|| crate::ids::now_millis() - span * i64::from(repeat));
-    let rules = crate::capture::firewall::Rules::default();
+    // The user's firewall rules, as live capture would apply them.
+    let rules = workers_settings.rules();
     let mut total = ReplayStats::default();
     let mut committed = 0usize;
     let mut since_flush = 0usize;
@@ -79,9 +80,18 @@ pub fn simulate(
     for _ in 0..repeat {
         let mut send_error = None;
         let stats = replay(&steps, at, &rules, workers_settings.afk_secs, |output| {
-            if let TrackerOutput::Session(session) = output {
-                let closed = session.ended_at_millis.is_some();
-                if let Err(err) = store.commands.send(StoreCommand::UpsertSession(session)) {
+            let (command, closed) = match output {
+                Replayed::Window(TrackerOutput::Session(session)) => {
+                    let closed = session.ended_at_millis.is_some();
+                    (StoreCommand::UpsertSession(session), closed)
+                }
+                Replayed::Window(TrackerOutput::Active(_)) => return,
+                Replayed::Chunk(chunk) => (StoreCommand::InsertKeystrokeChunk(chunk), false),
+                Replayed::Clip(clip) => (StoreCommand::InsertClipboardEvent(clip), false),
+                Replayed::Afk(event) => (StoreCommand::UpsertAfk(event), false),
+            };
+            {
+                if let Err(err) = store.commands.send(command) {
                     send_error.get_or_insert(err.to_string());
                 }
                 if closed {
@@ -103,6 +113,8 @@ pub fn simulate(
         total.sessions += stats.sessions;
         total.excluded_windows += stats.excluded_windows;
         total.afk_periods += stats.afk_periods;
+        total.chunks += stats.chunks;
+        total.clips += stats.clips;
         at += span.max(1);
     }
     flush(&store.commands)?;

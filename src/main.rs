@@ -227,8 +227,8 @@ fn run(cli: Cli, process_started: Instant) -> anyhow::Result<ExitCode> {
             let start = start.as_deref().map(|t| cowork::export::parse_time(t, now)).transpose().map_err(anyhow::Error::msg)?;
             let stats = commands::simulate(&paths, &script, start, repeat, progress)?;
             eprintln!(
-                "replayed {} sessions ({} windows excluded by the firewall, {} AFK periods)",
-                stats.sessions, stats.excluded_windows, stats.afk_periods
+                "replayed {} sessions, {} typed chunks, {} clipboard events ({} windows excluded by the firewall, {} AFK periods)",
+                stats.sessions, stats.chunks, stats.clips, stats.excluded_windows, stats.afk_periods
             );
             Ok(ExitCode::SUCCESS)
         }

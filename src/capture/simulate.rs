@@ -6,15 +6,26 @@
 //! `{"window": {"app": "firefox", "title": "Inbox", "url": "https://mail.example/"}}` focuses a window,
 //! `{"work_secs": 300}` passes time with the user active,
 //! `{"idle_secs": 900}` passes time with no input (AFK after the threshold, back-dated),
-//! `{"unfocus": true}` leaves nothing focused. Blank lines and lines starting with `#` are skipped.
+//! `{"unfocus": true}` leaves nothing focused,
+//! `{"type": "text"}` types into the focused window (one chunk, flushed by Enter; `<private>` redacted),
+//! `{"copy": "text"}` copies from it (the clipboard stream, repeats dropped).
+//! Blank lines and lines starting with `#` are skipped. Windows, typing and
+//! clipboard all pass the same firewall as live capture; idle time also
+//! drives the AFK heartbeat stream.
 
 use anyhow::{Context, bail};
 use serde::Deserialize;
 
-use crate::capture::firewall::{Observation, Rules};
+use crate::capture::clipboard::{ClipFilter, ClipTrigger, ClipboardEvent};
+use crate::capture::firewall::{Observation, Rules, redact_private};
+use crate::capture::heartbeat::{AfkEvent, AfkStatus, Heartbeats};
+use crate::capture::keys::{FlushReason, KeystrokeChunk};
 use crate::capture::tracker::{SessionTracker, TrackerOutput};
 use crate::events::ActiveWindow;
-use crate::ids::local_minute_of_day;
+use crate::ids::{local_minute_of_day, next_id};
+
+/// Simulated typing speed: 5 characters a second.
+const TYPING_MILLIS_PER_CHAR: i64 = 200;
 
 #[derive(Clone, Debug, PartialEq, Deserialize)]
 pub struct ScriptWindow {
@@ -32,6 +43,8 @@ pub enum Step {
     Work { secs: f64 },
     Idle { secs: f64 },
     Unfocus,
+    Type(String),
+    Copy(String),
 }
 
 #[derive(Deserialize)]
@@ -41,6 +54,9 @@ struct RawStep {
     work_secs: Option<f64>,
     idle_secs: Option<f64>,
     unfocus: Option<bool>,
+    #[serde(rename = "type")]
+    typed: Option<String>,
+    copy: Option<String>,
 }
 
 pub fn parse_script(text: &str) -> anyhow::Result<Vec<Step>> {
@@ -52,12 +68,21 @@ pub fn parse_script(text: &str) -> anyhow::Result<Vec<Step>> {
         }
         let at = || format!("script line {}", index + 1);
         let raw: RawStep = serde_json::from_str(line).with_context(at)?;
+        let given = usize::from(raw.window.is_some())
+            + usize::from(raw.work_secs.is_some())
+            + usize::from(raw.idle_secs.is_some())
+            + usize::from(raw.unfocus.is_some())
+            + usize::from(raw.typed.is_some())
+            + usize::from(raw.copy.is_some());
         let step = match raw {
-            RawStep { window: Some(window), work_secs: None, idle_secs: None, unfocus: None } => Step::Window(window),
-            RawStep { window: None, work_secs: Some(secs), idle_secs: None, unfocus: None } if secs >= 0.0 => Step::Work { secs },
-            RawStep { window: None, work_secs: None, idle_secs: Some(secs), unfocus: None } if secs >= 0.0 => Step::Idle { secs },
-            RawStep { window: None, work_secs: None, idle_secs: None, unfocus: Some(true) } => Step::Unfocus,
-            _ => bail!("{}: give exactly one of window, work_secs (≥ 0), idle_secs (≥ 0), unfocus", at()),
+            _ if given != 1 => bail!("{}: give exactly one of window, work_secs, idle_secs, unfocus, type, copy", at()),
+            RawStep { window: Some(window), .. } => Step::Window(window),
+            RawStep { work_secs: Some(secs), .. } if secs >= 0.0 => Step::Work { secs },
+            RawStep { idle_secs: Some(secs), .. } if secs >= 0.0 => Step::Idle { secs },
+            RawStep { unfocus: Some(true), .. } => Step::Unfocus,
+            RawStep { typed: Some(text), .. } => Step::Type(text),
+            RawStep { copy: Some(text), .. } => Step::Copy(text),
+            _ => bail!("{}: work_secs and idle_secs must be ≥ 0, unfocus must be true", at()),
         };
         steps.push(step);
     }
@@ -70,6 +95,7 @@ pub fn duration_millis(steps: &[Step]) -> i64 {
         .iter()
         .map(|step| match step {
             Step::Work { secs } | Step::Idle { secs } => (secs * 1000.0) as i64,
+            Step::Type(text) => text.chars().count() as i64 * TYPING_MILLIS_PER_CHAR,
             _ => 0,
         })
         .sum()
@@ -81,29 +107,49 @@ pub struct ReplayStats {
     pub sessions: usize,
     pub excluded_windows: usize,
     pub afk_periods: usize,
+    pub chunks: usize,
+    pub clips: usize,
 }
 
-/// Replays `steps` from `start_millis`, sending every tracker output to `emit`.
+/// One row a replay produces, for the store.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Replayed {
+    Window(TrackerOutput),
+    Chunk(KeystrokeChunk),
+    Clip(ClipboardEvent),
+    Afk(AfkEvent),
+}
+
+/// Replays `steps` from `start_millis`, sending every row to `emit`.
 pub fn replay(
     steps: &[Step],
     start_millis: i64,
     rules: &Rules,
     afk_secs: u64,
-    mut emit: impl FnMut(TrackerOutput),
+    mut emit: impl FnMut(Replayed),
 ) -> ReplayStats {
     let mut tracker = SessionTracker::default();
     let mut stats = ReplayStats::default();
     let mut now = start_millis;
     let mut window_id = 0u32;
-    let send = |outputs: Vec<TrackerOutput>, stats: &mut ReplayStats, emit: &mut dyn FnMut(TrackerOutput)| {
+    // The window typing and copying go to: None when nothing is focused or the firewall excluded it.
+    let mut focused: Option<ActiveWindow> = None;
+    let mut clips = ClipFilter::default();
+    let mut afk = Heartbeats::new(afk_secs as i64 * 1000 + 2_000);
+    let send = |outputs: Vec<TrackerOutput>, stats: &mut ReplayStats, emit: &mut dyn FnMut(Replayed)| {
         for output in outputs {
             if let TrackerOutput::Session(session) = &output
                 && session.ended_at_millis.is_some()
             {
                 stats.sessions += 1;
             }
-            emit(output);
+            emit(Replayed::Window(output));
         }
+    };
+    // The user was active over [from, to]: one heartbeat spanning it (the store upserts by id).
+    let present = |from: i64, to: i64, afk: &mut Heartbeats<AfkStatus>, emit: &mut dyn FnMut(Replayed)| {
+        let (event, _) = afk.beat(AfkStatus::NotAfk { held_by: None }, from, to);
+        emit(Replayed::Afk(event.clone()));
     };
     for step in steps {
         match step {
@@ -117,7 +163,7 @@ pub fn replay(
                 };
                 let allowed = rules.decide(&observation).is_record();
                 stats.excluded_windows += usize::from(!allowed);
-                let active = allowed.then(|| ActiveWindow {
+                focused = allowed.then(|| ActiveWindow {
                     window_id,
                     app: window.app.clone(),
                     title: window.title.clone(),
@@ -125,13 +171,48 @@ pub fn replay(
                     url: window.url.clone(),
                     url_source: window.url.as_ref().map(|_| crate::events::UrlSource::Script),
                 });
+                present(now, now, &mut afk, &mut emit);
                 send(tracker.came_back(now), &mut stats, &mut emit);
-                send(tracker.observe(active, now), &mut stats, &mut emit);
+                send(tracker.observe(focused.clone(), now), &mut stats, &mut emit);
             }
-            Step::Unfocus => send(tracker.observe(None, now), &mut stats, &mut emit),
+            Step::Unfocus => {
+                focused = None;
+                send(tracker.observe(None, now), &mut stats, &mut emit);
+            }
             Step::Work { secs } => {
                 send(tracker.came_back(now), &mut stats, &mut emit);
+                let from = now;
                 now += (secs * 1000.0) as i64;
+                present(from, now, &mut afk, &mut emit);
+            }
+            Step::Type(text) => {
+                send(tracker.came_back(now), &mut stats, &mut emit);
+                let started = now;
+                now += text.chars().count() as i64 * TYPING_MILLIS_PER_CHAR;
+                present(started, now, &mut afk, &mut emit);
+                let text = redact_private(text);
+                if let Some(window) = focused.as_ref().filter(|_| !text.is_empty()) {
+                    stats.chunks += 1;
+                    emit(Replayed::Chunk(KeystrokeChunk {
+                        chunk_id: next_id(),
+                        app: window.app.clone(),
+                        title: window.title.clone(),
+                        pid: window.pid,
+                        started_at_millis: started,
+                        ended_at_millis: now,
+                        text,
+                        shortcuts: Vec::new(),
+                        flush_reason: FlushReason::Enter,
+                    }));
+                }
+            }
+            Step::Copy(text) => {
+                send(tracker.came_back(now), &mut stats, &mut emit);
+                present(now, now, &mut afk, &mut emit);
+                if let Some(event) = clips.accept(text, focused.as_ref(), ClipTrigger::Shortcut, now) {
+                    stats.clips += 1;
+                    emit(Replayed::Clip(event));
+                }
             }
             Step::Idle { secs } => {
                 let last_input = now;
@@ -139,11 +220,17 @@ pub fn replay(
                 if *secs >= afk_secs as f64 {
                     stats.afk_periods += 1;
                     send(tracker.went_away(last_input), &mut stats, &mut emit);
+                    let (away, _) = afk.beat(AfkStatus::Afk, last_input, now);
+                    emit(Replayed::Afk(away.clone()));
                 }
             }
         }
     }
     send(tracker.shutdown(now), &mut stats, &mut emit);
+    // The last AFK-stream event, grown to its end.
+    if let Some(last) = afk.last() {
+        emit(Replayed::Afk(last.clone()));
+    }
     stats
 }
 
@@ -169,12 +256,11 @@ mod tests {
         let steps = parse_script(SCRIPT).unwrap();
         assert_eq!(duration_millis(&steps), (600 + 30 + 1200 + 900 + 60) * 1000);
         let mut closed = Vec::new();
-        let stats = replay(&steps, 0, &Rules::default(), 180, |output| {
-            if let TrackerOutput::Session(s) = output
-                && s.ended_at_millis.is_some()
-            {
-                closed.push(s);
-            }
+        let mut afk = Vec::new();
+        let stats = replay(&steps, 0, &Rules::default(), 180, |output| match output {
+            Replayed::Window(TrackerOutput::Session(s)) if s.ended_at_millis.is_some() => closed.push(s),
+            Replayed::Afk(event) => afk.push(event),
+            _ => {}
         });
         let summary: Vec<(&str, i64, i64, Option<SessionEnd>)> = closed
             .iter()
@@ -189,7 +275,49 @@ mod tests {
             ],
             "the password manager is excluded; AFK ends at the last input"
         );
-        assert_eq!(stats, ReplayStats { sessions: 3, excluded_windows: 1, afk_periods: 1 });
+        assert_eq!(stats, ReplayStats { sessions: 3, excluded_windows: 1, afk_periods: 1, chunks: 0, clips: 0 });
+        // The AFK stream: present until the last input, away for the idle stretch, present again.
+        let mut last: std::collections::HashMap<i64, AfkEvent> = Default::default();
+        for event in afk {
+            last.insert(event.id, event);
+        }
+        let mut events: Vec<AfkEvent> = last.into_values().collect();
+        events.sort_by_key(|e| e.start_millis);
+        let spans: Vec<(&str, i64, i64)> = events.iter().map(|e| (e.data.as_str(), e.start_millis / 1000, e.end_millis / 1000)).collect();
+        assert_eq!(spans, [("not-afk", 0, 1830), ("afk", 1830, 2730), ("not-afk", 2730, 2790)]);
+    }
+
+    #[test]
+    fn typing_and_copying_replay_into_their_window_and_respect_the_firewall() {
+        let script = r#"
+{"window": {"app": "code", "title": "notes.md"}}
+{"type": "ship it <private>pin 1234</private> friday"}
+{"copy": "release checklist"}
+{"copy": "release checklist"}
+{"window": {"app": "KeePassXC", "title": "Passwords.kdbx"}}
+{"type": "correct horse"}
+{"copy": "s3cret"}
+"#;
+        let steps = parse_script(script).unwrap();
+        let mut rows = Vec::new();
+        let stats = replay(&steps, 0, &Rules::default(), 180, |output| rows.push(output));
+        let typed: Vec<(&str, &str)> = rows
+            .iter()
+            .filter_map(|r| match r {
+                Replayed::Chunk(c) => Some((c.text.as_str(), c.title.as_str())),
+                _ => None,
+            })
+            .collect();
+        assert_eq!(typed, [("ship it  friday", "notes.md")]);
+        let copied: Vec<(&str, &str)> = rows
+            .iter()
+            .filter_map(|r| match r {
+                Replayed::Clip(c) => Some((c.text.as_str(), c.app.as_str())),
+                _ => None,
+            })
+            .collect();
+        assert_eq!(copied, [("release checklist", "code")], "repeats dropped, the password manager excluded");
+        assert_eq!((stats.chunks, stats.clips), (1, 1));
     }
 
     #[test]

@@ -42,6 +42,7 @@ pub fn run_checks(paths: &Paths, display: Option<&str>) -> Vec<Check> {
     let mut checks = Vec::new();
     checks.push(display_check(display));
     checks.push(database_check(paths));
+    checks.push(accessibility_check());
     checks.extend(stream_checks(paths));
     let manifest = Manifest::bundled();
     match &manifest {
@@ -87,6 +88,24 @@ fn display_check(display: Option<&str>) -> Check {
     }
 }
 
+/// AT-SPI: browser URLs from address bars and password-field detection need it.
+fn accessibility_check() -> Check {
+    match crate::capture::a11y::A11yBus::connect() {
+        Ok(_) => Check {
+            area: "display",
+            name: "at-spi".into(),
+            status: Status::Ok,
+            detail: "accessibility bus reachable: password fields are detected; browser URLs come from address bars where the browser exposes them (Chromium: --force-renderer-accessibility)".into(),
+        },
+        Err(err) => Check {
+            area: "display",
+            name: "at-spi".into(),
+            status: Status::Warn,
+            detail: format!("{err:#}; browser URLs come from titles only and password fields are not detected"),
+        },
+    }
+}
+
 fn database_check(paths: &Paths) -> Check {
     let path = paths.db_path();
     if !path.exists() {
@@ -111,6 +130,7 @@ fn stream_checks(paths: &Paths) -> Vec<Check> {
         ("windows", "SELECT max(coalesce(ended_at_ms, last_seen_ms)), count(CASE WHEN coalesce(ended_at_ms, last_seen_ms) >= ?1 THEN 1 END) FROM activity_sessions"),
         ("typing", "SELECT max(ended_at_ms), count(CASE WHEN ended_at_ms >= ?1 THEN 1 END) FROM keystroke_chunks"),
         ("clipboard", "SELECT max(at_ms), count(CASE WHEN at_ms >= ?1 THEN 1 END) FROM clipboard_events"),
+        ("afk", "SELECT max(ended_at_ms), count(CASE WHEN ended_at_ms >= ?1 THEN 1 END) FROM afk_events"),
     ];
     streams
         .iter()

@@ -279,13 +279,22 @@ fn simulate_replays_a_day_through_the_firewall_into_the_database() {
         .unwrap();
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(out.status.success(), "{stderr}");
-    assert!(stderr.contains("2 windows excluded by the firewall, 1 AFK periods"), "{stderr}");
+    assert!(stderr.contains("2 typed chunks, 1 clipboard events (2 windows excluded by the firewall, 1 AFK periods)"), "{stderr}");
     let reader = cowork::store::open_read_only(&data.path().join("cowork.db")).unwrap();
     let sessions = cowork::store::sessions_since(&reader, 0, 100).unwrap();
     let titles: Vec<&str> = sessions.iter().map(|s| s.title.as_str()).collect();
     assert!(!titles.iter().any(|t| t.contains("Passwords") || t.contains("Private Browsing")), "{titles:?}");
     assert_eq!(sessions.first().unwrap().started_at_millis, cowork::export::parse_time("2026-11-20T08:00:00Z", 0).unwrap());
     assert_eq!(cowork::store::search_sessions(&reader, "budget", 5).unwrap().len(), 1);
+    // Typing and copying replayed into their windows; the password manager's copy and the private span never stored.
+    let typed = cowork::store::search_chunks(&reader, "shipping", 5).unwrap();
+    assert_eq!(typed.len(), 1);
+    assert_eq!(typed[0].app, "Slack");
+    assert_eq!(cowork::store::search_chunks(&reader, "salary", 5).unwrap().len(), 0);
+    let clips = cowork::store::clips_between(&reader, 0, i64::MAX).unwrap();
+    assert_eq!(clips.iter().map(|c| c.text.as_str()).collect::<Vec<_>>(), ["https://ci.example/runs/4812"]);
+    let afk = cowork::store::afk_between(&reader, 0, i64::MAX).unwrap();
+    assert_eq!(afk.iter().filter(|e| e.data == cowork::capture::heartbeat::AfkStatus::Afk).count(), 1, "{afk:?}");
 }
 
 #[test]

@@ -199,6 +199,11 @@ fn pause_and_quiet_hours_record_nothing() {
     let quiet = cowork::capture::firewall::Rules { quiet_hours: vec![(0, 24 * 60)], ..Default::default() };
     let (_dir, titles) = capture_with_rules(quiet, &[("late work", "XTerm")]);
     assert!(titles.is_empty(), "{titles:?}");
+    // An allow list: only the listed app is recorded.
+    let allow = cowork::capture::firewall::Rules { allowed_apps: vec!["xterm".into()], ..Default::default() };
+    let (dir, titles) = capture_with_rules(allow, &[("draft letter", "Gedit"), ("build log", "XTerm")]);
+    assert!(!titles.is_empty() && titles.iter().all(|t| t == "build log"), "{titles:?}");
+    assert_eq!(fts_hits(&dir.path().join("cowork.db"), "letter"), 0);
 }
 
 /// Runs `cowork capture run` on the test display (device_query and arboard read

@@ -4,6 +4,7 @@
 //! things. See ARCHITECTURE.md for the map of threads and channels.
 
 pub mod app;
+pub mod brains;
 pub mod build_info;
 pub mod capture;
 pub mod commands;
@@ -16,6 +17,7 @@ pub mod llm;
 pub mod mcp;
 pub mod models;
 pub mod native;
+pub mod net;
 pub mod runtime;
 pub mod state;
 pub mod store;

@@ -1,0 +1,242 @@
+//! Streams one answer from a provider over ureq, through the outbound gate:
+//! clear errors (bad key, rate limit with retry-after, server errors with
+//! bounded retries and backoff, timeouts, malformed streams), deltas as they
+//! arrive, and cancel between any two reads.
+
+use std::io::Read;
+use std::time::{Duration, Instant};
+
+use crate::brains::message::{Assembled, Delta, Turn};
+use crate::brains::provider::{Decoded, ProviderConfig, decode};
+use crate::brains::stream::{NdjsonParser, SseParser};
+use crate::net::{GateError, OutboundGate};
+
+/// Attempts for one request when the server is busy or failing (before any delta arrived).
+const MAX_ATTEMPTS: u32 = 3;
+/// The longest `retry-after` honoured; longer ones become the error.
+const MAX_RETRY_AFTER: Duration = Duration::from_secs(30);
+const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
+/// Until the response head arrives (a cold local model may take a while).
+const RESPONSE_TIMEOUT: Duration = Duration::from_secs(120);
+
+#[derive(Debug, thiserror::Error, PartialEq)]
+pub enum ProviderError {
+    #[error("{provider} refused the API key (HTTP {status}): {message}")]
+    BadKey { provider: String, status: u16, message: String },
+    #[error("{provider} is rate limiting (HTTP 429){}: {message}", retry_after.map(|d| format!(", retry after {} s", d.as_secs())).unwrap_or_default())]
+    RateLimited { provider: String, retry_after: Option<Duration>, message: String },
+    #[error("{provider} failed (HTTP {status}) after {attempts} attempts: {message}")]
+    Server { provider: String, status: u16, attempts: u32, message: String },
+    #[error("{provider} rejected the request (HTTP {status}): {message}")]
+    Rejected { provider: String, status: u16, message: String },
+    #[error("{provider} did not answer in time: {0}", .detail)]
+    Timeout { provider: String, detail: String },
+    #[error("cannot reach {provider}: {detail}")]
+    Network { provider: String, detail: String },
+    #[error("{provider} sent a malformed stream: {detail}")]
+    Malformed { provider: String, detail: String },
+    #[error("{provider} reported an error mid-stream: {message}")]
+    InStream { provider: String, message: String },
+    #[error(transparent)]
+    Gate(#[from] GateError),
+    #[error("cancelled")]
+    Cancelled,
+}
+
+/// A finished answer and what it took.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Completion {
+    pub answer: Assembled,
+    pub attempts: u32,
+    /// From sending the request to the first text delta.
+    pub first_token: Option<Duration>,
+    pub bytes_in: u64,
+}
+
+/// Sends `turns` to `provider` and streams the answer into `on_delta`.
+/// `cancelled` is asked between reads and while waiting to retry.
+pub fn stream_chat(
+    gate: &OutboundGate,
+    provider: &ProviderConfig,
+    model: Option<&str>,
+    key: Option<&str>,
+    turns: &[Turn],
+    max_tokens: u32,
+    cancelled: &dyn Fn() -> bool,
+    on_delta: &mut dyn FnMut(&Delta),
+) -> Result<Completion, ProviderError> {
+    let request = provider.request(model.unwrap_or(&provider.model), turns, max_tokens, key);
+    let body = request.body.to_string();
+    let config = ureq::Agent::config_builder()
+        .timeout_connect(Some(CONNECT_TIMEOUT))
+        .timeout_recv_response(Some(RESPONSE_TIMEOUT))
+        .http_status_as_error(false)
+        .build();
+    let agent = ureq::Agent::new_with_config(config);
+    let name = provider.name.clone();
+    let mut attempt = 0;
+    loop {
+        attempt += 1;
+        if cancelled() {
+            return Err(ProviderError::Cancelled);
+        }
+        let admission = gate.admit(&request.url, &format!("chat with {name}"))?;
+        let mut call = agent.post(&request.url);
+        for (header, value) in &request.headers {
+            call = call.header(*header, value);
+        }
+        let started = Instant::now();
+        let response = match call.send(body.as_str()) {
+            Ok(response) => response,
+            Err(err) => {
+                gate.finish(admission, body.len() as u64, 0);
+                let error = transport_error(&name, err);
+                if attempt < MAX_ATTEMPTS && matches!(error, ProviderError::Network { .. }) {
+                    wait(backoff(attempt), cancelled)?;
+                    continue;
+                }
+                return Err(error);
+            }
+        };
+        let status = response.status().as_u16();
+        if status != 200 {
+            let retry_after = response
+                .headers()
+                .get("retry-after")
+                .and_then(|v| v.to_str().ok())
+                .and_then(|v| v.trim().parse::<u64>().ok())
+                .map(Duration::from_secs);
+            let mut text = String::new();
+            let _ = response.into_body().as_reader().take(8192).read_to_string(&mut text);
+            gate.finish(admission, body.len() as u64, text.len() as u64);
+            let message = error_message(&text);
+            match status {
+                401 | 403 => return Err(ProviderError::BadKey { provider: name, status, message }),
+                429 => {
+                    let pause = retry_after.unwrap_or_else(|| backoff(attempt));
+                    if attempt < MAX_ATTEMPTS && pause <= MAX_RETRY_AFTER {
+                        wait(pause, cancelled)?;
+                        continue;
+                    }
+                    return Err(ProviderError::RateLimited { provider: name, retry_after, message });
+                }
+                500..=599 => {
+                    if attempt < MAX_ATTEMPTS {
+                        wait(retry_after.filter(|d| *d <= MAX_RETRY_AFTER).unwrap_or_else(|| backoff(attempt)), cancelled)?;
+                        continue;
+                    }
+                    return Err(ProviderError::Server { provider: name, status, attempts: attempt, message });
+                }
+                _ => return Err(ProviderError::Rejected { provider: name, status, message }),
+            }
+        }
+        let result = read_stream(provider, response.into_body().into_reader(), started, cancelled, on_delta);
+        let bytes_in = result.as_ref().map(|c| c.bytes_in).unwrap_or(0);
+        gate.finish(admission, body.len() as u64, bytes_in);
+        return result.map(|completion| Completion { attempts: attempt, ..completion });
+    }
+}
+
+/// Reads a streamed body to its end marker.
+fn read_stream(
+    provider: &ProviderConfig,
+    mut body: impl Read,
+    started: Instant,
+    cancelled: &dyn Fn() -> bool,
+    on_delta: &mut dyn FnMut(&Delta),
+) -> Result<Completion, ProviderError> {
+    let name = provider.name.clone();
+    let malformed = |detail: String| ProviderError::Malformed { provider: name.clone(), detail };
+    let mut sse = SseParser::default();
+    let mut ndjson = NdjsonParser::default();
+    let mut answer = Assembled::default();
+    let mut first_token = None;
+    let mut bytes_in = 0u64;
+    let mut ended = false;
+    let mut buffer = [0u8; 8192];
+    let mut handle = |event: Option<&str>, data: &str, answer: &mut Assembled, first_token: &mut Option<Duration>| -> Result<bool, ProviderError> {
+        let decoded = decode(provider.kind, event, data).map_err(&malformed)?;
+        let (deltas, end) = match decoded {
+            Decoded::Deltas(deltas) => (deltas, false),
+            Decoded::End(deltas) => (deltas, true),
+            Decoded::Error(message) => return Err(ProviderError::InStream { provider: name.clone(), message }),
+        };
+        for delta in &deltas {
+            if first_token.is_none() && matches!(delta, Delta::Text(_)) {
+                *first_token = Some(started.elapsed());
+            }
+            answer.apply(delta);
+            on_delta(delta);
+        }
+        Ok(end)
+    };
+    loop {
+        if cancelled() {
+            return Err(ProviderError::Cancelled);
+        }
+        let read = match body.read(&mut buffer) {
+            Ok(read) => read,
+            Err(err) if err.kind() == std::io::ErrorKind::TimedOut => {
+                return Err(ProviderError::Timeout { provider: name.clone(), detail: format!("the stream stalled: {err}") });
+            }
+            Err(err) => return Err(malformed(format!("the stream broke: {err}"))),
+        };
+        let finishing = read == 0;
+        bytes_in += read as u64;
+        if provider.ndjson() {
+            let lines = if finishing { ndjson.finish() } else { ndjson.feed(&buffer[..read]) }.map_err(|e| malformed(e.to_string()))?;
+            for line in lines {
+                ended |= handle(None, &line, &mut answer, &mut first_token)?;
+            }
+        } else {
+            let events = if finishing { sse.finish() } else { sse.feed(&buffer[..read]) }.map_err(|e| malformed(e.to_string()))?;
+            for event in events {
+                ended |= handle(event.event.as_deref(), &event.data, &mut answer, &mut first_token)?;
+            }
+        }
+        // Gemini has no end marker: a finish reason and the end of the body are the end.
+        if finishing {
+            let gemini_done = provider.kind == crate::brains::ProviderKind::Gemini && answer.finish.is_some();
+            if !(ended || gemini_done) {
+                return Err(malformed("the stream ended before the answer did (truncated)".into()));
+            }
+            return Ok(Completion { answer, attempts: 1, first_token, bytes_in });
+        }
+    }
+}
+
+fn backoff(attempt: u32) -> Duration {
+    Duration::from_millis(500 * (1 << (attempt - 1).min(5)))
+}
+
+/// Sleeps in small steps so cancel is honoured while waiting to retry.
+fn wait(duration: Duration, cancelled: &dyn Fn() -> bool) -> Result<(), ProviderError> {
+    let until = Instant::now() + duration;
+    while Instant::now() < until {
+        if cancelled() {
+            return Err(ProviderError::Cancelled);
+        }
+        std::thread::sleep(Duration::from_millis(20).min(until.saturating_duration_since(Instant::now())));
+    }
+    Ok(())
+}
+
+fn transport_error(provider: &str, err: ureq::Error) -> ProviderError {
+    match err {
+        ureq::Error::Timeout(what) => ProviderError::Timeout { provider: provider.to_owned(), detail: format!("{what:?}") },
+        other => ProviderError::Network { provider: provider.to_owned(), detail: other.to_string() },
+    }
+}
+
+/// The human part of an error body (`{"error": {"message": …}}` and friends).
+fn error_message(body: &str) -> String {
+    let parsed: Option<serde_json::Value> = serde_json::from_str(body).ok();
+    let message = parsed.as_ref().and_then(|v| {
+        v.pointer("/error/message")
+            .or_else(|| v.get("error").filter(|e| e.is_string()))
+            .or_else(|| v.get("message"))
+            .and_then(|m| m.as_str())
+            .map(str::to_owned)
+    });
+    message.unwrap_or_else(|| body.chars().take(300).collect::<String>().trim().to_owned())
+}

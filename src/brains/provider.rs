@@ -1,0 +1,530 @@
+//! Providers: what the user configured (`providers.json` in the data
+//! directory, and Settings), how each API wants its request, and how each
+//! one's stream events become `Delta`s.
+
+use std::path::{Path, PathBuf};
+
+use anyhow::Context;
+use serde::{Deserialize, Serialize};
+use serde_json::{Value, json};
+
+use crate::brains::message::{Delta, Role, Turn};
+
+/// The API dialect a provider speaks.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum ProviderKind {
+    /// OpenAI chat completions: OpenAI, OpenRouter, Groq, Together, DeepSeek,
+    /// Mistral, xAI, llama.cpp's server, LM Studio.
+    Openai,
+    /// Anthropic Messages.
+    Anthropic,
+    /// Google Gemini (`streamGenerateContent?alt=sse`).
+    Gemini,
+    /// Ollama's native `/api/chat` (NDJSON).
+    Ollama,
+}
+
+/// One configured provider.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct ProviderConfig {
+    /// What the user calls it (`openai`, `groq`, `my-llama`, …).
+    pub name: String,
+    pub kind: ProviderKind,
+    /// API root: `https://api.openai.com/v1`, `https://api.anthropic.com`,
+    /// `https://generativelanguage.googleapis.com`, `http://127.0.0.1:11434`.
+    pub base_url: String,
+    pub model: String,
+    /// Environment variable holding the API key, if the key is not in the secret store.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub api_key_env: Option<String>,
+    /// US dollars per million input and output tokens (0 for free or local).
+    #[serde(default)]
+    pub price_in_per_mtok: f64,
+    #[serde(default)]
+    pub price_out_per_mtok: f64,
+}
+
+/// Well-known providers: name → (kind, base URL). A config entry may leave
+/// `base_url` out for these.
+pub const KNOWN: &[(&str, ProviderKind, &str)] = &[
+    ("openai", ProviderKind::Openai, "https://api.openai.com/v1"),
+    ("openrouter", ProviderKind::Openai, "https://openrouter.ai/api/v1"),
+    ("groq", ProviderKind::Openai, "https://api.groq.com/openai/v1"),
+    ("together", ProviderKind::Openai, "https://api.together.xyz/v1"),
+    ("deepseek", ProviderKind::Openai, "https://api.deepseek.com/v1"),
+    ("mistral", ProviderKind::Openai, "https://api.mistral.ai/v1"),
+    ("xai", ProviderKind::Openai, "https://api.x.ai/v1"),
+    ("llamacpp", ProviderKind::Openai, "http://127.0.0.1:8080/v1"),
+    ("lmstudio", ProviderKind::Openai, "http://127.0.0.1:1234/v1"),
+    ("anthropic", ProviderKind::Anthropic, "https://api.anthropic.com"),
+    ("gemini", ProviderKind::Gemini, "https://generativelanguage.googleapis.com"),
+    ("ollama", ProviderKind::Ollama, "http://127.0.0.1:11434"),
+];
+
+/// The file form: `{"providers": [{"name": …, "kind": …, "model": …}, …]}`.
+#[derive(Debug, Default, Serialize, Deserialize)]
+struct ProvidersFile {
+    #[serde(default)]
+    providers: Vec<RawProvider>,
+}
+
+#[derive(Debug, Serialize, Deserialize)]
+struct RawProvider {
+    name: String,
+    #[serde(default)]
+    kind: Option<ProviderKind>,
+    #[serde(default)]
+    base_url: Option<String>,
+    model: String,
+    #[serde(default)]
+    api_key_env: Option<String>,
+    #[serde(default)]
+    price_in_per_mtok: f64,
+    #[serde(default)]
+    price_out_per_mtok: f64,
+}
+
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Providers {
+    pub list: Vec<ProviderConfig>,
+}
+
+impl Providers {
+    pub const FILE_NAME: &'static str = "providers.json";
+
+    pub fn path(data_dir: &Path) -> PathBuf {
+        data_dir.join(Self::FILE_NAME)
+    }
+
+    /// Reads the providers file; a missing file is no providers, a broken one
+    /// a clear error naming the file (nothing is overwritten).
+    pub fn load(path: &Path) -> anyhow::Result<Self> {
+        let text = match std::fs::read_to_string(path) {
+            Ok(text) => text,
+            Err(err) if err.kind() == std::io::ErrorKind::NotFound => return Ok(Self::default()),
+            Err(err) => return Err(err).with_context(|| format!("cannot read {}", path.display())),
+        };
+        Self::parse(&text).with_context(|| format!("{} is not a valid providers file", path.display()))
+    }
+
+    pub fn parse(text: &str) -> anyhow::Result<Self> {
+        let file: ProvidersFile = serde_json::from_str(text)?;
+        let mut list = Vec::new();
+        for raw in file.providers {
+            let known = KNOWN.iter().find(|(name, _, _)| *name == raw.name);
+            let kind = raw.kind.or(known.map(|k| k.1)).with_context(|| format!("provider {:?} needs a kind", raw.name))?;
+            let base_url = raw
+                .base_url
+                .or(known.map(|k| k.2.to_owned()))
+                .with_context(|| format!("provider {:?} needs a base_url", raw.name))?;
+            if !(base_url.starts_with("http://") || base_url.starts_with("https://")) {
+                anyhow::bail!("provider {:?}: base_url {base_url:?} is not an http(s) URL", raw.name);
+            }
+            if list.iter().any(|p: &ProviderConfig| p.name == raw.name) {
+                anyhow::bail!("provider {:?} is configured twice", raw.name);
+            }
+            list.push(ProviderConfig {
+                name: raw.name,
+                kind,
+                base_url: base_url.trim_end_matches('/').to_owned(),
+                model: raw.model,
+                api_key_env: raw.api_key_env,
+                price_in_per_mtok: raw.price_in_per_mtok,
+                price_out_per_mtok: raw.price_out_per_mtok,
+            });
+        }
+        Ok(Self { list })
+    }
+
+    pub fn get(&self, name: &str) -> Option<&ProviderConfig> {
+        self.list.iter().find(|p| p.name == name)
+    }
+}
+
+/// An HTTP request, ready for the client.
+#[derive(Clone, Debug, PartialEq)]
+pub struct HttpRequest {
+    pub url: String,
+    pub headers: Vec<(&'static str, String)>,
+    pub body: Value,
+}
+
+impl ProviderConfig {
+    /// Builds the streaming request for `turns`.
+    pub fn request(&self, model: &str, turns: &[Turn], max_tokens: u32, key: Option<&str>) -> HttpRequest {
+        let base = &self.base_url;
+        let mut headers = vec![("content-type", "application/json".to_owned())];
+        let system: Vec<&str> = turns.iter().filter(|t| t.role == Role::System).map(|t| t.content.as_str()).collect();
+        let dialogue = turns.iter().filter(|t| t.role != Role::System);
+        match self.kind {
+            ProviderKind::Openai => {
+                if let Some(key) = key {
+                    headers.push(("authorization", format!("Bearer {key}")));
+                }
+                let messages: Vec<Value> = turns.iter().map(openai_message).collect();
+                HttpRequest {
+                    url: format!("{base}/chat/completions"),
+                    headers,
+                    body: json!({
+                        "model": model, "messages": messages, "stream": true,
+                        "stream_options": {"include_usage": true}, "max_tokens": max_tokens,
+                    }),
+                }
+            }
+            ProviderKind::Anthropic => {
+                if let Some(key) = key {
+                    headers.push(("x-api-key", key.to_owned()));
+                }
+                headers.push(("anthropic-version", "2023-06-01".to_owned()));
+                let messages: Vec<Value> = dialogue
+                    .map(|t| match t.role {
+                        Role::Tool => json!({"role": "user", "content": [{"type": "tool_result", "tool_use_id": t.tool_call_id, "content": t.content}]}),
+                        role => json!({"role": if role == Role::Assistant { "assistant" } else { "user" }, "content": t.content}),
+                    })
+                    .collect();
+                let mut body = json!({"model": model, "max_tokens": max_tokens, "messages": messages, "stream": true});
+                if !system.is_empty() {
+                    body["system"] = json!(system.join("\n\n"));
+                }
+                HttpRequest { url: format!("{base}/v1/messages"), headers, body }
+            }
+            ProviderKind::Gemini => {
+                if let Some(key) = key {
+                    headers.push(("x-goog-api-key", key.to_owned()));
+                }
+                let contents: Vec<Value> = dialogue
+                    .map(|t| json!({"role": if t.role == Role::Assistant { "model" } else { "user" }, "parts": [{"text": t.content}]}))
+                    .collect();
+                let mut body = json!({"contents": contents, "generationConfig": {"maxOutputTokens": max_tokens}});
+                if !system.is_empty() {
+                    body["systemInstruction"] = json!({"parts": [{"text": system.join("\n\n")}]});
+                }
+                HttpRequest { url: format!("{base}/v1beta/models/{model}:streamGenerateContent?alt=sse"), headers, body }
+            }
+            ProviderKind::Ollama => {
+                let messages: Vec<Value> = turns.iter().map(openai_message).collect();
+                HttpRequest {
+                    url: format!("{base}/api/chat"),
+                    headers,
+                    body: json!({"model": model, "messages": messages, "stream": true, "options": {"num_predict": max_tokens}}),
+                }
+            }
+        }
+    }
+
+    /// Whether this provider's stream is NDJSON (else SSE).
+    pub fn ndjson(&self) -> bool {
+        self.kind == ProviderKind::Ollama
+    }
+}
+
+fn openai_message(turn: &Turn) -> Value {
+    let role = match turn.role {
+        Role::System => "system",
+        Role::User => "user",
+        Role::Assistant => "assistant",
+        Role::Tool => "tool",
+    };
+    let mut message = json!({"role": role, "content": turn.content});
+    if let Some(id) = &turn.tool_call_id {
+        message["tool_call_id"] = json!(id);
+    }
+    message
+}
+
+/// What one stream event means.
+#[derive(Debug, PartialEq, Eq)]
+pub enum Decoded {
+    Deltas(Vec<Delta>),
+    /// The provider's own end marker (OpenAI `[DONE]`, Anthropic `message_stop`, Ollama `done`).
+    End(Vec<Delta>),
+    /// An error reported inside the stream.
+    Error(String),
+}
+
+/// Decodes one event's data (SSE `data`, or one NDJSON line).
+pub fn decode(kind: ProviderKind, event: Option<&str>, data: &str) -> Result<Decoded, String> {
+    if kind == ProviderKind::Openai && data.trim() == "[DONE]" {
+        return Ok(Decoded::End(Vec::new()));
+    }
+    let value: Value = serde_json::from_str(data).map_err(|err| format!("not JSON ({err}): {}", preview(data)))?;
+    if let Some(error) = value.get("error") {
+        let message = error.get("message").and_then(Value::as_str).map(str::to_owned).unwrap_or_else(|| error.to_string());
+        return Ok(Decoded::Error(message));
+    }
+    match kind {
+        ProviderKind::Openai => decode_openai(&value),
+        ProviderKind::Anthropic => decode_anthropic(event, &value),
+        ProviderKind::Gemini => decode_gemini(&value),
+        ProviderKind::Ollama => decode_ollama(&value),
+    }
+}
+
+fn preview(data: &str) -> String {
+    let cut: String = data.chars().take(80).collect();
+    if cut.len() < data.len() { format!("{cut}…") } else { cut }
+}
+
+fn text(value: &Value) -> Option<String> {
+    value.as_str().filter(|s| !s.is_empty()).map(str::to_owned)
+}
+
+fn decode_openai(value: &Value) -> Result<Decoded, String> {
+    let mut out = Vec::new();
+    let choices = value.get("choices").and_then(Value::as_array);
+    for choice in choices.into_iter().flatten() {
+        let delta = choice.get("delta").ok_or("a choice without a delta")?;
+        if let Some(content) = delta.get("content").and_then(text) {
+            out.push(Delta::Text(content));
+        }
+        for call in delta.get("tool_calls").and_then(Value::as_array).into_iter().flatten() {
+            let index = call.get("index").and_then(Value::as_u64).unwrap_or(0) as usize;
+            let function = call.get("function");
+            out.push(Delta::ToolCall {
+                index,
+                id: call.get("id").and_then(text),
+                name: function.and_then(|f| f.get("name")).and_then(text),
+                arguments: function.and_then(|f| f.get("arguments")).and_then(Value::as_str).unwrap_or_default().to_owned(),
+            });
+        }
+        if let Some(reason) = choice.get("finish_reason").and_then(text) {
+            out.push(Delta::Finish(reason));
+        }
+    }
+    if choices.is_none() && value.get("usage").is_none() {
+        return Err(format!("an event without choices: {}", preview(&value.to_string())));
+    }
+    if let Some(usage) = value.get("usage").filter(|u| u.is_object()) {
+        out.push(Delta::Usage {
+            input_tokens: usage.get("prompt_tokens").and_then(Value::as_u64).unwrap_or(0),
+            output_tokens: usage.get("completion_tokens").and_then(Value::as_u64).unwrap_or(0),
+        });
+    }
+    Ok(Decoded::Deltas(out))
+}
+
+fn decode_anthropic(event: Option<&str>, value: &Value) -> Result<Decoded, String> {
+    let kind = event.or_else(|| value.get("type").and_then(Value::as_str)).ok_or("an event without a type")?;
+    let index = value.get("index").and_then(Value::as_u64).unwrap_or(0) as usize;
+    let deltas = match kind {
+        "message_start" => {
+            let usage = value.pointer("/message/usage");
+            vec![Delta::Usage {
+                input_tokens: usage.and_then(|u| u.get("input_tokens")).and_then(Value::as_u64).unwrap_or(0),
+                output_tokens: usage.and_then(|u| u.get("output_tokens")).and_then(Value::as_u64).unwrap_or(0),
+            }]
+        }
+        "content_block_start" => {
+            let block = value.get("content_block").ok_or("content_block_start without a block")?;
+            match block.get("type").and_then(Value::as_str) {
+                Some("tool_use") => vec![Delta::ToolCall {
+                    index,
+                    id: block.get("id").and_then(text),
+                    name: block.get("name").and_then(text),
+                    arguments: String::new(),
+                }],
+                _ => block.get("text").and_then(text).map(Delta::Text).into_iter().collect(),
+            }
+        }
+        "content_block_delta" => {
+            let delta = value.get("delta").ok_or("content_block_delta without a delta")?;
+            match delta.get("type").and_then(Value::as_str) {
+                Some("text_delta") => delta.get("text").and_then(text).map(Delta::Text).into_iter().collect(),
+                Some("input_json_delta") => vec![Delta::ToolCall {
+                    index,
+                    id: None,
+                    name: None,
+                    arguments: delta.get("partial_json").and_then(Value::as_str).unwrap_or_default().to_owned(),
+                }],
+                _ => Vec::new(),
+            }
+        }
+        "message_delta" => {
+            let mut out = Vec::new();
+            if let Some(usage) = value.get("usage") {
+                out.push(Delta::Usage {
+                    input_tokens: usage.get("input_tokens").and_then(Value::as_u64).unwrap_or(0),
+                    output_tokens: usage.get("output_tokens").and_then(Value::as_u64).unwrap_or(0),
+                });
+            }
+            if let Some(reason) = value.pointer("/delta/stop_reason").and_then(text) {
+                out.push(Delta::Finish(reason));
+            }
+            out
+        }
+        "message_stop" => return Ok(Decoded::End(Vec::new())),
+        _ => Vec::new(), // ping, content_block_stop
+    };
+    Ok(Decoded::Deltas(deltas))
+}
+
+fn decode_gemini(value: &Value) -> Result<Decoded, String> {
+    let mut out = Vec::new();
+    let candidates = value.get("candidates").and_then(Value::as_array);
+    for candidate in candidates.into_iter().flatten() {
+        for (index, part) in candidate.pointer("/content/parts").and_then(Value::as_array).into_iter().flatten().enumerate() {
+            if let Some(content) = part.get("text").and_then(text) {
+                out.push(Delta::Text(content));
+            }
+            if let Some(call) = part.get("functionCall") {
+                out.push(Delta::ToolCall {
+                    index,
+                    id: None,
+                    name: call.get("name").and_then(text),
+                    arguments: call.get("args").map(Value::to_string).unwrap_or_default(),
+                });
+            }
+        }
+        if let Some(reason) = candidate.get("finishReason").and_then(text) {
+            out.push(Delta::Finish(reason));
+        }
+    }
+    if let Some(usage) = value.get("usageMetadata") {
+        out.push(Delta::Usage {
+            input_tokens: usage.get("promptTokenCount").and_then(Value::as_u64).unwrap_or(0),
+            output_tokens: usage.get("candidatesTokenCount").and_then(Value::as_u64).unwrap_or(0),
+        });
+    }
+    if candidates.is_none() && value.get("usageMetadata").is_none() {
+        return Err(format!("an event without candidates: {}", preview(&value.to_string())));
+    }
+    Ok(Decoded::Deltas(out))
+}
+
+fn decode_ollama(value: &Value) -> Result<Decoded, String> {
+    let mut out = Vec::new();
+    let message = value.get("message");
+    if let Some(content) = message.and_then(|m| m.get("content")).and_then(text) {
+        out.push(Delta::Text(content));
+    }
+    for (index, call) in message.and_then(|m| m.get("tool_calls")).and_then(Value::as_array).into_iter().flatten().enumerate() {
+        out.push(Delta::ToolCall {
+            index,
+            id: None,
+            name: call.pointer("/function/name").and_then(text),
+            arguments: call.pointer("/function/arguments").map(Value::to_string).unwrap_or_default(),
+        });
+    }
+    match value.get("done").and_then(Value::as_bool) {
+        Some(true) => {
+            out.push(Delta::Usage {
+                input_tokens: value.get("prompt_eval_count").and_then(Value::as_u64).unwrap_or(0),
+                output_tokens: value.get("eval_count").and_then(Value::as_u64).unwrap_or(0),
+            });
+            out.push(Delta::Finish(value.get("done_reason").and_then(text).unwrap_or_else(|| "stop".into())));
+            Ok(Decoded::End(out))
+        }
+        Some(false) => Ok(Decoded::Deltas(out)),
+        None => Err(format!("a line without `done`: {}", preview(&value.to_string()))),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::brains::message::Assembled;
+
+    fn fold(kind: ProviderKind, events: &[(Option<&str>, &str)]) -> (Assembled, bool) {
+        let mut answer = Assembled::default();
+        let mut ended = false;
+        for (event, data) in events {
+            match decode(kind, *event, data).unwrap() {
+                Decoded::Deltas(deltas) => deltas.iter().for_each(|d| answer.apply(d)),
+                Decoded::End(deltas) => {
+                    deltas.iter().for_each(|d| answer.apply(d));
+                    ended = true;
+                }
+                Decoded::Error(message) => panic!("{message}"),
+            }
+        }
+        (answer, ended)
+    }
+
+    #[test]
+    fn openai_text_tool_call_deltas_and_usage_fold_into_one_answer() {
+        let (answer, ended) = fold(
+            ProviderKind::Openai,
+            &[
+                (None, r#"{"choices":[{"delta":{"role":"assistant","content":"Hel"},"finish_reason":null}]}"#),
+                (None, r#"{"choices":[{"delta":{"content":"lo"}}]}"#),
+                (None, r#"{"choices":[{"delta":{"tool_calls":[{"index":0,"id":"call_1","type":"function","function":{"name":"get_sum","arguments":"{\"a\":"}}]}}]}"#),
+                (None, r#"{"choices":[{"delta":{"tool_calls":[{"index":0,"function":{"arguments":"1}"}}]},"finish_reason":"tool_calls"}]}"#),
+                (None, r#"{"choices":[],"usage":{"prompt_tokens":12,"completion_tokens":5}}"#),
+                (None, "[DONE]"),
+            ],
+        );
+        assert!(ended);
+        assert_eq!(answer.text, "Hello");
+        assert_eq!(answer.tool_calls[0].name, "get_sum");
+        assert_eq!(answer.tool_calls[0].arguments, r#"{"a":1}"#);
+        assert_eq!((answer.input_tokens, answer.output_tokens, answer.finish.as_deref()), (12, 5, Some("tool_calls")));
+    }
+
+    #[test]
+    fn anthropic_gemini_and_ollama_streams_decode_alike() {
+        let (a, ended) = fold(
+            ProviderKind::Anthropic,
+            &[
+                (Some("message_start"), r#"{"type":"message_start","message":{"usage":{"input_tokens":9,"output_tokens":1}}}"#),
+                (Some("content_block_start"), r#"{"type":"content_block_start","index":0,"content_block":{"type":"text","text":""}}"#),
+                (Some("ping"), r#"{"type":"ping"}"#),
+                (Some("content_block_delta"), r#"{"type":"content_block_delta","index":0,"delta":{"type":"text_delta","text":"Hi"}}"#),
+                (Some("content_block_start"), r#"{"type":"content_block_start","index":1,"content_block":{"type":"tool_use","id":"toolu_1","name":"echo","input":{}}}"#),
+                (Some("content_block_delta"), r#"{"type":"content_block_delta","index":1,"delta":{"type":"input_json_delta","partial_json":"{\"m\":\"x\"}"}}"#),
+                (Some("message_delta"), r#"{"type":"message_delta","delta":{"stop_reason":"tool_use"},"usage":{"output_tokens":7}}"#),
+                (Some("message_stop"), r#"{"type":"message_stop"}"#),
+            ],
+        );
+        assert!(ended);
+        assert_eq!((a.text.as_str(), a.tool_calls[1].name.as_str(), a.tool_calls[1].arguments.as_str()), ("Hi", "echo", r#"{"m":"x"}"#));
+        assert_eq!((a.input_tokens, a.output_tokens, a.finish.as_deref()), (9, 7, Some("tool_use")));
+
+        let (g, _) = fold(
+            ProviderKind::Gemini,
+            &[
+                (None, r#"{"candidates":[{"content":{"parts":[{"text":"Bon"}],"role":"model"}}]}"#),
+                (None, r#"{"candidates":[{"content":{"parts":[{"text":"jour"}],"role":"model"},"finishReason":"STOP"}],"usageMetadata":{"promptTokenCount":4,"candidatesTokenCount":2}}"#),
+            ],
+        );
+        assert_eq!((g.text.as_str(), g.finish.as_deref(), g.output_tokens), ("Bonjour", Some("STOP"), 2));
+
+        let (o, ended) = fold(
+            ProviderKind::Ollama,
+            &[
+                (None, r#"{"model":"m","message":{"role":"assistant","content":"Hal"},"done":false}"#),
+                (None, r#"{"model":"m","message":{"role":"assistant","content":"lo"},"done":false}"#),
+                (None, r#"{"model":"m","message":{"role":"assistant","content":""},"done":true,"done_reason":"length","prompt_eval_count":3,"eval_count":2}"#),
+            ],
+        );
+        assert!(ended);
+        assert_eq!((o.text.as_str(), o.finish.as_deref(), o.input_tokens), ("Hallo", Some("length"), 3));
+    }
+
+    #[test]
+    fn errors_inside_a_stream_and_malformed_events_are_told_apart() {
+        assert_eq!(
+            decode(ProviderKind::Anthropic, Some("error"), r#"{"type":"error","error":{"type":"overloaded_error","message":"Overloaded"}}"#),
+            Ok(Decoded::Error("Overloaded".into()))
+        );
+        assert!(decode(ProviderKind::Openai, None, "{not json").unwrap_err().contains("not JSON"));
+        assert!(decode(ProviderKind::Ollama, None, r#"{"message":{}}"#).unwrap_err().contains("done"));
+    }
+
+    #[test]
+    fn the_providers_file_fills_known_providers_and_refuses_broken_entries() {
+        let providers = Providers::parse(
+            r#"{"providers": [
+                {"name": "groq", "model": "llama-3.3-70b", "api_key_env": "GROQ_API_KEY", "price_in_per_mtok": 0.59},
+                {"name": "home", "kind": "ollama", "base_url": "http://127.0.0.1:11434/", "model": "qwen2.5"}
+            ]}"#,
+        )
+        .unwrap();
+        let groq = providers.get("groq").unwrap();
+        assert_eq!((groq.kind, groq.base_url.as_str()), (ProviderKind::Openai, "https://api.groq.com/openai/v1"));
+        assert_eq!(providers.get("home").unwrap().base_url, "http://127.0.0.1:11434");
+        assert!(Providers::parse(r#"{"providers": [{"name": "mystery", "model": "m"}]}"#).unwrap_err().to_string().contains("kind"));
+        assert!(Providers::parse(r#"{"providers": [{"name": "x", "kind": "openai", "base_url": "ftp://h", "model": "m"}]}"#).is_err());
+        assert!(Providers::parse("{").is_err());
+    }
+}

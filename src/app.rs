@@ -67,6 +67,21 @@ pub struct CoworkApp {
     show_requested: bool,
 }
 
+/// The configured providers, for Settings → Network.
+fn network_view(data_dir: &std::path::Path) -> crate::ui::settings::NetworkView {
+    match crate::brains::Providers::load(&crate::brains::Providers::path(data_dir)) {
+        Ok(providers) => crate::ui::settings::NetworkView {
+            providers: providers
+                .list
+                .into_iter()
+                .map(|p| (p.name, format!("{:?}", p.kind).to_lowercase(), p.model, p.base_url))
+                .collect(),
+            ..Default::default()
+        },
+        Err(err) => crate::ui::settings::NetworkView { providers_error: Some(format!("{err:#}")), ..Default::default() },
+    }
+}
+
 /// Longest the UI spends applying events in one frame before yielding.
 const EVENT_BUDGET: Duration = Duration::from_millis(8);
 const GEOMETRY_SAVE_INTERVAL: Duration = Duration::from_secs(2);
@@ -89,7 +104,7 @@ impl CoworkApp {
             chat: ChatPanel::default(),
             quick: QuickPromptPanel::default(),
             consent: crate::ui::consent::ConsentPanel::default(),
-            settings: SettingsPanel::default(),
+            settings: SettingsPanel { network: network_view(&options.export_dir), ..SettingsPanel::default() },
             options,
             frames: 0,
             screenshot_requested: false,
@@ -178,6 +193,9 @@ impl CoworkApp {
                 }
                 if [keys::RECORD_WINDOWS, keys::RECORD_KEYS, keys::RECORD_CLIPBOARD, keys::STREAMS_CONFIRMED].contains(&key.as_str()) {
                     self.apply_stream_switches();
+                }
+                if key == keys::OFFLINE {
+                    crate::net::OutboundGate::global().set_offline(self.state.settings.offline);
                 }
                 if keys::PRIVACY.contains(&key.as_str()) {
                     let _ = self.channels.capture.try_send(CaptureCommand::SetRules(self.state.settings.rules()));
@@ -380,7 +398,10 @@ impl eframe::App for CoworkApp {
             Tab::Chat => chat_ui(ui, state, &mut self.chat, &mut actions),
             Tab::Context => context_ui(ui, state, now, &mut actions),
             Tab::Apps => apps_ui(ui),
-            Tab::Settings => settings_ui(ui, state, &self.models, &mut self.settings, &mut actions),
+            Tab::Settings => {
+                self.settings.network.log = crate::net::OutboundGate::global().log();
+                settings_ui(ui, state, &self.models, &mut self.settings, &mut actions)
+            }
         });
 
         if state.quick_prompt_open {

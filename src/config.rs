@@ -95,6 +95,8 @@ pub struct Settings {
     pub privacy: RuleText,
     /// Global hotkey that pauses and resumes all capture.
     pub pause_hotkey: String,
+    /// Offline mode: no network connection except to loopback.
+    pub offline: bool,
 }
 
 impl Default for Settings {
@@ -113,6 +115,7 @@ impl Default for Settings {
             streams_confirmed: false,
             privacy: RuleText::default(),
             pause_hotkey: "ctrl+alt+KeyP".to_owned(),
+            offline: false,
         }
     }
 }
@@ -130,6 +133,7 @@ pub mod keys {
     pub const RECORD_CLIPBOARD: &str = "capture.clipboard.enabled";
     pub const STREAMS_CONFIRMED: &str = "capture.streams_confirmed";
     pub const PAUSE_HOTKEY: &str = "ui.pause_hotkey";
+    pub const OFFLINE: &str = "network.offline";
     pub const PAUSED: &str = "privacy.paused";
     pub const ALLOWED_APPS: &str = "privacy.allowed_apps";
     pub const DENIED_APPS: &str = "privacy.denied_apps";
@@ -165,6 +169,7 @@ impl Settings {
             | keys::RECORD_CLIPBOARD
             | keys::STREAMS_CONFIRMED
             | keys::PAUSED
+            | keys::OFFLINE
             | keys::PRIVATE_WINDOWS => match value.trim() {
                 "true" | "false" => {
                     let on = value.trim() == "true";
@@ -173,6 +178,7 @@ impl Settings {
                         keys::RECORD_KEYS => self.record_keys = on,
                         keys::RECORD_CLIPBOARD => self.record_clipboard = on,
                         keys::PAUSED => self.privacy.paused = on,
+                        keys::OFFLINE => self.offline = on,
                         keys::PRIVATE_WINDOWS => self.privacy.exclude_private_windows = on,
                         _ => self.streams_confirmed = on,
                     }

@@ -38,6 +38,9 @@ struct Cli {
     /// Render the sidebar to this PNG after start-up, then quit
     #[arg(long)]
     screenshot: Option<PathBuf>,
+    /// Offline: no network connection except to loopback (refused ones are logged)
+    #[arg(long, global = true)]
+    offline: bool,
     #[command(subcommand)]
     command: Option<Command>,
 }
@@ -55,6 +58,12 @@ enum Command {
         /// Also print the context sent with the question (to stderr)
         #[arg(long)]
         show_context: bool,
+        /// Ask a configured provider (providers.json in the data directory) instead of the local model
+        #[arg(long)]
+        provider: Option<String>,
+        /// The provider's model to use (default: the one configured)
+        #[arg(long, requires = "provider")]
+        model: Option<String>,
     },
     /// Verify, fetch or convert the bundled models
     Models {
@@ -172,13 +181,24 @@ fn install_panic_hook() {
 
 fn run(cli: Cli, process_started: Instant) -> anyhow::Result<ExitCode> {
     let paths = Paths::resolve(cli.data_dir, cli.models_dir)?;
+    // Offline before anything can open a connection: the flag, or the saved switch.
+    if cli.offline || cowork::workers::read_settings(&paths).0.offline {
+        cowork::net::OutboundGate::global().set_offline(true);
+    }
     match cli.command {
         Some(Command::Doctor { json }) => {
             let checks = commands::doctor::run_checks(&paths, cli.display.as_deref());
             let healthy = commands::doctor::print(&checks, json)?;
             Ok(if healthy { ExitCode::SUCCESS } else { ExitCode::FAILURE })
         }
-        Some(Command::Ask { question, show_context }) => {
+        Some(Command::Ask { question, show_context, provider: Some(provider), model }) => {
+            if show_context {
+                eprintln!("--show-context: nothing captured is sent to a provider yet");
+            }
+            commands::ask::ask_provider(&paths, &provider, model.as_deref(), &question)?;
+            Ok(ExitCode::SUCCESS)
+        }
+        Some(Command::Ask { question, show_context, provider: None, .. }) => {
             commands::ask::ask(&paths, &question, show_context)?;
             Ok(ExitCode::SUCCESS)
         }

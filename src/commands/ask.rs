@@ -74,3 +74,57 @@ pub fn ask(paths: &Paths, question: &str, show_context: bool) -> anyhow::Result<
         Err(err) => bail!("{err:#}"),
     }
 }
+
+/// `cowork ask --provider NAME [--model M] "question"`: one answer from a
+/// configured provider (`providers.json` in the data directory), streamed to
+/// stdout. Captured context is not sent: consent per provider comes first.
+pub fn ask_provider(paths: &Paths, provider_name: &str, model: Option<&str>, question: &str) -> anyhow::Result<()> {
+    use crate::brains::{Delta, Providers, Role, Turn, stream_chat};
+    let file = Providers::path(&paths.data_dir);
+    let providers = Providers::load(&file)?;
+    let Some(provider) = providers.get(provider_name) else {
+        let known: Vec<&str> = providers.list.iter().map(|p| p.name.as_str()).collect();
+        bail!("no provider {provider_name:?} in {} (configured: {})", file.display(), if known.is_empty() { "none".into() } else { known.join(", ") });
+    };
+    let key = match &provider.api_key_env {
+        Some(var) => Some(std::env::var(var).map_err(|_| anyhow::anyhow!("provider {provider_name}: the API key variable {var} is not set"))?),
+        None => None,
+    };
+    eprintln!("[{provider_name}: captured context is not sent without your consent for this provider]");
+    let turns = [
+        Turn::new(Role::System, "You are cowork, a concise desktop assistant."),
+        Turn::new(Role::User, question),
+    ];
+    let mut stdout = std::io::stdout().lock();
+    let mut write_error = None;
+    let completion = stream_chat(
+        crate::net::OutboundGate::global(),
+        provider,
+        model,
+        key.as_deref(),
+        &turns,
+        400,
+        &|| false,
+        &mut |delta| {
+            if let Delta::Text(text) = delta
+                && let Err(err) = stdout.write_all(text.as_bytes()).and_then(|()| stdout.flush())
+            {
+                write_error.get_or_insert(err);
+            }
+        },
+    )?;
+    if let Some(err) = write_error {
+        return Err(err.into());
+    }
+    writeln!(stdout)?;
+    let answer = &completion.answer;
+    eprintln!(
+        "[{provider_name} {}: {} tokens in, {} out, first token after {} ms, finish {}]",
+        model.unwrap_or(&provider.model),
+        answer.input_tokens,
+        answer.output_tokens,
+        completion.first_token.map(|d| d.as_millis()).unwrap_or(0),
+        answer.finish.as_deref().unwrap_or("?")
+    );
+    Ok(())
+}

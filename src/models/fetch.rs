@@ -108,11 +108,35 @@ impl Fetcher {
         if have == total {
             return Ok(());
         }
+        // Every download goes through the outbound gate (offline mode refuses it, the log records it).
+        let admission = crate::net::OutboundGate::global().admit(url, "model download")?;
         let mut request = self.agent.get(url);
         if have > 0 {
             request = request.header("Range", format!("bytes={have}-"));
         }
-        let mut response = request.call().with_context(|| format!("request failed {url}"))?;
+        let gate = crate::net::OutboundGate::global();
+        let mut response = match request.call() {
+            Ok(response) => response,
+            Err(err) => {
+                gate.finish(admission, 0, 0);
+                return Err(err).with_context(|| format!("request failed {url}"));
+            }
+        };
+        let mut received = 0u64;
+        let outcome = self.receive(&mut response, partial, have, total, &mut received, progress);
+        gate.finish(admission, 0, received);
+        outcome
+    }
+
+    fn receive(
+        &self,
+        response: &mut ureq::http::Response<ureq::Body>,
+        partial: &Path,
+        have: u64,
+        total: u64,
+        received: &mut u64,
+        progress: &mut dyn FnMut(Progress),
+    ) -> anyhow::Result<()> {
         let status = response.status().as_u16();
         let mut file = match status {
             206 => OpenOptions::new().append(true).open(partial)?,
@@ -135,6 +159,7 @@ impl Fetcher {
             }
             file.write_all(&buffer[..read]).with_context(|| format!("cannot write {}", partial.display()))?;
             done += read as u64;
+            *received += read as u64;
             progress(Progress { done_bytes: done, total_bytes: total });
             if done > total {
                 bail!("server sent more than the expected {total} bytes");

@@ -18,6 +18,17 @@ pub struct SettingsPanel {
     pub pause_hotkey: Option<String>,
     /// Drafts of the privacy rule lists, by settings key.
     pub rules: std::collections::HashMap<&'static str, String>,
+    /// What the Network section shows (filled by the app).
+    pub network: NetworkView,
+}
+
+/// Providers and the outbound-request log, for Settings → Network.
+#[derive(Default)]
+pub struct NetworkView {
+    /// (name, kind, model, base URL)
+    pub providers: Vec<(String, String, String, String)>,
+    pub providers_error: Option<String>,
+    pub log: Vec<crate::net::OutboundRecord>,
 }
 
 /// A model file as Settings lists it.
@@ -97,6 +108,10 @@ pub fn settings_ui(
             }
         });
         ui.label(RichText::new("Exports are written to the data directory; `cowork export` takes any range").small().color(theme::MUTED));
+
+        ui.separator();
+        ui.heading("Network");
+        network_ui(ui, state, &panel.network, actions);
 
         ui.separator();
         ui.heading("Keyboard shortcuts");
@@ -184,6 +199,35 @@ fn privacy_lists_ui(ui: &mut egui::Ui, state: &AppState, panel: &mut SettingsPan
             }
         });
     }
+}
+
+fn network_ui(ui: &mut egui::Ui, state: &AppState, network: &NetworkView, actions: &mut Vec<UiAction>) {
+    let mut offline = state.settings.offline;
+    if ui.checkbox(&mut offline, "Offline: no connection except to this computer (loopback)").changed() {
+        actions.push(UiAction::SaveSetting { key: keys::OFFLINE.to_owned(), value: offline.to_string() });
+    }
+    ui.label(RichText::new("Providers (providers.json in the data directory)").strong());
+    if let Some(error) = &network.providers_error {
+        ui.label(RichText::new(error).small().color(theme::ERROR));
+    }
+    if network.providers.is_empty() {
+        ui.label(RichText::new("None configured: only the local model answers").small().color(theme::MUTED));
+    }
+    for (name, kind, model, base) in &network.providers {
+        ui.label(RichText::new(format!("{name} · {kind} · {model} · {base}")).small());
+    }
+    egui::CollapsingHeader::new(format!("Outbound requests ({})", network.log.len())).show(ui, |ui| {
+        if network.log.is_empty() {
+            ui.label(RichText::new("No connection has left this computer since cowork started").small().color(theme::MUTED));
+        }
+        for record in network.log.iter().rev().take(50) {
+            let text = match &record.refused {
+                None => format!("{} {} · {} · {} B out, {} B in", crate::ids::format_clock(record.at_millis), record.host, record.purpose, record.bytes_out, record.bytes_in),
+                Some(reason) => format!("{} {} · {} · refused: {reason}", crate::ids::format_clock(record.at_millis), record.host, record.purpose),
+            };
+            ui.label(RichText::new(text).small().color(if record.refused.is_some() { theme::WARN } else { theme::MUTED }));
+        }
+    });
 }
 
 fn setting_row_ui(

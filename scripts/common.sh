@@ -7,6 +7,10 @@ export CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-$HOME/.cache/cowork-target}"
 export COWORK_BIN="$CARGO_TARGET_DIR/debug/cowork"
 MCP_DIR="$HOME/.cache/cowork-test/mcp"
 MCP_EVERYTHING_VERSION="2026.8.31"
+TEST_VENV="$HOME/.cache/cowork-test/venv"
+# Real LLM servers for the provider tests: llama.cpp's server (OpenAI and
+# Anthropic formats) and the LiteLLM proxy in front of it (Gemini format).
+TEST_PYTHON_PACKAGES="xllamacpp==2026.10.11549 litellm[proxy]==1.106.2"
 
 BUILD_PACKAGES="build-essential pkg-config cmake clang libclang-dev libopenblas-dev libx11-dev libxi-dev libxtst-dev
   libxkbcommon-dev libwayland-dev mold git python3 python3-pip ca-certificates"
@@ -14,7 +18,7 @@ RUNTIME_PACKAGES="libopenblas0 libgomp1 libx11-6 libxkbcommon-x11-0 libxcursor1 
   dbus at-spi2-core"
 # chromium (AT-SPI browser URLs), mpv + mpv-mpris (a real MPRIS player), GTK via python3-gi (password fields).
 TEST_PACKAGES="xvfb xauth xdotool openbox xterm x11-utils xclip espeak-ng sox nodejs
-  dbus-daemon wmctrl chromium mpv mpv-mpris python3-gi gir1.2-gtk-3.0"
+  dbus-daemon wmctrl chromium mpv mpv-mpris python3-gi gir1.2-gtk-3.0 python3-venv"
 
 log() { printf '\033[1m==> %s\033[0m\n' "$*" >&2; }
 
@@ -93,4 +97,16 @@ setup_mcp_server() {
     npm install --silent --no-audit --no-fund --prefix "$MCP_DIR" "@modelcontextprotocol/server-everything@$MCP_EVERYTHING_VERSION" >/dev/null
   fi
   export COWORK_TEST_MCP_EVERYTHING="$entry"
+}
+
+setup_llm_servers() {
+  local stamp="$TEST_VENV/.cowork-installed"
+  if [ "$(cat "$stamp" 2>/dev/null)" != "$TEST_PYTHON_PACKAGES" ]; then
+    log "installing llama.cpp's server (xllamacpp) and the LiteLLM proxy for tests"
+    python3 -m venv "$TEST_VENV"
+    # shellcheck disable=SC2086
+    "$TEST_VENV/bin/pip" install --quiet $TEST_PYTHON_PACKAGES
+    echo "$TEST_PYTHON_PACKAGES" > "$stamp"
+  fi
+  export COWORK_TEST_PYTHON="$TEST_VENV/bin/python"
 }

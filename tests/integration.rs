@@ -14,6 +14,7 @@ mod integration {
     mod cli;
     mod llm_real;
     mod models;
+    mod providers;
     mod store_worker;
     mod supervisor;
     mod ui;

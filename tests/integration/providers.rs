@@ -1,0 +1,398 @@
+//! Cloud-provider paths against real servers on loopback: llama.cpp's own
+//! server (OpenAI chat completions and Anthropic Messages, both streaming) and
+//! the LiteLLM proxy in front of it (Gemini's streamGenerateContent). Ollama
+//! has no server installable here: its test replays a transcript written from
+//! Ollama's documented `/api/chat` stream format, served by a loopback server,
+//! and says so. Error paths (429 with retry-after, 5xx, 401, malformed and
+//! truncated streams, cancel, offline) use a scripted loopback server.
+
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::TcpListener;
+use std::process::{Child, Command, Stdio};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::time::{Duration, Instant};
+
+use cowork::brains::{Delta, ProviderConfig, ProviderError, ProviderKind, Role, Turn, stream_chat};
+use cowork::net::OutboundGate;
+
+use super::support::{chat_model, eventually, require, temp_dir};
+
+fn python() -> Option<String> {
+    std::env::var("COWORK_TEST_PYTHON").ok().filter(|p| std::path::Path::new(p).is_file())
+}
+
+fn free_port() -> u16 {
+    TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
+}
+
+/// Killed (with its children) on drop.
+struct Server(Child);
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+fn http_ok(url: &str) -> bool {
+    ureq::get(url).call().is_ok_and(|r| r.status().as_u16() == 200)
+}
+
+/// llama.cpp's server (xllamacpp) on SmolLM2, one thread, on loopback,
+/// requiring `key` when given.
+fn llama_server(python: &str, key: Option<&str>) -> (Server, u16) {
+    let port = free_port();
+    let script = format!(
+        "import time, xllamacpp as xlc\n\
+         p = xlc.CommonParams(); p.model.path = {model:?}; p.hostnames = ['127.0.0.1']; p.port = {port}\n\
+         p.n_ctx = 2048; p.n_parallel = 1; p.cpuparams.n_threads = 1; p.cpuparams_batch.n_threads = 1; p.use_jinja = True\n\
+         {keys}\
+         s = xlc.Server(p)\n\
+         while True: time.sleep(3600)\n",
+        model = chat_model().display().to_string(),
+        keys = key.map(|k| format!("p.api_keys = [{k:?}]\n")).unwrap_or_default(),
+    );
+    let child = Command::new(python).args(["-c", &script]).stdout(Stdio::null()).stderr(Stdio::null()).spawn().unwrap();
+    let server = Server(child);
+    assert!(eventually(Duration::from_secs(60), || http_ok(&format!("http://127.0.0.1:{port}/health"))), "llama.cpp server did not start");
+    (server, port)
+}
+
+fn provider(name: &str, kind: ProviderKind, base_url: String) -> ProviderConfig {
+    ProviderConfig {
+        name: name.into(),
+        kind,
+        base_url,
+        model: "smollm2".into(),
+        api_key_env: None,
+        price_in_per_mtok: 0.0,
+        price_out_per_mtok: 0.0,
+    }
+}
+
+fn question() -> Vec<Turn> {
+    vec![Turn::new(Role::System, "You are terse."), Turn::new(Role::User, "Name three colours.")]
+}
+
+/// Streams an answer, returning the text deltas as they arrived.
+fn ask(gate: &OutboundGate, provider: &ProviderConfig, key: Option<&str>) -> (Result<cowork::brains::Completion, ProviderError>, Vec<String>) {
+    let mut pieces = Vec::new();
+    let result = stream_chat(gate, provider, None, key, &question(), 48, &|| false, &mut |delta| {
+        if let Delta::Text(text) = delta {
+            pieces.push(text.clone());
+        }
+    });
+    (result, pieces)
+}
+
+#[test]
+fn llama_cpp_server_streams_in_openai_and_anthropic_formats_and_refuses_a_wrong_key() {
+    let Some(python) = python() else {
+        require(false, "COWORK_TEST_PYTHON with xllamacpp (scripts/test installs it)");
+        return;
+    };
+    if !require(chat_model().is_file(), "the chat model") {
+        return;
+    }
+    let (_server, port) = llama_server(&python, Some("sk-local"));
+    let gate = OutboundGate::new(false);
+    for (kind, base) in [(ProviderKind::Openai, format!("http://127.0.0.1:{port}/v1")), (ProviderKind::Anthropic, format!("http://127.0.0.1:{port}"))] {
+        let llama = provider("llama", kind, base);
+        match ask(&gate, &llama, Some("sk-wrong")).0 {
+            Err(ProviderError::BadKey { status: 401, .. }) => {}
+            other => panic!("{kind:?}: a wrong key is a BadKey error: {other:?}"),
+        }
+        let (result, pieces) = ask(&gate, &llama, Some("sk-local"));
+        let completion = result.unwrap_or_else(|err| panic!("{kind:?}: {err}"));
+        assert!(pieces.len() > 3, "{kind:?} streamed in pieces: {pieces:?}");
+        assert_eq!(pieces.concat(), completion.answer.text);
+        assert!(!completion.answer.text.trim().is_empty());
+        assert!(completion.answer.output_tokens > 0, "{kind:?} usage: {:?}", completion.answer);
+        assert!(completion.answer.finish.is_some(), "{kind:?} finish reason");
+        assert!(completion.first_token.is_some());
+    }
+    // Every request went through the gate and is in its log.
+    let log = gate.log();
+    assert_eq!(log.len(), 4);
+    assert!(log.iter().all(|r| r.host == "127.0.0.1" && r.bytes_in > 0 && r.refused.is_none()), "{log:?}");
+
+    // The command line: providers.json in the data directory.
+    let data = temp_dir();
+    std::fs::write(
+        data.path().join("providers.json"),
+        format!(r#"{{"providers": [{{"name": "llamacpp", "base_url": "http://127.0.0.1:{port}/v1", "model": "smollm2", "api_key_env": "LOCAL_LLAMA_KEY"}}]}}"#),
+    )
+    .unwrap();
+    let out = Command::new(env!("CARGO_BIN_EXE_cowork"))
+        .args(["ask", "--provider", "llamacpp", "Say hello."])
+        .arg("--data-dir")
+        .arg(data.path())
+        .env("LOCAL_LLAMA_KEY", "sk-local")
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stderr}");
+    assert!(!String::from_utf8_lossy(&out.stdout).trim().is_empty());
+    assert!(stderr.contains("captured context is not sent"), "{stderr}");
+    // Offline mode still allows loopback providers.
+    let out = Command::new(env!("CARGO_BIN_EXE_cowork"))
+        .args(["--offline", "ask", "--provider", "llamacpp", "Say hello."])
+        .arg("--data-dir")
+        .arg(data.path())
+        .env("LOCAL_LLAMA_KEY", "sk-local")
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+}
+
+#[test]
+fn litellm_proxy_speaks_gemini_and_anthropic_and_refuses_a_wrong_key() {
+    let Some(python) = python() else {
+        require(false, "COWORK_TEST_PYTHON with litellm (scripts/test installs it)");
+        return;
+    };
+    if !require(chat_model().is_file(), "the chat model") {
+        return;
+    }
+    let (_llama, llama_port) = llama_server(&python, None);
+    let dir = temp_dir();
+    let config = dir.path().join("litellm.yaml");
+    std::fs::write(
+        &config,
+        format!(
+            "model_list:\n  - model_name: smollm2\n    litellm_params:\n      model: openai/smollm2\n      api_base: http://127.0.0.1:{llama_port}/v1\n      api_key: none\n\
+             litellm_settings:\n  drop_params: true\n  telemetry: false\n  use_chat_completions_url_for_anthropic_messages: true\n\
+             general_settings:\n  master_key: sk-test\n"
+        ),
+    )
+    .unwrap();
+    let port = free_port();
+    let litellm = std::path::Path::new(&python).with_file_name("litellm");
+    let child = Command::new(litellm)
+        .args(["--config"])
+        .arg(&config)
+        .args(["--host", "127.0.0.1", "--port", &port.to_string()])
+        .env("LITELLM_LOCAL_MODEL_COST_MAP", "True")
+        .env("NO_PROXY", "*")
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let _proxy = Server(child);
+    assert!(
+        eventually(Duration::from_secs(120), || http_ok(&format!("http://127.0.0.1:{port}/health/liveliness"))),
+        "LiteLLM did not start"
+    );
+    let gate = OutboundGate::new(false);
+    let gemini = provider("gemini-via-litellm", ProviderKind::Gemini, format!("http://127.0.0.1:{port}"));
+    let (result, pieces) = ask(&gate, &gemini, Some("sk-test"));
+    let completion = result.unwrap_or_else(|err| panic!("gemini: {err}"));
+    assert!(!pieces.is_empty() && !completion.answer.text.trim().is_empty(), "{completion:?}");
+    assert!(completion.answer.finish.is_some());
+    // LiteLLM without its database answers an unknown key with 400 "No connected db.": refused, with its words.
+    let (result, _) = ask(&gate, &gemini, Some("sk-wrong"));
+    match result {
+        Err(err @ (ProviderError::BadKey { .. } | ProviderError::Rejected { .. })) => assert!(!err.to_string().is_empty()),
+        other => panic!("a wrong key is refused: {other:?}"),
+    }
+    let anthropic = provider("anthropic-via-litellm", ProviderKind::Anthropic, format!("http://127.0.0.1:{port}"));
+    let (result, _) = ask(&gate, &anthropic, Some("sk-test"));
+    assert!(!result.unwrap().answer.text.trim().is_empty());
+}
+
+/// A scripted HTTP server: each connection gets the next response from
+/// `responses` (status line + headers + body, sent in `chunks` with a pause).
+struct Scripted {
+    port: u16,
+    hits: Arc<AtomicUsize>,
+}
+
+#[derive(Clone)]
+struct Reply {
+    head: String,
+    chunks: Vec<String>,
+    pause: Duration,
+}
+
+fn reply(status: &str, extra_headers: &str, chunks: &[&str]) -> Reply {
+    Reply {
+        head: format!("HTTP/1.1 {status}\r\ncontent-type: text/event-stream\r\nconnection: close\r\n{extra_headers}\r\n"),
+        chunks: chunks.iter().map(|c| (*c).to_owned()).collect(),
+        pause: Duration::from_millis(5),
+    }
+}
+
+fn scripted(replies: Vec<Reply>) -> Scripted {
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port();
+    let hits = Arc::new(AtomicUsize::new(0));
+    let counter = hits.clone();
+    std::thread::spawn(move || {
+        for stream in listener.incoming() {
+            let Ok(mut stream) = stream else { continue };
+            let index = counter.fetch_add(1, Ordering::SeqCst);
+            let Some(reply) = replies.get(index.min(replies.len() - 1)).cloned() else { continue };
+            std::thread::spawn(move || {
+                // Read the request head and body (content-length) before answering.
+                let mut reader = BufReader::new(stream.try_clone().unwrap());
+                let mut length = 0usize;
+                loop {
+                    let mut line = String::new();
+                    if reader.read_line(&mut line).unwrap_or(0) == 0 || line == "\r\n" {
+                        break;
+                    }
+                    if let Some(value) = line.to_lowercase().strip_prefix("content-length:") {
+                        length = value.trim().parse().unwrap_or(0);
+                    }
+                }
+                let mut body = vec![0u8; length];
+                let _ = reader.read_exact(&mut body);
+                let _ = stream.write_all(reply.head.as_bytes());
+                for chunk in &reply.chunks {
+                    if stream.write_all(chunk.as_bytes()).is_err() {
+                        return;
+                    }
+                    let _ = stream.flush();
+                    std::thread::sleep(reply.pause);
+                }
+            });
+        }
+    });
+    Scripted { port, hits }
+}
+
+const OPENAI_OK: &[&str] = &[
+    "data: {\"choices\":[{\"delta\":{\"content\":\"Hel\"}}]}\n\n",
+    "data: {\"choices\":[{\"delta\":{\"content\":\"lo\"},\"finish_reason\":\"stop\"}]}\n\n",
+    "data: [DONE]\n\n",
+];
+
+#[test]
+fn rate_limits_server_errors_bad_keys_and_broken_streams_become_clear_errors() {
+    let gate = OutboundGate::new(false);
+    let openai = |port: u16| provider("scripted", ProviderKind::Openai, format!("http://127.0.0.1:{port}/v1"));
+
+    // 429 with retry-after: 1 is honoured, then the answer comes.
+    let server = scripted(vec![reply("429 Too Many Requests", "retry-after: 1\r\n", &["{\"error\":{\"message\":\"slow down\"}}"]), reply("200 OK", "", OPENAI_OK)]);
+    let started = Instant::now();
+    let (result, _) = ask(&gate, &openai(server.port), Some("k"));
+    let completion = result.unwrap();
+    assert_eq!((completion.answer.text.as_str(), completion.attempts), ("Hello", 2));
+    assert!(started.elapsed() >= Duration::from_millis(950), "retry-after honoured");
+
+    // A retry-after longer than we wait is the error, with the server's words.
+    let server = scripted(vec![reply("429 Too Many Requests", "retry-after: 3600\r\n", &["{\"error\":{\"message\":\"quota exhausted\"}}"])]);
+    match ask(&gate, &openai(server.port), Some("k")).0 {
+        Err(ProviderError::RateLimited { retry_after, message, .. }) => {
+            assert_eq!((retry_after, message.as_str()), (Some(Duration::from_secs(3600)), "quota exhausted"));
+        }
+        other => panic!("{other:?}"),
+    }
+
+    // 5xx: bounded retries with backoff, then the error names the attempts.
+    let server = scripted(vec![reply("503 Service Unavailable", "", &["overloaded"])]);
+    match ask(&gate, &openai(server.port), Some("k")).0 {
+        Err(err @ ProviderError::Server { attempts: 3, status: 503, .. }) => assert!(err.to_string().contains("overloaded"), "{err}"),
+        other => panic!("{other:?}"),
+    }
+    assert_eq!(server.hits.load(Ordering::SeqCst), 3);
+
+    // 401: no retry, a bad-key error.
+    let server = scripted(vec![reply("401 Unauthorized", "", &["{\"error\":{\"message\":\"Incorrect API key provided\"}}"])]);
+    let err = ask(&gate, &openai(server.port), Some("k")).0.unwrap_err();
+    assert!(matches!(err, ProviderError::BadKey { status: 401, .. }), "{err:?}");
+    assert!(err.to_string().contains("Incorrect API key"), "{err}");
+    assert_eq!(server.hits.load(Ordering::SeqCst), 1);
+
+    // Malformed JSON in the stream, and a stream cut before its end marker.
+    let server = scripted(vec![reply("200 OK", "", &["data: {\"choices\":[{\"delta\":{\"content\":\"ok\"}}]}\n\n", "data: {oops\n\n"])]);
+    let err = ask(&gate, &openai(server.port), None).0.unwrap_err();
+    assert!(matches!(err, ProviderError::Malformed { .. }) && err.to_string().contains("not JSON"), "{err}");
+    let server = scripted(vec![reply("200 OK", "", &OPENAI_OK[..2])]);
+    let err = ask(&gate, &openai(server.port), None).0.unwrap_err();
+    assert!(err.to_string().contains("truncated"), "{err}");
+
+    // An error event inside an Anthropic stream.
+    let server = scripted(vec![reply(
+        "200 OK",
+        "",
+        &["event: error\ndata: {\"type\":\"error\",\"error\":{\"type\":\"overloaded_error\",\"message\":\"Overloaded\"}}\n\n"],
+    )]);
+    let anthropic = provider("scripted", ProviderKind::Anthropic, format!("http://127.0.0.1:{}", server.port));
+    let err = ask(&gate, &anthropic, Some("k")).0.unwrap_err();
+    assert_eq!(err.to_string(), "scripted reported an error mid-stream: Overloaded");
+
+    // Nobody listening: a network error, after bounded retries.
+    let closed = free_port();
+    let err = ask(&gate, &openai(closed), None).0.unwrap_err();
+    assert!(matches!(err, ProviderError::Network { .. }), "{err:?}");
+}
+
+#[test]
+fn cancel_stops_a_stream_mid_answer() {
+    let mut slow = reply("200 OK", "", &[]);
+    slow.chunks = (0..200).map(|i| format!("data: {{\"choices\":[{{\"delta\":{{\"content\":\"t{i} \"}}}}]}}\n\n")).collect();
+    slow.pause = Duration::from_millis(50);
+    let server = scripted(vec![slow]);
+    let gate = OutboundGate::new(false);
+    let stop = AtomicBool::new(false);
+    let mut pieces = 0;
+    let started = Instant::now();
+    let result = stream_chat(
+        &gate,
+        &provider("slow", ProviderKind::Openai, format!("http://127.0.0.1:{}/v1", server.port)),
+        None,
+        None,
+        &question(),
+        400,
+        &|| stop.load(Ordering::SeqCst),
+        &mut |delta| {
+            if matches!(delta, Delta::Text(_)) {
+                pieces += 1;
+                if pieces == 3 {
+                    stop.store(true, Ordering::SeqCst);
+                }
+            }
+        },
+    );
+    assert_eq!(result.unwrap_err(), ProviderError::Cancelled);
+    assert!(pieces < 10, "stopped after {pieces} pieces");
+    assert!(started.elapsed() < Duration::from_secs(2), "cancel took {:?}", started.elapsed());
+}
+
+/// Ollama's `/api/chat` stream as its API documentation gives it. No Ollama
+/// server is installable here, so this transcript is replayed by a loopback
+/// server instead of recorded from a live one.
+const OLLAMA_TRANSCRIPT: &[&str] = &[
+    "{\"model\":\"llama3.2\",\"created_at\":\"2026-11-22T08:00:00.000Z\",\"message\":{\"role\":\"assistant\",\"content\":\"Red\"},\"done\":false}\n",
+    "{\"model\":\"llama3.2\",\"created_at\":\"2026-11-22T08:00:00.050Z\",\"message\":{\"role\":\"assistant\",\"content\":\", green\"},\"done\":false}\n",
+    "{\"model\":\"llama3.2\",\"created_at\":\"2026-11-22T08:00:00.100Z\",\"message\":{\"role\":\"assistant\",\"content\":\" and blue.\"},\"done\":false}\n",
+    "{\"model\":\"llama3.2\",\"created_at\":\"2026-11-22T08:00:00.150Z\",\"message\":{\"role\":\"assistant\",\"content\":\"\"},\"done_reason\":\"stop\",\"done\":true,\"total_duration\":150000000,\"prompt_eval_count\":26,\"eval_count\":7}\n",
+];
+
+#[test]
+fn ollama_ndjson_replayed_from_its_documented_format() {
+    let mut transcript = reply("200 OK", "", OLLAMA_TRANSCRIPT);
+    transcript.head = transcript.head.replace("text/event-stream", "application/x-ndjson");
+    let server = scripted(vec![transcript]);
+    let gate = OutboundGate::new(true); // loopback is allowed offline
+    let (result, pieces) = ask(&gate, &provider("ollama", ProviderKind::Ollama, format!("http://127.0.0.1:{}", server.port)), None);
+    let completion = result.unwrap();
+    assert_eq!(pieces, ["Red", ", green", " and blue."]);
+    assert_eq!((completion.answer.input_tokens, completion.answer.output_tokens), (26, 7));
+    assert_eq!(completion.answer.finish.as_deref(), Some("stop"));
+}
+
+#[test]
+fn offline_mode_refuses_a_cloud_provider_before_any_connection() {
+    let gate = OutboundGate::new(true);
+    let cloud = provider("openai", ProviderKind::Openai, "https://api.openai.com/v1".into());
+    let started = Instant::now();
+    let err = ask(&gate, &cloud, Some("sk-x")).0.unwrap_err();
+    assert!(matches!(err, ProviderError::Gate(cowork::net::GateError::Offline { .. })), "{err:?}");
+    assert!(started.elapsed() < Duration::from_millis(100), "refused without trying to connect");
+    let log = gate.log();
+    assert_eq!((log.len(), log[0].host.as_str(), log[0].refused.as_deref()), (1, "api.openai.com", Some("offline mode")));
+}

@@ -137,8 +137,8 @@ pub fn stream_chat(
     }
 }
 
-/// Reads a streamed body to its end marker.
-fn read_stream(
+/// Reads a streamed body to its end marker (public for benches and fuzzing).
+pub fn read_stream(
     provider: &ProviderConfig,
     mut body: impl Read,
     started: Instant,
@@ -239,4 +239,93 @@ fn error_message(body: &str) -> String {
             .map(str::to_owned)
     });
     message.unwrap_or_else(|| body.chars().take(300).collect::<String>().trim().to_owned())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::brains::ProviderKind;
+
+    fn provider(kind: ProviderKind) -> ProviderConfig {
+        ProviderConfig {
+            name: "fuzz".into(),
+            kind,
+            base_url: "http://127.0.0.1:1".into(),
+            model: "m".into(),
+            api_key_env: None,
+            price_in_per_mtok: 0.0,
+            price_out_per_mtok: 0.0,
+        }
+    }
+
+    /// xorshift64*: deterministic, so a failure names a reproducible seed.
+    struct Rng(u64);
+
+    impl Rng {
+        fn next(&mut self) -> u64 {
+            self.0 ^= self.0 >> 12;
+            self.0 ^= self.0 << 25;
+            self.0 ^= self.0 >> 27;
+            self.0.wrapping_mul(0x2545_F491_4F6C_DD1D)
+        }
+
+        fn below(&mut self, n: usize) -> usize {
+            (self.next() % n.max(1) as u64) as usize
+        }
+    }
+
+    /// Reads `bytes` in random-sized pieces.
+    struct Pieces<'a> {
+        bytes: &'a [u8],
+        rng: Rng,
+    }
+
+    impl Read for Pieces<'_> {
+        fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+            let n = (1 + self.rng.below(64)).min(self.bytes.len()).min(buf.len());
+            buf[..n].copy_from_slice(&self.bytes[..n]);
+            self.bytes = &self.bytes[n..];
+            Ok(n)
+        }
+    }
+
+    const VALID: &[(ProviderKind, &str)] = &[
+        (ProviderKind::Openai, "data: {\"choices\":[{\"delta\":{\"content\":\"Hé\"}}]}\n\ndata: {\"choices\":[{\"delta\":{\"tool_calls\":[{\"index\":0,\"id\":\"c\",\"function\":{\"name\":\"f\",\"arguments\":\"{}\"}}]},\"finish_reason\":\"stop\"}]}\n\ndata: [DONE]\n\n"),
+        (ProviderKind::Anthropic, "event: message_start\ndata: {\"type\":\"message_start\",\"message\":{\"usage\":{\"input_tokens\":3}}}\n\nevent: content_block_delta\ndata: {\"type\":\"content_block_delta\",\"index\":0,\"delta\":{\"type\":\"text_delta\",\"text\":\"ok\"}}\n\nevent: message_stop\ndata: {\"type\":\"message_stop\"}\n\n"),
+        (ProviderKind::Gemini, "data: {\"candidates\":[{\"content\":{\"parts\":[{\"text\":\"ja\"}]},\"finishReason\":\"STOP\"}]}\n\n"),
+        (ProviderKind::Ollama, "{\"message\":{\"content\":\"x\"},\"done\":false}\n{\"message\":{\"content\":\"\"},\"done\":true}\n"),
+    ];
+
+    #[test]
+    fn random_truncated_and_mutated_streams_never_panic_and_fail_clearly() {
+        let never = || false;
+        for seed in 1..=400u64 {
+            let mut rng = Rng(seed.wrapping_mul(0x9E37_79B9_7F4A_7C15));
+            for (kind, valid) in VALID {
+                // The whole stream, in random pieces: the same answer every time.
+                let mut deltas = 0;
+                let whole = read_stream(&provider(*kind), Pieces { bytes: valid.as_bytes(), rng: Rng(seed) }, Instant::now(), &never, &mut |_| deltas += 1);
+                assert!(whole.is_ok(), "{kind:?} seed {seed}: {whole:?}");
+                // Truncated anywhere before its end: an error that says so, or (Gemini, no end marker) a shorter answer.
+                let cut = rng.below(valid.len());
+                let truncated = read_stream(&provider(*kind), Pieces { bytes: &valid.as_bytes()[..cut], rng: Rng(seed) }, Instant::now(), &never, &mut |_| {});
+                if let Err(err) = &truncated {
+                    assert!(matches!(err, ProviderError::Malformed { .. }), "{kind:?} cut {cut}: {err:?}");
+                }
+                // Random bytes spliced in, or pure noise: no panic, and any error is Malformed or InStream.
+                let mut mutated = valid.as_bytes().to_vec();
+                for _ in 0..1 + rng.below(4) {
+                    let at = rng.below(mutated.len());
+                    mutated.insert(at, rng.next() as u8);
+                }
+                let noise: Vec<u8> = (0..rng.below(300)).map(|_| rng.next() as u8).collect();
+                for bytes in [mutated, noise] {
+                    match read_stream(&provider(*kind), Pieces { bytes: &bytes, rng: Rng(seed) }, Instant::now(), &never, &mut |_| {}) {
+                        Ok(_) | Err(ProviderError::Malformed { .. } | ProviderError::InStream { .. }) => {}
+                        Err(other) => panic!("{kind:?} seed {seed}: unexpected {other:?}"),
+                    }
+                }
+            }
+        }
+    }
 }

@@ -19,6 +19,7 @@ pub mod models;
 pub mod native;
 pub mod net;
 pub mod runtime;
+pub mod secrets;
 pub mod state;
 pub mod store;
 pub mod ui;

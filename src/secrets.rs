@@ -1,0 +1,359 @@
+//! API keys and other secrets: in the OS secret store (the freedesktop Secret
+//! Service — GNOME Keyring, KeePassXC, KWallet — over D-Bus) when one is
+//! running and unlocked, else in `secrets.enc`, AES-256-GCM encrypted with a
+//! 256-bit key kept in `secrets.key` (owner-only permissions, 0600).
+//! Never in the config file, the database or the logs: values only pass
+//! through `get`, and `mask` is what anything shows.
+
+use std::collections::{BTreeMap, HashMap};
+use std::io::Write;
+use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use aes_gcm::aead::{Aead, AeadCore, KeyInit, OsRng};
+use aes_gcm::{Aes256Gcm, Key, Nonce};
+use anyhow::{Context, bail};
+use base64::Engine;
+use zbus::blocking::Connection;
+use zbus::zvariant::{OwnedObjectPath, OwnedValue, Value};
+
+const SERVICE: &str = "org.freedesktop.secrets";
+const SERVICE_PATH: &str = "/org/freedesktop/secrets";
+/// The attribute that marks cowork's items in the Secret Service.
+const APPLICATION: &str = "cowork";
+
+/// Shows a secret without revealing it: `sk-…4f2a`.
+pub fn mask(secret: &str) -> String {
+    let chars: Vec<char> = secret.chars().collect();
+    if chars.len() <= 8 {
+        return "•".repeat(chars.len().max(4));
+    }
+    let head: String = chars[..3].iter().collect();
+    let tail: String = chars[chars.len() - 4..].iter().collect();
+    format!("{head}…{tail}")
+}
+
+/// Where secrets live.
+pub enum Secrets {
+    Service(SecretService),
+    File(SecretFile),
+}
+
+impl Secrets {
+    /// The Secret Service when one answers on the session bus with an unlocked
+    /// default collection; otherwise the encrypted file in `data_dir`.
+    pub fn open(data_dir: &Path) -> anyhow::Result<Self> {
+        match SecretService::connect() {
+            Ok(service) => Ok(Secrets::Service(service)),
+            Err(err) => {
+                tracing::info!("no usable Secret Service ({err:#}); secrets go to the encrypted file");
+                Ok(Secrets::File(SecretFile::open(data_dir)?))
+            }
+        }
+    }
+
+    pub fn describe(&self) -> String {
+        match self {
+            Secrets::Service(_) => "the system secret store (Secret Service)".into(),
+            Secrets::File(file) => format!("{} (AES-256-GCM, key in {})", file.store.display(), file.key_path.display()),
+        }
+    }
+
+    pub fn get(&self, name: &str) -> anyhow::Result<Option<String>> {
+        match self {
+            Secrets::Service(service) => service.get(name),
+            Secrets::File(file) => file.get(name),
+        }
+    }
+
+    pub fn set(&self, name: &str, value: &str) -> anyhow::Result<()> {
+        if value.is_empty() {
+            bail!("an empty secret is not stored");
+        }
+        match self {
+            Secrets::Service(service) => service.set(name, value),
+            Secrets::File(file) => file.set(name, value),
+        }
+    }
+
+    pub fn delete(&self, name: &str) -> anyhow::Result<bool> {
+        match self {
+            Secrets::Service(service) => service.delete(name),
+            Secrets::File(file) => file.delete(name),
+        }
+    }
+
+    /// Names of the stored secrets, with their masked values.
+    pub fn list(&self) -> anyhow::Result<Vec<(String, String)>> {
+        match self {
+            Secrets::Service(service) => service.list(),
+            Secrets::File(file) => Ok(file.read_all()?.into_iter().map(|(k, v)| (k, mask(&v))).collect()),
+        }
+    }
+}
+
+/// The secret name under which a provider's API key is kept.
+pub fn provider_key_name(provider: &str) -> String {
+    format!("provider:{provider}")
+}
+
+// ---------------------------------------------------------------- file store
+
+pub struct SecretFile {
+    store: PathBuf,
+    key_path: PathBuf,
+    cipher: Aes256Gcm,
+}
+
+impl SecretFile {
+    pub const STORE: &'static str = "secrets.enc";
+    pub const KEY: &'static str = "secrets.key";
+
+    /// Opens (creating on first use) the key and the store in `dir`. A key
+    /// file readable by others is refused, not silently used.
+    pub fn open(dir: &Path) -> anyhow::Result<Self> {
+        std::fs::create_dir_all(dir).with_context(|| format!("cannot create {}", dir.display()))?;
+        let key_path = dir.join(Self::KEY);
+        let key = match std::fs::read(&key_path) {
+            Ok(bytes) => {
+                let mode = std::fs::metadata(&key_path)?.permissions().mode() & 0o777;
+                if mode & 0o077 != 0 {
+                    bail!("{} is readable by others (mode {mode:o}); fix with chmod 600", key_path.display());
+                }
+                if bytes.len() != 32 {
+                    bail!("{} is not a 256-bit key ({} bytes)", key_path.display(), bytes.len());
+                }
+                bytes
+            }
+            Err(err) if err.kind() == std::io::ErrorKind::NotFound => {
+                let key = Aes256Gcm::generate_key(OsRng);
+                let mut file = std::fs::OpenOptions::new()
+                    .write(true)
+                    .create_new(true)
+                    .mode(0o600)
+                    .open(&key_path)
+                    .with_context(|| format!("cannot create {}", key_path.display()))?;
+                file.write_all(&key)?;
+                file.sync_all()?;
+                key.to_vec()
+            }
+            Err(err) => return Err(err).with_context(|| format!("cannot read {}", key_path.display())),
+        };
+        let cipher = Aes256Gcm::new(Key::<Aes256Gcm>::from_slice(&key));
+        Ok(Self { store: dir.join(Self::STORE), key_path, cipher })
+    }
+
+    fn read_all(&self) -> anyhow::Result<BTreeMap<String, String>> {
+        let text = match std::fs::read_to_string(&self.store) {
+            Ok(text) => text,
+            Err(err) if err.kind() == std::io::ErrorKind::NotFound => return Ok(BTreeMap::new()),
+            Err(err) => return Err(err).with_context(|| format!("cannot read {}", self.store.display())),
+        };
+        let sealed: BTreeMap<String, String> =
+            serde_json::from_str(&text).with_context(|| format!("{} is damaged", self.store.display()))?;
+        let b64 = base64::engine::general_purpose::STANDARD;
+        sealed
+            .into_iter()
+            .map(|(name, blob)| {
+                let bytes = b64.decode(blob).with_context(|| format!("secret {name:?} is damaged"))?;
+                if bytes.len() < 12 {
+                    bail!("secret {name:?} is damaged");
+                }
+                let (nonce, ciphertext) = bytes.split_at(12);
+                // The name is the associated data: a value moved to another name does not decrypt.
+                let plain = self
+                    .cipher
+                    .decrypt(Nonce::from_slice(nonce), aes_gcm::aead::Payload { msg: ciphertext, aad: name.as_bytes() })
+                    .map_err(|_| anyhow::anyhow!("secret {name:?} does not decrypt with {} (wrong key or tampered)", self.key_path.display()))?;
+                Ok((name, String::from_utf8(plain).context("a secret is not UTF-8")?))
+            })
+            .collect()
+    }
+
+    fn write_all(&self, secrets: &BTreeMap<String, String>) -> anyhow::Result<()> {
+        let b64 = base64::engine::general_purpose::STANDARD;
+        let mut sealed = BTreeMap::new();
+        for (name, value) in secrets {
+            let nonce = Aes256Gcm::generate_nonce(&mut OsRng);
+            let ciphertext = self
+                .cipher
+                .encrypt(&nonce, aes_gcm::aead::Payload { msg: value.as_bytes(), aad: name.as_bytes() })
+                .map_err(|_| anyhow::anyhow!("encryption failed"))?;
+            let mut blob = nonce.to_vec();
+            blob.extend_from_slice(&ciphertext);
+            sealed.insert(name.clone(), b64.encode(blob));
+        }
+        // Write a new file and rename it over the old: a crash leaves one or the other, whole.
+        let partial = self.store.with_extension("enc.tmp");
+        let mut file = std::fs::OpenOptions::new().write(true).create(true).truncate(true).mode(0o600).open(&partial)?;
+        file.write_all(serde_json::to_string_pretty(&sealed)?.as_bytes())?;
+        file.sync_all()?;
+        std::fs::rename(&partial, &self.store).with_context(|| format!("cannot replace {}", self.store.display()))?;
+        Ok(())
+    }
+
+    pub fn get(&self, name: &str) -> anyhow::Result<Option<String>> {
+        Ok(self.read_all()?.remove(name))
+    }
+
+    pub fn set(&self, name: &str, value: &str) -> anyhow::Result<()> {
+        let mut all = self.read_all()?;
+        all.insert(name.to_owned(), value.to_owned());
+        self.write_all(&all)
+    }
+
+    pub fn delete(&self, name: &str) -> anyhow::Result<bool> {
+        let mut all = self.read_all()?;
+        let removed = all.remove(name).is_some();
+        if removed {
+            self.write_all(&all)?;
+        }
+        Ok(removed)
+    }
+}
+
+// ------------------------------------------------------------ Secret Service
+
+/// The freedesktop Secret Service on the session bus, with a plain-text
+/// session (the bus is local to the user's login).
+pub struct SecretService {
+    conn: Connection,
+    session: OwnedObjectPath,
+    collection: OwnedObjectPath,
+}
+
+type SecretStruct = (OwnedObjectPath, Vec<u8>, Vec<u8>, String);
+
+impl SecretService {
+    pub fn connect() -> anyhow::Result<Self> {
+        let conn = zbus::blocking::connection::Builder::session()?.method_timeout(Duration::from_secs(5)).build()?;
+        let reply = conn.call_method(Some(SERVICE), SERVICE_PATH, Some("org.freedesktop.Secret.Service"), "OpenSession", &("plain", Value::from("")))?;
+        let (_, session): (OwnedValue, OwnedObjectPath) = reply.body().deserialize()?;
+        let reply = conn.call_method(Some(SERVICE), SERVICE_PATH, Some("org.freedesktop.Secret.Service"), "ReadAlias", &("default",))?;
+        let collection: OwnedObjectPath = reply.body().deserialize()?;
+        if collection.as_str() == "/" {
+            bail!("the Secret Service has no default collection");
+        }
+        let locked: bool = property(&conn, &collection, "org.freedesktop.Secret.Collection", "Locked")?;
+        if locked {
+            bail!("the default keyring is locked");
+        }
+        Ok(Self { conn, session, collection })
+    }
+
+    fn call<B, R>(&self, path: &str, interface: &str, method: &str, body: &B) -> anyhow::Result<R>
+    where
+        B: serde::Serialize + zbus::zvariant::DynamicType,
+        R: serde::de::DeserializeOwned + zbus::zvariant::Type,
+    {
+        let reply = self.conn.call_method(Some(SERVICE), path, Some(interface), method, body)?;
+        Ok(reply.body().deserialize()?)
+    }
+
+    fn items(&self, name: Option<&str>) -> anyhow::Result<Vec<OwnedObjectPath>> {
+        let mut attributes = HashMap::from([("application", APPLICATION)]);
+        if let Some(name) = name {
+            attributes.insert("name", name);
+        }
+        let (unlocked, locked): (Vec<OwnedObjectPath>, Vec<OwnedObjectPath>) =
+            self.call(SERVICE_PATH, "org.freedesktop.Secret.Service", "SearchItems", &(attributes,))?;
+        if !locked.is_empty() && unlocked.is_empty() {
+            bail!("the secret is in a locked keyring");
+        }
+        Ok(unlocked)
+    }
+
+    fn secret_of(&self, item: &OwnedObjectPath) -> anyhow::Result<String> {
+        let secret: SecretStruct = self.call(item.as_str(), "org.freedesktop.Secret.Item", "GetSecret", &(&self.session,))?;
+        String::from_utf8(secret.2).context("a secret is not UTF-8")
+    }
+
+    pub fn get(&self, name: &str) -> anyhow::Result<Option<String>> {
+        match self.items(Some(name))?.first() {
+            Some(item) => Ok(Some(self.secret_of(item)?)),
+            None => Ok(None),
+        }
+    }
+
+    pub fn set(&self, name: &str, value: &str) -> anyhow::Result<()> {
+        let attributes = HashMap::from([("application", APPLICATION), ("name", name)]);
+        let properties: HashMap<&str, Value<'_>> = HashMap::from([
+            ("org.freedesktop.Secret.Item.Label", Value::from(format!("cowork: {name}"))),
+            ("org.freedesktop.Secret.Item.Attributes", Value::from(attributes)),
+        ]);
+        let secret: SecretStruct = (self.session.clone(), Vec::new(), value.as_bytes().to_vec(), "text/plain".into());
+        let (_item, prompt): (OwnedObjectPath, OwnedObjectPath) =
+            self.call(self.collection.as_str(), "org.freedesktop.Secret.Collection", "CreateItem", &(properties, secret, true))?;
+        if prompt.as_str() != "/" {
+            bail!("the secret store wants to prompt (locked?); the key was not stored");
+        }
+        Ok(())
+    }
+
+    pub fn delete(&self, name: &str) -> anyhow::Result<bool> {
+        let items = self.items(Some(name))?;
+        for item in &items {
+            let _prompt: OwnedObjectPath = self.call(item.as_str(), "org.freedesktop.Secret.Item", "Delete", &())?;
+        }
+        Ok(!items.is_empty())
+    }
+
+    pub fn list(&self) -> anyhow::Result<Vec<(String, String)>> {
+        let mut out = Vec::new();
+        for item in self.items(None)? {
+            let attributes: HashMap<String, String> = property(&self.conn, &item, "org.freedesktop.Secret.Item", "Attributes")?;
+            if let Some(name) = attributes.get("name") {
+                out.push((name.clone(), mask(&self.secret_of(&item)?)));
+            }
+        }
+        out.sort();
+        Ok(out)
+    }
+}
+
+fn property<T>(conn: &Connection, path: &OwnedObjectPath, interface: &str, name: &str) -> anyhow::Result<T>
+where
+    T: TryFrom<OwnedValue>,
+    T::Error: Into<zbus::zvariant::Error>,
+{
+    let reply = conn.call_method(Some(SERVICE), path.as_str(), Some("org.freedesktop.DBus.Properties"), "Get", &(interface, name))?;
+    let value: OwnedValue = reply.body().deserialize()?;
+    T::try_from(value).map_err(|err| anyhow::anyhow!("property {name}: {}", err.into()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_file_store_encrypts_binds_names_and_refuses_a_shared_key() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = SecretFile::open(dir.path()).unwrap();
+        store.set("provider:openai", "sk-proj-abcdef123456").unwrap();
+        store.set("provider:groq", "gsk_zzz999").unwrap();
+        assert_eq!(store.get("provider:openai").unwrap().as_deref(), Some("sk-proj-abcdef123456"));
+        let on_disk = std::fs::read_to_string(dir.path().join(SecretFile::STORE)).unwrap();
+        assert!(!on_disk.contains("abcdef123456") && !on_disk.contains("zzz999"), "{on_disk}");
+        let key_mode = std::fs::metadata(dir.path().join(SecretFile::KEY)).unwrap().permissions().mode() & 0o777;
+        assert_eq!(key_mode, 0o600);
+        // Reopened (a restart): the same key decrypts.
+        let again = SecretFile::open(dir.path()).unwrap();
+        assert_eq!(again.get("provider:groq").unwrap().as_deref(), Some("gsk_zzz999"));
+        // A value moved under another name does not decrypt (the name is bound as associated data).
+        let mut sealed: BTreeMap<String, String> = serde_json::from_str(&on_disk).unwrap();
+        let moved = sealed.remove("provider:openai").unwrap();
+        sealed.insert("provider:evil".into(), moved);
+        std::fs::write(dir.path().join(SecretFile::STORE), serde_json::to_string(&sealed).unwrap()).unwrap();
+        assert!(again.get("provider:evil").unwrap_err().to_string().contains("does not decrypt"));
+        // A key file others can read is refused.
+        std::fs::set_permissions(dir.path().join(SecretFile::KEY), std::fs::Permissions::from_mode(0o644)).unwrap();
+        assert!(SecretFile::open(dir.path()).err().unwrap().to_string().contains("readable by others"));
+    }
+
+    #[test]
+    fn masks_show_only_the_ends() {
+        assert_eq!(mask("sk-proj-abcdef123456"), "sk-…3456");
+        assert_eq!(mask("short"), "•••••");
+    }
+}

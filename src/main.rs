@@ -104,6 +104,22 @@ enum Command {
         #[arg(last = true, required = true)]
         command: Vec<String>,
     },
+    /// Store, list or delete secrets (API keys) in the secret store
+    Secrets {
+        #[command(subcommand)]
+        action: SecretsAction,
+    },
+}
+
+#[derive(Subcommand)]
+enum SecretsAction {
+    /// Store a secret read from standard input (never from the command line),
+    /// e.g. `cowork secrets set provider:openai < key.txt`
+    Set { name: String },
+    /// List the stored secrets, masked
+    List,
+    /// Delete a secret
+    Delete { name: String },
 }
 
 #[derive(Subcommand)]
@@ -254,6 +270,31 @@ fn run(cli: Cli, process_started: Instant) -> anyhow::Result<ExitCode> {
         }
         Some(Command::McpTools { command }) => {
             commands::mcp_tools(&command)?;
+            Ok(ExitCode::SUCCESS)
+        }
+        Some(Command::Secrets { action }) => {
+            let secrets = cowork::secrets::Secrets::open(&paths.data_dir)?;
+            match action {
+                SecretsAction::Set { name } => {
+                    let mut value = String::new();
+                    std::io::Read::read_to_string(&mut std::io::stdin(), &mut value)?;
+                    let value = value.trim();
+                    secrets.set(&name, value)?;
+                    eprintln!("stored {name} ({}) in {}", cowork::secrets::mask(value), secrets.describe());
+                }
+                SecretsAction::List => {
+                    eprintln!("secrets in {}", secrets.describe());
+                    for (name, masked) in secrets.list()? {
+                        println!("{name}\t{masked}");
+                    }
+                }
+                SecretsAction::Delete { name } => {
+                    if !secrets.delete(&name)? {
+                        anyhow::bail!("no secret {name:?} in {}", secrets.describe());
+                    }
+                    eprintln!("deleted {name}");
+                }
+            }
             Ok(ExitCode::SUCCESS)
         }
         None => run_sidebar(&paths, cli.display, cli.screenshot, process_started),

@@ -86,10 +86,7 @@ pub fn ask_provider(paths: &Paths, provider_name: &str, model: Option<&str>, que
         let known: Vec<&str> = providers.list.iter().map(|p| p.name.as_str()).collect();
         bail!("no provider {provider_name:?} in {} (configured: {})", file.display(), if known.is_empty() { "none".into() } else { known.join(", ") });
     };
-    let key = match &provider.api_key_env {
-        Some(var) => Some(std::env::var(var).map_err(|_| anyhow::anyhow!("provider {provider_name}: the API key variable {var} is not set"))?),
-        None => None,
-    };
+    let key = provider_key(paths, provider)?;
     eprintln!("[{provider_name}: captured context is not sent without your consent for this provider]");
     let turns = [
         Turn::new(Role::System, "You are cowork, a concise desktop assistant."),
@@ -127,4 +124,25 @@ pub fn ask_provider(paths: &Paths, provider_name: &str, model: Option<&str>, que
         answer.finish.as_deref().unwrap_or("?")
     );
     Ok(())
+}
+
+/// A provider's API key: from the secret store (`provider:NAME`), else from
+/// the environment variable the provider names; none for keyless local servers.
+pub fn provider_key(paths: &Paths, provider: &crate::brains::ProviderConfig) -> anyhow::Result<Option<String>> {
+    let secrets = crate::secrets::Secrets::open(&paths.data_dir)?;
+    if let Some(key) = secrets.get(&crate::secrets::provider_key_name(&provider.name))? {
+        return Ok(Some(key));
+    }
+    match &provider.api_key_env {
+        Some(var) => match std::env::var(var) {
+            Ok(key) => Ok(Some(key)),
+            Err(_) => bail!(
+                "provider {}: no key in {} and {var} is not set (store one with `cowork secrets set {}`)",
+                provider.name,
+                secrets.describe(),
+                crate::secrets::provider_key_name(&provider.name)
+            ),
+        },
+        None => Ok(None),
+    }
 }

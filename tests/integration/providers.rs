@@ -207,6 +207,8 @@ fn litellm_proxy_speaks_gemini_and_anthropic_and_refuses_a_wrong_key() {
 struct Scripted {
     port: u16,
     hits: Arc<AtomicUsize>,
+    /// The request heads received, in order.
+    heads: Arc<parking_lot::Mutex<Vec<String>>>,
 }
 
 #[derive(Clone)]
@@ -229,15 +231,19 @@ fn scripted(replies: Vec<Reply>) -> Scripted {
     let port = listener.local_addr().unwrap().port();
     let hits = Arc::new(AtomicUsize::new(0));
     let counter = hits.clone();
+    let heads = Arc::new(parking_lot::Mutex::new(Vec::new()));
+    let seen = heads.clone();
     std::thread::spawn(move || {
         for stream in listener.incoming() {
             let Ok(mut stream) = stream else { continue };
             let index = counter.fetch_add(1, Ordering::SeqCst);
             let Some(reply) = replies.get(index.min(replies.len() - 1)).cloned() else { continue };
+            let seen = seen.clone();
             std::thread::spawn(move || {
                 // Read the request head and body (content-length) before answering.
                 let mut reader = BufReader::new(stream.try_clone().unwrap());
                 let mut length = 0usize;
+                let mut head = String::new();
                 loop {
                     let mut line = String::new();
                     if reader.read_line(&mut line).unwrap_or(0) == 0 || line == "\r\n" {
@@ -246,7 +252,9 @@ fn scripted(replies: Vec<Reply>) -> Scripted {
                     if let Some(value) = line.to_lowercase().strip_prefix("content-length:") {
                         length = value.trim().parse().unwrap_or(0);
                     }
+                    head.push_str(&line);
                 }
+                seen.lock().push(head);
                 let mut body = vec![0u8; length];
                 let _ = reader.read_exact(&mut body);
                 let _ = stream.write_all(reply.head.as_bytes());
@@ -260,7 +268,7 @@ fn scripted(replies: Vec<Reply>) -> Scripted {
             });
         }
     });
-    Scripted { port, hits }
+    Scripted { port, hits, heads }
 }
 
 const OPENAI_OK: &[&str] = &[
@@ -395,4 +403,117 @@ fn offline_mode_refuses_a_cloud_provider_before_any_connection() {
     assert!(started.elapsed() < Duration::from_millis(100), "refused without trying to connect");
     let log = gate.log();
     assert_eq!((log.len(), log[0].host.as_str(), log[0].refused.as_deref()), (1, "api.openai.com", Some("offline mode")));
+}
+
+/// Every file in `dir` (recursively) and every text, searched for `needle`.
+fn leaks(dir: &std::path::Path, texts: &[&str], needle: &str) -> Vec<String> {
+    let mut found: Vec<String> = texts.iter().filter(|t| t.contains(needle)).map(|t| format!("output: {}", &t[..t.len().min(80)])).collect();
+    let mut stack = vec![dir.to_path_buf()];
+    while let Some(path) = stack.pop() {
+        if path.is_dir() {
+            stack.extend(std::fs::read_dir(&path).unwrap().map(|e| e.unwrap().path()));
+        } else if let Ok(bytes) = std::fs::read(&path)
+            && bytes.windows(needle.len()).any(|w| w == needle.as_bytes())
+        {
+            found.push(path.display().to_string());
+        }
+    }
+    found
+}
+
+/// Stores a key with `cowork secrets set`, asks a provider that needs it, and
+/// checks the key went to the server and nowhere else: not the database, the
+/// providers file, the secrets file, stdout or the debug log.
+fn key_reaches_only_the_provider(data: &std::path::Path, dbus: Option<&str>) -> String {
+    const KEY: &str = "sk-test-7c1d4e9f0a2b5c8d";
+    let server = scripted(vec![reply("200 OK", "", OPENAI_OK)]);
+    std::fs::write(
+        data.join("providers.json"),
+        format!(r#"{{"providers": [{{"name": "keyed", "kind": "openai", "base_url": "http://127.0.0.1:{}/v1", "model": "m"}}]}}"#, server.port),
+    )
+    .unwrap();
+    let cowork = |args: &[&str], stdin: Option<&str>| {
+        let mut command = Command::new(env!("CARGO_BIN_EXE_cowork"));
+        command.args(args).arg("--data-dir").arg(data).env("COWORK_LOG", "debug").env_remove("DBUS_SESSION_BUS_ADDRESS");
+        if let Some(address) = dbus {
+            command.env("DBUS_SESSION_BUS_ADDRESS", address);
+        }
+        command.stdin(Stdio::piped()).stdout(Stdio::piped()).stderr(Stdio::piped());
+        let mut child = command.spawn().unwrap();
+        child.stdin.take().unwrap().write_all(stdin.unwrap_or("").as_bytes()).unwrap();
+        let out = child.wait_with_output().unwrap();
+        let text = format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+        assert!(out.status.success(), "{args:?}: {text}");
+        text
+    };
+    let stored = cowork(&["secrets", "set", "provider:keyed"], Some(&format!("{KEY}\n")));
+    let listed = cowork(&["secrets", "list"], None);
+    assert!(listed.contains("provider:keyed") && listed.contains("sk-…5c8d"), "{listed}");
+    let answered = cowork(&["ask", "--provider", "keyed", "hi"], None);
+    assert!(answered.contains("Hello"), "{answered}");
+    let heads = server.heads.lock().clone();
+    assert!(heads.iter().any(|h| h.contains(&format!("authorization: Bearer {KEY}"))), "the key reached the provider: {heads:?}");
+    // Make sure the database exists too, then look everywhere for the key.
+    cowork(&["delete", "--last", "15m"], None);
+    assert!(data.join("cowork.db").is_file());
+    let found = leaks(data, &[&stored, &listed, &answered], KEY);
+    assert!(found.is_empty(), "the key leaked into {found:?}");
+    stored
+}
+
+#[test]
+fn a_key_in_the_encrypted_file_store_reaches_the_provider_and_nowhere_else() {
+    let data = temp_dir();
+    let stored = key_reaches_only_the_provider(data.path(), None);
+    assert!(stored.contains("AES-256-GCM"), "{stored}");
+    assert!(data.path().join("secrets.enc").is_file());
+}
+
+#[test]
+fn a_key_in_a_real_secret_service_gnome_keyring_reaches_the_provider_and_nowhere_else() {
+    if !require(super::support::have_program("gnome-keyring-daemon") && super::support::have_program("dbus-daemon"), "gnome-keyring and dbus-daemon") {
+        return;
+    }
+    let home = temp_dir();
+    let mut daemon = Command::new("dbus-daemon")
+        .args(["--session", "--nofork", "--print-address=1"])
+        .env("HOME", home.path())
+        .env("XDG_DATA_HOME", home.path().join("share"))
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut address = String::new();
+    BufReader::new(daemon.stdout.take().unwrap()).read_line(&mut address).unwrap();
+    let _bus = Server(daemon);
+    let address = address.trim().to_owned();
+    // A fresh login keyring, created and unlocked with the password on stdin.
+    let mut keyring = Command::new("gnome-keyring-daemon")
+        .args(["--unlock", "--components=secrets", "--foreground"])
+        .env("DBUS_SESSION_BUS_ADDRESS", &address)
+        .env("HOME", home.path())
+        .env("XDG_DATA_HOME", home.path().join("share"))
+        .env("XDG_RUNTIME_DIR", home.path())
+        .stdin(Stdio::piped())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    keyring.stdin.take().unwrap().write_all(b"test-password").unwrap();
+    let _keyring = Server(keyring);
+    let data = temp_dir();
+    assert!(
+        eventually(Duration::from_secs(20), || {
+            Command::new(env!("CARGO_BIN_EXE_cowork"))
+                .args(["secrets", "list", "--data-dir"])
+                .arg(data.path())
+                .env("DBUS_SESSION_BUS_ADDRESS", &address)
+                .output()
+                .is_ok_and(|o| String::from_utf8_lossy(&o.stderr).contains("Secret Service"))
+        }),
+        "gnome-keyring serves the Secret Service"
+    );
+    let stored = key_reaches_only_the_provider(data.path(), Some(&address));
+    assert!(stored.contains("Secret Service"), "{stored}");
+    assert!(!data.path().join("secrets.enc").exists(), "nothing fell back to the file");
 }

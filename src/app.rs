@@ -65,6 +65,8 @@ pub struct CoworkApp {
     /// The tray icon, told when capture is paused.
     tray: Option<crate::desktop::TrayIcon>,
     show_requested: bool,
+    /// providers.json as read at start, for retry estimates.
+    providers: crate::brains::Providers,
 }
 
 /// The configured providers, for Settings → Network.
@@ -97,6 +99,7 @@ impl CoworkApp {
             let _ = channels.store.try_send(command);
         }
         let geometry = state.settings.sidebar_geometry;
+        let providers = crate::brains::Providers::load(&crate::brains::Providers::path(&options.export_dir)).unwrap_or_default();
         Self {
             state,
             channels,
@@ -113,6 +116,7 @@ impl CoworkApp {
             geometry_saved_at: Instant::now(),
             tray: None,
             show_requested: false,
+            providers,
         }
     }
 
@@ -205,6 +209,10 @@ impl CoworkApp {
                 }
                 self.send_store(StoreCommand::SetSetting { key, value });
             }
+            UiAction::Consent(choice) => self.answer_consent(choice),
+            UiAction::TryHarder { answer_id } => self.offer_retry(answer_id),
+            UiAction::ConfirmRetry => self.send_retry(),
+            UiAction::CancelRetry => self.state.retry_offer = None,
             UiAction::TogglePause => {
                 let paused = !self.state.settings.privacy.paused;
                 self.state.notice(if paused { "capture paused: nothing is recorded" } else { "capture resumed" });
@@ -270,16 +278,129 @@ impl CoworkApp {
             answer_id,
             text,
             history: self.state.history_before_last_exchange(),
+            ask_id: user_message_id,
+            try_harder_from: None,
+            consent_once: false,
+            is_retry: false,
         };
+        let _ = answer_id;
+        self.send_llm(request);
+    }
+
+    fn send_llm(&mut self, request: ChatRequest) {
+        let answer_id = request.answer_id;
         match self.channels.llm.try_send(LlmCommand::Chat(request)) {
             Ok(()) => {}
-            Err(TrySendError::Full(_)) => {
-                self.state.fail_answer(answer_id, "the llm worker is busy; try again in a moment".into())
-            }
-            Err(TrySendError::Disconnected(_)) => {
-                self.state.fail_answer(answer_id, "the llm worker is not running".into())
-            }
+            Err(TrySendError::Full(_)) => self.state.fail_answer(answer_id, "the llm worker is busy; try again in a moment".into()),
+            Err(TrySendError::Disconnected(_)) => self.state.fail_answer(answer_id, "the llm worker is not running".into()),
         }
+    }
+
+    /// The user chose whether captured context may go to the provider; the
+    /// question is sent again with that choice (stored unless "this time").
+    fn answer_consent(&mut self, choice: crate::state::ConsentChoice) {
+        use crate::state::ConsentChoice;
+        let Some(prompt) = self.state.pending_consent.take() else { return };
+        let value = match choice {
+            ConsentChoice::Always => Some("always"),
+            ConsentChoice::Never => Some("never"),
+            ConsentChoice::Once => None,
+        };
+        if let Some(value) = value {
+            self.handle_action(UiAction::SaveSetting { key: crate::config::consent_key(&prompt.provider), value: value.to_owned() });
+        }
+        let mut request = prompt.request;
+        request.consent_once = choice == ConsentChoice::Once;
+        if value.is_some() {
+            // The worker reads the choice from the database: make sure it is there first.
+            let (ack, done) = crossbeam_channel::bounded(1);
+            if self.channels.store.send_timeout(StoreCommand::Flush(ack), Duration::from_secs(1)).is_ok() {
+                let _ = done.recv_timeout(Duration::from_secs(2));
+            }
+            request.consent_once = choice == ConsentChoice::Always;
+        }
+        self.send_llm(request);
+    }
+
+    /// "Retry with a smarter model": the next tier up, with what it may cost.
+    fn offer_retry(&mut self, answer_id: i64) {
+        use crate::brains::router::{RouteInput, Target, estimate_tokens, route};
+        let Some(answer) = self.state.messages.iter().find(|m| m.message_id == answer_id) else { return };
+        let settings = &self.state.settings;
+        let from = match answer.answered_by.as_deref().map(|by| by.split(" · ").next().unwrap_or(by)) {
+            None | Some("local") => Target::Local,
+            Some(name) => settings.tiers.iter().position(|t| t == name).map(Target::Cloud).unwrap_or(Target::Local),
+        };
+        let offline = crate::net::OutboundGate::global().is_offline();
+        let tiers: Vec<crate::brains::ProviderConfig> = settings
+            .tiers
+            .iter()
+            .filter_map(|name| self.providers.get(name).cloned())
+            .filter(|p| !offline || crate::net::host_of_url(&p.base_url).is_some_and(|h| crate::net::is_loopback(&h)))
+            .collect();
+        let question = answer.ask_id.and_then(|ask| self.state.messages.iter().find(|m| m.message_id == ask)).map(|m| m.content.clone()).unwrap_or_default();
+        let input = RouteInput {
+            preference: settings.prefer,
+            prompt_tokens: estimate_tokens(&question) + settings.context_budget_tokens,
+            attachments: 0,
+            tools_needed: 0,
+            try_harder_from: Some(from),
+            local_limit_tokens: crate::workers::LOCAL_LIMIT_TOKENS,
+            local_available: true,
+            cloud_tiers: tiers.len(),
+        };
+        match route(&input) {
+            Ok(route) => {
+                let Target::Cloud(tier) = route.target else { return };
+                let provider = &tiers[tier];
+                let estimate = crate::brains::budget::estimate(provider, input.prompt_tokens as u64, settings.max_answer_tokens as u64);
+                self.state.retry_offer = Some(crate::state::RetryOffer {
+                    answer_id,
+                    target: from,
+                    label: format!("{} · {}", provider.name, provider.model),
+                    estimate_usd: estimate.usd,
+                });
+            }
+            Err(err) => self.state.notice(if tiers.is_empty() {
+                "no cloud tier is configured (Settings → Network → tiers), or offline mode is on".to_owned()
+            } else {
+                err.to_string()
+            }),
+        }
+    }
+
+    fn send_retry(&mut self) {
+        let Some(offer) = self.state.retry_offer.take() else { return };
+        if self.state.generating.is_some() {
+            return;
+        }
+        let Some(answer) = self.state.messages.iter().find(|m| m.message_id == offer.answer_id) else { return };
+        let Some(ask_id) = answer.ask_id else { return };
+        let Some(question_at) = self.state.messages.iter().position(|m| m.message_id == ask_id) else { return };
+        let Some(thread) = self.state.current_thread.and_then(|id| self.state.threads.iter().find(|t| t.thread_id == id)).cloned() else { return };
+        let text = self.state.messages[question_at].content.clone();
+        let history = self.state.messages[..question_at]
+            .iter()
+            .filter(|m| m.status != Some(crate::events::MessageStatus::Failed) && !m.content.is_empty())
+            .map(|m| (m.role, m.content.clone()))
+            .collect();
+        let answer_id = next_id();
+        // The new answer goes right after the last answer to this question.
+        let at = self.state.messages.iter().rposition(|m| m.ask_id == Some(ask_id)).map_or(self.state.messages.len(), |i| i + 1);
+        self.state.messages.insert(at, crate::state::MessageView::pending_answer(answer_id, ask_id));
+        self.state.generating = Some(answer_id);
+        self.send_llm(ChatRequest {
+            thread,
+            thread_is_new: false,
+            user_message_id: ask_id,
+            answer_id,
+            text,
+            history,
+            ask_id,
+            try_harder_from: Some(offer.target),
+            consent_once: false,
+            is_retry: true,
+        });
     }
 
     fn send_store(&mut self, command: StoreCommand) {

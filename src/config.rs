@@ -97,6 +97,18 @@ pub struct Settings {
     pub pause_hotkey: String,
     /// Offline mode: no network connection except to loopback.
     pub offline: bool,
+    /// Local or cloud first.
+    pub prefer: crate::brains::Preference,
+    /// Cloud tiers, cheapest first: provider names from providers.json.
+    pub tiers: Vec<String>,
+    pub budget: crate::brains::budget::Budget,
+    /// Consent per provider for captured context (`consent.NAME.activity`): true allows, false never.
+    pub consent: std::collections::BTreeMap<String, bool>,
+}
+
+/// What the user chose about sending captured context to one provider.
+pub fn consent_key(provider: &str) -> String {
+    format!("consent.{provider}.activity")
 }
 
 impl Default for Settings {
@@ -116,6 +128,10 @@ impl Default for Settings {
             privacy: RuleText::default(),
             pause_hotkey: "ctrl+alt+KeyP".to_owned(),
             offline: false,
+            prefer: crate::brains::Preference::Local,
+            tiers: Vec::new(),
+            budget: crate::brains::budget::Budget { per_interaction_usd: 0.05, daily_usd: 0.50, weekly_usd: 2.0, monthly_usd: 5.0, monthly_free_tokens: 1_000_000 },
+            consent: Default::default(),
         }
     }
 }
@@ -134,6 +150,13 @@ pub mod keys {
     pub const STREAMS_CONFIRMED: &str = "capture.streams_confirmed";
     pub const PAUSE_HOTKEY: &str = "ui.pause_hotkey";
     pub const OFFLINE: &str = "network.offline";
+    pub const PREFER: &str = "brains.prefer";
+    pub const TIERS: &str = "brains.tiers";
+    pub const BUDGET_INTERACTION: &str = "budget.per_interaction_usd";
+    pub const BUDGET_DAILY: &str = "budget.daily_usd";
+    pub const BUDGET_WEEKLY: &str = "budget.weekly_usd";
+    pub const BUDGET_MONTHLY: &str = "budget.monthly_usd";
+    pub const BUDGET_FREE_TOKENS: &str = "budget.monthly_free_tokens";
     pub const PAUSED: &str = "privacy.paused";
     pub const ALLOWED_APPS: &str = "privacy.allowed_apps";
     pub const DENIED_APPS: &str = "privacy.denied_apps";
@@ -212,6 +235,36 @@ impl Settings {
                 }
                 Err(err) => Err(format!("setting {key} = {value:?} is not a hotkey ({err}); using the default")),
             },
+            keys::PREFER => crate::brains::Preference::parse(value)
+                .map(|p| self.prefer = p)
+                .ok_or_else(|| format!("setting {key} = {value:?} is not local or cloud; using local")),
+            keys::TIERS => {
+                self.tiers = crate::capture::firewall::parse_list(value);
+                Ok(())
+            }
+            keys::BUDGET_INTERACTION | keys::BUDGET_DAILY | keys::BUDGET_WEEKLY | keys::BUDGET_MONTHLY => {
+                number(key, value, 0.0f64, 1_000_000.0).map(|v| match key {
+                    keys::BUDGET_INTERACTION => self.budget.per_interaction_usd = v,
+                    keys::BUDGET_DAILY => self.budget.daily_usd = v,
+                    keys::BUDGET_WEEKLY => self.budget.weekly_usd = v,
+                    _ => self.budget.monthly_usd = v,
+                })
+            }
+            keys::BUDGET_FREE_TOKENS => number(key, value, 0u64, u64::MAX / 4).map(|v| self.budget.monthly_free_tokens = v),
+            _ if key.starts_with("consent.") && key.ends_with(".activity") => {
+                let provider = &key["consent.".len()..key.len() - ".activity".len()];
+                let choice = match value.trim() {
+                    "always" => Some(true),
+                    "never" => Some(false),
+                    "" | "ask" => None,
+                    _ => return Some(format!("setting {key} = {value:?} is not always, never or ask")),
+                };
+                match choice {
+                    Some(allow) => self.consent.insert(provider.to_owned(), allow),
+                    None => self.consent.remove(provider),
+                };
+                Ok(())
+            }
             keys::SIDEBAR_GEOMETRY => {
                 let parts: Vec<f32> = value.split(',').filter_map(|p| p.trim().parse().ok()).collect();
                 match parts.as_slice() {

@@ -187,6 +187,11 @@ pub struct ChatMessage {
     pub context: Option<String>,
     pub status: MessageStatus,
     pub created_at_millis: i64,
+    /// The question an answer belongs to: retries with a smarter model share it.
+    pub ask_id: Option<i64>,
+    /// Who answered (`local`, or a provider's name) and what it cost.
+    pub provider: Option<String>,
+    pub cost_usd: Option<f64>,
 }
 
 #[derive(Clone, Debug, PartialEq)]
@@ -231,6 +236,13 @@ pub enum AppEvent {
     /// The context attached to the user message that starts an answer.
     ContextAttached { user_message_id: i64, context: String },
     Token { answer_id: i64, text: String },
+    /// Who will answer, and why (the router's reason).
+    Routed { answer_id: i64, ask_id: i64, answered_by: String, reason: String },
+    /// Captured context would go to a cloud provider for the first time: the
+    /// user sees exactly what (`preview`) and chooses; nothing was sent yet.
+    ConsentNeeded { provider: String, reason: String, preview: String, request: Box<crate::llm::ChatRequest> },
+    /// What a cloud answer cost.
+    AnswerCost { answer_id: i64, usd: f64 },
     AnswerFinished { answer_id: i64, status: MessageStatus, error: Option<String>, stats: GenerationStats },
     Model(ModelStatus),
     /// A setting as stored, after the store worker read or wrote it.

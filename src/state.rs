@@ -53,6 +53,12 @@ pub enum UiAction {
     ExportToday(crate::export::Format),
     /// Pause all capture, or resume it (hotkey, tray, status bar).
     TogglePause,
+    /// The user's answer to the pending consent prompt.
+    Consent(ConsentChoice),
+    /// "Retry with a smarter model" on an answer: offer the next tier with its cost.
+    TryHarder { answer_id: i64 },
+    ConfirmRetry,
+    CancelRetry,
 }
 
 /// A session opened in the Context panel.
@@ -75,9 +81,62 @@ pub struct MessageView {
     pub status: Option<MessageStatus>,
     pub error: Option<String>,
     pub stats: Option<GenerationStats>,
+    /// The question an answer belongs to (retries share it).
+    pub ask_id: Option<i64>,
+    /// Who answered (`local`, or `provider · model`) and the router's reason.
+    pub answered_by: Option<String>,
+    pub route_reason: Option<String>,
+    pub cost_usd: Option<f64>,
+}
+
+/// Captured context waiting for the user's yes or no before it goes to a provider.
+#[derive(Clone, Debug)]
+pub struct ConsentPrompt {
+    pub provider: String,
+    pub reason: String,
+    /// Exactly what would be sent (already redacted).
+    pub preview: String,
+    pub request: crate::llm::ChatRequest,
+}
+
+/// "Retry with a smarter model", waiting for the user to accept its estimated cost.
+#[derive(Clone, Debug, PartialEq)]
+pub struct RetryOffer {
+    pub answer_id: i64,
+    pub target: crate::brains::Target,
+    pub label: String,
+    pub estimate_usd: f64,
+}
+
+/// The user's answer to a consent prompt.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ConsentChoice {
+    /// Allow captured context for this provider from now on.
+    Always,
+    /// Send it with this question only.
+    Once,
+    /// Never send it to this provider (the question goes without it).
+    Never,
 }
 
 impl MessageView {
+    /// An answer that is about to stream in.
+    pub fn pending_answer(answer_id: i64, ask_id: i64) -> Self {
+        Self {
+            message_id: answer_id,
+            role: Role::Assistant,
+            content: String::new(),
+            context: None,
+            status: None,
+            error: None,
+            stats: None,
+            ask_id: Some(ask_id),
+            answered_by: None,
+            route_reason: None,
+            cost_usd: None,
+        }
+    }
+
     pub fn is_streaming(&self) -> bool {
         self.role == Role::Assistant && self.status.is_none()
     }
@@ -93,6 +152,10 @@ impl From<ChatMessage> for MessageView {
             status: Some(message.status),
             error: None,
             stats: None,
+            ask_id: message.ask_id,
+            answered_by: message.provider,
+            route_reason: None,
+            cost_usd: message.cost_usd,
         }
     }
 }
@@ -120,6 +183,8 @@ pub struct AppState {
     pub setting_warnings: Vec<String>,
     pub quick_prompt_open: bool,
     pub shutting_down: bool,
+    pub pending_consent: Option<ConsentPrompt>,
+    pub retry_offer: Option<RetryOffer>,
 }
 
 const MAX_NOTICES: usize = 20;
@@ -174,6 +239,21 @@ impl AppState {
             AppEvent::ContextAttached { user_message_id, context } => {
                 if let Some(message) = self.messages.iter_mut().find(|m| m.message_id == user_message_id) {
                     message.context = Some(context);
+                }
+            }
+            AppEvent::Routed { answer_id, ask_id, answered_by, reason } => {
+                if let Some(message) = self.messages.iter_mut().find(|m| m.message_id == answer_id) {
+                    message.ask_id = Some(ask_id);
+                    message.answered_by = Some(answered_by);
+                    message.route_reason = Some(reason);
+                }
+            }
+            AppEvent::ConsentNeeded { provider, reason, preview, request } => {
+                self.pending_consent = Some(ConsentPrompt { provider, reason, preview, request: *request });
+            }
+            AppEvent::AnswerCost { answer_id, usd } => {
+                if let Some(message) = self.messages.iter_mut().find(|m| m.message_id == answer_id) {
+                    message.cost_usd = Some(usd);
                 }
             }
             AppEvent::Token { answer_id, text } => {
@@ -246,16 +326,12 @@ impl AppState {
             status: Some(MessageStatus::Done),
             error: None,
             stats: None,
+            ask_id: Some(user_message_id),
+            answered_by: None,
+            route_reason: None,
+            cost_usd: None,
         });
-        self.messages.push(MessageView {
-            message_id: answer_id,
-            role: Role::Assistant,
-            content: String::new(),
-            context: None,
-            status: None,
-            error: None,
-            stats: None,
-        });
+        self.messages.push(MessageView::pending_answer(answer_id, user_message_id));
         self.generating = Some(answer_id);
         (thread, is_new, user_message_id, answer_id)
     }
@@ -281,6 +357,12 @@ impl AppState {
             },
             0,
         );
+    }
+
+    /// The answers to one question, in order, and what they cost together.
+    pub fn answers_to(&self, ask_id: i64) -> (usize, f64) {
+        let answers = self.messages.iter().filter(|m| m.role == Role::Assistant && m.ask_id == Some(ask_id));
+        answers.fold((0, 0.0), |(n, cost), m| (n + 1, cost + m.cost_usd.unwrap_or(0.0)))
     }
 
     pub fn new_thread(&mut self) {

@@ -19,6 +19,11 @@ use crate::llm::{LlmCommand, LlmConfig, spawn_llm};
 use crate::runtime::{EventSink, RestartPolicy, WorkerHandle};
 use crate::store::{StoreCommand, spawn_store};
 
+/// The longest prompt sent to the bundled local model (SmolLM2 reads 2,048
+/// tokens; the rest is room for the answer). Longer requests go to the cloud
+/// when a tier is configured.
+pub const LOCAL_LIMIT_TOKENS: usize = 1_500;
+
 pub struct Workers {
     pub store: WorkerHandle<StoreCommand>,
     pub capture: Option<WorkerHandle<CaptureCommand>>,
@@ -100,6 +105,8 @@ impl Workers {
             context_budget_tokens: settings.context_budget_tokens,
             max_answer_tokens: settings.max_answer_tokens,
             history_messages: 8,
+            data_dir: paths.data_dir.clone(),
+            local_limit_tokens: LOCAL_LIMIT_TOKENS,
         };
         let llm = spawn_llm(llm_config, store.commands.clone(), sink, stop_epoch.clone(), options.policy)?;
         Ok((Self { store, capture, keys, clipboard, a11y, llm, stop_epoch }, settings, warnings))

@@ -21,6 +21,8 @@ use crate::runtime::{EventSink, RestartPolicy, Supervised, WorkerContext, Worker
 use crate::store::StoreCommand;
 
 pub const PAUSE_FLUSH_MILLIS: i64 = 2_000;
+/// Characters typed this shortly before a password-field focus event are dropped with it.
+const SECRET_GRACE_MILLIS: i64 = 60;
 pub const MAX_CHUNK_CHARS: usize = 1_000;
 /// X's default auto-repeat: 660 ms delay, then 25 characters a second.
 const REPEAT_DELAY_MILLIS: i64 = 660;
@@ -55,6 +57,8 @@ pub enum FlushReason {
     WindowChange,
     Length,
     Shutdown,
+    /// Focus moved into a password field: what was typed before it is kept.
+    FieldChange,
 }
 
 impl FlushReason {
@@ -67,6 +71,7 @@ impl FlushReason {
             FlushReason::WindowChange => "window_change",
             FlushReason::Length => "length",
             FlushReason::Shutdown => "shutdown",
+            FlushReason::FieldChange => "field_change",
         }
     }
 
@@ -78,6 +83,7 @@ impl FlushReason {
             FlushReason::Escape,
             FlushReason::WindowChange,
             FlushReason::Length,
+            FlushReason::FieldChange,
             FlushReason::Shutdown,
         ]
         .into_iter()
@@ -147,6 +153,8 @@ pub struct KeyAssembler {
     /// Keyboard focus is in a password field of this process (AT-SPI): nothing typed is kept.
     secret_pid: Option<u32>,
     text: String,
+    /// When each character of `text` was typed.
+    typed_at: Vec<i64>,
     shortcuts: Vec<String>,
     started_at: Option<i64>,
     last_key_at: i64,
@@ -165,13 +173,17 @@ impl KeyAssembler {
         }
     }
 
-    /// Focus entered (`on`) or left a password field of process `pid`. Entering
-    /// one discards the pending chunk too: its last keys may already belong to it.
-    pub fn set_secret_field(&mut self, pid: u32, on: bool) {
+    /// Focus entered (`on`) or left a password field of process `pid`.
+    /// Entering one drops what was typed in the last moment before the focus
+    /// event arrived (it may be the first characters of the password) and
+    /// flushes the rest, which belongs to the field before.
+    pub fn set_secret_field(&mut self, pid: u32, on: bool, now_millis: i64, out: &mut Vec<KeyOutput>) {
         if on {
-            self.text.clear();
-            self.shortcuts.clear();
-            self.started_at = None;
+            while self.typed_at.last().is_some_and(|at| *at >= now_millis - SECRET_GRACE_MILLIS) {
+                self.typed_at.pop();
+                self.text.pop();
+            }
+            self.flush(now_millis, FlushReason::FieldChange, out);
             self.secret_pid = Some(pid);
         } else if self.secret_pid == Some(pid) {
             self.secret_pid = None;
@@ -274,6 +286,7 @@ impl KeyAssembler {
         }
         if key == Keycode::Backspace {
             self.text.pop();
+            self.typed_at.pop();
             return;
         }
         let Some((plain, shifted)) = characters(key) else { return };
@@ -281,6 +294,7 @@ impl KeyAssembler {
         let upper = if letter { shift ^ self.caps_lock } else { shift };
         self.started_at.get_or_insert(now);
         self.text.push(if upper { shifted } else { plain });
+        self.typed_at.push(now);
         if self.text.chars().count() >= MAX_CHUNK_CHARS {
             self.flush(now, FlushReason::Length, out);
         }
@@ -289,6 +303,7 @@ impl KeyAssembler {
     /// Emits the pending chunk, if it has any text or shortcuts.
     pub fn flush(&mut self, now_millis: i64, reason: FlushReason, out: &mut Vec<KeyOutput>) {
         let text = redact_private(&std::mem::take(&mut self.text));
+        self.typed_at.clear();
         let shortcuts = std::mem::take(&mut self.shortcuts);
         let started_at = self.started_at.take();
         let (Some(window), Some(started_at)) = (&self.window, started_at) else { return };
@@ -389,7 +404,11 @@ impl Supervised for KeysWorker {
                     }
                     self.recording = on;
                 }
-                Ok(KeysCommand::SecretField { pid, on }) => self.assembler.set_secret_field(pid, on),
+                Ok(KeysCommand::SecretField { pid, on }) => {
+                    let mut out = Vec::new();
+                    self.assembler.set_secret_field(pid, on, now_millis(), &mut out);
+                    self.emit(out);
+                }
                 Ok(KeysCommand::InjectPanic) => panic!("injected keys fault"),
                 Ok(KeysCommand::Shutdown) | Err(RecvTimeoutError::Disconnected) => {
                     let mut out = Vec::new();
@@ -517,17 +536,22 @@ mod tests {
         a.set_window(window("login"), 0, &mut out);
         let (first, now) = type_sequence(&mut a, &[&[U], &[S], &[E], &[R], &[Tab]], 0);
         let pid = window("login").unwrap().pid.unwrap();
-        // The focus event can arrive after the first key of the password: the pending chunk goes too.
-        let (_, now) = type_sequence(&mut a, &[&[H]], now + 10);
-        a.set_secret_field(pid, true);
+        // The focus event can arrive after the first key of the password: that key goes,
+        // what was typed well before it (another field, no Tab seen yet) is kept.
+        let (_, now) = type_sequence(&mut a, &[&[N], &[O], &[T], &[E]], now + 10);
+        let (_, now) = type_sequence(&mut a, &[&[H]], now + 500);
+        let mut kept = Vec::new();
+        // 'h' was pressed 100 ms before `now`; the focus event arrives 20 ms after it.
+        a.set_secret_field(pid, true, now - 80, &mut kept);
+        assert_eq!((chunks(&kept)[0].text.as_str(), chunks(&kept)[0].flush_reason), ("note", FlushReason::FieldChange));
         let (secret, now) = type_sequence(&mut a, &[&[U], &[N], &[T], &[E], &[R], &[LControl, V], &[Enter]], now + 10);
-        a.set_secret_field(pid, false);
+        a.set_secret_field(pid, false, now, &mut Vec::new());
         let (after, _) = type_sequence(&mut a, &[&[O], &[K], &[Enter]], now + 10);
         assert_eq!(chunks(&first)[0].text, "user");
         assert!(chunks(&secret).is_empty(), "{secret:?}");
         assert_eq!(chunks(&after)[0].text, "ok");
         // A password field of another process does not silence this window.
-        a.set_secret_field(pid + 1, true);
+        a.set_secret_field(pid + 1, true, now + 5_000, &mut Vec::new());
         let (other, _) = type_sequence(&mut a, &[&[O], &[K], &[Enter]], now + 5_000);
         assert_eq!(chunks(&other)[0].text, "ok");
     }

@@ -37,6 +37,10 @@ pub fn ask(paths: &Paths, question: &str, show_context: bool) -> anyhow::Result<
         answer_id,
         text: question.to_owned(),
         history: Vec::new(),
+        ask_id: answer_id,
+        try_harder_from: None,
+        consent_once: false,
+        is_retry: false,
     };
     workers.llm.commands.send(LlmCommand::Chat(request))?;
     let mut stdout = std::io::stdout().lock();
@@ -86,7 +90,7 @@ pub fn ask_provider(paths: &Paths, provider_name: &str, model: Option<&str>, que
         let known: Vec<&str> = providers.list.iter().map(|p| p.name.as_str()).collect();
         bail!("no provider {provider_name:?} in {} (configured: {})", file.display(), if known.is_empty() { "none".into() } else { known.join(", ") });
     };
-    let key = provider_key(paths, provider)?;
+    let key = crate::brains::provider_key(&paths.data_dir, provider)?;
     eprintln!("[{provider_name}: captured context is not sent without your consent for this provider]");
     let turns = [
         Turn::new(Role::System, "You are cowork, a concise desktop assistant."),
@@ -124,25 +128,4 @@ pub fn ask_provider(paths: &Paths, provider_name: &str, model: Option<&str>, que
         answer.finish.as_deref().unwrap_or("?")
     );
     Ok(())
-}
-
-/// A provider's API key: from the secret store (`provider:NAME`), else from
-/// the environment variable the provider names; none for keyless local servers.
-pub fn provider_key(paths: &Paths, provider: &crate::brains::ProviderConfig) -> anyhow::Result<Option<String>> {
-    let secrets = crate::secrets::Secrets::open(&paths.data_dir)?;
-    if let Some(key) = secrets.get(&crate::secrets::provider_key_name(&provider.name))? {
-        return Ok(Some(key));
-    }
-    match &provider.api_key_env {
-        Some(var) => match std::env::var(var) {
-            Ok(key) => Ok(Some(key)),
-            Err(_) => bail!(
-                "provider {}: no key in {} and {var} is not set (store one with `cowork secrets set {}`)",
-                provider.name,
-                secrets.describe(),
-                crate::secrets::provider_key_name(&provider.name)
-            ),
-        },
-        None => Ok(None),
-    }
 }

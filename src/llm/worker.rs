@@ -31,6 +31,10 @@ pub struct LlmConfig {
     pub max_answer_tokens: usize,
     /// Messages of history sent with each question.
     pub history_messages: usize,
+    /// Where providers.json and the secret store live.
+    pub data_dir: PathBuf,
+    /// The longest prompt the local model takes, in tokens (the router's limit).
+    pub local_limit_tokens: usize,
 }
 
 /// One question in a thread.
@@ -43,6 +47,14 @@ pub struct ChatRequest {
     pub text: String,
     /// Earlier messages of the thread, oldest first.
     pub history: Vec<(Role, String)>,
+    /// The question this answers: a retry with a smarter model keeps the first answer's.
+    pub ask_id: i64,
+    /// "Try harder": who gave the answer being retried.
+    pub try_harder_from: Option<crate::brains::Target>,
+    /// The user allowed captured context for this request only.
+    pub consent_once: bool,
+    /// A retry adds an answer to an existing question: the question is not stored again.
+    pub is_retry: bool,
 }
 
 #[derive(Debug)]
@@ -56,6 +68,12 @@ pub enum LlmCommand {
     Shutdown,
 }
 
+/// Who answers a question, decided before anything is stored or sent.
+enum Plan {
+    Local { reason: String },
+    Cloud { provider: crate::brains::ProviderConfig, key: Option<String>, reason: String },
+}
+
 pub struct LlmWorker<E: ChatEngine> {
     config: LlmConfig,
     engine: E,
@@ -64,11 +82,13 @@ pub struct LlmWorker<E: ChatEngine> {
     sink: EventSink,
     /// Bumped by Stop; an answer that started under an older value stops.
     stop_epoch: Arc<AtomicU64>,
+    /// The local model failed to load: the router sends questions to the cloud when it can.
+    local_unavailable: bool,
 }
 
 impl<E: ChatEngine> LlmWorker<E> {
     pub fn new(config: LlmConfig, engine: E, store: Sender<StoreCommand>, sink: EventSink, stop_epoch: Arc<AtomicU64>) -> Self {
-        Self { config, engine, db: None, store, sink, stop_epoch }
+        Self { config, engine, db: None, store, sink, stop_epoch, local_unavailable: false }
     }
 
     fn context(&mut self) -> Option<String> {
@@ -113,6 +133,7 @@ impl<E: ChatEngine> LlmWorker<E> {
                 Ok(())
             }
             Err(err) => {
+                self.local_unavailable = matches!(err, EngineError::ModelUnavailable(_));
                 self.sink.send(AppEvent::Model(ModelStatus::Unavailable(err.to_string())));
                 Err(err)
             }
@@ -133,7 +154,23 @@ impl<E: ChatEngine> LlmWorker<E> {
         let remember = !wants_no_memory(&request.text);
         request.text = request.text.replace("<no-memory>", "").trim().to_owned();
         let context = self.context();
-        if request.thread_is_new && remember {
+        // Route first: a cloud answer may need the user's consent before anything happens.
+        let plan = match self.plan(&request, context.as_deref()) {
+            Ok(plan) => plan,
+            Err(message) => {
+                self.finish_early(&request, remember, context.as_deref(), message);
+                return;
+            }
+        };
+        if let Plan::Cloud { provider, reason, .. } = &plan {
+            let allowed = self.consent(&provider.name).or(request.consent_once.then_some(true));
+            if allowed.is_none() && context.is_some() {
+                let preview = crate::brains::consent::redact_for_cloud(context.as_deref().unwrap_or_default());
+                self.sink.send(AppEvent::ConsentNeeded { provider: provider.name.clone(), reason: reason.clone(), preview, request: Box::new(request) });
+                return;
+            }
+        }
+        if request.thread_is_new && remember && !request.is_retry {
             let _ = self.store.send_timeout(
                 StoreCommand::UpsertThread { thread: request.thread.clone(), created_at_millis: now_millis() },
                 Duration::from_secs(5),
@@ -147,14 +184,39 @@ impl<E: ChatEngine> LlmWorker<E> {
             context: context.clone(),
             status: MessageStatus::Done,
             created_at_millis: now_millis(),
+            ask_id: None, provider: None, cost_usd: None,
         };
-        if remember {
+        let (sent_context, chip) = match &plan {
+            Plan::Local { .. } => (context.clone(), context.clone().unwrap_or_default()),
+            Plan::Cloud { provider, .. } => {
+                let allowed = self.consent(&provider.name).or(request.consent_once.then_some(true)).unwrap_or(false);
+                match (&context, allowed) {
+                    (Some(context), true) => {
+                        let redacted = crate::brains::consent::redact_for_cloud(context);
+                        (Some(redacted.clone()), redacted)
+                    }
+                    (Some(_), false) => (None, format!("(captured context not sent to {}: you have not allowed it)", provider.name)),
+                    (None, _) => (None, String::new()),
+                }
+            }
+        };
+        let user = ChatMessage { context: sent_context.clone().or(Some(chip.clone())).filter(|c| !c.is_empty()), ..user };
+        if remember && !request.is_retry {
             self.persist(user);
         }
-        self.sink.send(AppEvent::ContextAttached {
-            user_message_id: request.user_message_id,
-            context: context.clone().unwrap_or_default(),
-        });
+        if !request.is_retry {
+            self.sink.send(AppEvent::ContextAttached { user_message_id: request.user_message_id, context: chip });
+        }
+        let (answered_by, reason) = match &plan {
+            Plan::Local { reason } => ("local".to_owned(), reason.clone()),
+            Plan::Cloud { provider, reason, .. } => (format!("{} · {}", provider.name, provider.model), reason.clone()),
+        };
+        self.sink.send(AppEvent::Routed { answer_id: request.answer_id, ask_id: request.ask_id, answered_by, reason });
+        if let Plan::Cloud { provider, key, .. } = plan {
+            self.cloud_answer(&request, remember, sent_context.as_deref(), &provider, key.as_deref(), epoch);
+            return;
+        }
+        let context = sent_context;
 
         let mut answer = String::new();
         let outcome = self.ensure_model().and_then(|()| {
@@ -198,10 +260,195 @@ impl<E: ChatEngine> LlmWorker<E> {
             context: None,
             status,
             created_at_millis: now_millis(),
+            ask_id: Some(request.ask_id),
+            provider: Some("local".into()),
+            cost_usd: Some(0.0),
         };
         if remember {
             self.persist(answer);
         }
+        self.sink.send(AppEvent::AnswerFinished { answer_id: request.answer_id, status, error, stats });
+    }
+
+    /// The user's settings and providers, fresh for each question.
+    fn brains(&mut self) -> (crate::config::Settings, crate::brains::Providers) {
+        if self.db.is_none() {
+            self.db = store::open_read_only(&self.config.db_path).ok();
+        }
+        let pairs = self.db.as_ref().and_then(|c| store::all_settings(c).ok()).unwrap_or_default();
+        let (settings, _) = crate::config::Settings::from_pairs(&pairs);
+        let providers = crate::brains::Providers::load(&crate::brains::Providers::path(&self.config.data_dir)).unwrap_or_else(|err| {
+            self.sink.send(AppEvent::Notice(format!("{err:#}")));
+            Default::default()
+        });
+        (settings, providers)
+    }
+
+    fn consent(&mut self, provider: &str) -> Option<bool> {
+        self.brains().0.consent.get(provider).copied()
+    }
+
+    /// Decides who answers, with the key a cloud provider needs.
+    fn plan(&mut self, request: &ChatRequest, context: Option<&str>) -> Result<Plan, String> {
+        use crate::brains::router::{RouteInput, Target, estimate_tokens, route};
+        let (settings, providers) = self.brains();
+        let offline = crate::net::OutboundGate::global().is_offline();
+        // Tiers that exist and, offline, only those on this machine.
+        let tiers: Vec<&crate::brains::ProviderConfig> = settings
+            .tiers
+            .iter()
+            .filter_map(|name| providers.get(name))
+            .filter(|p| !offline || crate::net::host_of_url(&p.base_url).is_some_and(|h| crate::net::is_loopback(&h)))
+            .collect();
+        let prompt_tokens = estimate_tokens(SYSTEM_PROMPT)
+            + context.map(estimate_tokens).unwrap_or(0)
+            + request.history.iter().map(|(_, t)| estimate_tokens(t)).sum::<usize>()
+            + estimate_tokens(&request.text);
+        let input = RouteInput {
+            preference: settings.prefer,
+            prompt_tokens,
+            attachments: 0,
+            tools_needed: 0,
+            try_harder_from: request.try_harder_from,
+            local_limit_tokens: self.config.local_limit_tokens,
+            local_available: !self.local_unavailable,
+            cloud_tiers: tiers.len(),
+        };
+        let route = route(&input).map_err(|err| err.to_string())?;
+        match route.target {
+            Target::Local => Ok(Plan::Local { reason: route.reason }),
+            Target::Cloud(tier) => {
+                let provider = tiers[tier].clone();
+                let key = crate::brains::provider_key(&self.config.data_dir, &provider).map_err(|err| format!("{err:#}"))?;
+                // Budgets, before anything is sent.
+                let estimate = crate::brains::budget::estimate(&provider, prompt_tokens as u64, self.config.max_answer_tokens as u64);
+                let spent = self
+                    .db
+                    .as_ref()
+                    .and_then(|c| crate::brains::budget::spent(c, now_millis()).ok())
+                    .unwrap_or_default();
+                crate::brains::budget::check(&settings.budget, &spent, &estimate, crate::brains::budget::is_free_cloud(&provider))
+                    .map_err(|err| format!("not sent to {}: {err}", provider.name))?;
+                Ok(Plan::Cloud { provider, key, reason: route.reason })
+            }
+        }
+    }
+
+    /// A question that cannot be answered (no route, over budget, no key): it is
+    /// kept with the reason as the failed answer, and nothing is sent anywhere.
+    fn finish_early(&mut self, request: &ChatRequest, remember: bool, context: Option<&str>, error: String) {
+        if remember && !request.is_retry {
+            if request.thread_is_new {
+                let _ = self.store.send_timeout(
+                    StoreCommand::UpsertThread { thread: request.thread.clone(), created_at_millis: now_millis() },
+                    Duration::from_secs(5),
+                );
+            }
+            self.persist(ChatMessage {
+                message_id: request.user_message_id,
+                thread_id: request.thread.thread_id,
+                role: Role::User,
+                content: request.text.clone(),
+                context: context.map(str::to_owned),
+                status: MessageStatus::Done,
+                created_at_millis: now_millis(),
+                ask_id: Some(request.ask_id),
+                provider: None,
+                cost_usd: None,
+            });
+        }
+        self.sink.send(AppEvent::AnswerFinished {
+            answer_id: request.answer_id,
+            status: MessageStatus::Failed,
+            error: Some(error),
+            stats: GenerationStats::default(),
+        });
+    }
+
+    /// Streams an answer from a cloud (or local HTTP) provider.
+    fn cloud_answer(&mut self, request: &ChatRequest, remember: bool, context: Option<&str>, provider: &crate::brains::ProviderConfig, key: Option<&str>, epoch: u64) {
+        use crate::brains::{Delta, Turn};
+        let mut turns = vec![Turn::new(
+            crate::brains::Role::System,
+            match context {
+                Some(context) => format!("{SYSTEM_PROMPT}\n\n{context}"),
+                None => SYSTEM_PROMPT.to_owned(),
+            },
+        )];
+        let skip = request.history.len().saturating_sub(self.config.history_messages);
+        for (role, content) in request.history.iter().skip(skip) {
+            let role = if *role == Role::User { crate::brains::Role::User } else { crate::brains::Role::Assistant };
+            turns.push(Turn::new(role, content.clone()));
+        }
+        turns.push(Turn::new(crate::brains::Role::User, request.text.clone()));
+        let stop_epoch = self.stop_epoch.clone();
+        let sink = self.sink.clone();
+        let answer_id = request.answer_id;
+        let mut answer = String::new();
+        let started = std::time::Instant::now();
+        let result = crate::brains::stream_chat(
+            crate::net::OutboundGate::global(),
+            provider,
+            None,
+            key,
+            &turns,
+            self.config.max_answer_tokens as u32,
+            &|| stop_epoch.load(Ordering::SeqCst) != epoch,
+            &mut |delta| {
+                if let Delta::Text(text) = delta {
+                    answer.push_str(text);
+                    sink.send(AppEvent::Token { answer_id, text: text.clone() });
+                }
+            },
+        );
+        let (status, error, stats, cost) = match result {
+            Ok(completion) => {
+                let a = &completion.answer;
+                let cost = crate::brains::budget::cost(provider, a.input_tokens, a.output_tokens);
+                let usage = crate::brains::budget::Usage {
+                    usage_id: crate::ids::next_id(),
+                    at_millis: now_millis(),
+                    provider: provider.name.clone(),
+                    model: provider.model.clone(),
+                    input_tokens: a.input_tokens,
+                    output_tokens: a.output_tokens,
+                    cost_usd: cost,
+                    free_cloud: crate::brains::budget::is_free_cloud(provider),
+                    ask_id: request.ask_id,
+                };
+                // Budget accounting is kept even for <no-memory> questions: it holds no content.
+                let _ = self.store.send_timeout(StoreCommand::RecordUsage(usage), Duration::from_secs(5));
+                let elapsed = started.elapsed().as_secs_f32();
+                let stats = GenerationStats {
+                    prompt_tokens: a.input_tokens as usize,
+                    completion_tokens: a.output_tokens as usize,
+                    first_token_millis: completion.first_token.map(|d| d.as_millis() as u64).unwrap_or(0),
+                    tokens_per_sec: if elapsed > 0.0 { a.output_tokens as f32 / elapsed } else { 0.0 },
+                };
+                (MessageStatus::Done, None, stats, cost)
+            }
+            Err(crate::brains::ProviderError::Cancelled) => (MessageStatus::Stopped, None, GenerationStats::default(), 0.0),
+            Err(err) => (MessageStatus::Failed, Some(err.to_string()), GenerationStats::default(), 0.0),
+        };
+        let content = match (&error, answer.is_empty()) {
+            (Some(error), true) => format!("(no answer: {error})"),
+            _ => answer,
+        };
+        if remember {
+            self.persist(ChatMessage {
+                message_id: request.answer_id,
+                thread_id: request.thread.thread_id,
+                role: Role::Assistant,
+                content,
+                context: None,
+                status,
+                created_at_millis: now_millis(),
+                ask_id: Some(request.ask_id),
+                provider: Some(provider.name.clone()),
+                cost_usd: Some(cost),
+            });
+        }
+        self.sink.send(AppEvent::AnswerCost { answer_id: request.answer_id, usd: cost });
         self.sink.send(AppEvent::AnswerFinished { answer_id: request.answer_id, status, error, stats });
     }
 
@@ -326,6 +573,8 @@ mod tests {
             context_budget_tokens: 200,
             max_answer_tokens: 16,
             history_messages: 2,
+            data_dir: dir.path().to_owned(),
+            local_limit_tokens: 1_500,
         };
         (dir, config)
     }
@@ -338,6 +587,10 @@ mod tests {
             answer_id: 11,
             text: "What am I doing?".into(),
             history,
+            ask_id: 10,
+            try_harder_from: None,
+            consent_once: false,
+            is_retry: false,
         }
     }
 

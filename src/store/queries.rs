@@ -153,7 +153,7 @@ pub fn search_sessions(conn: &Connection, query: &str, limit: usize) -> rusqlite
 /// Message ids whose text matches an FTS5 query, best first.
 pub fn search_messages(conn: &Connection, query: &str, limit: usize) -> rusqlite::Result<Vec<ChatMessage>> {
     let mut stmt = conn.prepare_cached(
-        "SELECT m.message_id, m.thread_id, m.role, m.content, m.context, m.status, m.created_at_ms
+        "SELECT m.message_id, m.thread_id, m.role, m.content, m.context, m.status, m.created_at_ms, m.ask_id, m.provider, m.cost_usd
          FROM message_fts f JOIN chat_messages m ON m.message_id = f.rowid
          WHERE message_fts MATCH ?1 ORDER BY bm25(message_fts) LIMIT ?2",
     )?;
@@ -200,6 +200,7 @@ fn message_from_row(row: &Row<'_>) -> rusqlite::Result<ChatMessage> {
         context: row.get(4)?,
         status: MessageStatus::parse(&status).unwrap_or(MessageStatus::Done),
         created_at_millis: row.get(6)?,
+        ask_id: row.get(7)?, provider: row.get(8)?, cost_usd: row.get(9)?,
     })
 }
 
@@ -207,10 +208,11 @@ fn message_from_row(row: &Row<'_>) -> rusqlite::Result<ChatMessage> {
 /// written when it finishes; a retry of the same write is harmless).
 pub fn upsert_message(conn: &Connection, message: &ChatMessage, model: Option<&str>) -> rusqlite::Result<()> {
     conn.prepare_cached(
-        "INSERT INTO chat_messages (message_id, thread_id, role, content, context, status, model, created_at_ms)
-         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)
+        "INSERT INTO chat_messages (message_id, thread_id, role, content, context, status, model, created_at_ms, ask_id, provider, cost_usd)
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11)
          ON CONFLICT (message_id) DO UPDATE SET content = excluded.content, status = excluded.status,
-             context = coalesce(excluded.context, context)",
+             context = coalesce(excluded.context, context), provider = coalesce(excluded.provider, provider),
+             cost_usd = coalesce(excluded.cost_usd, cost_usd), model = coalesce(excluded.model, model)",
     )?
     .execute(params![
         message.message_id,
@@ -221,6 +223,9 @@ pub fn upsert_message(conn: &Connection, message: &ChatMessage, model: Option<&s
         message.status.as_str(),
         model,
         message.created_at_millis,
+        message.ask_id,
+        message.provider,
+        message.cost_usd,
     ])?;
     conn.prepare_cached("UPDATE chat_threads SET updated_at_ms = max(updated_at_ms, ?2) WHERE thread_id = ?1")?
         .execute(params![message.thread_id, message.created_at_millis])?;
@@ -230,7 +235,7 @@ pub fn upsert_message(conn: &Connection, message: &ChatMessage, model: Option<&s
 /// A thread's messages, oldest first.
 pub fn messages(conn: &Connection, thread_id: i64) -> rusqlite::Result<Vec<ChatMessage>> {
     let mut stmt = conn.prepare_cached(
-        "SELECT message_id, thread_id, role, content, context, status, created_at_ms
+        "SELECT message_id, thread_id, role, content, context, status, created_at_ms, ask_id, provider, cost_usd
          FROM chat_messages WHERE thread_id = ?1 ORDER BY created_at_ms ASC, message_id ASC",
     )?;
     let rows = stmt.query_map(params![thread_id], message_from_row)?;
@@ -461,7 +466,7 @@ pub fn sessions_between(conn: &Connection, since_millis: i64, until_millis: i64)
 /// Every chat message written in `[since_millis, until_millis)`, oldest first (for export).
 pub fn messages_between(conn: &Connection, since_millis: i64, until_millis: i64) -> rusqlite::Result<Vec<ChatMessage>> {
     let mut stmt = conn.prepare(
-        "SELECT message_id, thread_id, role, content, context, status, created_at_ms
+        "SELECT message_id, thread_id, role, content, context, status, created_at_ms, ask_id, provider, cost_usd
          FROM chat_messages WHERE created_at_ms >= ?1 AND created_at_ms < ?2 ORDER BY created_at_ms ASC",
     )?;
     let rows = stmt.query_map(params![since_millis, until_millis], message_from_row)?;
@@ -530,6 +535,7 @@ mod tests {
             context: None,
             status: MessageStatus::Stopped,
             created_at_millis: 2,
+            ask_id: None, provider: None, cost_usd: None,
         };
         upsert_message(&conn, &answer, Some("m")).unwrap();
         answer.content = "the meeting moved to Thursday".into();

@@ -39,6 +39,8 @@ pub enum StoreCommand {
     Heartbeat { session_id: i64, at_millis: i64 },
     UpsertThread { thread: ChatThread, created_at_millis: i64 },
     UpsertMessage { message: ChatMessage, model: Option<String> },
+    /// A finished cloud request, for budgets.
+    RecordUsage(crate::brains::budget::Usage),
     SetSetting { key: String, value: String },
     LoadSessionsSince { since_millis: i64 },
     LoadThreads,
@@ -68,6 +70,7 @@ enum Write {
     Heartbeat { session_id: i64, at_millis: i64 },
     Thread { thread: ChatThread, created_at_millis: i64 },
     Message { message: ChatMessage, model: Option<String> },
+    Usage(crate::brains::budget::Usage),
     Setting { key: String, value: String },
 }
 
@@ -123,6 +126,7 @@ impl StoreWorker {
                 self.queue(Write::Thread { thread, created_at_millis })
             }
             StoreCommand::UpsertMessage { message, model } => self.queue(Write::Message { message, model }),
+            StoreCommand::RecordUsage(usage) => self.queue(Write::Usage(usage)),
             StoreCommand::SetSetting { key, value } => self.queue(Write::Setting { key, value }),
             StoreCommand::LoadSessionsSince { since_millis } => {
                 self.commit_pending();
@@ -323,6 +327,7 @@ impl StoreWorker {
                 Write::Heartbeat { session_id, at_millis } => queries::heartbeat_session(&tx, *session_id, *at_millis)?,
                 Write::Thread { thread, created_at_millis } => queries::upsert_thread(&tx, thread, *created_at_millis)?,
                 Write::Message { message, model } => queries::upsert_message(&tx, message, model.as_deref())?,
+                Write::Usage(usage) => crate::brains::budget::insert_usage(&tx, usage)?,
                 Write::Setting { key, value } => queries::set_setting(&tx, key, value, now_millis())?,
             }
         }

@@ -38,6 +38,8 @@ pub fn chat_ui(ui: &mut egui::Ui, state: &AppState, panel: &mut ChatPanel, actio
         }
     });
     model_line_ui(ui, state);
+    consent_ui(ui, state, actions);
+    retry_offer_ui(ui, state, actions);
     ui.separator();
 
     let input_height = 84.0;
@@ -49,8 +51,11 @@ pub fn chat_ui(ui: &mut egui::Ui, state: &AppState, panel: &mut ChatPanel, actio
             if state.messages.is_empty() {
                 ui.label(RichText::new("Ask about anything, including what you were just doing").color(theme::MUTED));
             }
-            for message in &state.messages {
+            for (index, message) in state.messages.iter().enumerate() {
                 message_ui(ui, message, panel);
+                if message.role == Role::Assistant {
+                    answer_footer_ui(ui, state, index, actions);
+                }
                 ui.add_space(theme::SPACING);
             }
         });
@@ -137,6 +142,78 @@ fn message_ui(ui: &mut egui::Ui, message: &MessageView, panel: &mut ChatPanel) {
                 .small()
                 .color(theme::MUTED),
             );
+        }
+    });
+}
+
+/// Who answered and why, what it cost, and "Retry with a smarter model" on
+/// the last answer to a question; retries stack under the first answer.
+fn answer_footer_ui(ui: &mut egui::Ui, state: &AppState, index: usize, actions: &mut Vec<UiAction>) {
+    let message = &state.messages[index];
+    let mut parts = Vec::new();
+    if let Some(by) = &message.answered_by {
+        parts.push(format!("by {by}"));
+    }
+    if let Some(cost) = message.cost_usd.filter(|c| *c > 0.0) {
+        parts.push(format!("${cost:.4}"));
+    }
+    if let Some(ask_id) = message.ask_id {
+        let (answers, total) = state.answers_to(ask_id);
+        if answers > 1 {
+            let position = state.messages[..=index].iter().filter(|m| m.role == Role::Assistant && m.ask_id == Some(ask_id)).count();
+            parts.push(format!("answer {position} of {answers} · total ${total:.4}"));
+        }
+    }
+    ui.horizontal_wrapped(|ui| {
+        if !parts.is_empty() {
+            let label = ui.label(RichText::new(parts.join(" · ")).small().color(theme::MUTED));
+            if let Some(reason) = &message.route_reason {
+                label.on_hover_text(format!("routed: {reason}"));
+            }
+        }
+        let last_for_ask = !state.messages[index + 1..].iter().any(|m| m.role == Role::Assistant && m.ask_id == message.ask_id);
+        if last_for_ask && message.status.is_some() && state.generating.is_none() && message.ask_id.is_some() {
+            if ui.small_button("Retry with a smarter model").clicked() {
+                actions.push(UiAction::TryHarder { answer_id: message.message_id });
+            }
+        }
+    });
+}
+
+/// Captured context is about to go to a cloud provider for the first time:
+/// show exactly what, and let the user choose.
+fn consent_ui(ui: &mut egui::Ui, state: &AppState, actions: &mut Vec<UiAction>) {
+    let Some(prompt) = &state.pending_consent else { return };
+    egui::Frame::new().fill(theme::USER_BUBBLE).corner_radius(6.0).inner_margin(8.0).show(ui, |ui| {
+        ui.label(RichText::new(format!("Send what you were doing to {}?", prompt.provider)).strong());
+        ui.label(RichText::new(format!("This question goes to {} because {}. This is exactly what would be sent with it:", prompt.provider, prompt.reason)).small());
+        ScrollArea::vertical().id_salt("consent_preview").max_height(120.0).show(ui, |ui| {
+            ui.label(RichText::new(&prompt.preview).monospace().small());
+        });
+        ui.horizontal_wrapped(|ui| {
+            if ui.button(format!("Allow for {}", prompt.provider)).clicked() {
+                actions.push(UiAction::Consent(crate::state::ConsentChoice::Always));
+            }
+            if ui.button("This time only").clicked() {
+                actions.push(UiAction::Consent(crate::state::ConsentChoice::Once));
+            }
+            if ui.button("Never (send the question alone)").clicked() {
+                actions.push(UiAction::Consent(crate::state::ConsentChoice::Never));
+            }
+        });
+    });
+}
+
+fn retry_offer_ui(ui: &mut egui::Ui, state: &AppState, actions: &mut Vec<UiAction>) {
+    let Some(offer) = &state.retry_offer else { return };
+    ui.horizontal_wrapped(|ui| {
+        let cost = if offer.estimate_usd > 0.0 { format!("up to ${:.4}", offer.estimate_usd) } else { "free".to_owned() };
+        ui.label(RichText::new(format!("Retry with {}: {cost}", offer.label)).small());
+        if ui.small_button("Send retry").clicked() {
+            actions.push(UiAction::ConfirmRetry);
+        }
+        if ui.small_button("Cancel").clicked() {
+            actions.push(UiAction::CancelRetry);
         }
     });
 }

@@ -190,6 +190,8 @@ fn nothing_typed_into_a_real_password_field_is_recorded() {
     // Give the a11y worker time to subscribe before the first focus change.
     std::thread::sleep(Duration::from_secs(2));
     x.xdotool(&["type", "--delay", "150", "alice"]);
+    // A person's next key comes ~100 ms or more after the last; xdotool's would come at once.
+    std::thread::sleep(Duration::from_millis(150));
     x.xdotool(&["key", "--delay", "150", "Tab"]);
     std::thread::sleep(Duration::from_millis(500));
     x.xdotool(&["type", "--delay", "150", "hunter2"]);

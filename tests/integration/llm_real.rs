@@ -23,6 +23,10 @@ fn request(question: &str, thread_id: i64) -> ChatRequest {
         answer_id: next_id(),
         text: question.into(),
         history: Vec::new(),
+        ask_id: next_id(),
+        try_harder_from: None,
+        consent_once: false,
+        is_retry: false,
     }
 }
 
@@ -64,6 +68,8 @@ fn smollm2_answers_with_the_captured_window_in_context_and_stops_within_a_second
         context_budget_tokens: 300,
         max_answer_tokens: 48,
         history_messages: 4,
+        data_dir: db.parent().unwrap().to_owned(),
+        local_limit_tokens: 1_500,
     };
     let stop_epoch = Arc::new(AtomicU64::new(0));
     let mut llm = spawn_llm(config, store.commands.clone(), sink, stop_epoch.clone(), RestartPolicy::default()).unwrap();
@@ -157,6 +163,8 @@ fn a_corrupt_model_is_a_clear_message_not_a_crash() {
         context_budget_tokens: 100,
         max_answer_tokens: 8,
         history_messages: 2,
+        data_dir: dir.path().to_owned(),
+        local_limit_tokens: 1_500,
     };
     let mut llm = spawn_llm(config, store_tx, sink, Arc::new(AtomicU64::new(0)), RestartPolicy::default()).unwrap();
     let ask = request("hello", next_id());

@@ -107,6 +107,8 @@ fn llm_restarts_keeps_its_sender_and_fails_after_five_restarts() {
         context_budget_tokens: 100,
         max_answer_tokens: 16,
         history_messages: 4,
+        data_dir: dir.path().to_owned(),
+        local_limit_tokens: 1_500,
     };
     let mut llm = spawn_llm(config, store_tx, sink, Arc::new(AtomicU64::new(0)), fast_policy()).unwrap();
     let sender = llm.commands.clone();

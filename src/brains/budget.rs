@@ -1,0 +1,220 @@
+//! Budgets, checked before a request is sent: caps per interaction, day, week
+//! and month for paid use, and a monthly token quota for free cloud use.
+//! What was spent lives in the `usage` table, so a restart resets nothing.
+
+use rusqlite::{Connection, params};
+
+use crate::brains::provider::ProviderConfig;
+
+/// Caps in US dollars (0 = no cap) and the free monthly token quota (0 = none).
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct Budget {
+    pub per_interaction_usd: f64,
+    pub daily_usd: f64,
+    pub weekly_usd: f64,
+    pub monthly_usd: f64,
+    pub monthly_free_tokens: u64,
+}
+
+/// Spending so far in each window.
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct Spent {
+    pub day_usd: f64,
+    pub week_usd: f64,
+    pub month_usd: f64,
+    pub month_free_tokens: u64,
+}
+
+/// What one request is expected to cost at most (all of `max_tokens` used).
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Estimate {
+    pub input_tokens: u64,
+    pub output_tokens: u64,
+    pub usd: f64,
+}
+
+pub fn estimate(provider: &ProviderConfig, input_tokens: u64, max_output_tokens: u64) -> Estimate {
+    let usd = (input_tokens as f64 * provider.price_in_per_mtok + max_output_tokens as f64 * provider.price_out_per_mtok) / 1e6;
+    Estimate { input_tokens, output_tokens: max_output_tokens, usd }
+}
+
+/// The actual cost of a finished request.
+pub fn cost(provider: &ProviderConfig, input_tokens: u64, output_tokens: u64) -> f64 {
+    estimate(provider, input_tokens, output_tokens).usd
+}
+
+/// Whether a provider counts against the free quota: no price, not on this machine.
+pub fn is_free_cloud(provider: &ProviderConfig) -> bool {
+    provider.price_in_per_mtok == 0.0
+        && provider.price_out_per_mtok == 0.0
+        && !crate::net::host_of_url(&provider.base_url).is_some_and(|h| crate::net::is_loopback(&h))
+}
+
+#[derive(Clone, Debug, PartialEq, thiserror::Error)]
+pub enum OverBudget {
+    #[error("this answer could cost up to ${estimate:.4}, over your ${cap:.4} limit per interaction")]
+    Interaction { estimate: f64, cap: f64 },
+    #[error("over your {period} budget: ${spent:.4} spent of ${cap:.4}, and this answer could cost up to ${estimate:.4}")]
+    Period { period: &'static str, spent: f64, cap: f64, estimate: f64 },
+    #[error("over your free monthly quota: {used} of {quota} tokens used, this answer could take {estimate}")]
+    Quota { used: u64, quota: u64, estimate: u64 },
+}
+
+/// Checks one request against the caps. Nothing is sent when this fails.
+pub fn check(budget: &Budget, spent: &Spent, estimate: &Estimate, free_cloud: bool) -> Result<(), OverBudget> {
+    if free_cloud {
+        let tokens = estimate.input_tokens + estimate.output_tokens;
+        if budget.monthly_free_tokens > 0 && spent.month_free_tokens + tokens > budget.monthly_free_tokens {
+            return Err(OverBudget::Quota { used: spent.month_free_tokens, quota: budget.monthly_free_tokens, estimate: tokens });
+        }
+        return Ok(());
+    }
+    if estimate.usd == 0.0 {
+        return Ok(());
+    }
+    if budget.per_interaction_usd > 0.0 && estimate.usd > budget.per_interaction_usd {
+        return Err(OverBudget::Interaction { estimate: estimate.usd, cap: budget.per_interaction_usd });
+    }
+    for (period, spent, cap) in
+        [("daily", spent.day_usd, budget.daily_usd), ("weekly", spent.week_usd, budget.weekly_usd), ("monthly", spent.month_usd, budget.monthly_usd)]
+    {
+        if cap > 0.0 && spent + estimate.usd > cap {
+            return Err(OverBudget::Period { period, spent, cap, estimate: estimate.usd });
+        }
+    }
+    Ok(())
+}
+
+/// One finished cloud request, for the `usage` table.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Usage {
+    pub usage_id: i64,
+    pub at_millis: i64,
+    pub provider: String,
+    pub model: String,
+    pub input_tokens: u64,
+    pub output_tokens: u64,
+    pub cost_usd: f64,
+    pub free_cloud: bool,
+    pub ask_id: i64,
+}
+
+pub fn insert_usage(conn: &Connection, usage: &Usage) -> rusqlite::Result<()> {
+    conn.prepare_cached(
+        "INSERT OR REPLACE INTO usage (usage_id, at_ms, provider, model, input_tokens, output_tokens, cost_usd, free_cloud, ask_id)
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)",
+    )?
+    .execute(params![
+        usage.usage_id,
+        usage.at_millis,
+        usage.provider,
+        usage.model,
+        usage.input_tokens as i64,
+        usage.output_tokens as i64,
+        usage.cost_usd,
+        usage.free_cloud,
+        usage.ask_id,
+    ])?;
+    Ok(())
+}
+
+/// What was spent since each window's start (local day, the last 7 days, the calendar month).
+pub fn spent(conn: &Connection, now_millis: i64) -> rusqlite::Result<Spent> {
+    let day = crate::ids::local_day_start_millis(now_millis);
+    let week = day - 6 * 86_400_000;
+    let month = month_start_millis(now_millis);
+    let sum = |since: i64| -> rusqlite::Result<f64> {
+        conn.query_row("SELECT coalesce(sum(cost_usd), 0) FROM usage WHERE at_ms >= ?1", params![since], |r| r.get(0))
+    };
+    let tokens: i64 = conn.query_row(
+        "SELECT coalesce(sum(input_tokens + output_tokens), 0) FROM usage WHERE free_cloud = 1 AND at_ms >= ?1",
+        params![month],
+        |r| r.get(0),
+    )?;
+    Ok(Spent { day_usd: sum(day)?, week_usd: sum(week)?, month_usd: sum(month)?, month_free_tokens: tokens as u64 })
+}
+
+/// Cost of every answer to one question (an ask and its retries).
+pub fn ask_cost(conn: &Connection, ask_id: i64) -> rusqlite::Result<f64> {
+    conn.query_row("SELECT coalesce(sum(cost_usd), 0) FROM usage WHERE ask_id = ?1", params![ask_id], |r| r.get(0))
+}
+
+/// Midnight (local time) on the first of the month containing `now_millis`.
+fn month_start_millis(now_millis: i64) -> i64 {
+    let mut day = crate::ids::local_day_start_millis(now_millis);
+    // Walk back a day at a time to the 1st (at most 30 steps; DST-safe via local_day_start).
+    for _ in 0..31 {
+        let secs = (day / 1000) as libc::time_t;
+        // SAFETY: localtime_r writes only into `tm`.
+        let mut tm: libc::tm = unsafe { std::mem::zeroed() };
+        unsafe { libc::localtime_r(&secs, &mut tm) };
+        if tm.tm_mday == 1 {
+            return day;
+        }
+        day = crate::ids::local_day_start_millis(day - 3_600_000);
+    }
+    day
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::brains::provider::ProviderKind;
+
+    fn paid() -> ProviderConfig {
+        ProviderConfig {
+            name: "openai".into(),
+            kind: ProviderKind::Openai,
+            base_url: "https://api.openai.com/v1".into(),
+            model: "gpt-4o-mini".into(),
+            api_key_env: None,
+            price_in_per_mtok: 0.15,
+            price_out_per_mtok: 0.60,
+        }
+    }
+
+    #[test]
+    fn caps_refuse_before_sending_and_name_the_limit() {
+        let e = estimate(&paid(), 10_000, 1_000);
+        assert!((e.usd - 0.0021).abs() < 1e-9, "{e:?}");
+        let budget = Budget { per_interaction_usd: 0.01, daily_usd: 0.05, weekly_usd: 0.2, monthly_usd: 1.0, monthly_free_tokens: 1000 };
+        assert!(check(&budget, &Spent::default(), &e, false).is_ok());
+        let big = estimate(&paid(), 100_000, 4_000);
+        assert!(matches!(check(&budget, &Spent::default(), &big, false), Err(OverBudget::Interaction { .. })));
+        let day = Spent { day_usd: 0.049, week_usd: 0.049, month_usd: 0.049, month_free_tokens: 0 };
+        let err = check(&budget, &day, &e, false).unwrap_err();
+        assert!(err.to_string().starts_with("over your daily budget"), "{err}");
+        let month = Spent { day_usd: 0.0, week_usd: 0.0, month_usd: 0.999, month_free_tokens: 0 };
+        assert!(matches!(check(&budget, &month, &e, false), Err(OverBudget::Period { period: "monthly", .. })));
+        let quota = Spent { month_free_tokens: 900, ..Spent::default() };
+        let free = Estimate { input_tokens: 50, output_tokens: 100, usd: 0.0 };
+        assert!(matches!(check(&budget, &quota, &free, true), Err(OverBudget::Quota { .. })));
+        assert!(check(&Budget::default(), &Spent { day_usd: 100.0, ..Spent::default() }, &e, false).is_ok(), "no caps, no refusal");
+    }
+
+    #[test]
+    fn spending_survives_in_sqlite_and_sums_per_window_and_per_ask() {
+        let conn = Connection::open_in_memory().unwrap();
+        crate::store::migrate(&conn).unwrap();
+        let now = crate::ids::now_millis();
+        let usage = |id, at, cost, ask| Usage {
+            usage_id: id,
+            at_millis: at,
+            provider: "openai".into(),
+            model: "m".into(),
+            input_tokens: 100,
+            output_tokens: 50,
+            cost_usd: cost,
+            free_cloud: false,
+            ask_id: ask,
+        };
+        insert_usage(&conn, &usage(1, now, 0.01, 7)).unwrap();
+        insert_usage(&conn, &usage(2, now - 1000, 0.02, 7)).unwrap();
+        insert_usage(&conn, &usage(3, now - 40 * 86_400_000, 5.0, 8)).unwrap();
+        let s = spent(&conn, now).unwrap();
+        assert!((s.day_usd - 0.03).abs() < 1e-9 && (s.month_usd - 0.03).abs() < 1e-9, "{s:?}");
+        assert!((ask_cost(&conn, 7).unwrap() - 0.03).abs() < 1e-9);
+        let first = month_start_millis(now);
+        assert!(first <= now && now - first < 32 * 86_400_000);
+    }
+}

@@ -207,7 +207,7 @@ fn litellm_proxy_speaks_gemini_and_anthropic_and_refuses_a_wrong_key() {
 struct Scripted {
     port: u16,
     hits: Arc<AtomicUsize>,
-    /// The request heads received, in order.
+    /// The requests received (head, blank line, body), in order.
     heads: Arc<parking_lot::Mutex<Vec<String>>>,
 }
 
@@ -254,9 +254,11 @@ fn scripted(replies: Vec<Reply>) -> Scripted {
                     }
                     head.push_str(&line);
                 }
-                seen.lock().push(head);
                 let mut body = vec![0u8; length];
                 let _ = reader.read_exact(&mut body);
+                head.push_str("\r\n");
+                head.push_str(&String::from_utf8_lossy(&body));
+                seen.lock().push(head);
                 let _ = stream.write_all(reply.head.as_bytes());
                 for chunk in &reply.chunks {
                     if stream.write_all(chunk.as_bytes()).is_err() {
@@ -516,4 +518,181 @@ fn a_key_in_a_real_secret_service_gnome_keyring_reaches_the_provider_and_nowhere
     let stored = key_reaches_only_the_provider(data.path(), Some(&address));
     assert!(stored.contains("Secret Service"), "{stored}");
     assert!(!data.path().join("secrets.enc").exists(), "nothing fell back to the file");
+}
+
+#[track_caller]
+fn wait_event<T>(events: &crossbeam_channel::Receiver<cowork::events::AppEvent>, mut pick: impl FnMut(&cowork::events::AppEvent) -> Option<T>) -> T {
+    super::support::wait_for(events, Duration::from_secs(20), |e| pick(e)).expect("the event came")
+}
+
+fn chat(ask_id: i64, text: &str) -> cowork::llm::ChatRequest {
+    use cowork::ids::next_id;
+    cowork::llm::ChatRequest {
+        thread: cowork::events::ChatThread { thread_id: 1, title: "t".into(), updated_at_millis: 0 },
+        thread_is_new: true,
+        user_message_id: ask_id,
+        answer_id: next_id(),
+        text: text.into(),
+        history: Vec::new(),
+        ask_id,
+        try_harder_from: None,
+        consent_once: false,
+        is_retry: false,
+    }
+}
+
+#[test]
+fn cloud_answers_ask_consent_respect_budgets_across_restarts_and_record_cost() {
+    use cowork::events::{AppEvent, MessageStatus};
+    use cowork::llm::LlmCommand;
+    let server = scripted(vec![reply("200 OK", "", &[
+        "data: {\"choices\":[{\"delta\":{\"content\":\"You were \"}}]}\n\n",
+        "data: {\"choices\":[{\"delta\":{\"content\":\"budgeting.\"},\"finish_reason\":\"stop\"}],\"usage\":{\"prompt_tokens\":900,\"completion_tokens\":40}}\n\n",
+        "data: [DONE]\n\n",
+    ])]);
+    let data = temp_dir();
+    std::fs::write(
+        data.path().join("providers.json"),
+        format!(r#"{{"providers": [{{"name": "scripted", "kind": "openai", "base_url": "http://127.0.0.1:{}/v1", "model": "big-model", "price_in_per_mtok": 2.0, "price_out_per_mtok": 8.0}}]}}"#, server.port),
+    )
+    .unwrap();
+    {
+        let conn = cowork::store::open_writer(&data.path().join("cowork.db")).unwrap();
+        for (key, value) in [("brains.prefer", "cloud"), ("brains.tiers", "scripted"), ("budget.daily_usd", "0.004"), ("budget.per_interaction_usd", "0.01")] {
+            cowork::store::set_setting(&conn, key, value, 0).unwrap();
+        }
+        let session = cowork::events::ActivitySession {
+            session_id: 1,
+            app: "LibreOffice".into(),
+            title: "Budget 2027.ods - mail dana@example.com".into(),
+            window_id: 1,
+            started_at_millis: cowork::ids::now_millis() - 60_000,
+            ..Default::default()
+        };
+        cowork::store::upsert_session(&conn, &session).unwrap();
+    }
+    let paths = cowork::config::Paths::resolve(Some(data.path().to_owned()), Some(data.path().join("models"))).unwrap();
+    let start = || {
+        let (sink, events) = super::support::test_sink();
+        let options = cowork::workers::WorkerOptions {
+            capture: false,
+            display: None,
+            chat_model: None,
+            policy: cowork::runtime::RestartPolicy::default(),
+            require_consent: false,
+        };
+        let (workers, _, _) = cowork::workers::Workers::start(&paths, options, sink).unwrap();
+        (workers, events)
+    };
+    let (workers, events) = start();
+
+    // First cloud question with captured context: consent first, nothing sent.
+    workers.llm.commands.send(LlmCommand::Chat(chat(100, "What was I doing?"))).unwrap();
+    let (preview, mut request) = wait_event(&events, |e| match e {
+        AppEvent::ConsentNeeded { preview, request, provider, .. } if provider == "scripted" => Some((preview.clone(), (**request).clone())),
+        _ => None,
+    });
+    assert!(preview.contains("Budget 2027.ods") && preview.contains("[email]") && !preview.contains("dana@"), "{preview}");
+    assert_eq!(server.hits.load(Ordering::SeqCst), 0, "nothing left before consent");
+
+    // "This time only": the redacted context goes with the question.
+    request.consent_once = true;
+    let answer_id = request.answer_id;
+    workers.llm.commands.send(LlmCommand::Chat(request)).unwrap();
+    let reason = wait_event(&events, |e| match e {
+        AppEvent::Routed { answer_id: id, answered_by, reason, .. } if *id == answer_id => {
+            assert_eq!(answered_by, "scripted · big-model");
+            Some(reason.clone())
+        }
+        _ => None,
+    });
+    assert!(reason.contains("prefer cloud"), "{reason}");
+    let cost = wait_event(&events, |e| match e {
+        AppEvent::AnswerCost { answer_id: id, usd } if *id == answer_id => Some(*usd),
+        _ => None,
+    });
+    assert!((cost - (900.0 * 2.0 + 40.0 * 8.0) / 1e6).abs() < 1e-12, "{cost}");
+    wait_event(&events, |e| matches!(e, AppEvent::AnswerFinished { answer_id: id, status: MessageStatus::Done, .. } if *id == answer_id).then_some(()));
+    let sent = server.heads.lock()[0].clone();
+    assert!(sent.contains("Budget 2027.ods") && !sent.contains("dana@example.com"), "{sent}");
+
+    // A second question could pass the daily cap ($0.004: $0.0021 spent, up to $0.0034 more): refused, nothing sent.
+    assert!(workers.flush_store(Duration::from_secs(5)));
+    let check_refused = |workers: &cowork::workers::Workers, events: &crossbeam_channel::Receiver<AppEvent>, ask: i64| {
+        let mut second = chat(ask, "And now?");
+        second.consent_once = true;
+        let id = second.answer_id;
+        workers.llm.commands.send(LlmCommand::Chat(second)).unwrap();
+        wait_event(events, |e| match e {
+            AppEvent::AnswerFinished { answer_id, status: MessageStatus::Failed, error: Some(error), .. } if *answer_id == id => Some(error.clone()),
+            _ => None,
+        })
+    };
+    let error = check_refused(&workers, &events, 200);
+    assert!(error.contains("over your daily budget"), "{error}");
+    assert_eq!(server.hits.load(Ordering::SeqCst), 1);
+    workers.shutdown(Duration::from_secs(5));
+
+    // After a restart the spending is still there.
+    let (workers, events) = start();
+    let error = check_refused(&workers, &events, 300);
+    assert!(error.contains("over your daily budget"), "after a restart: {error}");
+    // Try harder from the only tier: there is no smarter model, and it says so.
+    let mut harder = chat(100, "What was I doing?");
+    harder.try_harder_from = Some(cowork::brains::Target::Cloud(0));
+    harder.is_retry = true;
+    let id = harder.answer_id;
+    workers.llm.commands.send(LlmCommand::Chat(harder)).unwrap();
+    let error = wait_event(&events, |e| match e {
+        AppEvent::AnswerFinished { answer_id, error: Some(error), .. } if *answer_id == id => Some(error.clone()),
+        _ => None,
+    });
+    assert!(error.contains("no smarter model"), "{error}");
+    workers.shutdown(Duration::from_secs(5));
+    let conn = cowork::store::open_read_only(&data.path().join("cowork.db")).unwrap();
+    assert!((cowork::brains::budget::ask_cost(&conn, 100).unwrap() - cost).abs() < 1e-12);
+    assert_eq!(server.hits.load(Ordering::SeqCst), 1);
+}
+
+#[test]
+fn without_consent_the_question_goes_alone_and_the_chip_says_so() {
+    use cowork::events::AppEvent;
+    use cowork::llm::LlmCommand;
+    let server = scripted(vec![reply("200 OK", "", OPENAI_OK)]);
+    let data = temp_dir();
+    std::fs::write(
+        data.path().join("providers.json"),
+        format!(r#"{{"providers": [{{"name": "scripted", "kind": "openai", "base_url": "http://127.0.0.1:{}/v1", "model": "m"}}]}}"#, server.port),
+    )
+    .unwrap();
+    {
+        let conn = cowork::store::open_writer(&data.path().join("cowork.db")).unwrap();
+        for (key, value) in [("brains.prefer", "cloud"), ("brains.tiers", "scripted"), ("consent.scripted.activity", "never")] {
+            cowork::store::set_setting(&conn, key, value, 0).unwrap();
+        }
+        let session = cowork::events::ActivitySession {
+            session_id: 1,
+            app: "XTerm".into(),
+            title: "secret-project notes".into(),
+            window_id: 1,
+            started_at_millis: cowork::ids::now_millis() - 60_000,
+            ..Default::default()
+        };
+        cowork::store::upsert_session(&conn, &session).unwrap();
+    }
+    let paths = cowork::config::Paths::resolve(Some(data.path().to_owned()), Some(data.path().join("models"))).unwrap();
+    let (sink, events) = super::support::test_sink();
+    let options = cowork::workers::WorkerOptions { capture: false, display: None, chat_model: None, policy: cowork::runtime::RestartPolicy::default(), require_consent: false };
+    let (workers, _, _) = cowork::workers::Workers::start(&paths, options, sink).unwrap();
+    workers.llm.commands.send(LlmCommand::Chat(chat(1, "hello"))).unwrap();
+    let chip = wait_event(&events, |e| match e {
+        AppEvent::ContextAttached { context, .. } => Some(context.clone()),
+        _ => None,
+    });
+    assert!(chip.contains("not sent to scripted"), "{chip}");
+    wait_event(&events, |e| matches!(e, AppEvent::AnswerFinished { .. }).then_some(()));
+    workers.shutdown(Duration::from_secs(5));
+    let sent = server.heads.lock()[0].clone();
+    assert!(!sent.contains("secret-project"), "{sent}");
+    assert!(sent.contains("hello"));
 }

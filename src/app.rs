@@ -70,18 +70,30 @@ pub struct CoworkApp {
 }
 
 /// The configured providers, for Settings → Network.
-fn network_view(data_dir: &std::path::Path) -> crate::ui::settings::NetworkView {
-    match crate::brains::Providers::load(&crate::brains::Providers::path(data_dir)) {
+fn network_view(data_dir: &std::path::Path, providers: &anyhow::Result<crate::brains::Providers>) -> crate::ui::settings::NetworkView {
+    let mut view = match providers {
         Ok(providers) => crate::ui::settings::NetworkView {
             providers: providers
                 .list
-                .into_iter()
-                .map(|p| (p.name, format!("{:?}", p.kind).to_lowercase(), p.model, p.base_url))
+                .iter()
+                .map(|p| (p.name.clone(), format!("{:?}", p.kind).to_lowercase(), p.model.clone(), p.base_url.clone()))
                 .collect(),
             ..Default::default()
         },
         Err(err) => crate::ui::settings::NetworkView { providers_error: Some(format!("{err:#}")), ..Default::default() },
+    };
+    // Only masked values reach the UI.
+    if !view.providers.is_empty()
+        && let Ok(secrets) = crate::secrets::Secrets::open(data_dir)
+    {
+        view.secret_store = secrets.describe();
+        for (name, masked) in secrets.list().unwrap_or_default() {
+            if let Some(provider) = name.strip_prefix("provider:") {
+                view.keys.insert(provider.to_owned(), masked);
+            }
+        }
     }
+    view
 }
 
 /// Longest the UI spends applying events in one frame before yielding.
@@ -99,7 +111,9 @@ impl CoworkApp {
             let _ = channels.store.try_send(command);
         }
         let geometry = state.settings.sidebar_geometry;
-        let providers = crate::brains::Providers::load(&crate::brains::Providers::path(&options.export_dir)).unwrap_or_default();
+        let loaded = crate::brains::Providers::load(&crate::brains::Providers::path(&options.export_dir));
+        let network = network_view(&options.export_dir, &loaded);
+        let providers = loaded.unwrap_or_default();
         Self {
             state,
             channels,
@@ -107,7 +121,7 @@ impl CoworkApp {
             chat: ChatPanel::default(),
             quick: QuickPromptPanel::default(),
             consent: crate::ui::consent::ConsentPanel::default(),
-            settings: SettingsPanel { network: network_view(&options.export_dir), ..SettingsPanel::default() },
+            settings: SettingsPanel { network, ..SettingsPanel::default() },
             options,
             frames: 0,
             screenshot_requested: false,
@@ -213,6 +227,17 @@ impl CoworkApp {
             UiAction::TryHarder { answer_id } => self.offer_retry(answer_id),
             UiAction::ConfirmRetry => self.send_retry(),
             UiAction::CancelRetry => self.state.retry_offer = None,
+            UiAction::SaveKey { provider, key } => {
+                let stored = crate::secrets::Secrets::open(&self.options.export_dir)
+                    .and_then(|secrets| secrets.set(&crate::secrets::provider_key_name(&provider), &key).map(|()| secrets));
+                match stored {
+                    Ok(secrets) => {
+                        self.state.notice(format!("key for {provider} stored in {}", secrets.describe()));
+                        self.settings.network.keys.insert(provider, crate::secrets::mask(&key));
+                    }
+                    Err(err) => self.state.notice(format!("the key for {provider} was not stored: {err:#}")),
+                }
+            }
             UiAction::TogglePause => {
                 let paused = !self.state.settings.privacy.paused;
                 self.state.notice(if paused { "capture paused: nothing is recorded" } else { "capture resumed" });
@@ -362,7 +387,7 @@ impl CoworkApp {
                 });
             }
             Err(err) => self.state.notice(if tiers.is_empty() {
-                "no cloud tier is configured (Settings → Network → tiers), or offline mode is on".to_owned()
+                "no cloud tier is configured (Settings, Network, cloud tiers), or offline mode is on".to_owned()
             } else {
                 err.to_string()
             }),

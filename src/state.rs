@@ -59,6 +59,8 @@ pub enum UiAction {
     TryHarder { answer_id: i64 },
     ConfirmRetry,
     CancelRetry,
+    /// Store a provider's API key in the secret store (never in settings).
+    SaveKey { provider: String, key: String },
 }
 
 /// A session opened in the Context panel.

@@ -29,6 +29,13 @@ pub struct NetworkView {
     pub providers: Vec<(String, String, String, String)>,
     pub providers_error: Option<String>,
     pub log: Vec<crate::net::OutboundRecord>,
+    /// Stored API keys, masked, by provider name; and where they are kept.
+    pub keys: std::collections::BTreeMap<String, String>,
+    pub secret_store: String,
+    /// Drafts: a key being typed per provider, tiers, budgets.
+    pub key_drafts: std::collections::BTreeMap<String, String>,
+    pub tiers: Option<String>,
+    pub budgets: std::collections::BTreeMap<&'static str, Option<String>>,
 }
 
 /// A model file as Settings lists it.
@@ -111,7 +118,7 @@ pub fn settings_ui(
 
         ui.separator();
         ui.heading("Network");
-        network_ui(ui, state, &panel.network, actions);
+        network_ui(ui, state, &mut panel.network, actions);
 
         ui.separator();
         ui.heading("Keyboard shortcuts");
@@ -201,10 +208,30 @@ fn privacy_lists_ui(ui: &mut egui::Ui, state: &AppState, panel: &mut SettingsPan
     }
 }
 
-fn network_ui(ui: &mut egui::Ui, state: &AppState, network: &NetworkView, actions: &mut Vec<UiAction>) {
+fn network_ui(ui: &mut egui::Ui, state: &AppState, network: &mut NetworkView, actions: &mut Vec<UiAction>) {
     let mut offline = state.settings.offline;
     if ui.checkbox(&mut offline, "Offline: no connection except to this computer (loopback)").changed() {
         actions.push(UiAction::SaveSetting { key: keys::OFFLINE.to_owned(), value: offline.to_string() });
+    }
+    ui.horizontal(|ui| {
+        ui.label("Answer with");
+        for preference in [crate::brains::Preference::Local, crate::brains::Preference::Cloud] {
+            let label = if preference == crate::brains::Preference::Local { "local model first" } else { "cloud first" };
+            if ui.radio(state.settings.prefer == preference, label).clicked() {
+                actions.push(UiAction::SaveSetting { key: keys::PREFER.to_owned(), value: preference.as_str().to_owned() });
+            }
+        }
+    });
+    setting_row_ui(ui, "Cloud tiers, cheapest first", keys::TIERS, &state.settings.tiers.join(", "), &mut network.tiers, actions);
+    let budget = &state.settings.budget;
+    for (key, label, value) in [
+        (keys::BUDGET_INTERACTION, "Max $ per answer", budget.per_interaction_usd.to_string()),
+        (keys::BUDGET_DAILY, "Max $ per day", budget.daily_usd.to_string()),
+        (keys::BUDGET_WEEKLY, "Max $ per week", budget.weekly_usd.to_string()),
+        (keys::BUDGET_MONTHLY, "Max $ per month", budget.monthly_usd.to_string()),
+        (keys::BUDGET_FREE_TOKENS, "Free tokens per month", budget.monthly_free_tokens.to_string()),
+    ] {
+        setting_row_ui(ui, label, key, &value, network.budgets.entry(key).or_default(), actions);
     }
     ui.label(RichText::new("Providers (providers.json in the data directory)").strong());
     if let Some(error) = &network.providers_error {
@@ -215,6 +242,18 @@ fn network_ui(ui: &mut egui::Ui, state: &AppState, network: &NetworkView, action
     }
     for (name, kind, model, base) in &network.providers {
         ui.label(RichText::new(format!("{name} · {kind} · {model} · {base}")).small());
+        ui.horizontal(|ui| {
+            let stored = network.keys.get(name).cloned().unwrap_or_else(|| "no key stored".into());
+            let label = ui.label(RichText::new(format!("key: {stored}")).small().color(theme::MUTED));
+            let draft = network.key_drafts.entry(name.clone()).or_default();
+            ui.add(egui::TextEdit::singleline(draft).password(true).desired_width(120.0).hint_text("paste a new key")).labelled_by(label.id);
+            if ui.add_enabled(!draft.trim().is_empty(), egui::Button::new("Save key")).clicked() {
+                actions.push(UiAction::SaveKey { provider: name.clone(), key: std::mem::take(draft).trim().to_owned() });
+            }
+        });
+    }
+    if !network.secret_store.is_empty() {
+        ui.label(RichText::new(format!("Keys are kept in {}", network.secret_store)).small().color(theme::MUTED));
     }
     egui::CollapsingHeader::new(format!("Outbound requests ({})", network.log.len())).show(ui, |ui| {
         if network.log.is_empty() {

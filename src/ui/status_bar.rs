@@ -10,7 +10,7 @@ use crate::ui::theme;
 pub fn status_bar_ui(ui: &mut egui::Ui, state: &AppState, actions: &mut Vec<UiAction>) {
     if state.settings.privacy.paused {
         ui.horizontal(|ui| {
-            ui.label(RichText::new("⏸ Capture paused: nothing is recorded").color(theme::WARN));
+            ui.label(RichText::new("Capture paused: nothing is recorded").color(theme::WARN));
             if ui.small_button("Resume").on_hover_text(format!("or {}", state.settings.pause_hotkey)).clicked() {
                 actions.push(UiAction::TogglePause);
             }

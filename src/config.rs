@@ -97,6 +97,8 @@ pub struct Settings {
     pub pause_hotkey: String,
     /// Offline mode: no network connection except to loopback.
     pub offline: bool,
+    /// Unload the local model after this many idle seconds (0: never).
+    pub idle_unload_secs: u64,
     /// Local or cloud first.
     pub prefer: crate::brains::Preference,
     /// Cloud tiers, cheapest first: provider names from providers.json.
@@ -128,6 +130,7 @@ impl Default for Settings {
             privacy: RuleText::default(),
             pause_hotkey: "ctrl+alt+KeyP".to_owned(),
             offline: false,
+            idle_unload_secs: 600,
             prefer: crate::brains::Preference::Local,
             tiers: Vec::new(),
             budget: crate::brains::budget::Budget { per_interaction_usd: 0.05, daily_usd: 0.50, weekly_usd: 2.0, monthly_usd: 5.0, monthly_free_tokens: 1_000_000 },
@@ -151,6 +154,7 @@ pub mod keys {
     pub const PAUSE_HOTKEY: &str = "ui.pause_hotkey";
     pub const OFFLINE: &str = "network.offline";
     pub const PREFER: &str = "brains.prefer";
+    pub const IDLE_UNLOAD_SECS: &str = "llm.idle_unload_secs";
     pub const TIERS: &str = "brains.tiers";
     pub const BUDGET_INTERACTION: &str = "budget.per_interaction_usd";
     pub const BUDGET_DAILY: &str = "budget.daily_usd";
@@ -250,6 +254,7 @@ impl Settings {
                     _ => self.budget.monthly_usd = v,
                 })
             }
+            keys::IDLE_UNLOAD_SECS => number(key, value, 0u64, 7 * 86_400).map(|v| self.idle_unload_secs = v),
             keys::BUDGET_FREE_TOKENS => number(key, value, 0u64, u64::MAX / 4).map(|v| self.budget.monthly_free_tokens = v),
             _ if key.starts_with("consent.") && key.ends_with(".activity") => {
                 let provider = &key["consent.".len()..key.len() - ".activity".len()];

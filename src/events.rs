@@ -245,6 +245,8 @@ pub enum AppEvent {
     AnswerCost { answer_id: i64, usd: f64 },
     AnswerFinished { answer_id: i64, status: MessageStatus, error: Option<String>, stats: GenerationStats },
     Model(ModelStatus),
+    /// The local model's memory preflight (GREEN, YELLOW or RED, with the figures).
+    ModelPreflight(String),
     /// A setting as stored, after the store worker read or wrote it.
     Setting { key: String, value: String },
     /// Something a user should see that is not tied to one worker's health.

@@ -3,6 +3,7 @@
 
 pub mod context;
 mod engine;
+pub mod memory;
 mod worker;
 
 pub use engine::{ChatEngine, EngineError, MistralEngine, PromptMessage, StreamControl};

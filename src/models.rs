@@ -3,6 +3,7 @@
 //! converting CTranslate2 Whisper weights to whisper.cpp's ggml format.
 
 pub mod fetch;
+pub mod gguf;
 pub mod manifest;
 pub mod whisper_convert;
 

@@ -186,6 +186,8 @@ pub struct AppState {
     pub quick_prompt_open: bool,
     pub shutting_down: bool,
     pub pending_consent: Option<ConsentPrompt>,
+    /// The local model's memory preflight, as the llm worker reported it.
+    pub model_preflight: Option<String>,
     pub retry_offer: Option<RetryOffer>,
 }
 
@@ -279,6 +281,7 @@ impl AppState {
                 }
             }
             AppEvent::Model(status) => self.model = Some(status),
+            AppEvent::ModelPreflight(text) => self.model_preflight = Some(text),
             AppEvent::Setting { key, value } => {
                 if let Some(warning) = self.settings.apply(&key, &value) {
                     self.setting_warnings.retain(|w| !w.contains(&key));

@@ -107,6 +107,7 @@ impl Workers {
             history_messages: 8,
             data_dir: paths.data_dir.clone(),
             local_limit_tokens: LOCAL_LIMIT_TOKENS,
+            idle_unload_secs: settings.idle_unload_secs,
         };
         let llm = spawn_llm(llm_config, store.commands.clone(), sink, stop_epoch.clone(), options.policy)?;
         Ok((Self { store, capture, keys, clipboard, a11y, llm, stop_epoch }, settings, warnings))

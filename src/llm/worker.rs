@@ -35,7 +35,14 @@ pub struct LlmConfig {
     pub data_dir: PathBuf,
     /// The longest prompt the local model takes, in tokens (the router's limit).
     pub local_limit_tokens: usize,
+    /// Unload the local model after this long unused (0: never); on battery after a minute.
+    pub idle_unload_secs: u64,
 }
+
+/// On battery, the local model is unloaded after this long unused.
+const BATTERY_IDLE_SECS: u64 = 60;
+/// While the model is loaded, memory pressure and idleness are checked this often.
+const RESOURCE_CHECK: Duration = Duration::from_secs(15);
 
 /// One question in a thread.
 #[derive(Clone, Debug)]
@@ -84,11 +91,13 @@ pub struct LlmWorker<E: ChatEngine> {
     stop_epoch: Arc<AtomicU64>,
     /// The local model failed to load: the router sends questions to the cloud when it can.
     local_unavailable: bool,
+    /// When the local model last answered (for idle unloading).
+    last_used: std::time::Instant,
 }
 
 impl<E: ChatEngine> LlmWorker<E> {
     pub fn new(config: LlmConfig, engine: E, store: Sender<StoreCommand>, sink: EventSink, stop_epoch: Arc<AtomicU64>) -> Self {
-        Self { config, engine, db: None, store, sink, stop_epoch, local_unavailable: false }
+        Self { config, engine, db: None, store, sink, stop_epoch, local_unavailable: false, last_used: std::time::Instant::now() }
     }
 
     fn context(&mut self) -> Option<String> {
@@ -121,9 +130,27 @@ impl<E: ChatEngine> LlmWorker<E> {
         messages
     }
 
+    /// The memory preflight for the local model, if its file can be read.
+    pub fn preflight(&self) -> Option<crate::models::gguf::Preflight> {
+        let info = crate::models::gguf::read_info(&self.config.model_path).ok()?;
+        let (available, total) = crate::llm::memory::meminfo()?;
+        let context = (self.config.local_limit_tokens + self.config.max_answer_tokens) as u64;
+        Some(crate::models::gguf::preflight(&info, context, available, total))
+    }
+
     fn ensure_model(&mut self) -> Result<(), EngineError> {
+        self.last_used = std::time::Instant::now();
         if self.engine.is_loaded() {
             return Ok(());
+        }
+        if let Some(check) = self.preflight() {
+            self.sink.send(AppEvent::ModelPreflight(check.describe()));
+            if check.verdict == crate::models::gguf::Verdict::Red {
+                let reason = format!("not enough memory for the local model ({}); configure a cloud provider to answer instead", check.describe());
+                self.local_unavailable = true;
+                self.sink.send(AppEvent::Model(ModelStatus::Unavailable(reason.clone())));
+                return Err(EngineError::ModelUnavailable(reason));
+            }
         }
         self.sink.send(AppEvent::Model(ModelStatus::Loading));
         match self.engine.ensure_loaded() {
@@ -268,6 +295,30 @@ impl<E: ChatEngine> LlmWorker<E> {
             self.persist(answer);
         }
         self.sink.send(AppEvent::AnswerFinished { answer_id: request.answer_id, status, error, stats });
+    }
+
+    /// Unloads the local model when it has been idle long enough, the machine
+    /// runs on battery, or memory is under pressure (PSI) or short.
+    pub fn check_resources(&mut self) {
+        if !self.engine.is_loaded() {
+            return;
+        }
+        let (available, total) = crate::llm::memory::meminfo().map_or((None, 0), |(a, t)| (Some(a), t));
+        let reason = crate::llm::memory::unload_reason(
+            self.last_used.elapsed().as_secs(),
+            self.config.idle_unload_secs,
+            BATTERY_IDLE_SECS,
+            crate::llm::memory::on_battery(std::path::Path::new("/sys/class/power_supply")),
+            crate::llm::memory::memory_pressure(),
+            available,
+            (total / 20).max(256_000_000),
+        );
+        if let Some(reason) = reason {
+            tracing::info!(%reason, "unloading the local model");
+            self.engine.unload();
+            self.sink.send(AppEvent::Model(ModelStatus::NotLoaded));
+            self.sink.send(AppEvent::Notice(format!("local model unloaded: {reason}; it reloads on the next question")));
+        }
     }
 
     /// The user's settings and providers, fresh for each question.
@@ -477,9 +528,19 @@ impl<E: ChatEngine> Supervised for LlmWorker<E> {
 
     fn run(&mut self, commands: &Receiver<LlmCommand>, ctx: &WorkerContext) -> anyhow::Result<()> {
         self.sink.send(AppEvent::Model(ModelStatus::NotLoaded));
-        while let Ok(command) = commands.recv() {
-            if !self.handle(command, ctx) {
-                break;
+        if let Some(check) = self.preflight() {
+            self.sink.send(AppEvent::ModelPreflight(check.describe()));
+        }
+        loop {
+            let wait = if self.engine.is_loaded() { RESOURCE_CHECK } else { Duration::from_secs(3600) };
+            match commands.recv_timeout(wait) {
+                Ok(command) => {
+                    if !self.handle(command, ctx) {
+                        break;
+                    }
+                }
+                Err(crossbeam_channel::RecvTimeoutError::Timeout) => self.check_resources(),
+                Err(crossbeam_channel::RecvTimeoutError::Disconnected) => break,
             }
         }
         Ok(())
@@ -575,6 +636,7 @@ mod tests {
             history_messages: 2,
             data_dir: dir.path().to_owned(),
             local_limit_tokens: 1_500,
+            idle_unload_secs: 600,
         };
         (dir, config)
     }
@@ -679,5 +741,18 @@ mod tests {
         worker.handle(LlmCommand::Chat(request(Vec::new())), &ctx);
         let next = answers(&store_rx);
         assert_eq!((next[0].status, next[0].content.as_str()), (MessageStatus::Done, "You are editing a report."));
+    }
+
+    #[test]
+    fn an_idle_local_model_is_unloaded_and_says_why() {
+        let Harness { _dir, mut worker, events, .. } = harness(ScriptedEngine::default(), Arc::default());
+        worker.config.idle_unload_secs = 1;
+        worker.check_resources();
+        assert!(events.try_iter().next().is_none(), "just used: stays loaded");
+        worker.last_used = std::time::Instant::now() - Duration::from_secs(2);
+        worker.check_resources();
+        let seen: Vec<AppEvent> = events.try_iter().collect();
+        assert!(seen.iter().any(|e| matches!(e, AppEvent::Model(ModelStatus::NotLoaded))), "{seen:?}");
+        assert!(seen.iter().any(|e| matches!(e, AppEvent::Notice(n) if n.contains("idle for 2 s"))), "{seen:?}");
     }
 }

@@ -151,6 +151,10 @@ pub fn settings_ui(
 
         ui.separator();
         ui.heading("Models");
+        if let Some(preflight) = &state.model_preflight {
+            let colour = if preflight.starts_with("GREEN") { theme::OK } else if preflight.starts_with("YELLOW") { theme::WARN } else { theme::ERROR };
+            ui.label(RichText::new(format!("Memory preflight: {preflight}")).small().color(colour));
+        }
         if ui.button("Load the chat model now").clicked() {
             actions.push(UiAction::LoadModel);
         }

@@ -176,3 +176,19 @@ fn a_corrupt_whisper_file_is_refused_before_whisper_cpp_sees_it() {
         assert!(cowork::native::whisper_probe(&whisper_model()).is_ok());
     }
 }
+
+#[test]
+fn the_real_chat_model_header_reads_and_fits_this_machine() {
+    if !super::support::require(super::support::chat_model().is_file(), "the chat model") {
+        return;
+    }
+    let info = cowork::models::gguf::read_info(&super::support::chat_model()).unwrap();
+    // SmolLM2-135M: a llama with 30 blocks, 576 wide, 9 heads of which 3 for keys and values.
+    assert_eq!((info.architecture.as_str(), info.block_count, info.embedding_length, info.head_count, info.head_count_kv), ("llama", 30, 576, 9, 3));
+    assert!(info.context_length >= 2048);
+    let (available, total) = cowork::llm::memory::meminfo().unwrap();
+    let check = cowork::models::gguf::preflight(&info, 1_900, available, total);
+    assert_eq!(check.verdict, cowork::models::gguf::Verdict::Green, "{}", check.describe());
+    // A pretend 2 GB machine with 300 MB free refuses it.
+    assert_eq!(cowork::models::gguf::preflight(&info, 1_900, 300_000_000, 2_000_000_000).verdict, cowork::models::gguf::Verdict::Red);
+}

@@ -119,5 +119,25 @@ fn per_token(c: &mut Criterion) {
     group.finish();
 }
 
-criterion_group!(benches, first_token, per_token);
+fn router(c: &mut Criterion) {
+    use cowork::brains::router::{Preference, RouteInput, Target, estimate_tokens, route};
+    let question = "Summarise what I worked on this morning and draft a status update for the team channel.";
+    c.bench_function("router_decision", |b| {
+        b.iter(|| {
+            let input = RouteInput {
+                preference: Preference::Local,
+                prompt_tokens: estimate_tokens(std::hint::black_box(question)) + 400,
+                attachments: 0,
+                tools_needed: 2,
+                try_harder_from: std::hint::black_box(Some(Target::Local)).filter(|_| false),
+                local_limit_tokens: 1_500,
+                local_available: true,
+                cloud_tiers: 2,
+            };
+            route(&input).unwrap()
+        })
+    });
+}
+
+criterion_group!(benches, first_token, per_token, router);
 criterion_main!(benches);

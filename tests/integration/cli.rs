@@ -388,3 +388,78 @@ fn doctor_reports_each_streams_last_event_from_the_database() {
     assert!(windows["detail"].as_str().unwrap().contains("1 in the last minute"), "{windows}");
     assert_eq!(find("typing")["status"], "warn");
 }
+
+/// Runs `cowork ARGS` inside network namespace `ns` (only loopback), offline.
+fn in_netns(ns: &str, data: &std::path::Path, args: &[&str]) -> (bool, String) {
+    let out = Command::new("ip")
+        .args(["netns", "exec", ns])
+        .arg(env!("CARGO_BIN_EXE_cowork"))
+        .arg("--offline")
+        .arg("--data-dir")
+        .arg(data)
+        .args(args)
+        .env("COWORK_LOG", "info")
+        .output()
+        .unwrap();
+    (out.status.success(), format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr)))
+}
+
+#[test]
+fn offline_in_a_loopback_only_network_namespace_everything_local_works_and_the_gate_refuses_the_rest() {
+    let root = unsafe { libc::geteuid() } == 0;
+    if !require(root && super::support::have_program("ip") && chat_model().is_file(), "root, iproute2 and the models") {
+        return;
+    }
+    let ns = format!("cowork-test-{}", std::process::id());
+    let created = Command::new("ip").args(["netns", "add", &ns]).status().unwrap().success();
+    assert!(created, "ip netns add");
+    struct Namespace(String);
+    impl Drop for Namespace {
+        fn drop(&mut self) {
+            let _ = Command::new("ip").args(["netns", "del", &self.0]).status();
+        }
+    }
+    let _guard = Namespace(ns.clone());
+    assert!(Command::new("ip").args(["-n", &ns, "link", "set", "lo", "up"]).status().unwrap().success());
+    let data = temp_dir();
+    std::fs::write(
+        data.path().join("providers.json"),
+        r#"{"providers": [{"name": "openai", "model": "gpt-4o-mini", "api_key_env": "OPENAI_API_KEY"}]}"#,
+    )
+    .unwrap();
+    let models = models_dir();
+    let models_arg = models.to_str().unwrap();
+
+    // The local model answers.
+    let (ok, text) = in_netns(&ns, data.path(), &["--models-dir", models_arg, "ask", "Say hello in one word."]);
+    assert!(ok, "{text}");
+    // Capture's pipeline (a scripted day into the database) works.
+    let script = super::support::repo_dir().join("assets/scripts/sample-day.jsonl");
+    let (ok, text) = in_netns(&ns, data.path(), &["capture", "simulate", "--script", script.to_str().unwrap()]);
+    assert!(ok, "{text}");
+    // A cloud provider is refused by the gate, before any connection.
+    let (ok, cloud) = Command::new("ip")
+        .args(["netns", "exec", &ns])
+        .arg(env!("CARGO_BIN_EXE_cowork"))
+        .args(["--offline", "--data-dir"])
+        .arg(data.path())
+        .args(["ask", "--provider", "openai", "hi"])
+        .env("OPENAI_API_KEY", "sk-test")
+        .env("COWORK_LOG", "info")
+        .output()
+        .map(|o| (o.status.success(), format!("{}{}", String::from_utf8_lossy(&o.stdout), String::from_utf8_lossy(&o.stderr))))
+        .unwrap();
+    assert!(!ok && cloud.contains("offline mode: refused a connection to api.openai.com"), "{cloud}");
+    // A model download from upstream is refused by the gate too.
+    let empty_models = temp_dir();
+    let (ok, fetch) = in_netns(
+        &ns,
+        data.path(),
+        &["--models-dir", empty_models.path().to_str().unwrap(), "models", "fetch"],
+    );
+    assert!(!ok && fetch.contains("offline mode: refused a connection to huggingface.co"), "{fetch}");
+    // Nothing tried to go around the gate: no connection failed on the missing network.
+    for text in [&cloud, &fetch] {
+        assert!(!text.contains("Network is unreachable") && !text.contains("os error 101") && !text.contains("failed to lookup"), "{text}");
+    }
+}

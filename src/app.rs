@@ -32,6 +32,7 @@ pub struct Channels {
     pub keys: Sender<crate::capture::keys::KeysCommand>,
     pub clipboard: Sender<crate::capture::clipboard::ClipboardCommand>,
     pub llm: Sender<LlmCommand>,
+    pub models: Sender<crate::models::worker::ModelsCommand>,
     pub controls: Vec<(WorkerName, Sender<Control>)>,
     pub events: Receiver<AppEvent>,
     pub stop_epoch: Arc<AtomicU64>,
@@ -227,6 +228,11 @@ impl CoworkApp {
             UiAction::TryHarder { answer_id } => self.offer_retry(answer_id),
             UiAction::ConfirmRetry => self.send_retry(),
             UiAction::CancelRetry => self.state.retry_offer = None,
+            UiAction::FetchModels => {
+                if self.channels.models.try_send(crate::models::worker::ModelsCommand::FetchAll).is_err() {
+                    self.state.notice("the models worker is busy or not running");
+                }
+            }
             UiAction::SaveKey { provider, key } => {
                 let stored = crate::secrets::Secrets::open(&self.options.export_dir)
                     .and_then(|secrets| secrets.set(&crate::secrets::provider_key_name(&provider), &key).map(|()| secrets));

@@ -13,11 +13,19 @@ pub enum WorkerName {
     Clipboard,
     A11y,
     Llm,
+    Models,
 }
 
 impl WorkerName {
-    pub const ALL: [WorkerName; 6] =
-        [WorkerName::Store, WorkerName::Capture, WorkerName::Keys, WorkerName::Clipboard, WorkerName::A11y, WorkerName::Llm];
+    pub const ALL: [WorkerName; 7] = [
+        WorkerName::Store,
+        WorkerName::Capture,
+        WorkerName::Keys,
+        WorkerName::Clipboard,
+        WorkerName::A11y,
+        WorkerName::Llm,
+        WorkerName::Models,
+    ];
 
     pub fn as_str(self) -> &'static str {
         match self {
@@ -27,6 +35,7 @@ impl WorkerName {
             WorkerName::Clipboard => "clipboard",
             WorkerName::A11y => "a11y",
             WorkerName::Llm => "llm",
+            WorkerName::Models => "models",
         }
     }
 }
@@ -245,6 +254,8 @@ pub enum AppEvent {
     AnswerCost { answer_id: i64, usd: f64 },
     AnswerFinished { answer_id: i64, status: MessageStatus, error: Option<String>, stats: GenerationStats },
     Model(ModelStatus),
+    /// Download progress of one model file (or why it failed).
+    ModelDownload { path: String, done_bytes: u64, total_bytes: u64, error: Option<String> },
     /// The local model's memory preflight (GREEN, YELLOW or RED, with the figures).
     ModelPreflight(String),
     /// A setting as stored, after the store worker read or wrote it.

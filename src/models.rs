@@ -6,6 +6,7 @@ pub mod fetch;
 pub mod gguf;
 pub mod manifest;
 pub mod whisper_convert;
+pub mod worker;
 
 pub use manifest::{Manifest, ManifestFile, ManifestModel, ModelRole, safe_join};
 

@@ -59,6 +59,8 @@ pub enum UiAction {
     TryHarder { answer_id: i64 },
     ConfirmRetry,
     CancelRetry,
+    /// Download missing or damaged model files (the models worker).
+    FetchModels,
     /// Store a provider's API key in the secret store (never in settings).
     SaveKey { provider: String, key: String },
 }
@@ -186,6 +188,8 @@ pub struct AppState {
     pub quick_prompt_open: bool,
     pub shutting_down: bool,
     pub pending_consent: Option<ConsentPrompt>,
+    /// Model downloads: path → (done, total, error).
+    pub downloads: BTreeMap<String, (u64, u64, Option<String>)>,
     /// The local model's memory preflight, as the llm worker reported it.
     pub model_preflight: Option<String>,
     pub retry_offer: Option<RetryOffer>,
@@ -282,6 +286,9 @@ impl AppState {
             }
             AppEvent::Model(status) => self.model = Some(status),
             AppEvent::ModelPreflight(text) => self.model_preflight = Some(text),
+            AppEvent::ModelDownload { path, done_bytes, total_bytes, error } => {
+                self.downloads.insert(path, (done_bytes, total_bytes, error));
+            }
             AppEvent::Setting { key, value } => {
                 if let Some(warning) = self.settings.apply(&key, &value) {
                     self.setting_warnings.retain(|w| !w.contains(&key));

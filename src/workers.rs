@@ -30,6 +30,7 @@ pub struct Workers {
     pub keys: Option<WorkerHandle<KeysCommand>>,
     pub clipboard: Option<WorkerHandle<ClipboardCommand>>,
     pub a11y: Option<WorkerHandle<A11yCommand>>,
+    pub models: WorkerHandle<crate::models::worker::ModelsCommand>,
     pub llm: WorkerHandle<LlmCommand>,
     pub stop_epoch: Arc<AtomicU64>,
 }
@@ -109,8 +110,12 @@ impl Workers {
             local_limit_tokens: LOCAL_LIMIT_TOKENS,
             idle_unload_secs: settings.idle_unload_secs,
         };
+        let files = crate::models::Manifest::bundled()
+            .map(|m| m.models.iter().flat_map(|model| model.files.clone()).collect())
+            .unwrap_or_default();
+        let models = crate::models::worker::spawn_models(files, paths.models_dir.clone(), None, sink.clone(), options.policy)?;
         let llm = spawn_llm(llm_config, store.commands.clone(), sink, stop_epoch.clone(), options.policy)?;
-        Ok((Self { store, capture, keys, clipboard, a11y, llm, stop_epoch }, settings, warnings))
+        Ok((Self { store, capture, keys, clipboard, a11y, models, llm, stop_epoch }, settings, warnings))
     }
 
     /// Waits until the store has committed everything sent to it so far.
@@ -123,7 +128,11 @@ impl Workers {
         let (dead_capture, _) = crossbeam_channel::bounded(1);
         let (dead_keys, _) = crossbeam_channel::bounded(1);
         let (dead_clipboard, _) = crossbeam_channel::bounded(1);
-        let mut controls = vec![(self.store.name, self.store.control.clone()), (self.llm.name, self.llm.control.clone())];
+        let mut controls = vec![
+            (self.store.name, self.store.control.clone()),
+            (self.llm.name, self.llm.control.clone()),
+            (self.models.name, self.models.control.clone()),
+        ];
         if let Some(capture) = &self.capture {
             controls.push((capture.name, capture.control.clone()));
         }
@@ -142,6 +151,7 @@ impl Workers {
             keys: self.keys.as_ref().map(|k| k.commands.clone()).unwrap_or(dead_keys),
             clipboard: self.clipboard.as_ref().map(|c| c.commands.clone()).unwrap_or(dead_clipboard),
             llm: self.llm.commands.clone(),
+            models: self.models.commands.clone(),
             controls,
             events,
             stop_epoch: self.stop_epoch.clone(),
@@ -170,6 +180,9 @@ impl Workers {
             && !a11y.shutdown(A11yCommand::Shutdown, timeout)
         {
             tracing::warn!("a11y did not stop in time");
+        }
+        if !self.models.shutdown(crate::models::worker::ModelsCommand::Shutdown, timeout) {
+            tracing::warn!("models did not stop in time (a download in progress resumes next time)");
         }
         if !self.llm.shutdown(LlmCommand::Shutdown, timeout) {
             tracing::warn!("llm did not stop in time");

@@ -155,8 +155,19 @@ pub fn settings_ui(
             let colour = if preflight.starts_with("GREEN") { theme::OK } else if preflight.starts_with("YELLOW") { theme::WARN } else { theme::ERROR };
             ui.label(RichText::new(format!("Memory preflight: {preflight}")).small().color(colour));
         }
-        if ui.button("Load the chat model now").clicked() {
-            actions.push(UiAction::LoadModel);
+        ui.horizontal(|ui| {
+            if ui.button("Load the chat model now").clicked() {
+                actions.push(UiAction::LoadModel);
+            }
+            if ui.button("Download missing models").clicked() {
+                actions.push(UiAction::FetchModels);
+            }
+        });
+        for (path, (done, total, error)) in &state.downloads {
+            match error {
+                Some(error) => ui.label(RichText::new(format!("{path}: {error}")).small().color(theme::ERROR)),
+                None => ui.add(egui::ProgressBar::new(*done as f32 / (*total).max(1) as f32).text(format!("{path}: {:.0} of {:.0} MB", *done as f64 / 1e6, *total as f64 / 1e6))),
+            };
         }
         Grid::new("models").striped(true).show(ui, |ui| {
             for model in models {

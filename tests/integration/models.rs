@@ -192,3 +192,30 @@ fn the_real_chat_model_header_reads_and_fits_this_machine() {
     // A pretend 2 GB machine with 300 MB free refuses it.
     assert_eq!(cowork::models::gguf::preflight(&info, 1_900, 300_000_000, 2_000_000_000).verdict, cowork::models::gguf::Verdict::Red);
 }
+
+#[test]
+fn the_models_worker_downloads_a_missing_file_with_progress_and_resumes_a_cut() {
+    use cowork::events::AppEvent;
+    let body: Vec<u8> = (0..300_000u32).map(|i| (i % 251) as u8).collect();
+    let server = FileServer::start(body.clone(), Some(100_000));
+    let dir = temp_dir();
+    let file = manifest_file(&body, "test/weights.bin", format!("{}/weights.bin", server.base));
+    let (sink, events) = super::support::test_sink();
+    let mut worker = cowork::models::worker::spawn_models(vec![file], dir.path().to_owned(), None, sink, cowork::runtime::RestartPolicy::default()).unwrap();
+    worker.commands.send(cowork::models::worker::ModelsCommand::FetchAll).unwrap();
+    let mut progress = Vec::new();
+    let done = super::support::wait_for(&events, std::time::Duration::from_secs(30), |e| match e {
+        AppEvent::ModelDownload { done_bytes, total_bytes, error, .. } => {
+            assert!(error.is_none(), "{error:?}");
+            progress.push((*done_bytes, *total_bytes));
+            None
+        }
+        AppEvent::Notice(text) if text.contains("present and verified") => Some(()),
+        _ => None,
+    });
+    assert!(done.is_some(), "finished: {progress:?}");
+    assert!(progress.len() >= 2 && progress.last() == Some(&(body.len() as u64, body.len() as u64)), "{progress:?}");
+    assert_eq!(std::fs::read(dir.path().join("test/weights.bin")).unwrap(), body);
+    assert!(server.ranges_seen.lock().unwrap().iter().any(|r| r.is_some()), "the cut download resumed with a Range request");
+    assert!(worker.shutdown(cowork::models::worker::ModelsCommand::Shutdown, std::time::Duration::from_secs(5)));
+}

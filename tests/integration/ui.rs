@@ -38,6 +38,7 @@ fn app() -> (Harness<'static, CoworkApp>, Far) {
     let (keys_tx, keys) = bounded(8);
     let (clipboard_tx, clipboard) = bounded(8);
     let (control_tx, llm_control) = bounded(8);
+    let (models_tx, _models) = bounded(4);
     let (store_control, _) = bounded(8);
     let stop_epoch = Arc::new(AtomicU64::new(0));
     let channels = Channels {
@@ -46,6 +47,7 @@ fn app() -> (Harness<'static, CoworkApp>, Far) {
         keys: keys_tx,
         clipboard: clipboard_tx,
         llm: llm_tx,
+        models: models_tx,
         controls: vec![(WorkerName::Llm, control_tx), (WorkerName::Store, store_control)],
         events,
         stop_epoch: stop_epoch.clone(),

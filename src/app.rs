@@ -228,6 +228,31 @@ impl CoworkApp {
             UiAction::TryHarder { answer_id } => self.offer_retry(answer_id),
             UiAction::ConfirmRetry => self.send_retry(),
             UiAction::CancelRetry => self.state.retry_offer = None,
+            UiAction::SaveProvider(provider) => {
+                let name = provider.name.clone();
+                let mut providers = self.providers.clone();
+                let saved = providers.upsert(provider).and_then(|()| providers.save(&crate::brains::Providers::path(&self.options.export_dir)));
+                match saved {
+                    Ok(()) => {
+                        self.providers = providers;
+                        self.refresh_network_view();
+                        self.state.notice(format!("provider {name} saved"));
+                    }
+                    Err(err) => self.state.notice(format!("provider {name} not saved: {err:#}")),
+                }
+            }
+            UiAction::RemoveProvider(name) => {
+                let mut providers = self.providers.clone();
+                if providers.remove(&name) {
+                    match providers.save(&crate::brains::Providers::path(&self.options.export_dir)) {
+                        Ok(()) => {
+                            self.providers = providers;
+                            self.refresh_network_view();
+                        }
+                        Err(err) => self.state.notice(format!("cannot save providers: {err:#}")),
+                    }
+                }
+            }
             UiAction::FetchModels => {
                 if self.channels.models.try_send(crate::models::worker::ModelsCommand::FetchAll).is_err() {
                     self.state.notice("the models worker is busy or not running");
@@ -316,6 +341,16 @@ impl CoworkApp {
         };
         let _ = answer_id;
         self.send_llm(request);
+    }
+
+    fn refresh_network_view(&mut self) {
+        let keys = std::mem::take(&mut self.settings.network.keys);
+        let store = std::mem::take(&mut self.settings.network.secret_store);
+        let fresh = network_view(&self.options.export_dir, &Ok(self.providers.clone()));
+        self.settings.network.providers = fresh.providers;
+        self.settings.network.providers_error = None;
+        self.settings.network.keys = if fresh.keys.is_empty() { keys } else { fresh.keys };
+        self.settings.network.secret_store = if fresh.secret_store.is_empty() { store } else { fresh.secret_store };
     }
 
     fn send_llm(&mut self, request: ChatRequest) {

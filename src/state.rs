@@ -59,6 +59,9 @@ pub enum UiAction {
     TryHarder { answer_id: i64 },
     ConfirmRetry,
     CancelRetry,
+    /// Add or replace a provider in providers.json (Settings → Network).
+    SaveProvider(crate::brains::ProviderConfig),
+    RemoveProvider(String),
     /// Download missing or damaged model files (the models worker).
     FetchModels,
     /// Store a provider's API key in the secret store (never in settings).

@@ -137,6 +137,52 @@ impl Providers {
         Ok(Self { list })
     }
 
+    /// Writes the providers file (a new file renamed over the old, so a crash
+    /// leaves one or the other whole). Keys are never part of it.
+    pub fn save(&self, path: &Path) -> anyhow::Result<()> {
+        let file = ProvidersFile {
+            providers: self
+                .list
+                .iter()
+                .map(|p| RawProvider {
+                    name: p.name.clone(),
+                    kind: Some(p.kind),
+                    base_url: Some(p.base_url.clone()),
+                    model: p.model.clone(),
+                    api_key_env: p.api_key_env.clone(),
+                    price_in_per_mtok: p.price_in_per_mtok,
+                    price_out_per_mtok: p.price_out_per_mtok,
+                })
+                .collect(),
+        };
+        let partial = path.with_extension("json.tmp");
+        std::fs::write(&partial, serde_json::to_string_pretty(&file)?).with_context(|| format!("cannot write {}", partial.display()))?;
+        std::fs::rename(&partial, path).with_context(|| format!("cannot replace {}", path.display()))?;
+        Ok(())
+    }
+
+    /// Adds or replaces a provider, checked as the file would be.
+    pub fn upsert(&mut self, provider: ProviderConfig) -> anyhow::Result<()> {
+        if provider.name.trim().is_empty() || provider.model.trim().is_empty() {
+            anyhow::bail!("a provider needs a name and a model");
+        }
+        if !(provider.base_url.starts_with("http://") || provider.base_url.starts_with("https://")) {
+            anyhow::bail!("base URL {:?} is not an http(s) URL", provider.base_url);
+        }
+        let provider = ProviderConfig { base_url: provider.base_url.trim_end_matches('/').to_owned(), ..provider };
+        match self.list.iter_mut().find(|p| p.name == provider.name) {
+            Some(slot) => *slot = provider,
+            None => self.list.push(provider),
+        }
+        Ok(())
+    }
+
+    pub fn remove(&mut self, name: &str) -> bool {
+        let before = self.list.len();
+        self.list.retain(|p| p.name != name);
+        self.list.len() != before
+    }
+
     pub fn get(&self, name: &str) -> Option<&ProviderConfig> {
         self.list.iter().find(|p| p.name == name)
     }
@@ -526,5 +572,30 @@ mod tests {
         assert!(Providers::parse(r#"{"providers": [{"name": "mystery", "model": "m"}]}"#).unwrap_err().to_string().contains("kind"));
         assert!(Providers::parse(r#"{"providers": [{"name": "x", "kind": "openai", "base_url": "ftp://h", "model": "m"}]}"#).is_err());
         assert!(Providers::parse("{").is_err());
+    }
+
+    #[test]
+    fn providers_edited_in_settings_round_trip_through_the_file() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = Providers::path(dir.path());
+        let mut providers = Providers::default();
+        let home = ProviderConfig {
+            name: "home".into(),
+            kind: ProviderKind::Ollama,
+            base_url: "http://127.0.0.1:11434/".into(),
+            model: "qwen2.5".into(),
+            api_key_env: None,
+            price_in_per_mtok: 0.0,
+            price_out_per_mtok: 0.0,
+        };
+        providers.upsert(home.clone()).unwrap();
+        providers.upsert(ProviderConfig { model: "llama3.2".into(), ..home.clone() }).unwrap();
+        assert!(providers.upsert(ProviderConfig { base_url: "ftp://x".into(), ..home.clone() }).is_err());
+        providers.save(&path).unwrap();
+        let loaded = Providers::load(&path).unwrap();
+        assert_eq!(loaded.list.len(), 1);
+        assert_eq!((loaded.list[0].model.as_str(), loaded.list[0].base_url.as_str()), ("llama3.2", "http://127.0.0.1:11434"));
+        let mut loaded = loaded;
+        assert!(loaded.remove("home") && loaded.list.is_empty());
     }
 }

@@ -22,6 +22,16 @@ pub struct SettingsPanel {
     pub network: NetworkView,
 }
 
+#[derive(Default)]
+pub struct NewProvider {
+    pub name: String,
+    pub kind: Option<crate::brains::ProviderKind>,
+    pub base_url: String,
+    pub model: String,
+    pub price_in: String,
+    pub price_out: String,
+}
+
 /// Providers and the outbound-request log, for Settings → Network.
 #[derive(Default)]
 pub struct NetworkView {
@@ -35,6 +45,8 @@ pub struct NetworkView {
     /// Drafts: a key being typed per provider, tiers, budgets.
     pub key_drafts: std::collections::BTreeMap<String, String>,
     pub tiers: Option<String>,
+    /// The "Add a provider" form: name, kind, base URL, model, $ in, $ out per million tokens.
+    pub new_provider: NewProvider,
     pub budgets: std::collections::BTreeMap<&'static str, Option<String>>,
 }
 
@@ -256,7 +268,12 @@ fn network_ui(ui: &mut egui::Ui, state: &AppState, network: &mut NetworkView, ac
         ui.label(RichText::new("None configured: only the local model answers").small().color(theme::MUTED));
     }
     for (name, kind, model, base) in &network.providers {
-        ui.label(RichText::new(format!("{name} · {kind} · {model} · {base}")).small());
+        ui.horizontal(|ui| {
+            ui.label(RichText::new(format!("{name} · {kind} · {model} · {base}")).small());
+            if ui.small_button(format!("Remove {name}")).clicked() {
+                actions.push(UiAction::RemoveProvider(name.clone()));
+            }
+        });
         ui.horizontal(|ui| {
             let stored = network.keys.get(name).cloned().unwrap_or_else(|| "no key stored".into());
             let label = ui.label(RichText::new(format!("key: {stored}")).small().color(theme::MUTED));
@@ -267,6 +284,7 @@ fn network_ui(ui: &mut egui::Ui, state: &AppState, network: &mut NetworkView, ac
             }
         });
     }
+    egui::CollapsingHeader::new("Add or change a provider").show(ui, |ui| new_provider_ui(ui, network, actions));
     if !network.secret_store.is_empty() {
         ui.label(RichText::new(format!("Keys are kept in {}", network.secret_store)).small().color(theme::MUTED));
     }
@@ -282,6 +300,49 @@ fn network_ui(ui: &mut egui::Ui, state: &AppState, network: &mut NetworkView, ac
             ui.label(RichText::new(text).small().color(if record.refused.is_some() { theme::WARN } else { theme::MUTED }));
         }
     });
+}
+
+fn new_provider_ui(ui: &mut egui::Ui, network: &mut NetworkView, actions: &mut Vec<UiAction>) {
+    use crate::brains::ProviderKind;
+    let form = &mut network.new_provider;
+    for (label, field, hint) in [
+        ("Name", &mut form.name, "groq"),
+        ("Base URL (empty: the known one)", &mut form.base_url, "https://api.groq.com/openai/v1"),
+        ("Model", &mut form.model, "llama-3.3-70b-versatile"),
+        ("$ per million input tokens", &mut form.price_in, "0"),
+        ("$ per million output tokens", &mut form.price_out, "0"),
+    ] {
+        ui.horizontal(|ui| {
+            let label = ui.label(RichText::new(label).small());
+            ui.add(egui::TextEdit::singleline(field).desired_width(170.0).hint_text(hint)).labelled_by(label.id);
+        });
+    }
+    let known = crate::brains::provider::KNOWN.iter().find(|(n, _, _)| *n == form.name.trim());
+    ui.horizontal(|ui| {
+        for (kind, label) in [(ProviderKind::Openai, "OpenAI-compatible"), (ProviderKind::Anthropic, "Anthropic"), (ProviderKind::Gemini, "Gemini"), (ProviderKind::Ollama, "Ollama")] {
+            let selected = form.kind.or(known.map(|k| k.1)) == Some(kind);
+            if ui.radio(selected, RichText::new(label).small()).clicked() {
+                form.kind = Some(kind);
+            }
+        }
+    });
+    let price = |text: &str| text.trim().parse::<f64>().ok().filter(|p| *p >= 0.0).or(text.trim().is_empty().then_some(0.0));
+    let base_url = if form.base_url.trim().is_empty() { known.map(|k| k.2.to_owned()).unwrap_or_default() } else { form.base_url.trim().to_owned() };
+    let ready = form.kind.or(known.map(|k| k.1)).is_some() && price(&form.price_in).is_some() && price(&form.price_out).is_some();
+    if ui.add_enabled(ready, egui::Button::new("Save provider")).clicked()
+        && let (Some(kind), Some(price_in), Some(price_out)) = (form.kind.or(known.map(|k| k.1)), price(&form.price_in), price(&form.price_out))
+    {
+        actions.push(UiAction::SaveProvider(crate::brains::ProviderConfig {
+            name: form.name.trim().to_owned(),
+            kind,
+            base_url,
+            model: form.model.trim().to_owned(),
+            api_key_env: None,
+            price_in_per_mtok: price_in,
+            price_out_per_mtok: price_out,
+        }));
+        *form = NewProvider::default();
+    }
 }
 
 fn setting_row_ui(

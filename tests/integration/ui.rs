@@ -31,6 +31,10 @@ struct Far {
 }
 
 fn app() -> (Harness<'static, CoworkApp>, Far) {
+    app_with(AppOptions::default(), 760.0)
+}
+
+fn app_with(options: AppOptions, height: f32) -> (Harness<'static, CoworkApp>, Far) {
     let (events_tx, events) = bounded(1024);
     let (llm_tx, llm) = bounded(16);
     let (store_tx, store) = bounded(64);
@@ -53,8 +57,8 @@ fn app() -> (Harness<'static, CoworkApp>, Far) {
         stop_epoch: stop_epoch.clone(),
     };
     let harness = Harness::builder()
-        .with_size(egui::vec2(380.0, 760.0))
-        .build_eframe(move |_cc| CoworkApp::new(channels, AppState::default(), Vec::new(), AppOptions::default()));
+        .with_size(egui::vec2(380.0, height))
+        .build_eframe(move |_cc| CoworkApp::new(channels, AppState::default(), Vec::new(), options));
     (harness, Far { events: events_tx, llm, store, capture, keys, clipboard, llm_control, stop_epoch })
 }
 
@@ -390,4 +394,38 @@ fn consent_shows_the_exact_preview_and_retry_offers_the_next_tier_with_its_cost(
     harness.run();
     // No providers.json here: the tiers are named but not configured, so the app says so.
     assert!(harness.state().state.notices.last().is_some_and(|n| n.contains("no cloud tier")), "{:?}", harness.state().state.notices);
+}
+
+#[test]
+fn a_provider_added_in_settings_lands_in_providers_json_and_its_key_in_the_secret_store() {
+    let data = super::support::temp_dir();
+    // Tall enough that Settings → Network is on screen without scrolling.
+    let (mut harness, _far) = app_with(AppOptions { export_dir: data.path().to_owned(), ..AppOptions::default() }, 3000.0);
+    harness.get_by_label("Settings").click();
+    harness.run();
+    harness.get_by_label("Add or change a provider").click();
+    harness.run();
+    for (label, text) in [("Name", "groq"), ("Model", "llama-3.3-70b-versatile"), ("$ per million input tokens", "0.59")] {
+        harness.get_by_role_and_label(Role::TextInput, label).focus();
+        harness.run();
+        harness.get_by_role_and_label(Role::TextInput, label).type_text(text);
+        harness.run();
+    }
+    harness.get_by_label("Save provider").click();
+    harness.run();
+    let providers = cowork::brains::Providers::load(&data.path().join("providers.json")).unwrap();
+    let groq = providers.get("groq").expect("saved");
+    assert_eq!((groq.base_url.as_str(), groq.price_in_per_mtok), ("https://api.groq.com/openai/v1", 0.59));
+    // Its key goes to the secret store; the UI shows it masked and the config never holds it.
+    harness.get_by_role_and_label(Role::PasswordInput, "key: no key stored").focus();
+    harness.run();
+    harness.get_by_role_and_label(Role::PasswordInput, "key: no key stored").type_text("gsk_abcdefghijklmnop1234");
+    harness.run();
+    harness.get_by_label("Save key").click();
+    harness.run();
+    harness.get_by_label("key: gsk…1234");
+    let config = std::fs::read_to_string(data.path().join("providers.json")).unwrap();
+    assert!(!config.contains("gsk_abc"), "{config}");
+    let secrets = cowork::secrets::Secrets::open(data.path()).unwrap();
+    assert_eq!(secrets.get("provider:groq").unwrap().as_deref(), Some("gsk_abcdefghijklmnop1234"));
 }

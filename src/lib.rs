@@ -10,6 +10,7 @@ pub mod capture;
 pub mod commands;
 pub mod config;
 pub mod desktop;
+pub mod embed;
 pub mod events;
 pub mod export;
 pub mod ids;

@@ -1,0 +1,88 @@
+//! Local sentence embeddings with all-MiniLM-L6-v2: BERT from
+//! candle-transformers on the CPU, mean pooling over the attention mask, then
+//! L2 normalisation, so a dot product is the cosine similarity.
+//!
+//! Texts are embedded in batches padded to the longest in the batch (the
+//! shipped tokenizer pads to a fixed 128, which wastes work on short texts)
+//! and truncated at 256 word pieces, the length the model was trained on.
+
+use std::path::{Path, PathBuf};
+
+use anyhow::Context;
+use candle_core::{DType, Device, Tensor};
+use candle_nn::VarBuilder;
+use candle_transformers::models::bert::{BertModel, Config};
+use tokenizers::{PaddingParams, PaddingStrategy, Tokenizer, TruncationParams};
+
+/// Width of every vector.
+pub const DIMENSIONS: usize = 384;
+/// Word pieces kept per text.
+pub const MAX_TOKENS: usize = 256;
+
+pub struct Embedder {
+    model: BertModel,
+    tokenizer: Tokenizer,
+    device: Device,
+}
+
+/// The model files, relative to the models directory.
+pub fn model_dir(models_dir: &Path) -> PathBuf {
+    models_dir.join("all-minilm-l6-v2")
+}
+
+impl Embedder {
+    /// Loads config, tokenizer and weights from `dir`; any missing or damaged
+    /// file is a clear error (search then falls back to keywords).
+    pub fn load(dir: &Path) -> anyhow::Result<Self> {
+        let config_path = dir.join("config.json");
+        let config: Config = serde_json::from_str(
+            &std::fs::read_to_string(&config_path).with_context(|| format!("cannot read {}", config_path.display()))?,
+        )
+        .with_context(|| format!("{} is not a BERT config", config_path.display()))?;
+        let tokenizer_path = dir.join("tokenizer.json");
+        let mut tokenizer = Tokenizer::from_file(&tokenizer_path)
+            .map_err(|err| anyhow::anyhow!("cannot load {}: {err}", tokenizer_path.display()))?;
+        tokenizer.with_padding(Some(PaddingParams { strategy: PaddingStrategy::BatchLongest, ..Default::default() }));
+        tokenizer
+            .with_truncation(Some(TruncationParams { max_length: MAX_TOKENS, ..Default::default() }))
+            .map_err(|err| anyhow::anyhow!("tokenizer truncation: {err}"))?;
+        let weights = dir.join("model.safetensors");
+        if !weights.is_file() {
+            anyhow::bail!("{} is missing (models/fetch installs it)", weights.display());
+        }
+        let device = Device::Cpu;
+        // SAFETY: the file is mapped read-only and not modified while cowork runs.
+        let vb = unsafe { VarBuilder::from_mmaped_safetensors(&[&weights], DType::F32, &device) }
+            .with_context(|| format!("cannot read {}", weights.display()))?;
+        let model = BertModel::load(vb, &config).with_context(|| format!("{} does not hold the expected weights", weights.display()))?;
+        Ok(Self { model, tokenizer, device })
+    }
+
+    /// One unit-length vector per text, in order.
+    pub fn embed(&self, texts: &[&str]) -> anyhow::Result<Vec<Vec<f32>>> {
+        if texts.is_empty() {
+            return Ok(Vec::new());
+        }
+        let encodings = self.tokenizer.encode_batch(texts.to_vec(), true).map_err(|err| anyhow::anyhow!("tokenizing: {err}"))?;
+        let rows = encodings.len();
+        let width = encodings[0].get_ids().len();
+        let flat = |f: &dyn Fn(&tokenizers::Encoding) -> &[u32]| -> Vec<u32> { encodings.iter().flat_map(|e| f(e).to_vec()).collect() };
+        let ids = Tensor::from_vec(flat(&|e| e.get_ids()), (rows, width), &self.device)?;
+        let types = Tensor::from_vec(flat(&|e| e.get_type_ids()), (rows, width), &self.device)?;
+        let mask = Tensor::from_vec(flat(&|e| e.get_attention_mask()), (rows, width), &self.device)?;
+        let hidden = self.model.forward(&ids, &types, Some(&mask))?; // (rows, width, 384)
+        // Mean over real tokens only: padding must not dilute short texts.
+        let mask = mask.to_dtype(DType::F32)?.unsqueeze(2)?; // (rows, width, 1)
+        let summed = hidden.broadcast_mul(&mask)?.sum(1)?; // (rows, 384)
+        let counts = mask.sum(1)?.clamp(1e-9, f64::MAX)?; // (rows, 1)
+        let mean = summed.broadcast_div(&counts)?;
+        let norms = mean.sqr()?.sum_keepdim(1)?.sqrt()?.clamp(1e-12, f64::MAX)?;
+        let unit = mean.broadcast_div(&norms)?;
+        Ok(unit.to_vec2::<f32>()?)
+    }
+}
+
+/// Dot product of two unit vectors: their cosine similarity.
+pub fn cosine(a: &[f32], b: &[f32]) -> f32 {
+    a.iter().zip(b).map(|(x, y)| x * y).sum()
+}

@@ -22,6 +22,7 @@ pub mod net;
 pub mod runtime;
 pub mod secrets;
 pub mod state;
+pub mod vectors;
 pub mod store;
 pub mod ui;
 pub mod workers;

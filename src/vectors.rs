@@ -1,0 +1,134 @@
+//! Vector indexes with faiss: exact inner product (`IDMap,Flat`) over unit
+//! vectors, so scores are cosine similarities. Ids are the rows' own ids
+//! (session, chunk, message), so a deletion removes exactly its vectors.
+//! An index persists next to the database and records the generation of the
+//! data it was built from, so a stale or missing one is rebuilt from SQLite.
+
+use std::path::Path;
+
+use anyhow::{Context, bail};
+use faiss::index::IndexImpl;
+use faiss::selector::IdSelector;
+use faiss::{Idx, Index, MetricType, index_factory, read_index, write_index};
+
+pub struct VectorIndex {
+    index: IndexImpl,
+    dimensions: usize,
+}
+
+impl VectorIndex {
+    /// An empty exact index for `dimensions`-wide vectors.
+    pub fn flat(dimensions: usize) -> anyhow::Result<Self> {
+        let index = index_factory(dimensions as u32, "IDMap,Flat", MetricType::InnerProduct).context("faiss: cannot create a flat index")?;
+        Ok(Self { index, dimensions })
+    }
+
+    pub fn len(&self) -> usize {
+        self.index.ntotal() as usize
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// Adds `vectors` (row-major, one per id).
+    pub fn add(&mut self, ids: &[i64], vectors: &[f32]) -> anyhow::Result<()> {
+        if vectors.len() != ids.len() * self.dimensions {
+            bail!("{} vectors of width {} do not match {} ids", vectors.len() / self.dimensions.max(1), self.dimensions, ids.len());
+        }
+        let ids: Vec<Idx> = ids.iter().map(|id| Idx::new(*id as u64)).collect();
+        self.index.add_with_ids(vectors, &ids).context("faiss: add failed")
+    }
+
+    /// Removes the vectors of `ids`; returns how many there were.
+    pub fn remove(&mut self, ids: &[i64]) -> anyhow::Result<usize> {
+        if ids.is_empty() {
+            return Ok(0);
+        }
+        let ids: Vec<Idx> = ids.iter().map(|id| Idx::new(*id as u64)).collect();
+        let selector = IdSelector::batch(&ids).context("faiss: id selector")?;
+        self.index.remove_ids(&selector).context("faiss: remove failed")
+    }
+
+    /// The `k` nearest ids with their cosine similarity, best first.
+    pub fn search(&mut self, query: &[f32], k: usize) -> anyhow::Result<Vec<(i64, f32)>> {
+        if self.is_empty() || k == 0 {
+            return Ok(Vec::new());
+        }
+        let result = self.index.search(query, k).context("faiss: search failed")?;
+        Ok(result
+            .labels
+            .iter()
+            .zip(result.distances)
+            .filter_map(|(label, score)| label.get().map(|id| (id as i64, score)))
+            .collect())
+    }
+
+    /// Writes the index to `path` (a new file renamed over the old).
+    pub fn save(&self, path: &Path) -> anyhow::Result<()> {
+        let partial = path.with_extension("faiss.tmp");
+        write_index(&self.index, partial.to_string_lossy().as_ref()).with_context(|| format!("cannot write {}", partial.display()))?;
+        std::fs::rename(&partial, path).with_context(|| format!("cannot replace {}", path.display()))?;
+        Ok(())
+    }
+
+    /// Reads an index written by `save`; a damaged file is an error (the caller rebuilds).
+    pub fn load(path: &Path, dimensions: usize) -> anyhow::Result<Self> {
+        let index = read_index(path.to_string_lossy().as_ref()).with_context(|| format!("cannot read the vector index {}", path.display()))?;
+        if index.d() as usize != dimensions {
+            bail!("{} holds {}-wide vectors, expected {dimensions}", path.display(), index.d());
+        }
+        Ok(Self { index, dimensions })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Deterministic pseudo-random unit vectors.
+    fn vectors(n: usize, d: usize, seed: u64) -> Vec<f32> {
+        let mut state = seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
+        let mut out = Vec::with_capacity(n * d);
+        for _ in 0..n {
+            let row: Vec<f32> = (0..d)
+                .map(|_| {
+                    state ^= state << 13;
+                    state ^= state >> 7;
+                    state ^= state << 17;
+                    (state % 2000) as f32 / 1000.0 - 1.0
+                })
+                .collect();
+            let norm = row.iter().map(|x| x * x).sum::<f32>().sqrt();
+            out.extend(row.iter().map(|x| x / norm));
+        }
+        out
+    }
+
+    #[test]
+    fn exact_search_finds_itself_deletions_stick_and_the_file_round_trips() {
+        let d = 32;
+        let data = vectors(500, d, 7);
+        let ids: Vec<i64> = (0..500).map(|i| 1_000_000 + i * 3).collect();
+        let mut index = VectorIndex::flat(d).unwrap();
+        index.add(&ids, &data).unwrap();
+        assert_eq!(index.len(), 500);
+        let query = &data[42 * d..43 * d];
+        let hits = index.search(query, 5).unwrap();
+        assert_eq!(hits[0].0, ids[42]);
+        assert!((hits[0].1 - 1.0).abs() < 1e-4, "{hits:?}");
+        assert!(hits.windows(2).all(|w| w[0].1 >= w[1].1));
+        assert_eq!(index.remove(&[ids[42], 5]).unwrap(), 1);
+        assert!(index.search(query, 5).unwrap().iter().all(|(id, _)| *id != ids[42]), "a deleted vector is never found");
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("activity.faiss");
+        index.save(&path).unwrap();
+        let mut again = VectorIndex::load(&path, d).unwrap();
+        assert_eq!(again.len(), 499);
+        assert_eq!(again.search(&data[7 * d..8 * d], 1).unwrap()[0].0, ids[7]);
+        assert!(VectorIndex::load(&path, 64).err().unwrap().to_string().contains("expected 64"));
+        std::fs::write(&path, b"garbage").unwrap();
+        assert!(VectorIndex::load(&path, d).is_err());
+        assert!(index.add(&[1], &data[..d - 1]).is_err());
+    }
+}

@@ -20,6 +20,7 @@ pub mod models;
 pub mod native;
 pub mod net;
 pub mod runtime;
+pub mod search;
 pub mod secrets;
 pub mod state;
 pub mod vectors;

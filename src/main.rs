@@ -104,6 +104,26 @@ enum Command {
         #[arg(last = true, required = true)]
         command: Vec<String>,
     },
+    /// Search everything captured and said (windows, typing, clipboard, chat)
+    Search {
+        query: String,
+        /// From this time (2026-11-22, 2026-11-22T09:00:00Z, or 2h/1d back)
+        #[arg(long)]
+        since: Option<String>,
+        #[arg(long)]
+        until: Option<String>,
+        /// Only this app (WM_CLASS, case-insensitive)
+        #[arg(long)]
+        app: Option<String>,
+        /// Only these streams: window, typing, clipboard, chat (repeatable)
+        #[arg(long)]
+        stream: Vec<String>,
+        #[arg(long, default_value_t = 20)]
+        limit: usize,
+        /// Print JSON instead of lines
+        #[arg(long)]
+        json: bool,
+    },
     /// Store, list or delete secrets (API keys) in the secret store
     Secrets {
         #[command(subcommand)]
@@ -270,6 +290,34 @@ fn run(cli: Cli, process_started: Instant) -> anyhow::Result<ExitCode> {
         }
         Some(Command::McpTools { command }) => {
             commands::mcp_tools(&command)?;
+            Ok(ExitCode::SUCCESS)
+        }
+        Some(Command::Search { query, since, until, app, stream, limit, json }) => {
+            let now = cowork::ids::now_millis();
+            let time = |t: Option<String>| t.map(|t| cowork::export::parse_time(&t, now)).transpose().map_err(anyhow::Error::msg);
+            let streams = stream
+                .iter()
+                .map(|s| cowork::search::Stream::parse(s).ok_or_else(|| anyhow::anyhow!("unknown stream {s:?}: window, typing, clipboard or chat")))
+                .collect::<anyhow::Result<Vec<_>>>()?;
+            let filters = cowork::search::Filters { since_millis: time(since)?, until_millis: time(until)?, app, streams };
+            let conn = cowork::store::open_read_only(&paths.db_path())?;
+            let started = Instant::now();
+            let hits = cowork::search::search(&conn, &query, &filters, limit)?;
+            if json {
+                println!("{}", serde_json::to_string_pretty(&hits)?);
+            } else {
+                for hit in &hits {
+                    println!(
+                        "{}  {:<9} {:<14} {}  {}",
+                        cowork::export::rfc3339(hit.at_millis),
+                        format!("{:?}", hit.stream).to_lowercase(),
+                        hit.app.as_deref().unwrap_or("-"),
+                        hit.title,
+                        hit.snippet.replace('\n', " ")
+                    );
+                }
+            }
+            eprintln!("{} hits in {:.1} ms (keyword search; meaning search comes with the embed worker)", hits.len(), started.elapsed().as_secs_f64() * 1000.0);
             Ok(ExitCode::SUCCESS)
         }
         Some(Command::Secrets { action }) => {

@@ -293,6 +293,15 @@ fn simulate_replays_a_day_through_the_firewall_into_the_database() {
     assert_eq!(cowork::store::search_chunks(&reader, "salary", 5).unwrap().len(), 0);
     let clips = cowork::store::clips_between(&reader, 0, i64::MAX).unwrap();
     assert_eq!(clips.iter().map(|c| c.text.as_str()).collect::<Vec<_>>(), ["https://ci.example/runs/4812"]);
+    // `cowork search` finds the day across streams, as JSON.
+    let out = cowork().args(["search", "--json", "release"]).arg("--data-dir").arg(data.path()).output().unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let hits: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let streams: Vec<&str> = hits.as_array().unwrap().iter().map(|h| h["stream"].as_str().unwrap()).collect();
+    assert!(streams.contains(&"window") && streams.contains(&"typing"), "{hits}");
+    let out = cowork().args(["search", "release", "--stream", "typing", "--app", "slack"]).arg("--data-dir").arg(data.path()).output().unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(text.lines().count() == 1 && text.contains("[release]"), "{text}");
     let afk = cowork::store::afk_between(&reader, 0, i64::MAX).unwrap();
     assert_eq!(afk.iter().filter(|e| e.data == cowork::capture::heartbeat::AfkStatus::Afk).count(), 1, "{afk:?}");
 }

@@ -75,10 +75,47 @@ pub enum LlmCommand {
     Shutdown,
 }
 
+/// The stored form of an answer; an answer that failed empty keeps its reason as text.
+fn answer_message(request: &ChatRequest, text: String, error: Option<&str>, status: MessageStatus, provider: &str, cost: f64) -> ChatMessage {
+    let content = match (error, text.is_empty()) {
+        (Some(error), true) => format!("(no answer: {error})"),
+        _ => text,
+    };
+    ChatMessage {
+        message_id: request.answer_id,
+        thread_id: request.thread.thread_id,
+        role: Role::Assistant,
+        content,
+        context: None,
+        status,
+        created_at_millis: now_millis(),
+        ask_id: Some(request.ask_id),
+        provider: Some(provider.to_owned()),
+        cost_usd: Some(cost),
+    }
+}
+
+/// The stored form of a question, with the context sent along (if any).
+fn user_message(request: &ChatRequest, context: Option<String>) -> ChatMessage {
+    ChatMessage {
+        message_id: request.user_message_id,
+        thread_id: request.thread.thread_id,
+        role: Role::User,
+        content: request.text.clone(),
+        context,
+        status: MessageStatus::Done,
+        created_at_millis: now_millis(),
+        ask_id: Some(request.ask_id),
+        provider: None,
+        cost_usd: None,
+    }
+}
+
 /// Who answers a question, decided before anything is stored or sent.
 enum Plan {
     Local { reason: String },
-    Cloud { provider: crate::brains::ProviderConfig, key: Option<String>, reason: String },
+    /// `consent`: what the user chose about captured context for this provider (None: not asked yet).
+    Cloud { provider: crate::brains::ProviderConfig, key: Option<String>, reason: String, consent: Option<bool> },
 }
 
 pub struct LlmWorker<E: ChatEngine> {
@@ -189,8 +226,8 @@ impl<E: ChatEngine> LlmWorker<E> {
                 return;
             }
         };
-        if let Plan::Cloud { provider, reason, .. } = &plan {
-            let allowed = self.consent(&provider.name).or(request.consent_once.then_some(true));
+        if let Plan::Cloud { provider, reason, consent, .. } = &plan {
+            let allowed = consent.or(request.consent_once.then_some(true));
             if allowed.is_none() && context.is_some() {
                 let preview = crate::brains::consent::redact_for_cloud(context.as_deref().unwrap_or_default());
                 self.sink.send(AppEvent::ConsentNeeded { provider: provider.name.clone(), reason: reason.clone(), preview, request: Box::new(request) });
@@ -203,20 +240,10 @@ impl<E: ChatEngine> LlmWorker<E> {
                 Duration::from_secs(5),
             );
         }
-        let user = ChatMessage {
-            message_id: request.user_message_id,
-            thread_id: request.thread.thread_id,
-            role: Role::User,
-            content: request.text.clone(),
-            context: context.clone(),
-            status: MessageStatus::Done,
-            created_at_millis: now_millis(),
-            ask_id: None, provider: None, cost_usd: None,
-        };
         let (sent_context, chip) = match &plan {
             Plan::Local { .. } => (context.clone(), context.clone().unwrap_or_default()),
-            Plan::Cloud { provider, .. } => {
-                let allowed = self.consent(&provider.name).or(request.consent_once.then_some(true)).unwrap_or(false);
+            Plan::Cloud { provider, consent, .. } => {
+                let allowed = consent.or(request.consent_once.then_some(true)).unwrap_or(false);
                 match (&context, allowed) {
                     (Some(context), true) => {
                         let redacted = crate::brains::consent::redact_for_cloud(context);
@@ -227,7 +254,7 @@ impl<E: ChatEngine> LlmWorker<E> {
                 }
             }
         };
-        let user = ChatMessage { context: sent_context.clone().or(Some(chip.clone())).filter(|c| !c.is_empty()), ..user };
+        let user = user_message(&request, sent_context.clone().or(Some(chip.clone())).filter(|c| !c.is_empty()));
         if remember && !request.is_retry {
             self.persist(user);
         }
@@ -275,22 +302,7 @@ impl<E: ChatEngine> LlmWorker<E> {
                 (MessageStatus::Failed, Some(err.to_string()), GenerationStats::default())
             }
         };
-        let content = match (&error, answer.is_empty()) {
-            (Some(error), true) => format!("(no answer: {error})"),
-            _ => answer,
-        };
-        let answer = ChatMessage {
-            message_id: request.answer_id,
-            thread_id: request.thread.thread_id,
-            role: Role::Assistant,
-            content,
-            context: None,
-            status,
-            created_at_millis: now_millis(),
-            ask_id: Some(request.ask_id),
-            provider: Some("local".into()),
-            cost_usd: Some(0.0),
-        };
+        let answer = answer_message(&request, answer, error.as_deref(), status, "local", 0.0);
         if remember {
             self.persist(answer);
         }
@@ -335,10 +347,6 @@ impl<E: ChatEngine> LlmWorker<E> {
         (settings, providers)
     }
 
-    fn consent(&mut self, provider: &str) -> Option<bool> {
-        self.brains().0.consent.get(provider).copied()
-    }
-
     /// Decides who answers, with the key a cloud provider needs.
     fn plan(&mut self, request: &ChatRequest, context: Option<&str>) -> Result<Plan, String> {
         use crate::brains::router::{RouteInput, Target, estimate_tokens, route};
@@ -380,7 +388,8 @@ impl<E: ChatEngine> LlmWorker<E> {
                     .unwrap_or_default();
                 crate::brains::budget::check(&settings.budget, &spent, &estimate, crate::brains::budget::is_free_cloud(&provider))
                     .map_err(|err| format!("not sent to {}: {err}", provider.name))?;
-                Ok(Plan::Cloud { provider, key, reason: route.reason })
+                let consent = settings.consent.get(&provider.name).copied();
+                Ok(Plan::Cloud { provider, key, reason: route.reason, consent })
             }
         }
     }
@@ -395,18 +404,7 @@ impl<E: ChatEngine> LlmWorker<E> {
                     Duration::from_secs(5),
                 );
             }
-            self.persist(ChatMessage {
-                message_id: request.user_message_id,
-                thread_id: request.thread.thread_id,
-                role: Role::User,
-                content: request.text.clone(),
-                context: context.map(str::to_owned),
-                status: MessageStatus::Done,
-                created_at_millis: now_millis(),
-                ask_id: Some(request.ask_id),
-                provider: None,
-                cost_usd: None,
-            });
+            self.persist(user_message(request, context.map(str::to_owned)));
         }
         self.sink.send(AppEvent::AnswerFinished {
             answer_id: request.answer_id,
@@ -481,23 +479,8 @@ impl<E: ChatEngine> LlmWorker<E> {
             Err(crate::brains::ProviderError::Cancelled) => (MessageStatus::Stopped, None, GenerationStats::default(), 0.0),
             Err(err) => (MessageStatus::Failed, Some(err.to_string()), GenerationStats::default(), 0.0),
         };
-        let content = match (&error, answer.is_empty()) {
-            (Some(error), true) => format!("(no answer: {error})"),
-            _ => answer,
-        };
         if remember {
-            self.persist(ChatMessage {
-                message_id: request.answer_id,
-                thread_id: request.thread.thread_id,
-                role: Role::Assistant,
-                content,
-                context: None,
-                status,
-                created_at_millis: now_millis(),
-                ask_id: Some(request.ask_id),
-                provider: Some(provider.name.clone()),
-                cost_usd: Some(cost),
-            });
+            self.persist(answer_message(request, answer, error.as_deref(), status, &provider.name, cost));
         }
         self.sink.send(AppEvent::AnswerCost { answer_id: request.answer_id, usd: cost });
         self.sink.send(AppEvent::AnswerFinished { answer_id: request.answer_id, status, error, stats });

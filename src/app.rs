@@ -33,6 +33,7 @@ pub struct Channels {
     pub clipboard: Sender<crate::capture::clipboard::ClipboardCommand>,
     pub llm: Sender<LlmCommand>,
     pub models: Sender<crate::models::worker::ModelsCommand>,
+    pub search: Sender<crate::search::SearchCommand>,
     pub controls: Vec<(WorkerName, Sender<Control>)>,
     pub events: Receiver<AppEvent>,
     pub stop_epoch: Arc<AtomicU64>,
@@ -66,6 +67,7 @@ pub struct CoworkApp {
     /// The tray icon, told when capture is paused.
     tray: Option<crate::desktop::TrayIcon>,
     show_requested: bool,
+    search_box: crate::ui::context::SearchBox,
     /// providers.json as read at start, for retry estimates.
     providers: crate::brains::Providers,
 }
@@ -132,6 +134,7 @@ impl CoworkApp {
             tray: None,
             show_requested: false,
             providers,
+            search_box: Default::default(),
         }
     }
 
@@ -250,6 +253,19 @@ impl CoworkApp {
                             self.refresh_network_view();
                         }
                         Err(err) => self.state.notice(format!("cannot save providers: {err:#}")),
+                    }
+                }
+            }
+            UiAction::Search(query) => {
+                self.state.search.generation += 1;
+                self.state.search.query = query.clone();
+                if query.trim().is_empty() {
+                    self.state.search.hits.clear();
+                    self.state.search.status = None;
+                } else {
+                    let command = crate::search::SearchCommand::Query { generation: self.state.search.generation, query, filters: Default::default() };
+                    if self.channels.search.try_send(command).is_err() {
+                        self.state.search.status = Some("search is busy; keep typing".into());
                     }
                 }
             }
@@ -583,7 +599,7 @@ impl eframe::App for CoworkApp {
         egui::Panel::bottom("status").show(ui, |ui| status_bar_ui(ui, state, &mut actions));
         egui::CentralPanel::default_margins().show(ui, |ui| match state.tab() {
             Tab::Chat => chat_ui(ui, state, &mut self.chat, &mut actions),
-            Tab::Context => context_ui(ui, state, now, &mut actions),
+            Tab::Context => context_ui(ui, state, &mut self.search_box, now, &mut actions),
             Tab::Apps => apps_ui(ui),
             Tab::Settings => {
                 self.settings.network.log = crate::net::OutboundGate::global().log();

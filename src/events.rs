@@ -14,10 +14,11 @@ pub enum WorkerName {
     A11y,
     Llm,
     Models,
+    Search,
 }
 
 impl WorkerName {
-    pub const ALL: [WorkerName; 7] = [
+    pub const ALL: [WorkerName; 8] = [
         WorkerName::Store,
         WorkerName::Capture,
         WorkerName::Keys,
@@ -25,6 +26,7 @@ impl WorkerName {
         WorkerName::A11y,
         WorkerName::Llm,
         WorkerName::Models,
+        WorkerName::Search,
     ];
 
     pub fn as_str(self) -> &'static str {
@@ -36,6 +38,7 @@ impl WorkerName {
             WorkerName::A11y => "a11y",
             WorkerName::Llm => "llm",
             WorkerName::Models => "models",
+            WorkerName::Search => "search",
         }
     }
 }
@@ -254,6 +257,8 @@ pub enum AppEvent {
     AnswerCost { answer_id: i64, usd: f64 },
     AnswerFinished { answer_id: i64, status: MessageStatus, error: Option<String>, stats: GenerationStats },
     Model(ModelStatus),
+    /// Results of search generation `generation` (older generations are stale).
+    SearchResults { generation: u64, query: String, hits: Vec<crate::search::Hit>, millis: f64, error: Option<String> },
     /// Download progress of one model file (or why it failed).
     ModelDownload { path: String, done_bytes: u64, total_bytes: u64, error: Option<String> },
     /// The local model's memory preflight (GREEN, YELLOW or RED, with the figures).

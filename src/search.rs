@@ -33,7 +33,7 @@ impl Stream {
     }
 }
 
-#[derive(Clone, Debug, Default)]
+#[derive(Clone, Debug, Default, PartialEq)]
 pub struct Filters {
     pub since_millis: Option<i64>,
     pub until_millis: Option<i64>,
@@ -204,5 +204,122 @@ mod tests {
         let fused = reciprocal_rank_fusion(vec![vec![hit(1, 0), hit(2, 0)], vec![hit(3, 0), hit(2, 0)]], 10);
         assert_eq!(fused[0].id, 2);
         assert_eq!(fused.len(), 3);
+    }
+}
+
+// ------------------------------------------------------------------ worker
+
+use std::path::PathBuf;
+
+use crossbeam_channel::{Receiver, bounded};
+
+use crate::events::{AppEvent, WorkerName};
+use crate::runtime::{EventSink, RestartPolicy, Supervised, WorkerContext, WorkerHandle, spawn_supervised};
+
+#[derive(Debug)]
+pub enum SearchCommand {
+    /// Search-as-you-type: a newer query makes older waiting ones moot.
+    Query { generation: u64, query: String, filters: Filters },
+    Shutdown,
+}
+
+/// The `search` worker: its own read-only connection, so searching never
+/// waits behind (or delays) the store's writes.
+pub struct SearchWorker {
+    db_path: PathBuf,
+    conn: Option<Connection>,
+    sink: EventSink,
+}
+
+impl SearchWorker {
+    fn run_query(&mut self, generation: u64, query: &str, filters: &Filters) {
+        let started = std::time::Instant::now();
+        if self.conn.is_none() {
+            self.conn = crate::store::open_read_only(&self.db_path).ok();
+        }
+        let result = match &self.conn {
+            Some(conn) => search(conn, query, filters, 50).map_err(|err| err.to_string()),
+            None => Err("the database is not there yet".to_owned()),
+        };
+        if result.is_err() {
+            self.conn = None;
+        }
+        let millis = started.elapsed().as_secs_f64() * 1000.0;
+        let (hits, error) = match result {
+            Ok(hits) => (hits, None),
+            Err(error) => (Vec::new(), Some(error)),
+        };
+        self.sink.send(AppEvent::SearchResults { generation, query: query.to_owned(), hits, millis, error });
+    }
+}
+
+impl Supervised for SearchWorker {
+    type Command = SearchCommand;
+
+    fn run(&mut self, commands: &Receiver<SearchCommand>, _ctx: &WorkerContext) -> anyhow::Result<()> {
+        while let Ok(mut command) = commands.recv() {
+            // Skip to the newest query waiting (the user typed on); a Shutdown still stops us after it.
+            let mut stop = false;
+            while let Ok(newer) = commands.try_recv() {
+                match newer {
+                    SearchCommand::Shutdown => stop = true,
+                    query => command = query,
+                }
+            }
+            match command {
+                SearchCommand::Query { generation, query, filters } => self.run_query(generation, &query, &filters),
+                SearchCommand::Shutdown => stop = true,
+            }
+            if stop {
+                break;
+            }
+        }
+        Ok(())
+    }
+}
+
+pub fn spawn_search(db_path: PathBuf, sink: EventSink, policy: RestartPolicy) -> std::io::Result<WorkerHandle<SearchCommand>> {
+    spawn_supervised::<SearchWorker, _>(WorkerName::Search, policy, sink.clone(), bounded(16), move |_ctx| {
+        Ok(SearchWorker { db_path: db_path.clone(), conn: None, sink: sink.clone() })
+    })
+}
+
+#[cfg(test)]
+mod worker_tests {
+    use super::*;
+
+    #[test]
+    fn a_burst_of_queries_answers_the_newest_and_skips_the_stale() {
+        let dir = tempfile::tempdir().unwrap();
+        let db = dir.path().join("cowork.db");
+        let conn = crate::store::open_writer(&db).unwrap();
+        let session = crate::events::ActivitySession {
+            session_id: 1,
+            app: "firefox".into(),
+            title: "Invoice 2291".into(),
+            window_id: 1,
+            started_at_millis: 1_000,
+            ended_at_millis: Some(2_000),
+            ..Default::default()
+        };
+        crate::store::upsert_session(&conn, &session).unwrap();
+        let (events_tx, events) = crossbeam_channel::bounded(64);
+        let sink = EventSink::new(events_tx, || {});
+        // Queue the burst before the worker starts, as typing does while it is busy.
+        let (tx, rx) = bounded(16);
+        for (generation, query) in [(1, "i"), (2, "in"), (3, "invoice")] {
+            tx.send(SearchCommand::Query { generation, query: query.into(), filters: Filters::default() }).unwrap();
+        }
+        tx.send(SearchCommand::Shutdown).unwrap();
+        let mut worker = SearchWorker { db_path: db, conn: None, sink: sink.clone() };
+        worker.run(&rx, &WorkerContext { name: WorkerName::Search, sink }).unwrap();
+        let answered: Vec<(u64, usize)> = events
+            .try_iter()
+            .filter_map(|e| match e {
+                AppEvent::SearchResults { generation, hits, .. } => Some((generation, hits.len())),
+                _ => None,
+            })
+            .collect();
+        assert_eq!(answered, vec![(3, 1)], "only the newest query ran");
     }
 }

@@ -62,6 +62,8 @@ pub enum UiAction {
     /// Add or replace a provider in providers.json (Settings → Network).
     SaveProvider(crate::brains::ProviderConfig),
     RemoveProvider(String),
+    /// Search-as-you-type in the Context panel.
+    Search(String),
     /// Download missing or damaged model files (the models worker).
     FetchModels,
     /// Store a provider's API key in the secret store (never in settings).
@@ -94,6 +96,16 @@ pub struct MessageView {
     pub answered_by: Option<String>,
     pub route_reason: Option<String>,
     pub cost_usd: Option<f64>,
+}
+
+/// The Context panel's search: the newest query and the results that belong to it.
+#[derive(Clone, Debug, Default)]
+pub struct SearchView {
+    pub generation: u64,
+    pub query: String,
+    pub hits: Vec<crate::search::Hit>,
+    /// "12 results in 3.1 ms", or why there are none.
+    pub status: Option<String>,
 }
 
 /// Captured context waiting for the user's yes or no before it goes to a provider.
@@ -191,6 +203,7 @@ pub struct AppState {
     pub quick_prompt_open: bool,
     pub shutting_down: bool,
     pub pending_consent: Option<ConsentPrompt>,
+    pub search: SearchView,
     /// Model downloads: path → (done, total, error).
     pub downloads: BTreeMap<String, (u64, u64, Option<String>)>,
     /// The local model's memory preflight, as the llm worker reported it.
@@ -289,6 +302,16 @@ impl AppState {
             }
             AppEvent::Model(status) => self.model = Some(status),
             AppEvent::ModelPreflight(text) => self.model_preflight = Some(text),
+            AppEvent::SearchResults { generation, hits, millis, error, .. } => {
+                // Results of an older query than the one on screen are dropped.
+                if generation == self.search.generation {
+                    self.search.status = Some(match error {
+                        Some(error) => format!("search failed: {error}"),
+                        None => format!("{} results in {millis:.1} ms (keywords)", hits.len()),
+                    });
+                    self.search.hits = hits;
+                }
+            }
             AppEvent::ModelDownload { path, done_bytes, total_bytes, error } => {
                 self.downloads.insert(path, (done_bytes, total_bytes, error));
             }

@@ -31,6 +31,7 @@ pub struct Workers {
     pub clipboard: Option<WorkerHandle<ClipboardCommand>>,
     pub a11y: Option<WorkerHandle<A11yCommand>>,
     pub models: WorkerHandle<crate::models::worker::ModelsCommand>,
+    pub search: WorkerHandle<crate::search::SearchCommand>,
     pub llm: WorkerHandle<LlmCommand>,
     pub stop_epoch: Arc<AtomicU64>,
 }
@@ -114,8 +115,9 @@ impl Workers {
             .map(|m| m.models.iter().flat_map(|model| model.files.clone()).collect())
             .unwrap_or_default();
         let models = crate::models::worker::spawn_models(files, paths.models_dir.clone(), None, sink.clone(), options.policy)?;
+        let search = crate::search::spawn_search(paths.db_path(), sink.clone(), options.policy)?;
         let llm = spawn_llm(llm_config, store.commands.clone(), sink, stop_epoch.clone(), options.policy)?;
-        Ok((Self { store, capture, keys, clipboard, a11y, models, llm, stop_epoch }, settings, warnings))
+        Ok((Self { store, capture, keys, clipboard, a11y, models, search, llm, stop_epoch }, settings, warnings))
     }
 
     /// Waits until the store has committed everything sent to it so far.
@@ -132,6 +134,7 @@ impl Workers {
             (self.store.name, self.store.control.clone()),
             (self.llm.name, self.llm.control.clone()),
             (self.models.name, self.models.control.clone()),
+            (self.search.name, self.search.control.clone()),
         ];
         if let Some(capture) = &self.capture {
             controls.push((capture.name, capture.control.clone()));
@@ -152,6 +155,7 @@ impl Workers {
             clipboard: self.clipboard.as_ref().map(|c| c.commands.clone()).unwrap_or(dead_clipboard),
             llm: self.llm.commands.clone(),
             models: self.models.commands.clone(),
+            search: self.search.commands.clone(),
             controls,
             events,
             stop_epoch: self.stop_epoch.clone(),
@@ -180,6 +184,9 @@ impl Workers {
             && !a11y.shutdown(A11yCommand::Shutdown, timeout)
         {
             tracing::warn!("a11y did not stop in time");
+        }
+        if !self.search.shutdown(crate::search::SearchCommand::Shutdown, timeout) {
+            tracing::warn!("search did not stop in time");
         }
         if !self.models.shutdown(crate::models::worker::ModelsCommand::Shutdown, timeout) {
             tracing::warn!("models did not stop in time (a download in progress resumes next time)");

@@ -9,7 +9,16 @@ use crate::runtime::WorkerState;
 use crate::state::{AppState, SessionDetailView, UiAction};
 use crate::ui::theme;
 
-pub fn context_ui(ui: &mut egui::Ui, state: &AppState, now_millis: i64, actions: &mut Vec<UiAction>) {
+/// The search box's draft (what is typed before it reaches the state).
+#[derive(Default)]
+pub struct SearchBox {
+    pub text: String,
+}
+
+pub fn context_ui(ui: &mut egui::Ui, state: &AppState, search: &mut SearchBox, now_millis: i64, actions: &mut Vec<UiAction>) {
+    if search_ui(ui, state, search, actions) {
+        return;
+    }
     ui.heading("Now");
     match state.worker_state(WorkerName::Capture) {
         WorkerState::Degraded(reason) => {
@@ -171,4 +180,47 @@ fn source_label(source: crate::events::UrlSource) -> &'static str {
         crate::events::UrlSource::Title => "the title",
         crate::events::UrlSource::Script => "a simulation script",
     }
+}
+
+/// The search box; while it holds a query, results replace the rest of the panel.
+/// Returns whether results are shown.
+fn search_ui(ui: &mut egui::Ui, state: &AppState, search: &mut SearchBox, actions: &mut Vec<UiAction>) -> bool {
+    ui.horizontal(|ui| {
+        let label = ui.label("Search");
+        let response = ui
+            .add(egui::TextEdit::singleline(&mut search.text).desired_width(ui.available_width()).hint_text("windows, typing, clipboard, chat"))
+            .labelled_by(label.id);
+        if response.changed() {
+            actions.push(UiAction::Search(search.text.clone()));
+        }
+    });
+    if search.text.trim().is_empty() {
+        return false;
+    }
+    if let Some(status) = &state.search.status {
+        ui.label(RichText::new(status).small().color(theme::MUTED));
+    }
+    ScrollArea::vertical().id_salt("search_results").auto_shrink([false, false]).show(ui, |ui| {
+        // Grouped by day, then app, newest day first.
+        let mut hits: Vec<&crate::search::Hit> = state.search.hits.iter().collect();
+        hits.sort_by_key(|h| (std::cmp::Reverse(local_day_start_millis(h.at_millis)), h.app.clone(), std::cmp::Reverse(h.at_millis)));
+        let mut last_group = None;
+        for hit in hits {
+            let group = (local_day_start_millis(hit.at_millis), hit.app.clone());
+            if last_group.as_ref() != Some(&group) {
+                let day = crate::export::rfc3339(group.0);
+                ui.label(RichText::new(format!("{} · {}", &day[..10], group.1.as_deref().unwrap_or("chat"))).strong().small());
+                last_group = Some(group);
+            }
+            let stream = format!("{:?}", hit.stream).to_lowercase();
+            let text = format!("{} {stream}: {} — {}", format_clock(hit.at_millis), hit.title, hit.snippet.replace('\n', " "));
+            let response = ui.selectable_label(false, RichText::new(text).small());
+            if hit.stream == crate::search::Stream::Window && response.on_hover_text("Open this session").clicked() {
+                actions.push(UiAction::Search(String::new()));
+                actions.push(UiAction::ToggleSession(hit.id));
+                search.text.clear();
+            }
+        }
+    });
+    true
 }

@@ -28,6 +28,7 @@ struct Far {
     clipboard: Receiver<ClipboardCommand>,
     llm_control: Receiver<Control>,
     stop_epoch: Arc<AtomicU64>,
+    search: Receiver<cowork::search::SearchCommand>,
 }
 
 fn app() -> (Harness<'static, CoworkApp>, Far) {
@@ -43,6 +44,7 @@ fn app_with(options: AppOptions, height: f32) -> (Harness<'static, CoworkApp>, F
     let (clipboard_tx, clipboard) = bounded(8);
     let (control_tx, llm_control) = bounded(8);
     let (models_tx, _models) = bounded(4);
+    let (search_tx, search) = bounded(16);
     let (store_control, _) = bounded(8);
     let stop_epoch = Arc::new(AtomicU64::new(0));
     let channels = Channels {
@@ -52,6 +54,7 @@ fn app_with(options: AppOptions, height: f32) -> (Harness<'static, CoworkApp>, F
         clipboard: clipboard_tx,
         llm: llm_tx,
         models: models_tx,
+        search: search_tx,
         controls: vec![(WorkerName::Llm, control_tx), (WorkerName::Store, store_control)],
         events,
         stop_epoch: stop_epoch.clone(),
@@ -59,7 +62,7 @@ fn app_with(options: AppOptions, height: f32) -> (Harness<'static, CoworkApp>, F
     let harness = Harness::builder()
         .with_size(egui::vec2(380.0, height))
         .build_eframe(move |_cc| CoworkApp::new(channels, AppState::default(), Vec::new(), options));
-    (harness, Far { events: events_tx, llm, store, capture, keys, clipboard, llm_control, stop_epoch })
+    (harness, Far { events: events_tx, llm, store, capture, keys, clipboard, llm_control, stop_epoch, search })
 }
 
 /// Focuses the chat input (kittest types only into a focused widget) and types.
@@ -428,4 +431,42 @@ fn a_provider_added_in_settings_lands_in_providers_json_and_its_key_in_the_secre
     assert!(!config.contains("gsk_abc"), "{config}");
     let secrets = cowork::secrets::Secrets::open(data.path()).unwrap();
     assert_eq!(secrets.get("provider:groq").unwrap().as_deref(), Some("gsk_abcdefghijklmnop1234"));
+}
+
+#[test]
+fn search_as_you_type_shows_only_the_newest_results_grouped_by_day_and_app() {
+    let (mut harness, far) = app();
+    harness.get_by_label("Context").click();
+    harness.run();
+    harness.get_by_role_and_label(Role::TextInput, "Search").focus();
+    harness.run();
+    harness.get_by_role_and_label(Role::TextInput, "Search").type_text("inv");
+    harness.run();
+    let queries: Vec<(u64, String)> = far
+        .search
+        .try_iter()
+        .map(|c| match c {
+            cowork::search::SearchCommand::Query { generation, query, .. } => (generation, query),
+            other => panic!("{other:?}"),
+        })
+        .collect();
+    assert_eq!(queries.last().map(|q| q.1.as_str()), Some("inv"), "{queries:?}");
+    let newest = queries.last().unwrap().0;
+    let hit = |id, title: &str| cowork::search::Hit {
+        stream: cowork::search::Stream::Window,
+        id,
+        at_millis: 1_795_300_000_000,
+        app: Some("firefox".into()),
+        title: title.into(),
+        snippet: format!("[{title}]"),
+        score: 1.0,
+    };
+    // A stale answer (an older generation) is ignored; the newest is shown.
+    far.events.send(AppEvent::SearchResults { generation: newest - 1, query: "in".into(), hits: vec![hit(1, "stale page")], millis: 1.0, error: None }).unwrap();
+    far.events.send(AppEvent::SearchResults { generation: newest, query: "inv".into(), hits: vec![hit(2, "Invoice 2291")], millis: 2.5, error: None }).unwrap();
+    harness.run();
+    harness.get_by_label_contains("Invoice 2291");
+    harness.get_by_label_contains("firefox");
+    assert!(harness.query_by_label_contains("stale page").is_none());
+    harness.get_by_label("1 results in 2.5 ms (keywords)");
 }

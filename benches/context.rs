@@ -22,6 +22,7 @@ fn context(c: &mut Criterion) {
             started_at_millis: i * 1_000,
             ended_at_millis: (i < 99_999).then_some(i * 1_000 + 900),
             end_reason: (i < 99_999).then_some(SessionEnd::Switch),
+            ..Default::default()
         };
         upsert_session(&tx, &session).unwrap();
     }

@@ -12,15 +12,7 @@ use cowork::net::OutboundGate;
 use criterion::{Criterion, Throughput, criterion_group, criterion_main};
 
 fn provider(base_url: String) -> ProviderConfig {
-    ProviderConfig {
-        name: "bench".into(),
-        kind: ProviderKind::Openai,
-        base_url,
-        model: "m".into(),
-        api_key_env: None,
-        price_in_per_mtok: 0.0,
-        price_out_per_mtok: 0.0,
-    }
+    ProviderConfig::new("bench", ProviderKind::Openai, base_url, "m")
 }
 
 /// A server that answers every request at once with one token, then `[DONE]`.

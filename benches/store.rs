@@ -65,7 +65,7 @@ fn capture_to_searchable(c: &mut Criterion) {
     let reader = cowork::store::open_read_only(&db).unwrap();
     let mut next = 10_000_000i64;
     let mut samples = Vec::new();
-    let mut one = |next: &mut i64| -> Duration {
+    let one = |next: &mut i64| -> Duration {
         *next += 1;
         let mut s = session(*next);
         s.title = format!("searchable{next} window");

@@ -247,15 +247,7 @@ mod tests {
     use crate::brains::ProviderKind;
 
     fn provider(kind: ProviderKind) -> ProviderConfig {
-        ProviderConfig {
-            name: "fuzz".into(),
-            kind,
-            base_url: "http://127.0.0.1:1".into(),
-            model: "m".into(),
-            api_key_env: None,
-            price_in_per_mtok: 0.0,
-            price_out_per_mtok: 0.0,
-        }
+        ProviderConfig::new("fuzz", kind, "http://127.0.0.1:1", "m")
     }
 
     /// xorshift64*: deterministic, so a failure names a reproducible seed.

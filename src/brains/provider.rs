@@ -197,6 +197,19 @@ pub struct HttpRequest {
 }
 
 impl ProviderConfig {
+    /// A free provider without a key variable (local servers, tests).
+    pub fn new(name: &str, kind: ProviderKind, base_url: impl Into<String>, model: &str) -> Self {
+        Self {
+            name: name.to_owned(),
+            kind,
+            base_url: base_url.into(),
+            model: model.to_owned(),
+            api_key_env: None,
+            price_in_per_mtok: 0.0,
+            price_out_per_mtok: 0.0,
+        }
+    }
+
     /// Builds the streaming request for `turns`.
     pub fn request(&self, model: &str, turns: &[Turn], max_tokens: u32, key: Option<&str>) -> HttpRequest {
         let base = &self.base_url;
@@ -579,15 +592,7 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let path = Providers::path(dir.path());
         let mut providers = Providers::default();
-        let home = ProviderConfig {
-            name: "home".into(),
-            kind: ProviderKind::Ollama,
-            base_url: "http://127.0.0.1:11434/".into(),
-            model: "qwen2.5".into(),
-            api_key_env: None,
-            price_in_per_mtok: 0.0,
-            price_out_per_mtok: 0.0,
-        };
+        let home = ProviderConfig::new("home", ProviderKind::Ollama, "http://127.0.0.1:11434/", "qwen2.5");
         providers.upsert(home.clone()).unwrap();
         providers.upsert(ProviderConfig { model: "llama3.2".into(), ..home.clone() }).unwrap();
         assert!(providers.upsert(ProviderConfig { base_url: "ftp://x".into(), ..home.clone() }).is_err());

@@ -61,15 +61,7 @@ fn llama_server(python: &str, key: Option<&str>) -> (Server, u16) {
 }
 
 fn provider(name: &str, kind: ProviderKind, base_url: String) -> ProviderConfig {
-    ProviderConfig {
-        name: name.into(),
-        kind,
-        base_url,
-        model: "smollm2".into(),
-        api_key_env: None,
-        price_in_per_mtok: 0.0,
-        price_out_per_mtok: 0.0,
-    }
+    ProviderConfig::new(name, kind, base_url, "smollm2")
 }
 
 fn question() -> Vec<Turn> {
@@ -541,6 +533,42 @@ fn chat(ask_id: i64, text: &str) -> cowork::llm::ChatRequest {
     }
 }
 
+/// A data directory whose only provider is `provider_json`, with `settings`
+/// stored and one captured window titled `window_title`.
+fn cloud_fixture(provider_json: &str, settings: &[(&str, &str)], window_title: &str) -> (tempfile::TempDir, cowork::config::Paths) {
+    let data = temp_dir();
+    std::fs::write(data.path().join("providers.json"), format!(r#"{{"providers": [{provider_json}]}}"#)).unwrap();
+    let conn = cowork::store::open_writer(&data.path().join("cowork.db")).unwrap();
+    for (key, value) in settings {
+        cowork::store::set_setting(&conn, key, value, 0).unwrap();
+    }
+    let session = cowork::events::ActivitySession {
+        session_id: 1,
+        app: "XTerm".into(),
+        title: window_title.into(),
+        window_id: 1,
+        started_at_millis: cowork::ids::now_millis() - 60_000,
+        ..Default::default()
+    };
+    cowork::store::upsert_session(&conn, &session).unwrap();
+    let paths = cowork::config::Paths::resolve(Some(data.path().to_owned()), Some(data.path().join("models"))).unwrap();
+    (data, paths)
+}
+
+/// Store and llm workers (no capture, no local model) on `paths`.
+fn start_brains(paths: &cowork::config::Paths) -> (cowork::workers::Workers, crossbeam_channel::Receiver<cowork::events::AppEvent>) {
+    let (sink, events) = super::support::test_sink();
+    let options = cowork::workers::WorkerOptions {
+        capture: false,
+        display: None,
+        chat_model: None,
+        policy: cowork::runtime::RestartPolicy::default(),
+        require_consent: false,
+    };
+    let (workers, _, _) = cowork::workers::Workers::start(paths, options, sink).unwrap();
+    (workers, events)
+}
+
 #[test]
 fn cloud_answers_ask_consent_respect_budgets_across_restarts_and_record_cost() {
     use cowork::events::{AppEvent, MessageStatus};
@@ -550,40 +578,12 @@ fn cloud_answers_ask_consent_respect_budgets_across_restarts_and_record_cost() {
         "data: {\"choices\":[{\"delta\":{\"content\":\"budgeting.\"},\"finish_reason\":\"stop\"}],\"usage\":{\"prompt_tokens\":900,\"completion_tokens\":40}}\n\n",
         "data: [DONE]\n\n",
     ])]);
-    let data = temp_dir();
-    std::fs::write(
-        data.path().join("providers.json"),
-        format!(r#"{{"providers": [{{"name": "scripted", "kind": "openai", "base_url": "http://127.0.0.1:{}/v1", "model": "big-model", "price_in_per_mtok": 2.0, "price_out_per_mtok": 8.0}}]}}"#, server.port),
-    )
-    .unwrap();
-    {
-        let conn = cowork::store::open_writer(&data.path().join("cowork.db")).unwrap();
-        for (key, value) in [("brains.prefer", "cloud"), ("brains.tiers", "scripted"), ("budget.daily_usd", "0.004"), ("budget.per_interaction_usd", "0.01")] {
-            cowork::store::set_setting(&conn, key, value, 0).unwrap();
-        }
-        let session = cowork::events::ActivitySession {
-            session_id: 1,
-            app: "LibreOffice".into(),
-            title: "Budget 2027.ods - mail dana@example.com".into(),
-            window_id: 1,
-            started_at_millis: cowork::ids::now_millis() - 60_000,
-            ..Default::default()
-        };
-        cowork::store::upsert_session(&conn, &session).unwrap();
-    }
-    let paths = cowork::config::Paths::resolve(Some(data.path().to_owned()), Some(data.path().join("models"))).unwrap();
-    let start = || {
-        let (sink, events) = super::support::test_sink();
-        let options = cowork::workers::WorkerOptions {
-            capture: false,
-            display: None,
-            chat_model: None,
-            policy: cowork::runtime::RestartPolicy::default(),
-            require_consent: false,
-        };
-        let (workers, _, _) = cowork::workers::Workers::start(&paths, options, sink).unwrap();
-        (workers, events)
-    };
+    let (data, paths) = cloud_fixture(
+        &format!(r#"{{"name": "scripted", "kind": "openai", "base_url": "http://127.0.0.1:{}/v1", "model": "big-model", "price_in_per_mtok": 2.0, "price_out_per_mtok": 8.0}}"#, server.port),
+        &[("brains.prefer", "cloud"), ("brains.tiers", "scripted"), ("budget.daily_usd", "0.004"), ("budget.per_interaction_usd", "0.01")],
+        "Budget 2027.ods - mail dana@example.com",
+    );
+    let start = || start_brains(&paths);
     let (workers, events) = start();
 
     // First cloud question with captured context: consent first, nothing sent.
@@ -659,31 +659,12 @@ fn without_consent_the_question_goes_alone_and_the_chip_says_so() {
     use cowork::events::AppEvent;
     use cowork::llm::LlmCommand;
     let server = scripted(vec![reply("200 OK", "", OPENAI_OK)]);
-    let data = temp_dir();
-    std::fs::write(
-        data.path().join("providers.json"),
-        format!(r#"{{"providers": [{{"name": "scripted", "kind": "openai", "base_url": "http://127.0.0.1:{}/v1", "model": "m"}}]}}"#, server.port),
-    )
-    .unwrap();
-    {
-        let conn = cowork::store::open_writer(&data.path().join("cowork.db")).unwrap();
-        for (key, value) in [("brains.prefer", "cloud"), ("brains.tiers", "scripted"), ("consent.scripted.activity", "never")] {
-            cowork::store::set_setting(&conn, key, value, 0).unwrap();
-        }
-        let session = cowork::events::ActivitySession {
-            session_id: 1,
-            app: "XTerm".into(),
-            title: "secret-project notes".into(),
-            window_id: 1,
-            started_at_millis: cowork::ids::now_millis() - 60_000,
-            ..Default::default()
-        };
-        cowork::store::upsert_session(&conn, &session).unwrap();
-    }
-    let paths = cowork::config::Paths::resolve(Some(data.path().to_owned()), Some(data.path().join("models"))).unwrap();
-    let (sink, events) = super::support::test_sink();
-    let options = cowork::workers::WorkerOptions { capture: false, display: None, chat_model: None, policy: cowork::runtime::RestartPolicy::default(), require_consent: false };
-    let (workers, _, _) = cowork::workers::Workers::start(&paths, options, sink).unwrap();
+    let (_data, paths) = cloud_fixture(
+        &format!(r#"{{"name": "scripted", "kind": "openai", "base_url": "http://127.0.0.1:{}/v1", "model": "m"}}"#, server.port),
+        &[("brains.prefer", "cloud"), ("brains.tiers", "scripted"), ("consent.scripted.activity", "never")],
+        "secret-project notes",
+    );
+    let (workers, events) = start_brains(&paths);
     workers.llm.commands.send(LlmCommand::Chat(chat(1, "hello"))).unwrap();
     let chip = wait_event(&events, |e| match e {
         AppEvent::ContextAttached { context, .. } => Some(context.clone()),

@@ -34,6 +34,9 @@ pub struct Channels {
     pub llm: Sender<LlmCommand>,
     pub models: Sender<crate::models::worker::ModelsCommand>,
     pub search: Sender<crate::search::SearchCommand>,
+    pub embed: Sender<crate::memory::embed_worker::EmbedCommand>,
+    pub search_latest: Arc<AtomicU64>,
+    pub typing_at_millis: Arc<std::sync::atomic::AtomicI64>,
     pub controls: Vec<(WorkerName, Sender<Control>)>,
     pub events: Receiver<AppEvent>,
     pub stop_epoch: Arc<AtomicU64>,
@@ -258,6 +261,8 @@ impl CoworkApp {
             }
             UiAction::Search(query) => {
                 self.state.search.generation += 1;
+                // A query still running for an older generation stops now.
+                self.channels.search_latest.store(self.state.search.generation, std::sync::atomic::Ordering::Relaxed);
                 self.state.search.query = query.clone();
                 if query.trim().is_empty() {
                     self.state.search.hits.clear();
@@ -544,6 +549,10 @@ fn write_png(path: &std::path::Path, image: &egui::ColorImage) -> anyhow::Result
 impl eframe::App for CoworkApp {
     fn logic(&mut self, ctx: &egui::Context, _frame: &mut eframe::Frame) {
         self.drain_events(ctx);
+        // Typing into cowork pauses embedding (it yields the CPU to the UI).
+        if ctx.input(|i| i.events.iter().any(|e| matches!(e, egui::Event::Text(_) | egui::Event::Key { pressed: true, .. }))) {
+            self.channels.typing_at_millis.store(crate::memory::embed_worker::now_millis(), std::sync::atomic::Ordering::Relaxed);
+        }
         let mut actions = shortcuts::consume(ctx);
         if ctx.input_mut(|i| i.consume_shortcut(&KeyboardShortcut::new(Modifiers::COMMAND | Modifiers::SHIFT, Key::R))) {
             for worker in WorkerName::ALL {

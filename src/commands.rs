@@ -1,7 +1,8 @@
-//! Headless subcommands: `doctor`, `ask`, `models`, `mcp-tools`.
+//! Headless subcommands: `doctor`, `ask`, `models`, `mcp-tools`, `search`, `memory`.
 
 pub mod ask;
 pub mod doctor;
+pub mod memory;
 pub mod models;
 
 use std::path::Path;

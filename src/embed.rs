@@ -86,3 +86,56 @@ impl Embedder {
 pub fn cosine(a: &[f32], b: &[f32]) -> f32 {
     a.iter().zip(b).map(|(x, y)| x * y).sum()
 }
+
+/// One embedder for the process, loaded on first use by whichever worker
+/// needs it first (`embed` for chunks, `search` for queries): the weights are
+/// ~90 MB, so they are held once. A failed load is remembered for a minute,
+/// then tried again (the model may have been fetched meanwhile).
+#[derive(Clone)]
+pub struct SharedEmbedder {
+    dir: PathBuf,
+    slot: std::sync::Arc<parking_lot::Mutex<Slot>>,
+}
+
+enum Slot {
+    Empty,
+    Ready(std::sync::Arc<Embedder>),
+    Failed { error: String, at: std::time::Instant },
+}
+
+const RETRY_LOAD_AFTER: std::time::Duration = std::time::Duration::from_secs(60);
+
+impl SharedEmbedder {
+    /// For the model in `dir` (see `model_dir`).
+    pub fn new(dir: PathBuf) -> Self {
+        Self { dir, slot: std::sync::Arc::new(parking_lot::Mutex::new(Slot::Empty)) }
+    }
+
+    /// The loaded model, or why it cannot load.
+    pub fn get(&self) -> Result<std::sync::Arc<Embedder>, String> {
+        let mut slot = self.slot.lock();
+        match &*slot {
+            Slot::Ready(model) => return Ok(model.clone()),
+            Slot::Failed { error, at } if at.elapsed() < RETRY_LOAD_AFTER => return Err(error.clone()),
+            _ => {}
+        }
+        match Embedder::load(&self.dir) {
+            Ok(model) => {
+                let model = std::sync::Arc::new(model);
+                *slot = Slot::Ready(model.clone());
+                Ok(model)
+            }
+            Err(err) => {
+                let error = format!("{err:#}");
+                tracing::warn!(%error, "the embedding model did not load; search is keyword-only");
+                *slot = Slot::Failed { error: error.clone(), at: std::time::Instant::now() };
+                Err(error)
+            }
+        }
+    }
+
+    /// Whether the model is in memory now (does not load it).
+    pub fn is_loaded(&self) -> bool {
+        matches!(&*self.slot.lock(), Slot::Ready(_))
+    }
+}

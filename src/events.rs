@@ -15,10 +15,11 @@ pub enum WorkerName {
     Llm,
     Models,
     Search,
+    Embed,
 }
 
 impl WorkerName {
-    pub const ALL: [WorkerName; 8] = [
+    pub const ALL: [WorkerName; 9] = [
         WorkerName::Store,
         WorkerName::Capture,
         WorkerName::Keys,
@@ -27,6 +28,7 @@ impl WorkerName {
         WorkerName::Llm,
         WorkerName::Models,
         WorkerName::Search,
+        WorkerName::Embed,
     ];
 
     pub fn as_str(self) -> &'static str {
@@ -39,6 +41,7 @@ impl WorkerName {
             WorkerName::Llm => "llm",
             WorkerName::Models => "models",
             WorkerName::Search => "search",
+            WorkerName::Embed => "embed",
         }
     }
 }
@@ -258,7 +261,17 @@ pub enum AppEvent {
     AnswerFinished { answer_id: i64, status: MessageStatus, error: Option<String>, stats: GenerationStats },
     Model(ModelStatus),
     /// Results of search generation `generation` (older generations are stale).
-    SearchResults { generation: u64, query: String, hits: Vec<crate::search::Hit>, millis: f64, error: Option<String> },
+    SearchResults {
+        generation: u64,
+        query: String,
+        hits: Vec<crate::search::Hit>,
+        millis: f64,
+        error: Option<String>,
+        /// Why only keyword matches are shown (the vector half could not run).
+        keyword_only: Option<String>,
+    },
+    /// How far embedding has got (Settings → Memory).
+    MemoryProgress(crate::memory::jobs::Progress),
     /// Download progress of one model file (or why it failed).
     ModelDownload { path: String, done_bytes: u64, total_bytes: u64, error: Option<String> },
     /// The local model's memory preflight (GREEN, YELLOW or RED, with the figures).

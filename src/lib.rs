@@ -15,6 +15,7 @@ pub mod events;
 pub mod export;
 pub mod ids;
 pub mod llm;
+pub mod memory;
 pub mod mcp;
 pub mod models;
 pub mod native;

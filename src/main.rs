@@ -104,7 +104,13 @@ enum Command {
         #[arg(last = true, required = true)]
         command: Vec<String>,
     },
-    /// Search everything captured and said (windows, typing, clipboard, chat)
+    /// Embedding and the vector indexes: embed now, status, retry failed jobs
+    Memory {
+        #[command(subcommand)]
+        action: MemoryAction,
+    },
+    /// Search everything captured and said (windows, typing, clipboard, chat,
+    /// summaries) by keywords and by meaning
     Search {
         query: String,
         /// From this time (2026-11-22, 2026-11-22T09:00:00Z, or 2h/1d back)
@@ -115,7 +121,7 @@ enum Command {
         /// Only this app (WM_CLASS, case-insensitive)
         #[arg(long)]
         app: Option<String>,
-        /// Only these streams: window, typing, clipboard, chat (repeatable)
+        /// Only these streams: window, typing, clipboard, chat, summary (repeatable)
         #[arg(long)]
         stream: Vec<String>,
         #[arg(long, default_value_t = 20)]
@@ -129,6 +135,16 @@ enum Command {
         #[command(subcommand)]
         action: SecretsAction,
     },
+}
+
+#[derive(Subcommand)]
+enum MemoryAction {
+    /// Embed everything waiting now (resumes interrupted jobs from their checkpoints)
+    Embed,
+    /// How much is embedded and what waits
+    Status,
+    /// Put failed embedding jobs back in the queue
+    Retry,
 }
 
 #[derive(Subcommand)]
@@ -297,27 +313,54 @@ fn run(cli: Cli, process_started: Instant) -> anyhow::Result<ExitCode> {
             let time = |t: Option<String>| t.map(|t| cowork::export::parse_time(&t, now)).transpose().map_err(anyhow::Error::msg);
             let streams = stream
                 .iter()
-                .map(|s| cowork::search::Stream::parse(s).ok_or_else(|| anyhow::anyhow!("unknown stream {s:?}: window, typing, clipboard or chat")))
+                .map(|s| {
+                    cowork::search::Stream::parse(s)
+                        .ok_or_else(|| anyhow::anyhow!("unknown stream {s:?}: window, typing, clipboard, chat or summary"))
+                })
                 .collect::<anyhow::Result<Vec<_>>>()?;
             let filters = cowork::search::Filters { since_millis: time(since)?, until_millis: time(until)?, app, streams };
-            let conn = cowork::store::open_read_only(&paths.db_path())?;
-            let started = Instant::now();
-            let hits = cowork::search::search(&conn, &query, &filters, limit)?;
+            let (outcome, load_millis) = commands::memory::search(&paths, &query, &filters, limit)?;
             if json {
-                println!("{}", serde_json::to_string_pretty(&hits)?);
+                println!("{}", serde_json::to_string_pretty(&outcome.hits)?);
             } else {
-                for hit in &hits {
+                for hit in &outcome.hits {
                     println!(
                         "{}  {:<9} {:<14} {}  {}",
                         cowork::export::rfc3339(hit.at_millis),
-                        format!("{:?}", hit.stream).to_lowercase(),
+                        hit.stream.as_str(),
                         hit.app.as_deref().unwrap_or("-"),
                         hit.title,
                         hit.snippet.replace('\n', " ")
                     );
                 }
             }
-            eprintln!("{} hits in {:.1} ms (keyword search; meaning search comes with the embed worker)", hits.len(), started.elapsed().as_secs_f64() * 1000.0);
+            match &outcome.keyword_only {
+                Some(why) => eprintln!("{} hits, keyword matches only: {why}", outcome.hits.len()),
+                None => eprintln!(
+                    "{} hits: keywords {:.1} ms and meaning {:.1} ms in parallel (model and indexes loaded in {load_millis:.0} ms)",
+                    outcome.hits.len(),
+                    outcome.keyword_millis,
+                    outcome.vector_millis
+                ),
+            }
+            Ok(ExitCode::SUCCESS)
+        }
+        Some(Command::Memory { action: MemoryAction::Embed }) => {
+            let embedded = commands::memory::embed_now(&paths)?;
+            println!("embedded {embedded} chunks");
+            Ok(ExitCode::SUCCESS)
+        }
+        Some(Command::Memory { action: MemoryAction::Status }) => {
+            let p = commands::memory::status(&paths)?;
+            println!("embedded chunks   {}", p.chunks_embedded);
+            println!("waiting chunks    {}", p.chunks_waiting);
+            println!("queued rows       {}", p.queued_rows);
+            println!("unfinished jobs   {}", p.jobs_pending);
+            println!("failed jobs       {}{}", p.jobs_failed, p.last_error.map(|e| format!(" (last: {e})")).unwrap_or_default());
+            Ok(ExitCode::SUCCESS)
+        }
+        Some(Command::Memory { action: MemoryAction::Retry }) => {
+            println!("{} failed jobs queued again", commands::memory::retry_failed(&paths)?);
             Ok(ExitCode::SUCCESS)
         }
         Some(Command::Secrets { action }) => {

@@ -17,10 +17,12 @@ pub enum Stream {
     Typing,
     Clipboard,
     Chat,
+    /// Dated summaries the local model wrote (observational memory).
+    Summary,
 }
 
 impl Stream {
-    pub const ALL: [Stream; 4] = [Stream::Window, Stream::Typing, Stream::Clipboard, Stream::Chat];
+    pub const ALL: [Stream; 5] = [Stream::Window, Stream::Typing, Stream::Clipboard, Stream::Chat, Stream::Summary];
 
     pub fn parse(text: &str) -> Option<Self> {
         match text {
@@ -28,7 +30,28 @@ impl Stream {
             "typing" | "keys" => Some(Stream::Typing),
             "clipboard" => Some(Stream::Clipboard),
             "chat" | "messages" => Some(Stream::Chat),
+            "summary" | "summaries" => Some(Stream::Summary),
             _ => None,
+        }
+    }
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Stream::Window => "window",
+            Stream::Typing => "typing",
+            Stream::Clipboard => "clipboard",
+            Stream::Chat => "chat",
+            Stream::Summary => "summary",
+        }
+    }
+
+    /// The vector index its chunks go to.
+    pub fn namespace(self) -> crate::memory::Namespace {
+        use crate::memory::Namespace;
+        match self {
+            Stream::Window | Stream::Typing | Stream::Clipboard => Namespace::Activity,
+            Stream::Chat => Namespace::Conversation,
+            Stream::Summary => Namespace::Observation,
         }
     }
 }
@@ -93,6 +116,13 @@ fn stream_hits(conn: &Connection, stream: Stream, query: &str, filters: &Filters
              ORDER BY bm25(message_fts) LIMIT ?5",
             4,
         ),
+        Stream::Summary => (
+            "SELECT o.observation_id, o.period_start_ms, NULL, 'Summary of ' || o.kind, snippet(observation_fts, -1, '[', ']', '…', 12)
+             FROM observation_fts f JOIN observations o ON o.observation_id = f.rowid
+             WHERE observation_fts MATCH ?1 AND o.period_start_ms < ?3 AND o.period_end_ms >= ?2 AND ?4 IS NULL
+             ORDER BY bm25(observation_fts) LIMIT ?5",
+            4,
+        ),
     };
     let mut stmt = conn.prepare_cached(sql)?;
     let rows = stmt.query_map(
@@ -135,17 +165,32 @@ pub fn reciprocal_rank_fusion(lists: Vec<Vec<Hit>>, limit: usize) -> Vec<Hit> {
     fused
 }
 
-/// Keyword search over every stream the filters allow, fused into one list.
-pub fn search(conn: &Connection, query: &str, filters: &Filters, limit: usize) -> rusqlite::Result<Vec<Hit>> {
+impl Filters {
+    /// The streams to search (none chosen: all).
+    pub fn streams(&self) -> Vec<Stream> {
+        if self.streams.is_empty() { Stream::ALL.to_vec() } else { self.streams.clone() }
+    }
+
+    /// Whether a hit of `stream` from `app` spanning `[start, end]` passes.
+    pub fn admits(&self, stream: Stream, app: Option<&str>, start_millis: i64, end_millis: i64) -> bool {
+        self.streams().contains(&stream)
+            && start_millis < self.until_millis.unwrap_or(i64::MAX)
+            && end_millis >= self.since_millis.unwrap_or(i64::MIN)
+            && self.app.as_ref().is_none_or(|want| app.is_some_and(|a| a.eq_ignore_ascii_case(want)))
+    }
+}
+
+/// One BM25-ranked list per stream the filters allow.
+pub fn keyword_lists(conn: &Connection, query: &str, filters: &Filters, limit: usize) -> rusqlite::Result<Vec<Vec<Hit>>> {
     if query.split_whitespace().next().is_none() {
         return Ok(Vec::new());
     }
-    let streams: Vec<Stream> = if filters.streams.is_empty() { Stream::ALL.to_vec() } else { filters.streams.clone() };
-    let mut lists = Vec::new();
-    for stream in streams {
-        lists.push(stream_hits(conn, stream, query, filters, limit)?);
-    }
-    Ok(reciprocal_rank_fusion(lists, limit))
+    filters.streams().into_iter().map(|stream| stream_hits(conn, stream, query, filters, limit)).collect()
+}
+
+/// Keyword search over every stream the filters allow, fused into one list.
+pub fn search(conn: &Connection, query: &str, filters: &Filters, limit: usize) -> rusqlite::Result<Vec<Hit>> {
+    Ok(reciprocal_rank_fusion(keyword_lists(conn, query, filters, limit)?, limit))
 }
 
 #[cfg(test)]
@@ -210,46 +255,171 @@ mod tests {
 // ------------------------------------------------------------------ worker
 
 use std::path::PathBuf;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::{Duration, Instant};
 
-use crossbeam_channel::{Receiver, bounded};
+use crossbeam_channel::{Receiver, RecvTimeoutError, Sender, bounded};
 
+use crate::embed::SharedEmbedder;
 use crate::events::{AppEvent, WorkerName};
+use crate::memory::hybrid::{ChunkHit, MIN_SIMILARITY, VECTOR_K, hybrid_search, nearest, resolve};
+use crate::memory::index::IndexSet;
+use crate::memory::jobs::{Added, Removed};
+use crate::memory::Namespace;
 use crate::runtime::{EventSink, RestartPolicy, Supervised, WorkerContext, WorkerHandle, spawn_supervised};
+
+/// Changed indexes are written at most this often (and at shutdown, and
+/// right after a deletion so removed vectors leave the disk too).
+const SAVE_EVERY: Duration = Duration::from_secs(300);
 
 #[derive(Debug)]
 pub enum SearchCommand {
-    /// Search-as-you-type: a newer query makes older waiting ones moot.
+    /// Search-as-you-type: a newer query makes older waiting ones moot, and
+    /// interrupts a running one (see `latest`).
     Query { generation: u64, query: String, filters: Filters },
+    /// Vectors the embed worker committed.
+    IndexAdd(Added),
+    /// Vectors of deleted chunks.
+    IndexRemove(Removed),
+    /// Chunks nearest in meaning to `query` (chat context); answered on `reply`.
+    Recall { query: String, namespaces: Vec<Namespace>, k: usize, reply: Sender<Result<Vec<ChunkHit>, String>> },
+    /// Write changed indexes now (tests, benches).
+    Save(Sender<()>),
     Shutdown,
 }
 
-/// The `search` worker: its own read-only connection, so searching never
-/// waits behind (or delays) the store's writes.
+/// The `search` worker: owns the faiss indexes and its own read-only
+/// connection, so searching never waits behind (or delays) the store's writes.
 pub struct SearchWorker {
     db_path: PathBuf,
+    index_dir: PathBuf,
     conn: Option<Connection>,
+    embedder: SharedEmbedder,
+    indexes: Option<IndexSet>,
+    /// The newest query generation the UI has asked for: a running query
+    /// with an older one is interrupted.
+    latest: Arc<AtomicU64>,
     sink: EventSink,
+    last_save: Instant,
 }
 
 impl SearchWorker {
-    fn run_query(&mut self, generation: u64, query: &str, filters: &Filters) {
-        let started = std::time::Instant::now();
+    pub fn new(db_path: PathBuf, index_dir: PathBuf, embedder: SharedEmbedder, latest: Arc<AtomicU64>, sink: EventSink) -> Self {
+        Self { db_path, index_dir, conn: None, embedder, indexes: None, latest, sink, last_save: Instant::now() }
+    }
+
+    fn connection(&mut self) -> Result<&mut Connection, String> {
         if self.conn.is_none() {
-            self.conn = crate::store::open_read_only(&self.db_path).ok();
+            self.conn = Some(crate::store::open_read_only(&self.db_path).map_err(|err| format!("{err:#}"))?);
         }
-        let result = match &self.conn {
-            Some(conn) => search(conn, query, filters, 50).map_err(|err| err.to_string()),
-            None => Err("the database is not there yet".to_owned()),
+        Ok(self.conn.as_mut().expect("just opened"))
+    }
+
+    /// Opens the indexes on first need (rebuilding stale ones from SQLite).
+    fn ensure_indexes(&mut self) -> Result<(), String> {
+        if self.indexes.is_none() {
+            let dir = self.index_dir.clone();
+            let conn = self.connection()?;
+            let (set, _) = IndexSet::open(&dir, conn).map_err(|err| format!("the vector indexes cannot open: {err:#}"))?;
+            self.indexes = Some(set);
+        }
+        Ok(())
+    }
+
+    fn run_query(&mut self, generation: u64, query: &str, filters: &Filters) {
+        let started = Instant::now();
+        let model = self.embedder.get();
+        let ready = self.ensure_indexes();
+        let result = match self.connection() {
+            Err(err) => Err(err),
+            Ok(_) => {
+                let conn = self.conn.as_mut().expect("connected");
+                // Interrupt this query as soon as a newer one is asked for.
+                let latest = self.latest.clone();
+                let _ = conn.progress_handler(5_000, Some(move || latest.load(Ordering::Relaxed) > generation));
+                let semantic = match (&model, ready, self.indexes.as_mut()) {
+                    (Ok(model), Ok(()), Some(indexes)) => Ok((model.as_ref(), indexes)),
+                    (Err(err), _, _) => Err(format!("the embedding model is not available ({err})")),
+                    (_, Err(err), _) => Err(err),
+                    _ => Err("the vector indexes are not available".to_owned()),
+                };
+                let outcome = hybrid_search(conn, semantic, query, filters, 50).map_err(|err| format!("{err:#}"));
+                let _ = conn.progress_handler(0, None::<fn() -> bool>);
+                outcome
+            }
         };
-        if result.is_err() {
-            self.conn = None;
+        if self.latest.load(Ordering::Relaxed) > generation {
+            return; // overtaken: the newer query answers
         }
         let millis = started.elapsed().as_secs_f64() * 1000.0;
-        let (hits, error) = match result {
-            Ok(hits) => (hits, None),
-            Err(error) => (Vec::new(), Some(error)),
+        let (hits, error, keyword_only) = match result {
+            Ok(outcome) => (outcome.hits, None, outcome.keyword_only),
+            Err(error) => {
+                self.conn = None;
+                (Vec::new(), Some(error), None)
+            }
         };
-        self.sink.send(AppEvent::SearchResults { generation, query: query.to_owned(), hits, millis, error });
+        self.sink.send(AppEvent::SearchResults { generation, query: query.to_owned(), hits, millis, error, keyword_only });
+    }
+
+    fn recall(&mut self, query: &str, namespaces: &[Namespace], k: usize) -> Result<Vec<ChunkHit>, String> {
+        let model = self.embedder.get()?;
+        self.ensure_indexes()?;
+        let indexes = self.indexes.as_mut().expect("opened");
+        let found = nearest(&model, indexes, query, namespaces, VECTOR_K.max(k)).map_err(|err| format!("{err:#}"))?;
+        let conn = self.connection()?;
+        let mut hits = resolve(conn, &found, &Filters::default(), MIN_SIMILARITY).map_err(|err| err.to_string())?;
+        hits.truncate(k);
+        Ok(hits)
+    }
+
+    fn apply_index_change(&mut self, command: SearchCommand) -> anyhow::Result<()> {
+        if let Err(err) = self.ensure_indexes() {
+            // They will be built from SQLite, which already holds this change, when they can open.
+            tracing::warn!(%err, "vector index change deferred");
+            return Ok(());
+        }
+        let conn = self.conn.as_ref().expect("opened with the indexes");
+        let indexes = self.indexes.as_mut().expect("opened");
+        match command {
+            SearchCommand::IndexAdd(added) => indexes.add(&added, conn)?,
+            SearchCommand::IndexRemove(removed) => {
+                indexes.remove(&removed, conn)?;
+                // Removed vectors leave the disk now, not at the next periodic save.
+                self.save()?;
+            }
+            _ => {}
+        }
+        Ok(())
+    }
+
+    fn save(&mut self) -> anyhow::Result<()> {
+        if let Some(indexes) = self.indexes.as_mut() {
+            indexes.save()?;
+        }
+        self.last_save = Instant::now();
+        Ok(())
+    }
+
+    /// Handles one non-query command; returns false on Shutdown.
+    fn handle(&mut self, command: SearchCommand) -> anyhow::Result<bool> {
+        match command {
+            SearchCommand::Query { generation, query, filters } => self.run_query(generation, &query, &filters),
+            SearchCommand::IndexAdd(_) | SearchCommand::IndexRemove(_) => self.apply_index_change(command)?,
+            SearchCommand::Recall { query, namespaces, k, reply } => {
+                let _ = reply.send(self.recall(&query, &namespaces, k));
+            }
+            SearchCommand::Save(ack) => {
+                self.save()?;
+                let _ = ack.send(());
+            }
+            SearchCommand::Shutdown => {
+                self.save()?;
+                return Ok(false);
+            }
+        }
+        Ok(true)
     }
 }
 
@@ -257,30 +427,52 @@ impl Supervised for SearchWorker {
     type Command = SearchCommand;
 
     fn run(&mut self, commands: &Receiver<SearchCommand>, _ctx: &WorkerContext) -> anyhow::Result<()> {
-        while let Ok(mut command) = commands.recv() {
-            // Skip to the newest query waiting (the user typed on); a Shutdown still stops us after it.
-            let mut stop = false;
-            while let Ok(newer) = commands.try_recv() {
-                match newer {
-                    SearchCommand::Shutdown => stop = true,
-                    query => command = query,
+        loop {
+            let first = match commands.recv_timeout(SAVE_EVERY) {
+                Ok(command) => command,
+                Err(RecvTimeoutError::Timeout) => {
+                    if self.indexes.as_ref().is_some_and(IndexSet::is_dirty) && self.last_save.elapsed() >= SAVE_EVERY {
+                        self.save()?;
+                    }
+                    continue;
+                }
+                Err(RecvTimeoutError::Disconnected) => {
+                    self.save()?;
+                    return Ok(());
+                }
+            };
+            // Everything waiting runs in order, except that only the newest query runs (the user typed on).
+            let mut batch = vec![first];
+            batch.extend(commands.try_iter());
+            let newest_query = batch.iter().rposition(|c| matches!(c, SearchCommand::Query { .. }));
+            for (position, command) in batch.into_iter().enumerate() {
+                if matches!(command, SearchCommand::Query { .. }) && Some(position) != newest_query {
+                    continue;
+                }
+                if !self.handle(command)? {
+                    return Ok(());
                 }
             }
-            match command {
-                SearchCommand::Query { generation, query, filters } => self.run_query(generation, &query, &filters),
-                SearchCommand::Shutdown => stop = true,
-            }
-            if stop {
-                break;
-            }
         }
-        Ok(())
     }
 }
 
-pub fn spawn_search(db_path: PathBuf, sink: EventSink, policy: RestartPolicy) -> std::io::Result<WorkerHandle<SearchCommand>> {
-    spawn_supervised::<SearchWorker, _>(WorkerName::Search, policy, sink.clone(), bounded(16), move |_ctx| {
-        Ok(SearchWorker { db_path: db_path.clone(), conn: None, sink: sink.clone() })
+/// The search worker's command channel, made early so the embed and llm workers can hold senders.
+pub fn channel() -> (Sender<SearchCommand>, Receiver<SearchCommand>) {
+    bounded(64)
+}
+
+pub fn spawn_search(
+    db_path: PathBuf,
+    index_dir: PathBuf,
+    embedder: SharedEmbedder,
+    latest: Arc<AtomicU64>,
+    channel: (Sender<SearchCommand>, Receiver<SearchCommand>),
+    sink: EventSink,
+    policy: RestartPolicy,
+) -> std::io::Result<WorkerHandle<SearchCommand>> {
+    spawn_supervised::<SearchWorker, _>(WorkerName::Search, policy, sink.clone(), channel, move |_ctx| {
+        Ok(SearchWorker::new(db_path.clone(), index_dir.clone(), embedder.clone(), latest.clone(), sink.clone()))
     })
 }
 
@@ -311,15 +503,21 @@ mod worker_tests {
             tx.send(SearchCommand::Query { generation, query: query.into(), filters: Filters::default() }).unwrap();
         }
         tx.send(SearchCommand::Shutdown).unwrap();
-        let mut worker = SearchWorker { db_path: db, conn: None, sink: sink.clone() };
+        let latest = Arc::new(AtomicU64::new(3));
+        let embedder = SharedEmbedder::new(dir.path().join("no-model"));
+        let mut worker = SearchWorker::new(db, dir.path().join("vectors"), embedder, latest, sink.clone());
         worker.run(&rx, &WorkerContext { name: WorkerName::Search, sink }).unwrap();
-        let answered: Vec<(u64, usize)> = events
+        let answered: Vec<(u64, usize, Option<String>)> = events
             .try_iter()
             .filter_map(|e| match e {
-                AppEvent::SearchResults { generation, hits, .. } => Some((generation, hits.len())),
+                AppEvent::SearchResults { generation, hits, keyword_only, .. } => Some((generation, hits.len(), keyword_only)),
                 _ => None,
             })
             .collect();
-        assert_eq!(answered, vec![(3, 1)], "only the newest query ran");
+        assert_eq!(answered.len(), 1, "only the newest query ran: {answered:?}");
+        assert_eq!((answered[0].0, answered[0].1), (3, 1));
+        // No embedding model here: keyword results, and the note says so.
+        let note = answered[0].2.as_deref().unwrap_or_default();
+        assert!(note.starts_with("the embedding model is not available"), "{note}");
     }
 }

@@ -204,6 +204,8 @@ pub struct AppState {
     pub shutting_down: bool,
     pub pending_consent: Option<ConsentPrompt>,
     pub search: SearchView,
+    /// How far embedding has got (Settings → Memory).
+    pub memory_progress: Option<crate::memory::jobs::Progress>,
     /// Model downloads: path → (done, total, error).
     pub downloads: BTreeMap<String, (u64, u64, Option<String>)>,
     /// The local model's memory preflight, as the llm worker reported it.
@@ -302,12 +304,14 @@ impl AppState {
             }
             AppEvent::Model(status) => self.model = Some(status),
             AppEvent::ModelPreflight(text) => self.model_preflight = Some(text),
-            AppEvent::SearchResults { generation, hits, millis, error, .. } => {
+            AppEvent::MemoryProgress(progress) => self.memory_progress = Some(progress),
+            AppEvent::SearchResults { generation, hits, millis, error, keyword_only, .. } => {
                 // Results of an older query than the one on screen are dropped.
                 if generation == self.search.generation {
-                    self.search.status = Some(match error {
-                        Some(error) => format!("search failed: {error}"),
-                        None => format!("{} results in {millis:.1} ms (keywords)", hits.len()),
+                    self.search.status = Some(match (error, keyword_only) {
+                        (Some(error), _) => format!("search failed: {error}"),
+                        (None, Some(why)) => format!("{} keyword results in {millis:.1} ms; search by meaning is off: {why}", hits.len()),
+                        (None, None) => format!("{} results in {millis:.1} ms (keywords and meaning)", hits.len()),
                     });
                     self.search.hits = hits;
                 }

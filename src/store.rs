@@ -7,4 +7,4 @@ mod worker;
 
 pub use queries::*;
 pub use schema::{DB_FILE_NAME, SCHEMA_VERSION, migrate, open_read_only, open_writer};
-pub use worker::{StoreCommand, StoreWorker, spawn_store};
+pub use worker::{StoreCommand, StoreWorker, spawn_store, spawn_store_waking};

@@ -14,13 +14,57 @@ use faiss::{Idx, Index, MetricType, index_factory, read_index, write_index};
 pub struct VectorIndex {
     index: IndexImpl,
     dimensions: usize,
+    kind: Kind,
 }
+
+/// Exact search, or HNSW's approximate graph search (faster on large sets,
+/// but faiss cannot remove from it: callers filter removed ids instead).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Kind {
+    Flat,
+    Hnsw,
+}
+
+/// HNSW graph degree, construction and search breadth (see `benches/memory.rs`).
+pub const HNSW_M: usize = 32;
+pub const HNSW_EF_CONSTRUCTION: usize = 64;
+pub const HNSW_EF_SEARCH: usize = 96;
 
 impl VectorIndex {
     /// An empty exact index for `dimensions`-wide vectors.
     pub fn flat(dimensions: usize) -> anyhow::Result<Self> {
         let index = index_factory(dimensions as u32, "IDMap,Flat", MetricType::InnerProduct).context("faiss: cannot create a flat index")?;
-        Ok(Self { index, dimensions })
+        Ok(Self { index, dimensions, kind: Kind::Flat })
+    }
+
+    /// An empty HNSW index for `dimensions`-wide vectors.
+    pub fn hnsw(dimensions: usize) -> anyhow::Result<Self> {
+        let description = format!("IDMap,HNSW{HNSW_M}");
+        let index = index_factory(dimensions as u32, &description, MetricType::InnerProduct).context("faiss: cannot create an HNSW index")?;
+        let mut made = Self { index, dimensions, kind: Kind::Hnsw };
+        made.tune()?;
+        Ok(made)
+    }
+
+    pub fn new(kind: Kind, dimensions: usize) -> anyhow::Result<Self> {
+        match kind {
+            Kind::Flat => Self::flat(dimensions),
+            Kind::Hnsw => Self::hnsw(dimensions),
+        }
+    }
+
+    pub fn kind(&self) -> Kind {
+        self.kind
+    }
+
+    fn tune(&mut self) -> anyhow::Result<()> {
+        if self.kind == Kind::Hnsw {
+            let space = faiss::index::autotune::ParameterSpace::new().context("faiss: parameter space")?;
+            space.set_index_parameter(&self.index, "efSearch", HNSW_EF_SEARCH as f64).context("faiss: efSearch")?;
+            space.set_index_parameter(&self.index, "efConstruction", HNSW_EF_CONSTRUCTION as f64).context("faiss: efConstruction")?;
+        }
+        Ok(())
     }
 
     pub fn len(&self) -> usize {
@@ -40,10 +84,14 @@ impl VectorIndex {
         self.index.add_with_ids(vectors, &ids).context("faiss: add failed")
     }
 
-    /// Removes the vectors of `ids`; returns how many there were.
+    /// Removes the vectors of `ids`; returns how many there were. Flat only
+    /// (faiss's HNSW cannot remove).
     pub fn remove(&mut self, ids: &[i64]) -> anyhow::Result<usize> {
         if ids.is_empty() {
             return Ok(0);
+        }
+        if self.kind == Kind::Hnsw {
+            bail!("an HNSW index cannot remove vectors");
         }
         let ids: Vec<Idx> = ids.iter().map(|id| Idx::new(*id as u64)).collect();
         let selector = IdSelector::batch(&ids).context("faiss: id selector")?;
@@ -73,12 +121,14 @@ impl VectorIndex {
     }
 
     /// Reads an index written by `save`; a damaged file is an error (the caller rebuilds).
-    pub fn load(path: &Path, dimensions: usize) -> anyhow::Result<Self> {
+    pub fn load(path: &Path, dimensions: usize, kind: Kind) -> anyhow::Result<Self> {
         let index = read_index(path.to_string_lossy().as_ref()).with_context(|| format!("cannot read the vector index {}", path.display()))?;
         if index.d() as usize != dimensions {
             bail!("{} holds {}-wide vectors, expected {dimensions}", path.display(), index.d());
         }
-        Ok(Self { index, dimensions })
+        let mut loaded = Self { index, dimensions, kind };
+        loaded.tune()?;
+        Ok(loaded)
     }
 }
 
@@ -123,12 +173,12 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("activity.faiss");
         index.save(&path).unwrap();
-        let mut again = VectorIndex::load(&path, d).unwrap();
+        let mut again = VectorIndex::load(&path, d, Kind::Flat).unwrap();
         assert_eq!(again.len(), 499);
         assert_eq!(again.search(&data[7 * d..8 * d], 1).unwrap()[0].0, ids[7]);
-        assert!(VectorIndex::load(&path, 64).err().unwrap().to_string().contains("expected 64"));
+        assert!(VectorIndex::load(&path, 64, Kind::Flat).err().unwrap().to_string().contains("expected 64"));
         std::fs::write(&path, b"garbage").unwrap();
-        assert!(VectorIndex::load(&path, d).is_err());
+        assert!(VectorIndex::load(&path, d, Kind::Flat).is_err());
         assert!(index.add(&[1], &data[..d - 1]).is_err());
     }
 }

@@ -2,7 +2,9 @@
 //! its own supervisor, wired to each other and to one event sink.
 
 use std::sync::Arc;
-use std::sync::atomic::AtomicU64;
+use std::sync::atomic::{AtomicI64, AtomicU64};
+
+use crate::memory::embed_worker::{self, EmbedCommand};
 use std::time::Duration;
 
 use crossbeam_channel::Receiver;
@@ -17,7 +19,7 @@ use crate::config::{Paths, ResolvedModel, Settings};
 use crate::events::AppEvent;
 use crate::llm::{LlmCommand, LlmConfig, spawn_llm};
 use crate::runtime::{EventSink, RestartPolicy, WorkerHandle};
-use crate::store::{StoreCommand, spawn_store};
+use crate::store::StoreCommand;
 
 /// The longest prompt sent to the bundled local model (SmolLM2 reads 2,048
 /// tokens; the rest is room for the answer). Longer requests go to the cloud
@@ -32,8 +34,13 @@ pub struct Workers {
     pub a11y: Option<WorkerHandle<A11yCommand>>,
     pub models: WorkerHandle<crate::models::worker::ModelsCommand>,
     pub search: WorkerHandle<crate::search::SearchCommand>,
+    pub embed: WorkerHandle<EmbedCommand>,
     pub llm: WorkerHandle<LlmCommand>,
     pub stop_epoch: Arc<AtomicU64>,
+    /// The newest search generation asked for (a running older query stops).
+    pub search_latest: Arc<AtomicU64>,
+    /// When the user last typed into cowork (embedding pauses meanwhile).
+    pub typing_at_millis: Arc<AtomicI64>,
 }
 
 /// What to start.
@@ -62,7 +69,8 @@ impl Workers {
     /// then starts capture and llm with them.
     pub fn start(paths: &Paths, options: WorkerOptions, sink: EventSink) -> anyhow::Result<(Self, Settings, Vec<String>)> {
         paths.ensure_data_dir()?;
-        let store = spawn_store(paths.db_path(), sink.clone(), options.policy)?;
+        let embed_channel = embed_worker::channel();
+        let store = crate::store::spawn_store_waking(paths.db_path(), sink.clone(), options.policy, Some(embed_channel.0.clone()))?;
         let (ack, done) = crossbeam_channel::bounded(1);
         let opened = store.commands.send_timeout(StoreCommand::Flush(ack), Duration::from_secs(5)).is_ok()
             && done.recv_timeout(Duration::from_secs(5)).is_ok();
@@ -115,9 +123,31 @@ impl Workers {
             .map(|m| m.models.iter().flat_map(|model| model.files.clone()).collect())
             .unwrap_or_default();
         let models = crate::models::worker::spawn_models(files, paths.models_dir.clone(), None, sink.clone(), options.policy)?;
-        let search = crate::search::spawn_search(paths.db_path(), sink.clone(), options.policy)?;
+        let embedder = crate::embed::SharedEmbedder::new(crate::embed::model_dir(&paths.models_dir));
+        let search_latest = Arc::new(AtomicU64::new(0));
+        let typing_at_millis = Arc::new(AtomicI64::new(0));
+        let search_channel = crate::search::channel();
+        let embed = embed_worker::spawn_embed(
+            paths.db_path(),
+            embedder.clone(),
+            search_channel.0.clone(),
+            typing_at_millis.clone(),
+            embed_channel,
+            sink.clone(),
+            options.policy,
+        )?;
+        let search = crate::search::spawn_search(
+            paths.db_path(),
+            crate::memory::index::index_dir(&paths.data_dir),
+            embedder,
+            search_latest.clone(),
+            search_channel,
+            sink.clone(),
+            options.policy,
+        )?;
         let llm = spawn_llm(llm_config, store.commands.clone(), sink, stop_epoch.clone(), options.policy)?;
-        Ok((Self { store, capture, keys, clipboard, a11y, models, search, llm, stop_epoch }, settings, warnings))
+        let workers = Self { store, capture, keys, clipboard, a11y, models, search, embed, llm, stop_epoch, search_latest, typing_at_millis };
+        Ok((workers, settings, warnings))
     }
 
     /// Waits until the store has committed everything sent to it so far.
@@ -135,6 +165,7 @@ impl Workers {
             (self.llm.name, self.llm.control.clone()),
             (self.models.name, self.models.control.clone()),
             (self.search.name, self.search.control.clone()),
+            (self.embed.name, self.embed.control.clone()),
         ];
         if let Some(capture) = &self.capture {
             controls.push((capture.name, capture.control.clone()));
@@ -156,6 +187,9 @@ impl Workers {
             llm: self.llm.commands.clone(),
             models: self.models.commands.clone(),
             search: self.search.commands.clone(),
+            embed: self.embed.commands.clone(),
+            search_latest: self.search_latest.clone(),
+            typing_at_millis: self.typing_at_millis.clone(),
             controls,
             events,
             stop_epoch: self.stop_epoch.clone(),
@@ -184,6 +218,9 @@ impl Workers {
             && !a11y.shutdown(A11yCommand::Shutdown, timeout)
         {
             tracing::warn!("a11y did not stop in time");
+        }
+        if !self.embed.shutdown(EmbedCommand::Shutdown, timeout) {
+            tracing::warn!("embed did not stop in time (its job resumes from the last checkpoint)");
         }
         if !self.search.shutdown(crate::search::SearchCommand::Shutdown, timeout) {
             tracing::warn!("search did not stop in time");

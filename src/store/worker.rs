@@ -84,6 +84,8 @@ pub struct StoreWorker {
     /// time is written again when it closes, and must not come back.
     deleted: Vec<(i64, i64, i64)>,
     last_retention: Option<std::time::Instant>,
+    /// Told after each commit that new rows wait to be embedded.
+    embed_waker: Option<Sender<crate::memory::embed_worker::EmbedCommand>>,
 }
 
 impl StoreWorker {
@@ -93,7 +95,16 @@ impl StoreWorker {
         if recovered > 0 {
             tracing::info!(recovered, "closed sessions left open by an earlier crash");
         }
-        Ok(Self { conn, sink, pending: Vec::new(), dropped_writes: 0, write_error: None, deleted: Vec::new(), last_retention: None })
+        Ok(Self {
+            conn,
+            sink,
+            pending: Vec::new(),
+            dropped_writes: 0,
+            write_error: None,
+            deleted: Vec::new(),
+            last_retention: None,
+            embed_waker: None,
+        })
     }
 
     /// Handles one command. Returns false on Shutdown.
@@ -296,6 +307,10 @@ impl StoreWorker {
         match self.try_commit() {
             Ok(()) => {
                 self.pending.clear();
+                if let Some(waker) = &self.embed_waker {
+                    // Full means a wake-up is already waiting.
+                    let _ = waker.try_send(crate::memory::embed_worker::EmbedCommand::Wake);
+                }
                 if self.write_error.take().is_some() {
                     self.emit(AppEvent::Worker { worker: WorkerName::Store, state: WorkerState::Running });
                 }
@@ -398,8 +413,20 @@ impl Supervised for StoreWorker {
 
 /// Starts the store worker under supervision on a thread named `store`.
 pub fn spawn_store(path: PathBuf, sink: EventSink, policy: RestartPolicy) -> std::io::Result<WorkerHandle<StoreCommand>> {
+    spawn_store_waking(path, sink, policy, None)
+}
+
+/// `spawn_store`, waking the embed worker after each commit.
+pub fn spawn_store_waking(
+    path: PathBuf,
+    sink: EventSink,
+    policy: RestartPolicy,
+    embed_waker: Option<Sender<crate::memory::embed_worker::EmbedCommand>>,
+) -> std::io::Result<WorkerHandle<StoreCommand>> {
     let channel = bounded(STORE_QUEUE);
     spawn_supervised::<StoreWorker, _>(WorkerName::Store, policy, sink.clone(), channel, move |_ctx| {
-        StoreWorker::open(path.clone(), sink.clone())
+        let mut worker = StoreWorker::open(path.clone(), sink.clone())?;
+        worker.embed_waker = embed_waker.clone();
+        Ok(worker)
     })
 }

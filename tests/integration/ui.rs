@@ -45,6 +45,7 @@ fn app_with(options: AppOptions, height: f32) -> (Harness<'static, CoworkApp>, F
     let (control_tx, llm_control) = bounded(8);
     let (models_tx, _models) = bounded(4);
     let (search_tx, search) = bounded(16);
+    let (embed_tx, _embed) = bounded(4);
     let (store_control, _) = bounded(8);
     let stop_epoch = Arc::new(AtomicU64::new(0));
     let channels = Channels {
@@ -55,6 +56,9 @@ fn app_with(options: AppOptions, height: f32) -> (Harness<'static, CoworkApp>, F
         llm: llm_tx,
         models: models_tx,
         search: search_tx,
+        embed: embed_tx,
+        search_latest: Arc::new(AtomicU64::new(0)),
+        typing_at_millis: Arc::new(std::sync::atomic::AtomicI64::new(0)),
         controls: vec![(WorkerName::Llm, control_tx), (WorkerName::Store, store_control)],
         events,
         stop_epoch: stop_epoch.clone(),
@@ -462,11 +466,11 @@ fn search_as_you_type_shows_only_the_newest_results_grouped_by_day_and_app() {
         score: 1.0,
     };
     // A stale answer (an older generation) is ignored; the newest is shown.
-    far.events.send(AppEvent::SearchResults { generation: newest - 1, query: "in".into(), hits: vec![hit(1, "stale page")], millis: 1.0, error: None }).unwrap();
-    far.events.send(AppEvent::SearchResults { generation: newest, query: "inv".into(), hits: vec![hit(2, "Invoice 2291")], millis: 2.5, error: None }).unwrap();
+    far.events.send(AppEvent::SearchResults { generation: newest - 1, query: "in".into(), hits: vec![hit(1, "stale page")], millis: 1.0, error: None, keyword_only: None }).unwrap();
+    far.events.send(AppEvent::SearchResults { generation: newest, query: "inv".into(), hits: vec![hit(2, "Invoice 2291")], millis: 2.5, error: None, keyword_only: None }).unwrap();
     harness.run();
     harness.get_by_label_contains("Invoice 2291");
     harness.get_by_label_contains("firefox");
     assert!(harness.query_by_label_contains("stale page").is_none());
-    harness.get_by_label("1 results in 2.5 ms (keywords)");
+    harness.get_by_label("1 results in 2.5 ms (keywords and meaning)");
 }

@@ -1,0 +1,264 @@
+//! The `embed` worker: turns queued rows into vectors, one checkpointed batch
+//! at a time, on a low-priority thread with its own low-priority rayon pool,
+//! so capture and the UI always come first. It pauses while the user types
+//! into cowork (the app stamps `typing_at_millis`).
+//!
+//! It owns its SQLite connection to the embedding tables (jobs, chunks,
+//! vectors, tombstones). The style keeps one writer per database; this is the
+//! exception, because a batch's vectors and its checkpoint must commit
+//! together and at once (a round trip through the store's batching queue
+//! would delay every checkpoint), and these tables are written by no one else.
+//! WAL and busy_timeout serialise it with the store worker.
+//!
+//! Committed vectors go to the `search` worker, which owns the faiss indexes.
+
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicI64, Ordering};
+use std::time::{Duration, Instant};
+
+use crossbeam_channel::{Receiver, RecvTimeoutError, Sender, bounded};
+use rusqlite::Connection;
+
+use super::jobs::{self, JOB_MAX_CHUNKS};
+use crate::embed::SharedEmbedder;
+use crate::events::{AppEvent, WorkerName};
+use crate::runtime::{EventSink, RestartPolicy, Supervised, WorkerContext, WorkerHandle, WorkerState, spawn_supervised};
+use crate::search::SearchCommand;
+
+/// Chunks per forward pass (and per checkpoint).
+pub const BATCH: usize = 32;
+/// How long after the user's last keystroke in cowork embedding stays paused.
+pub const TYPING_PAUSE: Duration = Duration::from_millis(1500);
+/// Wait between looks at the queue when nothing woke the worker.
+const IDLE_WAIT: Duration = Duration::from_secs(2);
+/// Nice value of the embed thread and its pool (0 is normal, 19 the lowest).
+const NICE: i32 = 10;
+
+#[derive(Debug)]
+pub enum EmbedCommand {
+    /// The store committed rows: look at the queue now.
+    Wake,
+    /// Failed jobs go back to pending.
+    RetryFailed,
+    Shutdown,
+}
+
+pub struct EmbedWorker {
+    conn: Connection,
+    embedder: SharedEmbedder,
+    index: Sender<SearchCommand>,
+    sink: EventSink,
+    typing_at_millis: Arc<AtomicI64>,
+    pool: rayon::ThreadPool,
+    model_error: Option<String>,
+    last_progress: Option<Instant>,
+}
+
+/// Lowers the calling thread's scheduling priority (Linux: per thread).
+fn lower_priority() {
+    #[cfg(target_os = "linux")]
+    // SAFETY: gettid and setpriority only read their integer arguments.
+    unsafe {
+        let tid = libc::syscall(libc::SYS_gettid) as libc::id_t;
+        libc::setpriority(libc::PRIO_PROCESS, tid, NICE);
+    }
+}
+
+pub fn now_millis() -> i64 {
+    std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_millis() as i64)
+}
+
+impl EmbedWorker {
+    pub fn open(
+        db_path: &std::path::Path,
+        embedder: SharedEmbedder,
+        index: Sender<SearchCommand>,
+        sink: EventSink,
+        typing_at_millis: Arc<AtomicI64>,
+    ) -> anyhow::Result<Self> {
+        let conn = crate::store::open_writer(db_path)?;
+        let recovered = jobs::recover(&conn, now_millis())?;
+        if recovered.failed > 0 {
+            sink.send(AppEvent::Notice(format!("{} embedding job(s) were stuck and failed (Settings → Memory can retry them)", recovered.failed)));
+        }
+        if recovered.resumed > 0 {
+            tracing::info!(resumed = recovered.resumed, "resuming embedding jobs from their checkpoints");
+        }
+        let pool = rayon::ThreadPoolBuilder::new()
+            .thread_name(|i| format!("embed-{i}"))
+            .start_handler(|_| lower_priority())
+            .build()?;
+        Ok(Self {
+            conn,
+            embedder,
+            index,
+            sink,
+            typing_at_millis,
+            pool,
+            model_error: None,
+            last_progress: None,
+        })
+    }
+
+    fn user_is_typing(&self) -> bool {
+        now_millis() - self.typing_at_millis.load(Ordering::Relaxed) < TYPING_PAUSE.as_millis() as i64
+    }
+
+    /// Passes deletions on to the indexes.
+    pub fn forward_tombstones(&mut self) -> anyhow::Result<usize> {
+        let removed = jobs::take_tombstones(&self.conn)?;
+        let count = removed.iter().map(|r| r.ids.len()).sum();
+        for entry in removed {
+            let _ = self.index.send_timeout(SearchCommand::IndexRemove(entry), Duration::from_secs(5));
+        }
+        Ok(count)
+    }
+
+    /// One unit of work: a batch of the oldest job, or a new job from the
+    /// queue. Returns whether there may be more to do right away.
+    pub fn step(&mut self, ctx: &WorkerContext) -> anyhow::Result<bool> {
+        Ok(self.step_counted(ctx)?.is_some())
+    }
+
+    /// `step`, returning how many chunks it embedded (`None`: nothing to do).
+    pub fn step_counted(&mut self, ctx: &WorkerContext) -> anyhow::Result<Option<usize>> {
+        self.forward_tombstones()?;
+        let embedder = match self.embedder.get() {
+            Ok(model) => {
+                if self.model_error.take().is_some() {
+                    ctx.report(WorkerState::Running);
+                }
+                model
+            }
+            Err(error) => {
+                if self.model_error.as_ref() != Some(&error) {
+                    ctx.report(WorkerState::Degraded(format!("search by meaning is off, keyword search only: {error}")));
+                    self.model_error = Some(error);
+                }
+                return Ok(None);
+            }
+        };
+        let now = now_millis();
+        let job = match jobs::next_job(&self.conn)? {
+            Some(job) => job,
+            None => match jobs::create_job(&self.conn, now, JOB_MAX_CHUNKS)? {
+                Some(job) => job,
+                None => {
+                    self.report_progress(true);
+                    return Ok(None);
+                }
+            },
+        };
+        jobs::begin(&self.conn, job.job_id, now)?;
+        let batch = jobs::next_batch(&self.conn, job.job_id, BATCH)?;
+        if batch.is_empty() {
+            jobs::finish(&self.conn, job.job_id, now)?;
+            self.report_progress(false);
+            return Ok(Some(0));
+        }
+        let texts: Vec<&str> = batch.iter().map(|c| c.text.as_str()).collect();
+        let vectors = match self.pool.install(|| embedder.embed(&texts)) {
+            Ok(vectors) => vectors,
+            Err(err) => {
+                jobs::fail(&self.conn, job.job_id, &format!("{err:#}"), now_millis())?;
+                self.sink.send(AppEvent::Notice(format!("an embedding job failed: {err:#}")));
+                return Ok(Some(0));
+            }
+        };
+        let mut stored = 0;
+        for added in jobs::commit_batch(&self.conn, job.job_id, &batch, &vectors, now_millis())? {
+            stored += added.ids.len();
+            // A search worker that is not there catches up from SQLite when it opens the indexes.
+            let _ = self.index.send_timeout(SearchCommand::IndexAdd(added), Duration::from_secs(5));
+        }
+        self.report_progress(false);
+        Ok(Some(stored))
+    }
+
+    /// Progress to the UI at most every 2 s (and when the queue runs dry).
+    fn report_progress(&mut self, force: bool) {
+        if !force && self.last_progress.is_some_and(|at| at.elapsed() < Duration::from_secs(2)) {
+            return;
+        }
+        if let Ok(progress) = jobs::progress(&self.conn) {
+            self.sink.send(AppEvent::MemoryProgress(progress));
+            self.last_progress = Some(Instant::now());
+        }
+    }
+
+    pub fn progress(&self) -> anyhow::Result<jobs::Progress> {
+        Ok(jobs::progress(&self.conn)?)
+    }
+
+    /// Returns false on Shutdown.
+    pub fn handle(&mut self, command: EmbedCommand) -> anyhow::Result<bool> {
+        match command {
+            EmbedCommand::Wake => {}
+            EmbedCommand::RetryFailed => {
+                let retried = jobs::retry_failed(&self.conn, now_millis())?;
+                tracing::info!(retried, "retrying failed embedding jobs");
+            }
+            EmbedCommand::Shutdown => {
+                jobs::pause_processing(&self.conn, now_millis())?;
+                return Ok(false);
+            }
+        }
+        Ok(true)
+    }
+}
+
+impl Supervised for EmbedWorker {
+    type Command = EmbedCommand;
+
+    fn run(&mut self, commands: &Receiver<EmbedCommand>, ctx: &WorkerContext) -> anyhow::Result<()> {
+        lower_priority();
+        let mut busy = true;
+        loop {
+            let wait = if self.user_is_typing() {
+                Duration::from_millis(200)
+            } else if busy {
+                Duration::ZERO
+            } else {
+                IDLE_WAIT
+            };
+            match commands.recv_timeout(wait) {
+                Ok(command) => {
+                    if !self.handle(command)? {
+                        return Ok(());
+                    }
+                    while let Ok(command) = commands.try_recv() {
+                        if !self.handle(command)? {
+                            return Ok(());
+                        }
+                    }
+                }
+                Err(RecvTimeoutError::Timeout) => {}
+                Err(RecvTimeoutError::Disconnected) => return Ok(()),
+            }
+            if self.user_is_typing() {
+                continue;
+            }
+            busy = self.step(ctx)?;
+        }
+    }
+}
+
+/// The embed worker's command channel, made before the store so the store can wake it.
+pub fn channel() -> (Sender<EmbedCommand>, Receiver<EmbedCommand>) {
+    bounded(16)
+}
+
+pub fn spawn_embed(
+    db_path: PathBuf,
+    embedder: SharedEmbedder,
+    index: Sender<SearchCommand>,
+    typing_at_millis: Arc<AtomicI64>,
+    channel: (Sender<EmbedCommand>, Receiver<EmbedCommand>),
+    sink: EventSink,
+    policy: RestartPolicy,
+) -> std::io::Result<WorkerHandle<EmbedCommand>> {
+    spawn_supervised::<EmbedWorker, _>(WorkerName::Embed, policy, sink.clone(), channel, move |_ctx| {
+        EmbedWorker::open(&db_path, embedder.clone(), index.clone(), sink.clone(), typing_at_millis.clone())
+    })
+}

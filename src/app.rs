@@ -551,7 +551,7 @@ impl eframe::App for CoworkApp {
         self.drain_events(ctx);
         // Typing into cowork pauses embedding (it yields the CPU to the UI).
         if ctx.input(|i| i.events.iter().any(|e| matches!(e, egui::Event::Text(_) | egui::Event::Key { pressed: true, .. }))) {
-            self.channels.typing_at_millis.store(crate::memory::embed_worker::now_millis(), std::sync::atomic::Ordering::Relaxed);
+            self.channels.typing_at_millis.store(crate::ids::now_millis(), std::sync::atomic::Ordering::Relaxed);
         }
         let mut actions = shortcuts::consume(ctx);
         if ctx.input_mut(|i| i.consume_shortcut(&KeyboardShortcut::new(Modifiers::COMMAND | Modifiers::SHIFT, Key::R))) {

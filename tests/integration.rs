@@ -13,6 +13,7 @@ mod integration {
     mod capture_x11;
     mod cli;
     mod llm_real;
+    mod memory;
     mod models;
     mod providers;
     mod store_worker;

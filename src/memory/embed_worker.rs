@@ -22,6 +22,7 @@ use rusqlite::Connection;
 
 use super::jobs::{self, JOB_MAX_CHUNKS};
 use crate::embed::SharedEmbedder;
+use crate::ids::now_millis;
 use crate::events::{AppEvent, WorkerName};
 use crate::runtime::{EventSink, RestartPolicy, Supervised, WorkerContext, WorkerHandle, WorkerState, spawn_supervised};
 use crate::search::SearchCommand;
@@ -63,10 +64,6 @@ fn lower_priority() {
         let tid = libc::syscall(libc::SYS_gettid) as libc::id_t;
         libc::setpriority(libc::PRIO_PROCESS, tid, NICE);
     }
-}
-
-pub fn now_millis() -> i64 {
-    std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_millis() as i64)
 }
 
 impl EmbedWorker {

@@ -249,6 +249,7 @@ impl StoreWorker {
         }
         if deleted > 0 {
             tracing::info!(deleted, "retention removed old history");
+            self.wake_embed();
         }
         deleted
     }
@@ -263,6 +264,7 @@ impl StoreWorker {
         self.conn.pragma_update(None, "secure_delete", "ON")?;
         let outcome = self.delete_range_inner(since_millis, until_millis);
         self.conn.pragma_update(None, "secure_delete", "OFF")?;
+        self.wake_embed(); // its tombstones take the vectors out of the indexes
         outcome
     }
 
@@ -307,10 +309,7 @@ impl StoreWorker {
         match self.try_commit() {
             Ok(()) => {
                 self.pending.clear();
-                if let Some(waker) = &self.embed_waker {
-                    // Full means a wake-up is already waiting.
-                    let _ = waker.try_send(crate::memory::embed_worker::EmbedCommand::Wake);
-                }
+                self.wake_embed();
                 if self.write_error.take().is_some() {
                     self.emit(AppEvent::Worker { worker: WorkerName::Store, state: WorkerState::Running });
                 }
@@ -348,6 +347,14 @@ impl StoreWorker {
         }
         tx.commit()?;
         Ok(())
+    }
+
+    /// Tells the embed worker there are new rows or tombstones.
+    fn wake_embed(&self) {
+        if let Some(waker) = &self.embed_waker {
+            // Full means a wake-up is already waiting.
+            let _ = waker.try_send(crate::memory::embed_worker::EmbedCommand::Wake);
+        }
     }
 
     fn emit(&self, event: AppEvent) {

@@ -112,6 +112,7 @@ impl CoworkApp {
         for command in [
             StoreCommand::LoadSettings,
             StoreCommand::LoadThreads,
+            StoreCommand::LoadHotMemory,
             StoreCommand::LoadSessionsSince { since_millis: today },
         ] {
             let _ = channels.store.try_send(command);
@@ -312,6 +313,32 @@ impl CoworkApp {
                     until_millis: now + 1,
                     path,
                 });
+            }
+            UiAction::OpenCitation(citation) => match (citation.stream, citation.open_id) {
+                (crate::search::Stream::Chat, Some(thread_id)) => self.handle_action(UiAction::SelectThread(thread_id)),
+                (crate::search::Stream::Summary, _) => self.state.tab = Some(crate::state::Tab::Settings),
+                (_, Some(session_id)) => {
+                    self.state.tab = Some(crate::state::Tab::Context);
+                    self.state.open_session = Some(crate::state::SessionDetailView { session_id, ..Default::default() });
+                    self.send_store(StoreCommand::LoadSessionDetail { session_id });
+                }
+                (_, None) => self.state.notice(format!("[{}] {} is no longer in your history", citation.n, citation.label)),
+            },
+            UiAction::Rate { message_id, rating, reason } => {
+                if let Some(message) = self.state.messages.iter_mut().find(|m| m.message_id == message_id) {
+                    message.feedback = Some(rating);
+                }
+                self.send_store(StoreCommand::SetFeedback { message_id, rating, reason });
+            }
+            UiAction::PinFact { file, text } => match crate::memory::hot::clean(&text) {
+                Ok(text) => self.send_store(StoreCommand::AddHotMemory { file, text, pinned_by: "user".into() }),
+                Err(err) => self.state.notice(err),
+            },
+            UiAction::UnpinFact(memory_id) => self.send_store(StoreCommand::RemoveHotMemory { memory_id }),
+            UiAction::RetryEmbedding => {
+                if self.channels.embed.try_send(crate::memory::embed_worker::EmbedCommand::RetryFailed).is_err() {
+                    self.state.notice("the embed worker is busy or not running");
+                }
             }
             UiAction::ToggleSession(session_id) => {
                 if self.state.open_session.as_ref().is_some_and(|s| s.session_id == session_id) {

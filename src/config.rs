@@ -104,6 +104,14 @@ pub struct Settings {
     /// Cloud tiers, cheapest first: provider names from providers.json.
     pub tiers: Vec<String>,
     pub budget: crate::brains::budget::Budget,
+    /// Answer only from memory: with nothing found, refuse instead of guessing.
+    pub grounded: bool,
+    /// The system prompt's budget (identity, profile, hot memory, summaries).
+    pub prompt_budget_tokens: usize,
+    /// Budget of recalled memory items per question.
+    pub recall_budget_tokens: usize,
+    /// Working memory: what the user told cowork about themselves (preferences, goals, style).
+    pub profile: String,
     /// Consent per provider for captured context (`consent.NAME.activity`): true allows, false never.
     pub consent: std::collections::BTreeMap<String, bool>,
 }
@@ -135,6 +143,10 @@ impl Default for Settings {
             tiers: Vec::new(),
             budget: crate::brains::budget::Budget { per_interaction_usd: 0.05, daily_usd: 0.50, weekly_usd: 2.0, monthly_usd: 5.0, monthly_free_tokens: 1_000_000 },
             consent: Default::default(),
+            grounded: false,
+            prompt_budget_tokens: 2_800,
+            recall_budget_tokens: 500,
+            profile: String::new(),
         }
     }
 }
@@ -161,6 +173,10 @@ pub mod keys {
     pub const BUDGET_WEEKLY: &str = "budget.weekly_usd";
     pub const BUDGET_MONTHLY: &str = "budget.monthly_usd";
     pub const BUDGET_FREE_TOKENS: &str = "budget.monthly_free_tokens";
+    pub const GROUNDED: &str = "memory.grounded";
+    pub const PROMPT_BUDGET: &str = "memory.prompt_budget_tokens";
+    pub const RECALL_BUDGET: &str = "memory.recall_budget_tokens";
+    pub const PROFILE: &str = "memory.profile";
     pub const PAUSED: &str = "privacy.paused";
     pub const ALLOWED_APPS: &str = "privacy.allowed_apps";
     pub const DENIED_APPS: &str = "privacy.denied_apps";
@@ -197,6 +213,7 @@ impl Settings {
             | keys::STREAMS_CONFIRMED
             | keys::PAUSED
             | keys::OFFLINE
+            | keys::GROUNDED
             | keys::PRIVATE_WINDOWS => match value.trim() {
                 "true" | "false" => {
                     let on = value.trim() == "true";
@@ -206,6 +223,7 @@ impl Settings {
                         keys::RECORD_CLIPBOARD => self.record_clipboard = on,
                         keys::PAUSED => self.privacy.paused = on,
                         keys::OFFLINE => self.offline = on,
+                        keys::GROUNDED => self.grounded = on,
                         keys::PRIVATE_WINDOWS => self.privacy.exclude_private_windows = on,
                         _ => self.streams_confirmed = on,
                     }
@@ -253,6 +271,12 @@ impl Settings {
                     keys::BUDGET_WEEKLY => self.budget.weekly_usd = v,
                     _ => self.budget.monthly_usd = v,
                 })
+            }
+            keys::PROMPT_BUDGET => number(key, value, 200usize, 32_000).map(|v| self.prompt_budget_tokens = v),
+            keys::RECALL_BUDGET => number(key, value, 0usize, 16_000).map(|v| self.recall_budget_tokens = v),
+            keys::PROFILE => {
+                self.profile = value.to_owned();
+                Ok(())
             }
             keys::IDLE_UNLOAD_SECS => number(key, value, 0u64, 7 * 86_400).map(|v| self.idle_unload_secs = v),
             keys::BUDGET_FREE_TOKENS => number(key, value, 0u64, u64::MAX / 4).map(|v| self.budget.monthly_free_tokens = v),

@@ -207,6 +207,10 @@ pub struct ChatMessage {
     /// Who answered (`local`, or a provider's name) and what it cost.
     pub provider: Option<String>,
     pub cost_usd: Option<f64>,
+    /// What an answer cited, as JSON (`memory::rag::Citation`s).
+    pub citations: Option<String>,
+    /// A grounded refusal: shown, never embedded, never sent back as history.
+    pub refusal: bool,
 }
 
 #[derive(Clone, Debug, PartialEq)]
@@ -270,6 +274,17 @@ pub enum AppEvent {
         /// Why only keyword matches are shown (the vector half could not run).
         keyword_only: Option<String>,
     },
+    /// What memory put into the prompt for a question, and what its budgets dropped (the Memory view).
+    MemoryInjected {
+        user_message_id: i64,
+        report: crate::memory::synthesis::Report,
+        recalled: Vec<crate::memory::rag::Item>,
+        dropped: Vec<crate::memory::rag::Item>,
+    },
+    /// The sources an answer may cite as [n].
+    Citations { answer_id: i64, citations: Vec<crate::memory::rag::Citation> },
+    /// Hot memory as stored (after a load or an edit).
+    HotMemory(Vec<crate::memory::hot::Fact>),
     /// How far embedding has got (Settings → Memory).
     MemoryProgress(crate::memory::jobs::Progress),
     /// Download progress of one model file (or why it failed).

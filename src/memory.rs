@@ -13,9 +13,12 @@
 
 pub mod chunking;
 pub mod embed_worker;
+pub mod hot;
 pub mod hybrid;
 pub mod index;
 pub mod jobs;
+pub mod rag;
+pub mod synthesis;
 
 use serde::{Deserialize, Serialize};
 

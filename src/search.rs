@@ -10,7 +10,7 @@ use serde::Serialize;
 /// RRF's constant: how much a top rank outweighs a lower one.
 const RRF_K: f64 = 60.0;
 
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, serde::Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum Stream {
     Window,

@@ -68,6 +68,15 @@ pub enum UiAction {
     FetchModels,
     /// Store a provider's API key in the secret store (never in settings).
     SaveKey { provider: String, key: String },
+    /// A citation under an answer: open its session (capture) or thread (chat).
+    OpenCitation(crate::memory::rag::Citation),
+    /// 👍 / 👎 on an answer, with why.
+    Rate { message_id: i64, rating: i8, reason: String },
+    /// Hot memory: pin a fact, or unpin one.
+    PinFact { file: crate::memory::hot::File, text: String },
+    UnpinFact(i64),
+    /// Failed embedding jobs back to pending.
+    RetryEmbedding,
 }
 
 /// A session opened in the Context panel.
@@ -96,6 +105,19 @@ pub struct MessageView {
     pub answered_by: Option<String>,
     pub route_reason: Option<String>,
     pub cost_usd: Option<f64>,
+    /// Sources the answer could cite as [n]; each opens its session or message.
+    pub citations: Vec<crate::memory::rag::Citation>,
+    /// The user's 👍 (+1) / 👎 (-1).
+    pub feedback: Option<i8>,
+}
+
+/// Settings → Memory: hot memory, and what the last question's prompt carried.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct MemoryView {
+    pub hot: Vec<crate::memory::hot::Fact>,
+    pub last_report: Option<crate::memory::synthesis::Report>,
+    pub last_recalled: Vec<crate::memory::rag::Item>,
+    pub last_dropped: Vec<crate::memory::rag::Item>,
 }
 
 /// The Context panel's search: the newest query and the results that belong to it.
@@ -153,6 +175,8 @@ impl MessageView {
             answered_by: None,
             route_reason: None,
             cost_usd: None,
+            citations: Vec::new(),
+            feedback: None,
         }
     }
 
@@ -175,6 +199,8 @@ impl From<ChatMessage> for MessageView {
             answered_by: message.provider,
             route_reason: None,
             cost_usd: message.cost_usd,
+            citations: message.citations.as_deref().and_then(|json| serde_json::from_str(json).ok()).unwrap_or_default(),
+            feedback: None,
         }
     }
 }
@@ -204,6 +230,7 @@ pub struct AppState {
     pub shutting_down: bool,
     pub pending_consent: Option<ConsentPrompt>,
     pub search: SearchView,
+    pub memory: MemoryView,
     /// How far embedding has got (Settings → Memory).
     pub memory_progress: Option<crate::memory::jobs::Progress>,
     /// Model downloads: path → (done, total, error).
@@ -305,6 +332,17 @@ impl AppState {
             AppEvent::Model(status) => self.model = Some(status),
             AppEvent::ModelPreflight(text) => self.model_preflight = Some(text),
             AppEvent::MemoryProgress(progress) => self.memory_progress = Some(progress),
+            AppEvent::MemoryInjected { report, recalled, dropped, .. } => {
+                self.memory.last_report = Some(report);
+                self.memory.last_recalled = recalled;
+                self.memory.last_dropped = dropped;
+            }
+            AppEvent::Citations { answer_id, citations } => {
+                if let Some(message) = self.messages.iter_mut().find(|m| m.message_id == answer_id) {
+                    message.citations = citations;
+                }
+            }
+            AppEvent::HotMemory(facts) => self.memory.hot = facts,
             AppEvent::SearchResults { generation, hits, millis, error, keyword_only, .. } => {
                 // Results of an older query than the one on screen are dropped.
                 if generation == self.search.generation {
@@ -372,6 +410,8 @@ impl AppState {
             answered_by: None,
             route_reason: None,
             cost_usd: None,
+            citations: Vec::new(),
+            feedback: None,
         });
         self.messages.push(MessageView::pending_answer(answer_id, user_message_id));
         self.generating = Some(answer_id);

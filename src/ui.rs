@@ -5,6 +5,7 @@ pub mod apps;
 pub mod chat;
 pub mod consent;
 pub mod context;
+pub mod memory;
 pub mod quick_prompt;
 pub mod settings;
 pub mod shortcuts;

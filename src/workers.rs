@@ -118,6 +118,7 @@ impl Workers {
             data_dir: paths.data_dir.clone(),
             local_limit_tokens: LOCAL_LIMIT_TOKENS,
             idle_unload_secs: settings.idle_unload_secs,
+            recall: None,
         };
         let files = crate::models::Manifest::bundled()
             .map(|m| m.models.iter().flat_map(|model| model.files.clone()).collect())
@@ -145,6 +146,7 @@ impl Workers {
             sink.clone(),
             options.policy,
         )?;
+        let llm_config = LlmConfig { recall: Some(search.commands.clone()), ..llm_config };
         let llm = spawn_llm(llm_config, store.commands.clone(), sink, stop_epoch.clone(), options.policy)?;
         let workers = Self { store, capture, keys, clipboard, a11y, models, search, embed, llm, stop_epoch, search_latest, typing_at_millis };
         Ok((workers, settings, warnings))

@@ -121,7 +121,7 @@ CREATE TRIGGER embed_queue_summary AFTER INSERT ON observations BEGIN
     INSERT OR IGNORE INTO embed_queue VALUES ('summary', new.observation_id);
 END;
 -- A rewritten text is chunked again (an answer is written when it finishes).
-CREATE TRIGGER embed_requeue_chat AFTER UPDATE OF content ON chat_messages WHEN new.refusal = 0 BEGIN
+CREATE TRIGGER embed_requeue_chat AFTER UPDATE OF content ON chat_messages WHEN new.refusal = 0 AND new.content IS NOT old.content BEGIN
     DELETE FROM memory_chunks WHERE source = 'chat' AND source_id = new.message_id;
     INSERT OR IGNORE INTO embed_queue VALUES ('chat', new.message_id);
 END;

@@ -37,6 +37,22 @@ pub struct LlmConfig {
     pub local_limit_tokens: usize,
     /// Unload the local model after this long unused (0: never); on battery after a minute.
     pub idle_unload_secs: u64,
+    /// The search worker, for recalling memory by meaning (None: no recall).
+    pub recall: Option<Sender<crate::search::SearchCommand>>,
+}
+
+/// How long a question waits for memory recall before going without it.
+const RECALL_TIMEOUT: Duration = Duration::from_secs(5);
+/// Chunks recalled by meaning per question.
+const RECALL_K: usize = 6;
+
+/// What memory adds to one question.
+pub struct MemoryContext {
+    /// The system prompt's sections (identity first), with what the budget dropped.
+    pub report: crate::memory::synthesis::Report,
+    /// Recalled items, numbered for citing.
+    pub assembly: crate::memory::rag::Assembly,
+    pub any_embedded: bool,
 }
 
 /// On battery, the local model is unloaded after this long unused.
@@ -76,7 +92,7 @@ pub enum LlmCommand {
 }
 
 /// The stored form of an answer; an answer that failed empty keeps its reason as text.
-fn answer_message(request: &ChatRequest, text: String, error: Option<&str>, status: MessageStatus, provider: &str, cost: f64) -> ChatMessage {
+fn answer_message(request: &ChatRequest, text: String, error: Option<&str>, status: MessageStatus, provider: &str, cost: f64, citations: Option<String>) -> ChatMessage {
     let content = match (error, text.is_empty()) {
         (Some(error), true) => format!("(no answer: {error})"),
         _ => text,
@@ -92,6 +108,8 @@ fn answer_message(request: &ChatRequest, text: String, error: Option<&str>, stat
         ask_id: Some(request.ask_id),
         provider: Some(provider.to_owned()),
         cost_usd: Some(cost),
+        citations,
+        refusal: false,
     }
 }
 
@@ -108,6 +126,8 @@ fn user_message(request: &ChatRequest, context: Option<String>) -> ChatMessage {
         ask_id: Some(request.ask_id),
         provider: None,
         cost_usd: None,
+        citations: None,
+        refusal: false,
     }
 }
 
@@ -152,6 +172,65 @@ impl<E: ChatEngine> LlmWorker<E> {
         }
     }
 
+    /// Memory for a question: reads back hand edits of USER.md/MEMORY.md,
+    /// synthesises the system prompt within its budget and assembles recalled items.
+    pub fn memory_context(&mut self, request: &ChatRequest, settings: &crate::config::Settings) -> Option<MemoryContext> {
+        use crate::memory::{hot, rag, synthesis};
+        if self.db.is_none() {
+            self.db = store::open_read_only(&self.config.db_path).ok();
+        }
+        let conn = self.db.as_ref()?;
+        let mut facts = hot::facts(conn).unwrap_or_default();
+        for (file, texts, problems) in hot::edited(conn, &self.config.data_dir).unwrap_or_default() {
+            for problem in problems {
+                self.sink.send(AppEvent::Notice(format!("{}: {problem}", file.file_name())));
+            }
+            facts.retain(|f| f.file != file);
+            facts.extend(texts.iter().map(|text| hot::Fact { memory_id: 0, file, text: text.clone(), pinned_by: "user".into(), created_at_millis: 0 }));
+            let _ = self.store.send_timeout(StoreCommand::ReplaceHotMemory { file, texts }, Duration::from_secs(5));
+        }
+        let feedback: Vec<synthesis::Feedback> = conn
+            .prepare_cached("SELECT rating, reason FROM feedback ORDER BY at_ms DESC LIMIT 20")
+            .and_then(|mut s| s.query_map([], |r| Ok(synthesis::Feedback { rating: r.get(0)?, reason: r.get(1)? }))?.collect())
+            .unwrap_or_default();
+        let summaries: Vec<(String, String)> = conn
+            .prepare_cached("SELECT kind, period_start_ms, text FROM observations ORDER BY period_end_ms DESC LIMIT 12")
+            .and_then(|mut s| {
+                s.query_map([], |r| {
+                    let (kind, start, text): (String, i64, String) = (r.get(0)?, r.get(1)?, r.get(2)?);
+                    Ok((format!("{kind} from {}", crate::export::rfc3339(start)), text))
+                })?
+                .collect()
+            })
+            .unwrap_or_default();
+        let report = synthesis::synthesize(SYSTEM_PROMPT, &facts, &settings.profile, &feedback, &summaries, settings.prompt_budget_tokens);
+        let thread_id = request.thread.thread_id;
+        let pinned = rag::pinned(conn, thread_id).unwrap_or_default();
+        let recent = rag::recent_unembedded(conn, rag::RECENT_UNEMBEDDED).unwrap_or_default();
+        let cited = rag::cited_before(conn, thread_id).unwrap_or_default();
+        let any_embedded = crate::memory::jobs::any_embedded(conn).unwrap_or(false);
+        let recalled = match (&self.config.recall, any_embedded) {
+            (Some(search), true) => {
+                let (reply, answer) = bounded(1);
+                let asked = search.send_timeout(
+                    crate::search::SearchCommand::Recall { query: request.text.clone(), namespaces: crate::memory::Namespace::ALL.to_vec(), k: RECALL_K, reply },
+                    RECALL_TIMEOUT,
+                );
+                match asked.ok().and_then(|()| answer.recv_timeout(RECALL_TIMEOUT).ok()) {
+                    Some(Ok(hits)) => hits.iter().map(|h| rag::Item::from_hit(h, rag::Origin::Recalled)).collect(),
+                    Some(Err(err)) => {
+                        tracing::warn!(%err, "memory recall failed; answering without it");
+                        Vec::new()
+                    }
+                    None => Vec::new(),
+                }
+            }
+            _ => Vec::new(),
+        };
+        let assembly = rag::assemble(pinned, recent, recalled, cited, settings.recall_budget_tokens, now_millis());
+        Some(MemoryContext { report, assembly, any_embedded })
+    }
+
     /// The messages sent to the model: system prompt + context, history, question.
     pub fn prompt(&self, request: &ChatRequest, context: Option<&str>) -> Vec<PromptMessage> {
         let system = match context {
@@ -160,7 +239,7 @@ impl<E: ChatEngine> LlmWorker<E> {
         };
         let mut messages = vec![PromptMessage { role: PromptRole::System, content: system }];
         let skip = request.history.len().saturating_sub(self.config.history_messages);
-        for (role, content) in request.history.iter().skip(skip) {
+        for (role, content) in request.history.iter().skip(skip).filter(|(_, c)| c != crate::memory::rag::GROUNDED_REFUSAL) {
             messages.push(PromptMessage { role: (*role).into(), content: content.clone() });
         }
         messages.push(PromptMessage { role: PromptRole::User, content: request.text.clone() });
@@ -217,7 +296,38 @@ impl<E: ChatEngine> LlmWorker<E> {
         // `<no-memory>`: answer, but keep neither the question nor the answer.
         let remember = !wants_no_memory(&request.text);
         request.text = request.text.replace("<no-memory>", "").trim().to_owned();
-        let context = self.context();
+        let settings = self.brains().0;
+        let memory = self.memory_context(&request, &settings);
+        // Grounded mode: nothing to stand on → a fixed refusal, without calling a model.
+        if settings.grounded && memory.as_ref().is_none_or(|m| !m.any_embedded || m.assembly.items.is_empty()) {
+            self.refuse(&request, remember);
+            return;
+        }
+        let citations = memory.as_ref().map(|m| m.assembly.citations()).unwrap_or_default();
+        if let Some(memory) = &memory {
+            self.sink.send(AppEvent::MemoryInjected {
+                user_message_id: request.user_message_id,
+                report: memory.report.clone(),
+                recalled: memory.assembly.items.clone(),
+                dropped: memory.assembly.dropped.clone(),
+            });
+        }
+        if !citations.is_empty() {
+            self.sink.send(AppEvent::Citations { answer_id: request.answer_id, citations: citations.clone() });
+        }
+        let citations_json = (!citations.is_empty()).then(|| serde_json::to_string(&citations).unwrap_or_default());
+        // Layer-1 context, then memory: profile, hot memory, summaries (the identity is the system prompt), recalled items.
+        let context = {
+            let mut parts: Vec<String> = Vec::new();
+            if let Some(memory) = &memory {
+                parts.extend(memory.report.injected.iter().skip(1).map(|s| s.text.clone()));
+            }
+            parts.extend(self.context());
+            if let Some(block) = memory.as_ref().and_then(|m| m.assembly.render()) {
+                parts.push(block);
+            }
+            (!parts.is_empty()).then(|| parts.join("\n\n"))
+        };
         // Route first: a cloud answer may need the user's consent before anything happens.
         let plan = match self.plan(&request, context.as_deref()) {
             Ok(plan) => plan,
@@ -267,7 +377,7 @@ impl<E: ChatEngine> LlmWorker<E> {
         };
         self.sink.send(AppEvent::Routed { answer_id: request.answer_id, ask_id: request.ask_id, answered_by, reason });
         if let Plan::Cloud { provider, key, .. } = plan {
-            self.cloud_answer(&request, remember, sent_context.as_deref(), &provider, key.as_deref(), epoch);
+            self.cloud_answer(&request, remember, sent_context.as_deref(), &provider, key.as_deref(), epoch, citations_json);
             return;
         }
         let context = sent_context;
@@ -302,7 +412,7 @@ impl<E: ChatEngine> LlmWorker<E> {
                 (MessageStatus::Failed, Some(err.to_string()), GenerationStats::default())
             }
         };
-        let answer = answer_message(&request, answer, error.as_deref(), status, "local", 0.0);
+        let answer = answer_message(&request, answer, error.as_deref(), status, "local", 0.0, citations_json);
         if remember {
             self.persist(answer);
         }
@@ -394,6 +504,34 @@ impl<E: ChatEngine> LlmWorker<E> {
         }
     }
 
+    /// Grounded mode found nothing: the fixed refusal is the answer (stored as a
+    /// refusal, so it is never embedded nor sent back as history).
+    fn refuse(&mut self, request: &ChatRequest, remember: bool) {
+        use crate::memory::rag::GROUNDED_REFUSAL;
+        if remember && !request.is_retry {
+            if request.thread_is_new {
+                let _ = self.store.send_timeout(
+                    StoreCommand::UpsertThread { thread: request.thread.clone(), created_at_millis: now_millis() },
+                    Duration::from_secs(5),
+                );
+            }
+            self.persist(user_message(request, None));
+        }
+        self.sink.send(AppEvent::Routed {
+            answer_id: request.answer_id,
+            ask_id: request.ask_id,
+            answered_by: "grounded mode".into(),
+            reason: "nothing in memory matches; no model was asked".into(),
+        });
+        self.sink.send(AppEvent::Token { answer_id: request.answer_id, text: GROUNDED_REFUSAL.to_owned() });
+        if remember {
+            let mut answer = answer_message(request, GROUNDED_REFUSAL.to_owned(), None, MessageStatus::Done, "grounded", 0.0, None);
+            answer.refusal = true;
+            self.persist(answer);
+        }
+        self.sink.send(AppEvent::AnswerFinished { answer_id: request.answer_id, status: MessageStatus::Done, error: None, stats: GenerationStats::default() });
+    }
+
     /// A question that cannot be answered (no route, over budget, no key): it is
     /// kept with the reason as the failed answer, and nothing is sent anywhere.
     fn finish_early(&mut self, request: &ChatRequest, remember: bool, context: Option<&str>, error: String) {
@@ -415,7 +553,17 @@ impl<E: ChatEngine> LlmWorker<E> {
     }
 
     /// Streams an answer from a cloud (or local HTTP) provider.
-    fn cloud_answer(&mut self, request: &ChatRequest, remember: bool, context: Option<&str>, provider: &crate::brains::ProviderConfig, key: Option<&str>, epoch: u64) {
+    #[allow(clippy::too_many_arguments)]
+    fn cloud_answer(
+        &mut self,
+        request: &ChatRequest,
+        remember: bool,
+        context: Option<&str>,
+        provider: &crate::brains::ProviderConfig,
+        key: Option<&str>,
+        epoch: u64,
+        citations: Option<String>,
+    ) {
         use crate::brains::{Delta, Turn};
         let mut turns = vec![Turn::new(
             crate::brains::Role::System,
@@ -425,7 +573,7 @@ impl<E: ChatEngine> LlmWorker<E> {
             },
         )];
         let skip = request.history.len().saturating_sub(self.config.history_messages);
-        for (role, content) in request.history.iter().skip(skip) {
+        for (role, content) in request.history.iter().skip(skip).filter(|(_, c)| c != crate::memory::rag::GROUNDED_REFUSAL) {
             let role = if *role == Role::User { crate::brains::Role::User } else { crate::brains::Role::Assistant };
             turns.push(Turn::new(role, content.clone()));
         }
@@ -479,8 +627,16 @@ impl<E: ChatEngine> LlmWorker<E> {
             Err(crate::brains::ProviderError::Cancelled) => (MessageStatus::Stopped, None, GenerationStats::default(), 0.0),
             Err(err) => (MessageStatus::Failed, Some(err.to_string()), GenerationStats::default(), 0.0),
         };
+        // The agent pins a lasting fact by writing <remember>fact</remember> (cloud models; the tag is not kept).
+        let (answer, pins) = crate::memory::hot::take_pins(&answer);
         if remember {
-            self.persist(answer_message(request, answer, error.as_deref(), status, &provider.name, cost));
+            for text in pins {
+                let _ = self.store.send_timeout(
+                    StoreCommand::AddHotMemory { file: crate::memory::hot::File::Memory, text, pinned_by: "agent".into() },
+                    Duration::from_secs(5),
+                );
+            }
+            self.persist(answer_message(request, answer, error.as_deref(), status, &provider.name, cost, citations));
         }
         self.sink.send(AppEvent::AnswerCost { answer_id: request.answer_id, usd: cost });
         self.sink.send(AppEvent::AnswerFinished { answer_id: request.answer_id, status, error, stats });
@@ -620,6 +776,7 @@ mod tests {
             data_dir: dir.path().to_owned(),
             local_limit_tokens: 1_500,
             idle_unload_secs: 600,
+            recall: None,
         };
         (dir, config)
     }
@@ -691,6 +848,42 @@ mod tests {
             _ => None,
         });
         assert_eq!(finished, Some(MessageStatus::Done));
+    }
+
+    #[test]
+    fn grounded_mode_refuses_without_the_model_and_memory_reaches_the_prompt_with_citations() {
+        let Harness { _dir, mut worker, ctx, store_rx, events, prompts } = harness(ScriptedEngine::default(), Arc::default());
+        let conn = crate::store::open_writer(&worker.config.db_path).unwrap();
+        crate::store::set_setting(&conn, crate::config::keys::GROUNDED, "true", 1).unwrap();
+        // No embeddings at all: the fixed refusal, and no model call.
+        worker.handle(LlmCommand::Chat(request(Vec::new())), &ctx);
+        assert!(prompts.lock().unwrap().is_empty(), "the model was not asked");
+        let saved: Vec<ChatMessage> = store_rx.try_iter().filter_map(|c| match c { StoreCommand::UpsertMessage { message, .. } => Some(message), _ => None }).collect();
+        assert_eq!(saved.len(), 2);
+        assert!(saved[1].refusal && saved[1].content == crate::memory::rag::GROUNDED_REFUSAL);
+        assert!(events.try_iter().any(|e| matches!(e, AppEvent::Token { ref text, .. } if text == crate::memory::rag::GROUNDED_REFUSAL)));
+
+        // Something embedded and pinned to the thread, a hot fact and a profile: all in the prompt, cited.
+        crate::store::set_setting(&conn, crate::config::keys::PROFILE, "Goal: ship the Q3 report by Friday", 2).unwrap();
+        crate::memory::hot::add(&conn, crate::memory::hot::File::User, "Works at Nordbank in Porto", "user", 3).unwrap();
+        crate::store::upsert_thread(&conn, &ChatThread { thread_id: 1, title: "t".into(), updated_at_millis: 0 }, 0).unwrap();
+        let job = crate::memory::jobs::create_job(&conn, 4, 10).unwrap().unwrap();
+        let batch = crate::memory::jobs::next_batch(&conn, job.job_id, 10).unwrap();
+        let vectors: Vec<Vec<f32>> = batch.iter().map(|_| vec![1.0 / (crate::embed::DIMENSIONS as f32).sqrt(); crate::embed::DIMENSIONS]).collect();
+        crate::memory::jobs::commit_batch(&conn, job.job_id, &batch, &vectors, 5).unwrap();
+        conn.execute("INSERT INTO thread_pins (thread_id, chunk_id) VALUES (1, ?1)", [batch[0].chunk_id]).unwrap();
+        let history = vec![(Role::User, "What am I doing?".into()), (Role::Assistant, crate::memory::rag::GROUNDED_REFUSAL.into())];
+        worker.handle(LlmCommand::Chat(ChatRequest { user_message_id: 20, answer_id: 21, ..request(history) }), &ctx);
+        let prompt = prompts.lock().unwrap()[0].clone();
+        let system = &prompt[0].content;
+        assert!(system.contains("Facts about the user:\n- Works at Nordbank in Porto"), "{system}");
+        assert!(system.contains("Goal: ship the Q3 report by Friday"));
+        assert!(system.contains("[1] ") && system.contains("Q3 report.odt"), "the pinned chunk, numbered: {system}");
+        assert!(prompt[1..].iter().all(|m| m.content != crate::memory::rag::GROUNDED_REFUSAL), "a refusal is never fed back");
+        let citations = events.try_iter().find_map(|e| match e { AppEvent::Citations { answer_id: 21, citations } => Some(citations), _ => None }).unwrap();
+        assert_eq!((citations[0].n, citations[0].stream, citations[0].source_id, citations[0].open_id), (1, crate::search::Stream::Window, 1, Some(1)));
+        let answer = store_rx.try_iter().find_map(|c| match c { StoreCommand::UpsertMessage { message, .. } if message.message_id == 21 => Some(message), _ => None }).unwrap();
+        assert!(answer.citations.unwrap().contains("\"source_id\":1"));
     }
 
     #[test]

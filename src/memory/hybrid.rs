@@ -31,6 +31,9 @@ pub struct ChunkHit {
     pub title: String,
     pub text: String,
     pub score: f32,
+    /// What opening it shows: the session (capture; the one around typed or
+    /// copied text), the thread (chat), the summary.
+    pub open_id: Option<i64>,
 }
 
 impl ChunkHit {
@@ -84,7 +87,12 @@ pub fn resolve(conn: &Connection, found: &[(i64, f32)], filters: &Filters, min_s
                     WHEN 'window' THEN (SELECT coalesce(ended_at_ms, last_seen_ms) FROM activity_sessions WHERE session_id = c.source_id)
                     WHEN 'typing' THEN (SELECT ended_at_ms FROM keystroke_chunks WHERE chunk_id = c.source_id)
                     WHEN 'summary' THEN (SELECT period_end_ms FROM observations WHERE observation_id = c.source_id)
-                    ELSE c.at_ms END
+                    ELSE c.at_ms END,
+                CASE c.source
+                    WHEN 'window' THEN c.source_id
+                    WHEN 'chat' THEN (SELECT thread_id FROM chat_messages WHERE message_id = c.source_id)
+                    WHEN 'summary' THEN c.source_id
+                    ELSE (SELECT session_id FROM activity_sessions WHERE started_at_ms <= c.at_ms ORDER BY started_at_ms DESC LIMIT 1) END
          FROM memory_chunks c WHERE c.chunk_id = ?1",
     )?;
     let mut hits: Vec<ChunkHit> = Vec::new();
@@ -95,10 +103,13 @@ pub fn resolve(conn: &Connection, found: &[(i64, f32)], filters: &Filters, min_s
         let row = stmt
             .query_row(params![chunk_id], |r| {
                 let source: String = r.get(0)?;
-                Ok((source, r.get(1)?, r.get(2)?, r.get(3)?, r.get::<_, Option<String>>(4)?, r.get::<_, Option<String>>(5)?, r.get::<_, Option<i64>>(6)?))
+                Ok((
+                    (source, r.get(1)?, r.get(2)?, r.get(3)?),
+                    (r.get::<_, Option<String>>(4)?, r.get::<_, Option<String>>(5)?, r.get::<_, Option<i64>>(6)?, r.get::<_, Option<i64>>(7)?),
+                ))
             })
             .optional()?;
-        let Some((source, source_id, at_millis, text, app, title, end)) = row else { continue };
+        let Some(((source, source_id, at_millis, text), (app, title, end, open_id))) = row else { continue };
         let Some(stream) = Source::parse(&source) else { continue };
         if !filters.admits(stream, app.as_deref(), at_millis, end.unwrap_or(at_millis)) {
             continue;
@@ -106,7 +117,7 @@ pub fn resolve(conn: &Connection, found: &[(i64, f32)], filters: &Filters, min_s
         if hits.iter().any(|h| h.stream == stream && h.source_id == source_id) {
             continue;
         }
-        hits.push(ChunkHit { chunk_id, stream, source_id, at_millis, app, title: title.unwrap_or_default(), text, score });
+        hits.push(ChunkHit { chunk_id, stream, source_id, at_millis, app, title: title.unwrap_or_default(), text, score, open_id });
     }
     Ok(hits)
 }

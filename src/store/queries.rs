@@ -201,6 +201,7 @@ fn message_from_row(row: &Row<'_>) -> rusqlite::Result<ChatMessage> {
         status: MessageStatus::parse(&status).unwrap_or(MessageStatus::Done),
         created_at_millis: row.get(6)?,
         ask_id: row.get(7)?, provider: row.get(8)?, cost_usd: row.get(9)?,
+        citations: row.get(10)?, refusal: row.get(11)?,
     })
 }
 
@@ -208,11 +209,12 @@ fn message_from_row(row: &Row<'_>) -> rusqlite::Result<ChatMessage> {
 /// written when it finishes; a retry of the same write is harmless).
 pub fn upsert_message(conn: &Connection, message: &ChatMessage, model: Option<&str>) -> rusqlite::Result<()> {
     conn.prepare_cached(
-        "INSERT INTO chat_messages (message_id, thread_id, role, content, context, status, model, created_at_ms, ask_id, provider, cost_usd)
-         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11)
+        "INSERT INTO chat_messages (message_id, thread_id, role, content, context, status, model, created_at_ms, ask_id, provider, cost_usd, citations, refusal)
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13)
          ON CONFLICT (message_id) DO UPDATE SET content = excluded.content, status = excluded.status,
              context = coalesce(excluded.context, context), provider = coalesce(excluded.provider, provider),
-             cost_usd = coalesce(excluded.cost_usd, cost_usd), model = coalesce(excluded.model, model)",
+             cost_usd = coalesce(excluded.cost_usd, cost_usd), model = coalesce(excluded.model, model),
+             citations = coalesce(excluded.citations, citations), refusal = excluded.refusal",
     )?
     .execute(params![
         message.message_id,
@@ -226,16 +228,28 @@ pub fn upsert_message(conn: &Connection, message: &ChatMessage, model: Option<&s
         message.ask_id,
         message.provider,
         message.cost_usd,
+        message.citations,
+        message.refusal,
     ])?;
     conn.prepare_cached("UPDATE chat_threads SET updated_at_ms = max(updated_at_ms, ?2) WHERE thread_id = ?1")?
         .execute(params![message.thread_id, message.created_at_millis])?;
     Ok(())
 }
 
+/// Stores (or replaces) the user's rating of an answer.
+pub fn set_feedback(conn: &Connection, message_id: i64, rating: i8, reason: &str, at_millis: i64) -> rusqlite::Result<()> {
+    conn.execute(
+        "INSERT INTO feedback (message_id, rating, reason, at_ms) VALUES (?1, ?2, ?3, ?4)
+         ON CONFLICT (message_id) DO UPDATE SET rating = excluded.rating, reason = excluded.reason, at_ms = excluded.at_ms",
+        params![message_id, rating.signum(), reason.trim(), at_millis],
+    )?;
+    Ok(())
+}
+
 /// A thread's messages, oldest first.
 pub fn messages(conn: &Connection, thread_id: i64) -> rusqlite::Result<Vec<ChatMessage>> {
     let mut stmt = conn.prepare_cached(
-        "SELECT message_id, thread_id, role, content, context, status, created_at_ms, ask_id, provider, cost_usd
+        "SELECT message_id, thread_id, role, content, context, status, created_at_ms, ask_id, provider, cost_usd, citations, refusal
          FROM chat_messages WHERE thread_id = ?1 ORDER BY created_at_ms ASC, message_id ASC",
     )?;
     let rows = stmt.query_map(params![thread_id], message_from_row)?;
@@ -466,7 +480,7 @@ pub fn sessions_between(conn: &Connection, since_millis: i64, until_millis: i64)
 /// Every chat message written in `[since_millis, until_millis)`, oldest first (for export).
 pub fn messages_between(conn: &Connection, since_millis: i64, until_millis: i64) -> rusqlite::Result<Vec<ChatMessage>> {
     let mut stmt = conn.prepare(
-        "SELECT message_id, thread_id, role, content, context, status, created_at_ms, ask_id, provider, cost_usd
+        "SELECT message_id, thread_id, role, content, context, status, created_at_ms, ask_id, provider, cost_usd, citations, refusal
          FROM chat_messages WHERE created_at_ms >= ?1 AND created_at_ms < ?2 ORDER BY created_at_ms ASC",
     )?;
     let rows = stmt.query_map(params![since_millis, until_millis], message_from_row)?;
@@ -535,7 +549,7 @@ mod tests {
             context: None,
             status: MessageStatus::Stopped,
             created_at_millis: 2,
-            ask_id: None, provider: None, cost_usd: None,
+            ask_id: None, provider: None, cost_usd: None, citations: None, refusal: false,
         };
         upsert_message(&conn, &answer, Some("m")).unwrap();
         answer.content = "the meeting moved to Thursday".into();

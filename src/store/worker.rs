@@ -1,7 +1,7 @@
 //! The `store` worker: owns the only writable connection, batches writes into
 //! transactions, and answers the UI's load requests.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use crossbeam_channel::{Receiver, RecvTimeoutError, Sender, TryRecvError, bounded};
@@ -53,6 +53,14 @@ pub enum StoreCommand {
     DeleteRange { since_millis: i64, until_millis: i64, reply: Option<Sender<Result<queries::Deleted, String>>> },
     /// Write an export of `[since, until)` to `path` (UI "Export"); the UI hears the outcome.
     Export { format: crate::export::Format, since_millis: i64, until_millis: i64, path: PathBuf },
+    /// Hot memory: pin a fact (≤ 320 characters) into USER.md or MEMORY.md.
+    AddHotMemory { file: crate::memory::hot::File, text: String, pinned_by: String },
+    RemoveHotMemory { memory_id: i64 },
+    /// A hand edit of the file read back: its facts become exactly these.
+    ReplaceHotMemory { file: crate::memory::hot::File, texts: Vec<String> },
+    LoadHotMemory,
+    /// 👍 (+1) or 👎 (-1) on an answer, with why.
+    SetFeedback { message_id: i64, rating: i8, reason: String },
     /// Commit everything queued so far, then acknowledge (tests, shutdown, benches).
     Flush(Sender<()>),
     /// Fault injection for supervisor tests: panic inside the worker.
@@ -139,6 +147,22 @@ impl StoreWorker {
             StoreCommand::UpsertMessage { message, model } => self.queue(Write::Message { message, model }),
             StoreCommand::RecordUsage(usage) => self.queue(Write::Usage(usage)),
             StoreCommand::SetSetting { key, value } => self.queue(Write::Setting { key, value }),
+            StoreCommand::AddHotMemory { file, text, pinned_by } => {
+                self.edit_hot_memory(|conn| crate::memory::hot::add(conn, file, &text, &pinned_by, now_millis()).map(|_| ()))
+            }
+            StoreCommand::RemoveHotMemory { memory_id } => {
+                self.edit_hot_memory(|conn| crate::memory::hot::remove(conn, memory_id).map(|_| ()).map_err(|e| e.to_string()))
+            }
+            StoreCommand::ReplaceHotMemory { file, texts } => {
+                self.edit_hot_memory(|conn| crate::memory::hot::replace(conn, file, &texts, now_millis()).map_err(|e| e.to_string()))
+            }
+            StoreCommand::LoadHotMemory => self.edit_hot_memory(|_| Ok(())),
+            StoreCommand::SetFeedback { message_id, rating, reason } => {
+                self.commit_pending();
+                if let Err(err) = queries::set_feedback(&self.conn, message_id, rating, &reason, now_millis()) {
+                    self.emit_notice(format!("feedback was not saved: {err}"));
+                }
+            }
             StoreCommand::LoadSessionsSince { since_millis } => {
                 self.commit_pending();
                 match queries::sessions_since(&self.conn, since_millis, 5_000) {
@@ -347,6 +371,38 @@ impl StoreWorker {
         }
         tx.commit()?;
         Ok(())
+    }
+
+    /// A hot-memory change: first read back hand edits of USER.md/MEMORY.md
+    /// (so rewriting them never loses one), then `edit`, then rewrite both
+    /// files and show the list.
+    fn edit_hot_memory(&mut self, edit: impl FnOnce(&Connection) -> Result<(), String>) {
+        use crate::memory::hot;
+        let dir = self.data_dir();
+        if let Some(dir) = &dir {
+            for (file, texts, problems) in hot::edited(&self.conn, dir).unwrap_or_default() {
+                for problem in problems {
+                    self.emit_notice(format!("{}: {problem}", file.file_name()));
+                }
+                if let Err(err) = hot::replace(&self.conn, file, &texts, now_millis()) {
+                    self.emit_notice(format!("{} was not read back: {err}", file.file_name()));
+                }
+            }
+        }
+        if let Err(error) = edit(&self.conn) {
+            self.emit_notice(format!("hot memory: {error}"));
+        }
+        if let Some(dir) = &dir
+            && let Err(err) = hot::write_mirrors(&self.conn, dir, now_millis())
+        {
+            self.emit_notice(format!("cannot write USER.md/MEMORY.md: {err:#}"));
+        }
+        self.emit(AppEvent::HotMemory(hot::facts(&self.conn).unwrap_or_default()));
+    }
+
+    /// The directory holding the database file.
+    fn data_dir(&self) -> Option<PathBuf> {
+        self.conn.path().and_then(|p| Path::new(p).parent().map(Path::to_path_buf)).filter(|p| !p.as_os_str().is_empty())
     }
 
     /// Tells the embed worker there are new rows or tombstones.

@@ -11,6 +11,8 @@ pub struct ChatPanel {
     pub draft: String,
     /// The user message whose attached context is expanded.
     pub shown_context: Option<i64>,
+    /// A rating being given: (answer, +1/-1, why).
+    pub rating: Option<(i64, i8, String)>,
 }
 
 pub fn chat_ui(ui: &mut egui::Ui, state: &AppState, panel: &mut ChatPanel, actions: &mut Vec<UiAction>) {
@@ -54,7 +56,7 @@ pub fn chat_ui(ui: &mut egui::Ui, state: &AppState, panel: &mut ChatPanel, actio
             for (index, message) in state.messages.iter().enumerate() {
                 message_ui(ui, message, panel);
                 if message.role == Role::Assistant {
-                    answer_footer_ui(ui, state, index, actions);
+                    answer_footer_ui(ui, state, index, panel, actions);
                 }
                 ui.add_space(theme::SPACING);
             }
@@ -148,7 +150,7 @@ fn message_ui(ui: &mut egui::Ui, message: &MessageView, panel: &mut ChatPanel) {
 
 /// Who answered and why, what it cost, and "Retry with a smarter model" on
 /// the last answer to a question; retries stack under the first answer.
-fn answer_footer_ui(ui: &mut egui::Ui, state: &AppState, index: usize, actions: &mut Vec<UiAction>) {
+fn answer_footer_ui(ui: &mut egui::Ui, state: &AppState, index: usize, panel: &mut ChatPanel, actions: &mut Vec<UiAction>) {
     let message = &state.messages[index];
     let mut parts = Vec::new();
     if let Some(by) = &message.answered_by {
@@ -171,10 +173,50 @@ fn answer_footer_ui(ui: &mut egui::Ui, state: &AppState, index: usize, actions: 
                 label.on_hover_text(format!("routed: {reason}"));
             }
         }
+        if message.status.is_some() && state.generating != Some(message.message_id) {
+            for (rating, glyph, hover) in [(1i8, "👍", "Good answer"), (-1, "👎", "Bad answer")] {
+                let chosen = message.feedback == Some(rating) || panel.rating.as_ref().is_some_and(|r| r.0 == message.message_id && r.1 == rating);
+                if ui.selectable_label(chosen, glyph).on_hover_text(hover).clicked() {
+                    panel.rating = Some((message.message_id, rating, String::new()));
+                }
+            }
+        }
         let last_for_ask = !state.messages[index + 1..].iter().any(|m| m.role == Role::Assistant && m.ask_id == message.ask_id);
         if last_for_ask && message.status.is_some() && state.generating.is_none() && message.ask_id.is_some() {
             if ui.small_button("Retry with a smarter model").clicked() {
                 actions.push(UiAction::TryHarder { answer_id: message.message_id });
+            }
+        }
+    });
+    citations_ui(ui, message, actions);
+    let mut saved = false;
+    if let Some((message_id, rating, reason)) = panel.rating.as_mut().filter(|r| r.0 == message.message_id) {
+        ui.horizontal(|ui| {
+            let label = ui.label("Why");
+            ui.add(TextEdit::singleline(reason).desired_width(180.0)).labelled_by(label.id);
+            if ui.small_button("Save rating").clicked() {
+                actions.push(UiAction::Rate { message_id: *message_id, rating: *rating, reason: reason.clone() });
+                saved = true;
+            }
+        });
+    }
+    if saved {
+        panel.rating = None;
+    }
+}
+
+/// "Sources": each citation as a link that opens its session or thread.
+fn citations_ui(ui: &mut egui::Ui, message: &MessageView, actions: &mut Vec<UiAction>) {
+    if message.citations.is_empty() {
+        return;
+    }
+    ui.horizontal_wrapped(|ui| {
+        ui.label(RichText::new("Sources").small().color(theme::MUTED));
+        for citation in &message.citations {
+            let when = crate::ids::format_clock(citation.at_millis);
+            let text = format!("[{}] {} {}", citation.n, when, citation.label.chars().take(48).collect::<String>());
+            if ui.link(RichText::new(text).small()).on_hover_text(format!("{} · open", citation.stream.as_str())).clicked() {
+                actions.push(UiAction::OpenCitation(citation.clone()));
             }
         }
     });

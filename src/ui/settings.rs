@@ -20,6 +20,7 @@ pub struct SettingsPanel {
     pub rules: std::collections::HashMap<&'static str, String>,
     /// What the Network section shows (filled by the app).
     pub network: NetworkView,
+    pub memory: crate::ui::memory::MemoryPanel,
 }
 
 #[derive(Default)]
@@ -127,6 +128,10 @@ pub fn settings_ui(
             }
         });
         ui.label(RichText::new("Exports are written to the data directory; `cowork export` takes any range").small().color(theme::MUTED));
+
+        ui.separator();
+        ui.heading("Memory");
+        crate::ui::memory::memory_ui(ui, state, &mut panel.memory, actions);
 
         ui.separator();
         ui.heading("Network");

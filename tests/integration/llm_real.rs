@@ -71,6 +71,7 @@ fn smollm2_answers_with_the_captured_window_in_context_and_stops_within_a_second
         data_dir: db.parent().unwrap().to_owned(),
         local_limit_tokens: 1_500,
         idle_unload_secs: 600,
+        recall: None,
     };
     let stop_epoch = Arc::new(AtomicU64::new(0));
     let mut llm = spawn_llm(config, store.commands.clone(), sink, stop_epoch.clone(), RestartPolicy::default()).unwrap();
@@ -167,6 +168,7 @@ fn a_corrupt_model_is_a_clear_message_not_a_crash() {
         data_dir: dir.path().to_owned(),
         local_limit_tokens: 1_500,
         idle_unload_secs: 600,
+        recall: None,
     };
     let mut llm = spawn_llm(config, store_tx, sink, Arc::new(AtomicU64::new(0)), RestartPolicy::default()).unwrap();
     let ask = request("hello", next_id());

@@ -111,6 +111,8 @@ fn captured_text_is_found_by_meaning_within_seconds_and_deleted_text_never_again
                 ask_id: None,
                 provider: None,
                 cost_usd: None,
+                citations: None,
+                refusal: false,
             },
             model: None,
         })

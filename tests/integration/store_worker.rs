@@ -49,7 +49,7 @@ fn writes_land_in_one_wal_file_and_survive_a_restart() {
         context: Some("Current window: XTerm".into()),
         status: MessageStatus::Done,
         created_at_millis: 2,
-        ask_id: None, provider: None, cost_usd: None,
+        ask_id: None, provider: None, cost_usd: None, citations: None, refusal: false,
     };
     worker.commands.send(StoreCommand::UpsertMessage { message: message.clone(), model: None }).unwrap();
     flush(&worker.commands);
@@ -135,7 +135,7 @@ fn a_deleted_range_leaves_no_row_no_fts_entry_and_no_bytes_on_disk() {
         context: None,
         status: MessageStatus::Done,
         created_at_millis: now - 200_000,
-        ask_id: None, provider: None, cost_usd: None,
+        ask_id: None, provider: None, cost_usd: None, citations: None, refusal: false,
     };
     worker.commands.send(StoreCommand::UpsertMessage { message, model: None }).unwrap();
     flush(&worker.commands);

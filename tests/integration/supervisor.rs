@@ -110,6 +110,7 @@ fn llm_restarts_keeps_its_sender_and_fails_after_five_restarts() {
         data_dir: dir.path().to_owned(),
         local_limit_tokens: 1_500,
         idle_unload_secs: 600,
+        recall: None,
     };
     let mut llm = spawn_llm(config, store_tx, sink, Arc::new(AtomicU64::new(0)), fast_policy()).unwrap();
     let sender = llm.commands.clone();

@@ -1,0 +1,271 @@
+//! Grounded context for one chat message (after Layer-1 context): pinned
+//! chunks first, then recent capture not yet embedded, then what vector
+//! search recalls across namespaces, then — when search found too little —
+//! chunks this thread cited before (no duplicates, at most 4). The whole is
+//! trimmed to a token budget, dropping the lowest recency weight first, and
+//! numbered so the answer can cite `[n]`.
+
+use rusqlite::{Connection, params};
+use serde::{Deserialize, Serialize};
+
+use super::Source;
+use super::hybrid::ChunkHit;
+use crate::llm::context::estimate_tokens;
+
+/// Fewer recalled items than this and earlier citations backfill.
+pub const ENOUGH_FOUND: usize = 3;
+pub const MAX_BACKFILL: usize = 4;
+/// Recent capture not yet embedded, newest first, at most this many.
+pub const RECENT_UNEMBEDDED: usize = 4;
+/// Recency weight halves every this many milliseconds (a week).
+const HALF_LIFE_MILLIS: f64 = 7.0 * 86_400_000.0;
+
+/// The answer when grounded mode finds nothing to stand on. Shown, stored,
+/// never embedded and never sent back as history.
+pub const GROUNDED_REFUSAL: &str = "I can't answer that from what I remember: nothing in your captured activity or our conversations matches it, and grounded mode keeps me from guessing.";
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Origin {
+    Pinned,
+    Recent,
+    Recalled,
+    Backfill,
+}
+
+/// One piece of memory offered to the model.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Item {
+    pub chunk_id: Option<i64>,
+    pub stream: Source,
+    pub source_id: i64,
+    pub at_millis: i64,
+    /// "app — title" (or the thread's title).
+    pub label: String,
+    pub text: String,
+    pub origin: Origin,
+    /// The session, thread or summary a citation opens.
+    #[serde(default)]
+    pub open_id: Option<i64>,
+}
+
+/// What an answer used, numbered as in the prompt.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Citation {
+    pub n: usize,
+    pub chunk_id: Option<i64>,
+    pub stream: Source,
+    pub source_id: i64,
+    pub at_millis: i64,
+    pub label: String,
+    #[serde(default)]
+    pub open_id: Option<i64>,
+}
+
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Assembly {
+    pub items: Vec<Item>,
+    /// Cut by the budget (the Memory view shows them).
+    pub dropped: Vec<Item>,
+}
+
+impl Item {
+    pub fn from_hit(hit: &ChunkHit, origin: Origin) -> Self {
+        let label = match &hit.app {
+            Some(app) => format!("{app} — {}", hit.title),
+            None => hit.title.clone(),
+        };
+        Item {
+            chunk_id: Some(hit.chunk_id),
+            stream: hit.stream,
+            source_id: hit.source_id,
+            at_millis: hit.at_millis,
+            label,
+            text: hit.body().to_owned(),
+            origin,
+            open_id: hit.open_id,
+        }
+    }
+
+    fn line(&self, n: usize) -> String {
+        let text: String = self.text.chars().take(600).collect();
+        format!("[{n}] {} · {} · {}: {}\n", crate::export::rfc3339(self.at_millis), self.stream.as_str(), self.label, text.replace('\n', " "))
+    }
+
+    fn same_source(&self, other: &Item) -> bool {
+        self.stream == other.stream && self.source_id == other.source_id
+    }
+}
+
+fn recency_weight(at_millis: i64, now_millis: i64) -> f64 {
+    0.5f64.powf((now_millis - at_millis).max(0) as f64 / HALF_LIFE_MILLIS)
+}
+
+/// Puts the pieces together in order, then trims to `budget_tokens`.
+pub fn assemble(pinned: Vec<Item>, recent: Vec<Item>, recalled: Vec<Item>, cited_before: Vec<Item>, budget_tokens: usize, now_millis: i64) -> Assembly {
+    let mut items: Vec<Item> = Vec::new();
+    let found = recalled.len();
+    let push = |item: Item, items: &mut Vec<Item>| {
+        if !items.iter().any(|i| i.same_source(&item)) {
+            items.push(item);
+        }
+    };
+    for item in pinned.into_iter().chain(recent).chain(recalled) {
+        push(item, &mut items);
+    }
+    if found < ENOUGH_FOUND {
+        let mut added = 0;
+        for item in cited_before {
+            if added == MAX_BACKFILL {
+                break;
+            }
+            if !items.iter().any(|i| i.same_source(&item)) {
+                items.push(Item { origin: Origin::Backfill, ..item });
+                added += 1;
+            }
+        }
+    }
+    // Trim: drop the lowest recency weight first; pinned items go last.
+    let mut dropped = Vec::new();
+    let cost = |items: &[Item]| items.iter().enumerate().map(|(n, i)| estimate_tokens(&i.line(n + 1))).sum::<usize>();
+    while cost(&items) > budget_tokens && !items.is_empty() {
+        let victim = items
+            .iter()
+            .enumerate()
+            .min_by(|(_, a), (_, b)| {
+                let weight = |i: &Item| if i.origin == Origin::Pinned { f64::INFINITY } else { recency_weight(i.at_millis, now_millis) };
+                weight(a).total_cmp(&weight(b))
+            })
+            .map(|(index, _)| index)
+            .expect("not empty");
+        dropped.push(items.remove(victim));
+    }
+    Assembly { items, dropped }
+}
+
+impl Assembly {
+    /// The prompt block, numbered for citing; `None` when empty.
+    pub fn render(&self) -> Option<String> {
+        if self.items.is_empty() {
+            return None;
+        }
+        let mut text = String::from("From the user's memory (cite what you use as [n]):\n");
+        for (n, item) in self.items.iter().enumerate() {
+            text.push_str(&item.line(n + 1));
+        }
+        Some(text)
+    }
+
+    pub fn citations(&self) -> Vec<Citation> {
+        self.items
+            .iter()
+            .enumerate()
+            .map(|(n, i)| Citation {
+                n: n + 1,
+                chunk_id: i.chunk_id,
+                stream: i.stream,
+                source_id: i.source_id,
+                at_millis: i.at_millis,
+                label: i.label.clone(),
+                open_id: i.open_id,
+            })
+            .collect()
+    }
+}
+
+/// Chunks as items, by id (pins, earlier citations).
+fn items_by_chunk(conn: &Connection, chunk_ids: &[i64], origin: Origin) -> rusqlite::Result<Vec<Item>> {
+    let found: Vec<(i64, f32)> = chunk_ids.iter().map(|id| (*id, 1.0)).collect();
+    let hits = super::hybrid::resolve(conn, &found, &crate::search::Filters::default(), 0.0)?;
+    Ok(hits.iter().map(|h| Item::from_hit(h, origin)).collect())
+}
+
+pub fn pinned(conn: &Connection, thread_id: i64) -> rusqlite::Result<Vec<Item>> {
+    let ids: Vec<i64> = conn
+        .prepare_cached("SELECT chunk_id FROM thread_pins WHERE thread_id = ?1")?
+        .query_map(params![thread_id], |r| r.get(0))?
+        .collect::<rusqlite::Result<_>>()?;
+    items_by_chunk(conn, &ids, Origin::Pinned)
+}
+
+/// Chunks this thread's answers cited, newest answer first.
+pub fn cited_before(conn: &Connection, thread_id: i64) -> rusqlite::Result<Vec<Item>> {
+    let lists: Vec<String> = conn
+        .prepare_cached("SELECT citations FROM chat_messages WHERE thread_id = ?1 AND citations IS NOT NULL ORDER BY created_at_ms DESC")?
+        .query_map(params![thread_id], |r| r.get(0))?
+        .collect::<rusqlite::Result<_>>()?;
+    let ids: Vec<i64> = lists
+        .iter()
+        .filter_map(|json| serde_json::from_str::<Vec<Citation>>(json).ok())
+        .flatten()
+        .filter_map(|c| c.chunk_id)
+        .collect();
+    items_by_chunk(conn, &ids, Origin::Backfill)
+}
+
+/// The newest captured rows that are not embedded yet (still queued, or
+/// chunked and waiting), so a question about the last seconds is grounded too.
+pub fn recent_unembedded(conn: &Connection, limit: usize) -> rusqlite::Result<Vec<Item>> {
+    let mut items = Vec::new();
+    let queued: Vec<(String, i64)> = conn
+        .prepare_cached("SELECT source, source_id FROM embed_queue WHERE source IN ('window', 'typing', 'clipboard') ORDER BY source_id DESC LIMIT ?1")?
+        .query_map(params![limit as i64], |r| Ok((r.get(0)?, r.get(1)?)))?
+        .collect::<rusqlite::Result<_>>()?;
+    for (source, id) in queued {
+        let Some(stream) = Source::parse(&source) else { continue };
+        if let Some((at, pieces)) = super::jobs::source_pieces(conn, stream, id)?
+            && let Some(first) = pieces.into_iter().next()
+        {
+            let (label, text) = first.split_once(": ").map_or((String::new(), first.clone()), |(l, t)| (l.to_owned(), t.to_owned()));
+            let open_id = (stream == Source::Window).then_some(id);
+            items.push(Item { chunk_id: None, stream, source_id: id, at_millis: at, label, text, origin: Origin::Recent, open_id });
+        }
+    }
+    let waiting: Vec<i64> = conn
+        .prepare_cached("SELECT chunk_id FROM memory_chunks WHERE vector IS NULL AND namespace = 'activity' ORDER BY at_ms DESC LIMIT ?1")?
+        .query_map(params![limit as i64], |r| r.get(0))?
+        .collect::<rusqlite::Result<_>>()?;
+    items.extend(items_by_chunk(conn, &waiting, Origin::Recent)?);
+    items.sort_by(|a, b| b.at_millis.cmp(&a.at_millis));
+    items.truncate(limit);
+    Ok(items)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn item(id: i64, at: i64, origin: Origin, words: usize) -> Item {
+        Item { chunk_id: Some(id), stream: Source::Window, source_id: id, at_millis: at, label: format!("app — {id}"), text: "word ".repeat(words), origin, open_id: Some(id) }
+    }
+
+    #[test]
+    fn order_dedup_backfill_and_trimming_by_recency() {
+        let now = 100 * 86_400_000;
+        let day = 86_400_000;
+        // Plenty recalled: no backfill; a duplicate of a pinned source appears once.
+        let a = assemble(vec![item(1, now - 90 * day, Origin::Pinned, 5)], vec![], vec![item(1, 0, Origin::Recalled, 5), item(2, now, Origin::Recalled, 5), item(3, now, Origin::Recalled, 5), item(4, now, Origin::Recalled, 5)], vec![item(9, now, Origin::Backfill, 5)], 10_000, now);
+        assert_eq!(a.items.iter().map(|i| i.source_id).collect::<Vec<_>>(), vec![1, 2, 3, 4]);
+        assert_eq!(a.items[0].origin, Origin::Pinned);
+        // Too little found: earlier citations fill in, at most 4, no duplicates.
+        let cited: Vec<Item> = (10..20).map(|id| item(id, now, Origin::Backfill, 5)).chain([item(2, now, Origin::Backfill, 5)]).collect();
+        let b = assemble(vec![], vec![item(30, now, Origin::Recent, 5)], vec![item(2, now, Origin::Recalled, 5)], cited, 10_000, now);
+        assert_eq!(b.items.iter().map(|i| i.source_id).collect::<Vec<_>>(), vec![30, 2, 10, 11, 12, 13]);
+        assert!(b.items[2..].iter().all(|i| i.origin == Origin::Backfill));
+        // Over budget: the oldest go first, the pinned one stays even though it is oldest.
+        let c = assemble(
+            vec![item(1, now - 300 * day, Origin::Pinned, 40)],
+            vec![],
+            vec![item(2, now - day, Origin::Recalled, 40), item(3, now - 30 * day, Origin::Recalled, 40), item(4, now, Origin::Recalled, 40)],
+            vec![],
+            150,
+            now,
+        );
+        assert_eq!(c.items.iter().map(|i| i.source_id).collect::<Vec<_>>(), vec![1, 4]);
+        assert_eq!(c.dropped.iter().map(|i| i.source_id).collect::<Vec<_>>(), vec![3, 2]);
+        let text = c.render().unwrap();
+        assert!(text.contains("[1] ") && text.contains("[2] ") && !text.contains("[3] "), "{text}");
+        assert_eq!(c.citations()[1].source_id, 4);
+        assert!(assemble(vec![], vec![], vec![], vec![], 100, now).render().is_none());
+    }
+}

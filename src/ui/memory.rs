@@ -1,0 +1,100 @@
+//! Settings → Memory: the profile (working memory), hot memory facts with
+//! their files, grounded mode and budgets, embedding progress, and the
+//! Memory view — exactly what the last question's prompt carried and what
+//! the budgets dropped.
+
+use egui::{RichText, TextEdit};
+
+use crate::config::keys;
+use crate::memory::hot::File;
+use crate::state::{AppState, UiAction};
+use crate::ui::theme;
+
+#[derive(Default)]
+pub struct MemoryPanel {
+    pub profile: Option<String>,
+    pub new_fact: String,
+    pub new_fact_file: Option<File>,
+}
+
+pub fn memory_ui(ui: &mut egui::Ui, state: &AppState, panel: &mut MemoryPanel, actions: &mut Vec<UiAction>) {
+    let mut grounded = state.settings.grounded;
+    if ui.checkbox(&mut grounded, "Grounded answers (refuse when memory has nothing)").changed() {
+        actions.push(UiAction::SaveSetting { key: keys::GROUNDED.into(), value: grounded.to_string() });
+    }
+
+    let label = ui.label("Profile (preferences, goals, style; always in the prompt)");
+    let draft = panel.profile.get_or_insert_with(|| state.settings.profile.clone());
+    ui.add(TextEdit::multiline(draft).desired_rows(3).desired_width(f32::INFINITY)).labelled_by(label.id);
+    if *draft != state.settings.profile && ui.button("Save profile").clicked() {
+        actions.push(UiAction::SaveSetting { key: keys::PROFILE.into(), value: draft.clone() });
+    }
+
+    ui.add_space(theme::SPACING);
+    ui.label(RichText::new("Hot memory (mirrored in USER.md and MEMORY.md in the data directory; edits there are read back)").small().color(theme::MUTED));
+    for fact in &state.memory.hot {
+        ui.horizontal_wrapped(|ui| {
+            ui.label(RichText::new(format!("{} · {}", fact.file.file_name(), fact.pinned_by)).small().color(theme::MUTED));
+            ui.label(&fact.text);
+            if ui.small_button("Unpin").clicked() {
+                actions.push(UiAction::UnpinFact(fact.memory_id));
+            }
+        });
+    }
+    ui.horizontal(|ui| {
+        let file = panel.new_fact_file.get_or_insert(File::User);
+        ui.selectable_value(file, File::User, "USER.md");
+        ui.selectable_value(file, File::Memory, "MEMORY.md");
+        let label = ui.label("Fact");
+        ui.add(TextEdit::singleline(&mut panel.new_fact).char_limit(crate::memory::hot::MAX_CHARS).desired_width(160.0)).labelled_by(label.id);
+        if ui.button("Pin").clicked() && !panel.new_fact.trim().is_empty() {
+            actions.push(UiAction::PinFact { file: *file, text: std::mem::take(&mut panel.new_fact) });
+        }
+    });
+
+    ui.add_space(theme::SPACING);
+    match &state.memory_progress {
+        Some(p) => {
+            ui.label(format!(
+                "Embedded {} chunks; {} waiting, {} rows queued, {} unfinished jobs",
+                p.chunks_embedded, p.chunks_waiting, p.queued_rows, p.jobs_pending
+            ));
+            if p.jobs_failed > 0 {
+                ui.horizontal_wrapped(|ui| {
+                    ui.label(RichText::new(format!("{} failed jobs: {}", p.jobs_failed, p.last_error.as_deref().unwrap_or("?"))).color(theme::WARN));
+                    if ui.small_button("Retry failed").clicked() {
+                        actions.push(UiAction::RetryEmbedding);
+                    }
+                });
+            }
+        }
+        None => {
+            ui.label(RichText::new("Embedding has not reported yet").color(theme::MUTED));
+        }
+    }
+
+    egui::CollapsingHeader::new("Memory view: the last prompt").show(ui, |ui| last_prompt_ui(ui, state));
+}
+
+fn last_prompt_ui(ui: &mut egui::Ui, state: &AppState) {
+    let Some(report) = &state.memory.last_report else {
+        ui.label(RichText::new("Ask something first").color(theme::MUTED));
+        return;
+    };
+    ui.label(format!("System prompt: {} of {} tokens", report.used_tokens(), report.budget_tokens));
+    for section in &report.injected {
+        egui::CollapsingHeader::new(format!("{} ({} tokens)", section.title, section.tokens)).show(ui, |ui| {
+            ui.label(RichText::new(&section.text).small());
+        });
+    }
+    for section in &report.dropped {
+        ui.label(RichText::new(format!("dropped by the budget: {} ({} tokens)", section.title, section.tokens)).small().color(theme::WARN));
+    }
+    ui.label(format!("Recalled for the question: {}", state.memory.last_recalled.len()));
+    for (n, item) in state.memory.last_recalled.iter().enumerate() {
+        ui.label(RichText::new(format!("[{}] {:?} · {} · {}", n + 1, item.origin, item.label, item.text.chars().take(120).collect::<String>())).small());
+    }
+    for item in &state.memory.last_dropped {
+        ui.label(RichText::new(format!("dropped by the budget: {} · {}", item.label, item.text.chars().take(80).collect::<String>())).small().color(theme::WARN));
+    }
+}

@@ -174,7 +174,8 @@ fn answer_footer_ui(ui: &mut egui::Ui, state: &AppState, index: usize, panel: &m
             }
         }
         if message.status.is_some() && state.generating != Some(message.message_id) {
-            for (rating, glyph, hover) in [(1i8, "👍", "Good answer"), (-1, "👎", "Bad answer")] {
+            // The bundled fonts have no emoji: words instead of thumbs.
+            for (rating, glyph, hover) in [(1i8, "Helpful", "A good answer (thumbs up)"), (-1, "Not helpful", "A bad answer (thumbs down)")] {
                 let chosen = message.feedback == Some(rating) || panel.rating.as_ref().is_some_and(|r| r.0 == message.message_id && r.1 == rating);
                 if ui.selectable_label(chosen, glyph).on_hover_text(hover).clicked() {
                     panel.rating = Some((message.message_id, rating, String::new()));

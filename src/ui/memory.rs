@@ -41,12 +41,16 @@ pub fn memory_ui(ui: &mut egui::Ui, state: &AppState, panel: &mut MemoryPanel, a
             }
         });
     }
+    let file = panel.new_fact_file.get_or_insert(File::User);
     ui.horizontal(|ui| {
-        let file = panel.new_fact_file.get_or_insert(File::User);
+        ui.label("Pin into");
         ui.selectable_value(file, File::User, "USER.md");
         ui.selectable_value(file, File::Memory, "MEMORY.md");
+    });
+    ui.horizontal(|ui| {
         let label = ui.label("Fact");
-        ui.add(TextEdit::singleline(&mut panel.new_fact).char_limit(crate::memory::hot::MAX_CHARS).desired_width(160.0)).labelled_by(label.id);
+        ui.add(TextEdit::singleline(&mut panel.new_fact).char_limit(crate::memory::hot::MAX_CHARS).desired_width(ui.available_width() - 80.0))
+            .labelled_by(label.id);
         if ui.button("Pin").clicked() && !panel.new_fact.trim().is_empty() {
             actions.push(UiAction::PinFact { file: *file, text: std::mem::take(&mut panel.new_fact) });
         }

@@ -474,3 +474,90 @@ fn search_as_you_type_shows_only_the_newest_results_grouped_by_day_and_app() {
     assert!(harness.query_by_label_contains("stale page").is_none());
     harness.get_by_label("1 results in 2.5 ms (keywords and meaning)");
 }
+
+#[test]
+fn citations_open_their_source_ratings_reach_the_store_and_the_memory_view_shows_the_prompt() {
+    use cowork::memory::rag::{Citation, Item, Origin};
+    let (mut harness, far) = app_with(AppOptions::default(), 1400.0);
+    type_message(&mut harness, "Where did I book the hotel?");
+    harness.run();
+    harness.get_by_label("Send").click();
+    harness.run();
+    let LlmCommand::Chat(request) = far.llm.try_recv().unwrap() else { panic!("a chat request") };
+    let citation = |n, stream, source_id, open_id, label: &str| Citation {
+        n,
+        chunk_id: Some(n as i64),
+        stream,
+        source_id,
+        at_millis: 1_795_300_000_000,
+        label: label.into(),
+        open_id: Some(open_id),
+    };
+    let citations = vec![
+        citation(1, cowork::search::Stream::Window, 41, 41, "chromium — Booking.com: Hotel Adlon"),
+        citation(2, cowork::search::Stream::Chat, 77, 5, "Trip planning"),
+    ];
+    far.events.send(AppEvent::Citations { answer_id: request.answer_id, citations }).unwrap();
+    far.events.send(AppEvent::Token { answer_id: request.answer_id, text: "At the Hotel Adlon [1].".into() }).unwrap();
+    far.events.send(AppEvent::AnswerFinished { answer_id: request.answer_id, status: MessageStatus::Done, error: None, stats: Default::default() }).unwrap();
+    let item = |label: &str, origin| Item { chunk_id: Some(1), stream: cowork::search::Stream::Window, source_id: 41, at_millis: 0, label: label.into(), text: "Booking.com".into(), origin, open_id: Some(41) };
+    let report = cowork::memory::synthesis::synthesize("You are cowork.", &[], "Goal: a quiet week", &[], &[("day 1".into(), "long ".repeat(400))], 50);
+    far.events
+        .send(AppEvent::MemoryInjected {
+            user_message_id: request.user_message_id,
+            report,
+            recalled: vec![item("chromium — Booking.com: Hotel Adlon", Origin::Recalled)],
+            dropped: vec![item("evince — old invoice", Origin::Recalled)],
+        })
+        .unwrap();
+    harness.run();
+    let _ = far.store.try_iter().count();
+
+    // The first source opens its session in the Context panel.
+    harness.get_by_label_contains("Booking.com: Hotel Adlon").click();
+    harness.run();
+    assert!(far.store.try_iter().any(|c| matches!(c, StoreCommand::LoadSessionDetail { session_id: 41 })));
+    assert_eq!(harness.state().state.tab(), cowork::state::Tab::Context);
+    harness.get_by_label("Chat").click();
+    harness.run();
+    // Thumbs down, with a reason.
+    harness.get_by_label("Chat").click();
+    harness.run();
+    harness.get_by_label("Not helpful").click();
+    harness.run();
+    harness.get_by_role_and_label(Role::TextInput, "Why").focus();
+    harness.run();
+    harness.get_by_role_and_label(Role::TextInput, "Why").type_text("made up a hotel");
+    harness.run();
+    harness.get_by_label("Save rating").click();
+    harness.run();
+    let rated = far.store.try_iter().find_map(|c| match c {
+        StoreCommand::SetFeedback { message_id, rating, reason } => Some((message_id, rating, reason)),
+        _ => None,
+    });
+    assert_eq!(rated, Some((request.answer_id, -1, "made up a hotel".to_owned())));
+
+    // The second opens its thread.
+    harness.get_by_label_contains("Trip planning").click();
+    harness.run();
+    assert!(far.store.try_iter().any(|c| matches!(c, StoreCommand::LoadMessages { thread_id: 5 })));
+
+    // The Memory view: what was injected, and what the budgets dropped.
+    harness.get_by_label("Settings").click();
+    harness.run();
+    harness.get_by_label("Memory view: the last prompt").click();
+    harness.run();
+    harness.get_by_label_contains("Profile (17 tokens)");
+    harness.get_by_label_contains("dropped by the budget: Summary day 1");
+    harness.get_by_label_contains("dropped by the budget: evince — old invoice");
+    harness.get_by_label_contains("[1] Recalled · chromium — Booking.com: Hotel Adlon");
+    // Pinning a fact goes to the store (which mirrors it into USER.md).
+    harness.get_by_role_and_label(Role::TextInput, "Fact").focus();
+    harness.run();
+    harness.get_by_role_and_label(Role::TextInput, "Fact").type_text("Prefers window seats");
+    harness.run();
+    harness.get_by_label("Pin").click();
+    harness.run();
+    let sent: Vec<StoreCommand> = far.store.try_iter().collect();
+    assert!(sent.iter().any(|c| matches!(c, StoreCommand::AddHotMemory { text, .. } if text == "Prefers window seats")), "{sent:?} {:?}", harness.state().state.notices);
+}

@@ -227,3 +227,42 @@ fn kill_9_in_the_middle_of_a_job_resumes_from_the_last_checkpoint() {
     let failed: i64 = conn.query_row("SELECT count(*) FROM embed_jobs WHERE state = 'failed'", [], |r| r.get(0)).unwrap();
     assert_eq!(failed, 0);
 }
+
+#[test]
+fn thirty_questions_about_a_scripted_week_find_the_right_session_in_the_top_5() {
+    if !have_minilm() {
+        return;
+    }
+    let data = temp_dir();
+    let cowork = |args: &[&str]| {
+        let out = Command::new(env!("CARGO_BIN_EXE_cowork"))
+            .arg("--data-dir")
+            .arg(data.path())
+            .arg("--models-dir")
+            .arg(models_dir())
+            .args(args)
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "cowork {args:?}: {}", String::from_utf8_lossy(&out.stderr));
+        out
+    };
+    let week = super::support::repo_dir().join("assets/scripts/scripted-week.jsonl");
+    cowork(&["capture", "simulate", "--script", week.to_str().unwrap(), "--start", "7d"]);
+    cowork(&["memory", "embed"]);
+    let paths = cowork::config::Paths::resolve(Some(data.path().to_owned()), Some(models_dir())).unwrap();
+    let questions: Vec<serde_json::Value> =
+        serde_json::from_str(&std::fs::read_to_string(super::support::repo_dir().join("tests/data/week-questions.json")).unwrap()).unwrap();
+    assert_eq!(questions.len(), 30);
+    let mut misses = Vec::new();
+    for q in &questions {
+        let (question, expect) = (q["question"].as_str().unwrap(), q["expect"].as_str().unwrap());
+        let (outcome, _) = cowork::commands::memory::search(&paths, question, &Filters::default(), 5).unwrap();
+        assert_eq!(outcome.keyword_only, None);
+        if !outcome.hits.iter().take(5).any(|h| h.title.contains(expect) || h.snippet.replace(['[', ']'], "").contains(expect)) {
+            misses.push(format!("{question:?} → {:?}", outcome.hits.iter().map(|h| &h.title).collect::<Vec<_>>()));
+        }
+    }
+    let found = questions.len() - misses.len();
+    eprintln!("retrieval: {found}/30 in the top 5; misses: {misses:#?}");
+    assert!(found >= 27, "{found}/30 in the top 5 (need 90 %): {misses:#?}");
+}

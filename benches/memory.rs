@@ -26,6 +26,11 @@ fn embedding(c: &mut Criterion) {
     group.sample_size(10);
     group.bench_function("minilm_batch_32_chunks", |b| b.iter(|| embedder.embed(&refs).unwrap()));
     group.finish();
+    // One search query, as search-as-you-type and recall embed it.
+    let mut group = c.benchmark_group("embed_query");
+    group.sample_size(20);
+    group.bench_function("minilm_one_query", |b| b.iter(|| embedder.embed(&["flight and hotel for the trip"]).unwrap()));
+    group.finish();
 }
 
 fn unit_vectors(n: usize, seed: u64) -> Vec<f32> {

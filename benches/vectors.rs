@@ -1,0 +1,201 @@
+//! Vector indexes and hybrid search at scale: a repeatable measurement
+//! (percentiles and recall, which criterion does not report), run with
+//!
+//!     cargo bench --profile dev --bench vectors                 # 10k and 100k
+//!     COWORK_BENCH_SIZES=10000,100000,1000000 cargo bench --profile dev --bench vectors
+//!
+//! For each size: build time, RSS the index adds, top-10 search p50/p95 for
+//! exact (flat) and HNSW, and HNSW's recall@10 against exact. The vectors are
+//! synthetic but shaped like sentence embeddings (unit vectors around 2,000
+//! topic centres), because embedding a million real chunks takes 4 hours here.
+//! Then hybrid search end to end (real MiniLM query embedding, FTS5 over the
+//! same number of typed chunks, faiss, fusion) over a real SQLite file.
+
+use std::time::Instant;
+
+use cowork::embed::{DIMENSIONS, Embedder, model_dir};
+use cowork::vectors::{Kind, VectorIndex};
+
+struct Rng(u64);
+impl Rng {
+    fn next(&mut self) -> f32 {
+        self.0 ^= self.0 << 13;
+        self.0 ^= self.0 >> 7;
+        self.0 ^= self.0 << 17;
+        (self.0 % 20_000) as f32 / 10_000.0 - 1.0
+    }
+}
+
+fn normalise(v: &mut [f32]) {
+    let n = v.iter().map(|x| x * x).sum::<f32>().sqrt();
+    v.iter_mut().for_each(|x| *x /= n);
+}
+
+/// `n` unit vectors scattered around `centres` topics.
+fn clustered(n: usize, centres: usize, seed: u64) -> Vec<f32> {
+    let mut rng = Rng(seed | 1);
+    let mut centre_rng = Rng(0x9E37_79B9_7F4A_7C15);
+    let centre_vectors: Vec<Vec<f32>> = (0..centres)
+        .map(|_| {
+            let mut c: Vec<f32> = (0..DIMENSIONS).map(|_| centre_rng.next()).collect();
+            normalise(&mut c);
+            c
+        })
+        .collect();
+    let mut out = Vec::with_capacity(n * DIMENSIONS);
+    for i in 0..n {
+        let centre = &centre_vectors[(i * 7919) % centres];
+        let mut v: Vec<f32> = centre.iter().map(|c| c + 0.09 * rng.next()).collect();
+        normalise(&mut v);
+        out.extend(v);
+    }
+    out
+}
+
+fn rss_mib() -> f64 {
+    let statm = std::fs::read_to_string("/proc/self/statm").unwrap_or_default();
+    let pages: f64 = statm.split_whitespace().nth(1).and_then(|p| p.parse().ok()).unwrap_or(0.0);
+    pages * 4096.0 / 1_048_576.0
+}
+
+fn percentile(samples: &mut [f64], p: f64) -> f64 {
+    samples.sort_by(f64::total_cmp);
+    samples[((samples.len() as f64 - 1.0) * p).round() as usize]
+}
+
+fn timed_searches(index: &mut VectorIndex, queries: &[f32], k: usize) -> (Vec<Vec<i64>>, f64, f64) {
+    let mut results = Vec::new();
+    let mut millis = Vec::new();
+    for q in queries.chunks(DIMENSIONS) {
+        let started = Instant::now();
+        let hits = index.search(q, k).unwrap();
+        millis.push(started.elapsed().as_secs_f64() * 1000.0);
+        results.push(hits.into_iter().map(|(id, _)| id).collect());
+    }
+    let p50 = percentile(&mut millis.clone(), 0.5);
+    let p95 = percentile(&mut millis, 0.95);
+    (results, p50, p95)
+}
+
+fn index_at(n: usize) {
+    let data = clustered(n, 2_000, 42);
+    let ids: Vec<i64> = (0..n as i64).collect();
+    // Queries: perturbed copies of stored vectors, as a paraphrase would be.
+    let mut rng = Rng(99);
+    let mut queries = Vec::new();
+    for i in 0..200 {
+        let at = (i * 104_729) % n;
+        let mut q: Vec<f32> = data[at * DIMENSIONS..(at + 1) * DIMENSIONS].iter().map(|x| x + 0.05 * rng.next()).collect();
+        normalise(&mut q);
+        queries.extend(q);
+    }
+    let mut report = Vec::new();
+    let mut exact = Vec::new();
+    for kind in [Kind::Flat, Kind::Hnsw] {
+        let before = rss_mib();
+        let started = Instant::now();
+        let mut index = VectorIndex::new(kind, DIMENSIONS).unwrap();
+        for (chunk_ids, chunk) in ids.chunks(50_000).zip(data.chunks(50_000 * DIMENSIONS)) {
+            index.add(chunk_ids, chunk).unwrap();
+        }
+        let build = started.elapsed().as_secs_f64();
+        let memory = rss_mib() - before;
+        let (results, p50, p95) = timed_searches(&mut index, &queries, 10);
+        let recall = if kind == Kind::Flat {
+            exact = results;
+            1.0
+        } else {
+            let hit: usize = results.iter().zip(&exact).map(|(r, e)| r.iter().filter(|id| e.contains(id)).count()).sum();
+            hit as f64 / (exact.len() * 10) as f64
+        };
+        report.push(format!(
+            "{n:>9} {:<5} build {build:>7.1} s  +RSS {memory:>7.0} MiB  top-10 p50 {p50:>7.3} ms  p95 {p95:>7.3} ms  recall@10 {recall:.3}",
+            format!("{kind:?}").to_lowercase()
+        ));
+        drop(index);
+    }
+    for line in report {
+        println!("{line}");
+    }
+}
+
+/// Hybrid search over `n` typed chunks in a real SQLite file, each with a vector.
+fn hybrid_at(n: usize, embedder: &Embedder) {
+    use cowork::memory::{Namespace, index::IndexSet};
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("cowork.db");
+    let conn = cowork::store::open_writer(&db).unwrap();
+    let words = [
+        "budget", "invoice", "meeting", "deploy", "release", "kubernetes", "recipe", "flight", "hotel", "report", "review", "design",
+        "figma", "rust", "python", "bug", "login", "safari", "insurance", "passport", "podcast", "sleep", "trail", "laptop",
+    ];
+    let started = Instant::now();
+    let vectors = clustered(n, 2_000, 7);
+    let tx = conn.unchecked_transaction().unwrap();
+    {
+        let mut typed = tx
+            .prepare("INSERT INTO keystroke_chunks (chunk_id, app, title, started_at_ms, ended_at_ms, text, flush_reason) VALUES (?1, 'gedit', 'notes', ?2, ?2, ?3, 'enter')")
+            .unwrap();
+        let mut chunk = tx
+            .prepare("INSERT INTO memory_chunks (chunk_id, namespace, source, source_id, text, at_ms, job_id, vector) VALUES (?1, 'activity', 'typing', ?1, ?2, ?3, 1, ?4)")
+            .unwrap();
+        tx.execute("INSERT INTO embed_jobs (job_id, state, total_chunks, created_at_ms, updated_at_ms) VALUES (1, 'done', 0, 0, 0)", []).unwrap();
+        for i in 0..n {
+            let text = format!("{} {} {} note {i}", words[i % words.len()], words[(i / 24) % words.len()], words[(i / 576) % words.len()]);
+            let at = 1_700_000_000_000i64 + i as i64 * 1000;
+            typed.execute(rusqlite::params![i as i64 + 1, at, text]).unwrap();
+            let blob = cowork::memory::jobs::to_blob(&vectors[i * DIMENSIONS..(i + 1) * DIMENSIONS]);
+            chunk.execute(rusqlite::params![i as i64 + 1, text, at, blob]).unwrap();
+        }
+    }
+    tx.execute("DELETE FROM embed_queue", []).unwrap();
+    tx.execute("UPDATE index_generations SET generation = 1 WHERE namespace = 'activity'", []).unwrap();
+    tx.commit().unwrap();
+    let filled = started.elapsed().as_secs_f64();
+    let reader = cowork::store::open_read_only(&db).unwrap();
+    let started = Instant::now();
+    let (mut indexes, _) = IndexSet::open(&dir.path().join("vectors"), &reader).unwrap();
+    let opened = started.elapsed().as_secs_f64();
+    let kind = indexes.get(Namespace::Activity).kind();
+    let queries = ["budget meeting notes", "flight and hotel for the trip", "kubernetes deploy failed", "login bug on safari", "insurance and passport"];
+    let mut millis = Vec::new();
+    let (mut keyword, mut vector) = (Vec::new(), Vec::new());
+    for round in 0..20 {
+        for q in queries {
+            let started = Instant::now();
+            let outcome = cowork::memory::hybrid::hybrid_search(&reader, Ok((embedder, &mut indexes)), q, &Default::default(), 20).unwrap();
+            if round > 0 {
+                millis.push(started.elapsed().as_secs_f64() * 1000.0);
+                keyword.push(outcome.keyword_millis);
+                vector.push(outcome.vector_millis);
+            }
+        }
+    }
+    println!(
+        "hybrid over {n:>9} chunks ({kind:?}; filled in {filled:.0} s, index opened in {opened:.1} s): p50 {:.1} ms  p95 {:.1} ms  (keyword half p95 {:.1} ms, vector half incl. query embedding p95 {:.1} ms)",
+        percentile(&mut millis.clone(), 0.5),
+        percentile(&mut millis, 0.95),
+        percentile(&mut keyword, 0.95),
+        percentile(&mut vector, 0.95)
+    );
+}
+
+fn main() {
+    // `cargo bench` passes --bench; this is a plain program.
+    let sizes: Vec<usize> = std::env::var("COWORK_BENCH_SIZES")
+        .unwrap_or_else(|_| "10000,100000".into())
+        .split(',')
+        .filter_map(|s| s.trim().parse().ok())
+        .collect();
+    println!("threads: {}", std::thread::available_parallelism().map_or(1, |n| n.get()));
+    for &n in &sizes {
+        index_at(n);
+    }
+    let Ok(embedder) = Embedder::load(&model_dir(&std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("models"))) else {
+        eprintln!("embedding model missing: models/fetch installs it");
+        return;
+    };
+    for &n in &sizes {
+        hybrid_at(n, &embedder);
+    }
+}

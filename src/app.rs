@@ -335,6 +335,11 @@ impl CoworkApp {
                 Err(err) => self.state.notice(err),
             },
             UiAction::UnpinFact(memory_id) => self.send_store(StoreCommand::RemoveHotMemory { memory_id }),
+            UiAction::SummariseNow => {
+                if self.channels.llm.try_send(LlmCommand::Summarise { limit: 6, reply: None }).is_err() {
+                    self.state.notice("the llm worker is busy or not running");
+                }
+            }
             UiAction::RetryEmbedding => {
                 if self.channels.embed.try_send(crate::memory::embed_worker::EmbedCommand::RetryFailed).is_err() {
                     self.state.notice("the embed worker is busy or not running");

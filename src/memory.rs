@@ -22,6 +22,27 @@ pub mod synthesis;
 
 use serde::{Deserialize, Serialize};
 
+/// A dated summary the local model wrote (observational memory).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Observation {
+    /// "activity" or "conversation".
+    pub kind: String,
+    pub period_start_millis: i64,
+    pub period_end_millis: i64,
+    pub text: String,
+    pub model: Option<String>,
+}
+
+/// Stores a summary (a newer one for the same period replaces it).
+pub fn insert_observation(conn: &rusqlite::Connection, observation: &Observation, at_millis: i64) -> rusqlite::Result<()> {
+    conn.execute(
+        "INSERT INTO observations (kind, period_start_ms, period_end_ms, text, model, created_at_ms) VALUES (?1, ?2, ?3, ?4, ?5, ?6)
+         ON CONFLICT (kind, period_start_ms) DO UPDATE SET text = excluded.text, model = excluded.model, created_at_ms = excluded.created_at_ms",
+        rusqlite::params![observation.kind, observation.period_start_millis, observation.period_end_millis, observation.text, observation.model, at_millis],
+    )?;
+    Ok(())
+}
+
 /// A family of vectors with its own index: captured activity, conversations,
 /// and the summaries of both.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]

@@ -77,6 +77,8 @@ pub enum UiAction {
     UnpinFact(i64),
     /// Failed embedding jobs back to pending.
     RetryEmbedding,
+    /// Observational memory now: the local model summarises older hours.
+    SummariseNow,
 }
 
 /// A session opened in the Context panel.

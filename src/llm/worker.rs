@@ -86,10 +86,20 @@ pub enum LlmCommand {
     /// Load the model now instead of on first use.
     Preload,
     Unload,
+    /// Observational memory: summarise up to `limit` older hours of activity
+    /// that have no summary yet (loads the model if needed); the count goes to `reply`.
+    Summarise { limit: usize, reply: Option<Sender<Result<usize, String>>> },
     /// Fault injection for supervisor tests: panic inside the worker.
     InjectPanic,
     Shutdown,
 }
+
+/// Hours younger than this are not summarised yet (they may still grow).
+const SUMMARY_AFTER_MILLIS: i64 = 3_600_000;
+/// How far back unsummarised hours are looked for.
+const SUMMARY_LOOKBACK_MILLIS: i64 = 7 * 86_400_000;
+/// With the model already loaded and idle this long, one pending hour is summarised.
+const SUMMARY_IDLE: Duration = Duration::from_secs(120);
 
 /// The stored form of an answer; an answer that failed empty keeps its reason as text.
 fn answer_message(request: &ChatRequest, text: String, error: Option<&str>, status: MessageStatus, provider: &str, cost: f64, citations: Option<String>) -> ChatMessage {
@@ -504,6 +514,65 @@ impl<E: ChatEngine> LlmWorker<E> {
         }
     }
 
+    /// Observational memory: each older hour with activity and no summary yet
+    /// is compressed by the local model into a dated summary (stored, then
+    /// embedded into the observation namespace). Returns how many were written.
+    pub fn summarise_pending(&mut self, now: i64, limit: usize) -> Result<usize, String> {
+        const HOUR: i64 = 3_600_000;
+        if self.db.is_none() {
+            self.db = store::open_read_only(&self.config.db_path).ok();
+        }
+        let conn = self.db.as_ref().ok_or("the database is not readable")?;
+        let hours: Vec<i64> = conn
+            .prepare(
+                "SELECT started_at_ms / 3600000 AS hour FROM activity_sessions
+                 WHERE started_at_ms < ?1 AND started_at_ms >= ?2
+                 GROUP BY hour HAVING hour NOT IN (SELECT period_start_ms / 3600000 FROM observations WHERE kind = 'activity')
+                 ORDER BY hour DESC LIMIT ?3",
+            )
+            .and_then(|mut s| s.query_map(rusqlite::params![now - SUMMARY_AFTER_MILLIS, now - SUMMARY_LOOKBACK_MILLIS, limit as i64], |r| r.get(0))?.collect())
+            .map_err(|e| e.to_string())?;
+        let mut written = 0;
+        for hour in hours {
+            let (start, end) = (hour * HOUR, (hour + 1) * HOUR);
+            let sessions = store::sessions_between(self.db.as_ref().expect("opened"), start, end).map_err(|e| e.to_string())?;
+            let lines: Vec<String> = sessions
+                .iter()
+                .take(30)
+                .map(|s| format!("- {} {} — {} ({})", crate::ids::format_clock(s.started_at_millis), s.app, s.title, crate::ids::format_duration_millis(s.duration_millis(end))))
+                .collect();
+            let messages = vec![
+                PromptMessage { role: PromptRole::System, content: "You keep a private work diary. Answer with one or two plain sentences.".into() },
+                PromptMessage {
+                    role: PromptRole::User,
+                    content: format!(
+                        "Between {} and {} these windows were in use:\n{}\nIn one or two sentences, what was the user working on?",
+                        crate::ids::format_clock(start),
+                        crate::ids::format_clock(end),
+                        lines.join("\n")
+                    ),
+                },
+            ];
+            self.ensure_model().map_err(|e| e.to_string())?;
+            let mut text = String::new();
+            self.engine
+                .stream(&messages, 80, &mut |token| {
+                    text.push_str(token);
+                    StreamControl::Continue
+                }, &|| false)
+                .map_err(|e| e.to_string())?;
+            self.last_used = std::time::Instant::now();
+            let text = text.trim().to_owned();
+            if text.is_empty() {
+                continue;
+            }
+            let observation = crate::memory::Observation { kind: "activity".into(), period_start_millis: start, period_end_millis: end, text, model: Some(self.engine.name()) };
+            self.store.send_timeout(StoreCommand::InsertObservation(observation), Duration::from_secs(5)).map_err(|_| "the store is not accepting writes")?;
+            written += 1;
+        }
+        Ok(written)
+    }
+
     /// Grounded mode found nothing: the fixed refusal is the answer (stored as a
     /// refusal, so it is never embedded nor sent back as history).
     fn refuse(&mut self, request: &ChatRequest, remember: bool) {
@@ -655,6 +724,15 @@ impl<E: ChatEngine> LlmWorker<E> {
                 self.engine.unload();
                 self.sink.send(AppEvent::Model(ModelStatus::NotLoaded));
             }
+            LlmCommand::Summarise { limit, reply } => {
+                let result = self.summarise_pending(now_millis(), limit);
+                if let Err(err) = &result {
+                    tracing::warn!(%err, "summarising older activity failed");
+                }
+                if let Some(reply) = reply {
+                    let _ = reply.send(result);
+                }
+            }
             LlmCommand::InjectPanic => panic!("injected llm fault"),
             LlmCommand::Shutdown => return false,
         }
@@ -678,7 +756,14 @@ impl<E: ChatEngine> Supervised for LlmWorker<E> {
                         break;
                     }
                 }
-                Err(crossbeam_channel::RecvTimeoutError::Timeout) => self.check_resources(),
+                Err(crossbeam_channel::RecvTimeoutError::Timeout) => {
+                    // Observational memory rides on a model that is already loaded and idle:
+                    // summarising never loads 400 MB on its own.
+                    if self.engine.is_loaded() && self.last_used.elapsed() >= SUMMARY_IDLE {
+                        let _ = self.summarise_pending(now_millis(), 1);
+                    }
+                    self.check_resources();
+                }
                 Err(crossbeam_channel::RecvTimeoutError::Disconnected) => break,
             }
         }

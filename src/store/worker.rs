@@ -59,6 +59,8 @@ pub enum StoreCommand {
     /// A hand edit of the file read back: its facts become exactly these.
     ReplaceHotMemory { file: crate::memory::hot::File, texts: Vec<String> },
     LoadHotMemory,
+    /// A summary the local model wrote of an older period.
+    InsertObservation(crate::memory::Observation),
     /// 👍 (+1) or 👎 (-1) on an answer, with why.
     SetFeedback { message_id: i64, rating: i8, reason: String },
     /// Commit everything queued so far, then acknowledge (tests, shutdown, benches).
@@ -157,6 +159,13 @@ impl StoreWorker {
                 self.edit_hot_memory(|conn| crate::memory::hot::replace(conn, file, &texts, now_millis()).map_err(|e| e.to_string()))
             }
             StoreCommand::LoadHotMemory => self.edit_hot_memory(|_| Ok(())),
+            StoreCommand::InsertObservation(observation) => {
+                self.commit_pending();
+                match crate::memory::insert_observation(&self.conn, &observation, now_millis()) {
+                    Ok(()) => self.wake_embed(),
+                    Err(err) => self.emit_notice(format!("a summary was not saved: {err}")),
+                }
+            }
             StoreCommand::SetFeedback { message_id, rating, reason } => {
                 self.commit_pending();
                 if let Err(err) = queries::set_feedback(&self.conn, message_id, rating, &reason, now_millis()) {

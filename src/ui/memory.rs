@@ -77,6 +77,10 @@ pub fn memory_ui(ui: &mut egui::Ui, state: &AppState, panel: &mut MemoryPanel, a
         }
     }
 
+    if ui.button("Summarise older activity now").on_hover_text("The local model writes dated summaries of older hours; they join the prompt and search").clicked() {
+        actions.push(UiAction::SummariseNow);
+    }
+
     egui::CollapsingHeader::new("Memory view: the last prompt").show(ui, |ui| last_prompt_ui(ui, state));
 }
 

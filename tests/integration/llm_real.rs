@@ -182,3 +182,83 @@ fn a_corrupt_model_is_a_clear_message_not_a_crash() {
     assert!(error.contains("corrupt") && error.contains("models/fetch"), "{error}");
     assert!(llm.shutdown(LlmCommand::Shutdown, Duration::from_secs(10)));
 }
+
+#[test]
+fn the_local_model_summarises_an_older_hour_and_the_summary_is_embedded_as_an_observation() {
+    if !require(chat_model().is_file(), "the SmolLM2 chat model") || !super::memory::have_minilm() {
+        return;
+    }
+    let dir = temp_dir();
+    let db = dir.path().join("cowork.db");
+    let hour = 3_600_000;
+    let start = (cowork::ids::now_millis() / hour - 3) * hour;
+    {
+        let conn = store::open_writer(&db).unwrap();
+        for (i, (app, title)) in [("firefox", "Quarterly budget review - Google Sheets"), ("LibreOffice", "Budget 2027.ods"), ("Thunderbird", "Re: budget approval - Dana")]
+            .iter()
+            .enumerate()
+        {
+            let at = start + i as i64 * 600_000;
+            let session = cowork::events::ActivitySession {
+                session_id: 100 + i as i64,
+                app: (*app).into(),
+                title: (*title).into(),
+                window_id: 1,
+                started_at_millis: at,
+                ended_at_millis: Some(at + 500_000),
+                ..Default::default()
+            };
+            store::upsert_session(&conn, &session).unwrap();
+        }
+    }
+    let (sink, _events) = test_sink();
+    let mut store = spawn_store(db.clone(), sink.clone(), RestartPolicy::default()).unwrap();
+    let manifest = Manifest::bundled().unwrap();
+    let model = manifest.by_role(ModelRole::Chat).unwrap();
+    let config = LlmConfig {
+        db_path: db.clone(),
+        model_path: models_dir().join(model.primary_path()),
+        model_expected: Some((model.files[0].size, model.files[0].sha256.clone())),
+        context_budget_tokens: 300,
+        max_answer_tokens: 48,
+        history_messages: 4,
+        data_dir: dir.path().to_owned(),
+        local_limit_tokens: 1_500,
+        idle_unload_secs: 600,
+        recall: None,
+    };
+    let mut llm = spawn_llm(config, store.commands.clone(), sink, Arc::new(AtomicU64::new(0)), RestartPolicy::default()).unwrap();
+    let (reply, written) = crossbeam_channel::bounded(1);
+    llm.commands.send(LlmCommand::Summarise { limit: 5, reply: Some(reply) }).unwrap();
+    assert_eq!(written.recv_timeout(Duration::from_secs(240)).unwrap(), Ok(1), "one older hour had activity");
+    let (ack, flushed) = crossbeam_channel::bounded(1);
+    store.commands.send(StoreCommand::Flush(ack)).unwrap();
+    flushed.recv_timeout(Duration::from_secs(5)).unwrap();
+    let conn = store::open_read_only(&db).unwrap();
+    let (period, text, by): (i64, String, String) =
+        conn.query_row("SELECT period_start_ms, text, model FROM observations WHERE kind = 'activity'", [], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?))).unwrap();
+    assert_eq!(period, start);
+    assert!(!text.trim().is_empty());
+    eprintln!("summary by {by}: {text:?}");
+    // Asking again writes nothing new: that hour has its summary.
+    let (reply, again) = crossbeam_channel::bounded(1);
+    llm.commands.send(LlmCommand::Summarise { limit: 5, reply: Some(reply) }).unwrap();
+    assert_eq!(again.recv_timeout(Duration::from_secs(60)).unwrap(), Ok(0));
+    assert!(llm.shutdown(LlmCommand::Shutdown, Duration::from_secs(10)));
+    assert!(store.shutdown(StoreCommand::Shutdown, Duration::from_secs(10)));
+
+    // The summary is queued and embedded into the observation namespace.
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_cowork"))
+        .arg("--data-dir")
+        .arg(dir.path())
+        .arg("--models-dir")
+        .arg(models_dir())
+        .args(["memory", "embed"])
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let observed: i64 = conn
+        .query_row("SELECT count(*) FROM memory_chunks WHERE namespace = 'observation' AND vector IS NOT NULL", [], |r| r.get(0))
+        .unwrap();
+    assert!(observed >= 1);
+}

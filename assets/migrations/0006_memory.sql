@@ -104,26 +104,35 @@ CREATE TABLE feedback (
 ALTER TABLE chat_messages ADD COLUMN citations TEXT;
 ALTER TABLE chat_messages ADD COLUMN refusal INTEGER NOT NULL DEFAULT 0;
 
--- Queue on write.
+-- Queue on write. No OR IGNORE inside triggers: an outer upsert's conflict
+-- policy would override it and fail the write; NOT EXISTS guards instead.
 CREATE TRIGGER embed_queue_window AFTER INSERT ON activity_sessions BEGIN
-    INSERT OR IGNORE INTO embed_queue VALUES ('window', new.session_id);
+    INSERT INTO embed_queue SELECT 'window', new.session_id WHERE NOT EXISTS (SELECT 1 FROM embed_queue WHERE source = 'window' AND source_id = new.session_id);
 END;
 CREATE TRIGGER embed_queue_typing AFTER INSERT ON keystroke_chunks BEGIN
-    INSERT OR IGNORE INTO embed_queue VALUES ('typing', new.chunk_id);
+    INSERT INTO embed_queue SELECT 'typing', new.chunk_id WHERE NOT EXISTS (SELECT 1 FROM embed_queue WHERE source = 'typing' AND source_id = new.chunk_id);
 END;
 CREATE TRIGGER embed_queue_clipboard AFTER INSERT ON clipboard_events BEGIN
-    INSERT OR IGNORE INTO embed_queue VALUES ('clipboard', new.clip_id);
+    INSERT INTO embed_queue SELECT 'clipboard', new.clip_id WHERE NOT EXISTS (SELECT 1 FROM embed_queue WHERE source = 'clipboard' AND source_id = new.clip_id);
 END;
 CREATE TRIGGER embed_queue_chat AFTER INSERT ON chat_messages WHEN new.refusal = 0 BEGIN
-    INSERT OR IGNORE INTO embed_queue VALUES ('chat', new.message_id);
+    INSERT INTO embed_queue SELECT 'chat', new.message_id WHERE NOT EXISTS (SELECT 1 FROM embed_queue WHERE source = 'chat' AND source_id = new.message_id);
 END;
 CREATE TRIGGER embed_queue_summary AFTER INSERT ON observations BEGIN
-    INSERT OR IGNORE INTO embed_queue VALUES ('summary', new.observation_id);
+    INSERT INTO embed_queue SELECT 'summary', new.observation_id WHERE NOT EXISTS (SELECT 1 FROM embed_queue WHERE source = 'summary' AND source_id = new.observation_id);
 END;
 -- A rewritten text is chunked again (an answer is written when it finishes).
 CREATE TRIGGER embed_requeue_chat AFTER UPDATE OF content ON chat_messages WHEN new.refusal = 0 AND new.content IS NOT old.content BEGIN
     DELETE FROM memory_chunks WHERE source = 'chat' AND source_id = new.message_id;
-    INSERT OR IGNORE INTO embed_queue VALUES ('chat', new.message_id);
+    INSERT INTO embed_queue SELECT 'chat', new.message_id WHERE NOT EXISTS (SELECT 1 FROM embed_queue WHERE source = 'chat' AND source_id = new.message_id);
+END;
+
+CREATE TRIGGER embed_requeue_summary AFTER UPDATE OF text ON observations WHEN new.text IS NOT old.text BEGIN
+    DELETE FROM memory_chunks WHERE source = 'summary' AND source_id = new.observation_id;
+    INSERT INTO embed_queue SELECT 'summary', new.observation_id
+        WHERE NOT EXISTS (SELECT 1 FROM embed_queue WHERE source = 'summary' AND source_id = new.observation_id);
+    INSERT INTO observation_fts (observation_fts, rowid, text) VALUES ('delete', old.observation_id, old.text);
+    INSERT INTO observation_fts (rowid, text) VALUES (new.observation_id, new.text);
 END;
 
 -- Deleting a source deletes its chunks; deleting an embedded chunk leaves a
@@ -149,7 +158,8 @@ CREATE TRIGGER memory_forget_summary AFTER DELETE ON observations BEGIN
     DELETE FROM embed_queue WHERE source = 'summary' AND source_id = old.observation_id;
 END;
 CREATE TRIGGER memory_chunk_tombstone AFTER DELETE ON memory_chunks WHEN old.vector IS NOT NULL BEGIN
-    INSERT OR REPLACE INTO vector_tombstones (chunk_id, namespace) VALUES (old.chunk_id, old.namespace);
+    INSERT INTO vector_tombstones (chunk_id, namespace) SELECT old.chunk_id, old.namespace
+        WHERE NOT EXISTS (SELECT 1 FROM vector_tombstones WHERE chunk_id = old.chunk_id);
     UPDATE index_generations SET generation = generation + 1 WHERE namespace = old.namespace;
 END;
 

@@ -403,6 +403,31 @@ mod tests {
         let (ids, vectors) = stored_vectors(&conn, Namespace::Activity, 0, 10).unwrap();
         assert_eq!(ids, vec![batch[1].chunk_id]);
         assert_eq!(vectors, unit(2.0));
+        // Rewriting a message (an answer written again when it finishes) through the
+        // store's upsert requeues it without tripping the queue's uniqueness.
+        let thread = crate::events::ChatThread { thread_id: 1, title: "t".into(), updated_at_millis: 0 };
+        crate::store::upsert_thread(&conn, &thread, 0).unwrap();
+        let mut message = crate::events::ChatMessage {
+            message_id: 9,
+            thread_id: 1,
+            role: crate::events::Role::Assistant,
+            content: "draft".into(),
+            context: None,
+            status: crate::events::MessageStatus::Stopped,
+            created_at_millis: 1,
+            ask_id: None,
+            provider: None,
+            cost_usd: None,
+            citations: None,
+            refusal: false,
+        };
+        crate::store::upsert_message(&conn, &message, None).unwrap();
+        message.content = "the final answer".into();
+        crate::store::upsert_message(&conn, &message, None).unwrap();
+        crate::store::upsert_message(&conn, &message, None).unwrap();
+        let queued: i64 = conn.query_row("SELECT count(*) FROM embed_queue WHERE source = 'chat'", [], |r| r.get(0)).unwrap();
+        assert_eq!(queued, 1);
+        conn.execute("DELETE FROM chat_messages", []).unwrap();
         // A deleted, not yet chunked row simply leaves the queue.
         conn.execute("DELETE FROM activity_sessions WHERE session_id = 5", []).unwrap();
         assert_eq!(progress(&conn).unwrap().queued_rows, 1);

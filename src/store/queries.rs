@@ -153,7 +153,7 @@ pub fn search_sessions(conn: &Connection, query: &str, limit: usize) -> rusqlite
 /// Message ids whose text matches an FTS5 query, best first.
 pub fn search_messages(conn: &Connection, query: &str, limit: usize) -> rusqlite::Result<Vec<ChatMessage>> {
     let mut stmt = conn.prepare_cached(
-        "SELECT m.message_id, m.thread_id, m.role, m.content, m.context, m.status, m.created_at_ms, m.ask_id, m.provider, m.cost_usd
+        "SELECT m.message_id, m.thread_id, m.role, m.content, m.context, m.status, m.created_at_ms, m.ask_id, m.provider, m.cost_usd, m.citations, m.refusal
          FROM message_fts f JOIN chat_messages m ON m.message_id = f.rowid
          WHERE message_fts MATCH ?1 ORDER BY bm25(message_fts) LIMIT ?2",
     )?;

@@ -140,18 +140,3 @@ impl SharedEmbedder {
     }
 }
 
-#[cfg(test)]
-mod profile_tests {
-    /// `cargo test --lib embed::profile_tests -- --ignored`: one short query embedded in a loop (for perf).
-    #[test]
-    #[ignore]
-    fn embed_one_query_in_a_loop() {
-        let dir = super::model_dir(&std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("models"));
-        let model = super::Embedder::load(&dir).unwrap();
-        let started = std::time::Instant::now();
-        for _ in 0..200 {
-            model.embed(&["flight and hotel for the trip"]).unwrap();
-        }
-        eprintln!("{:.1} ms per query", started.elapsed().as_secs_f64() * 1000.0 / 200.0);
-    }
-}

@@ -59,20 +59,7 @@ fn smollm2_answers_with_the_captured_window_in_context_and_stops_within_a_second
         "capture recorded the active window"
     );
 
-    let manifest = Manifest::bundled().unwrap();
-    let model = manifest.by_role(ModelRole::Chat).unwrap();
-    let config = LlmConfig {
-        db_path: db.clone(),
-        model_path: models_dir().join(model.primary_path()),
-        model_expected: Some((model.files[0].size, model.files[0].sha256.clone())),
-        context_budget_tokens: 300,
-        max_answer_tokens: 48,
-        history_messages: 4,
-        data_dir: db.parent().unwrap().to_owned(),
-        local_limit_tokens: 1_500,
-        idle_unload_secs: 600,
-        recall: None,
-    };
+    let config = real_config(&db);
     let stop_epoch = Arc::new(AtomicU64::new(0));
     let mut llm = spawn_llm(config, store.commands.clone(), sink, stop_epoch.clone(), RestartPolicy::default()).unwrap();
 
@@ -159,16 +146,9 @@ fn a_corrupt_model_is_a_clear_message_not_a_crash() {
     let (sink, events) = test_sink();
     let (store_tx, _store_rx) = crossbeam_channel::bounded(16);
     let config = LlmConfig {
-        db_path: dir.path().join("cowork.db"),
         model_path: bad,
         model_expected: Some((98_362_432, "b179c9523d0e6a0f98a330c7562b682750a6f8c8c15e5bc70ea373728110db53".into())),
-        context_budget_tokens: 100,
-        max_answer_tokens: 8,
-        history_messages: 2,
-        data_dir: dir.path().to_owned(),
-        local_limit_tokens: 1_500,
-        idle_unload_secs: 600,
-        recall: None,
+        ..real_config(&dir.path().join("cowork.db"))
     };
     let mut llm = spawn_llm(config, store_tx, sink, Arc::new(AtomicU64::new(0)), RestartPolicy::default()).unwrap();
     let ask = request("hello", next_id());
@@ -213,20 +193,7 @@ fn the_local_model_summarises_an_older_hour_and_the_summary_is_embedded_as_an_ob
     }
     let (sink, _events) = test_sink();
     let mut store = spawn_store(db.clone(), sink.clone(), RestartPolicy::default()).unwrap();
-    let manifest = Manifest::bundled().unwrap();
-    let model = manifest.by_role(ModelRole::Chat).unwrap();
-    let config = LlmConfig {
-        db_path: db.clone(),
-        model_path: models_dir().join(model.primary_path()),
-        model_expected: Some((model.files[0].size, model.files[0].sha256.clone())),
-        context_budget_tokens: 300,
-        max_answer_tokens: 48,
-        history_messages: 4,
-        data_dir: dir.path().to_owned(),
-        local_limit_tokens: 1_500,
-        idle_unload_secs: 600,
-        recall: None,
-    };
+    let config = real_config(&db);
     let mut llm = spawn_llm(config, store.commands.clone(), sink, Arc::new(AtomicU64::new(0)), RestartPolicy::default()).unwrap();
     let (reply, written) = crossbeam_channel::bounded(1);
     llm.commands.send(LlmCommand::Summarise { limit: 5, reply: Some(reply) }).unwrap();
@@ -261,4 +228,22 @@ fn the_local_model_summarises_an_older_hour_and_the_summary_is_embedded_as_an_ob
         .query_row("SELECT count(*) FROM memory_chunks WHERE namespace = 'observation' AND vector IS NOT NULL", [], |r| r.get(0))
         .unwrap();
     assert!(observed >= 1);
+}
+
+/// The llm worker's configuration for the bundled SmolLM2 over `db`.
+fn real_config(db: &std::path::Path) -> LlmConfig {
+    let manifest = Manifest::bundled().unwrap();
+    let model = manifest.by_role(ModelRole::Chat).unwrap();
+    LlmConfig {
+        db_path: db.to_owned(),
+        model_path: models_dir().join(model.primary_path()),
+        model_expected: Some((model.files[0].size, model.files[0].sha256.clone())),
+        context_budget_tokens: 300,
+        max_answer_tokens: 48,
+        history_messages: 4,
+        data_dir: db.parent().unwrap().to_owned(),
+        local_limit_tokens: 1_500,
+        idle_unload_secs: 600,
+        recall: None,
+    }
 }

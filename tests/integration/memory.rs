@@ -11,7 +11,7 @@ use cowork::events::{ActivitySession, AppEvent, ChatMessage, ChatThread, Message
 use cowork::search::{Filters, Hit, SearchCommand, Stream};
 use cowork::store::StoreCommand;
 
-use super::support::{models_dir, require, temp_dir, test_sink};
+use super::support::{models_dir, require, temp_dir};
 
 pub fn have_minilm() -> bool {
     require(cowork::embed::model_dir(&models_dir()).join("model.safetensors").is_file(), "the MiniLM embedding model")
@@ -70,15 +70,7 @@ fn captured_text_is_found_by_meaning_within_seconds_and_deleted_text_never_again
     }
     let data = temp_dir();
     let paths = cowork::config::Paths::resolve(Some(data.path().to_owned()), Some(models_dir())).unwrap();
-    let (sink, events) = test_sink();
-    let options = cowork::workers::WorkerOptions {
-        capture: false,
-        display: None,
-        chat_model: None,
-        policy: cowork::runtime::RestartPolicy::default(),
-        require_consent: false,
-    };
-    let (workers, _, _) = cowork::workers::Workers::start(&paths, options, sink).unwrap();
+    let (workers, events) = super::support::start_workers(&paths);
     let now = cowork::ids::now_millis();
     let hour = 3_600_000;
     let store = &workers.store.commands;

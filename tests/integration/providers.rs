@@ -557,16 +557,7 @@ fn cloud_fixture(provider_json: &str, settings: &[(&str, &str)], window_title: &
 
 /// Store and llm workers (no capture, no local model) on `paths`.
 fn start_brains(paths: &cowork::config::Paths) -> (cowork::workers::Workers, crossbeam_channel::Receiver<cowork::events::AppEvent>) {
-    let (sink, events) = super::support::test_sink();
-    let options = cowork::workers::WorkerOptions {
-        capture: false,
-        display: None,
-        chat_model: None,
-        policy: cowork::runtime::RestartPolicy::default(),
-        require_consent: false,
-    };
-    let (workers, _, _) = cowork::workers::Workers::start(paths, options, sink).unwrap();
-    (workers, events)
+    super::support::start_workers(paths)
 }
 
 #[test]

@@ -245,3 +245,17 @@ impl Drop for XSession {
         }
     }
 }
+
+/// Every worker but capture on `paths` (no local chat model), with the events they send.
+pub fn start_workers(paths: &cowork::config::Paths) -> (cowork::workers::Workers, Receiver<AppEvent>) {
+    let (sink, events) = test_sink();
+    let options = cowork::workers::WorkerOptions {
+        capture: false,
+        display: None,
+        chat_model: None,
+        policy: cowork::runtime::RestartPolicy::default(),
+        require_consent: false,
+    };
+    let (workers, _, _) = cowork::workers::Workers::start(paths, options, sink).unwrap();
+    (workers, events)
+}

@@ -191,13 +191,14 @@ impl<E: ChatEngine> LlmWorker<E> {
         }
         let conn = self.db.as_ref()?;
         let mut facts = hot::facts(conn).unwrap_or_default();
-        for (file, texts, problems) in hot::edited(conn, &self.config.data_dir).unwrap_or_default() {
-            for problem in problems {
-                self.sink.send(AppEvent::Notice(format!("{}: {problem}", file.file_name())));
-            }
-            facts.retain(|f| f.file != file);
-            facts.extend(texts.iter().map(|text| hot::Fact { memory_id: 0, file, text: text.clone(), pinned_by: "user".into(), created_at_millis: 0 }));
-            let _ = self.store.send_timeout(StoreCommand::ReplaceHotMemory { file, texts }, Duration::from_secs(5));
+        // Hand edits count from this question on; the store reads them back (and reports bad lines).
+        let edits = hot::edited(conn, &self.config.data_dir).unwrap_or_default();
+        for (file, texts, _) in &edits {
+            facts.retain(|f| f.file != *file);
+            facts.extend(texts.iter().map(|text| hot::Fact { memory_id: 0, file: *file, text: text.clone(), pinned_by: "user".into(), created_at_millis: 0 }));
+        }
+        if !edits.is_empty() {
+            let _ = self.store.send_timeout(StoreCommand::LoadHotMemory, Duration::from_secs(5));
         }
         let feedback: Vec<synthesis::Feedback> = conn
             .prepare_cached("SELECT rating, reason FROM feedback ORDER BY at_ms DESC LIMIT 20")
@@ -306,7 +307,7 @@ impl<E: ChatEngine> LlmWorker<E> {
         // `<no-memory>`: answer, but keep neither the question nor the answer.
         let remember = !wants_no_memory(&request.text);
         request.text = request.text.replace("<no-memory>", "").trim().to_owned();
-        let settings = self.brains().0;
+        let (settings, providers) = self.brains();
         let memory = self.memory_context(&request, &settings);
         // Grounded mode: nothing to stand on → a fixed refusal, without calling a model.
         if settings.grounded && memory.as_ref().is_none_or(|m| !m.any_embedded || m.assembly.items.is_empty()) {
@@ -339,7 +340,7 @@ impl<E: ChatEngine> LlmWorker<E> {
             (!parts.is_empty()).then(|| parts.join("\n\n"))
         };
         // Route first: a cloud answer may need the user's consent before anything happens.
-        let plan = match self.plan(&request, context.as_deref()) {
+        let plan = match self.plan(&request, context.as_deref(), &settings, &providers) {
             Ok(plan) => plan,
             Err(message) => {
                 self.finish_early(&request, remember, context.as_deref(), message);
@@ -468,9 +469,14 @@ impl<E: ChatEngine> LlmWorker<E> {
     }
 
     /// Decides who answers, with the key a cloud provider needs.
-    fn plan(&mut self, request: &ChatRequest, context: Option<&str>) -> Result<Plan, String> {
+    fn plan(
+        &mut self,
+        request: &ChatRequest,
+        context: Option<&str>,
+        settings: &crate::config::Settings,
+        providers: &crate::brains::Providers,
+    ) -> Result<Plan, String> {
         use crate::brains::router::{RouteInput, Target, estimate_tokens, route};
-        let (settings, providers) = self.brains();
         let offline = crate::net::OutboundGate::global().is_offline();
         // Tiers that exist and, offline, only those on this machine.
         let tiers: Vec<&crate::brains::ProviderConfig> = settings

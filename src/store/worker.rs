@@ -56,8 +56,7 @@ pub enum StoreCommand {
     /// Hot memory: pin a fact (≤ 320 characters) into USER.md or MEMORY.md.
     AddHotMemory { file: crate::memory::hot::File, text: String, pinned_by: String },
     RemoveHotMemory { memory_id: i64 },
-    /// A hand edit of the file read back: its facts become exactly these.
-    ReplaceHotMemory { file: crate::memory::hot::File, texts: Vec<String> },
+    /// Read back hand edits of USER.md/MEMORY.md, rewrite them, and show the list.
     LoadHotMemory,
     /// A summary the local model wrote of an older period.
     InsertObservation(crate::memory::Observation),
@@ -154,9 +153,6 @@ impl StoreWorker {
             }
             StoreCommand::RemoveHotMemory { memory_id } => {
                 self.edit_hot_memory(|conn| crate::memory::hot::remove(conn, memory_id).map(|_| ()).map_err(|e| e.to_string()))
-            }
-            StoreCommand::ReplaceHotMemory { file, texts } => {
-                self.edit_hot_memory(|conn| crate::memory::hot::replace(conn, file, &texts, now_millis()).map_err(|e| e.to_string()))
             }
             StoreCommand::LoadHotMemory => self.edit_hot_memory(|_| Ok(())),
             StoreCommand::InsertObservation(observation) => {

@@ -31,8 +31,9 @@ use crate::search::SearchCommand;
 pub const BATCH: usize = 32;
 /// How long after the user's last keystroke in cowork embedding stays paused.
 pub const TYPING_PAUSE: Duration = Duration::from_millis(1500);
-/// Wait between looks at the queue when nothing woke the worker.
-const IDLE_WAIT: Duration = Duration::from_secs(2);
+/// Safety wait between looks at the queue: the store wakes the worker after
+/// every commit that can queue rows, so this only bounds a missed wake.
+const IDLE_WAIT: Duration = Duration::from_secs(60);
 /// Nice value of the embed thread and its pool (0 is normal, 19 the lowest).
 const NICE: i32 = 10;
 
@@ -54,6 +55,8 @@ pub struct EmbedWorker {
     pool: rayon::ThreadPool,
     model_error: Option<String>,
     last_progress: Option<Instant>,
+    /// Work happened since the last progress report.
+    progress_stale: bool,
 }
 
 /// Lowers the calling thread's scheduling priority (Linux: per thread).
@@ -95,6 +98,7 @@ impl EmbedWorker {
             pool,
             model_error: None,
             last_progress: None,
+            progress_stale: true,
         })
     }
 
@@ -119,8 +123,26 @@ impl EmbedWorker {
     }
 
     /// `step`, returning how many chunks it embedded (`None`: nothing to do).
+    /// The model is loaded only once there is something to embed.
     pub fn step_counted(&mut self, ctx: &WorkerContext) -> anyhow::Result<Option<usize>> {
-        self.forward_tombstones()?;
+        if self.forward_tombstones()? > 0 {
+            self.progress_stale = true;
+        }
+        let now = now_millis();
+        let job = match jobs::next_job(&self.conn)? {
+            Some(job) => job,
+            None => match jobs::create_job(&self.conn, now, JOB_MAX_CHUNKS)? {
+                Some(job) => job,
+                None => {
+                    // Idle: one last report after work, then no more reads.
+                    if self.progress_stale {
+                        self.report_progress(true);
+                    }
+                    return Ok(None);
+                }
+            },
+        };
+        self.progress_stale = true;
         let embedder = match self.embedder.get() {
             Ok(model) => {
                 if self.model_error.take().is_some() {
@@ -135,17 +157,6 @@ impl EmbedWorker {
                 }
                 return Ok(None);
             }
-        };
-        let now = now_millis();
-        let job = match jobs::next_job(&self.conn)? {
-            Some(job) => job,
-            None => match jobs::create_job(&self.conn, now, JOB_MAX_CHUNKS)? {
-                Some(job) => job,
-                None => {
-                    self.report_progress(true);
-                    return Ok(None);
-                }
-            },
         };
         jobs::begin(&self.conn, job.job_id, now)?;
         let batch = jobs::next_batch(&self.conn, job.job_id, BATCH)?;
@@ -173,7 +184,8 @@ impl EmbedWorker {
         Ok(Some(stored))
     }
 
-    /// Progress to the UI at most every 2 s (and when the queue runs dry).
+    /// Progress to the UI at most every 2 s while working, and once when the
+    /// queue runs dry (the counts read the chunk table, so never while idle).
     fn report_progress(&mut self, force: bool) {
         if !force && self.last_progress.is_some_and(|at| at.elapsed() < Duration::from_secs(2)) {
             return;
@@ -181,6 +193,7 @@ impl EmbedWorker {
         if let Ok(progress) = jobs::progress(&self.conn) {
             self.sink.send(AppEvent::MemoryProgress(progress));
             self.last_progress = Some(Instant::now());
+            self.progress_stale = false;
         }
     }
 

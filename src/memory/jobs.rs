@@ -324,10 +324,12 @@ pub fn any_embedded(conn: &Connection) -> rusqlite::Result<bool> {
 }
 
 pub fn progress(conn: &Connection) -> rusqlite::Result<Progress> {
+    // Both counts walk indexes (all chunks: the narrowest index; waiting:
+    // the partial one), never the table with its vectors.
     conn.query_row(
         "SELECT (SELECT count(*) FROM embed_queue),
                 (SELECT count(*) FROM memory_chunks WHERE vector IS NULL),
-                (SELECT count(*) FROM memory_chunks WHERE vector IS NOT NULL),
+                (SELECT count(*) FROM memory_chunks) - (SELECT count(*) FROM memory_chunks WHERE vector IS NULL),
                 (SELECT count(*) FROM embed_jobs WHERE state IN ('pending', 'processing', 'paused')),
                 (SELECT count(*) FROM embed_jobs WHERE state = 'failed'),
                 (SELECT error FROM embed_jobs WHERE state = 'failed' ORDER BY updated_at_ms DESC LIMIT 1)",

@@ -222,7 +222,7 @@ pub fn recent_unembedded(conn: &Connection, limit: usize) -> rusqlite::Result<Ve
         }
     }
     let waiting: Vec<i64> = conn
-        .prepare_cached("SELECT chunk_id FROM memory_chunks WHERE vector IS NULL AND namespace = 'activity' ORDER BY at_ms DESC LIMIT ?1")?
+        .prepare_cached("SELECT chunk_id FROM memory_chunks INDEXED BY memory_chunks_waiting WHERE vector IS NULL AND namespace = 'activity' ORDER BY at_ms DESC LIMIT ?1")?
         .query_map(params![limit as i64], |r| r.get(0))?
         .collect::<rusqlite::Result<_>>()?;
     items.extend(items_by_chunk(conn, &waiting, Origin::Recent)?);

@@ -8,6 +8,7 @@ use egui::{RichText, TextEdit};
 use crate::config::keys;
 use crate::memory::hot::File;
 use crate::state::{AppState, UiAction};
+use crate::ui::settings::draft_edit;
 use crate::ui::theme;
 
 #[derive(Default)]
@@ -24,10 +25,18 @@ pub fn memory_ui(ui: &mut egui::Ui, state: &AppState, panel: &mut MemoryPanel, a
     }
 
     let label = ui.label("Profile (preferences, goals, style; always in the prompt)");
-    let draft = panel.profile.get_or_insert_with(|| state.settings.profile.clone());
-    ui.add(TextEdit::multiline(draft).desired_rows(3).desired_width(f32::INFINITY)).labelled_by(label.id);
-    if *draft != state.settings.profile && ui.button("Save profile").clicked() {
-        actions.push(UiAction::SaveSetting { key: keys::PROFILE.into(), value: draft.clone() });
+    let edited = draft_edit(
+        ui,
+        &mut panel.profile,
+        &state.settings.profile,
+        |text| TextEdit::multiline(text).desired_rows(3).desired_width(f32::INFINITY),
+        label.id,
+    );
+    if let Some(text) = edited
+        && ui.button("Save profile").clicked()
+    {
+        actions.push(UiAction::SaveSetting { key: keys::PROFILE.into(), value: text });
+        panel.profile = None;
     }
 
     ui.add_space(theme::SPACING);

@@ -551,6 +551,25 @@ fn citations_open_their_source_ratings_reach_the_store_and_the_memory_view_shows
     harness.get_by_label_contains("dropped by the budget: Summary day 1");
     harness.get_by_label_contains("dropped by the budget: evince — old invoice");
     harness.get_by_label_contains("[1] Recalled · chromium — Booking.com: Hotel Adlon");
+    // The profile loads after the view was first drawn: the box shows it, and
+    // Save appears only once the user changes it.
+    assert!(harness.query_by_label("Save profile").is_none());
+    far.events.send(AppEvent::Setting { key: cowork::config::keys::PROFILE.into(), value: "Goal: a quiet week".into() }).unwrap();
+    harness.run();
+    let profile = "Profile (preferences, goals, style; always in the prompt)";
+    assert_eq!(harness.get_by_role_and_label(Role::MultilineTextInput, profile).value().as_deref(), Some("Goal: a quiet week"));
+    assert!(harness.query_by_label("Save profile").is_none());
+    harness.get_by_role_and_label(Role::MultilineTextInput, profile).focus();
+    harness.run();
+    harness.get_by_role_and_label(Role::MultilineTextInput, profile).type_text(", no meetings");
+    harness.run();
+    harness.get_by_label("Save profile").click();
+    harness.run();
+    let saved = far.store.try_iter().find_map(|c| match c {
+        StoreCommand::SetSetting { key, value } if key == cowork::config::keys::PROFILE => Some(value),
+        _ => None,
+    });
+    assert_eq!(saved.as_deref(), Some("Goal: a quiet week, no meetings"));
     // Pinning a fact goes to the store (which mirrors it into USER.md).
     harness.get_by_role_and_label(Role::TextInput, "Fact").focus();
     harness.run();

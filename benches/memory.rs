@@ -1,10 +1,9 @@
-//! Memory and search: embedding throughput with all-MiniLM-L6-v2 on this CPU,
-//! and exact (flat, inner product) faiss search at 10k and 100k vectors.
+//! Embedding with all-MiniLM-L6-v2 on this CPU: batch throughput and one
+//! search query. Index and hybrid search speed: `benches/vectors.rs`.
 
 use std::path::PathBuf;
 
-use cowork::embed::{DIMENSIONS, Embedder, model_dir};
-use cowork::vectors::VectorIndex;
+use cowork::embed::{Embedder, model_dir};
 use criterion::{Criterion, Throughput, criterion_group, criterion_main};
 
 fn models_dir() -> PathBuf {
@@ -33,42 +32,5 @@ fn embedding(c: &mut Criterion) {
     group.finish();
 }
 
-fn unit_vectors(n: usize, seed: u64) -> Vec<f32> {
-    let mut state = seed | 1;
-    let mut out = Vec::with_capacity(n * DIMENSIONS);
-    for _ in 0..n {
-        let row: Vec<f32> = (0..DIMENSIONS)
-            .map(|_| {
-                state ^= state << 13;
-                state ^= state >> 7;
-                state ^= state << 17;
-                (state % 2000) as f32 / 1000.0 - 1.0
-            })
-            .collect();
-        let norm = row.iter().map(|x| x * x).sum::<f32>().sqrt();
-        out.extend(row.iter().map(|x| x / norm));
-    }
-    out
-}
-
-fn flat_search(c: &mut Criterion) {
-    let mut group = c.benchmark_group("faiss_flat");
-    for n in [10_000usize, 100_000] {
-        let data = unit_vectors(n, 42);
-        let ids: Vec<i64> = (0..n as i64).collect();
-        let mut index = VectorIndex::flat(DIMENSIONS).unwrap();
-        index.add(&ids, &data).unwrap();
-        let queries = unit_vectors(64, 7);
-        let mut q = 0;
-        group.bench_function(format!("top10_of_{n}"), |b| {
-            b.iter(|| {
-                q = (q + 1) % 64;
-                index.search(&queries[q * DIMENSIONS..(q + 1) * DIMENSIONS], 10).unwrap()
-            })
-        });
-    }
-    group.finish();
-}
-
-criterion_group!(benches, embedding, flat_search);
+criterion_group!(benches, embedding);
 criterion_main!(benches);

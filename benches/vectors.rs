@@ -3,6 +3,7 @@
 //!
 //!     cargo bench --profile dev --bench vectors                 # 10k and 100k
 //!     COWORK_BENCH_SIZES=10000,100000,1000000 cargo bench --profile dev --bench vectors
+//!     COWORK_BENCH_ONLY=hybrid …                                # one part: index or hybrid
 //!
 //! For each size: build time, RSS the index adds, top-10 search p50/p95 for
 //! exact (flat) and HNSW, and HNSW's recall@10 against exact. The vectors are
@@ -187,9 +188,15 @@ fn main() {
         .split(',')
         .filter_map(|s| s.trim().parse().ok())
         .collect();
+    let only = std::env::var("COWORK_BENCH_ONLY").unwrap_or_default();
     println!("threads: {}", std::thread::available_parallelism().map_or(1, |n| n.get()));
-    for &n in &sizes {
-        index_at(n);
+    if only != "hybrid" {
+        for &n in &sizes {
+            index_at(n);
+        }
+    }
+    if only == "index" {
+        return;
     }
     let Ok(embedder) = Embedder::load(&model_dir(&std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("models"))) else {
         eprintln!("embedding model missing: models/fetch installs it");

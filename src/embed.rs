@@ -52,8 +52,9 @@ impl Embedder {
         }
         let device = Device::Cpu;
         // SAFETY: the file is mapped read-only and not modified while cowork runs.
-        let vb = unsafe { VarBuilder::from_mmaped_safetensors(&[&weights], DType::F32, &device) }
+        let tensors = unsafe { candle_core::safetensors::MmapedSafetensors::new(&weights) }
             .with_context(|| format!("cannot read {}", weights.display()))?;
+        let vb = VarBuilder::from_backend(Box::new(ColumnMajorLinears(tensors)), DType::F32, device.clone());
         let model = BertModel::load(vb, &config).with_context(|| format!("{} does not hold the expected weights", weights.display()))?;
         Ok(Self { model, tokenizer, device })
     }
@@ -79,6 +80,36 @@ impl Embedder {
         let norms = mean.sqr()?.sum_keepdim(1)?.sqrt()?.clamp(1e-12, f64::MAX)?;
         let unit = mean.broadcast_div(&norms)?;
         Ok(unit.to_vec2::<f32>()?)
+    }
+}
+
+/// Hands BERT its linear-layer weights stored column-major (the transpose of
+/// the file's layout, shown through a transposed view with the same shape).
+///
+/// candle computes `x · Wᵀ` with gemm, which turns the problem around so the
+/// weight becomes its left operand; stored row-major, gemm copies the whole
+/// weight into its packed layout on every call — 60 % of embedding one
+/// search query (perf). Column-major, the microkernel reads it in place:
+/// a query's embedding gets several times faster, batches are unchanged.
+struct ColumnMajorLinears(candle_core::safetensors::MmapedSafetensors);
+
+impl candle_nn::var_builder::SimpleBackend for ColumnMajorLinears {
+    fn get(&self, shape: candle_core::Shape, name: &str, init: candle_nn::Init, dtype: DType, dev: &Device) -> candle_core::Result<Tensor> {
+        let tensor = candle_nn::var_builder::SimpleBackend::get(&self.0, shape, name, init, dtype, dev)?;
+        // Embedding tables are gathered by row, so they stay as stored.
+        if tensor.rank() == 2 && name.ends_with(".weight") && !name.contains("embeddings") {
+            tensor.t()?.contiguous()?.t()
+        } else {
+            Ok(tensor)
+        }
+    }
+
+    fn get_unchecked(&self, name: &str, dtype: DType, dev: &Device) -> candle_core::Result<Tensor> {
+        candle_nn::var_builder::SimpleBackend::get_unchecked(&self.0, name, dtype, dev)
+    }
+
+    fn contains_tensor(&self, name: &str) -> bool {
+        candle_nn::var_builder::SimpleBackend::contains_tensor(&self.0, name)
     }
 }
 

@@ -103,7 +103,7 @@ impl VectorIndex {
         if self.is_empty() || k == 0 {
             return Ok(Vec::new());
         }
-        let result = self.index.search(query, k).context("faiss: search failed")?;
+        let result = on_this_thread_only(|| self.index.search(query, k)).context("faiss: search failed")?;
         Ok(result
             .labels
             .iter()
@@ -130,6 +130,28 @@ impl VectorIndex {
         loaded.tune()?;
         Ok(loaded)
     }
+}
+
+unsafe extern "C" {
+    // OpenMP, which faiss is built with (libgomp).
+    fn omp_get_max_threads() -> std::ffi::c_int;
+    fn omp_set_num_threads(threads: std::ffi::c_int);
+}
+
+/// Runs `f` with faiss's OpenMP team limited to the calling thread.
+///
+/// One query gains nothing from the team, but its threads then spin for
+/// milliseconds waiting for more work, on the same two cores where the query
+/// embedding's gemm runs: hybrid search p95 at 10k went from 20 ms to 10 ms
+/// without them. The setting is per thread, so index builds (the only
+/// bulk faiss work, on whichever thread rebuilds) keep every core.
+fn on_this_thread_only<T>(f: impl FnOnce() -> T) -> T {
+    // SAFETY: plain OpenMP runtime calls on the calling thread's own setting.
+    let before = unsafe { omp_get_max_threads() };
+    unsafe { omp_set_num_threads(1) };
+    let out = f();
+    unsafe { omp_set_num_threads(before) };
+    out
 }
 
 #[cfg(test)]

@@ -196,6 +196,7 @@ impl CoworkApp {
                 if self.state.generating.is_none() {
                     self.state.current_thread = Some(thread_id);
                     self.state.messages.clear();
+                    self.state.pins.clear();
                     self.send_store(StoreCommand::LoadMessages { thread_id });
                 }
             }
@@ -335,6 +336,15 @@ impl CoworkApp {
                 Err(err) => self.state.notice(err),
             },
             UiAction::UnpinFact(memory_id) => self.send_store(StoreCommand::RemoveHotMemory { memory_id }),
+            UiAction::PinToThread { stream, source_id } => match self.state.current_thread {
+                Some(thread_id) => self.send_store(StoreCommand::PinSource { thread_id, stream, source_id }),
+                None => self.state.notice("open or start a chat first: pins belong to a chat"),
+            },
+            UiAction::UnpinFromThread { stream, source_id } => {
+                if let Some(thread_id) = self.state.current_thread {
+                    self.send_store(StoreCommand::UnpinSource { thread_id, stream, source_id });
+                }
+            }
             UiAction::SummariseNow => {
                 if self.channels.llm.try_send(LlmCommand::Summarise { limit: 6, reply: None }).is_err() {
                     self.state.notice("the llm worker is busy or not running");

@@ -285,6 +285,8 @@ pub enum AppEvent {
     Citations { answer_id: i64, citations: Vec<crate::memory::rag::Citation> },
     /// Hot memory as stored (after a load or an edit).
     HotMemory(Vec<crate::memory::hot::Fact>),
+    /// What is pinned to a thread (after opening it, a pin or an unpin).
+    ThreadPins { thread_id: i64, items: Vec<crate::memory::rag::Item> },
     /// How far embedding has got (Settings → Memory).
     MemoryProgress(crate::memory::jobs::Progress),
     /// Download progress of one model file (or why it failed).

@@ -75,6 +75,10 @@ pub enum UiAction {
     /// Hot memory: pin a fact, or unpin one.
     PinFact { file: crate::memory::hot::File, text: String },
     UnpinFact(i64),
+    /// Pin a found row (session, typed text, copy, message, summary) to the
+    /// open chat, or take it off: pinned rows come first in its answers.
+    PinToThread { stream: crate::search::Stream, source_id: i64 },
+    UnpinFromThread { stream: crate::search::Stream, source_id: i64 },
     /// Failed embedding jobs back to pending.
     RetryEmbedding,
     /// Observational memory now: the local model summarises older hours.
@@ -221,6 +225,8 @@ pub struct AppState {
     pub threads: Vec<ChatThread>,
     pub current_thread: Option<i64>,
     pub messages: Vec<MessageView>,
+    /// What is pinned to the open thread.
+    pub pins: Vec<crate::memory::rag::Item>,
     /// The answer being generated, if any.
     pub generating: Option<i64>,
     pub model: Option<ModelStatus>,
@@ -345,6 +351,11 @@ impl AppState {
                 }
             }
             AppEvent::HotMemory(facts) => self.memory.hot = facts,
+            AppEvent::ThreadPins { thread_id, items } => {
+                if self.current_thread == Some(thread_id) {
+                    self.pins = items;
+                }
+            }
             AppEvent::SearchResults { generation, hits, millis, error, keyword_only, .. } => {
                 // Results of an older query than the one on screen are dropped.
                 if generation == self.search.generation {
@@ -452,6 +463,7 @@ impl AppState {
     pub fn new_thread(&mut self) {
         self.current_thread = None;
         self.messages.clear();
+        self.pins.clear();
     }
 }
 

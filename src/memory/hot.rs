@@ -165,7 +165,7 @@ pub fn edited(conn: &Connection, data_dir: &Path) -> rusqlite::Result<Vec<(File,
 
 /// Replaces a file's facts with the list read back from it (as pinned by the user).
 pub fn replace(conn: &Connection, file: File, texts: &[String], at_millis: i64) -> rusqlite::Result<()> {
-    let tx = conn.unchecked_transaction()?;
+    let tx = crate::store::write_transaction(conn)?;
     tx.execute("DELETE FROM hot_memory WHERE file = ?1", params![file.as_str()])?;
     for (i, text) in texts.iter().enumerate() {
         tx.execute(

@@ -147,11 +147,32 @@ pub fn source_pieces(conn: &Connection, source: Source, id: i64) -> rusqlite::Re
 /// Cuts queued rows into chunks (up to about `max_chunks`) and makes them one
 /// pending job, in one transaction. `None` when the queue held nothing to embed.
 pub fn create_job(conn: &Connection, now_millis: i64, max_chunks: usize) -> rusqlite::Result<Option<Job>> {
-    let tx = conn.unchecked_transaction()?;
+    let tx = crate::store::write_transaction(conn)?;
     let queued: Vec<(String, i64)> = tx
         .prepare_cached("SELECT source, source_id FROM embed_queue LIMIT ?1")?
         .query_map(params![max_chunks as i64], |r| Ok((r.get(0)?, r.get(1)?)))?
         .collect::<rusqlite::Result<_>>()?;
+    let job = job_from(&tx, queued, now_millis, max_chunks)?;
+    tx.commit()?;
+    Ok(job)
+}
+
+/// Cuts one source row into chunks now if it is still queued (a pin needs its
+/// chunks before the embed worker reaches it), inside the caller's transaction.
+pub fn chunk_now(conn: &Connection, source: Source, source_id: i64, now_millis: i64) -> rusqlite::Result<Option<Job>> {
+    let queued: Option<String> = conn
+        .prepare_cached("SELECT source FROM embed_queue WHERE source = ?1 AND source_id = ?2")?
+        .query_row(params![source.as_str(), source_id], |r| r.get(0))
+        .optional()?;
+    match queued {
+        Some(name) => job_from(conn, vec![(name, source_id)], now_millis, usize::MAX),
+        None => Ok(None),
+    }
+}
+
+/// Takes `queued` rows off the queue (up to about `max_chunks` pieces) and
+/// stores their chunks under a new pending job.
+fn job_from(conn: &Connection, queued: Vec<(String, i64)>, now_millis: i64, max_chunks: usize) -> rusqlite::Result<Option<Job>> {
     if queued.is_empty() {
         return Ok(None);
     }
@@ -163,33 +184,28 @@ pub fn create_job(conn: &Connection, now_millis: i64, max_chunks: usize) -> rusq
         }
         consumed.push((source_name.clone(), id));
         let Some(source) = Source::parse(&source_name) else { continue };
-        if let Some((at, texts)) = source_pieces(&tx, source, id)? {
+        if let Some((at, texts)) = source_pieces(conn, source, id)? {
             chunks.extend(texts.into_iter().enumerate().map(|(part, text)| (source, id, part, text, at)));
         }
     }
-    let mut dequeue = tx.prepare_cached("DELETE FROM embed_queue WHERE source = ?1 AND source_id = ?2")?;
+    let mut dequeue = conn.prepare_cached("DELETE FROM embed_queue WHERE source = ?1 AND source_id = ?2")?;
     for (source, id) in &consumed {
         dequeue.execute(params![source, id])?;
     }
-    drop(dequeue);
     if chunks.is_empty() {
-        tx.commit()?;
         return Ok(None);
     }
-    tx.execute(
+    conn.execute(
         "INSERT INTO embed_jobs (state, total_chunks, created_at_ms, updated_at_ms) VALUES ('pending', ?1, ?2, ?2)",
         params![chunks.len() as i64, now_millis],
     )?;
-    let job_id = tx.last_insert_rowid();
-    {
-        let mut insert = tx.prepare_cached(
-            "INSERT INTO memory_chunks (namespace, source, source_id, part, text, at_ms, job_id) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
-        )?;
-        for (source, id, part, text, at) in &chunks {
-            insert.execute(params![source.namespace().as_str(), source.as_str(), id, *part as i64, text, at, job_id])?;
-        }
+    let job_id = conn.last_insert_rowid();
+    let mut insert = conn.prepare_cached(
+        "INSERT INTO memory_chunks (namespace, source, source_id, part, text, at_ms, job_id) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
+    )?;
+    for (source, id, part, text, at) in &chunks {
+        insert.execute(params![source.namespace().as_str(), source.as_str(), id, *part as i64, text, at, job_id])?;
     }
-    tx.commit()?;
     Ok(Some(Job { job_id, total_chunks: chunks.len() as i64, chunks_embedded: 0 }))
 }
 
@@ -234,7 +250,7 @@ pub fn generation(conn: &Connection, namespace: Namespace) -> rusqlite::Result<u
 /// Chunks deleted meanwhile are skipped; the rest is returned per namespace
 /// for the indexes, with the generation it brings them to.
 pub fn commit_batch(conn: &Connection, job_id: i64, batch: &[PendingChunk], vectors: &[Vec<f32>], now_millis: i64) -> rusqlite::Result<Vec<Added>> {
-    let tx = conn.unchecked_transaction()?;
+    let tx = crate::store::write_transaction(conn)?;
     let mut added: Vec<Added> = Vec::new();
     {
         let mut update = tx.prepare_cached("UPDATE memory_chunks SET vector = ?2 WHERE chunk_id = ?1 AND vector IS NULL")?;
@@ -279,7 +295,7 @@ pub fn fail(conn: &Connection, job_id: i64, error: &str, now_millis: i64) -> rus
 
 /// Takes (and clears) the tombstones of deleted embedded chunks, per namespace.
 pub fn take_tombstones(conn: &Connection) -> rusqlite::Result<Vec<Removed>> {
-    let tx = conn.unchecked_transaction()?;
+    let tx = crate::store::write_transaction(conn)?;
     let rows: Vec<(i64, String)> =
         tx.prepare_cached("SELECT chunk_id, namespace FROM vector_tombstones")?.query_map([], |r| Ok((r.get(0)?, r.get(1)?)))?.collect::<rusqlite::Result<_>>()?;
     if rows.is_empty() {
@@ -361,6 +377,42 @@ mod tests {
         let n = v.iter().map(|x| x * x).sum::<f32>().sqrt();
         v.iter_mut().for_each(|x| *x /= n);
         v
+    }
+
+    #[test]
+    fn the_embed_connection_and_the_store_write_at_the_same_time_without_errors() {
+        // Two writers on one WAL file: a transaction that reads before it writes
+        // must hold the write lock from its start, or a commit by the other
+        // connection in between fails it with SQLITE_BUSY (snapshot), which no
+        // busy timeout waits out.
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("cowork.db");
+        let conn = crate::store::open_writer(&path).unwrap();
+        let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let store = {
+            let (path, stop) = (path.clone(), stop.clone());
+            std::thread::spawn(move || {
+                let store = crate::store::open_writer(&path).unwrap();
+                let mut id = 1;
+                while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                    let tx = crate::store::write_transaction(&store).unwrap();
+                    crate::store::upsert_session(&tx, &session(id, &format!("Window {id}"))).unwrap();
+                    tx.commit().unwrap();
+                    id += 1;
+                }
+                id
+            })
+        };
+        let (mut jobs, mut tombstones) = (0, 0);
+        let started = std::time::Instant::now();
+        while started.elapsed() < std::time::Duration::from_millis(1500) {
+            jobs += create_job(&conn, 1, 4).expect("create_job beside the store").is_some() as usize;
+            tombstones += take_tombstones(&conn).expect("take_tombstones beside the store").len();
+        }
+        stop.store(true, std::sync::atomic::Ordering::Relaxed);
+        let written = store.join().unwrap();
+        assert!(jobs > 10 && written > 100, "both wrote: {jobs} jobs beside {written} sessions");
+        assert_eq!(tombstones, 0);
     }
 
     #[test]

@@ -188,6 +188,29 @@ pub fn pinned(conn: &Connection, thread_id: i64) -> rusqlite::Result<Vec<Item>> 
     items_by_chunk(conn, &ids, Origin::Pinned)
 }
 
+/// Pins a source row (a session, typed text, a copy, a message, a summary)
+/// to a thread: its chunks then come first in every answer there. A row not
+/// yet cut into chunks is cut now. Returns how many chunks it pinned; 0 when
+/// the row is gone (deleted) or was pinned already.
+pub fn pin_source(conn: &Connection, thread_id: i64, source: Source, source_id: i64, now_millis: i64) -> rusqlite::Result<usize> {
+    super::jobs::chunk_now(conn, source, source_id, now_millis)?;
+    conn.prepare_cached(
+        "INSERT INTO thread_pins (thread_id, chunk_id)
+         SELECT ?1, chunk_id FROM memory_chunks c WHERE source = ?2 AND source_id = ?3
+            AND NOT EXISTS (SELECT 1 FROM thread_pins p WHERE p.thread_id = ?1 AND p.chunk_id = c.chunk_id)",
+    )?
+    .execute(params![thread_id, source.as_str(), source_id])
+}
+
+/// Takes a source row's chunks off a thread's pins; returns how many.
+pub fn unpin_source(conn: &Connection, thread_id: i64, source: Source, source_id: i64) -> rusqlite::Result<usize> {
+    conn.prepare_cached(
+        "DELETE FROM thread_pins WHERE thread_id = ?1
+            AND chunk_id IN (SELECT chunk_id FROM memory_chunks WHERE source = ?2 AND source_id = ?3)",
+    )?
+    .execute(params![thread_id, source.as_str(), source_id])
+}
+
 /// Chunks this thread's answers cited, newest answer first.
 pub fn cited_before(conn: &Connection, thread_id: i64) -> rusqlite::Result<Vec<Item>> {
     let lists: Vec<String> = conn
@@ -267,5 +290,41 @@ mod tests {
         assert!(text.contains("[1] ") && text.contains("[2] ") && !text.contains("[3] "), "{text}");
         assert_eq!(c.citations()[1].source_id, 4);
         assert!(assemble(vec![], vec![], vec![], vec![], 100, now).render().is_none());
+    }
+    #[test]
+    fn a_pinned_source_is_cut_into_chunks_at_once_and_leaves_with_its_row() {
+        let conn = Connection::open_in_memory().unwrap();
+        crate::store::migrate(&conn).unwrap();
+        conn.pragma_update(None, "foreign_keys", "ON").unwrap();
+        let session = |id: i64, title: &str| crate::events::ActivitySession {
+            session_id: id,
+            app: "chromium".into(),
+            title: title.into(),
+            window_id: 1,
+            started_at_millis: id * 1000,
+            ..Default::default()
+        };
+        crate::store::upsert_session(&conn, &session(1, "Booking.com: Hotel Adlon, 3 nights")).unwrap();
+        crate::store::upsert_session(&conn, &session(2, "Weather in Berlin")).unwrap();
+        let thread = crate::events::ChatThread { thread_id: 7, title: "Trip".into(), updated_at_millis: 0 };
+        crate::store::upsert_thread(&conn, &thread, 0).unwrap();
+        // Still queued (nothing embedded yet): pinning cuts it into chunks now.
+        assert_eq!(pin_source(&conn, 7, Source::Window, 1, 5).unwrap(), 1);
+        assert_eq!(pin_source(&conn, 7, Source::Window, 1, 5).unwrap(), 0, "pinned once");
+        let queued: i64 = conn.query_row("SELECT count(*) FROM embed_queue", [], |r| r.get(0)).unwrap();
+        assert_eq!(queued, 1, "only the pinned session left the queue");
+        let pins = pinned(&conn, 7).unwrap();
+        assert_eq!(pins.iter().map(|i| (i.source_id, i.origin)).collect::<Vec<_>>(), vec![(1, Origin::Pinned)]);
+        assert!(pins[0].text.contains("Hotel Adlon"), "{pins:?}");
+        assert!(pinned(&conn, 8).unwrap().is_empty(), "pins belong to their thread");
+        // Unpinning, then pinning again and deleting the session: no pin outlives its row.
+        assert_eq!(unpin_source(&conn, 7, Source::Window, 1).unwrap(), 1);
+        assert!(pinned(&conn, 7).unwrap().is_empty());
+        pin_source(&conn, 7, Source::Window, 1, 6).unwrap();
+        conn.execute("DELETE FROM activity_sessions WHERE session_id = 1", []).unwrap();
+        assert!(pinned(&conn, 7).unwrap().is_empty());
+        let left: i64 = conn.query_row("SELECT count(*) FROM thread_pins", [], |r| r.get(0)).unwrap();
+        assert_eq!(left, 0);
+        assert_eq!(pin_source(&conn, 7, Source::Window, 1, 7).unwrap(), 0, "a deleted row cannot be pinned");
     }
 }

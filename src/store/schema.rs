@@ -58,6 +58,15 @@ pub fn open_read_only(path: &Path) -> anyhow::Result<Connection> {
     Ok(conn)
 }
 
+/// A transaction that takes the write lock at its start (waiting up to the
+/// busy timeout). Two connections write this file (the store and the embed
+/// worker; also a `cowork memory embed` beside the app): a deferred
+/// transaction that reads first and writes later fails with SQLITE_BUSY,
+/// without waiting, when the other committed in between.
+pub fn write_transaction(conn: &Connection) -> rusqlite::Result<rusqlite::Transaction<'_>> {
+    rusqlite::Transaction::new_unchecked(conn, rusqlite::TransactionBehavior::Immediate)
+}
+
 /// Applies every migration above the stored `user_version`, each in its own transaction.
 pub fn migrate(conn: &Connection) -> anyhow::Result<()> {
     let current: u32 = conn.pragma_query_value(None, "user_version", |row| row.get(0))?;
@@ -68,7 +77,7 @@ pub fn migrate(conn: &Connection) -> anyhow::Result<()> {
     }
     for (index, sql) in MIGRATIONS.iter().enumerate().skip(current as usize) {
         let version = index as u32 + 1;
-        let tx = conn.unchecked_transaction()?;
+        let tx = write_transaction(conn)?;
         tx.execute_batch(sql).with_context(|| format!("migration {version} failed"))?;
         tx.pragma_update(None, "user_version", version)?;
         tx.commit()?;

@@ -58,6 +58,10 @@ pub enum StoreCommand {
     RemoveHotMemory { memory_id: i64 },
     /// Read back hand edits of USER.md/MEMORY.md, rewrite them, and show the list.
     LoadHotMemory,
+    /// Pin a source row's chunks to a thread (chunking it now if still queued),
+    /// or take them off; the UI hears the thread's pins.
+    PinSource { thread_id: i64, stream: crate::search::Stream, source_id: i64 },
+    UnpinSource { thread_id: i64, stream: crate::search::Stream, source_id: i64 },
     /// A summary the local model wrote of an older period.
     InsertObservation(crate::memory::Observation),
     /// 👍 (+1) or 👎 (-1) on an answer, with why.
@@ -188,6 +192,27 @@ impl StoreWorker {
                     Ok(messages) => self.emit(AppEvent::MessagesLoaded { thread_id, messages }),
                     Err(err) => self.emit_notice(format!("cannot load messages: {err}")),
                 }
+                self.emit_pins(thread_id);
+            }
+            StoreCommand::PinSource { thread_id, stream, source_id } => {
+                self.commit_pending();
+                let pinned = super::write_transaction(&self.conn).and_then(|tx| {
+                    let n = crate::memory::rag::pin_source(&tx, thread_id, stream, source_id, now_millis())?;
+                    tx.commit().map(|_| n)
+                });
+                match pinned {
+                    Ok(0) if !self.has_chunks(stream, source_id) => self.emit_notice("that item is no longer in your history, so it cannot be pinned".into()),
+                    Ok(_) => self.wake_embed(), // a row cut into chunks just now waits for its vectors
+                    Err(err) => self.emit_notice(format!("cannot pin: {err}")),
+                }
+                self.emit_pins(thread_id);
+            }
+            StoreCommand::UnpinSource { thread_id, stream, source_id } => {
+                self.commit_pending();
+                if let Err(err) = crate::memory::rag::unpin_source(&self.conn, thread_id, stream, source_id) {
+                    self.emit_notice(format!("cannot unpin: {err}"));
+                }
+                self.emit_pins(thread_id);
             }
             StoreCommand::LoadSettings => {
                 self.commit_pending();
@@ -298,7 +323,7 @@ impl StoreWorker {
     }
 
     fn delete_range_inner(&mut self, since_millis: i64, until_millis: i64) -> anyhow::Result<queries::Deleted> {
-        let tx = self.conn.transaction()?;
+        let tx = super::write_transaction(&self.conn)?;
         let deleted = queries::delete_range(&tx, since_millis, until_millis)?;
         tx.commit()?;
         queries::purge_deleted(&self.conn)?;
@@ -360,7 +385,7 @@ impl StoreWorker {
     }
 
     fn try_commit(&mut self) -> anyhow::Result<()> {
-        let tx = self.conn.transaction()?;
+        let tx = super::write_transaction(&self.conn)?;
         for write in &self.pending {
             match write {
                 Write::Session(session) => queries::upsert_session(&tx, session)?,
@@ -403,6 +428,19 @@ impl StoreWorker {
             self.emit_notice(format!("cannot write USER.md/MEMORY.md: {err:#}"));
         }
         self.emit(AppEvent::HotMemory(hot::facts(&self.conn).unwrap_or_default()));
+    }
+
+    fn emit_pins(&mut self, thread_id: i64) {
+        match crate::memory::rag::pinned(&self.conn, thread_id) {
+            Ok(items) => self.emit(AppEvent::ThreadPins { thread_id, items }),
+            Err(err) => self.emit_notice(format!("cannot load the thread's pins: {err}")),
+        }
+    }
+
+    fn has_chunks(&self, stream: crate::search::Stream, source_id: i64) -> bool {
+        self.conn
+            .query_row("SELECT 1 FROM memory_chunks WHERE source = ?1 AND source_id = ?2 LIMIT 1", rusqlite::params![stream.as_str(), source_id], |_| Ok(()))
+            .is_ok()
     }
 
     /// The directory holding the database file.

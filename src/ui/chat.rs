@@ -40,6 +40,7 @@ pub fn chat_ui(ui: &mut egui::Ui, state: &AppState, panel: &mut ChatPanel, actio
         }
     });
     model_line_ui(ui, state);
+    pins_ui(ui, state, actions);
     consent_ui(ui, state, actions);
     retry_offer_ui(ui, state, actions);
     ui.separator();
@@ -203,6 +204,18 @@ fn answer_footer_ui(ui: &mut egui::Ui, state: &AppState, index: usize, panel: &m
     }
     if saved {
         panel.rating = None;
+    }
+}
+
+/// What is pinned to this thread (always first in its answers), each with Unpin.
+fn pins_ui(ui: &mut egui::Ui, state: &AppState, actions: &mut Vec<UiAction>) {
+    for pin in &state.pins {
+        ui.horizontal(|ui| {
+            ui.label(RichText::new(format!("Pinned: {}", pin.label)).small().color(theme::MUTED)).on_hover_text(&pin.text);
+            if ui.small_button("Unpin").on_hover_text("Take it out of this chat's context").clicked() {
+                actions.push(UiAction::UnpinFromThread { stream: pin.stream, source_id: pin.source_id });
+            }
+        });
     }
 }
 

@@ -214,12 +214,20 @@ fn search_ui(ui: &mut egui::Ui, state: &AppState, search: &mut SearchBox, action
             }
             let stream = format!("{:?}", hit.stream).to_lowercase();
             let text = format!("{} {stream}: {} — {}", format_clock(hit.at_millis), hit.title, hit.snippet.replace('\n', " "));
-            let response = ui.selectable_label(false, RichText::new(text).small());
-            if hit.stream == crate::search::Stream::Window && response.on_hover_text("Open this session").clicked() {
-                actions.push(UiAction::Search(String::new()));
-                actions.push(UiAction::ToggleSession(hit.id));
-                search.text.clear();
-            }
+            ui.horizontal(|ui| {
+                // Pinning keeps it first in the open chat's answers.
+                if state.current_thread.is_some()
+                    && ui.small_button("Pin").on_hover_text("Pin to the open chat: always in its context").clicked()
+                {
+                    actions.push(UiAction::PinToThread { stream: hit.stream, source_id: hit.id });
+                }
+                let response = ui.add(egui::Button::selectable(false, RichText::new(text).small()).wrap());
+                if hit.stream == crate::search::Stream::Window && response.on_hover_text("Open this session").clicked() {
+                    actions.push(UiAction::Search(String::new()));
+                    actions.push(UiAction::ToggleSession(hit.id));
+                    search.text.clear();
+                }
+            });
         }
     });
     true

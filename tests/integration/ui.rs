@@ -580,3 +580,87 @@ fn citations_open_their_source_ratings_reach_the_store_and_the_memory_view_shows
     let sent: Vec<StoreCommand> = far.store.try_iter().collect();
     assert!(sent.iter().any(|c| matches!(c, StoreCommand::AddHotMemory { text, .. } if text == "Prefers window seats")), "{sent:?} {:?}", harness.state().state.notices);
 }
+
+#[test]
+fn a_search_result_pins_to_the_open_chat_and_its_pin_can_be_taken_off() {
+    let (mut harness, far) = app();
+    let search_for = |harness: &mut Harness<'static, CoworkApp>, text: &str| {
+        harness.get_by_label("Context").click();
+        harness.run();
+        harness.get_by_role_and_label(Role::TextInput, "Search").focus();
+        harness.run();
+        harness.get_by_role_and_label(Role::TextInput, "Search").type_text(text);
+        harness.run();
+        let generation = far
+            .search
+            .try_iter()
+            .filter_map(|c| match c {
+                cowork::search::SearchCommand::Query { generation, .. } => Some(generation),
+                _ => None,
+            })
+            .last()
+            .unwrap();
+        let hit = cowork::search::Hit {
+            stream: cowork::search::Stream::Typing,
+            id: 12,
+            at_millis: 1_795_300_000_000,
+            app: Some("gedit".into()),
+            title: "notes".into(),
+            snippet: "[hotel] Adlon, 3 nights".into(),
+            score: 1.0,
+        };
+        far.events.send(AppEvent::SearchResults { generation, query: text.into(), hits: vec![hit], millis: 1.0, error: None, keyword_only: None }).unwrap();
+        harness.run();
+        harness.get_by_label_contains("Adlon, 3 nights");
+    };
+    // No chat open yet: nothing to pin to.
+    search_for(&mut harness, "hotel");
+    assert!(harness.query_by_label("Pin").is_none());
+
+    harness.get_by_label("Chat").click();
+    harness.run();
+    type_message(&mut harness, "Plan the Berlin trip");
+    harness.run();
+    harness.get_by_label("Send").click();
+    harness.run();
+    let thread_id = harness.state().state.current_thread.expect("sending opened a thread");
+    search_for(&mut harness, "hotel ");
+    let _ = far.store.try_iter().count();
+    harness.get_by_label("Pin").click();
+    harness.run();
+    let pinned: Vec<StoreCommand> = far.store.try_iter().collect();
+    assert!(
+        pinned.iter().any(|c| matches!(c, StoreCommand::PinSource { thread_id: t, stream: cowork::search::Stream::Typing, source_id: 12 } if *t == thread_id)),
+        "{pinned:?}"
+    );
+
+    // The store answers with the thread's pins; the chat shows them with Unpin.
+    let item = cowork::memory::rag::Item {
+        chunk_id: Some(40),
+        stream: cowork::search::Stream::Typing,
+        source_id: 12,
+        at_millis: 1_795_300_000_000,
+        label: "gedit — notes".into(),
+        text: "hotel Adlon, 3 nights".into(),
+        origin: cowork::memory::rag::Origin::Pinned,
+        open_id: None,
+    };
+    far.events.send(AppEvent::ThreadPins { thread_id: thread_id + 1, items: vec![item.clone()] }).unwrap();
+    harness.get_by_label("Chat").click();
+    harness.run();
+    assert!(harness.query_by_label("Pinned: gedit — notes").is_none(), "another thread's pins are not shown");
+    far.events.send(AppEvent::ThreadPins { thread_id, items: vec![item] }).unwrap();
+    harness.run();
+    harness.get_by_label("Pinned: gedit — notes");
+    harness.get_by_label("Unpin").click();
+    harness.run();
+    let unpinned: Vec<StoreCommand> = far.store.try_iter().collect();
+    assert!(
+        unpinned.iter().any(|c| matches!(c, StoreCommand::UnpinSource { thread_id: t, source_id: 12, .. } if *t == thread_id)),
+        "{unpinned:?}"
+    );
+    // A new chat starts without them.
+    harness.get_by_label("New chat").click();
+    harness.run();
+    assert!(harness.query_by_label("Pinned: gedit — notes").is_none());
+}

@@ -315,16 +315,11 @@ impl CoworkApp {
                     path,
                 });
             }
-            UiAction::OpenCitation(citation) => match (citation.stream, citation.open_id) {
-                (crate::search::Stream::Chat, Some(thread_id)) => self.handle_action(UiAction::SelectThread(thread_id)),
-                (crate::search::Stream::Summary, _) => self.state.tab = Some(crate::state::Tab::Settings),
-                (_, Some(session_id)) => {
-                    self.state.tab = Some(crate::state::Tab::Context);
-                    self.state.open_session = Some(crate::state::SessionDetailView { session_id, ..Default::default() });
-                    self.send_store(StoreCommand::LoadSessionDetail { session_id });
-                }
-                (_, None) => self.state.notice(format!("[{}] {} is no longer in your history", citation.n, citation.label)),
-            },
+            UiAction::OpenCitation(citation) => {
+                let what = format!("[{}] {}", citation.n, citation.label);
+                self.open_source(citation.stream, citation.open_id, &what);
+            }
+            UiAction::OpenHit(hit) => self.open_source(hit.stream, hit.open_id, &hit.title),
             UiAction::Rate { message_id, rating, reason } => {
                 if let Some(message) = self.state.messages.iter_mut().find(|m| m.message_id == message_id) {
                     message.feedback = Some(rating);
@@ -368,6 +363,21 @@ impl CoworkApp {
                 Err(TrySendError::Full(_)) => self.state.notice("the llm worker is busy"),
                 Err(TrySendError::Disconnected(_)) => self.state.notice("the llm worker is not running"),
             },
+        }
+    }
+
+    /// Opens what a citation or search result points at: the thread of a chat
+    /// message, the Memory view for a summary, else the capture session.
+    fn open_source(&mut self, stream: crate::search::Stream, open_id: Option<i64>, what: &str) {
+        match (stream, open_id) {
+            (crate::search::Stream::Chat, Some(thread_id)) => self.handle_action(UiAction::SelectThread(thread_id)),
+            (crate::search::Stream::Summary, _) => self.state.tab = Some(crate::state::Tab::Settings),
+            (_, Some(session_id)) => {
+                self.state.tab = Some(crate::state::Tab::Context);
+                self.state.open_session = Some(crate::state::SessionDetailView { session_id, ..Default::default() });
+                self.send_store(StoreCommand::LoadSessionDetail { session_id });
+            }
+            (_, None) => self.state.notice(format!("{what} is no longer in your history")),
         }
     }
 

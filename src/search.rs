@@ -76,6 +76,9 @@ pub struct Hit {
     /// The matching text with the match marked `[…]`.
     pub snippet: String,
     pub score: f64,
+    /// What opening it shows: its session (for typed or copied text, the
+    /// session it happened in), its thread (chat), the summary.
+    pub open_id: Option<i64>,
 }
 
 fn phrase(query: &str) -> String {
@@ -86,7 +89,7 @@ fn phrase(query: &str) -> String {
 fn stream_hits(conn: &Connection, stream: Stream, query: &str, filters: &Filters, limit: usize) -> rusqlite::Result<Vec<Hit>> {
     let (sql, snippet_col) = match stream {
         Stream::Window => (
-            "SELECT s.session_id, s.started_at_ms, s.app, s.title, snippet(activity_fts, -1, '[', ']', '…', 12)
+            "SELECT s.session_id, s.started_at_ms, s.app, s.title, snippet(activity_fts, -1, '[', ']', '…', 12), s.session_id
              FROM activity_fts f JOIN activity_sessions s ON s.session_id = f.rowid
              WHERE activity_fts MATCH ?1 AND s.started_at_ms < ?3 AND coalesce(s.ended_at_ms, s.last_seen_ms) >= ?2
                AND (?4 IS NULL OR lower(s.app) = lower(?4))
@@ -94,7 +97,8 @@ fn stream_hits(conn: &Connection, stream: Stream, query: &str, filters: &Filters
             4,
         ),
         Stream::Typing => (
-            "SELECT k.chunk_id, k.started_at_ms, k.app, k.title, snippet(keystroke_fts, -1, '[', ']', '…', 12)
+            "SELECT k.chunk_id, k.started_at_ms, k.app, k.title, snippet(keystroke_fts, -1, '[', ']', '…', 12),
+                    (SELECT session_id FROM activity_sessions WHERE started_at_ms <= k.started_at_ms ORDER BY started_at_ms DESC LIMIT 1)
              FROM keystroke_fts f JOIN keystroke_chunks k ON k.chunk_id = f.rowid
              WHERE keystroke_fts MATCH ?1 AND k.started_at_ms < ?3 AND k.ended_at_ms >= ?2
                AND (?4 IS NULL OR lower(k.app) = lower(?4))
@@ -102,7 +106,8 @@ fn stream_hits(conn: &Connection, stream: Stream, query: &str, filters: &Filters
             4,
         ),
         Stream::Clipboard => (
-            "SELECT c.clip_id, c.at_ms, c.app, c.title, snippet(clipboard_fts, -1, '[', ']', '…', 12)
+            "SELECT c.clip_id, c.at_ms, c.app, c.title, snippet(clipboard_fts, -1, '[', ']', '…', 12),
+                    (SELECT session_id FROM activity_sessions WHERE started_at_ms <= c.at_ms ORDER BY started_at_ms DESC LIMIT 1)
              FROM clipboard_fts f JOIN clipboard_events c ON c.clip_id = f.rowid
              WHERE clipboard_fts MATCH ?1 AND c.at_ms < ?3 AND c.at_ms >= ?2
                AND (?4 IS NULL OR lower(c.app) = lower(?4))
@@ -110,14 +115,14 @@ fn stream_hits(conn: &Connection, stream: Stream, query: &str, filters: &Filters
             4,
         ),
         Stream::Chat => (
-            "SELECT m.message_id, m.created_at_ms, NULL, t.title, snippet(message_fts, -1, '[', ']', '…', 12)
+            "SELECT m.message_id, m.created_at_ms, NULL, t.title, snippet(message_fts, -1, '[', ']', '…', 12), m.thread_id
              FROM message_fts f JOIN chat_messages m ON m.message_id = f.rowid JOIN chat_threads t ON t.thread_id = m.thread_id
              WHERE message_fts MATCH ?1 AND m.created_at_ms < ?3 AND m.created_at_ms >= ?2 AND ?4 IS NULL
              ORDER BY bm25(message_fts) LIMIT ?5",
             4,
         ),
         Stream::Summary => (
-            "SELECT o.observation_id, o.period_start_ms, NULL, 'Summary of ' || o.kind, snippet(observation_fts, -1, '[', ']', '…', 12)
+            "SELECT o.observation_id, o.period_start_ms, NULL, 'Summary of ' || o.kind, snippet(observation_fts, -1, '[', ']', '…', 12), o.observation_id
              FROM observation_fts f JOIN observations o ON o.observation_id = f.rowid
              WHERE observation_fts MATCH ?1 AND o.period_start_ms < ?3 AND o.period_end_ms >= ?2 AND ?4 IS NULL
              ORDER BY bm25(observation_fts) LIMIT ?5",
@@ -142,6 +147,7 @@ fn stream_hits(conn: &Connection, stream: Stream, query: &str, filters: &Filters
                 title: row.get(3)?,
                 snippet: row.get(snippet_col)?,
                 score: 0.0,
+                open_id: row.get(snippet_col + 1)?,
             })
         },
     )?;
@@ -244,7 +250,7 @@ mod tests {
 
     #[test]
     fn fusion_rewards_agreement_between_lists() {
-        let hit = |id, at| Hit { stream: Stream::Window, id, at_millis: at, app: None, title: String::new(), snippet: String::new(), score: 0.0 };
+        let hit = |id, at| Hit { stream: Stream::Window, id, at_millis: at, app: None, title: String::new(), snippet: String::new(), score: 0.0, open_id: Some(id) };
         // Id 2 is second in both lists; id 1 first in one only: agreement wins.
         let fused = reciprocal_rank_fusion(vec![vec![hit(1, 0), hit(2, 0)], vec![hit(3, 0), hit(2, 0)]], 10);
         assert_eq!(fused[0].id, 2);

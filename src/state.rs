@@ -70,6 +70,8 @@ pub enum UiAction {
     SaveKey { provider: String, key: String },
     /// A citation under an answer: open its session (capture) or thread (chat).
     OpenCitation(crate::memory::rag::Citation),
+    /// A search result: open its session (capture) or thread (chat).
+    OpenHit(crate::search::Hit),
     /// 👍 / 👎 on an answer, with why.
     Rate { message_id: i64, rating: i8, reason: String },
     /// Hot memory: pin a fact, or unpin one.

@@ -53,6 +53,7 @@ impl ChunkHit {
             title: self.title.clone(),
             snippet: if snippet.len() < body.len() { format!("{snippet}…") } else { snippet },
             score: self.score as f64,
+            open_id: self.open_id,
         }
     }
 }

@@ -222,9 +222,14 @@ fn search_ui(ui: &mut egui::Ui, state: &AppState, search: &mut SearchBox, action
                     actions.push(UiAction::PinToThread { stream: hit.stream, source_id: hit.id });
                 }
                 let response = ui.add(egui::Button::selectable(false, RichText::new(text).small()).wrap());
-                if hit.stream == crate::search::Stream::Window && response.on_hover_text("Open this session").clicked() {
+                let open = match hit.stream {
+                    crate::search::Stream::Chat => "Open this chat",
+                    crate::search::Stream::Summary => "Show summaries in Settings → Memory",
+                    _ => "Open the session it happened in",
+                };
+                if response.on_hover_text(open).clicked() {
                     actions.push(UiAction::Search(String::new()));
-                    actions.push(UiAction::ToggleSession(hit.id));
+                    actions.push(UiAction::OpenHit(hit.clone()));
                     search.text.clear();
                 }
             });

@@ -112,17 +112,21 @@ fn captured_text_is_found_by_meaning_within_seconds_and_deleted_text_never_again
     assert!(workers.flush_store(Duration::from_secs(5)));
 
     // Questions that share no word with what they should find.
-    for (query, stream, id) in [
-        ("trip to Germany and where I stay", Stream::Window, 1),
-        ("gardening chores", Stream::Typing, 3),
-        ("company earnings growth", Stream::Clipboard, 4),
-        ("food intolerance", Stream::Chat, 6),
+    // Each opens its session (typed and copied text: the session it happened in) or thread.
+    for (query, stream, id, opens) in [
+        ("trip to Germany and where I stay", Stream::Window, 1, 1),
+        ("gardening chores", Stream::Typing, 3, 2),
+        ("company earnings growth", Stream::Clipboard, 4, 2),
+        ("food intolerance", Stream::Chat, 6, 5),
+        // Found by its words too (the keyword half says where it opens as well).
+        ("tomato", Stream::Typing, 3, 2),
     ] {
         let (hits, keyword_only) = search_until(&workers, &events, query, Duration::from_secs(60), |hits| {
             hits.first().is_some_and(|h| h.stream == stream && h.id == id)
         });
         assert_eq!(keyword_only, None, "the vector half ran");
         assert!(hits.first().is_some_and(|h| h.stream == stream && h.id == id), "{query:?} → {hits:?}");
+        assert_eq!(hits[0].open_id, Some(opens), "{query:?} opens {:?}", hits[0]);
     }
 
     // A new row, with the model warm: searchable by meaning within 5 s of its commit.

@@ -464,6 +464,7 @@ fn search_as_you_type_shows_only_the_newest_results_grouped_by_day_and_app() {
         title: title.into(),
         snippet: format!("[{title}]"),
         score: 1.0,
+        open_id: Some(id),
     };
     // A stale answer (an older generation) is ignored; the newest is shown.
     far.events.send(AppEvent::SearchResults { generation: newest - 1, query: "in".into(), hits: vec![hit(1, "stale page")], millis: 1.0, error: None, keyword_only: None }).unwrap();
@@ -582,7 +583,7 @@ fn citations_open_their_source_ratings_reach_the_store_and_the_memory_view_shows
 }
 
 #[test]
-fn a_search_result_pins_to_the_open_chat_and_its_pin_can_be_taken_off() {
+fn a_search_result_pins_to_the_open_chat_its_pin_can_be_taken_off_and_typed_text_opens_its_session() {
     let (mut harness, far) = app();
     let search_for = |harness: &mut Harness<'static, CoworkApp>, text: &str| {
         harness.get_by_label("Context").click();
@@ -608,6 +609,7 @@ fn a_search_result_pins_to_the_open_chat_and_its_pin_can_be_taken_off() {
             title: "notes".into(),
             snippet: "[hotel] Adlon, 3 nights".into(),
             score: 1.0,
+            open_id: Some(41),
         };
         far.events.send(AppEvent::SearchResults { generation, query: text.into(), hits: vec![hit], millis: 1.0, error: None, keyword_only: None }).unwrap();
         harness.run();
@@ -663,4 +665,11 @@ fn a_search_result_pins_to_the_open_chat_and_its_pin_can_be_taken_off() {
     harness.get_by_label("New chat").click();
     harness.run();
     assert!(harness.query_by_label("Pinned: gedit — notes").is_none());
+    // Typed text opens the session it was typed in.
+    search_for(&mut harness, "adlon");
+    let _ = far.store.try_iter().count();
+    harness.get_by_label_contains("Adlon, 3 nights").click();
+    harness.run();
+    assert!(far.store.try_iter().any(|c| matches!(c, StoreCommand::LoadSessionDetail { session_id: 41 })));
+    assert_eq!(harness.state().state.open_session.as_ref().map(|s| s.session_id), Some(41));
 }

@@ -37,7 +37,7 @@ pub struct Observation {
 pub fn insert_observation(conn: &rusqlite::Connection, observation: &Observation, at_millis: i64) -> rusqlite::Result<()> {
     conn.execute(
         "INSERT INTO observations (kind, period_start_ms, period_end_ms, text, model, created_at_ms) VALUES (?1, ?2, ?3, ?4, ?5, ?6)
-         ON CONFLICT (kind, period_start_ms) DO UPDATE SET text = excluded.text, model = excluded.model, created_at_ms = excluded.created_at_ms",
+         ON CONFLICT (kind, period_start_ms) DO UPDATE SET period_end_ms = excluded.period_end_ms, text = excluded.text, model = excluded.model, created_at_ms = excluded.created_at_ms",
         rusqlite::params![observation.kind, observation.period_start_millis, observation.period_end_millis, observation.text, observation.model, at_millis],
     )?;
     Ok(())

@@ -520,8 +520,9 @@ impl<E: ChatEngine> LlmWorker<E> {
         }
     }
 
-    /// Observational memory: each older hour with activity and no summary yet
-    /// is compressed by the local model into a dated summary (stored, then
+    /// Observational memory: each older hour with activity and each quiet
+    /// conversation without a summary yet (or with new messages since) is
+    /// compressed by the local model into a dated summary (stored, then
     /// embedded into the observation namespace). Returns how many were written.
     pub fn summarise_pending(&mut self, now: i64, limit: usize) -> Result<usize, String> {
         const HOUR: i64 = 3_600_000;
@@ -529,6 +530,7 @@ impl<E: ChatEngine> LlmWorker<E> {
             self.db = store::open_read_only(&self.config.db_path).ok();
         }
         let conn = self.db.as_ref().ok_or("the database is not readable")?;
+        let (quiet_since, oldest) = (now - SUMMARY_AFTER_MILLIS, now - SUMMARY_LOOKBACK_MILLIS);
         let hours: Vec<i64> = conn
             .prepare(
                 "SELECT started_at_ms / 3600000 AS hour FROM activity_sessions
@@ -536,28 +538,63 @@ impl<E: ChatEngine> LlmWorker<E> {
                  GROUP BY hour HAVING hour NOT IN (SELECT period_start_ms / 3600000 FROM observations WHERE kind = 'activity')
                  ORDER BY hour DESC LIMIT ?3",
             )
-            .and_then(|mut s| s.query_map(rusqlite::params![now - SUMMARY_AFTER_MILLIS, now - SUMMARY_LOOKBACK_MILLIS, limit as i64], |r| r.get(0))?.collect())
+            .and_then(|mut s| s.query_map(rusqlite::params![quiet_since, oldest, limit as i64], |r| r.get(0))?.collect())
             .map_err(|e| e.to_string())?;
-        let mut written = 0;
+        // A conversation's summary spans its first to its last message; one
+        // that went on after it was summarised is summarised again.
+        let threads: Vec<(i64, String, i64, i64)> = conn
+            .prepare(
+                "SELECT t.thread_id, t.title, min(m.created_at_ms) AS first, max(m.created_at_ms) AS last
+                 FROM chat_threads t JOIN chat_messages m ON m.thread_id = t.thread_id
+                 WHERE m.refusal = 0
+                 GROUP BY t.thread_id
+                 HAVING last < ?1 AND last >= ?2 AND count(*) >= 2
+                    AND NOT EXISTS (SELECT 1 FROM observations o WHERE o.kind = 'conversation' AND o.period_start_ms = first AND o.period_end_ms >= last)
+                 ORDER BY last DESC LIMIT ?3",
+            )
+            .and_then(|mut s| s.query_map(rusqlite::params![quiet_since, oldest, limit as i64], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?)))?.collect())
+            .map_err(|e| e.to_string())?;
+        let mut prompts: Vec<(&str, i64, i64, String)> = Vec::new();
         for hour in hours {
             let (start, end) = (hour * HOUR, (hour + 1) * HOUR);
-            let sessions = store::sessions_between(self.db.as_ref().expect("opened"), start, end).map_err(|e| e.to_string())?;
+            let sessions = store::sessions_between(conn, start, end).map_err(|e| e.to_string())?;
             let lines: Vec<String> = sessions
                 .iter()
                 .take(30)
                 .map(|s| format!("- {} {} — {} ({})", crate::ids::format_clock(s.started_at_millis), s.app, s.title, crate::ids::format_duration_millis(s.duration_millis(end))))
                 .collect();
+            let prompt = format!(
+                "Between {} and {} these windows were in use:\n{}\nIn one or two sentences, what was the user working on?",
+                crate::ids::format_clock(start),
+                crate::ids::format_clock(end),
+                lines.join("\n")
+            );
+            prompts.push(("activity", start, end, prompt));
+        }
+        for (thread_id, title, first, last) in threads {
+            let messages = store::messages(conn, thread_id).map_err(|e| e.to_string())?;
+            let said: Vec<_> = messages.iter().filter(|m| !m.refusal).collect();
+            let lines: Vec<String> = said[said.len().saturating_sub(12)..]
+                .iter()
+                .map(|m| {
+                    let who = if m.role == crate::events::Role::User { "User" } else { "Assistant" };
+                    let text: String = m.content.chars().take(300).collect();
+                    format!("{who}: {}", text.replace('\n', " "))
+                })
+                .collect();
+            let prompt = format!(
+                "A conversation titled \"{title}\":\n{}\nIn one or two sentences, what did the user want, and what was settled?",
+                lines.join("\n")
+            );
+            prompts.push(("conversation", first, last, prompt));
+        }
+        // Newest first across both kinds, so neither waits for the other.
+        prompts.sort_by_key(|p| std::cmp::Reverse(p.2));
+        let mut written = 0;
+        for (kind, start, end, prompt) in prompts.into_iter().take(limit) {
             let messages = vec![
                 PromptMessage { role: PromptRole::System, content: "You keep a private work diary. Answer with one or two plain sentences.".into() },
-                PromptMessage {
-                    role: PromptRole::User,
-                    content: format!(
-                        "Between {} and {} these windows were in use:\n{}\nIn one or two sentences, what was the user working on?",
-                        crate::ids::format_clock(start),
-                        crate::ids::format_clock(end),
-                        lines.join("\n")
-                    ),
-                },
+                PromptMessage { role: PromptRole::User, content: prompt },
             ];
             self.ensure_model().map_err(|e| e.to_string())?;
             let mut text = String::new();
@@ -572,7 +609,7 @@ impl<E: ChatEngine> LlmWorker<E> {
             if text.is_empty() {
                 continue;
             }
-            let observation = crate::memory::Observation { kind: "activity".into(), period_start_millis: start, period_end_millis: end, text, model: Some(self.engine.name()) };
+            let observation = crate::memory::Observation { kind: kind.into(), period_start_millis: start, period_end_millis: end, text, model: Some(self.engine.name()) };
             self.store.send_timeout(StoreCommand::InsertObservation(observation), Duration::from_secs(5)).map_err(|_| "the store is not accepting writes")?;
             written += 1;
         }

@@ -431,6 +431,8 @@ pub fn delete_range(conn: &Connection, since_millis: i64, until_millis: i64) -> 
         "DELETE FROM afk_events WHERE started_at_ms < ?2 AND ended_at_ms >= ?1",
         params![since_millis, until_millis],
     )?;
+    // Summaries of any of it go too: they describe what was deleted.
+    conn.execute("DELETE FROM observations WHERE period_start_ms < ?2 AND period_end_ms >= ?1", params![since_millis, until_millis])?;
     conn.execute(
         "DELETE FROM chat_threads WHERE NOT EXISTS (SELECT 1 FROM chat_messages m WHERE m.thread_id = chat_threads.thread_id)
          AND created_at_ms >= ?1 AND created_at_ms < ?2",
@@ -627,5 +629,33 @@ mod tests {
         set_setting(&conn, "afk_secs", "60", 2).unwrap();
         assert_eq!(setting(&conn, "afk_secs").unwrap().as_deref(), Some("60"));
         assert_eq!(setting(&conn, "missing").unwrap(), None);
+    }
+    #[test]
+    fn a_rewritten_summary_is_searched_by_its_new_words_and_deleting_its_period_deletes_it() {
+        let conn = db();
+        let summary = |text: &str, end| crate::memory::Observation {
+            kind: "conversation".into(),
+            period_start_millis: 10_000,
+            period_end_millis: end,
+            text: text.into(),
+            model: None,
+        };
+        let find = |word: &str| -> Vec<i64> {
+            let filters = crate::search::Filters { streams: vec![crate::search::Stream::Summary], ..Default::default() };
+            crate::search::search(&conn, word, &filters, 10).unwrap().iter().map(|h| h.id).collect()
+        };
+        crate::memory::insert_observation(&conn, &summary("Planned a trip to Lisbon", 20_000), 1).unwrap();
+        // The conversation went on: the summary is rewritten in place.
+        crate::memory::insert_observation(&conn, &summary("Moved the trip to Porto instead", 90_000), 2).unwrap();
+        let end: i64 = conn.query_row("SELECT period_end_ms FROM observations", [], |r| r.get(0)).unwrap();
+        assert_eq!(end, 90_000, "the period grows with the conversation");
+        assert_eq!(find("Porto").len(), 1);
+        assert!(find("Lisbon").is_empty(), "the old words left the keyword index");
+        // Deleting any part of its period deletes the summary (it describes what was deleted).
+        delete_range(&conn, 50_000, 60_000).unwrap();
+        let left: i64 = conn.query_row("SELECT count(*) FROM observations", [], |r| r.get(0)).unwrap();
+        assert_eq!(left, 0);
+        assert!(find("Porto").is_empty());
+        conn.execute("INSERT INTO observation_fts (observation_fts) VALUES ('integrity-check')", []).expect("the keyword index is intact");
     }
 }

@@ -16,7 +16,7 @@ const MIGRATIONS: &[&str] = &[
     include_str!("../../assets/migrations/0004_urls_afk.sql"),
     include_str!("../../assets/migrations/0005_brains.sql"),
     include_str!("../../assets/migrations/0006_memory.sql"),
-    include_str!("../../assets/migrations/0007_chunks_waiting.sql"),
+    include_str!("../../assets/migrations/0007_memory_fixes.sql"),
 ];
 
 pub const SCHEMA_VERSION: u32 = MIGRATIONS.len() as u32;

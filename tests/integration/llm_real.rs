@@ -164,7 +164,7 @@ fn a_corrupt_model_is_a_clear_message_not_a_crash() {
 }
 
 #[test]
-fn the_local_model_summarises_an_older_hour_and_the_summary_is_embedded_as_an_observation() {
+fn the_local_model_summarises_an_older_hour_and_a_quiet_conversation_and_the_summaries_are_embedded() {
     if !require(chat_model().is_file(), "the SmolLM2 chat model") || !super::memory::have_minilm() {
         return;
     }
@@ -190,6 +190,30 @@ fn the_local_model_summarises_an_older_hour_and_the_summary_is_embedded_as_an_ob
             };
             store::upsert_session(&conn, &session).unwrap();
         }
+        // A conversation that went quiet two hours ago.
+        let thread = cowork::events::ChatThread { thread_id: 9, title: "Dinner on Friday".into(), updated_at_millis: start };
+        store::upsert_thread(&conn, &thread, start).unwrap();
+        for (id, role, text) in [
+            (1, cowork::events::Role::User, "Find me a vegetarian restaurant near Alexanderplatz for Friday at 8 pm, for four people."),
+            (2, cowork::events::Role::Assistant, "Cookies Cream has vegetarian tasting menus and a table for four at 8 pm on Friday."),
+            (3, cowork::events::Role::User, "Great, book Cookies Cream then."),
+        ] {
+            let message = cowork::events::ChatMessage {
+                message_id: id,
+                thread_id: 9,
+                role,
+                content: text.into(),
+                context: None,
+                status: cowork::events::MessageStatus::Done,
+                created_at_millis: start + id * 60_000,
+                ask_id: None,
+                provider: None,
+                cost_usd: None,
+                citations: None,
+                refusal: false,
+            };
+            store::upsert_message(&conn, &message, None).unwrap();
+        }
     }
     let (sink, _events) = test_sink();
     let mut store = spawn_store(db.clone(), sink.clone(), RestartPolicy::default()).unwrap();
@@ -197,7 +221,7 @@ fn the_local_model_summarises_an_older_hour_and_the_summary_is_embedded_as_an_ob
     let mut llm = spawn_llm(config, store.commands.clone(), sink, Arc::new(AtomicU64::new(0)), RestartPolicy::default()).unwrap();
     let (reply, written) = crossbeam_channel::bounded(1);
     llm.commands.send(LlmCommand::Summarise { limit: 5, reply: Some(reply) }).unwrap();
-    assert_eq!(written.recv_timeout(Duration::from_secs(240)).unwrap(), Ok(1), "one older hour had activity");
+    assert_eq!(written.recv_timeout(Duration::from_secs(240)).unwrap(), Ok(2), "one older hour had activity, one conversation went quiet");
     let (ack, flushed) = crossbeam_channel::bounded(1);
     store.commands.send(StoreCommand::Flush(ack)).unwrap();
     flushed.recv_timeout(Duration::from_secs(5)).unwrap();
@@ -207,6 +231,12 @@ fn the_local_model_summarises_an_older_hour_and_the_summary_is_embedded_as_an_ob
     assert_eq!(period, start);
     assert!(!text.trim().is_empty());
     eprintln!("summary by {by}: {text:?}");
+    let (first, last, said): (i64, i64, String) = conn
+        .query_row("SELECT period_start_ms, period_end_ms, text FROM observations WHERE kind = 'conversation'", [], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)))
+        .unwrap();
+    assert_eq!((first, last), (start + 60_000, start + 180_000), "spans the conversation");
+    assert!(!said.trim().is_empty());
+    eprintln!("conversation summary: {said:?}");
     // Asking again writes nothing new: that hour has its summary.
     let (reply, again) = crossbeam_channel::bounded(1);
     llm.commands.send(LlmCommand::Summarise { limit: 5, reply: Some(reply) }).unwrap();

@@ -11,6 +11,10 @@ TEST_VENV="$HOME/.cache/cowork-test/venv"
 # Real LLM servers for the provider tests: llama.cpp's server (OpenAI and
 # Anthropic formats) and the LiteLLM proxy in front of it (Gemini format).
 TEST_PYTHON_PACKAGES="xllamacpp==2026.10.11549 litellm[proxy]==1.106.2"
+# A real ActivityWatch server for the export test, in its own venv: it needs
+# peewee<4 and flask<2.3 (see ../shared/PEERS.md), which the LLM servers must not get.
+AW_VENV="$HOME/.cache/cowork-test/aw-venv"
+AW_PYTHON_PACKAGES="aw-server==0.12.0 aw-client==0.5.15 peewee<4 flask<2.3"
 
 BUILD_PACKAGES="build-essential pkg-config cmake clang libclang-dev libopenblas-dev libx11-dev libxi-dev libxtst-dev
   libxkbcommon-dev libwayland-dev mold git python3 python3-pip ca-certificates"
@@ -21,6 +25,40 @@ TEST_PACKAGES="xvfb xauth xdotool openbox xterm x11-utils xclip espeak-ng sox no
   dbus-daemon wmctrl chromium mpv mpv-mpris python3-gi gir1.2-gtk-3.0 python3-venv gnome-keyring iproute2"
 
 log() { printf '\033[1m==> %s\033[0m\n' "$*" >&2; }
+
+# Runs one named step of the set-up, saying when it starts and how long it took,
+# and remembers the time for the summary at the end. A failing step ends the
+# script (set -e stays in force inside it); the EXIT trap names it.
+STEP_TIMES=()
+CURRENT_STEP=""
+step() {
+  CURRENT_STEP="$1"; shift
+  CURRENT_STEP_START=$SECONDS
+  log "$CURRENT_STEP"
+  "$@"
+  record_step done
+  CURRENT_STEP=""
+}
+
+record_step() {
+  local took=$((SECONDS - CURRENT_STEP_START))
+  STEP_TIMES+=("$(printf '%-48s %3d min %02d s  %s' "$CURRENT_STEP" $((took / 60)) $((took % 60)) "$1")")
+  printf '    %s: %s in %d min %02d s\n' "$CURRENT_STEP" "$1" $((took / 60)) $((took % 60)) >&2
+}
+
+on_exit() {
+  local status=$?
+  if [ "$status" -ne 0 ] && [ -n "$CURRENT_STEP" ]; then
+    record_step "FAILED (exit $status)"
+    step_summary
+  fi
+}
+trap on_exit EXIT
+
+step_summary() {
+  log "time per step"
+  printf '    %s\n' "${STEP_TIMES[@]}" >&2
+}
 
 as_root() {
   if [ "$(id -u)" -eq 0 ]; then "$@"; else sudo "$@"; fi
@@ -38,8 +76,10 @@ install_packages() {
   fi
   local wanted=()
   for pkg in "${missing[@]}"; do [ -n "$pkg" ] && wanted+=("$pkg"); done
-  if [ "${#wanted[@]}" -gt 0 ]; then
-    log "installing Debian packages: ${wanted[*]}"
+  if [ "${#wanted[@]}" -eq 0 ]; then
+    echo "    all ${#@} packages are installed" >&2
+  else
+    echo "    installing ${#wanted[@]} missing packages: ${wanted[*]}" >&2
     as_root apt-get update -qq
     as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${wanted[@]}" >/dev/null
   fi
@@ -69,44 +109,112 @@ require_avx2() {
   fi
 }
 
+build() {
+  local with_tests="$1"
+  if [ ! -x "$COWORK_BIN" ]; then
+    log "first build: about 20 minutes on a 2-core machine (less with more cores); cargo shows its progress"
+  fi
+  log "target dir $CARGO_TARGET_DIR"
+  if [ "$with_tests" = yes ]; then
+    cargo test --no-run
+  else
+    cargo build --bin cowork
+  fi
+}
+
 setup_common() {
   local with_tests="$1"
   require_avx2
-  if [ "$with_tests" = yes ]; then
-    install_packages $BUILD_PACKAGES $RUNTIME_PACKAGES $TEST_PACKAGES
-  else
-    install_packages $BUILD_PACKAGES $RUNTIME_PACKAGES
-  fi
   require_rust
-  cd "$REPO"
-  log "building (target dir $CARGO_TARGET_DIR)"
   if [ "$with_tests" = yes ]; then
-    cargo test --no-run --quiet
+    step "Debian packages" install_packages $BUILD_PACKAGES $RUNTIME_PACKAGES $TEST_PACKAGES
   else
-    cargo build --quiet --bin cowork
+    step "Debian packages" install_packages $BUILD_PACKAGES $RUNTIME_PACKAGES
   fi
-  log "installing models"
-  python3 models/fetch --cowork "$COWORK_BIN"
+  cd "$REPO"
+  step "build" build "$with_tests"
+  step "models (chat, embeddings, speech; about 270 MB)" python3 models/fetch --cowork "$COWORK_BIN"
 }
 
 setup_mcp_server() {
   local entry="$MCP_DIR/node_modules/@modelcontextprotocol/server-everything/dist/index.js"
-  if [ ! -f "$entry" ]; then
-    log "installing the reference MCP server for tests"
+  if [ -f "$entry" ]; then
+    echo "    installed in $MCP_DIR" >&2
+  else
+    echo "    npm install @modelcontextprotocol/server-everything@$MCP_EVERYTHING_VERSION into $MCP_DIR" >&2
     mkdir -p "$MCP_DIR"
     npm install --silent --no-audit --no-fund --prefix "$MCP_DIR" "@modelcontextprotocol/server-everything@$MCP_EVERYTHING_VERSION" >/dev/null
   fi
   export COWORK_TEST_MCP_EVERYTHING="$entry"
 }
 
-setup_llm_servers() {
-  local stamp="$TEST_VENV/.cowork-installed"
-  if [ "$(cat "$stamp" 2>/dev/null)" != "$TEST_PYTHON_PACKAGES" ]; then
-    log "installing llama.cpp's server (xllamacpp) and the LiteLLM proxy for tests"
-    python3 -m venv "$TEST_VENV"
+# A Python venv at $1 holding the packages $2, (re)installed when $2 changed.
+setup_venv() {
+  local venv="$1" packages="$2"
+  local stamp="$venv/.cowork-installed"
+  if [ "$(cat "$stamp" 2>/dev/null)" = "$packages" ]; then
+    echo "    installed in $venv" >&2
+  else
+    echo "    pip install $packages into $venv" >&2
+    python3 -m venv "$venv"
     # shellcheck disable=SC2086
-    "$TEST_VENV/bin/pip" install --quiet $TEST_PYTHON_PACKAGES
-    echo "$TEST_PYTHON_PACKAGES" > "$stamp"
+    "$venv/bin/pip" install --quiet $packages
+    echo "$packages" > "$stamp"
   fi
+}
+
+setup_llm_servers() {
+  setup_venv "$TEST_VENV" "$TEST_PYTHON_PACKAGES"
   export COWORK_TEST_PYTHON="$TEST_VENV/bin/python"
+}
+
+setup_aw_server() {
+  setup_venv "$AW_VENV" "$AW_PYTHON_PACKAGES"
+  export COWORK_TEST_AW_SERVER="$AW_VENV/bin/aw-server"
+}
+
+# Runs the test suite with its own empty home and none of the caller's desktop
+# (session bus, display, runtime directory). Toolchains keep their real homes.
+SUITE_MARK=""
+run_suite_hermetically() {
+  local home
+  home="$(mktemp -d /tmp/cowork-suite-home.XXXXXX)"
+  SUITE_MARK="cowork-suite-$$-$RANDOM"
+  local keep=(CARGO_HOME="${CARGO_HOME:-$HOME/.cargo}" RUSTUP_HOME="${RUSTUP_HOME:-$HOME/.rustup}")
+  [ -d "${PYENV_ROOT:-$HOME/.pyenv}" ] && keep+=(PYENV_ROOT="${PYENV_ROOT:-$HOME/.pyenv}")
+  local status=0
+  env -u DBUS_SESSION_BUS_ADDRESS -u DISPLAY -u WAYLAND_DISPLAY -u XDG_RUNTIME_DIR -u XAUTHORITY \
+    "${keep[@]}" HOME="$home" XDG_CONFIG_HOME="$home/.config" XDG_CACHE_HOME="$home/.cache" \
+    XDG_DATA_HOME="$home/.local/share" XDG_STATE_HOME="$home/.local/state" COWORK_SUITE_MARK="$SUITE_MARK" \
+    "$@" || status=$?
+  rm -rf "$home"
+  return "$status"
+}
+
+# Processes that carry this suite's mark in their environment: started by a
+# test (or by a daemon a test started) and still alive.
+suite_processes() {
+  local environ pid
+  for environ in /proc/[0-9]*/environ; do
+    if { tr '\0' '\n' < "$environ"; } 2>/dev/null | grep -qx "COWORK_SUITE_MARK=$SUITE_MARK"; then
+      pid="${environ#/proc/}"; pid="${pid%/environ}"
+      printf '%s %s\n' "$pid" "$(tr '\0' ' ' < "/proc/$pid/cmdline" 2>/dev/null | cut -c1-120)"
+    fi
+  done
+}
+
+# Every daemon a test needs is started by the test and stopped afterwards:
+# anything of the suite's still running after 10 s is reported, ended, and fails the run.
+no_leftover_processes() {
+  [ -n "$SUITE_MARK" ] || return 0
+  local left=""
+  for _ in $(seq 1 20); do
+    left="$(suite_processes)"
+    [ -z "$left" ] && return 0
+    sleep 0.5
+  done
+  echo "    the test suite left these running:" >&2
+  printf '      %s\n' "$left" >&2
+  awk '{print $1}' <<< "$left" | xargs -r kill 2>/dev/null || true
+  return 1
 }

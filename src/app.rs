@@ -31,6 +31,7 @@ pub struct Channels {
     pub capture: Sender<CaptureCommand>,
     pub keys: Sender<crate::capture::keys::KeysCommand>,
     pub clipboard: Sender<crate::capture::clipboard::ClipboardCommand>,
+    pub a11y: Sender<crate::capture::A11yCommand>,
     pub llm: Sender<LlmCommand>,
     pub models: Sender<crate::models::worker::ModelsCommand>,
     pub search: Sender<crate::search::SearchCommand>,
@@ -223,6 +224,10 @@ impl CoworkApp {
                 }
                 if key == keys::OFFLINE {
                     crate::net::OutboundGate::global().set_offline(self.state.settings.offline);
+                }
+                if key == keys::DESKTOP_ACCESSIBILITY {
+                    let on = self.state.settings.desktop_accessibility;
+                    let _ = self.channels.a11y.try_send(crate::capture::A11yCommand::SetDesktopAccessibility(on));
                 }
                 if keys::PRIVACY.contains(&key.as_str()) {
                     let _ = self.channels.capture.try_send(CaptureCommand::SetRules(self.state.settings.rules()));

@@ -17,7 +17,7 @@ mod tracker;
 mod worker;
 pub mod x11;
 
-pub use a11y_worker::{A11yCommand, spawn_a11y};
+pub use a11y_worker::{A11yCommand, ACCESSIBILITY_OFF, spawn_a11y};
 pub use afk::{AfkDetector, InputProbe};
 pub use tracker::{SessionTracker, TrackerOutput};
 pub use worker::{CaptureCommand, CaptureConfig, CaptureWorker, StreamSenders, spawn_capture, spawn_capture_with_streams};

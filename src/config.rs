@@ -91,6 +91,9 @@ pub struct Settings {
     pub record_clipboard: bool,
     /// The user has answered the first-run question about streams.
     pub streams_confirmed: bool,
+    /// Turn on desktop accessibility (AT-SPI `IsEnabled`) while cowork runs,
+    /// so browsers started afterwards expose their address bar.
+    pub desktop_accessibility: bool,
     /// The privacy firewall's rules as written in Settings (always compilable).
     pub privacy: RuleText,
     /// Global hotkey that pauses and resumes all capture.
@@ -135,6 +138,7 @@ impl Default for Settings {
             record_keys: true,
             record_clipboard: true,
             streams_confirmed: false,
+            desktop_accessibility: true,
             privacy: RuleText::default(),
             pause_hotkey: "ctrl+alt+KeyP".to_owned(),
             offline: false,
@@ -163,6 +167,7 @@ pub mod keys {
     pub const RECORD_KEYS: &str = "capture.keys.enabled";
     pub const RECORD_CLIPBOARD: &str = "capture.clipboard.enabled";
     pub const STREAMS_CONFIRMED: &str = "capture.streams_confirmed";
+    pub const DESKTOP_ACCESSIBILITY: &str = "capture.desktop_accessibility";
     pub const PAUSE_HOTKEY: &str = "ui.pause_hotkey";
     pub const OFFLINE: &str = "network.offline";
     pub const PREFER: &str = "brains.prefer";
@@ -211,6 +216,7 @@ impl Settings {
             | keys::RECORD_KEYS
             | keys::RECORD_CLIPBOARD
             | keys::STREAMS_CONFIRMED
+            | keys::DESKTOP_ACCESSIBILITY
             | keys::PAUSED
             | keys::OFFLINE
             | keys::GROUNDED
@@ -221,6 +227,7 @@ impl Settings {
                         keys::RECORD_WINDOWS => self.record_windows = on,
                         keys::RECORD_KEYS => self.record_keys = on,
                         keys::RECORD_CLIPBOARD => self.record_clipboard = on,
+                        keys::DESKTOP_ACCESSIBILITY => self.desktop_accessibility = on,
                         keys::PAUSED => self.privacy.paused = on,
                         keys::OFFLINE => self.offline = on,
                         keys::GROUNDED => self.grounded = on,

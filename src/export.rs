@@ -113,10 +113,46 @@ pub fn write_jsonl(conn: &Connection, since_millis: i64, until_millis: i64, out:
     Ok(count)
 }
 
+/// The bucket ids cowork exports under: its own, so an import never collides
+/// with the buckets of ActivityWatch's watchers on the same host (aw-server
+/// refuses a whole import when one id exists). The bucket *types* are the ones
+/// ActivityWatch's views look for (`currentwindow`, `afkstatus`, `web.tab.current`).
+pub const AW_CLIENT: &str = "cowork";
+pub const AW_WINDOW_BUCKET: &str = "cowork-window";
+pub const AW_AFK_BUCKET: &str = "cowork-afk";
+pub const AW_WEB_BUCKET: &str = "cowork-web";
+
+/// One event of an ActivityWatch bucket: `[start, end)` in Unix milliseconds and its data.
+#[derive(Clone, Debug, PartialEq)]
+struct Span {
+    start: i64,
+    end: i64,
+    data: Value,
+}
+
+impl Span {
+    /// This event clipped to `[since, until)`; `None` when nothing of it is inside.
+    /// A zero-length event (a single heartbeat) is kept when it lies in the range.
+    fn clip(&self, since: i64, until: i64) -> Option<Span> {
+        let (start, end) = (self.start.max(since), self.end.min(until));
+        let inside = if self.start == self.end { self.start >= since && self.start < until } else { end > start };
+        inside.then(|| Span { start, end, data: self.data.clone() })
+    }
+
+    fn to_json(&self) -> Value {
+        json!({"timestamp": rfc3339(self.start), "duration": (self.end - self.start).max(0) as f64 / 1000.0, "data": self.data})
+    }
+}
+
 /// ActivityWatch's export layout: `{"buckets": {id: {id, created, type, client, hostname, events}}}`
-/// with a `currentwindow` bucket (app, title), an `afkstatus` bucket (the AFK
-/// stream; for history older than it, derived from sessions ended by AFK) and,
-/// when browsers were recorded, a `web.tab.current` bucket (url, title).
+/// with a `currentwindow` bucket (app, title), an `afkstatus` bucket and, when
+/// browsers were recorded, a `web.tab.current` bucket (url, title).
+///
+/// Every event is clipped to `[since, until)`, so an export of a sub-range is
+/// exactly the whole export cut to that range. AFK comes from the recorded AFK
+/// stream from its first event on; history older than the stream is derived
+/// from the sessions that AFK ended — decided by the stream's start, never by
+/// whether the range happens to hold a recorded event.
 pub fn write_activitywatch(
     conn: &Connection,
     since_millis: i64,
@@ -124,52 +160,58 @@ pub fn write_activitywatch(
     hostname: &str,
     out: &mut dyn Write,
 ) -> anyhow::Result<usize> {
-    let sessions = store::sessions_between(conn, since_millis, until_millis)?;
     let now = crate::ids::now_millis();
-    let event = |start: i64, end: i64, data: Value| {
-        json!({"timestamp": rfc3339(start), "duration": (end - start).max(0) as f64 / 1000.0, "data": data})
-    };
-    let window_events: Vec<Value> = sessions
-        .iter()
-        .map(|s| event(s.started_at_millis, s.ended_at_millis.unwrap_or(now), json!({"app": s.app, "title": s.title})))
-        .collect();
+    let until = until_millis.min(now);
+    let sessions = store::sessions_between(conn, since_millis, until)?;
+    let session_span = |s: &crate::events::ActivitySession, data: Value| Span { start: s.started_at_millis, end: s.ended_at_millis.unwrap_or(now), data };
+    let window: Vec<Span> = sessions.iter().map(|s| session_span(s, json!({"app": s.app, "title": s.title}))).collect();
     // Browser tabs, as ActivityWatch's web watchers record them.
-    let web_events: Vec<Value> = sessions
+    let web: Vec<Span> = sessions
         .iter()
-        .filter_map(|s| {
-            let url = s.url.as_ref()?;
-            Some(event(s.started_at_millis, s.ended_at_millis.unwrap_or(now), json!({"url": url, "title": s.title, "audible": false, "incognito": false})))
-        })
+        .filter_map(|s| Some(session_span(s, json!({"url": s.url.as_ref()?, "title": s.title, "audible": false, "incognito": false}))))
         .collect();
-    // The AFK stream when it was recorded; before it existed, derived from session ends.
-    let recorded_afk = store::afk_between(conn, since_millis, until_millis)?;
-    let mut afk_events = Vec::new();
-    if recorded_afk.is_empty() {
-        for (i, s) in sessions.iter().enumerate() {
+    let afk_stream_start = store::first_afk_start(conn)?.unwrap_or(i64::MAX);
+    let mut afk = Vec::new();
+    if since_millis < afk_stream_start {
+        // Before the AFK stream: present during each session, away from an AFK
+        // end to the next session. The away stretch after a session that ended
+        // before the range may reach into it, and the next session may lie past it.
+        let derive_from = store::previous_session_start(conn, since_millis)?.unwrap_or(since_millis);
+        let around = store::sessions_between(conn, derive_from, until)?;
+        for (i, s) in around.iter().enumerate() {
             let end = s.ended_at_millis.unwrap_or(now);
-            afk_events.push(event(s.started_at_millis, end, json!({"status": "not-afk"})));
+            afk.push(Span { start: s.started_at_millis, end, data: json!({"status": "not-afk"}) });
             if s.end_reason == Some(SessionEnd::Afk) {
-                let back = sessions.get(i + 1).map(|next| next.started_at_millis).unwrap_or(now.min(until_millis));
-                afk_events.push(event(end, back, json!({"status": "afk"})));
+                let back = match around.get(i + 1) {
+                    Some(next) => Some(next.started_at_millis),
+                    None => store::next_session_start(conn, s.started_at_millis)?,
+                };
+                afk.push(Span { start: end, end: back.unwrap_or(now), data: json!({"status": "afk"}) });
             }
         }
-    } else {
-        afk_events = recorded_afk.iter().map(|e| event(e.start_millis, e.end_millis, json!({"status": e.data.as_str()}))).collect();
+        afk.retain_mut(|span| {
+            span.end = span.end.min(afk_stream_start);
+            span.start < afk_stream_start
+        });
     }
-    let created = rfc3339(sessions.first().map(|s| s.started_at_millis).unwrap_or(since_millis.max(0)));
-    let bucket = |kind: &str, client: &str, events: Vec<Value>| {
-        let id = format!("{client}_{hostname}");
-        (id.clone(), json!({"id": id, "created": created, "type": kind, "client": client, "hostname": hostname, "events": events}))
-    };
-    let count = window_events.len() + afk_events.len() + web_events.len();
-    let (window_id, window_bucket) = bucket("currentwindow", "aw-watcher-window", window_events);
-    let (afk_id, afk_bucket) = bucket("afkstatus", "aw-watcher-afk", afk_events);
+    afk.extend(
+        store::afk_between(conn, since_millis, until)?
+            .iter()
+            .map(|e| Span { start: e.start_millis, end: e.end_millis, data: json!({"status": e.data.as_str()}) }),
+    );
+    let clip = |spans: Vec<Span>| -> Vec<Value> { spans.iter().filter_map(|s| s.clip(since_millis, until)).map(|s| s.to_json()).collect() };
+    let (window, afk, web) = (clip(window), clip(afk), clip(web));
+    let created = rfc3339(sessions.first().map(|s| s.started_at_millis.max(since_millis)).unwrap_or(since_millis.max(0)));
+    let count = window.len() + afk.len() + web.len();
     let mut buckets = serde_json::Map::new();
-    buckets.insert(window_id, window_bucket);
-    buckets.insert(afk_id, afk_bucket);
-    if !web_events.is_empty() {
-        let (web_id, web_bucket) = bucket("web.tab.current", "aw-watcher-web", web_events);
-        buckets.insert(web_id, web_bucket);
+    let mut bucket = |name: &str, kind: &str, events: Vec<Value>| {
+        let id = format!("{name}_{hostname}");
+        buckets.insert(id.clone(), json!({"id": id, "created": created, "type": kind, "client": AW_CLIENT, "hostname": hostname, "events": events}));
+    };
+    bucket(AW_WINDOW_BUCKET, "currentwindow", window);
+    bucket(AW_AFK_BUCKET, "afkstatus", afk);
+    if !web.is_empty() {
+        bucket(AW_WEB_BUCKET, "web.tab.current", web);
     }
     let document = json!({"buckets": buckets});
     serde_json::to_writer_pretty(&mut *out, &document)?;
@@ -236,17 +278,24 @@ pub fn parse_time(text: &str, now_millis: i64) -> Result<i64, String> {
     if !(1..=12).contains(&month) || !(1..=31).contains(&day) {
         return Err(bad());
     }
-    let mut secs = days_from_civil(year, month, day) * 86_400;
+    let mut millis = days_from_civil(year, month, day) * 86_400_000;
     if !time.is_empty() {
         let time = time.strip_suffix('Z').ok_or_else(bad)?;
-        let fields: Vec<i64> = time.split(':').map(|f| f.parse().map_err(|_| bad())).collect::<Result<_, _>>()?;
-        match fields.as_slice() {
-            [h, mi] if *h < 24 && *mi < 60 => secs += h * 3600 + mi * 60,
-            [h, mi, s] if *h < 24 && *mi < 60 && *s < 61 => secs += h * 3600 + mi * 60 + s,
-            _ => return Err(bad()),
+        // Seconds may carry a fraction, as the timestamps cowork exports do (`09:00:00.125Z`).
+        let (time, fraction) = time.split_once('.').unwrap_or((time, ""));
+        if fraction.len() > 9 || !fraction.chars().all(|c| c.is_ascii_digit()) || (time.split(':').count() != 3 && !fraction.is_empty()) {
+            return Err(bad());
         }
+        let fraction_millis: i64 = format!("{fraction:0<3}")[..3].parse().map_err(|_| bad())?;
+        let fields: Vec<i64> = time.split(':').map(|f| f.parse().map_err(|_| bad())).collect::<Result<_, _>>()?;
+        let secs = match fields.as_slice() {
+            [h, mi] if *h < 24 && *mi < 60 => h * 3600 + mi * 60,
+            [h, mi, s] if *h < 24 && *mi < 60 && *s < 61 => h * 3600 + mi * 60 + s,
+            _ => return Err(bad()),
+        };
+        millis += secs * 1000 + fraction_millis;
     }
-    Ok(secs * 1000)
+    Ok(millis)
 }
 
 /// `15m`, `2h`, `1d`, `30s` → milliseconds.
@@ -277,33 +326,43 @@ mod tests {
         assert_eq!(parse_time("15m", 1_000_000).unwrap(), 100_000);
         assert!(parse_time("2026-13-01", 0).is_err());
         assert!(parse_time("yesterday", 0).is_err());
+        // Exported timestamps read back as they were written, milliseconds included.
+        for at in [0, 10_000, 1_795_463_791_203, 1_795_463_791_999] {
+            assert_eq!(parse_time(&rfc3339(at), 0), Ok(at));
+        }
+        assert_eq!(parse_time("2026-11-22T09:00:00.5Z", 0).unwrap() % 1000, 500);
+        assert!(parse_time("2026-11-22T09:00.5Z", 0).is_err());
+        assert!(parse_time("2026-11-22T09:00:00.x1Z", 0).is_err());
+    }
+
+    /// An ended XTerm session.
+    fn session(session_id: i64, title: &str, start: i64, end: i64, reason: SessionEnd) -> ActivitySession {
+        ActivitySession {
+            session_id,
+            app: "XTerm".into(),
+            title: title.into(),
+            window_id: 1,
+            started_at_millis: start,
+            ended_at_millis: Some(end),
+            end_reason: Some(reason),
+            ..Default::default()
+        }
     }
 
     #[test]
     fn activitywatch_export_has_window_and_afk_buckets() {
         let conn = Connection::open_in_memory().unwrap();
         store::migrate(&conn).unwrap();
-        let session = |id, title: &str, start, end, reason| ActivitySession {
-            session_id: id,
-            app: "XTerm".into(),
-            title: title.into(),
-            pid: None,
-            window_id: 1,
-            started_at_millis: start,
-            ended_at_millis: Some(end),
-            end_reason: Some(reason),
-            ..Default::default()
-        };
         store::upsert_session(&conn, &session(1, "build", 1_000, 61_000, SessionEnd::Afk)).unwrap();
         store::upsert_session(&conn, &session(2, "review", 121_000, 131_000, SessionEnd::Switch)).unwrap();
         let mut out = Vec::new();
         let count = write_activitywatch(&conn, 0, 200_000, "host", &mut out).unwrap();
         let doc: Value = serde_json::from_slice(&out).unwrap();
-        let window = &doc["buckets"]["aw-watcher-window_host"];
+        let window = &doc["buckets"]["cowork-window_host"];
         assert_eq!(window["type"], "currentwindow");
         assert_eq!(window["events"][0]["data"]["title"], "build");
         assert_eq!(window["events"][0]["duration"], 60.0);
-        let afk = doc["buckets"]["aw-watcher-afk_host"]["events"].as_array().unwrap();
+        let afk = doc["buckets"]["cowork-afk_host"]["events"].as_array().unwrap();
         let statuses: Vec<&str> = afk.iter().map(|e| e["data"]["status"].as_str().unwrap()).collect();
         assert_eq!(statuses, ["not-afk", "afk", "not-afk"]);
         assert_eq!(afk[1]["duration"], 60.0, "away from the AFK end to the next session");
@@ -340,10 +399,10 @@ mod tests {
         let mut out = Vec::new();
         write_activitywatch(&conn, 0, 30_000, "host", &mut out).unwrap();
         let doc: Value = serde_json::from_slice(&out).unwrap();
-        let afk = doc["buckets"]["aw-watcher-afk_host"]["events"].as_array().unwrap();
+        let afk = doc["buckets"]["cowork-afk_host"]["events"].as_array().unwrap();
         assert_eq!(afk.iter().map(|e| e["data"]["status"].as_str().unwrap()).collect::<Vec<_>>(), ["not-afk", "afk"]);
         assert_eq!(afk[1]["duration"], 11.0);
-        let web = &doc["buckets"]["aw-watcher-web_host"];
+        let web = &doc["buckets"]["cowork-web_host"];
         assert_eq!(web["type"], "web.tab.current");
         assert_eq!(web["events"][0]["data"]["url"], "docs.example/a");
         let mut lines = Vec::new();
@@ -351,5 +410,74 @@ mod tests {
         let text = String::from_utf8(lines).unwrap();
         assert!(text.contains(r#""url_source":"atspi""#), "{text}");
         assert!(text.contains(r#""held_by":"media""#), "{text}");
+    }
+
+    /// Every bucket's events as `(start, end, data)` in milliseconds.
+    fn buckets_of(doc: &Value) -> std::collections::BTreeMap<String, Vec<Span>> {
+        doc["buckets"]
+            .as_object()
+            .unwrap()
+            .iter()
+            .map(|(id, bucket)| {
+                let spans = bucket["events"]
+                    .as_array()
+                    .unwrap()
+                    .iter()
+                    .map(|e| {
+                        let start = parse_time(e["timestamp"].as_str().unwrap(), 0).unwrap();
+                        let end = start + (e["duration"].as_f64().unwrap() * 1000.0).round() as i64;
+                        Span { start, end, data: e["data"].clone() }
+                    })
+                    .collect();
+                (id.clone(), spans)
+            })
+            .collect()
+    }
+
+    fn export_doc(conn: &Connection, since: i64, until: i64) -> Value {
+        let mut out = Vec::new();
+        write_activitywatch(conn, since, until, "host", &mut out).unwrap();
+        serde_json::from_slice(&out).unwrap()
+    }
+
+    #[test]
+    fn a_sub_range_export_is_the_whole_export_clipped_and_afk_is_derived_the_same_way() {
+        use crate::capture::heartbeat::{AfkEvent, AfkStatus};
+        let conn = Connection::open_in_memory().unwrap();
+        store::migrate(&conn).unwrap();
+        // Before the AFK stream existed: two sessions, the first ended by AFK.
+        store::upsert_session(&conn, &session(1, "old build", 10_000, 70_000, SessionEnd::Afk)).unwrap();
+        store::upsert_session(&conn, &session(2, "old review", 130_000, 160_000, SessionEnd::Switch)).unwrap();
+        // The AFK stream from 200 s: present, then a gap with no AFK event (capture off), then away.
+        store::upsert_afk(&conn, &AfkEvent { id: 1, data: AfkStatus::NotAfk { held_by: None }, start_millis: 200_000, end_millis: 260_000 }).unwrap();
+        store::upsert_afk(&conn, &AfkEvent { id: 2, data: AfkStatus::Afk, start_millis: 400_000, end_millis: 450_000 }).unwrap();
+        store::upsert_session(&conn, &ActivitySession { url: Some("docs.example/a".into()), ..session(3, "docs", 200_000, 260_000, SessionEnd::Switch) })
+            .unwrap();
+        store::upsert_session(&conn, &session(4, "late", 300_000, 350_000, SessionEnd::Switch)).unwrap();
+
+        let whole = buckets_of(&export_doc(&conn, 0, 500_000));
+        let afk: Vec<(i64, i64, &str)> =
+            whole["cowork-afk_host"].iter().map(|s| (s.start, s.end, s.data["status"].as_str().unwrap())).collect();
+        assert_eq!(
+            afk,
+            [(10_000, 70_000, "not-afk"), (70_000, 130_000, "afk"), (130_000, 160_000, "not-afk"), (200_000, 260_000, "not-afk"), (400_000, 450_000, "afk")],
+            "derived before the stream, recorded from it on; nothing invented for the gap at 300–350 s"
+        );
+        for (since, until) in [(0, 500_000), (40_000, 140_000), (100_000, 210_000), (290_000, 360_000), (230_000, 420_000), (65_000, 65_000), (72_000, 90_000)] {
+            let part = buckets_of(&export_doc(&conn, since, until));
+            for id in ["cowork-window_host", "cowork-afk_host", "cowork-web_host"] {
+                let expected: Vec<Span> = whole.get(id).into_iter().flatten().filter_map(|s| s.clip(since, until)).collect();
+                let got = part.get(id).cloned().unwrap_or_default();
+                assert_eq!(got, expected, "{id} in [{since}, {until})");
+            }
+        }
+        // The range 290–360 s holds a session but no AFK event: still no "present" invented there.
+        let part = buckets_of(&export_doc(&conn, 290_000, 360_000));
+        assert!(part["cowork-afk_host"].is_empty(), "{:?}", part["cowork-afk_host"]);
+        assert_eq!(part["cowork-window_host"].len(), 1);
+        // Clipped: a session that began before the range starts at the range.
+        let part = buckets_of(&export_doc(&conn, 40_000, 140_000));
+        assert_eq!((part["cowork-window_host"][0].start, part["cowork-window_host"][0].end), (40_000, 70_000));
+        assert_eq!((part["cowork-window_host"][1].start, part["cowork-window_host"][1].end), (130_000, 140_000));
     }
 }

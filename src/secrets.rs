@@ -48,7 +48,9 @@ impl Secrets {
             Ok(service) => Ok(Secrets::Service(service)),
             Err(err) => {
                 tracing::info!("no usable Secret Service ({err:#}); secrets go to the encrypted file");
-                Ok(Secrets::File(SecretFile::open(data_dir)?))
+                let mut file = SecretFile::open(data_dir)?;
+                file.service_unusable = Some(format!("{err:#}"));
+                Ok(Secrets::File(file))
             }
         }
     }
@@ -56,7 +58,10 @@ impl Secrets {
     pub fn describe(&self) -> String {
         match self {
             Secrets::Service(_) => "the system secret store (Secret Service)".into(),
-            Secrets::File(file) => format!("{} (AES-256-GCM, key in {})", file.store.display(), file.key_path.display()),
+            Secrets::File(file) => {
+                let why = file.service_unusable.as_ref().map(|why| format!(", because the system secret store is not usable: {why}"));
+                format!("{} (AES-256-GCM, key in {}{})", file.store.display(), file.key_path.display(), why.unwrap_or_default())
+            }
         }
     }
 
@@ -104,6 +109,8 @@ pub struct SecretFile {
     store: PathBuf,
     key_path: PathBuf,
     cipher: Aes256Gcm,
+    /// Why the Secret Service was not used, when `Secrets::open` fell back here.
+    service_unusable: Option<String>,
 }
 
 impl SecretFile {
@@ -141,7 +148,7 @@ impl SecretFile {
             Err(err) => return Err(err).with_context(|| format!("cannot read {}", key_path.display())),
         };
         let cipher = Aes256Gcm::new(Key::<Aes256Gcm>::from_slice(&key));
-        Ok(Self { store: dir.join(Self::STORE), key_path, cipher })
+        Ok(Self { store: dir.join(Self::STORE), key_path, cipher, service_unusable: None })
     }
 
     fn read_all(&self) -> anyhow::Result<BTreeMap<String, String>> {
@@ -227,8 +234,17 @@ type SecretStruct = (OwnedObjectPath, Vec<u8>, Vec<u8>, String);
 
 impl SecretService {
     pub fn connect() -> anyhow::Result<Self> {
-        let conn = zbus::blocking::connection::Builder::session()?.method_timeout(Duration::from_secs(5)).build()?;
-        let reply = conn.call_method(Some(SERVICE), SERVICE_PATH, Some("org.freedesktop.Secret.Service"), "OpenSession", &("plain", Value::from("")))?;
+        let conn = zbus::blocking::connection::Builder::session()
+            .and_then(|b| b.method_timeout(Duration::from_secs(5)).build())
+            .context("no D-Bus session bus")?;
+        let reply = conn
+            .call_method(Some(SERVICE), SERVICE_PATH, Some("org.freedesktop.Secret.Service"), "OpenSession", &("plain", Value::from("")))
+            .map_err(|err| match err {
+                zbus::Error::MethodError(name, _, _) if name.as_str() == "org.freedesktop.DBus.Error.ServiceUnknown" => {
+                    anyhow::anyhow!("no Secret Service is running (gnome-keyring, KeePassXC or KWallet provide one)")
+                }
+                err => anyhow::Error::new(err).context("the Secret Service did not answer"),
+            })?;
         let (_, session): (OwnedValue, OwnedObjectPath) = reply.body().deserialize()?;
         let reply = conn.call_method(Some(SERVICE), SERVICE_PATH, Some("org.freedesktop.Secret.Service"), "ReadAlias", &("default",))?;
         let collection: OwnedObjectPath = reply.body().deserialize()?;

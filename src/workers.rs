@@ -91,7 +91,7 @@ impl Workers {
                 sink.clone(),
                 options.policy,
             )?;
-            let a11y = spawn_a11y(keys.commands.clone(), sink.clone(), options.policy)?;
+            let a11y = spawn_a11y(keys.commands.clone(), settings.desktop_accessibility, sink.clone(), options.policy)?;
             let config = CaptureConfig { display: options.display.clone(), afk_secs: settings.afk_secs, rules: settings.rules() };
             let streams = StreamSenders { keys: Some(keys.commands.clone()), clipboard: Some(clipboard.commands.clone()) };
             let capture = spawn_capture_with_streams(config, store.commands.clone(), streams, sink.clone(), options.policy)?;
@@ -162,6 +162,7 @@ impl Workers {
         let (dead_capture, _) = crossbeam_channel::bounded(1);
         let (dead_keys, _) = crossbeam_channel::bounded(1);
         let (dead_clipboard, _) = crossbeam_channel::bounded(1);
+        let (dead_a11y, _) = crossbeam_channel::bounded(1);
         let mut controls = vec![
             (self.store.name, self.store.control.clone()),
             (self.llm.name, self.llm.control.clone()),
@@ -186,6 +187,7 @@ impl Workers {
             capture: self.capture.as_ref().map(|c| c.commands.clone()).unwrap_or(dead_capture),
             keys: self.keys.as_ref().map(|k| k.commands.clone()).unwrap_or(dead_keys),
             clipboard: self.clipboard.as_ref().map(|c| c.commands.clone()).unwrap_or(dead_clipboard),
+            a11y: self.a11y.as_ref().map(|a| a.commands.clone()).unwrap_or(dead_a11y),
             llm: self.llm.commands.clone(),
             models: self.models.commands.clone(),
             search: self.search.commands.clone(),

@@ -2,10 +2,14 @@
 //! address bar, and whether keyboard focus is in a password field.
 //!
 //! AT-SPI lives on its own bus, whose address the session bus's `org.a11y.Bus`
-//! hands out. Browsers expose their address bar there when accessibility is
-//! on (Chromium: `--force-renderer-accessibility`; Firefox with a screen
-//! reader or `GNOME_ACCESSIBILITY=1`); otherwise capture falls back to what
-//! the title allows (`url_from_title`) and records which source it used.
+//! hands out. Browsers register there only when desktop accessibility
+//! (`org.a11y.Status.IsEnabled`) was on as they started — GTK apps always do —
+//! and Chromium builds the tree of its own window (the address bar) only with
+//! `--force-renderer-accessibility` (or for a screen reader it detects);
+//! Firefox with accessibility on. A fresh desktop has desktop accessibility
+//! off; the `a11y` worker turns it on while cowork runs (Settings → Privacy
+//! rules). Otherwise capture falls back to what the title allows
+//! (`url_from_title`) and records which source it used.
 
 use std::collections::HashMap;
 use std::time::Duration;
@@ -105,8 +109,37 @@ fn looks_like_address(text: &str) -> bool {
 /// One accessible: the application's bus name and the object path.
 pub type Node = (String, OwnedObjectPath);
 
-/// A connection to the accessibility bus.
+/// Whether desktop accessibility is on: `IsEnabled` of the session bus's
+/// `org.a11y.Bus`. at-spi-bus-launcher keeps it in GSettings
+/// (`org.gnome.desktop.interface toolkit-accessibility`), so it outlives the
+/// session: one machine has it on from an earlier screen reader, another never had.
+pub fn desktop_accessibility(session: &Connection) -> zbus::Result<bool> {
+    let reply = session.call_method(
+        Some("org.a11y.Bus"),
+        "/org/a11y/bus",
+        Some("org.freedesktop.DBus.Properties"),
+        "Get",
+        &("org.a11y.Status", "IsEnabled"),
+    )?;
+    let value: OwnedValue = reply.body().deserialize()?;
+    bool::try_from(value).map_err(zbus::Error::from)
+}
+
+/// Switches desktop accessibility on or off (as a screen reader does).
+pub fn set_desktop_accessibility(session: &Connection, on: bool) -> zbus::Result<()> {
+    session.call_method(
+        Some("org.a11y.Bus"),
+        "/org/a11y/bus",
+        Some("org.freedesktop.DBus.Properties"),
+        "Set",
+        &("org.a11y.Status", "IsEnabled", zbus::zvariant::Value::from(on)),
+    )?;
+    Ok(())
+}
+
+/// A connection to the accessibility bus (and to the session bus that hands it out).
 pub struct A11yBus {
+    session: Connection,
     conn: Connection,
     /// Address bars found before, per process: re-reading one costs a single call.
     address_bars: HashMap<u32, Node>,
@@ -126,11 +159,17 @@ impl A11yBus {
             .method_timeout(CALL_TIMEOUT)
             .build()
             .map_err(|err| anyhow::anyhow!("cannot connect to the accessibility bus at {address}: {err}"))?;
-        Ok(Self { conn, address_bars: HashMap::new() })
+        Ok(Self { session, conn, address_bars: HashMap::new() })
     }
 
+    /// The accessibility bus.
     pub fn connection(&self) -> &Connection {
         &self.conn
+    }
+
+    /// The session bus, where desktop accessibility is switched.
+    pub fn session(&self) -> &Connection {
+        &self.session
     }
 
     fn call<B, R>(&self, node: &Node, interface: &str, method: &str, body: &B) -> zbus::Result<R>

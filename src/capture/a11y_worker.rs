@@ -1,11 +1,17 @@
 //! The `a11y` worker: listens to AT-SPI focus events and tells the keys worker
 //! when keyboard focus is in a password field, so nothing typed there is kept.
+//! It also owns desktop accessibility (`IsEnabled`): when the setting allows,
+//! it turns it on while cowork runs, so browsers started afterwards expose
+//! their address bar (capture reads URLs there), and puts it back off at
+//! shutdown if it was cowork that turned it on.
 //!
 //! Without a session bus or accessibility bus it is degraded (password fields
-//! then go undetected; the app deny list still covers password managers) and
-//! tries again every 30 s.
+//! then go undetected; the app deny list still covers password managers;
+//! browser URLs come from titles) and tries again every 30 s.
 
 use std::collections::HashMap;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use crossbeam_channel::{Receiver, RecvTimeoutError, Sender, bounded};
@@ -14,7 +20,7 @@ use zbus::message::Type as MessageType;
 use zbus::zvariant::{OwnedObjectPath, OwnedValue};
 use zbus::{MatchRule, MessageStream};
 
-use crate::capture::a11y::{A11yBus, ROLE_PASSWORD_TEXT};
+use crate::capture::a11y::{A11yBus, ROLE_PASSWORD_TEXT, desktop_accessibility, set_desktop_accessibility};
 use crate::capture::keys::KeysCommand;
 use crate::events::WorkerName;
 use crate::runtime::{EventSink, RestartPolicy, Supervised, WorkerContext, WorkerHandle, WorkerState, spawn_supervised};
@@ -26,6 +32,8 @@ const RECONNECT: Duration = Duration::from_secs(30);
 
 #[derive(Debug)]
 pub enum A11yCommand {
+    /// The user's "turn on desktop accessibility" setting changed.
+    SetDesktopAccessibility(bool),
     InjectPanic,
     Shutdown,
 }
@@ -34,7 +42,16 @@ pub struct A11yWorker {
     keys: Sender<KeysCommand>,
     /// What the keys worker was last told.
     secret: Option<(u32, bool)>,
+    /// The setting: turn desktop accessibility on while cowork runs. Shared
+    /// with the supervisor's factory, so a restarted worker keeps the latest.
+    turn_on: Arc<AtomicBool>,
+    /// cowork turned it on (so it turns it off again at shutdown).
+    turned_on: bool,
 }
+
+/// What the worker reports when desktop accessibility is off.
+pub const ACCESSIBILITY_OFF: &str = "desktop accessibility is off: browsers do not show cowork their address bar, \
+    so their URLs come from window titles (turn it on in Settings → Privacy rules)";
 
 enum Wake {
     Message(zbus::Result<zbus::Message>),
@@ -43,12 +60,62 @@ enum Wake {
 }
 
 impl A11yWorker {
+    pub fn new(keys: Sender<KeysCommand>, turn_on: Arc<AtomicBool>) -> Self {
+        Self { keys, secret: None, turn_on, turned_on: false }
+    }
+
+    fn wants_accessibility(&self) -> bool {
+        self.turn_on.load(Ordering::Relaxed)
+    }
+
     /// Serves commands for `wait`; false when the worker should stop.
-    fn idle(&self, commands: &Receiver<A11yCommand>, wait: Duration) -> bool {
+    fn idle(&mut self, commands: &Receiver<A11yCommand>, wait: Duration) -> bool {
         match commands.recv_timeout(wait) {
             Ok(A11yCommand::InjectPanic) => panic!("injected a11y fault"),
+            Ok(A11yCommand::SetDesktopAccessibility(on)) => {
+                self.turn_on.store(on, Ordering::Relaxed);
+                true
+            }
             Ok(A11yCommand::Shutdown) | Err(RecvTimeoutError::Disconnected) => false,
             Err(RecvTimeoutError::Timeout) => true,
+        }
+    }
+
+    /// Brings desktop accessibility in line with the setting and reports the
+    /// result: running when it is on, degraded (with what that costs) when off.
+    fn apply_accessibility(&mut self, bus: &A11yBus, ctx: &WorkerContext) {
+        let session = bus.session();
+        let mut on = match desktop_accessibility(session) {
+            Ok(on) => on,
+            Err(err) => {
+                ctx.report(WorkerState::Degraded(format!("cannot read desktop accessibility ({err}): browser URLs may come from titles")));
+                return;
+            }
+        };
+        if !on && self.wants_accessibility() {
+            match set_desktop_accessibility(session, true) {
+                Ok(()) => {
+                    tracing::info!("a11y: turned desktop accessibility on; browsers started from now on show their address bar");
+                    self.turned_on = true;
+                    on = true;
+                }
+                Err(err) => tracing::warn!("a11y: cannot turn desktop accessibility on: {err}"),
+            }
+        } else if on && !self.wants_accessibility() && self.turned_on {
+            self.restore_accessibility(bus);
+            on = false;
+        }
+        ctx.report(if on { WorkerState::Running } else { WorkerState::Degraded(ACCESSIBILITY_OFF.into()) });
+    }
+
+    /// Turns desktop accessibility off again if cowork turned it on.
+    fn restore_accessibility(&mut self, bus: &A11yBus) {
+        if self.turned_on {
+            match set_desktop_accessibility(bus.session(), false) {
+                Ok(()) => tracing::info!("a11y: turned desktop accessibility back off"),
+                Err(err) => tracing::warn!("a11y: cannot turn desktop accessibility back off: {err}"),
+            }
+            self.turned_on = false;
         }
     }
 
@@ -123,13 +190,20 @@ impl Supervised for A11yWorker {
                 .build();
             let mut stream = zbus::block_on(MessageStream::for_match_rule(rule, bus.connection().inner(), Some(256)))?;
             bus.register_focus_events()?;
-            ctx.report(WorkerState::Running);
+            self.apply_accessibility(&bus, ctx);
             let mut pids = HashMap::new();
             loop {
                 while let Ok(command) = commands.try_recv() {
                     match command {
                         A11yCommand::InjectPanic => panic!("injected a11y fault"),
-                        A11yCommand::Shutdown => return Ok(()),
+                        A11yCommand::SetDesktopAccessibility(on) => {
+                            self.turn_on.store(on, Ordering::Relaxed);
+                            self.apply_accessibility(&bus, ctx);
+                        }
+                        A11yCommand::Shutdown => {
+                            self.restore_accessibility(&bus);
+                            return Ok(());
+                        }
                     }
                 }
                 let wake = zbus::block_on(futures_lite::future::or(
@@ -158,10 +232,17 @@ impl Supervised for A11yWorker {
     }
 }
 
-/// Starts the `a11y` worker, which tells `keys` about password-field focus.
-pub fn spawn_a11y(keys: Sender<KeysCommand>, sink: EventSink, policy: RestartPolicy) -> std::io::Result<WorkerHandle<A11yCommand>> {
+/// Starts the `a11y` worker, which tells `keys` about password-field focus and
+/// turns desktop accessibility on while cowork runs when `turn_on`.
+pub fn spawn_a11y(
+    keys: Sender<KeysCommand>,
+    turn_on: bool,
+    sink: EventSink,
+    policy: RestartPolicy,
+) -> std::io::Result<WorkerHandle<A11yCommand>> {
     let channel = bounded(8);
+    let turn_on = Arc::new(AtomicBool::new(turn_on));
     spawn_supervised::<A11yWorker, _>(WorkerName::A11y, policy, sink, channel, move |_ctx| {
-        Ok(A11yWorker { keys: keys.clone(), secret: None })
+        Ok(A11yWorker::new(keys.clone(), turn_on.clone()))
     })
 }

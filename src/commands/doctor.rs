@@ -42,7 +42,8 @@ pub fn run_checks(paths: &Paths, display: Option<&str>) -> Vec<Check> {
     let mut checks = Vec::new();
     checks.push(display_check(display));
     checks.push(database_check(paths));
-    checks.push(accessibility_check());
+    checks.push(accessibility_check(paths));
+    checks.push(secrets_check(paths));
     checks.extend(stream_checks(paths));
     let manifest = Manifest::bundled();
     match &manifest {
@@ -88,21 +89,73 @@ fn display_check(display: Option<&str>) -> Check {
     }
 }
 
-/// AT-SPI: browser URLs from address bars and password-field detection need it.
-fn accessibility_check() -> Check {
-    match crate::capture::a11y::A11yBus::connect() {
-        Ok(_) => Check {
-            area: "display",
-            name: "at-spi".into(),
-            status: Status::Ok,
-            detail: "accessibility bus reachable: password fields are detected; browser URLs come from address bars where the browser exposes them (Chromium: --force-renderer-accessibility)".into(),
-        },
-        Err(err) => Check {
-            area: "display",
-            name: "at-spi".into(),
-            status: Status::Warn,
-            detail: format!("{err:#}; browser URLs come from titles only and password fields are not detected"),
-        },
+/// AT-SPI: browser URLs from address bars and password-field detection need
+/// the accessibility bus; browsers expose their address bar only when desktop
+/// accessibility was on as they started.
+fn accessibility_check(paths: &Paths) -> Check {
+    let check = |status, detail: String| Check { area: "display", name: "at-spi".into(), status, detail };
+    let bus = match crate::capture::a11y::A11yBus::connect() {
+        Ok(bus) => bus,
+        Err(err) => {
+            return check(
+                Status::Warn,
+                format!(
+                    "{err:#}; browser URLs come from window titles only and password fields are not detected \
+                     (install at-spi2-core and run cowork inside a desktop session with a D-Bus session bus)"
+                ),
+            );
+        }
+    };
+    let turn_on = crate::workers::read_settings(paths).0.desktop_accessibility;
+    match crate::capture::a11y::desktop_accessibility(bus.session()) {
+        Ok(true) => check(
+            Status::Ok,
+            "accessibility bus reachable and desktop accessibility on: password fields are detected; browsers started \
+             since it came on show their address bar (restart one opened before; Chromium also needs \
+             --force-renderer-accessibility)"
+                .into(),
+        ),
+        Ok(false) if turn_on => check(
+            Status::Ok,
+            "accessibility bus reachable; desktop accessibility is off now and cowork turns it on while it runs \
+             (browsers opened before that show no address bar until restarted; Chromium also needs \
+             --force-renderer-accessibility)"
+                .into(),
+        ),
+        Ok(false) => check(
+            Status::Warn,
+            format!("accessibility bus reachable, but {}", crate::capture::ACCESSIBILITY_OFF),
+        ),
+        Err(err) => check(Status::Warn, format!("accessibility bus reachable, desktop accessibility unknown ({err}): browser URLs may come from titles")),
+    }
+}
+
+/// Where API keys go: the Secret Service when one is unlocked, else the
+/// encrypted file, and why.
+fn secrets_check(paths: &Paths) -> Check {
+    let check = |status, detail: String| Check { area: "secrets", name: "store".into(), status, detail };
+    match crate::secrets::SecretService::connect() {
+        Ok(_) => check(Status::Ok, "API keys go to the system secret store (Secret Service, unlocked)".into()),
+        Err(why) => {
+            let file = paths.data_dir.join(crate::secrets::SecretFile::STORE);
+            let key = paths.data_dir.join(crate::secrets::SecretFile::KEY);
+            let mode = std::fs::metadata(&key).map(|m| std::os::unix::fs::PermissionsExt::mode(&m.permissions()) & 0o777);
+            match mode {
+                Ok(mode) if mode & 0o077 != 0 => check(
+                    Status::Fail,
+                    format!("no usable Secret Service ({why:#}), and {} is readable by others (mode {mode:o}): fix with chmod 600", key.display()),
+                ),
+                _ => check(
+                    Status::Warn,
+                    format!(
+                        "no usable Secret Service ({why:#}): API keys go to {} (AES-256-GCM, key in {}, owner-only); \
+                         unlock or install a keyring (gnome-keyring, KeePassXC) to keep them there instead",
+                        file.display(),
+                        key.display()
+                    ),
+                ),
+            }
+        }
     }
 }
 

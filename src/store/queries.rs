@@ -74,6 +74,21 @@ pub fn upsert_afk(conn: &Connection, event: &AfkEvent) -> rusqlite::Result<()> {
 }
 
 /// AFK-stream events overlapping `[since_millis, until_millis)`, oldest first.
+/// When the AFK stream began: its first event's start (`None`: never recorded).
+pub fn first_afk_start(conn: &Connection) -> rusqlite::Result<Option<i64>> {
+    conn.query_row("SELECT min(started_at_ms) FROM afk_events", [], |row| row.get(0))
+}
+
+/// The start of the last session that began before `before_millis`.
+pub fn previous_session_start(conn: &Connection, before_millis: i64) -> rusqlite::Result<Option<i64>> {
+    conn.query_row("SELECT max(started_at_ms) FROM activity_sessions WHERE started_at_ms < ?1", [before_millis], |row| row.get(0))
+}
+
+/// The start of the first session that began after `after_millis`.
+pub fn next_session_start(conn: &Connection, after_millis: i64) -> rusqlite::Result<Option<i64>> {
+    conn.query_row("SELECT min(started_at_ms) FROM activity_sessions WHERE started_at_ms > ?1", [after_millis], |row| row.get(0))
+}
+
 pub fn afk_between(conn: &Connection, since_millis: i64, until_millis: i64) -> rusqlite::Result<Vec<AfkEvent>> {
     let mut stmt = conn.prepare_cached(
         "SELECT event_id, status, held_by, started_at_ms, ended_at_ms FROM afk_events

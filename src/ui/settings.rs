@@ -221,6 +221,19 @@ fn privacy_lists_ui(ui: &mut egui::Ui, state: &AppState, panel: &mut SettingsPan
     if ui.checkbox(&mut private, "Skip private and incognito windows").changed() {
         actions.push(UiAction::SaveSetting { key: keys::PRIVATE_WINDOWS.to_owned(), value: private.to_string() });
     }
+    let mut accessibility = state.settings.desktop_accessibility;
+    if ui.checkbox(&mut accessibility, "Turn on desktop accessibility while cowork runs").changed() {
+        actions.push(UiAction::SaveSetting { key: keys::DESKTOP_ACCESSIBILITY.to_owned(), value: accessibility.to_string() });
+    }
+    ui.label(
+        RichText::new(
+            "Browsers show cowork their address bar only when it is on as they start (restart a browser opened before; \
+             Chromium also needs --force-renderer-accessibility); off, URLs come from window titles. \
+             cowork turns it off again when it quits",
+        )
+        .small()
+        .color(theme::MUTED),
+    );
     for (key, label, current, hint) in [
         (keys::DENIED_APPS, "Never record these apps", &privacy.denied_apps, "keepassxc, bitwarden"),
         (keys::ALLOWED_APPS, "Record only these apps (empty: all)", &privacy.allowed_apps, "code, firefox"),

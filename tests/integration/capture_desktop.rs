@@ -22,10 +22,9 @@ fn write_settings(data: &Path, pairs: &[(&str, &str)]) {
 }
 
 fn capture_run(x: &XSession, data: &Path, dbus: &str) -> Child {
-    Command::new(env!("CARGO_BIN_EXE_cowork"))
+    x.command(env!("CARGO_BIN_EXE_cowork"))
         .args(["capture", "run", "--data-dir"])
         .arg(data)
-        .env("DISPLAY", &x.display)
         .env("DBUS_SESSION_BUS_ADDRESS", dbus)
         .env("COWORK_LOG", std::env::var("COWORK_TEST_CAPTURE_LOG").unwrap_or_else(|_| "warn".into()))
         .spawn()
@@ -79,6 +78,7 @@ fn serve_pages() -> u16 {
                     "<html><head><title>Hidden ledger</title><meta http-equiv=refresh content='4;url=http://127.0.0.1:{port}/back.html'></head><body>ledger</body></html>"
                 ),
                 "/back.html" => "<html><head><title>Back to work</title></head><body>back</body></html>".to_owned(),
+                "/untitled.html" => "<html><body>no title here</body></html>".to_owned(),
                 _ => String::new(),
             };
             let status = if body.is_empty() { "404 Not Found" } else { "200 OK" };
@@ -93,6 +93,18 @@ fn serve_pages() -> u16 {
     port
 }
 
+/// Desktop accessibility (`IsEnabled`) on the session bus at `dbus`.
+fn desktop_accessibility(dbus: &str) -> Option<bool> {
+    let session = zbus::blocking::connection::Builder::address(dbus).ok()?.build().ok()?;
+    cowork::capture::a11y::desktop_accessibility(&session).ok()
+}
+
+const CHROMIUM_FLAGS: &[&str] = &[
+    "--no-sandbox", "--disable-gpu", "--no-first-run", "--disable-background-networking",
+    "--disable-component-update", "--disable-sync", "--password-store=basic",
+    "--host-resolver-rules=MAP *.ledger.example 127.0.0.1",
+];
+
 #[test]
 fn chromium_urls_come_from_the_address_bar_and_a_denied_domain_leaves_nothing() {
     if !require(XSession::available() && have_program("chromium") && have_program("dbus-daemon"), "Xvfb, chromium and dbus-daemon") {
@@ -105,19 +117,19 @@ fn chromium_urls_come_from_the_address_bar_and_a_denied_domain_leaves_nothing() 
     write_settings(data.path(), &[("capture.streams_confirmed", "true"), ("privacy.denied_domains", "ledger.example")]);
     let port = serve_pages();
     let profile = temp_dir();
+    // A fresh desktop: accessibility is off, and Chromium would show no address bar.
+    assert_eq!(desktop_accessibility(&dbus), Some(false), "the session's own home starts with accessibility off");
     let capture = capture_run(&x, data.path(), &dbus);
-    // Chromium exposes its address bar over AT-SPI with renderer accessibility on.
+    // cowork turns it on, as a screen reader would. Chromium registers with
+    // AT-SPI only when it is on as it starts, and builds the tree of its own
+    // window (the address bar) only with renderer accessibility forced (or for
+    // a screen reader it detects): both are needed, and a fresh desktop lacked the first.
+    assert!(eventually(Duration::from_secs(20), || desktop_accessibility(&dbus) == Some(true)), "cowork turned desktop accessibility on");
     let profile_arg = format!("--user-data-dir={}", profile.path().display());
     let url = format!("http://127.0.0.1:{port}/plan.html");
-    x.spawn(
-        "chromium",
-        &[
-            "--no-sandbox", "--disable-gpu", "--no-first-run", "--disable-background-networking",
-            "--disable-component-update", "--disable-sync", "--password-store=basic", "--force-renderer-accessibility",
-            "--host-resolver-rules=MAP *.ledger.example 127.0.0.1", &profile_arg, &url,
-        ],
-        Some(&dbus),
-    );
+    let mut args = CHROMIUM_FLAGS.to_vec();
+    args.extend(["--force-renderer-accessibility", profile_arg.as_str(), url.as_str()]);
+    x.spawn("chromium", &args, Some(&dbus));
     let window = x.wait_window("Quarterly plan", Duration::from_secs(40));
     x.activate(&window);
     // plan (4 s) → secret on localhost (4 s) → back to work.
@@ -128,6 +140,7 @@ fn chromium_urls_come_from_the_address_bar_and_a_denied_domain_leaves_nothing() 
     );
     std::thread::sleep(Duration::from_millis(500));
     stop(capture);
+    assert_eq!(desktop_accessibility(&dbus), Some(false), "cowork turned accessibility back off as it quit");
 
     let recorded = sessions(&db);
     let plan = recorded.iter().find(|s| s.title.starts_with("Quarterly plan")).expect("plan page recorded");
@@ -148,6 +161,54 @@ fn chromium_urls_come_from_the_address_bar_and_a_denied_domain_leaves_nothing() 
         let bytes = std::fs::read(data.path().join(file)).unwrap_or_default();
         assert!(!bytes.windows(13).any(|w| w == b"Hidden ledger"), "denied page's title in {file}");
     }
+}
+
+#[test]
+fn without_an_accessibility_bus_chromium_urls_come_from_titles_and_doctor_says_so() {
+    if !require(XSession::available() && have_program("chromium") && have_program("dbus-daemon"), "Xvfb, chromium and dbus-daemon") {
+        return;
+    }
+    let mut x = XSession::start();
+    // A session bus with nothing activatable: no org.a11y.Bus, as on a desktop without at-spi2-core running.
+    let home = temp_dir();
+    let (_bus, dbus) = super::support::bare_session_bus(home.path());
+    let data = temp_dir();
+    let db = data.path().join("cowork.db");
+    write_settings(data.path(), &[("capture.streams_confirmed", "true"), ("privacy.denied_domains", "ledger.example")]);
+    let port = serve_pages();
+    let profile = temp_dir();
+    let capture = capture_run(&x, data.path(), &dbus);
+    let profile_arg = format!("--user-data-dir={}", profile.path().display());
+    // A page without a <title>: Chromium's window title is its address.
+    let url = format!("http://127.0.0.1:{port}/untitled.html");
+    let mut args = CHROMIUM_FLAGS.to_vec();
+    args.extend(["--force-renderer-accessibility", profile_arg.as_str(), url.as_str()]);
+    x.spawn("chromium", &args, Some(&dbus));
+    let window = x.wait_window("untitled.html", Duration::from_secs(40));
+    x.activate(&window);
+    let untitled = || sessions(&db).into_iter().find(|s| s.title.contains("untitled.html"));
+    assert!(eventually(Duration::from_secs(20), || untitled().is_some_and(|s| s.url.is_some())), "{:?}", sessions(&db));
+    stop(capture);
+    let page = untitled().unwrap();
+    assert_eq!(page.url_source, Some(UrlSource::Title), "{page:?}");
+    assert!(page.url.as_deref().is_some_and(|u| u.contains(&format!("127.0.0.1:{port}/untitled.html"))), "{page:?}");
+
+    let doctor = x
+        .command(env!("CARGO_BIN_EXE_cowork"))
+        .args(["doctor", "--json", "--data-dir"])
+        .arg(data.path())
+        .arg("--models-dir")
+        .arg(super::support::models_dir())
+        .env("DBUS_SESSION_BUS_ADDRESS", &dbus)
+        .env("COWORK_LOG", "warn")
+        .output()
+        .unwrap();
+    let checks: serde_json::Value = serde_json::from_slice(&doctor.stdout).expect("doctor --json");
+    let atspi = checks.as_array().unwrap().iter().find(|c| c["name"] == "at-spi").expect("doctor checks AT-SPI");
+    assert_eq!(atspi["status"], "warn", "{atspi}");
+    assert!(atspi["detail"].as_str().unwrap().contains("browser URLs come from window titles only"), "{atspi}");
+    let a11y = checks.as_array().unwrap().iter().find(|c| c["area"] == "worker" && c["name"] == "a11y").expect("doctor checks the a11y worker");
+    assert_eq!(a11y["status"], "warn", "the a11y worker runs degraded: {a11y}");
 }
 
 const GTK_LOGIN: &str = r#"
@@ -252,10 +313,10 @@ fn playing_media_keeps_a_quiet_user_present_and_afk_is_back_dated_after_it_stops
     silence_wav(&wav);
     let terminal = x.open_xterm("film night");
     x.activate(&terminal);
-    let mut mpv = Command::new("mpv")
+    let mut mpv = x
+        .command("mpv")
         .args(["--no-video", "--ao=null", "--loop-file=inf", "--really-quiet"])
         .arg(&wav)
-        .env("DISPLAY", &x.display)
         .env("DBUS_SESSION_BUS_ADDRESS", &dbus)
         .spawn()
         .unwrap();
@@ -352,12 +413,12 @@ fn the_tray_and_the_pause_hotkey_pause_and_resume_a_real_sidebar() {
     let db = data.path().join("cowork.db");
     write_settings(data.path(), &[("capture.streams_confirmed", "true")]);
     let before = x.open_xterm("before the pause");
-    let mut app = Command::new(env!("CARGO_BIN_EXE_cowork"))
+    let mut app = x
+        .command(env!("CARGO_BIN_EXE_cowork"))
         .arg("--data-dir")
         .arg(data.path())
         .arg("--models-dir")
         .arg(super::support::models_dir())
-        .env("DISPLAY", &x.display)
         .env("DBUS_SESSION_BUS_ADDRESS", &dbus)
         .env("COWORK_LOG", "warn")
         .spawn()

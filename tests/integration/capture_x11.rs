@@ -212,10 +212,10 @@ fn pause_and_quiet_hours_record_nothing() {
 /// openbox may hand focus to a just-mapped window late.
 fn capture_run_on(x: &XSession, data: &std::path::Path, window: &str, title: &str) -> std::process::Child {
     let db = data.join("cowork.db");
-    let capture = std::process::Command::new(env!("CARGO_BIN_EXE_cowork"))
+    let capture = x
+        .command(env!("CARGO_BIN_EXE_cowork"))
         .args(["capture", "run", "--data-dir"])
         .arg(data)
-        .env("DISPLAY", &x.display)
         .env("COWORK_LOG", "warn")
         .spawn()
         .unwrap();

@@ -13,8 +13,8 @@ fn cowork() -> Command {
 
 /// The sidebar on a test X server, with its own data directory and the real models.
 fn sidebar(x: &XSession, data: &std::path::Path) -> Command {
-    let mut command = cowork();
-    command.arg("--data-dir").arg(data).arg("--models-dir").arg(models_dir()).env("DISPLAY", &x.display);
+    let mut command = x.command(env!("CARGO_BIN_EXE_cowork"));
+    command.env("COWORK_LOG", "warn").arg("--data-dir").arg(data).arg("--models-dir").arg(models_dir());
     command
 }
 
@@ -471,4 +471,122 @@ fn offline_in_a_loopback_only_network_namespace_everything_local_works_and_the_g
     for text in [&cloud, &fetch] {
         assert!(!text.contains("Network is unreachable") && !text.contains("os error 101") && !text.contains("failed to lookup"), "{text}");
     }
+}
+
+/// A real aw-server (ActivityWatch 0.12, from PyPI) on loopback with its own home; killed on drop.
+struct AwServer {
+    _child: super::support::ChildGuard,
+    _home: tempfile::TempDir,
+    base: String,
+}
+
+impl AwServer {
+    fn start(program: &str) -> AwServer {
+        let home = temp_dir();
+        let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+        let child = Command::new(program)
+            .args(["--host", "127.0.0.1", "--port", &port.to_string()])
+            .env("HOME", home.path())
+            .env("XDG_DATA_HOME", home.path().join("data"))
+            .env("XDG_CONFIG_HOME", home.path().join("config"))
+            .env("XDG_CACHE_HOME", home.path().join("cache"))
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .unwrap();
+        let server = AwServer { _child: super::support::ChildGuard(child), _home: home, base: format!("http://127.0.0.1:{port}/api/0") };
+        assert!(
+            super::support::eventually(std::time::Duration::from_secs(30), || ureq::get(format!("{}/info", server.base)).call().is_ok()),
+            "aw-server answered on {}",
+            server.base
+        );
+        server
+    }
+
+    fn get(&self, path: &str) -> serde_json::Value {
+        let mut response = ureq::get(format!("{}{path}", self.base)).call().unwrap_or_else(|err| panic!("GET {path}: {err}"));
+        serde_json::from_str(&response.body_mut().read_to_string().unwrap()).unwrap()
+    }
+
+    /// POSTs JSON; returns the status and the body (errors included).
+    fn post(&self, path: &str, body: &serde_json::Value) -> (u16, String) {
+        let response = ureq::post(format!("{}{path}", self.base))
+            .config()
+            .http_status_as_error(false)
+            .build()
+            .header("Content-Type", "application/json")
+            .send(body.to_string())
+            .unwrap_or_else(|err| panic!("POST {path}: {err}"));
+        let status = response.status().as_u16();
+        (status, response.into_body().read_to_string().unwrap_or_default())
+    }
+}
+
+#[test]
+fn activitywatch_export_imports_into_a_real_aw_server_that_already_has_its_watchers_buckets() {
+    use cowork::events::{ActivitySession, SessionEnd};
+    let program = std::env::var("COWORK_TEST_AW_SERVER").unwrap_or_default();
+    if !require(!program.is_empty() && std::path::Path::new(&program).is_file(), "aw-server (scripts/test installs it; COWORK_TEST_AW_SERVER)") {
+        return;
+    }
+    let data = temp_dir();
+    let conn = cowork::store::open_writer(&data.path().join("cowork.db")).unwrap();
+    let now = cowork::ids::now_millis();
+    for (id, title, url, ago_secs) in [(1, "Quarterly plan - Chromium", Some("https://plan.example/q3"), 3_600), (2, "notes.md - Editor", None, 1_800)] {
+        let session = ActivitySession {
+            session_id: id,
+            app: if url.is_some() { "Chromium".into() } else { "Editor".into() },
+            title: title.into(),
+            window_id: id as u32,
+            started_at_millis: now - ago_secs * 1000,
+            ended_at_millis: Some(now - ago_secs * 1000 + 600_000),
+            end_reason: Some(SessionEnd::Switch),
+            url: url.map(str::to_owned),
+            url_source: url.map(|_| cowork::events::UrlSource::Atspi),
+            ..Default::default()
+        };
+        cowork::store::upsert_session(&conn, &session).unwrap();
+    }
+    drop(conn);
+    let file = data.path().join("aw.json");
+    let out = cowork().args(["export", "--format", "activitywatch", "--out"]).arg(&file).arg("--data-dir").arg(data.path()).output().unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let export: serde_json::Value = serde_json::from_slice(&std::fs::read(&file).unwrap()).unwrap();
+    let host = export["buckets"].as_object().unwrap().values().next().unwrap()["hostname"].as_str().unwrap().to_owned();
+
+    // The user already runs ActivityWatch here: its watchers' buckets exist, with an event each.
+    let server = AwServer::start(&program);
+    for (watcher, kind, data) in [
+        ("aw-watcher-window", "currentwindow", serde_json::json!({"app": "Terminal", "title": "theirs"})),
+        ("aw-watcher-afk", "afkstatus", serde_json::json!({"status": "not-afk"})),
+        ("aw-watcher-web", "web.tab.current", serde_json::json!({"url": "https://theirs.example", "title": "theirs"})),
+    ] {
+        let id = format!("{watcher}_{host}");
+        let (status, body) = server.post(&format!("/buckets/{id}"), &serde_json::json!({"client": watcher, "type": kind, "hostname": host}));
+        assert!(status == 200 || status == 304, "create {id}: {status} {body}");
+        let event = serde_json::json!([{"timestamp": cowork::export::rfc3339(now - 60_000), "duration": 5.0, "data": data}]);
+        let (status, body) = server.post(&format!("/buckets/{id}/events"), &event);
+        assert_eq!(status, 200, "event in {id}: {body}");
+    }
+
+    let (status, body) = server.post("/import", &export);
+    assert_eq!(status, 200, "the import is accepted beside the watchers' buckets: {body}");
+    let buckets = server.get("/buckets/");
+    let buckets = buckets.as_object().unwrap();
+    for (id, kind) in [("cowork-window", "currentwindow"), ("cowork-afk", "afkstatus"), ("cowork-web", "web.tab.current")] {
+        let bucket = &buckets[&format!("{id}_{host}")];
+        assert_eq!(bucket["type"], kind, "{bucket}");
+        assert_eq!(bucket["hostname"], host.as_str(), "{bucket}");
+    }
+    let windows = server.get(&format!("/buckets/cowork-window_{host}/events"));
+    let mut titles: Vec<&str> = windows.as_array().unwrap().iter().map(|e| e["data"]["title"].as_str().unwrap()).collect();
+    titles.sort();
+    assert_eq!(titles, ["Quarterly plan - Chromium", "notes.md - Editor"]);
+    let web = server.get(&format!("/buckets/cowork-web_{host}/events"));
+    assert_eq!(web[0]["data"]["url"], "https://plan.example/q3");
+    assert_eq!(web[0]["duration"].as_f64(), Some(600.0));
+    // The watchers' own data is untouched.
+    let theirs = server.get(&format!("/buckets/aw-watcher-window_{host}/events"));
+    assert_eq!(theirs.as_array().unwrap().len(), 1);
+    assert_eq!(theirs[0]["data"]["title"], "theirs");
 }

@@ -27,14 +27,7 @@ fn free_port() -> u16 {
 }
 
 /// Killed (with its children) on drop.
-struct Server(Child);
-
-impl Drop for Server {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
+use super::support::ChildGuard as Server;
 
 fn http_ok(url: &str) -> bool {
     ureq::get(url).call().is_ok_and(|r| r.status().as_u16() == 200)
@@ -463,53 +456,124 @@ fn a_key_in_the_encrypted_file_store_reaches_the_provider_and_nowhere_else() {
     assert!(data.path().join("secrets.enc").is_file());
 }
 
-#[test]
-fn a_key_in_a_real_secret_service_gnome_keyring_reaches_the_provider_and_nowhere_else() {
-    if !require(super::support::have_program("gnome-keyring-daemon") && super::support::have_program("dbus-daemon"), "gnome-keyring and dbus-daemon") {
-        return;
+/// A real gnome-keyring on a private bus with its own home. `password`:
+/// unlock (creating the login keyring on first start) with it; `None`: start
+/// without unlocking, as after a login that did not unlock the keyring.
+fn gnome_keyring(home: &std::path::Path, address: &str, password: Option<&str>) -> Server {
+    let mut command = Command::new("gnome-keyring-daemon");
+    command.arg("--foreground").arg("--components=secrets");
+    if password.is_some() {
+        command.arg("--unlock");
     }
-    let home = temp_dir();
-    let mut daemon = Command::new("dbus-daemon")
-        .args(["--session", "--nofork", "--print-address=1"])
-        .env("HOME", home.path())
-        .env("XDG_DATA_HOME", home.path().join("share"))
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
-    let mut address = String::new();
-    BufReader::new(daemon.stdout.take().unwrap()).read_line(&mut address).unwrap();
-    let _bus = Server(daemon);
-    let address = address.trim().to_owned();
-    // A fresh login keyring, created and unlocked with the password on stdin.
-    let mut keyring = Command::new("gnome-keyring-daemon")
-        .args(["--unlock", "--components=secrets", "--foreground"])
-        .env("DBUS_SESSION_BUS_ADDRESS", &address)
-        .env("HOME", home.path())
-        .env("XDG_DATA_HOME", home.path().join("share"))
-        .env("XDG_RUNTIME_DIR", home.path())
+    let mut keyring = command
+        .env("DBUS_SESSION_BUS_ADDRESS", address)
+        .env("HOME", home)
+        .env("XDG_DATA_HOME", home.join("share"))
+        .env("XDG_RUNTIME_DIR", home)
         .stdin(Stdio::piped())
         .stdout(Stdio::null())
         .stderr(Stdio::null())
         .spawn()
         .unwrap();
-    keyring.stdin.take().unwrap().write_all(b"test-password").unwrap();
-    let _keyring = Server(keyring);
+    let mut stdin = keyring.stdin.take().unwrap();
+    if let Some(password) = password {
+        stdin.write_all(password.as_bytes()).unwrap();
+    }
+    drop(stdin);
+    Server(keyring)
+}
+
+/// What `cowork secrets list` says about where secrets are kept, on `address`.
+fn secret_store_seen(data: &std::path::Path, address: &str) -> String {
+    let out = Command::new(env!("CARGO_BIN_EXE_cowork"))
+        .args(["secrets", "list", "--data-dir"])
+        .arg(data)
+        .env("DBUS_SESSION_BUS_ADDRESS", address)
+        .env("COWORK_LOG", "warn")
+        .output()
+        .unwrap();
+    String::from_utf8_lossy(&out.stderr).into_owned()
+}
+
+fn keyring_prerequisites() -> bool {
+    require(super::support::have_program("gnome-keyring-daemon") && super::support::have_program("dbus-daemon"), "gnome-keyring and dbus-daemon")
+}
+
+#[test]
+fn a_key_in_a_real_secret_service_gnome_keyring_reaches_the_provider_and_nowhere_else() {
+    if !keyring_prerequisites() {
+        return;
+    }
+    let home = temp_dir();
+    // Nothing is activatable on this bus: the keyring below is the only one that can answer.
+    let (_bus, address) = super::support::bare_session_bus(home.path());
+    let _keyring = gnome_keyring(home.path(), &address, Some("test-password"));
     let data = temp_dir();
+    // Ready when cowork itself says it uses the Secret Service (not a log line that merely names it).
     assert!(
-        eventually(Duration::from_secs(20), || {
-            Command::new(env!("CARGO_BIN_EXE_cowork"))
-                .args(["secrets", "list", "--data-dir"])
-                .arg(data.path())
-                .env("DBUS_SESSION_BUS_ADDRESS", &address)
-                .output()
-                .is_ok_and(|o| String::from_utf8_lossy(&o.stderr).contains("Secret Service"))
-        }),
-        "gnome-keyring serves the Secret Service"
+        eventually(Duration::from_secs(20), || secret_store_seen(data.path(), &address).contains("secrets in the system secret store")),
+        "gnome-keyring serves the Secret Service: {}",
+        secret_store_seen(data.path(), &address)
     );
     let stored = key_reaches_only_the_provider(data.path(), Some(&address));
-    assert!(stored.contains("Secret Service"), "{stored}");
+    assert!(stored.contains("stored provider:keyed (sk-…5c8d) in the system secret store"), "{stored}");
     assert!(!data.path().join("secrets.enc").exists(), "nothing fell back to the file");
+}
+
+#[test]
+fn a_locked_keyring_sends_keys_to_the_encrypted_file_and_doctor_says_why() {
+    if !keyring_prerequisites() {
+        return;
+    }
+    let home = temp_dir();
+    let (_bus, address) = super::support::bare_session_bus(home.path());
+    let data = temp_dir();
+    // First login: the login keyring is created and unlocked, a key is stored
+    // (which writes the keyring to disk); then the daemon ends.
+    {
+        let _keyring = gnome_keyring(home.path(), &address, Some("test-password"));
+        assert!(
+            eventually(Duration::from_secs(20), || secret_store_seen(data.path(), &address).contains("secrets in the system secret store")),
+            "the login keyring was created"
+        );
+        let mut set = Command::new(env!("CARGO_BIN_EXE_cowork"))
+            .args(["secrets", "set", "provider:earlier", "--data-dir"])
+            .arg(data.path())
+            .env("DBUS_SESSION_BUS_ADDRESS", &address)
+            .stdin(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        set.stdin.take().unwrap().write_all(b"sk-earlier-0000000000").unwrap();
+        let out = set.wait_with_output().unwrap();
+        assert!(String::from_utf8_lossy(&out.stderr).contains("in the system secret store"), "{}", String::from_utf8_lossy(&out.stderr));
+        assert!(eventually(Duration::from_secs(10), || home.path().join("share/keyrings/login.keyring").is_file()), "the login keyring is on disk");
+    }
+    // Next login without unlocking: the keyring exists but is locked.
+    let _keyring = gnome_keyring(home.path(), &address, None);
+    assert!(
+        eventually(Duration::from_secs(20), || secret_store_seen(data.path(), &address).contains("the default keyring is locked")),
+        "a locked keyring is named: {}",
+        secret_store_seen(data.path(), &address)
+    );
+    let stored = key_reaches_only_the_provider(data.path(), Some(&address));
+    assert!(stored.contains("AES-256-GCM") && stored.contains("the default keyring is locked"), "{stored}");
+    assert!(data.path().join("secrets.enc").is_file(), "the key went to the encrypted file");
+    let doctor = Command::new(env!("CARGO_BIN_EXE_cowork"))
+        .args(["doctor", "--json", "--data-dir"])
+        .arg(data.path())
+        .arg("--models-dir")
+        .arg(super::support::models_dir())
+        .env("DBUS_SESSION_BUS_ADDRESS", &address)
+        .env_remove("DISPLAY")
+        .env("COWORK_LOG", "warn")
+        .output()
+        .unwrap();
+    let checks: serde_json::Value = serde_json::from_slice(&doctor.stdout).unwrap_or_else(|err| panic!("doctor --json: {err}: {}", String::from_utf8_lossy(&doctor.stdout)));
+    let secrets = checks.as_array().unwrap().iter().find(|c| c["area"] == "secrets").expect("doctor checks the secret store");
+    assert_eq!(secrets["status"], "warn", "{secrets}");
+    let detail = secrets["detail"].as_str().unwrap();
+    assert!(detail.contains("the default keyring is locked") && detail.contains("secrets.enc"), "{detail}");
 }
 
 #[track_caller]

@@ -85,11 +85,17 @@ pub fn temp_dir() -> tempfile::TempDir {
 
 static NEXT_DISPLAY: AtomicU32 = AtomicU32::new(0);
 
-/// A private X server (Xvfb) with openbox, so `_NET_ACTIVE_WINDOW` is maintained.
+/// A private X server (Xvfb) with openbox, so `_NET_ACTIVE_WINDOW` is maintained,
+/// and a private home: everything started through `command` gets its own
+/// `HOME` and XDG directories, so no test reads what an earlier run, a
+/// developer's desktop or a past session left in `$HOME` (a persisted
+/// accessibility switch, a keyring, a dconf database), and none writes there.
 /// Everything it started is killed on drop.
 pub struct XSession {
     pub display: String,
-    children: Vec<Child>,
+    children: Vec<ChildGuard>,
+    home: tempfile::TempDir,
+    dbus: Option<String>,
 }
 
 impl XSession {
@@ -102,13 +108,18 @@ impl XSession {
         let display = format!(":{number}");
         let _ = std::fs::remove_file(format!("/tmp/.X11-unix/X{number}"));
         let _ = std::fs::remove_file(format!("/tmp/.X{number}-lock"));
+        let home = temp_dir();
+        for dir in [".config", ".cache", ".local/share", ".local/state", "runtime"] {
+            std::fs::create_dir_all(home.path().join(dir)).expect("session home");
+        }
+        std::fs::set_permissions(home.path().join("runtime"), std::os::unix::fs::PermissionsExt::from_mode(0o700)).expect("runtime dir mode");
         let xvfb = Command::new("Xvfb")
             .args([display.as_str(), "-screen", "0", "1280x800x24", "-nolisten", "tcp"])
             .stdout(Stdio::null())
             .stderr(Stdio::null())
             .spawn()
             .expect("start Xvfb");
-        let mut session = XSession { display: display.clone(), children: vec![xvfb] };
+        let mut session = XSession { display: display.clone(), children: vec![ChildGuard(xvfb)], home, dbus: None };
         let xprop_root = |property: &str| {
             Command::new("xprop")
                 .args(["-root", property])
@@ -127,8 +138,8 @@ impl XSession {
         // again if it gave up early.
         let deadline = std::time::Instant::now() + Duration::from_secs(30);
         loop {
-            let mut openbox = Command::new("openbox")
-                .env("DISPLAY", &display)
+            let mut openbox = session
+                .command("openbox")
                 .stdout(Stdio::null())
                 .stderr(Stdio::null())
                 .spawn()
@@ -138,7 +149,7 @@ impl XSession {
                     || openbox.try_wait().ok().flatten().is_some()
             });
             if ready && openbox.try_wait().ok().flatten().is_none() {
-                session.children.push(openbox);
+                session.children.push(ChildGuard(openbox));
                 break;
             }
             let _ = openbox.kill();
@@ -148,6 +159,35 @@ impl XSession {
         session
     }
 
+    /// The session's own home: `HOME` and the XDG directories, all inside one
+    /// temporary directory (the runtime directory owner-only, as D-Bus and
+    /// keyrings require).
+    pub fn home_env(&self) -> Vec<(&'static str, PathBuf)> {
+        let home = self.home.path();
+        let vars = [
+            ("HOME", home.to_path_buf()),
+            ("XDG_CONFIG_HOME", home.join(".config")),
+            ("XDG_CACHE_HOME", home.join(".cache")),
+            ("XDG_DATA_HOME", home.join(".local/share")),
+            ("XDG_STATE_HOME", home.join(".local/state")),
+            ("XDG_RUNTIME_DIR", home.join("runtime")),
+        ];
+        vars.into()
+    }
+
+    /// `program` on this display, with the session's own home and its session
+    /// bus when `start_dbus` made one (never the caller's bus: a test must not
+    /// switch anything on the developer's desktop).
+    pub fn command(&self, program: impl AsRef<std::ffi::OsStr>) -> Command {
+        let mut command = Command::new(program);
+        command.env("DISPLAY", &self.display).envs(self.home_env());
+        match &self.dbus {
+            Some(address) => command.env("DBUS_SESSION_BUS_ADDRESS", address),
+            None => command.env_remove("DBUS_SESSION_BUS_ADDRESS"),
+        };
+        command
+    }
+
     /// Opens an xterm with `title` and returns its X window id (from xdotool).
     pub fn open_xterm(&mut self, title: &str) -> String {
         self.open_xterm_as(title, "XTerm")
@@ -155,15 +195,15 @@ impl XSession {
 
     /// Opens an xterm whose WM_CLASS names `class` as the application.
     pub fn open_xterm_as(&mut self, title: &str, class: &str) -> String {
-        let child = Command::new("xterm")
+        let child = self
+            .command("xterm")
             // The shell ignores SIGINT so a Ctrl+C typed by a test does not close the window.
             .args(["-class", class, "-T", title, "-geometry", "60x10", "-e", "sh", "-c", "trap '' INT; sleep 600"])
-            .env("DISPLAY", &self.display)
             .stdout(Stdio::null())
             .stderr(Stdio::null())
             .spawn()
             .expect("start xterm");
-        self.children.push(child);
+        self.children.push(ChildGuard(child));
         let mut window = String::new();
         assert!(
             eventually(Duration::from_secs(10), || {
@@ -178,30 +218,33 @@ impl XSession {
 
     /// Starts a private D-Bus session bus for this display (AT-SPI, MPRIS and
     /// the tray live there) and returns its address. Services it activates
-    /// (the accessibility bus) inherit `DISPLAY`.
+    /// (the accessibility bus) inherit `DISPLAY` and the session's home, so
+    /// the accessibility switch starts off, as on a fresh desktop.
     pub fn start_dbus(&mut self) -> String {
         use std::io::BufRead;
-        let mut daemon = Command::new("dbus-daemon")
+        let mut daemon = self
+            .command("dbus-daemon")
             .args(["--session", "--nofork", "--print-address=1"])
-            .env("DISPLAY", &self.display)
             .stdout(Stdio::piped())
             .stderr(Stdio::null())
             .spawn()
             .expect("start dbus-daemon");
         let mut address = String::new();
         std::io::BufReader::new(daemon.stdout.take().unwrap()).read_line(&mut address).expect("dbus-daemon address");
-        self.children.push(daemon);
-        address.trim().to_owned()
+        self.children.push(ChildGuard(daemon));
+        let address = address.trim().to_owned();
+        self.dbus = Some(address.clone());
+        address
     }
 
     /// Starts `program` on this display (and session bus, if given); killed on drop.
     pub fn spawn(&mut self, program: &str, args: &[&str], dbus: Option<&str>) {
-        let mut command = Command::new(program);
-        command.args(args).env("DISPLAY", &self.display).stdout(Stdio::null()).stderr(Stdio::null());
+        let mut command = self.command(program);
+        command.args(args).stdout(Stdio::null()).stderr(Stdio::null());
         if let Some(address) = dbus {
             command.env("DBUS_SESSION_BUS_ADDRESS", address);
         }
-        self.children.push(command.spawn().unwrap_or_else(|err| panic!("start {program}: {err}")));
+        self.children.push(ChildGuard(command.spawn().unwrap_or_else(|err| panic!("start {program}: {err}"))));
     }
 
     /// The first window whose title matches `pattern` (xdotool regex), waiting for it.
@@ -238,10 +281,10 @@ impl XSession {
 }
 
 impl Drop for XSession {
+    /// Ends what the session started, newest first (the X server last).
     fn drop(&mut self) {
-        for child in self.children.iter_mut().rev() {
-            let _ = child.kill();
-            let _ = child.wait();
+        while let Some(child) = self.children.pop() {
+            drop(child);
         }
     }
 }
@@ -258,4 +301,53 @@ pub fn start_workers(paths: &cowork::config::Paths) -> (cowork::workers::Workers
     };
     let (workers, _, _) = cowork::workers::Workers::start(paths, options, sink).unwrap();
     (workers, events)
+}
+
+/// A private D-Bus session bus from which nothing can be activated (no service
+/// directories): only what the test starts answers on it, so a keyring the
+/// test did not start cannot answer in its place, and no accessibility bus
+/// exists unless the test makes one. The bus is ended when the child is dropped
+/// by the caller (`ChildGuard`).
+pub fn bare_session_bus(home: &std::path::Path) -> (ChildGuard, String) {
+    use std::io::BufRead;
+    let config = home.join("bare-session.conf");
+    std::fs::write(
+        &config,
+        r#"<!DOCTYPE busconfig PUBLIC "-//freedesktop//DTD D-Bus Bus Configuration 1.0//EN"
+ "http://www.freedesktop.org/standards/dbus/1.0/busconfig.dtd">
+<busconfig>
+  <type>session</type>
+  <keep_umask/>
+  <listen>unix:tmpdir=/tmp</listen>
+  <auth>EXTERNAL</auth>
+  <policy context="default">
+    <allow send_destination="*" eavesdrop="true"/>
+    <allow eavesdrop="true"/>
+    <allow own="*"/>
+  </policy>
+</busconfig>
+"#,
+    )
+    .expect("bus config");
+    let mut daemon = Command::new("dbus-daemon")
+        .arg(format!("--config-file={}", config.display()))
+        .args(["--nofork", "--print-address=1"])
+        .env("HOME", home)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("start dbus-daemon");
+    let mut address = String::new();
+    std::io::BufReader::new(daemon.stdout.take().unwrap()).read_line(&mut address).expect("dbus-daemon address");
+    (ChildGuard(daemon), address.trim().to_owned())
+}
+
+/// Kills and reaps its child on drop.
+pub struct ChildGuard(pub Child);
+
+impl Drop for ChildGuard {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
 }

@@ -26,6 +26,7 @@ struct Far {
     capture: Receiver<CaptureCommand>,
     keys: Receiver<KeysCommand>,
     clipboard: Receiver<ClipboardCommand>,
+    a11y: Receiver<cowork::capture::A11yCommand>,
     llm_control: Receiver<Control>,
     stop_epoch: Arc<AtomicU64>,
     search: Receiver<cowork::search::SearchCommand>,
@@ -42,6 +43,7 @@ fn app_with(options: AppOptions, height: f32) -> (Harness<'static, CoworkApp>, F
     let (capture_tx, capture) = bounded(8);
     let (keys_tx, keys) = bounded(8);
     let (clipboard_tx, clipboard) = bounded(8);
+    let (a11y_tx, a11y) = bounded(8);
     let (control_tx, llm_control) = bounded(8);
     let (models_tx, _models) = bounded(4);
     let (search_tx, search) = bounded(16);
@@ -53,6 +55,7 @@ fn app_with(options: AppOptions, height: f32) -> (Harness<'static, CoworkApp>, F
         capture: capture_tx,
         keys: keys_tx,
         clipboard: clipboard_tx,
+        a11y: a11y_tx,
         llm: llm_tx,
         models: models_tx,
         search: search_tx,
@@ -66,7 +69,7 @@ fn app_with(options: AppOptions, height: f32) -> (Harness<'static, CoworkApp>, F
     let harness = Harness::builder()
         .with_size(egui::vec2(380.0, height))
         .build_eframe(move |_cc| CoworkApp::new(channels, AppState::default(), Vec::new(), options));
-    (harness, Far { events: events_tx, llm, store, capture, keys, clipboard, llm_control, stop_epoch, search })
+    (harness, Far { events: events_tx, llm, store, capture, keys, clipboard, a11y, llm_control, stop_epoch, search })
 }
 
 /// Focuses the chat input (kittest types only into a focused widget) and types.

@@ -236,7 +236,7 @@ impl SecretService {
     pub fn connect() -> anyhow::Result<Self> {
         let conn = zbus::blocking::connection::Builder::session()
             .and_then(|b| b.method_timeout(Duration::from_secs(5)).build())
-            .context("no D-Bus session bus")?;
+            .map_err(|err| anyhow::anyhow!("no D-Bus session bus ({err})"))?;
         let reply = conn
             .call_method(Some(SERVICE), SERVICE_PATH, Some("org.freedesktop.Secret.Service"), "OpenSession", &("plain", Value::from("")))
             .map_err(|err| match err {

@@ -176,7 +176,9 @@ impl Supervised for A11yWorker {
             let bus = match A11yBus::connect() {
                 Ok(bus) => bus,
                 Err(err) => {
-                    ctx.report(WorkerState::Degraded(format!("{err:#}: password fields are not detected")));
+                    ctx.report(WorkerState::Degraded(format!(
+                        "{err:#}: password fields are not detected and browser URLs come from window titles"
+                    )));
                     if !self.idle(commands, RECONNECT) {
                         return Ok(());
                     }

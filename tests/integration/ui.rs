@@ -676,3 +676,34 @@ fn a_search_result_pins_to_the_open_chat_its_pin_can_be_taken_off_and_typed_text
     assert!(far.store.try_iter().any(|c| matches!(c, StoreCommand::LoadSessionDetail { session_id: 41 })));
     assert_eq!(harness.state().state.open_session.as_ref().map(|s| s.session_id), Some(41));
 }
+
+#[test]
+fn the_desktop_accessibility_switch_is_saved_and_reaches_the_a11y_worker() {
+    let (mut harness, far) = app();
+    harness.get_by_label("Settings").click();
+    harness.run();
+    harness.get_by_label("Privacy rules").click();
+    harness.run();
+    let _ = far.store.try_iter().count();
+    // On by default; switching it off is saved and told to the worker that owns it.
+    harness.get_by_label("Turn on desktop accessibility while cowork runs").click();
+    harness.run();
+    let saved: Vec<(String, String)> = far
+        .store
+        .try_iter()
+        .filter_map(|c| match c {
+            StoreCommand::SetSetting { key, value } => Some((key, value)),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(saved, [("capture.desktop_accessibility".to_owned(), "false".to_owned())]);
+    let told: Vec<bool> = far
+        .a11y
+        .try_iter()
+        .filter_map(|c| match c {
+            cowork::capture::A11yCommand::SetDesktopAccessibility(on) => Some(on),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(told, [false]);
+}

@@ -62,14 +62,17 @@ pub struct ResolvedModel {
 }
 
 pub fn resolve_model(manifest: &Manifest, models_dir: &Path, role: ModelRole) -> Option<ResolvedModel> {
-    let model = manifest.by_role(role)?;
+    Some(resolved(manifest.by_role(role)?, models_dir))
+}
+
+/// The chat model of the manifest called `name`.
+pub fn resolve_named_model(manifest: &Manifest, models_dir: &Path, name: &str) -> Option<ResolvedModel> {
+    Some(resolved(manifest.models.iter().find(|m| m.name == name && m.role == ModelRole::Chat)?, models_dir))
+}
+
+fn resolved(model: &crate::models::ManifestModel, models_dir: &Path) -> ResolvedModel {
     let (size, sha256) = model.primary_size_and_sha();
-    Some(ResolvedModel {
-        name: model.name.clone(),
-        path: models_dir.join(model.primary_path()),
-        size,
-        sha256: sha256.to_owned(),
-    })
+    ResolvedModel { name: model.name.clone(), path: models_dir.join(model.primary_path()), size, sha256: sha256.to_owned() }
 }
 
 /// Settings with their defaults.

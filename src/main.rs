@@ -64,6 +64,9 @@ enum Command {
         /// The provider's model to use (default: the one configured)
         #[arg(long, requires = "provider")]
         model: Option<String>,
+        /// Answer with this local chat model from the manifest (default: the first, SmolLM2)
+        #[arg(long, conflicts_with = "provider")]
+        local_model: Option<String>,
     },
     /// Verify, fetch or convert the bundled models
     Models {
@@ -243,15 +246,15 @@ fn run(cli: Cli, process_started: Instant) -> anyhow::Result<ExitCode> {
             let healthy = commands::doctor::print(&checks, json)?;
             Ok(if healthy { ExitCode::SUCCESS } else { ExitCode::FAILURE })
         }
-        Some(Command::Ask { question, show_context, provider: Some(provider), model }) => {
+        Some(Command::Ask { question, show_context, provider: Some(provider), model, .. }) => {
             if show_context {
                 eprintln!("--show-context: nothing captured is sent to a provider yet");
             }
             commands::ask::ask_provider(&paths, &provider, model.as_deref(), &question)?;
             Ok(ExitCode::SUCCESS)
         }
-        Some(Command::Ask { question, show_context, provider: None, .. }) => {
-            commands::ask::ask(&paths, &question, show_context)?;
+        Some(Command::Ask { question, show_context, provider: None, local_model, .. }) => {
+            commands::ask::ask(&paths, &question, show_context, local_model.as_deref())?;
             Ok(ExitCode::SUCCESS)
         }
         Some(Command::Models { action }) => {

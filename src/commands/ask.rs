@@ -7,7 +7,7 @@ use std::time::Duration;
 use anyhow::bail;
 use crossbeam_channel::bounded;
 
-use crate::config::{Paths, resolve_model};
+use crate::config::{Paths, resolve_model, resolve_named_model};
 use crate::events::{AppEvent, ChatThread, MessageStatus};
 use crate::ids::{next_id, now_millis};
 use crate::llm::{ChatRequest, LlmCommand};
@@ -16,14 +16,25 @@ use crate::runtime::{EventSink, RestartPolicy};
 use crate::state::thread_title;
 use crate::workers::{WorkerOptions, Workers};
 
-pub fn ask(paths: &Paths, question: &str, show_context: bool) -> anyhow::Result<()> {
+/// `local_model`: a chat model of the manifest by name (default: the first chat model).
+pub fn ask(paths: &Paths, question: &str, show_context: bool, local_model: Option<&str>) -> anyhow::Result<()> {
     let manifest = Manifest::bundled()?;
+    let chat_model = match local_model {
+        None => resolve_model(&manifest, &paths.models_dir, ModelRole::Chat),
+        Some(name) => match resolve_named_model(&manifest, &paths.models_dir, name) {
+            Some(model) => Some(model),
+            None => {
+                let chat: Vec<&str> = manifest.models.iter().filter(|m| m.role == ModelRole::Chat).map(|m| m.name.as_str()).collect();
+                bail!("no chat model named {name:?} in the manifest (chat models: {})", chat.join(", "));
+            }
+        },
+    };
     let (events_tx, events) = bounded(4096);
     let sink = EventSink::new(events_tx, || {});
     let options = WorkerOptions {
         capture: false,
         display: None,
-        chat_model: resolve_model(&manifest, &paths.models_dir, ModelRole::Chat),
+        chat_model,
         policy: RestartPolicy { max_restarts: 0, ..RestartPolicy::default() },
         require_consent: false,
     };

@@ -191,6 +191,7 @@ mod tests {
             sha256: String::new(),
             url: "https://huggingface.co/org/repo/resolve/main/b.gguf".into(),
             package: None,
+            package_parts: Vec::new(),
         };
         let fetcher = Fetcher::new(Some("http://127.0.0.1:9/".into()));
         assert_eq!(fetcher.url_for(&file), "http://127.0.0.1:9/org/repo/resolve/main/b.gguf");

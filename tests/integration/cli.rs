@@ -109,6 +109,34 @@ fn ask_streams_an_answer_to_stdout() {
 }
 
 #[test]
+fn ask_answers_with_the_qwen_model_joined_from_six_packages_and_refuses_an_unknown_name() {
+    let qwen = models_dir().join("qwen2.5-coder-0.5b-instruct/qwen2.5-coder-0.5b-instruct-q4_k_m.gguf");
+    if !require(qwen.is_file(), "the Qwen2.5-Coder-0.5B model") {
+        return;
+    }
+    let data = temp_dir();
+    let ask = |model: &str| {
+        cowork()
+            .args(["ask", "--local-model", model, "What is the capital of France? Answer with one word."])
+            .arg("--data-dir")
+            .arg(data.path())
+            .arg("--models-dir")
+            .arg(models_dir())
+            .output()
+            .unwrap()
+    };
+    let out = ask("qwen2.5-coder-0.5b-instruct");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stderr}");
+    let answer = String::from_utf8_lossy(&out.stdout);
+    assert!(answer.contains("Paris"), "{answer}");
+    let out = ask("gpt-9");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success());
+    assert!(stderr.contains("no chat model named \"gpt-9\"") && stderr.contains("qwen2.5-coder-0.5b-instruct"), "{stderr}");
+}
+
+#[test]
 fn mcp_tools_lists_the_reference_servers_tools() {
     let server = std::env::var("COWORK_TEST_MCP_EVERYTHING").unwrap_or_default();
     if !require(!server.is_empty() && have_program("node"), "node and @modelcontextprotocol/server-everything") {

@@ -73,6 +73,7 @@ fn manifest_file(body: &[u8], path: &str, url: String) -> ManifestFile {
         sha256: hex::encode(sha2::Sha256::digest(body)),
         url,
         package: None,
+        package_parts: Vec::new(),
     }
 }
 

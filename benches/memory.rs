@@ -32,5 +32,45 @@ fn embedding(c: &mut Criterion) {
     group.finish();
 }
 
-criterion_group!(benches, embedding);
+/// What unloading an idle embedding model gives back, and what loading it
+/// again costs the first search after a quiet spell (printed, not a criterion
+/// sample: a load is a one-off).
+fn reload(_c: &mut Criterion) {
+    let rss_kb = || {
+        std::fs::read_to_string("/proc/self/status")
+            .ok()
+            .and_then(|s| s.lines().find(|l| l.starts_with("VmRSS:")).and_then(|l| l.split_whitespace().nth(1)?.parse::<u64>().ok()))
+            .unwrap_or(0)
+    };
+    let shared = cowork::embed::SharedEmbedder::new(model_dir(&models_dir()));
+    let empty = rss_kb();
+    let mut loads = Vec::new();
+    let mut loaded_rss = 0;
+    let mut unloaded_rss = 0;
+    for _ in 0..5 {
+        let started = std::time::Instant::now();
+        let Ok(model) = shared.get() else {
+            eprintln!("embedding model missing: models/fetch installs it");
+            return;
+        };
+        model.embed(&["flight and hotel for the trip"]).unwrap();
+        loads.push(started.elapsed().as_secs_f64() * 1000.0);
+        loaded_rss = rss_kb();
+        drop(model);
+        shared.unload_if_idle(std::time::Duration::ZERO);
+        unloaded_rss = rss_kb();
+    }
+    loads.sort_by(f64::total_cmp);
+    println!(
+        "embedder reload + first query: min {:.0} ms, median {:.0} ms, max {:.0} ms; RSS {} MB before any load, {} MB loaded, {} MB after unloading",
+        loads[0],
+        loads[loads.len() / 2],
+        loads[loads.len() - 1],
+        empty / 1024,
+        loaded_rss / 1024,
+        unloaded_rss / 1024
+    );
+}
+
+criterion_group!(benches, embedding, reload);
 criterion_main!(benches);

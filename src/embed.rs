@@ -120,8 +120,9 @@ pub fn cosine(a: &[f32], b: &[f32]) -> f32 {
 
 /// One embedder for the process, loaded on first use by whichever worker
 /// needs it first (`embed` for chunks, `search` for queries): the weights are
-/// ~90 MB, so they are held once. A failed load is remembered for a minute,
-/// then tried again (the model may have been fetched meanwhile).
+/// ~90 MB, so they are held once, and dropped again after `EMBEDDER_IDLE_UNLOAD`
+/// without use (the embed worker asks), like the chat model. A failed load is
+/// remembered for a minute, then tried again (the model may have been fetched meanwhile).
 #[derive(Clone)]
 pub struct SharedEmbedder {
     dir: PathBuf,
@@ -130,11 +131,15 @@ pub struct SharedEmbedder {
 
 enum Slot {
     Empty,
-    Ready(std::sync::Arc<Embedder>),
+    Ready { model: std::sync::Arc<Embedder>, last_used: std::time::Instant },
     Failed { error: String, at: std::time::Instant },
 }
 
 const RETRY_LOAD_AFTER: std::time::Duration = std::time::Duration::from_secs(60);
+/// How long the embedding model stays in memory without use. Reloading it
+/// costs a few hundred milliseconds (measured in `benches/memory.rs`), paid by
+/// the first search or embedding after a quiet spell.
+pub const EMBEDDER_IDLE_UNLOAD: std::time::Duration = std::time::Duration::from_secs(300);
 
 impl SharedEmbedder {
     /// For the model in `dir` (see `model_dir`).
@@ -142,18 +147,23 @@ impl SharedEmbedder {
         Self { dir, slot: std::sync::Arc::new(parking_lot::Mutex::new(Slot::Empty)) }
     }
 
-    /// The loaded model, or why it cannot load.
+    /// The loaded model (loading it if needed), or why it cannot load.
     pub fn get(&self) -> Result<std::sync::Arc<Embedder>, String> {
         let mut slot = self.slot.lock();
-        match &*slot {
-            Slot::Ready(model) => return Ok(model.clone()),
+        match &mut *slot {
+            Slot::Ready { model, last_used } => {
+                *last_used = std::time::Instant::now();
+                return Ok(model.clone());
+            }
             Slot::Failed { error, at } if at.elapsed() < RETRY_LOAD_AFTER => return Err(error.clone()),
             _ => {}
         }
+        let started = std::time::Instant::now();
         match Embedder::load(&self.dir) {
             Ok(model) => {
+                tracing::debug!(load_millis = started.elapsed().as_millis() as u64, "loaded the embedding model");
                 let model = std::sync::Arc::new(model);
-                *slot = Slot::Ready(model.clone());
+                *slot = Slot::Ready { model: model.clone(), last_used: std::time::Instant::now() };
                 Ok(model)
             }
             Err(err) => {
@@ -167,7 +177,35 @@ impl SharedEmbedder {
 
     /// Whether the model is in memory now (does not load it).
     pub fn is_loaded(&self) -> bool {
-        matches!(&*self.slot.lock(), Slot::Ready(_))
+        matches!(&*self.slot.lock(), Slot::Ready { .. })
+    }
+
+    /// Drops the model if it was not used for `idle` and no worker holds it
+    /// now; true when it was dropped.
+    pub fn unload_if_idle(&self, idle: std::time::Duration) -> bool {
+        let mut slot = self.slot.lock();
+        let Slot::Ready { model, last_used } = &*slot else { return false };
+        if last_used.elapsed() < idle || std::sync::Arc::strong_count(model) > 1 {
+            return false;
+        }
+        tracing::info!(idle_secs = last_used.elapsed().as_secs(), "unloaded the embedding model after a quiet spell");
+        *slot = Slot::Empty;
+        // glibc keeps freed heap in its arenas; without a trim about half of
+        // the ~90 MB stays resident (benches/memory.rs `reload` measures it).
+        #[cfg(all(target_os = "linux", target_env = "gnu"))]
+        // SAFETY: malloc_trim only releases free memory back to the kernel.
+        unsafe {
+            libc::malloc_trim(0);
+        }
+        true
+    }
+
+    /// How long until `unload_if_idle(idle)` would drop the model; `None` when none is loaded.
+    pub fn unload_due_in(&self, idle: std::time::Duration) -> Option<std::time::Duration> {
+        match &*self.slot.lock() {
+            Slot::Ready { last_used, .. } => Some(idle.saturating_sub(last_used.elapsed())),
+            _ => None,
+        }
     }
 }
 

@@ -57,6 +57,8 @@ pub struct EmbedWorker {
     last_progress: Option<Instant>,
     /// Work happened since the last progress report.
     progress_stale: bool,
+    /// Drop the shared embedding model after this long without use.
+    pub unload_after: Duration,
 }
 
 /// Lowers the calling thread's scheduling priority (Linux: per thread).
@@ -97,6 +99,7 @@ impl EmbedWorker {
             typing_at_millis,
             pool,
             model_error: None,
+            unload_after: crate::embed::EMBEDDER_IDLE_UNLOAD,
             last_progress: None,
             progress_stale: true,
         })
@@ -230,7 +233,8 @@ impl Supervised for EmbedWorker {
             } else if busy {
                 Duration::ZERO
             } else {
-                IDLE_WAIT
+                // Wake in time to drop an idle embedding model (search loads it again on demand).
+                self.embedder.unload_due_in(self.unload_after).map_or(IDLE_WAIT, |due| due.max(Duration::from_secs(1)).min(IDLE_WAIT))
             };
             match commands.recv_timeout(wait) {
                 Ok(command) => {
@@ -250,6 +254,9 @@ impl Supervised for EmbedWorker {
                 continue;
             }
             busy = self.step(ctx)?;
+            if !busy {
+                self.embedder.unload_if_idle(self.unload_after);
+            }
         }
     }
 }

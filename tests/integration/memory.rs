@@ -262,3 +262,28 @@ fn thirty_questions_about_a_scripted_week_find_the_right_session_in_the_top_5() 
     eprintln!("retrieval: {found}/30 in the top 5; misses: {misses:#?}");
     assert!(found >= 27, "{found}/30 in the top 5 (need 90 %): {misses:#?}");
 }
+
+#[test]
+fn an_idle_embedding_model_is_dropped_only_when_nobody_holds_it_and_reloads_on_demand() {
+    if !super::support::require(have_minilm(), "all-MiniLM-L6-v2") {
+        return;
+    }
+    let shared = cowork::embed::SharedEmbedder::new(cowork::embed::model_dir(&models_dir()));
+    assert_eq!(shared.unload_due_in(Duration::from_secs(300)), None, "nothing loaded yet");
+    let model = shared.get().unwrap();
+    let before = model.embed(&["flight and hotel for the trip"]).unwrap();
+    assert!(shared.is_loaded());
+    // In use by a worker: never dropped under it, however idle.
+    assert!(!shared.unload_if_idle(Duration::ZERO));
+    // Used recently: kept.
+    drop(model);
+    assert!(!shared.unload_if_idle(Duration::from_secs(300)));
+    assert!(shared.unload_due_in(Duration::from_secs(300)).is_some_and(|d| d > Duration::from_secs(290)));
+    // Idle and unheld: dropped, and loaded again by the next use with the same results.
+    assert!(shared.unload_if_idle(Duration::ZERO));
+    assert!(!shared.is_loaded());
+    let started = std::time::Instant::now();
+    let again = shared.get().unwrap().embed(&["flight and hotel for the trip"]).unwrap();
+    eprintln!("embedding model reloaded and embedded a query in {} ms", started.elapsed().as_millis());
+    assert_eq!(before, again);
+}

@@ -133,7 +133,7 @@ setup_common() {
   fi
   cd "$REPO"
   step "build" build "$with_tests"
-  step "models (chat, embeddings, speech; about 760 MB)" python3 models/fetch --cowork "$COWORK_BIN"
+  step "models (chat, embeddings, speech; about 760 MB, 1.4 GB once converted)" python3 models/fetch --cowork "$COWORK_BIN"
 }
 
 setup_mcp_server() {

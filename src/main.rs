@@ -185,14 +185,15 @@ enum CaptureAction {
 enum ModelsAction {
     /// Check every model file's size and sha256
     Verify,
-    /// Download every model file from its upstream URL (resumable), then convert Whisper
+    /// Download every model file from its upstream URL (resumable), then make the converted files
     Fetch {
         /// Replace https://huggingface.co in upstream URLs with this base URL
         #[arg(long)]
         mirror: Option<String>,
     },
-    /// Convert the Whisper CTranslate2 files under models/ to ggml
-    ConvertWhisper,
+    /// Make every converted model file: Whisper CTranslate2 → ggml, Qwen's Q5_0 tensors → Q8_0 (lossless)
+    #[command(alias = "convert-whisper")]
+    Convert,
 }
 
 fn main() -> ExitCode {
@@ -263,7 +264,7 @@ fn run(cli: Cli, process_started: Instant) -> anyhow::Result<ExitCode> {
             match action {
                 ModelsAction::Verify => commands::models::verify(&manifest, &paths.models_dir)?,
                 ModelsAction::Fetch { mirror } => commands::models::fetch_upstream(&manifest, &paths.models_dir, mirror)?,
-                ModelsAction::ConvertWhisper => commands::models::convert_whisper(&manifest, &paths.models_dir)?,
+                ModelsAction::Convert => commands::models::convert_all(&manifest, &paths.models_dir)?,
             }
             Ok(ExitCode::SUCCESS)
         }

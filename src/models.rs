@@ -4,6 +4,7 @@
 
 pub mod fetch;
 pub mod gguf;
+pub mod gguf_repack;
 pub mod manifest;
 pub mod whisper_convert;
 pub mod worker;

@@ -60,12 +60,18 @@ pub fn fetch_upstream(manifest: &Manifest, models_dir: &Path, mirror: Option<Str
             })?;
         }
     }
-    convert_whisper(manifest, models_dir)
+    convert_all(manifest, models_dir)
 }
 
-/// Converts the speech model's CTranslate2 sources into its ggml file, and
-/// checks the result against the manifest.
-pub fn convert_whisper(manifest: &Manifest, models_dir: &Path) -> anyhow::Result<()> {
+/// The converter that makes a Whisper ggml file from CTranslate2 sources.
+pub const WHISPER_CONVERTER: &str = "ct2-whisper-to-ggml";
+/// The converter that repacks a GGUF file's Q5_0 tensors as Q8_0.
+pub const GGUF_Q8_0_CONVERTER: &str = "gguf-q5_0-to-q8_0";
+
+/// Makes every converted file the manifest lists (Whisper's ggml file, Qwen's
+/// Q8_0 repack) that is missing or does not verify, and checks each result
+/// against the manifest.
+pub fn convert_all(manifest: &Manifest, models_dir: &Path) -> anyhow::Result<()> {
     for model in &manifest.models {
         let Some(converted) = &model.converted else { continue };
         let output = safe_join(models_dir, &converted.path)?;
@@ -73,24 +79,35 @@ pub fn convert_whisper(manifest: &Manifest, models_dir: &Path) -> anyhow::Result
             eprintln!("{} is already converted and verified", converted.path);
             continue;
         }
-        let source = |suffix: &str| -> anyhow::Result<std::path::PathBuf> {
-            let file = model
-                .files
-                .iter()
-                .find(|f| f.path.ends_with(suffix))
-                .with_context(|| format!("model {} lists no {suffix}", model.name))?;
-            safe_join(models_dir, &file.path)
-        };
-        let (model_bin, mel, vocab) = (source("model.bin")?, source("mel_filters.npz")?, source(".tiktoken")?);
         if let Some(parent) = output.parent() {
             std::fs::create_dir_all(parent)?;
         }
-        let size = whisper_convert::convert(&model_bin, &mel, &vocab, &output)?;
+        let started = std::time::Instant::now();
+        match converted.converter.as_str() {
+            WHISPER_CONVERTER => convert_whisper(model, models_dir, &output)?,
+            GGUF_Q8_0_CONVERTER => {
+                let source = model.files.first().with_context(|| format!("model {} lists no file", model.name))?;
+                let report = crate::models::gguf_repack::repack_q5_0_as_q8_0(&safe_join(models_dir, &source.path)?, &output)?;
+                eprintln!("repacked {} of {} tensors from Q5_0 to Q8_0", report.repacked, report.tensors);
+            }
+            other => bail!("model {}: unknown converter {other:?}", model.name),
+        }
         let check = check_file(&output, converted.size, &converted.sha256, true);
         if !check.is_ok() {
             bail!("converted {} does not match the manifest: {}", model.name, check.describe(&output));
         }
-        eprintln!("converted {} ({size} bytes, verified)", converted.path);
+        eprintln!("converted {} ({} bytes, verified) in {:.1} s", converted.path, converted.size, started.elapsed().as_secs_f64());
     }
+    Ok(())
+}
+
+/// Converts the speech model's CTranslate2 sources into its ggml file.
+fn convert_whisper(model: &crate::models::ManifestModel, models_dir: &Path, output: &Path) -> anyhow::Result<()> {
+    let source = |suffix: &str| -> anyhow::Result<std::path::PathBuf> {
+        let file = model.files.iter().find(|f| f.path.ends_with(suffix)).with_context(|| format!("model {} lists no {suffix}", model.name))?;
+        safe_join(models_dir, &file.path)
+    };
+    let (model_bin, mel, vocab) = (source("model.bin")?, source("mel_filters.npz")?, source(".tiktoken")?);
+    whisper_convert::convert(&model_bin, &mel, &vocab, output)?;
     Ok(())
 }

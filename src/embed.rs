@@ -137,8 +137,8 @@ enum Slot {
 
 const RETRY_LOAD_AFTER: std::time::Duration = std::time::Duration::from_secs(60);
 /// How long the embedding model stays in memory without use. Reloading it
-/// costs a few hundred milliseconds (measured in `benches/memory.rs`), paid by
-/// the first search or embedding after a quiet spell.
+/// costs about 150 ms (`benches/memory.rs` `reload`), paid by the first search
+/// or embedding after a quiet spell.
 pub const EMBEDDER_IDLE_UNLOAD: std::time::Duration = std::time::Duration::from_secs(300);
 
 impl SharedEmbedder {

@@ -42,7 +42,8 @@ pub fn run_checks(paths: &Paths, display: Option<&str>) -> Vec<Check> {
     let mut checks = Vec::new();
     checks.push(display_check(display));
     checks.push(database_check(paths));
-    checks.push(accessibility_check(paths));
+    let desktop_accessibility = crate::workers::read_settings(paths).0.desktop_accessibility;
+    checks.push(accessibility_check(desktop_accessibility));
     checks.push(secrets_check(paths));
     checks.extend(stream_checks(paths));
     let manifest = Manifest::bundled();
@@ -70,7 +71,7 @@ pub fn run_checks(paths: &Paths, display: Option<&str>) -> Vec<Check> {
         None => Check { area: "native", name: "whisper".into(), status: Status::Fail, detail: "no speech model in the manifest".into() },
     });
     let chat = manifest.as_ref().ok().and_then(|m| resolve_model(m, &paths.models_dir, ModelRole::Chat));
-    checks.extend(worker_checks(paths, display, chat));
+    checks.extend(worker_checks(paths, display, chat, desktop_accessibility));
     checks
 }
 
@@ -92,7 +93,7 @@ fn display_check(display: Option<&str>) -> Check {
 /// AT-SPI: browser URLs from address bars and password-field detection need
 /// the accessibility bus; browsers expose their address bar only when desktop
 /// accessibility was on as they started.
-fn accessibility_check(paths: &Paths) -> Check {
+fn accessibility_check(turn_on: bool) -> Check {
     let check = |status, detail: String| Check { area: "display", name: "at-spi".into(), status, detail };
     let bus = match crate::capture::a11y::A11yBus::connect() {
         Ok(bus) => bus,
@@ -106,7 +107,6 @@ fn accessibility_check(paths: &Paths) -> Check {
             );
         }
     };
-    let turn_on = crate::workers::read_settings(paths).0.desktop_accessibility;
     match crate::capture::a11y::desktop_accessibility(bus.session()) {
         Ok(true) => check(
             Status::Ok,
@@ -205,9 +205,20 @@ fn stream_checks(paths: &Paths) -> Vec<Check> {
 
 /// Starts every worker against a scratch data directory and exercises it:
 /// the store migrates a new database, capture connects, llm loads the model.
-fn worker_checks(paths: &Paths, display: Option<&str>, chat: Option<crate::config::ResolvedModel>) -> Vec<Check> {
+fn worker_checks(paths: &Paths, display: Option<&str>, chat: Option<crate::config::ResolvedModel>, desktop_accessibility: bool) -> Vec<Check> {
     let scratch = std::env::temp_dir().join(format!("cowork-doctor-{}", std::process::id()));
     let scratch_paths = Paths { data_dir: scratch.clone(), models_dir: paths.models_dir.clone() };
+    // The scratch workers act on the real desktop: a user who switched desktop
+    // accessibility off must not see doctor's a11y worker switch it on.
+    if !desktop_accessibility {
+        let off = std::fs::create_dir_all(&scratch).map_err(anyhow::Error::from).and_then(|()| {
+            let conn = store::open_writer(&scratch_paths.db_path())?;
+            Ok(store::set_setting(&conn, crate::config::keys::DESKTOP_ACCESSIBILITY, "false", 0)?)
+        });
+        if let Err(err) = off {
+            tracing::warn!("doctor: cannot carry the accessibility setting to its scratch workers: {err:#}");
+        }
+    }
     let (events_tx, events) = bounded(1024);
     let sink = EventSink::new(events_tx, || {});
     let options = WorkerOptions {

@@ -93,17 +93,42 @@ fn serve_pages() -> u16 {
     port
 }
 
+/// `cowork doctor --json` on this display and session bus `dbus`: its checks.
+fn doctor_checks(x: &XSession, data: &Path, dbus: &str) -> Vec<serde_json::Value> {
+    let doctor = x
+        .command(env!("CARGO_BIN_EXE_cowork"))
+        .args(["doctor", "--json", "--data-dir"])
+        .arg(data)
+        .arg("--models-dir")
+        .arg(super::support::models_dir())
+        .env("DBUS_SESSION_BUS_ADDRESS", dbus)
+        .env("COWORK_LOG", "warn")
+        .output()
+        .unwrap();
+    serde_json::from_slice(&doctor.stdout).unwrap_or_else(|err| panic!("doctor --json: {err}: {}", String::from_utf8_lossy(&doctor.stdout)))
+}
+
 /// Desktop accessibility (`IsEnabled`) on the session bus at `dbus`.
 fn desktop_accessibility(dbus: &str) -> Option<bool> {
     let session = zbus::blocking::connection::Builder::address(dbus).ok()?.build().ok()?;
     cowork::capture::a11y::desktop_accessibility(&session).ok()
 }
 
-const CHROMIUM_FLAGS: &[&str] = &[
-    "--no-sandbox", "--disable-gpu", "--no-first-run", "--disable-background-networking",
-    "--disable-component-update", "--disable-sync", "--password-store=basic",
-    "--host-resolver-rules=MAP *.ledger.example 127.0.0.1",
-];
+/// Starts Chromium on `url` with a fresh profile (kept alive by the returned
+/// directory), renderer accessibility forced, on the session bus `dbus`, and
+/// returns its window once a title matching `title` appears.
+fn open_chromium(x: &mut XSession, dbus: &str, url: &str, title: &str) -> (String, tempfile::TempDir) {
+    let profile = temp_dir();
+    let profile_arg = format!("--user-data-dir={}", profile.path().display());
+    let args = [
+        "--no-sandbox", "--disable-gpu", "--no-first-run", "--disable-background-networking",
+        "--disable-component-update", "--disable-sync", "--password-store=basic",
+        "--host-resolver-rules=MAP *.ledger.example 127.0.0.1", "--force-renderer-accessibility",
+        profile_arg.as_str(), url,
+    ];
+    x.spawn("chromium", &args, Some(dbus));
+    (x.wait_window(title, Duration::from_secs(40)), profile)
+}
 
 #[test]
 fn chromium_urls_come_from_the_address_bar_and_a_denied_domain_leaves_nothing() {
@@ -116,7 +141,6 @@ fn chromium_urls_come_from_the_address_bar_and_a_denied_domain_leaves_nothing() 
     let db = data.path().join("cowork.db");
     write_settings(data.path(), &[("capture.streams_confirmed", "true"), ("privacy.denied_domains", "ledger.example")]);
     let port = serve_pages();
-    let profile = temp_dir();
     // A fresh desktop: accessibility is off, and Chromium would show no address bar.
     assert_eq!(desktop_accessibility(&dbus), Some(false), "the session's own home starts with accessibility off");
     let capture = capture_run(&x, data.path(), &dbus);
@@ -125,12 +149,7 @@ fn chromium_urls_come_from_the_address_bar_and_a_denied_domain_leaves_nothing() 
     // window (the address bar) only with renderer accessibility forced (or for
     // a screen reader it detects): both are needed, and a fresh desktop lacked the first.
     assert!(eventually(Duration::from_secs(20), || desktop_accessibility(&dbus) == Some(true)), "cowork turned desktop accessibility on");
-    let profile_arg = format!("--user-data-dir={}", profile.path().display());
-    let url = format!("http://127.0.0.1:{port}/plan.html");
-    let mut args = CHROMIUM_FLAGS.to_vec();
-    args.extend(["--force-renderer-accessibility", profile_arg.as_str(), url.as_str()]);
-    x.spawn("chromium", &args, Some(&dbus));
-    let window = x.wait_window("Quarterly plan", Duration::from_secs(40));
+    let (window, _profile) = open_chromium(&mut x, &dbus, &format!("http://127.0.0.1:{port}/plan.html"), "Quarterly plan");
     x.activate(&window);
     // plan (4 s) → secret on localhost (4 s) → back to work.
     assert!(
@@ -176,15 +195,9 @@ fn without_an_accessibility_bus_chromium_urls_come_from_titles_and_doctor_says_s
     let db = data.path().join("cowork.db");
     write_settings(data.path(), &[("capture.streams_confirmed", "true"), ("privacy.denied_domains", "ledger.example")]);
     let port = serve_pages();
-    let profile = temp_dir();
     let capture = capture_run(&x, data.path(), &dbus);
-    let profile_arg = format!("--user-data-dir={}", profile.path().display());
     // A page without a <title>: Chromium's window title is its address.
-    let url = format!("http://127.0.0.1:{port}/untitled.html");
-    let mut args = CHROMIUM_FLAGS.to_vec();
-    args.extend(["--force-renderer-accessibility", profile_arg.as_str(), url.as_str()]);
-    x.spawn("chromium", &args, Some(&dbus));
-    let window = x.wait_window("untitled.html", Duration::from_secs(40));
+    let (window, _profile) = open_chromium(&mut x, &dbus, &format!("http://127.0.0.1:{port}/untitled.html"), "untitled.html");
     x.activate(&window);
     let untitled = || sessions(&db).into_iter().find(|s| s.title.contains("untitled.html"));
     assert!(eventually(Duration::from_secs(20), || untitled().is_some_and(|s| s.url.is_some())), "{:?}", sessions(&db));
@@ -193,22 +206,44 @@ fn without_an_accessibility_bus_chromium_urls_come_from_titles_and_doctor_says_s
     assert_eq!(page.url_source, Some(UrlSource::Title), "{page:?}");
     assert!(page.url.as_deref().is_some_and(|u| u.contains(&format!("127.0.0.1:{port}/untitled.html"))), "{page:?}");
 
-    let doctor = x
-        .command(env!("CARGO_BIN_EXE_cowork"))
-        .args(["doctor", "--json", "--data-dir"])
-        .arg(data.path())
-        .arg("--models-dir")
-        .arg(super::support::models_dir())
-        .env("DBUS_SESSION_BUS_ADDRESS", &dbus)
-        .env("COWORK_LOG", "warn")
-        .output()
-        .unwrap();
-    let checks: serde_json::Value = serde_json::from_slice(&doctor.stdout).expect("doctor --json");
-    let atspi = checks.as_array().unwrap().iter().find(|c| c["name"] == "at-spi").expect("doctor checks AT-SPI");
+    let checks = doctor_checks(&x, data.path(), &dbus);
+    let atspi = checks.iter().find(|c| c["name"] == "at-spi").expect("doctor checks AT-SPI");
     assert_eq!(atspi["status"], "warn", "{atspi}");
     assert!(atspi["detail"].as_str().unwrap().contains("browser URLs come from window titles only"), "{atspi}");
-    let a11y = checks.as_array().unwrap().iter().find(|c| c["area"] == "worker" && c["name"] == "a11y").expect("doctor checks the a11y worker");
+    let a11y = checks.iter().find(|c| c["area"] == "worker" && c["name"] == "a11y").expect("doctor checks the a11y worker");
     assert_eq!(a11y["status"], "warn", "the a11y worker runs degraded: {a11y}");
+}
+
+#[test]
+fn doctor_leaves_desktop_accessibility_off_when_the_user_switched_it_off() {
+    if !require(XSession::available() && have_program("dbus-daemon"), "Xvfb and dbus-daemon") {
+        return;
+    }
+    let mut x = XSession::start();
+    let dbus = x.start_dbus();
+    let data = temp_dir();
+    write_settings(data.path(), &[("capture.desktop_accessibility", "false")]);
+    assert_eq!(desktop_accessibility(&dbus), Some(false));
+    // Watch the switch for the whole doctor run: its scratch workers act on this desktop.
+    let done = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let watcher = {
+        let (done, dbus) = (done.clone(), dbus.clone());
+        std::thread::spawn(move || {
+            let mut seen_on = false;
+            while !done.load(std::sync::atomic::Ordering::Relaxed) {
+                seen_on |= desktop_accessibility(&dbus) == Some(true);
+                std::thread::sleep(Duration::from_millis(20));
+            }
+            seen_on
+        })
+    };
+    let checks = doctor_checks(&x, data.path(), &dbus);
+    done.store(true, std::sync::atomic::Ordering::Relaxed);
+    assert!(!watcher.join().unwrap(), "doctor switched desktop accessibility on against the setting");
+    let a11y = checks.iter().find(|c| c["area"] == "worker" && c["name"] == "a11y").expect("a11y worker check");
+    assert!(a11y["detail"].as_str().unwrap().contains("desktop accessibility is off"), "{a11y}");
+    let atspi = checks.iter().find(|c| c["name"] == "at-spi").unwrap();
+    assert_eq!(atspi["status"], "warn", "{atspi}");
 }
 
 const GTK_LOGIN: &str = r#"

@@ -408,6 +408,23 @@ fn leaks(dir: &std::path::Path, texts: &[&str], needle: &str) -> Vec<String> {
     found
 }
 
+/// Runs `cowork ARGS --data-dir DATA` on session bus `dbus` (none: no bus),
+/// feeding `stdin`; returns stdout and stderr together, asserting success.
+fn run_cowork(data: &std::path::Path, dbus: Option<&str>, log: &str, args: &[&str], stdin: Option<&str>) -> String {
+    let mut command = Command::new(env!("CARGO_BIN_EXE_cowork"));
+    command.args(args).arg("--data-dir").arg(data).env("COWORK_LOG", log).env_remove("DBUS_SESSION_BUS_ADDRESS");
+    if let Some(address) = dbus {
+        command.env("DBUS_SESSION_BUS_ADDRESS", address);
+    }
+    command.stdin(Stdio::piped()).stdout(Stdio::piped()).stderr(Stdio::piped());
+    let mut child = command.spawn().unwrap();
+    child.stdin.take().unwrap().write_all(stdin.unwrap_or("").as_bytes()).unwrap();
+    let out = child.wait_with_output().unwrap();
+    let text = format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+    assert!(out.status.success(), "{args:?}: {text}");
+    text
+}
+
 /// Stores a key with `cowork secrets set`, asks a provider that needs it, and
 /// checks the key went to the server and nowhere else: not the database, the
 /// providers file, the secrets file, stdout or the debug log.
@@ -419,20 +436,7 @@ fn key_reaches_only_the_provider(data: &std::path::Path, dbus: Option<&str>) -> 
         format!(r#"{{"providers": [{{"name": "keyed", "kind": "openai", "base_url": "http://127.0.0.1:{}/v1", "model": "m"}}]}}"#, server.port),
     )
     .unwrap();
-    let cowork = |args: &[&str], stdin: Option<&str>| {
-        let mut command = Command::new(env!("CARGO_BIN_EXE_cowork"));
-        command.args(args).arg("--data-dir").arg(data).env("COWORK_LOG", "debug").env_remove("DBUS_SESSION_BUS_ADDRESS");
-        if let Some(address) = dbus {
-            command.env("DBUS_SESSION_BUS_ADDRESS", address);
-        }
-        command.stdin(Stdio::piped()).stdout(Stdio::piped()).stderr(Stdio::piped());
-        let mut child = command.spawn().unwrap();
-        child.stdin.take().unwrap().write_all(stdin.unwrap_or("").as_bytes()).unwrap();
-        let out = child.wait_with_output().unwrap();
-        let text = format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
-        assert!(out.status.success(), "{args:?}: {text}");
-        text
-    };
+    let cowork = |args: &[&str], stdin: Option<&str>| run_cowork(data, dbus, "debug", args, stdin);
     let stored = cowork(&["secrets", "set", "provider:keyed"], Some(&format!("{KEY}\n")));
     let listed = cowork(&["secrets", "list"], None);
     assert!(listed.contains("provider:keyed") && listed.contains("sk-…5c8d"), "{listed}");
@@ -485,14 +489,7 @@ fn gnome_keyring(home: &std::path::Path, address: &str, password: Option<&str>) 
 
 /// What `cowork secrets list` says about where secrets are kept, on `address`.
 fn secret_store_seen(data: &std::path::Path, address: &str) -> String {
-    let out = Command::new(env!("CARGO_BIN_EXE_cowork"))
-        .args(["secrets", "list", "--data-dir"])
-        .arg(data)
-        .env("DBUS_SESSION_BUS_ADDRESS", address)
-        .env("COWORK_LOG", "warn")
-        .output()
-        .unwrap();
-    String::from_utf8_lossy(&out.stderr).into_owned()
+    run_cowork(data, Some(address), "warn", &["secrets", "list"], None)
 }
 
 fn keyring_prerequisites() -> bool {
@@ -536,17 +533,8 @@ fn a_locked_keyring_sends_keys_to_the_encrypted_file_and_doctor_says_why() {
             eventually(Duration::from_secs(20), || secret_store_seen(data.path(), &address).contains("secrets in the system secret store")),
             "the login keyring was created"
         );
-        let mut set = Command::new(env!("CARGO_BIN_EXE_cowork"))
-            .args(["secrets", "set", "provider:earlier", "--data-dir"])
-            .arg(data.path())
-            .env("DBUS_SESSION_BUS_ADDRESS", &address)
-            .stdin(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn()
-            .unwrap();
-        set.stdin.take().unwrap().write_all(b"sk-earlier-0000000000").unwrap();
-        let out = set.wait_with_output().unwrap();
-        assert!(String::from_utf8_lossy(&out.stderr).contains("in the system secret store"), "{}", String::from_utf8_lossy(&out.stderr));
+        let stored = run_cowork(data.path(), Some(&address), "warn", &["secrets", "set", "provider:earlier"], Some("sk-earlier-0000000000"));
+        assert!(stored.contains("in the system secret store"), "{stored}");
         assert!(eventually(Duration::from_secs(10), || home.path().join("share/keyrings/login.keyring").is_file()), "the login keyring is on disk");
     }
     // Next login without unlocking: the keyring exists but is locked.

@@ -221,18 +221,10 @@ impl XSession {
     /// (the accessibility bus) inherit `DISPLAY` and the session's home, so
     /// the accessibility switch starts off, as on a fresh desktop.
     pub fn start_dbus(&mut self) -> String {
-        use std::io::BufRead;
-        let mut daemon = self
-            .command("dbus-daemon")
-            .args(["--session", "--nofork", "--print-address=1"])
-            .stdout(Stdio::piped())
-            .stderr(Stdio::null())
-            .spawn()
-            .expect("start dbus-daemon");
-        let mut address = String::new();
-        std::io::BufReader::new(daemon.stdout.take().unwrap()).read_line(&mut address).expect("dbus-daemon address");
-        self.children.push(ChildGuard(daemon));
-        let address = address.trim().to_owned();
+        let mut command = self.command("dbus-daemon");
+        command.arg("--session");
+        let (daemon, address) = launch_bus(command);
+        self.children.push(daemon);
         self.dbus = Some(address.clone());
         address
     }
@@ -309,7 +301,6 @@ pub fn start_workers(paths: &cowork::config::Paths) -> (cowork::workers::Workers
 /// exists unless the test makes one. The bus is ended when the child is dropped
 /// by the caller (`ChildGuard`).
 pub fn bare_session_bus(home: &std::path::Path) -> (ChildGuard, String) {
-    use std::io::BufRead;
     let config = home.join("bare-session.conf");
     std::fs::write(
         &config,
@@ -329,10 +320,17 @@ pub fn bare_session_bus(home: &std::path::Path) -> (ChildGuard, String) {
 "#,
     )
     .expect("bus config");
-    let mut daemon = Command::new("dbus-daemon")
-        .arg(format!("--config-file={}", config.display()))
+    let mut command = Command::new("dbus-daemon");
+    command.arg(format!("--config-file={}", config.display())).env("HOME", home);
+    launch_bus(command)
+}
+
+/// Starts the `dbus-daemon` in `command` in the foreground and reads the
+/// address it prints once it listens.
+fn launch_bus(mut command: Command) -> (ChildGuard, String) {
+    use std::io::BufRead;
+    let mut daemon = command
         .args(["--nofork", "--print-address=1"])
-        .env("HOME", home)
         .stdout(Stdio::piped())
         .stderr(Stdio::null())
         .spawn()

@@ -72,6 +72,17 @@ fn app_with(options: AppOptions, height: f32) -> (Harness<'static, CoworkApp>, F
     (harness, Far { events: events_tx, llm, store, capture, keys, clipboard, a11y, llm_control, stop_epoch, search })
 }
 
+/// The settings the app asked the store to save since the last look, in order.
+fn saved_settings(far: &Far) -> Vec<(String, String)> {
+    far.store
+        .try_iter()
+        .filter_map(|c| match c {
+            StoreCommand::SetSetting { key, value } => Some((key, value)),
+            _ => None,
+        })
+        .collect()
+}
+
 /// Focuses the chat input (kittest types only into a focused widget) and types.
 fn type_message(harness: &mut Harness<'static, CoworkApp>, text: &str) {
     harness.get_by_role_and_label(Role::MultilineTextInput, "Message").focus();
@@ -226,11 +237,7 @@ fn a_bad_setting_value_is_shown_and_a_good_one_is_saved() {
     harness.run();
     harness.get_all_by_label("Save").next().unwrap().click();
     harness.run();
-    let saved = far.store.try_iter().find_map(|c| match c {
-        StoreCommand::SetSetting { key, value } => Some((key, value)),
-        _ => None,
-    });
-    assert_eq!(saved, Some(("capture.afk_secs".to_owned(), "240".to_owned())));
+    assert_eq!(saved_settings(&far).first(), Some(&("capture.afk_secs".to_owned(), "240".to_owned())));
     assert_eq!(harness.state().state.settings.afk_secs, 240);
 }
 
@@ -265,14 +272,7 @@ fn first_run_asks_which_streams_record_and_applies_the_answer() {
     harness.run();
     harness.get_by_label("Start recording").click();
     harness.run();
-    let saved: Vec<(String, String)> = far
-        .store
-        .try_iter()
-        .filter_map(|c| match c {
-            StoreCommand::SetSetting { key, value } => Some((key, value)),
-            _ => None,
-        })
-        .collect();
+    let saved = saved_settings(&far);
     assert!(saved.contains(&("capture.keys.enabled".into(), "false".into())), "{saved:?}");
     assert!(saved.contains(&("capture.windows.enabled".into(), "true".into())));
     assert!(saved.contains(&("capture.streams_confirmed".into(), "true".into())));
@@ -688,14 +688,7 @@ fn the_desktop_accessibility_switch_is_saved_and_reaches_the_a11y_worker() {
     // On by default; switching it off is saved and told to the worker that owns it.
     harness.get_by_label("Turn on desktop accessibility while cowork runs").click();
     harness.run();
-    let saved: Vec<(String, String)> = far
-        .store
-        .try_iter()
-        .filter_map(|c| match c {
-            StoreCommand::SetSetting { key, value } => Some((key, value)),
-            _ => None,
-        })
-        .collect();
+    let saved = saved_settings(&far);
     assert_eq!(saved, [("capture.desktop_accessibility".to_owned(), "false".to_owned())]);
     let told: Vec<bool> = far
         .a11y

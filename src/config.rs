@@ -65,6 +65,29 @@ pub fn resolve_model(manifest: &Manifest, models_dir: &Path, role: ModelRole) ->
     Some(resolved(manifest.by_role(role)?, models_dir))
 }
 
+/// Tokens the preflight reserves KV cache for when choosing the default chat model.
+const CHAT_PREFLIGHT_TOKENS: u64 = 4_096;
+
+/// The chat model to answer with: `chosen` (Settings → Models) when it is a
+/// chat model of the manifest, otherwise the first chat model in the manifest
+/// (Qwen2.5-Coder-0.5B) that is installed and that the memory preflight does
+/// not refuse on this machine, falling back to the next (SmolLM2-135M). With
+/// nothing installed, the first, so the error names what to install.
+pub fn resolve_chat_model(manifest: &Manifest, models_dir: &Path, chosen: Option<&str>) -> Option<ResolvedModel> {
+    if let Some(model) = chosen.and_then(|name| resolve_named_model(manifest, models_dir, name)) {
+        return Some(model);
+    }
+    let memory = crate::llm::memory::meminfo();
+    let fits = |model: &ResolvedModel| {
+        let Ok(info) = crate::models::gguf::read_info(&model.path) else { return false };
+        memory.is_none_or(|(available, total)| {
+            crate::models::gguf::preflight(&info, CHAT_PREFLIGHT_TOKENS, available, total).verdict != crate::models::gguf::Verdict::Red
+        })
+    };
+    let chat: Vec<ResolvedModel> = manifest.models.iter().filter(|m| m.role == ModelRole::Chat).map(|m| resolved(m, models_dir)).collect();
+    chat.iter().find(|m| fits(m)).or(chat.first()).cloned()
+}
+
 /// The chat model of the manifest called `name`.
 pub fn resolve_named_model(manifest: &Manifest, models_dir: &Path, name: &str) -> Option<ResolvedModel> {
     Some(resolved(manifest.models.iter().find(|m| m.name == name && m.role == ModelRole::Chat)?, models_dir))
@@ -118,6 +141,8 @@ pub struct Settings {
     pub recall_budget_tokens: usize,
     /// Working memory: what the user told cowork about themselves (preferences, goals, style).
     pub profile: String,
+    /// The local chat model by manifest name; empty: the first that fits this machine.
+    pub chat_model: String,
     /// Consent per provider for captured context (`consent.NAME.activity`): true allows, false never.
     pub consent: std::collections::BTreeMap<String, bool>,
 }
@@ -154,6 +179,7 @@ impl Default for Settings {
             prompt_budget_tokens: 2_800,
             recall_budget_tokens: 500,
             profile: String::new(),
+            chat_model: String::new(),
         }
     }
 }
@@ -185,6 +211,7 @@ pub mod keys {
     pub const PROMPT_BUDGET: &str = "memory.prompt_budget_tokens";
     pub const RECALL_BUDGET: &str = "memory.recall_budget_tokens";
     pub const PROFILE: &str = "memory.profile";
+    pub const CHAT_MODEL: &str = "llm.chat_model";
     pub const PAUSED: &str = "privacy.paused";
     pub const ALLOWED_APPS: &str = "privacy.allowed_apps";
     pub const DENIED_APPS: &str = "privacy.denied_apps";
@@ -286,6 +313,10 @@ impl Settings {
             keys::RECALL_BUDGET => number(key, value, 0usize, 16_000).map(|v| self.recall_budget_tokens = v),
             keys::PROFILE => {
                 self.profile = value.to_owned();
+                Ok(())
+            }
+            keys::CHAT_MODEL => {
+                self.chat_model = value.trim().to_owned();
                 Ok(())
             }
             keys::IDLE_UNLOAD_SECS => number(key, value, 0u64, 7 * 86_400).map(|v| self.idle_unload_secs = v),

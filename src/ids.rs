@@ -56,6 +56,38 @@ pub fn format_clock(at_millis: i64) -> String {
     format!("{:02}:{:02}", day_secs / 3600, (day_secs % 3600) / 60)
 }
 
+/// When something happened, as prompts show it: "14:05" today, "Mon 14:05"
+/// within the last week, "2026-11-02 14:05" before that (local time).
+pub fn format_when(at_millis: i64, now_millis: i64) -> String {
+    let today = local_day_start_millis(now_millis);
+    let day = local_day_start_millis(at_millis);
+    let clock = format_clock(at_millis);
+    if day == today {
+        return clock;
+    }
+    let local_days = (at_millis / 1000 + local_offset_secs(at_millis / 1000)).div_euclid(86_400);
+    if today - day < 6 * 86_400_000 && day < today {
+        const WEEKDAYS: [&str; 7] = ["Thu", "Fri", "Sat", "Sun", "Mon", "Tue", "Wed"];
+        return format!("{} {clock}", WEEKDAYS[local_days.rem_euclid(7) as usize]);
+    }
+    let (year, month, day) = civil_from_days(local_days);
+    format!("{year:04}-{month:02}-{day:02} {clock}")
+}
+
+/// Days since 1970-01-01 to (year, month, day), proleptic Gregorian (Howard Hinnant's algorithm).
+pub fn civil_from_days(days: i64) -> (i64, u32, u32) {
+    let z = days + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z.rem_euclid(146_097);
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let day = (doy - (153 * mp + 2) / 5 + 1) as u32;
+    let month = if mp < 10 { mp + 3 } else { mp - 9 } as u32;
+    let year = yoe + era * 400 + i64::from(month <= 2);
+    (year, month, day)
+}
+
 /// Minutes since local midnight at `at_millis`.
 pub fn local_minute_of_day(at_millis: i64) -> u32 {
     ((at_millis - local_day_start_millis(at_millis)) / 60_000).clamp(0, 24 * 60 - 1) as u32

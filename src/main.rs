@@ -14,9 +14,9 @@ use egui::{ViewportBuilder, WindowLevel};
 use cowork::app::{AppOptions, CoworkApp};
 use cowork::build_info::LONG_VERSION;
 use cowork::commands;
-use cowork::config::{Paths, resolve_model};
+use cowork::config::Paths;
 use cowork::desktop::{GlobalHotkeys, HotkeyAction, TrayIcon, default_sidebar_rect};
-use cowork::models::{FileCheck, Manifest, ModelRole, check_file};
+use cowork::models::{FileCheck, Manifest, check_file};
 use cowork::runtime::{EventSink, RestartPolicy, signals};
 use cowork::state::AppState;
 use cowork::ui::settings::ModelView;
@@ -54,17 +54,28 @@ enum Command {
     },
     /// Answer a question headlessly with the local model, streaming to stdout
     Ask {
-        question: String,
-        /// Also print the context sent with the question (to stderr)
+        /// One or more questions, asked in turn with the model loaded once
+        #[arg(required = true, num_args = 1..)]
+        question: Vec<String>,
+        /// Also print the context sent with each question (to stderr)
         #[arg(long)]
         show_context: bool,
+        /// Ask the questions in one thread, each a follow-up of the one before
+        #[arg(long, conflicts_with = "provider")]
+        follow_up: bool,
+        /// Keep neither the questions nor the answers (like <no-memory>)
+        #[arg(long, conflicts_with = "provider")]
+        forget: bool,
+        /// Print one JSON object per answer (text, first token, tokens/s) instead of streaming
+        #[arg(long, conflicts_with = "provider")]
+        json: bool,
         /// Ask a configured provider (providers.json in the data directory) instead of the local model
         #[arg(long)]
         provider: Option<String>,
         /// The provider's model to use (default: the one configured)
         #[arg(long, requires = "provider")]
         model: Option<String>,
-        /// Answer with this local chat model from the manifest (default: the first, SmolLM2)
+        /// Answer with this local chat model from the manifest (default: the first that fits this machine)
         #[arg(long, conflicts_with = "provider")]
         local_model: Option<String>,
     },
@@ -251,11 +262,15 @@ fn run(cli: Cli, process_started: Instant) -> anyhow::Result<ExitCode> {
             if show_context {
                 eprintln!("--show-context: nothing captured is sent to a provider yet");
             }
-            commands::ask::ask_provider(&paths, &provider, model.as_deref(), &question)?;
+            if question.len() > 1 {
+                anyhow::bail!("--provider answers one question at a time");
+            }
+            commands::ask::ask_provider(&paths, &provider, model.as_deref(), &question[0])?;
             Ok(ExitCode::SUCCESS)
         }
-        Some(Command::Ask { question, show_context, provider: None, local_model, .. }) => {
-            commands::ask::ask(&paths, &question, show_context, local_model.as_deref())?;
+        Some(Command::Ask { question, show_context, provider: None, local_model, follow_up, forget, json, .. }) => {
+            let options = commands::ask::AskOptions { show_context, local_model, follow_up, forget, json };
+            commands::ask::ask(&paths, &question, &options)?;
             Ok(ExitCode::SUCCESS)
         }
         Some(Command::Models { action }) => {
@@ -436,7 +451,7 @@ fn run_sidebar(paths: &Paths, display: Option<String>, screenshot: Option<PathBu
         WorkerOptions {
             capture: true,
             display,
-            chat_model: resolve_model(&manifest, &paths.models_dir, ModelRole::Chat),
+            chat_model: cowork::workers::chat_model(&manifest, paths),
             policy: RestartPolicy::default(),
             require_consent: true,
         },

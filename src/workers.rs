@@ -57,6 +57,12 @@ pub struct WorkerOptions {
 
 /// Settings from the database (read-only), with warnings for unusable values.
 /// A database that cannot be read yields the defaults.
+/// The local chat model the user chose in Settings → Models, or the default for this machine.
+pub fn chat_model(manifest: &crate::models::Manifest, paths: &Paths) -> Option<crate::config::ResolvedModel> {
+    let (settings, _) = read_settings(paths);
+    crate::config::resolve_chat_model(manifest, &paths.models_dir, Some(settings.chat_model.as_str()).filter(|n| !n.is_empty()))
+}
+
 pub fn read_settings(paths: &Paths) -> (Settings, Vec<String>) {
     match store::open_read_only(&paths.db_path()).and_then(|conn| Ok(store::all_settings(&conn)?)) {
         Ok(pairs) => Settings::from_pairs(&pairs),

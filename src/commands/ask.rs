@@ -7,7 +7,7 @@ use std::time::Duration;
 use anyhow::bail;
 use crossbeam_channel::bounded;
 
-use crate::config::{Paths, resolve_model, resolve_named_model};
+use crate::config::{Paths, resolve_named_model};
 use crate::events::{AppEvent, ChatThread, MessageStatus};
 use crate::ids::{next_id, now_millis};
 use crate::llm::{ChatRequest, LlmCommand};
@@ -16,11 +16,41 @@ use crate::runtime::{EventSink, RestartPolicy};
 use crate::state::thread_title;
 use crate::workers::{WorkerOptions, Workers};
 
-/// `local_model`: a chat model of the manifest by name (default: the first chat model).
-pub fn ask(paths: &Paths, question: &str, show_context: bool, local_model: Option<&str>) -> anyhow::Result<()> {
+/// How `cowork ask` asks its questions.
+#[derive(Clone, Debug, Default)]
+pub struct AskOptions {
+    /// Print the context sent with each question to stderr.
+    pub show_context: bool,
+    /// A chat model of the manifest by name (default: the first that fits this machine).
+    pub local_model: Option<String>,
+    /// All questions in one thread, each seeing the answers before it (otherwise one thread each).
+    pub follow_up: bool,
+    /// Keep neither the questions nor the answers (as `<no-memory>` does).
+    pub forget: bool,
+    /// One JSON object per answer on stdout instead of the streamed text.
+    pub json: bool,
+}
+
+/// One answer, as `--json` prints it.
+#[derive(Debug, serde::Serialize)]
+struct Answered<'a> {
+    question: &'a str,
+    answer: String,
+    /// Time to load the model, when this question loaded it.
+    load_ms: u64,
+    first_token_ms: u64,
+    prompt_tokens: usize,
+    completion_tokens: usize,
+    tokens_per_sec: f32,
+}
+
+/// `cowork ask "question" ["question" ...]`: answers headlessly with the same
+/// context and model as the sidebar. The model loads once, so later questions
+/// find the stable head of the prompt already prefilled (the engine's prefix cache).
+pub fn ask(paths: &Paths, questions: &[String], options: &AskOptions) -> anyhow::Result<()> {
     let manifest = Manifest::bundled()?;
-    let chat_model = match local_model {
-        None => resolve_model(&manifest, &paths.models_dir, ModelRole::Chat),
+    let chat_model = match options.local_model.as_deref() {
+        None => crate::workers::chat_model(&manifest, paths),
         Some(name) => match resolve_named_model(&manifest, &paths.models_dir, name) {
             Some(model) => Some(model),
             None => {
@@ -31,62 +61,102 @@ pub fn ask(paths: &Paths, question: &str, show_context: bool, local_model: Optio
     };
     let (events_tx, events) = bounded(4096);
     let sink = EventSink::new(events_tx, || {});
-    let options = WorkerOptions {
+    let options_workers = WorkerOptions {
         capture: false,
         display: None,
         chat_model,
         policy: RestartPolicy { max_restarts: 0, ..RestartPolicy::default() },
         require_consent: false,
     };
-    let (workers, _settings, _warnings) = Workers::start(paths, options, sink)?;
-    let thread = ChatThread { thread_id: next_id(), title: thread_title(question), updated_at_millis: now_millis() };
-    let answer_id = next_id();
-    let request = ChatRequest {
-        thread,
-        thread_is_new: true,
-        user_message_id: next_id(),
-        answer_id,
-        text: question.to_owned(),
-        history: Vec::new(),
-        ask_id: answer_id,
-        try_harder_from: None,
-        consent_once: false,
-        is_retry: false,
-    };
-    workers.llm.commands.send(LlmCommand::Chat(request))?;
+    let (workers, _settings, _warnings) = Workers::start(paths, options_workers, sink)?;
+    let mut outcome = Ok(());
+    let mut thread = None;
+    let mut history = Vec::new();
+    for question in questions {
+        let new_thread = thread.is_none() || !options.follow_up;
+        if new_thread {
+            thread = Some(ChatThread { thread_id: next_id(), title: thread_title(question), updated_at_millis: now_millis() });
+            history.clear();
+        }
+        let answer_id = next_id();
+        let text = if options.forget { format!("<no-memory> {question}") } else { question.clone() };
+        let request = ChatRequest {
+            thread: thread.clone().expect("set above"),
+            thread_is_new: new_thread,
+            user_message_id: next_id(),
+            answer_id,
+            text,
+            history: history.clone(),
+            ask_id: answer_id,
+            try_harder_from: None,
+            consent_once: false,
+            is_retry: false,
+        };
+        workers.llm.commands.send(LlmCommand::Chat(request))?;
+        match answer(&events, question, answer_id, options) {
+            Ok(text) => {
+                history.push((crate::events::Role::User, question.clone()));
+                history.push((crate::events::Role::Assistant, text));
+            }
+            Err(err) => {
+                outcome = Err(err);
+                break;
+            }
+        }
+    }
+    workers.shutdown(Duration::from_secs(5));
+    outcome.map_err(|err| anyhow::anyhow!("{err:#}"))
+}
+
+/// Streams (or collects) one answer; returns its text.
+fn answer(events: &crossbeam_channel::Receiver<AppEvent>, question: &str, answer_id: i64, options: &AskOptions) -> anyhow::Result<String> {
     let mut stdout = std::io::stdout().lock();
-    let outcome = loop {
+    let mut text = String::new();
+    let mut load_ms = 0;
+    loop {
         let Ok(event) = events.recv_timeout(Duration::from_secs(600)) else {
-            break Err(anyhow::anyhow!("no answer within 10 minutes"));
+            bail!("no answer within 10 minutes");
         };
         match event {
-            AppEvent::ContextAttached { context, .. } if show_context => {
-                eprintln!("--- context sent ---\n{context}--- end of context ---");
+            AppEvent::ContextAttached { context, .. } if options.show_context => {
+                eprintln!("--- context sent ---\n{context}\n--- end of context ---");
             }
-            AppEvent::Token { text, .. } => {
-                stdout.write_all(text.as_bytes())?;
-                stdout.flush()?;
+            AppEvent::Model(crate::events::ModelStatus::Ready { load_millis }) => load_ms = load_millis,
+            AppEvent::Token { text: token, answer_id: id } if id == answer_id => {
+                text.push_str(&token);
+                if !options.json {
+                    stdout.write_all(token.as_bytes())?;
+                    stdout.flush()?;
+                }
             }
             AppEvent::AnswerFinished { answer_id: id, status, error, stats } if id == answer_id => {
-                writeln!(stdout)?;
-                if stats.completion_tokens > 0 {
-                    eprintln!(
-                        "[{} tokens, {:.1} tokens/s, first token after {} ms]",
-                        stats.completion_tokens, stats.tokens_per_sec, stats.first_token_millis
-                    );
+                if let (MessageStatus::Failed, Some(error)) = (status, error) {
+                    bail!(error);
                 }
-                break match (status, error) {
-                    (MessageStatus::Failed, Some(error)) => Err(anyhow::anyhow!(error)),
-                    _ => Ok(()),
-                };
+                if options.json {
+                    let line = Answered {
+                        question,
+                        answer: text.clone(),
+                        load_ms,
+                        first_token_ms: stats.first_token_millis,
+                        prompt_tokens: stats.prompt_tokens,
+                        completion_tokens: stats.completion_tokens,
+                        tokens_per_sec: stats.tokens_per_sec,
+                    };
+                    writeln!(stdout, "{}", serde_json::to_string(&line)?)?;
+                } else {
+                    writeln!(stdout)?;
+                    if stats.completion_tokens > 0 {
+                        eprintln!(
+                            "[{} tokens, {:.1} tokens/s, first token after {} ms]",
+                            stats.completion_tokens, stats.tokens_per_sec, stats.first_token_millis
+                        );
+                    }
+                }
+                return Ok(text);
             }
             _ => {}
         }
-    };
-    workers.shutdown(Duration::from_secs(5));
-    match outcome {
-        Ok(()) => Ok(()),
-        Err(err) => bail!("{err:#}"),
     }
 }
 

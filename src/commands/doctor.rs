@@ -70,7 +70,7 @@ pub fn run_checks(paths: &Paths, display: Option<&str>) -> Vec<Check> {
         },
         None => Check { area: "native", name: "whisper".into(), status: Status::Fail, detail: "no speech model in the manifest".into() },
     });
-    let chat = manifest.as_ref().ok().and_then(|m| resolve_model(m, &paths.models_dir, ModelRole::Chat));
+    let chat = manifest.as_ref().ok().and_then(|m| crate::workers::chat_model(m, paths));
     checks.extend(worker_checks(paths, display, chat, desktop_accessibility));
     checks
 }

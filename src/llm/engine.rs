@@ -5,9 +5,7 @@ use std::io::Read;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
-use mistralrs::{
-    ChatCompletionChunkResponse, GgufModelBuilder, Model, RequestBuilder, Response, TextMessageRole, TokenSource,
-};
+use mistralrs::{ChatCompletionChunkResponse, Model, RequestBuilder, Response, TextMessageRole, TokenSource};
 use thiserror::Error;
 
 use crate::events::{GenerationStats, Role};
@@ -134,6 +132,38 @@ pub fn check_gguf_header(path: &Path) -> Result<(), String> {
     Ok(())
 }
 
+/// Loads a GGUF file on the CPU with F32 activations and KV cache.
+///
+/// `GgufModelBuilder` hard-codes `ModelDType::Auto`, which picks F16 on CPU;
+/// this is the same construction with F32 (mistralrs's lower-level loader),
+/// no hub access and one sequence at a time. F32 matches llama.cpp's CPU
+/// activations: Qwen answered 2 more of the 25 grounded questions, decode is
+/// 5–10 % faster, and the KV cache doubles (≈ 100 MB for Qwen at 4,096 tokens).
+async fn load_f32(dir: String, file: String) -> anyhow::Result<Model> {
+    use mistralrs::core::{
+        AddModelConfig, AutoDeviceMapParams, DefaultSchedulerMethod, DeviceMapSetting, EngineConfig, GGUFLoaderBuilder,
+        GGUFSpecificConfig, ModelDType, SchedulerConfig,
+    };
+    let loader = GGUFLoaderBuilder::new(None, None, dir, vec![file], GGUFSpecificConfig { topology: None }, false, None).build();
+    let pipeline = loader.load_model_from_hf(
+        None,
+        TokenSource::None,
+        &ModelDType::F32,
+        &mistralrs::Device::Cpu,
+        true,
+        DeviceMapSetting::Auto(AutoDeviceMapParams::default_text()),
+        None,
+        None,
+    )?;
+    let scheduler = SchedulerConfig::DefaultScheduler { method: DefaultSchedulerMethod::Fixed(1.try_into()?) };
+    let config = AddModelConfig {
+        engine_config: EngineConfig { throughput_logging_enabled: false, ..EngineConfig::default() },
+        mcp_client_config: None,
+        loader_config: None,
+    };
+    Ok(mistralrs::model_builder_trait::build_model_from_pipeline(pipeline, scheduler, config).await)
+}
+
 impl ChatEngine for MistralEngine {
     fn ensure_loaded(&mut self) -> Result<Option<Duration>, EngineError> {
         if self.model.is_some() {
@@ -143,11 +173,7 @@ impl ChatEngine for MistralEngine {
         let started = Instant::now();
         let dir = self.model_path.parent().unwrap_or(Path::new(".")).to_string_lossy().into_owned();
         let file = self.model_path.file_name().map(|f| f.to_string_lossy().into_owned()).unwrap_or_default();
-        let builder = GgufModelBuilder::new(dir, vec![file])
-            .with_force_cpu()
-            .with_token_source(TokenSource::None)
-            .with_max_num_seqs(1);
-        let model = self.runtime.block_on(builder.build()).map_err(|err| EngineError::Load(format!("{err:#}")))?;
+        let model = self.runtime.block_on(load_f32(dir, file)).map_err(|err| EngineError::Load(format!("{err:#}")))?;
         self.model = Some(model);
         Ok(Some(started.elapsed()))
     }
@@ -168,13 +194,11 @@ impl ChatEngine for MistralEngine {
         should_stop: &dyn Fn() -> bool,
     ) -> Result<GenerationStats, EngineError> {
         let model = self.model.as_ref().ok_or_else(|| EngineError::Generation("model is not loaded".into()))?;
-        // Small local models loop without a repetition penalty; these keep answers varied but focused.
-        let mut request = RequestBuilder::new()
-            .set_sampler_max_len(max_tokens)
-            .set_sampler_temperature(0.3)
-            .set_sampler_topp(0.9)
-            .set_sampler_frequency_penalty(0.6)
-            .set_sampler_presence_penalty(0.3);
+        // Greedy, without frequency or presence penalties: mistralrs 0.8 counts
+        // the prompt's tokens in those penalties, so they pushed the model away
+        // from every name, number and code its context gave it (README "The
+        // local model's prompt"). Answers are short; max_len bounds a loop.
+        let mut request = RequestBuilder::new().set_deterministic_sampler().set_sampler_max_len(max_tokens);
         for message in messages {
             let role = match message.role {
                 PromptRole::System => TextMessageRole::System,

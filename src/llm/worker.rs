@@ -12,14 +12,20 @@ use rusqlite::Connection;
 
 use crate::events::{AppEvent, ChatMessage, ChatThread, GenerationStats, MessageStatus, ModelStatus, Role, WorkerName};
 use crate::ids::now_millis;
-use crate::llm::context::layer1_context;
+use crate::llm::context::{Layer1, PromptContext, chat_messages, join_parts, layer1_context, local_examples, question_turn};
 use crate::llm::engine::{ChatEngine, EngineError, MistralEngine, PromptMessage, PromptRole, StreamControl};
 use crate::runtime::{EventSink, RestartPolicy, Supervised, WorkerContext, WorkerHandle, WorkerState, spawn_supervised};
 use crate::capture::firewall::wants_no_memory;
 use crate::store::{self, StoreCommand};
 
-pub const SYSTEM_PROMPT: &str = "You are cowork, a helpful assistant running privately on the user's computer. \
-Answer briefly and directly. Below is what the user is doing on this computer; use it when the question is about their work.";
+/// The identity. Small local models follow it only when it is this concrete:
+/// where the facts are, to copy them exactly, and to say so when they are not
+/// there (README "The local model's prompt").
+pub const SYSTEM_PROMPT: &str = "You are cowork, an assistant running privately on the user's computer. \
+You see a log of the windows the user worked in and notes of what they typed and copied. \
+When a question is about the user's own activity, answer from the log and the notes, \
+copying names, numbers, codes and times exactly as they are written there. \
+Answer in one or two short sentences. If the answer is not there, say that you do not see it; never make one up.";
 
 #[derive(Clone, Debug)]
 pub struct LlmConfig {
@@ -160,14 +166,49 @@ pub struct LlmWorker<E: ChatEngine> {
     local_unavailable: bool,
     /// When the local model last answered (for idle unloading).
     last_used: std::time::Instant,
+    /// The last local exchange, as sent, for follow-ups to extend.
+    conversation: Option<Conversation>,
+    /// Worked examples in every local prompt's head.
+    examples: Vec<PromptMessage>,
+}
+
+/// A local exchange as the model saw it: its prompt and answer.
+struct Conversation {
+    thread_id: i64,
+    /// How long the thread's history is after this exchange.
+    history_len: usize,
+    messages: Vec<PromptMessage>,
+}
+
+impl Conversation {
+    /// Whether `request` is the next question of this exchange's thread, with
+    /// nothing edited in between and the prompt still within the history limit.
+    fn continued_by(&self, request: &ChatRequest, history_messages: usize) -> bool {
+        let answer = self.messages.last().map(|m| m.content.as_str());
+        self.thread_id == request.thread.thread_id
+            && request.history.len() == self.history_len
+            && request.history.last().map(|(_, text)| text.as_str()) == answer
+            && self.history_len < history_messages
+    }
 }
 
 impl<E: ChatEngine> LlmWorker<E> {
     pub fn new(config: LlmConfig, engine: E, store: Sender<StoreCommand>, sink: EventSink, stop_epoch: Arc<AtomicU64>) -> Self {
-        Self { config, engine, db: None, store, sink, stop_epoch, local_unavailable: false, last_used: std::time::Instant::now() }
+        Self {
+            config,
+            engine,
+            db: None,
+            store,
+            sink,
+            stop_epoch,
+            local_unavailable: false,
+            last_used: std::time::Instant::now(),
+            conversation: None,
+            examples: local_examples(),
+        }
     }
 
-    fn context(&mut self) -> Option<String> {
+    fn context(&mut self) -> Option<Layer1> {
         if self.db.is_none() {
             self.db = store::open_read_only(&self.config.db_path).ok();
         }
@@ -242,19 +283,23 @@ impl<E: ChatEngine> LlmWorker<E> {
         Some(MemoryContext { report, assembly, any_embedded })
     }
 
-    /// The messages sent to the model: system prompt + context, history, question.
-    pub fn prompt(&self, request: &ChatRequest, context: Option<&str>) -> Vec<PromptMessage> {
-        let system = match context {
-            Some(context) => format!("{SYSTEM_PROMPT}\n\n{context}"),
-            None => SYSTEM_PROMPT.to_owned(),
-        };
-        let mut messages = vec![PromptMessage { role: PromptRole::System, content: system }];
-        let skip = request.history.len().saturating_sub(self.config.history_messages);
-        for (role, content) in request.history.iter().skip(skip).filter(|(_, c)| c != crate::memory::rag::GROUNDED_REFUSAL) {
-            messages.push(PromptMessage { role: (*role).into(), content: content.clone() });
+    /// The messages for the local model. A follow-up in the thread it answered
+    /// last repeats that prompt exactly and appends the answer and the new turn,
+    /// so the engine's prefix cache finds everything before the new turn
+    /// prefilled; anything else starts from the fixed head (identity, memory,
+    /// examples) that every new question shares.
+    pub fn prompt(&self, request: &ChatRequest, context: Option<&PromptContext>) -> Vec<PromptMessage> {
+        if let Some(conversation) = self.conversation.as_ref().filter(|c| c.continued_by(request, self.config.history_messages)) {
+            let mut messages = conversation.messages.clone();
+            messages.push(question_turn(&[context.map(|c| c.turn.as_str()).unwrap_or_default()], &request.text));
+            return messages;
         }
-        messages.push(PromptMessage { role: PromptRole::User, content: request.text.clone() });
-        messages
+        chat_messages(SYSTEM_PROMPT, &self.examples, context, &request.history, self.config.history_messages, &request.text)
+    }
+
+    /// The messages for a cloud model: the same layout without the worked examples.
+    fn cloud_prompt(&self, request: &ChatRequest, context: Option<&PromptContext>) -> Vec<PromptMessage> {
+        chat_messages(SYSTEM_PROMPT, &[], context, &request.history, self.config.history_messages, &request.text)
     }
 
     /// The memory preflight for the local model, if its file can be read.
@@ -327,30 +372,31 @@ impl<E: ChatEngine> LlmWorker<E> {
             self.sink.send(AppEvent::Citations { answer_id: request.answer_id, citations: citations.clone() });
         }
         let citations_json = (!citations.is_empty()).then(|| serde_json::to_string(&citations).unwrap_or_default());
-        // Layer-1 context, then memory: profile, hot memory, summaries (the identity is the system prompt), recalled items.
+        // System: memory sections (the identity comes first). The question's turn:
+        // the activity log, then the clock and current window, then recalled items
+        // nearest the question (small models weigh what they read last).
         let context = {
-            let mut parts: Vec<String> = Vec::new();
-            if let Some(memory) = &memory {
-                parts.extend(memory.report.injected.iter().skip(1).map(|s| s.text.clone()));
-            }
-            parts.extend(self.context());
-            if let Some(block) = memory.as_ref().and_then(|m| m.assembly.render()) {
-                parts.push(block);
-            }
-            (!parts.is_empty()).then(|| parts.join("\n\n"))
+            let layer1 = self.context();
+            let system: Vec<String> = memory.as_ref().map(|m| m.report.injected.iter().skip(1).map(|s| s.text.clone()).collect()).unwrap_or_default();
+            let notes = memory.as_ref().and_then(|m| m.assembly.render(now_millis())).unwrap_or_default();
+            let (log, now) = layer1.map(|l| (l.log.unwrap_or_default(), l.now)).unwrap_or_default();
+            let system: Vec<&str> = system.iter().map(String::as_str).collect();
+            let context = PromptContext { system: join_parts(&system), log, turn: join_parts(&[&now, &notes]) };
+            (!context.text().is_empty()).then_some(context)
         };
+        let context_text = context.as_ref().map(PromptContext::text);
         // Route first: a cloud answer may need the user's consent before anything happens.
-        let plan = match self.plan(&request, context.as_deref(), &settings, &providers) {
+        let plan = match self.plan(&request, context_text.as_deref(), &settings, &providers) {
             Ok(plan) => plan,
             Err(message) => {
-                self.finish_early(&request, remember, context.as_deref(), message);
+                self.finish_early(&request, remember, context_text.as_deref(), message);
                 return;
             }
         };
         if let Plan::Cloud { provider, reason, consent, .. } = &plan {
             let allowed = consent.or(request.consent_once.then_some(true));
             if allowed.is_none() && context.is_some() {
-                let preview = crate::brains::consent::redact_for_cloud(context.as_deref().unwrap_or_default());
+                let preview = crate::brains::consent::redact_for_cloud(context_text.as_deref().unwrap_or_default());
                 self.sink.send(AppEvent::ConsentNeeded { provider: provider.name.clone(), reason: reason.clone(), preview, request: Box::new(request) });
                 return;
             }
@@ -362,20 +408,21 @@ impl<E: ChatEngine> LlmWorker<E> {
             );
         }
         let (sent_context, chip) = match &plan {
-            Plan::Local { .. } => (context.clone(), context.clone().unwrap_or_default()),
+            Plan::Local { .. } => (context.clone(), context_text.clone().unwrap_or_default()),
             Plan::Cloud { provider, consent, .. } => {
                 let allowed = consent.or(request.consent_once.then_some(true)).unwrap_or(false);
                 match (&context, allowed) {
                     (Some(context), true) => {
-                        let redacted = crate::brains::consent::redact_for_cloud(context);
-                        (Some(redacted.clone()), redacted)
+                        let redacted = context.map(crate::brains::consent::redact_for_cloud);
+                        let chip = redacted.text();
+                        (Some(redacted), chip)
                     }
                     (Some(_), false) => (None, format!("(captured context not sent to {}: you have not allowed it)", provider.name)),
                     (None, _) => (None, String::new()),
                 }
             }
         };
-        let user = user_message(&request, sent_context.clone().or(Some(chip.clone())).filter(|c| !c.is_empty()));
+        let user = user_message(&request, sent_context.as_ref().map(PromptContext::text).or(Some(chip.clone())).filter(|c| !c.is_empty()));
         if remember && !request.is_retry {
             self.persist(user);
         }
@@ -388,14 +435,16 @@ impl<E: ChatEngine> LlmWorker<E> {
         };
         self.sink.send(AppEvent::Routed { answer_id: request.answer_id, ask_id: request.ask_id, answered_by, reason });
         if let Plan::Cloud { provider, key, .. } = plan {
-            self.cloud_answer(&request, remember, sent_context.as_deref(), &provider, key.as_deref(), epoch, citations_json);
+            self.cloud_answer(&request, remember, sent_context.as_ref(), &provider, key.as_deref(), epoch, citations_json);
             return;
         }
         let context = sent_context;
 
         let mut answer = String::new();
+        let mut sent = Vec::new();
         let outcome = self.ensure_model().and_then(|()| {
-            let messages = self.prompt(&request, context.as_deref());
+            let messages = self.prompt(&request, context.as_ref());
+            sent = messages.clone();
             let stop_epoch = self.stop_epoch.clone();
             let should_stop = move || stop_epoch.load(Ordering::SeqCst) != epoch;
             let sink = self.sink.clone();
@@ -423,6 +472,10 @@ impl<E: ChatEngine> LlmWorker<E> {
                 (MessageStatus::Failed, Some(err.to_string()), GenerationStats::default())
             }
         };
+        self.conversation = (status == MessageStatus::Done).then(|| {
+            sent.push(PromptMessage { role: PromptRole::Assistant, content: answer.clone() });
+            Conversation { thread_id: request.thread.thread_id, history_len: request.history.len() + 2, messages: sent }
+        });
         let answer = answer_message(&request, answer, error.as_deref(), status, "local", 0.0, citations_json);
         if remember {
             self.persist(answer);
@@ -670,26 +723,25 @@ impl<E: ChatEngine> LlmWorker<E> {
         &mut self,
         request: &ChatRequest,
         remember: bool,
-        context: Option<&str>,
+        context: Option<&PromptContext>,
         provider: &crate::brains::ProviderConfig,
         key: Option<&str>,
         epoch: u64,
         citations: Option<String>,
     ) {
         use crate::brains::{Delta, Turn};
-        let mut turns = vec![Turn::new(
-            crate::brains::Role::System,
-            match context {
-                Some(context) => format!("{SYSTEM_PROMPT}\n\n{context}"),
-                None => SYSTEM_PROMPT.to_owned(),
-            },
-        )];
-        let skip = request.history.len().saturating_sub(self.config.history_messages);
-        for (role, content) in request.history.iter().skip(skip).filter(|(_, c)| c != crate::memory::rag::GROUNDED_REFUSAL) {
-            let role = if *role == Role::User { crate::brains::Role::User } else { crate::brains::Role::Assistant };
-            turns.push(Turn::new(role, content.clone()));
-        }
-        turns.push(Turn::new(crate::brains::Role::User, request.text.clone()));
+        let turns: Vec<Turn> = self
+            .cloud_prompt(request, context)
+            .into_iter()
+            .map(|m| {
+                let role = match m.role {
+                    PromptRole::System => crate::brains::Role::System,
+                    PromptRole::User => crate::brains::Role::User,
+                    PromptRole::Assistant => crate::brains::Role::Assistant,
+                };
+                Turn::new(role, m.content)
+            })
+            .collect();
         let stop_epoch = self.stop_epoch.clone();
         let sink = self.sink.clone();
         let answer_id = request.answer_id;
@@ -957,9 +1009,13 @@ mod tests {
 
         let prompt = prompts.lock().unwrap()[0].clone();
         assert_eq!(prompt[0].role, PromptRole::System);
-        assert!(prompt[0].content.contains("Current window: LibreOffice — \"Q3 report.odt\""), "{}", prompt[0].content);
-        let contents: Vec<&str> = prompt[1..].iter().map(|m| m.content.as_str()).collect();
-        assert_eq!(contents, ["recent question", "recent answer", "What am I doing?"], "history is cut to 2");
+        let examples = local_examples();
+        assert_eq!(prompt[1..1 + examples.len()], examples[..], "the worked examples follow the identity");
+        let turn = &prompt.last().unwrap().content;
+        assert!(turn.contains("The user is in LibreOffice: Q3 report.odt"), "{turn}");
+        assert!(turn.ends_with("\n\nQuestion: What am I doing?"), "{turn}");
+        let contents: Vec<&str> = prompt[1 + examples.len()..prompt.len() - 1].iter().map(|m| m.content.as_str()).collect();
+        assert_eq!(contents, ["recent question", "recent answer"], "history is cut to 2");
 
         let saved: Vec<ChatMessage> = store_rx
             .try_iter()
@@ -1006,7 +1062,8 @@ mod tests {
         let system = &prompt[0].content;
         assert!(system.contains("Facts about the user:\n- Works at Nordbank in Porto"), "{system}");
         assert!(system.contains("Goal: ship the Q3 report by Friday"));
-        assert!(system.contains("[1] ") && system.contains("Q3 report.odt"), "the pinned chunk, numbered: {system}");
+        let turn = &prompt.last().unwrap().content;
+        assert!(turn.contains("[1] ") && turn.contains("Q3 report.odt"), "the pinned chunk, numbered, in the question's turn: {turn}");
         assert!(prompt[1..].iter().all(|m| m.content != crate::memory::rag::GROUNDED_REFUSAL), "a refusal is never fed back");
         let citations = events.try_iter().find_map(|e| match e { AppEvent::Citations { answer_id: 21, citations } => Some(citations), _ => None }).unwrap();
         assert_eq!((citations[0].n, citations[0].stream, citations[0].source_id, citations[0].open_id), (1, crate::search::Stream::Window, 1, Some(1)));
@@ -1015,12 +1072,36 @@ mod tests {
     }
 
     #[test]
+    fn a_follow_up_repeats_the_previous_prompt_and_answer_so_only_its_turn_is_new() {
+        let Harness { _dir, mut worker, ctx, events, prompts, .. } = harness(ScriptedEngine::default(), Arc::default());
+        worker.config.history_messages = 8;
+        worker.handle(LlmCommand::Chat(request(Vec::new())), &ctx);
+        let answer: String = events.try_iter().filter_map(|e| match e { AppEvent::Token { text, .. } => Some(text), _ => None }).collect();
+        let history = vec![(Role::User, "What am I doing?".to_owned()), (Role::Assistant, answer.clone())];
+        worker.handle(LlmCommand::Chat(ChatRequest { user_message_id: 30, answer_id: 31, text: "And before that?".into(), ..request(history.clone()) }), &ctx);
+        let (first, second) = { let p = prompts.lock().unwrap(); (p[0].clone(), p[1].clone()) };
+        assert_eq!(second[..first.len()], first[..], "the first prompt, exactly as sent (log and all)");
+        assert_eq!(second[first.len()], PromptMessage { role: PromptRole::Assistant, content: answer });
+        let turn = &second[first.len() + 1].content;
+        assert!(turn.ends_with("Question: And before that?") && turn.contains("Q3 report.odt"), "the new turn, with the current window: {turn}");
+        // Another thread (or an edited history) starts from the shared head again.
+        let other = ChatRequest { thread: ChatThread { thread_id: 99, title: "other".into(), updated_at_millis: 0 }, user_message_id: 40, answer_id: 41, ..request(history) };
+        worker.handle(LlmCommand::Chat(other), &ctx);
+        let third = prompts.lock().unwrap()[2].clone();
+        let head = first.len() - 1;
+        assert_eq!(third[..head], first[..head], "the shared head: identity and examples");
+        assert_eq!(third[head].content, "What am I doing?", "then the history as plain turns");
+        assert!(third.last().unwrap().content.contains("Q3 report.odt"), "and a full turn with the context");
+    }
+
+    #[test]
     fn a_no_memory_message_is_answered_but_nothing_is_stored() {
         let Harness { _dir, mut worker, ctx, store_rx, events, prompts } = harness(ScriptedEngine::default(), Arc::default());
         let ask = ChatRequest { text: "my diagnosis is X <no-memory>".into(), ..request(Vec::new()) };
         worker.handle(LlmCommand::Chat(ask), &ctx);
         assert_eq!(store_rx.try_iter().count(), 0, "neither thread, question nor answer reaches the store");
-        assert_eq!(prompts.lock().unwrap()[0].last().unwrap().content, "my diagnosis is X", "the tag is not sent");
+        let turn = prompts.lock().unwrap()[0].last().unwrap().content.clone();
+        assert!(turn.ends_with("Question: my diagnosis is X") && !turn.contains("no-memory"), "the tag is not sent: {turn}");
         assert!(events.try_iter().any(|e| matches!(e, AppEvent::AnswerFinished { status: MessageStatus::Done, .. })));
     }
 

@@ -87,9 +87,17 @@ impl Item {
         }
     }
 
-    fn line(&self, n: usize) -> String {
+    /// One numbered note: when (local time), what kind and where, then the text.
+    fn line(&self, n: usize, now_millis: i64) -> String {
         let text: String = self.text.chars().take(600).collect();
-        format!("[{n}] {} · {} · {}: {}\n", crate::export::rfc3339(self.at_millis), self.stream.as_str(), self.label, text.replace('\n', " "))
+        let kind = match self.stream {
+            crate::search::Stream::Window => "window",
+            crate::search::Stream::Typing => "typed in",
+            crate::search::Stream::Clipboard => "copied in",
+            crate::search::Stream::Chat => "said in a chat with cowork",
+            crate::search::Stream::Summary => "summary",
+        };
+        format!("[{n}] {} {kind} {}: {}\n", crate::ids::format_when(self.at_millis, now_millis), self.label, text.replace('\n', " "))
     }
 
     fn same_source(&self, other: &Item) -> bool {
@@ -127,7 +135,7 @@ pub fn assemble(pinned: Vec<Item>, recent: Vec<Item>, recalled: Vec<Item>, cited
     }
     // Trim: drop the lowest recency weight first; pinned items go last.
     let mut dropped = Vec::new();
-    let cost = |items: &[Item]| items.iter().enumerate().map(|(n, i)| estimate_tokens(&i.line(n + 1))).sum::<usize>();
+    let cost = |items: &[Item]| items.iter().enumerate().map(|(n, i)| estimate_tokens(&i.line(n + 1, now_millis))).sum::<usize>();
     while cost(&items) > budget_tokens && !items.is_empty() {
         let victim = items
             .iter()
@@ -145,13 +153,13 @@ pub fn assemble(pinned: Vec<Item>, recent: Vec<Item>, recalled: Vec<Item>, cited
 
 impl Assembly {
     /// The prompt block, numbered for citing; `None` when empty.
-    pub fn render(&self) -> Option<String> {
+    pub fn render(&self, now_millis: i64) -> Option<String> {
         if self.items.is_empty() {
             return None;
         }
-        let mut text = String::from("From the user's memory (cite what you use as [n]):\n");
+        let mut text = String::from("Notes from the user's memory that may answer the question (numbered for citing):\n");
         for (n, item) in self.items.iter().enumerate() {
-            text.push_str(&item.line(n + 1));
+            text.push_str(&item.line(n + 1, now_millis));
         }
         Some(text)
     }
@@ -286,10 +294,10 @@ mod tests {
         );
         assert_eq!(c.items.iter().map(|i| i.source_id).collect::<Vec<_>>(), vec![1, 4]);
         assert_eq!(c.dropped.iter().map(|i| i.source_id).collect::<Vec<_>>(), vec![3, 2]);
-        let text = c.render().unwrap();
+        let text = c.render(now).unwrap();
         assert!(text.contains("[1] ") && text.contains("[2] ") && !text.contains("[3] "), "{text}");
         assert_eq!(c.citations()[1].source_id, 4);
-        assert!(assemble(vec![], vec![], vec![], vec![], 100, now).render().is_none());
+        assert!(assemble(vec![], vec![], vec![], vec![], 100, now).render(now).is_none());
     }
     #[test]
     fn a_pinned_source_is_cut_into_chunks_at_once_and_leaves_with_its_row() {

@@ -281,6 +281,22 @@ impl CoworkApp {
                     }
                 }
             }
+            UiAction::ChooseChatModel(model) => {
+                let name = model.as_ref().map(|m| m.name.clone()).unwrap_or_default();
+                self.handle_action(UiAction::SaveSetting { key: keys::CHAT_MODEL.to_owned(), value: name });
+                // The default is resolved at the next start; a chosen one applies now.
+                if let Some(model) = model {
+                    let command = LlmCommand::SetModel { path: model.path, expected: Some((model.size, model.sha256)) };
+                    if self.channels.llm.try_send(command).is_err() {
+                        self.state.notice("the llm worker is busy: the new chat model applies after the current answer or at the next start");
+                    }
+                }
+            }
+            UiAction::AddModel(path) => {
+                if self.channels.models.try_send(crate::models::worker::ModelsCommand::AddUser(path)).is_err() {
+                    self.state.notice("the models worker is busy or not running");
+                }
+            }
             UiAction::FetchModels => {
                 if self.channels.models.try_send(crate::models::worker::ModelsCommand::FetchAll).is_err() {
                     self.state.notice("the models worker is busy or not running");

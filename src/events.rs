@@ -291,6 +291,8 @@ pub enum AppEvent {
     MemoryProgress(crate::memory::jobs::Progress),
     /// Download progress of one model file (or why it failed).
     ModelDownload { path: String, done_bytes: u64, total_bytes: u64, error: Option<String> },
+    /// A GGUF file the user added (Settings → Models), or why it was refused.
+    ModelAdded(Result<crate::models::user::UserModel, String>),
     /// The local model's memory preflight (GREEN, YELLOW or RED, with the figures).
     ModelPreflight(String),
     /// A setting as stored, after the store worker read or wrote it.

@@ -6,5 +6,5 @@ mod engine;
 pub mod memory;
 mod worker;
 
-pub use engine::{ChatEngine, EngineError, MistralEngine, PromptMessage, StreamControl};
+pub use engine::{ChatEngine, EngineError, MistralEngine, PromptMessage, StreamControl, check_gguf_header};
 pub use worker::{ChatRequest, LlmCommand, LlmConfig, LlmWorker, spawn_llm};

@@ -205,6 +205,8 @@ enum ModelsAction {
     /// Make every converted model file: Whisper CTranslate2 → ggml, Qwen's Q5_0 tensors → Q8_0 (lossless)
     #[command(alias = "convert-whisper")]
     Convert,
+    /// Add a GGUF chat model you already have (checked, measured and recorded; the file stays where it is)
+    Add { path: PathBuf },
 }
 
 fn main() -> ExitCode {
@@ -280,6 +282,16 @@ fn run(cli: Cli, process_started: Instant) -> anyhow::Result<ExitCode> {
                 ModelsAction::Verify => commands::models::verify(&manifest, &paths.models_dir)?,
                 ModelsAction::Fetch { mirror } => commands::models::fetch_upstream(&manifest, &paths.models_dir, mirror)?,
                 ModelsAction::Convert => commands::models::convert_all(&manifest, &paths.models_dir)?,
+                ModelsAction::Add { path } => {
+                    paths.ensure_data_dir()?;
+                    let taken: Vec<String> = manifest.models.iter().map(|m| m.name.clone()).collect();
+                    let (model, preflight) = cowork::models::user::add(&paths.data_dir, &path, &taken, cowork::llm::memory::meminfo())?;
+                    println!("added {} ({}, {} bytes, sha256 {})", model.name, model.architecture, model.size, model.sha256);
+                    if let Some(preflight) = preflight {
+                        println!("memory preflight: {}", preflight.describe());
+                    }
+                    println!("answer with it: cowork ask --local-model {} \"...\", or choose it in Settings → Models", model.name);
+                }
             }
             Ok(ExitCode::SUCCESS)
         }
@@ -430,6 +442,12 @@ fn model_views(manifest: &Manifest, paths: &Paths) -> Vec<ModelView> {
                     other => other.describe(&path),
                 },
                 ok: check.is_ok(),
+                chat: (model.role == cowork::models::ModelRole::Chat && check.is_ok()).then(|| cowork::config::ResolvedModel {
+                    name: model.name.clone(),
+                    path: path.clone(),
+                    size,
+                    sha256: sha256.to_owned(),
+                }),
             }
         })
         .collect()
@@ -458,7 +476,8 @@ fn run_sidebar(paths: &Paths, display: Option<String>, screenshot: Option<PathBu
         sink.clone(),
     )?;
     signals::spawn_signal_thread(sink.clone())?;
-    let mut state = AppState { settings: settings.clone(), setting_warnings: warnings, ..AppState::default() };
+    let added_models = cowork::models::user::list(&paths.data_dir).unwrap_or_default();
+    let mut state = AppState { settings: settings.clone(), setting_warnings: warnings, added_models, ..AppState::default() };
     let bindings = [
         (settings.quick_prompt_hotkey.as_str(), HotkeyAction::QuickPrompt),
         (settings.pause_hotkey.as_str(), HotkeyAction::TogglePause),

@@ -6,6 +6,7 @@ pub mod fetch;
 pub mod gguf;
 pub mod gguf_repack;
 pub mod manifest;
+pub mod user;
 pub mod whisper_convert;
 pub mod worker;
 

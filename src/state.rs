@@ -35,6 +35,10 @@ impl Tab {
 /// What a view asks the app to do.
 #[derive(Clone, Debug, PartialEq)]
 pub enum UiAction {
+    /// Settings → Models: answer with this chat model (None: the default for this machine).
+    ChooseChatModel(Option<crate::config::ResolvedModel>),
+    /// Settings → Models: check and add a GGUF file the user has.
+    AddModel(std::path::PathBuf),
     SendMessage(String),
     Stop,
     NewThread,
@@ -247,6 +251,8 @@ pub struct AppState {
     pub downloads: BTreeMap<String, (u64, u64, Option<String>)>,
     /// The local model's memory preflight, as the llm worker reported it.
     pub model_preflight: Option<String>,
+    /// GGUF files the user added (user-models.json).
+    pub added_models: Vec<crate::models::user::UserModel>,
     pub retry_offer: Option<RetryOffer>,
 }
 
@@ -372,6 +378,12 @@ impl AppState {
             AppEvent::ModelDownload { path, done_bytes, total_bytes, error } => {
                 self.downloads.insert(path, (done_bytes, total_bytes, error));
             }
+            AppEvent::ModelAdded(Ok(model)) => {
+                self.notice(format!("added {} ({}, {:.0} MB): choose it as the chat model below", model.name, model.architecture, model.size as f64 / 1e6));
+                self.added_models.retain(|m| m.path != model.path);
+                self.added_models.push(model);
+            }
+            AppEvent::ModelAdded(Err(reason)) => self.notice(format!("model not added: {reason}")),
             AppEvent::Setting { key, value } => {
                 if let Some(warning) = self.settings.apply(&key, &value) {
                     self.setting_warnings.retain(|w| !w.contains(&key));

@@ -60,7 +60,11 @@ pub struct WorkerOptions {
 /// The local chat model the user chose in Settings → Models, or the default for this machine.
 pub fn chat_model(manifest: &crate::models::Manifest, paths: &Paths) -> Option<crate::config::ResolvedModel> {
     let (settings, _) = read_settings(paths);
-    crate::config::resolve_chat_model(manifest, &paths.models_dir, Some(settings.chat_model.as_str()).filter(|n| !n.is_empty()))
+    let user = crate::models::user::list(&paths.data_dir).unwrap_or_else(|err| {
+        tracing::warn!(error = %format!("{err:#}"), "ignoring the list of added models");
+        Vec::new()
+    });
+    crate::config::resolve_chat_model(manifest, &paths.models_dir, &user, Some(settings.chat_model.as_str()).filter(|n| !n.is_empty()))
 }
 
 pub fn read_settings(paths: &Paths) -> (Settings, Vec<String>) {
@@ -130,6 +134,7 @@ impl Workers {
             .map(|m| m.models.iter().flat_map(|model| model.files.clone()).collect())
             .unwrap_or_default();
         let models = crate::models::worker::spawn_models(files, paths.models_dir.clone(), None, sink.clone(), options.policy)?;
+        let _ = models.commands.try_send(crate::models::worker::ModelsCommand::SetDataDir(paths.data_dir.clone()));
         let embedder = crate::embed::SharedEmbedder::new(crate::embed::model_dir(&paths.models_dir));
         let search_latest = Arc::new(AtomicU64::new(0));
         let typing_at_millis = Arc::new(AtomicI64::new(0));

@@ -51,11 +51,14 @@ pub fn ask(paths: &Paths, questions: &[String], options: &AskOptions) -> anyhow:
     let manifest = Manifest::bundled()?;
     let chat_model = match options.local_model.as_deref() {
         None => crate::workers::chat_model(&manifest, paths),
-        Some(name) => match resolve_named_model(&manifest, &paths.models_dir, name) {
+        Some(name) => match resolve_named_model(&manifest, &paths.models_dir, name).or_else(|| {
+            let user = crate::models::user::list(&paths.data_dir).unwrap_or_default();
+            crate::config::resolve_chat_model(&manifest, &paths.models_dir, &user, Some(name)).filter(|m| m.name == name)
+        }) {
             Some(model) => Some(model),
             None => {
                 let chat: Vec<&str> = manifest.models.iter().filter(|m| m.role == ModelRole::Chat).map(|m| m.name.as_str()).collect();
-                bail!("no chat model named {name:?} in the manifest (chat models: {})", chat.join(", "));
+                bail!("no chat model named {name:?} in the manifest or added (chat models: {}; add your own with cowork models add PATH)", chat.join(", "));
             }
         },
     };

@@ -67,6 +67,8 @@ pub trait ChatEngine {
         should_stop: &dyn Fn() -> bool,
     ) -> Result<GenerationStats, EngineError>;
     fn name(&self) -> String;
+    /// Answer with another model file from now on (unloads the current one).
+    fn set_model(&mut self, path: PathBuf, expected: Option<(u64, String)>);
 }
 
 /// mistralrs with a local GGUF file, forced onto the CPU, never touching the network.
@@ -273,5 +275,12 @@ impl ChatEngine for MistralEngine {
 
     fn name(&self) -> String {
         self.model_path.file_name().map(|f| f.to_string_lossy().into_owned()).unwrap_or_default()
+    }
+
+    fn set_model(&mut self, path: PathBuf, expected: Option<(u64, String)>) {
+        self.model = None;
+        self.model_path = path;
+        self.expected = expected;
+        self.verified = false;
     }
 }

@@ -91,6 +91,8 @@ pub enum LlmCommand {
     Chat(ChatRequest),
     /// Load the model now instead of on first use.
     Preload,
+    /// Answer with this model file from now on (Settings → Models); size and sha256 to verify.
+    SetModel { path: PathBuf, expected: Option<(u64, String)> },
     Unload,
     /// Observational memory: summarise up to `limit` older hours of activity
     /// that have no summary yet (loads the model if needed); the count goes to `reply`.
@@ -815,6 +817,15 @@ impl<E: ChatEngine> LlmWorker<E> {
                     ctx.report(WorkerState::Degraded(reason));
                 }
             }
+            LlmCommand::SetModel { path, expected } => {
+                tracing::info!(model = %path.display(), "chat model changed");
+                self.engine.set_model(path.clone(), expected.clone());
+                self.config.model_path = path;
+                self.config.model_expected = expected;
+                self.conversation = None;
+                self.local_unavailable = false;
+                self.sink.send(AppEvent::Model(ModelStatus::NotLoaded));
+            }
             LlmCommand::Unload => {
                 self.engine.unload();
                 self.sink.send(AppEvent::Model(ModelStatus::NotLoaded));
@@ -904,6 +915,7 @@ mod tests {
             true
         }
         fn unload(&mut self) {}
+        fn set_model(&mut self, _path: PathBuf, _expected: Option<(u64, String)>) {}
         fn stream(
             &mut self,
             messages: &[PromptMessage],

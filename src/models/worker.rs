@@ -14,11 +14,16 @@ use crate::runtime::{EventSink, RestartPolicy, Supervised, WorkerContext, Worker
 pub enum ModelsCommand {
     /// Fetch every file that is missing or fails its check.
     FetchAll,
+    /// Where the list of added models lives (sent once at start).
+    SetDataDir(PathBuf),
+    /// Check and record a GGUF file the user has (`AppEvent::ModelAdded` answers).
+    AddUser(PathBuf),
     Shutdown,
 }
 
 pub struct ModelsWorker {
     files: Vec<ManifestFile>,
+    data_dir: Option<PathBuf>,
     models_dir: PathBuf,
     fetcher: Fetcher,
     sink: EventSink,
@@ -54,6 +59,17 @@ impl Supervised for ModelsWorker {
         while let Ok(command) = commands.recv() {
             match command {
                 ModelsCommand::FetchAll => self.fetch_all(),
+                ModelsCommand::SetDataDir(dir) => self.data_dir = Some(dir),
+                ModelsCommand::AddUser(path) => {
+                    let result = match &self.data_dir {
+                        Some(dir) => {
+                            let taken: Vec<String> = self.files.iter().filter_map(|f| f.path.split('/').next().map(str::to_owned)).collect();
+                            crate::models::user::add(dir, &path, &taken, crate::llm::memory::meminfo()).map(|(model, _)| model).map_err(|err| format!("{err:#}"))
+                        }
+                        None => Err("no data directory to record the model in".to_owned()),
+                    };
+                    self.sink.send(AppEvent::ModelAdded(result));
+                }
                 ModelsCommand::Shutdown => break,
             }
         }
@@ -70,6 +86,6 @@ pub fn spawn_models(
     policy: RestartPolicy,
 ) -> std::io::Result<WorkerHandle<ModelsCommand>> {
     spawn_supervised::<ModelsWorker, _>(WorkerName::Models, policy, sink.clone(), bounded(4), move |_ctx| {
-        Ok(ModelsWorker { files: files.clone(), models_dir: models_dir.clone(), fetcher: Fetcher::new(mirror.clone()), sink: sink.clone() })
+        Ok(ModelsWorker { files: files.clone(), data_dir: None, models_dir: models_dir.clone(), fetcher: Fetcher::new(mirror.clone()), sink: sink.clone() })
     })
 }

@@ -21,6 +21,8 @@ pub struct SettingsPanel {
     /// What the Network section shows (filled by the app).
     pub network: NetworkView,
     pub memory: crate::ui::memory::MemoryPanel,
+    /// The path typed into Settings → Models → Add.
+    pub add_model_path: String,
 }
 
 #[derive(Default)]
@@ -60,6 +62,8 @@ pub struct ModelView {
     pub size_bytes: u64,
     pub status: String,
     pub ok: bool,
+    /// For an installed chat model: what answering with it needs.
+    pub chat: Option<crate::config::ResolvedModel>,
 }
 
 pub fn settings_ui(
@@ -186,6 +190,7 @@ pub fn settings_ui(
                 None => ui.add(egui::ProgressBar::new(*done as f32 / (*total).max(1) as f32).text(format!("{path}: {:.0} of {:.0} MB", *done as f64 / 1e6, *total as f64 / 1e6))),
             };
         }
+        chat_model_ui(ui, state, models, panel, actions);
         Grid::new("models").striped(true).show(ui, |ui| {
             for model in models {
                 ui.label(&model.name);
@@ -361,6 +366,39 @@ fn new_provider_ui(ui: &mut egui::Ui, network: &mut NetworkView, actions: &mut V
         }));
         *form = NewProvider::default();
     }
+}
+
+/// Settings → Models: which installed chat model answers, and adding a GGUF file the user has.
+fn chat_model_ui(ui: &mut egui::Ui, state: &AppState, models: &[ModelView], panel: &mut SettingsPanel, actions: &mut Vec<UiAction>) {
+    let added = state.added_models.iter().map(|m| crate::config::ResolvedModel { name: m.name.clone(), path: m.path.clone(), size: m.size, sha256: m.sha256.clone() });
+    let choices: Vec<crate::config::ResolvedModel> = models.iter().filter_map(|m| m.chat.clone()).chain(added).collect();
+    let current = &state.settings.chat_model;
+    let selected = if current.is_empty() { "Default for this machine".to_owned() } else { current.clone() };
+    ui.horizontal(|ui| {
+        let label = ui.label("Chat model");
+        egui::ComboBox::from_id_salt("chat_model").selected_text(selected).show_ui(ui, |ui| {
+            if ui.selectable_label(current.is_empty(), "Default for this machine").clicked() && !current.is_empty() {
+                actions.push(UiAction::ChooseChatModel(None));
+            }
+            for choice in &choices {
+                if ui.selectable_label(*current == choice.name, &choice.name).clicked() && *current != choice.name {
+                    actions.push(UiAction::ChooseChatModel(Some(choice.clone())));
+                }
+            }
+        })
+        .response
+        .labelled_by(label.id);
+    });
+    ui.label(RichText::new("The default is the first chat model below that is installed and fits in memory").small().color(theme::MUTED));
+    ui.horizontal(|ui| {
+        let label = ui.label("Add a GGUF file");
+        ui.add(egui::TextEdit::singleline(&mut panel.add_model_path).hint_text("/path/to/model.gguf").desired_width(200.0)).labelled_by(label.id);
+        let path = panel.add_model_path.trim().to_owned();
+        if ui.add_enabled(!path.is_empty(), egui::Button::new("Add")).clicked() {
+            actions.push(UiAction::AddModel(path.into()));
+            panel.add_model_path.clear();
+        }
+    });
 }
 
 fn setting_row_ui(

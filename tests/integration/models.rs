@@ -249,3 +249,64 @@ fn minilm_embeddings_rank_a_paraphrase_high_and_an_unrelated_sentence_near_zero(
     let err = cowork::embed::Embedder::load(broken.path()).err().expect("refused");
     assert!(format!("{err:#}").contains("model.safetensors"), "{err:#}");
 }
+
+/// A minimal GGUF v3 header with only `general.architecture` set.
+fn gguf_with_architecture(architecture: &str) -> Vec<u8> {
+    let mut bytes = b"GGUF".to_vec();
+    bytes.extend(3u32.to_le_bytes());
+    bytes.extend(0u64.to_le_bytes()); // tensors
+    bytes.extend(1u64.to_le_bytes()); // metadata entries
+    let key = b"general.architecture";
+    bytes.extend((key.len() as u64).to_le_bytes());
+    bytes.extend(key);
+    bytes.extend(8u32.to_le_bytes()); // string
+    bytes.extend((architecture.len() as u64).to_le_bytes());
+    bytes.extend(architecture.as_bytes());
+    bytes
+}
+
+#[test]
+fn a_gguf_the_user_has_is_checked_recorded_and_answers_and_bad_files_are_refused_clearly() {
+    let smollm2 = super::support::chat_model();
+    if !require(smollm2.is_file(), "the SmolLM2 model") {
+        return;
+    }
+    let data = temp_dir();
+    let cowork = |args: &[&str]| {
+        std::process::Command::new(env!("CARGO_BIN_EXE_cowork"))
+            .arg("--data-dir")
+            .arg(data.path())
+            .arg("--models-dir")
+            .arg(models_dir())
+            .args(args)
+            .env("COWORK_LOG", "error")
+            .output()
+            .unwrap()
+    };
+    // Not a model, and a model of an architecture the engine does not run: clear refusals, nothing recorded.
+    let junk = data.path().join("holiday.gguf");
+    std::fs::write(&junk, b"these are not weights").unwrap();
+    let out = cowork(&["models", "add", junk.to_str().unwrap()]);
+    assert!(!out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("not a GGUF file"), "{}", String::from_utf8_lossy(&out.stderr));
+    let gemma = data.path().join("gemma-3-1b.gguf");
+    std::fs::write(&gemma, gguf_with_architecture("gemma3")).unwrap();
+    let out = cowork(&["models", "add", gemma.to_str().unwrap()]);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success() && stderr.contains("architecture \"gemma3\" is not supported") && stderr.contains("qwen2"), "{stderr}");
+    assert!(!data.path().join("user-models.json").exists());
+
+    // A real GGUF: measured and recorded where it is, then it answers by its name.
+    let out = cowork(&["models", "add", smollm2.to_str().unwrap()]);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let listed: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(data.path().join("user-models.json")).unwrap()).unwrap();
+    let model = &listed["models"][0];
+    let manifest = Manifest::bundled().unwrap();
+    let bundled = manifest.models.iter().find(|m| m.name == "smollm2-135m-instruct").unwrap();
+    assert_eq!(model["sha256"].as_str().unwrap(), bundled.files[0].sha256, "the recorded sha256 is the file's");
+    assert_eq!(model["architecture"], "llama");
+    let name = model["name"].as_str().unwrap().to_owned();
+    let out = cowork(&["ask", "--forget", "--local-model", &name, "What is the capital of France?"]);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(!String::from_utf8_lossy(&out.stdout).trim().is_empty());
+}

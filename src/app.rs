@@ -212,6 +212,10 @@ impl CoworkApp {
             UiAction::OpenQuickPrompt => {
                 self.state.quick_prompt_open = true;
                 self.quick.focus_requested = false;
+                // Load the model and prefill the shared prompt head while the user types.
+                if self.state.settings.prefer == crate::brains::Preference::Local {
+                    let _ = self.channels.llm.try_send(LlmCommand::Prepare);
+                }
             }
             UiAction::CloseQuickPrompt => self.state.quick_prompt_open = false,
             UiAction::SaveSetting { key, value } => {

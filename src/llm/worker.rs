@@ -91,6 +91,9 @@ pub enum LlmCommand {
     Chat(ChatRequest),
     /// Load the model now instead of on first use.
     Preload,
+    /// Load the model and prefill the prompt head the next question shares
+    /// (the quick prompt opened: the user is about to ask).
+    Prepare,
     /// Answer with this model file from now on (Settings → Models); size and sha256 to verify.
     SetModel { path: PathBuf, expected: Option<(u64, String)> },
     Unload,
@@ -264,7 +267,7 @@ impl<E: ChatEngine> LlmWorker<E> {
         let cited = rag::cited_before(conn, thread_id).unwrap_or_default();
         let any_embedded = crate::memory::jobs::any_embedded(conn).unwrap_or(false);
         let recalled = match (&self.config.recall, any_embedded) {
-            (Some(search), true) => {
+            (Some(search), true) if !request.text.trim().is_empty() => {
                 let (reply, answer) = bounded(1);
                 let asked = search.send_timeout(
                     crate::search::SearchCommand::Recall { query: request.text.clone(), namespaces: crate::memory::Namespace::ALL.to_vec(), k: RECALL_K, reply },
@@ -296,7 +299,42 @@ impl<E: ChatEngine> LlmWorker<E> {
             messages.push(question_turn(&[context.map(|c| c.turn.as_str()).unwrap_or_default()], &request.text));
             return messages;
         }
-        chat_messages(SYSTEM_PROMPT, &self.examples, context, &request.history, self.config.history_messages, &request.text)
+        // The examples teach reading captured context; without any, they would only cost prefill.
+        let examples: &[PromptMessage] = if context.is_some() { &self.examples } else { &[] };
+        chat_messages(SYSTEM_PROMPT, examples, context, &request.history, self.config.history_messages, &request.text)
+    }
+
+    /// Prefills the head every next question shares (identity, memory,
+    /// examples, activity log, clock) so the engine's prefix cache holds it
+    /// before the question arrives: `LlmCommand::Prepare`, which the UI sends
+    /// when the quick prompt opens, while the user is still typing.
+    fn warm_head(&mut self) {
+        let (settings, _) = self.brains();
+        let probe = ChatRequest {
+            thread: ChatThread { thread_id: 0, title: String::new(), updated_at_millis: 0 },
+            thread_is_new: false,
+            user_message_id: 0,
+            answer_id: 0,
+            text: String::new(),
+            history: Vec::new(),
+            ask_id: 0,
+            try_harder_from: None,
+            consent_once: false,
+            is_retry: false,
+        };
+        let system: Vec<String> = self
+            .memory_context(&probe, &settings)
+            .map(|m| m.report.injected.iter().skip(1).map(|s| s.text.clone()).collect())
+            .unwrap_or_default();
+        let Some(layer1) = self.context() else { return };
+        let system: Vec<&str> = system.iter().map(String::as_str).collect();
+        let context = PromptContext { system: join_parts(&system), log: layer1.log.unwrap_or_default(), turn: layer1.now };
+        let messages = self.prompt(&probe, Some(&context));
+        let started = std::time::Instant::now();
+        match self.engine.stream(&messages, 1, &mut |_| StreamControl::Continue, &|| false) {
+            Ok(_) => tracing::info!(millis = started.elapsed().as_millis() as u64, "prompt head prefilled"),
+            Err(err) => tracing::warn!(%err, "could not prefill the prompt head"),
+        }
     }
 
     /// The messages for a cloud model: the same layout without the worked examples.
@@ -817,6 +855,11 @@ impl<E: ChatEngine> LlmWorker<E> {
                     ctx.report(WorkerState::Degraded(reason));
                 }
             }
+            LlmCommand::Prepare => match self.ensure_model() {
+                Ok(()) => self.warm_head(),
+                Err(EngineError::ModelUnavailable(reason)) => ctx.report(WorkerState::Degraded(reason)),
+                Err(_) => {}
+            },
             LlmCommand::SetModel { path, expected } => {
                 tracing::info!(model = %path.display(), "chat model changed");
                 self.engine.set_model(path.clone(), expected.clone());
@@ -1104,6 +1147,19 @@ mod tests {
         assert_eq!(third[..head], first[..head], "the shared head: identity and examples");
         assert_eq!(third[head].content, "What am I doing?", "then the history as plain turns");
         assert!(third.last().unwrap().content.contains("Q3 report.odt"), "and a full turn with the context");
+    }
+
+    #[test]
+    fn prepare_prefills_the_head_that_the_next_question_shares() {
+        let Harness { _dir, mut worker, ctx, prompts, .. } = harness(ScriptedEngine::default(), Arc::default());
+        worker.handle(LlmCommand::Prepare, &ctx);
+        worker.handle(LlmCommand::Chat(request(Vec::new())), &ctx);
+        let (warm, asked) = { let p = prompts.lock().unwrap(); (p[0].clone(), p[1].clone()) };
+        assert_eq!(warm.len(), asked.len(), "same layout: system, examples, the turn");
+        assert_eq!(warm[..warm.len() - 1], asked[..asked.len() - 1], "identity, memory and examples are shared");
+        let head = warm.last().unwrap().content.trim_end_matches("Question: ").to_owned();
+        assert!(head.contains("Q3 report.odt"), "the log and clock are in the warmed turn: {head}");
+        assert!(asked.last().unwrap().content.starts_with(&head), "the question's turn extends the warmed head");
     }
 
     #[test]

@@ -4,6 +4,7 @@
 pub mod context;
 mod engine;
 pub mod memory;
+pub mod prompt;
 mod worker;
 
 pub use engine::{ChatEngine, EngineError, MistralEngine, PromptMessage, StreamControl, check_gguf_header};

@@ -12,7 +12,8 @@ use rusqlite::Connection;
 
 use crate::events::{AppEvent, ChatMessage, ChatThread, GenerationStats, MessageStatus, ModelStatus, Role, WorkerName};
 use crate::ids::now_millis;
-use crate::llm::context::{Layer1, PromptContext, chat_messages, join_parts, layer1_context, local_examples, question_turn};
+use crate::llm::context::{Layer1, layer1_context};
+use crate::llm::prompt::{PromptContext, chat_messages, join_parts, local_examples, question_turn};
 use crate::llm::engine::{ChatEngine, EngineError, MistralEngine, PromptMessage, PromptRole, StreamControl};
 use crate::runtime::{EventSink, RestartPolicy, Supervised, WorkerContext, WorkerHandle, WorkerState, spawn_supervised};
 use crate::capture::firewall::wants_no_memory;

@@ -283,8 +283,8 @@ fn real_config(db: &std::path::Path) -> LlmConfig {
 /// replayed through `capture simulate`, 25 questions written beforehand whose
 /// answers are in the captured context, answered by the real default model
 /// through `cowork ask`. The target is 85 %; the floor here is what
-/// the bundled Qwen2.5-Coder-0.5B reaches with greedy decoding (18–19/25 over
-/// runs; the clock in the prompt differs), less one, so a change to the prompt,
+/// the bundled Qwen2.5-Coder-0.5B reaches with greedy decoding (18–20/25 over
+/// runs; the clock in the prompt and float summation order differ), less two, so a change to the prompt,
 /// the context or the sampler that costs answers fails. It also checks that a
 /// warm model answers later questions from the prefix cache.
 #[test]

@@ -209,6 +209,8 @@ fn the_quick_prompt_opens_from_the_keyboard_and_sends_into_the_chat() {
     harness.run();
     harness.key_press(egui::Key::Enter);
     harness.run();
+    // Opening it asked the llm worker to load the model and prefill the prompt head.
+    assert!(matches!(far.llm.try_recv(), Ok(LlmCommand::Prepare)), "opening the quick prompt prepares the local model");
     match far.llm.try_recv().expect("quick prompt sent a chat request") {
         LlmCommand::Chat(request) => assert_eq!(request.text, "Summarise my morning"),
         other => panic!("unexpected {other:?}"),

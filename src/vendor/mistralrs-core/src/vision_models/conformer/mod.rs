@@ -1,0 +1,4 @@
+pub mod config;
+pub mod encoder;
+pub mod nemo;
+pub mod pos_embed;

@@ -38,7 +38,20 @@ pub struct ChunkHit {
 
 impl ChunkHit {
     /// The text without the "Typed in app (title): " prefix the embedder saw.
+    /// The prefix is rebuilt from the hit's app and title (as `jobs::source_pieces`
+    /// wrote it), so a title holding ": " (a mail's "Write: Re: …") is not cut
+    /// into the body; other streams fall back to the first ": ".
     pub fn body(&self) -> &str {
+        let app = self.app.as_deref().unwrap_or_default();
+        let prefix = match self.stream {
+            Source::Window => Some(format!("Window in {app}: ")),
+            Source::Typing => Some(format!("Typed in {app} ({}): ", self.title)),
+            Source::Clipboard => Some(format!("Copied in {app} ({}): ", self.title)),
+            _ => None,
+        };
+        if let Some(body) = prefix.and_then(|p| self.text.strip_prefix(p.as_str())) {
+            return body;
+        }
         self.text.split_once(": ").map_or(&self.text, |(_, body)| body)
     }
 

@@ -97,7 +97,15 @@ impl Item {
             crate::search::Stream::Chat => "said in a chat with cowork",
             crate::search::Stream::Summary => "summary",
         };
-        format!("[{n}] {} {kind} {}: {}\n", crate::ids::format_when(self.at_millis, now_millis), self.label, text.replace('\n', " "))
+        let when = crate::ids::format_when(self.at_millis, now_millis);
+        // A window's text is its title (and URL), already in the label: say it once.
+        let title = self.label.split_once(" — ").map_or(self.label.as_str(), |(_, title)| title);
+        if self.stream == crate::search::Stream::Window
+            && let Some(rest) = text.strip_prefix(title)
+        {
+            return format!("[{n}] {when} window {}{}\n", self.label, rest.replace('\n', " "));
+        }
+        format!("[{n}] {when} {kind} {}: {}\n", self.label, text.replace('\n', " "))
     }
 
     fn same_source(&self, other: &Item) -> bool {
@@ -268,6 +276,31 @@ mod tests {
 
     fn item(id: i64, at: i64, origin: Origin, words: usize) -> Item {
         Item { chunk_id: Some(id), stream: Source::Window, source_id: id, at_millis: at, label: format!("app — {id}"), text: "word ".repeat(words), origin, open_id: Some(id) }
+    }
+
+    #[test]
+    fn a_note_says_a_window_title_once_and_keeps_typed_text_whole_when_the_title_has_colons() {
+        let now = 100 * 86_400_000;
+        let title = "Write: Re: Offsite venue - Thunderbird";
+        let hit = |stream: Source, text: String| super::super::hybrid::ChunkHit {
+            chunk_id: 1,
+            stream,
+            source_id: 1,
+            at_millis: now,
+            app: Some("Thunderbird".into()),
+            title: title.into(),
+            text,
+            score: 1.0,
+            open_id: None,
+        };
+        let typed = Item::from_hit(&hit(Source::Typing, format!("Typed in Thunderbird ({title}): Hi Priya, please book the hotel.")), Origin::Recalled);
+        assert_eq!(typed.text, "Hi Priya, please book the hotel.");
+        let line = typed.line(1, now);
+        assert!(line.ends_with(&format!("typed in Thunderbird — {title}: Hi Priya, please book the hotel.\n")), "{line}");
+        let window = Item::from_hit(&hit(Source::Window, format!("Window in Thunderbird: {title} (imap://mail)")), Origin::Recalled);
+        let line = window.line(2, now);
+        assert!(line.ends_with(&format!("window Thunderbird — {title} (imap://mail)\n")), "{line}");
+        assert_eq!(line.matches("Offsite venue").count(), 1, "{line}");
     }
 
     #[test]

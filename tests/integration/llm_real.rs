@@ -282,9 +282,10 @@ fn real_config(db: &std::path::Path) -> LlmConfig {
 /// The grounded-answer evaluation (scripts/eval-grounded): a scripted morning
 /// replayed through `capture simulate`, 25 questions written beforehand whose
 /// answers are in the captured context, answered by the real default model
-/// through `cowork ask`. The target is 85 %; the floor here is what
-/// the bundled Qwen2.5-Coder-0.5B reaches with greedy decoding (18–20/25 over
-/// runs; the clock in the prompt and float summation order differ), less two, so a change to the prompt,
+/// through `cowork ask`. The target is 85 % (22/25); the floor here is
+/// what the bundled Qwen2.5-Coder-0.5B reaches with greedy decoding (23/25 in
+/// the last runs; the clock in the prompt and float summation order differ
+/// between runs), less two, so a change to the prompt,
 /// the context or the sampler that costs answers fails. It also checks that a
 /// warm model answers later questions from the prefix cache.
 #[test]
@@ -304,7 +305,7 @@ fn the_default_model_answers_questions_about_a_scripted_morning_from_its_context
     eprintln!("grounded answers: {report:#}");
     let (score, questions) = (report["score"].as_u64().unwrap(), report["questions"].as_u64().unwrap());
     assert_eq!(questions, 25);
-    assert!(score >= 16, "{score}/{questions} right; misses: {:#}", report["misses"]);
+    assert!(score >= 21, "{score}/{questions} right; misses: {:#}", report["misses"]);
     // Later questions share the prompt's head with the first: only their own turn is prefilled.
     let (first, later) = (report["first_question_first_token_ms"].as_u64().unwrap(), report["first_token_ms_median"].as_f64().unwrap());
     assert!(later * 2.0 < first as f64, "prefix cache: first question {first} ms, later median {later} ms");

@@ -61,8 +61,22 @@ pub struct ResolvedModel {
     pub sha256: String,
 }
 
+impl ResolvedModel {
+    /// A manifest model's file (the converted one when there is one) under `models_dir`.
+    pub fn from_manifest(model: &crate::models::ManifestModel, models_dir: &Path) -> Self {
+        let (size, sha256) = model.primary_size_and_sha();
+        Self { name: model.name.clone(), path: models_dir.join(model.primary_path()), size, sha256: sha256.to_owned() }
+    }
+}
+
+impl From<&crate::models::user::UserModel> for ResolvedModel {
+    fn from(model: &crate::models::user::UserModel) -> Self {
+        Self { name: model.name.clone(), path: model.path.clone(), size: model.size, sha256: model.sha256.clone() }
+    }
+}
+
 pub fn resolve_model(manifest: &Manifest, models_dir: &Path, role: ModelRole) -> Option<ResolvedModel> {
-    Some(resolved(manifest.by_role(role)?, models_dir))
+    Some(ResolvedModel::from_manifest(manifest.by_role(role)?, models_dir))
 }
 
 /// Tokens the preflight reserves KV cache for when choosing the default chat model.
@@ -74,11 +88,8 @@ const CHAT_PREFLIGHT_TOKENS: u64 = 4_096;
 /// not refuse on this machine, falling back to the next (SmolLM2-135M). With
 /// nothing installed, the first, so the error names what to install.
 pub fn resolve_chat_model(manifest: &Manifest, models_dir: &Path, user: &[crate::models::user::UserModel], chosen: Option<&str>) -> Option<ResolvedModel> {
-    if let Some(model) = chosen.and_then(|name| resolve_named_model(manifest, models_dir, name)) {
+    if let Some(model) = chosen.and_then(|name| resolve_named_model(manifest, models_dir, user, name)) {
         return Some(model);
-    }
-    if let Some(model) = chosen.and_then(|name| user.iter().find(|m| m.name == name)) {
-        return Some(ResolvedModel { name: model.name.clone(), path: model.path.clone(), size: model.size, sha256: model.sha256.clone() });
     }
     let memory = crate::llm::memory::meminfo();
     let fits = |model: &ResolvedModel| {
@@ -87,18 +98,16 @@ pub fn resolve_chat_model(manifest: &Manifest, models_dir: &Path, user: &[crate:
             crate::models::gguf::preflight(&info, CHAT_PREFLIGHT_TOKENS, available, total).verdict != crate::models::gguf::Verdict::Red
         })
     };
-    let chat: Vec<ResolvedModel> = manifest.models.iter().filter(|m| m.role == ModelRole::Chat).map(|m| resolved(m, models_dir)).collect();
+    let chat: Vec<ResolvedModel> = manifest.models.iter().filter(|m| m.role == ModelRole::Chat).map(|m| ResolvedModel::from_manifest(m, models_dir)).collect();
     chat.iter().find(|m| fits(m)).or(chat.first()).cloned()
 }
 
-/// The chat model of the manifest called `name`.
-pub fn resolve_named_model(manifest: &Manifest, models_dir: &Path, name: &str) -> Option<ResolvedModel> {
-    Some(resolved(manifest.models.iter().find(|m| m.name == name && m.role == ModelRole::Chat)?, models_dir))
-}
-
-fn resolved(model: &crate::models::ManifestModel, models_dir: &Path) -> ResolvedModel {
-    let (size, sha256) = model.primary_size_and_sha();
-    ResolvedModel { name: model.name.clone(), path: models_dir.join(model.primary_path()), size, sha256: sha256.to_owned() }
+/// The chat model called `name`: one of the manifest's, or one the user added.
+pub fn resolve_named_model(manifest: &Manifest, models_dir: &Path, user: &[crate::models::user::UserModel], name: &str) -> Option<ResolvedModel> {
+    match manifest.models.iter().find(|m| m.name == name && m.role == ModelRole::Chat) {
+        Some(model) => Some(ResolvedModel::from_manifest(model, models_dir)),
+        None => user.iter().find(|m| m.name == name).map(ResolvedModel::from),
+    }
 }
 
 /// Settings with their defaults.

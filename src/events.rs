@@ -213,7 +213,7 @@ pub struct ChatMessage {
     pub refusal: bool,
 }
 
-#[derive(Clone, Debug, PartialEq)]
+#[derive(Clone, Debug, Default, PartialEq)]
 pub struct ChatThread {
     pub thread_id: i64,
     pub title: String,

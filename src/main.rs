@@ -284,8 +284,7 @@ fn run(cli: Cli, process_started: Instant) -> anyhow::Result<ExitCode> {
                 ModelsAction::Convert => commands::models::convert_all(&manifest, &paths.models_dir)?,
                 ModelsAction::Add { path } => {
                     paths.ensure_data_dir()?;
-                    let taken: Vec<String> = manifest.models.iter().map(|m| m.name.clone()).collect();
-                    let (model, preflight) = cowork::models::user::add(&paths.data_dir, &path, &taken, cowork::llm::memory::meminfo())?;
+                    let (model, preflight) = cowork::models::user::add(&paths.data_dir, &path, cowork::llm::memory::meminfo())?;
                     println!("added {} ({}, {} bytes, sha256 {})", model.name, model.architecture, model.size, model.sha256);
                     if let Some(preflight) = preflight {
                         println!("memory preflight: {}", preflight.describe());
@@ -442,12 +441,7 @@ fn model_views(manifest: &Manifest, paths: &Paths) -> Vec<ModelView> {
                     other => other.describe(&path),
                 },
                 ok: check.is_ok(),
-                chat: (model.role == cowork::models::ModelRole::Chat && check.is_ok()).then(|| cowork::config::ResolvedModel {
-                    name: model.name.clone(),
-                    path: path.clone(),
-                    size,
-                    sha256: sha256.to_owned(),
-                }),
+                chat: (model.role == cowork::models::ModelRole::Chat && check.is_ok()).then(|| cowork::config::ResolvedModel::from_manifest(model, &paths.models_dir)),
             }
         })
         .collect()

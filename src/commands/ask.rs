@@ -51,10 +51,7 @@ pub fn ask(paths: &Paths, questions: &[String], options: &AskOptions) -> anyhow:
     let manifest = Manifest::bundled()?;
     let chat_model = match options.local_model.as_deref() {
         None => crate::workers::chat_model(&manifest, paths),
-        Some(name) => match resolve_named_model(&manifest, &paths.models_dir, name).or_else(|| {
-            let user = crate::models::user::list(&paths.data_dir).unwrap_or_default();
-            crate::config::resolve_chat_model(&manifest, &paths.models_dir, &user, Some(name)).filter(|m| m.name == name)
-        }) {
+        Some(name) => match resolve_named_model(&manifest, &paths.models_dir, &crate::models::user::list(&paths.data_dir).unwrap_or_default(), name) {
             Some(model) => Some(model),
             None => {
                 let chat: Vec<&str> = manifest.models.iter().filter(|m| m.role == ModelRole::Chat).map(|m| m.name.as_str()).collect();

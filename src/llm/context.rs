@@ -75,28 +75,28 @@ pub fn render(sessions_newest_first: &[ActivitySession], now_millis: i64, budget
         },
     };
     let header = "Activity log, oldest first (start, app: window title (time spent)):\n";
+    // Newest first, each line rendered once, while the budget lasts.
     let mut used = estimate_tokens(header);
-    let mut fitting = 0;
+    let mut lines: Vec<String> = Vec::new();
     for session in finished {
-        let cost = estimate_tokens(&log_line(session, now_millis));
-        if used + cost > budget_tokens {
+        let line = log_line(session, now_millis);
+        used += estimate_tokens(&line);
+        if used > budget_tokens {
             break;
         }
-        used += cost;
-        fitting += 1;
+        lines.push(line);
     }
-    let mut kept = &finished[..fitting];
-    if fitting < finished.len()
-        && let Some(oldest) = kept.last()
+    if lines.len() < finished.len()
+        && let Some(oldest) = lines.len().checked_sub(1).map(|i| &finished[i])
     {
         let start = -(-oldest.started_at_millis).div_euclid(LOG_START_STEP_MILLIS) * LOG_START_STEP_MILLIS;
-        let keep = kept.iter().take_while(|s| s.started_at_millis >= start).count();
-        kept = &kept[..keep];
+        let keep = finished.iter().take(lines.len()).take_while(|s| s.started_at_millis >= start).count();
+        lines.truncate(keep);
     }
-    let log = (!kept.is_empty()).then(|| {
+    let log = (!lines.is_empty()).then(|| {
         let mut text = header.to_owned();
-        for session in kept.iter().rev() {
-            text.push_str(&log_line(session, now_millis));
+        for line in lines.iter().rev() {
+            text.push_str(line);
         }
         text.truncate(text.trim_end().len());
         text

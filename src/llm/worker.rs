@@ -68,7 +68,7 @@ const BATTERY_IDLE_SECS: u64 = 60;
 const RESOURCE_CHECK: Duration = Duration::from_secs(15);
 
 /// One question in a thread.
-#[derive(Clone, Debug)]
+#[derive(Clone, Debug, Default)]
 pub struct ChatRequest {
     pub thread: ChatThread,
     pub thread_is_new: bool,
@@ -311,31 +311,28 @@ impl<E: ChatEngine> LlmWorker<E> {
     /// when the quick prompt opens, while the user is still typing.
     fn warm_head(&mut self) {
         let (settings, _) = self.brains();
-        let probe = ChatRequest {
-            thread: ChatThread { thread_id: 0, title: String::new(), updated_at_millis: 0 },
-            thread_is_new: false,
-            user_message_id: 0,
-            answer_id: 0,
-            text: String::new(),
-            history: Vec::new(),
-            ask_id: 0,
-            try_harder_from: None,
-            consent_once: false,
-            is_retry: false,
-        };
-        let system: Vec<String> = self
-            .memory_context(&probe, &settings)
-            .map(|m| m.report.injected.iter().skip(1).map(|s| s.text.clone()).collect())
-            .unwrap_or_default();
-        let Some(layer1) = self.context() else { return };
-        let system: Vec<&str> = system.iter().map(String::as_str).collect();
-        let context = PromptContext { system: join_parts(&system), log: layer1.log.unwrap_or_default(), turn: layer1.now };
+        let probe = ChatRequest::default();
+        let memory = self.memory_context(&probe, &settings);
+        // Without notes: they depend on the question.
+        let Some(context) = self.prompt_context(memory.as_ref(), "") else { return };
         let messages = self.prompt(&probe, Some(&context));
         let started = std::time::Instant::now();
         match self.engine.stream(&messages, 1, &mut |_| StreamControl::Continue, &|| false) {
             Ok(_) => tracing::info!(millis = started.elapsed().as_millis() as u64, "prompt head prefilled"),
             Err(err) => tracing::warn!(%err, "could not prefill the prompt head"),
         }
+    }
+
+    /// What a question is sent with: memory sections (the identity comes first)
+    /// for the system prompt; the activity log, then the clock and current
+    /// window, then `notes` nearest the question (small models weigh what they
+    /// read last) for its turn. `None` when there is nothing at all.
+    fn prompt_context(&mut self, memory: Option<&MemoryContext>, notes: &str) -> Option<PromptContext> {
+        let system: Vec<&str> = memory.map(|m| m.report.injected.iter().skip(1).map(|s| s.text.as_str()).collect()).unwrap_or_default();
+        let system = join_parts(&system);
+        let (log, now) = self.context().map(|l| (l.log.unwrap_or_default(), l.now)).unwrap_or_default();
+        let context = PromptContext { system, log, turn: join_parts(&[&now, notes]) };
+        (!context.text().is_empty()).then_some(context)
     }
 
     /// The messages for a cloud model: the same layout without the worked examples.
@@ -413,18 +410,8 @@ impl<E: ChatEngine> LlmWorker<E> {
             self.sink.send(AppEvent::Citations { answer_id: request.answer_id, citations: citations.clone() });
         }
         let citations_json = (!citations.is_empty()).then(|| serde_json::to_string(&citations).unwrap_or_default());
-        // System: memory sections (the identity comes first). The question's turn:
-        // the activity log, then the clock and current window, then recalled items
-        // nearest the question (small models weigh what they read last).
-        let context = {
-            let layer1 = self.context();
-            let system: Vec<String> = memory.as_ref().map(|m| m.report.injected.iter().skip(1).map(|s| s.text.clone()).collect()).unwrap_or_default();
-            let notes = memory.as_ref().and_then(|m| m.assembly.render(now_millis())).unwrap_or_default();
-            let (log, now) = layer1.map(|l| (l.log.unwrap_or_default(), l.now)).unwrap_or_default();
-            let system: Vec<&str> = system.iter().map(String::as_str).collect();
-            let context = PromptContext { system: join_parts(&system), log, turn: join_parts(&[&now, &notes]) };
-            (!context.text().is_empty()).then_some(context)
-        };
+        let notes = memory.as_ref().and_then(|m| m.assembly.render(now_millis())).unwrap_or_default();
+        let context = self.prompt_context(memory.as_ref(), &notes);
         let context_text = context.as_ref().map(PromptContext::text);
         // Route first: a cloud answer may need the user's consent before anything happens.
         let plan = match self.plan(&request, context_text.as_deref(), &settings, &providers) {

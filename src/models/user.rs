@@ -50,10 +50,10 @@ pub fn list(data_dir: &Path) -> anyhow::Result<Vec<UserModel>> {
     Ok(file.models)
 }
 
-/// Checks `path` and records it. A file added before is measured again and
-/// replaces its entry. `taken`: names already used (the manifest's models).
-/// `memory`: (available, total) bytes for the preflight, when known.
-pub fn add(data_dir: &Path, path: &Path, taken: &[String], memory: Option<(u64, u64)>) -> anyhow::Result<(UserModel, Option<Preflight>)> {
+/// Checks `path` and records it under a name no bundled model uses. A file
+/// added before is measured again and replaces its entry. `memory`:
+/// (available, total) bytes for the preflight, when known.
+pub fn add(data_dir: &Path, path: &Path, memory: Option<(u64, u64)>) -> anyhow::Result<(UserModel, Option<Preflight>)> {
     let path = std::fs::canonicalize(path).with_context(|| format!("cannot open {}", path.display()))?;
     if !path.is_file() {
         bail!("{} is not a file", path.display());
@@ -77,7 +77,8 @@ pub fn add(data_dir: &Path, path: &Path, taken: &[String], memory: Option<(u64, 
     let mut models = list(data_dir)?;
     models.retain(|m| m.path != path);
     let stem = path.file_stem().map(|s| s.to_string_lossy().to_lowercase()).unwrap_or_else(|| "model".into());
-    let used = |name: &str| taken.iter().any(|t| t == name) || models.iter().any(|m| m.name == name);
+    let bundled = crate::models::Manifest::bundled()?;
+    let used = |name: &str| bundled.models.iter().any(|m| m.name == name) || models.iter().any(|m| m.name == name);
     let name = (1..).map(|n| if n == 1 { stem.clone() } else { format!("{stem}-{n}") }).find(|n| !used(n)).expect("unbounded");
     let model = UserModel { name, path, size, sha256, architecture: info.architecture };
     models.push(model.clone());
@@ -114,7 +115,7 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let file = dir.path().join("notes.gguf");
         std::fs::write(&file, b"hello, not a model").unwrap();
-        let err = format!("{:#}", add(dir.path(), &file, &[], None).unwrap_err());
+        let err = format!("{:#}", add(dir.path(), &file, None).unwrap_err());
         assert!(err.contains("not a GGUF file"), "{err}");
         assert!(!list_path(dir.path()).exists());
     }

@@ -62,10 +62,7 @@ impl Supervised for ModelsWorker {
                 ModelsCommand::SetDataDir(dir) => self.data_dir = Some(dir),
                 ModelsCommand::AddUser(path) => {
                     let result = match &self.data_dir {
-                        Some(dir) => {
-                            let taken: Vec<String> = self.files.iter().filter_map(|f| f.path.split('/').next().map(str::to_owned)).collect();
-                            crate::models::user::add(dir, &path, &taken, crate::llm::memory::meminfo()).map(|(model, _)| model).map_err(|err| format!("{err:#}"))
-                        }
+                        Some(dir) => crate::models::user::add(dir, &path, crate::llm::memory::meminfo()).map(|(model, _)| model).map_err(|err| format!("{err:#}")),
                         None => Err("no data directory to record the model in".to_owned()),
                     };
                     self.sink.send(AppEvent::ModelAdded(result));

@@ -370,7 +370,7 @@ fn new_provider_ui(ui: &mut egui::Ui, network: &mut NetworkView, actions: &mut V
 
 /// Settings → Models: which installed chat model answers, and adding a GGUF file the user has.
 fn chat_model_ui(ui: &mut egui::Ui, state: &AppState, models: &[ModelView], panel: &mut SettingsPanel, actions: &mut Vec<UiAction>) {
-    let added = state.added_models.iter().map(|m| crate::config::ResolvedModel { name: m.name.clone(), path: m.path.clone(), size: m.size, sha256: m.sha256.clone() });
+    let added = state.added_models.iter().map(crate::config::ResolvedModel::from);
     let choices: Vec<crate::config::ResolvedModel> = models.iter().filter_map(|m| m.chat.clone()).chain(added).collect();
     let current = &state.settings.chat_model;
     let selected = if current.is_empty() { "Default for this machine".to_owned() } else { current.clone() };

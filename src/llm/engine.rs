@@ -284,3 +284,50 @@ impl ChatEngine for MistralEngine {
         self.verified = false;
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use candle_core::quantized::{GgmlDType, QMatMul, QTensor};
+    use candle_core::{Device, Module, Tensor};
+
+    fn values(len: usize, mut seed: u64) -> Vec<f32> {
+        (0..len)
+            .map(|_| {
+                seed = seed.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+                ((seed >> 40) as f32 / (1u64 << 24) as f32) * 2.0 - 1.0
+            })
+            .collect()
+    }
+
+    /// The vendored candle-core multiplies a prompt (several rows) in a tiled
+    /// loop with four-row kernels (src/vendor/candle-core/PATCH.md). Each row
+    /// must come out bit-identical to the same row alone (the decode path), and
+    /// close to the product with the dequantized weights.
+    #[test]
+    fn quantized_prefill_matmul_matches_row_by_row_and_dense() -> candle_core::Result<()> {
+        // 70 rows cross a 64-row tile and end in a partial group of four;
+        // 200 columns end in a partial chunk of 16.
+        let (m, k, n) = (70, 768, 200);
+        let x = Tensor::from_vec(values(m * k, 2), (m, k), &Device::Cpu)?;
+        for dtype in [GgmlDType::Q4_1, GgmlDType::Q8_0, GgmlDType::Q4_0, GgmlDType::Q6K] {
+            let w = Tensor::from_vec(values(n * k, 1), (n, k), &Device::Cpu)?;
+            let qw = QTensor::quantize(&w, dtype)?;
+            let dequantized = qw.dequantize(&Device::Cpu)?;
+            let q = QMatMul::from_qtensor(qw)?;
+            let all = q.forward(&x)?;
+            for r in 0..m {
+                let alone = q.forward(&x.narrow(0, r, 1)?.contiguous()?)?;
+                assert_eq!(
+                    all.narrow(0, r, 1)?.to_vec2::<f32>()?,
+                    alone.to_vec2::<f32>()?,
+                    "{dtype:?}: row {r} of the prompt differs from the row alone"
+                );
+            }
+            let dense = x.matmul(&dequantized.t()?)?;
+            let err = (&all - &dense)?.abs()?.max_all()?.to_scalar::<f32>()?;
+            let scale = dense.abs()?.max_all()?.to_scalar::<f32>()?;
+            assert!(err <= 0.02 * scale, "{dtype:?}: max error {err} against {scale}");
+        }
+        Ok(())
+    }
+}

@@ -22,11 +22,8 @@ use crate::store::{self, StoreCommand};
 /// The identity. Small local models follow it only when it is this concrete:
 /// where the facts are, to copy them exactly, and to say so when they are not
 /// there (README "The local model's prompt").
-pub const SYSTEM_PROMPT: &str = "You are cowork, an assistant running privately on the user's computer. \
-You see a log of the windows the user worked in and notes of what they typed and copied. \
-When a question is about the user's own activity, answer from the log and the notes, \
-copying names, numbers, codes and times exactly as they are written there. \
-Answer in one or two short sentences. If the answer is not there, say that you do not see it; never make one up.";
+// The text lives in assets so scripts/measure can give llama.cpp the identical prompt.
+pub const SYSTEM_PROMPT: &str = include_str!("../../assets/prompts/system.txt");
 
 #[derive(Clone, Debug)]
 pub struct LlmConfig {

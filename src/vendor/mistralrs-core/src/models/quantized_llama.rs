@@ -212,7 +212,7 @@ impl LayerWeights {
 }
 
 pub struct ModelWeights {
-    tok_embeddings: Embedding,
+    tok_embeddings: super::quantized_embedding::QEmbedding,
     layers: Vec<LayerWeights>,
     norm: QRmsNorm,
     output: Arc<dyn QuantMethod>,
@@ -307,7 +307,10 @@ impl ModelConfig::FromGGML for ModelWeights {
             })
         }
         Ok(Self {
-            tok_embeddings: Embedding::new(tok_embeddings, ct.hparams.n_embd as usize),
+            tok_embeddings: super::quantized_embedding::QEmbedding::Dense(Embedding::new(
+                tok_embeddings,
+                ct.hparams.n_embd as usize,
+            )),
             layers,
             norm,
             output: Arc::new(GgufMatMul::new(QuantMethodConfig::Gguf {
@@ -435,13 +438,20 @@ impl ModelConfig::FromGGUF for ModelWeights {
             value_length,
         } = PropsGGUF::try_from(metadata).or_else(|err| candle_core::bail!("{err}"))?;
 
-        let qtok_embeddings = ct.tensor("token_embd.weight", device)?;
-        let tok_embeddings = qtok_embeddings.dequantize(device)?;
+        // cowork patch (PATCH.md, change 4): the table stays quantized, shared
+        // with a tied output head.
+        let qtok_embeddings = Arc::new(ct.tensor("token_embd.weight", device)?);
+        if qtok_embeddings.shape().dims2()?.1 != embedding_length {
+            candle_core::bail!(
+                "token_embd.weight is {:?}, expected rows of embedding_length {embedding_length}",
+                qtok_embeddings.shape()
+            );
+        }
         let norm = QRmsNorm::new(ct.tensor("output_norm.weight", device)?, rms_norm_eps)?;
         let output = if !ct.has_tensor("output.weight") {
-            ct.tensor("token_embd.weight", device)?
+            qtok_embeddings.clone()
         } else {
-            ct.tensor("output.weight", device)?
+            Arc::new(ct.tensor("output.weight", device)?)
         };
         let mut layers = Vec::with_capacity(block_count);
 
@@ -641,11 +651,11 @@ impl ModelConfig::FromGGUF for ModelWeights {
             })
         }
         Ok(Self {
-            tok_embeddings: Embedding::new(tok_embeddings, embedding_length),
+            tok_embeddings: super::quantized_embedding::QEmbedding::new(qtok_embeddings)?,
             layers,
             norm,
             output: Arc::new(GgufMatMul::new(QuantMethodConfig::Gguf {
-                q_weight: Arc::new(output),
+                q_weight: output,
                 b: None,
             })?),
             device: device.clone(),

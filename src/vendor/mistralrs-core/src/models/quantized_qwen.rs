@@ -4,7 +4,7 @@ use std::collections::HashMap;
 use std::sync::Arc;
 
 use candle_core::{DType, Device, Result, Tensor};
-use candle_nn::{Embedding, Module};
+use candle_nn::Module;
 use mistralrs_quant::{GgufMatMul, QuantMethod, QuantMethodConfig};
 
 use crate::attention::SdpaParams;
@@ -144,7 +144,7 @@ impl LayerWeights {
 }
 
 pub struct ModelWeights {
-    tok_embeddings: Embedding,
+    tok_embeddings: super::quantized_embedding::QEmbedding,
     layers: Vec<LayerWeights>,
     norm: QRmsNorm,
     output: Arc<dyn QuantMethod>,
@@ -265,13 +265,20 @@ impl ModelConfig::FromGGUF for ModelWeights {
             value_length,
         } = PropsGGUF::try_from(metadata).or_else(|err| candle_core::bail!("{err}"))?;
 
-        let qtok_embeddings = ct.tensor("token_embd.weight", device)?;
-        let tok_embeddings = qtok_embeddings.dequantize(device)?;
+        // cowork patch (PATCH.md, change 4): the table stays quantized, shared
+        // with a tied output head.
+        let qtok_embeddings = Arc::new(ct.tensor("token_embd.weight", device)?);
+        if qtok_embeddings.shape().dims2()?.1 != embedding_length {
+            candle_core::bail!(
+                "token_embd.weight is {:?}, expected rows of embedding_length {embedding_length}",
+                qtok_embeddings.shape()
+            );
+        }
         let norm = QRmsNorm::new(ct.tensor("output_norm.weight", device)?, rms_norm_eps)?;
         let output = if !ct.has_tensor("output.weight") {
-            ct.tensor("token_embd.weight", device)?
+            qtok_embeddings.clone()
         } else {
-            ct.tensor("output.weight", device)?
+            Arc::new(ct.tensor("output.weight", device)?)
         };
         let mut layers = Vec::with_capacity(block_count);
 
@@ -414,11 +421,11 @@ impl ModelConfig::FromGGUF for ModelWeights {
             })
         }
         Ok(Self {
-            tok_embeddings: Embedding::new(tok_embeddings, embedding_length),
+            tok_embeddings: super::quantized_embedding::QEmbedding::new(qtok_embeddings)?,
             layers,
             norm,
             output: Arc::new(GgufMatMul::new(QuantMethodConfig::Gguf {
-                q_weight: Arc::new(output),
+                q_weight: output,
                 b: None,
             })?),
             device: device.clone(),

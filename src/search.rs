@@ -377,6 +377,9 @@ impl SearchWorker {
         let conn = self.connection()?;
         let mut hits = resolve(conn, &found, &Filters::default(), MIN_SIMILARITY).map_err(|err| err.to_string())?;
         hits.truncate(k);
+        for hit in &hits {
+            tracing::debug!(score = hit.score, title = %hit.title, text = %hit.body(), "recalled");
+        }
         Ok(hits)
     }
 

@@ -5,6 +5,8 @@ REPO="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 # One target directory outside the clone, shared by developers' builds and CI.
 export CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-$HOME/.cache/cowork-target}"
 export COWORK_BIN="$CARGO_TARGET_DIR/debug/cowork"
+# What users run: the `user` profile (Cargo.toml), built by scripts/setup.
+export COWORK_USER_BIN="$CARGO_TARGET_DIR/user/cowork"
 MCP_DIR="$HOME/.cache/cowork-test/mcp"
 MCP_EVERYTHING_VERSION="2026.8.31"
 TEST_VENV="$HOME/.cache/cowork-test/venv"
@@ -118,8 +120,29 @@ build() {
   if [ "$with_tests" = yes ]; then
     cargo test --no-run
   else
-    cargo build --bin cowork
+    cargo build --profile user --bin cowork
   fi
+}
+
+# CI builds and smoke-tests the user build only when an earlier build left its
+# dependencies compiled (a cold one would add ~N min to CI); scripts/setup builds it.
+smoke_user_build() {
+  if [ ! -x "$COWORK_USER_BIN" ]; then
+    echo "    no earlier user build in $CARGO_TARGET_DIR/user: skipped (scripts/setup builds it)" >&2
+    return 0
+  fi
+  cargo build --profile user --bin cowork
+  local data answer
+  data="$(mktemp -d)"
+  local run=("$COWORK_USER_BIN" --data-dir "$data" --models-dir "$REPO/models")
+  # Capture to the store, embeddings and the vector index, search, the local model.
+  COWORK_LOG=error "${run[@]}" capture simulate --script "$REPO/assets/scripts/grounded-morning.jsonl" >&2
+  COWORK_LOG=error "${run[@]}" memory embed >&2
+  grep -q LH1723 <<< "$(COWORK_LOG=error "${run[@]}" search "flight to Lisbon")" || { echo "search did not find the flight" >&2; rm -rf "$data"; return 1; }
+  answer="$(COWORK_LOG=error "${run[@]}" ask --forget --json --local-model smollm2-135m-instruct "Which flight was I looking at?")"
+  rm -rf "$data"
+  echo "    $answer" >&2
+  python3 -c 'import json, sys; a = json.loads(sys.argv[1]); sys.exit(0 if a["answer"].strip() and a["completion_tokens"] > 0 else "empty answer")' "$answer"
 }
 
 setup_common() {
@@ -133,6 +156,7 @@ setup_common() {
   fi
   cd "$REPO"
   step "build" build "$with_tests"
+  [ "$with_tests" = yes ] || COWORK_BIN="$COWORK_USER_BIN"
   step "models (chat, embeddings, speech; about 760 MB, 1.4 GB once converted)" python3 models/fetch --cowork "$COWORK_BIN"
 }
 

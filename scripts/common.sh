@@ -125,7 +125,7 @@ build() {
 }
 
 # CI builds and smoke-tests the user build only when an earlier build left its
-# dependencies compiled (a cold one would add ~N min to CI); scripts/setup builds it.
+# dependencies compiled (a cold one would add ~23 min to CI); scripts/setup builds it.
 smoke_user_build() {
   if [ ! -x "$COWORK_USER_BIN" ]; then
     echo "    no earlier user build in $CARGO_TARGET_DIR/user: skipped (scripts/setup builds it)" >&2

@@ -283,12 +283,13 @@ fn real_config(db: &std::path::Path) -> LlmConfig {
 /// replayed through `capture simulate`, 25 questions written beforehand whose
 /// answers are in the captured context, answered by the real default model
 /// through `cowork ask`, with cowork's wall clock frozen at 11:30 (libfaketime)
-/// so every run sends the same prompts. The target is 85 % (22/25); the
-/// floor is what the bundled Qwen2.5-Coder-0.5B reaches with greedy decoding at
-/// that clock, 21/25, the same misses on every run (22 and 21 with the morning
+/// so every run sends the same prompts. The floor is the target, 85 %
+/// (22/25), which the bundled Qwen2.5-Coder-0.5B reaches with greedy decoding
+/// at that clock, the same misses on every run (22 and 21 with the morning
 /// ending at 09:40 and 15:10: the clock's tokens alone move an answer). Run at
 /// the real clock it scored 20–23 by time of day, which no floor can check. So a
-/// change to the prompt, the context or the sampler that costs an answer fails.
+/// change to the prompt, the context, the sampler or a kernel that costs an
+/// answer fails.
 /// It also checks that a warm model answers later questions from the prefix cache.
 #[test]
 fn the_default_model_answers_questions_about_a_scripted_morning_from_its_context() {
@@ -307,7 +308,7 @@ fn the_default_model_answers_questions_about_a_scripted_morning_from_its_context
     eprintln!("grounded answers: {report:#}");
     let (score, questions) = (report["score"].as_u64().unwrap(), report["questions"].as_u64().unwrap());
     assert_eq!(questions, 25);
-    assert!(score >= 21, "{score}/{questions} right; misses: {:#}", report["misses"]);
+    assert!(score >= 22, "{score}/{questions} right; misses: {:#}", report["misses"]);
     // Later questions share the prompt's head with the first: only their own turn is prefilled.
     let (first, later) = (report["first_question_first_token_ms"].as_u64().unwrap(), report["first_token_ms_median"].as_f64().unwrap());
     assert!(later * 2.0 < first as f64, "prefix cache: first question {first} ms, later median {later} ms");

@@ -1,4 +1,4 @@
-//! cowork patch (PATCH.md, change 3): a token-embedding table that stays
+//! cowork patch (PATCH.md, change 4): a token-embedding table that stays
 //! quantized on CPU.
 //!
 //! The quantized GGUF models dequantized `token_embd.weight` to F32 at load:

@@ -265,7 +265,7 @@ impl ModelConfig::FromGGUF for ModelWeights {
             value_length,
         } = PropsGGUF::try_from(metadata).or_else(|err| candle_core::bail!("{err}"))?;
 
-        // cowork patch (PATCH.md, change 3): the table stays quantized, shared
+        // cowork patch (PATCH.md, change 4): the table stays quantized, shared
         // with a tied output head.
         let qtok_embeddings = Arc::new(ct.tensor("token_embd.weight", device)?);
         if qtok_embeddings.shape().dims2()?.1 != embedding_length {

@@ -77,27 +77,102 @@ fn attention_pool_install<R: Send>(op: impl FnOnce() -> R + Send) -> R {
     op()
 }
 
-const DOT_CHUNK: usize = 4;
-
 /// Size (in KV positions) processed by each inner‑tile job.
 const TILE_KV: usize = 16;
 
-/// Unrolled dot‑product that works purely in `f32`.
+// cowork patch (PATCH.md, change 3): eight independent partial sums, so LLVM
+// vectorises the loop (one running sum forced a strict order of f32 adds).
+const DOT_LANES: usize = 8;
+
+/// Dot product in `f32`, vectorisable.
 #[inline]
 fn vec_dot_f32<T: UpcastF32 + Copy>(a: &[T], b: &[T]) -> f32 {
-    let mut sum = 0f32;
-    let chunks = a.len() / DOT_CHUNK;
-    for i in 0..chunks {
-        let i_chunk = i * DOT_CHUNK;
-        sum += a[i_chunk].to_f32() * b[i_chunk].to_f32()
-            + a[i_chunk + 1].to_f32() * b[i_chunk + 1].to_f32()
-            + a[i_chunk + 2].to_f32() * b[i_chunk + 2].to_f32()
-            + a[i_chunk + 3].to_f32() * b[i_chunk + 3].to_f32();
+    #[cfg(all(target_arch = "x86_64", target_feature = "avx2", target_feature = "fma"))]
+    if let (Some(a), Some(b)) = (T::as_f32(a), T::as_f32(b)) {
+        return dot_f32_simd(a, b);
     }
-    for i in (chunks * DOT_CHUNK)..a.len() {
-        sum += a[i].to_f32() * b[i].to_f32();
+    let n = a.len().min(b.len());
+    let (a, b) = (&a[..n], &b[..n]);
+    let mut lanes = [0f32; DOT_LANES];
+    let (a_chunks, b_chunks) = (a.chunks_exact(DOT_LANES), b.chunks_exact(DOT_LANES));
+    let (a_rest, b_rest) = (a_chunks.remainder(), b_chunks.remainder());
+    for (x, y) in a_chunks.zip(b_chunks) {
+        for i in 0..DOT_LANES {
+            lanes[i] = x[i].to_f32().mul_add(y[i].to_f32(), lanes[i]);
+        }
+    }
+    let mut sum = lanes.iter().sum::<f32>();
+    for (x, y) in a_rest.iter().zip(b_rest) {
+        sum += x.to_f32() * y.to_f32();
     }
     sum
+}
+
+/// Dot product of two `f32` rows with AVX2 FMA; LLVM left the eight-lane
+/// loop below scalar.
+#[cfg(all(target_arch = "x86_64", target_feature = "avx2", target_feature = "fma"))]
+#[inline]
+fn dot_f32_simd(a: &[f32], b: &[f32]) -> f32 {
+    use core::arch::x86_64::*;
+    let n = a.len().min(b.len());
+    let mut i = 0;
+    // SAFETY: every load reads 8 floats at i..i + 8 <= n of both slices.
+    unsafe {
+        let (mut acc0, mut acc1) = (_mm256_setzero_ps(), _mm256_setzero_ps());
+        while i + 16 <= n {
+            acc0 = _mm256_fmadd_ps(_mm256_loadu_ps(a.as_ptr().add(i)), _mm256_loadu_ps(b.as_ptr().add(i)), acc0);
+            acc1 = _mm256_fmadd_ps(
+                _mm256_loadu_ps(a.as_ptr().add(i + 8)),
+                _mm256_loadu_ps(b.as_ptr().add(i + 8)),
+                acc1,
+            );
+            i += 16;
+        }
+        if i + 8 <= n {
+            acc0 = _mm256_fmadd_ps(_mm256_loadu_ps(a.as_ptr().add(i)), _mm256_loadu_ps(b.as_ptr().add(i)), acc0);
+            i += 8;
+        }
+        let acc = _mm256_add_ps(acc0, acc1);
+        let half = _mm_add_ps(_mm256_castps256_ps128(acc), _mm256_extractf128_ps(acc, 1));
+        let quarter = _mm_add_ps(half, _mm_movehl_ps(half, half));
+        let mut sum = _mm_cvtss_f32(_mm_add_ss(quarter, _mm_movehdup_ps(quarter)));
+        for j in i..n {
+            sum += a[j] * b[j];
+        }
+        sum
+    }
+}
+
+/// `vec_dot_f32` with the query row already in `f32`.
+#[inline]
+fn dot_f32_row<T: UpcastF32 + Copy>(q: &[f32], k: &[T]) -> f32 {
+    #[cfg(all(target_arch = "x86_64", target_feature = "avx2", target_feature = "fma"))]
+    if let Some(k) = T::as_f32(k) {
+        return dot_f32_simd(q, k);
+    }
+    let n = q.len().min(k.len());
+    let (q, k) = (&q[..n], &k[..n]);
+    let mut lanes = [0f32; DOT_LANES];
+    let (q_chunks, k_chunks) = (q.chunks_exact(DOT_LANES), k.chunks_exact(DOT_LANES));
+    let (q_rest, k_rest) = (q_chunks.remainder(), k_chunks.remainder());
+    for (x, y) in q_chunks.zip(k_chunks) {
+        for i in 0..DOT_LANES {
+            lanes[i] = x[i].mul_add(y[i].to_f32(), lanes[i]);
+        }
+    }
+    let mut sum = lanes.iter().sum::<f32>();
+    for (x, y) in q_rest.iter().zip(k_rest) {
+        sum += x * y.to_f32();
+    }
+    sum
+}
+
+/// `acc += p * v`, vectorisable.
+#[inline]
+fn axpy_f32_row<T: UpcastF32 + Copy>(acc: &mut [f32], p: f32, v: &[T]) {
+    for (a, x) in acc.iter_mut().zip(v) {
+        *a = x.to_f32().mul_add(p, *a);
+    }
 }
 
 #[inline]
@@ -231,6 +306,22 @@ struct MaskInfo<'a> {
 }
 
 impl<'a> MaskInfo<'a> {
+    /// cowork patch (PATCH.md, change 3): the mask values of one query row
+    /// over all `kv_len` keys, when they are contiguous in the mask (the usual
+    /// case); `None` sends the caller to `value` for each pair.
+    #[inline]
+    fn row(&self, b_i: usize, h_i: usize, q_pos: usize, kv_len: usize) -> Option<&'a [f32]> {
+        if kv_len == 0 || *self.dims.last()? != kv_len {
+            return None;
+        }
+        let start = mask_offset(self.dims, self.b, self.h, b_i, h_i, q_pos, 0)?;
+        let end = mask_offset(self.dims, self.b, self.h, b_i, h_i, q_pos, kv_len - 1)?;
+        if end != start + kv_len - 1 {
+            return None;
+        }
+        self.data.get(start..start + kv_len)
+    }
+
     #[inline]
     fn value(&self, b_i: usize, h_i: usize, q_pos: usize, kv_pos: usize) -> f32 {
         if let Some(idx) = mask_offset(self.dims, self.b, self.h, b_i, h_i, q_pos, kv_pos) {
@@ -267,12 +358,27 @@ impl DowncastF32 for bf16 {
 /// hot kernels can run entirely in `f32` and only down‑cast when writing out.
 pub trait UpcastF32 {
     fn to_f32(self) -> f32;
+
+    /// cowork patch (change 3): the slice itself when the type is `f32`, for
+    /// the SIMD dot product.
+    #[inline(always)]
+    fn as_f32(_s: &[Self]) -> Option<&[f32]>
+    where
+        Self: Sized,
+    {
+        None
+    }
 }
 
 impl UpcastF32 for f32 {
     #[inline(always)]
     fn to_f32(self) -> f32 {
         self
+    }
+
+    #[inline(always)]
+    fn as_f32(s: &[Self]) -> Option<&[f32]> {
+        Some(s)
     }
 }
 
@@ -627,106 +733,121 @@ where
         _ => None,
     };
 
+    // cowork patch (PATCH.md, change 3): queries in tiles of four rows of one
+    // head, so each K and V row is read once per tile instead of once per
+    // query; per row, the scores of all unmasked positions first (masked ones
+    // are skipped, not computed: half of a causal prompt), then one exp per
+    // score and one pass over V. The online softmax rescaled the whole output
+    // row whenever the running maximum grew, and the dot product and V update
+    // ran element by element; both are now written so LLVM vectorises them. A
+    // contiguous mask row is read directly instead of recomputing its offset
+    // for every (query, key) pair. Each row's arithmetic does not depend on
+    // the tile it is in.
+    const Q_TILE: usize = 4;
+    let scale_applied = if logit_softcap != 0.0 {
+        scale / logit_softcap
+    } else {
+        scale
+    };
+    let tiles_per_head = q_len.div_ceil(Q_TILE);
+    // Tiles write disjoint rows of `out`.
+    let out_addr = out.as_mut_ptr() as usize;
     attention_pool_install(|| {
-        out.par_chunks_mut(dv)
-            .with_min_len(64)
-            .enumerate()
-            .for_each(|(row_idx, out_chunk)| {
-                // Decode flat index back to (batch, head, q_pos)
-                let rows_per_batch = h * q_len;
-                let b_i = row_idx / rows_per_batch;
-                let rem = row_idx % rows_per_batch;
-                let h_i = rem / q_len;
-                let q_pos = rem % q_len;
+        (0..b * h * tiles_per_head)
+            .into_par_iter()
+            .with_min_len(4)
+            .for_each_init(
+                || {
+                    (
+                        vec![Vec::<f32>::new(); Q_TILE],
+                        vec![0f32; Q_TILE * d],
+                        vec![0f32; Q_TILE * dv],
+                    )
+                },
+                |(scores, q_rows, acc), tile| {
+                    let bh = tile / tiles_per_head;
+                    let (b_i, h_i) = (bh / h, bh % h);
+                    let q0 = (tile % tiles_per_head) * Q_TILE;
+                    let rows = Q_TILE.min(q_len - q0);
 
-                let slope = if max_bias > 0.0 {
-                    2.0f32.powf(-max_bias * ((h_i + 1) as f32) / n2 as f32)
-                } else {
-                    1.0
-                };
-
-                let k_head = h_i / rk2;
-                let v_head = h_i / rv2;
-
-                let mut vkq = vec![0f32; dv];
-                let mut s = 0.0f32;
-                let mut m = f32::NEG_INFINITY;
-
-                // Q row
-                let q_base = b_i * qstride[0] + q_pos * qstride[1] + h_i * qstride[2];
-                let q_row = &q_data[q_base..q_base + d];
-
-                for kv_pos in 0..kv_len {
-                    // -------- ping‑pong prefetch of next KV row --------
-                    #[cfg(any(target_arch = "x86_64", target_arch = "aarch64"))]
-                    {
-                        let next_pos = kv_pos + 1;
-                        if next_pos < kv_len {
-                            let next_k_base =
-                                b_i * kstride[0] + next_pos * kstride[1] + k_head * kstride[2];
-                            let next_v_base =
-                                b_i * vstride[0] + next_pos * vstride[1] + v_head * vstride[2];
-                            unsafe {
-                                prefetch(k_data.as_ptr().add(next_k_base) as *const u8);
-                                prefetch(v_data.as_ptr().add(next_v_base) as *const u8);
-                            }
-                        }
-                    }
-                    // ----------------------------------------------------
-                    // Mask (optional)
-                    let mv = mask_info
-                        .as_ref()
-                        .map(|mask| slope * mask.value(b_i, h_i, q_pos, kv_pos))
-                        .unwrap_or(0.0);
-                    if mv == f32::NEG_INFINITY {
-                        continue;
-                    }
-
-                    // K row
-                    let k_base = b_i * kstride[0] + kv_pos * kstride[1] + k_head * kstride[2];
-                    let k_row = &k_data[k_base..k_base + d];
-
-                    // dot(Q, K)
-                    let mut s_val = vec_dot_f32(q_row, k_row);
-                    let mut scale_applied = scale;
-                    if logit_softcap != 0.0 {
-                        scale_applied /= logit_softcap;
-                    }
-                    s_val *= scale_applied;
-                    if logit_softcap != 0.0 {
-                        s_val = logit_softcap * s_val.tanh();
-                    }
-                    s_val += mv;
-
-                    // online softmax
-                    let m_old = m;
-                    let mut ms = 1.0f32;
-                    let mut vs = 1.0f32;
-                    if s_val > m {
-                        m = s_val;
-                        ms = (m_old - m).exp();
-                        for v in vkq.iter_mut() {
-                            *v *= ms;
-                        }
+                    let slope = if max_bias > 0.0 {
+                        2.0f32.powf(-max_bias * ((h_i + 1) as f32) / n2 as f32)
                     } else {
-                        vs = (s_val - m).exp();
+                        1.0
+                    };
+                    let k_head = h_i / rk2;
+                    let v_head = h_i / rv2;
+
+                    let mut mask_rows: [Option<&[f32]>; Q_TILE] = [None; Q_TILE];
+                    for r in 0..rows {
+                        let q_base = b_i * qstride[0] + (q0 + r) * qstride[1] + h_i * qstride[2];
+                        for (dst, src) in q_rows[r * d..(r + 1) * d]
+                            .iter_mut()
+                            .zip(&q_data[q_base..q_base + d])
+                        {
+                            *dst = src.to_f32();
+                        }
+                        mask_rows[r] = mask_info
+                            .as_ref()
+                            .and_then(|mask| mask.row(b_i, h_i, q0 + r, kv_len));
+                        scores[r].clear();
+                        scores[r].resize(kv_len, f32::NEG_INFINITY);
                     }
 
-                    // V row (strided) as f32
-                    let v_base = b_i * vstride[0] + kv_pos * vstride[1] + v_head * vstride[2];
-                    for d_i in 0..dv {
-                        vkq[d_i] += v_data[v_base + d_i].to_f32() * vs;
+                    let mut max = [f32::NEG_INFINITY; Q_TILE];
+                    for kv_pos in 0..kv_len {
+                        let k_base = b_i * kstride[0] + kv_pos * kstride[1] + k_head * kstride[2];
+                        let k_row = &k_data[k_base..k_base + d];
+                        for r in 0..rows {
+                            let mv = match (mask_rows[r], mask_info.as_ref()) {
+                                (Some(row), _) => slope * row[kv_pos],
+                                (None, Some(mask)) => {
+                                    slope * mask.value(b_i, h_i, q0 + r, kv_pos)
+                                }
+                                (None, None) => 0.0,
+                            };
+                            if mv == f32::NEG_INFINITY {
+                                continue;
+                            }
+                            let mut s = dot_f32_row(&q_rows[r * d..(r + 1) * d], k_row)
+                                * scale_applied;
+                            if logit_softcap != 0.0 {
+                                s = logit_softcap * s.tanh();
+                            }
+                            s += mv;
+                            scores[r][kv_pos] = s;
+                            max[r] = max[r].max(s);
+                        }
                     }
 
-                    s = s * ms + vs;
-                }
+                    acc.fill(0.0);
+                    let mut sum = [0f32; Q_TILE];
+                    for kv_pos in 0..kv_len {
+                        let v_base = b_i * vstride[0] + kv_pos * vstride[1] + v_head * vstride[2];
+                        let v_row = &v_data[v_base..v_base + dv];
+                        for r in 0..rows {
+                            let s = scores[r][kv_pos];
+                            if s == f32::NEG_INFINITY {
+                                continue;
+                            }
+                            let p = (s - max[r]).exp();
+                            sum[r] += p;
+                            axpy_f32_row(&mut acc[r * dv..(r + 1) * dv], p, v_row);
+                        }
+                    }
 
-                // final normalisation + downcast
-                let inv_s = 1.0 / s;
-                for (o, v) in out_chunk.iter_mut().zip(vkq.iter()) {
-                    *o = T::cast(*v * inv_s);
-                }
-            });
+                    let out = out_addr as *mut T;
+                    for r in 0..rows {
+                        let inv_sum = if sum[r] > 0.0 { 1.0 / sum[r] } else { 0.0 };
+                        let row_start = (bh * q_len + q0 + r) * dv;
+                        for (i, v) in acc[r * dv..(r + 1) * dv].iter().enumerate() {
+                            // SAFETY: row `q0 + r` of head `bh` is inside `out`
+                            // (b * h * q_len rows of dv) and written by this tile only.
+                            unsafe { *out.add(row_start + i) = T::cast(*v * inv_sum) };
+                        }
+                    }
+                },
+            );
     });
 
     let out_shape = (b, h, q_len, dv);
@@ -981,6 +1102,105 @@ mod tests {
         let naive_data = naive_out.flatten_all()?.to_vec1::<f32>()?;
         for (f_val, n_val) in flash_data.iter().zip(naive_data.iter()) {
             assert!((f_val - n_val).abs() < EPS);
+        }
+        Ok(())
+    }
+
+    // cowork patch (PATCH.md, change 3): the query-tiled prefill kernel and
+    // the SIMD decode dot product against attention computed in f64, on
+    // random data shaped like a real prompt: grouped KV heads, a cached
+    // prefix (kv_len > q_len), a causal mask given as a contiguous 2-D
+    // tensor and as a broadcast 4-D one, a partial last tile, and softcap.
+    fn lcg_vec(seed: &mut u64, n: usize) -> Vec<f32> {
+        (0..n)
+            .map(|_| {
+                *seed = seed.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+                ((*seed >> 40) as f32 / (1u64 << 24) as f32) * 2.0 - 1.0
+            })
+            .collect()
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn attention_f64(
+        q: &[f32], k: &[f32], v: &[f32], (b, q_len, h, d): (usize, usize, usize, usize),
+        (kv_len, k_h): (usize, usize), past: usize, scale: f32, softcap: f32,
+    ) -> Vec<f64> {
+        // Output (b, h, q_len, d); query i sees keys 0..=past + i.
+        let mut out = vec![0f64; b * h * q_len * d];
+        for b_i in 0..b {
+            for h_i in 0..h {
+                let kh = h_i / (h / k_h);
+                for i in 0..q_len {
+                    let qrow = &q[((b_i * q_len + i) * h + h_i) * d..][..d];
+                    let seen = (past + i + 1).min(kv_len);
+                    let scores: Vec<f64> = (0..seen)
+                        .map(|j| {
+                            let krow = &k[((b_i * kv_len + j) * k_h + kh) * d..][..d];
+                            let dot: f64 = qrow.iter().zip(krow).map(|(x, y)| *x as f64 * *y as f64).sum();
+                            let s = dot * scale as f64;
+                            if softcap != 0.0 { softcap as f64 * (s / softcap as f64).tanh() } else { s }
+                        })
+                        .collect();
+                    let max = scores.iter().cloned().fold(f64::NEG_INFINITY, f64::max);
+                    let weights: Vec<f64> = scores.iter().map(|s| (s - max).exp()).collect();
+                    let total: f64 = weights.iter().sum();
+                    let o = &mut out[((b_i * h + h_i) * q_len + i) * d..][..d];
+                    for (j, w) in weights.iter().enumerate() {
+                        let vrow = &v[((b_i * kv_len + j) * k_h + kh) * d..][..d];
+                        for (o, x) in o.iter_mut().zip(vrow) {
+                            *o += w / total * *x as f64;
+                        }
+                    }
+                }
+            }
+        }
+        out
+    }
+
+    #[test]
+    fn tiled_prefill_and_simd_decode_match_attention_in_f64() -> CandleResult<()> {
+        let dev = Device::Cpu;
+        let mut seed = 7u64;
+        for &(b, q_len, h, k_h, d, past, softcap, mask_rank) in &[
+            (1usize, 37usize, 4usize, 2usize, 64usize, 5usize, 0f32, 2usize),
+            (2, 22, 4, 1, 64, 0, 0.0, 4),
+            (1, 9, 2, 2, 72, 3, 30.0, 2),
+            (1, 1, 4, 2, 64, 40, 0.0, 2),
+        ] {
+            let kv_len = past + q_len;
+            let q = lcg_vec(&mut seed, b * q_len * h * d);
+            let k = lcg_vec(&mut seed, b * kv_len * k_h * d);
+            let v = lcg_vec(&mut seed, b * kv_len * k_h * d);
+            let scale = 1.0 / (d as f32).sqrt() * 4.0; // peaked softmax, as in real heads
+            let mut mask = vec![0f32; q_len * kv_len];
+            for i in 0..q_len {
+                for j in past + i + 1..kv_len {
+                    mask[i * kv_len + j] = f32::NEG_INFINITY;
+                }
+            }
+            let mask = match mask_rank {
+                2 => Tensor::from_vec(mask, (q_len, kv_len), &dev)?,
+                _ => Tensor::from_vec(mask, (1, 1, q_len, kv_len), &dev)?,
+            };
+            let sdpa = SdpaParams {
+                softmax_scale: scale,
+                softcap: (softcap != 0.0).then_some(softcap),
+                n_kv_groups: h / k_h,
+                sliding_window: None,
+                sinks: None,
+            };
+            let out = run_flash_attn_cpu::<f32>(
+                &Tensor::from_vec(q.clone(), (b, q_len, h, d), &dev)?,
+                &Tensor::from_vec(k.clone(), (b, kv_len, k_h, d), &dev)?,
+                &Tensor::from_vec(v.clone(), (b, kv_len, k_h, d), &dev)?,
+                (q_len > 1).then_some(&mask),
+                &sdpa,
+            )?;
+            assert_eq!(out.dims(), &[b, h, q_len, d]);
+            let want = attention_f64(&q, &k, &v, (b, q_len, h, d), (kv_len, k_h), past, scale, softcap);
+            let got = out.flatten_all()?.to_vec1::<f32>()?;
+            let worst = got.iter().zip(&want).map(|(g, w)| (*g as f64 - w).abs()).fold(0f64, f64::max);
+            assert!(worst < 2e-6, "q_len {q_len}, h {h}/{k_h}, d {d}: max error {worst}");
         }
         Ok(())
     }

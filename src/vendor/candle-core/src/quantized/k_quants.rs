@@ -64,6 +64,14 @@ pub trait GgmlType: Sized + Clone + Send + Sync {
             Self::vec_dot(n, xs, ys[3]),
         ]
     }
+
+    /// cowork patch (PATCH.md, change 2): two rows of weights against four
+    /// rows of `ys` (a 2 × 4 tile of outputs), as `vec_dot` computes each.
+    /// Types with a SIMD kernel override it to load each block of `ys` once
+    /// for both weight rows.
+    fn vec_dot_2x4(n: usize, xs: [&[Self]; 2], ys: [&[Self::VecDotType]; 4]) -> [[f32; 4]; 2] {
+        [Self::vec_dot_x4(n, xs[0], ys), Self::vec_dot_x4(n, xs[1], ys)]
+    }
 }
 
 #[derive(Debug, Clone, PartialEq)]
@@ -683,6 +691,11 @@ impl GgmlType for BlockQ8_0 {
     #[cfg(target_feature = "avx2")]
     fn vec_dot_x4(n: usize, xs: &[Self], ys: [&[Self::VecDotType]; 4]) -> [f32; 4] {
         super::avx::vec_dot_q8_0_q8_0_x4(n, xs, ys)
+    }
+
+    #[cfg(target_feature = "avx2")]
+    fn vec_dot_2x4(n: usize, xs: [&[Self]; 2], ys: [&[Self::VecDotType]; 4]) -> [[f32; 4]; 2] {
+        super::avx::vec_dot_q8_0_q8_0_2x4(n, xs, ys)
     }
 
     fn vec_dot_unopt(n: usize, xs: &[Self], ys: &[Self::VecDotType]) -> f32 {
@@ -2372,8 +2385,32 @@ fn matmul_tiled<T: GgmlType>(
             let cols = job * COLS_PER_JOB..((job + 1) * COLS_PER_JOB).min(n);
             for tile in (0..m).step_by(ROWS_PER_TILE) {
                 let tile_end = (tile + ROWS_PER_TILE).min(m);
-                for col in cols.clone() {
-                    let rhs_col = &rhs_t[col * kb..(col + 1) * kb];
+                let rhs = |col: usize| &rhs_t[col * kb..(col + 1) * kb];
+                let mut col = cols.start;
+                while col + 2 <= cols.end {
+                    let mut r = tile;
+                    while r + 4 <= tile_end {
+                        let rows = [lhs_row(r), lhs_row(r + 1), lhs_row(r + 2), lhs_row(r + 3)];
+                        let out = T::vec_dot_2x4(k, [rhs(col), rhs(col + 1)], rows);
+                        for (c, out) in out.into_iter().enumerate() {
+                            for (i, v) in out.into_iter().enumerate() {
+                                // SAFETY: (r + i) < m and col + c < n, checked
+                                // above; no other job writes these columns.
+                                unsafe { *dst.add((r + i) * n + col + c) = v };
+                            }
+                        }
+                        r += 4;
+                    }
+                    for c in col..col + 2 {
+                        for r in r..tile_end {
+                            // SAFETY: as above.
+                            unsafe { *dst.add(r * n + c) = T::vec_dot(k, rhs(c), lhs_row(r)) };
+                        }
+                    }
+                    col += 2;
+                }
+                for col in col..cols.end {
+                    let rhs_col = rhs(col);
                     let mut r = tile;
                     while r + 4 <= tile_end {
                         let out = T::vec_dot_x4(

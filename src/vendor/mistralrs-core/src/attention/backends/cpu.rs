@@ -167,6 +167,97 @@ fn dot_f32_row<T: UpcastF32 + Copy>(q: &[f32], k: &[T]) -> f32 {
     sum
 }
 
+/// The scores of four query rows (`q4`: four rows of `d`, in `f32`) against
+/// one key row: the four dot products share each load of the key, and one
+/// horizontal reduction sums all four (instead of one per score).
+#[inline]
+fn dot4_f32_rows<T: UpcastF32 + Copy>(q4: &[f32], k: &[T], d: usize) -> [f32; 4] {
+    #[cfg(all(target_arch = "x86_64", target_feature = "avx2", target_feature = "fma"))]
+    if let Some(k) = T::as_f32(k) {
+        if d % 8 == 0 && k.len() >= d && q4.len() >= 4 * d {
+            use core::arch::x86_64::*;
+            // SAFETY: every load reads 8 floats inside q4[..4 * d] or k[..d].
+            unsafe {
+                let q = q4.as_ptr();
+                let mut acc = [_mm256_setzero_ps(); 4];
+                for j in (0..d).step_by(8) {
+                    let kv = _mm256_loadu_ps(k.as_ptr().add(j));
+                    for (r, acc) in acc.iter_mut().enumerate() {
+                        *acc = _mm256_fmadd_ps(_mm256_loadu_ps(q.add(r * d + j)), kv, *acc);
+                    }
+                }
+                let t01 = _mm256_hadd_ps(acc[0], acc[1]);
+                let t23 = _mm256_hadd_ps(acc[2], acc[3]);
+                let t = _mm256_hadd_ps(t01, t23);
+                let sums = _mm_add_ps(_mm256_castps256_ps128(t), _mm256_extractf128_ps(t, 1));
+                let mut out = [0f32; 4];
+                _mm_storeu_ps(out.as_mut_ptr(), sums);
+                return out;
+            }
+        }
+    }
+    [
+        dot_f32_row(&q4[..d], k),
+        dot_f32_row(&q4[d..2 * d], k),
+        dot_f32_row(&q4[2 * d..3 * d], k),
+        dot_f32_row(&q4[3 * d..4 * d], k),
+    ]
+}
+
+/// `scores[i] = exp(scores[i] - max)` in place (0 for a masked `-inf`),
+/// returning their sum: eight at a time with `exp8`, the rest with `f32::exp`.
+#[inline]
+fn exp_row(scores: &mut [f32], max: f32) -> f32 {
+    let mut sum = 0f32;
+    let mut i = 0;
+    #[cfg(all(target_arch = "x86_64", target_feature = "avx2", target_feature = "fma"))]
+    {
+        use core::arch::x86_64::*;
+        // SAFETY: every load and store touches scores[i..i + 8], i + 8 <= len.
+        unsafe {
+            let (m, ninf, mut acc) = (_mm256_set1_ps(max), _mm256_set1_ps(f32::NEG_INFINITY), _mm256_setzero_ps());
+            while i + 8 <= scores.len() {
+                let s = _mm256_loadu_ps(scores.as_ptr().add(i));
+                let masked = _mm256_cmp_ps::<_CMP_EQ_OQ>(s, ninf);
+                let p = _mm256_andnot_ps(masked, exp8(_mm256_sub_ps(s, m)));
+                _mm256_storeu_ps(scores.as_mut_ptr().add(i), p);
+                acc = _mm256_add_ps(acc, p);
+                i += 8;
+            }
+            let half = _mm_add_ps(_mm256_castps256_ps128(acc), _mm256_extractf128_ps(acc, 1));
+            let quarter = _mm_add_ps(half, _mm_movehl_ps(half, half));
+            sum += _mm_cvtss_f32(_mm_add_ss(quarter, _mm_movehdup_ps(quarter)));
+        }
+    }
+    for s in &mut scores[i..] {
+        *s = if *s == f32::NEG_INFINITY { 0.0 } else { (*s - max).exp() };
+        sum += *s;
+    }
+    sum
+}
+
+/// `exp(x)` for eight lanes (Cephes' `expf`: range reduction by ln 2 in two
+/// parts and a degree-5 polynomial; within 2 ulp of `f32::exp` for
+/// x in [-87, 0], the softmax's range; below that it returns about 1e-38).
+#[cfg(all(target_arch = "x86_64", target_feature = "avx2", target_feature = "fma"))]
+#[inline(always)]
+unsafe fn exp8(x: core::arch::x86_64::__m256) -> core::arch::x86_64::__m256 {
+    use core::arch::x86_64::*;
+    let x = _mm256_min_ps(_mm256_max_ps(x, _mm256_set1_ps(-87.336_55)), _mm256_set1_ps(88.376_26));
+    let fx = _mm256_round_ps::<{ _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC }>(
+        _mm256_mul_ps(x, _mm256_set1_ps(std::f32::consts::LOG2_E)),
+    );
+    let r = _mm256_fnmadd_ps(fx, _mm256_set1_ps(0.693_359_4), x);
+    let r = _mm256_fnmadd_ps(fx, _mm256_set1_ps(-2.121_944_4e-4), r);
+    let mut y = _mm256_set1_ps(1.987_569_1e-4);
+    for c in [1.398_199_9e-3, 8.333_452e-3, 4.166_579_6e-2, 1.666_666_5e-1, 5.000_000_1e-1] {
+        y = _mm256_fmadd_ps(y, r, _mm256_set1_ps(c));
+    }
+    let y = _mm256_fmadd_ps(y, _mm256_mul_ps(r, r), _mm256_add_ps(r, _mm256_set1_ps(1.0)));
+    let pow2n = _mm256_slli_epi32::<23>(_mm256_add_epi32(_mm256_cvtps_epi32(fx), _mm256_set1_epi32(127)));
+    _mm256_mul_ps(y, _mm256_castsi256_ps(pow2n))
+}
+
 /// `acc += p * v`, vectorisable.
 #[inline]
 fn axpy_f32_row<T: UpcastF32 + Copy>(acc: &mut [f32], p: f32, v: &[T]) {
@@ -798,19 +889,30 @@ where
                     for kv_pos in 0..kv_len {
                         let k_base = b_i * kstride[0] + kv_pos * kstride[1] + k_head * kstride[2];
                         let k_row = &k_data[k_base..k_base + d];
-                        for r in 0..rows {
-                            let mv = match (mask_rows[r], mask_info.as_ref()) {
+                        let mut mvs = [f32::NEG_INFINITY; Q_TILE];
+                        for (r, mv) in mvs.iter_mut().enumerate().take(rows) {
+                            *mv = match (mask_rows[r], mask_info.as_ref()) {
                                 (Some(row), _) => slope * row[kv_pos],
                                 (None, Some(mask)) => {
                                     slope * mask.value(b_i, h_i, q0 + r, kv_pos)
                                 }
                                 (None, None) => 0.0,
                             };
+                        }
+                        if mvs.iter().all(|mv| *mv == f32::NEG_INFINITY) {
+                            continue;
+                        }
+                        let dots = (rows == Q_TILE).then(|| dot4_f32_rows(q_rows, k_row, d));
+                        for r in 0..rows {
+                            let mv = mvs[r];
                             if mv == f32::NEG_INFINITY {
                                 continue;
                             }
-                            let mut s = dot_f32_row(&q_rows[r * d..(r + 1) * d], k_row)
-                                * scale_applied;
+                            let dot = match dots {
+                                Some(dots) => dots[r],
+                                None => dot_f32_row(&q_rows[r * d..(r + 1) * d], k_row),
+                            };
+                            let mut s = dot * scale_applied;
                             if logit_softcap != 0.0 {
                                 s = logit_softcap * s.tanh();
                             }
@@ -822,16 +924,17 @@ where
 
                     acc.fill(0.0);
                     let mut sum = [0f32; Q_TILE];
+                    for r in 0..rows {
+                        sum[r] = exp_row(&mut scores[r], max[r]);
+                    }
                     for kv_pos in 0..kv_len {
                         let v_base = b_i * vstride[0] + kv_pos * vstride[1] + v_head * vstride[2];
                         let v_row = &v_data[v_base..v_base + dv];
                         for r in 0..rows {
-                            let s = scores[r][kv_pos];
-                            if s == f32::NEG_INFINITY {
+                            let p = scores[r][kv_pos];
+                            if p == 0.0 {
                                 continue;
                             }
-                            let p = (s - max[r]).exp();
-                            sum[r] += p;
                             axpy_f32_row(&mut acc[r * dv..(r + 1) * dv], p, v_row);
                         }
                     }

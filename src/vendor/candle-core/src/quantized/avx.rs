@@ -142,29 +142,49 @@ pub(crate) fn vec_dot_q4_1_q8_1_x4(n: usize, xs: &[BlockQ4_1], ys: [&[BlockQ8_1]
     }
 }
 
-// cowork patch (PATCH.md, change 2): the four-row form of `vec_dot_q8_0_q8_0`,
-// bit-identical to four calls of it. Per weight block: its |x| is computed
-// once, and the four rows' scales are converted together (one vcvtph2ps) and
-// multiplied by the weight's scale in one vmulps, then broadcast per row with
-// one shuffle, instead of a scalar f16 load, convert, multiply and broadcast
-// per row. Each product dx * dy is the same f32 multiply as in
-// `vec_dot_q8_0_q8_0`, and each row's int32 sums and FMA order are unchanged.
-// On CPUs with AVX-512 VNNI (checked once at run time) one vpdpbusd replaces
-// vpmaddubsw + vpmaddwd: the same int32 sums (|x| * sign(y, x) pairs never
-// saturate vpmaddubsw's int16: 2 * 127 * 128 < 32767).
+// cowork patch (PATCH.md, change 2): Q8_0 tiles of outputs for the prefill
+// matmul: one or two weight rows against four activation rows, each output
+// bit-identical to `vec_dot_q8_0_q8_0` (same int32 sums, same f32 scale
+// product dx * dy, same FMA order). Per block, each activation block is
+// loaded once for every weight row of the tile, each weight block's |x| is
+// computed once for the four rows, and the four rows' f16 scales are
+// converted in one vcvtph2ps, multiplied by the weight's scale in one vmulps
+// and broadcast per row with one shuffle. The 2 × 4 tile is llama.cpp's
+// tinyBLAS register tile, turned around. On CPUs with AVX-512 VNNI (checked
+// once at run time) one vpdpbusd replaces vpmaddubsw + vpmaddwd: the same
+// int32 sums (|x| * sign(y, x) pairs never saturate vpmaddubsw's int16:
+// 2 * 127 * 128 < 32767).
 #[inline(always)]
 pub(crate) fn vec_dot_q8_0_q8_0_x4(n: usize, xs: &[BlockQ8_0], ys: [&[BlockQ8_0]; 4]) -> [f32; 4] {
+    q8_0_tile(n, [xs], ys)[0]
+}
+
+#[inline(always)]
+pub(crate) fn vec_dot_q8_0_q8_0_2x4(
+    n: usize,
+    xs: [&[BlockQ8_0]; 2],
+    ys: [&[BlockQ8_0]; 4],
+) -> [[f32; 4]; 2] {
+    q8_0_tile(n, xs, ys)
+}
+
+#[inline(always)]
+fn q8_0_tile<const C: usize>(
+    n: usize,
+    xs: [&[BlockQ8_0]; C],
+    ys: [&[BlockQ8_0]; 4],
+) -> [[f32; 4]; C] {
     debug_assert!(n.is_multiple_of(QK8_0));
     let nb = n / QK8_0;
     let ys = [&ys[0][..nb], &ys[1][..nb], &ys[2][..nb], &ys[3][..nb]];
-    let xs = &xs[..nb];
+    let xs = xs.map(|x| &x[..nb]);
     #[cfg(target_arch = "x86_64")]
     if has_avx512_vnni() {
         // SAFETY: the CPU has the features the function is compiled for.
-        return unsafe { q8_0_x4_vnni(xs, ys) };
+        return unsafe { q8_0_tile_vnni(xs, ys) };
     }
     // SAFETY: this module is compiled with AVX2, FMA and F16C.
-    unsafe { q8_0_x4_avx2(xs, ys) }
+    unsafe { q8_0_tile_avx2(xs, ys) }
 }
 
 #[cfg(target_arch = "x86_64")]
@@ -198,86 +218,10 @@ macro_rules! q8_dot {
     };
 }
 
-/// The four rows' block scales, each times the weight block's scale, as
-/// `[d0 d1 d2 d3 d0 d1 d2 d3]` (a shuffle then broadcasts one row's).
-#[inline(always)]
-unsafe fn q8_0_x4_scales(dx: f16, ys: &[&[BlockQ8_0]; 4], i: usize) -> __m256 {
-    let packed = (ys[0][i].d.to_bits() as u64)
-        | (ys[1][i].d.to_bits() as u64) << 16
-        | (ys[2][i].d.to_bits() as u64) << 32
-        | (ys[3][i].d.to_bits() as u64) << 48;
-    let dy = _mm_cvtph_ps(_mm_set_epi64x(0, packed as i64));
-    let d = _mm_mul_ps(_mm_set1_ps(f16::to_f32(dx)), dy);
-    _mm256_set_m128(d, d)
-}
-
-macro_rules! q8_0_x4_body {
+macro_rules! q8_0_tile_body {
     ($xs:expr, $ys:expr, $isa:ident) => {{
         let (xs, ys) = ($xs, $ys);
-        let mut acc = [_mm256_setzero_ps(); 4];
-        for (i, x) in xs.iter().enumerate() {
-            let d = q8_0_x4_scales(x.d, &ys, i);
-            let bx = _mm256_loadu_si256(x.qs.as_ptr() as *const __m256i);
-            let ax = _mm256_sign_epi8(bx, bx);
-            macro_rules! row {
-                ($r:expr) => {{
-                    let by = _mm256_loadu_si256(ys[$r][i].qs.as_ptr() as *const __m256i);
-                    q8_dot!($isa, ax, _mm256_sign_epi8(by, bx))
-                }};
-            }
-            acc[0] = _mm256_fmadd_ps(_mm256_shuffle_ps::<0x00>(d, d), row!(0), acc[0]);
-            acc[1] = _mm256_fmadd_ps(_mm256_shuffle_ps::<0x55>(d, d), row!(1), acc[1]);
-            acc[2] = _mm256_fmadd_ps(_mm256_shuffle_ps::<0xaa>(d, d), row!(2), acc[2]);
-            acc[3] = _mm256_fmadd_ps(_mm256_shuffle_ps::<0xff>(d, d), row!(3), acc[3]);
-        }
-        [
-            hsum_float_8(acc[0]),
-            hsum_float_8(acc[1]),
-            hsum_float_8(acc[2]),
-            hsum_float_8(acc[3]),
-        ]
-    }};
-}
-
-#[target_feature(enable = "avx2,fma,f16c")]
-unsafe fn q8_0_x4_avx2(xs: &[BlockQ8_0], ys: [&[BlockQ8_0]; 4]) -> [f32; 4] {
-    q8_0_x4_body!(xs, ys, avx2)
-}
-
-#[cfg(target_arch = "x86_64")]
-#[target_feature(enable = "avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni")]
-unsafe fn q8_0_x4_vnni(xs: &[BlockQ8_0], ys: [&[BlockQ8_0]; 4]) -> [f32; 4] {
-    q8_0_x4_body!(xs, ys, vnni)
-}
-
-// cowork patch (PATCH.md, change 2): two weight rows against four activation
-// rows (eight outputs), llama.cpp's tinyBLAS register tile turned around: each
-// activation block is loaded once for both weight rows. Every output is
-// computed as in `vec_dot_q8_0_q8_0` (same int32 sums, same f32 scale
-// product, same FMA order), so results are bit-identical to it.
-#[inline(always)]
-pub(crate) fn vec_dot_q8_0_q8_0_2x4(
-    n: usize,
-    xs: [&[BlockQ8_0]; 2],
-    ys: [&[BlockQ8_0]; 4],
-) -> [[f32; 4]; 2] {
-    debug_assert!(n.is_multiple_of(QK8_0));
-    let nb = n / QK8_0;
-    let ys = [&ys[0][..nb], &ys[1][..nb], &ys[2][..nb], &ys[3][..nb]];
-    let xs = [&xs[0][..nb], &xs[1][..nb]];
-    #[cfg(target_arch = "x86_64")]
-    if has_avx512_vnni() {
-        // SAFETY: the CPU has the features the function is compiled for.
-        return unsafe { q8_0_2x4_vnni(xs, ys) };
-    }
-    // SAFETY: this module is compiled with AVX2, FMA and F16C.
-    unsafe { q8_0_2x4_avx2(xs, ys) }
-}
-
-macro_rules! q8_0_2x4_body {
-    ($xs:expr, $ys:expr, $isa:ident) => {{
-        let (xs, ys) = ($xs, $ys);
-        let mut acc = [[_mm256_setzero_ps(); 4]; 2];
+        let mut acc = [[_mm256_setzero_ps(); 4]; C];
         for i in 0..ys[0].len() {
             let packed = (ys[0][i].d.to_bits() as u64)
                 | (ys[1][i].d.to_bits() as u64) << 16
@@ -290,8 +234,9 @@ macro_rules! q8_0_2x4_body {
                 _mm256_loadu_si256(ys[2][i].qs.as_ptr() as *const __m256i),
                 _mm256_loadu_si256(ys[3][i].qs.as_ptr() as *const __m256i),
             ];
-            for c in 0..2 {
+            for c in 0..C {
                 let x = &xs[c][i];
+                // [d0 d1 d2 d3 d0 d1 d2 d3]: a shuffle broadcasts one row's.
                 let d = _mm_mul_ps(_mm_set1_ps(f16::to_f32(x.d)), dy);
                 let d = _mm256_set_m128(d, d);
                 let bx = _mm256_loadu_si256(x.qs.as_ptr() as *const __m256i);
@@ -307,8 +252,8 @@ macro_rules! q8_0_2x4_body {
                 acc[c][3] = _mm256_fmadd_ps(_mm256_shuffle_ps::<0xff>(d, d), row!(3), acc[c][3]);
             }
         }
-        let mut out = [[0f32; 4]; 2];
-        for c in 0..2 {
+        let mut out = [[0f32; 4]; C];
+        for c in 0..C {
             for r in 0..4 {
                 out[c][r] = hsum_float_8(acc[c][r]);
             }
@@ -318,14 +263,14 @@ macro_rules! q8_0_2x4_body {
 }
 
 #[target_feature(enable = "avx2,fma,f16c")]
-unsafe fn q8_0_2x4_avx2(xs: [&[BlockQ8_0]; 2], ys: [&[BlockQ8_0]; 4]) -> [[f32; 4]; 2] {
-    q8_0_2x4_body!(xs, ys, avx2)
+unsafe fn q8_0_tile_avx2<const C: usize>(xs: [&[BlockQ8_0]; C], ys: [&[BlockQ8_0]; 4]) -> [[f32; 4]; C] {
+    q8_0_tile_body!(xs, ys, avx2)
 }
 
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni")]
-unsafe fn q8_0_2x4_vnni(xs: [&[BlockQ8_0]; 2], ys: [&[BlockQ8_0]; 4]) -> [[f32; 4]; 2] {
-    q8_0_2x4_body!(xs, ys, vnni)
+unsafe fn q8_0_tile_vnni<const C: usize>(xs: [&[BlockQ8_0]; C], ys: [&[BlockQ8_0]; 4]) -> [[f32; 4]; C] {
+    q8_0_tile_body!(xs, ys, vnni)
 }
 
 #[inline(always)]

@@ -2752,7 +2752,9 @@ impl Tensor {
         (storage, &self.layout)
     }
 
-    pub(crate) fn same_storage(&self, rhs: &Self) -> bool {
+    // cowork patch: public, so that mistralrs-core can tell when a sequence's KV cache is
+    // already the model's own and skip copying it.
+    pub fn same_storage(&self, rhs: &Self) -> bool {
         let lhs: &RwLock<Storage> = self.storage.as_ref();
         let rhs: &RwLock<Storage> = rhs.storage.as_ref();
         std::ptr::eq(lhs, rhs)

@@ -39,6 +39,41 @@ struct CacheElement {
 }
 
 impl CacheElement {
+    /// cowork patch: how many positions of this entry hold computed keys and values. A finished
+    /// sequence's tokens end with the token it sampled last, which was never fed to the model,
+    /// so its cache is one position shorter than its tokens; a match must stop there, or the
+    /// next prompt would attend to a position that holds no key (zeros or stale data).
+    fn kv_len(&self) -> Option<usize> {
+        self.cache
+            .iter()
+            .flatten()
+            .filter_map(|layer| match layer {
+                KvCache::Normal { k, v } => Some(k.current_seq_len().min(v.current_seq_len())),
+                _ => None,
+            })
+            .min()
+    }
+
+    /// cowork patch: bytes of keys and values this entry holds (its storage, whole capacity).
+    fn kv_bytes(&self) -> usize {
+        let bytes = |t: Option<&candle_core::Tensor>| {
+            t.map_or(0, |t| t.elem_count() * t.dtype().size_in_bytes())
+        };
+        self.cache
+            .iter()
+            .flatten()
+            .map(|layer| match layer {
+                KvCache::Normal { k, v } => bytes(k.all_data()) + bytes(v.all_data()),
+                KvCache::Rotating { k, v } => bytes(k.all_data()) + bytes(v.all_data()),
+                KvCache::Shared { .. } => 0,
+            })
+            .sum()
+    }
+
+    fn has_media(&self) -> bool {
+        self.image_hashes.is_some() || self.audio_hashes.is_some() || self.video_hashes.is_some()
+    }
+
     fn can_rewind_to(&self, len: usize) -> bool {
         self.cache
             .iter()
@@ -53,7 +88,15 @@ pub struct PrefixCacheManagerV2 {
     n_on_device: usize,
     no_prefix_cache: bool,
     has_paged_attention: bool,
+    /// cowork patch: see `PREFIX_CACHE_CPU_BUDGET_BYTES`.
+    cpu_budget_bytes: usize,
 }
+
+/// cowork patch: on the CPU, `evict_caches` never evicts (it counts only entries on an
+/// accelerator), so every finished sequence's cache stayed in memory for the engine's life.
+/// Entries beyond this many bytes of keys and values are dropped, least recently used first;
+/// the newest entry always stays, so a follow-up can reuse the turn before it.
+pub const PREFIX_CACHE_CPU_BUDGET_BYTES: usize = 64 << 20;
 
 #[derive(Clone)]
 pub enum MatchingCache {
@@ -79,6 +122,7 @@ impl PrefixCacheManagerV2 {
             n_on_device,
             no_prefix_cache,
             has_paged_attention,
+            cpu_budget_bytes: PREFIX_CACHE_CPU_BUDGET_BYTES,
         }
     }
 
@@ -101,17 +145,39 @@ impl PrefixCacheManagerV2 {
         // PrefixCacheManagerV2 only handles non-paged attention caching.
         if !self.has_paged_attention {
             let cache = seq.normal_cache().to_vec();
+            let element = CacheElement {
+                cache,
+                recurrent_snapshots,
+                image_hashes: seq.image_hashes().map(|x| x.to_vec()),
+                audio_hashes: seq.audio_hashes().map(|x| x.to_vec()),
+                video_hashes: seq.video_hashes().map(|x| x.to_vec()),
+            };
+            self.insert_within_budget(seq.get_toks().to_vec().into(), element);
+        }
+    }
 
-            self.caches.insert(
-                seq.get_toks().to_vec().into(),
-                CacheElement {
-                    cache,
-                    recurrent_snapshots,
-                    image_hashes: seq.image_hashes().map(|x| x.to_vec()),
-                    audio_hashes: seq.audio_hashes().map(|x| x.to_vec()),
-                    video_hashes: seq.video_hashes().map(|x| x.to_vec()),
-                },
-            );
+    /// cowork patch: insert an entry, drop the entries it makes useless, and keep the rest
+    /// within `PREFIX_CACHE_CPU_BUDGET_BYTES`.
+    fn insert_within_budget(&mut self, toks: Tokens, element: CacheElement) {
+        // An entry whose tokens begin the new entry's, with no more computed positions, can
+        // never give a longer match than the new one: for any prompt, the common prefix with
+        // the new tokens is at least as long. (Entries with images or audio are left alone:
+        // their matches also depend on the media hashes.)
+        if let (false, Some(new_len)) = (element.has_media(), element.kv_len()) {
+            self.caches.retain(|old_toks, old| {
+                old.has_media()
+                    || old.recurrent_snapshots.is_some()
+                    || !toks.0.starts_with(&old_toks.0)
+                    || old.kv_len().is_none_or(|old_len| old_len > new_len)
+            });
+        }
+        self.caches.shift_remove(&toks);
+        self.caches.insert(toks, element);
+        let mut total: usize = self.caches.values().map(CacheElement::kv_bytes).sum();
+        while total > self.cpu_budget_bytes && self.caches.len() > 1 {
+            if let Some((_, oldest)) = self.caches.shift_remove_index(0) {
+                total -= oldest.kv_bytes();
+            }
         }
     }
 
@@ -250,9 +316,12 @@ impl PrefixCacheManagerV2 {
 
         let toks = Tokens(toks.to_vec());
 
-        let mut best_match: Option<(usize, &CacheElement, usize, usize, usize)> = None;
-        for (k, v) in &self.caches {
-            let match_len = toks.shared_prefix_len(k);
+        let mut best_match: Option<(usize, usize, usize, usize, usize)> = None;
+        for (index, (k, v)) in self.caches.iter().enumerate() {
+            // cowork patch: never past the positions the entry has computed (see `kv_len`).
+            let match_len = toks
+                .shared_prefix_len(k)
+                .min(v.kv_len().unwrap_or(usize::MAX));
             if match_len == 0 {
                 continue;
             }
@@ -330,7 +399,7 @@ impl PrefixCacheManagerV2 {
             {
                 best_match = Some((
                     match_len,
-                    v,
+                    index,
                     images_match_until,
                     audios_match_until,
                     videos_match_until,
@@ -340,7 +409,7 @@ impl PrefixCacheManagerV2 {
 
         if let Some((
             match_len,
-            cache_element,
+            index,
             images_match_until,
             audios_match_until,
             videos_match_until,
@@ -351,7 +420,10 @@ impl PrefixCacheManagerV2 {
                 return Ok(None);
             }
 
-            let mut cache = cache_element.clone();
+            // cowork patch: the entry just used is the most recently used (evicted last).
+            let last = self.caches.len() - 1;
+            self.caches.move_index(index, last);
+            let mut cache = self.caches[last].clone();
             // Count how many input images are not already cached
             let images_to_keep = if let Some(input_hashes) = image_hashes {
                 input_hashes.len().saturating_sub(images_match_until)
@@ -496,6 +568,72 @@ mod tests {
             None => panic!("expected exact-extension prefix-cache hit"),
         }
 
+        Ok(())
+    }
+
+    // cowork patch tests.
+    fn normal_element(kv_len: usize) -> candle_core::Result<CacheElement> {
+        Ok(CacheElement {
+            cache: vec![Some(make_normal_kv_cache(kv_len)?)],
+            recurrent_snapshots: None,
+            audio_hashes: None,
+            image_hashes: None,
+            video_hashes: None,
+        })
+    }
+
+    #[test]
+    fn match_stops_where_the_cached_keys_end() -> candle_core::Result<()> {
+        let mut prefix_cacher = PrefixCacheManagerV2::new(1, false, false);
+        // A finished sequence: five tokens, the last one sampled and never fed, so four
+        // positions of keys and values.
+        prefix_cacher.insert_within_budget(vec![1, 2, 3, 4, 5].into(), normal_element(4)?);
+        match prefix_cacher.search_for_matching_cache(&[1, 2, 3, 4, 5, 6, 7], None, None, None)? {
+            Some(MatchingCache::Normal {
+                toks,
+                offset,
+                normal,
+                ..
+            }) => {
+                assert_eq!(offset, 4);
+                assert_eq!(toks, vec![5, 6, 7]);
+                assert_eq!(normal[0].as_ref().unwrap().current_seq_len(), 4);
+            }
+            _ => panic!("expected a prefix-cache hit"),
+        }
+        Ok(())
+    }
+
+    #[test]
+    fn entries_a_newer_one_extends_are_dropped() -> candle_core::Result<()> {
+        let mut prefix_cacher = PrefixCacheManagerV2::new(1, false, false);
+        prefix_cacher.insert_within_budget(vec![1, 2, 3].into(), normal_element(2)?);
+        prefix_cacher.insert_within_budget(vec![1, 2, 9].into(), normal_element(2)?);
+        prefix_cacher.insert_within_budget(vec![1, 2, 3, 4, 5].into(), normal_element(4)?);
+        let keys: Vec<Vec<u32>> = prefix_cacher.caches.keys().map(|k| k.0.clone()).collect();
+        assert_eq!(keys, vec![vec![1, 2, 9], vec![1, 2, 3, 4, 5]]);
+        Ok(())
+    }
+
+    #[test]
+    fn cpu_entries_stay_within_the_budget_least_recently_used_first() -> candle_core::Result<()> {
+        let mut prefix_cacher = PrefixCacheManagerV2::new(1, false, false);
+        // Each entry holds 100 positions of F32 keys and values: 800 bytes.
+        prefix_cacher.cpu_budget_bytes = 2_000;
+        prefix_cacher.insert_within_budget(vec![1, 1].into(), normal_element(100)?);
+        prefix_cacher.insert_within_budget(vec![2, 2].into(), normal_element(100)?);
+        // A hit makes [1, 1] the most recently used, so [2, 2] goes first.
+        assert!(prefix_cacher
+            .search_for_matching_cache(&[1, 1, 7], None, None, None)?
+            .is_some());
+        prefix_cacher.insert_within_budget(vec![3, 3].into(), normal_element(100)?);
+        let keys: Vec<Vec<u32>> = prefix_cacher.caches.keys().map(|k| k.0.clone()).collect();
+        assert_eq!(keys, vec![vec![1, 1], vec![3, 3]]);
+        // The newest entry stays even when it alone is over the budget.
+        prefix_cacher.cpu_budget_bytes = 10;
+        prefix_cacher.insert_within_budget(vec![4, 4].into(), normal_element(100)?);
+        let keys: Vec<Vec<u32>> = prefix_cacher.caches.keys().map(|k| k.0.clone()).collect();
+        assert_eq!(keys, vec![vec![4, 4]]);
         Ok(())
     }
 }

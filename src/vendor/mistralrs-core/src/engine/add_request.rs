@@ -429,7 +429,7 @@ impl Engine {
                 .get_metadata()
                 .llg_factory
                 .clone();
-            let recognizer = match Self::build_sequence_recognizer(&factory, &request.constraint) {
+            let recognizer = match self.build_sequence_recognizer(&factory, &request.constraint) {
                 Ok(recognizer) => recognizer,
                 Err(err) => {
                     request
@@ -509,7 +509,7 @@ impl Engine {
                         model_metadata.v_head_dim_for_layer(layer_idx),
                     );
 
-                    let k_seq_cache = match Tensor::zeros(k_shape, dtype, &device) {
+                    let k_seq_cache = match kv_shape_template(k_shape, dtype, &device) {
                         Ok(x) => x,
                         Err(_) => {
                             request
@@ -527,7 +527,7 @@ impl Engine {
                     let v_seq_cache = if k_shape == v_shape {
                         k_seq_cache.clone()
                     } else {
-                        match Tensor::zeros(v_shape, dtype, &device) {
+                        match kv_shape_template(v_shape, dtype, &device) {
                             Ok(x) => x,
                             Err(_) => {
                                 request
@@ -844,4 +844,16 @@ impl Engine {
             .await
             .expect("Sender disconnected unexpectedly!");
     }
+}
+
+/// cowork patch: a sequence's "preallocated" KV cache is only read for its shape
+/// (`set_none_cache` allocates the cache the model writes with `zeros_like`), yet it was a
+/// zero-filled tensor of the prompt's full length held for the sequence's whole life (47 MB for
+/// a 2,000-token prompt on SmolLM2). A broadcast scalar has that shape and holds one element.
+fn kv_shape_template(
+    shape: (usize, usize, usize, usize),
+    dtype: candle_core::DType,
+    device: &candle_core::Device,
+) -> candle_core::Result<Tensor> {
+    Tensor::zeros((), dtype, device)?.broadcast_as(shape)
 }

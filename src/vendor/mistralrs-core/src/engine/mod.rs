@@ -171,6 +171,9 @@ pub struct Engine {
     logger: Arc<IntervalLogger>,
     handles: Arc<Mutex<Vec<JoinHandle<()>>>>,
     pending_notify: Arc<Notify>,
+    /// cowork patch: the pipeline's grammar factory with token slices, made on first use
+    /// (see `pipeline::llg::build_llg_factory`).
+    llg_sliced: std::sync::OnceLock<Arc<ParserFactory>>,
 }
 
 impl Drop for Engine {
@@ -244,6 +247,7 @@ impl Engine {
             logger,
             handles: Arc::new(Mutex::new(Vec::new())),
             pending_notify: Arc::new(Notify::new()),
+            llg_sliced: std::sync::OnceLock::new(),
         })
     }
 
@@ -832,6 +836,7 @@ impl Engine {
     }
 
     fn build_sequence_recognizer(
+        &self,
         factory: &Option<Arc<ParserFactory>>,
         constraint: &Constraint,
     ) -> anyhow::Result<SequenceRecognizer> {
@@ -839,7 +844,14 @@ impl Engine {
             let factory = factory
                 .as_ref()
                 .ok_or_else(|| anyhow::anyhow!("No token environment (llg_factory) found."))?;
-            let llg = constraint_from_llg_grammar(factory, grm)?;
+            let sliced = match self.llg_sliced.get() {
+                Some(sliced) => sliced.clone(),
+                None => {
+                    let sliced = crate::pipeline::llg::with_general_slices(factory)?;
+                    self.llg_sliced.get_or_init(|| sliced).clone()
+                }
+            };
+            let llg = constraint_from_llg_grammar(&sliced, grm)?;
             Ok(SequenceRecognizer::Llguidance(Box::new(llg)))
         } else {
             Ok(SequenceRecognizer::None)

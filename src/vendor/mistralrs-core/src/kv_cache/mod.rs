@@ -260,6 +260,35 @@ impl NormalCache {
 
 pub struct NormalCacheManager;
 
+/// cowork patch: whether a sequence's cache already is the model's cache, layer by layer: the
+/// same storage seen through the same layout at the same length. The model only ever appends
+/// past its current length to storage it holds (growing moves to new storage, and every other
+/// change of length replaces the model's cache), so no other view of that storage reaches past
+/// it, and appending there without a copy cannot change what a prefix-cache entry or another
+/// sequence reads. Rotating caches overwrite old positions and always take the copy.
+fn seq_cache_is_model_cache(model: &[KvCache], seq: &[Option<KvCache>]) -> bool {
+    fn same(model: &SingleCache, seq: &SingleCache) -> bool {
+        match (&model.all_data, &seq.all_data) {
+            (Some(m), Some(s)) => {
+                m.same_storage(s)
+                    && m.layout() == s.layout()
+                    && model.dim == seq.dim
+                    && model.current_seq_len == seq.current_seq_len
+                    && model.capacity_seq_len == seq.capacity_seq_len
+            }
+            _ => false,
+        }
+    }
+    !model.is_empty()
+        && model.len() == seq.len()
+        && model.iter().zip(seq).all(|(m, s)| match (m, s) {
+            (KvCache::Normal { k: mk, v: mv }, Some(KvCache::Normal { k: sk, v: sv })) => {
+                same(mk, sk) && same(mv, sv)
+            }
+            _ => false,
+        })
+}
+
 impl<T: CacheManagerMixin + MetadataMixin + ?Sized> CacheManager<T> for NormalCacheManager {
     fn clone_in_cache(
         &self,
@@ -267,6 +296,19 @@ impl<T: CacheManagerMixin + MetadataMixin + ?Sized> CacheManager<T> for NormalCa
         seqs: &mut [&mut crate::sequence::Sequence],
         modify_draft_cache: bool,
     ) {
+        // cowork patch: a lone sequence whose cache is the model's own (same storage, same
+        // length) needs no copy: the first decode step after its prompt, or a follow-up that
+        // matched the whole previous turn. Copying here held two copies of a long prompt's cache.
+        if let [seq] = seqs {
+            let seq_cache = if modify_draft_cache {
+                seq.normal_draft_cache()
+            } else {
+                seq.normal_cache()
+            };
+            if seq_cache_is_model_cache(&pipeline.cache().normal().0, seq_cache) {
+                return;
+            }
+        }
         let mut new_k_cache = Vec::new();
         let mut new_v_cache = Vec::new();
 
@@ -1194,5 +1236,42 @@ impl<T: CacheManagerMixin + MetadataMixin + ?Sized> CacheManager<T> for HybridCa
                 }
             }
         }
+    }
+}
+
+// cowork patch tests.
+#[cfg(test)]
+mod tests {
+    use super::{seq_cache_is_model_cache, KvCache, NormalCache};
+    use candle_core::{DType, Device, Tensor};
+
+    fn cache_with(len: usize) -> candle_core::Result<KvCache> {
+        let mut cache = KvCache::new_normal(2, 4096, NormalCache::CACHE_GROW_SIZE);
+        let kv = Tensor::ones((1, 2, len, 4), DType::F32, &Device::Cpu)?;
+        cache.append(&kv, &kv)?;
+        Ok(cache)
+    }
+
+    #[test]
+    fn only_the_model_cache_itself_skips_the_copy() -> candle_core::Result<()> {
+        let model = vec![cache_with(3)?, cache_with(3)?];
+        // What clone_out_cache gives the sequence: the same storage at the same length.
+        let seq: Vec<Option<KvCache>> = model.iter().cloned().map(Some).collect();
+        assert!(seq_cache_is_model_cache(&model, &seq));
+
+        // Equal contents in other storage (a prefix-cache entry, another sequence) are copied.
+        let copy = vec![Some(cache_with(3)?), Some(cache_with(3)?)];
+        assert!(!seq_cache_is_model_cache(&model, &copy));
+
+        // The same storage at a shorter length (a partial prefix match) is copied too: the
+        // model would overwrite positions the entry still reads.
+        let mut shorter = seq.clone();
+        shorter[1].as_mut().unwrap().set_len(2)?;
+        assert!(!seq_cache_is_model_cache(&model, &shorter));
+
+        // A layer without a cache, or a different number of layers, takes the copy.
+        assert!(!seq_cache_is_model_cache(&model, &[seq[0].clone(), None]));
+        assert!(!seq_cache_is_model_cache(&model, &seq[..1]));
+        Ok(())
     }
 }

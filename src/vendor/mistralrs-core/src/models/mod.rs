@@ -14,6 +14,7 @@ pub(crate) mod mixtral;
 pub(crate) mod phi2;
 pub(crate) mod phi3;
 pub(crate) mod phi3_5_moe;
+pub(crate) mod prefill_chunks;
 pub(crate) mod quantized_embedding;
 pub(crate) mod quantized_llama;
 pub(crate) mod quantized_phi2;

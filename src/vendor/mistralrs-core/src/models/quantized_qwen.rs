@@ -445,6 +445,26 @@ impl ModelWeights {
         context_lens: Vec<(usize, usize)>,
         metadata: Option<(Vec<(Tensor, Tensor)>, &PagedAttentionInputMetadata)>,
     ) -> Result<Tensor> {
+        // cowork patch (PATCH.md, change 7): a long prompt without paged attention goes
+        // through the layers in chunks.
+        let (layer_in, context_lens) = match metadata {
+            None => super::prefill_chunks::run(x, start_offsets, context_lens, |x, offsets| {
+                self.forward_layers(x, offsets, None)
+            })?,
+            metadata => (self.forward_layers(x, start_offsets, metadata)?, context_lens),
+        };
+        let x = self.norm.forward(&layer_in)?;
+        let x = extract_logits(&x, context_lens)?;
+        MatMul.qmethod_matmul(&x.contiguous()?, &*self.output)
+    }
+
+    /// The embedding and the decoder layers, without the final norm and head.
+    fn forward_layers(
+        &self,
+        x: &Tensor,
+        start_offsets: &[usize],
+        metadata: Option<(Vec<(Tensor, Tensor)>, &PagedAttentionInputMetadata)>,
+    ) -> Result<Tensor> {
         let mut layer_in = self.tok_embeddings.forward(x)?;
         let cache = &mut self.cache.normal().0;
         let mask = CausalMasker.make_causal_mask_matrix(
@@ -492,8 +512,6 @@ impl ModelWeights {
             let x = (x + residual)?;
             layer_in = x;
         }
-        let x = self.norm.forward(&layer_in)?;
-        let x = extract_logits(&x, context_lens)?;
-        MatMul.qmethod_matmul(&x.contiguous()?, &*self.output)
+        Ok(layer_in)
     }
 }

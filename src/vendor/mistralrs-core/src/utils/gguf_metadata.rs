@@ -90,7 +90,13 @@ impl ContentMetadata<'_> {
     // Retrieve a prop the struct needs by querying the metadata content:
     pub fn get_value<T: TryFromValue>(&self, field_name: &str) -> Result<T, anyhow::Error> {
         let prop_key = format!("{prefix}.{field_name}", prefix = self.path_prefix);
-        let value = self.metadata.get(&prop_key).cloned();
+        // cowork patch: a missing key is a plain error. Going through candle's error, which
+        // captures a backtrace under RUST_BACKTRACE and formats it here, resolved the
+        // binary's symbols for every optional key a model lacks and kept gimli's 64 MB
+        // symbol cache for the life of the process.
+        let Some(value) = self.metadata.get(&prop_key).cloned() else {
+            anyhow::bail!("`{prop_key}` is missing from the GGUF metadata")
+        };
 
         // Unwrap the inner value of the `Value` enum via trait method,
         // otherwise format error with prop key as context:

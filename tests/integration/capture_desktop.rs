@@ -72,7 +72,7 @@ fn serve_pages() -> u16 {
             let path = request.split_whitespace().nth(1).unwrap_or("/");
             let body = match path {
                 "/plan.html" => format!(
-                    "<html><head><title>Quarterly plan</title><meta http-equiv=refresh content='4;url=http://www.ledger.example:{port}/secret.html'></head><body>plan</body></html>"
+                    "<html><head><title>Quarterly plan</title><meta http-equiv=refresh content='8;url=http://www.ledger.example:{port}/secret.html'></head><body>plan</body></html>"
                 ),
                 "/secret.html" => format!(
                     "<html><head><title>Hidden ledger</title><meta http-equiv=refresh content='4;url=http://127.0.0.1:{port}/back.html'></head><body>ledger</body></html>"
@@ -151,7 +151,8 @@ fn chromium_urls_come_from_the_address_bar_and_a_denied_domain_leaves_nothing() 
     assert!(eventually(Duration::from_secs(20), || desktop_accessibility(&dbus) == Some(true)), "cowork turned desktop accessibility on");
     let (window, _profile) = open_chromium(&mut x, &dbus, &format!("http://127.0.0.1:{port}/plan.html"), "Quarterly plan");
     x.activate(&window);
-    // plan (4 s) → secret on localhost (4 s) → back to work.
+    // plan (8 s: Chromium's accessibility tree, which gives the URL, can take seconds to come up
+    // on a loaded machine) → secret on localhost (4 s) → back to work.
     assert!(
         eventually(Duration::from_secs(40), || sessions(&db).iter().any(|s| s.title.starts_with("Back to work"))),
         "capture followed the browser to the last page: {:?}",

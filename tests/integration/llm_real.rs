@@ -316,8 +316,9 @@ fn the_default_model_answers_questions_about_a_scripted_morning_from_its_context
 
 /// A long prompt goes through the layers in chunks (mistralrs-core patch 7, 512 tokens by
 /// default); each chunk must see the keys the chunks before it cached, at the right positions.
-/// With the real SmolLM2 and greedy decoding, a 1,400-token prompt answers the same in one pass
-/// and in 256-token chunks, and the prompt is the same length both ways.
+/// With the real SmolLM2 and greedy decoding, a 650-token prompt answers the same in one pass
+/// and in 128-token chunks, and the prompt is the same length both ways. (Short enough not to
+/// starve the timing-sensitive desktop tests running beside it on two cores.)
 #[test]
 fn a_long_prompt_answers_the_same_in_chunks_as_in_one_pass() {
     if !require(chat_model().is_file(), "the SmolLM2 chat model") {
@@ -325,10 +326,10 @@ fn a_long_prompt_answers_the_same_in_chunks_as_in_one_pass() {
     }
     let apps = ["VS Code: budget-2026.ods", "Terminal: Pull request #412", "Firefox: Re: Offsite venue", "Evince: Standup notes"];
     let mut prompt = String::from("Here is my activity log:\n");
-    for i in 0..90 {
+    for i in 0..32 {
         prompt += &format!("{:02}:{:02} {} (typed: item {i} checked)\n", 8 + i / 20, (i % 20) * 3, apps[i % apps.len()]);
     }
-    prompt += "Which item did I check in Evince at 09:09?";
+    prompt += "Which item did I check in Evince at 08:27?";
     let ask = |chunk: &str| -> serde_json::Value {
         let dir = temp_dir();
         let out = std::process::Command::new(env!("CARGO_BIN_EXE_cowork"))
@@ -344,9 +345,9 @@ fn a_long_prompt_answers_the_same_in_chunks_as_in_one_pass() {
         assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
         serde_json::from_slice(&out.stdout).unwrap()
     };
-    let (whole, chunked) = (ask("0"), ask("256"));
+    let (whole, chunked) = (ask("0"), ask("128"));
     let tokens = whole["prompt_tokens"].as_u64().unwrap();
-    assert!(tokens > 1_024, "the prompt spans several chunks: {tokens} tokens");
+    assert!(tokens > 512, "the prompt spans several chunks: {tokens} tokens");
     assert_eq!(chunked["prompt_tokens"].as_u64(), Some(tokens));
     let answer = whole["answer"].as_str().unwrap();
     assert!(!answer.trim().is_empty());

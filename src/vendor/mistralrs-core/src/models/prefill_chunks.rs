@@ -35,8 +35,9 @@ pub(crate) fn run(
     mut layers: impl FnMut(&Tensor, &[usize]) -> Result<Tensor>,
 ) -> Result<(Tensor, Vec<(usize, usize)>)> {
     let (batch, seq_len) = input_ids.dims2()?;
-    let chunk = chunk_size();
-    if batch != 1 || seq_len <= chunk {
+    // A decode step (one token) returns before the environment is read.
+    let chunk = if batch == 1 && seq_len > 1 { chunk_size() } else { usize::MAX };
+    if seq_len <= chunk {
         return Ok((layers(input_ids, start_offsets)?, context_lens));
     }
     let last_start = (seq_len - 1) / chunk * chunk;

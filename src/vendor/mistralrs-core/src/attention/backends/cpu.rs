@@ -84,11 +84,13 @@ const TILE_KV: usize = 16;
 // vectorises the loop (one running sum forced a strict order of f32 adds).
 const DOT_LANES: usize = 8;
 
-/// Dot product in `f32`, vectorisable.
+/// Dot product in `f32` of two rows of any element types (a query row may
+/// already be `f32` while the keys are not); AVX2 FMA when both are `f32`,
+/// else eight lanes that LLVM can vectorise.
 #[inline]
-fn vec_dot_f32<T: UpcastF32 + Copy>(a: &[T], b: &[T]) -> f32 {
+fn dot_f32<A: UpcastF32 + Copy, B: UpcastF32 + Copy>(a: &[A], b: &[B]) -> f32 {
     #[cfg(all(target_arch = "x86_64", target_feature = "avx2", target_feature = "fma"))]
-    if let (Some(a), Some(b)) = (T::as_f32(a), T::as_f32(b)) {
+    if let (Some(a), Some(b)) = (A::as_f32(a), B::as_f32(b)) {
         return dot_f32_simd(a, b);
     }
     let n = a.len().min(b.len());
@@ -143,30 +145,6 @@ fn dot_f32_simd(a: &[f32], b: &[f32]) -> f32 {
     }
 }
 
-/// `vec_dot_f32` with the query row already in `f32`.
-#[inline]
-fn dot_f32_row<T: UpcastF32 + Copy>(q: &[f32], k: &[T]) -> f32 {
-    #[cfg(all(target_arch = "x86_64", target_feature = "avx2", target_feature = "fma"))]
-    if let Some(k) = T::as_f32(k) {
-        return dot_f32_simd(q, k);
-    }
-    let n = q.len().min(k.len());
-    let (q, k) = (&q[..n], &k[..n]);
-    let mut lanes = [0f32; DOT_LANES];
-    let (q_chunks, k_chunks) = (q.chunks_exact(DOT_LANES), k.chunks_exact(DOT_LANES));
-    let (q_rest, k_rest) = (q_chunks.remainder(), k_chunks.remainder());
-    for (x, y) in q_chunks.zip(k_chunks) {
-        for i in 0..DOT_LANES {
-            lanes[i] = x[i].mul_add(y[i].to_f32(), lanes[i]);
-        }
-    }
-    let mut sum = lanes.iter().sum::<f32>();
-    for (x, y) in q_rest.iter().zip(k_rest) {
-        sum += x * y.to_f32();
-    }
-    sum
-}
-
 /// The scores of four query rows (`q4`: four rows of `d`, in `f32`) against
 /// one key row: the four dot products share each load of the key, and one
 /// horizontal reduction sums all four (instead of one per score).
@@ -197,10 +175,10 @@ fn dot4_f32_rows<T: UpcastF32 + Copy>(q4: &[f32], k: &[T], d: usize) -> [f32; 4]
         }
     }
     [
-        dot_f32_row(&q4[..d], k),
-        dot_f32_row(&q4[d..2 * d], k),
-        dot_f32_row(&q4[2 * d..3 * d], k),
-        dot_f32_row(&q4[3 * d..4 * d], k),
+        dot_f32(&q4[..d], k),
+        dot_f32(&q4[d..2 * d], k),
+        dot_f32(&q4[2 * d..3 * d], k),
+        dot_f32(&q4[3 * d..4 * d], k),
     ]
 }
 
@@ -693,7 +671,7 @@ where
                         let k_base = b_i * kstride[0] + kv_pos * kstride[1] + k_head * kstride[2];
                         let k_row = &k_data[k_base..k_base + d];
 
-                        let mut s_val = vec_dot_f32(q_row, k_row) * scale;
+                        let mut s_val = dot_f32(q_row, k_row) * scale;
 
                         if logit_softcap != 0.0 {
                             s_val = logit_softcap * (s_val / logit_softcap).tanh();
@@ -910,7 +888,7 @@ where
                             }
                             let dot = match dots {
                                 Some(dots) => dots[r],
-                                None => dot_f32_row(&q_rows[r * d..(r + 1) * d], k_row),
+                                None => dot_f32(&q_rows[r * d..(r + 1) * d], k_row),
                             };
                             let mut s = dot * scale_applied;
                             if logit_softcap != 0.0 {

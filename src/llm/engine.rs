@@ -159,7 +159,12 @@ async fn load_f32(dir: String, file: String) -> anyhow::Result<Model> {
     )?;
     let scheduler = SchedulerConfig::DefaultScheduler { method: DefaultSchedulerMethod::Fixed(1.try_into()?) };
     let config = AddModelConfig {
-        engine_config: EngineConfig { throughput_logging_enabled: false, ..EngineConfig::default() },
+        engine_config: EngineConfig {
+            throughput_logging_enabled: false,
+            // For measurements and the test that compares answers with and without it.
+            no_prefix_cache: std::env::var_os("COWORK_NO_PREFIX_CACHE").is_some(),
+            ..EngineConfig::default()
+        },
         mcp_client_config: None,
         loader_config: None,
     };

@@ -1,4 +1,4 @@
-use super::llg::build_llg_factory;
+use super::llg::build_llg_factory_shared;
 use super::{
     get_model_paths, get_xlora_paths, text_models_inputs_processor::ModelInputs, AdapterKind,
     CacheManager, GeneralMetadata, Loader, ModelKind, ModelPaths, PrettyName, QuantizationKind,
@@ -550,7 +550,9 @@ impl Loader for GGUFLoader {
             Model::Qwen3(ref p) => p.max_seq_len,
             Model::Qwen3MoE(ref p) => p.max_seq_len,
         };
-        let llg_factory = build_llg_factory(tokenizer.clone())?;
+        // cowork patch (PATCH.md, change 10): llguidance shares this tokenizer.
+        let tokenizer = Arc::new(tokenizer);
+        let llg_factory = build_llg_factory_shared(tokenizer.clone())?;
         let num_hidden_layers = match model {
             Model::Llama(ref model) => model.cache.normal().0.len(),
             Model::Phi2(ref model) => model.cache.normal().0.len(),
@@ -585,7 +587,7 @@ impl Loader for GGUFLoader {
         let eos = calculate_eos_tokens(&chat_template, gen_conf.as_ref(), &tokenizer);
         Ok(Arc::new(Mutex::new(GGUFPipeline {
             model,
-            tokenizer: tokenizer.into(),
+            tokenizer,
             no_kv_cache: self.no_kv_cache,
             chat_template: Arc::new(chat_template),
             model_id: self

@@ -316,7 +316,7 @@ mod tests {
         // CANDLE_NO_AVX512=1, for the AVX2 kernels on a CPU with AVX-512 VNNI.
         let (m, k, n) = (70, 768, 201);
         let x = Tensor::from_vec(values(m * k, 2), (m, k), &Device::Cpu)?;
-        for dtype in [GgmlDType::Q4_1, GgmlDType::Q8_0, GgmlDType::Q4_0, GgmlDType::Q6K] {
+        for dtype in [GgmlDType::Q4_1, GgmlDType::Q8_0, GgmlDType::Q4_0, GgmlDType::Q6K, GgmlDType::Q4K] {
             let w = Tensor::from_vec(values(n * k, 1), (n, k), &Device::Cpu)?;
             let qw = QTensor::quantize(&w, dtype)?;
             let dequantized = qw.dequantize(&Device::Cpu)?;

@@ -402,6 +402,149 @@ pub(crate) fn vec_dot_q6k_q8k(n: usize, xs: &[BlockQ6K], ys: &[BlockQ8K]) -> f32
     }
 }
 
+// cowork patch (PATCH.md, change 4): `vec_dot_q6k_q8k` for one weight row
+// against four activation rows. The weight block's scales and 6-bit values are
+// unpacked once for the four rows; each row's sums are computed exactly as
+// `vec_dot_q6k_q8k` computes them, so the results are bit-identical.
+#[inline(always)]
+pub(crate) fn vec_dot_q6k_q8k_x4(n: usize, xs: &[BlockQ6K], ys: [&[BlockQ8K]; 4]) -> [f32; 4] {
+    debug_assert!(n.is_multiple_of(QK_K));
+    let nb = n / QK_K;
+    let ys = [&ys[0][..nb], &ys[1][..nb], &ys[2][..nb], &ys[3][..nb]];
+    unsafe {
+        let m4 = _mm256_set1_epi8(0xF);
+        let m2 = _mm256_set1_epi8(3);
+        let m32s = _mm256_set1_epi8(32);
+        let mut acc = [_mm256_setzero_ps(); 4];
+        for (i, x) in xs[..nb].iter().enumerate() {
+            let mut q4 = x.ql.as_ptr();
+            let mut qh = x.qh.as_ptr();
+            let scales = _mm_loadu_si128(x.scales.as_ptr() as *const __m128i);
+            let mut sumi = [_mm256_setzero_si256(); 4];
+            for j in 0..QK_K / 128 {
+                let is = j * 4;
+                let scale = [
+                    _mm256_cvtepi8_epi16(_mm_shuffle_epi8(scales, get_scale_shuffle(is))),
+                    _mm256_cvtepi8_epi16(_mm_shuffle_epi8(scales, get_scale_shuffle(is + 1))),
+                    _mm256_cvtepi8_epi16(_mm_shuffle_epi8(scales, get_scale_shuffle(is + 2))),
+                    _mm256_cvtepi8_epi16(_mm_shuffle_epi8(scales, get_scale_shuffle(is + 3))),
+                ];
+                let q4bits1 = _mm256_loadu_si256(q4 as *const __m256i);
+                q4 = q4.add(32);
+                let q4bits2 = _mm256_loadu_si256(q4 as *const __m256i);
+                q4 = q4.add(32);
+                let q4bits_h = _mm256_loadu_si256(qh as *const __m256i);
+                qh = qh.add(32);
+                let q4h_0 = _mm256_slli_epi16(_mm256_and_si256(q4bits_h, m2), 4);
+                let q4h_1 = _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(q4bits_h, 2), m2), 4);
+                let q4h_2 = _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(q4bits_h, 4), m2), 4);
+                let q4h_3 = _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(q4bits_h, 6), m2), 4);
+                let q = [
+                    _mm256_or_si256(_mm256_and_si256(q4bits1, m4), q4h_0),
+                    _mm256_or_si256(_mm256_and_si256(q4bits2, m4), q4h_1),
+                    _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(q4bits1, 4), m4), q4h_2),
+                    _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(q4bits2, 4), m4), q4h_3),
+                ];
+                for r in 0..4 {
+                    let q8 = ys[r][i].qs.as_ptr().add(j * 128);
+                    let mut p16 = [_mm256_setzero_si256(); 4];
+                    for k in 0..4 {
+                        let q8k = _mm256_loadu_si256(q8.add(32 * k) as *const __m256i);
+                        let q8s = _mm256_maddubs_epi16(m32s, q8k);
+                        let p = _mm256_sub_epi16(_mm256_maddubs_epi16(q[k], q8k), q8s);
+                        p16[k] = _mm256_madd_epi16(scale[k], p);
+                    }
+                    sumi[r] = _mm256_add_epi32(sumi[r], _mm256_add_epi32(p16[0], p16[1]));
+                    sumi[r] = _mm256_add_epi32(sumi[r], _mm256_add_epi32(p16[2], p16[3]));
+                }
+            }
+            for r in 0..4 {
+                let d = ys[r][i].d * x.d.to_f32();
+                acc[r] = _mm256_fmadd_ps(_mm256_broadcast_ss(&d), _mm256_cvtepi32_ps(sumi[r]), acc[r]);
+            }
+        }
+        [hsum_float_8(acc[0]), hsum_float_8(acc[1]), hsum_float_8(acc[2]), hsum_float_8(acc[3])]
+    }
+}
+
+// cowork patch (PATCH.md, change 4): `vec_dot_q4k_q8k` for one weight row
+// against four activation rows: the 6-bit scales and mins and the nibbles of
+// each weight block are unpacked once for the four rows, and each row's sums
+// are computed exactly as `vec_dot_q4k_q8k` computes them (bit-identical).
+#[inline(always)]
+pub(crate) fn vec_dot_q4k_q8k_x4(n: usize, xs: &[BlockQ4K], ys: [&[BlockQ8K]; 4]) -> [f32; 4] {
+    debug_assert!(n.is_multiple_of(QK_K));
+    let nb = n / QK_K;
+    let ys = [&ys[0][..nb], &ys[1][..nb], &ys[2][..nb], &ys[3][..nb]];
+    let mut utmp = [0u32; 4];
+    const KMASK1: u32 = 0x3f3f3f3f;
+    const KMASK2: u32 = 0x0f0f0f0f;
+    const KMASK3: u32 = 0x03030303;
+    unsafe {
+        let m4 = _mm256_set1_epi8(0xF);
+        let mut acc = [_mm256_setzero_ps(); 4];
+        let mut acc_m = [_mm_setzero_ps(); 4];
+        for (i, x) in xs[..nb].iter().enumerate() {
+            LittleEndian::read_u32_into(&x.scales, &mut utmp[0..3]);
+            utmp[3] = ((utmp[2] >> 4) & KMASK2) | (((utmp[1] >> 6) & KMASK3) << 4);
+            let uaux = utmp[1] & KMASK1;
+            utmp[1] = (utmp[2] & KMASK2) | (((utmp[0] >> 6) & KMASK3) << 4);
+            utmp[2] = uaux;
+            utmp[0] &= KMASK1;
+            let mins_and_scales = _mm256_cvtepu8_epi16(_mm_set_epi32(
+                utmp[3] as i32,
+                utmp[2] as i32,
+                utmp[1] as i32,
+                utmp[0] as i32,
+            ));
+            let mins = _mm256_extracti128_si256(mins_and_scales, 1);
+            for r in 0..4 {
+                let y = &ys[r][i];
+                let dmin = -y.d * x.dmin.to_f32();
+                let q8sums = _mm256_loadu_si256(y.bsums.as_ptr() as *const __m256i);
+                let q8s = _mm_hadd_epi16(
+                    _mm256_extracti128_si256(q8sums, 0),
+                    _mm256_extracti128_si256(q8sums, 1),
+                );
+                let prod = _mm_madd_epi16(mins, q8s);
+                acc_m[r] = _mm_fmadd_ps(_mm_set1_ps(dmin), _mm_cvtepi32_ps(prod), acc_m[r]);
+            }
+            let sc128 = _mm256_extracti128_si256(mins_and_scales, 0);
+            let scales = mm256_set_m128i(sc128, sc128);
+            let mut q4 = x.qs.as_ptr();
+            let mut sumi = [_mm256_setzero_si256(); 4];
+            for j in 0..QK_K / 64 {
+                let scale_l = _mm256_shuffle_epi8(scales, get_scale_shuffle_k4(2 * j));
+                let scale_h = _mm256_shuffle_epi8(scales, get_scale_shuffle_k4(2 * j + 1));
+                let q4bits = _mm256_loadu_si256(q4 as *const __m256i);
+                q4 = q4.add(32);
+                let q4l = _mm256_and_si256(q4bits, m4);
+                let q4h = _mm256_and_si256(_mm256_srli_epi16(q4bits, 4), m4);
+                for r in 0..4 {
+                    let q8 = ys[r][i].qs.as_ptr().add(j * 64);
+                    let q8l = _mm256_loadu_si256(q8 as *const __m256i);
+                    let p16l = _mm256_madd_epi16(scale_l, _mm256_maddubs_epi16(q4l, q8l));
+                    sumi[r] = _mm256_add_epi32(sumi[r], p16l);
+                    let q8h = _mm256_loadu_si256(q8.add(32) as *const __m256i);
+                    let p16h = _mm256_madd_epi16(scale_h, _mm256_maddubs_epi16(q4h, q8h));
+                    sumi[r] = _mm256_add_epi32(sumi[r], p16h);
+                }
+            }
+            for r in 0..4 {
+                let d = ys[r][i].d * x.d.to_f32();
+                acc[r] = _mm256_fmadd_ps(_mm256_set1_ps(d), _mm256_cvtepi32_ps(sumi[r]), acc[r]);
+            }
+        }
+        let mut out = [0f32; 4];
+        for r in 0..4 {
+            let m = _mm_add_ps(acc_m[r], _mm_movehl_ps(acc_m[r], acc_m[r]));
+            let m = _mm_add_ss(m, _mm_movehdup_ps(m));
+            out[r] = hsum_float_8(acc[r]) + _mm_cvtss_f32(m);
+        }
+        out
+    }
+}
+
 #[inline(always)]
 unsafe fn mm256_set_m128i(a: __m128i, b: __m128i) -> __m256i {
     _mm256_insertf128_si256(_mm256_castsi128_si256(b), a, 1)

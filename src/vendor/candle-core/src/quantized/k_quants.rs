@@ -1408,6 +1408,11 @@ impl GgmlType for BlockQ4K {
         Self::vec_dot_unopt(n, xs, ys)
     }
 
+    #[cfg(target_feature = "avx2")]
+    fn vec_dot_x4(n: usize, xs: &[Self], ys: [&[Self::VecDotType]; 4]) -> [f32; 4] {
+        super::avx::vec_dot_q4k_q8k_x4(n, xs, ys)
+    }
+
     fn vec_dot_unopt(n: usize, xs: &[Self], ys: &[Self::VecDotType]) -> f32 {
         debug_assert!(
             n.is_multiple_of(QK_K),
@@ -1964,6 +1969,11 @@ impl GgmlType for BlockQ6K {
         return super::simd128::vec_dot_q6k_q8k(n, xs, ys);
 
         Self::vec_dot_unopt(n, xs, ys)
+    }
+
+    #[cfg(target_feature = "avx2")]
+    fn vec_dot_x4(n: usize, xs: &[Self], ys: [&[Self::VecDotType]; 4]) -> [f32; 4] {
+        super::avx::vec_dot_q6k_q8k_x4(n, xs, ys)
     }
 
     fn vec_dot_unopt(n: usize, xs: &[Self], ys: &[Self::VecDotType]) -> f32 {

@@ -161,7 +161,7 @@ async fn load_f32(dir: String, file: String) -> anyhow::Result<Model> {
     let config = AddModelConfig {
         engine_config: EngineConfig {
             throughput_logging_enabled: false,
-            // For measurements and the test that compares answers with and without it.
+            // For measurements: `scripts/measure` times a follow-up with and without it.
             no_prefix_cache: std::env::var_os("COWORK_NO_PREFIX_CACHE").is_some(),
             ..EngineConfig::default()
         },

@@ -294,17 +294,22 @@ fn export_and_delete_from_the_command_line() {
     assert_eq!(titles, ["design review", "inbox"], "the last 15 minutes are gone");
 }
 
+/// `cowork capture simulate` of `script` into `data`, starting at `start`.
+fn simulate(script: &std::path::Path, data: &std::path::Path, start: &str) -> std::process::Output {
+    cowork()
+        .args(["capture", "simulate", "--start", start, "--script"])
+        .arg(script)
+        .arg("--data-dir")
+        .arg(data)
+        .output()
+        .unwrap()
+}
+
 #[test]
 fn simulate_replays_a_day_through_the_firewall_into_the_database() {
     let data = temp_dir();
     let script = super::support::repo_dir().join("assets/scripts/sample-day.jsonl");
-    let out = cowork()
-        .args(["capture", "simulate", "--start", "2026-11-20T08:00:00Z", "--script"])
-        .arg(&script)
-        .arg("--data-dir")
-        .arg(data.path())
-        .output()
-        .unwrap();
+    let out = simulate(&script, data.path(), "2026-11-20T08:00:00Z");
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(out.status.success(), "{stderr}");
     assert!(stderr.contains("2 typed chunks, 1 clipboard events (2 windows excluded by the firewall, 1 AFK periods)"), "{stderr}");
@@ -372,13 +377,7 @@ fn kill_9_during_a_capture_burst_loses_no_committed_row_and_keeps_the_database_s
     }
     // The next start closes what the last kill left open (whether the kill
     // landed while a session was open depends on timing).
-    let out = cowork()
-        .args(["capture", "simulate", "--start", "1h", "--script"])
-        .arg(&script)
-        .arg("--data-dir")
-        .arg(data.path())
-        .output()
-        .unwrap();
+    let out = simulate(&script, data.path(), "1h");
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
     let conn = cowork::store::open_writer(&db).unwrap();
     let check: String = conn.query_row("PRAGMA integrity_check", [], |r| r.get(0)).unwrap();

@@ -39,7 +39,7 @@ struct SharedTokenizerEnv {
 
 impl SharedTokenizerEnv {
     fn new(tokenizer: Arc<Tokenizer>) -> Result<Self> {
-        // Collect special token info before from_tokenizer() consumes the tokenizer.
+        // Special tokens, as the pipeline's tokenizer has them (from_tokenizer adjusts its copy).
         let added_special: Vec<(u32, String)> = tokenizer
             .get_added_tokens_decoder()
             .into_iter()

@@ -642,7 +642,7 @@ where
                         *score = s_val;
                     }
                     let m = scores.iter().copied().fold(f32::NEG_INFINITY, f32::max);
-                    vkq.fill(0.0);
+                    // `vkq` starts at zero: `scratch` is zeroed and each (tile, head) has its own.
                     // A tile whose keys are all masked adds nothing (the reduction skips it).
                     let s = if m == f32::NEG_INFINITY {
                         0.0

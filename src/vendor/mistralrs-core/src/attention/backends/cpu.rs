@@ -758,6 +758,16 @@ where
         _ => None,
     };
 
+    // cowork patch (PATCH.md, change 13): f32 rows go to the register-tiled kernels.
+    #[cfg(all(target_arch = "x86_64", target_feature = "avx2", target_feature = "fma"))]
+    if let (Some(q), Some(k), Some(v)) = (T::as_f32(q_data), T::as_f32(k_data), T::as_f32(v_data)) {
+        if d % 8 == 0 && dv % 8 == 0 && max_bias == 0.0 {
+            let shape = tiled::Shape { b, h, k_h, q_len, kv_len, d, qstride, kstride, vstride };
+            let out = tiled::attention(q, k, v, mask_info.as_ref(), &shape, scale, logit_softcap);
+            return Tensor::from_vec(out, (b, h, q_len, dv), &Device::Cpu);
+        }
+    }
+
     // cowork patch (PATCH.md, change 3): queries in tiles of four rows of one
     // head, so each K and V row is read once per tile instead of once per
     // query; per row, the scores of all unmasked positions first (masked ones
@@ -889,6 +899,274 @@ where
 
     let out_shape = (b, h, q_len, dv);
     Tensor::from_vec(out, out_shape, &Device::Cpu)
+}
+
+/// cowork patch (PATCH.md, change 13): prefill attention for f32 rows as two
+/// small matrix products per tile of four queries, with the running sums in
+/// registers. Keys are packed once per call into panels of 16 (for each
+/// dimension, 16 keys side by side), so one step of the score kernel is two
+/// loads of keys, four broadcasts of query values and eight FMAs, and the 64
+/// scores come out as vectors (no horizontal sums); a panel whose 16 keys are
+/// masked for all four queries is skipped. The weighted sum of V runs over the
+/// keys that any of the four queries sees, 16 output columns at a time, again
+/// with the sums in registers (the row-by-row version loaded and stored each
+/// output row once per key).
+#[cfg(all(target_arch = "x86_64", target_feature = "avx2", target_feature = "fma"))]
+mod tiled {
+    use super::{exp_row, MaskInfo};
+    use core::arch::x86_64::*;
+    use rayon::prelude::*;
+
+    /// Keys per panel: two AVX2 vectors.
+    const PANEL: usize = 16;
+    /// Query rows per tile (one head, consecutive positions).
+    const ROWS: usize = 4;
+
+    pub(super) struct Shape<'a> {
+        pub b: usize,
+        pub h: usize,
+        pub k_h: usize,
+        pub q_len: usize,
+        pub kv_len: usize,
+        /// Head dimension of Q, K and V (a multiple of 8).
+        pub d: usize,
+        pub qstride: &'a [usize],
+        pub kstride: &'a [usize],
+        pub vstride: &'a [usize],
+    }
+
+    /// Attention output `(b, h, q_len, d)` for queries `(b, q_len, h, d)` and keys and values
+    /// `(b, kv_len, k_h, d)` (rows contiguous, any other strides).
+    pub(super) fn attention(
+        q: &[f32],
+        k: &[f32],
+        v: &[f32],
+        mask: Option<&MaskInfo<'_>>,
+        s: &Shape<'_>,
+        scale: f32,
+        softcap: f32,
+    ) -> Vec<f32> {
+        let Shape { b, h, k_h, q_len, kv_len, d, qstride, kstride, vstride } = *s;
+        let panels = kv_len.div_ceil(PANEL);
+        let panel_len = d * PANEL;
+        // K of each (batch, kv head) as panels; keys past kv_len are 0.
+        let mut packed = vec![0f32; b * k_h * panels * panel_len];
+        packed
+            .par_chunks_mut(panels * panel_len)
+            .enumerate()
+            .for_each(|(bk, dst)| {
+                let base = (bk / k_h) * kstride[0] + (bk % k_h) * kstride[2];
+                for key in 0..kv_len {
+                    let row = &k[base + key * kstride[1]..][..d];
+                    let panel = &mut dst[(key / PANEL) * panel_len..][..panel_len];
+                    for (j, x) in row.iter().enumerate() {
+                        panel[j * PANEL + key % PANEL] = *x;
+                    }
+                }
+            });
+
+        let scale = if softcap != 0.0 { scale / softcap } else { scale };
+        let tiles_per_head = q_len.div_ceil(ROWS);
+        let mut out = vec![0f32; b * h * q_len * d];
+        let out_addr = out.as_mut_ptr() as usize;
+        (0..b * h * tiles_per_head)
+            .into_par_iter()
+            .with_min_len(4)
+            .for_each_init(
+                || Scratch {
+                    q: vec![0f32; ROWS * d],
+                    scores: vec![vec![0f32; panels * PANEL]; ROWS],
+                    mask: vec![Vec::new(); ROWS],
+                },
+                |sc, tile| {
+                    let bh = tile / tiles_per_head;
+                    let (b_i, h_i) = (bh / h, bh % h);
+                    let kv_head = h_i / (h / k_h);
+                    let q0 = (tile % tiles_per_head) * ROWS;
+                    let rows = ROWS.min(q_len - q0);
+                    let packed = &packed[(b_i * k_h + kv_head) * panels * panel_len..][..panels * panel_len];
+
+                    // The tile's queries (padding rows are 0) and mask rows.
+                    sc.q.fill(0.0);
+                    let mut mask_rows: [Option<&[f32]>; ROWS] = [None; ROWS];
+                    for r in 0..rows {
+                        let base = b_i * qstride[0] + (q0 + r) * qstride[1] + h_i * qstride[2];
+                        sc.q[r * d..(r + 1) * d].copy_from_slice(&q[base..base + d]);
+                    }
+                    if let Some(mask) = mask {
+                        for (r, scratch) in sc.mask.iter_mut().enumerate().take(rows) {
+                            mask_rows[r] = Some(match mask.row(b_i, h_i, q0 + r, kv_len) {
+                                Some(row) => row,
+                                None => {
+                                    scratch.clear();
+                                    scratch.extend((0..kv_len).map(|j| mask.value(b_i, h_i, q0 + r, j)));
+                                    scratch
+                                }
+                            });
+                        }
+                    }
+
+                    // Scores, panel by panel; [lo, hi) spans the panels any row sees.
+                    let (mut lo, mut hi) = (kv_len, 0);
+                    for p in 0..panels {
+                        let keys = p * PANEL..((p + 1) * PANEL).min(kv_len);
+                        let seen = mask_rows[..rows].iter().any(|m| {
+                            m.is_none_or(|m| m[keys.clone()].iter().any(|x| *x != f32::NEG_INFINITY))
+                        });
+                        if !seen {
+                            for row in &mut sc.scores {
+                                row[keys.clone()].fill(f32::NEG_INFINITY);
+                            }
+                            continue;
+                        }
+                        lo = lo.min(keys.start);
+                        hi = keys.end;
+                        // SAFETY: the panel holds d * PANEL floats, sc.q ROWS * d, and each
+                        // score row panels * PANEL.
+                        unsafe { scores_panel(&sc.q, &packed[p * panel_len..][..panel_len], d, &mut sc.scores, p * PANEL) };
+                    }
+
+                    let out = out_addr as *mut f32;
+                    if lo >= hi {
+                        // No query of the tile sees any key: its rows stay 0, as in the row-by-row kernel.
+                        return;
+                    }
+                    let mut inv_sum = [0f32; ROWS];
+                    for r in 0..ROWS {
+                        let row = &mut sc.scores[r][lo..hi];
+                        if r >= rows {
+                            row.fill(0.0);
+                            continue;
+                        }
+                        let max = finish_scores(row, mask_rows[r].map(|m| &m[lo..hi]), scale, softcap);
+                        let sum = exp_row(row, max);
+                        inv_sum[r] = if sum > 0.0 { 1.0 / sum } else { 0.0 };
+                    }
+
+                    let v_base = b_i * vstride[0] + kv_head * vstride[2];
+                    let mut c0 = 0;
+                    while c0 < d {
+                        let width = if d - c0 >= 16 { 16 } else { 8 };
+                        // SAFETY: keys lo..hi < kv_len and columns c0..c0 + width <= d are inside
+                        // v; each score row holds hi entries; row q0 + r < q_len of head bh
+                        // is inside `out` and written by this tile only.
+                        unsafe {
+                            let sums = weighted_values(&sc.scores, v, v_base, vstride[1], lo..hi, c0, width);
+                            for r in 0..rows {
+                                let dst = out.add((bh * q_len + q0 + r) * d + c0);
+                                let f = _mm256_set1_ps(inv_sum[r]);
+                                _mm256_storeu_ps(dst, _mm256_mul_ps(sums[r][0], f));
+                                if width == 16 {
+                                    _mm256_storeu_ps(dst.add(8), _mm256_mul_ps(sums[r][1], f));
+                                }
+                            }
+                        }
+                        c0 += width;
+                    }
+                },
+            );
+        out
+    }
+
+    struct Scratch {
+        q: Vec<f32>,
+        scores: Vec<Vec<f32>>,
+        mask: Vec<Vec<f32>>,
+    }
+
+    /// `scores[r][at..at + PANEL]` = row r of `q` (ROWS rows of d) · the panel's 16 keys.
+    #[inline]
+    unsafe fn scores_panel(q: &[f32], panel: &[f32], d: usize, scores: &mut [Vec<f32>], at: usize) {
+        let (qp, kp) = (q.as_ptr(), panel.as_ptr());
+        let mut acc = [[_mm256_setzero_ps(); 2]; ROWS];
+        for j in 0..d {
+            let k0 = _mm256_loadu_ps(kp.add(j * PANEL));
+            let k1 = _mm256_loadu_ps(kp.add(j * PANEL + 8));
+            for (r, acc) in acc.iter_mut().enumerate() {
+                let x = _mm256_broadcast_ss(&*qp.add(r * d + j));
+                acc[0] = _mm256_fmadd_ps(x, k0, acc[0]);
+                acc[1] = _mm256_fmadd_ps(x, k1, acc[1]);
+            }
+        }
+        for (row, acc) in scores.iter_mut().zip(acc) {
+            _mm256_storeu_ps(row.as_mut_ptr().add(at), acc[0]);
+            _mm256_storeu_ps(row.as_mut_ptr().add(at + 8), acc[1]);
+        }
+    }
+
+    /// Dot products to scores in place (scale, softcap, mask) and their maximum.
+    fn finish_scores(row: &mut [f32], mask: Option<&[f32]>, scale: f32, softcap: f32) -> f32 {
+        if softcap != 0.0 {
+            let mut max = f32::NEG_INFINITY;
+            for (i, s) in row.iter_mut().enumerate() {
+                if *s != f32::NEG_INFINITY {
+                    *s = softcap * (*s * scale).tanh() + mask.map_or(0.0, |m| m[i]);
+                }
+                max = max.max(*s);
+            }
+            return max;
+        }
+        let mut i = 0;
+        let mut max = f32::NEG_INFINITY;
+        // SAFETY: every load and store touches row[i..i + 8] (and mask[i..i + 8]), i + 8 <= len.
+        unsafe {
+            let (sv, mut mv) = (_mm256_set1_ps(scale), _mm256_set1_ps(f32::NEG_INFINITY));
+            while i + 8 <= row.len() {
+                let p = row.as_mut_ptr().add(i);
+                let add = mask.map_or(_mm256_setzero_ps(), |m| _mm256_loadu_ps(m.as_ptr().add(i)));
+                let s = _mm256_fmadd_ps(_mm256_loadu_ps(p), sv, add);
+                _mm256_storeu_ps(p, s);
+                mv = _mm256_max_ps(mv, s);
+                i += 8;
+            }
+            let mut lanes = [0f32; 8];
+            _mm256_storeu_ps(lanes.as_mut_ptr(), mv);
+            for x in lanes {
+                max = max.max(x);
+            }
+        }
+        for j in i..row.len() {
+            row[j] = row[j] * scale + mask.map_or(0.0, |m| m[j]);
+            max = max.max(row[j]);
+        }
+        max
+    }
+
+    /// For each of the ROWS score rows: the sum over keys of score × V[key][c0..c0 + width]
+    /// (width 16 or 8: the second vector is unused for 8).
+    #[inline]
+    unsafe fn weighted_values(
+        scores: &[Vec<f32>],
+        v: &[f32],
+        v_base: usize,
+        key_stride: usize,
+        keys: std::ops::Range<usize>,
+        c0: usize,
+        width: usize,
+    ) -> [[__m256; 2]; ROWS] {
+        let mut acc = [[_mm256_setzero_ps(); 2]; ROWS];
+        let p: [*const f32; ROWS] = std::array::from_fn(|r| scores[r].as_ptr());
+        let vp = v.as_ptr().add(v_base + c0);
+        if width == 16 {
+            for key in keys {
+                let row = vp.add(key * key_stride);
+                let (v0, v1) = (_mm256_loadu_ps(row), _mm256_loadu_ps(row.add(8)));
+                for (r, acc) in acc.iter_mut().enumerate() {
+                    let x = _mm256_broadcast_ss(&*p[r].add(key));
+                    acc[0] = _mm256_fmadd_ps(x, v0, acc[0]);
+                    acc[1] = _mm256_fmadd_ps(x, v1, acc[1]);
+                }
+            }
+        } else {
+            for key in keys {
+                let v0 = _mm256_loadu_ps(vp.add(key * key_stride));
+                for (r, acc) in acc.iter_mut().enumerate() {
+                    acc[0] = _mm256_fmadd_ps(_mm256_broadcast_ss(&*p[r].add(key)), v0, acc[0]);
+                }
+            }
+        }
+        acc
+    }
 }
 
 #[cfg(test)]
@@ -1160,9 +1438,10 @@ mod tests {
     #[allow(clippy::too_many_arguments)]
     fn attention_f64(
         q: &[f32], k: &[f32], v: &[f32], (b, q_len, h, d): (usize, usize, usize, usize),
-        (kv_len, k_h): (usize, usize), past: usize, scale: f32, softcap: f32,
+        (kv_len, k_h): (usize, usize), past: usize, scale: f32, softcap: f32, window: usize,
     ) -> Vec<f64> {
-        // Output (b, h, q_len, d); query i sees keys 0..=past + i.
+        // Output (b, h, q_len, d); query i sees keys 0..=past + i, or only the last
+        // `window` of them when window > 0.
         let mut out = vec![0f64; b * h * q_len * d];
         for b_i in 0..b {
             for h_i in 0..h {
@@ -1170,7 +1449,8 @@ mod tests {
                 for i in 0..q_len {
                     let qrow = &q[((b_i * q_len + i) * h + h_i) * d..][..d];
                     let seen = (past + i + 1).min(kv_len);
-                    let scores: Vec<f64> = (0..seen)
+                    let first = if window > 0 { seen.saturating_sub(window) } else { 0 };
+                    let scores: Vec<f64> = (first..seen)
                         .map(|j| {
                             let krow = &k[((b_i * kv_len + j) * k_h + kh) * d..][..d];
                             let dot: f64 = qrow.iter().zip(krow).map(|(x, y)| *x as f64 * *y as f64).sum();
@@ -1182,7 +1462,7 @@ mod tests {
                     let weights: Vec<f64> = scores.iter().map(|s| (s - max).exp()).collect();
                     let total: f64 = weights.iter().sum();
                     let o = &mut out[((b_i * h + h_i) * q_len + i) * d..][..d];
-                    for (j, w) in weights.iter().enumerate() {
+                    for (j, w) in (first..seen).zip(&weights) {
                         let vrow = &v[((b_i * kv_len + j) * k_h + kh) * d..][..d];
                         for (o, x) in o.iter_mut().zip(vrow) {
                             *o += w / total * *x as f64;
@@ -1198,11 +1478,14 @@ mod tests {
     fn tiled_prefill_and_simd_decode_match_attention_in_f64() -> CandleResult<()> {
         let dev = Device::Cpu;
         let mut seed = 7u64;
-        for &(b, q_len, h, k_h, d, past, softcap, mask_rank) in &[
-            (1usize, 37usize, 4usize, 2usize, 64usize, 5usize, 0f32, 2usize),
-            (2, 22, 4, 1, 64, 0, 0.0, 4),
-            (1, 9, 2, 2, 72, 3, 30.0, 2),
-            (1, 1, 4, 2, 64, 40, 0.0, 2),
+        // The window hides keys from the front as a sliding-window model's mask does: whole
+        // panels of 16 keys are skipped at both ends of a tile's range.
+        for &(b, q_len, h, k_h, d, past, softcap, mask_rank, window) in &[
+            (1usize, 37usize, 4usize, 2usize, 64usize, 5usize, 0f32, 2usize, 0usize),
+            (2, 22, 4, 1, 64, 0, 0.0, 4, 0),
+            (1, 9, 2, 2, 72, 3, 30.0, 2, 0),
+            (1, 70, 7, 1, 64, 30, 0.0, 2, 20),
+            (1, 1, 4, 2, 64, 40, 0.0, 2, 0),
         ] {
             let kv_len = past + q_len;
             let q = lcg_vec(&mut seed, b * q_len * h * d);
@@ -1211,7 +1494,8 @@ mod tests {
             let scale = 1.0 / (d as f32).sqrt() * 4.0; // peaked softmax, as in real heads
             let mut mask = vec![0f32; q_len * kv_len];
             for i in 0..q_len {
-                for j in past + i + 1..kv_len {
+                let seen = past + i + 1;
+                for j in (seen..kv_len).chain(0..if window > 0 { seen.saturating_sub(window) } else { 0 }) {
                     mask[i * kv_len + j] = f32::NEG_INFINITY;
                 }
             }
@@ -1234,10 +1518,26 @@ mod tests {
                 &sdpa,
             )?;
             assert_eq!(out.dims(), &[b, h, q_len, d]);
-            let want = attention_f64(&q, &k, &v, (b, q_len, h, d), (kv_len, k_h), past, scale, softcap);
+            let want = attention_f64(&q, &k, &v, (b, q_len, h, d), (kv_len, k_h), past, scale, softcap, window);
             let got = out.flatten_all()?.to_vec1::<f32>()?;
             let worst = got.iter().zip(&want).map(|(g, w)| (*g as f64 - w).abs()).fold(0f64, f64::max);
             assert!(worst < 2e-6, "q_len {q_len}, h {h}/{k_h}, d {d}: max error {worst}");
+
+            // The same in f16 takes the row-by-row kernel (f32 rows take the tiled one):
+            // the two agree up to f16's rounding of the inputs and output.
+            let half = |x: &[f32], shape: (usize, usize, usize, usize)| {
+                Tensor::from_vec(x.to_vec(), shape, &dev)?.to_dtype(candle_core::DType::F16)
+            };
+            let out16 = run_flash_attn_cpu::<f16>(
+                &half(&q, (b, q_len, h, d))?,
+                &half(&k, (b, kv_len, k_h, d))?,
+                &half(&v, (b, kv_len, k_h, d))?,
+                (q_len > 1).then(|| mask.to_dtype(candle_core::DType::F16)).transpose()?.as_ref(),
+                &sdpa,
+            )?;
+            let got16 = out16.to_dtype(candle_core::DType::F32)?.flatten_all()?.to_vec1::<f32>()?;
+            let worst16 = got16.iter().zip(&want).map(|(g, w)| (*g as f64 - w).abs()).fold(0f64, f64::max);
+            assert!(worst16 < 2e-2, "f16, q_len {q_len}, h {h}/{k_h}, d {d}: max error {worst16}");
         }
         Ok(())
     }
@@ -1281,6 +1581,7 @@ mod tests {
             visible - 1,
             scale,
             0.0,
+            0,
         );
         let got = out.flatten_all()?.to_vec1::<f32>()?;
         let worst = got

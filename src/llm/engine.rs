@@ -305,14 +305,16 @@ mod tests {
     }
 
     /// The vendored candle-core multiplies a prompt (several rows) in a tiled
-    /// loop with four-row kernels (src/vendor/candle-core/PATCH.md). Each row
-    /// must come out bit-identical to the same row alone (the decode path), and
-    /// close to the product with the dequantized weights.
+    /// loop with four-row kernels, and one row (a decode step) four weight rows
+    /// at a time (src/vendor/candle-core/PATCH.md). Each row must come out
+    /// bit-identical to the same row alone, and close to the product with the
+    /// dequantized weights.
     #[test]
     fn quantized_prefill_matmul_matches_row_by_row_and_dense() -> candle_core::Result<()> {
         // 70 rows cross a 64-row tile and end in a partial group of four;
         // 201 columns end in a partial chunk of 16 with an odd column (the
-        // 2 × 4 output tiles leave one). scripts/test runs it again with
+        // 2 × 4 output tiles leave one, and the decode gemv's groups of four
+        // columns leave one too). scripts/test runs it again with
         // CANDLE_NO_AVX512=1, for the AVX2 kernels on a CPU with AVX-512 VNNI.
         let (m, k, n) = (70, 768, 201);
         let x = Tensor::from_vec(values(m * k, 2), (m, k), &Device::Cpu)?;

@@ -110,6 +110,53 @@ pub(crate) fn vec_dot_q4_1_q8_1(n: usize, xs: &[BlockQ4_1], ys: &[BlockQ8_1]) ->
     }
 }
 
+// cowork patch (PATCH.md, change 5): four weight rows against one activation
+// row, for a decode step's gemv. Each activation block is loaded once for the
+// four rows and its two f16 scales converted once; the four rows' (d, m) scale
+// pairs are converted in one vcvtph2ps and multiplied by (dy, sy) in one
+// vmulps, and their m * s terms are summed in the same vector. Each row's
+// arithmetic is that of `vec_dot_q4_1_q8_1`, in the same order, so the results
+// are bit-identical to four calls.
+#[cfg(target_feature = "f16c")]
+#[inline(always)]
+pub(crate) fn vec_dot_q4_1_q8_1_rows4(n: usize, xs: [&[BlockQ4_1]; 4], ys: &[BlockQ8_1]) -> [f32; 4] {
+    debug_assert!(n.is_multiple_of(QK8_1));
+    let nb = n / QK8_1;
+    let (xs, ys) = (xs.map(|x| &x[..nb]), &ys[..nb]);
+    let pair = |lo: f16, hi: f16| (lo.to_bits() as u32 | (hi.to_bits() as u32) << 16) as i32;
+    unsafe {
+        let mut acc = [_mm256_setzero_ps(); 4];
+        // Lane 2r + 1 sums row r's m * s; the even lanes are not used.
+        let mut summs = _mm256_setzero_ps();
+        for (i, y) in ys.iter().enumerate() {
+            let dy_sy = _mm256_cvtph_ps(_mm_set1_epi32(pair(y.d, y.s)));
+            let dx_mx = _mm256_cvtph_ps(_mm_set_epi32(
+                pair(xs[3][i].d, xs[3][i].m),
+                pair(xs[2][i].d, xs[2][i].m),
+                pair(xs[1][i].d, xs[1][i].m),
+                pair(xs[0][i].d, xs[0][i].m),
+            ));
+            // [dx0 * dy, mx0 * sy, dx1 * dy, mx1 * sy, ...]
+            let prod = _mm256_mul_ps(dx_mx, dy_sy);
+            summs = _mm256_add_ps(summs, prod);
+            let qy = _mm256_loadu_si256(y.qs.as_ptr() as *const __m256i);
+            for (r, acc) in acc.iter_mut().enumerate() {
+                let d = _mm256_permutevar8x32_ps(prod, _mm256_set1_epi32(2 * r as i32));
+                let qx = bytes_from_nibbles_32(xs[r][i].qs.as_ptr());
+                *acc = _mm256_fmadd_ps(d, mul_sum_us8_pairs_float(qx, qy), *acc);
+            }
+        }
+        let mut m = [0f32; 8];
+        _mm256_storeu_ps(m.as_mut_ptr(), summs);
+        [
+            hsum_float_8(acc[0]) + m[1],
+            hsum_float_8(acc[1]) + m[3],
+            hsum_float_8(acc[2]) + m[5],
+            hsum_float_8(acc[3]) + m[7],
+        ]
+    }
+}
+
 // cowork patch (PATCH.md, change 2): one weight row against four activation
 // rows. The weight block is loaded and unpacked once for the four rows, and the
 // four sums are computed exactly as `vec_dot_q4_1_q8_1` computes each one, so

@@ -65,6 +65,14 @@ pub trait GgmlType: Sized + Clone + Send + Sync {
         ]
     }
 
+    /// cowork patch (PATCH.md, change 5): four rows of weights against one row
+    /// of `ys` (a decode step's gemv), as four `vec_dot` calls would compute
+    /// them. Types with a SIMD kernel override it to load and convert each
+    /// block of `ys` once for the four rows.
+    fn vec_dot_rows4(n: usize, xs: [&[Self]; 4], ys: &[Self::VecDotType]) -> [f32; 4] {
+        xs.map(|x| Self::vec_dot(n, x, ys))
+    }
+
     /// cowork patch (PATCH.md, change 2): two rows of weights against four
     /// rows of `ys` (a 2 × 4 tile of outputs), as `vec_dot` computes each.
     /// Types with a SIMD kernel override it to load each block of `ys` once
@@ -306,6 +314,11 @@ impl GgmlType for BlockQ4_1 {
     #[cfg(target_feature = "avx2")]
     fn vec_dot_x4(n: usize, xs: &[Self], ys: [&[Self::VecDotType]; 4]) -> [f32; 4] {
         super::avx::vec_dot_q4_1_q8_1_x4(n, xs, ys)
+    }
+
+    #[cfg(all(target_feature = "avx2", target_feature = "f16c"))]
+    fn vec_dot_rows4(n: usize, xs: [&[Self]; 4], ys: &[Self::VecDotType]) -> [f32; 4] {
+        super::avx::vec_dot_q4_1_q8_1_rows4(n, xs, ys)
     }
 
     fn vec_dot_unopt(n: usize, xs: &[Self], ys: &[Self::VecDotType]) -> f32 {
@@ -2354,14 +2367,24 @@ pub fn matmul<T: GgmlType>(
         let lhs_row = &lhs_b[row_idx * k_in_blocks..(row_idx + 1) * k_in_blocks];
         let dst_row = &mut dst[row_idx * n..(row_idx + 1) * n];
 
+        // cowork patch (PATCH.md, change 5): four output columns at a time, so
+        // each activation block is loaded and converted once for four weight rows.
+        let rhs_col = |col: usize| &rhs_t[col * k_in_blocks..(col + 1) * k_in_blocks];
         dst_row
-            .into_par_iter()
+            .par_chunks_mut(4)
             .enumerate()
-            .with_min_len(128)
-            .with_max_len(512)
-            .for_each(|(col_idx, dst)| {
-                let rhs_col = &rhs_t[col_idx * k_in_blocks..(col_idx + 1) * k_in_blocks];
-                *dst = T::vec_dot(k, rhs_col, lhs_row);
+            .with_min_len(32)
+            .with_max_len(128)
+            .for_each(|(quad, dst)| {
+                let col = quad * 4;
+                if dst.len() == 4 {
+                    let cols = [rhs_col(col), rhs_col(col + 1), rhs_col(col + 2), rhs_col(col + 3)];
+                    dst.copy_from_slice(&T::vec_dot_rows4(k, cols, lhs_row));
+                } else {
+                    for (i, dst) in dst.iter_mut().enumerate() {
+                        *dst = T::vec_dot(k, rhs_col(col + i), lhs_row);
+                    }
+                }
             });
     }
     Ok(())

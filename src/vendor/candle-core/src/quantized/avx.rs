@@ -124,11 +124,19 @@ pub(crate) fn vec_dot_q4_1_q8_1_rows4(n: usize, xs: [&[BlockQ4_1]; 4], ys: &[Blo
     let nb = n / QK8_1;
     let (xs, ys) = (xs.map(|x| &x[..nb]), &ys[..nb]);
     let pair = |lo: f16, hi: f16| (lo.to_bits() as u32 | (hi.to_bits() as u32) << 16) as i32;
+    // The gemv hands out consecutive groups of four rows: the same block of the
+    // rows two groups on is fetched ahead (a row is only a few cache lines, too
+    // short a stream for the hardware prefetcher to run ahead of).
+    let ahead = 8 * std::mem::size_of_val(xs[0]);
     unsafe {
         let mut acc = [_mm256_setzero_ps(); 4];
         // Lane 2r + 1 sums row r's m * s; the even lanes are not used.
         let mut summs = _mm256_setzero_ps();
         for (i, y) in ys.iter().enumerate() {
+            for x in xs {
+                // A prefetch never faults, also past the end of the weights.
+                _mm_prefetch::<_MM_HINT_T0>((x.as_ptr().add(i) as *const i8).wrapping_add(ahead));
+            }
             let dy_sy = _mm256_cvtph_ps(_mm_set1_epi32(pair(y.d, y.s)));
             let dx_mx = _mm256_cvtph_ps(_mm_set_epi32(
                 pair(xs[3][i].d, xs[3][i].m),

@@ -108,5 +108,7 @@ pub fn local_examples() -> Vec<PromptMessage> {
         PromptMessage { role: PromptRole::Assistant, content: "Your parcel's tracking number is 00340434161094042557 [1].".to_owned() },
         question_turn(&[], "Which app did I use for the weekly sync, and how long was it?"),
         PromptMessage { role: PromptRole::Assistant, content: "You used Teams for the weekly sync with Marta Ruiz; it took 45 minutes.".to_owned() },
+        question_turn(&[], "What was I just working on?"),
+        PromptMessage { role: PromptRole::Assistant, content: "You were just working on main.py (weather-bot) in Visual Studio Code.".to_owned() },
     ]
 }

@@ -284,9 +284,9 @@ fn real_config(db: &std::path::Path) -> LlmConfig {
 /// answers are in the captured context, answered by the real default model
 /// through `cowork ask`, with cowork's wall clock frozen at 11:30 (libfaketime)
 /// so every run sends the same prompts. The floor is the target, 85 %
-/// (22/25), which the bundled Qwen2.5-Coder-0.5B reaches with greedy decoding
-/// at that clock, the same misses on every run (22 and 21 with the morning
-/// ending at 09:40 and 15:10: the clock's tokens alone move an answer). Run at
+/// (22/25); the bundled Qwen2.5-Coder-0.5B scores 24 with greedy decoding at
+/// that clock, the same misses on every run (21 with the morning ending at
+/// 09:40 and 15:10: the clock's tokens alone move an answer). Run at
 /// the real clock it scored 20–23 by time of day, which no floor can check. So a
 /// change to the prompt, the context, the sampler or a kernel that costs an
 /// answer fails.

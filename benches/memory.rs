@@ -3,7 +3,7 @@
 
 use std::path::PathBuf;
 
-use cowork::embed::{Embedder, model_dir};
+use cowork::memory::embed::{Embedder, model_dir};
 use criterion::{Criterion, Throughput, criterion_group, criterion_main};
 
 fn models_dir() -> PathBuf {
@@ -42,7 +42,7 @@ fn reload(_c: &mut Criterion) {
             .and_then(|s| s.lines().find(|l| l.starts_with("VmRSS:")).and_then(|l| l.split_whitespace().nth(1)?.parse::<u64>().ok()))
             .unwrap_or(0)
     };
-    let shared = cowork::embed::SharedEmbedder::new(model_dir(&models_dir()));
+    let shared = cowork::memory::embed::SharedEmbedder::new(model_dir(&models_dir()));
     let empty = rss_kb();
     let mut loads = Vec::new();
     let mut loaded_rss = 0;

@@ -14,8 +14,8 @@
 
 use std::time::Instant;
 
-use cowork::embed::{DIMENSIONS, Embedder, model_dir};
-use cowork::vectors::{Kind, VectorIndex};
+use cowork::memory::embed::{DIMENSIONS, Embedder, model_dir};
+use cowork::memory::vectors::{Kind, VectorIndex};
 
 struct Rng(u64);
 impl Rng {

@@ -34,7 +34,7 @@ pub struct Channels {
     pub a11y: Sender<crate::capture::A11yCommand>,
     pub llm: Sender<LlmCommand>,
     pub models: Sender<crate::models::worker::ModelsCommand>,
-    pub search: Sender<crate::search::SearchCommand>,
+    pub search: Sender<crate::memory::search_worker::SearchCommand>,
     pub embed: Sender<crate::memory::embed_worker::EmbedCommand>,
     pub search_latest: Arc<AtomicU64>,
     pub typing_at_millis: Arc<std::sync::atomic::AtomicI64>,
@@ -279,7 +279,7 @@ impl CoworkApp {
                     self.state.search.hits.clear();
                     self.state.search.status = None;
                 } else {
-                    let command = crate::search::SearchCommand::Query { generation: self.state.search.generation, query, filters: Default::default() };
+                    let command = crate::memory::search_worker::SearchCommand::Query { generation: self.state.search.generation, query, filters: Default::default() };
                     if self.channels.search.try_send(command).is_err() {
                         self.state.search.status = Some("search is busy; keep typing".into());
                     }
@@ -393,10 +393,10 @@ impl CoworkApp {
 
     /// Opens what a citation or search result points at: the thread of a chat
     /// message, the Memory view for a summary, else the capture session.
-    fn open_source(&mut self, stream: crate::search::Stream, open_id: Option<i64>, what: &str) {
+    fn open_source(&mut self, stream: crate::memory::search::Stream, open_id: Option<i64>, what: &str) {
         match (stream, open_id) {
-            (crate::search::Stream::Chat, Some(thread_id)) => self.handle_action(UiAction::SelectThread(thread_id)),
-            (crate::search::Stream::Summary, _) => self.state.tab = Some(crate::state::Tab::Settings),
+            (crate::memory::search::Stream::Chat, Some(thread_id)) => self.handle_action(UiAction::SelectThread(thread_id)),
+            (crate::memory::search::Stream::Summary, _) => self.state.tab = Some(crate::state::Tab::Settings),
             (_, Some(session_id)) => {
                 self.state.tab = Some(crate::state::Tab::Context);
                 self.state.open_session = Some(crate::state::SessionDetailView { session_id, ..Default::default() });
@@ -509,7 +509,7 @@ impl CoworkApp {
             attachments: 0,
             tools_needed: 0,
             try_harder_from: Some(from),
-            local_limit_tokens: crate::workers::LOCAL_LIMIT_TOKENS,
+            local_limit_tokens: crate::llm::tokens::LOCAL_LIMIT_TOKENS,
             local_available: true,
             cloud_tiers: tiers.len(),
         };

@@ -268,7 +268,7 @@ pub enum AppEvent {
     SearchResults {
         generation: u64,
         query: String,
-        hits: Vec<crate::search::Hit>,
+        hits: Vec<crate::memory::search::Hit>,
         millis: f64,
         error: Option<String>,
         /// Why only keyword matches are shown (the vector half could not run).

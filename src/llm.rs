@@ -5,6 +5,7 @@ pub mod context;
 mod engine;
 pub mod memory;
 pub mod prompt;
+pub mod tokens;
 mod worker;
 
 pub use engine::{ChatEngine, EngineError, MistralEngine, PromptMessage, StreamControl, check_gguf_header};

@@ -364,11 +364,11 @@ fn run(cli: Cli, process_started: Instant) -> anyhow::Result<ExitCode> {
             let streams = stream
                 .iter()
                 .map(|s| {
-                    cowork::search::Stream::parse(s)
+                    cowork::memory::search::Stream::parse(s)
                         .ok_or_else(|| anyhow::anyhow!("unknown stream {s:?}: window, typing, clipboard, chat or summary"))
                 })
                 .collect::<anyhow::Result<Vec<_>>>()?;
-            let filters = cowork::search::Filters { since_millis: time(since)?, until_millis: time(until)?, app, streams };
+            let filters = cowork::memory::search::Filters { since_millis: time(since)?, until_millis: time(until)?, app, streams };
             let (outcome, load_millis) = commands::memory::search(&paths, &query, &filters, limit)?;
             if json {
                 println!("{}", serde_json::to_string_pretty(&outcome.hits)?);

@@ -1,5 +1,9 @@
 //! Memory: what cowork remembers and how it finds it again.
 //!
+//! - `search`: keyword search over every stream (FTS5, BM25), fused by rank; filters.
+//! - `embed`: the MiniLM embedder, loaded on demand and dropped when idle.
+//! - `vectors`: one faiss index keyed by chunk id, persisted with an atomic rename.
+//! - `search_worker`: the `search` thread (search-as-you-type, recall, the indexes).
 //! - `chunking`: cuts captured and said text into pieces sized for the embedder.
 //! - `jobs`: the SQLite side of embedding — queue, jobs with checkpoints, vectors, tombstones.
 //! - `embed_worker`: the `embed` thread that turns queued rows into vectors at low priority.
@@ -12,13 +16,17 @@
 //! Nothing here touches egui.
 
 pub mod chunking;
+pub mod embed;
 pub mod embed_worker;
 pub mod hot;
 pub mod hybrid;
 pub mod index;
 pub mod jobs;
 pub mod rag;
+pub mod search;
+pub mod search_worker;
 pub mod synthesis;
+pub mod vectors;
 
 use serde::{Deserialize, Serialize};
 
@@ -70,4 +78,4 @@ impl Namespace {
 }
 
 /// Where a chunk's text came from: the search streams.
-pub use crate::search::Stream as Source;
+pub use crate::memory::search::Stream as Source;

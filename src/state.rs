@@ -75,7 +75,7 @@ pub enum UiAction {
     /// A citation under an answer: open its session (capture) or thread (chat).
     OpenCitation(crate::memory::rag::Citation),
     /// A search result: open its session (capture) or thread (chat).
-    OpenHit(crate::search::Hit),
+    OpenHit(crate::memory::search::Hit),
     /// 👍 / 👎 on an answer, with why.
     Rate { message_id: i64, rating: i8, reason: String },
     /// Hot memory: pin a fact, or unpin one.
@@ -83,8 +83,8 @@ pub enum UiAction {
     UnpinFact(i64),
     /// Pin a found row (session, typed text, copy, message, summary) to the
     /// open chat, or take it off: pinned rows come first in its answers.
-    PinToThread { stream: crate::search::Stream, source_id: i64 },
-    UnpinFromThread { stream: crate::search::Stream, source_id: i64 },
+    PinToThread { stream: crate::memory::search::Stream, source_id: i64 },
+    UnpinFromThread { stream: crate::memory::search::Stream, source_id: i64 },
     /// Failed embedding jobs back to pending.
     RetryEmbedding,
     /// Observational memory now: the local model summarises older hours.
@@ -137,7 +137,7 @@ pub struct MemoryView {
 pub struct SearchView {
     pub generation: u64,
     pub query: String,
-    pub hits: Vec<crate::search::Hit>,
+    pub hits: Vec<crate::memory::search::Hit>,
     /// "12 results in 3.1 ms", or why there are none.
     pub status: Option<String>,
 }

@@ -11,3 +11,4 @@ pub mod settings;
 pub mod shortcuts;
 pub mod status_bar;
 pub mod theme;
+pub mod widgets;

@@ -21,10 +21,7 @@ use crate::llm::{LlmCommand, LlmConfig, spawn_llm};
 use crate::runtime::{EventSink, RestartPolicy, WorkerHandle};
 use crate::store::StoreCommand;
 
-/// The longest prompt sent to the bundled local model (SmolLM2 reads 2,048
-/// tokens; the rest is room for the answer). Longer requests go to the cloud
-/// when a tier is configured.
-pub const LOCAL_LIMIT_TOKENS: usize = 1_500;
+use crate::llm::tokens::LOCAL_LIMIT_TOKENS;
 
 pub struct Workers {
     pub store: WorkerHandle<StoreCommand>,
@@ -33,7 +30,7 @@ pub struct Workers {
     pub clipboard: Option<WorkerHandle<ClipboardCommand>>,
     pub a11y: Option<WorkerHandle<A11yCommand>>,
     pub models: WorkerHandle<crate::models::worker::ModelsCommand>,
-    pub search: WorkerHandle<crate::search::SearchCommand>,
+    pub search: WorkerHandle<crate::memory::search_worker::SearchCommand>,
     pub embed: WorkerHandle<EmbedCommand>,
     pub llm: WorkerHandle<LlmCommand>,
     pub stop_epoch: Arc<AtomicU64>,
@@ -135,10 +132,10 @@ impl Workers {
             .unwrap_or_default();
         let models = crate::models::worker::spawn_models(files, paths.models_dir.clone(), None, sink.clone(), options.policy)?;
         let _ = models.commands.try_send(crate::models::worker::ModelsCommand::SetDataDir(paths.data_dir.clone()));
-        let embedder = crate::embed::SharedEmbedder::new(crate::embed::model_dir(&paths.models_dir));
+        let embedder = crate::memory::embed::SharedEmbedder::new(crate::memory::embed::model_dir(&paths.models_dir));
         let search_latest = Arc::new(AtomicU64::new(0));
         let typing_at_millis = Arc::new(AtomicI64::new(0));
-        let search_channel = crate::search::channel();
+        let search_channel = crate::memory::search_worker::channel();
         let embed = embed_worker::spawn_embed(
             paths.db_path(),
             embedder.clone(),
@@ -148,7 +145,7 @@ impl Workers {
             sink.clone(),
             options.policy,
         )?;
-        let search = crate::search::spawn_search(
+        let search = crate::memory::search_worker::spawn_search(
             paths.db_path(),
             crate::memory::index::index_dir(&paths.data_dir),
             embedder,
@@ -237,7 +234,7 @@ impl Workers {
         if !self.embed.shutdown(EmbedCommand::Shutdown, timeout) {
             tracing::warn!("embed did not stop in time (its job resumes from the last checkpoint)");
         }
-        if !self.search.shutdown(crate::search::SearchCommand::Shutdown, timeout) {
+        if !self.search.shutdown(crate::memory::search_worker::SearchCommand::Shutdown, timeout) {
             tracing::warn!("search did not stop in time");
         }
         if !self.models.shutdown(crate::models::worker::ModelsCommand::Shutdown, timeout) {

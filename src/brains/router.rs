@@ -102,10 +102,7 @@ pub fn route(input: &RouteInput) -> Result<Route, RouteError> {
     }
 }
 
-/// A rough token count: a token is about four characters of English.
-pub fn estimate_tokens(text: &str) -> usize {
-    text.chars().count().div_ceil(4)
-}
+pub use crate::llm::tokens::estimate_tokens;
 
 #[cfg(test)]
 mod tests {

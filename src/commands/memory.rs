@@ -4,16 +4,16 @@
 use std::time::Instant;
 
 use crate::config::Paths;
-use crate::embed::SharedEmbedder;
+use crate::memory::embed::SharedEmbedder;
 use crate::memory::embed_worker::EmbedWorker;
 use crate::memory::hybrid::{Outcome, hybrid_search};
 use crate::memory::index::{IndexSet, index_dir};
 use crate::memory::jobs;
 use crate::runtime::{EventSink, WorkerContext};
-use crate::search::Filters;
+use crate::memory::search::Filters;
 
 fn embedder(paths: &Paths) -> SharedEmbedder {
-    SharedEmbedder::new(crate::embed::model_dir(&paths.models_dir))
+    SharedEmbedder::new(crate::memory::embed::model_dir(&paths.models_dir))
 }
 
 /// Hybrid search from the command line: the indexes are read from their

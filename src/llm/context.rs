@@ -10,11 +10,7 @@ use crate::store;
 /// How many recent sessions are considered before the budget cuts them.
 const RECENT_SESSIONS: usize = 40;
 
-/// Rough token count (≈ 4 characters per token for English text); good
-/// enough for a budget, and costs nothing on the hot path.
-pub fn estimate_tokens(text: &str) -> usize {
-    text.chars().count().div_ceil(4)
-}
+pub use super::tokens::estimate_tokens;
 
 /// Layer-1 context in two parts, so the engine's prefix cache can keep the first prefilled.
 #[derive(Clone, Debug, PartialEq, Eq)]

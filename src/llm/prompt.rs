@@ -94,7 +94,7 @@ pub fn local_examples() -> Vec<PromptMessage> {
     let layer1 = render(&sessions, now, 400).expect("sessions given");
     let note = Item {
         chunk_id: None,
-        stream: crate::search::Stream::Clipboard,
+        stream: crate::memory::search::Stream::Clipboard,
         source_id: 1,
         at_millis: morning + MINUTE,
         label: "firefox — Order 5521 - Zalando".into(),

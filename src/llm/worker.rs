@@ -42,7 +42,7 @@ pub struct LlmConfig {
     /// Unload the local model after this long unused (0: never); on battery after a minute.
     pub idle_unload_secs: u64,
     /// The search worker, for recalling memory by meaning (None: no recall).
-    pub recall: Option<Sender<crate::search::SearchCommand>>,
+    pub recall: Option<Sender<crate::memory::search_worker::SearchCommand>>,
 }
 
 /// How long a question waits for memory recall before going without it.
@@ -268,7 +268,7 @@ impl<E: ChatEngine> LlmWorker<E> {
             (Some(search), true) if !request.text.trim().is_empty() => {
                 let (reply, answer) = bounded(1);
                 let asked = search.send_timeout(
-                    crate::search::SearchCommand::Recall { query: request.text.clone(), namespaces: crate::memory::Namespace::ALL.to_vec(), k: RECALL_K, reply },
+                    crate::memory::search_worker::SearchCommand::Recall { query: request.text.clone(), namespaces: crate::memory::Namespace::ALL.to_vec(), k: RECALL_K, reply },
                     RECALL_TIMEOUT,
                 );
                 match asked.ok().and_then(|()| answer.recv_timeout(RECALL_TIMEOUT).ok()) {
@@ -1093,7 +1093,7 @@ mod tests {
         crate::store::upsert_thread(&conn, &ChatThread { thread_id: 1, title: "t".into(), updated_at_millis: 0 }, 0).unwrap();
         let job = crate::memory::jobs::create_job(&conn, 4, 10).unwrap().unwrap();
         let batch = crate::memory::jobs::next_batch(&conn, job.job_id, 10).unwrap();
-        let vectors: Vec<Vec<f32>> = batch.iter().map(|_| vec![1.0 / (crate::embed::DIMENSIONS as f32).sqrt(); crate::embed::DIMENSIONS]).collect();
+        let vectors: Vec<Vec<f32>> = batch.iter().map(|_| vec![1.0 / (crate::memory::embed::DIMENSIONS as f32).sqrt(); crate::memory::embed::DIMENSIONS]).collect();
         crate::memory::jobs::commit_batch(&conn, job.job_id, &batch, &vectors, 5).unwrap();
         conn.execute("INSERT INTO thread_pins (thread_id, chunk_id) VALUES (1, ?1)", [batch[0].chunk_id]).unwrap();
         let history = vec![(Role::User, "What am I doing?".into()), (Role::Assistant, crate::memory::rag::GROUNDED_REFUSAL.into())];
@@ -1106,7 +1106,7 @@ mod tests {
         assert!(turn.contains("[1] ") && turn.contains("Q3 report.odt"), "the pinned chunk, numbered, in the question's turn: {turn}");
         assert!(prompt[1..].iter().all(|m| m.content != crate::memory::rag::GROUNDED_REFUSAL), "a refusal is never fed back");
         let citations = events.try_iter().find_map(|e| match e { AppEvent::Citations { answer_id: 21, citations } => Some(citations), _ => None }).unwrap();
-        assert_eq!((citations[0].n, citations[0].stream, citations[0].source_id, citations[0].open_id), (1, crate::search::Stream::Window, 1, Some(1)));
+        assert_eq!((citations[0].n, citations[0].stream, citations[0].source_id, citations[0].open_id), (1, crate::memory::search::Stream::Window, 1, Some(1)));
         let answer = store_rx.try_iter().find_map(|c| match c { StoreCommand::UpsertMessage { message, .. } if message.message_id == 21 => Some(message), _ => None }).unwrap();
         assert!(answer.citations.unwrap().contains("\"source_id\":1"));
     }

@@ -21,11 +21,11 @@ use crossbeam_channel::{Receiver, RecvTimeoutError, Sender, bounded};
 use rusqlite::Connection;
 
 use super::jobs::{self, JOB_MAX_CHUNKS};
-use crate::embed::SharedEmbedder;
+use crate::memory::embed::SharedEmbedder;
 use crate::ids::now_millis;
 use crate::events::{AppEvent, WorkerName};
 use crate::runtime::{EventSink, RestartPolicy, Supervised, WorkerContext, WorkerHandle, WorkerState, spawn_supervised};
-use crate::search::SearchCommand;
+use crate::memory::search_worker::SearchCommand;
 
 /// Chunks per forward pass (and per checkpoint).
 pub const BATCH: usize = 32;
@@ -99,7 +99,7 @@ impl EmbedWorker {
             typing_at_millis,
             pool,
             model_error: None,
-            unload_after: crate::embed::EMBEDDER_IDLE_UNLOAD,
+            unload_after: crate::memory::embed::EMBEDDER_IDLE_UNLOAD,
             last_progress: None,
             progress_stale: true,
         })

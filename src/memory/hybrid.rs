@@ -11,8 +11,8 @@ use serde::Serialize;
 
 use super::index::IndexSet;
 use super::{Namespace, Source};
-use crate::embed::Embedder;
-use crate::search::{Filters, Hit, keyword_lists, reciprocal_rank_fusion};
+use crate::memory::embed::Embedder;
+use crate::memory::search::{Filters, Hit, keyword_lists, reciprocal_rank_fusion};
 
 /// Nearest neighbours fetched per namespace before filtering.
 pub const VECTOR_K: usize = 50;

@@ -19,8 +19,8 @@ use serde::{Deserialize, Serialize};
 
 use super::Namespace;
 use super::jobs::{self, Added, Removed};
-use crate::embed::DIMENSIONS;
-use crate::vectors::{Kind, VectorIndex};
+use crate::memory::embed::DIMENSIONS;
+use crate::memory::vectors::{Kind, VectorIndex};
 
 /// Vectors above which a namespace switches from exact search to HNSW:
 /// where exact top-10 search passes ~2 ms on this machine's 2 cores

@@ -11,7 +11,7 @@ use rusqlite::{Connection, OptionalExtension, params};
 
 use super::chunking::pieces;
 use super::{Namespace, Source};
-use crate::embed::DIMENSIONS;
+use crate::memory::embed::DIMENSIONS;
 
 /// Chunks per job: small enough to finish well within the stuck limit.
 pub const JOB_MAX_CHUNKS: usize = 256;

@@ -10,7 +10,7 @@ use serde::{Deserialize, Serialize};
 
 use super::Source;
 use super::hybrid::ChunkHit;
-use crate::llm::context::estimate_tokens;
+use crate::llm::tokens::estimate_tokens;
 
 /// Fewer recalled items than this and earlier citations backfill.
 pub const ENOUGH_FOUND: usize = 3;
@@ -91,16 +91,16 @@ impl Item {
     fn line(&self, n: usize, now_millis: i64) -> String {
         let text: String = self.text.chars().take(600).collect();
         let kind = match self.stream {
-            crate::search::Stream::Window => "window",
-            crate::search::Stream::Typing => "typed in",
-            crate::search::Stream::Clipboard => "copied in",
-            crate::search::Stream::Chat => "said in a chat with cowork",
-            crate::search::Stream::Summary => "summary",
+            crate::memory::search::Stream::Window => "window",
+            crate::memory::search::Stream::Typing => "typed in",
+            crate::memory::search::Stream::Clipboard => "copied in",
+            crate::memory::search::Stream::Chat => "said in a chat with cowork",
+            crate::memory::search::Stream::Summary => "summary",
         };
         let when = crate::ids::format_when(self.at_millis, now_millis);
         // A window's text is its title (and URL), already in the label: say it once.
         let title = self.label.split_once(" — ").map_or(self.label.as_str(), |(_, title)| title);
-        if self.stream == crate::search::Stream::Window
+        if self.stream == crate::memory::search::Stream::Window
             && let Some(rest) = text.strip_prefix(title)
         {
             return format!("[{n}] {when} window {}{}\n", self.label, rest.replace('\n', " "));
@@ -192,7 +192,7 @@ impl Assembly {
 /// Chunks as items, by id (pins, earlier citations).
 fn items_by_chunk(conn: &Connection, chunk_ids: &[i64], origin: Origin) -> rusqlite::Result<Vec<Item>> {
     let found: Vec<(i64, f32)> = chunk_ids.iter().map(|id| (*id, 1.0)).collect();
-    let hits = super::hybrid::resolve(conn, &found, &crate::search::Filters::default(), 0.0)?;
+    let hits = super::hybrid::resolve(conn, &found, &crate::memory::search::Filters::default(), 0.0)?;
     Ok(hits.iter().map(|h| Item::from_hit(h, origin)).collect())
 }
 

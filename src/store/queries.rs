@@ -656,8 +656,8 @@ mod tests {
             model: None,
         };
         let find = |word: &str| -> Vec<i64> {
-            let filters = crate::search::Filters { streams: vec![crate::search::Stream::Summary], ..Default::default() };
-            crate::search::search(&conn, word, &filters, 10).unwrap().iter().map(|h| h.id).collect()
+            let filters = crate::memory::search::Filters { streams: vec![crate::memory::search::Stream::Summary], ..Default::default() };
+            crate::memory::search::search(&conn, word, &filters, 10).unwrap().iter().map(|h| h.id).collect()
         };
         crate::memory::insert_observation(&conn, &summary("Planned a trip to Lisbon", 20_000), 1).unwrap();
         // The conversation went on: the summary is rewritten in place.

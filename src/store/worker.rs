@@ -60,8 +60,8 @@ pub enum StoreCommand {
     LoadHotMemory,
     /// Pin a source row's chunks to a thread (chunking it now if still queued),
     /// or take them off; the UI hears the thread's pins.
-    PinSource { thread_id: i64, stream: crate::search::Stream, source_id: i64 },
-    UnpinSource { thread_id: i64, stream: crate::search::Stream, source_id: i64 },
+    PinSource { thread_id: i64, stream: crate::memory::search::Stream, source_id: i64 },
+    UnpinSource { thread_id: i64, stream: crate::memory::search::Stream, source_id: i64 },
     /// A summary the local model wrote of an older period.
     InsertObservation(crate::memory::Observation),
     /// 👍 (+1) or 👎 (-1) on an answer, with why.
@@ -437,7 +437,7 @@ impl StoreWorker {
         }
     }
 
-    fn has_chunks(&self, stream: crate::search::Stream, source_id: i64) -> bool {
+    fn has_chunks(&self, stream: crate::memory::search::Stream, source_id: i64) -> bool {
         self.conn
             .query_row("SELECT 1 FROM memory_chunks WHERE source = ?1 AND source_id = ?2 LIMIT 1", rusqlite::params![stream.as_str(), source_id], |_| Ok(()))
             .is_ok()

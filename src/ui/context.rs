@@ -202,7 +202,7 @@ fn search_ui(ui: &mut egui::Ui, state: &AppState, search: &mut SearchBox, action
     }
     ScrollArea::vertical().id_salt("search_results").auto_shrink([false, false]).show(ui, |ui| {
         // Grouped by day, then app, newest day first.
-        let mut hits: Vec<&crate::search::Hit> = state.search.hits.iter().collect();
+        let mut hits: Vec<&crate::memory::search::Hit> = state.search.hits.iter().collect();
         hits.sort_by_key(|h| (std::cmp::Reverse(local_day_start_millis(h.at_millis)), h.app.clone(), std::cmp::Reverse(h.at_millis)));
         let mut last_group = None;
         for hit in hits {
@@ -223,8 +223,8 @@ fn search_ui(ui: &mut egui::Ui, state: &AppState, search: &mut SearchBox, action
                 }
                 let response = ui.add(egui::Button::selectable(false, RichText::new(text).small()).wrap());
                 let open = match hit.stream {
-                    crate::search::Stream::Chat => "Open this chat",
-                    crate::search::Stream::Summary => "Show summaries in Settings → Memory",
+                    crate::memory::search::Stream::Chat => "Open this chat",
+                    crate::memory::search::Stream::Summary => "Show summaries in Settings → Memory",
                     _ => "Open the session it happened in",
                 };
                 if response.on_hover_text(open).clicked() {

@@ -8,7 +8,7 @@ use egui::{RichText, TextEdit};
 use crate::config::keys;
 use crate::memory::hot::File;
 use crate::state::{AppState, UiAction};
-use crate::ui::settings::draft_edit;
+use crate::ui::widgets::draft_edit;
 use crate::ui::theme;
 
 #[derive(Default)]

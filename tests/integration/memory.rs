@@ -8,13 +8,13 @@ use std::time::{Duration, Instant};
 use cowork::capture::clipboard::{ClipTrigger, ClipboardEvent};
 use cowork::capture::keys::{FlushReason, KeystrokeChunk};
 use cowork::events::{ActivitySession, AppEvent, ChatMessage, ChatThread, MessageStatus, Role};
-use cowork::search::{Filters, Hit, SearchCommand, Stream};
+use cowork::memory::search::{Filters, Hit, SearchCommand, Stream};
 use cowork::store::StoreCommand;
 
 use super::support::{models_dir, require, temp_dir};
 
 pub fn have_minilm() -> bool {
-    require(cowork::embed::model_dir(&models_dir()).join("model.safetensors").is_file(), "the MiniLM embedding model")
+    require(cowork::memory::embed::model_dir(&models_dir()).join("model.safetensors").is_file(), "the MiniLM embedding model")
 }
 
 fn typed(id: i64, app: &str, title: &str, at: i64, text: &str) -> KeystrokeChunk {
@@ -163,7 +163,7 @@ fn captured_text_is_found_by_meaning_within_seconds_and_deleted_text_never_again
     workers.shutdown(Duration::from_secs(10));
 
     // The index files hold no vector near the deleted text any more.
-    let model = cowork::embed::Embedder::load(&cowork::embed::model_dir(&models_dir())).unwrap();
+    let model = cowork::memory::embed::Embedder::load(&cowork::memory::embed::model_dir(&models_dir())).unwrap();
     let vector = model.embed(&["Window in chromium: Booking.com: Lisbon to Berlin, 3 nights, Hotel Adlon"]).unwrap().pop().unwrap();
     let (mut indexes, opened) = cowork::memory::index::IndexSet::open(&cowork::memory::index::index_dir(data.path()), &conn).unwrap();
     assert!(opened.iter().all(|(_, o)| *o == cowork::memory::index::Opened::Loaded), "saved indexes are current: {opened:?}");
@@ -268,7 +268,7 @@ fn an_idle_embedding_model_is_dropped_only_when_nobody_holds_it_and_reloads_on_d
     if !super::support::require(have_minilm(), "all-MiniLM-L6-v2") {
         return;
     }
-    let shared = cowork::embed::SharedEmbedder::new(cowork::embed::model_dir(&models_dir()));
+    let shared = cowork::memory::embed::SharedEmbedder::new(cowork::memory::embed::model_dir(&models_dir()));
     assert_eq!(shared.unload_due_in(Duration::from_secs(300)), None, "nothing loaded yet");
     let model = shared.get().unwrap();
     let before = model.embed(&["flight and hotel for the trip"]).unwrap();

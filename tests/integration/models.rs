@@ -223,30 +223,30 @@ fn the_models_worker_downloads_a_missing_file_with_progress_and_resumes_a_cut() 
 
 #[test]
 fn minilm_embeddings_rank_a_paraphrase_high_and_an_unrelated_sentence_near_zero() {
-    let dir = cowork::embed::model_dir(&models_dir());
+    let dir = cowork::memory::embed::model_dir(&models_dir());
     if !require(dir.join("model.safetensors").is_file(), "the embedding model") {
         return;
     }
-    let embedder = cowork::embed::Embedder::load(&dir).unwrap();
+    let embedder = cowork::memory::embed::Embedder::load(&dir).unwrap();
     // One batch of different lengths: padding must not change a text's vector.
     let texts = ["The cat sat on the mat.", "A feline rested on a rug.", "Quarterly revenue grew by ten percent.", "The cat sat on the mat. The cat sat on the mat. The cat sat on the mat. The dog did not."];
     let vectors = embedder.embed(&texts).unwrap();
-    assert!(vectors.iter().all(|v| v.len() == cowork::embed::DIMENSIONS));
+    assert!(vectors.iter().all(|v| v.len() == cowork::memory::embed::DIMENSIONS));
     let norm: f32 = vectors[0].iter().map(|x| x * x).sum::<f32>().sqrt();
     assert!((norm - 1.0).abs() < 1e-4, "unit length: {norm}");
-    let paraphrase = cowork::embed::cosine(&vectors[0], &vectors[1]);
-    let unrelated = cowork::embed::cosine(&vectors[0], &vectors[2]);
+    let paraphrase = cowork::memory::embed::cosine(&vectors[0], &vectors[1]);
+    let unrelated = cowork::memory::embed::cosine(&vectors[0], &vectors[2]);
     assert!(paraphrase > 0.45, "paraphrase {paraphrase}");
     assert!(unrelated.abs() < 0.15, "unrelated {unrelated}");
     let alone = embedder.embed(&texts[..1]).unwrap();
-    assert!(cowork::embed::cosine(&alone[0], &vectors[0]) > 0.9999, "padding in a batch changed the vector");
+    assert!(cowork::memory::embed::cosine(&alone[0], &vectors[0]) > 0.9999, "padding in a batch changed the vector");
     // A damaged weights file is a clear error, not a crash.
     let broken = temp_dir();
     for name in ["config.json", "tokenizer.json"] {
         std::fs::copy(dir.join(name), broken.path().join(name)).unwrap();
     }
     std::fs::write(broken.path().join("model.safetensors"), b"not weights").unwrap();
-    let err = cowork::embed::Embedder::load(broken.path()).err().expect("refused");
+    let err = cowork::memory::embed::Embedder::load(broken.path()).err().expect("refused");
     assert!(format!("{err:#}").contains("model.safetensors"), "{err:#}");
 }
 

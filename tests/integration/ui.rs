@@ -29,7 +29,7 @@ struct Far {
     a11y: Receiver<cowork::capture::A11yCommand>,
     llm_control: Receiver<Control>,
     stop_epoch: Arc<AtomicU64>,
-    search: Receiver<cowork::search::SearchCommand>,
+    search: Receiver<cowork::memory::search_worker::SearchCommand>,
 }
 
 fn app() -> (Harness<'static, CoworkApp>, Far) {
@@ -455,14 +455,14 @@ fn search_as_you_type_shows_only_the_newest_results_grouped_by_day_and_app() {
         .search
         .try_iter()
         .map(|c| match c {
-            cowork::search::SearchCommand::Query { generation, query, .. } => (generation, query),
+            cowork::memory::search_worker::SearchCommand::Query { generation, query, .. } => (generation, query),
             other => panic!("{other:?}"),
         })
         .collect();
     assert_eq!(queries.last().map(|q| q.1.as_str()), Some("inv"), "{queries:?}");
     let newest = queries.last().unwrap().0;
-    let hit = |id, title: &str| cowork::search::Hit {
-        stream: cowork::search::Stream::Window,
+    let hit = |id, title: &str| cowork::memory::search::Hit {
+        stream: cowork::memory::search::Stream::Window,
         id,
         at_millis: 1_795_300_000_000,
         app: Some("firefox".into()),
@@ -500,13 +500,13 @@ fn citations_open_their_source_ratings_reach_the_store_and_the_memory_view_shows
         open_id: Some(open_id),
     };
     let citations = vec![
-        citation(1, cowork::search::Stream::Window, 41, 41, "chromium — Booking.com: Hotel Adlon"),
-        citation(2, cowork::search::Stream::Chat, 77, 5, "Trip planning"),
+        citation(1, cowork::memory::search::Stream::Window, 41, 41, "chromium — Booking.com: Hotel Adlon"),
+        citation(2, cowork::memory::search::Stream::Chat, 77, 5, "Trip planning"),
     ];
     far.events.send(AppEvent::Citations { answer_id: request.answer_id, citations }).unwrap();
     far.events.send(AppEvent::Token { answer_id: request.answer_id, text: "At the Hotel Adlon [1].".into() }).unwrap();
     far.events.send(AppEvent::AnswerFinished { answer_id: request.answer_id, status: MessageStatus::Done, error: None, stats: Default::default() }).unwrap();
-    let item = |label: &str, origin| Item { chunk_id: Some(1), stream: cowork::search::Stream::Window, source_id: 41, at_millis: 0, label: label.into(), text: "Booking.com".into(), origin, open_id: Some(41) };
+    let item = |label: &str, origin| Item { chunk_id: Some(1), stream: cowork::memory::search::Stream::Window, source_id: 41, at_millis: 0, label: label.into(), text: "Booking.com".into(), origin, open_id: Some(41) };
     let report = cowork::memory::synthesis::synthesize("You are cowork.", &[], "Goal: a quiet week", &[], &[("day 1".into(), "long ".repeat(400))], 50);
     far.events
         .send(AppEvent::MemoryInjected {
@@ -601,13 +601,13 @@ fn a_search_result_pins_to_the_open_chat_its_pin_can_be_taken_off_and_typed_text
             .search
             .try_iter()
             .filter_map(|c| match c {
-                cowork::search::SearchCommand::Query { generation, .. } => Some(generation),
+                cowork::memory::search_worker::SearchCommand::Query { generation, .. } => Some(generation),
                 _ => None,
             })
             .last()
             .unwrap();
-        let hit = cowork::search::Hit {
-            stream: cowork::search::Stream::Typing,
+        let hit = cowork::memory::search::Hit {
+            stream: cowork::memory::search::Stream::Typing,
             id: 12,
             at_millis: 1_795_300_000_000,
             app: Some("gedit".into()),
@@ -637,14 +637,14 @@ fn a_search_result_pins_to_the_open_chat_its_pin_can_be_taken_off_and_typed_text
     harness.run();
     let pinned: Vec<StoreCommand> = far.store.try_iter().collect();
     assert!(
-        pinned.iter().any(|c| matches!(c, StoreCommand::PinSource { thread_id: t, stream: cowork::search::Stream::Typing, source_id: 12 } if *t == thread_id)),
+        pinned.iter().any(|c| matches!(c, StoreCommand::PinSource { thread_id: t, stream: cowork::memory::search::Stream::Typing, source_id: 12 } if *t == thread_id)),
         "{pinned:?}"
     );
 
     // The store answers with the thread's pins; the chat shows them with Unpin.
     let item = cowork::memory::rag::Item {
         chunk_id: Some(40),
-        stream: cowork::search::Stream::Typing,
+        stream: cowork::memory::search::Stream::Typing,
         source_id: 12,
         at_millis: 1_795_300_000_000,
         label: "gedit — notes".into(),

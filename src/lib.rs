@@ -23,5 +23,6 @@ pub mod runtime;
 pub mod secrets;
 pub mod state;
 pub mod store;
+pub mod tools;
 pub mod ui;
 pub mod workers;

@@ -8,7 +8,8 @@ use std::time::{Duration, Instant};
 use cowork::capture::clipboard::{ClipTrigger, ClipboardEvent};
 use cowork::capture::keys::{FlushReason, KeystrokeChunk};
 use cowork::events::{ActivitySession, AppEvent, ChatMessage, ChatThread, MessageStatus, Role};
-use cowork::memory::search::{Filters, Hit, SearchCommand, Stream};
+use cowork::memory::search::{Filters, Hit, Stream};
+use cowork::memory::search_worker::SearchCommand;
 use cowork::store::StoreCommand;
 
 use super::support::{models_dir, require, temp_dir};

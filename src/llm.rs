@@ -6,6 +6,7 @@ mod engine;
 pub mod memory;
 pub mod prompt;
 pub mod tokens;
+pub mod tool_calls;
 mod worker;
 
 pub use engine::{ChatEngine, EngineError, MistralEngine, PromptMessage, StreamControl, check_gguf_header};

@@ -8,6 +8,7 @@
 //! issue 13 says what is left).
 
 pub mod policy;
+pub mod schema;
 
 use serde::{Deserialize, Serialize};
 

@@ -9,6 +9,7 @@
 
 pub mod policy;
 pub mod schema;
+pub mod shell;
 
 use serde::{Deserialize, Serialize};
 
@@ -69,5 +70,36 @@ impl Origin {
             Origin::Web => "a web page",
             Origin::Memory => "recalled notes",
         }
+    }
+}
+
+/// What a tool returned: kept whole (the chat shows it, the audit log hashes
+/// it) and trimmed for the model, whose context is small.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ToolOutput {
+    pub content: String,
+    pub is_error: bool,
+}
+
+impl ToolOutput {
+    pub fn ok(content: impl Into<String>) -> Self {
+        ToolOutput { content: content.into(), is_error: false }
+    }
+
+    pub fn error(content: impl Into<String>) -> Self {
+        ToolOutput { content: content.into(), is_error: true }
+    }
+
+    /// At most `limit` characters for the model: the head and the tail, with
+    /// a line between them that says how much was cut.
+    pub fn for_model(&self, limit: usize) -> String {
+        let total = self.content.chars().count();
+        if total <= limit {
+            return self.content.clone();
+        }
+        let (head, tail) = (limit * 2 / 3, limit / 3);
+        let start: String = self.content.chars().take(head).collect();
+        let end: String = self.content.chars().skip(total - tail).collect();
+        format!("{start}\n[… {} characters cut here; the whole result is kept and the user can open it …]\n{end}", total - head - tail)
     }
 }

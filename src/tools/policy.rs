@@ -220,12 +220,15 @@ static BLOCKED_COMMANDS: LazyLock<Vec<(Regex, &'static str)>> = LazyLock::new(||
     .collect()
 });
 
+/// Why a shell command is on the built-in blocklist, if it is.
+pub fn blocklisted_command(command: &str) -> Option<&'static str> {
+    BLOCKED_COMMANDS.iter().find(|(regex, _)| regex.is_match(command)).map(|(_, why)| *why)
+}
+
 /// Why a call is on the built-in blocklist, if it is.
 fn blocklisted(call: &Call<'_>, ctx: &Context<'_>) -> Option<String> {
-    if let Some(command) = call.command {
-        if let Some((_, why)) = BLOCKED_COMMANDS.iter().find(|(regex, _)| regex.is_match(command)) {
-            return Some(format!("the command {why}"));
-        }
+    if let Some(why) = call.command.and_then(blocklisted_command) {
+        return Some(format!("the command {why}"));
     }
     for path in call.paths {
         let secret = [".ssh", ".gnupg", ".aws"].iter().any(|dir| path.starts_with(ctx.home.join(dir)));

@@ -155,13 +155,18 @@ mod tests {
     #[test]
     fn a_command_runs_with_a_clean_environment_and_says_how_it_ended() {
         let dir = tempfile::tempdir().unwrap();
-        // SAFETY: set before the command starts; only this test reads the variable.
-        unsafe { std::env::set_var("COWORK_TEST_SECRET_API_KEY", "sk-should-not-leak") };
         let out = run_in(dir.path(), "env; pwd; echo oops >&2; exit 3", 10);
         assert!(out.is_error);
         assert!(out.content.contains("[exit status 3"), "{}", out.content);
         assert!(out.content.contains("PATH=") && out.content.contains("TERM=dumb"), "{}", out.content);
-        assert!(!out.content.contains("sk-should-not-leak") && !out.content.contains("COWORK_"), "{}", out.content);
+        // None of this process's other variables (cargo's CARGO_*, the suite's COWORK_*, any key) reaches it.
+        let ours: Vec<String> = std::env::vars_os().filter_map(|(k, _)| k.into_string().ok()).filter(|k| !PASSED_ENV.contains(&k.as_str()))
+            // sh sets these itself; TERM is set to dumb on purpose.
+            .filter(|k| !["PWD", "OLDPWD", "SHLVL", "_", "TERM"].contains(&k.as_str()))
+            .collect();
+        assert!(ours.iter().any(|k| k.starts_with("CARGO")), "cargo test sets CARGO_* variables");
+        let leaked: Vec<&String> = ours.iter().filter(|k| out.content.lines().any(|l| l.starts_with(&format!("{k}=")))).collect();
+        assert!(leaked.is_empty(), "leaked into the command: {leaked:?}");
         assert!(out.content.contains(&dir.path().display().to_string()));
         assert!(out.content.ends_with("--- stderr ---\noops\n"), "{}", out.content);
         assert!(!run_in(dir.path(), "true", 10).is_error);

@@ -7,6 +7,7 @@
 //! registry, the executors and the agent worker come next (the note on
 //! issue 13 says what is left).
 
+pub mod files;
 pub mod policy;
 pub mod schema;
 pub mod shell;

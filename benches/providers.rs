@@ -112,7 +112,8 @@ fn per_token(c: &mut Criterion) {
 }
 
 fn router(c: &mut Criterion) {
-    use cowork::brains::router::{Preference, RouteInput, Target, estimate_tokens, route};
+    use cowork::brains::router::{Preference, RouteInput, Target, route};
+    use cowork::llm::tokens::estimate_tokens;
     let question = "Summarise what I worked on this morning and draft a status update for the team channel.";
     c.bench_function("router_decision", |b| {
         b.iter(|| {

@@ -488,7 +488,8 @@ impl CoworkApp {
 
     /// "Retry with a smarter model": the next tier up, with what it may cost.
     fn offer_retry(&mut self, answer_id: i64) {
-        use crate::brains::router::{RouteInput, Target, estimate_tokens, route};
+        use crate::brains::router::{RouteInput, Target, route};
+        use crate::llm::tokens::estimate_tokens;
         let Some(answer) = self.state.messages.iter().find(|m| m.message_id == answer_id) else { return };
         let settings = &self.state.settings;
         let from = match answer.answered_by.as_deref().map(|by| by.split(" · ").next().unwrap_or(by)) {

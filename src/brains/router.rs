@@ -102,8 +102,6 @@ pub fn route(input: &RouteInput) -> Result<Route, RouteError> {
     }
 }
 
-pub use crate::llm::tokens::estimate_tokens;
-
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -554,7 +554,8 @@ impl<E: ChatEngine> LlmWorker<E> {
         settings: &crate::config::Settings,
         providers: &crate::brains::Providers,
     ) -> Result<Plan, String> {
-        use crate::brains::router::{RouteInput, Target, estimate_tokens, route};
+        use crate::brains::router::{RouteInput, Target, route};
+        use crate::llm::tokens::estimate_tokens;
         let offline = crate::net::OutboundGate::global().is_offline();
         // Tiers that exist and, offline, only those on this machine.
         let tiers: Vec<&crate::brains::ProviderConfig> = settings

@@ -100,11 +100,28 @@ pub fn resolve(arg: &str, env: &FilesEnv) -> Result<PathBuf, String> {
     Ok(resolved)
 }
 
+/// The entry an argument names, without following a symlink in its last
+/// component: `delete`, `move` and `info` act on a link itself, not on what it
+/// points to. Refused like `resolve` when the link's target is cowork's data.
+fn entry(arg: &str, env: &FilesEnv) -> Result<PathBuf, String> {
+    let followed = resolve(arg, env)?;
+    let Some(name) = Path::new(arg).file_name() else { return Ok(followed) };
+    let parent = Path::new(arg).parent().map(|p| p.to_string_lossy().into_owned()).unwrap_or_default();
+    let link = resolve(&parent, env)?.join(name);
+    Ok(if fs::symlink_metadata(&link).is_ok_and(|m| m.file_type().is_symlink()) { link } else { followed })
+}
+
 /// The resolved paths a call touches, for the policy (`Call::paths`).
 pub fn paths(tool: &str, args: &Value, env: &FilesEnv) -> Result<Vec<PathBuf>, String> {
     let keys: &[&str] = if tool == "move" { &["from", "to"] } else { &["path"] };
     keys.iter()
-        .map(|key| args.get(*key).and_then(Value::as_str).ok_or_else(|| format!("{tool} needs {key:?}")).and_then(|arg| resolve(arg, env)))
+        .map(|key| {
+            let arg = args.get(*key).and_then(Value::as_str).ok_or_else(|| format!("{tool} needs {key:?}"))?;
+            match (tool, *key) {
+                ("delete" | "info", _) | ("move", "from") => entry(arg, env),
+                _ => resolve(arg, env),
+            }
+        })
         .collect()
 }
 
@@ -336,6 +353,14 @@ mod tests {
         ok("delete", json!({"path": "src", "recursive": true}));
         ok("delete", json!({"path": "docs.md"}));
         assert_eq!(ok("list", json!({"path": "."})), format!("{} is empty", env.cwd.display()));
+        // A symlink is deleted or moved itself, never what it points to.
+        fs::write(env.home.join("keep.txt"), "kept").unwrap();
+        std::os::unix::fs::symlink(env.home.join("keep.txt"), env.cwd.join("link")).unwrap();
+        assert!(ok("info", json!({"path": "link"})).contains("symlink"));
+        ok("move", json!({"from": "link", "to": "link2"}));
+        assert!(fs::symlink_metadata(env.cwd.join("link2")).unwrap().file_type().is_symlink());
+        ok("delete", json!({"path": "link2"}));
+        assert!(!env.cwd.join("link2").exists() && env.home.join("keep.txt").exists(), "the link's target was touched");
         fs::write(env.cwd.join("blob.bin"), [0u8, 1, 2, 3]).unwrap();
         assert!(run("read", &json!({"path": "blob.bin"}), &env).content.contains("looks binary"));
         for tool in TOOLS {

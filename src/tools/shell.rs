@@ -77,8 +77,7 @@ pub fn run(args: &Value, cwd: &Path, stop: &AtomicBool) -> ToolOutput {
         Err(err) => return ToolOutput::error(format!("could not start sh: {err}")),
     };
     let group = child.id() as i32;
-    let readers = [child.stdout.take().map(|s| Box::new(s) as Box<dyn Read + Send>), child.stderr.take().map(|s| Box::new(s) as Box<dyn Read + Send>)]
-        .map(|stream| stream.map(|s| thread::Builder::new().name("tool-run-output".into()).spawn(move || keep_output(s))));
+    let readers = [keep_output(child.stdout.take()), keep_output(child.stderr.take())];
     let started = Instant::now();
     let ended = loop {
         match child.try_wait() {
@@ -97,10 +96,7 @@ pub fn run(args: &Value, cwd: &Path, stop: &AtomicBool) -> ToolOutput {
     // SAFETY: kill(2) on the command's own process group (it was made its leader).
     unsafe { libc::kill(-group, libc::SIGKILL) };
     let _ = child.wait();
-    let [stdout, stderr] = readers.map(|r| match r {
-        Some(Ok(handle)) => handle.join().unwrap_or_default(),
-        _ => Kept::default(),
-    });
+    let [stdout, stderr] = readers.map(|reader| reader.and_then(|handle| handle.join().ok()).unwrap_or_default());
     let mut content = format!("$ {command}\n");
     let status = match &ended {
         Ok(status) => match status.code() {
@@ -129,19 +125,24 @@ struct Kept {
     dropped: usize,
 }
 
-fn keep_output(mut stream: Box<dyn Read + Send>) -> Kept {
-    let mut kept = Kept::default();
-    let mut buf = [0u8; 64 * 1024];
-    loop {
-        match stream.read(&mut buf) {
-            Ok(0) | Err(_) => return kept,
-            Ok(n) => {
-                let room = KEEP_BYTES.saturating_sub(kept.bytes.len()).min(n);
-                kept.bytes.extend_from_slice(&buf[..room]);
-                kept.dropped += n - room;
+/// Reads a stream to its end on its own thread, keeping up to `KEEP_BYTES`.
+fn keep_output<R: Read + Send + 'static>(stream: Option<R>) -> Option<thread::JoinHandle<Kept>> {
+    let mut stream = stream?;
+    let reader = move || {
+        let mut kept = Kept::default();
+        let mut buf = [0u8; 64 * 1024];
+        loop {
+            match stream.read(&mut buf) {
+                Ok(0) | Err(_) => return kept,
+                Ok(n) => {
+                    let room = KEEP_BYTES.saturating_sub(kept.bytes.len()).min(n);
+                    kept.bytes.extend_from_slice(&buf[..room]);
+                    kept.dropped += n - room;
+                }
             }
         }
-    }
+    };
+    thread::Builder::new().name("tool-run-output".into()).spawn(reader).ok()
 }
 
 #[cfg(test)]

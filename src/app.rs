@@ -13,7 +13,8 @@ use crate::capture::CaptureCommand;
 use crate::config::keys;
 use crate::events::{AppEvent, WorkerName};
 use crate::ids::{local_day_start_millis, next_id, now_millis};
-use crate::llm::{ChatRequest, LlmCommand};
+use crate::agent::{AgentCommand, ChatRequest};
+use crate::llm::LlmCommand;
 use crate::runtime::Control;
 use crate::state::{AppState, Tab, UiAction};
 use crate::store::StoreCommand;
@@ -33,6 +34,7 @@ pub struct Channels {
     pub clipboard: Sender<crate::capture::clipboard::ClipboardCommand>,
     pub a11y: Sender<crate::capture::A11yCommand>,
     pub llm: Sender<LlmCommand>,
+    pub agent: Sender<AgentCommand>,
     pub models: Sender<crate::models::worker::ModelsCommand>,
     pub search: Sender<crate::memory::search_worker::SearchCommand>,
     pub embed: Sender<crate::memory::embed_worker::EmbedCommand>,
@@ -214,7 +216,7 @@ impl CoworkApp {
                 self.quick.focus_requested = false;
                 // Load the model and prefill the shared prompt head while the user types.
                 if self.state.settings.prefer == crate::brains::Preference::Local {
-                    let _ = self.channels.llm.try_send(LlmCommand::Prepare);
+                    let _ = self.channels.agent.try_send(AgentCommand::Prepare);
                 }
             }
             UiAction::CloseQuickPrompt => self.state.quick_prompt_open = false,
@@ -294,6 +296,8 @@ impl CoworkApp {
                     if self.channels.llm.try_send(command).is_err() {
                         self.state.notice("the llm worker is busy: the new chat model applies after the current answer or at the next start");
                     }
+                    // A follow-up must not extend a prompt the old model wrote.
+                    let _ = self.channels.agent.try_send(AgentCommand::ModelChanged);
                 }
             }
             UiAction::AddModel(path) => {
@@ -366,8 +370,8 @@ impl CoworkApp {
                 }
             }
             UiAction::SummariseNow => {
-                if self.channels.llm.try_send(LlmCommand::Summarise { limit: 6, reply: None }).is_err() {
-                    self.state.notice("the llm worker is busy or not running");
+                if self.channels.agent.try_send(AgentCommand::Summarise { limit: 6, reply: None }).is_err() {
+                    self.state.notice("the agent worker is busy or not running");
                 }
             }
             UiAction::RetryEmbedding => {
@@ -438,7 +442,7 @@ impl CoworkApp {
             is_retry: false,
         };
         let _ = answer_id;
-        self.send_llm(request);
+        self.send_agent(request);
     }
 
     fn refresh_network_view(&mut self) {
@@ -451,12 +455,12 @@ impl CoworkApp {
         self.settings.network.secret_store = if fresh.secret_store.is_empty() { store } else { fresh.secret_store };
     }
 
-    fn send_llm(&mut self, request: ChatRequest) {
+    fn send_agent(&mut self, request: ChatRequest) {
         let answer_id = request.answer_id;
-        match self.channels.llm.try_send(LlmCommand::Chat(request)) {
+        match self.channels.agent.try_send(AgentCommand::Chat(request)) {
             Ok(()) => {}
-            Err(TrySendError::Full(_)) => self.state.fail_answer(answer_id, "the llm worker is busy; try again in a moment".into()),
-            Err(TrySendError::Disconnected(_)) => self.state.fail_answer(answer_id, "the llm worker is not running".into()),
+            Err(TrySendError::Full(_)) => self.state.fail_answer(answer_id, "the agent worker is busy; try again in a moment".into()),
+            Err(TrySendError::Disconnected(_)) => self.state.fail_answer(answer_id, "the agent worker is not running".into()),
         }
     }
 
@@ -483,7 +487,7 @@ impl CoworkApp {
             }
             request.consent_once = choice == ConsentChoice::Always;
         }
-        self.send_llm(request);
+        self.send_agent(request);
     }
 
     /// "Retry with a smarter model": the next tier up, with what it may cost.
@@ -554,7 +558,7 @@ impl CoworkApp {
         let at = self.state.messages.iter().rposition(|m| m.ask_id == Some(ask_id)).map_or(self.state.messages.len(), |i| i + 1);
         self.state.messages.insert(at, crate::state::MessageView::pending_answer(answer_id, ask_id));
         self.state.generating = Some(answer_id);
-        self.send_llm(ChatRequest {
+        self.send_agent(ChatRequest {
             thread,
             thread_is_new: false,
             user_message_id: ask_id,

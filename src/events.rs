@@ -13,19 +13,21 @@ pub enum WorkerName {
     Clipboard,
     A11y,
     Llm,
+    Agent,
     Models,
     Search,
     Embed,
 }
 
 impl WorkerName {
-    pub const ALL: [WorkerName; 9] = [
+    pub const ALL: [WorkerName; 10] = [
         WorkerName::Store,
         WorkerName::Capture,
         WorkerName::Keys,
         WorkerName::Clipboard,
         WorkerName::A11y,
         WorkerName::Llm,
+        WorkerName::Agent,
         WorkerName::Models,
         WorkerName::Search,
         WorkerName::Embed,
@@ -39,6 +41,7 @@ impl WorkerName {
             WorkerName::Clipboard => "clipboard",
             WorkerName::A11y => "a11y",
             WorkerName::Llm => "llm",
+            WorkerName::Agent => "agent",
             WorkerName::Models => "models",
             WorkerName::Search => "search",
             WorkerName::Embed => "embed",
@@ -259,7 +262,7 @@ pub enum AppEvent {
     Routed { answer_id: i64, ask_id: i64, answered_by: String, reason: String },
     /// Captured context would go to a cloud provider for the first time: the
     /// user sees exactly what (`preview`) and chooses; nothing was sent yet.
-    ConsentNeeded { provider: String, reason: String, preview: String, request: Box<crate::llm::ChatRequest> },
+    ConsentNeeded { provider: String, reason: String, preview: String, request: Box<crate::agent::ChatRequest> },
     /// What a cloud answer cost.
     AnswerCost { answer_id: i64, usd: f64 },
     AnswerFinished { answer_id: i64, status: MessageStatus, error: Option<String>, stats: GenerationStats },

@@ -3,6 +3,7 @@
 //! The library holds everything; `main.rs` only parses arguments and starts
 //! things. See ARCHITECTURE.md for the map of threads and channels.
 
+pub mod agent;
 pub mod app;
 pub mod brains;
 pub mod build_info;

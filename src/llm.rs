@@ -1,5 +1,6 @@
-//! Local chat: the `llm` worker loads the default GGUF with mistralrs (lazily),
-//! builds the Layer-1 context from recent capture, and streams answers.
+//! The local model: the `llm` worker loads the GGUF with mistralrs (lazily)
+//! and streams generations; Layer-1 context and prompt layout live here too,
+//! for the agent worker to build its prompts with.
 
 pub mod context;
 mod engine;
@@ -9,5 +10,5 @@ pub mod tokens;
 pub mod tool_calls;
 mod worker;
 
-pub use engine::{ChatEngine, EngineError, MistralEngine, PromptMessage, StreamControl, check_gguf_header};
-pub use worker::{ChatRequest, LlmCommand, LlmConfig, LlmWorker, spawn_llm};
+pub use engine::{ChatEngine, EngineError, MistralEngine, PromptMessage, PromptRole, StreamControl, check_gguf_header};
+pub use worker::{GenerateRequest, Generation, LlmClient, LlmCommand, LlmConfig, LlmEvent, LlmWorker, LocalBrain, LocalModelState, spawn_llm};

@@ -149,7 +149,7 @@ pub struct ConsentPrompt {
     pub reason: String,
     /// Exactly what would be sent (already redacted).
     pub preview: String,
-    pub request: crate::llm::ChatRequest,
+    pub request: crate::agent::ChatRequest,
 }
 
 /// "Retry with a smarter model", waiting for the user to accept its estimated cost.

@@ -1,5 +1,5 @@
-//! Starting and stopping the set of workers: store, capture, llm, each under
-//! its own supervisor, wired to each other and to one event sink.
+//! Starting and stopping the set of workers: store, capture, llm, agent, each
+//! under its own supervisor, wired to each other and to one event sink.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicI64, AtomicU64};
@@ -17,7 +17,8 @@ use crossbeam_channel::bounded;
 use crate::store;
 use crate::config::{Paths, ResolvedModel, Settings};
 use crate::events::AppEvent;
-use crate::llm::{LlmCommand, LlmConfig, spawn_llm};
+use crate::agent::{AgentCommand, AgentConfig, spawn_agent};
+use crate::llm::{LlmCommand, LlmConfig, LocalModelState, spawn_llm};
 use crate::runtime::{EventSink, RestartPolicy, WorkerHandle};
 use crate::store::StoreCommand;
 
@@ -33,6 +34,7 @@ pub struct Workers {
     pub search: WorkerHandle<crate::memory::search_worker::SearchCommand>,
     pub embed: WorkerHandle<EmbedCommand>,
     pub llm: WorkerHandle<LlmCommand>,
+    pub agent: WorkerHandle<AgentCommand>,
     pub stop_epoch: Arc<AtomicU64>,
     /// The newest search generation asked for (a running older query stops).
     pub search_latest: Arc<AtomicU64>,
@@ -116,16 +118,11 @@ impl Workers {
             None => (paths.models_dir.join("missing-chat-model.gguf"), None),
         };
         let llm_config = LlmConfig {
-            db_path: paths.db_path(),
             model_path,
             model_expected,
-            context_budget_tokens: settings.context_budget_tokens,
-            max_answer_tokens: settings.max_answer_tokens,
-            history_messages: 8,
-            data_dir: paths.data_dir.clone(),
             local_limit_tokens: LOCAL_LIMIT_TOKENS,
+            max_answer_tokens: settings.max_answer_tokens,
             idle_unload_secs: settings.idle_unload_secs,
-            recall: None,
         };
         let files = crate::models::Manifest::bundled()
             .map(|m| m.models.iter().flat_map(|model| model.files.clone()).collect())
@@ -154,9 +151,19 @@ impl Workers {
             sink.clone(),
             options.policy,
         )?;
-        let llm_config = LlmConfig { recall: Some(search.commands.clone()), ..llm_config };
-        let llm = spawn_llm(llm_config, store.commands.clone(), sink, stop_epoch.clone(), options.policy)?;
-        let workers = Self { store, capture, keys, clipboard, a11y, models, search, embed, llm, stop_epoch, search_latest, typing_at_millis };
+        let local = Arc::new(LocalModelState::default());
+        let llm = spawn_llm(llm_config, sink.clone(), stop_epoch.clone(), local.clone(), options.policy)?;
+        let agent_config = AgentConfig {
+            db_path: paths.db_path(),
+            context_budget_tokens: settings.context_budget_tokens,
+            max_answer_tokens: settings.max_answer_tokens,
+            history_messages: 8,
+            data_dir: paths.data_dir.clone(),
+            local_limit_tokens: LOCAL_LIMIT_TOKENS,
+            recall: Some(search.commands.clone()),
+        };
+        let agent = spawn_agent(agent_config, llm.commands.clone(), local, store.commands.clone(), sink, stop_epoch.clone(), options.policy)?;
+        let workers = Self { store, capture, keys, clipboard, a11y, models, search, embed, llm, agent, stop_epoch, search_latest, typing_at_millis };
         Ok((workers, settings, warnings))
     }
 
@@ -174,6 +181,7 @@ impl Workers {
         let mut controls = vec![
             (self.store.name, self.store.control.clone()),
             (self.llm.name, self.llm.control.clone()),
+            (self.agent.name, self.agent.control.clone()),
             (self.models.name, self.models.control.clone()),
             (self.search.name, self.search.control.clone()),
             (self.embed.name, self.embed.control.clone()),
@@ -197,6 +205,7 @@ impl Workers {
             clipboard: self.clipboard.as_ref().map(|c| c.commands.clone()).unwrap_or(dead_clipboard),
             a11y: self.a11y.as_ref().map(|a| a.commands.clone()).unwrap_or(dead_a11y),
             llm: self.llm.commands.clone(),
+            agent: self.agent.commands.clone(),
             models: self.models.commands.clone(),
             search: self.search.commands.clone(),
             embed: self.embed.commands.clone(),
@@ -208,7 +217,7 @@ impl Workers {
         }
     }
 
-    /// Stops capture and llm first (they write to the store), then the store.
+    /// Stops capture, the agent and llm first (they write to the store), then the store.
     pub fn shutdown(mut self, timeout: Duration) {
         self.stop_epoch.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
         if let Some(capture) = self.capture.as_mut()
@@ -239,6 +248,10 @@ impl Workers {
         }
         if !self.models.shutdown(crate::models::worker::ModelsCommand::Shutdown, timeout) {
             tracing::warn!("models did not stop in time (a download in progress resumes next time)");
+        }
+        // The agent first: a turn it is in stops at the epoch bump and writes its message.
+        if !self.agent.shutdown(AgentCommand::Shutdown, timeout) {
+            tracing::warn!("agent did not stop in time");
         }
         if !self.llm.shutdown(LlmCommand::Shutdown, timeout) {
             tracing::warn!("llm did not stop in time");

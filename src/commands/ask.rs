@@ -10,7 +10,7 @@ use crossbeam_channel::bounded;
 use crate::config::{Paths, resolve_named_model};
 use crate::events::{AppEvent, ChatThread, MessageStatus};
 use crate::ids::{next_id, now_millis};
-use crate::llm::{ChatRequest, LlmCommand};
+use crate::agent::{AgentCommand, ChatRequest};
 use crate::models::{Manifest, ModelRole};
 use crate::runtime::{EventSink, RestartPolicy};
 use crate::state::thread_title;
@@ -92,7 +92,7 @@ pub fn ask(paths: &Paths, questions: &[String], options: &AskOptions) -> anyhow:
             consent_once: false,
             is_retry: false,
         };
-        workers.llm.commands.send(LlmCommand::Chat(request))?;
+        workers.agent.commands.send(AgentCommand::Chat(request))?;
         match answer(&events, question, answer_id, options) {
             Ok(text) => {
                 history.push((crate::events::Role::User, question.clone()));

@@ -1,4 +1,4 @@
-//! The status bar: one chip per worker with its state; failed ones get Retry.
+//! The status bar: healthy workers in one chip, each other worker in its own with its state; failed ones get Retry.
 
 use egui::RichText;
 
@@ -17,7 +17,22 @@ pub fn status_bar_ui(ui: &mut egui::Ui, state: &AppState, actions: &mut Vec<UiAc
         });
     }
     ui.horizontal_wrapped(|ui| {
-        for worker in WorkerName::ALL {
+        // Healthy workers share one chip, so a 380-pixel sidebar spends one line
+        // on them; a worker that needs attention gets its own chip (and Retry).
+        let (quiet, loud): (Vec<WorkerName>, Vec<WorkerName>) =
+            WorkerName::ALL.into_iter().partition(|w| matches!(state.worker_state(*w), WorkerState::Running | WorkerState::Starting));
+        if !quiet.is_empty() {
+            let starting = quiet.iter().filter(|w| state.worker_state(**w) == WorkerState::Starting).count();
+            let summary = match (quiet.len() - starting, starting) {
+                (running, 0) => format!("• {running} workers running"),
+                (0, starting) => format!("• {starting} workers starting"),
+                (running, starting) => format!("• {running} running, {starting} starting"),
+            };
+            let names: Vec<String> = quiet.iter().map(|w| format!("{w} {}", state.worker_state(*w).label())).collect();
+            let colour = if starting > 0 { theme::worker_colour(&WorkerState::Starting) } else { theme::worker_colour(&WorkerState::Running) };
+            ui.label(RichText::new(summary).small().color(colour)).on_hover_text(names.join("\n"));
+        }
+        for worker in loud {
             let worker_state = state.worker_state(worker);
             let text = RichText::new(format!("• {worker} {}", worker_state.label()))
                 .small()

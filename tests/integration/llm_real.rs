@@ -8,7 +8,9 @@ use std::time::{Duration, Instant};
 use cowork::capture::{CaptureCommand, CaptureConfig, spawn_capture};
 use cowork::events::{AppEvent, ChatThread, MessageStatus, Role};
 use cowork::ids::{next_id, now_millis};
-use cowork::llm::{ChatRequest, LlmCommand, LlmConfig, spawn_llm};
+use cowork::agent::{AgentCommand, AgentConfig, ChatRequest, spawn_agent};
+use cowork::llm::{LlmCommand, LlmConfig, spawn_llm};
+use cowork::runtime::{EventSink, WorkerHandle};
 use cowork::models::{Manifest, ModelRole};
 use cowork::runtime::RestartPolicy;
 use cowork::store::{self, StoreCommand, spawn_store};
@@ -61,13 +63,13 @@ fn smollm2_answers_with_the_captured_window_in_context_and_stops_within_a_second
 
     let config = real_config(&db);
     let stop_epoch = Arc::new(AtomicU64::new(0));
-    let mut llm = spawn_llm(config, store.commands.clone(), sink, stop_epoch.clone(), RestartPolicy::default()).unwrap();
+    let mut brain = Brain::spawn(config, store.commands.clone(), sink, stop_epoch.clone());
 
     // 1. A streamed, non-empty answer; the context names the active window.
     let thread_id = next_id();
     let ask = request("Which application am I using right now?", thread_id);
     let (user_id, answer_id) = (ask.user_message_id, ask.answer_id);
-    llm.commands.send(LlmCommand::Chat(ask)).unwrap();
+    brain.agent.commands.send(AgentCommand::Chat(ask)).unwrap();
     let mut context = None;
     let mut streamed = String::new();
     let mut tokens = 0;
@@ -112,7 +114,7 @@ fn smollm2_answers_with_the_captured_window_in_context_and_stops_within_a_second
     };
     let long_answer = long.answer_id;
     let mut config_tokens = 0;
-    llm.commands.send(LlmCommand::Chat(long)).unwrap();
+    brain.agent.commands.send(AgentCommand::Chat(long)).unwrap();
     wait_for(&events, Duration::from_secs(60), |e| match e {
         AppEvent::Token { answer_id, .. } if *answer_id == long_answer => {
             config_tokens += 1;
@@ -134,7 +136,7 @@ fn smollm2_answers_with_the_captured_window_in_context_and_stops_within_a_second
     eprintln!("stop latency {stop_latency:?}");
 
     assert!(capture.shutdown(CaptureCommand::Shutdown, Duration::from_secs(10)));
-    assert!(llm.shutdown(LlmCommand::Shutdown, Duration::from_secs(10)));
+    assert!(brain.shutdown());
     assert!(store.shutdown(StoreCommand::Shutdown, Duration::from_secs(10)));
 }
 
@@ -145,22 +147,23 @@ fn a_corrupt_model_is_a_clear_message_not_a_crash() {
     std::fs::write(&bad, b"GGUF\x03\x00\x00\x00 but then garbage").unwrap();
     let (sink, events) = test_sink();
     let (store_tx, _store_rx) = crossbeam_channel::bounded(16);
-    let config = LlmConfig {
+    let (llm_config, agent_config) = real_config(&dir.path().join("cowork.db"));
+    let llm_config = LlmConfig {
         model_path: bad,
         model_expected: Some((98_362_432, "b179c9523d0e6a0f98a330c7562b682750a6f8c8c15e5bc70ea373728110db53".into())),
-        ..real_config(&dir.path().join("cowork.db"))
+        ..llm_config
     };
-    let mut llm = spawn_llm(config, store_tx, sink, Arc::new(AtomicU64::new(0)), RestartPolicy::default()).unwrap();
+    let mut brain = Brain::spawn((llm_config, agent_config), store_tx, sink, Arc::new(AtomicU64::new(0)));
     let ask = request("hello", next_id());
     let answer_id = ask.answer_id;
-    llm.commands.send(LlmCommand::Chat(ask)).unwrap();
+    brain.agent.commands.send(AgentCommand::Chat(ask)).unwrap();
     let error = wait_for(&events, Duration::from_secs(30), |e| match e {
         AppEvent::AnswerFinished { answer_id: id, error, .. } if *id == answer_id => error.clone(),
         _ => None,
     })
     .expect("a failed answer with a message");
     assert!(error.contains("corrupt") && error.contains("models/fetch"), "{error}");
-    assert!(llm.shutdown(LlmCommand::Shutdown, Duration::from_secs(10)));
+    assert!(brain.shutdown());
 }
 
 #[test]
@@ -218,9 +221,9 @@ fn the_local_model_summarises_an_older_hour_and_a_quiet_conversation_and_the_sum
     let (sink, _events) = test_sink();
     let mut store = spawn_store(db.clone(), sink.clone(), RestartPolicy::default()).unwrap();
     let config = real_config(&db);
-    let mut llm = spawn_llm(config, store.commands.clone(), sink, Arc::new(AtomicU64::new(0)), RestartPolicy::default()).unwrap();
+    let mut brain = Brain::spawn(config, store.commands.clone(), sink, Arc::new(AtomicU64::new(0)));
     let (reply, written) = crossbeam_channel::bounded(1);
-    llm.commands.send(LlmCommand::Summarise { limit: 5, reply: Some(reply) }).unwrap();
+    brain.agent.commands.send(AgentCommand::Summarise { limit: 5, reply: Some(reply) }).unwrap();
     assert_eq!(written.recv_timeout(Duration::from_secs(240)).unwrap(), Ok(2), "one older hour had activity, one conversation went quiet");
     let (ack, flushed) = crossbeam_channel::bounded(1);
     store.commands.send(StoreCommand::Flush(ack)).unwrap();
@@ -239,9 +242,9 @@ fn the_local_model_summarises_an_older_hour_and_a_quiet_conversation_and_the_sum
     eprintln!("conversation summary: {said:?}");
     // Asking again writes nothing new: that hour has its summary.
     let (reply, again) = crossbeam_channel::bounded(1);
-    llm.commands.send(LlmCommand::Summarise { limit: 5, reply: Some(reply) }).unwrap();
+    brain.agent.commands.send(AgentCommand::Summarise { limit: 5, reply: Some(reply) }).unwrap();
     assert_eq!(again.recv_timeout(Duration::from_secs(60)).unwrap(), Ok(0));
-    assert!(llm.shutdown(LlmCommand::Shutdown, Duration::from_secs(10)));
+    assert!(brain.shutdown());
     assert!(store.shutdown(StoreCommand::Shutdown, Duration::from_secs(10)));
 
     // The summary is queued and embedded into the observation namespace.
@@ -260,22 +263,46 @@ fn the_local_model_summarises_an_older_hour_and_a_quiet_conversation_and_the_sum
     assert!(observed >= 1);
 }
 
-/// The llm worker's configuration for the bundled SmolLM2 over `db`.
-fn real_config(db: &std::path::Path) -> LlmConfig {
+/// The llm and agent workers' configurations for the bundled SmolLM2 over `db`.
+fn real_config(db: &std::path::Path) -> (LlmConfig, AgentConfig) {
     let manifest = Manifest::bundled().unwrap();
     let model = manifest.models.iter().find(|m| m.role == ModelRole::Chat && m.name == "smollm2-135m-instruct").unwrap();
     let (size, sha256) = model.primary_size_and_sha();
-    LlmConfig {
-        db_path: db.to_owned(),
+    let llm = LlmConfig {
         model_path: models_dir().join(model.primary_path()),
         model_expected: Some((size, sha256.to_owned())),
+        local_limit_tokens: 1_500,
+        max_answer_tokens: 48,
+        idle_unload_secs: 600,
+    };
+    let agent = AgentConfig {
+        db_path: db.to_owned(),
         context_budget_tokens: 300,
         max_answer_tokens: 48,
         history_messages: 4,
         data_dir: db.parent().unwrap().to_owned(),
         local_limit_tokens: 1_500,
-        idle_unload_secs: 600,
         recall: None,
+    };
+    (llm, agent)
+}
+
+/// The local engine and the agent that asks it, as `Workers::start` wires them.
+struct Brain {
+    llm: WorkerHandle<LlmCommand>,
+    agent: WorkerHandle<AgentCommand>,
+}
+
+impl Brain {
+    fn spawn((llm, agent): (LlmConfig, AgentConfig), store: crossbeam_channel::Sender<StoreCommand>, sink: EventSink, stop_epoch: Arc<AtomicU64>) -> Self {
+        let local = Arc::new(cowork::llm::LocalModelState::default());
+        let llm = spawn_llm(llm, sink.clone(), stop_epoch.clone(), local.clone(), RestartPolicy::default()).unwrap();
+        let agent = spawn_agent(agent, llm.commands.clone(), local, store, sink, stop_epoch, RestartPolicy::default()).unwrap();
+        Self { llm, agent }
+    }
+
+    fn shutdown(&mut self) -> bool {
+        self.agent.shutdown(AgentCommand::Shutdown, Duration::from_secs(10)) && self.llm.shutdown(LlmCommand::Shutdown, Duration::from_secs(10))
     }
 }
 

@@ -569,9 +569,9 @@ fn wait_event<T>(events: &crossbeam_channel::Receiver<cowork::events::AppEvent>,
     super::support::wait_for(events, Duration::from_secs(20), |e| pick(e)).expect("the event came")
 }
 
-fn chat(ask_id: i64, text: &str) -> cowork::llm::ChatRequest {
+fn chat(ask_id: i64, text: &str) -> cowork::agent::ChatRequest {
     use cowork::ids::next_id;
-    cowork::llm::ChatRequest {
+    cowork::agent::ChatRequest {
         thread: cowork::events::ChatThread { thread_id: 1, title: "t".into(), updated_at_millis: 0 },
         thread_is_new: true,
         user_message_id: ask_id,
@@ -615,7 +615,7 @@ fn start_brains(paths: &cowork::config::Paths) -> (cowork::workers::Workers, cro
 #[test]
 fn cloud_answers_ask_consent_respect_budgets_across_restarts_and_record_cost() {
     use cowork::events::{AppEvent, MessageStatus};
-    use cowork::llm::LlmCommand;
+    use cowork::agent::AgentCommand;
     let server = scripted(vec![reply("200 OK", "", &[
         "data: {\"choices\":[{\"delta\":{\"content\":\"You were \"}}]}\n\n",
         "data: {\"choices\":[{\"delta\":{\"content\":\"budgeting.\"},\"finish_reason\":\"stop\"}],\"usage\":{\"prompt_tokens\":900,\"completion_tokens\":40}}\n\n",
@@ -630,7 +630,7 @@ fn cloud_answers_ask_consent_respect_budgets_across_restarts_and_record_cost() {
     let (workers, events) = start();
 
     // First cloud question with captured context: consent first, nothing sent.
-    workers.llm.commands.send(LlmCommand::Chat(chat(100, "What was I doing?"))).unwrap();
+    workers.agent.commands.send(AgentCommand::Chat(chat(100, "What was I doing?"))).unwrap();
     let (preview, mut request) = wait_event(&events, |e| match e {
         AppEvent::ConsentNeeded { preview, request, provider, .. } if provider == "scripted" => Some((preview.clone(), (**request).clone())),
         _ => None,
@@ -641,7 +641,7 @@ fn cloud_answers_ask_consent_respect_budgets_across_restarts_and_record_cost() {
     // "This time only": the redacted context goes with the question.
     request.consent_once = true;
     let answer_id = request.answer_id;
-    workers.llm.commands.send(LlmCommand::Chat(request)).unwrap();
+    workers.agent.commands.send(AgentCommand::Chat(request)).unwrap();
     let reason = wait_event(&events, |e| match e {
         AppEvent::Routed { answer_id: id, answered_by, reason, .. } if *id == answer_id => {
             assert_eq!(answered_by, "scripted · big-model");
@@ -665,7 +665,7 @@ fn cloud_answers_ask_consent_respect_budgets_across_restarts_and_record_cost() {
         let mut second = chat(ask, "And now?");
         second.consent_once = true;
         let id = second.answer_id;
-        workers.llm.commands.send(LlmCommand::Chat(second)).unwrap();
+        workers.agent.commands.send(AgentCommand::Chat(second)).unwrap();
         wait_event(events, |e| match e {
             AppEvent::AnswerFinished { answer_id, status: MessageStatus::Failed, error: Some(error), .. } if *answer_id == id => Some(error.clone()),
             _ => None,
@@ -685,7 +685,7 @@ fn cloud_answers_ask_consent_respect_budgets_across_restarts_and_record_cost() {
     harder.try_harder_from = Some(cowork::brains::Target::Cloud(0));
     harder.is_retry = true;
     let id = harder.answer_id;
-    workers.llm.commands.send(LlmCommand::Chat(harder)).unwrap();
+    workers.agent.commands.send(AgentCommand::Chat(harder)).unwrap();
     let error = wait_event(&events, |e| match e {
         AppEvent::AnswerFinished { answer_id, error: Some(error), .. } if *answer_id == id => Some(error.clone()),
         _ => None,
@@ -700,7 +700,7 @@ fn cloud_answers_ask_consent_respect_budgets_across_restarts_and_record_cost() {
 #[test]
 fn without_consent_the_question_goes_alone_and_the_chip_says_so() {
     use cowork::events::AppEvent;
-    use cowork::llm::LlmCommand;
+    use cowork::agent::AgentCommand;
     let server = scripted(vec![reply("200 OK", "", OPENAI_OK)]);
     let (_data, paths) = cloud_fixture(
         &format!(r#"{{"name": "scripted", "kind": "openai", "base_url": "http://127.0.0.1:{}/v1", "model": "m"}}"#, server.port),
@@ -708,7 +708,7 @@ fn without_consent_the_question_goes_alone_and_the_chip_says_so() {
         "secret-project notes",
     );
     let (workers, events) = start_brains(&paths);
-    workers.llm.commands.send(LlmCommand::Chat(chat(1, "hello"))).unwrap();
+    workers.agent.commands.send(AgentCommand::Chat(chat(1, "hello"))).unwrap();
     let chip = wait_event(&events, |e| match e {
         AppEvent::ContextAttached { context, .. } => Some(context.clone()),
         _ => None,

@@ -99,20 +99,14 @@ fn capture_restarts_keeps_its_sender_and_fails_after_five_restarts() {
 fn llm_restarts_keeps_its_sender_and_fails_after_five_restarts() {
     let dir = temp_dir();
     let (sink, events) = test_sink();
-    let (store_tx, _store_rx) = bounded(16);
     let config = LlmConfig {
-        db_path: dir.path().join("cowork.db"),
         model_path: dir.path().join("no-such-model.gguf"),
         model_expected: None,
-        context_budget_tokens: 100,
-        max_answer_tokens: 16,
-        history_messages: 4,
-        data_dir: dir.path().to_owned(),
         local_limit_tokens: 1_500,
+        max_answer_tokens: 16,
         idle_unload_secs: 600,
-        recall: None,
     };
-    let mut llm = spawn_llm(config, store_tx, sink, Arc::new(AtomicU64::new(0)), fast_policy()).unwrap();
+    let mut llm = spawn_llm(config, sink, Arc::new(AtomicU64::new(0)), Default::default(), fast_policy()).unwrap();
     let sender = llm.commands.clone();
     let model_events = events.clone();
     // The old sender drives the new instance: a Preload reports the missing model.
@@ -126,6 +120,41 @@ fn llm_restarts_keeps_its_sender_and_fails_after_five_restarts() {
     };
     panic_until_failed(WorkerName::Llm, &events, &llm.commands, &llm.control, || LlmCommand::InjectPanic, answers);
     assert!(llm.shutdown(LlmCommand::Shutdown, WAIT));
+}
+
+#[test]
+fn agent_restarts_keeps_its_sender_and_a_gone_llm_worker_is_a_failed_answer() {
+    use cowork::agent::{AgentCommand, AgentConfig, ChatRequest, spawn_agent};
+    let dir = temp_dir();
+    let (sink, events) = test_sink();
+    let (store_tx, _store_rx) = bounded(64);
+    // The llm worker's end is gone: every question must fail visibly, never hang.
+    let (llm_tx, llm_rx) = bounded(1);
+    drop(llm_rx);
+    let config = AgentConfig {
+        db_path: dir.path().join("cowork.db"),
+        context_budget_tokens: 100,
+        max_answer_tokens: 16,
+        history_messages: 4,
+        data_dir: dir.path().to_owned(),
+        local_limit_tokens: 1_500,
+        recall: None,
+    };
+    let mut agent = spawn_agent(config, llm_tx, Default::default(), store_tx, sink, Arc::new(AtomicU64::new(0)), fast_policy()).unwrap();
+    let sender = agent.commands.clone();
+    let answer_events = events.clone();
+    let answers = || {
+        let request = ChatRequest { answer_id: cowork::ids::next_id(), text: "hello".into(), ..ChatRequest::default() };
+        let id = request.answer_id;
+        sender.send(AgentCommand::Chat(request)).unwrap();
+        let error = wait_for(&answer_events, WAIT, |e| match e {
+            AppEvent::AnswerFinished { answer_id, error, .. } if *answer_id == id => Some(error.clone()),
+            _ => None,
+        });
+        assert!(matches!(&error, Some(Some(e)) if e.contains("local model worker is not running")), "{error:?}");
+    };
+    panic_until_failed(WorkerName::Agent, &events, &agent.commands, &agent.control, || AgentCommand::InjectPanic, answers);
+    assert!(agent.shutdown(AgentCommand::Shutdown, WAIT));
 }
 
 #[test]

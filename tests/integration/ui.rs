@@ -10,6 +10,7 @@ use cowork::capture::CaptureCommand;
 use cowork::capture::clipboard::ClipboardCommand;
 use cowork::capture::keys::KeysCommand;
 use cowork::events::{ActiveWindow, AppEvent, GenerationStats, MessageStatus, WorkerName};
+use cowork::agent::AgentCommand;
 use cowork::llm::LlmCommand;
 use cowork::runtime::{Control, WorkerState};
 use cowork::state::{AppState, Tab};
@@ -22,6 +23,7 @@ use egui_kittest::kittest::Queryable;
 struct Far {
     events: Sender<AppEvent>,
     llm: Receiver<LlmCommand>,
+    agent: Receiver<AgentCommand>,
     store: Receiver<StoreCommand>,
     capture: Receiver<CaptureCommand>,
     keys: Receiver<KeysCommand>,
@@ -39,6 +41,7 @@ fn app() -> (Harness<'static, CoworkApp>, Far) {
 fn app_with(options: AppOptions, height: f32) -> (Harness<'static, CoworkApp>, Far) {
     let (events_tx, events) = bounded(1024);
     let (llm_tx, llm) = bounded(16);
+    let (agent_tx, agent) = bounded(16);
     let (store_tx, store) = bounded(64);
     let (capture_tx, capture) = bounded(8);
     let (keys_tx, keys) = bounded(8);
@@ -57,6 +60,7 @@ fn app_with(options: AppOptions, height: f32) -> (Harness<'static, CoworkApp>, F
         clipboard: clipboard_tx,
         a11y: a11y_tx,
         llm: llm_tx,
+        agent: agent_tx,
         models: models_tx,
         search: search_tx,
         embed: embed_tx,
@@ -69,7 +73,7 @@ fn app_with(options: AppOptions, height: f32) -> (Harness<'static, CoworkApp>, F
     let harness = Harness::builder()
         .with_size(egui::vec2(380.0, height))
         .build_eframe(move |_cc| CoworkApp::new(channels, AppState::default(), Vec::new(), options));
-    (harness, Far { events: events_tx, llm, store, capture, keys, clipboard, a11y, llm_control, stop_epoch, search })
+    (harness, Far { events: events_tx, llm, agent, store, capture, keys, clipboard, a11y, llm_control, stop_epoch, search })
 }
 
 /// The settings the app asked the store to save since the last look, in order.
@@ -138,8 +142,8 @@ fn send_streams_the_answer_shows_the_context_and_stop_bumps_the_epoch() {
     harness.run();
     harness.get_by_label("Send").click();
     harness.run();
-    let request = match far.llm.try_recv().expect("a chat request reached the llm worker") {
-        LlmCommand::Chat(request) => request,
+    let request = match far.agent.try_recv().expect("a chat request reached the agent worker") {
+        AgentCommand::Chat(request) => request,
         other => panic!("unexpected {other:?}"),
     };
     assert_eq!(request.text, "What was I doing?");
@@ -175,14 +179,14 @@ fn send_streams_the_answer_shows_the_context_and_stop_bumps_the_epoch() {
 }
 
 #[test]
-fn a_stopped_llm_worker_fails_the_answer_visibly_instead_of_blocking() {
+fn a_stopped_agent_worker_fails_the_answer_visibly_instead_of_blocking() {
     let (mut harness, far) = app();
-    drop(far.llm);
+    drop(far.agent);
     type_message(&mut harness, "hello");
     harness.run();
     harness.get_by_label("Send").click();
     harness.run();
-    assert!(harness.get_all_by_label_contains("the llm worker is not running").next().is_some());
+    assert!(harness.get_all_by_label_contains("the agent worker is not running").next().is_some());
     assert_eq!(harness.state().state.generating, None, "the UI is ready for the next message");
 }
 
@@ -194,6 +198,8 @@ fn a_failed_worker_gets_a_retry_button_that_reaches_its_supervisor() {
         .unwrap();
     harness.run();
     harness.get_by_label_contains("llm failed");
+    // The others share one chip, so the failed one and its button stay in view.
+    harness.get_by_label("• 9 workers starting");
     harness.get_by_label("Retry llm").click();
     harness.run();
     assert_eq!(far.llm_control.try_recv().ok(), Some(Control::Retry));
@@ -210,9 +216,10 @@ fn the_quick_prompt_opens_from_the_keyboard_and_sends_into_the_chat() {
     harness.key_press(egui::Key::Enter);
     harness.run();
     // Opening it asked the llm worker to load the model and prefill the prompt head.
-    assert!(matches!(far.llm.try_recv(), Ok(LlmCommand::Prepare)), "opening the quick prompt prepares the local model");
-    match far.llm.try_recv().expect("quick prompt sent a chat request") {
-        LlmCommand::Chat(request) => assert_eq!(request.text, "Summarise my morning"),
+    assert!(matches!(far.agent.try_recv(), Ok(AgentCommand::Prepare)), "opening the quick prompt prepares the local model");
+    assert!(far.llm.try_recv().is_err(), "the UI asks the agent; only the agent asks the llm worker to generate");
+    match far.agent.try_recv().expect("quick prompt sent a chat request") {
+        AgentCommand::Chat(request) => assert_eq!(request.text, "Summarise my morning"),
         other => panic!("unexpected {other:?}"),
     }
     assert!(!harness.state().state.quick_prompt_open, "Enter hides the quick prompt");
@@ -373,7 +380,7 @@ fn consent_shows_the_exact_preview_and_retry_offers_the_next_tier_with_its_cost(
     harness.run();
     harness.get_by_label("Send").click();
     harness.run();
-    let LlmCommand::Chat(request) = far.llm.try_recv().unwrap() else { panic!("a chat request") };
+    let AgentCommand::Chat(request) = far.agent.try_recv().unwrap() else { panic!("a chat request") };
     far.events
         .send(AppEvent::ConsentNeeded {
             provider: "cheap".into(),
@@ -387,7 +394,7 @@ fn consent_shows_the_exact_preview_and_retry_offers_the_next_tier_with_its_cost(
     harness.get_by_label("Current window: Budget.ods - [email]");
     harness.get_by_label("This time only").click();
     harness.run();
-    let LlmCommand::Chat(again) = far.llm.try_recv().unwrap() else { panic!("the question again") };
+    let AgentCommand::Chat(again) = far.agent.try_recv().unwrap() else { panic!("the question again") };
     assert!(again.consent_once && again.answer_id == request.answer_id);
     assert!(harness.query_by_label("This time only").is_none(), "the prompt is gone");
 
@@ -489,7 +496,7 @@ fn citations_open_their_source_ratings_reach_the_store_and_the_memory_view_shows
     harness.run();
     harness.get_by_label("Send").click();
     harness.run();
-    let LlmCommand::Chat(request) = far.llm.try_recv().unwrap() else { panic!("a chat request") };
+    let AgentCommand::Chat(request) = far.agent.try_recv().unwrap() else { panic!("a chat request") };
     let citation = |n, stream, source_id, open_id, label: &str| Citation {
         n,
         chunk_id: Some(n as i64),

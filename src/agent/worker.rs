@@ -1,0 +1,1058 @@
+//! The `agent` worker: owns conversations. A turn is context (Layer 1,
+//! grounded recall, memory synthesis) → route → a brain step (the local
+//! engine over the llm worker's channel, or a cloud provider) → the answer,
+//! streamed to the UI and written through the store. It holds a read-only
+//! database connection; the llm worker only generates.
+
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Duration;
+
+use crossbeam_channel::{Receiver, Sender, bounded};
+use rusqlite::Connection;
+
+use crate::events::{AppEvent, ChatMessage, ChatThread, GenerationStats, MessageStatus, Role, WorkerName};
+use crate::ids::now_millis;
+use crate::llm::context::{Layer1, layer1_context};
+use crate::llm::prompt::{PromptContext, chat_messages, join_parts, local_examples, question_turn};
+use crate::llm::{GenerateRequest, LlmClient, LlmCommand, LocalBrain, LocalModelState, PromptMessage, PromptRole};
+use crate::runtime::{EventSink, RestartPolicy, Supervised, WorkerContext, WorkerHandle, spawn_supervised};
+use crate::capture::firewall::wants_no_memory;
+use crate::store::{self, StoreCommand};
+
+/// The identity. Small local models follow it only when it is this concrete:
+/// where the facts are, to copy them exactly, and to say so when they are not
+/// there (README "The local model's prompt"). The text lives in assets so
+/// `scripts/measure` can give llama.cpp the identical prompt.
+pub const SYSTEM_PROMPT: &str = include_str!("../../assets/prompts/system.txt");
+
+#[derive(Clone, Debug)]
+pub struct AgentConfig {
+    pub db_path: PathBuf,
+    pub context_budget_tokens: usize,
+    pub max_answer_tokens: usize,
+    /// Messages of history sent with each question.
+    pub history_messages: usize,
+    /// Where providers.json and the secret store live.
+    pub data_dir: PathBuf,
+    /// The longest prompt the local model takes, in tokens (the router's limit).
+    pub local_limit_tokens: usize,
+    /// The search worker, for recalling memory by meaning (None: no recall).
+    pub recall: Option<Sender<crate::memory::search_worker::SearchCommand>>,
+}
+
+/// How long a question waits for memory recall before going without it.
+const RECALL_TIMEOUT: Duration = Duration::from_secs(5);
+/// Chunks recalled by meaning per question.
+const RECALL_K: usize = 6;
+
+/// What memory adds to one question.
+pub struct MemoryContext {
+    /// The system prompt's sections (identity first), with what the budget dropped.
+    pub report: crate::memory::synthesis::Report,
+    /// Recalled items, numbered for citing.
+    pub assembly: crate::memory::rag::Assembly,
+    pub any_embedded: bool,
+}
+
+/// How often the worker looks for older hours to summarise while the local model is loaded.
+const SUMMARY_CHECK: Duration = Duration::from_secs(15);
+
+/// One question in a thread.
+#[derive(Clone, Debug, Default)]
+pub struct ChatRequest {
+    pub thread: ChatThread,
+    pub thread_is_new: bool,
+    pub user_message_id: i64,
+    pub answer_id: i64,
+    pub text: String,
+    /// Earlier messages of the thread, oldest first.
+    pub history: Vec<(Role, String)>,
+    /// The question this answers: a retry with a smarter model keeps the first answer's.
+    pub ask_id: i64,
+    /// "Try harder": who gave the answer being retried.
+    pub try_harder_from: Option<crate::brains::Target>,
+    /// The user allowed captured context for this request only.
+    pub consent_once: bool,
+    /// A retry adds an answer to an existing question: the question is not stored again.
+    pub is_retry: bool,
+}
+
+#[derive(Debug)]
+pub enum AgentCommand {
+    Chat(ChatRequest),
+    /// Load the local model and prefill the prompt head the next question
+    /// shares (the quick prompt opened: the user is about to ask).
+    Prepare,
+    /// The chat model changed (Settings → Models): a follow-up starts a new prompt.
+    ModelChanged,
+    /// Observational memory: summarise up to `limit` older hours of activity
+    /// that have no summary yet (loads the model if needed); the count goes to `reply`.
+    Summarise { limit: usize, reply: Option<Sender<Result<usize, String>>> },
+    /// Fault injection for supervisor tests: panic inside the worker.
+    InjectPanic,
+    Shutdown,
+}
+
+/// Hours younger than this are not summarised yet (they may still grow).
+const SUMMARY_AFTER_MILLIS: i64 = 3_600_000;
+/// How far back unsummarised hours are looked for.
+const SUMMARY_LOOKBACK_MILLIS: i64 = 7 * 86_400_000;
+/// With the model already loaded and idle this long, one pending hour is summarised.
+const SUMMARY_IDLE: Duration = Duration::from_secs(120);
+
+/// The stored form of an answer; an answer that failed empty keeps its reason as text.
+fn answer_message(request: &ChatRequest, text: String, error: Option<&str>, status: MessageStatus, provider: &str, cost: f64, citations: Option<String>) -> ChatMessage {
+    let content = match (error, text.is_empty()) {
+        (Some(error), true) => format!("(no answer: {error})"),
+        _ => text,
+    };
+    ChatMessage {
+        message_id: request.answer_id,
+        thread_id: request.thread.thread_id,
+        role: Role::Assistant,
+        content,
+        context: None,
+        status,
+        created_at_millis: now_millis(),
+        ask_id: Some(request.ask_id),
+        provider: Some(provider.to_owned()),
+        cost_usd: Some(cost),
+        citations,
+        refusal: false,
+    }
+}
+
+/// The stored form of a question, with the context sent along (if any).
+fn user_message(request: &ChatRequest, context: Option<String>) -> ChatMessage {
+    ChatMessage {
+        message_id: request.user_message_id,
+        thread_id: request.thread.thread_id,
+        role: Role::User,
+        content: request.text.clone(),
+        context,
+        status: MessageStatus::Done,
+        created_at_millis: now_millis(),
+        ask_id: Some(request.ask_id),
+        provider: None,
+        cost_usd: None,
+        citations: None,
+        refusal: false,
+    }
+}
+
+/// Who answers a question, decided before anything is stored or sent.
+enum Plan {
+    Local { reason: String },
+    /// `consent`: what the user chose about captured context for this provider (None: not asked yet).
+    Cloud { provider: crate::brains::ProviderConfig, key: Option<String>, reason: String, consent: Option<bool> },
+}
+
+pub struct AgentWorker<B: LocalBrain> {
+    config: AgentConfig,
+    brain: B,
+    db: Option<Connection>,
+    store: Sender<StoreCommand>,
+    sink: EventSink,
+    /// Bumped by Stop; an answer that started under an older value stops.
+    stop_epoch: Arc<AtomicU64>,
+    /// The last local exchange, as sent, for follow-ups to extend.
+    conversation: Option<Conversation>,
+    /// Worked examples in every local prompt's head.
+    examples: Vec<PromptMessage>,
+}
+
+/// A local exchange as the model saw it: its prompt and answer.
+struct Conversation {
+    thread_id: i64,
+    /// How long the thread's history is after this exchange.
+    history_len: usize,
+    messages: Vec<PromptMessage>,
+}
+
+impl Conversation {
+    /// Whether `request` is the next question of this exchange's thread, with
+    /// nothing edited in between and the prompt still within the history limit.
+    fn continued_by(&self, request: &ChatRequest, history_messages: usize) -> bool {
+        let answer = self.messages.last().map(|m| m.content.as_str());
+        self.thread_id == request.thread.thread_id
+            && request.history.len() == self.history_len
+            && request.history.last().map(|(_, text)| text.as_str()) == answer
+            && self.history_len < history_messages
+    }
+}
+
+impl<B: LocalBrain> AgentWorker<B> {
+    pub fn new(config: AgentConfig, brain: B, store: Sender<StoreCommand>, sink: EventSink, stop_epoch: Arc<AtomicU64>) -> Self {
+        Self {
+            config,
+            brain,
+            db: None,
+            store,
+            sink,
+            stop_epoch,
+            conversation: None,
+            examples: local_examples(),
+        }
+    }
+
+    fn context(&mut self) -> Option<Layer1> {
+        if self.db.is_none() {
+            self.db = store::open_read_only(&self.config.db_path).ok();
+        }
+        let conn = self.db.as_ref()?;
+        match layer1_context(conn, now_millis(), self.config.context_budget_tokens) {
+            Ok(text) => text,
+            Err(err) => {
+                tracing::warn!(error = %format!("{err:#}"), "cannot build context");
+                self.db = None;
+                None
+            }
+        }
+    }
+
+    /// Memory for a question: reads back hand edits of USER.md/MEMORY.md,
+    /// synthesises the system prompt within its budget and assembles recalled items.
+    pub fn memory_context(&mut self, request: &ChatRequest, settings: &crate::config::Settings) -> Option<MemoryContext> {
+        use crate::memory::{hot, rag, synthesis};
+        if self.db.is_none() {
+            self.db = store::open_read_only(&self.config.db_path).ok();
+        }
+        let conn = self.db.as_ref()?;
+        let mut facts = hot::facts(conn).unwrap_or_default();
+        // Hand edits count from this question on; the store reads them back (and reports bad lines).
+        let edits = hot::edited(conn, &self.config.data_dir).unwrap_or_default();
+        for (file, texts, _) in &edits {
+            facts.retain(|f| f.file != *file);
+            facts.extend(texts.iter().map(|text| hot::Fact { memory_id: 0, file: *file, text: text.clone(), pinned_by: "user".into(), created_at_millis: 0 }));
+        }
+        if !edits.is_empty() {
+            let _ = self.store.send_timeout(StoreCommand::LoadHotMemory, Duration::from_secs(5));
+        }
+        let feedback: Vec<synthesis::Feedback> = conn
+            .prepare_cached("SELECT rating, reason FROM feedback ORDER BY at_ms DESC LIMIT 20")
+            .and_then(|mut s| s.query_map([], |r| Ok(synthesis::Feedback { rating: r.get(0)?, reason: r.get(1)? }))?.collect())
+            .unwrap_or_default();
+        let summaries: Vec<(String, String)> = conn
+            .prepare_cached("SELECT kind, period_start_ms, text FROM observations ORDER BY period_end_ms DESC LIMIT 12")
+            .and_then(|mut s| {
+                s.query_map([], |r| {
+                    let (kind, start, text): (String, i64, String) = (r.get(0)?, r.get(1)?, r.get(2)?);
+                    Ok((format!("{kind} from {}", crate::export::rfc3339(start)), text))
+                })?
+                .collect()
+            })
+            .unwrap_or_default();
+        let report = synthesis::synthesize(SYSTEM_PROMPT, &facts, &settings.profile, &feedback, &summaries, settings.prompt_budget_tokens);
+        let thread_id = request.thread.thread_id;
+        let pinned = rag::pinned(conn, thread_id).unwrap_or_default();
+        let recent = rag::recent_unembedded(conn, rag::RECENT_UNEMBEDDED).unwrap_or_default();
+        let cited = rag::cited_before(conn, thread_id).unwrap_or_default();
+        let any_embedded = crate::memory::jobs::any_embedded(conn).unwrap_or(false);
+        let recalled = match (&self.config.recall, any_embedded) {
+            (Some(search), true) if !request.text.trim().is_empty() => {
+                let (reply, answer) = bounded(1);
+                let asked = search.send_timeout(
+                    crate::memory::search_worker::SearchCommand::Recall { query: request.text.clone(), namespaces: crate::memory::Namespace::ALL.to_vec(), k: RECALL_K, reply },
+                    RECALL_TIMEOUT,
+                );
+                match asked.ok().and_then(|()| answer.recv_timeout(RECALL_TIMEOUT).ok()) {
+                    Some(Ok(hits)) => hits.iter().map(|h| rag::Item::from_hit(h, rag::Origin::Recalled)).collect(),
+                    Some(Err(err)) => {
+                        tracing::warn!(%err, "memory recall failed; answering without it");
+                        Vec::new()
+                    }
+                    None => Vec::new(),
+                }
+            }
+            _ => Vec::new(),
+        };
+        let assembly = rag::assemble(pinned, recent, recalled, cited, settings.recall_budget_tokens, now_millis());
+        Some(MemoryContext { report, assembly, any_embedded })
+    }
+
+    /// The messages for the local model. A follow-up in the thread it answered
+    /// last repeats that prompt exactly and appends the answer and the new turn,
+    /// so the engine's prefix cache finds everything before the new turn
+    /// prefilled; anything else starts from the fixed head (identity, memory,
+    /// examples) that every new question shares.
+    pub fn prompt(&self, request: &ChatRequest, context: Option<&PromptContext>) -> Vec<PromptMessage> {
+        if let Some(conversation) = self.conversation.as_ref().filter(|c| c.continued_by(request, self.config.history_messages)) {
+            let mut messages = conversation.messages.clone();
+            messages.push(question_turn(&[context.map(|c| c.turn.as_str()).unwrap_or_default()], &request.text));
+            return messages;
+        }
+        // The examples teach reading captured context; without any, they would only cost prefill.
+        let examples: &[PromptMessage] = if context.is_some() { &self.examples } else { &[] };
+        chat_messages(SYSTEM_PROMPT, examples, context, &request.history, self.config.history_messages, &request.text)
+    }
+
+    /// Prefills the head every next question shares (identity, memory,
+    /// examples, activity log, clock) so the engine's prefix cache holds it
+    /// before the question arrives: `LlmCommand::Prepare`, which the UI sends
+    /// when the quick prompt opens, while the user is still typing.
+    fn warm_head(&mut self) {
+        let (settings, _) = self.brains();
+        let probe = ChatRequest::default();
+        let memory = self.memory_context(&probe, &settings);
+        // Without notes: they depend on the question.
+        let Some(context) = self.prompt_context(memory.as_ref(), "") else { return };
+        let messages = self.prompt(&probe, Some(&context));
+        let started = std::time::Instant::now();
+        let request = GenerateRequest { messages, max_tokens: 1, ..GenerateRequest::default() };
+        match self.brain.generate(request, self.stop_epoch.load(Ordering::SeqCst), &mut |_| {}) {
+            Ok(_) => tracing::info!(millis = started.elapsed().as_millis() as u64, "prompt head prefilled"),
+            Err(err) => tracing::warn!(%err, "could not prefill the prompt head"),
+        }
+    }
+
+    /// What a question is sent with: memory sections (the identity comes first)
+    /// for the system prompt; the activity log, then the clock and current
+    /// window, then `notes` nearest the question (small models weigh what they
+    /// read last) for its turn. `None` when there is nothing at all.
+    fn prompt_context(&mut self, memory: Option<&MemoryContext>, notes: &str) -> Option<PromptContext> {
+        let system: Vec<&str> = memory.map(|m| m.report.injected.iter().skip(1).map(|s| s.text.as_str()).collect()).unwrap_or_default();
+        let system = join_parts(&system);
+        let (log, now) = self.context().map(|l| (l.log.unwrap_or_default(), l.now)).unwrap_or_default();
+        let context = PromptContext { system, log, turn: join_parts(&[&now, notes]) };
+        (!context.text().is_empty()).then_some(context)
+    }
+
+    /// The messages for a cloud model: the same layout without the worked examples.
+    fn cloud_prompt(&self, request: &ChatRequest, context: Option<&PromptContext>) -> Vec<PromptMessage> {
+        chat_messages(SYSTEM_PROMPT, &[], context, &request.history, self.config.history_messages, &request.text)
+    }
+
+    /// Writes a message through the store; `model` names who wrote an answer.
+    fn persist(&self, message: ChatMessage, model: Option<String>) {
+        // Blocking with a timeout: losing a chat message is worse than a short wait.
+        if self.store.send_timeout(StoreCommand::UpsertMessage { message, model }, Duration::from_secs(5)).is_err() {
+            self.sink.send(AppEvent::Notice("the store is not accepting writes: a chat message was not saved".into()));
+        }
+    }
+
+    pub fn handle_chat(&mut self, mut request: ChatRequest) {
+        let epoch = self.stop_epoch.load(Ordering::SeqCst);
+        // `<no-memory>`: answer, but keep neither the question nor the answer.
+        let remember = !wants_no_memory(&request.text);
+        request.text = request.text.replace("<no-memory>", "").trim().to_owned();
+        let (settings, providers) = self.brains();
+        let memory = self.memory_context(&request, &settings);
+        // Grounded mode: nothing to stand on → a fixed refusal, without calling a model.
+        if settings.grounded && memory.as_ref().is_none_or(|m| !m.any_embedded || m.assembly.items.is_empty()) {
+            self.refuse(&request, remember);
+            return;
+        }
+        let citations = memory.as_ref().map(|m| m.assembly.citations()).unwrap_or_default();
+        if let Some(memory) = &memory {
+            self.sink.send(AppEvent::MemoryInjected {
+                user_message_id: request.user_message_id,
+                report: memory.report.clone(),
+                recalled: memory.assembly.items.clone(),
+                dropped: memory.assembly.dropped.clone(),
+            });
+        }
+        if !citations.is_empty() {
+            self.sink.send(AppEvent::Citations { answer_id: request.answer_id, citations: citations.clone() });
+        }
+        let citations_json = (!citations.is_empty()).then(|| serde_json::to_string(&citations).unwrap_or_default());
+        let notes = memory.as_ref().and_then(|m| m.assembly.render(now_millis())).unwrap_or_default();
+        let context = self.prompt_context(memory.as_ref(), &notes);
+        let context_text = context.as_ref().map(PromptContext::text);
+        // Route first: a cloud answer may need the user's consent before anything happens.
+        let plan = match self.plan(&request, context_text.as_deref(), &settings, &providers) {
+            Ok(plan) => plan,
+            Err(message) => {
+                self.finish_early(&request, remember, context_text.as_deref(), message);
+                return;
+            }
+        };
+        if let Plan::Cloud { provider, reason, consent, .. } = &plan {
+            let allowed = consent.or(request.consent_once.then_some(true));
+            if allowed.is_none() && context.is_some() {
+                let preview = crate::brains::consent::redact_for_cloud(context_text.as_deref().unwrap_or_default());
+                self.sink.send(AppEvent::ConsentNeeded { provider: provider.name.clone(), reason: reason.clone(), preview, request: Box::new(request) });
+                return;
+            }
+        }
+        if request.thread_is_new && remember && !request.is_retry {
+            let _ = self.store.send_timeout(
+                StoreCommand::UpsertThread { thread: request.thread.clone(), created_at_millis: now_millis() },
+                Duration::from_secs(5),
+            );
+        }
+        let (sent_context, chip) = match &plan {
+            Plan::Local { .. } => (context.clone(), context_text.clone().unwrap_or_default()),
+            Plan::Cloud { provider, consent, .. } => {
+                let allowed = consent.or(request.consent_once.then_some(true)).unwrap_or(false);
+                match (&context, allowed) {
+                    (Some(context), true) => {
+                        let redacted = context.map(crate::brains::consent::redact_for_cloud);
+                        let chip = redacted.text();
+                        (Some(redacted), chip)
+                    }
+                    (Some(_), false) => (None, format!("(captured context not sent to {}: you have not allowed it)", provider.name)),
+                    (None, _) => (None, String::new()),
+                }
+            }
+        };
+        let user = user_message(&request, sent_context.as_ref().map(PromptContext::text).or(Some(chip.clone())).filter(|c| !c.is_empty()));
+        if remember && !request.is_retry {
+            self.persist(user, None);
+        }
+        if !request.is_retry {
+            self.sink.send(AppEvent::ContextAttached { user_message_id: request.user_message_id, context: chip });
+        }
+        let (answered_by, reason) = match &plan {
+            Plan::Local { reason } => ("local".to_owned(), reason.clone()),
+            Plan::Cloud { provider, reason, .. } => (format!("{} · {}", provider.name, provider.model), reason.clone()),
+        };
+        self.sink.send(AppEvent::Routed { answer_id: request.answer_id, ask_id: request.ask_id, answered_by, reason });
+        if let Plan::Cloud { provider, key, .. } = plan {
+            self.cloud_answer(&request, remember, sent_context.as_ref(), &provider, key.as_deref(), epoch, citations_json);
+            return;
+        }
+        let context = sent_context;
+
+        let mut answer = String::new();
+        let mut sent = self.prompt(&request, context.as_ref());
+        let sink = self.sink.clone();
+        let answer_id = request.answer_id;
+        let outcome = self.brain.generate(
+            GenerateRequest { messages: sent.clone(), max_tokens: self.config.max_answer_tokens, ..GenerateRequest::default() },
+            epoch,
+            &mut |token| {
+                answer.push_str(token);
+                sink.send(AppEvent::Token { answer_id, text: token.to_owned() });
+            },
+        );
+        let stopped = self.stop_epoch.load(Ordering::SeqCst) != epoch;
+        let model = outcome.as_ref().ok().map(|g| g.model.clone());
+        let (status, error, stats) = match outcome {
+            Ok(generation) if stopped => (MessageStatus::Stopped, None, generation.stats),
+            Ok(generation) => (MessageStatus::Done, None, generation.stats),
+            // The llm worker reports its own health; here the failure is this answer's.
+            Err(err) => (MessageStatus::Failed, Some(err.to_string()), GenerationStats::default()),
+        };
+        self.conversation = (status == MessageStatus::Done).then(|| {
+            sent.push(PromptMessage { role: PromptRole::Assistant, content: answer.clone() });
+            Conversation { thread_id: request.thread.thread_id, history_len: request.history.len() + 2, messages: sent }
+        });
+        let answer = answer_message(&request, answer, error.as_deref(), status, "local", 0.0, citations_json);
+        if remember {
+            self.persist(answer, model);
+        }
+        self.sink.send(AppEvent::AnswerFinished { answer_id: request.answer_id, status, error, stats });
+    }
+
+    /// The user's settings and providers, fresh for each question.
+    fn brains(&mut self) -> (crate::config::Settings, crate::brains::Providers) {
+        if self.db.is_none() {
+            self.db = store::open_read_only(&self.config.db_path).ok();
+        }
+        let pairs = self.db.as_ref().and_then(|c| store::all_settings(c).ok()).unwrap_or_default();
+        let (settings, _) = crate::config::Settings::from_pairs(&pairs);
+        let providers = crate::brains::Providers::load(&crate::brains::Providers::path(&self.config.data_dir)).unwrap_or_else(|err| {
+            self.sink.send(AppEvent::Notice(format!("{err:#}")));
+            Default::default()
+        });
+        (settings, providers)
+    }
+
+    /// Decides who answers, with the key a cloud provider needs.
+    fn plan(
+        &mut self,
+        request: &ChatRequest,
+        context: Option<&str>,
+        settings: &crate::config::Settings,
+        providers: &crate::brains::Providers,
+    ) -> Result<Plan, String> {
+        use crate::brains::router::{RouteInput, Target, route};
+        use crate::llm::tokens::estimate_tokens;
+        let offline = crate::net::OutboundGate::global().is_offline();
+        // Tiers that exist and, offline, only those on this machine.
+        let tiers: Vec<&crate::brains::ProviderConfig> = settings
+            .tiers
+            .iter()
+            .filter_map(|name| providers.get(name))
+            .filter(|p| !offline || crate::net::host_of_url(&p.base_url).is_some_and(|h| crate::net::is_loopback(&h)))
+            .collect();
+        let prompt_tokens = estimate_tokens(SYSTEM_PROMPT)
+            + context.map(estimate_tokens).unwrap_or(0)
+            + request.history.iter().map(|(_, t)| estimate_tokens(t)).sum::<usize>()
+            + estimate_tokens(&request.text);
+        let input = RouteInput {
+            preference: settings.prefer,
+            prompt_tokens,
+            attachments: 0,
+            tools_needed: 0,
+            try_harder_from: request.try_harder_from,
+            local_limit_tokens: self.config.local_limit_tokens,
+            local_available: !self.brain.state().is_unavailable(),
+            cloud_tiers: tiers.len(),
+        };
+        let route = route(&input).map_err(|err| err.to_string())?;
+        match route.target {
+            Target::Local => Ok(Plan::Local { reason: route.reason }),
+            Target::Cloud(tier) => {
+                let provider = tiers[tier].clone();
+                let key = crate::brains::provider_key(&self.config.data_dir, &provider).map_err(|err| format!("{err:#}"))?;
+                // Budgets, before anything is sent.
+                let estimate = crate::brains::budget::estimate(&provider, prompt_tokens as u64, self.config.max_answer_tokens as u64);
+                let spent = self
+                    .db
+                    .as_ref()
+                    .and_then(|c| crate::brains::budget::spent(c, now_millis()).ok())
+                    .unwrap_or_default();
+                crate::brains::budget::check(&settings.budget, &spent, &estimate, crate::brains::budget::is_free_cloud(&provider))
+                    .map_err(|err| format!("not sent to {}: {err}", provider.name))?;
+                let consent = settings.consent.get(&provider.name).copied();
+                Ok(Plan::Cloud { provider, key, reason: route.reason, consent })
+            }
+        }
+    }
+
+    /// Observational memory: each older hour with activity and each quiet
+    /// conversation without a summary yet (or with new messages since) is
+    /// compressed by the local model into a dated summary (stored, then
+    /// embedded into the observation namespace). Returns how many were written.
+    /// With `only_if_loaded`, nothing loads the local model for it (background work).
+    pub fn summarise_pending(&mut self, now: i64, limit: usize, only_if_loaded: bool) -> Result<usize, String> {
+        const HOUR: i64 = 3_600_000;
+        if self.db.is_none() {
+            self.db = store::open_read_only(&self.config.db_path).ok();
+        }
+        let conn = self.db.as_ref().ok_or("the database is not readable")?;
+        let (quiet_since, oldest) = (now - SUMMARY_AFTER_MILLIS, now - SUMMARY_LOOKBACK_MILLIS);
+        let hours: Vec<i64> = conn
+            .prepare(
+                "SELECT started_at_ms / 3600000 AS hour FROM activity_sessions
+                 WHERE started_at_ms < ?1 AND started_at_ms >= ?2
+                 GROUP BY hour HAVING hour NOT IN (SELECT period_start_ms / 3600000 FROM observations WHERE kind = 'activity')
+                 ORDER BY hour DESC LIMIT ?3",
+            )
+            .and_then(|mut s| s.query_map(rusqlite::params![quiet_since, oldest, limit as i64], |r| r.get(0))?.collect())
+            .map_err(|e| e.to_string())?;
+        // A conversation's summary spans its first to its last message; one
+        // that went on after it was summarised is summarised again.
+        let threads: Vec<(i64, String, i64, i64)> = conn
+            .prepare(
+                "SELECT t.thread_id, t.title, min(m.created_at_ms) AS first, max(m.created_at_ms) AS last
+                 FROM chat_threads t JOIN chat_messages m ON m.thread_id = t.thread_id
+                 WHERE m.refusal = 0
+                 GROUP BY t.thread_id
+                 HAVING last < ?1 AND last >= ?2 AND count(*) >= 2
+                    AND NOT EXISTS (SELECT 1 FROM observations o WHERE o.kind = 'conversation' AND o.period_start_ms = first AND o.period_end_ms >= last)
+                 ORDER BY last DESC LIMIT ?3",
+            )
+            .and_then(|mut s| s.query_map(rusqlite::params![quiet_since, oldest, limit as i64], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?)))?.collect())
+            .map_err(|e| e.to_string())?;
+        let mut prompts: Vec<(&str, i64, i64, String)> = Vec::new();
+        for hour in hours {
+            let (start, end) = (hour * HOUR, (hour + 1) * HOUR);
+            let sessions = store::sessions_between(conn, start, end).map_err(|e| e.to_string())?;
+            let lines: Vec<String> = sessions
+                .iter()
+                .take(30)
+                .map(|s| format!("- {} {} — {} ({})", crate::ids::format_clock(s.started_at_millis), s.app, s.title, crate::ids::format_duration_millis(s.duration_millis(end))))
+                .collect();
+            let prompt = format!(
+                "Between {} and {} these windows were in use:\n{}\nIn one or two sentences, what was the user working on?",
+                crate::ids::format_clock(start),
+                crate::ids::format_clock(end),
+                lines.join("\n")
+            );
+            prompts.push(("activity", start, end, prompt));
+        }
+        for (thread_id, title, first, last) in threads {
+            let messages = store::messages(conn, thread_id).map_err(|e| e.to_string())?;
+            let said: Vec<_> = messages.iter().filter(|m| !m.refusal).collect();
+            let lines: Vec<String> = said[said.len().saturating_sub(12)..]
+                .iter()
+                .map(|m| {
+                    let who = if m.role == crate::events::Role::User { "User" } else { "Assistant" };
+                    let text: String = m.content.chars().take(300).collect();
+                    format!("{who}: {}", text.replace('\n', " "))
+                })
+                .collect();
+            let prompt = format!(
+                "A conversation titled \"{title}\":\n{}\nIn one or two sentences, what did the user want, and what was settled?",
+                lines.join("\n")
+            );
+            prompts.push(("conversation", first, last, prompt));
+        }
+        // Newest first across both kinds, so neither waits for the other.
+        prompts.sort_by_key(|p| std::cmp::Reverse(p.2));
+        let mut written = 0;
+        for (kind, start, end, prompt) in prompts.into_iter().take(limit) {
+            let messages = vec![
+                PromptMessage { role: PromptRole::System, content: "You keep a private work diary. Answer with one or two plain sentences.".into() },
+                PromptMessage { role: PromptRole::User, content: prompt },
+            ];
+            let request = GenerateRequest { messages, max_tokens: 80, only_if_loaded, ..GenerateRequest::default() };
+            // Stop ends a summary too: it runs under the current epoch.
+            let generation = self.brain.generate(request, self.stop_epoch.load(Ordering::SeqCst), &mut |_| {}).map_err(|e| e.to_string())?;
+            let text = generation.text.trim().to_owned();
+            if text.is_empty() {
+                continue;
+            }
+            let observation = crate::memory::Observation { kind: kind.into(), period_start_millis: start, period_end_millis: end, text, model: Some(generation.model) };
+            self.store.send_timeout(StoreCommand::InsertObservation(observation), Duration::from_secs(5)).map_err(|_| "the store is not accepting writes")?;
+            written += 1;
+        }
+        Ok(written)
+    }
+
+    /// Grounded mode found nothing: the fixed refusal is the answer (stored as a
+    /// refusal, so it is never embedded nor sent back as history).
+    fn refuse(&mut self, request: &ChatRequest, remember: bool) {
+        use crate::memory::rag::GROUNDED_REFUSAL;
+        if remember && !request.is_retry {
+            if request.thread_is_new {
+                let _ = self.store.send_timeout(
+                    StoreCommand::UpsertThread { thread: request.thread.clone(), created_at_millis: now_millis() },
+                    Duration::from_secs(5),
+                );
+            }
+            self.persist(user_message(request, None), None);
+        }
+        self.sink.send(AppEvent::Routed {
+            answer_id: request.answer_id,
+            ask_id: request.ask_id,
+            answered_by: "grounded mode".into(),
+            reason: "nothing in memory matches; no model was asked".into(),
+        });
+        self.sink.send(AppEvent::Token { answer_id: request.answer_id, text: GROUNDED_REFUSAL.to_owned() });
+        if remember {
+            let mut answer = answer_message(request, GROUNDED_REFUSAL.to_owned(), None, MessageStatus::Done, "grounded", 0.0, None);
+            answer.refusal = true;
+            self.persist(answer, None);
+        }
+        self.sink.send(AppEvent::AnswerFinished { answer_id: request.answer_id, status: MessageStatus::Done, error: None, stats: GenerationStats::default() });
+    }
+
+    /// A question that cannot be answered (no route, over budget, no key): it is
+    /// kept with the reason as the failed answer, and nothing is sent anywhere.
+    fn finish_early(&mut self, request: &ChatRequest, remember: bool, context: Option<&str>, error: String) {
+        if remember && !request.is_retry {
+            if request.thread_is_new {
+                let _ = self.store.send_timeout(
+                    StoreCommand::UpsertThread { thread: request.thread.clone(), created_at_millis: now_millis() },
+                    Duration::from_secs(5),
+                );
+            }
+            self.persist(user_message(request, context.map(str::to_owned)), None);
+        }
+        self.sink.send(AppEvent::AnswerFinished {
+            answer_id: request.answer_id,
+            status: MessageStatus::Failed,
+            error: Some(error),
+            stats: GenerationStats::default(),
+        });
+    }
+
+    /// Streams an answer from a cloud (or local HTTP) provider.
+    #[allow(clippy::too_many_arguments)]
+    fn cloud_answer(
+        &mut self,
+        request: &ChatRequest,
+        remember: bool,
+        context: Option<&PromptContext>,
+        provider: &crate::brains::ProviderConfig,
+        key: Option<&str>,
+        epoch: u64,
+        citations: Option<String>,
+    ) {
+        use crate::brains::{Delta, Turn};
+        let turns: Vec<Turn> = self
+            .cloud_prompt(request, context)
+            .into_iter()
+            .map(|m| {
+                let role = match m.role {
+                    PromptRole::System => crate::brains::Role::System,
+                    PromptRole::User => crate::brains::Role::User,
+                    PromptRole::Assistant => crate::brains::Role::Assistant,
+                };
+                Turn::new(role, m.content)
+            })
+            .collect();
+        let stop_epoch = self.stop_epoch.clone();
+        let sink = self.sink.clone();
+        let answer_id = request.answer_id;
+        let mut answer = String::new();
+        let started = std::time::Instant::now();
+        let result = crate::brains::stream_chat(
+            crate::net::OutboundGate::global(),
+            provider,
+            None,
+            key,
+            &turns,
+            self.config.max_answer_tokens as u32,
+            &|| stop_epoch.load(Ordering::SeqCst) != epoch,
+            &mut |delta| {
+                if let Delta::Text(text) = delta {
+                    answer.push_str(text);
+                    sink.send(AppEvent::Token { answer_id, text: text.clone() });
+                }
+            },
+        );
+        let (status, error, stats, cost) = match result {
+            Ok(completion) => {
+                let a = &completion.answer;
+                let cost = crate::brains::budget::cost(provider, a.input_tokens, a.output_tokens);
+                let usage = crate::brains::budget::Usage {
+                    usage_id: crate::ids::next_id(),
+                    at_millis: now_millis(),
+                    provider: provider.name.clone(),
+                    model: provider.model.clone(),
+                    input_tokens: a.input_tokens,
+                    output_tokens: a.output_tokens,
+                    cost_usd: cost,
+                    free_cloud: crate::brains::budget::is_free_cloud(provider),
+                    ask_id: request.ask_id,
+                };
+                // Budget accounting is kept even for <no-memory> questions: it holds no content.
+                let _ = self.store.send_timeout(StoreCommand::RecordUsage(usage), Duration::from_secs(5));
+                let elapsed = started.elapsed().as_secs_f32();
+                let stats = GenerationStats {
+                    prompt_tokens: a.input_tokens as usize,
+                    completion_tokens: a.output_tokens as usize,
+                    first_token_millis: completion.first_token.map(|d| d.as_millis() as u64).unwrap_or(0),
+                    tokens_per_sec: if elapsed > 0.0 { a.output_tokens as f32 / elapsed } else { 0.0 },
+                };
+                (MessageStatus::Done, None, stats, cost)
+            }
+            Err(crate::brains::ProviderError::Cancelled) => (MessageStatus::Stopped, None, GenerationStats::default(), 0.0),
+            Err(err) => (MessageStatus::Failed, Some(err.to_string()), GenerationStats::default(), 0.0),
+        };
+        // The agent pins a lasting fact by writing <remember>fact</remember> (cloud models; the tag is not kept).
+        let (answer, pins) = crate::memory::hot::take_pins(&answer);
+        if remember {
+            for text in pins {
+                let _ = self.store.send_timeout(
+                    StoreCommand::AddHotMemory { file: crate::memory::hot::File::Memory, text, pinned_by: "agent".into() },
+                    Duration::from_secs(5),
+                );
+            }
+            self.persist(answer_message(request, answer, error.as_deref(), status, &provider.name, cost, citations), Some(provider.model.clone()));
+        }
+        self.sink.send(AppEvent::AnswerCost { answer_id: request.answer_id, usd: cost });
+        self.sink.send(AppEvent::AnswerFinished { answer_id: request.answer_id, status, error, stats });
+    }
+
+    /// Handles one command. Returns false on Shutdown.
+    pub fn handle(&mut self, command: AgentCommand, _ctx: &WorkerContext) -> bool {
+        match command {
+            AgentCommand::Chat(request) => self.handle_chat(request),
+            AgentCommand::Prepare => self.warm_head(),
+            AgentCommand::ModelChanged => self.conversation = None,
+            AgentCommand::Summarise { limit, reply } => {
+                let result = self.summarise_pending(now_millis(), limit, false);
+                if let Err(err) = &result {
+                    tracing::warn!(%err, "summarising older activity failed");
+                }
+                if let Some(reply) = reply {
+                    let _ = reply.send(result);
+                }
+            }
+            AgentCommand::InjectPanic => panic!("injected agent fault"),
+            AgentCommand::Shutdown => return false,
+        }
+        true
+    }
+}
+
+impl<B: LocalBrain> Supervised for AgentWorker<B> {
+    type Command = AgentCommand;
+
+    fn run(&mut self, commands: &Receiver<AgentCommand>, ctx: &WorkerContext) -> anyhow::Result<()> {
+        loop {
+            match commands.recv_timeout(SUMMARY_CHECK) {
+                Ok(command) => {
+                    if !self.handle(command, ctx) {
+                        break;
+                    }
+                }
+                Err(crossbeam_channel::RecvTimeoutError::Timeout) => {
+                    // Observational memory rides on a model that is already loaded and idle:
+                    // summarising never loads 400 MB on its own.
+                    let local = self.brain.state();
+                    if local.is_loaded() && local.idle_for(now_millis()) >= SUMMARY_IDLE {
+                        let _ = self.summarise_pending(now_millis(), 1, true);
+                    }
+                }
+                Err(crossbeam_channel::RecvTimeoutError::Disconnected) => break,
+            }
+        }
+        Ok(())
+    }
+}
+
+/// Starts the agent worker under supervision on a thread named `agent`; it
+/// reaches the local model through `llm`.
+pub fn spawn_agent(
+    config: AgentConfig,
+    llm: Sender<LlmCommand>,
+    local: Arc<LocalModelState>,
+    store: Sender<StoreCommand>,
+    sink: EventSink,
+    stop_epoch: Arc<AtomicU64>,
+    policy: RestartPolicy,
+) -> std::io::Result<WorkerHandle<AgentCommand>> {
+    let channel = bounded(16);
+    spawn_supervised::<AgentWorker<LlmClient>, _>(WorkerName::Agent, policy, sink.clone(), channel, move |_ctx| {
+        let brain = LlmClient::new(llm.clone(), local.clone());
+        Ok(AgentWorker::new(config.clone(), brain, store.clone(), sink.clone(), stop_epoch.clone()))
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::events::{ActivitySession, WorkerName};
+    use crate::runtime::WorkerContext;
+    use std::cell::RefCell;
+
+    /// Records the prompt it was given and streams a fixed answer; can press
+    /// Stop (bump the epoch) after some tokens, as a user would mid-answer.
+    #[derive(Default)]
+    struct ScriptedEngine {
+        prompts: std::rc::Rc<RefCell<Vec<Vec<PromptMessage>>>>,
+        press_stop_after: Option<(usize, Arc<AtomicU64>)>,
+        stop: Arc<AtomicU64>,
+        state: LocalModelState,
+    }
+
+    impl LocalBrain for ScriptedEngine {
+        fn generate(&mut self, request: GenerateRequest, epoch: u64, on_text: &mut dyn FnMut(&str)) -> Result<crate::llm::Generation, crate::llm::EngineError> {
+            self.prompts.borrow_mut().push(request.messages.clone());
+            let mut text = String::new();
+            for (n, token) in ["You ", "are ", "editing ", "a ", "report."].iter().enumerate() {
+                if let Some((after, epoch)) = &self.press_stop_after
+                    && *after == n
+                {
+                    epoch.fetch_add(1, Ordering::SeqCst);
+                }
+                if self.stop.load(Ordering::SeqCst) != epoch {
+                    break;
+                }
+                text.push_str(token);
+                on_text(token);
+            }
+            Ok(crate::llm::Generation { text, stats: GenerationStats { completion_tokens: 5, ..GenerationStats::default() }, model: "scripted".into(), ..Default::default() })
+        }
+        fn state(&self) -> &LocalModelState {
+            &self.state
+        }
+    }
+
+    fn fixture() -> (tempfile::TempDir, AgentConfig) {
+        let dir = tempfile::tempdir().unwrap();
+        let db = dir.path().join("cowork.db");
+        let conn = crate::store::open_writer(&db).unwrap();
+        let session = ActivitySession {
+            session_id: 1,
+            app: "LibreOffice".into(),
+            title: "Q3 report.odt".into(),
+            pid: Some(3),
+            window_id: 9,
+            started_at_millis: now_millis() - 60_000,
+            ended_at_millis: None,
+            end_reason: None,
+            ..Default::default()
+        };
+        crate::store::upsert_session(&conn, &session).unwrap();
+        let config = AgentConfig {
+            db_path: db,
+            context_budget_tokens: 200,
+            max_answer_tokens: 16,
+            history_messages: 2,
+            data_dir: dir.path().to_owned(),
+            local_limit_tokens: 1_500,
+            recall: None,
+        };
+        (dir, config)
+    }
+
+    fn request(history: Vec<(Role, String)>) -> ChatRequest {
+        ChatRequest {
+            thread: ChatThread { thread_id: 1, title: "t".into(), updated_at_millis: 0 },
+            thread_is_new: true,
+            user_message_id: 10,
+            answer_id: 11,
+            text: "What am I doing?".into(),
+            history,
+            ask_id: 10,
+            try_harder_from: None,
+            consent_once: false,
+            is_retry: false,
+        }
+    }
+
+    struct Harness {
+        _dir: tempfile::TempDir,
+        worker: AgentWorker<ScriptedEngine>,
+        ctx: WorkerContext,
+        store_rx: crossbeam_channel::Receiver<StoreCommand>,
+        events: crossbeam_channel::Receiver<AppEvent>,
+        prompts: std::rc::Rc<RefCell<Vec<Vec<PromptMessage>>>>,
+    }
+
+    /// A worker on a scripted engine, with the far ends of its channels.
+    fn harness(mut engine: ScriptedEngine, stop: Arc<AtomicU64>) -> Harness {
+        engine.stop = stop.clone();
+        let (dir, config) = fixture();
+        let (store_tx, store_rx) = bounded(16);
+        let (events_tx, events) = bounded(64);
+        let sink = EventSink::new(events_tx, || {});
+        let prompts = engine.prompts.clone();
+        let worker = AgentWorker::new(config, engine, store_tx, sink.clone(), stop);
+        Harness { _dir: dir, worker, ctx: WorkerContext { name: WorkerName::Agent, sink }, store_rx, events, prompts }
+    }
+
+    #[test]
+    fn the_prompt_carries_the_captured_window_and_recent_history_and_both_messages_are_saved() {
+        let Harness { _dir, mut worker, ctx, store_rx, events, prompts } = harness(ScriptedEngine::default(), Arc::default());
+        let history = vec![
+            (Role::User, "old question".into()),
+            (Role::Assistant, "old answer".into()),
+            (Role::User, "recent question".into()),
+            (Role::Assistant, "recent answer".into()),
+        ];
+        worker.handle(AgentCommand::Chat(request(history)), &ctx);
+
+        let prompt = prompts.borrow_mut()[0].clone();
+        assert_eq!(prompt[0].role, PromptRole::System);
+        let examples = local_examples();
+        assert_eq!(prompt[1..1 + examples.len()], examples[..], "the worked examples follow the identity");
+        let turn = &prompt.last().unwrap().content;
+        assert!(turn.contains("The user is in LibreOffice: Q3 report.odt"), "{turn}");
+        assert!(turn.ends_with("\n\nQuestion: What am I doing?"), "{turn}");
+        let contents: Vec<&str> = prompt[1 + examples.len()..prompt.len() - 1].iter().map(|m| m.content.as_str()).collect();
+        assert_eq!(contents, ["recent question", "recent answer"], "history is cut to 2");
+
+        let saved: Vec<ChatMessage> = store_rx
+            .try_iter()
+            .filter_map(|c| match c {
+                StoreCommand::UpsertMessage { message, .. } => Some(message),
+                _ => None,
+            })
+            .collect();
+        assert_eq!(saved.len(), 2);
+        assert!(saved[0].context.as_deref().unwrap().contains("Q3 report.odt"));
+        assert_eq!(saved[1].content, "You are editing a report.");
+        let finished = events.try_iter().find_map(|e| match e {
+            AppEvent::AnswerFinished { status, .. } => Some(status),
+            _ => None,
+        });
+        assert_eq!(finished, Some(MessageStatus::Done));
+    }
+
+    #[test]
+    fn grounded_mode_refuses_without_the_model_and_memory_reaches_the_prompt_with_citations() {
+        let Harness { _dir, mut worker, ctx, store_rx, events, prompts } = harness(ScriptedEngine::default(), Arc::default());
+        let conn = crate::store::open_writer(&worker.config.db_path).unwrap();
+        crate::store::set_setting(&conn, crate::config::keys::GROUNDED, "true", 1).unwrap();
+        // No embeddings at all: the fixed refusal, and no model call.
+        worker.handle(AgentCommand::Chat(request(Vec::new())), &ctx);
+        assert!(prompts.borrow_mut().is_empty(), "the model was not asked");
+        let saved: Vec<ChatMessage> = store_rx.try_iter().filter_map(|c| match c { StoreCommand::UpsertMessage { message, .. } => Some(message), _ => None }).collect();
+        assert_eq!(saved.len(), 2);
+        assert!(saved[1].refusal && saved[1].content == crate::memory::rag::GROUNDED_REFUSAL);
+        assert!(events.try_iter().any(|e| matches!(e, AppEvent::Token { ref text, .. } if text == crate::memory::rag::GROUNDED_REFUSAL)));
+
+        // Something embedded and pinned to the thread, a hot fact and a profile: all in the prompt, cited.
+        crate::store::set_setting(&conn, crate::config::keys::PROFILE, "Goal: ship the Q3 report by Friday", 2).unwrap();
+        crate::memory::hot::add(&conn, crate::memory::hot::File::User, "Works at Nordbank in Porto", "user", 3).unwrap();
+        crate::store::upsert_thread(&conn, &ChatThread { thread_id: 1, title: "t".into(), updated_at_millis: 0 }, 0).unwrap();
+        let job = crate::memory::jobs::create_job(&conn, 4, 10).unwrap().unwrap();
+        let batch = crate::memory::jobs::next_batch(&conn, job.job_id, 10).unwrap();
+        let vectors: Vec<Vec<f32>> = batch.iter().map(|_| vec![1.0 / (crate::memory::embed::DIMENSIONS as f32).sqrt(); crate::memory::embed::DIMENSIONS]).collect();
+        crate::memory::jobs::commit_batch(&conn, job.job_id, &batch, &vectors, 5).unwrap();
+        conn.execute("INSERT INTO thread_pins (thread_id, chunk_id) VALUES (1, ?1)", [batch[0].chunk_id]).unwrap();
+        let history = vec![(Role::User, "What am I doing?".into()), (Role::Assistant, crate::memory::rag::GROUNDED_REFUSAL.into())];
+        worker.handle(AgentCommand::Chat(ChatRequest { user_message_id: 20, answer_id: 21, ..request(history) }), &ctx);
+        let prompt = prompts.borrow_mut()[0].clone();
+        let system = &prompt[0].content;
+        assert!(system.contains("Facts about the user:\n- Works at Nordbank in Porto"), "{system}");
+        assert!(system.contains("Goal: ship the Q3 report by Friday"));
+        let turn = &prompt.last().unwrap().content;
+        assert!(turn.contains("[1] ") && turn.contains("Q3 report.odt"), "the pinned chunk, numbered, in the question's turn: {turn}");
+        assert!(prompt[1..].iter().all(|m| m.content != crate::memory::rag::GROUNDED_REFUSAL), "a refusal is never fed back");
+        let citations = events.try_iter().find_map(|e| match e { AppEvent::Citations { answer_id: 21, citations } => Some(citations), _ => None }).unwrap();
+        assert_eq!((citations[0].n, citations[0].stream, citations[0].source_id, citations[0].open_id), (1, crate::memory::search::Stream::Window, 1, Some(1)));
+        let answer = store_rx.try_iter().find_map(|c| match c { StoreCommand::UpsertMessage { message, .. } if message.message_id == 21 => Some(message), _ => None }).unwrap();
+        assert!(answer.citations.unwrap().contains("\"source_id\":1"));
+    }
+
+    #[test]
+    fn a_follow_up_repeats_the_previous_prompt_and_answer_so_only_its_turn_is_new() {
+        let Harness { _dir, mut worker, ctx, events, prompts, .. } = harness(ScriptedEngine::default(), Arc::default());
+        worker.config.history_messages = 8;
+        worker.handle(AgentCommand::Chat(request(Vec::new())), &ctx);
+        let answer: String = events.try_iter().filter_map(|e| match e { AppEvent::Token { text, .. } => Some(text), _ => None }).collect();
+        let history = vec![(Role::User, "What am I doing?".to_owned()), (Role::Assistant, answer.clone())];
+        worker.handle(AgentCommand::Chat(ChatRequest { user_message_id: 30, answer_id: 31, text: "And before that?".into(), ..request(history.clone()) }), &ctx);
+        let (first, second) = { let p = prompts.borrow_mut(); (p[0].clone(), p[1].clone()) };
+        assert_eq!(second[..first.len()], first[..], "the first prompt, exactly as sent (log and all)");
+        assert_eq!(second[first.len()], PromptMessage { role: PromptRole::Assistant, content: answer });
+        let turn = &second[first.len() + 1].content;
+        assert!(turn.ends_with("Question: And before that?") && turn.contains("Q3 report.odt"), "the new turn, with the current window: {turn}");
+        // Another thread (or an edited history) starts from the shared head again.
+        let other = ChatRequest { thread: ChatThread { thread_id: 99, title: "other".into(), updated_at_millis: 0 }, user_message_id: 40, answer_id: 41, ..request(history) };
+        worker.handle(AgentCommand::Chat(other), &ctx);
+        let third = prompts.borrow_mut()[2].clone();
+        let head = first.len() - 1;
+        assert_eq!(third[..head], first[..head], "the shared head: identity and examples");
+        assert_eq!(third[head].content, "What am I doing?", "then the history as plain turns");
+        assert!(third.last().unwrap().content.contains("Q3 report.odt"), "and a full turn with the context");
+    }
+
+    #[test]
+    fn prepare_prefills_the_head_that_the_next_question_shares() {
+        let Harness { _dir, mut worker, ctx, prompts, .. } = harness(ScriptedEngine::default(), Arc::default());
+        worker.handle(AgentCommand::Prepare, &ctx);
+        worker.handle(AgentCommand::Chat(request(Vec::new())), &ctx);
+        let (warm, asked) = { let p = prompts.borrow_mut(); (p[0].clone(), p[1].clone()) };
+        assert_eq!(warm.len(), asked.len(), "same layout: system, examples, the turn");
+        assert_eq!(warm[..warm.len() - 1], asked[..asked.len() - 1], "identity, memory and examples are shared");
+        let head = warm.last().unwrap().content.trim_end_matches("Question: ").to_owned();
+        assert!(head.contains("Q3 report.odt"), "the log and clock are in the warmed turn: {head}");
+        assert!(asked.last().unwrap().content.starts_with(&head), "the question's turn extends the warmed head");
+    }
+
+    #[test]
+    fn a_no_memory_message_is_answered_but_nothing_is_stored() {
+        let Harness { _dir, mut worker, ctx, store_rx, events, prompts } = harness(ScriptedEngine::default(), Arc::default());
+        let ask = ChatRequest { text: "my diagnosis is X <no-memory>".into(), ..request(Vec::new()) };
+        worker.handle(AgentCommand::Chat(ask), &ctx);
+        assert_eq!(store_rx.try_iter().count(), 0, "neither thread, question nor answer reaches the store");
+        let turn = prompts.borrow_mut()[0].last().unwrap().content.clone();
+        assert!(turn.ends_with("Question: my diagnosis is X") && !turn.contains("no-memory"), "the tag is not sent: {turn}");
+        assert!(events.try_iter().any(|e| matches!(e, AppEvent::AnswerFinished { status: MessageStatus::Done, .. })));
+    }
+
+    #[test]
+    fn stop_mid_answer_keeps_the_partial_text_and_an_old_stop_does_not_affect_the_next_question() {
+        let stop = Arc::new(AtomicU64::new(0));
+        let engine = ScriptedEngine { press_stop_after: Some((2, stop.clone())), ..ScriptedEngine::default() };
+        let Harness { _dir, mut worker, ctx, store_rx, .. } = harness(engine, stop);
+        let answers = |rx: &crossbeam_channel::Receiver<StoreCommand>| -> Vec<ChatMessage> {
+            rx.try_iter()
+                .filter_map(|c| match c {
+                    StoreCommand::UpsertMessage { message, .. } if message.role == Role::Assistant => Some(message),
+                    _ => None,
+                })
+                .collect()
+        };
+        worker.handle(AgentCommand::Chat(request(Vec::new())), &ctx);
+        let stopped = answers(&store_rx);
+        assert_eq!((stopped[0].status, stopped[0].content.as_str()), (MessageStatus::Stopped, "You are "));
+        // The next question starts under the new epoch: it runs to the end.
+        worker.brain.press_stop_after = None;
+        worker.handle(AgentCommand::Chat(request(Vec::new())), &ctx);
+        let next = answers(&store_rx);
+        assert_eq!((next[0].status, next[0].content.as_str()), (MessageStatus::Done, "You are editing a report."));
+    }
+}

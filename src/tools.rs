@@ -8,6 +8,7 @@
 //! issue 13 says what is left).
 
 pub mod files;
+pub mod memory;
 pub mod policy;
 pub mod schema;
 pub mod shell;

@@ -149,6 +149,12 @@ pub fn recent_sessions(conn: &Connection, limit: usize) -> rusqlite::Result<Vec<
     rows.collect()
 }
 
+/// One session by id.
+pub fn session(conn: &Connection, session_id: i64) -> rusqlite::Result<ActivitySession> {
+    let sql = format!("SELECT {SESSION_COLUMNS} FROM activity_sessions WHERE session_id = ?1");
+    conn.prepare_cached(&sql)?.query_row(params![session_id], session_from_row)
+}
+
 pub fn session_count(conn: &Connection) -> rusqlite::Result<i64> {
     conn.query_row("SELECT count(*) FROM activity_sessions", [], |row| row.get(0))
 }
@@ -396,7 +402,8 @@ pub fn clips_between(conn: &Connection, since_millis: i64, until_millis: i64) ->
 /// Typed text and copied text in one session's window and time, as (time, text).
 pub fn session_detail(conn: &Connection, session_id: i64) -> rusqlite::Result<(Vec<(i64, String)>, Vec<(i64, String)>)> {
     let (start, end, title): (i64, i64, String) = conn.query_row(
-        "SELECT started_at_ms, coalesce(ended_at_ms, last_seen_ms, started_at_ms), title FROM activity_sessions WHERE session_id = ?1",
+        // An open session runs until now: typing after its last heartbeat is its too.
+        "SELECT started_at_ms, coalesce(ended_at_ms, 9223372036854775806), title FROM activity_sessions WHERE session_id = ?1",
         params![session_id],
         |row| Ok((row.get(0)?, row.get(1)?, row.get(2)?)),
     )?;

@@ -1,0 +1,309 @@
+//! The memory and context family, all safe: `search_memory` (keyword search
+//! over every captured stream and the chat, fused with recall by meaning from
+//! the search worker), `recent_activity`, `current_window`, `read_session`
+//! (what was typed and copied in one session), `remember` (a hot-memory fact
+//! of at most 320 characters, written through the store worker) and
+//! `list_pins` (hot memory and this chat's pinned sources).
+//!
+//! Everything these return is captured text: the agent marks it as data
+//! (`Origin::Capture` / `Origin::Memory`), never as instructions.
+
+use std::time::Duration;
+
+use crossbeam_channel::{Sender, bounded};
+use rusqlite::Connection;
+use serde_json::{Value, json};
+
+use super::ToolOutput;
+use crate::ids::{format_duration_millis, format_when};
+use crate::memory::search::{Filters, Stream};
+use crate::memory::search_worker::SearchCommand;
+use crate::store::StoreCommand;
+
+pub const TOOLS: [&str; 6] = ["search_memory", "recent_activity", "current_window", "read_session", "remember", "list_pins"];
+
+/// How long `search_memory` waits for recall by meaning before answering with keywords alone.
+const RECALL_TIMEOUT: Duration = Duration::from_secs(5);
+const DEFAULT_LIMIT: u64 = 8;
+const MAX_LIMIT: u64 = 50;
+
+/// What the family reads and writes through.
+pub struct MemoryEnv<'a> {
+    /// A read-only connection to cowork.db.
+    pub conn: &'a Connection,
+    /// The search worker, for recall by meaning (None: keywords only).
+    pub recall: Option<&'a Sender<SearchCommand>>,
+    /// The store worker, for `remember` (None: refused).
+    pub store: Option<&'a Sender<StoreCommand>>,
+    /// The chat the call belongs to, for its pins.
+    pub thread_id: Option<i64>,
+    pub now_millis: i64,
+}
+
+/// One line each, for a small model's prompt.
+pub fn description(tool: &str) -> Option<&'static str> {
+    Some(match tool {
+        "search_memory" => "Search everything cowork saw (windows, typing, clipboard, chats, summaries) by words and meaning.",
+        "recent_activity" => "List the windows the user used in the last minutes, newest first.",
+        "current_window" => "The window the user is in now.",
+        "read_session" => "What was typed and copied during one window session (by its id).",
+        "remember" => "Keep one lasting fact about the user or their work (at most 320 characters).",
+        "list_pins" => "List remembered facts and the sources pinned to this chat.",
+        _ => return None,
+    })
+}
+
+pub fn schema(tool: &str) -> Option<Value> {
+    let object = |properties: Value, required: &[&str]| json!({"type": "object", "properties": properties, "required": required, "additionalProperties": false});
+    let limit = json!({"type": "integer", "minimum": 1, "maximum": MAX_LIMIT});
+    Some(match tool {
+        "search_memory" => object(
+            json!({
+                "query": {"type": "string", "minLength": 1, "maxLength": 500},
+                "stream": {"type": "string", "enum": ["window", "typing", "clipboard", "chat", "summary"]},
+                "app": {"type": "string"},
+                "since_minutes": {"type": "integer", "minimum": 1},
+                "limit": limit
+            }),
+            &["query"],
+        ),
+        "recent_activity" => object(json!({"minutes": {"type": "integer", "minimum": 1, "maximum": 10080}, "limit": limit}), &[]),
+        "current_window" | "list_pins" => object(json!({}), &[]),
+        "read_session" => object(json!({"session_id": {"type": "integer"}}), &["session_id"]),
+        "remember" => object(json!({"text": {"type": "string", "minLength": 1, "maxLength": 320}}), &["text"]),
+        _ => return None,
+    })
+}
+
+/// Runs a call whose arguments were checked against `schema`.
+pub fn run(tool: &str, args: &Value, env: &MemoryEnv<'_>) -> ToolOutput {
+    let result = match tool {
+        "search_memory" => search_memory(args, env),
+        "recent_activity" => recent_activity(args, env),
+        "current_window" => current_window(env),
+        "read_session" => read_session(args, env),
+        "remember" => remember(args, env),
+        "list_pins" => list_pins(env),
+        _ => Err(format!("{tool} is not a memory tool")),
+    };
+    match result {
+        Ok(text) => ToolOutput::ok(text),
+        Err(err) => ToolOutput::error(err),
+    }
+}
+
+fn limit(args: &Value, default: u64) -> usize {
+    args.get("limit").and_then(Value::as_u64).unwrap_or(default).min(MAX_LIMIT) as usize
+}
+
+fn search_memory(args: &Value, env: &MemoryEnv<'_>) -> Result<String, String> {
+    let query = args.get("query").and_then(Value::as_str).unwrap_or_default().trim().to_owned();
+    let limit = limit(args, DEFAULT_LIMIT);
+    let stream = args.get("stream").and_then(Value::as_str).and_then(Stream::parse);
+    let filters = Filters {
+        since_millis: args.get("since_minutes").and_then(Value::as_i64).map(|m| env.now_millis - m.saturating_mul(60_000)),
+        until_millis: None,
+        app: args.get("app").and_then(Value::as_str).map(str::to_owned),
+        streams: stream.into_iter().collect(),
+    };
+    let mut lines: Vec<(i64, String)> = crate::memory::search::search(env.conn, &query, &filters, limit)
+        .map_err(|err| format!("search failed: {err}"))?
+        .into_iter()
+        .map(|hit| {
+            let app = hit.app.map(|a| format!("{a} — ")).unwrap_or_default();
+            (hit.at_millis, format!("{} [{}] {app}{}: {}", format_when(hit.at_millis, env.now_millis), hit.stream.as_str(), hit.title, hit.snippet))
+        })
+        .collect();
+    // By meaning too, when the search worker has vectors; it has no filters, so they are applied here.
+    if let Some(search) = env.recall {
+        let (reply, answer) = bounded(1);
+        let namespaces = match stream {
+            Some(stream) => vec![stream.namespace()],
+            None => crate::memory::Namespace::ALL.to_vec(),
+        };
+        let asked = search.send_timeout(SearchCommand::Recall { query: query.clone(), namespaces, k: limit, reply }, RECALL_TIMEOUT).is_ok();
+        if let Some(Ok(hits)) = asked.then(|| answer.recv_timeout(RECALL_TIMEOUT).ok()).flatten() {
+            for hit in hits {
+                let item = crate::memory::rag::Item::from_hit(&hit, crate::memory::rag::Origin::Recalled);
+                let admitted = filters.since_millis.is_none_or(|since| item.at_millis >= since)
+                    && filters.app.as_ref().is_none_or(|want| hit.app.as_ref().is_some_and(|a| a.eq_ignore_ascii_case(want)));
+                let text: String = item.text.split_whitespace().collect::<Vec<_>>().join(" ").chars().take(240).collect();
+                let line = format!("{} [{}] {}: {text}", format_when(item.at_millis, env.now_millis), hit.stream.as_str(), item.label);
+                if admitted && !lines.iter().any(|(_, l)| l.contains(&text)) {
+                    lines.push((item.at_millis, line));
+                }
+            }
+        }
+    }
+    if lines.is_empty() {
+        return Ok(format!("Nothing in memory matches \"{query}\"."));
+    }
+    lines.truncate(limit);
+    Ok(lines.into_iter().map(|(_, line)| format!("- {line}")).collect::<Vec<_>>().join("\n"))
+}
+
+fn session_line(session: &crate::events::ActivitySession, now_millis: i64) -> String {
+    let end = session.ended_at_millis.unwrap_or(now_millis);
+    let url = session.url.as_deref().map(|u| format!(" <{u}>")).unwrap_or_default();
+    format!(
+        "- {} for {} · {} — {}{url} (session {})",
+        format_when(session.started_at_millis, now_millis),
+        format_duration_millis(end - session.started_at_millis),
+        session.app,
+        session.title,
+        session.session_id
+    )
+}
+
+fn recent_activity(args: &Value, env: &MemoryEnv<'_>) -> Result<String, String> {
+    let minutes = args.get("minutes").and_then(Value::as_i64).unwrap_or(60);
+    let since = env.now_millis - minutes * 60_000;
+    let mut sessions = crate::store::sessions_since(env.conn, since, limit(args, 20)).map_err(|err| format!("cannot read activity: {err}"))?;
+    sessions.sort_by_key(|s| std::cmp::Reverse(s.started_at_millis));
+    if sessions.is_empty() {
+        return Ok(format!("No window was in use in the last {minutes} minutes."));
+    }
+    Ok(sessions.iter().map(|s| session_line(s, env.now_millis)).collect::<Vec<_>>().join("\n"))
+}
+
+fn current_window(env: &MemoryEnv<'_>) -> Result<String, String> {
+    let sessions = crate::store::recent_sessions(env.conn, 1).map_err(|err| format!("cannot read activity: {err}"))?;
+    Ok(match sessions.first() {
+        Some(s) if s.ended_at_millis.is_none() => {
+            let url = s.url.as_deref().map(|u| format!(" <{u}>")).unwrap_or_default();
+            format!("The user is in {}: {}{url} (since {}, session {})", s.app, s.title, format_when(s.started_at_millis, env.now_millis), s.session_id)
+        }
+        Some(s) => format!("No window is active now (away or paused). The last one was:\n{}", session_line(s, env.now_millis)),
+        None => "Nothing has been captured yet.".into(),
+    })
+}
+
+fn read_session(args: &Value, env: &MemoryEnv<'_>) -> Result<String, String> {
+    let session_id = args.get("session_id").and_then(Value::as_i64).ok_or("session_id is required")?;
+    let (typed, copied) = match crate::store::session_detail(env.conn, session_id) {
+        Ok(detail) => detail,
+        Err(rusqlite::Error::QueryReturnedNoRows) => return Err(format!("there is no session {session_id} (recent_activity lists session ids)")),
+        Err(err) => return Err(format!("cannot read session {session_id}: {err}")),
+    };
+    let session = crate::store::session(env.conn, session_id).map_err(|err| format!("cannot read session {session_id}: {err}"))?;
+    let mut out = vec![session_line(&session, env.now_millis)];
+    out.push(if typed.is_empty() { "Typed: nothing recorded.".into() } else { "Typed:".into() });
+    out.extend(typed.iter().map(|(at, text)| format!("- {} {text}", format_when(*at, env.now_millis))));
+    out.push(if copied.is_empty() { "Copied: nothing recorded.".into() } else { "Copied:".into() });
+    out.extend(copied.iter().map(|(at, text)| format!("- {} {text}", format_when(*at, env.now_millis))));
+    Ok(out.join("\n"))
+}
+
+fn remember(args: &Value, env: &MemoryEnv<'_>) -> Result<String, String> {
+    let text = crate::memory::hot::clean(args.get("text").and_then(Value::as_str).unwrap_or_default())?;
+    let store = env.store.ok_or("memory cannot be written here")?;
+    let command = StoreCommand::AddHotMemory { file: crate::memory::hot::File::Memory, text: text.clone(), pinned_by: "agent".into() };
+    store.send_timeout(command, Duration::from_secs(5)).map_err(|_| "the store is not accepting writes".to_owned())?;
+    Ok(format!("Remembered: {text}"))
+}
+
+fn list_pins(env: &MemoryEnv<'_>) -> Result<String, String> {
+    let facts = crate::memory::hot::facts(env.conn).map_err(|err| format!("cannot read memory: {err}"))?;
+    let mut out: Vec<String> = facts.iter().map(|f| format!("- fact ({}, by {}): {}", f.file.as_str(), f.pinned_by, f.text)).collect();
+    if let Some(thread_id) = env.thread_id {
+        let pinned = crate::memory::rag::pinned(env.conn, thread_id).map_err(|err| format!("cannot read pins: {err}"))?;
+        out.extend(pinned.iter().map(|item| format!("- pinned to this chat: {} ({})", item.label, format_when(item.at_millis, env.now_millis))));
+    }
+    if out.is_empty() {
+        return Ok("Nothing is remembered or pinned yet.".into());
+    }
+    Ok(out.join("\n"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::events::ActivitySession;
+
+    fn db() -> (tempfile::TempDir, Connection) {
+        let dir = tempfile::tempdir().unwrap();
+        let conn = crate::store::open_writer(&dir.path().join("cowork.db")).unwrap();
+        (dir, conn)
+    }
+
+    fn session(conn: &Connection, session_id: i64, app: &str, title: &str, started: i64, ended: Option<i64>) {
+        let session = ActivitySession { session_id, app: app.into(), title: title.into(), window_id: 1, started_at_millis: started, ended_at_millis: ended, ..Default::default() };
+        crate::store::upsert_session(conn, &session).unwrap();
+    }
+
+    fn env(conn: &Connection, now: i64) -> MemoryEnv<'_> {
+        MemoryEnv { conn, recall: None, store: None, thread_id: None, now_millis: now }
+    }
+
+    #[test]
+    fn every_schema_is_one_the_validator_accepts_and_every_tool_has_a_description() {
+        for tool in TOOLS {
+            crate::tools::schema::check_schema(&schema(tool).unwrap()).unwrap_or_else(|e| panic!("{tool}: {e}"));
+            assert!(description(tool).is_some_and(|d| d.len() < 120), "{tool}");
+        }
+    }
+
+    #[test]
+    fn activity_current_window_and_search_read_the_captured_day() {
+        let (_dir, conn) = db();
+        let now = crate::ids::now_millis();
+        session(&conn, 1, "firefox", "Flight LIS-BER booking - TAP", now - 3_000_000, Some(now - 2_000_000));
+        session(&conn, 2, "Code", "main.py - weather-bot", now - 2_000_000, Some(now - 600_000));
+        session(&conn, 3, "XTerm", "cargo test", now - 600_000, None);
+        let env = env(&conn, now);
+
+        let recent = run("recent_activity", &json!({"minutes": 20}), &env);
+        assert!(!recent.is_error);
+        let lines: Vec<&str> = recent.content.lines().collect();
+        assert_eq!(lines.len(), 2, "only the sessions of the last 20 minutes: {}", recent.content);
+        assert!(lines[0].contains("XTerm — cargo test") && lines[1].contains("main.py - weather-bot"), "newest first: {}", recent.content);
+
+        let current = run("current_window", &json!({}), &env);
+        assert!(current.content.starts_with("The user is in XTerm: cargo test"), "{}", current.content);
+
+        let found = run("search_memory", &json!({"query": "flight"}), &env);
+        assert!(found.content.contains("Flight LIS-BER") && !found.content.contains("weather"), "{}", found.content);
+        let filtered = run("search_memory", &json!({"query": "flight", "app": "Code"}), &env);
+        assert!(filtered.content.starts_with("Nothing in memory matches"), "{}", filtered.content);
+    }
+
+    #[test]
+    fn read_session_shows_what_was_typed_and_copied_and_names_a_missing_session() {
+        let (_dir, conn) = db();
+        let now = crate::ids::now_millis();
+        session(&conn, 7, "Code", "notes.md", now - 60_000, None);
+        let chunk = crate::capture::keys::KeystrokeChunk {
+            chunk_id: 70,
+            app: "Code".into(),
+            title: "notes.md".into(),
+            pid: None,
+            started_at_millis: now - 50_000,
+            ended_at_millis: now - 40_000,
+            text: "call Dana about the budget".into(),
+            shortcuts: vec![],
+            flush_reason: crate::capture::keys::FlushReason::Enter,
+        };
+        crate::store::insert_keystroke_chunk(&conn, &chunk).unwrap();
+        let env = env(&conn, now);
+        let out = run("read_session", &json!({"session_id": 7}), &env);
+        assert!(out.content.contains("call Dana about the budget"), "{}", out.content);
+        assert!(out.content.contains("Copied: nothing recorded."), "{}", out.content);
+        let missing = run("read_session", &json!({"session_id": 99}), &env);
+        assert!(missing.is_error && missing.content.contains("no session 99"));
+    }
+
+    #[test]
+    fn remember_goes_through_the_store_and_list_pins_shows_facts() {
+        let (_dir, conn) = db();
+        crate::memory::hot::add(&conn, crate::memory::hot::File::User, "Works at Nordbank", "user", 1).unwrap();
+        let (store, writes) = bounded(4);
+        let env = MemoryEnv { store: Some(&store), ..env(&conn, 10) };
+        let out = run("remember", &json!({"text": "The weather bot deploys on Fridays"}), &env);
+        assert_eq!(out.content, "Remembered: The weather bot deploys on Fridays");
+        assert!(matches!(writes.try_recv(), Ok(StoreCommand::AddHotMemory { text, pinned_by, .. }) if text == "The weather bot deploys on Fridays" && pinned_by == "agent"));
+        let too_long = run("remember", &json!({"text": "x".repeat(321)}), &env);
+        assert!(too_long.is_error && writes.try_recv().is_err(), "nothing written: {}", too_long.content);
+        let pins = run("list_pins", &json!({}), &env);
+        assert!(pins.content.contains("Works at Nordbank"), "{}", pins.content);
+    }
+}

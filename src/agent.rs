@@ -1,6 +1,11 @@
 //! Conversations and, next, acting: the `agent` worker owns a chat turn from
 //! context to answer; the local model is reached through the `llm` worker.
 
+mod acting;
+pub mod operation;
+pub mod store;
 mod worker;
+
+pub use acting::{AGENT_PROMPT, Brain, Live, suggest_rule};
 
 pub use worker::{AgentCommand, AgentConfig, AgentWorker, ChatRequest, MemoryContext, SYSTEM_PROMPT, spawn_agent};

@@ -193,7 +193,12 @@ impl CoworkApp {
                 if self.state.generating.is_some() {
                     self.channels.stop_epoch.fetch_add(1, Ordering::SeqCst);
                 }
+                if self.state.waiting_count() > 0 {
+                    self.send_agent_command(AgentCommand::CancelWaiting);
+                }
             }
+            UiAction::DecideCall { call_id, choice } => self.send_agent_command(AgentCommand::Decide { call_id, choice }),
+            UiAction::ContinueOperation { operation_id, go_on } => self.send_agent_command(AgentCommand::Continue { operation_id, go_on }),
             UiAction::NewThread => self.state.new_thread(),
             UiAction::SelectThread(thread_id) => {
                 if self.state.generating.is_none() {
@@ -440,6 +445,7 @@ impl CoworkApp {
             try_harder_from: None,
             consent_once: false,
             is_retry: false,
+            agent: self.state.settings.agent,
         };
         let _ = answer_id;
         self.send_agent(request);
@@ -453,6 +459,14 @@ impl CoworkApp {
         self.settings.network.providers_error = None;
         self.settings.network.keys = if fresh.keys.is_empty() { keys } else { fresh.keys };
         self.settings.network.secret_store = if fresh.secret_store.is_empty() { store } else { fresh.secret_store };
+    }
+
+    fn send_agent_command(&mut self, command: AgentCommand) {
+        match self.channels.agent.try_send(command) {
+            Ok(()) => {}
+            Err(TrySendError::Full(_)) => self.state.notice("the agent worker is busy; try again in a moment"),
+            Err(TrySendError::Disconnected(_)) => self.state.notice("the agent worker is not running"),
+        }
     }
 
     fn send_agent(&mut self, request: ChatRequest) {
@@ -569,6 +583,7 @@ impl CoworkApp {
             try_harder_from: Some(offer.target),
             consent_once: false,
             is_retry: true,
+            agent: self.state.settings.agent,
         });
     }
 
@@ -677,7 +692,9 @@ impl eframe::App for CoworkApp {
         egui::Panel::top("tabs").show(ui, |ui| {
             ui.horizontal(|ui| {
                 for tab in Tab::ALL {
-                    if ui.selectable_label(state.tab() == tab, tab.label()).clicked() {
+                    let waiting = state.waiting_count();
+                    let label = if tab == Tab::Chat && waiting > 0 { format!("{} ({waiting})", tab.label()) } else { tab.label().to_owned() };
+                    if ui.selectable_label(state.tab() == tab, label).clicked() {
                         actions.push(UiAction::SwitchTab(tab));
                     }
                 }

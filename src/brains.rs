@@ -11,8 +11,8 @@ pub mod provider;
 pub mod router;
 pub mod stream;
 
-pub use client::{Completion, ProviderError, stream_chat};
-pub use message::{Assembled, Delta, Role, ToolCall, Turn};
+pub use client::{Completion, ProviderError, stream_chat, stream_chat_with_tools};
+pub use message::{Assembled, Delta, Role, ToolCall, ToolDef, Turn};
 pub use provider::{ProviderConfig, ProviderKind, Providers};
 pub use router::{Preference, Route, RouteInput, Target, route};
 

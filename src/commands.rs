@@ -1,5 +1,6 @@
 //! Headless subcommands: `doctor`, `ask`, `models`, `mcp-tools`, `search`, `memory`.
 
+pub mod agent;
 pub mod ask;
 pub mod doctor;
 pub mod memory;

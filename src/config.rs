@@ -157,6 +157,14 @@ pub struct Settings {
     pub chat_model: String,
     /// Consent per provider for captured context (`consent.NAME.activity`): true allows, false never.
     pub consent: std::collections::BTreeMap<String, bool>,
+    /// Chat questions run as agent operations with tools (Settings → Agent).
+    pub agent: bool,
+    /// Steps per operation at most.
+    pub agent_max_steps: u32,
+    /// A pending approval is denied after this many seconds.
+    pub approval_timeout_secs: u64,
+    /// Tools whose every call asks, whatever the rules say.
+    pub always_ask: Vec<String>,
 }
 
 /// What the user chose about sending captured context to one provider.
@@ -195,6 +203,10 @@ impl Default for Settings {
             recall_budget_tokens: 500,
             profile: String::new(),
             chat_model: String::new(),
+            agent: true,
+            agent_max_steps: 20,
+            approval_timeout_secs: 300,
+            always_ask: Vec::new(),
         }
     }
 }
@@ -234,6 +246,10 @@ pub mod keys {
     pub const DENIED_DOMAINS: &str = "privacy.denied_domains";
     pub const QUIET_HOURS: &str = "privacy.quiet_hours";
     pub const PRIVATE_WINDOWS: &str = "privacy.private_windows";
+    pub const AGENT: &str = "agent.enabled";
+    pub const AGENT_MAX_STEPS: &str = "agent.max_steps";
+    pub const APPROVAL_TIMEOUT: &str = "agent.approval_timeout_secs";
+    pub const ALWAYS_ASK: &str = "agent.always_ask";
     /// Every key that changes the firewall's rules.
     pub const PRIVACY: &[&str] =
         &[PAUSED, ALLOWED_APPS, DENIED_APPS, DENIED_TITLES, DENIED_DOMAINS, QUIET_HOURS, PRIVATE_WINDOWS];
@@ -255,6 +271,12 @@ impl Settings {
             keys::AFK_SECS => number(key, value, 10u64, 86_400).map(|v| self.afk_secs = v),
             keys::CONTEXT_BUDGET => number(key, value, 0usize, 8_000).map(|v| self.context_budget_tokens = v),
             keys::MAX_ANSWER_TOKENS => number(key, value, 16usize, 8_192).map(|v| self.max_answer_tokens = v),
+            keys::AGENT_MAX_STEPS => number(key, value, 1u32, 200).map(|v| self.agent_max_steps = v),
+            keys::APPROVAL_TIMEOUT => number(key, value, 10u64, 7 * 86_400).map(|v| self.approval_timeout_secs = v),
+            keys::ALWAYS_ASK => {
+                self.always_ask = value.split([',', '\n']).map(str::trim).filter(|t| !t.is_empty()).map(str::to_owned).collect();
+                Ok(())
+            }
             keys::WINDOW_RETENTION_DAYS => number(key, value, 0u32, 36_500).map(|v| self.window_retention_days = v),
             keys::KEYSTROKE_RETENTION_DAYS => number(key, value, 0u32, 36_500).map(|v| self.keystroke_retention_days = v),
             keys::RECORD_WINDOWS
@@ -265,6 +287,7 @@ impl Settings {
             | keys::PAUSED
             | keys::OFFLINE
             | keys::GROUNDED
+            | keys::AGENT
             | keys::PRIVATE_WINDOWS => match value.trim() {
                 "true" | "false" => {
                     let on = value.trim() == "true";
@@ -276,6 +299,7 @@ impl Settings {
                         keys::PAUSED => self.privacy.paused = on,
                         keys::OFFLINE => self.offline = on,
                         keys::GROUNDED => self.grounded = on,
+                        keys::AGENT => self.agent = on,
                         keys::PRIVATE_WINDOWS => self.privacy.exclude_private_windows = on,
                         _ => self.streams_confirmed = on,
                     }

@@ -246,6 +246,12 @@ pub enum ModelStatus {
 #[derive(Clone, Debug)]
 pub enum AppEvent {
     Worker { worker: WorkerName, state: WorkerState },
+    /// A tool call was asked for, decided, started or finished.
+    ToolCall(Box<ToolCallView>),
+    /// An operation's status changed (`paused`: a guardrail waits for the user).
+    Operation { operation_id: i64, answer_id: i64, status: OpStatus, steps: u32, paused: Option<String> },
+    /// The agent's todo list for an answer, whole.
+    Todos { answer_id: i64, items: Vec<TodoItem> },
     ActiveWindow(Option<ActiveWindow>),
     CaptureDecision(CaptureDecision),
     StreamHealth(StreamHealth),
@@ -312,4 +318,142 @@ pub enum AppEvent {
     RangeDeleted { since_millis: i64, until_millis: i64, sessions: usize, messages: usize },
     /// SIGTERM or SIGINT: close the window so workers can flush.
     ShutdownRequested,
+}
+
+// The agent's operations and tool calls (issue 13).
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum OpStatus {
+    Idle,
+    Running,
+    WaitingForHuman,
+    Done,
+    Error,
+    Cancelled,
+}
+
+impl OpStatus {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            OpStatus::Idle => "idle",
+            OpStatus::Running => "running",
+            OpStatus::WaitingForHuman => "waiting_for_human",
+            OpStatus::Done => "done",
+            OpStatus::Error => "error",
+            OpStatus::Cancelled => "cancelled",
+        }
+    }
+
+    pub fn parse(text: &str) -> Self {
+        match text {
+            "idle" => OpStatus::Idle,
+            "running" => OpStatus::Running,
+            "waiting_for_human" => OpStatus::WaitingForHuman,
+            "done" => OpStatus::Done,
+            "cancelled" => OpStatus::Cancelled,
+            _ => OpStatus::Error,
+        }
+    }
+
+    pub fn is_open(self) -> bool {
+        matches!(self, OpStatus::Idle | OpStatus::Running | OpStatus::WaitingForHuman)
+    }
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum CallStatus {
+    /// Waits for the user's approval.
+    Waiting,
+    Running,
+    Done,
+    Failed,
+    Denied,
+    /// Nobody answered the approval in time.
+    Expired,
+    /// It was running when cowork stopped: it may have run, so it is never run again by itself.
+    MayHaveRun,
+    Cancelled,
+}
+
+impl CallStatus {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            CallStatus::Waiting => "waiting",
+            CallStatus::Running => "running",
+            CallStatus::Done => "done",
+            CallStatus::Failed => "failed",
+            CallStatus::Denied => "denied",
+            CallStatus::Expired => "expired",
+            CallStatus::MayHaveRun => "may_have_run",
+            CallStatus::Cancelled => "cancelled",
+        }
+    }
+
+    pub fn parse(text: &str) -> Self {
+        match text {
+            "waiting" => CallStatus::Waiting,
+            "running" => CallStatus::Running,
+            "done" => CallStatus::Done,
+            "denied" => CallStatus::Denied,
+            "expired" => CallStatus::Expired,
+            "may_have_run" => CallStatus::MayHaveRun,
+            "cancelled" => CallStatus::Cancelled,
+            _ => CallStatus::Failed,
+        }
+    }
+
+    /// Whether the call has an outcome the model can be told.
+    pub fn settled(self) -> bool {
+        !matches!(self, CallStatus::Waiting | CallStatus::Running)
+    }
+}
+
+
+/// A tool call as the chat shows it: a chip that expands, or an approval card.
+#[derive(Clone, Debug, PartialEq)]
+pub struct ToolCallView {
+    pub operation_id: i64,
+    pub answer_id: i64,
+    pub call_id: i64,
+    pub step: u32,
+    pub tool: String,
+    pub arguments: serde_json::Value,
+    /// safe, sensitive or dangerous.
+    pub risk: String,
+    pub status: CallStatus,
+    /// Why the policy (or the user) decided as it did.
+    pub why: String,
+    pub decided_by: Option<String>,
+    /// The result, whole (the model got it trimmed).
+    pub output: Option<String>,
+    pub is_error: bool,
+    pub duration_millis: Option<i64>,
+    /// A waiting approval is denied at this time.
+    pub expires_at_millis: Option<i64>,
+    /// For an approval: the pattern "Always allow" starts from, and what it looks at.
+    pub suggested_rule: Option<(String, String)>,
+}
+
+/// The user's answer on an approval card (or to `ask_user`).
+#[derive(Clone, Debug, PartialEq)]
+pub enum ApprovalChoice {
+    Once,
+    /// Always allow calls like this: `target` (command, path, url or a JSON
+    /// pointer) matching `pattern`; no pattern: every call of the tool.
+    Always { target: Option<String>, pattern: Option<String> },
+    Deny { reason: String },
+    /// Run with these arguments instead.
+    Edit { arguments: serde_json::Value },
+    /// The answer to an `ask_user` question.
+    Answer(String),
+}
+
+/// An item of the agent's todo list.
+#[derive(Clone, Debug, Default, PartialEq, serde::Serialize, serde::Deserialize)]
+pub struct TodoItem {
+    pub text: String,
+    #[serde(default)]
+    pub done: bool,
 }

@@ -78,6 +78,40 @@ enum Command {
         /// Answer with this local chat model from the manifest (default: the first that fits this machine)
         #[arg(long, conflicts_with = "provider")]
         local_model: Option<String>,
+        /// Work on the task with tools (the agent). On a terminal each approval
+        /// is a y/N question; without one, a call that needs approval is printed
+        /// and cowork exits with status 3 (decide it with `cowork approve`)
+        #[arg(long, conflicts_with_all = ["provider", "follow_up", "json", "local_model"])]
+        agent: bool,
+    },
+    /// Decide a tool call that waits for approval, and continue its task
+    Approve {
+        /// The call's id (printed by `cowork ask --agent`, shown in `cowork audit`)
+        #[arg(required_unless_present = "continue_operation")]
+        call: Option<i64>,
+        /// Deny it instead
+        #[arg(long)]
+        deny: bool,
+        /// Continue an operation a guardrail paused
+        #[arg(long = "continue", value_name = "OPERATION")]
+        continue_operation: Option<i64>,
+    },
+    /// List the agent's tools with their risk
+    Tools {
+        #[arg(long)]
+        json: bool,
+    },
+    /// The approval rules: list, add, remove
+    Rules {
+        #[command(subcommand)]
+        action: RulesAction,
+    },
+    /// The audit log of every tool call, newest first
+    Audit {
+        #[arg(long)]
+        json: bool,
+        #[arg(long, default_value_t = 50)]
+        limit: usize,
     },
     /// Verify, fetch or convert the bundled models
     Models {
@@ -149,6 +183,32 @@ enum Command {
         #[command(subcommand)]
         action: SecretsAction,
     },
+}
+
+#[derive(Subcommand)]
+enum RulesAction {
+    List,
+    /// Add a rule, e.g. `cowork rules add run_command --action allow --target command --pattern 'git status.*' --example '{"command":"git status"}'`
+    Add {
+        /// A tool name, or * for every tool
+        tool: String,
+        /// allow, ask or deny
+        #[arg(long)]
+        action: String,
+        /// What the pattern looks at: command, path, url, or a JSON pointer such as /query
+        #[arg(long, requires = "pattern")]
+        target: Option<String>,
+        /// A regular expression over the whole value
+        #[arg(long, requires = "target")]
+        pattern: Option<String>,
+        /// Hold until this time (YYYY-MM-DD, RFC 3339, or a span from now such as 2h)
+        #[arg(long)]
+        until: Option<String>,
+        /// The JSON arguments of a call the rule is meant for (required for allow rules)
+        #[arg(long)]
+        example: Option<String>,
+    },
+    Remove { id: i64 },
 }
 
 #[derive(Subcommand)]
@@ -288,6 +348,44 @@ fn run(cli: Cli, process_started: Instant) -> anyhow::Result<ExitCode> {
                 anyhow::bail!("--provider answers one question at a time");
             }
             commands::ask::ask_provider(&paths, &provider, model.as_deref(), &question[0])?;
+            Ok(ExitCode::SUCCESS)
+        }
+        Some(Command::Ask { question, provider: None, agent: true, .. }) => {
+            let status = commands::agent::ask_agent(&paths, &question.join(" "))?;
+            Ok(ExitCode::from(status))
+        }
+        Some(Command::Approve { call, deny, continue_operation }) => {
+            let status = match (continue_operation, call) {
+                (Some(operation), _) => commands::agent::continue_operation(&paths, operation)?,
+                (None, Some(call)) => commands::agent::approve(&paths, call, deny)?,
+                (None, None) => anyhow::bail!("give a call id, or --continue OPERATION"),
+            };
+            Ok(ExitCode::from(status))
+        }
+        Some(Command::Tools { json }) => {
+            commands::agent::tools(json)?;
+            Ok(ExitCode::SUCCESS)
+        }
+        Some(Command::Rules { action }) => {
+            match action {
+                RulesAction::List => commands::agent::rules_list(&paths)?,
+                RulesAction::Add { tool, action, target, pattern, until, example } => {
+                    let now = cowork::ids::now_millis();
+                    // A span (2h, 3d) counts forward from now here; dates are dates.
+                    let until = until
+                        .as_deref()
+                        .map(|t| cowork::export::parse_time(t, now).map(|at| if at < now && t.trim_end_matches(['m', 'h', 'd']).chars().all(|c| c.is_ascii_digit()) { 2 * now - at } else { at }))
+                        .transpose()
+                        .map_err(anyhow::Error::msg)?;
+                    let id = commands::agent::rules_add(&paths, &tool, &action, target.as_deref(), pattern.as_deref(), until, example.as_deref())?;
+                    println!("added rule {id}");
+                }
+                RulesAction::Remove { id } => commands::agent::rules_remove(&paths, id)?,
+            }
+            Ok(ExitCode::SUCCESS)
+        }
+        Some(Command::Audit { json, limit }) => {
+            commands::agent::audit(&paths, json, limit)?;
             Ok(ExitCode::SUCCESS)
         }
         Some(Command::Ask { question, show_context, provider: None, local_model, follow_up, forget, json, .. }) => {

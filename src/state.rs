@@ -89,6 +89,10 @@ pub enum UiAction {
     RetryEmbedding,
     /// Observational memory now: the local model summarises older hours.
     SummariseNow,
+    /// The user's decision on an approval card (or answer to a question).
+    DecideCall { call_id: i64, choice: crate::events::ApprovalChoice },
+    /// A paused operation: go on, or stop.
+    ContinueOperation { operation_id: i64, go_on: bool },
 }
 
 /// A session opened in the Context panel.
@@ -254,9 +258,25 @@ pub struct AppState {
     /// GGUF files the user added (user-models.json).
     pub added_models: Vec<crate::models::user::UserModel>,
     pub retry_offer: Option<RetryOffer>,
+    /// The agent's tool calls, oldest first (the newest `MAX_TOOL_CALLS`).
+    pub tool_calls: Vec<crate::events::ToolCallView>,
+    /// Operations by id: their answer, status and, when paused, why.
+    pub operations: BTreeMap<i64, OperationView>,
+    /// The agent's todo list per answer.
+    pub todos: BTreeMap<i64, Vec<crate::events::TodoItem>>,
+}
+
+/// An agent operation as the chat shows it.
+#[derive(Clone, Debug, PartialEq)]
+pub struct OperationView {
+    pub answer_id: i64,
+    pub status: crate::events::OpStatus,
+    pub steps: u32,
+    pub paused: Option<String>,
 }
 
 const MAX_NOTICES: usize = 20;
+const MAX_TOOL_CALLS: usize = 300;
 
 impl AppState {
     pub fn tab(&self) -> Tab {
@@ -274,8 +294,48 @@ impl AppState {
         }
     }
 
+    /// Calls that wait for the user (approvals and questions), oldest first.
+    pub fn waiting_calls(&self) -> impl Iterator<Item = &crate::events::ToolCallView> {
+        self.tool_calls.iter().filter(|c| c.status == crate::events::CallStatus::Waiting)
+    }
+
+    /// Operations a guardrail paused: (operation id, why).
+    pub fn paused_operations(&self) -> impl Iterator<Item = (i64, &str)> {
+        self.operations.iter().filter_map(|(id, op)| op.paused.as_deref().map(|why| (*id, why)))
+    }
+
+    /// What waits for the user: the Chat tab's and the tray's badge.
+    pub fn waiting_count(&self) -> usize {
+        self.waiting_calls().count() + self.paused_operations().count()
+    }
+
     pub fn apply(&mut self, event: AppEvent, now_millis: i64) {
         match event {
+            AppEvent::ToolCall(call) => {
+                match self.tool_calls.iter_mut().find(|c| c.call_id == call.call_id) {
+                    Some(existing) => *existing = *call,
+                    None => {
+                        self.tool_calls.push(*call);
+                        if self.tool_calls.len() > MAX_TOOL_CALLS {
+                            self.tool_calls.remove(0);
+                        }
+                    }
+                }
+            }
+            AppEvent::Operation { operation_id, answer_id, status, steps, paused } => {
+                if status.is_open() {
+                    self.operations.insert(operation_id, OperationView { answer_id, status, steps, paused });
+                } else {
+                    self.operations.remove(&operation_id);
+                }
+                // A resumed operation (after a restart) owns the chat until it ends.
+                if status == crate::events::OpStatus::WaitingForHuman && self.generating.is_none() && answer_id != 0 {
+                    self.generating = Some(answer_id);
+                }
+            }
+            AppEvent::Todos { answer_id, items } => {
+                self.todos.insert(answer_id, items);
+            }
             AppEvent::Worker { worker, state } => {
                 self.workers.insert(worker, state);
             }

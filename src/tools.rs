@@ -3,24 +3,30 @@
 //! function, whether a call runs, asks the user or is refused. Only the agent
 //! worker executes tools, and never without a recorded decision.
 //!
-//! So far: the risk and origin vocabulary and the approval policy. The
-//! registry, the executors and the agent worker come next (the note on
-//! issue 13 says what is left).
+//! `registry` lists every built-in tool (name, family, schema, risk) and
+//! dispatches to the families: memory, files, shell, web, desktop, skills;
+//! conversation tools (`ask_user`, `update_todos`) and `delegate` are the
+//! agent's own.
 
+pub mod desktop;
 pub mod files;
 pub mod memory;
 pub mod policy;
+pub mod registry;
 pub mod schema;
 pub mod shell;
+pub mod skills;
+pub mod web;
 
 use serde::{Deserialize, Serialize};
 
 /// How much harm a call can do; a tool has a default, and its `classify`
 /// raises it by argument (a shell command that deletes, a write under `/etc`).
-#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum Risk {
     /// Reads what cowork may read anyway (memory, the current window): runs.
+    #[default]
     Safe,
     /// Changes something, or can carry data out (a write, a command, a fetch): asks by default.
     Sensitive,

@@ -2,6 +2,7 @@
 //! state, and push `UiAction`s; they never send on channels or touch files.
 
 pub mod apps;
+pub mod agent;
 pub mod chat;
 pub mod consent;
 pub mod context;

@@ -77,6 +77,8 @@ pub struct ChatRequest {
     pub consent_once: bool,
     /// A retry adds an answer to an existing question: the question is not stored again.
     pub is_retry: bool,
+    /// Run as an agent operation: the model may call tools (Settings → Agent).
+    pub agent: bool,
 }
 
 #[derive(Debug)]
@@ -90,6 +92,12 @@ pub enum AgentCommand {
     /// Observational memory: summarise up to `limit` older hours of activity
     /// that have no summary yet (loads the model if needed); the count goes to `reply`.
     Summarise { limit: usize, reply: Option<Sender<Result<usize, String>>> },
+    /// The user's decision on a waiting tool call (or the answer to `ask_user`).
+    Decide { call_id: i64, choice: crate::events::ApprovalChoice },
+    /// A guardrail paused an operation: go on, or stop it.
+    Continue { operation_id: i64, go_on: bool },
+    /// Stop: operations waiting for the user are cancelled.
+    CancelWaiting,
     /// Fault injection for supervisor tests: panic inside the worker.
     InjectPanic,
     Shutdown,
@@ -124,6 +132,15 @@ fn answer_message(request: &ChatRequest, text: String, error: Option<&str>, stat
     }
 }
 
+/// An operation's answer as stored.
+pub(super) fn answer_message_public(request: &ChatRequest, text: String, error: Option<&str>, status: MessageStatus, provider: &str, cost: f64) -> ChatMessage {
+    answer_message(request, text, error, status, provider, cost, None)
+}
+
+pub(super) fn user_message_public(request: &ChatRequest, context: Option<String>) -> ChatMessage {
+    user_message(request, context)
+}
+
 /// The stored form of a question, with the context sent along (if any).
 fn user_message(request: &ChatRequest, context: Option<String>) -> ChatMessage {
     ChatMessage {
@@ -150,13 +167,17 @@ enum Plan {
 }
 
 pub struct AgentWorker<B: LocalBrain> {
-    config: AgentConfig,
-    brain: B,
-    db: Option<Connection>,
-    store: Sender<StoreCommand>,
-    sink: EventSink,
+    pub(super) config: AgentConfig,
+    pub(super) brain: B,
+    pub(super) db: Option<Connection>,
+    pub(super) store: Sender<StoreCommand>,
+    pub(super) sink: EventSink,
     /// Bumped by Stop; an answer that started under an older value stops.
-    stop_epoch: Arc<AtomicU64>,
+    pub(super) stop_epoch: Arc<AtomicU64>,
+    /// Operations being driven, the skills and where file tools work.
+    pub(super) acting: super::acting::Acting,
+    /// The last operation that ended (its step timings, for tests and `cowork ask --agent`).
+    pub last_finished: Option<super::acting::Live>,
     /// The last local exchange, as sent, for follow-ups to extend.
     conversation: Option<Conversation>,
     /// Worked examples in every local prompt's head.
@@ -185,6 +206,7 @@ impl Conversation {
 
 impl<B: LocalBrain> AgentWorker<B> {
     pub fn new(config: AgentConfig, brain: B, store: Sender<StoreCommand>, sink: EventSink, stop_epoch: Arc<AtomicU64>) -> Self {
+        let config_data_dir = config.data_dir.clone();
         Self {
             config,
             brain,
@@ -194,6 +216,8 @@ impl<B: LocalBrain> AgentWorker<B> {
             stop_epoch,
             conversation: None,
             examples: local_examples(),
+            acting: super::acting::Acting::new(config_data_dir),
+            last_finished: None,
         }
     }
 
@@ -325,7 +349,7 @@ impl<B: LocalBrain> AgentWorker<B> {
     }
 
     /// Writes a message through the store; `model` names who wrote an answer.
-    fn persist(&self, message: ChatMessage, model: Option<String>) {
+    pub(super) fn persist(&self, message: ChatMessage, model: Option<String>) {
         // Blocking with a timeout: losing a chat message is worse than a short wait.
         if self.store.send_timeout(StoreCommand::UpsertMessage { message, model }, Duration::from_secs(5)).is_err() {
             self.sink.send(AppEvent::Notice("the store is not accepting writes: a chat message was not saved".into()));
@@ -333,6 +357,10 @@ impl<B: LocalBrain> AgentWorker<B> {
     }
 
     pub fn handle_chat(&mut self, mut request: ChatRequest) {
+        if request.agent {
+            self.start_operation(request);
+            return;
+        }
         let epoch = self.stop_epoch.load(Ordering::SeqCst);
         // `<no-memory>`: answer, but keep neither the question nor the answer.
         let remember = !wants_no_memory(&request.text);
@@ -447,7 +475,7 @@ impl<B: LocalBrain> AgentWorker<B> {
     }
 
     /// The user's settings and providers, fresh for each question.
-    fn brains(&mut self) -> (crate::config::Settings, crate::brains::Providers) {
+    pub(super) fn brains(&mut self) -> (crate::config::Settings, crate::brains::Providers) {
         if self.db.is_none() {
             self.db = store::open_read_only(&self.config.db_path).ok();
         }
@@ -511,6 +539,29 @@ impl<B: LocalBrain> AgentWorker<B> {
                 Ok(Plan::Cloud { provider, key, reason: route.reason, consent })
             }
         }
+    }
+
+    /// Who works on an operation: routed on the question alone (its context comes through tools).
+    pub(super) fn plan_public(
+        &mut self,
+        request: &ChatRequest,
+        settings: &crate::config::Settings,
+        providers: &crate::brains::Providers,
+    ) -> Result<super::acting::Brain, String> {
+        Ok(match self.plan(request, None, settings, providers)? {
+            Plan::Local { .. } => super::acting::Brain::Local,
+            Plan::Cloud { provider, key, consent, .. } => {
+                super::acting::Brain::Cloud { provider, key, consent: consent.unwrap_or(false) || request.consent_once }
+            }
+        })
+    }
+
+    pub(super) fn finish_early_public(&mut self, request: &ChatRequest, remember: bool, error: String) {
+        self.finish_early(request, remember, None, error);
+    }
+
+    pub(super) fn persist_public(&self, message: ChatMessage, model: Option<String>) {
+        self.persist(message, model);
     }
 
     /// Observational memory: each older hour with activity and each quiet
@@ -756,6 +807,9 @@ impl<B: LocalBrain> AgentWorker<B> {
                     let _ = reply.send(result);
                 }
             }
+            AgentCommand::Decide { call_id, choice } => self.handle_decision(call_id, choice),
+            AgentCommand::Continue { operation_id, go_on } => self.handle_continue(operation_id, go_on),
+            AgentCommand::CancelWaiting => self.cancel_waiting(),
             AgentCommand::InjectPanic => panic!("injected agent fault"),
             AgentCommand::Shutdown => return false,
         }
@@ -767,12 +821,19 @@ impl<B: LocalBrain> Supervised for AgentWorker<B> {
     type Command = AgentCommand;
 
     fn run(&mut self, commands: &Receiver<AgentCommand>, ctx: &WorkerContext) -> anyhow::Result<()> {
+        // Operations that were open when cowork stopped come back first.
+        self.resume_operations();
+        let mut next_expiry = self.expire_approvals(now_millis());
         loop {
-            match commands.recv_timeout(SUMMARY_CHECK) {
+            let wait = next_expiry.map_or(SUMMARY_CHECK, |at| Duration::from_millis((at - now_millis()).clamp(0, SUMMARY_CHECK.as_millis() as i64) as u64));
+            let received = commands.recv_timeout(wait);
+            next_expiry = self.expire_approvals(now_millis());
+            match received {
                 Ok(command) => {
                     if !self.handle(command, ctx) {
                         break;
                     }
+                    next_expiry = self.expire_approvals(now_millis());
                 }
                 Err(crossbeam_channel::RecvTimeoutError::Timeout) => {
                     // Observational memory rides on a model that is already loaded and idle:
@@ -887,6 +948,7 @@ mod tests {
             try_harder_from: None,
             consent_once: false,
             is_retry: false,
+            agent: false,
         }
     }
 

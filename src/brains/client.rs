@@ -55,6 +55,7 @@ pub struct Completion {
 
 /// Sends `turns` to `provider` and streams the answer into `on_delta`.
 /// `cancelled` is asked between reads and while waiting to retry.
+#[allow(clippy::too_many_arguments)]
 pub fn stream_chat(
     gate: &OutboundGate,
     provider: &ProviderConfig,
@@ -65,7 +66,23 @@ pub fn stream_chat(
     cancelled: &dyn Fn() -> bool,
     on_delta: &mut dyn FnMut(&Delta),
 ) -> Result<Completion, ProviderError> {
-    let request = provider.request(model.unwrap_or(&provider.model), turns, max_tokens, key);
+    stream_chat_with_tools(gate, provider, model, key, turns, &[], max_tokens, cancelled, on_delta)
+}
+
+/// `stream_chat` offering `tools`: the calls come back as `Delta::ToolCall`s.
+#[allow(clippy::too_many_arguments)]
+pub fn stream_chat_with_tools(
+    gate: &OutboundGate,
+    provider: &ProviderConfig,
+    model: Option<&str>,
+    key: Option<&str>,
+    turns: &[Turn],
+    tools: &[crate::brains::ToolDef],
+    max_tokens: u32,
+    cancelled: &dyn Fn() -> bool,
+    on_delta: &mut dyn FnMut(&Delta),
+) -> Result<Completion, ProviderError> {
+    let request = provider.request_with_tools(model.unwrap_or(&provider.model), turns, tools, max_tokens, key);
     let body = request.body.to_string();
     let config = ureq::Agent::config_builder()
         .timeout_connect(Some(CONNECT_TIMEOUT))

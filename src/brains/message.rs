@@ -20,6 +20,15 @@ pub struct ToolCall {
     pub arguments: String,
 }
 
+/// A tool the model may call: its name, one line saying what it does, and
+/// the JSON schema of its arguments.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct ToolDef {
+    pub name: String,
+    pub description: String,
+    pub parameters: serde_json::Value,
+}
+
 /// One message of a conversation.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Turn {

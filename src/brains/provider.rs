@@ -8,7 +8,7 @@ use anyhow::Context;
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 
-use crate::brains::message::{Delta, Role, Turn};
+use crate::brains::message::{Delta, Role, ToolDef, Turn};
 
 /// The API dialect a provider speaks.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -212,39 +212,74 @@ impl ProviderConfig {
 
     /// Builds the streaming request for `turns`.
     pub fn request(&self, model: &str, turns: &[Turn], max_tokens: u32, key: Option<&str>) -> HttpRequest {
+        self.request_with_tools(model, turns, &[], max_tokens, key)
+    }
+
+    /// Builds the streaming request for `turns`, offering `tools` in the
+    /// provider's own format; earlier calls and their results are written
+    /// the way each format expects them back.
+    pub fn request_with_tools(&self, model: &str, turns: &[Turn], tools: &[ToolDef], max_tokens: u32, key: Option<&str>) -> HttpRequest {
         let base = &self.base_url;
         let mut headers = vec![("content-type", "application/json".to_owned())];
         let system: Vec<&str> = turns.iter().filter(|t| t.role == Role::System).map(|t| t.content.as_str()).collect();
-        let dialogue = turns.iter().filter(|t| t.role != Role::System);
+        let dialogue: Vec<&Turn> = turns.iter().filter(|t| t.role != Role::System).collect();
+        let openai_tools = || -> Vec<Value> {
+            tools.iter().map(|t| json!({"type": "function", "function": {"name": t.name, "description": t.description, "parameters": t.parameters}})).collect()
+        };
         match self.kind {
             ProviderKind::Openai => {
                 if let Some(key) = key {
                     headers.push(("authorization", format!("Bearer {key}")));
                 }
-                let messages: Vec<Value> = turns.iter().map(openai_message).collect();
-                HttpRequest {
-                    url: format!("{base}/chat/completions"),
-                    headers,
-                    body: json!({
-                        "model": model, "messages": messages, "stream": true,
-                        "stream_options": {"include_usage": true}, "max_tokens": max_tokens,
-                    }),
+                let messages: Vec<Value> = turns.iter().map(|t| openai_message(t, false)).collect();
+                let mut body = json!({
+                    "model": model, "messages": messages, "stream": true,
+                    "stream_options": {"include_usage": true}, "max_tokens": max_tokens,
+                });
+                if !tools.is_empty() {
+                    body["tools"] = json!(openai_tools());
                 }
+                HttpRequest { url: format!("{base}/chat/completions"), headers, body }
             }
             ProviderKind::Anthropic => {
                 if let Some(key) = key {
                     headers.push(("x-api-key", key.to_owned()));
                 }
                 headers.push(("anthropic-version", "2023-06-01".to_owned()));
-                let messages: Vec<Value> = dialogue
-                    .map(|t| match t.role {
-                        Role::Tool => json!({"role": "user", "content": [{"type": "tool_result", "tool_use_id": t.tool_call_id, "content": t.content}]}),
-                        role => json!({"role": if role == Role::Assistant { "assistant" } else { "user" }, "content": t.content}),
-                    })
-                    .collect();
+                let mut messages: Vec<Value> = Vec::new();
+                for t in dialogue {
+                    match t.role {
+                        Role::Tool => {
+                            let block = json!({"type": "tool_result", "tool_use_id": t.tool_call_id, "content": t.content});
+                            // Results of one step go back together, in one user message.
+                            let last_is_results = messages.last().is_some_and(|m: &Value| {
+                                m["role"] == "user" && m["content"].as_array().is_some_and(|c| c.iter().all(|b| b["type"] == "tool_result"))
+                            });
+                            if last_is_results {
+                                messages.last_mut().and_then(|m| m["content"].as_array_mut()).expect("checked above").push(block);
+                            } else {
+                                messages.push(json!({"role": "user", "content": [block]}));
+                            }
+                        }
+                        Role::Assistant if !t.tool_calls.is_empty() => {
+                            let mut blocks: Vec<Value> = Vec::new();
+                            if !t.content.is_empty() {
+                                blocks.push(json!({"type": "text", "text": t.content}));
+                            }
+                            for call in &t.tool_calls {
+                                blocks.push(json!({"type": "tool_use", "id": call.id, "name": call.name, "input": arguments_object(&call.arguments)}));
+                            }
+                            messages.push(json!({"role": "assistant", "content": blocks}));
+                        }
+                        role => messages.push(json!({"role": if role == Role::Assistant { "assistant" } else { "user" }, "content": t.content})),
+                    }
+                }
                 let mut body = json!({"model": model, "max_tokens": max_tokens, "messages": messages, "stream": true});
                 if !system.is_empty() {
                     body["system"] = json!(system.join("\n\n"));
+                }
+                if !tools.is_empty() {
+                    body["tools"] = json!(tools.iter().map(|t| json!({"name": t.name, "description": t.description, "input_schema": t.parameters})).collect::<Vec<_>>());
                 }
                 HttpRequest { url: format!("{base}/v1/messages"), headers, body }
             }
@@ -252,22 +287,42 @@ impl ProviderConfig {
                 if let Some(key) = key {
                     headers.push(("x-goog-api-key", key.to_owned()));
                 }
+                let name_of = |id: &Option<String>| -> String {
+                    turns.iter().flat_map(|t| &t.tool_calls).find(|c| Some(&c.id) == id.as_ref()).map(|c| c.name.clone()).unwrap_or_default()
+                };
                 let contents: Vec<Value> = dialogue
-                    .map(|t| json!({"role": if t.role == Role::Assistant { "model" } else { "user" }, "parts": [{"text": t.content}]}))
+                    .iter()
+                    .map(|t| match t.role {
+                        Role::Tool => json!({"role": "user", "parts": [{"functionResponse": {"name": name_of(&t.tool_call_id), "response": {"content": t.content}}}]}),
+                        Role::Assistant => {
+                            let mut parts: Vec<Value> = Vec::new();
+                            if !t.content.is_empty() || t.tool_calls.is_empty() {
+                                parts.push(json!({"text": t.content}));
+                            }
+                            parts.extend(t.tool_calls.iter().map(|c| json!({"functionCall": {"name": c.name, "args": arguments_object(&c.arguments)}})));
+                            json!({"role": "model", "parts": parts})
+                        }
+                        _ => json!({"role": "user", "parts": [{"text": t.content}]}),
+                    })
                     .collect();
                 let mut body = json!({"contents": contents, "generationConfig": {"maxOutputTokens": max_tokens}});
                 if !system.is_empty() {
                     body["systemInstruction"] = json!({"parts": [{"text": system.join("\n\n")}]});
                 }
+                if !tools.is_empty() {
+                    // Gemini takes an OpenAPI subset: no additionalProperties.
+                    let declarations: Vec<Value> = tools.iter().map(|t| json!({"name": t.name, "description": t.description, "parameters": without_key(&t.parameters, "additionalProperties")})).collect();
+                    body["tools"] = json!([{"functionDeclarations": declarations}]);
+                }
                 HttpRequest { url: format!("{base}/v1beta/models/{model}:streamGenerateContent?alt=sse"), headers, body }
             }
             ProviderKind::Ollama => {
-                let messages: Vec<Value> = turns.iter().map(openai_message).collect();
-                HttpRequest {
-                    url: format!("{base}/api/chat"),
-                    headers,
-                    body: json!({"model": model, "messages": messages, "stream": true, "options": {"num_predict": max_tokens}}),
+                let messages: Vec<Value> = turns.iter().map(|t| openai_message(t, true)).collect();
+                let mut body = json!({"model": model, "messages": messages, "stream": true, "options": {"num_predict": max_tokens}});
+                if !tools.is_empty() {
+                    body["tools"] = json!(openai_tools());
                 }
+                HttpRequest { url: format!("{base}/api/chat"), headers, body }
             }
         }
     }
@@ -278,7 +333,24 @@ impl ProviderConfig {
     }
 }
 
-fn openai_message(turn: &Turn) -> Value {
+/// A call's arguments (JSON text) as an object; text that is not one becomes `{}`.
+fn arguments_object(arguments: &str) -> Value {
+    match serde_json::from_str::<Value>(arguments) {
+        Ok(value @ Value::Object(_)) => value,
+        _ => json!({}),
+    }
+}
+
+fn without_key(value: &Value, key: &str) -> Value {
+    match value {
+        Value::Object(map) => Value::Object(map.iter().filter(|(k, _)| k.as_str() != key).map(|(k, v)| (k.clone(), without_key(v, key))).collect()),
+        Value::Array(items) => Value::Array(items.iter().map(|v| without_key(v, key)).collect()),
+        other => other.clone(),
+    }
+}
+
+/// A turn in OpenAI's chat format (Ollama's when `ollama`: arguments as objects, no call ids).
+fn openai_message(turn: &Turn, ollama: bool) -> Value {
     let role = match turn.role {
         Role::System => "system",
         Role::User => "user",
@@ -288,6 +360,20 @@ fn openai_message(turn: &Turn) -> Value {
     let mut message = json!({"role": role, "content": turn.content});
     if let Some(id) = &turn.tool_call_id {
         message["tool_call_id"] = json!(id);
+    }
+    if !turn.tool_calls.is_empty() {
+        let calls: Vec<Value> = turn
+            .tool_calls
+            .iter()
+            .map(|c| {
+                if ollama {
+                    json!({"function": {"name": c.name, "arguments": arguments_object(&c.arguments)}})
+                } else {
+                    json!({"id": c.id, "type": "function", "function": {"name": c.name, "arguments": c.arguments}})
+                }
+            })
+            .collect();
+        message["tool_calls"] = json!(calls);
     }
     message
 }

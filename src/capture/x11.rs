@@ -38,6 +38,7 @@ impl From<x11rb::errors::ReplyError> for X11Error {
 
 struct Atoms {
     net_active_window: u32,
+    net_client_list: u32,
     net_wm_name: u32,
     net_wm_pid: u32,
     net_workarea: u32,
@@ -80,6 +81,7 @@ impl X11Desktop {
         let intern = |name: &[u8]| -> Result<u32, X11Error> { Ok(conn.intern_atom(false, name)?.reply()?.atom) };
         let atoms = Atoms {
             net_active_window: intern(b"_NET_ACTIVE_WINDOW")?,
+            net_client_list: intern(b"_NET_CLIENT_LIST")?,
             net_wm_name: intern(b"_NET_WM_NAME")?,
             net_wm_pid: intern(b"_NET_WM_PID")?,
             net_workarea: intern(b"_NET_WORKAREA")?,
@@ -200,6 +202,28 @@ impl X11Desktop {
             }
         }
         Ok(changed)
+    }
+
+    /// The top-level windows the window manager lists (`_NET_CLIENT_LIST`),
+    /// described; a window that closes while being read is left out.
+    pub fn list_windows(&self) -> Result<Vec<ActiveWindow>, X11Error> {
+        let reply = self.conn.get_property(false, self.root, self.atoms.net_client_list, AtomEnum::WINDOW, 0, 1024)?.reply()?;
+        let windows: Vec<Window> = reply.value32().map(|values| values.collect()).unwrap_or_default();
+        Ok(windows.into_iter().filter_map(|window| self.describe(window).ok()).collect())
+    }
+
+    /// Asks the window manager to raise and focus `window` (a
+    /// `_NET_ACTIVE_WINDOW` client message, source "pager" so it is honoured).
+    pub fn activate(&self, window: Window) -> Result<(), X11Error> {
+        use x11rb::protocol::xproto::ClientMessageEvent;
+        let listed = self.list_windows()?.iter().any(|w| w.window_id == window);
+        if !listed {
+            return Err(X11Error::Connection(format!("there is no window {window}")));
+        }
+        let event = ClientMessageEvent::new(32, window, self.atoms.net_active_window, [2, x11rb::CURRENT_TIME, 0, 0, 0]);
+        self.conn.send_event(false, self.root, EventMask::SUBSTRUCTURE_REDIRECT | EventMask::SUBSTRUCTURE_NOTIFY, event)?;
+        self.conn.flush()?;
+        Ok(())
     }
 
     /// The work area of the first desktop, if the window manager publishes one.

@@ -91,6 +91,7 @@ pub fn ask(paths: &Paths, questions: &[String], options: &AskOptions) -> anyhow:
             try_harder_from: None,
             consent_once: false,
             is_retry: false,
+            agent: false,
         };
         workers.agent.commands.send(AgentCommand::Chat(request))?;
         match answer(&events, question, answer_id, options) {

@@ -55,6 +55,9 @@ pub struct Generation {
     pub text: String,
     /// With tools: each `<tool_call>` block, or why it could not be read.
     pub calls: Vec<Result<ToolCall, String>>,
+    /// With tools: the whole output, blocks included, as the model wrote it
+    /// (a next step's prompt repeats it verbatim, so the prefix cache holds).
+    pub raw: String,
     pub stats: GenerationStats,
     /// The model file's name.
     pub model: String,
@@ -207,13 +210,13 @@ impl<E: ChatEngine> LlmWorker<E> {
         if request.tools && !rest.is_empty() {
             let _ = events.send(LlmEvent::Text(rest));
         }
-        let (text, calls) = if request.tools {
+        let (text, calls, raw) = if request.tools {
             let parsed = tool_calls::parse(&raw);
-            (parsed.text, parsed.calls)
+            (parsed.text, parsed.calls, raw)
         } else {
-            (raw, Vec::new())
+            (raw, Vec::new(), String::new())
         };
-        Ok(Generation { text, calls, stats, model: self.engine.name() })
+        Ok(Generation { text, calls, raw, stats, model: self.engine.name() })
     }
 
     /// Unloads the local model when it has been idle long enough, the machine

@@ -455,6 +455,13 @@ pub fn delete_range(conn: &Connection, since_millis: i64, until_millis: i64) -> 
     )?;
     // Summaries of any of it go too: they describe what was deleted.
     conn.execute("DELETE FROM observations WHERE period_start_ms < ?2 AND period_end_ms >= ?1", params![since_millis, until_millis])?;
+    // The agent's operations of the range hold its conversations and tool
+    // output (the audit log keeps only redacted arguments, sizes and hashes).
+    conn.execute(
+        "DELETE FROM operation_calls WHERE operation_id IN (SELECT operation_id FROM operations WHERE created_at_ms >= ?1 AND created_at_ms < ?2)",
+        params![since_millis, until_millis],
+    )?;
+    conn.execute("DELETE FROM operations WHERE created_at_ms >= ?1 AND created_at_ms < ?2", params![since_millis, until_millis])?;
     conn.execute(
         "DELETE FROM chat_threads WHERE NOT EXISTS (SELECT 1 FROM chat_messages m WHERE m.thread_id = chat_threads.thread_id)
          AND created_at_ms >= ?1 AND created_at_ms < ?2",

@@ -17,6 +17,7 @@ const MIGRATIONS: &[&str] = &[
     include_str!("../../assets/migrations/0005_brains.sql"),
     include_str!("../../assets/migrations/0006_memory.sql"),
     include_str!("../../assets/migrations/0007_memory_fixes.sql"),
+    include_str!("../../assets/migrations/0008_agent.sql"),
 ];
 
 pub const SCHEMA_VERSION: u32 = MIGRATIONS.len() as u32;

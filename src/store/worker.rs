@@ -68,6 +68,10 @@ pub enum StoreCommand {
     SetFeedback { message_id: i64, rating: i8, reason: String },
     /// Commit everything queued so far, then acknowledge (tests, shutdown, benches).
     Flush(Sender<()>),
+    /// The agent's operations, calls, rules and audit log, written at once
+    /// (not batched): a call is recorded as started before it runs. The
+    /// outcome goes to `reply` when given.
+    Agent { write: Box<crate::agent::store::AgentWrite>, reply: Option<Sender<Result<(), String>>> },
     /// Fault injection for supervisor tests: panic inside the worker.
     InjectPanic,
     Shutdown,
@@ -261,6 +265,16 @@ impl StoreWorker {
                 match queries::session_detail(&self.conn, session_id) {
                     Ok((typed, copied)) => self.emit(AppEvent::SessionDetail { session_id, typed, copied }),
                     Err(err) => self.emit_notice(format!("cannot load the session: {err}")),
+                }
+            }
+            StoreCommand::Agent { write, reply } => {
+                self.commit_pending();
+                let outcome = crate::agent::store::apply(&self.conn, &write).map_err(|err| err.to_string());
+                if let Err(err) = &outcome {
+                    self.emit_notice(format!("the agent's record was not saved: {err}"));
+                }
+                if let Some(reply) = reply {
+                    let _ = reply.try_send(outcome);
                 }
             }
             StoreCommand::Flush(ack) => {

@@ -3,12 +3,12 @@
 //! again). Tool schemas stay short for the local model, so this covers the
 //! subset they use: `type` (object, string, integer, number, boolean, array),
 //! `properties`, `required`, `additionalProperties: false`, `enum`, `items`,
-//! `minimum` / `maximum`, `minLength` / `maxLength`. Anything else in a schema
+//! `minimum` / `maximum`, `minLength` / `maxLength`, `maxItems`. Anything else in a schema
 //! is refused when the tool is registered (`check_schema`), not ignored.
 
 use serde_json::Value;
 
-const KEYWORDS: [&str; 12] = [
+const KEYWORDS: [&str; 13] = [
     "type",
     "description",
     "properties",
@@ -20,6 +20,7 @@ const KEYWORDS: [&str; 12] = [
     "maximum",
     "minLength",
     "maxLength",
+    "maxItems",
     "default",
 ];
 
@@ -109,6 +110,9 @@ fn check(schema: &Value, value: &Value, at: &str, errors: &mut Vec<String>) {
             }
         }
         Value::Array(items) => {
+            if let Some(max) = schema.get("maxItems").and_then(Value::as_u64).filter(|max| items.len() as u64 > *max) {
+                errors.push(format!("{at} may hold at most {max} items, got {}", items.len()));
+            }
             if let Some(item_schema) = schema.get("items") {
                 for (i, item) in items.iter().enumerate() {
                     check(item_schema, item, &format!("{at}[{i}]"), errors);

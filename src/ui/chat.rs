@@ -9,6 +9,10 @@ use crate::ui::theme;
 #[derive(Default)]
 pub struct ChatPanel {
     pub draft: String,
+    /// Approval cards, questions and tool chips.
+    pub agent: crate::ui::agent::AgentPanel,
+    /// Rendered Markdown of answers.
+    pub markdown: egui_commonmark::CommonMarkCache,
     /// The user message whose attached context is expanded.
     pub shown_context: Option<i64>,
     /// A rating being given: (answer, +1/-1, why).
@@ -43,6 +47,7 @@ pub fn chat_ui(ui: &mut egui::Ui, state: &AppState, panel: &mut ChatPanel, actio
     pins_ui(ui, state, actions);
     consent_ui(ui, state, actions);
     retry_offer_ui(ui, state, actions);
+    crate::ui::agent::waiting_ui(ui, state, &mut panel.agent, actions, crate::ids::now_millis());
     ui.separator();
 
     let input_height = 84.0;
@@ -55,7 +60,7 @@ pub fn chat_ui(ui: &mut egui::Ui, state: &AppState, panel: &mut ChatPanel, actio
                 ui.label(RichText::new("Ask about anything, including what you were just doing").color(theme::MUTED));
             }
             for (index, message) in state.messages.iter().enumerate() {
-                message_ui(ui, message, panel);
+                message_ui(ui, state, message, panel);
                 if message.role == Role::Assistant {
                     answer_footer_ui(ui, state, index, panel, actions);
                 }
@@ -106,7 +111,7 @@ fn model_line_ui(ui: &mut egui::Ui, state: &AppState) {
     ui.label(RichText::new(text).small().color(colour));
 }
 
-fn message_ui(ui: &mut egui::Ui, message: &MessageView, panel: &mut ChatPanel) {
+fn message_ui(ui: &mut egui::Ui, state: &AppState, message: &MessageView, panel: &mut ChatPanel) {
     let fill = match message.role {
         Role::User => theme::USER_BUBBLE,
         Role::Assistant => theme::ASSISTANT_BUBBLE,
@@ -118,8 +123,14 @@ fn message_ui(ui: &mut egui::Ui, message: &MessageView, panel: &mut ChatPanel) {
             Role::Assistant => "cowork",
         };
         ui.label(RichText::new(who).small().color(theme::MUTED));
+        if message.role == Role::Assistant {
+            crate::ui::agent::answer_steps_ui(ui, state, message.message_id, &mut panel.agent);
+        }
         if message.content.is_empty() && message.is_streaming() {
             ui.label(RichText::new("Thinking…").italics().color(theme::MUTED));
+        } else if message.role == Role::Assistant {
+            // Answers are Markdown (lists, code blocks, links); the user's own words are shown as typed.
+            egui_commonmark::CommonMarkViewer::new().show(ui, &mut panel.markdown, &message.content);
         } else {
             ui.label(&message.content);
         }

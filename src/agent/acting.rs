@@ -1,0 +1,1087 @@
+//! The agent's executors: a chat question becomes an operation, and the
+//! runner (`operation::next`) decides each move while these act on it —
+//! `call_llm` (one brain step: the local engine with `<tool_call>` blocks, or
+//! a cloud provider's native tool calls), `call_tools` (the allowed calls of
+//! a step, in parallel, each recorded as started before it runs),
+//! `request_approval` (the operation parks, its state in SQLite, until the
+//! user decides), and `finish`. Only this thread executes tools, and never
+//! without a recorded decision.
+
+use std::collections::HashMap;
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, Instant};
+
+use serde_json::Value;
+
+use super::operation::{self, Limits, Next, State};
+use super::store::{self as agent_store, AgentWrite, AuditEntry, CallRow, CallStatus, OpStatus, OperationRow};
+use super::worker::{AgentWorker, ChatRequest};
+use crate::brains::{Delta, ProviderConfig, Role, Turn};
+use crate::events::{AppEvent, ApprovalChoice, GenerationStats, MessageStatus, ToolCallView};
+use crate::ids::{next_id, now_millis};
+use crate::llm::{GenerateRequest, LocalBrain};
+use crate::store::StoreCommand;
+use crate::tools::files::FilesEnv;
+use crate::tools::policy::{self, Action, Pattern, Rule, Scope};
+use crate::tools::{Origin, ToolOutput, registry};
+
+/// The system prompt of an operation.
+pub const AGENT_PROMPT: &str = include_str!("../../assets/prompts/agent.txt");
+/// Characters of one tool result the model reads (head and tail); the whole result is kept.
+const RESULT_FOR_MODEL: usize = 6_000;
+/// The local model's context is small: it reads less of each result.
+const RESULT_FOR_LOCAL: usize = 1_500;
+/// Turns kept at the end of a long operation (the head always stays).
+const KEEP_TURNS: usize = 24;
+/// How long a record write may wait for the store.
+const STORE_WAIT: Duration = Duration::from_secs(5);
+/// A delegated helper's steps at most.
+const HELPER_STEPS: u32 = 8;
+
+/// Who thinks for an operation.
+#[derive(Clone, Debug)]
+pub enum Brain {
+    Local,
+    Cloud { provider: ProviderConfig, key: Option<String>, consent: bool },
+}
+
+impl Brain {
+    fn name(&self) -> String {
+        match self {
+            Brain::Local => "local".into(),
+            Brain::Cloud { provider, .. } => provider.name.clone(),
+        }
+    }
+}
+
+/// An operation the worker is driving.
+pub struct Live {
+    pub row: OperationRow,
+    pub state: State,
+    pub calls: Vec<CallRow>,
+    pub brain: Brain,
+    pub request: ChatRequest,
+    /// Whether the current step asked for any call.
+    pub step_has_calls: bool,
+    /// Keep the question and answer (false for `<no-memory>`).
+    pub remember: bool,
+    /// The step's timings, for the numbers: (prompt tokens, model millis, overhead micros).
+    pub step_times: Vec<(usize, u64, u64)>,
+}
+
+/// What the agent acts with, built once per worker.
+pub struct Acting {
+    pub live: HashMap<i64, Live>,
+    pub skills: Vec<crate::tools::skills::Skill>,
+    pub files: FilesEnv,
+}
+
+impl Acting {
+    pub fn new(data_dir: PathBuf) -> Self {
+        let home = std::env::var_os("HOME").map(PathBuf::from).unwrap_or_else(|| PathBuf::from("/"));
+        let (skills, problems) = crate::tools::skills::discover(&data_dir);
+        for problem in problems {
+            tracing::warn!(%problem, "a skill could not be read");
+        }
+        // The data directory resolved, so no spelling of it slips past the checks.
+        let data_dir = data_dir.canonicalize().unwrap_or(data_dir);
+        Acting { live: HashMap::new(), skills, files: FilesEnv { cwd: home.clone(), home, data_dir } }
+    }
+}
+
+/// The view of a call for the UI.
+fn view(live: &Live, call: &CallRow) -> ToolCallView {
+    let suggested_rule = (call.status == CallStatus::Waiting).then(|| suggest_rule(call)).flatten();
+    ToolCallView {
+        operation_id: call.operation_id,
+        answer_id: live.request.answer_id,
+        call_id: call.call_id,
+        step: call.step,
+        tool: call.tool.clone(),
+        arguments: call.arguments.clone(),
+        risk: call.risk.as_str().to_owned(),
+        status: call.status,
+        why: call.why.clone(),
+        decided_by: call.decided_by.clone(),
+        output: call.output.clone(),
+        is_error: call.is_error,
+        duration_millis: call.started_at_millis.map(|s| call.finished_at_millis.unwrap_or_else(now_millis) - s),
+        expires_at_millis: call.expires_at_millis,
+        suggested_rule,
+    }
+}
+
+/// The pattern "Always allow" starts from: the command's first word and the
+/// rest, the path's directory, the URL's site; editable on the card.
+pub fn suggest_rule(call: &CallRow) -> Option<(String, String)> {
+    let text = |key: &str| call.arguments.get(key).and_then(Value::as_str);
+    if let Some(command) = text("command") {
+        let first = command.split_whitespace().next()?;
+        return Some(("command".into(), format!("{} .*", regex::escape(first))));
+    }
+    if let Some(url) = text("url") {
+        let host = crate::net::host_of_url(url)?;
+        return Some(("url".into(), format!("https://{}/.*", regex::escape(&host))));
+    }
+    if let Some(path) = text("path").or_else(|| text("to")) {
+        let path = std::path::Path::new(path);
+        let dir = path.parent().filter(|d| !d.as_os_str().is_empty())?;
+        return Some(("path".into(), format!("{}/.*", regex::escape(&dir.to_string_lossy()))));
+    }
+    None
+}
+
+impl<B: LocalBrain> AgentWorker<B> {
+    /// Writes a record and waits until it is committed.
+    fn record(&self, write: AgentWrite) -> Result<(), String> {
+        let (reply, done) = crossbeam_channel::bounded(1);
+        self.store
+            .send_timeout(StoreCommand::Agent { write: Box::new(write), reply: Some(reply) }, STORE_WAIT)
+            .map_err(|_| "the store is not accepting writes".to_owned())?;
+        done.recv_timeout(STORE_WAIT).map_err(|_| "the store did not confirm a write".to_owned())?
+    }
+
+    fn save_operation(&self, live: &mut Live) {
+        live.row.state = serde_json::to_string(&live.state).unwrap_or_default();
+        live.row.updated_at_millis = now_millis();
+        if let Err(err) = self.record(AgentWrite::Operation(live.row.clone())) {
+            self.sink.send(AppEvent::Notice(format!("the task's progress was not saved: {err}")));
+        }
+        self.sink.send(AppEvent::Operation {
+            operation_id: live.row.operation_id,
+            answer_id: live.request.answer_id,
+            status: live.row.status,
+            steps: live.row.steps,
+            paused: live.state.paused.clone(),
+        });
+    }
+
+    fn save_call(&self, live: &Live, call: &CallRow) -> Result<(), String> {
+        let saved = self.record(AgentWrite::Call(call.clone()));
+        self.sink.send(AppEvent::ToolCall(Box::new(view(live, call))));
+        saved
+    }
+
+    fn audit(&self, call: &CallRow, decision: &str) {
+        let result = call.output.as_deref().map(|o| (o, call.is_error));
+        let entry = AuditEntry::for_call(call, decision, call.decided_by.as_deref().unwrap_or("policy"), result, now_millis());
+        if let Err(err) = self.record(AgentWrite::Audit(entry)) {
+            tracing::warn!(%err, "an audit entry was not written");
+        }
+    }
+
+    fn settings_now(&mut self) -> crate::config::Settings {
+        self.brains().0
+    }
+
+    fn limits(settings: &crate::config::Settings) -> Limits {
+        Limits { max_steps: settings.agent_max_steps, ..Limits::default() }
+    }
+
+    /// Starts an operation for a chat question.
+    pub(super) fn start_operation(&mut self, mut request: ChatRequest) {
+        let remember = !crate::capture::firewall::wants_no_memory(&request.text);
+        request.text = request.text.replace("<no-memory>", "").trim().to_owned();
+        let (settings, providers) = self.brains();
+        // Route with the question alone: context comes through tools, marked as data.
+        let brain = match self.plan_public(&request, &settings, &providers) {
+            Ok(brain) => brain,
+            Err(message) => {
+                self.finish_early_public(&request, remember, message);
+                return;
+            }
+        };
+        if remember && !request.is_retry {
+            if request.thread_is_new {
+                let _ = self.store.send_timeout(StoreCommand::UpsertThread { thread: request.thread.clone(), created_at_millis: now_millis() }, STORE_WAIT);
+            }
+            self.persist_public(super::worker::user_message_public(&request, None), None);
+        }
+        let now = now_millis();
+        let tools: Vec<String> = match &brain {
+            Brain::Local => registry::local_subset(&request.text).into_iter().map(str::to_owned).collect(),
+            Brain::Cloud { consent, .. } => registry::cloud_set(0)
+                .into_iter()
+                // Without consent for this provider, nothing captured is offered to it.
+                .filter(|name| *consent || registry::origin(name) != Origin::Memory && !matches!(*name, "clipboard_read" | "list_windows"))
+                .map(str::to_owned)
+                .collect(),
+        };
+        let mut state = State { tools: tools.clone(), started_at_millis: now, ..State::default() };
+        let names: Vec<&str> = tools.iter().map(String::as_str).collect();
+        let system = self.operation_system_prompt(&brain, &names, &settings, now);
+        state.push(Turn::new(Role::System, system), Origin::Instructions);
+        // Earlier messages of the thread: the user's own words, and answers
+        // that may quote what tools returned (memory, so untrusted).
+        let history = &request.history[request.history.len().saturating_sub(self.config.history_messages)..];
+        for (role, text) in history {
+            match role {
+                crate::events::Role::User => state.push(Turn::new(Role::User, text.clone()), Origin::User),
+                crate::events::Role::Assistant => state.push(Turn::new(Role::Assistant, text.clone()), Origin::Memory),
+            }
+        }
+        state.push(Turn::new(Role::User, request.text.clone()), Origin::User);
+        state.head = state.entries.len();
+        let (answered_by, reason) = match &brain {
+            Brain::Local => ("local · agent".to_owned(), format!("{} tools offered", tools.len())),
+            Brain::Cloud { provider, .. } => (format!("{} · {} · agent", provider.name, provider.model), format!("{} tools offered", tools.len())),
+        };
+        self.sink.send(AppEvent::Routed { answer_id: request.answer_id, ask_id: request.ask_id, answered_by, reason });
+        let row = OperationRow {
+            operation_id: next_id(),
+            thread_id: Some(request.thread.thread_id),
+            answer_id: Some(request.answer_id),
+            task: request.text.clone(),
+            status: OpStatus::Running,
+            steps: 0,
+            cost_usd: 0.0,
+            brain: brain.name(),
+            state: String::new(),
+            error: None,
+            created_at_millis: now,
+            updated_at_millis: now,
+        };
+        let mut live = Live { row, state, calls: Vec::new(), brain, request, step_has_calls: false, remember, step_times: Vec::new() };
+        self.save_operation(&mut live);
+        let id = live.row.operation_id;
+        self.acting.live.insert(id, live);
+        self.advance(id);
+    }
+
+    fn operation_system_prompt(&self, brain: &Brain, tools: &[&str], settings: &crate::config::Settings, now: i64) -> String {
+        let mut parts = vec![AGENT_PROMPT.to_owned()];
+        if !settings.profile.trim().is_empty() {
+            parts.push(format!("About the user (they wrote this):\n{}", settings.profile.trim()));
+        }
+        if matches!(brain, Brain::Cloud { .. }) && !self.acting.skills.is_empty() {
+            parts.push(format!("Skills you can load with the skill tool:\n{}", crate::tools::skills::catalogue(&self.acting.skills)));
+        }
+        if matches!(brain, Brain::Local) {
+            parts.push(registry::local_prompt_section(tools));
+        }
+        parts.push(format!("It is {} now ({}).", crate::ids::format_clock(now), crate::export::rfc3339(now)));
+        parts.join("\n\n")
+    }
+
+    /// Drives an operation until it needs the user or ends.
+    pub(super) fn advance(&mut self, operation_id: i64) {
+        let epoch = self.stop_epoch.load(Ordering::SeqCst);
+        loop {
+            let settings = self.settings_now();
+            let limits = Self::limits(&settings);
+            let Some(live) = self.acting.live.get_mut(&operation_id) else { return };
+            if self.stop_epoch.load(Ordering::SeqCst) != epoch {
+                self.finish(operation_id, OpStatus::Cancelled, Some("stopped".into()));
+                return;
+            }
+            let step = live.row.steps;
+            match operation::next(&live.state, &live.calls, step, live.step_has_calls, &limits, now_millis()) {
+                Next::CallLlm => {
+                    if let Err(err) = self.call_llm(operation_id, epoch, &settings) {
+                        let status = if self.stop_epoch.load(Ordering::SeqCst) != epoch { OpStatus::Cancelled } else { OpStatus::Error };
+                        self.finish(operation_id, status, Some(err));
+                        return;
+                    }
+                }
+                Next::CallTools(ids) => self.call_tools(operation_id, &ids, epoch),
+                Next::RequestApproval(ids) => {
+                    self.request_approval(operation_id, &ids);
+                    return;
+                }
+                Next::Pause { guard, why } => {
+                    let live = self.acting.live.get_mut(&operation_id).expect("checked above");
+                    live.state.paused = Some(format!("{guard}: {why}"));
+                    live.row.status = OpStatus::WaitingForHuman;
+                    let mut live = self.acting.live.remove(&operation_id).expect("checked above");
+                    self.save_operation(&mut live);
+                    self.acting.live.insert(operation_id, live);
+                    return;
+                }
+                Next::Finish { early } => {
+                    let status = if early.is_some() { OpStatus::Error } else { OpStatus::Done };
+                    self.finish(operation_id, status, early);
+                    return;
+                }
+            }
+        }
+    }
+
+    /// One brain step: the model's text streams into the answer; its calls are recorded with their decisions.
+    fn call_llm(&mut self, operation_id: i64, epoch: u64, settings: &crate::config::Settings) -> Result<(), String> {
+        let overhead_start = Instant::now();
+        let live = self.acting.live.get_mut(&operation_id).ok_or("the task is gone")?;
+        live.row.steps += 1;
+        let step = live.row.steps;
+        let answer_id = live.request.answer_id;
+        let sink = self.sink.clone();
+        if !live.state.shown.is_empty() && !live.state.shown.ends_with('\n') {
+            live.state.shown.push('\n');
+            sink.send(AppEvent::Token { answer_id, text: "\n".into() });
+        }
+        let turns = live.state.turns(KEEP_TURNS);
+        let brain = live.brain.clone();
+        let tools: Vec<String> = live.state.tools.clone();
+        let mut shown = String::new();
+        let mut on_text = |text: &str| {
+            shown.push_str(text);
+            sink.send(AppEvent::Token { answer_id, text: text.to_owned() });
+        };
+        let overhead_before = overhead_start.elapsed();
+        let model_start = Instant::now();
+        let (assistant, raw_calls, cost, prompt_tokens): (Turn, Vec<Result<(String, String, Value), String>>, f64, usize) = match &brain {
+            Brain::Local => {
+                let messages = operation::local_messages(&turns);
+                let prompt_tokens = messages.iter().map(|m| crate::llm::tokens::estimate_tokens(&m.content)).sum::<usize>();
+                let generation = self
+                    .brain
+                    .generate(GenerateRequest { messages, max_tokens: settings.max_answer_tokens, tools: true, only_if_loaded: false }, epoch, &mut on_text)
+                    .map_err(|err| err.to_string())?;
+                let calls: Vec<Result<(String, String, Value), String>> =
+                    generation.calls.into_iter().enumerate().map(|(i, c)| c.map(|c| (format!("call_{step}_{i}"), c.name, c.arguments))).collect();
+                let mut turn = Turn::new(Role::Assistant, if generation.raw.is_empty() { generation.text.clone() } else { generation.raw.clone() });
+                turn.tool_calls = calls
+                    .iter()
+                    .filter_map(|c| c.as_ref().ok())
+                    .map(|(id, name, args)| crate::brains::ToolCall { id: id.clone(), name: name.clone(), arguments: args.to_string() })
+                    .collect();
+                (turn, calls, 0.0, prompt_tokens)
+            }
+            Brain::Cloud { provider, key, consent } => {
+                let names: Vec<&str> = tools.iter().map(String::as_str).collect();
+                let defs = registry::defs(&names);
+                // What goes to the cloud is redacted even with consent, as for questions.
+                let turns: Vec<Turn> = turns
+                    .into_iter()
+                    .map(|mut t| {
+                        if t.role == Role::Tool || *consent {
+                            t.content = crate::brains::consent::redact_for_cloud(&t.content);
+                        }
+                        t
+                    })
+                    .collect();
+                let stop_epoch = self.stop_epoch.clone();
+                let completion = crate::brains::stream_chat_with_tools(
+                    crate::net::OutboundGate::global(),
+                    provider,
+                    None,
+                    key.as_deref(),
+                    &turns,
+                    &defs,
+                    settings.max_answer_tokens as u32,
+                    &|| stop_epoch.load(Ordering::SeqCst) != epoch,
+                    &mut |delta| {
+                        if let Delta::Text(text) = delta {
+                            on_text(text);
+                        }
+                    },
+                )
+                .map_err(|err| err.to_string())?;
+                let answer = completion.answer;
+                let cost = crate::brains::budget::cost(provider, answer.input_tokens, answer.output_tokens);
+                let usage = crate::brains::budget::Usage {
+                    usage_id: next_id(),
+                    at_millis: now_millis(),
+                    provider: provider.name.clone(),
+                    model: provider.model.clone(),
+                    input_tokens: answer.input_tokens,
+                    output_tokens: answer.output_tokens,
+                    cost_usd: cost,
+                    free_cloud: crate::brains::budget::is_free_cloud(provider),
+                    ask_id: self.acting.live.get(&operation_id).map_or(0, |l| l.request.ask_id),
+                };
+                let _ = self.store.send_timeout(StoreCommand::RecordUsage(usage), STORE_WAIT);
+                let calls: Vec<Result<(String, String, Value), String>> = answer
+                    .tool_calls
+                    .iter()
+                    .enumerate()
+                    .map(|(i, c)| {
+                        let id = if c.id.is_empty() { format!("call_{step}_{i}") } else { c.id.clone() };
+                        let arguments = if c.arguments.trim().is_empty() { Ok(Value::Object(Default::default())) } else { serde_json::from_str::<Value>(&c.arguments) };
+                        match arguments {
+                            Ok(args) => Ok((id, c.name.clone(), args)),
+                            Err(err) => Err(format!("the arguments of {} are not valid JSON ({err}); call it again with a JSON object", c.name)),
+                        }
+                    })
+                    .collect();
+                let ok: Vec<(String, String, Value)> = calls.iter().filter_map(|c| c.as_ref().ok().cloned()).collect();
+                (operation::assistant_turn(&answer.text, &ok), calls, cost, answer.input_tokens as usize)
+            }
+        };
+        let model_millis = model_start.elapsed().as_millis() as u64;
+        let overhead_after = Instant::now();
+        let live = self.acting.live.get_mut(&operation_id).ok_or("the task is gone")?;
+        live.state.shown.push_str(&shown);
+        live.row.cost_usd += cost;
+        if cost > 0.0 {
+            live.state.spend.push((now_millis(), cost));
+        }
+        live.state.push(assistant, Origin::Instructions);
+        live.step_has_calls = !raw_calls.is_empty();
+        // Calls are decided against what this step's prompt held.
+        let origins = live.state.origins();
+        let mut unreadable = Vec::new();
+        for (index, call) in raw_calls.into_iter().enumerate() {
+            match call {
+                Ok((model_call_id, tool, args)) => self.decide_call(operation_id, step, model_call_id, tool, args, &origins, settings),
+                Err(err) => unreadable.push(format!("Call {} was not run: {err}", index + 1)),
+            }
+        }
+        let live = self.acting.live.get_mut(&operation_id).ok_or("the task is gone")?;
+        if !unreadable.is_empty() {
+            live.state.push(Turn::new(Role::User, unreadable.join("\n")), Origin::Instructions);
+        }
+        let overhead = overhead_before + overhead_after.elapsed();
+        live.step_times.push((prompt_tokens, model_millis, overhead.as_micros() as u64));
+        tracing::info!(operation = operation_id, step, prompt_tokens, model_millis, overhead_micros = overhead.as_micros() as u64, "agent step");
+        let mut live = self.acting.live.remove(&operation_id).expect("present");
+        self.save_operation(&mut live);
+        self.acting.live.insert(operation_id, live);
+        Ok(())
+    }
+
+    /// Validates, classifies and decides one call, and records it.
+    #[allow(clippy::too_many_arguments)]
+    fn decide_call(&mut self, operation_id: i64, step: u32, model_call_id: String, tool: String, args: Value, origins: &[Origin], settings: &crate::config::Settings) {
+        let now = now_millis();
+        let offered = self.acting.live.get(&operation_id).is_some_and(|l| l.state.tools.iter().any(|t| *t == tool));
+        let mut call = CallRow {
+            call_id: next_id(),
+            operation_id,
+            step,
+            model_call_id,
+            tool: tool.clone(),
+            arguments: args.clone(),
+            risk: registry::get(&tool).map_or(crate::tools::Risk::Dangerous, |s| s.risk),
+            status: CallStatus::Failed,
+            why: String::new(),
+            decided_by: Some("policy: arguments".into()),
+            output: None,
+            is_error: true,
+            created_at_millis: now,
+            started_at_millis: None,
+            finished_at_millis: Some(now),
+            expires_at_millis: None,
+        };
+        let checked = if offered { registry::validate(&tool, &args) } else { Err(format!("{tool} is not one of the tools you were given for this task")) };
+        let classified = checked.and_then(|()| registry::classify(&tool, &args, &self.acting.files));
+        match classified {
+            Err(err) => {
+                call.why = err.clone();
+                call.output = Some(err);
+            }
+            Ok(classified) => {
+                call.risk = classified.risk;
+                let rules = self.db_rules();
+                let ctx = policy::Context {
+                    operation_id,
+                    now_millis: now,
+                    data_dir: &self.acting.files.data_dir,
+                    home: &self.acting.files.home,
+                    origins,
+                    always_ask: &settings.always_ask,
+                };
+                let decision = policy::decide(&classified.call(&tool, &args), &rules, &ctx);
+                call.why = decision.why.clone();
+                call.decided_by = Some(match decision.phase {
+                    policy::Phase::Rule(id) => format!("rule {id}"),
+                    phase => format!("policy: {}", serde_json::to_value(&phase).ok().and_then(|v| v.as_str().map(str::to_owned)).unwrap_or_default()),
+                });
+                call.finished_at_millis = None;
+                call.is_error = false;
+                match decision.action {
+                    // ask_user always waits: for the user's answer.
+                    _ if tool == "ask_user" => {
+                        call.status = CallStatus::Waiting;
+                        call.why = "a question for you".into();
+                        call.decided_by = Some("ask_user".into());
+                    }
+                    Action::Allow => call.status = CallStatus::Running,
+                    Action::Ask => {
+                        call.status = CallStatus::Waiting;
+                        call.expires_at_millis = Some(now + settings.approval_timeout_secs as i64 * 1000);
+                    }
+                    Action::Deny => {
+                        call.status = CallStatus::Denied;
+                        call.is_error = true;
+                        call.finished_at_millis = Some(now);
+                        call.output = Some(format!("Not run: {}", decision.why));
+                    }
+                }
+            }
+        }
+        let live = self.acting.live.get(&operation_id).expect("present");
+        if let Err(err) = self.save_call(live, &call) {
+            // Unrecorded, it must not run.
+            call.status = CallStatus::Failed;
+            call.output = Some(format!("not run: cowork could not record the call ({err})"));
+            call.is_error = true;
+        }
+        if call.status.settled() {
+            self.audit(&call, if call.status == CallStatus::Denied { "deny" } else { "invalid" });
+        }
+        let live = self.acting.live.get_mut(&operation_id).expect("present");
+        live.calls.push(call);
+        self.close_step_if_settled(operation_id, step);
+    }
+
+    fn db_rules(&mut self) -> Vec<Rule> {
+        if self.db.is_none() {
+            self.db = crate::store::open_read_only(&self.config.db_path).ok();
+        }
+        let Some(conn) = self.db.as_ref() else { return Vec::new() };
+        match agent_store::rules(conn) {
+            Ok((rules, problems)) => {
+                for problem in problems {
+                    tracing::warn!(%problem, "an approval rule was skipped");
+                }
+                rules
+            }
+            Err(err) => {
+                tracing::warn!(%err, "cannot read approval rules; every risky call asks");
+                Vec::new()
+            }
+        }
+    }
+
+    /// Runs the allowed calls of a step: each is recorded as started, then
+    /// they run in parallel (memory tools on this thread, which holds the
+    /// database connection); Stop kills commands and abandons fetches.
+    fn call_tools(&mut self, operation_id: i64, ids: &[i64], epoch: u64) {
+        let Some(live) = self.acting.live.get_mut(&operation_id) else { return };
+        let step = live.row.steps;
+        let started = now_millis();
+        let mut batch: Vec<CallRow> = Vec::new();
+        for id in ids {
+            if let Some(call) = live.calls.iter_mut().find(|c| c.call_id == *id) {
+                call.started_at_millis = Some(started);
+                batch.push(call.clone());
+            }
+        }
+        let live = self.acting.live.get(&operation_id).expect("present");
+        let mut runnable = Vec::new();
+        for call in batch {
+            match self.save_call(live, &call) {
+                Ok(()) => runnable.push(call),
+                Err(err) => tracing::warn!(%err, call = call.call_id, "a call could not be recorded as started and did not run"),
+            }
+        }
+        let stop = AtomicBool::new(false);
+        let stop_epoch = self.stop_epoch.clone();
+        let finished = AtomicBool::new(false);
+        let mut results: Vec<(i64, ToolOutput)> = Vec::new();
+        // The agent's own tools first, on this thread.
+        let (own, parallel): (Vec<CallRow>, Vec<CallRow>) = runnable.into_iter().partition(|c| !registry::runs_anywhere(&c.tool));
+        for call in &own {
+            let output = self.run_own(operation_id, call, epoch);
+            results.push((call.call_id, output));
+        }
+        let (files, skills) = (&self.acting.files, &self.acting.skills);
+        let gate = crate::net::OutboundGate::global();
+        std::thread::scope(|scope| {
+            scope.spawn(|| {
+                while !finished.load(Ordering::SeqCst) {
+                    if stop_epoch.load(Ordering::SeqCst) != epoch {
+                        stop.store(true, Ordering::SeqCst);
+                        break;
+                    }
+                    std::thread::sleep(Duration::from_millis(20));
+                }
+            });
+            let handles: Vec<_> = parallel
+                .iter()
+                .map(|call| {
+                    let stop = &stop;
+                    scope.spawn(move || {
+                        let env = registry::Env { files, memory: None, gate, stop, skills };
+                        (call.call_id, registry::execute(&call.tool, &call.arguments, &env))
+                    })
+                })
+                .collect();
+            for handle in handles {
+                match handle.join() {
+                    Ok(result) => results.push(result),
+                    Err(_) => tracing::error!("a tool panicked"),
+                }
+            }
+            finished.store(true, Ordering::SeqCst);
+        });
+        let stopped = stop.load(Ordering::SeqCst);
+        for id in ids {
+            let output = results.iter().find(|(cid, _)| cid == id).map(|(_, o)| o.clone()).unwrap_or_else(|| ToolOutput::error("the tool failed unexpectedly"));
+            self.settle(operation_id, *id, if stopped { CallStatus::Cancelled } else if output.is_error { CallStatus::Failed } else { CallStatus::Done }, output, None);
+        }
+        self.close_step_if_settled(operation_id, step);
+    }
+
+    /// Tools that need this thread: memory (the database connection),
+    /// the todo list and `delegate`.
+    fn run_own(&mut self, operation_id: i64, call: &CallRow, epoch: u64) -> ToolOutput {
+        match call.tool.as_str() {
+            "update_todos" => {
+                let items: Vec<crate::events::TodoItem> = serde_json::from_value(call.arguments.get("items").cloned().unwrap_or_default()).unwrap_or_default();
+                let live = self.acting.live.get_mut(&operation_id).expect("present");
+                live.state.todos = items.clone();
+                let answer_id = live.request.answer_id;
+                let done = items.iter().filter(|i| i.done).count();
+                self.sink.send(AppEvent::Todos { answer_id, items: items.clone() });
+                ToolOutput::ok(format!("The user sees your list ({done} of {} done).", items.len()))
+            }
+            "delegate" => self.delegate(operation_id, call, epoch),
+            tool => {
+                if self.db.is_none() {
+                    self.db = crate::store::open_read_only(&self.config.db_path).ok();
+                }
+                let Some(conn) = self.db.as_ref() else { return ToolOutput::error("cowork's memory cannot be read right now") };
+                let thread_id = self.acting.live.get(&operation_id).map(|l| l.request.thread.thread_id);
+                let memory = crate::tools::memory::MemoryEnv { conn, recall: self.config.recall.as_ref(), store: Some(&self.store), thread_id, now_millis: now_millis() };
+                let stop = AtomicBool::new(false);
+                let env = registry::Env { files: &self.acting.files, memory: Some(memory), gate: crate::net::OutboundGate::global(), stop: &stop, skills: &self.acting.skills };
+                registry::execute(tool, &call.arguments, &env)
+            }
+        }
+    }
+
+    /// A call's outcome: recorded, audited, shown.
+    fn settle(&mut self, operation_id: i64, call_id: i64, status: CallStatus, output: ToolOutput, decided_by: Option<String>) {
+        let Some(live) = self.acting.live.get_mut(&operation_id) else { return };
+        let Some(call) = live.calls.iter_mut().find(|c| c.call_id == call_id) else { return };
+        call.status = status;
+        call.is_error = output.is_error;
+        call.output = Some(output.content);
+        call.finished_at_millis = Some(now_millis());
+        if decided_by.is_some() {
+            call.decided_by = decided_by;
+        }
+        let call = call.clone();
+        let live = self.acting.live.get(&operation_id).expect("present");
+        let _ = self.save_call(live, &call);
+        let decision = match status {
+            CallStatus::Done | CallStatus::Failed | CallStatus::Cancelled => "ran",
+            CallStatus::Denied => "denied",
+            CallStatus::Expired => "expired",
+            CallStatus::MayHaveRun => "may_have_run",
+            _ => "pending",
+        };
+        self.audit(&call, decision);
+    }
+
+    /// When every call of the step has an outcome, the results go into the conversation.
+    fn close_step_if_settled(&mut self, operation_id: i64, step: u32) {
+        let Some(live) = self.acting.live.get_mut(&operation_id) else { return };
+        let current: Vec<&CallRow> = live.calls.iter().filter(|c| c.step == step).collect();
+        if current.is_empty() || !current.iter().all(|c| c.status.settled()) {
+            return;
+        }
+        // Results already written for this step?
+        let first_id = current[0].model_call_id.clone();
+        if live.state.entries.iter().any(|e| e.turn.role == Role::Tool && e.turn.tool_call_id.as_deref() == Some(&first_id)) {
+            return;
+        }
+        let limit = if matches!(live.brain, Brain::Local) { RESULT_FOR_LOCAL } else { RESULT_FOR_MODEL };
+        let results: Vec<(String, String, Origin)> = current
+            .iter()
+            .map(|c| {
+                let output = ToolOutput { content: c.output.clone().unwrap_or_default(), is_error: c.is_error };
+                let origin = match c.status {
+                    // cowork's own words: a denial, an expiry, a refusal.
+                    CallStatus::Denied | CallStatus::Expired | CallStatus::Cancelled | CallStatus::MayHaveRun => Origin::Instructions,
+                    _ if c.decided_by.as_deref() == Some("policy: arguments") => Origin::Instructions,
+                    _ => registry::origin(&c.tool),
+                };
+                let text = if c.is_error { format!("Error: {}", output.for_model(limit)) } else { output.for_model(limit) };
+                (c.model_call_id.clone(), text, origin)
+            })
+            .collect();
+        for (id, text, origin) in results {
+            live.state.push(operation::tool_turn(&id, text), origin);
+        }
+    }
+
+    /// The operation waits for the user: its state is saved, the cards shown.
+    fn request_approval(&mut self, operation_id: i64, ids: &[i64]) {
+        let Some(mut live) = self.acting.live.remove(&operation_id) else { return };
+        live.row.status = OpStatus::WaitingForHuman;
+        self.save_operation(&mut live);
+        for id in ids {
+            if let Some(call) = live.calls.iter().find(|c| c.call_id == *id) {
+                self.sink.send(AppEvent::ToolCall(Box::new(view(&live, call))));
+            }
+        }
+        self.acting.live.insert(operation_id, live);
+    }
+
+    /// The user decided on a waiting call (or answered a question).
+    pub(super) fn handle_decision(&mut self, call_id: i64, choice: ApprovalChoice) {
+        let Some((operation_id, call)) = self.acting.live.iter().find_map(|(id, l)| l.calls.iter().find(|c| c.call_id == call_id).map(|c| (*id, c.clone()))) else {
+            self.sink.send(AppEvent::Notice("that approval is no longer pending".into()));
+            return;
+        };
+        if call.status != CallStatus::Waiting {
+            return;
+        }
+        let settings = self.settings_now();
+        match choice {
+            ApprovalChoice::Answer(text) if call.tool == "ask_user" => {
+                self.settle(operation_id, call_id, CallStatus::Done, ToolOutput::ok(text), Some("user".into()));
+            }
+            ApprovalChoice::Deny { reason } => {
+                let why = if reason.trim().is_empty() { "The user denied this call.".to_owned() } else { format!("The user denied this call: {}", reason.trim()) };
+                self.settle(operation_id, call_id, CallStatus::Denied, ToolOutput::error(why), Some("user".into()));
+            }
+            ApprovalChoice::Once | ApprovalChoice::Answer(_) => self.approve(operation_id, call_id, None, "user"),
+            ApprovalChoice::Edit { arguments } => {
+                let checked = registry::validate(&call.tool, &arguments).and_then(|()| registry::classify(&call.tool, &arguments, &self.acting.files));
+                match checked {
+                    Ok(classified) => {
+                        // The edited call still goes through phase 1: own data is refused whatever the user typed.
+                        let ctx = policy::Context {
+                            operation_id,
+                            now_millis: now_millis(),
+                            data_dir: &self.acting.files.data_dir,
+                            home: &self.acting.files.home,
+                            origins: &[Origin::User],
+                            always_ask: &[],
+                        };
+                        let decision = policy::decide(&classified.call(&call.tool, &arguments), &[], &ctx);
+                        if decision.phase == policy::Phase::OwnData {
+                            self.settle(operation_id, call_id, CallStatus::Denied, ToolOutput::error(decision.why), Some("policy: own_data".into()));
+                        } else {
+                            self.approve(operation_id, call_id, Some((arguments, classified.risk)), "user (edited)");
+                        }
+                    }
+                    Err(err) => {
+                        self.sink.send(AppEvent::Notice(format!("the edited arguments cannot be used: {err}")));
+                        return;
+                    }
+                }
+            }
+            ApprovalChoice::Always { target, pattern } => {
+                let pattern = match (target, pattern) {
+                    (Some(target), Some(pattern)) => match agent_store::parse_target(&target).and_then(|t| Pattern::new(t, &pattern)) {
+                        Ok(p) => Some(p),
+                        Err(err) => {
+                            self.sink.send(AppEvent::Notice(format!("the rule was not saved: {err}")));
+                            return;
+                        }
+                    },
+                    _ => None,
+                };
+                let rule = Rule { id: next_id(), tool: call.tool.clone(), action: Action::Allow, pattern, scope: Scope::Always };
+                let classified = registry::classify(&call.tool, &call.arguments, &self.acting.files).unwrap_or_default();
+                let ctx = policy::Context {
+                    operation_id,
+                    now_millis: now_millis(),
+                    data_dir: &self.acting.files.data_dir,
+                    home: &self.acting.files.home,
+                    origins: &[],
+                    always_ask: &settings.always_ask,
+                };
+                if let Err(err) = policy::validate_rule(&rule, &classified.call(&call.tool, &call.arguments), &ctx) {
+                    self.sink.send(AppEvent::Notice(format!("the rule was not saved: {err}")));
+                    return;
+                }
+                let id = rule.id;
+                if let Err(err) = self.record(AgentWrite::AddRule(rule)) {
+                    self.sink.send(AppEvent::Notice(format!("the rule was not saved: {err}")));
+                }
+                self.approve(operation_id, call_id, None, &format!("user (rule {id} added)"));
+            }
+        }
+        let step = self.acting.live.get(&operation_id).map_or(0, |l| l.row.steps);
+        self.close_step_if_settled(operation_id, step);
+        let waiting = self.acting.live.get(&operation_id).is_some_and(|l| l.calls.iter().any(|c| c.status == CallStatus::Waiting));
+        if !waiting {
+            if let Some(live) = self.acting.live.get_mut(&operation_id) {
+                live.row.status = OpStatus::Running;
+            }
+            self.advance(operation_id);
+        }
+    }
+
+    /// Approves a waiting call and runs it at once.
+    fn approve(&mut self, operation_id: i64, call_id: i64, edited: Option<(Value, crate::tools::Risk)>, by: &str) {
+        let Some(live) = self.acting.live.get_mut(&operation_id) else { return };
+        let Some(call) = live.calls.iter_mut().find(|c| c.call_id == call_id) else { return };
+        if let Some((arguments, risk)) = edited {
+            call.arguments = arguments;
+            call.risk = risk;
+        }
+        call.status = CallStatus::Running;
+        call.started_at_millis = None;
+        call.expires_at_millis = None;
+        call.decided_by = Some(by.to_owned());
+        let epoch = self.stop_epoch.load(Ordering::SeqCst);
+        self.call_tools(operation_id, &[call_id], epoch);
+    }
+
+    /// A guardrail's pause: go on, or stop.
+    pub(super) fn handle_continue(&mut self, operation_id: i64, go_on: bool) {
+        let Some(live) = self.acting.live.get_mut(&operation_id) else { return };
+        let Some(paused) = live.state.paused.take() else { return };
+        if !go_on {
+            self.finish(operation_id, OpStatus::Cancelled, Some("stopped by you".into()));
+            return;
+        }
+        let guard = paused.split(':').next().unwrap_or_default().to_owned();
+        match guard.as_str() {
+            "check_in" | "restart" => live.state.checked_in_at_millis = Some(now_millis()),
+            // The spend window starts over from what was spent so far.
+            "spend" => live.state.spend.clear(),
+            _ => live.state.waived.push(guard),
+        }
+        live.row.status = OpStatus::Running;
+        self.advance(operation_id);
+    }
+
+    /// Stop: every operation that waits is cancelled (running ones stop by the epoch).
+    pub(super) fn cancel_waiting(&mut self) {
+        let waiting: Vec<i64> = self.acting.live.iter().filter(|(_, l)| l.row.status == OpStatus::WaitingForHuman).map(|(id, _)| *id).collect();
+        for id in waiting {
+            self.finish(id, OpStatus::Cancelled, Some("stopped".into()));
+        }
+    }
+
+    /// Denies approvals nobody answered in time; returns when the next one expires.
+    pub(super) fn expire_approvals(&mut self, now: i64) -> Option<i64> {
+        let expired: Vec<(i64, i64)> = self
+            .acting
+            .live
+            .iter()
+            .flat_map(|(op, l)| l.calls.iter().filter(|c| c.status == CallStatus::Waiting && c.expires_at_millis.is_some_and(|at| at <= now)).map(|c| (*op, c.call_id)))
+            .collect();
+        let mut touched: Vec<i64> = Vec::new();
+        for (op, call_id) in expired {
+            let minutes = self.settings_now().approval_timeout_secs / 60;
+            let why = format!("Nobody approved this call within {minutes} minutes, so it was not run.");
+            self.settle(op, call_id, CallStatus::Expired, ToolOutput::error(why), Some("timeout".into()));
+            self.sink.send(AppEvent::Notice("an approval expired; the task went on without that call".into()));
+            if !touched.contains(&op) {
+                touched.push(op);
+            }
+        }
+        for op in touched {
+            let step = self.acting.live.get(&op).map_or(0, |l| l.row.steps);
+            self.close_step_if_settled(op, step);
+            if self.acting.live.get(&op).is_some_and(|l| !l.calls.iter().any(|c| c.status == CallStatus::Waiting)) {
+                self.advance(op);
+            }
+        }
+        self.acting.live.values().flat_map(|l| l.calls.iter().filter(|c| c.status == CallStatus::Waiting).filter_map(|c| c.expires_at_millis)).min()
+    }
+
+    /// Ends an operation: the answer is stored and shown as finished.
+    fn finish(&mut self, operation_id: i64, status: OpStatus, note: Option<String>) {
+        let Some(mut live) = self.acting.live.remove(&operation_id) else { return };
+        let now = now_millis();
+        let mut ended = Vec::new();
+        for call in live.calls.iter_mut().filter(|c| !c.status.settled()) {
+            call.status = CallStatus::Cancelled;
+            call.finished_at_millis = Some(now);
+            call.output.get_or_insert_with(|| "not run: the task ended".into());
+            ended.push(call.clone());
+        }
+        for call in ended {
+            let _ = self.record(AgentWrite::Call(call.clone()));
+            self.sink.send(AppEvent::ToolCall(Box::new(view(&live, &call))));
+            self.audit(&call, "cancelled");
+        }
+        live.row.status = status;
+        live.row.error = note.clone().filter(|_| status != OpStatus::Done);
+        live.state.paused = None;
+        self.save_operation(&mut live);
+        let mut text = live.state.shown.trim().to_owned();
+        let (message_status, error) = match status {
+            OpStatus::Done => (MessageStatus::Done, None),
+            OpStatus::Cancelled => (MessageStatus::Stopped, None),
+            _ => (MessageStatus::Failed, note.clone()),
+        };
+        if let (Some(note), OpStatus::Error) = (&note, status) {
+            if !text.is_empty() {
+                text.push_str("\n\n");
+            }
+            text.push_str(&format!("({note})"));
+        }
+        if live.remember {
+            let message = super::worker::answer_message_public(&live.request, text, error.as_deref(), message_status, &live.row.brain, live.row.cost_usd);
+            self.persist_public(message, Some(live.row.brain.clone()));
+        }
+        self.sink.send(AppEvent::AnswerCost { answer_id: live.request.answer_id, usd: live.row.cost_usd });
+        let stats = GenerationStats::default();
+        self.sink.send(AppEvent::AnswerFinished { answer_id: live.request.answer_id, status: message_status, error, stats });
+        self.last_finished = Some(live);
+    }
+
+    /// After a restart: operations that were open come back. A waiting
+    /// approval is shown again; a call that was running "may have run" and is
+    /// never run again by itself; an operation interrupted mid-step pauses
+    /// until the user continues it.
+    pub fn resume_operations(&mut self) {
+        if self.db.is_none() {
+            self.db = crate::store::open_read_only(&self.config.db_path).ok();
+        }
+        let Some(conn) = self.db.as_ref() else { return };
+        let open = match agent_store::open_operations(conn) {
+            Ok(open) => open,
+            Err(err) => {
+                tracing::warn!(%err, "cannot read open operations");
+                return;
+            }
+        };
+        let (settings, providers) = self.brains();
+        for row in open {
+            if self.acting.live.contains_key(&row.operation_id) {
+                continue;
+            }
+            let Some(conn) = self.db.as_ref() else { return };
+            let calls = agent_store::calls(conn, row.operation_id).unwrap_or_default();
+            let state: State = serde_json::from_str(&row.state).unwrap_or_default();
+            let brain = if row.brain == "local" {
+                Brain::Local
+            } else {
+                match providers.get(&row.brain) {
+                    Some(provider) => Brain::Cloud {
+                        provider: provider.clone(),
+                        key: crate::brains::provider_key(&self.config.data_dir, provider).ok().flatten(),
+                        consent: settings.consent.get(&provider.name).copied().unwrap_or(false),
+                    },
+                    None => Brain::Local,
+                }
+            };
+            let thread = crate::events::ChatThread { thread_id: row.thread_id.unwrap_or_default(), title: row.task.chars().take(60).collect(), updated_at_millis: row.updated_at_millis };
+            let request = ChatRequest {
+                thread,
+                answer_id: row.answer_id.unwrap_or_default(),
+                ask_id: row.answer_id.unwrap_or_default(),
+                text: row.task.clone(),
+                ..ChatRequest::default()
+            };
+            let step_has_calls = calls.iter().any(|c| c.step == row.steps);
+            let mut live = Live { row, state, calls, brain, request, step_has_calls, remember: true, step_times: Vec::new() };
+            let mut interrupted = false;
+            for call in live.calls.iter_mut() {
+                if call.status == CallStatus::Running && call.started_at_millis.is_some() {
+                    call.status = CallStatus::MayHaveRun;
+                    call.is_error = true;
+                    call.finished_at_millis = Some(now_millis());
+                    call.output = Some("cowork stopped while this call was running: it may have run — check before running it again.".into());
+                    interrupted = true;
+                }
+            }
+            let changed: Vec<CallRow> = live.calls.iter().filter(|c| c.status == CallStatus::MayHaveRun).cloned().collect();
+            for call in &changed {
+                let _ = self.record(AgentWrite::Call(call.clone()));
+                self.audit(call, "may_have_run");
+            }
+            let waiting = live.calls.iter().any(|c| c.status == CallStatus::Waiting);
+            if live.row.status == OpStatus::Running || interrupted {
+                live.row.status = OpStatus::WaitingForHuman;
+                if !waiting && live.state.paused.is_none() {
+                    live.state.paused = Some("restart: cowork restarted while this task was running. Continue it?".into());
+                }
+            }
+            for call in &live.calls {
+                self.sink.send(AppEvent::ToolCall(Box::new(view(&live, call))));
+            }
+            self.save_operation(&mut live);
+            let id = live.row.operation_id;
+            self.acting.live.insert(id, live);
+            let step = self.acting.live.get(&id).map_or(0, |l| l.row.steps);
+            self.close_step_if_settled(id, step);
+        }
+    }
+
+    /// `delegate`: a helper with its own context and a subset of the tools
+    /// runs a few steps and returns only its summary. It runs what the policy
+    /// allows without asking; a call that would need approval is refused to
+    /// it (the parent can ask for it).
+    fn delegate(&mut self, operation_id: i64, call: &CallRow, epoch: u64) -> ToolOutput {
+        let task = call.arguments.get("task").and_then(Value::as_str).unwrap_or_default().to_owned();
+        let settings = self.settings_now();
+        let Some(parent) = self.acting.live.get(&operation_id) else { return ToolOutput::error("the task is gone") };
+        let wanted: Vec<String> = call.arguments.get("tools").and_then(Value::as_array).map(|a| a.iter().filter_map(|v| v.as_str().map(str::to_owned)).collect()).unwrap_or_default();
+        let tools: Vec<String> = parent
+            .state
+            .tools
+            .iter()
+            .filter(|t| !matches!(t.as_str(), "delegate" | "ask_user" | "update_todos"))
+            .filter(|t| wanted.is_empty() || wanted.contains(t))
+            .cloned()
+            .collect();
+        let brain = parent.brain.clone();
+        let (depth, thread_id, parent_request) = (parent.state.depth, parent.row.thread_id, parent.request.clone());
+        // The task was written by a model that may have read untrusted text: it carries that origin on.
+        let task_origin = parent.state.origins().into_iter().find(|o| !o.trusted()).unwrap_or(Origin::Instructions);
+        let names: Vec<&str> = tools.iter().map(String::as_str).collect();
+        let mut system = self.operation_system_prompt(&brain, &names, &settings, now_millis());
+        system.push_str("\n\nYou are a helper: do the task, then answer with a short summary of what you found or did. Calls that need the user's approval are refused to you; say what would be needed instead.");
+        let now = now_millis();
+        let mut state = State { tools, started_at_millis: now, depth: depth + 1, ..State::default() };
+        state.push(Turn::new(Role::System, system), Origin::Instructions);
+        state.push(Turn::new(Role::User, task.clone()), task_origin);
+        state.head = state.entries.len();
+        let helper_id = next_id();
+        let row = OperationRow {
+            operation_id: helper_id,
+            thread_id,
+            answer_id: None,
+            task,
+            status: OpStatus::Running,
+            steps: 0,
+            cost_usd: 0.0,
+            brain: brain.name(),
+            state: String::new(),
+            error: None,
+            created_at_millis: now,
+            updated_at_millis: now,
+        };
+        // The helper streams nothing to the chat: its answer id is none.
+        let request = ChatRequest { answer_id: 0, ..parent_request };
+        let live = Live { row, state, calls: Vec::new(), brain, request, step_has_calls: false, remember: false, step_times: Vec::new() };
+        self.acting.live.insert(helper_id, live);
+        let limits = Limits { max_steps: HELPER_STEPS, ..Self::limits(&settings) };
+        let summary = loop {
+            let Some(helper) = self.acting.live.get_mut(&helper_id) else { break Err("the helper is gone".to_owned()) };
+            match operation::next(&helper.state, &helper.calls, helper.row.steps, helper.step_has_calls, &limits, now_millis()) {
+                Next::CallLlm => {
+                    if let Err(err) = self.call_llm(helper_id, epoch, &settings) {
+                        break Err(err);
+                    }
+                }
+                Next::CallTools(ids) => self.call_tools(helper_id, &ids, epoch),
+                Next::RequestApproval(ids) => {
+                    for id in ids {
+                        self.settle(helper_id, id, CallStatus::Denied, ToolOutput::error("Refused to the helper: this call needs the user's approval. Report what is needed instead."), Some("delegate".into()));
+                    }
+                    let step = self.acting.live.get(&helper_id).map_or(0, |l| l.row.steps);
+                    self.close_step_if_settled(helper_id, step);
+                }
+                Next::Pause { why, .. } => break Err(why),
+                Next::Finish { early } => {
+                    let text = self.acting.live.get(&helper_id).map(|l| l.state.shown.trim().to_owned()).unwrap_or_default();
+                    break match early {
+                        Some(reason) if text.is_empty() => Err(reason),
+                        _ => Ok(text),
+                    };
+                }
+            }
+        };
+        if let Some(mut helper) = self.acting.live.remove(&helper_id) {
+            helper.row.status = if summary.is_ok() { OpStatus::Done } else { OpStatus::Error };
+            helper.row.error = summary.as_ref().err().cloned();
+            self.save_operation(&mut helper);
+            let cost = helper.row.cost_usd;
+            if let Some(parent) = self.acting.live.get_mut(&operation_id) {
+                parent.row.cost_usd += cost;
+                if cost > 0.0 {
+                    parent.state.spend.push((now_millis(), cost));
+                }
+            }
+        }
+        match summary {
+            Ok(text) if !text.is_empty() => ToolOutput::ok(text),
+            Ok(_) => ToolOutput::error("the helper finished without a summary"),
+            Err(err) => ToolOutput::error(format!("the helper stopped: {err}")),
+        }
+    }
+}

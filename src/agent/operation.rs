@@ -1,0 +1,348 @@
+//! An operation's conversation and the runner that decides its next move.
+//! The runner is pure: from the state, the calls of the current step and the
+//! limits it returns `call_llm`, `call_tools`, `request_approval`, a pause
+//! (a guardrail) or `finish`; the agent worker's executors act on it. Every
+//! text in the conversation keeps its origin, so the policy knows whether a
+//! step's prompt holds anything but the user's words and cowork's own.
+
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+use super::store::{CallRow, CallStatus};
+use crate::brains::{Role, ToolCall, Turn};
+use crate::llm::{PromptMessage, PromptRole};
+use crate::tools::Origin;
+
+/// One text of the conversation and where it came from.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Entry {
+    pub turn: Turn,
+    pub origin: Origin,
+}
+
+pub use crate::events::TodoItem as Todo;
+
+/// What the operation has said and seen so far, saved after every step.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct State {
+    pub entries: Vec<Entry>,
+    /// The tools offered to the model.
+    pub tools: Vec<String>,
+    pub todos: Vec<Todo>,
+    /// The text shown to the user so far (every step's text).
+    pub shown: String,
+    pub started_at_millis: i64,
+    /// Cloud spend by time, for the spend guardrail.
+    #[serde(default)]
+    pub spend: Vec<(i64, f64)>,
+    /// A guardrail paused the operation: why (the user continues or stops it).
+    #[serde(default)]
+    pub paused: Option<String>,
+    /// The user said to keep going after a check-in at this time.
+    #[serde(default)]
+    pub checked_in_at_millis: Option<i64>,
+    /// Guardrails the user has waved through (so the same one does not pause again at once).
+    #[serde(default)]
+    pub waived: Vec<String>,
+    /// The sub-agent depth (0: the user's own operation).
+    #[serde(default)]
+    pub depth: u32,
+    /// Entries up to and including the task: kept however long the operation gets.
+    #[serde(default)]
+    pub head: usize,
+}
+
+impl State {
+    /// The origins of everything in the next step's prompt.
+    pub fn origins(&self) -> Vec<Origin> {
+        let mut origins: Vec<Origin> = Vec::new();
+        for entry in &self.entries {
+            if !origins.contains(&entry.origin) {
+                origins.push(entry.origin);
+            }
+        }
+        origins
+    }
+
+    pub fn push(&mut self, turn: Turn, origin: Origin) {
+        self.entries.push(Entry { turn, origin });
+    }
+
+    /// The turns for a cloud brain, long conversations cut in the middle:
+    /// the system prompt and the first request always stay.
+    pub fn turns(&self, keep_last: usize) -> Vec<Turn> {
+        let turns: Vec<Turn> = self.entries.iter().map(|e| e.turn.clone()).collect();
+        truncate(turns, self.head, keep_last)
+    }
+}
+
+/// Keeps the head (system prompt, history and the request: `head` turns, at
+/// least up to the first user turn) and the last `keep_last` turns, never
+/// starting the tail on a tool result whose call was cut.
+pub fn truncate(turns: Vec<Turn>, head: usize, keep_last: usize) -> Vec<Turn> {
+    let first_user = turns.iter().position(|t| t.role == Role::User).map_or(turns.len(), |i| i + 1);
+    let head = head.max(first_user).min(turns.len());
+    if turns.len() <= head + keep_last {
+        return turns;
+    }
+    let mut start = turns.len() - keep_last;
+    while start < turns.len() && turns[start].role == Role::Tool {
+        start += 1;
+    }
+    let mut kept: Vec<Turn> = turns[..head].to_vec();
+    kept.push(Turn::new(Role::User, format!("[{} earlier messages of this task were left out to fit]", start - head)));
+    kept.extend_from_slice(&turns[start..]);
+    kept
+}
+
+/// The conversation in the local model's form (Qwen2.5's chat template):
+/// calls written back as `<tool_call>` blocks after the step's text, and the
+/// results of one step in one user turn of `<tool_response>` blocks.
+pub fn local_messages(turns: &[Turn]) -> Vec<PromptMessage> {
+    let mut out: Vec<PromptMessage> = Vec::new();
+    for turn in turns {
+        match turn.role {
+            Role::System => out.push(PromptMessage { role: PromptRole::System, content: turn.content.clone() }),
+            Role::User => out.push(PromptMessage { role: PromptRole::User, content: turn.content.clone() }),
+            // The local brain's own output, kept verbatim, so the prefix cache matches it.
+            Role::Assistant if turn.content.contains("<tool_call>") => out.push(PromptMessage { role: PromptRole::Assistant, content: turn.content.clone() }),
+            Role::Assistant => {
+                let mut content = turn.content.clone();
+                for call in &turn.tool_calls {
+                    let arguments: Value = serde_json::from_str(&call.arguments).unwrap_or(Value::Object(Default::default()));
+                    if !content.is_empty() {
+                        content.push('\n');
+                    }
+                    let name = Value::String(call.name.clone());
+                    content.push_str(&format!("<tool_call>\n{{\"name\": {name}, \"arguments\": {arguments}}}\n</tool_call>"));
+                }
+                out.push(PromptMessage { role: PromptRole::Assistant, content });
+            }
+            Role::Tool => {
+                let block = format!("<tool_response>\n{}\n</tool_response>", turn.content);
+                match out.last_mut() {
+                    Some(last) if last.role == PromptRole::User && last.content.starts_with("<tool_response>") => {
+                        last.content.push('\n');
+                        last.content.push_str(&block);
+                    }
+                    _ => out.push(PromptMessage { role: PromptRole::User, content: block }),
+                }
+            }
+        }
+    }
+    out
+}
+
+/// Limits and guardrails (settings).
+#[derive(Clone, Debug)]
+pub struct Limits {
+    pub max_steps: u32,
+    /// The same tool with the same arguments this many times: "I seem to be stuck".
+    pub repeat_limit: usize,
+    pub spend_limit_usd: f64,
+    pub spend_window_millis: i64,
+    /// Running longer than this: check in with the user.
+    pub check_in_millis: i64,
+    /// Calls before the failure ratio counts.
+    pub failure_min_calls: usize,
+}
+
+impl Default for Limits {
+    fn default() -> Self {
+        Limits {
+            max_steps: 20,
+            repeat_limit: 3,
+            spend_limit_usd: 1.00,
+            spend_window_millis: 10 * 60_000,
+            check_in_millis: 5 * 60_000,
+            failure_min_calls: 4,
+        }
+    }
+}
+
+/// What the runner wants next.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Next {
+    /// Ask the brain for the next step.
+    CallLlm,
+    /// Run these calls (approved or allowed, recorded as such).
+    CallTools(Vec<i64>),
+    /// These calls wait for the user.
+    RequestApproval(Vec<i64>),
+    /// A guardrail: wait for the user to continue or stop.
+    Pause { guard: &'static str, why: String },
+    /// Done: with the reason when it ended early.
+    Finish { early: Option<String> },
+}
+
+/// Decides the next move from the state, the calls of the current step
+/// (every call so far for the guardrails) and the step count.
+pub fn next(state: &State, calls: &[CallRow], step: u32, step_has_calls: bool, limits: &Limits, now_millis: i64) -> Next {
+    let current: Vec<&CallRow> = calls.iter().filter(|c| c.step == step).collect();
+    // Calls of this step first: the ones allowed run, the others wait.
+    let runnable: Vec<i64> = current.iter().filter(|c| c.status == CallStatus::Running && c.started_at_millis.is_none()).map(|c| c.call_id).collect();
+    if !runnable.is_empty() {
+        return Next::CallTools(runnable);
+    }
+    let waiting: Vec<i64> = current.iter().filter(|c| c.status == CallStatus::Waiting).map(|c| c.call_id).collect();
+    if !waiting.is_empty() {
+        return Next::RequestApproval(waiting);
+    }
+    if step > 0 && !step_has_calls {
+        // The model answered without calling anything: that is the answer.
+        return Next::Finish { early: None };
+    }
+    if step >= limits.max_steps {
+        return Next::Finish { early: Some(format!("stopped after {} steps, the limit for one task (Settings → Agent)", limits.max_steps)) };
+    }
+    let waived = |guard: &str| state.waived.iter().any(|w| w == guard);
+    // The same call again and again.
+    let mut counts: std::collections::HashMap<(String, String), usize> = Default::default();
+    for call in calls {
+        *counts.entry((call.tool.clone(), canonical(&call.arguments))).or_default() += 1;
+    }
+    if let Some(((tool, _), n)) = counts.into_iter().find(|(_, n)| *n >= limits.repeat_limit)
+        && !waived("stuck")
+    {
+        return Next::Pause { guard: "stuck", why: format!("I seem to be stuck: I called {tool} with the same arguments {n} times.") };
+    }
+    let spent: f64 = state.spend.iter().filter(|(at, _)| now_millis - at <= limits.spend_window_millis).map(|(_, usd)| usd).sum();
+    if spent > limits.spend_limit_usd {
+        // A hard pause: waving it through only lasts until the next window's spend.
+        return Next::Pause {
+            guard: "spend",
+            why: format!("This task spent ${spent:.2} on cloud models in the last {} minutes (the limit is ${:.2}).", limits.spend_window_millis / 60_000, limits.spend_limit_usd),
+        };
+    }
+    let since = state.checked_in_at_millis.unwrap_or(state.started_at_millis);
+    if now_millis - since > limits.check_in_millis {
+        return Next::Pause { guard: "check_in", why: format!("I have been working on this for {} minutes. Shall I go on?", (now_millis - state.started_at_millis) / 60_000) };
+    }
+    let ran: Vec<&CallRow> = calls.iter().filter(|c| c.status.settled()).collect();
+    let failed = ran.iter().filter(|c| matches!(c.status, CallStatus::Failed | CallStatus::MayHaveRun) || c.is_error).count();
+    if ran.len() >= limits.failure_min_calls && failed * 2 > ran.len() {
+        return Next::Finish { early: Some(format!("stopped: {failed} of {} tool calls failed", ran.len())) };
+    }
+    Next::CallLlm
+}
+
+/// A JSON value with its keys sorted, for comparing arguments.
+fn canonical(value: &Value) -> String {
+    match value {
+        Value::Object(map) => {
+            let mut keys: Vec<&String> = map.keys().collect();
+            keys.sort();
+            let parts: Vec<String> = keys.iter().map(|k| format!("{k:?}:{}", canonical(&map[*k]))).collect();
+            format!("{{{}}}", parts.join(","))
+        }
+        other => other.to_string(),
+    }
+}
+
+/// A step's calls as the assistant turn carries them.
+pub fn assistant_turn(text: &str, calls: &[(String, String, Value)]) -> Turn {
+    let mut turn = Turn::new(Role::Assistant, text);
+    turn.tool_calls = calls.iter().map(|(id, name, args)| ToolCall { id: id.clone(), name: name.clone(), arguments: args.to_string() }).collect();
+    turn
+}
+
+/// The result of a call as the model reads it.
+pub fn tool_turn(call_id: &str, content: String) -> Turn {
+    let mut turn = Turn::new(Role::Tool, content);
+    turn.tool_call_id = Some(call_id.to_owned());
+    turn
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::tools::Risk;
+    use serde_json::json;
+
+    fn call(id: i64, step: u32, tool: &str, args: Value, status: CallStatus) -> CallRow {
+        CallRow {
+            call_id: id,
+            operation_id: 1,
+            step,
+            model_call_id: format!("c{id}"),
+            tool: tool.into(),
+            arguments: args,
+            risk: Risk::Safe,
+            status,
+            why: String::new(),
+            decided_by: None,
+            output: None,
+            is_error: false,
+            created_at_millis: 0,
+            started_at_millis: None,
+            finished_at_millis: None,
+            expires_at_millis: None,
+        }
+    }
+
+    #[test]
+    fn allowed_calls_run_while_the_others_of_the_step_wait() {
+        let state = State::default();
+        let calls = vec![call(1, 1, "search_memory", json!({}), CallStatus::Running), call(2, 1, "run_command", json!({}), CallStatus::Waiting)];
+        assert_eq!(next(&state, &calls, 1, true, &Limits::default(), 0), Next::CallTools(vec![1]));
+        let mut calls = calls;
+        calls[0].status = CallStatus::Done;
+        assert_eq!(next(&state, &calls, 1, true, &Limits::default(), 0), Next::RequestApproval(vec![2]));
+        calls[1].status = CallStatus::Denied;
+        assert_eq!(next(&state, &calls, 1, true, &Limits::default(), 0), Next::CallLlm);
+        assert_eq!(next(&state, &calls, 2, false, &Limits::default(), 0), Next::Finish { early: None });
+    }
+
+    #[test]
+    fn guardrails_stuck_spend_check_in_failures_and_the_step_limit() {
+        let limits = Limits::default();
+        let state = State { started_at_millis: 0, ..State::default() };
+        let same: Vec<CallRow> = (1..=3).map(|i| call(i, i as u32, "search_memory", json!({"query": "x", "limit": 2}), CallStatus::Done)).collect();
+        assert!(matches!(next(&state, &same, 3, true, &limits, 1000), Next::Pause { guard: "stuck", .. }));
+        let waived = State { waived: vec!["stuck".into()], ..state.clone() };
+        assert_eq!(next(&waived, &same, 3, true, &limits, 1000), Next::CallLlm);
+        let spending = State { spend: vec![(1000, 0.6), (2000, 0.5)], ..state.clone() };
+        assert!(matches!(next(&spending, &[], 1, true, &limits, 3000), Next::Pause { guard: "spend", .. }));
+        assert_eq!(next(&spending, &[], 1, true, &limits, 1000 + 11 * 60_000), Next::Pause { guard: "check_in", why: "I have been working on this for 11 minutes. Shall I go on?".into() });
+        let later = State { checked_in_at_millis: Some(10 * 60_000), ..state.clone() };
+        assert_eq!(next(&later, &[], 1, true, &limits, 11 * 60_000), Next::CallLlm);
+        let failing: Vec<CallRow> = (1..=4).map(|i| call(i, 1, "read_file", json!({"path": i}), if i == 1 { CallStatus::Done } else { CallStatus::Failed })).collect();
+        assert!(matches!(next(&state, &failing, 1, true, &limits, 1000), Next::Finish { early: Some(_) }));
+        assert!(matches!(next(&state, &[], 20, true, &limits, 1000), Next::Finish { early: Some(_) }));
+    }
+
+    #[test]
+    fn local_messages_write_calls_and_results_as_qwen_expects() {
+        let turns = vec![
+            Turn::new(Role::System, "sys"),
+            Turn::new(Role::User, "what was I doing?"),
+            assistant_turn("Let me look.", &[("a".into(), "recent_activity".into(), json!({"minutes": 30})), ("b".into(), "current_window".into(), json!({}))]),
+            tool_turn("a", "10:00 Editor".into()),
+            tool_turn("b", "Editor — notes.md".into()),
+        ];
+        let messages = local_messages(&turns);
+        assert_eq!(messages.len(), 4);
+        assert_eq!(
+            messages[2].content,
+            "Let me look.\n<tool_call>\n{\"name\": \"recent_activity\", \"arguments\": {\"minutes\":30}}\n</tool_call>\n<tool_call>\n{\"name\": \"current_window\", \"arguments\": {}}\n</tool_call>"
+        );
+        assert_eq!(messages[3].content, "<tool_response>\n10:00 Editor\n</tool_response>\n<tool_response>\nEditor — notes.md\n</tool_response>");
+        // The local parser reads back what was written.
+        let parsed = crate::llm::tool_calls::parse(&messages[2].content);
+        assert_eq!(parsed.calls.len(), 2);
+    }
+
+    #[test]
+    fn truncation_keeps_the_first_request_and_never_orphans_a_result() {
+        let mut turns = vec![Turn::new(Role::System, "sys"), Turn::new(Role::User, "task")];
+        for i in 0..10 {
+            turns.push(assistant_turn("", &[(format!("c{i}"), "x".into(), json!({}))]));
+            turns.push(tool_turn(&format!("c{i}"), format!("r{i}")));
+        }
+        let kept = truncate(turns, 0, 3);
+        assert_eq!(kept[1].content, "task");
+        assert!(kept[2].content.contains("left out"));
+        assert_eq!(kept[3].role, Role::Assistant, "the tail starts at a call, not its result");
+        assert_eq!(kept.len(), 5);
+    }
+}

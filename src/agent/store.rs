@@ -1,0 +1,505 @@
+//! What the agent keeps in cowork.db: operations (with their conversation so
+//! far), the calls of each step, the user's approval rules and the
+//! append-only audit log. Plain functions over a `Connection`: the store
+//! worker applies `AgentWrite`s (it owns the only writable connection), the
+//! agent worker and the CLI read with their own connections.
+
+use rusqlite::{Connection, OptionalExtension, params};
+use serde::Serialize;
+use serde_json::Value;
+use sha2::{Digest, Sha256};
+
+use crate::tools::Risk;
+use crate::tools::policy::{Action, Pattern, Rule, Scope, Target};
+
+pub use crate::events::{CallStatus, OpStatus};
+
+#[derive(Clone, Debug, PartialEq)]
+pub struct OperationRow {
+    pub operation_id: i64,
+    pub thread_id: Option<i64>,
+    pub answer_id: Option<i64>,
+    pub task: String,
+    pub status: OpStatus,
+    pub steps: u32,
+    pub cost_usd: f64,
+    /// "local", or the provider's name.
+    pub brain: String,
+    /// The conversation so far (`agent::operation::State` as JSON).
+    pub state: String,
+    pub error: Option<String>,
+    pub created_at_millis: i64,
+    pub updated_at_millis: i64,
+}
+
+#[derive(Clone, Debug, PartialEq)]
+pub struct CallRow {
+    pub call_id: i64,
+    pub operation_id: i64,
+    pub step: u32,
+    /// The id the model gave the call (cloud formats), or one cowork made up.
+    pub model_call_id: String,
+    pub tool: String,
+    pub arguments: Value,
+    pub risk: Risk,
+    pub status: CallStatus,
+    /// The policy's reason, or the user's.
+    pub why: String,
+    /// "rule 12", "user", "policy: blocklist", …
+    pub decided_by: Option<String>,
+    pub output: Option<String>,
+    pub is_error: bool,
+    pub created_at_millis: i64,
+    pub started_at_millis: Option<i64>,
+    pub finished_at_millis: Option<i64>,
+    /// A waiting approval is denied at this time.
+    pub expires_at_millis: Option<i64>,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct AuditEntry {
+    pub audit_id: i64,
+    pub at_millis: i64,
+    pub operation_id: Option<i64>,
+    pub call_id: Option<i64>,
+    pub tool: String,
+    /// Redacted (`redact_arguments`).
+    pub arguments: Value,
+    pub risk: Risk,
+    /// allow, ask, deny, approved, denied, expired, …
+    pub decision: String,
+    pub decided_by: String,
+    pub why: String,
+    pub duration_millis: Option<i64>,
+    pub result_bytes: Option<i64>,
+    pub result_sha256: Option<String>,
+    pub error: Option<String>,
+}
+
+impl AuditEntry {
+    /// An entry for a call, its arguments redacted; `result` (when it ran) is kept as size and hash.
+    pub fn for_call(call: &CallRow, decision: &str, decided_by: &str, result: Option<(&str, bool)>, now_millis: i64) -> Self {
+        let duration = call.started_at_millis.map(|started| call.finished_at_millis.unwrap_or(now_millis) - started);
+        AuditEntry {
+            audit_id: crate::ids::next_id(),
+            at_millis: now_millis,
+            operation_id: Some(call.operation_id),
+            call_id: Some(call.call_id),
+            tool: call.tool.clone(),
+            arguments: redact_arguments(&call.arguments),
+            risk: call.risk,
+            decision: decision.to_owned(),
+            decided_by: decided_by.to_owned(),
+            why: call.why.clone(),
+            duration_millis: duration,
+            result_bytes: result.map(|(text, _)| text.len() as i64),
+            result_sha256: result.map(|(text, _)| hex::encode(Sha256::digest(text.as_bytes()))),
+            error: result.filter(|(_, is_error)| *is_error).map(|(text, _)| text.chars().take(300).collect()),
+        }
+    }
+}
+
+/// A rule as stored, with its validated pattern.
+pub fn rule_from_row(id: i64, tool: String, action: &str, target: Option<String>, pattern: Option<String>, scope: &str, scope_value: Option<i64>) -> Result<Rule, String> {
+    let action = match action {
+        "allow" => Action::Allow,
+        "ask" => Action::Ask,
+        "deny" => Action::Deny,
+        other => return Err(format!("unknown action {other:?}")),
+    };
+    let scope = match (scope, scope_value) {
+        ("operation", Some(id)) => Scope::Operation(id),
+        ("until", Some(at)) => Scope::Until(at),
+        ("always", _) => Scope::Always,
+        (other, _) => return Err(format!("unknown scope {other:?}")),
+    };
+    let pattern = match (target, pattern) {
+        (Some(target), Some(source)) => Some(Pattern::new(parse_target(&target)?, &source)?),
+        _ => None,
+    };
+    Ok(Rule { id, tool, action, pattern, scope })
+}
+
+pub fn parse_target(text: &str) -> Result<Target, String> {
+    Ok(match text {
+        "command" => Target::Command,
+        "path" => Target::Path,
+        "url" => Target::Url,
+        pointer if pointer.starts_with('/') => Target::Pointer(pointer.to_owned()),
+        other => return Err(format!("a pattern looks at command, path, url or a JSON pointer like /query, not {other:?}")),
+    })
+}
+
+pub fn target_text(target: &Target) -> String {
+    match target {
+        Target::Command => "command".into(),
+        Target::Path => "path".into(),
+        Target::Url => "url".into(),
+        Target::Pointer(pointer) => pointer.clone(),
+    }
+}
+
+fn action_text(action: Action) -> &'static str {
+    match action {
+        Action::Allow => "allow",
+        Action::Ask => "ask",
+        Action::Deny => "deny",
+    }
+}
+
+/// One write, applied by the store worker.
+#[derive(Clone, Debug)]
+pub enum AgentWrite {
+    Operation(OperationRow),
+    Call(CallRow),
+    Audit(AuditEntry),
+    AddRule(Rule),
+    RemoveRule(i64),
+}
+
+pub fn apply(conn: &Connection, write: &AgentWrite) -> rusqlite::Result<()> {
+    match write {
+        AgentWrite::Operation(op) => {
+            conn.execute(
+                "INSERT INTO operations (operation_id, thread_id, answer_id, task, status, steps, cost_usd, brain, state, error, created_at_ms, updated_at_ms)
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12)
+                 ON CONFLICT (operation_id) DO UPDATE SET status = excluded.status, steps = excluded.steps, cost_usd = excluded.cost_usd,
+                     brain = excluded.brain, state = excluded.state, error = excluded.error, updated_at_ms = excluded.updated_at_ms",
+                params![
+                    op.operation_id,
+                    op.thread_id,
+                    op.answer_id,
+                    op.task,
+                    op.status.as_str(),
+                    op.steps,
+                    op.cost_usd,
+                    op.brain,
+                    op.state,
+                    op.error,
+                    op.created_at_millis,
+                    op.updated_at_millis
+                ],
+            )?;
+        }
+        AgentWrite::Call(call) => {
+            conn.execute(
+                "INSERT INTO operation_calls (call_id, operation_id, step, model_call_id, tool, arguments, risk, status, why, decided_by, output, is_error,
+                     created_at_ms, started_at_ms, finished_at_ms, expires_at_ms)
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16)
+                 ON CONFLICT (call_id) DO UPDATE SET arguments = excluded.arguments, risk = excluded.risk, status = excluded.status, why = excluded.why,
+                     decided_by = excluded.decided_by, output = excluded.output, is_error = excluded.is_error,
+                     started_at_ms = excluded.started_at_ms, finished_at_ms = excluded.finished_at_ms, expires_at_ms = excluded.expires_at_ms",
+                params![
+                    call.call_id,
+                    call.operation_id,
+                    call.step,
+                    call.model_call_id,
+                    call.tool,
+                    call.arguments.to_string(),
+                    call.risk.as_str(),
+                    call.status.as_str(),
+                    call.why,
+                    call.decided_by,
+                    call.output,
+                    call.is_error,
+                    call.created_at_millis,
+                    call.started_at_millis,
+                    call.finished_at_millis,
+                    call.expires_at_millis
+                ],
+            )?;
+        }
+        AgentWrite::Audit(entry) => {
+            conn.execute(
+                "INSERT INTO audit_log (audit_id, at_ms, operation_id, call_id, tool, arguments, risk, decision, decided_by, why, duration_ms, result_bytes, result_sha256, error)
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14)",
+                params![
+                    entry.audit_id,
+                    entry.at_millis,
+                    entry.operation_id,
+                    entry.call_id,
+                    entry.tool,
+                    entry.arguments.to_string(),
+                    entry.risk.as_str(),
+                    entry.decision,
+                    entry.decided_by,
+                    entry.why,
+                    entry.duration_millis,
+                    entry.result_bytes,
+                    entry.result_sha256,
+                    entry.error
+                ],
+            )?;
+        }
+        AgentWrite::AddRule(rule) => {
+            let (scope, value) = match rule.scope {
+                Scope::Operation(id) => ("operation", Some(id)),
+                Scope::Until(at) => ("until", Some(at)),
+                Scope::Always => ("always", None),
+            };
+            conn.execute(
+                "INSERT INTO tool_rules (rule_id, tool, action, target, pattern, scope, scope_value, created_at_ms) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)",
+                params![
+                    rule.id,
+                    rule.tool,
+                    action_text(rule.action),
+                    rule.pattern.as_ref().map(|p| target_text(&p.target)),
+                    rule.pattern.as_ref().map(|p| p.source.clone()),
+                    scope,
+                    value,
+                    crate::ids::now_millis()
+                ],
+            )?;
+        }
+        AgentWrite::RemoveRule(id) => {
+            conn.execute("DELETE FROM tool_rules WHERE rule_id = ?1", [id])?;
+        }
+    }
+    Ok(())
+}
+
+/// The user's rules. A rule that no longer parses is skipped and named in the second list.
+pub fn rules(conn: &Connection) -> rusqlite::Result<(Vec<Rule>, Vec<String>)> {
+    let mut stmt = conn.prepare_cached("SELECT rule_id, tool, action, target, pattern, scope, scope_value FROM tool_rules ORDER BY rule_id")?;
+    let rows = stmt.query_map([], |r| {
+        Ok((r.get::<_, i64>(0)?, r.get::<_, String>(1)?, r.get::<_, String>(2)?, r.get(3)?, r.get(4)?, r.get::<_, String>(5)?, r.get(6)?))
+    })?;
+    let (mut good, mut bad) = (Vec::new(), Vec::new());
+    for row in rows {
+        let (id, tool, action, target, pattern, scope, value) = row?;
+        match rule_from_row(id, tool, &action, target, pattern, &scope, value) {
+            Ok(rule) => good.push(rule),
+            Err(err) => bad.push(format!("rule {id}: {err}")),
+        }
+    }
+    Ok((good, bad))
+}
+
+fn operation_from_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<OperationRow> {
+    Ok(OperationRow {
+        operation_id: r.get(0)?,
+        thread_id: r.get(1)?,
+        answer_id: r.get(2)?,
+        task: r.get(3)?,
+        status: OpStatus::parse(&r.get::<_, String>(4)?),
+        steps: r.get(5)?,
+        cost_usd: r.get(6)?,
+        brain: r.get(7)?,
+        state: r.get(8)?,
+        error: r.get(9)?,
+        created_at_millis: r.get(10)?,
+        updated_at_millis: r.get(11)?,
+    })
+}
+
+const OPERATION_COLUMNS: &str = "operation_id, thread_id, answer_id, task, status, steps, cost_usd, brain, state, error, created_at_ms, updated_at_ms";
+
+pub fn operation(conn: &Connection, operation_id: i64) -> rusqlite::Result<Option<OperationRow>> {
+    conn.query_row(&format!("SELECT {OPERATION_COLUMNS} FROM operations WHERE operation_id = ?1"), [operation_id], operation_from_row).optional()
+}
+
+/// Operations that were running or waiting when cowork last stopped.
+pub fn open_operations(conn: &Connection) -> rusqlite::Result<Vec<OperationRow>> {
+    let mut stmt = conn.prepare(&format!("SELECT {OPERATION_COLUMNS} FROM operations WHERE status IN ('idle', 'running', 'waiting_for_human') ORDER BY created_at_ms"))?;
+    stmt.query_map([], operation_from_row)?.collect()
+}
+
+pub fn recent_operations(conn: &Connection, limit: usize) -> rusqlite::Result<Vec<OperationRow>> {
+    let mut stmt = conn.prepare(&format!("SELECT {OPERATION_COLUMNS} FROM operations ORDER BY created_at_ms DESC LIMIT ?1"))?;
+    stmt.query_map([limit as i64], operation_from_row)?.collect()
+}
+
+pub fn calls(conn: &Connection, operation_id: i64) -> rusqlite::Result<Vec<CallRow>> {
+    let mut stmt = conn.prepare_cached(
+        "SELECT call_id, operation_id, step, model_call_id, tool, arguments, risk, status, why, decided_by, output, is_error,
+                created_at_ms, started_at_ms, finished_at_ms, expires_at_ms
+         FROM operation_calls WHERE operation_id = ?1 ORDER BY step, call_id",
+    )?;
+    stmt.query_map([operation_id], |r| {
+        let arguments: String = r.get(5)?;
+        let risk: String = r.get(6)?;
+        Ok(CallRow {
+            call_id: r.get(0)?,
+            operation_id: r.get(1)?,
+            step: r.get(2)?,
+            model_call_id: r.get(3)?,
+            tool: r.get(4)?,
+            arguments: serde_json::from_str(&arguments).unwrap_or(Value::Null),
+            risk: parse_risk(&risk),
+            status: CallStatus::parse(&r.get::<_, String>(7)?),
+            why: r.get(8)?,
+            decided_by: r.get(9)?,
+            output: r.get(10)?,
+            is_error: r.get(11)?,
+            created_at_millis: r.get(12)?,
+            started_at_millis: r.get(13)?,
+            finished_at_millis: r.get(14)?,
+            expires_at_millis: r.get(15)?,
+        })
+    })?
+    .collect()
+}
+
+pub fn parse_risk(text: &str) -> Risk {
+    match text {
+        "safe" => Risk::Safe,
+        "sensitive" => Risk::Sensitive,
+        _ => Risk::Dangerous,
+    }
+}
+
+/// The newest audit entries first.
+pub fn audit(conn: &Connection, limit: usize) -> rusqlite::Result<Vec<AuditEntry>> {
+    let mut stmt = conn.prepare(
+        "SELECT audit_id, at_ms, operation_id, call_id, tool, arguments, risk, decision, decided_by, why, duration_ms, result_bytes, result_sha256, error
+         FROM audit_log ORDER BY at_ms DESC, audit_id DESC LIMIT ?1",
+    )?;
+    stmt.query_map([limit as i64], |r| {
+        let arguments: String = r.get(5)?;
+        Ok(AuditEntry {
+            audit_id: r.get(0)?,
+            at_millis: r.get(1)?,
+            operation_id: r.get(2)?,
+            call_id: r.get(3)?,
+            tool: r.get(4)?,
+            arguments: serde_json::from_str(&arguments).unwrap_or(Value::Null),
+            risk: parse_risk(&r.get::<_, String>(6)?),
+            decision: r.get(7)?,
+            decided_by: r.get(8)?,
+            why: r.get(9)?,
+            duration_millis: r.get(10)?,
+            result_bytes: r.get(11)?,
+            result_sha256: r.get(12)?,
+            error: r.get(13)?,
+        })
+    })?
+    .collect()
+}
+
+/// Argument names whose values are never written to the audit log.
+const SECRET_KEYS: [&str; 9] = ["key", "api_key", "apikey", "token", "password", "passwd", "secret", "authorization", "cookie"];
+
+/// The arguments with secrets masked: values under secret-sounding names,
+/// and key, token and e-mail shapes anywhere in a string (as for the cloud).
+pub fn redact_arguments(value: &Value) -> Value {
+    match value {
+        Value::Object(map) => Value::Object(
+            map.iter()
+                .map(|(k, v)| {
+                    let lower = k.to_ascii_lowercase();
+                    let secret = SECRET_KEYS.iter().any(|s| lower == *s || lower.ends_with(&format!("_{s}")));
+                    (k.clone(), if secret { Value::String("[redacted]".into()) } else { redact_arguments(v) })
+                })
+                .collect(),
+        ),
+        Value::Array(items) => Value::Array(items.iter().map(redact_arguments).collect()),
+        Value::String(text) => Value::String(redact_text(text)),
+        other => other.clone(),
+    }
+}
+
+fn redact_text(text: &str) -> String {
+    use std::sync::LazyLock;
+    static INLINE: LazyLock<regex::Regex> = LazyLock::new(|| {
+        regex::Regex::new(r"(?i)\b(bearer|token|password|passwd|api[_-]?key|secret)(\s*[:=]\s*|\s+)('[^']*'|\S+)").expect("valid")
+    });
+    let masked = INLINE.replace_all(text, "$1$2[redacted]").into_owned();
+    crate::brains::consent::redact_for_cloud(&masked)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn conn() -> Connection {
+        let conn = Connection::open_in_memory().unwrap();
+        crate::store::migrate(&conn).unwrap();
+        conn
+    }
+
+    fn call(id: i64, op: i64, status: CallStatus) -> CallRow {
+        CallRow {
+            call_id: id,
+            operation_id: op,
+            step: 1,
+            model_call_id: format!("c{id}"),
+            tool: "run_command".into(),
+            arguments: json!({"command": "ls"}),
+            risk: Risk::Sensitive,
+            status,
+            why: "sensitive calls ask".into(),
+            decided_by: None,
+            output: None,
+            is_error: false,
+            created_at_millis: 1,
+            started_at_millis: None,
+            finished_at_millis: None,
+            expires_at_millis: Some(300_001),
+        }
+    }
+
+    #[test]
+    fn operations_and_calls_round_trip_and_update_in_place() {
+        let conn = conn();
+        let mut op = OperationRow {
+            operation_id: 7,
+            thread_id: Some(1),
+            answer_id: Some(2),
+            task: "tidy my notes".into(),
+            status: OpStatus::Running,
+            steps: 1,
+            cost_usd: 0.0,
+            brain: "local".into(),
+            state: "{}".into(),
+            error: None,
+            created_at_millis: 10,
+            updated_at_millis: 10,
+        };
+        apply(&conn, &AgentWrite::Operation(op.clone())).unwrap();
+        op.status = OpStatus::WaitingForHuman;
+        op.steps = 2;
+        apply(&conn, &AgentWrite::Operation(op.clone())).unwrap();
+        assert_eq!(operation(&conn, 7).unwrap().unwrap(), op);
+        assert_eq!(open_operations(&conn).unwrap().len(), 1);
+        let mut c = call(70, 7, CallStatus::Waiting);
+        apply(&conn, &AgentWrite::Call(c.clone())).unwrap();
+        c.status = CallStatus::Done;
+        c.output = Some("a\nb".into());
+        apply(&conn, &AgentWrite::Call(c.clone())).unwrap();
+        assert_eq!(calls(&conn, 7).unwrap(), vec![c]);
+        op.status = OpStatus::Done;
+        apply(&conn, &AgentWrite::Operation(op)).unwrap();
+        assert!(open_operations(&conn).unwrap().is_empty());
+    }
+
+    #[test]
+    fn rules_persist_with_their_patterns_and_a_broken_row_is_named_not_fatal() {
+        let conn = conn();
+        let rule = Rule { id: 3, tool: "run_command".into(), action: Action::Allow, pattern: Some(Pattern::new(Target::Command, "git status.*").unwrap()), scope: Scope::Always };
+        apply(&conn, &AgentWrite::AddRule(rule)).unwrap();
+        conn.execute("INSERT INTO tool_rules (rule_id, tool, action, target, pattern, scope, created_at_ms) VALUES (4, 'x', 'allow', 'command', '(', 'always', 0)", []).unwrap();
+        let (good, bad) = rules(&conn).unwrap();
+        assert_eq!(good.len(), 1);
+        assert_eq!(good[0].pattern.as_ref().unwrap().source, "git status.*");
+        assert_eq!(bad.len(), 1, "{bad:?}");
+        apply(&conn, &AgentWrite::RemoveRule(3)).unwrap();
+        assert!(rules(&conn).unwrap().0.is_empty());
+    }
+
+    #[test]
+    fn the_audit_log_is_append_only_and_redacts_secrets() {
+        let conn = conn();
+        let mut c = call(1, 9, CallStatus::Done);
+        c.arguments = json!({"url": "https://x.invalid/?token=abc123", "headers": {"Authorization": "Bearer sk-abcdefghijklmnop"}, "api_key": "hunter2", "command": "curl -H 'password: hunter2' x"});
+        let entry = AuditEntry::for_call(&c, "allow", "rule 3", Some(("output", false)), 5);
+        apply(&conn, &AgentWrite::Audit(entry)).unwrap();
+        let stored = audit(&conn, 10).unwrap();
+        let text = stored[0].arguments.to_string();
+        assert!(!text.contains("hunter2") && !text.contains("abc123") && !text.contains("sk-abcdefghijklmnop"), "{text}");
+        assert_eq!(stored[0].result_bytes, Some(6));
+        assert_eq!(stored[0].result_sha256.as_deref(), Some(hex::encode(Sha256::digest(b"output")).as_str()));
+        assert!(conn.execute("UPDATE audit_log SET decision = 'allow'", []).is_err());
+        assert!(conn.execute("DELETE FROM audit_log", []).is_err());
+    }
+}

@@ -1,0 +1,297 @@
+//! The agent from the command line: `cowork ask --agent "task"` runs an
+//! operation headlessly (on a terminal each approval is a y/N question;
+//! without one nothing that needs approval runs: the pending call is printed
+//! and the exit status is 3, the operation waits in the database), `cowork
+//! approve CALL [--deny]` decides a waiting call and continues its operation
+//! (after a crash too), `cowork tools`, `cowork rules` and `cowork audit`.
+
+use std::io::{BufRead, IsTerminal, Write};
+use std::time::Duration;
+
+use anyhow::{Context, bail};
+use crossbeam_channel::{Receiver, bounded};
+
+use crate::agent::store::{self as agent_store, AgentWrite};
+use crate::agent::{AgentCommand, ChatRequest};
+use crate::config::Paths;
+use crate::events::{AppEvent, ApprovalChoice, CallStatus, ChatThread, MessageStatus, ToolCallView};
+use crate::ids::{next_id, now_millis};
+use crate::runtime::{EventSink, RestartPolicy};
+use crate::tools::policy::{Action, Pattern, Rule, Scope};
+use crate::workers::{WorkerOptions, Workers};
+
+/// Exit status when a call waits for approval and there is no terminal to ask on.
+pub const EXIT_NEEDS_APPROVAL: u8 = 3;
+
+fn start(paths: &Paths) -> anyhow::Result<(Workers, Receiver<AppEvent>)> {
+    let (events_tx, events) = bounded(4096);
+    let sink = EventSink::new(events_tx, || {});
+    let manifest = crate::models::Manifest::bundled()?;
+    let options = WorkerOptions {
+        capture: false,
+        display: None,
+        chat_model: crate::workers::chat_model(&manifest, paths),
+        policy: RestartPolicy { max_restarts: 0, ..RestartPolicy::default() },
+        require_consent: false,
+    };
+    let (workers, _settings, _warnings) = Workers::start(paths, options, sink)?;
+    Ok((workers, events))
+}
+
+/// `cowork ask --agent "task"`. Returns the exit status.
+pub fn ask_agent(paths: &Paths, task: &str) -> anyhow::Result<u8> {
+    let (workers, events) = start(paths)?;
+    let thread = ChatThread { thread_id: next_id(), title: crate::state::thread_title(task), updated_at_millis: now_millis() };
+    let user_message_id = next_id();
+    let answer_id = next_id();
+    let request = ChatRequest {
+        thread,
+        thread_is_new: true,
+        user_message_id,
+        answer_id,
+        text: task.to_owned(),
+        ask_id: user_message_id,
+        agent: true,
+        ..ChatRequest::default()
+    };
+    workers.agent.commands.send(AgentCommand::Chat(request))?;
+    let outcome = drive(&workers, &events, Some(answer_id), None);
+    workers.shutdown(Duration::from_secs(5));
+    outcome
+}
+
+/// `cowork approve CALL [--deny]`: decides a waiting call of an operation
+/// that outlived its process, and drives the operation on.
+pub fn approve(paths: &Paths, call_id: i64, deny: bool) -> anyhow::Result<u8> {
+    let (workers, events) = start(paths)?;
+    let outcome = drive(&workers, &events, None, Some((call_id, deny)));
+    workers.shutdown(Duration::from_secs(5));
+    outcome
+}
+
+/// Streams an operation's answer and handles what waits for the user.
+fn drive(workers: &Workers, events: &Receiver<AppEvent>, mut answer_id: Option<i64>, mut decide: Option<(i64, bool)>) -> anyhow::Result<u8> {
+    let tty = std::io::stdin().is_terminal();
+    let mut stdout = std::io::stdout().lock();
+    let started = std::time::Instant::now();
+    loop {
+        let event = match events.recv_timeout(Duration::from_secs(1)) {
+            Ok(event) => event,
+            Err(crossbeam_channel::RecvTimeoutError::Timeout) => {
+                if let Some((call_id, _)) = decide
+                    && started.elapsed() > Duration::from_secs(10)
+                {
+                    bail!("no operation waits on call {call_id} (see cowork audit)");
+                }
+                continue;
+            }
+            Err(_) => bail!("the agent stopped"),
+        };
+        match event {
+            AppEvent::Token { answer_id: id, text } if Some(id) == answer_id => {
+                stdout.write_all(text.as_bytes())?;
+                stdout.flush()?;
+            }
+            AppEvent::ToolCall(call) => {
+                if let Some((call_id, deny)) = decide
+                    && call.call_id == call_id
+                    && call.status == CallStatus::Waiting
+                {
+                    answer_id = Some(call.answer_id);
+                    decide = None;
+                    let choice = if deny { ApprovalChoice::Deny { reason: "denied from the command line".into() } } else { ApprovalChoice::Once };
+                    workers.agent.commands.send(AgentCommand::Decide { call_id, choice })?;
+                    continue;
+                }
+                if Some(call.answer_id) != answer_id {
+                    continue;
+                }
+                match call.status {
+                    CallStatus::Waiting => {
+                        if !tty {
+                            print_pending(&call);
+                            return Ok(EXIT_NEEDS_APPROVAL);
+                        }
+                        let choice = ask_on_terminal(&call)?;
+                        workers.agent.commands.send(AgentCommand::Decide { call_id: call.call_id, choice })?;
+                    }
+                    CallStatus::Running if call.duration_millis.is_some() => eprintln!("[{} {}]", call.tool, crate::ui::agent::arguments_text(&call).lines().next().unwrap_or_default()),
+                    status if status.settled() => {
+                        let took = call.duration_millis.map(|ms| format!(", {ms} ms")).unwrap_or_default();
+                        eprintln!("[{} {}{took}]", call.tool, status.as_str());
+                    }
+                    _ => {}
+                }
+            }
+            AppEvent::Operation { operation_id, answer_id: id, paused: Some(why), .. } if Some(id) == answer_id => {
+                let text = why.split_once(": ").map_or(why.as_str(), |(_, rest)| rest).to_owned();
+                if !tty {
+                    println!("\npaused: {text}\ncontinue with: cowork approve --continue {operation_id}");
+                    return Ok(EXIT_NEEDS_APPROVAL);
+                }
+                let go_on = yes_no(&format!("\n{text} Continue? [y/N] "))?;
+                workers.agent.commands.send(AgentCommand::Continue { operation_id, go_on })?;
+            }
+            AppEvent::AnswerFinished { answer_id: id, status, error, .. } if Some(id) == answer_id => {
+                writeln!(stdout)?;
+                return match (status, error) {
+                    (MessageStatus::Failed, Some(error)) => bail!(error),
+                    (MessageStatus::Stopped, _) => Ok(1),
+                    _ => Ok(0),
+                };
+            }
+            AppEvent::Notice(text) => eprintln!("cowork: {text}"),
+            _ => {}
+        }
+    }
+}
+
+fn print_pending(call: &ToolCallView) {
+    println!("\nwaiting for approval: call {} {} ({})", call.call_id, call.tool, call.risk);
+    println!("  {}", crate::ui::agent::arguments_text(call).replace('\n', "\n  "));
+    println!("  why it asks: {}", call.why);
+    println!("approve with: cowork approve {}   deny with: cowork approve {} --deny", call.call_id, call.call_id);
+}
+
+fn ask_on_terminal(call: &ToolCallView) -> anyhow::Result<ApprovalChoice> {
+    if call.tool == "ask_user" {
+        let question = call.arguments.get("question").and_then(|q| q.as_str()).unwrap_or_default();
+        eprint!("\n{question}\n> ");
+        let mut line = String::new();
+        std::io::stdin().lock().read_line(&mut line)?;
+        return Ok(ApprovalChoice::Answer(line.trim().to_owned()));
+    }
+    eprintln!("\n{} ({}) wants to run:\n  {}\n  {}", call.tool, call.risk, crate::ui::agent::arguments_text(call).replace('\n', "\n  "), call.why);
+    Ok(if yes_no("Run it? [y/N] ")? { ApprovalChoice::Once } else { ApprovalChoice::Deny { reason: "the user said no".into() } })
+}
+
+fn yes_no(prompt: &str) -> anyhow::Result<bool> {
+    eprint!("{prompt}");
+    std::io::stderr().flush()?;
+    let mut line = String::new();
+    std::io::stdin().lock().read_line(&mut line)?;
+    Ok(matches!(line.trim(), "y" | "Y" | "yes"))
+}
+
+/// `cowork approve --continue OPERATION`: a paused operation goes on.
+pub fn continue_operation(paths: &Paths, operation_id: i64) -> anyhow::Result<u8> {
+    let (workers, events) = start(paths)?;
+    let answer_id = {
+        let conn = crate::store::open_read_only(&paths.db_path())?;
+        agent_store::operation(&conn, operation_id)?.and_then(|op| op.answer_id).context("no such operation")?
+    };
+    workers.agent.commands.send(AgentCommand::Continue { operation_id, go_on: true })?;
+    let outcome = drive(&workers, &events, Some(answer_id), None);
+    workers.shutdown(Duration::from_secs(5));
+    outcome
+}
+
+/// `cowork tools [--json]`.
+pub fn tools(json: bool) -> anyhow::Result<()> {
+    let listing = crate::tools::registry::listing();
+    if json {
+        println!("{}", serde_json::to_string_pretty(&listing)?);
+    } else {
+        for tool in listing {
+            println!("{:<16} {:<10} {:<13} {}", tool.name, tool.risk.as_str(), serde_json::to_value(tool.family)?.as_str().unwrap_or_default(), tool.description);
+        }
+    }
+    Ok(())
+}
+
+/// `cowork rules list`.
+pub fn rules_list(paths: &Paths) -> anyhow::Result<()> {
+    let conn = crate::store::open_read_only(&paths.db_path())?;
+    let (rules, problems) = agent_store::rules(&conn)?;
+    for rule in &rules {
+        let action = match rule.action {
+            Action::Allow => "allow",
+            Action::Ask => "ask",
+            Action::Deny => "deny",
+        };
+        let pattern = rule.pattern.as_ref().map(|p| format!(" where {} matches {}", agent_store::target_text(&p.target), p.source)).unwrap_or_default();
+        let scope = match rule.scope {
+            Scope::Always => String::new(),
+            Scope::Until(at) => format!(" until {}", crate::export::rfc3339(at)),
+            Scope::Operation(id) => format!(" in operation {id}"),
+        };
+        println!("{}\t{action} {}{pattern}{scope}", rule.id, rule.tool);
+    }
+    for problem in problems {
+        eprintln!("skipped: {problem}");
+    }
+    if rules.is_empty() {
+        eprintln!("no rules: safe calls run, the others ask");
+    }
+    Ok(())
+}
+
+/// `cowork rules add`: checked against `example` (the arguments of a call it
+/// is meant for) before it is saved.
+pub fn rules_add(paths: &Paths, tool: &str, action: &str, target: Option<&str>, pattern: Option<&str>, until: Option<i64>, example: Option<&str>) -> anyhow::Result<i64> {
+    let action = match action {
+        "allow" => Action::Allow,
+        "ask" => Action::Ask,
+        "deny" => Action::Deny,
+        other => bail!("the action is allow, ask or deny, not {other:?}"),
+    };
+    if tool != "*" && crate::tools::registry::get(tool).is_none() {
+        bail!("there is no tool {tool:?} (see cowork tools)");
+    }
+    let pattern = match (target, pattern) {
+        (Some(target), Some(source)) => Some(Pattern::new(agent_store::parse_target(target).map_err(anyhow::Error::msg)?, source).map_err(anyhow::Error::msg)?),
+        (None, None) => None,
+        _ => bail!("--target and --pattern go together"),
+    };
+    let rule = Rule { id: next_id(), tool: tool.to_owned(), action, pattern, scope: until.map_or(Scope::Always, Scope::Until) };
+    let home = std::env::var_os("HOME").map(std::path::PathBuf::from).unwrap_or_default();
+    let data_dir = paths.data_dir.canonicalize().unwrap_or_else(|_| paths.data_dir.clone());
+    let files = crate::tools::files::FilesEnv { cwd: home.clone(), home: home.clone(), data_dir: data_dir.clone() };
+    let ctx = crate::tools::policy::Context { operation_id: 0, now_millis: now_millis(), data_dir: &data_dir, home: &home, origins: &[], always_ask: &[] };
+    match (example, action) {
+        (Some(example), _) => {
+            let args: serde_json::Value = serde_json::from_str(example).context("--example is the JSON arguments of a call the rule is for")?;
+            let example_tool = if tool == "*" { "run_command" } else { tool };
+            let classified = crate::tools::registry::classify(example_tool, &args, &files).map_err(anyhow::Error::msg)?;
+            crate::tools::policy::validate_rule(&rule, &classified.call(example_tool, &args), &ctx).map_err(anyhow::Error::msg)?;
+        }
+        (None, Action::Allow) => bail!("an allow rule needs --example '{{...}}': the arguments of a call it should allow, so a typo cannot allow everything"),
+        (None, _) => {}
+    }
+    paths.ensure_data_dir()?;
+    let conn = crate::store::open_writer(&paths.db_path())?;
+    let id = rule.id;
+    agent_store::apply(&conn, &AgentWrite::AddRule(rule))?;
+    Ok(id)
+}
+
+pub fn rules_remove(paths: &Paths, id: i64) -> anyhow::Result<()> {
+    let conn = crate::store::open_writer(&paths.db_path())?;
+    let (rules, _) = agent_store::rules(&conn)?;
+    if !rules.iter().any(|r| r.id == id) {
+        bail!("there is no rule {id} (see cowork rules list)");
+    }
+    agent_store::apply(&conn, &AgentWrite::RemoveRule(id))?;
+    Ok(())
+}
+
+/// `cowork audit [--json] [--limit N]`: newest first.
+pub fn audit(paths: &Paths, json: bool, limit: usize) -> anyhow::Result<()> {
+    let conn = crate::store::open_read_only(&paths.db_path())?;
+    let entries = agent_store::audit(&conn, limit)?;
+    if json {
+        for entry in &entries {
+            println!("{}", serde_json::to_string(entry)?);
+        }
+        return Ok(());
+    }
+    for e in &entries {
+        let took = e.duration_millis.map(|ms| format!(" {ms} ms")).unwrap_or_default();
+        let size = e.result_bytes.map(|b| format!(" {b} B")).unwrap_or_default();
+        println!("{} {} {} {} by {}{took}{size} {}", crate::export::rfc3339(e.at_millis), e.tool, e.risk.as_str(), e.decision, e.decided_by, e.arguments);
+    }
+    if entries.is_empty() {
+        eprintln!("the audit log is empty");
+    }
+    Ok(())
+}

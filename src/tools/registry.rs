@@ -1,0 +1,387 @@
+//! Every built-in tool in one table: name, family, one-line description,
+//! JSON schema and default risk; `classify` raises the risk by argument and
+//! resolves what a call touches for the policy; `execute` runs a call whose
+//! decision is recorded. The model-facing forms come from here too: the
+//! function definitions for cloud formats and the compact tools section of
+//! the local model's prompt, where every token costs prefill.
+
+use std::path::PathBuf;
+use std::sync::atomic::AtomicBool;
+
+use serde::Serialize;
+use serde_json::{Map, Value, json};
+
+use super::files::FilesEnv;
+use super::memory::MemoryEnv;
+use super::skills::Skill;
+use super::{Origin, Risk, ToolOutput, desktop, files, memory, policy, schema, shell, skills, web};
+use crate::brains::ToolDef;
+use crate::net::OutboundGate;
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Family {
+    Memory,
+    Files,
+    Shell,
+    Web,
+    Desktop,
+    Conversation,
+    Skills,
+    Agent,
+}
+
+#[derive(Clone, Copy, Debug, Serialize)]
+pub struct ToolSpec {
+    pub name: &'static str,
+    pub family: Family,
+    pub description: &'static str,
+    /// The risk before arguments are looked at.
+    pub risk: Risk,
+}
+
+const fn spec(name: &'static str, family: Family, risk: Risk, description: &'static str) -> ToolSpec {
+    ToolSpec { name, family, description, risk }
+}
+
+use Family::*;
+use Risk::*;
+
+pub const TOOLS: &[ToolSpec] = &[
+    spec("search_memory", Memory, Safe, "Search everything cowork saw (windows, typing, clipboard, chats, summaries) by words and meaning."),
+    spec("recent_activity", Memory, Safe, "List the windows the user used in the last minutes, newest first."),
+    spec("current_window", Memory, Safe, "The window the user is in now."),
+    spec("read_session", Memory, Safe, "What was typed and copied during one window session (by its id)."),
+    spec("remember", Memory, Safe, "Keep one lasting fact about the user or their work (at most 320 characters)."),
+    spec("list_pins", Memory, Safe, "List remembered facts and the sources pinned to this chat."),
+    spec("read_file", Files, Safe, "Read a text file."),
+    spec("list_files", Files, Safe, "List a directory."),
+    spec("search_files", Files, Safe, "Find files under a directory by glob and/or text."),
+    spec("file_info", Files, Safe, "Size, type and modification time of a path."),
+    spec("write_file", Files, Sensitive, "Write a file (creates or replaces it)."),
+    spec("edit_file", Files, Sensitive, "Replace exact text in a file (one match, or all)."),
+    spec("make_dir", Files, Sensitive, "Create a directory and its parents."),
+    spec("delete_path", Files, Dangerous, "Delete a file, or a directory with recursive."),
+    spec("move_path", Files, Dangerous, "Move or rename a path (never over an existing one)."),
+    spec("run_command", Shell, Sensitive, "Run a shell command with a timeout and return its output."),
+    spec("fetch_url", Web, Sensitive, "Fetch a web page and return its readable text."),
+    spec("clipboard_read", Desktop, Safe, "The text on the clipboard."),
+    spec("clipboard_write", Desktop, Sensitive, "Put text on the clipboard."),
+    spec("list_windows", Desktop, Safe, "The open windows with their ids."),
+    spec("focus_window", Desktop, Sensitive, "Bring a window (by id) to the front."),
+    spec("open", Desktop, Sensitive, "Open a file or URL with its default app."),
+    spec("notify", Desktop, Safe, "Show a desktop notification."),
+    spec("ask_user", Conversation, Safe, "Ask the user a question and wait for the answer."),
+    spec("update_todos", Conversation, Safe, "Show the user your plan as a todo list (the whole list each time)."),
+    spec("skill", Skills, Safe, "Load the instructions of a skill by name."),
+    spec("delegate", Agent, Safe, "Hand a self-contained subtask to a helper with its own context; you get its summary."),
+];
+
+pub fn get(name: &str) -> Option<&'static ToolSpec> {
+    TOOLS.iter().find(|t| t.name == name)
+}
+
+/// The family's own name for a tool (the files family says `read`, the model `read_file`).
+fn inner(name: &str) -> &str {
+    match name {
+        "read_file" => "read",
+        "list_files" => "list",
+        "search_files" => "search",
+        "file_info" => "info",
+        "write_file" => "write",
+        "edit_file" => "edit",
+        "make_dir" => "mkdir",
+        "delete_path" => "delete",
+        "move_path" => "move",
+        other => other,
+    }
+}
+
+pub fn schema(name: &str) -> Option<Value> {
+    let object = |properties: Value, required: &[&str]| json!({"type": "object", "properties": properties, "required": required, "additionalProperties": false});
+    match get(name)?.family {
+        Memory => memory::schema(name),
+        Files => files::schema(inner(name)),
+        Shell => Some(shell::schema()),
+        Web => Some(web::schema()),
+        Desktop => desktop::schema(name),
+        Skills => Some(skills::schema()),
+        Conversation if name == "ask_user" => Some(object(json!({"question": {"type": "string", "minLength": 1, "maxLength": 2000}}), &["question"])),
+        Conversation => Some(object(
+            json!({"items": {"type": "array", "maxItems": 30, "items": {
+                "type": "object",
+                "properties": {"text": {"type": "string", "minLength": 1, "maxLength": 300}, "done": {"type": "boolean"}},
+                "required": ["text"], "additionalProperties": false
+            }}}),
+            &["items"],
+        )),
+        Agent => Some(object(
+            json!({
+                "task": {"type": "string", "minLength": 1, "maxLength": 4000},
+                "tools": {"type": "array", "items": {"type": "string"}, "maxItems": 30}
+            }),
+            &["task"],
+        )),
+    }
+}
+
+/// Checks a call's name and arguments; the error is written for the model.
+pub fn validate(name: &str, args: &Value) -> Result<(), String> {
+    let Some(schema) = schema(name) else {
+        return Err(format!("there is no tool named {name:?}; use one of the tools you were given"));
+    };
+    let problems = schema::validate(&schema, args);
+    if problems.is_empty() {
+        Ok(())
+    } else {
+        Err(format!("the arguments of {name} do not fit its schema: {}. Call it again with arguments that do.", problems.join("; ")))
+    }
+}
+
+/// What a call touches, for the policy.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Classified {
+    pub risk: Risk,
+    pub paths: Vec<PathBuf>,
+    pub writes: bool,
+    pub command: Option<String>,
+    pub url: Option<String>,
+}
+
+impl Classified {
+    pub fn call<'a>(&'a self, tool: &'a str, args: &'a Value) -> policy::Call<'a> {
+        policy::Call { tool, args, risk: self.risk, paths: &self.paths, writes: self.writes, command: self.command.as_deref(), url: self.url.as_deref() }
+    }
+}
+
+/// The risk of a call by its arguments, with the paths (resolved), command
+/// and URL it touches. An error (a path into cowork's data, `..` where
+/// nothing exists) means the call cannot run; it is told to the model.
+pub fn classify(name: &str, args: &Value, env: &FilesEnv) -> Result<Classified, String> {
+    let spec = get(name).ok_or_else(|| format!("there is no tool named {name:?}"))?;
+    let mut classified = Classified { risk: spec.risk, ..Classified::default() };
+    match spec.family {
+        Files => {
+            let tool = inner(name);
+            classified.paths = files::paths(tool, args, env)?;
+            classified.risk = files::classify(tool, &classified.paths, env);
+            classified.writes = !matches!(tool, "read" | "list" | "search" | "info");
+        }
+        Shell => {
+            classified.risk = shell::classify(args);
+            classified.command = args.get("command").and_then(Value::as_str).map(str::to_owned);
+        }
+        Web => classified.url = args.get("url").and_then(Value::as_str).map(str::to_owned),
+        Desktop if name == "open" => match desktop::open_target(args, env)? {
+            desktop::OpenTarget::Url(url) => classified.url = Some(url),
+            desktop::OpenTarget::Path(path) => classified.paths = vec![path],
+        },
+        _ => {}
+    }
+    Ok(classified)
+}
+
+/// Where what a tool returns comes from: memory and the desktop hold
+/// captured text, the web is the web, anything else is a tool's output. Only
+/// the user's answer to `ask_user` is the user's own words.
+pub fn origin(name: &str) -> Origin {
+    match get(name).map(|s| s.family) {
+        Some(Memory) => Origin::Memory,
+        Some(Desktop) if matches!(name, "clipboard_read" | "list_windows") => Origin::Capture,
+        Some(Web) => Origin::Web,
+        Some(Conversation) if name == "ask_user" => Origin::User,
+        // A skill's body is an instruction the user installed (or cowork ships).
+        Some(Skills) => Origin::Instructions,
+        _ => Origin::ToolResult,
+    }
+}
+
+/// The tools offered to the small local model for a request: memory and
+/// context always, the rest only when the words of the request call for
+/// them (each tool's schema costs prefill on every step).
+pub fn local_subset(request: &str) -> Vec<&'static str> {
+    let text = request.to_lowercase();
+    let wants = |words: &[&str]| words.iter().any(|w| text.contains(w));
+    let mut families = vec![Memory];
+    if wants(&["file", "folder", "directory", "read ", "write", "edit", "save", "note", "rename", "delete", "move ", ".md", ".txt", "/"]) {
+        families.push(Files);
+    }
+    if wants(&["run ", "command", "shell", "terminal", "git ", "install", "script", "execute", "compile", "build"]) {
+        families.push(Shell);
+    }
+    if wants(&["http", "www.", "url", "web", "page", "site", "fetch", "download"]) {
+        families.push(Web);
+    }
+    if wants(&["clipboard", "copy", "paste", "window", "open ", "notify", "notification", "remind"]) {
+        families.push(Desktop);
+    }
+    let mut names: Vec<&'static str> = TOOLS.iter().filter(|t| families.contains(&t.family)).map(|t| t.name).collect();
+    // The local model plans in its head: no todo list, no helpers, no skills.
+    names.retain(|n| !matches!(*n, "update_todos" | "delegate" | "skill" | "read_session"));
+    names
+}
+
+/// Everything but `delegate` (a helper does not delegate again).
+pub fn cloud_set(depth: u32) -> Vec<&'static str> {
+    TOOLS.iter().map(|t| t.name).filter(|n| depth == 0 || *n != "delegate").collect()
+}
+
+/// The model-facing definitions of `names`.
+pub fn defs(names: &[&str]) -> Vec<ToolDef> {
+    names
+        .iter()
+        .filter_map(|name| {
+            let spec = get(name)?;
+            Some(ToolDef { name: spec.name.to_owned(), description: spec.description.to_owned(), parameters: schema(name)? })
+        })
+        .collect()
+}
+
+/// A schema with only what a model needs to write a call: types, enums,
+/// required and nested items; limits are checked when the call arrives.
+fn compact(schema: &Value) -> Value {
+    match schema {
+        Value::Object(map) => {
+            let mut out = Map::new();
+            for (key, value) in map {
+                if matches!(key.as_str(), "minLength" | "maxLength" | "minimum" | "maximum" | "maxItems" | "additionalProperties" | "description") {
+                    continue;
+                }
+                out.insert(key.clone(), compact(value));
+            }
+            Value::Object(out)
+        }
+        other => other.clone(),
+    }
+}
+
+/// The tools part of the local model's system prompt, in the form Qwen2.5's
+/// chat template writes (the model was trained on it), with compact schemas.
+pub fn local_prompt_section(names: &[&str]) -> String {
+    let lines: Vec<String> = defs(names)
+        .into_iter()
+        .map(|d| json!({"type": "function", "function": {"name": d.name, "description": d.description, "parameters": compact(&d.parameters)}}).to_string())
+        .collect();
+    format!(
+        "# Tools\n\nYou may call one or more functions to assist with the user query.\n\n\
+         You are provided with function signatures within <tools></tools> XML tags:\n<tools>\n{}\n</tools>\n\n\
+         For each function call, return a json object with function name and arguments within <tool_call></tool_call> XML tags:\n\
+         <tool_call>\n{{\"name\": <function-name>, \"arguments\": <args-json-object>}}\n</tool_call>",
+        lines.join("\n")
+    )
+}
+
+/// What an executor needs.
+pub struct Env<'a> {
+    pub files: &'a FilesEnv,
+    pub memory: Option<MemoryEnv<'a>>,
+    pub gate: &'a OutboundGate,
+    /// Set by Stop: a running command is killed, a fetch abandoned.
+    pub stop: &'a AtomicBool,
+    pub skills: &'a [Skill],
+}
+
+/// Whether a tool can run off the agent thread (it needs no database connection).
+pub fn runs_anywhere(name: &str) -> bool {
+    matches!(get(name).map(|s| s.family), Some(Files | Shell | Web | Desktop | Skills))
+}
+
+/// Runs a call whose arguments validated and whose decision is recorded.
+/// Conversation and `delegate` calls are the agent's own and never come here.
+pub fn execute(name: &str, args: &Value, env: &Env<'_>) -> ToolOutput {
+    let Some(spec) = get(name) else { return ToolOutput::error(format!("there is no tool named {name:?}")) };
+    match spec.family {
+        Memory => match &env.memory {
+            Some(memory_env) => memory::run(name, args, memory_env),
+            None => ToolOutput::error("cowork's memory cannot be read right now"),
+        },
+        Files => files::run(inner(name), args, env.files),
+        Shell => shell::run(args, &env.files.cwd, env.stop),
+        Web => web::run(args, env.gate, env.stop),
+        Desktop => desktop::run(name, args, env.files),
+        Skills => skills::run(args, env.skills),
+        Conversation | Agent => ToolOutput::error(format!("{name} is handled by the agent itself")),
+    }
+}
+
+/// One line per tool for `cowork tools` and the docs.
+#[derive(Serialize)]
+pub struct Listed {
+    pub name: &'static str,
+    pub family: Family,
+    pub risk: Risk,
+    pub description: &'static str,
+    pub schema: Value,
+}
+
+pub fn listing() -> Vec<Listed> {
+    TOOLS
+        .iter()
+        .map(|t| Listed { name: t.name, family: t.family, risk: t.risk, description: t.description, schema: schema(t.name).unwrap_or(Value::Null) })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_tool_has_a_schema_the_validator_accepts_and_unique_name() {
+        for (i, tool) in TOOLS.iter().enumerate() {
+            let schema = schema(tool.name).unwrap_or_else(|| panic!("{} has no schema", tool.name));
+            schema::check_schema(&schema).unwrap_or_else(|err| panic!("{}: {err}", tool.name));
+            assert!(TOOLS[..i].iter().all(|t| t.name != tool.name), "{} twice", tool.name);
+            assert!(tool.name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_'), "{} is not a valid function name", tool.name);
+        }
+    }
+
+    #[test]
+    fn bad_arguments_and_unknown_tools_are_explained_to_the_model() {
+        assert!(validate("search_memory", &json!({"query": "flight"})).is_ok());
+        let err = validate("search_memory", &json!({"limit": "ten"})).unwrap_err();
+        assert!(err.contains("query") && err.contains("Call it again"), "{err}");
+        assert!(validate("rm_everything", &json!({})).unwrap_err().contains("no tool named"));
+    }
+
+    #[test]
+    fn classify_escalates_by_argument_and_resolves_what_a_call_touches() {
+        let home = tempfile::tempdir().unwrap();
+        let env = FilesEnv { cwd: home.path().to_owned(), home: home.path().to_owned(), data_dir: home.path().join("data") };
+        std::fs::create_dir_all(&env.data_dir).unwrap();
+        let c = classify("run_command", &json!({"command": "ls -la"}), &env).unwrap();
+        assert_eq!((c.risk, c.command.as_deref()), (Risk::Sensitive, Some("ls -la")));
+        assert_eq!(classify("run_command", &json!({"command": "rm -rf ~/notes"}), &env).unwrap().risk, Risk::Dangerous);
+        let c = classify("write_file", &json!({"path": "notes.md", "content": "x"}), &env).unwrap();
+        assert_eq!((c.risk, c.writes, c.paths.clone()), (Risk::Sensitive, true, vec![home.path().canonicalize().unwrap().join("notes.md")]));
+        assert_eq!(classify("read_file", &json!({"path": "notes.md"}), &env).unwrap().risk, Risk::Safe);
+        assert!(classify("read_file", &json!({"path": "data/cowork.db"}), &env).is_err());
+        let c = classify("fetch_url", &json!({"url": "https://example.com/?q=1"}), &env).unwrap();
+        assert_eq!((c.risk, c.url.as_deref()), (Risk::Sensitive, Some("https://example.com/?q=1")));
+        let c = classify("open", &json!({"target": "https://example.com/"}), &env).unwrap();
+        assert_eq!(c.url.as_deref(), Some("https://example.com/"));
+    }
+
+    #[test]
+    fn the_local_model_gets_memory_tools_and_more_only_when_the_request_needs_them() {
+        let plain = local_subset("what was I doing this morning?");
+        assert!(plain.contains(&"search_memory") && plain.contains(&"recent_activity"));
+        assert!(!plain.contains(&"run_command") && !plain.contains(&"write_file"));
+        let files = local_subset("save that to a file called plan.md");
+        assert!(files.contains(&"write_file"));
+        let section = local_prompt_section(&plain);
+        assert!(section.contains("<tools>") && section.contains("\"name\":\"search_memory\""));
+        assert!(!section.contains("maxLength"), "limits cost prefill and are checked on arrival");
+        // Compact: the memory tools' section stays small for a 2-core prefill.
+        let tokens = crate::llm::tokens::estimate_tokens(&section);
+        assert!(tokens < 700, "{tokens} tokens");
+    }
+
+    #[test]
+    fn origins_mark_captured_and_fetched_text_as_untrusted() {
+        assert!(!origin("search_memory").trusted());
+        assert!(!origin("clipboard_read").trusted());
+        assert!(!origin("fetch_url").trusted());
+        assert!(!origin("run_command").trusted());
+        assert!(origin("ask_user").trusted());
+    }
+}

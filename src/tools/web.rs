@@ -1,0 +1,192 @@
+//! The web family: `fetch_url` reads a page as text, through the outbound
+//! gate (offline mode refuses anything but loopback, and the outbound log
+//! shows every fetch). Sensitive by default: a URL can carry data out.
+//! What a page says is data (`Origin::Web`), never instructions.
+
+use std::io::Read;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
+
+use serde_json::{Value, json};
+
+use super::ToolOutput;
+use crate::net::OutboundGate;
+
+pub const NAME: &str = "fetch_url";
+/// Bytes read from a response at most.
+const BODY_LIMIT: u64 = 5 << 20;
+const TIMEOUT: Duration = Duration::from_secs(20);
+
+pub fn schema() -> Value {
+    json!({
+        "type": "object",
+        "properties": {"url": {"type": "string", "minLength": 8, "maxLength": 4000}},
+        "required": ["url"],
+        "additionalProperties": false
+    })
+}
+
+/// Fetches `url` and returns its readable text (HTML without markup, scripts
+/// and styles; plain text and JSON as they are).
+pub fn run(args: &Value, gate: &OutboundGate, stop: &AtomicBool) -> ToolOutput {
+    let Some(url) = args.get("url").and_then(Value::as_str) else { return ToolOutput::error("fetch_url needs a \"url\"") };
+    if !(url.starts_with("http://") || url.starts_with("https://")) {
+        return ToolOutput::error(format!("only http and https URLs can be fetched, not {url}"));
+    }
+    let admission = match gate.admit(url, "fetch a page for the agent") {
+        Ok(admission) => admission,
+        Err(err) => return ToolOutput::error(err.to_string()),
+    };
+    let config = ureq::Agent::config_builder()
+        .timeout_global(Some(TIMEOUT))
+        .http_status_as_error(false)
+        .user_agent("cowork")
+        .build();
+    let agent = ureq::Agent::new_with_config(config);
+    let response = match agent.get(url).call() {
+        Ok(response) => response,
+        Err(err) => {
+            gate.finish(admission, 0, 0);
+            return ToolOutput::error(format!("could not fetch {url}: {err}"));
+        }
+    };
+    let status = response.status().as_u16();
+    let content_type = response.headers().get("content-type").and_then(|v| v.to_str().ok()).unwrap_or("").to_ascii_lowercase();
+    let mut body = Vec::new();
+    let read = response.into_body().into_reader().take(BODY_LIMIT).read_to_end(&mut body);
+    gate.finish(admission, 0, body.len() as u64);
+    if stop.load(Ordering::SeqCst) {
+        return ToolOutput::error("stopped");
+    }
+    if let Err(err) = read {
+        return ToolOutput::error(format!("the response from {url} broke off: {err}"));
+    }
+    let text = String::from_utf8_lossy(&body);
+    let readable = if content_type.contains("html") || (content_type.is_empty() && text.trim_start().starts_with('<')) { html_to_text(&text) } else { text.into_owned() };
+    if !(200..300).contains(&status) {
+        let start: String = readable.chars().take(500).collect();
+        return ToolOutput::error(format!("{url} answered HTTP {status}: {start}"));
+    }
+    ToolOutput::ok(readable)
+}
+
+/// Readable text from HTML: the title, then the text of the body with
+/// blocks on their own lines; scripts, styles and other non-text elements
+/// dropped, entities decoded, runs of blank space collapsed.
+pub fn html_to_text(html: &str) -> String {
+    const SKIPPED: [&str; 7] = ["script", "style", "noscript", "svg", "template", "head", "iframe"];
+    const BLOCKS: [&str; 22] = [
+        "p", "div", "br", "li", "ul", "ol", "h1", "h2", "h3", "h4", "h5", "h6", "tr", "table", "section", "article", "header", "footer", "pre", "blockquote", "hr", "title",
+    ];
+    let lower = html.to_ascii_lowercase();
+    let title = lower.find("<title").and_then(|start| {
+        let open_end = start + lower[start..].find('>')? + 1;
+        let close = open_end + lower[open_end..].find("</title")?;
+        Some(decode_entities(html[open_end..close].trim()))
+    });
+    let mut out = String::new();
+    let mut i = 0;
+    let bytes = html.as_bytes();
+    while i < bytes.len() {
+        if bytes[i] == b'<' {
+            if lower[i..].starts_with("<!--") {
+                i = lower[i..].find("-->").map_or(bytes.len(), |end| i + end + 3);
+                continue;
+            }
+            let Some(end) = lower[i..].find('>').map(|e| i + e) else { break };
+            let tag = lower[i + 1..end].trim_start_matches('/');
+            let name: String = tag.chars().take_while(|c| c.is_ascii_alphanumeric()).collect();
+            let closing = lower[i + 1..].starts_with('/');
+            if !closing && SKIPPED.contains(&name.as_str()) {
+                let close = format!("</{name}");
+                i = lower[end..].find(&close).map_or(bytes.len(), |c| end + c);
+                i = lower[i..].find('>').map_or(bytes.len(), |e| i + e + 1);
+                continue;
+            }
+            if BLOCKS.contains(&name.as_str()) {
+                out.push('\n');
+            }
+            i = end + 1;
+        } else {
+            let next = lower[i..].find('<').map_or(bytes.len(), |n| i + n);
+            out.push_str(&decode_entities(&html[i..next]));
+            i = next;
+        }
+    }
+    let mut lines: Vec<String> = Vec::new();
+    for line in out.lines() {
+        let line = line.split_whitespace().collect::<Vec<_>>().join(" ");
+        if !line.is_empty() {
+            lines.push(line);
+        }
+    }
+    let body = lines.join("\n");
+    match title {
+        Some(title) if !title.is_empty() && !body.starts_with(&title) => format!("# {title}\n{body}"),
+        _ => body,
+    }
+}
+
+fn decode_entities(text: &str) -> String {
+    if !text.contains('&') {
+        return text.to_owned();
+    }
+    let mut out = String::with_capacity(text.len());
+    let mut rest = text;
+    while let Some(amp) = rest.find('&') {
+        out.push_str(&rest[..amp]);
+        let after = &rest[amp + 1..];
+        let Some(semi) = after.find(';').filter(|&s| s <= 10) else {
+            out.push('&');
+            rest = after;
+            continue;
+        };
+        let entity = &after[..semi];
+        let decoded = match entity {
+            "amp" => Some('&'),
+            "lt" => Some('<'),
+            "gt" => Some('>'),
+            "quot" => Some('"'),
+            "apos" | "#39" => Some('\''),
+            "nbsp" => Some(' '),
+            _ if entity.starts_with("#x") || entity.starts_with("#X") => u32::from_str_radix(&entity[2..], 16).ok().and_then(char::from_u32),
+            _ if entity.starts_with('#') => entity[1..].parse().ok().and_then(char::from_u32),
+            _ => None,
+        };
+        match decoded {
+            Some(c) => {
+                out.push(c);
+                rest = &after[semi + 1..];
+            }
+            None => {
+                out.push('&');
+                rest = after;
+            }
+        }
+    }
+    out.push_str(rest);
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn html_becomes_readable_text_without_scripts_or_styles() {
+        let html = "<html><head><title>Notes &amp; plans</title><style>p{color:red}</style></head>\
+            <body><script>steal()</script><h1>Plan</h1><p>Ship   the <b>agent</b>&nbsp;today.</p><!-- hidden --><ul><li>one</li><li>two &#x263A;</li></ul></body></html>";
+        assert_eq!(html_to_text(html), "# Notes & plans\nPlan\nShip the agent today.\none\ntwo ☺");
+    }
+
+    #[test]
+    fn offline_mode_refuses_a_page_on_the_internet_and_other_schemes_are_refused() {
+        let gate = OutboundGate::new(true);
+        let stop = AtomicBool::new(false);
+        let out = run(&json!({"url": "https://example.com/"}), &gate, &stop);
+        assert!(out.is_error && out.content.contains("offline"), "{out:?}");
+        assert!(gate.log().last().unwrap().refused.is_some());
+        let out = run(&json!({"url": "file:///etc/passwd"}), &gate, &stop);
+        assert!(out.is_error && out.content.contains("only http"), "{out:?}");
+    }
+}

@@ -1,0 +1,255 @@
+//! The agent in the chat: approval cards (the tool, its full arguments, the
+//! risk and what decided; Approve once / Always allow with an editable
+//! pattern / Deny with a reason / Edit the arguments, then approve),
+//! questions from `ask_user`, guardrail pauses, tool chips under an answer
+//! (expanding to the arguments and the whole result) and the todo list.
+
+use std::collections::{HashMap, HashSet};
+
+use egui::{RichText, TextEdit};
+
+use crate::events::{ApprovalChoice, CallStatus, ToolCallView};
+use crate::state::{AppState, UiAction};
+use crate::ui::theme;
+
+/// What the user is typing on a card.
+#[derive(Clone, Debug, Default)]
+pub struct CardEdit {
+    pub mode: CardMode,
+    pub target: String,
+    pub pattern: String,
+    pub reason: String,
+    pub arguments: String,
+}
+
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum CardMode {
+    #[default]
+    Buttons,
+    Always,
+    Deny,
+    Edit,
+}
+
+#[derive(Default)]
+pub struct AgentPanel {
+    pub cards: HashMap<i64, CardEdit>,
+    /// Chips opened to their arguments and result.
+    pub expanded: HashSet<i64>,
+    /// Answers being typed to `ask_user`.
+    pub answers: HashMap<i64, String>,
+}
+
+fn risk_colour(risk: &str) -> egui::Color32 {
+    match risk {
+        "safe" => theme::OK,
+        "sensitive" => theme::WARN,
+        _ => theme::ERROR,
+    }
+}
+
+/// The arguments as a person reads them: the command or path alone when
+/// that is all, else pretty JSON.
+pub fn arguments_text(call: &ToolCallView) -> String {
+    let object = call.arguments.as_object();
+    if let Some(map) = object.filter(|m| m.len() == 1) {
+        if let Some(text) = map.values().next().and_then(|v| v.as_str()) {
+            return text.to_owned();
+        }
+    }
+    serde_json::to_string_pretty(&call.arguments).unwrap_or_default()
+}
+
+/// One line for a chip: the first argument, shortened.
+fn short_arguments(call: &ToolCallView) -> String {
+    let text = call.arguments.as_object().and_then(|m| m.values().next()).map(|v| v.as_str().map(str::to_owned).unwrap_or_else(|| v.to_string())).unwrap_or_default();
+    let line = text.lines().next().unwrap_or_default();
+    if line.chars().count() > 40 { format!("{}…", line.chars().take(40).collect::<String>()) } else { line.to_owned() }
+}
+
+/// Everything that waits for the user, above the messages.
+pub fn waiting_ui(ui: &mut egui::Ui, state: &AppState, panel: &mut AgentPanel, actions: &mut Vec<UiAction>, now_millis: i64) {
+    for (operation_id, why) in state.paused_operations() {
+        egui::Frame::new().fill(theme::USER_BUBBLE).corner_radius(6.0).inner_margin(8.0).show(ui, |ui| {
+            let text = why.split_once(": ").map_or(why, |(_, rest)| rest);
+            ui.label(RichText::new("Paused").strong().color(theme::WARN));
+            ui.label(text);
+            ui.horizontal(|ui| {
+                if ui.button("Continue").clicked() {
+                    actions.push(UiAction::ContinueOperation { operation_id, go_on: true });
+                }
+                if ui.button("Stop the task").clicked() {
+                    actions.push(UiAction::ContinueOperation { operation_id, go_on: false });
+                }
+            });
+        });
+        ui.add_space(theme::SPACING);
+    }
+    for call in state.waiting_calls() {
+        if call.tool == "ask_user" {
+            question_ui(ui, call, panel, actions);
+        } else {
+            approval_card_ui(ui, call, panel, actions, now_millis);
+        }
+        ui.add_space(theme::SPACING);
+    }
+}
+
+fn question_ui(ui: &mut egui::Ui, call: &ToolCallView, panel: &mut AgentPanel, actions: &mut Vec<UiAction>) {
+    egui::Frame::new().fill(theme::USER_BUBBLE).corner_radius(6.0).inner_margin(8.0).show(ui, |ui| {
+        let question = call.arguments.get("question").and_then(|q| q.as_str()).unwrap_or_default();
+        ui.label(RichText::new("cowork asks").small().color(theme::MUTED));
+        ui.label(question);
+        let answer = panel.answers.entry(call.call_id).or_default();
+        let label = ui.label("Your answer");
+        ui.add(TextEdit::singleline(answer).desired_width(f32::INFINITY)).labelled_by(label.id);
+        ui.horizontal(|ui| {
+            if ui.add_enabled(!answer.trim().is_empty(), egui::Button::new("Answer")).clicked() {
+                actions.push(UiAction::DecideCall { call_id: call.call_id, choice: ApprovalChoice::Answer(answer.trim().to_owned()) });
+            }
+            if ui.button("Skip").clicked() {
+                actions.push(UiAction::DecideCall { call_id: call.call_id, choice: ApprovalChoice::Deny { reason: "the user did not answer".into() } });
+            }
+        });
+    });
+}
+
+fn approval_card_ui(ui: &mut egui::Ui, call: &ToolCallView, panel: &mut AgentPanel, actions: &mut Vec<UiAction>, now_millis: i64) {
+    let edit = panel.cards.entry(call.call_id).or_insert_with(|| {
+        let (target, pattern) = call.suggested_rule.clone().unwrap_or_default();
+        CardEdit { target, pattern, arguments: serde_json::to_string_pretty(&call.arguments).unwrap_or_default(), ..CardEdit::default() }
+    });
+    egui::Frame::new().fill(theme::USER_BUBBLE).corner_radius(6.0).inner_margin(8.0).stroke(egui::Stroke::new(1.0, risk_colour(&call.risk))).show(ui, |ui| {
+        ui.set_width(ui.available_width());
+        ui.horizontal_wrapped(|ui| {
+            ui.label(RichText::new(format!("Approve {}?", call.tool)).strong());
+            ui.label(RichText::new(&call.risk).small().color(risk_colour(&call.risk)));
+            if let Some(at) = call.expires_at_millis {
+                let left = ((at - now_millis) / 1000).max(0);
+                ui.label(RichText::new(format!("denied in {}:{:02}", left / 60, left % 60)).small().color(theme::MUTED));
+            }
+        });
+        egui::Frame::new().inner_margin(4.0).stroke(egui::Stroke::new(1.0, theme::MUTED)).show(ui, |ui| {
+            ui.set_width(ui.available_width());
+            ui.label(RichText::new(arguments_text(call)).monospace());
+        });
+        let by = call.decided_by.as_deref().unwrap_or("policy");
+        ui.label(RichText::new(format!("{} ({by})", call.why)).small().color(theme::MUTED));
+        match edit.mode {
+            CardMode::Buttons => {
+                ui.horizontal_wrapped(|ui| {
+                    if ui.button("Approve once").clicked() {
+                        actions.push(UiAction::DecideCall { call_id: call.call_id, choice: ApprovalChoice::Once });
+                    }
+                    if ui.button("Always allow…").clicked() {
+                        edit.mode = CardMode::Always;
+                    }
+                    if ui.button("Edit…").clicked() {
+                        edit.mode = CardMode::Edit;
+                    }
+                    if ui.button("Deny…").clicked() {
+                        edit.mode = CardMode::Deny;
+                    }
+                });
+            }
+            CardMode::Always => {
+                ui.label(RichText::new("Allow this tool from now on when").small());
+                ui.horizontal(|ui| {
+                    let label = ui.label("Looks at");
+                    ui.add(TextEdit::singleline(&mut edit.target).desired_width(70.0).hint_text("command")).labelled_by(label.id);
+                    let label = ui.label("Pattern");
+                    ui.add(TextEdit::singleline(&mut edit.pattern).desired_width(f32::INFINITY).hint_text("empty: every call")).labelled_by(label.id);
+                });
+                ui.horizontal(|ui| {
+                    if ui.button("Allow and run").clicked() {
+                        let (target, pattern) = if edit.pattern.trim().is_empty() { (None, None) } else { (Some(edit.target.trim().to_owned()), Some(edit.pattern.trim().to_owned())) };
+                        actions.push(UiAction::DecideCall { call_id: call.call_id, choice: ApprovalChoice::Always { target, pattern } });
+                    }
+                    if ui.button("Back").clicked() {
+                        edit.mode = CardMode::Buttons;
+                    }
+                });
+            }
+            CardMode::Deny => {
+                let label = ui.label("Why (the model reads this)");
+                ui.add(TextEdit::singleline(&mut edit.reason).desired_width(f32::INFINITY)).labelled_by(label.id);
+                ui.horizontal(|ui| {
+                    if ui.button("Deny").clicked() {
+                        actions.push(UiAction::DecideCall { call_id: call.call_id, choice: ApprovalChoice::Deny { reason: edit.reason.clone() } });
+                    }
+                    if ui.button("Back").clicked() {
+                        edit.mode = CardMode::Buttons;
+                    }
+                });
+            }
+            CardMode::Edit => {
+                let label = ui.label("Arguments (JSON)");
+                ui.add(TextEdit::multiline(&mut edit.arguments).code_editor().desired_rows(3).desired_width(f32::INFINITY)).labelled_by(label.id);
+                let parsed = serde_json::from_str::<serde_json::Value>(&edit.arguments);
+                ui.horizontal(|ui| {
+                    if ui.add_enabled(parsed.is_ok(), egui::Button::new("Run edited")).clicked()
+                        && let Ok(arguments) = parsed.as_ref().map(Clone::clone)
+                    {
+                        actions.push(UiAction::DecideCall { call_id: call.call_id, choice: ApprovalChoice::Edit { arguments } });
+                    }
+                    if ui.button("Back").clicked() {
+                        edit.mode = CardMode::Buttons;
+                    }
+                });
+                if let Err(err) = parsed {
+                    ui.label(RichText::new(format!("not JSON: {err}")).small().color(theme::ERROR));
+                }
+            }
+        }
+    });
+}
+
+/// The answer's todo list and tool chips, above its text.
+pub fn answer_steps_ui(ui: &mut egui::Ui, state: &AppState, answer_id: i64, panel: &mut AgentPanel) {
+    if let Some(items) = state.todos.get(&answer_id).filter(|i| !i.is_empty()) {
+        for item in items {
+            let mark = if item.done { "[x]" } else { "[ ]" };
+            ui.label(RichText::new(format!("{mark} {}", item.text)).small());
+        }
+    }
+    let calls: Vec<&ToolCallView> = state.tool_calls.iter().filter(|c| c.answer_id == answer_id && c.tool != "update_todos").collect();
+    if calls.is_empty() {
+        return;
+    }
+    ui.horizontal_wrapped(|ui| {
+        for call in &calls {
+            let (status, colour) = match call.status {
+                CallStatus::Waiting => ("waiting", theme::WARN),
+                CallStatus::Running => ("running", theme::WARN),
+                CallStatus::Done => ("done", theme::OK),
+                CallStatus::Failed => ("failed", theme::ERROR),
+                CallStatus::Denied => ("denied", theme::ERROR),
+                CallStatus::Expired => ("expired", theme::ERROR),
+                CallStatus::MayHaveRun => ("may have run — check", theme::ERROR),
+                CallStatus::Cancelled => ("stopped", theme::MUTED),
+            };
+            let took = call.duration_millis.filter(|_| call.status.settled()).map(|ms| format!(" {ms} ms")).unwrap_or_default();
+            let text = format!("{} {} · {status}{took}", call.tool, short_arguments(call));
+            let open = panel.expanded.contains(&call.call_id);
+            if ui.selectable_label(open, RichText::new(text).small().color(colour)).on_hover_text(&call.why).clicked() {
+                if open {
+                    panel.expanded.remove(&call.call_id);
+                } else {
+                    panel.expanded.insert(call.call_id);
+                }
+            }
+        }
+    });
+    for call in calls.iter().filter(|c| panel.expanded.contains(&c.call_id)) {
+        egui::Frame::new().inner_margin(4.0).stroke(egui::Stroke::new(1.0, theme::MUTED)).show(ui, |ui| {
+            ui.set_width(ui.available_width());
+            ui.label(RichText::new(format!("{} · {} · {}", call.tool, call.risk, call.decided_by.as_deref().unwrap_or("policy"))).small().color(theme::MUTED));
+            ui.label(RichText::new(arguments_text(call)).monospace().small());
+            if let Some(output) = &call.output {
+                egui::ScrollArea::vertical().id_salt(("tool_output", call.call_id)).max_height(160.0).show(ui, |ui| {
+                    ui.label(RichText::new(output).monospace().small().color(if call.is_error { theme::ERROR } else { theme::MUTED }));
+                });
+            }
+        });
+    }
+}

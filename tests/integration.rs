@@ -9,6 +9,7 @@
 mod integration {
     pub mod support;
 
+    mod agent;
     mod capture_desktop;
     mod capture_x11;
     mod cli;

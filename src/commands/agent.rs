@@ -60,28 +60,35 @@ pub fn ask_agent(paths: &Paths, task: &str) -> anyhow::Result<u8> {
     outcome
 }
 
+/// What the command line decides as soon as the resumed operation shows it.
+#[derive(Clone, Copy)]
+enum Decide {
+    Call { call_id: i64, deny: bool },
+    Continue(i64),
+}
+
 /// `cowork approve CALL [--deny]`: decides a waiting call of an operation
 /// that outlived its process, and drives the operation on.
 pub fn approve(paths: &Paths, call_id: i64, deny: bool) -> anyhow::Result<u8> {
     let (workers, events) = start(paths)?;
-    let outcome = drive(&workers, &events, None, Some((call_id, deny)));
+    let outcome = drive(&workers, &events, None, Some(Decide::Call { call_id, deny }));
     workers.shutdown(Duration::from_secs(5));
     outcome
 }
 
 /// Streams an operation's answer and handles what waits for the user.
-fn drive(workers: &Workers, events: &Receiver<AppEvent>, mut answer_id: Option<i64>, mut decide: Option<(i64, bool)>) -> anyhow::Result<u8> {
+fn drive(workers: &Workers, events: &Receiver<AppEvent>, mut answer_id: Option<i64>, mut decide: Option<Decide>) -> anyhow::Result<u8> {
     let tty = std::io::stdin().is_terminal();
     let mut stdout = std::io::stdout().lock();
     let started = std::time::Instant::now();
+    // Calls that wait, asked about once the operation is saved as waiting.
+    let mut waiting: Vec<ToolCallView> = Vec::new();
     loop {
         let event = match events.recv_timeout(Duration::from_secs(1)) {
             Ok(event) => event,
             Err(crossbeam_channel::RecvTimeoutError::Timeout) => {
-                if let Some((call_id, _)) = decide
-                    && started.elapsed() > Duration::from_secs(10)
-                {
-                    bail!("no operation waits on call {call_id} (see cowork audit)");
+                if decide.is_some() && started.elapsed() > Duration::from_secs(10) {
+                    bail!("nothing waits on that call or operation (see cowork audit)");
                 }
                 continue;
             }
@@ -93,7 +100,7 @@ fn drive(workers: &Workers, events: &Receiver<AppEvent>, mut answer_id: Option<i
                 stdout.flush()?;
             }
             AppEvent::ToolCall(call) => {
-                if let Some((call_id, deny)) = decide
+                if let Some(Decide::Call { call_id, deny }) = decide
                     && call.call_id == call_id
                     && call.status == CallStatus::Waiting
                 {
@@ -106,21 +113,31 @@ fn drive(workers: &Workers, events: &Receiver<AppEvent>, mut answer_id: Option<i
                 if Some(call.answer_id) != answer_id {
                     continue;
                 }
+                waiting.retain(|c| c.call_id != call.call_id);
                 match call.status {
-                    CallStatus::Waiting => {
-                        if !tty {
-                            print_pending(&call);
-                            return Ok(EXIT_NEEDS_APPROVAL);
-                        }
-                        let choice = ask_on_terminal(&call)?;
-                        workers.agent.commands.send(AgentCommand::Decide { call_id: call.call_id, choice })?;
-                    }
+                    CallStatus::Waiting => waiting.push(*call),
                     CallStatus::Running if call.duration_millis.is_some() => eprintln!("[{} {}]", call.tool, crate::ui::agent::arguments_text(&call).lines().next().unwrap_or_default()),
                     status if status.settled() => {
                         let took = call.duration_millis.map(|ms| format!(", {ms} ms")).unwrap_or_default();
                         eprintln!("[{} {}{took}]", call.tool, status.as_str());
                     }
                     _ => {}
+                }
+            }
+            AppEvent::Operation { operation_id, answer_id: id, paused: Some(_), .. } if matches!(decide, Some(Decide::Continue(op)) if op == operation_id) => {
+                answer_id = Some(id);
+                decide = None;
+                workers.agent.commands.send(AgentCommand::Continue { operation_id, go_on: true })?;
+            }
+            AppEvent::Operation { answer_id: id, status: crate::events::OpStatus::WaitingForHuman, paused: None, .. } if Some(id) == answer_id && !waiting.is_empty() => {
+                // The operation is saved as waiting: a crash from here on loses nothing.
+                for call in std::mem::take(&mut waiting) {
+                    if !tty {
+                        print_pending(&call);
+                        return Ok(EXIT_NEEDS_APPROVAL);
+                    }
+                    let choice = ask_on_terminal(&call)?;
+                    workers.agent.commands.send(AgentCommand::Decide { call_id: call.call_id, choice })?;
                 }
             }
             AppEvent::Operation { operation_id, answer_id: id, paused: Some(why), .. } if Some(id) == answer_id => {
@@ -175,13 +192,12 @@ fn yes_no(prompt: &str) -> anyhow::Result<bool> {
 
 /// `cowork approve --continue OPERATION`: a paused operation goes on.
 pub fn continue_operation(paths: &Paths, operation_id: i64) -> anyhow::Result<u8> {
-    let (workers, events) = start(paths)?;
-    let answer_id = {
+    {
         let conn = crate::store::open_read_only(&paths.db_path())?;
-        agent_store::operation(&conn, operation_id)?.and_then(|op| op.answer_id).context("no such operation")?
-    };
-    workers.agent.commands.send(AgentCommand::Continue { operation_id, go_on: true })?;
-    let outcome = drive(&workers, &events, Some(answer_id), None);
+        agent_store::operation(&conn, operation_id)?.context("no such operation")?;
+    }
+    let (workers, events) = start(paths)?;
+    let outcome = drive(&workers, &events, None, Some(Decide::Continue(operation_id)));
     workers.shutdown(Duration::from_secs(5));
     outcome
 }

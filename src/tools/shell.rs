@@ -72,6 +72,17 @@ pub fn run(args: &Value, cwd: &Path, stop: &AtomicBool) -> ToolOutput {
         cmd.env("LANG", "C.UTF-8");
     }
     cmd.stdin(Stdio::null()).stdout(Stdio::piped()).stderr(Stdio::piped()).process_group(0);
+    // If cowork dies (kill -9), the shell dies with it instead of going on
+    // with the rest of the command unattended.
+    // SAFETY: prctl is async-signal-safe; nothing else runs between fork and exec.
+    unsafe {
+        cmd.pre_exec(|| {
+            if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL) != 0 {
+                return Err(std::io::Error::last_os_error());
+            }
+            Ok(())
+        });
+    }
     let mut child = match cmd.spawn() {
         Ok(child) => child,
         Err(err) => return ToolOutput::error(format!("could not start sh: {err}")),

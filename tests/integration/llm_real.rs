@@ -29,6 +29,7 @@ fn request(question: &str, thread_id: i64) -> ChatRequest {
         try_harder_from: None,
         consent_once: false,
         is_retry: false,
+        agent: false,
     }
 }
 

@@ -189,21 +189,21 @@ fn litellm_proxy_speaks_gemini_and_anthropic_and_refuses_a_wrong_key() {
 
 /// A scripted HTTP server: each connection gets the next response from
 /// `responses` (status line + headers + body, sent in `chunks` with a pause).
-struct Scripted {
-    port: u16,
-    hits: Arc<AtomicUsize>,
+pub(super) struct Scripted {
+    pub(super) port: u16,
+    pub(super) hits: Arc<AtomicUsize>,
     /// The requests received (head, blank line, body), in order.
-    heads: Arc<parking_lot::Mutex<Vec<String>>>,
+    pub(super) heads: Arc<parking_lot::Mutex<Vec<String>>>,
 }
 
 #[derive(Clone)]
-struct Reply {
+pub(super) struct Reply {
     head: String,
     chunks: Vec<String>,
     pause: Duration,
 }
 
-fn reply(status: &str, extra_headers: &str, chunks: &[&str]) -> Reply {
+pub(super) fn reply(status: &str, extra_headers: &str, chunks: &[&str]) -> Reply {
     Reply {
         head: format!("HTTP/1.1 {status}\r\ncontent-type: text/event-stream\r\nconnection: close\r\n{extra_headers}\r\n"),
         chunks: chunks.iter().map(|c| (*c).to_owned()).collect(),
@@ -211,7 +211,7 @@ fn reply(status: &str, extra_headers: &str, chunks: &[&str]) -> Reply {
     }
 }
 
-fn scripted(replies: Vec<Reply>) -> Scripted {
+pub(super) fn scripted(replies: Vec<Reply>) -> Scripted {
     let listener = TcpListener::bind("127.0.0.1:0").unwrap();
     let port = listener.local_addr().unwrap().port();
     let hits = Arc::new(AtomicUsize::new(0));
@@ -582,6 +582,7 @@ fn chat(ask_id: i64, text: &str) -> cowork::agent::ChatRequest {
         try_harder_from: None,
         consent_once: false,
         is_retry: false,
+        agent: false,
     }
 }
 

@@ -39,6 +39,9 @@ const STORE_WAIT: Duration = Duration::from_secs(5);
 /// A delegated helper's steps at most.
 const HELPER_STEPS: u32 = 8;
 
+/// A call as the brain wrote it: (id, tool, arguments), or why it could not be read.
+type RawCall = Result<(String, String, Value), String>;
+
 /// Who thinks for an operation.
 #[derive(Clone, Debug)]
 pub enum Brain {
@@ -329,7 +332,7 @@ impl<B: LocalBrain> AgentWorker<B> {
         };
         let overhead_before = overhead_start.elapsed();
         let model_start = Instant::now();
-        let (assistant, raw_calls, cost, prompt_tokens): (Turn, Vec<Result<(String, String, Value), String>>, f64, usize) = match &brain {
+        let (assistant, raw_calls, cost, prompt_tokens): (Turn, Vec<RawCall>, f64, usize) = match &brain {
             Brain::Local => {
                 let messages = operation::local_messages(&turns);
                 let prompt_tokens = messages.iter().map(|m| crate::llm::tokens::estimate_tokens(&m.content)).sum::<usize>();
@@ -337,7 +340,7 @@ impl<B: LocalBrain> AgentWorker<B> {
                     .brain
                     .generate(GenerateRequest { messages, max_tokens: settings.max_answer_tokens, tools: true, only_if_loaded: false }, epoch, &mut on_text)
                     .map_err(|err| err.to_string())?;
-                let calls: Vec<Result<(String, String, Value), String>> =
+                let calls: Vec<RawCall> =
                     generation.calls.into_iter().enumerate().map(|(i, c)| c.map(|c| (format!("call_{step}_{i}"), c.name, c.arguments))).collect();
                 let mut turn = Turn::new(Role::Assistant, if generation.raw.is_empty() { generation.text.clone() } else { generation.raw.clone() });
                 turn.tool_calls = calls
@@ -391,7 +394,7 @@ impl<B: LocalBrain> AgentWorker<B> {
                     ask_id: self.acting.live.get(&operation_id).map_or(0, |l| l.request.ask_id),
                 };
                 let _ = self.store.send_timeout(StoreCommand::RecordUsage(usage), STORE_WAIT);
-                let calls: Vec<Result<(String, String, Value), String>> = answer
+                let calls: Vec<RawCall> = answer
                     .tool_calls
                     .iter()
                     .enumerate()
@@ -444,7 +447,7 @@ impl<B: LocalBrain> AgentWorker<B> {
     #[allow(clippy::too_many_arguments)]
     fn decide_call(&mut self, operation_id: i64, step: u32, model_call_id: String, tool: String, args: Value, origins: &[Origin], settings: &crate::config::Settings) {
         let now = now_millis();
-        let offered = self.acting.live.get(&operation_id).is_some_and(|l| l.state.tools.iter().any(|t| *t == tool));
+        let offered = self.acting.live.get(&operation_id).is_some_and(|l| l.state.tools.contains(&tool));
         let mut call = CallRow {
             call_id: next_id(),
             operation_id,

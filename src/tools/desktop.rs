@@ -87,7 +87,7 @@ pub fn run(tool: &str, args: &Value, files: &super::files::FilesEnv) -> ToolOutp
                 .map_err(|err| format!("cannot run xdg-open: {err}"))
                 .map(|mut child| {
                     // Reap it off this thread: xdg-open returns once the app has started.
-                    std::thread::spawn(move || child.wait());
+                    let _ = std::thread::Builder::new().name("xdg-open-reaper".into()).spawn(move || child.wait());
                     format!("opened {shown}")
                 })
         }),

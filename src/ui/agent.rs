@@ -52,10 +52,10 @@ fn risk_colour(risk: &str) -> egui::Color32 {
 /// that is all, else pretty JSON.
 pub fn arguments_text(call: &ToolCallView) -> String {
     let object = call.arguments.as_object();
-    if let Some(map) = object.filter(|m| m.len() == 1) {
-        if let Some(text) = map.values().next().and_then(|v| v.as_str()) {
-            return text.to_owned();
-        }
+    if let Some(map) = object.filter(|m| m.len() == 1)
+        && let Some(text) = map.values().next().and_then(|v| v.as_str())
+    {
+        return text.to_owned();
     }
     serde_json::to_string_pretty(&call.arguments).unwrap_or_default()
 }

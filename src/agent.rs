@@ -6,6 +6,8 @@ pub mod operation;
 pub mod store;
 mod worker;
 
-pub use acting::{AGENT_PROMPT, Brain, Live, suggest_rule};
+pub use acting::{AGENT_PROMPT, suggest_rule};
+pub use operation::{Brain, Live};
 
-pub use worker::{AgentCommand, AgentConfig, AgentWorker, ChatRequest, MemoryContext, SYSTEM_PROMPT, spawn_agent};
+pub use operation::ChatRequest;
+pub use worker::{AgentCommand, AgentConfig, AgentWorker, MemoryContext, SYSTEM_PROMPT, spawn_agent};

@@ -7,22 +7,19 @@
 //! user decides), and `finish`. Only this thread executes tools, and never
 //! without a recorded decision.
 
-use std::collections::HashMap;
-use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 use serde_json::Value;
 
-use super::operation::{self, Limits, Next, State};
+use super::operation::{self, Brain, ChatRequest, Limits, Live, Next, RawCall, State};
 use super::store::{self as agent_store, AgentWrite, AuditEntry, CallRow, CallStatus, OpStatus, OperationRow};
-use super::worker::{AgentWorker, ChatRequest};
-use crate::brains::{Delta, ProviderConfig, Role, Turn};
+use super::worker::AgentWorker;
+use crate::brains::{Delta, Role, Turn};
 use crate::events::{AppEvent, ApprovalChoice, GenerationStats, MessageStatus, ToolCallView};
 use crate::ids::{next_id, now_millis};
 use crate::llm::{GenerateRequest, LocalBrain};
 use crate::store::StoreCommand;
-use crate::tools::files::FilesEnv;
 use crate::tools::policy::{self, Action, Pattern, Rule, Scope};
 use crate::tools::{Origin, ToolOutput, registry};
 
@@ -38,60 +35,6 @@ const KEEP_TURNS: usize = 24;
 const STORE_WAIT: Duration = Duration::from_secs(5);
 /// A delegated helper's steps at most.
 const HELPER_STEPS: u32 = 8;
-
-/// A call as the brain wrote it: (id, tool, arguments), or why it could not be read.
-type RawCall = Result<(String, String, Value), String>;
-
-/// Who thinks for an operation.
-#[derive(Clone, Debug)]
-pub enum Brain {
-    Local,
-    Cloud { provider: ProviderConfig, key: Option<String>, consent: bool },
-}
-
-impl Brain {
-    fn name(&self) -> String {
-        match self {
-            Brain::Local => "local".into(),
-            Brain::Cloud { provider, .. } => provider.name.clone(),
-        }
-    }
-}
-
-/// An operation the worker is driving.
-pub struct Live {
-    pub row: OperationRow,
-    pub state: State,
-    pub calls: Vec<CallRow>,
-    pub brain: Brain,
-    pub request: ChatRequest,
-    /// Whether the current step asked for any call.
-    pub step_has_calls: bool,
-    /// Keep the question and answer (false for `<no-memory>`).
-    pub remember: bool,
-    /// The step's timings, for the numbers: (prompt tokens, model millis, overhead micros).
-    pub step_times: Vec<(usize, u64, u64)>,
-}
-
-/// What the agent acts with, built once per worker.
-pub struct Acting {
-    pub live: HashMap<i64, Live>,
-    pub skills: Vec<crate::tools::skills::Skill>,
-    pub files: FilesEnv,
-}
-
-impl Acting {
-    pub fn new(data_dir: PathBuf) -> Self {
-        let home = std::env::var_os("HOME").map(PathBuf::from).unwrap_or_else(|| PathBuf::from("/"));
-        let (skills, problems) = crate::tools::skills::discover(&data_dir);
-        for problem in problems {
-            tracing::warn!(%problem, "a skill could not be read");
-        }
-        // The data directory resolved, so no spelling of it slips past the checks.
-        let data_dir = data_dir.canonicalize().unwrap_or(data_dir);
-        Acting { live: HashMap::new(), skills, files: FilesEnv { cwd: home.clone(), home, data_dir } }
-    }
-}
 
 /// The view of a call for the UI.
 fn view(live: &Live, call: &CallRow) -> ToolCallView {

@@ -5,13 +5,94 @@
 //! text in the conversation keeps its origin, so the policy knows whether a
 //! step's prompt holds anything but the user's words and cowork's own.
 
+use std::collections::HashMap;
+use std::path::PathBuf;
+
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-use super::store::{CallRow, CallStatus};
-use crate::brains::{Role, ToolCall, Turn};
+use super::store::{CallRow, CallStatus, OperationRow};
+use crate::brains::{ProviderConfig, Role, ToolCall, Turn};
+use crate::events::ChatThread;
+use crate::tools::files::FilesEnv;
 use crate::llm::{PromptMessage, PromptRole};
 use crate::tools::Origin;
+
+/// One question in a thread.
+#[derive(Clone, Debug, Default)]
+pub struct ChatRequest {
+    pub thread: ChatThread,
+    pub thread_is_new: bool,
+    pub user_message_id: i64,
+    pub answer_id: i64,
+    pub text: String,
+    /// Earlier messages of the thread, oldest first.
+    pub history: Vec<(crate::events::Role, String)>,
+    /// The question this answers: a retry with a smarter model keeps the first answer's.
+    pub ask_id: i64,
+    /// "Try harder": who gave the answer being retried.
+    pub try_harder_from: Option<crate::brains::Target>,
+    /// The user allowed captured context for this request only.
+    pub consent_once: bool,
+    /// A retry adds an answer to an existing question: the question is not stored again.
+    pub is_retry: bool,
+    /// Run as an agent operation: the model may call tools (Settings → Agent).
+    pub agent: bool,
+}
+
+/// A call as the brain wrote it: (id, tool, arguments), or why it could not be read.
+pub(super) type RawCall = Result<(String, String, Value), String>;
+
+/// Who thinks for an operation.
+#[derive(Clone, Debug)]
+pub enum Brain {
+    Local,
+    Cloud { provider: ProviderConfig, key: Option<String>, consent: bool },
+}
+
+impl Brain {
+    pub(super) fn name(&self) -> String {
+        match self {
+            Brain::Local => "local".into(),
+            Brain::Cloud { provider, .. } => provider.name.clone(),
+        }
+    }
+}
+
+/// An operation the worker is driving.
+pub struct Live {
+    pub row: OperationRow,
+    pub state: State,
+    pub calls: Vec<CallRow>,
+    pub brain: Brain,
+    pub request: ChatRequest,
+    /// Whether the current step asked for any call.
+    pub step_has_calls: bool,
+    /// Keep the question and answer (false for `<no-memory>`).
+    pub remember: bool,
+    /// The step's timings, for the numbers: (prompt tokens, model millis, overhead micros).
+    pub step_times: Vec<(usize, u64, u64)>,
+}
+
+/// What the agent acts with, built once per worker.
+pub struct Acting {
+    pub live: HashMap<i64, Live>,
+    pub skills: Vec<crate::tools::skills::Skill>,
+    pub files: FilesEnv,
+}
+
+impl Acting {
+    pub fn new(data_dir: PathBuf) -> Self {
+        let home = std::env::var_os("HOME").map(PathBuf::from).unwrap_or_else(|| PathBuf::from("/"));
+        let (skills, problems) = crate::tools::skills::discover(&data_dir);
+        for problem in problems {
+            tracing::warn!(%problem, "a skill could not be read");
+        }
+        // The data directory resolved, so no spelling of it slips past the checks.
+        let data_dir = data_dir.canonicalize().unwrap_or(data_dir);
+        Acting { live: HashMap::new(), skills, files: FilesEnv { cwd: home.clone(), home, data_dir } }
+    }
+}
 
 /// One text of the conversation and where it came from.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]

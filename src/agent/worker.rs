@@ -12,7 +12,7 @@ use std::time::Duration;
 use crossbeam_channel::{Receiver, Sender, bounded};
 use rusqlite::Connection;
 
-use crate::events::{AppEvent, ChatMessage, ChatThread, GenerationStats, MessageStatus, Role, WorkerName};
+use crate::events::{AppEvent, ChatMessage, GenerationStats, MessageStatus, Role, WorkerName};
 use crate::ids::now_millis;
 use crate::llm::context::{Layer1, layer1_context};
 use crate::llm::prompt::{PromptContext, chat_messages, join_parts, local_examples, question_turn};
@@ -20,6 +20,8 @@ use crate::llm::{GenerateRequest, LlmClient, LlmCommand, LocalBrain, LocalModelS
 use crate::runtime::{EventSink, RestartPolicy, Supervised, WorkerContext, WorkerHandle, spawn_supervised};
 use crate::capture::firewall::wants_no_memory;
 use crate::store::{self, StoreCommand};
+
+pub use super::operation::ChatRequest;
 
 /// The identity. Small local models follow it only when it is this concrete:
 /// where the facts are, to copy them exactly, and to say so when they are not
@@ -59,27 +61,6 @@ pub struct MemoryContext {
 /// How often the worker looks for older hours to summarise while the local model is loaded.
 const SUMMARY_CHECK: Duration = Duration::from_secs(15);
 
-/// One question in a thread.
-#[derive(Clone, Debug, Default)]
-pub struct ChatRequest {
-    pub thread: ChatThread,
-    pub thread_is_new: bool,
-    pub user_message_id: i64,
-    pub answer_id: i64,
-    pub text: String,
-    /// Earlier messages of the thread, oldest first.
-    pub history: Vec<(Role, String)>,
-    /// The question this answers: a retry with a smarter model keeps the first answer's.
-    pub ask_id: i64,
-    /// "Try harder": who gave the answer being retried.
-    pub try_harder_from: Option<crate::brains::Target>,
-    /// The user allowed captured context for this request only.
-    pub consent_once: bool,
-    /// A retry adds an answer to an existing question: the question is not stored again.
-    pub is_retry: bool,
-    /// Run as an agent operation: the model may call tools (Settings → Agent).
-    pub agent: bool,
-}
 
 #[derive(Debug)]
 pub enum AgentCommand {
@@ -175,9 +156,9 @@ pub struct AgentWorker<B: LocalBrain> {
     /// Bumped by Stop; an answer that started under an older value stops.
     pub(super) stop_epoch: Arc<AtomicU64>,
     /// Operations being driven, the skills and where file tools work.
-    pub(super) acting: super::acting::Acting,
+    pub(super) acting: super::operation::Acting,
     /// The last operation that ended (its step timings, for tests and `cowork ask --agent`).
-    pub last_finished: Option<super::acting::Live>,
+    pub last_finished: Option<super::operation::Live>,
     /// The last local exchange, as sent, for follow-ups to extend.
     conversation: Option<Conversation>,
     /// Worked examples in every local prompt's head.
@@ -216,7 +197,7 @@ impl<B: LocalBrain> AgentWorker<B> {
             stop_epoch,
             conversation: None,
             examples: local_examples(),
-            acting: super::acting::Acting::new(config_data_dir),
+            acting: super::operation::Acting::new(config_data_dir),
             last_finished: None,
         }
     }
@@ -547,11 +528,11 @@ impl<B: LocalBrain> AgentWorker<B> {
         request: &ChatRequest,
         settings: &crate::config::Settings,
         providers: &crate::brains::Providers,
-    ) -> Result<super::acting::Brain, String> {
+    ) -> Result<super::operation::Brain, String> {
         Ok(match self.plan(request, None, settings, providers)? {
-            Plan::Local { .. } => super::acting::Brain::Local,
+            Plan::Local { .. } => super::operation::Brain::Local,
             Plan::Cloud { provider, key, consent, .. } => {
-                super::acting::Brain::Cloud { provider, key, consent: consent.unwrap_or(false) || request.consent_once }
+                super::operation::Brain::Cloud { provider, key, consent: consent.unwrap_or(false) || request.consent_once }
             }
         })
     }
@@ -871,7 +852,7 @@ pub fn spawn_agent(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::events::{ActivitySession, WorkerName};
+    use crate::events::{ActivitySession, ChatThread, WorkerName};
     use crate::runtime::WorkerContext;
     use std::cell::RefCell;
 

@@ -691,8 +691,8 @@ impl eframe::App for CoworkApp {
 
         egui::Panel::top("tabs").show(ui, |ui| {
             ui.horizontal(|ui| {
+                let waiting = state.waiting_count();
                 for tab in Tab::ALL {
-                    let waiting = state.waiting_count();
                     let label = if tab == Tab::Chat && waiting > 0 { format!("{} ({waiting})", tab.label()) } else { tab.label().to_owned() };
                     if ui.selectable_label(state.tab() == tab, label).clicked() {
                         actions.push(UiAction::SwitchTab(tab));
@@ -736,9 +736,9 @@ impl eframe::App for CoworkApp {
         for action in actions {
             self.handle_action(action);
         }
-        // Durations on the Context tab tick once a second; elsewhere the UI
-        // sleeps until a worker event or input wakes it.
-        if self.state.tab() == Tab::Context {
+        // Durations on the Context tab and an approval card's countdown tick
+        // once a second; elsewhere the UI sleeps until a worker event or input wakes it.
+        if self.state.tab() == Tab::Context || (self.state.tab() == Tab::Chat && self.state.waiting_calls().next().is_some()) {
             ui.ctx().request_repaint_after(Duration::from_secs(1));
         }
     }

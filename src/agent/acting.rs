@@ -117,10 +117,6 @@ impl<B: LocalBrain> AgentWorker<B> {
         }
     }
 
-    fn settings_now(&mut self) -> crate::config::Settings {
-        self.brains().0
-    }
-
     fn limits(settings: &crate::config::Settings) -> Limits {
         Limits { max_steps: settings.agent_max_steps, ..Limits::default() }
     }
@@ -174,21 +170,8 @@ impl<B: LocalBrain> AgentWorker<B> {
             Brain::Cloud { provider, .. } => (format!("{} · {} · agent", provider.name, provider.model), format!("{} tools offered", tools.len())),
         };
         self.sink.send(AppEvent::Routed { answer_id: request.answer_id, ask_id: request.ask_id, answered_by, reason });
-        let row = OperationRow {
-            operation_id: next_id(),
-            thread_id: Some(request.thread.thread_id),
-            answer_id: Some(request.answer_id),
-            task: request.text.clone(),
-            status: OpStatus::Running,
-            steps: 0,
-            cost_usd: 0.0,
-            brain: brain.name(),
-            state: String::new(),
-            error: None,
-            created_at_millis: now,
-            updated_at_millis: now,
-        };
-        let mut live = Live { row, state, calls: Vec::new(), brain, request, step_has_calls: false, remember, step_times: Vec::new() };
+        let row = OperationRow::running(next_id(), Some(request.thread.thread_id), Some(request.answer_id), request.text.clone(), brain.name(), now);
+        let mut live = Live { row, state, calls: Vec::new(), brain, request, step_has_calls: false, remember };
         self.save_operation(&mut live);
         let id = live.row.operation_id;
         self.acting.live.insert(id, live);
@@ -213,9 +196,10 @@ impl<B: LocalBrain> AgentWorker<B> {
     /// Drives an operation until it needs the user or ends.
     pub(super) fn advance(&mut self, operation_id: i64) {
         let epoch = self.stop_epoch.load(Ordering::SeqCst);
+        // Read once per drive, not per step: settings change between tasks, not within one.
+        let settings = self.settings();
+        let limits = Self::limits(&settings);
         loop {
-            let settings = self.settings_now();
-            let limits = Self::limits(&settings);
             let Some(live) = self.acting.live.get_mut(&operation_id) else { return };
             if self.stop_epoch.load(Ordering::SeqCst) != epoch {
                 self.finish(operation_id, OpStatus::Cancelled, Some("stopped".into()));
@@ -378,7 +362,6 @@ impl<B: LocalBrain> AgentWorker<B> {
             live.state.push(Turn::new(Role::User, unreadable.join("\n")), Origin::Instructions);
         }
         let overhead = overhead_before + overhead_after.elapsed();
-        live.step_times.push((prompt_tokens, model_millis, overhead.as_micros() as u64));
         tracing::info!(operation = operation_id, step, prompt_tokens, model_millis, overhead_micros = overhead.as_micros() as u64, "agent step");
         let mut live = self.acting.live.remove(&operation_id).expect("present");
         self.save_operation(&mut live);
@@ -512,9 +495,6 @@ impl<B: LocalBrain> AgentWorker<B> {
                 Err(err) => tracing::warn!(%err, call = call.call_id, "a call could not be recorded as started and did not run"),
             }
         }
-        let stop = AtomicBool::new(false);
-        let stop_epoch = self.stop_epoch.clone();
-        let finished = AtomicBool::new(false);
         let mut results: Vec<(i64, ToolOutput)> = Vec::new();
         // The agent's own tools first, on this thread.
         let (own, parallel): (Vec<CallRow>, Vec<CallRow>) = runnable.into_iter().partition(|c| !registry::runs_anywhere(&c.tool));
@@ -522,40 +502,48 @@ impl<B: LocalBrain> AgentWorker<B> {
             let output = self.run_own(operation_id, call, epoch);
             results.push((call.call_id, output));
         }
-        let (files, skills) = (&self.acting.files, &self.acting.skills);
-        let gate = crate::net::OutboundGate::global();
-        std::thread::scope(|scope| {
-            scope.spawn(|| {
-                while !finished.load(Ordering::SeqCst) {
-                    if stop_epoch.load(Ordering::SeqCst) != epoch {
-                        stop.store(true, Ordering::SeqCst);
-                        break;
+        let stop = AtomicBool::new(false);
+        if !parallel.is_empty() {
+            let stop_epoch = self.stop_epoch.clone();
+            let (files, skills) = (&self.acting.files, &self.acting.skills);
+            let gate = crate::net::OutboundGate::global();
+            // Dropped when every call has returned: the watcher wakes at once, not at its next tick.
+            let (done, finished) = crossbeam_channel::bounded::<()>(0);
+            std::thread::scope(|scope| {
+                let stop = &stop;
+                scope.spawn(move || {
+                    while let Err(crossbeam_channel::RecvTimeoutError::Timeout) = finished.recv_timeout(Duration::from_millis(20)) {
+                        if stop_epoch.load(Ordering::SeqCst) != epoch {
+                            stop.store(true, Ordering::SeqCst);
+                            break;
+                        }
                     }
-                    std::thread::sleep(Duration::from_millis(20));
-                }
-            });
-            let handles: Vec<_> = parallel
-                .iter()
-                .map(|call| {
-                    let stop = &stop;
-                    scope.spawn(move || {
-                        let env = registry::Env { files, memory: None, gate, stop, skills };
-                        (call.call_id, registry::execute(&call.tool, &call.arguments, &env))
+                });
+                let handles: Vec<_> = parallel
+                    .iter()
+                    .map(|call| {
+                        scope.spawn(move || {
+                            let env = registry::Env { files, memory: None, gate, stop, skills };
+                            (call.call_id, registry::execute(&call.tool, &call.arguments, &env))
+                        })
                     })
-                })
-                .collect();
-            for handle in handles {
-                match handle.join() {
-                    Ok(result) => results.push(result),
-                    Err(_) => tracing::error!("a tool panicked"),
+                    .collect();
+                for handle in handles {
+                    match handle.join() {
+                        Ok(result) => results.push(result),
+                        Err(_) => tracing::error!("a tool panicked"),
+                    }
                 }
-            }
-            finished.store(true, Ordering::SeqCst);
-        });
+                drop(done);
+            });
+        }
         let stopped = stop.load(Ordering::SeqCst);
         for id in ids {
             let output = results.iter().find(|(cid, _)| cid == id).map(|(_, o)| o.clone()).unwrap_or_else(|| ToolOutput::error("the tool failed unexpectedly"));
-            self.settle(operation_id, *id, if stopped { CallStatus::Cancelled } else if output.is_error { CallStatus::Failed } else { CallStatus::Done }, output, None);
+            // Stop cut short what ran in parallel; what ran here had finished.
+            let cut = stopped && parallel.iter().any(|c| c.call_id == *id);
+            let status = if cut { CallStatus::Cancelled } else if output.is_error { CallStatus::Failed } else { CallStatus::Done };
+            self.settle(operation_id, *id, status, output, None);
         }
         self.close_step_if_settled(operation_id, step);
     }
@@ -666,7 +654,7 @@ impl<B: LocalBrain> AgentWorker<B> {
         if call.status != CallStatus::Waiting {
             return;
         }
-        let settings = self.settings_now();
+        let settings = self.settings();
         match choice {
             ApprovalChoice::Answer(text) if call.tool == "ask_user" => {
                 self.settle(operation_id, call_id, CallStatus::Done, ToolOutput::ok(text), Some("user".into()));
@@ -797,8 +785,8 @@ impl<B: LocalBrain> AgentWorker<B> {
             .flat_map(|(op, l)| l.calls.iter().filter(|c| c.status == CallStatus::Waiting && c.expires_at_millis.is_some_and(|at| at <= now)).map(|c| (*op, c.call_id)))
             .collect();
         let mut touched: Vec<i64> = Vec::new();
+        let minutes = if expired.is_empty() { 0 } else { self.settings().approval_timeout_secs / 60 };
         for (op, call_id) in expired {
-            let minutes = self.settings_now().approval_timeout_secs / 60;
             let why = format!("Nobody approved this call within {minutes} minutes, so it was not run.");
             self.settle(op, call_id, CallStatus::Expired, ToolOutput::error(why), Some("timeout".into()));
             self.sink.send(AppEvent::Notice("an approval expired; the task went on without that call".into()));
@@ -855,7 +843,6 @@ impl<B: LocalBrain> AgentWorker<B> {
         self.sink.send(AppEvent::AnswerCost { answer_id: live.request.answer_id, usd: live.row.cost_usd });
         let stats = GenerationStats::default();
         self.sink.send(AppEvent::AnswerFinished { answer_id: live.request.answer_id, status: message_status, error, stats });
-        self.last_finished = Some(live);
     }
 
     /// After a restart: operations that were open come back. A waiting
@@ -903,7 +890,7 @@ impl<B: LocalBrain> AgentWorker<B> {
                 ..ChatRequest::default()
             };
             let step_has_calls = calls.iter().any(|c| c.step == row.steps);
-            let mut live = Live { row, state, calls, brain, request, step_has_calls, remember: true, step_times: Vec::new() };
+            let mut live = Live { row, state, calls, brain, request, step_has_calls, remember: true };
             let mut interrupted = false;
             for call in live.calls.iter_mut() {
                 if call.status == CallStatus::Running && call.started_at_millis.is_some() {
@@ -943,7 +930,7 @@ impl<B: LocalBrain> AgentWorker<B> {
     /// it (the parent can ask for it).
     fn delegate(&mut self, operation_id: i64, call: &CallRow, epoch: u64) -> ToolOutput {
         let task = call.arguments.get("task").and_then(Value::as_str).unwrap_or_default().to_owned();
-        let settings = self.settings_now();
+        let settings = self.settings();
         let Some(parent) = self.acting.live.get(&operation_id) else { return ToolOutput::error("the task is gone") };
         let wanted: Vec<String> = call.arguments.get("tools").and_then(Value::as_array).map(|a| a.iter().filter_map(|v| v.as_str().map(str::to_owned)).collect()).unwrap_or_default();
         let tools: Vec<String> = parent
@@ -967,23 +954,10 @@ impl<B: LocalBrain> AgentWorker<B> {
         state.push(Turn::new(Role::User, task.clone()), task_origin);
         state.head = state.entries.len();
         let helper_id = next_id();
-        let row = OperationRow {
-            operation_id: helper_id,
-            thread_id,
-            answer_id: None,
-            task,
-            status: OpStatus::Running,
-            steps: 0,
-            cost_usd: 0.0,
-            brain: brain.name(),
-            state: String::new(),
-            error: None,
-            created_at_millis: now,
-            updated_at_millis: now,
-        };
+        let row = OperationRow::running(helper_id, thread_id, None, task, brain.name(), now);
         // The helper streams nothing to the chat: its answer id is none.
         let request = ChatRequest { answer_id: 0, ..parent_request };
-        let live = Live { row, state, calls: Vec::new(), brain, request, step_has_calls: false, remember: false, step_times: Vec::new() };
+        let live = Live { row, state, calls: Vec::new(), brain, request, step_has_calls: false, remember: false };
         self.acting.live.insert(helper_id, live);
         let limits = Limits { max_steps: HELPER_STEPS, ..Self::limits(&settings) };
         let summary = loop {

@@ -70,8 +70,6 @@ pub struct Live {
     pub step_has_calls: bool,
     /// Keep the question and answer (false for `<no-memory>`).
     pub remember: bool,
-    /// The step's timings, for the numbers: (prompt tokens, model millis, overhead micros).
-    pub step_times: Vec<(usize, u64, u64)>,
 }
 
 /// What the agent acts with, built once per worker.

@@ -32,6 +32,26 @@ pub struct OperationRow {
     pub updated_at_millis: i64,
 }
 
+impl OperationRow {
+    /// A new operation, running from `now`, with no steps yet.
+    pub fn running(operation_id: i64, thread_id: Option<i64>, answer_id: Option<i64>, task: String, brain: String, now: i64) -> Self {
+        OperationRow {
+            operation_id,
+            thread_id,
+            answer_id,
+            task,
+            status: OpStatus::Running,
+            steps: 0,
+            cost_usd: 0.0,
+            brain,
+            state: String::new(),
+            error: None,
+            created_at_millis: now,
+            updated_at_millis: now,
+        }
+    }
+}
+
 #[derive(Clone, Debug, PartialEq)]
 pub struct CallRow {
     pub call_id: i64,

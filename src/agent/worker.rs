@@ -157,8 +157,6 @@ pub struct AgentWorker<B: LocalBrain> {
     pub(super) stop_epoch: Arc<AtomicU64>,
     /// Operations being driven, the skills and where file tools work.
     pub(super) acting: super::operation::Acting,
-    /// The last operation that ended (its step timings, for tests and `cowork ask --agent`).
-    pub last_finished: Option<super::operation::Live>,
     /// The last local exchange, as sent, for follow-ups to extend.
     conversation: Option<Conversation>,
     /// Worked examples in every local prompt's head.
@@ -198,7 +196,6 @@ impl<B: LocalBrain> AgentWorker<B> {
             conversation: None,
             examples: local_examples(),
             acting: super::operation::Acting::new(config_data_dir),
-            last_finished: None,
         }
     }
 
@@ -455,13 +452,18 @@ impl<B: LocalBrain> AgentWorker<B> {
         self.sink.send(AppEvent::AnswerFinished { answer_id: request.answer_id, status, error, stats });
     }
 
-    /// The user's settings and providers, fresh for each question.
-    pub(super) fn brains(&mut self) -> (crate::config::Settings, crate::brains::Providers) {
+    /// The user's settings, fresh (an operation's steps read them without providers.json).
+    pub(super) fn settings(&mut self) -> crate::config::Settings {
         if self.db.is_none() {
             self.db = store::open_read_only(&self.config.db_path).ok();
         }
         let pairs = self.db.as_ref().and_then(|c| store::all_settings(c).ok()).unwrap_or_default();
-        let (settings, _) = crate::config::Settings::from_pairs(&pairs);
+        crate::config::Settings::from_pairs(&pairs).0
+    }
+
+    /// The user's settings and providers, fresh for each question.
+    pub(super) fn brains(&mut self) -> (crate::config::Settings, crate::brains::Providers) {
+        let settings = self.settings();
         let providers = crate::brains::Providers::load(&crate::brains::Providers::path(&self.config.data_dir)).unwrap_or_else(|err| {
             self.sink.send(AppEvent::Notice(format!("{err:#}")));
             Default::default()

@@ -40,19 +40,6 @@ pub struct MemoryEnv<'a> {
     pub now_millis: i64,
 }
 
-/// One line each, for a small model's prompt.
-pub fn description(tool: &str) -> Option<&'static str> {
-    Some(match tool {
-        "search_memory" => "Search everything cowork saw (windows, typing, clipboard, chats, summaries) by words and meaning.",
-        "recent_activity" => "List the windows the user used in the last minutes, newest first.",
-        "current_window" => "The window the user is in now.",
-        "read_session" => "What was typed and copied during one window session (by its id).",
-        "remember" => "Keep one lasting fact about the user or their work (at most 320 characters).",
-        "list_pins" => "List remembered facts and the sources pinned to this chat.",
-        _ => return None,
-    })
-}
-
 pub fn schema(tool: &str) -> Option<Value> {
     let object = |properties: Value, required: &[&str]| json!({"type": "object", "properties": properties, "required": required, "additionalProperties": false});
     let limit = json!({"type": "integer", "minimum": 1, "maximum": MAX_LIMIT});
@@ -239,7 +226,8 @@ mod tests {
     fn every_schema_is_one_the_validator_accepts_and_every_tool_has_a_description() {
         for tool in TOOLS {
             crate::tools::schema::check_schema(&schema(tool).unwrap()).unwrap_or_else(|e| panic!("{tool}: {e}"));
-            assert!(description(tool).is_some_and(|d| d.len() < 120), "{tool}");
+            let described = crate::tools::registry::get(tool).map(|t| t.description);
+            assert!(described.is_some_and(|d| !d.is_empty() && d.len() < 120), "{tool}");
         }
     }
 

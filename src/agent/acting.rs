@@ -18,6 +18,7 @@ use super::worker::AgentWorker;
 use crate::brains::{Delta, Role, Turn};
 use crate::events::{AppEvent, ApprovalChoice, GenerationStats, MessageStatus, ToolCallView};
 use crate::ids::{next_id, now_millis};
+use crate::llm::tool_calls::Shape;
 use crate::llm::{GenerateRequest, LocalBrain};
 use crate::store::StoreCommand;
 use crate::tools::policy::{self, Action, Pattern, Rule, Scope};
@@ -250,6 +251,7 @@ impl<B: LocalBrain> AgentWorker<B> {
             sink.send(AppEvent::Token { answer_id, text: "\n".into() });
         }
         let turns = live.state.turns(KEEP_TURNS);
+        let has_looked = live.state.entries.iter().any(|e| e.turn.role == Role::Tool);
         let brain = live.brain.clone();
         let tools: Vec<String> = live.state.tools.clone();
         let mut shown = String::new();
@@ -263,9 +265,16 @@ impl<B: LocalBrain> AgentWorker<B> {
             Brain::Local => {
                 let messages = operation::local_messages(&turns);
                 let prompt_tokens = messages.iter().map(|m| crate::llm::tokens::estimate_tokens(&m.content)).sum::<usize>();
+                // The small local model makes one call, then answers from its result.
+                let names: Vec<&str> = tools.iter().map(String::as_str).collect();
+                let shape = match registry::one_call_schema(&names) {
+                    Some(schema) if !has_looked => Shape::OneCall(schema),
+                    _ => Shape::Prose,
+                };
+                let request = GenerateRequest { messages, max_tokens: settings.max_answer_tokens, tools: true, only_if_loaded: false, shape };
                 let generation = self
                     .brain
-                    .generate(GenerateRequest { messages, max_tokens: settings.max_answer_tokens, tools: true, only_if_loaded: false }, epoch, &mut on_text)
+                    .generate(request, epoch, &mut on_text)
                     .map_err(|err| err.to_string())?;
                 let calls: Vec<RawCall> =
                     generation.calls.into_iter().enumerate().map(|(i, c)| c.map(|c| (format!("call_{step}_{i}"), c.name, c.arguments))).collect();
@@ -307,7 +316,14 @@ impl<B: LocalBrain> AgentWorker<B> {
                     },
                 )
                 .map_err(|err| err.to_string())?;
-                let answer = completion.answer;
+                let mut answer = completion.answer;
+                if answer.tool_calls.is_empty()
+                    && let Some(call) = crate::llm::tool_calls::bare_call(&answer.text, &|name| tools.iter().any(|t| t == name))
+                {
+                    answer.tool_calls.push(crate::brains::ToolCall { id: String::new(), name: call.name, arguments: call.arguments.to_string() });
+                    answer.text.clear();
+                    shown.clear();
+                }
                 let cost = crate::brains::budget::cost(provider, answer.input_tokens, answer.output_tokens);
                 let usage = crate::brains::budget::Usage {
                     usage_id: next_id(),

@@ -10,6 +10,7 @@ use thiserror::Error;
 
 use crate::events::{GenerationStats, Role};
 use crate::models::{FileCheck, check_file};
+use super::tool_calls::Shape;
 
 #[derive(Debug, Error, Clone, PartialEq)]
 pub enum EngineError {
@@ -58,11 +59,13 @@ pub trait ChatEngine {
     fn is_loaded(&self) -> bool;
     fn unload(&mut self);
     /// Streams an answer; `on_token` is called per text delta and may stop it.
-    /// `should_stop` is polled while waiting for the next token.
+    /// `should_stop` is polled while waiting for the next token. `shape`
+    /// constrains what the model may write.
     fn stream(
         &mut self,
         messages: &[PromptMessage],
         max_tokens: usize,
+        shape: &Shape,
         on_token: &mut dyn FnMut(&str) -> StreamControl,
         should_stop: &dyn Fn() -> bool,
     ) -> Result<GenerationStats, EngineError>;
@@ -79,6 +82,8 @@ pub struct MistralEngine {
     /// Size and sha256 from the manifest, when the file is a bundled model.
     expected: Option<(u64, String)>,
     verified: bool,
+    /// Whether the loaded model's vocabulary has `<tool_call>` as one token (asked once).
+    tags_are_tokens: Option<bool>,
 }
 
 /// How often the stream loop looks at the stop flag while no token arrives.
@@ -91,7 +96,7 @@ impl MistralEngine {
             .thread_name("llm-rt")
             .enable_all()
             .build()?;
-        Ok(Self { runtime, model: None, model_path, expected, verified: false })
+        Ok(Self { runtime, model: None, model_path, expected, verified: false, tags_are_tokens: None })
     }
 
     /// Checks the file before mistralrs sees it: mistralrs reads a path that does
@@ -197,6 +202,7 @@ impl ChatEngine for MistralEngine {
         &mut self,
         messages: &[PromptMessage],
         max_tokens: usize,
+        shape: &Shape,
         on_token: &mut dyn FnMut(&str) -> StreamControl,
         should_stop: &dyn Fn() -> bool,
     ) -> Result<GenerationStats, EngineError> {
@@ -213,6 +219,16 @@ impl ChatEngine for MistralEngine {
                 PromptRole::Assistant => TextMessageRole::Assistant,
             };
             request = request.add_message(role, &message.content);
+        }
+        if *shape != Shape::Free {
+            let tags_are_tokens = *self.tags_are_tokens.get_or_insert_with(|| {
+                self.runtime
+                    .block_on(model.tokenize(either::Either::Right("<tool_call>".into()), None, false, false, None))
+                    .is_ok_and(|ids| ids.len() == 1)
+            });
+            if let Some(grammar) = shape.grammar(tags_are_tokens) {
+                request = request.set_constraint(mistralrs::Constraint::Lark(grammar));
+            }
         }
         self.runtime.block_on(async {
             let started = Instant::now();
@@ -284,6 +300,7 @@ impl ChatEngine for MistralEngine {
 
     fn set_model(&mut self, path: PathBuf, expected: Option<(u64, String)>) {
         self.model = None;
+        self.tags_are_tokens = None;
         self.model_path = path;
         self.expected = expected;
         self.verified = false;

@@ -17,7 +17,7 @@
 use serde_json::Value;
 
 const OPEN: &str = "<tool_call>";
-const CLOSE: &str = "</tool_call>";
+pub const CLOSE: &str = "</tool_call>";
 
 #[derive(Clone, Debug, PartialEq)]
 pub struct ToolCall {
@@ -31,6 +31,58 @@ pub struct ToolCall {
 pub struct Parsed {
     pub text: String,
     pub calls: Vec<Result<ToolCall, String>>,
+}
+
+/// What a generation may write (a grammar constrains the sampler).
+#[derive(Clone, Debug, Default, PartialEq)]
+pub enum Shape {
+    /// Anything.
+    #[default]
+    Free,
+    /// Exactly one block whose JSON fits this schema.
+    OneCall(Value),
+    /// An answer in plain text: no call block, no JSON.
+    Prose,
+}
+
+impl Shape {
+    /// The grammar (llguidance's Lark), None for `Free`. `tags_are_tokens`:
+    /// the model's vocabulary has `<tool_call>` and `</tool_call>` as single
+    /// special tokens (Qwen2.5's has), which a quoted literal would not match.
+    pub fn grammar(&self, tags_are_tokens: bool) -> Option<String> {
+        match self {
+            Shape::Free => None,
+            Shape::OneCall(call_schema) => {
+                let mut schema = call_schema.clone();
+                // Compact, as the template's example writes a call.
+                schema["x-guidance"] = serde_json::json!({"whitespace_flexible": false});
+                let (open, close) =
+                    if tags_are_tokens { (format!("{OPEN} \"\\n\""), format!("\"\\n\" {CLOSE}")) } else { (format!("\"{OPEN}\\n\""), format!("\"\\n{CLOSE}\"")) };
+                Some(format!("start: {open} call {close}\ncall: %json {schema}\n"))
+            }
+            // Not starting with a brace or a tag, and no tag inside: Qwen2.5-Coder-0.5B
+            // answered a tool's result with lines of invented calls.
+            Shape::Prose => Some("start: ANSWER\nANSWER: /[^{<\\s][^<]*/\n".to_owned()),
+        }
+    }
+}
+
+/// A whole answer that is nothing but one call, written as bare JSON
+/// (`{"name": ..., "arguments": {...}}`, perhaps in a ```json fence) to a tool
+/// that `offered` names. llama.cpp's server parses Qwen's calls only inside
+/// `<tool_call>` tags, and Qwen2.5-Coder-0.5B writes them bare, so through the
+/// OpenAI format its calls arrived as the answer's text. Text around the
+/// object, or a name not offered, is an answer, not a call.
+pub fn bare_call(text: &str, offered: &dyn Fn(&str) -> bool) -> Option<ToolCall> {
+    let mut body = text.trim();
+    if let Some(inner) = body.strip_prefix("```json").or_else(|| body.strip_prefix("```")) {
+        body = inner.strip_suffix("```")?.trim();
+    }
+    let value: Value = serde_json::from_str(body).ok()?;
+    let object = value.as_object()?;
+    let name = object.get("name")?.as_str()?;
+    let arguments = object.get("arguments").cloned().unwrap_or_else(|| Value::Object(Default::default()));
+    (object.len() <= 2 && arguments.is_object() && offered(name)).then(|| ToolCall { name: name.to_owned(), arguments })
 }
 
 /// Splits a finished step's output into text and calls.
@@ -190,5 +242,17 @@ mod tests {
         let mut inside = VisibleText::default();
         assert_eq!(inside.push("ok <tool_call>{\"name\": \"é\""), "ok ");
         assert_eq!(inside.finish(), "");
+    }
+
+    #[test]
+    fn an_answer_that_is_only_a_call_to_an_offered_tool_is_a_call() {
+        let offered = |name: &str| name == "recent_activity";
+        let call = bare_call(" {\"name\": \"recent_activity\", \"arguments\": {\"minutes\": 1}}\n", &offered).unwrap();
+        assert_eq!((call.name.as_str(), call.arguments["minutes"].as_i64()), ("recent_activity", Some(1)));
+        assert!(bare_call("```json\n{\"name\": \"recent_activity\", \"arguments\": {}}\n```", &offered).is_some());
+        assert!(bare_call("{\"name\": \"run_command\", \"arguments\": {}}", &offered).is_none(), "not offered");
+        assert!(bare_call("I will call {\"name\": \"recent_activity\", \"arguments\": {}}", &offered).is_none(), "text around it");
+        assert!(bare_call("{\"name\": \"recent_activity\", \"arguments\": \"x\"}", &offered).is_none());
+        assert!(bare_call("{\"name\": \"recent_activity\", \"arguments\": {}, \"then\": 1}", &offered).is_none());
     }
 }

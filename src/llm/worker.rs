@@ -14,7 +14,7 @@ use crossbeam_channel::{Receiver, Sender, bounded};
 use crate::events::{AppEvent, GenerationStats, ModelStatus, WorkerName};
 use crate::ids::now_millis;
 use crate::llm::engine::{ChatEngine, EngineError, MistralEngine, PromptMessage, StreamControl};
-use crate::llm::tool_calls::{self, ToolCall, VisibleText};
+use crate::llm::tool_calls::{self, Shape, ToolCall, VisibleText};
 use crate::runtime::{EventSink, RestartPolicy, Supervised, WorkerContext, WorkerHandle, WorkerState, spawn_supervised};
 
 #[derive(Clone, Debug)]
@@ -46,6 +46,9 @@ pub struct GenerateRequest {
     /// Generate only when the model is already loaded: background work
     /// (summaries) never loads 400 MB on its own.
     pub only_if_loaded: bool,
+    /// What the output may be: the agent's local steps are one forced call,
+    /// then a plain answer.
+    pub shape: Shape,
 }
 
 /// A finished generation.
@@ -193,13 +196,20 @@ impl<E: ChatEngine> LlmWorker<E> {
         let should_stop = move || stop_epoch.load(Ordering::SeqCst) != epoch;
         let mut raw = String::new();
         let mut visible = VisibleText::default();
+        let one_call = matches!(request.shape, Shape::OneCall(_));
         let stats = self.engine.stream(
             &request.messages,
             request.max_tokens,
+            &request.shape,
             &mut |token| {
                 raw.push_str(token);
                 let shown = if request.tools { visible.push(token) } else { token.to_owned() };
-                if shown.is_empty() || events.send(LlmEvent::Text(shown)).is_ok() { StreamControl::Continue } else { StreamControl::Stop }
+                if !shown.is_empty() && events.send(LlmEvent::Text(shown)).is_err() {
+                    return StreamControl::Stop;
+                }
+                // One forced call ends at its block's end: the grammar allows nothing after it,
+                // but Qwen's <|endoftext|> as well as its end token, which only ends a turn.
+                if one_call && raw.contains(super::tool_calls::CLOSE) { StreamControl::Stop } else { StreamControl::Continue }
             },
             &should_stop,
         );
@@ -386,6 +396,7 @@ mod tests {
             &mut self,
             _messages: &[PromptMessage],
             _max_tokens: usize,
+            _shape: &Shape,
             on_token: &mut dyn FnMut(&str) -> StreamControl,
             should_stop: &dyn Fn() -> bool,
         ) -> Result<GenerationStats, EngineError> {

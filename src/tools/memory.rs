@@ -143,12 +143,15 @@ fn session_line(session: &crate::events::ActivitySession, now_millis: i64) -> St
 }
 
 fn recent_activity(args: &Value, env: &MemoryEnv<'_>) -> Result<String, String> {
-    let minutes = args.get("minutes").and_then(Value::as_i64).unwrap_or(60);
-    let since = env.now_millis - minutes * 60_000;
+    // Without `minutes`: today, and at least the last hour (just after midnight).
+    let since = match args.get("minutes").and_then(Value::as_i64) {
+        Some(minutes) => env.now_millis - minutes * 60_000,
+        None => crate::ids::local_day_start_millis(env.now_millis).min(env.now_millis - 60 * 60_000),
+    };
     let mut sessions = crate::store::sessions_since(env.conn, since, limit(args, 20)).map_err(|err| format!("cannot read activity: {err}"))?;
     sessions.sort_by_key(|s| std::cmp::Reverse(s.started_at_millis));
     if sessions.is_empty() {
-        return Ok(format!("No window was in use in the last {minutes} minutes."));
+        return Ok(format!("No window was in use since {}.", format_when(since, env.now_millis)));
     }
     Ok(sessions.iter().map(|s| session_line(s, env.now_millis)).collect::<Vec<_>>().join("\n"))
 }
@@ -245,6 +248,8 @@ mod tests {
         let lines: Vec<&str> = recent.content.lines().collect();
         assert_eq!(lines.len(), 2, "only the sessions of the last 20 minutes: {}", recent.content);
         assert!(lines[0].contains("XTerm — cargo test") && lines[1].contains("main.py - weather-bot"), "newest first: {}", recent.content);
+        let today = run("recent_activity", &json!({}), &env);
+        assert_eq!(today.content.lines().count(), 3, "without minutes: today, at least the last hour: {}", today.content);
 
         let current = run("current_window", &json!({}), &env);
         assert!(current.content.starts_with("The user is in XTerm: cargo test"), "{}", current.content);

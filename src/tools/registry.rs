@@ -9,7 +9,7 @@ use std::path::PathBuf;
 use std::sync::atomic::AtomicBool;
 
 use serde::Serialize;
-use serde_json::{Map, Value, json};
+use serde_json::{Value, json};
 
 use super::files::FilesEnv;
 use super::memory::MemoryEnv;
@@ -48,9 +48,9 @@ use Family::*;
 use Risk::*;
 
 pub const TOOLS: &[ToolSpec] = &[
-    spec("search_memory", Memory, Safe, "Search everything cowork saw (windows, typing, clipboard, chats, summaries) by words and meaning."),
-    spec("recent_activity", Memory, Safe, "List the windows the user used in the last minutes, newest first."),
-    spec("current_window", Memory, Safe, "The window the user is in now."),
+    spec("recent_activity", Memory, Safe, "What the user did today or this morning, or was just doing: the apps and windows they used, newest first."),
+    spec("current_window", Memory, Safe, "The app and window the user is in right now."),
+    spec("search_memory", Memory, Safe, "Find something specific the user saw, typed or copied earlier (a name, a number, a topic) by words and meaning."),
     spec("read_session", Memory, Safe, "What was typed and copied during one window session (by its id)."),
     spec("remember", Memory, Safe, "Keep one lasting fact about the user or their work (at most 320 characters)."),
     spec("list_pins", Memory, Safe, "List remembered facts and the sources pinned to this chat."),
@@ -216,8 +216,12 @@ pub fn local_subset(request: &str) -> Vec<&'static str> {
         families.push(Desktop);
     }
     let mut names: Vec<&'static str> = TOOLS.iter().filter(|t| families.contains(&t.family)).map(|t| t.name).collect();
-    // The local model plans in its head: no todo list, no helpers, no skills.
+    // The local model plans in its head: no todo list, no helpers, no skills;
+    // it keeps a fact only when asked to (its first call is forced, see `one_call_schema`).
     names.retain(|n| !matches!(*n, "update_todos" | "delegate" | "skill" | "read_session"));
+    if !wants(&["remember", "note that", "don't forget", "keep in mind"]) {
+        names.retain(|n| *n != "remember");
+    }
     names
 }
 
@@ -237,38 +241,61 @@ pub fn defs(names: &[&str]) -> Vec<ToolDef> {
         .collect()
 }
 
-/// A schema with only what a model needs to write a call: types, enums,
-/// required and nested items; limits are checked when the call arrives.
-fn compact(schema: &Value) -> Value {
-    match schema {
-        Value::Object(map) => {
-            let mut out = Map::new();
-            for (key, value) in map {
-                if matches!(key.as_str(), "minLength" | "maxLength" | "minimum" | "maximum" | "maxItems" | "additionalProperties" | "description") {
-                    continue;
-                }
-                out.insert(key.clone(), compact(value));
-            }
-            Value::Object(out)
+/// A tool's parameters as the local model sees them. A half-billion-parameter
+/// model fills every optional filter it is shown with invented values (an
+/// `app` of "Microsoft Word", `since_minutes: 1`), which hides what it looks
+/// for; so the memory tools offer it only their required arguments.
+fn local_parameters(name: &str) -> Option<Value> {
+    let mut parameters = schema(name)?;
+    if get(name)?.family == Memory {
+        let required: Vec<String> =
+            parameters.get("required").and_then(Value::as_array).map(|r| r.iter().filter_map(|v| v.as_str().map(str::to_owned)).collect()).unwrap_or_default();
+        if let Some(Value::Object(properties)) = parameters.get_mut("properties") {
+            properties.retain(|key, _| required.contains(key));
         }
-        other => other.clone(),
     }
+    Some(parameters)
 }
 
-/// The tools part of the local model's system prompt, in the form Qwen2.5's
-/// chat template writes (the model was trained on it), with compact schemas.
+/// The tools part of the local model's system prompt: a plain list, one line
+/// a tool. The local model's call is written under a grammar that carries
+/// each schema (`one_call_schema`), so it needs only the names, arguments and
+/// what each does; Qwen's own JSON signatures cost twice the prefill and, in
+/// the prompt, made Qwen2.5-Coder-0.5B answer a tool's result with more JSON.
 pub fn local_prompt_section(names: &[&str]) -> String {
-    let lines: Vec<String> = defs(names)
-        .into_iter()
-        .map(|d| json!({"type": "function", "function": {"name": d.name, "description": d.description, "parameters": compact(&d.parameters)}}).to_string())
+    let lines: Vec<String> = names
+        .iter()
+        .filter_map(|name| Some((get(name)?, local_parameters(name)?)))
+        .map(|(spec, parameters)| {
+            let arguments: Vec<&str> = parameters.get("properties").and_then(Value::as_object).map(|p| p.keys().map(String::as_str).collect()).unwrap_or_default();
+            format!("- {}({}): {}", spec.name, arguments.join(", "), spec.description)
+        })
         .collect();
-    format!(
-        "# Tools\n\nYou may call one or more functions to assist with the user query.\n\n\
-         You are provided with function signatures within <tools></tools> XML tags:\n<tools>\n{}\n</tools>\n\n\
-         For each function call, return a json object with function name and arguments within <tool_call></tool_call> XML tags:\n\
-         <tool_call>\n{{\"name\": <function-name>, \"arguments\": <args-json-object>}}\n</tool_call>",
-        lines.join("\n")
-    )
+    format!("Tools (cowork runs the one you call and gives you its result):\n{}", lines.join("\n"))
+}
+
+/// The JSON schema of one call to a tool of `offered`, which the local
+/// model's first step must write (the llm worker makes it a grammar). The
+/// small local model never chooses a tool on its own (Qwen2.5-Coder-0.5B
+/// answers "what was I just doing?" by describing the tools it was shown),
+/// but made to call one it picks a useful tool and arguments; after the
+/// result it answers. This is a cloud API's `tool_choice: "required"`, for
+/// the first step. None: no tool offered.
+pub fn one_call_schema(offered: &[&str]) -> Option<Value> {
+    let choices: Vec<Value> = offered
+        .iter()
+        .filter_map(|name| {
+            let mut arguments = local_parameters(name)?;
+            arguments["additionalProperties"] = Value::Bool(false);
+            Some(json!({
+                "type": "object",
+                "properties": {"name": {"const": name}, "arguments": arguments},
+                "required": ["name", "arguments"],
+                "additionalProperties": false
+            }))
+        })
+        .collect();
+    (!choices.is_empty()).then(|| json!({"anyOf": choices}))
 }
 
 /// What an executor needs.
@@ -368,12 +395,19 @@ mod tests {
         assert!(!plain.contains(&"run_command") && !plain.contains(&"write_file"));
         let files = local_subset("save that to a file called plan.md");
         assert!(files.contains(&"write_file"));
+        assert!(!plain.contains(&"remember") && local_subset("remember that I take tea").contains(&"remember"));
         let section = local_prompt_section(&plain);
-        assert!(section.contains("<tools>") && section.contains("\"name\":\"search_memory\""));
-        assert!(!section.contains("maxLength"), "limits cost prefill and are checked on arrival");
-        // Compact: the memory tools' section stays small for a 2-core prefill.
+        assert!(section.contains("- search_memory(query): ") && section.contains("- recent_activity(): "), "{section}");
+        // The memory tools' section stays small for a 2-core prefill.
         let tokens = crate::llm::tokens::estimate_tokens(&section);
-        assert!(tokens < 700, "{tokens} tokens");
+        assert!(tokens < 150, "{tokens} tokens");
+        // The forced first call: one of the offered tools, with only the arguments shown.
+        let schema = one_call_schema(&plain).unwrap();
+        let names: Vec<&str> = schema["anyOf"].as_array().unwrap().iter().map(|c| c["properties"]["name"]["const"].as_str().unwrap()).collect();
+        assert_eq!(names, plain);
+        let search = &schema["anyOf"][names.iter().position(|n| *n == "search_memory").unwrap()]["properties"]["arguments"];
+        assert_eq!(search["properties"].as_object().unwrap().keys().collect::<Vec<_>>(), ["query"]);
+        assert_eq!(search["additionalProperties"], false);
     }
 
     #[test]

@@ -383,3 +383,40 @@ fn a_call_running_at_a_crash_may_have_run_and_is_never_run_again() {
     std::thread::sleep((killed + Duration::from_secs(5)).saturating_duration_since(Instant::now()));
     assert!(!late.exists(), "the interrupted command did not go on after cowork died");
 }
+
+/// A 10 MB tool result: the model gets its head and tail with a note of what was cut; the
+/// whole result is kept (the chip's result, the database) and its size and hash are audited.
+#[test]
+fn a_10_mb_result_is_trimmed_for_the_model_and_kept_whole() {
+    let dir = temp_dir();
+    let big = dir.path().join("big.log");
+    let content: String = (0..200_000).map(|i| format!("line {i:06}: the build step finished without a warning\n")).collect();
+    assert!(content.len() >= 10_000_000);
+    std::fs::write(&big, &content).unwrap();
+    let server = scripted(vec![calls(&[("read_file", json!({"path": big}))]), answer("It is a build log of 200,000 lines.")]);
+    let (data, paths) = fixture(&server, "build.log - less", "");
+    let (workers, events) = super::support::start_workers(&paths);
+    let request = task("how long is big.log?");
+    let answer_id = request.answer_id;
+    workers.agent.commands.send(AgentCommand::Chat(request)).unwrap();
+    let read = wait_call(&events, |c| c.tool == "read_file" && c.status.settled());
+    assert_eq!(read.status, CallStatus::Done, "{read:?}");
+    assert_eq!(read.output.as_deref().map(str::len), Some(content.len()), "the chip holds the whole result");
+    assert_eq!(wait_finished(&events, answer_id), MessageStatus::Done);
+    workers.shutdown(Duration::from_secs(5));
+
+    // What the model got: the head and the tail, with the cut said.
+    let sent = body(&server, 1);
+    let result = sent["messages"].as_array().unwrap().iter().find(|m| m["role"] == "tool").expect("the result went back")["content"].as_str().unwrap().to_owned();
+    assert!(result.len() < 20_000, "{} characters sent", result.len());
+    assert!(result.starts_with("line 000000") && result.trim_end().ends_with("line 199999: the build step finished without a warning"), "head and tail kept");
+    assert!(result.contains("characters cut here"), "the cut is said");
+    // Kept whole: in the database, and audited with its size and hash.
+    let conn = cowork::store::open_read_only(&data.path().join("cowork.db")).unwrap();
+    let kept: String = conn.query_row("SELECT output FROM operation_calls WHERE tool = 'read_file'", [], |r| r.get(0)).unwrap();
+    assert_eq!(kept, content);
+    let audit = cowork::agent::store::audit(&conn, 10).unwrap();
+    let entry = audit.iter().find(|a| a.tool == "read_file" && a.decision == "ran").expect("audited");
+    assert_eq!(entry.result_bytes, Some(content.len() as i64));
+    assert_eq!(entry.result_sha256.as_deref(), Some(hex::encode(<sha2::Sha256 as sha2::Digest>::digest(content.as_bytes())).as_str()));
+}

@@ -381,3 +381,81 @@ fn a_long_prompt_answers_the_same_in_chunks_as_in_one_pass() {
     assert!(!answer.trim().is_empty());
     assert_eq!(chunked["answer"].as_str(), Some(answer), "chunked prefill changed the answer");
 }
+
+/// The bundled default chat model (Qwen2.5-Coder-0.5B, Q8_0).
+pub(super) fn qwen() -> std::path::PathBuf {
+    models_dir().join("qwen2.5-coder-0.5b-instruct/qwen2.5-coder-0.5b-instruct-q8_0.gguf")
+}
+
+/// Runs cowork with its wall clock frozen at the scripted morning's end (libfaketime, as
+/// scripts/eval-grounded does), so a real model sees the same prompt on every run.
+pub(super) fn cowork_at_morning(data: &std::path::Path, args: &[&str]) -> std::process::Output {
+    std::process::Command::new("faketime")
+        .args(["-f", "2026-11-24 11:30:00", env!("CARGO_BIN_EXE_cowork")])
+        .arg("--data-dir")
+        .arg(data)
+        .arg("--models-dir")
+        .arg(models_dir())
+        .args(args)
+        .env("FAKETIME_DONT_FAKE_MONOTONIC", "1")
+        .env("COWORK_LOG", "info")
+        .stdin(std::process::Stdio::null())
+        .output()
+        .unwrap()
+}
+
+/// A data directory holding the scripted morning of the grounded evaluation, captured.
+pub(super) fn captured_morning() -> tempfile::TempDir {
+    let data = temp_dir();
+    let script = super::support::repo_dir().join("assets/scripts/grounded-morning.jsonl");
+    let out = cowork_at_morning(data.path(), &["capture", "simulate", "--script", script.to_str().unwrap()]);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    data
+}
+
+/// The agent's calls, oldest first: (tool, arguments, status, output).
+pub(super) fn agent_calls(data: &std::path::Path) -> Vec<(String, String, String, String)> {
+    let conn = store::open_read_only(&data.join("cowork.db")).unwrap();
+    let mut stmt = conn.prepare("SELECT tool, arguments, status, coalesce(output, '') FROM operation_calls ORDER BY started_at_ms, call_id").unwrap();
+    stmt.query_map([], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?))).unwrap().map(Result::unwrap).collect()
+}
+
+/// The "agent step" lines the agent logs: (prompt tokens, model ms) per step.
+pub(super) fn agent_steps(stderr: &str) -> Vec<(u64, u64)> {
+    let field = |line: &str, key: &str| line.split(key).nth(1).and_then(|rest| rest.split(|c: char| !c.is_ascii_digit()).next()).and_then(|n| n.parse().ok());
+    stderr.lines().filter(|l| l.contains("agent step")).filter_map(|l| Some((field(l, "prompt_tokens=")?, field(l, "model_millis=")?))).collect()
+}
+
+/// The agent with the real default model through mistralrs: asked "what was I just doing?"
+/// about a captured morning, its first step calls a memory or context tool (a grammar makes the
+/// small model call one; it picks which and with what arguments) and its answer uses what the
+/// tool returned. The prompt size and time of each step are printed.
+#[test]
+fn the_local_model_answers_what_was_i_just_doing_by_calling_a_memory_tool() {
+    if !require(qwen().is_file(), "the Qwen chat model") || !require(super::support::have_program("faketime"), "faketime") {
+        return;
+    }
+    let data = captured_morning();
+    let started = Instant::now();
+    let out = cowork_at_morning(data.path(), &["ask", "--agent", "What was I just doing?"]);
+    let elapsed = started.elapsed();
+    let (answer, stderr) = (String::from_utf8_lossy(&out.stdout).into_owned(), String::from_utf8_lossy(&out.stderr).into_owned());
+    assert!(out.status.success(), "{stderr}");
+    let steps = agent_steps(&stderr);
+    eprintln!("answer: {answer:?}\nsteps (prompt tokens, model ms): {steps:?}; {elapsed:?} in all, the model's load included");
+    let calls = agent_calls(data.path());
+    let (tool, arguments, status, output) = calls.first().expect("the model called a tool");
+    assert!(cowork::tools::memory::TOOLS.contains(&tool.as_str()), "a memory or context tool: {tool} {arguments}");
+    assert_eq!(status, "done", "{output}");
+    assert_eq!(steps.len(), calls.len() + 1, "a step per call and one to answer: {steps:?}");
+    // The answer uses the result: it names something only the tool's output held.
+    let question = "what was i just doing";
+    let words: Vec<String> = output
+        .split(|c: char| !c.is_alphanumeric())
+        .filter(|w| w.len() >= 5 && !w.chars().all(|c| c.is_ascii_digit()))
+        .map(str::to_lowercase)
+        .filter(|w| !question.contains(w.as_str()) && !["session", "window"].contains(&w.as_str()))
+        .collect();
+    let lower = answer.to_lowercase();
+    assert!(words.iter().any(|w| lower.contains(w.as_str())), "the answer {answer:?} uses none of the tool's result:\n{output}");
+}

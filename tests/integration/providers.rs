@@ -18,7 +18,7 @@ use cowork::net::OutboundGate;
 
 use super::support::{chat_model, eventually, require, temp_dir};
 
-fn python() -> Option<String> {
+pub(super) fn python() -> Option<String> {
     std::env::var("COWORK_TEST_PYTHON").ok().filter(|p| std::path::Path::new(p).is_file())
 }
 
@@ -36,15 +36,20 @@ fn http_ok(url: &str) -> bool {
 /// llama.cpp's server (xllamacpp) on SmolLM2, one thread, on loopback,
 /// requiring `key` when given.
 fn llama_server(python: &str, key: Option<&str>) -> (Server, u16) {
+    llama_server_with(python, key, &chat_model(), 2048, 1)
+}
+
+/// llama.cpp's server with `model`, `n_ctx` and `threads`, its chat template applied (jinja).
+pub(super) fn llama_server_with(python: &str, key: Option<&str>, model: &std::path::Path, n_ctx: u32, threads: u32) -> (Server, u16) {
     let port = free_port();
     let script = format!(
         "import time, xllamacpp as xlc\n\
          p = xlc.CommonParams(); p.model.path = {model:?}; p.hostnames = ['127.0.0.1']; p.port = {port}\n\
-         p.n_ctx = 2048; p.n_parallel = 1; p.cpuparams.n_threads = 1; p.cpuparams_batch.n_threads = 1; p.use_jinja = True\n\
+         p.n_ctx = {n_ctx}; p.n_parallel = 1; p.cpuparams.n_threads = {threads}; p.cpuparams_batch.n_threads = {threads}; p.use_jinja = True\n\
          {keys}\
          s = xlc.Server(p)\n\
          while True: time.sleep(3600)\n",
-        model = chat_model().display().to_string(),
+        model = model.display().to_string(),
         keys = key.map(|k| format!("p.api_keys = [{k:?}]\n")).unwrap_or_default(),
     );
     let child = Command::new(python).args(["-c", &script]).stdout(Stdio::null()).stderr(Stdio::null()).spawn().unwrap();
@@ -720,4 +725,46 @@ fn without_consent_the_question_goes_alone_and_the_chip_says_so() {
     let sent = server.heads.lock()[0].clone();
     assert!(!sent.contains("secret-project"), "{sent}");
     assert!(sent.contains("hello"));
+}
+
+/// llama.cpp's server with the same default model (Qwen2.5-Coder-0.5B), as the agent's brain
+/// through the OpenAI format: the model emits a real tool call and cowork executes it, decided
+/// and audited like any other. (llama.cpp passes this model's calls on as the answer's text —
+/// its parser wants `<tool_call>` tags the model does not write — and cowork reads an answer
+/// that is only a call to an offered tool as that call.)
+#[test]
+fn llama_cpp_with_the_default_model_emits_a_tool_call_that_the_agent_runs() {
+    use super::llm_real::{agent_calls, agent_steps, captured_morning, cowork_at_morning, qwen};
+    let Some(python) = python() else {
+        require(false, "COWORK_TEST_PYTHON with xllamacpp (scripts/test installs it)");
+        return;
+    };
+    if !require(qwen().is_file(), "the Qwen chat model") || !require(super::support::have_program("faketime"), "faketime") {
+        return;
+    }
+    let (_server, port) = llama_server_with(&python, None, &qwen(), 4096, 2);
+    let data = captured_morning();
+    std::fs::write(
+        data.path().join("providers.json"),
+        format!(r#"{{"providers": [{{"name": "llamacpp", "kind": "openai", "base_url": "http://127.0.0.1:{port}/v1", "model": "qwen"}}]}}"#),
+    )
+    .unwrap();
+    let conn = cowork::store::open_writer(&data.path().join("cowork.db")).unwrap();
+    for (key, value) in [("brains.prefer", "cloud"), ("brains.tiers", "llamacpp"), ("consent.llamacpp.activity", "always")] {
+        cowork::store::set_setting(&conn, key, value, 0).unwrap();
+    }
+    drop(conn);
+    // Named, because through llama.cpp this model calls a tool only when asked to (asked
+    // "which flight did I look at?" it answers from nothing); it then repeats the call until
+    // the "stuck" guardrail pauses the task, which is fine here.
+    let out = cowork_at_morning(data.path(), &["ask", "--agent", "Use the recent_activity tool to find which flight I looked at."]);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    eprintln!("exit {:?}; steps (prompt tokens, model ms): {:?}\nanswer: {}", out.status.code(), agent_steps(&stderr), String::from_utf8_lossy(&out.stdout));
+    assert!(!stderr.contains("panicked"), "{stderr}");
+    let calls = agent_calls(data.path());
+    let (tool, arguments, status, output) = calls.first().expect("llama.cpp's model called a tool");
+    assert_eq!(status, "done", "{tool} {arguments}: {output}");
+    assert!(output.contains("Lufthansa") || output.contains("billing-service"), "the captured morning came back: {output}");
+    let audit = cowork::agent::store::audit(&cowork::store::open_read_only(&data.path().join("cowork.db")).unwrap(), 10).unwrap();
+    assert!(audit.iter().any(|a| &a.tool == tool && a.decision == "ran" && a.decided_by == "policy: default"), "safe: run at once, audited: {audit:?}");
 }

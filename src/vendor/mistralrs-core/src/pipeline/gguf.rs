@@ -552,7 +552,6 @@ impl Loader for GGUFLoader {
         };
         // cowork patch (PATCH.md, change 10): llguidance shares this tokenizer.
         let tokenizer = Arc::new(tokenizer);
-        let llg_factory = build_llg_factory_shared(tokenizer.clone())?;
         let num_hidden_layers = match model {
             Model::Llama(ref model) => model.cache.normal().0.len(),
             Model::Phi2(ref model) => model.cache.normal().0.len(),
@@ -585,6 +584,8 @@ impl Loader for GGUFLoader {
             .as_ref()
             .and_then(GenerationConfig::generation_defaults);
         let eos = calculate_eos_tokens(&chat_template, gen_conf.as_ref(), &tokenizer);
+        // cowork patch (PATCH.md, change 14): a grammar may end with the chat's end tokens too.
+        let llg_factory = build_llg_factory_shared(tokenizer.clone(), &eos)?;
         Ok(Arc::new(Mutex::new(GGUFPipeline {
             model,
             tokenizer,

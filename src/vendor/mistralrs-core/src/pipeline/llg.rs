@@ -7,7 +7,7 @@ use tokenizers::Tokenizer;
 use crate::Constraint;
 
 pub fn build_llg_factory(tokenizer: Tokenizer) -> Result<Arc<ParserFactory>> {
-    build_llg_factory_shared(Arc::new(tokenizer))
+    build_llg_factory_shared(Arc::new(tokenizer), &[])
 }
 
 /// cowork patch (PATCH.md, change 10): the token environment shares the pipeline's tokenizer.
@@ -18,8 +18,12 @@ pub fn build_llg_factory(tokenizer: Tokenizer) -> Result<Arc<ParserFactory>> {
 /// Qwen2.5's 151k-token vocabulary that copy is tens of MB. Here the adjusted copy is built for
 /// the trie, dropped, and built again from the pipeline's own tokenizer only if a grammar needs
 /// it (`SharedTokenizerEnv::byte_tokenizer`).
-pub fn build_llg_factory_shared(tokenizer: Arc<Tokenizer>) -> Result<Arc<ParserFactory>> {
-    let env: toktrie::TokEnv = Arc::new(SharedTokenizerEnv::new(tokenizer)?);
+///
+/// cowork patch (change 14): `end_tokens` (the pipeline's stop tokens) end a grammar as the
+/// tokenizer's EOS does; a grammar otherwise forbade Qwen2.5's `<|im_end|>` and the model wrote
+/// on past its answer.
+pub fn build_llg_factory_shared(tokenizer: Arc<Tokenizer>, end_tokens: &[u32]) -> Result<Arc<ParserFactory>> {
+    let env: toktrie::TokEnv = Arc::new(SharedTokenizerEnv::new(tokenizer, end_tokens)?);
     // cowork patch: no token slices at load. llguidance's general slices (a per-slice token
     // trie that speeds up grammar masks) cost 66 MB for Qwen2.5's 151k-token vocabulary and
     // 20 MB for SmolLM2, held for the model's life though most requests carry no grammar; the
@@ -38,7 +42,7 @@ struct SharedTokenizerEnv {
 }
 
 impl SharedTokenizerEnv {
-    fn new(tokenizer: Arc<Tokenizer>) -> Result<Self> {
+    fn new(tokenizer: Arc<Tokenizer>, end_tokens: &[u32]) -> Result<Self> {
         // Special tokens, as the pipeline's tokenizer has them (from_tokenizer adjusts its copy).
         let added_special: Vec<(u32, String)> = tokenizer
             .get_added_tokens_decoder()
@@ -68,6 +72,13 @@ impl SharedTokenizerEnv {
         }
 
         let tok_trie = toktrie::TokTrie::from(&info, &token_bytes);
+        let mut ends = vec![tok_trie.eos_token()];
+        for &t in end_tokens {
+            if !ends.contains(&t) {
+                ends.push(t);
+            }
+        }
+        let tok_trie = tok_trie.with_eos_tokens(&ends);
         Ok(Self {
             tok_trie,
             tokenizer,
@@ -165,7 +176,7 @@ mod tests {
     #[test]
     fn shared_env_tokenizes_like_upstream_and_only_on_demand() {
         let tokenizer = Tokenizer::from_str(TOKENIZER_JSON).unwrap();
-        let shared = SharedTokenizerEnv::new(Arc::new(tokenizer.clone())).unwrap();
+        let shared = SharedTokenizerEnv::new(Arc::new(tokenizer.clone()), &[]).unwrap();
         let bt = toktrie_hf_tokenizers::ByteTokenizer::from_tokenizer(tokenizer).unwrap();
         let upstream = toktrie_hf_tokenizers::ByteTokenizerEnv::new(bt, None).unwrap();
         assert!(shared.byte_tokenizer.get().is_none(), "no copy at load");

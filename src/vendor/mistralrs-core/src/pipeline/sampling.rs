@@ -41,7 +41,18 @@ pub(crate) async fn finish_or_add_toks_to_seq(
     // Include special tokens when tool calling is active (so tool parsers can see
     // delimiters like <tool_call>, [TOOL_CALLS], <|python_tag|>) or when think tag
     // mode is enabled (so <think>/<\/think> delimiters are visible in the output).
-    let include_special = seq.tools.is_some() || seq.needs_special_tokens();
+    // cowork patch (PATCH.md, change 14): the tokenizer's own end-of-text token ends the
+    // sequence too. A grammar lets the model end only with that token (llguidance's EOS), which
+    // for Qwen2.5 is `<|endoftext|>`, not the chat's `<|im_end|>`: the model wrote it until the
+    // length limit.
+    if is_done.is_none() && eos_tok.is_some() && logprobs.token == tok_env.tok_trie().eos_token() {
+        is_done = Some(crate::sequence::StopReason::Eos);
+    }
+    // cowork patch (PATCH.md, change 14): a special token that does not end the sequence is
+    // text too. Qwen2.5's `<tool_call>` and `</tool_call>` are special tokens; cowork parses the
+    // blocks itself (it sends no tools to mistralrs, whose parser keeps only the first block),
+    // so dropping them left a call's bare JSON in the answer.
+    let include_special = seq.tools.is_some() || seq.needs_special_tokens() || is_done.is_none();
     let completion_bytes = tok_env
         .tok_trie()
         .decode_ext(&[logprobs.token], include_special);

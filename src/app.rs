@@ -208,7 +208,14 @@ impl CoworkApp {
                     self.send_store(StoreCommand::LoadMessages { thread_id });
                 }
             }
-            UiAction::SwitchTab(tab) => self.state.tab = Some(tab),
+            UiAction::SwitchTab(tab) => {
+                if tab == Tab::Settings {
+                    // Rules and the audit log as they are now; an approval may have added a rule.
+                    self.send_agent_command(AgentCommand::Overview);
+                }
+                self.state.tab = Some(tab);
+            }
+            UiAction::RemoveRule(id) => self.send_agent_command(AgentCommand::RemoveRule(id)),
             UiAction::RetryWorker(worker) => {
                 if let Some((_, control)) = self.channels.controls.iter().find(|(w, _)| *w == worker) {
                     if control.try_send(Control::Retry).is_err() {

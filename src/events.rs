@@ -252,6 +252,9 @@ pub enum AppEvent {
     Operation { operation_id: i64, answer_id: i64, status: OpStatus, steps: u32, paused: Option<String> },
     /// The agent's todo list for an answer, whole.
     Todos { answer_id: i64, items: Vec<TodoItem> },
+    /// Settings → Agent: the approval rules (id, as a line), rows that could
+    /// not be read, and the newest audit entries (as lines).
+    AgentOverview { rules: Vec<(i64, String)>, problems: Vec<String>, audit: Vec<String> },
     ActiveWindow(Option<ActiveWindow>),
     CaptureDecision(CaptureDecision),
     StreamHealth(StreamHealth),

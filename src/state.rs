@@ -93,6 +93,8 @@ pub enum UiAction {
     DecideCall { call_id: i64, choice: crate::events::ApprovalChoice },
     /// A paused operation: go on, or stop.
     ContinueOperation { operation_id: i64, go_on: bool },
+    /// Settings → Agent: remove an approval rule.
+    RemoveRule(i64),
 }
 
 /// A session opened in the Context panel.
@@ -264,6 +266,8 @@ pub struct AppState {
     pub operations: BTreeMap<i64, OperationView>,
     /// The agent's todo list per answer.
     pub todos: BTreeMap<i64, Vec<crate::events::TodoItem>>,
+    /// Settings → Agent: rules (id, line), unreadable rows, newest audit lines.
+    pub agent_overview: Option<(Vec<(i64, String)>, Vec<String>, Vec<String>)>,
 }
 
 /// An agent operation as the chat shows it.
@@ -336,6 +340,7 @@ impl AppState {
             AppEvent::Todos { answer_id, items } => {
                 self.todos.insert(answer_id, items);
             }
+            AppEvent::AgentOverview { rules, problems, audit } => self.agent_overview = Some((rules, problems, audit)),
             AppEvent::Worker { worker, state } => {
                 self.workers.insert(worker, state);
             }

@@ -30,6 +30,8 @@ pub const AGENT_PROMPT: &str = include_str!("../../assets/prompts/agent.txt");
 const RESULT_FOR_MODEL: usize = 6_000;
 /// The local model's context is small: it reads less of each result.
 const RESULT_FOR_LOCAL: usize = 1_500;
+/// Audit entries Settings → Agent shows (`cowork audit --limit` reads any number).
+const OVERVIEW_AUDIT: usize = 50;
 /// Turns kept at the end of a long operation (the head always stays).
 const KEEP_TURNS: usize = 24;
 /// How long a record write may wait for the store.
@@ -782,6 +784,35 @@ impl<B: LocalBrain> AgentWorker<B> {
         }
         live.row.status = OpStatus::Running;
         self.advance(operation_id);
+    }
+
+    /// Settings → Agent: the rules and the newest audit entries.
+    pub(super) fn overview(&mut self) {
+        if self.db.is_none() {
+            self.db = crate::store::open_read_only(&self.config.db_path).ok();
+        }
+        let Some(conn) = self.db.as_ref() else {
+            self.sink.send(AppEvent::AgentOverview { rules: Vec::new(), problems: vec!["cowork.db cannot be read".into()], audit: Vec::new() });
+            return;
+        };
+        let (rules, mut problems) = agent_store::rules(conn).unwrap_or_else(|err| (Vec::new(), vec![format!("cannot read the rules: {err}")]));
+        let audit = agent_store::audit(conn, OVERVIEW_AUDIT).unwrap_or_else(|err| {
+            problems.push(format!("cannot read the audit log: {err}"));
+            Vec::new()
+        });
+        self.sink.send(AppEvent::AgentOverview {
+            rules: rules.iter().map(|r| (r.id, agent_store::rule_text(r))).collect(),
+            problems,
+            audit: audit.iter().map(agent_store::audit_text).collect(),
+        });
+    }
+
+    /// Settings → Agent: a rule removed, and the overview sent again.
+    pub(super) fn remove_rule(&mut self, id: i64) {
+        if let Err(err) = self.record(AgentWrite::RemoveRule(id)) {
+            self.sink.send(AppEvent::Notice(format!("the rule was not removed: {err}")));
+        }
+        self.overview();
     }
 
     /// Stop: every operation that waits is cancelled (running ones stop by the epoch).

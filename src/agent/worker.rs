@@ -79,6 +79,10 @@ pub enum AgentCommand {
     Continue { operation_id: i64, go_on: bool },
     /// Stop: operations waiting for the user are cancelled.
     CancelWaiting,
+    /// Settings → Agent opened: send the rules and the newest audit entries.
+    Overview,
+    /// Settings → Agent: remove a rule, then send the overview again.
+    RemoveRule(i64),
     /// Fault injection for supervisor tests: panic inside the worker.
     InjectPanic,
     Shutdown,
@@ -793,6 +797,8 @@ impl<B: LocalBrain> AgentWorker<B> {
             AgentCommand::Decide { call_id, choice } => self.handle_decision(call_id, choice),
             AgentCommand::Continue { operation_id, go_on } => self.handle_continue(operation_id, go_on),
             AgentCommand::CancelWaiting => self.cancel_waiting(),
+            AgentCommand::Overview => self.overview(),
+            AgentCommand::RemoveRule(id) => self.remove_rule(id),
             AgentCommand::InjectPanic => panic!("injected agent fault"),
             AgentCommand::Shutdown => return false,
         }

@@ -220,18 +220,7 @@ pub fn rules_list(paths: &Paths) -> anyhow::Result<()> {
     let conn = crate::store::open_read_only(&paths.db_path())?;
     let (rules, problems) = agent_store::rules(&conn)?;
     for rule in &rules {
-        let action = match rule.action {
-            Action::Allow => "allow",
-            Action::Ask => "ask",
-            Action::Deny => "deny",
-        };
-        let pattern = rule.pattern.as_ref().map(|p| format!(" where {} matches {}", agent_store::target_text(&p.target), p.source)).unwrap_or_default();
-        let scope = match rule.scope {
-            Scope::Always => String::new(),
-            Scope::Until(at) => format!(" until {}", crate::export::rfc3339(at)),
-            Scope::Operation(id) => format!(" in operation {id}"),
-        };
-        println!("{}\t{action} {}{pattern}{scope}", rule.id, rule.tool);
+        println!("{}\t{}", rule.id, agent_store::rule_text(rule));
     }
     for problem in problems {
         eprintln!("skipped: {problem}");
@@ -302,9 +291,7 @@ pub fn audit(paths: &Paths, json: bool, limit: usize) -> anyhow::Result<()> {
         return Ok(());
     }
     for e in &entries {
-        let took = e.duration_millis.map(|ms| format!(" {ms} ms")).unwrap_or_default();
-        let size = e.result_bytes.map(|b| format!(" {b} B")).unwrap_or_default();
-        println!("{} {} {} {} by {}{took}{size} {}", crate::export::rfc3339(e.at_millis), e.tool, e.risk.as_str(), e.decision, e.decided_by, e.arguments);
+        println!("{}", agent_store::audit_text(e));
     }
     if entries.is_empty() {
         eprintln!("the audit log is empty");

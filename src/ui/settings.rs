@@ -24,6 +24,10 @@ pub struct SettingsPanel {
     pub memory: crate::ui::memory::MemoryPanel,
     /// The path typed into Settings → Models → Add.
     pub add_model_path: String,
+    /// Settings → Agent drafts: steps, approval timeout, always-ask tools.
+    pub agent_steps: Option<String>,
+    pub approval_timeout: Option<String>,
+    pub always_ask: Option<String>,
 }
 
 #[derive(Default)]
@@ -139,6 +143,10 @@ pub fn settings_ui(
         crate::ui::memory::memory_ui(ui, state, &mut panel.memory, actions);
 
         ui.separator();
+        ui.heading("Agent");
+        agent_ui(ui, state, panel, actions);
+
+        ui.separator();
         ui.heading("Network");
         network_ui(ui, state, &mut panel.network, actions);
 
@@ -207,6 +215,54 @@ pub fn settings_ui(
         ui.heading("About");
         ui.label(format!("cowork {}", build_info::long_version()));
         ui.label(RichText::new("Everything cowork captures stays in one SQLite file on this computer").small().color(theme::MUTED));
+    });
+}
+
+/// Settings → Agent: whether chat questions run as operations with tools, the
+/// limits, the tools that always ask, the approval rules (each removable) and
+/// the newest audit entries (`cowork audit` has them all).
+fn agent_ui(ui: &mut egui::Ui, state: &AppState, panel: &mut SettingsPanel, actions: &mut Vec<UiAction>) {
+    let mut on = state.settings.agent;
+    if ui.checkbox(&mut on, "Answer with tools (the agent)").on_hover_text("Off: chat answers from what cowork recorded, without acting").changed() {
+        actions.push(UiAction::SaveSetting { key: keys::AGENT.to_owned(), value: on.to_string() });
+    }
+    setting_row_ui(ui, "Steps per task at most", keys::AGENT_MAX_STEPS, &state.settings.agent_max_steps.to_string(), &mut panel.agent_steps, actions);
+    setting_row_ui(
+        ui,
+        "Deny an unanswered approval after (seconds)",
+        keys::APPROVAL_TIMEOUT,
+        &state.settings.approval_timeout_secs.to_string(),
+        &mut panel.approval_timeout,
+        actions,
+    );
+    setting_row_ui(ui, "Tools that always ask (comma-separated)", keys::ALWAYS_ASK, &state.settings.always_ask.join(", "), &mut panel.always_ask, actions);
+    ui.label(RichText::new("Approval rules (an approval card's \"Always allow\" adds one; `cowork rules add` too)").strong());
+    let Some((rules, problems, audit)) = &state.agent_overview else {
+        ui.label(RichText::new("loading…").small().color(theme::MUTED));
+        return;
+    };
+    if rules.is_empty() {
+        ui.label(RichText::new("No rules: safe calls run, the others ask").small().color(theme::MUTED));
+    }
+    for (id, text) in rules {
+        ui.horizontal(|ui| {
+            ui.label(RichText::new(text).monospace().small());
+            if ui.small_button("Remove").clicked() {
+                actions.push(UiAction::RemoveRule(*id));
+            }
+        });
+    }
+    for problem in problems {
+        ui.label(RichText::new(problem).small().color(theme::WARN));
+    }
+    ui.label(RichText::new(format!("Audit log, newest first ({} shown; `cowork audit` has all)", audit.len())).strong());
+    ScrollArea::vertical().id_salt("audit").max_height(180.0).show(ui, |ui| {
+        if audit.is_empty() {
+            ui.label(RichText::new("No tool has been called yet").small().color(theme::MUTED));
+        }
+        for line in audit {
+            ui.label(RichText::new(line).monospace().small());
+        }
     });
 }
 

@@ -709,3 +709,32 @@ fn the_desktop_accessibility_switch_is_saved_and_reaches_the_a11y_worker() {
         .collect();
     assert_eq!(told, [false]);
 }
+
+/// Settings → Agent: opening Settings asks the agent for its rules and audit log; each rule
+/// shows with a Remove button that tells the agent, and the agent switch is saved.
+#[test]
+fn settings_show_the_agents_rules_and_audit_and_remove_a_rule() {
+    // Tall enough that the Agent section is on screen without scrolling.
+    let (mut harness, far) = app_with(AppOptions::default(), 3000.0);
+    harness.get_by_label("Settings").click();
+    harness.run();
+    assert!(far.agent.try_iter().any(|c| matches!(c, AgentCommand::Overview)), "the overview is asked for");
+    far.events
+        .send(AppEvent::AgentOverview {
+            rules: vec![(7, "allow run_command where command matches git status".into())],
+            problems: vec!["rule 9 skipped: its pattern is not a regex".into()],
+            audit: vec!["2026-11-24T11:30:00Z recent_activity safe ran by policy: default {}".into()],
+        })
+        .unwrap();
+    harness.run();
+    harness.get_by_label("allow run_command where command matches git status");
+    harness.get_by_label("rule 9 skipped: its pattern is not a regex");
+    harness.get_by_label("2026-11-24T11:30:00Z recent_activity safe ran by policy: default {}");
+    harness.get_by_label("Remove").click();
+    harness.run();
+    assert!(far.agent.try_iter().any(|c| matches!(c, AgentCommand::RemoveRule(7))), "Remove tells the agent");
+    let _ = far.store.try_iter().count();
+    harness.get_by_label("Answer with tools (the agent)").click();
+    harness.run();
+    assert_eq!(saved_settings(&far), [("agent.enabled".to_owned(), "false".to_owned())]);
+}

@@ -70,8 +70,10 @@ pub struct CoworkApp {
     screenshot_done: Arc<std::sync::atomic::AtomicBool>,
     geometry: Option<[f32; 4]>,
     geometry_saved_at: Instant,
-    /// The tray icon, told when capture is paused.
+    /// The tray icon, told when capture is paused and how many agent tasks wait.
     tray: Option<crate::desktop::TrayIcon>,
+    /// What the tray was last told waits (told again only when it changes).
+    tray_waiting: usize,
     show_requested: bool,
     search_box: crate::ui::context::SearchBox,
     /// providers.json as read at start, for retry estimates.
@@ -139,6 +141,7 @@ impl CoworkApp {
             geometry,
             geometry_saved_at: Instant::now(),
             tray: None,
+            tray_waiting: 0,
             show_requested: false,
             providers,
             search_box: Default::default(),
@@ -653,6 +656,13 @@ fn write_png(path: &std::path::Path, image: &egui::ColorImage) -> anyhow::Result
 impl eframe::App for CoworkApp {
     fn logic(&mut self, ctx: &egui::Context, _frame: &mut eframe::Frame) {
         self.drain_events(ctx);
+        let waiting = self.state.waiting_count();
+        if waiting != self.tray_waiting {
+            self.tray_waiting = waiting;
+            if let Some(tray) = &self.tray {
+                tray.set_waiting(waiting);
+            }
+        }
         // Typing into cowork pauses embedding (it yields the CPU to the UI).
         if ctx.input(|i| i.events.iter().any(|e| matches!(e, egui::Event::Text(_) | egui::Event::Key { pressed: true, .. }))) {
             self.channels.typing_at_millis.store(crate::ids::now_millis(), std::sync::atomic::Ordering::Relaxed);

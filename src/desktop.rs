@@ -79,10 +79,22 @@ impl Drop for GlobalHotkeys {
 
 /// The system tray icon (StatusNotifierItem over D-Bus, via ksni): click shows
 /// the sidebar, middle-click pauses or resumes capture, and the menu has
-/// Pause, Show and Quit.
+/// Pause, Show and Quit. While the agent waits for the user (an approval, a
+/// question, a paused task) it asks for attention and says how many wait.
 pub struct CoworkTray {
     paused: bool,
+    waiting: usize,
     sink: EventSink,
+}
+
+impl CoworkTray {
+    fn waiting_text(&self) -> Option<String> {
+        match self.waiting {
+            0 => None,
+            1 => Some("1 task waits for you".into()),
+            n => Some(format!("{n} tasks wait for you")),
+        }
+    }
 }
 
 impl ksni::Tray for CoworkTray {
@@ -91,20 +103,37 @@ impl ksni::Tray for CoworkTray {
     }
 
     fn title(&self) -> String {
-        "cowork".into()
+        match self.waiting {
+            0 => "cowork".into(),
+            n => format!("cowork ({n} waiting)"),
+        }
     }
 
     fn icon_name(&self) -> String {
         if self.paused { "media-playback-pause".into() } else { "media-record".into() }
     }
 
+    fn attention_icon_name(&self) -> String {
+        "dialog-question".into()
+    }
+
     fn status(&self) -> ksni::Status {
-        if self.paused { ksni::Status::Passive } else { ksni::Status::Active }
+        if self.waiting > 0 {
+            ksni::Status::NeedsAttention
+        } else if self.paused {
+            ksni::Status::Passive
+        } else {
+            ksni::Status::Active
+        }
     }
 
     fn tool_tip(&self) -> ksni::ToolTip {
-        let description = if self.paused { "Capture is paused" } else { "Recording your activity, privately" };
-        ksni::ToolTip { title: "cowork".into(), description: description.into(), ..Default::default() }
+        let capture = if self.paused { "Capture is paused" } else { "Recording your activity, privately" };
+        let description = match self.waiting_text() {
+            Some(waiting) => format!("{waiting}\n{capture}"),
+            None => capture.to_owned(),
+        };
+        ksni::ToolTip { title: self.title(), description, ..Default::default() }
     }
 
     fn activate(&mut self, _x: i32, _y: i32) {
@@ -128,7 +157,10 @@ impl ksni::Tray for CoworkTray {
             }
             .into(),
             StandardItem {
-                label: "Show sidebar".into(),
+                label: match self.waiting_text() {
+                    Some(waiting) => format!("Show sidebar ({waiting})"),
+                    None => "Show sidebar".into(),
+                },
                 activate: Box::new(|tray: &mut Self| {
                     tray.sink.send(AppEvent::ShowSidebar);
                 }),
@@ -156,7 +188,7 @@ impl TrayIcon {
     /// host (a StatusNotifierWatcher) runs, now or later.
     pub fn spawn(paused: bool, sink: EventSink) -> anyhow::Result<Self> {
         use ksni::blocking::TrayMethods;
-        let handle = CoworkTray { paused, sink }
+        let handle = CoworkTray { paused, waiting: 0, sink }
             .assume_sni_available(true)
             .spawn()
             .map_err(|err| anyhow::anyhow!("no system tray (D-Bus session bus unavailable?): {err}"))?;
@@ -165,6 +197,11 @@ impl TrayIcon {
 
     pub fn set_paused(&self, paused: bool) {
         self.0.update(|tray| tray.paused = paused);
+    }
+
+    /// How many approvals, questions and paused tasks wait for the user (0: none).
+    pub fn set_waiting(&self, waiting: usize) {
+        self.0.update(|tray| tray.waiting = waiting);
     }
 }
 
@@ -192,6 +229,22 @@ pub fn dock_right(area: WorkArea, width: f32) -> [f32; 4] {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_tray_asks_for_attention_while_agent_tasks_wait_and_says_how_many() {
+        use ksni::Tray;
+        let (events, _rx) = crossbeam_channel::bounded(4);
+        let mut tray = CoworkTray { paused: true, waiting: 0, sink: EventSink::new(events, || {}) };
+        assert!(matches!(tray.status(), ksni::Status::Passive));
+        assert_eq!(tray.title(), "cowork");
+        tray.waiting = 2;
+        assert!(matches!(tray.status(), ksni::Status::NeedsAttention), "waiting beats paused");
+        assert_eq!(tray.title(), "cowork (2 waiting)");
+        let tip = tray.tool_tip();
+        assert!(tip.description.starts_with("2 tasks wait for you") && tip.description.contains("Capture is paused"), "{}", tip.description);
+        tray.waiting = 1;
+        assert!(tray.tool_tip().description.starts_with("1 task waits for you"));
+    }
 
     #[test]
     fn docks_to_the_right_edge_of_the_work_area() {

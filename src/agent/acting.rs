@@ -131,7 +131,19 @@ impl<B: LocalBrain> AgentWorker<B> {
         let (settings, providers) = self.brains();
         // Route with the question alone: context comes through tools, marked as data.
         let brain = match self.plan_public(&request, &settings, &providers) {
-            Ok(brain) => brain,
+            Ok((brain, None)) => brain,
+            // The same card as for a question: what the provider would get, and the choice.
+            Ok((Brain::Cloud { provider, .. }, Some(reason))) => {
+                let preview = format!(
+                    "To work on this task {} may ask cowork's memory tools for your activity: window titles, typed text and copied text, \
+                     redacted of keys and passwords, would go to it. Without your consent it gets only your question and the tools that \
+                     do not read what cowork recorded.",
+                    provider.name
+                );
+                self.sink.send(AppEvent::ConsentNeeded { provider: provider.name.clone(), reason, preview, request: Box::new(request) });
+                return;
+            }
+            Ok((brain, Some(_))) => brain,
             Err(message) => {
                 self.finish_early_public(&request, remember, message);
                 return;

@@ -529,16 +529,18 @@ impl<B: LocalBrain> AgentWorker<B> {
     }
 
     /// Who works on an operation: routed on the question alone (its context comes through tools).
+    /// With a cloud brain the user has not been asked about yet, also why it was routed there.
     pub(super) fn plan_public(
         &mut self,
         request: &ChatRequest,
         settings: &crate::config::Settings,
         providers: &crate::brains::Providers,
-    ) -> Result<super::operation::Brain, String> {
+    ) -> Result<(super::operation::Brain, Option<String>), String> {
         Ok(match self.plan(request, None, settings, providers)? {
-            Plan::Local { .. } => super::operation::Brain::Local,
-            Plan::Cloud { provider, key, consent, .. } => {
-                super::operation::Brain::Cloud { provider, key, consent: consent.unwrap_or(false) || request.consent_once }
+            Plan::Local { .. } => (super::operation::Brain::Local, None),
+            Plan::Cloud { provider, key, consent, reason } => {
+                let ask = (consent.is_none() && !request.consent_once).then_some(reason);
+                (super::operation::Brain::Cloud { provider, key, consent: consent.unwrap_or(false) || request.consent_once }, ask)
             }
         })
     }

@@ -157,6 +157,21 @@ fn drive(workers: &Workers, events: &Receiver<AppEvent>, mut answer_id: Option<i
                     _ => Ok(0),
                 };
             }
+            AppEvent::ConsentNeeded { provider, preview, request, .. } if Some(request.answer_id) == answer_id => {
+                // A cloud brain not asked about yet: on a terminal, this task's answer; else the sidebar's.
+                println!("\n{preview}");
+                if !tty {
+                    println!("decide in cowork's sidebar (or run this on a terminal to allow it once)");
+                    return Ok(EXIT_NEEDS_APPROVAL);
+                }
+                let mut request = *request;
+                request.consent_once = yes_no(&format!("Let {provider} see what cowork recorded, for this task only? [y/N] "))?;
+                if !request.consent_once {
+                    println!("not asked again for this task: run it with the local model, or allow {provider} in Settings");
+                    return Ok(EXIT_NEEDS_APPROVAL);
+                }
+                workers.agent.commands.send(AgentCommand::Chat(request))?;
+            }
             AppEvent::Notice(text) => eprintln!("cowork: {text}"),
             _ => {}
         }

@@ -420,3 +420,46 @@ fn a_10_mb_result_is_trimmed_for_the_model_and_kept_whole() {
     assert_eq!(entry.result_bytes, Some(content.len() as i64));
     assert_eq!(entry.result_sha256.as_deref(), Some(hex::encode(<sha2::Sha256 as sha2::Digest>::digest(content.as_bytes())).as_str()));
 }
+
+/// A cloud brain the user has not been asked about: the task waits for the consent card
+/// (nothing reaches the provider); answered "once", the same task runs.
+#[test]
+fn a_task_for_a_cloud_brain_asks_for_consent_first() {
+    let server = scripted(vec![answer("Done.")]);
+    let (data, paths) = fixture(&server, "Budget 2027.ods", "");
+    let conn = cowork::store::open_writer(&data.path().join("cowork.db")).unwrap();
+    conn.execute("DELETE FROM settings WHERE key = 'consent.scripted.activity'", []).unwrap();
+    drop(conn);
+    // Headless, without a terminal: the question is printed and nothing is sent.
+    let out = Command::new(env!("CARGO_BIN_EXE_cowork"))
+        .env("COWORK_LOG", "warn")
+        .arg("--data-dir")
+        .arg(data.path())
+        .args(["ask", "--agent", "summarise my budget work"])
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(3), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(String::from_utf8_lossy(&out.stdout).contains("may ask cowork's memory tools"));
+    assert_eq!(server.hits.load(Ordering::SeqCst), 0);
+    let (workers, events) = super::support::start_workers(&paths);
+    let request = task("summarise my budget work");
+    let answer_id = request.answer_id;
+    workers.agent.commands.send(AgentCommand::Chat(request)).unwrap();
+    let asked = super::support::wait_for(&events, Duration::from_secs(20), |e| match e {
+        AppEvent::ConsentNeeded { provider, preview, request, .. } => Some((provider.clone(), preview.clone(), request.clone())),
+        _ => None,
+    })
+    .expect("the consent card");
+    assert_eq!(asked.0, "scripted");
+    assert!(asked.1.contains("memory tools") && asked.2.agent, "{}", asked.1);
+    assert_eq!(server.hits.load(Ordering::SeqCst), 0, "nothing was sent before the user chose");
+    let mut again = *asked.2;
+    again.consent_once = true;
+    workers.agent.commands.send(AgentCommand::Chat(again)).unwrap();
+    assert_eq!(wait_finished(&events, answer_id), MessageStatus::Done);
+    assert_eq!(server.hits.load(Ordering::SeqCst), 1);
+    let sent = body(&server, 0);
+    assert!(sent["tools"].as_array().unwrap().iter().any(|t| t["function"]["name"] == "search_memory"), "consented once: the memory tools are offered");
+    workers.shutdown(Duration::from_secs(5));
+}

@@ -42,23 +42,7 @@ const HELPER_STEPS: u32 = 8;
 /// The view of a call for the UI.
 fn view(live: &Live, call: &CallRow) -> ToolCallView {
     let suggested_rule = (call.status == CallStatus::Waiting).then(|| suggest_rule(call)).flatten();
-    ToolCallView {
-        operation_id: call.operation_id,
-        answer_id: live.request.answer_id,
-        call_id: call.call_id,
-        step: call.step,
-        tool: call.tool.clone(),
-        arguments: call.arguments.clone(),
-        risk: call.risk.as_str().to_owned(),
-        status: call.status,
-        why: call.why.clone(),
-        decided_by: call.decided_by.clone(),
-        output: call.output.clone(),
-        is_error: call.is_error,
-        duration_millis: call.started_at_millis.map(|s| call.finished_at_millis.unwrap_or_else(now_millis) - s),
-        expires_at_millis: call.expires_at_millis,
-        suggested_rule,
-    }
+    call.view(live.request.answer_id, now_millis(), suggested_rule)
 }
 
 /// The pattern "Always allow" starts from: the command's first word and the

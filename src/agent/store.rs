@@ -76,6 +76,41 @@ pub struct CallRow {
     pub expires_at_millis: Option<i64>,
 }
 
+impl CallRow {
+    /// The chat's view of the call, on the answer `answer_id`.
+    pub fn view(&self, answer_id: i64, now_millis: i64, suggested_rule: Option<(String, String)>) -> crate::events::ToolCallView {
+        crate::events::ToolCallView {
+            operation_id: self.operation_id,
+            answer_id,
+            call_id: self.call_id,
+            step: self.step,
+            tool: self.tool.clone(),
+            arguments: self.arguments.clone(),
+            risk: self.risk.as_str().to_owned(),
+            status: self.status,
+            why: self.why.clone(),
+            decided_by: self.decided_by.clone(),
+            output: self.output.clone(),
+            is_error: self.is_error,
+            duration_millis: self.started_at_millis.map(|s| self.finished_at_millis.unwrap_or(now_millis) - s),
+            expires_at_millis: self.expires_at_millis,
+            suggested_rule,
+        }
+    }
+}
+
+/// The tool calls of a chat's operations, oldest first, as the chat shows them:
+/// an answer's chips come back with the thread after a restart.
+pub fn thread_calls(conn: &Connection, thread_id: i64, now_millis: i64) -> rusqlite::Result<Vec<crate::events::ToolCallView>> {
+    let mut stmt = conn.prepare_cached("SELECT operation_id, answer_id FROM operations WHERE thread_id = ?1 AND answer_id IS NOT NULL ORDER BY created_at_ms")?;
+    let operations: Vec<(i64, i64)> = stmt.query_map([thread_id], |r| Ok((r.get(0)?, r.get(1)?)))?.collect::<rusqlite::Result<_>>()?;
+    let mut views = Vec::new();
+    for (operation_id, answer_id) in operations {
+        views.extend(calls(conn, operation_id)?.iter().map(|c| c.view(answer_id, now_millis, None)));
+    }
+    Ok(views)
+}
+
 #[derive(Clone, Debug, PartialEq, Serialize)]
 pub struct AuditEntry {
     pub audit_id: i64,
@@ -514,6 +549,11 @@ mod tests {
         op.status = OpStatus::Done;
         apply(&conn, &AgentWrite::Operation(op)).unwrap();
         assert!(open_operations(&conn).unwrap().is_empty());
+        // The thread's chips come back on the operation's answer.
+        let views = thread_calls(&conn, 1, 100).unwrap();
+        assert_eq!(views.len(), 1);
+        assert_eq!((views[0].answer_id, views[0].call_id, views[0].output.as_deref()), (2, 70, Some("a\nb")));
+        assert!(thread_calls(&conn, 9, 100).unwrap().is_empty());
     }
 
     #[test]

@@ -196,6 +196,15 @@ impl StoreWorker {
                     Ok(messages) => self.emit(AppEvent::MessagesLoaded { thread_id, messages }),
                     Err(err) => self.emit_notice(format!("cannot load messages: {err}")),
                 }
+                // The agent's tool chips of the thread's answers (a live operation sends its own).
+                match crate::agent::store::thread_calls(&self.conn, thread_id, now_millis()) {
+                    Ok(calls) => {
+                        for call in calls {
+                            self.emit(AppEvent::ToolCall(Box::new(call)));
+                        }
+                    }
+                    Err(err) => self.emit_notice(format!("cannot load the chat's tool calls: {err}")),
+                }
                 self.emit_pins(thread_id);
             }
             StoreCommand::PinSource { thread_id, stream, source_id } => {

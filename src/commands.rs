@@ -26,6 +26,50 @@ pub fn mcp_tools(command: &[String]) -> anyhow::Result<()> {
     Ok(())
 }
 
+/// `cowork mcp import FILE`: another assistant's servers added to mcp-servers.json.
+pub fn mcp_import(paths: &Paths, file: &Path) -> anyhow::Result<()> {
+    use crate::mcp::config::{FILE_NAME, McpConfig, import};
+    let (source, imported) = import(file)?;
+    paths.ensure_data_dir()?;
+    let mut config = McpConfig::load(&paths.data_dir)?;
+    let (added, skipped) = config.merge(imported);
+    let secrets = crate::secrets::Secrets::open(&paths.data_dir)?;
+    config.save(&paths.data_dir, &secrets)?;
+    for name in &added {
+        println!("added {name}");
+    }
+    for name in &skipped {
+        println!("kept {name}: a server of that name is already configured");
+    }
+    eprintln!(
+        "{} of {} servers from {source:?} in {}; their env and header values are in {}",
+        added.len(),
+        added.len() + skipped.len(),
+        paths.data_dir.join(FILE_NAME).display(),
+        secrets.describe()
+    );
+    Ok(())
+}
+
+/// `cowork mcp list`: the configured servers.
+pub fn mcp_list(paths: &Paths) -> anyhow::Result<()> {
+    use crate::mcp::config::{McpConfig, Transport};
+    let config = McpConfig::load(&paths.data_dir)?;
+    for (name, server) in &config.servers {
+        let how = match server.transport()? {
+            Transport::Stdio { command, args } => format!("stdio: {command} {}", args.join(" ")),
+            Transport::Http { url } => format!("http: {url}"),
+        };
+        let tools = server.enabled_tools.as_ref().map(|t| format!(", tools: {}", t.join(" "))).unwrap_or_default();
+        let off = if server.disabled { " (disabled)" } else { "" };
+        println!("{name}{off}\t{how}\t(start {} s, call {} s{tools})", server.startup_timeout_secs, server.tool_timeout_secs);
+    }
+    if config.servers.is_empty() {
+        eprintln!("no MCP servers; add some with `cowork mcp import FILE`");
+    }
+    Ok(())
+}
+
 /// `cowork export`: reads through a read-only connection and writes `out`.
 pub fn export(paths: &Paths, format: crate::export::Format, since_millis: i64, until_millis: i64, out: &Path) -> anyhow::Result<usize> {
     let conn = crate::store::open_read_only(&paths.db_path())?;

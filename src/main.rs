@@ -147,6 +147,11 @@ enum Command {
         #[command(subcommand)]
         action: CaptureAction,
     },
+    /// MCP servers: import another assistant's configuration, list them
+    Mcp {
+        #[command(subcommand)]
+        action: McpAction,
+    },
     /// List the tools of an MCP server started as `-- PROGRAM ARGS…`
     McpTools {
         #[arg(last = true, required = true)]
@@ -219,6 +224,16 @@ enum MemoryAction {
     Status,
     /// Put failed embedding jobs back in the queue
     Retry,
+}
+
+#[derive(Subcommand)]
+enum McpAction {
+    /// Add the servers of a Claude Desktop / Claude Code JSON file, a Zed
+    /// settings.json or a Codex config.toml to mcp-servers.json (their env
+    /// and header values go to the secret store)
+    Import { file: std::path::PathBuf },
+    /// The configured servers: transport, timeouts, enabled tools
+    List,
 }
 
 #[derive(Subcommand)]
@@ -509,6 +524,13 @@ fn run(cli: Cli, process_started: Instant) -> anyhow::Result<ExitCode> {
         }
         Some(Command::Memory { action: MemoryAction::Retry }) => {
             println!("{} failed jobs queued again", commands::memory::retry_failed(&paths)?);
+            Ok(ExitCode::SUCCESS)
+        }
+        Some(Command::Mcp { action }) => {
+            match action {
+                McpAction::Import { file } => commands::mcp_import(&paths, &file)?,
+                McpAction::List => commands::mcp_list(&paths)?,
+            }
             Ok(ExitCode::SUCCESS)
         }
         Some(Command::Secrets { action }) => {

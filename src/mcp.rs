@@ -2,6 +2,8 @@
 //! list an MCP server's tools (`cowork mcp-tools`); the `mcp` worker, apps and
 //! approval gates build on it later.
 
+pub mod config;
+
 use std::time::Duration;
 
 use anyhow::Context;

@@ -627,3 +627,39 @@ fn activitywatch_export_imports_into_a_real_aw_server_that_already_has_its_watch
     assert_eq!(theirs.as_array().unwrap().len(), 1);
     assert_eq!(theirs[0]["data"]["title"], "theirs");
 }
+
+/// `cowork mcp import` takes Claude Desktop's file as it is: the servers land in
+/// mcp-servers.json, their secrets in the secret store (no byte of them in any file in
+/// plain text), `cowork mcp list` shows them, and a second import keeps what is there.
+#[test]
+fn mcp_import_round_trips_claude_desktops_config_with_secrets_kept_out_of_files() {
+    let dir = temp_dir();
+    let claude = dir.path().join("claude_desktop_config.json");
+    std::fs::write(
+        &claude,
+        r#"{"mcpServers": {
+            "everything": {"command": "npx", "args": ["-y", "@modelcontextprotocol/server-everything"]},
+            "github": {"command": "github-mcp", "env": {"GITHUB_TOKEN": "ghp_SECRETSECRET1234"}},
+            "remote": {"url": "http://127.0.0.1:9/mcp", "headers": {"Authorization": "Bearer tok_SECRETSECRET5678"}}
+        }}"#,
+    )
+    .unwrap();
+    let data = dir.path().join("data");
+    let run = |args: &[&str]| cowork().arg("--data-dir").arg(&data).args(args).env("COWORK_LOG", "warn").output().unwrap();
+    let out = run(&["mcp", "import", claude.to_str().unwrap()]);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert_eq!(String::from_utf8_lossy(&out.stdout).lines().filter(|l| l.starts_with("added ")).count(), 3);
+    for entry in std::fs::read_dir(&data).unwrap() {
+        let bytes = std::fs::read(entry.unwrap().path()).unwrap_or_default();
+        let text = String::from_utf8_lossy(&bytes);
+        assert!(!text.contains("SECRETSECRET"), "a secret in plain text");
+    }
+    let list = run(&["mcp", "list"]);
+    let listed = String::from_utf8_lossy(&list.stdout);
+    assert!(listed.contains("everything\tstdio: npx -y @modelcontextprotocol/server-everything") && listed.contains("remote\thttp: http://127.0.0.1:9/mcp"), "{listed}");
+    assert!(listed.contains("(start 30 s, call 300 s)"), "{listed}");
+    let secrets = run(&["secrets", "list"]);
+    assert!(String::from_utf8_lossy(&secrets.stdout).contains("mcp/github/env/GITHUB_TOKEN"), "{}", String::from_utf8_lossy(&secrets.stdout));
+    let again = run(&["mcp", "import", claude.to_str().unwrap()]);
+    assert_eq!(String::from_utf8_lossy(&again.stdout).lines().filter(|l| l.starts_with("kept ")).count(), 3);
+}

@@ -1,0 +1,491 @@
+//! The MCP servers the user configured: `mcp-servers.json` in cowork's data
+//! directory, in Claude Desktop's `mcpServers` format as it is (`command`,
+//! `args`, `env`; `url` and `headers` for streamable HTTP), with Codex's
+//! per-server settings beside them (`enabledTools`, `startupTimeoutSec`,
+//! `toolTimeoutSec`) and cowork's own (`disabled`, `trusted`).
+//!
+//! Secret values — every `env` and `headers` value — live in the secret store;
+//! the file holds a reference (`"secret:mcp/<server>/env/<NAME>"`) in their
+//! place. `import` reads an existing Claude Desktop (or Claude Code) JSON file,
+//! a Zed `settings.json` (comments and trailing commas allowed) or a Codex
+//! `config.toml`, and `save` moves every plain value into the store before it
+//! writes, so nothing secret is ever written in plain text.
+
+use std::collections::BTreeMap;
+use std::path::Path;
+
+use anyhow::{Context, bail};
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+use crate::secrets::Secrets;
+
+pub const FILE_NAME: &str = "mcp-servers.json";
+const SECRET_PREFIX: &str = "secret:";
+pub const DEFAULT_STARTUP_TIMEOUT_SECS: u64 = 30;
+pub const DEFAULT_TOOL_TIMEOUT_SECS: u64 = 300;
+
+/// The whole file.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct McpConfig {
+    #[serde(rename = "mcpServers", default)]
+    pub servers: BTreeMap<String, ServerConfig>,
+}
+
+/// One server, as Claude Desktop writes it plus the per-server settings.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ServerConfig {
+    /// A stdio server: the program (and `args`, `env`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub command: Option<String>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub args: Vec<String>,
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub env: BTreeMap<String, String>,
+    /// A streamable HTTP server: its URL (and `headers`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub url: Option<String>,
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub headers: BTreeMap<String, String>,
+    /// Only these tools reach the agent (None: all).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub enabled_tools: Option<Vec<String>>,
+    #[serde(default = "default_startup", rename = "startupTimeoutSec")]
+    pub startup_timeout_secs: u64,
+    #[serde(default = "default_tool", rename = "toolTimeoutSec")]
+    pub tool_timeout_secs: u64,
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub disabled: bool,
+    /// The user trusts this server's annotations to lower a tool's risk.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub trusted: bool,
+}
+
+fn default_startup() -> u64 {
+    DEFAULT_STARTUP_TIMEOUT_SECS
+}
+
+fn default_tool() -> u64 {
+    DEFAULT_TOOL_TIMEOUT_SECS
+}
+
+impl Default for ServerConfig {
+    fn default() -> Self {
+        ServerConfig {
+            command: None,
+            args: Vec::new(),
+            env: BTreeMap::new(),
+            url: None,
+            headers: BTreeMap::new(),
+            enabled_tools: None,
+            startup_timeout_secs: DEFAULT_STARTUP_TIMEOUT_SECS,
+            tool_timeout_secs: DEFAULT_TOOL_TIMEOUT_SECS,
+            disabled: false,
+            trusted: false,
+        }
+    }
+}
+
+/// How a server is reached.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Transport<'a> {
+    Stdio { command: &'a str, args: &'a [String] },
+    Http { url: &'a str },
+}
+
+impl ServerConfig {
+    pub fn transport(&self) -> anyhow::Result<Transport<'_>> {
+        match (&self.command, &self.url) {
+            (Some(command), None) => Ok(Transport::Stdio { command, args: &self.args }),
+            (None, Some(url)) if url.starts_with("http://") || url.starts_with("https://") => Ok(Transport::Http { url }),
+            (None, Some(url)) => bail!("url {url:?} is not http:// or https://"),
+            (Some(_), Some(_)) => bail!("both command and url are set; a server is one or the other"),
+            (None, None) => bail!("neither command nor url is set"),
+        }
+    }
+}
+
+/// The secret store's name for one `env` or `headers` value.
+pub fn secret_name(server: &str, part: &str, key: &str) -> String {
+    format!("mcp/{server}/{part}/{key}")
+}
+
+/// Names a server may have: they become part of tool names (`mcp__<server>__<tool>`).
+fn check_name(name: &str) -> anyhow::Result<()> {
+    if name.is_empty() || name.len() > 40 || !name.chars().all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_') || name.contains("__") {
+        bail!("server name {name:?}: use letters, digits, - and _ (no double _), at most 40");
+    }
+    Ok(())
+}
+
+impl McpConfig {
+    /// Reads `<data_dir>/mcp-servers.json`; a missing file is an empty configuration.
+    pub fn load(data_dir: &Path) -> anyhow::Result<Self> {
+        let path = data_dir.join(FILE_NAME);
+        let text = match std::fs::read_to_string(&path) {
+            Ok(text) => text,
+            Err(err) if err.kind() == std::io::ErrorKind::NotFound => return Ok(Self::default()),
+            Err(err) => return Err(err).with_context(|| format!("cannot read {}", path.display())),
+        };
+        let config: McpConfig = serde_json::from_str(&text).with_context(|| format!("{} is not valid", path.display()))?;
+        for (name, server) in &config.servers {
+            check_name(name).with_context(|| path.display().to_string())?;
+            server.transport().with_context(|| format!("{}: server {name}", path.display()))?;
+        }
+        Ok(config)
+    }
+
+    /// Moves every plain `env` and `headers` value into `secrets`, leaving a
+    /// reference, then writes the file (a new file, synced, renamed over the old).
+    pub fn save(&mut self, data_dir: &Path, secrets: &Secrets) -> anyhow::Result<()> {
+        for (name, server) in &mut self.servers {
+            check_name(name)?;
+            server.transport().with_context(|| format!("server {name}"))?;
+            for (part, values) in [("env", &mut server.env), ("headers", &mut server.headers)] {
+                for (key, value) in values.iter_mut() {
+                    // An empty value holds nothing secret (and the store keeps no empty secret).
+                    if !value.is_empty() && !value.starts_with(SECRET_PREFIX) {
+                        let secret = secret_name(name, part, key);
+                        secrets.set(&secret, value).with_context(|| format!("cannot keep {name}'s {part} {key} in the secret store"))?;
+                        *value = format!("{SECRET_PREFIX}{secret}");
+                    }
+                }
+            }
+        }
+        let path = data_dir.join(FILE_NAME);
+        let partial = data_dir.join(format!("{FILE_NAME}.partial"));
+        let text = serde_json::to_string_pretty(self)?;
+        {
+            use std::io::Write;
+            let mut file = std::fs::File::create(&partial).with_context(|| format!("cannot write {}", partial.display()))?;
+            file.write_all(text.as_bytes())?;
+            file.sync_all()?;
+        }
+        std::fs::rename(&partial, &path).with_context(|| format!("cannot replace {}", path.display()))?;
+        Ok(())
+    }
+
+    /// Adds the servers of another assistant's configuration; a name already
+    /// here is kept and reported. Returns the names added and those skipped.
+    pub fn merge(&mut self, other: McpConfig) -> (Vec<String>, Vec<String>) {
+        let (mut added, mut skipped) = (Vec::new(), Vec::new());
+        for (name, server) in other.servers {
+            if self.servers.contains_key(&name) {
+                skipped.push(name);
+            } else {
+                self.servers.insert(name.clone(), server);
+                added.push(name);
+            }
+        }
+        (added, skipped)
+    }
+}
+
+/// A server's `env` or `headers` with each reference read from the secret
+/// store. A reference with nothing behind it is an error that names it.
+pub fn resolve(values: &BTreeMap<String, String>, secrets: &Secrets) -> anyhow::Result<BTreeMap<String, String>> {
+    values
+        .iter()
+        .map(|(key, value)| match value.strip_prefix(SECRET_PREFIX) {
+            Some(name) => match secrets.get(name)? {
+                Some(secret) => Ok((key.clone(), secret)),
+                None => bail!("{key}: the secret store has nothing for {name} (import the server again, or set it in Settings)"),
+            },
+            None => Ok((key.clone(), value.clone())),
+        })
+        .collect()
+}
+
+/// Which assistant wrote a configuration file.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Source {
+    /// Claude Desktop's `claude_desktop_config.json` (or Claude Code's `.mcp.json`).
+    Claude,
+    /// Zed's `settings.json`, `context_servers`.
+    Zed,
+    /// Codex's `config.toml`, `[mcp_servers.*]`.
+    Codex,
+}
+
+/// Reads another assistant's MCP configuration.
+pub fn import(path: &Path) -> anyhow::Result<(Source, McpConfig)> {
+    let text = std::fs::read_to_string(path).with_context(|| format!("cannot read {}", path.display()))?;
+    let parsed = if path.extension().is_some_and(|e| e == "toml") {
+        codex(&text).map(|c| (Source::Codex, c))
+    } else {
+        let value: Value = serde_json::from_str(&strip_jsonc(&text)).context("not JSON (with comments) or TOML")?;
+        if value.get("mcpServers").is_some() {
+            claude(&value).map(|c| (Source::Claude, c))
+        } else if value.get("context_servers").is_some() {
+            zed(&value).map(|c| (Source::Zed, c))
+        } else {
+            bail!("no MCP servers in it: neither Claude's mcpServers nor Zed's context_servers")
+        }
+    };
+    let (source, config) = parsed.with_context(|| format!("cannot import {}", path.display()))?;
+    for name in config.servers.keys() {
+        check_name(name)?;
+    }
+    Ok((source, config))
+}
+
+fn strings(value: Option<&Value>) -> Vec<String> {
+    value.and_then(Value::as_array).map(|a| a.iter().filter_map(|v| v.as_str().map(str::to_owned)).collect()).unwrap_or_default()
+}
+
+fn string_map(value: Option<&Value>) -> BTreeMap<String, String> {
+    value
+        .and_then(Value::as_object)
+        .map(|m| m.iter().filter_map(|(k, v)| Some((k.clone(), v.as_str().map(str::to_owned).unwrap_or_else(|| v.to_string())))).collect())
+        .unwrap_or_default()
+}
+
+fn claude(value: &Value) -> anyhow::Result<McpConfig> {
+    let mut config = McpConfig::default();
+    for (name, server) in value["mcpServers"].as_object().context("mcpServers is not an object")? {
+        let server = ServerConfig {
+            command: server.get("command").and_then(Value::as_str).map(str::to_owned),
+            args: strings(server.get("args")),
+            env: string_map(server.get("env")),
+            url: server.get("url").and_then(Value::as_str).map(str::to_owned),
+            headers: string_map(server.get("headers")),
+            disabled: server.get("disabled").and_then(Value::as_bool).unwrap_or(false),
+            ..ServerConfig::default()
+        };
+        server.transport().with_context(|| format!("server {name}"))?;
+        config.servers.insert(name.clone(), server);
+    }
+    Ok(config)
+}
+
+/// Zed writes a server as `{"command": "…", "args": […], "env": {…}}`, older
+/// versions as `{"command": {"path": "…", "args": […], "env": {…}}}`, and a
+/// remote one as `{"url": "…", "headers": {…}}`.
+fn zed(value: &Value) -> anyhow::Result<McpConfig> {
+    let mut config = McpConfig::default();
+    for (name, server) in value["context_servers"].as_object().context("context_servers is not an object")? {
+        let inner = server.get("command").filter(|c| c.is_object()).unwrap_or(server);
+        let command = match server.get("command") {
+            Some(Value::String(command)) => Some(command.clone()),
+            Some(Value::Object(old)) => old.get("path").and_then(Value::as_str).map(str::to_owned),
+            _ => None,
+        };
+        let server = ServerConfig {
+            command,
+            args: strings(inner.get("args")),
+            env: string_map(inner.get("env")),
+            url: server.get("url").and_then(Value::as_str).map(str::to_owned),
+            headers: string_map(server.get("headers")),
+            disabled: server.get("enabled").and_then(Value::as_bool).is_some_and(|on| !on),
+            ..ServerConfig::default()
+        };
+        if server.command.is_none() && server.url.is_none() {
+            // An extension's server (`"source": "extension"`): Zed starts it itself.
+            continue;
+        }
+        server.transport().with_context(|| format!("server {name}"))?;
+        config.servers.insert(name.clone(), server);
+    }
+    Ok(config)
+}
+
+/// Codex: `[mcp_servers.<name>]` with `command`, `args`, `env`, or `url`,
+/// `http_headers` and `bearer_token_env_var`; `enabled`, `enabled_tools`,
+/// `startup_timeout_sec`, `tool_timeout_sec`.
+fn codex(text: &str) -> anyhow::Result<McpConfig> {
+    let value: toml::Value = toml::from_str(text).context("not valid TOML")?;
+    let json = serde_json::to_value(&value)?;
+    let mut config = McpConfig::default();
+    let Some(servers) = json.get("mcp_servers").and_then(Value::as_object) else { bail!("no [mcp_servers] in it") };
+    for (name, server) in servers {
+        let mut headers = string_map(server.get("http_headers"));
+        if let Some(var) = server.get("bearer_token_env_var").and_then(Value::as_str) {
+            match std::env::var(var) {
+                Ok(token) => {
+                    headers.insert("Authorization".into(), format!("Bearer {token}"));
+                }
+                Err(_) => bail!("server {name}: its bearer token is in ${var}, which is not set here"),
+            }
+        }
+        let seconds = |key: &str, default: u64| server.get(key).and_then(Value::as_f64).map_or(default, |s| s.ceil().max(1.0) as u64);
+        let server = ServerConfig {
+            command: server.get("command").and_then(Value::as_str).map(str::to_owned),
+            args: strings(server.get("args")),
+            env: string_map(server.get("env")),
+            url: server.get("url").and_then(Value::as_str).map(str::to_owned),
+            headers,
+            enabled_tools: server.get("enabled_tools").map(|t| strings(Some(t))),
+            startup_timeout_secs: seconds("startup_timeout_sec", DEFAULT_STARTUP_TIMEOUT_SECS),
+            tool_timeout_secs: seconds("tool_timeout_sec", DEFAULT_TOOL_TIMEOUT_SECS),
+            disabled: server.get("enabled").and_then(Value::as_bool).is_some_and(|on| !on),
+            trusted: false,
+        };
+        server.transport().with_context(|| format!("server {name}"))?;
+        config.servers.insert(name.clone(), server);
+    }
+    Ok(config)
+}
+
+/// JSON with `//` and `/* */` comments and trailing commas (Zed's settings) as plain JSON.
+fn strip_jsonc(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    let mut chars = text.chars().peekable();
+    let mut in_string = false;
+    while let Some(c) = chars.next() {
+        if in_string {
+            out.push(c);
+            match c {
+                '\\' => {
+                    if let Some(escaped) = chars.next() {
+                        out.push(escaped);
+                    }
+                }
+                '"' => in_string = false,
+                _ => {}
+            }
+            continue;
+        }
+        match (c, chars.peek()) {
+            ('"', _) => {
+                in_string = true;
+                out.push(c);
+            }
+            ('/', Some('/')) => {
+                for next in chars.by_ref() {
+                    if next == '\n' {
+                        out.push('\n');
+                        break;
+                    }
+                }
+            }
+            ('/', Some('*')) => {
+                chars.next();
+                let mut last = ' ';
+                for next in chars.by_ref() {
+                    if last == '*' && next == '/' {
+                        break;
+                    }
+                    last = next;
+                }
+            }
+            (',', _) => {
+                // A comma followed (after blanks) by a closing bracket is dropped.
+                let rest: String = chars.clone().take_while(|c| c.is_whitespace()).collect();
+                let after = chars.clone().nth(rest.chars().count());
+                if !matches!(after, Some('}') | Some(']')) {
+                    out.push(c);
+                }
+            }
+            _ => out.push(c),
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn secrets(dir: &Path) -> Secrets {
+        // The file store: tests never touch a desktop keyring.
+        Secrets::File(crate::secrets::SecretFile::open(dir).unwrap())
+    }
+
+    #[test]
+    fn claude_desktops_file_imports_and_saves_with_its_secrets_in_the_store() {
+        let dir = tempfile::tempdir().unwrap();
+        let claude = dir.path().join("claude_desktop_config.json");
+        std::fs::write(
+            &claude,
+            r#"{"mcpServers": {
+                "filesystem": {"command": "npx", "args": ["-y", "@modelcontextprotocol/server-filesystem", "/home/me/notes"]},
+                "github": {"command": "docker", "args": ["run", "ghcr.io/github/github-mcp-server"], "env": {"GITHUB_PERSONAL_ACCESS_TOKEN": "ghp_abcdefghijklmnop"}},
+                "linear": {"type": "http", "url": "https://mcp.linear.app/mcp", "headers": {"Authorization": "Bearer lin_api_123456"}}
+            }}"#,
+        )
+        .unwrap();
+        let (source, imported) = import(&claude).unwrap();
+        assert_eq!(source, Source::Claude);
+        assert_eq!(imported.servers.len(), 3);
+        assert_eq!(imported.servers["filesystem"].transport().unwrap(), Transport::Stdio { command: "npx", args: &imported.servers["filesystem"].args });
+        assert_eq!(imported.servers["linear"].startup_timeout_secs, 30);
+
+        let data = dir.path().join("data");
+        std::fs::create_dir_all(&data).unwrap();
+        let store = secrets(&data);
+        let mut config = McpConfig::load(&data).unwrap();
+        assert!(config.servers.is_empty(), "no file yet");
+        let (added, skipped) = config.merge(imported.clone());
+        assert_eq!((added.len(), skipped.len()), (3, 0));
+        config.save(&data, &store).unwrap();
+        let written = std::fs::read_to_string(data.join(FILE_NAME)).unwrap();
+        assert!(!written.contains("ghp_abcdefghijklmnop") && !written.contains("lin_api_123456"), "nothing secret in plain text:\n{written}");
+        assert!(written.contains("\"mcpServers\"") && written.contains("secret:mcp/github/env/GITHUB_PERSONAL_ACCESS_TOKEN"), "{written}");
+        // The round trip: read back, the values resolve to what Claude's file had.
+        let back = McpConfig::load(&data).unwrap();
+        assert_eq!(resolve(&back.servers["github"].env, &store).unwrap()["GITHUB_PERSONAL_ACCESS_TOKEN"], "ghp_abcdefghijklmnop");
+        assert_eq!(resolve(&back.servers["linear"].headers, &store).unwrap()["Authorization"], "Bearer lin_api_123456");
+        // Importing again keeps what is there.
+        let mut again = back.clone();
+        assert_eq!(again.merge(imported), (vec![], vec!["filesystem".to_owned(), "github".to_owned(), "linear".to_owned()]));
+        // A reference with nothing behind it names itself.
+        store.delete("mcp/github/env/GITHUB_PERSONAL_ACCESS_TOKEN").unwrap();
+        let err = resolve(&back.servers["github"].env, &store).unwrap_err().to_string();
+        assert!(err.contains("GITHUB_PERSONAL_ACCESS_TOKEN"), "{err}");
+    }
+
+    #[test]
+    fn zeds_settings_with_comments_and_codexs_toml_import() {
+        let dir = tempfile::tempdir().unwrap();
+        let zed_file = dir.path().join("settings.json");
+        std::fs::write(
+            &zed_file,
+            r#"// Zed settings
+            {
+              "theme": "One Dark", /* not ours */
+              "context_servers": {
+                "postgres": {"command": {"path": "npx", "args": ["-y", "pg-mcp", "postgres://x"], "env": {"PGPASSWORD": "p\"w//d"}}},
+                "everything": {"command": "npx", "args": ["-y", "@modelcontextprotocol/server-everything"],},
+                "from-extension": {"source": "extension", "settings": {}},
+              },
+            }"#,
+        )
+        .unwrap();
+        let (source, config) = import(&zed_file).unwrap();
+        assert_eq!(source, Source::Zed);
+        assert_eq!(config.servers.keys().collect::<Vec<_>>(), ["everything", "postgres"], "an extension's server is Zed's own");
+        assert_eq!(config.servers["postgres"].command.as_deref(), Some("npx"));
+        assert_eq!(config.servers["postgres"].env["PGPASSWORD"], "p\"w//d", "comment markers inside strings are text");
+
+        let codex_file = dir.path().join("config.toml");
+        std::fs::write(
+            &codex_file,
+            "model = \"o3\"\n\n[mcp_servers.docs]\ncommand = \"docs-mcp\"\nargs = [\"--stdio\"]\nenv = { API_KEY = \"k-1\" }\n\
+             startup_timeout_sec = 12.5\ntool_timeout_sec = 60\nenabled_tools = [\"search\"]\n\n\
+             [mcp_servers.remote]\nurl = \"http://127.0.0.1:9/mcp\"\nenabled = false\n",
+        )
+        .unwrap();
+        let (source, config) = import(&codex_file).unwrap();
+        assert_eq!(source, Source::Codex);
+        let docs = &config.servers["docs"];
+        assert_eq!((docs.startup_timeout_secs, docs.tool_timeout_secs), (13, 60));
+        assert_eq!(docs.enabled_tools.as_deref(), Some(&["search".to_owned()][..]));
+        assert_eq!(docs.env["API_KEY"], "k-1");
+        assert!(config.servers["remote"].disabled);
+    }
+
+    #[test]
+    fn broken_files_and_names_are_clear_errors() {
+        let dir = tempfile::tempdir().unwrap();
+        let bad = dir.path().join("bad.json");
+        std::fs::write(&bad, r#"{"mcpServers": {"x": {"args": []}}}"#).unwrap();
+        assert!(format!("{:#}", import(&bad).unwrap_err()).contains("neither command nor url"));
+        std::fs::write(&bad, r#"{"mcpServers": {"a__b": {"command": "x"}}}"#).unwrap();
+        assert!(format!("{:#}", import(&bad).unwrap_err()).contains("a__b"));
+        std::fs::write(&bad, r#"{"theme": "x"}"#).unwrap();
+        assert!(format!("{:#}", import(&bad).unwrap_err()).contains("no MCP servers"));
+        std::fs::write(dir.path().join(FILE_NAME), "{ not json").unwrap();
+        assert!(format!("{:#}", McpConfig::load(dir.path()).unwrap_err()).contains("is not valid"));
+    }
+}

@@ -3,12 +3,26 @@
 //! approval gates build on it later.
 
 pub mod config;
+pub mod orphans;
 
 use std::time::Duration;
 
 use anyhow::Context;
 use rmcp::ServiceExt;
 use rmcp::transport::TokioChildProcess;
+
+/// What a server's process inherits from cowork's environment: nothing else,
+/// so API keys and cowork's own variables never reach a server.
+const PASSED_ENV: [&str; 3] = ["PATH", "HOME", "LANG"];
+
+/// The whole environment a server starts with: PATH, HOME and LANG as cowork
+/// has them, then what its configuration names (resolved secrets included).
+pub fn server_env(configured: &std::collections::BTreeMap<String, String>) -> Vec<(String, String)> {
+    let mut env: Vec<(String, String)> = PASSED_ENV.iter().filter_map(|k| std::env::var(k).ok().map(|v| ((*k).to_owned(), v))).collect();
+    env.retain(|(k, _)| !configured.contains_key(k));
+    env.extend(configured.iter().map(|(k, v)| (k.clone(), v.clone())));
+    env
+}
 
 /// One tool an MCP server offers.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -22,7 +36,7 @@ pub fn list_tools(program: &str, args: &[String], timeout: Duration) -> anyhow::
     let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
     runtime.block_on(async {
         let mut command = tokio::process::Command::new(program);
-        command.args(args).kill_on_drop(true);
+        command.args(args).env_clear().envs(server_env(&Default::default())).kill_on_drop(true);
         let transport = TokioChildProcess::new(command).with_context(|| format!("cannot start MCP server {program}"))?;
         let client = tokio::time::timeout(timeout, ().serve(transport))
             .await
@@ -41,4 +55,19 @@ pub fn list_tools(program: &str, args: &[String], timeout: Duration) -> anyhow::
             })
             .collect())
     })
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn a_server_gets_path_home_lang_and_its_own_variables_only() {
+        // cargo runs tests with its own variables set: none of them may pass.
+        assert!(std::env::var("CARGO_MANIFEST_DIR").is_ok());
+        let configured = [("LANG".to_owned(), "de_DE.UTF-8".to_owned()), ("TOKEN".to_owned(), "t".to_owned())].into_iter().collect();
+        let env = super::server_env(&configured);
+        let keys: Vec<&str> = env.iter().map(|(k, _)| k.as_str()).collect();
+        assert!(keys.iter().all(|k| ["PATH", "HOME", "LANG", "TOKEN"].contains(k)), "{keys:?}");
+        assert!(env.contains(&("LANG".to_owned(), "de_DE.UTF-8".to_owned())), "the configuration wins");
+        assert!(!keys.contains(&"CARGO_MANIFEST_DIR"));
+    }
 }

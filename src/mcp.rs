@@ -4,6 +4,7 @@
 
 pub mod config;
 pub mod orphans;
+pub mod tools;
 
 use std::time::Duration;
 

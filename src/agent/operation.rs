@@ -278,7 +278,7 @@ pub fn next(state: &State, calls: &[CallRow], step: u32, step_has_calls: bool, l
     // The same call again and again.
     let mut counts: std::collections::HashMap<(String, String), usize> = Default::default();
     for call in calls {
-        *counts.entry((call.tool.clone(), canonical(&call.arguments))).or_default() += 1;
+        *counts.entry((call.tool.clone(), crate::tools::schema::canonical(&call.arguments))).or_default() += 1;
     }
     if let Some(((tool, _), n)) = counts.into_iter().find(|(_, n)| *n >= limits.repeat_limit)
         && !waived("stuck")
@@ -305,18 +305,6 @@ pub fn next(state: &State, calls: &[CallRow], step: u32, step_has_calls: bool, l
     Next::CallLlm
 }
 
-/// A JSON value with its keys sorted, for comparing arguments.
-fn canonical(value: &Value) -> String {
-    match value {
-        Value::Object(map) => {
-            let mut keys: Vec<&String> = map.keys().collect();
-            keys.sort();
-            let parts: Vec<String> = keys.iter().map(|k| format!("{k:?}:{}", canonical(&map[*k]))).collect();
-            format!("{{{}}}", parts.join(","))
-        }
-        other => other.to_string(),
-    }
-}
 
 /// A step's calls as the assistant turn carries them.
 pub fn assistant_turn(text: &str, calls: &[(String, String, Value)]) -> Turn {

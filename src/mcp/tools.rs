@@ -70,8 +70,7 @@ impl McpTool {
     }
 
     pub fn fingerprint(&self) -> String {
-        let mut text = String::new();
-        canonical(&serde_json::json!({"name": self.name, "description": self.description, "input_schema": self.input_schema}), &mut text);
+        let text = crate::tools::schema::canonical(&serde_json::json!({"name": self.name, "description": self.description, "input_schema": self.input_schema}));
         hex::encode(Sha256::digest(text.as_bytes()))
     }
 
@@ -95,37 +94,6 @@ impl McpTool {
             changes.push("the arguments' schema changed".into());
         }
         changes
-    }
-}
-
-/// JSON with object keys sorted, so the same definition hashes the same whatever order the server sent.
-fn canonical(value: &Value, out: &mut String) {
-    match value {
-        Value::Object(map) => {
-            let mut keys: Vec<&String> = map.keys().collect();
-            keys.sort();
-            out.push('{');
-            for (i, key) in keys.into_iter().enumerate() {
-                if i > 0 {
-                    out.push(',');
-                }
-                out.push_str(&Value::String(key.clone()).to_string());
-                out.push(':');
-                canonical(&map[key], out);
-            }
-            out.push('}');
-        }
-        Value::Array(items) => {
-            out.push('[');
-            for (i, item) in items.iter().enumerate() {
-                if i > 0 {
-                    out.push(',');
-                }
-                canonical(item, out);
-            }
-            out.push(']');
-        }
-        other => out.push_str(&other.to_string()),
     }
 }
 

@@ -36,21 +36,24 @@ fn http_ok(url: &str) -> bool {
 /// llama.cpp's server (xllamacpp) on SmolLM2, one thread, on loopback,
 /// requiring `key` when given.
 fn llama_server(python: &str, key: Option<&str>) -> (Server, u16) {
-    llama_server_with(python, key, &chat_model(), 2048, 1)
+    llama_server_with(python, key, &chat_model(), 2048, 1, false)
 }
 
 /// llama.cpp's server with `model`, `n_ctx` and `threads`, its chat template applied (jinja).
-pub(super) fn llama_server_with(python: &str, key: Option<&str>, model: &std::path::Path, n_ctx: u32, threads: u32) -> (Server, u16) {
+/// `greedy`: requests that name no temperature (cowork's do not) sample greedily with a fixed
+/// seed, so a run repeats (llama.cpp's default is 0.8 with a random seed).
+pub(super) fn llama_server_with(python: &str, key: Option<&str>, model: &std::path::Path, n_ctx: u32, threads: u32, greedy: bool) -> (Server, u16) {
     let port = free_port();
     let script = format!(
         "import time, xllamacpp as xlc\n\
          p = xlc.CommonParams(); p.model.path = {model:?}; p.hostnames = ['127.0.0.1']; p.port = {port}\n\
          p.n_ctx = {n_ctx}; p.n_parallel = 1; p.cpuparams.n_threads = {threads}; p.cpuparams_batch.n_threads = {threads}; p.use_jinja = True\n\
-         {keys}\
+         {keys}{sampling}\
          s = xlc.Server(p)\n\
          while True: time.sleep(3600)\n",
         model = model.display().to_string(),
         keys = key.map(|k| format!("p.api_keys = [{k:?}]\n")).unwrap_or_default(),
+        sampling = if greedy { "s = p.sampling; s.temp = 0.0; s.seed = 7; p.sampling = s\n" } else { "" },
     );
     let child = Command::new(python).args(["-c", &script]).stdout(Stdio::null()).stderr(Stdio::null()).spawn().unwrap();
     let server = Server(child);
@@ -742,7 +745,7 @@ fn llama_cpp_with_the_default_model_emits_a_tool_call_that_the_agent_runs() {
     if !require(qwen().is_file(), "the Qwen chat model") || !require(super::support::have_program("faketime"), "faketime") {
         return;
     }
-    let (_server, port) = llama_server_with(&python, None, &qwen(), 4096, 2);
+    let (_server, port) = llama_server_with(&python, None, &qwen(), 4096, 2, true);
     let data = captured_morning();
     std::fs::write(
         data.path().join("providers.json"),

@@ -13,6 +13,8 @@ use x11rb::protocol::xfixes::{ConnectionExt as _, SelectionEventMask};
 use x11rb::protocol::xproto::ConnectionExt as _;
 use x11rb::rust_connection::RustConnection;
 
+use std::sync::atomic::{AtomicU64, Ordering};
+
 use crate::capture::health::StreamStats;
 use crate::events::{ActiveWindow, WorkerName};
 use crate::ids::{next_id, now_millis};
@@ -122,11 +124,20 @@ pub struct ClipboardWorker {
 
 impl ClipboardWorker {
     fn read_and_record(&mut self, clipboard: &mut arboard::Clipboard, trigger: ClipTrigger) {
+        self.read_and_record_unless_ours(clipboard, trigger);
+        if let Some(health) = self.stats.due(now_millis()) {
+            self.sink.send(crate::events::AppEvent::StreamHealth(health));
+        }
+    }
+
+    fn read_and_record_unless_ours(&mut self, clipboard: &mut arboard::Clipboard, trigger: ClipTrigger) {
         if !self.recording {
             return;
         }
         let now = now_millis();
         match clipboard.get_text() {
+            // The agent's own clipboard_write: not something the user copied.
+            Ok(text) if written_by_cowork(&text) => {}
             Ok(text) => {
                 if let Some(event) = self.filter.accept(&text, self.window.as_ref(), trigger, now) {
                     if self.store.send_timeout(StoreCommand::InsertClipboardEvent(event), Duration::from_millis(200)).is_err() {
@@ -141,10 +152,30 @@ impl ClipboardWorker {
             Err(arboard::Error::ContentNotAvailable) => {}
             Err(err) => self.stats.error(err.to_string()),
         }
-        if let Some(health) = self.stats.due(now) {
-            self.sink.send(crate::events::AppEvent::StreamHealth(health));
-        }
     }
+}
+
+/// A hash of the text cowork's agent last put on the clipboard (0: none).
+static WRITTEN_BY_COWORK: AtomicU64 = AtomicU64::new(0);
+
+fn text_hash(text: &str) -> u64 {
+    use std::hash::{Hash, Hasher};
+    let mut hasher = std::hash::DefaultHasher::new();
+    text.hash(&mut hasher);
+    hasher.finish().max(1)
+}
+
+/// The agent is about to put `text` on the clipboard: capture records that
+/// change as cowork's, not as a copy the user made (text an agent took from a
+/// web page would otherwise come back from memory as the user's own).
+pub fn mark_written_by_cowork(text: &str) {
+    WRITTEN_BY_COWORK.store(text_hash(text), Ordering::SeqCst);
+}
+
+/// Whether `text` is what the agent last wrote; the mark is used once.
+fn written_by_cowork(text: &str) -> bool {
+    let hash = text_hash(text);
+    WRITTEN_BY_COWORK.compare_exchange(hash, 0, Ordering::SeqCst, Ordering::SeqCst).is_ok()
 }
 
 fn watch_clipboard(display: Option<&str>) -> Result<RustConnection, String> {
@@ -252,6 +283,15 @@ pub fn spawn_clipboard(
 
 #[cfg(test)]
 mod tests {
+
+    #[test]
+    fn the_agents_own_clipboard_write_is_recognised_once() {
+        mark_written_by_cowork("text the agent copied");
+        assert!(!written_by_cowork("something the user copied"));
+        assert!(written_by_cowork("text the agent copied"));
+        assert!(!written_by_cowork("text the agent copied"), "the user copying the same text later is theirs");
+    }
+
     use super::*;
 
     fn window() -> ActiveWindow {

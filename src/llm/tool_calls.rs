@@ -60,9 +60,10 @@ impl Shape {
                     if tags_are_tokens { (format!("{OPEN} \"\\n\""), format!("\"\\n\" {CLOSE}")) } else { (format!("\"{OPEN}\\n\""), format!("\"\\n{CLOSE}\"")) };
                 Some(format!("start: {open} call {close}\ncall: %json {schema}\n"))
             }
-            // Not starting with a brace or a tag, and no tag inside: Qwen2.5-Coder-0.5B
-            // answered a tool's result with lines of invented calls.
-            Shape::Prose => Some("start: ANSWER\nANSWER: /[^{<\\s][^<]*/\n".to_owned()),
+            // Not starting with a brace or a tag (Qwen2.5-Coder-0.5B answered a tool's result
+            // with lines of invented calls); `<` inside stays possible (`a < b`, `Vec<T>`).
+            // A model whose tags are special tokens cannot write them as text under a grammar.
+            Shape::Prose => Some("start: ANSWER\nANSWER: /[^{<\\s](?s:.)*/\n".to_owned()),
         }
     }
 }

@@ -55,12 +55,15 @@ pub fn open_target(args: &Value, files: &super::files::FilesEnv) -> Result<OpenT
     super::files::resolve(target, files).map(OpenTarget::Path)
 }
 
-pub fn run(tool: &str, args: &Value, files: &super::files::FilesEnv) -> ToolOutput {
+/// `gate`: opening a web page sends the browser out, so offline mode refuses
+/// it and the outbound log shows it, as for `fetch_url`.
+pub fn run(tool: &str, args: &Value, files: &super::files::FilesEnv, gate: &crate::net::OutboundGate) -> ToolOutput {
     let result = match tool {
         "clipboard_read" => with_clipboard(|c| c.get_text()).map(|text| if text.is_empty() { "(the clipboard is empty)".to_owned() } else { text }),
         "clipboard_write" => {
             let text = args.get("text").and_then(Value::as_str).unwrap_or_default().to_owned();
             let chars = text.chars().count();
+            crate::capture::clipboard::mark_written_by_cowork(&text);
             with_clipboard(|c| c.set_text(text)).map(|()| format!("copied {chars} characters to the clipboard"))
         }
         "list_windows" => X11Desktop::connect(None).and_then(|desktop| desktop.list_windows()).map_err(|e| e.to_string()).map(|windows| {
@@ -78,6 +81,12 @@ pub fn run(tool: &str, args: &Value, files: &super::files::FilesEnv) -> ToolOutp
                 OpenTarget::Url(url) => url.clone(),
                 OpenTarget::Path(path) => path.display().to_string(),
             };
+            if let OpenTarget::Url(url) = &target
+                && url.starts_with("http")
+            {
+                let admission = gate.admit(url, "open a page in the browser for the agent").map_err(|err| err.to_string())?;
+                gate.finish(admission, 0, 0);
+            }
             Command::new("xdg-open")
                 .arg(&shown)
                 .stdin(Stdio::null())
@@ -118,4 +127,19 @@ pub fn notify(title: &str, body: &str) -> Result<u32, String> {
         )
         .map_err(|err| format!("no notification service answered: {err}"))?;
     reply.body().deserialize::<u32>().map_err(|err| format!("the notification service answered oddly: {err}"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn offline_mode_refuses_opening_a_web_page_and_the_log_shows_it() {
+        let dir = tempfile::tempdir().unwrap();
+        let files = super::super::files::FilesEnv { cwd: dir.path().into(), home: dir.path().into(), data_dir: dir.path().join("data") };
+        let gate = crate::net::OutboundGate::new(true);
+        let out = run("open", &json!({"target": "https://example.com/?d=secret"}), &files, &gate);
+        assert!(out.is_error && out.content.contains("offline"), "{out:?}");
+        assert!(gate.log().last().is_some_and(|r| r.host == "example.com" && r.refused.is_some()));
+    }
 }

@@ -325,7 +325,7 @@ pub fn execute(name: &str, args: &Value, env: &Env<'_>) -> ToolOutput {
         Files => files::run(inner(name), args, env.files),
         Shell => shell::run(args, &env.files.cwd, env.stop),
         Web => web::run(args, env.gate, env.stop),
-        Desktop => desktop::run(name, args, env.files),
+        Desktop => desktop::run(name, args, env.files, env.gate),
         Skills => skills::run(args, env.skills),
         Conversation | Agent => ToolOutput::error(format!("{name} is handled by the agent itself")),
     }

@@ -37,9 +37,12 @@ pub fn run(args: &Value, gate: &OutboundGate, stop: &AtomicBool) -> ToolOutput {
         Ok(admission) => admission,
         Err(err) => return ToolOutput::error(err.to_string()),
     };
+    // No redirect is followed here: the gate admitted this URL only, so a
+    // redirect goes back to the model as a new URL to fetch (gate and policy again).
     let config = ureq::Agent::config_builder()
         .timeout_global(Some(TIMEOUT))
         .http_status_as_error(false)
+        .max_redirects(0)
         .user_agent("cowork")
         .build();
     let agent = ureq::Agent::new_with_config(config);
@@ -51,6 +54,14 @@ pub fn run(args: &Value, gate: &OutboundGate, stop: &AtomicBool) -> ToolOutput {
         }
     };
     let status = response.status().as_u16();
+    if (300..400).contains(&status) {
+        let location = response.headers().get("location").and_then(|v| v.to_str().ok()).unwrap_or_default().to_owned();
+        gate.finish(admission, 0, 0);
+        return match resolve_location(url, &location) {
+            Some(next) => ToolOutput::error(format!("{url} redirects (HTTP {status}) to {next}; fetch that URL to follow it")),
+            None => ToolOutput::error(format!("{url} answered HTTP {status} without a usable Location")),
+        };
+    }
     let content_type = response.headers().get("content-type").and_then(|v| v.to_str().ok()).unwrap_or("").to_ascii_lowercase();
     let mut body = Vec::new();
     let read = response.into_body().into_reader().take(BODY_LIMIT).read_to_end(&mut body);
@@ -68,6 +79,16 @@ pub fn run(args: &Value, gate: &OutboundGate, stop: &AtomicBool) -> ToolOutput {
         return ToolOutput::error(format!("{url} answered HTTP {status}: {start}"));
     }
     ToolOutput::ok(readable)
+}
+
+/// A redirect's target as an absolute URL (a Location may be a path).
+fn resolve_location(base: &str, location: &str) -> Option<String> {
+    if location.starts_with("http://") || location.starts_with("https://") {
+        return Some(location.to_owned());
+    }
+    let scheme_end = base.find("://")? + 3;
+    let origin_end = base[scheme_end..].find('/').map_or(base.len(), |i| scheme_end + i);
+    location.starts_with('/').then(|| format!("{}{location}", &base[..origin_end]))
 }
 
 /// Readable text from HTML: the title, then the text of the body with
@@ -188,5 +209,25 @@ mod tests {
         assert!(gate.log().last().unwrap().refused.is_some());
         let out = run(&json!({"url": "file:///etc/passwd"}), &gate, &stop);
         assert!(out.is_error && out.content.contains("only http"), "{out:?}");
+    }
+
+    #[test]
+    fn a_redirect_is_not_followed_past_the_gate_but_named_for_the_model() {
+        use std::io::{Read, Write};
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let port = listener.local_addr().unwrap().port();
+        let server = std::thread::spawn(move || {
+            let (mut stream, _) = listener.accept().unwrap();
+            let mut request = [0u8; 1024];
+            let _ = stream.read(&mut request);
+            stream.write_all(b"HTTP/1.1 302 Found\r\nLocation: https://example.com/exfiltrate?d=secret\r\nContent-Length: 0\r\n\r\n").unwrap();
+        });
+        // Offline: loopback is admitted, the internet is not.
+        let gate = OutboundGate::new(true);
+        let out = run(&json!({"url": format!("http://127.0.0.1:{port}/start")}), &gate, &AtomicBool::new(false));
+        server.join().unwrap();
+        assert!(out.is_error && out.content.contains("redirects (HTTP 302) to https://example.com/exfiltrate"), "{out:?}");
+        assert!(gate.log().iter().all(|r| r.host == "127.0.0.1"), "nothing reached example.com: {:?}", gate.log());
+        assert_eq!(resolve_location("http://h:1/a/b", "/c"), Some("http://h:1/c".into()));
     }
 }

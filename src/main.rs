@@ -386,12 +386,20 @@ fn run(cli: Cli, process_started: Instant) -> anyhow::Result<ExitCode> {
                 RulesAction::List => commands::agent::rules_list(&paths)?,
                 RulesAction::Add { tool, action, target, pattern, until, example } => {
                     let now = cowork::ids::now_millis();
-                    // A span (2h, 3d) counts forward from now here; dates are dates.
+                    // A span (30s, 2h, 3d) counts forward from now here; dates are dates.
                     let until = until
                         .as_deref()
-                        .map(|t| cowork::export::parse_time(t, now).map(|at| if at < now && t.trim_end_matches(['m', 'h', 'd']).chars().all(|c| c.is_ascii_digit()) { 2 * now - at } else { at }))
+                        .map(|t| match cowork::export::parse_span_millis(t.trim()) {
+                            Some(span) => Ok(now + span),
+                            None => cowork::export::parse_time(t, now),
+                        })
                         .transpose()
                         .map_err(anyhow::Error::msg)?;
+                    if let Some(at) = until
+                        && at <= now
+                    {
+                        anyhow::bail!("--until {} is already past", cowork::export::rfc3339(at));
+                    }
                     let id = commands::agent::rules_add(&paths, &tool, &action, target.as_deref(), pattern.as_deref(), until, example.as_deref())?;
                     println!("added rule {id}");
                 }

@@ -149,7 +149,7 @@ impl<B: LocalBrain> AgentWorker<B> {
                 .map(str::to_owned)
                 .collect(),
         };
-        let mut state = State { tools: tools.clone(), started_at_millis: now, ..State::default() };
+        let mut state = State { tools: tools.clone(), started_at_millis: now, ask_id: request.ask_id, ..State::default() };
         let names: Vec<&str> = tools.iter().map(String::as_str).collect();
         let system = self.operation_system_prompt(&brain, &names, &settings, now);
         state.push(Turn::new(Role::System, system), Origin::Instructions);
@@ -621,9 +621,9 @@ impl<B: LocalBrain> AgentWorker<B> {
         if current.is_empty() || !current.iter().all(|c| c.status.settled()) {
             return;
         }
-        // Results already written for this step?
-        let first_id = current[0].model_call_id.clone();
-        if live.state.entries.iter().any(|e| e.turn.role == Role::Tool && e.turn.tool_call_id.as_deref() == Some(&first_id)) {
+        // Results already written for this step? They follow its assistant turn, the last one
+        // (a provider may reuse call ids from step to step, so the ids cannot tell).
+        if live.state.entries.iter().rev().take_while(|e| e.turn.role != Role::Assistant).any(|e| e.turn.role == Role::Tool) {
             return;
         }
         let limit = if matches!(live.brain, Brain::Local) { RESULT_FOR_LOCAL } else { RESULT_FOR_MODEL };
@@ -905,13 +905,22 @@ impl<B: LocalBrain> AgentWorker<B> {
             }
         };
         let (settings, providers) = self.brains();
-        for row in open {
+        for mut row in open {
             if self.acting.live.contains_key(&row.operation_id) {
                 continue;
             }
             let Some(conn) = self.db.as_ref() else { return };
             let calls = agent_store::calls(conn, row.operation_id).unwrap_or_default();
             let state: State = serde_json::from_str(&row.state).unwrap_or_default();
+            // A helper lives only inside its parent's `delegate` call, which comes back as
+            // "may have run": the helper itself is not resumed on its own, with no answer to show.
+            if row.answer_id.is_none() || state.depth > 0 {
+                row.status = OpStatus::Cancelled;
+                row.error = Some("cowork stopped during this helper task".into());
+                row.updated_at_millis = now_millis();
+                let _ = self.record(AgentWrite::Operation(row));
+                continue;
+            }
             let brain = if row.brain == "local" {
                 Brain::Local
             } else {
@@ -928,7 +937,7 @@ impl<B: LocalBrain> AgentWorker<B> {
             let request = ChatRequest {
                 thread,
                 answer_id: row.answer_id.unwrap_or_default(),
-                ask_id: row.answer_id.unwrap_or_default(),
+                ask_id: if state.ask_id != 0 { state.ask_id } else { row.answer_id.unwrap_or_default() },
                 text: row.task.clone(),
                 ..ChatRequest::default()
             };

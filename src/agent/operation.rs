@@ -129,6 +129,9 @@ pub struct State {
     /// Entries up to and including the task: kept however long the operation gets.
     #[serde(default)]
     pub head: usize,
+    /// The user's message the answer belongs to (the answer links back to it after a restart).
+    #[serde(default)]
+    pub ask_id: i64,
 }
 
 impl State {

@@ -279,11 +279,16 @@ impl StoreWorker {
             StoreCommand::Agent { write, reply } => {
                 self.commit_pending();
                 let outcome = crate::agent::store::apply(&self.conn, &write).map_err(|err| err.to_string());
-                if let Err(err) = &outcome {
-                    self.emit_notice(format!("the agent's record was not saved: {err}"));
-                }
-                if let Some(reply) = reply {
-                    let _ = reply.try_send(outcome);
+                match reply {
+                    // The agent waits for the outcome and says what failed in its own words.
+                    Some(reply) => {
+                        let _ = reply.try_send(outcome);
+                    }
+                    None => {
+                        if let Err(err) = &outcome {
+                            self.emit_notice(format!("the agent's record was not saved: {err}"));
+                        }
+                    }
                 }
             }
             StoreCommand::Flush(ack) => {

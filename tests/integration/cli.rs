@@ -663,3 +663,28 @@ fn mcp_import_round_trips_claude_desktops_config_with_secrets_kept_out_of_files(
     let again = run(&["mcp", "import", claude.to_str().unwrap()]);
     assert_eq!(String::from_utf8_lossy(&again.stdout).lines().filter(|l| l.starts_with("kept ")).count(), 3);
 }
+
+/// `cowork rules add --until`: a span counts forward from now (30s, 2h, 3d); a time already
+/// past is refused rather than saved as a rule that never applies.
+#[test]
+fn rules_until_a_span_counts_forward_and_a_past_time_is_refused() {
+    let data = temp_dir();
+    let add = |until: &str| {
+        cowork()
+            .arg("--data-dir")
+            .arg(data.path())
+            .args(["rules", "add", "run_command", "--action", "deny", "--until", until, "--example", r#"{"command": "ls"}"#])
+            .output()
+            .unwrap()
+    };
+    let before = cowork::ids::now_millis();
+    let out = add("30s");
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let list = cowork().arg("--data-dir").arg(data.path()).args(["rules", "list"]).output().unwrap();
+    let listed = String::from_utf8_lossy(&list.stdout).into_owned();
+    let until = listed.split(" until ").nth(1).map(str::trim).expect("the rule has its end");
+    let at = cowork::export::parse_time(until, before).unwrap();
+    assert!(at >= before + 29_000 && at <= before + 120_000, "30 s from now: {listed}");
+    let past = add("2020-01-01");
+    assert!(!past.status.success() && String::from_utf8_lossy(&past.stderr).contains("already past"), "{}", String::from_utf8_lossy(&past.stderr));
+}

@@ -20,6 +20,8 @@ pub struct CardEdit {
     pub pattern: String,
     pub reason: String,
     pub arguments: String,
+    /// The arguments as the card shows them, made once (a long file's text is not re-laid each frame).
+    pub shown: String,
 }
 
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -50,6 +52,9 @@ fn risk_colour(risk: &str) -> egui::Color32 {
 
 /// The arguments as a person reads them: the command or path alone when
 /// that is all, else pretty JSON.
+/// How much of a result an open chip shows.
+const CHIP_OUTPUT_BYTES: usize = 64 * 1024;
+
 pub fn arguments_text(call: &ToolCallView) -> String {
     let object = call.arguments.as_object();
     if let Some(map) = object.filter(|m| m.len() == 1)
@@ -117,7 +122,7 @@ fn question_ui(ui: &mut egui::Ui, call: &ToolCallView, panel: &mut AgentPanel, a
 fn approval_card_ui(ui: &mut egui::Ui, call: &ToolCallView, panel: &mut AgentPanel, actions: &mut Vec<UiAction>, now_millis: i64) {
     let edit = panel.cards.entry(call.call_id).or_insert_with(|| {
         let (target, pattern) = call.suggested_rule.clone().unwrap_or_default();
-        CardEdit { target, pattern, arguments: serde_json::to_string_pretty(&call.arguments).unwrap_or_default(), ..CardEdit::default() }
+        CardEdit { target, pattern, arguments: serde_json::to_string_pretty(&call.arguments).unwrap_or_default(), shown: arguments_text(call), ..CardEdit::default() }
     });
     egui::Frame::new().fill(theme::USER_BUBBLE).corner_radius(6.0).inner_margin(8.0).stroke(egui::Stroke::new(1.0, risk_colour(&call.risk))).show(ui, |ui| {
         ui.set_width(ui.available_width());
@@ -131,7 +136,10 @@ fn approval_card_ui(ui: &mut egui::Ui, call: &ToolCallView, panel: &mut AgentPan
         });
         egui::Frame::new().inner_margin(4.0).stroke(egui::Stroke::new(1.0, theme::MUTED)).show(ui, |ui| {
             ui.set_width(ui.available_width());
-            ui.label(RichText::new(arguments_text(call)).monospace());
+            // Scrolled, so a long write never pushes the buttons off the panel.
+            egui::ScrollArea::vertical().id_salt(("card_arguments", call.call_id)).max_height(200.0).show(ui, |ui| {
+                ui.label(RichText::new(&edit.shown).monospace());
+            });
         });
         let by = call.decided_by.as_deref().unwrap_or("policy");
         ui.label(RichText::new(format!("{} ({by})", call.why)).small().color(theme::MUTED));
@@ -246,8 +254,14 @@ pub fn answer_steps_ui(ui: &mut egui::Ui, state: &AppState, answer_id: i64, pane
             ui.label(RichText::new(format!("{} · {} · {}", call.tool, call.risk, call.decided_by.as_deref().unwrap_or("policy"))).small().color(theme::MUTED));
             ui.label(RichText::new(arguments_text(call)).monospace().small());
             if let Some(output) = &call.output {
+                // The head of a long result (a 10 MB one would be copied and hashed every frame);
+                // the whole is kept in cowork.db.
+                let cut = output.floor_char_boundary(CHIP_OUTPUT_BYTES);
                 egui::ScrollArea::vertical().id_salt(("tool_output", call.call_id)).max_height(160.0).show(ui, |ui| {
-                    ui.label(RichText::new(output).monospace().small().color(if call.is_error { theme::ERROR } else { theme::MUTED }));
+                    ui.label(RichText::new(&output[..cut]).monospace().small().color(if call.is_error { theme::ERROR } else { theme::MUTED }));
+                    if cut < output.len() {
+                        ui.label(RichText::new(format!("… {} more bytes, kept whole in cowork.db", output.len() - cut)).small().color(theme::MUTED));
+                    }
                 });
             }
         });

@@ -130,6 +130,8 @@ fn message_ui(ui: &mut egui::Ui, state: &AppState, message: &MessageView, panel:
             ui.label(RichText::new("Thinking…").italics().color(theme::MUTED));
         } else if message.role == Role::Assistant {
             // Answers are Markdown (lists, code blocks, links); the user's own words are shown as typed.
+            // A link shows where it goes on hover: its text may have come from a captured page.
+            ui.style_mut().url_in_tooltip = true;
             egui_commonmark::CommonMarkViewer::new().show(ui, &mut panel.markdown, &message.content);
         } else {
             ui.label(&message.content);

@@ -738,3 +738,42 @@ fn settings_show_the_agents_rules_and_audit_and_remove_a_rule() {
     harness.run();
     assert_eq!(saved_settings(&far), [("agent.enabled".to_owned(), "false".to_owned())]);
 }
+
+/// A tool chip expands to its arguments and result; a long result shows its head and says
+/// how much more is kept, instead of laying out megabytes every frame.
+#[test]
+fn an_open_tool_chip_shows_the_head_of_a_long_result() {
+    let (mut harness, far) = app();
+    type_message(&mut harness, "read my build log");
+    harness.run();
+    harness.get_by_label("Send").click();
+    harness.run();
+    let request = match far.agent.try_recv().expect("a chat request reached the agent worker") {
+        AgentCommand::Chat(request) => request,
+        other => panic!("unexpected {other:?}"),
+    };
+    let output = "build ok\n".repeat(20_000);
+    let call = cowork::events::ToolCallView {
+        operation_id: 1,
+        answer_id: request.answer_id,
+        call_id: 77,
+        step: 1,
+        tool: "read_file".into(),
+        arguments: serde_json::json!({"path": "build.log"}),
+        risk: "safe".into(),
+        status: cowork::events::CallStatus::Done,
+        why: "safe".into(),
+        decided_by: Some("policy: default".into()),
+        output: Some(output.clone()),
+        is_error: false,
+        duration_millis: Some(3),
+        expires_at_millis: None,
+        suggested_rule: None,
+    };
+    far.events.send(AppEvent::ToolCall(Box::new(call))).unwrap();
+    far.events.send(AppEvent::Token { answer_id: request.answer_id, text: "It built.".into() }).unwrap();
+    harness.run();
+    harness.get_by_label("read_file build.log · done 3 ms").click();
+    harness.run();
+    harness.get_by_label(&format!("… {} more bytes, kept whole in cowork.db", output.len() - 64 * 1024));
+}

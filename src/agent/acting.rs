@@ -469,9 +469,7 @@ impl<B: LocalBrain> AgentWorker<B> {
     }
 
     fn db_rules(&mut self) -> Vec<Rule> {
-        if self.db.is_none() {
-            self.db = crate::store::open_read_only(&self.config.db_path).ok();
-        }
+        self.open_db();
         let Some(conn) = self.db.as_ref() else { return Vec::new() };
         match agent_store::rules(conn) {
             Ok((rules, problems)) => {
@@ -577,9 +575,7 @@ impl<B: LocalBrain> AgentWorker<B> {
             }
             "delegate" => self.delegate(operation_id, call, epoch),
             tool => {
-                if self.db.is_none() {
-                    self.db = crate::store::open_read_only(&self.config.db_path).ok();
-                }
+                self.open_db();
                 let Some(conn) = self.db.as_ref() else { return ToolOutput::error("cowork's memory cannot be read right now") };
                 let thread_id = self.acting.live.get(&operation_id).map(|l| l.request.thread.thread_id);
                 let memory = crate::tools::memory::MemoryEnv { conn, recall: self.config.recall.as_ref(), store: Some(&self.store), thread_id, now_millis: now_millis() };
@@ -784,9 +780,7 @@ impl<B: LocalBrain> AgentWorker<B> {
 
     /// Settings → Agent: the rules and the newest audit entries.
     pub(super) fn overview(&mut self) {
-        if self.db.is_none() {
-            self.db = crate::store::open_read_only(&self.config.db_path).ok();
-        }
+        self.open_db();
         let Some(conn) = self.db.as_ref() else {
             self.sink.send(AppEvent::AgentOverview { rules: Vec::new(), problems: vec!["cowork.db cannot be read".into()], audit: Vec::new() });
             return;
@@ -893,9 +887,7 @@ impl<B: LocalBrain> AgentWorker<B> {
     /// never run again by itself; an operation interrupted mid-step pauses
     /// until the user continues it.
     pub fn resume_operations(&mut self) {
-        if self.db.is_none() {
-            self.db = crate::store::open_read_only(&self.config.db_path).ok();
-        }
+        self.open_db();
         let Some(conn) = self.db.as_ref() else { return };
         let open = match agent_store::open_operations(conn) {
             Ok(open) => open,

@@ -188,6 +188,13 @@ impl Conversation {
 }
 
 impl<B: LocalBrain> AgentWorker<B> {
+    /// The read-only connection to cowork.db, opened on first use (and again after a failure).
+    pub(super) fn open_db(&mut self) {
+        if self.db.is_none() {
+            self.db = store::open_read_only(&self.config.db_path).ok();
+        }
+    }
+
     pub fn new(config: AgentConfig, brain: B, store: Sender<StoreCommand>, sink: EventSink, stop_epoch: Arc<AtomicU64>) -> Self {
         let config_data_dir = config.data_dir.clone();
         Self {
@@ -204,9 +211,7 @@ impl<B: LocalBrain> AgentWorker<B> {
     }
 
     fn context(&mut self) -> Option<Layer1> {
-        if self.db.is_none() {
-            self.db = store::open_read_only(&self.config.db_path).ok();
-        }
+        self.open_db();
         let conn = self.db.as_ref()?;
         match layer1_context(conn, now_millis(), self.config.context_budget_tokens) {
             Ok(text) => text,
@@ -222,9 +227,7 @@ impl<B: LocalBrain> AgentWorker<B> {
     /// synthesises the system prompt within its budget and assembles recalled items.
     pub fn memory_context(&mut self, request: &ChatRequest, settings: &crate::config::Settings) -> Option<MemoryContext> {
         use crate::memory::{hot, rag, synthesis};
-        if self.db.is_none() {
-            self.db = store::open_read_only(&self.config.db_path).ok();
-        }
+        self.open_db();
         let conn = self.db.as_ref()?;
         let mut facts = hot::facts(conn).unwrap_or_default();
         // Hand edits count from this question on; the store reads them back (and reports bad lines).
@@ -458,9 +461,7 @@ impl<B: LocalBrain> AgentWorker<B> {
 
     /// The user's settings, fresh (an operation's steps read them without providers.json).
     pub(super) fn settings(&mut self) -> crate::config::Settings {
-        if self.db.is_none() {
-            self.db = store::open_read_only(&self.config.db_path).ok();
-        }
+        self.open_db();
         let pairs = self.db.as_ref().and_then(|c| store::all_settings(c).ok()).unwrap_or_default();
         crate::config::Settings::from_pairs(&pairs).0
     }
@@ -560,9 +561,7 @@ impl<B: LocalBrain> AgentWorker<B> {
     /// With `only_if_loaded`, nothing loads the local model for it (background work).
     pub fn summarise_pending(&mut self, now: i64, limit: usize, only_if_loaded: bool) -> Result<usize, String> {
         const HOUR: i64 = 3_600_000;
-        if self.db.is_none() {
-            self.db = store::open_read_only(&self.config.db_path).ok();
-        }
+        self.open_db();
         let conn = self.db.as_ref().ok_or("the database is not readable")?;
         let (quiet_since, oldest) = (now - SUMMARY_AFTER_MILLIS, now - SUMMARY_LOOKBACK_MILLIS);
         let hours: Vec<i64> = conn

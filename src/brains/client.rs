@@ -82,7 +82,7 @@ pub fn stream_chat_with_tools(
     cancelled: &dyn Fn() -> bool,
     on_delta: &mut dyn FnMut(&Delta),
 ) -> Result<Completion, ProviderError> {
-    let request = provider.request_with_tools(model.unwrap_or(&provider.model), turns, tools, max_tokens, key);
+    let request = provider.request(model.unwrap_or(&provider.model), turns, tools, max_tokens, key);
     let body = request.body.to_string();
     let config = ureq::Agent::config_builder()
         .timeout_connect(Some(CONNECT_TIMEOUT))

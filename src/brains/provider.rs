@@ -210,15 +210,10 @@ impl ProviderConfig {
         }
     }
 
-    /// Builds the streaming request for `turns`.
-    pub fn request(&self, model: &str, turns: &[Turn], max_tokens: u32, key: Option<&str>) -> HttpRequest {
-        self.request_with_tools(model, turns, &[], max_tokens, key)
-    }
-
     /// Builds the streaming request for `turns`, offering `tools` in the
     /// provider's own format; earlier calls and their results are written
     /// the way each format expects them back.
-    pub fn request_with_tools(&self, model: &str, turns: &[Turn], tools: &[ToolDef], max_tokens: u32, key: Option<&str>) -> HttpRequest {
+    pub fn request(&self, model: &str, turns: &[Turn], tools: &[ToolDef], max_tokens: u32, key: Option<&str>) -> HttpRequest {
         let base = &self.base_url;
         let mut headers = vec![("content-type", "application/json".to_owned())];
         let system: Vec<&str> = turns.iter().filter(|t| t.role == Role::System).map(|t| t.content.as_str()).collect();

@@ -16,6 +16,7 @@ use serde_json::{Value, json};
 
 use super::ToolOutput;
 use crate::ids::{format_duration_millis, format_when};
+use crate::memory::hybrid::ChunkHit;
 use crate::memory::search::{Filters, Stream};
 use crate::memory::search_worker::SearchCommand;
 use crate::store::StoreCommand;
@@ -93,40 +94,30 @@ fn search_memory(args: &Value, env: &MemoryEnv<'_>) -> Result<String, String> {
         app: args.get("app").and_then(Value::as_str).map(str::to_owned),
         streams: stream.into_iter().collect(),
     };
-    let mut lines: Vec<(i64, String)> = crate::memory::search::search(env.conn, &query, &filters, limit)
-        .map_err(|err| format!("search failed: {err}"))?
-        .into_iter()
-        .map(|hit| {
-            let app = hit.app.map(|a| format!("{a} — ")).unwrap_or_default();
-            (hit.at_millis, format!("{} [{}] {app}{}: {}", format_when(hit.at_millis, env.now_millis), hit.stream.as_str(), hit.title, hit.snippet))
-        })
-        .collect();
-    // By meaning too, when the search worker has vectors; it has no filters, so they are applied here.
+    // Keywords and, when the search worker has vectors, meaning, fused as the search box fuses
+    // them; recall has no filters of its own, so they are applied to its hits here.
+    let mut lists = crate::memory::search::keyword_lists(env.conn, &query, &filters, limit).map_err(|err| format!("search failed: {err}"))?;
     if let Some(search) = env.recall {
         let (reply, answer) = bounded(1);
-        let namespaces = match stream {
-            Some(stream) => vec![stream.namespace()],
-            None => crate::memory::Namespace::ALL.to_vec(),
-        };
+        let mut namespaces: Vec<crate::memory::Namespace> = filters.streams().iter().map(|s| s.namespace()).collect();
+        namespaces.dedup();
         let asked = search.send_timeout(SearchCommand::Recall { query: query.clone(), namespaces, k: limit, reply }, RECALL_TIMEOUT).is_ok();
         if let Some(Ok(hits)) = asked.then(|| answer.recv_timeout(RECALL_TIMEOUT).ok()).flatten() {
-            for hit in hits {
-                let item = crate::memory::rag::Item::from_hit(&hit, crate::memory::rag::Origin::Recalled);
-                let admitted = filters.since_millis.is_none_or(|since| item.at_millis >= since)
-                    && filters.app.as_ref().is_none_or(|want| hit.app.as_ref().is_some_and(|a| a.eq_ignore_ascii_case(want)));
-                let text: String = item.text.split_whitespace().collect::<Vec<_>>().join(" ").chars().take(240).collect();
-                let line = format!("{} [{}] {}: {text}", format_when(item.at_millis, env.now_millis), hit.stream.as_str(), item.label);
-                if admitted && !lines.iter().any(|(_, l)| l.contains(&text)) {
-                    lines.push((item.at_millis, line));
-                }
-            }
+            lists.push(hits.iter().filter(|h| filters.admits(h.stream, h.app.as_deref(), h.at_millis, h.at_millis)).map(ChunkHit::to_hit).collect());
         }
     }
-    if lines.is_empty() {
+    let hits = crate::memory::search::reciprocal_rank_fusion(lists, limit);
+    if hits.is_empty() {
         return Ok(format!("Nothing in memory matches \"{query}\"."));
     }
-    lines.truncate(limit);
-    Ok(lines.into_iter().map(|(_, line)| format!("- {line}")).collect::<Vec<_>>().join("\n"))
+    Ok(hits
+        .iter()
+        .map(|hit| {
+            let app = hit.app.as_deref().map(|a| format!("{a} — ")).unwrap_or_default();
+            format!("- {} [{}] {app}{}: {}", format_when(hit.at_millis, env.now_millis), hit.stream.as_str(), hit.title, hit.snippet)
+        })
+        .collect::<Vec<_>>()
+        .join("\n"))
 }
 
 fn session_line(session: &crate::events::ActivitySession, now_millis: i64) -> String {
@@ -232,6 +223,42 @@ mod tests {
             let described = crate::tools::registry::get(tool).map(|t| t.description);
             assert!(described.is_some_and(|d| !d.is_empty() && d.len() < 120), "{tool}");
         }
+    }
+
+    #[test]
+    fn search_fuses_recall_by_meaning_with_keywords_under_the_same_filters() {
+        let (_dir, conn) = db();
+        let now = crate::ids::now_millis();
+        for i in 0..4 {
+            session(&conn, i + 1, "firefox", &format!("Flight search {i} - TAP"), now - 3_000_000 + i * 1000, Some(now - 2_000_000));
+        }
+        // The search worker, answering by meaning: a window and a clipboard chunk.
+        let (recall, asked) = crossbeam_channel::bounded(1);
+        let worker = std::thread::spawn(move || {
+            if let Ok(SearchCommand::Recall { reply, .. }) = asked.recv() {
+                let chunk = |stream, id, title: &str, text: &str| ChunkHit {
+                    chunk_id: id,
+                    stream,
+                    source_id: id,
+                    at_millis: now - 1_000_000,
+                    app: Some("Thunderbird".into()),
+                    title: title.into(),
+                    text: text.into(),
+                    score: 0.9,
+                    open_id: None,
+                };
+                let _ = reply.send(Ok(vec![
+                    chunk(Stream::Window, 40, "Itinerary LH1723", "Window in Thunderbird: Itinerary LH1723"),
+                    chunk(Stream::Clipboard, 41, "Itinerary", "Copied in Thunderbird (Itinerary): booking code XK42"),
+                ]));
+            }
+        });
+        let env = MemoryEnv { recall: Some(&recall), ..env(&conn, now) };
+        let found = run("search_memory", &json!({"query": "flight", "stream": "window", "limit": 4}), &env);
+        worker.join().unwrap();
+        assert_eq!(found.content.lines().count(), 4, "{}", found.content);
+        assert!(found.content.contains("Itinerary LH1723"), "recall is fused in even when keywords fill the limit: {}", found.content);
+        assert!(!found.content.contains("XK42"), "the stream filter applies to recall too: {}", found.content);
     }
 
     #[test]

@@ -12,7 +12,7 @@ MCP_EVERYTHING_VERSION="2026.8.31"
 TEST_VENV="$HOME/.cache/cowork-test/venv"
 # Real LLM servers for the provider tests: llama.cpp's server (OpenAI and
 # Anthropic formats) and the LiteLLM proxy in front of it (Gemini format).
-TEST_PYTHON_PACKAGES="xllamacpp==2026.10.11549 litellm[proxy]==1.106.2"
+TEST_PYTHON_PACKAGES="xllamacpp==2026.10.11549 litellm[proxy]==1.106.2 mcp==2.3.0"
 # A real ActivityWatch server for the export test, in its own venv: it needs
 # peewee<4 and flask<2.3 (see ../shared/PEERS.md), which the LLM servers must not get.
 AW_VENV="$HOME/.cache/cowork-test/aw-venv"

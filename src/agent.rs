@@ -2,6 +2,7 @@
 //! context to answer; the local model is reached through the `llm` worker.
 
 mod acting;
+pub mod integrations;
 pub mod operation;
 pub mod store;
 mod worker;

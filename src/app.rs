@@ -38,6 +38,7 @@ pub struct Channels {
     pub models: Sender<crate::models::worker::ModelsCommand>,
     pub search: Sender<crate::memory::search_worker::SearchCommand>,
     pub embed: Sender<crate::memory::embed_worker::EmbedCommand>,
+    pub mcp: Sender<crate::mcp::worker::McpCommand>,
     pub search_latest: Arc<AtomicU64>,
     pub typing_at_millis: Arc<std::sync::atomic::AtomicI64>,
     pub controls: Vec<(WorkerName, Sender<Control>)>,

@@ -70,6 +70,36 @@ pub fn mcp_list(paths: &Paths) -> anyhow::Result<()> {
     Ok(())
 }
 
+/// `cowork mcp test NAME`: connects on its own, prints what it found; false if it failed.
+pub fn mcp_test(paths: &Paths, name: &str) -> anyhow::Result<bool> {
+    let config = crate::mcp::config::McpConfig::load(&paths.data_dir)?;
+    let Some(server) = config.servers.get(name) else { anyhow::bail!("no MCP server named {name:?} in mcp-servers.json") };
+    let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
+    let report = runtime.block_on(crate::mcp::worker::test_server(name, server, &paths.data_dir));
+    let ok = match &report.result {
+        Ok(figures) => {
+            println!("server      {}", figures.server_name);
+            println!("protocol    {}", figures.protocol_version);
+            println!("tools       {}", figures.tools);
+            println!("connect     {} ms", figures.connect_millis);
+            println!("round trip  {:.2} ms", figures.round_trip_micros as f64 / 1000.0);
+            true
+        }
+        Err(err) => {
+            println!("error       {err}");
+            false
+        }
+    };
+    let lines = &report.stderr[report.stderr.len().saturating_sub(20)..];
+    if !lines.is_empty() {
+        println!("stderr (last {} lines):", lines.len());
+        for line in lines {
+            println!("  {line}");
+        }
+    }
+    Ok(ok)
+}
+
 /// `cowork export`: reads through a read-only connection and writes `out`.
 pub fn export(paths: &Paths, format: crate::export::Format, since_millis: i64, until_millis: i64, out: &Path) -> anyhow::Result<usize> {
     let conn = crate::store::open_read_only(&paths.db_path())?;

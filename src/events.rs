@@ -17,10 +17,11 @@ pub enum WorkerName {
     Models,
     Search,
     Embed,
+    Mcp,
 }
 
 impl WorkerName {
-    pub const ALL: [WorkerName; 10] = [
+    pub const ALL: [WorkerName; 11] = [
         WorkerName::Store,
         WorkerName::Capture,
         WorkerName::Keys,
@@ -31,6 +32,7 @@ impl WorkerName {
         WorkerName::Models,
         WorkerName::Search,
         WorkerName::Embed,
+        WorkerName::Mcp,
     ];
 
     pub fn as_str(self) -> &'static str {
@@ -45,6 +47,7 @@ impl WorkerName {
             WorkerName::Models => "models",
             WorkerName::Search => "search",
             WorkerName::Embed => "embed",
+            WorkerName::Mcp => "mcp",
         }
     }
 }
@@ -53,6 +56,59 @@ impl std::fmt::Display for WorkerName {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.write_str(self.as_str())
     }
+}
+
+/// An MCP server's state, as Settings → Integrations shows it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum McpServerStatus {
+    Starting,
+    Running,
+    Stopped,
+    Error(String),
+}
+
+impl McpServerStatus {
+    pub fn label(&self) -> &str {
+        match self {
+            McpServerStatus::Starting => "starting",
+            McpServerStatus::Running => "running",
+            McpServerStatus::Stopped => "stopped",
+            McpServerStatus::Error(_) => "error",
+        }
+    }
+}
+
+/// One server for the UI.
+#[derive(Clone, Debug, PartialEq)]
+pub struct McpServerView {
+    pub name: String,
+    /// "stdio: npx -y …" or "http: https://…".
+    pub endpoint: String,
+    pub status: McpServerStatus,
+    pub trusted: bool,
+    /// (tool, description, enabled, risk) for each listed tool.
+    pub tools: Vec<(String, String, bool, String)>,
+    pub stderr: Vec<String>,
+    pub protocol_version: String,
+    pub server_name: String,
+    pub connect_millis: Option<u64>,
+}
+
+/// What Test found.
+#[derive(Clone, Debug, PartialEq)]
+pub struct McpTestReport {
+    pub server: String,
+    pub result: Result<McpTestFigures, String>,
+    pub stderr: Vec<String>,
+}
+
+#[derive(Clone, Debug, PartialEq)]
+pub struct McpTestFigures {
+    pub protocol_version: String,
+    pub server_name: String,
+    pub tools: usize,
+    pub connect_millis: u64,
+    pub round_trip_micros: u64,
 }
 
 /// The window the user is working in, as capture saw it.
@@ -311,6 +367,12 @@ pub enum AppEvent {
     Setting { key: String, value: String },
     /// Something a user should see that is not tied to one worker's health.
     Notice(String),
+    /// The MCP servers and their state, whenever one changes.
+    McpServers(Vec<McpServerView>),
+    /// What Settings' Test found.
+    McpTested(McpTestReport),
+    /// Progress an MCP server reported for a running call (shown on its chip).
+    ToolProgress { call_id: i64, text: String },
     /// The global quick-prompt hotkey was pressed.
     QuickPromptHotkey,
     /// The pause hotkey or the tray: pause capture, or resume it.

@@ -234,6 +234,9 @@ enum McpAction {
     Import { file: std::path::PathBuf },
     /// The configured servers: transport, timeouts, enabled tools
     List,
+    /// Connect to a configured server on its own: protocol version, tools,
+    /// connect and round-trip time, and its recent stderr (exit 1 if it fails)
+    Test { name: String },
 }
 
 #[derive(Subcommand)]
@@ -323,7 +326,7 @@ fn main() -> ExitCode {
 
 fn init_logging() {
     let filter = tracing_subscriber::EnvFilter::try_from_env("COWORK_LOG")
-        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info,mistralrs_core=error,mistralrs=warn,candle_core=warn,eframe=warn,egui_glow=warn,winit=warn"));
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info,mistralrs_core=error,mistralrs=warn,candle_core=warn,eframe=warn,egui_glow=warn,winit=warn,rmcp=warn"));
     tracing_subscriber::fmt()
         .with_env_filter(filter)
         .with_writer(std::io::stderr)
@@ -538,6 +541,11 @@ fn run(cli: Cli, process_started: Instant) -> anyhow::Result<ExitCode> {
             match action {
                 McpAction::Import { file } => commands::mcp_import(&paths, &file)?,
                 McpAction::List => commands::mcp_list(&paths)?,
+                McpAction::Test { name } => {
+                    if !commands::mcp_test(&paths, &name)? {
+                        return Ok(ExitCode::FAILURE);
+                    }
+                }
             }
             Ok(ExitCode::SUCCESS)
         }

@@ -1,10 +1,13 @@
-//! MCP client plumbing (rmcp over a child process). This issue uses it to
-//! list an MCP server's tools (`cowork mcp-tools`); the `mcp` worker, apps and
-//! approval gates build on it later.
+//! MCP: the servers the user configured (`config`), their connections
+//! (`connection`, over stdio or streamable HTTP) owned by the `mcp` worker
+//! (`worker`), orphan cleanup after a crash (`orphans`), and their tools as
+//! the agent sees them (`tools`). `list_tools` is `cowork mcp-tools`.
 
 pub mod config;
+pub mod connection;
 pub mod orphans;
 pub mod tools;
+pub mod worker;
 
 use std::time::Duration;
 

@@ -262,6 +262,12 @@ pub struct AppState {
     pub retry_offer: Option<RetryOffer>,
     /// The agent's tool calls, oldest first (the newest `MAX_TOOL_CALLS`).
     pub tool_calls: Vec<crate::events::ToolCallView>,
+    /// The latest progress an MCP server reported for a running call, by call id.
+    pub tool_progress: BTreeMap<i64, String>,
+    /// The MCP servers (Settings → Integrations).
+    pub mcp_servers: Vec<crate::events::McpServerView>,
+    /// The last Test result.
+    pub mcp_test: Option<crate::events::McpTestReport>,
     /// Operations by id: their answer, status and, when paused, why.
     pub operations: BTreeMap<i64, OperationView>,
     /// The agent's todo list per answer.
@@ -316,6 +322,9 @@ impl AppState {
     pub fn apply(&mut self, event: AppEvent, now_millis: i64) {
         match event {
             AppEvent::ToolCall(call) => {
+                if call.status != crate::events::CallStatus::Running {
+                    self.tool_progress.remove(&call.call_id);
+                }
                 match self.tool_calls.iter_mut().find(|c| c.call_id == call.call_id) {
                     Some(existing) => *existing = *call,
                     None => {
@@ -458,6 +467,13 @@ impl AppState {
                 }
             }
             AppEvent::Notice(text) => self.notice(text),
+            AppEvent::McpServers(servers) => self.mcp_servers = servers,
+            AppEvent::McpTested(report) => self.mcp_test = Some(report),
+            AppEvent::ToolProgress { call_id, text } => {
+                if self.tool_calls.iter().any(|c| c.call_id == call_id && c.status == crate::events::CallStatus::Running) {
+                    self.tool_progress.insert(call_id, text);
+                }
+            }
             AppEvent::QuickPromptHotkey => self.quick_prompt_open = true,
             // Handled by the app (they send commands), never reach the reducer.
             AppEvent::TogglePause | AppEvent::ShowSidebar => {}

@@ -35,6 +35,7 @@ pub struct Workers {
     pub embed: WorkerHandle<EmbedCommand>,
     pub llm: WorkerHandle<LlmCommand>,
     pub agent: WorkerHandle<AgentCommand>,
+    pub mcp: WorkerHandle<crate::mcp::worker::McpCommand>,
     pub stop_epoch: Arc<AtomicU64>,
     /// The newest search generation asked for (a running older query stops).
     pub search_latest: Arc<AtomicU64>,
@@ -161,9 +162,12 @@ impl Workers {
             data_dir: paths.data_dir.clone(),
             local_limit_tokens: LOCAL_LIMIT_TOKENS,
             recall: Some(search.commands.clone()),
+            mcp: None,
         };
+        let mcp = crate::mcp::worker::spawn_mcp(paths.data_dir.clone(), sink.clone(), options.policy)?;
+        let agent_config = AgentConfig { mcp: Some(crate::mcp::worker::McpClient { commands: mcp.commands.clone() }), ..agent_config };
         let agent = spawn_agent(agent_config, llm.commands.clone(), local, store.commands.clone(), sink, stop_epoch.clone(), options.policy)?;
-        let workers = Self { store, capture, keys, clipboard, a11y, models, search, embed, llm, agent, stop_epoch, search_latest, typing_at_millis };
+        let workers = Self { store, capture, keys, clipboard, a11y, models, search, embed, llm, agent, mcp, stop_epoch, search_latest, typing_at_millis };
         Ok((workers, settings, warnings))
     }
 
@@ -185,6 +189,7 @@ impl Workers {
             (self.models.name, self.models.control.clone()),
             (self.search.name, self.search.control.clone()),
             (self.embed.name, self.embed.control.clone()),
+            (self.mcp.name, self.mcp.control.clone()),
         ];
         if let Some(capture) = &self.capture {
             controls.push((capture.name, capture.control.clone()));
@@ -209,6 +214,7 @@ impl Workers {
             models: self.models.commands.clone(),
             search: self.search.commands.clone(),
             embed: self.embed.commands.clone(),
+            mcp: self.mcp.commands.clone(),
             search_latest: self.search_latest.clone(),
             typing_at_millis: self.typing_at_millis.clone(),
             controls,
@@ -252,6 +258,10 @@ impl Workers {
         // The agent first: a turn it is in stops at the epoch bump and writes its message.
         if !self.agent.shutdown(AgentCommand::Shutdown, timeout) {
             tracing::warn!("agent did not stop in time");
+        }
+        // After the agent: a call it was waiting on ends with the servers.
+        if !self.mcp.shutdown(crate::mcp::worker::McpCommand::Shutdown, timeout) {
+            tracing::warn!("mcp did not stop in time (its servers end with the process)");
         }
         if !self.llm.shutdown(LlmCommand::Shutdown, timeout) {
             tracing::warn!("llm did not stop in time");

@@ -14,6 +14,7 @@ mod integration {
     mod capture_x11;
     mod cli;
     mod llm_real;
+    mod mcp;
     mod memory;
     mod models;
     mod providers;

@@ -12,6 +12,7 @@ use std::time::{Duration, Instant};
 
 use serde_json::Value;
 
+use super::integrations;
 use super::operation::{self, Brain, ChatRequest, Limits, Live, Next, RawCall, State};
 use super::store::{self as agent_store, AgentWrite, AuditEntry, CallRow, CallStatus, OpStatus, OperationRow};
 use super::worker::AgentWorker;
@@ -140,7 +141,8 @@ impl<B: LocalBrain> AgentWorker<B> {
             self.persist_public(super::worker::user_message_public(&request, None), None);
         }
         let now = now_millis();
-        let tools: Vec<String> = match &brain {
+        self.refresh_mcp_tools();
+        let mut tools: Vec<String> = match &brain {
             Brain::Local => registry::local_subset(&request.text).into_iter().map(str::to_owned).collect(),
             Brain::Cloud { consent, .. } => registry::cloud_set(0)
                 .into_iter()
@@ -149,6 +151,10 @@ impl<B: LocalBrain> AgentWorker<B> {
                 .map(str::to_owned)
                 .collect(),
         };
+        tools.extend(match &brain {
+            Brain::Local => integrations::local_names(&self.acting.mcp_tools, &request.text),
+            Brain::Cloud { .. } => integrations::cloud_names(&self.acting.mcp_tools),
+        });
         let mut state = State { tools: tools.clone(), started_at_millis: now, ask_id: request.ask_id, ..State::default() };
         let names: Vec<&str> = tools.iter().map(String::as_str).collect();
         let system = self.operation_system_prompt(&brain, &names, &settings, now);
@@ -186,7 +192,12 @@ impl<B: LocalBrain> AgentWorker<B> {
             parts.push(format!("Skills you can load with the skill tool:\n{}", crate::tools::skills::catalogue(&self.acting.skills)));
         }
         if matches!(brain, Brain::Local) {
-            parts.push(registry::local_prompt_section(tools));
+            let mut section = registry::local_prompt_section(tools);
+            for line in integrations::local_lines(&self.acting.mcp_tools, tools) {
+                section.push('\n');
+                section.push_str(&line);
+            }
+            parts.push(section);
         }
         parts.push(format!("It is {} now ({}).", crate::ids::format_clock(now), crate::export::rfc3339(now)));
         parts.join("\n\n")
@@ -265,7 +276,7 @@ impl<B: LocalBrain> AgentWorker<B> {
                 let prompt_tokens = messages.iter().map(|m| crate::llm::tokens::estimate_tokens(&m.content)).sum::<usize>();
                 // The small local model makes one call, then answers from its result.
                 let names: Vec<&str> = tools.iter().map(String::as_str).collect();
-                let shape = match registry::one_call_schema(&names) {
+                let shape = match integrations::with_call_choices(registry::one_call_schema(&names), &self.acting.mcp_tools, &names) {
                     Some(schema) if !has_looked => Shape::OneCall(schema),
                     _ => Shape::Prose,
                 };
@@ -286,7 +297,8 @@ impl<B: LocalBrain> AgentWorker<B> {
             }
             Brain::Cloud { provider, key, consent } => {
                 let names: Vec<&str> = tools.iter().map(String::as_str).collect();
-                let defs = registry::defs(&names);
+                let mut defs = registry::defs(&names);
+                defs.extend(integrations::defs(&self.acting.mcp_tools, &names));
                 // What goes to the cloud is redacted even with consent, as for questions.
                 let turns: Vec<Turn> = turns
                     .into_iter()
@@ -395,7 +407,7 @@ impl<B: LocalBrain> AgentWorker<B> {
             model_call_id,
             tool: tool.clone(),
             arguments: args.clone(),
-            risk: registry::get(&tool).map_or(crate::tools::Risk::Dangerous, |s| s.risk),
+            risk: registry::get(&tool).map_or(crate::tools::Risk::Dangerous, |s| s.risk).max(if integrations::is_mcp(&tool) { crate::tools::Risk::Sensitive } else { crate::tools::Risk::Safe }),
             status: CallStatus::Failed,
             why: String::new(),
             decided_by: Some("policy: arguments".into()),
@@ -406,8 +418,7 @@ impl<B: LocalBrain> AgentWorker<B> {
             finished_at_millis: Some(now),
             expires_at_millis: None,
         };
-        let checked = if offered { registry::validate(&tool, &args) } else { Err(format!("{tool} is not one of the tools you were given for this task")) };
-        let classified = checked.and_then(|()| registry::classify(&tool, &args, &self.acting.files));
+        let classified = if offered { self.check_and_classify(&tool, &args) } else { Err(format!("{tool} is not one of the tools you were given for this task")) };
         match classified {
             Err(err) => {
                 call.why = err.clone();
@@ -425,6 +436,12 @@ impl<B: LocalBrain> AgentWorker<B> {
                     always_ask: &settings.always_ask,
                 };
                 let decision = policy::decide(&classified.call(&tool, &args), &rules, &ctx);
+                let (decision, first_allowed) = self.recheck_mcp(&tool, decision);
+                if let Some(definition) = first_allowed {
+                    if let Err(err) = self.record(AgentWrite::AllowedMcpTool(definition, now)) {
+                        tracing::warn!(%err, "an MCP tool's allowed definition was not recorded");
+                    }
+                }
                 call.why = decision.why.clone();
                 call.decided_by = Some(match decision.phase {
                     policy::Phase::Rule(id) => format!("rule {id}"),
@@ -468,6 +485,34 @@ impl<B: LocalBrain> AgentWorker<B> {
         self.close_step_if_settled(operation_id, step);
     }
 
+    /// The mcp worker's current tools (none when it does not answer in 300 ms).
+    fn refresh_mcp_tools(&mut self) {
+        if let Some(mcp) = &self.config.mcp {
+            self.acting.mcp_tools = mcp.offered(Duration::from_millis(300));
+        }
+    }
+
+    /// A call's arguments checked against its schema, and what it touches.
+    fn check_and_classify(&self, tool: &str, args: &Value) -> Result<registry::Classified, String> {
+        if integrations::is_mcp(tool) {
+            let offered = integrations::find(&self.acting.mcp_tools, tool).ok_or_else(|| format!("{tool}'s MCP server is not running now"))?;
+            return integrations::classify(offered, args);
+        }
+        registry::validate(tool, args).and_then(|()| registry::classify(tool, args, &self.acting.files))
+    }
+
+    /// The rug-pull check for an MCP tool, and the definition to record when
+    /// the policy allows a tool for the first time.
+    fn recheck_mcp(&mut self, tool: &str, decision: policy::Decision) -> (policy::Decision, Option<crate::mcp::tools::McpTool>) {
+        let Some(offered) = integrations::find(&self.acting.mcp_tools, tool).cloned() else { return (decision, None) };
+        self.open_db();
+        let allowed = self.db.as_ref().and_then(|conn| agent_store::allowed_mcp_tool(conn, tool).ok().flatten());
+        let changes = integrations::changes(&offered.tool, allowed.as_ref());
+        let decision = integrations::recheck(decision, &changes);
+        let first = (allowed.is_none() && decision.action == Action::Allow).then_some(offered.tool);
+        (decision, first)
+    }
+
     fn db_rules(&mut self) -> Vec<Rule> {
         self.open_db();
         let Some(conn) = self.db.as_ref() else { return Vec::new() };
@@ -507,9 +552,13 @@ impl<B: LocalBrain> AgentWorker<B> {
                 Err(err) => tracing::warn!(%err, call = call.call_id, "a call could not be recorded as started and did not run"),
             }
         }
+        // A server that was still starting when the operation began (or resumed) may be up now.
+        if runnable.iter().any(|c| integrations::is_mcp(&c.tool) && integrations::find(&self.acting.mcp_tools, &c.tool).is_none()) {
+            self.refresh_mcp_tools();
+        }
         let mut results: Vec<(i64, ToolOutput)> = Vec::new();
         // The agent's own tools first, on this thread.
-        let (own, parallel): (Vec<CallRow>, Vec<CallRow>) = runnable.into_iter().partition(|c| !registry::runs_anywhere(&c.tool));
+        let (own, parallel): (Vec<CallRow>, Vec<CallRow>) = runnable.into_iter().partition(|c| !registry::runs_anywhere(&c.tool) && !integrations::is_mcp(&c.tool));
         for call in &own {
             let output = self.run_own(operation_id, call, epoch);
             results.push((call.call_id, output));
@@ -517,7 +566,7 @@ impl<B: LocalBrain> AgentWorker<B> {
         let stop = AtomicBool::new(false);
         if !parallel.is_empty() {
             let stop_epoch = self.stop_epoch.clone();
-            let (files, skills) = (&self.acting.files, &self.acting.skills);
+            let (files, skills, mcp_tools, mcp) = (&self.acting.files, &self.acting.skills, &self.acting.mcp_tools, self.config.mcp.as_ref());
             let gate = crate::net::OutboundGate::global();
             // Dropped when every call has returned: the watcher wakes at once, not at its next tick.
             let (done, finished) = crossbeam_channel::bounded::<()>(0);
@@ -535,6 +584,9 @@ impl<B: LocalBrain> AgentWorker<B> {
                     .iter()
                     .map(|call| {
                         scope.spawn(move || {
+                            if integrations::is_mcp(&call.tool) {
+                                return (call.call_id, integrations::run(mcp, mcp_tools, call.call_id, &call.tool, &call.arguments, stop));
+                            }
                             let env = registry::Env { files, memory: None, gate, stop, skills };
                             (call.call_id, registry::execute(&call.tool, &call.arguments, &env))
                         })
@@ -675,7 +727,7 @@ impl<B: LocalBrain> AgentWorker<B> {
             }
             ApprovalChoice::Once | ApprovalChoice::Answer(_) => self.approve(operation_id, call_id, None, "user"),
             ApprovalChoice::Edit { arguments } => {
-                let checked = registry::validate(&call.tool, &arguments).and_then(|()| registry::classify(&call.tool, &arguments, &self.acting.files));
+                let checked = self.check_and_classify(&call.tool, &arguments);
                 match checked {
                     Ok(classified) => {
                         // The edited call still goes through phase 1: own data is refused whatever the user typed.
@@ -712,7 +764,7 @@ impl<B: LocalBrain> AgentWorker<B> {
                     _ => None,
                 };
                 let rule = Rule { id: next_id(), tool: call.tool.clone(), action: Action::Allow, pattern, scope: Scope::Always };
-                let classified = registry::classify(&call.tool, &call.arguments, &self.acting.files).unwrap_or_default();
+                let classified = self.check_and_classify(&call.tool, &call.arguments).unwrap_or_default();
                 let ctx = policy::Context {
                     operation_id,
                     now_millis: now_millis(),
@@ -755,6 +807,14 @@ impl<B: LocalBrain> AgentWorker<B> {
         call.started_at_millis = None;
         call.expires_at_millis = None;
         call.decided_by = Some(by.to_owned());
+        let tool = call.tool.clone();
+        // The user allowed this definition of an MCP tool: a later change asks again.
+        if let Some(offered) = integrations::find(&self.acting.mcp_tools, &tool) {
+            let definition = offered.tool.clone();
+            if let Err(err) = self.record(AgentWrite::AllowedMcpTool(definition, now_millis())) {
+                tracing::warn!(%err, "an MCP tool's allowed definition was not recorded");
+            }
+        }
         let epoch = self.stop_epoch.load(Ordering::SeqCst);
         self.call_tools(operation_id, &[call_id], epoch);
     }
@@ -887,6 +947,7 @@ impl<B: LocalBrain> AgentWorker<B> {
     /// never run again by itself; an operation interrupted mid-step pauses
     /// until the user continues it.
     pub fn resume_operations(&mut self) {
+        self.refresh_mcp_tools();
         self.open_db();
         let Some(conn) = self.db.as_ref() else { return };
         let open = match agent_store::open_operations(conn) {

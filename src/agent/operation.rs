@@ -77,6 +77,8 @@ pub struct Acting {
     pub live: HashMap<i64, Live>,
     pub skills: Vec<crate::tools::skills::Skill>,
     pub files: FilesEnv,
+    /// The MCP servers' tools, as the mcp worker last listed them (refreshed per operation).
+    pub mcp_tools: Vec<crate::mcp::worker::Offered>,
 }
 
 impl Acting {
@@ -88,7 +90,7 @@ impl Acting {
         }
         // The data directory resolved, so no spelling of it slips past the checks.
         let data_dir = data_dir.canonicalize().unwrap_or(data_dir);
-        Acting { live: HashMap::new(), skills, files: FilesEnv { cwd: home.clone(), home, data_dir } }
+        Acting { live: HashMap::new(), skills, files: FilesEnv { cwd: home.clone(), home, data_dir }, mcp_tools: Vec::new() }
     }
 }
 

@@ -210,6 +210,8 @@ pub enum AgentWrite {
     Audit(AuditEntry),
     AddRule(Rule),
     RemoveRule(i64),
+    /// An MCP tool's definition as the user allowed it (replaces an older one).
+    AllowedMcpTool(crate::mcp::tools::McpTool, i64),
 }
 
 pub fn apply(conn: &Connection, write: &AgentWrite) -> rusqlite::Result<()> {
@@ -309,8 +311,24 @@ pub fn apply(conn: &Connection, write: &AgentWrite) -> rusqlite::Result<()> {
         AgentWrite::RemoveRule(id) => {
             conn.execute("DELETE FROM tool_rules WHERE rule_id = ?1", [id])?;
         }
+        AgentWrite::AllowedMcpTool(tool, at_millis) => {
+            let definition = serde_json::to_string(tool).unwrap_or_default();
+            conn.execute(
+                "INSERT INTO mcp_allowed_tools (tool, fingerprint, definition, allowed_at_ms) VALUES (?1, ?2, ?3, ?4)
+                 ON CONFLICT (tool) DO UPDATE SET fingerprint = excluded.fingerprint, definition = excluded.definition, allowed_at_ms = excluded.allowed_at_ms",
+                params![tool.qualified_name(), tool.fingerprint(), definition, at_millis],
+            )?;
+        }
     }
     Ok(())
+}
+
+/// The definition of MCP tool `qualified` as the user allowed it, if ever.
+pub fn allowed_mcp_tool(conn: &Connection, qualified: &str) -> rusqlite::Result<Option<crate::mcp::tools::McpTool>> {
+    let definition: Option<String> = conn
+        .query_row("SELECT definition FROM mcp_allowed_tools WHERE tool = ?1", [qualified], |row| row.get(0))
+        .optional()?;
+    Ok(definition.and_then(|d| serde_json::from_str(&d).ok()))
 }
 
 /// The user's rules. A rule that no longer parses is skipped and named in the second list.

@@ -42,6 +42,8 @@ pub struct AgentConfig {
     pub local_limit_tokens: usize,
     /// The search worker, for recalling memory by meaning (None: no recall).
     pub recall: Option<Sender<crate::memory::search_worker::SearchCommand>>,
+    /// The mcp worker, for MCP servers' tools (None: none offered).
+    pub mcp: Option<crate::mcp::worker::McpClient>,
 }
 
 /// How long a question waits for memory recall before going without it.
@@ -922,6 +924,7 @@ mod tests {
             data_dir: dir.path().to_owned(),
             local_limit_tokens: 1_500,
             recall: None,
+            mcp: None,
         };
         (dir, config)
     }

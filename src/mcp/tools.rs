@@ -20,7 +20,7 @@ use sha2::{Digest, Sha256};
 use crate::tools::Risk;
 
 /// One tool a server listed, with what cowork needs of it.
-#[derive(Clone, Debug, PartialEq)]
+#[derive(Clone, Debug, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct McpTool {
     pub server: String,
     pub name: String,

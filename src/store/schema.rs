@@ -18,6 +18,7 @@ const MIGRATIONS: &[&str] = &[
     include_str!("../../assets/migrations/0006_memory.sql"),
     include_str!("../../assets/migrations/0007_memory_fixes.sql"),
     include_str!("../../assets/migrations/0008_agent.sql"),
+    include_str!("../../assets/migrations/0009_mcp.sql"),
 ];
 
 pub const SCHEMA_VERSION: u32 = MIGRATIONS.len() as u32;

@@ -9,8 +9,11 @@
 //!    writes under `/etc`, anything under `~/.ssh` or a `.env` file) always
 //!    asks, and no allow rule overrides it;
 //! 2. tools the user marked "always ask";
-//! 3. automation context, 4. per-integration policy and 5. "trust this
-//!    integration" belong to the automation and MCP issues and are not here yet;
+//! 3. automation context belongs to the automation issue; 4. and 5., an
+//!    MCP server's trust, enter as the tool's risk (`mcp::tools::McpTool::risk`:
+//!    only a trusted server's annotations can lower it below sensitive), and a
+//!    tool whose definition changed since it was allowed asks again
+//!    (`agent::integrations::recheck`, `Phase::DefinitionChanged`);
 //! 6. the user's rules, deny > ask > allow, else the risk's default: safe runs,
 //!    sensitive and dangerous ask.
 //!
@@ -183,6 +186,8 @@ pub enum Phase {
     Untrusted,
     Rule(i64),
     Default,
+    /// An MCP tool whose definition changed since the user allowed it (the agent's recheck).
+    DefinitionChanged,
 }
 
 #[derive(Clone, Debug, PartialEq, Eq)]

@@ -18,7 +18,7 @@ use super::providers::{Reply, Scripted, reply, scripted};
 use super::support::temp_dir;
 
 /// One step of the scripted model: these tool calls (name, arguments).
-fn calls(calls: &[(&str, Value)]) -> Reply {
+pub(super) fn calls(calls: &[(&str, Value)]) -> Reply {
     let mut chunks: Vec<String> = calls
         .iter()
         .enumerate()
@@ -34,7 +34,7 @@ fn calls(calls: &[(&str, Value)]) -> Reply {
 }
 
 /// The scripted model's final answer.
-fn answer(text: &str) -> Reply {
+pub(super) fn answer(text: &str) -> Reply {
     let delta = json!({"choices": [{"delta": {"content": text}, "finish_reason": "stop"}]});
     let chunk = format!("data: {delta}\n\n");
     reply("200 OK", "", &[&chunk, "data: [DONE]\n\n"])
@@ -42,7 +42,7 @@ fn answer(text: &str) -> Reply {
 
 /// A data directory whose brain is the scripted server, with one captured
 /// window (`title`) and one captured copy (`copied`).
-fn fixture(server: &Scripted, title: &str, copied: &str) -> (tempfile::TempDir, cowork::config::Paths) {
+pub(super) fn fixture(server: &Scripted, title: &str, copied: &str) -> (tempfile::TempDir, cowork::config::Paths) {
     let data = temp_dir();
     let provider = format!(r#"{{"providers": [{{"name": "scripted", "kind": "openai", "base_url": "http://127.0.0.1:{}/v1", "model": "m"}}]}}"#, server.port);
     std::fs::write(data.path().join("providers.json"), provider).unwrap();
@@ -71,7 +71,7 @@ fn fixture(server: &Scripted, title: &str, copied: &str) -> (tempfile::TempDir, 
     (data, paths)
 }
 
-fn task(text: &str) -> cowork::agent::ChatRequest {
+pub(super) fn task(text: &str) -> cowork::agent::ChatRequest {
     let ask = cowork::ids::next_id();
     cowork::agent::ChatRequest {
         thread: cowork::events::ChatThread { thread_id: ask, title: "t".into(), updated_at_millis: 0 },
@@ -86,7 +86,7 @@ fn task(text: &str) -> cowork::agent::ChatRequest {
 }
 
 #[track_caller]
-fn wait_call(events: &crossbeam_channel::Receiver<AppEvent>, mut pick: impl FnMut(&ToolCallView) -> bool) -> ToolCallView {
+pub(super) fn wait_call(events: &crossbeam_channel::Receiver<AppEvent>, mut pick: impl FnMut(&ToolCallView) -> bool) -> ToolCallView {
     super::support::wait_for(events, Duration::from_secs(30), |e| match e {
         AppEvent::ToolCall(call) if pick(call) => Some((**call).clone()),
         other => {
@@ -100,7 +100,7 @@ fn wait_call(events: &crossbeam_channel::Receiver<AppEvent>, mut pick: impl FnMu
 }
 
 #[track_caller]
-fn wait_finished(events: &crossbeam_channel::Receiver<AppEvent>, answer_id: i64) -> MessageStatus {
+pub(super) fn wait_finished(events: &crossbeam_channel::Receiver<AppEvent>, answer_id: i64) -> MessageStatus {
     super::support::wait_for(events, Duration::from_secs(30), |e| match e {
         AppEvent::AnswerFinished { answer_id: id, status, .. } if *id == answer_id => Some(*status),
         _ => None,
@@ -109,7 +109,7 @@ fn wait_finished(events: &crossbeam_channel::Receiver<AppEvent>, answer_id: i64)
 }
 
 /// The JSON body of the n-th request the scripted server received.
-fn body(server: &Scripted, n: usize) -> Value {
+pub(super) fn body(server: &Scripted, n: usize) -> Value {
     let heads = server.heads.lock();
     let text = heads[n].split("\r\n\r\n").nth(1).unwrap_or_default();
     serde_json::from_str(text).unwrap()

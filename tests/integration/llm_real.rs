@@ -284,6 +284,7 @@ fn real_config(db: &std::path::Path) -> (LlmConfig, AgentConfig) {
         data_dir: db.parent().unwrap().to_owned(),
         local_limit_tokens: 1_500,
         recall: None,
+        mcp: None,
     };
     (llm, agent)
 }

@@ -22,7 +22,7 @@ pub(super) fn python() -> Option<String> {
     std::env::var("COWORK_TEST_PYTHON").ok().filter(|p| std::path::Path::new(p).is_file())
 }
 
-fn free_port() -> u16 {
+pub(super) fn free_port() -> u16 {
     TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
 }
 

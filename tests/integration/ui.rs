@@ -32,6 +32,7 @@ struct Far {
     llm_control: Receiver<Control>,
     stop_epoch: Arc<AtomicU64>,
     search: Receiver<cowork::memory::search_worker::SearchCommand>,
+    mcp: Receiver<cowork::mcp::worker::McpCommand>,
 }
 
 fn app() -> (Harness<'static, CoworkApp>, Far) {
@@ -51,6 +52,7 @@ fn app_with(options: AppOptions, height: f32) -> (Harness<'static, CoworkApp>, F
     let (models_tx, _models) = bounded(4);
     let (search_tx, search) = bounded(16);
     let (embed_tx, _embed) = bounded(4);
+    let (mcp_tx, mcp) = bounded(16);
     let (store_control, _) = bounded(8);
     let stop_epoch = Arc::new(AtomicU64::new(0));
     let channels = Channels {
@@ -64,6 +66,7 @@ fn app_with(options: AppOptions, height: f32) -> (Harness<'static, CoworkApp>, F
         models: models_tx,
         search: search_tx,
         embed: embed_tx,
+        mcp: mcp_tx,
         search_latest: Arc::new(AtomicU64::new(0)),
         typing_at_millis: Arc::new(std::sync::atomic::AtomicI64::new(0)),
         controls: vec![(WorkerName::Llm, control_tx), (WorkerName::Store, store_control)],
@@ -73,7 +76,7 @@ fn app_with(options: AppOptions, height: f32) -> (Harness<'static, CoworkApp>, F
     let harness = Harness::builder()
         .with_size(egui::vec2(380.0, height))
         .build_eframe(move |_cc| CoworkApp::new(channels, AppState::default(), Vec::new(), options));
-    (harness, Far { events: events_tx, llm, agent, store, capture, keys, clipboard, a11y, llm_control, stop_epoch, search })
+    (harness, Far { events: events_tx, llm, agent, store, capture, keys, clipboard, a11y, llm_control, stop_epoch, search, mcp })
 }
 
 /// The settings the app asked the store to save since the last look, in order.

@@ -1,0 +1,385 @@
+//! One live connection to an MCP server, on the `mcp` worker's tokio
+//! runtime: connecting over stdio (a child process with a clean environment,
+//! its stderr kept as a 200-line tail, recorded for orphan cleanup) or
+//! streamable HTTP (through the outbound gate: offline, only loopback), the
+//! client handler that hears progress and `tools/list_changed`, a tool call
+//! with its timeout, progress and cancellation, and a result turned into what
+//! the agent gives its model.
+
+use std::collections::{BTreeMap, HashMap, VecDeque};
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, Instant};
+
+use anyhow::{Context, bail};
+use parking_lot::Mutex;
+use rmcp::model::{CallToolRequest, CallToolRequestParams, ClientRequest, ProgressNotificationParam, ProgressToken, ServerResult};
+use rmcp::service::{NotificationContext, PeerRequestOptions, RoleClient, RunningService};
+use rmcp::{ClientHandler, ServiceExt};
+use serde_json::Value;
+use tokio::io::AsyncBufReadExt;
+
+use super::config::{ServerConfig, Transport};
+use super::tools::McpTool;
+use crate::tools::ToolOutput;
+
+/// Lines of a stdio server's stderr kept for Settings and errors.
+pub const STDERR_LINES: usize = 200;
+
+/// The last lines a server wrote to stderr (shared with the task that reads them).
+#[derive(Clone, Default)]
+pub struct StderrTail(Arc<Mutex<VecDeque<String>>>);
+
+impl StderrTail {
+    fn push(&self, line: String) {
+        let mut lines = self.0.lock();
+        if lines.len() == STDERR_LINES {
+            lines.pop_front();
+        }
+        lines.push_back(line);
+    }
+
+    pub fn lines(&self) -> Vec<String> {
+        self.0.lock().iter().cloned().collect()
+    }
+
+    /// The last `n` lines as one string, for an error message.
+    pub fn last(&self, n: usize) -> String {
+        let lines = self.0.lock();
+        lines.iter().skip(lines.len().saturating_sub(n)).cloned().collect::<Vec<_>>().join("\n")
+    }
+}
+
+/// Progress a server reported for a running call.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Progress {
+    pub progress: f64,
+    pub total: Option<f64>,
+    pub message: Option<String>,
+}
+
+impl Progress {
+    /// "3/10 · loading", "40 %", for the tool chip.
+    pub fn describe(&self) -> String {
+        let amount = match self.total {
+            Some(total) if total > 0.0 => format!("{}/{}", trim_float(self.progress), trim_float(total)),
+            _ => trim_float(self.progress),
+        };
+        match &self.message {
+            Some(message) if !message.is_empty() => format!("{amount} · {message}"),
+            _ => amount,
+        }
+    }
+}
+
+fn trim_float(value: f64) -> String {
+    if value.fract() == 0.0 { format!("{value:.0}") } else { format!("{value:.1}") }
+}
+
+type ProgressSink = Arc<dyn Fn(Progress) + Send + Sync>;
+
+/// What the handler tells the worker.
+#[derive(Debug)]
+pub enum Notice {
+    ToolsChanged(String),
+}
+
+/// cowork's side of the protocol: it hears progress for its calls and tool-list changes.
+pub struct Handler {
+    server: String,
+    progress: Arc<Mutex<HashMap<ProgressToken, ProgressSink>>>,
+    notices: crossbeam_channel::Sender<Notice>,
+}
+
+impl ClientHandler for Handler {
+    async fn on_progress(&self, params: ProgressNotificationParam, _context: NotificationContext<RoleClient>) {
+        let sink = self.progress.lock().get(&params.progress_token).cloned();
+        if let Some(sink) = sink {
+            sink(Progress { progress: params.progress, total: params.total, message: params.message });
+        }
+    }
+
+    async fn on_tool_list_changed(&self, _context: NotificationContext<RoleClient>) {
+        // A full channel already holds a refresh for the worker to do.
+        let _ = self.notices.try_send(Notice::ToolsChanged(self.server.clone()));
+    }
+
+    fn get_info(&self) -> rmcp::model::ClientConfig {
+        rmcp::model::ClientConfig::new(Default::default(), rmcp::model::Implementation::new("cowork", env!("CARGO_PKG_VERSION")))
+    }
+}
+
+/// A connected server.
+pub struct Connection {
+    pub service: RunningService<RoleClient, Handler>,
+    progress: Arc<Mutex<HashMap<ProgressToken, ProgressSink>>>,
+    /// The child's pid, for a stdio server.
+    pub pid: Option<u32>,
+    pub protocol_version: String,
+    pub server_name: String,
+    pub connect_millis: u64,
+}
+
+/// Where a stdio server is recorded for orphan cleanup.
+pub struct Spawn<'a> {
+    pub data_dir: &'a std::path::Path,
+    pub env: BTreeMap<String, String>,
+    pub headers: BTreeMap<String, String>,
+    pub stderr: StderrTail,
+    pub notices: crossbeam_channel::Sender<Notice>,
+    pub gate: &'a crate::net::OutboundGate,
+}
+
+/// Starts (stdio) or reaches (HTTP) `name` and finishes the handshake within
+/// its startup timeout.
+pub async fn connect(name: &str, config: &ServerConfig, spawn: Spawn<'_>) -> anyhow::Result<Connection> {
+    let started = Instant::now();
+    let startup = Duration::from_secs(config.startup_timeout_secs.max(1));
+    let progress: Arc<Mutex<HashMap<ProgressToken, ProgressSink>>> = Arc::default();
+    let handler = Handler { server: name.to_owned(), progress: progress.clone(), notices: spawn.notices.clone() };
+    let (service, pid) = match config.transport()? {
+        Transport::Stdio { command, args } => {
+            let mut cmd = tokio::process::Command::new(command);
+            cmd.args(args).env_clear().envs(super::server_env(&spawn.env)).kill_on_drop(true);
+            if let Some(home) = std::env::var_os("HOME") {
+                cmd.current_dir(home);
+            }
+            let (transport, stderr) = rmcp::transport::TokioChildProcess::builder(cmd)
+                .stderr(std::process::Stdio::piped())
+                .spawn()
+                .with_context(|| format!("cannot start {command}"))?;
+            let pid = transport.id();
+            if let Some(pid) = pid
+                && let Err(err) = super::orphans::record(spawn.data_dir, name, pid, command, args)
+            {
+                tracing::warn!(server = name, error = %format!("{err:#}"), "the MCP server's lockfile was not written");
+            }
+            if let Some(stderr) = stderr {
+                let tail = spawn.stderr.clone();
+                tokio::spawn(async move {
+                    let mut lines = tokio::io::BufReader::new(stderr).lines();
+                    while let Ok(Some(line)) = lines.next_line().await {
+                        tail.push(line);
+                    }
+                });
+            }
+            let service = match tokio::time::timeout(startup, handler.serve(transport)).await {
+                Ok(Ok(service)) => service,
+                Ok(Err(err)) => bail!("the handshake failed: {err}{}", stderr_hint(&spawn.stderr)),
+                Err(_) => bail!("no handshake within {} s (startup timeout){}", startup.as_secs(), stderr_hint(&spawn.stderr)),
+            };
+            (service, pid)
+        }
+        Transport::Http { url } => {
+            // Offline, only loopback; online, the request is logged like any other.
+            let admission = spawn.gate.admit(url, "MCP server").map_err(|err| anyhow::anyhow!("{err}"))?;
+            spawn.gate.finish(admission, 0, 0);
+            let mut headers = HashMap::new();
+            let mut auth = None;
+            for (key, value) in &spawn.headers {
+                if key.eq_ignore_ascii_case("authorization") {
+                    auth = Some(value.strip_prefix("Bearer ").unwrap_or(value).to_owned());
+                    continue;
+                }
+                let name = http::HeaderName::try_from(key.as_str()).with_context(|| format!("header name {key:?}"))?;
+                let value = http::HeaderValue::try_from(value.as_str()).with_context(|| format!("the value of header {key}"))?;
+                headers.insert(name, value);
+            }
+            let mut transport_config = rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig::with_uri(url).custom_headers(headers);
+            if let Some(token) = auth {
+                transport_config = transport_config.auth_header(token);
+            }
+            let transport = rmcp::transport::StreamableHttpClientTransport::from_config(transport_config);
+            let service = match tokio::time::timeout(startup, handler.serve(transport)).await {
+                Ok(Ok(service)) => service,
+                Ok(Err(err)) => bail!("the handshake with {url} failed: {err}"),
+                Err(_) => bail!("no handshake with {url} within {} s (startup timeout)", startup.as_secs()),
+            };
+            (service, None)
+        }
+    };
+    let info = service.peer_info();
+    let protocol_version = info.as_ref().map(|i| i.protocol_version.to_string()).unwrap_or_default();
+    let server_name = info.as_ref().and_then(|i| i.server_info.as_ref().map(|s| format!("{} {}", s.name, s.version))).unwrap_or_default();
+    Ok(Connection { service, progress, pid, protocol_version, server_name, connect_millis: started.elapsed().as_millis() as u64 })
+}
+
+fn stderr_hint(tail: &StderrTail) -> String {
+    let last = tail.last(5);
+    if last.trim().is_empty() { String::new() } else { format!("; its stderr ends with:\n{last}") }
+}
+
+impl Connection {
+    /// Whether the connection ended (cancelled, or the server went away: its service loop ended).
+    pub fn closed(&self) -> bool {
+        self.service.is_closed() || self.service.peer().is_transport_closed()
+    }
+
+    /// Lists every tool (all pages).
+    pub async fn tools(&self, server: &str, timeout: Duration) -> anyhow::Result<Vec<McpTool>> {
+        let tools = tokio::time::timeout(timeout, self.service.list_all_tools()).await.context("tools/list timed out")?.context("tools/list failed")?;
+        Ok(tools
+            .into_iter()
+            .map(|tool| {
+                let annotations = tool.annotations.clone().unwrap_or_default();
+                McpTool {
+                    server: server.to_owned(),
+                    name: tool.name.into_owned(),
+                    description: tool.description.map(|d| d.into_owned()).unwrap_or_default(),
+                    input_schema: Value::Object((*tool.input_schema).clone()),
+                    read_only: annotations.read_only_hint,
+                    destructive: annotations.destructive_hint,
+                    open_world: annotations.open_world_hint,
+                }
+            })
+            .collect())
+    }
+
+    /// Whether the server answers within `timeout`: any JSON-RPC answer counts
+    /// (a server on a revision without `ping` says "method not found", and is alive).
+    pub async fn alive(&self, timeout: Duration) -> bool {
+        if self.closed() {
+            return false;
+        }
+        let request = ClientRequest::PingRequest(Default::default());
+        let Ok(handle) = self.service.peer().send_request_with_option(request, PeerRequestOptions::no_options()).await else { return false };
+        match tokio::time::timeout(timeout, handle.rx).await {
+            Ok(Ok(Ok(_))) | Ok(Ok(Err(rmcp::ServiceError::McpError(_)))) => true,
+            _ => false,
+        }
+    }
+
+    /// Calls `tool` with `arguments`; progress goes to `on_progress`; `stop`
+    /// (the user's Stop) cancels it on the server; `timeout` ends it with an error.
+    pub async fn call(&self, tool: &str, arguments: Value, timeout: Duration, stop: Arc<AtomicBool>, on_progress: ProgressSink) -> ToolOutput {
+        let arguments = match arguments {
+            Value::Object(map) => Some(map),
+            Value::Null => None,
+            other => return ToolOutput::error(format!("the arguments must be an object, not {other}")),
+        };
+        let mut params = CallToolRequestParams::new(tool.to_owned());
+        params.arguments = arguments;
+        let request = ClientRequest::CallToolRequest(CallToolRequest::new(params));
+        let mut handle = match self.service.peer().send_request_with_option(request, PeerRequestOptions::no_options()).await {
+            Ok(handle) => handle,
+            Err(err) => return ToolOutput::error(format!("the server is not reachable: {err}")),
+        };
+        let token = handle.progress_token.clone();
+        self.progress.lock().insert(token.clone(), on_progress);
+        let deadline = tokio::time::sleep(timeout);
+        tokio::pin!(deadline);
+        let mut tick = tokio::time::interval(Duration::from_millis(50));
+        let outcome = loop {
+            tokio::select! {
+                response = &mut handle.rx => break Ok(response),
+                _ = &mut deadline => break Err(format!("no result within {} s (the tool timeout); cowork cancelled it on the server", timeout.as_secs())),
+                _ = tick.tick() => if stop.load(Ordering::SeqCst) { break Err("stopped: cowork cancelled it on the server".to_owned()) },
+            }
+        };
+        self.progress.lock().remove(&token);
+        match outcome {
+            Err(why) => {
+                let _ = handle.cancel(Some(why.clone())).await;
+                ToolOutput::error(why)
+            }
+            Ok(Err(_)) => ToolOutput::error("the server closed the connection during the call"),
+            Ok(Ok(Err(err))) => ToolOutput::error(format!("the server refused the call: {err}")),
+            Ok(Ok(Ok(ServerResult::CallToolResult(result)))) => result_output(&result),
+            Ok(Ok(Ok(other))) => ToolOutput::error(format!("the server answered with something else than a tool result ({})", kind_of(&other))),
+        }
+    }
+}
+
+fn kind_of(result: &ServerResult) -> String {
+    serde_json::to_value(result).ok().and_then(|v| v.as_object().map(|o| o.keys().cloned().collect::<Vec<_>>().join(", "))).unwrap_or_default()
+}
+
+/// A tool result as text for the model: text blocks as they are, images and
+/// audio named with their size (the chat shows them), resource links and
+/// embedded resources with their URI (and text), structured content as JSON
+/// when no text block carries it. `isError` stays an error.
+pub fn result_output(result: &rmcp::model::CallToolResult) -> ToolOutput {
+    let mut parts: Vec<String> = Vec::new();
+    for block in &result.content {
+        let Ok(value) = serde_json::to_value(block) else { continue };
+        let text = |key: &str| value.get(key).and_then(Value::as_str).unwrap_or_default().to_owned();
+        match value.get("type").and_then(Value::as_str).unwrap_or_default() {
+            "text" => parts.push(text("text")),
+            kind @ ("image" | "audio") => {
+                let bytes = text("data").len() * 3 / 4;
+                parts.push(format!("[{kind} {}, {}]", text("mimeType"), human_bytes(bytes)));
+            }
+            "resource_link" => parts.push(format!("[resource {} {}]", text("uri"), text("name")).trim_end().replace(" ]", "]")),
+            "resource" => {
+                let resource = value.get("resource").cloned().unwrap_or_default();
+                let uri = resource.get("uri").and_then(Value::as_str).unwrap_or_default();
+                match resource.get("text").and_then(Value::as_str) {
+                    Some(body) => parts.push(format!("[resource {uri}]\n{body}")),
+                    None => parts.push(format!("[resource {uri}, binary]")),
+                }
+            }
+            other => parts.push(format!("[{other} content]")),
+        }
+    }
+    if let Some(structured) = &result.structured_content
+        && parts.iter().all(|p| p.trim().is_empty())
+    {
+        parts = vec![structured.to_string()];
+    }
+    let content = parts.join("\n");
+    if result.is_error == Some(true) { ToolOutput::error(content) } else { ToolOutput::ok(content) }
+}
+
+fn human_bytes(bytes: usize) -> String {
+    match bytes {
+        b if b < 1024 => format!("{b} B"),
+        b if b < 1024 * 1024 => format!("{:.1} KB", b as f64 / 1024.0),
+        b => format!("{:.1} MB", b as f64 / 1024.0 / 1024.0),
+    }
+}
+
+/// Resolves a server's `env` and `headers` references from the secret store.
+pub fn resolve_secrets(config: &ServerConfig, secrets: &crate::secrets::Secrets) -> anyhow::Result<(BTreeMap<String, String>, BTreeMap<String, String>)> {
+    Ok((super::config::resolve(&config.env, secrets)?, super::config::resolve(&config.headers, secrets)?))
+}
+
+/// Where the data directory's lockfiles are, for tests that look.
+pub fn lockfile(data_dir: &std::path::Path, server: &str) -> PathBuf {
+    super::orphans::run_dir(data_dir).join(format!("{server}.lock"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use rmcp::model::{CallToolResult, Content};
+
+    #[test]
+    fn results_become_text_for_the_model_and_errors_stay_errors() {
+        let result = CallToolResult::success(vec![Content::text("hello"), Content::image("aGVsbG8gd29ybGQh", "image/png")]);
+        let output = result_output(&result);
+        assert_eq!(output, ToolOutput::ok("hello\n[image image/png, 12 B]"));
+        let failed = CallToolResult::error(vec![Content::text("path outside allowed directories")]);
+        assert!(result_output(&failed).is_error);
+        let mut structured = CallToolResult::success(vec![]);
+        structured.structured_content = Some(serde_json::json!({"sum": 5}));
+        assert_eq!(result_output(&structured).content, r#"{"sum":5}"#);
+    }
+
+    #[test]
+    fn progress_reads_as_a_fraction_with_its_message() {
+        assert_eq!(Progress { progress: 3.0, total: Some(10.0), message: Some("step".into()) }.describe(), "3/10 · step");
+        assert_eq!(Progress { progress: 0.5, total: None, message: None }.describe(), "0.5");
+    }
+
+    #[test]
+    fn the_stderr_tail_keeps_the_last_200_lines() {
+        let tail = StderrTail::default();
+        for i in 0..250 {
+            tail.push(format!("line {i}"));
+        }
+        let lines = tail.lines();
+        assert_eq!((lines.len(), lines[0].as_str(), lines[199].as_str()), (200, "line 50", "line 249"));
+        assert_eq!(tail.last(2), "line 248\nline 249");
+    }
+}

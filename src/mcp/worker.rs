@@ -1,0 +1,500 @@
+//! The `mcp` worker: owns one connection per configured MCP server and the
+//! tokio runtime rmcp needs (one I/O thread, `mcp-io`); crossbeam stays the
+//! boundary. It starts the enabled servers from `mcp-servers.json` (after
+//! ending the ones a crashed cowork left behind), keeps each server's state —
+//! starting, running, stopped, error — and its stderr tail, refreshes a tool
+//! list on `tools/list_changed`, checks an idle connection with a 1 s ping
+//! before reusing it, and runs the agent's calls: many at once over one
+//! connection, each with its tool timeout, progress on the chip, and Stop
+//! cancelling it on the server. Settings → Integrations shows `AppEvent::McpServers`.
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, Instant};
+
+use crossbeam_channel::{Receiver, Sender, bounded};
+
+use super::config::{McpConfig, ServerConfig, Transport};
+use super::connection::{self, Connection, Notice, Progress, StderrTail};
+use super::tools::McpTool;
+use crate::events::{AppEvent, McpServerStatus as ServerStatus, McpServerView as ServerView, McpTestFigures as TestFigures, McpTestReport as TestReport, WorkerName};
+use crate::runtime::{EventSink, RestartPolicy, Supervised, WorkerContext, WorkerHandle, spawn_supervised};
+use crate::tools::ToolOutput;
+
+/// A connection unused this long is pinged (1 s) before the next call uses it.
+const IDLE_BEFORE_PING: Duration = Duration::from_secs(30);
+const PING_TIMEOUT: Duration = Duration::from_secs(1);
+
+/// A tool an agent may call, with whether its server is trusted.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Offered {
+    pub tool: McpTool,
+    pub trusted: bool,
+    pub tool_timeout_secs: u64,
+}
+
+pub struct CallRequest {
+    pub server: String,
+    pub tool: String,
+    pub arguments: serde_json::Value,
+    /// The agent's call id: progress is shown on its chip.
+    pub call_id: i64,
+    pub stop: Arc<AtomicBool>,
+    pub reply: Sender<ToolOutput>,
+}
+
+pub enum McpCommand {
+    /// Read mcp-servers.json again: start what is new or changed, stop what went.
+    Reload,
+    /// Reconnect one server (Settings' Reconnect).
+    Connect(String),
+    /// Stop one server until Reconnect or the next start.
+    Disconnect(String),
+    /// The enabled tools of the running servers.
+    Tools(Sender<Vec<Offered>>),
+    Call(CallRequest),
+    /// Settings' Test: answers with `AppEvent::McpTested`.
+    Test(String),
+    Shutdown,
+}
+
+struct Server {
+    config: ServerConfig,
+    status: ServerStatus,
+    connection: Option<Arc<Connection>>,
+    tools: Vec<McpTool>,
+    stderr: StderrTail,
+    /// Bumped at each (re)connect: a late result of an older attempt is dropped.
+    generation: u64,
+    last_used: Instant,
+    /// Calls that came while the server was starting.
+    waiting: Vec<CallRequest>,
+}
+
+/// What the runtime's tasks tell the worker.
+enum Internal {
+    Connected { server: String, generation: u64, result: Result<(Connection, Vec<McpTool>), String> },
+    Tools { server: String, generation: u64, result: Result<Vec<McpTool>, String> },
+    Unresponsive { server: String, generation: u64 },
+}
+
+pub struct McpWorker {
+    runtime: tokio::runtime::Runtime,
+    data_dir: PathBuf,
+    servers: BTreeMap<String, Server>,
+    sink: EventSink,
+    internal: (Sender<Internal>, Receiver<Internal>),
+    notices: (Sender<Notice>, Receiver<Notice>),
+}
+
+impl McpWorker {
+    pub fn new(data_dir: PathBuf, sink: EventSink) -> anyhow::Result<Self> {
+        let runtime = tokio::runtime::Builder::new_multi_thread().worker_threads(1).thread_name("mcp-io").enable_all().build()?;
+        Ok(McpWorker { runtime, data_dir, servers: BTreeMap::new(), sink, internal: bounded(256), notices: bounded(64) })
+    }
+
+    /// Ends servers an earlier cowork left running, then starts the enabled ones.
+    pub fn start(&mut self) {
+        for swept in super::orphans::sweep(&self.data_dir) {
+            tracing::info!(?swept, "MCP lockfile from an earlier run");
+        }
+        self.reload();
+    }
+
+    fn reload(&mut self) {
+        let config = match McpConfig::load(&self.data_dir) {
+            Ok(config) => config,
+            Err(err) => {
+                self.sink.send(AppEvent::Notice(format!("mcp-servers.json was not read: {err:#}")));
+                return;
+            }
+        };
+        let gone: Vec<String> = self.servers.keys().filter(|name| !config.servers.contains_key(*name)).cloned().collect();
+        for name in gone {
+            self.disconnect(&name);
+            self.servers.remove(&name);
+        }
+        for (name, server_config) in config.servers {
+            let changed = self.servers.get(&name).is_none_or(|s| s.config != server_config);
+            if !changed {
+                continue;
+            }
+            let entry = self.servers.entry(name.clone()).or_insert_with(|| Server {
+                config: server_config.clone(),
+                status: ServerStatus::Stopped,
+                connection: None,
+                tools: Vec::new(),
+                stderr: StderrTail::default(),
+                generation: 0,
+                last_used: Instant::now(),
+                waiting: Vec::new(),
+            });
+            entry.config = server_config;
+            if entry.config.disabled {
+                self.disconnect(&name);
+            } else {
+                self.connect(&name);
+            }
+        }
+        self.publish();
+    }
+
+    fn connect(&mut self, name: &str) {
+        self.disconnect_quietly(name);
+        let secrets = crate::secrets::Secrets::open(&self.data_dir);
+        let Some(server) = self.servers.get_mut(name) else { return };
+        server.generation += 1;
+        server.status = ServerStatus::Starting;
+        server.stderr = StderrTail::default();
+        let generation = server.generation;
+        let config = server.config.clone();
+        let resolved = secrets.and_then(|s| connection::resolve_secrets(&config, &s));
+        let (env, headers) = match resolved {
+            Ok(pair) => pair,
+            Err(err) => {
+                server.status = ServerStatus::Error(format!("its secrets could not be read: {err:#}"));
+                return;
+            }
+        };
+        let (stderr, notices, internal, data_dir, name) = (server.stderr.clone(), self.notices.0.clone(), self.internal.0.clone(), self.data_dir.clone(), name.to_owned());
+        self.runtime.spawn(async move {
+            let spawn = connection::Spawn { data_dir: &data_dir, env, headers, stderr, notices, gate: crate::net::OutboundGate::global() };
+            let result = async {
+                let connection = connection::connect(&name, &config, spawn).await?;
+                let tools = connection.tools(&name, Duration::from_secs(config.startup_timeout_secs.max(1))).await?;
+                anyhow::Ok((connection, tools))
+            }
+            .await
+            .map_err(|err| format!("{err:#}"));
+            let _ = internal.send(Internal::Connected { server: name, generation, result });
+        });
+    }
+
+    /// Stops a server's connection (the child ends) and forgets its lockfile.
+    fn disconnect_quietly(&mut self, name: &str) {
+        let Some(server) = self.servers.get_mut(name) else { return };
+        if let Some(connection) = server.connection.take() {
+            let token = connection.service.cancellation_token();
+            token.cancel();
+        }
+        super::orphans::forget(&self.data_dir, name);
+        for call in server.waiting.drain(..) {
+            let _ = call.reply.try_send(ToolOutput::error(format!("the MCP server {name} was stopped")));
+        }
+    }
+
+    fn disconnect(&mut self, name: &str) {
+        self.disconnect_quietly(name);
+        if let Some(server) = self.servers.get_mut(name) {
+            server.generation += 1;
+            server.status = ServerStatus::Stopped;
+        }
+    }
+
+    fn handle_internal(&mut self, message: Internal) {
+        match message {
+            Internal::Connected { server: name, generation, result } => {
+                let Some(server) = self.servers.get_mut(&name) else { return };
+                if server.generation != generation {
+                    return; // an older attempt: its connection drops (and its child ends) here
+                }
+                match result {
+                    Ok((connection, tools)) => {
+                        tracing::info!(server = %name, millis = connection.connect_millis, tools = tools.len(), "MCP server connected");
+                        server.connection = Some(Arc::new(connection));
+                        server.tools = tools;
+                        server.status = ServerStatus::Running;
+                        server.last_used = Instant::now();
+                        let waiting: Vec<CallRequest> = server.waiting.drain(..).collect();
+                        for call in waiting {
+                            self.dispatch(call);
+                        }
+                    }
+                    Err(err) => {
+                        server.status = ServerStatus::Error(err.clone());
+                        super::orphans::forget(&self.data_dir, &name);
+                        for call in server.waiting.drain(..) {
+                            let _ = call.reply.try_send(ToolOutput::error(format!("the MCP server {name} did not start: {err}")));
+                        }
+                    }
+                }
+            }
+            Internal::Tools { server: name, generation, result } => {
+                let Some(server) = self.servers.get_mut(&name) else { return };
+                if server.generation == generation {
+                    match result {
+                        Ok(tools) => server.tools = tools,
+                        Err(err) => tracing::warn!(server = %name, %err, "the changed tool list could not be read"),
+                    }
+                }
+            }
+            Internal::Unresponsive { server: name, generation } => {
+                if self.servers.get(&name).is_some_and(|s| s.generation == generation) {
+                    tracing::warn!(server = %name, "the MCP server did not answer its health check; reconnecting");
+                    self.connect(&name);
+                }
+            }
+        }
+        self.publish();
+    }
+
+    fn handle_notice(&mut self, notice: Notice) {
+        match notice {
+            Notice::ToolsChanged(name) => {
+                let Some(server) = self.servers.get(&name) else { return };
+                let Some(connection) = server.connection.clone() else { return };
+                let (internal, generation, timeout) = (self.internal.0.clone(), server.generation, Duration::from_secs(server.config.startup_timeout_secs.max(1)));
+                self.runtime.spawn(async move {
+                    let result = connection.tools(&name, timeout).await.map_err(|err| format!("{err:#}"));
+                    let _ = internal.send(Internal::Tools { server: name, generation, result });
+                });
+            }
+        }
+    }
+
+    /// The running servers' enabled tools.
+    pub fn offered(&self) -> Vec<Offered> {
+        self.servers
+            .values()
+            .filter(|s| s.status == ServerStatus::Running)
+            .flat_map(|s| {
+                s.tools
+                    .iter()
+                    .filter(|t| s.config.enabled_tools.as_ref().is_none_or(|enabled| enabled.contains(&t.name)))
+                    .map(|t| Offered { tool: t.clone(), trusted: s.config.trusted, tool_timeout_secs: s.config.tool_timeout_secs })
+            })
+            .collect()
+    }
+
+    fn dispatch(&mut self, call: CallRequest) {
+        let Some(server) = self.servers.get_mut(&call.server) else {
+            let _ = call.reply.try_send(ToolOutput::error(format!("there is no MCP server named {}", call.server)));
+            return;
+        };
+        match (&server.status, server.connection.clone()) {
+            (ServerStatus::Starting, _) => server.waiting.push(call),
+            (ServerStatus::Running, Some(connection)) => {
+                let idle = server.last_used.elapsed() >= IDLE_BEFORE_PING;
+                server.last_used = Instant::now();
+                let timeout = Duration::from_secs(server.config.tool_timeout_secs.max(1));
+                let (sink, internal, generation) = (self.sink.clone(), self.internal.0.clone(), server.generation);
+                self.runtime.spawn(async move {
+                    if (idle || connection.closed()) && !connection.alive(PING_TIMEOUT).await {
+                        let _ = internal.send(Internal::Unresponsive { server: call.server.clone(), generation });
+                        let _ = call.reply.send(ToolOutput::error(format!(
+                            "the MCP server {} did not answer its health check; cowork is reconnecting it, so the call did not run",
+                            call.server
+                        )));
+                        return;
+                    }
+                    let call_id = call.call_id;
+                    let on_progress = Arc::new(move |progress: Progress| {
+                        sink.send(AppEvent::ToolProgress { call_id, text: progress.describe() });
+                    });
+                    let output = connection.call(&call.tool, call.arguments, timeout, call.stop, on_progress).await;
+                    let _ = call.reply.send(output);
+                });
+            }
+            (status, _) => {
+                let why = match status {
+                    ServerStatus::Error(err) => format!("the MCP server {} is not running ({err})", call.server),
+                    _ => format!("the MCP server {} is stopped", call.server),
+                };
+                let _ = call.reply.try_send(ToolOutput::error(why));
+            }
+        }
+    }
+
+    /// A closed connection (the server exited) becomes an error with its stderr.
+    fn check_closed(&mut self) {
+        let mut changed = false;
+        for (name, server) in &mut self.servers {
+            if server.status == ServerStatus::Running && server.connection.as_ref().is_some_and(|c| c.closed()) {
+                server.connection = None;
+                let last = server.stderr.last(3);
+                let why = if last.trim().is_empty() { "the server exited".to_owned() } else { format!("the server exited; its stderr ends with:\n{last}") };
+                server.status = ServerStatus::Error(why);
+                super::orphans::forget(&self.data_dir, name);
+                changed = true;
+            }
+        }
+        if changed {
+            self.publish();
+        }
+    }
+
+    fn views(&self) -> Vec<ServerView> {
+        self.servers
+            .iter()
+            .map(|(name, s)| ServerView {
+                name: name.clone(),
+                endpoint: match s.config.transport() {
+                    Ok(Transport::Stdio { command, args }) => format!("stdio: {command} {}", args.join(" ")).trim_end().to_owned(),
+                    Ok(Transport::Http { url }) => format!("http: {url}"),
+                    Err(err) => format!("invalid: {err}"),
+                },
+                status: s.status.clone(),
+                trusted: s.config.trusted,
+                tools: s
+                    .tools
+                    .iter()
+                    .map(|t| (t.name.clone(), t.description.clone(), s.config.enabled_tools.as_ref().is_none_or(|e| e.contains(&t.name)), t.risk(s.config.trusted).as_str().to_owned()))
+                    .collect(),
+                stderr: s.stderr.lines(),
+                protocol_version: s.connection.as_ref().map(|c| c.protocol_version.clone()).unwrap_or_default(),
+                server_name: s.connection.as_ref().map(|c| c.server_name.clone()).unwrap_or_default(),
+                connect_millis: s.connection.as_ref().map(|c| c.connect_millis),
+            })
+            .collect()
+    }
+
+    fn publish(&self) {
+        self.sink.send(AppEvent::McpServers(self.views()));
+    }
+
+    fn test(&self, name: String) {
+        let Some(server) = self.servers.get(&name) else { return };
+        let (config, data_dir, sink) = (server.config.clone(), self.data_dir.clone(), self.sink.clone());
+        self.runtime.spawn(async move {
+            let report = test_server(&name, &config, &data_dir).await;
+            sink.send(AppEvent::McpTested(report));
+        });
+    }
+
+    fn shutdown(&mut self) {
+        let names: Vec<String> = self.servers.keys().cloned().collect();
+        for name in names {
+            self.disconnect(&name);
+        }
+        // Give the children their end (stdin closes, then kill) before the runtime goes.
+        self.runtime.block_on(async { tokio::time::sleep(Duration::from_millis(100)).await });
+    }
+}
+
+/// Connects to `name` on its own (a second connection for a running one),
+/// lists its tools, times a round trip, and disconnects: Settings' Test and
+/// `cowork mcp test`.
+pub async fn test_server(name: &str, config: &ServerConfig, data_dir: &std::path::Path) -> TestReport {
+    let stderr = StderrTail::default();
+    let (notices, _) = bounded(8);
+    let result = async {
+        let secrets = crate::secrets::Secrets::open(data_dir)?;
+        let (env, headers) = connection::resolve_secrets(config, &secrets)?;
+        let test_name = format!("{name}.test");
+        let spawn = connection::Spawn { data_dir, env, headers, stderr: stderr.clone(), notices, gate: crate::net::OutboundGate::global() };
+        let connection = connection::connect(&test_name, config, spawn).await?;
+        let tools = connection.tools(name, Duration::from_secs(config.startup_timeout_secs.max(1))).await?;
+        let started = Instant::now();
+        let alive = connection.alive(Duration::from_secs(5)).await;
+        let round_trip_micros = started.elapsed().as_micros() as u64;
+        let figures = TestFigures {
+            protocol_version: connection.protocol_version.clone(),
+            server_name: connection.server_name.clone(),
+            tools: tools.len(),
+            connect_millis: connection.connect_millis,
+            round_trip_micros,
+        };
+        connection.service.cancellation_token().cancel();
+        super::orphans::forget(data_dir, &test_name);
+        anyhow::ensure!(alive, "the server stopped answering after the handshake");
+        anyhow::Ok(figures)
+    }
+    .await
+    .map_err(|err| format!("{err:#}"));
+    // Let the last stderr lines arrive.
+    tokio::time::sleep(Duration::from_millis(50)).await;
+    TestReport { server: name.to_owned(), result, stderr: stderr.lines() }
+}
+
+impl Supervised for McpWorker {
+    type Command = McpCommand;
+
+    fn run(&mut self, commands: &Receiver<McpCommand>, _ctx: &WorkerContext) -> anyhow::Result<()> {
+        // rmcp's child-process guard spawns its kill on drop: drops here happen inside the runtime.
+        let handle = self.runtime.handle().clone();
+        let _entered = handle.enter();
+        self.start();
+        let internal = self.internal.1.clone();
+        let notices = self.notices.1.clone();
+        loop {
+            crossbeam_channel::select! {
+                recv(commands) -> command => match command {
+                    Ok(McpCommand::Reload) => self.reload(),
+                    Ok(McpCommand::Connect(name)) => {
+                        self.connect(&name);
+                        self.publish();
+                    }
+                    Ok(McpCommand::Disconnect(name)) => {
+                        self.disconnect(&name);
+                        self.publish();
+                    }
+                    Ok(McpCommand::Tools(reply)) => {
+                        let _ = reply.try_send(self.offered());
+                    }
+                    Ok(McpCommand::Call(call)) => self.dispatch(call),
+                    Ok(McpCommand::Test(name)) => self.test(name),
+                    Ok(McpCommand::Shutdown) | Err(_) => break,
+                },
+                recv(internal) -> message => if let Ok(message) = message { self.handle_internal(message) },
+                recv(notices) -> notice => if let Ok(notice) = notice { self.handle_notice(notice) },
+                default(Duration::from_secs(1)) => self.check_closed(),
+            }
+        }
+        self.shutdown();
+        Ok(())
+    }
+}
+
+pub fn channel() -> (Sender<McpCommand>, Receiver<McpCommand>) {
+    bounded(64)
+}
+
+pub fn spawn_mcp(data_dir: PathBuf, sink: EventSink, policy: RestartPolicy) -> std::io::Result<WorkerHandle<McpCommand>> {
+    spawn_supervised::<McpWorker, _>(WorkerName::Mcp, policy, sink.clone(), channel(), move |_ctx| McpWorker::new(data_dir.clone(), sink.clone()))
+}
+
+/// The agent's side: calls through the worker, waiting for the answer while
+/// watching Stop.
+#[derive(Clone, Debug)]
+pub struct McpClient {
+    pub commands: Sender<McpCommand>,
+}
+
+impl McpClient {
+    /// The tools to offer, or none when the worker does not answer in time.
+    pub fn offered(&self, wait: Duration) -> Vec<Offered> {
+        let (reply, answer) = bounded(1);
+        if self.commands.send_timeout(McpCommand::Tools(reply), wait).is_err() {
+            return Vec::new();
+        }
+        answer.recv_timeout(wait).unwrap_or_default()
+    }
+
+    /// Runs one call; `stop` is the agent's Stop flag, `timeout` the server's tool timeout.
+    pub fn call(&self, server: &str, tool: &str, arguments: serde_json::Value, call_id: i64, stop: &AtomicBool, timeout: Duration) -> ToolOutput {
+        let (reply, answer) = bounded(1);
+        let cancel = Arc::new(AtomicBool::new(false));
+        let request = CallRequest { server: server.to_owned(), tool: tool.to_owned(), arguments, call_id, stop: cancel.clone(), reply };
+        if self.commands.send_timeout(McpCommand::Call(request), Duration::from_secs(5)).is_err() {
+            return ToolOutput::error("cowork's MCP worker is not running");
+        }
+        // The worker answers within the timeout (plus a start-up and a cancel); this bounds a stuck one.
+        let deadline = Instant::now() + timeout + Duration::from_secs(60);
+        loop {
+            match answer.recv_timeout(Duration::from_millis(20)) {
+                Ok(output) => return output,
+                Err(crossbeam_channel::RecvTimeoutError::Disconnected) => return ToolOutput::error("cowork's MCP worker stopped during the call"),
+                Err(crossbeam_channel::RecvTimeoutError::Timeout) => {
+                    if stop.load(Ordering::SeqCst) {
+                        cancel.store(true, Ordering::SeqCst);
+                    }
+                    if Instant::now() > deadline {
+                        return ToolOutput::error("cowork's MCP worker did not answer");
+                    }
+                }
+            }
+        }
+    }
+}

@@ -220,6 +220,10 @@ impl CoworkApp {
                 self.state.tab = Some(tab);
             }
             UiAction::RemoveRule(id) => self.send_agent_command(AgentCommand::RemoveRule(id)),
+            UiAction::McpEdit(edit) => self.send_mcp(crate::mcp::worker::McpCommand::Edit(edit)),
+            UiAction::McpReconnect(name) => self.send_mcp(crate::mcp::worker::McpCommand::Connect(name)),
+            UiAction::McpStop(name) => self.send_mcp(crate::mcp::worker::McpCommand::Disconnect(name)),
+            UiAction::McpTest(name) => self.send_mcp(crate::mcp::worker::McpCommand::Test(name)),
             UiAction::RetryWorker(worker) => {
                 if let Some((_, control)) = self.channels.controls.iter().find(|(w, _)| *w == worker) {
                     if control.try_send(Control::Retry).is_err() {
@@ -477,6 +481,14 @@ impl CoworkApp {
             Ok(()) => {}
             Err(TrySendError::Full(_)) => self.state.notice("the agent worker is busy; try again in a moment"),
             Err(TrySendError::Disconnected(_)) => self.state.notice("the agent worker is not running"),
+        }
+    }
+
+    fn send_mcp(&mut self, command: crate::mcp::worker::McpCommand) {
+        match self.channels.mcp.try_send(command) {
+            Ok(()) => {}
+            Err(TrySendError::Full(_)) => self.state.notice("the MCP worker is busy; try again in a moment"),
+            Err(TrySendError::Disconnected(_)) => self.state.notice("the MCP worker is not running"),
         }
     }
 

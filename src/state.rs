@@ -35,6 +35,11 @@ impl Tab {
 /// What a view asks the app to do.
 #[derive(Clone, Debug, PartialEq)]
 pub enum UiAction {
+    /// Settings → Integrations: change mcp-servers.json.
+    McpEdit(crate::mcp::config::McpEdit),
+    McpReconnect(String),
+    McpStop(String),
+    McpTest(String),
     /// Settings → Models: answer with this chat model (None: the default for this machine).
     ChooseChatModel(Option<crate::config::ResolvedModel>),
     /// Settings → Models: check and add a GGUF file the user has.

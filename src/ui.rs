@@ -6,6 +6,7 @@ pub mod agent;
 pub mod chat;
 pub mod consent;
 pub mod context;
+pub mod integrations;
 pub mod memory;
 pub mod quick_prompt;
 pub mod settings;

@@ -182,6 +182,61 @@ impl McpConfig {
     }
 }
 
+/// A change the user makes in Settings → Integrations.
+#[derive(Clone, Debug, PartialEq)]
+pub enum McpEdit {
+    /// Add (or replace) a server: a command line (`npx -y pkg arg`) or an http(s) URL.
+    Add { name: String, endpoint: String },
+    Remove(String),
+    SetTrusted(String, bool),
+    SetDisabled(String, bool),
+    /// Offer one tool of a server to the agent, or not.
+    SetTool { server: String, tool: String, enabled: bool, all_tools: Vec<String> },
+}
+
+impl McpConfig {
+    /// Applies `edit`; an error (a bad name, an empty command) changes nothing.
+    pub fn apply(&mut self, edit: &McpEdit) -> anyhow::Result<()> {
+        fn server<'a>(config: &'a mut McpConfig, name: &str) -> anyhow::Result<&'a mut ServerConfig> {
+            config.servers.get_mut(name).ok_or_else(|| anyhow::anyhow!("no MCP server named {name:?}"))
+        }
+        match edit {
+            McpEdit::Add { name, endpoint } => {
+                check_name(name)?;
+                let endpoint = endpoint.trim();
+                let mut config = self.servers.get(name).cloned().unwrap_or_default();
+                if endpoint.starts_with("http://") || endpoint.starts_with("https://") {
+                    (config.command, config.args, config.url) = (None, Vec::new(), Some(endpoint.to_owned()));
+                } else {
+                    let mut words = endpoint.split_whitespace().map(str::to_owned);
+                    let command = words.next().ok_or_else(|| anyhow::anyhow!("give a command line or an http(s) URL"))?;
+                    (config.command, config.args, config.url) = (Some(command), words.collect(), None);
+                }
+                config.transport()?;
+                self.servers.insert(name.clone(), config);
+            }
+            McpEdit::Remove(name) => {
+                self.servers.remove(name).ok_or_else(|| anyhow::anyhow!("no MCP server named {name:?}"))?;
+            }
+            McpEdit::SetTrusted(name, trusted) => server(self, name)?.trusted = *trusted,
+            McpEdit::SetDisabled(name, disabled) => server(self, name)?.disabled = *disabled,
+            McpEdit::SetTool { server: name, tool, enabled, all_tools } => {
+                let config = server(self, name)?;
+                let mut tools = config.enabled_tools.clone().unwrap_or_else(|| all_tools.clone());
+                tools.retain(|t| t != tool);
+                if *enabled {
+                    tools.push(tool.clone());
+                }
+                tools.sort();
+                let mut all = all_tools.clone();
+                all.sort();
+                config.enabled_tools = if tools == all { None } else { Some(tools) };
+            }
+        }
+        Ok(())
+    }
+}
+
 /// A server's `env` or `headers` with each reference read from the secret
 /// store. A reference with nothing behind it is an error that names it.
 pub fn resolve(values: &BTreeMap<String, String>, secrets: &Secrets) -> anyhow::Result<BTreeMap<String, String>> {
@@ -487,5 +542,27 @@ mod tests {
         assert!(format!("{:#}", import(&bad).unwrap_err()).contains("no MCP servers"));
         std::fs::write(dir.path().join(FILE_NAME), "{ not json").unwrap();
         assert!(format!("{:#}", McpConfig::load(dir.path()).unwrap_err()).contains("is not valid"));
+    }
+
+    #[test]
+    fn settings_edits_add_trust_and_pick_tools_and_refuse_bad_input() {
+        let mut config = McpConfig::default();
+        config.apply(&McpEdit::Add { name: "files".into(), endpoint: "npx -y @modelcontextprotocol/server-filesystem /tmp".into() }).unwrap();
+        assert_eq!(config.servers["files"].command.as_deref(), Some("npx"));
+        assert_eq!(config.servers["files"].args, ["-y", "@modelcontextprotocol/server-filesystem", "/tmp"]);
+        config.apply(&McpEdit::Add { name: "remote".into(), endpoint: "https://mcp.example.com/mcp".into() }).unwrap();
+        assert_eq!(config.servers["remote"].url.as_deref(), Some("https://mcp.example.com/mcp"));
+        assert!(config.apply(&McpEdit::Add { name: "a__b".into(), endpoint: "x".into() }).is_err());
+        assert!(config.apply(&McpEdit::Add { name: "empty".into(), endpoint: "  ".into() }).is_err());
+        assert!(!config.servers.contains_key("empty"));
+        config.apply(&McpEdit::SetTrusted("files".into(), true)).unwrap();
+        assert!(config.servers["files"].trusted);
+        let all = vec!["read".to_owned(), "write".to_owned()];
+        config.apply(&McpEdit::SetTool { server: "files".into(), tool: "write".into(), enabled: false, all_tools: all.clone() }).unwrap();
+        assert_eq!(config.servers["files"].enabled_tools, Some(vec!["read".to_owned()]));
+        config.apply(&McpEdit::SetTool { server: "files".into(), tool: "write".into(), enabled: true, all_tools: all }).unwrap();
+        assert_eq!(config.servers["files"].enabled_tools, None, "all enabled again: no list");
+        config.apply(&McpEdit::Remove("remote".into())).unwrap();
+        assert!(config.apply(&McpEdit::Remove("remote".into())).is_err());
     }
 }

@@ -57,6 +57,8 @@ pub enum McpCommand {
     Call(CallRequest),
     /// Settings' Test: answers with `AppEvent::McpTested`.
     Test(String),
+    /// A change from Settings → Integrations: written to mcp-servers.json, then reloaded.
+    Edit(super::config::McpEdit),
     Shutdown,
 }
 
@@ -139,6 +141,20 @@ impl McpWorker {
             }
         }
         self.publish();
+    }
+
+    fn edit(&mut self, edit: &super::config::McpEdit) {
+        let result = McpConfig::load(&self.data_dir).and_then(|mut config| {
+            config.apply(edit)?;
+            let secrets = crate::secrets::Secrets::open(&self.data_dir)?;
+            config.save(&self.data_dir, &secrets)
+        });
+        match result {
+            Ok(()) => self.reload(),
+            Err(err) => {
+                self.sink.send(AppEvent::Notice(format!("the MCP servers were not changed: {err:#}")));
+            }
+        }
     }
 
     fn connect(&mut self, name: &str) {
@@ -435,6 +451,7 @@ impl Supervised for McpWorker {
                     }
                     Ok(McpCommand::Call(call)) => self.dispatch(call),
                     Ok(McpCommand::Test(name)) => self.test(name),
+                    Ok(McpCommand::Edit(edit)) => self.edit(&edit),
                     Ok(McpCommand::Shutdown) | Err(_) => break,
                 },
                 recv(internal) -> message => if let Ok(message) = message { self.handle_internal(message) },

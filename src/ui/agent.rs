@@ -237,7 +237,9 @@ pub fn answer_steps_ui(ui: &mut egui::Ui, state: &AppState, answer_id: i64, pane
                 CallStatus::Cancelled => ("stopped", theme::MUTED),
             };
             let took = call.duration_millis.filter(|_| call.status.settled()).map(|ms| format!(" {ms} ms")).unwrap_or_default();
-            let text = format!("{} {} · {status}{took}", call.tool, short_arguments(call));
+            // An MCP server's progress for a running call ("3/10 · indexing").
+            let progress = state.tool_progress.get(&call.call_id).filter(|_| call.status == CallStatus::Running).map(|p| format!(" {p}")).unwrap_or_default();
+            let text = format!("{} {} · {status}{progress}{took}", call.tool, short_arguments(call));
             let open = panel.expanded.contains(&call.call_id);
             if ui.selectable_label(open, RichText::new(text).small().color(colour)).on_hover_text(&call.why).clicked() {
                 if open {

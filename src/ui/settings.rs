@@ -28,6 +28,7 @@ pub struct SettingsPanel {
     pub agent_steps: Option<String>,
     pub approval_timeout: Option<String>,
     pub always_ask: Option<String>,
+    pub integrations: crate::ui::integrations::IntegrationsPanel,
 }
 
 #[derive(Default)]
@@ -145,6 +146,10 @@ pub fn settings_ui(
         ui.separator();
         ui.heading("Agent");
         agent_ui(ui, state, panel, actions);
+
+        ui.separator();
+        ui.heading("Integrations");
+        crate::ui::integrations::integrations_ui(ui, state, &mut panel.integrations, actions);
 
         ui.separator();
         ui.heading("Network");

@@ -780,3 +780,46 @@ fn an_open_tool_chip_shows_the_head_of_a_long_result() {
     harness.run();
     harness.get_by_label(&format!("… {} more bytes, kept whole in cowork.db", output.len() - 64 * 1024));
 }
+
+/// Settings → Integrations shows each MCP server's state (an error with its
+/// reason and stderr), and its buttons and tool switches reach the mcp worker.
+#[test]
+fn settings_integrations_show_server_state_and_send_reconnect_test_and_tool_choices() {
+    use cowork::events::{McpServerStatus, McpServerView};
+    use cowork::mcp::config::McpEdit;
+    use cowork::mcp::worker::McpCommand;
+    let (mut harness, far) = app_with(AppOptions::default(), 3000.0);
+    let view = |name: &str, status: McpServerStatus| McpServerView {
+        name: name.into(),
+        endpoint: format!("stdio: {name}-server"),
+        status,
+        trusted: false,
+        tools: vec![("echo".into(), "Echoes".into(), true, "sensitive".into()), ("add".into(), "Adds".into(), true, "sensitive".into())],
+        stderr: vec!["listening on stdio".into()],
+        protocol_version: "2025-11-25".into(),
+        server_name: "everything 2.0".into(),
+        connect_millis: Some(300),
+    };
+    let broken = McpServerView { tools: Vec::new(), stderr: vec!["Traceback: ImportError".into()], ..view("broken", McpServerStatus::Error("no handshake within 30 s (startup timeout)".into())) };
+    far.events.send(AppEvent::McpServers(vec![broken, view("everything", McpServerStatus::Running)])).unwrap();
+    harness.get_by_label("Settings").click();
+    harness.run();
+    harness.get_by_label_contains("no handshake within 30 s");
+    harness.get_by_label_contains("2 tools · 2025-11-25");
+    harness.get_by_label("Start").click();
+    harness.run();
+    harness.get_all_by_label("Test").nth(1).unwrap().click();
+    harness.run();
+    harness.get_by_label("Tools of everything (2)").click();
+    harness.run();
+    harness.get_by_label("echo").click();
+    harness.run();
+    let sent: Vec<McpCommand> = far.mcp.try_iter().collect();
+    assert!(matches!(&sent[0], McpCommand::Connect(name) if name == "broken"));
+    assert!(matches!(&sent[1], McpCommand::Test(name) if name == "everything"));
+    match &sent[2] {
+        McpCommand::Edit(McpEdit::SetTool { server, tool, enabled, .. }) => assert_eq!((server.as_str(), tool.as_str(), *enabled), ("everything", "echo", false)),
+        _ => panic!("a tool switch is an edit"),
+    }
+    assert_eq!(sent.len(), 3);
+}

@@ -1,0 +1,119 @@
+//! Settings → Integrations: the MCP servers from mcp-servers.json with their
+//! state (an error says why, with Reconnect), their tools (each can be kept
+//! from the agent), trust, Test (protocol, tools, connect and round-trip
+//! time), the last lines of a stdio server's stderr, and adding or removing a
+//! server. Edits go to the mcp worker, which writes the file.
+
+use egui::{RichText, ScrollArea};
+
+use crate::events::McpServerStatus;
+use crate::mcp::config::McpEdit;
+use crate::state::{AppState, UiAction};
+use crate::ui::theme;
+
+/// Drafts of the "Add a server" form.
+#[derive(Default)]
+pub struct IntegrationsPanel {
+    pub name: String,
+    pub endpoint: String,
+}
+
+pub fn integrations_ui(ui: &mut egui::Ui, state: &AppState, panel: &mut IntegrationsPanel, actions: &mut Vec<UiAction>) {
+    if state.mcp_servers.is_empty() {
+        ui.label(RichText::new("No MCP servers; add one below, or `cowork mcp import FILE` takes Claude Desktop's, Zed's or Codex's").small().color(theme::MUTED));
+    }
+    for server in &state.mcp_servers {
+        let (colour, detail) = match &server.status {
+            McpServerStatus::Running => (theme::OK, format!("{} tools · {} · {}", server.tools.len(), server.protocol_version, server.server_name)),
+            McpServerStatus::Starting => (theme::WARN, String::new()),
+            McpServerStatus::Stopped => (theme::MUTED, String::new()),
+            McpServerStatus::Error(why) => (theme::ERROR, why.clone()),
+        };
+        ui.horizontal(|ui| {
+            ui.label(RichText::new(&server.name).strong());
+            ui.label(RichText::new(server.status.label()).color(colour));
+        });
+        ui.label(RichText::new(&server.endpoint).monospace().small().color(theme::MUTED));
+        if !detail.is_empty() {
+            ui.label(RichText::new(detail).small().color(if matches!(server.status, McpServerStatus::Error(_)) { theme::ERROR } else { theme::MUTED }));
+        }
+        ui.horizontal_wrapped(|ui| {
+            let label = if server.status == McpServerStatus::Running { "Reconnect" } else { "Start" };
+            if ui.small_button(label).on_hover_text(format!("{label} {}", server.name)).clicked() {
+                actions.push(UiAction::McpReconnect(server.name.clone()));
+            }
+            if server.status == McpServerStatus::Running && ui.small_button("Stop").clicked() {
+                actions.push(UiAction::McpStop(server.name.clone()));
+            }
+            if ui.small_button("Test").clicked() {
+                actions.push(UiAction::McpTest(server.name.clone()));
+            }
+            if ui.small_button("Remove").clicked() {
+                actions.push(UiAction::McpEdit(McpEdit::Remove(server.name.clone())));
+            }
+            let mut trusted = server.trusted;
+            if ui
+                .checkbox(&mut trusted, "Trust its annotations")
+                .on_hover_text("Trusted, a tool the server calls read-only runs without asking; untrusted, every tool of it asks")
+                .changed()
+            {
+                actions.push(UiAction::McpEdit(McpEdit::SetTrusted(server.name.clone(), trusted)));
+            }
+        });
+        if let Some(report) = state.mcp_test.as_ref().filter(|r| r.server == server.name) {
+            let text = match &report.result {
+                Ok(f) => format!(
+                    "Test: {} · protocol {} · {} tools · connect {} ms · round trip {:.2} ms",
+                    f.server_name,
+                    f.protocol_version,
+                    f.tools,
+                    f.connect_millis,
+                    f.round_trip_micros as f64 / 1000.0
+                ),
+                Err(err) => format!("Test failed: {err}"),
+            };
+            ui.label(RichText::new(text).small().color(if report.result.is_ok() { theme::OK } else { theme::ERROR }));
+        }
+        if !server.tools.is_empty() {
+            egui::CollapsingHeader::new(format!("Tools of {} ({})", server.name, server.tools.len())).id_salt(("mcp-tools", &server.name)).show(ui, |ui| {
+                let all: Vec<String> = server.tools.iter().map(|t| t.0.clone()).collect();
+                for (tool, description, enabled, risk) in &server.tools {
+                    let mut on = *enabled;
+                    ui.horizontal(|ui| {
+                        if ui.checkbox(&mut on, RichText::new(tool).monospace()).on_hover_text(description).changed() {
+                            actions.push(UiAction::McpEdit(McpEdit::SetTool { server: server.name.clone(), tool: tool.clone(), enabled: on, all_tools: all.clone() }));
+                        }
+                        ui.label(RichText::new(risk).small().color(theme::MUTED));
+                    });
+                }
+            });
+        }
+        if !server.stderr.is_empty() {
+            egui::CollapsingHeader::new(format!("Stderr of {} (last {} lines)", server.name, server.stderr.len())).id_salt(("mcp-stderr", &server.name)).show(ui, |ui| {
+                ScrollArea::vertical().id_salt(("mcp-stderr-scroll", &server.name)).max_height(160.0).stick_to_bottom(true).show(ui, |ui| {
+                    for line in &server.stderr {
+                        ui.label(RichText::new(line).monospace().small());
+                    }
+                });
+            });
+        }
+        ui.add_space(theme::SPACING);
+    }
+    egui::CollapsingHeader::new("Add a server").show(ui, |ui| {
+        ui.horizontal(|ui| {
+            let label = ui.label("Name");
+            ui.text_edit_singleline(&mut panel.name).labelled_by(label.id);
+        });
+        ui.horizontal(|ui| {
+            let label = ui.label("Command or URL");
+            ui.text_edit_singleline(&mut panel.endpoint).labelled_by(label.id);
+        });
+        ui.label(RichText::new("For example `npx -y @modelcontextprotocol/server-filesystem ~/notes` or `https://host/mcp`; keys and headers go in with `cowork mcp import`").small().color(theme::MUTED));
+        let ready = !panel.name.trim().is_empty() && !panel.endpoint.trim().is_empty();
+        if ui.add_enabled(ready, egui::Button::new("Add server")).clicked() {
+            actions.push(UiAction::McpEdit(McpEdit::Add { name: panel.name.trim().to_owned(), endpoint: panel.endpoint.trim().to_owned() }));
+            panel.name.clear();
+            panel.endpoint.clear();
+        }
+    });
+}

@@ -1,0 +1,90 @@
+//! MCP client overhead against the reference server-everything (node), over
+//! stdio and streamable HTTP: connect time, and a tool call's round trip
+//! through the mcp worker (`McpClient::call`, as the agent makes it) for
+//! `echo`, whose own work is nothing, so the time is cowork's overhead plus
+//! the transport and node's JSON handling. Prints p50/p95 over 500 calls, then
+//! criterion's estimate. Needs COWORK_TEST_MCP_EVERYTHING (scripts/test sets it
+//! up): `source scripts/common.sh; setup_mcp_server; cargo bench --profile dev --bench mcp`.
+
+use std::process::{Command, Stdio};
+use std::sync::atomic::AtomicBool;
+use std::time::{Duration, Instant};
+
+use cowork::events::{AppEvent, McpServerStatus};
+use cowork::mcp::worker::McpClient;
+use criterion::{Criterion, criterion_group, criterion_main};
+use serde_json::json;
+
+fn rss_kib(pid: u32) -> u64 {
+    std::fs::read_to_string(format!("/proc/{pid}/status"))
+        .ok()
+        .and_then(|s| s.lines().find(|l| l.starts_with("VmRSS:")).and_then(|l| l.split_whitespace().nth(1)?.parse().ok()))
+        .unwrap_or(0)
+}
+
+fn bench(c: &mut Criterion) {
+    let Ok(entry) = std::env::var("COWORK_TEST_MCP_EVERYTHING") else {
+        eprintln!("COWORK_TEST_MCP_EVERYTHING is not set: source scripts/common.sh; setup_mcp_server");
+        return;
+    };
+    let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+    let mut http = Command::new("node").arg(&entry).arg("streamableHttp").env("PORT", port.to_string()).stdout(Stdio::null()).stderr(Stdio::null()).spawn().unwrap();
+    let started = Instant::now();
+    while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() && started.elapsed() < Duration::from_secs(30) {
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let data = tempfile::tempdir().unwrap();
+    let config = json!({"mcpServers": {
+        "stdio": {"command": "node", "args": [entry, "stdio"]},
+        "http": {"url": format!("http://127.0.0.1:{port}/mcp")}
+    }});
+    std::fs::write(data.path().join("mcp-servers.json"), config.to_string()).unwrap();
+    let rss_before = rss_kib(std::process::id());
+    let (events_tx, events) = crossbeam_channel::bounded(1024);
+    let sink = cowork::runtime::EventSink::new(events_tx, || {});
+    let mut worker = cowork::mcp::worker::spawn_mcp(data.path().to_owned(), sink, cowork::runtime::RestartPolicy::default()).unwrap();
+    let deadline = Instant::now() + Duration::from_secs(60);
+    let servers = loop {
+        match events.recv_timeout(deadline.saturating_duration_since(Instant::now())) {
+            Ok(AppEvent::McpServers(servers)) if servers.len() == 2 && servers.iter().all(|s| s.status == McpServerStatus::Running) => break servers,
+            Ok(_) => {}
+            Err(_) => panic!("the servers did not start"),
+        }
+    };
+    for server in &servers {
+        println!("mcp connect {}: {} ms (handshake + tools/list)", server.name, server.connect_millis.unwrap_or_default());
+    }
+    let lock = std::fs::read_to_string(cowork::mcp::connection::lockfile(data.path(), "stdio")).unwrap();
+    let pid: u32 = serde_json::from_str::<serde_json::Value>(&lock).unwrap()["pid"].as_u64().unwrap() as u32;
+    println!(
+        "mcp memory: cowork +{} KiB for two connections; the stdio server (node) {} KiB, the HTTP server (node) {} KiB",
+        rss_kib(std::process::id()).saturating_sub(rss_before),
+        rss_kib(pid),
+        rss_kib(http.id())
+    );
+    let client = McpClient { commands: worker.commands.clone() };
+    let stop = AtomicBool::new(false);
+    for server in ["stdio", "http"] {
+        let mut samples: Vec<Duration> = (0..500)
+            .map(|i| {
+                let started = Instant::now();
+                let out = client.call(server, "echo", json!({"message": format!("m{i}")}), i, &stop, Duration::from_secs(10));
+                assert!(!out.is_error, "{out:?}");
+                started.elapsed()
+            })
+            .collect();
+        samples.sort();
+        println!("mcp echo round trip over {server}: p50 {:?}, p95 {:?}", samples[samples.len() / 2], samples[samples.len() * 95 / 100]);
+        c.bench_function(&format!("mcp echo over {server}"), |b| b.iter(|| client.call(server, "echo", json!({"message": "x"}), 0, &stop, Duration::from_secs(10))));
+    }
+    worker.shutdown(cowork::mcp::worker::McpCommand::Shutdown, Duration::from_secs(5));
+    let _ = http.kill();
+    let _ = http.wait();
+}
+
+criterion_group! {
+    name = benches;
+    config = Criterion::default().sample_size(50).measurement_time(Duration::from_secs(5));
+    targets = bench
+}
+criterion_main!(benches);

@@ -352,7 +352,7 @@ pub fn lockfile(data_dir: &std::path::Path, server: &str) -> PathBuf {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use rmcp::model::{CallToolResult, Content};
+    use rmcp::model::{CallToolResult, ContentBlock as Content};
 
     #[test]
     fn results_become_text_for_the_model_and_errors_stay_errors() {

@@ -54,7 +54,7 @@ fn bench(c: &mut Criterion) {
     for server in &servers {
         println!("mcp connect {}: {} ms (handshake + tools/list)", server.name, server.connect_millis.unwrap_or_default());
     }
-    let lock = std::fs::read_to_string(cowork::mcp::connection::lockfile(data.path(), "stdio")).unwrap();
+    let lock = std::fs::read_to_string(cowork::mcp::orphans::lock_path(data.path(), "stdio")).unwrap();
     let pid: u32 = serde_json::from_str::<serde_json::Value>(&lock).unwrap()["pid"].as_u64().unwrap() as u32;
     println!(
         "mcp memory: cowork +{} KiB for two connections; the stdio server (node) {} KiB, the HTTP server (node) {} KiB",

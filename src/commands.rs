@@ -53,13 +53,11 @@ pub fn mcp_import(paths: &Paths, file: &Path) -> anyhow::Result<()> {
 
 /// `cowork mcp list`: the configured servers.
 pub fn mcp_list(paths: &Paths) -> anyhow::Result<()> {
-    use crate::mcp::config::{McpConfig, Transport};
+    use crate::mcp::config::McpConfig;
+    // load() has checked every server's transport.
     let config = McpConfig::load(&paths.data_dir)?;
     for (name, server) in &config.servers {
-        let how = match server.transport()? {
-            Transport::Stdio { command, args } => format!("stdio: {command} {}", args.join(" ")),
-            Transport::Http { url } => format!("http: {url}"),
-        };
+        let how = server.endpoint();
         let tools = server.enabled_tools.as_ref().map(|t| format!(", tools: {}", t.join(" "))).unwrap_or_default();
         let off = if server.disabled { " (disabled)" } else { "" };
         println!("{name}{off}\t{how}\t(start {} s, call {} s{tools})", server.startup_timeout_secs, server.tool_timeout_secs);

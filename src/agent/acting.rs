@@ -407,7 +407,7 @@ impl<B: LocalBrain> AgentWorker<B> {
             model_call_id,
             tool: tool.clone(),
             arguments: args.clone(),
-            risk: registry::get(&tool).map_or(crate::tools::Risk::Dangerous, |s| s.risk).max(if integrations::is_mcp(&tool) { crate::tools::Risk::Sensitive } else { crate::tools::Risk::Safe }),
+            risk: registry::get(&tool).map_or(crate::tools::Risk::Dangerous, |s| s.risk),
             status: CallStatus::Failed,
             why: String::new(),
             decided_by: Some("policy: arguments".into()),

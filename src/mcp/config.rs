@@ -106,6 +106,17 @@ impl ServerConfig {
     }
 }
 
+impl ServerConfig {
+    /// "stdio: npx -y pkg" or "http: https://…", for lists and Settings.
+    pub fn endpoint(&self) -> String {
+        match self.transport() {
+            Ok(Transport::Stdio { command, args }) => format!("stdio: {command} {}", args.join(" ")).trim_end().to_owned(),
+            Ok(Transport::Http { url }) => format!("http: {url}"),
+            Err(err) => format!("invalid: {err}"),
+        }
+    }
+}
+
 /// The secret store's name for one `env` or `headers` value.
 pub fn secret_name(server: &str, part: &str, key: &str) -> String {
     format!("mcp/{server}/{part}/{key}")

@@ -7,7 +7,6 @@
 //! the agent gives its model.
 
 use std::collections::{BTreeMap, HashMap, VecDeque};
-use std::path::PathBuf;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
@@ -342,11 +341,6 @@ fn human_bytes(bytes: usize) -> String {
 /// Resolves a server's `env` and `headers` references from the secret store.
 pub fn resolve_secrets(config: &ServerConfig, secrets: &crate::secrets::Secrets) -> anyhow::Result<(BTreeMap<String, String>, BTreeMap<String, String>)> {
     Ok((super::config::resolve(&config.env, secrets)?, super::config::resolve(&config.headers, secrets)?))
-}
-
-/// Where the data directory's lockfiles are, for tests that look.
-pub fn lockfile(data_dir: &std::path::Path, server: &str) -> PathBuf {
-    super::orphans::run_dir(data_dir).join(format!("{server}.lock"))
 }
 
 #[cfg(test)]

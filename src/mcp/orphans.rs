@@ -39,7 +39,8 @@ pub fn run_dir(data_dir: &Path) -> PathBuf {
     data_dir.join("mcp").join("run")
 }
 
-fn lock_path(data_dir: &Path, server: &str) -> PathBuf {
+/// Where the lockfile of stdio server `server` is.
+pub fn lock_path(data_dir: &Path, server: &str) -> PathBuf {
     run_dir(data_dir).join(format!("{server}.lock"))
 }
 

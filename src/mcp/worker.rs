@@ -16,7 +16,7 @@ use std::time::{Duration, Instant};
 
 use crossbeam_channel::{Receiver, Sender, bounded};
 
-use super::config::{McpConfig, ServerConfig, Transport};
+use super::config::{McpConfig, ServerConfig};
 use super::connection::{self, Connection, Notice, Progress, StderrTail};
 use super::tools::McpTool;
 use crate::events::{AppEvent, McpServerStatus as ServerStatus, McpServerView as ServerView, McpTestFigures as TestFigures, McpTestReport as TestReport, WorkerName};
@@ -346,11 +346,7 @@ impl McpWorker {
             .iter()
             .map(|(name, s)| ServerView {
                 name: name.clone(),
-                endpoint: match s.config.transport() {
-                    Ok(Transport::Stdio { command, args }) => format!("stdio: {command} {}", args.join(" ")).trim_end().to_owned(),
-                    Ok(Transport::Http { url }) => format!("http: {url}"),
-                    Err(err) => format!("invalid: {err}"),
-                },
+                endpoint: s.config.endpoint(),
                 status: s.status.clone(),
                 trusted: s.config.trusted,
                 tools: s

@@ -72,9 +72,9 @@ fn the_agent_calls_server_everything_over_stdio_and_http_with_progress_and_stop(
         let echo = view.tools.iter().find(|t| t.0 == "echo").unwrap();
         assert_eq!(echo.3, "sensitive");
     }
-    let lock = cowork::mcp::connection::lockfile(data.path(), "everything");
+    let lock = cowork::mcp::orphans::lock_path(data.path(), "everything");
     assert!(lock.is_file(), "a stdio server has a lockfile");
-    assert!(!cowork::mcp::connection::lockfile(data.path(), "remote").exists());
+    assert!(!cowork::mcp::orphans::lock_path(data.path(), "remote").exists());
     assert!(server(&views, "everything").stderr.iter().any(|l| l.contains("Starting")), "its stderr is kept: {:?}", server(&views, "everything").stderr);
 
     let request = task("echo something and add two numbers");

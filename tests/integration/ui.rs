@@ -90,6 +90,19 @@ fn saved_settings(far: &Far) -> Vec<(String, String)> {
         .collect()
 }
 
+/// Types `text`, clicks Send, and returns the request that reached the agent worker.
+#[track_caller]
+fn send_message(harness: &mut Harness<'static, CoworkApp>, far: &Far, text: &str) -> cowork::agent::ChatRequest {
+    type_message(harness, text);
+    harness.run();
+    harness.get_by_label("Send").click();
+    harness.run();
+    match far.agent.try_recv().expect("a chat request reached the agent worker") {
+        AgentCommand::Chat(request) => request,
+        other => panic!("unexpected {other:?}"),
+    }
+}
+
 /// Focuses the chat input (kittest types only into a focused widget) and types.
 fn type_message(harness: &mut Harness<'static, CoworkApp>, text: &str) {
     harness.get_by_role_and_label(Role::MultilineTextInput, "Message").focus();
@@ -141,14 +154,7 @@ fn tabs_switch_by_label_and_each_panel_shows_its_content() {
 #[test]
 fn send_streams_the_answer_shows_the_context_and_stop_bumps_the_epoch() {
     let (mut harness, far) = app();
-    type_message(&mut harness, "What was I doing?");
-    harness.run();
-    harness.get_by_label("Send").click();
-    harness.run();
-    let request = match far.agent.try_recv().expect("a chat request reached the agent worker") {
-        AgentCommand::Chat(request) => request,
-        other => panic!("unexpected {other:?}"),
-    };
+    let request = send_message(&mut harness, &far, "What was I doing?");
     assert_eq!(request.text, "What was I doing?");
     assert!(request.thread_is_new);
 
@@ -747,14 +753,7 @@ fn settings_show_the_agents_rules_and_audit_and_remove_a_rule() {
 #[test]
 fn an_open_tool_chip_shows_the_head_of_a_long_result() {
     let (mut harness, far) = app();
-    type_message(&mut harness, "read my build log");
-    harness.run();
-    harness.get_by_label("Send").click();
-    harness.run();
-    let request = match far.agent.try_recv().expect("a chat request reached the agent worker") {
-        AgentCommand::Chat(request) => request,
-        other => panic!("unexpected {other:?}"),
-    };
+    let request = send_message(&mut harness, &far, "read my build log");
     let output = "build ok\n".repeat(20_000);
     let call = cowork::events::ToolCallView {
         operation_id: 1,

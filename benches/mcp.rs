@@ -5,6 +5,13 @@
 //! the transport and node's JSON handling. Prints p50/p95 over 500 calls, then
 //! criterion's estimate. Needs COWORK_TEST_MCP_EVERYTHING (scripts/test sets it
 //! up): `source scripts/common.sh; setup_mcp_server; cargo bench --profile dev --bench mcp`.
+//!
+//! Then the other way round: `cowork mcp serve` over loopback HTTP (in this
+//! process, as the command runs it) with COWORK_BENCH_SERVE_CHUNKS typed
+//! chunks (default 100,000) in a real cowork.db with their vectors, and the
+//! mcp worker as its client: `search_memory` p50/p95 end to end (transport,
+//! consent check, hybrid search with the real MiniLM query embedding, the
+//! firewall's rules, the audit write).
 
 use std::process::{Command, Stdio};
 use std::sync::atomic::AtomicBool;
@@ -14,6 +21,9 @@ use cowork::events::{AppEvent, McpServerStatus};
 use cowork::mcp::worker::McpClient;
 use criterion::{Criterion, criterion_group, criterion_main};
 use serde_json::json;
+
+#[path = "support/memory.rs"]
+mod memory;
 
 fn rss_kib(pid: u32) -> u64 {
     std::fs::read_to_string(format!("/proc/{pid}/status"))
@@ -82,9 +92,67 @@ fn bench(c: &mut Criterion) {
     let _ = http.wait();
 }
 
+fn serve_search(c: &mut Criterion) {
+    let n: usize = std::env::var("COWORK_BENCH_SERVE_CHUNKS").ok().and_then(|v| v.parse().ok()).unwrap_or(100_000);
+    let data = tempfile::tempdir().unwrap();
+    let started = Instant::now();
+    memory::typed_chunks(data.path(), n);
+    println!("serve: {n} typed chunks with vectors written in {:.0} s", started.elapsed().as_secs_f64());
+    let paths = cowork::config::Paths { data_dir: data.path().to_owned(), models_dir: std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("models") };
+    let token = cowork::mcp::serve::token(data.path()).unwrap();
+    let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+    let options = cowork::mcp::serve::ServeOptions { http: Some(([127, 0, 0, 1], port).into()), allow: Vec::new(), consent_wait: Duration::ZERO };
+    let served = paths.clone();
+    std::thread::spawn(move || cowork::mcp::serve::serve(&served, options));
+    let client_dir = tempfile::tempdir().unwrap();
+    let config = json!({"mcpServers": {"cowork": {"url": format!("http://127.0.0.1:{port}/mcp"), "headers": {"Authorization": format!("Bearer {token}")}}}});
+    std::fs::write(client_dir.path().join("mcp-servers.json"), config.to_string()).unwrap();
+    let (events_tx, events) = crossbeam_channel::bounded(1024);
+    let sink = cowork::runtime::EventSink::new(events_tx, || {});
+    let mut worker = cowork::mcp::worker::spawn_mcp(client_dir.path().to_owned(), sink, cowork::runtime::RestartPolicy::default()).unwrap();
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        match events.recv_timeout(deadline.saturating_duration_since(Instant::now())) {
+            Ok(AppEvent::McpServers(servers)) if servers.iter().any(|s| s.status == McpServerStatus::Running) => break,
+            Ok(AppEvent::McpServers(servers)) if servers.iter().any(|s| matches!(s.status, McpServerStatus::Error(_))) => panic!("{servers:?}"),
+            Ok(_) => {}
+            Err(_) => panic!("cowork mcp serve did not start"),
+        }
+    }
+    let client = McpClient { commands: worker.commands.clone() };
+    let stop = AtomicBool::new(false);
+    let search = |query: &str| client.call("cowork", "search_memory", json!({"query": query, "limit": 8}), 0, &stop, Duration::from_secs(120));
+    // The first call asks for consent; allow the client as the sidebar would.
+    let refused = search("budget");
+    assert!(refused.is_error, "{refused:?}");
+    let conn = cowork::store::open_writer(&paths.db_path()).unwrap();
+    for pending in cowork::agent::store::mcp_clients(&conn).unwrap() {
+        let write = cowork::agent::store::AgentWrite::McpClientDecided { name: pending.name, allowed: true, by: "bench".into(), at_millis: cowork::ids::now_millis() };
+        cowork::agent::store::apply(&conn, &write).unwrap();
+    }
+    // The first search opens (at 100k: builds) the vector index.
+    let started = Instant::now();
+    let first = search("budget meeting notes");
+    assert!(!first.is_error && first.content.contains("note"), "{first:?}");
+    println!("serve: first search (opens the vector index) {:.1} s", started.elapsed().as_secs_f64());
+    let queries = ["budget meeting notes", "flight and hotel for the trip", "kubernetes deploy failed", "login bug on safari", "insurance and passport"];
+    let mut samples: Vec<Duration> = (0..200)
+        .map(|i| {
+            let started = Instant::now();
+            let out = search(queries[i % queries.len()]);
+            assert!(!out.is_error, "{out:?}");
+            started.elapsed()
+        })
+        .collect();
+    samples.sort();
+    println!("cowork mcp serve search_memory over HTTP at {n} chunks: p50 {:?}, p95 {:?}", samples[samples.len() / 2], samples[samples.len() * 95 / 100]);
+    c.bench_function("cowork mcp serve search_memory", |b| b.iter(|| search("budget meeting notes")));
+    worker.shutdown(cowork::mcp::worker::McpCommand::Shutdown, Duration::from_secs(5));
+}
+
 criterion_group! {
     name = benches;
     config = Criterion::default().sample_size(50).measurement_time(Duration::from_secs(5));
-    targets = bench
+    targets = bench, serve_search
 }
 criterion_main!(benches);

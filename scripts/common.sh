@@ -9,6 +9,7 @@ export COWORK_BIN="$CARGO_TARGET_DIR/debug/cowork"
 export COWORK_USER_BIN="$CARGO_TARGET_DIR/user/cowork"
 MCP_DIR="$HOME/.cache/cowork-test/mcp"
 MCP_EVERYTHING_VERSION="2026.8.31"
+MCP_INSPECTOR_VERSION="2.12.0"
 TEST_VENV="$HOME/.cache/cowork-test/venv"
 # Real LLM servers for the provider tests: llama.cpp's server (OpenAI and
 # Anthropic formats) and the LiteLLM proxy in front of it (Gemini format).
@@ -162,14 +163,20 @@ setup_common() {
 
 setup_mcp_server() {
   local entry="$MCP_DIR/node_modules/@modelcontextprotocol/server-everything/dist/index.js"
-  if [ -f "$entry" ]; then
+  local inspector="$MCP_DIR/node_modules/@modelcontextprotocol/inspector/clients/launcher/build/index.js"
+  local stamp="$MCP_DIR/.cowork-installed" wanted="everything@$MCP_EVERYTHING_VERSION inspector@$MCP_INSPECTOR_VERSION"
+  if [ -f "$entry" ] && [ -f "$inspector" ] && [ "$(cat "$stamp" 2>/dev/null)" = "$wanted" ]; then
     echo "    installed in $MCP_DIR" >&2
   else
-    echo "    npm install @modelcontextprotocol/server-everything@$MCP_EVERYTHING_VERSION into $MCP_DIR" >&2
+    echo "    npm install server-everything@$MCP_EVERYTHING_VERSION and inspector@$MCP_INSPECTOR_VERSION into $MCP_DIR" >&2
     mkdir -p "$MCP_DIR"
-    npm install --silent --no-audit --no-fund --prefix "$MCP_DIR" "@modelcontextprotocol/server-everything@$MCP_EVERYTHING_VERSION" >/dev/null
+    npm install --silent --no-audit --no-fund --prefix "$MCP_DIR" \
+      "@modelcontextprotocol/server-everything@$MCP_EVERYTHING_VERSION" "@modelcontextprotocol/inspector@$MCP_INSPECTOR_VERSION" >/dev/null
+    echo "$wanted" > "$stamp"
   fi
   export COWORK_TEST_MCP_EVERYTHING="$entry"
+  # The MCP Inspector's command-line client (`--cli`): a client no one here wrote.
+  export COWORK_TEST_MCP_INSPECTOR="$inspector"
 }
 
 # A Python venv at $1 holding the packages $2, (re)installed when $2 changed.

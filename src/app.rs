@@ -224,6 +224,14 @@ impl CoworkApp {
             UiAction::McpReconnect(name) => self.send_mcp(crate::mcp::worker::McpCommand::Connect(name)),
             UiAction::McpStop(name) => self.send_mcp(crate::mcp::worker::McpCommand::Disconnect(name)),
             UiAction::McpTest(name) => self.send_mcp(crate::mcp::worker::McpCommand::Test(name)),
+            UiAction::McpClientDecision { name, allow } => {
+                // Shown at once; the mcp worker reads the table back at its next tick.
+                if let Some(client) = self.state.mcp_clients.iter_mut().find(|c| c.name == name) {
+                    client.status = if allow { "allowed" } else { "denied" }.into();
+                }
+                let write = crate::agent::store::AgentWrite::McpClientDecided { name, allowed: allow, by: "user".into(), at_millis: now_millis() };
+                self.send_store(StoreCommand::Agent { write: Box::new(write), reply: None });
+            }
             UiAction::RetryWorker(worker) => {
                 if let Some((_, control)) = self.channels.controls.iter().find(|(w, _)| *w == worker) {
                     if control.try_send(Control::Retry).is_err() {

@@ -94,6 +94,19 @@ pub struct McpServerView {
     pub connect_millis: Option<u64>,
 }
 
+/// A client of `cowork mcp serve` (another assistant reading cowork's memory).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct McpClientView {
+    pub name: String,
+    pub version: String,
+    /// "stdio" or "http".
+    pub transport: String,
+    /// "pending", "allowed" or "denied".
+    pub status: String,
+    pub asked_at_millis: i64,
+    pub last_seen_millis: i64,
+}
+
 /// What Test found.
 #[derive(Clone, Debug, PartialEq)]
 pub struct McpTestReport {
@@ -369,6 +382,8 @@ pub enum AppEvent {
     Notice(String),
     /// The MCP servers and their state, whenever one changes.
     McpServers(Vec<McpServerView>),
+    /// The clients of `cowork mcp serve`; a pending one is asked about.
+    McpClients(Vec<McpClientView>),
     /// What Settings' Test found.
     McpTested(McpTestReport),
     /// Progress an MCP server reported for a running call (shown on its chip).

@@ -237,6 +237,26 @@ enum McpAction {
     /// Connect to a configured server on its own: protocol version, tools,
     /// connect and round-trip time, and its recent stderr (exit 1 if it fails)
     Test { name: String },
+    /// Serve what cowork remembers, read-only, to other assistants: tools
+    /// search_memory, recent_activity, current_context and get_session, and
+    /// today's timeline as a resource. stdio by default (for a client's
+    /// mcpServers entry: `"command": "cowork", "args": ["mcp", "serve"]`).
+    /// A client reads nothing until you allow it in the sidebar, or here
+    Serve {
+        /// Streamable HTTP on this loopback address instead (e.g. 127.0.0.1:7480;
+        /// port 0 picks one, printed on stdout). Clients send the bearer token
+        /// `cowork mcp token` prints
+        #[arg(long, value_name = "ADDR")]
+        http: Option<std::net::SocketAddr>,
+        /// Allow the client that names itself NAME without asking (repeatable)
+        #[arg(long, value_name = "NAME")]
+        allow: Vec<String>,
+        /// How long a call from a client you have not answered yet waits for your answer
+        #[arg(long, value_name = "SECONDS", default_value_t = cowork::mcp::serve::CONSENT_WAIT.as_secs())]
+        consent_wait: u64,
+    },
+    /// Print the bearer token of `cowork mcp serve --http` (made on first use, kept in the secret store)
+    Token,
 }
 
 #[derive(Subcommand)]
@@ -545,6 +565,15 @@ fn run(cli: Cli, process_started: Instant) -> anyhow::Result<ExitCode> {
                     if !commands::mcp_test(&paths, &name)? {
                         return Ok(ExitCode::FAILURE);
                     }
+                }
+                McpAction::Serve { http, allow, consent_wait } => {
+                    paths.ensure_data_dir()?;
+                    let options = cowork::mcp::serve::ServeOptions { http, allow, consent_wait: std::time::Duration::from_secs(consent_wait) };
+                    cowork::mcp::serve::serve(&paths, options)?;
+                }
+                McpAction::Token => {
+                    paths.ensure_data_dir()?;
+                    println!("{}", cowork::mcp::serve::token(&paths.data_dir)?);
                 }
             }
             Ok(ExitCode::SUCCESS)

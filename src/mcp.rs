@@ -6,6 +6,7 @@
 pub mod config;
 pub mod connection;
 pub mod orphans;
+pub mod serve;
 pub mod tools;
 pub mod worker;
 

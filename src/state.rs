@@ -40,6 +40,8 @@ pub enum UiAction {
     McpReconnect(String),
     McpStop(String),
     McpTest(String),
+    /// The user's answer for a client of `cowork mcp serve`.
+    McpClientDecision { name: String, allow: bool },
     /// Settings → Models: answer with this chat model (None: the default for this machine).
     ChooseChatModel(Option<crate::config::ResolvedModel>),
     /// Settings → Models: check and add a GGUF file the user has.
@@ -271,6 +273,7 @@ pub struct AppState {
     pub tool_progress: BTreeMap<i64, String>,
     /// The MCP servers (Settings → Integrations).
     pub mcp_servers: Vec<crate::events::McpServerView>,
+    pub mcp_clients: Vec<crate::events::McpClientView>,
     /// The last Test result.
     pub mcp_test: Option<crate::events::McpTestReport>,
     /// Operations by id: their answer, status and, when paused, why.
@@ -473,6 +476,7 @@ impl AppState {
             }
             AppEvent::Notice(text) => self.notice(text),
             AppEvent::McpServers(servers) => self.mcp_servers = servers,
+            AppEvent::McpClients(clients) => self.mcp_clients = clients,
             AppEvent::McpTested(report) => self.mcp_test = Some(report),
             AppEvent::ToolProgress { call_id, text } => {
                 if self.tool_calls.iter().any(|c| c.call_id == call_id && c.status == crate::events::CallStatus::Running) {

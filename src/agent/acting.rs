@@ -39,6 +39,9 @@ const KEEP_TURNS: usize = 24;
 const STORE_WAIT: Duration = Duration::from_secs(5);
 /// A delegated helper's steps at most.
 const HELPER_STEPS: u32 = 8;
+/// The longest a call waits for its MCP server to finish starting (servers'
+/// startup timeouts, 30 s by default, end it sooner).
+const MCP_START_WAIT: Duration = Duration::from_secs(120);
 
 /// The view of a call for the UI.
 fn view(live: &Live, call: &CallRow) -> ToolCallView {
@@ -488,7 +491,23 @@ impl<B: LocalBrain> AgentWorker<B> {
     /// The mcp worker's current tools (none when it does not answer in 300 ms).
     fn refresh_mcp_tools(&mut self) {
         if let Some(mcp) = &self.config.mcp {
-            self.acting.mcp_tools = mcp.offered(Duration::from_millis(300));
+            let now = mcp.offered(Duration::from_millis(300));
+            (self.acting.mcp_tools, self.acting.mcp_starting) = (now.offered, now.starting);
+        }
+    }
+
+    /// Before running calls whose tools are not on offer: a server that was
+    /// still starting when the operation began or resumed is waited for (its
+    /// own startup timeout ends the wait in the mcp worker); otherwise the
+    /// list is read again, as a server may have come up since.
+    fn refresh_mcp_tools_for(&mut self, missing: &[&str]) {
+        let starting: Vec<String> = self.acting.mcp_starting.iter().filter(|s| missing.iter().any(|t| t.starts_with(&format!("mcp__{s}__")))).cloned().collect();
+        match (&self.config.mcp, starting.is_empty()) {
+            (Some(mcp), false) => {
+                let now = mcp.offered_after_start(&starting, MCP_START_WAIT);
+                (self.acting.mcp_tools, self.acting.mcp_starting) = (now.offered, now.starting);
+            }
+            _ => self.refresh_mcp_tools(),
         }
     }
 
@@ -553,8 +572,9 @@ impl<B: LocalBrain> AgentWorker<B> {
             }
         }
         // A server that was still starting when the operation began (or resumed) may be up now.
-        if runnable.iter().any(|c| integrations::is_mcp(&c.tool) && integrations::find(&self.acting.mcp_tools, &c.tool).is_none()) {
-            self.refresh_mcp_tools();
+        let missing: Vec<&str> = runnable.iter().filter(|c| integrations::is_mcp(&c.tool) && integrations::find(&self.acting.mcp_tools, &c.tool).is_none()).map(|c| c.tool.as_str()).collect();
+        if !missing.is_empty() {
+            self.refresh_mcp_tools_for(&missing);
         }
         let mut results: Vec<(i64, ToolOutput)> = Vec::new();
         // The agent's own tools first, on this thread.
@@ -630,7 +650,7 @@ impl<B: LocalBrain> AgentWorker<B> {
                 self.open_db();
                 let Some(conn) = self.db.as_ref() else { return ToolOutput::error("cowork's memory cannot be read right now") };
                 let thread_id = self.acting.live.get(&operation_id).map(|l| l.request.thread.thread_id);
-                let memory = crate::tools::memory::MemoryEnv { conn, recall: self.config.recall.as_ref(), store: Some(&self.store), thread_id, now_millis: now_millis() };
+                let memory = crate::tools::memory::MemoryEnv { conn, recall: self.config.recall.as_ref().map(|r| r as &dyn crate::tools::memory::Recall), withheld: None, store: Some(&self.store), thread_id, now_millis: now_millis() };
                 let stop = AtomicBool::new(false);
                 let env = registry::Env { files: &self.acting.files, memory: Some(memory), gate: crate::net::OutboundGate::global(), stop: &stop, skills: &self.acting.skills };
                 registry::execute(tool, &call.arguments, &env)
@@ -808,6 +828,10 @@ impl<B: LocalBrain> AgentWorker<B> {
         call.expires_at_millis = None;
         call.decided_by = Some(by.to_owned());
         let tool = call.tool.clone();
+        // Approved after a restart, the call's server may still be starting.
+        if integrations::is_mcp(&tool) && integrations::find(&self.acting.mcp_tools, &tool).is_none() {
+            self.refresh_mcp_tools_for(&[tool.as_str()]);
+        }
         // The user allowed this definition of an MCP tool: a later change asks again.
         if let Some(offered) = integrations::find(&self.acting.mcp_tools, &tool) {
             let definition = offered.tool.clone();

@@ -79,6 +79,8 @@ pub struct Acting {
     pub files: FilesEnv,
     /// The MCP servers' tools, as the mcp worker last listed them (refreshed per operation).
     pub mcp_tools: Vec<crate::mcp::worker::Offered>,
+    /// MCP servers that were still starting when `mcp_tools` was read.
+    pub mcp_starting: Vec<String>,
 }
 
 impl Acting {
@@ -90,7 +92,7 @@ impl Acting {
         }
         // The data directory resolved, so no spelling of it slips past the checks.
         let data_dir = data_dir.canonicalize().unwrap_or(data_dir);
-        Acting { live: HashMap::new(), skills, files: FilesEnv { cwd: home.clone(), home, data_dir }, mcp_tools: Vec::new() }
+        Acting { live: HashMap::new(), skills, files: FilesEnv { cwd: home.clone(), home, data_dir }, mcp_tools: Vec::new(), mcp_starting: Vec::new() }
     }
 }
 

@@ -147,6 +147,40 @@ impl AuditEntry {
             decided_by: decided_by.to_owned(),
             why: call.why.clone(),
             duration_millis: duration,
+            ..AuditEntry::outcome(result)
+        }
+    }
+
+    /// An entry for what `cowork mcp serve` answered (or refused) a client:
+    /// no operation or call of the agent's.
+    pub fn for_served(tool: &str, arguments: &Value, decision: &str, client: &str, why: &str, result: Option<(&str, bool)>, now_millis: i64) -> Self {
+        AuditEntry {
+            audit_id: crate::ids::next_id(),
+            at_millis: now_millis,
+            tool: tool.to_owned(),
+            arguments: redact_arguments(arguments),
+            risk: Risk::Safe,
+            decision: decision.to_owned(),
+            decided_by: client.to_owned(),
+            why: why.to_owned(),
+            ..AuditEntry::outcome(result)
+        }
+    }
+
+    /// The result's size and hash, and its start when it is an error; the rest empty.
+    fn outcome(result: Option<(&str, bool)>) -> Self {
+        AuditEntry {
+            audit_id: 0,
+            at_millis: 0,
+            operation_id: None,
+            call_id: None,
+            tool: String::new(),
+            arguments: Value::Null,
+            risk: Risk::Safe,
+            decision: String::new(),
+            decided_by: String::new(),
+            why: String::new(),
+            duration_millis: None,
             result_bytes: result.map(|(text, _)| text.len() as i64),
             result_sha256: result.map(|(text, _)| hex::encode(Sha256::digest(text.as_bytes()))),
             error: result.filter(|(_, is_error)| *is_error).map(|(text, _)| text.chars().take(300).collect()),
@@ -212,6 +246,70 @@ pub enum AgentWrite {
     RemoveRule(i64),
     /// An MCP tool's definition as the user allowed it (replaces an older one).
     AllowedMcpTool(crate::mcp::tools::McpTool, i64),
+    /// An MCP client of `cowork mcp serve` asked (a new name becomes
+    /// pending; a known one only has its last visit updated).
+    McpClientSeen { name: String, version: String, transport: String, at_millis: i64 },
+    /// The user's answer for an MCP client (or `--allow NAME`).
+    McpClientDecided { name: String, allowed: bool, by: String, at_millis: i64 },
+}
+
+/// Whether an MCP client may read cowork's memory.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ClientStatus {
+    Pending,
+    Allowed,
+    Denied,
+}
+
+impl ClientStatus {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ClientStatus::Pending => "pending",
+            ClientStatus::Allowed => "allowed",
+            ClientStatus::Denied => "denied",
+        }
+    }
+
+    fn parse(text: &str) -> ClientStatus {
+        match text {
+            "allowed" => ClientStatus::Allowed,
+            "denied" => ClientStatus::Denied,
+            _ => ClientStatus::Pending,
+        }
+    }
+}
+
+/// A client of `cowork mcp serve` as recorded.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct McpClientRow {
+    pub name: String,
+    pub status: ClientStatus,
+    pub version: String,
+    pub transport: String,
+    pub asked_at_millis: i64,
+    pub last_seen_millis: i64,
+}
+
+/// Every client that asked, newest first.
+pub fn mcp_clients(conn: &Connection) -> rusqlite::Result<Vec<McpClientRow>> {
+    let mut stmt = conn.prepare_cached("SELECT name, status, version, transport, asked_at_ms, last_seen_ms FROM mcp_clients ORDER BY asked_at_ms DESC, name")?;
+    let rows = stmt.query_map([], |r| {
+        Ok(McpClientRow {
+            name: r.get(0)?,
+            status: ClientStatus::parse(&r.get::<_, String>(1)?),
+            version: r.get(2)?,
+            transport: r.get(3)?,
+            asked_at_millis: r.get(4)?,
+            last_seen_millis: r.get(5)?,
+        })
+    })?;
+    rows.collect()
+}
+
+/// One client's status (None: it never asked).
+pub fn mcp_client_status(conn: &Connection, name: &str) -> rusqlite::Result<Option<ClientStatus>> {
+    let status: Option<String> = conn.query_row("SELECT status FROM mcp_clients WHERE name = ?1", [name], |r| r.get(0)).optional()?;
+    Ok(status.as_deref().map(ClientStatus::parse))
 }
 
 pub fn apply(conn: &Connection, write: &AgentWrite) -> rusqlite::Result<()> {
@@ -317,6 +415,21 @@ pub fn apply(conn: &Connection, write: &AgentWrite) -> rusqlite::Result<()> {
                 "INSERT INTO mcp_allowed_tools (tool, fingerprint, definition, allowed_at_ms) VALUES (?1, ?2, ?3, ?4)
                  ON CONFLICT (tool) DO UPDATE SET fingerprint = excluded.fingerprint, definition = excluded.definition, allowed_at_ms = excluded.allowed_at_ms",
                 params![tool.qualified_name(), tool.fingerprint(), definition, at_millis],
+            )?;
+        }
+        AgentWrite::McpClientSeen { name, version, transport, at_millis } => {
+            conn.execute(
+                "INSERT INTO mcp_clients (name, status, version, transport, asked_at_ms, last_seen_ms) VALUES (?1, 'pending', ?2, ?3, ?4, ?4)
+                 ON CONFLICT (name) DO UPDATE SET version = excluded.version, transport = excluded.transport, last_seen_ms = excluded.last_seen_ms",
+                params![name, version, transport, at_millis],
+            )?;
+        }
+        AgentWrite::McpClientDecided { name, allowed, by, at_millis } => {
+            let status = if *allowed { ClientStatus::Allowed } else { ClientStatus::Denied };
+            conn.execute(
+                "INSERT INTO mcp_clients (name, status, asked_at_ms, decided_at_ms, decided_by, last_seen_ms) VALUES (?1, ?2, ?3, ?3, ?4, ?3)
+                 ON CONFLICT (name) DO UPDATE SET status = excluded.status, decided_at_ms = excluded.decided_at_ms, decided_by = excluded.decided_by",
+                params![name, status.as_str(), at_millis, by],
             )?;
         }
     }

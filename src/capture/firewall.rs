@@ -94,6 +94,22 @@ impl Rules {
         }
         Decision::Record
     }
+
+    /// Whether something already recorded is now withheld from those who read
+    /// memory from outside (`cowork mcp serve`): the rules as they are today,
+    /// without the time-bound ones (pause, quiet hours). A rule the user adds
+    /// later covers what was recorded before it. `app` is None for what no
+    /// app owns (chat messages): then only the title rules apply.
+    pub fn withholds(&self, app: Option<&str>, title: &str, url: Option<&str>) -> bool {
+        let timeless = Rules { paused: false, quiet_hours: Vec::new(), ..self.clone() };
+        match app {
+            Some(app) => !timeless.decide(&Observation { app, title, url, local_minute: 0 }).is_record(),
+            None => {
+                let apps = Rules { allowed_apps: Vec::new(), denied_apps: Vec::new(), ..timeless };
+                !apps.decide(&Observation { app: "", title, url, local_minute: 0 }).is_record()
+            }
+        }
+    }
 }
 
 /// The firewall's rules as the user writes them in Settings: lists one item
@@ -233,6 +249,24 @@ mod tests {
         assert!(!rules.decide(&obs("KeePassXC", "Passwords.kdbx", None)).is_record());
         assert!(!rules.decide(&obs("Bitwarden", "Vault", None)).is_record());
         assert!(rules.decide(&obs("XTerm", "bash", None)).is_record());
+    }
+
+    #[test]
+    fn what_was_recorded_is_withheld_by_todays_rules_but_not_by_pause_or_quiet_hours() {
+        let rules = Rules {
+            paused: true,
+            quiet_hours: vec![(0, 24 * 60)],
+            allowed_apps: vec!["firefox".into()],
+            denied_titles: vec![Regex::new("(?i)salary").unwrap()],
+            denied_domains: vec!["bank.example".into()],
+            ..Rules::default()
+        };
+        assert!(!rules.withholds(Some("Firefox"), "Flights to Lisbon", Some("https://tap.example/")), "pause and quiet hours are about recording");
+        assert!(rules.withholds(Some("XTerm"), "bash", None), "not on the allow list");
+        assert!(rules.withholds(Some("firefox"), "Salary review", None));
+        assert!(rules.withholds(Some("firefox"), "Account", Some("https://www.bank.example/login")));
+        assert!(!rules.withholds(None, "a chat about flights", None), "the app lists do not cover chat");
+        assert!(rules.withholds(None, "my salary question", None));
     }
 
     #[test]

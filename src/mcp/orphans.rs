@@ -1,9 +1,12 @@
 //! Orphaned stdio MCP servers. cowork records each server it starts in a
-//! lockfile (`<data>/mcp/run/<server>.lock`: the child's pid, its executable
-//! and a hash of its arguments). After a crash the servers may live on; at
-//! start, `sweep` ends a live process that matches all three (SIGTERM, 3 s,
-//! then SIGKILL) and removes every other lockfile untouched, so a pid the
-//! system reused for another program is never killed.
+//! lockfile (`<data>/mcp/run/<owner pid>-<server>.lock`: the child's pid, its
+//! executable and a hash of its arguments, and the cowork process that owns
+//! it, by pid and start time). Several cowork processes share one data
+//! directory (the sidebar, `cowork ask`, `cowork mcp test`), so a lockfile
+//! whose owner still runs is left alone. After a crash the servers may live
+//! on; at start, `sweep` ends a live process that matches all three (SIGTERM,
+//! 3 s, then SIGKILL) and removes every other dead owner's lockfile untouched,
+//! so a pid the system reused for another program is never killed.
 
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
@@ -22,6 +25,38 @@ pub struct Lock {
     pub exe: PathBuf,
     /// sha256 of the command line (program and arguments, NUL-separated).
     pub cmdline_sha256: String,
+    /// The cowork process that started the server. Lockfiles written before
+    /// owners were recorded have none and count as a dead owner's.
+    #[serde(default)]
+    pub owner: Option<Owner>,
+}
+
+/// A process named so that a reused pid does not pass for it: its pid and its
+/// start time (clock ticks after boot, /proc/<pid>/stat field 22).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Owner {
+    pub pid: u32,
+    pub start_ticks: u64,
+}
+
+impl Owner {
+    /// This process.
+    pub fn current() -> Option<Owner> {
+        let pid = std::process::id();
+        Some(Owner { pid, start_ticks: start_ticks(pid)? })
+    }
+
+    /// The owner is still running (the same process, not a reuse of its pid).
+    fn alive(&self) -> bool {
+        start_ticks(self.pid) == Some(self.start_ticks) && alive(self.pid as libc::pid_t)
+    }
+}
+
+/// /proc/<pid>/stat field 22; the fields after the command's closing
+/// parenthesis start at field 3.
+fn start_ticks(pid: u32) -> Option<u64> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    stat.rsplit_once(')')?.1.split_whitespace().nth(19)?.parse().ok()
 }
 
 /// What `sweep` did with one lockfile.
@@ -31,6 +66,8 @@ pub enum Swept {
     Ended { server: String, pid: u32, killed: bool },
     /// Nothing matching runs (gone, or the pid now belongs to another program): only the file went.
     Stale { server: String, pid: u32 },
+    /// Another cowork that still runs owns it: untouched.
+    Owned { server: String, pid: u32, owner: u32 },
     /// The lockfile could not be read; removed.
     Unreadable { server: String, why: String },
 }
@@ -39,9 +76,21 @@ pub fn run_dir(data_dir: &Path) -> PathBuf {
     data_dir.join("mcp").join("run")
 }
 
-/// Where the lockfile of stdio server `server` is.
+/// Where this process keeps the lockfile of stdio server `server`.
 pub fn lock_path(data_dir: &Path, server: &str) -> PathBuf {
-    run_dir(data_dir).join(format!("{server}.lock"))
+    owned_lock_path(data_dir, server, std::process::id())
+}
+
+fn owned_lock_path(data_dir: &Path, server: &str, owner: u32) -> PathBuf {
+    run_dir(data_dir).join(format!("{owner}-{server}.lock"))
+}
+
+/// The server's name in a lockfile's name (`<owner pid>-<server>`; older ones are `<server>`).
+fn server_of(stem: &str) -> &str {
+    match stem.split_once('-') {
+        Some((owner, server)) if !owner.is_empty() && owner.bytes().all(|b| b.is_ascii_digit()) => server,
+        _ => stem,
+    }
 }
 
 fn cmdline_hash(cmdline: &[u8]) -> String {
@@ -53,7 +102,7 @@ fn describe(pid: u32) -> Option<Lock> {
     let proc_dir = PathBuf::from(format!("/proc/{pid}"));
     let exe = std::fs::read_link(proc_dir.join("exe")).ok()?;
     let cmdline = std::fs::read(proc_dir.join("cmdline")).ok()?;
-    Some(Lock { pid, exe, cmdline_sha256: cmdline_hash(&cmdline) })
+    Some(Lock { pid, exe, cmdline_sha256: cmdline_hash(&cmdline), owner: None })
 }
 
 /// The command line as /proc/<pid>/cmdline will show it: each word NUL-terminated.
@@ -71,7 +120,7 @@ fn cmdline_of(program: &str, args: &[String]) -> Vec<u8> {
 /// exec it can still be empty.
 pub fn record(data_dir: &Path, server: &str, pid: u32, program: &str, args: &[String]) -> anyhow::Result<()> {
     let exe = std::fs::read_link(format!("/proc/{pid}/exe")).with_context(|| format!("process {pid} of MCP server {server} is already gone"))?;
-    let lock = Lock { pid, exe, cmdline_sha256: cmdline_hash(&cmdline_of(program, args)) };
+    let lock = Lock { pid, exe, cmdline_sha256: cmdline_hash(&cmdline_of(program, args)), owner: Owner::current() };
     std::fs::create_dir_all(run_dir(data_dir))?;
     let path = lock_path(data_dir, server);
     std::fs::write(&path, serde_json::to_vec(&lock)?).with_context(|| format!("cannot write {}", path.display()))
@@ -82,21 +131,28 @@ pub fn forget(data_dir: &Path, server: &str) {
     let _ = std::fs::remove_file(lock_path(data_dir, server));
 }
 
-/// Ends the servers an earlier cowork left running and clears every lockfile.
+/// Ends the servers a cowork that is no longer running left behind and clears
+/// their lockfiles; a running cowork's lockfiles are left alone.
 pub fn sweep(data_dir: &Path) -> Vec<Swept> {
     let Ok(entries) = std::fs::read_dir(run_dir(data_dir)) else { return Vec::new() };
     let mut swept = Vec::new();
     for entry in entries.filter_map(Result::ok) {
         let path = entry.path();
-        let Some(server) = path.file_stem().map(|s| s.to_string_lossy().into_owned()) else { continue };
+        let Some(server) = path.file_stem().map(|s| server_of(&s.to_string_lossy()).to_owned()) else { continue };
         if path.extension().is_none_or(|e| e != "lock") {
             continue;
         }
         let lock: Result<Lock, String> = std::fs::read(&path).map_err(|e| e.to_string()).and_then(|b| serde_json::from_slice(&b).map_err(|e| e.to_string()));
+        if let Ok(Lock { pid, owner: Some(owner), .. }) = &lock
+            && owner.alive()
+        {
+            swept.push(Swept::Owned { server, pid: *pid, owner: owner.pid });
+            continue;
+        }
         swept.push(match lock {
             Err(why) => Swept::Unreadable { server, why },
             Ok(lock) => match describe(lock.pid) {
-                Some(live) if live == lock => {
+                Some(live) if (&live.exe, &live.cmdline_sha256) == (&lock.exe, &lock.cmdline_sha256) => {
                     let killed = end(lock.pid);
                     tracing::info!(%server, pid = lock.pid, killed, "ended an MCP server an earlier cowork left running");
                     Swept::Ended { server, pid: lock.pid, killed }
@@ -159,10 +215,20 @@ mod tests {
         let mut bystander = Command::new("sleep").arg("301").stdout(Stdio::null()).spawn().unwrap();
         let mut lie = describe(bystander.id()).unwrap();
         lie.cmdline_sha256 = cmdline_hash(&cmdline_of("sleep", &["300".to_owned()]));
-        std::fs::write(lock_path(data.path(), "filesystem"), serde_json::to_vec(&lie).unwrap()).unwrap();
+        std::fs::write(owned_lock_path(data.path(), "filesystem", 1), serde_json::to_vec(&lie).unwrap()).unwrap();
         // A server that is gone, and a broken lockfile.
-        std::fs::write(lock_path(data.path(), "gone"), serde_json::to_vec(&Lock { pid: u32::MAX - 1, exe: "/bin/x".into(), cmdline_sha256: "0".into() }).unwrap()).unwrap();
-        std::fs::write(lock_path(data.path(), "broken"), "{").unwrap();
+        std::fs::write(owned_lock_path(data.path(), "gone", 1), serde_json::to_vec(&Lock { pid: u32::MAX - 1, exe: "/bin/x".into(), cmdline_sha256: "0".into(), owner: None }).unwrap()).unwrap();
+        std::fs::write(run_dir(data.path()).join("broken.lock"), "{").unwrap();
+        // The orphan's owner is gone: this process's lock, rewritten as if an
+        // earlier process with a pid of its own had written it.
+        let mut lock: Lock = serde_json::from_slice(&std::fs::read(lock_path(data.path(), "everything")).unwrap()).unwrap();
+        assert_eq!(lock.owner, Owner::current());
+        lock.owner = Some(Owner { pid: std::process::id(), start_ticks: lock.owner.unwrap().start_ticks + 1 });
+        std::fs::remove_file(lock_path(data.path(), "everything")).unwrap();
+        std::fs::write(owned_lock_path(data.path(), "everything", 2), serde_json::to_vec(&lock).unwrap()).unwrap();
+        // A server this (running) process owns.
+        let mut mine = Command::new("sleep").arg("302").stdout(Stdio::null()).spawn().unwrap();
+        record(data.path(), "mine", mine.id(), "sleep", &["302".to_owned()]).unwrap();
 
         let mut swept = sweep(data.path());
         swept.sort_by_key(|s| format!("{s:?}"));
@@ -172,8 +238,13 @@ mod tests {
         assert!(swept.iter().any(|s| matches!(s, Swept::Unreadable { server, .. } if server == "broken")));
         assert!(reaped(&mut orphan), "the orphan was ended");
         assert!(bystander.try_wait().unwrap().is_none(), "the reused pid's process runs on");
-        assert_eq!(std::fs::read_dir(run_dir(data.path())).unwrap().count(), 0, "every lockfile is gone");
-        bystander.kill().unwrap();
-        let _ = bystander.wait();
+        assert!(swept.contains(&Swept::Owned { server: "mine".into(), pid: mine.id(), owner: std::process::id() }), "{swept:?}");
+        assert!(mine.try_wait().unwrap().is_none(), "a running cowork's server runs on");
+        let left: Vec<_> = std::fs::read_dir(run_dir(data.path())).unwrap().map(|e| e.unwrap().path()).collect();
+        assert_eq!(left, vec![lock_path(data.path(), "mine")], "only the running owner's lockfile is left");
+        for mut child in [bystander, mine] {
+            child.kill().unwrap();
+            let _ = child.wait();
+        }
     }
 }

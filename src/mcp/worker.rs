@@ -35,6 +35,13 @@ pub struct Offered {
     pub tool_timeout_secs: u64,
 }
 
+/// The tools on offer now, and the servers still starting (their tools come later).
+#[derive(Clone, Debug, Default)]
+pub struct ToolsNow {
+    pub offered: Vec<Offered>,
+    pub starting: Vec<String>,
+}
+
 pub struct CallRequest {
     pub server: String,
     pub tool: String,
@@ -53,7 +60,7 @@ pub enum McpCommand {
     /// Stop one server until Reconnect or the next start.
     Disconnect(String),
     /// The enabled tools of the running servers.
-    Tools(Sender<Vec<Offered>>),
+    Tools(Sender<ToolsNow>),
     Call(CallRequest),
     /// Settings' Test: answers with `AppEvent::McpTested`.
     Test(String),
@@ -89,12 +96,15 @@ pub struct McpWorker {
     sink: EventSink,
     internal: (Sender<Internal>, Receiver<Internal>),
     notices: (Sender<Notice>, Receiver<Notice>),
+    /// The clients of `cowork mcp serve` (another process) as last reported.
+    clients: Vec<crate::events::McpClientView>,
+    clients_db: Option<rusqlite::Connection>,
 }
 
 impl McpWorker {
     pub fn new(data_dir: PathBuf, sink: EventSink) -> anyhow::Result<Self> {
         let runtime = tokio::runtime::Builder::new_multi_thread().worker_threads(1).thread_name("mcp-io").enable_all().build()?;
-        Ok(McpWorker { runtime, data_dir, servers: BTreeMap::new(), sink, internal: bounded(256), notices: bounded(64) })
+        Ok(McpWorker { runtime, data_dir, servers: BTreeMap::new(), sink, internal: bounded(256), notices: bounded(64), clients: Vec::new(), clients_db: None })
     }
 
     /// Ends servers an earlier cowork left running, then starts the enabled ones.
@@ -324,6 +334,39 @@ impl McpWorker {
     }
 
     /// A closed connection (the server exited) becomes an error with its stderr.
+    /// `cowork mcp serve` records the clients that connect; a new one is
+    /// pending until the user answers in the sidebar. Read at each idle tick.
+    fn check_clients(&mut self) {
+        if self.clients_db.is_none() {
+            let path = self.data_dir.join(crate::store::DB_FILE_NAME);
+            self.clients_db = path.exists().then(|| crate::store::open_read_only(&path).ok()).flatten();
+        }
+        let Some(conn) = &self.clients_db else { return };
+        let rows = match crate::agent::store::mcp_clients(conn) {
+            Ok(rows) => rows,
+            Err(err) => {
+                tracing::debug!(%err, "MCP clients not read");
+                self.clients_db = None;
+                return;
+            }
+        };
+        let clients: Vec<crate::events::McpClientView> = rows
+            .into_iter()
+            .map(|c| crate::events::McpClientView {
+                name: c.name,
+                version: c.version,
+                transport: c.transport,
+                status: c.status.as_str().into(),
+                asked_at_millis: c.asked_at_millis,
+                last_seen_millis: c.last_seen_millis,
+            })
+            .collect();
+        if clients != self.clients {
+            self.clients = clients.clone();
+            self.sink.send(AppEvent::McpClients(clients));
+        }
+    }
+
     fn check_closed(&mut self) {
         let mut changed = false;
         for (name, server) in &mut self.servers {
@@ -443,7 +486,8 @@ impl Supervised for McpWorker {
                         self.publish();
                     }
                     Ok(McpCommand::Tools(reply)) => {
-                        let _ = reply.try_send(self.offered());
+                        let starting = self.servers.iter().filter(|(_, s)| s.status == ServerStatus::Starting).map(|(name, _)| name.clone()).collect();
+                        let _ = reply.try_send(ToolsNow { offered: self.offered(), starting });
                     }
                     Ok(McpCommand::Call(call)) => self.dispatch(call),
                     Ok(McpCommand::Test(name)) => self.test(name),
@@ -452,7 +496,10 @@ impl Supervised for McpWorker {
                 },
                 recv(internal) -> message => if let Ok(message) = message { self.handle_internal(message) },
                 recv(notices) -> notice => if let Ok(notice) = notice { self.handle_notice(notice) },
-                default(Duration::from_secs(1)) => self.check_closed(),
+                default(Duration::from_secs(1)) => {
+                    self.check_closed();
+                    self.check_clients();
+                }
             }
         }
         self.shutdown();
@@ -477,12 +524,25 @@ pub struct McpClient {
 
 impl McpClient {
     /// The tools to offer, or none when the worker does not answer in time.
-    pub fn offered(&self, wait: Duration) -> Vec<Offered> {
+    pub fn offered(&self, wait: Duration) -> ToolsNow {
         let (reply, answer) = bounded(1);
         if self.commands.send_timeout(McpCommand::Tools(reply), wait).is_err() {
-            return Vec::new();
+            return ToolsNow::default();
         }
         answer.recv_timeout(wait).unwrap_or_default()
+    }
+
+    /// The tools once none of `servers` is starting any more (each is bounded
+    /// by its own startup timeout in the worker; `up_to` bounds the wait here).
+    pub fn offered_after_start(&self, servers: &[String], up_to: Duration) -> ToolsNow {
+        let deadline = Instant::now() + up_to;
+        loop {
+            let now = self.offered(Duration::from_millis(300));
+            if Instant::now() >= deadline || !now.starting.iter().any(|s| servers.contains(s)) {
+                return now;
+            }
+            std::thread::sleep(Duration::from_millis(100));
+        }
     }
 
     /// Runs one call; `stop` is the agent's Stop flag, `timeout` the server's tool timeout.

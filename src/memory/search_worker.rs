@@ -14,7 +14,7 @@ use rusqlite::Connection;
 use crate::events::{AppEvent, WorkerName};
 use crate::memory::Namespace;
 use crate::memory::embed::SharedEmbedder;
-use crate::memory::hybrid::{ChunkHit, MIN_SIMILARITY, VECTOR_K, hybrid_search, nearest, resolve};
+use crate::memory::hybrid::{ChunkHit, hybrid_search};
 use crate::memory::index::IndexSet;
 use crate::memory::jobs::{Added, Removed};
 use crate::memory::search::Filters;
@@ -117,11 +117,9 @@ impl SearchWorker {
     fn recall(&mut self, query: &str, namespaces: &[Namespace], k: usize) -> Result<Vec<ChunkHit>, String> {
         let model = self.embedder.get()?;
         self.ensure_indexes()?;
-        let indexes = self.indexes.as_mut().expect("opened");
-        let found = nearest(&model, indexes, query, namespaces, VECTOR_K.max(k)).map_err(|err| format!("{err:#}"))?;
-        let conn = self.connection()?;
-        let mut hits = resolve(conn, &found, &Filters::default(), MIN_SIMILARITY).map_err(|err| err.to_string())?;
-        hits.truncate(k);
+        self.connection()?;
+        let (indexes, conn) = (self.indexes.as_mut().expect("opened"), self.conn.as_ref().expect("connected"));
+        let hits = crate::memory::hybrid::recall(&model, indexes, conn, query, namespaces, k)?;
         for hit in &hits {
             tracing::debug!(score = hit.score, title = %hit.title, text = %hit.body(), "recalled");
         }

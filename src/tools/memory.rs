@@ -28,12 +28,29 @@ const RECALL_TIMEOUT: Duration = Duration::from_secs(5);
 const DEFAULT_LIMIT: u64 = 8;
 const MAX_LIMIT: u64 = 50;
 
+/// Recall by meaning: the search worker in the app, the served memory's
+/// own indexes in `cowork mcp serve`. None: it did not answer in time.
+pub trait Recall {
+    fn recall(&self, query: &str, namespaces: Vec<crate::memory::Namespace>, k: usize) -> Option<Result<Vec<ChunkHit>, String>>;
+}
+
+impl Recall for Sender<SearchCommand> {
+    fn recall(&self, query: &str, namespaces: Vec<crate::memory::Namespace>, k: usize) -> Option<Result<Vec<ChunkHit>, String>> {
+        let (reply, answer) = bounded(1);
+        self.send_timeout(SearchCommand::Recall { query: query.to_owned(), namespaces, k, reply }, RECALL_TIMEOUT).ok()?;
+        answer.recv_timeout(RECALL_TIMEOUT).ok()
+    }
+}
+
 /// What the family reads and writes through.
 pub struct MemoryEnv<'a> {
     /// A read-only connection to cowork.db.
     pub conn: &'a Connection,
-    /// The search worker, for recall by meaning (None: keywords only).
-    pub recall: Option<&'a Sender<SearchCommand>>,
+    /// Recall by meaning (None: keywords only).
+    pub recall: Option<&'a dyn Recall>,
+    /// The privacy firewall's rules, applied to what was recorded before
+    /// they changed (`cowork mcp serve`); None: what is stored is shown.
+    pub withheld: Option<&'a crate::capture::firewall::Rules>,
     /// The store worker, for `remember` (None: refused).
     pub store: Option<&'a Sender<StoreCommand>>,
     /// The chat the call belongs to, for its pins.
@@ -80,6 +97,12 @@ pub fn run(tool: &str, args: &Value, env: &MemoryEnv<'_>) -> ToolOutput {
     }
 }
 
+impl MemoryEnv<'_> {
+    fn withholds(&self, session: &crate::events::ActivitySession) -> bool {
+        self.withheld.is_some_and(|rules| rules.withholds(Some(&session.app), &session.title, session.url.as_deref()))
+    }
+}
+
 fn limit(args: &Value, default: u64) -> usize {
     args.get("limit").and_then(Value::as_u64).unwrap_or(default).min(MAX_LIMIT) as usize
 }
@@ -97,13 +120,16 @@ fn search_memory(args: &Value, env: &MemoryEnv<'_>) -> Result<String, String> {
     // Keywords and, when the search worker has vectors, meaning, fused as the search box fuses
     // them; recall has no filters of its own, so they are applied to its hits here.
     let mut lists = crate::memory::search::keyword_lists(env.conn, &query, &filters, limit).map_err(|err| format!("search failed: {err}"))?;
-    if let Some(search) = env.recall {
-        let (reply, answer) = bounded(1);
+    if let Some(recall) = env.recall {
         let mut namespaces: Vec<crate::memory::Namespace> = filters.streams().iter().map(|s| s.namespace()).collect();
         namespaces.dedup();
-        let asked = search.send_timeout(SearchCommand::Recall { query: query.clone(), namespaces, k: limit, reply }, RECALL_TIMEOUT).is_ok();
-        if let Some(Ok(hits)) = asked.then(|| answer.recv_timeout(RECALL_TIMEOUT).ok()).flatten() {
+        if let Some(Ok(hits)) = recall.recall(&query, namespaces, limit) {
             lists.push(hits.iter().filter(|h| filters.admits(h.stream, h.app.as_deref(), h.at_millis, h.at_millis)).map(ChunkHit::to_hit).collect());
+        }
+    }
+    if let Some(rules) = env.withheld {
+        for list in &mut lists {
+            list.retain(|hit| !rules.withholds(hit.app.as_deref(), &hit.title, None) && !rules.withholds(None, &hit.snippet, None));
         }
     }
     let hits = crate::memory::search::reciprocal_rank_fusion(lists, limit);
@@ -139,7 +165,19 @@ fn recent_activity(args: &Value, env: &MemoryEnv<'_>) -> Result<String, String> 
         Some(minutes) => env.now_millis - minutes * 60_000,
         None => crate::ids::local_day_start_millis(env.now_millis).min(env.now_millis - 60 * 60_000),
     };
-    let mut sessions = crate::store::sessions_since(env.conn, since, limit(args, 20)).map_err(|err| format!("cannot read activity: {err}"))?;
+    activity_since(env, since, limit(args, 20))
+}
+
+/// Today's timeline, oldest first (`cowork mcp serve`'s timeline resource).
+pub fn today(env: &MemoryEnv<'_>, most: usize) -> Result<String, String> {
+    let since = crate::ids::local_day_start_millis(env.now_millis);
+    let text = activity_since(env, since, most)?;
+    Ok(text.lines().rev().collect::<Vec<_>>().join("\n"))
+}
+
+fn activity_since(env: &MemoryEnv<'_>, since: i64, most: usize) -> Result<String, String> {
+    let mut sessions = crate::store::sessions_since(env.conn, since, most).map_err(|err| format!("cannot read activity: {err}"))?;
+    sessions.retain(|s| !env.withholds(s));
     sessions.sort_by_key(|s| std::cmp::Reverse(s.started_at_millis));
     if sessions.is_empty() {
         return Ok(format!("No window was in use since {}.", format_when(since, env.now_millis)));
@@ -148,7 +186,12 @@ fn recent_activity(args: &Value, env: &MemoryEnv<'_>) -> Result<String, String> 
 }
 
 fn current_window(env: &MemoryEnv<'_>) -> Result<String, String> {
-    let sessions = crate::store::recent_sessions(env.conn, 1).map_err(|err| format!("cannot read activity: {err}"))?;
+    let mut sessions = crate::store::recent_sessions(env.conn, 1).map_err(|err| format!("cannot read activity: {err}"))?;
+    if sessions.first().is_some_and(|s| env.withholds(s)) {
+        // Say no more than that: the window's name is what the rules keep back.
+        return Ok("The current window is withheld by the user's privacy rules.".into());
+    }
+    sessions.truncate(1);
     Ok(match sessions.first() {
         Some(s) if s.ended_at_millis.is_none() => {
             let url = s.url.as_deref().map(|u| format!(" <{u}>")).unwrap_or_default();
@@ -167,6 +210,9 @@ fn read_session(args: &Value, env: &MemoryEnv<'_>) -> Result<String, String> {
         Err(err) => return Err(format!("cannot read session {session_id}: {err}")),
     };
     let session = crate::store::session(env.conn, session_id).map_err(|err| format!("cannot read session {session_id}: {err}"))?;
+    if env.withholds(&session) {
+        return Err(format!("session {session_id} is withheld by the user's privacy rules"));
+    }
     let mut out = vec![session_line(&session, env.now_millis)];
     out.push(if typed.is_empty() { "Typed: nothing recorded.".into() } else { "Typed:".into() });
     out.extend(typed.iter().map(|(at, text)| format!("- {} {text}", format_when(*at, env.now_millis))));
@@ -213,7 +259,7 @@ mod tests {
     }
 
     fn env(conn: &Connection, now: i64) -> MemoryEnv<'_> {
-        MemoryEnv { conn, recall: None, store: None, thread_id: None, now_millis: now }
+        MemoryEnv { conn, recall: None, withheld: None, store: None, thread_id: None, now_millis: now }
     }
 
     #[test]
@@ -253,7 +299,7 @@ mod tests {
                 ]));
             }
         });
-        let env = MemoryEnv { recall: Some(&recall), ..env(&conn, now) };
+        let env = MemoryEnv { recall: Some(&recall as &dyn Recall), ..env(&conn, now) };
         let found = run("search_memory", &json!({"query": "flight", "stream": "window", "limit": 4}), &env);
         worker.join().unwrap();
         assert_eq!(found.content.lines().count(), 4, "{}", found.content);

@@ -46,6 +46,7 @@ pub fn chat_ui(ui: &mut egui::Ui, state: &AppState, panel: &mut ChatPanel, actio
     model_line_ui(ui, state);
     pins_ui(ui, state, actions);
     consent_ui(ui, state, actions);
+    crate::ui::integrations::client_request_ui(ui, state, actions);
     retry_offer_ui(ui, state, actions);
     crate::ui::agent::waiting_ui(ui, state, &mut panel.agent, actions, crate::ids::now_millis());
     ui.separator();

@@ -3,6 +3,10 @@
 //! from the agent), trust, Test (protocol, tools, connect and round-trip
 //! time), the last lines of a stdio server's stderr, and adding or removing a
 //! server. Edits go to the mcp worker, which writes the file.
+//!
+//! Also the other way round: the assistants that read cowork's memory through
+//! `cowork mcp serve`, each allowed or denied by name; a new one is asked
+//! about at the top of the chat (`client_request_ui`).
 
 use egui::{RichText, ScrollArea};
 
@@ -99,6 +103,7 @@ pub fn integrations_ui(ui: &mut egui::Ui, state: &AppState, panel: &mut Integrat
         }
         ui.add_space(theme::SPACING);
     }
+    clients_ui(ui, state, actions);
     egui::CollapsingHeader::new("Add a server").show(ui, |ui| {
         ui.horizontal(|ui| {
             let label = ui.label("Name");
@@ -116,4 +121,58 @@ pub fn integrations_ui(ui: &mut egui::Ui, state: &AppState, panel: &mut Integrat
             panel.endpoint.clear();
         }
     });
+}
+
+/// What a served client can read, in the user's words.
+const CLIENT_READS: &str = "search what you saw, typed and copied, your recent windows, the current window and today's timeline (read-only; your privacy rules apply)";
+
+/// Settings: every assistant that asked to read cowork's memory, with its answer.
+fn clients_ui(ui: &mut egui::Ui, state: &AppState, actions: &mut Vec<UiAction>) {
+    ui.add_space(theme::SPACING);
+    ui.label(RichText::new("Assistants reading cowork's memory").strong());
+    if state.mcp_clients.is_empty() {
+        ui.label(
+            RichText::new("None yet. Give an assistant `cowork mcp serve` as an MCP server (stdio), or `cowork mcp serve --http 127.0.0.1:7480` with the token from `cowork mcp token`.")
+                .small()
+                .color(theme::MUTED),
+        );
+        return;
+    }
+    for client in &state.mcp_clients {
+        ui.horizontal_wrapped(|ui| {
+            ui.label(RichText::new(&client.name).strong());
+            let colour = match client.status.as_str() {
+                "allowed" => theme::OK,
+                "denied" => theme::ERROR,
+                _ => theme::WARN,
+            };
+            ui.label(RichText::new(&client.status).color(colour));
+            ui.label(RichText::new(format!("{} {} · last {}", client.transport, client.version, crate::ids::format_when(client.last_seen_millis, crate::ids::now_millis()))).small().color(theme::MUTED));
+            if client.status != "allowed" && ui.small_button("Allow").on_hover_text(format!("{} may {CLIENT_READS}", client.name)).clicked() {
+                actions.push(UiAction::McpClientDecision { name: client.name.clone(), allow: true });
+            }
+            if client.status != "denied" && ui.small_button("Deny").clicked() {
+                actions.push(UiAction::McpClientDecision { name: client.name.clone(), allow: false });
+            }
+        });
+    }
+}
+
+/// At the top of the chat: an assistant connected to `cowork mcp serve` for
+/// the first time and waits for an answer.
+pub fn client_request_ui(ui: &mut egui::Ui, state: &AppState, actions: &mut Vec<UiAction>) {
+    for client in state.mcp_clients.iter().filter(|c| c.status == "pending") {
+        egui::Frame::new().fill(theme::USER_BUBBLE).corner_radius(6.0).inner_margin(8.0).show(ui, |ui| {
+            ui.label(RichText::new(format!("{} wants to read cowork's memory", client.name)).strong());
+            ui.label(RichText::new(format!("Over {} (cowork mcp serve). If you allow it, it can {CLIENT_READS}. Every call is in the audit log.", client.transport)).small());
+            ui.horizontal_wrapped(|ui| {
+                if ui.button(format!("Allow {}", client.name)).clicked() {
+                    actions.push(UiAction::McpClientDecision { name: client.name.clone(), allow: true });
+                }
+                if ui.button("Deny").clicked() {
+                    actions.push(UiAction::McpClientDecision { name: client.name.clone(), allow: false });
+                }
+            });
+        });
+    }
 }

@@ -227,3 +227,388 @@ fn a_python_server_times_out_crashes_and_reconnects_and_garbage_on_stdout_is_a_c
     assert!(cut.elapsed() < Duration::from_millis(850), "{:?}", cut.elapsed());
     assert!(mcp.shutdown(McpCommand::Shutdown, Duration::from_secs(5)));
 }
+
+/// The lockfiles in the data directory's MCP run folder, parsed.
+fn locks(data: &std::path::Path) -> Vec<(std::path::PathBuf, cowork::mcp::orphans::Lock)> {
+    let Ok(entries) = std::fs::read_dir(cowork::mcp::orphans::run_dir(data)) else { return Vec::new() };
+    entries.flatten().filter_map(|e| Some((e.path(), serde_json::from_slice(&std::fs::read(e.path()).ok()?).ok()?))).collect()
+}
+
+fn running(pid: u32) -> bool {
+    std::fs::read_to_string(format!("/proc/{pid}/stat")).is_ok_and(|stat| stat.rsplit_once(')').is_some_and(|(_, rest)| !rest.trim_start().starts_with('Z')))
+}
+
+#[test]
+fn a_server_left_by_a_killed_cowork_is_ended_at_the_next_start_and_a_reused_pid_is_untouched() {
+    if !require(super::support::XSession::available(), "Xvfb") {
+        return;
+    }
+    let Some(python) = python() else {
+        require(false, "COWORK_TEST_PYTHON with the mcp package (scripts/test installs it)");
+        return;
+    };
+    let x = super::support::XSession::start();
+    let data = temp_dir();
+    // A server that outlives its stdin (many do): the orphan a crash leaves.
+    let script = data.path().join("stubborn.py");
+    std::fs::write(
+        &script,
+        "import time\nfrom mcp.server.mcpserver import MCPServer\napp = MCPServer('stubborn')\n\n@app.tool()\ndef ping() -> str:\n    return 'pong'\n\napp.run()\ntime.sleep(600)\n",
+    )
+    .unwrap();
+    std::fs::write(data.path().join("mcp-servers.json"), json!({"mcpServers": {"stubborn": {"command": python, "args": [script]}}}).to_string()).unwrap();
+    // `cowork capture run` starts every worker (the mcp worker too) without the window.
+    let cowork = || {
+        let mut command = x.command(env!("CARGO_BIN_EXE_cowork"));
+        command.env("COWORK_LOG", "warn").arg("--data-dir").arg(data.path()).args(["capture", "run"]);
+        ChildGuard(command.stdout(Stdio::null()).stderr(Stdio::null()).spawn().unwrap())
+    };
+    let owned_by = |pid: u32| locks(data.path()).into_iter().find(|(_, lock)| lock.owner.is_some_and(|o| o.pid == pid));
+
+    let mut first = cowork();
+    assert!(eventually(Duration::from_secs(60), || owned_by(first.0.id()).is_some()), "the first cowork recorded its server");
+    let (_, lock) = owned_by(first.0.id()).unwrap();
+    let orphan = lock.pid;
+    assert!(running(orphan));
+    // A second cowork on the same data directory (as `cowork ask` beside the
+    // sidebar) starts its own server and leaves the first one's alone.
+    let mut other = cowork();
+    assert!(eventually(Duration::from_secs(60), || owned_by(other.0.id()).is_some()), "the second cowork recorded its server");
+    let (_, its) = owned_by(other.0.id()).unwrap();
+    assert_ne!(its.pid, orphan);
+    assert!(running(orphan), "another cowork process did not end the first one's server");
+    // SIGTERM: it stops its own server and removes its lockfile.
+    unsafe { libc::kill(other.0.id() as i32, libc::SIGTERM) };
+    assert!(other.0.wait().unwrap().success());
+    assert!(eventually(Duration::from_secs(5), || !running(its.pid)), "a cowork that ends normally ends its servers");
+    assert!(owned_by(other.0.id()).is_none(), "and removes their lockfiles");
+    assert!(running(orphan));
+
+    // kill -9: nothing of cowork's runs to stop the server.
+    first.0.kill().unwrap();
+    first.0.wait().unwrap();
+    std::thread::sleep(Duration::from_millis(500));
+    assert!(running(orphan), "the server outlived the killed cowork (the orphan this test is about)");
+
+    // A lockfile whose pid now runs another program (a reused pid), owned by a dead cowork.
+    let mut bystander = ChildGuard(Command::new("sleep").arg("300").spawn().unwrap());
+    let mut reused = lock.clone();
+    reused.pid = bystander.0.id();
+    std::fs::write(cowork::mcp::orphans::run_dir(data.path()).join("1-reused.lock"), serde_json::to_vec(&reused).unwrap()).unwrap();
+
+    let second = cowork();
+    assert!(eventually(Duration::from_secs(60), || owned_by(second.0.id()).is_some()), "the second cowork started its own server");
+    assert!(eventually(Duration::from_secs(5), || !running(orphan)), "the orphan was ended");
+    assert!(bystander.0.try_wait().unwrap().is_none(), "the process that reused a recorded pid runs on");
+    let left = locks(data.path());
+    assert_eq!(left.len(), 1, "the dead owner's lockfiles are gone: {left:?}");
+    let _ = bystander.0.kill();
+}
+
+#[test]
+fn a_call_approved_after_a_restart_waits_for_its_server_to_finish_starting() {
+    let Some(python) = python() else {
+        require(false, "COWORK_TEST_PYTHON with the mcp package (scripts/test installs it)");
+        return;
+    };
+    let model = scripted(vec![calls(&[("mcp__slowpy__ping", json!({}))]), answer("Done.")]);
+    let (data, paths) = fixture(&model, "Terminal", "");
+    // The server takes as long to start as the file next to it says.
+    let delay = data.path().join("start-delay");
+    let script = data.path().join("slowpy.py");
+    std::fs::write(
+        &script,
+        format!(
+            "import os, time\nfrom mcp.server.mcpserver import MCPServer\napp = MCPServer('slowpy')\n\n@app.tool()\ndef ping() -> str:\n    \"\"\"Answers pong.\"\"\"\n    return 'pong'\n\nif os.path.exists({delay:?}):\n    time.sleep(float(open({delay:?}).read()))\napp.run()\n"
+        ),
+    )
+    .unwrap();
+    std::fs::write(data.path().join("mcp-servers.json"), json!({"mcpServers": {"slowpy": {"command": python, "args": [script], "startupTimeoutSec": 20}}}).to_string()).unwrap();
+
+    let (workers, events) = super::support::start_workers(&paths);
+    settled(&events, &["slowpy"]);
+    workers.agent.commands.send(AgentCommand::Chat(task("ping the slowpy server"))).unwrap();
+    let waiting = wait_call(&events, |c| c.tool == "mcp__slowpy__ping" && c.status == CallStatus::Waiting);
+    workers.shutdown(Duration::from_secs(5));
+    // A clean shutdown is a Stop (waiting operations are cancelled); a crash
+    // (kill -9, power loss) leaves them waiting, as here.
+    {
+        let conn = cowork::store::open_writer(&data.path().join("cowork.db")).unwrap();
+        conn.execute("UPDATE operation_calls SET status = 'waiting', finished_at_ms = NULL WHERE call_id = ?1", [waiting.call_id]).unwrap();
+        conn.execute("UPDATE operations SET status = 'waiting_for_human', error = NULL", []).unwrap();
+    }
+
+    // cowork starts again; this time the server needs 3 s to come up, and the
+    // user approves the call the moment it is shown again.
+    std::fs::write(&delay, "3").unwrap();
+    let (workers, events) = super::support::start_workers(&paths);
+    let shown = wait_call(&events, |c| c.call_id == waiting.call_id && c.status == CallStatus::Waiting);
+    workers.agent.commands.send(AgentCommand::Decide { call_id: shown.call_id, choice: ApprovalChoice::Once }).unwrap();
+    let done = wait_call(&events, |c| c.call_id == waiting.call_id && c.status.settled());
+    assert_eq!(done.status, CallStatus::Done, "the call waited for its server: {done:?}");
+    assert_eq!(done.output.as_deref(), Some("pong"), "{done:?}");
+    workers.shutdown(Duration::from_secs(5));
+}
+
+/// A client of the official Python `mcp` package: runs `ops` against
+/// `cowork mcp serve` (stdio) or a URL (streamable HTTP) and returns what
+/// each answered, as the wire's JSON.
+const PY_CLIENT: &str = r#"import asyncio, json, sys
+from mcp import ClientSession, StdioServerParameters, types
+from mcp.client.stdio import stdio_client
+from mcp.client.streamable_http import streamable_http_client, create_mcp_http_client
+
+spec = json.loads(sys.argv[1])
+
+def dump(x):
+    return x.model_dump(by_alias=True, mode="json", exclude_none=True)
+
+async def run(session):
+    await session.initialize()
+    out = []
+    for op in spec["ops"]:
+        try:
+            if op[0] == "list_tools":
+                out.append(dump(await session.list_tools()))
+            elif op[0] == "call":
+                out.append(dump(await session.call_tool(op[1], op[2])))
+            elif op[0] == "list_resources":
+                out.append(dump(await session.list_resources()))
+            elif op[0] == "read":
+                out.append(dump(await session.read_resource(op[1])))
+        except Exception as e:
+            out.append({"exception": repr(e)})
+    return out
+
+async def main():
+    info = types.Implementation(name=spec["client"], version="1.0")
+    if "url" in spec:
+        async with create_mcp_http_client(headers=spec.get("headers")) as http:
+            async with streamable_http_client(spec["url"], http_client=http) as streams:
+                async with ClientSession(streams[0], streams[1], client_info=info) as s:
+                    print(json.dumps(await run(s)))
+    else:
+        params = StdioServerParameters(command=spec["command"], args=spec["args"])
+        async with stdio_client(params) as streams:
+            async with ClientSession(streams[0], streams[1], client_info=info) as s:
+                print(json.dumps(await run(s)))
+
+asyncio.run(main())
+"#;
+
+fn py_client(python: &str, dir: &std::path::Path, spec: serde_json::Value) -> Vec<serde_json::Value> {
+    let script = dir.join("client.py");
+    std::fs::write(&script, PY_CLIENT).unwrap();
+    let out = Command::new(python).arg(&script).arg(spec.to_string()).stdin(Stdio::null()).output().unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "the Python client failed: {}\n{stdout}", String::from_utf8_lossy(&out.stderr));
+    serde_json::from_str(stdout.lines().last().unwrap_or_default()).unwrap_or_else(|e| panic!("{e}: {stdout}"))
+}
+
+/// The text of a tools/call result, and whether it is an error.
+fn call_text(result: &serde_json::Value) -> (String, bool) {
+    let text = result["content"].as_array().map(|blocks| blocks.iter().filter_map(|b| b["text"].as_str()).collect::<Vec<_>>().join("\n")).unwrap_or_default();
+    (text, result["isError"].as_bool().unwrap_or(false))
+}
+
+/// A data directory holding the scripted morning (with its vectors when the embedding model is here).
+fn remembered_morning() -> tempfile::TempDir {
+    let data = temp_dir();
+    let script = super::support::repo_dir().join("assets/scripts/grounded-morning.jsonl");
+    for args in [vec!["capture", "simulate", "--script", script.to_str().unwrap()], vec!["memory", "embed"]] {
+        let out = serve_command(data.path()).args(&args).output().unwrap();
+        assert!(out.status.success(), "cowork {args:?}: {}", String::from_utf8_lossy(&out.stderr));
+    }
+    data
+}
+
+fn serve_command(data: &std::path::Path) -> Command {
+    let mut command = Command::new(env!("CARGO_BIN_EXE_cowork"));
+    command.env("COWORK_LOG", "warn").arg("--data-dir").arg(data).arg("--models-dir").arg(super::support::models_dir());
+    command
+}
+
+fn decide_client(data: &std::path::Path, name: &str, allowed: bool) {
+    // What the sidebar's Allow / Deny sends the store.
+    let conn = cowork::store::open_writer(&data.join("cowork.db")).unwrap();
+    let write = cowork::agent::store::AgentWrite::McpClientDecided { name: name.into(), allowed, by: "user".into(), at_millis: cowork::ids::now_millis() };
+    cowork::agent::store::apply(&conn, &write).unwrap();
+}
+
+fn clients(data: &std::path::Path) -> Vec<cowork::agent::store::McpClientRow> {
+    let conn = cowork::store::open_read_only(&data.join("cowork.db")).unwrap();
+    cowork::agent::store::mcp_clients(&conn).unwrap()
+}
+
+#[test]
+fn cowork_serves_its_memory_to_the_python_client_only_once_allowed_and_within_the_privacy_rules() {
+    use cowork::agent::store::ClientStatus;
+    let Some(python) = python() else {
+        require(false, "COWORK_TEST_PYTHON with the mcp package (scripts/test installs it)");
+        return;
+    };
+    let data = remembered_morning();
+    let args = |extra: &[&str]| -> Vec<String> {
+        let mut args: Vec<String> = ["--data-dir", data.path().to_str().unwrap(), "--models-dir", super::support::models_dir().to_str().unwrap(), "mcp", "serve"].map(String::from).to_vec();
+        args.extend(extra.iter().map(|s| (*s).to_owned()));
+        args
+    };
+    let stdio = |client: &str, ops: serde_json::Value| {
+        py_client(&python, data.path(), json!({"client": client, "command": env!("CARGO_BIN_EXE_cowork"), "args": args(&["--consent-wait", "1"]), "ops": ops}))
+    };
+
+    // A new client sees the tools but reads nothing: it is pending, and the sidebar asks.
+    let first = stdio("Claude Desktop", json!([["list_tools"], ["call", "search_memory", {"query": "flight to Lisbon"}]]));
+    let tools: Vec<&str> = first[0]["tools"].as_array().unwrap().iter().map(|t| t["name"].as_str().unwrap()).collect();
+    assert_eq!(tools, ["search_memory", "recent_activity", "current_context", "get_session"]);
+    assert!(first[0]["tools"].as_array().unwrap().iter().all(|t| t["annotations"]["readOnlyHint"] == true), "{}", first[0]);
+    let (text, is_error) = call_text(&first[1]);
+    assert!(is_error && text.contains("asking the user"), "{text}");
+    assert!(!text.contains("LH1723"));
+    let asked = clients(data.path());
+    assert_eq!((asked[0].name.as_str(), asked[0].status, asked[0].transport.as_str()), ("Claude Desktop", ClientStatus::Pending, "stdio"), "{asked:?}");
+
+    // Allowed: every tool and the timeline answer from the real database.
+    decide_client(data.path(), "Claude Desktop", true);
+    let served = stdio(
+        "Claude Desktop",
+        json!([
+            ["call", "search_memory", {"query": "flight to Lisbon"}],
+            ["call", "recent_activity", {"minutes": 1440, "limit": 50}],
+            ["call", "current_context", {}],
+            ["list_resources"],
+            ["read", "cowork://timeline/today"],
+            ["call", "search_memory", {"query": 42}]
+        ]),
+    );
+    let (found, is_error) = call_text(&served[0]);
+    assert!(!is_error && found.contains("LH1723"), "{found}");
+    let (recent, _) = call_text(&served[1]);
+    assert!(recent.contains("Lufthansa") && recent.contains("Thunderbird"), "{recent}");
+    let (now, is_error) = call_text(&served[2]);
+    assert!(!is_error && now.contains("The last 15 minutes"), "{now}");
+    assert_eq!(served[3]["resources"][0]["uri"], "cowork://timeline/today");
+    let timeline = served[4]["contents"][0]["text"].as_str().unwrap_or_default();
+    assert!(timeline.contains("Thunderbird") || timeline.starts_with("No window"), "{}", served[4]);
+    let (bad, is_error) = call_text(&served[5]);
+    assert!(is_error && bad.contains("schema"), "{bad}");
+    // One session in full, by the id recent_activity gave.
+    let session_id: i64 = recent.lines().find(|l| l.contains("Lufthansa")).and_then(|l| l.rsplit("(session ").next()).and_then(|s| s.trim_end_matches(')').parse().ok()).expect("a session id");
+    let session = stdio("Claude Desktop", json!([["call", "get_session", {"session_id": session_id}]]));
+    let (detail, is_error) = call_text(&session[0]);
+    assert!(!is_error && detail.contains("QX7P2M"), "what was copied in it: {detail}");
+
+    // A rule the user adds now withholds what was recorded before it.
+    {
+        let conn = cowork::store::open_writer(&data.path().join("cowork.db")).unwrap();
+        cowork::store::set_setting(&conn, "privacy.denied_titles", "(?i)lisbon|LH1723", cowork::ids::now_millis()).unwrap();
+    }
+    let hidden = stdio(
+        "Claude Desktop",
+        json!([["call", "search_memory", {"query": "flight to Lisbon"}], ["call", "recent_activity", {"minutes": 1440, "limit": 50}], ["call", "get_session", {"session_id": session_id}]]),
+    );
+    for result in &hidden {
+        let (text, _) = call_text(result);
+        assert!(!text.contains("Lufthansa") && !text.contains("LH1723") && !text.contains("QX7P2M"), "withheld: {text}");
+    }
+    assert!(call_text(&hidden[2]).1 && call_text(&hidden[2]).0.contains("withheld"), "{:?}", hidden[2]);
+    assert!(call_text(&hidden[1]).0.contains("Thunderbird"), "the rest is still served");
+
+    // A denied client is refused at once.
+    decide_client(data.path(), "Nosy", false);
+    let refused = stdio("Nosy", json!([["call", "recent_activity", {}]]));
+    let (why, is_error) = call_text(&refused[0]);
+    assert!(is_error && why.contains("not allowed"), "{why}");
+
+    // Every call is in the audit log, by client.
+    let conn = cowork::store::open_read_only(&data.path().join("cowork.db")).unwrap();
+    let audit = cowork::agent::store::audit(&conn, 100).unwrap();
+    let by = |client: &str, decision: &str| audit.iter().filter(|e| e.decided_by.starts_with(&format!("MCP client {client}")) && e.decision == decision).count();
+    assert_eq!(by("Claude Desktop", "refused"), 1, "{audit:?}");
+    // Five calls and the timeline read (listing is not audited), one session, three withheld.
+    assert_eq!(by("Claude Desktop", "served"), 5 + 1 + 3, "{audit:?}");
+    assert_eq!(by("Nosy", "refused"), 1);
+    assert!(audit.iter().any(|e| e.tool == "mcp serve: search_memory" && e.arguments["query"] == "flight to Lisbon" && e.result_bytes.unwrap_or(0) > 0));
+}
+
+#[test]
+fn cowork_serves_over_loopback_http_only_with_its_token_and_to_the_mcp_inspector() {
+    let Some(python) = python() else {
+        require(false, "COWORK_TEST_PYTHON with the mcp package (scripts/test installs it)");
+        return;
+    };
+    let data = remembered_morning();
+    let token = String::from_utf8(serve_command(data.path()).args(["mcp", "token"]).output().unwrap().stdout).unwrap().trim().to_owned();
+    assert_eq!(token.len(), 64, "{token}");
+    assert!(!std::fs::read_dir(data.path()).unwrap().flatten().any(|f| f.path().is_file() && std::fs::read(f.path()).unwrap_or_default().windows(64).any(|w| w == token.as_bytes())), "the token is not written in plain text in the data directory");
+    // Off loopback: refused.
+    let out = serve_command(data.path()).args(["mcp", "serve", "--http", "0.0.0.0:0"]).output().unwrap();
+    assert!(!out.status.success() && String::from_utf8_lossy(&out.stderr).contains("loopback"), "{}", String::from_utf8_lossy(&out.stderr));
+
+    let mut server = ChildGuard(serve_command(data.path()).args(["mcp", "serve", "--http", "127.0.0.1:0", "--allow", "pyhttp"]).stdout(Stdio::piped()).stderr(Stdio::null()).spawn().unwrap());
+    let mut url = String::new();
+    std::io::BufRead::read_line(&mut std::io::BufReader::new(server.0.stdout.take().unwrap()), &mut url).unwrap();
+    let url = url.trim().to_owned();
+    assert!(url.starts_with("http://127.0.0.1:") && url.ends_with("/mcp"), "{url}");
+
+    // Without the token (or with another): 401, nothing served.
+    let port: u16 = url.trim_start_matches("http://127.0.0.1:").trim_end_matches("/mcp").parse().unwrap();
+    for auth in ["", "Authorization: Bearer 0000\r\n"] {
+        let mut stream = std::net::TcpStream::connect(("127.0.0.1", port)).unwrap();
+        let body = r#"{"jsonrpc":"2.0","id":1,"method":"tools/list"}"#;
+        let request = format!(
+            "POST /mcp HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\n{auth}Content-Type: application/json\r\nAccept: application/json, text/event-stream\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+            body.len()
+        );
+        std::io::Write::write_all(&mut stream, request.as_bytes()).unwrap();
+        let mut response = String::new();
+        let _ = std::io::Read::read_to_string(&mut stream, &mut response);
+        assert!(response.starts_with("HTTP/1.1 401"), "{response}");
+    }
+    let served = py_client(
+        &python,
+        data.path(),
+        json!({"client": "pyhttp", "url": url, "headers": {"Authorization": format!("Bearer {token}")}, "ops": [["call", "search_memory", {"query": "flight to Lisbon"}]]}),
+    );
+    let (found, is_error) = call_text(&served[0]);
+    assert!(!is_error && found.contains("LH1723"), "{found}");
+    assert!(clients(data.path()).iter().any(|c| c.name == "pyhttp" && c.transport == "http" && c.status == cowork::agent::store::ClientStatus::Allowed));
+    unsafe { libc::kill(server.0.id() as i32, libc::SIGTERM) };
+    assert!(server.0.wait().unwrap().success(), "SIGTERM ends it cleanly");
+
+    // The MCP Inspector's CLI over stdio: it names itself, is asked about, then served.
+    let inspector = std::env::var("COWORK_TEST_MCP_INSPECTOR").unwrap_or_default();
+    if !require(!inspector.is_empty() && have_program("node"), "node and @modelcontextprotocol/inspector") {
+        return;
+    }
+    let inspect = |method: &[&str]| {
+        let out = Command::new("node")
+            .arg(&inspector)
+            .arg("--cli")
+            .arg(env!("CARGO_BIN_EXE_cowork"))
+            .args(["mcp", "serve", "--consent-wait", "1"])
+            .arg("-e")
+            .arg(format!("COWORK_DATA_DIR={}", data.path().display()))
+            .arg("-e")
+            .arg(format!("COWORK_MODELS_DIR={}", super::support::models_dir().display()))
+            .arg("-e")
+            .arg("COWORK_LOG=warn")
+            .args(method)
+            .stdin(Stdio::null())
+            .output()
+            .unwrap();
+        (String::from_utf8_lossy(&out.stdout).into_owned(), String::from_utf8_lossy(&out.stderr).into_owned())
+    };
+    let (listed, err) = inspect(&["--method", "tools/list"]);
+    assert!(listed.contains("search_memory") && listed.contains("get_session"), "{listed}\n{err}");
+    let call = ["--method", "tools/call", "--tool-name", "search_memory", "--tool-arg", "query=flight to Lisbon"];
+    let (refused, _) = inspect(&call);
+    assert!(!refused.contains("LH1723"), "{refused}");
+    let pending: Vec<_> = clients(data.path()).into_iter().filter(|c| c.status == cowork::agent::store::ClientStatus::Pending).collect();
+    assert_eq!(pending.len(), 1, "the Inspector is asked about: {pending:?}");
+    decide_client(data.path(), &pending[0].name, true);
+    let (found, err) = inspect(&call);
+    assert!(found.contains("LH1723"), "{found}\n{err}");
+    let (timeline, err) = inspect(&["--method", "resources/read", "--uri", "cowork://timeline/today"]);
+    assert!(timeline.contains("cowork://timeline/today"), "{timeline}\n{err}");
+}

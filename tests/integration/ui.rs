@@ -822,3 +822,39 @@ fn settings_integrations_show_server_state_and_send_reconnect_test_and_tool_choi
     }
     assert_eq!(sent.len(), 3);
 }
+
+#[test]
+fn an_assistant_asking_to_read_memory_is_asked_about_in_the_chat_and_listed_in_settings() {
+    use cowork::agent::store::AgentWrite;
+    use cowork::events::McpClientView;
+    let (mut harness, far) = app_with(AppOptions::default(), 3000.0);
+    let client = |name: &str, status: &str| McpClientView {
+        name: name.into(),
+        version: "1.0".into(),
+        transport: "stdio".into(),
+        status: status.into(),
+        asked_at_millis: 1_000,
+        last_seen_millis: 2_000,
+    };
+    far.events.send(AppEvent::McpClients(vec![client("Claude Desktop", "pending"), client("zed", "allowed")])).unwrap();
+    harness.run();
+    harness.get_by_label_contains("Claude Desktop wants to read cowork's memory");
+    assert!(harness.query_by_label_contains("zed wants").is_none(), "only a pending client is asked about");
+    harness.get_by_label("Allow Claude Desktop").click();
+    harness.run();
+    let decided: Vec<StoreCommand> = far.store.try_iter().collect();
+    let allowed = decided.iter().any(|c| {
+        matches!(c, StoreCommand::Agent { write, .. } if matches!(write.as_ref(), AgentWrite::McpClientDecided { name, allowed: true, by, .. } if name == "Claude Desktop" && by == "user"))
+    });
+    assert!(allowed, "Allow is written through the store");
+    assert!(harness.query_by_label_contains("Claude Desktop wants").is_none(), "the card goes at once");
+
+    // Settings → Integrations lists every client; Deny revokes an allowed one.
+    harness.get_by_label("Settings").click();
+    harness.run();
+    harness.get_by_label_contains("Assistants reading cowork's memory");
+    harness.get_all_by_label("Deny").next().unwrap().click();
+    harness.run();
+    let denied = far.store.try_iter().any(|c| matches!(c, StoreCommand::Agent { write, .. } if matches!(write.as_ref(), AgentWrite::McpClientDecided { allowed: false, .. })));
+    assert!(denied);
+}

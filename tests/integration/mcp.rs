@@ -253,7 +253,7 @@ fn a_server_left_by_a_killed_cowork_is_ended_at_the_next_start_and_a_reused_pid_
     let script = data.path().join("stubborn.py");
     std::fs::write(
         &script,
-        "import time\nfrom mcp.server.mcpserver import MCPServer\napp = MCPServer('stubborn')\n\n@app.tool()\ndef ping() -> str:\n    return 'pong'\n\napp.run()\ntime.sleep(600)\n",
+        "import os, sys, time\nfrom mcp.server.mcpserver import MCPServer\napp = MCPServer('stubborn')\n\n@app.tool()\ndef ping() -> str:\n    return 'pong'\n\ntry:\n    app.run()\nexcept BaseException:\n    pass\n# Its pipes went with cowork: nothing more is written to them.\nsys.stdout = sys.stderr = open(os.devnull, 'w')\ntime.sleep(600)\n",
     )
     .unwrap();
     std::fs::write(data.path().join("mcp-servers.json"), json!({"mcpServers": {"stubborn": {"command": python, "args": [script]}}}).to_string()).unwrap();

@@ -264,17 +264,31 @@ fn a_server_left_by_a_killed_cowork_is_ended_at_the_next_start_and_a_reused_pid_
         ChildGuard(command.stdout(Stdio::null()).stderr(Stdio::null()).spawn().unwrap())
     };
     let owned_by = |pid: u32| locks(data.path()).into_iter().find(|(_, lock)| lock.owner.is_some_and(|o| o.pid == pid));
+    // If an assertion fails midway, no stubborn server is left behind.
+    struct EndServers(Vec<u32>);
+    impl Drop for EndServers {
+        fn drop(&mut self) {
+            for pid in &self.0 {
+                if std::fs::read(format!("/proc/{pid}/cmdline")).is_ok_and(|c| c.windows(11).any(|w| w == b"stubborn.py")) {
+                    unsafe { libc::kill(*pid as i32, libc::SIGKILL) };
+                }
+            }
+        }
+    }
+    let mut started = EndServers(Vec::new());
 
     let mut first = cowork();
     assert!(eventually(Duration::from_secs(60), || owned_by(first.0.id()).is_some()), "the first cowork recorded its server");
     let (_, lock) = owned_by(first.0.id()).unwrap();
     let orphan = lock.pid;
+    started.0.push(orphan);
     assert!(running(orphan));
     // A second cowork on the same data directory (as `cowork ask` beside the
     // sidebar) starts its own server and leaves the first one's alone.
     let mut other = cowork();
     assert!(eventually(Duration::from_secs(60), || owned_by(other.0.id()).is_some()), "the second cowork recorded its server");
     let (_, its) = owned_by(other.0.id()).unwrap();
+    started.0.push(its.pid);
     assert_ne!(its.pid, orphan);
     assert!(running(orphan), "another cowork process did not end the first one's server");
     // SIGTERM: it stops its own server and removes its lockfile.
@@ -296,13 +310,19 @@ fn a_server_left_by_a_killed_cowork_is_ended_at_the_next_start_and_a_reused_pid_
     reused.pid = bystander.0.id();
     std::fs::write(cowork::mcp::orphans::run_dir(data.path()).join("1-reused.lock"), serde_json::to_vec(&reused).unwrap()).unwrap();
 
-    let second = cowork();
+    let mut second = cowork();
     assert!(eventually(Duration::from_secs(60), || owned_by(second.0.id()).is_some()), "the second cowork started its own server");
     assert!(eventually(Duration::from_secs(5), || !running(orphan)), "the orphan was ended");
     assert!(bystander.0.try_wait().unwrap().is_none(), "the process that reused a recorded pid runs on");
     let left = locks(data.path());
     assert_eq!(left.len(), 1, "the dead owner's lockfiles are gone: {left:?}");
     let _ = bystander.0.kill();
+    // A clean stop ends its server (which would outlive a kill -9, and has a clean environment the suite's leftover check cannot see).
+    let (_, its) = owned_by(second.0.id()).unwrap();
+    started.0.push(its.pid);
+    unsafe { libc::kill(second.0.id() as i32, libc::SIGTERM) };
+    assert!(second.0.wait().unwrap().success());
+    assert!(eventually(Duration::from_secs(5), || !running(its.pid)), "the second cowork's server ended with it");
 }
 
 #[test]

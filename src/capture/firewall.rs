@@ -74,25 +74,33 @@ impl Rules {
         if let Some(&(start, end)) = self.quiet_hours.iter().find(|(s, e)| in_range(observation.local_minute, *s, *e)) {
             return exclude(format!("quiet hours {}–{}", clock(start), clock(end)));
         }
-        let app = observation.app.to_lowercase();
-        if !self.allowed_apps.is_empty() && !self.allowed_apps.iter().any(|a| a.eq_ignore_ascii_case(&app)) {
-            return exclude(format!("app {} is not on the allow list", observation.app));
+        self.standing_exclusion(Some(observation.app), observation.title, observation.url).map_or(Decision::Record, exclude)
+    }
+
+    /// The rules that do not depend on the time (everything but pause and
+    /// quiet hours); `app` None skips the app lists.
+    fn standing_exclusion(&self, app: Option<&str>, title: &str, url: Option<&str>) -> Option<String> {
+        if let Some(app) = app {
+            let lower = app.to_lowercase();
+            if !self.allowed_apps.is_empty() && !self.allowed_apps.iter().any(|a| a.eq_ignore_ascii_case(&lower)) {
+                return Some(format!("app {app} is not on the allow list"));
+            }
+            if let Some(denied) = self.denied_apps.iter().find(|d| lower.contains(&d.to_lowercase())) {
+                return Some(format!("app deny list: {denied}"));
+            }
         }
-        if let Some(denied) = self.denied_apps.iter().find(|d| app.contains(&d.to_lowercase())) {
-            return exclude(format!("app deny list: {denied}"));
+        if self.exclude_private_windows && is_private_window(title) {
+            return Some("private or incognito window".into());
         }
-        if self.exclude_private_windows && is_private_window(observation.title) {
-            return exclude("private or incognito window".into());
+        if let Some(pattern) = self.denied_titles.iter().find(|p| p.is_match(title)) {
+            return Some(format!("title matches /{}/", pattern.as_str()));
         }
-        if let Some(pattern) = self.denied_titles.iter().find(|p| p.is_match(observation.title)) {
-            return exclude(format!("title matches /{}/", pattern.as_str()));
-        }
-        if let Some(host) = observation.url.and_then(host_of)
+        if let Some(host) = url.and_then(host_of)
             && let Some(domain) = self.denied_domains.iter().find(|d| domain_matches(&host, d))
         {
-            return exclude(format!("domain deny list: {domain}"));
+            return Some(format!("domain deny list: {domain}"));
         }
-        Decision::Record
+        None
     }
 
     /// Whether something already recorded is now withheld from those who read
@@ -101,14 +109,7 @@ impl Rules {
     /// later covers what was recorded before it. `app` is None for what no
     /// app owns (chat messages): then only the title rules apply.
     pub fn withholds(&self, app: Option<&str>, title: &str, url: Option<&str>) -> bool {
-        let timeless = Rules { paused: false, quiet_hours: Vec::new(), ..self.clone() };
-        match app {
-            Some(app) => !timeless.decide(&Observation { app, title, url, local_minute: 0 }).is_record(),
-            None => {
-                let apps = Rules { allowed_apps: Vec::new(), denied_apps: Vec::new(), ..timeless };
-                !apps.decide(&Observation { app: "", title, url, local_minute: 0 }).is_record()
-            }
-        }
+        self.standing_exclusion(app, title, url).is_some()
     }
 }
 

@@ -173,9 +173,8 @@ impl Backend {
             }
             Ask::Timeline(client) => {
                 let started = Instant::now();
-                let result = self.reader().map(|_| ()).and_then(|()| {
-                    let rules = self.rules();
-                    let conn = self.reader.as_ref().expect("opened");
+                let result = self.rules().and_then(|rules| {
+                    let conn = self.reader.as_ref().expect("opened by rules()");
                     let env = MemoryEnv { conn, recall: None, withheld: Some(&rules), store: None, thread_id: None, now_millis: now };
                     crate::tools::memory::today(&env, TIMELINE_SESSIONS)
                 });
@@ -199,9 +198,15 @@ impl Backend {
         }
     }
 
-    /// The firewall's rules as the user has them now.
-    fn rules(&self) -> crate::capture::firewall::Rules {
-        crate::workers::read_settings(&self.paths).0.rules()
+    /// The firewall's rules as the user has them now, from the reading
+    /// connection. Unreadable settings refuse the call: the defaults could
+    /// be laxer than the user's rules.
+    fn rules(&mut self) -> Result<crate::capture::firewall::Rules, String> {
+        let pairs = crate::store::all_settings(self.reader()?).map_err(|err| {
+            self.reader = None;
+            format!("cowork's privacy rules cannot be read, so nothing is served: {err}")
+        })?;
+        Ok(crate::config::Settings::from_pairs(&pairs).0.rules())
     }
 
     fn run_tool(&mut self, tool: &str, args: &Value, now: i64) -> Result<String, String> {
@@ -210,16 +215,15 @@ impl Backend {
         if !problems.is_empty() {
             return Err(format!("the arguments do not fit the schema: {}", problems.join("; ")));
         }
-        let rules = self.rules();
-        self.reader()?;
-        let conn = self.reader.as_ref().expect("opened");
+        let rules = self.rules()?;
+        let conn = self.reader.as_ref().expect("opened by rules()");
         let recall = ServedRecall { backend: self, conn };
         let env = MemoryEnv { conn, recall: Some(&recall), withheld: Some(&rules), store: None, thread_id: None, now_millis: now };
         let run = |name: &str, args: &Value| {
             let out = crate::tools::memory::run(name, args, &env);
             if out.is_error { Err(out.content) } else { Ok(out.content) }
         };
-        let result = match tool {
+        match tool {
             "search_memory" | "recent_activity" => run(tool, args),
             "get_session" => run("read_session", args),
             "current_context" => {
@@ -228,12 +232,7 @@ impl Backend {
                 Ok(format!("{window}\n\nThe last 15 minutes:\n{recent}"))
             }
             _ => Err(format!("there is no tool {tool}")),
-        };
-        if result.is_err() {
-            // A broken connection is opened again at the next call.
-            self.reader = None;
         }
-        result
     }
 
     fn entry(&self, client: &Client, tool: &str, args: &Value, decision: &str, why: &str, result: Option<(&str, bool)>, now: i64) -> AuditEntry {

@@ -129,6 +129,13 @@ fn the_agent_calls_server_everything_over_stdio_and_http_with_progress_and_stop(
     assert_eq!(anchored.description, "Echoes back the input string");
 }
 
+/// The test venv's Python, which has the `mcp` package (a skip when absent, which a full run refuses).
+fn mcp_python() -> Option<String> {
+    let python = python();
+    require(python.is_some(), "COWORK_TEST_PYTHON with the mcp package (scripts/test installs it)");
+    python
+}
+
 fn py_server(dir: &std::path::Path) -> std::path::PathBuf {
     let script = dir.join("pyserver.py");
     std::fs::write(
@@ -161,10 +168,7 @@ if __name__ == "__main__":
 
 #[test]
 fn a_python_server_times_out_crashes_and_reconnects_and_garbage_on_stdout_is_a_clear_error() {
-    let Some(python) = python() else {
-        require(false, "COWORK_TEST_PYTHON with the mcp package (scripts/test installs it)");
-        return;
-    };
+    let Some(python) = mcp_python() else { return };
     let data = temp_dir();
     let script = py_server(data.path());
     let config = json!({"mcpServers": {
@@ -243,10 +247,7 @@ fn a_server_left_by_a_killed_cowork_is_ended_at_the_next_start_and_a_reused_pid_
     if !require(super::support::XSession::available(), "Xvfb") {
         return;
     }
-    let Some(python) = python() else {
-        require(false, "COWORK_TEST_PYTHON with the mcp package (scripts/test installs it)");
-        return;
-    };
+    let Some(python) = mcp_python() else { return };
     let x = super::support::XSession::start();
     let data = temp_dir();
     // A server that outlives its stdin (many do): the orphan a crash leaves.
@@ -327,10 +328,7 @@ fn a_server_left_by_a_killed_cowork_is_ended_at_the_next_start_and_a_reused_pid_
 
 #[test]
 fn a_call_approved_after_a_restart_waits_for_its_server_to_finish_starting() {
-    let Some(python) = python() else {
-        require(false, "COWORK_TEST_PYTHON with the mcp package (scripts/test installs it)");
-        return;
-    };
+    let Some(python) = mcp_python() else { return };
     let model = scripted(vec![calls(&[("mcp__slowpy__ping", json!({}))]), answer("Done.")]);
     let (data, paths) = fixture(&model, "Terminal", "");
     // The server takes as long to start as the file next to it says.
@@ -463,10 +461,7 @@ fn clients(data: &std::path::Path) -> Vec<cowork::agent::store::McpClientRow> {
 #[test]
 fn cowork_serves_its_memory_to_the_python_client_only_once_allowed_and_within_the_privacy_rules() {
     use cowork::agent::store::ClientStatus;
-    let Some(python) = python() else {
-        require(false, "COWORK_TEST_PYTHON with the mcp package (scripts/test installs it)");
-        return;
-    };
+    let Some(python) = mcp_python() else { return };
     let data = remembered_morning();
     let args = |extra: &[&str]| -> Vec<String> {
         let mut args: Vec<String> = ["--data-dir", data.path().to_str().unwrap(), "--models-dir", super::support::models_dir().to_str().unwrap(), "mcp", "serve"].map(String::from).to_vec();
@@ -553,10 +548,7 @@ fn cowork_serves_its_memory_to_the_python_client_only_once_allowed_and_within_th
 
 #[test]
 fn cowork_serves_over_loopback_http_only_with_its_token_and_to_the_mcp_inspector() {
-    let Some(python) = python() else {
-        require(false, "COWORK_TEST_PYTHON with the mcp package (scripts/test installs it)");
-        return;
-    };
+    let Some(python) = mcp_python() else { return };
     let data = remembered_morning();
     let token = String::from_utf8(serve_command(data.path()).args(["mcp", "token"]).output().unwrap().stdout).unwrap().trim().to_owned();
     assert_eq!(token.len(), 64, "{token}");

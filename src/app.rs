@@ -224,6 +224,10 @@ impl CoworkApp {
             UiAction::McpReconnect(name) => self.send_mcp(crate::mcp::worker::McpCommand::Connect(name)),
             UiAction::McpStop(name) => self.send_mcp(crate::mcp::worker::McpCommand::Disconnect(name)),
             UiAction::McpTest(name) => self.send_mcp(crate::mcp::worker::McpCommand::Test(name)),
+            UiAction::Elicited { id, answer } => {
+                self.state.elicitations.retain(|e| e.id != id);
+                self.send_mcp(crate::mcp::worker::McpCommand::Elicited { id, answer });
+            }
             UiAction::McpClientDecision { name, allow } => {
                 // Shown at once; the mcp worker reads the table back at its next tick.
                 if let Some(client) = self.state.mcp_clients.iter_mut().find(|c| c.name == name) {

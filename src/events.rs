@@ -388,6 +388,10 @@ pub enum AppEvent {
     McpTested(McpTestReport),
     /// Progress an MCP server reported for a running call (shown on its chip).
     ToolProgress { call_id: i64, text: String },
+    /// An MCP server asks the user for input: a form in the chat.
+    Elicitation(Box<ElicitationView>),
+    /// The request was answered, cancelled or given up.
+    ElicitationClosed { id: i64 },
     /// The global quick-prompt hotkey was pressed.
     QuickPromptHotkey,
     /// The pause hotkey or the tray: pause capture, or resume it.
@@ -514,6 +518,18 @@ pub struct ToolCallView {
     pub expires_at_millis: Option<i64>,
     /// For an approval: the pattern "Always allow" starts from, and what it looks at.
     pub suggested_rule: Option<(String, String)>,
+    /// Images the call returned, with their thumbnails (shared, not copied).
+    pub images: Vec<std::sync::Arc<crate::media::Attached>>,
+}
+
+/// An MCP server's request for input, as the chat's form shows it. The
+/// message is the server's words (shown as its, never as cowork's).
+#[derive(Clone, Debug, PartialEq)]
+pub struct ElicitationView {
+    pub id: i64,
+    pub server: String,
+    pub message: String,
+    pub form: crate::mcp::elicit::Form,
 }
 
 /// The user's answer on an approval card (or to `ask_user`).

@@ -17,6 +17,7 @@ pub mod ids;
 pub mod llm;
 pub mod memory;
 pub mod mcp;
+pub mod media;
 pub mod models;
 pub mod native;
 pub mod net;

@@ -5,6 +5,7 @@
 
 pub mod config;
 pub mod connection;
+pub mod elicit;
 pub mod orphans;
 pub mod serve;
 pub mod tools;

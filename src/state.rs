@@ -42,6 +42,8 @@ pub enum UiAction {
     McpTest(String),
     /// The user's answer for a client of `cowork mcp serve`.
     McpClientDecision { name: String, allow: bool },
+    /// The user's answer to an MCP server's request for input.
+    Elicited { id: i64, answer: crate::mcp::elicit::Answer },
     /// Settings → Models: answer with this chat model (None: the default for this machine).
     ChooseChatModel(Option<crate::config::ResolvedModel>),
     /// Settings → Models: check and add a GGUF file the user has.
@@ -276,6 +278,8 @@ pub struct AppState {
     pub mcp_clients: Vec<crate::events::McpClientView>,
     /// The last Test result.
     pub mcp_test: Option<crate::events::McpTestReport>,
+    /// MCP servers' requests for input, oldest first.
+    pub elicitations: Vec<crate::events::ElicitationView>,
     /// Operations by id: their answer, status and, when paused, why.
     pub operations: BTreeMap<i64, OperationView>,
     /// The agent's todo list per answer.
@@ -324,7 +328,7 @@ impl AppState {
 
     /// What waits for the user: the Chat tab's and the tray's badge.
     pub fn waiting_count(&self) -> usize {
-        self.waiting_calls().count() + self.paused_operations().count()
+        self.waiting_calls().count() + self.paused_operations().count() + self.elicitations.len()
     }
 
     pub fn apply(&mut self, event: AppEvent, now_millis: i64) {
@@ -478,6 +482,8 @@ impl AppState {
             AppEvent::McpServers(servers) => self.mcp_servers = servers,
             AppEvent::McpClients(clients) => self.mcp_clients = clients,
             AppEvent::McpTested(report) => self.mcp_test = Some(report),
+            AppEvent::Elicitation(request) => self.elicitations.push(*request),
+            AppEvent::ElicitationClosed { id } => self.elicitations.retain(|e| e.id != id),
             AppEvent::ToolProgress { call_id, text } => {
                 if self.tool_calls.iter().any(|c| c.call_id == call_id && c.status == crate::events::CallStatus::Running) {
                     self.tool_progress.insert(call_id, text);

@@ -87,15 +87,18 @@ impl Origin {
 pub struct ToolOutput {
     pub content: String,
     pub is_error: bool,
+    /// Images the tool returned (an MCP server's): the chat shows them, the
+    /// model reads their names in `content`.
+    pub images: Vec<crate::media::Image>,
 }
 
 impl ToolOutput {
     pub fn ok(content: impl Into<String>) -> Self {
-        ToolOutput { content: content.into(), is_error: false }
+        ToolOutput { content: content.into(), is_error: false, images: Vec::new() }
     }
 
     pub fn error(content: impl Into<String>) -> Self {
-        ToolOutput { content: content.into(), is_error: true }
+        ToolOutput { content: content.into(), is_error: true, images: Vec::new() }
     }
 
     /// At most `limit` characters for the model: the head and the tail, with

@@ -7,6 +7,7 @@ pub mod chat;
 pub mod consent;
 pub mod context;
 pub mod integrations;
+pub mod mcp_chat;
 pub mod memory;
 pub mod quick_prompt;
 pub mod settings;

@@ -420,6 +420,7 @@ impl<B: LocalBrain> AgentWorker<B> {
             started_at_millis: None,
             finished_at_millis: Some(now),
             expires_at_millis: None,
+            images: Vec::new(),
         };
         let classified = if offered { self.check_and_classify(&tool, &args) } else { Err(format!("{tool} is not one of the tools you were given for this task")) };
         match classified {
@@ -665,6 +666,7 @@ impl<B: LocalBrain> AgentWorker<B> {
         call.status = status;
         call.is_error = output.is_error;
         call.output = Some(output.content);
+        call.images = output.images.into_iter().map(crate::media::Attached::new).collect();
         call.finished_at_millis = Some(now_millis());
         if decided_by.is_some() {
             call.decided_by = decided_by;
@@ -698,7 +700,7 @@ impl<B: LocalBrain> AgentWorker<B> {
         let results: Vec<(String, String, Origin)> = current
             .iter()
             .map(|c| {
-                let output = ToolOutput { content: c.output.clone().unwrap_or_default(), is_error: c.is_error };
+                let output = ToolOutput { content: c.output.clone().unwrap_or_default(), is_error: c.is_error, images: Vec::new() };
                 let origin = match c.status {
                     // cowork's own words: a denial, an expiry, a refusal.
                     CallStatus::Denied | CallStatus::Expired | CallStatus::Cancelled | CallStatus::MayHaveRun => Origin::Instructions,

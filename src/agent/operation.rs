@@ -351,6 +351,7 @@ mod tests {
             started_at_millis: None,
             finished_at_millis: None,
             expires_at_millis: None,
+            images: Vec::new(),
         }
     }
 

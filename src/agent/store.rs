@@ -74,6 +74,8 @@ pub struct CallRow {
     pub finished_at_millis: Option<i64>,
     /// A waiting approval is denied at this time.
     pub expires_at_millis: Option<i64>,
+    /// Images the call returned, decoded once for the chat (written with the call, never changed).
+    pub images: Vec<std::sync::Arc<crate::media::Attached>>,
 }
 
 impl CallRow {
@@ -95,6 +97,7 @@ impl CallRow {
             duration_millis: self.started_at_millis.map(|s| self.finished_at_millis.unwrap_or(now_millis) - s),
             expires_at_millis: self.expires_at_millis,
             suggested_rule,
+            images: self.images.clone(),
         }
     }
 }
@@ -363,6 +366,13 @@ pub fn apply(conn: &Connection, write: &AgentWrite) -> rusqlite::Result<()> {
                     call.expires_at_millis
                 ],
             )?;
+            // Written once: a call's images never change after it settled.
+            for (seq, attached) in call.images.iter().enumerate() {
+                conn.execute(
+                    "INSERT OR IGNORE INTO operation_call_images (call_id, seq, mime, data) VALUES (?1, ?2, ?3, ?4)",
+                    params![call.call_id, seq as i64, attached.image.mime, attached.image.data],
+                )?;
+            }
         }
         AgentWrite::Audit(entry) => {
             conn.execute(
@@ -521,9 +531,22 @@ pub fn calls(conn: &Connection, operation_id: i64) -> rusqlite::Result<Vec<CallR
             started_at_millis: r.get(13)?,
             finished_at_millis: r.get(14)?,
             expires_at_millis: r.get(15)?,
+            images: Vec::new(),
         })
     })?
-    .collect()
+    .collect::<rusqlite::Result<Vec<CallRow>>>()
+    .and_then(|mut rows| {
+        for row in &mut rows {
+            row.images = call_images(conn, row.call_id)?;
+        }
+        Ok(rows)
+    })
+}
+
+/// A call's images, decoded into thumbnails.
+fn call_images(conn: &Connection, call_id: i64) -> rusqlite::Result<Vec<std::sync::Arc<crate::media::Attached>>> {
+    let mut stmt = conn.prepare_cached("SELECT mime, data FROM operation_call_images WHERE call_id = ?1 ORDER BY seq")?;
+    stmt.query_map([call_id], |r| Ok(crate::media::Image { mime: r.get(0)?, data: r.get(1)? }))?.map(|image| image.map(crate::media::Attached::new)).collect()
 }
 
 pub fn parse_risk(text: &str) -> Risk {
@@ -645,6 +668,7 @@ mod tests {
             started_at_millis: None,
             finished_at_millis: None,
             expires_at_millis: Some(300_001),
+            images: Vec::new(),
         }
     }
 
@@ -675,8 +699,15 @@ mod tests {
         apply(&conn, &AgentWrite::Call(c.clone())).unwrap();
         c.status = CallStatus::Done;
         c.output = Some("a\nb".into());
+        // A 1×1 PNG and bytes that are no image: both kept whole, the second named as unshowable.
+        let png = base64::Engine::decode(&base64::engine::general_purpose::STANDARD, "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mP8z8DwHwAFBQIAX8jx0gAAAABJRU5ErkJggg==").unwrap();
+        c.images = vec![crate::media::Attached::new(crate::media::Image { mime: "image/png".into(), data: png }), crate::media::Attached::new(crate::media::Image { mime: "image/png".into(), data: b"nope".to_vec() })];
         apply(&conn, &AgentWrite::Call(c.clone())).unwrap();
-        assert_eq!(calls(&conn, 7).unwrap(), vec![c]);
+        apply(&conn, &AgentWrite::Call(c.clone())).unwrap();
+        let read = calls(&conn, 7).unwrap();
+        assert_eq!(read, vec![c]);
+        assert_eq!(read[0].images[0].shown.as_ref().map(|t| (t.width, t.height)), Ok((1, 1)));
+        assert!(read[0].images[1].shown.is_err());
         op.status = OpStatus::Done;
         apply(&conn, &AgentWrite::Operation(op)).unwrap();
         assert!(open_operations(&conn).unwrap().is_empty());

@@ -13,8 +13,10 @@ use std::time::{Duration, Instant};
 
 use anyhow::{Context, bail};
 use parking_lot::Mutex;
-use rmcp::model::{CallToolRequest, CallToolRequestParams, ClientRequest, ProgressNotificationParam, ProgressToken, ServerResult};
-use rmcp::service::{NotificationContext, PeerRequestOptions, RoleClient, RunningService};
+use rmcp::model::{
+    CallToolRequest, CallToolRequestParams, ClientRequest, ElicitRequestParams, ElicitResult, ElicitationAction, ProgressNotificationParam, ProgressToken, ServerResult,
+};
+use rmcp::service::{NotificationContext, PeerRequestOptions, RequestContext, RoleClient, RunningService};
 use rmcp::{ClientHandler, ServiceExt};
 use serde_json::Value;
 use tokio::io::AsyncBufReadExt;
@@ -82,9 +84,26 @@ type ProgressSink = Arc<dyn Fn(Progress) + Send + Sync>;
 #[derive(Debug)]
 pub enum Notice {
     ToolsChanged(String),
+    /// A server asks the user for input (form mode).
+    Elicit(Elicitation),
 }
 
-/// cowork's side of the protocol: it hears progress for its calls and tool-list changes.
+/// A server's `elicitation/create`, waiting for the user's answer.
+#[derive(Debug)]
+pub struct Elicitation {
+    pub server: String,
+    pub message: String,
+    pub schema: Value,
+    pub reply: tokio::sync::oneshot::Sender<super::elicit::Answer>,
+}
+
+/// An elicitation nobody answers is cancelled after this long.
+pub const ELICIT_WAIT: Duration = Duration::from_secs(600);
+
+/// cowork's side of the protocol: it hears progress for its calls and
+/// tool-list changes, and brings a server's request for input to the user.
+/// Roots: an empty list (rmcp's default, not advertised); sampling: not
+/// advertised, so a server cannot spend the user's model or budget.
 pub struct Handler {
     server: String,
     progress: Arc<Mutex<HashMap<ProgressToken, ProgressSink>>>,
@@ -104,9 +123,34 @@ impl ClientHandler for Handler {
         let _ = self.notices.try_send(Notice::ToolsChanged(self.server.clone()));
     }
 
-    fn get_info(&self) -> rmcp::model::ClientConfig {
-        rmcp::model::ClientConfig::new(Default::default(), rmcp::model::Implementation::new("cowork", env!("CARGO_PKG_VERSION")))
+    async fn create_elicitation(&self, request: ElicitRequestParams, _context: RequestContext<RoleClient>) -> Result<ElicitResult, rmcp::ErrorData> {
+        // Only form mode is advertised; a URL request is declined.
+        let ElicitRequestParams::FormElicitationParams { message, requested_schema, .. } = request else {
+            return Ok(ElicitResult::new(ElicitationAction::Decline));
+        };
+        let schema = serde_json::to_value(&requested_schema).unwrap_or_default();
+        let (reply, answer) = tokio::sync::oneshot::channel();
+        if self.notices.try_send(Notice::Elicit(Elicitation { server: self.server.clone(), message, schema, reply })).is_err() {
+            return Ok(ElicitResult::new(ElicitationAction::Decline));
+        }
+        Ok(match tokio::time::timeout(ELICIT_WAIT, answer).await {
+            Ok(Ok(super::elicit::Answer::Accept(content))) => ElicitResult::new(ElicitationAction::Accept).with_content(content),
+            Ok(Ok(super::elicit::Answer::Decline)) => ElicitResult::new(ElicitationAction::Decline),
+            // Cancelled, unanswered in time, or the server was stopped.
+            _ => ElicitResult::new(ElicitationAction::Cancel),
+        })
     }
+
+    fn get_info(&self) -> rmcp::model::ClientConfig {
+        rmcp::model::ClientConfig::new(capabilities(), rmcp::model::Implementation::new("cowork", env!("CARGO_PKG_VERSION")))
+    }
+}
+
+/// What cowork tells servers it does: elicitation in form mode; no sampling, no roots.
+fn capabilities() -> rmcp::model::ClientCapabilities {
+    let mut capabilities = rmcp::model::ClientCapabilities::default();
+    capabilities.elicitation = Some(rmcp::model::ElicitationCapability::new().with_form(rmcp::model::FormElicitationCapability::default()));
+    capabilities
 }
 
 /// A connected server.
@@ -295,29 +339,27 @@ fn kind_of(result: &ServerResult) -> String {
 }
 
 /// A tool result as text for the model: text blocks as they are, images and
-/// audio named with their size (the chat shows them), resource links and
-/// embedded resources with their URI (and text), structured content as JSON
-/// when no text block carries it. `isError` stays an error.
+/// audio named with their size (images go whole to the chat, which shows
+/// them), resource links and embedded resources with their URI (and text;
+/// an embedded image is shown too), structured content as JSON when no text
+/// block carries it. `isError` stays an error.
 pub fn result_output(result: &rmcp::model::CallToolResult) -> ToolOutput {
     let mut parts: Vec<String> = Vec::new();
+    let mut images = Vec::new();
     for block in &result.content {
         let Ok(value) = serde_json::to_value(block) else { continue };
         let text = |key: &str| value.get(key).and_then(Value::as_str).unwrap_or_default().to_owned();
         match value.get("type").and_then(Value::as_str).unwrap_or_default() {
             "text" => parts.push(text("text")),
             kind @ ("image" | "audio") => {
-                let bytes = text("data").len() * 3 / 4;
-                parts.push(format!("[{kind} {}, {}]", text("mimeType"), human_bytes(bytes)));
-            }
-            "resource_link" => parts.push(format!("[resource {} {}]", text("uri"), text("name")).trim_end().replace(" ]", "]")),
-            "resource" => {
-                let resource = value.get("resource").cloned().unwrap_or_default();
-                let uri = resource.get("uri").and_then(Value::as_str).unwrap_or_default();
-                match resource.get("text").and_then(Value::as_str) {
-                    Some(body) => parts.push(format!("[resource {uri}]\n{body}")),
-                    None => parts.push(format!("[resource {uri}, binary]")),
+                let (mime, data) = (text("mimeType"), text("data"));
+                parts.push(format!("[{kind} {mime}, {}]", crate::media::human_bytes(data.len() * 3 / 4)));
+                if kind == "image" {
+                    parts.extend(keep_image(&mut images, mime, &data));
                 }
             }
+            "resource_link" => parts.push(format!("[resource {} {}]", text("uri"), text("name")).trim_end().replace(" ]", "]")),
+            "resource" => parts.extend(embedded_resource(value.get("resource").unwrap_or(&Value::Null), &mut images)),
             other => parts.push(format!("[{other} content]")),
         }
     }
@@ -327,14 +369,40 @@ pub fn result_output(result: &rmcp::model::CallToolResult) -> ToolOutput {
         parts = vec![structured.to_string()];
     }
     let content = parts.join("\n");
-    if result.is_error == Some(true) { ToolOutput::error(content) } else { ToolOutput::ok(content) }
+    let mut output = if result.is_error == Some(true) { ToolOutput::error(content) } else { ToolOutput::ok(content) };
+    output.images = images;
+    output
 }
 
-fn human_bytes(bytes: usize) -> String {
-    match bytes {
-        b if b < 1024 => format!("{b} B"),
-        b if b < 1024 * 1024 => format!("{:.1} KB", b as f64 / 1024.0),
-        b => format!("{:.1} MB", b as f64 / 1024.0 / 1024.0),
+/// An embedded resource (a tool result's, or a `resources/read` content) as
+/// text: its URI and text, or its URI and size when binary; an image in it is
+/// kept for the chat.
+pub fn embedded_resource(resource: &Value, images: &mut Vec<crate::media::Image>) -> Vec<String> {
+    let field = |key: &str| resource.get(key).and_then(Value::as_str).unwrap_or_default();
+    let (uri, mime) = (field("uri"), field("mimeType"));
+    if let Some(body) = resource.get("text").and_then(Value::as_str) {
+        return vec![format!("[resource {uri}]\n{body}")];
+    }
+    let blob = field("blob");
+    let mut parts = vec![format!("[resource {uri}, {} binary, {}]", if mime.is_empty() { "unknown" } else { mime }, crate::media::human_bytes(blob.len() * 3 / 4))];
+    if mime.starts_with("image/") {
+        parts.extend(keep_image(images, mime.to_owned(), blob));
+    }
+    parts
+}
+
+/// Keeps a base64 image for the chat; a note for the model when it cannot.
+fn keep_image(images: &mut Vec<crate::media::Image>, mime: String, base64_data: &str) -> Option<String> {
+    use base64::Engine as _;
+    if base64_data.len() / 4 * 3 > crate::media::MAX_IMAGE_BYTES {
+        return Some("[the image is too large to keep]".into());
+    }
+    match base64::engine::general_purpose::STANDARD.decode(base64_data.trim()) {
+        Ok(data) => {
+            images.push(crate::media::Image { mime, data });
+            None
+        }
+        Err(err) => Some(format!("[the image's data is not base64: {err}]")),
     }
 }
 
@@ -352,12 +420,21 @@ mod tests {
     fn results_become_text_for_the_model_and_errors_stay_errors() {
         let result = CallToolResult::success(vec![Content::text("hello"), Content::image("aGVsbG8gd29ybGQh", "image/png")]);
         let output = result_output(&result);
-        assert_eq!(output, ToolOutput::ok("hello\n[image image/png, 12 B]"));
+        assert_eq!(output.content, "hello\n[image image/png, 12 B]");
+        assert_eq!(output.images, vec![crate::media::Image { mime: "image/png".into(), data: b"hello world!".to_vec() }]);
+        let broken = result_output(&CallToolResult::success(vec![Content::image("not base64!", "image/png")]));
+        assert!(broken.content.contains("not base64") && broken.images.is_empty(), "{broken:?}");
         let failed = CallToolResult::error(vec![Content::text("path outside allowed directories")]);
         assert!(result_output(&failed).is_error);
         let mut structured = CallToolResult::success(vec![]);
         structured.structured_content = Some(serde_json::json!({"sum": 5}));
         assert_eq!(result_output(&structured).content, r#"{"sum":5}"#);
+    }
+
+    #[test]
+    fn cowork_offers_form_elicitation_and_neither_sampling_nor_roots() {
+        let offered = serde_json::to_value(capabilities()).unwrap();
+        assert_eq!(offered, serde_json::json!({"elicitation": {"form": {}}}));
     }
 
     #[test]

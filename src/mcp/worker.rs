@@ -66,6 +66,8 @@ pub enum McpCommand {
     Test(String),
     /// A change from Settings → Integrations: written to mcp-servers.json, then reloaded.
     Edit(super::config::McpEdit),
+    /// The user's answer to a server's request for input (`AppEvent::Elicitation`).
+    Elicited { id: i64, answer: super::elicit::Answer },
     Shutdown,
 }
 
@@ -99,12 +101,15 @@ pub struct McpWorker {
     /// The clients of `cowork mcp serve` (another process) as last reported.
     clients: Vec<crate::events::McpClientView>,
     clients_db: Option<rusqlite::Connection>,
+    /// Requests for input the user has not answered: id → (server, reply).
+    elicitations: BTreeMap<i64, (String, tokio::sync::oneshot::Sender<super::elicit::Answer>)>,
+    next_elicitation: i64,
 }
 
 impl McpWorker {
     pub fn new(data_dir: PathBuf, sink: EventSink) -> anyhow::Result<Self> {
         let runtime = tokio::runtime::Builder::new_multi_thread().worker_threads(1).thread_name("mcp-io").enable_all().build()?;
-        Ok(McpWorker { runtime, data_dir, servers: BTreeMap::new(), sink, internal: bounded(256), notices: bounded(64), clients: Vec::new(), clients_db: None })
+        Ok(McpWorker { runtime, data_dir, servers: BTreeMap::new(), sink, internal: bounded(256), notices: bounded(64), clients: Vec::new(), clients_db: None, elicitations: BTreeMap::new(), next_elicitation: 1 })
     }
 
     /// Ends servers an earlier cowork left running, then starts the enabled ones.
@@ -277,6 +282,38 @@ impl McpWorker {
                     let _ = internal.send(Internal::Tools { server: name, generation, result });
                 });
             }
+            Notice::Elicit(request) => match super::elicit::Form::parse(&request.schema) {
+                Ok(form) => {
+                    let id = self.next_elicitation;
+                    self.next_elicitation += 1;
+                    let view = crate::events::ElicitationView { id, server: request.server.clone(), message: request.message, form };
+                    self.elicitations.insert(id, (request.server, request.reply));
+                    self.sink.send(AppEvent::Elicitation(Box::new(view)));
+                }
+                Err(why) => {
+                    let _ = request.reply.send(super::elicit::Answer::Decline);
+                    self.sink.send(AppEvent::Notice(format!("{} asked for input in a form cowork cannot draw ({why}); cowork declined", request.server)));
+                }
+            },
+        }
+    }
+
+    /// The user's answer goes back to the server that asked.
+    fn elicited(&mut self, id: i64, answer: super::elicit::Answer) {
+        if let Some((server, reply)) = self.elicitations.remove(&id) {
+            if reply.send(answer).is_err() {
+                self.sink.send(AppEvent::Notice(format!("{server} no longer waits for that answer")));
+            }
+        }
+        self.sink.send(AppEvent::ElicitationClosed { id });
+    }
+
+    /// Requests whose server stopped waiting (it was stopped, or the wait ran out) leave the chat.
+    fn check_elicitations(&mut self) {
+        let gone: Vec<i64> = self.elicitations.iter().filter(|(_, (_, reply))| reply.is_closed()).map(|(id, _)| *id).collect();
+        for id in gone {
+            self.elicitations.remove(&id);
+            self.sink.send(AppEvent::ElicitationClosed { id });
         }
     }
 
@@ -492,6 +529,7 @@ impl Supervised for McpWorker {
                     Ok(McpCommand::Call(call)) => self.dispatch(call),
                     Ok(McpCommand::Test(name)) => self.test(name),
                     Ok(McpCommand::Edit(edit)) => self.edit(&edit),
+                    Ok(McpCommand::Elicited { id, answer }) => self.elicited(id, answer),
                     Ok(McpCommand::Shutdown) | Err(_) => break,
                 },
                 recv(internal) -> message => if let Ok(message) = message { self.handle_internal(message) },
@@ -499,6 +537,7 @@ impl Supervised for McpWorker {
                 default(Duration::from_secs(1)) => {
                     self.check_closed();
                     self.check_clients();
+                    self.check_elicitations();
                 }
             }
         }

@@ -20,6 +20,7 @@ const MIGRATIONS: &[&str] = &[
     include_str!("../../assets/migrations/0008_agent.sql"),
     include_str!("../../assets/migrations/0009_mcp.sql"),
     include_str!("../../assets/migrations/0010_mcp_clients.sql"),
+    include_str!("../../assets/migrations/0011_call_images.sql"),
 ];
 
 pub const SCHEMA_VERSION: u32 = MIGRATIONS.len() as u32;

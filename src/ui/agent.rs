@@ -40,6 +40,8 @@ pub struct AgentPanel {
     pub expanded: HashSet<i64>,
     /// Answers being typed to `ask_user`.
     pub answers: HashMap<i64, String>,
+    /// Tool images uploaded to the GPU, by (call, index): made once, freed with the panel.
+    pub textures: HashMap<(i64, usize), egui::TextureHandle>,
 }
 
 fn risk_colour(risk: &str) -> egui::Color32 {
@@ -250,6 +252,9 @@ pub fn answer_steps_ui(ui: &mut egui::Ui, state: &AppState, answer_id: i64, pane
             }
         }
     });
+    for call in calls.iter().filter(|c| !c.images.is_empty()) {
+        images_ui(ui, call, &mut panel.textures);
+    }
     for call in calls.iter().filter(|c| panel.expanded.contains(&c.call_id)) {
         egui::Frame::new().inner_margin(4.0).stroke(egui::Stroke::new(1.0, theme::MUTED)).show(ui, |ui| {
             ui.set_width(ui.available_width());
@@ -268,4 +273,29 @@ pub fn answer_steps_ui(ui: &mut egui::Ui, state: &AppState, answer_id: i64, pane
             }
         });
     }
+}
+
+/// The images a call returned, as thumbnails (or why one cannot be shown).
+fn images_ui(ui: &mut egui::Ui, call: &ToolCallView, textures: &mut HashMap<(i64, usize), egui::TextureHandle>) {
+    ui.horizontal_wrapped(|ui| {
+        for (index, attached) in call.images.iter().enumerate() {
+            let about = format!("{} · {} · from {}", attached.image.mime, crate::media::human_bytes(attached.image.data.len()), call.tool);
+            match &attached.shown {
+                Ok(thumbnail) => {
+                    let texture = textures.entry((call.call_id, index)).or_insert_with(|| {
+                        let pixels = egui::ColorImage::from_rgba_unmultiplied([thumbnail.width as usize, thumbnail.height as usize], &thumbnail.rgba);
+                        ui.ctx().load_texture(format!("tool-image-{}-{index}", call.call_id), pixels, egui::TextureOptions::LINEAR)
+                    });
+                    let width = (thumbnail.width as f32).min(ui.available_width().max(48.0));
+                    let size = egui::vec2(width, width * thumbnail.height as f32 / thumbnail.width.max(1) as f32);
+                    // A picture's one-pixel bitmap still shows at a size a person can see.
+                    let size = if size.x < 24.0 { size * (24.0 / size.x.max(1.0)) } else { size };
+                    ui.add(egui::Image::new((texture.id(), size)).alt_text(format!("Image from {}", call.tool))).on_hover_text(&about);
+                }
+                Err(why) => {
+                    ui.label(RichText::new(format!("[image not shown: {why}]")).small().color(theme::MUTED)).on_hover_text(&about);
+                }
+            }
+        }
+    });
 }

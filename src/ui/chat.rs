@@ -11,6 +11,8 @@ pub struct ChatPanel {
     pub draft: String,
     /// Approval cards, questions and tool chips.
     pub agent: crate::ui::agent::AgentPanel,
+    /// MCP servers' forms.
+    pub mcp: crate::ui::mcp_chat::McpChatPanel,
     /// Rendered Markdown of answers.
     pub markdown: egui_commonmark::CommonMarkCache,
     /// The user message whose attached context is expanded.
@@ -49,6 +51,7 @@ pub fn chat_ui(ui: &mut egui::Ui, state: &AppState, panel: &mut ChatPanel, actio
     crate::ui::integrations::client_request_ui(ui, state, actions);
     retry_offer_ui(ui, state, actions);
     crate::ui::agent::waiting_ui(ui, state, &mut panel.agent, actions, crate::ids::now_millis());
+    crate::ui::mcp_chat::elicitations_ui(ui, state, &mut panel.mcp, actions);
     ui.separator();
 
     let input_height = 84.0;

@@ -41,6 +41,9 @@ fn server<'a>(views: &'a [McpServerView], name: &str) -> &'a McpServerView {
     views.iter().find(|s| s.name == name).unwrap()
 }
 
+/// Also: an image result reaches the chat decoded and is kept in cowork.db, and
+/// the server's request for input (elicitation) is a form the user answers —
+/// Accept sends the checked content, Decline sends nothing.
 #[test]
 fn the_agent_calls_server_everything_over_stdio_and_http_with_progress_and_stop() {
     let Some(entry) = everything() else { return };
@@ -50,7 +53,13 @@ fn the_agent_calls_server_everything_over_stdio_and_http_with_progress_and_stop(
     );
     assert!(eventually(Duration::from_secs(30), || std::net::TcpStream::connect(("127.0.0.1", port)).is_ok()), "the HTTP server listens");
     let model = scripted(vec![
-        calls(&[("mcp__everything__echo", json!({"message": "hello over stdio"})), ("mcp__remote__get-sum", json!({"a": 2, "b": 3}))]),
+        calls(&[
+            ("mcp__everything__echo", json!({"message": "hello over stdio"})),
+            ("mcp__remote__get-sum", json!({"a": 2, "b": 3})),
+            ("mcp__remote__get-tiny-image", json!({})),
+        ]),
+        calls(&[("mcp__everything__trigger-elicitation-request", json!({}))]),
+        calls(&[("mcp__everything__trigger-elicitation-request", json!({}))]),
         calls(&[("mcp__everything__trigger-long-running-operation", json!({"duration": 1, "steps": 4}))]),
         calls(&[("mcp__everything__trigger-long-running-operation", json!({"duration": 60, "steps": 60}))]),
         answer("Done."),
@@ -78,11 +87,13 @@ fn the_agent_calls_server_everything_over_stdio_and_http_with_progress_and_stop(
     assert!(server(&views, "everything").stderr.iter().any(|l| l.contains("Starting")), "its stderr is kept: {:?}", server(&views, "everything").stderr);
 
     let request = task("echo something and add two numbers");
+    let thread_id = request.thread.thread_id;
     workers.agent.commands.send(AgentCommand::Chat(request)).unwrap();
     let echo = wait_call(&events, |c| c.tool == "mcp__everything__echo" && c.status == CallStatus::Waiting);
     let sum = wait_call(&events, |c| c.tool == "mcp__remote__get-sum" && c.status == CallStatus::Waiting);
+    let image = wait_call(&events, |c| c.tool == "mcp__remote__get-tiny-image" && c.status == CallStatus::Waiting);
     assert_eq!((echo.risk.as_str(), sum.risk.as_str()), ("sensitive", "sensitive"));
-    for call in [&echo, &sum] {
+    for call in [&echo, &sum, &image] {
         workers.agent.commands.send(AgentCommand::Decide { call_id: call.call_id, choice: ApprovalChoice::Once }).unwrap();
     }
     let echoed = wait_call(&events, |c| c.call_id == echo.call_id && c.status.settled());
@@ -90,6 +101,42 @@ fn the_agent_calls_server_everything_over_stdio_and_http_with_progress_and_stop(
     assert!(echoed.output.as_deref().unwrap_or_default().contains("hello over stdio"), "{echoed:?}");
     let summed = wait_call(&events, |c| c.call_id == sum.call_id && c.status.settled());
     assert!(summed.output.as_deref().unwrap_or_default().contains('5'), "{summed:?}");
+    // The image: named for the model, decoded for the chat (server-everything's 20 × 20 logo).
+    let pictured = wait_call(&events, |c| c.call_id == image.call_id && c.status.settled());
+    assert!(pictured.output.as_deref().unwrap_or_default().contains("[image image/png, "), "{:?}", pictured.output);
+    assert_eq!(pictured.images.len(), 1);
+    assert_eq!(pictured.images[0].shown.as_ref().map(|t| (t.width, t.height)), Ok((20, 20)));
+
+    // The server asks for input: a form from its schema; Accept sends what the user filled in.
+    for (round, accept) in [(0, true), (1, false)] {
+        let asking = wait_call(&events, |c| c.tool == "mcp__everything__trigger-elicitation-request" && c.status == CallStatus::Waiting);
+        workers.agent.commands.send(AgentCommand::Decide { call_id: asking.call_id, choice: ApprovalChoice::Once }).unwrap();
+        let request = wait_for(&events, Duration::from_secs(30), |e| match e {
+            AppEvent::Elicitation(request) => Some(request.clone()),
+            _ => None,
+        })
+        .expect("the form came");
+        assert_eq!((request.server.as_str(), round), ("everything", round));
+        assert!(request.form.fields.iter().any(|f| f.name == "name" && f.required), "{:?}", request.form);
+        let answer = if accept {
+            let mut inputs = request.form.initial();
+            // The schema's defaults fill the form; the required name is the user's.
+            assert!(request.form.answer(&inputs).is_err(), "the required name is empty");
+            inputs.insert("name".into(), cowork::mcp::elicit::Input::Text("Ada Lovelace".into()));
+            cowork::mcp::elicit::Answer::Accept(request.form.answer(&inputs).unwrap())
+        } else {
+            cowork::mcp::elicit::Answer::Decline
+        };
+        workers.mcp.commands.send(McpCommand::Elicited { id: request.id, answer }).unwrap();
+        wait_for(&events, Duration::from_secs(10), |e| matches!(e, AppEvent::ElicitationClosed { id } if *id == request.id).then_some(())).expect("the form closed");
+        let answered = wait_call(&events, |c| c.call_id == asking.call_id && c.status.settled());
+        let output = answered.output.unwrap_or_default();
+        if accept {
+            assert!(output.contains("- Name: Ada Lovelace") && output.contains("- Favorite Integer: 42"), "{output}");
+        } else {
+            assert!(output.contains("declined") && !output.contains("Ada"), "{output}");
+        }
+    }
 
     // A long call: its progress reaches the chip.
     let long = wait_call(&events, |c| c.tool == "mcp__everything__trigger-long-running-operation" && c.status == CallStatus::Waiting);
@@ -127,6 +174,10 @@ fn the_agent_calls_server_everything_over_stdio_and_http_with_progress_and_stop(
     // Approving a call records the definition it was approved with (the rug-pull check's anchor).
     let anchored = cowork::agent::store::allowed_mcp_tool(&conn, "mcp__everything__echo").unwrap().expect("recorded");
     assert_eq!(anchored.description, "Echoes back the input string");
+    // The image is kept whole with its call, and comes back with the chat.
+    let kept = cowork::agent::store::thread_calls(&conn, thread_id, 0).unwrap();
+    let kept = kept.iter().find(|c| c.call_id == image.call_id).expect("the image call is kept");
+    assert_eq!(kept.images, pictured.images);
 }
 
 /// The test venv's Python, which has the `mcp` package (a skip when absent, which a full run refuses).

@@ -749,9 +749,10 @@ fn settings_show_the_agents_rules_and_audit_and_remove_a_rule() {
 }
 
 /// A tool chip expands to its arguments and result; a long result shows its head and says
-/// how much more is kept, instead of laying out megabytes every frame.
+/// how much more is kept, instead of laying out megabytes every frame. Images
+/// the tool returned show under the chips; one that cannot be decoded says so.
 #[test]
-fn an_open_tool_chip_shows_the_head_of_a_long_result() {
+fn an_open_tool_chip_shows_the_head_of_a_long_result_and_its_images() {
     let (mut harness, far) = app();
     let request = send_message(&mut harness, &far, "read my build log");
     let output = "build ok\n".repeat(20_000);
@@ -771,10 +772,18 @@ fn an_open_tool_chip_shows_the_head_of_a_long_result() {
         duration_millis: Some(3),
         expires_at_millis: None,
         suggested_rule: None,
+        images: vec![
+            cowork::media::Attached::new(cowork::media::Image { mime: "image/png".into(), data: png(40, 20) }),
+            cowork::media::Attached::new(cowork::media::Image { mime: "image/png".into(), data: b"<html>not a picture</html>".to_vec() }),
+        ],
     };
     far.events.send(AppEvent::ToolCall(Box::new(call))).unwrap();
     far.events.send(AppEvent::Token { answer_id: request.answer_id, text: "It built.".into() }).unwrap();
     harness.run();
+    let picture = harness.get_by_label("Image from read_file");
+    let shown = picture.rect();
+    assert!((shown.width() - 40.0).abs() < 1.0 && (shown.height() - 20.0).abs() < 1.0, "{shown:?}");
+    harness.get_by_label("[image not shown: not an image cowork can show (PNG, JPEG, GIF or WebP)]");
     harness.get_by_label("read_file build.log · done 3 ms").click();
     harness.run();
     harness.get_by_label(&format!("… {} more bytes, kept whole in cowork.db", output.len() - 64 * 1024));
@@ -857,4 +866,64 @@ fn an_assistant_asking_to_read_memory_is_asked_about_in_the_chat_and_listed_in_s
     harness.run();
     let denied = far.store.try_iter().any(|c| matches!(c, StoreCommand::Agent { write, .. } if matches!(write.as_ref(), AgentWrite::McpClientDecided { allowed: false, .. })));
     assert!(denied);
+}
+
+/// A `width` × `height` PNG, as a tool would return it.
+fn png(width: u32, height: u32) -> Vec<u8> {
+    let mut out = Vec::new();
+    image::DynamicImage::ImageRgba8(image::RgbaImage::from_pixel(width, height, image::Rgba([0, 120, 200, 255])))
+        .write_to(&mut std::io::Cursor::new(&mut out), image::ImageFormat::Png)
+        .unwrap();
+    out
+}
+
+/// An MCP server's request for input is a form in the chat: Send checks it
+/// first (an empty required field is named, nothing goes), then the answer
+/// reaches the mcp worker; Decline sends no content.
+#[test]
+fn a_servers_request_for_input_is_a_form_that_is_checked_before_it_is_sent() {
+    use cowork::mcp::elicit::{Answer, Form};
+    use cowork::mcp::worker::McpCommand;
+    let (mut harness, far) = app();
+    let schema = serde_json::json!({
+        "type": "object",
+        "properties": {
+            "name": {"type": "string", "title": "Your name"},
+            "seats": {"type": "integer", "title": "Seats", "minimum": 1, "maximum": 4, "default": 2},
+            "window": {"type": "boolean", "title": "Window seat"}
+        },
+        "required": ["name"]
+    });
+    let form = Form::parse(&schema).unwrap();
+    for id in [5, 6] {
+        let request = cowork::events::ElicitationView { id, server: "trains".into(), message: format!("Book the 9:12? ({id})"), form: form.clone() };
+        far.events.send(AppEvent::Elicitation(Box::new(request))).unwrap();
+    }
+    harness.run();
+    harness.get_by_label("Book the 9:12? (5)");
+    // Send with the name empty: the form says why, and nothing is sent.
+    harness.get_all_by_label("Send").next().unwrap().click();
+    harness.run();
+    harness.get_by_label("Your name: required");
+    assert!(far.mcp.try_recv().is_err());
+    harness.get_all_by_label("Your name *").next().unwrap().click();
+    harness.run();
+    harness.get_all_by_label("Your name *").next().unwrap().type_text("Ada");
+    harness.get_all_by_label("Window seat").next().unwrap().click();
+    harness.run();
+    harness.get_all_by_label("Send").next().unwrap().click();
+    harness.run();
+    match far.mcp.try_recv().expect("the answer went to the mcp worker") {
+        McpCommand::Elicited { id, answer } => assert_eq!((id, answer), (5, Answer::Accept(serde_json::json!({"name": "Ada", "seats": 2, "window": true})))),
+        _ => panic!("another command"),
+    }
+    // The answered form left; the second one is declined.
+    assert!(harness.query_by_label("Book the 9:12? (5)").is_none());
+    harness.get_by_label("Decline").click();
+    harness.run();
+    match far.mcp.try_recv().expect("the decline went to the mcp worker") {
+        McpCommand::Elicited { id, answer } => assert_eq!((id, answer), (6, Answer::Decline)),
+        _ => panic!("another command"),
+    }
+    assert!(harness.query_by_label("Book the 9:12? (6)").is_none());
 }

@@ -224,6 +224,13 @@ impl CoworkApp {
             UiAction::McpReconnect(name) => self.send_mcp(crate::mcp::worker::McpCommand::Connect(name)),
             UiAction::McpStop(name) => self.send_mcp(crate::mcp::worker::McpCommand::Disconnect(name)),
             UiAction::McpTest(name) => self.send_mcp(crate::mcp::worker::McpCommand::Test(name)),
+            UiAction::AttachResource { server, uri, name } => self.send_mcp(crate::mcp::worker::McpCommand::ReadResource { server, uri, name }),
+            UiAction::Detach(index) => {
+                if index < self.state.attachments.len() {
+                    self.state.attachments.remove(index);
+                }
+            }
+            UiAction::UsePrompt(used) => self.send_mcp(crate::mcp::worker::McpCommand::GetPrompt { server: used.server, name: used.name, arguments: used.arguments }),
             UiAction::Elicited { id, answer } => {
                 self.state.elicitations.retain(|e| e.id != id);
                 self.send_mcp(crate::mcp::worker::McpCommand::Elicited { id, answer });
@@ -473,6 +480,7 @@ impl CoworkApp {
             consent_once: false,
             is_retry: false,
             agent: self.state.settings.agent,
+            attachments: std::mem::take(&mut self.state.attachments),
         };
         let _ = answer_id;
         self.send_agent(request);
@@ -619,6 +627,8 @@ impl CoworkApp {
             consent_once: false,
             is_retry: true,
             agent: self.state.settings.agent,
+            // Attachments are not stored with the question: a retry goes without them.
+            attachments: Vec::new(),
         });
     }
 
@@ -729,6 +739,10 @@ impl eframe::App for CoworkApp {
         }
         let now = now_millis();
         let mut actions = Vec::new();
+        // A prompt its server filled in goes into the chat input, to edit and send.
+        if let Some(text) = self.state.prompt_fill.take() {
+            self.chat.draft = text;
+        }
         let state = &self.state;
 
         egui::Panel::top("tabs").show(ui, |ui| {

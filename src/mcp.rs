@@ -8,6 +8,7 @@ pub mod connection;
 pub mod elicit;
 pub mod orphans;
 pub mod serve;
+pub mod slash;
 pub mod tools;
 pub mod worker;
 

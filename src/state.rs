@@ -44,6 +44,12 @@ pub enum UiAction {
     McpClientDecision { name: String, allow: bool },
     /// The user's answer to an MCP server's request for input.
     Elicited { id: i64, answer: crate::mcp::elicit::Answer },
+    /// Read an MCP resource and attach it to the next message.
+    AttachResource { server: String, uri: String, name: String },
+    /// Take an attachment off the next message.
+    Detach(usize),
+    /// Fill in an MCP prompt (`/name`) for the chat input.
+    UsePrompt(crate::mcp::slash::Use),
     /// Settings → Models: answer with this chat model (None: the default for this machine).
     ChooseChatModel(Option<crate::config::ResolvedModel>),
     /// Settings → Models: check and add a GGUF file the user has.
@@ -280,6 +286,10 @@ pub struct AppState {
     pub mcp_test: Option<crate::events::McpTestReport>,
     /// MCP servers' requests for input, oldest first.
     pub elicitations: Vec<crate::events::ElicitationView>,
+    /// MCP resources attached to the next message.
+    pub attachments: Vec<crate::events::Attachment>,
+    /// A prompt its server filled in, for the chat input to take.
+    pub prompt_fill: Option<String>,
     /// Operations by id: their answer, status and, when paused, why.
     pub operations: BTreeMap<i64, OperationView>,
     /// The agent's todo list per answer.
@@ -484,6 +494,12 @@ impl AppState {
             AppEvent::McpTested(report) => self.mcp_test = Some(report),
             AppEvent::Elicitation(request) => self.elicitations.push(*request),
             AppEvent::ElicitationClosed { id } => self.elicitations.retain(|e| e.id != id),
+            AppEvent::ResourceAttached(Ok(attachment)) => {
+                self.attachments.retain(|a| (a.server.as_str(), a.uri.as_str()) != (attachment.server.as_str(), attachment.uri.as_str()));
+                self.attachments.push(attachment);
+            }
+            AppEvent::PromptFilled(Ok(text)) => self.prompt_fill = Some(text),
+            AppEvent::ResourceAttached(Err(why)) | AppEvent::PromptFilled(Err(why)) => self.notice(why),
             AppEvent::ToolProgress { call_id, text } => {
                 if self.tool_calls.iter().any(|c| c.call_id == call_id && c.status == crate::events::CallStatus::Running) {
                     self.tool_progress.insert(call_id, text);

@@ -171,7 +171,13 @@ impl<B: LocalBrain> AgentWorker<B> {
                 crate::events::Role::Assistant => state.push(Turn::new(Role::Assistant, text.clone()), Origin::Memory),
             }
         }
-        state.push(Turn::new(Role::User, request.text.clone()), Origin::User);
+        if request.attachments.is_empty() {
+            state.push(Turn::new(Role::User, request.text.clone()), Origin::User);
+        } else {
+            // The server's text rides in the user's turn, so the turn counts as
+            // untrusted: a tool call it leads to is asked about.
+            state.push(Turn::new(Role::User, format!("{}\n\n{}", request.attached_data(), request.text)), Origin::ToolResult);
+        }
         state.head = state.entries.len();
         let (answered_by, reason) = match &brain {
             Brain::Local => ("local · agent".to_owned(), format!("{} tools offered", tools.len())),

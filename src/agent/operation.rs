@@ -38,6 +38,15 @@ pub struct ChatRequest {
     pub is_retry: bool,
     /// Run as an agent operation: the model may call tools (Settings → Agent).
     pub agent: bool,
+    /// MCP resources the user attached: data from a server, never instructions.
+    pub attachments: Vec<crate::events::Attachment>,
+}
+
+impl ChatRequest {
+    /// The attachments as the model reads them, each marked as data from its server.
+    pub fn attached_data(&self) -> String {
+        self.attachments.iter().map(crate::events::Attachment::as_data).collect::<Vec<_>>().join("\n\n")
+    }
 }
 
 /// A call as the brain wrote it: (id, tool, arguments), or why it could not be read.

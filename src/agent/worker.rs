@@ -355,7 +355,8 @@ impl<B: LocalBrain> AgentWorker<B> {
         let (settings, providers) = self.brains();
         let memory = self.memory_context(&request, &settings);
         // Grounded mode: nothing to stand on → a fixed refusal, without calling a model.
-        if settings.grounded && memory.as_ref().is_none_or(|m| !m.any_embedded || m.assembly.items.is_empty()) {
+        // (What the user attached is something to stand on.)
+        if settings.grounded && request.attachments.is_empty() && memory.as_ref().is_none_or(|m| !m.any_embedded || m.assembly.items.is_empty()) {
             self.refuse(&request, remember);
             return;
         }
@@ -373,6 +374,8 @@ impl<B: LocalBrain> AgentWorker<B> {
         }
         let citations_json = (!citations.is_empty()).then(|| serde_json::to_string(&citations).unwrap_or_default());
         let notes = memory.as_ref().and_then(|m| m.assembly.render(now_millis())).unwrap_or_default();
+        // Attached resources sit with the notes: data next to the question.
+        let notes = join_parts(&[&request.attached_data(), &notes]);
         let context = self.prompt_context(memory.as_ref(), &notes);
         let context_text = context.as_ref().map(PromptContext::text);
         // Route first: a cloud answer may need the user's consent before anything happens.
@@ -942,6 +945,7 @@ mod tests {
             consent_once: false,
             is_retry: false,
             agent: false,
+            attachments: Vec::new(),
         }
     }
 

@@ -92,6 +92,7 @@ pub fn ask(paths: &Paths, questions: &[String], options: &AskOptions) -> anyhow:
             consent_once: false,
             is_retry: false,
             agent: false,
+            attachments: Vec::new(),
         };
         workers.agent.commands.send(AgentCommand::Chat(request))?;
         match answer(&events, question, answer_id, options) {

@@ -84,6 +84,8 @@ type ProgressSink = Arc<dyn Fn(Progress) + Send + Sync>;
 #[derive(Debug)]
 pub enum Notice {
     ToolsChanged(String),
+    /// Its resources or prompts changed.
+    CatalogChanged(String),
     /// A server asks the user for input (form mode).
     Elicit(Elicitation),
 }
@@ -121,6 +123,14 @@ impl ClientHandler for Handler {
     async fn on_tool_list_changed(&self, _context: NotificationContext<RoleClient>) {
         // A full channel already holds a refresh for the worker to do.
         let _ = self.notices.try_send(Notice::ToolsChanged(self.server.clone()));
+    }
+
+    async fn on_resource_list_changed(&self, _context: NotificationContext<RoleClient>) {
+        let _ = self.notices.try_send(Notice::CatalogChanged(self.server.clone()));
+    }
+
+    async fn on_prompt_list_changed(&self, _context: NotificationContext<RoleClient>) {
+        let _ = self.notices.try_send(Notice::CatalogChanged(self.server.clone()));
     }
 
     async fn create_elicitation(&self, request: ElicitRequestParams, _context: RequestContext<RoleClient>) -> Result<ElicitResult, rmcp::ErrorData> {
@@ -162,6 +172,13 @@ pub struct Connection {
     pub protocol_version: String,
     pub server_name: String,
     pub connect_millis: u64,
+}
+
+/// What a server offers besides tools.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Catalog {
+    pub resources: Vec<crate::events::McpResource>,
+    pub prompts: Vec<crate::events::McpPrompt>,
 }
 
 /// Where a stdio server is recorded for orphan cleanup.
@@ -277,6 +294,84 @@ impl Connection {
                 }
             })
             .collect())
+    }
+
+    /// The resources and prompts the server offers (none when it does not
+    /// say it has them; a failed list is logged and left empty).
+    pub async fn catalog(&self, server: &str, timeout: Duration) -> Catalog {
+        let capabilities = self.service.peer_info().map(|i| i.capabilities.clone()).unwrap_or_default();
+        let mut catalog = Catalog::default();
+        if capabilities.resources.is_some() {
+            match tokio::time::timeout(timeout, self.service.list_all_resources()).await {
+                Ok(Ok(list)) => {
+                    catalog.resources = list
+                        .into_iter()
+                        .map(|r| crate::events::McpResource {
+                            uri: r.uri.clone(),
+                            name: r.title.clone().unwrap_or_else(|| r.name.clone()),
+                            mime: r.mime_type.clone().unwrap_or_default(),
+                            description: r.description.clone().unwrap_or_default(),
+                        })
+                        .collect()
+                }
+                Ok(Err(err)) => tracing::warn!(server, %err, "resources/list failed"),
+                Err(_) => tracing::warn!(server, "resources/list timed out"),
+            }
+        }
+        if capabilities.prompts.is_some() {
+            match tokio::time::timeout(timeout, self.service.list_all_prompts()).await {
+                Ok(Ok(list)) => {
+                    catalog.prompts = list
+                        .into_iter()
+                        .map(|p| crate::events::McpPrompt {
+                            name: p.name,
+                            description: p.description.unwrap_or_default(),
+                            arguments: p.arguments.unwrap_or_default().into_iter().map(|a| (a.name, a.required.unwrap_or(false))).collect(),
+                        })
+                        .collect()
+                }
+                Ok(Err(err)) => tracing::warn!(server, %err, "prompts/list failed"),
+                Err(_) => tracing::warn!(server, "prompts/list timed out"),
+            }
+        }
+        catalog
+    }
+
+    /// Reads a resource: its text contents joined, an image kept for the chat.
+    pub async fn read_resource(&self, server: &str, uri: &str, name: &str, timeout: Duration) -> anyhow::Result<crate::events::Attachment> {
+        let params = rmcp::model::ReadResourceRequestParams::new(uri);
+        let result = tokio::time::timeout(timeout, self.service.read_resource(params)).await.context("resources/read timed out")?.context("resources/read failed")?;
+        let mut images = Vec::new();
+        let mut parts = Vec::new();
+        for contents in &result.contents {
+            let value = serde_json::to_value(contents).unwrap_or_default();
+            match value.get("text").and_then(Value::as_str) {
+                Some(text) => parts.push(text.to_owned()),
+                None => parts.extend(embedded_resource(&value, &mut images)),
+            }
+        }
+        anyhow::ensure!(!result.contents.is_empty(), "the server returned nothing for {uri}");
+        Ok(crate::events::Attachment { server: server.to_owned(), uri: uri.to_owned(), name: name.to_owned(), text: parts.join("\n"), images })
+    }
+
+    /// A prompt filled in with `arguments`: its messages as one text (an
+    /// assistant message is marked as such; an embedded resource is inlined).
+    pub async fn prompt(&self, name: &str, arguments: BTreeMap<String, String>, timeout: Duration) -> anyhow::Result<String> {
+        let mut params = rmcp::model::GetPromptRequestParams::new(name);
+        if !arguments.is_empty() {
+            params.arguments = Some(arguments.into_iter().map(|(k, v)| (k, Value::String(v))).collect());
+        }
+        let result = tokio::time::timeout(timeout, self.service.get_prompt(params)).await.context("prompts/get timed out")?.context("prompts/get failed")?;
+        let mut parts = Vec::new();
+        for message in &result.messages {
+            let content = result_output(&rmcp::model::CallToolResult::success(vec![message.content.clone()])).content;
+            match message.role {
+                rmcp::model::Role::Assistant => parts.push(format!("(assistant) {content}")),
+                _ => parts.push(content),
+            }
+        }
+        anyhow::ensure!(!parts.is_empty(), "the prompt {name} has no messages");
+        Ok(parts.join("\n\n"))
     }
 
     /// Whether the server answers within `timeout`: any JSON-RPC answer counts

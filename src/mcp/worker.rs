@@ -68,6 +68,10 @@ pub enum McpCommand {
     Edit(super::config::McpEdit),
     /// The user's answer to a server's request for input (`AppEvent::Elicitation`).
     Elicited { id: i64, answer: super::elicit::Answer },
+    /// Read a resource to attach to the next message: `AppEvent::ResourceAttached`.
+    ReadResource { server: String, uri: String, name: String },
+    /// Fill in a prompt for the chat input: `AppEvent::PromptFilled`.
+    GetPrompt { server: String, name: String, arguments: BTreeMap<String, String> },
     Shutdown,
 }
 
@@ -76,6 +80,7 @@ struct Server {
     status: ServerStatus,
     connection: Option<Arc<Connection>>,
     tools: Vec<McpTool>,
+    catalog: connection::Catalog,
     stderr: StderrTail,
     /// Bumped at each (re)connect: a late result of an older attempt is dropped.
     generation: u64,
@@ -86,8 +91,9 @@ struct Server {
 
 /// What the runtime's tasks tell the worker.
 enum Internal {
-    Connected { server: String, generation: u64, result: Result<(Connection, Vec<McpTool>), String> },
+    Connected { server: String, generation: u64, result: Result<(Connection, Vec<McpTool>, connection::Catalog), String> },
     Tools { server: String, generation: u64, result: Result<Vec<McpTool>, String> },
+    Catalog { server: String, generation: u64, catalog: connection::Catalog },
     Unresponsive { server: String, generation: u64 },
 }
 
@@ -143,6 +149,7 @@ impl McpWorker {
                 status: ServerStatus::Stopped,
                 connection: None,
                 tools: Vec::new(),
+                catalog: connection::Catalog::default(),
                 stderr: StderrTail::default(),
                 generation: 0,
                 last_used: Instant::now(),
@@ -194,8 +201,10 @@ impl McpWorker {
             let spawn = connection::Spawn { data_dir: &data_dir, env, headers, stderr, notices, gate: crate::net::OutboundGate::global() };
             let result = async {
                 let connection = connection::connect(&name, &config, spawn).await?;
-                let tools = connection.tools(&name, Duration::from_secs(config.startup_timeout_secs.max(1))).await?;
-                anyhow::Ok((connection, tools))
+                let startup = Duration::from_secs(config.startup_timeout_secs.max(1));
+                let tools = connection.tools(&name, startup).await?;
+                let catalog = connection.catalog(&name, startup).await;
+                anyhow::Ok((connection, tools, catalog))
             }
             .await
             .map_err(|err| format!("{err:#}"));
@@ -232,10 +241,11 @@ impl McpWorker {
                     return; // an older attempt: its connection drops (and its child ends) here
                 }
                 match result {
-                    Ok((connection, tools)) => {
+                    Ok((connection, tools, catalog)) => {
                         tracing::info!(server = %name, millis = connection.connect_millis, tools = tools.len(), "MCP server connected");
                         server.connection = Some(Arc::new(connection));
                         server.tools = tools;
+                        server.catalog = catalog;
                         server.status = ServerStatus::Running;
                         server.last_used = Instant::now();
                         let waiting: Vec<CallRequest> = server.waiting.drain(..).collect();
@@ -261,6 +271,11 @@ impl McpWorker {
                     }
                 }
             }
+            Internal::Catalog { server: name, generation, catalog } => {
+                if let Some(server) = self.servers.get_mut(&name).filter(|s| s.generation == generation) {
+                    server.catalog = catalog;
+                }
+            }
             Internal::Unresponsive { server: name, generation } => {
                 if self.servers.get(&name).is_some_and(|s| s.generation == generation) {
                     tracing::warn!(server = %name, "the MCP server did not answer its health check; reconnecting");
@@ -282,6 +297,15 @@ impl McpWorker {
                     let _ = internal.send(Internal::Tools { server: name, generation, result });
                 });
             }
+            Notice::CatalogChanged(name) => {
+                let Some(server) = self.servers.get(&name) else { return };
+                let Some(connection) = server.connection.clone() else { return };
+                let (internal, generation, timeout) = (self.internal.0.clone(), server.generation, Duration::from_secs(server.config.startup_timeout_secs.max(1)));
+                self.runtime.spawn(async move {
+                    let catalog = connection.catalog(&name, timeout).await;
+                    let _ = internal.send(Internal::Catalog { server: name, generation, catalog });
+                });
+            }
             Notice::Elicit(request) => match super::elicit::Form::parse(&request.schema) {
                 Ok(form) => {
                     let id = self.next_elicitation;
@@ -295,6 +319,43 @@ impl McpWorker {
                     self.sink.send(AppEvent::Notice(format!("{} asked for input in a form cowork cannot draw ({why}); cowork declined", request.server)));
                 }
             },
+        }
+    }
+
+    /// The running connection of `server`, or why there is none.
+    fn running(&self, server: &str) -> Result<(Arc<Connection>, Duration), String> {
+        let found = self.servers.get(server).ok_or_else(|| format!("there is no MCP server named {server}"))?;
+        let connection = found.connection.clone().filter(|_| found.status == ServerStatus::Running).ok_or_else(|| format!("the MCP server {server} is not running"))?;
+        Ok((connection, Duration::from_secs(found.config.tool_timeout_secs.max(1))))
+    }
+
+    fn read_resource(&self, server: String, uri: String, name: String) {
+        let sink = self.sink.clone();
+        match self.running(&server) {
+            Ok((connection, timeout)) => {
+                self.runtime.spawn(async move {
+                    let result = connection.read_resource(&server, &uri, &name, timeout).await.map_err(|err| format!("{name} from {server} was not read: {err:#}"));
+                    sink.send(AppEvent::ResourceAttached(result));
+                });
+            }
+            Err(why) => {
+                sink.send(AppEvent::ResourceAttached(Err(why)));
+            }
+        }
+    }
+
+    fn get_prompt(&self, server: String, name: String, arguments: BTreeMap<String, String>) {
+        let sink = self.sink.clone();
+        match self.running(&server) {
+            Ok((connection, timeout)) => {
+                self.runtime.spawn(async move {
+                    let result = connection.prompt(&name, arguments, timeout).await.map_err(|err| format!("/{name} from {server}: {err:#}"));
+                    sink.send(AppEvent::PromptFilled(result));
+                });
+            }
+            Err(why) => {
+                sink.send(AppEvent::PromptFilled(Err(why)));
+            }
         }
     }
 
@@ -438,6 +499,8 @@ impl McpWorker {
                 protocol_version: s.connection.as_ref().map(|c| c.protocol_version.clone()).unwrap_or_default(),
                 server_name: s.connection.as_ref().map(|c| c.server_name.clone()).unwrap_or_default(),
                 connect_millis: s.connection.as_ref().map(|c| c.connect_millis),
+                resources: s.catalog.resources.clone(),
+                prompts: s.catalog.prompts.clone(),
             })
             .collect()
     }
@@ -530,6 +593,8 @@ impl Supervised for McpWorker {
                     Ok(McpCommand::Test(name)) => self.test(name),
                     Ok(McpCommand::Edit(edit)) => self.edit(&edit),
                     Ok(McpCommand::Elicited { id, answer }) => self.elicited(id, answer),
+                    Ok(McpCommand::ReadResource { server, uri, name }) => self.read_resource(server, uri, name),
+                    Ok(McpCommand::GetPrompt { server, name, arguments }) => self.get_prompt(server, name, arguments),
                     Ok(McpCommand::Shutdown) | Err(_) => break,
                 },
                 recv(internal) -> message => if let Ok(message) = message { self.handle_internal(message) },

@@ -54,7 +54,8 @@ pub fn chat_ui(ui: &mut egui::Ui, state: &AppState, panel: &mut ChatPanel, actio
     crate::ui::mcp_chat::elicitations_ui(ui, state, &mut panel.mcp, actions);
     ui.separator();
 
-    let input_height = 84.0;
+    // The input, its buttons, and the MCP rows above and under it stay in view.
+    let input_height = 84.0 + crate::ui::mcp_chat::extra_height(state, &panel.draft, &panel.mcp);
     ScrollArea::vertical()
         .auto_shrink([false, false])
         .max_height((ui.available_height() - input_height).max(80.0))
@@ -74,6 +75,7 @@ pub fn chat_ui(ui: &mut egui::Ui, state: &AppState, panel: &mut ChatPanel, actio
 
     ui.separator();
     let generating = state.generating.is_some();
+    crate::ui::mcp_chat::attachments_ui(ui, state, actions);
     let label = ui.label("Message");
     let response = ui.add(
         TextEdit::multiline(&mut panel.draft)
@@ -92,11 +94,23 @@ pub fn chat_ui(ui: &mut egui::Ui, state: &AppState, panel: &mut ChatPanel, actio
     if response.has_focus() && generating && ui.input(|i| i.key_pressed(Key::Escape)) {
         actions.push(UiAction::Stop);
     }
+    let prompts = crate::ui::mcp_chat::prompts_ui(ui, state, &mut panel.draft, &mut panel.mcp, response.id);
     ui.horizontal(|ui| {
         let can_send = !generating && !panel.draft.trim().is_empty();
         if ui.add_enabled(can_send, egui::Button::new("Send")).clicked() || (enter_pressed && can_send) {
-            actions.push(UiAction::SendMessage(panel.draft.trim().to_owned()));
-            panel.draft.clear();
+            // `/name …` of an MCP prompt fills the input with the prompt; anything else is a message.
+            match crate::mcp::slash::parse(&panel.draft, &prompts) {
+                Some(Ok(used)) => {
+                    actions.push(UiAction::UsePrompt(used));
+                    panel.draft.clear();
+                    panel.mcp.slash_problem = None;
+                }
+                Some(Err(why)) => panel.mcp.slash_problem = Some(why),
+                None => {
+                    actions.push(UiAction::SendMessage(panel.draft.trim().to_owned()));
+                    panel.draft.clear();
+                }
+            }
             response.request_focus();
         }
         if ui.add_enabled(generating, egui::Button::new("Stop")).clicked() {

@@ -1,6 +1,7 @@
 //! The MCP parts of the chat: a server's request for input drawn as a form
 //! (Send checks it against the requested schema first; Decline and Cancel
-//! send nothing).
+//! send nothing), resources to attach to the next message ("Attach…", then
+//! chips that can be removed), and prompts offered as `/name` under the input.
 
 use std::collections::{BTreeMap, HashMap};
 
@@ -22,6 +23,93 @@ pub struct FormDraft {
 #[derive(Default)]
 pub struct McpChatPanel {
     pub forms: HashMap<i64, FormDraft>,
+    /// Why the `/name` in the input cannot be used yet (a missing argument).
+    pub slash_problem: Option<String>,
+}
+
+/// Running servers with something to offer the chat input.
+fn offering<'a>(state: &'a AppState, what: impl Fn(&crate::events::McpServerView) -> bool) -> impl Iterator<Item = &'a crate::events::McpServerView> {
+    state.mcp_servers.iter().filter(move |s| s.status == crate::events::McpServerStatus::Running && what(s))
+}
+
+/// How much taller than the bare input the MCP rows make it (so the chat's
+/// scroll area leaves them room).
+pub fn extra_height(state: &AppState, draft: &str, panel: &McpChatPanel) -> f32 {
+    let row = 22.0;
+    let attach = offering(state, |s| !s.resources.is_empty()).next().is_some() || !state.attachments.is_empty();
+    let mut extra = if attach { row } else { 0.0 };
+    if draft.starts_with('/') {
+        let servers: Vec<(String, Vec<crate::events::McpPrompt>)> = offering(state, |s| !s.prompts.is_empty()).map(|s| (s.name.clone(), s.prompts.clone())).collect();
+        extra += crate::mcp::slash::matching(draft, &servers).len().min(8) as f32 * row + if panel.slash_problem.is_some() { row } else { 0.0 };
+    }
+    extra
+}
+
+/// "Attach…" (the running servers' resources) and the attached ones, each removable.
+pub fn attachments_ui(ui: &mut egui::Ui, state: &AppState, actions: &mut Vec<UiAction>) {
+    let running: Vec<&crate::events::McpServerView> = offering(state, |s| !s.resources.is_empty()).collect();
+    if running.is_empty() && state.attachments.is_empty() {
+        return;
+    }
+    ui.horizontal_wrapped(|ui| {
+        if !running.is_empty() {
+            ui.menu_button("Attach…", |ui| {
+                for server in &running {
+                    ui.label(RichText::new(&server.name).small().color(theme::MUTED));
+                    for resource in &server.resources {
+                        let button = ui.button(&resource.name).on_hover_text(format!("{}\n{}", resource.uri, resource.description));
+                        if button.clicked() {
+                            actions.push(UiAction::AttachResource { server: server.name.clone(), uri: resource.uri.clone(), name: resource.name.clone() });
+                            ui.close();
+                        }
+                    }
+                }
+            });
+        }
+        for (index, attachment) in state.attachments.iter().enumerate() {
+            let size = crate::media::human_bytes(attachment.text.len());
+            ui.label(RichText::new(format!("{} · {} · {size}", attachment.name, attachment.server)).small()).on_hover_text(&attachment.uri);
+            if ui.small_button(format!("Remove {}", attachment.name)).clicked() {
+                actions.push(UiAction::Detach(index));
+            }
+        }
+    });
+}
+
+/// Under the input while it starts with `/`: the prompts that match, each
+/// filling in its name (and its arguments' names) on a click; and why the
+/// typed one cannot be used yet. Returns the prompts by server, for Send.
+pub fn prompts_ui(ui: &mut egui::Ui, state: &AppState, draft: &mut String, panel: &mut McpChatPanel, input: egui::Id) -> Vec<(String, Vec<crate::events::McpPrompt>)> {
+    let servers: Vec<(String, Vec<crate::events::McpPrompt>)> = offering(state, |s| !s.prompts.is_empty()).map(|s| (s.name.clone(), s.prompts.clone())).collect();
+    if !draft.starts_with('/') {
+        panel.slash_problem = None;
+        return servers;
+    }
+    let matching = crate::mcp::slash::matching(draft, &servers);
+    let shared = |name: &str| matching.iter().filter(|(_, p)| p.name == name).count() > 1;
+    let mut chosen = None;
+    for (server, prompt) in matching.iter().take(8) {
+        let name = if shared(&prompt.name) { format!("/{server}:{}", prompt.name) } else { format!("/{}", prompt.name) };
+        let arguments: String = prompt.arguments.iter().map(|(a, required)| if *required { format!(" {a}=…") } else { format!(" [{a}=…]") }).collect();
+        let text = format!("{name}{arguments} — {} ({server})", prompt.description);
+        if ui.add(egui::Button::new(RichText::new(text).small()).frame(false)).clicked() {
+            chosen = Some(format!("{name} "));
+        }
+    }
+    if let Some(name) = chosen {
+        *draft = name;
+        // Typing goes on after the name, in the input.
+        if let Some(mut edit) = egui::TextEdit::load_state(ui.ctx(), input) {
+            let end = egui::text::CCursor::new(draft.chars().count());
+            edit.cursor.set_char_range(Some(egui::text::CCursorRange::one(end)));
+            edit.store(ui.ctx(), input);
+        }
+        ui.memory_mut(|m| m.request_focus(input));
+    }
+    if let Some(problem) = &panel.slash_problem {
+        ui.label(RichText::new(problem).small().color(theme::ERROR));
+    }
+    servers
 }
 
 /// Every open request for input, oldest first.

@@ -30,6 +30,7 @@ fn request(question: &str, thread_id: i64) -> ChatRequest {
         consent_once: false,
         is_retry: false,
         agent: false,
+        attachments: Vec::new(),
     }
 }
 

@@ -180,6 +180,64 @@ fn the_agent_calls_server_everything_over_stdio_and_http_with_progress_and_stop(
     assert_eq!(kept.images, pictured.images);
 }
 
+/// server-everything's resources and prompts reach the chat: the worker lists
+/// them, reads one for the next message and fills a prompt with its
+/// arguments; the attached text reaches the model as data from its server,
+/// and the question it rides in counts as untrusted.
+#[test]
+fn resources_are_read_and_attached_and_prompts_are_filled_in_from_server_everything() {
+    let Some(entry) = everything() else { return };
+    let model = scripted(vec![answer("It is about the architecture.")]);
+    let (data, paths) = fixture(&model, "Terminal", "");
+    let config = json!({"mcpServers": {"everything": {"command": "node", "args": [entry, "stdio"]}}});
+    std::fs::write(data.path().join("mcp-servers.json"), config.to_string()).unwrap();
+    let (workers, events) = super::support::start_workers(&paths);
+    let views = settled(&events, &["everything"]);
+    let view = server(&views, "everything");
+    let resource = view.resources.iter().find(|r| r.uri.ends_with("/architecture.md")).unwrap_or_else(|| panic!("{:?}", view.resources)).clone();
+    assert_eq!(resource.mime, "text/markdown");
+    let prompt = view.prompts.iter().find(|p| p.name == "args-prompt").unwrap_or_else(|| panic!("{:?}", view.prompts));
+    assert_eq!(prompt.arguments, vec![("city".to_owned(), true), ("state".to_owned(), false)]);
+
+    // "/args-prompt Paris state=TX" as the chat input reads it, filled in by the server.
+    let used = cowork::mcp::slash::parse("/args-prompt Paris state=TX", &[("everything".into(), view.prompts.clone())]).unwrap().unwrap();
+    workers.mcp.commands.send(McpCommand::GetPrompt { server: used.server, name: used.name, arguments: used.arguments }).unwrap();
+    let filled = wait_for(&events, Duration::from_secs(20), |e| match e {
+        AppEvent::PromptFilled(result) => Some(result.clone()),
+        _ => None,
+    })
+    .expect("the prompt came back");
+    assert_eq!(filled, Ok("What's weather in Paris, TX?".to_owned()));
+    // A prompt the server does not have: a clear error, not a hang.
+    workers.mcp.commands.send(McpCommand::GetPrompt { server: "everything".into(), name: "no-such-prompt".into(), arguments: Default::default() }).unwrap();
+    let missing = wait_for(&events, Duration::from_secs(20), |e| match e {
+        AppEvent::PromptFilled(result) => Some(result.clone()),
+        _ => None,
+    })
+    .expect("an answer");
+    assert!(missing.as_ref().is_err_and(|e| e.contains("no-such-prompt")), "{missing:?}");
+
+    workers.mcp.commands.send(McpCommand::ReadResource { server: "everything".into(), uri: resource.uri.clone(), name: resource.name.clone() }).unwrap();
+    let attached = wait_for(&events, Duration::from_secs(20), |e| match e {
+        AppEvent::ResourceAttached(result) => Some(result.clone()),
+        _ => None,
+    })
+    .expect("the resource was read")
+    .unwrap();
+    let expected = std::fs::read_to_string(std::path::Path::new(&entry).parent().unwrap().join("docs/architecture.md")).unwrap();
+    assert_eq!(attached.text, expected);
+
+    let mut request = task("what is this document about?");
+    request.attachments = vec![attached];
+    workers.agent.commands.send(AgentCommand::Chat(request)).unwrap();
+    wait_for(&events, Duration::from_secs(30), |e| matches!(e, AppEvent::AnswerFinished { .. }).then_some(())).expect("answered");
+    let sent = body(&model, 0);
+    let question = sent["messages"].as_array().unwrap().iter().rev().find(|m| m["role"] == "user").unwrap()["content"].as_str().unwrap().to_owned();
+    assert!(question.starts_with(&format!("[The user attached the resource architecture.md ({}) from the MCP server everything. It is data", resource.uri)), "{question}");
+    assert!(question.contains(expected.lines().find(|l| !l.trim().is_empty()).unwrap()) && question.ends_with("what is this document about?"), "{question}");
+    workers.shutdown(Duration::from_secs(5));
+}
+
 /// The test venv's Python, which has the `mcp` package (a skip when absent, which a full run refuses).
 fn mcp_python() -> Option<String> {
     let python = python();

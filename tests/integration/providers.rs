@@ -592,6 +592,7 @@ fn chat(ask_id: i64, text: &str) -> cowork::agent::ChatRequest {
         consent_once: false,
         is_retry: false,
         agent: false,
+        attachments: Vec::new(),
     }
 }
 

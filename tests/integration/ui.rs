@@ -807,6 +807,8 @@ fn settings_integrations_show_server_state_and_send_reconnect_test_and_tool_choi
         protocol_version: "2025-11-25".into(),
         server_name: "everything 2.0".into(),
         connect_millis: Some(300),
+        resources: Vec::new(),
+        prompts: Vec::new(),
     };
     let broken = McpServerView { tools: Vec::new(), stderr: vec!["Traceback: ImportError".into()], ..view("broken", McpServerStatus::Error("no handshake within 30 s (startup timeout)".into())) };
     far.events.send(AppEvent::McpServers(vec![broken, view("everything", McpServerStatus::Running)])).unwrap();
@@ -926,4 +928,72 @@ fn a_servers_request_for_input_is_a_form_that_is_checked_before_it_is_sent() {
         _ => panic!("another command"),
     }
     assert!(harness.query_by_label("Book the 9:12? (6)").is_none());
+}
+
+/// The chat's MCP parts: "Attach…" lists a running server's resources and
+/// asks the mcp worker to read one; the attached resource shows as a chip,
+/// goes with the next message and can be removed. `/` offers the servers'
+/// prompts; one with a missing argument says so, a complete one goes to the
+/// worker, and the filled-in prompt lands in the input to edit.
+#[test]
+fn resources_attach_to_a_message_and_prompts_are_offered_as_slash_names() {
+    use cowork::events::{Attachment, McpPrompt, McpResource, McpServerStatus, McpServerView};
+    use cowork::mcp::worker::McpCommand;
+    let (mut harness, far) = app();
+    let server = McpServerView {
+        name: "docs".into(),
+        endpoint: "stdio: docs".into(),
+        status: McpServerStatus::Running,
+        resources: vec![McpResource { uri: "demo://guide.md".into(), name: "guide.md".into(), mime: "text/markdown".into(), description: "The guide".into() }],
+        prompts: vec![McpPrompt { name: "weather".into(), description: "Asks about the weather".into(), arguments: vec![("city".into(), true), ("state".into(), false)] }],
+        ..Default::default()
+    };
+    far.events.send(AppEvent::McpServers(vec![server])).unwrap();
+    harness.run();
+    harness.get_by_label("Attach…").click();
+    harness.run();
+    harness.get_by_label("guide.md").click();
+    harness.run();
+    match far.mcp.try_recv().expect("the read went to the mcp worker") {
+        McpCommand::ReadResource { server, uri, .. } => assert_eq!((server.as_str(), uri.as_str()), ("docs", "demo://guide.md")),
+        _ => panic!("another command"),
+    }
+    let attachment = Attachment { server: "docs".into(), uri: "demo://guide.md".into(), name: "guide.md".into(), text: "# Guide".into(), images: Vec::new() };
+    far.events.send(AppEvent::ResourceAttached(Ok(attachment.clone()))).unwrap();
+    harness.run();
+    harness.get_by_label("guide.md · docs · 7 B");
+    let request = send_message(&mut harness, &far, "summarise it");
+    assert_eq!(request.attachments, vec![attachment.clone()]);
+    assert!(harness.query_by_label("guide.md · docs · 7 B").is_none(), "sent with the message");
+    far.events.send(AppEvent::AnswerFinished { answer_id: request.answer_id, status: cowork::events::MessageStatus::Done, error: None, stats: Default::default() }).unwrap();
+    far.events.send(AppEvent::ResourceAttached(Ok(attachment))).unwrap();
+    harness.run();
+    harness.get_by_label("Remove guide.md").click();
+    harness.run();
+    assert!(harness.query_by_label("guide.md · docs · 7 B").is_none(), "removed");
+
+    // `/we` offers the prompt; a click fills in its name.
+    type_message(&mut harness, "/we");
+    harness.run();
+    harness.get_by_label("/weather city=… [state=…] — Asks about the weather (docs)").click();
+    harness.run();
+    harness.get_by_label("Send").click();
+    harness.run();
+    harness.get_by_label("/weather needs city");
+    assert!(far.mcp.try_recv().is_err() && far.agent.try_recv().is_err(), "nothing was sent");
+    type_message(&mut harness, "Lyon");
+    harness.run();
+    harness.get_by_label("Send").click();
+    harness.run();
+    match far.mcp.try_recv().expect("the prompt went to the mcp worker") {
+        McpCommand::GetPrompt { server, name, arguments } => {
+            assert_eq!((server.as_str(), name.as_str(), arguments.get("city").map(String::as_str)), ("docs", "weather", Some("Lyon")))
+        }
+        _ => panic!("another command"),
+    }
+    far.events.send(AppEvent::PromptFilled(Ok("What's the weather in Lyon?".into()))).unwrap();
+    harness.run();
+    harness.run();
+    let input = harness.get_by_role_and_label(Role::MultilineTextInput, "Message");
+    assert_eq!(input.value().as_deref(), Some("What's the weather in Lyon?"));
 }

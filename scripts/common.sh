@@ -10,6 +10,7 @@ export COWORK_USER_BIN="$CARGO_TARGET_DIR/user/cowork"
 MCP_DIR="$HOME/.cache/cowork-test/mcp"
 MCP_EVERYTHING_VERSION="2026.8.31"
 MCP_INSPECTOR_VERSION="2.12.0"
+MCP_FILESYSTEM_VERSION="2026.8.31"
 TEST_VENV="$HOME/.cache/cowork-test/venv"
 # Real LLM servers for the provider tests: llama.cpp's server (OpenAI and
 # Anthropic formats) and the LiteLLM proxy in front of it (Gemini format).
@@ -164,17 +165,21 @@ setup_common() {
 setup_mcp_server() {
   local entry="$MCP_DIR/node_modules/@modelcontextprotocol/server-everything/dist/index.js"
   local inspector="$MCP_DIR/node_modules/@modelcontextprotocol/inspector/clients/launcher/build/index.js"
-  local stamp="$MCP_DIR/.cowork-installed" wanted="everything@$MCP_EVERYTHING_VERSION inspector@$MCP_INSPECTOR_VERSION"
-  if [ -f "$entry" ] && [ -f "$inspector" ] && [ "$(cat "$stamp" 2>/dev/null)" = "$wanted" ]; then
+  local filesystem="$MCP_DIR/node_modules/@modelcontextprotocol/server-filesystem/dist/index.js"
+  local stamp="$MCP_DIR/.cowork-installed" wanted="everything@$MCP_EVERYTHING_VERSION inspector@$MCP_INSPECTOR_VERSION filesystem@$MCP_FILESYSTEM_VERSION"
+  if [ -f "$entry" ] && [ -f "$inspector" ] && [ -f "$filesystem" ] && [ "$(cat "$stamp" 2>/dev/null)" = "$wanted" ]; then
     echo "    installed in $MCP_DIR" >&2
   else
-    echo "    npm install server-everything@$MCP_EVERYTHING_VERSION and inspector@$MCP_INSPECTOR_VERSION into $MCP_DIR" >&2
+    echo "    npm install server-everything@$MCP_EVERYTHING_VERSION, server-filesystem@$MCP_FILESYSTEM_VERSION and inspector@$MCP_INSPECTOR_VERSION into $MCP_DIR" >&2
     mkdir -p "$MCP_DIR"
     npm install --silent --no-audit --no-fund --prefix "$MCP_DIR" \
-      "@modelcontextprotocol/server-everything@$MCP_EVERYTHING_VERSION" "@modelcontextprotocol/inspector@$MCP_INSPECTOR_VERSION" >/dev/null
+      "@modelcontextprotocol/server-everything@$MCP_EVERYTHING_VERSION" "@modelcontextprotocol/server-filesystem@$MCP_FILESYSTEM_VERSION" \
+      "@modelcontextprotocol/inspector@$MCP_INSPECTOR_VERSION" >/dev/null
     echo "$wanted" > "$stamp"
   fi
   export COWORK_TEST_MCP_EVERYTHING="$entry"
+  # The reference filesystem server: paths outside its roots are refused.
+  export COWORK_TEST_MCP_FILESYSTEM="$filesystem"
   # The MCP Inspector's command-line client (`--cli`): a client no one here wrote.
   export COWORK_TEST_MCP_INSPECTOR="$inspector"
 }

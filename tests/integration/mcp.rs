@@ -238,6 +238,55 @@ fn resources_are_read_and_attached_and_prompts_are_filled_in_from_server_everyth
     workers.shutdown(Duration::from_secs(5));
 }
 
+/// A Claude Desktop configuration goes through `cowork mcp import` and the
+/// worker: the secret in its `env` is kept in the secret store (not in
+/// mcp-servers.json) and reaches the server; server-filesystem from npm, as
+/// imported, reads inside its root and refuses a path outside it with an
+/// `isError` result, which stays an error.
+#[test]
+fn a_claude_desktop_config_imports_and_runs_and_server_filesystem_refuses_paths_outside_its_root() {
+    let Some(everything) = everything() else { return };
+    let filesystem = std::env::var("COWORK_TEST_MCP_FILESYSTEM").unwrap_or_default();
+    if !require(!filesystem.is_empty(), "@modelcontextprotocol/server-filesystem (scripts/test installs it)") {
+        return;
+    }
+    let data = temp_dir();
+    let root = temp_dir();
+    let outside = temp_dir();
+    std::fs::write(root.path().join("notes.txt"), "inside the root").unwrap();
+    std::fs::write(outside.path().join("secret.txt"), "outside the root").unwrap();
+    let claude = data.path().join("claude_desktop_config.json");
+    let config = json!({"mcpServers": {
+        "files": {"command": "node", "args": [filesystem, root.path()]},
+        "everything": {"command": "node", "args": [everything, "stdio"], "env": {"TRACKER_TOKEN": "tok-5ecret-value"}}
+    }});
+    std::fs::write(&claude, serde_json::to_string_pretty(&config).unwrap()).unwrap();
+    let imported = serve_command(data.path()).args(["mcp", "import"]).arg(&claude).output().unwrap();
+    assert!(imported.status.success(), "{}", String::from_utf8_lossy(&imported.stderr));
+    let stdout = String::from_utf8_lossy(&imported.stdout);
+    assert!(stdout.contains("files") && stdout.contains("everything"), "{stdout}");
+    let saved = std::fs::read_to_string(data.path().join("mcp-servers.json")).unwrap();
+    assert!(!saved.contains("tok-5ecret-value") && saved.contains("TRACKER_TOKEN"), "{saved}");
+
+    let (sink, events) = super::support::test_sink();
+    let mut mcp = cowork::mcp::worker::spawn_mcp(data.path().to_owned(), sink, cowork::runtime::RestartPolicy::default()).unwrap();
+    let views = settled(&events, &["files", "everything"]);
+    assert_eq!(server(&views, "files").status, McpServerStatus::Running, "{views:?}");
+    assert_eq!(server(&views, "everything").status, McpServerStatus::Running, "{views:?}");
+    let client = McpClient { commands: mcp.commands.clone() };
+    let never = AtomicBool::new(false);
+    let call = |server: &str, tool: &str, args: serde_json::Value| client.call(server, tool, args, 1, &never, Duration::from_secs(20));
+    let env = call("everything", "get-env", json!({}));
+    assert!(env.content.contains("tok-5ecret-value"), "the secret reached the server: {}", env.content);
+    let inside = call("files", "read_text_file", json!({"path": root.path().join("notes.txt")}));
+    assert_eq!((inside.content.as_str(), inside.is_error), ("inside the root", false));
+    let refused = call("files", "read_text_file", json!({"path": outside.path().join("secret.txt")}));
+    assert!(refused.is_error && refused.content.contains("outside allowed directories") && !refused.content.contains("outside the root"), "{refused:?}");
+    let escaped = call("files", "read_text_file", json!({"path": format!("{}/../{}/secret.txt", root.path().display(), outside.path().file_name().unwrap().to_string_lossy())}));
+    assert!(escaped.is_error, "a path that climbs out is refused too: {escaped:?}");
+    assert!(mcp.shutdown(McpCommand::Shutdown, Duration::from_secs(5)));
+}
+
 /// The test venv's Python, which has the `mcp` package (a skip when absent, which a full run refuses).
 fn mcp_python() -> Option<String> {
     let python = python();
@@ -273,6 +322,56 @@ if __name__ == "__main__":
     )
     .unwrap();
     script
+}
+
+/// `tools/list_changed`: a Python server adds a tool while running and says
+/// so; the worker lists the tools again, the new one is offered and runs.
+#[test]
+fn a_tool_added_while_the_server_runs_is_offered_after_its_list_changed_notice() {
+    let Some(python) = mcp_python() else { return };
+    let data = temp_dir();
+    let script = data.path().join("growing.py");
+    std::fs::write(
+        &script,
+        r#"from mcp.server.mcpserver import MCPServer, Context
+
+app = MCPServer("growing")
+
+def fresh() -> str:
+    """A tool that was not there at the start."""
+    return "fresh and new"
+
+@app.tool()
+async def grow(ctx: Context) -> str:
+    """Adds the tool fresh."""
+    app.add_tool(fresh)
+    await ctx.session.send_tool_list_changed()
+    return "grown"
+
+app.run()
+"#,
+    )
+    .unwrap();
+    std::fs::write(data.path().join("mcp-servers.json"), json!({"mcpServers": {"growing": {"command": python, "args": [script]}}}).to_string()).unwrap();
+    let (sink, events) = super::support::test_sink();
+    let mut mcp = cowork::mcp::worker::spawn_mcp(data.path().to_owned(), sink, cowork::runtime::RestartPolicy::default()).unwrap();
+    let views = settled(&events, &["growing"]);
+    let view = server(&views, "growing");
+    assert_eq!(view.status, McpServerStatus::Running, "{view:?}");
+    assert_eq!(view.tools.iter().map(|t| t.0.as_str()).collect::<Vec<_>>(), ["grow"]);
+    let client = McpClient { commands: mcp.commands.clone() };
+    let never = AtomicBool::new(false);
+    assert_eq!(client.call("growing", "grow", json!({}), 1, &never, Duration::from_secs(20)).content, "grown");
+    let grown = wait_for(&events, Duration::from_secs(20), |e| match e {
+        AppEvent::McpServers(servers) if server(servers, "growing").tools.iter().any(|t| t.0 == "fresh") => Some(servers.clone()),
+        _ => None,
+    })
+    .expect("the tool list was read again");
+    assert_eq!(server(&grown, "growing").tools.len(), 2);
+    assert!(client.offered(Duration::from_secs(5)).offered.iter().any(|o| o.tool.name == "fresh"));
+    assert_eq!(client.call("growing", "fresh", json!({}), 2, &never, Duration::from_secs(20)).content, "fresh and new");
+    eprintln!("growing speaks {}", view.protocol_version);
+    assert!(mcp.shutdown(McpCommand::Shutdown, Duration::from_secs(5)));
 }
 
 #[test]

@@ -11,6 +11,8 @@ MCP_DIR="$HOME/.cache/cowork-test/mcp"
 MCP_EVERYTHING_VERSION="2026.8.31"
 MCP_INSPECTOR_VERSION="2.12.0"
 MCP_FILESYSTEM_VERSION="2026.8.31"
+# The built-in Browser integration (src/mcp/browser.rs PLAYWRIGHT_MCP_VERSION).
+MCP_PLAYWRIGHT_VERSION="0.0.83"
 TEST_VENV="$HOME/.cache/cowork-test/venv"
 # Real LLM servers for the provider tests: llama.cpp's server (OpenAI and
 # Anthropic formats) and the LiteLLM proxy in front of it (Gemini format).
@@ -159,27 +161,45 @@ setup_common() {
   cd "$REPO"
   step "build" build "$with_tests"
   [ "$with_tests" = yes ] || COWORK_BIN="$COWORK_USER_BIN"
+  [ "$with_tests" = yes ] || step "the Browser integration (@playwright/mcp $MCP_PLAYWRIGHT_VERSION, driving Debian's chromium)" setup_browser_integration
   step "models (chat, embeddings, speech; about 760 MB, 1.4 GB once converted)" python3 models/fetch --cowork "$COWORK_BIN"
+}
+
+# The built-in Browser integration for the user: Playwright's MCP server where
+# cowork looks for it (src/mcp/browser.rs). It needs npm and chromium; without
+# them it says how, and the rest of cowork works as before.
+setup_browser_integration() {
+  local prefix="${XDG_DATA_HOME:-$HOME/.local/share}/cowork/integrations/playwright-mcp"
+  if ! command -v npm >/dev/null || [ ! -x /usr/bin/chromium ]; then
+    echo "    skipped: it needs npm and chromium (apt install npm chromium), then run scripts/setup again" >&2
+    return 0
+  fi
+  npm install --silent --no-audit --no-fund --prefix "$prefix" "@playwright/mcp@$MCP_PLAYWRIGHT_VERSION" >/dev/null
+  echo "    installed in $prefix; Settings → Integrations → Add the Browser turns it on" >&2
 }
 
 setup_mcp_server() {
   local entry="$MCP_DIR/node_modules/@modelcontextprotocol/server-everything/dist/index.js"
   local inspector="$MCP_DIR/node_modules/@modelcontextprotocol/inspector/clients/launcher/build/index.js"
   local filesystem="$MCP_DIR/node_modules/@modelcontextprotocol/server-filesystem/dist/index.js"
-  local stamp="$MCP_DIR/.cowork-installed" wanted="everything@$MCP_EVERYTHING_VERSION inspector@$MCP_INSPECTOR_VERSION filesystem@$MCP_FILESYSTEM_VERSION"
-  if [ -f "$entry" ] && [ -f "$inspector" ] && [ -f "$filesystem" ] && [ "$(cat "$stamp" 2>/dev/null)" = "$wanted" ]; then
+  local playwright="$MCP_DIR/node_modules/@playwright/mcp/cli.js"
+  local stamp="$MCP_DIR/.cowork-installed"
+  local wanted="everything@$MCP_EVERYTHING_VERSION inspector@$MCP_INSPECTOR_VERSION filesystem@$MCP_FILESYSTEM_VERSION playwright-mcp@$MCP_PLAYWRIGHT_VERSION"
+  if [ -f "$entry" ] && [ -f "$inspector" ] && [ -f "$filesystem" ] && [ -f "$playwright" ] && [ "$(cat "$stamp" 2>/dev/null)" = "$wanted" ]; then
     echo "    installed in $MCP_DIR" >&2
   else
     echo "    npm install server-everything@$MCP_EVERYTHING_VERSION, server-filesystem@$MCP_FILESYSTEM_VERSION and inspector@$MCP_INSPECTOR_VERSION into $MCP_DIR" >&2
     mkdir -p "$MCP_DIR"
     npm install --silent --no-audit --no-fund --prefix "$MCP_DIR" \
       "@modelcontextprotocol/server-everything@$MCP_EVERYTHING_VERSION" "@modelcontextprotocol/server-filesystem@$MCP_FILESYSTEM_VERSION" \
-      "@modelcontextprotocol/inspector@$MCP_INSPECTOR_VERSION" >/dev/null
+      "@modelcontextprotocol/inspector@$MCP_INSPECTOR_VERSION" "@playwright/mcp@$MCP_PLAYWRIGHT_VERSION" >/dev/null
     echo "$wanted" > "$stamp"
   fi
   export COWORK_TEST_MCP_EVERYTHING="$entry"
   # The reference filesystem server: paths outside its roots are refused.
   export COWORK_TEST_MCP_FILESYSTEM="$filesystem"
+  # Playwright's MCP server for the built-in Browser (it drives Debian's chromium).
+  export COWORK_PLAYWRIGHT_MCP="$playwright"
   # The MCP Inspector's command-line client (`--cli`): a client no one here wrote.
   export COWORK_TEST_MCP_INSPECTOR="$inspector"
 }

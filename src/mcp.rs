@@ -3,6 +3,7 @@
 //! (`worker`), orphan cleanup after a crash (`orphans`), and their tools as
 //! the agent sees them (`tools`). `list_tools` is `cowork mcp-tools`.
 
+pub mod browser;
 pub mod config;
 pub mod connection;
 pub mod elicit;

@@ -119,7 +119,12 @@ pub fn classify(offered: &Offered, args: &Value) -> Result<Classified, String> {
     } else if !args.is_object() {
         return Err("the arguments must be a JSON object".into());
     }
-    Ok(Classified { risk: offered.tool.risk(offered.trusted), ..Classified::default() })
+    let risk = match offered.builtin.as_deref() {
+        // The built-in browser: what the call does, whatever the server annotates.
+        Some(crate::mcp::browser::BUILTIN) => crate::mcp::browser::classify(&offered.tool.name, args),
+        _ => offered.tool.risk(offered.trusted),
+    };
+    Ok(Classified { risk, ..Classified::default() })
 }
 
 /// What changed in a tool since the user allowed it (empty: nothing, or never allowed).
@@ -163,6 +168,7 @@ mod tests {
             },
             trusted,
             tool_timeout_secs: 300,
+            builtin: None,
         }
     }
 

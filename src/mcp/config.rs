@@ -60,6 +60,10 @@ pub struct ServerConfig {
     /// The user trusts this server's annotations to lower a tool's risk.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub trusted: bool,
+    /// A server cowork brings ("browser": Playwright's MCP server and
+    /// Chromium): its command line is cowork's, filled in when it starts.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub builtin: Option<String>,
 }
 
 fn default_startup() -> u64 {
@@ -83,6 +87,7 @@ impl Default for ServerConfig {
             tool_timeout_secs: DEFAULT_TOOL_TIMEOUT_SECS,
             disabled: false,
             trusted: false,
+            builtin: None,
         }
     }
 }
@@ -96,6 +101,9 @@ pub enum Transport<'a> {
 
 impl ServerConfig {
     pub fn transport(&self) -> anyhow::Result<Transport<'_>> {
+        if let Some(builtin) = self.builtin.as_deref().filter(|_| self.command.is_none()) {
+            bail!("the built-in {builtin} is filled in when it starts");
+        }
         match (&self.command, &self.url) {
             (Some(command), None) => Ok(Transport::Stdio { command, args: &self.args }),
             (None, Some(url)) if url.starts_with("http://") || url.starts_with("https://") => Ok(Transport::Http { url }),
@@ -107,8 +115,20 @@ impl ServerConfig {
 }
 
 impl ServerConfig {
+    /// Whether the entry can be started: a command or a URL, or a built-in cowork knows.
+    fn check(&self) -> anyhow::Result<()> {
+        match self.builtin.as_deref() {
+            Some(super::browser::BUILTIN) => Ok(()),
+            Some(other) => bail!("there is no built-in integration named {other:?}"),
+            None => self.transport().map(|_| ()),
+        }
+    }
+
     /// "stdio: npx -y pkg" or "http: https://…", for lists and Settings.
     pub fn endpoint(&self) -> String {
+        if self.builtin.as_deref() == Some(super::browser::BUILTIN) {
+            return "built-in: Playwright's MCP server driving Chromium".into();
+        }
         match self.transport() {
             Ok(Transport::Stdio { command, args }) => format!("stdio: {command} {}", args.join(" ")).trim_end().to_owned(),
             Ok(Transport::Http { url }) => format!("http: {url}"),
@@ -142,7 +162,7 @@ impl McpConfig {
         let config: McpConfig = serde_json::from_str(&text).with_context(|| format!("{} is not valid", path.display()))?;
         for (name, server) in &config.servers {
             check_name(name).with_context(|| path.display().to_string())?;
-            server.transport().with_context(|| format!("{}: server {name}", path.display()))?;
+            server.check().with_context(|| format!("{}: server {name}", path.display()))?;
         }
         Ok(config)
     }
@@ -152,7 +172,7 @@ impl McpConfig {
     pub fn save(&mut self, data_dir: &Path, secrets: &Secrets) -> anyhow::Result<()> {
         for (name, server) in &mut self.servers {
             check_name(name)?;
-            server.transport().with_context(|| format!("server {name}"))?;
+            server.check().with_context(|| format!("server {name}"))?;
             for (part, values) in [("env", &mut server.env), ("headers", &mut server.headers)] {
                 for (key, value) in values.iter_mut() {
                     // An empty value holds nothing secret (and the store keeps no empty secret).
@@ -203,6 +223,8 @@ pub enum McpEdit {
     SetDisabled(String, bool),
     /// Offer one tool of a server to the agent, or not.
     SetTool { server: String, tool: String, enabled: bool, all_tools: Vec<String> },
+    /// Add the built-in Browser integration (as "browser").
+    AddBrowser,
 }
 
 impl McpConfig {
@@ -225,6 +247,10 @@ impl McpConfig {
                 }
                 config.transport()?;
                 self.servers.insert(name.clone(), config);
+            }
+            McpEdit::AddBrowser => {
+                let config = ServerConfig { builtin: Some(super::browser::BUILTIN.into()), ..ServerConfig::default() };
+                self.servers.insert(super::browser::BUILTIN.into(), config);
             }
             McpEdit::Remove(name) => {
                 self.servers.remove(name).ok_or_else(|| anyhow::anyhow!("no MCP server named {name:?}"))?;
@@ -386,6 +412,7 @@ fn codex(text: &str) -> anyhow::Result<McpConfig> {
             tool_timeout_secs: seconds("tool_timeout_sec", DEFAULT_TOOL_TIMEOUT_SECS),
             disabled: server.get("enabled").and_then(Value::as_bool).is_some_and(|on| !on),
             trusted: false,
+            builtin: None,
         };
         server.transport().with_context(|| format!("server {name}"))?;
         config.servers.insert(name.clone(), server);

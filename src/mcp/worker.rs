@@ -33,6 +33,8 @@ pub struct Offered {
     pub tool: McpTool,
     pub trusted: bool,
     pub tool_timeout_secs: u64,
+    /// Which of cowork's built-ins serves it ("browser"): cowork's own risk rules apply.
+    pub builtin: Option<String>,
 }
 
 /// The tools on offer now, and the servers still starting (their tools come later).
@@ -187,7 +189,11 @@ impl McpWorker {
         server.status = ServerStatus::Starting;
         server.stderr = StderrTail::default();
         let generation = server.generation;
-        let config = server.config.clone();
+        let mut config = server.config.clone();
+        if let Err(err) = started_config(&mut config, &self.data_dir) {
+            server.status = ServerStatus::Error(format!("{err:#}"));
+            return;
+        }
         let resolved = secrets.and_then(|s| connection::resolve_secrets(&config, &s));
         let (env, headers) = match resolved {
             Ok(pair) => pair,
@@ -387,7 +393,7 @@ impl McpWorker {
                 s.tools
                     .iter()
                     .filter(|t| s.config.enabled_tools.as_ref().is_none_or(|enabled| enabled.contains(&t.name)))
-                    .map(|t| Offered { tool: t.clone(), trusted: s.config.trusted, tool_timeout_secs: s.config.tool_timeout_secs })
+                    .map(|t| Offered { tool: t.clone(), trusted: s.config.trusted, tool_timeout_secs: s.config.tool_timeout_secs, builtin: s.config.builtin.clone() })
             })
             .collect()
     }
@@ -493,7 +499,13 @@ impl McpWorker {
                 tools: s
                     .tools
                     .iter()
-                    .map(|t| (t.name.clone(), t.description.clone(), s.config.enabled_tools.as_ref().is_none_or(|e| e.contains(&t.name)), t.risk(s.config.trusted).as_str().to_owned()))
+                    .map(|t| {
+                        let risk = match s.config.builtin.as_deref() {
+                            Some(super::browser::BUILTIN) => super::browser::classify(&t.name, &serde_json::Value::Null),
+                            _ => t.risk(s.config.trusted),
+                        };
+                        (t.name.clone(), t.description.clone(), s.config.enabled_tools.as_ref().is_none_or(|e| e.contains(&t.name)), risk.as_str().to_owned())
+                    })
                     .collect(),
                 stderr: s.stderr.lines(),
                 protocol_version: s.connection.as_ref().map(|c| c.protocol_version.clone()).unwrap_or_default(),
@@ -528,6 +540,14 @@ impl McpWorker {
     }
 }
 
+/// A built-in's command line, filled in as it starts (offline mode as it is now).
+fn started_config(config: &mut ServerConfig, data_dir: &std::path::Path) -> anyhow::Result<()> {
+    match config.builtin.as_deref() {
+        Some(super::browser::BUILTIN) => super::browser::fill(config, data_dir, crate::net::OutboundGate::global().is_offline()),
+        _ => Ok(()),
+    }
+}
+
 /// Connects to `name` on its own (a second connection for a running one),
 /// lists its tools, times a round trip, and disconnects: Settings' Test and
 /// `cowork mcp test`.
@@ -535,6 +555,9 @@ pub async fn test_server(name: &str, config: &ServerConfig, data_dir: &std::path
     let stderr = StderrTail::default();
     let (notices, _) = bounded(8);
     let result = async {
+        let mut config = config.clone();
+        started_config(&mut config, data_dir)?;
+        let config = &config;
         let secrets = crate::secrets::Secrets::open(data_dir)?;
         let (env, headers) = connection::resolve_secrets(config, &secrets)?;
         let test_name = format!("{name}.test");

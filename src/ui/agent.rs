@@ -252,6 +252,7 @@ pub fn answer_steps_ui(ui: &mut egui::Ui, state: &AppState, answer_id: i64, pane
             }
         }
     });
+    browser_log_ui(ui, &calls);
     for call in calls.iter().filter(|c| !c.images.is_empty()) {
         images_ui(ui, call, &mut panel.textures);
     }
@@ -298,4 +299,25 @@ fn images_ui(ui: &mut egui::Ui, call: &ToolCallView, textures: &mut HashMap<(i64
             }
         }
     });
+}
+
+/// What the built-in browser did for this answer, one line per action with
+/// the page it ended on.
+fn browser_log_ui(ui: &mut egui::Ui, calls: &[&ToolCallView]) {
+    let prefix = format!("mcp__{}__", crate::mcp::browser::BUILTIN);
+    let actions: Vec<&&ToolCallView> = calls.iter().filter(|c| c.tool.starts_with(&prefix)).collect();
+    if actions.is_empty() {
+        return;
+    }
+    ui.label(RichText::new("Browser").small().strong());
+    for call in actions {
+        let action = call.tool.trim_start_matches(&prefix).trim_start_matches("browser_").replace('_', " ");
+        let target = call.arguments.get("url").or_else(|| call.arguments.get("element")).and_then(|v| v.as_str()).unwrap_or_default();
+        let page = match call.status {
+            CallStatus::Done => call.output.as_deref().and_then(crate::mcp::browser::page_title).map(|t| format!(" — {t}")).unwrap_or_default(),
+            CallStatus::Waiting | CallStatus::Running => " …".to_owned(),
+            _ => format!(" ({})", call.status.as_str().replace('_', " ")),
+        };
+        ui.label(RichText::new(format!("{action} {target}{page}").trim_end().to_owned()).small().color(if call.is_error { theme::ERROR } else { theme::MUTED }));
+    }
 }

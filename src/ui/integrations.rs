@@ -104,6 +104,14 @@ pub fn integrations_ui(ui: &mut egui::Ui, state: &AppState, panel: &mut Integrat
         ui.add_space(theme::SPACING);
     }
     clients_ui(ui, state, actions);
+    if !state.mcp_servers.iter().any(|s| s.name == crate::mcp::browser::BUILTIN) {
+        ui.horizontal_wrapped(|ui| {
+            if ui.button("Add the Browser").clicked() {
+                actions.push(UiAction::McpEdit(McpEdit::AddBrowser));
+            }
+            ui.label(RichText::new("Playwright drives Chromium with its own profile; opening, clicking and typing ask first, submitting asks every time").small().color(theme::MUTED));
+        });
+    }
     egui::CollapsingHeader::new("Add a server").show(ui, |ui| {
         ui.horizontal(|ui| {
             let label = ui.label("Name");

@@ -287,6 +287,81 @@ fn a_claude_desktop_config_imports_and_runs_and_server_filesystem_refuses_paths_
     assert!(mcp.shutdown(McpCommand::Shutdown, Duration::from_secs(5)));
 }
 
+/// The built-in Browser: Playwright's MCP server driving Debian's Chromium,
+/// headless here, with its profile under the data directory, against pages
+/// on loopback. Through the agent, opening a page is sensitive and typing
+/// with submit is dangerous (each waits for the user; the chat's log gets
+/// the page title); through the worker it clicks a link and submits a form.
+#[test]
+fn the_builtin_browser_opens_clicks_and_types_in_chromium_and_submitting_is_dangerous() {
+    let playwright = std::env::var("COWORK_PLAYWRIGHT_MCP").unwrap_or_default();
+    if !require(!playwright.is_empty() && have_program("node") && std::path::Path::new("/usr/bin/chromium").exists(), "node, @playwright/mcp and Debian chromium") {
+        return;
+    }
+    let site = temp_dir();
+    std::fs::write(
+        site.path().join("index.html"),
+        r#"<html><head><title>Loopback Shop</title></head><body><h1>Shop</h1>
+<form action="/done.html"><input name="q" aria-label="Query"><button type="submit">Search</button></form>
+<a href="/about.html">About us</a></body></html>"#,
+    )
+    .unwrap();
+    std::fs::write(site.path().join("about.html"), "<html><head><title>About Loopback</title></head><body>About page</body></html>").unwrap();
+    std::fs::write(site.path().join("done.html"), "<html><head><title>Results</title></head><body>Results</body></html>").unwrap();
+    let port = free_port();
+    let _web = ChildGuard(
+        Command::new("python3").args(["-m", "http.server", &port.to_string(), "--bind", "127.0.0.1"]).current_dir(site.path()).stdout(Stdio::null()).stderr(Stdio::null()).spawn().unwrap(),
+    );
+    assert!(eventually(Duration::from_secs(10), || std::net::TcpStream::connect(("127.0.0.1", port)).is_ok()));
+    let home = format!("http://127.0.0.1:{port}/index.html");
+    let model = scripted(vec![
+        calls(&[("mcp__browser__browser_navigate", json!({"url": home}))]),
+        calls(&[("mcp__browser__browser_type", json!({"element": "Query", "target": "e3", "text": "shoes", "submit": true}))]),
+        answer("I opened the shop."),
+    ]);
+    let (data, paths) = fixture(&model, "Terminal", "");
+    std::fs::write(data.path().join("mcp-servers.json"), json!({"mcpServers": {"browser": {"builtin": "browser"}}}).to_string()).unwrap();
+    let (workers, events) = super::support::start_workers(&paths);
+    let views = settled(&events, &["browser"]);
+    let view = server(&views, "browser");
+    assert_eq!(view.status, McpServerStatus::Running, "{view:?}");
+    assert!(view.endpoint.starts_with("built-in"), "{view:?}");
+
+    let request = task("open the shop");
+    workers.agent.commands.send(AgentCommand::Chat(request)).unwrap();
+    let open = wait_call(&events, |c| c.tool == "mcp__browser__browser_navigate" && c.status == CallStatus::Waiting);
+    assert_eq!(open.risk, "sensitive");
+    workers.agent.commands.send(AgentCommand::Decide { call_id: open.call_id, choice: ApprovalChoice::Once }).unwrap();
+    let opened = wait_call(&events, |c| c.call_id == open.call_id && c.status.settled());
+    let page = opened.output.clone().unwrap_or_default();
+    assert_eq!(opened.status, CallStatus::Done, "{page}");
+    assert_eq!(cowork::mcp::browser::page_title(&page), Some("Loopback Shop"), "{page}");
+    let submit = wait_call(&events, |c| c.tool == "mcp__browser__browser_type" && c.status == CallStatus::Waiting);
+    assert_eq!(submit.risk, "dangerous", "typing with submit sends a form");
+    workers.agent.commands.send(AgentCommand::Decide { call_id: submit.call_id, choice: ApprovalChoice::Deny { reason: "not now".into() } }).unwrap();
+    wait_for(&events, Duration::from_secs(30), |e| matches!(e, AppEvent::AnswerFinished { .. }).then_some(())).expect("answered");
+
+    // The same browser through the worker: the page's own refs from its snapshot.
+    let client = McpClient { commands: workers.mcp.commands.clone() };
+    let never = AtomicBool::new(false);
+    let call = |tool: &str, args: serde_json::Value| client.call("browser", tool, args, 1, &never, Duration::from_secs(60));
+    let reference = |role: &str, name: &str| {
+        let snapshot = call("browser_snapshot", json!({})).content;
+        let pattern = regex::Regex::new(&format!(r#"{role} "{name}".*\[ref=([a-z0-9]+)\]"#)).unwrap();
+        pattern.captures(&snapshot).map(|c| c[1].to_owned()).unwrap_or_else(|| panic!("no {role} {name} in {snapshot}"))
+    };
+    let link = reference("link", "About us");
+    let clicked = call("browser_click", json!({"element": "About us link", "target": link}));
+    assert_eq!(cowork::mcp::browser::page_title(&clicked.content), Some("About Loopback"), "{}", clicked.content);
+    call("browser_navigate_back", json!({}));
+    let query = reference("textbox", "Query");
+    let typed = call("browser_type", json!({"element": "Query", "target": query, "text": "shoes", "submit": true}));
+    let after = call("browser_snapshot", json!({})).content;
+    assert!(after.contains("done.html?q=shoes") || typed.content.contains("done.html?q=shoes"), "{}\n{after}", typed.content);
+    assert!(data.path().join("browser/profile").is_dir(), "the profile lives under the data directory");
+    workers.shutdown(Duration::from_secs(10));
+}
+
 /// The test venv's Python, which has the `mcp` package (a skip when absent, which a full run refuses).
 fn mcp_python() -> Option<String> {
     let python = python();

@@ -997,3 +997,38 @@ fn resources_attach_to_a_message_and_prompts_are_offered_as_slash_names() {
     let input = harness.get_by_role_and_label(Role::MultilineTextInput, "Message");
     assert_eq!(input.value().as_deref(), Some("What's the weather in Lyon?"));
 }
+
+/// The built-in browser's actions under an answer: one line each, with the
+/// page title its result names, or what became of it.
+#[test]
+fn the_browser_action_log_shows_each_action_with_its_page_title() {
+    let (mut harness, far) = app();
+    let request = send_message(&mut harness, &far, "open the shop");
+    let call = |call_id: i64, tool: &str, arguments: serde_json::Value, status: cowork::events::CallStatus, output: &str| cowork::events::ToolCallView {
+        operation_id: 1,
+        answer_id: request.answer_id,
+        call_id,
+        step: 1,
+        tool: format!("mcp__browser__{tool}"),
+        arguments,
+        risk: "sensitive".into(),
+        status,
+        why: String::new(),
+        decided_by: Some("user".into()),
+        output: Some(output.into()),
+        is_error: false,
+        duration_millis: Some(40),
+        expires_at_millis: None,
+        suggested_rule: None,
+        images: Vec::new(),
+    };
+    use cowork::events::CallStatus;
+    let open = call(81, "browser_navigate", serde_json::json!({"url": "http://127.0.0.1:8000/"}), CallStatus::Done, "### Page\n- Page URL: http://127.0.0.1:8000/\n- Page Title: Loopback Shop\n");
+    let submit = call(82, "browser_type", serde_json::json!({"element": "Query", "target": "e3", "text": "shoes", "submit": true}), CallStatus::Denied, "Not run: the user denied it");
+    for view in [open, submit] {
+        far.events.send(AppEvent::ToolCall(Box::new(view))).unwrap();
+    }
+    harness.run();
+    harness.get_by_label("navigate http://127.0.0.1:8000/ — Loopback Shop");
+    harness.get_by_label("type Query (denied)");
+}

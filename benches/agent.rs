@@ -86,6 +86,7 @@ fn step(c: &mut Criterion) {
                     started_at_millis: None,
                     finished_at_millis: None,
                     expires_at_millis: Some(301_000),
+                    images: Vec::new(),
                 };
                 agent_store::apply(&conn, &AgentWrite::Call(call)).unwrap();
             }

@@ -23,7 +23,7 @@ use super::config::ServerConfig;
 use crate::tools::Risk;
 
 /// The `builtin` value (and the usual server name) of the Browser integration.
-pub const BUILTIN: &str = "browser";
+pub const BUILTIN: &str = super::config::BUILTIN_BROWSER;
 /// The @playwright/mcp release scripts/setup installs and the tests run.
 pub const PLAYWRIGHT_MCP_VERSION: &str = "0.0.83";
 

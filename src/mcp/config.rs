@@ -24,6 +24,8 @@ pub const FILE_NAME: &str = "mcp-servers.json";
 const SECRET_PREFIX: &str = "secret:";
 pub const DEFAULT_STARTUP_TIMEOUT_SECS: u64 = 30;
 pub const DEFAULT_TOOL_TIMEOUT_SECS: u64 = 300;
+/// The `builtin` value of the Browser integration (`browser.rs` fills it in).
+pub const BUILTIN_BROWSER: &str = "browser";
 
 /// The whole file.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
@@ -118,7 +120,7 @@ impl ServerConfig {
     /// Whether the entry can be started: a command or a URL, or a built-in cowork knows.
     fn check(&self) -> anyhow::Result<()> {
         match self.builtin.as_deref() {
-            Some(super::browser::BUILTIN) => Ok(()),
+            Some(BUILTIN_BROWSER) => Ok(()),
             Some(other) => bail!("there is no built-in integration named {other:?}"),
             None => self.transport().map(|_| ()),
         }
@@ -126,7 +128,7 @@ impl ServerConfig {
 
     /// "stdio: npx -y pkg" or "http: https://…", for lists and Settings.
     pub fn endpoint(&self) -> String {
-        if self.builtin.as_deref() == Some(super::browser::BUILTIN) {
+        if self.builtin.as_deref() == Some(BUILTIN_BROWSER) {
             return "built-in: Playwright's MCP server driving Chromium".into();
         }
         match self.transport() {
@@ -249,8 +251,8 @@ impl McpConfig {
                 self.servers.insert(name.clone(), config);
             }
             McpEdit::AddBrowser => {
-                let config = ServerConfig { builtin: Some(super::browser::BUILTIN.into()), ..ServerConfig::default() };
-                self.servers.insert(super::browser::BUILTIN.into(), config);
+                let config = ServerConfig { builtin: Some(BUILTIN_BROWSER.into()), ..ServerConfig::default() };
+                self.servers.insert(BUILTIN_BROWSER.into(), config);
             }
             McpEdit::Remove(name) => {
                 self.servers.remove(name).ok_or_else(|| anyhow::anyhow!("no MCP server named {name:?}"))?;

@@ -220,20 +220,34 @@ impl CoworkApp {
                 self.state.tab = Some(tab);
             }
             UiAction::RemoveRule(id) => self.send_agent_command(AgentCommand::RemoveRule(id)),
-            UiAction::McpEdit(edit) => self.send_mcp(crate::mcp::worker::McpCommand::Edit(edit)),
-            UiAction::McpReconnect(name) => self.send_mcp(crate::mcp::worker::McpCommand::Connect(name)),
-            UiAction::McpStop(name) => self.send_mcp(crate::mcp::worker::McpCommand::Disconnect(name)),
-            UiAction::McpTest(name) => self.send_mcp(crate::mcp::worker::McpCommand::Test(name)),
-            UiAction::AttachResource { server, uri, name } => self.send_mcp(crate::mcp::worker::McpCommand::ReadResource { server, uri, name }),
+            UiAction::McpEdit(edit) => {
+                self.send_mcp(crate::mcp::worker::McpCommand::Edit(edit));
+            }
+            UiAction::McpReconnect(name) => {
+                self.send_mcp(crate::mcp::worker::McpCommand::Connect(name));
+            }
+            UiAction::McpStop(name) => {
+                self.send_mcp(crate::mcp::worker::McpCommand::Disconnect(name));
+            }
+            UiAction::McpTest(name) => {
+                self.send_mcp(crate::mcp::worker::McpCommand::Test(name));
+            }
+            UiAction::AttachResource { server, uri, name } => {
+                self.send_mcp(crate::mcp::worker::McpCommand::ReadResource { server, uri, name });
+            }
             UiAction::Detach(index) => {
                 if index < self.state.attachments.len() {
                     self.state.attachments.remove(index);
                 }
             }
-            UiAction::UsePrompt(used) => self.send_mcp(crate::mcp::worker::McpCommand::GetPrompt { server: used.server, name: used.name, arguments: used.arguments }),
+            UiAction::UsePrompt(used) => {
+                self.send_mcp(crate::mcp::worker::McpCommand::GetPrompt { server: used.server, name: used.name, arguments: used.arguments });
+            }
             UiAction::Elicited { id, answer } => {
-                self.state.elicitations.retain(|e| e.id != id);
-                self.send_mcp(crate::mcp::worker::McpCommand::Elicited { id, answer });
+                // The form stays when the answer could not go (the server still waits).
+                if self.send_mcp(crate::mcp::worker::McpCommand::Elicited { id, answer }) {
+                    self.state.elicitations.retain(|e| e.id != id);
+                }
             }
             UiAction::McpClientDecision { name, allow } => {
                 // Shown at once; the mcp worker reads the table back at its next tick.
@@ -480,10 +494,13 @@ impl CoworkApp {
             consent_once: false,
             is_retry: false,
             agent: self.state.settings.agent,
-            attachments: std::mem::take(&mut self.state.attachments),
+            attachments: self.state.attachments.clone(),
         };
         let _ = answer_id;
-        self.send_agent(request);
+        // Attachments stay for another try when the request did not go.
+        if self.send_agent(request) {
+            self.state.attachments.clear();
+        }
     }
 
     fn refresh_network_view(&mut self) {
@@ -504,21 +521,25 @@ impl CoworkApp {
         }
     }
 
-    fn send_mcp(&mut self, command: crate::mcp::worker::McpCommand) {
+    /// Whether the command went (if not, the user is told why).
+    fn send_mcp(&mut self, command: crate::mcp::worker::McpCommand) -> bool {
         match self.channels.mcp.try_send(command) {
-            Ok(()) => {}
+            Ok(()) => return true,
             Err(TrySendError::Full(_)) => self.state.notice("the MCP worker is busy; try again in a moment"),
             Err(TrySendError::Disconnected(_)) => self.state.notice("the MCP worker is not running"),
         }
+        false
     }
 
-    fn send_agent(&mut self, request: ChatRequest) {
+    /// Whether the request went (if not, its answer says why).
+    fn send_agent(&mut self, request: ChatRequest) -> bool {
         let answer_id = request.answer_id;
         match self.channels.agent.try_send(AgentCommand::Chat(request)) {
-            Ok(()) => {}
+            Ok(()) => return true,
             Err(TrySendError::Full(_)) => self.state.fail_answer(answer_id, "the agent worker is busy; try again in a moment".into()),
             Err(TrySendError::Disconnected(_)) => self.state.fail_answer(answer_id, "the agent worker is not running".into()),
         }
+        false
     }
 
     /// The user chose whether captured context may go to the provider; the
@@ -544,7 +565,7 @@ impl CoworkApp {
             }
             request.consent_once = choice == ConsentChoice::Always;
         }
-        self.send_agent(request);
+        let _ = self.send_agent(request);
     }
 
     /// "Retry with a smarter model": the next tier up, with what it may cost.
@@ -615,7 +636,7 @@ impl CoworkApp {
         let at = self.state.messages.iter().rposition(|m| m.ask_id == Some(ask_id)).map_or(self.state.messages.len(), |i| i + 1);
         self.state.messages.insert(at, crate::state::MessageView::pending_answer(answer_id, ask_id));
         self.state.generating = Some(answer_id);
-        self.send_agent(ChatRequest {
+        let _ = self.send_agent(ChatRequest {
             thread,
             thread_is_new: false,
             user_message_id: ask_id,

@@ -125,7 +125,6 @@ pub struct Attachment {
     pub uri: String,
     pub name: String,
     pub text: String,
-    pub images: Vec<crate::media::Image>,
 }
 
 impl Attachment {

@@ -119,12 +119,7 @@ pub fn classify(offered: &Offered, args: &Value) -> Result<Classified, String> {
     } else if !args.is_object() {
         return Err("the arguments must be a JSON object".into());
     }
-    let risk = match offered.builtin.as_deref() {
-        // The built-in browser: what the call does, whatever the server annotates.
-        Some(crate::mcp::browser::BUILTIN) => crate::mcp::browser::classify(&offered.tool.name, args),
-        _ => offered.tool.risk(offered.trusted),
-    };
-    Ok(Classified { risk, ..Classified::default() })
+    Ok(Classified { risk: offered.tool.risk_of_call(offered.trusted, offered.builtin.as_deref(), args), ..Classified::default() })
 }
 
 /// What changed in a tool since the user allowed it (empty: nothing, or never allowed).

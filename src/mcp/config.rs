@@ -117,6 +117,23 @@ impl ServerConfig {
 }
 
 impl ServerConfig {
+    /// The startup timeout (at least a second).
+    pub fn startup_timeout(&self) -> std::time::Duration {
+        std::time::Duration::from_secs(self.startup_timeout_secs.max(1))
+    }
+
+    /// The tool timeout (at least a second).
+    pub fn tool_timeout(&self) -> std::time::Duration {
+        std::time::Duration::from_secs(self.tool_timeout_secs.max(1))
+    }
+
+    /// Whether `other` reaches the server the same way: trust and the
+    /// enabled tools are the agent's business and need no reconnect.
+    pub fn same_connection(&self, other: &ServerConfig) -> bool {
+        let bare = |c: &ServerConfig| ServerConfig { trusted: false, enabled_tools: None, ..c.clone() };
+        bare(self) == bare(other)
+    }
+
     /// Whether the entry can be started: a command or a URL, or a built-in cowork knows.
     fn check(&self) -> anyhow::Result<()> {
         match self.builtin.as_deref() {
@@ -239,16 +256,27 @@ impl McpConfig {
             McpEdit::Add { name, endpoint } => {
                 check_name(name)?;
                 let endpoint = endpoint.trim();
-                let mut config = self.servers.get(name).cloned().unwrap_or_default();
+                let mut config = ServerConfig::default();
                 if endpoint.starts_with("http://") || endpoint.starts_with("https://") {
-                    (config.command, config.args, config.url) = (None, Vec::new(), Some(endpoint.to_owned()));
+                    config.url = Some(endpoint.to_owned());
                 } else {
                     let mut words = endpoint.split_whitespace().map(str::to_owned);
-                    let command = words.next().ok_or_else(|| anyhow::anyhow!("give a command line or an http(s) URL"))?;
-                    (config.command, config.args, config.url) = (Some(command), words.collect(), None);
+                    config.command = Some(words.next().ok_or_else(|| anyhow::anyhow!("give a command line or an http(s) URL"))?);
+                    config.args = words.collect();
                 }
                 config.transport()?;
-                self.servers.insert(name.clone(), config);
+                match self.servers.get(name) {
+                    // The same endpoint again: everything set for it stays.
+                    Some(old) if old.builtin.is_none() && old.transport().ok() == config.transport().ok() => {}
+                    // A new endpoint starts afresh: its old trust, tools, env and
+                    // headers (secrets meant for the old host) do not carry over.
+                    old => {
+                        if let Some(old) = old {
+                            (config.startup_timeout_secs, config.tool_timeout_secs) = (old.startup_timeout_secs, old.tool_timeout_secs);
+                        }
+                        self.servers.insert(name.clone(), config);
+                    }
+                }
             }
             McpEdit::AddBrowser => {
                 let config = ServerConfig { builtin: Some(BUILTIN_BROWSER.into()), ..ServerConfig::default() };
@@ -604,5 +632,24 @@ mod tests {
         assert_eq!(config.servers["files"].enabled_tools, None, "all enabled again: no list");
         config.apply(&McpEdit::Remove("remote".into())).unwrap();
         assert!(config.apply(&McpEdit::Remove("remote".into())).is_err());
+    }
+
+    #[test]
+    fn a_new_endpoint_under_an_old_name_starts_afresh_and_trust_needs_no_reconnect() {
+        let mut config = McpConfig::default();
+        config.apply(&McpEdit::Add { name: "tracker".into(), endpoint: "https://a.example/mcp".into() }).unwrap();
+        let tracker = config.servers.get_mut("tracker").unwrap();
+        tracker.headers.insert("Authorization".into(), "secret:mcp/tracker/headers/Authorization".into());
+        tracker.tool_timeout_secs = 60;
+        let before = tracker.clone();
+        config.apply(&McpEdit::SetTrusted("tracker".into(), true)).unwrap();
+        assert!(config.servers["tracker"].same_connection(&before), "trust changes no connection");
+        // The same endpoint again keeps everything; another one keeps no trust and no secret headers.
+        config.apply(&McpEdit::Add { name: "tracker".into(), endpoint: "https://a.example/mcp".into() }).unwrap();
+        assert!(config.servers["tracker"].trusted && !config.servers["tracker"].headers.is_empty());
+        config.apply(&McpEdit::Add { name: "tracker".into(), endpoint: "https://b.example/mcp".into() }).unwrap();
+        let moved = &config.servers["tracker"];
+        assert!(!moved.trusted && moved.headers.is_empty() && moved.tool_timeout_secs == 60, "{moved:?}");
+        assert!(!moved.same_connection(&before));
     }
 }

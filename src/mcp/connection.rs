@@ -195,7 +195,7 @@ pub struct Spawn<'a> {
 /// its startup timeout.
 pub async fn connect(name: &str, config: &ServerConfig, spawn: Spawn<'_>) -> anyhow::Result<Connection> {
     let started = Instant::now();
-    let startup = Duration::from_secs(config.startup_timeout_secs.max(1));
+    let startup = config.startup_timeout();
     let progress: Arc<Mutex<HashMap<ProgressToken, ProgressSink>>> = Arc::default();
     let handler = Handler { server: name.to_owned(), progress: progress.clone(), notices: spawn.notices.clone() };
     let (service, pid) = match config.transport()? {
@@ -337,21 +337,20 @@ impl Connection {
         catalog
     }
 
-    /// Reads a resource: its text contents joined, an image kept for the chat.
+    /// Reads a resource: its text contents joined (a binary one named with its size).
     pub async fn read_resource(&self, server: &str, uri: &str, name: &str, timeout: Duration) -> anyhow::Result<crate::events::Attachment> {
         let params = rmcp::model::ReadResourceRequestParams::new(uri);
         let result = tokio::time::timeout(timeout, self.service.read_resource(params)).await.context("resources/read timed out")?.context("resources/read failed")?;
-        let mut images = Vec::new();
         let mut parts = Vec::new();
         for contents in &result.contents {
             let value = serde_json::to_value(contents).unwrap_or_default();
             match value.get("text").and_then(Value::as_str) {
                 Some(text) => parts.push(text.to_owned()),
-                None => parts.extend(embedded_resource(&value, &mut images)),
+                None => parts.extend(embedded_resource(&value, None)),
             }
         }
         anyhow::ensure!(!result.contents.is_empty(), "the server returned nothing for {uri}");
-        Ok(crate::events::Attachment { server: server.to_owned(), uri: uri.to_owned(), name: name.to_owned(), text: parts.join("\n"), images })
+        Ok(crate::events::Attachment { server: server.to_owned(), uri: uri.to_owned(), name: name.to_owned(), text: parts.join("\n") })
     }
 
     /// A prompt filled in with `arguments`: its messages as one text (an
@@ -364,7 +363,7 @@ impl Connection {
         let result = tokio::time::timeout(timeout, self.service.get_prompt(params)).await.context("prompts/get timed out")?.context("prompts/get failed")?;
         let mut parts = Vec::new();
         for message in &result.messages {
-            let content = result_output(&rmcp::model::CallToolResult::success(vec![message.content.clone()])).content;
+            let content = block_parts(&serde_json::to_value(&message.content).unwrap_or_default(), None).join("\n");
             match message.role {
                 rmcp::model::Role::Assistant => parts.push(format!("(assistant) {content}")),
                 _ => parts.push(content),
@@ -443,20 +442,7 @@ pub fn result_output(result: &rmcp::model::CallToolResult) -> ToolOutput {
     let mut images = Vec::new();
     for block in &result.content {
         let Ok(value) = serde_json::to_value(block) else { continue };
-        let text = |key: &str| value.get(key).and_then(Value::as_str).unwrap_or_default().to_owned();
-        match value.get("type").and_then(Value::as_str).unwrap_or_default() {
-            "text" => parts.push(text("text")),
-            kind @ ("image" | "audio") => {
-                let (mime, data) = (text("mimeType"), text("data"));
-                parts.push(format!("[{kind} {mime}, {}]", crate::media::human_bytes(data.len() * 3 / 4)));
-                if kind == "image" {
-                    parts.extend(keep_image(&mut images, mime, &data));
-                }
-            }
-            "resource_link" => parts.push(format!("[resource {} {}]", text("uri"), text("name")).trim_end().replace(" ]", "]")),
-            "resource" => parts.extend(embedded_resource(value.get("resource").unwrap_or(&Value::Null), &mut images)),
-            other => parts.push(format!("[{other} content]")),
-        }
+        parts.extend(block_parts(&value, Some(&mut images)));
     }
     if let Some(structured) = &result.structured_content
         && parts.iter().all(|p| p.trim().is_empty())
@@ -469,10 +455,30 @@ pub fn result_output(result: &rmcp::model::CallToolResult) -> ToolOutput {
     output
 }
 
+/// One content block (of a tool result or a prompt message) as text; its
+/// images go to `images` when the caller keeps them.
+fn block_parts(block: &Value, mut images: Option<&mut Vec<crate::media::Image>>) -> Vec<String> {
+    let text = |key: &str| block.get(key).and_then(Value::as_str).unwrap_or_default().to_owned();
+    match block.get("type").and_then(Value::as_str).unwrap_or_default() {
+        "text" => vec![text("text")],
+        kind @ ("image" | "audio") => {
+            let (mime, data) = (text("mimeType"), text("data"));
+            let mut parts = vec![format!("[{kind} {mime}, {}]", crate::media::human_bytes(data.len() * 3 / 4))];
+            if let Some(images) = images.as_deref_mut().filter(|_| kind == "image") {
+                parts.extend(keep_image(images, mime, &data));
+            }
+            parts
+        }
+        "resource_link" => vec![format!("[resource {} {}]", text("uri"), text("name")).trim_end().replace(" ]", "]")],
+        "resource" => embedded_resource(block.get("resource").unwrap_or(&Value::Null), images),
+        other => vec![format!("[{other} content]")],
+    }
+}
+
 /// An embedded resource (a tool result's, or a `resources/read` content) as
-/// text: its URI and text, or its URI and size when binary; an image in it is
-/// kept for the chat.
-pub fn embedded_resource(resource: &Value, images: &mut Vec<crate::media::Image>) -> Vec<String> {
+/// text: its URI and text, or its URI and size when binary; an image in it
+/// goes to `images` when the caller keeps them.
+fn embedded_resource(resource: &Value, images: Option<&mut Vec<crate::media::Image>>) -> Vec<String> {
     let field = |key: &str| resource.get(key).and_then(Value::as_str).unwrap_or_default();
     let (uri, mime) = (field("uri"), field("mimeType"));
     if let Some(body) = resource.get("text").and_then(Value::as_str) {
@@ -480,7 +486,7 @@ pub fn embedded_resource(resource: &Value, images: &mut Vec<crate::media::Image>
     }
     let blob = field("blob");
     let mut parts = vec![format!("[resource {uri}, {} binary, {}]", if mime.is_empty() { "unknown" } else { mime }, crate::media::human_bytes(blob.len() * 3 / 4))];
-    if mime.starts_with("image/") {
+    if let Some(images) = images.filter(|_| mime.starts_with("image/")) {
         parts.extend(keep_image(images, mime.to_owned(), blob));
     }
     parts

@@ -123,7 +123,10 @@ pub fn record(data_dir: &Path, server: &str, pid: u32, program: &str, args: &[St
     let lock = Lock { pid, exe, cmdline_sha256: cmdline_hash(&cmdline_of(program, args)), owner: Owner::current() };
     std::fs::create_dir_all(run_dir(data_dir))?;
     let path = lock_path(data_dir, server);
-    std::fs::write(&path, serde_json::to_vec(&lock)?).with_context(|| format!("cannot write {}", path.display()))
+    // Whole or absent: a sweep by another cowork never reads half a lockfile.
+    let partial = path.with_extension("lock.partial");
+    std::fs::write(&partial, serde_json::to_vec(&lock)?).with_context(|| format!("cannot write {}", partial.display()))?;
+    std::fs::rename(&partial, &path).with_context(|| format!("cannot write {}", path.display()))
 }
 
 /// A server cowork stopped: its lockfile goes.

@@ -155,7 +155,10 @@ impl Backend {
                 if let Err(err) = self.write(&seen) {
                     tracing::warn!(%err, "an MCP client was not recorded");
                 }
-                let status = self.status(&client.name);
+                let status = match self.status(&client.name) {
+                    Ok(status) => status,
+                    Err(why) => return Answer::Text(Err(why)),
+                };
                 if status == ClientStatus::Pending && self.allow.contains(&client.name) {
                     let decided = AgentWrite::McpClientDecided { name: client.name.clone(), allowed: true, by: "--allow".into(), at_millis: now };
                     if self.write(&decided).is_ok() {
@@ -164,7 +167,7 @@ impl Backend {
                 }
                 Answer::Status(status)
             }
-            Ask::Status(name) => Answer::Status(self.status(&name)),
+            Ask::Status(name) => self.status(&name).map_or_else(|why| Answer::Text(Err(why)), Answer::Status),
             Ask::Tool { client, tool, args } => {
                 let started = Instant::now();
                 let result = self.run_tool(&tool, &args, now);
@@ -191,11 +194,12 @@ impl Backend {
         }
     }
 
-    fn status(&mut self, name: &str) -> ClientStatus {
-        match self.reader() {
-            Ok(conn) => agent_store::mcp_client_status(conn, name).ok().flatten().unwrap_or(ClientStatus::Pending),
-            Err(_) => ClientStatus::Pending,
-        }
+    /// Whether `name` may read; a client never seen is pending. A database
+    /// that cannot be read is an error (not "pending": nobody is being asked).
+    fn status(&mut self, name: &str) -> Result<ClientStatus, String> {
+        let conn = self.reader().map_err(|err| format!("cowork cannot read whether {name:?} is allowed: {err:#}"))?;
+        let status = agent_store::mcp_client_status(conn, name).map_err(|err| format!("cowork cannot read whether {name:?} is allowed: {err}"))?;
+        Ok(status.unwrap_or(ClientStatus::Pending))
     }
 
     /// The firewall's rules as the user has them now, from the reading
@@ -311,15 +315,15 @@ impl MemoryServer {
     /// Waits (up to the consent wait) until the user allowed this client; the error says why not.
     async fn admitted(&self, client: &Client) -> Result<(), String> {
         let deadline = Instant::now() + self.consent_wait;
-        let mut status = match self.ask(Ask::Seen(client.clone())).await? {
-            Answer::Status(status) => status,
-            Answer::Text(_) => ClientStatus::Pending,
+        let status_of = |answer: Answer| match answer {
+            Answer::Status(status) => Ok(status),
+            Answer::Text(Err(why)) => Err(why),
+            Answer::Text(Ok(_)) => Err("unexpected answer".to_owned()),
         };
+        let mut status = status_of(self.ask(Ask::Seen(client.clone())).await?)?;
         while status == ClientStatus::Pending && Instant::now() < deadline {
             tokio::time::sleep(Duration::from_millis(200)).await;
-            if let Answer::Status(now) = self.ask(Ask::Status(client.name.clone())).await? {
-                status = now;
-            }
+            status = status_of(self.ask(Ask::Status(client.name.clone())).await?)?;
         }
         match status {
             ClientStatus::Allowed => Ok(()),
@@ -427,7 +431,7 @@ pub fn token(data_dir: &std::path::Path) -> anyhow::Result<String> {
         return Ok(token);
     }
     let mut bytes = [0u8; 32];
-    std::io::Read::read_exact(&mut std::fs::File::open("/dev/urandom")?, &mut bytes).context("no randomness for the token")?;
+    aes_gcm::aead::rand_core::RngCore::try_fill_bytes(&mut aes_gcm::aead::OsRng, &mut bytes).map_err(|err| anyhow::anyhow!("no randomness for the token: {err}"))?;
     let token = hex::encode(bytes);
     secrets.set(TOKEN_SECRET, &token)?;
     Ok(token)

@@ -39,13 +39,13 @@ fn words(text: &str) -> Vec<String> {
 
 /// The prompts of `servers` whose `/name` starts with what follows the slash
 /// (for the suggestions under the input).
-pub fn matching<'a>(draft: &str, servers: &'a [(String, Vec<McpPrompt>)]) -> Vec<(&'a str, &'a McpPrompt)> {
+pub fn matching<'a>(draft: &str, servers: &[(&'a str, &'a [McpPrompt])]) -> Vec<(&'a str, &'a McpPrompt)> {
     let Some(typed) = draft.strip_prefix('/').filter(|t| !t.contains(char::is_whitespace)) else { return Vec::new() };
     let (server_part, name_part) = typed.split_once(':').map_or((None, typed), |(s, n)| (Some(s), n));
     servers
         .iter()
-        .filter(|(server, _)| server_part.is_none_or(|s| s == server))
-        .flat_map(|(server, prompts)| prompts.iter().map(move |p| (server.as_str(), p)))
+        .filter(|(server, _)| server_part.is_none_or(|s| s == *server))
+        .flat_map(|&(server, prompts)| prompts.iter().map(move |p| (server, p)))
         .filter(|(_, p)| p.name.starts_with(name_part))
         .collect()
 }
@@ -53,14 +53,14 @@ pub fn matching<'a>(draft: &str, servers: &'a [(String, Vec<McpPrompt>)]) -> Vec
 /// What a draft that starts with `/` asks for: None when it names no prompt
 /// (it is sent as a message), else the prompt with its arguments or what is
 /// missing.
-pub fn parse(draft: &str, servers: &[(String, Vec<McpPrompt>)]) -> Option<Result<Use, String>> {
+pub fn parse(draft: &str, servers: &[(&str, &[McpPrompt])]) -> Option<Result<Use, String>> {
     let rest = draft.trim().strip_prefix('/')?;
     let (head, tail) = rest.split_once(char::is_whitespace).unwrap_or((rest, ""));
     let (server_part, name) = head.split_once(':').map_or((None, head), |(s, n)| (Some(s), n));
     let (server, prompt) = servers
         .iter()
-        .filter(|(server, _)| server_part.is_none_or(|s| s == server))
-        .find_map(|(server, prompts)| prompts.iter().find(|p| p.name == name).map(|p| (server, p)))?;
+        .filter(|(server, _)| server_part.is_none_or(|s| s == *server))
+        .find_map(|&(server, prompts)| prompts.iter().find(|p| p.name == name).map(|p| (server, p)))?;
     let mut arguments = BTreeMap::new();
     let mut positional = Vec::new();
     for word in words(tail) {
@@ -84,24 +84,25 @@ pub fn parse(draft: &str, servers: &[(String, Vec<McpPrompt>)]) -> Option<Result
     if !missing.is_empty() {
         return Some(Err(format!("/{name} needs {}", missing.join(", "))));
     }
-    Some(Ok(Use { server: server.clone(), name: name.to_owned(), arguments }))
+    Some(Ok(Use { server: server.to_owned(), name: name.to_owned(), arguments }))
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
 
-    fn servers() -> Vec<(String, Vec<McpPrompt>)> {
-        let prompt = |name: &str, arguments: &[(&str, bool)]| McpPrompt { name: name.into(), description: String::new(), arguments: arguments.iter().map(|(a, r)| ((*a).into(), *r)).collect() };
-        vec![
-            ("everything".into(), vec![prompt("simple-prompt", &[]), prompt("args-prompt", &[("city", true), ("state", false)])]),
-            ("notes".into(), vec![prompt("simple-prompt", &[])]),
-        ]
+    fn prompt(name: &str, arguments: &[(&str, bool)]) -> McpPrompt {
+        McpPrompt { name: name.into(), description: String::new(), arguments: arguments.iter().map(|(a, r)| ((*a).into(), *r)).collect() }
+    }
+
+    fn lists() -> (Vec<McpPrompt>, Vec<McpPrompt>) {
+        (vec![prompt("simple-prompt", &[]), prompt("args-prompt", &[("city", true), ("state", false)])], vec![prompt("simple-prompt", &[])])
     }
 
     #[test]
     fn a_slash_names_a_prompt_with_its_arguments_by_name_or_in_order() {
-        let servers = servers();
+        let (everything, notes) = lists();
+        let servers = [("everything", everything.as_slice()), ("notes", notes.as_slice())];
         let used = |draft: &str| parse(draft, &servers).unwrap().unwrap();
         assert_eq!(used("/simple-prompt"), Use { server: "everything".into(), name: "simple-prompt".into(), arguments: BTreeMap::new() });
         assert_eq!(used("/notes:simple-prompt").server, "notes");
@@ -113,7 +114,8 @@ mod tests {
 
     #[test]
     fn a_missing_argument_is_named_and_other_slashes_are_messages() {
-        let servers = servers();
+        let (everything, notes) = lists();
+        let servers = [("everything", everything.as_slice()), ("notes", notes.as_slice())];
         assert_eq!(parse("/args-prompt state=NY", &servers), Some(Err("/args-prompt needs city".into())));
         assert!(parse("/args-prompt a b c", &servers).unwrap().unwrap_err().contains("one too many"));
         assert_eq!(parse("/usr/bin is where it lives", &servers), None);

@@ -69,6 +69,16 @@ impl McpTool {
         if trusted { risk } else { risk.max(Risk::Sensitive) }
     }
 
+    /// A call's risk: cowork's own rules for a built-in (the Browser's by
+    /// what the call does; Null arguments: the tool's usual risk), else the
+    /// annotations as `risk` reads them.
+    pub fn risk_of_call(&self, trusted: bool, builtin: Option<&str>, args: &Value) -> Risk {
+        match builtin {
+            Some(super::browser::BUILTIN) => super::browser::classify(&self.name, args),
+            _ => self.risk(trusted),
+        }
+    }
+
     pub fn fingerprint(&self) -> String {
         let text = crate::tools::schema::canonical(&serde_json::json!({"name": self.name, "description": self.description, "input_schema": self.input_schema}));
         hex::encode(Sha256::digest(text.as_bytes()))

@@ -26,6 +26,8 @@ use crate::tools::ToolOutput;
 /// A connection unused this long is pinged (1 s) before the next call uses it.
 const IDLE_BEFORE_PING: Duration = Duration::from_secs(30);
 const PING_TIMEOUT: Duration = Duration::from_secs(1);
+/// A call's progress reaches the chip at most this often.
+const PROGRESS_EVERY: Duration = Duration::from_millis(100);
 
 /// A tool an agent may call, with whether its server is trusted.
 #[derive(Clone, Debug, PartialEq)]
@@ -111,13 +113,12 @@ pub struct McpWorker {
     clients_db: Option<rusqlite::Connection>,
     /// Requests for input the user has not answered: id → (server, reply).
     elicitations: BTreeMap<i64, (String, tokio::sync::oneshot::Sender<super::elicit::Answer>)>,
-    next_elicitation: i64,
 }
 
 impl McpWorker {
     pub fn new(data_dir: PathBuf, sink: EventSink) -> anyhow::Result<Self> {
         let runtime = tokio::runtime::Builder::new_multi_thread().worker_threads(1).thread_name("mcp-io").enable_all().build()?;
-        Ok(McpWorker { runtime, data_dir, servers: BTreeMap::new(), sink, internal: bounded(256), notices: bounded(64), clients: Vec::new(), clients_db: None, elicitations: BTreeMap::new(), next_elicitation: 1 })
+        Ok(McpWorker { runtime, data_dir, servers: BTreeMap::new(), sink, internal: bounded(256), notices: bounded(64), clients: Vec::new(), clients_db: None, elicitations: BTreeMap::new() })
     }
 
     /// Ends servers an earlier cowork left running, then starts the enabled ones.
@@ -142,9 +143,14 @@ impl McpWorker {
             self.servers.remove(&name);
         }
         for (name, server_config) in config.servers {
-            let changed = self.servers.get(&name).is_none_or(|s| s.config != server_config);
-            if !changed {
-                continue;
+            match self.servers.get_mut(&name) {
+                Some(server) if server.config == server_config => continue,
+                // Trust or a tool switch: the running connection stays as it is.
+                Some(server) if server.config.same_connection(&server_config) => {
+                    server.config = server_config;
+                    continue;
+                }
+                _ => {}
             }
             let entry = self.servers.entry(name.clone()).or_insert_with(|| Server {
                 config: server_config.clone(),
@@ -207,7 +213,7 @@ impl McpWorker {
             let spawn = connection::Spawn { data_dir: &data_dir, env, headers, stderr, notices, gate: crate::net::OutboundGate::global() };
             let result = async {
                 let connection = connection::connect(&name, &config, spawn).await?;
-                let startup = Duration::from_secs(config.startup_timeout_secs.max(1));
+                let startup = config.startup_timeout();
                 let tools = connection.tools(&name, startup).await?;
                 let catalog = connection.catalog(&name, startup).await;
                 anyhow::Ok((connection, tools, catalog))
@@ -297,7 +303,7 @@ impl McpWorker {
             Notice::ToolsChanged(name) => {
                 let Some(server) = self.servers.get(&name) else { return };
                 let Some(connection) = server.connection.clone() else { return };
-                let (internal, generation, timeout) = (self.internal.0.clone(), server.generation, Duration::from_secs(server.config.startup_timeout_secs.max(1)));
+                let (internal, generation, timeout) = (self.internal.0.clone(), server.generation, server.config.startup_timeout());
                 self.runtime.spawn(async move {
                     let result = connection.tools(&name, timeout).await.map_err(|err| format!("{err:#}"));
                     let _ = internal.send(Internal::Tools { server: name, generation, result });
@@ -306,7 +312,7 @@ impl McpWorker {
             Notice::CatalogChanged(name) => {
                 let Some(server) = self.servers.get(&name) else { return };
                 let Some(connection) = server.connection.clone() else { return };
-                let (internal, generation, timeout) = (self.internal.0.clone(), server.generation, Duration::from_secs(server.config.startup_timeout_secs.max(1)));
+                let (internal, generation, timeout) = (self.internal.0.clone(), server.generation, server.config.startup_timeout());
                 self.runtime.spawn(async move {
                     let catalog = connection.catalog(&name, timeout).await;
                     let _ = internal.send(Internal::Catalog { server: name, generation, catalog });
@@ -314,8 +320,8 @@ impl McpWorker {
             }
             Notice::Elicit(request) => match super::elicit::Form::parse(&request.schema) {
                 Ok(form) => {
-                    let id = self.next_elicitation;
-                    self.next_elicitation += 1;
+                    // Unique across worker restarts: a form left from before never takes a new request's id.
+                    let id = crate::ids::next_id();
                     let view = crate::events::ElicitationView { id, server: request.server.clone(), message: request.message, form };
                     self.elicitations.insert(id, (request.server, request.reply));
                     self.sink.send(AppEvent::Elicitation(Box::new(view)));
@@ -332,7 +338,7 @@ impl McpWorker {
     fn running(&self, server: &str) -> Result<(Arc<Connection>, Duration), String> {
         let found = self.servers.get(server).ok_or_else(|| format!("there is no MCP server named {server}"))?;
         let connection = found.connection.clone().filter(|_| found.status == ServerStatus::Running).ok_or_else(|| format!("the MCP server {server} is not running"))?;
-        Ok((connection, Duration::from_secs(found.config.tool_timeout_secs.max(1))))
+        Ok((connection, found.config.tool_timeout()))
     }
 
     fn read_resource(&self, server: String, uri: String, name: String) {
@@ -408,7 +414,7 @@ impl McpWorker {
             (ServerStatus::Running, Some(connection)) => {
                 let idle = server.last_used.elapsed() >= IDLE_BEFORE_PING;
                 server.last_used = Instant::now();
-                let timeout = Duration::from_secs(server.config.tool_timeout_secs.max(1));
+                let timeout = server.config.tool_timeout();
                 let (sink, internal, generation) = (self.sink.clone(), self.internal.0.clone(), server.generation);
                 self.runtime.spawn(async move {
                     if (idle || connection.closed()) && !connection.alive(PING_TIMEOUT).await {
@@ -420,8 +426,16 @@ impl McpWorker {
                         return;
                     }
                     let call_id = call.call_id;
+                    // At most ten a second reach the UI (and the last one always):
+                    // a chatty server must not flood the UI's queue from the I/O thread.
+                    let last = parking_lot::Mutex::new(None::<Instant>);
                     let on_progress = Arc::new(move |progress: Progress| {
-                        sink.send(AppEvent::ToolProgress { call_id, text: progress.describe() });
+                        let done = progress.total.is_some_and(|total| progress.progress >= total);
+                        let mut last = last.lock();
+                        if done || last.is_none_or(|at: Instant| at.elapsed() >= PROGRESS_EVERY) {
+                            *last = Some(Instant::now());
+                            sink.send(AppEvent::ToolProgress { call_id, text: progress.describe() });
+                        }
                     });
                     let output = connection.call(&call.tool, call.arguments, timeout, call.stop, on_progress).await;
                     let _ = call.reply.send(output);
@@ -500,10 +514,7 @@ impl McpWorker {
                     .tools
                     .iter()
                     .map(|t| {
-                        let risk = match s.config.builtin.as_deref() {
-                            Some(super::browser::BUILTIN) => super::browser::classify(&t.name, &serde_json::Value::Null),
-                            _ => t.risk(s.config.trusted),
-                        };
+                        let risk = t.risk_of_call(s.config.trusted, s.config.builtin.as_deref(), &serde_json::Value::Null);
                         (t.name.clone(), t.description.clone(), s.config.enabled_tools.as_ref().is_none_or(|e| e.contains(&t.name)), risk.as_str().to_owned())
                     })
                     .collect(),
@@ -563,7 +574,7 @@ pub async fn test_server(name: &str, config: &ServerConfig, data_dir: &std::path
         let test_name = format!("{name}.test");
         let spawn = connection::Spawn { data_dir, env, headers, stderr: stderr.clone(), notices, gate: crate::net::OutboundGate::global() };
         let connection = connection::connect(&test_name, config, spawn).await?;
-        let tools = connection.tools(name, Duration::from_secs(config.startup_timeout_secs.max(1))).await?;
+        let tools = connection.tools(name, config.startup_timeout()).await?;
         let started = Instant::now();
         let alive = connection.alive(Duration::from_secs(5)).await;
         let round_trip_micros = started.elapsed().as_micros() as u64;
@@ -596,10 +607,13 @@ impl Supervised for McpWorker {
         self.start();
         let internal = self.internal.1.clone();
         let notices = self.notices.1.clone();
+        let tick = crossbeam_channel::tick(Duration::from_secs(1));
         loop {
             crossbeam_channel::select! {
                 recv(commands) -> command => match command {
                     Ok(McpCommand::Reload) => self.reload(),
+                    // A second Start while one is under way would race it (two children, one lockfile).
+                    Ok(McpCommand::Connect(name)) if self.servers.get(&name).is_some_and(|s| s.status == ServerStatus::Starting) => {}
                     Ok(McpCommand::Connect(name)) => {
                         self.connect(&name);
                         self.publish();
@@ -622,7 +636,8 @@ impl Supervised for McpWorker {
                 },
                 recv(internal) -> message => if let Ok(message) = message { self.handle_internal(message) },
                 recv(notices) -> notice => if let Ok(notice) = notice { self.handle_notice(notice) },
-                default(Duration::from_secs(1)) => {
+                // Its own arm: steady traffic must not starve the checks.
+                recv(tick) -> _ => {
                     self.check_closed();
                     self.check_clients();
                     self.check_elicitations();

@@ -82,8 +82,6 @@ pub fn nearest(embedder: &Embedder, indexes: &mut IndexSet, query: &str, namespa
     Ok(all)
 }
 
-/// Looks up found chunks in SQLite (gone ones drop out), keeping those the
-/// filters admit at or above `min_similarity`; one hit per source row (its best piece).
 /// The `k` chunks nearest in meaning to `query` that pass the similarity floor.
 pub fn recall(embedder: &Embedder, indexes: &mut IndexSet, conn: &Connection, query: &str, namespaces: &[Namespace], k: usize) -> Result<Vec<ChunkHit>, String> {
     let found = nearest(embedder, indexes, query, namespaces, VECTOR_K.max(k)).map_err(|err| format!("{err:#}"))?;
@@ -92,6 +90,8 @@ pub fn recall(embedder: &Embedder, indexes: &mut IndexSet, conn: &Connection, qu
     Ok(hits)
 }
 
+/// Looks up found chunks in SQLite (gone ones drop out), keeping those the
+/// filters admit at or above `min_similarity`; one hit per source row (its best piece).
 pub fn resolve(conn: &Connection, found: &[(i64, f32)], filters: &Filters, min_similarity: f32) -> rusqlite::Result<Vec<ChunkHit>> {
     let mut stmt = conn.prepare_cached(
         "SELECT c.source, c.source_id, c.at_ms, c.text,

@@ -128,8 +128,21 @@ fn search_memory(args: &Value, env: &MemoryEnv<'_>) -> Result<String, String> {
         }
     }
     if let Some(rules) = env.withheld {
+        // A window, typed text or a copy is judged by its session as the rules judge
+        // sessions (app, title and URL, so a denied domain counts); one whose session is
+        // gone is withheld. Chat and summaries have no session: their title and text.
+        let mut sessions: std::collections::HashMap<i64, bool> = std::collections::HashMap::new();
         for list in &mut lists {
-            list.retain(|hit| !rules.withholds(hit.app.as_deref(), &hit.title, None) && !rules.withholds(None, &hit.snippet, None));
+            list.retain(|hit| {
+                let by_session = match (hit.stream, hit.open_id) {
+                    (Stream::Window | Stream::Typing | Stream::Clipboard, Some(id)) => {
+                        *sessions.entry(id).or_insert_with(|| crate::store::session(env.conn, id).map_or(true, |s| env.withholds(&s)))
+                    }
+                    (Stream::Window | Stream::Typing | Stream::Clipboard, None) => true,
+                    _ => false,
+                };
+                !by_session && !rules.withholds(hit.app.as_deref(), &hit.title, None) && !rules.withholds(None, &hit.snippet, None)
+            });
         }
     }
     let hits = crate::memory::search::reciprocal_rank_fusion(lists, limit);
@@ -186,12 +199,11 @@ fn activity_since(env: &MemoryEnv<'_>, since: i64, most: usize) -> Result<String
 }
 
 fn current_window(env: &MemoryEnv<'_>) -> Result<String, String> {
-    let mut sessions = crate::store::recent_sessions(env.conn, 1).map_err(|err| format!("cannot read activity: {err}"))?;
+    let sessions = crate::store::recent_sessions(env.conn, 1).map_err(|err| format!("cannot read activity: {err}"))?;
     if sessions.first().is_some_and(|s| env.withholds(s)) {
         // Say no more than that: the window's name is what the rules keep back.
         return Ok("The current window is withheld by the user's privacy rules.".into());
     }
-    sessions.truncate(1);
     Ok(match sessions.first() {
         Some(s) if s.ended_at_millis.is_none() => {
             let url = s.url.as_deref().map(|u| format!(" <{u}>")).unwrap_or_default();
@@ -305,6 +317,31 @@ mod tests {
         assert_eq!(found.content.lines().count(), 4, "{}", found.content);
         assert!(found.content.contains("Itinerary LH1723"), "recall is fused in even when keywords fill the limit: {}", found.content);
         assert!(!found.content.contains("XK42"), "the stream filter applies to recall too: {}", found.content);
+    }
+
+    /// What a client of `cowork mcp serve` searches is withheld by the rules as
+    /// sessions are: a denied domain hides a window whose title says nothing.
+    #[test]
+    fn search_withholds_a_session_on_a_denied_domain_whatever_its_title() {
+        let (_dir, conn) = db();
+        let now = crate::ids::now_millis();
+        let booking = ActivitySession {
+            session_id: 1,
+            app: "firefox".into(),
+            title: "Flight deals".into(),
+            url: Some("https://www.lufthansa.com/booking".into()),
+            window_id: 1,
+            started_at_millis: now - 3_000_000,
+            ended_at_millis: Some(now - 2_000_000),
+            ..Default::default()
+        };
+        crate::store::upsert_session(&conn, &booking).unwrap();
+        session(&conn, 2, "firefox", "Flight history - Wikipedia", now - 2_000_000, Some(now - 1_000_000));
+        let rules = crate::capture::firewall::Rules { denied_domains: vec!["lufthansa.com".into()], ..Default::default() };
+        let open = run("search_memory", &json!({"query": "flight"}), &env(&conn, now));
+        assert!(open.content.contains("Flight deals"), "{}", open.content);
+        let served = run("search_memory", &json!({"query": "flight"}), &MemoryEnv { withheld: Some(&rules), ..env(&conn, now) });
+        assert!(!served.content.contains("Flight deals") && served.content.contains("Wikipedia"), "{}", served.content);
     }
 
     #[test]

@@ -276,11 +276,21 @@ pub fn answer_steps_ui(ui: &mut egui::Ui, state: &AppState, answer_id: i64, pane
     }
 }
 
+/// Frees the textures of calls the chat no longer holds (another thread, or
+/// beyond the newest `MAX_TOOL_CALLS`).
+pub fn forget_textures(state: &AppState, panel: &mut AgentPanel) {
+    if !panel.textures.is_empty() {
+        panel.textures.retain(|(call_id, _), _| state.tool_calls.iter().any(|c| c.call_id == *call_id));
+    }
+}
+
 /// The images a call returned, as thumbnails (or why one cannot be shown).
 fn images_ui(ui: &mut egui::Ui, call: &ToolCallView, textures: &mut HashMap<(i64, usize), egui::TextureHandle>) {
     ui.horizontal_wrapped(|ui| {
         for (index, attached) in call.images.iter().enumerate() {
-            let about = format!("{} · {} · from {}", attached.image.mime, crate::media::human_bytes(attached.image.data.len()), call.tool);
+            let about = |ui: &mut egui::Ui| {
+                ui.label(format!("{} · {} · from {}", attached.image.mime, crate::media::human_bytes(attached.image.data.len()), call.tool));
+            };
             match &attached.shown {
                 Ok(thumbnail) => {
                     let texture = textures.entry((call.call_id, index)).or_insert_with(|| {
@@ -291,10 +301,10 @@ fn images_ui(ui: &mut egui::Ui, call: &ToolCallView, textures: &mut HashMap<(i64
                     let size = egui::vec2(width, width * thumbnail.height as f32 / thumbnail.width.max(1) as f32);
                     // A picture's one-pixel bitmap still shows at a size a person can see.
                     let size = if size.x < 24.0 { size * (24.0 / size.x.max(1.0)) } else { size };
-                    ui.add(egui::Image::new((texture.id(), size)).alt_text(format!("Image from {}", call.tool))).on_hover_text(&about);
+                    ui.add(egui::Image::new((texture.id(), size)).alt_text(format!("Image from {}", call.tool))).on_hover_ui(about);
                 }
                 Err(why) => {
-                    ui.label(RichText::new(format!("[image not shown: {why}]")).small().color(theme::MUTED)).on_hover_text(&about);
+                    ui.label(RichText::new(format!("[image not shown: {why}]")).small().color(theme::MUTED)).on_hover_ui(about);
                 }
             }
         }

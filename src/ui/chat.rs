@@ -51,6 +51,7 @@ pub fn chat_ui(ui: &mut egui::Ui, state: &AppState, panel: &mut ChatPanel, actio
     crate::ui::integrations::client_request_ui(ui, state, actions);
     retry_offer_ui(ui, state, actions);
     crate::ui::agent::waiting_ui(ui, state, &mut panel.agent, actions, crate::ids::now_millis());
+    crate::ui::agent::forget_textures(state, &mut panel.agent);
     crate::ui::mcp_chat::elicitations_ui(ui, state, &mut panel.mcp, actions);
     ui.separator();
 
@@ -94,12 +95,12 @@ pub fn chat_ui(ui: &mut egui::Ui, state: &AppState, panel: &mut ChatPanel, actio
     if response.has_focus() && generating && ui.input(|i| i.key_pressed(Key::Escape)) {
         actions.push(UiAction::Stop);
     }
-    let prompts = crate::ui::mcp_chat::prompts_ui(ui, state, &mut panel.draft, &mut panel.mcp, response.id);
+    crate::ui::mcp_chat::prompts_ui(ui, state, &mut panel.draft, &mut panel.mcp, response.id);
     ui.horizontal(|ui| {
         let can_send = !generating && !panel.draft.trim().is_empty();
         if ui.add_enabled(can_send, egui::Button::new("Send")).clicked() || (enter_pressed && can_send) {
             // `/name …` of an MCP prompt fills the input with the prompt; anything else is a message.
-            match crate::mcp::slash::parse(&panel.draft, &prompts) {
+            match crate::mcp::slash::parse(&panel.draft, &crate::ui::mcp_chat::prompt_lists(state)) {
                 Some(Ok(used)) => {
                     actions.push(UiAction::UsePrompt(used));
                     panel.draft.clear();

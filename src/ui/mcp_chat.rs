@@ -32,6 +32,11 @@ fn offering<'a>(state: &'a AppState, what: impl Fn(&crate::events::McpServerView
     state.mcp_servers.iter().filter(move |s| s.status == crate::events::McpServerStatus::Running && what(s))
 }
 
+/// The running servers' prompts, borrowed (built each frame: no copies).
+pub fn prompt_lists(state: &AppState) -> Vec<(&str, &[crate::events::McpPrompt])> {
+    offering(state, |s| !s.prompts.is_empty()).map(|s| (s.name.as_str(), s.prompts.as_slice())).collect()
+}
+
 /// How much taller than the bare input the MCP rows make it (so the chat's
 /// scroll area leaves them room).
 pub fn extra_height(state: &AppState, draft: &str, panel: &McpChatPanel) -> f32 {
@@ -39,8 +44,7 @@ pub fn extra_height(state: &AppState, draft: &str, panel: &McpChatPanel) -> f32 
     let attach = offering(state, |s| !s.resources.is_empty()).next().is_some() || !state.attachments.is_empty();
     let mut extra = if attach { row } else { 0.0 };
     if draft.starts_with('/') {
-        let servers: Vec<(String, Vec<crate::events::McpPrompt>)> = offering(state, |s| !s.prompts.is_empty()).map(|s| (s.name.clone(), s.prompts.clone())).collect();
-        extra += crate::mcp::slash::matching(draft, &servers).len().min(8) as f32 * row + if panel.slash_problem.is_some() { row } else { 0.0 };
+        extra += crate::mcp::slash::matching(draft, &prompt_lists(state)).len().min(8) as f32 * row + if panel.slash_problem.is_some() { row } else { 0.0 };
     }
     extra
 }
@@ -78,13 +82,13 @@ pub fn attachments_ui(ui: &mut egui::Ui, state: &AppState, actions: &mut Vec<UiA
 
 /// Under the input while it starts with `/`: the prompts that match, each
 /// filling in its name (and its arguments' names) on a click; and why the
-/// typed one cannot be used yet. Returns the prompts by server, for Send.
-pub fn prompts_ui(ui: &mut egui::Ui, state: &AppState, draft: &mut String, panel: &mut McpChatPanel, input: egui::Id) -> Vec<(String, Vec<crate::events::McpPrompt>)> {
-    let servers: Vec<(String, Vec<crate::events::McpPrompt>)> = offering(state, |s| !s.prompts.is_empty()).map(|s| (s.name.clone(), s.prompts.clone())).collect();
+/// typed one cannot be used yet.
+pub fn prompts_ui(ui: &mut egui::Ui, state: &AppState, draft: &mut String, panel: &mut McpChatPanel, input: egui::Id) {
     if !draft.starts_with('/') {
         panel.slash_problem = None;
-        return servers;
+        return;
     }
+    let servers = prompt_lists(state);
     let matching = crate::mcp::slash::matching(draft, &servers);
     let shared = |name: &str| matching.iter().filter(|(_, p)| p.name == name).count() > 1;
     let mut chosen = None;
@@ -109,7 +113,6 @@ pub fn prompts_ui(ui: &mut egui::Ui, state: &AppState, draft: &mut String, panel
     if let Some(problem) = &panel.slash_problem {
         ui.label(RichText::new(problem).small().color(theme::ERROR));
     }
-    servers
 }
 
 /// Every open request for input, oldest first.

@@ -200,7 +200,7 @@ fn resources_are_read_and_attached_and_prompts_are_filled_in_from_server_everyth
     assert_eq!(prompt.arguments, vec![("city".to_owned(), true), ("state".to_owned(), false)]);
 
     // "/args-prompt Paris state=TX" as the chat input reads it, filled in by the server.
-    let used = cowork::mcp::slash::parse("/args-prompt Paris state=TX", &[("everything".into(), view.prompts.clone())]).unwrap().unwrap();
+    let used = cowork::mcp::slash::parse("/args-prompt Paris state=TX", &[("everything", view.prompts.as_slice())]).unwrap().unwrap();
     workers.mcp.commands.send(McpCommand::GetPrompt { server: used.server, name: used.name, arguments: used.arguments }).unwrap();
     let filled = wait_for(&events, Duration::from_secs(20), |e| match e {
         AppEvent::PromptFilled(result) => Some(result.clone()),

@@ -231,6 +231,7 @@ setup_aw_server() {
 
 # Runs the test suite with its own empty home and none of the caller's desktop
 # (session bus, display, runtime directory). Toolchains keep their real homes.
+# BROWSER=true: no test opens the user's browser (a sign-in test plays it).
 SUITE_MARK=""
 run_suite_hermetically() {
   local home
@@ -241,7 +242,7 @@ run_suite_hermetically() {
   local status=0
   env -u DBUS_SESSION_BUS_ADDRESS -u DISPLAY -u WAYLAND_DISPLAY -u XDG_RUNTIME_DIR -u XAUTHORITY \
     "${keep[@]}" HOME="$home" XDG_CONFIG_HOME="$home/.config" XDG_CACHE_HOME="$home/.cache" \
-    XDG_DATA_HOME="$home/.local/share" XDG_STATE_HOME="$home/.local/state" COWORK_SUITE_MARK="$SUITE_MARK" \
+    XDG_DATA_HOME="$home/.local/share" XDG_STATE_HOME="$home/.local/state" COWORK_SUITE_MARK="$SUITE_MARK" BROWSER=true \
     "$@" || status=$?
   rm -rf "$home"
   return "$status"

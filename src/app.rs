@@ -232,6 +232,12 @@ impl CoworkApp {
             UiAction::McpTest(name) => {
                 self.send_mcp(crate::mcp::worker::McpCommand::Test(name));
             }
+            UiAction::McpSignIn(name) => {
+                self.send_mcp(crate::mcp::worker::McpCommand::SignIn(name));
+            }
+            UiAction::McpSignOut(name) => {
+                self.send_mcp(crate::mcp::worker::McpCommand::SignOut(name));
+            }
             UiAction::AttachResource { server, uri, name } => {
                 self.send_mcp(crate::mcp::worker::McpCommand::ReadResource { server, uri, name });
             }

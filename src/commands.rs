@@ -98,6 +98,27 @@ pub fn mcp_test(paths: &Paths, name: &str) -> anyhow::Result<bool> {
     Ok(ok)
 }
 
+/// `cowork mcp login NAME`: the OAuth sign-in in the browser, from the terminal.
+pub fn mcp_login(paths: &Paths, name: &str) -> anyhow::Result<()> {
+    let config = crate::mcp::config::McpConfig::load(&paths.data_dir)?;
+    let Some(server) = config.servers.get(name) else { anyhow::bail!("no MCP server named {name:?} in mcp-servers.json") };
+    let crate::mcp::config::Transport::Http { url } = server.transport()? else { anyhow::bail!("{name} is not an HTTP server: only those sign in") };
+    let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
+    runtime.block_on(async {
+        let challenge = crate::mcp::oauth::probe_challenge(url).await?;
+        let settings = server.oauth.clone().unwrap_or_default();
+        crate::mcp::oauth::sign_in(name, url, challenge.as_deref(), &settings, &paths.data_dir, |link| {
+            println!("Sign in to {name} in your browser; if it did not open, visit:\n{link}");
+            if let Err(err) = crate::mcp::oauth::open_browser(link) {
+                eprintln!("{err:#}");
+            }
+        })
+        .await
+    })?;
+    println!("signed in to {name}; the tokens are in {}", crate::secrets::Secrets::open(&paths.data_dir)?.describe());
+    Ok(())
+}
+
 /// `cowork export`: reads through a read-only connection and writes `out`.
 pub fn export(paths: &Paths, format: crate::export::Format, since_millis: i64, until_millis: i64, out: &Path) -> anyhow::Result<usize> {
     let conn = crate::store::open_read_only(&paths.db_path())?;

@@ -66,6 +66,10 @@ pub enum McpServerStatus {
     #[default]
     Stopped,
     Error(String),
+    /// An HTTP server that wants an OAuth sign-in (why, as the server put it).
+    NeedsSignIn(String),
+    /// A sign-in under way in the browser: the authorization URL (empty until known).
+    SigningIn(String),
 }
 
 impl McpServerStatus {
@@ -75,6 +79,8 @@ impl McpServerStatus {
             McpServerStatus::Running => "running",
             McpServerStatus::Stopped => "stopped",
             McpServerStatus::Error(_) => "error",
+            McpServerStatus::NeedsSignIn(_) => "sign-in needed",
+            McpServerStatus::SigningIn(_) => "signing in",
         }
     }
 }
@@ -97,6 +103,8 @@ pub struct McpServerView {
     pub resources: Vec<McpResource>,
     /// Its prompts, offered as `/name` in the chat input.
     pub prompts: Vec<McpPrompt>,
+    /// An OAuth sign-in is kept for it (Sign out forgets it).
+    pub signed_in: bool,
 }
 
 /// A resource an MCP server lists.

@@ -257,6 +257,12 @@ enum McpAction {
     },
     /// Print the bearer token of `cowork mcp serve --http` (made on first use, kept in the secret store)
     Token,
+    /// Sign in to an HTTP server with OAuth: your browser opens its sign-in
+    /// page ($BROWSER, else xdg-open), the answer comes back on loopback, and
+    /// the tokens go to the secret store (refreshed when they run out)
+    Login { name: String },
+    /// Forget a server's OAuth sign-in
+    Logout { name: String },
 }
 
 #[derive(Subcommand)]
@@ -574,6 +580,17 @@ fn run(cli: Cli, process_started: Instant) -> anyhow::Result<ExitCode> {
                 McpAction::Token => {
                     paths.ensure_data_dir()?;
                     println!("{}", cowork::mcp::serve::token(&paths.data_dir)?);
+                }
+                McpAction::Login { name } => {
+                    paths.ensure_data_dir()?;
+                    commands::mcp_login(&paths, &name)?;
+                }
+                McpAction::Logout { name } => {
+                    if cowork::mcp::oauth::sign_out(&name, &paths.data_dir)? {
+                        println!("forgot the sign-in of {name}");
+                    } else {
+                        println!("there was no sign-in kept for {name}");
+                    }
                 }
             }
             Ok(ExitCode::SUCCESS)

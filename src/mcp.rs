@@ -7,6 +7,7 @@ pub mod browser;
 pub mod config;
 pub mod connection;
 pub mod elicit;
+pub mod oauth;
 pub mod orphans;
 pub mod serve;
 pub mod slash;

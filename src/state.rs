@@ -40,6 +40,9 @@ pub enum UiAction {
     McpReconnect(String),
     McpStop(String),
     McpTest(String),
+    /// OAuth: sign in to an HTTP server in the browser, or forget the sign-in.
+    McpSignIn(String),
+    McpSignOut(String),
     /// The user's answer for a client of `cowork mcp serve`.
     McpClientDecision { name: String, allow: bool },
     /// The user's answer to an MCP server's request for input.

@@ -66,6 +66,22 @@ pub struct ServerConfig {
     /// Chromium): its command line is cowork's, filled in when it starts.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub builtin: Option<String>,
+    /// OAuth for an HTTP server, when its authorization server wants a client
+    /// registered beforehand or particular scopes (else discovery decides).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub oauth: Option<OAuthSettings>,
+}
+
+/// A server's OAuth settings (`"oauth": {"clientId": "…", "scopes": ["…"]}`).
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct OAuthSettings {
+    /// A client id registered with the authorization server out of band
+    /// (cowork is a public client with PKCE: no client secret).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub client_id: Option<String>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub scopes: Vec<String>,
 }
 
 fn default_startup() -> u64 {
@@ -90,6 +106,7 @@ impl Default for ServerConfig {
             disabled: false,
             trusted: false,
             builtin: None,
+            oauth: None,
         }
     }
 }
@@ -443,6 +460,8 @@ fn codex(text: &str) -> anyhow::Result<McpConfig> {
             disabled: server.get("enabled").and_then(Value::as_bool).is_some_and(|on| !on),
             trusted: false,
             builtin: None,
+            // Codex names the scopes its OAuth sign-in asks for.
+            oauth: Some(strings(server.get("scopes"))).filter(|s| !s.is_empty()).map(|scopes| OAuthSettings { client_id: None, scopes }),
         };
         server.transport().with_context(|| format!("server {name}"))?;
         config.servers.insert(name.clone(), server);

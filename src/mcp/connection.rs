@@ -88,6 +88,8 @@ pub enum Notice {
     CatalogChanged(String),
     /// A server asks the user for input (form mode).
     Elicit(Elicitation),
+    /// Its sign-in was refused and could not be refreshed.
+    SignInNeeded(String),
 }
 
 /// A server's `elicitation/create`, waiting for the user's answer.
@@ -172,6 +174,8 @@ pub struct Connection {
     pub protocol_version: String,
     pub server_name: String,
     pub connect_millis: u64,
+    /// It goes with the user's OAuth sign-in.
+    pub oauth: bool,
 }
 
 /// What a server offers besides tools.
@@ -183,6 +187,8 @@ pub struct Catalog {
 
 /// Where a stdio server is recorded for orphan cleanup.
 pub struct Spawn<'a> {
+    /// The server's name in mcp-servers.json (its sign-in is kept under it).
+    pub configured_as: &'a str,
     pub data_dir: &'a std::path::Path,
     pub env: BTreeMap<String, String>,
     pub headers: BTreeMap<String, String>,
@@ -198,6 +204,7 @@ pub async fn connect(name: &str, config: &ServerConfig, spawn: Spawn<'_>) -> any
     let startup = config.startup_timeout();
     let progress: Arc<Mutex<HashMap<ProgressToken, ProgressSink>>> = Arc::default();
     let handler = Handler { server: name.to_owned(), progress: progress.clone(), notices: spawn.notices.clone() };
+    let mut oauth = false;
     let (service, pid) = match config.transport()? {
         Transport::Stdio { command, args } => {
             let mut cmd = tokio::process::Command::new(command);
@@ -247,13 +254,26 @@ pub async fn connect(name: &str, config: &ServerConfig, spawn: Spawn<'_>) -> any
                 headers.insert(name, value);
             }
             let mut transport_config = rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig::with_uri(url).custom_headers(headers);
-            if let Some(token) = auth {
-                transport_config = transport_config.auth_header(token);
+            // A configured Authorization header wins; else an OAuth sign-in the user made, if any.
+            let signed_in = match &auth {
+                Some(_) => None,
+                None => super::oauth::client(spawn.configured_as, url, spawn.data_dir).await?,
+            };
+            if let Some(token) = &auth {
+                transport_config = transport_config.auth_header(token.clone());
             }
-            let transport = rmcp::transport::StreamableHttpClientTransport::from_config(transport_config);
-            let service = match tokio::time::timeout(startup, handler.serve(transport)).await {
+            oauth = signed_in.is_some();
+            let handshake = match signed_in {
+                Some(client) => tokio::time::timeout(startup, handler.serve(rmcp::transport::StreamableHttpClientTransport::with_client(client, transport_config))).await,
+                None => tokio::time::timeout(startup, handler.serve(rmcp::transport::StreamableHttpClientTransport::from_config(transport_config))).await,
+            };
+            let service = match handshake {
                 Ok(Ok(service)) => service,
-                Ok(Err(err)) => bail!("the handshake with {url} failed: {err}"),
+                Ok(Err(err)) => match super::oauth::challenge_of_handshake(&err) {
+                    Some(_) if auth.is_some() => bail!("{url} refused the configured Authorization header (401)"),
+                    Some(challenge) => return Err(super::oauth::SignInNeeded { server: spawn.configured_as.to_owned(), url: url.to_owned(), challenge }.into()),
+                    None => bail!("the handshake with {url} failed: {err}"),
+                },
                 Err(_) => bail!("no handshake with {url} within {} s (startup timeout)", startup.as_secs()),
             };
             (service, None)
@@ -262,7 +282,7 @@ pub async fn connect(name: &str, config: &ServerConfig, spawn: Spawn<'_>) -> any
     let info = service.peer_info();
     let protocol_version = info.as_ref().map(|i| i.protocol_version.to_string()).unwrap_or_default();
     let server_name = info.as_ref().and_then(|i| i.server_info.as_ref().map(|s| format!("{} {}", s.name, s.version))).unwrap_or_default();
-    Ok(Connection { service, progress, pid, protocol_version, server_name, connect_millis: started.elapsed().as_millis() as u64 })
+    Ok(Connection { service, progress, pid, protocol_version, server_name, connect_millis: started.elapsed().as_millis() as u64, oauth })
 }
 
 fn stderr_hint(tail: &StderrTail) -> String {
@@ -421,6 +441,11 @@ impl Connection {
                 ToolOutput::error(why)
             }
             Ok(Err(_)) => ToolOutput::error("the server closed the connection during the call"),
+            Ok(Ok(Err(rmcp::ServiceError::TransportSend(err)))) if super::oauth::challenge_of(&err).is_some() => {
+                let handler = self.service.service();
+                let _ = handler.notices.try_send(Notice::SignInNeeded(handler.server.clone()));
+                ToolOutput::error("the server no longer takes cowork's sign-in and it could not be renewed: sign in again (Settings · Integrations)")
+            }
             Ok(Ok(Err(err))) => ToolOutput::error(format!("the server refused the call: {err}")),
             Ok(Ok(Ok(ServerResult::CallToolResult(result)))) => result_output(&result),
             Ok(Ok(Ok(other))) => ToolOutput::error(format!("the server answered with something else than a tool result ({})", kind_of(&other))),

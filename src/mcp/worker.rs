@@ -76,6 +76,10 @@ pub enum McpCommand {
     ReadResource { server: String, uri: String, name: String },
     /// Fill in a prompt for the chat input: `AppEvent::PromptFilled`.
     GetPrompt { server: String, name: String, arguments: BTreeMap<String, String> },
+    /// Sign in to an HTTP server with OAuth (the system browser, a loopback redirect).
+    SignIn(String),
+    /// Forget a server's OAuth sign-in.
+    SignOut(String),
     Shutdown,
 }
 
@@ -91,6 +95,10 @@ struct Server {
     last_used: Instant,
     /// Calls that came while the server was starting.
     waiting: Vec<CallRequest>,
+    /// The last 401's `WWW-Authenticate`, where a sign-in's discovery starts.
+    challenge: Option<String>,
+    /// A sign-in under way (aborted by Stop, a reconnect or a new sign-in).
+    sign_in: Option<tokio::task::AbortHandle>,
 }
 
 /// What the runtime's tasks tell the worker.
@@ -99,6 +107,11 @@ enum Internal {
     Tools { server: String, generation: u64, result: Result<Vec<McpTool>, String> },
     Catalog { server: String, generation: u64, catalog: connection::Catalog },
     Unresponsive { server: String, generation: u64 },
+    /// The server answered 401: it wants an OAuth sign-in.
+    NeedsSignIn { server: String, generation: u64, challenge: String, why: String },
+    /// The sign-in's authorization URL (and why the browser did not open, if it did not).
+    SignInUrl { server: String, generation: u64, url: String, not_opened: Option<String> },
+    SignedIn { server: String, generation: u64, result: Result<(), String> },
 }
 
 pub struct McpWorker {
@@ -162,6 +175,8 @@ impl McpWorker {
                 generation: 0,
                 last_used: Instant::now(),
                 waiting: Vec::new(),
+                challenge: None,
+                sign_in: None,
             });
             entry.config = server_config;
             if entry.config.disabled {
@@ -210,7 +225,7 @@ impl McpWorker {
         };
         let (stderr, notices, internal, data_dir, name) = (server.stderr.clone(), self.notices.0.clone(), self.internal.0.clone(), self.data_dir.clone(), name.to_owned());
         self.runtime.spawn(async move {
-            let spawn = connection::Spawn { data_dir: &data_dir, env, headers, stderr, notices, gate: crate::net::OutboundGate::global() };
+            let spawn = connection::Spawn { configured_as: &name, data_dir: &data_dir, env, headers, stderr, notices, gate: crate::net::OutboundGate::global() };
             let result = async {
                 let connection = connection::connect(&name, &config, spawn).await?;
                 let startup = config.startup_timeout();
@@ -218,9 +233,15 @@ impl McpWorker {
                 let catalog = connection.catalog(&name, startup).await;
                 anyhow::Ok((connection, tools, catalog))
             }
-            .await
-            .map_err(|err| format!("{err:#}"));
-            let _ = internal.send(Internal::Connected { server: name, generation, result });
+            .await;
+            let message = match result {
+                Err(err) if err.is::<super::oauth::SignInNeeded>() => {
+                    let needed = err.downcast::<super::oauth::SignInNeeded>().expect("checked");
+                    Internal::NeedsSignIn { why: needed.to_string(), server: name, generation, challenge: needed.challenge }
+                }
+                result => Internal::Connected { server: name, generation, result: result.map_err(|err| format!("{err:#}")) },
+            };
+            let _ = internal.send(message);
         });
     }
 
@@ -230,6 +251,9 @@ impl McpWorker {
         if let Some(connection) = server.connection.take() {
             let token = connection.service.cancellation_token();
             token.cancel();
+        }
+        if let Some(sign_in) = server.sign_in.take() {
+            sign_in.abort();
         }
         super::orphans::forget(&self.data_dir, name);
         for call in server.waiting.drain(..) {
@@ -294,8 +318,84 @@ impl McpWorker {
                     self.connect(&name);
                 }
             }
+            Internal::NeedsSignIn { server: name, generation, challenge, why } => {
+                let Some(server) = self.servers.get_mut(&name).filter(|s| s.generation == generation) else { return };
+                tracing::info!(server = %name, "the MCP server wants an OAuth sign-in");
+                server.challenge = Some(challenge);
+                server.status = ServerStatus::NeedsSignIn(why.clone());
+                for call in server.waiting.drain(..) {
+                    let _ = call.reply.try_send(ToolOutput::error(format!("the MCP server {name} did not start: {why}")));
+                }
+            }
+            Internal::SignInUrl { server: name, generation, url, not_opened } => {
+                let Some(server) = self.servers.get_mut(&name).filter(|s| s.generation == generation) else { return };
+                server.status = ServerStatus::SigningIn(url);
+                if let Some(why) = not_opened {
+                    self.sink.send(AppEvent::Notice(format!("signing in to {name}: {why} (the link is under Settings · Integrations)")));
+                }
+            }
+            Internal::SignedIn { server: name, generation, result } => {
+                let Some(server) = self.servers.get_mut(&name).filter(|s| s.generation == generation) else { return };
+                server.sign_in = None;
+                match result {
+                    Ok(()) => {
+                        tracing::info!(server = %name, "signed in to the MCP server");
+                        server.challenge = None;
+                        self.connect(&name);
+                    }
+                    Err(err) => {
+                        tracing::warn!(server = %name, %err, "the OAuth sign-in did not finish");
+                        server.status = ServerStatus::NeedsSignIn(format!("the sign-in did not finish: {err}"));
+                    }
+                }
+            }
         }
         self.publish();
+    }
+
+    /// Starts an OAuth sign-in: the authorization URL opens in the system
+    /// browser (and shows in Settings); the code comes back on loopback; then
+    /// the server is connected with its tokens.
+    fn sign_in(&mut self, name: &str) {
+        let url = match self.servers.get(name).map(|s| s.config.transport()) {
+            Some(Ok(super::config::Transport::Http { url })) => url.to_owned(),
+            Some(_) => {
+                self.sink.send(AppEvent::Notice(format!("{name} is not an HTTP server: there is nothing to sign in to")));
+                return;
+            }
+            None => return,
+        };
+        self.disconnect_quietly(name);
+        let Some(server) = self.servers.get_mut(name) else { return };
+        server.generation += 1;
+        server.status = ServerStatus::SigningIn(String::new());
+        let generation = server.generation;
+        let (challenge, settings) = (server.challenge.clone(), server.config.oauth.clone().unwrap_or_default());
+        let (internal, data_dir, name) = (self.internal.0.clone(), self.data_dir.clone(), name.to_owned());
+        let task = self.runtime.spawn(async move {
+            let (shown, server) = (internal.clone(), name.clone());
+            let show = move |link: &str| {
+                let not_opened = super::oauth::open_browser(link).err().map(|err| format!("{err:#}"));
+                let _ = shown.try_send(Internal::SignInUrl { server, generation, url: link.to_owned(), not_opened });
+            };
+            let result = super::oauth::sign_in(&name, &url, challenge.as_deref(), &settings, &data_dir, show).await.map_err(|err| format!("{err:#}"));
+            let _ = internal.send(Internal::SignedIn { server: name, generation, result });
+        });
+        server.sign_in = Some(task.abort_handle());
+    }
+
+    /// Forgets the sign-in; a connected server is connected again (and will ask for one).
+    fn sign_out(&mut self, name: &str) {
+        match super::oauth::sign_out(name, &self.data_dir) {
+            Ok(_) => {
+                if self.servers.get(name).is_some_and(|s| s.status != ServerStatus::Stopped) {
+                    self.connect(name);
+                }
+            }
+            Err(err) => {
+                self.sink.send(AppEvent::Notice(format!("the sign-in of {name} was not forgotten: {err:#}")));
+            }
+        }
     }
 
     fn handle_notice(&mut self, notice: Notice) {
@@ -317,6 +417,15 @@ impl McpWorker {
                     let catalog = connection.catalog(&name, timeout).await;
                     let _ = internal.send(Internal::Catalog { server: name, generation, catalog });
                 });
+            }
+            Notice::SignInNeeded(name) => {
+                self.disconnect_quietly(&name);
+                if let Some(server) = self.servers.get_mut(&name) {
+                    server.generation += 1;
+                    server.challenge = None;
+                    server.status = ServerStatus::NeedsSignIn("its sign-in expired and could not be renewed".into());
+                }
+                self.publish();
             }
             Notice::Elicit(request) => match super::elicit::Form::parse(&request.schema) {
                 Ok(form) => {
@@ -444,6 +553,7 @@ impl McpWorker {
             (status, _) => {
                 let why = match status {
                     ServerStatus::Error(err) => format!("the MCP server {} is not running ({err})", call.server),
+                    ServerStatus::NeedsSignIn(_) | ServerStatus::SigningIn(_) => format!("the MCP server {} is waiting for you to sign in (Settings · Integrations)", call.server),
                     _ => format!("the MCP server {} is stopped", call.server),
                 };
                 let _ = call.reply.try_send(ToolOutput::error(why));
@@ -524,6 +634,7 @@ impl McpWorker {
                 connect_millis: s.connection.as_ref().map(|c| c.connect_millis),
                 resources: s.catalog.resources.clone(),
                 prompts: s.catalog.prompts.clone(),
+                signed_in: s.status == ServerStatus::Running && s.connection.as_ref().is_some_and(|c| c.oauth),
             })
             .collect()
     }
@@ -572,7 +683,7 @@ pub async fn test_server(name: &str, config: &ServerConfig, data_dir: &std::path
         let secrets = crate::secrets::Secrets::open(data_dir)?;
         let (env, headers) = connection::resolve_secrets(config, &secrets)?;
         let test_name = format!("{name}.test");
-        let spawn = connection::Spawn { data_dir, env, headers, stderr: stderr.clone(), notices, gate: crate::net::OutboundGate::global() };
+        let spawn = connection::Spawn { configured_as: name, data_dir, env, headers, stderr: stderr.clone(), notices, gate: crate::net::OutboundGate::global() };
         let connection = connection::connect(&test_name, config, spawn).await?;
         let tools = connection.tools(name, config.startup_timeout()).await?;
         let started = Instant::now();
@@ -632,6 +743,14 @@ impl Supervised for McpWorker {
                     Ok(McpCommand::Elicited { id, answer }) => self.elicited(id, answer),
                     Ok(McpCommand::ReadResource { server, uri, name }) => self.read_resource(server, uri, name),
                     Ok(McpCommand::GetPrompt { server, name, arguments }) => self.get_prompt(server, name, arguments),
+                    Ok(McpCommand::SignIn(name)) => {
+                        self.sign_in(&name);
+                        self.publish();
+                    }
+                    Ok(McpCommand::SignOut(name)) => {
+                        self.sign_out(&name);
+                        self.publish();
+                    }
                     Ok(McpCommand::Shutdown) | Err(_) => break,
                 },
                 recv(internal) -> message => if let Ok(message) = message { self.handle_internal(message) },

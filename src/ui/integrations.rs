@@ -32,6 +32,8 @@ pub fn integrations_ui(ui: &mut egui::Ui, state: &AppState, panel: &mut Integrat
             McpServerStatus::Starting => (theme::WARN, String::new()),
             McpServerStatus::Stopped => (theme::MUTED, String::new()),
             McpServerStatus::Error(why) => (theme::ERROR, why.clone()),
+            McpServerStatus::NeedsSignIn(why) => (theme::WARN, why.clone()),
+            McpServerStatus::SigningIn(_) => (theme::WARN, "waiting for you to sign in in the browser".to_owned()),
         };
         ui.horizontal(|ui| {
             ui.label(RichText::new(&server.name).strong());
@@ -39,14 +41,30 @@ pub fn integrations_ui(ui: &mut egui::Ui, state: &AppState, panel: &mut Integrat
         });
         ui.label(RichText::new(&server.endpoint).monospace().small().color(theme::MUTED));
         if !detail.is_empty() {
-            ui.label(RichText::new(detail).small().color(if matches!(server.status, McpServerStatus::Error(_)) { theme::ERROR } else { theme::MUTED }));
+            ui.label(RichText::new(detail).small().color(if server.status == McpServerStatus::Running { theme::MUTED } else { colour }));
+        }
+        if let McpServerStatus::SigningIn(link) = &server.status
+            && !link.is_empty()
+        {
+            ui.horizontal_wrapped(|ui| {
+                ui.hyperlink_to(RichText::new("Open the sign-in page").small(), link).on_hover_text(link);
+                if ui.small_button("Copy the link").clicked() {
+                    ui.ctx().copy_text(link.clone());
+                }
+            });
         }
         ui.horizontal_wrapped(|ui| {
+            if matches!(server.status, McpServerStatus::NeedsSignIn(_)) && ui.small_button("Sign in").on_hover_text("Sign in with your browser (OAuth); the tokens go to the secret store").clicked() {
+                actions.push(UiAction::McpSignIn(server.name.clone()));
+            }
+            if server.signed_in && ui.small_button("Sign out").on_hover_text("Forget this server's sign-in").clicked() {
+                actions.push(UiAction::McpSignOut(server.name.clone()));
+            }
             let label = if server.status == McpServerStatus::Running { "Reconnect" } else { "Start" };
             if ui.small_button(label).on_hover_text(format!("{label} {}", server.name)).clicked() {
                 actions.push(UiAction::McpReconnect(server.name.clone()));
             }
-            if server.status == McpServerStatus::Running && ui.small_button("Stop").clicked() {
+            if matches!(server.status, McpServerStatus::Running | McpServerStatus::SigningIn(_)) && ui.small_button("Stop").clicked() {
                 actions.push(UiAction::McpStop(server.name.clone()));
             }
             if ui.small_button("Test").clicked() {

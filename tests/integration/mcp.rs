@@ -907,3 +907,207 @@ fn cowork_serves_over_loopback_http_only_with_its_token_and_to_the_mcp_inspector
     let (timeline, err) = inspect(&["--method", "resources/read", "--uri", "cowork://timeline/today"]);
     assert!(timeline.contains("cowork://timeline/today"), "{timeline}\n{err}");
 }
+
+/// An MCP server behind OAuth, written here with the Python `mcp` package:
+/// its own authorization server routes (RFC 9728 and RFC 8414 discovery,
+/// dynamic client registration, PKCE, a token endpoint that rotates refresh
+/// tokens) in front of tools that want a bearer token. The user approves at
+/// once; the log says what the authorization server did.
+const OAUTH_SERVER: &str = r#"import secrets, sys, time
+from mcp.server.mcpserver import MCPServer
+from mcp.server.auth.provider import AccessToken, AuthorizationCode, RefreshToken, construct_redirect_uri
+from mcp.server.auth.settings import AuthSettings, ClientRegistrationOptions
+from mcp.server.auth.middleware.auth_context import get_access_token
+from mcp.shared.auth import OAuthToken
+
+port, log_path = int(sys.argv[1]), sys.argv[2]
+base = f"http://127.0.0.1:{port}"
+
+def log(*words):
+    with open(log_path, "a") as f:
+        f.write(" ".join(words) + "\n")
+
+class Provider:
+    def __init__(self):
+        self.clients, self.codes, self.access, self.refresh = {}, {}, {}, {}
+    async def get_client(self, client_id):
+        return self.clients.get(client_id)
+    async def register_client(self, info):
+        self.clients[info.client_id] = info
+        log("register", str(info.client_name), str(info.token_endpoint_auth_method))
+    async def authorize(self, client, params):
+        code = secrets.token_urlsafe(16)
+        self.codes[code] = AuthorizationCode(code=code, scopes=params.scopes or ["notes"], expires_at=time.time() + 300, client_id=client.client_id,
+            code_challenge=params.code_challenge, redirect_uri=params.redirect_uri,
+            redirect_uri_provided_explicitly=params.redirect_uri_provided_explicitly, resource=params.resource)
+        log("authorize", str(params.redirect_uri))
+        return construct_redirect_uri(str(params.redirect_uri), code=code, state=params.state)
+    async def load_authorization_code(self, client, code):
+        return self.codes.get(code)
+    async def exchange_authorization_code(self, client, code):
+        del self.codes[code.code]
+        return self.issue(client.client_id, code.scopes, code.resource, "code")
+    def issue(self, client_id, scopes, resource, how):
+        access, refresh = "at-" + secrets.token_urlsafe(16), "rt-" + secrets.token_urlsafe(16)
+        self.access[access] = AccessToken(token=access, client_id=client_id, scopes=scopes, expires_at=int(time.time()) + 3600, resource=resource)
+        self.refresh[refresh] = RefreshToken(token=refresh, client_id=client_id, scopes=scopes, resource=resource)
+        log("token", how)
+        return OAuthToken(access_token=access, expires_in=3600, scope=" ".join(scopes), refresh_token=refresh)
+    async def load_refresh_token(self, client, token):
+        return self.refresh.get(token)
+    async def exchange_refresh_token(self, client, token, scopes):
+        del self.refresh[token.token]
+        return self.issue(client.client_id, scopes or token.scopes, token.resource, "refresh")
+    async def load_access_token(self, token):
+        return self.access.get(token)
+    async def revoke_token(self, token):
+        pass
+
+provider = Provider()
+app = MCPServer("notes", auth_server_provider=provider, auth=AuthSettings(
+    issuer_url=base, resource_server_url=f"{base}/mcp", required_scopes=["notes"], validate_token_resource=False,
+    client_registration_options=ClientRegistrationOptions(enabled=True, valid_scopes=["notes"], default_scopes=["notes"])))
+
+@app.tool()
+def whoami() -> str:
+    """Says which client's token came with the call."""
+    return "signed in as " + get_access_token().client_id
+
+@app.tool()
+def expire_access() -> str:
+    """Forgets every access token, as if they had run out."""
+    provider.access.clear()
+    return "expired"
+
+@app.tool()
+def revoke_all() -> str:
+    """Forgets every token: only a new sign-in helps."""
+    provider.access.clear()
+    provider.refresh.clear()
+    return "revoked"
+
+app.run("streamable-http", host="127.0.0.1", port=port)
+"#;
+
+fn status_of(events: &crossbeam_channel::Receiver<AppEvent>, name: &str, what: impl Fn(&McpServerStatus) -> bool) -> McpServerView {
+    wait_for(events, Duration::from_secs(60), |e| match e {
+        AppEvent::McpServers(servers) => servers.iter().find(|s| s.name == name && what(&s.status)).cloned(),
+        _ => None,
+    })
+    .unwrap_or_else(|| panic!("{name} did not reach the awaited state"))
+}
+
+fn count(log: &std::path::Path, line: &str) -> usize {
+    std::fs::read_to_string(log).unwrap_or_default().lines().filter(|l| l.starts_with(line)).count()
+}
+
+/// OAuth 2.1: the server's 401 makes it wait for a sign-in; Sign in takes
+/// the authorization URL (PKCE S256, a state, a loopback redirect) through a
+/// browser to cowork's listener, the tokens land in the secret store (in no
+/// file in plain text), calls carry them; an access token the server forgot
+/// is refreshed once and the call goes through; a restart connects without a
+/// browser; when everything is revoked, the call says to sign in again and the
+/// server waits for it; `cowork mcp login` does the same from the terminal
+/// with $BROWSER, `cowork mcp test` then connects, and `logout` forgets.
+#[test]
+fn an_http_server_behind_oauth_is_signed_in_to_refreshed_and_signed_in_to_again_when_everything_is_revoked() {
+    let Some(python) = mcp_python() else { return };
+    let data = temp_dir();
+    let (port, log) = (free_port(), data.path().join("oauth.log"));
+    let script = data.path().join("notes.py");
+    std::fs::write(&script, OAUTH_SERVER).unwrap();
+    let _server = ChildGuard(Command::new(&python).arg(&script).arg(port.to_string()).arg(&log).stdout(Stdio::null()).stderr(Stdio::null()).spawn().unwrap());
+    assert!(eventually(Duration::from_secs(30), || std::net::TcpStream::connect(("127.0.0.1", port)).is_ok()), "the OAuth server listens");
+    let url = format!("http://127.0.0.1:{port}/mcp");
+    std::fs::write(data.path().join("mcp-servers.json"), json!({"mcpServers": {"notes": {"url": url}}}).to_string()).unwrap();
+
+    let (sink, events) = super::support::test_sink();
+    let mut mcp = cowork::mcp::worker::spawn_mcp(data.path().to_owned(), sink, cowork::runtime::RestartPolicy::default()).unwrap();
+    let waiting = server(&settled(&events, &["notes"]), "notes").clone();
+    assert!(matches!(&waiting.status, McpServerStatus::NeedsSignIn(why) if why.contains("sign in")), "{waiting:?}");
+
+    // Sign in: the suite's $BROWSER opens nothing, so the test is the browser.
+    mcp.commands.send(McpCommand::SignIn("notes".into())).unwrap();
+    let signing = status_of(&events, "notes", |s| matches!(s, McpServerStatus::SigningIn(link) if !link.is_empty()));
+    let McpServerStatus::SigningIn(link) = signing.status else { unreachable!() };
+    for part in ["code_challenge_method=S256", "code_challenge=", "state=", "redirect_uri=http%3A%2F%2F127.0.0.1%3A"] {
+        assert!(link.contains(part), "{part} in {link}");
+    }
+    let page = ureq::get(&link).call().unwrap().body_mut().read_to_string().unwrap();
+    assert!(page.contains("Signed in"), "{page}");
+    let running = status_of(&events, "notes", |s| *s == McpServerStatus::Running);
+    assert!(running.signed_in && running.tools.len() == 3, "{running:?}");
+    assert_eq!((count(&log, "register cowork none"), count(&log, "authorize http://127.0.0.1:"), count(&log, "token code")), (1, 1, 1));
+    let client = McpClient { commands: mcp.commands.clone() };
+    let never = AtomicBool::new(false);
+    let out = client.call("notes", "whoami", json!({}), 1, &never, Duration::from_secs(20));
+    assert!(!out.is_error && out.content.starts_with("signed in as "), "{out:?}");
+
+    // The tokens are in the secret store and in no file in plain text.
+    let kept: serde_json::Value = serde_json::from_str(&cowork::secrets::Secrets::open(data.path()).unwrap().get("mcp/notes/oauth").unwrap().expect("kept")).unwrap();
+    assert_eq!(kept["url"], json!(url));
+    let access = kept["credentials"]["token_response"]["access_token"].as_str().unwrap().to_owned();
+    let refresh = kept["credentials"]["token_response"]["refresh_token"].as_str().unwrap().to_owned();
+    for entry in walk(data.path()) {
+        let bytes = std::fs::read(&entry).unwrap();
+        for secret in [&access, &refresh] {
+            assert!(!bytes.windows(secret.len()).any(|w| w == secret.as_bytes()), "{} holds a token in plain text", entry.display());
+        }
+    }
+
+    // The server forgets the access token: one refresh, and the call goes through.
+    assert_eq!(client.call("notes", "expire_access", json!({}), 2, &never, Duration::from_secs(20)).content, "expired");
+    let out = client.call("notes", "whoami", json!({}), 3, &never, Duration::from_secs(20));
+    assert!(!out.is_error && out.content.starts_with("signed in as "), "{out:?}");
+    assert_eq!(count(&log, "token refresh"), 1);
+
+    // A restart connects with the kept (rotated) tokens, no browser.
+    assert!(mcp.shutdown(McpCommand::Shutdown, Duration::from_secs(5)));
+    let (sink, events) = super::support::test_sink();
+    let mut mcp = cowork::mcp::worker::spawn_mcp(data.path().to_owned(), sink, cowork::runtime::RestartPolicy::default()).unwrap();
+    let again = server(&settled(&events, &["notes"]), "notes").clone();
+    assert!(again.status == McpServerStatus::Running && again.signed_in, "{again:?}");
+    assert_eq!(count(&log, "authorize"), 1, "no second sign-in");
+
+    // Everything revoked: the call says so and the server waits for a sign-in.
+    let client = McpClient { commands: mcp.commands.clone() };
+    assert_eq!(client.call("notes", "revoke_all", json!({}), 4, &never, Duration::from_secs(20)).content, "revoked");
+    let out = client.call("notes", "whoami", json!({}), 5, &never, Duration::from_secs(20));
+    assert!(out.is_error, "{out:?}");
+    status_of(&events, "notes", |s| matches!(s, McpServerStatus::NeedsSignIn(_)));
+    assert!(mcp.shutdown(McpCommand::Shutdown, Duration::from_secs(5)));
+
+    // From the terminal: $BROWSER follows the link as a browser would.
+    let browser = data.path().join("browser");
+    std::fs::write(&browser, format!("#!{python}\nimport sys, urllib.request\nurllib.request.urlopen(sys.argv[1]).read()\n")).unwrap();
+    std::fs::set_permissions(&browser, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
+    let cowork = |args: &[&str]| {
+        Command::new(env!("CARGO_BIN_EXE_cowork")).env("COWORK_LOG", "warn").env("BROWSER", &browser).arg("--data-dir").arg(data.path()).args(args).stdin(Stdio::null()).output().unwrap()
+    };
+    let login = cowork(&["mcp", "login", "notes"]);
+    let said = String::from_utf8_lossy(&login.stdout).into_owned() + &String::from_utf8_lossy(&login.stderr);
+    assert!(login.status.success() && said.contains("signed in to notes"), "{said}");
+    assert_eq!(count(&log, "authorize"), 2);
+    let test = cowork(&["mcp", "test", "notes"]);
+    let said = String::from_utf8_lossy(&test.stdout).into_owned();
+    assert!(test.status.success() && said.contains("tools       3"), "{said}");
+    let logout = cowork(&["mcp", "logout", "notes"]);
+    assert!(String::from_utf8_lossy(&logout.stdout).contains("forgot the sign-in of notes"));
+    let test = cowork(&["mcp", "test", "notes"]);
+    let said = String::from_utf8_lossy(&test.stdout).into_owned();
+    assert!(!test.status.success() && said.contains("asks you to sign in"), "{said}");
+}
+
+/// Every file under `dir`.
+fn walk(dir: &std::path::Path) -> Vec<std::path::PathBuf> {
+    let mut files = Vec::new();
+    for entry in std::fs::read_dir(dir).unwrap().flatten() {
+        let path = entry.path();
+        if path.is_dir() {
+            files.extend(walk(&path));
+        } else {
+            files.push(path);
+        }
+    }
+    files
+}

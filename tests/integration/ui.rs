@@ -809,6 +809,7 @@ fn settings_integrations_show_server_state_and_send_reconnect_test_and_tool_choi
         connect_millis: Some(300),
         resources: Vec::new(),
         prompts: Vec::new(),
+        signed_in: false,
     };
     let broken = McpServerView { tools: Vec::new(), stderr: vec!["Traceback: ImportError".into()], ..view("broken", McpServerStatus::Error("no handshake within 30 s (startup timeout)".into())) };
     far.events.send(AppEvent::McpServers(vec![broken, view("everything", McpServerStatus::Running)])).unwrap();
@@ -832,6 +833,46 @@ fn settings_integrations_show_server_state_and_send_reconnect_test_and_tool_choi
         _ => panic!("a tool switch is an edit"),
     }
     assert_eq!(sent.len(), 3);
+}
+
+/// OAuth in Settings → Integrations: a server that wants a sign-in says so
+/// with Sign in; while the browser is out, its link (to open or copy) and
+/// Stop; signed in, Sign out. Each reaches the mcp worker.
+#[test]
+fn an_http_server_that_wants_a_sign_in_offers_sign_in_its_link_and_sign_out() {
+    use cowork::events::{McpServerStatus, McpServerView};
+    use cowork::mcp::worker::McpCommand;
+    let (mut harness, far) = app_with(AppOptions::default(), 3000.0);
+    let tracker = |status: McpServerStatus, signed_in: bool| McpServerView {
+        name: "tracker".into(),
+        endpoint: "http: https://tracker.example/mcp".into(),
+        status,
+        signed_in,
+        ..McpServerView::default()
+    };
+    far.events.send(AppEvent::McpServers(vec![tracker(McpServerStatus::NeedsSignIn("https://tracker.example/mcp asks you to sign in (OAuth)".into()), false)])).unwrap();
+    harness.get_by_label("Settings").click();
+    harness.run();
+    harness.get_by_label_contains("asks you to sign in");
+    assert!(harness.query_by_label("Sign out").is_none());
+    harness.get_by_label("Sign in").click();
+    harness.run();
+    assert!(matches!(far.mcp.try_iter().collect::<Vec<_>>().as_slice(), [McpCommand::SignIn(name)] if name == "tracker"));
+
+    far.events.send(AppEvent::McpServers(vec![tracker(McpServerStatus::SigningIn("https://auth.example/authorize?state=abc".into()), false)])).unwrap();
+    harness.run();
+    harness.get_by_label_contains("waiting for you to sign in in the browser");
+    harness.get_by_label("Open the sign-in page");
+    assert!(harness.query_by_label("Sign in").is_none(), "no second sign-in while one is under way");
+    harness.get_by_label("Stop").click();
+    harness.run();
+    assert!(matches!(far.mcp.try_iter().collect::<Vec<_>>().as_slice(), [McpCommand::Disconnect(name)] if name == "tracker"));
+
+    far.events.send(AppEvent::McpServers(vec![tracker(McpServerStatus::Running, true)])).unwrap();
+    harness.run();
+    harness.get_by_label("Sign out").click();
+    harness.run();
+    assert!(matches!(far.mcp.try_iter().collect::<Vec<_>>().as_slice(), [McpCommand::SignOut(name)] if name == "tracker"));
 }
 
 #[test]

@@ -17,7 +17,7 @@ use rmcp::model::{
     CallToolRequest, CallToolRequestParams, ClientRequest, ElicitRequestParams, ElicitResult, ElicitationAction, ProgressNotificationParam, ProgressToken, ServerResult,
 };
 use rmcp::service::{NotificationContext, PeerRequestOptions, RequestContext, RoleClient, RunningService};
-use rmcp::{ClientHandler, ServiceExt};
+use rmcp::{ClientHandler, ClientLifecycleMode, ClientServiceExt};
 use serde_json::Value;
 use tokio::io::AsyncBufReadExt;
 
@@ -231,7 +231,7 @@ pub async fn connect(name: &str, config: &ServerConfig, spawn: Spawn<'_>) -> any
                     }
                 });
             }
-            let service = match tokio::time::timeout(startup, handler.serve(transport)).await {
+            let service = match tokio::time::timeout(startup, handler.serve_with_lifecycle(transport, lifecycle())).await {
                 Ok(Ok(service)) => service,
                 Ok(Err(err)) => bail!("the handshake failed: {err}{}", stderr_hint(&spawn.stderr)),
                 Err(_) => bail!("no handshake within {} s (startup timeout){}", startup.as_secs(), stderr_hint(&spawn.stderr)),
@@ -264,8 +264,8 @@ pub async fn connect(name: &str, config: &ServerConfig, spawn: Spawn<'_>) -> any
             }
             oauth = signed_in.is_some();
             let handshake = match signed_in {
-                Some(client) => tokio::time::timeout(startup, handler.serve(rmcp::transport::StreamableHttpClientTransport::with_client(client, transport_config))).await,
-                None => tokio::time::timeout(startup, handler.serve(rmcp::transport::StreamableHttpClientTransport::from_config(transport_config))).await,
+                Some(client) => tokio::time::timeout(startup, handler.serve_with_lifecycle(rmcp::transport::StreamableHttpClientTransport::with_client(client, transport_config), lifecycle())).await,
+                None => tokio::time::timeout(startup, handler.serve_with_lifecycle(rmcp::transport::StreamableHttpClientTransport::from_config(transport_config), lifecycle())).await,
             };
             let service = match handshake {
                 Ok(Ok(service)) => service,
@@ -281,8 +281,60 @@ pub async fn connect(name: &str, config: &ServerConfig, spawn: Spawn<'_>) -> any
     };
     let info = service.peer_info();
     let protocol_version = info.as_ref().map(|i| i.protocol_version.to_string()).unwrap_or_default();
+    if let Some(info) = info.as_ref().filter(|i| i.protocol_version >= rmcp::model::ProtocolVersion::V_2026_07_28) {
+        listen(name, &service, &info.capabilities, &spawn.notices).await;
+    }
     let server_name = info.as_ref().and_then(|i| i.server_info.as_ref().map(|s| format!("{} {}", s.name, s.version))).unwrap_or_default();
     Ok(Connection { service, progress, pid, protocol_version, server_name, connect_millis: started.elapsed().as_millis() as u64, oauth })
+}
+
+/// The revision rmcp speaks best first (`server/discover`), the handshake of
+/// earlier ones (`initialize`) when the server answers that it does not know
+/// it, or says nothing within 10 s.
+fn lifecycle() -> ClientLifecycleMode {
+    ClientLifecycleMode::Auto { preferred_versions: vec![rmcp::model::ProtocolVersion::V_2026_07_28], legacy_version: None }
+}
+
+/// On 2026-07-28 a server tells of changed lists only on a `subscriptions/listen`
+/// stream the client opens: the notices it carries go where the handler's go.
+async fn listen(name: &str, service: &RunningService<RoleClient, Handler>, capabilities: &rmcp::model::ServerCapabilities, notices: &crossbeam_channel::Sender<Notice>) {
+    let mut filter = rmcp::model::SubscriptionFilter::builder();
+    let changes = |listed: Option<bool>| listed == Some(true);
+    if capabilities.tools.as_ref().is_some_and(|t| changes(t.list_changed)) {
+        filter = filter.tools_list_changed();
+    }
+    if capabilities.resources.as_ref().is_some_and(|r| changes(r.list_changed)) {
+        filter = filter.resources_list_changed();
+    }
+    if capabilities.prompts.as_ref().is_some_and(|p| changes(p.list_changed)) {
+        filter = filter.prompts_list_changed();
+    }
+    let filter = filter.build();
+    if filter == rmcp::model::SubscriptionFilter::default() {
+        return;
+    }
+    let mut subscription = match service.peer().listen(filter).await {
+        Ok(subscription) => subscription,
+        Err(err) => {
+            tracing::warn!(server = name, %err, "the server did not take cowork's subscription to its list changes");
+            return;
+        }
+    };
+    let (name, notices) = (name.to_owned(), notices.clone());
+    // Ends with the connection (the stream closes) or when the server ends it.
+    tokio::spawn(async move {
+        while let Ok(Some(notification)) = subscription.next().await {
+            let notice = match notification {
+                rmcp::model::ServerNotification::ToolListChangedNotification(_) => Notice::ToolsChanged(name.clone()),
+                rmcp::model::ServerNotification::ResourceListChangedNotification(_) | rmcp::model::ServerNotification::PromptListChangedNotification(_) => {
+                    Notice::CatalogChanged(name.clone())
+                }
+                _ => continue,
+            };
+            let _ = notices.try_send(notice);
+        }
+        tracing::debug!(server = %name, end = ?subscription.end(), "the list-change subscription ended");
+    });
 }
 
 fn stderr_hint(tail: &StderrTail) -> String {

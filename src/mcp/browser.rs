@@ -10,7 +10,9 @@
 //!   control or on one it does not describe), running page JavaScript or
 //!   uploading a file are dangerous;
 //! - offline mode reaches the browser too: Chromium gets a proxy that does
-//!   not exist, so any page off loopback fails (loopback never uses a proxy);
+//!   not exist, so any page off loopback fails (loopback bypasses it, named,
+//!   since Playwright otherwise proxies loopback as well); a flip of offline
+//!   mode restarts a running Browser with the new command line;
 //! - a headed window when there is a display, headless otherwise;
 //! - the chat's action log reads each call's page title from its result.
 
@@ -87,8 +89,10 @@ fn args(entry: &Path, browser: &Path, data_dir: &Path, display: bool, offline: b
         args.push("--no-sandbox".into());
     }
     if offline {
-        // Nothing listens on port 9 ("discard"); Chromium never proxies loopback.
-        args.extend(["--proxy-server".into(), "http://127.0.0.1:9".into()]);
+        // Nothing listens on port 9 ("discard"). Playwright makes Chromium
+        // proxy loopback too (`<-loopback>`) unless the bypass names it, so
+        // loopback pages are named here, and they still open offline.
+        args.extend(["--proxy-server".into(), "http://127.0.0.1:9".into(), "--proxy-bypass".into(), "localhost,127.0.0.1,[::1]".into()]);
     }
     args
 }

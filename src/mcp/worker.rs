@@ -99,6 +99,8 @@ struct Server {
     challenge: Option<String>,
     /// A sign-in under way (aborted by Stop, a reconnect or a new sign-in).
     sign_in: Option<tokio::task::AbortHandle>,
+    /// A built-in started online (false) or offline (true).
+    started_offline: Option<bool>,
 }
 
 /// What the runtime's tasks tell the worker.
@@ -117,6 +119,8 @@ enum Internal {
 pub struct McpWorker {
     runtime: tokio::runtime::Runtime,
     data_dir: PathBuf,
+    /// Offline mode, and the log of HTTP servers reached.
+    gate: &'static crate::net::OutboundGate,
     servers: BTreeMap<String, Server>,
     sink: EventSink,
     internal: (Sender<Internal>, Receiver<Internal>),
@@ -129,9 +133,20 @@ pub struct McpWorker {
 }
 
 impl McpWorker {
-    pub fn new(data_dir: PathBuf, sink: EventSink) -> anyhow::Result<Self> {
+    pub fn new(data_dir: PathBuf, sink: EventSink, gate: &'static crate::net::OutboundGate) -> anyhow::Result<Self> {
         let runtime = tokio::runtime::Builder::new_multi_thread().worker_threads(1).thread_name("mcp-io").enable_all().build()?;
-        Ok(McpWorker { runtime, data_dir, servers: BTreeMap::new(), sink, internal: bounded(256), notices: bounded(64), clients: Vec::new(), clients_db: None, elicitations: BTreeMap::new() })
+        Ok(McpWorker {
+            runtime,
+            data_dir,
+            gate,
+            servers: BTreeMap::new(),
+            sink,
+            internal: bounded(256),
+            notices: bounded(64),
+            clients: Vec::new(),
+            clients_db: None,
+            elicitations: BTreeMap::new(),
+        })
     }
 
     /// Ends servers an earlier cowork left running, then starts the enabled ones.
@@ -177,6 +192,7 @@ impl McpWorker {
                 waiting: Vec::new(),
                 challenge: None,
                 sign_in: None,
+                started_offline: None,
             });
             entry.config = server_config;
             if entry.config.disabled {
@@ -211,7 +227,9 @@ impl McpWorker {
         server.stderr = StderrTail::default();
         let generation = server.generation;
         let mut config = server.config.clone();
-        if let Err(err) = started_config(&mut config, &self.data_dir) {
+        // The Browser's command line depends on offline mode: recorded to restart it when that flips.
+        server.started_offline = config.builtin.is_some().then(|| self.gate.is_offline());
+        if let Err(err) = started_config(&mut config, &self.data_dir, self.gate.is_offline()) {
             server.status = ServerStatus::Error(format!("{err:#}"));
             return;
         }
@@ -223,9 +241,9 @@ impl McpWorker {
                 return;
             }
         };
-        let (stderr, notices, internal, data_dir, name) = (server.stderr.clone(), self.notices.0.clone(), self.internal.0.clone(), self.data_dir.clone(), name.to_owned());
+        let (stderr, notices, internal, data_dir, name, gate) = (server.stderr.clone(), self.notices.0.clone(), self.internal.0.clone(), self.data_dir.clone(), name.to_owned(), self.gate);
         self.runtime.spawn(async move {
-            let spawn = connection::Spawn { configured_as: &name, data_dir: &data_dir, env, headers, stderr, notices, gate: crate::net::OutboundGate::global() };
+            let spawn = connection::Spawn { configured_as: &name, data_dir: &data_dir, env, headers, stderr, notices, gate };
             let result = async {
                 let connection = connection::connect(&name, &config, spawn).await?;
                 let startup = config.startup_timeout();
@@ -561,6 +579,26 @@ impl McpWorker {
         }
     }
 
+    /// A built-in started before offline mode flipped starts again with the
+    /// new command line (offline, the Browser's Chromium gets its dead proxy;
+    /// a call running in it ends: the web must stop now, not after it).
+    fn check_offline(&mut self) {
+        let offline = self.gate.is_offline();
+        let stale: Vec<String> = self
+            .servers
+            .iter()
+            .filter(|(_, s)| s.started_offline.is_some_and(|was| was != offline) && matches!(s.status, ServerStatus::Running | ServerStatus::Starting))
+            .map(|(name, _)| name.clone())
+            .collect();
+        for name in &stale {
+            tracing::info!(server = %name, offline, "offline mode changed: restarting the built-in");
+            self.connect(name);
+        }
+        if !stale.is_empty() {
+            self.publish();
+        }
+    }
+
     /// A closed connection (the server exited) becomes an error with its stderr.
     /// `cowork mcp serve` records the clients that connect; a new one is
     /// pending until the user answers in the sidebar. Read at each idle tick.
@@ -663,9 +701,9 @@ impl McpWorker {
 }
 
 /// A built-in's command line, filled in as it starts (offline mode as it is now).
-fn started_config(config: &mut ServerConfig, data_dir: &std::path::Path) -> anyhow::Result<()> {
+fn started_config(config: &mut ServerConfig, data_dir: &std::path::Path, offline: bool) -> anyhow::Result<()> {
     match config.builtin.as_deref() {
-        Some(super::browser::BUILTIN) => super::browser::fill(config, data_dir, crate::net::OutboundGate::global().is_offline()),
+        Some(super::browser::BUILTIN) => super::browser::fill(config, data_dir, offline),
         _ => Ok(()),
     }
 }
@@ -678,7 +716,7 @@ pub async fn test_server(name: &str, config: &ServerConfig, data_dir: &std::path
     let (notices, _) = bounded(8);
     let result = async {
         let mut config = config.clone();
-        started_config(&mut config, data_dir)?;
+        started_config(&mut config, data_dir, crate::net::OutboundGate::global().is_offline())?;
         let config = &config;
         let secrets = crate::secrets::Secrets::open(data_dir)?;
         let (env, headers) = connection::resolve_secrets(config, &secrets)?;
@@ -757,6 +795,7 @@ impl Supervised for McpWorker {
                 recv(notices) -> notice => if let Ok(notice) = notice { self.handle_notice(notice) },
                 // Its own arm: steady traffic must not starve the checks.
                 recv(tick) -> _ => {
+                    self.check_offline();
                     self.check_closed();
                     self.check_clients();
                     self.check_elicitations();
@@ -773,7 +812,12 @@ pub fn channel() -> (Sender<McpCommand>, Receiver<McpCommand>) {
 }
 
 pub fn spawn_mcp(data_dir: PathBuf, sink: EventSink, policy: RestartPolicy) -> std::io::Result<WorkerHandle<McpCommand>> {
-    spawn_supervised::<McpWorker, _>(WorkerName::Mcp, policy, sink.clone(), channel(), move |_ctx| McpWorker::new(data_dir.clone(), sink.clone()))
+    spawn_mcp_with_gate(data_dir, sink, policy, crate::net::OutboundGate::global())
+}
+
+/// The same with its own outbound gate (a test flips offline mode without touching the process's).
+pub fn spawn_mcp_with_gate(data_dir: PathBuf, sink: EventSink, policy: RestartPolicy, gate: &'static crate::net::OutboundGate) -> std::io::Result<WorkerHandle<McpCommand>> {
+    spawn_supervised::<McpWorker, _>(WorkerName::Mcp, policy, sink.clone(), channel(), move |_ctx| McpWorker::new(data_dir.clone(), sink.clone(), gate))
 }
 
 /// The agent's side: calls through the worker, waiting for the answer while

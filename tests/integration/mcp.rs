@@ -362,6 +362,56 @@ fn the_builtin_browser_opens_clicks_and_types_in_chromium_and_submitting_is_dang
     workers.shutdown(Duration::from_secs(10));
 }
 
+/// Offline mode reaches a running Browser: when it flips, the Browser starts
+/// again behind the proxy that does not exist (a page off loopback fails, a
+/// loopback page still opens), and again without it when it flips back. The
+/// worker has its own gate: the process's stays as other tests expect it.
+#[test]
+fn the_builtin_browser_starts_again_behind_the_dead_proxy_when_offline_mode_flips() {
+    let playwright = std::env::var("COWORK_PLAYWRIGHT_MCP").unwrap_or_default();
+    if !require(!playwright.is_empty() && have_program("node") && std::path::Path::new("/usr/bin/chromium").exists(), "node, @playwright/mcp and Debian chromium") {
+        return;
+    }
+    let site = temp_dir();
+    std::fs::write(site.path().join("index.html"), "<html><head><title>Still Here</title></head><body>loopback</body></html>").unwrap();
+    let port = free_port();
+    let _web = ChildGuard(
+        Command::new("python3").args(["-m", "http.server", &port.to_string(), "--bind", "127.0.0.1"]).current_dir(site.path()).stdout(Stdio::null()).stderr(Stdio::null()).spawn().unwrap(),
+    );
+    assert!(eventually(Duration::from_secs(10), || std::net::TcpStream::connect(("127.0.0.1", port)).is_ok()));
+    let data = temp_dir();
+    std::fs::write(data.path().join("mcp-servers.json"), json!({"mcpServers": {"browser": {"builtin": "browser"}}}).to_string()).unwrap();
+    let gate: &'static cowork::net::OutboundGate = Box::leak(Box::new(cowork::net::OutboundGate::new(false)));
+    let (sink, events) = super::support::test_sink();
+    let mut mcp = cowork::mcp::worker::spawn_mcp_with_gate(data.path().to_owned(), sink, cowork::runtime::RestartPolicy::default(), gate).unwrap();
+    assert_eq!(server(&settled(&events, &["browser"]), "browser").status, McpServerStatus::Running);
+    // The running server's command line, from its lockfile's pid.
+    let command_line = || -> (u32, String) {
+        // None between a stop and the next start.
+        let Some((_, lock)) = locks(data.path()).into_iter().next() else { return (0, String::new()) };
+        (lock.pid, std::fs::read(format!("/proc/{}/cmdline", lock.pid)).map(|b| String::from_utf8_lossy(&b).replace('\0', " ")).unwrap_or_default())
+    };
+    let (online_pid, line) = command_line();
+    assert!(line.contains("cli.js") && !line.contains("--proxy-server"), "{line}");
+
+    gate.set_offline(true);
+    let client = McpClient { commands: mcp.commands.clone() };
+    let never = AtomicBool::new(false);
+    assert!(eventually(Duration::from_secs(30), || { let (pid, line) = command_line(); pid != online_pid && line.contains("--proxy-server http://127.0.0.1:9 --proxy-bypass localhost,127.0.0.1,[::1]") }), "restarted behind the proxy: {:?}", command_line());
+    status_of(&events, "browser", |s| *s == McpServerStatus::Running);
+    let home = client.call("browser", "browser_navigate", json!({"url": format!("http://127.0.0.1:{port}/index.html")}), 1, &never, Duration::from_secs(60));
+    assert_eq!(cowork::mcp::browser::page_title(&home.content), Some("Still Here"), "{}", home.content);
+    let away = client.call("browser", "browser_navigate", json!({"url": "http://example.com/"}), 2, &never, Duration::from_secs(60));
+    // The dead proxy refused it (not DNS, which this machine may lack anyway).
+    assert!(away.content.contains("ERR_PROXY_CONNECTION_FAILED"), "offline, the web is out of reach: {}", away.content);
+    assert!(!away.content.contains("Example Domain"), "{}", away.content);
+
+    let (offline_pid, _) = command_line();
+    gate.set_offline(false);
+    assert!(eventually(Duration::from_secs(30), || { let (pid, line) = command_line(); pid != offline_pid && !line.is_empty() && !line.contains("--proxy-server") }), "restarted without the proxy");
+    assert!(mcp.shutdown(McpCommand::Shutdown, Duration::from_secs(10)));
+}
+
 /// The test venv's Python, which has the `mcp` package (a skip when absent, which a full run refuses).
 fn mcp_python() -> Option<String> {
     let python = python();

@@ -12,6 +12,12 @@
 //! mcp worker as its client: `search_memory` p50/p95 end to end (transport,
 //! consent check, hybrid search with the real MiniLM query embedding, the
 //! firewall's rules, the audit write).
+//!
+//! And the built-in Browser (needs COWORK_PLAYWRIGHT_MCP and Debian chromium):
+//! connect time, a page opened and a screenshot taken, the memory (PSS) of
+//! Playwright's server and every Chromium process under it, and the time to
+//! decode that screenshot into the chat's thumbnail (`media::thumbnail`, on
+//! the agent thread, once per image).
 
 use std::process::{Command, Stdio};
 use std::sync::atomic::AtomicBool;
@@ -92,6 +98,78 @@ fn bench(c: &mut Criterion) {
     let _ = http.wait();
 }
 
+/// Proportional set size of `pid` and every process under it (Chromium's
+/// processes share much; PSS counts shared pages once across them).
+fn tree_pss_kib(root: u32) -> (u64, usize) {
+    let mut parents = Vec::new();
+    for entry in std::fs::read_dir("/proc").unwrap().flatten() {
+        let Ok(pid) = entry.file_name().to_string_lossy().parse::<u32>() else { continue };
+        let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else { continue };
+        // The fields after the command's closing parenthesis: state, ppid, ...
+        let ppid = stat.rsplit_once(')').and_then(|(_, rest)| rest.split_whitespace().nth(1)?.parse::<u32>().ok()).unwrap_or(0);
+        parents.push((pid, ppid));
+    }
+    let mut tree = vec![root];
+    let mut i = 0;
+    while i < tree.len() {
+        let parent = tree[i];
+        tree.extend(parents.iter().filter(|(_, ppid)| *ppid == parent).map(|(pid, _)| *pid));
+        i += 1;
+    }
+    let pss = |pid: u32| -> u64 {
+        std::fs::read_to_string(format!("/proc/{pid}/smaps_rollup"))
+            .ok()
+            .and_then(|s| s.lines().find(|l| l.starts_with("Pss:")).and_then(|l| l.split_whitespace().nth(1)?.parse().ok()))
+            .unwrap_or(0)
+    };
+    (tree.iter().map(|pid| pss(*pid)).sum(), tree.len())
+}
+
+fn browser(c: &mut Criterion) {
+    if std::env::var("COWORK_PLAYWRIGHT_MCP").is_err() || !std::path::Path::new("/usr/bin/chromium").exists() {
+        eprintln!("COWORK_PLAYWRIGHT_MCP is not set or chromium is missing: source scripts/common.sh; setup_mcp_server");
+        return;
+    }
+    let data = tempfile::tempdir().unwrap();
+    std::fs::write(data.path().join("mcp-servers.json"), json!({"mcpServers": {"browser": {"builtin": "browser"}}}).to_string()).unwrap();
+    let (events_tx, events) = crossbeam_channel::bounded(1024);
+    let sink = cowork::runtime::EventSink::new(events_tx, || {});
+    let mut worker = cowork::mcp::worker::spawn_mcp(data.path().to_owned(), sink, cowork::runtime::RestartPolicy::default()).unwrap();
+    let deadline = Instant::now() + Duration::from_secs(60);
+    let server = loop {
+        match events.recv_timeout(deadline.saturating_duration_since(Instant::now())) {
+            Ok(AppEvent::McpServers(servers)) if servers.iter().any(|s| s.status == McpServerStatus::Running) => break servers[0].clone(),
+            Ok(_) => {}
+            Err(_) => panic!("the Browser did not start"),
+        }
+    };
+    println!("browser connect: {} ms (Playwright's server; Chromium starts at the first page)", server.connect_millis.unwrap_or_default());
+    let lock = std::fs::read_to_string(cowork::mcp::orphans::lock_path(data.path(), "browser")).unwrap();
+    let pid: u32 = serde_json::from_str::<serde_json::Value>(&lock).unwrap()["pid"].as_u64().unwrap() as u32;
+    let (idle, _) = tree_pss_kib(pid);
+    let client = McpClient { commands: worker.commands.clone() };
+    let stop = AtomicBool::new(false);
+    let page = "data:text/html,<title>Bench</title><h1>A page</h1><p>Some text to draw.</p>";
+    let started = Instant::now();
+    let opened = client.call("browser", "browser_navigate", json!({"url": page}), 1, &stop, Duration::from_secs(60));
+    assert!(!opened.is_error, "{opened:?}");
+    let first = started.elapsed();
+    let started = Instant::now();
+    let shot = client.call("browser", "browser_take_screenshot", json!({"type": "png"}), 2, &stop, Duration::from_secs(60));
+    let shot_time = started.elapsed();
+    let (open, processes) = tree_pss_kib(pid);
+    println!(
+        "browser: first page {first:?} (Chromium starting), screenshot {shot_time:?}; memory (PSS) {} MiB with Playwright alone, {} MiB with a page open ({processes} processes)",
+        idle / 1024,
+        open / 1024
+    );
+    worker.shutdown(cowork::mcp::worker::McpCommand::Shutdown, Duration::from_secs(10));
+    let image = shot.images.into_iter().next().expect("the screenshot came back as an image");
+    let size = image::load_from_memory(&image.data).map(|i| (i.width(), i.height())).unwrap_or_default();
+    println!("browser screenshot: {} KiB png, {}x{}", image.data.len() / 1024, size.0, size.1);
+    c.bench_function("thumbnail of a browser screenshot", |b| b.iter(|| cowork::media::thumbnail(&image.data, 480).unwrap()));
+}
+
 fn serve_search(c: &mut Criterion) {
     let n: usize = std::env::var("COWORK_BENCH_SERVE_CHUNKS").ok().and_then(|v| v.parse().ok()).unwrap_or(100_000);
     let data = tempfile::tempdir().unwrap();
@@ -153,6 +231,6 @@ fn serve_search(c: &mut Criterion) {
 criterion_group! {
     name = benches;
     config = Criterion::default().sample_size(50).measurement_time(Duration::from_secs(5));
-    targets = bench, serve_search
+    targets = bench, browser, serve_search
 }
 criterion_main!(benches);

@@ -38,6 +38,19 @@ fn rss_kib(pid: u32) -> u64 {
         .unwrap_or(0)
 }
 
+/// Waits (up to 60 s) for a report with `count` servers, all running (an error fails at once).
+fn running(events: &crossbeam_channel::Receiver<AppEvent>, count: usize) -> Vec<cowork::events::McpServerView> {
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        match events.recv_timeout(deadline.saturating_duration_since(Instant::now())) {
+            Ok(AppEvent::McpServers(servers)) if servers.len() == count && servers.iter().all(|s| s.status == McpServerStatus::Running) => return servers,
+            Ok(AppEvent::McpServers(servers)) if servers.iter().any(|s| matches!(s.status, McpServerStatus::Error(_))) => panic!("{servers:?}"),
+            Ok(_) => {}
+            Err(_) => panic!("the MCP servers did not start"),
+        }
+    }
+}
+
 fn bench(c: &mut Criterion) {
     let Ok(entry) = std::env::var("COWORK_TEST_MCP_EVERYTHING") else {
         eprintln!("COWORK_TEST_MCP_EVERYTHING is not set: source scripts/common.sh; setup_mcp_server");
@@ -59,14 +72,7 @@ fn bench(c: &mut Criterion) {
     let (events_tx, events) = crossbeam_channel::bounded(1024);
     let sink = cowork::runtime::EventSink::new(events_tx, || {});
     let mut worker = cowork::mcp::worker::spawn_mcp(data.path().to_owned(), sink, cowork::runtime::RestartPolicy::default()).unwrap();
-    let deadline = Instant::now() + Duration::from_secs(60);
-    let servers = loop {
-        match events.recv_timeout(deadline.saturating_duration_since(Instant::now())) {
-            Ok(AppEvent::McpServers(servers)) if servers.len() == 2 && servers.iter().all(|s| s.status == McpServerStatus::Running) => break servers,
-            Ok(_) => {}
-            Err(_) => panic!("the servers did not start"),
-        }
-    };
+    let servers = running(&events, 2);
     for server in &servers {
         println!("mcp connect {}: {} ms (handshake + tools/list)", server.name, server.connect_millis.unwrap_or_default());
     }
@@ -135,14 +141,7 @@ fn browser(c: &mut Criterion) {
     let (events_tx, events) = crossbeam_channel::bounded(1024);
     let sink = cowork::runtime::EventSink::new(events_tx, || {});
     let mut worker = cowork::mcp::worker::spawn_mcp(data.path().to_owned(), sink, cowork::runtime::RestartPolicy::default()).unwrap();
-    let deadline = Instant::now() + Duration::from_secs(60);
-    let server = loop {
-        match events.recv_timeout(deadline.saturating_duration_since(Instant::now())) {
-            Ok(AppEvent::McpServers(servers)) if servers.iter().any(|s| s.status == McpServerStatus::Running) => break servers[0].clone(),
-            Ok(_) => {}
-            Err(_) => panic!("the Browser did not start"),
-        }
-    };
+    let server = running(&events, 1).remove(0);
     println!("browser connect: {} ms (Playwright's server; Chromium starts at the first page)", server.connect_millis.unwrap_or_default());
     let lock = std::fs::read_to_string(cowork::mcp::orphans::lock_path(data.path(), "browser")).unwrap();
     let pid: u32 = serde_json::from_str::<serde_json::Value>(&lock).unwrap()["pid"].as_u64().unwrap() as u32;
@@ -188,15 +187,7 @@ fn serve_search(c: &mut Criterion) {
     let (events_tx, events) = crossbeam_channel::bounded(1024);
     let sink = cowork::runtime::EventSink::new(events_tx, || {});
     let mut worker = cowork::mcp::worker::spawn_mcp(client_dir.path().to_owned(), sink, cowork::runtime::RestartPolicy::default()).unwrap();
-    let deadline = Instant::now() + Duration::from_secs(60);
-    loop {
-        match events.recv_timeout(deadline.saturating_duration_since(Instant::now())) {
-            Ok(AppEvent::McpServers(servers)) if servers.iter().any(|s| s.status == McpServerStatus::Running) => break,
-            Ok(AppEvent::McpServers(servers)) if servers.iter().any(|s| matches!(s.status, McpServerStatus::Error(_))) => panic!("{servers:?}"),
-            Ok(_) => {}
-            Err(_) => panic!("cowork mcp serve did not start"),
-        }
-    }
+    running(&events, 1);
     let client = McpClient { commands: worker.commands.clone() };
     let stop = AtomicBool::new(false);
     let search = |query: &str| client.call("cowork", "search_memory", json!({"query": query, "limit": 8}), 0, &stop, Duration::from_secs(120));

@@ -223,6 +223,9 @@ pub async fn sign_in(server: &str, url: &str, challenge: Option<&str>, settings:
     }
     let session = AuthorizationSession::new(manager, request).await.map_err(|(_, err)| anyhow!(err)).context("the authorization server did not take cowork as a client")?;
     let authorize = session.get_authorization_url().to_owned();
+    if !safe_to_open(&authorize) {
+        bail!("the authorization server's sign-in page is not an https address ({authorize:.80}); cowork does not open it");
+    }
     let state = query_value(&authorize, "state").ok_or_else(|| anyhow!("the authorization URL has no state"))?;
     show(&authorize);
     let callback = tokio::time::timeout(SIGN_IN_WAIT, redirected(&listener, &state))
@@ -234,6 +237,14 @@ pub async fn sign_in(server: &str, url: &str, challenge: Option<&str>, settings:
         .map_err(|err| anyhow!(err))
         .context("the authorization server did not give tokens for the code")?;
     Ok(())
+}
+
+/// Whether a URL from a server's metadata may go to the browser: https, or
+/// http on loopback. Anything else (`file:`, a custom scheme whose handler
+/// would run, an option-like string) is never handed to xdg-open.
+fn safe_to_open(url: &str) -> bool {
+    let loopback = || crate::net::host_of_url(url).is_some_and(|host| crate::net::is_loopback(&host));
+    !url.chars().any(char::is_whitespace) && (url.starts_with("https://") && crate::net::host_of_url(url).is_some() || url.starts_with("http://") && loopback())
 }
 
 /// One query parameter of a URL, decoded.
@@ -336,6 +347,15 @@ pub fn open_browser(url: &str) -> anyhow::Result<()> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn only_https_or_loopback_http_pages_go_to_the_browser() {
+        assert!(safe_to_open("https://auth.example/authorize?state=x"));
+        assert!(safe_to_open("http://127.0.0.1:8080/authorize"));
+        for url in ["http://auth.example/authorize", "file:///etc/passwd", "vscode://x", "-oProxyCommand=x", "https://auth.example/a b", "https://", "javascript:alert(1)"] {
+            assert!(!safe_to_open(url), "{url}");
+        }
+    }
 
     #[test]
     fn query_values_are_decoded_and_missing_ones_are_none() {

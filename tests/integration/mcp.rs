@@ -287,6 +287,22 @@ fn a_claude_desktop_config_imports_and_runs_and_server_filesystem_refuses_paths_
     assert!(mcp.shutdown(McpCommand::Shutdown, Duration::from_secs(5)));
 }
 
+/// Whether the Browser can run here (a skip otherwise, which a full run refuses).
+fn browser_ready() -> bool {
+    let playwright = std::env::var("COWORK_PLAYWRIGHT_MCP").unwrap_or_default();
+    require(!playwright.is_empty() && have_program("node") && std::path::Path::new("/usr/bin/chromium").exists(), "node, @playwright/mcp and Debian chromium")
+}
+
+/// `dir` served on loopback (Python's http.server): its port and the server.
+fn serve_site(dir: &std::path::Path) -> (u16, ChildGuard) {
+    let port = free_port();
+    let web = ChildGuard(
+        Command::new("python3").args(["-m", "http.server", &port.to_string(), "--bind", "127.0.0.1"]).current_dir(dir).stdout(Stdio::null()).stderr(Stdio::null()).spawn().unwrap(),
+    );
+    assert!(eventually(Duration::from_secs(10), || std::net::TcpStream::connect(("127.0.0.1", port)).is_ok()));
+    (port, web)
+}
+
 /// The built-in Browser: Playwright's MCP server driving Debian's Chromium,
 /// headless here, with its profile under the data directory, against pages
 /// on loopback. Through the agent, opening a page is sensitive and typing
@@ -294,8 +310,7 @@ fn a_claude_desktop_config_imports_and_runs_and_server_filesystem_refuses_paths_
 /// the page title); through the worker it clicks a link and submits a form.
 #[test]
 fn the_builtin_browser_opens_clicks_and_types_in_chromium_and_submitting_is_dangerous() {
-    let playwright = std::env::var("COWORK_PLAYWRIGHT_MCP").unwrap_or_default();
-    if !require(!playwright.is_empty() && have_program("node") && std::path::Path::new("/usr/bin/chromium").exists(), "node, @playwright/mcp and Debian chromium") {
+    if !browser_ready() {
         return;
     }
     let site = temp_dir();
@@ -308,11 +323,7 @@ fn the_builtin_browser_opens_clicks_and_types_in_chromium_and_submitting_is_dang
     .unwrap();
     std::fs::write(site.path().join("about.html"), "<html><head><title>About Loopback</title></head><body>About page</body></html>").unwrap();
     std::fs::write(site.path().join("done.html"), "<html><head><title>Results</title></head><body>Results</body></html>").unwrap();
-    let port = free_port();
-    let _web = ChildGuard(
-        Command::new("python3").args(["-m", "http.server", &port.to_string(), "--bind", "127.0.0.1"]).current_dir(site.path()).stdout(Stdio::null()).stderr(Stdio::null()).spawn().unwrap(),
-    );
-    assert!(eventually(Duration::from_secs(10), || std::net::TcpStream::connect(("127.0.0.1", port)).is_ok()));
+    let (port, _web) = serve_site(site.path());
     let home = format!("http://127.0.0.1:{port}/index.html");
     let model = scripted(vec![
         calls(&[("mcp__browser__browser_navigate", json!({"url": home}))]),
@@ -368,17 +379,12 @@ fn the_builtin_browser_opens_clicks_and_types_in_chromium_and_submitting_is_dang
 /// worker has its own gate: the process's stays as other tests expect it.
 #[test]
 fn the_builtin_browser_starts_again_behind_the_dead_proxy_when_offline_mode_flips() {
-    let playwright = std::env::var("COWORK_PLAYWRIGHT_MCP").unwrap_or_default();
-    if !require(!playwright.is_empty() && have_program("node") && std::path::Path::new("/usr/bin/chromium").exists(), "node, @playwright/mcp and Debian chromium") {
+    if !browser_ready() {
         return;
     }
     let site = temp_dir();
     std::fs::write(site.path().join("index.html"), "<html><head><title>Still Here</title></head><body>loopback</body></html>").unwrap();
-    let port = free_port();
-    let _web = ChildGuard(
-        Command::new("python3").args(["-m", "http.server", &port.to_string(), "--bind", "127.0.0.1"]).current_dir(site.path()).stdout(Stdio::null()).stderr(Stdio::null()).spawn().unwrap(),
-    );
-    assert!(eventually(Duration::from_secs(10), || std::net::TcpStream::connect(("127.0.0.1", port)).is_ok()));
+    let (port, _web) = serve_site(site.path());
     let data = temp_dir();
     std::fs::write(data.path().join("mcp-servers.json"), json!({"mcpServers": {"browser": {"builtin": "browser"}}}).to_string()).unwrap();
     let gate: &'static cowork::net::OutboundGate = Box::leak(Box::new(cowork::net::OutboundGate::new(false)));

@@ -89,7 +89,7 @@ pub enum Notice {
     /// A server asks the user for input (form mode).
     Elicit(Elicitation),
     /// Its sign-in was refused and could not be refreshed.
-    SignInNeeded(String),
+    SignInNeeded { server: String, challenge: String },
 }
 
 /// A server's `elicitation/create`, waiting for the user's answer.
@@ -282,7 +282,7 @@ pub async fn connect(name: &str, config: &ServerConfig, spawn: Spawn<'_>) -> any
     let info = service.peer_info();
     let protocol_version = info.as_ref().map(|i| i.protocol_version.to_string()).unwrap_or_default();
     if let Some(info) = info.as_ref().filter(|i| i.protocol_version >= rmcp::model::ProtocolVersion::V_2026_07_28) {
-        listen(name, &service, &info.capabilities, &spawn.notices).await;
+        listen(name, &service, &info.capabilities, &spawn.notices, startup).await;
     }
     let server_name = info.as_ref().and_then(|i| i.server_info.as_ref().map(|s| format!("{} {}", s.name, s.version))).unwrap_or_default();
     Ok(Connection { service, progress, pid, protocol_version, server_name, connect_millis: started.elapsed().as_millis() as u64, oauth })
@@ -297,7 +297,7 @@ fn lifecycle() -> ClientLifecycleMode {
 
 /// On 2026-07-28 a server tells of changed lists only on a `subscriptions/listen`
 /// stream the client opens: the notices it carries go where the handler's go.
-async fn listen(name: &str, service: &RunningService<RoleClient, Handler>, capabilities: &rmcp::model::ServerCapabilities, notices: &crossbeam_channel::Sender<Notice>) {
+async fn listen(name: &str, service: &RunningService<RoleClient, Handler>, capabilities: &rmcp::model::ServerCapabilities, notices: &crossbeam_channel::Sender<Notice>, wait: Duration) {
     let mut filter = rmcp::model::SubscriptionFilter::builder();
     let changes = |listed: Option<bool>| listed == Some(true);
     if capabilities.tools.as_ref().is_some_and(|t| changes(t.list_changed)) {
@@ -313,10 +313,15 @@ async fn listen(name: &str, service: &RunningService<RoleClient, Handler>, capab
     if filter == rmcp::model::SubscriptionFilter::default() {
         return;
     }
-    let mut subscription = match service.peer().listen(filter).await {
-        Ok(subscription) => subscription,
-        Err(err) => {
+    // Within the startup timeout: a server that never acknowledges must not hold the connect.
+    let mut subscription = match tokio::time::timeout(wait, service.peer().listen(filter)).await {
+        Ok(Ok(subscription)) => subscription,
+        Ok(Err(err)) => {
             tracing::warn!(server = name, %err, "the server did not take cowork's subscription to its list changes");
+            return;
+        }
+        Err(_) => {
+            tracing::warn!(server = name, "the server did not acknowledge cowork's subscription to its list changes in time");
             return;
         }
     };
@@ -493,9 +498,12 @@ impl Connection {
                 ToolOutput::error(why)
             }
             Ok(Err(_)) => ToolOutput::error("the server closed the connection during the call"),
-            Ok(Ok(Err(rmcp::ServiceError::TransportSend(err)))) if super::oauth::challenge_of(&err).is_some() => {
+            // Only a connection that went with a sign-in asks for one again (a
+            // configured Authorization header refused is an ordinary error).
+            Ok(Ok(Err(rmcp::ServiceError::TransportSend(err)))) if self.oauth && super::oauth::challenge_of(&err).is_some() => {
                 let handler = self.service.service();
-                let _ = handler.notices.try_send(Notice::SignInNeeded(handler.server.clone()));
+                let challenge = super::oauth::challenge_of(&err).unwrap_or_default();
+                let _ = handler.notices.try_send(Notice::SignInNeeded { server: handler.server.clone(), challenge });
                 ToolOutput::error("the server no longer takes cowork's sign-in and it could not be renewed: sign in again (Settings · Integrations)")
             }
             Ok(Ok(Err(err))) => ToolOutput::error(format!("the server refused the call: {err}")),

@@ -64,6 +64,8 @@ pub fn challenge_of(error: &rmcp::transport::DynamicTransportError) -> Option<St
 pub fn challenge_of_handshake(error: &rmcp::service::ClientInitializeError) -> Option<String> {
     match error {
         rmcp::service::ClientInitializeError::TransportError { error, .. } => challenge_of(error),
+        // server/discover answered, then initialize met the 401.
+        rmcp::service::ClientInitializeError::LegacyFallbackFailed { fallback, .. } => challenge_of_handshake(fallback),
         _ => None,
     }
 }
@@ -142,9 +144,13 @@ struct GatedHttp {
 }
 
 impl OAuthHttpClient for GatedHttp {
-    fn execute(&self, request: OAuthHttpRequest) -> OAuthHttpClientFuture<'_> {
+    fn execute(&self, mut request: OAuthHttpRequest) -> OAuthHttpClientFuture<'_> {
         Box::pin(async move {
             let gate = crate::net::OutboundGate::global();
+            // Offline, a redirect could leave loopback unseen by the gate: none is followed.
+            if gate.is_offline() {
+                request.redirect_policy = rmcp::transport::auth::OAuthHttpRedirectPolicy::Stop;
+            }
             let admission = gate.admit(&request.request.uri().to_string(), "MCP sign-in")?;
             let sent = request.request.body().len() as u64;
             let response = self.inner.execute(request).await?;
@@ -166,7 +172,8 @@ pub async fn probe_challenge(url: &str) -> anyhow::Result<Option<String>> {
     let gate = crate::net::OutboundGate::global();
     let admission = gate.admit(url, "MCP sign-in")?;
     let body = r#"{"jsonrpc":"2.0","id":0,"method":"ping"}"#;
-    let response = reqwest::Client::new()
+    let client = reqwest::Client::builder().timeout(Duration::from_secs(30)).redirect(reqwest::redirect::Policy::none()).build()?;
+    let response = client
         .post(url)
         .header("content-type", "application/json")
         .header("accept", "application/json, text/event-stream")
@@ -282,48 +289,68 @@ fn escape(text: &str) -> String {
 /// state. Anything else (a favicon, a stray or forged request) is answered
 /// and ignored; an error from the authorization server ends the sign-in.
 async fn redirected(listener: &tokio::net::TcpListener, state: &str) -> anyhow::Result<AuthorizationCallback> {
+    // Each connection on its own task: one that says nothing must not hold up the real redirect.
+    let (found, mut outcomes) = tokio::sync::mpsc::channel(4);
     loop {
-        let (mut stream, _) = listener.accept().await?;
-        let mut head = Vec::new();
-        let mut buf = [0u8; 2048];
-        let read = tokio::time::timeout(Duration::from_secs(10), async {
-            while !head.windows(4).any(|w| w == b"\r\n\r\n") && head.len() < 16 * 1024 {
-                let n = stream.read(&mut buf).await?;
-                if n == 0 {
-                    break;
+        tokio::select! {
+            outcome = outcomes.recv() => if let Some(outcome) = outcome { return outcome },
+            accepted = listener.accept() => match accepted {
+                Ok((stream, _)) => {
+                    let (found, state) = (found.clone(), state.to_owned());
+                    tokio::spawn(async move {
+                        if let Some(outcome) = answer(stream, &state).await {
+                            let _ = found.send(outcome).await;
+                        }
+                    });
                 }
-                head.extend_from_slice(&buf[..n]);
-            }
-            Ok::<_, std::io::Error>(())
-        })
-        .await;
-        if !matches!(read, Ok(Ok(()))) {
-            continue;
-        }
-        let text = String::from_utf8_lossy(&head);
-        let target = text.lines().next().and_then(|line| line.strip_prefix("GET ")).and_then(|rest| rest.split(' ').next()).unwrap_or("");
-        let (path, _) = target.split_once('?').unwrap_or((target, ""));
-        let url = format!("http://127.0.0.1{target}");
-        let (status, page, outcome) = if path != "/callback" || query_value(&url, "state").as_deref() != Some(state) {
-            ("404 Not Found", "Not a cowork sign-in.".to_owned(), None)
-        } else if let Some(error) = query_value(&url, "error") {
-            let description = query_value(&url, "error_description").unwrap_or_default();
-            let why = format!("the authorization server refused: {error} {description}").trim_end().to_owned();
-            ("200 OK", format!("Sign-in did not work: {}. You can close this tab.", escape(&why)), Some(Err(anyhow!(why))))
-        } else {
-            match AuthorizationCallback::from_redirect_url(&url) {
-                Ok(callback) => ("200 OK", "Signed in. You can close this tab and go back to cowork.".to_owned(), Some(Ok(callback))),
-                Err(err) => ("400 Bad Request", format!("The redirect was incomplete: {}", escape(&err.to_string())), None),
-            }
-        };
-        let body = format!("<!doctype html><meta charset=utf-8><title>cowork</title><p>{page}</p>");
-        let response = format!("HTTP/1.1 {status}\r\ncontent-type: text/html; charset=utf-8\r\ncontent-length: {}\r\nconnection: close\r\ncache-control: no-store\r\n\r\n{body}", body.len());
-        let _ = stream.write_all(response.as_bytes()).await;
-        let _ = stream.shutdown().await;
-        if let Some(outcome) = outcome {
-            return outcome;
+                Err(err) => {
+                    tracing::debug!(%err, "a connection to the sign-in listener failed");
+                    tokio::time::sleep(Duration::from_millis(20)).await;
+                }
+            },
         }
     }
+}
+
+/// Reads one request and answers it; the sign-in's outcome if it was the redirect.
+async fn answer(mut stream: tokio::net::TcpStream, state: &str) -> Option<anyhow::Result<AuthorizationCallback>> {
+    let mut head = Vec::new();
+    let mut buf = [0u8; 2048];
+    let read = tokio::time::timeout(Duration::from_secs(10), async {
+        while !head.windows(4).any(|w| w == b"\r\n\r\n") && head.len() < 16 * 1024 {
+            let n = stream.read(&mut buf).await?;
+            if n == 0 {
+                break;
+            }
+            head.extend_from_slice(&buf[..n]);
+        }
+        Ok::<_, std::io::Error>(())
+    })
+    .await;
+    if !matches!(read, Ok(Ok(()))) {
+        return None;
+    }
+    let text = String::from_utf8_lossy(&head);
+    let target = text.lines().next().and_then(|line| line.strip_prefix("GET ")).and_then(|rest| rest.split(' ').next()).unwrap_or("");
+    let (path, _) = target.split_once('?').unwrap_or((target, ""));
+    let url = format!("http://127.0.0.1{target}");
+    let (status, page, outcome) = if path != "/callback" || query_value(&url, "state").as_deref() != Some(state) {
+        ("404 Not Found", "Not a cowork sign-in.".to_owned(), None)
+    } else if let Some(error) = query_value(&url, "error") {
+        let description = query_value(&url, "error_description").unwrap_or_default();
+        let why = format!("the authorization server refused: {error} {description}").trim_end().to_owned();
+        ("200 OK", format!("Sign-in did not work: {}. You can close this tab.", escape(&why)), Some(Err(anyhow!(why))))
+    } else {
+        match AuthorizationCallback::from_redirect_url(&url) {
+            Ok(callback) => ("200 OK", "Signed in. You can close this tab and go back to cowork.".to_owned(), Some(Ok(callback))),
+            Err(err) => ("400 Bad Request", format!("The redirect was incomplete: {}", escape(&err.to_string())), None),
+        }
+    };
+    let body = format!("<!doctype html><meta charset=utf-8><title>cowork</title><p>{page}</p>");
+    let response = format!("HTTP/1.1 {status}\r\ncontent-type: text/html; charset=utf-8\r\ncontent-length: {}\r\nconnection: close\r\ncache-control: no-store\r\n\r\n{body}", body.len());
+    let _ = stream.write_all(response.as_bytes()).await;
+    let _ = stream.shutdown().await;
+    outcome
 }
 
 /// Opens `url` in the user's browser: `$BROWSER` (the usual convention:
@@ -383,7 +410,10 @@ mod tests {
             let listener = tokio::net::TcpListener::bind(("127.0.0.1", 0)).await.unwrap();
             let port = listener.local_addr().unwrap().port();
             let waiting = tokio::spawn(async move { redirected(&listener, "s3cret").await });
-            assert!(get(port, "/favicon.ico").await.starts_with("HTTP/1.1 404"));
+            // A connection that says nothing does not hold up the others.
+            let _silent = tokio::net::TcpStream::connect(("127.0.0.1", port)).await.unwrap();
+            let stray = tokio::time::timeout(Duration::from_secs(3), get(port, "/favicon.ico")).await.expect("answered while another connection is silent");
+            assert!(stray.starts_with("HTTP/1.1 404"));
             assert!(get(port, "/callback?code=evil&state=guess").await.starts_with("HTTP/1.1 404"), "a forged state is not taken");
             let page = get(port, "/callback?code=good%2F1&state=s3cret").await;
             assert!(page.starts_with("HTTP/1.1 200") && page.contains("Signed in"), "{page}");

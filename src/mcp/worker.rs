@@ -396,7 +396,16 @@ impl McpWorker {
                 let not_opened = super::oauth::open_browser(link).err().map(|err| format!("{err:#}"));
                 let _ = shown.try_send(Internal::SignInUrl { server, generation, url: link.to_owned(), not_opened });
             };
-            let result = super::oauth::sign_in(&name, &url, challenge.as_deref(), &settings, &data_dir, show).await.map_err(|err| format!("{err:#}"));
+            let result = async {
+                // Discovery starts from the server's own challenge (some name their metadata only there).
+                let challenge = match challenge {
+                    Some(challenge) => Some(challenge),
+                    None => super::oauth::probe_challenge(&url).await?,
+                };
+                super::oauth::sign_in(&name, &url, challenge.as_deref(), &settings, &data_dir, show).await
+            }
+            .await
+            .map_err(|err| format!("{err:#}"));
             let _ = internal.send(Internal::SignedIn { server: name, generation, result });
         });
         server.sign_in = Some(task.abort_handle());
@@ -436,11 +445,11 @@ impl McpWorker {
                     let _ = internal.send(Internal::Catalog { server: name, generation, catalog });
                 });
             }
-            Notice::SignInNeeded(name) => {
+            Notice::SignInNeeded { server: name, challenge } => {
                 self.disconnect_quietly(&name);
                 if let Some(server) = self.servers.get_mut(&name) {
                     server.generation += 1;
-                    server.challenge = None;
+                    server.challenge = Some(challenge).filter(|c| !c.is_empty());
                     server.status = ServerStatus::NeedsSignIn("its sign-in expired and could not be renewed".into());
                 }
                 self.publish();

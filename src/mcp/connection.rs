@@ -500,9 +500,8 @@ impl Connection {
             Ok(Err(_)) => ToolOutput::error("the server closed the connection during the call"),
             // Only a connection that went with a sign-in asks for one again (a
             // configured Authorization header refused is an ordinary error).
-            Ok(Ok(Err(rmcp::ServiceError::TransportSend(err)))) if self.oauth && super::oauth::challenge_of(&err).is_some() => {
+            Ok(Ok(Err(rmcp::ServiceError::TransportSend(err)))) if let Some(challenge) = super::oauth::challenge_of(&err).filter(|_| self.oauth) => {
                 let handler = self.service.service();
-                let challenge = super::oauth::challenge_of(&err).unwrap_or_default();
                 let _ = handler.notices.try_send(Notice::SignInNeeded { server: handler.server.clone(), challenge });
                 ToolOutput::error("the server no longer takes cowork's sign-in and it could not be renewed: sign in again (Settings · Integrations)")
             }

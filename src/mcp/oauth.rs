@@ -217,9 +217,8 @@ pub fn sign_out(server: &str, data_dir: &Path) -> anyhow::Result<bool> {
 pub async fn sign_in(server: &str, url: &str, challenge: Option<&str>, settings: &OAuthSettings, data_dir: &Path, show: impl FnOnce(&str)) -> anyhow::Result<()> {
     let listener = tokio::net::TcpListener::bind((std::net::Ipv4Addr::LOCALHOST, 0)).await.context("cannot listen on loopback for the sign-in's redirect")?;
     let redirect = format!("http://127.0.0.1:{}/callback", listener.local_addr()?.port());
-    let manager = manager(server, url, data_dir).await?;
+    let mut manager = manager(server, url, data_dir).await?;
     let resolution = manager.resolve_metadata_from_challenge(challenge).await.with_context(|| format!("cannot find the authorization server of {url}"))?;
-    let mut manager = manager;
     manager.set_metadata(resolution.metadata);
     let mut request = AuthorizationRequest::new(redirect).with_client_name("cowork").with_application_type("native");
     if let Some(id) = &settings.client_id {
@@ -250,35 +249,18 @@ pub async fn sign_in(server: &str, url: &str, challenge: Option<&str>, settings:
 /// http on loopback. Anything else (`file:`, a custom scheme whose handler
 /// would run, an option-like string) is never handed to xdg-open.
 fn safe_to_open(url: &str) -> bool {
-    let loopback = || crate::net::host_of_url(url).is_some_and(|host| crate::net::is_loopback(&host));
-    !url.chars().any(char::is_whitespace) && (url.starts_with("https://") && crate::net::host_of_url(url).is_some() || url.starts_with("http://") && loopback())
+    let Ok(parsed) = url::Url::parse(url) else { return false };
+    !url.chars().any(char::is_whitespace)
+        && match (parsed.scheme(), parsed.host_str()) {
+            ("https", Some(_)) => true,
+            ("http", Some(host)) => crate::net::is_loopback(host.trim_start_matches('[').trim_end_matches(']')),
+            _ => false,
+        }
 }
 
 /// One query parameter of a URL, decoded.
 fn query_value(url: &str, key: &str) -> Option<String> {
-    let query = url.split_once('?')?.1.split('#').next()?;
-    query.split('&').filter_map(|pair| pair.split_once('=')).find(|(k, _)| *k == key).map(|(_, v)| decode(v))
-}
-
-fn decode(value: &str) -> String {
-    let bytes = value.as_bytes();
-    let mut out = Vec::with_capacity(bytes.len());
-    let mut i = 0;
-    while i < bytes.len() {
-        match bytes[i] {
-            b'+' => out.push(b' '),
-            b'%' if i + 2 < bytes.len() => match std::str::from_utf8(&bytes[i + 1..i + 3]).ok().and_then(|hex| u8::from_str_radix(hex, 16).ok()) {
-                Some(byte) => {
-                    out.push(byte);
-                    i += 2;
-                }
-                None => out.push(b'%'),
-            },
-            byte => out.push(byte),
-        }
-        i += 1;
-    }
-    String::from_utf8_lossy(&out).into_owned()
+    url::Url::parse(url).ok()?.query_pairs().find(|(k, _)| k == key).map(|(_, v)| v.into_owned())
 }
 
 fn escape(text: &str) -> String {
@@ -391,8 +373,8 @@ mod tests {
         assert_eq!(query_value(url, "state").as_deref(), Some("xyz="));
         assert_eq!(query_value(url, "iss").as_deref(), Some("https://as.example"));
         assert_eq!(query_value(url, "error"), None);
-        assert_eq!(decode("100%"), "100%");
-        assert_eq!(decode("%zz"), "%zz");
+        assert_eq!(query_value("http://127.0.0.1/callback?a=100%", "a").as_deref(), Some("100%"));
+        assert_eq!(query_value("http://127.0.0.1/callback?a=%zz", "a").as_deref(), Some("%zz"));
     }
 
     async fn get(port: u16, target: &str) -> String {

@@ -5,6 +5,7 @@ pub mod ask;
 pub mod doctor;
 pub mod memory;
 pub mod models;
+pub mod voice;
 
 use std::path::Path;
 use std::time::Duration;

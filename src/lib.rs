@@ -5,6 +5,7 @@
 
 pub mod agent;
 pub mod app;
+pub mod audio;
 pub mod brains;
 pub mod build_info;
 pub mod capture;

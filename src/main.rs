@@ -113,6 +113,23 @@ enum Command {
         #[arg(long, default_value_t = 50)]
         limit: usize,
     },
+    /// Transcribe WAV files on the device (Whisper with its VAD and guards)
+    Transcribe {
+        #[arg(required = true, num_args = 1..)]
+        files: Vec<std::path::PathBuf>,
+        /// A speech model of the manifest (default: whisper-tiny-en)
+        #[arg(long)]
+        model: Option<String>,
+        /// One JSON object per file: text, confidence, timings, segments
+        #[arg(long)]
+        json: bool,
+        /// Whisper's full 30 s encoder window even for short clips
+        #[arg(long)]
+        full_context: bool,
+        /// Skip the voice activity detector
+        #[arg(long)]
+        no_vad: bool,
+    },
     /// Verify, fetch or convert the bundled models
     Models {
         #[command(subcommand)]
@@ -444,6 +461,11 @@ fn run(cli: Cli, process_started: Instant) -> anyhow::Result<ExitCode> {
             let options = commands::ask::AskOptions { show_context, local_model, follow_up, forget, json };
             commands::ask::ask(&paths, &question, &options)?;
             Ok(ExitCode::SUCCESS)
+        }
+        Some(Command::Transcribe { files, model, json, full_context, no_vad }) => {
+            let options = commands::voice::TranscribeOptions { files, model, json, full_context, no_vad };
+            let all_read = commands::voice::transcribe(&paths, options)?;
+            Ok(if all_read { ExitCode::SUCCESS } else { ExitCode::FAILURE })
         }
         Some(Command::Models { action }) => {
             let manifest = Manifest::bundled()?;

@@ -1,11 +1,13 @@
 //! Bundled models: the manifest in `models/manifest.json`, locating and
 //! verifying model files, fetching them from upstream URLs with resume, and
-//! converting CTranslate2 Whisper weights to whisper.cpp's ggml format.
+//! converting CTranslate2 Whisper weights and Silero VAD's safetensors to
+//! whisper.cpp's ggml formats.
 
 pub mod fetch;
 pub mod gguf;
 pub mod gguf_repack;
 pub mod manifest;
+pub mod silero_convert;
 pub mod user;
 pub mod whisper_convert;
 pub mod worker;

@@ -65,6 +65,8 @@ pub fn fetch_upstream(manifest: &Manifest, models_dir: &Path, mirror: Option<Str
 
 /// The converter that makes a Whisper ggml file from CTranslate2 sources.
 pub const WHISPER_CONVERTER: &str = "ct2-whisper-to-ggml";
+/// The converter that makes whisper.cpp's Silero VAD file from the package's safetensors.
+pub const SILERO_CONVERTER: &str = "silero-safetensors-to-ggml";
 /// The converter that repacks a GGUF file's Q5_0 tensors as Q8_0.
 pub const GGUF_Q8_0_CONVERTER: &str = "gguf-q5_0-to-q8_0";
 
@@ -85,6 +87,12 @@ pub fn convert_all(manifest: &Manifest, models_dir: &Path) -> anyhow::Result<()>
         let started = std::time::Instant::now();
         match converted.converter.as_str() {
             WHISPER_CONVERTER => convert_whisper(model, models_dir, &output)?,
+            SILERO_CONVERTER => {
+                let source = model.files.first().with_context(|| format!("model {} lists no file", model.name))?;
+                let package = source.package.as_ref().with_context(|| format!("model {} names no package to take its version from", model.name))?;
+                let version = crate::models::silero_convert::parse_version(&package.pypi)?;
+                crate::models::silero_convert::convert(&safe_join(models_dir, &source.path)?, version, &output)?;
+            }
             GGUF_Q8_0_CONVERTER => {
                 let source = model.files.first().with_context(|| format!("model {} lists no file", model.name))?;
                 let report = crate::models::gguf_repack::repack_q5_0_as_q8_0(&safe_join(models_dir, &source.path)?, &output)?;

@@ -15,6 +15,8 @@ pub enum ModelRole {
     Chat,
     Embedding,
     Speech,
+    /// Voice activity detection (Silero, run by whisper.cpp).
+    Vad,
 }
 
 /// Where a file can be had from a package registry instead of its upstream URL.
@@ -147,7 +149,7 @@ mod tests {
     #[test]
     fn bundled_manifest_parses_and_names_each_role() {
         let manifest = Manifest::bundled().unwrap();
-        for role in [ModelRole::Chat, ModelRole::Embedding, ModelRole::Speech] {
+        for role in [ModelRole::Chat, ModelRole::Embedding, ModelRole::Speech, ModelRole::Vad] {
             let model = manifest.by_role(role).unwrap();
             assert!(!model.licence.is_empty() && !model.upstream.is_empty());
             for file in &model.files {

@@ -1,0 +1,178 @@
+//! The microphone and the computer's own output, through cpal's PulseAudio
+//! host. That host speaks PulseAudio's protocol in Rust (no libpulse), and
+//! both PulseAudio and PipeWire (through pipewire-pulse, which every desktop
+//! running PipeWire ships) serve it, so one host covers both servers. It is
+//! preferred over cpal's PipeWire host, which needs libpipewire and bindgen
+//! at build time for no gain here, and over ALSA, whose `default` device
+//! under PipeWire is the source of the "mic not found / silent" reports in
+//! Handy (#806, #1339). What the computer plays is the monitor source of the
+//! default sink. Samples arrive in the device's own rate and channels as
+//! f32 (the server converts the sample format, nothing else); the `audio`
+//! worker makes them 16 kHz mono.
+
+use std::time::{Duration, Instant};
+
+use cpal::traits::{DeviceTrait, HostTrait, StreamTrait};
+use crossbeam_channel::{Sender, TrySendError};
+
+/// Fragment the server sends, in milliseconds: the delay before a sample
+/// reaches cowork, and the granularity of the level meter.
+pub const FRAGMENT_MILLIS: u32 = 20;
+/// How long opening a stream may take before it is "busy".
+const OPEN_TIMEOUT: Duration = Duration::from_secs(3);
+
+/// Where the sound comes from.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Source {
+    /// The default input (or the one chosen in Settings).
+    Microphone,
+    /// What the computer plays: the monitor of the default output.
+    SystemAudio,
+}
+
+impl Source {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Source::Microphone => "mic",
+            Source::SystemAudio => "system",
+        }
+    }
+}
+
+/// Why the microphone could not be used, in words a user can act on.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum MicError {
+    #[error("no sound server: PulseAudio or PipeWire (with pipewire-pulse) is not running ({0})")]
+    NoServer(String),
+    #[error("no microphone: the sound server has no input device")]
+    NoDevice,
+    #[error("the microphone is busy: another program holds it, or the sound server did not answer ({0})")]
+    Busy(String),
+    #[error("permission denied: the sound server refused cowork the microphone ({0})")]
+    PermissionDenied(String),
+    #[error("the microphone failed: {0}")]
+    Other(String),
+}
+
+impl MicError {
+    fn from_cpal(err: cpal::Error) -> Self {
+        let text = err.to_string();
+        match err.kind() {
+            cpal::ErrorKind::HostUnavailable => MicError::NoServer(text),
+            cpal::ErrorKind::DeviceNotAvailable => MicError::NoDevice,
+            cpal::ErrorKind::DeviceBusy => MicError::Busy(text),
+            cpal::ErrorKind::PermissionDenied => MicError::PermissionDenied(text),
+            _ => MicError::Other(text),
+        }
+    }
+
+    /// A short label for the status bar and `cowork doctor`.
+    pub fn label(&self) -> &'static str {
+        match self {
+            MicError::NoServer(_) => "no sound server",
+            MicError::NoDevice => "no microphone",
+            MicError::Busy(_) => "microphone busy",
+            MicError::PermissionDenied(_) => "permission denied",
+            MicError::Other(_) => "microphone error",
+        }
+    }
+}
+
+/// What a stream sends its owner.
+#[derive(Debug)]
+pub enum Block {
+    /// Interleaved f32 samples at the device's rate, when they arrived.
+    Samples { samples: Vec<f32>, source: Source, arrived: Instant },
+    /// The stream broke (device gone, server restarted).
+    Failed { source: Source, error: MicError },
+}
+
+/// A connection to the sound server. Connecting opens no device: the
+/// microphone is open only while a [`Capture`] lives.
+pub struct SoundServer {
+    host: cpal::Host,
+}
+
+impl SoundServer {
+    pub fn connect() -> Result<Self, MicError> {
+        if !cpal::available_hosts().contains(&cpal::HostId::PulseAudio) {
+            return Err(MicError::NoServer("no PulseAudio socket: set PULSE_SERVER, or start PulseAudio or pipewire-pulse".into()));
+        }
+        let host = cpal::host_from_id(cpal::HostId::PulseAudio).map_err(MicError::from_cpal)?;
+        Ok(Self { host })
+    }
+
+    /// The source's device: the default input, an input named `name`, or the
+    /// monitor of the default output.
+    fn device(&self, source: Source, name: Option<&str>) -> Result<cpal::Device, MicError> {
+        match (source, name) {
+            (Source::Microphone, None) => self.host.default_input_device().ok_or(MicError::NoDevice),
+            (Source::Microphone, Some(name)) => {
+                let devices = self.host.input_devices().map_err(MicError::from_cpal)?;
+                devices.into_iter().find(|d| device_name(d).as_deref() == Some(name)).ok_or(MicError::NoDevice)
+            }
+            (Source::SystemAudio, _) => {
+                let sink = self.host.default_output_device().ok_or(MicError::NoDevice)?;
+                let monitor = format!("{}.monitor", device_name(&sink).ok_or(MicError::NoDevice)?);
+                let devices = self.host.input_devices().map_err(MicError::from_cpal)?;
+                devices.into_iter().find(|d| device_name(d).as_deref() == Some(monitor.as_str())).ok_or(MicError::NoDevice)
+            }
+        }
+    }
+
+    /// The input devices' names, for Settings and `cowork doctor`.
+    pub fn input_names(&self) -> Result<Vec<String>, MicError> {
+        let devices = self.host.input_devices().map_err(MicError::from_cpal)?;
+        Ok(devices.into_iter().filter_map(|d| device_name(&d)).collect())
+    }
+
+    /// The default input's name and format, without opening it.
+    pub fn describe_default_input(&self) -> Result<String, MicError> {
+        let device = self.device(Source::Microphone, None)?;
+        let config = device.default_input_config().map_err(MicError::from_cpal)?;
+        Ok(format!("{} ({} Hz, {} channels)", device_name(&device).unwrap_or_default(), config.sample_rate(), config.channels()))
+    }
+
+    /// Opens `source` and streams its samples to `blocks` until the capture is dropped.
+    pub fn open(&self, source: Source, name: Option<&str>, blocks: Sender<Block>) -> Result<Capture, MicError> {
+        let device = self.device(source, name)?;
+        let default = device.default_input_config().map_err(MicError::from_cpal)?;
+        let rate = default.sample_rate();
+        let channels = default.channels().max(1);
+        let config = cpal::StreamConfig { channels, sample_rate: rate, buffer_size: cpal::BufferSize::Fixed(rate * FRAGMENT_MILLIS / 1000) };
+        let data_blocks = blocks.clone();
+        let stream = device
+            .build_input_stream::<f32, _, _>(
+                config,
+                move |data: &[f32], _info: &cpal::InputCallbackInfo| {
+                    let block = Block::Samples { samples: data.to_vec(), source, arrived: Instant::now() };
+                    // Full: the worker is behind by seconds; dropping is better than blocking the server's thread.
+                    if let Err(TrySendError::Full(_)) = data_blocks.try_send(block) {
+                        tracing::warn!("audio: a {source:?} block was dropped, the worker is behind");
+                    }
+                },
+                move |err: cpal::Error| {
+                    let _ = blocks.try_send(Block::Failed { source, error: MicError::from_cpal(err) });
+                },
+                Some(OPEN_TIMEOUT),
+            )
+            .map_err(MicError::from_cpal)?;
+        stream.play().map_err(MicError::from_cpal)?;
+        Ok(Capture { _stream: stream, rate, channels: channels as usize, device: device_name(&device).unwrap_or_default(), source })
+    }
+}
+
+/// The server's name for a device (`alsa_input…`, `speakers.monitor`): the
+/// id cpal's PulseAudio host gives, not the description shown to people.
+fn device_name(device: &cpal::Device) -> Option<String> {
+    device.id().ok().map(|id| id.id().to_owned())
+}
+
+/// An open stream: dropping it closes the device.
+pub struct Capture {
+    _stream: cpal::Stream,
+    pub rate: u32,
+    pub channels: usize,
+    pub device: String,
+    pub source: Source,
+}

@@ -39,6 +39,8 @@ pub struct Channels {
     pub search: Sender<crate::memory::search_worker::SearchCommand>,
     pub embed: Sender<crate::memory::embed_worker::EmbedCommand>,
     pub mcp: Sender<crate::mcp::worker::McpCommand>,
+    pub audio: Sender<crate::audio::worker::AudioCommand>,
+    pub speech: Sender<crate::audio::worker::SpeechCommand>,
     pub search_latest: Arc<AtomicU64>,
     pub typing_at_millis: Arc<std::sync::atomic::AtomicI64>,
     pub controls: Vec<(WorkerName, Sender<Control>)>,
@@ -79,6 +81,10 @@ pub struct CoworkApp {
     search_box: crate::ui::context::SearchBox,
     /// providers.json as read at start, for retry estimates.
     providers: crate::brains::Providers,
+    /// The voice hotkey's presses and releases, as starts and stops.
+    ptt: crate::audio::ptt::PushToTalk,
+    /// Whether the tray was last told the microphone is open.
+    tray_mic: bool,
 }
 
 /// The configured providers, for Settings → Network.
@@ -146,6 +152,8 @@ impl CoworkApp {
             show_requested: false,
             providers,
             search_box: Default::default(),
+            ptt: crate::audio::ptt::PushToTalk::default(),
+            tray_mic: false,
         }
     }
 
@@ -169,6 +177,11 @@ impl CoworkApp {
                     self.show_requested = true;
                     continue;
                 }
+                AppEvent::VoiceHotkey { pressed } => {
+                    self.voice_hotkey(pressed);
+                    continue;
+                }
+                AppEvent::Voice(crate::events::VoiceEvent::Closed { .. } | crate::events::VoiceEvent::Failed { .. }) => self.ptt.reset(),
                 _ => {}
             }
             let threads_loaded = matches!(event, AppEvent::ThreadsLoaded(_));
@@ -190,8 +203,73 @@ impl CoworkApp {
         }
     }
 
+    /// The global voice hotkey: hold to talk, tap to toggle (Settings → Voice),
+    /// into the quick prompt, which opens.
+    fn voice_hotkey(&mut self, pressed: bool) {
+        use crate::audio::ptt::PttAction;
+        use crate::audio::worker::AudioCommand;
+        self.ptt.mode = self.state.settings.voice.mode;
+        let now = Instant::now();
+        let action = if pressed { self.ptt.press(now) } else { self.ptt.release(now) };
+        match action {
+            Some(PttAction::Start) => {
+                // The microphone opens before the window: the first word is not lost to drawing it.
+                self.send_audio(AudioCommand::Start { target: crate::events::VoiceTarget::QuickPrompt, pressed_at: now });
+                if !self.state.quick_prompt_open {
+                    self.handle_action(UiAction::OpenQuickPrompt);
+                }
+            }
+            Some(PttAction::Stop) => {
+                self.send_audio(AudioCommand::Stop { released_at: now });
+            }
+            None => {}
+        }
+    }
+
+    fn send_audio(&mut self, command: crate::audio::worker::AudioCommand) {
+        match self.channels.audio.try_send(command) {
+            Ok(()) => {}
+            Err(crossbeam_channel::TrySendError::Full(_)) => self.state.notice("the audio worker is busy; try again"),
+            Err(crossbeam_channel::TrySendError::Disconnected(_)) => self.state.notice("the audio worker is not running"),
+        }
+    }
+
+    /// A transcript goes into its input to edit, or is sent at once when
+    /// Settings → Voice says so.
+    fn take_transcript(&mut self) {
+        let Some((target, text)) = self.state.voice.fill.take() else { return };
+        if self.state.settings.voice.send_on_release {
+            self.handle_action(UiAction::SendMessage(text));
+            if target == crate::events::VoiceTarget::QuickPrompt {
+                self.handle_action(UiAction::CloseQuickPrompt);
+            }
+            return;
+        }
+        let draft = match target {
+            crate::events::VoiceTarget::QuickPrompt => &mut self.quick.text,
+            crate::events::VoiceTarget::Chat => &mut self.chat.draft,
+        };
+        if !draft.trim().is_empty() && !draft.ends_with(' ') {
+            draft.push(' ');
+        }
+        draft.push_str(&text);
+    }
+
     pub fn handle_action(&mut self, action: UiAction) {
         match action {
+            UiAction::VoiceToggle(target) => {
+                use crate::audio::worker::AudioCommand;
+                if self.state.voice.recording == Some(target) {
+                    self.send_audio(AudioCommand::Stop { released_at: Instant::now() });
+                } else if self.state.voice.recording.is_none() {
+                    self.send_audio(AudioCommand::Start { target, pressed_at: Instant::now() });
+                }
+                self.ptt.reset();
+            }
+            UiAction::VoiceCancel => {
+                self.send_audio(crate::audio::worker::AudioCommand::Cancel);
+                self.ptt.reset();
+            }
             UiAction::SendMessage(text) => self.send_message(text),
             UiAction::Stop => {
                 if self.state.generating.is_some() {
@@ -286,6 +364,11 @@ impl CoworkApp {
                 }
                 if [keys::RECORD_WINDOWS, keys::RECORD_KEYS, keys::RECORD_CLIPBOARD, keys::STREAMS_CONFIRMED].contains(&key.as_str()) {
                     self.apply_stream_switches();
+                }
+                if key.starts_with("voice.") {
+                    let _ = self.channels.speech.try_send(crate::audio::worker::SpeechCommand::Configure(crate::workers::speech_config(&self.state.settings)));
+                    let device = Some(self.state.settings.voice.device.clone()).filter(|d| !d.is_empty());
+                    let _ = self.channels.audio.try_send(crate::audio::worker::AudioCommand::SetDevice(device));
                 }
                 if key == keys::OFFLINE {
                     crate::net::OutboundGate::global().set_offline(self.state.settings.offline);
@@ -718,6 +801,14 @@ fn write_png(path: &std::path::Path, image: &egui::ColorImage) -> anyhow::Result
 impl eframe::App for CoworkApp {
     fn logic(&mut self, ctx: &egui::Context, _frame: &mut eframe::Frame) {
         self.drain_events(ctx);
+        self.take_transcript();
+        let mic = self.state.mic_open();
+        if mic != self.tray_mic {
+            self.tray_mic = mic;
+            if let Some(tray) = &self.tray {
+                tray.set_microphone(mic);
+            }
+        }
         let waiting = self.state.waiting_count();
         if waiting != self.tray_waiting {
             self.tray_waiting = waiting;
@@ -808,7 +899,7 @@ impl eframe::App for CoworkApp {
             ui.ctx().show_viewport_immediate(ViewportId::from_hash_of("quick_prompt"), builder, |ui, _class| {
                 egui::CentralPanel::default_margins().show(ui, |ui| {
                     ui.label(RichText::new("Enter sends to the sidebar chat · Esc hides").small().color(theme::MUTED));
-                    quick_prompt_ui(ui, quick, &mut actions);
+                    quick_prompt_ui(ui, quick, &state.voice, &mut actions);
                 });
                 if ui.ctx().input(|i| i.viewport().close_requested()) {
                     actions.push(UiAction::CloseQuickPrompt);

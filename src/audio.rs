@@ -6,6 +6,7 @@
 //! Whisper and VAD models, loaded while needed. No egui in here.
 
 pub mod mic;
+pub mod ptt;
 pub mod resample;
 pub mod transcribe;
 pub mod wav;

@@ -165,6 +165,42 @@ pub struct Settings {
     pub approval_timeout_secs: u64,
     /// Tools whose every call asks, whatever the rules say.
     pub always_ask: Vec<String>,
+    pub voice: VoiceSettings,
+}
+
+/// Push-to-talk and transcription (Settings → Voice).
+#[derive(Clone, Debug, PartialEq)]
+pub struct VoiceSettings {
+    /// Global hotkey: hold to talk, tap to toggle (as `mode` says).
+    pub hotkey: String,
+    pub mode: crate::audio::ptt::PttMode,
+    /// Send the transcript as soon as it is ready instead of leaving it to edit.
+    pub send_on_release: bool,
+    /// Type the transcript into the focused app instead of cowork's input.
+    pub dictation: bool,
+    /// Shrink Whisper's encoder window for short clips (faster; see README for what it costs).
+    pub short_clip_context: bool,
+    /// A speech model of the manifest by name; empty: tiny.en.
+    pub model: String,
+    /// The input device by its sound-server name; empty: the default.
+    pub device: String,
+    /// Unload Whisper after this many idle seconds (0: never).
+    pub idle_unload_secs: u64,
+}
+
+impl Default for VoiceSettings {
+    fn default() -> Self {
+        Self {
+            hotkey: "ctrl+alt+KeyV".to_owned(),
+            mode: crate::audio::ptt::PttMode::Auto,
+            send_on_release: false,
+            dictation: false,
+            short_clip_context: true,
+            model: String::new(),
+            device: String::new(),
+            idle_unload_secs: 300,
+        }
+    }
 }
 
 /// What the user chose about sending captured context to one provider.
@@ -207,6 +243,7 @@ impl Default for Settings {
             agent_max_steps: 20,
             approval_timeout_secs: 300,
             always_ask: Vec::new(),
+            voice: VoiceSettings::default(),
         }
     }
 }
@@ -250,6 +287,14 @@ pub mod keys {
     pub const AGENT_MAX_STEPS: &str = "agent.max_steps";
     pub const APPROVAL_TIMEOUT: &str = "agent.approval_timeout_secs";
     pub const ALWAYS_ASK: &str = "agent.always_ask";
+    pub const VOICE_HOTKEY: &str = "voice.hotkey";
+    pub const VOICE_MODE: &str = "voice.mode";
+    pub const VOICE_SEND_ON_RELEASE: &str = "voice.send_on_release";
+    pub const VOICE_DICTATION: &str = "voice.dictation";
+    pub const VOICE_SHORT_CLIP_CONTEXT: &str = "voice.short_clip_context";
+    pub const VOICE_MODEL: &str = "voice.model";
+    pub const VOICE_DEVICE: &str = "voice.device";
+    pub const VOICE_IDLE_UNLOAD_SECS: &str = "voice.idle_unload_secs";
     /// Every key that changes the firewall's rules.
     pub const PRIVACY: &[&str] =
         &[PAUSED, ALLOWED_APPS, DENIED_APPS, DENIED_TITLES, DENIED_DOMAINS, QUIET_HOURS, PRIVATE_WINDOWS];
@@ -288,6 +333,9 @@ impl Settings {
             | keys::OFFLINE
             | keys::GROUNDED
             | keys::AGENT
+            | keys::VOICE_SEND_ON_RELEASE
+            | keys::VOICE_DICTATION
+            | keys::VOICE_SHORT_CLIP_CONTEXT
             | keys::PRIVATE_WINDOWS => match value.trim() {
                 "true" | "false" => {
                     let on = value.trim() == "true";
@@ -301,6 +349,9 @@ impl Settings {
                         keys::GROUNDED => self.grounded = on,
                         keys::AGENT => self.agent = on,
                         keys::PRIVATE_WINDOWS => self.privacy.exclude_private_windows = on,
+                        keys::VOICE_SEND_ON_RELEASE => self.voice.send_on_release = on,
+                        keys::VOICE_DICTATION => self.voice.dictation = on,
+                        keys::VOICE_SHORT_CLIP_CONTEXT => self.voice.short_clip_context = on,
                         _ => self.streams_confirmed = on,
                     }
                     Ok(())
@@ -325,9 +376,13 @@ impl Settings {
                     Err(err) => Err(format!("setting {key}: {err}; keeping the previous rules")),
                 }
             }
-            keys::QUICK_PROMPT_HOTKEY | keys::PAUSE_HOTKEY => match value.parse::<global_hotkey::hotkey::HotKey>() {
+            keys::QUICK_PROMPT_HOTKEY | keys::PAUSE_HOTKEY | keys::VOICE_HOTKEY => match value.parse::<global_hotkey::hotkey::HotKey>() {
                 Ok(_) => {
-                    let slot = if key == keys::PAUSE_HOTKEY { &mut self.pause_hotkey } else { &mut self.quick_prompt_hotkey };
+                    let slot = match key {
+                        keys::PAUSE_HOTKEY => &mut self.pause_hotkey,
+                        keys::VOICE_HOTKEY => &mut self.voice.hotkey,
+                        _ => &mut self.quick_prompt_hotkey,
+                    };
                     *slot = value.to_owned();
                     Ok(())
                 }
@@ -359,6 +414,18 @@ impl Settings {
                 Ok(())
             }
             keys::IDLE_UNLOAD_SECS => number(key, value, 0u64, 7 * 86_400).map(|v| self.idle_unload_secs = v),
+            keys::VOICE_IDLE_UNLOAD_SECS => number(key, value, 0u64, 7 * 86_400).map(|v| self.voice.idle_unload_secs = v),
+            keys::VOICE_MODE => crate::audio::ptt::PttMode::parse(value)
+                .map(|mode| self.voice.mode = mode)
+                .ok_or_else(|| format!("setting {key} = {value:?} is not auto, hold or toggle; using auto")),
+            keys::VOICE_MODEL => {
+                self.voice.model = value.trim().to_owned();
+                Ok(())
+            }
+            keys::VOICE_DEVICE => {
+                self.voice.device = value.trim().to_owned();
+                Ok(())
+            }
             keys::BUDGET_FREE_TOKENS => number(key, value, 0u64, u64::MAX / 4).map(|v| self.budget.monthly_free_tokens = v),
             _ if key.starts_with("consent.") && key.ends_with(".activity") => {
                 let provider = &key["consent.".len()..key.len() - ".activity".len()];

@@ -1,5 +1,5 @@
 //! Integration with the desktop outside our window: the global hotkeys
-//! (quick prompt, pause), the system tray, and the sidebar's default
+//! (quick prompt, pause, push-to-talk), the system tray, and the sidebar's default
 //! placement from the X11 work area.
 
 use global_hotkey::hotkey::HotKey;
@@ -14,13 +14,17 @@ use crate::runtime::EventSink;
 pub enum HotkeyAction {
     QuickPrompt,
     TogglePause,
+    /// Push-to-talk: both the press and the release matter.
+    Voice,
 }
 
 impl HotkeyAction {
-    fn event(self) -> AppEvent {
-        match self {
-            HotkeyAction::QuickPrompt => AppEvent::QuickPromptHotkey,
-            HotkeyAction::TogglePause => AppEvent::TogglePause,
+    fn event(self, pressed: bool) -> Option<AppEvent> {
+        match (self, pressed) {
+            (HotkeyAction::QuickPrompt, true) => Some(AppEvent::QuickPromptHotkey),
+            (HotkeyAction::TogglePause, true) => Some(AppEvent::TogglePause),
+            (HotkeyAction::Voice, pressed) => Some(AppEvent::VoiceHotkey { pressed }),
+            (_, false) => None,
         }
     }
 }
@@ -57,11 +61,11 @@ impl GlobalHotkeys {
             }
         }
         GlobalHotKeyEvent::set_event_handler(Some(move |event: GlobalHotKeyEvent| {
-            if event.state() != HotKeyState::Pressed {
-                return;
-            }
-            if let Some((_, action)) = actions.iter().find(|(id, _)| *id == event.id()) {
-                sink.send(action.event());
+            let pressed = event.state() == HotKeyState::Pressed;
+            if let Some((_, action)) = actions.iter().find(|(id, _)| *id == event.id())
+                && let Some(event) = action.event(pressed)
+            {
+                sink.send(event);
             }
         }));
         Ok((Self { manager, registered }, errors))
@@ -84,6 +88,8 @@ impl Drop for GlobalHotkeys {
 pub struct CoworkTray {
     paused: bool,
     waiting: usize,
+    /// The microphone is open (push-to-talk or listen mode).
+    microphone: bool,
     sink: EventSink,
 }
 
@@ -103,14 +109,21 @@ impl ksni::Tray for CoworkTray {
     }
 
     fn title(&self) -> String {
+        let mic = if self.microphone { " · microphone on" } else { "" };
         match self.waiting {
-            0 => "cowork".into(),
-            n => format!("cowork ({n} waiting)"),
+            0 => format!("cowork{mic}"),
+            n => format!("cowork ({n} waiting){mic}"),
         }
     }
 
     fn icon_name(&self) -> String {
-        if self.paused { "media-playback-pause".into() } else { "media-record".into() }
+        if self.microphone {
+            "audio-input-microphone".into()
+        } else if self.paused {
+            "media-playback-pause".into()
+        } else {
+            "media-record".into()
+        }
     }
 
     fn attention_icon_name(&self) -> String {
@@ -128,7 +141,11 @@ impl ksni::Tray for CoworkTray {
     }
 
     fn tool_tip(&self) -> ksni::ToolTip {
-        let capture = if self.paused { "Capture is paused" } else { "Recording your activity, privately" };
+        let capture = match (self.microphone, self.paused) {
+            (true, _) => "The microphone is on",
+            (false, true) => "Capture is paused",
+            (false, false) => "Recording your activity, privately",
+        };
         let description = match self.waiting_text() {
             Some(waiting) => format!("{waiting}\n{capture}"),
             None => capture.to_owned(),
@@ -188,7 +205,7 @@ impl TrayIcon {
     /// host (a StatusNotifierWatcher) runs, now or later.
     pub fn spawn(paused: bool, sink: EventSink) -> anyhow::Result<Self> {
         use ksni::blocking::TrayMethods;
-        let handle = CoworkTray { paused, waiting: 0, sink }
+        let handle = CoworkTray { paused, waiting: 0, microphone: false, sink }
             .assume_sni_available(true)
             .spawn()
             .map_err(|err| anyhow::anyhow!("no system tray (D-Bus session bus unavailable?): {err}"))?;
@@ -197,6 +214,11 @@ impl TrayIcon {
 
     pub fn set_paused(&self, paused: bool) {
         self.0.update(|tray| tray.paused = paused);
+    }
+
+    /// Whether the microphone is open: the icon and title say so.
+    pub fn set_microphone(&self, open: bool) {
+        self.0.update(|tray| tray.microphone = open);
     }
 
     /// How many approvals, questions and paused tasks wait for the user (0: none).
@@ -234,7 +256,7 @@ mod tests {
     fn the_tray_asks_for_attention_while_agent_tasks_wait_and_says_how_many() {
         use ksni::Tray;
         let (events, _rx) = crossbeam_channel::bounded(4);
-        let mut tray = CoworkTray { paused: true, waiting: 0, sink: EventSink::new(events, || {}) };
+        let mut tray = CoworkTray { paused: true, waiting: 0, microphone: false, sink: EventSink::new(events, || {}) };
         assert!(matches!(tray.status(), ksni::Status::Passive));
         assert_eq!(tray.title(), "cowork");
         tray.waiting = 2;
@@ -244,6 +266,18 @@ mod tests {
         assert!(tip.description.starts_with("2 tasks wait for you") && tip.description.contains("Capture is paused"), "{}", tip.description);
         tray.waiting = 1;
         assert!(tray.tool_tip().description.starts_with("1 task waits for you"));
+    }
+
+    #[test]
+    fn the_tray_shows_when_the_microphone_is_on() {
+        use ksni::Tray;
+        let (events, _rx) = crossbeam_channel::bounded(4);
+        let mut tray = CoworkTray { paused: false, waiting: 0, microphone: false, sink: EventSink::new(events, || {}) };
+        assert_eq!(tray.icon_name(), "media-record");
+        tray.microphone = true;
+        assert_eq!(tray.icon_name(), "audio-input-microphone");
+        assert_eq!(tray.title(), "cowork · microphone on");
+        assert!(tray.tool_tip().description.contains("microphone is on"));
     }
 
     #[test]

@@ -18,10 +18,12 @@ pub enum WorkerName {
     Search,
     Embed,
     Mcp,
+    Audio,
+    Speech,
 }
 
 impl WorkerName {
-    pub const ALL: [WorkerName; 11] = [
+    pub const ALL: [WorkerName; 13] = [
         WorkerName::Store,
         WorkerName::Capture,
         WorkerName::Keys,
@@ -33,6 +35,8 @@ impl WorkerName {
         WorkerName::Search,
         WorkerName::Embed,
         WorkerName::Mcp,
+        WorkerName::Audio,
+        WorkerName::Speech,
     ];
 
     pub fn as_str(self) -> &'static str {
@@ -48,6 +52,8 @@ impl WorkerName {
             WorkerName::Search => "search",
             WorkerName::Embed => "embed",
             WorkerName::Mcp => "mcp",
+            WorkerName::Audio => "audio",
+            WorkerName::Speech => "speech",
         }
     }
 }
@@ -454,6 +460,10 @@ pub enum AppEvent {
     PromptFilled(Result<String, String>),
     /// The global quick-prompt hotkey was pressed.
     QuickPromptHotkey,
+    /// The global voice hotkey went down (true) or up (false).
+    VoiceHotkey { pressed: bool },
+    /// Push-to-talk: the microphone, the meter, the transcript.
+    Voice(VoiceEvent),
     /// The pause hotkey or the tray: pause capture, or resume it.
     TogglePause,
     /// The tray: bring the sidebar to the front.
@@ -462,6 +472,31 @@ pub enum AppEvent {
     RangeDeleted { since_millis: i64, until_millis: i64, sessions: usize, messages: usize },
     /// SIGTERM or SIGINT: close the window so workers can flush.
     ShutdownRequested,
+}
+
+/// Where a transcript goes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum VoiceTarget {
+    QuickPrompt,
+    Chat,
+}
+
+/// What the `audio` and `speech` workers report about an utterance.
+#[derive(Clone, Debug, PartialEq)]
+pub enum VoiceEvent {
+    /// The microphone is open (the indicator shows) for `target`.
+    Opened { target: VoiceTarget, device: String },
+    /// The first samples arrived, `millis` after the key press.
+    FirstSample { millis: u64 },
+    /// The input level for the meter, 0–1.
+    Level(f32),
+    /// The microphone closed; unless cancelled, transcription follows.
+    Closed { cancelled: bool },
+    Transcribing { target: VoiceTarget },
+    /// What was heard, and how long after the release it was ready.
+    Heard { target: VoiceTarget, heard: crate::audio::transcribe::Heard, release_to_text_millis: u64 },
+    /// No microphone, a busy one, a refused one, a model that would not load.
+    Failed { target: Option<VoiceTarget>, error: String },
 }
 
 // The agent's operations and tool calls (issue 13).

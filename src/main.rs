@@ -699,6 +699,7 @@ fn run_sidebar(paths: &Paths, display: Option<String>, screenshot: Option<PathBu
     let bindings = [
         (settings.quick_prompt_hotkey.as_str(), HotkeyAction::QuickPrompt),
         (settings.pause_hotkey.as_str(), HotkeyAction::TogglePause),
+        (settings.voice.hotkey.as_str(), HotkeyAction::Voice),
     ];
     let hotkeys = match GlobalHotkeys::register(&bindings, sink.clone()) {
         Ok((hotkeys, errors)) => {

@@ -31,6 +31,21 @@ pub fn whisper_probe(model: &Path) -> anyhow::Result<String> {
     Ok(format!("context created in {} ms", started.elapsed().as_millis()))
 }
 
+/// Loads the Silero VAD model in whisper.cpp (2 threads) and runs it on a
+/// second of silence, which must hold no speech.
+pub fn vad_probe(model: &Path) -> anyhow::Result<String> {
+    crate::models::silero_convert::validate(model)?;
+    whisper_rs::install_logging_hooks();
+    let started = Instant::now();
+    let path = model.to_str().context("model path is not UTF-8")?;
+    let mut params = whisper_rs::WhisperVadContextParams::new();
+    params.set_n_threads(2);
+    let mut vad = whisper_rs::WhisperVadContext::new(path, params).map_err(|err| anyhow::anyhow!("whisper.cpp cannot load the VAD model {}: {err}", model.display()))?;
+    let segments = vad.segments_from_samples(whisper_rs::WhisperVadParams::new(), &[0.0; 16_000]).map_err(|err| anyhow::anyhow!("the VAD could not run: {err}"))?;
+    ensure!(segments.num_segments() == 0, "the VAD heard speech in silence");
+    Ok(format!("loaded and ran in {} ms", started.elapsed().as_millis()))
+}
+
 /// Transcribes 16 kHz mono f32 samples with greedy decoding.
 pub fn whisper_transcribe(model: &Path, samples: &[f32]) -> anyhow::Result<String> {
     crate::models::whisper_convert::validate_ggml(model)?;

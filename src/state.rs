@@ -65,6 +65,10 @@ pub enum UiAction {
     RetryWorker(WorkerName),
     OpenQuickPrompt,
     CloseQuickPrompt,
+    /// A microphone button: start talking into this input, or stop and transcribe.
+    VoiceToggle(crate::events::VoiceTarget),
+    /// Esc while recording: close the microphone and forget what was said.
+    VoiceCancel,
     SaveSetting { key: String, value: String },
     LoadModel,
     /// Open (or close) a session in the Context panel.
@@ -293,6 +297,8 @@ pub struct AppState {
     pub attachments: Vec<crate::events::Attachment>,
     /// A prompt its server filled in, for the chat input to take.
     pub prompt_fill: Option<String>,
+    /// Push-to-talk: the microphone, the meter, the last outcome.
+    pub voice: VoiceView,
     /// Operations by id: their answer, status and, when paused, why.
     pub operations: BTreeMap<i64, OperationView>,
     /// The agent's todo list per answer.
@@ -320,6 +326,11 @@ impl AppState {
 
     pub fn worker_state(&self, worker: WorkerName) -> WorkerState {
         self.workers.get(&worker).cloned().unwrap_or(WorkerState::Starting)
+    }
+
+    /// Whether the microphone is open (the status bar and tray show it).
+    pub fn mic_open(&self) -> bool {
+        self.voice.recording.is_some()
     }
 
     pub fn notice(&mut self, text: impl Into<String>) {
@@ -509,8 +520,14 @@ impl AppState {
                 }
             }
             AppEvent::QuickPromptHotkey => self.quick_prompt_open = true,
+            AppEvent::Voice(event) => {
+                if let crate::events::VoiceEvent::Failed { error, .. } = &event {
+                    self.notice(error.clone());
+                }
+                self.voice.apply(event);
+            }
             // Handled by the app (they send commands), never reach the reducer.
-            AppEvent::TogglePause | AppEvent::ShowSidebar => {}
+            AppEvent::TogglePause | AppEvent::ShowSidebar | AppEvent::VoiceHotkey { .. } => {}
             AppEvent::ShutdownRequested => self.shutting_down = true,
             AppEvent::RangeDeleted { since_millis, until_millis, sessions, messages } => {
                 self.sessions_today.retain(|s| {
@@ -670,3 +687,64 @@ mod tests {
         assert!(thread_title(&"x".repeat(100)).ends_with('…'));
     }
 }
+
+/// Push-to-talk as the inputs show it.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct VoiceView {
+    /// The microphone is open, talking into this input.
+    pub recording: Option<crate::events::VoiceTarget>,
+    /// The meter, 0–1.
+    pub level: f32,
+    pub transcribing: Option<crate::events::VoiceTarget>,
+    /// The last outcome worth a line under the input ("heard nothing", an error).
+    pub status: Option<String>,
+    /// A transcript for an input to take (to edit, not sent).
+    pub fill: Option<(crate::events::VoiceTarget, String)>,
+    /// Key press to first sample, and key release to text, of the last utterance.
+    pub first_sample_millis: Option<u64>,
+    pub release_to_text_millis: Option<u64>,
+}
+
+impl VoiceView {
+    pub fn apply(&mut self, event: crate::events::VoiceEvent) {
+        use crate::audio::transcribe::Heard;
+        use crate::events::VoiceEvent;
+        match event {
+            VoiceEvent::Opened { target, .. } => {
+                self.recording = Some(target);
+                self.level = 0.0;
+                self.status = None;
+            }
+            VoiceEvent::FirstSample { millis } => self.first_sample_millis = Some(millis),
+            VoiceEvent::Level(level) => self.level = level,
+            VoiceEvent::Closed { cancelled } => {
+                self.recording = None;
+                self.level = 0.0;
+                if cancelled {
+                    self.status = Some("cancelled".into());
+                }
+            }
+            VoiceEvent::Transcribing { target } => self.transcribing = Some(target),
+            VoiceEvent::Heard { target, heard, release_to_text_millis } => {
+                self.transcribing = None;
+                self.release_to_text_millis = Some(release_to_text_millis);
+                match heard {
+                    Heard::Speech(transcript) => {
+                        self.status = (transcript.confidence < LOW_CONFIDENCE).then(|| format!("low confidence ({:.0} %): check the text", transcript.confidence * 100.0));
+                        self.fill = Some((target, transcript.text));
+                    }
+                    Heard::Nothing(why) => self.status = Some(why.describe()),
+                }
+            }
+            VoiceEvent::Failed { error, .. } => {
+                self.recording = None;
+                self.transcribing = None;
+                self.level = 0.0;
+                self.status = Some(error);
+            }
+        }
+    }
+}
+
+/// Below this mean token probability a transcript is flagged for checking.
+pub const LOW_CONFIDENCE: f32 = 0.5;

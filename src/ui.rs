@@ -14,4 +14,5 @@ pub mod settings;
 pub mod shortcuts;
 pub mod status_bar;
 pub mod theme;
+pub mod voice;
 pub mod widgets;

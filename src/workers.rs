@@ -36,11 +36,23 @@ pub struct Workers {
     pub llm: WorkerHandle<LlmCommand>,
     pub agent: WorkerHandle<AgentCommand>,
     pub mcp: WorkerHandle<crate::mcp::worker::McpCommand>,
+    pub audio: WorkerHandle<crate::audio::worker::AudioCommand>,
+    pub speech: WorkerHandle<crate::audio::worker::SpeechCommand>,
     pub stop_epoch: Arc<AtomicU64>,
     /// The newest search generation asked for (a running older query stops).
     pub search_latest: Arc<AtomicU64>,
     /// When the user last typed into cowork (embedding pauses meanwhile).
     pub typing_at_millis: Arc<AtomicI64>,
+}
+
+/// The speech worker's configuration from Settings → Voice.
+pub fn speech_config(settings: &crate::config::Settings) -> crate::audio::worker::SpeechConfig {
+    let voice = &settings.voice;
+    crate::audio::worker::SpeechConfig {
+        model: Some(voice.model.clone()).filter(|m| !m.is_empty()),
+        settings: crate::audio::transcribe::DecodeSettings { short_clip_context: voice.short_clip_context, ..Default::default() },
+        idle_unload: Duration::from_secs(voice.idle_unload_secs),
+    }
 }
 
 /// What to start.
@@ -166,8 +178,14 @@ impl Workers {
         };
         let mcp = crate::mcp::worker::spawn_mcp(paths.data_dir.clone(), sink.clone(), options.policy)?;
         let agent_config = AgentConfig { mcp: Some(crate::mcp::worker::McpClient { commands: mcp.commands.clone() }), ..agent_config };
-        let agent = spawn_agent(agent_config, llm.commands.clone(), local, store.commands.clone(), sink, stop_epoch.clone(), options.policy)?;
-        let workers = Self { store, capture, keys, clipboard, a11y, models, search, embed, llm, agent, mcp, stop_epoch, search_latest, typing_at_millis };
+        let agent = spawn_agent(agent_config, llm.commands.clone(), local, store.commands.clone(), sink.clone(), stop_epoch.clone(), options.policy)?;
+        let speech_manifest = crate::models::Manifest::bundled()?;
+        let speech = crate::audio::worker::spawn_speech(speech_manifest, paths.models_dir.clone(), speech_config(&settings), sink.clone(), options.policy)?;
+        let audio = crate::audio::worker::spawn_audio(speech.commands.clone(), sink, options.policy)?;
+        let device = Some(settings.voice.device.clone()).filter(|d| !d.is_empty());
+        let _ = audio.commands.try_send(crate::audio::worker::AudioCommand::SetDevice(device));
+        let workers =
+            Self { store, capture, keys, clipboard, a11y, models, search, embed, llm, agent, mcp, audio, speech, stop_epoch, search_latest, typing_at_millis };
         Ok((workers, settings, warnings))
     }
 
@@ -190,6 +208,8 @@ impl Workers {
             (self.search.name, self.search.control.clone()),
             (self.embed.name, self.embed.control.clone()),
             (self.mcp.name, self.mcp.control.clone()),
+            (self.audio.name, self.audio.control.clone()),
+            (self.speech.name, self.speech.control.clone()),
         ];
         if let Some(capture) = &self.capture {
             controls.push((capture.name, capture.control.clone()));
@@ -215,6 +235,8 @@ impl Workers {
             search: self.search.commands.clone(),
             embed: self.embed.commands.clone(),
             mcp: self.mcp.commands.clone(),
+            audio: self.audio.commands.clone(),
+            speech: self.speech.commands.clone(),
             search_latest: self.search_latest.clone(),
             typing_at_millis: self.typing_at_millis.clone(),
             controls,
@@ -245,6 +267,13 @@ impl Workers {
             && !a11y.shutdown(A11yCommand::Shutdown, timeout)
         {
             tracing::warn!("a11y did not stop in time");
+        }
+        // The microphone closes first.
+        if !self.audio.shutdown(crate::audio::worker::AudioCommand::Shutdown, timeout) {
+            tracing::warn!("audio did not stop in time");
+        }
+        if !self.speech.shutdown(crate::audio::worker::SpeechCommand::Shutdown, timeout) {
+            tracing::warn!("speech did not stop in time (a transcription was under way)");
         }
         if !self.embed.shutdown(EmbedCommand::Shutdown, timeout) {
             tracing::warn!("embed did not stop in time (its job resumes from the last checkpoint)");

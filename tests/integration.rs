@@ -21,4 +21,5 @@ mod integration {
     mod store_worker;
     mod supervisor;
     mod ui;
+    mod voice;
 }

@@ -98,25 +98,42 @@ impl SoundServer {
         if !cpal::available_hosts().contains(&cpal::HostId::PulseAudio) {
             return Err(MicError::NoServer("no PulseAudio socket: set PULSE_SERVER, or start PulseAudio or pipewire-pulse".into()));
         }
-        let host = cpal::host_from_id(cpal::HostId::PulseAudio).map_err(MicError::from_cpal)?;
+        let host = cpal::host_from_id(cpal::HostId::PulseAudio).map_err(|err| match MicError::from_cpal(err) {
+            denied @ MicError::PermissionDenied(_) => denied,
+            MicError::NoServer(text) | MicError::Busy(text) | MicError::Other(text) => MicError::NoServer(text),
+            MicError::NoDevice => MicError::NoServer("the server did not answer".into()),
+        })?;
         Ok(Self { host })
     }
 
     /// The source's device: the default input, an input named `name`, or the
     /// monitor of the default output.
     fn device(&self, source: Source, name: Option<&str>) -> Result<cpal::Device, MicError> {
-        match (source, name) {
-            (Source::Microphone, None) => self.host.default_input_device().ok_or(MicError::NoDevice),
+        let found = match (source, name) {
+            (Source::Microphone, None) => self.host.default_input_device(),
             (Source::Microphone, Some(name)) => {
                 let devices = self.host.input_devices().map_err(MicError::from_cpal)?;
-                devices.into_iter().find(|d| device_name(d).as_deref() == Some(name)).ok_or(MicError::NoDevice)
+                devices.into_iter().find(|d| device_name(d).as_deref() == Some(name))
             }
-            (Source::SystemAudio, _) => {
-                let sink = self.host.default_output_device().ok_or(MicError::NoDevice)?;
-                let monitor = format!("{}.monitor", device_name(&sink).ok_or(MicError::NoDevice)?);
-                let devices = self.host.input_devices().map_err(MicError::from_cpal)?;
-                devices.into_iter().find(|d| device_name(d).as_deref() == Some(monitor.as_str())).ok_or(MicError::NoDevice)
-            }
+            (Source::SystemAudio, _) => match self.host.default_output_device().and_then(|sink| device_name(&sink)) {
+                Some(sink) => {
+                    let monitor = format!("{sink}.monitor");
+                    let devices = self.host.input_devices().map_err(MicError::from_cpal)?;
+                    devices.into_iter().find(|d| device_name(d).as_deref() == Some(monitor.as_str()))
+                }
+                None => None,
+            },
+        };
+        match found {
+            Some(device) => Ok(device),
+            // cpal says "none" for a server it cannot reach too: ask again to tell the two apart.
+            None => match self.host.devices() {
+                Ok(_) => Err(MicError::NoDevice),
+                Err(err) => Err(match MicError::from_cpal(err) {
+                    denied @ MicError::PermissionDenied(_) => denied,
+                    other => MicError::NoServer(other.to_string()),
+                }),
+            },
         }
     }
 
@@ -175,4 +192,24 @@ pub struct Capture {
     pub channels: usize,
     pub device: String,
     pub source: Source,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn each_kind_of_failure_reads_as_what_the_user_can_do() {
+        let cases = [
+            (cpal::ErrorKind::HostUnavailable, "no sound server"),
+            (cpal::ErrorKind::DeviceNotAvailable, "no microphone"),
+            (cpal::ErrorKind::DeviceBusy, "the microphone is busy"),
+            (cpal::ErrorKind::PermissionDenied, "permission denied"),
+            (cpal::ErrorKind::BackendError, "the microphone failed"),
+        ];
+        for (kind, expected) in cases {
+            let error = MicError::from_cpal(cpal::Error::with_message(kind, "detail"));
+            assert!(error.to_string().starts_with(expected), "{kind:?}: {error}");
+        }
+    }
 }

@@ -1,1 +1,385 @@
-//! placeholder
+//! The `audio` and `speech` workers.
+//!
+//! `audio` owns the sound-server connection and, only while the user talks
+//! to cowork, the microphone stream: cpal's callback hands device-rate blocks
+//! over a bounded channel; the worker makes them 16 kHz mono, reports the
+//! level for the meter, and on release hands the utterance to `speech`.
+//! Connecting to the server opens no device, so the connection is kept
+//! between recordings and a press only opens a stream.
+//!
+//! `speech` owns Whisper and the VAD model: loaded when a press announces an
+//! utterance (so loading overlaps speaking), unloaded after an idle time.
+
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::sync::atomic::AtomicBool;
+use std::time::{Duration, Instant};
+
+use crossbeam_channel::{Receiver, Sender, bounded, select};
+
+use super::mic::{Block, Capture, MicError, SoundServer, Source};
+use super::resample::{To16k, downmix_into};
+use super::transcribe::{DecodeSettings, Heard, Silence, SpeechModels, Transcriber};
+use super::{millis_for_samples, rms, samples_for_millis};
+use crate::events::{AppEvent, VoiceEvent, VoiceTarget, WorkerName};
+use crate::models::Manifest;
+use crate::runtime::{EventSink, RestartPolicy, Supervised, WorkerContext, WorkerHandle, spawn_supervised};
+
+/// A push-to-talk recording stops by itself after this long.
+pub const MAX_UTTERANCE_SECS: u64 = 120;
+/// Level updates for the meter, at most this often.
+const LEVEL_EVERY: Duration = Duration::from_millis(50);
+/// Device blocks the callback may queue (20 ms each: 10 s).
+const BLOCK_QUEUE: usize = 500;
+
+#[derive(Debug)]
+pub enum AudioCommand {
+    /// Open the microphone for an utterance to `target`; `pressed_at` is when the user asked.
+    Start { target: VoiceTarget, pressed_at: Instant },
+    /// Close the microphone and transcribe what was said.
+    Stop { released_at: Instant },
+    /// Close the microphone and forget what was said.
+    Cancel,
+    /// The input device by its server name; None for the default.
+    SetDevice(Option<String>),
+    Shutdown,
+}
+
+/// An utterance on its way to Whisper.
+#[derive(Debug)]
+pub struct Utterance {
+    pub target: VoiceTarget,
+    pub samples: Vec<f32>,
+    pub released_at: Instant,
+}
+
+#[derive(Debug)]
+pub enum SpeechCommand {
+    /// Load the models now: an utterance is coming.
+    Prepare,
+    Transcribe(Utterance),
+    Configure(SpeechConfig),
+    Shutdown,
+}
+
+/// What the speech worker loads and how it decodes.
+#[derive(Clone, Debug, PartialEq)]
+pub struct SpeechConfig {
+    /// A speech model of the manifest by name; None: the first (tiny.en).
+    pub model: Option<String>,
+    pub settings: DecodeSettings,
+    /// Unload the models after this long unused (0: never).
+    pub idle_unload: Duration,
+}
+
+impl Default for SpeechConfig {
+    fn default() -> Self {
+        Self { model: None, settings: DecodeSettings::default(), idle_unload: Duration::from_secs(300) }
+    }
+}
+
+struct Recording {
+    target: VoiceTarget,
+    pressed_at: Instant,
+    capture: Capture,
+    to16k: To16k,
+    samples: Vec<f32>,
+    scratch: Vec<f32>,
+    first_sample: bool,
+    level_at: Instant,
+}
+
+pub struct AudioWorker {
+    sink: EventSink,
+    speech: Sender<SpeechCommand>,
+    server: Option<SoundServer>,
+    blocks_tx: Sender<Block>,
+    blocks_rx: Receiver<Block>,
+    recording: Option<Recording>,
+    device: Option<String>,
+}
+
+impl AudioWorker {
+    pub fn new(sink: EventSink, speech: Sender<SpeechCommand>) -> Self {
+        let (blocks_tx, blocks_rx) = bounded(BLOCK_QUEUE);
+        Self { sink, speech, server: None, blocks_tx, blocks_rx, recording: None, device: None }
+    }
+
+    fn voice(&self, event: VoiceEvent) {
+        self.sink.send(AppEvent::Voice(event));
+    }
+
+    fn server(&mut self) -> Result<&SoundServer, MicError> {
+        if self.server.is_none() {
+            self.server = Some(SoundServer::connect()?);
+        }
+        Ok(self.server.as_ref().expect("connected above"))
+    }
+
+    /// Returns false on shutdown.
+    pub fn handle_command(&mut self, command: AudioCommand) -> bool {
+        match command {
+            AudioCommand::Start { target, pressed_at } => self.start(target, pressed_at),
+            AudioCommand::Stop { released_at } => self.stop(released_at),
+            AudioCommand::Cancel => {
+                if self.recording.take().is_some() {
+                    self.voice(VoiceEvent::Closed { cancelled: true });
+                }
+            }
+            AudioCommand::SetDevice(device) => self.device = device,
+            AudioCommand::Shutdown => return false,
+        }
+        true
+    }
+
+    fn start(&mut self, target: VoiceTarget, pressed_at: Instant) {
+        if self.recording.is_some() {
+            return;
+        }
+        // Blocks of an earlier stream still queued are not this utterance's.
+        while self.blocks_rx.try_recv().is_ok() {}
+        let _ = self.speech.try_send(SpeechCommand::Prepare);
+        let device = self.device.clone();
+        let was_connected = self.server.is_some();
+        let blocks = self.blocks_tx.clone();
+        let mut opened = self.server().and_then(|server| server.open(Source::Microphone, device.as_deref(), blocks.clone()));
+        if was_connected && matches!(opened, Err(MicError::NoServer(_) | MicError::Busy(_) | MicError::Other(_))) {
+            // The kept connection may be to a server that restarted since: connect afresh once.
+            self.server = None;
+            opened = self.server().and_then(|server| server.open(Source::Microphone, device.as_deref(), blocks));
+        }
+        match opened {
+            Ok(capture) => {
+                let to16k = match To16k::new(capture.rate) {
+                    Ok(to16k) => to16k,
+                    Err(err) => {
+                        self.voice(VoiceEvent::Failed { target: Some(target), error: format!("{err:#}") });
+                        return;
+                    }
+                };
+                self.voice(VoiceEvent::Opened { target, device: capture.device.clone() });
+                self.recording = Some(Recording {
+                    target,
+                    pressed_at,
+                    capture,
+                    to16k,
+                    samples: Vec::with_capacity(samples_for_millis(10_000)),
+                    scratch: Vec::new(),
+                    first_sample: false,
+                    level_at: Instant::now(),
+                });
+            }
+            Err(error) => self.fail(Some(target), error),
+        }
+    }
+
+    fn fail(&mut self, target: Option<VoiceTarget>, error: MicError) {
+        if matches!(error, MicError::NoServer(_) | MicError::Other(_)) {
+            // Reconnect at the next press: the server may have restarted.
+            self.server = None;
+        }
+        self.voice(VoiceEvent::Failed { target, error: error.to_string() });
+    }
+
+    fn stop(&mut self, released_at: Instant) {
+        let Some(mut recording) = self.recording.take() else { return };
+        // Blocks already delivered belong to the utterance.
+        while let Ok(block) = self.blocks_rx.try_recv() {
+            if let Block::Samples { samples, .. } = block {
+                Self::take_samples(&mut recording, &samples);
+            }
+        }
+        drop(recording.capture);
+        self.voice(VoiceEvent::Closed { cancelled: false });
+        recording.to16k.finish(&mut recording.samples);
+        let target = recording.target;
+        if recording.samples.is_empty() {
+            self.voice(VoiceEvent::Heard { target, heard: Heard::Nothing(Silence::TooShort), release_to_text_millis: 0 });
+            return;
+        }
+        let utterance = Utterance { target, samples: recording.samples, released_at };
+        match self.speech.try_send(SpeechCommand::Transcribe(utterance)) {
+            Ok(()) => self.voice(VoiceEvent::Transcribing { target }),
+            Err(_) => self.voice(VoiceEvent::Failed { target: Some(target), error: "the speech worker is busy or not running".into() }),
+        }
+    }
+
+    fn take_samples(recording: &mut Recording, interleaved: &[f32]) {
+        recording.scratch.clear();
+        downmix_into(interleaved, recording.capture.channels, &mut recording.scratch);
+        recording.to16k.push(&recording.scratch, &mut recording.samples);
+    }
+
+    pub fn handle_block(&mut self, block: Block) {
+        let Some(recording) = self.recording.as_mut() else { return };
+        match block {
+            Block::Samples { samples, arrived, .. } => {
+                let before = recording.samples.len();
+                Self::take_samples(recording, &samples);
+                if !recording.first_sample {
+                    recording.first_sample = true;
+                    // The block holds the fragment before its arrival: its first sample is that much older.
+                    let millis = arrived.saturating_duration_since(recording.pressed_at).as_millis() as u64;
+                    self.sink.send(AppEvent::Voice(VoiceEvent::FirstSample { millis }));
+                }
+                if recording.level_at.elapsed() >= LEVEL_EVERY {
+                    recording.level_at = Instant::now();
+                    let level = level_of(&recording.samples[before..]);
+                    self.sink.send(AppEvent::Voice(VoiceEvent::Level(level)));
+                }
+                if millis_for_samples(recording.samples.len()) >= MAX_UTTERANCE_SECS * 1000 {
+                    self.stop(Instant::now());
+                }
+            }
+            Block::Failed { error, .. } => {
+                let target = recording.target;
+                self.recording = None;
+                self.fail(Some(target), error);
+            }
+        }
+    }
+}
+
+/// A meter reading from RMS: −60 dBFS and below is 0, full scale is 1.
+pub fn level_of(samples: &[f32]) -> f32 {
+    let rms = rms(samples);
+    if rms <= 0.0 {
+        return 0.0;
+    }
+    ((20.0 * rms.log10() + 60.0) / 60.0).clamp(0.0, 1.0)
+}
+
+impl Supervised for AudioWorker {
+    type Command = AudioCommand;
+
+    fn run(&mut self, commands: &Receiver<AudioCommand>, _ctx: &WorkerContext) -> anyhow::Result<()> {
+        // Connected ahead (no device opens): the first press pays only for its stream.
+        if let Err(err) = self.server() {
+            tracing::info!("no sound server yet: {err}");
+        }
+        let blocks = self.blocks_rx.clone();
+        loop {
+            select! {
+                recv(commands) -> command => match command {
+                    Ok(command) => if !self.handle_command(command) { break },
+                    Err(_) => break,
+                },
+                recv(blocks) -> block => if let Ok(block) = block { self.handle_block(block) },
+            }
+        }
+        Ok(())
+    }
+}
+
+pub struct SpeechWorker {
+    sink: EventSink,
+    manifest: Manifest,
+    models_dir: PathBuf,
+    config: SpeechConfig,
+    transcriber: Option<Transcriber>,
+    last_used: Instant,
+}
+
+impl SpeechWorker {
+    pub fn new(sink: EventSink, manifest: Manifest, models_dir: PathBuf, config: SpeechConfig) -> Self {
+        Self { sink, manifest, models_dir, config, transcriber: None, last_used: Instant::now() }
+    }
+
+    fn load(&mut self) -> anyhow::Result<&mut Transcriber> {
+        let models = SpeechModels::resolve(&self.manifest, &self.models_dir, self.config.model.as_deref())?;
+        if self.transcriber.as_ref().is_none_or(|t| !t.is_loaded(&models)) {
+            self.transcriber = None;
+            let started = Instant::now();
+            let transcriber = Transcriber::load(&models, self.config.settings.clone())?;
+            tracing::info!(model = %models.whisper.display(), millis = started.elapsed().as_millis() as u64, "speech models loaded");
+            self.transcriber = Some(transcriber);
+        }
+        let transcriber = self.transcriber.as_mut().expect("loaded above");
+        transcriber.set_settings(self.config.settings.clone());
+        Ok(transcriber)
+    }
+
+    /// Returns false on shutdown.
+    pub fn handle_command(&mut self, command: SpeechCommand) -> bool {
+        self.last_used = Instant::now();
+        match command {
+            SpeechCommand::Prepare => {
+                if let Err(err) = self.load() {
+                    self.sink.send(AppEvent::Voice(VoiceEvent::Failed { target: None, error: format!("{err:#}") }));
+                }
+            }
+            SpeechCommand::Transcribe(utterance) => {
+                let target = utterance.target;
+                let result = self.load().and_then(|t| t.transcribe(&utterance.samples, None::<Arc<AtomicBool>>));
+                let event = match result {
+                    Ok(heard) => VoiceEvent::Heard { target, heard, release_to_text_millis: utterance.released_at.elapsed().as_millis() as u64 },
+                    Err(err) => VoiceEvent::Failed { target: Some(target), error: format!("{err:#}") },
+                };
+                self.sink.send(AppEvent::Voice(event));
+            }
+            SpeechCommand::Configure(config) => self.config = config,
+            SpeechCommand::Shutdown => return false,
+        }
+        self.last_used = Instant::now();
+        true
+    }
+
+    pub fn is_loaded(&self) -> bool {
+        self.transcriber.is_some()
+    }
+}
+
+impl Supervised for SpeechWorker {
+    type Command = SpeechCommand;
+
+    fn run(&mut self, commands: &Receiver<SpeechCommand>, _ctx: &WorkerContext) -> anyhow::Result<()> {
+        loop {
+            let wait = match (&self.transcriber, self.config.idle_unload.is_zero()) {
+                (Some(_), false) => self.config.idle_unload.saturating_sub(self.last_used.elapsed()),
+                _ => Duration::from_secs(3600),
+            };
+            match commands.recv_timeout(wait) {
+                Ok(command) => {
+                    if !self.handle_command(command) {
+                        break;
+                    }
+                }
+                Err(crossbeam_channel::RecvTimeoutError::Timeout) => {
+                    if self.transcriber.is_some() && !self.config.idle_unload.is_zero() && self.last_used.elapsed() >= self.config.idle_unload {
+                        self.transcriber = None;
+                        tracing::info!("speech models unloaded after idling");
+                    }
+                }
+                Err(crossbeam_channel::RecvTimeoutError::Disconnected) => break,
+            }
+        }
+        Ok(())
+    }
+}
+
+/// Starts the `speech` worker.
+pub fn spawn_speech(manifest: Manifest, models_dir: PathBuf, config: SpeechConfig, sink: EventSink, policy: RestartPolicy) -> std::io::Result<WorkerHandle<SpeechCommand>> {
+    spawn_supervised::<SpeechWorker, _>(WorkerName::Speech, policy, sink.clone(), bounded(8), move |_ctx| {
+        Ok(SpeechWorker::new(sink.clone(), manifest.clone(), models_dir.clone(), config.clone()))
+    })
+}
+
+/// Starts the `audio` worker, handing utterances to `speech`.
+pub fn spawn_audio(speech: Sender<SpeechCommand>, sink: EventSink, policy: RestartPolicy) -> std::io::Result<WorkerHandle<AudioCommand>> {
+    spawn_supervised::<AudioWorker, _>(WorkerName::Audio, policy, sink.clone(), bounded(16), move |_ctx| Ok(AudioWorker::new(sink.clone(), speech.clone())))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_meter_spans_sixty_decibels() {
+        assert_eq!(level_of(&[]), 0.0);
+        assert_eq!(level_of(&[0.0; 100]), 0.0);
+        assert!((level_of(&[1.0; 100]) - 1.0).abs() < 1e-6);
+        assert!((level_of(&[0.001; 100])).abs() < 1e-3);
+        let mid = level_of(&[0.0316; 100]);
+        assert!((mid - 0.5).abs() < 0.01, "{mid}");
+    }
+}

@@ -70,9 +70,36 @@ pub fn run_checks(paths: &Paths, display: Option<&str>) -> Vec<Check> {
         },
         None => Check { area: "native", name: "whisper".into(), status: Status::Fail, detail: "no speech model in the manifest".into() },
     });
+    if let Ok(manifest) = &manifest {
+        checks.push(vad_check(manifest, &paths.models_dir));
+    }
+    checks.push(microphone_check());
     let chat = manifest.as_ref().ok().and_then(|m| crate::workers::chat_model(m, paths));
     checks.extend(worker_checks(paths, display, chat, desktop_accessibility));
     checks
+}
+
+/// The VAD model loads in whisper.cpp (its file checked in Rust first).
+fn vad_check(manifest: &crate::models::Manifest, models_dir: &std::path::Path) -> Check {
+    let check = |status, detail: String| Check { area: "native", name: "silero-vad".into(), status, detail };
+    let Some(model) = manifest.by_role(ModelRole::Vad) else { return check(Status::Fail, "no VAD model in the manifest".into()) };
+    let path = models_dir.join(model.primary_path());
+    if !path.is_file() {
+        return check(Status::Fail, format!("VAD model missing; run scripts/setup or models/fetch: {}", path.display()));
+    }
+    match native::vad_probe(&path) {
+        Ok(detail) => check(Status::Ok, detail),
+        Err(err) => check(Status::Fail, format!("{err:#}")),
+    }
+}
+
+/// The sound server and the default microphone, without opening it.
+fn microphone_check() -> Check {
+    let check = |status, detail: String| Check { area: "audio", name: "microphone".into(), status, detail };
+    match crate::audio::mic::SoundServer::connect().and_then(|server| server.describe_default_input()) {
+        Ok(input) => check(Status::Ok, format!("default input {input} (opened only while you talk to cowork)")),
+        Err(err) => check(Status::Warn, format!("{}: {err}; voice input is unavailable", err.label())),
+    }
 }
 
 fn display_check(display: Option<&str>) -> Check {

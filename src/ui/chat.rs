@@ -117,7 +117,11 @@ pub fn chat_ui(ui: &mut egui::Ui, state: &AppState, panel: &mut ChatPanel, actio
         if ui.add_enabled(generating, egui::Button::new("Stop")).clicked() {
             actions.push(UiAction::Stop);
         }
+        crate::ui::voice::mic_ui(ui, &state.voice, crate::events::VoiceTarget::Chat, actions);
     });
+    if state.voice.recording == Some(crate::events::VoiceTarget::Chat) && ui.input(|i| i.key_pressed(Key::Escape)) {
+        actions.push(UiAction::VoiceCancel);
+    }
 }
 
 fn model_line_ui(ui: &mut egui::Ui, state: &AppState) {

@@ -29,6 +29,11 @@ pub struct SettingsPanel {
     pub approval_timeout: Option<String>,
     pub always_ask: Option<String>,
     pub integrations: crate::ui::integrations::IntegrationsPanel,
+    /// Settings → Voice drafts.
+    pub voice_hotkey: Option<String>,
+    pub voice_model: Option<String>,
+    pub voice_device: Option<String>,
+    pub voice_idle_unload: Option<String>,
 }
 
 #[derive(Default)]
@@ -146,6 +151,10 @@ pub fn settings_ui(
         ui.separator();
         ui.heading("Agent");
         agent_ui(ui, state, panel, actions);
+
+        ui.separator();
+        ui.heading("Voice");
+        voice_ui(ui, state, panel, actions);
 
         ui.separator();
         ui.heading("Integrations");
@@ -269,6 +278,40 @@ fn agent_ui(ui: &mut egui::Ui, state: &AppState, panel: &mut SettingsPanel, acti
             ui.label(RichText::new(line).monospace().small());
         }
     });
+}
+
+fn voice_ui(ui: &mut egui::Ui, state: &AppState, panel: &mut SettingsPanel, actions: &mut Vec<UiAction>) {
+    let voice = &state.settings.voice;
+    ui.label(RichText::new("Speech is transcribed on this computer (Whisper); the microphone is open only while you talk to cowork").small().color(theme::MUTED));
+    setting_row_ui(ui, "Push-to-talk hotkey", keys::VOICE_HOTKEY, &voice.hotkey, &mut panel.voice_hotkey, actions);
+    ui.horizontal(|ui| {
+        let label = ui.label("The hotkey");
+        for (mode, text) in [
+            (crate::audio::ptt::PttMode::Auto, "hold to talk, tap to toggle"),
+            (crate::audio::ptt::PttMode::Hold, "hold to talk"),
+            (crate::audio::ptt::PttMode::Toggle, "tap to start and stop"),
+        ] {
+            if ui.radio(voice.mode == mode, text).labelled_by(label.id).clicked() && voice.mode != mode {
+                actions.push(UiAction::SaveSetting { key: keys::VOICE_MODE.to_owned(), value: mode.as_str().to_owned() });
+            }
+        }
+    });
+    for (key, on, text, hover) in [
+        (keys::VOICE_SEND_ON_RELEASE, voice.send_on_release, "Send when I release", "Off: the words wait in the input, to edit"),
+        (keys::VOICE_DICTATION, voice.dictation, "Type into the focused app (dictation)", "Off: the words go into cowork's input"),
+        (keys::VOICE_SHORT_CLIP_CONTEXT, voice.short_clip_context, "Faster transcription of short clips", "Whisper looks at a window sized to the clip instead of 30 s"),
+    ] {
+        let mut value = on;
+        if ui.checkbox(&mut value, text).on_hover_text(hover).changed() {
+            actions.push(UiAction::SaveSetting { key: key.to_owned(), value: value.to_string() });
+        }
+    }
+    setting_row_ui(ui, "Speech model (empty: whisper-tiny-en)", keys::VOICE_MODEL, &voice.model, &mut panel.voice_model, actions);
+    setting_row_ui(ui, "Microphone (empty: the default)", keys::VOICE_DEVICE, &voice.device, &mut panel.voice_device, actions);
+    setting_row_ui(ui, "Unload Whisper after (seconds idle, 0 never)", keys::VOICE_IDLE_UNLOAD_SECS, &voice.idle_unload_secs.to_string(), &mut panel.voice_idle_unload, actions);
+    if let (Some(open), Some(text)) = (state.voice.first_sample_millis, state.voice.release_to_text_millis) {
+        ui.label(RichText::new(format!("Last utterance: microphone ready {open} ms after the key, text {text} ms after release")).small().color(theme::MUTED));
+    }
 }
 
 /// The firewall's rules: pause, private windows, and the lists, each saved on its own.

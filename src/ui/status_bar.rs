@@ -16,6 +16,16 @@ pub fn status_bar_ui(ui: &mut egui::Ui, state: &AppState, actions: &mut Vec<UiAc
             }
         });
     }
+    if let Some(target) = state.voice.recording {
+        ui.horizontal(|ui| {
+            let into = match target {
+                crate::events::VoiceTarget::QuickPrompt => "the quick prompt",
+                crate::events::VoiceTarget::Chat => "the chat",
+            };
+            ui.label(RichText::new(format!("• Microphone on: talking into {into}")).small().color(theme::ERROR));
+            ui.add(egui::ProgressBar::new(state.voice.level).desired_width(60.0).desired_height(6.0).fill(theme::ERROR));
+        });
+    }
     ui.horizontal_wrapped(|ui| {
         // Healthy workers share one chip, so a 380-pixel sidebar spends one line
         // on them; a worker that needs attention gets its own chip (and Retry).

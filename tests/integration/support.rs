@@ -349,3 +349,152 @@ impl Drop for ChildGuard {
         let _ = self.0.wait();
     }
 }
+
+/// whisper.cpp's threads spin while they wait for each other: two
+/// transcriptions at once on two cores slow each other down many times over.
+/// Tests that run Whisper take turns.
+static WHISPER_LOCK: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
+pub fn whisper_turn() -> std::sync::MutexGuard<'static, ()> {
+    WHISPER_LOCK.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+}
+
+/// Only one test at a time owns the suite's sound server.
+static PULSE_LOCK: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
+/// What a test's sound server offers.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum PulseSetup {
+    /// A virtual microphone (the monitor of the `mic_in` null sink, 48 kHz
+    /// stereo: what is played into `mic_in` is what it hears) and speakers (`speakers`, 44.1 kHz stereo),
+    /// both the defaults.
+    Devices,
+    /// A server with no device at all.
+    NoDevices,
+}
+
+/// A real PulseAudio server at `$PULSE_SERVER` (scripts/test sets it inside
+/// the suite's temporary home), started by the test and stopped on drop.
+pub struct PulseAudio {
+    child: Child,
+    /// Plays silence into the virtual microphone, as a real one delivers
+    /// samples all the time: an idle null sink clocks its monitor at up to
+    /// 2 s, so a stream opened on it would wait that long for its first block.
+    feeder: Option<Child>,
+    dir: tempfile::TempDir,
+    _lock: std::sync::MutexGuard<'static, ()>,
+}
+
+impl PulseAudio {
+    /// The socket the suite's environment names, if any.
+    pub fn socket() -> Option<PathBuf> {
+        std::env::var("PULSE_SERVER").ok().and_then(|s| s.strip_prefix("unix:").map(PathBuf::from))
+    }
+
+    /// Holds the sound-server slot without starting a server (for "no server" tests).
+    pub fn lock() -> Option<std::sync::MutexGuard<'static, ()>> {
+        if !require(Self::socket().is_some() && have_program("pulseaudio"), "a sound server for tests (pulseaudio, and PULSE_SERVER as scripts/test sets it)") {
+            return None;
+        }
+        Some(PULSE_LOCK.lock().unwrap_or_else(|poisoned| poisoned.into_inner()))
+    }
+
+    pub fn start(setup: PulseSetup) -> Option<Self> {
+        let lock = Self::lock()?;
+        let socket = Self::socket()?;
+        std::fs::create_dir_all(socket.parent()?).ok()?;
+        let _ = std::fs::remove_file(&socket);
+        let dir = tempfile::tempdir().expect("a directory for the sound server");
+        let mut command = Command::new("pulseaudio");
+        command
+            .args(["-n", "--daemonize=no", "--exit-idle-time=-1", "--use-pid-file=no", "--disable-shm=yes", "--log-target=stderr"])
+            .arg("-L")
+            .arg(format!("module-native-protocol-unix socket={} auth-anonymous=1", socket.display()))
+            .env("HOME", dir.path())
+            .env("XDG_RUNTIME_DIR", dir.path())
+            .env("XDG_CONFIG_HOME", dir.path().join("config"))
+            .env_remove("PULSE_SERVER")
+            .stdout(Stdio::null())
+            .stderr(std::fs::File::create(dir.path().join("pulseaudio.log")).expect("a log file"));
+        if setup == PulseSetup::Devices {
+            command
+                .arg("-L")
+                .arg("module-null-sink sink_name=mic_in rate=48000 channels=2")
+                .arg("-L")
+                .arg("module-null-sink sink_name=speakers rate=44100 channels=2");
+        }
+        let child = command.spawn().expect("pulseaudio starts");
+        let mut server = Self { child, feeder: None, dir, _lock: lock };
+        let ready = eventually(Duration::from_secs(10), || server.pactl(&["info"]));
+        assert!(ready, "pulseaudio did not come up: {}", std::fs::read_to_string(server.dir.path().join("pulseaudio.log")).unwrap_or_default());
+        if setup == PulseSetup::Devices {
+            assert!(server.pactl(&["set-default-sink", "speakers"]) && server.pactl(&["set-default-source", "mic_in.monitor"]));
+            let zeros = std::fs::File::open("/dev/zero").expect("/dev/zero");
+            let feeder = Command::new("pacat")
+                .args(["--playback", "--device=mic_in", "--raw", "--format=s16le", "--rate=48000", "--channels=2", "--latency-msec=20"])
+                .stdin(zeros)
+                .stdout(Stdio::null())
+                .stderr(Stdio::null())
+                .spawn()
+                .expect("pacat runs");
+            server.feeder = Some(feeder);
+            let running = eventually(Duration::from_secs(10), || {
+                let out = Command::new("pactl").args(["list", "short", "sinks"]).output().map(|o| String::from_utf8_lossy(&o.stdout).into_owned()).unwrap_or_default();
+                out.lines().any(|l| l.contains("mic_in") && l.contains("RUNNING"))
+            });
+            assert!(running, "the virtual microphone did not start running");
+            // A null sink clocks its monitor at its idle latency (about 2 s)
+            // until a recording asks for less, and keeps the lower latency
+            // afterwards: one short low-latency recording makes the virtual
+            // microphone behave like a sound card, which delivers at once.
+            let mut primer = Command::new("parec")
+                .args(["--device=mic_in.monitor", "--latency-msec=20", "--raw"])
+                .stdout(Stdio::null())
+                .stderr(Stdio::null())
+                .spawn()
+                .expect("parec runs");
+            std::thread::sleep(Duration::from_millis(2_500));
+            let _ = primer.kill();
+            let _ = primer.wait();
+        }
+        Some(server)
+    }
+
+    /// Runs pactl against this server (as root too: the cookie is not needed for anonymous servers).
+    pub fn pactl(&self, args: &[&str]) -> bool {
+        Command::new("pactl").args(args).stdout(Stdio::null()).stderr(Stdio::null()).status().is_ok_and(|s| s.success())
+    }
+
+    /// Plays a WAV file into a sink (`mic_in`: the microphone hears it; `speakers`: the system plays it), to the end.
+    pub fn play(&self, sink: &str, wav: &std::path::Path) {
+        let status = Command::new("paplay").arg(format!("--device={sink}")).arg(wav).status().expect("paplay runs");
+        assert!(status.success(), "paplay into {sink} failed");
+    }
+
+}
+
+impl Drop for PulseAudio {
+    fn drop(&mut self) {
+        if let Some(feeder) = self.feeder.as_mut() {
+            let _ = feeder.kill();
+            let _ = feeder.wait();
+        }
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+        if let Some(socket) = Self::socket() {
+            let _ = std::fs::remove_file(socket);
+        }
+    }
+}
+
+/// Speaks `text` with espeak-ng (22,050 Hz mono) into `path`.
+pub fn espeak(text: &str, path: &std::path::Path) {
+    let status = Command::new("espeak-ng").arg("-w").arg(path).arg(text).status().expect("espeak-ng runs");
+    assert!(status.success(), "espeak-ng failed");
+}
+
+/// Runs sox with `args`.
+pub fn sox(args: &[&str]) {
+    let status = Command::new("sox").args(args).status().expect("sox runs");
+    assert!(status.success(), "sox {args:?} failed");
+}

@@ -33,6 +33,7 @@ struct Far {
     stop_epoch: Arc<AtomicU64>,
     search: Receiver<cowork::memory::search_worker::SearchCommand>,
     mcp: Receiver<cowork::mcp::worker::McpCommand>,
+    audio: Receiver<cowork::audio::worker::AudioCommand>,
 }
 
 fn app() -> (Harness<'static, CoworkApp>, Far) {
@@ -53,6 +54,8 @@ fn app_with(options: AppOptions, height: f32) -> (Harness<'static, CoworkApp>, F
     let (search_tx, search) = bounded(16);
     let (embed_tx, _embed) = bounded(4);
     let (mcp_tx, mcp) = bounded(16);
+    let (audio_tx, audio) = bounded(16);
+    let (speech_tx, _speech) = bounded(8);
     let (store_control, _) = bounded(8);
     let stop_epoch = Arc::new(AtomicU64::new(0));
     let channels = Channels {
@@ -67,6 +70,8 @@ fn app_with(options: AppOptions, height: f32) -> (Harness<'static, CoworkApp>, F
         search: search_tx,
         embed: embed_tx,
         mcp: mcp_tx,
+        audio: audio_tx,
+        speech: speech_tx,
         search_latest: Arc::new(AtomicU64::new(0)),
         typing_at_millis: Arc::new(std::sync::atomic::AtomicI64::new(0)),
         controls: vec![(WorkerName::Llm, control_tx), (WorkerName::Store, store_control)],
@@ -76,7 +81,7 @@ fn app_with(options: AppOptions, height: f32) -> (Harness<'static, CoworkApp>, F
     let harness = Harness::builder()
         .with_size(egui::vec2(380.0, height))
         .build_eframe(move |_cc| CoworkApp::new(channels, AppState::default(), Vec::new(), options));
-    (harness, Far { events: events_tx, llm, agent, store, capture, keys, clipboard, a11y, llm_control, stop_epoch, search, mcp })
+    (harness, Far { events: events_tx, llm, agent, store, capture, keys, clipboard, a11y, llm_control, stop_epoch, search, mcp, audio })
 }
 
 /// The settings the app asked the store to save since the last look, in order.
@@ -1072,4 +1077,103 @@ fn the_browser_action_log_shows_each_action_with_its_page_title() {
     harness.run();
     harness.get_by_label("navigate http://127.0.0.1:8000/ — Loopback Shop");
     harness.get_by_label("type Query (denied)");
+}
+
+#[test]
+fn the_microphone_button_records_into_the_chat_and_esc_cancels() {
+    use cowork::audio::transcribe::{Heard, Transcript};
+    use cowork::audio::worker::AudioCommand;
+    use cowork::events::{VoiceEvent, VoiceTarget};
+    let (mut harness, far) = app();
+    harness.get_by_label("Talk").click();
+    harness.run();
+    assert!(matches!(far.audio.try_recv(), Ok(AudioCommand::Start { target: VoiceTarget::Chat, .. })));
+    far.events.send(AppEvent::Voice(VoiceEvent::Opened { target: VoiceTarget::Chat, device: "microphone".into() })).unwrap();
+    far.events.send(AppEvent::Voice(VoiceEvent::Level(0.7))).unwrap();
+    harness.run();
+    // The indicator: the status bar says the microphone is on, the button says Done, the meter shows.
+    harness.get_by_label_contains("Microphone on: talking into the chat");
+    harness.get_by_label("Listening");
+    harness.key_press(egui::Key::Escape);
+    harness.run();
+    assert!(matches!(far.audio.try_recv(), Ok(AudioCommand::Cancel)), "Esc cancels the recording");
+    far.events.send(AppEvent::Voice(VoiceEvent::Closed { cancelled: true })).unwrap();
+    harness.run();
+    assert!(harness.query_by_label_contains("Microphone on").is_none(), "the indicator goes with the microphone");
+
+    // Talk, Done: the transcript lands in the input, to edit, and is not sent.
+    // (Half a second first: two clicks on one button within 0.3 s are a double click.)
+    harness.run_steps(40);
+    harness.get_by_label("Talk").click();
+    harness.run();
+    far.events.send(AppEvent::Voice(VoiceEvent::Opened { target: VoiceTarget::Chat, device: "microphone".into() })).unwrap();
+    harness.run_steps(40);
+    harness.get_by_label("Done").click();
+    harness.run();
+    let sent: Vec<AudioCommand> = far.audio.try_iter().collect();
+    assert!(matches!(sent.as_slice(), [AudioCommand::Start { .. }, AudioCommand::Stop { .. }]), "{sent:?}");
+    let transcript = Transcript { text: "What did I do this morning".into(), confidence: 0.9, segments: Vec::new(), speech_millis: 1500, audio_ctx: 384, elapsed_millis: 200 };
+    far.events.send(AppEvent::Voice(VoiceEvent::Closed { cancelled: false })).unwrap();
+    far.events.send(AppEvent::Voice(VoiceEvent::Heard { target: VoiceTarget::Chat, heard: Heard::Speech(transcript), release_to_text_millis: 300 })).unwrap();
+    harness.run();
+    harness.run();
+    let input = harness.get_by_role_and_label(Role::MultilineTextInput, "Message");
+    assert_eq!(input.value().as_deref(), Some("What did I do this morning"));
+    assert!(far.agent.try_recv().is_err(), "nothing was sent");
+    // Silence says so instead of inventing text.
+    far.events.send(AppEvent::Voice(VoiceEvent::Heard { target: VoiceTarget::Chat, heard: Heard::Nothing(cowork::audio::transcribe::Silence::NoSpeech), release_to_text_millis: 50 })).unwrap();
+    harness.run();
+    harness.get_by_label("heard nothing (no speech)");
+}
+
+#[test]
+fn push_to_talk_fills_the_quick_prompt_from_a_real_microphone() {
+    use super::support::{PulseAudio, PulseSetup, espeak, models_dir, require, whisper_model, whisper_turn};
+    use cowork::audio::worker::{SpeechConfig, spawn_audio, spawn_speech};
+    if !require(whisper_model().is_file(), "the Whisper model") {
+        return;
+    }
+    let _turn = whisper_turn();
+    let Some(pulse) = PulseAudio::start(PulseSetup::Devices) else { return };
+    let (mut harness, far) = app();
+    // The real workers, their events into the app; the test is the wire between the app and the audio worker.
+    let sink = cowork::runtime::EventSink::new(far.events.clone(), || {});
+    let policy = cowork::runtime::RestartPolicy::default();
+    let mut speech = spawn_speech(cowork::models::Manifest::bundled().unwrap(), models_dir(), SpeechConfig::default(), sink.clone(), policy).unwrap();
+    let mut audio = spawn_audio(speech.commands.clone(), sink, policy).unwrap();
+    // Steps, not run(): the spinner repaints while Whisper works.
+    let forward = |harness: &mut Harness<'static, CoworkApp>| {
+        harness.run_steps(3);
+        for command in far.audio.try_iter() {
+            audio.commands.send(command).unwrap();
+        }
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let wav = dir.path().join("ask.wav");
+    espeak("Summarize the pull request about the billing service.", &wav);
+
+    // Hold the hotkey: the quick prompt opens and the microphone with it.
+    far.events.send(AppEvent::VoiceHotkey { pressed: true }).unwrap();
+    forward(&mut harness);
+    assert!(harness.state().state.quick_prompt_open);
+    let opened = super::support::eventually(std::time::Duration::from_secs(10), || {
+        harness.step();
+        harness.state().state.voice.first_sample_millis.is_some()
+    });
+    assert!(opened, "the microphone did not open: {:?}", harness.state().state.voice);
+    pulse.play("mic_in", &wav);
+    far.events.send(AppEvent::VoiceHotkey { pressed: false }).unwrap();
+    forward(&mut harness);
+    let filled = super::support::eventually(std::time::Duration::from_secs(60), || {
+        harness.step();
+        harness.get_by_label("Quick prompt").value().is_some_and(|v| !v.is_empty())
+    });
+    assert!(filled, "no transcript arrived: {:?}", harness.state().state.voice);
+    let text = harness.get_by_label("Quick prompt").value().unwrap().to_lowercase();
+    // tiny.en hears espeak's "pull request about" as anything from "public west" on; the rest is steady.
+    assert!(text.contains("summar") && text.contains("billing service"), "{text}");
+    assert!(harness.state().state.quick_prompt_open, "the words wait in the quick prompt, to edit");
+    assert!(far.agent.try_iter().all(|c| !matches!(c, AgentCommand::Chat(_))), "nothing was sent");
+    audio.shutdown(cowork::audio::worker::AudioCommand::Shutdown, std::time::Duration::from_secs(5));
+    speech.shutdown(cowork::audio::worker::SpeechCommand::Shutdown, std::time::Duration::from_secs(5));
 }

@@ -1,0 +1,349 @@
+//! Voice: the Silero VAD conversion, Whisper on espeak-ng speech (word error
+//! rate), silence and noise heard as nothing, `cowork transcribe`, and the
+//! real cpal path against a real PulseAudio server whose null sink is the
+//! microphone.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+use cowork::audio::transcribe::{DecodeSettings, Heard, Silence, SpeechModels, Transcriber};
+use cowork::audio::wav;
+use cowork::audio::worker::{AudioCommand, SpeechConfig, spawn_audio, spawn_speech};
+use cowork::events::{AppEvent, VoiceEvent, VoiceTarget};
+use cowork::models::{Manifest, ModelRole, sha256_file};
+use cowork::runtime::RestartPolicy;
+
+use super::support::{PulseAudio, PulseSetup, espeak, have_program, models_dir, require, sox, test_sink, wait_for, whisper_model, whisper_turn};
+
+fn sentences() -> Vec<String> {
+    let text = std::fs::read_to_string(super::support::repo_dir().join("tests/data/voice-sentences.txt")).unwrap();
+    text.lines().filter(|l| !l.trim().is_empty()).map(str::to_owned).collect()
+}
+
+fn ready() -> Option<SpeechModels> {
+    if !require(whisper_model().is_file(), "the Whisper model (models/fetch)") || !require(have_program("espeak-ng") && have_program("sox"), "espeak-ng and sox") {
+        return None;
+    }
+    let models = SpeechModels::resolve(&Manifest::bundled().unwrap(), &models_dir(), None).unwrap();
+    require(models.vad.is_some(), "the Silero VAD model (models/fetch)").then_some(models)
+}
+
+/// Lowercase words without punctuation, numbers as words ("10" and "ten" agree).
+fn words(text: &str) -> Vec<String> {
+    const NUMBERS: &[(&str, &str)] = &[("10", "ten"), ("9", "nine"), ("930", "half past nine"), ("9:30", "half past nine")];
+    let mut out = Vec::new();
+    for raw in text.split_whitespace() {
+        let word: String = raw.chars().filter(|c| c.is_alphanumeric() || *c == ':' || *c == '\'').collect::<String>().to_lowercase();
+        let word = word.trim_matches(':').to_owned();
+        match NUMBERS.iter().find(|(digits, _)| *digits == word) {
+            Some((_, spoken)) => out.extend(spoken.split(' ').map(str::to_owned)),
+            None if !word.is_empty() => out.push(word),
+            None => {}
+        }
+    }
+    out
+}
+
+/// Word error rate: edit distance over the reference's words.
+fn word_errors(reference: &[String], hypothesis: &[String]) -> usize {
+    let mut previous: Vec<usize> = (0..=hypothesis.len()).collect();
+    for (i, r) in reference.iter().enumerate() {
+        let mut current = vec![i + 1; hypothesis.len() + 1];
+        for (j, h) in hypothesis.iter().enumerate() {
+            current[j + 1] = (previous[j] + usize::from(r != h)).min(previous[j + 1] + 1).min(current[j] + 1);
+        }
+        previous = current;
+    }
+    previous[hypothesis.len()]
+}
+
+/// Speaks each sentence into a WAV file (espeak-ng's 22,050 Hz mono).
+fn spoken(dir: &Path, sentences: &[String]) -> Vec<PathBuf> {
+    sentences
+        .iter()
+        .enumerate()
+        .map(|(i, sentence)| {
+            let path = dir.join(format!("sentence-{i:02}.wav"));
+            espeak(sentence, &path);
+            path
+        })
+        .collect()
+}
+
+#[test]
+fn the_vad_conversion_matches_the_manifest_and_finds_speech_where_it_is() {
+    let source = models_dir().join("silero-vad/source/silero_vad_16k.safetensors");
+    if !require(source.is_file(), "the Silero VAD safetensors (models/fetch)") || !require(have_program("espeak-ng"), "espeak-ng") {
+        return;
+    }
+    let manifest = Manifest::bundled().unwrap();
+    let vad = manifest.by_role(ModelRole::Vad).unwrap();
+    let converted = vad.converted.clone().unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("ggml-silero.bin");
+    let version = cowork::models::silero_convert::parse_version(&vad.files[0].package.as_ref().unwrap().pypi).unwrap();
+    cowork::models::silero_convert::convert(&source, version, &out).unwrap();
+    assert_eq!(std::fs::metadata(&out).unwrap().len(), converted.size);
+    assert_eq!(sha256_file(&out).unwrap(), converted.sha256);
+
+    // One second of silence, a sentence, one second of silence: speech is found in the middle only.
+    let wav_path = dir.path().join("speech.wav");
+    espeak("Please open the calendar and schedule a meeting for tomorrow.", &wav_path);
+    let speech = wav::read_16k_mono(&wav_path).unwrap();
+    let mut clip = vec![0.0f32; 16_000];
+    clip.extend_from_slice(&speech);
+    clip.extend(std::iter::repeat_n(0.0, 16_000));
+    let mut params = whisper_rs::WhisperVadContextParams::new();
+    params.set_n_threads(2);
+    let mut context = whisper_rs::WhisperVadContext::new(out.to_str().unwrap(), params).unwrap();
+    let segments: Vec<_> = context.segments_from_samples(whisper_rs::WhisperVadParams::new(), &clip).unwrap().collect();
+    assert!(!segments.is_empty(), "no speech found");
+    let start_secs = segments[0].start / 100.0;
+    let end_secs = segments.last().unwrap().end / 100.0;
+    let speech_secs = speech.len() as f32 / 16_000.0;
+    assert!((start_secs - 1.0).abs() < 0.3, "speech starts at {start_secs} s, not at 1 s");
+    assert!((end_secs - (1.0 + speech_secs)).abs() < 0.5, "speech ends at {end_secs} s, not at {} s", 1.0 + speech_secs);
+    let silence: Vec<_> = context.segments_from_samples(whisper_rs::WhisperVadParams::new(), &vec![0.0; 48_000]).unwrap().collect();
+    assert!(silence.is_empty(), "speech in silence: {silence:?}");
+}
+
+#[test]
+fn twenty_espeak_sentences_are_transcribed_and_the_short_window_is_measured() {
+    let Some(models) = ready() else { return };
+    let _turn = whisper_turn();
+    let dir = tempfile::tempdir().unwrap();
+    let sentences = sentences();
+    assert_eq!(sentences.len(), 20);
+    let files = spoken(dir.path(), &sentences);
+    let clips: Vec<Vec<f32>> = files.iter().map(|f| wav::read_16k_mono(f).unwrap()).collect();
+    let mut transcriber = Transcriber::load(&models, DecodeSettings { short_clip_context: true, ..DecodeSettings::default() }).unwrap();
+    let mut report = Vec::new();
+    for short in [true, false] {
+        transcriber.set_settings(DecodeSettings { short_clip_context: short, ..DecodeSettings::default() });
+        let (mut errors, mut total, mut keywords, mut keywords_found, mut millis) = (0, 0, 0, 0, 0u64);
+        for (sentence, clip) in sentences.iter().zip(&clips) {
+            let started = Instant::now();
+            let heard = transcriber.transcribe(clip, None).unwrap();
+            millis += started.elapsed().as_millis() as u64;
+            let text = heard.text().unwrap_or_else(|| panic!("heard nothing in {sentence:?}: {heard:?}")).to_owned();
+            let (reference, hypothesis) = (words(sentence), words(&text));
+            errors += word_errors(&reference, &hypothesis);
+            total += reference.len();
+            for keyword in reference.iter().filter(|w| w.len() >= 5) {
+                keywords += 1;
+                keywords_found += usize::from(hypothesis.contains(keyword));
+            }
+            if let Heard::Speech(t) = &heard {
+                assert!(t.confidence > 0.3 && t.confidence <= 1.0, "confidence {} for {sentence:?}", t.confidence);
+            }
+            if reference != hypothesis {
+                eprintln!("  {} {sentence:?} → {text:?}", if short { "short" } else { "full" });
+            }
+        }
+        let wer = errors as f64 / total as f64;
+        let recall = keywords_found as f64 / keywords as f64;
+        eprintln!(
+            "{} window: WER {:.1} % ({errors} of {total} words), keywords {keywords_found}/{keywords}, {millis} ms for 20 sentences",
+            if short { "short-clip" } else { "full 30 s" },
+            wer * 100.0
+        );
+        report.push((wer, recall, millis));
+        // tiny.en on espeak-ng's synthetic voice: 11–12 % WER, 88 % of keywords (README).
+        assert!(recall >= 0.8, "only {keywords_found} of {keywords} keywords heard");
+        assert!(wer <= 0.2, "word error rate {:.1} %", wer * 100.0);
+    }
+    let (short, full) = (report[0], report[1]);
+    assert!(short.2 < full.2, "the short window ({} ms) should be faster than the full one ({} ms)", short.2, full.2);
+}
+
+#[test]
+fn silence_and_noise_are_heard_as_nothing_with_and_without_the_vad() {
+    let Some(models) = ready() else { return };
+    let _turn = whisper_turn();
+    let dir = tempfile::tempdir().unwrap();
+    let make = |name: &str, effect: &[&str]| -> Vec<f32> {
+        let path = dir.path().join(format!("{name}.wav"));
+        let mut args = vec!["-n", "-r", "16000", "-c", "1", path.to_str().unwrap(), "synth", "4"];
+        args.extend_from_slice(effect);
+        sox(&args);
+        wav::read_16k_mono(&path).unwrap()
+    };
+    let cases = [
+        ("digital silence", vec![0.0f32; 64_000], Some(Silence::TooQuiet)),
+        ("microphone hiss", make("hiss", &["whitenoise", "vol", "0.002"]), Some(Silence::TooQuiet)),
+        ("loud white noise", make("white", &["whitenoise", "vol", "0.3"]), None),
+        ("brown noise", make("brown", &["brownnoise", "vol", "0.5"]), None),
+        ("mains hum", make("hum", &["sine", "120", "vol", "0.2"]), None),
+        ("a short click", { let mut c = vec![0.0f32; 16_000]; c[8_000..8_040].fill(0.8); c }, None),
+    ];
+    for with_vad in [true, false] {
+        let models = SpeechModels { vad: if with_vad { models.vad.clone() } else { None }, ..models.clone() };
+        let mut transcriber = Transcriber::load(&models, DecodeSettings::default()).unwrap();
+        for (name, clip, expected) in &cases {
+            let heard = transcriber.transcribe(clip, None).unwrap();
+            let Heard::Nothing(why) = heard else { panic!("{name} (VAD {with_vad}) was heard as {heard:?}") };
+            if let Some(expected) = expected {
+                assert_eq!(why, *expected, "{name}");
+            }
+            eprintln!("{name} (VAD {with_vad}): {}", why.describe());
+        }
+    }
+    // A clip too short to hold a word is not padded into one.
+    let mut transcriber = Transcriber::load(&models, DecodeSettings::default()).unwrap();
+    assert_eq!(transcriber.transcribe(&[0.3; 800], None).unwrap(), Heard::Nothing(Silence::TooShort));
+}
+
+#[test]
+fn cowork_transcribe_reads_wav_files_and_says_when_it_heard_nothing() {
+    if ready().is_none() {
+        return;
+    }
+    let _turn = whisper_turn();
+    let dir = tempfile::tempdir().unwrap();
+    let speech = dir.path().join("speech.wav");
+    espeak("Remind me to call the dentist on Friday morning.", &speech);
+    // 48 kHz stereo, as a recorder would write it.
+    let stereo = dir.path().join("stereo.wav");
+    sox(&[speech.to_str().unwrap(), "-r", "48000", "-c", "2", stereo.to_str().unwrap()]);
+    let silence = dir.path().join("silence.wav");
+    sox(&["-n", "-r", "16000", "-c", "1", silence.to_str().unwrap(), "trim", "0", "2"]);
+    let junk = dir.path().join("junk.wav");
+    std::fs::write(&junk, b"not audio at all").unwrap();
+    let out = Command::new(env!("CARGO_BIN_EXE_cowork"))
+        .env("COWORK_MODELS_DIR", models_dir())
+        .args(["transcribe", "--json"])
+        .args([&stereo, &silence, &junk])
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success(), "an unreadable file fails the run");
+    assert!(stderr.contains("not a readable WAV file"), "{stderr}");
+    let lines: Vec<serde_json::Value> = stdout.lines().map(|l| serde_json::from_str(l).unwrap()).collect();
+    assert_eq!(lines.len(), 2, "{stdout}");
+    let text = lines[0]["text"].as_str().unwrap().to_lowercase();
+    assert!(text.contains("dentist") && text.contains("friday"), "{text}");
+    assert_eq!(lines[1]["heard"], false);
+    assert!(lines[1]["why"].as_str().unwrap().contains("heard nothing"));
+}
+
+/// Opens the microphone through the real audio worker `presses` times and
+/// returns each key-press → first-sample time.
+fn first_sample_millis(audio: &crossbeam_channel::Sender<AudioCommand>, events: &crossbeam_channel::Receiver<AppEvent>, presses: usize) -> Vec<u64> {
+    let mut figures = Vec::new();
+    for _ in 0..presses {
+        audio.send(AudioCommand::Start { target: VoiceTarget::Chat, pressed_at: Instant::now() }).unwrap();
+        let millis = wait_for(events, Duration::from_secs(10), |e| match e {
+            AppEvent::Voice(VoiceEvent::FirstSample { millis }) => Some(*millis),
+            AppEvent::Voice(VoiceEvent::Failed { error, .. }) => panic!("{error}"),
+            _ => None,
+        })
+        .expect("a first sample");
+        figures.push(millis);
+        audio.send(AudioCommand::Cancel).unwrap();
+        wait_for(events, Duration::from_secs(5), |e| matches!(e, AppEvent::Voice(VoiceEvent::Closed { cancelled: true })).then_some(())).unwrap();
+    }
+    figures
+}
+
+#[test]
+fn push_to_talk_through_a_real_sound_server() {
+    let Some(_) = ready() else { return };
+    let _turn = whisper_turn();
+    let Some(pulse) = PulseAudio::start(PulseSetup::Devices) else { return };
+    let (sink, events) = test_sink();
+    let policy = RestartPolicy::default();
+    let mut speech = spawn_speech(Manifest::bundled().unwrap(), models_dir(), SpeechConfig::default(), sink.clone(), policy).unwrap();
+    let mut audio = spawn_audio(speech.commands.clone(), sink, policy).unwrap();
+
+    // Key press → first sample kept, over 10 presses.
+    let mut opens = first_sample_millis(&audio.commands, &events, 10);
+    opens.sort_unstable();
+    eprintln!("key press → first sample: p50 {} ms, max {} ms ({opens:?})", opens[opens.len() / 2], opens[opens.len() - 1]);
+    assert!(opens[opens.len() / 2] <= 100, "the microphone takes {} ms to deliver its first sample", opens[opens.len() / 2]);
+
+    // Say a sentence into the virtual microphone, release, read the text.
+    let dir = tempfile::tempdir().unwrap();
+    let wav_path = dir.path().join("utterance.wav");
+    espeak("Remind me to call the dentist on Friday morning.", &wav_path);
+    audio.commands.send(AudioCommand::Start { target: VoiceTarget::QuickPrompt, pressed_at: Instant::now() }).unwrap();
+    wait_for(&events, Duration::from_secs(10), |e| matches!(e, AppEvent::Voice(VoiceEvent::FirstSample { .. })).then_some(())).unwrap();
+    pulse.play("mic_in", &wav_path);
+    let mut levels = Vec::new();
+    while let Ok(event) = events.try_recv() {
+        if let AppEvent::Voice(VoiceEvent::Level(level)) = event {
+            levels.push(level);
+        }
+    }
+    assert!(levels.iter().any(|l| *l > 0.3), "the meter never moved: {levels:?}");
+    audio.commands.send(AudioCommand::Stop { released_at: Instant::now() }).unwrap();
+    let (heard, release_to_text) = wait_for(&events, Duration::from_secs(60), |e| match e {
+        AppEvent::Voice(VoiceEvent::Heard { target: VoiceTarget::QuickPrompt, heard, release_to_text_millis }) => Some((heard.clone(), *release_to_text_millis)),
+        AppEvent::Voice(VoiceEvent::Failed { error, .. }) => panic!("{error}"),
+        _ => None,
+    })
+    .expect("a transcript");
+    let text = heard.text().expect("speech was heard").to_lowercase();
+    eprintln!("heard {text:?}, {release_to_text} ms after release");
+    assert!(text.contains("dentist") && text.contains("friday"), "{text}");
+
+    // Silence into the microphone is heard as nothing.
+    audio.commands.send(AudioCommand::Start { target: VoiceTarget::Chat, pressed_at: Instant::now() }).unwrap();
+    wait_for(&events, Duration::from_secs(10), |e| matches!(e, AppEvent::Voice(VoiceEvent::FirstSample { .. })).then_some(())).unwrap();
+    std::thread::sleep(Duration::from_millis(1500));
+    audio.commands.send(AudioCommand::Stop { released_at: Instant::now() }).unwrap();
+    let silent = wait_for(&events, Duration::from_secs(60), |e| match e {
+        AppEvent::Voice(VoiceEvent::Heard { heard, .. }) => Some(heard.clone()),
+        _ => None,
+    })
+    .unwrap();
+    assert!(matches!(silent, Heard::Nothing(_)), "{silent:?}");
+
+    // The microphone is closed between utterances: the server has no recording stream.
+    // (The remap source's own output, with no client, is the virtual microphone itself.)
+    let outputs = Command::new("pactl").args(["list", "short", "source-outputs"]).output().unwrap();
+    let listing = String::from_utf8_lossy(&outputs.stdout);
+    let streams: Vec<&str> = listing.lines().filter(|l| l.split('\t').nth(2).is_some_and(|client| client != "-")).collect();
+    assert!(streams.is_empty(), "a stream is still open: {streams:?}");
+
+    audio.shutdown(AudioCommand::Shutdown, Duration::from_secs(5));
+    speech.shutdown(cowork::audio::worker::SpeechCommand::Shutdown, Duration::from_secs(5));
+    drop(pulse);
+}
+
+#[test]
+fn microphone_problems_are_named_clearly() {
+    let (sink, events) = test_sink();
+    let (speech_tx, _speech_rx) = crossbeam_channel::bounded(8);
+    let mut audio = spawn_audio(speech_tx, sink, RestartPolicy::default()).unwrap();
+    let failure = |events: &crossbeam_channel::Receiver<AppEvent>| {
+        wait_for(events, Duration::from_secs(15), |e| match e {
+            AppEvent::Voice(VoiceEvent::Failed { error, .. }) => Some(error.clone()),
+            AppEvent::Voice(VoiceEvent::Opened { .. }) => Some("opened".into()),
+            _ => None,
+        })
+        .expect("an answer")
+    };
+    {
+        let Some(_slot) = PulseAudio::lock() else { return };
+        audio.commands.send(AudioCommand::Start { target: VoiceTarget::Chat, pressed_at: Instant::now() }).unwrap();
+        let error = failure(&events);
+        assert!(error.contains("no sound server"), "{error}");
+    }
+    {
+        let Some(_pulse) = PulseAudio::start(PulseSetup::NoDevices) else { return };
+        audio.commands.send(AudioCommand::Start { target: VoiceTarget::Chat, pressed_at: Instant::now() }).unwrap();
+        let error = failure(&events);
+        assert!(error.contains("no microphone"), "{error}");
+        // `cowork doctor`'s check says the same.
+        let out = Command::new(env!("CARGO_BIN_EXE_cowork")).args(["doctor", "--json"]).env("COWORK_MODELS_DIR", models_dir()).output().unwrap();
+        let checks: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+        let mic = checks.as_array().unwrap().iter().find(|c| c["name"] == "microphone").expect("a microphone check").clone();
+        assert!(mic["detail"].as_str().unwrap().contains("no microphone"), "{mic}");
+    }
+    // A refused client ("permission denied") cannot be staged here: a PulseAudio
+    // server trusts a client of its own user by its socket credentials, and
+    // this crate's client speaks only to unix sockets. The mapping is unit-tested.
+    audio.shutdown(AudioCommand::Shutdown, Duration::from_secs(5));
+}

@@ -366,7 +366,7 @@ impl CoworkApp {
                     self.apply_stream_switches();
                 }
                 if key.starts_with("voice.") {
-                    let _ = self.channels.speech.try_send(crate::audio::worker::SpeechCommand::Configure(crate::workers::speech_config(&self.state.settings)));
+                    let _ = self.channels.speech.try_send(crate::audio::worker::SpeechCommand::Configure(crate::audio::worker::SpeechConfig::from_settings(&self.state.settings)));
                     let device = Some(self.state.settings.voice.device.clone()).filter(|d| !d.is_empty());
                     let _ = self.channels.audio.try_send(crate::audio::worker::AudioCommand::SetDevice(device));
                 }

@@ -45,16 +45,6 @@ pub struct Workers {
     pub typing_at_millis: Arc<AtomicI64>,
 }
 
-/// The speech worker's configuration from Settings → Voice.
-pub fn speech_config(settings: &crate::config::Settings) -> crate::audio::worker::SpeechConfig {
-    let voice = &settings.voice;
-    crate::audio::worker::SpeechConfig {
-        model: Some(voice.model.clone()).filter(|m| !m.is_empty()),
-        settings: crate::audio::transcribe::DecodeSettings { short_clip_context: voice.short_clip_context, ..Default::default() },
-        idle_unload: Duration::from_secs(voice.idle_unload_secs),
-    }
-}
-
 /// What to start.
 pub struct WorkerOptions {
     /// Start capture; `display` is the X display (`None`: `$DISPLAY`).
@@ -180,7 +170,7 @@ impl Workers {
         let agent_config = AgentConfig { mcp: Some(crate::mcp::worker::McpClient { commands: mcp.commands.clone() }), ..agent_config };
         let agent = spawn_agent(agent_config, llm.commands.clone(), local, store.commands.clone(), sink.clone(), stop_epoch.clone(), options.policy)?;
         let speech_manifest = crate::models::Manifest::bundled()?;
-        let speech = crate::audio::worker::spawn_speech(speech_manifest, paths.models_dir.clone(), speech_config(&settings), sink.clone(), options.policy)?;
+        let speech = crate::audio::worker::spawn_speech(speech_manifest, paths.models_dir.clone(), crate::audio::worker::SpeechConfig::from_settings(&settings), sink.clone(), options.policy)?;
         let audio = crate::audio::worker::spawn_audio(speech.commands.clone(), sink, options.policy)?;
         let device = Some(settings.voice.device.clone()).filter(|d| !d.is_empty());
         let _ = audio.commands.try_send(crate::audio::worker::AudioCommand::SetDevice(device));

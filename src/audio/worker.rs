@@ -72,6 +72,18 @@ pub struct SpeechConfig {
     pub idle_unload: Duration,
 }
 
+impl SpeechConfig {
+    /// From Settings → Voice.
+    pub fn from_settings(settings: &crate::config::Settings) -> Self {
+        let voice = &settings.voice;
+        Self {
+            model: Some(voice.model.clone()).filter(|m| !m.is_empty()),
+            settings: DecodeSettings { short_clip_context: voice.short_clip_context, ..DecodeSettings::default() },
+            idle_unload: Duration::from_secs(voice.idle_unload_secs),
+        }
+    }
+}
+
 impl Default for SpeechConfig {
     fn default() -> Self {
         Self { model: None, settings: DecodeSettings::default(), idle_unload: Duration::from_secs(300) }

@@ -298,7 +298,6 @@ fn voice_ui(ui: &mut egui::Ui, state: &AppState, panel: &mut SettingsPanel, acti
     });
     for (key, on, text, hover) in [
         (keys::VOICE_SEND_ON_RELEASE, voice.send_on_release, "Send when I release", "Off: the words wait in the input, to edit"),
-        (keys::VOICE_DICTATION, voice.dictation, "Type into the focused app (dictation)", "Off: the words go into cowork's input"),
         (keys::VOICE_SHORT_CLIP_CONTEXT, voice.short_clip_context, "Faster transcription of short clips", "Whisper looks at a window sized to the clip instead of 30 s"),
     ] {
         let mut value = on;

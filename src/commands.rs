@@ -1,4 +1,4 @@
-//! Headless subcommands: `doctor`, `ask`, `models`, `mcp-tools`, `search`, `memory`.
+//! Headless subcommands: `doctor`, `ask`, `models`, `transcribe`, `mcp-tools`, `search`, `memory`.
 
 pub mod agent;
 pub mod ask;

@@ -1,5 +1,5 @@
 //! Probes that exercise each native library for `cowork doctor`: faiss (a tiny
-//! index search), whisper.cpp (a context from the model), SQLite (FTS5).
+//! index search), whisper.cpp (a context from the model; the VAD on silence), SQLite (FTS5).
 
 use std::path::Path;
 use std::time::Instant;
@@ -34,39 +34,11 @@ pub fn whisper_probe(model: &Path) -> anyhow::Result<String> {
 /// Loads the Silero VAD model in whisper.cpp (2 threads) and runs it on a
 /// second of silence, which must hold no speech.
 pub fn vad_probe(model: &Path) -> anyhow::Result<String> {
-    crate::models::silero_convert::validate(model)?;
-    whisper_rs::install_logging_hooks();
     let started = Instant::now();
-    let path = model.to_str().context("model path is not UTF-8")?;
-    let mut params = whisper_rs::WhisperVadContextParams::new();
-    params.set_n_threads(2);
-    let mut vad = whisper_rs::WhisperVadContext::new(path, params).map_err(|err| anyhow::anyhow!("whisper.cpp cannot load the VAD model {}: {err}", model.display()))?;
-    let segments = vad.segments_from_samples(whisper_rs::WhisperVadParams::new(), &[0.0; 16_000]).map_err(|err| anyhow::anyhow!("the VAD could not run: {err}"))?;
-    ensure!(segments.num_segments() == 0, "the VAD heard speech in silence");
+    let mut vad = crate::audio::transcribe::load_vad(model, 2)?;
+    let spans = crate::audio::transcribe::speech_spans(&mut vad, &[0.0; 16_000])?;
+    ensure!(spans.is_empty(), "the VAD heard speech in silence");
     Ok(format!("loaded and ran in {} ms", started.elapsed().as_millis()))
-}
-
-/// Transcribes 16 kHz mono f32 samples with greedy decoding.
-pub fn whisper_transcribe(model: &Path, samples: &[f32]) -> anyhow::Result<String> {
-    crate::models::whisper_convert::validate_ggml(model)?;
-    whisper_rs::install_logging_hooks();
-    let path = model.to_str().context("model path is not UTF-8")?;
-    let ctx = whisper_rs::WhisperContext::new_with_params(path, whisper_rs::WhisperContextParameters::default())
-        .with_context(|| format!("whisper.cpp cannot load {}", model.display()))?;
-    let mut state = ctx.create_state()?;
-    let mut params = whisper_rs::FullParams::new(whisper_rs::SamplingStrategy::Greedy { best_of: 1 });
-    params.set_n_threads(2);
-    params.set_print_progress(false);
-    params.set_print_realtime(false);
-    params.set_print_special(false);
-    params.set_print_timestamps(false);
-    params.set_language(Some("en"));
-    state.full(params, samples)?;
-    let mut text = String::new();
-    for segment in state.as_iter() {
-        text.push_str(&segment.to_str_lossy()?);
-    }
-    Ok(text.trim().to_owned())
 }
 
 /// Checks that the linked SQLite has FTS5 and reports its version.

@@ -66,6 +66,15 @@ impl MicError {
         }
     }
 
+    /// An error met while reaching the server: anything but a refusal means there is no server to speak to.
+    fn unreachable(err: cpal::Error) -> Self {
+        match MicError::from_cpal(err) {
+            denied @ MicError::PermissionDenied(_) => denied,
+            MicError::NoDevice => MicError::NoServer("the server did not answer".into()),
+            other => MicError::NoServer(other.to_string()),
+        }
+    }
+
     /// A short label for the status bar and `cowork doctor`.
     pub fn label(&self) -> &'static str {
         match self {
@@ -98,11 +107,7 @@ impl SoundServer {
         if !cpal::available_hosts().contains(&cpal::HostId::PulseAudio) {
             return Err(MicError::NoServer("no PulseAudio socket: set PULSE_SERVER, or start PulseAudio or pipewire-pulse".into()));
         }
-        let host = cpal::host_from_id(cpal::HostId::PulseAudio).map_err(|err| match MicError::from_cpal(err) {
-            denied @ MicError::PermissionDenied(_) => denied,
-            MicError::NoServer(text) | MicError::Busy(text) | MicError::Other(text) => MicError::NoServer(text),
-            MicError::NoDevice => MicError::NoServer("the server did not answer".into()),
-        })?;
+        let host = cpal::host_from_id(cpal::HostId::PulseAudio).map_err(MicError::unreachable)?;
         Ok(Self { host })
     }
 
@@ -129,18 +134,9 @@ impl SoundServer {
             // cpal says "none" for a server it cannot reach too: ask again to tell the two apart.
             None => match self.host.devices() {
                 Ok(_) => Err(MicError::NoDevice),
-                Err(err) => Err(match MicError::from_cpal(err) {
-                    denied @ MicError::PermissionDenied(_) => denied,
-                    other => MicError::NoServer(other.to_string()),
-                }),
+                Err(err) => Err(MicError::unreachable(err)),
             },
         }
-    }
-
-    /// The input devices' names, for Settings and `cowork doctor`.
-    pub fn input_names(&self) -> Result<Vec<String>, MicError> {
-        let devices = self.host.input_devices().map_err(MicError::from_cpal)?;
-        Ok(devices.into_iter().filter_map(|d| device_name(&d)).collect())
     }
 
     /// The default input's name and format, without opening it.

@@ -183,7 +183,6 @@ impl Heard {
 
 /// Whisper (and the VAD) loaded, with one decoding state reused across clips.
 pub struct Transcriber {
-    context: WhisperContext,
     state: WhisperState,
     vad: Option<WhisperVadContext>,
     settings: DecodeSettings,
@@ -201,21 +200,10 @@ impl Transcriber {
         let context = WhisperContext::new_with_params(path_str(&models.whisper)?, WhisperContextParameters::default())
             .map_err(|err| anyhow!("whisper.cpp cannot load {}: {err}", models.whisper.display()))?;
         let state = context.create_state().map_err(|err| anyhow!("whisper.cpp cannot create a decoding state: {err}"))?;
-        let vad = match &models.vad {
-            Some(path) => {
-                crate::models::silero_convert::validate(path)?;
-                let mut params = WhisperVadContextParams::new();
-                params.set_n_threads(settings.vad_threads.clamp(1, 2));
-                Some(WhisperVadContext::new(path_str(path)?, params).map_err(|err| anyhow!("whisper.cpp cannot load the VAD model {}: {err}", path.display()))?)
-            }
-            None => None,
-        };
+        let vad = models.vad.as_deref().map(|path| load_vad(path, settings.vad_threads)).transpose()?;
         let token_eot = context.token_eot();
-        Ok(Self { context, state, vad, settings, english_only: models.english_only, token_eot, models: models.clone() })
-    }
-
-    pub fn settings(&self) -> &DecodeSettings {
-        &self.settings
+        // The state holds the model (an Arc inside whisper-rs), so the context itself need not be kept.
+        Ok(Self { state, vad, settings, english_only: models.english_only, token_eot, models: models.clone() })
     }
 
     pub fn set_settings(&mut self, settings: DecodeSettings) {
@@ -322,15 +310,19 @@ impl Transcriber {
         }
     }
 
-    /// Whether a model of this name is what is loaded.
+    /// Whether these are the models loaded.
     pub fn is_loaded(&self, models: &SpeechModels) -> bool {
         &self.models == models
     }
+}
 
-    /// The context's vocabulary size, a cheap sign the model is whole.
-    pub fn vocabulary(&self) -> i32 {
-        self.context.n_vocab()
-    }
+/// Loads the Silero VAD model after checking its file in Rust, on at most 2 threads.
+pub fn load_vad(path: &Path, threads: i32) -> anyhow::Result<WhisperVadContext> {
+    crate::models::silero_convert::validate(path)?;
+    whisper_rs::install_logging_hooks();
+    let mut params = WhisperVadContextParams::new();
+    params.set_n_threads(threads.clamp(1, 2));
+    WhisperVadContext::new(path_str(path)?, params).map_err(|err| anyhow!("whisper.cpp cannot load the VAD model {}: {err}", path.display()))
 }
 
 fn path_str(path: &Path) -> anyhow::Result<&str> {
@@ -358,7 +350,7 @@ pub fn short_clip_audio_ctx(samples: usize) -> i32 {
 }
 
 /// Speech stretches the VAD finds, padded, in samples.
-fn speech_spans(vad: &mut WhisperVadContext, samples: &[f32]) -> anyhow::Result<Vec<(usize, usize)>> {
+pub fn speech_spans(vad: &mut WhisperVadContext, samples: &[f32]) -> anyhow::Result<Vec<(usize, usize)>> {
     let mut params = WhisperVadParams::new();
     params.set_threshold(0.5);
     params.set_min_speech_duration(250);

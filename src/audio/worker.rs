@@ -335,10 +335,6 @@ impl SpeechWorker {
         self.last_used = Instant::now();
         true
     }
-
-    pub fn is_loaded(&self) -> bool {
-        self.transcriber.is_some()
-    }
 }
 
 impl Supervised for SpeechWorker {

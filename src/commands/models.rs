@@ -1,4 +1,4 @@
-//! `cowork models …`: verify, fetch from upstream, convert Whisper.
+//! `cowork models …`: verify, fetch from upstream, convert (Whisper, Silero VAD, Qwen).
 
 use std::path::Path;
 

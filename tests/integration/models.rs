@@ -160,7 +160,11 @@ fn whisper_conversion_matches_the_manifest_and_transcribes_real_speech() {
         .unwrap()
         .success());
     let samples: Vec<f32> = std::fs::read(&raw).unwrap().chunks_exact(4).map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]])).collect();
-    let text = cowork::native::whisper_transcribe(&out, &samples).unwrap().to_lowercase();
+    let _turn = super::support::whisper_turn();
+    let models = cowork::audio::transcribe::SpeechModels { whisper: out.clone(), vad: None, english_only: true };
+    let mut transcriber = cowork::audio::transcribe::Transcriber::load(&models, Default::default()).unwrap();
+    let heard = transcriber.transcribe(&samples, None).unwrap();
+    let text = heard.text().unwrap_or_default().to_lowercase();
     for word in ["calendar", "schedule", "meeting", "tomorrow"] {
         assert!(text.contains(word), "transcript {text:?} lacks {word:?}");
     }

@@ -41,6 +41,7 @@ pub struct Channels {
     pub mcp: Sender<crate::mcp::worker::McpCommand>,
     pub audio: Sender<crate::audio::worker::AudioCommand>,
     pub speech: Sender<crate::audio::worker::SpeechCommand>,
+    pub listen: Sender<crate::audio::listen::ListenCommand>,
     pub search_latest: Arc<AtomicU64>,
     pub typing_at_millis: Arc<std::sync::atomic::AtomicI64>,
     pub controls: Vec<(WorkerName, Sender<Control>)>,
@@ -376,6 +377,10 @@ impl CoworkApp {
                 if key == keys::DESKTOP_ACCESSIBILITY {
                     let on = self.state.settings.desktop_accessibility;
                     let _ = self.channels.a11y.try_send(crate::capture::A11yCommand::SetDesktopAccessibility(on));
+                }
+                if key.starts_with("listen.") || key == keys::VOICE_DEVICE || keys::PRIVACY.contains(&key.as_str()) {
+                    let plan = crate::audio::listen::ListenPlan::from_settings(&self.state.settings);
+                    let _ = self.channels.listen.try_send(crate::audio::listen::ListenCommand::Configure(plan));
                 }
                 if keys::PRIVACY.contains(&key.as_str()) {
                     let _ = self.channels.capture.try_send(CaptureCommand::SetRules(self.state.settings.rules()));

@@ -5,10 +5,13 @@
 //! opens it only while the user talks to cowork; the `speech` worker owns the
 //! Whisper and VAD models, loaded while needed. No egui in here.
 
+pub mod listen;
 pub mod mic;
 pub mod ptt;
 pub mod resample;
+pub mod segment;
 pub mod transcribe;
+pub mod transcripts;
 pub mod wav;
 pub mod worker;
 

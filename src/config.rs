@@ -166,6 +166,40 @@ pub struct Settings {
     /// Tools whose every call asks, whatever the rules say.
     pub always_ask: Vec<String>,
     pub voice: VoiceSettings,
+    pub listen: ListenSettings,
+}
+
+/// Listen mode (Settings → Voice): transcribe what is said around the
+/// computer into the `audio_transcripts` stream. Off until the user turns it
+/// on and answers its own consent question.
+#[derive(Clone, Debug, PartialEq)]
+pub struct ListenSettings {
+    pub enabled: bool,
+    /// The user read what listen mode records and agreed.
+    pub consented: bool,
+    /// Transcribe the microphone ("you").
+    pub mic: bool,
+    /// Transcribe what the computer plays ("others"): the default output's monitor.
+    pub system: bool,
+    /// Keep each chunk's audio as a WAV file next to its transcript.
+    pub keep_audio: bool,
+    /// Days transcripts are kept; 0 keeps them.
+    pub retention_days: u32,
+    /// Days kept audio is kept (its text stays for `retention_days`).
+    pub audio_retention_days: u32,
+}
+
+impl Default for ListenSettings {
+    fn default() -> Self {
+        Self { enabled: false, consented: false, mic: true, system: false, keep_audio: false, retention_days: 30, audio_retention_days: 7 }
+    }
+}
+
+impl ListenSettings {
+    /// Whether listen mode may run at all (the firewall's pause and quiet hours still apply).
+    pub fn active(&self) -> bool {
+        self.enabled && self.consented && (self.mic || self.system)
+    }
 }
 
 /// Push-to-talk and transcription (Settings → Voice).
@@ -245,6 +279,7 @@ impl Default for Settings {
             approval_timeout_secs: 300,
             always_ask: Vec::new(),
             voice: VoiceSettings::default(),
+            listen: ListenSettings::default(),
         }
     }
 }
@@ -296,6 +331,13 @@ pub mod keys {
     pub const VOICE_MODEL: &str = "voice.model";
     pub const VOICE_DEVICE: &str = "voice.device";
     pub const VOICE_IDLE_UNLOAD_SECS: &str = "voice.idle_unload_secs";
+    pub const LISTEN_ENABLED: &str = "listen.enabled";
+    pub const LISTEN_CONSENTED: &str = "listen.consented";
+    pub const LISTEN_MIC: &str = "listen.mic";
+    pub const LISTEN_SYSTEM: &str = "listen.system";
+    pub const LISTEN_KEEP_AUDIO: &str = "listen.keep_audio";
+    pub const LISTEN_RETENTION_DAYS: &str = "retention.audio_days";
+    pub const LISTEN_AUDIO_RETENTION_DAYS: &str = "retention.audio_file_days";
     /// Every key that changes the firewall's rules.
     pub const PRIVACY: &[&str] =
         &[PAUSED, ALLOWED_APPS, DENIED_APPS, DENIED_TITLES, DENIED_DOMAINS, QUIET_HOURS, PRIVATE_WINDOWS];
@@ -325,6 +367,8 @@ impl Settings {
             }
             keys::WINDOW_RETENTION_DAYS => number(key, value, 0u32, 36_500).map(|v| self.window_retention_days = v),
             keys::KEYSTROKE_RETENTION_DAYS => number(key, value, 0u32, 36_500).map(|v| self.keystroke_retention_days = v),
+            keys::LISTEN_RETENTION_DAYS => number(key, value, 0u32, 36_500).map(|v| self.listen.retention_days = v),
+            keys::LISTEN_AUDIO_RETENTION_DAYS => number(key, value, 1u32, 36_500).map(|v| self.listen.audio_retention_days = v),
             keys::RECORD_WINDOWS
             | keys::RECORD_KEYS
             | keys::RECORD_CLIPBOARD
@@ -337,6 +381,11 @@ impl Settings {
             | keys::VOICE_SEND_ON_RELEASE
             | keys::VOICE_DICTATION
             | keys::VOICE_SHORT_CLIP_CONTEXT
+            | keys::LISTEN_ENABLED
+            | keys::LISTEN_CONSENTED
+            | keys::LISTEN_MIC
+            | keys::LISTEN_SYSTEM
+            | keys::LISTEN_KEEP_AUDIO
             | keys::PRIVATE_WINDOWS => match value.trim() {
                 "true" | "false" => {
                     let on = value.trim() == "true";
@@ -353,6 +402,11 @@ impl Settings {
                         keys::VOICE_SEND_ON_RELEASE => self.voice.send_on_release = on,
                         keys::VOICE_DICTATION => self.voice.dictation = on,
                         keys::VOICE_SHORT_CLIP_CONTEXT => self.voice.short_clip_context = on,
+                        keys::LISTEN_ENABLED => self.listen.enabled = on,
+                        keys::LISTEN_CONSENTED => self.listen.consented = on,
+                        keys::LISTEN_MIC => self.listen.mic = on,
+                        keys::LISTEN_SYSTEM => self.listen.system = on,
+                        keys::LISTEN_KEEP_AUDIO => self.listen.keep_audio = on,
                         _ => self.streams_confirmed = on,
                     }
                     Ok(())
@@ -518,6 +572,21 @@ mod tests {
         assert_eq!(settings.voice.hotkey, "ctrl+alt+KeyV");
         assert!(!settings.voice.dictation, "dictation stays off by default");
         assert_eq!(warnings.len(), 2, "{warnings:?}");
+    }
+
+    #[test]
+    fn listen_mode_is_off_until_turned_on_and_consented() {
+        assert!(!Settings::default().listen.active(), "off by default");
+        let pairs = |list: &[(&str, &str)]| list.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect::<Vec<_>>();
+        let (on, _) = Settings::from_pairs(&pairs(&[(keys::LISTEN_ENABLED, "true")]));
+        assert!(!on.listen.active(), "turned on without the consent question answered");
+        let (on, _) = Settings::from_pairs(&pairs(&[(keys::LISTEN_ENABLED, "true"), (keys::LISTEN_CONSENTED, "true")]));
+        assert!(on.listen.active() && on.listen.mic && !on.listen.system, "system audio needs its own yes");
+        let (none, _) = Settings::from_pairs(&pairs(&[(keys::LISTEN_ENABLED, "true"), (keys::LISTEN_CONSENTED, "true"), (keys::LISTEN_MIC, "false")]));
+        assert!(!none.listen.active(), "no stream chosen");
+        let (kept, warnings) = Settings::from_pairs(&pairs(&[(keys::LISTEN_RETENTION_DAYS, "0"), (keys::LISTEN_AUDIO_RETENTION_DAYS, "0")]));
+        assert_eq!((kept.listen.retention_days, kept.listen.audio_retention_days), (0, 7), "kept audio always expires");
+        assert_eq!(warnings.len(), 1);
     }
 
     #[test]

@@ -20,10 +20,11 @@ pub enum WorkerName {
     Mcp,
     Audio,
     Speech,
+    Listen,
 }
 
 impl WorkerName {
-    pub const ALL: [WorkerName; 13] = [
+    pub const ALL: [WorkerName; 14] = [
         WorkerName::Store,
         WorkerName::Capture,
         WorkerName::Keys,
@@ -37,6 +38,7 @@ impl WorkerName {
         WorkerName::Mcp,
         WorkerName::Audio,
         WorkerName::Speech,
+        WorkerName::Listen,
     ];
 
     pub fn as_str(self) -> &'static str {
@@ -54,6 +56,7 @@ impl WorkerName {
             WorkerName::Mcp => "mcp",
             WorkerName::Audio => "audio",
             WorkerName::Speech => "speech",
+            WorkerName::Listen => "listen",
         }
     }
 }
@@ -497,6 +500,31 @@ pub enum VoiceEvent {
     Heard { target: VoiceTarget, heard: crate::audio::transcribe::Heard, release_to_text_millis: u64 },
     /// No microphone, a busy one, a refused one, a model that would not load.
     Failed { target: Option<VoiceTarget>, error: String },
+    /// Listen mode's state, sent when it changes.
+    Listening(ListenStatus),
+}
+
+/// What listen mode is doing: the streams open (device names), why it is
+/// held, its last error, and what it stored.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct ListenStatus {
+    pub mic: Option<String>,
+    pub system: Option<String>,
+    /// Why nothing is open although listen mode is on (pause, quiet hours).
+    pub held: Option<String>,
+    pub error: Option<String>,
+    /// Chunks stored since the app started, and chunks not stored (an
+    /// excluded window was focused, or transcription fell behind).
+    pub stored: u64,
+    pub skipped: u64,
+    /// The last thing heard, "You: …" or "Others: …".
+    pub last: Option<String>,
+}
+
+impl ListenStatus {
+    pub fn open(&self) -> bool {
+        self.mic.is_some() || self.system.is_some()
+    }
 }
 
 // The agent's operations and tool calls (issue 13).

@@ -96,6 +96,23 @@ pub fn write_jsonl(conn: &Connection, since_millis: i64, until_millis: i64, out:
         writeln!(out, "{record}")?;
         count += 1;
     }
+    for a in crate::audio::transcripts::between(conn, since_millis, until_millis)? {
+        let record = json!({
+            "stream": "audio",
+            "transcript_id": a.transcript_id,
+            "source": a.source.as_str(),
+            "speaker": a.source.speaker(),
+            "app": a.app,
+            "title": a.title,
+            "start": rfc3339(a.started_at_millis),
+            "end": rfc3339(a.ended_at_millis),
+            "text": a.text,
+            "confidence": a.confidence,
+            "audio_file": a.audio_file,
+        });
+        writeln!(out, "{record}")?;
+        count += 1;
+    }
     for m in store::messages_between(conn, since_millis, until_millis)? {
         let record = json!({
             "stream": "chat",

@@ -180,7 +180,7 @@ enum Command {
         action: MemoryAction,
     },
     /// Search everything captured and said (windows, typing, clipboard, chat,
-    /// summaries) by keywords and by meaning
+    /// summaries, what listen mode heard) by keywords and by meaning
     Search {
         query: String,
         /// From this time (2026-11-22, 2026-11-22T09:00:00Z, or 2h/1d back)
@@ -191,7 +191,7 @@ enum Command {
         /// Only this app (WM_CLASS, case-insensitive)
         #[arg(long)]
         app: Option<String>,
-        /// Only these streams: window, typing, clipboard, chat, summary (repeatable)
+        /// Only these streams: window, typing, clipboard, chat, summary, audio (repeatable)
         #[arg(long)]
         stream: Vec<String>,
         #[arg(long, default_value_t = 20)]
@@ -537,7 +537,7 @@ fn run(cli: Cli, process_started: Instant) -> anyhow::Result<ExitCode> {
                 .iter()
                 .map(|s| {
                     cowork::memory::search::Stream::parse(s)
-                        .ok_or_else(|| anyhow::anyhow!("unknown stream {s:?}: window, typing, clipboard, chat or summary"))
+                        .ok_or_else(|| anyhow::anyhow!("unknown stream {s:?}: window, typing, clipboard, chat, summary or audio"))
                 })
                 .collect::<anyhow::Result<Vec<_>>>()?;
             let filters = cowork::memory::search::Filters { since_millis: time(since)?, until_millis: time(until)?, app, streams };

@@ -328,9 +328,9 @@ impl AppState {
         self.workers.get(&worker).cloned().unwrap_or(WorkerState::Starting)
     }
 
-    /// Whether the microphone is open (the status bar and tray show it).
+    /// Whether the microphone (or listen mode's system audio) is open: the status bar and tray show it.
     pub fn mic_open(&self) -> bool {
-        self.voice.recording.is_some()
+        self.voice.recording.is_some() || self.voice.listen.open()
     }
 
     pub fn notice(&mut self, text: impl Into<String>) {
@@ -521,8 +521,12 @@ impl AppState {
             }
             AppEvent::QuickPromptHotkey => self.quick_prompt_open = true,
             AppEvent::Voice(event) => {
-                if let crate::events::VoiceEvent::Failed { error, .. } = &event {
-                    self.notice(error.clone());
+                match &event {
+                    crate::events::VoiceEvent::Failed { error, .. } => self.notice(error.clone()),
+                    crate::events::VoiceEvent::Listening(status) if status.error.is_some() && status.error != self.voice.listen.error => {
+                        self.notice(status.error.clone().unwrap_or_default());
+                    }
+                    _ => {}
                 }
                 self.voice.apply(event);
             }
@@ -703,6 +707,8 @@ pub struct VoiceView {
     /// Key press to first sample, and key release to text, of the last utterance.
     pub first_sample_millis: Option<u64>,
     pub release_to_text_millis: Option<u64>,
+    /// Listen mode, as its worker last said.
+    pub listen: crate::events::ListenStatus,
 }
 
 impl VoiceView {
@@ -742,6 +748,7 @@ impl VoiceView {
                 self.level = 0.0;
                 self.status = Some(error);
             }
+            VoiceEvent::Listening(status) => self.listen = status,
         }
     }
 }

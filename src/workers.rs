@@ -38,6 +38,7 @@ pub struct Workers {
     pub mcp: WorkerHandle<crate::mcp::worker::McpCommand>,
     pub audio: WorkerHandle<crate::audio::worker::AudioCommand>,
     pub speech: WorkerHandle<crate::audio::worker::SpeechCommand>,
+    pub listen: WorkerHandle<crate::audio::listen::ListenCommand>,
     pub stop_epoch: Arc<AtomicU64>,
     /// The newest search generation asked for (a running older query stops).
     pub search_latest: Arc<AtomicU64>,
@@ -90,6 +91,18 @@ impl Workers {
             tracing::warn!("the store did not open the database in time; using default settings");
         }
         let (settings, warnings) = read_settings(paths);
+        let speech_manifest = crate::models::Manifest::bundled()?;
+        let speech = crate::audio::worker::spawn_speech(speech_manifest.clone(), paths.models_dir.clone(), crate::audio::worker::SpeechConfig::from_settings(&settings), sink.clone(), options.policy)?;
+        let listen = crate::audio::listen::spawn_listen(
+            store.commands.clone(),
+            speech.commands.clone(),
+            speech_manifest,
+            paths.models_dir.clone(),
+            paths.data_dir.clone(),
+            sink.clone(),
+            options.policy,
+        )?;
+        let _ = listen.commands.try_send(crate::audio::listen::ListenCommand::Configure(crate::audio::listen::ListenPlan::from_settings(&settings)));
         let (capture, keys, clipboard, a11y) = if options.capture {
             // device_query and arboard read $DISPLAY; those streams run only when that is the display we watch.
             let same_display = options.display.is_none() || options.display == std::env::var("DISPLAY").ok();
@@ -105,7 +118,11 @@ impl Workers {
             )?;
             let a11y = spawn_a11y(keys.commands.clone(), settings.desktop_accessibility, sink.clone(), options.policy)?;
             let config = CaptureConfig { display: options.display.clone(), afk_secs: settings.afk_secs, rules: settings.rules() };
-            let streams = StreamSenders { keys: Some(keys.commands.clone()), clipboard: Some(clipboard.commands.clone()) };
+            let streams = StreamSenders {
+                keys: Some(keys.commands.clone()),
+                clipboard: Some(clipboard.commands.clone()),
+                listen: Some(listen.commands.clone()),
+            };
             let capture = spawn_capture_with_streams(config, store.commands.clone(), streams, sink.clone(), options.policy)?;
             let allowed = settings.streams_confirmed || !options.require_consent;
             let _ = capture.commands.try_send(CaptureCommand::SetRecording(allowed && settings.record_windows));
@@ -169,13 +186,11 @@ impl Workers {
         let mcp = crate::mcp::worker::spawn_mcp(paths.data_dir.clone(), sink.clone(), options.policy)?;
         let agent_config = AgentConfig { mcp: Some(crate::mcp::worker::McpClient { commands: mcp.commands.clone() }), ..agent_config };
         let agent = spawn_agent(agent_config, llm.commands.clone(), local, store.commands.clone(), sink.clone(), stop_epoch.clone(), options.policy)?;
-        let speech_manifest = crate::models::Manifest::bundled()?;
-        let speech = crate::audio::worker::spawn_speech(speech_manifest, paths.models_dir.clone(), crate::audio::worker::SpeechConfig::from_settings(&settings), sink.clone(), options.policy)?;
         let audio = crate::audio::worker::spawn_audio(speech.commands.clone(), sink, options.policy)?;
         let device = Some(settings.voice.device.clone()).filter(|d| !d.is_empty());
         let _ = audio.commands.try_send(crate::audio::worker::AudioCommand::SetDevice(device));
         let workers =
-            Self { store, capture, keys, clipboard, a11y, models, search, embed, llm, agent, mcp, audio, speech, stop_epoch, search_latest, typing_at_millis };
+            Self { store, capture, keys, clipboard, a11y, models, search, embed, llm, agent, mcp, audio, speech, listen, stop_epoch, search_latest, typing_at_millis };
         Ok((workers, settings, warnings))
     }
 
@@ -200,6 +215,7 @@ impl Workers {
             (self.mcp.name, self.mcp.control.clone()),
             (self.audio.name, self.audio.control.clone()),
             (self.speech.name, self.speech.control.clone()),
+            (self.listen.name, self.listen.control.clone()),
         ];
         if let Some(capture) = &self.capture {
             controls.push((capture.name, capture.control.clone()));
@@ -227,6 +243,7 @@ impl Workers {
             mcp: self.mcp.commands.clone(),
             audio: self.audio.commands.clone(),
             speech: self.speech.commands.clone(),
+            listen: self.listen.commands.clone(),
             search_latest: self.search_latest.clone(),
             typing_at_millis: self.typing_at_millis.clone(),
             controls,
@@ -261,6 +278,10 @@ impl Workers {
         // The microphone closes first.
         if !self.audio.shutdown(crate::audio::worker::AudioCommand::Shutdown, timeout) {
             tracing::warn!("audio did not stop in time");
+        }
+        // Listen closes its streams and waits for the chunks it handed to speech.
+        if !self.listen.shutdown(crate::audio::listen::ListenCommand::Shutdown, timeout) {
+            tracing::warn!("listen did not stop in time (its last chunk was not stored)");
         }
         if !self.speech.shutdown(crate::audio::worker::SpeechCommand::Shutdown, timeout) {
             tracing::warn!("speech did not stop in time (a transcription was under way)");

@@ -31,6 +31,23 @@ pub enum Source {
 }
 
 impl Source {
+    pub fn parse(text: &str) -> Option<Self> {
+        match text {
+            "mic" => Some(Source::Microphone),
+            "system" => Some(Source::SystemAudio),
+            _ => None,
+        }
+    }
+
+    /// Who is speaking, as far as the source tells: the user into the
+    /// microphone, others through what the computer plays.
+    pub fn speaker(self) -> &'static str {
+        match self {
+            Source::Microphone => "You (microphone)",
+            Source::SystemAudio => "Others (system audio)",
+        }
+    }
+
     pub fn as_str(self) -> &'static str {
         match self {
             Source::Microphone => "mic",
@@ -146,13 +163,14 @@ impl SoundServer {
         Ok(format!("{} ({} Hz, {} channels)", device_name(&device).unwrap_or_default(), config.sample_rate(), config.channels()))
     }
 
-    /// Opens `source` and streams its samples to `blocks` until the capture is dropped.
-    pub fn open(&self, source: Source, name: Option<&str>, blocks: Sender<Block>) -> Result<Capture, MicError> {
+    /// Opens `source` and streams its samples to `blocks`, in fragments of
+    /// `fragment_millis`, until the capture is dropped.
+    pub fn open(&self, source: Source, name: Option<&str>, fragment_millis: u32, blocks: Sender<Block>) -> Result<Capture, MicError> {
         let device = self.device(source, name)?;
         let default = device.default_input_config().map_err(MicError::from_cpal)?;
         let rate = default.sample_rate();
         let channels = default.channels().max(1);
-        let config = cpal::StreamConfig { channels, sample_rate: rate, buffer_size: cpal::BufferSize::Fixed(rate * FRAGMENT_MILLIS / 1000) };
+        let config = cpal::StreamConfig { channels, sample_rate: rate, buffer_size: cpal::BufferSize::Fixed(rate * fragment_millis / 1000) };
         let data_blocks = blocks.clone();
         let stream = device
             .build_input_stream::<f32, _, _>(

@@ -53,11 +53,32 @@ pub struct Utterance {
     pub released_at: Instant,
 }
 
+/// A chunk listen mode heard, on its way to Whisper and back.
+#[derive(Debug)]
+pub struct ListenJob {
+    pub transcript_id: i64,
+    pub source: Source,
+    pub started_at_millis: i64,
+    pub ended_at_millis: i64,
+    pub app: String,
+    pub title: String,
+    pub samples: Vec<f32>,
+}
+
+/// A listen job transcribed.
+#[derive(Debug)]
+pub struct ListenDone {
+    pub job: ListenJob,
+    pub heard: Result<Heard, String>,
+}
+
 #[derive(Debug)]
 pub enum SpeechCommand {
     /// Load the models now: an utterance is coming.
     Prepare,
     Transcribe(Utterance),
+    /// A listen-mode chunk; the outcome goes back on `reply`.
+    Listen { job: ListenJob, reply: Sender<ListenDone> },
     Configure(SpeechConfig),
     Shutdown,
 }
@@ -154,11 +175,11 @@ impl AudioWorker {
         let device = self.device.clone();
         let was_connected = self.server.is_some();
         let blocks = self.blocks_tx.clone();
-        let mut opened = self.server().and_then(|server| server.open(Source::Microphone, device.as_deref(), blocks.clone()));
+        let mut opened = self.server().and_then(|server| server.open(Source::Microphone, device.as_deref(), super::mic::FRAGMENT_MILLIS, blocks.clone()));
         if was_connected && matches!(opened, Err(MicError::NoServer(_) | MicError::Busy(_) | MicError::Other(_))) {
             // The kept connection may be to a server that restarted since: connect afresh once.
             self.server = None;
-            opened = self.server().and_then(|server| server.open(Source::Microphone, device.as_deref(), blocks));
+            opened = self.server().and_then(|server| server.open(Source::Microphone, device.as_deref(), super::mic::FRAGMENT_MILLIS, blocks));
         }
         match opened {
             Ok(capture) => {
@@ -328,6 +349,10 @@ impl SpeechWorker {
                     Err(err) => VoiceEvent::Failed { target: Some(target), error: format!("{err:#}") },
                 };
                 self.sink.send(AppEvent::Voice(event));
+            }
+            SpeechCommand::Listen { job, reply } => {
+                let heard = self.load().and_then(|t| t.transcribe(&job.samples, None::<Arc<AtomicBool>>)).map_err(|err| format!("{err:#}"));
+                let _ = reply.send_timeout(ListenDone { job, heard }, Duration::from_secs(5));
             }
             SpeechCommand::Configure(config) => self.config = config,
             SpeechCommand::Shutdown => return false,

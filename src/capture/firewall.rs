@@ -68,13 +68,22 @@ impl Rules {
     /// Decides one observation; the first rule that excludes it wins.
     pub fn decide(&self, observation: &Observation<'_>) -> Decision {
         let exclude = |rule: String| Decision::Exclude { rule };
-        if self.paused {
-            return exclude("capture is paused".into());
-        }
-        if let Some(&(start, end)) = self.quiet_hours.iter().find(|(s, e)| in_range(observation.local_minute, *s, *e)) {
-            return exclude(format!("quiet hours {}–{}", clock(start), clock(end)));
+        if let Some(rule) = self.time_exclusion(observation.local_minute) {
+            return exclude(rule);
         }
         self.standing_exclusion(Some(observation.app), observation.title, observation.url).map_or(Decision::Record, exclude)
+    }
+
+    /// Pause and quiet hours: the rules that hold whatever is focused (listen
+    /// mode closes the microphone under them).
+    pub fn time_exclusion(&self, local_minute: u32) -> Option<String> {
+        if self.paused {
+            return Some("capture is paused".into());
+        }
+        self.quiet_hours
+            .iter()
+            .find(|(s, e)| in_range(local_minute, *s, *e))
+            .map(|&(start, end)| format!("quiet hours {}–{}", clock(start), clock(end)))
     }
 
     /// The rules that do not depend on the time (everything but pause and

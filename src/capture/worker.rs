@@ -89,6 +89,8 @@ pub struct CaptureWorker {
     a11y: Result<A11yBus, Instant>,
     /// The last URL read for the focused window, and when.
     url_cache: Option<(u32, String, Option<(String, UrlSource)>, Instant)>,
+    /// The focus listen mode was last told.
+    listen_focus: Option<crate::audio::listen::Focus>,
 }
 
 impl CaptureWorker {
@@ -112,6 +114,7 @@ impl CaptureWorker {
             held: None,
             a11y: Err(Instant::now() - A11Y_RECONNECT),
             url_cache: None,
+            listen_focus: None,
         }
     }
 
@@ -261,11 +264,27 @@ impl CaptureWorker {
             self.sink.send(AppEvent::CaptureDecision(summary.clone()));
             self.last_decision = Some(summary);
         }
-        let allowed = decision.is_some_and(|(_, d)| d.is_record());
+        let allowed = decision.as_ref().is_some_and(|(_, d)| d.is_record());
         let window = window.filter(|_| allowed);
+        self.tell_listen(decision.is_some() && !allowed, window.as_ref());
         let outputs = self.tracker.observe(window, now);
         self.apply(outputs);
         Ok(())
+    }
+
+    /// Listen mode keeps what it hears with the focused window, and drops
+    /// it while an excluded one is focused: it hears every change.
+    fn tell_listen(&mut self, excluded: bool, window: Option<&ActiveWindow>) {
+        use crate::audio::listen::{Focus, ListenCommand};
+        let Some(listen) = &self.streams.listen else { return };
+        let focus = match (excluded, window) {
+            (true, _) => Focus::Excluded,
+            (false, Some(w)) => Focus::Window { app: w.app.clone(), title: w.title.clone() },
+            (false, None) => Focus::Nothing,
+        };
+        if self.listen_focus.as_ref() != Some(&focus) && listen.try_send(ListenCommand::Focus(focus.clone())).is_ok() {
+            self.listen_focus = Some(focus);
+        }
     }
 
     /// What keeps a user without input present right now, if anything.
@@ -489,6 +508,7 @@ pub fn spawn_capture(
 pub struct StreamSenders {
     pub keys: Option<Sender<KeysCommand>>,
     pub clipboard: Option<Sender<ClipboardCommand>>,
+    pub listen: Option<Sender<crate::audio::listen::ListenCommand>>,
 }
 
 /// Starts capture with the other streams to tell about focus changes.

@@ -98,17 +98,20 @@ pub fn resolve(conn: &Connection, found: &[(i64, f32)], filters: &Filters, min_s
                 CASE c.source
                     WHEN 'window' THEN (SELECT app FROM activity_sessions WHERE session_id = c.source_id)
                     WHEN 'typing' THEN (SELECT app FROM keystroke_chunks WHERE chunk_id = c.source_id)
-                    WHEN 'clipboard' THEN (SELECT app FROM clipboard_events WHERE clip_id = c.source_id) END,
+                    WHEN 'clipboard' THEN (SELECT app FROM clipboard_events WHERE clip_id = c.source_id)
+                    WHEN 'audio' THEN (SELECT nullif(app, '') FROM audio_transcripts WHERE transcript_id = c.source_id) END,
                 CASE c.source
                     WHEN 'window' THEN (SELECT title FROM activity_sessions WHERE session_id = c.source_id)
                     WHEN 'typing' THEN (SELECT title FROM keystroke_chunks WHERE chunk_id = c.source_id)
                     WHEN 'clipboard' THEN (SELECT title FROM clipboard_events WHERE clip_id = c.source_id)
                     WHEN 'chat' THEN (SELECT t.title FROM chat_messages m JOIN chat_threads t ON t.thread_id = m.thread_id WHERE m.message_id = c.source_id)
+                    WHEN 'audio' THEN (SELECT CASE source WHEN 'mic' THEN 'You (microphone)' ELSE 'Others (system audio)' END FROM audio_transcripts WHERE transcript_id = c.source_id)
                     ELSE 'Summary' END,
                 CASE c.source
                     WHEN 'window' THEN (SELECT coalesce(ended_at_ms, last_seen_ms) FROM activity_sessions WHERE session_id = c.source_id)
                     WHEN 'typing' THEN (SELECT ended_at_ms FROM keystroke_chunks WHERE chunk_id = c.source_id)
                     WHEN 'summary' THEN (SELECT period_end_ms FROM observations WHERE observation_id = c.source_id)
+                    WHEN 'audio' THEN (SELECT ended_at_ms FROM audio_transcripts WHERE transcript_id = c.source_id)
                     ELSE c.at_ms END,
                 CASE c.source
                     WHEN 'window' THEN c.source_id

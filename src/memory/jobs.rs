@@ -129,6 +129,15 @@ pub fn source_pieces(conn: &Connection, source: Source, id: i64) -> rusqlite::Re
                 Ok((r.get(0)?, format!("Copied in {} ({}): ", r.get::<_, String>(1)?, r.get::<_, String>(2)?), r.get(3)?))
             })
             .optional()?,
+        Source::Audio => conn
+            .prepare_cached("SELECT started_at_ms, source, app, text FROM audio_transcripts WHERE transcript_id = ?1")?
+            .query_row(params![id], |r| {
+                let who = if r.get::<_, String>(1)? == "mic" { "You said" } else { "Heard on the computer" };
+                let app: String = r.get(2)?;
+                let prefix = if app.is_empty() { format!("{who}: ") } else { format!("{who} (in {app}): ") };
+                Ok((r.get(0)?, prefix, r.get(3)?))
+            })
+            .optional()?,
         Source::Chat => conn
             .prepare_cached("SELECT created_at_ms, role, content FROM chat_messages WHERE message_id = ?1 AND refusal = 0")?
             .query_row(params![id], |r| {

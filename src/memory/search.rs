@@ -19,10 +19,12 @@ pub enum Stream {
     Chat,
     /// Dated summaries the local model wrote (observational memory).
     Summary,
+    /// What listen mode heard (microphone and system audio).
+    Audio,
 }
 
 impl Stream {
-    pub const ALL: [Stream; 5] = [Stream::Window, Stream::Typing, Stream::Clipboard, Stream::Chat, Stream::Summary];
+    pub const ALL: [Stream; 6] = [Stream::Window, Stream::Typing, Stream::Clipboard, Stream::Chat, Stream::Summary, Stream::Audio];
 
     pub fn parse(text: &str) -> Option<Self> {
         match text {
@@ -31,6 +33,7 @@ impl Stream {
             "clipboard" => Some(Stream::Clipboard),
             "chat" | "messages" => Some(Stream::Chat),
             "summary" | "summaries" => Some(Stream::Summary),
+            "audio" | "heard" => Some(Stream::Audio),
             _ => None,
         }
     }
@@ -42,6 +45,7 @@ impl Stream {
             Stream::Clipboard => "clipboard",
             Stream::Chat => "chat",
             Stream::Summary => "summary",
+            Stream::Audio => "audio",
         }
     }
 
@@ -49,7 +53,7 @@ impl Stream {
     pub fn namespace(self) -> crate::memory::Namespace {
         use crate::memory::Namespace;
         match self {
-            Stream::Window | Stream::Typing | Stream::Clipboard => Namespace::Activity,
+            Stream::Window | Stream::Typing | Stream::Clipboard | Stream::Audio => Namespace::Activity,
             Stream::Chat => Namespace::Conversation,
             Stream::Summary => Namespace::Observation,
         }
@@ -112,6 +116,17 @@ fn stream_hits(conn: &Connection, stream: Stream, query: &str, filters: &Filters
              WHERE clipboard_fts MATCH ?1 AND c.at_ms < ?3 AND c.at_ms >= ?2
                AND (?4 IS NULL OR lower(c.app) = lower(?4))
              ORDER BY bm25(clipboard_fts) LIMIT ?5",
+            4,
+        ),
+        Stream::Audio => (
+            "SELECT a.transcript_id, a.started_at_ms, nullif(a.app, ''),
+                    CASE a.source WHEN 'mic' THEN 'You (microphone)' ELSE 'Others (system audio)' END,
+                    snippet(audio_fts, -1, '[', ']', '…', 12),
+                    (SELECT session_id FROM activity_sessions WHERE started_at_ms <= a.started_at_ms ORDER BY started_at_ms DESC LIMIT 1)
+             FROM audio_fts f JOIN audio_transcripts a ON a.transcript_id = f.rowid
+             WHERE audio_fts MATCH ?1 AND a.started_at_ms < ?3 AND a.ended_at_ms >= ?2
+               AND (?4 IS NULL OR lower(a.app) = lower(?4))
+             ORDER BY bm25(audio_fts) LIMIT ?5",
             4,
         ),
         Stream::Chat => (

@@ -425,6 +425,7 @@ pub struct Deleted {
     pub keystroke_chunks: usize,
     pub clipboard_events: usize,
     pub afk_events: usize,
+    pub audio_transcripts: usize,
 }
 
 /// Deletes everything captured or said in `[since_millis, until_millis)`:
@@ -467,7 +468,7 @@ pub fn delete_range(conn: &Connection, since_millis: i64, until_millis: i64) -> 
          AND created_at_ms >= ?1 AND created_at_ms < ?2",
         params![since_millis, until_millis],
     )?;
-    Ok(Deleted { sessions, messages, keystroke_chunks, clipboard_events, afk_events })
+    Ok(Deleted { sessions, messages, keystroke_chunks, clipboard_events, afk_events, audio_transcripts: 0 })
 }
 
 /// Retention: deletes sessions that ended before `cutoff_millis`. Returns how many.
@@ -490,6 +491,7 @@ pub fn purge_deleted(conn: &Connection) -> rusqlite::Result<()> {
          INSERT INTO message_fts (message_fts) VALUES ('optimize');
          INSERT INTO keystroke_fts (keystroke_fts) VALUES ('optimize');
          INSERT INTO clipboard_fts (clipboard_fts) VALUES ('optimize');
+         INSERT INTO audio_fts (audio_fts) VALUES ('optimize');
          PRAGMA wal_checkpoint(TRUNCATE);
          VACUUM;
          PRAGMA wal_checkpoint(TRUNCATE);",

@@ -21,6 +21,7 @@ const MIGRATIONS: &[&str] = &[
     include_str!("../../assets/migrations/0009_mcp.sql"),
     include_str!("../../assets/migrations/0010_mcp_clients.sql"),
     include_str!("../../assets/migrations/0011_call_images.sql"),
+    include_str!("../../assets/migrations/0012_audio.sql"),
 ];
 
 pub const SCHEMA_VERSION: u32 = MIGRATIONS.len() as u32;
@@ -83,6 +84,12 @@ pub fn migrate(conn: &Connection) -> anyhow::Result<()> {
         let version = index as u32 + 1;
         let tx = write_transaction(conn)?;
         tx.execute_batch(sql).with_context(|| format!("migration {version} failed"))?;
+        if sql.contains("PRAGMA writable_schema = ON") {
+            // A definition edited in place: bump the schema cookie so every
+            // connection (this one included) parses the schema again.
+            let cookie: i64 = tx.pragma_query_value(None, "schema_version", |row| row.get(0))?;
+            tx.pragma_update(None, "schema_version", cookie + 1)?;
+        }
         tx.pragma_update(None, "user_version", version)?;
         tx.commit()?;
         tracing::info!(version, "applied database migration");
@@ -103,6 +110,40 @@ mod tests {
         assert_eq!(version, SCHEMA_VERSION);
         // FTS5 is compiled in: the virtual tables exist and accept MATCH.
         conn.execute_batch("SELECT * FROM activity_fts WHERE activity_fts MATCH 'x'").unwrap();
+    }
+
+    #[test]
+    fn memory_chunks_take_audio_after_the_in_place_edit_on_a_file_with_data() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join(DB_FILE_NAME);
+        {
+            // A database as version 11 left it, with a chunk and a pin.
+            let conn = Connection::open(&path).unwrap();
+            configure_writer(&conn).unwrap();
+            for (index, sql) in MIGRATIONS.iter().take(11).enumerate() {
+                conn.execute_batch(sql).unwrap();
+                conn.pragma_update(None, "user_version", index as u32 + 1).unwrap();
+            }
+            conn.execute_batch(
+                "INSERT INTO embed_jobs (job_id, state, total_chunks, created_at_ms, updated_at_ms) VALUES (1, 'done', 1, 0, 0);
+                 INSERT INTO memory_chunks (chunk_id, namespace, source, source_id, text, at_ms, job_id) VALUES (7, 'activity', 'window', 1, 'x', 0, 1);
+                 INSERT INTO chat_threads (thread_id, title, created_at_ms, updated_at_ms) VALUES (3, 't', 0, 0);
+                 INSERT INTO thread_pins (thread_id, chunk_id) VALUES (3, 7);",
+            )
+            .unwrap();
+            assert!(conn.execute("INSERT INTO memory_chunks (namespace, source, source_id, text, at_ms, job_id) VALUES ('activity', 'audio', 1, 'x', 0, 1)", []).is_err());
+        }
+        let conn = open_writer(&path).unwrap();
+        conn.execute("INSERT INTO memory_chunks (namespace, source, source_id, text, at_ms, job_id) VALUES ('activity', 'audio', 1, 'x', 0, 1)", []).unwrap();
+        assert!(conn.execute("INSERT INTO memory_chunks (namespace, source, source_id, text, at_ms, job_id) VALUES ('activity', 'nonsense', 1, 'x', 0, 1)", []).is_err());
+        let pins: i64 = conn.query_row("SELECT count(*) FROM thread_pins", [], |r| r.get(0)).unwrap();
+        assert_eq!(pins, 1, "nothing stored is touched");
+        let check: String = conn.query_row("PRAGMA integrity_check", [], |r| r.get(0)).unwrap();
+        assert_eq!(check, "ok");
+        // Another connection opened before the edit reads the new definition too.
+        let other = open_read_only(&path).unwrap();
+        let sql: String = other.query_row("SELECT sql FROM sqlite_master WHERE name = 'memory_chunks'", [], |r| r.get(0)).unwrap();
+        assert!(sql.contains("'audio'"), "{sql}");
     }
 
     #[test]

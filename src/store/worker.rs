@@ -34,6 +34,8 @@ pub enum StoreCommand {
     UpsertSession(ActivitySession),
     InsertKeystrokeChunk(crate::capture::keys::KeystrokeChunk),
     InsertClipboardEvent(crate::capture::clipboard::ClipboardEvent),
+    /// A chunk listen mode heard.
+    InsertAudioTranscript(crate::audio::transcripts::AudioTranscript),
     /// An AFK-stream event, new or extended.
     UpsertAfk(crate::capture::heartbeat::AfkEvent),
     Heartbeat { session_id: i64, at_millis: i64 },
@@ -83,6 +85,7 @@ enum Write {
     Session(ActivitySession),
     Chunk(crate::capture::keys::KeystrokeChunk),
     Clip(crate::capture::clipboard::ClipboardEvent),
+    Audio(crate::audio::transcripts::AudioTranscript),
     Afk(crate::capture::heartbeat::AfkEvent),
     Heartbeat { session_id: i64, at_millis: i64 },
     Thread { thread: ChatThread, created_at_millis: i64 },
@@ -140,6 +143,13 @@ impl StoreWorker {
             StoreCommand::InsertClipboardEvent(event) => {
                 if !self.was_deleted(event.at_millis, event.at_millis) {
                     self.queue(Write::Clip(event));
+                }
+            }
+            StoreCommand::InsertAudioTranscript(transcript) => {
+                if !self.was_deleted(transcript.started_at_millis, transcript.ended_at_millis) {
+                    self.queue(Write::Audio(transcript));
+                } else if let (Some(file), Some(dir)) = (&transcript.audio_file, self.data_dir()) {
+                    crate::audio::transcripts::remove_files(&dir, std::slice::from_ref(file));
                 }
             }
             StoreCommand::UpsertAfk(event) => {
@@ -325,6 +335,10 @@ impl StoreWorker {
                 Err(err) => failure = Some(err),
             }
         }
+        match self.audio_retention(now_millis, &settings.listen) {
+            Ok(n) => deleted += n,
+            Err(err) => failure = Some(err),
+        }
         let _ = self.conn.pragma_update(None, "secure_delete", "OFF");
         if let Some(err) = failure {
             self.emit_notice(format!("retention failed: {err}"));
@@ -334,6 +348,25 @@ impl StoreWorker {
             self.wake_embed();
         }
         deleted
+    }
+
+    /// Listen mode's two retentions (transcripts, and the shorter one of kept
+    /// audio), and audio files no row points at any more.
+    fn audio_retention(&mut self, now_millis: i64, listen: &crate::config::ListenSettings) -> rusqlite::Result<usize> {
+        use crate::audio::transcripts;
+        let mut files = Vec::new();
+        let mut deleted = 0;
+        if listen.retention_days > 0 {
+            let (n, gone) = transcripts::delete_ended_before(&self.conn, now_millis - i64::from(listen.retention_days) * 86_400_000)?;
+            deleted += n;
+            files.extend(gone);
+        }
+        files.extend(transcripts::release_audio_before(&self.conn, now_millis - i64::from(listen.audio_retention_days) * 86_400_000)?);
+        if let Some(dir) = self.data_dir() {
+            files.extend(transcripts::orphan_files(&dir, &transcripts::kept_files(&self.conn)?, Duration::from_secs(600)));
+            transcripts::remove_files(&dir, &files);
+        }
+        Ok(deleted)
     }
 
     fn retention_due_in(&self) -> Duration {
@@ -352,8 +385,12 @@ impl StoreWorker {
 
     fn delete_range_inner(&mut self, since_millis: i64, until_millis: i64) -> anyhow::Result<queries::Deleted> {
         let tx = super::write_transaction(&self.conn)?;
-        let deleted = queries::delete_range(&tx, since_millis, until_millis)?;
+        let (audio, files) = crate::audio::transcripts::delete_range(&tx, since_millis, until_millis)?;
+        let deleted = queries::Deleted { audio_transcripts: audio, ..queries::delete_range(&tx, since_millis, until_millis)? };
         tx.commit()?;
+        if let Some(dir) = self.data_dir() {
+            crate::audio::transcripts::remove_files(&dir, &files);
+        }
         queries::purge_deleted(&self.conn)?;
         self.deleted.push((since_millis, until_millis, now_millis()));
         Ok(deleted)
@@ -419,6 +456,7 @@ impl StoreWorker {
                 Write::Session(session) => queries::upsert_session(&tx, session)?,
                 Write::Chunk(chunk) => queries::insert_keystroke_chunk(&tx, chunk)?,
                 Write::Clip(event) => queries::insert_clipboard_event(&tx, event)?,
+                Write::Audio(transcript) => crate::audio::transcripts::insert(&tx, transcript)?,
                 Write::Afk(event) => queries::upsert_afk(&tx, event)?,
                 Write::Heartbeat { session_id, at_millis } => queries::heartbeat_session(&tx, *session_id, *at_millis)?,
                 Write::Thread { thread, created_at_millis } => queries::upsert_thread(&tx, thread, *created_at_millis)?,

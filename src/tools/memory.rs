@@ -65,7 +65,7 @@ pub fn schema(tool: &str) -> Option<Value> {
         "search_memory" => object(
             json!({
                 "query": {"type": "string", "minLength": 1, "maxLength": 500},
-                "stream": {"type": "string", "enum": ["window", "typing", "clipboard", "chat", "summary"]},
+                "stream": {"type": "string", "enum": ["window", "typing", "clipboard", "chat", "summary", "audio"]},
                 "app": {"type": "string"},
                 "since_minutes": {"type": "integer", "minimum": 1},
                 "limit": limit
@@ -135,10 +135,10 @@ fn search_memory(args: &Value, env: &MemoryEnv<'_>) -> Result<String, String> {
         for list in &mut lists {
             list.retain(|hit| {
                 let by_session = match (hit.stream, hit.open_id) {
-                    (Stream::Window | Stream::Typing | Stream::Clipboard, Some(id)) => {
+                    (Stream::Window | Stream::Typing | Stream::Clipboard | Stream::Audio, Some(id)) => {
                         *sessions.entry(id).or_insert_with(|| crate::store::session(env.conn, id).map_or(true, |s| env.withholds(&s)))
                     }
-                    (Stream::Window | Stream::Typing | Stream::Clipboard, None) => true,
+                    (Stream::Window | Stream::Typing | Stream::Clipboard | Stream::Audio, None) => true,
                     _ => false,
                 };
                 !by_session && !rules.withholds(hit.app.as_deref(), &hit.title, None) && !rules.withholds(None, &hit.snippet, None)

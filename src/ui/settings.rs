@@ -34,6 +34,7 @@ pub struct SettingsPanel {
     pub voice_model: Option<String>,
     pub voice_device: Option<String>,
     pub voice_idle_unload: Option<String>,
+    pub listen: crate::ui::voice::ListenPanel,
 }
 
 #[derive(Default)]
@@ -311,6 +312,7 @@ fn voice_ui(ui: &mut egui::Ui, state: &AppState, panel: &mut SettingsPanel, acti
     if let (Some(open), Some(text)) = (state.voice.first_sample_millis, state.voice.release_to_text_millis) {
         ui.label(RichText::new(format!("Last utterance: microphone ready {open} ms after the key, text {text} ms after release")).small().color(theme::MUTED));
     }
+    crate::ui::voice::listen_ui(ui, state, &mut panel.listen, actions);
 }
 
 /// The firewall's rules: pause, private windows, and the lists, each saved on its own.
@@ -505,7 +507,7 @@ fn chat_model_ui(ui: &mut egui::Ui, state: &AppState, models: &[ModelView], pane
     });
 }
 
-fn setting_row_ui(
+pub(crate) fn setting_row_ui(
     ui: &mut egui::Ui,
     label: &str,
     key: &str,

@@ -26,6 +26,16 @@ pub fn status_bar_ui(ui: &mut egui::Ui, state: &AppState, actions: &mut Vec<UiAc
             ui.add(egui::ProgressBar::new(state.voice.level).desired_width(60.0).desired_height(6.0).fill(theme::ERROR));
         });
     }
+    let listen = &state.voice.listen;
+    if listen.open() {
+        let streams: Vec<&str> = [listen.mic.as_ref().map(|_| "microphone"), listen.system.as_ref().map(|_| "system audio")].into_iter().flatten().collect();
+        let line = ui.label(RichText::new(format!("• Listening: {}", streams.join(" and "))).small().color(theme::ERROR));
+        line.on_hover_text(format!(
+            "Listen mode transcribes on this computer into your history. {} stored this session{}. Pause stops it.",
+            listen.stored,
+            listen.last.as_deref().map(|l| format!("; last: {l}")).unwrap_or_default()
+        ));
+    }
     ui.horizontal_wrapped(|ui| {
         // Healthy workers share one chip, so a 380-pixel sidebar spends one line
         // on them; a worker that needs attention gets its own chip (and Retry).

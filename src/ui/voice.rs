@@ -3,8 +3,9 @@
 
 use egui::RichText;
 
+use crate::config::keys;
 use crate::events::VoiceTarget;
-use crate::state::{UiAction, VoiceView};
+use crate::state::{AppState, UiAction, VoiceView};
 use crate::ui::theme;
 
 /// The button (Talk while idle, Done while this input records), the meter
@@ -27,5 +28,94 @@ pub fn mic_ui(ui: &mut egui::Ui, voice: &VoiceView, target: VoiceTarget, actions
         ui.label(RichText::new("Transcribing…").small().color(theme::MUTED));
     } else if let Some(status) = &voice.status {
         ui.label(RichText::new(status).small().color(theme::MUTED));
+    }
+}
+
+/// Settings → Voice → Listen mode: drafts and the consent question's choices.
+pub struct ListenPanel {
+    pub asking: bool,
+    /// Microphone, system audio, as ticked in the consent question.
+    pub choices: [bool; 2],
+    pub retention: Option<String>,
+    pub audio_retention: Option<String>,
+}
+
+impl Default for ListenPanel {
+    fn default() -> Self {
+        Self { asking: false, choices: [true, false], retention: None, audio_retention: None }
+    }
+}
+
+/// What listen mode records, said before the user agrees.
+pub const LISTEN_DISCLOSURE: &str = "Listen mode transcribes what is said near this computer into your private history, \
+     on this computer: your microphone (you) and, if you allow it, what the computer plays (others, in calls and videos). \
+     Nothing is sent anywhere. Pause and quiet hours close the microphone; nothing is kept while a window your privacy \
+     rules exclude is focused. Transcripts are kept 30 days and can be deleted by time range; audio is not kept unless you \
+     turn that on.";
+
+/// Listen mode: its own consent question first, then its switches, retention and state.
+pub fn listen_ui(ui: &mut egui::Ui, state: &AppState, panel: &mut ListenPanel, actions: &mut Vec<UiAction>) {
+    let listen = &state.settings.listen;
+    let save = |actions: &mut Vec<UiAction>, key: &str, on: bool| actions.push(UiAction::SaveSetting { key: key.to_owned(), value: on.to_string() });
+    ui.label(RichText::new("Listen mode").strong());
+    if !listen.consented {
+        ui.label(RichText::new(LISTEN_DISCLOSURE).small().color(theme::MUTED));
+        if !panel.asking {
+            if ui.button("Turn on listen mode…").clicked() {
+                panel.asking = true;
+            }
+            return;
+        }
+        ui.checkbox(&mut panel.choices[0], "My microphone: what I say");
+        ui.checkbox(&mut panel.choices[1], "What the computer plays: what others say in calls");
+        ui.label(
+            RichText::new("In many places, recording a conversation needs everyone's consent: tell the people you talk to.")
+                .small()
+                .color(theme::WARN),
+        );
+        ui.horizontal(|ui| {
+            let any = panel.choices.iter().any(|c| *c);
+            if ui.add_enabled(any, egui::Button::new("I agree, start listening")).clicked() {
+                save(actions, keys::LISTEN_MIC, panel.choices[0]);
+                save(actions, keys::LISTEN_SYSTEM, panel.choices[1]);
+                save(actions, keys::LISTEN_CONSENTED, true);
+                save(actions, keys::LISTEN_ENABLED, true);
+                panel.asking = false;
+            }
+            if ui.button("Not now").clicked() {
+                panel.asking = false;
+            }
+        });
+        return;
+    }
+    for (key, on, text, hover) in [
+        (keys::LISTEN_ENABLED, listen.enabled, "Listen mode on", "Off: no stream is open and nothing is transcribed"),
+        (keys::LISTEN_MIC, listen.mic, "Microphone: what you say", "Transcribed as \"You\""),
+        (keys::LISTEN_SYSTEM, listen.system, "What the computer plays: what others say", "The monitor of the default output, transcribed as \"Others\""),
+        (keys::LISTEN_KEEP_AUDIO, listen.keep_audio, "Keep the audio too", "WAV files in the data folder's audio/, deleted after the days below"),
+    ] {
+        let mut value = on;
+        if ui.checkbox(&mut value, text).on_hover_text(hover).changed() {
+            save(actions, key, value);
+        }
+    }
+    crate::ui::settings::setting_row_ui(ui, "Keep transcripts (days, 0 forever)", keys::LISTEN_RETENTION_DAYS, &listen.retention_days.to_string(), &mut panel.retention, actions);
+    if listen.keep_audio {
+        crate::ui::settings::setting_row_ui(ui, "Keep audio (days)", keys::LISTEN_AUDIO_RETENTION_DAYS, &listen.audio_retention_days.to_string(), &mut panel.audio_retention, actions);
+    }
+    let status = &state.voice.listen;
+    let line = match (&status.error, &status.held, status.open()) {
+        (Some(error), _, _) => RichText::new(error).color(theme::ERROR),
+        (None, Some(held), _) => RichText::new(format!("Not listening: {held}")).color(theme::WARN),
+        (None, None, true) => RichText::new(format!("Listening; {} stored this session", status.stored)).color(theme::OK),
+        (None, None, false) => RichText::new("Not listening").color(theme::MUTED),
+    };
+    ui.label(line.small());
+    if let Some(last) = &status.last {
+        ui.label(RichText::new(format!("Last heard — {last}")).small().color(theme::MUTED));
+    }
+    if ui.small_button("Withdraw consent").on_hover_text("Turns listen mode off and asks again next time").clicked() {
+        save(actions, keys::LISTEN_ENABLED, false);
+        save(actions, keys::LISTEN_CONSENTED, false);
     }
 }

@@ -34,6 +34,7 @@ struct Far {
     search: Receiver<cowork::memory::search_worker::SearchCommand>,
     mcp: Receiver<cowork::mcp::worker::McpCommand>,
     audio: Receiver<cowork::audio::worker::AudioCommand>,
+    listen: Receiver<cowork::audio::listen::ListenCommand>,
 }
 
 fn app() -> (Harness<'static, CoworkApp>, Far) {
@@ -56,6 +57,7 @@ fn app_with(options: AppOptions, height: f32) -> (Harness<'static, CoworkApp>, F
     let (mcp_tx, mcp) = bounded(16);
     let (audio_tx, audio) = bounded(16);
     let (speech_tx, _speech) = bounded(8);
+    let (listen_tx, listen) = bounded(8);
     let (store_control, _) = bounded(8);
     let stop_epoch = Arc::new(AtomicU64::new(0));
     let channels = Channels {
@@ -72,6 +74,7 @@ fn app_with(options: AppOptions, height: f32) -> (Harness<'static, CoworkApp>, F
         mcp: mcp_tx,
         audio: audio_tx,
         speech: speech_tx,
+        listen: listen_tx,
         search_latest: Arc::new(AtomicU64::new(0)),
         typing_at_millis: Arc::new(std::sync::atomic::AtomicI64::new(0)),
         controls: vec![(WorkerName::Llm, control_tx), (WorkerName::Store, store_control)],
@@ -81,7 +84,7 @@ fn app_with(options: AppOptions, height: f32) -> (Harness<'static, CoworkApp>, F
     let harness = Harness::builder()
         .with_size(egui::vec2(380.0, height))
         .build_eframe(move |_cc| CoworkApp::new(channels, AppState::default(), Vec::new(), options));
-    (harness, Far { events: events_tx, llm, agent, store, capture, keys, clipboard, a11y, llm_control, stop_epoch, search, mcp, audio })
+    (harness, Far { events: events_tx, llm, agent, store, capture, keys, clipboard, a11y, llm_control, stop_epoch, search, mcp, audio, listen })
 }
 
 /// The settings the app asked the store to save since the last look, in order.

@@ -1,0 +1,556 @@
+//! The `listen` worker: listen mode. Off until the user turns it on and
+//! answers its own consent question; then it keeps the microphone ("you")
+//! and, when allowed, the monitor of the default output ("others") open,
+//! runs each second through the segmenter (quiet seconds cost an RMS, louder
+//! ones one Silero VAD pass on one thread), and hands speech chunks to the
+//! `speech` worker. What Whisper hears goes to the store as
+//! `audio_transcripts` rows, with the window that was in focus.
+//!
+//! The firewall applies: under pause or quiet hours no stream is open (the
+//! microphone indicator goes off), and a chunk during which capture said an
+//! excluded window was focused is dropped before it is transcribed. Audio is
+//! written to disk only when the user keeps audio, and only for chunks in
+//! which Whisper heard speech.
+
+use std::collections::VecDeque;
+use std::path::PathBuf;
+use std::time::{Duration, Instant};
+
+use crossbeam_channel::{Receiver, Sender, bounded, select};
+use whisper_rs::WhisperVadContext;
+
+use super::mic::{Block, Capture, MicError, SoundServer, Source};
+use super::resample::{To16k, downmix_into};
+use super::segment::{Chunk, Detector, Segmenter};
+use super::transcribe::{Heard, SpeechModels, load_vad, speech_spans};
+use super::transcripts::{AudioTranscript, audio_dir, audio_file_name};
+use super::worker::{ListenDone, ListenJob, SpeechCommand};
+use crate::capture::firewall::Rules;
+use crate::config::ListenSettings;
+use crate::events::{AppEvent, ListenStatus, VoiceEvent, WorkerName};
+use crate::ids::{local_minute_of_day, next_id, now_millis};
+use crate::models::Manifest;
+use crate::runtime::{EventSink, RestartPolicy, Supervised, WorkerContext, WorkerHandle, spawn_supervised};
+use crate::store::StoreCommand;
+
+/// Fragments listen streams are read in: fewer wake-ups than push-to-talk's
+/// 20 ms, since nobody waits on the first sample here.
+const FRAGMENT_MILLIS: u32 = 100;
+/// Blocks the callbacks may queue (100 ms each: 20 s per stream).
+const BLOCK_QUEUE: usize = 400;
+/// Chunks handed to `speech` at once; the rest wait here.
+const IN_FLIGHT: usize = 2;
+/// Chunks waiting for `speech` at most (~10 minutes of talk); past this the oldest is dropped.
+const MAX_WAITING: usize = 20;
+/// How often pause, quiet hours and failed streams are looked at again.
+const TICK: Duration = Duration::from_secs(5);
+/// A stream that failed to open is tried again after this long.
+const RETRY_AFTER: Duration = Duration::from_secs(30);
+/// Focus changes remembered, to judge chunks still being transcribed.
+const FOCUS_MEMORY_MILLIS: i64 = 15 * 60_000;
+
+#[derive(Debug)]
+pub enum ListenCommand {
+    Configure(ListenPlan),
+    /// The focused window as capture's firewall judged it.
+    Focus(Focus),
+    Shutdown,
+}
+
+/// What listen mode should do: Settings → Voice, the firewall's rules, the input device.
+#[derive(Clone, Debug)]
+pub struct ListenPlan {
+    pub listen: ListenSettings,
+    pub rules: Rules,
+    pub device: Option<String>,
+}
+
+impl ListenPlan {
+    pub fn from_settings(settings: &crate::config::Settings) -> Self {
+        Self {
+            listen: settings.listen.clone(),
+            rules: settings.rules(),
+            device: Some(settings.voice.device.clone()).filter(|d| !d.is_empty()),
+        }
+    }
+
+    /// The sources to have open at `local_minute`, or why none may be.
+    pub fn wanted(&self, local_minute: u32) -> Result<Vec<Source>, Option<String>> {
+        if !self.listen.active() {
+            return Err(None);
+        }
+        if let Some(rule) = self.rules.time_exclusion(local_minute) {
+            return Err(Some(rule));
+        }
+        let mut sources = Vec::new();
+        if self.listen.mic {
+            sources.push(Source::Microphone);
+        }
+        if self.listen.system {
+            sources.push(Source::SystemAudio);
+        }
+        Ok(sources)
+    }
+}
+
+/// The focused window, as capture's firewall judged it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Focus {
+    /// Nothing, or cowork's own window.
+    Nothing,
+    Window { app: String, title: String },
+    /// A window the firewall excludes: what is heard meanwhile is not kept.
+    Excluded,
+}
+
+/// Focus changes with their times, oldest first.
+#[derive(Default)]
+pub struct FocusLog {
+    changes: VecDeque<(i64, Focus)>,
+}
+
+impl FocusLog {
+    pub fn record(&mut self, at_millis: i64, focus: Focus) {
+        self.changes.push_back((at_millis, focus));
+        // Keep the last change before the memory's start: it is the focus then.
+        while self.changes.len() > 1 && self.changes[1].0 < at_millis - FOCUS_MEMORY_MILLIS {
+            self.changes.pop_front();
+        }
+    }
+
+    /// The focus at `at_millis` (Nothing before the first change heard).
+    pub fn at(&self, at_millis: i64) -> Focus {
+        self.changes.iter().rev().find(|(at, _)| *at <= at_millis).map_or(Focus::Nothing, |(_, f)| f.clone())
+    }
+
+    /// Whether an excluded window had focus at any time in `[start, end]`.
+    pub fn excluded_during(&self, start_millis: i64, end_millis: i64) -> bool {
+        self.at(start_millis) == Focus::Excluded
+            || self.changes.iter().any(|(at, f)| *at > start_millis && *at <= end_millis && *f == Focus::Excluded)
+    }
+}
+
+struct Vad(WhisperVadContext);
+
+impl Detector for Vad {
+    fn speech(&mut self, window: &[f32]) -> anyhow::Result<Vec<(usize, usize)>> {
+        speech_spans(&mut self.0, window)
+    }
+}
+
+struct Open {
+    capture: Capture,
+    to16k: To16k,
+    segmenter: Segmenter,
+    scratch: Vec<f32>,
+    out: Vec<f32>,
+}
+
+pub struct ListenWorker {
+    sink: EventSink,
+    store: Sender<StoreCommand>,
+    speech: Sender<SpeechCommand>,
+    manifest: Manifest,
+    models_dir: PathBuf,
+    data_dir: PathBuf,
+    plan: Option<ListenPlan>,
+    server: Option<SoundServer>,
+    streams: Vec<(Source, Open)>,
+    failed: Vec<(Source, Instant)>,
+    blocks_tx: Sender<Block>,
+    blocks_rx: Receiver<Block>,
+    done_tx: Sender<ListenDone>,
+    done_rx: Receiver<ListenDone>,
+    vad: Option<Vad>,
+    focus: FocusLog,
+    waiting: VecDeque<ListenJob>,
+    in_flight: usize,
+    status: ListenStatus,
+    sent: Option<ListenStatus>,
+}
+
+impl ListenWorker {
+    pub fn new(sink: EventSink, store: Sender<StoreCommand>, speech: Sender<SpeechCommand>, manifest: Manifest, models_dir: PathBuf, data_dir: PathBuf) -> Self {
+        let (blocks_tx, blocks_rx) = bounded(BLOCK_QUEUE);
+        let (done_tx, done_rx) = bounded(IN_FLIGHT * 2);
+        Self {
+            sink,
+            store,
+            speech,
+            manifest,
+            models_dir,
+            data_dir,
+            plan: None,
+            server: None,
+            streams: Vec::new(),
+            failed: Vec::new(),
+            blocks_tx,
+            blocks_rx,
+            done_tx,
+            done_rx,
+            vad: None,
+            focus: FocusLog::default(),
+            waiting: VecDeque::new(),
+            in_flight: 0,
+            status: ListenStatus::default(),
+            sent: None,
+        }
+    }
+
+    /// Returns false on shutdown.
+    pub fn handle_command(&mut self, command: ListenCommand) -> bool {
+        match command {
+            ListenCommand::Configure(plan) => {
+                let device_changed = self.plan.as_ref().is_some_and(|p| p.device != plan.device);
+                self.plan = Some(plan);
+                self.failed.clear();
+                if device_changed && let Some(index) = self.streams.iter().position(|(s, _)| *s == Source::Microphone) {
+                    self.close(index);
+                }
+                self.reconcile();
+            }
+            ListenCommand::Focus(focus) => self.focus.record(now_millis(), focus),
+            ListenCommand::Shutdown => {
+                while !self.streams.is_empty() {
+                    self.close(0);
+                }
+                self.finish_in_flight(Duration::from_secs(4));
+                return false;
+            }
+        }
+        true
+    }
+
+    /// Opens and closes streams to match the plan and the clock.
+    pub fn reconcile(&mut self) {
+        let wanted = match &self.plan {
+            Some(plan) => plan.wanted(local_minute_of_day(now_millis())),
+            None => Err(None),
+        };
+        let (sources, held) = match wanted {
+            Ok(sources) => (sources, None),
+            Err(held) => (Vec::new(), held),
+        };
+        self.status.held = held;
+        while let Some(index) = self.streams.iter().position(|(s, _)| !sources.contains(s)) {
+            self.close(index);
+        }
+        if sources.is_empty() {
+            // Nothing to listen to: the VAD goes, and so does the last error.
+            self.vad = None;
+            self.status.error = None;
+        }
+        for source in sources {
+            let open = self.streams.iter().any(|(s, _)| *s == source);
+            let resting = self.failed.iter().any(|(s, at)| *s == source && at.elapsed() < RETRY_AFTER);
+            if !open && !resting {
+                self.open(source);
+            }
+        }
+        self.report();
+    }
+
+    fn open(&mut self, source: Source) {
+        self.failed.retain(|(s, _)| *s != source);
+        if let Err(err) = self.ensure_vad() {
+            self.status.error = Some(format!("listen mode cannot start: {err:#}"));
+            self.failed.push((source, Instant::now()));
+            return;
+        }
+        let device = match source {
+            Source::Microphone => self.plan.as_ref().and_then(|p| p.device.clone()),
+            Source::SystemAudio => None,
+        };
+        if self.server.is_none() {
+            match SoundServer::connect() {
+                Ok(server) => self.server = Some(server),
+                Err(err) => return self.stream_failed(source, err),
+            }
+        }
+        let server = self.server.as_ref().expect("connected above");
+        let opened = server.open(source, device.as_deref(), FRAGMENT_MILLIS, self.blocks_tx.clone()).and_then(|capture| {
+            To16k::new(capture.rate).map(|to16k| (capture, to16k)).map_err(|err| MicError::Other(format!("{err:#}")))
+        });
+        match opened {
+            Ok((capture, to16k)) => {
+                tracing::info!(source = source.as_str(), device = %capture.device, "listen: stream open");
+                let name = capture.device.clone();
+                match source {
+                    Source::Microphone => self.status.mic = Some(name),
+                    Source::SystemAudio => self.status.system = Some(name),
+                }
+                self.status.error = None;
+                self.streams.push((source, Open { capture, to16k, segmenter: Segmenter::default(), scratch: Vec::new(), out: Vec::new() }));
+            }
+            Err(err) => self.stream_failed(source, err),
+        }
+    }
+
+    fn stream_failed(&mut self, source: Source, err: MicError) {
+        if matches!(err, MicError::NoServer(_) | MicError::Other(_)) {
+            self.server = None;
+        }
+        let what = match source {
+            Source::Microphone => "the microphone",
+            Source::SystemAudio => "system audio",
+        };
+        self.status.error = Some(format!("listen mode cannot hear {what}: {err}"));
+        self.failed.push((source, Instant::now()));
+    }
+
+    fn ensure_vad(&mut self) -> anyhow::Result<()> {
+        if self.vad.is_none() {
+            let models = SpeechModels::resolve(&self.manifest, &self.models_dir, None)?;
+            let path = models.vad.ok_or_else(|| anyhow::anyhow!("the Silero VAD model is missing (run scripts/fetch-models)"))?;
+            // One thread: a second of audio takes a few milliseconds.
+            self.vad = Some(Vad(load_vad(&path, 1)?));
+        }
+        Ok(())
+    }
+
+    /// Closes a stream; what was being said goes to transcription.
+    fn close(&mut self, index: usize) {
+        let (source, mut open) = self.streams.remove(index);
+        drop(open.capture);
+        match source {
+            Source::Microphone => self.status.mic = None,
+            Source::SystemAudio => self.status.system = None,
+        }
+        if let Some(chunk) = open.segmenter.flush() {
+            self.dispatch(source, chunk);
+        }
+        tracing::info!(source = source.as_str(), "listen: stream closed");
+    }
+
+    pub fn handle_block(&mut self, block: Block) {
+        match block {
+            Block::Samples { samples, source, arrived } => {
+                let Some(index) = self.streams.iter().position(|(s, _)| *s == source) else { return };
+                let Some(vad) = self.vad.as_mut() else { return };
+                let open = &mut self.streams[index].1;
+                open.scratch.clear();
+                downmix_into(&samples, open.capture.channels, &mut open.scratch);
+                open.out.clear();
+                open.to16k.push(&open.scratch, &mut open.out);
+                // The block's first sample was heard one block before it arrived.
+                let block_millis = (open.scratch.len() as u64 * 1000 / u64::from(open.capture.rate.max(1))) as i64;
+                let at_millis = now_millis() - arrived.elapsed().as_millis() as i64 - block_millis;
+                match open.segmenter.push(&open.out, at_millis, vad) {
+                    Ok(chunks) => {
+                        for chunk in chunks {
+                            self.dispatch(source, chunk);
+                        }
+                    }
+                    Err(err) => {
+                        self.status.error = Some(format!("the VAD failed: {err:#}"));
+                        self.close(index);
+                        self.failed.push((source, Instant::now()));
+                    }
+                }
+            }
+            Block::Failed { source, error } => {
+                if let Some(index) = self.streams.iter().position(|(s, _)| *s == source) {
+                    self.close(index);
+                }
+                self.stream_failed(source, error);
+            }
+        }
+        self.report();
+    }
+
+    /// A chunk heard: dropped if an excluded window had focus meanwhile, else queued for Whisper.
+    fn dispatch(&mut self, source: Source, chunk: Chunk) {
+        if self.focus.excluded_during(chunk.started_at_millis, chunk.ended_at_millis) {
+            self.status.skipped += 1;
+            return;
+        }
+        let (app, title) = match self.focus.at(chunk.started_at_millis) {
+            Focus::Window { app, title } => (app, title),
+            _ => (String::new(), String::new()),
+        };
+        if self.waiting.len() >= MAX_WAITING {
+            self.waiting.pop_front();
+            self.status.skipped += 1;
+            tracing::warn!("listen: transcription is behind; dropped the oldest chunk");
+        }
+        self.waiting.push_back(ListenJob {
+            transcript_id: next_id(),
+            source,
+            started_at_millis: chunk.started_at_millis,
+            ended_at_millis: chunk.ended_at_millis,
+            app,
+            title,
+            samples: chunk.samples,
+        });
+        self.pump();
+    }
+
+    fn pump(&mut self) {
+        while self.in_flight < IN_FLIGHT {
+            let Some(job) = self.waiting.pop_front() else { break };
+            match self.speech.try_send(SpeechCommand::Listen { job, reply: self.done_tx.clone() }) {
+                Ok(()) => self.in_flight += 1,
+                Err(crossbeam_channel::TrySendError::Full(SpeechCommand::Listen { job, .. })) => {
+                    self.waiting.push_front(job);
+                    break;
+                }
+                Err(_) => {
+                    self.status.error = Some("the speech worker is not running".into());
+                    break;
+                }
+            }
+        }
+    }
+
+    /// Waits (up to `limit`) for the chunks already heard to be transcribed and stored.
+    fn finish_in_flight(&mut self, limit: Duration) {
+        let deadline = Instant::now() + limit;
+        self.pump();
+        while self.in_flight > 0 {
+            match self.done_rx.recv_deadline(deadline) {
+                Ok(done) => self.handle_done(done),
+                Err(_) => break,
+            }
+        }
+    }
+
+    pub fn handle_done(&mut self, done: ListenDone) {
+        self.in_flight = self.in_flight.saturating_sub(1);
+        match done.heard {
+            Ok(Heard::Speech(transcript)) => {
+                let job = done.job;
+                let keep_audio = self.plan.as_ref().is_some_and(|p| p.listen.keep_audio);
+                let audio_file = if keep_audio { self.keep_audio(&job) } else { None };
+                self.status.last = Some(format!("{}: {}", if job.source == Source::Microphone { "You" } else { "Others" }, transcript.text));
+                let row = AudioTranscript {
+                    transcript_id: job.transcript_id,
+                    source: job.source,
+                    started_at_millis: job.started_at_millis,
+                    ended_at_millis: job.ended_at_millis,
+                    text: transcript.text,
+                    confidence: transcript.confidence,
+                    app: job.app,
+                    title: job.title,
+                    audio_file,
+                };
+                match self.store.send_timeout(StoreCommand::InsertAudioTranscript(row), Duration::from_secs(1)) {
+                    Ok(()) => self.status.stored += 1,
+                    Err(_) => {
+                        self.status.skipped += 1;
+                        self.status.error = Some("the store did not take a transcript".into());
+                    }
+                }
+            }
+            Ok(Heard::Nothing(_)) => {}
+            Err(err) => self.status.error = Some(format!("transcription failed: {err}")),
+        }
+        self.pump();
+        self.report();
+    }
+
+    /// Writes a chunk's audio under `audio/`; its file name when that worked.
+    fn keep_audio(&mut self, job: &ListenJob) -> Option<String> {
+        let dir = audio_dir(&self.data_dir);
+        let name = audio_file_name(job.transcript_id);
+        let written = std::fs::create_dir_all(&dir).map_err(anyhow::Error::from).and_then(|()| super::wav::write_16k_mono(&dir.join(&name), &job.samples));
+        match written {
+            Ok(()) => Some(name),
+            Err(err) => {
+                self.status.error = Some(format!("the audio was not kept: {err:#}"));
+                None
+            }
+        }
+    }
+
+    /// Tells the UI when the status changed.
+    fn report(&mut self) {
+        if self.sent.as_ref() != Some(&self.status) {
+            self.sent = Some(self.status.clone());
+            self.sink.send(AppEvent::Voice(VoiceEvent::Listening(self.status.clone())));
+        }
+    }
+}
+
+impl Supervised for ListenWorker {
+    type Command = ListenCommand;
+
+    fn run(&mut self, commands: &Receiver<ListenCommand>, _ctx: &WorkerContext) -> anyhow::Result<()> {
+        let blocks = self.blocks_rx.clone();
+        let done = self.done_rx.clone();
+        let mut last_tick = Instant::now();
+        loop {
+            select! {
+                recv(commands) -> command => match command {
+                    Ok(command) => if !self.handle_command(command) { break },
+                    Err(_) => break,
+                },
+                recv(blocks) -> block => if let Ok(block) = block { self.handle_block(block) },
+                recv(done) -> finished => if let Ok(finished) = finished { self.handle_done(finished) },
+                default(TICK) => {}
+            }
+            if last_tick.elapsed() >= TICK {
+                last_tick = Instant::now();
+                self.reconcile();
+                self.pump();
+            }
+        }
+        Ok(())
+    }
+}
+
+/// Starts the `listen` worker. It listens to nothing until a `Configure` says to.
+pub fn spawn_listen(
+    store: Sender<StoreCommand>,
+    speech: Sender<SpeechCommand>,
+    manifest: Manifest,
+    models_dir: PathBuf,
+    data_dir: PathBuf,
+    sink: EventSink,
+    policy: RestartPolicy,
+) -> std::io::Result<WorkerHandle<ListenCommand>> {
+    spawn_supervised::<ListenWorker, _>(WorkerName::Listen, policy, sink.clone(), bounded(32), move |_ctx| {
+        Ok(ListenWorker::new(sink.clone(), store.clone(), speech.clone(), manifest.clone(), models_dir.clone(), data_dir.clone()))
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn pause_quiet_hours_consent_and_switches_decide_what_is_open() {
+        let mut settings = crate::config::Settings::default();
+        let plan = |s: &crate::config::Settings| ListenPlan::from_settings(s);
+        assert_eq!(plan(&settings).wanted(600), Err(None), "off by default");
+        settings.listen.enabled = true;
+        assert_eq!(plan(&settings).wanted(600), Err(None), "no consent yet");
+        settings.listen.consented = true;
+        assert_eq!(plan(&settings).wanted(600), Ok(vec![Source::Microphone]));
+        settings.listen.system = true;
+        assert_eq!(plan(&settings).wanted(600), Ok(vec![Source::Microphone, Source::SystemAudio]));
+        settings.privacy.quiet_hours = "22:00-07:00".into();
+        assert_eq!(plan(&settings).wanted(23 * 60), Err(Some("quiet hours 22:00–07:00".into())));
+        assert!(plan(&settings).wanted(12 * 60).is_ok());
+        settings.privacy.paused = true;
+        assert_eq!(plan(&settings).wanted(12 * 60), Err(Some("capture is paused".into())));
+    }
+
+    #[test]
+    fn a_chunk_is_judged_by_every_focus_it_overlapped() {
+        let mut log = FocusLog::default();
+        let zoom = Focus::Window { app: "zoom".into(), title: "Standup".into() };
+        log.record(1_000, zoom.clone());
+        log.record(5_000, Focus::Excluded);
+        log.record(6_000, Focus::Nothing);
+        assert_eq!(log.at(500), Focus::Nothing);
+        assert_eq!(log.at(2_000), zoom);
+        assert!(!log.excluded_during(1_000, 4_999));
+        assert!(log.excluded_during(4_000, 5_500), "the bank tab came up mid-sentence");
+        assert!(log.excluded_during(5_500, 5_800));
+        assert!(!log.excluded_during(6_000, 9_000));
+        // Old changes are forgotten, but the focus they left stays known.
+        log.record(6_000 + FOCUS_MEMORY_MILLIS + 10_000, zoom.clone());
+        assert_eq!(log.at(6_000 + FOCUS_MEMORY_MILLIS), Focus::Nothing);
+        assert!(log.changes.len() <= 2);
+    }
+}

@@ -9,8 +9,10 @@ use std::time::{Duration, Instant};
 
 use cowork::audio::transcribe::{DecodeSettings, Heard, Silence, SpeechModels, Transcriber};
 use cowork::audio::wav;
+use cowork::audio::listen::{Focus, ListenCommand, ListenPlan, spawn_listen};
+use cowork::audio::mic::Source;
 use cowork::audio::worker::{AudioCommand, SpeechConfig, spawn_audio, spawn_speech};
-use cowork::events::{AppEvent, VoiceEvent, VoiceTarget};
+use cowork::events::{AppEvent, ListenStatus, VoiceEvent, VoiceTarget};
 use cowork::models::{Manifest, ModelRole, sha256_file};
 use cowork::runtime::RestartPolicy;
 
@@ -346,4 +348,160 @@ fn microphone_problems_are_named_clearly() {
     // server trusts a client of its own user by its socket credentials, and
     // this crate's client speaks only to unix sockets. The mapping is unit-tested.
     audio.shutdown(AudioCommand::Shutdown, Duration::from_secs(5));
+}
+
+/// The newest listen-mode status on `events` that `pick` accepts.
+fn listen_status(events: &crossbeam_channel::Receiver<AppEvent>, timeout: Duration, mut pick: impl FnMut(&ListenStatus) -> bool) -> ListenStatus {
+    let mut last = None;
+    let found = wait_for(events, timeout, |e| match e {
+        AppEvent::Voice(VoiceEvent::Listening(status)) => {
+            last = Some(status.clone());
+            pick(status).then(|| status.clone())
+        }
+        _ => None,
+    });
+    found.unwrap_or_else(|| panic!("listen mode never got there; last status {last:?}"))
+}
+
+fn cowork_in(data: &Path, args: &[&str]) -> std::process::Output {
+    let out = Command::new(env!("CARGO_BIN_EXE_cowork"))
+        .env("COWORK_MODELS_DIR", models_dir())
+        .env("COWORK_LOG", "warn")
+        .arg("--data-dir")
+        .arg(data)
+        .args(args)
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "cowork {args:?}: {}", String::from_utf8_lossy(&out.stderr));
+    out
+}
+
+fn search_hits(data: &Path, query: &str) -> Vec<serde_json::Value> {
+    let out = cowork_in(data, &["search", "--json", "--stream", "audio", query]);
+    serde_json::from_slice(&out.stdout).unwrap()
+}
+
+/// Recording streams the server has open for a client (cowork's listen streams).
+fn recording_streams() -> Vec<String> {
+    let outputs = Command::new("pactl").args(["list", "short", "source-outputs"]).output().unwrap();
+    String::from_utf8_lossy(&outputs.stdout).lines().filter(|l| l.split('\t').nth(2).is_some_and(|client| client != "-")).map(str::to_owned).collect()
+}
+
+#[test]
+fn listen_mode_keeps_you_and_others_apart_pauses_and_forgets_a_range() {
+    let Some(_) = ready() else { return };
+    let _turn = whisper_turn();
+    let Some(pulse) = PulseAudio::start(PulseSetup::Devices) else { return };
+    let data = tempfile::tempdir().unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let say = |name: &str, text: &str| {
+        let path = dir.path().join(name);
+        espeak(text, &path);
+        path
+    };
+    let yours = say("you.wav", "I will send the budget report to Maria before lunch.");
+    let theirs = say("them.wav", "Please review the invoice from the London office by Friday.");
+    let private = say("private.wav", "My bank password reminder is the name of my first parrot.");
+    let paused = say("paused.wav", "The surprise party for Jonathan is on Saturday night.");
+
+    let (sink, events) = test_sink();
+    let policy = RestartPolicy::default();
+    let mut store = cowork::store::spawn_store(data.path().join("cowork.db"), sink.clone(), policy).unwrap();
+    let mut speech = spawn_speech(Manifest::bundled().unwrap(), models_dir(), SpeechConfig::default(), sink.clone(), policy).unwrap();
+    let mut listen = spawn_listen(store.commands.clone(), speech.commands.clone(), Manifest::bundled().unwrap(), models_dir(), data.path().to_path_buf(), sink, policy).unwrap();
+    let mut settings = cowork::config::Settings::default();
+    settings.listen.enabled = true;
+    settings.listen.system = true;
+    settings.listen.keep_audio = true;
+    // Not consented yet: nothing opens.
+    listen.commands.send(ListenCommand::Configure(ListenPlan::from_settings(&settings))).unwrap();
+    std::thread::sleep(Duration::from_millis(500));
+    assert!(recording_streams().is_empty(), "listen mode opened a stream before consent");
+    settings.listen.consented = true;
+    let started_at = cowork::ids::now_millis();
+    listen.commands.send(ListenCommand::Focus(Focus::Window { app: "zoom".into(), title: "Weekly sync".into() })).unwrap();
+    listen.commands.send(ListenCommand::Configure(ListenPlan::from_settings(&settings))).unwrap();
+    let open = listen_status(&events, Duration::from_secs(20), |s| s.mic.is_some() && s.system.is_some());
+    assert_eq!(open.mic.as_deref(), Some("mic_in.monitor"));
+    assert_eq!(open.system.as_deref(), Some("speakers.monitor"));
+    assert_eq!(recording_streams().len(), 2, "one stream per source");
+
+    // You speak into the microphone, then someone speaks through the speakers.
+    pulse.play("mic_in", &yours);
+    pulse.play("speakers", &theirs);
+    let heard = listen_status(&events, Duration::from_secs(90), |s| s.stored >= 2);
+    assert_eq!(heard.skipped, 0, "{heard:?}");
+
+    // A window the firewall excludes comes up: what is said meanwhile is not kept.
+    listen.commands.send(ListenCommand::Focus(Focus::Excluded)).unwrap();
+    pulse.play("mic_in", &private);
+    listen_status(&events, Duration::from_secs(30), |s| s.skipped >= 1);
+    listen.commands.send(ListenCommand::Focus(Focus::Window { app: "zoom".into(), title: "Weekly sync".into() })).unwrap();
+
+    // Pause: every stream closes, and what is said is not heard at all.
+    settings.privacy.paused = true;
+    listen.commands.send(ListenCommand::Configure(ListenPlan::from_settings(&settings))).unwrap();
+    let held = listen_status(&events, Duration::from_secs(10), |s| !s.open());
+    assert_eq!(held.held.as_deref(), Some("capture is paused"));
+    assert!(recording_streams().is_empty(), "the microphone stayed open under pause: {:?}", recording_streams());
+    pulse.play("mic_in", &paused);
+    std::thread::sleep(Duration::from_secs(3));
+    while let Ok(event) = events.try_recv() {
+        if let AppEvent::Voice(VoiceEvent::Listening(status)) = event {
+            assert_eq!((status.stored, status.skipped), (heard.stored, 1), "something was heard under pause: {status:?}");
+        }
+    }
+
+    listen.shutdown(ListenCommand::Shutdown, Duration::from_secs(10));
+    speech.shutdown(cowork::audio::worker::SpeechCommand::Shutdown, Duration::from_secs(10));
+    store.shutdown(cowork::store::StoreCommand::Shutdown, Duration::from_secs(10));
+    drop(pulse);
+
+    let conn = cowork::store::open_read_only(&data.path().join("cowork.db")).unwrap();
+    let rows = cowork::audio::transcripts::between(&conn, 0, i64::MAX).unwrap();
+    assert_eq!(rows.len(), 2, "{rows:?}");
+    let mine = rows.iter().find(|r| r.source == Source::Microphone).expect("a microphone row");
+    let others = rows.iter().find(|r| r.source == Source::SystemAudio).expect("a system-audio row");
+    assert!(mine.text.to_lowercase().contains("budget") && mine.text.contains("Maria"), "{mine:?}");
+    assert!(others.text.to_lowercase().contains("invoice") && others.text.contains("London"), "{others:?}");
+    for row in &rows {
+        assert_eq!((row.app.as_str(), row.title.as_str()), ("zoom", "Weekly sync"));
+        assert!(row.started_at_millis >= started_at && row.ended_at_millis > row.started_at_millis, "{row:?}");
+        assert!(row.confidence > 0.5, "{row:?}");
+        let file = data.path().join("audio").join(row.audio_file.as_deref().expect("audio kept"));
+        assert!(wav::read_16k_mono(&file).is_ok_and(|s| s.len() > 16_000), "{}", file.display());
+    }
+    // Played one after the other (each chunk keeps 300 ms before its speech and 200 ms after).
+    eprintln!("you {}–{}, others {}–{} (ms after start)", mine.started_at_millis - started_at, mine.ended_at_millis - started_at, others.started_at_millis - started_at, others.ended_at_millis - started_at);
+    assert!(mine.ended_at_millis - 500 <= others.started_at_millis, "{mine:?} {others:?}");
+    let all = rows.iter().map(|r| r.text.to_lowercase()).collect::<Vec<_>>().join(" ");
+    assert!(!all.contains("parrot") && !all.contains("jonathan"), "{all}");
+    drop(conn);
+
+    // Found by `cowork search`, by keywords and (once embedded) by meaning, with the right source.
+    let hits = search_hits(data.path(), "London invoice");
+    assert_eq!(hits.first().map(|h| (h["stream"].as_str().unwrap(), h["title"].as_str().unwrap())), Some(("audio", "Others (system audio)")), "{hits:?}");
+    let hits = search_hits(data.path(), "budget report");
+    assert_eq!(hits.first().map(|h| h["title"].as_str().unwrap()), Some("You (microphone)"), "{hits:?}");
+    cowork_in(data.path(), &["memory", "embed"]);
+    let conn = cowork::store::open_read_only(&data.path().join("cowork.db")).unwrap();
+    let vectors: i64 = conn.query_row("SELECT count(*) FROM memory_chunks WHERE source = 'audio' AND vector IS NOT NULL", [], |r| r.get(0)).unwrap();
+    assert_eq!(vectors, 2, "both transcripts embedded");
+    drop(conn);
+    let by_meaning = search_hits(data.path(), "money spreadsheet for a colleague");
+    assert!(by_meaning.iter().any(|h| h["snippet"].as_str().unwrap().contains("budget")), "{by_meaning:?}");
+
+    // Deleting the range takes the transcripts, their vectors and their audio.
+    let since = cowork::export::rfc3339(started_at - 1_000);
+    let until = cowork::export::rfc3339(cowork::ids::now_millis());
+    cowork_in(data.path(), &["delete", "--since", &since, "--until", &until]);
+    let conn = cowork::store::open_read_only(&data.path().join("cowork.db")).unwrap();
+    assert!(cowork::audio::transcripts::between(&conn, 0, i64::MAX).unwrap().is_empty());
+    let chunks: i64 = conn.query_row("SELECT count(*) FROM memory_chunks WHERE source = 'audio'", [], |r| r.get(0)).unwrap();
+    assert_eq!(chunks, 0, "the vectors went with the transcripts");
+    let tombstones: i64 = conn.query_row("SELECT count(*) FROM vector_tombstones", [], |r| r.get(0)).unwrap();
+    assert!(tombstones >= 2, "the indexes hear of the deletion");
+    assert_eq!(std::fs::read_dir(data.path().join("audio")).unwrap().count(), 0, "the kept audio went too");
+    assert!(search_hits(data.path(), "London invoice").is_empty());
+    assert!(search_hits(data.path(), "money spreadsheet for a colleague").is_empty());
 }

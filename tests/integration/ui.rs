@@ -216,7 +216,7 @@ fn a_failed_worker_gets_a_retry_button_that_reaches_its_supervisor() {
     harness.run();
     harness.get_by_label_contains("llm failed");
     // The others share one chip, so the failed one and its button stay in view.
-    harness.get_by_label("• 12 workers starting");
+    harness.get_by_label("• 13 workers starting");
     harness.get_by_label("Retry llm").click();
     harness.run();
     assert_eq!(far.llm_control.try_recv().ok(), Some(Control::Retry));
@@ -1179,4 +1179,50 @@ fn push_to_talk_fills_the_quick_prompt_from_a_real_microphone() {
     assert!(far.agent.try_iter().all(|c| !matches!(c, AgentCommand::Chat(_))), "nothing was sent");
     audio.shutdown(cowork::audio::worker::AudioCommand::Shutdown, std::time::Duration::from_secs(5));
     speech.shutdown(cowork::audio::worker::SpeechCommand::Shutdown, std::time::Duration::from_secs(5));
+}
+
+#[test]
+fn listen_mode_asks_its_own_consent_and_the_status_bar_says_when_it_listens() {
+    use cowork::audio::listen::ListenCommand;
+    use cowork::events::{ListenStatus, VoiceEvent};
+    let (mut harness, far) = app_with(AppOptions::default(), 6000.0);
+    harness.get_by_label("Settings").click();
+    harness.run();
+    let _ = saved_settings(&far);
+    harness.get_by_label_contains("Listen mode transcribes what is said near this computer");
+    harness.get_by_label("Turn on listen mode…").click();
+    harness.run();
+    // The microphone is ticked, system audio needs its own tick.
+    harness.get_by_label("What the computer plays: what others say in calls").click();
+    harness.run();
+    harness.get_by_label("I agree, start listening").click();
+    harness.run();
+    let saved = saved_settings(&far);
+    for (key, value) in [("listen.mic", "true"), ("listen.system", "true"), ("listen.consented", "true"), ("listen.enabled", "true")] {
+        assert!(saved.contains(&(key.to_owned(), value.to_owned())), "{key} not saved: {saved:?}");
+    }
+    let plans: Vec<_> = far.listen.try_iter().filter_map(|c| match c {
+        ListenCommand::Configure(plan) => Some(plan),
+        _ => None,
+    }).collect();
+    let last = plans.last().expect("the listen worker heard the answer");
+    assert!(last.listen.active() && last.listen.system, "{last:?}");
+
+    // Listening shows in the status bar; the switches replace the question.
+    let status = ListenStatus { mic: Some("alsa_input.usb".into()), system: Some("speakers.monitor".into()), stored: 3, ..Default::default() };
+    far.events.send(AppEvent::Voice(VoiceEvent::Listening(status))).unwrap();
+    harness.run();
+    harness.get_by_label("• Listening: microphone and system audio");
+    harness.get_by_label("Listening; 3 stored this session");
+    assert!(harness.state().state.mic_open(), "the tray's microphone indicator follows listen mode");
+    // Pause holds it, and says so.
+    far.events.send(AppEvent::Voice(VoiceEvent::Listening(ListenStatus { held: Some("capture is paused".into()), stored: 3, ..Default::default() }))).unwrap();
+    harness.run();
+    harness.get_by_label("Not listening: capture is paused");
+    assert!(harness.query_by_label_contains("• Listening").is_none());
+    harness.get_by_label("Withdraw consent").click();
+    harness.run();
+    let saved = saved_settings(&far);
+    assert!(saved.contains(&("listen.consented".to_owned(), "false".to_owned())), "{saved:?}");
+    harness.get_by_label("Turn on listen mode…");
 }

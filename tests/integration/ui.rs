@@ -1220,6 +1220,12 @@ fn listen_mode_asks_its_own_consent_and_the_status_bar_says_when_it_listens() {
     harness.run();
     harness.get_by_label("Not listening: capture is paused");
     assert!(harness.query_by_label_contains("• Listening").is_none());
+    // The pause switch (the hotkey and the tray do the same) reaches listen mode.
+    let _ = far.listen.try_iter().count();
+    harness.get_by_label_contains("Pause all capture").click();
+    harness.run();
+    let paused = far.listen.try_iter().any(|c| matches!(c, ListenCommand::Configure(plan) if plan.rules.paused));
+    assert!(paused, "listen mode did not hear the pause");
     harness.get_by_label("Withdraw consent").click();
     harness.run();
     let saved = saved_settings(&far);

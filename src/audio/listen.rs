@@ -33,10 +33,8 @@ use crate::models::Manifest;
 use crate::runtime::{EventSink, RestartPolicy, Supervised, WorkerContext, WorkerHandle, spawn_supervised};
 use crate::store::StoreCommand;
 
-/// Fragments listen streams are read in: fewer wake-ups than push-to-talk's
-/// 20 ms, since nobody waits on the first sample here.
-const FRAGMENT_MILLIS: u32 = 100;
-/// Blocks the callbacks may queue (100 ms each: 20 s per stream).
+/// Blocks the callbacks may queue (the server's pace: tens of milliseconds
+/// to two seconds each).
 const BLOCK_QUEUE: usize = 400;
 /// Chunks handed to `speech` at once; the rest wait here.
 const IN_FLIGHT: usize = 2;
@@ -140,6 +138,9 @@ impl Detector for Vad {
 
 struct Open {
     capture: Capture,
+    opened: Instant,
+    /// When the first block arrived (the server's start-up delay).
+    first_block: Option<Instant>,
     to16k: To16k,
     segmenter: Segmenter,
     scratch: Vec<f32>,
@@ -268,7 +269,10 @@ impl ListenWorker {
             }
         }
         let server = self.server.as_ref().expect("connected above");
-        let opened = server.open(source, device.as_deref(), FRAGMENT_MILLIS, self.blocks_tx.clone()).and_then(|capture| {
+        // The server converts to 16 kHz mono (PulseAudio's and PipeWire's C
+        // resamplers): resampling two streams in cowork all day cost more than
+        // everything else listen mode does on silence.
+        let opened = server.open(source, device.as_deref(), None, true, self.blocks_tx.clone()).and_then(|capture| {
             To16k::new(capture.rate).map(|to16k| (capture, to16k)).map_err(|err| MicError::Other(format!("{err:#}")))
         });
         match opened {
@@ -280,7 +284,7 @@ impl ListenWorker {
                     Source::SystemAudio => self.status.system = Some(name),
                 }
                 self.status.error = None;
-                self.streams.push((source, Open { capture, to16k, segmenter: Segmenter::default(), scratch: Vec::new(), out: Vec::new() }));
+                self.streams.push((source, Open { capture, opened: Instant::now(), first_block: None, to16k, segmenter: Segmenter::default(), scratch: Vec::new(), out: Vec::new() }));
             }
             Err(err) => self.stream_failed(source, err),
         }
@@ -319,7 +323,10 @@ impl ListenWorker {
         if let Some(chunk) = open.segmenter.flush() {
             self.dispatch(source, chunk);
         }
-        tracing::info!(source = source.as_str(), "listen: stream closed");
+        let stats = open.segmenter.stats;
+        let open_secs = open.opened.elapsed().as_secs();
+        let first_block_millis = open.first_block.map(|at| at.duration_since(open.opened).as_millis() as u64);
+        tracing::info!(source = source.as_str(), open_secs, first_block_millis, heard_secs = stats.windows, vad_runs = stats.vad_runs, chunks = stats.chunks, "listen: stream closed");
     }
 
     pub fn handle_block(&mut self, block: Block) {
@@ -328,14 +335,22 @@ impl ListenWorker {
                 let Some(index) = self.streams.iter().position(|(s, _)| *s == source) else { return };
                 let Some(vad) = self.vad.as_mut() else { return };
                 let open = &mut self.streams[index].1;
-                open.scratch.clear();
-                downmix_into(&samples, open.capture.channels, &mut open.scratch);
-                open.out.clear();
-                open.to16k.push(&open.scratch, &mut open.out);
+                open.first_block.get_or_insert(arrived);
+                let frames = samples.len() / open.capture.channels.max(1);
+                let speech: &[f32] = if open.capture.rate == super::SAMPLE_RATE && open.capture.channels == 1 {
+                    &samples
+                } else {
+                    // A server that would not convert: the device's format, converted here.
+                    open.scratch.clear();
+                    downmix_into(&samples, open.capture.channels, &mut open.scratch);
+                    open.out.clear();
+                    open.to16k.push(&open.scratch, &mut open.out);
+                    &open.out
+                };
                 // The block's first sample was heard one block before it arrived.
-                let block_millis = (open.scratch.len() as u64 * 1000 / u64::from(open.capture.rate.max(1))) as i64;
+                let block_millis = (frames as u64 * 1000 / u64::from(open.capture.rate.max(1))) as i64;
                 let at_millis = now_millis() - arrived.elapsed().as_millis() as i64 - block_millis;
-                match open.segmenter.push(&open.out, at_millis, vad) {
+                match open.segmenter.push(speech, at_millis, vad) {
                     Ok(chunks) => {
                         for chunk in chunks {
                             self.dispatch(source, chunk);

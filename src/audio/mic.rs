@@ -163,20 +163,39 @@ impl SoundServer {
         Ok(format!("{} ({} Hz, {} channels)", device_name(&device).unwrap_or_default(), config.sample_rate(), config.channels()))
     }
 
-    /// Opens `source` and streams its samples to `blocks`, in fragments of
-    /// `fragment_millis`, until the capture is dropped.
-    pub fn open(&self, source: Source, name: Option<&str>, fragment_millis: u32, blocks: Sender<Block>) -> Result<Capture, MicError> {
+    /// Opens `source` and streams its samples to `blocks` until the capture
+    /// is dropped: in the device's own rate and channels, or with
+    /// `speech_format` already 16 kHz mono (the server converts; for streams
+    /// that run for hours, see `listen`). With `fragment_millis` the server
+    /// is asked for that latency end to end (push-to-talk: the first word
+    /// counts); without, it delivers at its own pace from its full-size
+    /// buffer, so a slow reader loses nothing and a monitor does not drive
+    /// its sink to a low latency (listen mode: nobody waits on it).
+    pub fn open(&self, source: Source, name: Option<&str>, fragment_millis: Option<u32>, speech_format: bool, blocks: Sender<Block>) -> Result<Capture, MicError> {
         let device = self.device(source, name)?;
         let default = device.default_input_config().map_err(MicError::from_cpal)?;
-        let rate = default.sample_rate();
-        let channels = default.channels().max(1);
-        let config = cpal::StreamConfig { channels, sample_rate: rate, buffer_size: cpal::BufferSize::Fixed(rate * fragment_millis / 1000) };
+        let (rate, channels) = if speech_format { (super::SAMPLE_RATE, 1) } else { (default.sample_rate(), default.channels().max(1)) };
+        let buffer_size = match fragment_millis {
+            Some(millis) => cpal::BufferSize::Fixed(rate * millis / 1000),
+            None => cpal::BufferSize::Default,
+        };
+        let config = cpal::StreamConfig { channels, sample_rate: rate, buffer_size };
         let data_blocks = blocks.clone();
+        // The server may deliver in smaller pieces than asked (a monitor
+        // follows its sink's latency): they are gathered to a fragment here,
+        // on cpal's thread, so the worker wakes once per fragment.
+        let fragment = (rate * fragment_millis.unwrap_or(0) / 1000) as usize * channels as usize;
+        let mut gathered: Vec<f32> = Vec::with_capacity(fragment * 2);
         let stream = device
             .build_input_stream::<f32, _, _>(
                 config,
                 move |data: &[f32], _info: &cpal::InputCallbackInfo| {
-                    let block = Block::Samples { samples: data.to_vec(), source, arrived: Instant::now() };
+                    gathered.extend_from_slice(data);
+                    if gathered.len() < fragment {
+                        return;
+                    }
+                    let samples = std::mem::replace(&mut gathered, Vec::with_capacity(fragment * 2));
+                    let block = Block::Samples { samples, source, arrived: Instant::now() };
                     // Full: the worker is behind by seconds; dropping is better than blocking the server's thread.
                     if let Err(TrySendError::Full(_)) = data_blocks.try_send(block) {
                         tracing::warn!("audio: a {source:?} block was dropped, the worker is behind");

@@ -175,11 +175,11 @@ impl AudioWorker {
         let device = self.device.clone();
         let was_connected = self.server.is_some();
         let blocks = self.blocks_tx.clone();
-        let mut opened = self.server().and_then(|server| server.open(Source::Microphone, device.as_deref(), super::mic::FRAGMENT_MILLIS, blocks.clone()));
+        let mut opened = self.server().and_then(|server| server.open(Source::Microphone, device.as_deref(), Some(super::mic::FRAGMENT_MILLIS), false, blocks.clone()));
         if was_connected && matches!(opened, Err(MicError::NoServer(_) | MicError::Busy(_) | MicError::Other(_))) {
             // The kept connection may be to a server that restarted since: connect afresh once.
             self.server = None;
-            opened = self.server().and_then(|server| server.open(Source::Microphone, device.as_deref(), super::mic::FRAGMENT_MILLIS, blocks));
+            opened = self.server().and_then(|server| server.open(Source::Microphone, device.as_deref(), Some(super::mic::FRAGMENT_MILLIS), false, blocks));
         }
         match opened {
             Ok(capture) => {

@@ -6,7 +6,7 @@ use crate::build_info;
 use crate::config::keys;
 use crate::events::WorkerName;
 use crate::state::{AppState, UiAction};
-use crate::ui::widgets::draft_edit;
+use crate::ui::widgets::setting_row_ui;
 use crate::ui::{shortcuts, theme};
 
 /// Drafts of edited values, saved with their Save button.
@@ -507,22 +507,3 @@ fn chat_model_ui(ui: &mut egui::Ui, state: &AppState, models: &[ModelView], pane
     });
 }
 
-pub(crate) fn setting_row_ui(
-    ui: &mut egui::Ui,
-    label: &str,
-    key: &str,
-    current: &str,
-    draft: &mut Option<String>,
-    actions: &mut Vec<UiAction>,
-) {
-    ui.horizontal(|ui| {
-        let label = ui.label(label);
-        let edited = draft_edit(ui, draft, current, |text| egui::TextEdit::singleline(text).desired_width(120.0), label.id);
-        if ui.add_enabled(edited.is_some(), egui::Button::new("Save")).clicked()
-            && let Some(text) = edited
-        {
-            actions.push(UiAction::SaveSetting { key: key.to_owned(), value: text.trim().to_owned() });
-            *draft = None;
-        }
-    });
-}

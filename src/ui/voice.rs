@@ -99,9 +99,9 @@ pub fn listen_ui(ui: &mut egui::Ui, state: &AppState, panel: &mut ListenPanel, a
             save(actions, key, value);
         }
     }
-    crate::ui::settings::setting_row_ui(ui, "Keep transcripts (days, 0 forever)", keys::LISTEN_RETENTION_DAYS, &listen.retention_days.to_string(), &mut panel.retention, actions);
+    crate::ui::widgets::setting_row_ui(ui, "Keep transcripts (days, 0 forever)", keys::LISTEN_RETENTION_DAYS, &listen.retention_days.to_string(), &mut panel.retention, actions);
     if listen.keep_audio {
-        crate::ui::settings::setting_row_ui(ui, "Keep audio (days)", keys::LISTEN_AUDIO_RETENTION_DAYS, &listen.audio_retention_days.to_string(), &mut panel.audio_retention, actions);
+        crate::ui::widgets::setting_row_ui(ui, "Keep audio (days)", keys::LISTEN_AUDIO_RETENTION_DAYS, &listen.audio_retention_days.to_string(), &mut panel.audio_retention, actions);
     }
     let status = &state.voice.listen;
     let line = match (&status.error, &status.held, status.open()) {

@@ -16,3 +16,24 @@ pub fn draft_edit(
     }
     (text != current).then_some(text)
 }
+
+/// A labelled one-line setting with its Save button (saved as typed, trimmed).
+pub fn setting_row_ui(
+    ui: &mut egui::Ui,
+    label: &str,
+    key: &str,
+    current: &str,
+    draft: &mut Option<String>,
+    actions: &mut Vec<crate::state::UiAction>,
+) {
+    ui.horizontal(|ui| {
+        let label = ui.label(label);
+        let edited = draft_edit(ui, draft, current, |text| egui::TextEdit::singleline(text).desired_width(120.0), label.id);
+        if ui.add_enabled(edited.is_some(), egui::Button::new("Save")).clicked()
+            && let Some(text) = edited
+        {
+            actions.push(crate::state::UiAction::SaveSetting { key: key.to_owned(), value: text.trim().to_owned() });
+            *draft = None;
+        }
+    });
+}

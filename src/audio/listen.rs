@@ -20,7 +20,6 @@ use crossbeam_channel::{Receiver, Sender, bounded, select};
 use whisper_rs::WhisperVadContext;
 
 use super::mic::{Block, Capture, MicError, SoundServer, Source};
-use super::resample::{To16k, downmix_into};
 use super::segment::{Chunk, Detector, Segmenter};
 use super::transcribe::{Heard, SpeechModels, load_vad, speech_spans};
 use super::transcripts::{AudioTranscript, audio_dir, audio_file_name};
@@ -141,10 +140,7 @@ struct Open {
     opened: Instant,
     /// When the first block arrived (the server's start-up delay).
     first_block: Option<Instant>,
-    to16k: To16k,
     segmenter: Segmenter,
-    scratch: Vec<f32>,
-    out: Vec<f32>,
 }
 
 pub struct ListenWorker {
@@ -270,13 +266,11 @@ impl ListenWorker {
         }
         let server = self.server.as_ref().expect("connected above");
         // The server converts to 16 kHz mono (PulseAudio's and PipeWire's C
-        // resamplers): resampling two streams in cowork all day cost more than
-        // everything else listen mode does on silence.
-        let opened = server.open(source, device.as_deref(), None, true, self.blocks_tx.clone()).and_then(|capture| {
-            To16k::new(capture.rate).map(|to16k| (capture, to16k)).map_err(|err| MicError::Other(format!("{err:#}")))
-        });
-        match opened {
-            Ok((capture, to16k)) => {
+        // resamplers; a record stream takes any sample spec): resampling two
+        // streams in cowork all day cost more than everything else listen
+        // mode does on silence.
+        match server.open(source, device.as_deref(), None, true, self.blocks_tx.clone()) {
+            Ok(capture) => {
                 tracing::info!(source = source.as_str(), device = %capture.device, "listen: stream open");
                 let name = capture.device.clone();
                 match source {
@@ -284,7 +278,7 @@ impl ListenWorker {
                     Source::SystemAudio => self.status.system = Some(name),
                 }
                 self.status.error = None;
-                self.streams.push((source, Open { capture, opened: Instant::now(), first_block: None, to16k, segmenter: Segmenter::default(), scratch: Vec::new(), out: Vec::new() }));
+                self.streams.push((source, Open { capture, opened: Instant::now(), first_block: None, segmenter: Segmenter::default() }));
             }
             Err(err) => self.stream_failed(source, err),
         }
@@ -336,21 +330,10 @@ impl ListenWorker {
                 let Some(vad) = self.vad.as_mut() else { return };
                 let open = &mut self.streams[index].1;
                 open.first_block.get_or_insert(arrived);
-                let frames = samples.len() / open.capture.channels.max(1);
-                let speech: &[f32] = if open.capture.rate == super::SAMPLE_RATE && open.capture.channels == 1 {
-                    &samples
-                } else {
-                    // A server that would not convert: the device's format, converted here.
-                    open.scratch.clear();
-                    downmix_into(&samples, open.capture.channels, &mut open.scratch);
-                    open.out.clear();
-                    open.to16k.push(&open.scratch, &mut open.out);
-                    &open.out
-                };
-                // The block's first sample was heard one block before it arrived.
-                let block_millis = (frames as u64 * 1000 / u64::from(open.capture.rate.max(1))) as i64;
+                // 16 kHz mono (opened so): the block's first sample was heard one block before it arrived.
+                let block_millis = super::millis_for_samples(samples.len()) as i64;
                 let at_millis = now_millis() - arrived.elapsed().as_millis() as i64 - block_millis;
-                match open.segmenter.push(speech, at_millis, vad) {
+                match open.segmenter.push(&samples, at_millis, vad) {
                     Ok(chunks) => {
                         for chunk in chunks {
                             self.dispatch(source, chunk);

@@ -277,12 +277,21 @@ impl CaptureWorker {
     fn tell_listen(&mut self, excluded: bool, window: Option<&ActiveWindow>) {
         use crate::audio::listen::{Focus, ListenCommand};
         let Some(listen) = &self.streams.listen else { return };
+        // Asked at every observation: compare before building anything.
+        let unchanged = match (&self.listen_focus, excluded, window) {
+            (Some(Focus::Excluded), true, _) | (Some(Focus::Nothing), false, None) => true,
+            (Some(Focus::Window { app, title }), false, Some(w)) => *app == w.app && *title == w.title,
+            _ => false,
+        };
+        if unchanged {
+            return;
+        }
         let focus = match (excluded, window) {
             (true, _) => Focus::Excluded,
             (false, Some(w)) => Focus::Window { app: w.app.clone(), title: w.title.clone() },
             (false, None) => Focus::Nothing,
         };
-        if self.listen_focus.as_ref() != Some(&focus) && listen.try_send(ListenCommand::Focus(focus.clone())).is_ok() {
+        if listen.try_send(ListenCommand::Focus(focus.clone())).is_ok() {
             self.listen_focus = Some(focus);
         }
     }

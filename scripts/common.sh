@@ -164,7 +164,10 @@ setup_common() {
   step "build" build "$with_tests"
   [ "$with_tests" = yes ] || COWORK_BIN="$COWORK_USER_BIN"
   [ "$with_tests" = yes ] || step "the Browser integration (@playwright/mcp $MCP_PLAYWRIGHT_VERSION, driving Debian's chromium)" setup_browser_integration
-  step "models (chat, embeddings, speech; about 760 MB, 1.4 GB once converted)" python3 models/fetch --cowork "$COWORK_BIN"
+  # The tests also exercise the optional multilingual speech model (its conversion, install and accuracy).
+  local optional=()
+  [ "$with_tests" = yes ] && optional=(--with whisper-base)
+  step "models (chat, embeddings, speech; about 760 MB, 1.4 GB once converted)" python3 models/fetch --cowork "$COWORK_BIN" "${optional[@]}"
 }
 
 # The built-in Browser integration for the user: Playwright's MCP server where

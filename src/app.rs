@@ -58,6 +58,8 @@ pub struct AppOptions {
     pub process_started: Option<Instant>,
     /// Where the UI's Export buttons write (the data directory).
     pub export_dir: PathBuf,
+    /// Where the models live (Settings → Models checks them again after an install).
+    pub models_dir: PathBuf,
 }
 
 pub struct CoworkApp {
@@ -185,6 +187,11 @@ impl CoworkApp {
                 AppEvent::Voice(crate::events::VoiceEvent::Closed { .. } | crate::events::VoiceEvent::Failed { .. }) => self.ptt.reset(),
                 _ => {}
             }
+            if matches!(event, AppEvent::ModelsChanged { .. })
+                && let Ok(manifest) = crate::models::Manifest::bundled()
+            {
+                self.models = crate::ui::settings::model_views(&manifest, &self.options.models_dir);
+            }
             let threads_loaded = matches!(event, AppEvent::ThreadsLoaded(_));
             if matches!(event, AppEvent::RangeDeleted { messages: 1.., .. }) {
                 self.send_store(StoreCommand::LoadThreads);
@@ -213,6 +220,10 @@ impl CoworkApp {
         let now = Instant::now();
         let action = if pressed { self.ptt.press(now) } else { self.ptt.release(now) };
         match action {
+            // Dictation: the focused app keeps the focus, and the words are typed into it.
+            Some(PttAction::Start) if self.state.settings.voice.dictation => {
+                self.send_audio(AudioCommand::Start { target: crate::events::VoiceTarget::Dictation, pressed_at: now });
+            }
             Some(PttAction::Start) => {
                 // The microphone opens before the window: the first word is not lost to drawing it.
                 self.send_audio(AudioCommand::Start { target: crate::events::VoiceTarget::QuickPrompt, pressed_at: now });
@@ -239,6 +250,10 @@ impl CoworkApp {
     /// Settings → Voice says so.
     fn take_transcript(&mut self) {
         let Some((target, text)) = self.state.voice.fill.take() else { return };
+        if target == crate::events::VoiceTarget::Dictation {
+            self.send_audio(crate::audio::worker::AudioCommand::Dictate(text));
+            return;
+        }
         if self.state.settings.voice.send_on_release {
             self.handle_action(UiAction::SendMessage(text));
             if target == crate::events::VoiceTarget::QuickPrompt {
@@ -248,7 +263,7 @@ impl CoworkApp {
         }
         let draft = match target {
             crate::events::VoiceTarget::QuickPrompt => &mut self.quick.text,
-            crate::events::VoiceTarget::Chat => &mut self.chat.draft,
+            crate::events::VoiceTarget::Chat | crate::events::VoiceTarget::Dictation => &mut self.chat.draft,
         };
         if !draft.trim().is_empty() && !draft.ends_with(' ') {
             draft.push(' ');
@@ -295,6 +310,8 @@ impl CoworkApp {
                 if tab == Tab::Settings {
                     // Rules and the audit log as they are now; an approval may have added a rule.
                     self.send_agent_command(AgentCommand::Overview);
+                    // And the microphones plugged in now.
+                    let _ = self.channels.audio.try_send(crate::audio::worker::AudioCommand::ListDevices);
                 }
                 self.state.tab = Some(tab);
             }
@@ -455,6 +472,27 @@ impl CoworkApp {
             UiAction::FetchModels => {
                 if self.channels.models.try_send(crate::models::worker::ModelsCommand::FetchAll).is_err() {
                     self.state.notice("the models worker is busy or not running");
+                }
+            }
+            UiAction::ListMicrophones => self.send_audio(crate::audio::worker::AudioCommand::ListDevices),
+            UiAction::InstallModel(name) | UiAction::RemoveModel(name) if self.state.model_jobs.contains(&name) => {}
+            UiAction::InstallModel(name) => match self.channels.models.try_send(crate::models::worker::ModelsCommand::Install(name.clone())) {
+                Ok(()) => {
+                    self.state.notice(format!("installing {name}: downloading, verifying and converting"));
+                    self.state.model_jobs.insert(name);
+                }
+                Err(_) => self.state.notice("the models worker is busy or not running"),
+            },
+            UiAction::RemoveModel(name) => {
+                // Voice falls back to the default speech model rather than fail on missing files.
+                if self.state.settings.voice.model == name {
+                    self.handle_action(UiAction::SaveSetting { key: keys::VOICE_MODEL.to_owned(), value: String::new() });
+                }
+                match self.channels.models.try_send(crate::models::worker::ModelsCommand::Remove(name.clone())) {
+                    Ok(()) => {
+                        self.state.model_jobs.insert(name);
+                    }
+                    Err(_) => self.state.notice("the models worker is busy or not running"),
                 }
             }
             UiAction::SaveKey { provider, key } => {

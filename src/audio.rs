@@ -5,6 +5,7 @@
 //! opens it only while the user talks to cowork; the `speech` worker owns the
 //! Whisper and VAD models, loaded while needed. No egui in here.
 
+pub mod dictate;
 pub mod listen;
 pub mod mic;
 pub mod ptt;

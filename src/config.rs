@@ -210,8 +210,8 @@ pub struct VoiceSettings {
     pub mode: crate::audio::ptt::PttMode,
     /// Send the transcript as soon as it is ready instead of leaving it to edit.
     pub send_on_release: bool,
-    /// Type the transcript into the focused app instead of cowork's input.
-    /// TODO(issue 15, next step): read but not applied yet, so Settings does not offer it.
+    /// The hotkey types the transcript into the focused app (XTest) instead
+    /// of opening the quick prompt. Off by default.
     pub dictation: bool,
     /// Shrink Whisper's encoder window for short clips (faster; see README for what it costs).
     pub short_clip_context: bool,

@@ -437,6 +437,9 @@ pub enum AppEvent {
     MemoryProgress(crate::memory::jobs::Progress),
     /// Download progress of one model file (or why it failed).
     ModelDownload { path: String, done_bytes: u64, total_bytes: u64, error: Option<String> },
+    /// The models worker finished an install, a removal (`name`) or fetching
+    /// everything (empty name): what to tell the user. Settings → Models checks the files again.
+    ModelsChanged { name: String, outcome: Result<String, String> },
     /// A GGUF file the user added (Settings → Models), or why it was refused.
     ModelAdded(Result<crate::models::user::UserModel, String>),
     /// The local model's memory preflight (GREEN, YELLOW or RED, with the figures).
@@ -482,6 +485,8 @@ pub enum AppEvent {
 pub enum VoiceTarget {
     QuickPrompt,
     Chat,
+    /// Typed into the focused app (Settings → Voice → Dictation).
+    Dictation,
 }
 
 /// What the `audio` and `speech` workers report about an utterance.
@@ -502,6 +507,10 @@ pub enum VoiceEvent {
     Failed { target: Option<VoiceTarget>, error: String },
     /// Listen mode's state, sent when it changes.
     Listening(ListenStatus),
+    /// The input devices (Settings → Voice), or why they cannot be listed.
+    Devices(Result<Vec<crate::audio::mic::InputDevice>, String>),
+    /// Dictation typed this many characters into the focused app.
+    Typed { chars: usize },
 }
 
 /// What listen mode is doing: the streams open (device names), why it is

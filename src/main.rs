@@ -16,10 +16,9 @@ use cowork::build_info::LONG_VERSION;
 use cowork::commands;
 use cowork::config::Paths;
 use cowork::desktop::{GlobalHotkeys, HotkeyAction, TrayIcon, default_sidebar_rect};
-use cowork::models::{FileCheck, Manifest, check_file};
+use cowork::models::Manifest;
 use cowork::runtime::{EventSink, RestartPolicy, signals};
 use cowork::state::AppState;
-use cowork::ui::settings::ModelView;
 use cowork::ui::theme::SIDEBAR_WIDTH;
 use cowork::workers::{WorkerOptions, Workers};
 
@@ -322,6 +321,9 @@ enum ModelsAction {
         /// Replace https://huggingface.co in upstream URLs with this base URL
         #[arg(long)]
         mirror: Option<String>,
+        /// Also install this optional model (e.g. whisper-base); repeatable
+        #[arg(long = "with", value_name = "NAME")]
+        with: Vec<String>,
     },
     /// Make every converted model file: Whisper CTranslate2 → ggml, Qwen's Q5_0 tensors → Q8_0 (lossless)
     #[command(alias = "convert-whisper")]
@@ -472,8 +474,8 @@ fn run(cli: Cli, process_started: Instant) -> anyhow::Result<ExitCode> {
             std::fs::create_dir_all(&paths.models_dir)?;
             match action {
                 ModelsAction::Verify => commands::models::verify(&manifest, &paths.models_dir)?,
-                ModelsAction::Fetch { mirror } => commands::models::fetch_upstream(&manifest, &paths.models_dir, mirror)?,
-                ModelsAction::Convert => commands::models::convert_all(&manifest, &paths.models_dir)?,
+                ModelsAction::Fetch { mirror, with } => commands::models::fetch_upstream(&manifest, &paths.models_dir, mirror, &with)?,
+                ModelsAction::Convert => cowork::models::convert::convert_all(&manifest, &paths.models_dir)?,
                 ModelsAction::Add { path } => {
                     paths.ensure_data_dir()?;
                     let (model, preflight) = cowork::models::user::add(&paths.data_dir, &path, cowork::llm::memory::meminfo())?;
@@ -646,31 +648,6 @@ fn run(cli: Cli, process_started: Instant) -> anyhow::Result<ExitCode> {
     }
 }
 
-fn model_views(manifest: &Manifest, paths: &Paths) -> Vec<ModelView> {
-    manifest
-        .models
-        .iter()
-        .map(|model| {
-            let (size, sha256) = model.primary_size_and_sha();
-            let path = paths.models_dir.join(model.primary_path());
-            // Size only here: the full checksum runs before the model is loaded.
-            let check = check_file(&path, size, sha256, false);
-            ModelView {
-                name: model.name.clone(),
-                role: format!("{:?}", model.role).to_lowercase(),
-                licence: model.licence.clone(),
-                size_bytes: size,
-                status: match &check {
-                    FileCheck::Ok => "installed".to_owned(),
-                    other => other.describe(&path),
-                },
-                ok: check.is_ok(),
-                chat: (model.role == cowork::models::ModelRole::Chat && check.is_ok()).then(|| cowork::config::ResolvedModel::from_manifest(model, &paths.models_dir)),
-            }
-        })
-        .collect()
-}
-
 fn run_sidebar(paths: &Paths, display: Option<String>, screenshot: Option<PathBuf>, process_started: Instant) -> anyhow::Result<ExitCode> {
     let manifest = Manifest::bundled()?;
     let (events_tx, events) = bounded(4096);
@@ -736,9 +713,9 @@ fn run_sidebar(paths: &Paths, display: Option<String>, screenshot: Option<PathBu
         ..Default::default()
     };
     let channels = workers.channels(events);
-    let models = model_views(&manifest, paths);
+    let models = cowork::ui::settings::model_views(&manifest, &paths.models_dir);
     let app_options =
-        AppOptions { screenshot, process_started: Some(process_started), export_dir: paths.data_dir.clone() };
+        AppOptions { screenshot, process_started: Some(process_started), export_dir: paths.data_dir.clone(), models_dir: paths.models_dir.clone() };
     let result = eframe::run_native(
         "cowork",
         options,

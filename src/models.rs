@@ -3,6 +3,7 @@
 //! converting CTranslate2 Whisper weights and Silero VAD's safetensors to
 //! whisper.cpp's ggml formats.
 
+pub mod convert;
 pub mod fetch;
 pub mod gguf;
 pub mod gguf_repack;

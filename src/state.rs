@@ -92,6 +92,12 @@ pub enum UiAction {
     Search(String),
     /// Download missing or damaged model files (the models worker).
     FetchModels,
+    /// Download, verify and convert an optional model (Settings → Models → Install).
+    InstallModel(String),
+    /// Delete an optional model's files.
+    RemoveModel(String),
+    /// Ask the audio worker for the input devices again.
+    ListMicrophones,
     /// Store a provider's API key in the secret store (never in settings).
     SaveKey { provider: String, key: String },
     /// A citation under an answer: open its session (capture) or thread (chat).
@@ -277,6 +283,8 @@ pub struct AppState {
     pub memory_progress: Option<crate::memory::jobs::Progress>,
     /// Model downloads: path → (done, total, error).
     pub downloads: BTreeMap<String, (u64, u64, Option<String>)>,
+    /// Optional models being installed or removed (their buttons wait).
+    pub model_jobs: std::collections::BTreeSet<String>,
     /// The local model's memory preflight, as the llm worker reported it.
     pub model_preflight: Option<String>,
     /// GGUF files the user added (user-models.json).
@@ -487,6 +495,12 @@ impl AppState {
             }
             AppEvent::ModelDownload { path, done_bytes, total_bytes, error } => {
                 self.downloads.insert(path, (done_bytes, total_bytes, error));
+            }
+            AppEvent::ModelsChanged { name, outcome } => {
+                self.model_jobs.remove(&name);
+                self.notice(match outcome {
+                    Ok(text) | Err(text) => text,
+                });
             }
             AppEvent::ModelAdded(Ok(model)) => {
                 self.notice(format!("added {} ({}, {:.0} MB): choose it as the chat model below", model.name, model.architecture, model.size as f64 / 1e6));
@@ -709,6 +723,8 @@ pub struct VoiceView {
     pub release_to_text_millis: Option<u64>,
     /// Listen mode, as its worker last said.
     pub listen: crate::events::ListenStatus,
+    /// The input devices, as the audio worker last listed them.
+    pub devices: Option<Result<Vec<crate::audio::mic::InputDevice>, String>>,
 }
 
 impl VoiceView {
@@ -749,6 +765,8 @@ impl VoiceView {
                 self.status = Some(error);
             }
             VoiceEvent::Listening(status) => self.listen = status,
+            VoiceEvent::Devices(devices) => self.devices = Some(devices),
+            VoiceEvent::Typed { chars } => self.status = Some(format!("typed {chars} characters into the focused app")),
         }
     }
 }

@@ -144,10 +144,8 @@ impl Workers {
             max_answer_tokens: settings.max_answer_tokens,
             idle_unload_secs: settings.idle_unload_secs,
         };
-        let files = crate::models::Manifest::bundled()
-            .map(|m| m.models.iter().flat_map(|model| model.files.clone()).collect())
-            .unwrap_or_default();
-        let models = crate::models::worker::spawn_models(files, paths.models_dir.clone(), None, sink.clone(), options.policy)?;
+        let manifest = crate::models::Manifest::bundled().unwrap_or(crate::models::Manifest { models: Vec::new() });
+        let models = crate::models::worker::spawn_models(manifest, paths.models_dir.clone(), None, sink.clone(), options.policy)?;
         let _ = models.commands.try_send(crate::models::worker::ModelsCommand::SetDataDir(paths.data_dir.clone()));
         let embedder = crate::memory::embed::SharedEmbedder::new(crate::memory::embed::model_dir(&paths.models_dir));
         let search_latest = Arc::new(AtomicU64::new(0));
@@ -186,7 +184,7 @@ impl Workers {
         let mcp = crate::mcp::worker::spawn_mcp(paths.data_dir.clone(), sink.clone(), options.policy)?;
         let agent_config = AgentConfig { mcp: Some(crate::mcp::worker::McpClient { commands: mcp.commands.clone() }), ..agent_config };
         let agent = spawn_agent(agent_config, llm.commands.clone(), local, store.commands.clone(), sink.clone(), stop_epoch.clone(), options.policy)?;
-        let audio = crate::audio::worker::spawn_audio(speech.commands.clone(), sink, options.policy)?;
+        let audio = crate::audio::worker::spawn_audio(speech.commands.clone(), None, sink, options.policy)?;
         let device = Some(settings.voice.device.clone()).filter(|d| !d.is_empty());
         let _ = audio.commands.try_send(crate::audio::worker::AudioCommand::SetDevice(device));
         let workers =

@@ -113,6 +113,19 @@ pub enum Block {
     Failed { source: Source, error: MicError },
 }
 
+/// An input device as Settings → Voice lists it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct InputDevice {
+    /// The server's name, which `voice.device` stores.
+    pub name: String,
+    /// What people call it ("Built-in Audio Analog Stereo").
+    pub description: String,
+    /// The monitor of an output (what the computer plays), not a microphone.
+    pub monitor: bool,
+    /// The server's default input.
+    pub default: bool,
+}
+
 /// A connection to the sound server. Connecting opens no device: the
 /// microphone is open only while a [`Capture`] lives.
 pub struct SoundServer {
@@ -154,6 +167,20 @@ impl SoundServer {
                 Err(err) => Err(MicError::unreachable(err)),
             },
         }
+    }
+
+    /// The inputs the server offers, microphones and monitors, by name and
+    /// description, without opening any.
+    pub fn input_devices(&self) -> Result<Vec<InputDevice>, MicError> {
+        let default = self.host.default_input_device().and_then(|d| device_name(&d));
+        let devices = self.host.input_devices().map_err(MicError::from_cpal)?;
+        Ok(devices
+            .filter_map(|device| {
+                let name = device_name(&device)?;
+                let description = device.description().map(|d| d.name().to_owned()).unwrap_or_else(|_| name.clone());
+                Some(InputDevice { monitor: name.ends_with(".monitor"), default: default.as_deref() == Some(name.as_str()), description, name })
+            })
+            .collect())
     }
 
     /// The default input's name and format, without opening it.

@@ -164,6 +164,9 @@ pub struct Transcript {
     pub audio_ctx: i32,
     /// VAD and Whisper together.
     pub elapsed_millis: u64,
+    /// The language spoken (ISO 639-1): fixed for an English-only model,
+    /// detected by a multilingual one unless Settings fixes it.
+    pub language: String,
 }
 
 #[derive(Clone, Debug, PartialEq)]
@@ -298,6 +301,10 @@ impl Transcriber {
             speech_millis: millis_for_samples(speech.samples.len()),
             audio_ctx: if audio_ctx == 0 { 1500 } else { audio_ctx },
             elapsed_millis: started.elapsed().as_millis() as u64,
+            language: match language {
+                Some(language) => language.to_owned(),
+                None => whisper_rs::get_lang_str(self.state.full_lang_id_from_state()).unwrap_or("unknown").to_owned(),
+            },
         }))
     }
 

@@ -5,7 +5,9 @@
 //! over a bounded channel; the worker makes them 16 kHz mono, reports the
 //! level for the meter, and on release hands the utterance to `speech`.
 //! Connecting to the server opens no device, so the connection is kept
-//! between recordings and a press only opens a stream.
+//! between recordings and a press only opens a stream. It also lists the
+//! input devices (Settings → Voice) and types dictation into the focused
+//! app (`dictate`).
 //!
 //! `speech` owns Whisper and the VAD model: loaded when a press announces an
 //! utterance (so loading overlaps speaking), unloaded after an idle time.
@@ -42,6 +44,10 @@ pub enum AudioCommand {
     Cancel,
     /// The input device by its server name; None for the default.
     SetDevice(Option<String>),
+    /// List the input devices (answered with `VoiceEvent::Devices`).
+    ListDevices,
+    /// Type a transcript into the focused app (dictation).
+    Dictate(String),
     Shutdown,
 }
 
@@ -130,12 +136,16 @@ pub struct AudioWorker {
     blocks_rx: Receiver<Block>,
     recording: Option<Recording>,
     device: Option<String>,
+    /// The X connection dictation types through, made at the first use.
+    typist: Option<super::dictate::Typist>,
+    /// The display dictation types into (None: $DISPLAY, where the user is).
+    display: Option<String>,
 }
 
 impl AudioWorker {
-    pub fn new(sink: EventSink, speech: Sender<SpeechCommand>) -> Self {
+    pub fn new(sink: EventSink, speech: Sender<SpeechCommand>, display: Option<String>) -> Self {
         let (blocks_tx, blocks_rx) = bounded(BLOCK_QUEUE);
-        Self { sink, speech, server: None, blocks_tx, blocks_rx, recording: None, device: None }
+        Self { sink, speech, server: None, blocks_tx, blocks_rx, recording: None, device: None, typist: None, display }
     }
 
     fn voice(&self, event: VoiceEvent) {
@@ -160,6 +170,14 @@ impl AudioWorker {
                 }
             }
             AudioCommand::SetDevice(device) => self.device = device,
+            AudioCommand::ListDevices => {
+                let devices = self.server().and_then(|server| server.input_devices()).map_err(|err| err.to_string());
+                if devices.is_err() {
+                    self.server = None;
+                }
+                self.voice(VoiceEvent::Devices(devices));
+            }
+            AudioCommand::Dictate(text) => self.dictate(&text),
             AudioCommand::Shutdown => return false,
         }
         true
@@ -203,6 +221,33 @@ impl AudioWorker {
                 });
             }
             Err(error) => self.fail(Some(target), error),
+        }
+    }
+
+    fn dictate(&mut self, text: &str) {
+        let typed = match self.typist.as_mut() {
+            Some(typist) => typist.type_text(text),
+            None => super::dictate::Typist::connect(self.display.as_deref()).and_then(|typist| self.typist.insert(typist).type_text(text)),
+        };
+        match typed {
+            Ok(chars) => self.voice(VoiceEvent::Typed { chars }),
+            Err(err) => {
+                // A display that went away is connected afresh next time.
+                if err.downcast_ref::<x11rb::errors::ConnectionError>().is_some() || err.downcast_ref::<x11rb::errors::ReplyError>().is_some() {
+                    self.typist = None;
+                }
+                self.voice(VoiceEvent::Failed { target: Some(VoiceTarget::Dictation), error: format!("dictation typed nothing: {err:#}") });
+            }
+        }
+    }
+
+    /// Empties the keycodes dictation borrowed, once the app has read them.
+    fn restore_keys(&mut self) {
+        if let Some(typist) = self.typist.as_mut()
+            && let Err(err) = typist.restore()
+        {
+            tracing::warn!("dictation: cannot restore the keyboard mapping: {err:#}");
+            self.typist = None;
         }
     }
 
@@ -292,14 +337,20 @@ impl Supervised for AudioWorker {
         }
         let blocks = self.blocks_rx.clone();
         loop {
+            let restore = match self.typist.as_ref().and_then(|t| t.restore_due()) {
+                Some(at) => crossbeam_channel::at(at),
+                None => crossbeam_channel::never(),
+            };
             select! {
                 recv(commands) -> command => match command {
                     Ok(command) => if !self.handle_command(command) { break },
                     Err(_) => break,
                 },
                 recv(blocks) -> block => if let Ok(block) = block { self.handle_block(block) },
+                recv(restore) -> _ => self.restore_keys(),
             }
         }
+        self.restore_keys();
         Ok(())
     }
 }
@@ -398,8 +449,11 @@ pub fn spawn_speech(manifest: Manifest, models_dir: PathBuf, config: SpeechConfi
 }
 
 /// Starts the `audio` worker, handing utterances to `speech`.
-pub fn spawn_audio(speech: Sender<SpeechCommand>, sink: EventSink, policy: RestartPolicy) -> std::io::Result<WorkerHandle<AudioCommand>> {
-    spawn_supervised::<AudioWorker, _>(WorkerName::Audio, policy, sink.clone(), bounded(16), move |_ctx| Ok(AudioWorker::new(sink.clone(), speech.clone())))
+/// Starts the `audio` worker; dictation types into `display` (None: $DISPLAY).
+pub fn spawn_audio(speech: Sender<SpeechCommand>, display: Option<String>, sink: EventSink, policy: RestartPolicy) -> std::io::Result<WorkerHandle<AudioCommand>> {
+    spawn_supervised::<AudioWorker, _>(WorkerName::Audio, policy, sink.clone(), bounded(16), move |_ctx| {
+        Ok(AudioWorker::new(sink.clone(), speech.clone(), display.clone()))
+    })
 }
 
 #[cfg(test)]

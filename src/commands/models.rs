@@ -2,16 +2,17 @@
 
 use std::path::Path;
 
-use anyhow::{Context, bail};
+use anyhow::bail;
 use rayon::prelude::*;
 
 use crate::models::fetch::{Fetcher, Progress};
-use crate::models::{FileCheck, Manifest, check_file, safe_join, whisper_convert};
+use crate::models::{FileCheck, Manifest, check_file, safe_join};
 
 /// Verifies every file (size and sha256), in parallel. Returns (path, check) pairs.
 pub fn verify_all(manifest: &Manifest, models_dir: &Path) -> Vec<(String, FileCheck)> {
     let mut targets = Vec::new();
-    for model in &manifest.models {
+    // An optional model is checked once the user has installed it (or begun to).
+    for model in manifest.models.iter().filter(|m| !m.optional || m.any_file_present(models_dir)) {
         match &model.converted {
             // Sources of a converted model are only needed to convert it.
             Some(converted) => targets.push((converted.path.clone(), converted.size, converted.sha256.clone())),
@@ -43,10 +44,31 @@ pub fn verify(manifest: &Manifest, models_dir: &Path) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// Downloads every file from its upstream URL (resuming), then converts Whisper.
-pub fn fetch_upstream(manifest: &Manifest, models_dir: &Path, mirror: Option<String>) -> anyhow::Result<()> {
+/// The models `fetch` installs: every required one, and the optional ones named in `with`.
+pub fn selected<'a>(manifest: &'a Manifest, with: &[String]) -> anyhow::Result<Vec<&'a crate::models::ManifestModel>> {
+    for name in with {
+        match manifest.model(name) {
+            Some(model) if model.optional => {}
+            Some(_) => bail!("{name} is installed by default; --with names an optional model"),
+            None => {
+                let optional: Vec<&str> = manifest.models.iter().filter(|m| m.optional).map(|m| m.name.as_str()).collect();
+                bail!("no model named {name:?}; the optional models are {}", optional.join(", "))
+            }
+        }
+    }
+    Ok(manifest.models.iter().filter(|m| !m.optional || with.contains(&m.name)).collect())
+}
+
+/// Downloads the files of every required model and of the optional ones in
+/// `with` from their upstream URLs (resuming), then makes the converted files.
+pub fn fetch_upstream(manifest: &Manifest, models_dir: &Path, mirror: Option<String>, with: &[String]) -> anyhow::Result<()> {
     let fetcher = Fetcher::new(mirror);
-    for model in &manifest.models {
+    for model in selected(manifest, with)? {
+        if let Some(converted) = &model.converted
+            && check_file(&safe_join(models_dir, &converted.path)?, converted.size, &converted.sha256, true).is_ok()
+        {
+            continue;
+        }
         for file in &model.files {
             let url = fetcher.url_for(file);
             eprintln!("fetching {} from {url}", file.path);
@@ -60,62 +82,6 @@ pub fn fetch_upstream(manifest: &Manifest, models_dir: &Path, mirror: Option<Str
             })?;
         }
     }
-    convert_all(manifest, models_dir)
+    crate::models::convert::convert_all(manifest, models_dir)
 }
 
-/// The converter that makes a Whisper ggml file from CTranslate2 sources.
-pub const WHISPER_CONVERTER: &str = "ct2-whisper-to-ggml";
-/// The converter that makes whisper.cpp's Silero VAD file from the package's safetensors.
-pub const SILERO_CONVERTER: &str = "silero-safetensors-to-ggml";
-/// The converter that repacks a GGUF file's Q5_0 tensors as Q8_0.
-pub const GGUF_Q8_0_CONVERTER: &str = "gguf-q5_0-to-q8_0";
-
-/// Makes every converted file the manifest lists (Whisper's ggml file, Qwen's
-/// Q8_0 repack) that is missing or does not verify, and checks each result
-/// against the manifest.
-pub fn convert_all(manifest: &Manifest, models_dir: &Path) -> anyhow::Result<()> {
-    for model in &manifest.models {
-        let Some(converted) = &model.converted else { continue };
-        let output = safe_join(models_dir, &converted.path)?;
-        if check_file(&output, converted.size, &converted.sha256, true).is_ok() {
-            eprintln!("{} is already converted and verified", converted.path);
-            continue;
-        }
-        if let Some(parent) = output.parent() {
-            std::fs::create_dir_all(parent)?;
-        }
-        let started = std::time::Instant::now();
-        match converted.converter.as_str() {
-            WHISPER_CONVERTER => convert_whisper(model, models_dir, &output)?,
-            SILERO_CONVERTER => {
-                let source = model.files.first().with_context(|| format!("model {} lists no file", model.name))?;
-                let package = source.package.as_ref().with_context(|| format!("model {} names no package to take its version from", model.name))?;
-                let version = crate::models::silero_convert::parse_version(&package.pypi)?;
-                crate::models::silero_convert::convert(&safe_join(models_dir, &source.path)?, version, &output)?;
-            }
-            GGUF_Q8_0_CONVERTER => {
-                let source = model.files.first().with_context(|| format!("model {} lists no file", model.name))?;
-                let report = crate::models::gguf_repack::repack_q5_0_as_q8_0(&safe_join(models_dir, &source.path)?, &output)?;
-                eprintln!("repacked {} of {} tensors from Q5_0 to Q8_0", report.repacked, report.tensors);
-            }
-            other => bail!("model {}: unknown converter {other:?}", model.name),
-        }
-        let check = check_file(&output, converted.size, &converted.sha256, true);
-        if !check.is_ok() {
-            bail!("converted {} does not match the manifest: {}", model.name, check.describe(&output));
-        }
-        eprintln!("converted {} ({} bytes, verified) in {:.1} s", converted.path, converted.size, started.elapsed().as_secs_f64());
-    }
-    Ok(())
-}
-
-/// Converts the speech model's CTranslate2 sources into its ggml file.
-fn convert_whisper(model: &crate::models::ManifestModel, models_dir: &Path, output: &Path) -> anyhow::Result<()> {
-    let source = |suffix: &str| -> anyhow::Result<std::path::PathBuf> {
-        let file = model.files.iter().find(|f| f.path.ends_with(suffix)).with_context(|| format!("model {} lists no {suffix}", model.name))?;
-        safe_join(models_dir, &file.path)
-    };
-    let (model_bin, mel, vocab) = (source("model.bin")?, source("mel_filters.npz")?, source(".tiktoken")?);
-    whisper_convert::convert(&model_bin, &mel, &vocab, output)?;
-    Ok(())
-}

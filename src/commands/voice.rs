@@ -47,7 +47,7 @@ pub fn transcribe(paths: &Paths, options: TranscribeOptions) -> anyhow::Result<b
         if options.json {
             let value = match &heard {
                 Heard::Speech(t) => serde_json::json!({
-                    "file": file, "heard": true, "text": t.text, "confidence": t.confidence, "audio_millis": audio_millis,
+                    "file": file, "heard": true, "text": t.text, "confidence": t.confidence, "language": t.language, "audio_millis": audio_millis,
                     "speech_millis": t.speech_millis, "audio_ctx": t.audio_ctx, "elapsed_millis": t.elapsed_millis,
                     "segments": t.segments.iter().map(|s| serde_json::json!({"start_millis": s.start_millis, "end_millis": s.end_millis, "text": s.text, "confidence": s.confidence})).collect::<Vec<_>>(),
                 }),

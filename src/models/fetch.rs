@@ -173,7 +173,7 @@ impl Fetcher {
     }
 }
 
-fn partial_path(target: &Path) -> PathBuf {
+pub fn partial_path(target: &Path) -> PathBuf {
     let mut name = target.file_name().map(|n| n.to_os_string()).unwrap_or_default();
     name.push(".part");
     target.with_file_name(name)

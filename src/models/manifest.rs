@@ -64,12 +64,26 @@ pub struct ManifestModel {
     pub upstream: String,
     pub files: Vec<ManifestFile>,
     pub converted: Option<ConvertedFile>,
+    /// Installed only when the user asks (Settings → Models → Install,
+    /// `models/fetch --with NAME`, `cowork models fetch --with NAME`).
+    #[serde(default)]
+    pub optional: bool,
+    /// One line for Settings → Models.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub summary: String,
 }
 
 impl ManifestModel {
     /// The file the runtime loads: the converted one if any, else the first.
     pub fn primary_path(&self) -> &str {
         self.converted.as_ref().map(|c| c.path.as_str()).unwrap_or(self.files[0].path.as_str())
+    }
+
+    /// Whether any of its files is on disk: an optional model the user
+    /// installed (or began to) is checked like a required one.
+    pub fn any_file_present(&self, models_dir: &Path) -> bool {
+        let paths = self.files.iter().map(|f| f.path.as_str()).chain(self.converted.iter().map(|c| c.path.as_str()));
+        paths.filter_map(|p| safe_join(models_dir, p).ok()).any(|p| p.exists())
     }
 
     pub fn primary_size_and_sha(&self) -> (u64, &str) {

@@ -152,13 +152,15 @@ pub fn read_mel_filters(npz: &Path, key: &str) -> anyhow::Result<(usize, usize, 
 }
 
 /// Reads a `.tiktoken` vocabulary: one `base64 rank` per line, in rank order.
+/// Padding is optional, as Python's decoder takes it: the multilingual
+/// vocabulary's last line is `= 50256`, an empty token.
 pub fn read_tiktoken(path: &Path) -> anyhow::Result<Vec<Vec<u8>>> {
     let text = std::fs::read_to_string(path).with_context(|| format!("cannot read {}", path.display()))?;
     let mut tokens = Vec::new();
     for (line_no, line) in text.lines().enumerate().filter(|(_, l)| !l.trim().is_empty()) {
         let encoded = line.split_whitespace().next().unwrap_or_default();
-        let token = base64::engine::general_purpose::STANDARD
-            .decode(encoded)
+        let token = base64::engine::general_purpose::STANDARD_NO_PAD
+            .decode(encoded.trim_end_matches('='))
             .with_context(|| format!("{} line {}: bad base64", path.display(), line_no + 1))?;
         tokens.push(token);
     }
@@ -383,6 +385,16 @@ mod tests {
             assert!(read_ct2(&bytes[..cut]).is_err());
         }
         assert!(read_ct2(&bytes).is_err(), "promised 3 variables, has none");
+    }
+
+    #[test]
+    fn tiktoken_lines_decode_with_or_without_padding_and_bad_ones_are_named() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("vocab.tiktoken");
+        std::fs::write(&path, "IQ== 0\nIg 1\nIGluZm9ybWFudHM= 2\n= 3\n").unwrap();
+        assert_eq!(read_tiktoken(&path).unwrap(), vec![b"!".to_vec(), b"\"".to_vec(), b" informants".to_vec(), Vec::new()]);
+        std::fs::write(&path, "IQ== 0\n*** 1\n").unwrap();
+        assert!(format!("{:#}", read_tiktoken(&path).unwrap_err()).contains("line 2: bad base64"));
     }
 
     #[test]

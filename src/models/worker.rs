@@ -1,19 +1,25 @@
 //! The `models` worker: downloads missing or damaged model files on request
-//! (Settings → Models), through the outbound gate, reporting progress.
+//! (Settings → Models), through the outbound gate, reporting progress, makes
+//! the converted files, and installs or removes the optional models.
 
 use std::path::PathBuf;
 
 use crossbeam_channel::{Receiver, bounded};
 
 use crate::events::{AppEvent, WorkerName};
-use crate::models::ManifestFile;
 use crate::models::fetch::{Fetcher, Progress};
+use crate::models::{Manifest, ManifestModel, check_file, safe_join};
 use crate::runtime::{EventSink, RestartPolicy, Supervised, WorkerContext, WorkerHandle, spawn_supervised};
 
 #[derive(Debug)]
 pub enum ModelsCommand {
-    /// Fetch every file that is missing or fails its check.
+    /// Fetch every file of the required models that is missing or fails its
+    /// check, then make the converted files.
     FetchAll,
+    /// Fetch and convert one optional model (Settings → Models → Install).
+    Install(String),
+    /// Delete an optional model's files (Settings → Models → Remove).
+    Remove(String),
     /// Where the list of added models lives (sent once at start).
     SetDataDir(PathBuf),
     /// Check and record a GGUF file the user has (`AppEvent::ModelAdded` answers).
@@ -22,7 +28,7 @@ pub enum ModelsCommand {
 }
 
 pub struct ModelsWorker {
-    files: Vec<ManifestFile>,
+    manifest: Manifest,
     data_dir: Option<PathBuf>,
     models_dir: PathBuf,
     fetcher: Fetcher,
@@ -30,8 +36,15 @@ pub struct ModelsWorker {
 }
 
 impl ModelsWorker {
-    fn fetch_all(&self) {
-        for file in &self.files {
+    /// Downloads what `model` lacks, then converts it; a model whose
+    /// converted file already verifies needs none of its sources.
+    fn fetch_model(&self, model: &ManifestModel) -> anyhow::Result<()> {
+        if let Some(converted) = &model.converted
+            && check_file(&safe_join(&self.models_dir, &converted.path)?, converted.size, &converted.sha256, true).is_ok()
+        {
+            return Ok(());
+        }
+        for file in &model.files {
             let mut reported = u64::MAX;
             let sink = self.sink.clone();
             let path = file.path.clone();
@@ -45,10 +58,70 @@ impl ModelsWorker {
             });
             if let Err(err) = result {
                 self.sink.send(AppEvent::ModelDownload { path: file.path.clone(), done_bytes: 0, total_bytes: file.size, error: Some(format!("{err:#}")) });
+                return Err(err);
+            }
+        }
+        if let Some(converted) = &model.converted {
+            self.sink.send(AppEvent::ModelDownload { path: converted.path.clone(), done_bytes: 0, total_bytes: converted.size, error: None });
+            if let Err(err) = crate::models::convert::convert_model(model, &self.models_dir) {
+                self.sink.send(AppEvent::ModelDownload { path: converted.path.clone(), done_bytes: 0, total_bytes: converted.size, error: Some(format!("{err:#}")) });
+                return Err(err);
+            }
+            self.sink.send(AppEvent::ModelDownload { path: converted.path.clone(), done_bytes: converted.size, total_bytes: converted.size, error: None });
+        }
+        Ok(())
+    }
+
+    fn fetch_all(&self) {
+        for model in self.manifest.models.iter().filter(|m| !m.optional) {
+            if let Err(err) = self.fetch_model(model) {
+                self.sink.send(AppEvent::ModelsChanged { name: model.name.clone(), outcome: Err(format!("{err:#}")) });
                 return;
             }
         }
-        self.sink.send(AppEvent::Notice("every model file is present and verified".into()));
+        self.sink.send(AppEvent::ModelsChanged { name: String::new(), outcome: Ok("every model file is present and verified".into()) });
+    }
+
+    fn optional(&self, name: &str) -> anyhow::Result<&ManifestModel> {
+        match self.manifest.model(name) {
+            Some(model) if model.optional => Ok(model),
+            Some(_) => anyhow::bail!("{name} is not an optional model"),
+            None => anyhow::bail!("no model named {name}"),
+        }
+    }
+
+    fn install(&self, name: &str) -> anyhow::Result<String> {
+        let model = self.optional(name)?;
+        self.fetch_model(model)?;
+        Ok(format!("{name} is installed and verified"))
+    }
+
+    /// Removes the model's files and the folders they leave empty.
+    fn remove(&self, name: &str) -> anyhow::Result<String> {
+        let model = self.optional(name)?;
+        let paths = model.files.iter().map(|f| f.path.as_str()).chain(model.converted.iter().map(|c| c.path.as_str()));
+        let mut freed = 0;
+        for relative in paths {
+            let path = safe_join(&self.models_dir, relative)?;
+            for candidate in [path.clone(), crate::models::fetch::partial_path(&path)] {
+                match std::fs::metadata(&candidate) {
+                    Ok(meta) => {
+                        std::fs::remove_file(&candidate).map_err(|err| anyhow::anyhow!("cannot remove {}: {err}", candidate.display()))?;
+                        freed += meta.len();
+                    }
+                    Err(err) if err.kind() == std::io::ErrorKind::NotFound => {}
+                    Err(err) => anyhow::bail!("cannot read {}: {err}", candidate.display()),
+                }
+            }
+            let mut dir = path.parent();
+            while let Some(parent) = dir.filter(|d| *d != self.models_dir && d.starts_with(&self.models_dir)) {
+                if std::fs::remove_dir(parent).is_err() {
+                    break;
+                }
+                dir = parent.parent();
+            }
+        }
+        Ok(format!("{name} removed ({:.0} MB freed)", freed as f64 / 1e6))
     }
 }
 
@@ -59,6 +132,14 @@ impl Supervised for ModelsWorker {
         while let Ok(command) = commands.recv() {
             match command {
                 ModelsCommand::FetchAll => self.fetch_all(),
+                ModelsCommand::Install(name) => {
+                    let outcome = self.install(&name).map_err(|err| format!("{name} was not installed: {err:#}"));
+                    self.sink.send(AppEvent::ModelsChanged { name, outcome });
+                }
+                ModelsCommand::Remove(name) => {
+                    let outcome = self.remove(&name).map_err(|err| format!("{name} was not removed: {err:#}"));
+                    self.sink.send(AppEvent::ModelsChanged { name, outcome });
+                }
                 ModelsCommand::SetDataDir(dir) => self.data_dir = Some(dir),
                 ModelsCommand::AddUser(path) => {
                     let result = match &self.data_dir {
@@ -74,15 +155,15 @@ impl Supervised for ModelsWorker {
     }
 }
 
-/// Starts the `models` worker for `files` under `models_dir`.
+/// Starts the `models` worker for the models of `manifest` under `models_dir`.
 pub fn spawn_models(
-    files: Vec<ManifestFile>,
+    manifest: Manifest,
     models_dir: PathBuf,
     mirror: Option<String>,
     sink: EventSink,
     policy: RestartPolicy,
 ) -> std::io::Result<WorkerHandle<ModelsCommand>> {
     spawn_supervised::<ModelsWorker, _>(WorkerName::Models, policy, sink.clone(), bounded(4), move |_ctx| {
-        Ok(ModelsWorker { files: files.clone(), data_dir: None, models_dir: models_dir.clone(), fetcher: Fetcher::new(mirror.clone()), sink: sink.clone() })
+        Ok(ModelsWorker { manifest: manifest.clone(), data_dir: None, models_dir: models_dir.clone(), fetcher: Fetcher::new(mirror.clone()), sink: sink.clone() })
     })
 }

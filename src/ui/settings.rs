@@ -31,8 +31,6 @@ pub struct SettingsPanel {
     pub integrations: crate::ui::integrations::IntegrationsPanel,
     /// Settings → Voice drafts.
     pub voice_hotkey: Option<String>,
-    pub voice_model: Option<String>,
-    pub voice_device: Option<String>,
     pub voice_idle_unload: Option<String>,
     pub listen: crate::ui::voice::ListenPanel,
 }
@@ -69,13 +67,48 @@ pub struct NetworkView {
 #[derive(Clone, Debug, PartialEq)]
 pub struct ModelView {
     pub name: String,
-    pub role: String,
+    pub role: crate::models::ModelRole,
     pub licence: String,
     pub size_bytes: u64,
     pub status: String,
     pub ok: bool,
+    /// Installed only on request (Install / Remove buttons).
+    pub optional: bool,
+    /// One line on what it is for.
+    pub summary: String,
     /// For an installed chat model: what answering with it needs.
     pub chat: Option<crate::config::ResolvedModel>,
+}
+
+/// Every model of the manifest as Settings lists it, checked by size (the
+/// full checksum runs before a model is loaded).
+pub fn model_views(manifest: &crate::models::Manifest, models_dir: &std::path::Path) -> Vec<ModelView> {
+    use crate::models::{FileCheck, check_file};
+    manifest
+        .models
+        .iter()
+        .map(|model| {
+            let (size, sha256) = model.primary_size_and_sha();
+            let path = models_dir.join(model.primary_path());
+            let check = check_file(&path, size, sha256, false);
+            let status = match &check {
+                FileCheck::Ok => "installed".to_owned(),
+                FileCheck::Missing if model.optional => "not installed (optional)".to_owned(),
+                other => other.describe(&path),
+            };
+            ModelView {
+                name: model.name.clone(),
+                role: model.role,
+                licence: model.licence.clone(),
+                size_bytes: size,
+                status,
+                ok: check.is_ok(),
+                optional: model.optional,
+                summary: model.summary.clone(),
+                chat: (model.role == crate::models::ModelRole::Chat && check.is_ok()).then(|| crate::config::ResolvedModel::from_manifest(model, models_dir)),
+            }
+        })
+        .collect()
 }
 
 pub fn settings_ui(
@@ -155,7 +188,7 @@ pub fn settings_ui(
 
         ui.separator();
         ui.heading("Voice");
-        voice_ui(ui, state, panel, actions);
+        voice_ui(ui, state, models, panel, actions);
 
         ui.separator();
         ui.heading("Integrations");
@@ -218,10 +251,33 @@ pub fn settings_ui(
         Grid::new("models").striped(true).show(ui, |ui| {
             for model in models {
                 ui.label(&model.name);
-                ui.label(RichText::new(format!("{} · {} · {:.0} MB", model.role, model.licence, model.size_bytes as f64 / 1e6)).small());
+                let role = format!("{:?}", model.role).to_lowercase();
+                ui.label(RichText::new(format!("{role} · {} · {:.0} MB", model.licence, model.size_bytes as f64 / 1e6)).small());
                 ui.end_row();
+                if !model.summary.is_empty() {
+                    ui.label("");
+                    ui.label(RichText::new(&model.summary).small().color(theme::MUTED));
+                    ui.end_row();
+                }
                 ui.label("");
-                ui.label(RichText::new(&model.status).small().color(if model.ok { theme::OK } else { theme::ERROR }));
+                ui.horizontal(|ui| {
+                    let colour = if model.ok { theme::OK } else if model.optional { theme::MUTED } else { theme::ERROR };
+                    ui.label(RichText::new(&model.status).small().color(colour));
+                    if model.optional {
+                        let busy = state.model_jobs.contains(&model.name);
+                        if model.ok {
+                            if ui.add_enabled(!busy, egui::Button::new("Remove").small()).on_hover_text("Delete its files to free the disk").clicked() {
+                                actions.push(UiAction::RemoveModel(model.name.clone()));
+                            }
+                        } else if ui
+                            .add_enabled(!busy, egui::Button::new(if busy { "Installing…" } else { "Install" }).small())
+                            .on_hover_text("Download, verify by sha256 and convert on this computer")
+                            .clicked()
+                        {
+                            actions.push(UiAction::InstallModel(model.name.clone()));
+                        }
+                    }
+                });
                 ui.end_row();
             }
         });
@@ -281,7 +337,7 @@ fn agent_ui(ui: &mut egui::Ui, state: &AppState, panel: &mut SettingsPanel, acti
     });
 }
 
-fn voice_ui(ui: &mut egui::Ui, state: &AppState, panel: &mut SettingsPanel, actions: &mut Vec<UiAction>) {
+fn voice_ui(ui: &mut egui::Ui, state: &AppState, models: &[ModelView], panel: &mut SettingsPanel, actions: &mut Vec<UiAction>) {
     let voice = &state.settings.voice;
     ui.label(RichText::new("Speech is transcribed on this computer (Whisper); the microphone is open only while you talk to cowork").small().color(theme::MUTED));
     setting_row_ui(ui, "Push-to-talk hotkey", keys::VOICE_HOTKEY, &voice.hotkey, &mut panel.voice_hotkey, actions);
@@ -300,14 +356,21 @@ fn voice_ui(ui: &mut egui::Ui, state: &AppState, panel: &mut SettingsPanel, acti
     for (key, on, text, hover) in [
         (keys::VOICE_SEND_ON_RELEASE, voice.send_on_release, "Send when I release", "Off: the words wait in the input, to edit"),
         (keys::VOICE_SHORT_CLIP_CONTEXT, voice.short_clip_context, "Faster transcription of short clips", "Whisper looks at a window sized to the clip instead of 30 s"),
+        (
+            keys::VOICE_DICTATION,
+            voice.dictation,
+            "Dictation: the hotkey types into the app you are in",
+            "Instead of opening the quick prompt, the words are typed into the focused app (X11). Enter and Tab are never pressed.",
+        ),
     ] {
         let mut value = on;
         if ui.checkbox(&mut value, text).on_hover_text(hover).changed() {
             actions.push(UiAction::SaveSetting { key: key.to_owned(), value: value.to_string() });
         }
     }
-    setting_row_ui(ui, "Speech model (empty: whisper-tiny-en)", keys::VOICE_MODEL, &voice.model, &mut panel.voice_model, actions);
-    setting_row_ui(ui, "Microphone (empty: the default)", keys::VOICE_DEVICE, &voice.device, &mut panel.voice_device, actions);
+    let speech: Vec<(&str, bool)> = models.iter().filter(|m| m.role == crate::models::ModelRole::Speech).map(|m| (m.name.as_str(), m.ok)).collect();
+    crate::ui::voice::speech_model_ui(ui, &voice.model, &speech, actions);
+    crate::ui::voice::microphone_ui(ui, &voice.device, state.voice.devices.as_ref(), actions);
     setting_row_ui(ui, "Unload Whisper after (seconds idle, 0 never)", keys::VOICE_IDLE_UNLOAD_SECS, &voice.idle_unload_secs.to_string(), &mut panel.voice_idle_unload, actions);
     if let (Some(open), Some(text)) = (state.voice.first_sample_millis, state.voice.release_to_text_millis) {
         ui.label(RichText::new(format!("Last utterance: microphone ready {open} ms after the key, text {text} ms after release")).small().color(theme::MUTED));

@@ -19,10 +19,11 @@ pub fn status_bar_ui(ui: &mut egui::Ui, state: &AppState, actions: &mut Vec<UiAc
     if let Some(target) = state.voice.recording {
         ui.horizontal(|ui| {
             let into = match target {
-                crate::events::VoiceTarget::QuickPrompt => "the quick prompt",
-                crate::events::VoiceTarget::Chat => "the chat",
+                crate::events::VoiceTarget::QuickPrompt => "talking into the quick prompt",
+                crate::events::VoiceTarget::Chat => "talking into the chat",
+                crate::events::VoiceTarget::Dictation => "dictating into the focused app",
             };
-            ui.label(RichText::new(format!("• Microphone on: talking into {into}")).small().color(theme::ERROR));
+            ui.label(RichText::new(format!("• Microphone on: {into}")).small().color(theme::ERROR));
             ui.add(egui::ProgressBar::new(state.voice.level).desired_width(60.0).desired_height(6.0).fill(theme::ERROR));
         });
     }

@@ -31,6 +31,87 @@ pub fn mic_ui(ui: &mut egui::Ui, voice: &VoiceView, target: VoiceTarget, actions
     }
 }
 
+/// Settings → Voice: the speech model, among the manifest's speech models
+/// (`speech`: name, installed); one not installed says where to get it.
+pub fn speech_model_ui(ui: &mut egui::Ui, chosen: &str, speech: &[(&str, bool)], actions: &mut Vec<UiAction>) {
+    let default = speech.first().map(|(name, _)| *name).unwrap_or("whisper-tiny-en");
+    let current = if chosen.is_empty() { default } else { chosen };
+    ui.horizontal(|ui| {
+        let label = ui.label("Speech model");
+        egui::ComboBox::from_id_salt("speech_model")
+            .selected_text(current)
+            .show_ui(ui, |ui| {
+                for (index, (name, installed)) in speech.iter().enumerate() {
+                    let text = if *installed { name.to_string() } else { format!("{name} (not installed)") };
+                    let response = ui.add_enabled(*installed, egui::Button::selectable(current == *name, text));
+                    if response.clicked() && current != *name {
+                        // The first is the default: choosing it stores nothing, so a future default follows.
+                        let value = if index == 0 { String::new() } else { name.to_string() };
+                        actions.push(UiAction::SaveSetting { key: keys::VOICE_MODEL.to_owned(), value });
+                    }
+                }
+            })
+            .response
+            .labelled_by(label.id);
+    });
+    if speech.iter().any(|(_, installed)| !installed) {
+        ui.label(RichText::new("More speech models: Install one under Models, below").small().color(theme::MUTED));
+    }
+}
+
+/// Settings → Voice: the microphone, among the inputs the sound server has
+/// (monitors left out: those are listen mode's system audio). A device
+/// chosen before and unplugged now stays listed, marked.
+pub fn microphone_ui(
+    ui: &mut egui::Ui,
+    chosen: &str,
+    devices: Option<&Result<Vec<crate::audio::mic::InputDevice>, String>>,
+    actions: &mut Vec<UiAction>,
+) {
+    let listed: &[crate::audio::mic::InputDevice] = match devices {
+        Some(Ok(devices)) => devices,
+        _ => &[],
+    };
+    let microphones: Vec<_> = listed.iter().filter(|d| !d.monitor).collect();
+    let describe = |name: &str| match microphones.iter().find(|d| d.name == name) {
+        Some(device) => device.description.clone(),
+        None if devices.is_some() => format!("{name} (not connected)"),
+        None => name.to_owned(),
+    };
+    let default_label = match microphones.iter().find(|d| d.default) {
+        Some(device) => format!("Default ({})", device.description),
+        None => "Default".to_owned(),
+    };
+    let selected = if chosen.is_empty() { default_label.clone() } else { describe(chosen) };
+    let save = |actions: &mut Vec<UiAction>, value: &str| actions.push(UiAction::SaveSetting { key: keys::VOICE_DEVICE.to_owned(), value: value.to_owned() });
+    ui.horizontal(|ui| {
+        let label = ui.label("Microphone");
+        egui::ComboBox::from_id_salt("microphone")
+            .selected_text(selected)
+            .show_ui(ui, |ui| {
+                if ui.selectable_label(chosen.is_empty(), default_label).clicked() && !chosen.is_empty() {
+                    save(actions, "");
+                }
+                for device in &microphones {
+                    if ui.selectable_label(chosen == device.name, &device.description).on_hover_text(&device.name).clicked() && chosen != device.name {
+                        save(actions, &device.name);
+                    }
+                }
+                if !chosen.is_empty() && !microphones.iter().any(|d| d.name == chosen) {
+                    let _ = ui.selectable_label(true, describe(chosen));
+                }
+            })
+            .response
+            .labelled_by(label.id);
+        if ui.small_button("Refresh").on_hover_text("List the microphones again").clicked() {
+            actions.push(UiAction::ListMicrophones);
+        }
+    });
+    if let Some(Err(error)) = devices {
+        ui.label(RichText::new(format!("Cannot list microphones: {error}")).small().color(theme::ERROR));
+    }
+}
+
 /// Settings → Voice → Listen mode: drafts and the consent question's choices.
 pub struct ListenPanel {
     pub asking: bool,

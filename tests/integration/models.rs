@@ -18,7 +18,13 @@ struct FileServer {
 }
 
 impl FileServer {
+    /// Serves `body` at every path.
     fn start(body: Vec<u8>, cut_first_after: Option<usize>) -> FileServer {
+        Self::serve(vec![(String::new(), body)], cut_first_after)
+    }
+
+    /// Serves each (path, body); an empty path answers every request.
+    fn serve(files: Vec<(String, Vec<u8>)>, cut_first_after: Option<usize>) -> FileServer {
         let listener = TcpListener::bind("127.0.0.1:0").unwrap();
         let base = format!("http://{}", listener.local_addr().unwrap());
         let ranges_seen = Arc::new(Mutex::new(Vec::new()));
@@ -31,6 +37,9 @@ impl FileServer {
                     let mut reader = BufReader::new(stream.try_clone().unwrap());
                     let mut range = None;
                     let mut line = String::new();
+                    let _ = reader.read_line(&mut line);
+                    let path = line.split_whitespace().nth(1).unwrap_or("/").to_owned();
+                    line.clear();
                     while reader.read_line(&mut line).is_ok_and(|read| read > 0) && line != "\r\n" {
                         if let Some(value) = line.to_ascii_lowercase().strip_prefix("range: bytes=") {
                             range = Some(value.trim().trim_end_matches('-').to_owned());
@@ -38,6 +47,10 @@ impl FileServer {
                         line.clear();
                     }
                     seen.lock().unwrap().push(range.clone());
+                    let Some((_, body)) = files.iter().find(|(p, _)| p.is_empty() || *p == path) else {
+                        let _ = stream.write_all(b"HTTP/1.1 404 Not Found\r\nContent-Length: 0\r\nConnection: close\r\n\r\n");
+                        continue;
+                    };
                     let start: usize = range.as_deref().and_then(|r| r.parse().ok()).unwrap_or(0);
                     let slice = &body[start.min(body.len())..];
                     let status = if start > 0 { "206 Partial Content" } else { "200 OK" };
@@ -198,6 +211,22 @@ fn the_real_chat_model_header_reads_and_fits_this_machine() {
     assert_eq!(cowork::models::gguf::preflight(&info, 1_900, 300_000_000, 2_000_000_000).verdict, cowork::models::gguf::Verdict::Red);
 }
 
+/// A manifest of one model made of `file`.
+fn one_model(file: ManifestFile, optional: bool) -> Manifest {
+    Manifest {
+        models: vec![cowork::models::ManifestModel {
+            name: "test-model".into(),
+            role: ModelRole::Chat,
+            licence: "MIT".into(),
+            upstream: "test".into(),
+            files: vec![file],
+            converted: None,
+            optional,
+            summary: String::new(),
+        }],
+    }
+}
+
 #[test]
 fn the_models_worker_downloads_a_missing_file_with_progress_and_resumes_a_cut() {
     use cowork::events::AppEvent;
@@ -206,7 +235,7 @@ fn the_models_worker_downloads_a_missing_file_with_progress_and_resumes_a_cut() 
     let dir = temp_dir();
     let file = manifest_file(&body, "test/weights.bin", format!("{}/weights.bin", server.base));
     let (sink, events) = super::support::test_sink();
-    let mut worker = cowork::models::worker::spawn_models(vec![file], dir.path().to_owned(), None, sink, cowork::runtime::RestartPolicy::default()).unwrap();
+    let mut worker = cowork::models::worker::spawn_models(one_model(file, false), dir.path().to_owned(), None, sink, cowork::runtime::RestartPolicy::default()).unwrap();
     worker.commands.send(cowork::models::worker::ModelsCommand::FetchAll).unwrap();
     let mut progress = Vec::new();
     let done = super::support::wait_for(&events, std::time::Duration::from_secs(30), |e| match e {
@@ -215,7 +244,7 @@ fn the_models_worker_downloads_a_missing_file_with_progress_and_resumes_a_cut() 
             progress.push((*done_bytes, *total_bytes));
             None
         }
-        AppEvent::Notice(text) if text.contains("present and verified") => Some(()),
+        AppEvent::ModelsChanged { outcome: Ok(text), .. } if text.contains("present and verified") => Some(()),
         _ => None,
     });
     assert!(done.is_some(), "finished: {progress:?}");
@@ -223,6 +252,104 @@ fn the_models_worker_downloads_a_missing_file_with_progress_and_resumes_a_cut() 
     assert_eq!(std::fs::read(dir.path().join("test/weights.bin")).unwrap(), body);
     assert!(server.ranges_seen.lock().unwrap().iter().any(|r| r.is_some()), "the cut download resumed with a Range request");
     assert!(worker.shutdown(cowork::models::worker::ModelsCommand::Shutdown, std::time::Duration::from_secs(5)));
+}
+
+/// A sentence spoken by espeak-ng in `voice`, as 16 kHz mono samples.
+fn spoken(dir: &std::path::Path, voice: &str, sentence: &str) -> Vec<f32> {
+    let (wav, raw) = (dir.join(format!("{voice}.wav")), dir.join(format!("{voice}.raw")));
+    assert!(std::process::Command::new("espeak-ng").args(["-v", voice, "-w"]).arg(&wav).arg(sentence).status().unwrap().success());
+    assert!(std::process::Command::new("sox").arg(&wav).args(["-r", "16000", "-c", "1", "-e", "float", "-b", "32", "-t", "raw"]).arg(&raw).status().unwrap().success());
+    std::fs::read(&raw).unwrap().chunks_exact(4).map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]])).collect()
+}
+
+/// The optional multilingual Whisper, the way Settings → Models → Install
+/// gets it: the models worker downloads its three sources from their
+/// upstream URLs (a loopback server standing in), verifies them, converts
+/// them (the multilingual vocabulary, byte for byte the published
+/// ggml-base.bin's size), and the result detects and transcribes English
+/// and German; Remove deletes every file and folder it made.
+#[test]
+fn the_optional_multilingual_whisper_installs_converts_hears_two_languages_and_removes() {
+    use cowork::events::AppEvent;
+    use cowork::models::worker::ModelsCommand;
+    let bundled = Manifest::bundled().unwrap();
+    let mut base = bundled.model("whisper-base").expect("the manifest lists whisper-base").clone();
+    assert!(base.optional, "whisper-base is installed only on request");
+    let have_sources = base.files.iter().all(|f| models_dir().join(&f.path).is_file());
+    if !require(have_sources, "whisper-base's sources (models/fetch --with whisper-base)")
+        || !require(have_program("espeak-ng") && have_program("sox"), "espeak-ng and sox")
+    {
+        return;
+    }
+    let served: Vec<(String, Vec<u8>)> = base
+        .files
+        .iter()
+        .map(|f| (format!("/{}", f.url.split_once("://").unwrap().1.split_once('/').unwrap().1), std::fs::read(models_dir().join(&f.path)).unwrap()))
+        .collect();
+    let server = FileServer::serve(served, None);
+    for file in &mut base.files {
+        let path = file.url.split_once("://").unwrap().1.split_once('/').unwrap().1.to_owned();
+        file.url = format!("{}/{path}", server.base);
+    }
+    let manifest = Manifest { models: vec![base.clone()] };
+    let dir = temp_dir();
+    let (sink, events) = super::support::test_sink();
+    let mut worker = cowork::models::worker::spawn_models(manifest.clone(), dir.path().to_owned(), None, sink, cowork::runtime::RestartPolicy::default()).unwrap();
+    let outcome = |events: &crossbeam_channel::Receiver<AppEvent>, seen: &mut Vec<String>| {
+        super::support::wait_for(events, std::time::Duration::from_secs(300), |e| match e {
+            AppEvent::ModelDownload { path, error, .. } => {
+                assert!(error.is_none(), "{path}: {error:?}");
+                seen.push(path.clone());
+                None
+            }
+            AppEvent::ModelsChanged { name, outcome } => Some((name.clone(), outcome.clone())),
+            _ => None,
+        })
+        .expect("the worker answers")
+    };
+    worker.commands.send(ModelsCommand::Install("whisper-tiny-en".into())).unwrap();
+    let (_, refused) = outcome(&events, &mut Vec::new());
+    assert!(refused.as_ref().is_err_and(|e| e.contains("no model named whisper-tiny-en")), "{refused:?}");
+
+    let started = std::time::Instant::now();
+    worker.commands.send(ModelsCommand::Install("whisper-base".into())).unwrap();
+    let mut seen = Vec::new();
+    let (name, installed) = outcome(&events, &mut seen);
+    eprintln!("whisper-base installed over loopback in {:.1} s", started.elapsed().as_secs_f64());
+    assert_eq!(name, "whisper-base");
+    assert!(installed.as_ref().is_ok_and(|t| t.contains("installed and verified")), "{installed:?}");
+    for file in &base.files {
+        assert!(seen.contains(&file.path), "progress for {}: {seen:?}", file.path);
+    }
+    let converted = base.converted.clone().unwrap();
+    assert_eq!(converted.size, 147_951_465, "the published ggml-base.bin's size");
+    assert!(check_file(&dir.path().join(&converted.path), converted.size, &converted.sha256, true).is_ok());
+
+    let models = cowork::audio::transcribe::SpeechModels::resolve(&manifest, dir.path(), Some("whisper-base")).unwrap();
+    assert!(!models.english_only);
+    let _turn = super::support::whisper_turn();
+    let mut transcriber = cowork::audio::transcribe::Transcriber::load(&models, Default::default()).unwrap();
+    let audio = temp_dir();
+    for (voice, sentence, language, words) in [
+        ("en", "Please open the calendar and schedule a meeting for tomorrow at ten.", "en", &["calendar", "meeting", "tomorrow"][..]),
+        ("de", "Bitte öffne den Kalender und plane ein Treffen für morgen um zehn Uhr.", "de", &["bitte", "morgen", "uhr"][..]),
+    ] {
+        let heard = transcriber.transcribe(&spoken(audio.path(), voice, sentence), None).unwrap();
+        let cowork::audio::transcribe::Heard::Speech(transcript) = heard else { panic!("{voice}: heard nothing: {heard:?}") };
+        eprintln!("{voice}: {:?} ({}, {} ms)", transcript.text, transcript.language, transcript.elapsed_millis);
+        assert_eq!(transcript.language, language, "{transcript:?}");
+        let text = transcript.text.to_lowercase();
+        for word in words {
+            assert!(text.contains(word), "{voice}: {text:?} lacks {word:?}");
+        }
+    }
+    drop(transcriber);
+
+    worker.commands.send(ModelsCommand::Remove("whisper-base".into())).unwrap();
+    let (_, removed) = outcome(&events, &mut Vec::new());
+    assert!(removed.as_ref().is_ok_and(|t| t.contains("removed")), "{removed:?}");
+    assert!(!dir.path().join("whisper-base").exists(), "its files and folders are gone");
+    assert!(worker.shutdown(ModelsCommand::Shutdown, std::time::Duration::from_secs(5)));
 }
 
 #[test]

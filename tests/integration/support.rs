@@ -239,6 +239,23 @@ impl XSession {
         self.children.push(ChildGuard(command.spawn().unwrap_or_else(|err| panic!("start {program}: {err}"))));
     }
 
+    /// Starts `program` on this display; its stdout comes back line by line. Killed on drop.
+    pub fn spawn_reading(&mut self, program: &str, args: &[&str]) -> crossbeam_channel::Receiver<String> {
+        let mut child = self.command(program).args(args).stdout(Stdio::piped()).stderr(Stdio::null()).spawn().unwrap_or_else(|err| panic!("start {program}: {err}"));
+        let stdout = child.stdout.take().expect("piped stdout");
+        let (lines_tx, lines) = crossbeam_channel::unbounded();
+        std::thread::spawn(move || {
+            use std::io::BufRead;
+            for line in std::io::BufReader::new(stdout).lines().map_while(Result::ok) {
+                if lines_tx.send(line).is_err() {
+                    break;
+                }
+            }
+        });
+        self.children.push(ChildGuard(child));
+        lines
+    }
+
     /// The first window whose title matches `pattern` (xdotool regex), waiting for it.
     pub fn wait_window(&self, pattern: &str, timeout: Duration) -> String {
         let mut window = String::new();

@@ -35,6 +35,7 @@ struct Far {
     mcp: Receiver<cowork::mcp::worker::McpCommand>,
     audio: Receiver<cowork::audio::worker::AudioCommand>,
     listen: Receiver<cowork::audio::listen::ListenCommand>,
+    models: Receiver<cowork::models::worker::ModelsCommand>,
 }
 
 fn app() -> (Harness<'static, CoworkApp>, Far) {
@@ -42,6 +43,10 @@ fn app() -> (Harness<'static, CoworkApp>, Far) {
 }
 
 fn app_with(options: AppOptions, height: f32) -> (Harness<'static, CoworkApp>, Far) {
+    app_with_models(options, height, Vec::new())
+}
+
+fn app_with_models(options: AppOptions, height: f32, models: Vec<cowork::ui::settings::ModelView>) -> (Harness<'static, CoworkApp>, Far) {
     let (events_tx, events) = bounded(1024);
     let (llm_tx, llm) = bounded(16);
     let (agent_tx, agent) = bounded(16);
@@ -51,7 +56,7 @@ fn app_with(options: AppOptions, height: f32) -> (Harness<'static, CoworkApp>, F
     let (clipboard_tx, clipboard) = bounded(8);
     let (a11y_tx, a11y) = bounded(8);
     let (control_tx, llm_control) = bounded(8);
-    let (models_tx, _models) = bounded(4);
+    let (models_tx, models_rx) = bounded(4);
     let (search_tx, search) = bounded(16);
     let (embed_tx, _embed) = bounded(4);
     let (mcp_tx, mcp) = bounded(16);
@@ -83,8 +88,8 @@ fn app_with(options: AppOptions, height: f32) -> (Harness<'static, CoworkApp>, F
     };
     let harness = Harness::builder()
         .with_size(egui::vec2(380.0, height))
-        .build_eframe(move |_cc| CoworkApp::new(channels, AppState::default(), Vec::new(), options));
-    (harness, Far { events: events_tx, llm, agent, store, capture, keys, clipboard, a11y, llm_control, stop_epoch, search, mcp, audio, listen })
+        .build_eframe(move |_cc| CoworkApp::new(channels, AppState::default(), models, options));
+    (harness, Far { events: events_tx, llm, agent, store, capture, keys, clipboard, a11y, llm_control, stop_epoch, search, mcp, audio, listen, models: models_rx })
 }
 
 /// The settings the app asked the store to save since the last look, in order.
@@ -1115,7 +1120,7 @@ fn the_microphone_button_records_into_the_chat_and_esc_cancels() {
     harness.run();
     let sent: Vec<AudioCommand> = far.audio.try_iter().collect();
     assert!(matches!(sent.as_slice(), [AudioCommand::Start { .. }, AudioCommand::Stop { .. }]), "{sent:?}");
-    let transcript = Transcript { text: "What did I do this morning".into(), confidence: 0.9, segments: Vec::new(), speech_millis: 1500, audio_ctx: 384, elapsed_millis: 200 };
+    let transcript = Transcript { text: "What did I do this morning".into(), confidence: 0.9, segments: Vec::new(), speech_millis: 1500, audio_ctx: 384, elapsed_millis: 200, language: "en".into() };
     far.events.send(AppEvent::Voice(VoiceEvent::Closed { cancelled: false })).unwrap();
     far.events.send(AppEvent::Voice(VoiceEvent::Heard { target: VoiceTarget::Chat, heard: Heard::Speech(transcript), release_to_text_millis: 300 })).unwrap();
     harness.run();
@@ -1127,6 +1132,116 @@ fn the_microphone_button_records_into_the_chat_and_esc_cancels() {
     far.events.send(AppEvent::Voice(VoiceEvent::Heard { target: VoiceTarget::Chat, heard: Heard::Nothing(cowork::audio::transcribe::Silence::NoSpeech), release_to_text_millis: 50 })).unwrap();
     harness.run();
     harness.get_by_label("heard nothing (no speech)");
+}
+
+/// Settings → Voice lists the microphones the audio worker found (monitors
+/// left out) and saves the one chosen; Settings → Models installs the
+/// optional speech model through the models worker, lists it as a speech
+/// model once its files are there, and Remove takes it back (a voice setting
+/// that named it returns to the default).
+#[test]
+fn settings_list_microphones_and_install_choose_and_remove_an_optional_speech_model() {
+    use cowork::audio::mic::InputDevice;
+    use cowork::audio::worker::AudioCommand;
+    use cowork::events::VoiceEvent;
+    use cowork::models::worker::ModelsCommand;
+    let models_dir = tempfile::tempdir().unwrap();
+    let manifest = cowork::models::Manifest::bundled().unwrap();
+    let views = cowork::ui::settings::model_views(&manifest, models_dir.path());
+    let options = AppOptions { models_dir: models_dir.path().to_owned(), ..AppOptions::default() };
+    let (mut harness, far) = app_with_models(options, 6000.0, views);
+    harness.get_by_label("Settings").click();
+    harness.run();
+    assert!(far.audio.try_iter().any(|c| matches!(c, AudioCommand::ListDevices)), "opening Settings asks for the microphones");
+    let device = |name: &str, description: &str, monitor: bool, default: bool| InputDevice { name: name.into(), description: description.into(), monitor, default };
+    far.events
+        .send(AppEvent::Voice(VoiceEvent::Devices(Ok(vec![
+            device("alsa_input.usb-headset", "USB Headset", false, false),
+            device("alsa_input.pci-analog", "Built-in Microphone", false, true),
+            device("alsa_output.pci-analog.monitor", "Monitor of Built-in Speakers", true, false),
+        ]))))
+        .unwrap();
+    harness.run();
+    let _ = saved_settings(&far);
+    harness.get_by_role_and_label(Role::ComboBox, "Microphone").click();
+    harness.run();
+    harness.get_by_label("Default (Built-in Microphone)");
+    assert!(harness.query_by_label("Monitor of Built-in Speakers").is_none(), "a monitor is not a microphone");
+    harness.get_by_label("USB Headset").click();
+    harness.run();
+    assert_eq!(saved_settings(&far), vec![("voice.device".to_owned(), "alsa_input.usb-headset".to_owned())]);
+    harness.get_by_label("Refresh").click();
+    harness.run();
+    assert!(far.audio.try_iter().any(|c| matches!(c, AudioCommand::ListDevices)));
+
+    // The optional model: Install asks the models worker, and the button waits.
+    harness.get_by_label("not installed (optional)");
+    harness.get_by_label("Install").click();
+    harness.run();
+    assert!(matches!(far.models.try_recv(), Ok(ModelsCommand::Install(name)) if name == "whisper-base"));
+    assert!(harness.query_by_label("Install").is_none());
+    harness.get_by_label("Installing…");
+    // The worker made its file (a file of the right size passes the size check Settings runs).
+    let base = manifest.model("whisper-base").unwrap();
+    let file = models_dir.path().join(base.primary_path());
+    std::fs::create_dir_all(file.parent().unwrap()).unwrap();
+    std::fs::File::create(&file).unwrap().set_len(base.primary_size_and_sha().0).unwrap();
+    far.events.send(AppEvent::ModelsChanged { name: "whisper-base".into(), outcome: Ok("whisper-base is installed and verified".into()) }).unwrap();
+    harness.run();
+    harness.get_by_label("whisper-base is installed and verified");
+    harness.get_by_label("Remove");
+    // Now a speech model to choose.
+    harness.get_by_role_and_label(Role::ComboBox, "Speech model").click();
+    harness.run();
+    harness.get_by_label("whisper-tiny-en (not installed)");
+    harness.get_by_role_and_label(Role::Button, "whisper-base").click();
+    harness.run();
+    assert_eq!(saved_settings(&far), vec![("voice.model".to_owned(), "whisper-base".to_owned())]);
+    far.events.send(AppEvent::Setting { key: "voice.model".into(), value: "whisper-base".into() }).unwrap();
+    harness.run();
+    harness.get_by_label("Remove").click();
+    harness.run();
+    assert!(matches!(far.models.try_recv(), Ok(ModelsCommand::Remove(name)) if name == "whisper-base"));
+    assert_eq!(saved_settings(&far), vec![("voice.model".to_owned(), String::new())], "voice goes back to the default model");
+}
+
+/// Dictation on: the hotkey records for the focused app without opening the
+/// quick prompt, and what was heard goes to the audio worker to type, not
+/// into an input.
+#[test]
+fn dictation_sends_the_words_to_the_focused_app_instead_of_an_input() {
+    use cowork::audio::transcribe::{Heard, Transcript};
+    use cowork::audio::worker::AudioCommand;
+    use cowork::events::{VoiceEvent, VoiceTarget};
+    let (mut harness, far) = app_with(AppOptions::default(), 6000.0);
+    harness.get_by_label("Settings").click();
+    harness.run();
+    let _ = saved_settings(&far);
+    harness.get_by_label("Dictation: the hotkey types into the app you are in").click();
+    harness.run();
+    assert_eq!(saved_settings(&far), vec![("voice.dictation".to_owned(), "true".to_owned())]);
+    far.events.send(AppEvent::Setting { key: "voice.dictation".into(), value: "true".into() }).unwrap();
+    harness.run();
+    let _ = far.audio.try_iter().count();
+    far.events.send(AppEvent::VoiceHotkey { pressed: true }).unwrap();
+    harness.run();
+    assert!(matches!(far.audio.try_recv(), Ok(AudioCommand::Start { target: VoiceTarget::Dictation, .. })));
+    assert!(!harness.state().state.quick_prompt_open, "the focused app keeps the focus");
+    far.events.send(AppEvent::Voice(VoiceEvent::Opened { target: VoiceTarget::Dictation, device: "microphone".into() })).unwrap();
+    harness.run();
+    harness.get_by_label_contains("Microphone on: dictating into the focused app");
+    // Held, not tapped (a tap would toggle recording on).
+    std::thread::sleep(std::time::Duration::from_millis(600));
+    far.events.send(AppEvent::VoiceHotkey { pressed: false }).unwrap();
+    harness.run();
+    assert!(matches!(far.audio.try_recv(), Ok(AudioCommand::Stop { .. })));
+    let transcript = Transcript { text: "See you at noon".into(), confidence: 0.9, segments: Vec::new(), speech_millis: 1200, audio_ctx: 384, elapsed_millis: 150, language: "en".into() };
+    far.events.send(AppEvent::Voice(VoiceEvent::Closed { cancelled: false })).unwrap();
+    far.events.send(AppEvent::Voice(VoiceEvent::Heard { target: VoiceTarget::Dictation, heard: Heard::Speech(transcript), release_to_text_millis: 200 })).unwrap();
+    harness.run();
+    assert!(matches!(far.audio.try_recv(), Ok(AudioCommand::Dictate(text)) if text == "See you at noon"));
+    assert!(!harness.state().state.quick_prompt_open);
+    assert!(far.agent.try_iter().all(|c| !matches!(c, AgentCommand::Chat(_))), "nothing was sent to cowork");
 }
 
 #[test]
@@ -1143,7 +1258,7 @@ fn push_to_talk_fills_the_quick_prompt_from_a_real_microphone() {
     let sink = cowork::runtime::EventSink::new(far.events.clone(), || {});
     let policy = cowork::runtime::RestartPolicy::default();
     let mut speech = spawn_speech(cowork::models::Manifest::bundled().unwrap(), models_dir(), SpeechConfig::default(), sink.clone(), policy).unwrap();
-    let mut audio = spawn_audio(speech.commands.clone(), sink, policy).unwrap();
+    let mut audio = spawn_audio(speech.commands.clone(), None, sink, policy).unwrap();
     // Steps, not run(): the spinner repaints while Whisper works.
     let forward = |harness: &mut Harness<'static, CoworkApp>| {
         harness.run_steps(3);
@@ -1179,6 +1294,66 @@ fn push_to_talk_fills_the_quick_prompt_from_a_real_microphone() {
     assert!(far.agent.try_iter().all(|c| !matches!(c, AgentCommand::Chat(_))), "nothing was sent");
     audio.shutdown(cowork::audio::worker::AudioCommand::Shutdown, std::time::Duration::from_secs(5));
     speech.shutdown(cowork::audio::worker::SpeechCommand::Shutdown, std::time::Duration::from_secs(5));
+}
+
+/// Dictation end to end: the hotkey held with dictation on, a sentence into
+/// a real PulseAudio microphone, the real audio and speech workers, and the
+/// words typed into a real GTK app that has the focus under Xvfb.
+#[test]
+fn dictation_types_a_spoken_sentence_into_the_focused_gtk_app() {
+    use super::support::{PulseAudio, PulseSetup, XSession, espeak, models_dir, require, whisper_model, whisper_turn};
+    use super::voice::{GTK_ENTRY, entry_reads, have_gtk};
+    use cowork::audio::worker::{SpeechConfig, spawn_audio, spawn_speech};
+    if !require(whisper_model().is_file() && XSession::available() && have_gtk(), "the Whisper model, Xvfb and python3-gi with GTK 3") {
+        return;
+    }
+    let _turn = whisper_turn();
+    let Some(pulse) = PulseAudio::start(PulseSetup::Devices) else { return };
+    let mut x = XSession::start();
+    let lines = x.spawn_reading("/usr/bin/python3", &["-c", GTK_ENTRY]);
+    assert_eq!(lines.recv_timeout(std::time::Duration::from_secs(20)).as_deref(), Ok("READY"));
+    let window = x.wait_window("^Dictation target$", std::time::Duration::from_secs(20));
+    x.activate(&window);
+
+    let (mut harness, far) = app();
+    far.events.send(AppEvent::Setting { key: "voice.dictation".into(), value: "true".into() }).unwrap();
+    harness.run();
+    let sink = cowork::runtime::EventSink::new(far.events.clone(), || {});
+    let policy = cowork::runtime::RestartPolicy::default();
+    let mut speech = spawn_speech(cowork::models::Manifest::bundled().unwrap(), models_dir(), SpeechConfig::default(), sink.clone(), policy).unwrap();
+    let mut audio = spawn_audio(speech.commands.clone(), Some(x.display.clone()), sink, policy).unwrap();
+    let forward = |harness: &mut Harness<'static, CoworkApp>| {
+        harness.run_steps(3);
+        for command in far.audio.try_iter() {
+            audio.commands.send(command).unwrap();
+        }
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let wav = dir.path().join("dictate.wav");
+    espeak("Remind me to call the dentist on Friday morning.", &wav);
+    far.events.send(AppEvent::VoiceHotkey { pressed: true }).unwrap();
+    forward(&mut harness);
+    assert!(!harness.state().state.quick_prompt_open, "dictation leaves the focus where it is");
+    let opened = super::support::eventually(std::time::Duration::from_secs(10), || {
+        harness.step();
+        harness.state().state.voice.first_sample_millis.is_some()
+    });
+    assert!(opened, "the microphone did not open: {:?}", harness.state().state.voice);
+    pulse.play("mic_in", &wav);
+    far.events.send(AppEvent::VoiceHotkey { pressed: false }).unwrap();
+    let typed = super::support::eventually(std::time::Duration::from_secs(60), || {
+        forward(&mut harness);
+        harness.state().state.voice.status.as_deref().is_some_and(|s| s.starts_with("typed ") || s.contains("dictation"))
+    });
+    assert!(typed, "nothing was typed: {:?}", harness.state().state.voice);
+    let status = harness.state().state.voice.status.clone().unwrap();
+    assert!(status.starts_with("typed "), "{status}");
+    let (arrived, seen) = entry_reads(&lines, |text| text.to_lowercase().contains("dentist") && text.to_lowercase().contains("friday"), std::time::Duration::from_secs(10));
+    assert!(arrived, "the app did not get the words: {seen:?}");
+    assert!(harness.state().state.voice.fill.is_none(), "nothing waits for cowork's own inputs");
+    audio.shutdown(cowork::audio::worker::AudioCommand::Shutdown, std::time::Duration::from_secs(5));
+    speech.shutdown(cowork::audio::worker::SpeechCommand::Shutdown, std::time::Duration::from_secs(5));
+    drop(pulse);
 }
 
 #[test]

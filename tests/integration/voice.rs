@@ -257,13 +257,26 @@ fn push_to_talk_through_a_real_sound_server() {
     let (sink, events) = test_sink();
     let policy = RestartPolicy::default();
     let mut speech = spawn_speech(Manifest::bundled().unwrap(), models_dir(), SpeechConfig::default(), sink.clone(), policy).unwrap();
-    let mut audio = spawn_audio(speech.commands.clone(), sink, policy).unwrap();
+    let mut audio = spawn_audio(speech.commands.clone(), None, sink, policy).unwrap();
 
     // Key press → first sample kept, over 10 presses.
     let mut opens = first_sample_millis(&audio.commands, &events, 10);
     opens.sort_unstable();
     eprintln!("key press → first sample: p50 {} ms, max {} ms ({opens:?})", opens[opens.len() / 2], opens[opens.len() - 1]);
     assert!(opens[opens.len() / 2] <= 100, "the microphone takes {} ms to deliver its first sample", opens[opens.len() / 2]);
+
+    // Settings → Voice's list: the server's inputs, the default marked, monitors flagged.
+    audio.commands.send(AudioCommand::ListDevices).unwrap();
+    let devices = wait_for(&events, Duration::from_secs(10), |e| match e {
+        AppEvent::Voice(VoiceEvent::Devices(devices)) => Some(devices.clone()),
+        _ => None,
+    })
+    .expect("a device list")
+    .expect("the server lists its inputs");
+    let names: Vec<&str> = devices.iter().map(|d| d.name.as_str()).collect();
+    assert!(names.contains(&"mic_in.monitor") && names.contains(&"speakers.monitor"), "{devices:?}");
+    assert!(devices.iter().all(|d| d.monitor == d.name.ends_with(".monitor") && !d.description.is_empty()), "{devices:?}");
+    assert_eq!(devices.iter().filter(|d| d.default).map(|d| d.name.as_str()).collect::<Vec<_>>(), vec!["mic_in.monitor"], "{devices:?}");
 
     // Say a sentence into the virtual microphone, release, read the text.
     let dir = tempfile::tempdir().unwrap();
@@ -318,7 +331,7 @@ fn push_to_talk_through_a_real_sound_server() {
 fn microphone_problems_are_named_clearly() {
     let (sink, events) = test_sink();
     let (speech_tx, _speech_rx) = crossbeam_channel::bounded(8);
-    let mut audio = spawn_audio(speech_tx, sink, RestartPolicy::default()).unwrap();
+    let mut audio = spawn_audio(speech_tx, None, sink, RestartPolicy::default()).unwrap();
     let failure = |events: &crossbeam_channel::Receiver<AppEvent>| {
         wait_for(events, Duration::from_secs(15), |e| match e {
             AppEvent::Voice(VoiceEvent::Failed { error, .. }) => Some(error.clone()),
@@ -505,3 +518,80 @@ fn listen_mode_keeps_you_and_others_apart_pauses_and_forgets_a_range() {
     assert!(search_hits(data.path(), "London invoice").is_empty());
     assert!(search_hits(data.path(), "money spreadsheet for a colleague").is_empty());
 }
+
+/// A GTK entry that prints its text on every change, and "ACTIVATED" if Enter reaches it.
+pub const GTK_ENTRY: &str = r#"
+import gi
+gi.require_version("Gtk", "3.0")
+from gi.repository import Gtk
+win = Gtk.Window(title="Dictation target")
+entry = Gtk.Entry()
+entry.connect("changed", lambda e: print("TEXT:" + e.get_text(), flush=True))
+entry.connect("activate", lambda e: print("ACTIVATED", flush=True))
+win.add(entry)
+win.connect("destroy", Gtk.main_quit)
+win.show_all()
+entry.grab_focus()
+print("READY", flush=True)
+Gtk.main()
+"#;
+
+/// Whether python3-gi with GTK 3 can run here.
+pub fn have_gtk() -> bool {
+    Command::new("/usr/bin/python3").args(["-c", "import gi; gi.require_version('Gtk', '3.0')"]).status().is_ok_and(|s| s.success())
+}
+
+/// Waits until the entry's text (as it prints it) is `expected`; returns every line seen.
+pub fn entry_reads(lines: &crossbeam_channel::Receiver<String>, expected: impl Fn(&str) -> bool, timeout: Duration) -> (bool, Vec<String>) {
+    let deadline = Instant::now() + timeout;
+    let mut seen = Vec::new();
+    while let Ok(line) = lines.recv_deadline(deadline) {
+        let done = line.strip_prefix("TEXT:").is_some_and(&expected);
+        seen.push(line);
+        if done {
+            return (true, seen);
+        }
+    }
+    (false, seen)
+}
+
+/// The typist against a real GTK app under Xvfb: characters the US layout
+/// lacks (é, €, —) arrive through borrowed keycodes that are emptied again
+/// afterwards, a line break becomes a space and Enter is never pressed, and
+/// nothing is typed while a modifier is held.
+#[test]
+fn dictation_types_any_character_into_a_real_app_and_never_presses_enter() {
+    use cowork::audio::dictate::Typist;
+    if !require(super::support::XSession::available() && have_gtk(), "Xvfb, openbox, xdotool and python3-gi with GTK 3") {
+        return;
+    }
+    let mut x = super::support::XSession::start();
+    let lines = x.spawn_reading("/usr/bin/python3", &["-c", GTK_ENTRY]);
+    assert_eq!(lines.recv_timeout(Duration::from_secs(20)).as_deref(), Ok("READY"));
+    let window = x.wait_window("^Dictation target$", Duration::from_secs(20));
+    x.activate(&window);
+    let mut typist = Typist::connect(Some(&x.display)).unwrap();
+    let before = typist.keymap().unwrap();
+    let said = "Café crème at 10 € — naïve? Yes!\nrm -rf ~";
+    let typed = typist.type_text(said).unwrap();
+    let expected = "Café crème at 10 € — naïve? Yes! rm -rf ~";
+    assert_eq!(typed, expected.chars().count());
+    let (arrived, seen) = entry_reads(&lines, |text| text == expected, Duration::from_secs(10));
+    assert!(arrived, "the entry never read {expected:?}: {seen:?}");
+    assert!(before != typist.keymap().unwrap(), "é, € and — were put on spare keycodes");
+    std::thread::sleep(cowork::audio::dictate::RESTORE_AFTER);
+    typist.restore().unwrap();
+    assert_eq!(typist.keymap().unwrap(), before, "the keyboard mapping is as it was");
+
+    // Ctrl held (the hotkey still down): nothing is typed, and the error says why.
+    x.xdotool(&["keydown", "ctrl"]);
+    let err = typist.type_text("a").unwrap_err();
+    x.xdotool(&["keyup", "ctrl"]);
+    assert!(format!("{err:#}").contains("modifier key"), "{err:#}");
+    typist.type_text("ok").unwrap();
+    let (arrived, more) = entry_reads(&lines, |text| text.ends_with("~ok"), Duration::from_secs(10));
+    assert!(arrived, "{more:?}");
+    assert!(seen.iter().chain(&more).all(|l| l != "ACTIVATED"), "Enter was pressed");
+    assert!(more.iter().all(|l| !l.ends_with("~a")), "the 'a' typed under Ctrl was refused");
+}
+

@@ -217,6 +217,9 @@ pub struct VoiceSettings {
     pub short_clip_context: bool,
     /// A speech model of the manifest by name; empty: tiny.en.
     pub model: String,
+    /// What a multilingual model hears (ISO 639-1, e.g. `de`); empty:
+    /// detected per utterance (which costs base about 360 ms on 5 s).
+    pub language: String,
     /// The input device by its sound-server name; empty: the default.
     pub device: String,
     /// Unload Whisper after this many idle seconds (0: never).
@@ -232,6 +235,7 @@ impl Default for VoiceSettings {
             dictation: false,
             short_clip_context: true,
             model: String::new(),
+            language: String::new(),
             device: String::new(),
             idle_unload_secs: 300,
         }
@@ -329,6 +333,7 @@ pub mod keys {
     pub const VOICE_DICTATION: &str = "voice.dictation";
     pub const VOICE_SHORT_CLIP_CONTEXT: &str = "voice.short_clip_context";
     pub const VOICE_MODEL: &str = "voice.model";
+    pub const VOICE_LANGUAGE: &str = "voice.language";
     pub const VOICE_DEVICE: &str = "voice.device";
     pub const VOICE_IDLE_UNLOAD_SECS: &str = "voice.idle_unload_secs";
     pub const LISTEN_ENABLED: &str = "listen.enabled";
@@ -481,6 +486,16 @@ impl Settings {
                 self.voice.device = value.trim().to_owned();
                 Ok(())
             }
+            keys::VOICE_LANGUAGE => {
+                let code = value.trim().to_lowercase();
+                if code.is_empty() || crate::audio::transcribe::is_language(&code) {
+                    self.voice.language = code;
+                    Ok(())
+                } else {
+                    self.voice.language.clear();
+                    Err(format!("setting {key} = {value:?} is not a language Whisper knows (an ISO 639-1 code such as de); detecting it instead"))
+                }
+            }
             keys::BUDGET_FREE_TOKENS => number(key, value, 0u64, u64::MAX / 4).map(|v| self.budget.monthly_free_tokens = v),
             _ if key.starts_with("consent.") && key.ends_with(".activity") => {
                 let provider = &key["consent.".len()..key.len() - ".activity".len()];
@@ -561,6 +576,7 @@ mod tests {
             (keys::VOICE_IDLE_UNLOAD_SECS, "60"),
             (keys::VOICE_HOTKEY, "ctrl+nope"),
             (keys::VOICE_DICTATION, "maybe"),
+            (keys::VOICE_LANGUAGE, "klingon"),
         ]
         .iter()
         .map(|(k, v)| (k.to_string(), v.to_string()))
@@ -571,7 +587,10 @@ mod tests {
         assert_eq!(settings.voice.idle_unload_secs, 60);
         assert_eq!(settings.voice.hotkey, "ctrl+alt+KeyV");
         assert!(!settings.voice.dictation, "dictation stays off by default");
-        assert_eq!(warnings.len(), 2, "{warnings:?}");
+        assert!(settings.voice.language.is_empty(), "an unknown language falls back to detection");
+        assert_eq!(warnings.len(), 3, "{warnings:?}");
+        let (settings, warnings) = Settings::from_pairs(&[(keys::VOICE_LANGUAGE.to_owned(), " DE ".to_owned())]);
+        assert_eq!((settings.voice.language.as_str(), warnings.len()), ("de", 0));
     }
 
     #[test]

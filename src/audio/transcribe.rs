@@ -99,6 +99,11 @@ impl SpeechModels {
     }
 }
 
+/// Whether Whisper knows `code` as a language (`en`, `de`, `pt`…).
+pub fn is_language(code: &str) -> bool {
+    !code.contains('\0') && code != "auto" && whisper_rs::get_lang_id(code).is_some()
+}
+
 /// How a transcriber decodes.
 #[derive(Clone, Debug, PartialEq)]
 pub struct DecodeSettings {

@@ -105,7 +105,11 @@ impl SpeechConfig {
         let voice = &settings.voice;
         Self {
             model: Some(voice.model.clone()).filter(|m| !m.is_empty()),
-            settings: DecodeSettings { short_clip_context: voice.short_clip_context, ..DecodeSettings::default() },
+            settings: DecodeSettings {
+                short_clip_context: voice.short_clip_context,
+                language: Some(voice.language.clone()).filter(|l| !l.is_empty()),
+                ..DecodeSettings::default()
+            },
             idle_unload: Duration::from_secs(voice.idle_unload_secs),
         }
     }

@@ -31,6 +31,7 @@ pub struct SettingsPanel {
     pub integrations: crate::ui::integrations::IntegrationsPanel,
     /// Settings → Voice drafts.
     pub voice_hotkey: Option<String>,
+    pub voice_language: Option<String>,
     pub voice_idle_unload: Option<String>,
     pub listen: crate::ui::voice::ListenPanel,
 }
@@ -370,6 +371,7 @@ fn voice_ui(ui: &mut egui::Ui, state: &AppState, models: &[ModelView], panel: &m
     }
     let speech: Vec<(&str, bool)> = models.iter().filter(|m| m.role == crate::models::ModelRole::Speech).map(|m| (m.name.as_str(), m.ok)).collect();
     crate::ui::voice::speech_model_ui(ui, &voice.model, &speech, actions);
+    setting_row_ui(ui, "Language, multilingual models (e.g. de; empty: detect)", keys::VOICE_LANGUAGE, &voice.language, &mut panel.voice_language, actions);
     crate::ui::voice::microphone_ui(ui, &voice.device, state.voice.devices.as_ref(), actions);
     setting_row_ui(ui, "Unload Whisper after (seconds idle, 0 never)", keys::VOICE_IDLE_UNLOAD_SECS, &voice.idle_unload_secs.to_string(), &mut panel.voice_idle_unload, actions);
     if let (Some(open), Some(text)) = (state.voice.first_sample_millis, state.voice.release_to_text_millis) {

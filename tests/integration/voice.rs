@@ -119,11 +119,9 @@ fn twenty_espeak_sentences_are_transcribed_and_the_short_window_is_measured() {
     assert_eq!(sentences.len(), 20);
     let files = spoken(dir.path(), &sentences);
     let clips: Vec<Vec<f32>> = files.iter().map(|f| wav::read_16k_mono(f).unwrap()).collect();
-    let mut transcriber = Transcriber::load(&models, DecodeSettings { short_clip_context: true, ..DecodeSettings::default() }).unwrap();
-    let mut report = Vec::new();
-    for short in [true, false] {
-        transcriber.set_settings(DecodeSettings { short_clip_context: short, ..DecodeSettings::default() });
-        let (mut errors, mut total, mut keywords, mut keywords_found, mut millis) = (0, 0, 0, 0, 0u64);
+    // (WER, keyword recall, milliseconds, sentences heard as English) over the 20.
+    let score = |transcriber: &mut Transcriber, name: &str| {
+        let (mut errors, mut total, mut keywords, mut keywords_found, mut millis, mut english) = (0, 0, 0, 0, 0u64, 0);
         for (sentence, clip) in sentences.iter().zip(&clips) {
             let started = Instant::now();
             let heard = transcriber.transcribe(clip, None).unwrap();
@@ -138,25 +136,42 @@ fn twenty_espeak_sentences_are_transcribed_and_the_short_window_is_measured() {
             }
             if let Heard::Speech(t) = &heard {
                 assert!(t.confidence > 0.3 && t.confidence <= 1.0, "confidence {} for {sentence:?}", t.confidence);
+                english += usize::from(t.language == "en");
             }
             if reference != hypothesis {
-                eprintln!("  {} {sentence:?} → {text:?}", if short { "short" } else { "full" });
+                eprintln!("  {name}: {sentence:?} → {text:?}");
             }
         }
         let wer = errors as f64 / total as f64;
-        let recall = keywords_found as f64 / keywords as f64;
-        eprintln!(
-            "{} window: WER {:.1} % ({errors} of {total} words), keywords {keywords_found}/{keywords}, {millis} ms for 20 sentences",
-            if short { "short-clip" } else { "full 30 s" },
-            wer * 100.0
-        );
+        eprintln!("{name}: WER {:.1} % ({errors} of {total} words), keywords {keywords_found}/{keywords}, {millis} ms for 20 sentences", wer * 100.0);
+        (wer, keywords_found as f64 / keywords as f64, millis, english)
+    };
+    let mut transcriber = Transcriber::load(&models, DecodeSettings { short_clip_context: true, ..DecodeSettings::default() }).unwrap();
+    let mut report = Vec::new();
+    for short in [true, false] {
+        transcriber.set_settings(DecodeSettings { short_clip_context: short, ..DecodeSettings::default() });
+        let (wer, recall, millis, english) = score(&mut transcriber, if short { "tiny.en, short-clip window" } else { "tiny.en, full 30 s window" });
         report.push((wer, recall, millis));
+        assert_eq!(english, 20, "an English-only model says English");
         // tiny.en on espeak-ng's synthetic voice: 11–12 % WER, 88 % of keywords (README).
-        assert!(recall >= 0.8, "only {keywords_found} of {keywords} keywords heard");
+        assert!(recall >= 0.8, "only {:.0} % of keywords heard", recall * 100.0);
         assert!(wer <= 0.2, "word error rate {:.1} %", wer * 100.0);
     }
     let (short, full) = (report[0], report[1]);
     assert!(short.2 < full.2, "the short window ({} ms) should be faster than the full one ({} ms)", short.2, full.2);
+    drop(transcriber);
+
+    // The optional multilingual base (the test set-up installs it), detecting the language itself.
+    let base = SpeechModels::resolve(&Manifest::bundled().unwrap(), &models_dir(), Some("whisper-base"));
+    if !require(base.is_ok(), "whisper-base (models/fetch --with whisper-base)") {
+        return;
+    }
+    let mut transcriber = Transcriber::load(&base.unwrap(), DecodeSettings::default()).unwrap();
+    let (wer, recall, millis, english) = score(&mut transcriber, "base (multilingual), language detected, short-clip window");
+    eprintln!("base: {english}/20 heard as English");
+    assert!(english >= 19, "base took {} of 20 English sentences for another language", 20 - english);
+    assert!(recall >= 0.8 && wer <= 0.2, "base: WER {:.1} %, keywords {:.0} %", wer * 100.0, recall * 100.0);
+    assert!(millis > short.2, "base ({millis} ms) is the larger model; tiny.en took {} ms", short.2);
 }
 
 #[test]

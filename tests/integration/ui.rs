@@ -1244,44 +1244,61 @@ fn dictation_sends_the_words_to_the_focused_app_instead_of_an_input() {
     assert!(far.agent.try_iter().all(|c| !matches!(c, AgentCommand::Chat(_))), "nothing was sent to cowork");
 }
 
+/// The real speech and audio workers with their events into the app
+/// (dictation types into `display`); the test is the wire from the app to
+/// the audio worker (`forward_audio`).
+fn real_voice_workers(
+    far: &Far,
+    display: Option<String>,
+) -> (cowork::runtime::WorkerHandle<cowork::audio::worker::SpeechCommand>, cowork::runtime::WorkerHandle<cowork::audio::worker::AudioCommand>) {
+    use cowork::audio::worker::{SpeechConfig, spawn_audio, spawn_speech};
+    let sink = cowork::runtime::EventSink::new(far.events.clone(), || {});
+    let policy = cowork::runtime::RestartPolicy::default();
+    let speech = spawn_speech(cowork::models::Manifest::bundled().unwrap(), super::support::models_dir(), SpeechConfig::default(), sink.clone(), policy).unwrap();
+    let audio = spawn_audio(speech.commands.clone(), display, sink, policy).unwrap();
+    (speech, audio)
+}
+
+/// A few frames (steps, not run(): the spinner repaints while Whisper works),
+/// then what the app asked of the audio worker goes to the real one.
+fn forward_audio(harness: &mut Harness<'static, CoworkApp>, far: &Far, audio: &Sender<cowork::audio::worker::AudioCommand>) {
+    harness.run_steps(3);
+    for command in far.audio.try_iter() {
+        audio.send(command).unwrap();
+    }
+}
+
+/// Presses the voice hotkey and waits for the microphone's first sample.
+fn press_until_the_microphone_opens(harness: &mut Harness<'static, CoworkApp>, far: &Far, audio: &Sender<cowork::audio::worker::AudioCommand>) {
+    far.events.send(AppEvent::VoiceHotkey { pressed: true }).unwrap();
+    forward_audio(harness, far, audio);
+    let opened = super::support::eventually(std::time::Duration::from_secs(10), || {
+        harness.step();
+        harness.state().state.voice.first_sample_millis.is_some()
+    });
+    assert!(opened, "the microphone did not open: {:?}", harness.state().state.voice);
+}
+
 #[test]
 fn push_to_talk_fills_the_quick_prompt_from_a_real_microphone() {
-    use super::support::{PulseAudio, PulseSetup, espeak, models_dir, require, whisper_model, whisper_turn};
-    use cowork::audio::worker::{SpeechConfig, spawn_audio, spawn_speech};
+    use super::support::{PulseAudio, PulseSetup, espeak, require, whisper_model, whisper_turn};
     if !require(whisper_model().is_file(), "the Whisper model") {
         return;
     }
     let _turn = whisper_turn();
     let Some(pulse) = PulseAudio::start(PulseSetup::Devices) else { return };
     let (mut harness, far) = app();
-    // The real workers, their events into the app; the test is the wire between the app and the audio worker.
-    let sink = cowork::runtime::EventSink::new(far.events.clone(), || {});
-    let policy = cowork::runtime::RestartPolicy::default();
-    let mut speech = spawn_speech(cowork::models::Manifest::bundled().unwrap(), models_dir(), SpeechConfig::default(), sink.clone(), policy).unwrap();
-    let mut audio = spawn_audio(speech.commands.clone(), None, sink, policy).unwrap();
-    // Steps, not run(): the spinner repaints while Whisper works.
-    let forward = |harness: &mut Harness<'static, CoworkApp>| {
-        harness.run_steps(3);
-        for command in far.audio.try_iter() {
-            audio.commands.send(command).unwrap();
-        }
-    };
+    let (mut speech, mut audio) = real_voice_workers(&far, None);
     let dir = tempfile::tempdir().unwrap();
     let wav = dir.path().join("ask.wav");
     espeak("Summarize the pull request about the billing service.", &wav);
 
     // Hold the hotkey: the quick prompt opens and the microphone with it.
-    far.events.send(AppEvent::VoiceHotkey { pressed: true }).unwrap();
-    forward(&mut harness);
+    press_until_the_microphone_opens(&mut harness, &far, &audio.commands);
     assert!(harness.state().state.quick_prompt_open);
-    let opened = super::support::eventually(std::time::Duration::from_secs(10), || {
-        harness.step();
-        harness.state().state.voice.first_sample_millis.is_some()
-    });
-    assert!(opened, "the microphone did not open: {:?}", harness.state().state.voice);
     pulse.play("mic_in", &wav);
     far.events.send(AppEvent::VoiceHotkey { pressed: false }).unwrap();
-    forward(&mut harness);
+    forward_audio(&mut harness, &far, &audio.commands);
     let filled = super::support::eventually(std::time::Duration::from_secs(60), || {
         harness.step();
         harness.get_by_label("Quick prompt").value().is_some_and(|v| !v.is_empty())
@@ -1301,9 +1318,8 @@ fn push_to_talk_fills_the_quick_prompt_from_a_real_microphone() {
 /// words typed into a real GTK app that has the focus under Xvfb.
 #[test]
 fn dictation_types_a_spoken_sentence_into_the_focused_gtk_app() {
-    use super::support::{PulseAudio, PulseSetup, XSession, espeak, models_dir, require, whisper_model, whisper_turn};
+    use super::support::{PulseAudio, PulseSetup, XSession, espeak, require, whisper_model, whisper_turn};
     use super::voice::{GTK_ENTRY, entry_reads, have_gtk};
-    use cowork::audio::worker::{SpeechConfig, spawn_audio, spawn_speech};
     if !require(whisper_model().is_file() && XSession::available() && have_gtk(), "the Whisper model, Xvfb and python3-gi with GTK 3") {
         return;
     }
@@ -1318,31 +1334,16 @@ fn dictation_types_a_spoken_sentence_into_the_focused_gtk_app() {
     let (mut harness, far) = app();
     far.events.send(AppEvent::Setting { key: "voice.dictation".into(), value: "true".into() }).unwrap();
     harness.run();
-    let sink = cowork::runtime::EventSink::new(far.events.clone(), || {});
-    let policy = cowork::runtime::RestartPolicy::default();
-    let mut speech = spawn_speech(cowork::models::Manifest::bundled().unwrap(), models_dir(), SpeechConfig::default(), sink.clone(), policy).unwrap();
-    let mut audio = spawn_audio(speech.commands.clone(), Some(x.display.clone()), sink, policy).unwrap();
-    let forward = |harness: &mut Harness<'static, CoworkApp>| {
-        harness.run_steps(3);
-        for command in far.audio.try_iter() {
-            audio.commands.send(command).unwrap();
-        }
-    };
+    let (mut speech, mut audio) = real_voice_workers(&far, Some(x.display.clone()));
     let dir = tempfile::tempdir().unwrap();
     let wav = dir.path().join("dictate.wav");
     espeak("Remind me to call the dentist on Friday morning.", &wav);
-    far.events.send(AppEvent::VoiceHotkey { pressed: true }).unwrap();
-    forward(&mut harness);
+    press_until_the_microphone_opens(&mut harness, &far, &audio.commands);
     assert!(!harness.state().state.quick_prompt_open, "dictation leaves the focus where it is");
-    let opened = super::support::eventually(std::time::Duration::from_secs(10), || {
-        harness.step();
-        harness.state().state.voice.first_sample_millis.is_some()
-    });
-    assert!(opened, "the microphone did not open: {:?}", harness.state().state.voice);
     pulse.play("mic_in", &wav);
     far.events.send(AppEvent::VoiceHotkey { pressed: false }).unwrap();
     let typed = super::support::eventually(std::time::Duration::from_secs(60), || {
-        forward(&mut harness);
+        forward_audio(&mut harness, &far, &audio.commands);
         harness.state().state.voice.status.as_deref().is_some_and(|s| s.starts_with("typed ") || s.contains("dictation"))
     });
     assert!(typed, "nothing was typed: {:?}", harness.state().state.voice);

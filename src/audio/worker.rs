@@ -366,11 +366,14 @@ pub struct SpeechWorker {
     config: SpeechConfig,
     transcriber: Option<Transcriber>,
     last_used: Instant,
+    /// Listen-mode chunks received and not yet transcribed: they wait while
+    /// anything else is in the channel, so push-to-talk never queues behind them.
+    listen_queue: std::collections::VecDeque<(ListenJob, Sender<ListenDone>)>,
 }
 
 impl SpeechWorker {
     pub fn new(sink: EventSink, manifest: Manifest, models_dir: PathBuf, config: SpeechConfig) -> Self {
-        Self { sink, manifest, models_dir, config, transcriber: None, last_used: Instant::now() }
+        Self { sink, manifest, models_dir, config, transcriber: None, last_used: Instant::now(), listen_queue: Default::default() }
     }
 
     fn load(&mut self) -> anyhow::Result<&mut Transcriber> {
@@ -405,15 +408,30 @@ impl SpeechWorker {
                 };
                 self.sink.send(AppEvent::Voice(event));
             }
-            SpeechCommand::Listen { job, reply } => {
-                let heard = self.load().and_then(|t| t.transcribe(&job.samples, None::<Arc<AtomicBool>>)).map_err(|err| format!("{err:#}"));
-                let _ = reply.send_timeout(ListenDone { job, heard }, Duration::from_secs(5));
-            }
+            SpeechCommand::Listen { job, reply } => self.listen_queue.push_back((job, reply)),
             SpeechCommand::Configure(config) => self.config = config,
             SpeechCommand::Shutdown => return false,
         }
         self.last_used = Instant::now();
         true
+    }
+
+    /// Handles every command waiting in the channel; listen chunks only
+    /// join the queue. Returns false on shutdown.
+    fn drain(&mut self, commands: &Receiver<SpeechCommand>) -> bool {
+        while let Ok(command) = commands.try_recv() {
+            if !self.handle_command(command) {
+                return false;
+            }
+        }
+        true
+    }
+
+    fn transcribe_listen_chunk(&mut self, job: ListenJob, reply: Sender<ListenDone>) {
+        self.last_used = Instant::now();
+        let heard = self.load().and_then(|t| t.transcribe(&job.samples, None::<Arc<AtomicBool>>)).map_err(|err| format!("{err:#}"));
+        let _ = reply.send_timeout(ListenDone { job, heard }, Duration::from_secs(5));
+        self.last_used = Instant::now();
     }
 }
 
@@ -422,6 +440,14 @@ impl Supervised for SpeechWorker {
 
     fn run(&mut self, commands: &Receiver<SpeechCommand>, _ctx: &WorkerContext) -> anyhow::Result<()> {
         loop {
+            // Whatever waits in the channel first (an utterance, a Prepare), then one listen chunk.
+            if !self.drain(commands) {
+                return Ok(());
+            }
+            if let Some((job, reply)) = self.listen_queue.pop_front() {
+                self.transcribe_listen_chunk(job, reply);
+                continue;
+            }
             let wait = match (&self.transcriber, self.config.idle_unload.is_zero()) {
                 (Some(_), false) => self.config.idle_unload.saturating_sub(self.last_used.elapsed()),
                 _ => Duration::from_secs(3600),
@@ -452,8 +478,8 @@ pub fn spawn_speech(manifest: Manifest, models_dir: PathBuf, config: SpeechConfi
     })
 }
 
-/// Starts the `audio` worker, handing utterances to `speech`.
-/// Starts the `audio` worker; dictation types into `display` (None: $DISPLAY).
+/// Starts the `audio` worker, handing utterances to `speech`; dictation
+/// types into `display` (None: $DISPLAY).
 pub fn spawn_audio(speech: Sender<SpeechCommand>, display: Option<String>, sink: EventSink, policy: RestartPolicy) -> std::io::Result<WorkerHandle<AudioCommand>> {
     spawn_supervised::<AudioWorker, _>(WorkerName::Audio, policy, sink.clone(), bounded(16), move |_ctx| {
         Ok(AudioWorker::new(sink.clone(), speech.clone(), display.clone()))
@@ -463,6 +489,27 @@ pub fn spawn_audio(speech: Sender<SpeechCommand>, display: Option<String>, sink:
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn an_utterance_is_transcribed_before_listen_chunks_that_arrived_first() {
+        let (events_tx, events) = bounded(16);
+        let sink = EventSink::new(events_tx, || {});
+        let models = tempfile::tempdir().unwrap();
+        let mut worker = SpeechWorker::new(sink, Manifest::bundled().unwrap(), models.path().to_owned(), SpeechConfig::default());
+        let (commands_tx, commands) = bounded(8);
+        let (reply, replies) = bounded(8);
+        let job = |id: i64| ListenJob { transcript_id: id, source: Source::Microphone, started_at_millis: 0, ended_at_millis: 0, app: String::new(), title: String::new(), samples: vec![0.0; 16_000] };
+        commands_tx.send(SpeechCommand::Listen { job: job(1), reply: reply.clone() }).unwrap();
+        commands_tx.send(SpeechCommand::Transcribe(Utterance { target: VoiceTarget::Chat, samples: vec![0.0; 16_000], released_at: Instant::now() })).unwrap();
+        commands_tx.send(SpeechCommand::Listen { job: job(2), reply }).unwrap();
+        assert!(worker.drain(&commands));
+        // The utterance was answered (no model here: an error naming it), the chunks only queued.
+        assert!(matches!(events.try_recv(), Ok(AppEvent::Voice(VoiceEvent::Failed { target: Some(VoiceTarget::Chat), .. }))));
+        assert!(replies.try_recv().is_err());
+        assert_eq!(worker.listen_queue.iter().map(|(job, _)| job.transcript_id).collect::<Vec<_>>(), vec![1, 2]);
+        commands_tx.send(SpeechCommand::Shutdown).unwrap();
+        assert!(!worker.drain(&commands), "shutdown ends the loop");
+    }
 
     #[test]
     fn the_meter_spans_sixty_decibels() {

@@ -64,24 +64,15 @@ pub fn selected<'a>(manifest: &'a Manifest, with: &[String]) -> anyhow::Result<V
 pub fn fetch_upstream(manifest: &Manifest, models_dir: &Path, mirror: Option<String>, with: &[String]) -> anyhow::Result<()> {
     let fetcher = Fetcher::new(mirror);
     for model in selected(manifest, with)? {
-        if let Some(converted) = &model.converted
-            && check_file(&safe_join(models_dir, &converted.path)?, converted.size, &converted.sha256, true).is_ok()
-        {
-            continue;
-        }
-        for file in &model.files {
-            let url = fetcher.url_for(file);
-            eprintln!("fetching {} from {url}", file.path);
-            let mut last_percent = u64::MAX;
-            fetcher.fetch(models_dir, file, &mut |p: Progress| {
-                let percent = p.done_bytes * 100 / p.total_bytes.max(1);
-                if percent / 10 != last_percent / 10 {
-                    eprintln!("  {percent}% of {} bytes", p.total_bytes);
-                    last_percent = percent;
-                }
-            })?;
-        }
+        let mut last: Option<(String, u64)> = None;
+        fetcher.install(models_dir, model, &mut |path: &str, p: Progress| {
+            let tenth = p.done_bytes * 10 / p.total_bytes.max(1);
+            if last.as_ref().is_none_or(|(at, shown)| at != path || *shown != tenth) {
+                eprintln!("{path}: {}% of {} bytes", tenth * 10, p.total_bytes);
+                last = Some((path.to_owned(), tenth));
+            }
+        })?;
     }
-    crate::models::convert::convert_all(manifest, models_dir)
+    Ok(())
 }
 

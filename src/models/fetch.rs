@@ -93,6 +93,29 @@ impl Fetcher {
         Ok(target)
     }
 
+    /// Installs `model`: downloads what it lacks, then makes its converted
+    /// file; a model whose converted file already verifies needs none of its
+    /// sources. `progress` hears (path, progress) for each file from its
+    /// start, and for the converted file before (0) and after (its size) converting.
+    pub fn install(&self, models_dir: &Path, model: &crate::models::ManifestModel, progress: &mut dyn FnMut(&str, Progress)) -> anyhow::Result<()> {
+        if let Some(converted) = &model.converted
+            && check_file(&safe_join(models_dir, &converted.path)?, converted.size, &converted.sha256, true).is_ok()
+        {
+            return Ok(());
+        }
+        for file in &model.files {
+            // Announced first, so a file that fails before its first byte is the one named.
+            progress(&file.path, Progress { done_bytes: 0, total_bytes: file.size });
+            self.fetch(models_dir, file, &mut |p| progress(&file.path, p))?;
+        }
+        if let Some(converted) = &model.converted {
+            progress(&converted.path, Progress { done_bytes: 0, total_bytes: converted.size });
+            crate::models::convert::convert_model(model, models_dir)?;
+            progress(&converted.path, Progress { done_bytes: converted.size, total_bytes: converted.size });
+        }
+        Ok(())
+    }
+
     fn download_once(
         &self,
         url: &str,

@@ -8,7 +8,7 @@ use crossbeam_channel::{Receiver, bounded};
 
 use crate::events::{AppEvent, WorkerName};
 use crate::models::fetch::{Fetcher, Progress};
-use crate::models::{Manifest, ManifestModel, check_file, safe_join};
+use crate::models::{Manifest, ManifestModel, safe_join};
 use crate::runtime::{EventSink, RestartPolicy, Supervised, WorkerContext, WorkerHandle, spawn_supervised};
 
 #[derive(Debug)]
@@ -36,40 +36,23 @@ pub struct ModelsWorker {
 }
 
 impl ModelsWorker {
-    /// Downloads what `model` lacks, then converts it; a model whose
-    /// converted file already verifies needs none of its sources.
+    /// Installs `model` with a progress bar per file in Settings; a failure
+    /// shows on the bar of the file it stopped at.
     fn fetch_model(&self, model: &ManifestModel) -> anyhow::Result<()> {
-        if let Some(converted) = &model.converted
-            && check_file(&safe_join(&self.models_dir, &converted.path)?, converted.size, &converted.sha256, true).is_ok()
-        {
-            return Ok(());
-        }
-        for file in &model.files {
-            let mut reported = u64::MAX;
-            let sink = self.sink.clone();
-            let path = file.path.clone();
-            let result = self.fetcher.fetch(&self.models_dir, file, &mut |p: Progress| {
-                // At most every 2 %: the UI needs a bar, not every packet.
-                let step = p.done_bytes * 50 / p.total_bytes.max(1);
-                if step != reported {
-                    reported = step;
-                    sink.send(AppEvent::ModelDownload { path: path.clone(), done_bytes: p.done_bytes, total_bytes: p.total_bytes, error: None });
-                }
-            });
-            if let Err(err) = result {
-                self.sink.send(AppEvent::ModelDownload { path: file.path.clone(), done_bytes: 0, total_bytes: file.size, error: Some(format!("{err:#}")) });
-                return Err(err);
+        let mut last: Option<(String, u64, u64)> = None;
+        let result = self.fetcher.install(&self.models_dir, model, &mut |path: &str, p: Progress| {
+            // At most every 2 %: the UI needs a bar, not every packet.
+            let step = p.done_bytes * 50 / p.total_bytes.max(1);
+            if last.as_ref().is_none_or(|(at, shown, _)| at != path || *shown != step) {
+                self.sink.send(AppEvent::ModelDownload { path: path.to_owned(), done_bytes: p.done_bytes, total_bytes: p.total_bytes, error: None });
             }
+            last = Some((path.to_owned(), step, p.total_bytes));
+        });
+        if let Err(err) = &result {
+            let (path, total_bytes) = last.map(|(path, _, total)| (path, total)).unwrap_or_else(|| (model.name.clone(), 0));
+            self.sink.send(AppEvent::ModelDownload { path, done_bytes: 0, total_bytes, error: Some(format!("{err:#}")) });
         }
-        if let Some(converted) = &model.converted {
-            self.sink.send(AppEvent::ModelDownload { path: converted.path.clone(), done_bytes: 0, total_bytes: converted.size, error: None });
-            if let Err(err) = crate::models::convert::convert_model(model, &self.models_dir) {
-                self.sink.send(AppEvent::ModelDownload { path: converted.path.clone(), done_bytes: 0, total_bytes: converted.size, error: Some(format!("{err:#}")) });
-                return Err(err);
-            }
-            self.sink.send(AppEvent::ModelDownload { path: converted.path.clone(), done_bytes: converted.size, total_bytes: converted.size, error: None });
-        }
-        Ok(())
+        result
     }
 
     fn fetch_all(&self) {

@@ -2,13 +2,15 @@
 //! context to answer; the local model is reached through the `llm` worker.
 
 mod acting;
+mod automation;
 pub mod integrations;
 pub mod operation;
 pub mod store;
 mod worker;
 
 pub use acting::{AGENT_PROMPT, suggest_rule};
-pub use operation::{Brain, Live};
+pub use automation::AgentSteps;
+pub use operation::{Brain, Live, StepRef};
 
 pub use operation::ChatRequest;
 pub use worker::{AgentCommand, AgentConfig, AgentWorker, MemoryContext, SYSTEM_PROMPT, spawn_agent};

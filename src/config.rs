@@ -163,6 +163,8 @@ pub struct Settings {
     pub agent_max_steps: u32,
     /// A pending approval is denied after this many seconds.
     pub approval_timeout_secs: u64,
+    /// An automation's parked approval expires after this many hours (nobody may be watching).
+    pub automation_approval_hours: u64,
     /// Tools whose every call asks, whatever the rules say.
     pub always_ask: Vec<String>,
     pub voice: VoiceSettings,
@@ -281,6 +283,7 @@ impl Default for Settings {
             agent: true,
             agent_max_steps: 20,
             approval_timeout_secs: 300,
+            automation_approval_hours: 24,
             always_ask: Vec::new(),
             voice: VoiceSettings::default(),
             listen: ListenSettings::default(),
@@ -327,6 +330,7 @@ pub mod keys {
     pub const AGENT_MAX_STEPS: &str = "agent.max_steps";
     pub const APPROVAL_TIMEOUT: &str = "agent.approval_timeout_secs";
     pub const ALWAYS_ASK: &str = "agent.always_ask";
+    pub const AUTOMATION_APPROVAL_HOURS: &str = "automations.approval_hours";
     pub const VOICE_HOTKEY: &str = "voice.hotkey";
     pub const VOICE_MODE: &str = "voice.mode";
     pub const VOICE_SEND_ON_RELEASE: &str = "voice.send_on_release";
@@ -366,6 +370,7 @@ impl Settings {
             keys::MAX_ANSWER_TOKENS => number(key, value, 16usize, 8_192).map(|v| self.max_answer_tokens = v),
             keys::AGENT_MAX_STEPS => number(key, value, 1u32, 200).map(|v| self.agent_max_steps = v),
             keys::APPROVAL_TIMEOUT => number(key, value, 10u64, 7 * 86_400).map(|v| self.approval_timeout_secs = v),
+            keys::AUTOMATION_APPROVAL_HOURS => number(key, value, 1u64, 7 * 24).map(|v| self.automation_approval_hours = v),
             keys::ALWAYS_ASK => {
                 self.always_ask = value.split([',', '\n']).map(str::trim).filter(|t| !t.is_empty()).map(str::to_owned).collect();
                 Ok(())

@@ -21,10 +21,11 @@ pub enum WorkerName {
     Audio,
     Speech,
     Listen,
+    Automations,
 }
 
 impl WorkerName {
-    pub const ALL: [WorkerName; 14] = [
+    pub const ALL: [WorkerName; 15] = [
         WorkerName::Store,
         WorkerName::Capture,
         WorkerName::Keys,
@@ -39,6 +40,7 @@ impl WorkerName {
         WorkerName::Audio,
         WorkerName::Speech,
         WorkerName::Listen,
+        WorkerName::Automations,
     ];
 
     pub fn as_str(self) -> &'static str {
@@ -57,6 +59,7 @@ impl WorkerName {
             WorkerName::Audio => "audio",
             WorkerName::Speech => "speech",
             WorkerName::Listen => "listen",
+            WorkerName::Automations => "automations",
         }
     }
 }

@@ -6,6 +6,7 @@
 pub mod agent;
 pub mod app;
 pub mod audio;
+pub mod automations;
 pub mod brains;
 pub mod build_info;
 pub mod capture;

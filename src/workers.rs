@@ -39,6 +39,7 @@ pub struct Workers {
     pub audio: WorkerHandle<crate::audio::worker::AudioCommand>,
     pub speech: WorkerHandle<crate::audio::worker::SpeechCommand>,
     pub listen: WorkerHandle<crate::audio::listen::ListenCommand>,
+    pub automations: WorkerHandle<crate::automations::AutomationsCommand>,
     pub stop_epoch: Arc<AtomicU64>,
     /// The newest search generation asked for (a running older query stops).
     pub search_latest: Arc<AtomicU64>,
@@ -103,6 +104,8 @@ impl Workers {
             options.policy,
         )?;
         let _ = listen.commands.try_send(crate::audio::listen::ListenCommand::Configure(crate::audio::listen::ListenPlan::from_settings(&settings)));
+        // Made first: capture signals to it, and the agent reports steps to it.
+        let automations_channels = crate::automations::worker::AutomationsChannels::default();
         let (capture, keys, clipboard, a11y) = if options.capture {
             // device_query and arboard read $DISPLAY; those streams run only when that is the display we watch.
             let same_display = options.display.is_none() || options.display == std::env::var("DISPLAY").ok();
@@ -122,6 +125,7 @@ impl Workers {
                 keys: Some(keys.commands.clone()),
                 clipboard: Some(clipboard.commands.clone()),
                 listen: Some(listen.commands.clone()),
+                automations: Some(automations_channels.commands.0.clone()),
             };
             let capture = spawn_capture_with_streams(config, store.commands.clone(), streams, sink.clone(), options.policy)?;
             let allowed = settings.streams_confirmed || !options.require_consent;
@@ -180,15 +184,26 @@ impl Workers {
             local_limit_tokens: LOCAL_LIMIT_TOKENS,
             recall: Some(search.commands.clone()),
             mcp: None,
+            automations: Some(automations_channels.reports.0.clone()),
         };
         let mcp = crate::mcp::worker::spawn_mcp(paths.data_dir.clone(), sink.clone(), options.policy)?;
         let agent_config = AgentConfig { mcp: Some(crate::mcp::worker::McpClient { commands: mcp.commands.clone() }), ..agent_config };
         let agent = spawn_agent(agent_config, llm.commands.clone(), local, store.commands.clone(), sink.clone(), stop_epoch.clone(), options.policy)?;
+        let agent_commands = agent.commands.clone();
+        let automations = crate::automations::spawn_automations(
+            crate::automations::AutomationsConfig { db_path: paths.db_path() },
+            automations_channels,
+            Arc::new(crate::automations::steps::SystemClock),
+            move || Box::new(crate::agent::AgentSteps(agent_commands.clone())),
+            || Box::new(crate::automations::notify::Desktop),
+            sink.clone(),
+            options.policy,
+        )?;
         let audio = crate::audio::worker::spawn_audio(speech.commands.clone(), None, sink, options.policy)?;
         let device = Some(settings.voice.device.clone()).filter(|d| !d.is_empty());
         let _ = audio.commands.try_send(crate::audio::worker::AudioCommand::SetDevice(device));
         let workers =
-            Self { store, capture, keys, clipboard, a11y, models, search, embed, llm, agent, mcp, audio, speech, listen, stop_epoch, search_latest, typing_at_millis };
+            Self { store, capture, keys, clipboard, a11y, models, search, embed, llm, agent, mcp, audio, speech, listen, automations, stop_epoch, search_latest, typing_at_millis };
         Ok((workers, settings, warnings))
     }
 
@@ -214,6 +229,7 @@ impl Workers {
             (self.audio.name, self.audio.control.clone()),
             (self.speech.name, self.speech.control.clone()),
             (self.listen.name, self.listen.control.clone()),
+            (self.automations.name, self.automations.control.clone()),
         ];
         if let Some(capture) = &self.capture {
             controls.push((capture.name, capture.control.clone()));
@@ -292,6 +308,10 @@ impl Workers {
         }
         if !self.models.shutdown(crate::models::worker::ModelsCommand::Shutdown, timeout) {
             tracing::warn!("models did not stop in time (a download in progress resumes next time)");
+        }
+        // Automations before the agent: no new step is handed over while the agent stops.
+        if !self.automations.shutdown(crate::automations::AutomationsCommand::Shutdown, timeout) {
+            tracing::warn!("automations did not stop in time (its runs resume from the database)");
         }
         // The agent first: a turn it is in stops at the epoch bump and writes its message.
         if !self.agent.shutdown(AgentCommand::Shutdown, timeout) {

@@ -79,7 +79,7 @@ impl<B: LocalBrain> AgentWorker<B> {
         done.recv_timeout(STORE_WAIT).map_err(|_| "the store did not confirm a write".to_owned())?
     }
 
-    fn save_operation(&self, live: &mut Live) {
+    pub(super) fn save_operation(&self, live: &mut Live) {
         live.row.state = serde_json::to_string(&live.state).unwrap_or_default();
         live.row.updated_at_millis = now_millis();
         if let Err(err) = self.record(AgentWrite::Operation(live.row.clone())) {
@@ -192,7 +192,7 @@ impl<B: LocalBrain> AgentWorker<B> {
         self.advance(id);
     }
 
-    fn operation_system_prompt(&self, brain: &Brain, tools: &[&str], settings: &crate::config::Settings, now: i64) -> String {
+    pub(super) fn operation_system_prompt(&self, brain: &Brain, tools: &[&str], settings: &crate::config::Settings, now: i64) -> String {
         let mut parts = vec![AGENT_PROMPT.to_owned()];
         if !settings.profile.trim().is_empty() {
             parts.push(format!("About the user (they wrote this):\n{}", settings.profile.trim()));
@@ -225,7 +225,22 @@ impl<B: LocalBrain> AgentWorker<B> {
                 return;
             }
             let step = live.row.steps;
-            match operation::next(&live.state, &live.calls, step, live.step_has_calls, &limits, now_millis()) {
+            let next = operation::next(&live.state, &live.calls, step, live.step_has_calls, &limits, now_millis());
+            match &live.state.automation {
+                // A tool step is one call: once it has an outcome, the operation ends with it.
+                Some(auto) if auto.tool_step && matches!(next, Next::CallLlm | Next::Finish { .. } | Next::Pause { .. }) => {
+                    self.finish_tool_step(operation_id);
+                    return;
+                }
+                // Nobody may be there to wave a guardrail through: the step fails with its reason.
+                Some(_) if matches!(next, Next::Pause { .. }) => {
+                    let Next::Pause { why, .. } = next else { return };
+                    self.finish(operation_id, OpStatus::Error, Some(why));
+                    return;
+                }
+                _ => {}
+            }
+            match next {
                 Next::CallLlm => {
                     if let Err(err) = self.call_llm(operation_id, epoch, &settings) {
                         let status = if self.stop_epoch.load(Ordering::SeqCst) != epoch { OpStatus::Cancelled } else { OpStatus::Error };
@@ -406,7 +421,7 @@ impl<B: LocalBrain> AgentWorker<B> {
 
     /// Validates, classifies and decides one call, and records it.
     #[allow(clippy::too_many_arguments)]
-    fn decide_call(&mut self, operation_id: i64, step: u32, model_call_id: String, tool: String, args: Value, origins: &[Origin], settings: &crate::config::Settings) {
+    pub(super) fn decide_call(&mut self, operation_id: i64, step: u32, model_call_id: String, tool: String, args: Value, origins: &[Origin], settings: &crate::config::Settings) {
         let now = now_millis();
         let offered = self.acting.live.get(&operation_id).is_some_and(|l| l.state.tools.contains(&tool));
         let mut call = CallRow {
@@ -469,7 +484,10 @@ impl<B: LocalBrain> AgentWorker<B> {
                     Action::Allow => call.status = CallStatus::Running,
                     Action::Ask => {
                         call.status = CallStatus::Waiting;
-                        call.expires_at_millis = Some(now + settings.approval_timeout_secs as i64 * 1000);
+                        // Nobody may be watching an automation: its approvals wait longer.
+                        let automation = self.acting.live.get(&operation_id).is_some_and(|l| l.state.automation.is_some());
+                        let timeout_millis = if automation { settings.automation_approval_hours as i64 * 3_600_000 } else { settings.approval_timeout_secs as i64 * 1000 };
+                        call.expires_at_millis = Some(now + timeout_millis);
                     }
                     Action::Deny => {
                         call.status = CallStatus::Denied;
@@ -496,7 +514,7 @@ impl<B: LocalBrain> AgentWorker<B> {
     }
 
     /// The mcp worker's current tools (none when it does not answer in 300 ms).
-    fn refresh_mcp_tools(&mut self) {
+    pub(super) fn refresh_mcp_tools(&mut self) {
         if let Some(mcp) = &self.config.mcp {
             let now = mcp.offered(Duration::from_millis(300));
             (self.acting.mcp_tools, self.acting.mcp_starting) = (now.offered, now.starting);
@@ -732,6 +750,7 @@ impl<B: LocalBrain> AgentWorker<B> {
                 self.sink.send(AppEvent::ToolCall(Box::new(view(&live, call))));
             }
         }
+        self.report_parked(&live, ids);
         self.acting.live.insert(operation_id, live);
     }
 
@@ -914,9 +933,9 @@ impl<B: LocalBrain> AgentWorker<B> {
             .flat_map(|(op, l)| l.calls.iter().filter(|c| c.status == CallStatus::Waiting && c.expires_at_millis.is_some_and(|at| at <= now)).map(|c| (*op, c.call_id)))
             .collect();
         let mut touched: Vec<i64> = Vec::new();
-        let minutes = if expired.is_empty() { 0 } else { self.settings().approval_timeout_secs / 60 };
         for (op, call_id) in expired {
-            let why = format!("Nobody approved this call within {minutes} minutes, so it was not run.");
+            let waited = self.acting.live.get(&op).and_then(|l| l.calls.iter().find(|c| c.call_id == call_id)).map_or(0, |c| c.expires_at_millis.unwrap_or(c.created_at_millis) - c.created_at_millis);
+            let why = format!("Nobody approved this call within {}, so it was not run.", crate::ids::format_duration_millis(waited));
             self.settle(op, call_id, CallStatus::Expired, ToolOutput::error(why), Some("timeout".into()));
             self.sink.send(AppEvent::Notice("an approval expired; the task went on without that call".into()));
             if !touched.contains(&op) {
@@ -934,7 +953,7 @@ impl<B: LocalBrain> AgentWorker<B> {
     }
 
     /// Ends an operation: the answer is stored and shown as finished.
-    fn finish(&mut self, operation_id: i64, status: OpStatus, note: Option<String>) {
+    pub(super) fn finish(&mut self, operation_id: i64, status: OpStatus, note: Option<String>) {
         let Some(mut live) = self.acting.live.remove(&operation_id) else { return };
         let now = now_millis();
         let mut ended = Vec::new();
@@ -953,6 +972,7 @@ impl<B: LocalBrain> AgentWorker<B> {
         live.row.error = note.clone().filter(|_| status != OpStatus::Done);
         live.state.paused = None;
         self.save_operation(&mut live);
+        self.report_finished(&live, status, note.as_deref());
         let mut text = live.state.shown.trim().to_owned();
         let (message_status, error) = match status {
             OpStatus::Done => (MessageStatus::Done, None),
@@ -1027,7 +1047,9 @@ impl<B: LocalBrain> AgentWorker<B> {
                 ..ChatRequest::default()
             };
             let step_has_calls = calls.iter().any(|c| c.step == row.steps);
-            let mut live = Live { row, state, calls, brain, request, step_has_calls, remember: true };
+            // An automation's operation wrote no chat message and writes none now.
+            let automation = state.automation.is_some();
+            let mut live = Live { row, state, calls, brain, request, step_has_calls, remember: !automation };
             let mut interrupted = false;
             for call in live.calls.iter_mut() {
                 if call.status == CallStatus::Running && call.started_at_millis.is_some() {
@@ -1044,6 +1066,13 @@ impl<B: LocalBrain> AgentWorker<B> {
                 self.audit(call, "may_have_run");
             }
             let waiting = live.calls.iter().any(|c| c.status == CallStatus::Waiting);
+            if automation && !waiting {
+                // Its run reports the interruption; nobody is asked to continue a step the run gave up on.
+                let id = live.row.operation_id;
+                self.acting.live.insert(id, live);
+                self.finish(id, OpStatus::Error, Some("cowork stopped while this step was running; a call may have run — check before running the flow again".into()));
+                continue;
+            }
             if live.row.status == OpStatus::Running || interrupted {
                 live.row.status = OpStatus::WaitingForHuman;
                 if !waiting && live.state.paused.is_none() {

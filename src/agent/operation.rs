@@ -145,6 +145,20 @@ pub struct State {
     /// The user's message the answer belongs to (the answer links back to it after a restart).
     #[serde(default)]
     pub ask_id: i64,
+    /// The automation run and step this operation works for (none: the user's own task).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub automation: Option<StepRef>,
+}
+
+/// Which run and step of an automation an operation works for.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct StepRef {
+    pub run_id: i64,
+    pub seq: u32,
+    pub flow: String,
+    pub step_id: String,
+    /// A tool step: one call, no model.
+    pub tool_step: bool,
 }
 
 impl State {

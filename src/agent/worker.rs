@@ -44,6 +44,8 @@ pub struct AgentConfig {
     pub recall: Option<Sender<crate::memory::search_worker::SearchCommand>>,
     /// The mcp worker, for MCP servers' tools (None: none offered).
     pub mcp: Option<crate::mcp::worker::McpClient>,
+    /// Where automation steps' outcomes go (None: no automations).
+    pub automations: Option<Sender<crate::automations::steps::StepReport>>,
 }
 
 /// How long a question waits for memory recall before going without it.
@@ -85,6 +87,10 @@ pub enum AgentCommand {
     Overview,
     /// Settings → Agent: remove a rule, then send the overview again.
     RemoveRule(i64),
+    /// A tool or agent step of an automation run.
+    AutomationStep(Box<crate::automations::steps::StepRequest>),
+    /// An automation no longer waits for this operation: it ends, cancelled.
+    CancelOperation(i64),
     /// Fault injection for supervisor tests: panic inside the worker.
     InjectPanic,
     Shutdown,
@@ -805,6 +811,8 @@ impl<B: LocalBrain> AgentWorker<B> {
             AgentCommand::CancelWaiting => self.cancel_waiting(),
             AgentCommand::Overview => self.overview(),
             AgentCommand::RemoveRule(id) => self.remove_rule(id),
+            AgentCommand::AutomationStep(request) => self.start_automation_step(*request),
+            AgentCommand::CancelOperation(id) => self.finish(id, crate::events::OpStatus::Cancelled, Some("the automation stopped waiting for this step".into())),
             AgentCommand::InjectPanic => panic!("injected agent fault"),
             AgentCommand::Shutdown => return false,
         }
@@ -928,6 +936,7 @@ mod tests {
             local_limit_tokens: 1_500,
             recall: None,
             mcp: None,
+            automations: None,
         };
         (dir, config)
     }

@@ -91,6 +91,8 @@ pub struct CaptureWorker {
     url_cache: Option<(u32, String, Option<(String, UrlSource)>, Instant)>,
     /// The focus listen mode was last told.
     listen_focus: Option<crate::audio::listen::Focus>,
+    /// The last input before the user went away (for "back after N minutes").
+    away_since: Option<i64>,
 }
 
 impl CaptureWorker {
@@ -115,7 +117,32 @@ impl CaptureWorker {
             a11y: Err(Instant::now() - A11Y_RECONNECT),
             url_cache: None,
             listen_focus: None,
+            away_since: None,
         }
+    }
+
+    /// Tells automations (never waiting: a full queue drops the signal).
+    fn signal(&self, signal: crate::automations::Signal) {
+        if let Some(automations) = &self.streams.automations
+            && automations.try_send(crate::automations::AutomationsCommand::Signal(signal)).is_err()
+        {
+            tracing::debug!("automations is busy: a capture signal was dropped");
+        }
+    }
+
+    /// A window the firewall allowed gained focus (its session is the event's key).
+    fn signal_focus(&self, window: Option<&ActiveWindow>) {
+        let (Some(window), Some(session)) = (window, self.tracker.open_session()) else { return };
+        if !self.recording || self.streams.automations.is_none() {
+            return;
+        }
+        self.signal(crate::automations::Signal::Focus {
+            app: window.app.clone(),
+            title: window.title.clone(),
+            url: window.url.clone(),
+            session_id: session.session_id,
+            at_millis: session.started_at_millis,
+        });
     }
 
     /// Connects to X. Returns the reason capture is degraded, if it is.
@@ -160,6 +187,7 @@ impl CaptureWorker {
                 TrackerOutput::Active(window) => {
                     // A focus change: the buffer goes to the store.
                     self.flush_buffer();
+                    self.signal_focus(window.as_ref());
                     if let Some(keys) = &self.streams.keys {
                         let _ = keys.try_send(KeysCommand::Window(window.clone()));
                     }
@@ -327,9 +355,12 @@ impl CaptureWorker {
             self.held = None;
         }
         if moved && self.tracker.is_away() {
+            let away_millis = now - self.away_since.take().unwrap_or(now);
+            self.signal(crate::automations::Signal::Back { away_millis, at_millis: now });
             let outputs = self.tracker.came_back(now);
             self.apply(outputs);
         } else if self.afk.is_afk(now) && !self.tracker.is_away() {
+            self.away_since = Some(self.afk.last_input_millis());
             let outputs = self.tracker.went_away(self.afk.last_input_millis());
             self.apply(outputs);
         }
@@ -518,6 +549,8 @@ pub struct StreamSenders {
     pub keys: Option<Sender<KeysCommand>>,
     pub clipboard: Option<Sender<ClipboardCommand>>,
     pub listen: Option<Sender<crate::audio::listen::ListenCommand>>,
+    /// Automations whose triggers wait for focus changes and returns.
+    pub automations: Option<Sender<crate::automations::AutomationsCommand>>,
 }
 
 /// Starts capture with the other streams to tell about focus changes.

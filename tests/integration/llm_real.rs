@@ -286,6 +286,7 @@ fn real_config(db: &std::path::Path) -> (LlmConfig, AgentConfig) {
         local_limit_tokens: 1_500,
         recall: None,
         mcp: None,
+        automations: None,
     };
     (llm, agent)
 }

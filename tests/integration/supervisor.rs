@@ -140,6 +140,7 @@ fn agent_restarts_keeps_its_sender_and_a_gone_llm_worker_is_a_failed_answer() {
         local_limit_tokens: 1_500,
         recall: None,
         mcp: None,
+        automations: None,
     };
     let mut agent = spawn_agent(config, llm_tx, Default::default(), store_tx, sink, Arc::new(AtomicU64::new(0)), fast_policy()).unwrap();
     let sender = agent.commands.clone();

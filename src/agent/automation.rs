@@ -1,0 +1,174 @@
+//! Automation steps in the agent: a flow's tool step is an operation with
+//! one call, decided by the same approval policy as a chat's (the origins of
+//! its filled-in arguments decide whether a sensitive call asks); an agent
+//! step is an operation with its prompt, tools and tier. Nothing is approved
+//! because nobody is watching: a call that asks parks the operation (its
+//! approval expires after Settings' automation timeout, 24 h by default) and
+//! the automations worker is told. When the operation ends, the result goes
+//! back to it as a `StepReport`.
+
+use std::time::Duration;
+
+use crossbeam_channel::Sender;
+
+use super::operation::{Brain, ChatRequest, Live, State, StepRef};
+use super::store::{CallStatus, OperationRow};
+use super::worker::{AgentCommand, AgentWorker};
+use crate::automations::flow::Tier;
+use crate::automations::steps::{StepOutcome, StepReport, StepRequest, StepRunner, StepWork};
+use crate::automations::worker::step_data;
+use crate::brains::{Role, Turn};
+use crate::events::OpStatus;
+use crate::ids::now_millis;
+use crate::llm::LocalBrain;
+use crate::tools::{Origin, registry};
+
+/// How long a report may wait for the automations worker.
+const REPORT_WAIT: Duration = Duration::from_secs(5);
+/// An automation's agent step is bounded by its own timeout, not by the chat's check-in.
+const NO_CHECK_IN_MILLIS: i64 = 7 * 86_400_000;
+
+/// The agent worker as the automations worker's step runner.
+pub struct AgentSteps(pub Sender<AgentCommand>);
+
+impl StepRunner for AgentSteps {
+    fn start(&self, request: StepRequest) -> Result<(), String> {
+        self.0.send_timeout(AgentCommand::AutomationStep(Box::new(request)), REPORT_WAIT).map_err(|_| "the agent is not accepting work".to_owned())
+    }
+
+    fn cancel(&self, operation_id: i64) {
+        let _ = self.0.try_send(AgentCommand::CancelOperation(operation_id));
+    }
+}
+
+impl<B: LocalBrain> AgentWorker<B> {
+    /// A step from the automations worker. A request for an operation that
+    /// exists already (sent again after a restart) is not started twice.
+    pub(super) fn start_automation_step(&mut self, request: StepRequest) {
+        let operation_id = request.operation_id;
+        self.open_db();
+        let known = self.acting.live.contains_key(&operation_id)
+            || self.db.as_ref().and_then(|c| super::store::operation(c, operation_id).ok().flatten()).is_some();
+        if known {
+            return;
+        }
+        let (settings, providers) = self.brains();
+        let now = now_millis();
+        // The flow's own text is the user's; what was filled into it keeps its origin.
+        let mut origins = vec![Origin::User];
+        for origin in &request.origins {
+            if !origins.contains(origin) {
+                origins.push(*origin);
+            }
+        }
+        let untrusted = origins.iter().copied().find(|o| !o.trusted());
+        let step = StepRef { run_id: request.run_id, seq: request.seq, flow: request.flow.clone(), step_id: request.step_id.clone(), tool_step: matches!(request.work, StepWork::Tool { .. }) };
+        let ask = ChatRequest { answer_id: operation_id, ask_id: operation_id, ..ChatRequest::default() };
+        match request.work {
+            StepWork::Tool { tool, args } => {
+                let task = format!("automation \"{}\", step \"{}\": {tool}", request.flow, request.step_id);
+                let mut state = State { tools: vec![tool.clone()], started_at_millis: now, automation: Some(step), ..State::default() };
+                state.push(Turn::new(Role::System, task.clone()), Origin::Instructions);
+                state.head = state.entries.len();
+                let row = OperationRow::running(operation_id, None, Some(operation_id), task, "automation".into(), now);
+                let mut live = Live { row, state, calls: Vec::new(), brain: Brain::Local, request: ask, step_has_calls: true, remember: false };
+                self.save_operation(&mut live);
+                self.acting.live.insert(operation_id, live);
+                self.refresh_mcp_tools();
+                self.decide_call(operation_id, 0, "step".into(), tool, args, &origins, &settings);
+                self.advance(operation_id);
+            }
+            StepWork::Agent { prompt, tools, tier } => {
+                let text = ChatRequest { text: prompt.clone(), try_harder_from: (tier == Tier::Cloud).then_some(crate::brains::router::Target::Local), ..ask.clone() };
+                let brain = match tier {
+                    Tier::Local => Brain::Local,
+                    // An unattended run never asks for consent: without it, the cloud gets no captured data.
+                    Tier::Auto | Tier::Cloud => match self.plan_public(&text, &settings, &providers) {
+                        Ok((brain, _)) => brain,
+                        Err(err) => {
+                            self.report(request.run_id, request.seq, operation_id, StepOutcome::Failed { error: err, decision: "route".into(), expired: false });
+                            return;
+                        }
+                    },
+                };
+                self.refresh_mcp_tools();
+                let mut offered: Vec<String> = if tools.is_empty() { registry::local_subset(&prompt).into_iter().map(str::to_owned).collect() } else { tools };
+                // Conversation tools need someone in the chat.
+                offered.retain(|t| !matches!(t.as_str(), "ask_user" | "update_todos" | "delegate"));
+                if let Brain::Cloud { consent: false, .. } = brain {
+                    offered.retain(|name| registry::origin(name) != Origin::Memory && !matches!(name.as_str(), "clipboard_read" | "list_windows"));
+                }
+                let names: Vec<&str> = offered.iter().map(String::as_str).collect();
+                let mut system = self.operation_system_prompt(&brain, &names, &settings, now);
+                system.push_str(&format!(
+                    "\n\nThis is step \"{}\" of the automation \"{}\", running while the user may be away. Do the task and answer with the result only.",
+                    request.step_id, request.flow
+                ));
+                let mut state = State {
+                    tools: offered,
+                    started_at_millis: now,
+                    checked_in_at_millis: Some(now + NO_CHECK_IN_MILLIS),
+                    automation: Some(step),
+                    ..State::default()
+                };
+                state.push(Turn::new(Role::System, system), Origin::Instructions);
+                state.push(Turn::new(Role::User, prompt.clone()), untrusted.unwrap_or(Origin::User));
+                state.head = state.entries.len();
+                let task = format!("automation \"{}\", step \"{}\"", request.flow, request.step_id);
+                let row = OperationRow::running(operation_id, None, Some(operation_id), task, brain.name(), now);
+                let mut live = Live { row, state, calls: Vec::new(), brain, request: text, step_has_calls: false, remember: false };
+                self.save_operation(&mut live);
+                self.acting.live.insert(operation_id, live);
+                self.advance(operation_id);
+            }
+        }
+    }
+
+    /// Sends a step's outcome to the automations worker (it also reads the
+    /// operation's row after a restart, so a lost report loses nothing).
+    pub(super) fn report(&self, run_id: i64, seq: u32, operation_id: i64, outcome: StepOutcome) {
+        let Some(automations) = &self.config.automations else { return };
+        if automations.send_timeout(StepReport { run_id, seq, operation_id, outcome }, REPORT_WAIT).is_err() {
+            tracing::warn!(operation = operation_id, "the automations worker did not take a step's outcome; it reads it from the database");
+        }
+    }
+
+    /// An automation operation ended: its outcome for the run.
+    pub(super) fn report_finished(&self, live: &Live, status: OpStatus, note: Option<&str>) {
+        let Some(step) = &live.state.automation else { return };
+        let expired = live.calls.iter().any(|c| c.status == CallStatus::Expired);
+        let decision = live.calls.last().and_then(|c| c.decided_by.clone()).unwrap_or_else(|| "ran".into());
+        let outcome = match status {
+            OpStatus::Done => StepOutcome::Done { data: step_data(step.tool_step, &live.state.shown), decision },
+            _ => StepOutcome::Failed { error: note.unwrap_or("the step's task ended without a result").to_owned(), decision, expired },
+        };
+        self.report(step.run_id, step.seq, live.row.operation_id, outcome);
+    }
+
+    /// A tool step's call has settled: the operation ends with its output.
+    pub(super) fn finish_tool_step(&mut self, operation_id: i64) {
+        let Some(live) = self.acting.live.get_mut(&operation_id) else { return };
+        let Some(call) = live.calls.last().cloned() else {
+            self.finish(operation_id, OpStatus::Error, Some("the step made no call".into()));
+            return;
+        };
+        let output = call.output.clone().unwrap_or_default();
+        live.state.shown = output.clone();
+        let (status, note) = match call.status {
+            CallStatus::Done => (OpStatus::Done, None),
+            CallStatus::Denied => (OpStatus::Error, Some(format!("not run: {}", call.why))),
+            CallStatus::Expired => (OpStatus::Error, Some(format!("the approval expired: {output}"))),
+            CallStatus::MayHaveRun => (OpStatus::Error, Some("cowork stopped while the call was running: it may have run — check before running the flow again".into())),
+            _ => (OpStatus::Error, Some(output)),
+        };
+        self.finish(operation_id, status, note);
+    }
+
+    /// A call that waits for approval in an automation operation: the run parks.
+    pub(super) fn report_parked(&self, live: &Live, ids: &[i64]) {
+        let Some(step) = &live.state.automation else { return };
+        let Some(call) = ids.iter().find_map(|id| live.calls.iter().find(|c| c.call_id == *id)) else { return };
+        let outcome = StepOutcome::Parked { call_id: call.call_id, tool: call.tool.clone(), why: call.why.clone(), expires_at_millis: call.expires_at_millis.unwrap_or(i64::MAX / 2) };
+        self.report(step.run_id, step.seq, live.row.operation_id, outcome);
+    }
+}

@@ -1,0 +1,1001 @@
+//! The `automations` worker: the durable executor. It owns a writable
+//! connection to cowork.db that writes only the automation tables. Runs,
+//! delays and parked approvals are rows with a wake time, never sleeping
+//! threads: the loop sleeps until the earliest wake time (at most
+//! `MAX_SLEEP`, so a suspend is noticed soon after it ends) and asks the
+//! database what is due by the wall clock. Tool and agent steps go to the
+//! agent (`StepRunner`), which decides every call with its approval policy;
+//! conditions, delays and notifications run here.
+
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+use crossbeam_channel::{Receiver, Sender, bounded, select};
+use rusqlite::Connection;
+use serde_json::{Value, json};
+
+use super::flow::{self, Flow, RunMode, Scope, StepKind, Trigger};
+use super::schedule::Schedule;
+use super::steps::{Clock, Notice, NoticeAction, Notifier, StepOutcome, StepReport, StepRequest, StepRunner, StepWork};
+use super::store::{self as db, FlowRow, NewRun, RunRow, RunStatus, StepRow};
+use crate::events::WorkerName;
+use crate::ids::next_id;
+use crate::runtime::{EventSink, RestartPolicy, Supervised, WorkerContext, WorkerHandle, spawn_supervised};
+use crate::tools::Origin;
+
+/// The longest the loop sleeps: after a suspend, due work starts at most this late.
+const MAX_SLEEP: Duration = Duration::from_secs(15);
+/// A parked approval is looked at again this long after it should have
+/// expired, in case the agent's word on it was lost.
+const EXPIRY_GRACE_MILLIS: i64 = 60_000;
+
+#[derive(Debug)]
+pub enum AutomationsCommand {
+    /// Validate and save (a new flow or a new version of one).
+    Save { flow: Box<Flow>, reply: Option<Sender<Result<i64, Vec<String>>>> },
+    Delete { name: String, reply: Option<Sender<Result<(), String>>> },
+    SetEnabled { name: String, enabled: bool },
+    /// Run now with this trigger data (a manual run, the command line, the agent).
+    Run { name: String, data: Value, origin: Origin, reply: Option<Sender<Result<i64, String>>> },
+    /// Run again with the same trigger data as an earlier run.
+    Rerun { run_id: i64, reply: Option<Sender<Result<i64, String>>> },
+    Cancel { run_id: i64 },
+    /// Something happened that a trigger may wait for.
+    Signal(Signal),
+    Shutdown,
+}
+
+/// Events triggers listen for, from capture and the mcp worker.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Signal {
+    /// A window the firewall allowed gained focus (`session_id`: its session, the event's key).
+    Focus { app: String, title: String, url: Option<String>, session_id: i64, at_millis: i64 },
+    /// The user came back after `away_millis`.
+    Back { away_millis: i64, at_millis: i64 },
+    /// An MCP server's notification.
+    Mcp { server: String, event: flow::McpEvent, uri: Option<String>, at_millis: i64 },
+}
+
+#[derive(Clone, Debug)]
+pub struct AutomationsConfig {
+    pub db_path: PathBuf,
+}
+
+pub struct AutomationsWorker {
+    config: AutomationsConfig,
+    conn: Option<Connection>,
+    clock: Arc<dyn Clock>,
+    runner: Box<dyn StepRunner>,
+    notifier: Box<dyn Notifier>,
+    reports: Receiver<StepReport>,
+    sink: EventSink,
+    /// The flows as stored, read again after every change.
+    flows: Vec<FlowRow>,
+}
+
+/// What a trigger hands a new run.
+struct Start<'a> {
+    kind: &'a str,
+    data: Value,
+    origin: Origin,
+    event_key: Option<String>,
+    next_fire: Option<Option<i64>>,
+    rerun_of: Option<i64>,
+}
+
+impl AutomationsWorker {
+    pub fn new(config: AutomationsConfig, clock: Arc<dyn Clock>, runner: Box<dyn StepRunner>, notifier: Box<dyn Notifier>, reports: Receiver<StepReport>, sink: EventSink) -> Self {
+        Self { config, conn: None, clock, runner, notifier, reports, sink, flows: Vec::new() }
+    }
+
+    fn now(&self) -> i64 {
+        self.clock.now_millis()
+    }
+
+    fn conn(&self) -> anyhow::Result<&Connection> {
+        self.conn.as_ref().ok_or_else(|| anyhow::anyhow!("the automations worker has no database"))
+    }
+
+    /// Opens the database and reads the flows; open runs resume.
+    pub fn open(&mut self) -> anyhow::Result<()> {
+        self.conn = Some(crate::store::open_writer(&self.config.db_path)?);
+        self.reload()?;
+        self.resume()
+    }
+
+    fn reload(&mut self) -> anyhow::Result<()> {
+        self.flows = db::flows(self.conn()?)?;
+        for row in &self.flows {
+            if let Err(err) = &row.flow {
+                tracing::warn!(flow = %row.name, %err, "a stored flow no longer reads");
+            }
+        }
+        Ok(())
+    }
+
+    /// After a start: a step that was running when cowork stopped is settled
+    /// from its operation if that ended, else it waits for the agent's word
+    /// (bounded by its timeout). A notification that may have been shown is
+    /// not shown again.
+    fn resume(&mut self) -> anyhow::Result<()> {
+        let open = db::open_runs(self.conn()?)?;
+        for mut run in open {
+            if run.status != RunStatus::Running {
+                continue;
+            }
+            let Some(step) = run.flow.steps.get(run.step_index).cloned() else { continue };
+            match step.kind {
+                StepKind::Tool { .. } | StepKind::Agent { .. } => {
+                    let started = match run.operation_id {
+                        Some(op) => operation_exists(self.conn()?, op)?,
+                        None => false,
+                    };
+                    if started {
+                        // Ended: settled now. Still open: the agent's word (or the timeout) settles it.
+                        self.settle_from_operation(run.run_id)?;
+                    } else {
+                        // The agent never started it (nothing ran): hand it over again, with the same id.
+                        self.advance(run.run_id)?;
+                    }
+                }
+                StepKind::Notify { .. } => {
+                    let now = self.now();
+                    let mut row = self.step_row(&run, "done");
+                    row.output = Some(json!({"delivered": "unknown"}));
+                    row.error = Some("cowork stopped while this notification was being sent: it may have been shown".into());
+                    row.finished_at_millis = Some(now);
+                    run.scope.steps.insert(step.id.clone(), json!({"notification_id": null, "delivered": false}));
+                    run.scope.step_origins.insert(step.id.clone(), Origin::Instructions);
+                    self.next_step(&mut run, &step, None);
+                    db::save_run_and_step(self.conn()?, &run, &row)?;
+                    self.advance(run.run_id)?;
+                }
+                _ => self.advance(run.run_id)?,
+            }
+        }
+        Ok(())
+    }
+
+    /// Does everything due at the wall clock's now; returns how long to sleep.
+    pub fn tick(&mut self) -> anyhow::Result<Duration> {
+        let now = self.now();
+        let mut wake = now + MAX_SLEEP.as_millis() as i64;
+        // Scheduled flows.
+        let scheduled: Vec<(i64, String, Schedule)> = self
+            .flows
+            .iter()
+            .filter(|r| r.enabled)
+            .filter_map(|r| match &r.flow {
+                Ok(Flow { trigger: Trigger::Schedule { schedule }, .. }) => Schedule::parse(schedule).ok().map(|s| (r.automation_id, r.name.clone(), s)),
+                _ => None,
+            })
+            .collect();
+        for (id, name, schedule) in scheduled {
+            let state = db::scheduler(self.conn()?, id)?;
+            let Some(next) = state.next_fire_at_millis else {
+                // Newly saved or switched on: the first time after now.
+                db::set_next_fire(self.conn()?, id, schedule.next_after(now))?;
+                if let Some(at) = schedule.next_after(now) {
+                    wake = wake.min(at);
+                }
+                continue;
+            };
+            match schedule.due(next, now) {
+                Some(due) => {
+                    if due.missed > 0 {
+                        tracing::info!(flow = %name, missed = due.missed, "scheduled times passed while cowork was stopped or the machine slept: one catch-up run");
+                    }
+                    let data = json!({"scheduled_for": crate::export::rfc3339(due.fire_at_millis), "missed": due.missed});
+                    let start = Start { kind: "schedule", data, origin: Origin::Instructions, event_key: Some(format!("schedule:{}", due.fire_at_millis)), next_fire: Some(due.next_millis), rerun_of: None };
+                    self.trigger(id, start)?;
+                    if let Some(at) = due.next_millis {
+                        wake = wake.min(at);
+                    }
+                }
+                None => wake = wake.min(next),
+            }
+        }
+        // Runs: queued ones whose turn it is, and ones whose wake time came.
+        self.start_queued()?;
+        for run in db::open_runs(self.conn()?)? {
+            let Some(at) = run.wake_at_millis else { continue };
+            if at > now {
+                wake = wake.min(at);
+                continue;
+            }
+            match run.status {
+                RunStatus::WaitingDelay => self.advance(run.run_id)?,
+                RunStatus::Running | RunStatus::WaitingApproval => self.overdue(run)?,
+                _ => {}
+            }
+        }
+        Ok(Duration::from_millis((wake - self.now()).clamp(0, MAX_SLEEP.as_millis() as i64) as u64))
+    }
+
+    /// A trigger fired for a flow: the run mode decides, then the event is
+    /// claimed and the run queued in one transaction.
+    fn trigger(&mut self, automation_id: i64, start: Start<'_>) -> anyhow::Result<Option<i64>> {
+        let Some(row) = self.flows.iter().find(|r| r.automation_id == automation_id).cloned() else { return Ok(None) };
+        let flow = row.flow.map_err(|err| anyhow::anyhow!("the flow {} does not read: {err}", row.name))?;
+        let conn = self.conn()?;
+        let active = db::active_runs(conn, automation_id)?;
+        let skip = match flow.mode {
+            RunMode::Single => active > 0,
+            RunMode::Parallel { limit } => active >= limit as usize,
+            RunMode::Queued | RunMode::Restart => false,
+        };
+        if skip {
+            tracing::info!(flow = %flow.name, active, "the flow is still running: this start is skipped");
+            if let Some(next) = start.next_fire {
+                db::set_next_fire(conn, automation_id, next)?;
+            }
+            db::count_skip(conn, automation_id)?;
+            return Ok(None);
+        }
+        if flow.mode == RunMode::Restart {
+            for run in db::open_runs(conn)?.into_iter().filter(|r| r.automation_id == automation_id) {
+                self.end_run(run, RunStatus::Cancelled, Some("a new run of this flow replaced it".into()))?;
+            }
+        }
+        let scope = Scope { trigger: start.data, trigger_origin: start.origin, ..Scope::default() };
+        let run_id = next_id();
+        let new = NewRun {
+            run_id,
+            automation_id,
+            flow: &flow,
+            trigger_kind: start.kind,
+            scope: &scope,
+            event_key: start.event_key.as_deref(),
+            next_fire: start.next_fire,
+            rerun_of: start.rerun_of,
+            now_millis: self.now(),
+        };
+        if !db::queue_run(self.conn()?, &new)? {
+            tracing::info!(flow = %flow.name, key = ?start.event_key, "this event was claimed before: no second run");
+            return Ok(None);
+        }
+        self.start_queued()?;
+        Ok(Some(run_id))
+    }
+
+    /// Starts queued runs: a queued-mode flow's oldest when none of its runs is active, any other at once.
+    fn start_queued(&mut self) -> anyhow::Result<()> {
+        let open = db::open_runs(self.conn()?)?;
+        let mut started: Vec<i64> = Vec::new();
+        for run in open.iter().filter(|r| r.status == RunStatus::Queued) {
+            if run.flow.mode == RunMode::Queued {
+                let busy = open.iter().any(|r| r.automation_id == run.automation_id && r.status.is_active()) || started.contains(&run.automation_id);
+                if busy {
+                    continue;
+                }
+            }
+            started.push(run.automation_id);
+            let mut run = run.clone();
+            run.status = RunStatus::Running;
+            run.started_at_millis = Some(self.now());
+            db::save_run(self.conn()?, &run)?;
+            self.advance(run.run_id)?;
+        }
+        Ok(())
+    }
+
+    fn step_row(&self, run: &RunRow, status: &str) -> StepRow {
+        let step = &run.flow.steps[run.step_index];
+        StepRow {
+            run_id: run.run_id,
+            seq: run.step_index as u32,
+            step_id: step.id.clone(),
+            kind: step.kind_name().into(),
+            input: None,
+            output: None,
+            status: status.into(),
+            decision: None,
+            error: None,
+            operation_id: run.operation_id,
+            started_at_millis: self.now(),
+            finished_at_millis: None,
+        }
+    }
+
+    /// Moves the run past a finished step: to the next, to a condition's
+    /// target, or to the end (`end` set on the step).
+    fn next_step(&self, run: &mut RunRow, step: &flow::Step, goto: Option<&str>) {
+        run.operation_id = None;
+        run.wake_at_millis = None;
+        run.status = RunStatus::Running;
+        match goto {
+            Some(flow::END) => run.step_index = run.flow.steps.len(),
+            Some(id) if id != flow::NEXT => run.step_index = run.flow.steps.iter().position(|s| s.id == id).unwrap_or(run.flow.steps.len()),
+            _ if step.end => run.step_index = run.flow.steps.len(),
+            _ => run.step_index += 1,
+        }
+    }
+
+    /// Takes the run's steps until one has to wait (a delay, the agent) or the run ends.
+    fn advance(&mut self, run_id: i64) -> anyhow::Result<()> {
+        loop {
+            let Some(mut run) = db::run(self.conn()?, run_id)? else { return Ok(()) };
+            if !run.status.is_active() {
+                return Ok(());
+            }
+            let now = self.now();
+            let Some(step) = run.flow.steps.get(run.step_index).cloned() else {
+                let output = run.flow.steps.iter().rev().find_map(|s| run.scope.steps.get(&s.id)).map(Value::to_string);
+                run.output = output;
+                return self.end_run(run, RunStatus::Done, None);
+            };
+            match &step.kind {
+                StepKind::Condition { left, op, right, then_go, else_go } => {
+                    let (left, _) = run.scope.fill(left);
+                    let (right, _) = run.scope.fill(right);
+                    let mut row = self.step_row(&run, "done");
+                    row.input = Some(json!({"left": left, "op": op, "right": right}));
+                    row.finished_at_millis = Some(now);
+                    match flow::compare(&left, *op, &right) {
+                        Ok(result) => {
+                            row.output = Some(json!({"result": result}));
+                            row.decision = Some(if result { format!("then: {then_go}") } else { format!("else: {else_go}") });
+                            run.scope.steps.insert(step.id.clone(), json!({"result": result}));
+                            run.scope.step_origins.insert(step.id.clone(), Origin::Instructions);
+                            let target = if result { then_go.clone() } else { else_go.clone() };
+                            self.next_step(&mut run, &step, Some(&target));
+                            db::save_run_and_step(self.conn()?, &run, &row)?;
+                        }
+                        Err(err) => {
+                            row.status = "failed".into();
+                            row.error = Some(err.clone());
+                            db::save_step(self.conn()?, &row)?;
+                            return self.end_run(run, RunStatus::Failed, Some(format!("step \"{}\": {err}", step.id)));
+                        }
+                    }
+                }
+                StepKind::Delay { seconds } => {
+                    match (run.status, run.wake_at_millis) {
+                        (RunStatus::WaitingDelay, Some(at)) if at <= now => {
+                            let mut row = self.step_row(&run, "done");
+                            row.started_at_millis = at - *seconds as i64 * 1000;
+                            row.output = Some(json!({"waited_seconds": (now - row.started_at_millis) / 1000}));
+                            row.finished_at_millis = Some(now);
+                            run.scope.steps.insert(step.id.clone(), json!({"waited_seconds": (now - row.started_at_millis) / 1000}));
+                            run.scope.step_origins.insert(step.id.clone(), Origin::Instructions);
+                            self.next_step(&mut run, &step, None);
+                            db::save_run_and_step(self.conn()?, &run, &row)?;
+                        }
+                        (RunStatus::WaitingDelay, Some(_)) => return Ok(()),
+                        _ => {
+                            // The delay is a row with a wake time: a restart or a suspend keeps it.
+                            run.status = RunStatus::WaitingDelay;
+                            run.wake_at_millis = Some(now + *seconds as i64 * 1000);
+                            let mut row = self.step_row(&run, "waiting_delay");
+                            row.input = Some(json!({"seconds": seconds, "until": crate::export::rfc3339(now + *seconds as i64 * 1000)}));
+                            db::save_run_and_step(self.conn()?, &run, &row)?;
+                            return Ok(());
+                        }
+                    }
+                }
+                StepKind::Notify { title, body, tier } => {
+                    let (title, _) = run.scope.fill(title);
+                    let (body, _) = run.scope.fill(body);
+                    let mut row = self.step_row(&run, "running");
+                    row.input = Some(json!({"title": title, "body": body, "tier": tier}));
+                    // Recorded before it is sent: after a crash it is not sent twice.
+                    db::save_step(self.conn()?, &row)?;
+                    let notice = Notice { source: format!("flow:{}", run.flow.name), tier: *tier, title, body, action: NoticeAction::None };
+                    let (data, error) = match self.notifier.post(notice) {
+                        Ok(id) => (json!({"notification_id": id, "delivered": true}), None),
+                        Err(err) => (json!({"notification_id": null, "delivered": false}), Some(err)),
+                    };
+                    row.status = "done".into();
+                    row.output = Some(data.clone());
+                    row.error = error;
+                    row.finished_at_millis = Some(self.now());
+                    run.scope.steps.insert(step.id.clone(), data);
+                    run.scope.step_origins.insert(step.id.clone(), Origin::Instructions);
+                    self.next_step(&mut run, &step, None);
+                    db::save_run_and_step(self.conn()?, &run, &row)?;
+                }
+                StepKind::Tool { tool, args } => {
+                    let mut origins = Vec::new();
+                    let args = run.scope.fill_value(args, &mut origins);
+                    let work = StepWork::Tool { tool: tool.clone(), args: args.clone() };
+                    return self.hand_over(run, &step, work, json!({"tool": tool, "args": args}), origins);
+                }
+                StepKind::Agent { prompt, tools, tier } => {
+                    let (prompt, origins) = run.scope.fill(prompt);
+                    let work = StepWork::Agent { prompt: prompt.clone(), tools: tools.clone(), tier: *tier };
+                    return self.hand_over(run, &step, work, json!({"prompt": prompt, "tools": tools, "tier": tier}), origins);
+                }
+            }
+        }
+    }
+
+    /// A tool or agent step goes to the agent: recorded first (with the
+    /// operation's id and a timeout), then sent.
+    fn hand_over(&mut self, mut run: RunRow, step: &flow::Step, work: StepWork, input: Value, origins: Vec<Origin>) -> anyhow::Result<()> {
+        // Handed over again after a restart, a step keeps its operation's id: the agent starts an id once.
+        let operation_id = run.operation_id.unwrap_or_else(next_id);
+        run.operation_id = Some(operation_id);
+        run.wake_at_millis = Some(self.now() + step.timeout_millis());
+        let mut row = self.step_row(&run, "running");
+        row.input = Some(input);
+        db::save_run_and_step(self.conn()?, &run, &row)?;
+        let request = StepRequest { run_id: run.run_id, seq: run.step_index as u32, operation_id, flow: run.flow.name.clone(), step_id: step.id.clone(), work, origins };
+        if let Err(err) = self.runner.start(request) {
+            row.status = "failed".into();
+            row.error = Some(err.clone());
+            row.finished_at_millis = Some(self.now());
+            db::save_step(self.conn()?, &row)?;
+            return self.end_run(run, RunStatus::Failed, Some(format!("step \"{}\" could not start: {err}", step.id)));
+        }
+        Ok(())
+    }
+
+    /// The agent's word on a step.
+    pub fn handle_report(&mut self, report: StepReport) -> anyhow::Result<()> {
+        let Some(mut run) = db::run(self.conn()?, report.run_id)? else { return Ok(()) };
+        // Only the step the run waits for, once.
+        if run.operation_id != Some(report.operation_id) || run.step_index != report.seq as usize || !run.status.is_active() {
+            return Ok(());
+        }
+        let Some(step) = run.flow.steps.get(run.step_index).cloned() else { return Ok(()) };
+        let mut row = self.step_row(&run, "done");
+        let existing = db::steps(self.conn()?, run.run_id)?.into_iter().find(|s| s.seq == report.seq);
+        if let Some(existing) = existing {
+            row.input = existing.input;
+            row.started_at_millis = existing.started_at_millis;
+        }
+        let now = self.now();
+        match report.outcome {
+            StepOutcome::Done { data, decision } => {
+                row.output = Some(data.clone());
+                row.decision = Some(decision);
+                row.finished_at_millis = Some(now);
+                let origin = match &step.kind {
+                    StepKind::Tool { tool, .. } => crate::tools::registry::origin(tool),
+                    _ => Origin::ToolResult,
+                };
+                run.scope.steps.insert(step.id.clone(), data);
+                run.scope.step_origins.insert(step.id.clone(), origin);
+                self.next_step(&mut run, &step, None);
+                db::save_run_and_step(self.conn()?, &run, &row)?;
+                self.advance(run.run_id)
+            }
+            StepOutcome::Failed { error, decision, expired } => {
+                row.status = if expired { "expired".into() } else { "failed".into() };
+                row.error = Some(error.clone());
+                row.decision = Some(decision);
+                row.finished_at_millis = Some(now);
+                db::save_step(self.conn()?, &row)?;
+                let status = if expired { RunStatus::Expired } else { RunStatus::Failed };
+                self.end_run(run, status, Some(format!("step \"{}\": {error}", step.id)))
+            }
+            StepOutcome::Parked { call_id, tool, why, expires_at_millis } => {
+                if run.status == RunStatus::WaitingApproval {
+                    return Ok(());
+                }
+                run.status = RunStatus::WaitingApproval;
+                run.wake_at_millis = Some(expires_at_millis + EXPIRY_GRACE_MILLIS);
+                row.status = "waiting_approval".into();
+                row.decision = Some(format!("ask: {why}"));
+                db::save_run_and_step(self.conn()?, &run, &row)?;
+                // Nothing is approved because nobody is watching: the user is asked.
+                let notice = Notice {
+                    source: "approval".into(),
+                    tier: flow::NotifyTier::Urgent,
+                    title: format!("\"{}\" waits for your approval", run.flow.name),
+                    body: format!("Step \"{}\" wants to run {tool}: {why}", step.id),
+                    action: NoticeAction::Approve { call_id },
+                };
+                if let Err(err) = self.notifier.post(notice) {
+                    tracing::warn!(%err, "the approval notification was not shown");
+                }
+                Ok(())
+            }
+        }
+    }
+
+    /// A step's operation, read from the database: an ended one settles the step.
+    fn settle_from_operation(&mut self, run_id: i64) -> anyhow::Result<bool> {
+        let Some(run) = db::run(self.conn()?, run_id)? else { return Ok(false) };
+        let Some(operation_id) = run.operation_id else { return Ok(false) };
+        let Some(outcome) = operation_outcome(self.conn()?, operation_id, &run)? else { return Ok(false) };
+        self.handle_report(StepReport { run_id, seq: run.step_index as u32, operation_id, outcome })?;
+        Ok(true)
+    }
+
+    /// A run whose wake time passed while a step ran or an approval waited.
+    fn overdue(&mut self, run: RunRow) -> anyhow::Result<()> {
+        if self.settle_from_operation(run.run_id)? {
+            return Ok(());
+        }
+        let Some(step) = run.flow.steps.get(run.step_index).cloned() else { return Ok(()) };
+        if let Some(op) = run.operation_id {
+            self.runner.cancel(op);
+        }
+        let mut row = self.step_row(&run, "failed");
+        if let Some(existing) = db::steps(self.conn()?, run.run_id)?.into_iter().find(|s| s.seq == run.step_index as u32) {
+            row.input = existing.input;
+            row.started_at_millis = existing.started_at_millis;
+        }
+        row.finished_at_millis = Some(self.now());
+        let (status, error) = match run.status {
+            RunStatus::WaitingApproval => (RunStatus::Expired, "nobody approved the step in time, so it did not run".to_owned()),
+            _ => (RunStatus::Failed, format!("timed out after {} s", step.timeout_millis() / 1000)),
+        };
+        row.status = if status == RunStatus::Expired { "expired".into() } else { "failed".into() };
+        row.error = Some(error.clone());
+        db::save_step(self.conn()?, &row)?;
+        self.end_run(run, status, Some(format!("step \"{}\": {error}", step.id)))
+    }
+
+    /// Ends a run: stored, counted, and a failure notified (unless the flow says not to).
+    fn end_run(&mut self, mut run: RunRow, status: RunStatus, error: Option<String>) -> anyhow::Result<()> {
+        if let (Some(op), RunStatus::Cancelled) = (run.operation_id, status) {
+            self.runner.cancel(op);
+        }
+        let now = self.now();
+        run.status = status;
+        run.error = error.clone();
+        run.wake_at_millis = None;
+        run.finished_at_millis = Some(now);
+        db::save_run(self.conn()?, &run)?;
+        if status != RunStatus::Cancelled {
+            db::record_outcome(self.conn()?, run.automation_id, status == RunStatus::Done, now)?;
+        }
+        tracing::info!(flow = %run.flow.name, run = run.run_id, status = status.as_str(), error = ?error, "automation run ended");
+        if let Some(error) = &error
+            && status != RunStatus::Cancelled
+        {
+            self.sink.send(crate::events::AppEvent::Notice(format!("automation \"{}\": {error}", run.flow.name)));
+        }
+        if matches!(status, RunStatus::Failed | RunStatus::Expired) && run.flow.notify_on_failure {
+            let notice = Notice {
+                source: "failure".into(),
+                tier: flow::NotifyTier::Helpful,
+                title: format!("\"{}\" {}", run.flow.name, if status == RunStatus::Expired { "stopped: an approval expired" } else { "failed" }),
+                body: error.unwrap_or_default(),
+                action: NoticeAction::None,
+            };
+            if let Err(err) = self.notifier.post(notice) {
+                tracing::warn!(%err, "the failure notification was not shown");
+            }
+        }
+        // A queued run of the same flow may start now.
+        self.start_queued()
+    }
+
+    /// A signal from capture or an MCP server: every enabled flow it matches gets a run.
+    pub fn handle_signal(&mut self, signal: Signal) -> anyhow::Result<()> {
+        let now = self.now();
+        let mut starts: Vec<(i64, Start<'static>)> = Vec::new();
+        // The first signal of a local day is also the day's first activity (claimed once per day).
+        let day = crate::ids::local_day_start_millis(now);
+        for row in self.flows.iter().filter(|r| r.enabled) {
+            let Ok(flow) = &row.flow else { continue };
+            let start = match (&flow.trigger, &signal) {
+                (Trigger::Focus { app, title }, Signal::Focus { app: a, title: t, url, session_id, .. }) => {
+                    let matches = |pattern: &Option<String>, text: &str| pattern.as_ref().is_none_or(|p| regex::RegexBuilder::new(p).case_insensitive(true).size_limit(1 << 20).build().is_ok_and(|r| r.is_match(text)));
+                    (matches(app, a) && matches(title, t)).then(|| Start {
+                        kind: "focus",
+                        data: json!({"app": a, "title": t, "url": url}),
+                        origin: Origin::Capture,
+                        event_key: Some(format!("focus:{session_id}")),
+                        next_fire: None,
+                        rerun_of: None,
+                    })
+                }
+                (Trigger::Back { away_minutes }, Signal::Back { away_millis, at_millis }) => (*away_millis >= *away_minutes as i64 * 60_000).then(|| Start {
+                    kind: "back",
+                    data: json!({"away_minutes": away_millis / 60_000}),
+                    origin: Origin::Capture,
+                    event_key: Some(format!("back:{at_millis}")),
+                    next_fire: None,
+                    rerun_of: None,
+                }),
+                (Trigger::FirstActivity, Signal::Focus { .. } | Signal::Back { .. }) => Some(Start {
+                    kind: "first_activity",
+                    data: json!({"at": crate::export::rfc3339(now)}),
+                    origin: Origin::Capture,
+                    event_key: Some(format!("first_activity:{day}")),
+                    next_fire: None,
+                    rerun_of: None,
+                }),
+                (Trigger::Mcp { server, event, uri }, Signal::Mcp { server: s, event: e, uri: u, at_millis }) => {
+                    (server == s && event == e && (uri.is_none() || uri == u)).then(|| Start {
+                        kind: "mcp",
+                        data: json!({"server": s, "event": e, "uri": u}),
+                        origin: Origin::ToolResult,
+                        event_key: Some(format!("mcp:{s}:{}:{}:{}", serde_json::to_string(e).unwrap_or_default(), u.as_deref().unwrap_or(""), at_millis / 1000)),
+                        next_fire: None,
+                        rerun_of: None,
+                    })
+                }
+                _ => None,
+            };
+            if let Some(start) = start {
+                starts.push((row.automation_id, start));
+            }
+        }
+        for (id, start) in starts {
+            self.trigger(id, start)?;
+        }
+        Ok(())
+    }
+
+    fn handle_run(&mut self, name: &str, data: Value, origin: Origin, rerun_of: Option<i64>) -> Result<i64, String> {
+        let row = self.flows.iter().find(|r| r.name == name).cloned().ok_or_else(|| format!("there is no automation \"{name}\""))?;
+        let flow = row.flow.map_err(|err| format!("the automation \"{name}\" does not read: {err}"))?;
+        flow.check_inputs(&data).map_err(|err| format!("the inputs do not fit: {err}"))?;
+        let kind = if rerun_of.is_some() { "rerun" } else { "manual" };
+        let start = Start { kind, data, origin, event_key: None, next_fire: None, rerun_of };
+        match self.trigger(row.automation_id, start) {
+            Ok(Some(run_id)) => Ok(run_id),
+            Ok(None) => Err(format!("\"{name}\" is still running and runs one at a time")),
+            Err(err) => Err(format!("{err:#}")),
+        }
+    }
+
+    /// Handles one command; false on Shutdown.
+    pub fn handle(&mut self, command: AutomationsCommand) -> anyhow::Result<bool> {
+        match command {
+            AutomationsCommand::Save { flow, reply } => {
+                let result = match flow.validate(&flow::BuiltIn) {
+                    Ok(()) => db::save_flow(self.conn()?, &flow, self.now()).map_err(|err| vec![format!("the flow was not saved: {err}")]),
+                    Err(problems) => Err(problems),
+                };
+                self.reload()?;
+                if let Some(reply) = reply {
+                    let _ = reply.send(result);
+                }
+            }
+            AutomationsCommand::Delete { name, reply } => {
+                let result = match db::delete_flow(self.conn()?, &name) {
+                    Ok(true) => Ok(()),
+                    Ok(false) => Err(format!("there is no automation \"{name}\"")),
+                    Err(err) => Err(format!("the automation was not removed: {err}")),
+                };
+                self.reload()?;
+                if let Some(reply) = reply {
+                    let _ = reply.send(result);
+                }
+            }
+            AutomationsCommand::SetEnabled { name, enabled } => {
+                db::set_enabled(self.conn()?, &name, enabled)?;
+                self.reload()?;
+            }
+            AutomationsCommand::Run { name, data, origin, reply } => {
+                let result = self.handle_run(&name, data, origin, None);
+                if let Some(reply) = reply {
+                    let _ = reply.send(result);
+                }
+            }
+            AutomationsCommand::Rerun { run_id, reply } => {
+                let result = match db::run(self.conn()?, run_id)? {
+                    Some(run) => {
+                        let name = self.flows.iter().find(|r| r.automation_id == run.automation_id).map(|r| r.name.clone()).unwrap_or_default();
+                        self.handle_run(&name, run.scope.trigger.clone(), run.scope.trigger_origin, Some(run_id))
+                    }
+                    None => Err(format!("there is no run {run_id}")),
+                };
+                if let Some(reply) = reply {
+                    let _ = reply.send(result);
+                }
+            }
+            AutomationsCommand::Cancel { run_id } => {
+                if let Some(run) = db::run(self.conn()?, run_id)?.filter(|r| r.status.is_open()) {
+                    self.end_run(run, RunStatus::Cancelled, Some("cancelled by you".into()))?;
+                }
+            }
+            AutomationsCommand::Signal(signal) => self.handle_signal(signal)?,
+            AutomationsCommand::Shutdown => return Ok(false),
+        }
+        Ok(true)
+    }
+}
+
+fn operation_exists(conn: &Connection, operation_id: i64) -> rusqlite::Result<bool> {
+    conn.query_row("SELECT count(*) FROM operations WHERE operation_id = ?1", [operation_id], |r| r.get::<_, i64>(0)).map(|n| n > 0)
+}
+
+/// How a step's operation ended, read from its rows (None: not yet).
+fn operation_outcome(conn: &Connection, operation_id: i64, run: &RunRow) -> rusqlite::Result<Option<StepOutcome>> {
+    use rusqlite::OptionalExtension;
+    let row: Option<(String, String, Option<String>)> =
+        conn.query_row("SELECT status, state, error FROM operations WHERE operation_id = ?1", [operation_id], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?))).optional()?;
+    let Some((status, state, error)) = row else { return Ok(None) };
+    let shown = serde_json::from_str::<Value>(&state).ok().and_then(|s| s.get("shown").and_then(Value::as_str).map(str::to_owned)).unwrap_or_default();
+    let is_tool = matches!(run.flow.steps.get(run.step_index).map(|s| &s.kind), Some(StepKind::Tool { .. }));
+    Ok(match status.as_str() {
+        "done" => Some(StepOutcome::Done { data: step_data(is_tool, &shown), decision: "ran".into() }),
+        "error" | "cancelled" => {
+            let error = error.unwrap_or_else(|| "the step's task ended without a result".into());
+            let expired = error.contains("approv") && error.contains("expire");
+            Some(StepOutcome::Failed { error, decision: status, expired })
+        }
+        "waiting_for_human" => {
+            let waiting: Option<(i64, String, String, Option<i64>)> = conn
+                .query_row(
+                    "SELECT call_id, tool, why, expires_at_ms FROM operation_calls WHERE operation_id = ?1 AND status = 'waiting' ORDER BY created_at_ms LIMIT 1",
+                    [operation_id],
+                    |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?)),
+                )
+                .optional()?;
+            waiting.map(|(call_id, tool, why, expires)| StepOutcome::Parked { call_id, tool, why, expires_at_millis: expires.unwrap_or(i64::MAX / 2) })
+        }
+        _ => None,
+    })
+}
+
+/// A step's output as data: a tool's JSON as it is, any other text as `{"text": …}`.
+pub fn step_data(is_tool: bool, text: &str) -> Value {
+    if is_tool && let Ok(value @ (Value::Object(_) | Value::Array(_))) = serde_json::from_str::<Value>(text) {
+        return value;
+    }
+    json!({"text": text})
+}
+
+impl Supervised for AutomationsWorker {
+    type Command = AutomationsCommand;
+
+    fn run(&mut self, commands: &Receiver<AutomationsCommand>, ctx: &WorkerContext) -> anyhow::Result<()> {
+        self.open()?;
+        ctx.report(crate::runtime::WorkerState::Running);
+        let reports = self.reports.clone();
+        loop {
+            let sleep = self.tick()?;
+            select! {
+                recv(commands) -> command => match command {
+                    Ok(command) => {
+                        if !self.handle(command)? {
+                            break;
+                        }
+                    }
+                    Err(_) => break,
+                },
+                recv(reports) -> report => {
+                    if let Ok(report) = report {
+                        self.handle_report(report)?;
+                    }
+                }
+                default(sleep) => {}
+            }
+        }
+        Ok(())
+    }
+}
+
+/// The far ends of the automations worker: its commands, and the channel the agent reports steps on.
+pub struct AutomationsChannels {
+    pub commands: (Sender<AutomationsCommand>, Receiver<AutomationsCommand>),
+    pub reports: (Sender<StepReport>, Receiver<StepReport>),
+}
+
+impl Default for AutomationsChannels {
+    fn default() -> Self {
+        Self { commands: bounded(64), reports: bounded(64) }
+    }
+}
+
+/// Starts the automations worker under supervision on a thread named `automations`.
+pub fn spawn_automations(
+    config: AutomationsConfig,
+    channels: AutomationsChannels,
+    clock: Arc<dyn Clock>,
+    make_runner: impl Fn() -> Box<dyn StepRunner> + Send + 'static,
+    make_notifier: impl Fn() -> Box<dyn Notifier> + Send + 'static,
+    sink: EventSink,
+    policy: RestartPolicy,
+) -> std::io::Result<WorkerHandle<AutomationsCommand>> {
+    let reports = channels.reports.1;
+    spawn_supervised::<AutomationsWorker, _>(WorkerName::Automations, policy, sink.clone(), channels.commands, move |_ctx| {
+        Ok(AutomationsWorker::new(config.clone(), clock.clone(), make_runner(), make_notifier(), reports.clone(), sink.clone()))
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::automations::steps::OffsetClock;
+    use crossbeam_channel::unbounded;
+    use std::sync::Mutex;
+
+    /// Records what it was asked to run; the test answers as the agent would.
+    #[derive(Clone, Default)]
+    struct Script {
+        started: Arc<Mutex<Vec<StepRequest>>>,
+        cancelled: Arc<Mutex<Vec<i64>>>,
+        notices: Arc<Mutex<Vec<Notice>>>,
+    }
+
+    impl StepRunner for Script {
+        fn start(&self, request: StepRequest) -> Result<(), String> {
+            self.started.lock().unwrap().push(request);
+            Ok(())
+        }
+        fn cancel(&self, operation_id: i64) {
+            self.cancelled.lock().unwrap().push(operation_id);
+        }
+    }
+
+    impl Notifier for Script {
+        fn post(&self, notice: Notice) -> Result<i64, String> {
+            let mut notices = self.notices.lock().unwrap();
+            notices.push(notice);
+            Ok(notices.len() as i64)
+        }
+    }
+
+    struct Bench {
+        dir: tempfile::TempDir,
+        clock: OffsetClock,
+        script: Script,
+        worker: AutomationsWorker,
+    }
+
+    fn worker_on(dir: &std::path::Path, clock: &OffsetClock, script: &Script) -> AutomationsWorker {
+        // Only the test thread sends and receives on these.
+        let (_, reports) = unbounded();
+        let (events, _) = unbounded();
+        let mut worker = AutomationsWorker::new(
+            AutomationsConfig { db_path: dir.join("cowork.db") },
+            Arc::new(clock.clone()),
+            Box::new(script.clone()),
+            Box::new(script.clone()),
+            reports,
+            EventSink::new(events, || {}),
+        );
+        worker.open().unwrap();
+        worker
+    }
+
+    fn bench() -> Bench {
+        let dir = tempfile::tempdir().unwrap();
+        let clock = OffsetClock::default();
+        let script = Script::default();
+        let worker = worker_on(dir.path(), &clock, &script);
+        Bench { dir, clock, script, worker }
+    }
+
+    fn save(worker: &mut AutomationsWorker, json: &str) {
+        let (reply, result) = bounded(1);
+        worker.handle(AutomationsCommand::Save { flow: Box::new(Flow::from_json(json).unwrap()), reply: Some(reply) }).unwrap();
+        result.recv().unwrap().unwrap();
+    }
+
+    fn runs(worker: &AutomationsWorker) -> Vec<RunRow> {
+        let mut runs = db::recent_runs(worker.conn().unwrap(), None, 100).unwrap();
+        runs.reverse();
+        runs
+    }
+
+    fn run_now(worker: &mut AutomationsWorker, name: &str, data: Value) -> Result<i64, String> {
+        let (reply, result) = bounded(1);
+        worker.handle(AutomationsCommand::Run { name: name.into(), data, origin: Origin::User, reply: Some(reply) }).unwrap();
+        result.recv().unwrap()
+    }
+
+    #[test]
+    fn a_suspend_that_skipped_three_hours_of_a_minutely_flow_gives_one_catch_up_run() {
+        let Bench { clock, mut worker, .. } = bench();
+        save(&mut worker, r#"{"name": "minutely", "trigger": {"kind": "schedule", "schedule": "every 1m"}, "steps": [{"id": "c", "kind": "condition", "left": "${trigger.data.missed}", "op": "gte", "right": "0"}]}"#);
+        worker.tick().unwrap();
+        assert!(runs(&worker).is_empty(), "a new schedule starts at the next minute, not now");
+        let id = worker.flows[0].automation_id;
+        let next = db::scheduler(worker.conn().unwrap(), id).unwrap().next_fire_at_millis.unwrap();
+        assert!(next > clock.now_millis() && next - clock.now_millis() <= 60_000);
+        clock.jump(next - clock.now_millis() + 1_000);
+        worker.tick().unwrap();
+        worker.tick().unwrap();
+        let first = runs(&worker);
+        assert_eq!(first.len(), 1, "one run for the minute that passed, however often the loop wakes");
+        assert_eq!((first[0].status, first[0].scope.trigger["missed"].as_u64()), (RunStatus::Done, Some(0)));
+        // The machine sleeps for three hours.
+        clock.jump(3 * 3_600_000);
+        worker.tick().unwrap();
+        worker.tick().unwrap();
+        let after = runs(&worker);
+        assert_eq!(after.len(), 2, "one catch-up run, not 180");
+        let missed = after[1].scope.trigger["missed"].as_u64().unwrap();
+        assert!((179..=181).contains(&missed), "the catch-up run knows how many times it stands for: {missed}");
+        let next = db::scheduler(worker.conn().unwrap(), after[1].automation_id).unwrap().next_fire_at_millis.unwrap();
+        assert!(next > clock.now_millis() && next - clock.now_millis() <= 60_000, "the schedule goes on from now");
+    }
+
+    #[test]
+    fn an_event_seen_twice_runs_once_and_a_focus_rule_matches_app_and_title() {
+        let Bench { dir, mut worker, .. } = bench();
+        save(&mut worker, r#"{"name": "invoices", "trigger": {"kind": "focus", "app": "^nautilus$", "title": "invoices"}, "steps": [{"id": "tell", "kind": "notify", "title": "Opened ${trigger.data.title}"}]}"#);
+        let focus = |title: &str, session_id: i64| Signal::Focus { app: "Nautilus".into(), title: title.into(), url: None, session_id, at_millis: 1 };
+        worker.handle(AutomationsCommand::Signal(focus("Invoices 2026", 7))).unwrap();
+        worker.handle(AutomationsCommand::Signal(focus("Invoices 2026", 7))).unwrap();
+        worker.handle(AutomationsCommand::Signal(focus("Holiday photos", 8))).unwrap();
+        let all = runs(&worker);
+        assert_eq!(all.len(), 1, "the same focus event twice, and a title that does not match");
+        assert_eq!(all[0].status, RunStatus::Done);
+        // After a restart the claim is still there.
+        let mut again = worker_on(dir.path(), &OffsetClock::default(), &Script::default());
+        again.handle(AutomationsCommand::Signal(focus("Invoices 2026", 7))).unwrap();
+        assert_eq!(runs(&again).len(), 1);
+    }
+
+    #[test]
+    fn a_tool_step_that_needs_approval_parks_the_run_and_continues_when_the_agent_reports() {
+        let Bench { script, mut worker, .. } = bench();
+        save(&mut worker, r#"{"name": "tidy", "trigger": {"kind": "manual"}, "steps": [
+            {"id": "write", "kind": "tool", "tool": "write_file", "args": {"path": "/tmp/x", "content": "${trigger.data.note}"}},
+            {"id": "tell", "kind": "notify", "title": "Wrote", "body": "${steps.write.data.text}"}],
+            "inputs": [{"name": "note", "type": "string"}]}"#);
+        let run_id = run_now(&mut worker, "tidy", json!({"note": "hello"})).unwrap();
+        let request = script.started.lock().unwrap()[0].clone();
+        assert!(matches!(&request.work, StepWork::Tool { tool, args } if tool == "write_file" && args["content"] == "hello"));
+        assert_eq!(request.origins, [Origin::User], "a manual run's inputs are the user's");
+        worker.handle_report(StepReport { run_id, seq: 0, operation_id: request.operation_id, outcome: StepOutcome::Parked { call_id: 42, tool: "write_file".into(), why: "sensitive".into(), expires_at_millis: i64::MAX / 4 } }).unwrap();
+        let parked = db::run(worker.conn().unwrap(), run_id).unwrap().unwrap();
+        assert_eq!(parked.status, RunStatus::WaitingApproval);
+        let notice = script.notices.lock().unwrap()[0].clone();
+        assert_eq!(notice.action, NoticeAction::Approve { call_id: 42 });
+        // A report for another operation is not this step's.
+        worker.handle_report(StepReport { run_id, seq: 0, operation_id: 1, outcome: StepOutcome::Done { data: json!({}), decision: "x".into() } }).unwrap();
+        assert_eq!(db::run(worker.conn().unwrap(), run_id).unwrap().unwrap().status, RunStatus::WaitingApproval);
+        worker.handle_report(StepReport { run_id, seq: 0, operation_id: request.operation_id, outcome: StepOutcome::Done { data: json!({"text": "wrote 5 bytes"}), decision: "user".into() } }).unwrap();
+        let done = db::run(worker.conn().unwrap(), run_id).unwrap().unwrap();
+        assert_eq!(done.status, RunStatus::Done);
+        assert_eq!(script.notices.lock().unwrap()[1].body, "wrote 5 bytes");
+        let steps = db::steps(worker.conn().unwrap(), run_id).unwrap();
+        assert_eq!(steps.iter().map(|s| (s.step_id.as_str(), s.status.as_str())).collect::<Vec<_>>(), [("write", "done"), ("tell", "done")]);
+        assert_eq!(steps[0].decision.as_deref(), Some("user"));
+    }
+
+    #[test]
+    fn a_delay_survives_a_restart_and_a_step_that_never_answers_times_out() {
+        let Bench { dir, clock, script, mut worker } = bench();
+        save(&mut worker, r#"{"name": "later", "trigger": {"kind": "manual"}, "steps": [
+            {"id": "wait", "kind": "delay", "seconds": 600},
+            {"id": "look", "kind": "tool", "tool": "current_window", "timeout_secs": 30}]}"#);
+        let run_id = run_now(&mut worker, "later", json!({})).unwrap();
+        assert_eq!(db::run(worker.conn().unwrap(), run_id).unwrap().unwrap().status, RunStatus::WaitingDelay);
+        drop(worker);
+        // A new process, ten minutes later.
+        clock.jump(600_000);
+        let mut worker = worker_on(dir.path(), &clock, &script);
+        worker.tick().unwrap();
+        assert_eq!(script.started.lock().unwrap().len(), 1, "the delay ended and the next step went to the agent");
+        let steps = db::steps(worker.conn().unwrap(), run_id).unwrap();
+        assert_eq!((steps[0].status.as_str(), steps[0].output.as_ref().unwrap()["waited_seconds"].as_i64()), ("done", Some(600)));
+        // The agent never answers: the step's timeout ends the run, and the failure is notified.
+        clock.jump(31_000);
+        worker.tick().unwrap();
+        let run = db::run(worker.conn().unwrap(), run_id).unwrap().unwrap();
+        assert_eq!(run.status, RunStatus::Failed);
+        assert!(run.error.unwrap().contains("timed out after 30 s"));
+        assert_eq!(script.cancelled.lock().unwrap().len(), 1, "the agent is told to stop it");
+        assert!(script.notices.lock().unwrap().iter().any(|n| n.source == "failure" && n.title.contains("later")));
+    }
+
+    #[test]
+    fn run_modes_skip_queue_or_restart_a_second_start() {
+        let Bench { script, mut worker, .. } = bench();
+        let flow = |name: &str, mode: &str| format!(r#"{{"name": "{name}", "trigger": {{"kind": "manual"}}, "mode": {mode}, "steps": [{{"id": "wait", "kind": "delay", "seconds": 60}}]}}"#);
+        save(&mut worker, &flow("one", r#"{"kind": "single"}"#));
+        save(&mut worker, &flow("queue", r#"{"kind": "queued"}"#));
+        save(&mut worker, &flow("again", r#"{"kind": "restart"}"#));
+        save(&mut worker, &flow("two", r#"{"kind": "parallel", "limit": 2}"#));
+        run_now(&mut worker, "one", json!({})).unwrap();
+        assert!(run_now(&mut worker, "one", json!({})).unwrap_err().contains("still running"));
+        let first = run_now(&mut worker, "queue", json!({})).unwrap();
+        let second = run_now(&mut worker, "queue", json!({})).unwrap();
+        assert_eq!(db::run(worker.conn().unwrap(), second).unwrap().unwrap().status, RunStatus::Queued, "waits its turn");
+        worker.handle(AutomationsCommand::Cancel { run_id: first }).unwrap();
+        assert_eq!(db::run(worker.conn().unwrap(), second).unwrap().unwrap().status, RunStatus::WaitingDelay, "starts when the first ends");
+        let old = run_now(&mut worker, "again", json!({})).unwrap();
+        run_now(&mut worker, "again", json!({})).unwrap();
+        assert_eq!(db::run(worker.conn().unwrap(), old).unwrap().unwrap().status, RunStatus::Cancelled);
+        run_now(&mut worker, "two", json!({})).unwrap();
+        run_now(&mut worker, "two", json!({})).unwrap();
+        assert!(run_now(&mut worker, "two", json!({})).is_err(), "a third beyond the limit of 2");
+        let id = worker.flows.iter().find(|f| f.name == "two").unwrap().automation_id;
+        assert_eq!(db::scheduler(worker.conn().unwrap(), id).unwrap().skipped, 1);
+        assert!(script.notices.lock().unwrap().is_empty(), "cancelled and skipped runs notify nobody");
+    }
+}

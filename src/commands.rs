@@ -2,6 +2,7 @@
 
 pub mod agent;
 pub mod ask;
+pub mod automations;
 pub mod doctor;
 pub mod memory;
 pub mod models;
@@ -229,7 +230,7 @@ pub fn capture_run(paths: &Paths, display: Option<String>) -> anyhow::Result<()>
 
     let (events_tx, events) = crossbeam_channel::bounded(4096);
     let sink = EventSink::new(events_tx, || {});
-    let options = WorkerOptions { capture: true, display, chat_model: None, policy: RestartPolicy::default(), require_consent: false };
+    let options = WorkerOptions { capture: true, display, chat_model: None, policy: RestartPolicy::default(), require_consent: false, automations: false };
     let (workers, _settings, warnings) = Workers::start(paths, options, sink.clone())?;
     for warning in warnings {
         tracing::warn!("{warning}");

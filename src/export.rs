@@ -127,6 +127,27 @@ pub fn write_jsonl(conn: &Connection, since_millis: i64, until_millis: i64, out:
         writeln!(out, "{record}")?;
         count += 1;
     }
+    // Automation runs hold what their steps read and wrote: each with its steps.
+    for r in crate::automations::store::runs_between(conn, since_millis, until_millis)? {
+        let steps: Vec<serde_json::Value> = crate::automations::store::steps(conn, r.run_id)?
+            .into_iter()
+            .map(|s| json!({"step_id": s.step_id, "kind": s.kind, "status": s.status, "input": s.input, "output": s.output, "decision": s.decision, "error": s.error,
+                "start": rfc3339(s.started_at_millis), "end": s.finished_at_millis.map(rfc3339)}))
+            .collect();
+        let record = json!({
+            "stream": "automation_run",
+            "run_id": r.run_id,
+            "automation": r.flow.name,
+            "trigger": r.trigger_kind,
+            "trigger_data": r.scope.trigger,
+            "status": r.status.as_str(),
+            "error": r.error,
+            "time": rfc3339(r.created_at_millis),
+            "steps": steps,
+        });
+        writeln!(out, "{record}")?;
+        count += 1;
+    }
     Ok(count)
 }
 

@@ -204,6 +204,48 @@ enum Command {
         #[command(subcommand)]
         action: SecretsAction,
     },
+    /// Flows cowork runs by itself: list, run, history, export, import, remove, enable, disable
+    Automations {
+        #[command(subcommand)]
+        action: AutomationsAction,
+    },
+}
+
+#[derive(Subcommand)]
+enum AutomationsAction {
+    /// Each flow with its trigger, last run and next time
+    List {
+        #[arg(long)]
+        json: bool,
+    },
+    /// Run a flow now and print its steps (exit status 3: a step waits for approval)
+    Run {
+        name: String,
+        /// An input as name=value (the value as JSON when it reads as JSON)
+        #[arg(long = "input")]
+        inputs: Vec<String>,
+        /// How long to wait for the run to end, in seconds
+        #[arg(long, default_value_t = 600)]
+        wait_secs: u64,
+    },
+    /// A flow's newest runs, each step with its input, output, decision and error
+    History {
+        name: String,
+        #[arg(long, default_value_t = 10)]
+        limit: usize,
+    },
+    /// Flows as JSON ({"flows": [...]}), all or one
+    Export {
+        name: Option<String>,
+        #[arg(long, short)]
+        output: Option<std::path::PathBuf>,
+    },
+    /// Flows from a JSON file (checked first: nothing is saved unless all are valid)
+    Import { file: std::path::PathBuf },
+    /// Remove a flow and its history
+    Remove { name: String },
+    Enable { name: String },
+    Disable { name: String },
 }
 
 #[derive(Subcommand)]
@@ -455,6 +497,23 @@ fn run(cli: Cli, process_started: Instant) -> anyhow::Result<ExitCode> {
             }
             Ok(ExitCode::SUCCESS)
         }
+        Some(Command::Automations { action }) => {
+            use commands::automations as a;
+            match action {
+                AutomationsAction::List { json } => a::list(&paths, json)?,
+                AutomationsAction::Run { name, inputs, wait_secs } => {
+                    let code = a::run(&paths, &name, a::parse_inputs(&inputs)?, std::time::Duration::from_secs(wait_secs))?;
+                    return Ok(ExitCode::from(code as u8));
+                }
+                AutomationsAction::History { name, limit } => a::history(&paths, &name, limit)?,
+                AutomationsAction::Export { name, output } => a::export(&paths, name.as_deref(), output.as_deref())?,
+                AutomationsAction::Import { file } => a::import(&paths, &file)?,
+                AutomationsAction::Remove { name } => a::remove(&paths, &name)?,
+                AutomationsAction::Enable { name } => a::set_enabled(&paths, &name, true)?,
+                AutomationsAction::Disable { name } => a::set_enabled(&paths, &name, false)?,
+            }
+            Ok(ExitCode::SUCCESS)
+        }
         Some(Command::Audit { json, limit }) => {
             commands::agent::audit(&paths, json, limit)?;
             Ok(ExitCode::SUCCESS)
@@ -667,6 +726,7 @@ fn run_sidebar(paths: &Paths, display: Option<String>, screenshot: Option<PathBu
             chat_model: cowork::workers::chat_model(&manifest, paths),
             policy: RestartPolicy::default(),
             require_consent: true,
+            automations: true,
         },
         sink.clone(),
     )?;

@@ -39,7 +39,8 @@ pub struct Workers {
     pub audio: WorkerHandle<crate::audio::worker::AudioCommand>,
     pub speech: WorkerHandle<crate::audio::worker::SpeechCommand>,
     pub listen: WorkerHandle<crate::audio::listen::ListenCommand>,
-    pub automations: WorkerHandle<crate::automations::AutomationsCommand>,
+    /// Runs the automations (the sidebar, `cowork automations run`; not `cowork ask`).
+    pub automations: Option<WorkerHandle<crate::automations::AutomationsCommand>>,
     pub stop_epoch: Arc<AtomicU64>,
     /// The newest search generation asked for (a running older query stops).
     pub search_latest: Arc<AtomicU64>,
@@ -57,6 +58,8 @@ pub struct WorkerOptions {
     /// Record nothing until the user has answered the first-run question (the sidebar);
     /// `cowork capture run` is itself the user's answer.
     pub require_consent: bool,
+    /// Run the automations worker (only one process per data directory executes them).
+    pub automations: bool,
 }
 
 /// Settings from the database (read-only), with warnings for unusable values.
@@ -125,7 +128,7 @@ impl Workers {
                 keys: Some(keys.commands.clone()),
                 clipboard: Some(clipboard.commands.clone()),
                 listen: Some(listen.commands.clone()),
-                automations: Some(automations_channels.commands.0.clone()),
+                automations: options.automations.then(|| automations_channels.commands.0.clone()),
             };
             let capture = spawn_capture_with_streams(config, store.commands.clone(), streams, sink.clone(), options.policy)?;
             let allowed = settings.streams_confirmed || !options.require_consent;
@@ -184,21 +187,25 @@ impl Workers {
             local_limit_tokens: LOCAL_LIMIT_TOKENS,
             recall: Some(search.commands.clone()),
             mcp: None,
-            automations: Some(automations_channels.reports.0.clone()),
+            automations: options.automations.then(|| automations_channels.reports.0.clone()),
         };
         let mcp = crate::mcp::worker::spawn_mcp(paths.data_dir.clone(), sink.clone(), options.policy)?;
         let agent_config = AgentConfig { mcp: Some(crate::mcp::worker::McpClient { commands: mcp.commands.clone() }), ..agent_config };
         let agent = spawn_agent(agent_config, llm.commands.clone(), local, store.commands.clone(), sink.clone(), stop_epoch.clone(), options.policy)?;
-        let agent_commands = agent.commands.clone();
-        let automations = crate::automations::spawn_automations(
-            crate::automations::AutomationsConfig { db_path: paths.db_path() },
-            automations_channels,
-            Arc::new(crate::automations::steps::SystemClock),
-            move || Box::new(crate::agent::AgentSteps(agent_commands.clone())),
-            || Box::new(crate::automations::notify::Desktop),
-            sink.clone(),
-            options.policy,
-        )?;
+        let automations = if options.automations {
+            let agent_commands = agent.commands.clone();
+            Some(crate::automations::spawn_automations(
+                crate::automations::AutomationsConfig { db_path: paths.db_path() },
+                automations_channels,
+                Arc::new(crate::automations::steps::SystemClock),
+                move || Box::new(crate::agent::AgentSteps(agent_commands.clone())),
+                || Box::new(crate::automations::notify::Desktop),
+                sink.clone(),
+                options.policy,
+            )?)
+        } else {
+            None
+        };
         let audio = crate::audio::worker::spawn_audio(speech.commands.clone(), None, sink, options.policy)?;
         let device = Some(settings.voice.device.clone()).filter(|d| !d.is_empty());
         let _ = audio.commands.try_send(crate::audio::worker::AudioCommand::SetDevice(device));
@@ -229,8 +236,10 @@ impl Workers {
             (self.audio.name, self.audio.control.clone()),
             (self.speech.name, self.speech.control.clone()),
             (self.listen.name, self.listen.control.clone()),
-            (self.automations.name, self.automations.control.clone()),
         ];
+        if let Some(automations) = &self.automations {
+            controls.push((automations.name, automations.control.clone()));
+        }
         if let Some(capture) = &self.capture {
             controls.push((capture.name, capture.control.clone()));
         }
@@ -310,7 +319,9 @@ impl Workers {
             tracing::warn!("models did not stop in time (a download in progress resumes next time)");
         }
         // Automations before the agent: no new step is handed over while the agent stops.
-        if !self.automations.shutdown(crate::automations::AutomationsCommand::Shutdown, timeout) {
+        if let Some(automations) = self.automations.as_mut()
+            && !automations.shutdown(crate::automations::AutomationsCommand::Shutdown, timeout)
+        {
             tracing::warn!("automations did not stop in time (its runs resume from the database)");
         }
         // The agent first: a turn it is in stops at the epoch bump and writes its message.

@@ -324,6 +324,13 @@ pub fn recent_runs(conn: &Connection, automation_id: Option<i64>, limit: usize) 
     rows.collect()
 }
 
+/// Runs queued in `[since, until)`, oldest first (for export).
+pub fn runs_between(conn: &Connection, since_millis: i64, until_millis: i64) -> rusqlite::Result<Vec<RunRow>> {
+    let mut stmt = conn.prepare(&format!("SELECT {RUN_COLUMNS} FROM automation_runs WHERE created_at_ms >= ?1 AND created_at_ms < ?2 ORDER BY created_at_ms, run_id"))?;
+    let rows = stmt.query_map(params![since_millis, until_millis], run_row)?;
+    rows.collect()
+}
+
 /// Writes a run's progress.
 pub fn save_run(conn: &Connection, run: &RunRow) -> rusqlite::Result<()> {
     conn.execute(

@@ -72,6 +72,24 @@ pub struct AutomationsWorker {
     sink: EventSink,
     /// The flows as stored, read again after every change.
     flows: Vec<FlowRow>,
+    /// What the flows looked like when read (count, newest change, how many on):
+    /// `cowork automations import` in another process changes it.
+    flows_stamp: (i64, i64, i64),
+    /// The lock that makes this process the one that executes automations
+    /// (None: another cowork on this data directory does; this one only queues).
+    owner: Option<std::fs::File>,
+}
+
+/// The file whose lock makes one process per data directory the executor.
+pub const LOCK_FILE: &str = "automations.lock";
+
+/// Takes the executor's lock, or says that another process holds it.
+pub fn take_lock(data_dir: &std::path::Path) -> std::io::Result<Option<std::fs::File>> {
+    use std::os::fd::AsRawFd;
+    let file = std::fs::OpenOptions::new().create(true).truncate(false).write(true).open(data_dir.join(LOCK_FILE))?;
+    // SAFETY: flock on a descriptor this function owns; released when the file closes.
+    let taken = unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) } == 0;
+    Ok(taken.then_some(file))
 }
 
 /// What a trigger hands a new run.
@@ -86,7 +104,7 @@ struct Start<'a> {
 
 impl AutomationsWorker {
     pub fn new(config: AutomationsConfig, clock: Arc<dyn Clock>, runner: Box<dyn StepRunner>, notifier: Box<dyn Notifier>, reports: Receiver<StepReport>, sink: EventSink) -> Self {
-        Self { config, conn: None, clock, runner, notifier, reports, sink, flows: Vec::new() }
+        Self { config, conn: None, clock, runner, notifier, reports, sink, flows: Vec::new(), flows_stamp: (0, 0, 0), owner: None }
     }
 
     fn now(&self) -> i64 {
@@ -101,10 +119,35 @@ impl AutomationsWorker {
     pub fn open(&mut self) -> anyhow::Result<()> {
         self.conn = Some(crate::store::open_writer(&self.config.db_path)?);
         self.reload()?;
-        self.resume()
+        self.take_ownership()
+    }
+
+    /// Becomes the executor if no other process is; open runs resume then.
+    fn take_ownership(&mut self) -> anyhow::Result<()> {
+        if self.owner.is_some() {
+            return Ok(());
+        }
+        let dir = self.config.db_path.parent().unwrap_or(std::path::Path::new("."));
+        self.owner = take_lock(dir)?;
+        if self.owner.is_some() {
+            self.resume()?;
+        } else {
+            tracing::info!("another cowork runs the automations of this data directory: this one only queues runs");
+        }
+        Ok(())
+    }
+
+    /// Whether this process executes runs (else it only queues them).
+    pub fn is_owner(&self) -> bool {
+        self.owner.is_some()
+    }
+
+    fn stamp(&self) -> anyhow::Result<(i64, i64, i64)> {
+        Ok(self.conn()?.query_row("SELECT count(*), coalesce(max(updated_at_ms), 0), coalesce(sum(enabled), 0) FROM automations", [], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)))?)
     }
 
     fn reload(&mut self) -> anyhow::Result<()> {
+        self.flows_stamp = self.stamp()?;
         self.flows = db::flows(self.conn()?)?;
         for row in &self.flows {
             if let Err(err) = &row.flow {
@@ -159,6 +202,13 @@ impl AutomationsWorker {
 
     /// Does everything due at the wall clock's now; returns how long to sleep.
     pub fn tick(&mut self) -> anyhow::Result<Duration> {
+        if self.stamp()? != self.flows_stamp {
+            self.reload()?;
+        }
+        self.take_ownership()?;
+        if !self.is_owner() {
+            return Ok(MAX_SLEEP);
+        }
         let now = self.now();
         let mut wake = now + MAX_SLEEP.as_millis() as i64;
         // Scheduled flows.
@@ -261,6 +311,9 @@ impl AutomationsWorker {
 
     /// Starts queued runs: a queued-mode flow's oldest when none of its runs is active, any other at once.
     fn start_queued(&mut self) -> anyhow::Result<()> {
+        if !self.is_owner() {
+            return Ok(());
+        }
         let open = db::open_runs(self.conn()?)?;
         let mut started: Vec<i64> = Vec::new();
         for run in open.iter().filter(|r| r.status == RunStatus::Queued) {

@@ -33,6 +33,7 @@ fn start(paths: &Paths) -> anyhow::Result<(Workers, Receiver<AppEvent>)> {
         chat_model: crate::workers::chat_model(&manifest, paths),
         policy: RestartPolicy { max_restarts: 0, ..RestartPolicy::default() },
         require_consent: false,
+        automations: false,
     };
     let (workers, _settings, _warnings) = Workers::start(paths, options, sink)?;
     Ok((workers, events))

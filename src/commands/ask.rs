@@ -67,6 +67,7 @@ pub fn ask(paths: &Paths, questions: &[String], options: &AskOptions) -> anyhow:
         chat_model,
         policy: RestartPolicy { max_restarts: 0, ..RestartPolicy::default() },
         require_consent: false,
+        automations: false,
     };
     let (workers, _settings, _warnings) = Workers::start(paths, options_workers, sink)?;
     let mut outcome = Ok(());

@@ -254,6 +254,7 @@ fn worker_checks(paths: &Paths, display: Option<&str>, chat: Option<crate::confi
         chat_model: chat,
         policy: RestartPolicy { max_restarts: 0, ..RestartPolicy::default() },
         require_consent: false,
+        automations: false,
     };
     let workers = match Workers::start(&scratch_paths, options, sink) {
         Ok((workers, _, _)) => workers,

@@ -463,6 +463,8 @@ pub fn delete_range(conn: &Connection, since_millis: i64, until_millis: i64) -> 
         params![since_millis, until_millis],
     )?;
     conn.execute("DELETE FROM operations WHERE created_at_ms >= ?1 AND created_at_ms < ?2", params![since_millis, until_millis])?;
+    // Finished automation runs of the range: their steps hold what the flows read (open runs go on).
+    crate::automations::store::delete_runs_between(conn, since_millis, until_millis)?;
     conn.execute(
         "DELETE FROM chat_threads WHERE NOT EXISTS (SELECT 1 FROM chat_messages m WHERE m.thread_id = chat_threads.thread_id)
          AND created_at_ms >= ?1 AND created_at_ms < ?2",

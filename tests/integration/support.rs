@@ -307,6 +307,7 @@ pub fn start_workers(paths: &cowork::config::Paths) -> (cowork::workers::Workers
         chat_model: None,
         policy: cowork::runtime::RestartPolicy::default(),
         require_consent: false,
+        automations: false,
     };
     let (workers, _, _) = cowork::workers::Workers::start(paths, options, sink).unwrap();
     (workers, events)

@@ -249,6 +249,10 @@ impl AutomationsWorker {
         // Runs: queued ones whose turn it is, and ones whose wake time came.
         self.start_queued()?;
         for run in db::open_runs(self.conn()?)? {
+            // An approval may have been given in another process (`cowork approve`): its operation says so.
+            if run.status == RunStatus::WaitingApproval && self.settle_from_operation(run.run_id)? {
+                continue;
+            }
             let Some(at) = run.wake_at_millis else { continue };
             if at > now {
                 wake = wake.min(at);
@@ -384,6 +388,7 @@ impl AutomationsWorker {
                     let (right, _) = run.scope.fill(right);
                     let mut row = self.step_row(&run, "done");
                     row.input = Some(json!({"left": left, "op": op, "right": right}));
+                    row.started_at_millis = now;
                     row.finished_at_millis = Some(now);
                     match flow::compare(&left, *op, &right) {
                         Ok(result) => {
@@ -553,6 +558,9 @@ impl AutomationsWorker {
         let Some(run) = db::run(self.conn()?, run_id)? else { return Ok(false) };
         let Some(operation_id) = run.operation_id else { return Ok(false) };
         let Some(outcome) = operation_outcome(self.conn()?, operation_id, &run)? else { return Ok(false) };
+        if matches!(outcome, StepOutcome::Parked { .. }) && run.status == RunStatus::WaitingApproval {
+            return Ok(false);
+        }
         self.handle_report(StepReport { run_id, seq: run.step_index as u32, operation_id, outcome })?;
         Ok(true)
     }
@@ -759,8 +767,13 @@ fn operation_outcome(conn: &Connection, operation_id: i64, run: &RunRow) -> rusq
     let Some((status, state, error)) = row else { return Ok(None) };
     let shown = serde_json::from_str::<Value>(&state).ok().and_then(|s| s.get("shown").and_then(Value::as_str).map(str::to_owned)).unwrap_or_default();
     let is_tool = matches!(run.flow.steps.get(run.step_index).map(|s| &s.kind), Some(StepKind::Tool { .. }));
+    // Who let the last call run: the policy, a rule, or the user.
+    let decided_by: Option<String> = conn
+        .query_row("SELECT decided_by FROM operation_calls WHERE operation_id = ?1 ORDER BY created_at_ms DESC LIMIT 1", [operation_id], |r| r.get(0))
+        .optional()?
+        .flatten();
     Ok(match status.as_str() {
-        "done" => Some(StepOutcome::Done { data: step_data(is_tool, &shown), decision: "ran".into() }),
+        "done" => Some(StepOutcome::Done { data: step_data(is_tool, &shown), decision: decided_by.unwrap_or_else(|| "ran".into()) }),
         "error" | "cancelled" => {
             let error = error.unwrap_or_else(|| "the step's task ended without a result".into());
             let expired = error.contains("approv") && error.contains("expire");

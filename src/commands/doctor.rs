@@ -261,6 +261,8 @@ fn worker_checks(paths: &Paths, display: Option<&str>, chat: Option<crate::confi
         Err(err) => return vec![Check { area: "worker", name: "all".into(), status: Status::Fail, detail: format!("{err:#}") }],
     };
     let _ = workers.llm.commands.try_send(LlmCommand::Preload);
+    // The automations worker runs only in the process that executes them (the sidebar).
+    let started_here: Vec<WorkerName> = WorkerName::ALL.iter().copied().filter(|w| *w != WorkerName::Automations || workers.automations.is_some()).collect();
     let mut states = std::collections::BTreeMap::new();
     let mut model = None;
     let started = Instant::now();
@@ -274,14 +276,14 @@ fn worker_checks(paths: &Paths, display: Option<&str>, chat: Option<crate::confi
             AppEvent::Model(status @ (ModelStatus::Ready { .. } | ModelStatus::Unavailable(_))) => model = Some(status),
             _ => {}
         }
-        let settled = WorkerName::ALL.iter().all(|w| states.get(w).is_some_and(|s| !matches!(s, WorkerState::Starting)));
+        let settled = started_here.iter().all(|w| states.get(w).is_some_and(|s| !matches!(s, WorkerState::Starting)));
         if settled && model.is_some() {
             break;
         }
     }
     workers.shutdown(Duration::from_secs(5));
     let _ = std::fs::remove_dir_all(&scratch);
-    let mut checks: Vec<Check> = WorkerName::ALL
+    let mut checks: Vec<Check> = started_here
         .iter()
         .map(|worker| {
             let state = states.get(worker).cloned().unwrap_or(WorkerState::Starting);

@@ -76,6 +76,22 @@ fn fifty(worker: &mut AutomationsWorker) {
     }
 }
 
+/// The worker on its own thread, as the app runs it (no agent, a quiet notifier).
+fn spawn(dir: &std::path::Path) -> cowork::runtime::WorkerHandle<AutomationsCommand> {
+    // Nobody reads the events: the sink drops what does not fit.
+    let (events, _) = crossbeam_channel::bounded(16);
+    cowork::automations::spawn_automations(
+        AutomationsConfig { db_path: dir.join("cowork.db") },
+        AutomationsChannels::default(),
+        Arc::new(SystemClock),
+        || Box::new(NoAgent),
+        || Box::new(Quiet),
+        cowork::runtime::EventSink::new(events, || {}),
+        cowork::runtime::RestartPolicy::default(),
+    )
+    .unwrap()
+}
+
 fn thread_cpu_ticks(name: &str) -> Option<u64> {
     for task in std::fs::read_dir("/proc/self/task").ok()?.flatten() {
         let comm = std::fs::read_to_string(task.path().join("comm")).unwrap_or_default();
@@ -130,17 +146,7 @@ fn main() {
         let mut setup = worker(dir.path());
         fifty(&mut setup);
         drop(setup);
-        let (events, _events) = crossbeam_channel::bounded(4096);
-        let mut handle = cowork::automations::spawn_automations(
-            AutomationsConfig { db_path: dir.path().join("cowork.db") },
-            AutomationsChannels::default(),
-            Arc::new(SystemClock),
-            || Box::new(NoAgent),
-            || Box::new(Quiet),
-            cowork::runtime::EventSink::new(events, || {}),
-            cowork::runtime::RestartPolicy::default(),
-        )
-        .unwrap();
+        let mut handle = spawn(dir.path());
         std::thread::sleep(Duration::from_secs(2));
         let before = thread_cpu_ticks("automations").expect("the automations thread");
         let started = Instant::now();
@@ -159,17 +165,7 @@ fn main() {
             save(&mut setup, &format!(r#"{{"name": "minutely_{i}", "trigger": {{"kind": "schedule", "schedule": "every 1m"}}, "steps": [{{"id": "c", "kind": "condition", "left": "1", "op": "equals", "right": "1"}}]}}"#));
         }
         drop(setup);
-        let (events, _events) = crossbeam_channel::bounded(4096);
-        let mut handle = cowork::automations::spawn_automations(
-            AutomationsConfig { db_path: dir.path().join("cowork.db") },
-            AutomationsChannels::default(),
-            Arc::new(SystemClock),
-            || Box::new(NoAgent),
-            || Box::new(Quiet),
-            cowork::runtime::EventSink::new(events, || {}),
-            cowork::runtime::RestartPolicy::default(),
-        )
-        .unwrap();
+        let mut handle = spawn(dir.path());
         std::thread::sleep(Duration::from_secs(125));
         handle.shutdown(AutomationsCommand::Shutdown, Duration::from_secs(5));
         let conn = cowork::store::open_read_only(&dir.path().join("cowork.db")).unwrap();

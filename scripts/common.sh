@@ -30,7 +30,7 @@ RUNTIME_PACKAGES="libopenblas0 libgomp1 libx11-6 libxkbcommon-x11-0 libxcursor1 
 # pulseaudio + pulseaudio-utils (a real sound server with null sinks as the microphone and speakers; paplay).
 TEST_PACKAGES="xvfb xauth xdotool openbox xterm x11-utils xclip espeak-ng sox nodejs time faketime
   dbus-daemon wmctrl chromium mpv mpv-mpris python3-gi gir1.2-gtk-3.0 python3-venv gnome-keyring iproute2
-  pulseaudio pulseaudio-utils"
+  pulseaudio pulseaudio-utils dunst"
 
 log() { printf '\033[1m==> %s\033[0m\n' "$*" >&2; }
 

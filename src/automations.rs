@@ -3,10 +3,9 @@
 //! variables, checks at save time), `schedule` the pure cron and "every N
 //! minutes" clock in local time, `store` the SQL, `steps` what the worker
 //! asks of the agent, the notifier and the clock, and `worker` the durable
-//! executor on the `automations` thread. `notify` shows what flows send.
+//! executor on the `automations` thread.
 
 pub mod flow;
-pub mod notify;
 pub mod schedule;
 pub mod steps;
 pub mod store;

@@ -22,10 +22,11 @@ pub enum WorkerName {
     Speech,
     Listen,
     Automations,
+    Notify,
 }
 
 impl WorkerName {
-    pub const ALL: [WorkerName; 15] = [
+    pub const ALL: [WorkerName; 16] = [
         WorkerName::Store,
         WorkerName::Capture,
         WorkerName::Keys,
@@ -41,6 +42,7 @@ impl WorkerName {
         WorkerName::Speech,
         WorkerName::Listen,
         WorkerName::Automations,
+        WorkerName::Notify,
     ];
 
     pub fn as_str(self) -> &'static str {
@@ -60,6 +62,7 @@ impl WorkerName {
             WorkerName::Speech => "speech",
             WorkerName::Listen => "listen",
             WorkerName::Automations => "automations",
+            WorkerName::Notify => "notify",
         }
     }
 }

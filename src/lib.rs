@@ -23,6 +23,7 @@ pub mod media;
 pub mod models;
 pub mod native;
 pub mod net;
+pub mod notify;
 pub mod runtime;
 pub mod secrets;
 pub mod state;

@@ -41,6 +41,8 @@ pub struct Workers {
     pub listen: WorkerHandle<crate::audio::listen::ListenCommand>,
     /// Runs the automations (the sidebar, `cowork automations run`; not `cowork ask`).
     pub automations: Option<WorkerHandle<crate::automations::AutomationsCommand>>,
+    /// Shows notifications through the gate (with the automations worker only).
+    pub notify: Option<WorkerHandle<crate::notify::NotifyCommand>>,
     pub stop_epoch: Arc<AtomicU64>,
     /// The newest search generation asked for (a running older query stops).
     pub search_latest: Arc<AtomicU64>,
@@ -109,6 +111,7 @@ impl Workers {
         let _ = listen.commands.try_send(crate::audio::listen::ListenCommand::Configure(crate::audio::listen::ListenPlan::from_settings(&settings)));
         // Made first: capture signals to it, and the agent reports steps to it.
         let automations_channels = crate::automations::worker::AutomationsChannels::default();
+        let notify_channel = bounded(64);
         let (capture, keys, clipboard, a11y) = if options.capture {
             // device_query and arboard read $DISPLAY; those streams run only when that is the display we watch.
             let same_display = options.display.is_none() || options.display == std::env::var("DISPLAY").ok();
@@ -129,6 +132,7 @@ impl Workers {
                 clipboard: Some(clipboard.commands.clone()),
                 listen: Some(listen.commands.clone()),
                 automations: options.automations.then(|| automations_channels.commands.0.clone()),
+                notify: options.automations.then(|| notify_channel.0.clone()),
             };
             let capture = spawn_capture_with_streams(config, store.commands.clone(), streams, sink.clone(), options.policy)?;
             let allowed = settings.streams_confirmed || !options.require_consent;
@@ -192,25 +196,46 @@ impl Workers {
         let mcp = crate::mcp::worker::spawn_mcp(paths.data_dir.clone(), sink.clone(), options.policy)?;
         let agent_config = AgentConfig { mcp: Some(crate::mcp::worker::McpClient { commands: mcp.commands.clone() }), ..agent_config };
         let agent = spawn_agent(agent_config, llm.commands.clone(), local, store.commands.clone(), sink.clone(), stop_epoch.clone(), options.policy)?;
-        let automations = if options.automations {
+        let (automations, notify) = if options.automations {
             let agent_commands = agent.commands.clone();
-            Some(crate::automations::spawn_automations(
+            let notify_tx = notify_channel.0.clone();
+            let automations = crate::automations::spawn_automations(
                 crate::automations::AutomationsConfig { db_path: paths.db_path() },
                 automations_channels,
                 Arc::new(crate::automations::steps::SystemClock),
                 move || Box::new(crate::agent::AgentSteps(agent_commands.clone())),
-                || Box::new(crate::automations::notify::Desktop),
+                move || Box::new(crate::notify::NotifyClient(notify_tx.clone())),
                 sink.clone(),
                 options.policy,
-            )?)
+            )?;
+            let (approver, opener) = (agent.commands.clone(), sink.clone());
+            let notify = crate::notify::spawn_notify(
+                crate::notify::NotifyConfig { db_path: paths.db_path(), bus: None, policy: crate::notify::gate::Policy::default() },
+                notify_channel,
+                move || {
+                    let (approver, opener) = (approver.clone(), opener.clone());
+                    crate::notify::Hooks {
+                        // Accept on a notification approves that one call, once.
+                        approve: Box::new(move |call_id| {
+                            let _ = approver.try_send(AgentCommand::Decide { call_id, choice: crate::events::ApprovalChoice::Once });
+                        }),
+                        open: Box::new(move |_| {
+                            opener.send(AppEvent::ShowSidebar);
+                        }),
+                    }
+                },
+                sink.clone(),
+                options.policy,
+            )?;
+            (Some(automations), Some(notify))
         } else {
-            None
+            (None, None)
         };
         let audio = crate::audio::worker::spawn_audio(speech.commands.clone(), None, sink, options.policy)?;
         let device = Some(settings.voice.device.clone()).filter(|d| !d.is_empty());
         let _ = audio.commands.try_send(crate::audio::worker::AudioCommand::SetDevice(device));
         let workers =
-            Self { store, capture, keys, clipboard, a11y, models, search, embed, llm, agent, mcp, audio, speech, listen, automations, stop_epoch, search_latest, typing_at_millis };
+            Self { store, capture, keys, clipboard, a11y, models, search, embed, llm, agent, mcp, audio, speech, listen, automations, notify, stop_epoch, search_latest, typing_at_millis };
         Ok((workers, settings, warnings))
     }
 
@@ -239,6 +264,9 @@ impl Workers {
         ];
         if let Some(automations) = &self.automations {
             controls.push((automations.name, automations.control.clone()));
+        }
+        if let Some(notify) = &self.notify {
+            controls.push((notify.name, notify.control.clone()));
         }
         if let Some(capture) = &self.capture {
             controls.push((capture.name, capture.control.clone()));
@@ -323,6 +351,11 @@ impl Workers {
             && !automations.shutdown(crate::automations::AutomationsCommand::Shutdown, timeout)
         {
             tracing::warn!("automations did not stop in time (its runs resume from the database)");
+        }
+        if let Some(notify) = self.notify.as_mut()
+            && !notify.shutdown(crate::notify::NotifyCommand::Shutdown, timeout)
+        {
+            tracing::warn!("notify did not stop in time (what it holds waits in the inbox)");
         }
         // The agent first: a turn it is in stops at the epoch bump and writes its message.
         if !self.agent.shutdown(AgentCommand::Shutdown, timeout) {

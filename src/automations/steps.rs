@@ -74,6 +74,8 @@ pub enum NoticeAction {
     None,
     /// Approve a parked call once.
     Approve { call_id: i64 },
+    /// Mute a source the user keeps dismissing (cowork asks; it never mutes by itself).
+    Mute { source: String },
 }
 
 pub trait Notifier: Send {

@@ -807,7 +807,7 @@ impl Supervised for AutomationsWorker {
     fn run(&mut self, commands: &Receiver<AutomationsCommand>, ctx: &WorkerContext) -> anyhow::Result<()> {
         self.open()?;
         ctx.report(crate::runtime::WorkerState::Running);
-        let reports = self.reports.clone();
+        let mut reports = self.reports.clone();
         loop {
             let sleep = self.tick()?;
             select! {
@@ -819,11 +819,11 @@ impl Supervised for AutomationsWorker {
                     }
                     Err(_) => break,
                 },
-                recv(reports) -> report => {
-                    if let Ok(report) = report {
-                        self.handle_report(report)?;
-                    }
-                }
+                recv(reports) -> report => match report {
+                    Ok(report) => self.handle_report(report)?,
+                    // Nobody reports any more (no agent in this process): stop listening, or the loop would spin.
+                    Err(_) => reports = crossbeam_channel::never(),
+                },
                 default(sleep) => {}
             }
         }

@@ -130,8 +130,24 @@ impl CaptureWorker {
         }
     }
 
+    /// Tells the notification gate (never waiting).
+    fn tell_notify(&self, activity: crate::notify::Activity) {
+        if let Some(notify) = &self.streams.notify
+            && notify.try_send(crate::notify::NotifyCommand::Activity(activity)).is_err()
+        {
+            tracing::debug!("notify is busy: an activity change was dropped");
+        }
+    }
+
     /// A window the firewall allowed gained focus (its session is the event's key).
     fn signal_focus(&self, window: Option<&ActiveWindow>) {
+        if let Some(window) = window
+            && self.streams.notify.is_some()
+        {
+            self.tell_notify(crate::notify::Activity::Focus { app: window.app.clone(), at_millis: now_millis() });
+            let fullscreen = self.desktop.as_ref().is_some_and(|d| d.is_fullscreen(window.window_id).unwrap_or(false));
+            self.tell_notify(crate::notify::Activity::Presenting(fullscreen));
+        }
         let (Some(window), Some(session)) = (window, self.tracker.open_session()) else { return };
         if !self.recording || self.streams.automations.is_none() {
             return;
@@ -357,10 +373,12 @@ impl CaptureWorker {
         if moved && self.tracker.is_away() {
             let away_millis = now - self.away_since.take().unwrap_or(now);
             self.signal(crate::automations::Signal::Back { away_millis, at_millis: now });
+            self.tell_notify(crate::notify::Activity::Back { at_millis: now });
             let outputs = self.tracker.came_back(now);
             self.apply(outputs);
         } else if self.afk.is_afk(now) && !self.tracker.is_away() {
             self.away_since = Some(self.afk.last_input_millis());
+            self.tell_notify(crate::notify::Activity::Away { at_millis: now });
             let outputs = self.tracker.went_away(self.afk.last_input_millis());
             self.apply(outputs);
         }
@@ -551,6 +569,8 @@ pub struct StreamSenders {
     pub listen: Option<Sender<crate::audio::listen::ListenCommand>>,
     /// Automations whose triggers wait for focus changes and returns.
     pub automations: Option<Sender<crate::automations::AutomationsCommand>>,
+    /// The notification gate, which defers during focus sessions and holds while you are away.
+    pub notify: Option<Sender<crate::notify::NotifyCommand>>,
 }
 
 /// Starts capture with the other streams to tell about focus changes.

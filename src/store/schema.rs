@@ -23,6 +23,7 @@ const MIGRATIONS: &[&str] = &[
     include_str!("../../assets/migrations/0011_call_images.sql"),
     include_str!("../../assets/migrations/0012_audio.sql"),
     include_str!("../../assets/migrations/0013_automations.sql"),
+    include_str!("../../assets/migrations/0014_notifications.sql"),
 ];
 
 pub const SCHEMA_VERSION: u32 = MIGRATIONS.len() as u32;

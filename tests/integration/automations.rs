@@ -176,6 +176,17 @@ fn kill_9_during_a_delay_and_during_a_parked_approval_and_both_runs_finish_after
     assert_eq!(steps[0].decision.as_deref(), Some("user"), "approved by the user, not by the automation");
 }
 
+/// CPU ticks (1/100 s) a thread of this process named `name` has used.
+fn thread_cpu_ticks(name: &str) -> Option<u64> {
+    std::fs::read_dir("/proc/self/task").ok()?.flatten().find_map(|task| {
+        let comm = std::fs::read_to_string(task.path().join("comm")).ok()?;
+        (comm.trim() == name).then_some(())?;
+        let stat = std::fs::read_to_string(task.path().join("stat")).ok()?;
+        let fields: Vec<&str> = stat.rsplit(')').next()?.split_whitespace().collect();
+        Some(fields[11].parse::<u64>().ok()? + fields[12].parse::<u64>().ok()?)
+    })
+}
+
 /// Runs nothing itself: a step would go to the agent.
 struct NoAgent;
 
@@ -216,6 +227,8 @@ fn a_flow_every_minute_fires_on_the_real_clock_within_two_seconds() {
     let (reply, saved) = crossbeam_channel::bounded(1);
     commands.send(cowork::automations::AutomationsCommand::Save { flow: Box::new(flow), reply: Some(reply) }).unwrap();
     saved.recv_timeout(Duration::from_secs(10)).unwrap().unwrap();
+    let cpu_before = thread_cpu_ticks("automations");
+    let waiting = Instant::now();
     let deadline = Instant::now() + Duration::from_secs(75);
     let run = loop {
         if let Some(run) = runs_of(data.path(), "minutely").into_iter().next() {
@@ -224,7 +237,12 @@ fn a_flow_every_minute_fires_on_the_real_clock_within_two_seconds() {
         assert!(Instant::now() < deadline, "the minute passed without a run");
         std::thread::sleep(Duration::from_millis(100));
     };
-    let scheduled = cowork::export::parse_time(run.scope.trigger["scheduled_for"].as_str().unwrap(), 0).unwrap();
+    // Waiting costs nothing: the loop sleeps until the minute (a spinning loop would use a whole core).
+    if let (Some(before), Some(after)) = (cpu_before, thread_cpu_ticks("automations")) {
+        let percent = (after - before) as f64 / 100.0 / waiting.elapsed().as_secs_f64().max(1.0) * 100.0;
+        assert!(percent < 5.0, "the automations thread used {percent:.1} % of a core while it waited");
+    }
+        let scheduled = cowork::export::parse_time(run.scope.trigger["scheduled_for"].as_str().unwrap(), 0).unwrap();
     let late = run.created_at_millis - scheduled;
     eprintln!("scheduler lateness: {late} ms");
     assert!((0..2_000).contains(&late), "the run started {late} ms after its minute");

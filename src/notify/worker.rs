@@ -1,0 +1,473 @@
+//! The `notify` worker: every notification from every source (a flow, a
+//! failed run, a parked approval, cowork's own proposals) enters the inbox in
+//! SQLite first, then the gate decides; what passes goes to the desktop over
+//! the freedesktop Notifications interface with actions (Accept, Open,
+//! Dismiss) and urgency from its tier. The desktop's answers (an action, a
+//! close with its reason) come back on a `notify-signals` thread. Capture
+//! tells it about focus, away and fullscreen, which is how it knows a focus
+//! session and its natural breaks. It owns its own writable connection, which
+//! writes only the notification tables.
+
+use std::collections::HashMap;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use crossbeam_channel::{Receiver, Sender, bounded, select};
+use rusqlite::Connection;
+
+use super::gate::{self, Policy, Situation, Verdict};
+use super::store::{self as db, Row};
+use crate::automations::flow::NotifyTier;
+use crate::automations::steps::{Notice, NoticeAction, Notifier};
+use crate::events::WorkerName;
+use crate::ids::{next_id, now_millis};
+use crate::runtime::{EventSink, RestartPolicy, Supervised, WorkerContext, WorkerHandle, WorkerState, spawn_supervised};
+
+/// The longest the loop sleeps while something is held (do-not-disturb is read again then).
+const RECHECK: Duration = Duration::from_secs(20);
+/// Dismissals in a row after which muting the source is proposed.
+const MUTE_AFTER_DISMISSALS: u32 = 3;
+/// Muting one source is proposed at most once a week.
+const PROPOSE_EVERY_MILLIS: i64 = 7 * 86_400_000;
+
+#[derive(Debug)]
+pub enum NotifyCommand {
+    /// A notice, with the id the sender gave it.
+    Post { notification_id: i64, notice: Box<Notice> },
+    Activity(Activity),
+    /// The inbox's buttons: the same as the desktop's.
+    Act { notification_id: i64, act: Act },
+    Shutdown,
+}
+
+/// What capture saw.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Activity {
+    /// An app gained focus (a natural break for whatever was deferred).
+    Focus { app: String, at_millis: i64 },
+    Away { at_millis: i64 },
+    Back { at_millis: i64 },
+    /// A fullscreen window has (or no longer has) focus.
+    Presenting(bool),
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Act {
+    Accept,
+    Open,
+    Dismiss,
+}
+
+/// What the desktop said about a notification.
+#[derive(Clone, Debug, PartialEq)]
+enum DesktopSignal {
+    Action { desktop_id: u32, key: String },
+    Closed { desktop_id: u32, reason: u32 },
+}
+
+/// What Accept and Open do beyond the inbox (the app wires them to the agent and the window).
+pub struct Hooks {
+    pub approve: Box<dyn Fn(i64) + Send>,
+    pub open: Box<dyn Fn(i64) + Send>,
+}
+
+#[derive(Clone, Debug)]
+pub struct NotifyConfig {
+    pub db_path: PathBuf,
+    /// The session bus (None: `$DBUS_SESSION_BUS_ADDRESS`).
+    pub bus: Option<String>,
+    pub policy: Policy,
+}
+
+/// The notification service on the session bus.
+struct Desktop {
+    conn: zbus::blocking::Connection,
+}
+
+const DEST: &str = "org.freedesktop.Notifications";
+const PATH: &str = "/org/freedesktop/Notifications";
+
+impl Desktop {
+    fn connect(bus: Option<&str>, signals: Sender<DesktopSignal>) -> Result<Desktop, String> {
+        let conn = match bus {
+            Some(address) => zbus::blocking::connection::Builder::address(address).and_then(|b| b.build()),
+            None => zbus::blocking::Connection::session(),
+        }
+        .map_err(|err| format!("no session bus for notifications: {err}"))?;
+        let rule = zbus::MatchRule::builder()
+            .msg_type(zbus::message::Type::Signal)
+            .interface(DEST)
+            .map_err(|err| err.to_string())?
+            .path(PATH)
+            .map_err(|err| err.to_string())?
+            .build();
+        let messages = zbus::blocking::MessageIterator::for_match_rule(rule, &conn, Some(64)).map_err(|err| format!("cannot listen to the notification service: {err}"))?;
+        // Ends when the connection closes or nobody listens any more.
+        std::thread::Builder::new()
+            .name("notify-signals".into())
+            .spawn(move || {
+                for message in messages {
+                    let Ok(message) = message else { continue };
+                    let header = message.header();
+                    let signal = match header.member().map(|m| m.as_str()) {
+                        Some("ActionInvoked") => message.body().deserialize::<(u32, String)>().ok().map(|(desktop_id, key)| DesktopSignal::Action { desktop_id, key }),
+                        Some("NotificationClosed") => message.body().deserialize::<(u32, u32)>().ok().map(|(desktop_id, reason)| DesktopSignal::Closed { desktop_id, reason }),
+                        _ => None,
+                    };
+                    if let Some(signal) = signal
+                        && signals.send(signal).is_err()
+                    {
+                        break;
+                    }
+                }
+            })
+            .map_err(|err| err.to_string())?;
+        Ok(Desktop { conn })
+    }
+
+    fn show(&self, title: &str, body: &str, tier: NotifyTier, accept: bool) -> Result<u32, String> {
+        let urgency: u8 = match tier {
+            NotifyTier::Informational => 0,
+            NotifyTier::Helpful => 1,
+            NotifyTier::Urgent => 2,
+        };
+        let mut hints: HashMap<&str, zbus::zvariant::Value<'_>> = HashMap::new();
+        hints.insert("urgency", zbus::zvariant::Value::U8(urgency));
+        hints.insert("desktop-entry", zbus::zvariant::Value::from("cowork"));
+        let mut actions = vec!["default", "Open"];
+        if accept {
+            actions.extend(["accept", "Accept"]);
+        }
+        actions.extend(["dismiss", "Dismiss"]);
+        let reply = self
+            .conn
+            .call_method(Some(DEST), PATH, Some(DEST), "Notify", &("cowork", 0u32, "", title, body, actions, hints, -1i32))
+            .map_err(|err| format!("no notification service answered: {err}"))?;
+        reply.body().deserialize::<u32>().map_err(|err| format!("the notification service answered oddly: {err}"))
+    }
+
+    fn close(&self, desktop_id: u32) {
+        let _ = self.conn.call_method(Some(DEST), PATH, Some(DEST), "CloseNotification", &(desktop_id,));
+    }
+
+    /// Do-not-disturb as the server says it: dunst's `paused`, or the `Inhibited` property (KDE, GNOME 46+).
+    fn do_not_disturb(&self) -> bool {
+        let get = |interface: &str, property: &str| -> Option<bool> {
+            let reply = self.conn.call_method(Some(DEST), PATH, Some("org.freedesktop.DBus.Properties"), "Get", &(interface, property)).ok()?;
+            let value: zbus::zvariant::OwnedValue = reply.body().deserialize().ok()?;
+            bool::try_from(value).ok()
+        };
+        get("org.dunstproject.cmd0", "paused").or_else(|| get(DEST, "Inhibited")).unwrap_or(false)
+    }
+}
+
+pub struct NotifyWorker {
+    config: NotifyConfig,
+    conn: Option<Connection>,
+    desktop: Option<Desktop>,
+    signals: (Sender<DesktopSignal>, Receiver<DesktopSignal>),
+    hooks: Hooks,
+    /// The focused app and since when (with the user present).
+    focus: Option<(String, i64)>,
+    away: bool,
+    presenting: bool,
+}
+
+impl NotifyWorker {
+    pub fn new(config: NotifyConfig, hooks: Hooks) -> Self {
+        Self { config, conn: None, desktop: None, signals: bounded(64), hooks, focus: None, away: false, presenting: false }
+    }
+
+    fn conn(&self) -> anyhow::Result<&Connection> {
+        self.conn.as_ref().ok_or_else(|| anyhow::anyhow!("the notify worker has no database"))
+    }
+
+    pub fn open(&mut self) -> anyhow::Result<()> {
+        self.conn = Some(crate::store::open_writer(&self.config.db_path)?);
+        Ok(())
+    }
+
+    fn desktop(&mut self) -> Result<&Desktop, String> {
+        if self.desktop.is_none() {
+            self.desktop = Some(Desktop::connect(self.config.bus.as_deref(), self.signals.0.clone())?);
+        }
+        self.desktop.as_ref().ok_or_else(|| "no notification service".to_owned())
+    }
+
+    fn situation(&mut self, now: i64) -> Situation {
+        let do_not_disturb = self.desktop().map(Desktop::do_not_disturb).unwrap_or(false);
+        Situation {
+            now_millis: now,
+            do_not_disturb,
+            presenting: self.presenting,
+            away: self.away,
+            same_app_since_millis: self.focus.as_ref().filter(|_| !self.away).map(|(_, since)| *since),
+        }
+    }
+
+    /// Puts a notice in the inbox, then lets the gate look at everything pending.
+    pub fn post(&mut self, notification_id: i64, notice: Notice) -> anyhow::Result<()> {
+        let row = Row {
+            notification_id,
+            source: notice.source,
+            tier: notice.tier,
+            title: notice.title,
+            body: notice.body,
+            action: notice.action,
+            state: "pending".into(),
+            reason: None,
+            release_at_millis: None,
+            created_at_millis: now_millis(),
+            shown_at_millis: None,
+            desktop_id: None,
+            closed_at_millis: None,
+        };
+        db::insert(self.conn()?, &row)?;
+        self.process()?;
+        Ok(())
+    }
+
+    /// The gate over everything pending: what passes is shown (urgent ones
+    /// each alone, the rest as one); returns when to look again.
+    pub fn process(&mut self) -> anyhow::Result<Option<i64>> {
+        let pending = db::pending(self.conn()?)?;
+        if pending.is_empty() {
+            return Ok(None);
+        }
+        let now = now_millis();
+        let situation = self.situation(now);
+        let mut next: Option<i64> = None;
+        let mut due: Vec<Row> = Vec::new();
+        let mut wake_at = |at: i64| next = Some(next.map_or(at, |n: i64| n.min(at)));
+        for row in pending {
+            let counts = db::counts(self.conn()?, row.tier, &row.source, now)?;
+            let verdict = gate::decide(row.tier, row.created_at_millis, &situation, &counts, &self.config.policy);
+            match verdict {
+                Verdict::Deliver => due.push(row),
+                Verdict::Hold { why } => {
+                    db::set_gate(self.conn()?, row.notification_id, "pending", &format!("held: {why}"), None)?;
+                    wake_at(now + RECHECK.as_millis() as i64);
+                }
+                Verdict::Defer { until_millis } => {
+                    db::set_gate(self.conn()?, row.notification_id, "pending", "deferred: you are focused; it comes at your next break", Some(until_millis))?;
+                    wake_at(until_millis);
+                }
+                Verdict::Cooldown { until_millis } => {
+                    db::set_gate(self.conn()?, row.notification_id, "pending", "waiting: this source spoke a moment ago", Some(until_millis))?;
+                    wake_at(until_millis);
+                }
+                Verdict::Bundle { until_millis } => {
+                    db::set_gate(self.conn()?, row.notification_id, "pending", "bundled with what arrives next", Some(until_millis))?;
+                    wake_at(until_millis);
+                }
+                Verdict::Capped { .. } => db::set_gate(self.conn()?, row.notification_id, "inbox", &format!("in the inbox only: the hour's {} notifications were shown", row.tier.as_str()), None)?,
+                Verdict::Muted => db::set_gate(self.conn()?, row.notification_id, "inbox", "in the inbox only: you muted this source", None)?,
+            }
+        }
+        let (urgent, rest): (Vec<Row>, Vec<Row>) = due.into_iter().partition(|r| r.tier == NotifyTier::Urgent || matches!(r.action, NoticeAction::Approve { .. }));
+        for row in urgent {
+            let accept = row.action != NoticeAction::None;
+            self.deliver(&[row.notification_id], &row.title, &row.body, row.tier, accept)?;
+        }
+        match rest.as_slice() {
+            [] => {}
+            [one] => {
+                let accept = one.action != NoticeAction::None;
+                self.deliver(&[one.notification_id], &one.title, &one.body, one.tier, accept)?;
+            }
+            many => {
+                let ids: Vec<i64> = many.iter().map(|r| r.notification_id).collect();
+                let tier = many.iter().map(|r| r.tier).max().unwrap_or_default();
+                let body = many.iter().map(|r| if r.body.is_empty() { format!("• {}", r.title) } else { format!("• {}: {}", r.title, r.body) }).collect::<Vec<_>>().join("\n");
+                self.deliver(&ids, &format!("{} notifications from cowork", many.len()), &body, tier, false)?;
+            }
+        }
+        Ok(next)
+    }
+
+    fn deliver(&mut self, ids: &[i64], title: &str, body: &str, tier: NotifyTier, accept: bool) -> anyhow::Result<()> {
+        let shown = self.desktop().and_then(|d| d.show(title, body, tier, accept));
+        match shown {
+            Ok(desktop_id) => db::mark_shown(self.conn()?, ids, desktop_id, now_millis())?,
+            Err(err) => {
+                self.desktop = None;
+                for id in ids {
+                    db::set_gate(self.conn()?, *id, "inbox", &format!("in the inbox only: {err}"), None)?;
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Accept, Open or Dismiss, from the desktop or the inbox.
+    pub fn act(&mut self, notification_id: i64, act: Act) -> anyhow::Result<()> {
+        let Some(row) = db::by_id(self.conn()?, notification_id)? else { return Ok(()) };
+        let now = now_millis();
+        match act {
+            Act::Accept => {
+                if !db::close(self.conn()?, notification_id, "accepted", now)? {
+                    return Ok(());
+                }
+                db::acted(self.conn()?, &row.source)?;
+                match &row.action {
+                    NoticeAction::Approve { call_id } => (self.hooks.approve)(*call_id),
+                    NoticeAction::Mute { source } => db::set_muted(self.conn()?, source, true)?,
+                    NoticeAction::None => {}
+                }
+            }
+            Act::Open => {
+                if db::close(self.conn()?, notification_id, "opened", now)? {
+                    db::acted(self.conn()?, &row.source)?;
+                }
+                (self.hooks.open)(notification_id);
+            }
+            Act::Dismiss => {
+                if db::close(self.conn()?, notification_id, "dismissed", now)? {
+                    self.learn_from_dismissal(&row.source)?;
+                }
+            }
+        }
+        if let (Some(desktop_id), Some(desktop)) = (row.desktop_id, self.desktop.as_ref())
+            && act != Act::Open
+        {
+            desktop.close(desktop_id);
+        }
+        Ok(())
+    }
+
+    /// A source dismissed again and again is proposed for muting: asked, never muted silently.
+    fn learn_from_dismissal(&mut self, source: &str) -> anyhow::Result<()> {
+        let in_a_row = db::dismissed(self.conn()?, source)?;
+        let now = now_millis();
+        if in_a_row >= MUTE_AFTER_DISMISSALS && !source.starts_with("cowork:") && db::propose_mute(self.conn()?, source, now - PROPOSE_EVERY_MILLIS, now)? {
+            let notice = Notice {
+                source: "cowork:mute".into(),
+                tier: NotifyTier::Informational,
+                title: format!("Mute \"{source}\"?"),
+                body: format!("You dismissed its last {in_a_row} notifications. Accept mutes it (its notifications still land in the inbox)."),
+                action: NoticeAction::Mute { source: source.to_owned() },
+            };
+            self.post(next_id(), notice)?;
+        }
+        Ok(())
+    }
+
+    fn desktop_signal(&mut self, signal: DesktopSignal) -> anyhow::Result<()> {
+        match signal {
+            DesktopSignal::Action { desktop_id, key } => {
+                let act = match key.as_str() {
+                    "accept" => Act::Accept,
+                    "dismiss" => Act::Dismiss,
+                    _ => Act::Open,
+                };
+                for row in db::by_desktop_id(self.conn()?, desktop_id)? {
+                    self.act(row.notification_id, act)?;
+                }
+            }
+            DesktopSignal::Closed { desktop_id, reason } => {
+                // 1 expired, 2 dismissed by the user, 3 closed by cowork, 4 undefined.
+                for row in db::by_desktop_id(self.conn()?, desktop_id)? {
+                    match reason {
+                        2 => self.act(row.notification_id, Act::Dismiss)?,
+                        1 => {
+                            db::close(self.conn()?, row.notification_id, "expired", now_millis())?;
+                        }
+                        _ => {
+                            db::close(self.conn()?, row.notification_id, "closed", now_millis())?;
+                        }
+                    }
+                }
+            }
+        }
+        Ok(())
+    }
+
+    pub fn activity(&mut self, activity: Activity) -> anyhow::Result<()> {
+        match activity {
+            Activity::Focus { app, at_millis } => {
+                // A different app is a natural break: a new stretch starts.
+                if self.focus.as_ref().is_none_or(|(current, _)| *current != app) {
+                    self.focus = Some((app, at_millis));
+                }
+            }
+            Activity::Away { .. } => {
+                self.away = true;
+                self.focus = None;
+            }
+            Activity::Back { at_millis } => {
+                self.away = false;
+                if let Some((_, since)) = self.focus.as_mut() {
+                    *since = at_millis;
+                }
+            }
+            Activity::Presenting(on) => self.presenting = on,
+        }
+        self.process()?;
+        Ok(())
+    }
+
+    pub fn handle(&mut self, command: NotifyCommand) -> anyhow::Result<bool> {
+        match command {
+            NotifyCommand::Post { notification_id, notice } => self.post(notification_id, *notice)?,
+            NotifyCommand::Activity(activity) => self.activity(activity)?,
+            NotifyCommand::Act { notification_id, act } => self.act(notification_id, act)?,
+            NotifyCommand::Shutdown => return Ok(false),
+        }
+        Ok(true)
+    }
+}
+
+impl Supervised for NotifyWorker {
+    type Command = NotifyCommand;
+
+    fn run(&mut self, commands: &Receiver<NotifyCommand>, ctx: &WorkerContext) -> anyhow::Result<()> {
+        self.open()?;
+        ctx.report(WorkerState::Running);
+        let signals = self.signals.1.clone();
+        let mut next = self.process()?;
+        loop {
+            let sleep = next.map_or(Duration::from_secs(3600), |at| Duration::from_millis((at - now_millis()).clamp(0, RECHECK.as_millis() as i64) as u64));
+            select! {
+                recv(commands) -> command => match command {
+                    Ok(command) => {
+                        if !self.handle(command)? {
+                            break;
+                        }
+                    }
+                    Err(_) => break,
+                },
+                recv(signals) -> signal => {
+                    if let Ok(signal) = signal {
+                        self.desktop_signal(signal)?;
+                    }
+                }
+                default(sleep) => {}
+            }
+            next = self.process()?;
+        }
+        Ok(())
+    }
+}
+
+/// What senders hold: posting is a `try_send` with an id made here.
+#[derive(Clone)]
+pub struct NotifyClient(pub Sender<NotifyCommand>);
+
+impl Notifier for NotifyClient {
+    fn post(&self, notice: Notice) -> Result<i64, String> {
+        let notification_id = next_id();
+        self.0.send_timeout(NotifyCommand::Post { notification_id, notice: Box::new(notice) }, Duration::from_secs(2)).map_err(|_| "the notify worker is not accepting notifications".to_owned())?;
+        Ok(notification_id)
+    }
+}
+
+/// Starts the notify worker under supervision on a thread named `notify`.
+pub fn spawn_notify(
+    config: NotifyConfig,
+    channel: (Sender<NotifyCommand>, Receiver<NotifyCommand>),
+    make_hooks: impl Fn() -> Hooks + Send + 'static,
+    sink: EventSink,
+    policy: RestartPolicy,
+) -> std::io::Result<WorkerHandle<NotifyCommand>> {
+    spawn_supervised::<NotifyWorker, _>(WorkerName::Notify, policy, sink, channel, move |_ctx| Ok(NotifyWorker::new(config.clone(), make_hooks())))
+}

@@ -141,6 +141,44 @@ fn main() {
         samples.sort_by(f64::total_cmp);
         println!("automations/tick: one wake-up with 50 enabled flows: p50 {:.0} µs, p95 {:.0} µs", percentile(&samples, 0.5), percentile(&samples, 0.95));
     }
+    if wanted("gate") {
+        // The gate's whole decision for one notification: its counters read from an inbox of
+        // 10,000 (SQLite, indexed) and the pure verdict.
+        use cowork::automations::flow::NotifyTier;
+        let dir = tempfile::tempdir().unwrap();
+        let conn = cowork::store::open_writer(&dir.path().join("cowork.db")).unwrap();
+        let now = cowork::ids::now_millis();
+        for i in 0..10_000i64 {
+            let row = cowork::notify::store::Row {
+                notification_id: i + 1,
+                source: format!("flow:f{}", i % 40),
+                tier: [NotifyTier::Urgent, NotifyTier::Helpful, NotifyTier::Informational][(i % 3) as usize],
+                title: format!("notification {i}"),
+                body: String::new(),
+                action: cowork::automations::steps::NoticeAction::None,
+                state: "shown".into(),
+                reason: None,
+                release_at_millis: None,
+                created_at_millis: now - (10_000 - i) * 60_000,
+                shown_at_millis: Some(now - (10_000 - i) * 60_000),
+                desktop_id: Some(i as u32),
+                closed_at_millis: None,
+            };
+            cowork::notify::store::insert(&conn, &row).unwrap();
+        }
+        let policy = cowork::notify::gate::Policy::default();
+        let situation = cowork::notify::gate::Situation { now_millis: now, same_app_since_millis: Some(now - 5 * 60_000), ..Default::default() };
+        let mut samples = Vec::new();
+        for i in 0..2_000 {
+            let started = Instant::now();
+            let counts = cowork::notify::store::counts(&conn, NotifyTier::Helpful, &format!("flow:f{}", i % 40), now).unwrap();
+            let verdict = cowork::notify::gate::decide(NotifyTier::Helpful, now, &situation, &counts, &policy);
+            samples.push(started.elapsed().as_secs_f64() * 1_000_000.0);
+            std::hint::black_box(verdict);
+        }
+        samples.sort_by(f64::total_cmp);
+        println!("automations/gate: one notification's decision (counters from an inbox of 10,000 + the verdict): p50 {:.0} µs, p95 {:.0} µs", percentile(&samples, 0.5), percentile(&samples, 0.95));
+    }
     if wanted("idle") {
         let dir = tempfile::tempdir().unwrap();
         let mut setup = worker(dir.path());

@@ -227,6 +227,9 @@ enum AutomationsAction {
         /// How long to wait for the run to end, in seconds
         #[arg(long, default_value_t = 600)]
         wait_secs: u64,
+        /// While a step waits for approval, keep waiting (Accept on its notification continues it)
+        #[arg(long)]
+        keep_waiting: bool,
     },
     /// A flow's newest runs, each step with its input, output, decision and error
     History {
@@ -501,8 +504,8 @@ fn run(cli: Cli, process_started: Instant) -> anyhow::Result<ExitCode> {
             use commands::automations as a;
             match action {
                 AutomationsAction::List { json } => a::list(&paths, json)?,
-                AutomationsAction::Run { name, inputs, wait_secs } => {
-                    let code = a::run(&paths, &name, a::parse_inputs(&inputs)?, std::time::Duration::from_secs(wait_secs))?;
+                AutomationsAction::Run { name, inputs, wait_secs, keep_waiting } => {
+                    let code = a::run(&paths, &name, a::parse_inputs(&inputs)?, std::time::Duration::from_secs(wait_secs), keep_waiting)?;
                     return Ok(ExitCode::from(code as u8));
                 }
                 AutomationsAction::History { name, limit } => a::history(&paths, &name, limit)?,

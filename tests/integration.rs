@@ -18,6 +18,7 @@ mod integration {
     mod mcp;
     mod memory;
     mod models;
+    mod notify;
     mod providers;
     mod store_worker;
     mod supervisor;

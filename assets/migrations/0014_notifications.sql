@@ -27,6 +27,9 @@ CREATE TABLE notifications (
 );
 CREATE INDEX notifications_pending ON notifications (state) WHERE state = 'pending';
 CREATE INDEX notifications_shown ON notifications (shown_at_ms) WHERE shown_at_ms IS NOT NULL;
+-- The gate's counters: shown per tier in the last hour, a source's last shown.
+CREATE INDEX notifications_tier_shown ON notifications (tier, shown_at_ms) WHERE shown_at_ms IS NOT NULL;
+CREATE INDEX notifications_source_shown ON notifications (source, shown_at_ms) WHERE shown_at_ms IS NOT NULL;
 CREATE INDEX notifications_desktop ON notifications (desktop_id) WHERE desktop_id IS NOT NULL;
 
 -- What the user did with each source: dismissals in a row (a proposal to

@@ -60,7 +60,7 @@ pub fn parse_inputs(inputs: &[String]) -> anyhow::Result<Value> {
 
 /// `cowork automations run NAME`: runs it now and prints each step. Exit
 /// status 3 when a step waits for approval (decide it with `cowork approve`).
-pub fn run(paths: &Paths, name: &str, data: Value, wait: Duration) -> anyhow::Result<i32> {
+pub fn run(paths: &Paths, name: &str, data: Value, wait: Duration, keep_waiting: bool) -> anyhow::Result<i32> {
     paths.ensure_data_dir()?;
     let conn = crate::store::open_writer(&paths.db_path())?;
     let row = db::flow_by_name(&conn, name)?.with_context(|| format!("there is no automation \"{name}\" (cowork automations list)"))?;
@@ -90,12 +90,12 @@ pub fn run(paths: &Paths, name: &str, data: Value, wait: Duration) -> anyhow::Re
         automations: true,
     };
     let (workers, _, _) = crate::workers::Workers::start(paths, options, sink)?;
-    let outcome = run_with(&workers, paths, name, data, wait);
+    let outcome = run_with(&workers, paths, name, data, wait, keep_waiting);
     workers.shutdown(Duration::from_secs(5));
     outcome
 }
 
-fn run_with(workers: &crate::workers::Workers, paths: &Paths, name: &str, data: Value, wait: Duration) -> anyhow::Result<i32> {
+fn run_with(workers: &crate::workers::Workers, paths: &Paths, name: &str, data: Value, wait: Duration, keep_waiting: bool) -> anyhow::Result<i32> {
     let automations = workers.automations.as_ref().context("the automations worker did not start")?;
     let (reply, result) = crossbeam_channel::bounded(1);
     automations.commands.send(crate::automations::AutomationsCommand::Run { name: name.to_owned(), data, origin: Origin::User, reply: Some(reply) })?;
@@ -103,6 +103,7 @@ fn run_with(workers: &crate::workers::Workers, paths: &Paths, name: &str, data: 
     let conn = crate::store::open_read_only(&paths.db_path())?;
     let started = Instant::now();
     let mut printed = 0;
+    let mut told = false;
     loop {
         let run = db::run(&conn, run_id)?.context("the run disappeared")?;
         let steps = db::steps(&conn, run_id)?;
@@ -111,11 +112,14 @@ fn run_with(workers: &crate::workers::Workers, paths: &Paths, name: &str, data: 
             printed += 1;
         }
         match run.status {
-            RunStatus::WaitingApproval => {
+            RunStatus::WaitingApproval if !told => {
                 let op = run.operation_id.unwrap_or_default();
                 let call: Option<i64> = conn.query_row("SELECT call_id FROM operation_calls WHERE operation_id = ?1 AND status = 'waiting'", [op], |r| r.get(0)).ok();
-                println!("run {run_id} waits for your approval{}", call.map(|c| format!(": cowork approve {c}")).unwrap_or_default());
-                return Ok(3);
+                println!("run {run_id} waits for your approval{}", call.map(|c| format!(": Accept on its notification, or cowork approve {c}")).unwrap_or_default());
+                if !keep_waiting {
+                    return Ok(3);
+                }
+                told = true;
             }
             status if !status.is_open() => {
                 println!("run {run_id}: {}{}", status.as_str(), run.error.map(|e| format!(" ({e})")).unwrap_or_default());

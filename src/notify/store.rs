@@ -125,7 +125,7 @@ pub fn counts(conn: &Connection, tier: NotifyTier, source: &str, now_millis: i64
         params![tier.as_str(), hour_ago],
         |r| Ok((r.get(0)?, r.get(1)?)),
     )?;
-    let source_last: Option<i64> = conn.query_row("SELECT max(shown_at_ms) FROM notifications WHERE source = ?1", [source], |r| r.get(0))?;
+    let source_last: Option<i64> = conn.query_row("SELECT max(shown_at_ms) FROM notifications WHERE source = ?1 AND shown_at_ms IS NOT NULL", [source], |r| r.get(0))?;
     let any_last: Option<i64> = conn.query_row("SELECT max(shown_at_ms) FROM notifications WHERE shown_at_ms IS NOT NULL", [], |r| r.get(0))?;
     let muted: bool = conn.query_row("SELECT muted FROM notify_sources WHERE source = ?1", [source], |r| r.get(0)).optional()?.unwrap_or(false);
     Ok(Counts { tier_shown_last_hour: tier_shown, tier_first_in_hour_millis: tier_first, source_last_shown_millis: source_last, any_last_shown_millis: any_last, source_muted: muted })

@@ -1,0 +1,205 @@
+//! Notifications against a real notification daemon: Debian's dunst under
+//! Xvfb on a private session bus, driven with `dunstctl` (its context menu
+//! goes through a dmenu script that picks Accept; `close` dismisses as a
+//! user would; a low-urgency timeout expires). Then the whole chain: a
+//! flow's agent step (a scripted model) asks to write a file, the run parks,
+//! the approval notification's Accept approves it, the run finishes.
+
+use std::process::Stdio;
+use std::time::{Duration, Instant};
+
+use cowork::automations::flow::NotifyTier;
+use cowork::automations::steps::{Notice, NoticeAction, Notifier};
+use cowork::notify::gate::Policy;
+use cowork::notify::store as inbox;
+use cowork::notify::{Activity, NotifyClient, NotifyCommand};
+use serde_json::json;
+
+use super::support::{XSession, have_program, require, temp_dir, test_sink};
+
+struct Dunst {
+    x: XSession,
+    bus: String,
+    _dir: tempfile::TempDir,
+}
+
+impl Dunst {
+    /// Xvfb, a session bus and dunst, whose context menu always picks the Accept line.
+    fn start() -> Option<Dunst> {
+        if !require(XSession::available() && have_program("dunst") && have_program("dunstctl"), "Xvfb and dunst") {
+            return None;
+        }
+        let mut x = XSession::start();
+        let bus = x.start_dbus();
+        let dir = temp_dir();
+        let pick = dir.path().join("pick-accept.sh");
+        std::fs::write(&pick, "#!/bin/sh\ngrep -m1 -i accept\n").unwrap();
+        std::fs::set_permissions(&pick, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
+        let rc = dir.path().join("dunstrc");
+        std::fs::write(&rc, format!("[global]\n    dmenu = {}\n[urgency_low]\n    timeout = 1\n[urgency_normal]\n    timeout = 0\n[urgency_critical]\n    timeout = 0\n", pick.display())).unwrap();
+        x.spawn("dunst", &["-config", rc.to_str().unwrap()], Some(&bus));
+        let dunst = Dunst { x, bus, _dir: dir };
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while !dunst.ctl(&["is-paused"]).0 {
+            assert!(Instant::now() < deadline, "dunst did not come up");
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        Some(dunst)
+    }
+
+    fn ctl(&self, args: &[&str]) -> (bool, String) {
+        let out = self.x.command("dunstctl").args(args).stdin(Stdio::null()).output().unwrap();
+        (out.status.success(), String::from_utf8_lossy(&out.stdout).trim().to_owned())
+    }
+
+    fn displayed(&self) -> usize {
+        self.ctl(&["count", "displayed"]).1.parse().unwrap_or(0)
+    }
+
+}
+
+fn until(what: &str, mut done: impl FnMut() -> bool) {
+    let deadline = Instant::now() + Duration::from_secs(15);
+    while !done() {
+        assert!(Instant::now() < deadline, "waited in vain: {what}");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+fn state(db: &std::path::Path, id: i64) -> (String, Option<String>) {
+    let conn = cowork::store::open_read_only(db).unwrap();
+    // Not there yet: the worker has not taken it from its channel.
+    inbox::by_id(&conn, id).unwrap().map_or((String::new(), None), |row| (row.state, row.reason))
+}
+
+fn notice(source: &str, tier: NotifyTier, title: &str, action: NoticeAction) -> Notice {
+    Notice { source: source.into(), tier, title: title.into(), body: format!("from {source}"), action }
+}
+
+#[test]
+fn a_real_dunst_shows_accepts_dismisses_and_expires_and_the_gate_holds_defers_and_caps_across_a_restart() {
+    let Some(dunst) = Dunst::start() else { return };
+    let data = temp_dir();
+    let db = data.path().join("cowork.db");
+    drop(cowork::store::open_writer(&db).unwrap());
+    // No cooldown or bundling here (unit-tested); two informational notifications an hour.
+    let policy = Policy { caps_per_hour: [20, 6, 2], cooldown_millis: 0, bundle_millis: 0, ..Policy::default() };
+    let config = cowork::notify::NotifyConfig { db_path: db.clone(), bus: Some(dunst.bus.clone()), policy };
+    let (approved_tx, approved) = crossbeam_channel::bounded(8);
+    let spawn = |config: cowork::notify::NotifyConfig| {
+        let (sink, _) = test_sink();
+        let approved_tx = approved_tx.clone();
+        let channel = crossbeam_channel::bounded(64);
+        let client = NotifyClient(channel.0.clone());
+        let handle = cowork::notify::spawn_notify(
+            config,
+            channel,
+            move || {
+                let approved_tx = approved_tx.clone();
+                cowork::notify::Hooks { approve: Box::new(move |call| approved_tx.send(call).unwrap()), open: Box::new(|_| {}) }
+            },
+            sink,
+            cowork::runtime::RestartPolicy::default(),
+        )
+        .unwrap();
+        (handle, client)
+    };
+    let (mut worker, client) = spawn(config.clone());
+
+    // An approval: shown with Accept; Accept in dunst's menu approves that call.
+    let id = client.post(notice("approval", NotifyTier::Urgent, "\"tidy\" waits for your approval", NoticeAction::Approve { call_id: 42 })).unwrap();
+    until("the approval is displayed", || dunst.displayed() == 1);
+    assert!(dunst.ctl(&["context"]).0);
+    assert_eq!(approved.recv_timeout(Duration::from_secs(10)).unwrap(), 42);
+    until("accepted in the inbox", || state(&db, id).0 == "accepted");
+
+    // An informational one expires (dunst's low-urgency timeout): expired, not dismissed.
+    let fyi = client.post(notice("flow:fyi", NotifyTier::Informational, "FYI", NoticeAction::None)).unwrap();
+    until("expired", || state(&db, fyi).0 == "expired");
+
+    // Dismissed three times by the user: cowork asks whether to mute the source, and does not mute it.
+    for n in 0..3 {
+        let id = client.post(notice("flow:noisy", NotifyTier::Helpful, &format!("Noisy {n}"), NoticeAction::None)).unwrap();
+        until("shown", || state(&db, id).0 == "shown");
+        until("displayed", || dunst.displayed() >= 1);
+        assert!(dunst.ctl(&["close"]).0);
+        until("dismissed", || state(&db, id).0 == "dismissed");
+    }
+    let conn = cowork::store::open_read_only(&db).unwrap();
+    until("the mute proposal", || inbox::inbox(&conn, 50).unwrap().iter().any(|r| r.action == NoticeAction::Mute { source: "flow:noisy".into() }));
+    assert!(!inbox::counts(&conn, NotifyTier::Helpful, "flow:noisy", cowork::ids::now_millis()).unwrap().source_muted, "asked, not muted");
+
+    // Do not disturb (dunst paused): held in the inbox, shown once it ends.
+    assert!(dunst.ctl(&["set-paused", "true"]).0);
+    let held = client.post(notice("flow:dnd", NotifyTier::Helpful, "During do not disturb", NoticeAction::None)).unwrap();
+    until("held", || state(&db, held).1.unwrap_or_default().contains("do not disturb"));
+    assert_eq!(state(&db, held).0, "pending");
+    assert!(dunst.ctl(&["set-paused", "false"]).0);
+    worker.commands.send(NotifyCommand::Activity(Activity::Back { at_millis: cowork::ids::now_millis() })).unwrap();
+    until("shown after do not disturb", || state(&db, held).0 == "shown");
+
+    // A focus session (one app for half an hour): deferred, then shown at the switch to another app.
+    let now = cowork::ids::now_millis();
+    worker.commands.send(NotifyCommand::Activity(Activity::Focus { app: "Editor".into(), at_millis: now - 30 * 60_000 })).unwrap();
+    let deferred = client.post(notice("flow:focus", NotifyTier::Helpful, "While you focus", NoticeAction::None)).unwrap();
+    until("deferred", || state(&db, deferred).1.unwrap_or_default().contains("deferred"));
+    std::thread::sleep(Duration::from_millis(300));
+    assert_eq!(state(&db, deferred).0, "pending", "still deferred while the session lasts");
+    worker.commands.send(NotifyCommand::Activity(Activity::Focus { app: "Browser".into(), at_millis: cowork::ids::now_millis() })).unwrap();
+    until("released at the break", || state(&db, deferred).0 == "shown");
+
+    // Two informational ones this hour (the expired one and the mute proposal): a third goes to the inbox only,
+    // and a restart does not reset the count.
+    let capped = client.post(notice("flow:fyi2", NotifyTier::Informational, "Third FYI", NoticeAction::None)).unwrap();
+    until("capped", || state(&db, capped).0 == "inbox");
+    assert!(worker.shutdown(NotifyCommand::Shutdown, Duration::from_secs(5)));
+    let (mut worker, client) = spawn(config);
+    let again = client.post(notice("flow:fyi3", NotifyTier::Informational, "Fourth FYI", NoticeAction::None)).unwrap();
+    until("capped after the restart", || state(&db, again).0 == "inbox");
+    assert!(state(&db, again).1.unwrap().contains("informational notifications were shown"));
+    assert!(worker.shutdown(NotifyCommand::Shutdown, Duration::from_secs(5)));
+}
+
+#[test]
+fn a_flows_agent_step_parks_at_a_risky_call_and_accept_on_the_notification_finishes_the_run() {
+    let Some(dunst) = Dunst::start() else { return };
+    let home = temp_dir();
+    let target = home.path().join("draft.txt");
+    let server = super::providers::scripted(vec![
+        super::agent::calls(&[("write_file", json!({"path": target.to_str().unwrap(), "content": "Dear customer, fixed."}))]),
+        super::agent::answer("Saved the draft."),
+    ]);
+    let (data, _paths) = super::agent::fixture(&server, "Tickets", "");
+    let flows = json!({"name": "draft_reply", "trigger": {"kind": "manual"}, "steps": [
+        {"id": "draft", "kind": "agent", "prompt": "Write a reply to the new ticket into the draft file", "tools": ["write_file"], "tier": "auto"}]});
+    let file = data.path().join("flow.json");
+    std::fs::write(&file, flows.to_string()).unwrap();
+    let cowork = |args: &[&str]| {
+        let mut command = dunst.x.command(env!("CARGO_BIN_EXE_cowork"));
+        command.env("COWORK_LOG", "warn").env("HOME", home.path()).arg("--data-dir").arg(data.path()).args(args).stdin(Stdio::null()).stdout(Stdio::piped()).stderr(Stdio::piped());
+        command
+    };
+    assert!(cowork(&["automations", "import", file.to_str().unwrap()]).output().unwrap().status.success());
+    let child = cowork(&["automations", "run", "draft_reply", "--keep-waiting", "--wait-secs", "60"]).spawn().unwrap();
+    // The run parks: nothing is written until the user says so.
+    until("the approval notification", || dunst.displayed() == 1);
+    assert!(!target.exists());
+    let conn = cowork::store::open_read_only(&data.path().join("cowork.db")).unwrap();
+    let shown = inbox::inbox(&conn, 10).unwrap();
+    assert!(shown.iter().any(|r| r.title.contains("waits for your approval") && r.body.contains("write_file") && r.state == "shown"), "{shown:?}");
+    drop(conn);
+    assert!(dunst.ctl(&["context"]).0, "Accept from the notification's menu");
+    let out = child.wait_with_output().unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{stdout}\n{}", String::from_utf8_lossy(&out.stderr));
+    assert!(stdout.contains("done"), "{stdout}");
+    assert_eq!(std::fs::read_to_string(&target).unwrap(), "Dear customer, fixed.");
+    let conn = cowork::store::open_read_only(&data.path().join("cowork.db")).unwrap();
+    let id = cowork::automations::store::flow_by_name(&conn, "draft_reply").unwrap().unwrap().automation_id;
+    let run = cowork::automations::store::recent_runs(&conn, Some(id), 1).unwrap().remove(0);
+    assert_eq!(run.status, cowork::automations::store::RunStatus::Done);
+    let steps = cowork::automations::store::steps(&conn, run.run_id).unwrap();
+    assert_eq!(steps[0].output.as_ref().unwrap()["text"], "Saved the draft.");
+    let calls = cowork::agent::store::calls(&conn, steps[0].operation_id.unwrap()).unwrap();
+    assert_eq!(calls[0].decided_by.as_deref(), Some("user"), "approved by the user, from the notification");
+}

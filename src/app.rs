@@ -42,6 +42,8 @@ pub struct Channels {
     pub audio: Sender<crate::audio::worker::AudioCommand>,
     pub speech: Sender<crate::audio::worker::SpeechCommand>,
     pub listen: Sender<crate::audio::listen::ListenCommand>,
+    pub automations: Sender<crate::automations::AutomationsCommand>,
+    pub notify: Sender<crate::notify::NotifyCommand>,
     pub search_latest: Arc<AtomicU64>,
     pub typing_at_millis: Arc<std::sync::atomic::AtomicI64>,
     pub controls: Vec<(WorkerName, Sender<Control>)>,
@@ -328,6 +330,24 @@ impl CoworkApp {
             UiAction::McpTest(name) => {
                 self.send_mcp(crate::mcp::worker::McpCommand::Test(name));
             }
+            UiAction::AutomationRun(name) => {
+                let data = serde_json::json!({});
+                self.send_automations(crate::automations::AutomationsCommand::Run { name, data, origin: crate::tools::Origin::User, reply: None });
+            }
+            UiAction::AutomationEnable { name, enabled } => {
+                self.send_automations(crate::automations::AutomationsCommand::SetEnabled { name, enabled });
+            }
+            UiAction::AutomationRerun(run_id) => {
+                self.send_automations(crate::automations::AutomationsCommand::Rerun { run_id, reply: None });
+            }
+            UiAction::AutomationCancel(run_id) => {
+                self.send_automations(crate::automations::AutomationsCommand::Cancel { run_id });
+            }
+            UiAction::InboxAct { notification_id, act } => match self.channels.notify.try_send(crate::notify::NotifyCommand::Act { notification_id, act }) {
+                Ok(()) => {}
+                Err(TrySendError::Full(_)) => self.state.notice("notifications are busy; try again in a moment"),
+                Err(TrySendError::Disconnected(_)) => self.state.notice("notifications are not running"),
+            },
             UiAction::McpSignIn(name) => {
                 self.send_mcp(crate::mcp::worker::McpCommand::SignIn(name));
             }
@@ -654,6 +674,14 @@ impl CoworkApp {
     }
 
     /// Whether the command went (if not, the user is told why).
+    fn send_automations(&mut self, command: crate::automations::AutomationsCommand) {
+        match self.channels.automations.try_send(command) {
+            Ok(()) => {}
+            Err(TrySendError::Full(_)) => self.state.notice("automations are busy; try again in a moment"),
+            Err(TrySendError::Disconnected(_)) => self.state.notice("automations are not running"),
+        }
+    }
+
     fn send_mcp(&mut self, command: crate::mcp::worker::McpCommand) -> bool {
         match self.channels.mcp.try_send(command) {
             Ok(()) => return true,
@@ -925,7 +953,7 @@ impl eframe::App for CoworkApp {
         egui::CentralPanel::default_margins().show(ui, |ui| match state.tab() {
             Tab::Chat => chat_ui(ui, state, &mut self.chat, &mut actions),
             Tab::Context => context_ui(ui, state, &mut self.search_box, now, &mut actions),
-            Tab::Apps => apps_ui(ui),
+            Tab::Apps => apps_ui(ui, state, now, &mut actions),
             Tab::Settings => {
                 self.settings.network.log = crate::net::OutboundGate::global().log();
                 settings_ui(ui, state, &self.models, &mut self.settings, &mut actions)

@@ -480,10 +480,75 @@ pub enum AppEvent {
     TogglePause,
     /// The tray: bring the sidebar to the front.
     ShowSidebar,
+    /// The automations and their newest runs (Apps → Automations).
+    Automations(AutomationsView),
+    /// The notification inbox, newest first (Apps → Inbox).
+    Inbox(Vec<InboxItem>),
     /// Everything in the range was deleted (and purged from disk).
     RangeDeleted { since_millis: i64, until_millis: i64, sessions: usize, messages: usize },
     /// SIGTERM or SIGINT: close the window so workers can flush.
     ShutdownRequested,
+}
+
+/// One automation as the Apps panel lists it.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct AutomationRow {
+    pub name: String,
+    pub enabled: bool,
+    /// The trigger in words.
+    pub trigger: String,
+    pub next_fire_at_millis: Option<i64>,
+    /// Why the stored flow does not read, if it does not.
+    pub problem: Option<String>,
+}
+
+/// One step of a run as the history shows it.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct StepSummary {
+    pub step_id: String,
+    pub kind: String,
+    pub status: String,
+    pub decision: Option<String>,
+    pub error: Option<String>,
+    /// The step's output, cut for the panel.
+    pub output: String,
+    pub duration_millis: Option<i64>,
+}
+
+/// One run as the history shows it.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct RunSummary {
+    pub run_id: i64,
+    pub automation: String,
+    pub trigger_kind: String,
+    pub status: String,
+    pub error: Option<String>,
+    pub created_at_millis: i64,
+    pub steps: Vec<StepSummary>,
+}
+
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct AutomationsView {
+    pub flows: Vec<AutomationRow>,
+    /// The newest runs of every flow, newest first.
+    pub runs: Vec<RunSummary>,
+}
+
+/// One notification as the inbox shows it.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct InboxItem {
+    pub notification_id: i64,
+    pub source: String,
+    pub tier: String,
+    pub title: String,
+    pub body: String,
+    /// pending, inbox, shown, accepted, opened, dismissed, expired, closed
+    pub state: String,
+    /// The gate's word on it, while it holds it.
+    pub reason: Option<String>,
+    pub created_at_millis: i64,
+    /// It has something to accept (an approval, a proposal to mute).
+    pub can_accept: bool,
 }
 
 /// Where a transcript goes.

@@ -35,6 +35,14 @@ impl Tab {
 /// What a view asks the app to do.
 #[derive(Clone, Debug, PartialEq)]
 pub enum UiAction {
+    /// Apps → Automations: run a flow now (a manual run, no inputs).
+    AutomationRun(String),
+    AutomationEnable { name: String, enabled: bool },
+    /// Run again with the same trigger data as this run.
+    AutomationRerun(i64),
+    AutomationCancel(i64),
+    /// Apps → Inbox: Accept, Open or Dismiss, as on the desktop.
+    InboxAct { notification_id: i64, act: crate::notify::Act },
     /// Settings → Integrations: change mcp-servers.json.
     McpEdit(crate::mcp::config::McpEdit),
     McpReconnect(String),
@@ -297,6 +305,10 @@ pub struct AppState {
     /// The MCP servers (Settings → Integrations).
     pub mcp_servers: Vec<crate::events::McpServerView>,
     pub mcp_clients: Vec<crate::events::McpClientView>,
+    /// Apps → Automations: the flows and their newest runs.
+    pub automations: crate::events::AutomationsView,
+    /// Apps → Inbox: every notification, newest first.
+    pub inbox: Vec<crate::events::InboxItem>,
     /// The last Test result.
     pub mcp_test: Option<crate::events::McpTestReport>,
     /// MCP servers' requests for input, oldest first.
@@ -519,6 +531,8 @@ impl AppState {
             AppEvent::Notice(text) => self.notice(text),
             AppEvent::McpServers(servers) => self.mcp_servers = servers,
             AppEvent::McpClients(clients) => self.mcp_clients = clients,
+            AppEvent::Automations(view) => self.automations = view,
+            AppEvent::Inbox(items) => self.inbox = items,
             AppEvent::McpTested(report) => self.mcp_test = Some(report),
             AppEvent::Elicitation(request) => self.elicitations.push(*request),
             AppEvent::ElicitationClosed { id } => self.elicitations.retain(|e| e.id != id),

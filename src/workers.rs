@@ -250,6 +250,8 @@ impl Workers {
         let (dead_keys, _) = crossbeam_channel::bounded(1);
         let (dead_clipboard, _) = crossbeam_channel::bounded(1);
         let (dead_a11y, _) = crossbeam_channel::bounded(1);
+        let (dead_automations, _) = crossbeam_channel::bounded(1);
+        let (dead_notify, _) = crossbeam_channel::bounded(1);
         let mut controls = vec![
             (self.store.name, self.store.control.clone()),
             (self.llm.name, self.llm.control.clone()),
@@ -295,6 +297,8 @@ impl Workers {
             audio: self.audio.commands.clone(),
             speech: self.speech.commands.clone(),
             listen: self.listen.commands.clone(),
+            automations: self.automations.as_ref().map(|a| a.commands.clone()).unwrap_or(dead_automations),
+            notify: self.notify.as_ref().map(|n| n.commands.clone()).unwrap_or(dead_notify),
             search_latest: self.search_latest.clone(),
             typing_at_millis: self.typing_at_millis.clone(),
             controls,

@@ -78,7 +78,14 @@ pub struct AutomationsWorker {
     /// The lock that makes this process the one that executes automations
     /// (None: another cowork on this data directory does; this one only queues).
     owner: Option<std::fs::File>,
+    /// Something the Apps panel shows changed since it was last told.
+    changed: bool,
 }
+
+/// Runs the Apps panel lists.
+const RUNS_SHOWN: usize = 20;
+/// Characters of a step's output the panel shows.
+const OUTPUT_SHOWN: usize = 300;
 
 /// The file whose lock makes one process per data directory the executor.
 pub const LOCK_FILE: &str = "automations.lock";
@@ -104,7 +111,7 @@ struct Start<'a> {
 
 impl AutomationsWorker {
     pub fn new(config: AutomationsConfig, clock: Arc<dyn Clock>, runner: Box<dyn StepRunner>, notifier: Box<dyn Notifier>, reports: Receiver<StepReport>, sink: EventSink) -> Self {
-        Self { config, conn: None, clock, runner, notifier, reports, sink, flows: Vec::new(), flows_stamp: (0, 0, 0), owner: None }
+        Self { config, conn: None, clock, runner, notifier, reports, sink, flows: Vec::new(), flows_stamp: (0, 0, 0), owner: None, changed: true }
     }
 
     fn now(&self) -> i64 {
@@ -147,6 +154,7 @@ impl AutomationsWorker {
     }
 
     fn reload(&mut self) -> anyhow::Result<()> {
+        self.changed = true;
         self.flows_stamp = self.stamp()?;
         self.flows = db::flows(self.conn()?)?;
         for row in &self.flows {
@@ -305,6 +313,7 @@ impl AutomationsWorker {
             rerun_of: start.rerun_of,
             now_millis: self.now(),
         };
+        self.changed = true;
         if !db::queue_run(self.conn()?, &new)? {
             tracing::info!(flow = %flow.name, key = ?start.event_key, "this event was claimed before: no second run");
             return Ok(None);
@@ -371,6 +380,7 @@ impl AutomationsWorker {
 
     /// Takes the run's steps until one has to wait (a delay, the agent) or the run ends.
     fn advance(&mut self, run_id: i64) -> anyhow::Result<()> {
+        self.changed = true;
         loop {
             let Some(mut run) = db::run(self.conn()?, run_id)? else { return Ok(()) };
             if !run.status.is_active() {
@@ -491,6 +501,7 @@ impl AutomationsWorker {
 
     /// The agent's word on a step.
     pub fn handle_report(&mut self, report: StepReport) -> anyhow::Result<()> {
+        self.changed = true;
         let Some(mut run) = db::run(self.conn()?, report.run_id)? else { return Ok(()) };
         // Only the step the run waits for, once.
         if run.operation_id != Some(report.operation_id) || run.step_index != report.seq as usize || !run.status.is_active() {
@@ -592,6 +603,7 @@ impl AutomationsWorker {
 
     /// Ends a run: stored, counted, and a failure notified (unless the flow says not to).
     fn end_run(&mut self, mut run: RunRow, status: RunStatus, error: Option<String>) -> anyhow::Result<()> {
+        self.changed = true;
         if let (Some(op), RunStatus::Cancelled) = (run.operation_id, status) {
             self.runner.cancel(op);
         }
@@ -624,6 +636,60 @@ impl AutomationsWorker {
         }
         // A queued run of the same flow may start now.
         self.start_queued()
+    }
+
+    /// The flows and the newest runs, for the Apps panel (sent when something changed).
+    pub fn view(&self) -> anyhow::Result<crate::events::AutomationsView> {
+        use crate::events::{AutomationRow, AutomationsView, RunSummary, StepSummary};
+        let conn = self.conn()?;
+        let mut flows = Vec::new();
+        for row in &self.flows {
+            let state = db::scheduler(conn, row.automation_id)?;
+            flows.push(AutomationRow {
+                name: row.name.clone(),
+                enabled: row.enabled,
+                trigger: row.flow.as_ref().map(|f| f.trigger.describe()).unwrap_or_default(),
+                next_fire_at_millis: state.next_fire_at_millis,
+                problem: row.flow.as_ref().err().cloned(),
+            });
+        }
+        let mut runs = Vec::new();
+        for run in db::recent_runs(conn, None, RUNS_SHOWN)? {
+            let steps = db::steps(conn, run.run_id)?
+                .into_iter()
+                .map(|s| StepSummary {
+                    output: s.output.as_ref().map(|o| match o.get("text").and_then(Value::as_str) {
+                        Some(text) => text.chars().take(OUTPUT_SHOWN).collect(),
+                        None => o.to_string().chars().take(OUTPUT_SHOWN).collect(),
+                    }).unwrap_or_default(),
+                    duration_millis: s.finished_at_millis.map(|f| f - s.started_at_millis),
+                    step_id: s.step_id,
+                    kind: s.kind,
+                    status: s.status,
+                    decision: s.decision,
+                    error: s.error,
+                })
+                .collect();
+            runs.push(RunSummary {
+                run_id: run.run_id,
+                automation: run.flow.name.clone(),
+                trigger_kind: run.trigger_kind.clone(),
+                status: run.status.as_str().into(),
+                error: run.error.clone(),
+                created_at_millis: run.created_at_millis,
+                steps,
+            });
+        }
+        Ok(AutomationsView { flows, runs })
+    }
+
+    fn publish(&mut self) -> anyhow::Result<()> {
+        if self.changed {
+            self.changed = false;
+            let view = self.view()?;
+            self.sink.send(crate::events::AppEvent::Automations(view));
+        }
+        Ok(())
     }
 
     /// A signal from capture or an MCP server: every enabled flow it matches gets a run.
@@ -810,6 +876,7 @@ impl Supervised for AutomationsWorker {
         let mut reports = self.reports.clone();
         loop {
             let sleep = self.tick()?;
+            self.publish()?;
             select! {
                 recv(commands) -> command => match command {
                     Ok(command) => {
@@ -1037,6 +1104,33 @@ mod tests {
         assert!(run.error.unwrap().contains("timed out after 30 s"));
         assert_eq!(script.cancelled.lock().unwrap().len(), 1, "the agent is told to stop it");
         assert!(script.notices.lock().unwrap().iter().any(|n| n.source == "failure" && n.title.contains("later")));
+    }
+
+    #[test]
+    fn the_apps_panel_is_told_the_flows_and_each_runs_steps_when_something_changed() {
+        let dir = tempfile::tempdir().unwrap();
+        let (_, reports) = unbounded();
+        let (events_tx, events) = unbounded();
+        let script = Script::default();
+        let mut worker = AutomationsWorker::new(
+            AutomationsConfig { db_path: dir.path().join("cowork.db") },
+            Arc::new(OffsetClock::default()),
+            Box::new(script.clone()),
+            Box::new(script),
+            reports,
+            EventSink::new(events_tx, || {}),
+        );
+        worker.open().unwrap();
+        save(&mut worker, r#"{"name": "check", "trigger": {"kind": "schedule", "schedule": "every 2h"}, "steps": [{"id": "c", "kind": "condition", "left": "a", "op": "equals", "right": "b", "else": "end"}]}"#);
+        run_now(&mut worker, "check", json!({})).unwrap();
+        worker.tick().unwrap();
+        worker.publish().unwrap();
+        let view = events.try_iter().find_map(|e| match e { crate::events::AppEvent::Automations(view) => Some(view), _ => None }).unwrap();
+        assert_eq!((view.flows[0].name.as_str(), view.flows[0].trigger.as_str()), ("check", "every 2h"));
+        assert!(view.flows[0].next_fire_at_millis.is_some());
+        assert_eq!((view.runs[0].status.as_str(), view.runs[0].steps[0].decision.as_deref()), ("done", Some("else: end")));
+        worker.publish().unwrap();
+        assert!(events.try_recv().is_err(), "nothing changed: nothing sent");
     }
 
     #[test]

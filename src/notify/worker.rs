@@ -25,6 +25,8 @@ use crate::runtime::{EventSink, RestartPolicy, Supervised, WorkerContext, Worker
 
 /// The longest the loop sleeps while something is held (do-not-disturb is read again then).
 const RECHECK: Duration = Duration::from_secs(20);
+/// Notifications the Apps panel's inbox lists.
+const INBOX_SHOWN: usize = 50;
 /// Dismissals in a row after which muting the source is proposed.
 const MUTE_AFTER_DISMISSALS: u32 = 3;
 /// Muting one source is proposed at most once a week.
@@ -167,6 +169,9 @@ pub struct NotifyWorker {
     desktop: Option<Desktop>,
     signals: (Sender<DesktopSignal>, Receiver<DesktopSignal>),
     hooks: Hooks,
+    sink: EventSink,
+    /// The inbox changed since the Apps panel was last told.
+    changed: bool,
     /// The focused app and since when (with the user present).
     focus: Option<(String, i64)>,
     away: bool,
@@ -174,8 +179,8 @@ pub struct NotifyWorker {
 }
 
 impl NotifyWorker {
-    pub fn new(config: NotifyConfig, hooks: Hooks) -> Self {
-        Self { config, conn: None, desktop: None, signals: bounded(64), hooks, focus: None, away: false, presenting: false }
+    pub fn new(config: NotifyConfig, hooks: Hooks, sink: EventSink) -> Self {
+        Self { config, conn: None, desktop: None, signals: bounded(64), hooks, sink, changed: true, focus: None, away: false, presenting: false }
     }
 
     fn conn(&self) -> anyhow::Result<&Connection> {
@@ -234,6 +239,7 @@ impl NotifyWorker {
         if pending.is_empty() {
             return Ok(None);
         }
+        self.changed = true;
         let now = now_millis();
         let situation = self.situation(now);
         let mut next: Option<i64> = None;
@@ -301,6 +307,7 @@ impl NotifyWorker {
 
     /// Accept, Open or Dismiss, from the desktop or the inbox.
     pub fn act(&mut self, notification_id: i64, act: Act) -> anyhow::Result<()> {
+        self.changed = true;
         let Some(row) = db::by_id(self.conn()?, notification_id)? else { return Ok(()) };
         let now = now_millis();
         match act {
@@ -352,7 +359,32 @@ impl NotifyWorker {
         Ok(())
     }
 
+    /// The inbox for the Apps panel, newest first.
+    fn publish(&mut self) -> anyhow::Result<()> {
+        if !self.changed {
+            return Ok(());
+        }
+        self.changed = false;
+        let items = db::inbox(self.conn()?, INBOX_SHOWN)?
+            .into_iter()
+            .map(|r| crate::events::InboxItem {
+                notification_id: r.notification_id,
+                can_accept: r.action != NoticeAction::None,
+                source: r.source,
+                tier: r.tier.as_str().into(),
+                title: r.title,
+                body: r.body,
+                state: r.state,
+                reason: r.reason,
+                created_at_millis: r.created_at_millis,
+            })
+            .collect();
+        self.sink.send(crate::events::AppEvent::Inbox(items));
+        Ok(())
+    }
+
     fn desktop_signal(&mut self, signal: DesktopSignal) -> anyhow::Result<()> {
+        self.changed = true;
         match signal {
             DesktopSignal::Action { desktop_id, key } => {
                 let act = match key.as_str() {
@@ -425,6 +457,7 @@ impl Supervised for NotifyWorker {
         ctx.report(WorkerState::Running);
         let signals = self.signals.1.clone();
         let mut next = self.process()?;
+        self.publish()?;
         loop {
             let sleep = next.map_or(Duration::from_secs(3600), |at| Duration::from_millis((at - now_millis()).clamp(0, RECHECK.as_millis() as i64) as u64));
             select! {
@@ -444,6 +477,7 @@ impl Supervised for NotifyWorker {
                 default(sleep) => {}
             }
             next = self.process()?;
+            self.publish()?;
         }
         Ok(())
     }
@@ -469,5 +503,5 @@ pub fn spawn_notify(
     sink: EventSink,
     policy: RestartPolicy,
 ) -> std::io::Result<WorkerHandle<NotifyCommand>> {
-    spawn_supervised::<NotifyWorker, _>(WorkerName::Notify, policy, sink, channel, move |_ctx| Ok(NotifyWorker::new(config.clone(), make_hooks())))
+    spawn_supervised::<NotifyWorker, _>(WorkerName::Notify, policy, sink.clone(), channel, move |_ctx| Ok(NotifyWorker::new(config.clone(), make_hooks(), sink.clone())))
 }

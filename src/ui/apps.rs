@@ -1,18 +1,131 @@
-//! The Apps panel: MCP apps the assistant can use. None can be installed yet.
+//! The Apps panel: the notification inbox (Accept, Open, Dismiss, and why the
+//! gate holds one) and the automations (on/off, run now, the newest runs
+//! with each step, run again with the same trigger data). It reads state and
+//! pushes `UiAction`s only.
 
 use egui::RichText;
 
+use crate::events::{InboxItem, RunSummary};
+use crate::ids::{format_duration_millis, format_when};
+use crate::notify::Act;
+use crate::state::{AppState, UiAction};
 use crate::ui::theme;
 
-pub fn apps_ui(ui: &mut egui::Ui) {
-    ui.heading("Apps");
-    ui.label("No apps are installed yet");
-    ui.label(
-        RichText::new(
-            "Apps are MCP servers that let cowork act for you, each behind an approval gate. \
-             Installing them arrives in a later version; `cowork mcp-tools -- COMMAND` already lists a server's tools.",
-        )
-        .small()
-        .color(theme::MUTED),
-    );
+/// Inbox items listed at most.
+const INBOX_SHOWN: usize = 20;
+/// Runs listed at most.
+const RUNS_SHOWN: usize = 10;
+
+pub fn apps_ui(ui: &mut egui::Ui, state: &AppState, now_millis: i64, actions: &mut Vec<UiAction>) {
+    egui::ScrollArea::vertical().auto_shrink([false, false]).show(ui, |ui| {
+        inbox_ui(ui, &state.inbox, now_millis, actions);
+        ui.separator();
+        automations_ui(ui, state, now_millis, actions);
+    });
+}
+
+fn open(state: &str) -> bool {
+    matches!(state, "pending" | "inbox" | "shown")
+}
+
+fn inbox_ui(ui: &mut egui::Ui, inbox: &[InboxItem], now_millis: i64, actions: &mut Vec<UiAction>) {
+    let waiting = inbox.iter().filter(|i| open(&i.state)).count();
+    ui.heading(if waiting > 0 { format!("Inbox ({waiting})") } else { "Inbox".to_owned() });
+    if inbox.is_empty() {
+        ui.label(RichText::new("Nothing yet: what cowork tells you lands here too, even when the desktop did not show it").small().color(theme::MUTED));
+    }
+    for item in inbox.iter().take(INBOX_SHOWN) {
+        ui.group(|ui| {
+            let colour = if item.tier == "urgent" { theme::WARN } else { ui.visuals().text_color() };
+            ui.label(RichText::new(&item.title).strong().color(colour));
+            if !item.body.is_empty() {
+                ui.label(&item.body);
+            }
+            let mut line = format!("{} · {} · {}", format_when(item.created_at_millis, now_millis), item.source, item.state);
+            if let Some(reason) = &item.reason {
+                line.push_str(&format!(" · {reason}"));
+            }
+            ui.label(RichText::new(line).small().color(theme::MUTED));
+            if open(&item.state) {
+                ui.horizontal(|ui| {
+                    if item.can_accept && ui.button("Accept").on_hover_text(&item.title).clicked() {
+                        actions.push(UiAction::InboxAct { notification_id: item.notification_id, act: Act::Accept });
+                    }
+                    if ui.button("Dismiss").clicked() {
+                        actions.push(UiAction::InboxAct { notification_id: item.notification_id, act: Act::Dismiss });
+                    }
+                });
+            }
+        });
+    }
+}
+
+fn automations_ui(ui: &mut egui::Ui, state: &AppState, now_millis: i64, actions: &mut Vec<UiAction>) {
+    let view = &state.automations;
+    ui.heading("Automations");
+    if view.flows.is_empty() {
+        ui.label(RichText::new("No automations yet: cowork automations import FILE adds them").small().color(theme::MUTED));
+    }
+    for flow in &view.flows {
+        ui.group(|ui| {
+            ui.horizontal(|ui| {
+                let mut enabled = flow.enabled;
+                if ui.checkbox(&mut enabled, RichText::new(&flow.name).strong()).on_hover_text(format!("Switch {} on or off", flow.name)).changed() {
+                    actions.push(UiAction::AutomationEnable { name: flow.name.clone(), enabled });
+                }
+                if ui.add_enabled(flow.problem.is_none(), egui::Button::new("Run now")).on_hover_text(format!("Run {} now", flow.name)).clicked() {
+                    actions.push(UiAction::AutomationRun(flow.name.clone()));
+                }
+            });
+            let mut line = flow.trigger.clone();
+            if let Some(next) = flow.next_fire_at_millis.filter(|_| flow.enabled) {
+                line.push_str(&format!(" · next {}", format_when(next, now_millis)));
+            }
+            if let Some(last) = view.runs.iter().find(|r| r.automation == flow.name) {
+                line.push_str(&format!(" · last run {} {}", last.status, format_when(last.created_at_millis, now_millis)));
+            }
+            ui.label(RichText::new(line).small().color(theme::MUTED));
+            if let Some(problem) = &flow.problem {
+                ui.label(RichText::new(problem).small().color(theme::ERROR));
+            }
+        });
+    }
+    if !view.runs.is_empty() {
+        ui.label(RichText::new("Runs").strong());
+    }
+    for run in view.runs.iter().take(RUNS_SHOWN) {
+        run_ui(ui, run, now_millis, actions);
+    }
+}
+
+fn run_ui(ui: &mut egui::Ui, run: &RunSummary, now_millis: i64, actions: &mut Vec<UiAction>) {
+    let colour = match run.status.as_str() {
+        "done" => theme::OK,
+        "failed" | "expired" => theme::ERROR,
+        _ => theme::WARN,
+    };
+    let title = format!("{} · {} · {} ({})", run.automation, run.status, format_when(run.created_at_millis, now_millis), run.trigger_kind);
+    egui::CollapsingHeader::new(RichText::new(title).color(colour)).id_salt(run.run_id).show(ui, |ui| {
+        if let Some(error) = &run.error {
+            ui.label(RichText::new(error).small().color(theme::ERROR));
+        }
+        for step in &run.steps {
+            let took = step.duration_millis.map(format_duration_millis).unwrap_or_default();
+            let decision = step.decision.as_deref().map(|d| format!(" · {d}")).unwrap_or_default();
+            ui.label(RichText::new(format!("{} ({}) {} {took}{decision}", step.step_id, step.kind, step.status)).small());
+            if let Some(error) = &step.error {
+                ui.label(RichText::new(error).small().color(theme::ERROR));
+            } else if !step.output.is_empty() {
+                ui.label(RichText::new(&step.output).small().color(theme::MUTED));
+            }
+        }
+        ui.horizontal(|ui| {
+            if ui.button("Run again").on_hover_text("Run again with the same trigger data").clicked() {
+                actions.push(UiAction::AutomationRerun(run.run_id));
+            }
+            if matches!(run.status.as_str(), "queued" | "running" | "waiting_delay" | "waiting_approval") && ui.button("Cancel").clicked() {
+                actions.push(UiAction::AutomationCancel(run.run_id));
+            }
+        });
+    });
 }

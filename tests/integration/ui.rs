@@ -36,6 +36,8 @@ struct Far {
     audio: Receiver<cowork::audio::worker::AudioCommand>,
     listen: Receiver<cowork::audio::listen::ListenCommand>,
     models: Receiver<cowork::models::worker::ModelsCommand>,
+    automations: Receiver<cowork::automations::AutomationsCommand>,
+    notify: Receiver<cowork::notify::NotifyCommand>,
 }
 
 fn app() -> (Harness<'static, CoworkApp>, Far) {
@@ -63,6 +65,8 @@ fn app_with_models(options: AppOptions, height: f32, models: Vec<cowork::ui::set
     let (audio_tx, audio) = bounded(16);
     let (speech_tx, _speech) = bounded(8);
     let (listen_tx, listen) = bounded(8);
+    let (automations_tx, automations) = bounded(8);
+    let (notify_tx, notify) = bounded(8);
     let (store_control, _) = bounded(8);
     let stop_epoch = Arc::new(AtomicU64::new(0));
     let channels = Channels {
@@ -80,6 +84,8 @@ fn app_with_models(options: AppOptions, height: f32, models: Vec<cowork::ui::set
         audio: audio_tx,
         speech: speech_tx,
         listen: listen_tx,
+        automations: automations_tx,
+        notify: notify_tx,
         search_latest: Arc::new(AtomicU64::new(0)),
         typing_at_millis: Arc::new(std::sync::atomic::AtomicI64::new(0)),
         controls: vec![(WorkerName::Llm, control_tx), (WorkerName::Store, store_control)],
@@ -89,7 +95,7 @@ fn app_with_models(options: AppOptions, height: f32, models: Vec<cowork::ui::set
     let harness = Harness::builder()
         .with_size(egui::vec2(380.0, height))
         .build_eframe(move |_cc| CoworkApp::new(channels, AppState::default(), models, options));
-    (harness, Far { events: events_tx, llm, agent, store, capture, keys, clipboard, a11y, llm_control, stop_epoch, search, mcp, audio, listen, models: models_rx })
+    (harness, Far { events: events_tx, llm, agent, store, capture, keys, clipboard, a11y, llm_control, stop_epoch, search, mcp, audio, listen, models: models_rx, automations, notify })
 }
 
 /// The settings the app asked the store to save since the last look, in order.
@@ -152,7 +158,7 @@ fn tabs_switch_by_label_and_each_panel_shows_its_content() {
 
     harness.get_by_label("Apps").click();
     harness.run();
-    harness.get_by_label("No apps are installed yet");
+    harness.get_by_label_contains("No automations yet");
 
     harness.get_by_label("Settings").click();
     harness.run();
@@ -162,6 +168,48 @@ fn tabs_switch_by_label_and_each_panel_shows_its_content() {
     harness.get_by_label("Chat").click();
     harness.run();
     assert_eq!(harness.state().state.tab(), Tab::Chat);
+}
+
+#[test]
+fn the_apps_panel_lists_the_inbox_and_the_automations_and_sends_their_actions() {
+    use cowork::automations::AutomationsCommand;
+    use cowork::events::{AutomationRow, AutomationsView, InboxItem, RunSummary, StepSummary};
+    use cowork::notify::{Act, NotifyCommand};
+    let (mut harness, far) = app_with(AppOptions::default(), 1400.0);
+    let now = cowork::ids::now_millis();
+    let flow = AutomationRow { name: "morning_summary".into(), enabled: true, trigger: "0 9 * * mon-fri".into(), next_fire_at_millis: Some(now + 3_600_000), problem: None };
+    let step = StepSummary { step_id: "recent".into(), kind: "tool".into(), status: "done".into(), decision: Some("policy: default".into()), error: None, output: "No window was in use".into(), duration_millis: Some(4) };
+    let run = RunSummary { run_id: 7, automation: "morning_summary".into(), trigger_kind: "schedule".into(), status: "failed".into(), error: Some("step \"tell\": timed out after 120 s".into()), created_at_millis: now - 60_000, steps: vec![step] };
+    far.events.send(AppEvent::Automations(AutomationsView { flows: vec![flow], runs: vec![run] })).unwrap();
+    let approval = InboxItem { notification_id: 5, source: "approval".into(), tier: "urgent".into(), title: "\"tidy\" waits for your approval".into(), body: "Step \"write\" wants to run write_file".into(), state: "shown".into(), reason: None, created_at_millis: now, can_accept: true };
+    let held = InboxItem { notification_id: 6, source: "flow:fyi".into(), tier: "informational".into(), title: "FYI".into(), state: "pending".into(), reason: Some("held: you are away".into()), created_at_millis: now, ..InboxItem::default() };
+    far.events.send(AppEvent::Inbox(vec![approval, held])).unwrap();
+    harness.get_by_label("Apps").click();
+    harness.run();
+    harness.get_by_label("Inbox (2)");
+    harness.get_by_label_contains("held: you are away");
+    harness.get_by_label("Accept").click();
+    harness.run();
+    assert!(matches!(far.notify.try_recv(), Ok(NotifyCommand::Act { notification_id: 5, act: Act::Accept })));
+    harness.get_all_by_label("Dismiss").nth(1).unwrap().click();
+    harness.run();
+    assert!(matches!(far.notify.try_recv(), Ok(NotifyCommand::Act { notification_id: 6, act: Act::Dismiss })));
+
+    harness.get_by_label_contains("last run failed");
+    harness.get_by_label("Run now").click();
+    harness.run();
+    assert!(matches!(far.automations.try_recv(), Ok(AutomationsCommand::Run { name, .. }) if name == "morning_summary"));
+    harness.get_by_label("morning_summary").click();
+    harness.run();
+    assert!(matches!(far.automations.try_recv(), Ok(AutomationsCommand::SetEnabled { name, enabled: false }) if name == "morning_summary"));
+    // The run's history: its steps, and run again with the same trigger data.
+    harness.get_by_label_contains("morning_summary · failed").click();
+    harness.run();
+    harness.get_by_label_contains("timed out after 120 s");
+    harness.get_by_label_contains("recent (tool) done");
+    harness.get_by_label("Run again").click();
+    harness.run();
+    assert!(matches!(far.automations.try_recv(), Ok(AutomationsCommand::Rerun { run_id: 7, .. })));
 }
 
 #[test]

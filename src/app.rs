@@ -70,6 +70,7 @@ pub struct CoworkApp {
     models: Vec<ModelView>,
     chat: ChatPanel,
     quick: QuickPromptPanel,
+    apps: crate::ui::apps::AppsPanel,
     consent: crate::ui::consent::ConsentPanel,
     settings: SettingsPanel,
     options: AppOptions,
@@ -144,6 +145,7 @@ impl CoworkApp {
             models,
             chat: ChatPanel::default(),
             quick: QuickPromptPanel::default(),
+            apps: crate::ui::apps::AppsPanel::default(),
             consent: crate::ui::consent::ConsentPanel::default(),
             settings: SettingsPanel { network, ..SettingsPanel::default() },
             options,
@@ -343,6 +345,20 @@ impl CoworkApp {
             UiAction::AutomationCancel(run_id) => {
                 self.send_automations(crate::automations::AutomationsCommand::Cancel { run_id });
             }
+            UiAction::DraftFlow(description) => match self.channels.agent.try_send(AgentCommand::DraftFlow { description, reply: None }) {
+                Ok(()) => {
+                    self.state.drafting = true;
+                    self.state.flow_draft = None;
+                }
+                Err(_) => self.state.notice("the agent is busy; try again in a moment"),
+            },
+            UiAction::SaveFlow(json) => match crate::automations::Flow::from_json(&json) {
+                Ok(flow) => {
+                    self.send_automations(crate::automations::AutomationsCommand::Save { flow: Box::new(flow), reply: None });
+                    self.state.flow_draft = None;
+                }
+                Err(err) => self.state.flow_draft = Some(Err(err)),
+            },
             UiAction::InboxAct { notification_id, act } => match self.channels.notify.try_send(crate::notify::NotifyCommand::Act { notification_id, act }) {
                 Ok(()) => {}
                 Err(TrySendError::Full(_)) => self.state.notice("notifications are busy; try again in a moment"),
@@ -953,7 +969,7 @@ impl eframe::App for CoworkApp {
         egui::CentralPanel::default_margins().show(ui, |ui| match state.tab() {
             Tab::Chat => chat_ui(ui, state, &mut self.chat, &mut actions),
             Tab::Context => context_ui(ui, state, &mut self.search_box, now, &mut actions),
-            Tab::Apps => apps_ui(ui, state, now, &mut actions),
+            Tab::Apps => apps_ui(ui, state, &mut self.apps, now, &mut actions),
             Tab::Settings => {
                 self.settings.network.log = crate::net::OutboundGate::global().log();
                 settings_ui(ui, state, &self.models, &mut self.settings, &mut actions)

@@ -484,6 +484,8 @@ pub enum AppEvent {
     Automations(AutomationsView),
     /// The notification inbox, newest first (Apps → Inbox).
     Inbox(Vec<InboxItem>),
+    /// "Describe it": the drafted flow as JSON (valid), or why none could be drafted.
+    FlowDrafted(Result<String, String>),
     /// Everything in the range was deleted (and purged from disk).
     RangeDeleted { since_millis: i64, until_millis: i64, sessions: usize, messages: usize },
     /// SIGTERM or SIGINT: close the window so workers can flush.

@@ -237,6 +237,13 @@ enum AutomationsAction {
         #[arg(long, default_value_t = 10)]
         limit: usize,
     },
+    /// The agent drafts a flow from your words (checked before it is printed)
+    Describe {
+        description: String,
+        /// Save the draft as well
+        #[arg(long)]
+        save: bool,
+    },
     /// Flows as JSON ({"flows": [...]}), all or one
     Export {
         name: Option<String>,
@@ -509,6 +516,7 @@ fn run(cli: Cli, process_started: Instant) -> anyhow::Result<ExitCode> {
                     return Ok(ExitCode::from(code as u8));
                 }
                 AutomationsAction::History { name, limit } => a::history(&paths, &name, limit)?,
+                AutomationsAction::Describe { description, save } => a::describe(&paths, &description, save)?,
                 AutomationsAction::Export { name, output } => a::export(&paths, name.as_deref(), output.as_deref())?,
                 AutomationsAction::Import { file } => a::import(&paths, &file)?,
                 AutomationsAction::Remove { name } => a::remove(&paths, &name)?,

@@ -41,6 +41,10 @@ pub enum UiAction {
     /// Run again with the same trigger data as this run.
     AutomationRerun(i64),
     AutomationCancel(i64),
+    /// Describe it: the agent drafts a flow from these words.
+    DraftFlow(String),
+    /// Save a flow (JSON, as reviewed and edited).
+    SaveFlow(String),
     /// Apps → Inbox: Accept, Open or Dismiss, as on the desktop.
     InboxAct { notification_id: i64, act: crate::notify::Act },
     /// Settings → Integrations: change mcp-servers.json.
@@ -309,6 +313,10 @@ pub struct AppState {
     pub automations: crate::events::AutomationsView,
     /// Apps → Inbox: every notification, newest first.
     pub inbox: Vec<crate::events::InboxItem>,
+    /// Apps → Automations → Describe it: the draft to review (JSON), or why there is none; None while none was asked for.
+    pub flow_draft: Option<Result<String, String>>,
+    /// A draft is being written.
+    pub drafting: bool,
     /// The last Test result.
     pub mcp_test: Option<crate::events::McpTestReport>,
     /// MCP servers' requests for input, oldest first.
@@ -533,6 +541,10 @@ impl AppState {
             AppEvent::McpClients(clients) => self.mcp_clients = clients,
             AppEvent::Automations(view) => self.automations = view,
             AppEvent::Inbox(items) => self.inbox = items,
+            AppEvent::FlowDrafted(draft) => {
+                self.flow_draft = Some(draft);
+                self.drafting = false;
+            }
             AppEvent::McpTested(report) => self.mcp_test = Some(report),
             AppEvent::Elicitation(request) => self.elicitations.push(*request),
             AppEvent::ElicitationClosed { id } => self.elicitations.retain(|e| e.id != id),

@@ -172,3 +172,88 @@ impl<B: LocalBrain> AgentWorker<B> {
         self.report(step.run_id, step.seq, live.row.operation_id, outcome);
     }
 }
+
+/// How to draft a flow from words (the tools' list is filled in).
+const DRAFT_PROMPT: &str = include_str!("../../assets/prompts/draft-flow.txt");
+/// Drafts a model may write before cowork gives up (each failed check goes back to it).
+const DRAFT_ATTEMPTS: usize = 3;
+
+/// The first JSON object in a model's answer (it may wrap it in a code block or words).
+pub fn json_object(text: &str) -> Option<&str> {
+    let start = text.find('{')?;
+    let end = text.rfind('}')?;
+    (end > start).then(|| &text[start..=end])
+}
+
+impl<B: LocalBrain> AgentWorker<B> {
+    /// "Describe it": the brain drafts a flow from the user's words; the draft
+    /// must read and validate, and the checks' words go back to the brain
+    /// until it does (or three drafts failed). Nothing is saved here: the user
+    /// sees the draft and saves it.
+    pub(super) fn draft_flow(&mut self, description: &str) -> Result<String, String> {
+        let (settings, providers) = self.brains();
+        let ask = ChatRequest { text: description.to_owned(), ..ChatRequest::default() };
+        let brain = self.plan_public(&ask, &settings, &providers).map(|(brain, _)| brain)?;
+        let tools: Vec<String> = registry::TOOLS.iter().map(|t| format!("- {}: {}", t.name, t.description.lines().next().unwrap_or_default())).collect();
+        let system = DRAFT_PROMPT.replace("TOOLS", &tools.join("\n"));
+        let mut turns = vec![Turn::new(Role::System, system), Turn::new(Role::User, description.to_owned())];
+        let mut last_problems = String::new();
+        for _ in 0..DRAFT_ATTEMPTS {
+            let text = self.complete(&brain, &turns, settings.max_answer_tokens.max(600))?;
+            let checked = json_object(&text)
+                .ok_or_else(|| "the answer held no JSON object".to_owned())
+                .and_then(crate::automations::Flow::from_json)
+                .and_then(|flow| flow.validate(&crate::automations::flow::BuiltIn).map(|()| flow).map_err(|problems| problems.join("\n")));
+            match checked {
+                Ok(flow) => return Ok(flow.to_json()),
+                Err(problems) => {
+                    tracing::info!(%problems, "a drafted flow did not validate; asking again");
+                    turns.push(Turn::new(Role::Assistant, text));
+                    turns.push(Turn::new(Role::User, format!("That flow has problems:\n{problems}\nAnswer with the corrected JSON object only.")));
+                    last_problems = problems;
+                }
+            }
+        }
+        Err(format!("no valid flow after {DRAFT_ATTEMPTS} drafts; the last one's problems: {last_problems}"))
+    }
+
+    /// One answer from a brain, as text (no tools, nothing streamed to a chat).
+    fn complete(&mut self, brain: &Brain, turns: &[Turn], max_tokens: usize) -> Result<String, String> {
+        let epoch = self.stop_epoch.load(std::sync::atomic::Ordering::SeqCst);
+        match brain {
+            Brain::Local => {
+                let messages = super::operation::local_messages(turns);
+                let request = crate::llm::GenerateRequest { messages, max_tokens, tools: false, only_if_loaded: false, shape: crate::llm::tool_calls::Shape::Free };
+                self.brain.generate(request, epoch, &mut |_| {}).map(|g| g.text).map_err(|err| err.to_string())
+            }
+            Brain::Cloud { provider, key, .. } => {
+                let stop = self.stop_epoch.clone();
+                let completion = crate::brains::stream_chat(
+                    crate::net::OutboundGate::global(),
+                    provider,
+                    None,
+                    key.as_deref(),
+                    turns,
+                    max_tokens as u32,
+                    &|| stop.load(std::sync::atomic::Ordering::SeqCst) != epoch,
+                    &mut |_| {},
+                )
+                .map_err(|err| err.to_string())?;
+                let answer = completion.answer;
+                let usage = crate::brains::budget::Usage {
+                    usage_id: crate::ids::next_id(),
+                    at_millis: now_millis(),
+                    provider: provider.name.clone(),
+                    model: provider.model.clone(),
+                    input_tokens: answer.input_tokens,
+                    output_tokens: answer.output_tokens,
+                    cost_usd: crate::brains::budget::cost(provider, answer.input_tokens, answer.output_tokens),
+                    free_cloud: crate::brains::budget::is_free_cloud(provider),
+                    ask_id: 0,
+                };
+                let _ = self.store.send_timeout(crate::store::StoreCommand::RecordUsage(usage), REPORT_WAIT);
+                Ok(answer.text)
+            }
+        }
+    }
+}

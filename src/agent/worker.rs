@@ -91,6 +91,8 @@ pub enum AgentCommand {
     AutomationStep(Box<crate::automations::steps::StepRequest>),
     /// An automation no longer waits for this operation: it ends, cancelled.
     CancelOperation(i64),
+    /// "Describe it": draft a flow from the user's words (validated JSON, not saved).
+    DraftFlow { description: String, reply: Option<Sender<Result<String, String>>> },
     /// Fault injection for supervisor tests: panic inside the worker.
     InjectPanic,
     Shutdown,
@@ -812,6 +814,13 @@ impl<B: LocalBrain> AgentWorker<B> {
             AgentCommand::Overview => self.overview(),
             AgentCommand::RemoveRule(id) => self.remove_rule(id),
             AgentCommand::AutomationStep(request) => self.start_automation_step(*request),
+            AgentCommand::DraftFlow { description, reply } => {
+                let draft = self.draft_flow(&description);
+                self.sink.send(AppEvent::FlowDrafted(draft.clone()));
+                if let Some(reply) = reply {
+                    let _ = reply.send(draft);
+                }
+            }
             AgentCommand::CancelOperation(id) => self.finish(id, crate::events::OpStatus::Cancelled, Some("the automation stopped waiting for this step".into())),
             AgentCommand::InjectPanic => panic!("injected agent fault"),
             AgentCommand::Shutdown => return false,

@@ -772,8 +772,17 @@ impl AutomationsWorker {
                     Err(problems) => Err(problems),
                 };
                 self.reload()?;
-                if let Some(reply) = reply {
-                    let _ = reply.send(result);
+                match reply {
+                    Some(reply) => {
+                        let _ = reply.send(result);
+                    }
+                    // Saved from the Apps panel: it hears how it went.
+                    None => {
+                        self.sink.send(crate::events::AppEvent::Notice(match result {
+                            Ok(_) => format!("automation \"{}\" saved", flow.name),
+                            Err(problems) => format!("automation \"{}\" not saved: {}", flow.name, problems.join("; ")),
+                        }));
+                    }
                 }
             }
             AutomationsCommand::Delete { name, reply } => {

@@ -1,4 +1,4 @@
-//! `cowork automations list|run|history|export|import|remove|enable|disable`.
+//! `cowork automations list|run|history|describe|export|import|remove|enable|disable`.
 //! Reads and edits go straight to the database (the sidebar's automations
 //! worker sees a change at its next wake-up). `run` executes here, with
 //! headless workers, when no sidebar holds the executor's lock; with one
@@ -241,5 +241,35 @@ pub fn set_enabled(paths: &Paths, name: &str, enabled: bool) -> anyhow::Result<(
     // The stamp the sidebar watches moves with it.
     conn.execute("UPDATE automations SET updated_at_ms = ?2 WHERE name = ?1", rusqlite::params![name, now_millis()])?;
     println!("{name} is {}", if enabled { "on" } else { "off" });
+    Ok(())
+}
+
+/// `cowork automations describe "words"`: the agent drafts a flow (checked
+/// before it is printed); `--save` saves it.
+pub fn describe(paths: &Paths, description: &str, save: bool) -> anyhow::Result<()> {
+    let manifest = crate::models::Manifest::bundled()?;
+    let (events_tx, _events) = crossbeam_channel::bounded(4096);
+    let sink = crate::runtime::EventSink::new(events_tx, || {});
+    let options = crate::workers::WorkerOptions {
+        capture: false,
+        display: None,
+        chat_model: crate::workers::chat_model(&manifest, paths),
+        policy: crate::runtime::RestartPolicy { max_restarts: 0, ..Default::default() },
+        require_consent: false,
+        automations: false,
+    };
+    let (workers, _, _) = crate::workers::Workers::start(paths, options, sink)?;
+    let (reply, drafted) = crossbeam_channel::bounded(1);
+    let sent = workers.agent.commands.send(crate::agent::AgentCommand::DraftFlow { description: description.to_owned(), reply: Some(reply) });
+    let draft = sent.map_err(|_| "the agent did not start".to_owned()).and_then(|()| drafted.recv_timeout(Duration::from_secs(600)).map_err(|_| "the agent did not answer in 10 minutes".to_owned()).and_then(|d| d));
+    workers.shutdown(Duration::from_secs(5));
+    let json = draft.map_err(|err| anyhow::anyhow!(err))?;
+    println!("{json}");
+    if save {
+        let flow = Flow::from_json(&json).map_err(|err| anyhow::anyhow!(err))?;
+        let conn = crate::store::open_writer(&paths.db_path())?;
+        db::save_flow(&conn, &flow, now_millis())?;
+        eprintln!("saved {} ({})", flow.name, flow.trigger.describe());
+    }
     Ok(())
 }

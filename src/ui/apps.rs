@@ -1,7 +1,8 @@
 //! The Apps panel: the notification inbox (Accept, Open, Dismiss, and why the
 //! gate holds one) and the automations (on/off, run now, the newest runs
-//! with each step, run again with the same trigger data). It reads state and
-//! pushes `UiAction`s only.
+//! with each step, run again with the same trigger data), and "describe it"
+//! (the agent drafts a flow, checked, for the user to review and save). It
+//! reads state and pushes `UiAction`s only.
 
 use egui::RichText;
 
@@ -16,12 +17,53 @@ const INBOX_SHOWN: usize = 20;
 /// Runs listed at most.
 const RUNS_SHOWN: usize = 10;
 
-pub fn apps_ui(ui: &mut egui::Ui, state: &AppState, now_millis: i64, actions: &mut Vec<UiAction>) {
+/// What the panel keeps between frames: the routine being described and the draft being reviewed.
+#[derive(Default)]
+pub struct AppsPanel {
+    pub describe: String,
+    pub draft: String,
+    /// The draft as it arrived, so an edit is not overwritten by the same draft again.
+    draft_seen: Option<String>,
+}
+
+pub fn apps_ui(ui: &mut egui::Ui, state: &AppState, panel: &mut AppsPanel, now_millis: i64, actions: &mut Vec<UiAction>) {
     egui::ScrollArea::vertical().auto_shrink([false, false]).show(ui, |ui| {
         inbox_ui(ui, &state.inbox, now_millis, actions);
         ui.separator();
         automations_ui(ui, state, now_millis, actions);
+        ui.separator();
+        describe_ui(ui, state, panel, actions);
     });
+}
+
+/// Describe it: words in, a drafted flow out (checked before it is shown), reviewed, edited, saved.
+fn describe_ui(ui: &mut egui::Ui, state: &AppState, panel: &mut AppsPanel, actions: &mut Vec<UiAction>) {
+    let label = ui.label(RichText::new("Describe a routine").strong());
+    ui.add(egui::TextEdit::multiline(&mut panel.describe).hint_text("Every weekday at 9, summarise yesterday").desired_rows(2).desired_width(f32::INFINITY)).labelled_by(label.id);
+    if ui.add_enabled(!state.drafting && !panel.describe.trim().is_empty(), egui::Button::new("Draft it")).clicked() {
+        actions.push(UiAction::DraftFlow(panel.describe.trim().to_owned()));
+    }
+    if state.drafting {
+        ui.label(RichText::new("Drafting…").small().color(theme::MUTED));
+    }
+    match &state.flow_draft {
+        Some(Ok(json)) => {
+            if panel.draft_seen.as_deref() != Some(json.as_str()) {
+                panel.draft = json.clone();
+                panel.draft_seen = Some(json.clone());
+            }
+            let label = ui.label(RichText::new("Draft (checked; edit it before saving if you like)").small());
+            ui.add(egui::TextEdit::multiline(&mut panel.draft).code_editor().desired_width(f32::INFINITY)).labelled_by(label.id);
+            if ui.button("Save automation").clicked() {
+                actions.push(UiAction::SaveFlow(panel.draft.clone()));
+                panel.draft_seen = None;
+            }
+        }
+        Some(Err(why)) => {
+            ui.label(RichText::new(why).small().color(theme::ERROR));
+        }
+        None => {}
+    }
 }
 
 fn open(state: &str) -> bool {

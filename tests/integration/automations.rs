@@ -250,3 +250,25 @@ fn a_flow_every_minute_fires_on_the_real_clock_within_two_seconds() {
     let mut worker = worker;
     assert!(worker.shutdown(cowork::automations::AutomationsCommand::Shutdown, Duration::from_secs(5)));
 }
+
+#[test]
+fn describe_it_drafts_a_flow_that_must_validate_and_the_checks_go_back_to_the_model() {
+    use super::agent::{answer, fixture};
+    // The first draft reads a step that does not exist; the second is right.
+    let wrong = r#"Here it is: {"name": "morning_summary", "trigger": {"kind": "schedule", "schedule": "0 9 * * mon-fri"}, "steps": [
+        {"id": "summary", "kind": "agent", "prompt": "Summarise yesterday", "tools": ["recent_activity"]},
+        {"id": "tell", "kind": "notify", "title": "Yesterday", "body": "${steps.sumary.data.text}"}]}"#;
+    let right = wrong.replace("steps.sumary", "steps.summary");
+    let server = super::providers::scripted(vec![answer(wrong), answer(&right)]);
+    let (data, _paths) = fixture(&server, "Editor", "");
+    let out = cowork(data.path(), &["automations", "describe", "every weekday at 9, summarise yesterday and tell me", "--save"]);
+    assert!(out.status.success(), "{}", text(&out));
+    let drafted = cowork::automations::Flow::from_json(&String::from_utf8_lossy(&out.stdout)).unwrap();
+    assert_eq!(drafted.steps[1].kind, cowork::automations::flow::StepKind::Notify { title: "Yesterday".into(), body: "${steps.summary.data.text}".into(), tier: Default::default() });
+    // The second request carried the first draft's problem back to the model.
+    let second = super::agent::body(&server, 1).to_string();
+    assert!(second.contains("That flow has problems") && second.contains("there is no step"), "{second}");
+    let listed: serde_json::Value = serde_json::from_slice(&cowork(data.path(), &["automations", "list", "--json"]).stdout).unwrap();
+    assert_eq!(listed[0]["name"], "morning_summary");
+    assert_eq!(listed[0]["trigger"], "0 9 * * mon-fri");
+}

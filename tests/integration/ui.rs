@@ -210,6 +210,22 @@ fn the_apps_panel_lists_the_inbox_and_the_automations_and_sends_their_actions() 
     harness.get_by_label("Run again").click();
     harness.run();
     assert!(matches!(far.automations.try_recv(), Ok(AutomationsCommand::Rerun { run_id: 7, .. })));
+
+    // Describe it: the words go to the agent; the checked draft comes back to review and save.
+    harness.get_by_role_and_label(Role::MultilineTextInput, "Describe a routine").focus();
+    harness.run();
+    harness.get_by_role_and_label(Role::MultilineTextInput, "Describe a routine").type_text("every hour, tell me what I did");
+    harness.run();
+    harness.get_by_label("Draft it").click();
+    harness.run();
+    assert!(matches!(far.agent.try_recv(), Ok(AgentCommand::DraftFlow { description, .. }) if description == "every hour, tell me what I did"));
+    harness.get_by_label("Drafting…");
+    let draft = r#"{"name": "hourly", "trigger": {"kind": "schedule", "schedule": "every 1h"}, "steps": [{"id": "tell", "kind": "notify", "title": "An hour"}]}"#;
+    far.events.send(AppEvent::FlowDrafted(Ok(draft.into()))).unwrap();
+    harness.run();
+    harness.get_by_label("Save automation").click();
+    harness.run();
+    assert!(matches!(far.automations.try_recv(), Ok(AutomationsCommand::Save { flow, .. }) if flow.name == "hourly"));
 }
 
 #[test]

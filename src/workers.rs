@@ -192,6 +192,7 @@ impl Workers {
             recall: Some(search.commands.clone()),
             mcp: None,
             automations: options.automations.then(|| automations_channels.reports.0.clone()),
+            flows: options.automations.then(|| automations_channels.commands.0.clone()),
         };
         let mcp = crate::mcp::worker::spawn_mcp(paths.data_dir.clone(), sink.clone(), options.policy)?;
         let agent_config = AgentConfig { mcp: Some(crate::mcp::worker::McpClient { commands: mcp.commands.clone() }), ..agent_config };

@@ -12,7 +12,7 @@ use std::time::{Duration, Instant};
 
 use serde_json::Value;
 
-use super::integrations;
+use super::{flows, integrations};
 use super::operation::{self, Brain, ChatRequest, Limits, Live, Next, RawCall, State};
 use super::store::{self as agent_store, AgentWrite, AuditEntry, CallRow, CallStatus, OpStatus, OperationRow};
 use super::worker::AgentWorker;
@@ -158,6 +158,12 @@ impl<B: LocalBrain> AgentWorker<B> {
             Brain::Local => integrations::local_names(&self.acting.mcp_tools, &request.text),
             Brain::Cloud { .. } => integrations::cloud_names(&self.acting.mcp_tools),
         });
+        // The user's automations marked usable by the agent.
+        self.refresh_flow_tools();
+        tools.extend(match &brain {
+            Brain::Local => flows::local_names(&self.acting.flow_tools, &request.text),
+            Brain::Cloud { .. } => flows::cloud_names(&self.acting.flow_tools),
+        });
         let mut state = State { tools: tools.clone(), started_at_millis: now, ask_id: request.ask_id, ..State::default() };
         let names: Vec<&str> = tools.iter().map(String::as_str).collect();
         let system = self.operation_system_prompt(&brain, &names, &settings, now);
@@ -202,7 +208,7 @@ impl<B: LocalBrain> AgentWorker<B> {
         }
         if matches!(brain, Brain::Local) {
             let mut section = registry::local_prompt_section(tools);
-            for line in integrations::local_lines(&self.acting.mcp_tools, tools) {
+            for line in integrations::local_lines(&self.acting.mcp_tools, tools).into_iter().chain(flows::local_lines(&self.acting.flow_tools, tools)) {
                 section.push('\n');
                 section.push_str(&line);
             }
@@ -300,7 +306,8 @@ impl<B: LocalBrain> AgentWorker<B> {
                 let prompt_tokens = messages.iter().map(|m| crate::llm::tokens::estimate_tokens(&m.content)).sum::<usize>();
                 // The small local model makes one call, then answers from its result.
                 let names: Vec<&str> = tools.iter().map(String::as_str).collect();
-                let shape = match integrations::with_call_choices(registry::one_call_schema(&names), &self.acting.mcp_tools, &names) {
+                let choices = integrations::with_call_choices(registry::one_call_schema(&names), &self.acting.mcp_tools, &names);
+                let shape = match flows::with_call_choices(choices, &self.acting.flow_tools, &names) {
                     Some(schema) if !has_looked => Shape::OneCall(schema),
                     _ => Shape::Prose,
                 };
@@ -323,6 +330,7 @@ impl<B: LocalBrain> AgentWorker<B> {
                 let names: Vec<&str> = tools.iter().map(String::as_str).collect();
                 let mut defs = registry::defs(&names);
                 defs.extend(integrations::defs(&self.acting.mcp_tools, &names));
+                defs.extend(flows::defs(&self.acting.flow_tools, &names));
                 // What goes to the cloud is redacted even with consent, as for questions.
                 let turns: Vec<Turn> = turns
                     .into_iter()
@@ -513,6 +521,12 @@ impl<B: LocalBrain> AgentWorker<B> {
         self.close_step_if_settled(operation_id, step);
     }
 
+    /// The automations offered as tools, read from the database.
+    fn refresh_flow_tools(&mut self) {
+        self.open_db();
+        self.acting.flow_tools = self.db.as_ref().map(flows::load).unwrap_or_default();
+    }
+
     /// The mcp worker's current tools (none when it does not answer in 300 ms).
     pub(super) fn refresh_mcp_tools(&mut self) {
         if let Some(mcp) = &self.config.mcp {
@@ -538,6 +552,10 @@ impl<B: LocalBrain> AgentWorker<B> {
 
     /// A call's arguments checked against its schema, and what it touches.
     fn check_and_classify(&self, tool: &str, args: &Value) -> Result<registry::Classified, String> {
+        if flows::is_flow(tool) {
+            let offered = flows::find(&self.acting.flow_tools, tool).ok_or_else(|| format!("{tool} is not an automation the agent may start"))?;
+            return flows::classify(offered, args);
+        }
         if integrations::is_mcp(tool) {
             let offered = integrations::find(&self.acting.mcp_tools, tool).ok_or_else(|| format!("{tool}'s MCP server is not running now"))?;
             return integrations::classify(offered, args);
@@ -671,6 +689,17 @@ impl<B: LocalBrain> AgentWorker<B> {
                 ToolOutput::ok(format!("The user sees your list ({done} of {} done).", items.len()))
             }
             "delegate" => self.delegate(operation_id, call, epoch),
+            tool if flows::is_flow(tool) => {
+                if flows::find(&self.acting.flow_tools, tool).is_none() {
+                    self.refresh_flow_tools();
+                }
+                let Some(offered) = flows::find(&self.acting.flow_tools, tool).cloned() else {
+                    return ToolOutput::error(format!("{tool} is not an automation the agent may start"));
+                };
+                // The run's inputs carry where the step's prompt came from.
+                let origin = self.acting.live.get(&operation_id).and_then(|l| l.state.origins().into_iter().find(|o| !o.trusted())).unwrap_or(Origin::User);
+                flows::run(self.config.flows.as_ref(), &offered, &call.arguments, origin)
+            }
             tool => {
                 self.open_db();
                 let Some(conn) = self.db.as_ref() else { return ToolOutput::error("cowork's memory cannot be read right now") };

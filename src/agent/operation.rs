@@ -90,6 +90,8 @@ pub struct Acting {
     pub mcp_tools: Vec<crate::mcp::worker::Offered>,
     /// MCP servers that were still starting when `mcp_tools` was read.
     pub mcp_starting: Vec<String>,
+    /// The automations offered as `flow_<name>` (read at each operation's start).
+    pub flow_tools: Vec<super::flows::FlowTool>,
 }
 
 impl Acting {
@@ -101,7 +103,7 @@ impl Acting {
         }
         // The data directory resolved, so no spelling of it slips past the checks.
         let data_dir = data_dir.canonicalize().unwrap_or(data_dir);
-        Acting { live: HashMap::new(), skills, files: FilesEnv { cwd: home.clone(), home, data_dir }, mcp_tools: Vec::new(), mcp_starting: Vec::new() }
+        Acting { live: HashMap::new(), skills, files: FilesEnv { cwd: home.clone(), home, data_dir }, mcp_tools: Vec::new(), mcp_starting: Vec::new(), flow_tools: Vec::new() }
     }
 }
 

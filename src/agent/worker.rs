@@ -46,6 +46,8 @@ pub struct AgentConfig {
     pub mcp: Option<crate::mcp::worker::McpClient>,
     /// Where automation steps' outcomes go (None: no automations).
     pub automations: Option<Sender<crate::automations::steps::StepReport>>,
+    /// The automations worker, which `flow_<name>` calls start runs on (None: not offered).
+    pub flows: Option<Sender<crate::automations::AutomationsCommand>>,
 }
 
 /// How long a question waits for memory recall before going without it.
@@ -946,6 +948,7 @@ mod tests {
             recall: None,
             mcp: None,
             automations: None,
+            flows: None,
         };
         (dir, config)
     }

@@ -287,6 +287,7 @@ fn real_config(db: &std::path::Path) -> (LlmConfig, AgentConfig) {
         recall: None,
         mcp: None,
         automations: None,
+        flows: None,
     };
     (llm, agent)
 }

@@ -141,6 +141,7 @@ fn agent_restarts_keeps_its_sender_and_a_gone_llm_worker_is_a_failed_answer() {
         recall: None,
         mcp: None,
         automations: None,
+        flows: None,
     };
     let mut agent = spawn_agent(config, llm_tx, Default::default(), store_tx, sink, Arc::new(AtomicU64::new(0)), fast_policy()).unwrap();
     let sender = agent.commands.clone();

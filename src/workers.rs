@@ -194,7 +194,8 @@ impl Workers {
             automations: options.automations.then(|| automations_channels.reports.0.clone()),
             flows: options.automations.then(|| automations_channels.commands.0.clone()),
         };
-        let mcp = crate::mcp::worker::spawn_mcp(paths.data_dir.clone(), sink.clone(), options.policy)?;
+        let mcp_signals = options.automations.then(|| automations_channels.commands.0.clone());
+        let mcp = crate::mcp::worker::spawn_mcp_signalling(paths.data_dir.clone(), sink.clone(), options.policy, crate::net::OutboundGate::global(), mcp_signals)?;
         let agent_config = AgentConfig { mcp: Some(crate::mcp::worker::McpClient { commands: mcp.commands.clone() }), ..agent_config };
         let agent = spawn_agent(agent_config, llm.commands.clone(), local, store.commands.clone(), sink.clone(), stop_epoch.clone(), options.policy)?;
         let (automations, notify) = if options.automations {

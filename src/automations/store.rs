@@ -163,6 +163,22 @@ pub fn flow_by_id(conn: &Connection, automation_id: i64) -> rusqlite::Result<Opt
     conn.query_row("SELECT automation_id, name, definition, enabled, updated_at_ms FROM automations WHERE automation_id = ?1", [automation_id], flow_row).optional()
 }
 
+/// The resources of an MCP server that enabled flows wait on (`resource_updated` with a URI).
+pub fn watched_resources(conn: &Connection, server: &str) -> rusqlite::Result<Vec<String>> {
+    let mut uris: Vec<String> = flows(conn)?
+        .into_iter()
+        .filter(|row| row.enabled)
+        .filter_map(|row| row.flow.ok())
+        .filter_map(|flow| match flow.trigger {
+            super::flow::Trigger::Mcp { server: s, event: super::flow::McpEvent::ResourceUpdated, uri: Some(uri) } if s == server => Some(uri),
+            _ => None,
+        })
+        .collect();
+    uris.sort();
+    uris.dedup();
+    Ok(uris)
+}
+
 /// Switches a flow on or off; a flow switched on computes its schedule from now.
 pub fn set_enabled(conn: &Connection, name: &str, enabled: bool) -> rusqlite::Result<bool> {
     let tx = crate::store::write_transaction(conn)?;

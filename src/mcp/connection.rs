@@ -84,8 +84,10 @@ type ProgressSink = Arc<dyn Fn(Progress) + Send + Sync>;
 #[derive(Debug)]
 pub enum Notice {
     ToolsChanged(String),
-    /// Its resources or prompts changed.
-    CatalogChanged(String),
+    /// Its resources or prompts changed (which, for automations' triggers).
+    CatalogChanged(String, crate::automations::flow::McpEvent),
+    /// A resource it serves changed (`notifications/resources/updated`).
+    ResourceUpdated { server: String, uri: String },
     /// A server asks the user for input (form mode).
     Elicit(Elicitation),
     /// Its sign-in was refused and could not be refreshed.
@@ -128,11 +130,15 @@ impl ClientHandler for Handler {
     }
 
     async fn on_resource_list_changed(&self, _context: NotificationContext<RoleClient>) {
-        let _ = self.notices.try_send(Notice::CatalogChanged(self.server.clone()));
+        let _ = self.notices.try_send(Notice::CatalogChanged(self.server.clone(), crate::automations::flow::McpEvent::ResourcesChanged));
     }
 
     async fn on_prompt_list_changed(&self, _context: NotificationContext<RoleClient>) {
-        let _ = self.notices.try_send(Notice::CatalogChanged(self.server.clone()));
+        let _ = self.notices.try_send(Notice::CatalogChanged(self.server.clone(), crate::automations::flow::McpEvent::PromptsChanged));
+    }
+
+    async fn on_resource_updated(&self, params: rmcp::model::ResourceUpdatedNotificationParam, _context: NotificationContext<RoleClient>) {
+        let _ = self.notices.try_send(Notice::ResourceUpdated { server: self.server.clone(), uri: params.uri });
     }
 
     async fn create_elicitation(&self, request: ElicitRequestParams, _context: RequestContext<RoleClient>) -> Result<ElicitResult, rmcp::ErrorData> {
@@ -195,6 +201,8 @@ pub struct Spawn<'a> {
     pub stderr: StderrTail,
     pub notices: crossbeam_channel::Sender<Notice>,
     pub gate: &'a crate::net::OutboundGate,
+    /// Resources whose updates automations wait for: subscribed to at connect.
+    pub watched: Vec<String>,
 }
 
 /// Starts (stdio) or reaches (HTTP) `name` and finishes the handshake within
@@ -282,7 +290,20 @@ pub async fn connect(name: &str, config: &ServerConfig, spawn: Spawn<'_>) -> any
     let info = service.peer_info();
     let protocol_version = info.as_ref().map(|i| i.protocol_version.to_string()).unwrap_or_default();
     if let Some(info) = info.as_ref().filter(|i| i.protocol_version >= rmcp::model::ProtocolVersion::V_2026_07_28) {
-        listen(name, &service, &info.capabilities, &spawn.notices, startup).await;
+        listen(name, &service, &info.capabilities, &spawn.watched, &spawn.notices, startup).await;
+    } else {
+        // Before 2026-07-28 a resource's updates are asked for one by one.
+        for uri in &spawn.watched {
+            let request = rmcp::model::SubscribeRequestParams::new(uri.clone());
+            // Deprecated in rmcp for 2026-07-28 servers, which get the subscription through `listen` above.
+            #[allow(deprecated)]
+            let subscribed = service.peer().subscribe(request);
+            match tokio::time::timeout(startup, subscribed).await {
+                Ok(Ok(_)) => {}
+                Ok(Err(err)) => tracing::warn!(server = name, uri, %err, "the server did not take cowork's subscription to a resource"),
+                Err(_) => tracing::warn!(server = name, uri, "the server did not answer cowork's subscription to a resource in time"),
+            }
+        }
     }
     let server_name = info.as_ref().and_then(|i| i.server_info.as_ref().map(|s| format!("{} {}", s.name, s.version))).unwrap_or_default();
     Ok(Connection { service, progress, pid, protocol_version, server_name, connect_millis: started.elapsed().as_millis() as u64, oauth })
@@ -297,7 +318,7 @@ fn lifecycle() -> ClientLifecycleMode {
 
 /// On 2026-07-28 a server tells of changed lists only on a `subscriptions/listen`
 /// stream the client opens: the notices it carries go where the handler's go.
-async fn listen(name: &str, service: &RunningService<RoleClient, Handler>, capabilities: &rmcp::model::ServerCapabilities, notices: &crossbeam_channel::Sender<Notice>, wait: Duration) {
+async fn listen(name: &str, service: &RunningService<RoleClient, Handler>, capabilities: &rmcp::model::ServerCapabilities, watched: &[String], notices: &crossbeam_channel::Sender<Notice>, wait: Duration) {
     let mut filter = rmcp::model::SubscriptionFilter::builder();
     let changes = |listed: Option<bool>| listed == Some(true);
     if capabilities.tools.as_ref().is_some_and(|t| changes(t.list_changed)) {
@@ -308,6 +329,9 @@ async fn listen(name: &str, service: &RunningService<RoleClient, Handler>, capab
     }
     if capabilities.prompts.as_ref().is_some_and(|p| changes(p.list_changed)) {
         filter = filter.prompts_list_changed();
+    }
+    if !watched.is_empty() {
+        filter = filter.resource_subscriptions(watched.iter().cloned());
     }
     let filter = filter.build();
     if filter == rmcp::model::SubscriptionFilter::default() {
@@ -331,9 +355,9 @@ async fn listen(name: &str, service: &RunningService<RoleClient, Handler>, capab
         while let Ok(Some(notification)) = subscription.next().await {
             let notice = match notification {
                 rmcp::model::ServerNotification::ToolListChangedNotification(_) => Notice::ToolsChanged(name.clone()),
-                rmcp::model::ServerNotification::ResourceListChangedNotification(_) | rmcp::model::ServerNotification::PromptListChangedNotification(_) => {
-                    Notice::CatalogChanged(name.clone())
-                }
+                rmcp::model::ServerNotification::ResourceListChangedNotification(_) => Notice::CatalogChanged(name.clone(), crate::automations::flow::McpEvent::ResourcesChanged),
+                rmcp::model::ServerNotification::PromptListChangedNotification(_) => Notice::CatalogChanged(name.clone(), crate::automations::flow::McpEvent::PromptsChanged),
+                rmcp::model::ServerNotification::ResourceUpdatedNotification(updated) => Notice::ResourceUpdated { server: name.clone(), uri: updated.params.uri },
                 _ => continue,
             };
             let _ = notices.try_send(notice);

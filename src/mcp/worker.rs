@@ -130,6 +130,8 @@ pub struct McpWorker {
     clients_db: Option<rusqlite::Connection>,
     /// Requests for input the user has not answered: id → (server, reply).
     elicitations: BTreeMap<i64, (String, tokio::sync::oneshot::Sender<super::elicit::Answer>)>,
+    /// Automations whose triggers wait for servers' notifications.
+    signals: Option<Sender<crate::automations::AutomationsCommand>>,
 }
 
 impl McpWorker {
@@ -146,7 +148,29 @@ impl McpWorker {
             clients: Vec::new(),
             clients_db: None,
             elicitations: BTreeMap::new(),
+            signals: None,
         })
+    }
+
+    /// The resources of `server` that enabled automations wait on (read from
+    /// cowork.db at connect; a new trigger takes effect at the next connect).
+    fn watched_resources(&mut self, server: &str) -> Vec<String> {
+        if self.signals.is_none() {
+            return Vec::new();
+        }
+        let path = self.data_dir.join(crate::store::DB_FILE_NAME);
+        let Ok(conn) = crate::store::open_read_only(&path) else { return Vec::new() };
+        crate::automations::store::watched_resources(&conn, server).unwrap_or_default()
+    }
+
+    /// Tells automations a server's notification (never waiting).
+    fn signal(&self, server: &str, event: crate::automations::flow::McpEvent, uri: Option<String>) {
+        if let Some(signals) = &self.signals {
+            let signal = crate::automations::Signal::Mcp { server: server.to_owned(), event, uri, at_millis: crate::ids::now_millis() };
+            if signals.try_send(crate::automations::AutomationsCommand::Signal(signal)).is_err() {
+                tracing::debug!(server, "automations is busy: an MCP notification was not passed on");
+            }
+        }
     }
 
     /// Ends servers an earlier cowork left running, then starts the enabled ones.
@@ -242,8 +266,9 @@ impl McpWorker {
             }
         };
         let (stderr, notices, internal, data_dir, name, gate) = (server.stderr.clone(), self.notices.0.clone(), self.internal.0.clone(), self.data_dir.clone(), name.to_owned(), self.gate);
+        let watched = self.watched_resources(&name);
         self.runtime.spawn(async move {
-            let spawn = connection::Spawn { configured_as: &name, data_dir: &data_dir, env, headers, stderr, notices, gate };
+            let spawn = connection::Spawn { configured_as: &name, data_dir: &data_dir, env, headers, stderr, notices, gate, watched };
             let result = async {
                 let connection = connection::connect(&name, &config, spawn).await?;
                 let startup = config.startup_timeout();
@@ -428,6 +453,7 @@ impl McpWorker {
     fn handle_notice(&mut self, notice: Notice) {
         match notice {
             Notice::ToolsChanged(name) => {
+                self.signal(&name, crate::automations::flow::McpEvent::ToolsChanged, None);
                 let Some(server) = self.servers.get(&name) else { return };
                 let Some(connection) = server.connection.clone() else { return };
                 let (internal, generation, timeout) = (self.internal.0.clone(), server.generation, server.config.startup_timeout());
@@ -436,7 +462,9 @@ impl McpWorker {
                     let _ = internal.send(Internal::Tools { server: name, generation, result });
                 });
             }
-            Notice::CatalogChanged(name) => {
+            Notice::ResourceUpdated { server, uri } => self.signal(&server, crate::automations::flow::McpEvent::ResourceUpdated, Some(uri)),
+            Notice::CatalogChanged(name, event) => {
+                self.signal(&name, event, None);
                 let Some(server) = self.servers.get(&name) else { return };
                 let Some(connection) = server.connection.clone() else { return };
                 let (internal, generation, timeout) = (self.internal.0.clone(), server.generation, server.config.startup_timeout());
@@ -730,7 +758,7 @@ pub async fn test_server(name: &str, config: &ServerConfig, data_dir: &std::path
         let secrets = crate::secrets::Secrets::open(data_dir)?;
         let (env, headers) = connection::resolve_secrets(config, &secrets)?;
         let test_name = format!("{name}.test");
-        let spawn = connection::Spawn { configured_as: name, data_dir, env, headers, stderr: stderr.clone(), notices, gate: crate::net::OutboundGate::global() };
+        let spawn = connection::Spawn { configured_as: name, data_dir, env, headers, stderr: stderr.clone(), notices, gate: crate::net::OutboundGate::global(), watched: Vec::new() };
         let connection = connection::connect(&test_name, config, spawn).await?;
         let tools = connection.tools(name, config.startup_timeout()).await?;
         let started = Instant::now();
@@ -826,7 +854,22 @@ pub fn spawn_mcp(data_dir: PathBuf, sink: EventSink, policy: RestartPolicy) -> s
 
 /// The same with its own outbound gate (a test flips offline mode without touching the process's).
 pub fn spawn_mcp_with_gate(data_dir: PathBuf, sink: EventSink, policy: RestartPolicy, gate: &'static crate::net::OutboundGate) -> std::io::Result<WorkerHandle<McpCommand>> {
-    spawn_supervised::<McpWorker, _>(WorkerName::Mcp, policy, sink.clone(), channel(), move |_ctx| McpWorker::new(data_dir.clone(), sink.clone(), gate))
+    spawn_mcp_signalling(data_dir, sink, policy, gate, None)
+}
+
+/// The same, passing servers' notifications on to automations' triggers.
+pub fn spawn_mcp_signalling(
+    data_dir: PathBuf,
+    sink: EventSink,
+    policy: RestartPolicy,
+    gate: &'static crate::net::OutboundGate,
+    signals: Option<Sender<crate::automations::AutomationsCommand>>,
+) -> std::io::Result<WorkerHandle<McpCommand>> {
+    spawn_supervised::<McpWorker, _>(WorkerName::Mcp, policy, sink.clone(), channel(), move |_ctx| {
+        let mut worker = McpWorker::new(data_dir.clone(), sink.clone(), gate)?;
+        worker.signals = signals.clone();
+        Ok(worker)
+    })
 }
 
 /// The agent's side: calls through the worker, waiting for the answer while

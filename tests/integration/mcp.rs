@@ -1173,3 +1173,98 @@ fn walk(dir: &std::path::Path) -> Vec<std::path::PathBuf> {
     }
     files
 }
+
+#[test]
+fn a_servers_list_change_and_resource_update_start_the_automations_that_wait_for_them() {
+    use cowork::automations::store::{self as db, RunStatus};
+    let Some(python) = mcp_python() else { return };
+    let data = temp_dir();
+    let script = data.path().join("feed.py");
+    std::fs::write(
+        &script,
+        r#"from mcp.server.mcpserver import MCPServer, Context
+
+app = MCPServer("feed")
+
+def fresh() -> str:
+    """A tool that was not there at the start."""
+    return "fresh"
+
+@app.tool()
+async def grow(ctx: Context) -> str:
+    """Adds a tool."""
+    app.add_tool(fresh)
+    await ctx.notify_tools_changed()
+    await ctx.session.send_tool_list_changed()
+    return "grown"
+
+@app.resource("feed://tickets")
+def tickets() -> str:
+    """The open tickets."""
+    return "ticket 1: printer on fire"
+
+@app.tool()
+async def touch(ctx: Context) -> str:
+    """A new ticket arrived in the feed."""
+    await ctx.notify_resource_updated("feed://tickets")
+    await ctx.session.send_resource_updated("feed://tickets")
+    return "touched"
+
+app.run()
+"#,
+    )
+    .unwrap();
+    std::fs::write(data.path().join("mcp-servers.json"), json!({"mcpServers": {"feed": {"command": python, "args": [script]}}}).to_string()).unwrap();
+    let db_path = data.path().join("cowork.db");
+    drop(cowork::store::open_writer(&db_path).unwrap());
+    let conn = cowork::store::open_writer(&db_path).unwrap();
+    for (name, event, uri) in [("new_tools", "tools_changed", None), ("new_ticket", "resource_updated", Some("feed://tickets")), ("other_feed", "resource_updated", Some("feed://other"))] {
+        let flow = json!({"name": name, "trigger": {"kind": "mcp", "server": "feed", "event": event, "uri": uri},
+            "steps": [{"id": "seen", "kind": "condition", "left": "${trigger.data.server}", "op": "equals", "right": "feed"}]});
+        db::save_flow(&conn, &cowork::automations::Flow::from_json(&flow.to_string()).unwrap(), 1).unwrap();
+    }
+    let (sink, events) = super::support::test_sink();
+    let channels = cowork::automations::worker::AutomationsChannels::default();
+    let signals = channels.commands.0.clone();
+    struct Nobody;
+    impl cowork::automations::steps::StepRunner for Nobody {
+        fn start(&self, _: cowork::automations::steps::StepRequest) -> Result<(), String> {
+            Err("no agent here".into())
+        }
+        fn cancel(&self, _: i64) {}
+    }
+    impl cowork::automations::steps::Notifier for Nobody {
+        fn post(&self, _: cowork::automations::steps::Notice) -> Result<i64, String> {
+            Ok(0)
+        }
+    }
+    let mut automations = cowork::automations::spawn_automations(
+        cowork::automations::AutomationsConfig { db_path: db_path.clone() },
+        channels,
+        Arc::new(cowork::automations::steps::SystemClock),
+        || Box::new(Nobody),
+        || Box::new(Nobody),
+        sink.clone(),
+        cowork::runtime::RestartPolicy::default(),
+    )
+    .unwrap();
+    let mut mcp = cowork::mcp::worker::spawn_mcp_signalling(data.path().to_owned(), sink, cowork::runtime::RestartPolicy::default(), cowork::net::OutboundGate::global(), Some(signals)).unwrap();
+    let views = settled(&events, &["feed"]);
+    assert_eq!(server(&views, "feed").status, McpServerStatus::Running);
+    let client = McpClient { commands: mcp.commands.clone() };
+    let never = AtomicBool::new(false);
+    let runs = |name: &str| {
+        let conn = cowork::store::open_read_only(&db_path).unwrap();
+        let id = db::flow_by_name(&conn, name).unwrap().unwrap().automation_id;
+        db::recent_runs(&conn, Some(id), 10).unwrap()
+    };
+    assert_eq!(client.call("feed", "grow", json!({}), 1, &never, Duration::from_secs(20)).content, "grown");
+    assert!(eventually(Duration::from_secs(20), || runs("new_tools").iter().any(|r| r.status == RunStatus::Done)), "the tool list change started its flow");
+    assert_eq!(client.call("feed", "touch", json!({}), 2, &never, Duration::from_secs(20)).content, "touched");
+    assert!(eventually(Duration::from_secs(20), || runs("new_ticket").len() == 1), "the resource update started its flow");
+    let ticket = runs("new_ticket").remove(0);
+    assert_eq!((ticket.scope.trigger["uri"].as_str(), ticket.scope.trigger_origin), (Some("feed://tickets"), cowork::tools::Origin::ToolResult), "a server's notification is data");
+    assert!(runs("other_feed").is_empty(), "another resource's flow did not run");
+    assert!(mcp.shutdown(McpCommand::Shutdown, Duration::from_secs(5)));
+    assert!(automations.shutdown(cowork::automations::AutomationsCommand::Shutdown, Duration::from_secs(5)));
+}

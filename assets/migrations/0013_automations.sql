@@ -79,3 +79,10 @@ CREATE TABLE automation_claims (
     claimed_at_ms INTEGER NOT NULL,
     PRIMARY KEY (automation_id, event_key)
 ) WITHOUT ROWID;
+
+-- Small facts about the automations themselves (the built-in suggestions were
+-- added once: a user who removed one does not get it back).
+CREATE TABLE automation_meta (
+    key   TEXT PRIMARY KEY,
+    value TEXT NOT NULL
+) WITHOUT ROWID;

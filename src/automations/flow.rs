@@ -70,10 +70,39 @@ pub enum Trigger {
     },
     /// Only "Run now", the command line or the agent.
     Manual,
+    /// A tool call has waited this long for the user's approval.
+    ApprovalWaiting {
+        #[serde(default = "ten")]
+        minutes: u32,
+    },
+    /// One app has had focus this long without a break (a switch or being away).
+    FocusStretch {
+        #[serde(default = "ninety")]
+        minutes: u32,
+    },
+    /// The focus moved between apps at least `count` times within `minutes`.
+    ContextSwitches {
+        #[serde(default = "twelve")]
+        count: u32,
+        #[serde(default = "ten")]
+        minutes: u32,
+    },
 }
 
 fn five() -> u32 {
     5
+}
+
+fn ten() -> u32 {
+    10
+}
+
+fn ninety() -> u32 {
+    90
+}
+
+fn twelve() -> u32 {
+    12
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -318,6 +347,9 @@ impl Trigger {
             Trigger::FirstActivity => &["at"],
             Trigger::Mcp { .. } => &["server", "event", "uri"],
             Trigger::Manual => &[],
+            Trigger::ApprovalWaiting { .. } => &["tool", "call_id", "waited_minutes", "why"],
+            Trigger::FocusStretch { .. } => &["app", "minutes"],
+            Trigger::ContextSwitches { .. } => &["switches", "minutes", "apps"],
         }
     }
 
@@ -325,8 +357,9 @@ impl Trigger {
     /// windows and an MCP server's words are data, never instructions.
     pub fn origin(&self) -> Origin {
         match self {
-            Trigger::Focus { .. } | Trigger::Back { .. } | Trigger::FirstActivity => Origin::Capture,
-            Trigger::Mcp { .. } => Origin::ToolResult,
+            Trigger::Focus { .. } | Trigger::Back { .. } | Trigger::FirstActivity | Trigger::FocusStretch { .. } | Trigger::ContextSwitches { .. } => Origin::Capture,
+            // A waiting call's tool and reason were written by a model that may have read anything.
+            Trigger::Mcp { .. } | Trigger::ApprovalWaiting { .. } => Origin::ToolResult,
             Trigger::Schedule { .. } | Trigger::Manual => Origin::Instructions,
         }
     }
@@ -344,6 +377,9 @@ impl Trigger {
             Trigger::FirstActivity => "first activity of the day".into(),
             Trigger::Mcp { server, event, .. } => format!("{server}: {}", serde_json::to_value(event).ok().and_then(|v| v.as_str().map(str::to_owned)).unwrap_or_default()),
             Trigger::Manual => "manual".into(),
+            Trigger::ApprovalWaiting { minutes } => format!("an approval waiting over {minutes} minutes"),
+            Trigger::FocusStretch { minutes } => format!("{minutes} minutes in one app without a break"),
+            Trigger::ContextSwitches { count, minutes } => format!("{count} app switches within {minutes} minutes"),
         }
     }
 }
@@ -606,6 +642,8 @@ impl Flow {
                 }
             }
             Trigger::Mcp { server, .. } if server.trim().is_empty() => problems.push("the MCP trigger names no server".into()),
+            Trigger::ApprovalWaiting { minutes: 0 } | Trigger::FocusStretch { minutes: 0 } | Trigger::ContextSwitches { minutes: 0, .. } => problems.push("the trigger needs at least one minute".into()),
+            Trigger::ContextSwitches { count, .. } if *count < 2 => problems.push("the trigger needs at least two switches".into()),
             _ => {}
         }
         if let RunMode::Parallel { limit: 0 } = self.mode {

@@ -163,6 +163,65 @@ pub fn flow_by_id(conn: &Connection, automation_id: i64) -> rusqlite::Result<Opt
     conn.query_row("SELECT automation_id, name, definition, enabled, updated_at_ms FROM automations WHERE automation_id = ?1", [automation_id], flow_row).optional()
 }
 
+/// The built-in suggestions, as flows the user can switch off, edit or remove.
+pub const BUILTINS: [(&str, bool); 3] = [
+    (
+        r#"{"name": "builtin_approval_reminder", "description": "Reminds you of a tool call that has waited 10 minutes for your approval.",
+            "trigger": {"kind": "approval_waiting", "minutes": 10},
+            "steps": [{"id": "remind", "kind": "notify", "tier": "helpful", "title": "An approval is waiting",
+                "body": "${trigger.data.tool} has waited ${trigger.data.waited_minutes} minutes for your answer"}]}"#,
+        true,
+    ),
+    (
+        r#"{"name": "builtin_take_a_break", "description": "Suggests a break after 90 minutes in one app.",
+            "trigger": {"kind": "focus_stretch", "minutes": 90},
+            "steps": [{"id": "suggest", "kind": "notify", "tier": "informational", "title": "Time for a break?",
+                "body": "You have been in ${trigger.data.app} for ${trigger.data.minutes} minutes"}]}"#,
+        false,
+    ),
+    (
+        r#"{"name": "builtin_context_switches", "description": "Tells you when you switched apps 12 times within 10 minutes.",
+            "trigger": {"kind": "context_switches", "count": 12, "minutes": 10},
+            "steps": [{"id": "tell", "kind": "notify", "tier": "informational", "title": "Lots of switching",
+                "body": "You switched apps ${trigger.data.switches} times in ${trigger.data.minutes} minutes"}]}"#,
+        true,
+    ),
+];
+
+/// Adds the built-in suggestions once (never again after the user removed one).
+pub fn seed_builtins(conn: &Connection, now_millis: i64) -> rusqlite::Result<usize> {
+    let seeded: Option<String> = conn.query_row("SELECT value FROM automation_meta WHERE key = 'builtins_seeded'", [], |r| r.get(0)).optional()?;
+    if seeded.is_some() {
+        return Ok(0);
+    }
+    let mut added = 0;
+    for (json, enabled) in BUILTINS {
+        let flow = match Flow::from_json(json) {
+            Ok(flow) => flow,
+            Err(err) => {
+                tracing::error!(%err, "a built-in suggestion does not read");
+                continue;
+            }
+        };
+        if flow_by_name(conn, &flow.name)?.is_none() {
+            save_flow(conn, &flow, now_millis)?;
+            if !enabled {
+                set_enabled(conn, &flow.name, false)?;
+            }
+            added += 1;
+        }
+    }
+    conn.execute("INSERT OR REPLACE INTO automation_meta (key, value) VALUES ('builtins_seeded', '1')", [])?;
+    Ok(added)
+}
+
+/// Tool calls that have waited for approval since before `before_millis`: (call id, tool, why, since).
+pub fn waiting_calls(conn: &Connection, before_millis: i64) -> rusqlite::Result<Vec<(i64, String, String, i64)>> {
+    let mut stmt = conn.prepare("SELECT call_id, tool, why, created_at_ms FROM operation_calls WHERE status = 'waiting' AND created_at_ms <= ?1 ORDER BY created_at_ms")?;
+    let rows = stmt.query_map([before_millis], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?)))?;
+    rows.collect()
+}
+
 /// The resources of an MCP server that enabled flows wait on (`resource_updated` with a URI).
 pub fn watched_resources(conn: &Connection, server: &str) -> rusqlite::Result<Vec<String>> {
     let mut uris: Vec<String> = flows(conn)?

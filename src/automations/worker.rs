@@ -80,7 +80,14 @@ pub struct AutomationsWorker {
     owner: Option<std::fs::File>,
     /// Something the Apps panel shows changed since it was last told.
     changed: bool,
+    /// Focus changes (app, when), newest last, for "context switches".
+    focus_log: std::collections::VecDeque<(String, i64)>,
+    /// The app in focus and since when without a break (none: nothing yet, or away).
+    stretch: Option<(String, i64)>,
 }
+
+/// Focus changes remembered for "context switches".
+const FOCUS_LOG: usize = 256;
 
 /// Runs the Apps panel lists.
 const RUNS_SHOWN: usize = 20;
@@ -111,7 +118,7 @@ struct Start<'a> {
 
 impl AutomationsWorker {
     pub fn new(config: AutomationsConfig, clock: Arc<dyn Clock>, runner: Box<dyn StepRunner>, notifier: Box<dyn Notifier>, reports: Receiver<StepReport>, sink: EventSink) -> Self {
-        Self { config, conn: None, clock, runner, notifier, reports, sink, flows: Vec::new(), flows_stamp: (0, 0, 0), owner: None, changed: true }
+        Self { config, conn: None, clock, runner, notifier, reports, sink, flows: Vec::new(), flows_stamp: (0, 0, 0), owner: None, changed: true, focus_log: Default::default(), stretch: None }
     }
 
     fn now(&self) -> i64 {
@@ -137,6 +144,10 @@ impl AutomationsWorker {
         let dir = self.config.db_path.parent().unwrap_or(std::path::Path::new("."));
         self.owner = take_lock(dir)?;
         if self.owner.is_some() {
+            let added = db::seed_builtins(self.conn()?, self.now())?;
+            if added > 0 {
+                self.reload()?;
+            }
             self.resume()?;
         } else {
             tracing::info!("another cowork runs the automations of this data directory: this one only queues runs");
@@ -254,6 +265,9 @@ impl AutomationsWorker {
                 None => wake = wake.min(next),
             }
         }
+        if let Some(at) = self.watch(now)? {
+            wake = wake.min(at);
+        }
         // Runs: queued ones whose turn it is, and ones whose wake time came.
         self.start_queued()?;
         for run in db::open_runs(self.conn()?)? {
@@ -273,6 +287,48 @@ impl AutomationsWorker {
             }
         }
         Ok(Duration::from_millis((wake - self.now()).clamp(0, MAX_SLEEP.as_millis() as i64) as u64))
+    }
+
+    /// The triggers that watch over time: approvals waiting, a long stretch
+    /// in one app, many switches. Returns when one may come due next.
+    fn watch(&mut self, now: i64) -> anyhow::Result<Option<i64>> {
+        let mut next: Option<i64> = None;
+        let flows: Vec<(i64, Trigger)> = self.flows.iter().filter(|r| r.enabled).filter_map(|r| r.flow.as_ref().ok().map(|f| (r.automation_id, f.trigger.clone()))).collect();
+        for (id, trigger) in flows {
+            match trigger {
+                Trigger::ApprovalWaiting { minutes } => {
+                    let waited = minutes as i64 * 60_000;
+                    for (call_id, tool, why, since) in db::waiting_calls(self.conn()?, now - waited)? {
+                        let data = json!({"tool": tool, "call_id": call_id, "waited_minutes": (now - since) / 60_000, "why": why});
+                        self.trigger(id, Start { kind: "approval_waiting", data, origin: Origin::ToolResult, event_key: Some(format!("approval_waiting:{call_id}")), next_fire: None, rerun_of: None })?;
+                    }
+                }
+                Trigger::FocusStretch { minutes } => {
+                    let Some((app, since)) = self.stretch.clone() else { continue };
+                    let due = since + minutes as i64 * 60_000;
+                    if now >= due {
+                        let data = json!({"app": app, "minutes": (now - since) / 60_000});
+                        self.trigger(id, Start { kind: "focus_stretch", data, origin: Origin::Capture, event_key: Some(format!("stretch:{since}")), next_fire: None, rerun_of: None })?;
+                    } else {
+                        next = Some(next.map_or(due, |n: i64| n.min(due)));
+                    }
+                }
+                Trigger::ContextSwitches { count, minutes } => {
+                    let window = minutes as i64 * 60_000;
+                    let recent: Vec<&(String, i64)> = self.focus_log.iter().filter(|(_, at)| *at > now - window).collect();
+                    if recent.len() >= count as usize {
+                        let mut apps: Vec<&str> = recent.iter().map(|(app, _)| app.as_str()).collect();
+                        apps.sort_unstable();
+                        apps.dedup();
+                        let data = json!({"switches": recent.len(), "minutes": minutes, "apps": apps});
+                        // One per window: the count has to build up again before the next.
+                        self.trigger(id, Start { kind: "context_switches", data, origin: Origin::Capture, event_key: Some(format!("switches:{}", now / window)), next_fire: None, rerun_of: None })?;
+                    }
+                }
+                _ => {}
+            }
+        }
+        Ok(next)
     }
 
     /// A trigger fired for a flow: the run mode decides, then the event is
@@ -695,6 +751,24 @@ impl AutomationsWorker {
     /// A signal from capture or an MCP server: every enabled flow it matches gets a run.
     pub fn handle_signal(&mut self, signal: Signal) -> anyhow::Result<()> {
         let now = self.now();
+        match &signal {
+            Signal::Focus { app, at_millis, .. } => {
+                if self.stretch.as_ref().is_none_or(|(current, _)| current != app) {
+                    self.stretch = Some((app.clone(), *at_millis));
+                    self.focus_log.push_back((app.clone(), *at_millis));
+                    if self.focus_log.len() > FOCUS_LOG {
+                        self.focus_log.pop_front();
+                    }
+                }
+            }
+            // Coming back is a break: a new stretch starts.
+            Signal::Back { at_millis, .. } => {
+                if let Some((_, since)) = self.stretch.as_mut() {
+                    *since = *at_millis;
+                }
+            }
+            Signal::Mcp { .. } => {}
+        }
         let mut starts: Vec<(i64, Start<'static>)> = Vec::new();
         // The first signal of a local day is also the day's first activity (claimed once per day).
         let day = crate::ids::local_day_start_millis(now);
@@ -1023,7 +1097,7 @@ mod tests {
         save(&mut worker, r#"{"name": "minutely", "trigger": {"kind": "schedule", "schedule": "every 1m"}, "steps": [{"id": "c", "kind": "condition", "left": "${trigger.data.missed}", "op": "gte", "right": "0"}]}"#);
         worker.tick().unwrap();
         assert!(runs(&worker).is_empty(), "a new schedule starts at the next minute, not now");
-        let id = worker.flows[0].automation_id;
+        let id = worker.flows.iter().find(|f| f.name == "minutely").unwrap().automation_id;
         let next = db::scheduler(worker.conn().unwrap(), id).unwrap().next_fire_at_millis.unwrap();
         assert!(next > clock.now_millis() && next - clock.now_millis() <= 60_000);
         clock.jump(next - clock.now_millis() + 1_000);
@@ -1135,11 +1209,56 @@ mod tests {
         worker.tick().unwrap();
         worker.publish().unwrap();
         let view = events.try_iter().find_map(|e| match e { crate::events::AppEvent::Automations(view) => Some(view), _ => None }).unwrap();
-        assert_eq!((view.flows[0].name.as_str(), view.flows[0].trigger.as_str()), ("check", "every 2h"));
-        assert!(view.flows[0].next_fire_at_millis.is_some());
+        let check = view.flows.iter().find(|f| f.name == "check").unwrap();
+        assert_eq!(check.trigger, "every 2h");
+        assert!(check.next_fire_at_millis.is_some());
+        assert!(view.flows.iter().any(|f| f.name == "builtin_take_a_break" && !f.enabled), "the built-in suggestions are there, the break one off");
         assert_eq!((view.runs[0].status.as_str(), view.runs[0].steps[0].decision.as_deref()), ("done", Some("else: end")));
         worker.publish().unwrap();
         assert!(events.try_recv().is_err(), "nothing changed: nothing sent");
+    }
+
+    #[test]
+    fn the_built_in_suggestions_watch_waiting_approvals_long_stretches_and_many_switches() {
+        let Bench { clock, script, mut worker, .. } = bench();
+        worker.handle(AutomationsCommand::SetEnabled { name: "builtin_take_a_break".into(), enabled: true }).unwrap();
+        let now = clock.now_millis();
+        let runs_of = |worker: &AutomationsWorker, name: &str| runs(worker).into_iter().filter(|r| r.flow.name == name).collect::<Vec<_>>();
+        // A call has waited 11 minutes: one reminder, however often the loop looks.
+        let conn = worker.conn().unwrap();
+        conn.execute("INSERT INTO operations (operation_id, task, status, brain, state, created_at_ms, updated_at_ms) VALUES (1, 't', 'waiting_for_human', 'local', '{}', ?1, ?1)", [now - 11 * 60_000]).unwrap();
+        conn.execute(
+            "INSERT INTO operation_calls (call_id, operation_id, step, model_call_id, tool, arguments, risk, status, why, created_at_ms) VALUES (7, 1, 1, 'c', 'run_command', '{}', 'sensitive', 'waiting', 'a command', ?1)",
+            [now - 11 * 60_000],
+        )
+        .unwrap();
+        worker.tick().unwrap();
+        worker.tick().unwrap();
+        let reminders = runs_of(&worker, "builtin_approval_reminder");
+        assert_eq!(reminders.len(), 1);
+        assert!(script.notices.lock().unwrap().iter().any(|n| n.body == "run_command has waited 11 minutes for your answer"));
+        // Twelve switches within ten minutes: one notice for the window.
+        for i in 0..12 {
+            let app = if i % 2 == 0 { "Editor" } else { "Browser" };
+            worker.handle_signal(Signal::Focus { app: app.into(), title: "t".into(), url: None, session_id: i, at_millis: now - 60_000 + i * 1_000 }).unwrap();
+        }
+        worker.tick().unwrap();
+        worker.tick().unwrap();
+        let switches = runs_of(&worker, "builtin_context_switches");
+        assert_eq!(switches.len(), 1);
+        assert_eq!(switches[0].scope.trigger["apps"], json!(["Browser", "Editor"]));
+        // Ninety minutes in the last app (the Browser): a break is suggested once.
+        assert!(runs_of(&worker, "builtin_take_a_break").is_empty());
+        clock.jump(90 * 60_000);
+        worker.tick().unwrap();
+        worker.tick().unwrap();
+        let breaks = runs_of(&worker, "builtin_take_a_break");
+        assert_eq!(breaks.len(), 1);
+        assert_eq!(breaks[0].scope.trigger["app"], "Browser");
+        // Coming back from away starts a new stretch.
+        worker.handle_signal(Signal::Back { away_millis: 600_000, at_millis: clock.now_millis() }).unwrap();
+        worker.tick().unwrap();
+        assert_eq!(runs_of(&worker, "builtin_take_a_break").len(), 1);
     }
 
     #[test]

@@ -82,7 +82,11 @@ fn flows_import_list_run_export_and_a_broken_one_is_refused_whole() {
     let out = cowork(data.path(), &["automations", "disable", "every_morning"]);
     assert!(out.status.success());
     let listed: serde_json::Value = serde_json::from_slice(&cowork(data.path(), &["automations", "list", "--json"]).stdout).unwrap();
-    assert_eq!(listed[0]["enabled"], false, "{listed}");
+    let morning = listed.as_array().unwrap().iter().find(|f| f["name"] == "every_morning").unwrap();
+    assert_eq!(morning["enabled"], false, "{listed}");
+    // The built-in suggestions came with the first executor, the break off by default.
+    let take_a_break = listed.as_array().unwrap().iter().find(|f| f["name"] == "builtin_take_a_break").expect("the built-in suggestions");
+    assert_eq!(take_a_break["enabled"], false);
 }
 
 /// Waits until the run of `name` reaches `status`.

@@ -154,6 +154,8 @@ impl Workers {
             local_limit_tokens: LOCAL_LIMIT_TOKENS,
             max_answer_tokens: settings.max_answer_tokens,
             idle_unload_secs: settings.idle_unload_secs,
+            sysfs: crate::llm::LlmConfig::real_sysfs(),
+            notify: options.automations.then(|| notify_channel.0.clone()),
         };
         let manifest = crate::models::Manifest::bundled().unwrap_or(crate::models::Manifest { models: Vec::new() });
         let models = crate::models::worker::spawn_models(manifest, paths.models_dir.clone(), None, sink.clone(), options.policy)?;
@@ -181,6 +183,7 @@ impl Workers {
             options.policy,
         )?;
         let local = Arc::new(LocalModelState::default());
+        let local_state = local.clone();
         let llm = spawn_llm(llm_config, sink.clone(), stop_epoch.clone(), local.clone(), options.policy)?;
         let agent_config = AgentConfig {
             db_path: paths.db_path(),
@@ -210,12 +213,12 @@ impl Workers {
                 sink.clone(),
                 options.policy,
             )?;
-            let (approver, opener) = (agent.commands.clone(), sink.clone());
+            let (approver, opener, local_state) = (agent.commands.clone(), sink.clone(), local_state.clone());
             let notify = crate::notify::spawn_notify(
                 crate::notify::NotifyConfig { db_path: paths.db_path(), bus: None, policy: crate::notify::gate::Policy::default() },
                 notify_channel,
                 move || {
-                    let (approver, opener) = (approver.clone(), opener.clone());
+                    let (approver, opener, local_state) = (approver.clone(), opener.clone(), local_state.clone());
                     crate::notify::Hooks {
                         // Accept on a notification approves that one call, once.
                         approve: Box::new(move |call_id| {
@@ -224,6 +227,8 @@ impl Workers {
                         open: Box::new(move |_| {
                             opener.send(AppEvent::ShowSidebar);
                         }),
+                        // The user's tap after heat or the battery paused the local model.
+                        restore_local: Box::new(move || local_state.restore()),
                     }
                 },
                 sink.clone(),

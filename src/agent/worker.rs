@@ -520,7 +520,8 @@ impl<B: LocalBrain> AgentWorker<B> {
             tools_needed: 0,
             try_harder_from: request.try_harder_from,
             local_limit_tokens: self.config.local_limit_tokens,
-            local_available: !self.brain.state().is_unavailable(),
+            // Heat or the battery paused the local model: a cloud tier the user set up answers instead.
+            local_available: !self.brain.state().is_unavailable() && !(self.brain.state().prefers_cloud() && !tiers.is_empty()),
             cloud_tiers: tiers.len(),
         };
         let route = route(&input).map_err(|err| err.to_string())?;

@@ -76,6 +76,8 @@ pub enum NoticeAction {
     Approve { call_id: i64 },
     /// Mute a source the user keeps dismissing (cowork asks; it never mutes by itself).
     Mute { source: String },
+    /// Use the local model again although heat or the battery paused it.
+    RestoreLocal,
 }
 
 pub trait Notifier: Send {

@@ -40,6 +40,45 @@ pub fn on_battery(root: &Path) -> bool {
     })
 }
 
+/// A thermal zone at or over its limit.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Hot {
+    pub zone: String,
+    pub celsius: f64,
+    pub limit: f64,
+}
+
+/// Without a passive or hot trip point, a zone this warm counts as hot.
+const HOT_WITHOUT_TRIP_CELSIUS: f64 = 90.0;
+
+/// The first thermal zone under `root` (normally `/sys/class/thermal`) at or
+/// over its lowest passive or hot trip point (or 90 °C when it has none).
+pub fn too_hot(root: &Path) -> Option<Hot> {
+    let entries = std::fs::read_dir(root).ok()?;
+    let millis = |path: std::path::PathBuf| std::fs::read_to_string(path).ok().and_then(|t| t.trim().parse::<f64>().ok()).map(|m| m / 1000.0);
+    let mut zones: Vec<_> = entries.flatten().filter(|e| e.file_name().to_string_lossy().starts_with("thermal_zone")).collect();
+    zones.sort_by_key(|e| e.file_name());
+    for zone in zones {
+        let dir = zone.path();
+        let Some(celsius) = millis(dir.join("temp")) else { continue };
+        let mut limit: Option<f64> = None;
+        for n in 0..16 {
+            let kind = std::fs::read_to_string(dir.join(format!("trip_point_{n}_type"))).unwrap_or_default();
+            if matches!(kind.trim(), "passive" | "hot")
+                && let Some(trip) = millis(dir.join(format!("trip_point_{n}_temp"))).filter(|t| *t > 0.0)
+            {
+                limit = Some(limit.map_or(trip, |l: f64| l.min(trip)));
+            }
+        }
+        let limit = limit.unwrap_or(HOT_WITHOUT_TRIP_CELSIUS);
+        if celsius >= limit {
+            let name = std::fs::read_to_string(dir.join("type")).map(|t| t.trim().to_owned()).unwrap_or_else(|_| zone.file_name().to_string_lossy().into_owned());
+            return Some(Hot { zone: name, celsius, limit });
+        }
+    }
+    None
+}
+
 /// Above this PSI `some avg10` the local model is unloaded early.
 pub const PRESSURE_UNLOAD_PERCENT: f64 = 20.0;
 
@@ -63,6 +102,29 @@ pub fn unload_reason(idle_secs: u64, idle_limit_secs: u64, battery_idle_secs: u6
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_zone_over_its_passive_trip_point_is_hot_and_one_without_trips_counts_from_90() {
+        let dir = tempfile::tempdir().unwrap();
+        let zone = |n: usize, kind: &str, temp: u32, trips: &[(&str, u32)]| {
+            let z = dir.path().join(format!("thermal_zone{n}"));
+            std::fs::create_dir_all(&z).unwrap();
+            std::fs::write(z.join("type"), kind).unwrap();
+            std::fs::write(z.join("temp"), temp.to_string()).unwrap();
+            for (i, (t, at)) in trips.iter().enumerate() {
+                std::fs::write(z.join(format!("trip_point_{i}_type")), t).unwrap();
+                std::fs::write(z.join(format!("trip_point_{i}_temp")), at.to_string()).unwrap();
+            }
+        };
+        zone(0, "acpitz", 60_000, &[("critical", 105_000), ("passive", 95_000)]);
+        zone(1, "x86_pkg_temp", 88_000, &[]);
+        assert_eq!(too_hot(dir.path()), None, "60 under a 95 trip, 88 under the default 90");
+        zone(1, "x86_pkg_temp", 91_500, &[]);
+        assert_eq!(too_hot(dir.path()), Some(Hot { zone: "x86_pkg_temp".into(), celsius: 91.5, limit: 90.0 }));
+        zone(0, "acpitz", 96_000, &[("critical", 105_000), ("passive", 95_000)]);
+        assert_eq!(too_hot(dir.path()).unwrap().zone, "acpitz");
+        assert_eq!(too_hot(&dir.path().join("missing")), None);
+    }
 
     #[test]
     fn linux_files_parse_and_signals_decide_unloading() {

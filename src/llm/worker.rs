@@ -28,12 +28,25 @@ pub struct LlmConfig {
     pub max_answer_tokens: usize,
     /// Unload the local model after this long unused (0: never); on battery after a minute.
     pub idle_unload_secs: u64,
+    /// Where the machine's power and thermal state are read (`/sys`; a test's own tree).
+    pub sysfs: PathBuf,
+    /// Where the one quiet notification goes when heat or the battery pause the local model.
+    pub notify: Option<Sender<crate::notify::NotifyCommand>>,
+}
+
+impl LlmConfig {
+    /// Power and heat read from the real `/sys`, nobody notified (tests and tools).
+    pub fn real_sysfs() -> PathBuf {
+        PathBuf::from("/sys")
+    }
 }
 
 /// On battery, the local model is unloaded after this long unused.
 const BATTERY_IDLE_SECS: u64 = 60;
 /// While the model is loaded, memory pressure and idleness are checked this often.
 const RESOURCE_CHECK: Duration = Duration::from_secs(15);
+/// Heat and the battery are checked this often, loaded or not.
+const POWER_CHECK: Duration = Duration::from_secs(30);
 
 /// One generation asked of the local engine.
 #[derive(Clone, Debug, Default)]
@@ -95,6 +108,10 @@ pub struct LocalModelState {
     unavailable: AtomicBool,
     loaded: AtomicBool,
     last_used_millis: AtomicI64,
+    /// Heat or the battery paused the local model.
+    constrained: AtomicBool,
+    /// The user chose the local model anyway (until the constraint ends).
+    restored: AtomicBool,
 }
 
 impl LocalModelState {
@@ -108,6 +125,15 @@ impl LocalModelState {
     /// How long since the model last generated.
     pub fn idle_for(&self, now_millis: i64) -> Duration {
         Duration::from_millis((now_millis - self.last_used_millis.load(Ordering::Relaxed)).max(0) as u64)
+    }
+    /// Heat or the battery paused the local model and the user has not chosen it anyway:
+    /// a cloud provider the user allowed answers instead.
+    pub fn prefers_cloud(&self) -> bool {
+        self.constrained.load(Ordering::Relaxed) && !self.restored.load(Ordering::Relaxed)
+    }
+    /// The user's tap: the local model answers again, hot or on battery.
+    pub fn restore(&self) {
+        self.restored.store(true, Ordering::Relaxed);
     }
 }
 
@@ -229,6 +255,50 @@ impl<E: ChatEngine> LlmWorker<E> {
         Ok(Generation { text, calls, raw, stats, model: self.engine.name() })
     }
 
+    /// Heat (a thermal zone over its trip point) or running on battery pause
+    /// the local model: it is unloaded, questions go to a cloud provider the
+    /// user allowed, and one quiet notification says so (Accept uses the
+    /// local model anyway). When the machine is cool and on mains again, all
+    /// of it ends.
+    pub fn check_power(&mut self) {
+        let hot = crate::llm::memory::too_hot(&self.config.sysfs.join("class/thermal"));
+        let battery = crate::llm::memory::on_battery(&self.config.sysfs.join("class/power_supply"));
+        let reason = match (hot, battery) {
+            (Some(hot), _) => Some(format!("{} is at {:.0} °C (its limit is {:.0} °C)", hot.zone, hot.celsius, hot.limit)),
+            (None, true) => Some("the computer runs on battery".to_owned()),
+            (None, false) => None,
+        };
+        let constrained = self.state.constrained.load(Ordering::Relaxed);
+        match reason {
+            Some(reason) if !constrained => {
+                tracing::info!(%reason, "pausing the local model");
+                self.state.constrained.store(true, Ordering::Relaxed);
+                self.state.restored.store(false, Ordering::Relaxed);
+                if self.engine.is_loaded() {
+                    self.engine.unload();
+                    self.touch_state();
+                    self.sink.send(AppEvent::Model(ModelStatus::NotLoaded));
+                }
+                if let Some(notify) = &self.config.notify {
+                    let notice = crate::automations::steps::Notice {
+                        source: "cowork:power".into(),
+                        tier: crate::automations::flow::NotifyTier::Informational,
+                        title: "cowork paused its local model".into(),
+                        body: format!("{reason}. Questions go to a cloud provider you allowed, if any; Accept uses the local model anyway."),
+                        action: crate::automations::steps::NoticeAction::RestoreLocal,
+                    };
+                    let _ = notify.try_send(crate::notify::NotifyCommand::Post { notification_id: crate::ids::next_id(), notice: Box::new(notice) });
+                }
+            }
+            None if constrained => {
+                tracing::info!("cool and on mains again: the local model answers again");
+                self.state.constrained.store(false, Ordering::Relaxed);
+                self.state.restored.store(false, Ordering::Relaxed);
+            }
+            _ => {}
+        }
+    }
+
     /// Unloads the local model when it has been idle long enough, the machine
     /// runs on battery, or memory is under pressure (PSI) or short.
     pub fn check_resources(&mut self) {
@@ -292,15 +362,23 @@ impl<E: ChatEngine> Supervised for LlmWorker<E> {
         if let Some(check) = self.preflight() {
             self.sink.send(AppEvent::ModelPreflight(check.describe()));
         }
+        self.check_power();
+        let mut power_checked = Instant::now();
         loop {
-            let wait = if self.engine.is_loaded() { RESOURCE_CHECK } else { Duration::from_secs(3600) };
+            let wait = if self.engine.is_loaded() { RESOURCE_CHECK } else { POWER_CHECK };
             match commands.recv_timeout(wait) {
                 Ok(command) => {
                     if !self.handle(command, ctx) {
                         break;
                     }
                 }
-                Err(crossbeam_channel::RecvTimeoutError::Timeout) => self.check_resources(),
+                Err(crossbeam_channel::RecvTimeoutError::Timeout) => {
+                    self.check_resources();
+                    if power_checked.elapsed() >= POWER_CHECK {
+                        self.check_power();
+                        power_checked = Instant::now();
+                    }
+                }
                 Err(crossbeam_channel::RecvTimeoutError::Disconnected) => break,
             }
         }
@@ -415,7 +493,7 @@ mod tests {
     fn worker(pieces: Vec<&'static str>) -> (LlmWorker<FixedEngine>, WorkerContext, Receiver<AppEvent>, Arc<LocalModelState>) {
         let (events_tx, events) = bounded(64);
         let sink = EventSink::new(events_tx, || {});
-        let config = LlmConfig { model_path: "unused.gguf".into(), model_expected: None, local_limit_tokens: 1_500, max_answer_tokens: 16, idle_unload_secs: 600 };
+        let config = LlmConfig { model_path: "unused.gguf".into(), model_expected: None, local_limit_tokens: 1_500, max_answer_tokens: 16, idle_unload_secs: 600, sysfs: "/nonexistent".into(), notify: None };
         let state = Arc::new(LocalModelState::default());
         let worker = LlmWorker::new(config, FixedEngine { pieces, loaded: false }, sink.clone(), Arc::default(), state.clone());
         (worker, WorkerContext { name: WorkerName::Llm, sink }, events, state)
@@ -436,6 +514,41 @@ mod tests {
 
     fn ask() -> GenerateRequest {
         GenerateRequest { messages: vec![PromptMessage { role: PromptRole::User, content: "hi".into() }], max_tokens: 16, ..GenerateRequest::default() }
+    }
+
+    #[test]
+    fn heat_pauses_the_local_model_once_with_one_quiet_notification_and_the_users_tap_or_cooling_ends_it() {
+        let sysfs = tempfile::tempdir().unwrap();
+        let zone = sysfs.path().join("class/thermal/thermal_zone0");
+        std::fs::create_dir_all(&zone).unwrap();
+        std::fs::write(zone.join("type"), "x86_pkg_temp").unwrap();
+        std::fs::write(zone.join("trip_point_0_type"), "passive").unwrap();
+        std::fs::write(zone.join("trip_point_0_temp"), "85000").unwrap();
+        std::fs::write(zone.join("temp"), "92000").unwrap();
+        let (notify_tx, notices) = bounded(8);
+        let (mut worker, ctx, _events, state) = worker(vec!["hi"]);
+        worker.config.sysfs = sysfs.path().to_owned();
+        worker.config.notify = Some(notify_tx);
+        run(&mut worker, &ctx, ask());
+        assert!(state.is_loaded());
+        worker.check_power();
+        worker.check_power();
+        assert!(!state.is_loaded() && state.prefers_cloud(), "unloaded, and the cloud answers when allowed");
+        let posted: Vec<_> = notices.try_iter().collect();
+        assert_eq!(posted.len(), 1, "one notification, not one per check");
+        let crate::notify::NotifyCommand::Post { notice, .. } = &posted[0] else { panic!("{posted:?}") };
+        assert!(notice.body.contains("x86_pkg_temp is at 92 °C (its limit is 85 °C)") && notice.action == crate::automations::steps::NoticeAction::RestoreLocal, "{notice:?}");
+        // The user's tap: local again, while it stays hot.
+        state.restore();
+        worker.check_power();
+        assert!(!state.prefers_cloud());
+        // Cool again: the pause ends; hot once more, it pauses (and says so) again.
+        std::fs::write(zone.join("temp"), "60000").unwrap();
+        worker.check_power();
+        std::fs::write(zone.join("temp"), "90000").unwrap();
+        worker.check_power();
+        assert!(state.prefers_cloud());
+        assert_eq!(notices.try_iter().count(), 1);
     }
 
     #[test]

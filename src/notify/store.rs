@@ -38,6 +38,7 @@ pub fn action_text(action: &NoticeAction) -> Option<String> {
         NoticeAction::None => None,
         NoticeAction::Approve { call_id } => Some(format!("approve:{call_id}")),
         NoticeAction::Mute { source } => Some(format!("mute:{source}")),
+        NoticeAction::RestoreLocal => Some("restore_local:".into()),
     }
 }
 
@@ -45,6 +46,7 @@ pub fn action_from(text: Option<&str>) -> NoticeAction {
     match text.and_then(|t| t.split_once(':')) {
         Some(("approve", id)) => id.parse().map_or(NoticeAction::None, |call_id| NoticeAction::Approve { call_id }),
         Some(("mute", source)) => NoticeAction::Mute { source: source.to_owned() },
+        Some(("restore_local", _)) => NoticeAction::RestoreLocal,
         _ => NoticeAction::None,
     }
 }

@@ -71,6 +71,7 @@ enum DesktopSignal {
 pub struct Hooks {
     pub approve: Box<dyn Fn(i64) + Send>,
     pub open: Box<dyn Fn(i64) + Send>,
+    pub restore_local: Box<dyn Fn() + Send>,
 }
 
 #[derive(Clone, Debug)]
@@ -319,6 +320,7 @@ impl NotifyWorker {
                 match &row.action {
                     NoticeAction::Approve { call_id } => (self.hooks.approve)(*call_id),
                     NoticeAction::Mute { source } => db::set_muted(self.conn()?, source, true)?,
+                    NoticeAction::RestoreLocal => (self.hooks.restore_local)(),
                     NoticeAction::None => {}
                 }
             }

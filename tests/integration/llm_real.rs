@@ -276,6 +276,8 @@ fn real_config(db: &std::path::Path) -> (LlmConfig, AgentConfig) {
         local_limit_tokens: 1_500,
         max_answer_tokens: 48,
         idle_unload_secs: 600,
+        sysfs: cowork::llm::LlmConfig::real_sysfs(),
+        notify: None,
     };
     let agent = AgentConfig {
         db_path: db.to_owned(),

@@ -96,7 +96,7 @@ fn a_real_dunst_shows_accepts_dismisses_and_expires_and_the_gate_holds_defers_an
             channel,
             move || {
                 let approved_tx = approved_tx.clone();
-                cowork::notify::Hooks { approve: Box::new(move |call| approved_tx.send(call).unwrap()), open: Box::new(|_| {}) }
+                cowork::notify::Hooks { approve: Box::new(move |call| approved_tx.send(call).unwrap()), open: Box::new(|_| {}), restore_local: Box::new(|| {}) }
             },
             sink,
             cowork::runtime::RestartPolicy::default(),

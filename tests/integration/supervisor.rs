@@ -105,6 +105,8 @@ fn llm_restarts_keeps_its_sender_and_fails_after_five_restarts() {
         local_limit_tokens: 1_500,
         max_answer_tokens: 16,
         idle_unload_secs: 600,
+        sysfs: cowork::llm::LlmConfig::real_sysfs(),
+        notify: None,
     };
     let mut llm = spawn_llm(config, sink, Arc::new(AtomicU64::new(0)), Default::default(), fast_policy()).unwrap();
     let sender = llm.commands.clone();

@@ -502,6 +502,8 @@ pub struct AutomationRow {
     pub next_fire_at_millis: Option<i64>,
     /// Why the stored flow does not read, if it does not.
     pub problem: Option<String>,
+    /// The flow as stored (JSON), for the editor.
+    pub definition: String,
 }
 
 /// One step of a run as the history shows it.

@@ -6,6 +6,7 @@ pub mod agent;
 pub mod chat;
 pub mod consent;
 pub mod context;
+pub mod flow_editor;
 pub mod integrations;
 pub mod mcp_chat;
 pub mod memory;

@@ -707,6 +707,7 @@ impl AutomationsWorker {
                 trigger: row.flow.as_ref().map(|f| f.trigger.describe()).unwrap_or_default(),
                 next_fire_at_millis: state.next_fire_at_millis,
                 problem: row.flow.as_ref().err().cloned(),
+                definition: row.flow.as_ref().map(Flow::to_json).unwrap_or_default(),
             });
         }
         let mut runs = Vec::new();

@@ -529,7 +529,7 @@ mod tests {
         let (mut worker, ctx, _events, state) = worker(vec!["hi"]);
         worker.config.sysfs = sysfs.path().to_owned();
         worker.config.notify = Some(notify_tx);
-        run(&mut worker, &ctx, ask());
+        run(&mut worker, &ctx, ask()).1.unwrap();
         assert!(state.is_loaded());
         worker.check_power();
         worker.check_power();

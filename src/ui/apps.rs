@@ -24,13 +24,21 @@ pub struct AppsPanel {
     pub draft: String,
     /// The draft as it arrived, so an edit is not overwritten by the same draft again.
     draft_seen: Option<String>,
+    /// The automation being edited, step by step.
+    pub editor: Option<crate::ui::flow_editor::FlowEditor>,
 }
 
 pub fn apps_ui(ui: &mut egui::Ui, state: &AppState, panel: &mut AppsPanel, now_millis: i64, actions: &mut Vec<UiAction>) {
     egui::ScrollArea::vertical().auto_shrink([false, false]).show(ui, |ui| {
+        if let Some(editor) = panel.editor.as_mut() {
+            if !crate::ui::flow_editor::flow_editor_ui(ui, editor, actions) {
+                panel.editor = None;
+            }
+            return;
+        }
         inbox_ui(ui, &state.inbox, now_millis, actions);
         ui.separator();
-        automations_ui(ui, state, now_millis, actions);
+        automations_ui(ui, state, panel, now_millis, actions);
         ui.separator();
         describe_ui(ui, state, panel, actions);
     });
@@ -102,9 +110,14 @@ fn inbox_ui(ui: &mut egui::Ui, inbox: &[InboxItem], now_millis: i64, actions: &m
     }
 }
 
-fn automations_ui(ui: &mut egui::Ui, state: &AppState, now_millis: i64, actions: &mut Vec<UiAction>) {
+fn automations_ui(ui: &mut egui::Ui, state: &AppState, panel: &mut AppsPanel, now_millis: i64, actions: &mut Vec<UiAction>) {
     let view = &state.automations;
-    ui.heading("Automations");
+    ui.horizontal(|ui| {
+        ui.heading("Automations");
+        if ui.button("New automation").clicked() {
+            panel.editor = Some(crate::ui::flow_editor::FlowEditor::blank());
+        }
+    });
     if view.flows.is_empty() {
         ui.label(RichText::new("No automations yet: cowork automations import FILE adds them").small().color(theme::MUTED));
     }
@@ -117,6 +130,11 @@ fn automations_ui(ui: &mut egui::Ui, state: &AppState, now_millis: i64, actions:
                 }
                 if ui.add_enabled(flow.problem.is_none(), egui::Button::new("Run now")).on_hover_text(format!("Run {} now", flow.name)).clicked() {
                     actions.push(UiAction::AutomationRun(flow.name.clone()));
+                }
+                if let Ok(definition) = crate::automations::Flow::from_json(&flow.definition)
+                    && ui.button("Edit").on_hover_text(format!("Edit {}", flow.name)).clicked()
+                {
+                    panel.editor = Some(crate::ui::flow_editor::FlowEditor::new(definition, false));
                 }
             });
             let mut line = flow.trigger.clone();

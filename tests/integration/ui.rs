@@ -177,7 +177,7 @@ fn the_apps_panel_lists_the_inbox_and_the_automations_and_sends_their_actions() 
     use cowork::notify::{Act, NotifyCommand};
     let (mut harness, far) = app_with(AppOptions::default(), 1400.0);
     let now = cowork::ids::now_millis();
-    let flow = AutomationRow { name: "morning_summary".into(), enabled: true, trigger: "0 9 * * mon-fri".into(), next_fire_at_millis: Some(now + 3_600_000), problem: None };
+    let flow = AutomationRow { name: "morning_summary".into(), enabled: true, trigger: "0 9 * * mon-fri".into(), next_fire_at_millis: Some(now + 3_600_000), problem: None, definition: String::new() };
     let step = StepSummary { step_id: "recent".into(), kind: "tool".into(), status: "done".into(), decision: Some("policy: default".into()), error: None, output: "No window was in use".into(), duration_millis: Some(4) };
     let run = RunSummary { run_id: 7, automation: "morning_summary".into(), trigger_kind: "schedule".into(), status: "failed".into(), error: Some("step \"tell\": timed out after 120 s".into()), created_at_millis: now - 60_000, steps: vec![step] };
     far.events.send(AppEvent::Automations(AutomationsView { flows: vec![flow], runs: vec![run] })).unwrap();
@@ -226,6 +226,49 @@ fn the_apps_panel_lists_the_inbox_and_the_automations_and_sends_their_actions() 
     harness.get_by_label("Save automation").click();
     harness.run();
     assert!(matches!(far.automations.try_recv(), Ok(AutomationsCommand::Save { flow, .. }) if flow.name == "hourly"));
+}
+
+#[test]
+fn the_automation_editor_is_a_list_of_step_forms_that_offers_each_steps_variables() {
+    use cowork::automations::AutomationsCommand;
+    use cowork::automations::flow::StepKind;
+    use cowork::events::{AutomationRow, AutomationsView};
+    let (mut harness, far) = app_with(AppOptions::default(), 2400.0);
+    let definition = r#"{"name": "look_back", "trigger": {"kind": "manual"}, "steps": [
+        {"id": "recent", "kind": "tool", "tool": "recent_activity", "args": {"minutes": 60}},
+        {"id": "tell", "kind": "notify", "title": "Your hour"}]}"#;
+    let flow = AutomationRow { name: "look_back".into(), enabled: true, trigger: "manual".into(), definition: cowork::automations::Flow::from_json(definition).unwrap().to_json(), ..AutomationRow::default() };
+    far.events.send(AppEvent::Automations(AutomationsView { flows: vec![flow], runs: Vec::new() })).unwrap();
+    harness.get_by_label("Apps").click();
+    harness.run();
+    harness.get_by_label("Edit").click();
+    harness.run();
+    harness.get_by_label("Edit automation");
+    // The notification step is offered the tool step's output; the tool step, nothing (a manual trigger has no data).
+    assert!(harness.query_by_label_contains("Insert into Arguments").is_none());
+    harness.get_by_role_and_label(Role::ComboBox, "Insert into Body").click();
+    harness.run();
+    harness.get_by_label("${steps.recent.data}").click();
+    harness.run();
+    harness.get_by_label("Save").click();
+    harness.run();
+    match far.automations.try_recv() {
+        Ok(AutomationsCommand::Save { flow, .. }) => {
+            assert_eq!(flow.steps[1].kind, StepKind::Notify { title: "Your hour".into(), body: "${steps.recent.data}".into(), tier: Default::default() });
+        }
+        other => panic!("expected a save, got {other:?}"),
+    }
+    // A new one starts from a form; a second step is offered the first one's output.
+    harness.get_by_label("New automation").click();
+    harness.run();
+    harness.get_by_label("New automation");
+    harness.get_by_label("Add a step").click();
+    harness.run();
+    harness.get_by_role_and_label(Role::ComboBox, "Insert into Body");
+    harness.get_by_label("Cancel").click();
+    harness.run();
+    assert!(harness.query_by_label("Add a step").is_none(), "closed");
+    assert!(far.automations.try_recv().is_err(), "nothing saved");
 }
 
 #[test]

@@ -127,6 +127,13 @@ pub fn write_jsonl(conn: &Connection, since_millis: i64, until_millis: i64, out:
         writeln!(out, "{record}")?;
         count += 1;
     }
+    // The automations changed in the range, as saved (their definitions import back with `cowork automations import`).
+    for row in crate::automations::store::flows(conn)?.into_iter().filter(|r| r.updated_at_millis >= since_millis && r.updated_at_millis < until_millis) {
+        let definition = row.flow.as_ref().ok().and_then(|f| serde_json::to_value(f).ok());
+        let record = json!({"stream": "automation", "name": row.name, "enabled": row.enabled, "definition": definition, "time": rfc3339(row.updated_at_millis)});
+        writeln!(out, "{record}")?;
+        count += 1;
+    }
     // Automation runs hold what their steps read and wrote: each with its steps.
     for r in crate::automations::store::runs_between(conn, since_millis, until_millis)? {
         let steps: Vec<serde_json::Value> = crate::automations::store::steps(conn, r.run_id)?

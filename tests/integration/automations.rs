@@ -79,6 +79,7 @@ fn flows_import_list_run_export_and_a_broken_one_is_refused_whole() {
     assert!(out.status.success(), "{}", text(&out));
     let lines = std::fs::read_to_string(&jsonl).unwrap();
     assert!(lines.lines().any(|l| l.contains("\"stream\":\"automation_run\"") && l.contains("\"automation\":\"look_back\"")), "{lines}");
+    assert!(lines.lines().any(|l| l.contains("\"stream\":\"automation\"") && l.contains("\"name\":\"every_morning\"")), "the definitions too: {lines}");
     let out = cowork(data.path(), &["automations", "disable", "every_morning"]);
     assert!(out.status.success());
     let listed: serde_json::Value = serde_json::from_slice(&cowork(data.path(), &["automations", "list", "--json"]).stdout).unwrap();

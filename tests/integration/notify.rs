@@ -153,10 +153,14 @@ fn a_real_dunst_shows_accepts_dismisses_and_expires_and_the_gate_holds_defers_an
     let capped = client.post(notice("flow:fyi2", NotifyTier::Informational, "Third FYI", NoticeAction::None)).unwrap();
     until("capped", || state(&db, capped).0 == "inbox");
     assert!(worker.shutdown(NotifyCommand::Shutdown, Duration::from_secs(5)));
-    let (mut worker, client) = spawn(config);
+    // After the restart, with a 10-minute cooldown: the cap still holds, and a source that spoke a moment ago waits.
+    let (mut worker, client) = spawn(cowork::notify::NotifyConfig { policy: Policy { cooldown_millis: 10 * 60_000, ..config.policy.clone() }, ..config });
     let again = client.post(notice("flow:fyi3", NotifyTier::Informational, "Fourth FYI", NoticeAction::None)).unwrap();
     until("capped after the restart", || state(&db, again).0 == "inbox");
     assert!(state(&db, again).1.unwrap().contains("informational notifications were shown"));
+    let cooled = client.post(notice("flow:focus", NotifyTier::Helpful, "Again so soon", NoticeAction::None)).unwrap();
+    until("cooling down after the restart", || state(&db, cooled).1.unwrap_or_default().contains("spoke a moment ago"));
+    assert_eq!(state(&db, cooled).0, "pending");
     assert!(worker.shutdown(NotifyCommand::Shutdown, Duration::from_secs(5)));
 }
 

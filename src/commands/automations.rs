@@ -78,8 +78,17 @@ pub fn run(paths: &Paths, name: &str, data: Value, wait: Duration, keep_waiting:
     }
     drop(lock);
     drop(conn);
+    let workers = headless(paths, true)?;
+    let outcome = run_with(&workers, paths, name, data, wait, keep_waiting);
+    workers.shutdown(Duration::from_secs(5));
+    outcome
+}
+
+/// The workers without the window (nobody reads their events, so the sink
+/// drops them at once): the agent, and with `automations` the executor.
+fn headless(paths: &Paths, automations: bool) -> anyhow::Result<crate::workers::Workers> {
     let manifest = crate::models::Manifest::bundled()?;
-    let (events_tx, _events) = crossbeam_channel::bounded(4096);
+    let (events_tx, _) = crossbeam_channel::bounded(1);
     let sink = crate::runtime::EventSink::new(events_tx, || {});
     let options = crate::workers::WorkerOptions {
         capture: false,
@@ -87,12 +96,9 @@ pub fn run(paths: &Paths, name: &str, data: Value, wait: Duration, keep_waiting:
         chat_model: crate::workers::chat_model(&manifest, paths),
         policy: crate::runtime::RestartPolicy { max_restarts: 0, ..Default::default() },
         require_consent: false,
-        automations: true,
+        automations,
     };
-    let (workers, _, _) = crate::workers::Workers::start(paths, options, sink)?;
-    let outcome = run_with(&workers, paths, name, data, wait, keep_waiting);
-    workers.shutdown(Duration::from_secs(5));
-    outcome
+    Ok(crate::workers::Workers::start(paths, options, sink)?.0)
 }
 
 fn run_with(workers: &crate::workers::Workers, paths: &Paths, name: &str, data: Value, wait: Duration, keep_waiting: bool) -> anyhow::Result<i32> {
@@ -247,18 +253,7 @@ pub fn set_enabled(paths: &Paths, name: &str, enabled: bool) -> anyhow::Result<(
 /// `cowork automations describe "words"`: the agent drafts a flow (checked
 /// before it is printed); `--save` saves it.
 pub fn describe(paths: &Paths, description: &str, save: bool) -> anyhow::Result<()> {
-    let manifest = crate::models::Manifest::bundled()?;
-    let (events_tx, _events) = crossbeam_channel::bounded(4096);
-    let sink = crate::runtime::EventSink::new(events_tx, || {});
-    let options = crate::workers::WorkerOptions {
-        capture: false,
-        display: None,
-        chat_model: crate::workers::chat_model(&manifest, paths),
-        policy: crate::runtime::RestartPolicy { max_restarts: 0, ..Default::default() },
-        require_consent: false,
-        automations: false,
-    };
-    let (workers, _, _) = crate::workers::Workers::start(paths, options, sink)?;
+    let workers = headless(paths, false)?;
     let (reply, drafted) = crossbeam_channel::bounded(1);
     let sent = workers.agent.commands.send(crate::agent::AgentCommand::DraftFlow { description: description.to_owned(), reply: Some(reply) });
     let draft = sent.map_err(|_| "the agent did not start".to_owned()).and_then(|()| drafted.recv_timeout(Duration::from_secs(600)).map_err(|_| "the agent did not answer in 10 minutes".to_owned()).and_then(|d| d));

@@ -8,6 +8,8 @@ export COWORK_BIN="$CARGO_TARGET_DIR/debug/cowork"
 # What users run: the `user` profile (Cargo.toml), built by scripts/setup.
 export COWORK_USER_BIN="$CARGO_TARGET_DIR/user/cowork"
 MCP_DIR="$HOME/.cache/cowork-test/mcp"
+APPS_TOOLCHAIN_DIR="$HOME/.cache/cowork-test/apps"
+COMPONENTIZE_JS_VERSION="0.23.0"
 MCP_EVERYTHING_VERSION="2026.8.31"
 MCP_INSPECTOR_VERSION="2.12.0"
 MCP_FILESYSTEM_VERSION="2026.8.31"
@@ -207,6 +209,22 @@ setup_mcp_server() {
   export COWORK_PLAYWRIGHT_MCP="$playwright"
   # The MCP Inspector's command-line client (`--cli`): a client no one here wrote.
   export COWORK_TEST_MCP_INSPECTOR="$inspector"
+}
+
+# The JavaScript toolchain the tests build the example apps with (npm's
+# @bytecodealliance/componentize-js: JavaScript to a WebAssembly component).
+setup_app_toolchain() {
+  local entry="$APPS_TOOLCHAIN_DIR/node_modules/@bytecodealliance/componentize-js/package.json"
+  local stamp="$APPS_TOOLCHAIN_DIR/.cowork-installed"
+  if [ -f "$entry" ] && [ "$(cat "$stamp" 2>/dev/null)" = "$COMPONENTIZE_JS_VERSION" ]; then
+    echo "    installed in $APPS_TOOLCHAIN_DIR" >&2
+  else
+    echo "    npm install @bytecodealliance/componentize-js@$COMPONENTIZE_JS_VERSION into $APPS_TOOLCHAIN_DIR" >&2
+    mkdir -p "$APPS_TOOLCHAIN_DIR"
+    npm install --silent --no-audit --no-fund --prefix "$APPS_TOOLCHAIN_DIR" "@bytecodealliance/componentize-js@$COMPONENTIZE_JS_VERSION" >/dev/null
+    echo "$COMPONENTIZE_JS_VERSION" > "$stamp"
+  fi
+  export COWORK_TEST_COMPONENTIZE_JS="$APPS_TOOLCHAIN_DIR/node_modules"
 }
 
 # A Python venv at $1 holding the packages $2, (re)installed when $2 changed.

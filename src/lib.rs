@@ -5,6 +5,7 @@
 
 pub mod agent;
 pub mod app;
+pub mod apps;
 pub mod audio;
 pub mod automations;
 pub mod brains;

@@ -10,6 +10,7 @@ mod integration {
     pub mod support;
 
     mod agent;
+    mod apps;
     mod automations;
     mod capture_desktop;
     mod capture_x11;

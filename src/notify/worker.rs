@@ -295,7 +295,10 @@ impl NotifyWorker {
     fn deliver(&mut self, ids: &[i64], title: &str, body: &str, tier: NotifyTier, accept: bool) -> anyhow::Result<()> {
         let shown = self.desktop().and_then(|d| d.show(title, body, tier, accept));
         match shown {
-            Ok(desktop_id) => db::mark_shown(self.conn()?, ids, desktop_id, now_millis())?,
+            Ok(desktop_id) => {
+                tracing::debug!(desktop_id, ?ids, title, "shown on the desktop");
+                db::mark_shown(self.conn()?, ids, desktop_id, now_millis())?
+            }
             Err(err) => {
                 self.desktop = None;
                 for id in ids {
@@ -386,6 +389,7 @@ impl NotifyWorker {
     }
 
     fn desktop_signal(&mut self, signal: DesktopSignal) -> anyhow::Result<()> {
+        tracing::debug!(?signal, "the desktop answered");
         self.changed = true;
         match signal {
             DesktopSignal::Action { desktop_id, key } => {

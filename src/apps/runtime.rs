@@ -22,7 +22,7 @@ wasmtime::component::bindgen!({
     world: "app-with-ai-and-http",
 });
 
-pub use cowork::app::{ai, context, data, http, user};
+pub use self::cowork::app::{ai, context, data, http, user};
 
 pub const CONTEXT: &str = "cowork:app/context@0.1.0";
 pub const USER: &str = "cowork:app/user@0.1.0";

@@ -79,14 +79,7 @@ pub fn with_call_choices(schema: Option<Value>, flows: &[FlowTool], names: &[&st
         .filter_map(|n| find(flows, n))
         .map(|f| json!({"type": "object", "properties": {"name": {"const": f.name}, "arguments": f.flow.input_schema()}, "required": ["name", "arguments"], "additionalProperties": false}))
         .collect();
-    if choices.is_empty() {
-        return schema;
-    }
-    let mut schema = schema.unwrap_or_else(|| json!({"anyOf": []}));
-    if let Some(any_of) = schema.get_mut("anyOf").and_then(Value::as_array_mut) {
-        any_of.extend(choices);
-    }
-    Some(schema)
+    super::integrations::add_choices(schema, choices)
 }
 
 /// The inputs checked against their types. Starting a routine is sensitive:

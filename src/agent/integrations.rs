@@ -84,6 +84,11 @@ pub fn with_call_choices(schema: Option<Value>, offered: &[Offered], names: &[&s
             })
         })
         .collect();
+    add_choices(schema, choices)
+}
+
+/// The forced first call's schema with more tools to choose from (MCP tools, flows).
+pub fn add_choices(schema: Option<Value>, choices: Vec<Value>) -> Option<Value> {
     if choices.is_empty() {
         return schema;
     }

@@ -211,7 +211,8 @@ impl NotifyWorker {
         }
     }
 
-    /// Puts a notice in the inbox, then lets the gate look at everything pending.
+    /// Puts a notice in the inbox; the loop lets the gate look at everything
+    /// pending after each command (so an activity change releases what it may).
     pub fn post(&mut self, notification_id: i64, notice: Notice) -> anyhow::Result<()> {
         let row = Row {
             notification_id,
@@ -229,7 +230,7 @@ impl NotifyWorker {
             closed_at_millis: None,
         };
         db::insert(self.conn()?, &row)?;
-        self.process()?;
+        self.changed = true;
         Ok(())
     }
 
@@ -440,7 +441,6 @@ impl NotifyWorker {
             }
             Activity::Presenting(on) => self.presenting = on,
         }
-        self.process()?;
         Ok(())
     }
 

@@ -131,8 +131,10 @@ fn automations_ui(ui: &mut egui::Ui, state: &AppState, panel: &mut AppsPanel, no
                 if ui.add_enabled(flow.problem.is_none(), egui::Button::new("Run now")).on_hover_text(format!("Run {} now", flow.name)).clicked() {
                     actions.push(UiAction::AutomationRun(flow.name.clone()));
                 }
-                if let Ok(definition) = crate::automations::Flow::from_json(&flow.definition)
+                // Parsed when clicked, not every frame.
+                if flow.problem.is_none()
                     && ui.button("Edit").on_hover_text(format!("Edit {}", flow.name)).clicked()
+                    && let Ok(definition) = crate::automations::Flow::from_json(&flow.definition)
                 {
                     panel.editor = Some(crate::ui::flow_editor::FlowEditor::new(definition, false));
                 }

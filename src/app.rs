@@ -44,6 +44,7 @@ pub struct Channels {
     pub listen: Sender<crate::audio::listen::ListenCommand>,
     pub automations: Sender<crate::automations::AutomationsCommand>,
     pub notify: Sender<crate::notify::NotifyCommand>,
+    pub apps: Sender<crate::apps::AppsCommand>,
     pub search_latest: Arc<AtomicU64>,
     pub typing_at_millis: Arc<std::sync::atomic::AtomicI64>,
     pub controls: Vec<(WorkerName, Sender<Control>)>,
@@ -301,9 +302,13 @@ impl CoworkApp {
             }
             UiAction::DecideCall { call_id, choice } => self.send_agent_command(AgentCommand::Decide { call_id, choice }),
             UiAction::ContinueOperation { operation_id, go_on } => self.send_agent_command(AgentCommand::Continue { operation_id, go_on }),
-            UiAction::NewThread => self.state.new_thread(),
+            UiAction::NewThread => {
+                self.state.chat_from_app = None;
+                self.state.new_thread();
+            }
             UiAction::SelectThread(thread_id) => {
                 if self.state.generating.is_none() {
+                    self.state.chat_from_app = None;
                     self.state.current_thread = Some(thread_id);
                     self.state.messages.clear();
                     self.state.pins.clear();
@@ -359,6 +364,30 @@ impl CoworkApp {
                 }
                 Err(err) => self.state.flow_draft = Some(Err(err)),
             },
+            UiAction::AppsInspect(path) => self.send_apps(crate::apps::AppsCommand::Inspect { path }),
+            UiAction::AppsForgetInspection => self.send_apps(crate::apps::AppsCommand::ForgetInspection),
+            UiAction::AppsInstall { path, granted } => self.send_apps(crate::apps::AppsCommand::Install { path, granted, reply: None }),
+            UiAction::AppsEnable { app_id, enabled } => self.send_apps(crate::apps::AppsCommand::SetEnabled { app_id, enabled }),
+            UiAction::AppsRemove(app_id) => self.send_apps(crate::apps::AppsCommand::Remove { app_id, reply: None }),
+            UiAction::AppOpen(app_id) => self.send_apps(crate::apps::AppsCommand::Open { app_id }),
+            UiAction::AppClose(app_id) => self.send_apps(crate::apps::AppsCommand::Close { app_id }),
+            UiAction::AppAct { app_id, message } => self.send_apps(crate::apps::AppsCommand::Act { app_id, message }),
+            UiAction::AppChat { app_id, text } => {
+                // A new chat with the app's text in the input: the user reads it and sends it.
+                if self.state.generating.is_none() {
+                    self.state.new_thread();
+                    self.state.prompt_fill = Some(text);
+                    self.state.chat_from_app = Some(app_id);
+                    self.state.tab = Some(Tab::Chat);
+                } else {
+                    self.state.notice("wait for the current answer, or stop it");
+                }
+            }
+            UiAction::AppOpenUrl(url) => {
+                if let Err(err) = crate::tools::desktop::xdg_open(&url, Some("open a page an app links to"), crate::net::OutboundGate::global()) {
+                    self.state.notice(err);
+                }
+            }
             UiAction::InboxAct { notification_id, act } => match self.channels.notify.try_send(crate::notify::NotifyCommand::Act { notification_id, act }) {
                 Ok(()) => {}
                 Err(TrySendError::Full(_)) => self.state.notice("notifications are busy; try again in a moment"),
@@ -650,6 +679,12 @@ impl CoworkApp {
         }
         let (thread, thread_is_new, user_message_id, answer_id) =
             self.state.begin_exchange(&text, now_millis(), next_id);
+        // The first message of a chat an app opened: the chat is that app's (its data goes with it).
+        if let Some(app_id) = self.state.chat_from_app.take()
+            && thread_is_new
+        {
+            self.send_apps(crate::apps::AppsCommand::LinkThread { app_id, thread_id: thread.thread_id });
+        }
         let request = ChatRequest {
             thread,
             thread_is_new,
@@ -686,6 +721,14 @@ impl CoworkApp {
             Ok(()) => {}
             Err(TrySendError::Full(_)) => self.state.notice("the agent worker is busy; try again in a moment"),
             Err(TrySendError::Disconnected(_)) => self.state.notice("the agent worker is not running"),
+        }
+    }
+
+    fn send_apps(&mut self, command: crate::apps::AppsCommand) {
+        match self.channels.apps.try_send(command) {
+            Ok(()) => {}
+            Err(TrySendError::Full(_)) => self.state.notice("apps are busy; try again in a moment"),
+            Err(TrySendError::Disconnected(_)) => self.state.notice("apps are not running"),
         }
     }
 

@@ -1,6 +1,7 @@
-//! Headless subcommands: `doctor`, `ask`, `models`, `transcribe`, `mcp-tools`, `search`, `memory`.
+//! Headless subcommands: `doctor`, `ask`, `models`, `transcribe`, `mcp-tools`, `search`, `memory`, `automations`, `apps`.
 
 pub mod agent;
+pub mod apps;
 pub mod ask;
 pub mod automations;
 pub mod doctor;

@@ -23,10 +23,11 @@ pub enum WorkerName {
     Listen,
     Automations,
     Notify,
+    Apps,
 }
 
 impl WorkerName {
-    pub const ALL: [WorkerName; 16] = [
+    pub const ALL: [WorkerName; 17] = [
         WorkerName::Store,
         WorkerName::Capture,
         WorkerName::Keys,
@@ -43,6 +44,7 @@ impl WorkerName {
         WorkerName::Listen,
         WorkerName::Automations,
         WorkerName::Notify,
+        WorkerName::Apps,
     ];
 
     pub fn as_str(self) -> &'static str {
@@ -63,6 +65,7 @@ impl WorkerName {
             WorkerName::Listen => "listen",
             WorkerName::Automations => "automations",
             WorkerName::Notify => "notify",
+            WorkerName::Apps => "apps",
         }
     }
 }
@@ -482,6 +485,8 @@ pub enum AppEvent {
     ShowSidebar,
     /// The automations and their newest runs (Apps → Automations).
     Automations(AutomationsView),
+    /// The installed apps, the install dialog, the open apps' views.
+    Apps(Box<crate::apps::AppsView>),
     /// The notification inbox, newest first (Apps → Inbox).
     Inbox(Vec<InboxItem>),
     /// "Describe it": the drafted flow as JSON (valid), or why none could be drafted.

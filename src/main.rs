@@ -209,6 +209,39 @@ enum Command {
         #[command(subcommand)]
         action: AutomationsAction,
     },
+    /// Apps in the sidebar's Apps tab: install (with what its code can do), list, remove, render
+    Apps {
+        #[command(subcommand)]
+        action: AppsAction,
+    },
+}
+
+#[derive(Subcommand)]
+enum AppsAction {
+    /// Install or update an app from a folder or a zip; prints what its code can do and asks first
+    Install {
+        path: PathBuf,
+        /// Grant an optional capability its code imports: ai or http
+        #[arg(long = "grant")]
+        grants: Vec<String>,
+        /// Install without asking
+        #[arg(long)]
+        yes: bool,
+    },
+    /// The installed apps
+    List {
+        #[arg(long)]
+        json: bool,
+    },
+    /// Remove an app with its storage and the chats it opened
+    Remove { app_id: String },
+    /// Print an app's view (JSON) after the given actions, read through the real lane
+    Render {
+        app_id: String,
+        /// A message for the app's handle, e.g. '{"type":"action","id":"refresh"}'
+        #[arg(long = "action")]
+        actions: Vec<String>,
+    },
 }
 
 #[derive(Subcommand)]
@@ -522,6 +555,16 @@ fn run(cli: Cli, process_started: Instant) -> anyhow::Result<ExitCode> {
                 AutomationsAction::Remove { name } => a::remove(&paths, &name)?,
                 AutomationsAction::Enable { name } => a::set_enabled(&paths, &name, true)?,
                 AutomationsAction::Disable { name } => a::set_enabled(&paths, &name, false)?,
+            }
+            Ok(ExitCode::SUCCESS)
+        }
+        Some(Command::Apps { action }) => {
+            use commands::apps as a;
+            match action {
+                AppsAction::Install { path, grants, yes } => a::install(&paths, &path, &grants, yes)?,
+                AppsAction::List { json } => a::list(&paths, json)?,
+                AppsAction::Remove { app_id } => a::remove(&paths, &app_id)?,
+                AppsAction::Render { app_id, actions } => a::render(&paths, &app_id, &actions)?,
             }
             Ok(ExitCode::SUCCESS)
         }

@@ -45,6 +45,22 @@ pub enum UiAction {
     DraftFlow(String),
     /// Save a flow (JSON, as reviewed and edited).
     SaveFlow(String),
+    /// Apps: read a package and show what it can do (the install dialog).
+    AppsInspect(std::path::PathBuf),
+    AppsForgetInspection,
+    /// Install (or update) the inspected package with these grants.
+    AppsInstall { path: std::path::PathBuf, granted: Vec<crate::apps::Capability> },
+    AppsEnable { app_id: String, enabled: bool },
+    AppsRemove(String),
+    /// Open an app (or draw it again).
+    AppOpen(String),
+    AppClose(String),
+    /// A message for the app's `handle` (a button, a form).
+    AppAct { app_id: String, message: String },
+    /// An app's "open a chat": a new chat with this text to send.
+    AppChat { app_id: String, text: String },
+    /// An app's "open a URL", after the user said yes.
+    AppOpenUrl(String),
     /// Apps → Inbox: Accept, Open or Dismiss, as on the desktop.
     InboxAct { notification_id: i64, act: crate::notify::Act },
     /// Settings → Integrations: change mcp-servers.json.
@@ -311,6 +327,10 @@ pub struct AppState {
     pub mcp_clients: Vec<crate::events::McpClientView>,
     /// Apps → Automations: the flows and their newest runs.
     pub automations: crate::events::AutomationsView,
+    /// Apps: the installed apps, the install dialog, the open apps.
+    pub apps: crate::apps::AppsView,
+    /// The chat input holds an app's text: the chat it starts is that app's.
+    pub chat_from_app: Option<String>,
     /// Apps → Inbox: every notification, newest first.
     pub inbox: Vec<crate::events::InboxItem>,
     /// Apps → Automations → Describe it: the draft to review (JSON), or why there is none; None while none was asked for.
@@ -541,6 +561,7 @@ impl AppState {
             AppEvent::McpClients(clients) => self.mcp_clients = clients,
             AppEvent::Automations(view) => self.automations = view,
             AppEvent::Inbox(items) => self.inbox = items,
+            AppEvent::Apps(view) => self.apps = *view,
             AppEvent::FlowDrafted(draft) => {
                 self.flow_draft = Some(draft);
                 self.drafting = false;

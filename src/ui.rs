@@ -1,6 +1,7 @@
 //! The views: one file per panel. Views read `AppState`, keep only panel-local
 //! state, and push `UiAction`s; they never send on channels or touch files.
 
+pub mod app_view;
 pub mod apps;
 pub mod agent;
 pub mod chat;

@@ -43,6 +43,8 @@ pub struct Workers {
     pub automations: Option<WorkerHandle<crate::automations::AutomationsCommand>>,
     /// Shows notifications through the gate (with the automations worker only).
     pub notify: Option<WorkerHandle<crate::notify::NotifyCommand>>,
+    /// Runs the installed apps (the sidebar, with the automations worker).
+    pub apps: Option<WorkerHandle<crate::apps::AppsCommand>>,
     pub stop_epoch: Arc<AtomicU64>,
     /// The newest search generation asked for (a running older query stops).
     pub search_latest: Arc<AtomicU64>,
@@ -60,7 +62,8 @@ pub struct WorkerOptions {
     /// Record nothing until the user has answered the first-run question (the sidebar);
     /// `cowork capture run` is itself the user's answer.
     pub require_consent: bool,
-    /// Run the automations worker (only one process per data directory executes them).
+    /// Run the automations worker (only one process per data directory
+    /// executes them), the notify worker and the apps worker: the sidebar.
     pub automations: bool,
 }
 
@@ -238,11 +241,22 @@ impl Workers {
         } else {
             (None, None)
         };
+        let apps = match options.automations {
+            true => Some(crate::apps::worker::spawn_apps(
+                crate::apps::worker::AppsConfig { db_path: paths.db_path(), apps_dir: crate::apps::worker::apps_dir(&paths.data_dir) },
+                crate::apps::worker::channel(),
+                Some(search.commands.clone()),
+                Some(agent.commands.clone()),
+                sink.clone(),
+                options.policy,
+            )?),
+            false => None,
+        };
         let audio = crate::audio::worker::spawn_audio(speech.commands.clone(), None, sink, options.policy)?;
         let device = Some(settings.voice.device.clone()).filter(|d| !d.is_empty());
         let _ = audio.commands.try_send(crate::audio::worker::AudioCommand::SetDevice(device));
         let workers =
-            Self { store, capture, keys, clipboard, a11y, models, search, embed, llm, agent, mcp, audio, speech, listen, automations, notify, stop_epoch, search_latest, typing_at_millis };
+            Self { store, capture, keys, clipboard, a11y, models, search, embed, llm, agent, mcp, audio, speech, listen, automations, notify, apps, stop_epoch, search_latest, typing_at_millis };
         Ok((workers, settings, warnings))
     }
 
@@ -259,6 +273,7 @@ impl Workers {
         let (dead_a11y, _) = crossbeam_channel::bounded(1);
         let (dead_automations, _) = crossbeam_channel::bounded(1);
         let (dead_notify, _) = crossbeam_channel::bounded(1);
+        let (dead_apps, _) = crossbeam_channel::bounded(1);
         let mut controls = vec![
             (self.store.name, self.store.control.clone()),
             (self.llm.name, self.llm.control.clone()),
@@ -276,6 +291,9 @@ impl Workers {
         }
         if let Some(notify) = &self.notify {
             controls.push((notify.name, notify.control.clone()));
+        }
+        if let Some(apps) = &self.apps {
+            controls.push((apps.name, apps.control.clone()));
         }
         if let Some(capture) = &self.capture {
             controls.push((capture.name, capture.control.clone()));
@@ -306,6 +324,7 @@ impl Workers {
             listen: self.listen.commands.clone(),
             automations: self.automations.as_ref().map(|a| a.commands.clone()).unwrap_or(dead_automations),
             notify: self.notify.as_ref().map(|n| n.commands.clone()).unwrap_or(dead_notify),
+            apps: self.apps.as_ref().map(|a| a.commands.clone()).unwrap_or(dead_apps),
             search_latest: self.search_latest.clone(),
             typing_at_millis: self.typing_at_millis.clone(),
             controls,
@@ -367,6 +386,12 @@ impl Workers {
             && !notify.shutdown(crate::notify::NotifyCommand::Shutdown, timeout)
         {
             tracing::warn!("notify did not stop in time (what it holds waits in the inbox)");
+        }
+        // Apps before the agent: a completion it waits on ends with the epoch bump.
+        if let Some(apps) = self.apps.as_mut()
+            && !apps.shutdown(crate::apps::AppsCommand::Shutdown, timeout)
+        {
+            tracing::warn!("apps did not stop in time (an app's call was running)");
         }
         // The agent first: a turn it is in stops at the epoch bump and writes its message.
         if !self.agent.shutdown(AgentCommand::Shutdown, timeout) {

@@ -95,6 +95,10 @@ pub enum AgentCommand {
     CancelOperation(i64),
     /// "Describe it": draft a flow from the user's words (validated JSON, not saved).
     DraftFlow { description: String, reply: Option<Sender<Result<String, String>>> },
+    /// An app's `ai.complete`: one answer through the router, budgets and
+    /// cloud consent (no tools, no chat). Apps cannot ask for consent: a
+    /// route to a cloud the user has not allowed is refused.
+    AppComplete { app_id: String, prompt: String, reply: Sender<Result<String, String>> },
     /// Fault injection for supervisor tests: panic inside the worker.
     InjectPanic,
     Shutdown,
@@ -823,6 +827,9 @@ impl<B: LocalBrain> AgentWorker<B> {
                 if let Some(reply) = reply {
                     let _ = reply.send(draft);
                 }
+            }
+            AgentCommand::AppComplete { app_id, prompt, reply } => {
+                let _ = reply.send(self.app_complete(&app_id, &prompt));
             }
             AgentCommand::CancelOperation(id) => self.finish(id, crate::events::OpStatus::Cancelled, Some("the automation stopped waiting for this step".into())),
             AgentCommand::InjectPanic => panic!("injected agent fault"),

@@ -1,6 +1,6 @@
 //! The app runtime: one wasmtime engine with the component model and epoch
-//! interruption (an `apps-epoch` thread ticks every 10 ms), components
-//! compiled once and cached on disk (by sha256, written atomically), and a
+//! interruption (an `apps-epoch` thread ticks every 10 ms while a call
+//! runs, and sleeps otherwise), components compiled once and cached on disk (by sha256, written atomically), and a
 //! store per running app holding only its identity, the read lane and its
 //! limits. The linker gets the read lane (context, user, data) and only the
 //! optional capabilities the user granted; a component that imports anything
@@ -10,12 +10,12 @@
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
 use sha2::{Digest, Sha256};
 use wasmtime::component::{Component, HasSelf, Linker};
-use wasmtime::{Config, Engine, ResourceLimiter, Store};
+use wasmtime::{Config, Engine, ResourceLimiter, Store, UpdateDeadline};
 
 wasmtime::component::bindgen!({
     path: "assets/sdk/wit",
@@ -38,13 +38,27 @@ pub const CALL_LIMIT: Duration = Duration::from_secs(1);
 pub const MEMORY_CAP: usize = 128 << 20;
 
 /// What the user may grant beyond the read lane.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "lowercase")]
 pub enum Capability {
     Ai,
     Http,
 }
 
 impl Capability {
+    pub const ALL: [Capability; 2] = [Capability::Ai, Capability::Http];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            Capability::Ai => "ai",
+            Capability::Http => "http",
+        }
+    }
+
+    pub fn parse(name: &str) -> Option<Capability> {
+        Capability::ALL.into_iter().find(|c| c.name() == name)
+    }
+
     pub fn interface(self) -> &'static str {
         match self {
             Capability::Ai => AI,
@@ -67,12 +81,16 @@ pub trait Lane: Send + Sync {
     fn active_window(&self) -> Option<context::Window>;
     fn recent_activity(&self, since_ms: i64, until_ms: i64, app: Option<&str>, limit: u32) -> Vec<context::Activity>;
     fn now(&self) -> i64;
+    /// Midnight today, local time.
+    fn day_start(&self) -> i64;
     fn profile(&self) -> String;
     fn preferences(&self) -> Vec<(String, String)>;
-    fn search(&self, query: &str, limit: u32) -> Vec<data::Hit>;
+    fn search(&self, query: &str, filters: &data::Filters, limit: u32) -> Vec<data::Hit>;
+    /// The chats `app_id` opened, newest first.
+    fn conversations(&self, app_id: &str) -> Vec<data::Conversation>;
     fn storage_get(&self, app_id: &str, key: &str) -> Option<String>;
     fn storage_set(&self, app_id: &str, key: &str, value: &str);
-    fn complete(&self, prompt: &str) -> Result<String, String>;
+    fn complete(&self, app_id: &str, prompt: &str) -> Result<String, String>;
     fn fetch(&self, url: &str) -> Result<String, String>;
 }
 
@@ -121,6 +139,19 @@ pub struct Host {
     app_id: String,
     lane: Arc<dyn Lane>,
     limits: Limits,
+    /// When the current call began, and how long it has waited on the host
+    /// (a completion, a fetch): the time limit counts the app's own time.
+    call_started: Instant,
+    host_time: Duration,
+}
+
+impl Host {
+    fn waiting<R>(&mut self, work: impl FnOnce(&dyn Lane) -> R) -> R {
+        let started = Instant::now();
+        let result = work(self.lane.as_ref());
+        self.host_time += started.elapsed();
+        result
+    }
 }
 
 impl context::Host for Host {
@@ -132,6 +163,9 @@ impl context::Host for Host {
     }
     fn now(&mut self) -> i64 {
         self.lane.now()
+    }
+    fn day_start(&mut self) -> i64 {
+        self.lane.day_start()
     }
 }
 
@@ -145,8 +179,11 @@ impl user::Host for Host {
 }
 
 impl data::Host for Host {
-    fn search(&mut self, query: String, limit: u32) -> Vec<data::Hit> {
-        self.lane.search(&query, limit.min(100))
+    fn search(&mut self, query: String, filters: data::Filters, limit: u32) -> Vec<data::Hit> {
+        self.waiting(|lane| lane.search(&query, &filters, limit.min(100)))
+    }
+    fn conversations(&mut self) -> Vec<data::Conversation> {
+        self.lane.conversations(&self.app_id)
     }
     fn storage_get(&mut self, key: String) -> Option<String> {
         self.lane.storage_get(&self.app_id, &key)
@@ -158,13 +195,14 @@ impl data::Host for Host {
 
 impl ai::Host for Host {
     fn complete(&mut self, prompt: String) -> Result<String, String> {
-        self.lane.complete(&prompt)
+        let app_id = self.app_id.clone();
+        self.waiting(|lane| lane.complete(&app_id, &prompt))
     }
 }
 
 impl http::Host for Host {
     fn fetch(&mut self, url: String) -> Result<String, String> {
-        self.lane.fetch(&url)
+        self.waiting(|lane| lane.fetch(&url))
     }
 }
 
@@ -175,15 +213,42 @@ pub struct Opened {
     pub millis: u64,
 }
 
+/// Advances the engine's epoch while some call into an app runs, and sleeps
+/// otherwise: an idle cowork does not wake 100 times a second for apps.
+struct Ticker {
+    /// Calls running now.
+    active: AtomicUsize,
+    stop: AtomicBool,
+    thread: std::thread::Thread,
+}
+
+/// One call running: the ticker ticks until it ends.
+struct Ticking<'a>(&'a Ticker);
+
+impl<'a> Ticking<'a> {
+    fn start(ticker: &'a Ticker) -> Self {
+        ticker.active.fetch_add(1, Ordering::SeqCst);
+        ticker.thread.unpark();
+        Ticking(ticker)
+    }
+}
+
+impl Drop for Ticking<'_> {
+    fn drop(&mut self) {
+        self.0.active.fetch_sub(1, Ordering::SeqCst);
+    }
+}
+
 pub struct Runtime {
     engine: Engine,
     cache_dir: Option<PathBuf>,
-    stop: Arc<AtomicBool>,
+    ticker: Arc<Ticker>,
 }
 
 impl Drop for Runtime {
     fn drop(&mut self) {
-        self.stop.store(true, Ordering::Relaxed);
+        self.ticker.stop.store(true, Ordering::SeqCst);
+        self.ticker.thread.unpark();
     }
 }
 
@@ -193,15 +258,25 @@ impl Runtime {
         let mut config = Config::new();
         config.wasm_component_model(true).epoch_interruption(true);
         let engine = Engine::new(&config)?;
-        let stop = Arc::new(AtomicBool::new(false));
-        let (ticking, done) = (engine.clone(), stop.clone());
+        let ticking = engine.clone();
+        let (ready, thread) = crossbeam_channel::bounded(1);
         std::thread::Builder::new().name("apps-epoch".into()).spawn(move || {
-            while !done.load(Ordering::Relaxed) {
+            let Ok(ticker) = thread.recv() else { return };
+            let ticker: Arc<Ticker> = ticker;
+            while !ticker.stop.load(Ordering::SeqCst) {
+                if ticker.active.load(Ordering::SeqCst) == 0 {
+                    std::thread::park();
+                    continue;
+                }
                 std::thread::sleep(EPOCH_TICK);
                 ticking.increment_epoch();
             }
-        })?;
-        Ok(Runtime { engine, cache_dir, stop })
+        })
+        .map(|handle| {
+            let ticker = Arc::new(Ticker { active: AtomicUsize::new(0), stop: AtomicBool::new(false), thread: handle.thread().clone() });
+            let _ = ready.send(ticker.clone());
+            Ok(Runtime { engine, cache_dir, ticker })
+        })?
     }
 
     /// Compiles a component, or loads its compiled form from the cache.
@@ -258,14 +333,32 @@ impl Runtime {
             Ok(())
         })();
         linked.map_err(|err| AppError::Trap(format!("{err:#}")))?;
-        let host = Host { app_id: app_id.to_owned(), lane, limits: Limits { cap: MEMORY_CAP, refused: false, in_use: 0 } };
+        let host = Host { app_id: app_id.to_owned(), lane, limits: Limits { cap: MEMORY_CAP, refused: false, in_use: 0 }, call_started: Instant::now(), host_time: Duration::ZERO };
         let mut store = Store::new(&self.engine, host);
         store.limiter(|h| &mut h.limits);
-        store.epoch_deadline_trap();
-        store.set_epoch_deadline(ticks(CALL_LIMIT));
-        let bindings = AppWithAiAndHttp::instantiate(&mut store, component, &linker).map_err(|err| classify(&store, err))?;
-        Ok(RunningApp { store, bindings })
+        // At each deadline: stop the app if its own time (not its waits on the host) is spent.
+        store.epoch_deadline_callback(|ctx| {
+            let host = ctx.data();
+            let used = host.call_started.elapsed().saturating_sub(host.host_time);
+            Ok(match CALL_LIMIT.checked_sub(used) {
+                Some(left) if !left.is_zero() => UpdateDeadline::Continue(ticks(left)),
+                _ => UpdateDeadline::Interrupt,
+            })
+        });
+        start_call(&mut store);
+        let ticking = Ticking::start(&self.ticker);
+        let bindings = AppWithAiAndHttp::instantiate(&mut store, component, &linker).map_err(|err| classify(&store, err));
+        drop(ticking);
+        Ok(RunningApp { store, bindings: bindings?, ticker: self.ticker.clone() })
     }
+}
+
+/// A call begins: the clock and the deadline start again.
+fn start_call(store: &mut Store<Host>) {
+    let host = store.data_mut();
+    host.call_started = Instant::now();
+    host.host_time = Duration::ZERO;
+    store.set_epoch_deadline(ticks(CALL_LIMIT));
 }
 
 fn ticks(limit: Duration) -> u64 {
@@ -298,17 +391,20 @@ fn classify(store: &Store<Host>, err: wasmtime::Error) -> AppError {
 pub struct RunningApp {
     store: Store<Host>,
     bindings: AppWithAiAndHttp,
+    ticker: Arc<Ticker>,
 }
 
 impl RunningApp {
     pub fn render(&mut self, state: &str) -> Result<String, AppError> {
-        self.store.set_epoch_deadline(ticks(CALL_LIMIT));
+        start_call(&mut self.store);
+        let _ticking = Ticking::start(&self.ticker);
         let result = self.bindings.call_render(&mut self.store, state);
         result.map_err(|err| classify(&self.store, err))
     }
 
     pub fn handle(&mut self, action: &str, state: &str) -> Result<String, AppError> {
-        self.store.set_epoch_deadline(ticks(CALL_LIMIT));
+        start_call(&mut self.store);
+        let _ticking = Ticking::start(&self.ticker);
         let result = self.bindings.call_handle(&mut self.store, action, state);
         result.map_err(|err| classify(&self.store, err))
     }

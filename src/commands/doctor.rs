@@ -261,13 +261,14 @@ fn worker_checks(paths: &Paths, display: Option<&str>, chat: Option<crate::confi
         Err(err) => return vec![Check { area: "worker", name: "all".into(), status: Status::Fail, detail: format!("{err:#}") }],
     };
     let _ = workers.llm.commands.try_send(LlmCommand::Preload);
-    // The automations and notify workers run only in the process that executes automations (the sidebar).
+    // The automations, notify and apps workers run only in the process that executes automations (the sidebar).
     let started_here: Vec<WorkerName> = WorkerName::ALL
         .iter()
         .copied()
         .filter(|w| match w {
             WorkerName::Automations => workers.automations.is_some(),
             WorkerName::Notify => workers.notify.is_some(),
+            WorkerName::Apps => workers.apps.is_some(),
             _ => true,
         })
         .collect();

@@ -81,24 +81,8 @@ pub fn run(tool: &str, args: &Value, files: &super::files::FilesEnv, gate: &crat
                 OpenTarget::Url(url) => url.clone(),
                 OpenTarget::Path(path) => path.display().to_string(),
             };
-            if let OpenTarget::Url(url) = &target
-                && url.starts_with("http")
-            {
-                let admission = gate.admit(url, "open a page in the browser for the agent").map_err(|err| err.to_string())?;
-                gate.finish(admission, 0, 0);
-            }
-            Command::new("xdg-open")
-                .arg(&shown)
-                .stdin(Stdio::null())
-                .stdout(Stdio::null())
-                .stderr(Stdio::null())
-                .spawn()
-                .map_err(|err| format!("cannot run xdg-open: {err}"))
-                .map(|mut child| {
-                    // Reap it off this thread: xdg-open returns once the app has started.
-                    let _ = std::thread::Builder::new().name("xdg-open-reaper".into()).spawn(move || child.wait());
-                    format!("opened {shown}")
-                })
+            let purpose = matches!(&target, OpenTarget::Url(url) if url.starts_with("http")).then_some("open a page in the browser for the agent");
+            xdg_open(&shown, purpose, gate).map(|()| format!("opened {shown}"))
         }),
         "notify" => {
             let title = args.get("title").and_then(Value::as_str).unwrap_or_default();
@@ -127,6 +111,26 @@ pub fn notify(title: &str, body: &str) -> Result<u32, String> {
         )
         .map_err(|err| format!("no notification service answered: {err}"))?;
     reply.body().deserialize::<u32>().map_err(|err| format!("the notification service answered oddly: {err}"))
+}
+
+/// Opens a URL or a file with the desktop's handler (`xdg-open`). A web
+/// URL passes the network gate first (`purpose` is what its log says).
+pub fn xdg_open(target: &str, purpose: Option<&str>, gate: &crate::net::OutboundGate) -> Result<(), String> {
+    if let Some(purpose) = purpose {
+        let admission = gate.admit(target, purpose).map_err(|err| err.to_string())?;
+        gate.finish(admission, 0, 0);
+    }
+    Command::new("xdg-open")
+        .arg(target)
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .map_err(|err| format!("cannot run xdg-open: {err}"))
+        .map(|mut child| {
+            // Reap it off this thread: xdg-open returns once the app has started.
+            let _ = std::thread::Builder::new().name("xdg-open-reaper".into()).spawn(move || child.wait());
+        })
 }
 
 #[cfg(test)]

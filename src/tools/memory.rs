@@ -117,13 +117,30 @@ fn search_memory(args: &Value, env: &MemoryEnv<'_>) -> Result<String, String> {
         app: args.get("app").and_then(Value::as_str).map(str::to_owned),
         streams: stream.into_iter().collect(),
     };
+    let hits = search_hits(env, &query, &filters, limit)?;
+    if hits.is_empty() {
+        return Ok(format!("Nothing in memory matches \"{query}\"."));
+    }
+    Ok(hits
+        .iter()
+        .map(|hit| {
+            let app = hit.app.as_deref().map(|a| format!("{a} — ")).unwrap_or_default();
+            format!("- {} [{}] {app}{}: {}", format_when(hit.at_millis, env.now_millis), hit.stream.as_str(), hit.title, hit.snippet)
+        })
+        .collect::<Vec<_>>()
+        .join("\n"))
+}
+
+/// Keyword and meaning hits for `query` under `filters`, fused and withheld
+/// by the rules as `search_memory` shows them (the apps' `data.search` too).
+pub fn search_hits(env: &MemoryEnv<'_>, query: &str, filters: &Filters, limit: usize) -> Result<Vec<crate::memory::search::Hit>, String> {
     // Keywords and, when the search worker has vectors, meaning, fused as the search box fuses
     // them; recall has no filters of its own, so they are applied to its hits here.
-    let mut lists = crate::memory::search::keyword_lists(env.conn, &query, &filters, limit).map_err(|err| format!("search failed: {err}"))?;
+    let mut lists = crate::memory::search::keyword_lists(env.conn, query, filters, limit).map_err(|err| format!("search failed: {err}"))?;
     if let Some(recall) = env.recall {
         let mut namespaces: Vec<crate::memory::Namespace> = filters.streams().iter().map(|s| s.namespace()).collect();
         namespaces.dedup();
-        if let Some(Ok(hits)) = recall.recall(&query, namespaces, limit) {
+        if let Some(Ok(hits)) = recall.recall(query, namespaces, limit) {
             lists.push(hits.iter().filter(|h| filters.admits(h.stream, h.app.as_deref(), h.at_millis, h.at_millis)).map(ChunkHit::to_hit).collect());
         }
     }
@@ -145,18 +162,7 @@ fn search_memory(args: &Value, env: &MemoryEnv<'_>) -> Result<String, String> {
             });
         }
     }
-    let hits = crate::memory::search::reciprocal_rank_fusion(lists, limit);
-    if hits.is_empty() {
-        return Ok(format!("Nothing in memory matches \"{query}\"."));
-    }
-    Ok(hits
-        .iter()
-        .map(|hit| {
-            let app = hit.app.as_deref().map(|a| format!("{a} — ")).unwrap_or_default();
-            format!("- {} [{}] {app}{}: {}", format_when(hit.at_millis, env.now_millis), hit.stream.as_str(), hit.title, hit.snippet)
-        })
-        .collect::<Vec<_>>()
-        .join("\n"))
+    Ok(crate::memory::search::reciprocal_rank_fusion(lists, limit))
 }
 
 fn session_line(session: &crate::events::ActivitySession, now_millis: i64) -> String {

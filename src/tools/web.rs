@@ -30,10 +30,15 @@ pub fn schema() -> Value {
 /// and styles; plain text and JSON as they are).
 pub fn run(args: &Value, gate: &OutboundGate, stop: &AtomicBool) -> ToolOutput {
     let Some(url) = args.get("url").and_then(Value::as_str) else { return ToolOutput::error("fetch_url needs a \"url\"") };
+    fetch(url, "fetch a page for the agent", gate, stop)
+}
+
+/// Fetches `url` as readable text; `purpose` is what the outbound log says.
+pub fn fetch(url: &str, purpose: &str, gate: &OutboundGate, stop: &AtomicBool) -> ToolOutput {
     if !(url.starts_with("http://") || url.starts_with("https://")) {
         return ToolOutput::error(format!("only http and https URLs can be fetched, not {url}"));
     }
-    let admission = match gate.admit(url, "fetch a page for the agent") {
+    let admission = match gate.admit(url, purpose) {
         Ok(admission) => admission,
         Err(err) => return ToolOutput::error(err.to_string()),
     };

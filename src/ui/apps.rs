@@ -1,4 +1,6 @@
-//! The Apps panel: the notification inbox (Accept, Open, Dismiss, and why the
+//! The Apps panel: the installed apps (open, on/off, remove; install from a
+//! folder or zip through a dialog that discloses what the code can call and
+//! asks for each optional capability), an open app's view, the notification inbox (Accept, Open, Dismiss, and why the
 //! gate holds one) and the automations (on/off, run now, the newest runs
 //! with each step, run again with the same trigger data), and "describe it"
 //! (the agent drafts a flow, checked, for the user to review and save). It
@@ -26,6 +28,17 @@ pub struct AppsPanel {
     draft_seen: Option<String>,
     /// The automation being edited, step by step.
     pub editor: Option<crate::ui::flow_editor::FlowEditor>,
+    /// Install: the folder or zip to read.
+    pub install_path: String,
+    /// The capabilities ticked in the install dialog.
+    pub grants: Vec<crate::apps::Capability>,
+    /// The app shown (its view replaces the lists).
+    pub open_app: Option<String>,
+    pub forms: crate::ui::app_view::Forms,
+    /// A copy or a URL the app asked for, waiting for the user's yes.
+    pub confirm: Option<crate::ui::app_view::ViewAction>,
+    /// The app whose removal waits for the user's yes.
+    pub confirm_remove: Option<String>,
 }
 
 pub fn apps_ui(ui: &mut egui::Ui, state: &AppState, panel: &mut AppsPanel, now_millis: i64, actions: &mut Vec<UiAction>) {
@@ -36,12 +49,201 @@ pub fn apps_ui(ui: &mut egui::Ui, state: &AppState, panel: &mut AppsPanel, now_m
             }
             return;
         }
+        if let Some(app_id) = panel.open_app.clone() {
+            open_app_ui(ui, state, panel, &app_id, actions);
+            return;
+        }
+        installed_ui(ui, state, panel, actions);
+        ui.separator();
         inbox_ui(ui, &state.inbox, now_millis, actions);
         ui.separator();
         automations_ui(ui, state, panel, now_millis, actions);
         ui.separator();
         describe_ui(ui, state, panel, actions);
     });
+}
+
+/// The installed apps, the install field and its dialog.
+fn installed_ui(ui: &mut egui::Ui, state: &AppState, panel: &mut AppsPanel, actions: &mut Vec<UiAction>) {
+    ui.label(RichText::new("Apps").strong());
+    if state.apps.installed.is_empty() {
+        ui.label(RichText::new("No apps yet: install one from a folder or a zip").small().color(theme::MUTED));
+    }
+    for app in &state.apps.installed {
+        let row = &app.row;
+        ui.push_id(&row.app_id, |ui| {
+            ui.horizontal(|ui| {
+                ui.label(RichText::new(&row.name).strong());
+                ui.label(RichText::new(format!("{}{}", row.version, if app.without_code { " · no code" } else { "" })).small().color(theme::MUTED));
+            });
+            if !app.description.is_empty() {
+                ui.label(RichText::new(&app.description).small());
+            }
+            for read in &app.reads {
+                ui.label(RichText::new(format!("Can {read}")).small().color(theme::MUTED));
+            }
+            ui.horizontal(|ui| {
+                if ui.add_enabled(row.enabled, egui::Button::new("Open")).clicked() {
+                    panel.open_app = Some(row.app_id.clone());
+                    actions.push(UiAction::AppOpen(row.app_id.clone()));
+                }
+                let mut enabled = row.enabled;
+                if ui.checkbox(&mut enabled, "On").changed() {
+                    actions.push(UiAction::AppsEnable { app_id: row.app_id.clone(), enabled });
+                }
+                if panel.confirm_remove.as_deref() == Some(row.app_id.as_str()) {
+                    ui.label(RichText::new("Remove it and its data?").small().color(theme::WARN));
+                    if ui.button("Remove").clicked() {
+                        actions.push(UiAction::AppsRemove(row.app_id.clone()));
+                        panel.confirm_remove = None;
+                    }
+                    if ui.button("Keep").clicked() {
+                        panel.confirm_remove = None;
+                    }
+                } else if ui.button("Remove…").clicked() {
+                    panel.confirm_remove = Some(row.app_id.clone());
+                }
+            });
+        });
+        ui.add_space(theme::SPACING);
+    }
+    let label = ui.label(RichText::new("Install from a folder or a zip").small());
+    ui.horizontal(|ui| {
+        ui.add(egui::TextEdit::singleline(&mut panel.install_path).hint_text("~/Downloads/focus-today.zip").desired_width(220.0)).labelled_by(label.id);
+        if ui.add_enabled(!panel.install_path.trim().is_empty(), egui::Button::new("Inspect…")).clicked() {
+            panel.grants.clear();
+            actions.push(UiAction::AppsInspect(std::path::PathBuf::from(panel.install_path.trim())));
+        }
+    });
+    match &state.apps.inspection {
+        Some(Ok(inspection)) => install_dialog(ui, inspection, panel, actions),
+        Some(Err(why)) => {
+            ui.label(RichText::new(why).small().color(theme::ERROR));
+            if ui.button("Close").clicked() {
+                actions.push(UiAction::AppsForgetInspection);
+            }
+        }
+        None => {}
+    }
+    if let Some(message) = &state.apps.message {
+        ui.label(RichText::new(message).small().color(theme::MUTED));
+    }
+}
+
+/// What the package's code can call, next to what its manifest says; each optional capability asked for.
+fn install_dialog(ui: &mut egui::Ui, inspection: &crate::apps::worker::Inspection, panel: &mut AppsPanel, actions: &mut Vec<UiAction>) {
+    let manifest = &inspection.manifest;
+    let disclosure = &inspection.disclosure;
+    egui::Frame::group(ui.style()).show(ui, |ui| {
+        ui.label(RichText::new(format!("{} {}", manifest.name, manifest.version)).strong());
+        ui.label(RichText::new(format!("{} · {}", manifest.category, manifest.description)).small());
+        if let Some(version) = &inspection.replaces {
+            ui.label(RichText::new(format!("Updates the installed version {version}")).small());
+            for import in &inspection.new_imports {
+                ui.label(RichText::new(format!("New: it now imports {import}")).small().color(theme::WARN));
+            }
+        }
+        ui.label(RichText::new("What its code can do").small().strong());
+        for read in &disclosure.reads {
+            ui.label(RichText::new(format!("• read {read}")).small());
+        }
+        for capability in &disclosure.capabilities {
+            let mut granted = panel.grants.contains(capability);
+            if ui.checkbox(&mut granted, format!("Allow it to {}", capability.describe())).changed() {
+                panel.grants.retain(|c| c != capability);
+                if granted {
+                    panel.grants.push(*capability);
+                }
+            }
+        }
+        for flag in &disclosure.flags {
+            ui.label(RichText::new(format!("⚠ {flag}")).small().color(theme::WARN));
+        }
+        ui.label(RichText::new(format!("The app says: {}", disclosure.claim)).small().color(theme::MUTED));
+        ui.horizontal(|ui| {
+            if ui.button(if inspection.replaces.is_some() { "Update" } else { "Install" }).clicked() {
+                actions.push(UiAction::AppsInstall { path: inspection.path.clone(), granted: panel.grants.clone() });
+            }
+            if ui.button("Cancel").clicked() {
+                actions.push(UiAction::AppsForgetInspection);
+            }
+        });
+    });
+}
+
+/// An open app: its view (or the error card that replaced it), and the host actions it asked for.
+fn open_app_ui(ui: &mut egui::Ui, state: &AppState, panel: &mut AppsPanel, app_id: &str, actions: &mut Vec<UiAction>) {
+    use crate::ui::app_view::ViewAction;
+    let open = state.apps.open.iter().find(|o| o.app_id == app_id);
+    ui.horizontal(|ui| {
+        if ui.button("← Apps").clicked() {
+            panel.open_app = None;
+            panel.confirm = None;
+        }
+        ui.label(RichText::new(open.map_or(app_id, |o| o.name.as_str())).strong());
+        if ui.small_button("Reload").clicked() {
+            actions.push(UiAction::AppOpen(app_id.to_owned()));
+        }
+        if ui.small_button("Close").clicked() {
+            actions.push(UiAction::AppClose(app_id.to_owned()));
+            panel.open_app = None;
+        }
+    });
+    let Some(open) = open else {
+        ui.label(RichText::new("Opening…").small().color(theme::MUTED));
+        return;
+    };
+    if open.busy {
+        ui.horizontal(|ui| {
+            ui.spinner();
+            ui.label(RichText::new("Working…").small().color(theme::MUTED));
+        });
+    }
+    if let Some(error) = &open.error {
+        egui::Frame::group(ui.style()).show(ui, |ui| {
+            ui.label(RichText::new(format!("{} stopped", open.name)).strong().color(theme::ERROR));
+            ui.label(RichText::new(error).small());
+            if ui.button("Try again").clicked() {
+                actions.push(UiAction::AppOpen(app_id.to_owned()));
+            }
+        });
+    }
+    if let Some(confirm) = panel.confirm.clone() {
+        egui::Frame::group(ui.style()).show(ui, |ui| {
+            let (question, yes) = match &confirm {
+                ViewAction::Copy(text) => (format!("{} wants to copy this to the clipboard:\n{}", open.name, text.chars().take(300).collect::<String>()), "Copy"),
+                ViewAction::OpenUrl(url) => (format!("{} wants to open {url} in your browser", open.name), "Open"),
+                _ => (String::new(), ""),
+            };
+            ui.label(RichText::new(question).small());
+            ui.horizontal(|ui| {
+                if ui.button(yes).clicked() {
+                    match &confirm {
+                        ViewAction::Copy(text) => ui.ctx().copy_text(text.clone()),
+                        ViewAction::OpenUrl(url) => actions.push(UiAction::AppOpenUrl(url.clone())),
+                        _ => {}
+                    }
+                    panel.confirm = None;
+                }
+                if ui.button("Cancel").clicked() {
+                    panel.confirm = None;
+                }
+            });
+        });
+    }
+    let mut done = Vec::new();
+    crate::ui::app_view::view_ui(ui, &open.view, &mut panel.forms, &mut done);
+    for action in done {
+        match action {
+            ViewAction::Handle(message) => {
+                panel.forms.clear();
+                actions.push(UiAction::AppAct { app_id: app_id.to_owned(), message });
+            }
+            ViewAction::Chat(text) => actions.push(UiAction::AppChat { app_id: app_id.to_owned(), text }),
+            other => panel.confirm = Some(other),
+        }
+    }
+    ui.label(RichText::new(format!("{} ms · {} MiB", open.millis, open.memory_bytes >> 20)).small().color(theme::MUTED));
 }
 
 /// Describe it: words in, a drafted flow out (checked before it is shown), reviewed, edited, saved.

@@ -68,13 +68,19 @@ impl Lane for FixedLane {
     fn now(&self) -> i64 {
         1_795_000_000_000
     }
+    fn day_start(&self) -> i64 {
+        1_794_960_000_000
+    }
     fn profile(&self) -> String {
         "Works on the Q3 report".into()
     }
     fn preferences(&self) -> Vec<(String, String)> {
         Vec::new()
     }
-    fn search(&self, _query: &str, _limit: u32) -> Vec<data::Hit> {
+    fn search(&self, _query: &str, _filters: &data::Filters, _limit: u32) -> Vec<data::Hit> {
+        Vec::new()
+    }
+    fn conversations(&self, _app_id: &str) -> Vec<data::Conversation> {
         Vec::new()
     }
     fn storage_get(&self, app_id: &str, key: &str) -> Option<String> {
@@ -83,7 +89,7 @@ impl Lane for FixedLane {
     fn storage_set(&self, app_id: &str, key: &str, value: &str) {
         self.storage.lock().insert((app_id.to_owned(), key.to_owned()), value.to_owned());
     }
-    fn complete(&self, _prompt: &str) -> Result<String, String> {
+    fn complete(&self, _app_id: &str, _prompt: &str) -> Result<String, String> {
         Err("no model here".into())
     }
     fn fetch(&self, url: &str) -> Result<String, String> {
@@ -175,4 +181,217 @@ export function handle(action, state) { return state; }
     let err = app.render("").unwrap_err();
     assert_eq!(err, AppError::OutOfMemory);
     assert!(app.memory_bytes() <= cowork::apps::runtime::MEMORY_CAP);
+}
+
+/// Builds a bundled example (assets/sdk/examples/NAME) into a package folder: its manifest and the component.
+fn build_example(dir: &Path, name: &str, world: &str) -> Option<PathBuf> {
+    let example = super::support::repo_dir().join("assets/sdk/examples").join(name);
+    let source = std::fs::read_to_string(example.join("app.js")).unwrap();
+    let wasm = build_js(dir, name, world, &source)?;
+    let package = dir.join(format!("{name}-package"));
+    std::fs::create_dir_all(&package).unwrap();
+    std::fs::copy(example.join("cowork-app.toml"), package.join("cowork-app.toml")).unwrap();
+    std::fs::write(package.join("app.wasm"), wasm).unwrap();
+    Some(package)
+}
+
+fn session(conn: &rusqlite::Connection, id: i64, app: &str, title: &str, start: i64, end: Option<i64>) {
+    let session = cowork::events::ActivitySession { session_id: id, app: app.into(), title: title.into(), window_id: id as u32, started_at_millis: start, ended_at_millis: end, ..Default::default() };
+    cowork::store::upsert_session(conn, &session).unwrap();
+}
+
+/// A worker over a real cowork.db, with a stand-in agent answering completions
+/// (the prompts it got are kept).
+fn apps_worker(dir: &Path, answer: &'static str) -> (cowork::apps::worker::AppsWorker, Arc<parking_lot::Mutex<Vec<(String, String)>>>) {
+    use cowork::agent::AgentCommand;
+    let (agent, asked) = crossbeam_channel::bounded(4);
+    let prompts = Arc::new(parking_lot::Mutex::new(Vec::new()));
+    let seen = prompts.clone();
+    std::thread::spawn(move || {
+        while let Ok(command) = asked.recv() {
+            if let AgentCommand::AppComplete { app_id, prompt, reply } = command {
+                seen.lock().push((app_id, prompt));
+                let _ = reply.send(Ok(answer.to_owned()));
+            }
+        }
+    });
+    let (sink, _events) = super::support::test_sink();
+    let config = cowork::apps::worker::AppsConfig { db_path: dir.join("cowork.db"), apps_dir: dir.join("apps") };
+    let mut worker = cowork::apps::worker::AppsWorker::new(config, None, Some(agent), sink);
+    worker.open().unwrap();
+    (worker, prompts)
+}
+
+fn open_view(worker: &cowork::apps::worker::AppsWorker, app_id: &str) -> (serde_json::Value, Option<String>) {
+    let open = worker.view().open.iter().find(|o| o.app_id == app_id).unwrap_or_else(|| panic!("{app_id} is not open: {:?}", worker.view()));
+    (serde_json::from_str(&open.json).unwrap_or_default(), open.error.clone())
+}
+
+/// Focus today and the saved-search card, built from the SDK's sources,
+/// installed with their disclosure and run on a real cowork.db: what the
+/// privacy rules withhold (a password manager's window, recorded before the
+/// rule) is not there for them, and removing one takes its data.
+#[test]
+fn the_bundled_focus_and_search_apps_read_the_real_lane_through_the_privacy_rules() {
+    use cowork::apps::AppsCommand;
+    let dir = temp_dir();
+    let Some(focus) = build_example(dir.path(), "focus-today", "app") else { return };
+    let search = build_example(dir.path(), "saved-search", "app").unwrap();
+    let conn = cowork::store::open_writer(&dir.path().join("cowork.db")).unwrap();
+    let now = cowork::ids::now_millis();
+    let day = cowork::ids::local_day_start_millis(now).max(now - 3 * 3_600_000);
+    session(&conn, 1, "Code", "main.rs — invoice parser", day + 60_000, Some(day + 60_000 + 40 * 60_000));
+    session(&conn, 2, "firefox", "Invoice 2291 - Thunderbird web", day + 45 * 60_000, Some(day + 55 * 60_000));
+    session(&conn, 3, "KeePassXC", "invoice vault — bank passwords", day + 56 * 60_000, Some(day + 70 * 60_000));
+    session(&conn, 4, "KeePassXC", "bank passwords", now - 60_000, None);
+
+    let (mut worker, _) = apps_worker(dir.path(), "unused");
+    let package = cowork::apps::Package::read(&focus).unwrap();
+    let disclosure = package.disclose().unwrap();
+    assert_eq!(disclosure.imports, ["cowork:app/context@0.1.0", "cowork:app/data@0.1.0", "cowork:app/user@0.1.0"]);
+    assert!(disclosure.capabilities.is_empty() && disclosure.flags.is_empty(), "{disclosure:?}");
+    worker.handle(AppsCommand::Inspect { path: focus.clone() });
+    let inspection = worker.view().inspection.clone().unwrap().unwrap();
+    assert_eq!(inspection.disclosure, disclosure);
+    assert_eq!(inspection.replaces, None);
+    let (reply, installed) = crossbeam_channel::bounded(1);
+    worker.handle(AppsCommand::Install { path: focus, granted: vec![], reply: Some(reply) });
+    assert_eq!(installed.recv().unwrap().unwrap().app_id, "focus-today");
+    worker.handle(AppsCommand::Open { app_id: "focus-today".into() });
+    let (view, error) = open_view(&worker, "focus-today");
+    assert_eq!(error, None);
+    let text = view.to_string();
+    assert!(text.contains("Code") && text.contains("firefox"), "{text}");
+    assert!(!text.contains("KeePassXC"), "a window the rules withhold is not there for an app: {text}");
+    let bars = view.as_array().unwrap().iter().find(|n| n["type"] == "chart").unwrap()["bars"].clone();
+    assert_eq!(bars[0]["label"], "Code");
+    assert!((bars[0]["value"].as_f64().unwrap() - 40.0).abs() < 1.0, "{bars}");
+    eprintln!("Focus today: {} ms", worker.view().open[0].millis);
+
+    let (reply, installed) = crossbeam_channel::bounded(1);
+    worker.handle(AppsCommand::Install { path: search, granted: vec![], reply: Some(reply) });
+    installed.recv().unwrap().unwrap();
+    worker.handle(AppsCommand::Open { app_id: "saved-search".into() });
+    assert_eq!(open_view(&worker, "saved-search").0["type"], "form");
+    let submit = r#"{"type":"submit","form":"query","values":{"query":" invoice "}}"#;
+    worker.handle(AppsCommand::Act { app_id: "saved-search".into(), message: submit.into() });
+    let (view, error) = open_view(&worker, "saved-search");
+    assert_eq!(error, None);
+    let titles: Vec<String> = view[1]["items"].as_array().unwrap().iter().map(|i| i["title"].as_str().unwrap().to_owned()).collect();
+    assert!(titles.iter().any(|t| t.contains("Invoice 2291")), "{view}");
+    assert!(!view.to_string().contains("vault"), "search withholds the password manager too: {view}");
+    assert_eq!(view[1]["items"][0]["actions"][0]["host"], "chat");
+    let stored = |app: &str| -> i64 { conn.query_row("SELECT count(*) FROM app_storage WHERE app_id = ?1", [app], |r| r.get(0)).unwrap() };
+    assert_eq!(stored("saved-search"), 1);
+    // A chat the app opened is its own, and goes with it.
+    conn.execute("INSERT INTO chat_threads (thread_id, title, created_at_ms, updated_at_ms) VALUES (9, 'Tell me more about: Invoice 2291', 1, 2)", []).unwrap();
+    worker.handle(AppsCommand::LinkThread { app_id: "saved-search".into(), thread_id: 9 });
+    let (reply, removed) = crossbeam_channel::bounded(1);
+    worker.handle(AppsCommand::Remove { app_id: "saved-search".into(), reply: Some(reply) });
+    assert_eq!(removed.recv().unwrap(), Ok(true));
+    assert_eq!(stored("saved-search"), 0, "removal deletes its storage");
+    let threads: i64 = conn.query_row("SELECT count(*) FROM chat_threads WHERE thread_id = 9", [], |r| r.get(0)).unwrap();
+    assert_eq!(threads, 0, "and the chats it opened");
+    assert!(!dir.path().join("apps/saved-search").exists());
+    assert_eq!(worker.view().installed.len(), 1);
+}
+
+/// The standup writer needs `ai`: without the grant it does not run (the
+/// import is not linked), with it yesterday's activity goes to the agent as
+/// the app's completion and the answer comes back as editable text.
+#[test]
+fn the_standup_writer_needs_its_ai_grant_and_drafts_from_yesterday() {
+    use cowork::apps::{AppsCommand, Capability};
+    let dir = temp_dir();
+    let Some(standup) = build_example(dir.path(), "standup", "app-with-ai") else { return };
+    let conn = cowork::store::open_writer(&dir.path().join("cowork.db")).unwrap();
+    let today = cowork::ids::local_day_start_millis(cowork::ids::now_millis());
+    session(&conn, 1, "Code", "standup.rs — cowork", today - 5 * 3_600_000, Some(today - 4 * 3_600_000));
+    session(&conn, 2, "KeePassXC", "secret vault", today - 3 * 3_600_000, Some(today - 2 * 3_600_000));
+    let (mut worker, prompts) = apps_worker(dir.path(), "Yesterday: worked on standup.rs\nToday: tests\nBlockers: none");
+    worker.handle(AppsCommand::Inspect { path: standup.clone() });
+    let inspection = worker.view().inspection.clone().unwrap().unwrap();
+    assert_eq!(inspection.disclosure.capabilities, [Capability::Ai]);
+    worker.handle(AppsCommand::Install { path: standup.clone(), granted: vec![], reply: None });
+    worker.handle(AppsCommand::Open { app_id: "standup".into() });
+    let (_, error) = open_view(&worker, "standup");
+    assert_eq!(error.as_deref(), Some("the app uses cowork:app/ai@0.1.0, which it was not granted"));
+
+    // The update dialog says nothing new is imported; this time ai is granted.
+    worker.handle(AppsCommand::Inspect { path: standup.clone() });
+    let inspection = worker.view().inspection.clone().unwrap().unwrap();
+    assert_eq!((inspection.replaces.as_deref(), inspection.new_imports.len()), (Some("0.1.0"), 0));
+    worker.handle(AppsCommand::Install { path: standup, granted: vec![Capability::Ai], reply: None });
+    worker.handle(AppsCommand::Open { app_id: "standup".into() });
+    let (view, error) = open_view(&worker, "standup");
+    assert_eq!(error, None, "{view}");
+    worker.handle(AppsCommand::Act { app_id: "standup".into(), message: r#"{"type":"action","id":"write","data":null}"#.into() });
+    let (view, error) = open_view(&worker, "standup");
+    assert_eq!(error, None);
+    let prompts = prompts.lock().clone();
+    assert_eq!(prompts.len(), 1);
+    assert_eq!(prompts[0].0, "standup", "the host names the app, not the app");
+    assert!(prompts[0].1.contains("Code") && prompts[0].1.contains("standup.rs"), "{}", prompts[0].1);
+    assert!(!prompts[0].1.contains("vault"), "withheld windows do not reach the prompt: {}", prompts[0].1);
+    let text = view.to_string();
+    assert!(text.contains("Blockers: none") && text.contains("\"multiline\""), "the draft is editable text: {text}");
+    // Saved text survives a new instance (its own storage).
+    let saved = r#"{"type":"submit","form":"standup","values":{"text":"Edited standup"}}"#;
+    worker.handle(AppsCommand::Act { app_id: "standup".into(), message: saved.into() });
+    worker.handle(AppsCommand::Close { app_id: "standup".into() });
+    worker.handle(AppsCommand::Open { app_id: "standup".into() });
+    assert!(open_view(&worker, "standup").0.to_string().contains("Edited standup"));
+}
+
+/// An app without code, installed and drawn by the real binary: the manifest's
+/// query fills its view template; `cowork apps list` and `remove` see it.
+#[test]
+fn an_app_without_code_installs_and_renders_through_the_command_line() {
+    let dir = temp_dir();
+    let data = dir.path().join("data");
+    std::fs::create_dir_all(&data).unwrap();
+    let conn = cowork::store::open_writer(&data.join("cowork.db")).unwrap();
+    let now = cowork::ids::now_millis();
+    let day = cowork::ids::local_day_start_millis(now).max(now - 3 * 3_600_000);
+    session(&conn, 1, "Code", "lib.rs", day + 1_000, Some(day + 1_000 + 30 * 60_000));
+    session(&conn, 2, "Slack", "general", day + 31 * 60_000, Some(day + 41 * 60_000));
+    drop(conn);
+    let package = dir.path().join("time-per-app");
+    std::fs::create_dir_all(&package).unwrap();
+    std::fs::write(
+        package.join("cowork-app.toml"),
+        r#"name = "Time per app"
+description = "Where today went"
+category = "productivity"
+version = "1.0.0"
+data_use = "Reads today's activity; nothing leaves the machine."
+view = '''[{"type":"stat","label":"Today","value":"${apps.total}"},{"type":"chart","kind":"bar","unit":"min","bars":"${apps.bars}"}]'''
+
+[[query]]
+name = "apps"
+kind = "time_per_app"
+since = "today"
+"#,
+    )
+    .unwrap();
+    let cowork = |args: &[&str]| {
+        std::process::Command::new(env!("CARGO_BIN_EXE_cowork")).env("COWORK_LOG", "warn").arg("--data-dir").arg(&data).args(args).stdin(std::process::Stdio::null()).output().unwrap()
+    };
+    let out = cowork(&["apps", "install", package.to_str().unwrap()]);
+    assert!(!out.status.success(), "it asks first");
+    assert!(String::from_utf8_lossy(&out.stderr).contains("--yes"));
+    let out = cowork(&["apps", "install", package.to_str().unwrap(), "--yes"]);
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{stdout}{}", String::from_utf8_lossy(&out.stderr));
+    assert!(stdout.contains("read your current window and your activity"), "{stdout}");
+    assert!(stdout.contains("installed time-per-app 1.0.0"), "{stdout}");
+    let out = cowork(&["apps", "render", "time-per-app"]);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let view: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(view[0]["value"], "40m 00s");
+    assert_eq!(view[1]["bars"][0], serde_json::json!({"label": "Code", "value": 30.0}));
+    let out = cowork(&["apps", "list"]);
+    assert!(String::from_utf8_lossy(&out.stdout).contains("time-per-app\t1.0.0\ton\tTime per app\tno code"));
+    assert!(cowork(&["apps", "remove", "time-per-app"]).status.success());
+    assert!(!cowork(&["apps", "remove", "time-per-app"]).status.success());
 }

@@ -38,6 +38,7 @@ struct Far {
     models: Receiver<cowork::models::worker::ModelsCommand>,
     automations: Receiver<cowork::automations::AutomationsCommand>,
     notify: Receiver<cowork::notify::NotifyCommand>,
+    apps: Receiver<cowork::apps::AppsCommand>,
 }
 
 fn app() -> (Harness<'static, CoworkApp>, Far) {
@@ -67,6 +68,7 @@ fn app_with_models(options: AppOptions, height: f32, models: Vec<cowork::ui::set
     let (listen_tx, listen) = bounded(8);
     let (automations_tx, automations) = bounded(8);
     let (notify_tx, notify) = bounded(8);
+    let (apps_tx, apps) = bounded(8);
     let (store_control, _) = bounded(8);
     let stop_epoch = Arc::new(AtomicU64::new(0));
     let channels = Channels {
@@ -86,6 +88,7 @@ fn app_with_models(options: AppOptions, height: f32, models: Vec<cowork::ui::set
         listen: listen_tx,
         automations: automations_tx,
         notify: notify_tx,
+        apps: apps_tx,
         search_latest: Arc::new(AtomicU64::new(0)),
         typing_at_millis: Arc::new(std::sync::atomic::AtomicI64::new(0)),
         controls: vec![(WorkerName::Llm, control_tx), (WorkerName::Store, store_control)],
@@ -95,7 +98,7 @@ fn app_with_models(options: AppOptions, height: f32, models: Vec<cowork::ui::set
     let harness = Harness::builder()
         .with_size(egui::vec2(380.0, height))
         .build_eframe(move |_cc| CoworkApp::new(channels, AppState::default(), models, options));
-    (harness, Far { events: events_tx, llm, agent, store, capture, keys, clipboard, a11y, llm_control, stop_epoch, search, mcp, audio, listen, models: models_rx, automations, notify })
+    (harness, Far { events: events_tx, llm, agent, store, capture, keys, clipboard, a11y, llm_control, stop_epoch, search, mcp, audio, listen, models: models_rx, automations, notify, apps })
 }
 
 /// The settings the app asked the store to save since the last look, in order.

@@ -1,0 +1,125 @@
+//! `cowork apps install|list|remove|render`: straight to the database and the
+//! apps folder (the sidebar's apps worker lists them again when its panel
+//! asks). `install` prints the disclosure (what the code can call, next to
+//! what its manifest says) and asks before installing, unless `--yes`.
+
+use std::io::{BufRead, IsTerminal, Write};
+use std::path::Path;
+
+use anyhow::{Context, bail};
+
+use crate::apps::store as db;
+use crate::apps::{Capability, Package};
+use crate::config::Paths;
+use crate::ids::now_millis;
+
+fn writer(paths: &Paths) -> anyhow::Result<rusqlite::Connection> {
+    paths.ensure_data_dir()?;
+    crate::store::open_writer(&paths.db_path())
+}
+
+/// `cowork apps install PATH [--grant ai|http]… [--yes]`.
+pub fn install(paths: &Paths, path: &Path, grants: &[String], yes: bool) -> anyhow::Result<()> {
+    let granted: Vec<Capability> = grants.iter().map(|g| Capability::parse(g).with_context(|| format!("--grant {g}: the capabilities are ai and http"))).collect::<anyhow::Result<_>>()?;
+    let package = Package::read(path)?;
+    let disclosure = package.disclose()?;
+    let conn = writer(paths)?;
+    let previous = db::app(&conn, &package.manifest.app_id())?;
+    let manifest = &package.manifest;
+    println!("{} {} ({}) — {}", manifest.name, manifest.version, manifest.category, manifest.description);
+    if let Some(previous) = &previous {
+        println!("updates version {}", previous.version);
+        for import in disclosure.imports.iter().filter(|i| !previous.imports.contains(i)) {
+            println!("  new: it now imports {import}");
+        }
+    }
+    println!("its code can:");
+    for read in &disclosure.reads {
+        println!("  read {read}");
+    }
+    for capability in &disclosure.capabilities {
+        let mark = if granted.contains(capability) { "granted".to_owned() } else { format!("NOT granted (add --grant {})", capability.name()) };
+        println!("  {} — {mark}", capability.describe());
+    }
+    for flag in &disclosure.flags {
+        println!("  warning: {flag}");
+    }
+    println!("the app says: {}", disclosure.claim);
+    for capability in &granted {
+        if !disclosure.capabilities.contains(capability) {
+            eprintln!("--grant {}: its code does not use it, so it is not granted", capability.name());
+        }
+    }
+    if !yes {
+        if !std::io::stdin().is_terminal() {
+            bail!("nothing installed: add --yes to install without being asked");
+        }
+        print!("Install? [y/N] ");
+        std::io::stdout().flush()?;
+        let mut answer = String::new();
+        std::io::stdin().lock().read_line(&mut answer)?;
+        if !answer.trim().eq_ignore_ascii_case("y") {
+            bail!("nothing installed");
+        }
+    }
+    let apps_dir = crate::apps::worker::apps_dir(&paths.data_dir);
+    let installed = db::install(&conn, &apps_dir, &package, &disclosure, &granted, now_millis()).map_err(anyhow::Error::msg)?;
+    if let Some(wasm) = &package.component {
+        let runtime = crate::apps::Runtime::new(Some(apps_dir.join(".cache")))?;
+        let (_, opened) = runtime.open(wasm)?;
+        println!("compiled in {} ms", opened.millis);
+    }
+    println!("{} {} {}", if installed.updated { "updated" } else { "installed" }, installed.row.app_id, installed.row.version);
+    Ok(())
+}
+
+/// `cowork apps list [--json]`.
+pub fn list(paths: &Paths, as_json: bool) -> anyhow::Result<()> {
+    let conn = crate::store::open_read_only(&paths.db_path())?;
+    let apps = db::apps(&conn)?;
+    if as_json {
+        println!("{}", serde_json::to_string_pretty(&apps)?);
+        return Ok(());
+    }
+    for app in &apps {
+        let granted: Vec<&str> = app.granted.iter().map(|c| c.name()).collect();
+        let code = if app.component_sha256.is_some() { "component" } else { "no code" };
+        println!("{}\t{}\t{}\t{}\t{code}\tgranted: {}", app.app_id, app.version, if app.enabled { "on" } else { "off" }, app.name, if granted.is_empty() { "nothing".into() } else { granted.join(", ") });
+    }
+    if apps.is_empty() {
+        eprintln!("no apps; install one with `cowork apps install FOLDER_OR_ZIP`");
+    }
+    Ok(())
+}
+
+/// `cowork apps remove ID`: the app, its storage and the chats it opened.
+pub fn remove(paths: &Paths, app_id: &str) -> anyhow::Result<()> {
+    let conn = writer(paths)?;
+    if !db::remove(&conn, &crate::apps::worker::apps_dir(&paths.data_dir), app_id).map_err(anyhow::Error::msg)? {
+        bail!("{app_id} is not installed");
+    }
+    println!("removed {app_id} with its data");
+    Ok(())
+}
+
+/// `cowork apps render ID [--action JSON]…`: the app's view as JSON, after the
+/// actions, through the real lane (keyword search only; no model here).
+pub fn render(paths: &Paths, app_id: &str, actions: &[String]) -> anyhow::Result<()> {
+    let (events, _ignored) = crossbeam_channel::bounded(64);
+    let sink = crate::runtime::EventSink::new(events, || {});
+    let config = crate::apps::worker::AppsConfig { db_path: paths.db_path(), apps_dir: crate::apps::worker::apps_dir(&paths.data_dir) };
+    let mut worker = crate::apps::worker::AppsWorker::new(config, None, None, sink);
+    worker.open()?;
+    worker.handle(crate::apps::AppsCommand::Open { app_id: app_id.to_owned() });
+    for action in actions {
+        worker.handle(crate::apps::AppsCommand::Act { app_id: app_id.to_owned(), message: action.clone() });
+    }
+    let open = worker.view().open.iter().find(|o| o.app_id == app_id).context("the app did not open")?;
+    if let Some(error) = &open.error {
+        bail!("{error}");
+    }
+    let json: serde_json::Value = serde_json::from_str(&open.json).unwrap_or(serde_json::Value::String(open.json.clone()));
+    println!("{}", serde_json::to_string_pretty(&json)?);
+    eprintln!("{} ms, {} MiB", open.millis, open.memory_bytes >> 20);
+    Ok(())
+}

@@ -365,6 +365,14 @@ impl CoworkApp {
                 Err(err) => self.state.flow_draft = Some(Err(err)),
             },
             UiAction::AppsInspect(path) => self.send_apps(crate::apps::AppsCommand::Inspect { path }),
+            UiAction::DraftApp(description) => match self.channels.agent.try_send(AgentCommand::DraftApp { description, reply: None }) {
+                Ok(()) => {
+                    self.state.drafting_app = true;
+                    self.state.app_draft = None;
+                }
+                Err(_) => self.state.notice("the agent is busy; try again in a moment"),
+            },
+            UiAction::AppsInspectDraft(manifest) => self.send_apps(crate::apps::AppsCommand::InspectDraft { manifest }),
             UiAction::AppsForgetInspection => self.send_apps(crate::apps::AppsCommand::ForgetInspection),
             UiAction::AppsInstall { path, granted } => self.send_apps(crate::apps::AppsCommand::Install { path, granted, reply: None }),
             UiAction::AppsEnable { app_id, enabled } => self.send_apps(crate::apps::AppsCommand::SetEnabled { app_id, enabled }),

@@ -489,6 +489,8 @@ pub enum AppEvent {
     Apps(Box<crate::apps::AppsView>),
     /// The notification inbox, newest first (Apps → Inbox).
     Inbox(Vec<InboxItem>),
+    /// "Make me an app": the drafted manifest (checked), or why none could be drafted.
+    AppDrafted(Result<String, String>),
     /// "Describe it": the drafted flow as JSON (valid), or why none could be drafted.
     FlowDrafted(Result<String, String>),
     /// Everything in the range was deleted (and purged from disk).

@@ -235,6 +235,16 @@ enum AppsAction {
     },
     /// Remove an app with its storage and the chats it opened
     Remove { app_id: String },
+    /// The agent drafts an app without code from your words (checked before it is printed)
+    Describe {
+        description: String,
+        /// Then show what it reads and install it
+        #[arg(long)]
+        install: bool,
+        /// Install without asking
+        #[arg(long)]
+        yes: bool,
+    },
     /// Print an app's view (JSON) after the given actions, read through the real lane
     Render {
         app_id: String,
@@ -564,6 +574,7 @@ fn run(cli: Cli, process_started: Instant) -> anyhow::Result<ExitCode> {
                 AppsAction::Install { path, grants, yes } => a::install(&paths, &path, &grants, yes)?,
                 AppsAction::List { json } => a::list(&paths, json)?,
                 AppsAction::Remove { app_id } => a::remove(&paths, &app_id)?,
+                AppsAction::Describe { description, install, yes } => a::describe(&paths, &description, install, yes)?,
                 AppsAction::Render { app_id, actions } => a::render(&paths, &app_id, &actions)?,
             }
             Ok(ExitCode::SUCCESS)

@@ -48,6 +48,10 @@ pub enum UiAction {
     /// Apps: read a package and show what it can do (the install dialog).
     AppsInspect(std::path::PathBuf),
     AppsForgetInspection,
+    /// The agent drafts an app without code from these words.
+    DraftApp(String),
+    /// Show the install dialog for a drafted manifest (as reviewed and edited).
+    AppsInspectDraft(String),
     /// Install (or update) the inspected package with these grants.
     AppsInstall { path: std::path::PathBuf, granted: Vec<crate::apps::Capability> },
     AppsEnable { app_id: String, enabled: bool },
@@ -329,6 +333,9 @@ pub struct AppState {
     pub automations: crate::events::AutomationsView,
     /// Apps: the installed apps, the install dialog, the open apps.
     pub apps: crate::apps::AppsView,
+    /// "Make me an app": the drafted manifest to review, or why there is none.
+    pub app_draft: Option<Result<String, String>>,
+    pub drafting_app: bool,
     /// The chat input holds an app's text: the chat it starts is that app's.
     pub chat_from_app: Option<String>,
     /// Apps → Inbox: every notification, newest first.
@@ -562,6 +569,10 @@ impl AppState {
             AppEvent::Automations(view) => self.automations = view,
             AppEvent::Inbox(items) => self.inbox = items,
             AppEvent::Apps(view) => self.apps = *view,
+            AppEvent::AppDrafted(draft) => {
+                self.app_draft = Some(draft);
+                self.drafting_app = false;
+            }
             AppEvent::FlowDrafted(draft) => {
                 self.flow_draft = Some(draft);
                 self.drafting = false;

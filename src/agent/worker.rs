@@ -95,6 +95,8 @@ pub enum AgentCommand {
     CancelOperation(i64),
     /// "Describe it": draft a flow from the user's words (validated JSON, not saved).
     DraftFlow { description: String, reply: Option<Sender<Result<String, String>>> },
+    /// "Make me an app that…": draft an app without code (a checked manifest, not installed).
+    DraftApp { description: String, reply: Option<Sender<Result<String, String>>> },
     /// An app's `ai.complete`: one answer through the router, budgets and
     /// cloud consent (no tools, no chat). Apps cannot ask for consent: a
     /// route to a cloud the user has not allowed is refused.
@@ -824,6 +826,13 @@ impl<B: LocalBrain> AgentWorker<B> {
             AgentCommand::DraftFlow { description, reply } => {
                 let draft = self.draft_flow(&description);
                 self.sink.send(AppEvent::FlowDrafted(draft.clone()));
+                if let Some(reply) = reply {
+                    let _ = reply.send(draft);
+                }
+            }
+            AgentCommand::DraftApp { description, reply } => {
+                let draft = self.draft_app(&description);
+                self.sink.send(AppEvent::AppDrafted(draft.clone()));
                 if let Some(reply) = reply {
                     let _ = reply.send(draft);
                 }

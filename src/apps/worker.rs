@@ -24,6 +24,8 @@ use crate::runtime::{EventSink, RestartPolicy, Supervised, WorkerContext, Worker
 pub enum AppsCommand {
     /// Read a package (a folder or a zip) and disclose what it can do.
     Inspect { path: PathBuf },
+    /// A drafted app without code (its manifest): written to a drafts folder, then inspected.
+    InspectDraft { manifest: String },
     /// Install (or update) a package with the capabilities the user granted after seeing its disclosure.
     Install { path: PathBuf, granted: Vec<Capability>, reply: Option<Sender<Result<AppRow, String>>> },
     SetEnabled { app_id: String, enabled: bool },
@@ -57,7 +59,7 @@ pub struct Inspection {
 pub struct InstalledApp {
     pub row: AppRow,
     pub description: String,
-    /// What it can read and do, in plain words (its disclosure).
+    /// What it can do, in plain words ("read …", and what it was granted).
     pub reads: Vec<String>,
     pub without_code: bool,
 }
@@ -142,7 +144,7 @@ impl AppsWorker {
                 .map(|row| {
                     let manifest = row.manifest().ok();
                     let disclosure = manifest.as_ref().map(|m| Disclosure::new(m, row.imports.clone()));
-                    let mut reads = disclosure.map(|d| d.reads).unwrap_or_default();
+                    let mut reads: Vec<String> = disclosure.map(|d| d.reads).unwrap_or_default().into_iter().map(|r| format!("read {r}")).collect();
                     reads.extend(row.granted.iter().map(|c| c.describe().to_owned()));
                     InstalledApp { description: manifest.as_ref().map(|m| m.description.clone()).unwrap_or_default(), without_code: row.component_sha256.is_none(), reads, row }
                 })
@@ -158,6 +160,10 @@ impl AppsWorker {
     pub fn handle(&mut self, command: AppsCommand) -> bool {
         match command {
             AppsCommand::Inspect { path } => self.view.inspection = Some(self.inspect(&expand_home(&path))),
+            AppsCommand::InspectDraft { manifest } => {
+                let inspection = write_draft(&self.config.apps_dir, &manifest).and_then(|dir| self.inspect(&dir));
+                self.view.inspection = Some(inspection);
+            }
             AppsCommand::ForgetInspection => self.view.inspection = None,
             AppsCommand::Install { path, granted, reply } => {
                 let result = self.install(&path, &granted);
@@ -337,6 +343,18 @@ impl Supervised for AppsWorker {
         }
         Ok(())
     }
+}
+
+/// Writes a drafted manifest into `<apps>/.drafts/<id>/`, for the install dialog.
+pub fn write_draft(apps_dir: &std::path::Path, manifest: &str) -> Result<PathBuf, String> {
+    let parsed = Manifest::parse(manifest).map_err(|e| e.to_string())?;
+    if parsed.component.is_some() {
+        return Err("a drafted app has no component".into());
+    }
+    let dir = apps_dir.join(".drafts").join(parsed.app_id());
+    std::fs::create_dir_all(&dir).map_err(|e| format!("cannot write the draft: {e}"))?;
+    std::fs::write(dir.join(super::manifest::MANIFEST_FILE), manifest).map_err(|e| format!("cannot write the draft: {e}"))?;
+    Ok(dir)
 }
 
 /// `~/x` as the user means it.

@@ -73,6 +73,36 @@ pub fn install(paths: &Paths, path: &Path, grants: &[String], yes: bool) -> anyh
     Ok(())
 }
 
+/// `cowork apps describe "…" [--install [--yes]]`: the agent drafts an app
+/// without code (checked); printed, and with `--install` shown and installed.
+pub fn describe(paths: &Paths, description: &str, install_it: bool, yes: bool) -> anyhow::Result<()> {
+    let manifest = crate::models::Manifest::bundled()?;
+    let (events_tx, _) = crossbeam_channel::bounded(1);
+    let sink = crate::runtime::EventSink::new(events_tx, || {});
+    let options = crate::workers::WorkerOptions {
+        capture: false,
+        display: None,
+        chat_model: crate::workers::chat_model(&manifest, paths),
+        policy: crate::runtime::RestartPolicy { max_restarts: 0, ..Default::default() },
+        require_consent: false,
+        automations: false,
+    };
+    let workers = crate::workers::Workers::start(paths, options, sink)?.0;
+    let (reply, drafted) = crossbeam_channel::bounded(1);
+    let sent = workers.agent.commands.send(crate::agent::AgentCommand::DraftApp { description: description.to_owned(), reply: Some(reply) });
+    let draft = sent
+        .map_err(|_| "the agent did not start".to_owned())
+        .and_then(|()| drafted.recv_timeout(std::time::Duration::from_secs(600)).map_err(|_| "the agent did not answer in 10 minutes".to_owned()).and_then(|d| d));
+    workers.shutdown(std::time::Duration::from_secs(5));
+    let toml = draft.map_err(anyhow::Error::msg)?;
+    println!("{toml}");
+    if install_it {
+        let dir = crate::apps::worker::write_draft(&crate::apps::worker::apps_dir(&paths.data_dir), &toml).map_err(anyhow::Error::msg)?;
+        install(paths, &dir, &[], yes)?;
+    }
+    Ok(())
+}
+
 /// `cowork apps list [--json]`.
 pub fn list(paths: &Paths, as_json: bool) -> anyhow::Result<()> {
     let conn = crate::store::open_read_only(&paths.db_path())?;

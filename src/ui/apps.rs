@@ -39,6 +39,10 @@ pub struct AppsPanel {
     pub confirm: Option<crate::ui::app_view::ViewAction>,
     /// The app whose removal waits for the user's yes.
     pub confirm_remove: Option<String>,
+    /// "Make me an app": the words, and the drafted manifest being reviewed.
+    pub describe_app: String,
+    pub app_draft: String,
+    app_draft_seen: Option<String>,
 }
 
 pub fn apps_ui(ui: &mut egui::Ui, state: &AppState, panel: &mut AppsPanel, now_millis: i64, actions: &mut Vec<UiAction>) {
@@ -115,6 +119,7 @@ fn installed_ui(ui: &mut egui::Ui, state: &AppState, panel: &mut AppsPanel, acti
             actions.push(UiAction::AppsInspect(std::path::PathBuf::from(panel.install_path.trim())));
         }
     });
+    make_app_ui(ui, state, panel, actions);
     match &state.apps.inspection {
         Some(Ok(inspection)) => install_dialog(ui, inspection, panel, actions),
         Some(Err(why)) => {
@@ -127,6 +132,36 @@ fn installed_ui(ui: &mut egui::Ui, state: &AppState, panel: &mut AppsPanel, acti
     }
     if let Some(message) = &state.apps.message {
         ui.label(RichText::new(message).small().color(theme::MUTED));
+    }
+}
+
+/// "Make me an app": the agent drafts an app without code; the user reviews it, then the install dialog shows what it reads.
+fn make_app_ui(ui: &mut egui::Ui, state: &AppState, panel: &mut AppsPanel, actions: &mut Vec<UiAction>) {
+    let label = ui.label(RichText::new("Or describe an app").small());
+    ui.add(egui::TextEdit::multiline(&mut panel.describe_app).hint_text("Show my time per app today").desired_rows(1).desired_width(f32::INFINITY)).labelled_by(label.id);
+    if ui.add_enabled(!state.drafting_app && !panel.describe_app.trim().is_empty(), egui::Button::new("Draft app")).clicked() {
+        actions.push(UiAction::DraftApp(panel.describe_app.trim().to_owned()));
+    }
+    if state.drafting_app {
+        ui.label(RichText::new("Drafting…").small().color(theme::MUTED));
+    }
+    match &state.app_draft {
+        Some(Ok(manifest)) => {
+            if panel.app_draft_seen.as_deref() != Some(manifest.as_str()) {
+                panel.app_draft = manifest.clone();
+                panel.app_draft_seen = Some(manifest.clone());
+            }
+            let label = ui.label(RichText::new("Drafted app (checked; edit it if you like)").small());
+            ui.add(egui::TextEdit::multiline(&mut panel.app_draft).code_editor().desired_width(f32::INFINITY)).labelled_by(label.id);
+            if ui.button("Review and install…").clicked() {
+                panel.grants.clear();
+                actions.push(UiAction::AppsInspectDraft(panel.app_draft.clone()));
+            }
+        }
+        Some(Err(why)) => {
+            ui.label(RichText::new(why).small().color(theme::ERROR));
+        }
+        None => {}
     }
 }
 
@@ -157,7 +192,7 @@ fn install_dialog(ui: &mut egui::Ui, inspection: &crate::apps::worker::Inspectio
             }
         }
         for flag in &disclosure.flags {
-            ui.label(RichText::new(format!("⚠ {flag}")).small().color(theme::WARN));
+            ui.label(RichText::new(format!("Warning: {flag}")).small().color(theme::WARN));
         }
         ui.label(RichText::new(format!("The app says: {}", disclosure.claim)).small().color(theme::MUTED));
         ui.horizontal(|ui| {
@@ -176,7 +211,7 @@ fn open_app_ui(ui: &mut egui::Ui, state: &AppState, panel: &mut AppsPanel, app_i
     use crate::ui::app_view::ViewAction;
     let open = state.apps.open.iter().find(|o| o.app_id == app_id);
     ui.horizontal(|ui| {
-        if ui.button("← Apps").clicked() {
+        if ui.button("All apps").clicked() {
             panel.open_app = None;
             panel.confirm = None;
         }

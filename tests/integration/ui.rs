@@ -1518,3 +1518,82 @@ fn listen_mode_asks_its_own_consent_and_the_status_bar_says_when_it_listens() {
     assert!(saved.contains(&("listen.consented".to_owned(), "false".to_owned())), "{saved:?}");
     harness.get_by_label("Turn on listen mode…");
 }
+
+#[test]
+fn the_apps_panel_installs_with_a_disclosure_and_draws_an_apps_view_whose_host_actions_ask() {
+    use cowork::apps::worker::{InstalledApp, Inspection, OpenApp};
+    use cowork::apps::{AppsCommand, AppsView, Capability, Disclosure, Manifest};
+    let (mut harness, far) = app_with(AppOptions::default(), 1600.0);
+    let manifest = Manifest::parse("name = \"Standup\"\ndescription = \"Drafts your standup\"\ncategory = \"productivity\"\nversion = \"0.1.0\"\ncomponent = \"app.wasm\"\ndata_use = \"Reads yesterday\"\nnetwork = \"offline\"\n").unwrap();
+    let imports = vec!["cowork:app/context@0.1.0".to_owned(), "cowork:app/ai@0.1.0".to_owned(), "cowork:app/http@0.1.0".to_owned()];
+    let disclosure = Disclosure::new(&manifest, imports.clone());
+    let inspection = Inspection { path: "/tmp/standup".into(), manifest: manifest.clone(), disclosure, replaces: None, new_imports: Vec::new() };
+    let row = cowork::apps::store::AppRow {
+        app_id: "focus-today".into(),
+        name: "Focus today".into(),
+        version: "0.1.0".into(),
+        manifest: String::new(),
+        component_sha256: Some("ab".into()),
+        imports: Vec::new(),
+        granted: Vec::new(),
+        enabled: true,
+        installed_at_millis: 0,
+        updated_at_millis: 0,
+    };
+    let installed = InstalledApp { row, description: "Time per app today".into(), reads: vec!["read your current window and your activity (apps, window titles, times)".into()], without_code: false };
+    far.events.send(AppEvent::Apps(Box::new(AppsView { installed: vec![installed], inspection: Some(Ok(inspection)), open: Vec::new(), message: None }))).unwrap();
+    harness.get_by_label("Apps").click();
+    harness.run();
+    harness.get_by_label("Can read your current window and your activity (apps, window titles, times)");
+    harness.get_by_label_contains("its code can fetch web pages, but its manifest says it works offline");
+    harness.get_by_label("The app says: Reads yesterday");
+    harness.get_by_label_contains("Allow it to ask a model").click();
+    harness.run();
+    harness.get_by_label("Install").click();
+    harness.run();
+    match far.apps.try_recv() {
+        Ok(AppsCommand::Install { granted, .. }) => assert_eq!(granted, [Capability::Ai], "only what was ticked"),
+        other => panic!("{other:?}"),
+    }
+
+    harness.get_by_label("Open").click();
+    harness.run();
+    assert!(matches!(far.apps.try_recv(), Ok(AppsCommand::Open { app_id }) if app_id == "focus-today"));
+    let json = r#"[{"type":"stat","label":"Focused today","value":"3 h 12 min"},
+        {"type":"chart","kind":"bar","title":"Time per app today","unit":"min","bars":[{"label":"Code","value":120},{"label":"Firefox","value":72}]},
+        {"type":"list","items":[{"title":"Code","accessory":"2 h","actions":[{"title":"Ask about it","host":"chat","text":"What did I do in Code?"},{"title":"Copy","host":"copy","text":"Code 2 h"}]}]},
+        {"type":"form","id":"note","fields":[{"id":"text","label":"Note","kind":"text","value":"draft"}],"submit":"Save"},
+        {"type":"hologram","fallback":"A 3-D view of your day"}]"#;
+    let open = OpenApp { app_id: "focus-today".into(), name: "Focus today".into(), json: json.into(), view: cowork::apps::view::View::parse(json), error: None, busy: false, millis: 12, memory_bytes: 9 << 20 };
+    far.events.send(AppEvent::Apps(Box::new(AppsView { open: vec![open], ..AppsView::default() }))).unwrap();
+    harness.run();
+    harness.get_by_label("3 h 12 min");
+    harness.get_by_label("Time per app today");
+    harness.get_by_label("A 3-D view of your day");
+    // Copy asks first.
+    harness.get_by_label("Copy").click();
+    harness.run();
+    harness.get_by_label_contains("Focus today wants to copy this to the clipboard");
+    harness.get_by_label("Cancel").click();
+    harness.run();
+    // A form's submit goes to the app's handle with the edited values.
+    harness.get_by_role_and_label(Role::TextInput, "Note").focus();
+    harness.run();
+    harness.get_by_role_and_label(Role::TextInput, "Note").type_text(" two");
+    harness.run();
+    harness.get_by_label("Save").click();
+    harness.run();
+    match far.apps.try_recv() {
+        Ok(AppsCommand::Act { app_id, message }) => {
+            assert_eq!(app_id, "focus-today");
+            let message: serde_json::Value = serde_json::from_str(&message).unwrap();
+            assert_eq!(message, serde_json::json!({"type": "submit", "form": "note", "values": {"text": "draft two"}}));
+        }
+        other => panic!("{other:?}"),
+    }
+    // "Ask about it" opens a new chat with the text to send.
+    harness.get_by_label("Ask about it").click();
+    harness.run();
+    assert_eq!(harness.state().state.tab(), Tab::Chat);
+    assert_eq!(harness.state().state.chat_from_app.as_deref(), Some("focus-today"));
+}

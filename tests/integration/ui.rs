@@ -331,7 +331,7 @@ fn a_failed_worker_gets_a_retry_button_that_reaches_its_supervisor() {
     harness.run();
     harness.get_by_label_contains("llm failed");
     // The others share one chip, so the failed one and its button stay in view.
-    harness.get_by_label("• 15 workers starting");
+    harness.get_by_label("• 16 workers starting");
     harness.get_by_label("Retry llm").click();
     harness.run();
     assert_eq!(far.llm_control.try_recv().ok(), Some(Control::Retry));

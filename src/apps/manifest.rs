@@ -9,6 +9,7 @@ use std::path::{Component as PathPart, Path};
 
 use serde::{Deserialize, Serialize};
 
+use super::nocode::Query;
 use super::runtime::{AI, CONTEXT, Capability, DATA, HTTP, USER};
 
 pub const MANIFEST_FILE: &str = "cowork-app.toml";
@@ -25,27 +26,6 @@ pub enum Network {
     #[default]
     Offline,
     Online,
-}
-
-/// A read-lane query an app without code binds to its view (see `nocode`).
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct Query {
-    /// The name the view template refers to as `${name}`.
-    pub name: String,
-    /// `time_per_app`, `recent_activity`, `search` or `active_window`.
-    pub kind: String,
-    /// `today`, `yesterday`, or `<n>h` / `<n>d` back from now (default: today).
-    #[serde(default)]
-    pub since: Option<String>,
-    /// For `search`.
-    #[serde(default)]
-    pub text: Option<String>,
-    /// Only this app's activity.
-    #[serde(default)]
-    pub app: Option<String>,
-    #[serde(default)]
-    pub limit: Option<u32>,
 }
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -118,7 +98,7 @@ impl Manifest {
                     return bad("query is for apps without code (no component)".into());
                 }
             }
-            (None, Some(_)) => super::nocode::check(self).map_err(PackageError::Manifest)?,
+            (None, Some(view)) => super::nocode::check(&self.query, view).map_err(PackageError::Manifest)?,
             (Some(_), Some(_)) => return bad("an app has either a component or a view, not both".into()),
             (None, None) => return bad("an app needs a component, or a view for an app without code".into()),
         }

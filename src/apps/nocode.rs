@@ -11,11 +11,32 @@
 //! - `search`: `items`, `rows`, `count`
 //! - `active_window`: `text`, `items`
 
+use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 
-use super::manifest::{Manifest, Query};
 use super::runtime::Lane;
 use crate::ids::{format_clock, format_duration_millis};
+
+/// A read-lane query an app without code binds to its view.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Query {
+    /// The name the view template refers to as `${name}`.
+    pub name: String,
+    /// `time_per_app`, `recent_activity`, `search` or `active_window`.
+    pub kind: String,
+    /// `today`, `yesterday`, or `<n>h` / `<n>d` back from now (default: today).
+    #[serde(default)]
+    pub since: Option<String>,
+    /// For `search`.
+    #[serde(default)]
+    pub text: Option<String>,
+    /// Only this app's activity.
+    #[serde(default)]
+    pub app: Option<String>,
+    #[serde(default)]
+    pub limit: Option<u32>,
+}
 
 const KINDS: [(&str, &[&str]); 4] = [
     ("time_per_app", &["bars", "items", "rows", "total"]),
@@ -25,13 +46,12 @@ const KINDS: [(&str, &[&str]); 4] = [
 ];
 
 /// Checks an app without code: known kinds, ranges, and a template whose every reference resolves.
-pub fn check(manifest: &Manifest) -> Result<(), String> {
-    let template = manifest.view.as_deref().unwrap_or_default();
+pub fn check(queries: &[Query], template: &str) -> Result<(), String> {
     let view: Value = serde_json::from_str(template).map_err(|err| format!("view is not JSON: {err}"))?;
-    if manifest.query.is_empty() {
+    if queries.is_empty() {
         return Err("an app without code needs at least one [[query]]".into());
     }
-    for query in &manifest.query {
+    for query in queries {
         let Some((_, _)) = KINDS.iter().find(|(kind, _)| *kind == query.kind) else {
             return Err(format!("query {:?} has kind {:?}; the kinds are {}", query.name, query.kind, KINDS.map(|k| k.0).join(", ")));
         };
@@ -46,7 +66,7 @@ pub fn check(manifest: &Manifest) -> Result<(), String> {
     walk_strings(&view, &mut |text| {
         for reference in references(text) {
             let (name, shape) = reference.split_once('.').unwrap_or((reference, ""));
-            match manifest.query.iter().find(|q| q.name == name) {
+            match queries.iter().find(|q| q.name == name) {
                 None => problems.push(format!("the view refers to ${{{reference}}}, but no query is named {name:?}")),
                 Some(query) => {
                     let shapes = KINDS.iter().find(|(kind, _)| *kind == query.kind).map(|k| k.1).unwrap_or_default();
@@ -102,9 +122,9 @@ fn walk_strings(value: &Value, visit: &mut impl FnMut(&str)) {
 }
 
 /// The view: every query asked once, the template filled in.
-pub fn render(manifest: &Manifest, lane: &dyn Lane) -> Result<String, String> {
-    let template: Value = serde_json::from_str(manifest.view.as_deref().unwrap_or_default()).map_err(|err| format!("view is not JSON: {err}"))?;
-    let results: Vec<(String, Value)> = manifest.query.iter().map(|q| (q.name.clone(), answer(q, lane))).collect();
+pub fn render(queries: &[Query], template: &str, lane: &dyn Lane) -> Result<String, String> {
+    let template: Value = serde_json::from_str(template).map_err(|err| format!("view is not JSON: {err}"))?;
+    let results: Vec<(String, Value)> = queries.iter().map(|q| (q.name.clone(), answer(q, lane))).collect();
     let filled = fill(template, &results);
     serde_json::to_string(&filled).map_err(|err| err.to_string())
 }
@@ -244,29 +264,27 @@ mod tests {
         }
     }
 
-    fn manifest(view: &str) -> Manifest {
-        let text = format!(
-            "name = \"Time per app\"\ndescription = \"d\"\ncategory = \"c\"\nversion = \"1\"\ndata_use = \"u\"\nview = '''{view}'''\n[[query]]\nname = \"apps\"\nkind = \"time_per_app\"\nsince = \"today\"\n"
-        );
-        Manifest::parse(&text).unwrap()
+    fn apps(since: &str) -> Vec<Query> {
+        vec![Query { name: "apps".into(), kind: "time_per_app".into(), since: Some(since.into()), text: None, app: None, limit: None }]
     }
 
     #[test]
     fn a_template_is_filled_with_typed_values_and_text() {
-        let m = manifest(r#"[{"type":"stat","label":"Today","value":"${apps.total} in all"},{"type":"chart","kind":"bar","bars":"${apps.bars}"}]"#);
-        let view: Value = serde_json::from_str(&render(&m, &Day).unwrap()).unwrap();
+        let template = r#"[{"type":"stat","label":"Today","value":"${apps.total} in all"},{"type":"chart","kind":"bar","bars":"${apps.bars}"}]"#;
+        check(&apps("today"), template).unwrap();
+        let view: Value = serde_json::from_str(&render(&apps("today"), template, &Day).unwrap()).unwrap();
         assert_eq!(view[0]["value"], "2h 25m in all");
         assert_eq!(view[1]["bars"], json!([{"label": "Code", "value": 100.0}, {"label": "Firefox", "value": 45.0}]));
     }
 
     #[test]
     fn a_reference_to_nothing_or_a_wrong_shape_is_refused_with_what_exists() {
-        let text = "name = \"x\"\ndescription = \"d\"\ncategory = \"c\"\nversion = \"1\"\ndata_use = \"u\"\nview = '{\"type\":\"list\",\"items\":\"${apps.spans}\"}'\n[[query]]\nname = \"apps\"\nkind = \"time_per_app\"\n";
-        let err = Manifest::parse(text).unwrap_err().to_string();
+        let template = r#"{"type":"list","items":"${apps.spans}"}"#;
+        let err = check(&apps("today"), template).unwrap_err();
         assert!(err.contains("apps.bars, apps.items, apps.rows, apps.total"), "{err}");
-        let err = Manifest::parse(&text.replace("apps.spans", "other.items")).unwrap_err().to_string();
+        let err = check(&apps("today"), &template.replace("apps.spans", "other.items")).unwrap_err();
         assert!(err.contains("no query is named \"other\""), "{err}");
-        let err = Manifest::parse(&text.replace("time_per_app\"", "time_per_app\"\nsince = \"last week\"")).unwrap_err().to_string();
+        let err = check(&apps("last week"), &template.replace("apps.spans", "apps.items")).unwrap_err();
         assert!(err.contains("12h or 7d"), "{err}");
     }
 }

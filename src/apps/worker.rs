@@ -290,7 +290,7 @@ impl AppsWorker {
         let lane = self.lane().clone();
         if manifest.component.is_none() {
             self.running.insert(row.app_id.clone(), Running { instance: None, state: String::new() });
-            return super::nocode::render(&manifest, lane.as_ref()).map(|json| (json, 0));
+            return super::nocode::render(&manifest.query, manifest.view.as_deref().unwrap_or_default(), lane.as_ref()).map(|json| (json, 0));
         }
         if self.running.get(&row.app_id).is_none_or(|r| r.instance.is_none()) {
             let wasm = db::component(&self.config.apps_dir, row)?.ok_or("the app has no component")?;

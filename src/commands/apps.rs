@@ -76,18 +76,7 @@ pub fn install(paths: &Paths, path: &Path, grants: &[String], yes: bool) -> anyh
 /// `cowork apps describe "…" [--install [--yes]]`: the agent drafts an app
 /// without code (checked); printed, and with `--install` shown and installed.
 pub fn describe(paths: &Paths, description: &str, install_it: bool, yes: bool) -> anyhow::Result<()> {
-    let manifest = crate::models::Manifest::bundled()?;
-    let (events_tx, _) = crossbeam_channel::bounded(1);
-    let sink = crate::runtime::EventSink::new(events_tx, || {});
-    let options = crate::workers::WorkerOptions {
-        capture: false,
-        display: None,
-        chat_model: crate::workers::chat_model(&manifest, paths),
-        policy: crate::runtime::RestartPolicy { max_restarts: 0, ..Default::default() },
-        require_consent: false,
-        automations: false,
-    };
-    let workers = crate::workers::Workers::start(paths, options, sink)?.0;
+    let workers = super::automations::headless(paths, false)?;
     let (reply, drafted) = crossbeam_channel::bounded(1);
     let sent = workers.agent.commands.send(crate::agent::AgentCommand::DraftApp { description: description.to_owned(), reply: Some(reply) });
     let draft = sent

@@ -86,7 +86,7 @@ pub fn run(paths: &Paths, name: &str, data: Value, wait: Duration, keep_waiting:
 
 /// The workers without the window (nobody reads their events, so the sink
 /// drops them at once): the agent, and with `automations` the executor.
-fn headless(paths: &Paths, automations: bool) -> anyhow::Result<crate::workers::Workers> {
+pub(crate) fn headless(paths: &Paths, automations: bool) -> anyhow::Result<crate::workers::Workers> {
     let manifest = crate::models::Manifest::bundled()?;
     let (events_tx, _) = crossbeam_channel::bounded(1);
     let sink = crate::runtime::EventSink::new(events_tx, || {});

@@ -190,59 +190,56 @@ pub fn json_object(text: &str) -> Option<&str> {
 
 impl<B: LocalBrain> AgentWorker<B> {
     /// "Describe it": the brain drafts a flow from the user's words; the draft
-    /// must read and validate, and the checks' words go back to the brain
-    /// until it does (or three drafts failed). Nothing is saved here: the user
-    /// sees the draft and saves it.
+    /// must read and validate. Nothing is saved here: the user sees the draft
+    /// and saves it.
     pub(super) fn draft_flow(&mut self, description: &str) -> Result<String, String> {
+        let tools: Vec<String> = registry::TOOLS.iter().map(|t| format!("- {}: {}", t.name, t.description.lines().next().unwrap_or_default())).collect();
+        let system = DRAFT_PROMPT.replace("TOOLS", &tools.join("\n"));
+        let check = |text: &str| {
+            json_object(text)
+                .ok_or_else(|| "the answer held no JSON object".to_owned())
+                .and_then(crate::automations::Flow::from_json)
+                .and_then(|flow| flow.validate(&crate::automations::flow::BuiltIn).map(|()| flow.to_json()).map_err(|problems| problems.join("\n")))
+        };
+        self.draft(system, description, "flow", "JSON object", check)
+    }
+
+    /// "Make me an app": the brain drafts an app without code; the manifest
+    /// must parse and its view template resolve. Nothing is installed here:
+    /// the user sees its disclosure and installs it.
+    pub(super) fn draft_app(&mut self, description: &str) -> Result<String, String> {
+        let check = |text: &str| {
+            let toml = text.trim().trim_start_matches("```toml").trim_start_matches("```").trim_end_matches("```").trim();
+            match crate::apps::Manifest::parse(toml) {
+                Ok(manifest) if manifest.component.is_none() => Ok(toml.to_owned()),
+                Ok(_) => Err("an app without code has no component: leave component out".to_owned()),
+                Err(err) => Err(err.to_string()),
+            }
+        };
+        self.draft(DRAFT_APP_PROMPT.to_owned(), description, "app", "manifest", check)
+    }
+
+    /// Asks the brain for a draft until `check` accepts it: the check's words
+    /// go back to the brain, at most `DRAFT_ATTEMPTS` drafts.
+    fn draft(&mut self, system: String, description: &str, what: &str, form: &str, check: impl Fn(&str) -> Result<String, String>) -> Result<String, String> {
         let (settings, providers) = self.brains();
         let ask = ChatRequest { text: description.to_owned(), ..ChatRequest::default() };
         let brain = self.plan_public(&ask, &settings, &providers).map(|(brain, _)| brain)?;
-        let tools: Vec<String> = registry::TOOLS.iter().map(|t| format!("- {}: {}", t.name, t.description.lines().next().unwrap_or_default())).collect();
-        let system = DRAFT_PROMPT.replace("TOOLS", &tools.join("\n"));
         let mut turns = vec![Turn::new(Role::System, system), Turn::new(Role::User, description.to_owned())];
         let mut last_problems = String::new();
         for _ in 0..DRAFT_ATTEMPTS {
             let text = self.complete(&brain, &turns, settings.max_answer_tokens.max(600))?;
-            let checked = json_object(&text)
-                .ok_or_else(|| "the answer held no JSON object".to_owned())
-                .and_then(crate::automations::Flow::from_json)
-                .and_then(|flow| flow.validate(&crate::automations::flow::BuiltIn).map(|()| flow).map_err(|problems| problems.join("\n")));
-            match checked {
-                Ok(flow) => return Ok(flow.to_json()),
+            match check(&text) {
+                Ok(draft) => return Ok(draft),
                 Err(problems) => {
-                    tracing::info!(%problems, "a drafted flow did not validate; asking again");
+                    tracing::info!(%problems, what, "a draft did not check; asking again");
                     turns.push(Turn::new(Role::Assistant, text));
-                    turns.push(Turn::new(Role::User, format!("That flow has problems:\n{problems}\nAnswer with the corrected JSON object only.")));
+                    turns.push(Turn::new(Role::User, format!("That {what} has problems:\n{problems}\nAnswer with the corrected {form} only.")));
                     last_problems = problems;
                 }
             }
         }
-        Err(format!("no valid flow after {DRAFT_ATTEMPTS} drafts; the last one's problems: {last_problems}"))
-    }
-
-    /// Drafts an app without code: the manifest must parse and its view
-    /// template resolve; the checks' words go back to the brain until it does
-    /// (or three drafts failed). Nothing is installed here: the user sees its
-    /// disclosure and installs it.
-    pub(super) fn draft_app(&mut self, description: &str) -> Result<String, String> {
-        let (settings, providers) = self.brains();
-        let ask = ChatRequest { text: description.to_owned(), ..ChatRequest::default() };
-        let brain = self.plan_public(&ask, &settings, &providers).map(|(brain, _)| brain)?;
-        let mut turns = vec![Turn::new(Role::System, DRAFT_APP_PROMPT.to_owned()), Turn::new(Role::User, description.to_owned())];
-        let mut last_problem = String::new();
-        for _ in 0..DRAFT_ATTEMPTS {
-            let text = self.complete(&brain, &turns, settings.max_answer_tokens.max(600))?;
-            let toml = text.trim().trim_start_matches("```toml").trim_start_matches("```").trim_end_matches("```").trim().to_owned();
-            match crate::apps::Manifest::parse(&toml) {
-                Ok(manifest) if manifest.component.is_none() => return Ok(toml),
-                Ok(_) => last_problem = "an app without code has no component: leave component out".into(),
-                Err(err) => last_problem = err.to_string(),
-            }
-            tracing::info!(problem = %last_problem, "a drafted app did not check; asking again");
-            turns.push(Turn::new(Role::Assistant, text));
-            turns.push(Turn::new(Role::User, format!("That manifest has a problem: {last_problem}\nAnswer with the corrected manifest only.")));
-        }
-        Err(format!("no valid app after {DRAFT_ATTEMPTS} drafts; the last one's problem: {last_problem}"))
+        Err(format!("no valid {what} after {DRAFT_ATTEMPTS} drafts; the last one's problems: {last_problems}"))
     }
 
     /// An app's completion: the router picks the brain as for a question

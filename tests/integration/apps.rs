@@ -431,7 +431,7 @@ since = "today"
     assert!(out.status.success(), "{stdout}{}", String::from_utf8_lossy(&out.stderr));
     assert!(stdout.contains("apps.bars") && stdout.contains("read your current window and your activity") && stdout.contains("installed time-per-app"), "{stdout}");
     let second = super::agent::body(&server, 1).to_string();
-    assert!(second.contains("That manifest has a problem") && second.contains("apps.bars, apps.items"), "{second}");
+    assert!(second.contains("That app has problems") && second.contains("apps.bars, apps.items"), "{second}");
     let out = cowork(&["apps", "render", "time-per-app"]);
     let view: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap_or_else(|_| panic!("{}", String::from_utf8_lossy(&out.stderr)));
     assert_eq!(view[0]["bars"][0], serde_json::json!({"label": "Code", "value": 20.0}), "{view}");

@@ -322,6 +322,10 @@ impl CoworkApp {
                     // And the microphones plugged in now.
                     let _ = self.channels.audio.try_send(crate::audio::worker::AudioCommand::ListDevices);
                 }
+                if tab == Tab::Apps {
+                    // The installed apps as they are now (`cowork apps` may have changed them).
+                    let _ = self.channels.apps.try_send(crate::apps::AppsCommand::List);
+                }
                 self.state.tab = Some(tab);
             }
             UiAction::RemoveRule(id) => self.send_agent_command(AgentCommand::RemoveRule(id)),

@@ -40,6 +40,8 @@ pub enum AppsCommand {
     LinkThread { app_id: String, thread_id: i64 },
     /// The dialog was closed.
     ForgetInspection,
+    /// Read the installed apps again (the Apps tab opened: `cowork apps` may have changed them).
+    List,
     Shutdown,
 }
 
@@ -165,6 +167,7 @@ impl AppsWorker {
                 self.view.inspection = Some(inspection);
             }
             AppsCommand::ForgetInspection => self.view.inspection = None,
+            AppsCommand::List => self.reload(),
             AppsCommand::Install { path, granted, reply } => {
                 let result = self.install(&path, &granted);
                 self.view.message = Some(match &result {
@@ -174,6 +177,7 @@ impl AppsWorker {
                 if result.is_ok() {
                     self.view.inspection = None;
                 }
+                self.reload();
                 if let Some(reply) = reply {
                     let _ = reply.send(result);
                 }
@@ -186,6 +190,7 @@ impl AppsWorker {
                 if !enabled {
                     self.close(&app_id);
                 }
+                self.reload();
             }
             AppsCommand::Remove { app_id, reply } => {
                 self.close(&app_id);
@@ -196,6 +201,7 @@ impl AppsWorker {
                     Ok(false) => format!("{app_id} is not installed"),
                     Err(err) => err.clone(),
                 });
+                self.reload();
                 if let Some(reply) = reply {
                     let _ = reply.send(result);
                 }
@@ -210,7 +216,6 @@ impl AppsWorker {
             }
             AppsCommand::Shutdown => return false,
         }
-        self.reload();
         true
     }
 
@@ -233,6 +238,13 @@ impl AppsWorker {
     fn install(&mut self, path: &std::path::Path, granted: &[Capability]) -> Result<AppRow, String> {
         let package = Package::read(path).map_err(|e| e.to_string())?;
         let disclosure = package.disclose().map_err(|e| e.to_string())?;
+        // What the user saw is what is installed: a package whose code changed since the dialog read it is refused.
+        if let Some(Ok(seen)) = &self.view.inspection
+            && seen.path == path
+            && seen.disclosure != disclosure
+        {
+            return Err(format!("{} changed since you looked at it; inspect it again", path.display()));
+        }
         let app_id = package.manifest.app_id();
         self.close(&app_id);
         let apps_dir = self.config.apps_dir.clone();
@@ -240,6 +252,10 @@ impl AppsWorker {
         // Compile now, so the first open comes from the cache.
         if let Some(wasm) = &package.component {
             self.runtime()?.open(wasm).map_err(|e| e.to_string())?;
+        }
+        // A draft's folder served its purpose: the app's files are in its own folder now.
+        if path.starts_with(self.config.apps_dir.join(".drafts")) {
+            let _ = std::fs::remove_dir_all(path);
         }
         Ok(installed.row)
     }

@@ -87,7 +87,9 @@ pub fn describe(paths: &Paths, description: &str, install_it: bool, yes: bool) -
     println!("{toml}");
     if install_it {
         let dir = crate::apps::worker::write_draft(&crate::apps::worker::apps_dir(&paths.data_dir), &toml).map_err(anyhow::Error::msg)?;
-        install(paths, &dir, &[], yes)?;
+        let installed = install(paths, &dir, &[], yes);
+        let _ = std::fs::remove_dir_all(&dir);
+        installed?;
     }
     Ok(())
 }

@@ -312,6 +312,15 @@ fn the_standup_writer_needs_its_ai_grant_and_drafts_from_yesterday() {
     worker.handle(AppsCommand::Inspect { path: standup.clone() });
     let inspection = worker.view().inspection.clone().unwrap().unwrap();
     assert_eq!(inspection.disclosure.capabilities, [Capability::Ai]);
+    // The package changes after the dialog read it: what is installed must be what the user saw.
+    let manifest = standup.join("cowork-app.toml");
+    let original = std::fs::read_to_string(&manifest).unwrap();
+    std::fs::write(&manifest, original.replace("network = \"offline\"", "network = \"online\"")).unwrap();
+    let (reply, refused) = crossbeam_channel::bounded(1);
+    worker.handle(AppsCommand::Install { path: standup.clone(), granted: vec![], reply: Some(reply) });
+    let refused = refused.recv().unwrap().unwrap_err();
+    assert!(refused.contains("changed since you looked at it"), "{refused}");
+    std::fs::write(&manifest, original).unwrap();
     worker.handle(AppsCommand::Install { path: standup.clone(), granted: vec![], reply: None });
     worker.handle(AppsCommand::Open { app_id: "standup".into() });
     let (_, error) = open_view(&worker, "standup");

@@ -1544,6 +1544,7 @@ fn the_apps_panel_installs_with_a_disclosure_and_draws_an_apps_view_whose_host_a
     far.events.send(AppEvent::Apps(Box::new(AppsView { installed: vec![installed], inspection: Some(Ok(inspection)), open: Vec::new(), message: None }))).unwrap();
     harness.get_by_label("Apps").click();
     harness.run();
+    assert!(matches!(far.apps.try_recv(), Ok(AppsCommand::List)), "opening the tab lists the apps again");
     harness.get_by_label("Can read your current window and your activity (apps, window titles, times)");
     harness.get_by_label_contains("its code can fetch web pages, but its manifest says it works offline");
     harness.get_by_label("The app says: Reads yesterday");

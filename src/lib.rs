@@ -26,6 +26,7 @@ pub mod native;
 pub mod net;
 pub mod notify;
 pub mod runtime;
+pub mod sealed;
 pub mod secrets;
 pub mod state;
 pub mod store;

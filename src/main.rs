@@ -488,6 +488,18 @@ fn install_panic_hook() {
 
 fn run(cli: Cli, process_started: Instant) -> anyhow::Result<ExitCode> {
     let paths = Paths::resolve(cli.data_dir, cli.models_dir)?;
+    // The database's key before anything opens it: found (or made for a new
+    // database), and a plaintext database from an older cowork encrypted.
+    // Without it the sidebar shows why and nothing else starts; a command
+    // stops with the same words. Doctor reports it among its checks.
+    if !matches!(cli.command, Some(Command::Doctor { .. } | Command::Tools { .. }))
+        && let Err(problem) = cowork::store::key::unlock(&paths.db_path())
+    {
+        if cli.command.is_none() {
+            return run_locked(&paths, problem);
+        }
+        return Err(problem.into());
+    }
     // Offline before anything can open a connection: the flag, or the saved switch.
     if cli.offline || cowork::workers::read_settings(&paths).0.offline {
         cowork::net::OutboundGate::global().set_offline(true);
@@ -770,6 +782,28 @@ fn run(cli: Cli, process_started: Instant) -> anyhow::Result<ExitCode> {
         }
         None => run_sidebar(&paths, cli.display, cli.screenshot, process_started),
     }
+}
+
+/// The window that says the history cannot be opened; Try again that finds
+/// the key starts cowork afresh in this process (the same arguments).
+fn run_locked(paths: &Paths, problem: cowork::store::key::KeyError) -> anyhow::Result<ExitCode> {
+    tracing::error!("{problem}");
+    let app = cowork::ui::locked::LockedApp::new(paths.db_path(), &problem);
+    let unlocked = app.unlocked.clone();
+    let options = eframe::NativeOptions {
+        viewport: ViewportBuilder::default().with_title("cowork").with_app_id("cowork").with_inner_size([420.0, 260.0]),
+        renderer: eframe::Renderer::Glow,
+        ..Default::default()
+    };
+    eframe::run_native("cowork", options, Box::new(move |_cc| Ok(Box::new(app))))
+        .map_err(|err| anyhow::anyhow!("cannot open a window to say so ({err}): {problem}"))?;
+    if unlocked.load(std::sync::atomic::Ordering::SeqCst) {
+        use std::os::unix::process::CommandExt;
+        let exe = std::env::current_exe()?;
+        let err = std::process::Command::new(exe).args(std::env::args_os().skip(1)).exec();
+        anyhow::bail!("cannot start cowork again: {err}");
+    }
+    Ok(ExitCode::FAILURE)
 }
 
 fn run_sidebar(paths: &Paths, display: Option<String>, screenshot: Option<PathBuf>, process_started: Instant) -> anyhow::Result<ExitCode> {

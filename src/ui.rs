@@ -9,6 +9,7 @@ pub mod consent;
 pub mod context;
 pub mod flow_editor;
 pub mod integrations;
+pub mod locked;
 pub mod mcp_chat;
 pub mod memory;
 pub mod quick_prompt;

@@ -15,6 +15,7 @@ mod integration {
     mod capture_desktop;
     mod capture_x11;
     mod cli;
+    mod encryption;
     mod llm_real;
     mod mcp;
     mod memory;

@@ -450,7 +450,11 @@ impl ListenWorker {
     fn keep_audio(&mut self, job: &ListenJob) -> Option<String> {
         let dir = audio_dir(&self.data_dir);
         let name = audio_file_name(job.transcript_id);
-        let written = std::fs::create_dir_all(&dir).map_err(anyhow::Error::from).and_then(|()| super::wav::write_16k_mono(&dir.join(&name), &job.samples));
+        // Sealed with the database's key: speech is captured content.
+        let written = std::fs::create_dir_all(&dir).map_err(anyhow::Error::from).and_then(|()| {
+            let key = crate::sealed::SealKey::for_database(&self.data_dir.join(crate::store::DB_FILE_NAME))?;
+            crate::sealed::write(&dir.join(&name), &key, &super::wav::wav_bytes(&job.samples)?)
+        });
         match written {
             Ok(()) => Some(name),
             Err(err) => {

@@ -31,9 +31,16 @@ pub fn audio_dir(data_dir: &Path) -> PathBuf {
     data_dir.join("audio")
 }
 
-/// The file name a transcript's audio is kept under.
+/// The file name a transcript's audio is kept under: a WAV sealed with the
+/// database's key (`crate::sealed`; `cowork` 0.1 before encryption wrote bare `.wav`).
 pub fn audio_file_name(transcript_id: i64) -> String {
-    format!("{transcript_id}.wav")
+    format!("{transcript_id}.wav.sealed")
+}
+
+/// A kept audio file's name as the database may hold it: sealed, or a bare
+/// WAV from before encryption. Never a path.
+fn is_audio_file_name(name: &str) -> bool {
+    !name.contains(['/', '\\']) && (name.ends_with(".wav") || name.ends_with(".wav.sealed"))
 }
 
 pub fn insert(conn: &Connection, t: &AudioTranscript) -> rusqlite::Result<()> {
@@ -139,8 +146,8 @@ pub fn remove_files(data_dir: &Path, files: &[String]) -> usize {
     let dir = audio_dir(data_dir);
     let mut removed = 0;
     for name in files {
-        // Only a bare "<id>.wav": a name from the database never leaves the folder.
-        if name.contains(['/', '\\']) || !name.ends_with(".wav") {
+        // Only a bare "<id>.wav[.sealed]": a name from the database never leaves the folder.
+        if !is_audio_file_name(name) {
             continue;
         }
         let path = dir.join(name);
@@ -165,7 +172,7 @@ pub fn orphan_files(data_dir: &Path, kept: &std::collections::HashSet<String>, g
         .flatten()
         .filter(|e| e.metadata().ok().and_then(|m| m.modified().ok()).and_then(|t| t.elapsed().ok()).is_some_and(|age| age >= grace))
         .filter_map(|e| e.file_name().into_string().ok())
-        .filter(|name| name.ends_with(".wav") && !kept.contains(name))
+        .filter(|name| is_audio_file_name(name) && !kept.contains(name))
         .collect()
 }
 
@@ -217,17 +224,22 @@ mod tests {
             std::fs::write(audio_dir(dir.path()).join(audio_file_name(id)), b"RIFF....").unwrap();
         }
         std::fs::write(dir.path().join("keep.wav"), b"outside").unwrap();
-        insert(&conn, &row(1, Source::Microphone, 0, "old", Some("1.wav"))).unwrap();
-        insert(&conn, &row(2, Source::Microphone, 100_000, "new", Some("2.wav"))).unwrap();
+        insert(&conn, &row(1, Source::Microphone, 0, "old", Some(&audio_file_name(1)))).unwrap();
+        insert(&conn, &row(2, Source::Microphone, 100_000, "new", Some(&audio_file_name(2)))).unwrap();
         let released = release_audio_before(&conn, 50_000).unwrap();
-        assert_eq!(released, vec!["1.wav".to_owned()]);
+        assert_eq!(released, vec!["1.wav.sealed".to_owned()]);
         assert_eq!(remove_files(dir.path(), &released), 1);
         assert_eq!(remove_files(dir.path(), &["../keep.wav".to_owned()]), 0);
         assert!(dir.path().join("keep.wav").exists());
         assert_eq!(get(&conn, 1).unwrap().unwrap().audio_file, None, "the text stays, its audio went");
-        assert!(!audio_dir(dir.path()).join("1.wav").exists());
+        assert!(!audio_dir(dir.path()).join("1.wav.sealed").exists());
+        // An orphan, sealed or from before sealing.
         std::fs::write(audio_dir(dir.path()).join("9.wav"), b"orphan").unwrap();
-        let orphans = orphan_files(dir.path(), &kept_files(&conn).unwrap(), std::time::Duration::ZERO);
+        let mut orphans = orphan_files(dir.path(), &kept_files(&conn).unwrap(), std::time::Duration::ZERO);
         assert_eq!(orphans, vec!["9.wav".to_owned()]);
+        std::fs::write(audio_dir(dir.path()).join("8.wav.sealed"), b"orphan").unwrap();
+        orphans = orphan_files(dir.path(), &kept_files(&conn).unwrap(), std::time::Duration::ZERO);
+        orphans.sort();
+        assert_eq!(orphans, vec!["8.wav.sealed".to_owned(), "9.wav".to_owned()]);
     }
 }

@@ -30,13 +30,19 @@ pub fn read_16k_mono(path: &Path) -> anyhow::Result<Vec<f32>> {
 
 /// Writes 16 kHz mono samples as a 16-bit WAV file.
 pub fn write_16k_mono(path: &Path, samples: &[f32]) -> anyhow::Result<()> {
+    std::fs::write(path, wav_bytes(samples)?).with_context(|| format!("cannot write {}", path.display()))
+}
+
+/// 16 kHz mono samples as the bytes of a 16-bit WAV file.
+pub fn wav_bytes(samples: &[f32]) -> anyhow::Result<Vec<u8>> {
     let spec = hound::WavSpec { channels: 1, sample_rate: SAMPLE_RATE, bits_per_sample: 16, sample_format: hound::SampleFormat::Int };
-    let mut writer = hound::WavWriter::create(path, spec).with_context(|| format!("cannot create {}", path.display()))?;
+    let mut bytes = std::io::Cursor::new(Vec::with_capacity(44 + samples.len() * 2));
+    let mut writer = hound::WavWriter::new(&mut bytes, spec)?;
     for sample in samples {
         writer.write_sample((sample.clamp(-1.0, 1.0) * i16::MAX as f32) as i16)?;
     }
-    writer.finalize().with_context(|| format!("cannot finish {}", path.display()))?;
-    Ok(())
+    writer.finalize()?;
+    Ok(bytes.into_inner())
 }
 
 #[cfg(test)]

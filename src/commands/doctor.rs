@@ -41,6 +41,7 @@ fn check(area: &'static str, name: impl Into<String>, result: anyhow::Result<Str
 pub fn run_checks(paths: &Paths, display: Option<&str>) -> Vec<Check> {
     let mut checks = Vec::new();
     checks.push(display_check(display));
+    checks.push(key_check(paths));
     checks.push(database_check(paths));
     let desktop_accessibility = crate::workers::read_settings(paths).0.desktop_accessibility;
     checks.push(accessibility_check(desktop_accessibility));
@@ -186,6 +187,34 @@ fn secrets_check(paths: &Paths) -> Check {
     }
 }
 
+/// Whether cowork.db is encrypted and its key opens it (without converting
+/// or creating anything: doctor only looks).
+pub fn key_check(paths: &Paths) -> Check {
+    use crate::store::key::{self, FileState};
+    let path = paths.db_path();
+    let name = "encryption".to_owned();
+    let area = "database";
+    match key::file_state(&path) {
+        Ok(FileState::Missing | FileState::Empty) => Check { area, name, status: Status::Warn, detail: "no database yet: the first start creates it encrypted".into() },
+        Ok(FileState::Plaintext) => Check {
+            area,
+            name,
+            status: Status::Warn,
+            detail: format!("not encrypted yet: the next start of cowork encrypts it in place: {}", path.display()),
+        },
+        Ok(FileState::Encrypted) => {
+            let result = key::key_for(&path, false).map_err(anyhow::Error::from).and_then(|keyed| {
+                let conn = rusqlite::Connection::open_with_flags(&path, rusqlite::OpenFlags::SQLITE_OPEN_READ_ONLY)?;
+                key::apply(&conn, &keyed)?;
+                key::check(&conn, &path, &keyed)?;
+                Ok(format!("SQLCipher (AES-256), key in {}; vector indexes and kept audio sealed with a key derived from it", keyed.custody))
+            });
+            check(area, name, result)
+        }
+        Err(err) => Check { area, name, status: Status::Fail, detail: format!("cannot read {}: {err}", path.display()) },
+    }
+}
+
 fn database_check(paths: &Paths) -> Check {
     let path = paths.db_path();
     if !path.exists() {
@@ -235,6 +264,10 @@ fn stream_checks(paths: &Paths) -> Vec<Check> {
 fn worker_checks(paths: &Paths, display: Option<&str>, chat: Option<crate::config::ResolvedModel>, desktop_accessibility: bool) -> Vec<Check> {
     let scratch = std::env::temp_dir().join(format!("cowork-doctor-{}", std::process::id()));
     let scratch_paths = Paths { data_dir: scratch.clone(), models_dir: paths.models_dir.clone() };
+    // The scratch database records the real desktop for a moment: encrypted
+    // too, under a key that lives only in this process.
+    let _ = std::fs::create_dir_all(&scratch);
+    crate::store::key::use_ephemeral(&scratch_paths.db_path(), crate::store::key::DbKey::random());
     // The scratch workers act on the real desktop: a user who switched desktop
     // accessibility off must not see doctor's a11y worker switch it on.
     if !desktop_accessibility {

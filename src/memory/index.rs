@@ -21,6 +21,7 @@ use super::Namespace;
 use super::jobs::{self, Added, Removed};
 use crate::memory::embed::DIMENSIONS;
 use crate::memory::vectors::{Kind, VectorIndex};
+use crate::sealed::SealKey;
 
 /// Vectors above which a namespace switches from exact search to HNSW:
 /// where exact top-10 search passes ~2 ms on this machine's 2 cores
@@ -76,6 +77,8 @@ pub enum Opened {
 pub struct IndexSet {
     dir: PathBuf,
     indexes: HashMap<Namespace, NamespaceIndex>,
+    /// The files are sealed with a key derived from the database's.
+    key: SealKey,
 }
 
 pub fn index_dir(data_dir: &Path) -> PathBuf {
@@ -118,11 +121,11 @@ fn rebuild(conn: &Connection, namespace: Namespace) -> anyhow::Result<NamespaceI
     Ok(NamespaceIndex { index, generation, max_id, removed: HashSet::new(), dirty: true })
 }
 
-fn load(dir: &Path, conn: &Connection, namespace: Namespace) -> anyhow::Result<(NamespaceIndex, Opened)> {
+fn load(dir: &Path, conn: &Connection, namespace: Namespace, key: &SealKey) -> anyhow::Result<(NamespaceIndex, Opened)> {
     let (file, meta_file) = paths(dir, namespace);
     let meta: Meta = serde_json::from_slice(&std::fs::read(&meta_file).with_context(|| format!("no {}", meta_file.display()))?)
         .with_context(|| format!("{} is damaged", meta_file.display()))?;
-    let index = VectorIndex::load(&file, DIMENSIONS, meta.kind)?;
+    let index = VectorIndex::load(&file, DIMENSIONS, meta.kind, key)?;
     let mut loaded = NamespaceIndex { index, generation: meta.generation, max_id: meta.max_id, removed: meta.removed.into_iter().collect(), dirty: false };
     let current = jobs::generation(conn, namespace)?;
     if loaded.generation == current {
@@ -143,11 +146,12 @@ impl IndexSet {
     /// Opens every namespace's index from `dir`, rebuilding stale or damaged ones from `conn`.
     pub fn open(dir: &Path, conn: &Connection) -> anyhow::Result<(Self, Vec<(Namespace, Opened)>)> {
         std::fs::create_dir_all(dir).with_context(|| format!("cannot create {}", dir.display()))?;
+        let key = SealKey::for_connection(conn).context("the vector indexes are sealed with the database's key")?;
         let mut indexes = HashMap::new();
         let mut report = Vec::new();
         for namespace in Namespace::ALL {
             let started = Instant::now();
-            let (index, opened) = match load(dir, conn, namespace) {
+            let (index, opened) = match load(dir, conn, namespace, &key) {
                 Ok(pair) => pair,
                 Err(err) => (rebuild(conn, namespace)?, Opened::Rebuilt(format!("{err:#}"))),
             };
@@ -155,7 +159,7 @@ impl IndexSet {
             report.push((namespace, opened));
             indexes.insert(namespace, index);
         }
-        Ok((Self { dir: dir.to_owned(), indexes }, report))
+        Ok((Self { dir: dir.to_owned(), indexes, key }, report))
     }
 
     pub fn get(&self, namespace: Namespace) -> &NamespaceIndex {
@@ -216,7 +220,7 @@ impl IndexSet {
         let mut saved = 0;
         for (namespace, entry) in self.indexes.iter_mut().filter(|(_, e)| e.dirty) {
             let (file, meta_file) = paths(&self.dir, *namespace);
-            entry.index.save(&file)?;
+            entry.index.save(&file, &self.key)?;
             let meta = Meta { generation: entry.generation, kind: entry.kind(), max_id: entry.max_id, removed: entry.removed.iter().copied().collect() };
             let partial = meta_file.with_extension("json.tmp");
             std::fs::write(&partial, serde_json::to_vec(&meta)?).with_context(|| format!("cannot write {}", partial.display()))?;

@@ -7,9 +7,11 @@
 use std::path::Path;
 
 use anyhow::{Context, bail};
-use faiss::index::IndexImpl;
+use faiss::index::{FromInnerPtr, IndexImpl};
 use faiss::selector::IdSelector;
-use faiss::{Idx, Index, MetricType, index_factory, read_index, write_index};
+use faiss::{Idx, Index, MetricType, index_factory};
+
+use crate::sealed::{self, SealKey, SealedReader, SealedWriter};
 
 pub struct VectorIndex {
     index: IndexImpl,
@@ -112,17 +114,31 @@ impl VectorIndex {
             .collect())
     }
 
-    /// Writes the index to `path` (a new file renamed over the old).
-    pub fn save(&self, path: &Path) -> anyhow::Result<()> {
-        let partial = path.with_extension("faiss.tmp");
-        write_index(&self.index, partial.to_string_lossy().as_ref()).with_context(|| format!("cannot write {}", partial.display()))?;
-        std::fs::rename(&partial, path).with_context(|| format!("cannot replace {}", path.display()))?;
-        Ok(())
+    /// Writes the index to `path`, sealed as faiss streams it (a new file
+    /// synced and renamed over the old; see `crate::sealed`).
+    pub fn save(&self, path: &Path, key: &SealKey) -> anyhow::Result<()> {
+        let writer = SealedWriter::create(path, key)?;
+        let ((), writer) = sealed::with_file_writer(writer, |file| {
+            // SAFETY: a live index and a FILE open for writing until this returns.
+            let status = unsafe { faiss_sys::faiss_write_index(self.index.inner_ptr(), file as *mut faiss_sys::FILE) };
+            faiss_status(status).with_context(|| format!("cannot write {}", path.display()))
+        })?;
+        writer.finish()
     }
 
-    /// Reads an index written by `save`; a damaged file is an error (the caller rebuilds).
-    pub fn load(path: &Path, dimensions: usize, kind: Kind) -> anyhow::Result<Self> {
-        let index = read_index(path.to_string_lossy().as_ref()).with_context(|| format!("cannot read the vector index {}", path.display()))?;
+    /// Reads an index written by `save`; a damaged file, one sealed with
+    /// another key or one from before sealing is an error (the caller rebuilds).
+    pub fn load(path: &Path, dimensions: usize, kind: Kind, key: &SealKey) -> anyhow::Result<Self> {
+        let reader = SealedReader::open(path, key)?;
+        let index = sealed::with_file_reader(reader, |file| {
+            let mut inner = std::ptr::null_mut();
+            // SAFETY: a FILE open for reading until this returns; faiss hands back a new index or an error.
+            let status = unsafe { faiss_sys::faiss_read_index(file as *mut faiss_sys::FILE, 0, &mut inner) };
+            faiss_status(status)?;
+            // SAFETY: a CPU index faiss just made, owned by nothing else.
+            Ok(unsafe { IndexImpl::from_inner_ptr(inner) })
+        })
+        .with_context(|| format!("cannot read the vector index {}", path.display()))?;
         if index.d() as usize != dimensions {
             bail!("{} holds {}-wide vectors, expected {dimensions}", path.display(), index.d());
         }
@@ -130,6 +146,19 @@ impl VectorIndex {
         loaded.tune()?;
         Ok(loaded)
     }
+}
+
+/// faiss's C API status as a result, with faiss's own message.
+fn faiss_status(status: std::ffi::c_int) -> anyhow::Result<()> {
+    if status == 0 {
+        return Ok(());
+    }
+    // SAFETY: faiss's last error is a thread-local C string (or null).
+    let message = unsafe {
+        let text = faiss_sys::faiss_get_last_error();
+        if text.is_null() { String::new() } else { std::ffi::CStr::from_ptr(text).to_string_lossy().into_owned() }
+    };
+    bail!("faiss: {}", message.lines().next().unwrap_or("an error"))
 }
 
 unsafe extern "C" {
@@ -194,13 +223,20 @@ mod tests {
         assert!(index.search(query, 5).unwrap().iter().all(|(id, _)| *id != ids[42]), "a deleted vector is never found");
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("activity.faiss");
-        index.save(&path).unwrap();
-        let mut again = VectorIndex::load(&path, d, Kind::Flat).unwrap();
+        let key = SealKey::from_bytes(&[3; 32]);
+        index.save(&path, &key).unwrap();
+        let mut again = VectorIndex::load(&path, d, Kind::Flat, &key).unwrap();
         assert_eq!(again.len(), 499);
         assert_eq!(again.search(&data[7 * d..8 * d], 1).unwrap()[0].0, ids[7]);
-        assert!(VectorIndex::load(&path, 64, Kind::Flat).err().unwrap().to_string().contains("expected 64"));
+        assert!(VectorIndex::load(&path, 64, Kind::Flat, &key).err().unwrap().to_string().contains("expected 64"));
+        let err = VectorIndex::load(&path, d, Kind::Flat, &SealKey::from_bytes(&[4; 32])).err().unwrap();
+        assert!(format!("{err:#}").contains("does not open"), "{err:#}");
+        // The vectors are not on disk as floats.
+        let raw = std::fs::read(&path).unwrap();
+        let floats: Vec<u8> = data[7 * d..7 * d + 8].iter().flat_map(|f| f.to_le_bytes()).collect();
+        assert!(!raw.windows(floats.len()).any(|w| w == floats.as_slice()));
         std::fs::write(&path, b"garbage").unwrap();
-        assert!(VectorIndex::load(&path, d, Kind::Flat).is_err());
+        assert!(VectorIndex::load(&path, d, Kind::Flat, &key).is_err());
         assert!(index.add(&[1], &data[..d - 1]).is_err());
     }
 }

@@ -31,9 +31,13 @@ pub const SCHEMA_VERSION: u32 = MIGRATIONS.len() as u32;
 
 const BUSY_TIMEOUT: Duration = Duration::from_secs(5);
 
-/// Opens (creating if needed) the writable connection and migrates it.
+/// Opens (creating if needed) the writable connection, keyed (a plaintext
+/// database is encrypted first, see `key`), and migrates it.
 pub fn open_writer(path: &Path) -> anyhow::Result<Connection> {
+    let keyed = super::key::prepare(path)?;
     let conn = Connection::open(path).with_context(|| format!("cannot open database {}", path.display()))?;
+    super::key::apply(&conn, &keyed).with_context(|| format!("cannot key database {}", path.display()))?;
+    super::key::check(&conn, path, &keyed)?;
     configure_writer(&conn).with_context(|| format!("cannot use database {}", path.display()))?;
     migrate(&conn).with_context(|| format!("cannot migrate database {}", path.display()))?;
     Ok(conn)
@@ -58,7 +62,16 @@ pub fn open_read_only(path: &Path) -> anyhow::Result<Connection> {
     let flags = OpenFlags::SQLITE_OPEN_READ_ONLY | OpenFlags::SQLITE_OPEN_NO_MUTEX | OpenFlags::SQLITE_OPEN_URI;
     let conn = Connection::open_with_flags(path, flags)
         .with_context(|| format!("cannot open database read-only {}", path.display()))?;
+    // A plaintext database an older cowork left is read as it is; the first
+    // writable open encrypts it.
+    if super::key::file_state(path)? != super::key::FileState::Plaintext {
+        let keyed = super::key::key_for(path, false)?;
+        super::key::apply(&conn, &keyed).with_context(|| format!("cannot key database {}", path.display()))?;
+        super::key::check(&conn, path, &keyed)?;
+    }
     conn.busy_timeout(BUSY_TIMEOUT)?;
+    // Sorts and temporary tables stay in memory: no temp file on disk.
+    conn.pragma_update(None, "temp_store", "MEMORY")?;
     let version: u32 = conn.pragma_query_value(None, "user_version", |row| row.get(0))?;
     if version == 0 {
         bail!("database has no schema yet {}", path.display());

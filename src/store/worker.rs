@@ -275,7 +275,7 @@ impl StoreWorker {
                         Ok(count)
                     });
                 match outcome {
-                    Ok(count) => self.emit_notice(format!("exported {count} records to {}", path.display())),
+                    Ok(count) => self.emit_notice(format!("exported {count} records, unencrypted (for taking elsewhere), to {}", path.display())),
                     Err(err) => self.emit_notice(format!("export failed: {err:#}: {}", path.display())),
                 }
             }

@@ -177,7 +177,14 @@ pub fn settings_ui(
                 actions.push(UiAction::ExportToday(crate::export::Format::ActivityWatch));
             }
         });
-        ui.label(RichText::new("Exports are written to the data directory; `cowork export` takes any range").small().color(theme::MUTED));
+        ui.label(RichText::new("Exports are plain text, not encrypted: they are for taking elsewhere. They are written to the data directory; `cowork export` takes any range").small().color(theme::MUTED));
+        ui.label(
+            RichText::new(
+                "Encrypted at rest: the database (SQLCipher), its search indexes and kept audio, under a key in the system secret store or, without one, in secrets.key beside them (`cowork doctor` says which). USER.md and MEMORY.md in the data directory stay plain text so you can read and edit them by hand",
+            )
+            .small()
+            .color(theme::MUTED),
+        );
 
         ui.separator();
         ui.heading("Memory");

@@ -196,8 +196,7 @@ fn kill_9_in_the_middle_of_a_job_resumes_from_the_last_checkpoint() {
         command
     };
     let mut child = cowork(&["memory", "embed"]).stdout(Stdio::piped()).stderr(Stdio::null()).spawn().unwrap();
-    let conn = rusqlite::Connection::open(data.path().join("cowork.db")).unwrap();
-    conn.busy_timeout(Duration::from_secs(5)).unwrap();
+    let conn = cowork::store::open_read_only(&data.path().join("cowork.db")).unwrap();
     let embedded = |conn: &rusqlite::Connection| -> i64 {
         conn.query_row("SELECT count(*) FROM memory_chunks WHERE vector IS NOT NULL", [], |r| r.get(0)).unwrap_or(0)
     };

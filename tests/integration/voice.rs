@@ -497,7 +497,13 @@ fn listen_mode_keeps_you_and_others_apart_pauses_and_forgets_a_range() {
         assert!(row.started_at_millis >= started_at && row.ended_at_millis > row.started_at_millis, "{row:?}");
         assert!(row.confidence > 0.5, "{row:?}");
         let file = data.path().join("audio").join(row.audio_file.as_deref().expect("audio kept"));
-        assert!(wav::read_16k_mono(&file).is_ok_and(|s| s.len() > 16_000), "{}", file.display());
+        // Kept sealed with the database's key: not a WAV on disk, a WAV once opened.
+        assert!(!std::fs::read(&file).unwrap().starts_with(b"RIFF"), "{}", file.display());
+        let key = cowork::sealed::SealKey::for_database(&data.path().join("cowork.db")).unwrap();
+        let opened = data.path().join("opened.wav");
+        std::fs::write(&opened, cowork::sealed::read(&file, &key).unwrap()).unwrap();
+        assert!(wav::read_16k_mono(&opened).is_ok_and(|s| s.len() > 16_000), "{}", file.display());
+        std::fs::remove_file(&opened).unwrap();
     }
     // Played one after the other (each chunk keeps 300 ms before its speech and 200 ms after).
     eprintln!("you {}–{}, others {}–{} (ms after start)", mine.started_at_millis - started_at, mine.ended_at_millis - started_at, others.started_at_millis - started_at, others.ended_at_millis - started_at);

@@ -211,6 +211,7 @@ pub fn key_check(paths: &Paths) -> Check {
             });
             check(area, name, result)
         }
+        Ok(FileState::NotADatabase) => Check { area, name, status: Status::Fail, detail: key::KeyError::NotADatabase { db: path.display().to_string() }.to_string() },
         Err(err) => Check { area, name, status: Status::Fail, detail: format!("cannot read {}: {err}", path.display()) },
     }
 }

@@ -82,6 +82,8 @@ pub enum KeyError {
         "the key in {custody} does not open {db} (a different key, or a damaged file). cowork did not replace the file, and your history is still in it: put back the key it was created with, or move the file away to start a new history"
     )]
     Wrong { db: String, custody: String },
+    #[error("{db} is not a database: neither SQLite nor an encrypted cowork database (damaged, or another program's file). cowork left it in place")]
+    NotADatabase { db: String },
     #[error("cannot keep a key for {db}: {reason}")]
     Custody { db: String, reason: String },
     #[error("cannot encrypt {db}: {reason}. It is unchanged")]
@@ -114,6 +116,8 @@ pub enum FileState {
     Empty,
     Plaintext,
     Encrypted,
+    /// Neither: too short, or not whole pages (SQLCipher writes 4 KiB pages).
+    NotADatabase,
 }
 
 pub fn file_state(db: &Path) -> std::io::Result<FileState> {
@@ -130,9 +134,11 @@ pub fn file_state(db: &Path) -> std::io::Result<FileState> {
             n => read += n,
         }
     }
+    let length = file.metadata()?.len();
     Ok(match read {
         0 => FileState::Empty,
         16 if &header == SQLITE_HEADER => FileState::Plaintext,
+        _ if length < 1024 || length % 512 != 0 => FileState::NotADatabase,
         _ => FileState::Encrypted,
     })
 }
@@ -163,6 +169,9 @@ pub fn key_for(db: &Path, create: bool) -> Result<Arc<Keyed>, KeyError> {
     let data_dir = at.parent().unwrap_or(Path::new(".")).to_owned();
     let shown = at.display().to_string();
     let state = file_state(&at).map_err(|err| KeyError::Custody { db: shown.clone(), reason: format!("cannot read it: {err}") })?;
+    if state == FileState::NotADatabase {
+        return Err(KeyError::NotADatabase { db: shown });
+    }
     let keyed = match find(&data_dir) {
         Found::Key(keyed) => keyed,
         Found::Unreadable(reason) => return Err(KeyError::Custody { db: shown, reason }),

@@ -136,7 +136,12 @@ fn plaintext_database(db: &Path, sessions: i64) {
 fn whole(db: &Path, sessions: i64) -> FileState {
     key::forget(db);
     let state = key::file_state(db).unwrap();
-    let conn = cowork::store::open_read_only(db).unwrap_or_else(|err| panic!("{state:?} does not open: {err:#}"));
+    // A plaintext file opens as SQLite would open it (a hot journal rolled back);
+    // an encrypted one with the key from custody.
+    let conn = match state {
+        FileState::Plaintext => rusqlite::Connection::open(db).unwrap(),
+        _ => cowork::store::open_read_only(db).unwrap_or_else(|err| panic!("{state:?} does not open: {err:#}")),
+    };
     let count: i64 = conn.query_row("SELECT count(*) FROM activity_sessions", [], |r| r.get(0)).unwrap();
     let check: String = conn.query_row("PRAGMA integrity_check", [], |r| r.get(0)).unwrap();
     assert_eq!((count, check.as_str()), (sessions, "ok"), "{state:?}");
@@ -147,7 +152,7 @@ fn whole(db: &Path, sessions: i64) -> FileState {
 
 #[test]
 fn converting_a_plaintext_database_leaves_one_whole_database_under_kill_9() {
-    const SESSIONS: i64 = 60_000;
+    const SESSIONS: i64 = 150_000;
     let pristine_dir = temp_dir();
     let pristine = pristine_dir.path().join("cowork.db");
     plaintext_database(&pristine, SESSIONS);
@@ -171,7 +176,7 @@ fn converting_a_plaintext_database_leaves_one_whole_database_under_kill_9() {
     eprintln!("converting {} MB of plaintext database: {} ms, start-up included", size >> 20, full.as_millis());
 
     let mut outcomes = Vec::new();
-    let kills = 14;
+    let kills = 15;
     for i in 0..kills {
         let data = fresh();
         let db = data.path().join("cowork.db");
@@ -184,7 +189,23 @@ fn converting_a_plaintext_database_leaves_one_whole_database_under_kill_9() {
             .stderr(Stdio::null())
             .spawn()
             .unwrap();
-        std::thread::sleep(full.mul_f64(i as f64 / kills as f64));
+        // Kills at spread times, and as the conversion's steps show on disk:
+        // the encrypted copy being written, the plaintext kept aside.
+        let started = Instant::now();
+        let (deadline, marker): (Duration, Option<&str>) = match i % 3 {
+            0 => (full.mul_f64(1.3 * i as f64 / kills as f64), None),
+            1 => (full * 3, Some("cowork.db.encrypting")),
+            _ => (full * 3, Some("cowork.db.plaintext")),
+        };
+        loop {
+            if started.elapsed() >= deadline || marker.is_some_and(|m| data.path().join(m).exists()) || child.try_wait().unwrap().is_some() {
+                break;
+            }
+            std::thread::sleep(Duration::from_micros(200));
+        }
+        if i % 3 == 1 {
+            std::thread::sleep(Duration::from_millis(i as u64));
+        }
         let _ = child.kill(); // SIGKILL
         let _ = child.wait();
         let state = whole(&db, SESSIONS);

@@ -629,7 +629,7 @@ fn run(cli: Cli, process_started: Instant) -> anyhow::Result<ExitCode> {
             let since = since.as_deref().map(|t| cowork::export::parse_time(t, now)).transpose().map_err(anyhow::Error::msg)?;
             let until = until.as_deref().map(|t| cowork::export::parse_time(t, now)).transpose().map_err(anyhow::Error::msg)?;
             let count = commands::export(&paths, format, since.unwrap_or(i64::MIN), until.unwrap_or(now + 1), &out)?;
-            eprintln!("exported {count} records to {}", out.display());
+            eprintln!("exported {count} records, unencrypted (for taking elsewhere), to {}", out.display());
             Ok(ExitCode::SUCCESS)
         }
         Some(Command::Delete { last, since, until }) => {

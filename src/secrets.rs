@@ -143,6 +143,7 @@ impl SecretFile {
                     .with_context(|| format!("cannot create {}", key_path.display()))?;
                 file.write_all(&key)?;
                 file.sync_all()?;
+                sync_dir(dir)?;
                 key.to_vec()
             }
             Err(err) => return Err(err).with_context(|| format!("cannot read {}", key_path.display())),
@@ -197,6 +198,11 @@ impl SecretFile {
         file.write_all(serde_json::to_string_pretty(&sealed)?.as_bytes())?;
         file.sync_all()?;
         std::fs::rename(&partial, &self.store).with_context(|| format!("cannot replace {}", self.store.display()))?;
+        // The rename itself is durable too: the database key lives here, and
+        // an encrypted database must never outlive its key across a power cut.
+        if let Some(dir) = self.store.parent() {
+            sync_dir(dir)?;
+        }
         Ok(())
     }
 
@@ -218,6 +224,10 @@ impl SecretFile {
         }
         Ok(removed)
     }
+}
+
+fn sync_dir(dir: &Path) -> anyhow::Result<()> {
+    std::fs::File::open(dir).and_then(|d| d.sync_all()).with_context(|| format!("cannot sync {}", dir.display()))
 }
 
 // ------------------------------------------------------------ Secret Service

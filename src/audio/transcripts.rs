@@ -139,6 +139,34 @@ pub fn kept_files(conn: &Connection) -> rusqlite::Result<std::collections::HashS
         .collect()
 }
 
+/// Seals kept audio an older cowork wrote as bare WAV files (issue 18): each
+/// is sealed under its new name, its row points there, and the WAV is zeroed
+/// and removed. Returns how many were sealed; one that fails stays as it was.
+pub fn seal_plain_files(conn: &Connection, data_dir: &Path, key: &crate::sealed::SealKey) -> rusqlite::Result<usize> {
+    let plain: Vec<(i64, String)> = conn
+        .prepare("SELECT transcript_id, audio_file FROM audio_transcripts WHERE audio_file LIKE '%.wav'")?
+        .query_map([], |r| Ok((r.get(0)?, r.get(1)?)))?
+        .collect::<rusqlite::Result<_>>()?;
+    let dir = audio_dir(data_dir);
+    let mut sealed = 0;
+    for (transcript_id, name) in plain {
+        if !is_audio_file_name(&name) {
+            continue;
+        }
+        let sealed_name = audio_file_name(transcript_id);
+        let moved = std::fs::read(dir.join(&name)).map_err(anyhow::Error::from).and_then(|bytes| crate::sealed::write(&dir.join(&sealed_name), key, &bytes));
+        match moved {
+            Ok(()) => {
+                conn.execute("UPDATE audio_transcripts SET audio_file = ?1 WHERE transcript_id = ?2", params![sealed_name, transcript_id])?;
+                remove_files(data_dir, std::slice::from_ref(&name));
+                sealed += 1;
+            }
+            Err(err) => tracing::warn!("kept audio {name} stays unsealed: {err:#}"),
+        }
+    }
+    Ok(sealed)
+}
+
 /// Removes files under `audio/` (only names this module makes), each
 /// overwritten with zeros first so the audio does not linger in free blocks
 /// of a filesystem that reuses them in place.
@@ -241,5 +269,15 @@ mod tests {
         orphans = orphan_files(dir.path(), &kept_files(&conn).unwrap(), std::time::Duration::ZERO);
         orphans.sort();
         assert_eq!(orphans, vec!["8.wav.sealed".to_owned(), "9.wav".to_owned()]);
+
+        // A bare WAV an older cowork kept is sealed and its row follows.
+        std::fs::write(audio_dir(dir.path()).join("3.wav"), b"RIFF old speech").unwrap();
+        insert(&conn, &row(3, Source::Microphone, 200_000, "older", Some("3.wav"))).unwrap();
+        let key = crate::sealed::SealKey::from_bytes(&[5; 32]);
+        assert_eq!(seal_plain_files(&conn, dir.path(), &key).unwrap(), 1);
+        assert!(!audio_dir(dir.path()).join("3.wav").exists());
+        assert_eq!(get(&conn, 3).unwrap().unwrap().audio_file.as_deref(), Some("3.wav.sealed"));
+        assert_eq!(crate::sealed::read(&audio_dir(dir.path()).join("3.wav.sealed"), &key).unwrap(), b"RIFF old speech");
+        assert_eq!(seal_plain_files(&conn, dir.path(), &key).unwrap(), 0);
     }
 }

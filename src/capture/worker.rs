@@ -524,6 +524,17 @@ impl Supervised for CaptureWorker {
                 }
                 None => false,
             };
+            // Commands that came while waiting go before what woke us: a pause
+            // (new rules) queued before a window opened must decide that window.
+            while let Ok(command) = commands.try_recv() {
+                if !self.handle(command) {
+                    self.finish();
+                    return Ok(());
+                }
+            }
+            if self.desktop.is_none() {
+                continue;
+            }
             if changed || last_observe.elapsed() >= SAFETY_POLL {
                 last_observe = Instant::now();
                 if let Err(err) = self.observe() {

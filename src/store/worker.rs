@@ -115,6 +115,16 @@ impl StoreWorker {
         if recovered > 0 {
             tracing::info!(recovered, "closed sessions left open by an earlier crash");
         }
+        // Kept audio from before encryption is sealed like the rest.
+        if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty())
+            && let Ok(key) = crate::sealed::SealKey::for_database(&path)
+        {
+            match crate::audio::transcripts::seal_plain_files(&conn, dir, &key) {
+                Ok(0) => {}
+                Ok(sealed) => tracing::info!(sealed, "sealed kept audio written before encryption"),
+                Err(err) => tracing::warn!("cannot seal kept audio written before encryption: {err}"),
+            }
+        }
         Ok(Self {
             conn,
             sink,

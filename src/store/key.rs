@@ -157,6 +157,11 @@ pub fn forget(db: &Path) {
 /// The key for `db`: from the ring, else from custody. `create` makes and
 /// keeps a new one when there is none and the file holds nothing encrypted
 /// (a new database, or a plaintext one about to be converted).
+///
+/// Keys found in both stores (a Secret Service that was locked when a later
+/// key went to the file): an encrypted database takes the one that opens it.
+/// Processes resolve one at a time (`cowork.db.keylock`), so two starting
+/// together cannot each make a key for one new database.
 pub fn key_for(db: &Path, create: bool) -> Result<Arc<Keyed>, KeyError> {
     let at = ring_path(db);
     if let Some(found) = RING.lock().get(&at) {
@@ -168,30 +173,69 @@ pub fn key_for(db: &Path, create: bool) -> Result<Arc<Keyed>, KeyError> {
     }
     let data_dir = at.parent().unwrap_or(Path::new(".")).to_owned();
     let shown = at.display().to_string();
+    let _between_processes = if create { Some(ProcessLock::take(&at).map_err(|reason| KeyError::Custody { db: shown.clone(), reason })?) } else { None };
     let state = file_state(&at).map_err(|err| KeyError::Custody { db: shown.clone(), reason: format!("cannot read it: {err}") })?;
     if state == FileState::NotADatabase {
         return Err(KeyError::NotADatabase { db: shown });
     }
-    let keyed = match find(&data_dir) {
-        Found::Key(keyed) => keyed,
-        Found::Unreadable(reason) => return Err(KeyError::Custody { db: shown, reason }),
-        Found::Nothing { looked, hint } => {
+    let found = find(&data_dir);
+    let keyed = match (found.keys.len(), state) {
+        (0, _) => {
+            if let Some(reason) = found.unreadable {
+                return Err(KeyError::Custody { db: shown, reason });
+            }
             if state == FileState::Encrypted || !create {
-                return Err(KeyError::Missing { db: shown, looked, hint });
+                return Err(KeyError::Missing { db: shown, looked: found.looked, hint: found.hint });
             }
             keep_new(&data_dir).map_err(|reason| KeyError::Custody { db: shown, reason })?
         }
+        (1, _) => found.keys.into_iter().next().expect("one key"),
+        (_, FileState::Encrypted) => {
+            let custody = found.keys.iter().map(|k| k.custody.clone()).collect::<Vec<_>>().join(" or ");
+            found.keys.into_iter().find(|keyed| opens(&at, keyed)).ok_or(KeyError::Wrong { db: shown, custody })?
+        }
+        _ => found.keys.into_iter().next().expect("a key"),
     };
     let keyed = Arc::new(keyed);
     RING.lock().insert(at, keyed.clone());
     Ok(keyed)
 }
 
-enum Found {
-    Key(Keyed),
-    Nothing { looked: String, hint: String },
+/// Whether `keyed` opens the encrypted database at `db`.
+fn opens(db: &Path, keyed: &Keyed) -> bool {
+    Connection::open_with_flags(db, rusqlite::OpenFlags::SQLITE_OPEN_READ_ONLY | rusqlite::OpenFlags::SQLITE_OPEN_NO_MUTEX)
+        .ok()
+        .is_some_and(|conn| apply(&conn, keyed).is_ok() && check(&conn, db, keyed).is_ok())
+}
+
+/// An exclusive `flock` on `<db>.keylock` while a key is looked up or made
+/// (held by the open file; released when it closes).
+struct ProcessLock(#[allow(dead_code)] std::fs::File);
+
+impl ProcessLock {
+    fn take(db: &Path) -> Result<Self, String> {
+        use std::os::fd::AsRawFd;
+        let path = db.with_extension("db.keylock");
+        if let Some(dir) = path.parent() {
+            std::fs::create_dir_all(dir).map_err(|err| format!("cannot create {}: {err}", dir.display()))?;
+        }
+        let file = std::fs::OpenOptions::new().create(true).truncate(false).write(true).open(&path).map_err(|err| format!("cannot open {}: {err}", path.display()))?;
+        // SAFETY: flock on a descriptor this function owns; released when the file closes.
+        if unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_EX) } != 0 {
+            return Err(format!("cannot lock {}: {}", path.display(), std::io::Error::last_os_error()));
+        }
+        Ok(ProcessLock(file))
+    }
+}
+
+/// What custody holds for a data directory.
+struct Found {
+    /// The Secret Service's key first, then the file's.
+    keys: Vec<Keyed>,
+    looked: String,
+    hint: String,
     /// A store that has cowork's secrets but cannot be read now: not "missing".
-    Unreadable(String),
+    unreadable: Option<String>,
 }
 
 /// The Secret Service's name for a data directory's key: one keyring serves
@@ -200,51 +244,40 @@ fn service_secret(data_dir: &Path) -> String {
     format!("database-key:{}", data_dir.display())
 }
 
-/// Looks for the key in the Secret Service, then in the secret file.
+/// Looks for the key in the Secret Service and in the secret file.
 fn find(data_dir: &Path) -> Found {
+    let mut found = Found { keys: Vec::new(), looked: String::new(), hint: String::new(), unreadable: None };
     let mut looked = Vec::new();
-    let mut hint = String::new();
     match SecretService::connect() {
         Ok(service) => {
+            looked.push("the system secret store (Secret Service)".to_owned());
             match service.get(&service_secret(data_dir)) {
-                Ok(Some(text)) => {
-                    let text = Zeroizing::new(text);
-                    return match DbKey::from_hex(&text) {
-                        Some(key) => Found::Key(Keyed { key, custody: "the system secret store (Secret Service)".into() }),
-                        None => Found::Unreadable("the key in the system secret store is not 64 hexadecimal digits".into()),
-                    };
-                }
-                Ok(None) => looked.push("the system secret store (Secret Service)".to_owned()),
-                Err(err) => {
-                    looked.push("the system secret store (Secret Service)".to_owned());
-                    hint = format!("the system secret store could not be read ({err:#}). ");
-                }
+                Ok(Some(text)) => match DbKey::from_hex(&Zeroizing::new(text)) {
+                    Some(key) => found.keys.push(Keyed { key, custody: "the system secret store (Secret Service)".into() }),
+                    None => found.unreadable = Some("the key in the system secret store is not 64 hexadecimal digits".into()),
+                },
+                Ok(None) => {}
+                Err(err) => found.hint = format!("the system secret store could not be read ({err:#}). "),
             }
         }
-        Err(err) => hint = format!("the system secret store is not usable ({err:#}): if the key was kept there, unlock it and start cowork again. "),
+        Err(err) => found.hint = format!("the system secret store is not usable ({err:#}): if the key was kept there, unlock it and start cowork again. "),
     }
     let file_key = data_dir.join(SecretFile::KEY);
     let file_store = data_dir.join(SecretFile::STORE);
     looked.push(format!("{} (key file {})", file_store.display(), file_key.display()));
     if file_key.exists() {
-        let store = match SecretFile::open(data_dir) {
-            Ok(store) => store,
-            Err(err) => return Found::Unreadable(format!("{err:#}")),
-        };
-        match store.get(FILE_SECRET) {
-            Ok(Some(text)) => {
-                let text = Zeroizing::new(text);
-                return match DbKey::from_hex(&text) {
-                    Some(key) => Found::Key(Keyed { key, custody: file_store.display().to_string() }),
-                    None => Found::Unreadable(format!("the key in {} is not 64 hexadecimal digits", file_store.display())),
-                };
-            }
+        match SecretFile::open(data_dir).and_then(|store| store.get(FILE_SECRET)) {
+            Ok(Some(text)) => match DbKey::from_hex(&Zeroizing::new(text)) {
+                Some(key) => found.keys.push(Keyed { key, custody: file_store.display().to_string() }),
+                None => found.unreadable = Some(format!("the key in {} is not 64 hexadecimal digits", file_store.display())),
+            },
             Ok(None) => {}
-            Err(err) => return Found::Unreadable(format!("{err:#}")),
+            Err(err) => found.unreadable = Some(format!("{err:#}")),
         }
     }
-    hint.push_str("put back the secret store or secrets.key and secrets.enc from where this database came from (a backup of the data directory has them, unless the key was in the system secret store)");
-    Found::Nothing { looked: looked.join(" and "), hint }
+    found.hint.push_str("put back the secret store or secrets.key and secrets.enc from where this database came from (a backup of the data directory has them, unless the key was in the system secret store)");
+    found.looked = looked.join(" and ");
+    found
 }
 
 /// Makes a key and keeps it: the Secret Service when one is unlocked (read
@@ -307,7 +340,11 @@ pub fn prepare(db: &Path) -> Result<Arc<Keyed>, KeyError> {
 
 /// `prepare`, then the key tried on the file: what start-up and `cowork
 /// doctor` call to tell a missing or wrong key before anything else runs.
-pub fn unlock(db: &Path) -> Result<Arc<Keyed>, KeyError> {
+pub fn unlock(db: &Path) -> Result<(), KeyError> {
+    // No database yet: its key is made when the first writer creates it.
+    if matches!(file_state(db), Ok(FileState::Missing | FileState::Empty)) {
+        return Ok(());
+    }
     let keyed = prepare(db)?;
     if file_state(db).ok() == Some(FileState::Encrypted) {
         let conn = Connection::open_with_flags(db, rusqlite::OpenFlags::SQLITE_OPEN_READ_ONLY | rusqlite::OpenFlags::SQLITE_OPEN_NO_MUTEX)
@@ -315,7 +352,7 @@ pub fn unlock(db: &Path) -> Result<Arc<Keyed>, KeyError> {
         apply(&conn, &keyed).map_err(|err| KeyError::Custody { db: db.display().to_string(), reason: err.to_string() })?;
         check(&conn, db, &keyed)?;
     }
-    Ok(keyed)
+    Ok(())
 }
 
 fn partial_path(db: &Path) -> PathBuf {

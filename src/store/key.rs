@@ -285,7 +285,22 @@ fn find(data_dir: &Path) -> Found {
 fn keep_new(data_dir: &Path) -> Result<Keyed, String> {
     let key = DbKey::random();
     let hex = key.to_hex();
-    if let Ok(service) = SecretService::connect() {
+    // A keyring unlocked a moment ago (at login) can refuse for a moment:
+    // ask again before the key goes to the file for good.
+    let mut service = SecretService::connect();
+    for _ in 0..3 {
+        // Only a running keyring that refused (no default collection yet, or
+        // locked) is worth asking again; no bus or no service stays so.
+        if !service.as_ref().is_err_and(|err| format!("{err:#}").contains("default")) {
+            break;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(200));
+        service = SecretService::connect();
+    }
+    if let Err(err) = &service {
+        tracing::info!("the system secret store is not usable ({err:#}); the new database key goes to the secret file");
+    }
+    if let Ok(service) = service {
         let name = service_secret(data_dir);
         match service.set(&name, &hex).and_then(|()| service.get(&name)).map(|back| back.map(Zeroizing::new)) {
             Ok(Some(back)) if back.as_str() == hex.as_str() => {

@@ -317,3 +317,61 @@ fn opening_the_encrypted_database_is_fast() {
     assert!(each < Duration::from_millis(50), "{each:?}");
     assert!(unlock < Duration::from_millis(200), "{unlock:?}");
 }
+
+/// The key in a real Secret Service (gnome-keyring, unlocked): nothing of it
+/// in the data directory; the database opens again through the keyring; a
+/// locked keyring is named in the message, and nothing is replaced.
+#[test]
+fn the_database_key_lives_in_a_real_unlocked_keyring_and_a_locked_one_is_named() {
+    if !super::providers::keyring_prerequisites() {
+        return;
+    }
+    let home = temp_dir();
+    let (_bus, address) = super::support::bare_session_bus(home.path());
+    let data = temp_dir();
+    let run = |dbus: Option<&str>, args: &[&str]| -> std::process::Output {
+        let mut command = Command::new(env!("CARGO_BIN_EXE_cowork"));
+        command.env("COWORK_LOG", "warn").env_remove("DBUS_SESSION_BUS_ADDRESS").arg("--data-dir").arg(data.path()).arg("--models-dir").arg(models_dir()).args(args);
+        if let Some(address) = dbus {
+            command.env("DBUS_SESSION_BUS_ADDRESS", address);
+        }
+        command.stdin(Stdio::null()).output().unwrap()
+    };
+    let script = home.path().join("burst.jsonl");
+    std::fs::write(&script, format!("{{\"window\": {{\"app\": \"gedit\", \"title\": \"{BURST_TITLE}\"}}}}\n{{\"work_secs\": 60}}\n{{\"window\": {{\"app\": \"XTerm\", \"title\": \"shell\"}}}}\n")).unwrap();
+    {
+        let _keyring = super::providers::gnome_keyring(home.path(), &address, Some("test-password"));
+        assert!(
+            super::support::eventually(Duration::from_secs(20), || super::providers::secret_store_seen(data.path(), &address).contains("secrets in the system secret store")),
+            "gnome-keyring serves the Secret Service"
+        );
+        let out = run(Some(&address), &["capture", "simulate", "--script", script.to_str().unwrap()]);
+        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+        assert_eq!(key::file_state(&data.path().join("cowork.db")).unwrap(), FileState::Encrypted);
+        assert!(!data.path().join("secrets.key").exists() && !data.path().join("secrets.enc").exists(), "the key is in the keyring, not beside the database: {}", String::from_utf8_lossy(&out.stderr));
+        let out = run(Some(&address), &["search", "--json", "Okapi roadmap"]);
+        assert!(String::from_utf8_lossy(&out.stdout).contains(BURST_TITLE), "{}", String::from_utf8_lossy(&out.stderr));
+        assert!(eventually_file(&home.path().join("share/keyrings/login.keyring")), "the login keyring is on disk");
+    }
+    let before = std::fs::read(data.path().join("cowork.db")).unwrap();
+    // No session bus at all: the key cannot be reached, and the message says where it would be.
+    let out = run(None, &["search", "Okapi"]);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success() && stderr.contains("key is missing") && stderr.contains("system secret store is not usable"), "{stderr}");
+    // The keyring locked (a login that did not unlock it): named, nothing replaced.
+    let _keyring = super::providers::gnome_keyring(home.path(), &address, None);
+    assert!(
+        super::support::eventually(Duration::from_secs(20), || {
+            let out = run(Some(&address), &["search", "Okapi"]);
+            String::from_utf8_lossy(&out.stderr).contains("the default keyring is locked")
+        }),
+        "a locked keyring is named: {}",
+        String::from_utf8_lossy(&run(Some(&address), &["search", "Okapi"]).stderr)
+    );
+    assert_eq!(std::fs::read(data.path().join("cowork.db")).unwrap(), before, "the database is untouched");
+    assert!(!data.path().join("secrets.key").exists(), "no key was made in its place");
+}
+
+fn eventually_file(path: &Path) -> bool {
+    super::support::eventually(Duration::from_secs(10), || path.is_file())
+}

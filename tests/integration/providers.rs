@@ -472,7 +472,7 @@ fn a_key_in_the_encrypted_file_store_reaches_the_provider_and_nowhere_else() {
 /// A real gnome-keyring on a private bus with its own home. `password`:
 /// unlock (creating the login keyring on first start) with it; `None`: start
 /// without unlocking, as after a login that did not unlock the keyring.
-fn gnome_keyring(home: &std::path::Path, address: &str, password: Option<&str>) -> Server {
+pub(super) fn gnome_keyring(home: &std::path::Path, address: &str, password: Option<&str>) -> Server {
     let mut command = Command::new("gnome-keyring-daemon");
     command.arg("--foreground").arg("--components=secrets");
     if password.is_some() {
@@ -497,11 +497,11 @@ fn gnome_keyring(home: &std::path::Path, address: &str, password: Option<&str>) 
 }
 
 /// What `cowork secrets list` says about where secrets are kept, on `address`.
-fn secret_store_seen(data: &std::path::Path, address: &str) -> String {
+pub(super) fn secret_store_seen(data: &std::path::Path, address: &str) -> String {
     run_cowork(data, Some(address), "warn", &["secrets", "list"], None)
 }
 
-fn keyring_prerequisites() -> bool {
+pub(super) fn keyring_prerequisites() -> bool {
     require(super::support::have_program("gnome-keyring-daemon") && super::support::have_program("dbus-daemon"), "gnome-keyring and dbus-daemon")
 }
 

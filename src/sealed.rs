@@ -257,7 +257,8 @@ unsafe extern "C" fn cookie_write<W: Write>(cookie: *mut c_void, data: *const c_
         Ok(()) => size as isize,
         Err(err) => {
             cookie.error.get_or_insert(err);
-            -1
+            // 0, not -1: glibc's write path takes -1 as a huge count (its bug 2074).
+            0
         }
     }
 }
@@ -275,6 +276,28 @@ unsafe extern "C" fn cookie_read<R: Read>(cookie: *mut c_void, out: *mut c_char,
     }
 }
 
+/// Closes a FILE on the way out, also when `body` panics: stdio's exit-time
+/// flush must never reach a cookie that is gone.
+struct Closing(*mut libc::FILE);
+
+impl Closing {
+    /// Closes now; fclose's status (0: flushed and closed).
+    fn close(mut self) -> c_int {
+        let file = std::mem::replace(&mut self.0, std::ptr::null_mut());
+        // SAFETY: a FILE from fopencookie, closed exactly once (the pointer is taken).
+        unsafe { libc::fclose(file) }
+    }
+}
+
+impl Drop for Closing {
+    fn drop(&mut self) {
+        if !self.0.is_null() {
+            // SAFETY: as in `close`.
+            unsafe { libc::fclose(self.0) };
+        }
+    }
+}
+
 /// Runs `body` with a `FILE*` whose writes go into `stream`.
 pub fn with_file_writer<W: Write, T>(stream: W, body: impl FnOnce(*mut libc::FILE) -> anyhow::Result<T>) -> anyhow::Result<(T, W)> {
     let mut cookie = Box::new(Cookie { stream, error: None });
@@ -284,9 +307,10 @@ pub fn with_file_writer<W: Write, T>(stream: W, body: impl FnOnce(*mut libc::FIL
     if file.is_null() {
         bail!("fopencookie failed: {}", std::io::Error::last_os_error());
     }
+    let closing = Closing(file);
     let result = body(file);
-    // SAFETY: `file` came from fopencookie and is closed once; closing flushes stdio's buffer.
-    let closed = unsafe { libc::fclose(file) };
+    // Closing flushes stdio's buffer into the cookie.
+    let closed = closing.close();
     if let Some(err) = cookie.error.take() {
         return Err(err.into());
     }
@@ -306,9 +330,9 @@ pub fn with_file_reader<R: Read, T>(stream: R, body: impl FnOnce(*mut libc::FILE
     if file.is_null() {
         bail!("fopencookie failed: {}", std::io::Error::last_os_error());
     }
+    let closing = Closing(file);
     let result = body(file);
-    // SAFETY: as above.
-    unsafe { libc::fclose(file) };
+    closing.close();
     if let Some(err) = cookie.error.take() {
         return Err(err.into());
     }

@@ -192,8 +192,10 @@ impl SecretFile {
             blob.extend_from_slice(&ciphertext);
             sealed.insert(name.clone(), b64.encode(blob));
         }
-        // Write a new file and rename it over the old: a crash leaves one or the other, whole.
-        let partial = self.store.with_extension("enc.tmp");
+        // Write a new file and rename it over the old: a crash leaves one or
+        // the other, whole. The name is this process's own (the lock in
+        // `update` keeps writers apart; a stale one from a crash is harmless).
+        let partial = self.store.with_extension(format!("enc.{}.tmp", std::process::id()));
         let mut file = std::fs::OpenOptions::new().write(true).create(true).truncate(true).mode(0o600).open(&partial)?;
         file.write_all(serde_json::to_string_pretty(&sealed)?.as_bytes())?;
         file.sync_all()?;
@@ -211,18 +213,35 @@ impl SecretFile {
     }
 
     pub fn set(&self, name: &str, value: &str) -> anyhow::Result<()> {
-        let mut all = self.read_all()?;
-        all.insert(name.to_owned(), value.to_owned());
-        self.write_all(&all)
+        self.update(|all| {
+            all.insert(name.to_owned(), value.to_owned());
+            true
+        })
+        .map(|_| ())
     }
 
     pub fn delete(&self, name: &str) -> anyhow::Result<bool> {
+        self.update(|all| all.remove(name).is_some())
+    }
+
+    /// Read, change, write, with an exclusive `flock` on `secrets.lock` held
+    /// throughout: two writers (threads or processes) never lose each other's
+    /// change — among them the database key. `change` says whether to write.
+    fn update(&self, change: impl FnOnce(&mut BTreeMap<String, String>) -> bool) -> anyhow::Result<bool> {
+        use std::os::fd::AsRawFd;
+        let lock_path = self.store.with_file_name("secrets.lock");
+        let lock = std::fs::OpenOptions::new().create(true).truncate(false).write(true).mode(0o600).open(&lock_path).with_context(|| format!("cannot open {}", lock_path.display()))?;
+        // SAFETY: flock on a descriptor this function owns; released when it closes.
+        if unsafe { libc::flock(lock.as_raw_fd(), libc::LOCK_EX) } != 0 {
+            bail!("cannot lock {}: {}", lock_path.display(), std::io::Error::last_os_error());
+        }
         let mut all = self.read_all()?;
-        let removed = all.remove(name).is_some();
-        if removed {
+        let changed = change(&mut all);
+        if changed {
             self.write_all(&all)?;
         }
-        Ok(removed)
+        drop(lock);
+        Ok(changed)
     }
 }
 

@@ -148,7 +148,7 @@ pub fn seal_plain_files(conn: &Connection, data_dir: &Path, key: &crate::sealed:
         .query_map([], |r| Ok((r.get(0)?, r.get(1)?)))?
         .collect::<rusqlite::Result<_>>()?;
     let dir = audio_dir(data_dir);
-    let mut sealed = 0;
+    let mut replaced = Vec::new();
     for (transcript_id, name) in plain {
         if !is_audio_file_name(&name) {
             continue;
@@ -158,13 +158,22 @@ pub fn seal_plain_files(conn: &Connection, data_dir: &Path, key: &crate::sealed:
         match moved {
             Ok(()) => {
                 conn.execute("UPDATE audio_transcripts SET audio_file = ?1 WHERE transcript_id = ?2", params![sealed_name, transcript_id])?;
-                remove_files(data_dir, std::slice::from_ref(&name));
-                sealed += 1;
+                replaced.push(name);
             }
             Err(err) => tracing::warn!("kept audio {name} stays unsealed: {err:#}"),
         }
     }
-    Ok(sealed)
+    if replaced.is_empty() {
+        return Ok(0);
+    }
+    // The rows and the sealed files durable before a WAV goes: a power cut
+    // must not leave a row naming a file that is gone.
+    conn.query_row("PRAGMA wal_checkpoint(FULL)", [], |_| Ok(()))?;
+    if let Ok(folder) = std::fs::File::open(&dir) {
+        let _ = folder.sync_all();
+    }
+    remove_files(data_dir, &replaced);
+    Ok(replaced.len())
 }
 
 /// Removes files under `audio/` (only names this module makes), each

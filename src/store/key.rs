@@ -97,16 +97,36 @@ pub struct Keyed {
     pub custody: String,
 }
 
+/// Databases this process has prepared (converted if need be, and created
+/// under the lock if new). After that no code here opens the file itself:
+/// closing any descriptor on a database file drops every POSIX lock SQLite
+/// holds on it in this process, which lets another process think it is alone.
+static PREPARED: LazyLock<Mutex<std::collections::HashSet<PathBuf>>> = LazyLock::new(|| Mutex::new(std::collections::HashSet::new()));
+
 /// The process's keys, by database path.
 static RING: LazyLock<Mutex<HashMap<PathBuf, Arc<Keyed>>>> = LazyLock::new(|| Mutex::new(HashMap::new()));
 /// One lookup, creation or conversion at a time: five workers open writers at start.
 static RESOLVING: Mutex<()> = parking_lot::const_mutex(());
 
-/// The path the ring knows a database by: its folder made absolute.
+/// The path the ring knows a database by: the file's real path when it
+/// exists (as SQLite reports it, symlinks followed), else its folder's.
 fn ring_path(db: &Path) -> PathBuf {
+    if let Ok(real) = std::fs::canonicalize(db) {
+        return real;
+    }
     let name = db.file_name().map(PathBuf::from).unwrap_or_default();
     let dir = db.parent().filter(|p| !p.as_os_str().is_empty()).unwrap_or(Path::new("."));
     std::fs::canonicalize(dir).unwrap_or_else(|_| dir.to_owned()).join(name)
+}
+
+/// The key this process already holds for `db`, without touching the file.
+pub fn known(db: &Path) -> Option<Arc<Keyed>> {
+    RING.lock().get(&ring_path(db)).cloned()
+}
+
+/// Whether this process has prepared `db` (see `PREPARED`).
+pub fn is_prepared(db: &Path) -> bool {
+    PREPARED.lock().contains(&ring_path(db))
 }
 
 /// What is on disk at a database's path.
@@ -150,8 +170,11 @@ pub fn use_ephemeral(db: &Path, key: DbKey) {
 }
 
 /// Forgets the key this process holds for `db`: the next open looks again.
+/// Only with no connection to it open (the next look reads the file).
 pub fn forget(db: &Path) {
-    RING.lock().remove(&ring_path(db));
+    let at = ring_path(db);
+    RING.lock().remove(&at);
+    PREPARED.lock().remove(&at);
 }
 
 /// The key for `db`: from the ring, else from custody. `create` makes and
@@ -160,8 +183,7 @@ pub fn forget(db: &Path) {
 ///
 /// Keys found in both stores (a Secret Service that was locked when a later
 /// key went to the file): an encrypted database takes the one that opens it.
-/// Processes resolve one at a time (`cowork.db.keylock`), so two starting
-/// together cannot each make a key for one new database.
+/// Only `prepare` creates, holding the lock between processes.
 pub fn key_for(db: &Path, create: bool) -> Result<Arc<Keyed>, KeyError> {
     let at = ring_path(db);
     if let Some(found) = RING.lock().get(&at) {
@@ -173,7 +195,6 @@ pub fn key_for(db: &Path, create: bool) -> Result<Arc<Keyed>, KeyError> {
     }
     let data_dir = at.parent().unwrap_or(Path::new(".")).to_owned();
     let shown = at.display().to_string();
-    let _between_processes = if create { Some(ProcessLock::take(&at).map_err(|reason| KeyError::Custody { db: shown.clone(), reason })?) } else { None };
     let state = file_state(&at).map_err(|err| KeyError::Custody { db: shown.clone(), reason: format!("cannot read it: {err}") })?;
     if state == FileState::NotADatabase {
         return Err(KeyError::NotADatabase { db: shown });
@@ -287,18 +308,25 @@ fn keep_new(data_dir: &Path) -> Result<Keyed, String> {
     let hex = key.to_hex();
     // A keyring unlocked a moment ago (at login) can refuse for a moment:
     // ask again before the key goes to the file for good.
+    // No bus or no service stays so; a running one that refused is asked again.
+    let absent = |err: &anyhow::Error| {
+        let text = format!("{err:#}");
+        text.contains("no D-Bus session bus") || text.contains("no Secret Service is running")
+    };
     let mut service = SecretService::connect();
-    for _ in 0..3 {
-        // Only a running keyring that refused (no default collection yet, or
-        // locked) is worth asking again; no bus or no service stays so.
-        if !service.as_ref().is_err_and(|err| format!("{err:#}").contains("default")) {
-            break;
+    for _ in 0..5 {
+        match &service {
+            Err(err) if !absent(err) => {
+                std::thread::sleep(std::time::Duration::from_millis(200));
+                service = SecretService::connect();
+            }
+            _ => break,
         }
-        std::thread::sleep(std::time::Duration::from_millis(200));
-        service = SecretService::connect();
     }
-    if let Err(err) = &service {
-        tracing::info!("the system secret store is not usable ({err:#}); the new database key goes to the secret file");
+    match &service {
+        Err(err) if absent(err) => tracing::info!("{err:#}; the new database key goes to the secret file"),
+        Err(err) => tracing::warn!("the system secret store refused ({err:#}); the new database key goes to the secret file"),
+        Ok(_) => {}
     }
     if let Ok(service) = service {
         let name = service_secret(data_dir);
@@ -324,8 +352,19 @@ fn keep_new(data_dir: &Path) -> Result<Keyed, String> {
 /// Keys a new connection. The key goes in as a raw 256-bit key (no passphrase
 /// derivation: it is random already, and each open stays fast).
 pub fn apply(conn: &Connection, keyed: &Keyed) -> rusqlite::Result<()> {
-    let pragma = Zeroizing::new(format!("PRAGMA key = \"x'{}'\";", keyed.key.to_hex().as_str()));
-    conn.execute_batch(&pragma)
+    // sqlite3_key rather than `PRAGMA key`: no SQL text holds the key, and no
+    // error message can quote it.
+    let mut raw = Zeroizing::new(Vec::with_capacity(67));
+    raw.extend_from_slice(b"x'");
+    raw.extend_from_slice(keyed.key.to_hex().as_bytes());
+    raw.extend_from_slice(b"'");
+    // SAFETY: a live connection's handle; SQLCipher copies the key bytes.
+    let status = unsafe { rusqlite::ffi::sqlite3_key(conn.handle(), raw.as_ptr() as *const std::ffi::c_void, raw.len() as std::ffi::c_int) };
+    if status == rusqlite::ffi::SQLITE_OK {
+        Ok(())
+    } else {
+        Err(rusqlite::Error::SqliteFailure(rusqlite::ffi::Error::new(status), Some("the key was not accepted".into())))
+    }
 }
 
 /// Reads the schema once: with a wrong key SQLCipher answers "file is not a database".
@@ -342,14 +381,33 @@ pub fn check(conn: &Connection, db: &Path, keyed: &Keyed) -> Result<(), KeyError
 /// Before cowork uses `db`: its key found or made, and a plaintext database
 /// converted. What every command and the sidebar call first.
 pub fn prepare(db: &Path) -> Result<Arc<Keyed>, KeyError> {
+    if is_prepared(db) {
+        return key_for(db, false);
+    }
+    // One process at a time from the look-up to a database that exists
+    // encrypted: two starting together (the sidebar and a command) neither
+    // make two keys for one new database nor convert the same file twice.
+    let _between_processes = ProcessLock::take(db).map_err(|reason| KeyError::Custody { db: db.display().to_string(), reason })?;
     let keyed = key_for(db, true)?;
     let _one = RESOLVING.lock();
-    let db = ring_path(db);
-    wipe_leftovers(&db, &keyed);
-    let state = file_state(&db).map_err(|err| KeyError::Custody { db: db.display().to_string(), reason: format!("cannot read it: {err}") })?;
-    if state == FileState::Plaintext {
-        convert(&db, &keyed)?;
+    let at = ring_path(db);
+    if PREPARED.lock().contains(&at) {
+        return Ok(keyed);
     }
+    let fail = |err: &dyn std::fmt::Display| KeyError::Custody { db: at.display().to_string(), reason: err.to_string() };
+    wipe_leftovers(&at, &keyed);
+    match file_state(&at).map_err(|err| fail(&format!("cannot read it: {err}")))? {
+        FileState::Plaintext => convert(&at, &keyed)?,
+        FileState::Missing | FileState::Empty => {
+            // The first page written now, with this key, while the lock is held.
+            let conn = Connection::open(&at).map_err(|err| fail(&err))?;
+            apply(&conn, &keyed).map_err(|err| fail(&err))?;
+            let _: String = conn.query_row("PRAGMA journal_mode = WAL", [], |row| row.get(0)).map_err(|err| fail(&err))?;
+        }
+        FileState::Encrypted | FileState::NotADatabase => {}
+    }
+    let at = ring_path(db);
+    PREPARED.lock().insert(at);
     Ok(keyed)
 }
 
@@ -425,14 +483,22 @@ fn convert(db: &Path, keyed: &Keyed) -> Result<(), KeyError> {
     }
     let plaintext = plaintext_path(db);
     let _ = std::fs::remove_file(&plaintext);
-    std::fs::hard_link(db, &plaintext).map_err(|err| fail(format!("cannot keep the plaintext copy aside: {err}")))?;
+    if std::fs::hard_link(db, &plaintext).is_err() {
+        // No hard links here (exFAT, some FUSE): move it aside instead; a
+        // kill before the next rename is undone by `wipe_leftovers`.
+        std::fs::rename(db, &plaintext).map_err(|err| fail(format!("cannot keep the plaintext copy aside: {err}")))?;
+    }
     std::fs::rename(&partial, db).map_err(|err| fail(format!("cannot rename {}: {err}", partial.display())))?;
     sync_dir(db).map_err(|err| fail(format!("cannot sync the folder: {err}")))?;
     drop(conn);
-    for stale in ["db-wal", "db-shm", "db-journal"] {
-        let _ = std::fs::remove_file(db.with_extension(stale));
+    // The plaintext goes once the key is durable: the secret file is synced
+    // before a key is used; a Secret Service writes its keyring in its own
+    // time, so there the next start (`wipe_leftovers`) wipes it.
+    if keyed.custody.contains("Secret Service") {
+        tracing::info!("the plaintext copy is wiped at the next start, once the key is known to be kept");
+    } else {
+        wipe(&plaintext);
     }
-    wipe(&plaintext);
     tracing::info!(millis = started.elapsed().as_millis() as u64, "converted the plaintext database to an encrypted one");
     Ok(())
 }
@@ -448,6 +514,11 @@ fn wipe_leftovers(db: &Path, keyed: &Keyed) {
     }
     let plaintext = plaintext_path(db);
     let Ok(aside) = std::fs::metadata(&plaintext) else { return };
+    if !db.exists() {
+        // Killed between moving the plaintext aside and renaming the copy in.
+        let _ = std::fs::rename(&plaintext, db);
+        return;
+    }
     let same_file = std::fs::metadata(db).is_ok_and(|m| m.ino() == aside.ino() && m.dev() == aside.dev());
     if same_file {
         let _ = std::fs::remove_file(&plaintext);

@@ -60,12 +60,21 @@ pub fn configure_writer(conn: &Connection) -> rusqlite::Result<()> {
 /// A read-only connection for a thread that is not the store worker.
 pub fn open_read_only(path: &Path) -> anyhow::Result<Connection> {
     let flags = OpenFlags::SQLITE_OPEN_READ_ONLY | OpenFlags::SQLITE_OPEN_NO_MUTEX | OpenFlags::SQLITE_OPEN_URI;
+    // A key this process holds is used without reading the file (see
+    // `key::PREPARED`). Otherwise, before any connection of this call exists:
+    // a plaintext database an older cowork left is read as it is (the first
+    // writable open encrypts it), else the key comes from custody.
+    use super::key::FileState;
+    let keyed = match super::key::known(path) {
+        Some(keyed) => Some(keyed),
+        None => match super::key::file_state(path)? {
+            FileState::Plaintext | FileState::Missing | FileState::Empty => None,
+            FileState::Encrypted | FileState::NotADatabase => Some(super::key::key_for(path, false)?),
+        },
+    };
     let conn = Connection::open_with_flags(path, flags)
         .with_context(|| format!("cannot open database read-only {}", path.display()))?;
-    // A plaintext database an older cowork left is read as it is; the first
-    // writable open encrypts it.
-    if super::key::file_state(path)? != super::key::FileState::Plaintext {
-        let keyed = super::key::key_for(path, false)?;
+    if let Some(keyed) = keyed {
         super::key::apply(&conn, &keyed).with_context(|| format!("cannot key database {}", path.display()))?;
         super::key::check(&conn, path, &keyed)?;
     }

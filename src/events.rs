@@ -746,13 +746,25 @@ pub struct ElicitationView {
     pub form: crate::mcp::elicit::Form,
 }
 
+/// How long an "Always allow" rule from an approval card holds.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum AllowFor {
+    /// Only within the operation the card belongs to.
+    ThisTask,
+    /// For the next 24 hours.
+    Day,
+    #[default]
+    Always,
+}
+
 /// The user's answer on an approval card (or to `ask_user`).
 #[derive(Clone, Debug, PartialEq)]
 pub enum ApprovalChoice {
     Once,
-    /// Always allow calls like this: `target` (command, path, url or a JSON
-    /// pointer) matching `pattern`; no pattern: every call of the tool.
-    Always { target: Option<String>, pattern: Option<String> },
+    /// Allow calls like this from now on: `target` (command, path, url or a
+    /// JSON pointer) matching `pattern`; no pattern: every call of the tool;
+    /// for this task only, for a day, or always.
+    Always { target: Option<String>, pattern: Option<String>, scope: AllowFor },
     Deny { reason: String },
     /// Run with these arguments instead.
     Edit { arguments: serde_json::Value },

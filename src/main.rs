@@ -111,6 +111,9 @@ enum Command {
         json: bool,
         #[arg(long, default_value_t = 50)]
         limit: usize,
+        /// Print one call's whole result (the chat shows its first 64 KB)
+        #[arg(long, value_name = "CALL")]
+        output: Option<i64>,
     },
     /// Transcribe WAV files on the device (Whisper with its VAD and guards)
     Transcribe {
@@ -591,7 +594,11 @@ fn run(cli: Cli, process_started: Instant) -> anyhow::Result<ExitCode> {
             }
             Ok(ExitCode::SUCCESS)
         }
-        Some(Command::Audit { json, limit }) => {
+        Some(Command::Audit { output: Some(call), .. }) => {
+            commands::agent::call_output(&paths, call)?;
+            Ok(ExitCode::SUCCESS)
+        }
+        Some(Command::Audit { json, limit, output: None }) => {
             commands::agent::audit(&paths, json, limit)?;
             Ok(ExitCode::SUCCESS)
         }

@@ -806,7 +806,9 @@ impl<B: LocalBrain> AgentWorker<B> {
                 let checked = self.check_and_classify(&call.tool, &arguments);
                 match checked {
                     Ok(classified) => {
-                        // The edited call still goes through phase 1: own data is refused whatever the user typed.
+                        // The edited call still goes through phase 1 (own data is refused
+                        // whatever the user typed) and the user's own deny rules.
+                        let rules = self.db_rules();
                         let ctx = policy::Context {
                             operation_id,
                             now_millis: now_millis(),
@@ -815,9 +817,11 @@ impl<B: LocalBrain> AgentWorker<B> {
                             origins: &[Origin::User],
                             always_ask: &[],
                         };
-                        let decision = policy::decide(&classified.call(&call.tool, &arguments), &[], &ctx);
+                        let decision = policy::decide(&classified.call(&call.tool, &arguments), &rules, &ctx);
                         if decision.phase == policy::Phase::OwnData {
                             self.settle(operation_id, call_id, CallStatus::Denied, ToolOutput::error(decision.why), Some("policy: own_data".into()));
+                        } else if decision.action == Action::Deny {
+                            self.settle(operation_id, call_id, CallStatus::Denied, ToolOutput::error(decision.why), Some(format!("policy: {:?}", decision.phase).to_lowercase()));
                         } else {
                             self.approve(operation_id, call_id, Some((arguments, classified.risk)), "user (edited)");
                         }
@@ -828,7 +832,7 @@ impl<B: LocalBrain> AgentWorker<B> {
                     }
                 }
             }
-            ApprovalChoice::Always { target, pattern } => {
+            ApprovalChoice::Always { target, pattern, scope } => {
                 let pattern = match (target, pattern) {
                     (Some(target), Some(pattern)) => match agent_store::parse_target(&target).and_then(|t| Pattern::new(t, &pattern)) {
                         Ok(p) => Some(p),
@@ -839,7 +843,12 @@ impl<B: LocalBrain> AgentWorker<B> {
                     },
                     _ => None,
                 };
-                let rule = Rule { id: next_id(), tool: call.tool.clone(), action: Action::Allow, pattern, scope: Scope::Always };
+                let scope = match scope {
+                    crate::events::AllowFor::ThisTask => Scope::Operation(operation_id),
+                    crate::events::AllowFor::Day => Scope::Until(now_millis() + 86_400_000),
+                    crate::events::AllowFor::Always => Scope::Always,
+                };
+                let rule = Rule { id: next_id(), tool: call.tool.clone(), action: Action::Allow, pattern, scope };
                 let classified = self.check_and_classify(&call.tool, &call.arguments).unwrap_or_default();
                 let ctx = policy::Context {
                     operation_id,

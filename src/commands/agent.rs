@@ -297,6 +297,25 @@ pub fn rules_remove(paths: &Paths, id: i64) -> anyhow::Result<()> {
 }
 
 /// `cowork audit [--json] [--limit N]`: newest first.
+/// `cowork audit --output CALL`: a call's whole stored result, as the tool
+/// returned it (the model got it trimmed, the chat shows its first 64 KB).
+pub fn call_output(paths: &Paths, call_id: i64) -> anyhow::Result<()> {
+    let conn = crate::store::open_read_only(&paths.db_path())?;
+    let output: Option<Option<String>> = conn
+        .query_row("SELECT output FROM operation_calls WHERE call_id = ?1", [call_id], |row| row.get(0))
+        .map(Some)
+        .or_else(|err| if err == rusqlite::Error::QueryReturnedNoRows { Ok(None) } else { Err(err) })?;
+    match output {
+        None => anyhow::bail!("no call {call_id} (`cowork audit` lists them)"),
+        Some(None) => anyhow::bail!("call {call_id} has no result (it did not run)"),
+        Some(Some(text)) => {
+            use std::io::Write;
+            std::io::stdout().write_all(text.as_bytes())?;
+            Ok(())
+        }
+    }
+}
+
 pub fn audit(paths: &Paths, json: bool, limit: usize) -> anyhow::Result<()> {
     let conn = crate::store::open_read_only(&paths.db_path())?;
     let entries = agent_store::audit(&conn, limit)?;

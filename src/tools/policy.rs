@@ -248,13 +248,60 @@ fn blocklisted(call: &Call<'_>, ctx: &Context<'_>) -> Option<String> {
     None
 }
 
-/// Whether the call reaches cowork's own data: a path under the data directory,
-/// or a command or URL that names it.
+/// Whether the call reaches cowork's own data: a path under the data
+/// directory (or, for a write, a folder holding it), or a command or URL that
+/// names it.
 fn touches_own_data(call: &Call<'_>, ctx: &Context<'_>) -> bool {
     let dir = ctx.data_dir.to_string_lossy();
-    call.paths.iter().any(|p| p.starts_with(ctx.data_dir))
-        || (!dir.is_empty() && call.command.is_some_and(|c| c.contains(dir.as_ref())))
+    call.paths.iter().any(|p| p.starts_with(ctx.data_dir) || (call.writes && ctx.data_dir.starts_with(p) && p.components().count() > 1))
+        || (!dir.is_empty() && call.command.is_some_and(|c| c.contains(dir.as_ref()) || command_names_own_data(c, ctx)))
         || call.url.is_some_and(|u| u.starts_with("file:") && u.contains(dir.as_ref()))
+}
+
+/// Whether a shell command names the data directory in another spelling:
+/// `~/…`, `$HOME/…`, `${HOME}/…` or a path relative to the home folder the
+/// command runs in, lexically normalised (`..`). Deleting or moving a folder
+/// that holds the data directory (below the home folder) counts too. A determined command can still
+/// spell it in ways no scan sees (variables, `cd` first, globs): that is why
+/// the shell is sensitive and asks, and this phase only refuses the plain cases.
+fn command_names_own_data(command: &str, ctx: &Context<'_>) -> bool {
+    let destructive = ["rm", "mv", "shred", "truncate", "chmod", "chown"].iter().any(|verb| command.split(|c: char| c.is_whitespace() || ";&|(".contains(c)).any(|w| w == *verb));
+    command
+        .split(|c: char| c.is_whitespace() || ";&|()<>=\"'`".contains(c))
+        .filter(|word| !word.is_empty() && !word.starts_with('-'))
+        .filter_map(|word| {
+            let home = ctx.home.to_string_lossy();
+            let expanded = if let Some(rest) = word.strip_prefix("~/").or_else(|| word.strip_prefix("$HOME/")).or_else(|| word.strip_prefix("${HOME}/")) {
+                format!("{home}/{rest}")
+            } else if matches!(word, "~" | "$HOME" | "${HOME}") {
+                home.into_owned()
+            } else if word.starts_with('/') {
+                word.to_owned()
+            } else if word.contains('/') || word.starts_with('.') {
+                format!("{home}/{word}")
+            } else {
+                return None;
+            };
+            Some(normalise(Path::new(&expanded)))
+        })
+        // The home folder itself is left to the blocklist (`rm -rf ~` asks):
+        // refusing every recursive command run in it would refuse too much.
+        .any(|path| path.starts_with(ctx.data_dir) || (destructive && ctx.data_dir.starts_with(&path) && path.components().count() > 1 && path != ctx.home))
+}
+
+/// `a/./b/../c` → `a/c`, without touching the file system.
+fn normalise(path: &Path) -> PathBuf {
+    let mut out = PathBuf::new();
+    for part in path.components() {
+        match part {
+            std::path::Component::ParentDir => {
+                out.pop();
+            }
+            std::path::Component::CurDir => {}
+            other => out.push(other),
+        }
+    }
+    out
 }
 
 /// The decision for one call.
@@ -403,6 +450,28 @@ mod tests {
         let args = json!({});
         let cat = shell("sqlite3 /home/ana/.local/share/cowork/cowork.db .dump", &args);
         assert_eq!(decide(&cat, &[rule(2, "run", Action::Allow, None, Scope::Always)], &f.ctx()).phase, Phase::OwnData);
+        // Other spellings of the same folder, and deleting a folder that holds it.
+        for command in [
+            "cat ~/.local/share/cowork/secrets.key",
+            "cp $HOME/.local/share/cowork/cowork.db /tmp/x",
+            "base64 ${HOME}/.local/share/cowork/secrets.enc",
+            "tar czf /tmp/a.tgz .local/share/cowork",
+            "cat ./work/../.local/share/cowork/secrets.key",
+            "rm -rf ~/.local/share",
+            "mv ~/.local /tmp/gone",
+        ] {
+            assert_eq!(decide(&shell(command, &args), &[rule(2, "run", Action::Allow, None, Scope::Always)], &f.ctx()).phase, Phase::OwnData, "{command}");
+        }
+        for command in ["ls ~/.local/share", "cat ~/notes/todo.txt", "du -sh ~", "echo rm"] {
+            assert_ne!(decide(&shell(command, &args), &[], &f.ctx()).phase, Phase::OwnData, "{command}");
+        }
+        // A file tool deleting or moving a folder that holds the data directory.
+        let args = json!({"path": "/home/ana/.local"});
+        let paths = [PathBuf::from("/home/ana/.local")];
+        let delete = Call { tool: "delete", args: &args, risk: Risk::Dangerous, paths: &paths, writes: true, command: None, url: None };
+        assert_eq!(decide(&delete, &[], &f.ctx()).phase, Phase::OwnData);
+        let list = Call { tool: "list", args: &args, risk: Risk::Safe, paths: &paths, writes: false, command: None, url: None };
+        assert_ne!(decide(&list, &[], &f.ctx()).phase, Phase::OwnData);
     }
 
     #[test]

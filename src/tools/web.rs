@@ -42,37 +42,41 @@ pub fn fetch(url: &str, purpose: &str, gate: &OutboundGate, stop: &AtomicBool) -
         Ok(admission) => admission,
         Err(err) => return ToolOutput::error(err.to_string()),
     };
-    // No redirect is followed here: the gate admitted this URL only, so a
-    // redirect goes back to the model as a new URL to fetch (gate and policy again).
-    let config = ureq::Agent::config_builder()
-        .timeout_global(Some(TIMEOUT))
-        .http_status_as_error(false)
-        .max_redirects(0)
-        .user_agent("cowork")
-        .build();
-    let agent = ureq::Agent::new_with_config(config);
-    let response = match agent.get(url).call() {
-        Ok(response) => response,
-        Err(err) => {
+    // The request runs on its own thread so that Stop returns at once; an
+    // abandoned request ends by its own timeout and its bytes are not used.
+    let (done, answer) = crossbeam_channel::bounded(1);
+    let target = url.to_owned();
+    let spawned = std::thread::Builder::new().name("fetch".into()).spawn(move || {
+        let _ = done.send(request(&target));
+    });
+    if let Err(err) = spawned {
+        gate.finish(admission, 0, 0);
+        return ToolOutput::error(format!("could not fetch {url}: {err}"));
+    }
+    let fetched = loop {
+        if stop.load(Ordering::SeqCst) {
             gate.finish(admission, 0, 0);
-            return ToolOutput::error(format!("could not fetch {url}: {err}"));
+            return ToolOutput::error("stopped");
+        }
+        match answer.recv_timeout(Duration::from_millis(50)) {
+            Ok(fetched) => break fetched,
+            Err(crossbeam_channel::RecvTimeoutError::Timeout) => continue,
+            Err(crossbeam_channel::RecvTimeoutError::Disconnected) => break Err(format!("could not fetch {url}: the request ended without an answer")),
         }
     };
-    let status = response.status().as_u16();
+    let Fetched { status, location, content_type, body, read } = match fetched {
+        Ok(fetched) => fetched,
+        Err(err) => {
+            gate.finish(admission, 0, 0);
+            return ToolOutput::error(err);
+        }
+    };
+    gate.finish(admission, 0, body.len() as u64);
     if (300..400).contains(&status) {
-        let location = response.headers().get("location").and_then(|v| v.to_str().ok()).unwrap_or_default().to_owned();
-        gate.finish(admission, 0, 0);
         return match resolve_location(url, &location) {
             Some(next) => ToolOutput::error(format!("{url} redirects (HTTP {status}) to {next}; fetch that URL to follow it")),
             None => ToolOutput::error(format!("{url} answered HTTP {status} without a usable Location")),
         };
-    }
-    let content_type = response.headers().get("content-type").and_then(|v| v.to_str().ok()).unwrap_or("").to_ascii_lowercase();
-    let mut body = Vec::new();
-    let read = response.into_body().into_reader().take(BODY_LIMIT).read_to_end(&mut body);
-    gate.finish(admission, 0, body.len() as u64);
-    if stop.load(Ordering::SeqCst) {
-        return ToolOutput::error("stopped");
     }
     if let Err(err) = read {
         return ToolOutput::error(format!("the response from {url} broke off: {err}"));
@@ -84,6 +88,39 @@ pub fn fetch(url: &str, purpose: &str, gate: &OutboundGate, stop: &AtomicBool) -
         return ToolOutput::error(format!("{url} answered HTTP {status}: {start}"));
     }
     ToolOutput::ok(readable)
+}
+
+/// What the fetch thread brings back.
+struct Fetched {
+    status: u16,
+    location: String,
+    content_type: String,
+    body: Vec<u8>,
+    /// How reading the body ended (an error: it broke off).
+    read: Result<(), String>,
+}
+
+/// One GET, no redirect followed (the gate admitted this URL only, so a
+/// redirect goes back to the model as a new URL to fetch: gate and policy again).
+fn request(url: &str) -> Result<Fetched, String> {
+    let config = ureq::Agent::config_builder()
+        .timeout_global(Some(TIMEOUT))
+        .http_status_as_error(false)
+        .max_redirects(0)
+        .user_agent("cowork")
+        .build();
+    let agent = ureq::Agent::new_with_config(config);
+    let response = agent.get(url).call().map_err(|err| format!("could not fetch {url}: {err}"))?;
+    let status = response.status().as_u16();
+    let header = |name: &str| response.headers().get(name).and_then(|v| v.to_str().ok()).unwrap_or_default().to_owned();
+    let (location, content_type) = (header("location"), header("content-type").to_ascii_lowercase());
+    let mut body = Vec::new();
+    let read = if (300..400).contains(&status) {
+        Ok(())
+    } else {
+        response.into_body().into_reader().take(BODY_LIMIT).read_to_end(&mut body).map(|_| ()).map_err(|err| err.to_string())
+    };
+    Ok(Fetched { status, location, content_type, body, read })
 }
 
 /// A redirect's target as an absolute URL (a Location may be a path).
@@ -234,5 +271,29 @@ mod tests {
         assert!(out.is_error && out.content.contains("redirects (HTTP 302) to https://example.com/exfiltrate"), "{out:?}");
         assert!(gate.log().iter().all(|r| r.host == "127.0.0.1"), "nothing reached example.com: {:?}", gate.log());
         assert_eq!(resolve_location("http://h:1/a/b", "/c"), Some("http://h:1/c".into()));
+    }
+
+    #[test]
+    fn stop_abandons_a_fetch_that_hangs() {
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let port = listener.local_addr().unwrap().port();
+        // Accepts and never answers.
+        let _server = std::thread::spawn(move || {
+            let held: Vec<_> = listener.incoming().take(1).collect();
+            std::thread::sleep(Duration::from_secs(30));
+            drop(held);
+        });
+        let stop = std::sync::Arc::new(AtomicBool::new(false));
+        let stopper = stop.clone();
+        std::thread::spawn(move || {
+            std::thread::sleep(Duration::from_millis(200));
+            stopper.store(true, Ordering::SeqCst);
+        });
+        let gate = OutboundGate::new(true);
+        let started = std::time::Instant::now();
+        let out = run(&json!({"url": format!("http://127.0.0.1:{port}/slow")}), &gate, &stop);
+        assert!(out.is_error && out.content == "stopped", "{out:?}");
+        assert!(started.elapsed() < Duration::from_secs(2), "Stop ended the fetch at once: {:?}", started.elapsed());
+        assert_eq!(gate.log().len(), 1, "the abandoned fetch is in the outbound log");
     }
 }

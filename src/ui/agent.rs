@@ -18,6 +18,7 @@ pub struct CardEdit {
     pub mode: CardMode,
     pub target: String,
     pub pattern: String,
+    pub allow_for: crate::events::AllowFor,
     pub reason: String,
     pub arguments: String,
     /// The arguments as the card shows them, made once (a long file's text is not re-laid each frame).
@@ -171,9 +172,16 @@ fn approval_card_ui(ui: &mut egui::Ui, call: &ToolCallView, panel: &mut AgentPan
                     ui.add(TextEdit::singleline(&mut edit.pattern).desired_width(f32::INFINITY).hint_text("empty: every call")).labelled_by(label.id);
                 });
                 ui.horizontal(|ui| {
+                    use crate::events::AllowFor;
+                    ui.label(RichText::new("For").small());
+                    ui.selectable_value(&mut edit.allow_for, AllowFor::ThisTask, "this task");
+                    ui.selectable_value(&mut edit.allow_for, AllowFor::Day, "a day");
+                    ui.selectable_value(&mut edit.allow_for, AllowFor::Always, "always");
+                });
+                ui.horizontal(|ui| {
                     if ui.button("Allow and run").clicked() {
                         let (target, pattern) = if edit.pattern.trim().is_empty() { (None, None) } else { (Some(edit.target.trim().to_owned()), Some(edit.pattern.trim().to_owned())) };
-                        actions.push(UiAction::DecideCall { call_id: call.call_id, choice: ApprovalChoice::Always { target, pattern } });
+                        actions.push(UiAction::DecideCall { call_id: call.call_id, choice: ApprovalChoice::Always { target, pattern, scope: edit.allow_for } });
                     }
                     if ui.button("Back").clicked() {
                         edit.mode = CardMode::Buttons;
@@ -268,7 +276,7 @@ pub fn answer_steps_ui(ui: &mut egui::Ui, state: &AppState, answer_id: i64, pane
                 egui::ScrollArea::vertical().id_salt(("tool_output", call.call_id)).max_height(160.0).show(ui, |ui| {
                     ui.label(RichText::new(&output[..cut]).monospace().small().color(if call.is_error { theme::ERROR } else { theme::MUTED }));
                     if cut < output.len() {
-                        ui.label(RichText::new(format!("… {} more bytes, kept whole in cowork.db", output.len() - cut)).small().color(theme::MUTED));
+                        ui.label(RichText::new(format!("… {} more bytes, kept whole in cowork.db: `cowork audit --output {}` prints it", output.len() - cut, call.call_id)).small().color(theme::MUTED));
                     }
                 });
             }

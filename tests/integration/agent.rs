@@ -384,6 +384,42 @@ fn a_call_running_at_a_crash_may_have_run_and_is_never_run_again() {
     assert!(!late.exists(), "the interrupted command did not go on after cowork died");
 }
 
+/// "Always allow" on the card keeps its scope: for this task the rule names
+/// the operation, for a day it ends in 24 hours, and the call runs.
+#[test]
+fn always_allow_from_the_card_saves_a_rule_for_this_task_or_a_day() {
+    use cowork::events::AllowFor;
+    for (scope, stored) in [(AllowFor::ThisTask, "operation"), (AllowFor::Day, "until")] {
+        let home = temp_dir();
+        let made = home.path().join("made");
+        let server = scripted(vec![calls(&[("run_command", json!({"command": format!("touch {}", made.display())}))]), answer("Made it.")]);
+        let (data, paths) = fixture(&server, "Editor", "");
+        let (workers, events) = super::support::start_workers(&paths);
+        let request = task("make the file");
+        let answer_id = request.answer_id;
+        workers.agent.commands.send(AgentCommand::Chat(request)).unwrap();
+        let waiting = wait_call(&events, |c| c.tool == "run_command" && c.status == CallStatus::Waiting);
+        let choice = ApprovalChoice::Always { target: Some("command".into()), pattern: Some("touch .*".into()), scope };
+        workers.agent.commands.send(AgentCommand::Decide { call_id: waiting.call_id, choice }).unwrap();
+        let ran = wait_call(&events, |c| c.call_id == waiting.call_id && c.status.settled());
+        assert_eq!(ran.status, CallStatus::Done, "{ran:?}");
+        assert!(made.exists());
+        assert_eq!(wait_finished(&events, answer_id), MessageStatus::Done);
+        workers.shutdown(Duration::from_secs(5));
+        let conn = cowork::store::open_read_only(&data.path().join("cowork.db")).unwrap();
+        let (kind, value, pattern): (String, Option<i64>, Option<String>) =
+            conn.query_row("SELECT scope, scope_value, pattern FROM tool_rules WHERE tool = 'run_command'", [], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?))).unwrap();
+        assert_eq!((kind.as_str(), pattern.as_deref()), (stored, Some("touch .*")));
+        match scope {
+            AllowFor::ThisTask => assert_eq!(value, Some(waiting.operation_id)),
+            _ => {
+                let left = value.unwrap() - cowork::ids::now_millis();
+                assert!(left > 86_000_000 && left <= 86_400_000, "{left}");
+            }
+        }
+    }
+}
+
 /// A 10 MB tool result: the model gets its head and tail with a note of what was cut; the
 /// whole result is kept (the chip's result, the database) and its size and hash are audited.
 #[test]
@@ -419,6 +455,11 @@ fn a_10_mb_result_is_trimmed_for_the_model_and_kept_whole() {
     let entry = audit.iter().find(|a| a.tool == "read_file" && a.decision == "ran").expect("audited");
     assert_eq!(entry.result_bytes, Some(content.len() as i64));
     assert_eq!(entry.result_sha256.as_deref(), Some(hex::encode(<sha2::Sha256 as sha2::Digest>::digest(content.as_bytes())).as_str()));
+    // And viewable whole: `cowork audit --output CALL` prints it.
+    let call_id: i64 = conn.query_row("SELECT call_id FROM operation_calls WHERE tool = 'read_file'", [], |r| r.get(0)).unwrap();
+    let out = cowork_cli(data.path(), &["audit", "--output", &call_id.to_string()]);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(out.stdout == content.as_bytes(), "the whole result, byte for byte");
 }
 
 /// A cloud brain the user has not been asked about: the task waits for the consent card

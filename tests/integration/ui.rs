@@ -909,7 +909,7 @@ fn an_open_tool_chip_shows_the_head_of_a_long_result_and_its_images() {
     harness.get_by_label("[image not shown: not an image cowork can show (PNG, JPEG, GIF or WebP)]");
     harness.get_by_label("read_file build.log · done 3 ms").click();
     harness.run();
-    harness.get_by_label(&format!("… {} more bytes, kept whole in cowork.db", output.len() - 64 * 1024));
+    harness.get_by_label(&format!("… {} more bytes, kept whole in cowork.db: `cowork audit --output 77` prints it", output.len() - 64 * 1024));
 }
 
 /// Settings → Integrations shows each MCP server's state (an error with its

@@ -210,7 +210,7 @@ fn pause_and_quiet_hours_record_nothing() {
 /// `$DISPLAY`, so capture is its own process there) and waits until it records
 /// `window` (titled `title`) as the open session, focusing it as needed:
 /// openbox may hand focus to a just-mapped window late.
-fn capture_run_on(x: &XSession, data: &std::path::Path, window: &str, title: &str) -> std::process::Child {
+pub(super) fn capture_run_on(x: &XSession, data: &std::path::Path, window: &str, title: &str) -> std::process::Child {
     let db = data.join("cowork.db");
     let capture = x
         .command(env!("CARGO_BIN_EXE_cowork"))

@@ -1161,7 +1161,9 @@ impl<B: LocalBrain> AgentWorker<B> {
         let row = OperationRow::running(helper_id, thread_id, None, task, brain.name(), now);
         // The helper streams nothing to the chat: its answer id is none.
         let request = ChatRequest { answer_id: 0, ..parent_request };
-        let live = Live { row, state, calls: Vec::new(), brain, request, step_has_calls: false, remember: false };
+        let mut live = Live { row, state, calls: Vec::new(), brain, request, step_has_calls: false, remember: false };
+        // Its row first: the helper's calls are recorded against it (a foreign key).
+        self.save_operation(&mut live);
         self.acting.live.insert(helper_id, live);
         let limits = Limits { max_steps: HELPER_STEPS, ..Self::limits(&settings) };
         let summary = loop {

@@ -466,6 +466,124 @@ fn always_allow_from_the_card_saves_a_rule_for_this_task_or_a_day() {
     }
 }
 
+/// `delegate`: the helper runs its own steps with its own context on the same
+/// brain; what needs approval is refused to it; the parent gets its summary only.
+#[test]
+fn a_delegated_helper_returns_only_its_summary_and_cannot_run_what_needs_approval() {
+    let home = temp_dir();
+    let made = home.path().join("made-by-helper");
+    let server = scripted(vec![
+        calls(&[("delegate", json!({"task": "find the budget window"}))]),
+        calls(&[("search_memory", json!({"query": "budget"})), ("run_command", json!({"command": format!("touch {}", made.display())}))]),
+        answer("The budget window is a spreadsheet named for 2027."),
+        answer("Your budget window is the 2027 spreadsheet."),
+    ]);
+    let (_data, paths) = fixture(&server, "Budget 2027.ods", "");
+    let (workers, events) = super::support::start_workers(&paths);
+    let request = task("which window had my budget?");
+    let answer_id = request.answer_id;
+    workers.agent.commands.send(AgentCommand::Chat(request)).unwrap();
+    let delegated = wait_call(&events, |c| c.tool == "delegate" && c.status.settled());
+    assert_eq!((delegated.status, delegated.output.as_deref()), (CallStatus::Done, Some("The budget window is a spreadsheet named for 2027.")), "{delegated:?}");
+    assert_eq!(wait_finished(&events, answer_id), MessageStatus::Done);
+    workers.shutdown(Duration::from_secs(5));
+    assert!(!made.exists(), "a call that needs approval is refused to the helper");
+    // The helper's own request: its task, and the tools without delegate.
+    let helper = body(&server, 1);
+    assert!(helper.to_string().contains("find the budget window"));
+    assert!(!helper["tools"].as_array().unwrap().iter().any(|t| t["function"]["name"] == "delegate"), "a helper does not delegate again");
+    let refused = body(&server, 2).to_string();
+    assert!(refused.contains("Refused to the helper"), "{refused}");
+    // The parent's next request holds the summary, not the helper's raw search result.
+    let parent = body(&server, 3);
+    let tool = parent["messages"].as_array().unwrap().iter().find(|m| m["role"] == "tool").unwrap()["content"].as_str().unwrap().to_owned();
+    assert_eq!(tool, "The budget window is a spreadsheet named for 2027.");
+    assert!(!parent.to_string().contains("Budget 2027.ods"), "raw data stays in the helper's context");
+}
+
+/// A pending approval is denied after `agent.approval_timeout_secs` and the task says so.
+#[test]
+fn an_approval_that_waits_too_long_expires_and_the_task_goes_on_without_it() {
+    let home = temp_dir();
+    let made = home.path().join("late");
+    let server = scripted(vec![calls(&[("run_command", json!({"command": format!("touch {}", made.display())}))]), answer("I could not make the file: the approval expired.")]);
+    let (data, paths) = fixture(&server, "Editor", "");
+    let conn = cowork::store::open_writer(&data.path().join("cowork.db")).unwrap();
+    cowork::store::set_setting(&conn, "agent.approval_timeout_secs", "10", 0).unwrap();
+    drop(conn);
+    let (workers, events) = super::support::start_workers(&paths);
+    let request = task("make the file");
+    let answer_id = request.answer_id;
+    workers.agent.commands.send(AgentCommand::Chat(request)).unwrap();
+    let waiting = wait_call(&events, |c| c.tool == "run_command" && c.status == CallStatus::Waiting);
+    let left = waiting.expires_at_millis.unwrap() - cowork::ids::now_millis();
+    assert!(left > 8_000 && left <= 10_000, "{left}");
+    let expired = wait_call(&events, |c| c.call_id == waiting.call_id && c.status.settled());
+    assert_eq!(expired.status, CallStatus::Expired, "{expired:?}");
+    assert_eq!(wait_finished(&events, answer_id), MessageStatus::Done);
+    workers.shutdown(Duration::from_secs(5));
+    assert!(!made.exists());
+    assert!(body(&server, 1).to_string().contains("Nobody approved this call within 10s"), "the model is told: {}", body(&server, 1));
+}
+
+/// Edit the arguments, then approve: the edited call runs instead; a deny
+/// rule of the user's still refuses an edited call it matches.
+#[test]
+fn edited_arguments_run_instead_and_the_users_deny_rule_still_holds() {
+    let home = temp_dir();
+    let (asked, edited, forbidden) = (home.path().join("asked"), home.path().join("edited"), home.path().join("forbidden"));
+    let touch = |p: &std::path::Path| json!({"command": format!("touch {}", p.display())});
+    let server = scripted(vec![calls(&[("run_command", touch(&asked))]), answer("Made it."), calls(&[("run_command", touch(&asked))]), answer("It was refused.")]);
+    let (data, paths) = fixture(&server, "Editor", "");
+    let rule = Command::new(env!("CARGO_BIN_EXE_cowork"))
+        .env("COWORK_LOG", "warn")
+        .arg("--data-dir")
+        .arg(data.path())
+        .args(["rules", "add", "run_command", "--action", "deny", "--target", "command", "--pattern", "touch .*forbidden"])
+        .output()
+        .unwrap();
+    assert!(rule.status.success(), "{}", String::from_utf8_lossy(&rule.stderr));
+    let (workers, events) = super::support::start_workers(&paths);
+    for (target, expected) in [(&edited, CallStatus::Done), (&forbidden, CallStatus::Denied)] {
+        let request = task("make the file");
+        let answer_id = request.answer_id;
+        workers.agent.commands.send(AgentCommand::Chat(request)).unwrap();
+        let waiting = wait_call(&events, |c| c.tool == "run_command" && c.status == CallStatus::Waiting);
+        workers.agent.commands.send(AgentCommand::Decide { call_id: waiting.call_id, choice: ApprovalChoice::Edit { arguments: touch(target) } }).unwrap();
+        let settled = wait_call(&events, |c| c.call_id == waiting.call_id && c.status.settled());
+        assert_eq!(settled.status, expected, "{settled:?}");
+        assert_eq!(wait_finished(&events, answer_id), MessageStatus::Done);
+    }
+    workers.shutdown(Duration::from_secs(5));
+    assert!(edited.exists() && !asked.exists() && !forbidden.exists());
+}
+
+/// The same call three times pauses the task ("I seem to be stuck"); Stop on the pause ends it.
+#[test]
+fn the_same_call_three_times_pauses_the_task() {
+    let same = || calls(&[("search_memory", json!({"query": "budget"}))]);
+    let server = scripted(vec![same(), same(), same(), answer("never reached")]);
+    let (_data, paths) = fixture(&server, "Budget 2027.ods", "");
+    let (workers, events) = super::support::start_workers(&paths);
+    let request = task("find my budget");
+    workers.agent.commands.send(AgentCommand::Chat(request)).unwrap();
+    let (operation_id, paused) = super::support::wait_for(&events, Duration::from_secs(30), |e| match e {
+        AppEvent::Operation { operation_id, paused: Some(why), .. } => Some((*operation_id, why.clone())),
+        _ => None,
+    })
+    .expect("the task paused");
+    assert!(paused.contains("I seem to be stuck"), "{paused}");
+    assert_eq!(server.hits.load(Ordering::SeqCst), 3, "no fourth model call while paused");
+    workers.agent.commands.send(AgentCommand::Continue { operation_id, go_on: false }).unwrap();
+    let ended = super::support::wait_for(&events, Duration::from_secs(30), |e| match e {
+        AppEvent::Operation { operation_id: id, status, paused: None, .. } if *id == operation_id && *status != cowork::events::OpStatus::WaitingForHuman => Some(*status),
+        _ => None,
+    })
+    .expect("the task ended");
+    assert_eq!(ended, cowork::events::OpStatus::Cancelled);
+    workers.shutdown(Duration::from_secs(5));
+}
+
 /// A 10 MB tool result: the model gets its head and tail with a note of what was cut; the
 /// whole result is kept (the chip's result, the database) and its size and hash are audited.
 #[test]

@@ -41,10 +41,13 @@ fn with_clipboard<T>(f: impl FnOnce(&mut arboard::Clipboard) -> Result<T, arboar
     f(clipboard).map_err(|err| err.to_string())
 }
 
-/// `open`'s target: a URL as it is, a path resolved (for the policy and the data-directory check).
+/// `open`'s target: a URL as it is, a path resolved (for the policy and the
+/// data-directory check), or an installed app by its desktop entry (its
+/// command line is what the policy sees).
 pub enum OpenTarget {
     Url(String),
     Path(PathBuf),
+    App { name: String, argv: Vec<String> },
 }
 
 pub fn open_target(args: &Value, files: &super::files::FilesEnv) -> Result<OpenTarget, String> {
@@ -52,7 +55,104 @@ pub fn open_target(args: &Value, files: &super::files::FilesEnv) -> Result<OpenT
     if target.starts_with("http://") || target.starts_with("https://") || target.starts_with("mailto:") {
         return Ok(OpenTarget::Url(target.to_owned()));
     }
+    // "app:NAME", or a bare name that is no file here but an installed app.
+    let app = target.strip_prefix("app:").map(str::trim);
+    let bare = (!target.contains('/') && !files.cwd.join(target).exists()).then_some(target);
+    if let Some(name) = app.or(bare) {
+        match find_app(name, &application_dirs(&files.home)) {
+            Some((name, argv)) => return Ok(OpenTarget::App { name, argv }),
+            None if app.is_some() => return Err(format!("no installed app is called {name} (looked for {name}.desktop and its Name in the applications folders)")),
+            None => {}
+        }
+    }
     super::files::resolve(target, files).map(OpenTarget::Path)
+}
+
+/// Where desktop entries live: `$XDG_DATA_HOME` (default `~/.local/share`)
+/// and `$XDG_DATA_DIRS` (default `/usr/local/share:/usr/share`), each `/applications`.
+pub fn application_dirs(home: &std::path::Path) -> Vec<PathBuf> {
+    let data_home = std::env::var_os("XDG_DATA_HOME").map(PathBuf::from).unwrap_or_else(|| home.join(".local/share"));
+    let data_dirs = std::env::var("XDG_DATA_DIRS").ok().filter(|d| !d.is_empty()).unwrap_or_else(|| "/usr/local/share:/usr/share".into());
+    std::iter::once(data_home).chain(data_dirs.split(':').map(PathBuf::from)).map(|d| d.join("applications")).collect()
+}
+
+/// An app by its desktop entry's id (`firefox` for `firefox.desktop`) or its
+/// `Name` (any case): the entry's name and its command line, field codes
+/// dropped. Hidden entries and ones without `Exec` do not count.
+pub fn find_app(wanted: &str, dirs: &[PathBuf]) -> Option<(String, Vec<String>)> {
+    let wanted_lower = wanted.to_lowercase();
+    let entries = dirs.iter().filter_map(|dir| std::fs::read_dir(dir).ok()).flatten().flatten().map(|e| e.path()).filter(|p| p.extension().is_some_and(|e| e == "desktop"));
+    let mut by_name = None;
+    for path in entries {
+        let Ok(text) = std::fs::read_to_string(&path) else { continue };
+        let Some((name, argv)) = parse_desktop_entry(&text) else { continue };
+        let id = path.file_stem().map(|s| s.to_string_lossy().to_lowercase()).unwrap_or_default();
+        if id == wanted_lower {
+            return Some((name, argv));
+        }
+        if by_name.is_none() && name.to_lowercase() == wanted_lower {
+            by_name = Some((name, argv));
+        }
+    }
+    by_name
+}
+
+/// `Name` and `Exec` of a `[Desktop Entry]` (not hidden), `Exec` split into
+/// words (double quotes group, `\\` escapes) with its field codes dropped.
+fn parse_desktop_entry(text: &str) -> Option<(String, Vec<String>)> {
+    let mut in_entry = false;
+    let (mut name, mut exec, mut hidden) = (None, None, false);
+    for line in text.lines().map(str::trim) {
+        if line.starts_with('[') {
+            in_entry = line == "[Desktop Entry]";
+            continue;
+        }
+        if !in_entry {
+            continue;
+        }
+        if let Some(value) = line.strip_prefix("Name=") {
+            name.get_or_insert_with(|| value.to_owned());
+        } else if let Some(value) = line.strip_prefix("Exec=") {
+            exec.get_or_insert_with(|| value.to_owned());
+        } else if line == "NoDisplay=true" || line == "Hidden=true" {
+            hidden = true;
+        }
+    }
+    let exec = exec?;
+    if hidden {
+        return None;
+    }
+    let mut words = Vec::new();
+    let (mut word, mut quoted, mut escaped, mut any) = (String::new(), false, false, false);
+    for c in exec.chars() {
+        match c {
+            _ if escaped => {
+                word.push(c);
+                escaped = false;
+            }
+            '\\' => escaped = true,
+            '"' => {
+                quoted = !quoted;
+                any = true;
+            }
+            c if c.is_whitespace() && !quoted => {
+                if any || !word.is_empty() {
+                    words.push(std::mem::take(&mut word));
+                }
+                any = false;
+            }
+            c => word.push(c),
+        }
+    }
+    if any || !word.is_empty() {
+        words.push(word);
+    }
+    let argv: Vec<String> = words
+        .into_iter()
+        .filter(|w| !(w.len() == 2 && w.starts_with('%') && w != "%%"))
+        .map(|w| w.replace("%%", "%"))
+        .collect();
+    (!argv.is_empty()).then(|| (name.unwrap_or_else(|| argv[0].clone()), argv))
 }
 
 /// `gate`: opening a web page sends the browser out, so offline mode refuses
@@ -80,6 +180,7 @@ pub fn run(tool: &str, args: &Value, files: &super::files::FilesEnv, gate: &crat
             let shown = match &target {
                 OpenTarget::Url(url) => url.clone(),
                 OpenTarget::Path(path) => path.display().to_string(),
+                OpenTarget::App { name, argv } => return launch(argv).map(|()| format!("started {name}")),
             };
             let purpose = matches!(&target, OpenTarget::Url(url) if url.starts_with("http")).then_some("open a page in the browser for the agent");
             xdg_open(&shown, purpose, gate).map(|()| format!("opened {shown}"))
@@ -113,6 +214,21 @@ pub fn notify(title: &str, body: &str) -> Result<u32, String> {
     reply.body().deserialize::<u32>().map_err(|err| format!("the notification service answered oddly: {err}"))
 }
 
+/// Starts an app's command line (no shell), detached from this thread.
+fn launch(argv: &[String]) -> Result<(), String> {
+    let (program, args) = argv.split_first().ok_or("the app has no command")?;
+    Command::new(program)
+        .args(args)
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .map_err(|err| format!("cannot start {program}: {err}"))
+        .map(|mut child| {
+            let _ = std::thread::Builder::new().name("app-reaper".into()).spawn(move || child.wait());
+        })
+}
+
 /// Opens a URL or a file with the desktop's handler (`xdg-open`). A web
 /// URL passes the network gate first (`purpose` is what its log says).
 pub fn xdg_open(target: &str, purpose: Option<&str>, gate: &crate::net::OutboundGate) -> Result<(), String> {
@@ -136,6 +252,32 @@ pub fn xdg_open(target: &str, purpose: Option<&str>, gate: &crate::net::Outbound
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn an_app_is_found_by_its_entry_or_its_name_and_started_without_a_shell() {
+        let dir = tempfile::tempdir().unwrap();
+        let apps = dir.path().join("applications");
+        std::fs::create_dir_all(&apps).unwrap();
+        let marker = dir.path().join("started; rm -rf x");
+        std::fs::write(
+            apps.join("org.example.Notes.desktop"),
+            format!("[Desktop Entry]\nType=Application\nName=Quick Notes\nExec=touch \"{}\" %U\n[Desktop Action new]\nExec=false\n", marker.display()),
+        )
+        .unwrap();
+        std::fs::write(apps.join("hidden.desktop"), "[Desktop Entry]\nName=Hidden\nExec=true\nNoDisplay=true\n").unwrap();
+        let dirs = [apps.clone()];
+        let (name, argv) = find_app("quick notes", &dirs).unwrap();
+        assert_eq!((name.as_str(), argv.clone()), ("Quick Notes", vec!["touch".to_owned(), marker.display().to_string()]));
+        assert_eq!(find_app("org.example.notes", &dirs).unwrap().1, argv);
+        assert!(find_app("hidden", &dirs).is_none() && find_app("nothing", &dirs).is_none());
+        launch(&argv).unwrap();
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
+        while !marker.exists() && std::time::Instant::now() < deadline {
+            std::thread::sleep(std::time::Duration::from_millis(20));
+        }
+        assert!(marker.exists(), "started, with the quoted word whole and no shell reading the ';'");
+        assert!(!dir.path().join("x").exists());
+    }
 
     #[test]
     fn offline_mode_refuses_opening_a_web_page_and_the_log_shows_it() {

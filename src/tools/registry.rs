@@ -69,7 +69,7 @@ pub const TOOLS: &[ToolSpec] = &[
     spec("clipboard_write", Desktop, Sensitive, "Put text on the clipboard."),
     spec("list_windows", Desktop, Safe, "The open windows with their ids."),
     spec("focus_window", Desktop, Sensitive, "Bring a window (by id) to the front."),
-    spec("open", Desktop, Sensitive, "Open a file or URL with its default app."),
+    spec("open", Desktop, Sensitive, "Open a file or URL with its default app, or start an installed app by name."),
     spec("notify", Desktop, Safe, "Show a desktop notification."),
     spec("ask_user", Conversation, Safe, "Ask the user a question and wait for the answer."),
     spec("update_todos", Conversation, Safe, "Show the user your plan as a todo list (the whole list each time)."),
@@ -175,6 +175,8 @@ pub fn classify(name: &str, args: &Value, env: &FilesEnv) -> Result<Classified, 
         Desktop if name == "open" => match desktop::open_target(args, env)? {
             desktop::OpenTarget::Url(url) => classified.url = Some(url),
             desktop::OpenTarget::Path(path) => classified.paths = vec![path],
+            // The policy sees the app's command line, as it sees a shell command.
+            desktop::OpenTarget::App { argv, .. } => classified.command = Some(argv.join(" ")),
         },
         _ => {}
     }

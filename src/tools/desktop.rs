@@ -236,17 +236,8 @@ pub fn xdg_open(target: &str, purpose: Option<&str>, gate: &crate::net::Outbound
         let admission = gate.admit(target, purpose).map_err(|err| err.to_string())?;
         gate.finish(admission, 0, 0);
     }
-    Command::new("xdg-open")
-        .arg(target)
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .map_err(|err| format!("cannot run xdg-open: {err}"))
-        .map(|mut child| {
-            // Reap it off this thread: xdg-open returns once the app has started.
-            let _ = std::thread::Builder::new().name("xdg-open-reaper".into()).spawn(move || child.wait());
-        })
+    // xdg-open returns once the app has started: reaped off this thread.
+    launch(&["xdg-open".to_owned(), target.to_owned()])
 }
 
 #[cfg(test)]

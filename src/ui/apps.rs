@@ -22,10 +22,8 @@ const RUNS_SHOWN: usize = 10;
 /// What the panel keeps between frames: the routine being described and the draft being reviewed.
 #[derive(Default)]
 pub struct AppsPanel {
-    pub describe: String,
-    pub draft: String,
-    /// The draft as it arrived, so an edit is not overwritten by the same draft again.
-    draft_seen: Option<String>,
+    /// "Describe a routine": the words and the drafted flow being reviewed.
+    pub routine: DraftBox,
     /// The automation being edited, step by step.
     pub editor: Option<crate::ui::flow_editor::FlowEditor>,
     /// Install: the folder or zip to read.
@@ -40,9 +38,68 @@ pub struct AppsPanel {
     /// The app whose removal waits for the user's yes.
     pub confirm_remove: Option<String>,
     /// "Make me an app": the words, and the drafted manifest being reviewed.
-    pub describe_app: String,
-    pub app_draft: String,
-    app_draft_seen: Option<String>,
+    pub app: DraftBox,
+}
+
+/// One "describe it, the agent drafts it, you review it" box: the words, and
+/// the draft being edited.
+#[derive(Default)]
+pub struct DraftBox {
+    pub describe: String,
+    pub draft: String,
+    /// The draft as it arrived, so an edit is not overwritten by the same draft again.
+    seen: Option<String>,
+}
+
+/// What a draft box says, and how its words look.
+struct DraftWords {
+    prompt: &'static str,
+    prompt_strong: bool,
+    hint: &'static str,
+    rows: usize,
+    draft_button: &'static str,
+    drafted: &'static str,
+    confirm: &'static str,
+}
+
+/// What the user did in a draft box this frame.
+enum Drafted {
+    Nothing,
+    /// Draft from these words.
+    Describe(String),
+    /// Go on with this (possibly edited) draft.
+    Confirm(String),
+}
+
+fn draft_box_ui(ui: &mut egui::Ui, words: &DraftWords, drafting: bool, result: Option<&Result<String, String>>, draft_box: &mut DraftBox) -> Drafted {
+    let mut done = Drafted::Nothing;
+    let prompt = RichText::new(words.prompt);
+    let label = ui.label(if words.prompt_strong { prompt.strong() } else { prompt.small() });
+    ui.add(egui::TextEdit::multiline(&mut draft_box.describe).hint_text(words.hint).desired_rows(words.rows).desired_width(f32::INFINITY)).labelled_by(label.id);
+    if ui.add_enabled(!drafting && !draft_box.describe.trim().is_empty(), egui::Button::new(words.draft_button)).clicked() {
+        done = Drafted::Describe(draft_box.describe.trim().to_owned());
+    }
+    if drafting {
+        ui.label(RichText::new("Drafting…").small().color(theme::MUTED));
+    }
+    match result {
+        Some(Ok(drafted)) => {
+            if draft_box.seen.as_deref() != Some(drafted.as_str()) {
+                draft_box.draft = drafted.clone();
+                draft_box.seen = Some(drafted.clone());
+            }
+            let label = ui.label(RichText::new(words.drafted).small());
+            ui.add(egui::TextEdit::multiline(&mut draft_box.draft).code_editor().desired_width(f32::INFINITY)).labelled_by(label.id);
+            if ui.button(words.confirm).clicked() {
+                done = Drafted::Confirm(draft_box.draft.clone());
+            }
+        }
+        Some(Err(why)) => {
+            ui.label(RichText::new(why).small().color(theme::ERROR));
+        }
+        None => {}
+    }
+    done
 }
 
 pub fn apps_ui(ui: &mut egui::Ui, state: &AppState, panel: &mut AppsPanel, now_millis: i64, actions: &mut Vec<UiAction>) {
@@ -137,31 +194,22 @@ fn installed_ui(ui: &mut egui::Ui, state: &AppState, panel: &mut AppsPanel, acti
 
 /// "Make me an app": the agent drafts an app without code; the user reviews it, then the install dialog shows what it reads.
 fn make_app_ui(ui: &mut egui::Ui, state: &AppState, panel: &mut AppsPanel, actions: &mut Vec<UiAction>) {
-    let label = ui.label(RichText::new("Or describe an app").small());
-    ui.add(egui::TextEdit::multiline(&mut panel.describe_app).hint_text("Show my time per app today").desired_rows(1).desired_width(f32::INFINITY)).labelled_by(label.id);
-    if ui.add_enabled(!state.drafting_app && !panel.describe_app.trim().is_empty(), egui::Button::new("Draft app")).clicked() {
-        actions.push(UiAction::DraftApp(panel.describe_app.trim().to_owned()));
-    }
-    if state.drafting_app {
-        ui.label(RichText::new("Drafting…").small().color(theme::MUTED));
-    }
-    match &state.app_draft {
-        Some(Ok(manifest)) => {
-            if panel.app_draft_seen.as_deref() != Some(manifest.as_str()) {
-                panel.app_draft = manifest.clone();
-                panel.app_draft_seen = Some(manifest.clone());
-            }
-            let label = ui.label(RichText::new("Drafted app (checked; edit it if you like)").small());
-            ui.add(egui::TextEdit::multiline(&mut panel.app_draft).code_editor().desired_width(f32::INFINITY)).labelled_by(label.id);
-            if ui.button("Review and install…").clicked() {
-                panel.grants.clear();
-                actions.push(UiAction::AppsInspectDraft(panel.app_draft.clone()));
-            }
+    let words = DraftWords {
+        prompt: "Or describe an app",
+        prompt_strong: false,
+        hint: "Show my time per app today",
+        rows: 1,
+        draft_button: "Draft app",
+        drafted: "Drafted app (checked; edit it if you like)",
+        confirm: "Review and install…",
+    };
+    match draft_box_ui(ui, &words, state.drafting_app, state.app_draft.as_ref(), &mut panel.app) {
+        Drafted::Describe(text) => actions.push(UiAction::DraftApp(text)),
+        Drafted::Confirm(manifest) => {
+            panel.grants.clear();
+            actions.push(UiAction::AppsInspectDraft(manifest));
         }
-        Some(Err(why)) => {
-            ui.label(RichText::new(why).small().color(theme::ERROR));
-        }
-        None => {}
+        Drafted::Nothing => {}
     }
 }
 
@@ -283,31 +331,22 @@ fn open_app_ui(ui: &mut egui::Ui, state: &AppState, panel: &mut AppsPanel, app_i
 
 /// Describe it: words in, a drafted flow out (checked before it is shown), reviewed, edited, saved.
 fn describe_ui(ui: &mut egui::Ui, state: &AppState, panel: &mut AppsPanel, actions: &mut Vec<UiAction>) {
-    let label = ui.label(RichText::new("Describe a routine").strong());
-    ui.add(egui::TextEdit::multiline(&mut panel.describe).hint_text("Every weekday at 9, summarise yesterday").desired_rows(2).desired_width(f32::INFINITY)).labelled_by(label.id);
-    if ui.add_enabled(!state.drafting && !panel.describe.trim().is_empty(), egui::Button::new("Draft it")).clicked() {
-        actions.push(UiAction::DraftFlow(panel.describe.trim().to_owned()));
-    }
-    if state.drafting {
-        ui.label(RichText::new("Drafting…").small().color(theme::MUTED));
-    }
-    match &state.flow_draft {
-        Some(Ok(json)) => {
-            if panel.draft_seen.as_deref() != Some(json.as_str()) {
-                panel.draft = json.clone();
-                panel.draft_seen = Some(json.clone());
-            }
-            let label = ui.label(RichText::new("Draft (checked; edit it before saving if you like)").small());
-            ui.add(egui::TextEdit::multiline(&mut panel.draft).code_editor().desired_width(f32::INFINITY)).labelled_by(label.id);
-            if ui.button("Save automation").clicked() {
-                actions.push(UiAction::SaveFlow(panel.draft.clone()));
-                panel.draft_seen = None;
-            }
+    let words = DraftWords {
+        prompt: "Describe a routine",
+        prompt_strong: true,
+        hint: "Every weekday at 9, summarise yesterday",
+        rows: 2,
+        draft_button: "Draft it",
+        drafted: "Draft (checked; edit it before saving if you like)",
+        confirm: "Save automation",
+    };
+    match draft_box_ui(ui, &words, state.drafting, state.flow_draft.as_ref(), &mut panel.routine) {
+        Drafted::Describe(text) => actions.push(UiAction::DraftFlow(text)),
+        Drafted::Confirm(json) => {
+            actions.push(UiAction::SaveFlow(json));
+            panel.routine.seen = None;
         }
-        Some(Err(why)) => {
-            ui.label(RichText::new(why).small().color(theme::ERROR));
-        }
-        None => {}
+        Drafted::Nothing => {}
     }
 }
 

@@ -411,8 +411,9 @@ pub fn prepare(db: &Path) -> Result<Arc<Keyed>, KeyError> {
     Ok(keyed)
 }
 
-/// `prepare`, then the key tried on the file: what start-up and `cowork
-/// doctor` call to tell a missing or wrong key before anything else runs.
+/// `prepare`, then the key tried on the file: what start-up and the locked
+/// window's Try again call to tell a missing or wrong key before anything
+/// else runs (`cowork doctor` only looks, see its `key_check`).
 pub fn unlock(db: &Path) -> Result<(), KeyError> {
     // No database yet: its key is made when the first writer creates it.
     if matches!(file_state(db), Ok(FileState::Missing | FileState::Empty)) {
@@ -440,9 +441,12 @@ fn plaintext_path(db: &Path) -> PathBuf {
 /// 1. the WAL folded into the file and journal mode DELETE (this fails while
 ///    another process has it open: nothing is converted under a running cowork);
 /// 2. `cowork.db.encrypting` written by `sqlcipher_export`, synced;
-/// 3. the plaintext file kept under a second name (a hard link), the
-///    encrypted one renamed over `cowork.db`, the folder synced;
-/// 4. the plaintext copy overwritten with zeros, synced and removed.
+/// 3. the plaintext file kept under a second name (a hard link, or moved
+///    aside where there are none), the encrypted one renamed over
+///    `cowork.db`, the folder synced;
+/// 4. the plaintext copy overwritten with zeros, synced and removed: now with
+///    a key in the synced secret file, at the next start with one in a Secret
+///    Service (`wipe_leftovers`, once the key is known to be kept).
 fn convert(db: &Path, keyed: &Keyed) -> Result<(), KeyError> {
     let fail = |reason: String| KeyError::Conversion { db: db.display().to_string(), reason };
     let started = std::time::Instant::now();

@@ -388,7 +388,7 @@ impl CoworkApp {
                 // A new chat with the app's text in the input: the user reads it and sends it.
                 if self.state.generating.is_none() {
                     self.state.new_thread();
-                    self.state.prompt_fill = Some(text);
+                    self.state.prompt_fill = Some((text, crate::tools::Origin::ToolResult));
                     self.state.chat_from_app = Some(app_id);
                     self.state.tab = Some(Tab::Chat);
                 } else {
@@ -710,6 +710,7 @@ impl CoworkApp {
             is_retry: false,
             agent: self.state.settings.agent,
             attachments: self.state.attachments.clone(),
+            text_origin: self.chat.draft_origin.take(),
         };
         let _ = answer_id;
         // Attachments stay for another try when the request did not go.
@@ -881,6 +882,7 @@ impl CoworkApp {
             agent: self.state.settings.agent,
             // Attachments are not stored with the question: a retry goes without them.
             attachments: Vec::new(),
+            text_origin: None,
         });
     }
 
@@ -1000,8 +1002,13 @@ impl eframe::App for CoworkApp {
         let now = now_millis();
         let mut actions = Vec::new();
         // A prompt its server filled in goes into the chat input, to edit and send.
-        if let Some(text) = self.state.prompt_fill.take() {
+        if let Some((text, origin)) = self.state.prompt_fill.take() {
             self.chat.draft = text;
+            self.chat.draft_origin = Some(origin);
+        }
+        // Emptied, the input holds only what the user types from here on.
+        if self.chat.draft.trim().is_empty() {
+            self.chat.draft_origin = None;
         }
         let state = &self.state;
 

@@ -438,6 +438,10 @@ pub enum AppEvent {
     },
     /// The sources an answer may cite as [n].
     Citations { answer_id: i64, citations: Vec<crate::memory::rag::Citation> },
+    /// A decision on a call was not taken: it was decided already (by whom), or is gone.
+    DecisionRefused { call_id: i64, why: String },
+    /// A decision was recorded for a call another cowork process drives; that process runs it.
+    DecidedForOwner { call_id: i64, owner_pid: String },
     /// Hot memory as stored (after a load or an edit).
     HotMemory(Vec<crate::memory::hot::Fact>),
     /// What is pinned to a thread (after opening it, a pin or an unpin).

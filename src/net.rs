@@ -114,17 +114,30 @@ impl OutboundGate {
     }
 }
 
-/// The host of an `http(s)://` URL, lowercased, brackets removed from IPv6.
+/// A web URL as a browser reads it: the WHATWG parser (the `url` crate)
+/// decides the host, so `http://evil.example\@127.0.0.1/` is a request to
+/// evil.example, as Chromium and Firefox would send it. A backslash,
+/// whitespace or a control character anywhere is refused outright: other
+/// parsers (`http::Uri`, curl, an app) read such URLs differently.
+pub fn web_url(url: &str) -> Result<String, GateError> {
+    if url.chars().any(|c| c == '\\' || c.is_whitespace() || c.is_control()) {
+        return Err(GateError::BadUrl(format!("{url} (a backslash, space or control character in a URL is refused)")));
+    }
+    let parsed = url::Url::parse(url).map_err(|err| GateError::BadUrl(format!("{url} ({err})")))?;
+    if !matches!(parsed.scheme(), "http" | "https") || parsed.host().is_none() {
+        return Err(GateError::BadUrl(url.to_owned()));
+    }
+    Ok(parsed.to_string())
+}
+
+/// The host of an `http(s)://` URL as a browser reads it, lowercased, IPv6 without brackets.
 pub fn host_of_url(url: &str) -> Option<String> {
-    let rest = url.strip_prefix("http://").or_else(|| url.strip_prefix("https://"))?;
-    let authority = rest.split(['/', '?', '#']).next()?;
-    let host_port = authority.rsplit('@').next()?;
-    let host = if let Some(v6) = host_port.strip_prefix('[') {
-        v6.split(']').next()?
-    } else {
-        host_port.split(':').next()?
-    };
-    (!host.is_empty()).then(|| host.to_lowercase())
+    let parsed = url::Url::parse(&web_url(url).ok()?).ok()?;
+    Some(match parsed.host()? {
+        url::Host::Domain(domain) => domain.to_lowercase(),
+        url::Host::Ipv4(ip) => ip.to_string(),
+        url::Host::Ipv6(ip) => ip.to_string(),
+    })
 }
 
 pub fn is_loopback(host: &str) -> bool {
@@ -145,10 +158,33 @@ mod tests {
         for url in ["https://api.openai.com/v1", "http://10.0.0.1/", "http://localhost.evil.example/", "https://huggingface.co/x"] {
             assert!(matches!(gate.admit(url, "test"), Err(GateError::Offline { .. })), "{url}");
         }
+        // Parsed as a browser parses them (WHATWG): the host is what a browser would connect to.
+        for url in [
+            "http://evil.example\\@127.0.0.1/?d=secret",
+            "http://evil.example\\\\@127.0.0.1/",
+            "http://127.0.0.1:80@evil.example/",
+            "http://localhost@evil.example/",
+            "HTTP://EVIL.example/",
+            "http://evil.example#@127.0.0.1/",
+            "http://evil.example?@127.0.0.1/",
+            "http://[::1].evil.example/",
+            "http://127.0.0.1.evil.example/",
+            "http:/\\evil.example/",
+        ] {
+            assert!(gate.admit(url, "test").is_err(), "{url}");
+        }
+        for url in ["http://0x7f.1/", "http://2130706433/", "http://127.1/", "http://user:pw@127.0.0.1/x"] {
+            assert!(gate.admit(url, "test").is_ok(), "{url}: a browser reads these as loopback");
+        }
+        for url in ["http://a b/", "http://x/\u{0}", "http://x\r\n/", " http://127.0.0.1/"] {
+            assert!(matches!(gate.admit(url, "test"), Err(GateError::BadUrl(_))), "{url}");
+        }
+        assert_eq!(host_of_url("http://evil.example\\@127.0.0.1/"), None);
+        assert_eq!(url::Url::parse("http://evil.example\\@127.0.0.1/").unwrap().host_str(), Some("evil.example"));
         let log = gate.log();
-        assert_eq!(log.iter().filter(|r| r.refused.is_some()).count(), 4);
+        assert_eq!(log.iter().filter(|r| r.refused.is_some()).count(), 4 + 6);
         assert_eq!(log[0].bytes_in, 20);
-        assert_eq!(log.last().unwrap().host, "huggingface.co");
+        assert!(log.iter().any(|r| r.host == "huggingface.co" && r.refused.is_some()));
         gate.set_offline(false);
         assert!(gate.admit("https://api.openai.com/v1", "test").is_ok());
         assert!(matches!(gate.admit("ftp://x", "test"), Err(GateError::BadUrl(_))));

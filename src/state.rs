@@ -351,7 +351,8 @@ pub struct AppState {
     /// MCP resources attached to the next message.
     pub attachments: Vec<crate::events::Attachment>,
     /// A prompt its server filled in, for the chat input to take.
-    pub prompt_fill: Option<String>,
+    /// Text a server's prompt or an app put in the chat input, and where it came from.
+    pub prompt_fill: Option<(String, crate::tools::Origin)>,
     /// Push-to-talk: the microphone, the meter, the last outcome.
     pub voice: VoiceView,
     /// Operations by id: their answer, status and, when paused, why.
@@ -518,6 +519,9 @@ impl AppState {
                 self.memory.last_recalled = recalled;
                 self.memory.last_dropped = dropped;
             }
+            // Its notice came with it.
+            AppEvent::DecisionRefused { .. } => {}
+            AppEvent::DecidedForOwner { call_id, owner_pid } => self.notice(format!("decided: the cowork that drives this task (pid {owner_pid}) runs call {call_id}")),
             AppEvent::Citations { answer_id, citations } => {
                 if let Some(message) = self.messages.iter_mut().find(|m| m.message_id == answer_id) {
                     message.citations = citations;
@@ -584,7 +588,7 @@ impl AppState {
                 self.attachments.retain(|a| (a.server.as_str(), a.uri.as_str()) != (attachment.server.as_str(), attachment.uri.as_str()));
                 self.attachments.push(attachment);
             }
-            AppEvent::PromptFilled(Ok(text)) => self.prompt_fill = Some(text),
+            AppEvent::PromptFilled(Ok(text)) => self.prompt_fill = Some((text, crate::tools::Origin::McpDefinition)),
             AppEvent::ResourceAttached(Err(why)) | AppEvent::PromptFilled(Err(why)) => self.notice(why),
             AppEvent::ToolProgress { call_id, text } => {
                 if self.tool_calls.iter().any(|c| c.call_id == call_id && c.status == crate::events::CallStatus::Running) {

@@ -8,9 +8,12 @@
 //! conversation tools (`ask_user`, `update_todos`) and `delegate` are the
 //! agent's own.
 
+pub mod command;
 pub mod desktop;
 pub mod files;
+pub mod guard;
 pub mod memory;
+pub mod own_data;
 pub mod policy;
 pub mod registry;
 pub mod schema;
@@ -62,6 +65,10 @@ pub enum Origin {
     Web,
     /// Recalled notes and summaries (they hold captured text too).
     Memory,
+    /// An MCP server's own words: its tools' names, descriptions and schemas,
+    /// its prompts and resources. Offered to the model, they are in the prompt
+    /// from the first step on.
+    McpDefinition,
 }
 
 impl Origin {
@@ -77,6 +84,7 @@ impl Origin {
             Origin::ToolResult => "a tool's output",
             Origin::Web => "a web page",
             Origin::Memory => "recalled notes",
+            Origin::McpDefinition => "an MCP server's tool descriptions",
         }
     }
 }

@@ -225,7 +225,7 @@ impl Workers {
                     crate::notify::Hooks {
                         // Accept on a notification approves that one call, once.
                         approve: Box::new(move |call_id| {
-                            let _ = approver.try_send(AgentCommand::Decide { call_id, choice: crate::events::ApprovalChoice::Once });
+                            let _ = approver.try_send(AgentCommand::DecideAs { call_id, choice: crate::events::ApprovalChoice::Once, by: "user (notification)".into() });
                         }),
                         open: Box::new(move |_| {
                             opener.send(AppEvent::ShowSidebar);

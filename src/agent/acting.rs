@@ -54,8 +54,8 @@ fn view(live: &Live, call: &CallRow) -> ToolCallView {
 pub fn suggest_rule(call: &CallRow) -> Option<(String, String)> {
     let text = |key: &str| call.arguments.get(key).and_then(Value::as_str);
     if let Some(command) = text("command") {
-        let first = command.split_whitespace().next()?;
-        return Some(("command".into(), format!("{} .*", regex::escape(first))));
+        // The whole argv, pinned; a compound or expanded line gets none (it always asks).
+        return policy::pinned_command_rule(command).map(|pattern| ("command".into(), pattern));
     }
     if let Some(url) = text("url") {
         let host = crate::net::host_of_url(url)?;
@@ -178,7 +178,7 @@ impl<B: LocalBrain> AgentWorker<B> {
             }
         }
         if request.attachments.is_empty() {
-            state.push(Turn::new(Role::User, request.text.clone()), Origin::User);
+            state.push(Turn::new(Role::User, request.text.clone()), request.text_origin.unwrap_or(Origin::User));
         } else {
             // The server's text rides in the user's turn, so the turn counts as
             // untrusted: a tool call it leads to is asked about.
@@ -331,11 +331,12 @@ impl<B: LocalBrain> AgentWorker<B> {
                 let mut defs = registry::defs(&names);
                 defs.extend(integrations::defs(&self.acting.mcp_tools, &names));
                 defs.extend(flows::defs(&self.acting.flow_tools, &names));
-                // What goes to the cloud is redacted even with consent, as for questions.
+                // What goes to the cloud is redacted, with consent or without (keys, tokens, card numbers).
+                let _ = consent;
                 let turns: Vec<Turn> = turns
                     .into_iter()
                     .map(|mut t| {
-                        if t.role == Role::Tool || *consent {
+                        if t.role != Role::System {
                             t.content = crate::brains::consent::redact_for_cloud(&t.content);
                         }
                         t
@@ -465,6 +466,7 @@ impl<B: LocalBrain> AgentWorker<B> {
                     now_millis: now,
                     data_dir: &self.acting.files.data_dir,
                     home: &self.acting.files.home,
+                    cwd: &self.acting.files.cwd,
                     origins,
                     always_ask: &settings.always_ask,
                 };
@@ -515,6 +517,9 @@ impl<B: LocalBrain> AgentWorker<B> {
         }
         if call.status.settled() {
             self.audit(&call, if call.status == CallStatus::Denied { "deny" } else { "invalid" });
+        } else if call.status == CallStatus::Waiting {
+            // `cowork audit` shows what waits for the user too.
+            self.audit(&call, "waiting");
         }
         let live = self.acting.live.get_mut(&operation_id).expect("present");
         live.calls.push(call);
@@ -596,22 +601,27 @@ impl<B: LocalBrain> AgentWorker<B> {
     /// they run in parallel (memory tools on this thread, which holds the
     /// database connection); Stop kills commands and abandons fetches.
     fn call_tools(&mut self, operation_id: i64, ids: &[i64], epoch: u64) {
-        let Some(live) = self.acting.live.get_mut(&operation_id) else { return };
+        let Some(live) = self.acting.live.get(&operation_id) else { return };
         let step = live.row.steps;
         let started = now_millis();
-        let mut batch: Vec<CallRow> = Vec::new();
-        for id in ids {
-            if let Some(call) = live.calls.iter_mut().find(|c| c.call_id == *id) {
-                call.started_at_millis = Some(started);
-                batch.push(call.clone());
-            }
-        }
-        let live = self.acting.live.get(&operation_id).expect("present");
+        let batch: Vec<i64> = ids.iter().copied().filter(|id| live.calls.iter().any(|c| c.call_id == *id)).collect();
         let mut runnable = Vec::new();
-        for call in batch {
-            match self.save_call(live, &call) {
-                Ok(()) => runnable.push(call),
-                Err(err) => tracing::warn!(%err, call = call.call_id, "a call could not be recorded as started and did not run"),
+        for id in batch {
+            // Started once, whoever else holds a copy of it: a compare-and-swap on its start time.
+            match self.record(AgentWrite::StartCall { call_id: id, at_millis: started }) {
+                Ok(()) => {
+                    let live = self.acting.live.get_mut(&operation_id).expect("present");
+                    let call = live.calls.iter_mut().find(|c| c.call_id == id).expect("in the batch");
+                    call.started_at_millis = Some(started);
+                    let call = call.clone();
+                    let live = self.acting.live.get(&operation_id).expect("present");
+                    self.sink.send(AppEvent::ToolCall(Box::new(view(live, &call))));
+                    runnable.push(call);
+                }
+                Err(err) => {
+                    tracing::warn!(%err, call = id, "a call was not started here");
+                    self.not_started(operation_id, id, &err);
+                }
             }
         }
         // A server that was still starting when the operation began (or resumed) may be up now.
@@ -783,96 +793,128 @@ impl<B: LocalBrain> AgentWorker<B> {
         self.acting.live.insert(operation_id, live);
     }
 
-    /// The user decided on a waiting call (or answered a question).
+    /// The user decided on a waiting call (or answered a question): the
+    /// decision is one compare-and-swap in the database, so the sidebar, a
+    /// notification's Accept and `cowork approve` in another process cannot
+    /// both win. A call of an operation another live process drives is decided
+    /// there by the same swap, and that process runs it.
     pub(super) fn handle_decision(&mut self, call_id: i64, choice: ApprovalChoice) {
+        let by = "user".to_owned();
+        self.handle_decision_by(call_id, choice, by);
+    }
+
+    pub(super) fn handle_decision_by(&mut self, call_id: i64, choice: ApprovalChoice, by: String) {
         let Some((operation_id, call)) = self.acting.live.iter().find_map(|(id, l)| l.calls.iter().find(|c| c.call_id == call_id).map(|c| (*id, c.clone()))) else {
-            self.sink.send(AppEvent::Notice("that approval is no longer pending".into()));
+            self.decide_elsewhere(call_id, choice, &by);
             return;
         };
         if call.status != CallStatus::Waiting {
+            self.refuse_decision(call_id, format!("call {call_id} is no longer waiting (it is {})", call.status.as_str()));
             return;
         }
         let settings = self.settings();
-        match choice {
-            ApprovalChoice::Answer(text) if call.tool == "ask_user" => {
-                self.settle(operation_id, call_id, CallStatus::Done, ToolOutput::ok(text), Some("user".into()));
-            }
+        // What the decision writes: the new status, its output, edited arguments.
+        let decided: Result<(CallStatus, Option<String>, Option<(Value, crate::tools::Risk)>, String), String> = match choice {
+            ApprovalChoice::Answer(text) if call.tool == "ask_user" => Ok((CallStatus::Done, Some(text), None, by.clone())),
             ApprovalChoice::Deny { reason } => {
                 let why = if reason.trim().is_empty() { "The user denied this call.".to_owned() } else { format!("The user denied this call: {}", reason.trim()) };
-                self.settle(operation_id, call_id, CallStatus::Denied, ToolOutput::error(why), Some("user".into()));
+                Ok((CallStatus::Denied, Some(why), None, by.clone()))
             }
-            ApprovalChoice::Once | ApprovalChoice::Answer(_) => self.approve(operation_id, call_id, None, "user"),
-            ApprovalChoice::Edit { arguments } => {
-                let checked = self.check_and_classify(&call.tool, &arguments);
-                match checked {
-                    Ok(classified) => {
-                        // The edited call still goes through phase 1 (own data is refused
-                        // whatever the user typed) and the user's own deny rules.
-                        let rules = self.db_rules();
-                        let ctx = policy::Context {
-                            operation_id,
-                            now_millis: now_millis(),
-                            data_dir: &self.acting.files.data_dir,
-                            home: &self.acting.files.home,
-                            origins: &[Origin::User],
-                            always_ask: &[],
-                        };
-                        let decision = policy::decide(&classified.call(&call.tool, &arguments), &rules, &ctx);
-                        if decision.phase == policy::Phase::OwnData {
-                            self.settle(operation_id, call_id, CallStatus::Denied, ToolOutput::error(decision.why), Some("policy: own_data".into()));
-                        } else if decision.action == Action::Deny {
-                            self.settle(operation_id, call_id, CallStatus::Denied, ToolOutput::error(decision.why), Some(format!("policy: {:?}", decision.phase).to_lowercase()));
-                        } else {
-                            self.approve(operation_id, call_id, Some((arguments, classified.risk)), "user (edited)");
-                        }
-                    }
-                    Err(err) => {
-                        self.sink.send(AppEvent::Notice(format!("the edited arguments cannot be used: {err}")));
-                        return;
+            ApprovalChoice::Once | ApprovalChoice::Answer(_) => Ok((CallStatus::Running, None, None, by.clone())),
+            ApprovalChoice::Edit { arguments } => match self.check_and_classify(&call.tool, &arguments) {
+                Ok(classified) => {
+                    // The edited call still goes through phase 1 (own data is refused
+                    // whatever the user typed) and the user's own deny rules.
+                    let rules = self.db_rules();
+                    let ctx = policy::Context {
+                        operation_id,
+                        now_millis: now_millis(),
+                        data_dir: &self.acting.files.data_dir,
+                        home: &self.acting.files.home,
+                        cwd: &self.acting.files.cwd,
+                        origins: &[Origin::User],
+                        always_ask: &[],
+                    };
+                    let decision = policy::decide(&classified.call(&call.tool, &arguments), &rules, &ctx);
+                    if decision.action == Action::Deny {
+                        let phase = serde_json::to_value(&decision.phase).ok().and_then(|v| v.as_str().map(str::to_owned)).unwrap_or_else(|| "rule".into());
+                        Ok((CallStatus::Denied, Some(decision.why), None, format!("policy: {phase}")))
+                    } else {
+                        Ok((CallStatus::Running, None, Some((arguments, classified.risk)), format!("{by} (edited)")))
                     }
                 }
-            }
+                Err(err) => Err(format!("the edited arguments cannot be used: {err}")),
+            },
             ApprovalChoice::Always { target, pattern, scope } => {
                 let pattern = match (target, pattern) {
-                    (Some(target), Some(pattern)) => match agent_store::parse_target(&target).and_then(|t| Pattern::new(t, &pattern)) {
-                        Ok(p) => Some(p),
-                        Err(err) => {
-                            self.sink.send(AppEvent::Notice(format!("the rule was not saved: {err}")));
-                            return;
-                        }
-                    },
-                    _ => None,
+                    (Some(target), Some(pattern)) => agent_store::parse_target(&target).and_then(|t| Pattern::new(t, &pattern)).map(Some),
+                    _ => Ok(None),
                 };
                 let scope = match scope {
                     crate::events::AllowFor::ThisTask => Scope::Operation(operation_id),
                     crate::events::AllowFor::Day => Scope::Until(now_millis() + 86_400_000),
                     crate::events::AllowFor::Always => Scope::Always,
                 };
-                let rule = Rule { id: next_id(), tool: call.tool.clone(), action: Action::Allow, pattern, scope };
-                let classified = self.check_and_classify(&call.tool, &call.arguments).unwrap_or_default();
-                let ctx = policy::Context {
-                    operation_id,
-                    now_millis: now_millis(),
-                    data_dir: &self.acting.files.data_dir,
-                    home: &self.acting.files.home,
-                    origins: &[],
-                    always_ask: &settings.always_ask,
-                };
-                if let Err(err) = policy::validate_rule(&rule, &classified.call(&call.tool, &call.arguments), &ctx) {
-                    self.sink.send(AppEvent::Notice(format!("the rule was not saved: {err}")));
-                    return;
+                match pattern {
+                    Err(err) => Err(format!("the rule was not saved: {err}")),
+                    Ok(pattern) => {
+                        let rule = Rule { id: next_id(), tool: call.tool.clone(), action: Action::Allow, pattern, scope };
+                        let classified = self.check_and_classify(&call.tool, &call.arguments).unwrap_or_default();
+                        let ctx = policy::Context {
+                            operation_id,
+                            now_millis: now_millis(),
+                            data_dir: &self.acting.files.data_dir,
+                            home: &self.acting.files.home,
+                            cwd: &self.acting.files.cwd,
+                            origins: &[],
+                            always_ask: &settings.always_ask,
+                        };
+                        match policy::validate_rule(&rule, &classified.call(&call.tool, &call.arguments), &ctx) {
+                            Err(err) => Err(format!("the rule was not saved: {err}")),
+                            Ok(()) => {
+                                let id = rule.id;
+                                match self.record(AgentWrite::AddRule(rule)) {
+                                    Ok(()) => Ok((CallStatus::Running, None, None, format!("{by} (rule {id} added)"))),
+                                    Err(err) => Err(format!("the rule was not saved: {err}")),
+                                }
+                            }
+                        }
+                    }
                 }
-                let id = rule.id;
-                if let Err(err) = self.record(AgentWrite::AddRule(rule)) {
-                    self.sink.send(AppEvent::Notice(format!("the rule was not saved: {err}")));
-                }
-                self.approve(operation_id, call_id, None, &format!("user (rule {id} added)"));
+            }
+        };
+        let (to, output, edited, decided_by) = match decided {
+            Ok(decided) => decided,
+            Err(why) => {
+                self.sink.send(AppEvent::Notice(why));
+                return;
+            }
+        };
+        let write = AgentWrite::DecideCall { call_id, to, by: decided_by.clone(), output: output.clone(), arguments: edited.clone(), at_millis: now_millis() };
+        if let Err(why) = self.record(write) {
+            // Someone else decided first: what they decided is what happens.
+            self.refuse_decision(call_id, why);
+            self.sync_decided(operation_id, call_id);
+            self.after_decision(operation_id);
+            return;
+        }
+        match to {
+            CallStatus::Running => self.approve(operation_id, call_id, edited, &decided_by),
+            status => {
+                let output = output.unwrap_or_default();
+                let result = if status == CallStatus::Denied { ToolOutput::error(output) } else { ToolOutput::ok(output) };
+                self.settle(operation_id, call_id, status, result, Some(decided_by));
             }
         }
+        self.after_decision(operation_id);
+    }
+
+    /// After a decision: the step's results go in, and the task goes on when nothing waits.
+    fn after_decision(&mut self, operation_id: i64) {
         let step = self.acting.live.get(&operation_id).map_or(0, |l| l.row.steps);
         self.close_step_if_settled(operation_id, step);
         let waiting = self.acting.live.get(&operation_id).is_some_and(|l| l.calls.iter().any(|c| c.status == CallStatus::Waiting));
-        if !waiting {
+        if !waiting && self.acting.live.contains_key(&operation_id) {
             if let Some(live) = self.acting.live.get_mut(&operation_id) {
                 live.row.status = OpStatus::Running;
             }
@@ -880,7 +922,151 @@ impl<B: LocalBrain> AgentWorker<B> {
         }
     }
 
-    /// Approves a waiting call and runs it at once.
+    fn refuse_decision(&self, call_id: i64, why: String) {
+        self.sink.send(AppEvent::Notice(why.clone()));
+        self.sink.send(AppEvent::DecisionRefused { call_id, why });
+    }
+
+    /// A decision on a call this process does not drive. A live owner gets
+    /// it through the database (it runs the call); a task whose owner is
+    /// gone is taken over here first.
+    fn decide_elsewhere(&mut self, call_id: i64, choice: ApprovalChoice, by: &str) {
+        self.open_db();
+        let Some(conn) = self.db.as_ref() else {
+            self.refuse_decision(call_id, "cowork's database cannot be read".into());
+            return;
+        };
+        let call = match agent_store::call(conn, call_id) {
+            Ok(Some(call)) => call,
+            Ok(None) => return self.refuse_decision(call_id, format!("there is no call {call_id} (see cowork audit)")),
+            Err(err) => return self.refuse_decision(call_id, format!("cannot read call {call_id}: {err}")),
+        };
+        if call.status != CallStatus::Waiting {
+            let by = call.decided_by.clone().unwrap_or_else(|| "cowork".into());
+            return self.refuse_decision(call_id, format!("call {call_id} was already decided by {by} (it is {})", call.status.as_str()));
+        }
+        let owner = agent_store::operation(conn, call.operation_id).ok().flatten().and_then(|op| op.owner);
+        match owner {
+            Some(owner) if owner != agent_store::this_process() && agent_store::owner_alive(&owner) => {
+                let (to, output) = match &choice {
+                    ApprovalChoice::Deny { reason } => (CallStatus::Denied, Some(if reason.trim().is_empty() { "The user denied this call.".to_owned() } else { format!("The user denied this call: {}", reason.trim()) })),
+                    ApprovalChoice::Answer(text) if call.tool == "ask_user" => (CallStatus::Done, Some(text.clone())),
+                    ApprovalChoice::Once | ApprovalChoice::Answer(_) => (CallStatus::Running, None),
+                    ApprovalChoice::Edit { .. } | ApprovalChoice::Always { .. } => {
+                        return self.refuse_decision(call_id, format!("call {call_id} belongs to a task cowork (pid {}) drives: edit it or make a rule there", agent_store::owner_pid(&owner)));
+                    }
+                };
+                let decided_by = format!("{by} (pid {})", std::process::id());
+                let write = AgentWrite::DecideCall { call_id, to, by: decided_by, output, arguments: None, at_millis: now_millis() };
+                match self.record(write) {
+                    Ok(()) => {
+                        self.sink.send(AppEvent::DecidedForOwner { call_id, owner_pid: agent_store::owner_pid(&owner).to_owned() });
+                    }
+                    Err(why) => self.refuse_decision(call_id, why),
+                }
+            }
+            _ => {
+                // Nobody drives it (or its process is gone): taken over, then decided here.
+                self.resume_one(call.operation_id);
+                if self.acting.live.values().any(|l| l.calls.iter().any(|c| c.call_id == call_id)) {
+                    self.handle_decision_by(call_id, choice, by.to_owned());
+                } else {
+                    self.refuse_decision(call_id, format!("call {call_id} could not be taken over: another process drives its task now"));
+                }
+            }
+        }
+    }
+
+    /// A waiting call that the database says another process decided: this
+    /// process (the owner) takes that decision, and runs an approved call.
+    pub(super) fn sync_decided(&mut self, operation_id: i64, call_id: i64) {
+        self.open_db();
+        let Some(row) = self.db.as_ref().and_then(|conn| agent_store::call(conn, call_id).ok().flatten()) else { return };
+        let Some(live) = self.acting.live.get_mut(&operation_id) else { return };
+        let Some(call) = live.calls.iter_mut().find(|c| c.call_id == call_id) else { return };
+        if call.status != CallStatus::Waiting || row.status == CallStatus::Waiting {
+            return;
+        }
+        call.status = row.status;
+        call.decided_by = row.decided_by.clone();
+        call.arguments = row.arguments.clone();
+        call.risk = row.risk;
+        call.output = row.output.clone();
+        call.is_error = row.is_error;
+        call.expires_at_millis = None;
+        call.started_at_millis = row.started_at_millis;
+        call.finished_at_millis = row.finished_at_millis;
+        let call = call.clone();
+        let live = self.acting.live.get(&operation_id).expect("present");
+        self.sink.send(AppEvent::ToolCall(Box::new(view(live, &call))));
+        match call.status {
+            CallStatus::Running if call.started_at_millis.is_none() => {
+                let by = call.decided_by.clone().unwrap_or_else(|| "another cowork".into());
+                self.approve(operation_id, call_id, None, &by);
+            }
+            CallStatus::Running => {}
+            _ => self.audit(&call, call.status.as_str()),
+        }
+    }
+
+    /// Waiting calls that another process may have decided since they were
+    /// shown: each one the database no longer has waiting is taken up.
+    pub(super) fn poll_decisions(&mut self) {
+        let waiting: Vec<(i64, i64)> =
+            self.acting.live.iter().flat_map(|(op, l)| l.calls.iter().filter(|c| c.status == CallStatus::Waiting).map(|c| (*op, c.call_id))).collect();
+        if waiting.is_empty() {
+            return;
+        }
+        self.open_db();
+        let ids: Vec<i64> = waiting.iter().map(|(_, id)| *id).collect();
+        let Some(states) = self.db.as_ref().and_then(|conn| agent_store::call_states(conn, &ids).ok()) else { return };
+        let mut touched: Vec<i64> = Vec::new();
+        for (call_id, status) in states {
+            if status == CallStatus::Waiting {
+                continue;
+            }
+            let Some((op, _)) = waiting.iter().find(|(_, id)| *id == call_id) else { continue };
+            self.sync_decided(*op, call_id);
+            if !touched.contains(op) {
+                touched.push(*op);
+            }
+        }
+        for op in touched {
+            self.after_decision(op);
+        }
+    }
+
+    /// Whether any shown call waits for a decision (the worker then looks for ones made elsewhere).
+    pub(super) fn has_waiting(&self) -> bool {
+        self.acting.live.values().any(|l| l.calls.iter().any(|c| c.status == CallStatus::Waiting))
+    }
+
+    /// A call that could not be started here (someone else started or settled it).
+    fn not_started(&mut self, operation_id: i64, call_id: i64, why: &str) {
+        self.open_db();
+        let row = self.db.as_ref().and_then(|conn| agent_store::call(conn, call_id).ok().flatten());
+        let Some(live) = self.acting.live.get_mut(&operation_id) else { return };
+        let Some(call) = live.calls.iter_mut().find(|c| c.call_id == call_id) else { return };
+        match row {
+            Some(row) if row.status.settled() => {
+                call.status = row.status;
+                call.output = row.output;
+                call.is_error = row.is_error;
+                call.finished_at_millis = row.finished_at_millis;
+            }
+            _ => {
+                call.status = CallStatus::Cancelled;
+                call.is_error = true;
+                call.finished_at_millis = Some(now_millis());
+                call.output = Some(format!("not run: {why}"));
+            }
+        }
+        let call = call.clone();
+        let live = self.acting.live.get(&operation_id).expect("present");
+        self.sink.send(AppEvent::ToolCall(Box::new(view(live, &call))));
+    }
+
+    /// Approves a waiting call (its decision recorded) and runs it at once.
     fn approve(&mut self, operation_id: i64, call_id: i64, edited: Option<(Value, crate::tools::Risk)>, by: &str) {
         let Some(live) = self.acting.live.get_mut(&operation_id) else { return };
         let Some(call) = live.calls.iter_mut().find(|c| c.call_id == call_id) else { return };
@@ -1035,7 +1221,9 @@ impl<B: LocalBrain> AgentWorker<B> {
     /// After a restart: operations that were open come back. A waiting
     /// approval is shown again; a call that was running "may have run" and is
     /// never run again by itself; an operation interrupted mid-step pauses
-    /// until the user continues it.
+    /// until the user continues it. An operation another live process drives
+    /// is left to it; one whose process is gone is taken over (once, however
+    /// many processes start together).
     pub fn resume_operations(&mut self) {
         self.refresh_mcp_tools();
         self.open_db();
@@ -1047,85 +1235,116 @@ impl<B: LocalBrain> AgentWorker<B> {
                 return;
             }
         };
+        for row in open {
+            self.resume_row(row);
+        }
+    }
+
+    /// Takes over one open operation by id (a decision came for it and its process is gone).
+    fn resume_one(&mut self, operation_id: i64) {
+        if self.acting.live.contains_key(&operation_id) {
+            return;
+        }
+        self.open_db();
+        let Some(row) = self.db.as_ref().and_then(|conn| agent_store::operation(conn, operation_id).ok().flatten()) else { return };
+        if matches!(row.status, OpStatus::Running | OpStatus::WaitingForHuman | OpStatus::Idle) {
+            self.resume_row(row);
+        }
+    }
+
+    fn resume_row(&mut self, mut row: OperationRow) {
+        if self.acting.live.contains_key(&row.operation_id) {
+            return;
+        }
+        let me = agent_store::this_process();
+        if let Some(owner) = &row.owner
+            && owner != me
+            && agent_store::owner_alive(owner)
+        {
+            tracing::debug!(operation = row.operation_id, owner = %owner, "an operation another cowork drives is left to it");
+            return;
+        }
+        if row.owner.as_deref() != Some(me) {
+            if let Err(err) = self.record(AgentWrite::AdoptOperation { operation_id: row.operation_id, owner: me.to_owned(), previous: row.owner.clone() }) {
+                tracing::debug!(%err, operation = row.operation_id, "not taken over");
+                return;
+            }
+            row.owner = Some(me.to_owned());
+        }
         let (settings, providers) = self.brains();
-        for mut row in open {
-            if self.acting.live.contains_key(&row.operation_id) {
-                continue;
+        let Some(conn) = self.db.as_ref() else { return };
+        let calls = agent_store::calls(conn, row.operation_id).unwrap_or_default();
+        let state: State = serde_json::from_str(&row.state).unwrap_or_default();
+        // A helper lives only inside its parent's `delegate` call, which comes back as
+        // "may have run": the helper itself is not resumed on its own, with no answer to show.
+        if row.answer_id.is_none() || state.depth > 0 {
+            row.status = OpStatus::Cancelled;
+            row.error = Some("cowork stopped during this helper task".into());
+            row.updated_at_millis = now_millis();
+            let _ = self.record(AgentWrite::Operation(row));
+            return;
+        }
+        let brain = if row.brain == "local" {
+            Brain::Local
+        } else {
+            match providers.get(&row.brain) {
+                Some(provider) => Brain::Cloud {
+                    provider: provider.clone(),
+                    key: crate::brains::provider_key(&self.config.data_dir, provider).ok().flatten(),
+                    consent: settings.consent.get(&provider.name).copied().unwrap_or(false),
+                },
+                None => Brain::Local,
             }
-            let Some(conn) = self.db.as_ref() else { return };
-            let calls = agent_store::calls(conn, row.operation_id).unwrap_or_default();
-            let state: State = serde_json::from_str(&row.state).unwrap_or_default();
-            // A helper lives only inside its parent's `delegate` call, which comes back as
-            // "may have run": the helper itself is not resumed on its own, with no answer to show.
-            if row.answer_id.is_none() || state.depth > 0 {
-                row.status = OpStatus::Cancelled;
-                row.error = Some("cowork stopped during this helper task".into());
-                row.updated_at_millis = now_millis();
-                let _ = self.record(AgentWrite::Operation(row));
-                continue;
+        };
+        let thread = crate::events::ChatThread { thread_id: row.thread_id.unwrap_or_default(), title: row.task.chars().take(60).collect(), updated_at_millis: row.updated_at_millis };
+        let request = ChatRequest {
+            thread,
+            answer_id: row.answer_id.unwrap_or_default(),
+            ask_id: if state.ask_id != 0 { state.ask_id } else { row.answer_id.unwrap_or_default() },
+            text: row.task.clone(),
+            ..ChatRequest::default()
+        };
+        let step_has_calls = calls.iter().any(|c| c.step == row.steps);
+        // An automation's operation wrote no chat message and writes none now.
+        let automation = state.automation.is_some();
+        let mut live = Live { row, state, calls, brain, request, step_has_calls, remember: !automation };
+        let mut interrupted = false;
+        for call in live.calls.iter_mut() {
+            if call.status == CallStatus::Running && call.started_at_millis.is_some() {
+                call.status = CallStatus::MayHaveRun;
+                call.is_error = true;
+                call.finished_at_millis = Some(now_millis());
+                call.output = Some("cowork stopped while this call was running: it may have run — check before running it again.".into());
+                interrupted = true;
             }
-            let brain = if row.brain == "local" {
-                Brain::Local
-            } else {
-                match providers.get(&row.brain) {
-                    Some(provider) => Brain::Cloud {
-                        provider: provider.clone(),
-                        key: crate::brains::provider_key(&self.config.data_dir, provider).ok().flatten(),
-                        consent: settings.consent.get(&provider.name).copied().unwrap_or(false),
-                    },
-                    None => Brain::Local,
-                }
-            };
-            let thread = crate::events::ChatThread { thread_id: row.thread_id.unwrap_or_default(), title: row.task.chars().take(60).collect(), updated_at_millis: row.updated_at_millis };
-            let request = ChatRequest {
-                thread,
-                answer_id: row.answer_id.unwrap_or_default(),
-                ask_id: if state.ask_id != 0 { state.ask_id } else { row.answer_id.unwrap_or_default() },
-                text: row.task.clone(),
-                ..ChatRequest::default()
-            };
-            let step_has_calls = calls.iter().any(|c| c.step == row.steps);
-            // An automation's operation wrote no chat message and writes none now.
-            let automation = state.automation.is_some();
-            let mut live = Live { row, state, calls, brain, request, step_has_calls, remember: !automation };
-            let mut interrupted = false;
-            for call in live.calls.iter_mut() {
-                if call.status == CallStatus::Running && call.started_at_millis.is_some() {
-                    call.status = CallStatus::MayHaveRun;
-                    call.is_error = true;
-                    call.finished_at_millis = Some(now_millis());
-                    call.output = Some("cowork stopped while this call was running: it may have run — check before running it again.".into());
-                    interrupted = true;
-                }
-            }
-            let changed: Vec<CallRow> = live.calls.iter().filter(|c| c.status == CallStatus::MayHaveRun).cloned().collect();
-            for call in &changed {
-                let _ = self.record(AgentWrite::Call(call.clone()));
-                self.audit(call, "may_have_run");
-            }
-            let waiting = live.calls.iter().any(|c| c.status == CallStatus::Waiting);
-            if automation && !waiting {
-                // Its run reports the interruption; nobody is asked to continue a step the run gave up on.
-                let id = live.row.operation_id;
-                self.acting.live.insert(id, live);
-                self.finish(id, OpStatus::Error, Some("cowork stopped while this step was running; a call may have run — check before running the flow again".into()));
-                continue;
-            }
-            if live.row.status == OpStatus::Running || interrupted {
-                live.row.status = OpStatus::WaitingForHuman;
-                if !waiting && live.state.paused.is_none() {
-                    live.state.paused = Some("restart: cowork restarted while this task was running. Continue it?".into());
-                }
-            }
-            for call in &live.calls {
-                self.sink.send(AppEvent::ToolCall(Box::new(view(&live, call))));
-            }
-            self.save_operation(&mut live);
+        }
+        let changed: Vec<CallRow> = live.calls.iter().filter(|c| c.status == CallStatus::MayHaveRun && c.output.as_deref().is_some_and(|o| o.starts_with("cowork stopped while"))).cloned().collect();
+        for call in &changed {
+            let _ = self.record(AgentWrite::Call(call.clone()));
+            self.audit(call, "may_have_run");
+        }
+        let waiting = live.calls.iter().any(|c| c.status == CallStatus::Waiting);
+        if automation && !waiting {
+            // Its run reports the interruption; nobody is asked to continue a step the run gave up on.
             let id = live.row.operation_id;
             self.acting.live.insert(id, live);
-            let step = self.acting.live.get(&id).map_or(0, |l| l.row.steps);
-            self.close_step_if_settled(id, step);
+            self.finish(id, OpStatus::Error, Some("cowork stopped while this step was running; a call may have run — check before running the flow again".into()));
+            return;
         }
+        if live.row.status == OpStatus::Running || interrupted {
+            live.row.status = OpStatus::WaitingForHuman;
+            if !waiting && live.state.paused.is_none() {
+                live.state.paused = Some("restart: cowork restarted while this task was running. Continue it?".into());
+            }
+        }
+        for call in &live.calls {
+            self.sink.send(AppEvent::ToolCall(Box::new(view(&live, call))));
+        }
+        self.save_operation(&mut live);
+        let id = live.row.operation_id;
+        self.acting.live.insert(id, live);
+        let step = self.acting.live.get(&id).map_or(0, |l| l.row.steps);
+        self.close_step_if_settled(id, step);
     }
 
     /// `delegate`: a helper with its own context and a subset of the tools

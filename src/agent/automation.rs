@@ -69,6 +69,9 @@ impl<B: LocalBrain> AgentWorker<B> {
                 let task = format!("automation \"{}\", step \"{}\": {tool}", request.flow, request.step_id);
                 let mut state = State { tools: vec![tool.clone()], started_at_millis: now, automation: Some(step), ..State::default() };
                 state.push(Turn::new(Role::System, task.clone()), Origin::Instructions);
+                // The filled-in arguments keep their origin in the state, so what the call starts
+                // (a flow's run) carries it on, also after a restart.
+                state.push(Turn::new(Role::User, format!("arguments: {args}")), untrusted.unwrap_or(Origin::User));
                 state.head = state.entries.len();
                 let row = OperationRow::running(operation_id, None, Some(operation_id), task, "automation".into(), now);
                 let mut live = Live { row, state, calls: Vec::new(), brain: Brain::Local, request: ask, step_has_calls: true, remember: false };
@@ -90,6 +93,24 @@ impl<B: LocalBrain> AgentWorker<B> {
                             return;
                         }
                     },
+                };
+                // A prompt filled with captured or tool-derived text goes to a cloud only with
+                // consent for that provider: `auto` answers locally instead, `cloud` fails and says why.
+                let brain = match (brain, untrusted) {
+                    (Brain::Cloud { provider, consent: false, .. }, Some(origin)) => {
+                        if tier == Tier::Cloud {
+                            let error = format!(
+                                "not sent to {}: this step's prompt holds {} and you have not allowed {} to see what cowork records (Settings → Brains)",
+                                provider.name,
+                                origin.describe(),
+                                provider.name
+                            );
+                            self.report(request.run_id, request.seq, operation_id, StepOutcome::Failed { error, decision: "consent".into(), expired: false });
+                            return;
+                        }
+                        Brain::Local
+                    }
+                    (brain, _) => brain,
                 };
                 self.refresh_mcp_tools();
                 let mut offered: Vec<String> = if tools.is_empty() { registry::local_subset(&prompt).into_iter().map(str::to_owned).collect() } else { tools };
@@ -168,7 +189,13 @@ impl<B: LocalBrain> AgentWorker<B> {
     pub(super) fn report_parked(&self, live: &Live, ids: &[i64]) {
         let Some(step) = &live.state.automation else { return };
         let Some(call) = ids.iter().find_map(|id| live.calls.iter().find(|c| c.call_id == *id)) else { return };
-        let outcome = StepOutcome::Parked { call_id: call.call_id, tool: call.tool.clone(), why: call.why.clone(), expires_at_millis: call.expires_at_millis.unwrap_or(i64::MAX / 2) };
+        let outcome = StepOutcome::Parked {
+            call_id: call.call_id,
+            tool: call.tool.clone(),
+            arguments: call.arguments.to_string(),
+            why: call.why.clone(),
+            expires_at_millis: call.expires_at_millis.unwrap_or(i64::MAX / 2),
+        };
         self.report(step.run_id, step.seq, live.row.operation_id, outcome);
     }
 }
@@ -258,6 +285,10 @@ impl<B: LocalBrain> AgentWorker<B> {
         let (brain, consent) = self.plan_public(&ask, &settings, &providers)?;
         if let (Brain::Cloud { provider, .. }, Some(reason)) = (&brain, consent) {
             return Err(format!("this would go to {} ({reason}), and an app cannot ask for cloud consent; allow it in Settings → Brains", provider.name));
+        }
+        // An app's prompt carries what it read from the lane: a cloud gets it only with consent.
+        if let Brain::Cloud { provider, consent: false, .. } = &brain {
+            return Err(format!("this would go to {}, which you have not allowed to see what cowork records; allow it in Settings → Brains", provider.name));
         }
         tracing::info!(app = app_id, brain = if matches!(brain, Brain::Local) { "local" } else { "cloud" }, "an app asked for a completion");
         let turns = vec![Turn::new(Role::System, APP_SYSTEM.to_owned()), Turn::new(Role::User, prompt.to_owned())];

@@ -86,7 +86,7 @@ pub fn with_call_choices(schema: Option<Value>, flows: &[FlowTool], names: &[&st
 /// it asks unless a rule allows it.
 pub fn classify(tool: &FlowTool, args: &Value) -> Result<Classified, String> {
     tool.flow.check_inputs(args)?;
-    Ok(Classified { risk: Risk::Sensitive, paths: Vec::new(), writes: false, command: None, url: None })
+    Ok(Classified { risk: Risk::Sensitive, untyped: true, ..Classified::default() })
 }
 
 /// Starts the run through the automations worker; returns at once with its id.

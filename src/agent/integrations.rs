@@ -124,13 +124,18 @@ pub fn classify(offered: &Offered, args: &Value) -> Result<Classified, String> {
     } else if !args.is_object() {
         return Err("the arguments must be a JSON object".into());
     }
-    Ok(Classified { risk: offered.tool.risk_of_call(offered.trusted, offered.builtin.as_deref(), args), ..Classified::default() })
+    Ok(Classified { risk: offered.tool.risk_of_call(offered.trusted, offered.builtin.as_deref(), args), untyped: true, ..Classified::default() })
 }
 
 /// What changed in a tool since the user allowed it (empty: nothing, or never allowed).
 pub fn changes(current: &McpTool, allowed: Option<&McpTool>) -> Vec<String> {
     match allowed {
-        Some(before) if before.fingerprint() != current.fingerprint() => current.changes(before),
+        Some(before) if before.fingerprint() != current.fingerprint() => {
+            let changes = current.changes(before);
+            // Every field compared equal but the fingerprints differ: a definition kept by an
+            // older cowork (its fingerprint covered less). Still asked about, never waved through.
+            if changes.is_empty() { vec!["its definition was recorded by an older cowork; approve it once more".into()] } else { changes }
+        }
         _ => Vec::new(),
     }
 }
@@ -176,7 +181,10 @@ mod tests {
     fn a_call_is_checked_against_the_servers_schema_and_classified_by_annotations() {
         let untrusted = offered(false, Some(true));
         assert_eq!(classify(&untrusted, &json!({"path": "/tmp/x"})).unwrap().risk, Risk::Sensitive);
-        assert_eq!(classify(&offered(true, Some(true)), &json!({"path": "/tmp/x"})).unwrap().risk, Risk::Safe);
+        let mut closed = offered(true, Some(true));
+        closed.tool.open_world = Some(false);
+        assert_eq!(classify(&closed, &json!({"path": "/tmp/x"})).unwrap().risk, Risk::Safe);
+        assert_eq!(classify(&offered(true, Some(true)), &json!({"path": "/tmp/x"})).unwrap().risk, Risk::Sensitive, "open world unless it says otherwise");
         let err = classify(&untrusted, &json!({})).unwrap_err();
         assert!(err.contains("path") && err.contains("Call it again"), "{err}");
         // A schema cowork's validator does not know is left to the server.

@@ -40,6 +40,9 @@ pub struct ChatRequest {
     pub agent: bool,
     /// MCP resources the user attached: data from a server, never instructions.
     pub attachments: Vec<crate::events::Attachment>,
+    /// Who wrote the text when not the user alone: an MCP server's prompt or
+    /// an app filled the input (the user sent it, but its words are theirs).
+    pub text_origin: Option<crate::tools::Origin>,
 }
 
 impl ChatRequest {
@@ -164,13 +167,17 @@ pub struct StepRef {
 }
 
 impl State {
-    /// The origins of everything in the next step's prompt.
+    /// The origins of everything in the next step's prompt: its entries, and
+    /// the definitions of the MCP tools offered with it (a server wrote those).
     pub fn origins(&self) -> Vec<Origin> {
         let mut origins: Vec<Origin> = Vec::new();
         for entry in &self.entries {
             if !origins.contains(&entry.origin) {
                 origins.push(entry.origin);
             }
+        }
+        if self.tools.iter().any(|t| crate::agent::integrations::is_mcp(t)) && !origins.contains(&Origin::McpDefinition) {
+            origins.push(Origin::McpDefinition);
         }
         origins
     }

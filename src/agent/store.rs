@@ -30,6 +30,41 @@ pub struct OperationRow {
     pub error: Option<String>,
     pub created_at_millis: i64,
     pub updated_at_millis: i64,
+    /// The process driving it (`this_process()`); None: nobody.
+    pub owner: Option<String>,
+}
+
+/// This process as an operation's owner: its pid and start time (so a pid
+/// the system reuses later is not mistaken for it).
+pub fn this_process() -> &'static str {
+    static TOKEN: std::sync::OnceLock<String> = std::sync::OnceLock::new();
+    TOKEN.get_or_init(|| {
+        let pid = std::process::id();
+        format!("{pid}:{}", process_start(pid).unwrap_or_default())
+    })
+}
+
+/// A process's start time in clock ticks since boot (`/proc/PID/stat`, field 22).
+fn process_start(pid: u32) -> Option<u64> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    // The command name (field 2) may hold spaces and parentheses: fields count from its closing one.
+    let rest = &stat[stat.rfind(')')? + 2..];
+    rest.split_whitespace().nth(19)?.parse().ok()
+}
+
+/// Whether the owner an operation names is this process or another one still running.
+pub fn owner_alive(owner: &str) -> bool {
+    if owner == this_process() {
+        return true;
+    }
+    let Some((pid, start)) = owner.split_once(':') else { return false };
+    let (Ok(pid), Ok(start)) = (pid.parse::<u32>(), start.parse::<u64>()) else { return false };
+    process_start(pid) == Some(start)
+}
+
+/// The pid an owner token names (for messages).
+pub fn owner_pid(owner: &str) -> &str {
+    owner.split(':').next().unwrap_or(owner)
 }
 
 impl OperationRow {
@@ -48,6 +83,7 @@ impl OperationRow {
             error: None,
             created_at_millis: now,
             updated_at_millis: now,
+            owner: Some(this_process().to_owned()),
         }
     }
 }
@@ -239,11 +275,31 @@ fn action_text(action: Action) -> &'static str {
     }
 }
 
+/// A write the database refused: a compare-and-swap that found another
+/// process's decision, or the SQL error.
+#[derive(Debug, thiserror::Error)]
+pub enum WriteError {
+    #[error("{0}")]
+    Refused(String),
+    #[error(transparent)]
+    Sql(#[from] rusqlite::Error),
+}
+
 /// One write, applied by the store worker.
 #[derive(Clone, Debug)]
 pub enum AgentWrite {
+    /// Written only while this process owns it (or nobody does).
     Operation(OperationRow),
     Call(CallRow),
+    /// A decision on a waiting call, as one compare-and-swap: refused when the
+    /// call no longer waits ("already decided by …"). `to` is `Running`
+    /// (approved, to be started by the operation's owner), `Denied` or `Done`
+    /// (an answer); `arguments` replaces them when the user edited the call.
+    DecideCall { call_id: i64, to: CallStatus, by: String, output: Option<String>, arguments: Option<(Value, Risk)>, at_millis: i64 },
+    /// A call starts: refused when it was started already (it runs once).
+    StartCall { call_id: i64, at_millis: i64 },
+    /// This process takes over an operation whose owner is gone (`previous`).
+    AdoptOperation { operation_id: i64, owner: String, previous: Option<String> },
     Audit(AuditEntry),
     AddRule(Rule),
     RemoveRule(i64),
@@ -315,14 +371,59 @@ pub fn mcp_client_status(conn: &Connection, name: &str) -> rusqlite::Result<Opti
     Ok(status.as_deref().map(ClientStatus::parse))
 }
 
-pub fn apply(conn: &Connection, write: &AgentWrite) -> rusqlite::Result<()> {
+/// Who decided a call, as the refusal names them.
+fn decided_text(conn: &Connection, call_id: i64) -> String {
+    let row: Option<(String, Option<String>)> = conn.query_row("SELECT status, decided_by FROM operation_calls WHERE call_id = ?1", [call_id], |r| Ok((r.get(0)?, r.get(1)?))).optional().ok().flatten();
+    match row {
+        None => format!("there is no call {call_id}"),
+        Some((status, by)) => format!("call {call_id} was already decided by {} (it is {status})", by.unwrap_or_else(|| "cowork".into())),
+    }
+}
+
+pub fn apply(conn: &Connection, write: &AgentWrite) -> Result<(), WriteError> {
     match write {
+        AgentWrite::DecideCall { call_id, to, by, output, arguments, at_millis } => {
+            let (new_arguments, new_risk) = match arguments {
+                Some((args, risk)) => (Some(args.to_string()), Some(risk.as_str())),
+                None => (None, None),
+            };
+            let settled = to.settled();
+            let changed = conn.execute(
+                "UPDATE operation_calls SET status = ?2, decided_by = ?3, output = COALESCE(?4, output), is_error = ?5,
+                     arguments = COALESCE(?6, arguments), risk = COALESCE(?7, risk), started_at_ms = NULL, expires_at_ms = NULL,
+                     finished_at_ms = CASE WHEN ?8 THEN ?9 ELSE NULL END
+                 WHERE call_id = ?1 AND status = 'waiting'",
+                params![call_id, to.as_str(), by, output, *to == CallStatus::Denied, new_arguments, new_risk, settled, at_millis],
+            )?;
+            if changed == 0 {
+                return Err(WriteError::Refused(decided_text(conn, *call_id)));
+            }
+        }
+        AgentWrite::StartCall { call_id, at_millis } => {
+            let changed = conn.execute(
+                "UPDATE operation_calls SET started_at_ms = ?2 WHERE call_id = ?1 AND status = 'running' AND started_at_ms IS NULL",
+                params![call_id, at_millis],
+            )?;
+            if changed == 0 {
+                return Err(WriteError::Refused(format!("call {call_id} was started already, or is no longer approved: it is not run again")));
+            }
+        }
+        AgentWrite::AdoptOperation { operation_id, owner, previous } => {
+            let changed = conn.execute(
+                "UPDATE operations SET owner = ?2 WHERE operation_id = ?1 AND owner IS ?3",
+                params![operation_id, owner, previous],
+            )?;
+            if changed == 0 {
+                return Err(WriteError::Refused(format!("another process took over operation {operation_id}")));
+            }
+        }
         AgentWrite::Operation(op) => {
-            conn.execute(
-                "INSERT INTO operations (operation_id, thread_id, answer_id, task, status, steps, cost_usd, brain, state, error, created_at_ms, updated_at_ms)
-                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12)
+            let changed = conn.execute(
+                "INSERT INTO operations (operation_id, thread_id, answer_id, task, status, steps, cost_usd, brain, state, error, created_at_ms, updated_at_ms, owner)
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13)
                  ON CONFLICT (operation_id) DO UPDATE SET status = excluded.status, steps = excluded.steps, cost_usd = excluded.cost_usd,
-                     brain = excluded.brain, state = excluded.state, error = excluded.error, updated_at_ms = excluded.updated_at_ms",
+                     brain = excluded.brain, state = excluded.state, error = excluded.error, updated_at_ms = excluded.updated_at_ms
+                 WHERE operations.owner IS NULL OR operations.owner IS excluded.owner",
                 params![
                     op.operation_id,
                     op.thread_id,
@@ -335,9 +436,13 @@ pub fn apply(conn: &Connection, write: &AgentWrite) -> rusqlite::Result<()> {
                     op.state,
                     op.error,
                     op.created_at_millis,
-                    op.updated_at_millis
+                    op.updated_at_millis,
+                    op.owner
                 ],
             )?;
+            if changed == 0 {
+                return Err(WriteError::Refused(format!("operation {} is driven by another process; this one's copy was not saved", op.operation_id)));
+            }
         }
         AgentWrite::Call(call) => {
             conn.execute(
@@ -485,10 +590,30 @@ fn operation_from_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<OperationRow> {
         error: r.get(9)?,
         created_at_millis: r.get(10)?,
         updated_at_millis: r.get(11)?,
+        owner: r.get(12)?,
     })
 }
 
-const OPERATION_COLUMNS: &str = "operation_id, thread_id, answer_id, task, status, steps, cost_usd, brain, state, error, created_at_ms, updated_at_ms";
+const OPERATION_COLUMNS: &str = "operation_id, thread_id, answer_id, task, status, steps, cost_usd, brain, state, error, created_at_ms, updated_at_ms, owner";
+
+/// One call by its id.
+pub fn call(conn: &Connection, call_id: i64) -> rusqlite::Result<Option<CallRow>> {
+    let operation: Option<i64> = conn.query_row("SELECT operation_id FROM operation_calls WHERE call_id = ?1", [call_id], |r| r.get(0)).optional()?;
+    let Some(operation) = operation else { return Ok(None) };
+    Ok(calls(conn, operation)?.into_iter().find(|c| c.call_id == call_id))
+}
+
+/// The status and deciders of some calls, for an owner watching its waiting ones.
+pub fn call_states(conn: &Connection, call_ids: &[i64]) -> rusqlite::Result<Vec<(i64, CallStatus)>> {
+    let mut stmt = conn.prepare_cached("SELECT status FROM operation_calls WHERE call_id = ?1")?;
+    let mut out = Vec::new();
+    for id in call_ids {
+        if let Some(status) = stmt.query_row([id], |r| r.get::<_, String>(0)).optional()? {
+            out.push((*id, CallStatus::parse(&status)));
+        }
+    }
+    Ok(out)
+}
 
 pub fn operation(conn: &Connection, operation_id: i64) -> rusqlite::Result<Option<OperationRow>> {
     conn.query_row(&format!("SELECT {OPERATION_COLUMNS} FROM operations WHERE operation_id = ?1"), [operation_id], operation_from_row).optional()
@@ -673,6 +798,39 @@ mod tests {
     }
 
     #[test]
+    fn a_call_is_decided_once_and_started_once_and_an_owned_operation_is_not_overwritten() {
+        let conn = conn();
+        let mut op = OperationRow::running(7, None, Some(2), "t".into(), "local".into(), 10);
+        apply(&conn, &AgentWrite::Operation(op.clone())).unwrap();
+        apply(&conn, &AgentWrite::Call(call(70, 7, CallStatus::Waiting))).unwrap();
+        let decide = |by: &str| AgentWrite::DecideCall { call_id: 70, to: CallStatus::Running, by: by.into(), output: None, arguments: None, at_millis: 20 };
+        apply(&conn, &decide("cowork approve (pid 1)")).unwrap();
+        let refused = apply(&conn, &decide("the sidebar")).unwrap_err().to_string();
+        assert!(refused.contains("already decided by cowork approve (pid 1)"), "{refused}");
+        let deny = AgentWrite::DecideCall { call_id: 70, to: CallStatus::Denied, by: "x".into(), output: Some("no".into()), arguments: None, at_millis: 21 };
+        assert!(apply(&conn, &deny).is_err(), "a decided call cannot be denied afterwards");
+        apply(&conn, &AgentWrite::StartCall { call_id: 70, at_millis: 30 }).unwrap();
+        assert!(apply(&conn, &AgentWrite::StartCall { call_id: 70, at_millis: 31 }).is_err(), "started once");
+        assert!(apply(&conn, &decide("late")).is_err());
+        assert!(apply(&conn, &AgentWrite::DecideCall { call_id: 99, to: CallStatus::Running, by: "x".into(), output: None, arguments: None, at_millis: 1 }).unwrap_err().to_string().contains("no call 99"));
+        // Another owner's copy is not written; adoption is a compare-and-swap on the old owner.
+        let mut theirs = op.clone();
+        theirs.owner = Some("1:1".into());
+        theirs.steps = 9;
+        assert!(apply(&conn, &AgentWrite::Operation(theirs)).is_err());
+        assert_eq!(operation(&conn, 7).unwrap().unwrap().steps, 0);
+        let me = this_process().to_owned();
+        assert!(apply(&conn, &AgentWrite::AdoptOperation { operation_id: 7, owner: "2:2".into(), previous: Some("1:1".into()) }).is_err());
+        apply(&conn, &AgentWrite::AdoptOperation { operation_id: 7, owner: "2:2".into(), previous: Some(me.clone()) }).unwrap();
+        op.steps = 3;
+        assert!(apply(&conn, &AgentWrite::Operation(op)).is_err(), "adopted: the old owner's copy is stale");
+        assert!(owner_alive(&me));
+        assert!(!owner_alive("2:2") || process_start(2) == Some(2));
+        assert!(!owner_alive(&format!("{}:{}", std::process::id(), 1)), "a reused pid is not the owner");
+        assert!(!owner_alive("junk"));
+    }
+
+    #[test]
     fn operations_and_calls_round_trip_and_update_in_place() {
         let conn = conn();
         let mut op = OperationRow {
@@ -688,6 +846,7 @@ mod tests {
             error: None,
             created_at_millis: 10,
             updated_at_millis: 10,
+            owner: Some(this_process().to_owned()),
         };
         apply(&conn, &AgentWrite::Operation(op.clone())).unwrap();
         op.status = OpStatus::WaitingForHuman;

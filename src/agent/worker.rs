@@ -66,6 +66,8 @@ pub struct MemoryContext {
 
 /// How often the worker looks for older hours to summarise while the local model is loaded.
 const SUMMARY_CHECK: Duration = Duration::from_secs(15);
+/// How often an owner looks for decisions other processes made on its waiting calls.
+const DECISION_POLL: Duration = Duration::from_millis(500);
 
 
 #[derive(Debug)]
@@ -81,6 +83,8 @@ pub enum AgentCommand {
     Summarise { limit: usize, reply: Option<Sender<Result<usize, String>>> },
     /// The user's decision on a waiting tool call (or the answer to `ask_user`).
     Decide { call_id: i64, choice: crate::events::ApprovalChoice },
+    /// The same, decided somewhere the audit log should name (`cowork approve`, a notification).
+    DecideAs { call_id: i64, choice: crate::events::ApprovalChoice, by: String },
     /// A guardrail paused an operation: go on, or stop it.
     Continue { operation_id: i64, go_on: bool },
     /// Stop: operations waiting for the user are cancelled.
@@ -818,6 +822,7 @@ impl<B: LocalBrain> AgentWorker<B> {
                 }
             }
             AgentCommand::Decide { call_id, choice } => self.handle_decision(call_id, choice),
+            AgentCommand::DecideAs { call_id, choice, by } => self.handle_decision_by(call_id, choice, by),
             AgentCommand::Continue { operation_id, go_on } => self.handle_continue(operation_id, go_on),
             AgentCommand::CancelWaiting => self.cancel_waiting(),
             AgentCommand::Overview => self.overview(),
@@ -856,8 +861,14 @@ impl<B: LocalBrain> Supervised for AgentWorker<B> {
         self.resume_operations();
         let mut next_expiry = self.expire_approvals(now_millis());
         loop {
-            let wait = next_expiry.map_or(SUMMARY_CHECK, |at| Duration::from_millis((at - now_millis()).clamp(0, SUMMARY_CHECK.as_millis() as i64) as u64));
+            let mut wait = next_expiry.map_or(SUMMARY_CHECK, |at| Duration::from_millis((at - now_millis()).clamp(0, SUMMARY_CHECK.as_millis() as i64) as u64));
+            // A call shown for approval may be decided by another process (`cowork approve`):
+            // the database is looked at twice a second while one waits.
+            if self.has_waiting() {
+                wait = wait.min(DECISION_POLL);
+            }
             let received = commands.recv_timeout(wait);
+            self.poll_decisions();
             next_expiry = self.expire_approvals(now_millis());
             match received {
                 Ok(command) => {
@@ -984,6 +995,7 @@ mod tests {
             is_retry: false,
             agent: false,
             attachments: Vec::new(),
+            text_origin: None,
         }
     }
 

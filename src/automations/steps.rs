@@ -46,7 +46,8 @@ pub enum StepOutcome {
     Done { data: Value, decision: String },
     Failed { error: String, decision: String, expired: bool },
     /// A call waits for the user's approval; the run parks until then.
-    Parked { call_id: i64, tool: String, why: String, expires_at_millis: i64 },
+    /// `arguments`: the call's arguments as JSON, shown on the notification.
+    Parked { call_id: i64, tool: String, arguments: String, why: String, expires_at_millis: i64 },
 }
 
 /// Runs tool and agent steps (the agent worker in the app).

@@ -595,7 +595,7 @@ impl AutomationsWorker {
                 let status = if expired { RunStatus::Expired } else { RunStatus::Failed };
                 self.end_run(run, status, Some(format!("step \"{}\": {error}", step.id)))
             }
-            StepOutcome::Parked { call_id, tool, why, expires_at_millis } => {
+            StepOutcome::Parked { call_id, tool, arguments, why, expires_at_millis } => {
                 if run.status == RunStatus::WaitingApproval {
                     return Ok(());
                 }
@@ -604,13 +604,19 @@ impl AutomationsWorker {
                 row.status = "waiting_approval".into();
                 row.decision = Some(format!("ask: {why}"));
                 db::save_run_and_step(self.conn()?, &run, &row)?;
-                // Nothing is approved because nobody is watching: the user is asked.
+                // Nothing is approved because nobody is watching: the user is asked. Accept is
+                // offered only when the notification shows the whole call; else Open shows the card.
+                let (shown, whole) = approval_arguments(&tool, &arguments);
                 let notice = Notice {
                     source: "approval".into(),
                     tier: flow::NotifyTier::Urgent,
                     title: format!("\"{}\" waits for your approval", run.flow.name),
-                    body: format!("Step \"{}\" wants to run {tool}: {why}", step.id),
-                    action: NoticeAction::Approve { call_id },
+                    body: if whole {
+                        format!("Step \"{}\" wants to run {tool}:\n{shown}\n{why}", step.id)
+                    } else {
+                        format!("Step \"{}\" wants to run {tool}:\n{shown}\nOpen cowork to see the whole call and decide. {why}", step.id)
+                    },
+                    action: if whole { NoticeAction::Approve { call_id } } else { NoticeAction::None },
                 };
                 if let Err(err) = self.notifier.post(notice) {
                     tracing::warn!(%err, "the approval notification was not shown");
@@ -930,14 +936,14 @@ fn operation_outcome(conn: &Connection, operation_id: i64, run: &RunRow) -> rusq
             Some(StepOutcome::Failed { error, decision: status, expired })
         }
         "waiting_for_human" => {
-            let waiting: Option<(i64, String, String, Option<i64>)> = conn
+            let waiting: Option<(i64, String, String, String, Option<i64>)> = conn
                 .query_row(
-                    "SELECT call_id, tool, why, expires_at_ms FROM operation_calls WHERE operation_id = ?1 AND status = 'waiting' ORDER BY created_at_ms LIMIT 1",
+                    "SELECT call_id, tool, arguments, why, expires_at_ms FROM operation_calls WHERE operation_id = ?1 AND status = 'waiting' ORDER BY created_at_ms LIMIT 1",
                     [operation_id],
-                    |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?)),
+                    |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?, r.get(4)?)),
                 )
                 .optional()?;
-            waiting.map(|(call_id, tool, why, expires)| StepOutcome::Parked { call_id, tool, why, expires_at_millis: expires.unwrap_or(i64::MAX / 2) })
+            waiting.map(|(call_id, tool, arguments, why, expires)| StepOutcome::Parked { call_id, tool, arguments, why, expires_at_millis: expires.unwrap_or(i64::MAX / 2) })
         }
         _ => None,
     })
@@ -1008,6 +1014,24 @@ pub fn spawn_automations(
     spawn_supervised::<AutomationsWorker, _>(WorkerName::Automations, policy, sink.clone(), channels.commands, move |_ctx| {
         Ok(AutomationsWorker::new(config.clone(), clock.clone(), make_runner(), make_notifier(), reports.clone(), sink.clone()))
     })
+}
+
+/// Characters of a call's arguments a notification shows whole (a longer call is shown on its card).
+const NOTICE_ARGUMENTS: usize = 400;
+
+/// A call's arguments as an approval notification shows them: a command as
+/// its text, anything else as compact JSON; and whether that is all of it.
+pub fn approval_arguments(tool: &str, arguments: &str) -> (String, bool) {
+    let value: serde_json::Value = serde_json::from_str(arguments).unwrap_or(serde_json::Value::String(arguments.to_owned()));
+    let text = match (tool, value.get("command").and_then(serde_json::Value::as_str)) {
+        ("run_command", Some(command)) if value.as_object().is_some_and(|o| o.len() == 1) => command.to_owned(),
+        _ => value.to_string(),
+    };
+    if text.chars().count() <= NOTICE_ARGUMENTS {
+        (text, true)
+    } else {
+        (format!("{}…", text.chars().take(NOTICE_ARGUMENTS).collect::<String>()), false)
+    }
 }
 
 #[cfg(test)]
@@ -1147,7 +1171,7 @@ mod tests {
         let request = script.started.lock().unwrap()[0].clone();
         assert!(matches!(&request.work, StepWork::Tool { tool, args } if tool == "write_file" && args["content"] == "hello"));
         assert_eq!(request.origins, [Origin::User], "a manual run's inputs are the user's");
-        worker.handle_report(StepReport { run_id, seq: 0, operation_id: request.operation_id, outcome: StepOutcome::Parked { call_id: 42, tool: "write_file".into(), why: "sensitive".into(), expires_at_millis: i64::MAX / 4 } }).unwrap();
+        worker.handle_report(StepReport { run_id, seq: 0, operation_id: request.operation_id, outcome: StepOutcome::Parked { call_id: 42, tool: "write_file".into(), arguments: r#"{"path":"/tmp/x","content":"hi"}"#.into(), why: "sensitive".into(), expires_at_millis: i64::MAX / 4 } }).unwrap();
         let parked = db::run(worker.conn().unwrap(), run_id).unwrap().unwrap();
         assert_eq!(parked.status, RunStatus::WaitingApproval);
         let notice = script.notices.lock().unwrap()[0].clone();

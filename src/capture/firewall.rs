@@ -120,6 +120,17 @@ impl Rules {
     pub fn withholds(&self, app: Option<&str>, title: &str, url: Option<&str>) -> bool {
         self.standing_exclusion(app, title, url).is_some()
     }
+
+    /// Whether free text (a chat message, a summary, what a tool returned)
+    /// names something the rules withhold: a denied app or domain as a word,
+    /// a denied title pattern, a private window.
+    pub fn mentions(&self, text: &str) -> bool {
+        let lower = text.to_lowercase();
+        self.denied_apps.iter().any(|app| contains_word(&lower, &app.trim().to_lowercase()))
+            || self.denied_domains.iter().any(|domain| contains_word(&lower, domain.trim().trim_start_matches('.').to_lowercase().as_str()))
+            || self.denied_titles.iter().any(|pattern| pattern.is_match(text))
+            || (self.exclude_private_windows && is_private_window(text))
+    }
 }
 
 /// The firewall's rules as the user writes them in Settings: lists one item
@@ -213,11 +224,36 @@ pub fn is_private_window(title: &str) -> bool {
 
 /// The host of a URL, lowercased, without port or credentials.
 pub fn host_of(url: &str) -> Option<String> {
+    // As a browser reads it, when it parses (`http://a\@b/` is a page of a).
+    if let Ok(parsed) = url::Url::parse(url)
+        && let Some(host) = parsed.host_str()
+    {
+        return Some(host.trim_start_matches('[').trim_end_matches(']').to_lowercase());
+    }
     let rest = url.split_once("://").map(|(_, rest)| rest).unwrap_or(url);
     let authority = rest.split(['/', '?', '#']).next()?;
     let host = authority.rsplit('@').next()?;
     let host = host.split(':').next()?.trim_end_matches('.');
     (!host.is_empty()).then(|| host.to_lowercase())
+}
+
+/// Whether `needle` occurs in `haystack` with no letter or digit right before or after it.
+fn contains_word(haystack: &str, needle: &str) -> bool {
+    if needle.is_empty() {
+        return false;
+    }
+    let mut from = 0;
+    while let Some(at) = haystack[from..].find(needle) {
+        let start = from + at;
+        let end = start + needle.len();
+        let before = haystack[..start].chars().next_back().is_none_or(|c| !c.is_alphanumeric());
+        let after = haystack[end..].chars().next().is_none_or(|c| !c.is_alphanumeric());
+        if before && after {
+            return true;
+        }
+        from = start + haystack[start..].chars().next().map_or(1, char::len_utf8);
+    }
+    false
 }
 
 fn domain_matches(host: &str, domain: &str) -> bool {
@@ -345,6 +381,9 @@ mod tests {
     fn hosts_are_parsed_without_port_or_credentials() {
         assert_eq!(host_of("https://u:p@Example.COM:8080/a?b#c").as_deref(), Some("example.com"));
         assert_eq!(host_of("example.org/path").as_deref(), Some("example.org"));
-        assert_eq!(host_of("https:///nohost"), None);
+        // As a browser reads it: extra slashes after a special scheme are skipped, a backslash is a slash.
+        assert_eq!(host_of("https:///nohost").as_deref(), Some("nohost"));
+        assert_eq!(host_of("https://mybank.example\\@evil.example/").as_deref(), Some("mybank.example"));
+        assert_eq!(host_of("https://").as_deref(), None);
     }
 }

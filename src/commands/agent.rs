@@ -56,7 +56,7 @@ pub fn ask_agent(paths: &Paths, task: &str) -> anyhow::Result<u8> {
         ..ChatRequest::default()
     };
     workers.agent.commands.send(AgentCommand::Chat(request))?;
-    let outcome = drive(&workers, &events, Some(answer_id), None);
+    let outcome = drive(&workers, &events, Some(answer_id), None, paths);
     workers.shutdown(Duration::from_secs(5));
     outcome
 }
@@ -64,21 +64,60 @@ pub fn ask_agent(paths: &Paths, task: &str) -> anyhow::Result<u8> {
 /// What the command line decides as soon as the resumed operation shows it.
 #[derive(Clone, Copy)]
 enum Decide {
-    Call { call_id: i64, deny: bool },
+    Call { call_id: i64 },
     Continue(i64),
 }
 
-/// `cowork approve CALL [--deny]`: decides a waiting call of an operation
-/// that outlived its process, and drives the operation on.
+/// `cowork approve CALL [--deny]`: decides a waiting call. The decision is
+/// one compare-and-swap in cowork.db: a call someone else decided already
+/// (the sidebar, a notification, another `cowork approve`) is refused with
+/// who did (exit status 1). A task another running cowork drives is decided
+/// for it (that process runs the call; this one waits for the result); a
+/// task whose process is gone is taken over and driven on here.
 pub fn approve(paths: &Paths, call_id: i64, deny: bool) -> anyhow::Result<u8> {
+    if let Ok(conn) = crate::store::open_read_only(&paths.db_path())
+        && let Ok(Some(call)) = agent_store::call(&conn, call_id)
+        && call.status != CallStatus::Waiting
+    {
+        eprintln!("call {call_id} was already decided by {} (it is {})", call.decided_by.as_deref().unwrap_or("cowork"), call.status.as_str());
+        return Ok(1);
+    }
     let (workers, events) = start(paths)?;
-    let outcome = drive(&workers, &events, None, Some(Decide::Call { call_id, deny }));
+    let choice = if deny { ApprovalChoice::Deny { reason: "denied from the command line".into() } } else { ApprovalChoice::Once };
+    workers.agent.commands.send(AgentCommand::DecideAs { call_id, choice, by: "cowork approve".into() })?;
+    let outcome = drive(&workers, &events, None, Some(Decide::Call { call_id }), paths);
     workers.shutdown(Duration::from_secs(5));
     outcome
 }
 
+/// Waits for a call another process runs to settle, and prints its result.
+fn wait_for_owner(paths: &Paths, call_id: i64, owner_pid: &str) -> anyhow::Result<u8> {
+    eprintln!("decided: the cowork that drives this task (pid {owner_pid}) runs call {call_id}");
+    let conn = crate::store::open_read_only(&paths.db_path())?;
+    let started = std::time::Instant::now();
+    loop {
+        let call = agent_store::call(&conn, call_id)?.ok_or_else(|| anyhow::anyhow!("call {call_id} is gone"))?;
+        if call.status.settled() {
+            eprintln!("[{} {}]", call.tool, call.status.as_str());
+            if let Some(output) = &call.output {
+                println!("{output}");
+            }
+            return Ok(if call.status == CallStatus::Done { 0 } else { 1 });
+        }
+        if started.elapsed() > Duration::from_secs(600) {
+            bail!("call {call_id} has not finished after 10 minutes (it is {}); see cowork audit", call.status.as_str());
+        }
+        std::thread::sleep(Duration::from_millis(200));
+    }
+}
+
 /// Streams an operation's answer and handles what waits for the user.
-fn drive(workers: &Workers, events: &Receiver<AppEvent>, mut answer_id: Option<i64>, mut decide: Option<Decide>) -> anyhow::Result<u8> {
+fn drive(workers: &Workers, events: &Receiver<AppEvent>, mut answer_id: Option<i64>, mut decide: Option<Decide>, paths: &Paths) -> anyhow::Result<u8> {
+    // The call this command decides (its decision is on its way): not asked about again.
+    let deciding = match decide {
+        Some(Decide::Call { call_id, .. }) => Some(call_id),
+        _ => None,
+    };
     let tty = std::io::stdin().is_terminal();
     let mut stdout = std::io::stdout().lock();
     let started = std::time::Instant::now();
@@ -100,22 +139,25 @@ fn drive(workers: &Workers, events: &Receiver<AppEvent>, mut answer_id: Option<i
                 stdout.write_all(text.as_bytes())?;
                 stdout.flush()?;
             }
+            AppEvent::DecisionRefused { call_id, why } if deciding == Some(call_id) => {
+                eprintln!("{why}");
+                return Ok(1);
+            }
+            AppEvent::DecidedForOwner { call_id, owner_pid } if deciding == Some(call_id) => return wait_for_owner(paths, call_id, &owner_pid),
             AppEvent::ToolCall(call) => {
-                if let Some(Decide::Call { call_id, deny }) = decide
+                if let Some(Decide::Call { call_id, .. }) = decide
                     && call.call_id == call_id
-                    && call.status == CallStatus::Waiting
                 {
+                    // Taken over here: its answer streams here.
                     answer_id = Some(call.answer_id);
                     decide = None;
-                    let choice = if deny { ApprovalChoice::Deny { reason: "denied from the command line".into() } } else { ApprovalChoice::Once };
-                    workers.agent.commands.send(AgentCommand::Decide { call_id, choice })?;
-                    continue;
                 }
                 if Some(call.answer_id) != answer_id {
                     continue;
                 }
                 waiting.retain(|c| c.call_id != call.call_id);
                 match call.status {
+                    CallStatus::Waiting if deciding == Some(call.call_id) => {}
                     CallStatus::Waiting => waiting.push(*call),
                     CallStatus::Running if call.duration_millis.is_some() => eprintln!("[{} {}]", call.tool, crate::ui::agent::arguments_text(&call).lines().next().unwrap_or_default()),
                     status if status.settled() => {
@@ -173,7 +215,7 @@ fn drive(workers: &Workers, events: &Receiver<AppEvent>, mut answer_id: Option<i
                 }
                 workers.agent.commands.send(AgentCommand::Chat(request))?;
             }
-            AppEvent::Notice(text) => eprintln!("cowork: {text}"),
+            AppEvent::Notice(text) if !text.contains("already decided by") => eprintln!("cowork: {text}"),
             _ => {}
         }
     }
@@ -210,10 +252,13 @@ fn yes_no(prompt: &str) -> anyhow::Result<bool> {
 pub fn continue_operation(paths: &Paths, operation_id: i64) -> anyhow::Result<u8> {
     {
         let conn = crate::store::open_read_only(&paths.db_path())?;
-        agent_store::operation(&conn, operation_id)?.context("no such operation")?;
+        let op = agent_store::operation(&conn, operation_id)?.context("no such operation")?;
+        if let Some(owner) = op.owner.as_deref().filter(|o| agent_store::owner_alive(o)) {
+            bail!("operation {operation_id} is driven by the cowork with pid {}: continue it there", agent_store::owner_pid(owner));
+        }
     }
     let (workers, events) = start(paths)?;
-    let outcome = drive(&workers, &events, None, Some(Decide::Continue(operation_id)));
+    let outcome = drive(&workers, &events, None, Some(Decide::Continue(operation_id)), paths);
     workers.shutdown(Duration::from_secs(5));
     outcome
 }
@@ -268,7 +313,7 @@ pub fn rules_add(paths: &Paths, tool: &str, action: &str, target: Option<&str>, 
     let home = std::env::var_os("HOME").map(std::path::PathBuf::from).unwrap_or_default();
     let data_dir = paths.data_dir.canonicalize().unwrap_or_else(|_| paths.data_dir.clone());
     let files = crate::tools::files::FilesEnv { cwd: home.clone(), home: home.clone(), data_dir: data_dir.clone() };
-    let ctx = crate::tools::policy::Context { operation_id: 0, now_millis: now_millis(), data_dir: &data_dir, home: &home, origins: &[], always_ask: &[] };
+    let ctx = crate::tools::policy::Context { operation_id: 0, now_millis: now_millis(), data_dir: &data_dir, home: &home, cwd: &home, origins: &[], always_ask: &[] };
     match (example, action) {
         (Some(example), _) => {
             let args: serde_json::Value = serde_json::from_str(example).context("--example is the JSON arguments of a call the rule is for")?;

@@ -94,6 +94,7 @@ pub fn ask(paths: &Paths, questions: &[String], options: &AskOptions) -> anyhow:
             is_retry: false,
             agent: false,
             attachments: Vec::new(),
+            text_origin: None,
         };
         workers.agent.commands.send(AgentCommand::Chat(request))?;
         match answer(&events, question, answer_id, options) {

@@ -556,7 +556,8 @@ impl McpWorker {
 
     /// The running servers' enabled tools.
     pub fn offered(&self) -> Vec<Offered> {
-        self.servers
+        let offered: Vec<Offered> = self
+            .servers
             .values()
             .filter(|s| s.status == ServerStatus::Running)
             .flat_map(|s| {
@@ -565,7 +566,14 @@ impl McpWorker {
                     .filter(|t| s.config.enabled_tools.as_ref().is_none_or(|enabled| enabled.contains(&t.name)))
                     .map(|t| Offered { tool: t.clone(), trusted: s.config.trusted, tool_timeout_secs: s.config.tool_timeout_secs, builtin: s.config.builtin.clone() })
             })
-            .collect()
+            .collect();
+        // Two tools under one name: neither is offered (a call could reach either server).
+        let clashes = crate::mcp::tools::clashing_names(offered.iter().map(|o| &o.tool));
+        if clashes.is_empty() {
+            return offered;
+        }
+        tracing::warn!(?clashes, "MCP tools of two servers share a name; neither is offered");
+        offered.into_iter().filter(|o| !clashes.contains(&o.tool.qualified_name())).collect()
     }
 
     fn dispatch(&mut self, call: CallRequest) {

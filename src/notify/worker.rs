@@ -105,6 +105,15 @@ impl Desktop {
             .map_err(|err| err.to_string())?
             .build();
         let messages = zbus::blocking::MessageIterator::for_match_rule(rule, &conn, Some(64)).map_err(|err| format!("cannot listen to the notification service: {err}"))?;
+        // Only the notification server's own signals count: any peer on the session bus can emit
+        // one with the same interface and path (`gdbus emit … ActionInvoked ID accept`). The bus
+        // stamps each message with its sender's unique name, which a peer cannot forge.
+        let owner_conn = conn.clone();
+        let owner_of = move || -> Option<String> {
+            let reply = owner_conn.call_method(Some("org.freedesktop.DBus"), "/org/freedesktop/DBus", Some("org.freedesktop.DBus"), "GetNameOwner", &(DEST,)).ok()?;
+            reply.body().deserialize::<String>().ok()
+        };
+        let mut owner = owner_of();
         // Ends when the connection closes or nobody listens any more.
         std::thread::Builder::new()
             .name("notify-signals".into())
@@ -112,6 +121,15 @@ impl Desktop {
                 for message in messages {
                     let Ok(message) = message else { continue };
                     let header = message.header();
+                    let sender = header.sender().map(|s| s.as_str().to_owned());
+                    if sender.is_none() || sender != owner {
+                        // The server may have restarted under a new name: asked again once.
+                        owner = owner_of();
+                        if sender.is_none() || sender != owner {
+                            tracing::warn!(?sender, ?owner, "a notification signal from a peer that is not the notification server was ignored");
+                            continue;
+                        }
+                    }
                     let signal = match header.member().map(|m| m.as_str()) {
                         Some("ActionInvoked") => message.body().deserialize::<(u32, String)>().ok().map(|(desktop_id, key)| DesktopSignal::Action { desktop_id, key }),
                         Some("NotificationClosed") => message.body().deserialize::<(u32, u32)>().ok().map(|(desktop_id, reason)| DesktopSignal::Closed { desktop_id, reason }),
@@ -128,7 +146,20 @@ impl Desktop {
         Ok(Desktop { conn })
     }
 
+    /// Whether the server reads markup in bodies (then text is escaped, so
+    /// markup in a call's arguments cannot hide part of them).
+    fn body_markup(&self) -> bool {
+        self.conn
+            .call_method(Some(DEST), PATH, Some(DEST), "GetCapabilities", &())
+            .ok()
+            .and_then(|reply| reply.body().deserialize::<Vec<String>>().ok())
+            .is_none_or(|caps| caps.iter().any(|c| c == "body-markup"))
+    }
+
     fn show(&self, title: &str, body: &str, tier: NotifyTier, accept: bool) -> Result<u32, String> {
+        let title = visible(title, false);
+        let body = visible(body, self.body_markup());
+        let (title, body) = (title.as_str(), body.as_str());
         let urgency: u8 = match tier {
             NotifyTier::Informational => 0,
             NotifyTier::Helpful => 1,
@@ -162,6 +193,26 @@ impl Desktop {
         };
         get("org.dunstproject.cmd0", "paused").or_else(|| get(DEST, "Inhibited")).unwrap_or(false)
     }
+}
+
+/// Text as a notification server should show it: control and direction
+/// characters made visible (they could reorder or hide what an approval
+/// shows), and markup escaped where the server reads it.
+pub fn visible(text: &str, escape_markup: bool) -> String {
+    let mut out = String::with_capacity(text.len());
+    for c in text.chars() {
+        match c {
+            '\n' | '\t' => out.push(c),
+            '&' if escape_markup => out.push_str("&amp;"),
+            '<' if escape_markup => out.push_str("&lt;"),
+            '>' if escape_markup => out.push_str("&gt;"),
+            c if c.is_control() || matches!(c, '\u{200b}'..='\u{200f}' | '\u{202a}'..='\u{202e}' | '\u{2066}'..='\u{2069}' | '\u{feff}') => {
+                out.push_str(&format!("\\u{{{:x}}}", c as u32));
+            }
+            c => out.push(c),
+        }
+    }
+    out
 }
 
 pub struct NotifyWorker {

@@ -52,8 +52,17 @@ pub enum OpenTarget {
 
 pub fn open_target(args: &Value, files: &super::files::FilesEnv) -> Result<OpenTarget, String> {
     let target = args.get("target").and_then(Value::as_str).ok_or("open needs a \"target\"")?;
-    if target.starts_with("http://") || target.starts_with("https://") || target.starts_with("mailto:") {
+    let lower = target.trim_start().to_ascii_lowercase();
+    if lower.starts_with("http:") || lower.starts_with("https:") {
+        // Read as a browser reads it (WHATWG), and opened as read: the gate and the browser see one host.
+        return crate::net::web_url(target).map(OpenTarget::Url).map_err(|err| err.to_string());
+    }
+    if lower.starts_with("mailto:") {
         return Ok(OpenTarget::Url(target.to_owned()));
+    }
+    if lower.starts_with("file:") {
+        let path = super::own_data::file_url_path(target.trim()).ok_or_else(|| format!("{target} is not a file URL cowork can read"))?;
+        return super::files::resolve(&path.to_string_lossy(), files).map(OpenTarget::Path);
     }
     // "app:NAME", or a bare name that is no file here but an installed app.
     let app = target.strip_prefix("app:").map(str::trim);
@@ -182,7 +191,7 @@ pub fn run(tool: &str, args: &Value, files: &super::files::FilesEnv, gate: &crat
                 OpenTarget::Path(path) => path.display().to_string(),
                 OpenTarget::App { name, argv } => return launch(argv).map(|()| format!("started {name}")),
             };
-            let purpose = matches!(&target, OpenTarget::Url(url) if url.starts_with("http")).then_some("open a page in the browser for the agent");
+            let purpose = matches!(&target, OpenTarget::Url(url) if !url.starts_with("mailto:")).then_some("open a page in the browser for the agent");
             xdg_open(&shown, purpose, gate).map(|()| format!("opened {shown}"))
         }),
         "notify" => {

@@ -94,8 +94,9 @@ pub fn resolve(arg: &str, env: &FilesEnv) -> Result<PathBuf, String> {
     };
     let resolved = rest.iter().rev().fold(base, |path, name| path.join(name));
     let data_dir = env.data_dir.canonicalize().unwrap_or_else(|_| env.data_dir.clone());
-    if resolved.starts_with(&data_dir) {
-        return Err(format!("{arg}: cowork's own data (database, rules, audit log, secrets) is never read or written by a tool"));
+    // The resolved path, and for a file with several names, its identity (a hard link is another spelling).
+    if (super::own_data::OwnData { data_dir: &data_dir, home: &env.home }).inside(&resolved) {
+        return Err(format!("{arg}: cowork's own data (database, keys, rules, audit log, skills) is never read or written by a tool"));
     }
     Ok(resolved)
 }
@@ -228,6 +229,7 @@ fn glob_regex(glob: &str) -> Result<Regex, String> {
 fn search(root: &Path, glob: Option<&str>, text: Option<&str>, env: &FilesEnv) -> Result<String, String> {
     let glob = glob.map(glob_regex).transpose()?;
     let data_dir = env.data_dir.canonicalize().unwrap_or_else(|_| env.data_dir.clone());
+    let own = super::own_data::OwnData { data_dir: &data_dir, home: &env.home };
     let (mut stack, mut seen, mut found) = (vec![root.to_path_buf()], 0usize, Vec::new());
     while let Some(dir) = stack.pop() {
         let Ok(entries) = fs::read_dir(&dir) else { continue };
@@ -238,6 +240,10 @@ fn search(root: &Path, glob: Option<&str>, text: Option<&str>, env: &FilesEnv) -
             // Symlinks are not followed while walking, and cowork's data is skipped.
             let Ok(kind) = entry.file_type() else { continue };
             if path.starts_with(&data_dir) || kind.is_symlink() {
+                continue;
+            }
+            // Another name (a hard link) of one of cowork's files is skipped as the file itself is.
+            if kind.is_file() && entry.metadata().is_ok_and(|m| own.is_hard_link_inside(&m)) {
                 continue;
             }
             if kind.is_dir() {

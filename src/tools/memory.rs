@@ -147,22 +147,122 @@ pub fn search_hits(env: &MemoryEnv<'_>, query: &str, filters: &Filters, limit: u
     if let Some(rules) = env.withheld {
         // A window, typed text or a copy is judged by its session as the rules judge
         // sessions (app, title and URL, so a denied domain counts); one whose session is
-        // gone is withheld. Chat and summaries have no session: their title and text.
-        let mut sessions: std::collections::HashMap<i64, bool> = std::collections::HashMap::new();
+        // gone is withheld. A chat is judged as a whole thread, a summary with the
+        // sessions of its hours (`Withholding`).
+        let mut judge = Withholding { conn: env.conn, rules, sessions: Default::default(), threads: Default::default() };
         for list in &mut lists {
             list.retain(|hit| {
-                let by_session = match (hit.stream, hit.open_id) {
-                    (Stream::Window | Stream::Typing | Stream::Clipboard | Stream::Audio, Some(id)) => {
-                        *sessions.entry(id).or_insert_with(|| crate::store::session(env.conn, id).map_or(true, |s| env.withholds(&s)))
-                    }
+                let withheld = match (hit.stream, hit.open_id) {
+                    (Stream::Window | Stream::Typing | Stream::Clipboard | Stream::Audio, Some(id)) => judge.session(id),
                     (Stream::Window | Stream::Typing | Stream::Clipboard | Stream::Audio, None) => true,
-                    _ => false,
+                    (Stream::Chat, thread) => judge.thread(thread, hit.id),
+                    (Stream::Summary, _) => judge.summary(hit.id),
                 };
-                !by_session && !rules.withholds(hit.app.as_deref(), &hit.title, None) && !rules.withholds(None, &hit.snippet, None)
+                !withheld && !rules.withholds(hit.app.as_deref(), &hit.title, None) && !rules.mentions(&hit.title) && !rules.mentions(&hit.snippet)
             });
         }
     }
     Ok(crate::memory::search::reciprocal_rank_fusion(lists, limit))
+}
+
+/// What the rules withhold among chats and summaries, which have no session
+/// of their own: a chat thread is withheld whole when any of its messages,
+/// the context sent with them, the thread's title or what its tasks' tools
+/// returned names something withheld, or when an answer in it cited a
+/// withheld session; a summary when its text does, or when any session of
+/// the hours it sums up is withheld.
+struct Withholding<'a> {
+    conn: &'a rusqlite::Connection,
+    rules: &'a crate::capture::firewall::Rules,
+    sessions: std::collections::HashMap<i64, bool>,
+    threads: std::collections::HashMap<i64, bool>,
+}
+
+/// Sessions a summary's hours may hold, at most (beyond that it is withheld).
+const SUMMARY_SESSIONS: usize = 5_000;
+
+impl Withholding<'_> {
+    fn session(&mut self, session_id: i64) -> bool {
+        let (conn, rules) = (self.conn, self.rules);
+        *self.sessions.entry(session_id).or_insert_with(|| {
+            crate::store::session(conn, session_id).map_or(true, |s| rules.withholds(Some(&s.app), &s.title, s.url.as_deref()) || rules.mentions(&s.title))
+        })
+    }
+
+    fn thread(&mut self, thread_id: Option<i64>, message_id: i64) -> bool {
+        let thread_id = match thread_id {
+            Some(id) => id,
+            None => match self.conn.query_row("SELECT thread_id FROM chat_messages WHERE message_id = ?1", [message_id], |r| r.get::<_, i64>(0)) {
+                Ok(id) => id,
+                Err(_) => return true,
+            },
+        };
+        if let Some(known) = self.threads.get(&thread_id) {
+            return *known;
+        }
+        let withheld = self.judge_thread(thread_id).unwrap_or(true);
+        self.threads.insert(thread_id, withheld);
+        withheld
+    }
+
+    fn judge_thread(&mut self, thread_id: i64) -> rusqlite::Result<bool> {
+        let title: String = self.conn.query_row("SELECT title FROM chat_threads WHERE thread_id = ?1", [thread_id], |r| r.get(0)).unwrap_or_default();
+        if self.rules.mentions(&title) {
+            return Ok(true);
+        }
+        let mut stmt = self.conn.prepare_cached("SELECT content, context, citations FROM chat_messages WHERE thread_id = ?1")?;
+        let messages: Vec<(String, Option<String>, Option<String>)> = stmt.query_map([thread_id], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)))?.collect::<rusqlite::Result<_>>()?;
+        let mut cited: Vec<i64> = Vec::new();
+        for (content, context, citations) in &messages {
+            if self.rules.mentions(content) || context.as_deref().is_some_and(|c| self.rules.mentions(c)) {
+                return Ok(true);
+            }
+            let citations: Vec<crate::memory::rag::Citation> = citations.as_deref().and_then(|c| serde_json::from_str(c).ok()).unwrap_or_default();
+            cited.extend(citations.iter().filter(|c| !matches!(c.stream, crate::memory::Source::Chat | crate::memory::Source::Summary)).filter_map(|c| c.open_id));
+            cited.extend(session_ids(content));
+        }
+        // What the thread's tasks read: their tools' outputs.
+        let mut stmt = self.conn.prepare_cached(
+            "SELECT c.output FROM operation_calls c JOIN operations o ON o.operation_id = c.operation_id WHERE o.thread_id = ?1 AND c.output IS NOT NULL",
+        )?;
+        let outputs: Vec<String> = stmt.query_map([thread_id], |r| r.get(0))?.collect::<rusqlite::Result<_>>()?;
+        for output in &outputs {
+            if self.rules.mentions(output) {
+                return Ok(true);
+            }
+            cited.extend(session_ids(output));
+        }
+        Ok(cited.into_iter().any(|id| self.session(id)))
+    }
+
+    fn summary(&mut self, observation_id: i64) -> bool {
+        let row: Option<(i64, i64, String)> =
+            self.conn.query_row("SELECT period_start_ms, period_end_ms, text FROM observations WHERE observation_id = ?1", [observation_id], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?))).ok();
+        let Some((start, end, text)) = row else { return true };
+        if self.rules.mentions(&text) {
+            return true;
+        }
+        let ids: Vec<i64> = self
+            .conn
+            .prepare_cached("SELECT session_id FROM activity_sessions WHERE started_at_ms < ?2 AND coalesce(ended_at_ms, last_seen_ms, started_at_ms) >= ?1 LIMIT ?3")
+            .and_then(|mut stmt| stmt.query_map(rusqlite::params![start, end, SUMMARY_SESSIONS as i64 + 1], |r| r.get(0))?.collect())
+            .unwrap_or_default();
+        ids.len() > SUMMARY_SESSIONS || ids.into_iter().any(|id| self.session(id))
+    }
+}
+
+/// Session ids a text names as memory tools write them ("(session 42)").
+fn session_ids(text: &str) -> Vec<i64> {
+    let mut ids = Vec::new();
+    let mut rest = text;
+    while let Some(at) = rest.find("(session ") {
+        rest = &rest[at + 9..];
+        let digits: String = rest.chars().take_while(char::is_ascii_digit).collect();
+        if let Ok(id) = digits.parse() {
+            ids.push(id);
+        }
+    }
+    ids
 }
 
 fn session_line(session: &crate::events::ActivitySession, now_millis: i64) -> String {

@@ -146,11 +146,13 @@ pub struct Classified {
     pub writes: bool,
     pub command: Option<String>,
     pub url: Option<String>,
+    /// The tool does not type its arguments (MCP, flows): the policy reads every string in them.
+    pub untyped: bool,
 }
 
 impl Classified {
     pub fn call<'a>(&'a self, tool: &'a str, args: &'a Value) -> policy::Call<'a> {
-        policy::Call { tool, args, risk: self.risk, paths: &self.paths, writes: self.writes, command: self.command.as_deref(), url: self.url.as_deref() }
+        policy::Call { tool, args, risk: self.risk, paths: &self.paths, writes: self.writes, command: self.command.as_deref(), url: self.url.as_deref(), untyped: self.untyped }
     }
 }
 
@@ -168,7 +170,7 @@ pub fn classify(name: &str, args: &Value, env: &FilesEnv) -> Result<Classified, 
             classified.writes = !matches!(tool, "read" | "list" | "search" | "info");
         }
         Shell => {
-            classified.risk = shell::classify(args);
+            classified.risk = shell::classify(args, env);
             classified.command = args.get("command").and_then(Value::as_str).map(str::to_owned);
         }
         Web => classified.url = args.get("url").and_then(Value::as_str).map(str::to_owned),

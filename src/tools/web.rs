@@ -38,14 +38,18 @@ pub fn fetch(url: &str, purpose: &str, gate: &OutboundGate, stop: &AtomicBool) -
     if !(url.starts_with("http://") || url.starts_with("https://")) {
         return ToolOutput::error(format!("only http and https URLs can be fetched, not {url}"));
     }
-    let admission = match gate.admit(url, purpose) {
+    // The URL as the gate reads it (WHATWG) is the one requested, so the two cannot disagree on the host.
+    let target = match crate::net::web_url(url) {
+        Ok(target) => target,
+        Err(err) => return ToolOutput::error(err.to_string()),
+    };
+    let admission = match gate.admit(&target, purpose) {
         Ok(admission) => admission,
         Err(err) => return ToolOutput::error(err.to_string()),
     };
     // The request runs on its own thread so that Stop returns at once; an
     // abandoned request ends by its own timeout and its bytes are not used.
     let (done, answer) = crossbeam_channel::bounded(1);
-    let target = url.to_owned();
     let spawned = std::thread::Builder::new().name("fetch".into()).spawn(move || {
         let _ = done.send(request(&target));
     });

@@ -9,6 +9,9 @@ use crate::ui::theme;
 #[derive(Default)]
 pub struct ChatPanel {
     pub draft: String,
+    /// The draft holds text an MCP server's prompt or an app wrote (until the
+    /// input is emptied): sent, it counts as theirs, not the user's own words.
+    pub draft_origin: Option<crate::tools::Origin>,
     /// Approval cards, questions and tool chips.
     pub agent: crate::ui::agent::AgentPanel,
     /// MCP servers' forms.

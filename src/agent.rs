@@ -13,5 +13,5 @@ pub use acting::{AGENT_PROMPT, suggest_rule};
 pub use automation::AgentSteps;
 pub use operation::{Brain, Live, StepRef};
 
-pub use operation::ChatRequest;
+pub use operation::{BrainChoice, ChatRequest};
 pub use worker::{AgentCommand, AgentConfig, AgentWorker, MemoryContext, SYSTEM_PROMPT, spawn_agent};

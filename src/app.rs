@@ -711,6 +711,7 @@ impl CoworkApp {
             agent: self.state.settings.agent,
             attachments: self.state.attachments.clone(),
             text_origin: self.chat.draft_origin.take(),
+            brain: None,
         };
         let _ = answer_id;
         // Attachments stay for another try when the request did not go.
@@ -883,6 +884,7 @@ impl CoworkApp {
             // Attachments are not stored with the question: a retry goes without them.
             attachments: Vec::new(),
             text_origin: None,
+            brain: None,
         });
     }
 

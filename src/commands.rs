@@ -7,6 +7,7 @@ pub mod automations;
 pub mod doctor;
 pub mod memory;
 pub mod models;
+pub mod settings;
 pub mod voice;
 
 use std::path::Path;

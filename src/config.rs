@@ -352,7 +352,146 @@ pub mod keys {
         &[PAUSED, ALLOWED_APPS, DENIED_APPS, DENIED_TITLES, DENIED_DOMAINS, QUIET_HOURS, PRIVATE_WINDOWS];
 }
 
+/// Every setting the Settings tab edits, with what it does (`cowork settings`).
+pub const DESCRIBED: &[(&str, &str)] = &[
+    (keys::RECORD_WINDOWS, "record the focused window (app, title, URL): true or false"),
+    (keys::RECORD_KEYS, "record typed text: true or false"),
+    (keys::RECORD_CLIPBOARD, "record copied text: true or false"),
+    (keys::STREAMS_CONFIRMED, "the first-run choice of what to record was made: true or false"),
+    (keys::DESKTOP_ACCESSIBILITY, "turn desktop accessibility on while cowork runs (browser URLs): true or false"),
+    (keys::AFK_SECS, "seconds without input before you count as away"),
+    (keys::PAUSED, "capture paused: true or false"),
+    (keys::ALLOWED_APPS, "record only these apps (comma-separated; empty: all)"),
+    (keys::DENIED_APPS, "never record these apps (comma-separated)"),
+    (keys::DENIED_TITLES, "never record windows whose title matches these regular expressions (one per line)"),
+    (keys::DENIED_DOMAINS, "never record pages of these domains (comma-separated)"),
+    (keys::QUIET_HOURS, "record nothing in these hours, e.g. 22:00-07:00"),
+    (keys::PRIVATE_WINDOWS, "never record private or incognito windows: true or false"),
+    (keys::WINDOW_RETENTION_DAYS, "days windows are kept (0: forever)"),
+    (keys::KEYSTROKE_RETENTION_DAYS, "days typed text is kept (0: forever)"),
+    (keys::OFFLINE, "offline mode: nothing but loopback is reached: true or false"),
+    (keys::PREFER, "who answers first: local or cloud"),
+    (keys::TIERS, "cloud providers to use, in order (names from providers.json, comma-separated)"),
+    (keys::BUDGET_INTERACTION, "most one answer may cost, in US dollars"),
+    (keys::BUDGET_DAILY, "most a day may cost, in US dollars"),
+    (keys::BUDGET_WEEKLY, "most a week may cost, in US dollars"),
+    (keys::BUDGET_MONTHLY, "most a month may cost, in US dollars"),
+    (keys::BUDGET_FREE_TOKENS, "tokens a month of free cloud tiers"),
+    (keys::CHAT_MODEL, "the local chat model (a manifest name or an added model; empty: the best that fits)"),
+    (keys::CONTEXT_BUDGET, "tokens of recent activity in each local prompt"),
+    (keys::MAX_ANSWER_TOKENS, "longest answer, in tokens"),
+    (keys::IDLE_UNLOAD_SECS, "seconds before an idle local model is unloaded (0: never)"),
+    (keys::GROUNDED, "answer only from what cowork recorded: true or false"),
+    (keys::PROMPT_BUDGET, "tokens of memory in each prompt"),
+    (keys::RECALL_BUDGET, "tokens of recalled notes in each prompt"),
+    (keys::PROFILE, "what cowork should know about you (free text)"),
+    (keys::AGENT, "let the model use tools (the agent): true or false"),
+    (keys::AGENT_MAX_STEPS, "steps one task may take"),
+    (keys::APPROVAL_TIMEOUT, "seconds an approval waits in the chat before it is denied"),
+    (keys::ALWAYS_ASK, "tools that always ask, even when safe (comma-separated)"),
+    (keys::AUTOMATION_APPROVAL_HOURS, "hours an automation's approval waits before it expires"),
+    (keys::QUICK_PROMPT_HOTKEY, "the quick prompt's hotkey, e.g. ctrl+alt+Space"),
+    (keys::PAUSE_HOTKEY, "the pause hotkey, e.g. ctrl+alt+KeyP"),
+    (keys::VOICE_HOTKEY, "the push-to-talk hotkey"),
+    (keys::VOICE_MODE, "push-to-talk: auto, hold or toggle"),
+    (keys::VOICE_SEND_ON_RELEASE, "send what was said when the key is released: true or false"),
+    (keys::VOICE_DICTATION, "type what you said into the app you are in: true or false"),
+    (keys::VOICE_SHORT_CLIP_CONTEXT, "size Whisper's window to short clips: true or false"),
+    (keys::VOICE_MODEL, "the speech model (tiny.en, or an installed optional one)"),
+    (keys::VOICE_LANGUAGE, "the spoken language, an ISO 639-1 code (empty: detect)"),
+    (keys::VOICE_DEVICE, "the microphone (empty: the default input)"),
+    (keys::VOICE_IDLE_UNLOAD_SECS, "seconds before an idle speech model is unloaded"),
+    (keys::LISTEN_ENABLED, "listen mode: transcribe what is said near the computer: true or false"),
+    (keys::LISTEN_CONSENTED, "listen mode's own consent was given: true or false"),
+    (keys::LISTEN_MIC, "listen to the microphone: true or false"),
+    (keys::LISTEN_SYSTEM, "listen to what the computer plays: true or false"),
+    (keys::LISTEN_KEEP_AUDIO, "keep the audio of transcripts as WAV files: true or false"),
+    (keys::LISTEN_RETENTION_DAYS, "days transcripts are kept (0: forever)"),
+    (keys::LISTEN_AUDIO_RETENTION_DAYS, "days kept audio files are kept"),
+];
+
+/// Settings that take effect only when cowork starts again (the rest apply at once).
+pub const NEED_RESTART: &[&str] = &[keys::QUICK_PROMPT_HOTKEY, keys::PAUSE_HOTKEY, keys::VOICE_HOTKEY, keys::DESKTOP_ACCESSIBILITY];
+
+/// Whether `key` is a setting cowork reads (a described one, or a provider's consent).
+pub fn known_setting(key: &str) -> bool {
+    DESCRIBED.iter().any(|(k, _)| *k == key) || (key.starts_with("consent.") && key.ends_with(".activity") && key.len() > "consent..activity".len())
+}
+
 impl Settings {
+    /// A setting's current value as it is stored (what `apply` reads back).
+    pub fn value(&self, key: &str) -> Option<String> {
+        let flag = |on: bool| if on { "true" } else { "false" }.to_owned();
+        Some(match key {
+            keys::AFK_SECS => self.afk_secs.to_string(),
+            keys::QUICK_PROMPT_HOTKEY => self.quick_prompt_hotkey.clone(),
+            keys::CONTEXT_BUDGET => self.context_budget_tokens.to_string(),
+            keys::MAX_ANSWER_TOKENS => self.max_answer_tokens.to_string(),
+            keys::WINDOW_RETENTION_DAYS => self.window_retention_days.to_string(),
+            keys::KEYSTROKE_RETENTION_DAYS => self.keystroke_retention_days.to_string(),
+            keys::RECORD_WINDOWS => flag(self.record_windows),
+            keys::RECORD_KEYS => flag(self.record_keys),
+            keys::RECORD_CLIPBOARD => flag(self.record_clipboard),
+            keys::STREAMS_CONFIRMED => flag(self.streams_confirmed),
+            keys::DESKTOP_ACCESSIBILITY => flag(self.desktop_accessibility),
+            keys::PAUSE_HOTKEY => self.pause_hotkey.clone(),
+            keys::OFFLINE => flag(self.offline),
+            keys::PREFER => match self.prefer {
+                crate::brains::Preference::Local => "local".into(),
+                _ => "cloud".into(),
+            },
+            keys::IDLE_UNLOAD_SECS => self.idle_unload_secs.to_string(),
+            keys::TIERS => self.tiers.join(", "),
+            keys::BUDGET_INTERACTION => self.budget.per_interaction_usd.to_string(),
+            keys::BUDGET_DAILY => self.budget.daily_usd.to_string(),
+            keys::BUDGET_WEEKLY => self.budget.weekly_usd.to_string(),
+            keys::BUDGET_MONTHLY => self.budget.monthly_usd.to_string(),
+            keys::BUDGET_FREE_TOKENS => self.budget.monthly_free_tokens.to_string(),
+            keys::GROUNDED => flag(self.grounded),
+            keys::PROMPT_BUDGET => self.prompt_budget_tokens.to_string(),
+            keys::RECALL_BUDGET => self.recall_budget_tokens.to_string(),
+            keys::PROFILE => self.profile.clone(),
+            keys::CHAT_MODEL => self.chat_model.clone(),
+            keys::PAUSED => flag(self.privacy.paused),
+            keys::ALLOWED_APPS => self.privacy.allowed_apps.clone(),
+            keys::DENIED_APPS => self.privacy.denied_apps.clone(),
+            keys::DENIED_TITLES => self.privacy.denied_titles.clone(),
+            keys::DENIED_DOMAINS => self.privacy.denied_domains.clone(),
+            keys::QUIET_HOURS => self.privacy.quiet_hours.clone(),
+            keys::PRIVATE_WINDOWS => flag(self.privacy.exclude_private_windows),
+            keys::AGENT => flag(self.agent),
+            keys::AGENT_MAX_STEPS => self.agent_max_steps.to_string(),
+            keys::APPROVAL_TIMEOUT => self.approval_timeout_secs.to_string(),
+            keys::ALWAYS_ASK => self.always_ask.join(", "),
+            keys::AUTOMATION_APPROVAL_HOURS => self.automation_approval_hours.to_string(),
+            keys::VOICE_HOTKEY => self.voice.hotkey.clone(),
+            keys::VOICE_MODE => self.voice.mode.as_str().to_owned(),
+            keys::VOICE_SEND_ON_RELEASE => flag(self.voice.send_on_release),
+            keys::VOICE_DICTATION => flag(self.voice.dictation),
+            keys::VOICE_SHORT_CLIP_CONTEXT => flag(self.voice.short_clip_context),
+            keys::VOICE_MODEL => self.voice.model.clone(),
+            keys::VOICE_LANGUAGE => self.voice.language.clone(),
+            keys::VOICE_DEVICE => self.voice.device.clone(),
+            keys::VOICE_IDLE_UNLOAD_SECS => self.voice.idle_unload_secs.to_string(),
+            keys::LISTEN_ENABLED => flag(self.listen.enabled),
+            keys::LISTEN_CONSENTED => flag(self.listen.consented),
+            keys::LISTEN_MIC => flag(self.listen.mic),
+            keys::LISTEN_SYSTEM => flag(self.listen.system),
+            keys::LISTEN_KEEP_AUDIO => flag(self.listen.keep_audio),
+            keys::LISTEN_RETENTION_DAYS => self.listen.retention_days.to_string(),
+            keys::LISTEN_AUDIO_RETENTION_DAYS => self.listen.audio_retention_days.to_string(),
+            _ if key.starts_with("consent.") && key.ends_with(".activity") => {
+                let provider = &key["consent.".len()..key.len() - ".activity".len()];
+                match self.consent.get(provider) {
+                    Some(true) => "always".into(),
+                    Some(false) => "never".into(),
+                    None => "ask".into(),
+                }
+            }
+            _ => return None,
+        })
+    }
+
     /// Applies one stored key/value. Returns a warning when the value is unusable.
     pub fn apply(&mut self, key: &str, value: &str) -> Option<String> {
         fn number<T: std::str::FromStr>(key: &str, value: &str, min: T, max: T) -> Result<T, String>

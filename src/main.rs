@@ -80,7 +80,7 @@ enum Command {
         /// Work on the task with tools (the agent). On a terminal each approval
         /// is a y/N question; without one, a call that needs approval is printed
         /// and cowork exits with status 3 (decide it with `cowork approve`)
-        #[arg(long, conflicts_with_all = ["provider", "follow_up", "json", "local_model"])]
+        #[arg(long, conflicts_with_all = ["follow_up", "json"])]
         agent: bool,
     },
     /// Decide a tool call that waits for approval, and continue its task
@@ -201,6 +201,11 @@ enum Command {
         /// Print JSON instead of lines
         #[arg(long)]
         json: bool,
+    },
+    /// Read or change any setting the Settings tab edits: list, get, set, reset
+    Settings {
+        #[command(subcommand)]
+        action: SettingsAction,
     },
     /// Store, list or delete secrets (API keys) in the secret store
     Secrets {
@@ -380,6 +385,21 @@ enum McpAction {
 }
 
 #[derive(Subcommand)]
+enum SettingsAction {
+    /// Every setting with its value and what it does
+    List {
+        #[arg(long)]
+        json: bool,
+    },
+    /// One setting's value
+    Get { key: String },
+    /// Check a value as the sidebar does and store it
+    Set { key: String, value: String },
+    /// Back to the default
+    Reset { key: String },
+}
+
+#[derive(Subcommand)]
 enum SecretsAction {
     /// Store a secret read from standard input (never from the command line),
     /// e.g. `cowork secrets set provider:openai < key.txt`
@@ -513,6 +533,15 @@ fn run(cli: Cli, process_started: Instant) -> anyhow::Result<ExitCode> {
             let healthy = commands::doctor::print(&checks, json)?;
             Ok(if healthy { ExitCode::SUCCESS } else { ExitCode::FAILURE })
         }
+        Some(Command::Ask { question, provider, model, local_model, agent: true, .. }) => {
+            let brain = match (&provider, &local_model) {
+                (Some(name), _) => Some(cowork::agent::BrainChoice::Provider { name: name.clone(), model: model.clone() }),
+                (None, Some(_)) => Some(cowork::agent::BrainChoice::Local),
+                (None, None) => None,
+            };
+            let status = commands::agent::ask_agent(&paths, &question.join(" "), brain, local_model.as_deref())?;
+            Ok(ExitCode::from(status))
+        }
         Some(Command::Ask { question, show_context, provider: Some(provider), model, .. }) => {
             if show_context {
                 eprintln!("--show-context: nothing captured is sent to a provider yet");
@@ -522,10 +551,6 @@ fn run(cli: Cli, process_started: Instant) -> anyhow::Result<ExitCode> {
             }
             commands::ask::ask_provider(&paths, &provider, model.as_deref(), &question[0])?;
             Ok(ExitCode::SUCCESS)
-        }
-        Some(Command::Ask { question, provider: None, agent: true, .. }) => {
-            let status = commands::agent::ask_agent(&paths, &question.join(" "))?;
-            Ok(ExitCode::from(status))
         }
         Some(Command::Approve { call, deny, continue_operation }) => {
             let status = match (continue_operation, call) {
@@ -759,6 +784,15 @@ fn run(cli: Cli, process_started: Instant) -> anyhow::Result<ExitCode> {
                         println!("there was no sign-in kept for {name}");
                     }
                 }
+            }
+            Ok(ExitCode::SUCCESS)
+        }
+        Some(Command::Settings { action }) => {
+            match action {
+                SettingsAction::List { json } => commands::settings::list(&paths, json)?,
+                SettingsAction::Get { key } => commands::settings::get(&paths, &key)?,
+                SettingsAction::Set { key, value } => commands::settings::set(&paths, &key, &value)?,
+                SettingsAction::Reset { key } => commands::settings::reset(&paths, &key)?,
             }
             Ok(ExitCode::SUCCESS)
         }

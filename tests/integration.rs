@@ -22,6 +22,7 @@ mod integration {
     mod models;
     mod notify;
     mod providers;
+    mod security;
     mod store_worker;
     mod supervisor;
     mod ui;

@@ -809,7 +809,9 @@ impl<B: LocalBrain> AgentWorker<B> {
             return;
         };
         if call.status != CallStatus::Waiting {
-            self.refuse_decision(call_id, format!("call {call_id} is no longer waiting (it is {})", call.status.as_str()));
+            // This process drives the task: it goes on with what was decided, and says so.
+            let by = call.decided_by.clone().unwrap_or_else(|| "cowork".into());
+            self.sink.send(AppEvent::Notice(format!("call {call_id} was already decided by {by} (it is {})", call.status.as_str())));
             return;
         }
         let settings = self.settings();
@@ -892,8 +894,8 @@ impl<B: LocalBrain> AgentWorker<B> {
         };
         let write = AgentWrite::DecideCall { call_id, to, by: decided_by.clone(), output: output.clone(), arguments: edited.clone(), at_millis: now_millis() };
         if let Err(why) = self.record(write) {
-            // Someone else decided first: what they decided is what happens.
-            self.refuse_decision(call_id, why);
+            // Someone else decided first: what they decided is what happens, here, where the task runs.
+            self.sink.send(AppEvent::Notice(why));
             self.sync_decided(operation_id, call_id);
             self.after_decision(operation_id);
             return;
@@ -1345,6 +1347,23 @@ impl<B: LocalBrain> AgentWorker<B> {
         self.acting.live.insert(id, live);
         let step = self.acting.live.get(&id).map_or(0, |l| l.row.steps);
         self.close_step_if_settled(id, step);
+        // Calls approved (in another process, or before a crash) but not started: they run now, once.
+        let approved: Vec<i64> = self.acting.live.get(&id).map(|l| l.calls.iter().filter(|c| c.status == CallStatus::Running && c.started_at_millis.is_none()).map(|c| c.call_id).collect()).unwrap_or_default();
+        if !approved.is_empty() {
+            let epoch = self.stop_epoch.load(Ordering::SeqCst);
+            self.call_tools(id, &approved, epoch);
+            if self.acting.live.get(&id).is_some_and(|l| l.state.paused.is_none()) {
+                self.after_decision(id);
+            }
+        }
+    }
+
+    /// Takes over an operation whose process is gone, and goes on with what was decided for it.
+    pub(super) fn handle_resume(&mut self, operation_id: i64) {
+        self.resume_one(operation_id);
+        if !self.acting.live.contains_key(&operation_id) {
+            self.sink.send(AppEvent::Notice(format!("operation {operation_id} could not be taken over: another process drives it")));
+        }
     }
 
     /// `delegate`: a helper with its own context and a subset of the tools

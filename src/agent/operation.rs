@@ -43,6 +43,18 @@ pub struct ChatRequest {
     /// Who wrote the text when not the user alone: an MCP server's prompt or
     /// an app filled the input (the user sent it, but its words are theirs).
     pub text_origin: Option<crate::tools::Origin>,
+    /// The brain the user chose for this request (`cowork ask --agent
+    /// --provider NAME`, `--local-model NAME`); None: the router decides.
+    pub brain: Option<BrainChoice>,
+}
+
+/// A brain chosen by name rather than routed.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum BrainChoice {
+    /// The local model (which one is the llm worker's: `--local-model` starts it with that one).
+    Local,
+    /// A configured provider, with another of its models if given.
+    Provider { name: String, model: Option<String> },
 }
 
 impl ChatRequest {

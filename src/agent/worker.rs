@@ -87,6 +87,8 @@ pub enum AgentCommand {
     DecideAs { call_id: i64, choice: crate::events::ApprovalChoice, by: String },
     /// A guardrail paused an operation: go on, or stop it.
     Continue { operation_id: i64, go_on: bool },
+    /// Take over an operation whose process is gone (`cowork approve` waiting on it).
+    Resume(i64),
     /// Stop: operations waiting for the user are cancelled.
     CancelWaiting,
     /// Settings → Agent opened: send the rules and the newest audit entries.
@@ -512,6 +514,31 @@ impl<B: LocalBrain> AgentWorker<B> {
         use crate::brains::router::{RouteInput, Target, route};
         use crate::llm::tokens::estimate_tokens;
         let offline = crate::net::OutboundGate::global().is_offline();
+        match &request.brain {
+            Some(super::operation::BrainChoice::Local) => return Ok(Plan::Local { reason: "the local model, as asked".into() }),
+            Some(super::operation::BrainChoice::Provider { name, model }) => {
+                let Some(provider) = providers.get(name) else {
+                    let known: Vec<&str> = providers.list.iter().map(|p| p.name.as_str()).collect();
+                    return Err(format!("no provider {name:?} is configured (configured: {})", if known.is_empty() { "none".into() } else { known.join(", ") }));
+                };
+                if offline && !crate::net::host_of_url(&provider.base_url).is_some_and(|h| crate::net::is_loopback(&h)) {
+                    return Err(format!("offline mode: {name} is not on this machine"));
+                }
+                let mut provider = provider.clone();
+                if let Some(model) = model {
+                    provider.model = model.clone();
+                }
+                let key = crate::brains::provider_key(&self.config.data_dir, &provider).map_err(|err| format!("{err:#}"))?;
+                let prompt_tokens = estimate_tokens(&request.text) + context.map(estimate_tokens).unwrap_or(0);
+                let estimate = crate::brains::budget::estimate(&provider, prompt_tokens as u64, self.config.max_answer_tokens as u64);
+                let spent = self.db.as_ref().and_then(|c| crate::brains::budget::spent(c, now_millis()).ok()).unwrap_or_default();
+                crate::brains::budget::check(&settings.budget, &spent, &estimate, crate::brains::budget::is_free_cloud(&provider))
+                    .map_err(|err| format!("not sent to {}: {err}", provider.name))?;
+                let consent = settings.consent.get(&provider.name).copied();
+                return Ok(Plan::Cloud { provider, key, reason: "the provider asked for".into(), consent });
+            }
+            None => {}
+        }
         // Tiers that exist and, offline, only those on this machine.
         let tiers: Vec<&crate::brains::ProviderConfig> = settings
             .tiers
@@ -824,6 +851,7 @@ impl<B: LocalBrain> AgentWorker<B> {
             AgentCommand::Decide { call_id, choice } => self.handle_decision(call_id, choice),
             AgentCommand::DecideAs { call_id, choice, by } => self.handle_decision_by(call_id, choice, by),
             AgentCommand::Continue { operation_id, go_on } => self.handle_continue(operation_id, go_on),
+            AgentCommand::Resume(operation_id) => self.handle_resume(operation_id),
             AgentCommand::CancelWaiting => self.cancel_waiting(),
             AgentCommand::Overview => self.overview(),
             AgentCommand::RemoveRule(id) => self.remove_rule(id),
@@ -996,6 +1024,7 @@ mod tests {
             agent: false,
             attachments: Vec::new(),
             text_origin: None,
+            brain: None,
         }
     }
 

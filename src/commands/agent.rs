@@ -24,13 +24,16 @@ use crate::workers::{WorkerOptions, Workers};
 pub const EXIT_NEEDS_APPROVAL: u8 = 3;
 
 fn start(paths: &Paths) -> anyhow::Result<(Workers, Receiver<AppEvent>)> {
+    start_with(paths, None)
+}
+
+fn start_with(paths: &Paths, local_model: Option<&str>) -> anyhow::Result<(Workers, Receiver<AppEvent>)> {
     let (events_tx, events) = bounded(4096);
     let sink = EventSink::new(events_tx, || {});
-    let manifest = crate::models::Manifest::bundled()?;
     let options = WorkerOptions {
         capture: false,
         display: None,
-        chat_model: crate::workers::chat_model(&manifest, paths),
+        chat_model: super::ask::chosen_chat_model(paths, local_model)?,
         policy: RestartPolicy { max_restarts: 0, ..RestartPolicy::default() },
         require_consent: false,
         automations: false,
@@ -39,9 +42,27 @@ fn start(paths: &Paths) -> anyhow::Result<(Workers, Receiver<AppEvent>)> {
     Ok((workers, events))
 }
 
-/// `cowork ask --agent "task"`. Returns the exit status.
-pub fn ask_agent(paths: &Paths, task: &str) -> anyhow::Result<u8> {
-    let (workers, events) = start(paths)?;
+/// How long a headless task waits for configured MCP servers to finish starting.
+const MCP_READY_WAIT: Duration = Duration::from_secs(30);
+
+/// `cowork ask --agent "task"` (`brain`: `--provider NAME [--model M]` or
+/// `--local-model NAME`; None: routed as in the sidebar). The task starts
+/// once the configured MCP servers have started (or failed to), so their
+/// tools are on offer from the first step. Returns the exit status.
+pub fn ask_agent(paths: &Paths, task: &str, brain: Option<crate::agent::BrainChoice>, local_model: Option<&str>) -> anyhow::Result<u8> {
+    let (workers, events) = start_with(paths, local_model)?;
+    let mcp = crate::mcp::worker::McpClient { commands: workers.mcp.commands.clone() };
+    let deadline = std::time::Instant::now() + MCP_READY_WAIT;
+    loop {
+        let now = mcp.offered(Duration::from_millis(500));
+        if now.starting.is_empty() || std::time::Instant::now() >= deadline {
+            if !now.starting.is_empty() {
+                eprintln!("cowork: still starting after {} s, left out of this task: {}", MCP_READY_WAIT.as_secs(), now.starting.join(", "));
+            }
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
     let thread = ChatThread { thread_id: next_id(), title: crate::state::thread_title(task), updated_at_millis: now_millis() };
     let user_message_id = next_id();
     let answer_id = next_id();
@@ -53,6 +74,7 @@ pub fn ask_agent(paths: &Paths, task: &str) -> anyhow::Result<u8> {
         text: task.to_owned(),
         ask_id: user_message_id,
         agent: true,
+        brain,
         ..ChatRequest::default()
     };
     workers.agent.commands.send(AgentCommand::Chat(request))?;
@@ -90,8 +112,16 @@ pub fn approve(paths: &Paths, call_id: i64, deny: bool) -> anyhow::Result<u8> {
     outcome
 }
 
+/// How waiting on another process's call ended.
+enum Waited {
+    /// It settled: the exit status.
+    Settled(u8),
+    /// Its process went away first: this one takes the task over.
+    OwnerGone { operation_id: i64, answer_id: Option<i64> },
+}
+
 /// Waits for a call another process runs to settle, and prints its result.
-fn wait_for_owner(paths: &Paths, call_id: i64, owner_pid: &str) -> anyhow::Result<u8> {
+fn wait_for_owner(paths: &Paths, call_id: i64, owner_pid: &str) -> anyhow::Result<Waited> {
     eprintln!("decided: the cowork that drives this task (pid {owner_pid}) runs call {call_id}");
     let conn = crate::store::open_read_only(&paths.db_path())?;
     let started = std::time::Instant::now();
@@ -102,7 +132,13 @@ fn wait_for_owner(paths: &Paths, call_id: i64, owner_pid: &str) -> anyhow::Resul
             if let Some(output) = &call.output {
                 println!("{output}");
             }
-            return Ok(if call.status == CallStatus::Done { 0 } else { 1 });
+            return Ok(Waited::Settled(if call.status == CallStatus::Done { 0 } else { 1 }));
+        }
+        let op = agent_store::operation(&conn, call.operation_id)?;
+        if let Some(op) = op
+            && op.owner.as_deref().is_none_or(|o| !agent_store::owner_alive(o))
+        {
+            return Ok(Waited::OwnerGone { operation_id: op.operation_id, answer_id: op.answer_id });
         }
         if started.elapsed() > Duration::from_secs(600) {
             bail!("call {call_id} has not finished after 10 minutes (it is {}); see cowork audit", call.status.as_str());
@@ -143,7 +179,15 @@ fn drive(workers: &Workers, events: &Receiver<AppEvent>, mut answer_id: Option<i
                 eprintln!("{why}");
                 return Ok(1);
             }
-            AppEvent::DecidedForOwner { call_id, owner_pid } if deciding == Some(call_id) => return wait_for_owner(paths, call_id, &owner_pid),
+            AppEvent::DecidedForOwner { call_id, owner_pid } if deciding == Some(call_id) => match wait_for_owner(paths, call_id, &owner_pid)? {
+                Waited::Settled(code) => return Ok(code),
+                Waited::OwnerGone { operation_id, answer_id: id } => {
+                    eprintln!("cowork (pid {owner_pid}) stopped before running it: the task goes on here");
+                    answer_id = id;
+                    decide = None;
+                    workers.agent.commands.send(AgentCommand::Resume(operation_id))?;
+                }
+            },
             AppEvent::ToolCall(call) => {
                 if let Some(Decide::Call { call_id, .. }) = decide
                     && call.call_id == call_id

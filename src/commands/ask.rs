@@ -44,12 +44,11 @@ struct Answered<'a> {
     tokens_per_sec: f32,
 }
 
-/// `cowork ask "question" ["question" ...]`: answers headlessly with the same
-/// context and model as the sidebar. The model loads once, so later questions
-/// find the stable head of the prompt already prefilled (the engine's prefix cache).
-pub fn ask(paths: &Paths, questions: &[String], options: &AskOptions) -> anyhow::Result<()> {
+/// The chat model `--local-model NAME` names (or, without it, the one that
+/// fits this machine), as the llm worker loads it.
+pub fn chosen_chat_model(paths: &Paths, local_model: Option<&str>) -> anyhow::Result<Option<crate::config::ResolvedModel>> {
     let manifest = Manifest::bundled()?;
-    let chat_model = match options.local_model.as_deref() {
+    Ok(match local_model {
         None => crate::workers::chat_model(&manifest, paths),
         Some(name) => match resolve_named_model(&manifest, &paths.models_dir, &crate::models::user::list(&paths.data_dir).unwrap_or_default(), name) {
             Some(model) => Some(model),
@@ -58,7 +57,14 @@ pub fn ask(paths: &Paths, questions: &[String], options: &AskOptions) -> anyhow:
                 bail!("no chat model named {name:?} in the manifest or added (chat models: {}; add your own with cowork models add PATH)", chat.join(", "));
             }
         },
-    };
+    })
+}
+
+/// `cowork ask "question" ["question" ...]`: answers headlessly with the same
+/// context and model as the sidebar. The model loads once, so later questions
+/// find the stable head of the prompt already prefilled (the engine's prefix cache).
+pub fn ask(paths: &Paths, questions: &[String], options: &AskOptions) -> anyhow::Result<()> {
+    let chat_model = chosen_chat_model(paths, options.local_model.as_deref())?;
     let (events_tx, events) = bounded(4096);
     let sink = EventSink::new(events_tx, || {});
     let options_workers = WorkerOptions {
@@ -95,6 +101,7 @@ pub fn ask(paths: &Paths, questions: &[String], options: &AskOptions) -> anyhow:
             agent: false,
             attachments: Vec::new(),
             text_origin: None,
+            brain: None,
         };
         workers.agent.commands.send(AgentCommand::Chat(request))?;
         match answer(&events, question, answer_id, options) {

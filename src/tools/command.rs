@@ -108,6 +108,15 @@ impl Command {
     pub fn shown(&self) -> String {
         canonical(&self.argv.iter().map(Word::shown).collect::<Vec<_>>())
     }
+
+    /// The same with the program by its name (`/bin/rm` as `rm`).
+    pub fn shown_named(&self) -> String {
+        let mut words: Vec<String> = self.argv.iter().map(Word::shown).collect();
+        if let (Some(name), Some(first)) = (&self.name, words.first_mut()) {
+            first.clone_from(name);
+        }
+        canonical(&words)
+    }
 }
 
 /// A path-like value named anywhere in the line, with where it was read.
@@ -1153,7 +1162,10 @@ struct Scope {
 /// A piece of an expanded word.
 #[derive(Clone, Debug)]
 enum Seg {
-    Text { text: String, bare: bool },
+    /// `bare`: unquoted, so glob characters in it are patterns; `split`: the
+    /// unquoted result of an expansion, so IFS characters in it split words
+    /// (literal text never splits).
+    Text { text: String, bare: bool, split: bool },
     Unknown,
 }
 
@@ -1171,6 +1183,8 @@ pub fn analyse(line: &str, env: &Env<'_>) -> Analysis {
         vars.insert((*name).to_owned(), Var::Known(value.clone()));
     }
     vars.insert("PWD".into(), Var::Known(env.cwd.to_string_lossy().into_owned()));
+    // sh sets IFS itself, whatever the environment says.
+    vars.insert("IFS".into(), Var::Known(" \t\n".into()));
     let mut scope = Scope { vars, assigned_anywhere: Vec::new(), cwds: vec![env.cwd.to_path_buf()], cwd_unknown: false, dialect: Dialect::Posix, dotglob: false };
     reader.script(line, &mut scope, &[], false);
     reader.analysis.compound |= simple_argv(line).is_none();
@@ -1673,7 +1687,15 @@ impl Reader<'_> {
         let mut out = Vec::new();
         for alternative in brace_expand(parts) {
             let segments = self.segments(&alternative, scope, depth);
-            let fields = if split { split_fields(segments) } else { vec![segments] };
+            let ifs = match scope.vars.get("IFS") {
+                Some(Var::Known(ifs)) => ifs.clone(),
+                None => " \t\n".to_owned(),
+                Some(Var::Unknown) => {
+                    self.opaque("it sets IFS to something computed when it runs");
+                    " \t\n".to_owned()
+                }
+            };
+            let fields = if split { split_fields(segments, &ifs) } else { vec![segments] };
             for field in fields {
                 out.extend(self.glob(field, scope));
                 if out.len() > MAX_EXPANSIONS {
@@ -1722,7 +1744,7 @@ impl Reader<'_> {
         let mut segs: Vec<Seg> = Vec::new();
         for (index, part) in parts.iter().enumerate() {
             match part {
-                Part::Lit(text) => segs.push(Seg::Text { text: text.clone(), bare: false }),
+                Part::Lit(text) => segs.push(Seg::Text { text: text.clone(), bare: false, split: false }),
                 Part::Bare(text) => {
                     if index == 0 && text.starts_with('~') {
                         let end = text.find('/').unwrap_or(text.len());
@@ -1730,17 +1752,17 @@ impl Reader<'_> {
                         let complete = end < text.len() || parts.len() == 1 || !matches!(parts.get(1), Some(Part::Lit(_)));
                         match (complete, tilde(&text[1..end], self.env, scope)) {
                             (true, Some(home)) => {
-                                segs.push(Seg::Text { text: home, bare: false });
-                                segs.push(Seg::Text { text: text[end..].to_owned(), bare: true });
+                                segs.push(Seg::Text { text: home, bare: false, split: false });
+                                segs.push(Seg::Text { text: text[end..].to_owned(), bare: true, split: false });
                             }
                             (true, None) => {
                                 segs.push(Seg::Unknown);
-                                segs.push(Seg::Text { text: text[end..].to_owned(), bare: true });
+                                segs.push(Seg::Text { text: text[end..].to_owned(), bare: true, split: false });
                             }
-                            (false, _) => segs.push(Seg::Text { text: text.clone(), bare: true }),
+                            (false, _) => segs.push(Seg::Text { text: text.clone(), bare: true, split: false }),
                         }
                     } else {
-                        segs.push(Seg::Text { text: text.clone(), bare: true });
+                        segs.push(Seg::Text { text: text.clone(), bare: true, split: false });
                     }
                 }
                 Part::Param(param) => segs.extend(self.parameter(param, scope, depth)),
@@ -1754,7 +1776,7 @@ impl Reader<'_> {
                         _ => None,
                     };
                     match output {
-                        Some(text) => segs.push(Seg::Text { text, bare: !quoted }),
+                        Some(text) => segs.push(Seg::Text { text, bare: !quoted, split: !quoted }),
                         None => segs.push(Seg::Unknown),
                     }
                 }
@@ -1774,9 +1796,9 @@ impl Reader<'_> {
         };
         let word = |reader: &mut Self, scope: &mut Scope| reader.segments(&param.word, scope, depth);
         match (param.op, current) {
-            (ParamOp::Plain, Some(Var::Known(v))) => vec![Seg::Text { text: v, bare: !param.quoted }],
+            (ParamOp::Plain, Some(Var::Known(v))) => vec![Seg::Text { text: v, bare: !param.quoted, split: !param.quoted }],
             (ParamOp::Plain, None) => Vec::new(),
-            (ParamOp::Default | ParamOp::Assign, Some(Var::Known(v))) if !v.is_empty() => vec![Seg::Text { text: v, bare: !param.quoted }],
+            (ParamOp::Default | ParamOp::Assign, Some(Var::Known(v))) if !v.is_empty() => vec![Seg::Text { text: v, bare: !param.quoted, split: !param.quoted }],
             (ParamOp::Default | ParamOp::Assign, None | Some(Var::Known(_))) => {
                 let segs = word(self, scope);
                 if param.op == ParamOp::Assign {
@@ -1802,7 +1824,7 @@ impl Reader<'_> {
     /// A field with bare glob characters expands to the files it matches.
     fn glob(&mut self, field: Vec<Seg>, scope: &Scope) -> Vec<Word> {
         let has_unknown = field.iter().any(|s| matches!(s, Seg::Unknown));
-        let has_glob = field.iter().any(|s| matches!(s, Seg::Text { text, bare: true } if text.contains(['*', '?', '['])));
+        let has_glob = field.iter().any(|s| matches!(s, Seg::Text { text, bare: true, .. } if text.contains(['*', '?', '['])));
         let word = segments_word(&field);
         if has_unknown || !has_glob {
             return vec![word];
@@ -1810,7 +1832,7 @@ impl Reader<'_> {
         // A pattern of (text, is-pattern) per character.
         let mut pattern: Vec<(char, bool)> = Vec::new();
         for seg in &field {
-            if let Seg::Text { text, bare } = seg {
+            if let Seg::Text { text, bare, .. } = seg {
                 pattern.extend(text.chars().map(|c| (c, *bare && "*?[".contains(c))));
             }
         }
@@ -1931,29 +1953,30 @@ fn segments_word(segs: &[Seg]) -> Word {
 }
 
 /// Field splitting: unquoted expansions split on blanks (quoted text never does).
-fn split_fields(segs: Vec<Seg>) -> Vec<Vec<Seg>> {
+fn split_fields(segs: Vec<Seg>, ifs: &str) -> Vec<Vec<Seg>> {
+    let separator = |c: char| ifs.contains(c);
     // An unquoted expansion that yields nothing leaves no word; a quoted one leaves an empty word.
     let quoted = segs.iter().any(|s| matches!(s, Seg::Text { bare: false, .. }));
     let mut fields: Vec<Vec<Seg>> = vec![Vec::new()];
     for seg in segs {
         match seg {
-            Seg::Text { text, bare: true } if text.contains([' ', '\t', '\n']) => {
-                let pieces: Vec<&str> = text.split([' ', '\t', '\n']).collect();
+            Seg::Text { text, split: true, .. } if text.contains(separator) => {
+                let pieces: Vec<&str> = text.split(separator).collect();
                 for (i, piece) in pieces.iter().enumerate() {
                     if i > 0 && !fields.last().is_some_and(Vec::is_empty) {
                         fields.push(Vec::new());
                     }
                     if !piece.is_empty() {
-                        fields.last_mut().expect("one field").push(Seg::Text { text: (*piece).to_owned(), bare: true });
+                        fields.last_mut().expect("one field").push(Seg::Text { text: (*piece).to_owned(), bare: true, split: false });
                     }
                 }
             }
             other => fields.last_mut().expect("one field").push(other),
         }
     }
-    fields.retain(|f| !f.is_empty() && !f.iter().all(|s| matches!(s, Seg::Text { text, bare: true } if text.is_empty())));
+    fields.retain(|f| !f.is_empty() && !f.iter().all(|s| matches!(s, Seg::Text { text, bare: true, .. } if text.is_empty())));
     if fields.is_empty() && quoted {
-        fields.push(vec![Seg::Text { text: String::new(), bare: false }]);
+        fields.push(vec![Seg::Text { text: String::new(), bare: false, split: false }]);
     }
     fields
 }

@@ -171,7 +171,7 @@ impl Pattern {
                 _ => {
                     self.regex.is_match(line)
                         || command::simple_argv(line).is_some_and(|argv| self.regex.is_match(&command::canonical(&argv)))
-                        || analysis.is_some_and(|a| a.commands.iter().any(|c| self.regex.is_match(&c.shown())))
+                        || analysis.is_some_and(|a| a.commands.iter().any(|c| self.regex.is_match(&c.shown()) || self.regex.is_match(&c.shown_named())))
                 }
             }),
             Target::Path => {
@@ -779,6 +779,23 @@ pub fn validate_rule(rule: &Rule, example: &Call<'_>, ctx: &Context<'_>) -> Resu
         return Err("a rule that allows every call of every tool is not accepted; name a tool or a pattern".into());
     }
     let analysis = example.command.map(|line| ctx.analyse(line));
+    // A command the pattern spells but that runs other code: say what an allow rule for it needs.
+    if rule.action == Action::Allow
+        && let (Some(line), Some(pattern)) = (example.command, &rule.pattern)
+        && pattern.target == Target::Command
+        && let Some(argv) = command::simple_argv(line)
+    {
+        let spelled = command::canonical(&argv);
+        if pattern.regex.is_match(&spelled) && !pattern.allows_command(line) {
+            return Err(match exec_vector(&argv) {
+                Some(Vector::Launcher(program)) => {
+                    format!("{program} runs other programs or code: an allow rule for it must be the whole command written out, e.g. {}", escape_pattern(&spelled))
+                }
+                Some(Vector::Option(option)) => format!("`{option}` makes {} run other code: an allow rule must spell it out", argv[0]),
+                None => "the pattern would allow shell characters the command holds only quoted: spell them in the pattern".into(),
+            });
+        }
+    }
     if !rule.applies(example, ctx, analysis.as_ref()) {
         return Err(format!("the rule does not match the call it was made for ({}); check the pattern", example.tool));
     }

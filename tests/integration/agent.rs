@@ -176,7 +176,12 @@ fn safe_calls_run_at_once_risky_ones_wait_and_every_call_is_audited() {
     let decided: Vec<(String, String, String)> = audit.iter().rev().map(|e| (e.tool.clone(), e.decision.clone(), e.decided_by.clone())).collect();
     assert_eq!(
         decided,
-        vec![("search_memory".into(), "ran".into(), "policy: default".into()), ("run_command".into(), "ran".into(), "user".into())],
+        vec![
+            // A call that waits is in the audit log as waiting, then as what happened.
+            ("run_command".into(), "waiting".into(), "policy: default".into()),
+            ("search_memory".into(), "ran".into(), "policy: default".into()),
+            ("run_command".into(), "ran".into(), "user".into())
+        ],
         "{audit:?}"
     );
     assert!(audit[0].result_sha256.is_some() && audit[0].duration_millis.is_some());
@@ -238,8 +243,9 @@ fn injection_case(hostile: Hostile<'_>, first: (&str, Value)) {
         }
         Hostile::Page(_) => {}
     }
-    // The user allows every shell command, and (for the web case) fetching the page.
-    add_rule(data.path(), "run_command", Some(("command", "touch .*")), r#"{"command": "touch x"}"#);
+    // The user allows exactly the command the hostile text asks for (and, for the web case, fetching the page).
+    let touch = format!("touch {}", pwned.display());
+    add_rule(data.path(), "run_command", Some(("command", &cowork::tools::policy::pinned_command_rule(&touch).unwrap())), &json!({"command": touch}).to_string());
     if let Hostile::Page(port) = hostile {
         add_rule(data.path(), "fetch_url", Some(("url", &format!("http://127\\.0\\.0\\.1:{port}/.*"))), &format!(r#"{{"url": "http://127.0.0.1:{port}/page"}}"#));
     }
@@ -391,12 +397,15 @@ fn a_call_running_at_a_crash_may_have_run_and_is_never_run_again() {
     let command = format!("sleep 3 && touch {}", late.display());
     let server = scripted(vec![calls(&[("run_command", json!({"command": command}))]), answer("I will not run it again.")]);
     let (data, _paths) = fixture(&server, "Editor", "");
-    add_rule(data.path(), "run_command", Some(("command", "sleep 3 && touch .*")), &json!({"command": command}).to_string());
+    // The task parks at the command; the user approves it from the command line, which runs it.
+    let parked = cowork_cli(data.path(), &["ask", "--agent", "wait then touch"]);
+    assert_eq!(parked.status.code(), Some(3), "{}", String::from_utf8_lossy(&parked.stdout));
+    let call_id = String::from_utf8_lossy(&parked.stdout).lines().find_map(|l| l.strip_prefix("waiting for approval: call ").and_then(|r| r.split_whitespace().next()).map(str::to_owned)).unwrap();
     let mut child = Command::new(env!("CARGO_BIN_EXE_cowork"))
         .env("COWORK_LOG", "warn")
         .arg("--data-dir")
         .arg(data.path())
-        .args(["ask", "--agent", "wait then touch"])
+        .args(["approve", &call_id])
         .stdin(Stdio::null())
         .stdout(Stdio::null())
         .stderr(Stdio::null())
@@ -425,7 +434,7 @@ fn a_call_running_at_a_crash_may_have_run_and_is_never_run_again() {
     assert!(body(&server, 1).to_string().contains("it may have run"), "the model was told");
     let audit = cowork::agent::store::audit(&conn, 10).unwrap();
     assert!(audit.iter().any(|e| e.decision == "may_have_run"));
-    // The shell died with cowork (PR_SET_PDEATHSIG), so the rest of the command never ran.
+    // The command's guard ended it when cowork died, so the rest of the command never ran.
     std::thread::sleep((killed + Duration::from_secs(5)).saturating_duration_since(Instant::now()));
     assert!(!late.exists(), "the interrupted command did not go on after cowork died");
 }
@@ -445,7 +454,10 @@ fn always_allow_from_the_card_saves_a_rule_for_this_task_or_a_day() {
         let answer_id = request.answer_id;
         workers.agent.commands.send(AgentCommand::Chat(request)).unwrap();
         let waiting = wait_call(&events, |c| c.tool == "run_command" && c.status == CallStatus::Waiting);
-        let choice = ApprovalChoice::Always { target: Some("command".into()), pattern: Some("touch .*".into()), scope };
+        // The card suggests the whole command, pinned (a broad `touch .*` is refused).
+        let pinned = cowork::tools::policy::pinned_command_rule(&format!("touch {}", made.display())).unwrap();
+        assert_eq!(waiting.suggested_rule.as_ref().map(|(_, p)| p.as_str()), Some(pinned.as_str()));
+        let choice = ApprovalChoice::Always { target: Some("command".into()), pattern: Some(pinned.clone()), scope };
         workers.agent.commands.send(AgentCommand::Decide { call_id: waiting.call_id, choice }).unwrap();
         let ran = wait_call(&events, |c| c.call_id == waiting.call_id && c.status.settled());
         assert_eq!(ran.status, CallStatus::Done, "{ran:?}");
@@ -455,7 +467,7 @@ fn always_allow_from_the_card_saves_a_rule_for_this_task_or_a_day() {
         let conn = cowork::store::open_read_only(&data.path().join("cowork.db")).unwrap();
         let (kind, value, pattern): (String, Option<i64>, Option<String>) =
             conn.query_row("SELECT scope, scope_value, pattern FROM tool_rules WHERE tool = 'run_command'", [], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?))).unwrap();
-        assert_eq!((kind.as_str(), pattern.as_deref()), (stored, Some("touch .*")));
+        assert_eq!((kind.as_str(), pattern.as_deref()), (stored, Some(pinned.as_str())));
         match scope {
             AllowFor::ThisTask => assert_eq!(value, Some(waiting.operation_id)),
             _ => {

@@ -178,7 +178,7 @@ fn kill_9_during_a_delay_and_during_a_parked_approval_and_both_runs_finish_after
     let conn = cowork::store::open_read_only(&data.path().join("cowork.db")).unwrap();
     let steps = db::steps(&conn, note.run_id).unwrap();
     assert_eq!(steps.iter().map(|s| s.status.as_str()).collect::<Vec<_>>(), ["done", "done"]);
-    assert_eq!(steps[0].decision.as_deref(), Some("user"), "approved by the user, not by the automation");
+    assert_eq!(steps[0].decision.as_deref(), Some("cowork approve"), "approved by the user (with cowork approve), not by the automation");
 }
 
 /// CPU ticks (1/100 s) a thread of this process named `name` has used.

@@ -31,6 +31,8 @@ fn request(question: &str, thread_id: i64) -> ChatRequest {
         is_retry: false,
         agent: false,
         attachments: Vec::new(),
+        text_origin: None,
+        brain: None,
     }
 }
 

@@ -169,7 +169,8 @@ fn the_agent_calls_server_everything_over_stdio_and_http_with_progress_and_stop(
     assert!(!lock.exists(), "a stopped server's lockfile goes");
 
     let conn = cowork::store::open_read_only(&data.path().join("cowork.db")).unwrap();
-    let audit = cowork::agent::store::audit(&conn, 10).unwrap();
+    // (Each call that waited has a "waiting" entry before its outcome.)
+    let audit = cowork::agent::store::audit(&conn, 50).unwrap();
     assert!(audit.iter().any(|e| e.tool == "mcp__everything__echo" && e.decision == "ran" && e.decided_by == "user"), "{audit:?}");
     // Approving a call records the definition it was approved with (the rug-pull check's anchor).
     let anchored = cowork::agent::store::allowed_mcp_tool(&conn, "mcp__everything__echo").unwrap().expect("recorded");

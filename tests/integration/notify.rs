@@ -240,5 +240,5 @@ fn a_flows_agent_step_parks_at_a_risky_call_and_accept_on_the_notification_finis
     let steps = cowork::automations::store::steps(&conn, run.run_id).unwrap();
     assert_eq!(steps[0].output.as_ref().unwrap()["text"], "Saved the draft.");
     let calls = cowork::agent::store::calls(&conn, steps[0].operation_id.unwrap()).unwrap();
-    assert_eq!(calls[0].decided_by.as_deref(), Some("user"), "approved by the user, from the notification");
+    assert_eq!(calls[0].decided_by.as_deref(), Some("user (notification)"), "approved by the user, from the notification");
 }

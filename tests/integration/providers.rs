@@ -593,6 +593,8 @@ fn chat(ask_id: i64, text: &str) -> cowork::agent::ChatRequest {
         is_retry: false,
         agent: false,
         attachments: Vec::new(),
+        text_origin: None,
+        brain: None,
     }
 }
 

@@ -526,6 +526,10 @@ impl<B: LocalBrain> AgentWorker<B> {
         self.close_step_if_settled(operation_id, step);
     }
 
+    pub(super) fn refresh_flow_tools_public(&mut self) {
+        self.refresh_flow_tools();
+    }
+
     /// The automations offered as tools, read from the database.
     fn refresh_flow_tools(&mut self) {
         self.open_db();

@@ -78,6 +78,9 @@ impl<B: LocalBrain> AgentWorker<B> {
                 self.save_operation(&mut live);
                 self.acting.live.insert(operation_id, live);
                 self.refresh_mcp_tools();
+                if super::flows::is_flow(&tool) {
+                    self.refresh_flow_tools_public();
+                }
                 self.decide_call(operation_id, 0, "step".into(), tool, args, &origins, &settings);
                 self.advance(operation_id);
             }

@@ -377,6 +377,20 @@ mod tests {
     use crate::tools::Risk;
     use serde_json::json;
 
+    #[test]
+    fn offered_mcp_tools_put_their_servers_words_in_every_step_of_any_kind_of_task() {
+        // A chat task, an automation's agent step and a delegated helper all carry their tools in the state.
+        let mut state = State { tools: vec!["search_memory".into(), "run_command".into()], ..State::default() };
+        state.push(Turn::new(Role::System, "prompt"), Origin::Instructions);
+        state.push(Turn::new(Role::User, "task"), Origin::User);
+        assert!(state.origins().iter().all(|o| o.trusted()));
+        state.tools.push("mcp__notes__lookup".into());
+        assert!(state.origins().contains(&Origin::McpDefinition), "before any tool has returned anything");
+        // Kept across a save and a restart (the tools are part of the saved state).
+        let restored: State = serde_json::from_str(&serde_json::to_string(&state).unwrap()).unwrap();
+        assert!(restored.origins().contains(&Origin::McpDefinition));
+    }
+
     fn call(id: i64, step: u32, tool: &str, args: Value, status: CallStatus) -> CallRow {
         CallRow {
             call_id: id,

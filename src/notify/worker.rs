@@ -562,3 +562,14 @@ pub fn spawn_notify(
 ) -> std::io::Result<WorkerHandle<NotifyCommand>> {
     spawn_supervised::<NotifyWorker, _>(WorkerName::Notify, policy, sink.clone(), channel, move |_ctx| Ok(NotifyWorker::new(config.clone(), make_hooks(), sink.clone())))
 }
+
+#[cfg(test)]
+mod visible_tests {
+    #[test]
+    fn markup_and_direction_characters_cannot_hide_part_of_an_approval() {
+        let text = "echo ok <b>x</b> & \u{202e}gnp.exe\u{200b}";
+        assert_eq!(super::visible(text, true), "echo ok &lt;b&gt;x&lt;/b&gt; &amp; \\u{202e}gnp.exe\\u{200b}");
+        assert_eq!(super::visible(text, false), "echo ok <b>x</b> & \\u{202e}gnp.exe\\u{200b}");
+        assert_eq!(super::visible("a\nb\tc\u{7}", false), "a\nb\tc\\u{7}");
+    }
+}

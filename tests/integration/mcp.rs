@@ -420,7 +420,7 @@ fn the_builtin_browser_starts_again_behind_the_dead_proxy_when_offline_mode_flip
 }
 
 /// The test venv's Python, which has the `mcp` package (a skip when absent, which a full run refuses).
-fn mcp_python() -> Option<String> {
+pub(super) fn mcp_python() -> Option<String> {
     let python = python();
     require(python.is_some(), "COWORK_TEST_PYTHON with the mcp package (scripts/test installs it)");
     python
@@ -758,7 +758,7 @@ async def main():
 asyncio.run(main())
 "#;
 
-fn py_client(python: &str, dir: &std::path::Path, spec: serde_json::Value) -> Vec<serde_json::Value> {
+pub(super) fn py_client(python: &str, dir: &std::path::Path, spec: serde_json::Value) -> Vec<serde_json::Value> {
     let script = dir.join("client.py");
     std::fs::write(&script, PY_CLIENT).unwrap();
     let out = Command::new(python).arg(&script).arg(spec.to_string()).stdin(Stdio::null()).output().unwrap();
@@ -768,7 +768,7 @@ fn py_client(python: &str, dir: &std::path::Path, spec: serde_json::Value) -> Ve
 }
 
 /// The text of a tools/call result, and whether it is an error.
-fn call_text(result: &serde_json::Value) -> (String, bool) {
+pub(super) fn call_text(result: &serde_json::Value) -> (String, bool) {
     let text = result["content"].as_array().map(|blocks| blocks.iter().filter_map(|b| b["text"].as_str()).collect::<Vec<_>>().join("\n")).unwrap_or_default();
     (text, result["isError"].as_bool().unwrap_or(false))
 }
@@ -790,7 +790,7 @@ fn serve_command(data: &std::path::Path) -> Command {
     command
 }
 
-fn decide_client(data: &std::path::Path, name: &str, allowed: bool) {
+pub(super) fn decide_client(data: &std::path::Path, name: &str, allowed: bool) {
     // What the sidebar's Allow / Deny sends the store.
     let conn = cowork::store::open_writer(&data.join("cowork.db")).unwrap();
     let write = cowork::agent::store::AgentWrite::McpClientDecided { name: name.into(), allowed, by: "user".into(), at_millis: cowork::ids::now_millis() };

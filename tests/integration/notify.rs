@@ -242,3 +242,59 @@ fn a_flows_agent_step_parks_at_a_risky_call_and_accept_on_the_notification_finis
     let calls = cowork::agent::store::calls(&conn, steps[0].operation_id.unwrap()).unwrap();
     assert_eq!(calls[0].decided_by.as_deref(), Some("user (notification)"), "approved by the user, from the notification");
 }
+
+/// F10 of the security review: any peer on the session bus can emit an
+/// `ActionInvoked` signal with the same interface and path as the
+/// notification server; only the server's own (the owner of
+/// `org.freedesktop.Notifications`) approve anything.
+#[test]
+fn a_forged_notification_action_approves_nothing_and_the_body_shows_the_call() {
+    let Some(dunst) = Dunst::start() else { return };
+    let data = temp_dir();
+    let db = data.path().join("cowork.db");
+    drop(cowork::store::open_writer(&db).unwrap());
+    let config = cowork::notify::NotifyConfig { db_path: db.clone(), bus: Some(dunst.bus.clone()), policy: Policy { cooldown_millis: 0, bundle_millis: 0, ..Policy::default() } };
+    let (approved_tx, approved) = crossbeam_channel::bounded(8);
+    let (sink, _) = test_sink();
+    let channel = crossbeam_channel::bounded(64);
+    let client = NotifyClient(channel.0.clone());
+    let mut worker = cowork::notify::spawn_notify(
+        config,
+        channel,
+        move || {
+            let approved_tx = approved_tx.clone();
+            cowork::notify::Hooks { approve: Box::new(move |call| approved_tx.send(call).unwrap()), open: Box::new(|_| {}), restore_local: Box::new(|| {}) }
+        },
+        sink,
+        cowork::runtime::RestartPolicy::default(),
+    )
+    .unwrap();
+    let (shown, whole) = cowork::automations::worker::approval_arguments("run_command", r#"{"command":"echo ok <b>hidden</b> \u202egnp.exe"}"#);
+    assert!(whole);
+    let body = format!("Step \"x\" wants to run run_command:\n{shown}");
+    let id = client.post(Notice { source: "approval".into(), tier: NotifyTier::Urgent, title: "\"tidy\" waits for your approval".into(), body, action: NoticeAction::Approve { call_id: 77 } }).unwrap();
+    until("shown", || state(&db, id).0 == "shown");
+    until("displayed", || dunst.displayed() == 1);
+    let desktop_id = {
+        let conn = cowork::store::open_read_only(&db).unwrap();
+        inbox::by_id(&conn, id).unwrap().unwrap().desktop_id.unwrap()
+    };
+    // Another peer on the bus forges Accept, many times: nothing is approved.
+    let forger = zbus::blocking::connection::Builder::address(dunst.bus.as_str()).unwrap().build().unwrap();
+    for _ in 0..5 {
+        forger.emit_signal(None::<&str>, "/org/freedesktop/Notifications", "org.freedesktop.Notifications", "ActionInvoked", &(desktop_id, "accept")).unwrap();
+    }
+    assert!(approved.recv_timeout(Duration::from_millis(1500)).is_err(), "a forged signal approved the call");
+    assert_eq!(state(&db, id).0, "shown");
+    // The real server's Accept still works.
+    let mut call = None;
+    for _ in 0..10 {
+        assert!(dunst.ctl(&["context"]).0);
+        call = approved.recv_timeout(Duration::from_secs(3)).ok();
+        if call.is_some() {
+            break;
+        }
+    }
+    assert_eq!(call, Some(77), "dunst said:\n{}", dunst.log());
+    assert!(worker.shutdown(NotifyCommand::Shutdown, Duration::from_secs(5)));
+}

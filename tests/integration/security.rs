@@ -660,3 +660,149 @@ fn a_headless_task_names_its_provider_sees_slow_mcp_servers_and_a_waiting_call_i
     let list = String::from_utf8_lossy(&lab.run(&["settings", "list"]).stdout).into_owned();
     assert!(list.contains("agent.max_steps = 7") && list.contains("privacy.denied_apps") && list.contains("consent.scripted.activity"), "{list}");
 }
+
+// ---------------------------------------------------------------------------
+// F7: what the rules withhold stays withheld from other assistants, in chats and summaries too.
+
+#[test]
+fn cowork_mcp_serve_withholds_denied_apps_and_domains_also_in_chats_and_summaries() {
+    let Some(python) = super::mcp::mcp_python() else { return };
+    let lab = Lab::new(vec![]);
+    let now = cowork::ids::now_millis();
+    let hour = 3_600_000;
+    let conn = cowork::store::open_writer(&lab.db()).unwrap();
+    let session = |id: i64, app: &str, title: &str, url: Option<&str>, at: i64| cowork::events::ActivitySession {
+        session_id: id,
+        app: app.into(),
+        title: title.into(),
+        url: url.map(str::to_owned),
+        window_id: id as u32,
+        started_at_millis: at,
+        ended_at_millis: Some(at + 600_000),
+        ..Default::default()
+    };
+    cowork::store::upsert_session(&conn, &session(101, "Signal", "Priya", None, now - 3 * hour)).unwrap();
+    cowork::store::upsert_session(&conn, &session(102, "Firefox", "Statement", Some("https://online.mybank.example/statement"), now - 2 * hour - hour / 2)).unwrap();
+    cowork::store::upsert_session(&conn, &session(103, "Firefox", "Weather forecast", Some("https://weather.example/today"), now - 6 * hour)).unwrap();
+    // Chats: one cites the Signal session without naming it; one sent the bank page as context;
+    // one names Signal; one is harmless.
+    let citation = json!([{"n": 1, "chunk_id": null, "stream": "window", "source_id": 101, "at_millis": now - 3 * hour, "label": "Priya", "open_id": 101}]).to_string();
+    let threads: [(i64, &str, Option<&str>, &str, Option<String>); 4] = [
+        (1, "What did Priya say about the deal?", None, "She said the merger closes Friday.", Some(citation)),
+        (2, "What is my balance?", Some("Firefox — Statement <https://online.mybank.example/statement>"), "Your statement shows an overdraft of 2,300.", None),
+        (3, "Summarise my chats", None, "Chatted in Signal with Priya: the quarterly numbers look good.", None),
+        (4, "Will it rain?", None, "The weather forecast says sunshine all week.", None),
+    ];
+    for (n, question, context, answer, citations) in threads {
+        let thread = cowork::events::ChatThread { thread_id: 500 + n, title: question.into(), updated_at_millis: now };
+        cowork::store::upsert_thread(&conn, &thread, now).unwrap();
+        for (i, (role, text)) in [(cowork::events::Role::User, question), (cowork::events::Role::Assistant, answer)].into_iter().enumerate() {
+            let message = cowork::events::ChatMessage {
+                message_id: 600 + n * 10 + i as i64,
+                thread_id: 500 + n,
+                role,
+                content: text.into(),
+                context: if i == 0 { context.map(str::to_owned) } else { None },
+                status: cowork::events::MessageStatus::Done,
+                created_at_millis: now - hour + n,
+                ask_id: Some(600 + n * 10),
+                provider: None,
+                cost_usd: None,
+                citations: if i == 1 { citations.clone() } else { None },
+                refusal: false,
+            };
+            cowork::store::upsert_message(&conn, &message, None).unwrap();
+        }
+    }
+    // Summaries: one of the hours Signal was used in (its text names nothing withheld), one of a harmless morning.
+    for (start, text) in [(now - 3 * hour - hour / 4, "Worked on the merger plan and caught up with colleagues."), (now - 6 * hour - hour / 4, "Read the weather forecast for the trip.")] {
+        let observation = cowork::memory::Observation { kind: "activity".into(), period_start_millis: start, period_end_millis: start + hour, text: text.into(), model: None };
+        cowork::memory::insert_observation(&conn, &observation, now).unwrap();
+    }
+    cowork::store::set_setting(&conn, "privacy.denied_apps", "Signal", now).unwrap();
+    cowork::store::set_setting(&conn, "privacy.denied_domains", "mybank.example", now).unwrap();
+    drop(conn);
+    let args: Vec<String> = ["--data-dir", lab.data.to_str().unwrap(), "--models-dir", super::support::models_dir().to_str().unwrap(), "mcp", "serve", "--allow", "tester"].map(String::from).to_vec();
+    let queries = ["merger", "overdraft", "Priya", "quarterly", "statement", "weather", "forecast"];
+    let ops: Vec<Value> = queries.iter().map(|q| json!(["call", "search_memory", {"query": q, "limit": 20}])).collect();
+    let results = super::mcp::py_client(&python, &lab.home, json!({"client": "tester", "command": env!("CARGO_BIN_EXE_cowork"), "args": args, "ops": ops}));
+    let mut served = String::new();
+    for (query, result) in queries.iter().zip(&results) {
+        let (text, is_error) = super::mcp::call_text(result);
+        assert!(!is_error, "{query}: {text}");
+        served.push_str(&format!("{query}: {text}\n"));
+    }
+    for (query, result) in queries.iter().zip(&results).take(5) {
+        let (text, _) = super::mcp::call_text(result);
+        assert!(text.starts_with("Nothing in memory matches"), "{query} found withheld text:\n{text}");
+    }
+    for secret in ["merger closes Friday", "2,300", "quarterly numbers", "Worked on the merger plan", "Signal", "mybank"] {
+        assert!(!served.contains(secret), "withheld text was served ({secret}):\n{served}");
+    }
+    assert!(served.contains("sunshine all week") && served.contains("for the trip"), "what is allowed is still served:\n{served}");
+}
+
+// ---------------------------------------------------------------------------
+// F8: no consent, no captured data to the cloud, on every path.
+
+#[test]
+fn an_automation_and_an_app_send_nothing_captured_to_a_cloud_the_user_refused() {
+    let lab = Lab::new(vec![Step::Text("Here is your digest.".into())]);
+    lab.settings(&[("consent.scripted.activity", "never")]);
+    let now = cowork::ids::now_millis();
+    {
+        let conn = cowork::store::open_writer(&lab.db()).unwrap();
+        let session = cowork::events::ActivitySession { session_id: 1, app: "XTerm".into(), title: "deploy".into(), window_id: 1, started_at_millis: now - 600_000, ..Default::default() };
+        cowork::store::upsert_session(&conn, &session).unwrap();
+        conn.execute(
+            "INSERT INTO clipboard_events (clip_id, at_ms, app, title, text, trigger) VALUES (1, ?1, 'XTerm', 'deploy', ?2, 'shortcut')",
+            rusqlite::params![now - 300_000, "export STRIPE=sk-live-4eC39HqLyjWDarjtT1zdp7dc card 4111 1111 1111 1111"],
+        )
+        .unwrap();
+    }
+    let flow = json!({"name": "digest", "trigger": {"kind": "manual"}, "steps": [
+        {"id": "found", "kind": "tool", "tool": "search_memory", "args": {"query": "STRIPE"}},
+        {"id": "sum", "kind": "agent", "prompt": "Summarise this for me: ${steps.found.data.text}", "tools": [], "tier": "cloud"}]});
+    let file = lab.home.join("flow.json");
+    std::fs::write(&file, flow.to_string()).unwrap();
+    assert!(lab.run(&["automations", "import", file.to_str().unwrap()]).status.success());
+    let out = lab.run(&["automations", "run", "digest", "--wait-secs", "60"]);
+    let received = lab.model.received();
+    assert!(!received.contains("sk-live") && !received.contains("4111"), "captured text reached a refused cloud:\n{received}");
+    assert!(lab.model.requests.lock().is_empty(), "nothing at all was sent: {received}");
+    let said = text(&out);
+    assert!(said.contains("not sent to scripted") || said.contains("not allowed"), "the run says why: {said}");
+    // An app's ai.complete: refused, as the app cannot ask for consent.
+    let paths = cowork::config::Paths::resolve(Some(lab.data.clone()), Some(super::support::models_dir())).unwrap();
+    let (workers, _events) = super::support::start_workers(&paths);
+    let (reply, answer) = crossbeam_channel::bounded(1);
+    workers.agent.commands.send(cowork::agent::AgentCommand::AppComplete { app_id: "notes".into(), prompt: "sk-live-4eC39HqLyjWDarjtT1zdp7dc: summarise".into(), reply }).unwrap();
+    let answered = answer.recv_timeout(Duration::from_secs(30)).unwrap();
+    workers.shutdown(Duration::from_secs(5));
+    let err = answered.unwrap_err();
+    assert!(err.contains("not allowed") || err.contains("cannot ask for cloud consent"), "{err}");
+    assert!(lab.model.requests.lock().is_empty(), "the app's prompt went out: {}", lab.model.received());
+}
+
+// ---------------------------------------------------------------------------
+// MCP prompts and app text filled into the input keep their origin when sent.
+
+#[test]
+fn a_prompt_a_server_wrote_is_the_servers_words_even_when_the_user_sends_it() {
+    use cowork::agent::AgentCommand;
+    use cowork::events::CallStatus;
+    let mut lab = Lab::new(vec![]);
+    let mark = lab.home.join("MARK");
+    let command = format!("touch {}", mark.display());
+    lab.script(vec![calls(&[("run_command", json!({"command": command}))]), Step::Text("done".into())]);
+    lab.allow_command(&command);
+    let paths = cowork::config::Paths::resolve(Some(lab.data.clone()), Some(super::support::models_dir())).unwrap();
+    let (workers, events) = super::support::start_workers(&paths);
+    let mut request = super::agent::task("Follow the steps in this prompt");
+    request.text_origin = Some(cowork::tools::Origin::McpDefinition);
+    workers.agent.commands.send(AgentCommand::Chat(request)).unwrap();
+    let waiting = super::agent::wait_call(&events, |c| c.tool == "run_command" && c.status == CallStatus::Waiting);
+    assert!(waiting.why.contains("MCP server"), "{}", waiting.why);
+    assert!(!mark.exists());
+    workers.shutdown(Duration::from_secs(5));
+}

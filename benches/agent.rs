@@ -5,6 +5,9 @@
 //! with its conversation, and each call) as the store worker writes them.
 //! The issue's bound is 1 ms a step. The agent also logs the figure it
 //! measures around each real model call (`agent step … overhead_micros=`).
+//! Issue 38's bound: the policy's decision stays within 1 ms a call with the
+//! shell reader in place, for a plain command, a hostile compound one and an
+//! MCP call whose every string is checked as a path.
 
 use std::time::Duration;
 
@@ -57,12 +60,40 @@ fn step(c: &mut Criterion) {
             for (tool, args) in &calls {
                 registry::validate(tool, args).unwrap();
                 let classified = registry::classify(tool, args, &env).unwrap();
-                let ctx = policy::Context { operation_id: 1, now_millis: 1_000, data_dir: &env.data_dir, home: &env.home, origins: &origins, always_ask: &always_ask };
+                let ctx = policy::Context { operation_id: 1, now_millis: 1_000, data_dir: &env.data_dir, home: &env.home, cwd: &env.cwd, origins: &origins, always_ask: &always_ask };
                 decided += policy::decide(&classified.call(tool, args), &rules, &ctx).why.len();
             }
             (next, decided)
         })
     });
+    // One call each, with the command read as sh reads it (issue 38): the bound is 1 ms a call.
+    let allow = vec![policy::Rule {
+        id: 1,
+        tool: "run_command".into(),
+        action: policy::Action::Allow,
+        pattern: Some(policy::Pattern::new(policy::Target::Command, "git status --short").unwrap()),
+        scope: policy::Scope::Always,
+    }];
+    let ctx = policy::Context { operation_id: 1, now_millis: 1_000, data_dir: &env.data_dir, home: &env.home, cwd: &env.cwd, origins: &origins, always_ask: &always_ask };
+    for (name, command) in [
+        ("decide_a_simple_command_under_an_allow_rule", "git status --short"),
+        (
+            "decide_a_hostile_compound_command",
+            "cd .local/share && D=$(printf %s \"$HOME\"); for f in notes/*; do git status & \"rm\" -rf \"$f\" | xargs -n1 sh -c 'cat ~/.local/sha*/cowork/*.db' ; done; eval \"$(echo ls)\" <<EOF\n$HOME/{a,b}\nEOF",
+        ),
+    ] {
+        let args = json!({"command": command});
+        group.bench_function(name, |b| {
+            b.iter(|| {
+                let classified = registry::classify("run_command", &args, &env).unwrap();
+                policy::decide(&classified.call("run_command", &args), &allow, &ctx).why.len()
+            })
+        });
+    }
+    // An MCP call, whose every string argument is read as a possible path.
+    let mcp_args = json!({"query": "quarterly numbers", "paths": ["notes/today.md", "~/Documents/report.txt", "file:///tmp/x"], "options": {"depth": 3, "note": "see ./notes and $HOME/Documents"}});
+    let mcp = registry::Classified { risk: cowork::tools::Risk::Sensitive, untyped: true, ..registry::Classified::default() };
+    group.bench_function("decide_an_mcp_call_reading_every_string", |b| b.iter(|| policy::decide(&mcp.call("mcp__fs__search", &mcp_args), &rules, &ctx).why.len()));
     let mut id = 10;
     group.bench_function("record_one_step_in_sqlite", |b| {
         b.iter(|| {

@@ -46,6 +46,7 @@ pub fn run_checks(paths: &Paths, display: Option<&str>) -> Vec<Check> {
     let desktop_accessibility = crate::workers::read_settings(paths).0.desktop_accessibility;
     checks.push(accessibility_check(desktop_accessibility));
     checks.push(secrets_check(paths));
+    checks.extend(mcp_trust_checks(paths));
     checks.extend(stream_checks(paths));
     let manifest = Manifest::bundled();
     match &manifest {
@@ -78,6 +79,26 @@ pub fn run_checks(paths: &Paths, display: Option<&str>) -> Vec<Check> {
     let chat = manifest.as_ref().ok().and_then(|m| crate::workers::chat_model(m, paths));
     checks.extend(worker_checks(paths, display, chat, desktop_accessibility));
     checks
+}
+
+/// What each configured MCP server's trust allows, in one sentence each.
+fn mcp_trust_checks(paths: &Paths) -> Vec<Check> {
+    let config = match crate::mcp::config::McpConfig::load(&paths.data_dir) {
+        Ok(config) => config,
+        Err(err) => return vec![Check { area: "mcp", name: "mcp-servers.json".into(), status: Status::Fail, detail: format!("{err:#}") }],
+    };
+    config
+        .servers
+        .iter()
+        .map(|(name, server)| {
+            let detail = if server.disabled {
+                "disabled: none of its tools is offered".to_owned()
+            } else {
+                format!("{} {}", crate::mcp::tools::trust_text(server.trusted), crate::mcp::tools::UNTRUSTED_TEXT)
+            };
+            Check { area: "mcp", name: name.clone(), status: Status::Ok, detail }
+        })
+        .collect()
 }
 
 /// The VAD model loads in whisper.cpp (its file checked in Rust first).

@@ -37,6 +37,22 @@ pub struct McpTool {
     pub open_world: Option<bool>,
 }
 
+/// What trusting an MCP server allows (`cowork doctor` and Settings → Integrations say it).
+pub fn trust_text(trusted: bool) -> &'static str {
+    if trusted {
+        "Trusted: a tool it marks read-only and closed (readOnlyHint, openWorldHint false) runs without asking; one it marks destructive is dangerous."
+    } else {
+        "Not trusted: every tool of it is at least sensitive and asks unless one of your rules allows it."
+    }
+}
+
+/// How every server's own words are treated, trusted or not.
+pub const UNTRUSTED_TEXT: &str =
+    "Its tool names, descriptions, schemas, prompts and resources are untrusted text: with them in a step, a sensitive call asks whatever your rules say.";
+
+/// The same for every server at once (Settings → Integrations).
+pub const UNTRUSTED_ALL: &str = "Trusted or not, a server's tool names, descriptions, schemas, prompts and resources are untrusted text: with them in a step, a sensitive call asks whatever your rules say.";
+
 /// What model APIs accept as a function name: `[A-Za-z0-9_-]{1,64}`.
 const NAME_LIMIT: usize = 64;
 

@@ -25,6 +25,9 @@ pub struct IntegrationsPanel {
 pub fn integrations_ui(ui: &mut egui::Ui, state: &AppState, panel: &mut IntegrationsPanel, actions: &mut Vec<UiAction>) {
     if state.mcp_servers.is_empty() {
         ui.label(RichText::new("No MCP servers; add one below, or `cowork mcp import FILE` takes Claude Desktop's, Zed's or Codex's").small().color(theme::MUTED));
+    } else {
+        // Trusted or not, a server's own words never act for the user.
+        ui.add(egui::Label::new(RichText::new(crate::mcp::tools::UNTRUSTED_ALL).small().color(theme::MUTED)).wrap());
     }
     for server in &state.mcp_servers {
         let (colour, detail) = match &server.status {
@@ -76,12 +79,13 @@ pub fn integrations_ui(ui: &mut egui::Ui, state: &AppState, panel: &mut Integrat
             let mut trusted = server.trusted;
             if ui
                 .checkbox(&mut trusted, "Trust its annotations")
-                .on_hover_text("Trusted, a tool the server calls read-only runs without asking; untrusted, every tool of it asks")
+                .on_hover_text(crate::mcp::tools::UNTRUSTED_TEXT)
                 .changed()
             {
                 actions.push(UiAction::McpEdit(McpEdit::SetTrusted(server.name.clone(), trusted)));
             }
         });
+        ui.add(egui::Label::new(RichText::new(crate::mcp::tools::trust_text(server.trusted)).small()).wrap());
         if let Some(report) = state.mcp_test.as_ref().filter(|r| r.server == server.name) {
             let text = match &report.result {
                 Ok(f) => format!(

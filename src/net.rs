@@ -84,7 +84,7 @@ impl OutboundGate {
             });
             return Err(GateError::Offline { host, purpose: purpose.to_owned() });
         }
-        Ok(Admission { host: host, purpose: purpose.to_owned(), at_millis })
+        Ok(Admission { host, purpose: purpose.to_owned(), at_millis })
     }
 
     /// Records what an admitted request sent and received.

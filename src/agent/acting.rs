@@ -461,21 +461,13 @@ impl<B: LocalBrain> AgentWorker<B> {
             Ok(classified) => {
                 call.risk = classified.risk;
                 let rules = self.db_rules();
-                let ctx = policy::Context {
-                    operation_id,
-                    now_millis: now,
-                    data_dir: &self.acting.files.data_dir,
-                    home: &self.acting.files.home,
-                    cwd: &self.acting.files.cwd,
-                    origins,
-                    always_ask: &settings.always_ask,
-                };
+                let ctx = policy::Context { now_millis: now, ..self.policy_context(operation_id, origins, &settings.always_ask) };
                 let decision = policy::decide(&classified.call(&tool, &args), &rules, &ctx);
                 let (decision, first_allowed) = self.recheck_mcp(&tool, decision);
-                if let Some(definition) = first_allowed {
-                    if let Err(err) = self.record(AgentWrite::AllowedMcpTool(definition, now)) {
-                        tracing::warn!(%err, "an MCP tool's allowed definition was not recorded");
-                    }
+                if let Some(definition) = first_allowed
+                    && let Err(err) = self.record(AgentWrite::AllowedMcpTool(definition, now))
+                {
+                    tracing::warn!(%err, "an MCP tool's allowed definition was not recorded");
                 }
                 call.why = decision.why.clone();
                 call.decided_by = Some(match decision.phase {
@@ -556,6 +548,19 @@ impl<B: LocalBrain> AgentWorker<B> {
                 (self.acting.mcp_tools, self.acting.mcp_starting) = (now.offered, now.starting);
             }
             _ => self.refresh_mcp_tools(),
+        }
+    }
+
+    /// The policy's view of a step of `operation_id`.
+    fn policy_context<'a>(&'a self, operation_id: i64, origins: &'a [Origin], always_ask: &'a [String]) -> policy::Context<'a> {
+        policy::Context {
+            operation_id,
+            now_millis: now_millis(),
+            data_dir: &self.acting.files.data_dir,
+            home: &self.acting.files.home,
+            cwd: &self.acting.files.cwd,
+            origins,
+            always_ask,
         }
     }
 
@@ -808,6 +813,8 @@ impl<B: LocalBrain> AgentWorker<B> {
     }
 
     pub(super) fn handle_decision_by(&mut self, call_id: i64, choice: ApprovalChoice, by: String) {
+        /// What a decision writes: the call's new status, its output, edited arguments, who decided.
+        type Decided = (CallStatus, Option<String>, Option<(Value, crate::tools::Risk)>, String);
         let Some((operation_id, call)) = self.acting.live.iter().find_map(|(id, l)| l.calls.iter().find(|c| c.call_id == call_id).map(|c| (*id, c.clone()))) else {
             self.decide_elsewhere(call_id, choice, &by);
             return;
@@ -820,7 +827,7 @@ impl<B: LocalBrain> AgentWorker<B> {
         }
         let settings = self.settings();
         // What the decision writes: the new status, its output, edited arguments.
-        let decided: Result<(CallStatus, Option<String>, Option<(Value, crate::tools::Risk)>, String), String> = match choice {
+        let decided: Result<Decided, String> = match choice {
             ApprovalChoice::Answer(text) if call.tool == "ask_user" => Ok((CallStatus::Done, Some(text), None, by.clone())),
             ApprovalChoice::Deny { reason } => {
                 let why = if reason.trim().is_empty() { "The user denied this call.".to_owned() } else { format!("The user denied this call: {}", reason.trim()) };
@@ -832,15 +839,7 @@ impl<B: LocalBrain> AgentWorker<B> {
                     // The edited call still goes through phase 1 (own data is refused
                     // whatever the user typed) and the user's own deny rules.
                     let rules = self.db_rules();
-                    let ctx = policy::Context {
-                        operation_id,
-                        now_millis: now_millis(),
-                        data_dir: &self.acting.files.data_dir,
-                        home: &self.acting.files.home,
-                        cwd: &self.acting.files.cwd,
-                        origins: &[Origin::User],
-                        always_ask: &[],
-                    };
+                    let ctx = self.policy_context(operation_id, &[Origin::User], &[]);
                     let decision = policy::decide(&classified.call(&call.tool, &arguments), &rules, &ctx);
                     if decision.action == Action::Deny {
                         let phase = serde_json::to_value(&decision.phase).ok().and_then(|v| v.as_str().map(str::to_owned)).unwrap_or_else(|| "rule".into());
@@ -866,15 +865,7 @@ impl<B: LocalBrain> AgentWorker<B> {
                     Ok(pattern) => {
                         let rule = Rule { id: next_id(), tool: call.tool.clone(), action: Action::Allow, pattern, scope };
                         let classified = self.check_and_classify(&call.tool, &call.arguments).unwrap_or_default();
-                        let ctx = policy::Context {
-                            operation_id,
-                            now_millis: now_millis(),
-                            data_dir: &self.acting.files.data_dir,
-                            home: &self.acting.files.home,
-                            cwd: &self.acting.files.cwd,
-                            origins: &[],
-                            always_ask: &settings.always_ask,
-                        };
+                        let ctx = self.policy_context(operation_id, &[], &settings.always_ask);
                         match policy::validate_rule(&rule, &classified.call(&call.tool, &call.arguments), &ctx) {
                             Err(err) => Err(format!("the rule was not saved: {err}")),
                             Ok(()) => {

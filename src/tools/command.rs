@@ -1146,6 +1146,9 @@ enum Var {
     Unknown,
 }
 
+/// A subshell's saved directory and variables.
+type Saved = (Vec<PathBuf>, bool, HashMap<String, Var>);
+
 /// What a line's commands see while it is read in order.
 #[derive(Clone, Debug)]
 struct Scope {
@@ -1223,7 +1226,8 @@ impl Reader<'_> {
                         }
                     }
                 }
-                let mut saved: Vec<(usize, (Vec<PathBuf>, bool, HashMap<String, Var>))> = Vec::new();
+                // What a subshell's start saved, restored when it ends: (scope id, (cwds, cwd unknown, variables)).
+                let mut saved: Vec<(usize, Saved)> = Vec::new();
                 let mut current_scope: Vec<usize> = Vec::new();
                 for raw in &raws {
                     // Leaving a subshell: its `cd` and variables end with it.
@@ -1787,9 +1791,9 @@ impl Reader<'_> {
     }
 
     fn parameter(&mut self, param: &Param, scope: &mut Scope, depth: usize) -> Vec<Seg> {
-        let current = if depth > 0 && scope.assigned_anywhere.contains(&param.name) {
-            Some(Var::Unknown)
-        } else if param.name.len() == 1 && "@*#?$!-0123456789".contains(param.name.as_str()) {
+        // Special parameters, and variables a loop or function sets, are not known where read.
+        let special = param.name.len() == 1 && "@*#?$!-0123456789".contains(param.name.as_str());
+        let current = if special || (depth > 0 && scope.assigned_anywhere.contains(&param.name)) {
             Some(Var::Unknown)
         } else {
             scope.vars.get(&param.name).cloned()

@@ -85,6 +85,25 @@ fn state(db: &std::path::Path, id: i64) -> (String, Option<String>) {
     inbox::by_id(&conn, id).unwrap().map_or((String::new(), None), |row| (row.state, row.reason))
 }
 
+/// A notify worker whose Accept hook sends the approved call's id to `approved`.
+fn spawn_worker(config: cowork::notify::NotifyConfig, approved: crossbeam_channel::Sender<i64>) -> (cowork::runtime::WorkerHandle<NotifyCommand>, NotifyClient) {
+    let (sink, _) = test_sink();
+    let channel = crossbeam_channel::bounded(64);
+    let client = NotifyClient(channel.0.clone());
+    let handle = cowork::notify::spawn_notify(
+        config,
+        channel,
+        move || {
+            let approved = approved.clone();
+            cowork::notify::Hooks { approve: Box::new(move |call| approved.send(call).unwrap()), open: Box::new(|_| {}), restore_local: Box::new(|| {}) }
+        },
+        sink,
+        cowork::runtime::RestartPolicy::default(),
+    )
+    .unwrap();
+    (handle, client)
+}
+
 fn notice(source: &str, tier: NotifyTier, title: &str, action: NoticeAction) -> Notice {
     Notice { source: source.into(), tier, title: title.into(), body: format!("from {source}"), action }
 }
@@ -99,24 +118,7 @@ fn a_real_dunst_shows_accepts_dismisses_and_expires_and_the_gate_holds_defers_an
     let policy = Policy { caps_per_hour: [20, 6, 2], cooldown_millis: 0, bundle_millis: 0, ..Policy::default() };
     let config = cowork::notify::NotifyConfig { db_path: db.clone(), bus: Some(dunst.bus.clone()), policy };
     let (approved_tx, approved) = crossbeam_channel::bounded(8);
-    let spawn = |config: cowork::notify::NotifyConfig| {
-        let (sink, _) = test_sink();
-        let approved_tx = approved_tx.clone();
-        let channel = crossbeam_channel::bounded(64);
-        let client = NotifyClient(channel.0.clone());
-        let handle = cowork::notify::spawn_notify(
-            config,
-            channel,
-            move || {
-                let approved_tx = approved_tx.clone();
-                cowork::notify::Hooks { approve: Box::new(move |call| approved_tx.send(call).unwrap()), open: Box::new(|_| {}), restore_local: Box::new(|| {}) }
-            },
-            sink,
-            cowork::runtime::RestartPolicy::default(),
-        )
-        .unwrap();
-        (handle, client)
-    };
+    let spawn = |config: cowork::notify::NotifyConfig| spawn_worker(config, approved_tx.clone());
     let (mut worker, client) = spawn(config.clone());
 
     // An approval: shown with Accept; Accept in dunst's menu approves that call.
@@ -255,20 +257,7 @@ fn a_forged_notification_action_approves_nothing_and_the_body_shows_the_call() {
     drop(cowork::store::open_writer(&db).unwrap());
     let config = cowork::notify::NotifyConfig { db_path: db.clone(), bus: Some(dunst.bus.clone()), policy: Policy { cooldown_millis: 0, bundle_millis: 0, ..Policy::default() } };
     let (approved_tx, approved) = crossbeam_channel::bounded(8);
-    let (sink, _) = test_sink();
-    let channel = crossbeam_channel::bounded(64);
-    let client = NotifyClient(channel.0.clone());
-    let mut worker = cowork::notify::spawn_notify(
-        config,
-        channel,
-        move || {
-            let approved_tx = approved_tx.clone();
-            cowork::notify::Hooks { approve: Box::new(move |call| approved_tx.send(call).unwrap()), open: Box::new(|_| {}), restore_local: Box::new(|| {}) }
-        },
-        sink,
-        cowork::runtime::RestartPolicy::default(),
-    )
-    .unwrap();
+    let (mut worker, client) = spawn_worker(config, approved_tx);
     let (shown, whole) = cowork::automations::worker::approval_arguments("run_command", r#"{"command":"echo ok <b>hidden</b> \u202egnp.exe"}"#);
     assert!(whole);
     let body = format!("Step \"x\" wants to run run_command:\n{shown}");

@@ -157,8 +157,8 @@ impl Desktop {
     }
 
     fn show(&self, title: &str, body: &str, tier: NotifyTier, accept: bool) -> Result<u32, String> {
-        let title = visible(title, false);
-        let body = visible(body, self.body_markup());
+        let title = crate::tools::visible(title, false);
+        let body = crate::tools::visible(body, self.body_markup());
         let (title, body) = (title.as_str(), body.as_str());
         let urgency: u8 = match tier {
             NotifyTier::Informational => 0,
@@ -193,26 +193,6 @@ impl Desktop {
         };
         get("org.dunstproject.cmd0", "paused").or_else(|| get(DEST, "Inhibited")).unwrap_or(false)
     }
-}
-
-/// Text as a notification server should show it: control and direction
-/// characters made visible (they could reorder or hide what an approval
-/// shows), and markup escaped where the server reads it.
-pub fn visible(text: &str, escape_markup: bool) -> String {
-    let mut out = String::with_capacity(text.len());
-    for c in text.chars() {
-        match c {
-            '\n' | '\t' => out.push(c),
-            '&' if escape_markup => out.push_str("&amp;"),
-            '<' if escape_markup => out.push_str("&lt;"),
-            '>' if escape_markup => out.push_str("&gt;"),
-            c if c.is_control() || matches!(c, '\u{200b}'..='\u{200f}' | '\u{202a}'..='\u{202e}' | '\u{2066}'..='\u{2069}' | '\u{feff}') => {
-                out.push_str(&format!("\\u{{{:x}}}", c as u32));
-            }
-            c => out.push(c),
-        }
-    }
-    out
 }
 
 pub struct NotifyWorker {
@@ -568,8 +548,8 @@ mod visible_tests {
     #[test]
     fn markup_and_direction_characters_cannot_hide_part_of_an_approval() {
         let text = "echo ok <b>x</b> & \u{202e}gnp.exe\u{200b}";
-        assert_eq!(super::visible(text, true), "echo ok &lt;b&gt;x&lt;/b&gt; &amp; \\u{202e}gnp.exe\\u{200b}");
-        assert_eq!(super::visible(text, false), "echo ok <b>x</b> & \\u{202e}gnp.exe\\u{200b}");
-        assert_eq!(super::visible("a\nb\tc\u{7}", false), "a\nb\tc\\u{7}");
+        assert_eq!(crate::tools::visible(text, true), "echo ok &lt;b&gt;x&lt;/b&gt; &amp; \\u{202e}gnp.exe\\u{200b}");
+        assert_eq!(crate::tools::visible(text, false), "echo ok <b>x</b> & \\u{202e}gnp.exe\\u{200b}");
+        assert_eq!(crate::tools::visible("a\nb\tc\u{7}", false), "a\nb\tc\\u{7}");
     }
 }

@@ -63,9 +63,9 @@ pub fn arguments_text(call: &ToolCallView) -> String {
     if let Some(map) = object.filter(|m| m.len() == 1)
         && let Some(text) = map.values().next().and_then(|v| v.as_str())
     {
-        return text.to_owned();
+        return crate::tools::visible(text, false);
     }
-    serde_json::to_string_pretty(&call.arguments).unwrap_or_default()
+    crate::tools::visible(&serde_json::to_string_pretty(&call.arguments).unwrap_or_default(), false)
 }
 
 /// One line for a chip: the first argument, shortened.

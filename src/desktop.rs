@@ -2,6 +2,9 @@
 //! (quick prompt, pause, push-to-talk), the system tray, and the sidebar's default
 //! placement from the X11 work area.
 
+pub mod session;
+pub mod wayland;
+
 use global_hotkey::hotkey::HotKey;
 use global_hotkey::{GlobalHotKeyEvent, GlobalHotKeyManager, HotKeyState};
 

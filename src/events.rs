@@ -461,6 +461,8 @@ pub enum AppEvent {
     Setting { key: String, value: String },
     /// Something a user should see that is not tied to one worker's health.
     Notice(String),
+    /// Which desktop this is and what cowork can see and do there (once, at start).
+    Desktop(Box<crate::desktop::session::Report>),
     /// The MCP servers and their state, whenever one changes.
     McpServers(Vec<McpServerView>),
     /// The clients of `cowork mcp serve`; a pending one is asked about.

@@ -858,6 +858,7 @@ fn run_sidebar(paths: &Paths, display: Option<String>, screenshot: Option<PathBu
             ctx.request_repaint();
         }
     });
+    let display_for_hotkeys = display.clone();
     let (workers, settings, warnings) = Workers::start(
         paths,
         WorkerOptions {
@@ -878,16 +879,24 @@ fn run_sidebar(paths: &Paths, display: Option<String>, screenshot: Option<PathBu
         (settings.pause_hotkey.as_str(), HotkeyAction::TogglePause),
         (settings.voice.hotkey.as_str(), HotkeyAction::Voice),
     ];
-    let hotkeys = match GlobalHotkeys::register(&bindings, sink.clone()) {
-        Ok((hotkeys, errors)) => {
-            for error in errors {
-                state.notice(error);
+    // Key grabs work on an X session only: under XWayland they would fire only
+    // while an X app has focus. Wayland binds `cowork trigger …` in the compositor.
+    let desktop = cowork::desktop::session::for_display(display_for_hotkeys.as_deref(), settings.desktop_accessibility);
+    let hotkeys = if !desktop.x11_decides() {
+        tracing::info!("global hotkeys: {}", desktop.state(cowork::desktop::session::Capability::Hotkeys).text());
+        None
+    } else {
+        match GlobalHotkeys::register(&bindings, sink.clone()) {
+            Ok((hotkeys, errors)) => {
+                for error in errors {
+                    state.notice(error);
+                }
+                Some(hotkeys)
             }
-            Some(hotkeys)
-        }
-        Err(err) => {
-            state.notice(format!("global hotkeys unavailable: {err:#}"));
-            None
+            Err(err) => {
+                state.notice(format!("global hotkeys unavailable: {err:#}"));
+                None
+            }
         }
     };
     let tray = match TrayIcon::spawn(settings.privacy.paused, sink.clone()) {

@@ -328,6 +328,8 @@ pub struct AppState {
     pub tool_progress: BTreeMap<i64, String>,
     /// The MCP servers (Settings → Integrations).
     pub mcp_servers: Vec<crate::events::McpServerView>,
+    /// The desktop session and each capability's state (None until the workers start).
+    pub desktop: Option<crate::desktop::session::Report>,
     pub mcp_clients: Vec<crate::events::McpClientView>,
     /// Apps → Automations: the flows and their newest runs.
     pub automations: crate::events::AutomationsView,
@@ -568,6 +570,7 @@ impl AppState {
                 }
             }
             AppEvent::Notice(text) => self.notice(text),
+            AppEvent::Desktop(report) => self.desktop = Some(*report),
             AppEvent::McpServers(servers) => self.mcp_servers = servers,
             AppEvent::McpClients(clients) => self.mcp_clients = clients,
             AppEvent::Automations(view) => self.automations = view,

@@ -7,6 +7,7 @@ pub mod agent;
 pub mod chat;
 pub mod consent;
 pub mod context;
+pub mod desktop;
 pub mod flow_editor;
 pub mod integrations;
 pub mod locked;

@@ -116,20 +116,30 @@ impl Workers {
         let automations_channels = crate::automations::worker::AutomationsChannels::default();
         let notify_channel = bounded(64);
         let (capture, keys, clipboard, a11y) = if options.capture {
+            // Which desktop this is decides which paths may record anything: an X
+            // display named on the command line is X11; otherwise the session says.
+            let desktop = crate::desktop::session::for_display(options.display.as_deref(), settings.desktop_accessibility);
+            sink.send(AppEvent::Desktop(Box::new(desktop.clone())));
+            let x11 = desktop.x11_decides();
+            let off = |capability: crate::desktop::session::Capability| (!x11).then(|| desktop.state(capability).text());
             // device_query and arboard read $DISPLAY; those streams run only when that is the display we watch.
             let same_display = options.display.is_none() || options.display == std::env::var("DISPLAY").ok();
+            let not_ours = || "it is read from $DISPLAY, which is not the display being captured".to_owned();
+            let keys_off = off(crate::desktop::session::Capability::TypingStream).or_else(|| (!same_display).then(not_ours));
+            let clipboard_off = off(crate::desktop::session::Capability::ClipboardWatch).or_else(|| (!same_display).then(not_ours));
             let (copy_tx, copy_rx) = bounded(8);
-            let keys = spawn_keys(store.commands.clone(), Some(copy_tx), same_display, sink.clone(), options.policy)?;
+            let keys = spawn_keys(store.commands.clone(), Some(copy_tx), keys_off, sink.clone(), options.policy)?;
             let clipboard = spawn_clipboard(
                 options.display.clone(),
-                same_display,
+                clipboard_off,
                 store.commands.clone(),
                 copy_rx,
                 sink.clone(),
                 options.policy,
             )?;
             let a11y = spawn_a11y(keys.commands.clone(), settings.desktop_accessibility, sink.clone(), options.policy)?;
-            let config = CaptureConfig { display: options.display.clone(), afk_secs: settings.afk_secs, rules: settings.rules() };
+            let blind = off(crate::desktop::session::Capability::FocusedWindow);
+            let config = CaptureConfig { display: options.display.clone(), afk_secs: settings.afk_secs, rules: settings.rules(), blind };
             let streams = StreamSenders {
                 keys: Some(keys.commands.clone()),
                 clipboard: Some(clipboard.commands.clone()),

@@ -27,4 +27,5 @@ mod integration {
     mod supervisor;
     mod ui;
     mod voice;
+    mod wayland;
 }

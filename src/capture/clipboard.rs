@@ -111,8 +111,9 @@ pub enum ClipboardCommand {
 
 pub struct ClipboardWorker {
     display: Option<String>,
-    /// arboard reads `$DISPLAY`: off when capture watches another display.
-    enabled: bool,
+    /// Why the clipboard is not watched (capture watches another display than
+    /// arboard's `$DISPLAY`; a Wayland session without data-control); None: watched.
+    off: Option<String>,
     recording: bool,
     store: Sender<StoreCommand>,
     copy_signals: Receiver<()>,
@@ -198,11 +199,9 @@ impl Supervised for ClipboardWorker {
     type Command = ClipboardCommand;
 
     fn run(&mut self, commands: &Receiver<ClipboardCommand>, ctx: &WorkerContext) -> anyhow::Result<()> {
-        let (watched, clipboard) = if self.enabled {
-            (watch_clipboard(self.display.as_deref()), arboard::Clipboard::new().map_err(|err| err.to_string()))
-        } else {
-            let reason = "it is read from $DISPLAY, which is not the display being captured".to_owned();
-            (Err(reason.clone()), Err(reason))
+        let (watched, clipboard) = match &self.off {
+            None => (watch_clipboard(self.display.as_deref()), arboard::Clipboard::new().map_err(|err| err.to_string())),
+            Some(reason) => (Err(reason.clone()), Err(reason.clone())),
         };
         let (conn, mut clipboard) = match (watched, clipboard) {
             (Ok(conn), Ok(clipboard)) => (Some(conn), Some(clipboard)),
@@ -256,10 +255,10 @@ impl Supervised for ClipboardWorker {
 }
 
 /// Starts the clipboard worker on a thread named `clipboard`. It reads
-/// `$DISPLAY` (arboard); with `use_display` false it is degraded.
+/// `$DISPLAY` (arboard); with `off` (why not) it is degraded.
 pub fn spawn_clipboard(
     display: Option<String>,
-    use_display: bool,
+    off: Option<String>,
     store: Sender<StoreCommand>,
     copy_signals: Receiver<()>,
     sink: EventSink,
@@ -269,7 +268,7 @@ pub fn spawn_clipboard(
     spawn_supervised::<ClipboardWorker, _>(WorkerName::Clipboard, policy, sink.clone(), channel, move |_ctx| {
         Ok(ClipboardWorker {
             display: display.clone(),
-            enabled: use_display,
+            off: off.clone(),
             recording: true,
             store: store.clone(),
             copy_signals: copy_signals.clone(),

@@ -348,6 +348,8 @@ pub struct KeysWorker {
     store: Sender<StoreCommand>,
     /// Where copy shortcuts go (the clipboard stream), if anywhere.
     copy_signal: Option<Sender<()>>,
+    /// Why key state is not read (a Wayland session, another display).
+    off: Option<String>,
 }
 
 impl KeysWorker {
@@ -382,7 +384,8 @@ impl Supervised for KeysWorker {
 
     fn run(&mut self, commands: &Receiver<KeysCommand>, ctx: &WorkerContext) -> anyhow::Result<()> {
         if self.device.is_none() {
-            ctx.report(WorkerState::Degraded("no X display for key state: keystrokes are not recorded".into()));
+            let why = self.off.clone().unwrap_or_else(|| "no X display for key state".into());
+            ctx.report(WorkerState::Degraded(format!("keystrokes are not recorded: {why}")));
         }
         loop {
             let now = now_millis();
@@ -442,17 +445,17 @@ impl Supervised for KeysWorker {
 }
 
 /// Starts the keys worker on a thread named `keys`. Key state comes from
-/// `$DISPLAY`; with `use_display` false (capture watches another display) it is degraded.
+/// `$DISPLAY`; with `off` (capture watches another display, a Wayland session) it is degraded.
 pub fn spawn_keys(
     store: Sender<StoreCommand>,
     copy_signal: Option<Sender<()>>,
-    use_display: bool,
+    off: Option<String>,
     sink: EventSink,
     policy: RestartPolicy,
 ) -> std::io::Result<WorkerHandle<KeysCommand>> {
     let channel = bounded(64);
     spawn_supervised::<KeysWorker, _>(WorkerName::Keys, policy, sink.clone(), channel, move |_ctx| {
-        let device = if use_display { DeviceState::checked_new() } else { None };
+        let device = if off.is_none() { DeviceState::checked_new() } else { None };
         let pointer = device.as_ref().map(|d| d.get_mouse().coords).unwrap_or_default();
         Ok(KeysWorker {
             device,
@@ -464,6 +467,7 @@ pub fn spawn_keys(
             assembler: KeyAssembler::default(),
             store: store.clone(),
             copy_signal: copy_signal.clone(),
+            off: off.clone(),
         })
     })
 }

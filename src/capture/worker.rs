@@ -51,6 +51,10 @@ pub struct CaptureConfig {
     pub afk_secs: u64,
     /// The privacy firewall's rules (password managers excluded by default).
     pub rules: Rules,
+    /// Why no desktop backend can see the focused window in this session (a
+    /// Wayland session without one): capture records nothing, and nobody is
+    /// marked away, rather than trusting XWayland's partial view. None: X11.
+    pub blind: Option<String>,
 }
 
 #[derive(Debug)]
@@ -163,6 +167,11 @@ impl CaptureWorker {
 
     /// Connects to X. Returns the reason capture is degraded, if it is.
     fn connect(&mut self) -> Option<String> {
+        if let Some(reason) = &self.config.blind {
+            self.desktop = None;
+            self.afk = AfkDetector::new(None, self.config.afk_secs, now_millis());
+            return Some(reason.clone());
+        }
         match X11Desktop::connect(self.config.display.as_deref()) {
             Ok(desktop) => {
                 let ewmh = desktop.has_active_window_support().unwrap_or(false);

@@ -40,10 +40,12 @@ fn check(area: &'static str, name: impl Into<String>, result: anyhow::Result<Str
 
 pub fn run_checks(paths: &Paths, display: Option<&str>) -> Vec<Check> {
     let mut checks = Vec::new();
-    checks.push(display_check(display));
+    let desktop_accessibility = crate::workers::read_settings(paths).0.desktop_accessibility;
+    let desktop = crate::desktop::session::for_display(display, desktop_accessibility);
+    checks.push(display_check(display, &desktop));
+    checks.extend(desktop_checks(&desktop));
     checks.push(key_check(paths));
     checks.push(database_check(paths));
-    let desktop_accessibility = crate::workers::read_settings(paths).0.desktop_accessibility;
     checks.push(accessibility_check(desktop_accessibility));
     checks.push(secrets_check(paths));
     checks.extend(mcp_trust_checks(paths));
@@ -124,7 +126,14 @@ fn microphone_check() -> Check {
     }
 }
 
-fn display_check(display: Option<&str>) -> Check {
+fn display_check(display: Option<&str>, desktop: &crate::desktop::session::Report) -> Check {
+    if !desktop.x11_decides() {
+        let detail = match (&desktop.family, desktop.xwayland) {
+            (family, true) => format!("{}: XWayland is there, but it sees only X apps, so it decides nothing", family.describe()),
+            (family, false) => format!("{}: no X display is used", family.describe()),
+        };
+        return Check { area: "display", name: "x11".into(), status: Status::Ok, detail };
+    }
     match X11Desktop::connect(display) {
         Ok(desktop) => match desktop.has_active_window_support() {
             Ok(true) => Check { area: "display", name: "x11".into(), status: Status::Ok, detail: "connected; the window manager publishes _NET_ACTIVE_WINDOW".into() },
@@ -137,6 +146,23 @@ fn display_check(display: Option<&str>) -> Check {
         },
         Err(err) => Check { area: "display", name: "x11".into(), status: Status::Warn, detail: format!("{err}; capture runs degraded") },
     }
+}
+
+/// The session and each capability: `ok`, `degraded: why; fix` or
+/// `unavailable: why` (a warning: cowork runs, knowingly without it).
+fn desktop_checks(desktop: &crate::desktop::session::Report) -> Vec<Check> {
+    let mut session = desktop.family.describe();
+    if !desktop.desktop.is_empty() {
+        session.push_str(&format!(", XDG_CURRENT_DESKTOP={}", desktop.desktop));
+    }
+    let mut checks = vec![Check { area: "desktop", name: "session".into(), status: Status::Ok, detail: session }];
+    checks.extend(desktop.capabilities.iter().map(|(capability, state)| Check {
+        area: "desktop",
+        name: capability.label().into(),
+        status: if state.is_ok() { Status::Ok } else { Status::Warn },
+        detail: format!("{}: {}", state.word(), state.text()),
+    }));
+    checks
 }
 
 /// AT-SPI: browser URLs from address bars and password-field detection need

@@ -175,6 +175,12 @@ pub fn run(tool: &str, args: &Value, files: &super::files::FilesEnv, gate: &crat
             crate::capture::clipboard::mark_written_by_cowork(&text);
             with_clipboard(|c| c.set_text(text)).map(|()| format!("copied {chars} characters to the clipboard"))
         }
+        "list_windows" | "focus_window" if !crate::desktop::session::current(false).state(crate::desktop::session::Capability::WindowTools).is_ok() => {
+            Err(format!(
+                "windows cannot be listed or focused here: {}",
+                crate::desktop::session::current(false).state(crate::desktop::session::Capability::WindowTools).text()
+            ))
+        }
         "list_windows" => X11Desktop::connect(None).and_then(|desktop| desktop.list_windows()).map_err(|e| e.to_string()).map(|windows| {
             if windows.is_empty() {
                 return "(no windows are open)".to_owned();

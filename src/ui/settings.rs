@@ -207,6 +207,10 @@ pub fn settings_ui(
         network_ui(ui, state, &mut panel.network, actions);
 
         ui.separator();
+        ui.heading("Desktop");
+        crate::ui::desktop::desktop_ui(ui, state);
+
+        ui.separator();
         ui.heading("Keyboard shortcuts");
         Grid::new("shortcuts").striped(true).show(ui, |ui| {
             ui.label(RichText::new(&state.settings.quick_prompt_hotkey).monospace());

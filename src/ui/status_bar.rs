@@ -53,6 +53,7 @@ pub fn status_bar_ui(ui: &mut egui::Ui, state: &AppState, actions: &mut Vec<UiAc
             let colour = if starting > 0 { theme::worker_colour(&WorkerState::Starting) } else { theme::worker_colour(&WorkerState::Running) };
             ui.label(RichText::new(summary).small().color(colour)).on_hover_text(names.join("\n"));
         }
+        crate::ui::desktop::chip_ui(ui, state);
         for worker in loud {
             let worker_state = state.worker_state(worker);
             let text = RichText::new(format!("• {worker} {}", worker_state.label()))

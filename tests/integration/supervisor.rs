@@ -86,7 +86,7 @@ fn capture_restarts_keeps_its_sender_and_fails_after_five_restarts() {
     let (sink, events) = test_sink();
     let (store_tx, _store_rx) = bounded(16);
     // No X server on this display: capture runs degraded, still serving commands.
-    let config = CaptureConfig { display: Some(":4243".into()), afk_secs: 180, rules: Default::default() };
+    let config = CaptureConfig { display: Some(":4243".into()), afk_secs: 180, rules: Default::default(), blind: None };
     let mut capture = spawn_capture(config, store_tx, sink, fast_policy()).unwrap();
     let sender = capture.commands.clone();
     // A degraded capture still serves commands: the old sender's message is handled.
@@ -185,7 +185,7 @@ fn keys_restarts_keeps_its_sender_and_fails_after_five_restarts() {
     let (sink, events) = test_sink();
     let (store_tx, _store_rx) = bounded(16);
     // No display for key state: degraded, still serving commands.
-    let mut keys = spawn_keys(store_tx, None, false, sink, fast_policy()).unwrap();
+    let mut keys = spawn_keys(store_tx, None, Some("no display in this test".into()), sink, fast_policy()).unwrap();
     let sender = keys.commands.clone();
     let answers = || sender.send(KeysCommand::Window(None)).unwrap();
     panic_until_failed(WorkerName::Keys, &events, &keys.commands, &keys.control, || KeysCommand::InjectPanic, answers);
@@ -198,7 +198,7 @@ fn clipboard_restarts_keeps_its_sender_and_fails_after_five_restarts() {
     let (sink, events) = test_sink();
     let (store_tx, _store_rx) = bounded(16);
     let (_copy_tx, copy_rx) = bounded(8);
-    let mut clipboard = spawn_clipboard(None, false, store_tx, copy_rx, sink, fast_policy()).unwrap();
+    let mut clipboard = spawn_clipboard(None, Some("no display in this test".into()), store_tx, copy_rx, sink, fast_policy()).unwrap();
     let sender = clipboard.commands.clone();
     let answers = || sender.send(ClipboardCommand::Window(None)).unwrap();
     panic_until_failed(WorkerName::Clipboard, &events, &clipboard.commands, &clipboard.control, || ClipboardCommand::InjectPanic, answers);

@@ -1,0 +1,588 @@
+//! Which desktop cowork runs on, and what it can see and do there: the
+//! session (X11 or Wayland), the compositor family, and for each capability
+//! `ok`, `degraded` (why, and how to fix it) or `unavailable`.
+//!
+//! The session is decided from `XDG_SESSION_TYPE`, `XDG_CURRENT_DESKTOP`,
+//! `WAYLAND_DISPLAY`, the Wayland registry's globals and the session bus's
+//! names — never from "an X11 connection succeeded": under XWayland that
+//! connection succeeds and sees only X clients, which is how peers came to
+//! record native apps as "no window" and busy users as away. Pure once the
+//! facts are read (`Facts`), so every family is unit-tested here; `probe`
+//! reads the facts of the running session.
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use serde::Serialize;
+
+/// What decides the session, read once at start.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Facts {
+    pub session_type: String,
+    pub current_desktop: String,
+    pub wayland_display: Option<String>,
+    pub x_display: Option<String>,
+    /// The Wayland globals the compositor offers (interface → version); None: not reachable.
+    pub globals: Option<BTreeMap<String, u32>>,
+    /// Why the Wayland display could not be reached, when it could not.
+    pub wayland_error: Option<String>,
+    /// Well-known names on the session bus that tell a desktop (`org.gnome.Shell`, `org.kde.KWin`).
+    pub bus_names: Vec<String>,
+    pub swaysock: Option<String>,
+    pub hyprland: Option<String>,
+    pub niri: Option<String>,
+}
+
+/// The compositor family, which decides the backend.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case", tag = "family", content = "name")]
+pub enum Family {
+    /// An X11 session (or no Wayland display anywhere).
+    X11,
+    /// sway, Hyprland, river, niri, Wayfire, labwc and other wlroots-style compositors.
+    Wlroots(String),
+    Kde,
+    Gnome,
+    /// A Wayland compositor cowork has no backend for (weston, cage, …).
+    OtherWayland(String),
+    /// No display at all (a server, a TTY, CI).
+    Headless,
+}
+
+impl Family {
+    pub fn is_wayland(&self) -> bool {
+        matches!(self, Family::Wlroots(_) | Family::Kde | Family::Gnome | Family::OtherWayland(_))
+    }
+
+    pub fn describe(&self) -> String {
+        match self {
+            Family::X11 => "X11".into(),
+            Family::Wlroots(name) => format!("Wayland ({name})"),
+            Family::Kde => "Wayland (KDE Plasma)".into(),
+            Family::Gnome => "Wayland (GNOME)".into(),
+            Family::OtherWayland(name) => format!("Wayland ({name})"),
+            Family::Headless => "no display".into(),
+        }
+    }
+}
+
+/// One thing cowork does with the desktop.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Capability {
+    FocusedWindow,
+    Idle,
+    ClipboardWatch,
+    TypingStream,
+    Hotkeys,
+    Dictation,
+    SidebarPlacement,
+    BrowserUrl,
+    WindowTools,
+}
+
+impl Capability {
+    pub const ALL: [Capability; 9] = [
+        Capability::FocusedWindow,
+        Capability::Idle,
+        Capability::ClipboardWatch,
+        Capability::TypingStream,
+        Capability::Hotkeys,
+        Capability::Dictation,
+        Capability::SidebarPlacement,
+        Capability::BrowserUrl,
+        Capability::WindowTools,
+    ];
+
+    pub fn label(self) -> &'static str {
+        match self {
+            Capability::FocusedWindow => "focused window",
+            Capability::Idle => "away detection",
+            Capability::ClipboardWatch => "clipboard",
+            Capability::TypingStream => "typing",
+            Capability::Hotkeys => "hotkeys",
+            Capability::Dictation => "dictation typing",
+            Capability::SidebarPlacement => "sidebar placement",
+            Capability::BrowserUrl => "browser URLs",
+            Capability::WindowTools => "agent window tools",
+        }
+    }
+}
+
+/// How well a capability works here.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case", tag = "state")]
+pub enum CapState {
+    /// Works; `how` names the mechanism.
+    Ok { how: String },
+    /// Works in part, or not yet: why, and what the user can do.
+    Degraded { why: String, fix: String },
+    /// Cannot work here: why.
+    Unavailable { why: String },
+}
+
+impl CapState {
+    fn ok(how: impl Into<String>) -> Self {
+        CapState::Ok { how: how.into() }
+    }
+
+    fn degraded(why: impl Into<String>, fix: impl Into<String>) -> Self {
+        CapState::Degraded { why: why.into(), fix: fix.into() }
+    }
+
+    fn unavailable(why: impl Into<String>) -> Self {
+        CapState::Unavailable { why: why.into() }
+    }
+
+    pub fn is_ok(&self) -> bool {
+        matches!(self, CapState::Ok { .. })
+    }
+
+    pub fn word(&self) -> &'static str {
+        match self {
+            CapState::Ok { .. } => "ok",
+            CapState::Degraded { .. } => "degraded",
+            CapState::Unavailable { .. } => "unavailable",
+        }
+    }
+
+    /// One line: the mechanism, or why and the fix.
+    pub fn text(&self) -> String {
+        match self {
+            CapState::Ok { how } => how.clone(),
+            CapState::Degraded { why, fix } if fix.is_empty() => why.clone(),
+            CapState::Degraded { why, fix } => format!("{why}; {fix}"),
+            CapState::Unavailable { why } => why.clone(),
+        }
+    }
+}
+
+/// The session as decided, with every capability's state.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct Report {
+    pub family: Family,
+    /// `XDG_CURRENT_DESKTOP` as the session set it.
+    pub desktop: String,
+    /// An X server beside a Wayland compositor (XWayland): never used for capture there.
+    pub xwayland: bool,
+    pub capabilities: Vec<(Capability, CapState)>,
+}
+
+impl Report {
+    pub fn state(&self, capability: Capability) -> &CapState {
+        self.capabilities.iter().find(|(c, _)| *c == capability).map(|(_, s)| s).expect("every capability is reported")
+    }
+
+    /// Whether the X11 paths (capture, input polling, key grabs) may decide anything.
+    pub fn x11_decides(&self) -> bool {
+        self.family == Family::X11
+    }
+
+    /// How many capabilities are not fully there, for the status bar.
+    pub fn not_ok(&self) -> usize {
+        self.capabilities.iter().filter(|(_, s)| !s.is_ok()).count()
+    }
+}
+
+/// Whether this build has the wlroots backend (focus, idle, clipboard, typing, placement).
+const WLROOTS_BACKEND: bool = false;
+
+/// What this build's Wayland backend can use, by the globals present.
+mod globals {
+    pub const FOREIGN_TOPLEVEL: &str = "zwlr_foreign_toplevel_manager_v1";
+    pub const EXT_IDLE: &str = "ext_idle_notifier_v1";
+    pub const KDE_IDLE: &str = "org_kde_kwin_idle";
+    pub const WLR_DATA_CONTROL: &str = "zwlr_data_control_manager_v1";
+    pub const EXT_DATA_CONTROL: &str = "ext_data_control_manager_v1";
+    pub const VIRTUAL_KEYBOARD: &str = "zwp_virtual_keyboard_manager_v1";
+}
+
+/// Decides the family from the facts.
+pub fn family(facts: &Facts) -> Family {
+    let desktop = facts.current_desktop.to_lowercase();
+    let wayland_session = facts.session_type.eq_ignore_ascii_case("wayland") || facts.wayland_display.is_some() || facts.globals.is_some();
+    if !wayland_session {
+        return if facts.x_display.is_some() { Family::X11 } else { Family::Headless };
+    }
+    let has = |global: &str| facts.globals.as_ref().is_some_and(|g| g.contains_key(global));
+    let bus = |name: &str| facts.bus_names.iter().any(|n| n == name);
+    if desktop.split(':').any(|d| d == "gnome" || d == "ubuntu" || d == "unity" || d == "pop") || (desktop.is_empty() && bus("org.gnome.Shell")) {
+        return Family::Gnome;
+    }
+    if desktop.split(':').any(|d| d == "kde") || (desktop.is_empty() && bus("org.kde.KWin")) {
+        return Family::Kde;
+    }
+    let named = if facts.swaysock.is_some() || desktop.contains("sway") {
+        Some("sway")
+    } else if facts.hyprland.is_some() || desktop.contains("hyprland") {
+        Some("Hyprland")
+    } else if facts.niri.is_some() || desktop.contains("niri") {
+        Some("niri")
+    } else {
+        ["river", "wayfire", "labwc", "hikari", "dwl", "cage", "weston", "cosmic"].into_iter().find(|n| desktop.contains(n))
+    };
+    match named {
+        Some(name) if has(globals::FOREIGN_TOPLEVEL) || matches!(name, "sway" | "Hyprland" | "niri" | "river" | "wayfire" | "labwc") => {
+            Family::Wlroots(name.to_owned())
+        }
+        _ if has(globals::FOREIGN_TOPLEVEL) => Family::Wlroots(if desktop.is_empty() { "wlroots".into() } else { facts.current_desktop.clone() }),
+        Some(name) => Family::OtherWayland(name.to_owned()),
+        None => Family::OtherWayland(if desktop.is_empty() { "an unknown compositor".into() } else { facts.current_desktop.clone() }),
+    }
+}
+
+/// Every capability's state for these facts, with what this build can do.
+pub fn report(facts: &Facts, a11y_on: bool) -> Report {
+    let family = family(facts);
+    let has = |global: &str| facts.globals.as_ref().is_some_and(|g| g.contains_key(global));
+    let xwayland = family.is_wayland() && facts.x_display.is_some();
+    let mut capabilities = Vec::new();
+    for capability in Capability::ALL {
+        let state = match &family {
+            Family::X11 => x11_state(capability, a11y_on),
+            Family::Headless => CapState::unavailable("there is no display: cowork runs without watching a desktop"),
+            _ if facts.globals.is_none() => CapState::unavailable(format!(
+                "the Wayland display cannot be reached ({})",
+                facts.wayland_error.as_deref().unwrap_or("WAYLAND_DISPLAY is not set")
+            )),
+            family => wayland_state(capability, family, &has, facts, xwayland, a11y_on),
+        };
+        capabilities.push((capability, state));
+    }
+    Report { family, desktop: facts.current_desktop.clone(), xwayland, capabilities }
+}
+
+fn x11_state(capability: Capability, a11y_on: bool) -> CapState {
+    match capability {
+        Capability::FocusedWindow => CapState::ok("_NET_ACTIVE_WINDOW with its title, WM_CLASS and pid"),
+        Capability::Idle => CapState::ok("input state polled once a second"),
+        Capability::ClipboardWatch => CapState::ok("XFixes selection events"),
+        Capability::TypingStream => CapState::ok("key state of the X server"),
+        Capability::Hotkeys => CapState::ok("X key grabs"),
+        Capability::Dictation => CapState::ok("XTest"),
+        Capability::SidebarPlacement => CapState::ok("always on top, docked to the work area"),
+        Capability::BrowserUrl if a11y_on => CapState::ok("the address bar over AT-SPI"),
+        Capability::BrowserUrl => CapState::degraded("from window titles only", "turn on desktop accessibility in Settings → Privacy rules"),
+        Capability::WindowTools => CapState::ok("EWMH window list and activation"),
+    }
+}
+
+/// What a Wayland family offers, protocol by protocol (the backend of this
+/// build: wlroots' and the staging protocols wherever they are offered).
+fn wayland_state(capability: Capability, family: &Family, has_global: &dyn Fn(&str) -> bool, facts: &Facts, xwayland: bool, a11y_on: bool) -> CapState {
+    let has = |global: &str| WLROOTS_BACKEND && has_global(global);
+    let desktop_word = match family {
+        Family::Gnome => "GNOME",
+        Family::Kde => "KDE Plasma",
+        _ => "this compositor",
+    };
+    let later = |what: &str| match family {
+        Family::Gnome => format!("GNOME gives apps no {what}: cowork's GNOME Shell extension is needed, which a later version brings"),
+        Family::Kde => format!("KDE Plasma gives apps no {what}: cowork's KWin script is needed, which a later version brings"),
+        _ if !WLROOTS_BACKEND => format!("cowork cannot read the {what} on Wayland yet (the wlroots backend is being built)"),
+        _ => format!("{desktop_word} offers no {what} to apps"),
+    };
+    let ipc = WLROOTS_BACKEND && (facts.swaysock.is_some() || facts.hyprland.is_some());
+    match capability {
+        Capability::FocusedWindow if has(globals::FOREIGN_TOPLEVEL) => {
+            if ipc {
+                CapState::ok("wlr-foreign-toplevel, with the pid from the compositor's IPC")
+            } else {
+                CapState::ok("wlr-foreign-toplevel (titles and app ids; no pid on this compositor)")
+            }
+        }
+        Capability::FocusedWindow => CapState::unavailable(format!("{}; no window is recorded rather than a wrong one", later("focused window"))),
+        Capability::Idle if has(globals::EXT_IDLE) => CapState::ok("ext-idle-notify"),
+        Capability::Idle if has(globals::KDE_IDLE) => CapState::ok("org_kde_kwin_idle"),
+        Capability::Idle => CapState::unavailable(format!("{}; you are never marked away rather than wrongly", later("idle notifications"))),
+        Capability::ClipboardWatch if has(globals::EXT_DATA_CONTROL) => CapState::ok("ext-data-control"),
+        Capability::ClipboardWatch if has(globals::WLR_DATA_CONTROL) => CapState::ok("wlr-data-control"),
+        Capability::ClipboardWatch => CapState::unavailable(later("clipboard watching")),
+        Capability::TypingStream if a11y_on => CapState::degraded(
+            "Wayland lets no app see another's keys: text entered into fields is read from the accessibility bus instead",
+            "apps without accessibility support are not seen",
+        ),
+        Capability::TypingStream => {
+            CapState::unavailable("Wayland lets no app see another's keys, and desktop accessibility is off (Settings → Privacy rules)")
+        }
+        Capability::Hotkeys => CapState::degraded(
+            "Wayland lets no app grab keys",
+            match family {
+                Family::Wlroots(name) => format!("bind them in {name}'s config to `cowork trigger …` (Settings → Desktop has the lines)"),
+                _ => "bind `cowork trigger quick-prompt`, `pause`, `talk-press` and `talk-release` to keys in your desktop's keyboard settings".to_owned(),
+            },
+        ),
+        Capability::Dictation if has(globals::VIRTUAL_KEYBOARD) => CapState::ok("zwp-virtual-keyboard"),
+        Capability::Dictation if xwayland => {
+            CapState::degraded(format!("{desktop_word} offers no virtual keyboard"), "only apps running under XWayland can be typed into")
+        }
+        Capability::Dictation => CapState::unavailable(format!("{desktop_word} offers no virtual keyboard")),
+        Capability::SidebarPlacement if WLROOTS_BACKEND && facts.swaysock.is_some() => CapState::ok("a floating, sticky window placed through sway's IPC"),
+        Capability::SidebarPlacement if WLROOTS_BACKEND && facts.hyprland.is_some() => CapState::ok("a pinned, floating window placed through Hyprland's IPC"),
+        Capability::SidebarPlacement if xwayland => {
+            CapState::degraded("the sidebar runs under XWayland so it can stay on top and docked", "it may look soft with fractional scaling")
+        }
+        Capability::SidebarPlacement => CapState::degraded(format!("{desktop_word} places windows itself"), "the sidebar may be covered or moved"),
+        Capability::BrowserUrl if !a11y_on => CapState::degraded("from window titles only", "turn on desktop accessibility in Settings → Privacy rules"),
+        Capability::BrowserUrl if has(globals::FOREIGN_TOPLEVEL) && ipc => CapState::ok("the address bar over AT-SPI"),
+        Capability::BrowserUrl if has(globals::FOREIGN_TOPLEVEL) => {
+            CapState::degraded("the window's pid is unknown here: URLs come from the address bar matched by title", "")
+        }
+        Capability::BrowserUrl => CapState::unavailable("no focused window is known"),
+        Capability::WindowTools if has(globals::FOREIGN_TOPLEVEL) => CapState::ok("wlr-foreign-toplevel list and activate"),
+        Capability::WindowTools => CapState::unavailable(later("window list")),
+    }
+}
+
+/// The report for the display capture watches: an X display named on the
+/// command line is X11 whatever the session; otherwise the session decides.
+pub fn for_display(display: Option<&str>, a11y_on: bool) -> Report {
+    match display {
+        Some(display) => report(&Facts { session_type: "x11".into(), x_display: Some(display.to_owned()), ..Facts::default() }, a11y_on),
+        None => current(a11y_on),
+    }
+}
+
+/// The hotkeys as cowork's settings hold them (`ctrl+alt+Space`, global-hotkey's names).
+pub struct Hotkeys<'a> {
+    pub quick_prompt: &'a str,
+    pub pause: &'a str,
+    pub talk: &'a str,
+}
+
+/// The lines that bind cowork's hotkeys in a wlroots compositor's config
+/// (sway and compatible; Hyprland's own syntax), empty where the desktop's
+/// settings bind commands instead. Push-to-talk binds both edges.
+pub fn compositor_bindings(family: &Family, hotkeys: &Hotkeys) -> Vec<String> {
+    let binds = [(hotkeys.quick_prompt, "quick-prompt", false), (hotkeys.pause, "pause", false), (hotkeys.talk, "talk-press", true)];
+    match family {
+        Family::Wlroots(name) if name == "Hyprland" => binds
+            .iter()
+            .flat_map(|(keys, command, release)| {
+                let (mods, key) = split_hotkey(keys, |m| m.to_uppercase(), " ");
+                let mut lines = vec![format!("bind = {mods}, {key}, exec, cowork trigger {command}")];
+                if *release {
+                    lines.push(format!("bindr = {mods}, {key}, exec, cowork trigger talk-release"));
+                }
+                lines
+            })
+            .collect(),
+        Family::Wlroots(_) => binds
+            .iter()
+            .flat_map(|(keys, command, release)| {
+                let (mods, key) = split_hotkey(keys, sway_modifier, "+");
+                let combo = if mods.is_empty() { key } else { format!("{mods}+{key}") };
+                let mut lines = vec![format!("bindsym --no-repeat {combo} exec cowork trigger {command}")];
+                if *release {
+                    lines.push(format!("bindsym --release {combo} exec cowork trigger talk-release"));
+                }
+                lines
+            })
+            .collect(),
+        _ => Vec::new(),
+    }
+}
+
+fn sway_modifier(modifier: &str) -> String {
+    match modifier {
+        "ctrl" | "control" => "Ctrl".into(),
+        "alt" | "option" => "Mod1".into(),
+        "shift" => "Shift".into(),
+        "super" | "meta" | "cmd" | "command" | "win" => "Mod4".into(),
+        other => other.to_owned(),
+    }
+}
+
+/// `ctrl+alt+KeyV` → (modifiers joined by `join`, the key as an xkb keysym name).
+fn split_hotkey(hotkey: &str, modifier: impl Fn(&str) -> String, join: &str) -> (String, String) {
+    let parts: Vec<&str> = hotkey.split('+').map(str::trim).filter(|p| !p.is_empty()).collect();
+    let Some((key, mods)) = parts.split_last() else {
+        return (String::new(), String::new());
+    };
+    let mods: Vec<String> = mods.iter().map(|m| modifier(&m.to_lowercase())).collect();
+    let key = if let Some(letter) = key.strip_prefix("Key") {
+        letter.to_lowercase()
+    } else if let Some(digit) = key.strip_prefix("Digit") {
+        digit.to_owned()
+    } else {
+        match *key {
+            "Space" | "space" => "space".into(),
+            "Enter" => "Return".into(),
+            "Backquote" => "grave".into(),
+            "Minus" => "minus".into(),
+            "Equal" => "equal".into(),
+            "Comma" => "comma".into(),
+            "Period" => "period".into(),
+            "Slash" => "slash".into(),
+            "Semicolon" => "semicolon".into(),
+            other => other.to_owned(),
+        }
+    };
+    (mods.join(join), key)
+}
+
+/// The facts of this process's session, read once (they do not change while it runs).
+pub fn facts() -> &'static Facts {
+    static FACTS: std::sync::OnceLock<Facts> = std::sync::OnceLock::new();
+    FACTS.get_or_init(probe)
+}
+
+/// This process's session and capabilities (`a11y_on`: desktop accessibility is switched on).
+pub fn current(a11y_on: bool) -> Report {
+    report(facts(), a11y_on)
+}
+
+/// The facts of the running session: environment, the Wayland registry and the session bus.
+pub fn probe() -> Facts {
+    let env = |key: &str| std::env::var(key).ok().filter(|v| !v.is_empty());
+    let mut facts = Facts {
+        session_type: env("XDG_SESSION_TYPE").unwrap_or_default(),
+        current_desktop: env("XDG_CURRENT_DESKTOP").unwrap_or_default(),
+        wayland_display: env("WAYLAND_DISPLAY"),
+        x_display: env("DISPLAY"),
+        swaysock: env("SWAYSOCK"),
+        hyprland: env("HYPRLAND_INSTANCE_SIGNATURE"),
+        niri: env("NIRI_SOCKET"),
+        ..Facts::default()
+    };
+    if facts.wayland_display.is_some() || facts.session_type.eq_ignore_ascii_case("wayland") {
+        match super::wayland::globals() {
+            Ok(globals) => facts.globals = Some(globals),
+            Err(err) => facts.wayland_error = Some(err),
+        }
+    }
+    facts.bus_names = bus_names(Duration::from_millis(500));
+    facts
+}
+
+/// The desktop-telling names on the session bus (none without a bus).
+fn bus_names(timeout: Duration) -> Vec<String> {
+    let (tx, rx) = crossbeam_channel::bounded(1);
+    // zbus has no connect timeout of its own: a bus that never answers must not hold start-up.
+    let spawned = std::thread::Builder::new().name("desktop-probe".into()).spawn(move || {
+        let listed = zbus::blocking::Connection::session().ok().and_then(|conn| zbus::blocking::fdo::DBusProxy::new(&conn).ok()?.list_names().ok());
+        let names: Vec<String> = listed
+            .map(|names| names.into_iter().map(|n| n.to_string()).filter(|n| n.starts_with("org.gnome.Shell") || n.starts_with("org.kde.KWin")).collect())
+            .unwrap_or_default();
+        let _ = tx.send(names);
+    });
+    if spawned.is_err() {
+        return Vec::new();
+    }
+    rx.recv_timeout(timeout).unwrap_or_default()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn globals(names: &[&str]) -> Option<BTreeMap<String, u32>> {
+        Some(names.iter().map(|n| ((*n).to_owned(), 1)).collect())
+    }
+
+    fn sway() -> Facts {
+        Facts {
+            session_type: "wayland".into(),
+            current_desktop: "sway".into(),
+            wayland_display: Some("wayland-1".into()),
+            x_display: Some(":0".into()),
+            globals: globals(&[
+                "wl_seat",
+                "zwlr_foreign_toplevel_manager_v1",
+                "org_kde_kwin_idle",
+                "zwlr_data_control_manager_v1",
+                "zwp_virtual_keyboard_manager_v1",
+                "zwlr_layer_shell_v1",
+            ]),
+            swaysock: Some("/run/user/1000/sway-ipc.sock".into()),
+            ..Facts::default()
+        }
+    }
+
+    #[test]
+    fn the_session_is_decided_by_the_session_not_by_an_x_connection() {
+        let x11 = Facts { session_type: "x11".into(), x_display: Some(":0".into()), ..Facts::default() };
+        assert_eq!(family(&x11), Family::X11);
+        assert!(report(&x11, true).x11_decides());
+        assert_eq!(family(&Facts::default()), Family::Headless);
+        // XWayland's DISPLAY is there, but the session is Wayland: X11 decides nothing.
+        let on_sway = report(&sway(), true);
+        assert_eq!(on_sway.family, Family::Wlroots("sway".into()));
+        assert!(on_sway.xwayland && !on_sway.x11_decides());
+        // GNOME and KDE by their desktop name, or their bus names when it is missing.
+        let gnome = Facts {
+            session_type: "wayland".into(),
+            current_desktop: "ubuntu:GNOME".into(),
+            wayland_display: Some("wayland-0".into()),
+            globals: globals(&["wl_seat"]),
+            ..Facts::default()
+        };
+        assert_eq!(family(&gnome), Family::Gnome);
+        let kde = Facts {
+            wayland_display: Some("wayland-0".into()),
+            globals: globals(&["wl_seat", "ext_idle_notifier_v1", "zwlr_layer_shell_v1"]),
+            bus_names: vec!["org.kde.KWin".into()],
+            ..Facts::default()
+        };
+        assert_eq!(family(&kde), Family::Kde);
+        let weston = Facts { wayland_display: Some("wayland-w".into()), globals: globals(&["wl_seat", "xdg_wm_base"]), ..Facts::default() };
+        assert_eq!(family(&weston), Family::OtherWayland("an unknown compositor".into()));
+        let hyprland = Facts { hyprland: Some("abc".into()), current_desktop: "Hyprland".into(), ..sway() };
+        let hyprland = Facts { swaysock: None, ..hyprland };
+        assert_eq!(family(&hyprland), Family::Wlroots("Hyprland".into()));
+    }
+
+    #[test]
+    fn every_capability_says_ok_degraded_or_unavailable_with_a_reason() {
+        let on_sway = report(&sway(), true);
+        for capability in [Capability::FocusedWindow, Capability::Idle].into_iter().filter(|_| !WLROOTS_BACKEND) {
+            assert_eq!(on_sway.state(capability).word(), "unavailable", "{capability:?}");
+        }
+        for capability in [
+            Capability::FocusedWindow,
+            Capability::Idle,
+            Capability::ClipboardWatch,
+            Capability::Dictation,
+            Capability::SidebarPlacement,
+            Capability::WindowTools,
+            Capability::BrowserUrl,
+        ] {
+            assert!(on_sway.state(capability).is_ok() || !WLROOTS_BACKEND, "{capability:?}: {:?}", on_sway.state(capability));
+        }
+        assert!(on_sway.state(Capability::Hotkeys).text().contains("sway's config"), "{:?}", on_sway.state(Capability::Hotkeys));
+        let keys = Hotkeys { quick_prompt: "ctrl+alt+Space", pause: "ctrl+alt+KeyP", talk: "super+KeyV" };
+        assert_eq!(
+            compositor_bindings(&on_sway.family, &keys),
+            [
+                "bindsym --no-repeat Ctrl+Mod1+space exec cowork trigger quick-prompt",
+                "bindsym --no-repeat Ctrl+Mod1+p exec cowork trigger pause",
+                "bindsym --no-repeat Mod4+v exec cowork trigger talk-press",
+                "bindsym --release Mod4+v exec cowork trigger talk-release",
+            ]
+        );
+        let hyprland = compositor_bindings(&Family::Wlroots("Hyprland".into()), &keys);
+        assert_eq!(hyprland[0], "bind = CTRL ALT, space, exec, cowork trigger quick-prompt");
+        assert_eq!(hyprland[3], "bindr = SUPER, v, exec, cowork trigger talk-release");
+        assert!(compositor_bindings(&Family::Gnome, &keys).is_empty());
+        assert_eq!(on_sway.state(Capability::TypingStream).word(), "degraded");
+        // The unknown compositor: nothing claimed, every reason said.
+        let weston = Facts { wayland_display: Some("wayland-w".into()), globals: globals(&["wl_seat", "xdg_wm_base"]), ..Facts::default() };
+        let r = report(&weston, true);
+        assert_eq!(r.state(Capability::FocusedWindow).word(), "unavailable");
+        assert!(r.state(Capability::FocusedWindow).text().contains("no window is recorded rather than a wrong one"));
+        assert!(r.state(Capability::Idle).text().contains("never marked away"));
+        assert!(r.capabilities.iter().all(|(_, s)| !s.text().is_empty()));
+        // GNOME names what it needs.
+        let gnome = Facts {
+            session_type: "wayland".into(),
+            current_desktop: "GNOME".into(),
+            wayland_display: Some("wayland-0".into()),
+            globals: globals(&["wl_seat"]),
+            ..Facts::default()
+        };
+        assert!(report(&gnome, true).state(Capability::FocusedWindow).text().contains("GNOME Shell extension"));
+        // A Wayland session whose display cannot be reached says so for everything.
+        let lost = Facts { session_type: "wayland".into(), wayland_error: Some("connection refused".into()), ..Facts::default() };
+        assert!(report(&lost, true).capabilities.iter().all(|(_, s)| s.text().contains("connection refused")));
+    }
+}

@@ -1,0 +1,70 @@
+//! Settings → Desktop and the status bar's desktop chip: which session this
+//! is, and for each capability whether it works, why not, and how to fix it.
+
+use egui::{Grid, RichText};
+
+use crate::desktop::session::{CapState, Hotkeys, Report, compositor_bindings};
+use crate::state::AppState;
+use crate::ui::theme;
+
+fn colour(state: &CapState) -> egui::Color32 {
+    match state {
+        CapState::Ok { .. } => theme::OK,
+        CapState::Degraded { .. } => theme::WARN,
+        CapState::Unavailable { .. } => theme::ERROR,
+    }
+}
+
+/// One line per capability, for a hover or a list.
+pub fn summary(report: &Report) -> String {
+    let mut lines = vec![report.family.describe()];
+    lines.extend(report.capabilities.iter().map(|(c, s)| format!("{}: {} — {}", c.label(), s.word(), s.text())));
+    lines.join("\n")
+}
+
+/// The status bar chip: shown only when something is not fully there.
+pub fn chip_ui(ui: &mut egui::Ui, state: &AppState) {
+    let Some(report) = &state.desktop else { return };
+    let limited = report.not_ok();
+    if limited == 0 {
+        return;
+    }
+    let text = format!("• {}: {limited} of {} limited", report.family.describe(), report.capabilities.len());
+    ui.label(RichText::new(text).small().color(theme::WARN)).on_hover_text(format!("{}\n(Settings → Desktop)", summary(report)));
+}
+
+pub fn desktop_ui(ui: &mut egui::Ui, state: &AppState) {
+    let Some(report) = &state.desktop else {
+        ui.label(RichText::new("capture is off: no desktop is watched").color(theme::MUTED));
+        return;
+    };
+    let mut session = report.family.describe();
+    if report.xwayland {
+        session.push_str(" with XWayland (used for nothing but the sidebar, never to decide focus or presence)");
+    }
+    ui.label(session);
+    Grid::new("desktop-capabilities").striped(true).num_columns(3).show(ui, |ui| {
+        for (capability, cap_state) in &report.capabilities {
+            ui.label(capability.label());
+            ui.label(RichText::new(cap_state.word()).color(colour(cap_state)));
+            ui.add(egui::Label::new(RichText::new(cap_state.text()).small()).wrap());
+            ui.end_row();
+        }
+    });
+    let settings = &state.settings;
+    let hotkeys = Hotkeys { quick_prompt: &settings.quick_prompt_hotkey, pause: &settings.pause_hotkey, talk: &settings.voice.hotkey };
+    let lines = compositor_bindings(&report.family, &hotkeys);
+    if !lines.is_empty() {
+        ui.label("Wayland lets no app grab keys: the hotkeys work once these lines are in your compositor's config (then reload it).");
+        let text = lines.join("\n");
+        ui.add(egui::TextEdit::multiline(&mut text.as_str()).code_editor().desired_rows(lines.len()));
+        if ui.small_button("Copy the lines").clicked() {
+            ui.ctx().copy_text(text);
+        }
+    } else if !report.x11_decides() && report.family.is_wayland() {
+        ui.label(
+            "Wayland lets no app grab keys: bind `cowork trigger quick-prompt`, `cowork trigger pause`, and \
+             `cowork trigger talk-press` / `talk-release` to keys in your desktop's keyboard settings.",
+        );
+    }
+}

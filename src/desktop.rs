@@ -2,8 +2,11 @@
 //! (quick prompt, pause, push-to-talk), the system tray, and the sidebar's default
 //! placement from the X11 work area.
 
+pub mod backend;
+pub mod ipc;
 pub mod session;
 pub mod wayland;
+pub mod wlr;
 
 use global_hotkey::hotkey::HotKey;
 use global_hotkey::{GlobalHotKeyEvent, GlobalHotKeyManager, HotKeyState};

@@ -11,7 +11,7 @@ use crossbeam_channel::Receiver;
 
 use crate::app::Channels;
 use crate::capture::keys::{KeysCommand, spawn_keys};
-use crate::capture::clipboard::{ClipboardCommand, spawn_clipboard};
+use crate::capture::clipboard::{ClipboardCommand, ClipboardSource, spawn_clipboard};
 use crate::capture::{A11yCommand, CaptureCommand, CaptureConfig, StreamSenders, spawn_a11y, spawn_capture_with_streams};
 use crossbeam_channel::bounded;
 use crate::store;
@@ -115,31 +115,40 @@ impl Workers {
         // Made first: capture signals to it, and the agent reports steps to it.
         let automations_channels = crate::automations::worker::AutomationsChannels::default();
         let notify_channel = bounded(64);
+        // Which desktop this is decides which paths may record anything: an X
+        // display named on the command line is X11; otherwise the session says.
+        let desktop = crate::desktop::session::for_display(options.display.as_deref(), settings.desktop_accessibility);
         let (capture, keys, clipboard, a11y) = if options.capture {
-            // Which desktop this is decides which paths may record anything: an X
-            // display named on the command line is X11; otherwise the session says.
-            let desktop = crate::desktop::session::for_display(options.display.as_deref(), settings.desktop_accessibility);
+            use crate::desktop::backend::Backend;
+            use crate::desktop::session::Capability;
             sink.send(AppEvent::Desktop(Box::new(desktop.clone())));
-            let x11 = desktop.x11_decides();
-            let off = |capability: crate::desktop::session::Capability| (!x11).then(|| desktop.state(capability).text());
             // device_query and arboard read $DISPLAY; those streams run only when that is the display we watch.
             let same_display = options.display.is_none() || options.display == std::env::var("DISPLAY").ok();
-            let not_ours = || "it is read from $DISPLAY, which is not the display being captured".to_owned();
-            let keys_off = off(crate::desktop::session::Capability::TypingStream).or_else(|| (!same_display).then(not_ours));
-            let clipboard_off = off(crate::desktop::session::Capability::ClipboardWatch).or_else(|| (!same_display).then(not_ours));
+            let not_ours = "it is read from $DISPLAY, which is not the display being captured".to_owned();
+            let keys_off = match desktop.backend(Capability::TypingStream) {
+                Backend::X11 if same_display => None,
+                Backend::X11 => Some(not_ours.clone()),
+                _ => Some(desktop.state(Capability::TypingStream).text()),
+            };
+            let clipboard_source = match desktop.backend(Capability::ClipboardWatch) {
+                Backend::X11 if same_display => ClipboardSource::X11,
+                Backend::X11 => ClipboardSource::Off(not_ours),
+                Backend::Wlroots(target) => ClipboardSource::Wayland(target),
+                Backend::Blind(why) => ClipboardSource::Off(why),
+            };
             let (copy_tx, copy_rx) = bounded(8);
             let keys = spawn_keys(store.commands.clone(), Some(copy_tx), keys_off, sink.clone(), options.policy)?;
             let clipboard = spawn_clipboard(
                 options.display.clone(),
-                clipboard_off,
+                clipboard_source,
                 store.commands.clone(),
                 copy_rx,
                 sink.clone(),
                 options.policy,
             )?;
             let a11y = spawn_a11y(keys.commands.clone(), settings.desktop_accessibility, sink.clone(), options.policy)?;
-            let blind = off(crate::desktop::session::Capability::FocusedWindow);
-            let config = CaptureConfig { display: options.display.clone(), afk_secs: settings.afk_secs, rules: settings.rules(), blind };
+            let backend = desktop.backend(Capability::FocusedWindow);
+            let config = CaptureConfig { display: options.display.clone(), afk_secs: settings.afk_secs, rules: settings.rules(), backend };
             let streams = StreamSenders {
                 keys: Some(keys.commands.clone()),
                 clipboard: Some(clipboard.commands.clone()),
@@ -262,7 +271,8 @@ impl Workers {
             )?),
             false => None,
         };
-        let audio = crate::audio::worker::spawn_audio(speech.commands.clone(), None, sink, options.policy)?;
+        let typing = crate::audio::dictate::Typing::for_desktop(&desktop, options.display.clone());
+        let audio = crate::audio::worker::spawn_audio(speech.commands.clone(), typing, sink, options.policy)?;
         let device = Some(settings.voice.device.clone()).filter(|d| !d.is_empty());
         let _ = audio.commands.try_send(crate::audio::worker::AudioCommand::SetDevice(device));
         let workers =

@@ -1,5 +1,6 @@
 //! Dictation: typing a transcript into the focused app with the X server's
-//! XTest extension, as xdotool does, without the xdotool program.
+//! XTest extension, as xdotool does, without the xdotool program (on wlroots
+//! compositors, a virtual keyboard instead: `desktop::wlr::type_text`).
 //!
 //! Each character becomes its keysym. One the keyboard has (on its plain or
 //! its shifted level) is typed with that key, Shift added when needed. One
@@ -22,6 +23,33 @@ use x11rb::connection::{Connection, RequestConnection};
 use x11rb::protocol::xproto::{self, ConnectionExt as _};
 use x11rb::protocol::xtest::ConnectionExt as _;
 use x11rb::rust_connection::RustConnection;
+
+/// Where dictation types.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Typing {
+    /// XTest on this X display (None: `$DISPLAY`); under XWayland, X apps only.
+    X11(Option<String>),
+    /// A virtual keyboard on a wlroots compositor.
+    Wayland(crate::desktop::wlr::WaylandTarget),
+    /// Nowhere, and why.
+    Off(String),
+}
+
+impl Typing {
+    /// What the desktop allows: XTest on X11, the virtual keyboard where the
+    /// compositor has one, XTest into XWayland's apps where only those can
+    /// be reached, else nothing (with the reason).
+    pub fn for_desktop(desktop: &crate::desktop::session::Report, display: Option<String>) -> Typing {
+        use crate::desktop::session::Capability;
+        let state = desktop.state(Capability::Dictation);
+        match &desktop.wayland {
+            _ if desktop.x11_decides() => Typing::X11(display),
+            Some(target) if state.is_ok() => Typing::Wayland(target.clone()),
+            _ if desktop.xwayland => Typing::X11(None),
+            _ => Typing::Off(state.text()),
+        }
+    }
+}
 
 /// How long remapped keycodes keep their symbols after the last key.
 pub const RESTORE_AFTER: Duration = Duration::from_millis(400);

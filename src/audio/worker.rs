@@ -142,14 +142,14 @@ pub struct AudioWorker {
     device: Option<String>,
     /// The X connection dictation types through, made at the first use.
     typist: Option<super::dictate::Typist>,
-    /// The display dictation types into (None: $DISPLAY, where the user is).
-    display: Option<String>,
+    /// Where dictation types (an X display, a Wayland compositor, nowhere).
+    typing: super::dictate::Typing,
 }
 
 impl AudioWorker {
-    pub fn new(sink: EventSink, speech: Sender<SpeechCommand>, display: Option<String>) -> Self {
+    pub fn new(sink: EventSink, speech: Sender<SpeechCommand>, typing: super::dictate::Typing) -> Self {
         let (blocks_tx, blocks_rx) = bounded(BLOCK_QUEUE);
-        Self { sink, speech, server: None, blocks_tx, blocks_rx, recording: None, device: None, typist: None, display }
+        Self { sink, speech, server: None, blocks_tx, blocks_rx, recording: None, device: None, typist: None, typing }
     }
 
     fn voice(&self, event: VoiceEvent) {
@@ -229,9 +229,16 @@ impl AudioWorker {
     }
 
     fn dictate(&mut self, text: &str) {
-        let typed = match self.typist.as_mut() {
-            Some(typist) => typist.type_text(text),
-            None => super::dictate::Typist::connect(self.display.as_deref()).and_then(|typist| self.typist.insert(typist).type_text(text)),
+        use super::dictate::Typing;
+        let typed = match (&self.typing, self.typist.as_mut()) {
+            (Typing::X11(_), Some(typist)) => typist.type_text(text),
+            (Typing::X11(display), None) => {
+                super::dictate::Typist::connect(display.as_deref()).and_then(|typist| self.typist.insert(typist).type_text(text))
+            }
+            (Typing::Wayland(target), _) => {
+                crate::desktop::wlr::type_text(target, &super::dictate::typeable(text)).map_err(|err| anyhow::anyhow!(err))
+            }
+            (Typing::Off(why), _) => Err(anyhow::anyhow!("{why}")),
         };
         match typed {
             Ok(chars) => self.voice(VoiceEvent::Typed { chars }),
@@ -480,9 +487,9 @@ pub fn spawn_speech(manifest: Manifest, models_dir: PathBuf, config: SpeechConfi
 
 /// Starts the `audio` worker, handing utterances to `speech`; dictation
 /// types into `display` (None: $DISPLAY).
-pub fn spawn_audio(speech: Sender<SpeechCommand>, display: Option<String>, sink: EventSink, policy: RestartPolicy) -> std::io::Result<WorkerHandle<AudioCommand>> {
+pub fn spawn_audio(speech: Sender<SpeechCommand>, typing: super::dictate::Typing, sink: EventSink, policy: RestartPolicy) -> std::io::Result<WorkerHandle<AudioCommand>> {
     spawn_supervised::<AudioWorker, _>(WorkerName::Audio, policy, sink.clone(), bounded(16), move |_ctx| {
-        Ok(AudioWorker::new(sink.clone(), speech.clone(), display.clone()))
+        Ok(AudioWorker::new(sink.clone(), speech.clone(), typing.clone()))
     })
 }
 

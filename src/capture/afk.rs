@@ -11,9 +11,16 @@ pub struct InputSnapshot {
     pub keys: Vec<String>,
 }
 
-/// Where input state comes from: device_query on X11, or a script in tests.
+/// Where input state comes from: device_query on X11, the compositor's idle
+/// notifications on Wayland, or a script in tests.
 pub trait InputProbe {
     fn snapshot(&self) -> InputSnapshot;
+
+    /// Input happened just now, whatever the snapshot says: a compositor that
+    /// has not yet reported the user idle for its (short) timeout.
+    fn active_now(&self) -> bool {
+        false
+    }
 }
 
 impl InputProbe for DeviceState {
@@ -49,7 +56,7 @@ impl AfkDetector {
     pub fn poll(&mut self, now_millis: i64) -> bool {
         let Some(probe) = &self.probe else { return false };
         let snapshot = probe.snapshot();
-        let changed = self.last_snapshot.as_ref().is_some_and(|last| *last != snapshot);
+        let changed = self.last_snapshot.as_ref().is_some_and(|last| *last != snapshot) || probe.active_now();
         if changed {
             self.last_input_millis = now_millis;
         }

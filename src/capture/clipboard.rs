@@ -1,5 +1,6 @@
 //! The clipboard stream: the `clipboard` worker watches X11 CLIPBOARD
-//! ownership (XFixes selection events) and hears copy shortcuts from the keys
+//! ownership (XFixes selection events) or, on wlroots compositors, the
+//! data-control selection, and hears copy shortcuts from the keys
 //! worker; each time it reads the clipboard text (arboard), caps its size,
 //! drops a repeat of the previous text, and records it with the source app.
 
@@ -109,11 +110,52 @@ pub enum ClipboardCommand {
     Shutdown,
 }
 
+/// Where clipboard changes are heard (the text is read through arboard either way).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum ClipboardSource {
+    /// XFixes selection events on the X display.
+    X11,
+    /// Data-control selection events on a wlroots compositor.
+    Wayland(crate::desktop::wlr::WaylandTarget),
+    /// Not watched, and why (capture watches another display than arboard's
+    /// `$DISPLAY`; a desktop that offers no clipboard watching).
+    Off(String),
+}
+
+/// A live watch on clipboard ownership.
+enum Watch {
+    X11(RustConnection),
+    Wayland(crate::desktop::wlr::SelectionWatch),
+}
+
+impl Watch {
+    /// Waits up to `timeout`; true when something new was copied.
+    fn wait(&mut self, timeout: Duration) -> anyhow::Result<bool> {
+        match self {
+            Watch::X11(conn) => {
+                let drain = |conn: &RustConnection| -> anyhow::Result<bool> {
+                    let mut changed = false;
+                    while let Some(event) = conn.poll_for_event()? {
+                        changed |= matches!(event, Event::XfixesSelectionNotify(_));
+                    }
+                    Ok(changed)
+                };
+                if drain(conn)? {
+                    return Ok(true);
+                }
+                let mut poll_fd = libc::pollfd { fd: conn.stream().as_raw_fd(), events: libc::POLLIN, revents: 0 };
+                // SAFETY: one valid pollfd for the duration of the call.
+                unsafe { libc::poll(&mut poll_fd, 1, timeout.as_millis() as i32) };
+                drain(conn)
+            }
+            Watch::Wayland(watch) => watch.wait_for_change(timeout).map_err(|err| anyhow::anyhow!(err)),
+        }
+    }
+}
+
 pub struct ClipboardWorker {
     display: Option<String>,
-    /// Why the clipboard is not watched (capture watches another display than
-    /// arboard's `$DISPLAY`; a Wayland session without data-control); None: watched.
-    off: Option<String>,
+    source: ClipboardSource,
     recording: bool,
     store: Sender<StoreCommand>,
     copy_signals: Receiver<()>,
@@ -124,6 +166,19 @@ pub struct ClipboardWorker {
 }
 
 impl ClipboardWorker {
+    /// Applies the commands waiting; false on Shutdown.
+    fn take_commands(&mut self, commands: &Receiver<ClipboardCommand>) -> bool {
+        loop {
+            match commands.try_recv() {
+                Ok(ClipboardCommand::Window(window)) => self.window = window,
+                Ok(ClipboardCommand::SetRecording(on)) => self.recording = on,
+                Ok(ClipboardCommand::InjectPanic) => panic!("injected clipboard fault"),
+                Ok(ClipboardCommand::Shutdown) | Err(TryRecvError::Disconnected) => return false,
+                Err(TryRecvError::Empty) => return true,
+            }
+        }
+    }
+
     fn read_and_record(&mut self, clipboard: &mut arboard::Clipboard, trigger: ClipTrigger) {
         self.read_and_record_unless_ours(clipboard, trigger);
         if let Some(health) = self.stats.due(now_millis()) {
@@ -199,12 +254,17 @@ impl Supervised for ClipboardWorker {
     type Command = ClipboardCommand;
 
     fn run(&mut self, commands: &Receiver<ClipboardCommand>, ctx: &WorkerContext) -> anyhow::Result<()> {
-        let (watched, clipboard) = match &self.off {
-            None => (watch_clipboard(self.display.as_deref()), arboard::Clipboard::new().map_err(|err| err.to_string())),
-            Some(reason) => (Err(reason.clone()), Err(reason.clone())),
+        let watched = match &self.source {
+            ClipboardSource::X11 => watch_clipboard(self.display.as_deref()).map(Watch::X11),
+            ClipboardSource::Wayland(target) => crate::desktop::wlr::SelectionWatch::connect(target).map(Watch::Wayland),
+            ClipboardSource::Off(reason) => Err(reason.clone()),
         };
-        let (conn, mut clipboard) = match (watched, clipboard) {
-            (Ok(conn), Ok(clipboard)) => (Some(conn), Some(clipboard)),
+        let clipboard = match watched {
+            Ok(_) => arboard::Clipboard::new().map_err(|err| err.to_string()),
+            Err(ref reason) => Err(reason.clone()),
+        };
+        let (mut watch, mut clipboard) = match (watched, clipboard) {
+            (Ok(watch), Ok(clipboard)) => (Some(watch), Some(clipboard)),
             (Err(reason), _) | (_, Err(reason)) => {
                 ctx.report(WorkerState::Degraded(format!("clipboard not recorded: {reason}")));
                 (None, None)
@@ -212,20 +272,14 @@ impl Supervised for ClipboardWorker {
         };
         loop {
             // Commands and copy shortcuts first.
-            loop {
-                match commands.try_recv() {
-                    Ok(ClipboardCommand::Window(window)) => self.window = window,
-                    Ok(ClipboardCommand::SetRecording(on)) => self.recording = on,
-                    Ok(ClipboardCommand::InjectPanic) => panic!("injected clipboard fault"),
-                    Ok(ClipboardCommand::Shutdown) | Err(TryRecvError::Disconnected) => return Ok(()),
-                    Err(TryRecvError::Empty) => break,
-                }
+            if !self.take_commands(commands) {
+                return Ok(());
             }
             let mut shortcut = false;
             while self.copy_signals.try_recv().is_ok() {
                 shortcut = true;
             }
-            let Some(conn) = conn.as_ref() else {
+            let Some(watch) = watch.as_mut() else {
                 match commands.recv_timeout(Duration::from_secs(3600)) {
                     Ok(ClipboardCommand::Window(window)) => self.window = window,
                     Ok(ClipboardCommand::SetRecording(on)) => self.recording = on,
@@ -234,9 +288,11 @@ impl Supervised for ClipboardWorker {
                 }
                 continue;
             };
-            let mut owner_changed = false;
-            while let Some(event) = conn.poll_for_event()? {
-                owner_changed |= matches!(event, Event::XfixesSelectionNotify(_));
+            // Sleep until the selection changes, or a command or a shortcut may be waiting.
+            let owner_changed = watch.wait(if shortcut { Duration::ZERO } else { WAKE })?;
+            // The focus change that came while waiting decides whose copy this is.
+            if !self.take_commands(commands) {
+                return Ok(());
             }
             if let Some(clipboard) = clipboard.as_mut() {
                 if shortcut {
@@ -246,19 +302,16 @@ impl Supervised for ClipboardWorker {
                     self.read_and_record(clipboard, ClipTrigger::OwnerChange);
                 }
             }
-            // Sleep until an X event, a command or a shortcut may be waiting.
-            let mut poll_fd = libc::pollfd { fd: conn.stream().as_raw_fd(), events: libc::POLLIN, revents: 0 };
-            // SAFETY: one valid pollfd for the duration of the call.
-            unsafe { libc::poll(&mut poll_fd, 1, WAKE.as_millis() as i32) };
         }
     }
 }
 
-/// Starts the clipboard worker on a thread named `clipboard`. It reads
-/// `$DISPLAY` (arboard); with `off` (why not) it is degraded.
+/// Starts the clipboard worker on a thread named `clipboard`. It hears
+/// changes from `source` and reads the text through arboard; with
+/// `ClipboardSource::Off` it is degraded, and says why.
 pub fn spawn_clipboard(
     display: Option<String>,
-    off: Option<String>,
+    source: ClipboardSource,
     store: Sender<StoreCommand>,
     copy_signals: Receiver<()>,
     sink: EventSink,
@@ -268,7 +321,7 @@ pub fn spawn_clipboard(
     spawn_supervised::<ClipboardWorker, _>(WorkerName::Clipboard, policy, sink.clone(), channel, move |_ctx| {
         Ok(ClipboardWorker {
             display: display.clone(),
-            off: off.clone(),
+            source: source.clone(),
             recording: true,
             store: store.clone(),
             copy_signals: copy_signals.clone(),

@@ -4,7 +4,6 @@
 use std::time::{Duration, Instant};
 
 use crossbeam_channel::{Receiver, RecvTimeoutError, Sender, bounded};
-use device_query::DeviceState;
 
 use crate::capture::a11y::{A11yBus, UrlSource, is_browser, url_from_title};
 use crate::capture::afk::AfkDetector;
@@ -12,7 +11,7 @@ use crate::capture::buffer::ActivityBuffer;
 use crate::capture::heartbeat::{AfkStatus, Heartbeats, HeldBy};
 use crate::capture::media::MediaProbe;
 use crate::capture::tracker::{SessionTracker, TrackerOutput};
-use crate::capture::x11::X11Desktop;
+use crate::desktop::backend::{Backend, DesktopBackend};
 use crate::events::{ActiveWindow, AppEvent, CaptureDecision, WorkerName};
 use crate::capture::firewall::{Decision, Observation, Rules};
 use crate::capture::health::StreamStats;
@@ -51,10 +50,10 @@ pub struct CaptureConfig {
     pub afk_secs: u64,
     /// The privacy firewall's rules (password managers excluded by default).
     pub rules: Rules,
-    /// Why no desktop backend can see the focused window in this session (a
-    /// Wayland session without one): capture records nothing, and nobody is
-    /// marked away, rather than trusting XWayland's partial view. None: X11.
-    pub blind: Option<String>,
+    /// The desktop backend this session's family decides (X11 uses `display`).
+    /// Where none can see the focused window, capture records nothing, and
+    /// nobody is marked away, rather than trusting XWayland's partial view.
+    pub backend: Backend,
 }
 
 #[derive(Debug)]
@@ -75,7 +74,7 @@ pub struct CaptureWorker {
     /// The other streams, told which (allowed) window has focus.
     streams: StreamSenders,
     sink: EventSink,
-    desktop: Option<X11Desktop>,
+    desktop: Option<Box<dyn DesktopBackend>>,
     afk: AfkDetector,
     tracker: SessionTracker,
     recording: bool,
@@ -149,7 +148,7 @@ impl CaptureWorker {
             && self.streams.notify.is_some()
         {
             self.tell_notify(crate::notify::Activity::Focus { app: window.app.clone(), at_millis: now_millis() });
-            let fullscreen = self.desktop.as_ref().is_some_and(|d| d.is_fullscreen(window.window_id).unwrap_or(false));
+            let fullscreen = self.desktop.as_ref().is_some_and(|d| d.is_fullscreen(window.window_id));
             self.tell_notify(crate::notify::Activity::Presenting(fullscreen));
         }
         let (Some(window), Some(session)) = (window, self.tracker.open_session()) else { return };
@@ -165,35 +164,18 @@ impl CaptureWorker {
         });
     }
 
-    /// Connects to X. Returns the reason capture is degraded, if it is.
+    /// Connects the desktop backend. Returns the reason capture is degraded, if it is.
     fn connect(&mut self) -> Option<String> {
-        if let Some(reason) = &self.config.blind {
-            self.desktop = None;
-            self.afk = AfkDetector::new(None, self.config.afk_secs, now_millis());
-            return Some(reason.clone());
-        }
-        match X11Desktop::connect(self.config.display.as_deref()) {
-            Ok(desktop) => {
-                let ewmh = desktop.has_active_window_support().unwrap_or(false);
-                self.desktop = Some(desktop);
-                // device_query opens $DISPLAY itself; use it only when that is the display we watch.
-                let same_display = self.config.display.is_none()
-                    || self.config.display.as_deref() == std::env::var("DISPLAY").ok().as_deref();
-                let probe = if same_display { DeviceState::checked_new() } else { None };
-                self.afk = AfkDetector::new(
-                    probe.map(|p| Box::new(p) as Box<dyn crate::capture::InputProbe>),
-                    self.config.afk_secs,
-                    now_millis(),
-                );
-                match (ewmh, self.afk.is_available()) {
-                    (false, _) => Some("the window manager does not publish _NET_ACTIVE_WINDOW; no window is tracked until one does".into()),
-                    (true, false) => Some("input state unavailable: AFK is not detected".into()),
-                    (true, true) => None,
-                }
+        match crate::desktop::backend::connect(&self.config.backend, self.config.display.as_deref()) {
+            Ok(connected) => {
+                self.desktop = Some(connected.desktop);
+                self.afk = AfkDetector::new(connected.probe, self.config.afk_secs, now_millis());
+                connected.limits
             }
-            Err(err) => {
+            Err(reason) => {
                 self.desktop = None;
-                Some(err.to_string())
+                self.afk = AfkDetector::new(None, self.config.afk_secs, now_millis());
+                Some(reason)
             }
         }
     }
@@ -291,7 +273,7 @@ impl CaptureWorker {
         // previous session without opening one for cowork.
         let own_pid = std::process::id();
         let now = now_millis();
-        let mut window = desktop.active_window()?.filter(|w| w.pid != Some(own_pid));
+        let mut window = desktop.active_window().map_err(|err| anyhow::anyhow!(err))?.filter(|w| w.pid != Some(own_pid));
         if let Some(w) = window.as_mut()
             && let Some((url, source)) = self.browser_url(w)
         {
@@ -352,7 +334,7 @@ impl CaptureWorker {
     /// What keeps a user without input present right now, if anything.
     fn presence_hold(&mut self) -> Option<HeldBy> {
         let fullscreen = match (self.desktop.as_ref(), self.tracker.open_session().map(|s| s.window_id)) {
-            (Some(desktop), Some(window)) => desktop.is_fullscreen(window).unwrap_or(false),
+            (Some(desktop), Some(window)) => desktop.is_fullscreen(window),
             _ => false,
         };
         if fullscreen {
@@ -523,7 +505,7 @@ impl Supervised for CaptureWorker {
             let changed = match self.desktop.as_mut().map(|d| d.wait_for_change(wait)) {
                 Some(Ok(changed)) => changed,
                 Some(Err(err)) => {
-                    // The X server went away: close the session where we last saw it and degrade.
+                    // The display went away: close the session where we last saw it and degrade.
                     self.finish();
                     self.desktop = None;
                     last_connect = Instant::now();

@@ -31,6 +31,22 @@ pub struct Facts {
     pub swaysock: Option<String>,
     pub hyprland: Option<String>,
     pub niri: Option<String>,
+    pub runtime_dir: Option<String>,
+}
+
+impl Facts {
+    /// The Wayland socket: `WAYLAND_DISPLAY` as a path, or a name in `XDG_RUNTIME_DIR`.
+    pub fn wayland_socket(&self) -> Option<std::path::PathBuf> {
+        let display = self.wayland_display.as_deref().unwrap_or("wayland-0");
+        if display.starts_with('/') {
+            return Some(display.into());
+        }
+        self.runtime_dir.as_ref().map(|dir| std::path::Path::new(dir).join(display))
+    }
+
+    fn ipc(&self) -> Option<super::ipc::Ipc> {
+        super::ipc::Ipc::from_env(self.swaysock.as_deref(), self.hyprland.as_deref(), self.runtime_dir.as_deref())
+    }
 }
 
 /// The compositor family, which decides the backend.
@@ -166,9 +182,25 @@ pub struct Report {
     /// An X server beside a Wayland compositor (XWayland): never used for capture there.
     pub xwayland: bool,
     pub capabilities: Vec<(Capability, CapState)>,
+    /// Where the wlroots backend connects, when it runs here.
+    #[serde(skip)]
+    pub wayland: Option<super::wlr::WaylandTarget>,
 }
 
 impl Report {
+    /// The backend that gives `capability` here: X11 on an X session, the
+    /// wlroots backend where it offers the capability, else none (and why).
+    pub fn backend(&self, capability: Capability) -> super::backend::Backend {
+        use super::backend::Backend;
+        if self.x11_decides() {
+            return Backend::X11;
+        }
+        match (&self.wayland, self.state(capability)) {
+            (Some(target), state) if state.is_ok() || matches!(state, CapState::Degraded { .. }) => Backend::Wlroots(target.clone()),
+            (_, state) => Backend::Blind(state.text()),
+        }
+    }
+
     pub fn state(&self, capability: Capability) -> &CapState {
         self.capabilities.iter().find(|(c, _)| *c == capability).map(|(_, s)| s).expect("every capability is reported")
     }
@@ -185,7 +217,7 @@ impl Report {
 }
 
 /// Whether this build has the wlroots backend (focus, idle, clipboard, typing, placement).
-const WLROOTS_BACKEND: bool = false;
+const WLROOTS_BACKEND: bool = true;
 
 /// What this build's Wayland backend can use, by the globals present.
 mod globals {
@@ -249,7 +281,13 @@ pub fn report(facts: &Facts, a11y_on: bool) -> Report {
         };
         capabilities.push((capability, state));
     }
-    Report { family, desktop: facts.current_desktop.clone(), xwayland, capabilities }
+    let wayland = match &family {
+        Family::Wlroots(_) if WLROOTS_BACKEND && facts.globals.is_some() => {
+            facts.wayland_socket().map(|socket| super::wlr::WaylandTarget { socket, ipc: facts.ipc() })
+        }
+        _ => None,
+    };
+    Report { family, desktop: facts.current_desktop.clone(), xwayland, capabilities, wayland }
 }
 
 fn x11_state(capability: Capability, a11y_on: bool) -> CapState {
@@ -270,7 +308,9 @@ fn x11_state(capability: Capability, a11y_on: bool) -> CapState {
 /// What a Wayland family offers, protocol by protocol (the backend of this
 /// build: wlroots' and the staging protocols wherever they are offered).
 fn wayland_state(capability: Capability, family: &Family, has_global: &dyn Fn(&str) -> bool, facts: &Facts, xwayland: bool, a11y_on: bool) -> CapState {
-    let has = |global: &str| WLROOTS_BACKEND && has_global(global);
+    // The wlroots backend runs on wlroots compositors only; GNOME and KDE
+    // offer some of the same globals but no window list, so nothing of them is used.
+    let has = |global: &str| WLROOTS_BACKEND && matches!(family, Family::Wlroots(_)) && has_global(global);
     let desktop_word = match family {
         Family::Gnome => "GNOME",
         Family::Kde => "KDE Plasma",
@@ -282,7 +322,7 @@ fn wayland_state(capability: Capability, family: &Family, has_global: &dyn Fn(&s
         _ if !WLROOTS_BACKEND => format!("cowork cannot read the {what} on Wayland yet (the wlroots backend is being built)"),
         _ => format!("{desktop_word} offers no {what} to apps"),
     };
-    let ipc = WLROOTS_BACKEND && (facts.swaysock.is_some() || facts.hyprland.is_some());
+    let ipc = WLROOTS_BACKEND && facts.ipc().is_some();
     match capability {
         Capability::FocusedWindow if has(globals::FOREIGN_TOPLEVEL) => {
             if ipc {
@@ -317,8 +357,12 @@ fn wayland_state(capability: Capability, family: &Family, has_global: &dyn Fn(&s
             CapState::degraded(format!("{desktop_word} offers no virtual keyboard"), "only apps running under XWayland can be typed into")
         }
         Capability::Dictation => CapState::unavailable(format!("{desktop_word} offers no virtual keyboard")),
-        Capability::SidebarPlacement if WLROOTS_BACKEND && facts.swaysock.is_some() => CapState::ok("a floating, sticky window placed through sway's IPC"),
-        Capability::SidebarPlacement if WLROOTS_BACKEND && facts.hyprland.is_some() => CapState::ok("a pinned, floating window placed through Hyprland's IPC"),
+        Capability::SidebarPlacement if has(globals::FOREIGN_TOPLEVEL) && matches!(facts.ipc(), Some(super::ipc::Ipc::Sway(_))) => {
+            CapState::ok("a floating, sticky window docked right through sway's IPC")
+        }
+        Capability::SidebarPlacement if has(globals::FOREIGN_TOPLEVEL) && matches!(facts.ipc(), Some(super::ipc::Ipc::Hyprland(_))) => {
+            CapState::ok("a pinned, floating window docked right through Hyprland's IPC")
+        }
         Capability::SidebarPlacement if xwayland => {
             CapState::degraded("the sidebar runs under XWayland so it can stay on top and docked", "it may look soft with fractional scaling")
         }
@@ -434,7 +478,12 @@ pub fn current(a11y_on: bool) -> Report {
 
 /// The facts of the running session: environment, the Wayland registry and the session bus.
 pub fn probe() -> Facts {
-    let env = |key: &str| std::env::var(key).ok().filter(|v| !v.is_empty());
+    probe_with(&|key| std::env::var(key).ok())
+}
+
+/// The facts of the session `env` describes (tests point it at a compositor of their own).
+pub fn probe_with(env: &dyn Fn(&str) -> Option<String>) -> Facts {
+    let env = |key: &str| env(key).filter(|v| !v.is_empty());
     let mut facts = Facts {
         session_type: env("XDG_SESSION_TYPE").unwrap_or_default(),
         current_desktop: env("XDG_CURRENT_DESKTOP").unwrap_or_default(),
@@ -443,10 +492,11 @@ pub fn probe() -> Facts {
         swaysock: env("SWAYSOCK"),
         hyprland: env("HYPRLAND_INSTANCE_SIGNATURE"),
         niri: env("NIRI_SOCKET"),
+        runtime_dir: env("XDG_RUNTIME_DIR"),
         ..Facts::default()
     };
     if facts.wayland_display.is_some() || facts.session_type.eq_ignore_ascii_case("wayland") {
-        match super::wayland::globals() {
+        match facts.wayland_socket().ok_or_else(|| "XDG_RUNTIME_DIR is not set".to_owned()).and_then(|socket| super::wayland::globals(&socket)) {
             Ok(globals) => facts.globals = Some(globals),
             Err(err) => facts.wayland_error = Some(err),
         }

@@ -17,14 +17,16 @@ impl Dispatch<WlRegistry, GlobalListContents> for Probe {
     fn event(_: &mut Self, _: &WlRegistry, _: <WlRegistry as wayland_client::Proxy>::Event, _: &GlobalListContents, _: &Connection, _: &QueueHandle<Self>) {}
 }
 
-/// The globals of the compositor at `$WAYLAND_DISPLAY` (interface → version).
-pub fn globals() -> Result<BTreeMap<String, u32>, String> {
+/// The globals of the compositor at `socket` (interface → version).
+pub fn globals(socket: &std::path::Path) -> Result<BTreeMap<String, u32>, String> {
+    let socket = socket.to_path_buf();
     let (tx, rx) = crossbeam_channel::bounded(1);
     std::thread::Builder::new()
         .name("wayland-probe".into())
         .spawn(move || {
             let listed = (|| {
-                let conn = Connection::connect_to_env().map_err(|err| err.to_string())?;
+                let stream = std::os::unix::net::UnixStream::connect(&socket).map_err(|err| format!("{}: {err}", socket.display()))?;
+                let conn = Connection::from_socket(stream).map_err(|err| err.to_string())?;
                 let (globals, _queue) = registry_queue_init::<Probe>(&conn).map_err(|err| err.to_string())?;
                 Ok::<_, String>(globals.contents().clone_list().into_iter().map(|g| (g.interface, g.version)).collect())
             })();

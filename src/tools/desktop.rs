@@ -175,22 +175,7 @@ pub fn run(tool: &str, args: &Value, files: &super::files::FilesEnv, gate: &crat
             crate::capture::clipboard::mark_written_by_cowork(&text);
             with_clipboard(|c| c.set_text(text)).map(|()| format!("copied {chars} characters to the clipboard"))
         }
-        "list_windows" | "focus_window" if !crate::desktop::session::current(false).state(crate::desktop::session::Capability::WindowTools).is_ok() => {
-            Err(format!(
-                "windows cannot be listed or focused here: {}",
-                crate::desktop::session::current(false).state(crate::desktop::session::Capability::WindowTools).text()
-            ))
-        }
-        "list_windows" => X11Desktop::connect(None).and_then(|desktop| desktop.list_windows()).map_err(|e| e.to_string()).map(|windows| {
-            if windows.is_empty() {
-                return "(no windows are open)".to_owned();
-            }
-            windows.iter().map(|w| format!("window {}: {} — {}", w.window_id, w.app, w.title)).collect::<Vec<_>>().join("\n")
-        }),
-        "focus_window" => {
-            let id = args.get("window_id").and_then(Value::as_u64).unwrap_or_default() as u32;
-            X11Desktop::connect(None).and_then(|desktop| desktop.activate(id)).map_err(|e| e.to_string()).map(|()| format!("asked the window manager to focus window {id}"))
-        }
+        "list_windows" | "focus_window" => window_tool(tool, args),
         "open" => open_target(args, files).and_then(|target| {
             let shown = match &target {
                 OpenTarget::Url(url) => url.clone(),
@@ -211,6 +196,34 @@ pub fn run(tool: &str, args: &Value, files: &super::files::FilesEnv, gate: &crat
         Ok(text) => ToolOutput::ok(text),
         Err(err) => ToolOutput::error(err),
     }
+}
+
+/// `list_windows` and `focus_window` through the session's backend: EWMH on
+/// X11, the foreign-toplevel list on wlroots, a refusal with the reason elsewhere.
+fn window_tool(tool: &str, args: &Value) -> Result<String, String> {
+    use crate::desktop::session::Capability;
+    let desktop = crate::desktop::session::current(false);
+    let state = desktop.state(Capability::WindowTools);
+    if !state.is_ok() {
+        return Err(format!("windows cannot be listed or focused here: {}", state.text()));
+    }
+    let id = args.get("window_id").and_then(Value::as_u64).unwrap_or_default() as u32;
+    match (&desktop.wayland, tool) {
+        (Some(target), "list_windows") => crate::desktop::wlr::list_windows(target).map(|windows| describe_windows(&windows)),
+        (Some(target), _) => crate::desktop::wlr::activate(target, id).map(|()| format!("asked the compositor to focus window {id}")),
+        (None, "list_windows") => X11Desktop::connect(None).and_then(|desktop| desktop.list_windows()).map_err(|e| e.to_string()).map(|w| describe_windows(&w)),
+        (None, _) => X11Desktop::connect(None)
+            .and_then(|desktop| desktop.activate(id))
+            .map_err(|e| e.to_string())
+            .map(|()| format!("asked the window manager to focus window {id}")),
+    }
+}
+
+fn describe_windows(windows: &[crate::events::ActiveWindow]) -> String {
+    if windows.is_empty() {
+        return "(no windows are open)".to_owned();
+    }
+    windows.iter().map(|w| format!("window {}: {} — {}", w.window_id, w.app, w.title)).collect::<Vec<_>>().join("\n")
 }
 
 /// A desktop notification through `org.freedesktop.Notifications`; returns its id.

@@ -27,7 +27,7 @@ fn focus_and_title_changes_become_sessions_with_accurate_durations() {
     let db = dir.path().join("cowork.db");
     let (sink, events) = test_sink();
     let mut store = spawn_store(db.clone(), sink.clone(), RestartPolicy::default()).unwrap();
-    let config = CaptureConfig { display: Some(x.display.clone()), afk_secs: 3600, rules: Default::default(), blind: None };
+    let config = CaptureConfig { display: Some(x.display.clone()), afk_secs: 3600, rules: Default::default(), backend: cowork::desktop::backend::Backend::X11 };
     let mut capture = spawn_capture(config, store.commands.clone(), sink, RestartPolicy::default()).unwrap();
     let state = wait_for(&events, Duration::from_secs(10), |e| match e {
         AppEvent::Worker { worker: WorkerName::Capture, state } if !matches!(state, WorkerState::Starting) => Some(state.clone()),
@@ -120,7 +120,7 @@ fn focus_and_title_changes_become_sessions_with_accurate_durations() {
 fn without_a_display_capture_is_degraded_with_the_reason() {
     let (sink, events) = test_sink();
     let (store_tx, _rx) = crossbeam_channel::bounded(4);
-    let config = CaptureConfig { display: Some(":4711".into()), afk_secs: 180, rules: Default::default(), blind: None };
+    let config = CaptureConfig { display: Some(":4711".into()), afk_secs: 180, rules: Default::default(), backend: cowork::desktop::backend::Backend::X11 };
     let mut capture = spawn_capture(config, store_tx, sink, RestartPolicy::default()).unwrap();
     let reason = wait_for(&events, Duration::from_secs(10), |e| match e {
         AppEvent::Worker { worker: WorkerName::Capture, state: WorkerState::Degraded(reason) } => Some(reason.clone()),
@@ -140,7 +140,7 @@ fn capture_with_rules(rules: cowork::capture::firewall::Rules, windows: &[(&str,
     let db = dir.path().join("cowork.db");
     let (sink, _events) = test_sink();
     let mut store = spawn_store(db.clone(), sink.clone(), RestartPolicy::default()).unwrap();
-    let config = CaptureConfig { display: Some(x.display.clone()), afk_secs: 3600, rules, blind: None };
+    let config = CaptureConfig { display: Some(x.display.clone()), afk_secs: 3600, rules, backend: cowork::desktop::backend::Backend::X11 };
     let mut capture = spawn_capture(config, store.commands.clone(), sink, RestartPolicy::default()).unwrap();
     for id in &ids {
         x.activate(id);

@@ -51,7 +51,7 @@ fn smollm2_answers_with_the_captured_window_in_context_and_stops_within_a_second
     let (sink, events) = test_sink();
     let mut store = spawn_store(db.clone(), sink.clone(), RestartPolicy::default()).unwrap();
     let mut capture = spawn_capture(
-        CaptureConfig { display: Some(x.display.clone()), afk_secs: 3600, rules: Default::default(), blind: None },
+        CaptureConfig { display: Some(x.display.clone()), afk_secs: 3600, rules: Default::default(), backend: cowork::desktop::backend::Backend::X11 },
         store.commands.clone(),
         sink.clone(),
         RestartPolicy::default(),

@@ -86,7 +86,7 @@ fn capture_restarts_keeps_its_sender_and_fails_after_five_restarts() {
     let (sink, events) = test_sink();
     let (store_tx, _store_rx) = bounded(16);
     // No X server on this display: capture runs degraded, still serving commands.
-    let config = CaptureConfig { display: Some(":4243".into()), afk_secs: 180, rules: Default::default(), blind: None };
+    let config = CaptureConfig { display: Some(":4243".into()), afk_secs: 180, rules: Default::default(), backend: cowork::desktop::backend::Backend::X11 };
     let mut capture = spawn_capture(config, store_tx, sink, fast_policy()).unwrap();
     let sender = capture.commands.clone();
     // A degraded capture still serves commands: the old sender's message is handled.
@@ -198,7 +198,7 @@ fn clipboard_restarts_keeps_its_sender_and_fails_after_five_restarts() {
     let (sink, events) = test_sink();
     let (store_tx, _store_rx) = bounded(16);
     let (_copy_tx, copy_rx) = bounded(8);
-    let mut clipboard = spawn_clipboard(None, Some("no display in this test".into()), store_tx, copy_rx, sink, fast_policy()).unwrap();
+    let mut clipboard = spawn_clipboard(None, cowork::capture::clipboard::ClipboardSource::Off("no display in this test".into()), store_tx, copy_rx, sink, fast_policy()).unwrap();
     let sender = clipboard.commands.clone();
     let answers = || sender.send(ClipboardCommand::Window(None)).unwrap();
     panic_until_failed(WorkerName::Clipboard, &events, &clipboard.commands, &clipboard.control, || ClipboardCommand::InjectPanic, answers);

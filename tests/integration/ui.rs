@@ -1365,7 +1365,7 @@ fn real_voice_workers(
     let sink = cowork::runtime::EventSink::new(far.events.clone(), || {});
     let policy = cowork::runtime::RestartPolicy::default();
     let speech = spawn_speech(cowork::models::Manifest::bundled().unwrap(), super::support::models_dir(), SpeechConfig::default(), sink.clone(), policy).unwrap();
-    let audio = spawn_audio(speech.commands.clone(), display, sink, policy).unwrap();
+    let audio = spawn_audio(speech.commands.clone(), cowork::audio::dictate::Typing::X11(display), sink, policy).unwrap();
     (speech, audio)
 }
 

@@ -272,7 +272,7 @@ fn push_to_talk_through_a_real_sound_server() {
     let (sink, events) = test_sink();
     let policy = RestartPolicy::default();
     let mut speech = spawn_speech(Manifest::bundled().unwrap(), models_dir(), SpeechConfig::default(), sink.clone(), policy).unwrap();
-    let mut audio = spawn_audio(speech.commands.clone(), None, sink, policy).unwrap();
+    let mut audio = spawn_audio(speech.commands.clone(), cowork::audio::dictate::Typing::X11(None), sink, policy).unwrap();
 
     // Key press → first sample kept, over 10 presses.
     let mut opens = first_sample_millis(&audio.commands, &events, 10);
@@ -346,7 +346,7 @@ fn push_to_talk_through_a_real_sound_server() {
 fn microphone_problems_are_named_clearly() {
     let (sink, events) = test_sink();
     let (speech_tx, _speech_rx) = crossbeam_channel::bounded(8);
-    let mut audio = spawn_audio(speech_tx, None, sink, RestartPolicy::default()).unwrap();
+    let mut audio = spawn_audio(speech_tx, cowork::audio::dictate::Typing::X11(None), sink, RestartPolicy::default()).unwrap();
     let failure = |events: &crossbeam_channel::Receiver<AppEvent>| {
         wait_for(events, Duration::from_secs(15), |e| match e {
             AppEvent::Voice(VoiceEvent::Failed { error, .. }) => Some(error.clone()),

@@ -1,6 +1,8 @@
-//! cowork on real Wayland compositors, headless: weston as the compositor
-//! cowork has no backend for (every capability says why, nothing false is
-//! recorded).
+//! cowork on real Wayland compositors, headless: sway 1.7 (wlroots) with
+//! foot windows, whose focus, titles, pids, idle, clipboard, dictation,
+//! hotkey triggers and sidebar placement the wlroots backend handles; weston
+//! as the compositor cowork has no backend for (every capability says why,
+//! nothing false is recorded); XWayland beside both, which never decides.
 
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
@@ -25,7 +27,108 @@ pub struct Compositor {
     home: tempfile::TempDir,
 }
 
+/// sway refuses to run as root: the compositor runs as `nobody` then, in a
+/// runtime directory it owns (root, the test, still reaches its sockets).
+fn unprivileged() -> Option<(u32, u32)> {
+    // SAFETY: plain libc calls without arguments.
+    (unsafe { libc::geteuid() } == 0).then_some((65534, 65534))
+}
+
 impl Compositor {
+    pub fn sway_available() -> bool {
+        have_program("sway") && have_program("foot") && have_program("swaymsg")
+    }
+
+    /// sway 1.7 headless, pixman-rendered, with one 1280×720 output and XWayland on demand.
+    pub fn sway() -> Compositor {
+        let home = temp_dir();
+        // Its own directory, not inside the (root-only) home, so `nobody` can reach it.
+        let runtime = tempfile::Builder::new().prefix("cowork-sway-").tempdir().unwrap().keep();
+        std::fs::set_permissions(&runtime, std::os::unix::fs::PermissionsExt::from_mode(0o700)).unwrap();
+        let config = runtime.join("sway.conf");
+        std::fs::write(&config, "output HEADLESS-1 resolution 1280x720\nxwayland enable\nfocus_follows_mouse no\n").unwrap();
+        let mut command = match unprivileged() {
+            Some((uid, gid)) => {
+                std::os::unix::fs::chown(&runtime, Some(uid), Some(gid)).unwrap();
+                std::os::unix::fs::chown(&config, Some(uid), Some(gid)).unwrap();
+                let mut command = Command::new("setpriv");
+                command.args(["--reuid", &uid.to_string(), "--regid", &gid.to_string(), "--clear-groups", "sway"]);
+                command
+            }
+            None => Command::new("sway"),
+        };
+        let sway = command
+            .arg("-c")
+            .arg(&config)
+            .env_clear()
+            .env("PATH", std::env::var_os("PATH").unwrap_or_default())
+            .env("XDG_RUNTIME_DIR", &runtime)
+            .env("HOME", &runtime)
+            .env("WLR_BACKENDS", "headless")
+            .env("WLR_RENDERER", "pixman")
+            .env("WLR_LIBINPUT_NO_DEVICES", "1")
+            .env("WLR_HEADLESS_OUTPUTS", "1")
+            .stdout(Stdio::null())
+            .stderr(std::fs::File::create(home.path().join("sway.log")).unwrap())
+            .spawn()
+            .expect("start sway");
+        let mut compositor =
+            Compositor { runtime: runtime.clone(), socket: String::new(), desktop: "sway", swaysock: None, x_display: None, children: vec![ChildGuard(sway)], home };
+        let mut found = (None, None);
+        let started = eventually(Duration::from_secs(10), || {
+            for entry in std::fs::read_dir(&runtime).into_iter().flatten().flatten() {
+                let name = entry.file_name().to_string_lossy().into_owned();
+                if name.starts_with("wayland-") && !name.ends_with(".lock") {
+                    found.0 = Some(name);
+                } else if name.starts_with("sway-ipc.") {
+                    found.1 = Some(entry.path());
+                }
+            }
+            found.0.is_some() && found.1.is_some()
+        });
+        assert!(started, "sway did not start: {}", std::fs::read_to_string(compositor.home.path().join("sway.log")).unwrap_or_default());
+        compositor.socket = found.0.unwrap();
+        compositor.swaysock = found.1;
+        compositor
+    }
+
+    /// `swaymsg` in this session; its stdout.
+    pub fn swaymsg(&self, args: &[&str]) -> String {
+        let out = self.command("swaymsg").args(args).output().expect("swaymsg");
+        assert!(out.status.success(), "swaymsg {args:?}: {}", String::from_utf8_lossy(&out.stdout));
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    }
+
+    /// sway's window tree as JSON.
+    pub fn tree(&self) -> serde_json::Value {
+        serde_json::from_str(&self.swaymsg(&["-t", "get_tree", "-r"])).unwrap()
+    }
+
+    /// Opens a foot terminal with `app_id` and `title` running `script` (sh);
+    /// returns its pid once sway maps it.
+    pub fn foot(&mut self, app_id: &str, title: &str, script: &str) -> u32 {
+        let child = self
+            .command("foot")
+            .args(["--app-id", app_id, "--title", title, "sh", "-c", script])
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("start foot");
+        let pid = child.id();
+        self.children.push(ChildGuard(child));
+        let mapped = eventually(Duration::from_secs(10), || tree_windows(&self.tree()).iter().any(|w| w["pid"].as_u64() == Some(u64::from(pid))));
+        assert!(mapped, "foot {app_id} was not mapped");
+        pid
+    }
+
+    /// The facts cowork reads in this session, for in-process workers.
+    pub fn facts(&self) -> cowork::desktop::session::Facts {
+        let command = self.command("true");
+        let vars: Vec<(String, String)> =
+            command.get_envs().filter_map(|(k, v)| Some((k.to_string_lossy().into_owned(), v?.to_string_lossy().into_owned()))).collect();
+        cowork::desktop::session::probe_with(&|key| vars.iter().find(|(k, _)| k == key).map(|(_, v)| v.clone()))
+    }
+
     /// weston 10 with its headless backend: only core globals, no seat; with
     /// XWayland, whose X display it names in its log.
     pub fn weston() -> Compositor {
@@ -112,7 +215,24 @@ impl Drop for Compositor {
             drop(self.children.pop());
         }
         self.children.clear();
+        if self.runtime.starts_with(std::env::temp_dir()) && self.swaysock.is_some() {
+            let _ = std::fs::remove_dir_all(&self.runtime);
+        }
     }
+}
+
+/// The windows (leaf containers with a pid) of a sway tree.
+pub fn tree_windows(node: &serde_json::Value) -> Vec<serde_json::Value> {
+    let mut out = Vec::new();
+    if node["pid"].is_number() && node["nodes"].as_array().is_none_or(|n| n.is_empty()) {
+        out.push(node.clone());
+    }
+    for key in ["nodes", "floating_nodes"] {
+        for child in node[key].as_array().into_iter().flatten() {
+            out.extend(tree_windows(child));
+        }
+    }
+    out
 }
 
 fn stop(mut child: Child) {
@@ -173,4 +293,106 @@ fn on_an_unknown_compositor_every_capability_says_why_and_nothing_false_is_recor
     let afk = store::afk_between(&reader, 0, i64::MAX).unwrap();
     assert!(afk.is_empty(), "presence cannot be seen: neither away nor present is recorded: {afk:?}");
     assert_eq!(store::clips_between(&reader, 0, i64::MAX).unwrap().len(), 0);
+}
+
+const TOLERANCE_MILLIS: i64 = 150;
+
+#[test]
+fn on_sway_focus_and_title_changes_become_sessions_with_pids_like_on_x11() {
+    use cowork::capture::{CaptureCommand, CaptureConfig, spawn_capture};
+    use cowork::events::{AppEvent, SessionEnd, WorkerName};
+    use cowork::ids::now_millis;
+    use cowork::runtime::{RestartPolicy, WorkerState};
+    use cowork::store::{StoreCommand, spawn_store};
+    use super::support::{test_sink, wait_for};
+    if !require(Compositor::sway_available(), "sway and foot") {
+        return;
+    }
+    let mut sway = Compositor::sway();
+    let fifo = sway.runtime.join("rename");
+    assert!(Command::new("mkfifo").arg(&fifo).status().unwrap().success());
+    let alpha = sway.foot("test-alpha", "Alpha document", &format!("read x < {}; printf '\\033]2;Alpha renamed\\007'; sleep 600", fifo.display()));
+    let beta = sway.foot("test-beta", "Beta notes", "sleep 600");
+    let gamma = sway.foot("test-gamma", "Gamma sheet", "sleep 600");
+    let report = cowork::desktop::session::report(&sway.facts(), false);
+    assert_eq!(report.family, cowork::desktop::session::Family::Wlroots("sway".into()));
+    let backend = report.backend(cowork::desktop::session::Capability::FocusedWindow);
+    assert!(matches!(backend, cowork::desktop::backend::Backend::Wlroots(_)), "{backend:?}");
+
+    let dir = temp_dir();
+    let db = dir.path().join("cowork.db");
+    let (sink, events) = test_sink();
+    let mut store = spawn_store(db.clone(), sink.clone(), RestartPolicy::default()).unwrap();
+    let config = CaptureConfig { display: None, afk_secs: 3600, rules: Default::default(), backend };
+    let mut capture = spawn_capture(config, store.commands.clone(), sink, RestartPolicy::default()).unwrap();
+    let state = wait_for(&events, Duration::from_secs(10), |e| match e {
+        AppEvent::Worker { worker: WorkerName::Capture, state } if !matches!(state, WorkerState::Starting) => Some(state.clone()),
+        _ => None,
+    })
+    .unwrap();
+    assert_eq!(state, WorkerState::Running, "focus, pids and idle all work on sway");
+    assert!(eventually(Duration::from_secs(5), || store::open_read_only(&db)
+        .ok()
+        .and_then(|c| store::recent_sessions(&c, 1).ok())
+        .is_some_and(|s| s.first().is_some_and(|s| s.title == "Gamma sheet"))));
+    std::thread::sleep(Duration::from_millis(2 * TOLERANCE_MILLIS as u64));
+
+    let focus = |app_id: &str| {
+        sway.swaymsg(&[&format!("[app_id={app_id}] focus")]);
+        now_millis()
+    };
+    let mut switches = Vec::new();
+    for (app_id, stay_millis) in [("test-alpha", 800u64), ("test-beta", 1_200), ("test-gamma", 600), ("test-alpha", 700)] {
+        switches.push(focus(app_id));
+        std::thread::sleep(Duration::from_millis(stay_millis));
+    }
+    // A title change in the focused window starts a new session too.
+    std::fs::write(&fifo, "go\n").unwrap();
+    let renamed_at = now_millis();
+    std::thread::sleep(Duration::from_millis(500));
+    let last_switch = focus("test-beta");
+    let last_switch_at = std::time::Instant::now();
+    assert!(
+        eventually(Duration::from_secs(1), || store::open_read_only(&db)
+            .ok()
+            .and_then(|c| store::recent_sessions(&c, 20).ok())
+            .is_some_and(|s| s.iter().any(|s| s.title == "Alpha renamed" && s.ended_at_millis.is_some()))),
+        "finished session not in the database within 1 s"
+    );
+    let visible_after = last_switch_at.elapsed();
+    assert!(capture.shutdown(CaptureCommand::Shutdown, Duration::from_secs(10)));
+    let (ack, done) = crossbeam_channel::bounded(1);
+    store.commands.send(StoreCommand::Flush(ack)).unwrap();
+    done.recv_timeout(Duration::from_secs(10)).unwrap();
+
+    let reader = store::open_read_only(&db).unwrap();
+    let sessions: Vec<_> = store::sessions_since(&reader, switches[0] - 1_000, 100)
+        .unwrap()
+        .into_iter()
+        .filter(|s| s.started_at_millis >= switches[0] - TOLERANCE_MILLIS)
+        .collect();
+    let seen: Vec<(&str, &str, Option<u32>)> = sessions.iter().map(|s| (s.app.as_str(), s.title.as_str(), s.pid)).collect();
+    assert_eq!(
+        seen,
+        [
+            ("test-alpha", "Alpha document", Some(alpha)),
+            ("test-beta", "Beta notes", Some(beta)),
+            ("test-gamma", "Gamma sheet", Some(gamma)),
+            ("test-alpha", "Alpha document", Some(alpha)),
+            ("test-alpha", "Alpha renamed", Some(alpha)),
+            ("test-beta", "Beta notes", Some(beta)),
+        ],
+        "sessions in order, with the pids sway's IPC gives"
+    );
+    let mut expected: Vec<(i64, i64)> = switches.windows(2).map(|w| (w[0], w[1])).collect();
+    expected.push((switches[3], renamed_at));
+    expected.push((renamed_at, last_switch));
+    for (session, (start, end)) in sessions.iter().zip(&expected) {
+        let recorded = session.ended_at_millis.unwrap() - session.started_at_millis;
+        assert!((recorded - (end - start)).abs() <= TOLERANCE_MILLIS, "{}: recorded {recorded} ms, test did {} ms", session.title, end - start);
+        assert!((session.started_at_millis - start).abs() <= TOLERANCE_MILLIS, "{}: start off", session.title);
+    }
+    assert_eq!(sessions.last().unwrap().end_reason, Some(SessionEnd::Shutdown));
+    eprintln!("finished session visible in the database after {visible_after:?}");
+    assert!(store.shutdown(StoreCommand::Shutdown, Duration::from_secs(10)));
 }

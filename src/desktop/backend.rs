@@ -1,0 +1,110 @@
+//! The seam between capture and the desktop: one backend per compositor
+//! family gives the focused window (title, app id, pid where it can be had,
+//! fullscreen), change events, and presence (polled input on X11, idle edges
+//! from the compositor on Wayland). Capture's tracker, firewall, heartbeats
+//! and AFK logic consume it unchanged; which backend runs is decided by
+//! `desktop::session`, never by which connection happens to succeed.
+
+use std::time::Duration;
+
+use device_query::DeviceState;
+
+use super::wlr::{WaylandTarget, WlrDesktop};
+use crate::capture::InputProbe;
+use crate::capture::x11::X11Desktop;
+use crate::events::ActiveWindow;
+
+/// Which backend capture uses in this session.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Backend {
+    /// X11: the display capture was given (None: `$DISPLAY`).
+    X11,
+    /// A wlroots compositor.
+    Wlroots(WaylandTarget),
+    /// No backend sees the focused window here: why. Capture records no
+    /// window and nobody away rather than guess.
+    Blind(String),
+}
+
+/// What capture needs from a desktop.
+pub trait DesktopBackend: Send {
+    /// Waits up to `timeout`; true when the focused window or its title may have changed.
+    fn wait_for_change(&mut self, timeout: Duration) -> Result<bool, String>;
+    /// The focused top-level window, None when nothing is focused.
+    fn active_window(&mut self) -> Result<Option<ActiveWindow>, String>;
+    /// Whether `window` fills the screen (a film or a talk keeps the user present).
+    fn is_fullscreen(&self, window: u32) -> bool;
+}
+
+impl DesktopBackend for X11Desktop {
+    fn wait_for_change(&mut self, timeout: Duration) -> Result<bool, String> {
+        X11Desktop::wait_for_change(self, timeout).map_err(|err| err.to_string())
+    }
+
+    fn active_window(&mut self) -> Result<Option<ActiveWindow>, String> {
+        X11Desktop::active_window(self).map_err(|err| err.to_string())
+    }
+
+    fn is_fullscreen(&self, window: u32) -> bool {
+        X11Desktop::is_fullscreen(self, window).unwrap_or(false)
+    }
+}
+
+impl DesktopBackend for WlrDesktop {
+    fn wait_for_change(&mut self, timeout: Duration) -> Result<bool, String> {
+        WlrDesktop::wait_for_change(self, timeout)
+    }
+
+    fn active_window(&mut self) -> Result<Option<ActiveWindow>, String> {
+        Ok(WlrDesktop::active_window(self))
+    }
+
+    fn is_fullscreen(&self, window: u32) -> bool {
+        WlrDesktop::is_fullscreen(self, window)
+    }
+}
+
+/// A connected backend, with where presence comes from and what it cannot do.
+pub struct Connected {
+    pub desktop: Box<dyn DesktopBackend>,
+    /// None: presence cannot be seen, so nobody is ever marked away.
+    pub probe: Option<Box<dyn InputProbe>>,
+    /// What works only in part (capture then reports itself degraded with it).
+    pub limits: Option<String>,
+}
+
+/// Connects the backend; `display` is X11's (None: `$DISPLAY`).
+pub fn connect(backend: &Backend, display: Option<&str>) -> Result<Connected, String> {
+    match backend {
+        Backend::X11 => {
+            let desktop = X11Desktop::connect(display).map_err(|err| err.to_string())?;
+            let ewmh = desktop.has_active_window_support().unwrap_or(false);
+            // device_query opens $DISPLAY itself; use it only when that is the display we watch.
+            let same_display = display.is_none() || display == std::env::var("DISPLAY").ok().as_deref();
+            let probe = if same_display { DeviceState::checked_new() } else { None };
+            let limits = match (ewmh, probe.is_some()) {
+                (false, _) => Some("the window manager does not publish _NET_ACTIVE_WINDOW; no window is tracked until one does".into()),
+                (true, false) => Some("input state unavailable: AFK is not detected".into()),
+                (true, true) => None,
+            };
+            Ok(Connected { desktop: Box::new(desktop), probe: probe.map(|p| Box::new(p) as Box<dyn InputProbe>), limits })
+        }
+        Backend::Wlroots(target) => {
+            let desktop = WlrDesktop::connect(target)?;
+            let presence = desktop.presence();
+            let mut limits = Vec::new();
+            if presence.is_none() {
+                limits.push("the compositor offers no idle notifications: you are never marked away".to_owned());
+            }
+            if target.ipc.is_none() {
+                limits.push("no compositor IPC for pids: browser URLs come from the address bar matched by title".to_owned());
+            }
+            Ok(Connected {
+                desktop: Box::new(desktop),
+                probe: presence.map(|p| Box::new(p) as Box<dyn InputProbe>),
+                limits: (!limits.is_empty()).then(|| limits.join("; ")),
+            })
+        }
+        Backend::Blind(reason) => Err(reason.clone()),
+    }
+}

@@ -82,6 +82,8 @@ pub struct CoworkApp {
     geometry_saved_at: Instant,
     /// The tray icon, told when capture is paused and how many agent tasks wait.
     tray: Option<crate::desktop::TrayIcon>,
+    /// Places the sidebar and the quick prompt through the compositor (sway, Hyprland).
+    placer: Option<crate::desktop::place::Placer>,
     /// What the tray was last told waits (told again only when it changes).
     tray_waiting: usize,
     show_requested: bool,
@@ -156,6 +158,7 @@ impl CoworkApp {
             geometry,
             geometry_saved_at: Instant::now(),
             tray: None,
+            placer: None,
             tray_waiting: 0,
             show_requested: false,
             providers,
@@ -168,6 +171,11 @@ impl CoworkApp {
     /// Keeps the tray icon and keeps it in step with the pause switch.
     pub fn with_tray(mut self, tray: Option<crate::desktop::TrayIcon>) -> Self {
         self.tray = tray;
+        self
+    }
+
+    pub fn with_placer(mut self, placer: Option<crate::desktop::place::Placer>) -> Self {
+        self.placer = placer;
         self
     }
 
@@ -444,6 +452,12 @@ impl CoworkApp {
                 }
             }
             UiAction::OpenQuickPrompt => {
+                if !self.state.quick_prompt_open
+                    && let Some(placer) = &self.placer
+                {
+                    let [width, height] = theme::QUICK_PROMPT_SIZE;
+                    placer.place(crate::desktop::place::PlaceCommand::QuickPrompt { width: width as i32, height: height as i32 });
+                }
                 self.state.quick_prompt_open = true;
                 self.quick.focus_requested = false;
                 // Load the model and prefill the shared prompt head while the user types.

@@ -4,7 +4,9 @@
 
 pub mod backend;
 pub mod ipc;
+pub mod place;
 pub mod session;
+pub mod trigger;
 pub mod wayland;
 pub mod wlr;
 

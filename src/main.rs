@@ -202,6 +202,12 @@ enum Command {
         #[arg(long)]
         json: bool,
     },
+    /// Tell the running sidebar what a hotkey would: quick-prompt, pause,
+    /// talk-press, talk-release (bind these in the compositor on Wayland)
+    Trigger {
+        /// quick-prompt, pause, talk-press or talk-release
+        what: String,
+    },
     /// Read or change any setting the Settings tab edits: list, get, set, reset
     Settings {
         #[command(subcommand)]
@@ -787,6 +793,14 @@ fn run(cli: Cli, process_started: Instant) -> anyhow::Result<ExitCode> {
             }
             Ok(ExitCode::SUCCESS)
         }
+        Some(Command::Trigger { what }) => {
+            use cowork::desktop::trigger::{Trigger, send, socket_path};
+            let Some(trigger) = Trigger::parse(&what) else {
+                anyhow::bail!("unknown trigger {what:?}: one of quick-prompt, pause, talk-press, talk-release");
+            };
+            send(&socket_path(&paths.data_dir), trigger).map_err(|err| anyhow::anyhow!(err))?;
+            Ok(ExitCode::SUCCESS)
+        }
         Some(Command::Settings { action }) => {
             match action {
                 SettingsAction::List { json } => commands::settings::list(&paths, json)?,
@@ -899,6 +913,20 @@ fn run_sidebar(paths: &Paths, display: Option<String>, screenshot: Option<PathBu
             }
         }
     };
+    // Compositor bindings (`cowork trigger …`) reach this process through its socket, on any desktop.
+    let trigger = match cowork::desktop::trigger::TriggerServer::spawn(cowork::desktop::trigger::socket_path(&paths.data_dir), sink.clone()) {
+        Ok(server) => Some(server),
+        Err(err) => {
+            state.notice(format!("`cowork trigger` will not reach this window: {err}"));
+            None
+        }
+    };
+    // Where winit cannot place the sidebar (Wayland), the compositor's IPC does;
+    // where nothing can, the sidebar runs under XWayland so it can stay on top.
+    let placement = desktop.state(cowork::desktop::session::Capability::SidebarPlacement).clone();
+    let ipc = desktop.wayland.as_ref().and_then(|target| target.ipc.clone()).filter(|_| placement.is_ok() && !desktop.x11_decides());
+    let placer = ipc.and_then(|ipc| cowork::desktop::place::Placer::spawn(ipc).map_err(|err| tracing::warn!("place: {err}")).ok());
+    let under_xwayland = !desktop.x11_decides() && desktop.xwayland && placer.is_none();
     let tray = match TrayIcon::spawn(settings.privacy.paused, sink.clone()) {
         Ok(tray) => Some(tray),
         Err(err) => {
@@ -919,8 +947,20 @@ fn run_sidebar(paths: &Paths, display: Option<String>, screenshot: Option<PathBu
             .with_min_inner_size([280.0, 320.0])
             .with_window_level(WindowLevel::AlwaysOnTop),
         renderer: eframe::Renderer::Glow,
+        event_loop_builder: under_xwayland.then(|| {
+            Box::new(|builder: &mut eframe::EventLoopBuilder<eframe::UserEvent>| {
+                use winit::platform::x11::EventLoopBuilderExtX11;
+                builder.with_x11();
+            }) as eframe::EventLoopBuilderHook
+        }),
         ..Default::default()
     };
+    if under_xwayland {
+        tracing::info!("the sidebar runs under XWayland: {}", placement.text());
+    }
+    if let Some(placer) = &placer {
+        placer.place(cowork::desktop::place::PlaceCommand::Sidebar { width: width as i32 });
+    }
     let channels = workers.channels(events);
     let models = cowork::ui::settings::model_views(&manifest, &paths.models_dir);
     let app_options =
@@ -931,10 +971,11 @@ fn run_sidebar(paths: &Paths, display: Option<String>, screenshot: Option<PathBu
         Box::new(move |cc| {
             let _ = egui_ctx.set(cc.egui_ctx.clone());
             cc.egui_ctx.set_visuals(egui::Visuals::dark());
-            Ok(Box::new(CoworkApp::new(channels, state, models, app_options).with_tray(tray)))
+            Ok(Box::new(CoworkApp::new(channels, state, models, app_options).with_tray(tray).with_placer(placer)))
         }),
     );
     drop(hotkeys);
+    drop(trigger);
     workers.shutdown(Duration::from_secs(5));
     drop(sink);
     match result {

@@ -144,6 +144,7 @@ impl Ipc {
                 let r = placement.rect;
                 let mut commands = vec![
                     "floating enable".to_owned(),
+                    "border none".to_owned(),
                     format!("resize set width {} px height {} px", r.width, r.height),
                     format!("move absolute position {} {}", r.x, r.y),
                 ];

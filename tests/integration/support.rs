@@ -290,11 +290,18 @@ impl XSession {
 }
 
 impl Drop for XSession {
-    /// Ends what the session started, newest first (the X server last).
+    /// Ends what the session started, newest first (the X server last, asked
+    /// to end first so it removes its socket and lock file).
     fn drop(&mut self) {
-        while let Some(child) = self.children.pop() {
-            drop(child);
+        while self.children.len() > 1 {
+            drop(self.children.pop());
         }
+        if let Some(server) = self.children.first_mut() {
+            // SAFETY: signalling our own child.
+            unsafe { libc::kill(server.0.id() as i32, libc::SIGTERM) };
+            eventually(Duration::from_secs(2), || server.0.try_wait().is_ok_and(|status| status.is_some()));
+        }
+        self.children.clear();
     }
 }
 

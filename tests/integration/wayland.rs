@@ -210,9 +210,15 @@ impl Compositor {
 
 impl Drop for Compositor {
     fn drop(&mut self) {
-        // Clients first, the compositor last.
+        // Clients first, the compositor last: asked to end, so it takes its
+        // XWayland, sockets and lock files with it; killed if it will not.
         while self.children.len() > 1 {
             drop(self.children.pop());
+        }
+        if let Some(compositor) = self.children.first_mut() {
+            // SAFETY: signalling our own child.
+            unsafe { libc::kill(compositor.0.id() as i32, libc::SIGTERM) };
+            eventually(Duration::from_secs(3), || compositor.0.try_wait().is_ok_and(|status| status.is_some()));
         }
         self.children.clear();
         if self.runtime.starts_with(std::env::temp_dir()) && self.swaysock.is_some() {
@@ -395,4 +401,364 @@ fn on_sway_focus_and_title_changes_become_sessions_with_pids_like_on_x11() {
     assert_eq!(sessions.last().unwrap().end_reason, Some(SessionEnd::Shutdown));
     eprintln!("finished session visible in the database after {visible_after:?}");
     assert!(store.shutdown(StoreCommand::Shutdown, Duration::from_secs(10)));
+}
+
+/// Capture in this process on `sway`'s wlroots backend, with its store.
+struct InProcess {
+    db: PathBuf,
+    _dir: tempfile::TempDir,
+    store: cowork::runtime::WorkerHandle<cowork::store::StoreCommand>,
+    capture: cowork::runtime::WorkerHandle<cowork::capture::CaptureCommand>,
+    events: crossbeam_channel::Receiver<cowork::events::AppEvent>,
+}
+
+impl InProcess {
+    fn start(sway: &Compositor, afk_secs: u64) -> InProcess {
+        use cowork::capture::{CaptureConfig, spawn_capture};
+        use cowork::desktop::session::Capability;
+        use cowork::events::{AppEvent, WorkerName};
+        use cowork::runtime::{RestartPolicy, WorkerState};
+        let report = cowork::desktop::session::report(&sway.facts(), false);
+        let backend = report.backend(Capability::FocusedWindow);
+        let dir = temp_dir();
+        let db = dir.path().join("cowork.db");
+        let (sink, events) = super::support::test_sink();
+        let store = cowork::store::spawn_store(db.clone(), sink.clone(), RestartPolicy::default()).unwrap();
+        let config = CaptureConfig { display: None, afk_secs, rules: Default::default(), backend };
+        let capture = spawn_capture(config, store.commands.clone(), sink, RestartPolicy::default()).unwrap();
+        let state = super::support::wait_for(&events, Duration::from_secs(10), |e| match e {
+            AppEvent::Worker { worker: WorkerName::Capture, state } if !matches!(state, WorkerState::Starting) => Some(state.clone()),
+            _ => None,
+        });
+        assert_eq!(state, Some(WorkerState::Running));
+        InProcess { db, _dir: dir, store, capture, events }
+    }
+
+    fn sessions(&self) -> Vec<cowork::events::ActivitySession> {
+        store::open_read_only(&self.db).ok().and_then(|c| store::sessions_between(&c, 0, i64::MAX).ok()).unwrap_or_default()
+    }
+
+    fn afk(&self) -> Vec<cowork::capture::heartbeat::AfkEvent> {
+        store::open_read_only(&self.db).ok().and_then(|c| store::afk_between(&c, 0, i64::MAX).ok()).unwrap_or_default()
+    }
+
+    fn stop(mut self) -> Self {
+        use cowork::store::StoreCommand;
+        assert!(self.capture.shutdown(cowork::capture::CaptureCommand::Shutdown, Duration::from_secs(10)));
+        let (ack, done) = crossbeam_channel::bounded(1);
+        self.store.commands.send(StoreCommand::Flush(ack)).unwrap();
+        done.recv_timeout(Duration::from_secs(10)).unwrap();
+        self
+    }
+}
+
+#[test]
+fn on_sway_the_compositors_idle_notification_marks_away_and_input_marks_present() {
+    use cowork::capture::heartbeat::AfkStatus;
+    if !require(Compositor::sway_available() && have_program("wtype"), "sway, foot and wtype") {
+        return;
+    }
+    let mut sway = Compositor::sway();
+    sway.foot("test-notes", "Meeting notes", "stty -echo; cat > /dev/null");
+    let capture = InProcess::start(&sway, 2);
+    // No input: the compositor reports idle after a second; away two seconds after the last input.
+    let started = cowork::ids::now_millis();
+    assert!(
+        eventually(Duration::from_secs(10), || capture.afk().iter().any(|e| e.data == AfkStatus::Afk)),
+        "nobody typed, so the user went away: {:?}",
+        capture.afk()
+    );
+    let away = capture.afk().into_iter().find(|e| e.data == AfkStatus::Afk).unwrap();
+    assert!((away.start_millis - started).abs() <= 1_500, "away is back-dated to the last input: {away:?} (capture started {started})");
+    // A key from a (virtual) keyboard: present again.
+    let typed_at = cowork::ids::now_millis();
+    assert!(sway.command("wtype").arg("x").status().unwrap().success());
+    assert!(
+        eventually(Duration::from_secs(5), || capture.afk().iter().any(|e| e.data != AfkStatus::Afk && e.start_millis >= typed_at - 1_000)),
+        "input made the user present again: {:?}",
+        capture.afk()
+    );
+    // Typing for longer than the threshold, with no pause as long as the compositor's second, never reads as away.
+    let busy_from = cowork::ids::now_millis();
+    for _ in 0..8 {
+        assert!(sway.command("wtype").arg("y").status().unwrap().success());
+        std::thread::sleep(Duration::from_millis(400));
+    }
+    let capture = capture.stop();
+    let afk = capture.afk();
+    assert!(!afk.iter().any(|e| e.data == AfkStatus::Afk && e.end_millis > busy_from + 500), "marked away while typing: {afk:?}");
+    let statuses: Vec<bool> = afk.iter().map(|e| e.data == AfkStatus::Afk).collect();
+    assert_eq!(statuses, [false, true, false], "present, away, present: {afk:?}");
+    drop(capture.events);
+}
+
+/// Sessions' titles and clips' texts of a data directory, and whether `word` is anywhere in its files.
+fn on_disk(data: &Path, word: &str) -> bool {
+    ["cowork.db", "cowork.db-wal"].iter().any(|file| {
+        let bytes = std::fs::read(data.join(file)).unwrap_or_default();
+        bytes.windows(word.len()).any(|w| w == word.as_bytes())
+    })
+}
+
+#[test]
+fn on_sway_capture_run_records_clipboard_changes_and_excludes_a_password_manager_by_its_app_id() {
+    if !require(Compositor::sway_available() && have_program("wl-copy"), "sway, foot and wl-clipboard") {
+        return;
+    }
+    let mut sway = Compositor::sway();
+    sway.foot("test-notes", "Meeting notes", "sleep 600");
+    sway.foot("org.keepassxc.KeePassXC", "Passwords.kdbx - KeePassXC", "sleep 600");
+    let data = temp_dir();
+    let db = data.path().join("cowork.db");
+    {
+        let conn = store::open_writer(&db).unwrap();
+        store::set_setting(&conn, "capture.streams_confirmed", "true", 0).unwrap();
+    }
+    let capture = sway.cowork(data.path()).args(["capture", "run"]).spawn().unwrap();
+    let sessions = || store::open_read_only(&db).ok().and_then(|c| store::sessions_between(&c, 0, i64::MAX).ok()).unwrap_or_default();
+    let clips = || store::open_read_only(&db).ok().and_then(|c| store::clips_between(&c, 0, i64::MAX).ok()).unwrap_or_default();
+    sway.swaymsg(&["[app_id=test-notes] focus"]);
+    assert!(eventually(Duration::from_secs(15), || sessions().iter().any(|s| s.title == "Meeting notes")), "{:?}", sessions());
+    let copy = |text: &str| {
+        // wl-copy serves the selection until another takes it; --foreground keeps it our child.
+        let child = sway.command("wl-copy").args(["--foreground", text]).stdout(Stdio::null()).stderr(Stdio::null()).spawn().unwrap();
+        ChildGuard(child)
+    };
+    let _first = copy("meeting moved to Thursday");
+    assert!(
+        eventually(Duration::from_secs(5), || clips().iter().any(|c| c.text == "meeting moved to Thursday")),
+        "wl-copy became a clipboard row: {:?}",
+        clips()
+    );
+    // The password manager, by its Wayland app id: nothing of it, and nothing copied in it, is kept.
+    sway.swaymsg(&["[app_id=org.keepassxc.KeePassXC] focus"]);
+    std::thread::sleep(Duration::from_millis(600));
+    let _secret = copy("hunter2 vault secret");
+    std::thread::sleep(Duration::from_millis(1_000));
+    sway.swaymsg(&["[app_id=test-notes] focus"]);
+    std::thread::sleep(Duration::from_millis(600));
+    let _second = copy("invoice 2291");
+    assert!(eventually(Duration::from_secs(5), || clips().iter().any(|c| c.text == "invoice 2291")), "{:?}", clips());
+    stop(capture);
+    let summary: Vec<(String, String)> = clips().into_iter().map(|c| (c.text, c.app)).collect();
+    assert_eq!(
+        summary,
+        [("meeting moved to Thursday".to_owned(), "test-notes".to_owned()), ("invoice 2291".to_owned(), "test-notes".to_owned())],
+        "each copy once, with the window it was made in; none in the password manager"
+    );
+    assert!(sessions().iter().all(|s| !s.app.to_lowercase().contains("keepassxc")), "{:?}", sessions());
+    for word in ["Passwords.kdbx", "hunter2", "KeePassXC"] {
+        assert!(!on_disk(data.path(), word), "{word} reached the database files");
+    }
+}
+
+#[test]
+fn on_sway_dictation_types_unicode_through_a_virtual_keyboard_and_a_held_ctrl_does_not_combine() {
+    if !require(Compositor::sway_available() && have_program("wtype"), "sway, foot and wtype") {
+        return;
+    }
+    let mut sway = Compositor::sway();
+    let out = sway.runtime.join("typed.txt");
+    // Raw mode: each character reaches `cat` as typed (dictation never presses Enter).
+    sway.foot("test-sink", "Dictation sink", &format!("stty -icanon -echo; exec cat > {}", out.display()));
+    sway.swaymsg(&["[app_id=test-sink] focus"]);
+    let report = cowork::desktop::session::report(&sway.facts(), false);
+    let typing = cowork::audio::dictate::Typing::for_desktop(&report, None);
+    let cowork::audio::dictate::Typing::Wayland(target) = typing else { panic!("dictation on sway uses the virtual keyboard: {typing:?}") };
+    // Ctrl held down on another keyboard for the whole time (wtype is a second virtual keyboard).
+    let held = ChildGuard(sway.command("wtype").args(["-M", "ctrl", "-s", "3000", "-m", "ctrl"]).spawn().unwrap());
+    std::thread::sleep(Duration::from_millis(300));
+    let said = "héllo wörld €5";
+    let typed = cowork::desktop::wlr::type_text(&target, &cowork::audio::dictate::typeable(said)).unwrap();
+    assert_eq!(typed, said.chars().count());
+    assert!(
+        eventually(Duration::from_secs(5), || std::fs::read_to_string(&out).unwrap_or_default() == said),
+        "the terminal received {:?}",
+        std::fs::read(&out).unwrap_or_default()
+    );
+    drop(held);
+    // A line break in a transcript is a space (and the text is trimmed): dictation never submits.
+    cowork::desktop::wlr::type_text(&target, &cowork::audio::dictate::typeable(" rm -rf ~\nok")).unwrap();
+    let expected = format!("{said}rm -rf ~ ok");
+    assert!(eventually(Duration::from_secs(5), || std::fs::read_to_string(&out).unwrap_or_default() == expected), "{:?}", std::fs::read_to_string(&out));
+}
+
+/// The X display sway's XWayland serves (its lock file names sway's pid).
+fn xwayland_display(sway: &Compositor) -> String {
+    let pid = sway.children[0].0.id();
+    let mut display = None;
+    assert!(eventually(Duration::from_secs(5), || {
+        display = std::fs::read_dir("/tmp").unwrap().flatten().find_map(|entry| {
+            let name = entry.file_name().to_string_lossy().into_owned();
+            let number = name.strip_prefix(".X")?.strip_suffix("-lock")?.to_owned();
+            // "%10d" and a NUL, as wlroots writes it.
+            let owner: u32 = std::fs::read_to_string(entry.path()).ok()?.trim_matches(|c: char| c.is_whitespace() || c == '\0').parse().ok()?;
+            (owner == pid).then(|| format!(":{number}"))
+        });
+        display.is_some()
+    }));
+    display.unwrap()
+}
+
+#[test]
+fn with_xwayland_beside_sway_an_x_app_and_native_apps_are_both_seen_and_x11_never_decides() {
+    if !require(Compositor::sway_available() && have_program("xterm") && have_program("Xwayland"), "sway, foot, xterm and Xwayland") {
+        return;
+    }
+    let mut sway = Compositor::sway();
+    let display = xwayland_display(&sway);
+    sway.x_display = Some(display.clone());
+    let native = sway.foot("test-native", "Native notes", "sleep 600");
+    // XWayland takes only the compositor's user as a client.
+    let mut xterm = match unprivileged() {
+        Some((uid, gid)) => {
+            let mut command = sway.command("setpriv");
+            command.args(["--reuid", &uid.to_string(), "--regid", &gid.to_string(), "--clear-groups", "xterm"]).env("HOME", &sway.runtime);
+            command
+        }
+        None => sway.command("xterm"),
+    };
+    let xterm = xterm.args(["-T", "X terminal", "-e", "sleep 600"]).stdout(Stdio::null()).stderr(Stdio::null()).spawn().unwrap();
+    let xterm_pid = xterm.id();
+    sway.children.push(ChildGuard(xterm));
+    assert!(eventually(Duration::from_secs(15), || tree_windows(&sway.tree()).iter().any(|w| w["pid"].as_u64() == Some(u64::from(xterm_pid)))), "xterm mapped");
+    let facts = sway.facts();
+    assert_eq!(facts.x_display.as_deref(), Some(display.as_str()));
+    let report = cowork::desktop::session::report(&facts, false);
+    assert!(report.xwayland && !report.x11_decides(), "{report:?}");
+    let capture = InProcess::start(&sway, 3600);
+    for app in ["XTerm", "test-native", "XTerm", "test-native"] {
+        let criteria = if app == "XTerm" { "[class=XTerm] focus".to_owned() } else { format!("[app_id={app}] focus") };
+        sway.swaymsg(&[&criteria]);
+        std::thread::sleep(Duration::from_millis(700));
+    }
+    let capture = capture.stop();
+    let seen: Vec<(String, String, Option<u32>)> =
+        capture.sessions().into_iter().filter(|s| s.title != "Native notes" || s.app == "test-native").map(|s| (s.app, s.title, s.pid)).collect();
+    let tail: Vec<_> = seen.iter().rev().take(4).rev().cloned().collect();
+    assert_eq!(
+        tail,
+        [
+            ("XTerm".to_owned(), "X terminal".to_owned(), Some(xterm_pid)),
+            ("test-native".to_owned(), "Native notes".to_owned(), Some(native)),
+            ("XTerm".to_owned(), "X terminal".to_owned(), Some(xterm_pid)),
+            ("test-native".to_owned(), "Native notes".to_owned(), Some(native)),
+        ],
+        "both kinds of window, from the compositor: {seen:?}"
+    );
+}
+
+/// A window of the sway tree by its pid and title.
+fn window_of(sway: &Compositor, pid: u32, title: &str) -> Option<serde_json::Value> {
+    tree_windows(&sway.tree()).into_iter().find(|w| w["pid"].as_u64() == Some(u64::from(pid)) && w["name"] == title)
+}
+
+#[test]
+fn on_sway_the_sidebar_docks_right_on_every_workspace_and_cowork_trigger_opens_the_prompt() {
+    if !require(Compositor::sway_available(), "sway and foot") {
+        return;
+    }
+    let mut sway = Compositor::sway();
+    sway.foot("test-notes", "Meeting notes", "sleep 600");
+    let data = temp_dir();
+    // What doctor says here: the wlroots backend, with the hotkeys left to sway's config.
+    let checks = doctor_desktop(&sway, data.path());
+    let state = |name: &str| checks.iter().find(|(n, _, _)| n == name).map(|(_, status, detail)| (status.clone(), detail.clone())).unwrap();
+    for name in ["focused window", "away detection", "clipboard", "dictation typing", "sidebar placement", "agent window tools"] {
+        assert_eq!(state(name).0, "ok", "{name}: {:?}", state(name));
+    }
+    assert!(state("focused window").1.contains("pid from the compositor's IPC"), "{:?}", state("focused window"));
+    assert_eq!(state("hotkeys").0, "warn");
+    assert!(state("hotkeys").1.contains("sway's config"), "{:?}", state("hotkeys"));
+
+    let sidebar = sway
+        .cowork(data.path())
+        .arg("--models-dir")
+        .arg(super::support::models_dir())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let pid = sidebar.id();
+    sway.children.push(ChildGuard(sidebar));
+    let workspace: serde_json::Value = serde_json::from_str::<serde_json::Value>(&sway.swaymsg(&["-t", "get_workspaces", "-r"]))
+        .unwrap()
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|w| w["focused"] == true)
+        .cloned()
+        .unwrap();
+    let area = &workspace["rect"];
+    let docked = |w: &serde_json::Value| {
+        let r = &w["rect"];
+        w["type"] == "floating_con"
+            && w["sticky"] == true
+            && r["x"].as_i64().unwrap() + r["width"].as_i64().unwrap() == area["x"].as_i64().unwrap() + area["width"].as_i64().unwrap()
+            && r["y"] == area["y"]
+            && r["height"] == area["height"]
+            && r["width"].as_i64().unwrap() < area["width"].as_i64().unwrap() / 2
+    };
+    assert!(
+        eventually(Duration::from_secs(30), || window_of(&sway, pid, "cowork").is_some_and(|w| docked(&w))),
+        "the sidebar is a floating, sticky window at the right edge of the work area: {:?} in {area}",
+        window_of(&sway, pid, "cowork")
+    );
+    // The notes stay where they were: only cowork's own window was moved.
+    assert!(tree_windows(&sway.tree()).iter().any(|w| w["app_id"] == "test-notes" && w["type"] == "con"));
+
+    // Another user's process cannot send triggers (the socket is the user's own).
+    let paused = || {
+        let out = sway.cowork(data.path()).args(["settings", "get", "privacy.paused"]).output().unwrap();
+        String::from_utf8_lossy(&out.stdout).trim().to_owned()
+    };
+    if let Some((uid, gid)) = unprivileged() {
+        let out = sway
+            .command("setpriv")
+            .args(["--reuid", &uid.to_string(), "--regid", &gid.to_string(), "--clear-groups", env!("CARGO_BIN_EXE_cowork")])
+            .arg("--data-dir")
+            .arg(sway.runtime.join("elsewhere"))
+            .args(["trigger", "pause"])
+            .output()
+            .unwrap();
+        assert!(!out.status.success(), "another user reached the trigger socket: {}", String::from_utf8_lossy(&out.stderr));
+        std::thread::sleep(Duration::from_millis(300));
+        assert_eq!(paused(), "false");
+    }
+    // The compositor binding's command: the quick prompt opens, floats in the middle and has the keyboard.
+    let out = sway.cowork(data.path()).args(["trigger", "quick-prompt"]).output().unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        eventually(Duration::from_secs(15), || window_of(&sway, pid, "cowork quick prompt").is_some_and(|w| w["focused"] == true && w["type"] == "floating_con")),
+        "the quick prompt is open, floating and focused: {:?}",
+        window_of(&sway, pid, "cowork quick prompt")
+    );
+    let out = sway.cowork(data.path()).args(["trigger", "pause"]).output().unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(eventually(Duration::from_secs(5), || paused() == "true"), "the pause trigger paused capture");
+    let out = sway.cowork(data.path()).args(["trigger", "open-the-pod-bay-doors"]).output().unwrap();
+    assert!(!out.status.success() && String::from_utf8_lossy(&out.stderr).contains("quick-prompt, pause, talk-press, talk-release"));
+}
+
+#[test]
+fn on_sway_the_agent_lists_windows_and_focuses_one_by_its_id() {
+    if !require(Compositor::sway_available(), "sway and foot") {
+        return;
+    }
+    let mut sway = Compositor::sway();
+    let alpha = sway.foot("test-alpha", "Alpha document", "sleep 600");
+    sway.foot("test-beta", "Beta notes", "sleep 600");
+    let report = cowork::desktop::session::report(&sway.facts(), false);
+    let target = report.wayland.clone().expect("the wlroots backend runs on sway");
+    let windows = cowork::desktop::wlr::list_windows(&target).unwrap();
+    let listed: Vec<(&str, &str)> = windows.iter().map(|w| (w.app.as_str(), w.title.as_str())).collect();
+    assert_eq!(listed, [("test-alpha", "Alpha document"), ("test-beta", "Beta notes")]);
+    assert_eq!(windows[0].pid, Some(alpha));
+    // Beta has focus (opened last); the agent focuses Alpha by the id it was given.
+    let focused = || tree_windows(&sway.tree()).into_iter().find(|w| w["focused"] == true).map(|w| w["app_id"].as_str().unwrap_or_default().to_owned());
+    assert_eq!(focused().as_deref(), Some("test-beta"));
+    cowork::desktop::wlr::activate(&target, windows[0].window_id).unwrap();
+    assert!(eventually(Duration::from_secs(5), || focused().as_deref() == Some("test-alpha")), "{:?}", focused());
+    let err = cowork::desktop::wlr::activate(&target, 12345).unwrap_err();
+    assert!(err.contains("no window 12345"), "{err}");
 }

@@ -1,0 +1,124 @@
+//! Placing cowork's own windows where the toolkit cannot: under Wayland,
+//! winit ignores position and always-on-top, so on sway and Hyprland the
+//! `place` thread asks the compositor over its IPC to make the sidebar a
+//! floating, sticky window docked to the right edge of the work area, and
+//! to float, centre and focus the quick prompt each time it opens. Windows
+//! are found by cowork's own pid and their title, never by app id alone.
+
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+use crossbeam_channel::{Receiver, Sender, bounded};
+
+use super::ipc::{Ipc, IpcWindow, Placement, Rect};
+
+/// How long a window is looked for after it was asked for.
+const FIND_FOR: Duration = Duration::from_secs(10);
+const LOOK_EVERY: Duration = Duration::from_millis(50);
+
+pub const SIDEBAR_TITLE: &str = "cowork";
+pub const QUICK_PROMPT_TITLE: &str = "cowork quick prompt";
+
+#[derive(Debug)]
+pub enum PlaceCommand {
+    /// Dock the sidebar, `width` logical pixels wide, full height, on every workspace.
+    Sidebar { width: i32 },
+    /// Float the quick prompt of this size in the middle of the work area, focused.
+    QuickPrompt { width: i32, height: i32 },
+}
+
+/// The handle of the `place` thread; it ends when the handle is dropped.
+pub struct Placer {
+    commands: Option<Sender<PlaceCommand>>,
+    thread: Option<JoinHandle<()>>,
+}
+
+impl Placer {
+    pub fn spawn(ipc: Ipc) -> std::io::Result<Placer> {
+        let (tx, rx) = bounded(8);
+        let thread = std::thread::Builder::new().name("place".into()).spawn(move || run(&ipc, &rx))?;
+        Ok(Placer { commands: Some(tx), thread: Some(thread) })
+    }
+
+    /// Asks for a placement (never waits: a full queue drops it).
+    pub fn place(&self, command: PlaceCommand) {
+        if let Some(commands) = &self.commands
+            && commands.try_send(command).is_err()
+        {
+            tracing::debug!("place: busy, a placement was dropped");
+        }
+    }
+}
+
+impl Drop for Placer {
+    fn drop(&mut self) {
+        self.commands.take();
+        if let Some(thread) = self.thread.take() {
+            let _ = thread.join();
+        }
+    }
+}
+
+fn run(ipc: &Ipc, commands: &Receiver<PlaceCommand>) {
+    for command in commands {
+        let result = match command {
+            PlaceCommand::Sidebar { width } => find(ipc, SIDEBAR_TITLE, commands).and_then(|window| {
+                let area = ipc.work_area()?;
+                let rect = dock_right(area, width);
+                ipc.place(&window, &Placement { rect, sticky: true, focus: false })
+            }),
+            PlaceCommand::QuickPrompt { width, height } => find(ipc, QUICK_PROMPT_TITLE, commands).and_then(|window| {
+                let area = ipc.work_area()?;
+                ipc.place(&window, &Placement { rect: centred(area, width, height), sticky: false, focus: true })
+            }),
+        };
+        match result {
+            Ok(()) => tracing::debug!("place: done through {}'s IPC", ipc.name()),
+            Err(err) => tracing::warn!("place: {err}"),
+        }
+    }
+}
+
+/// Looks for cowork's window titled `title` until it is mapped (or a newer
+/// request comes, or `FIND_FOR` passes).
+fn find(ipc: &Ipc, title: &str, commands: &Receiver<PlaceCommand>) -> Result<IpcWindow, String> {
+    let me = std::process::id();
+    let deadline = Instant::now() + FIND_FOR;
+    loop {
+        let windows = ipc.windows()?;
+        if let Some(window) = windows.into_iter().find(|w| w.pid == Some(me) && w.title == title) {
+            return Ok(window);
+        }
+        if Instant::now() >= deadline {
+            return Err(format!("{}'s IPC shows no window of cowork titled {title:?}", ipc.name()));
+        }
+        if !commands.is_empty() {
+            return Err("a newer placement came first".into());
+        }
+        std::thread::sleep(LOOK_EVERY);
+    }
+}
+
+/// The sidebar's rectangle: the right edge of the work area, its full height.
+pub fn dock_right(area: Rect, width: i32) -> Rect {
+    let width = width.min(area.width).max(1);
+    Rect { x: area.x + area.width - width, y: area.y, width, height: area.height }
+}
+
+fn centred(area: Rect, width: i32, height: i32) -> Rect {
+    let (width, height) = (width.min(area.width), height.min(area.height));
+    Rect { x: area.x + (area.width - width) / 2, y: area.y + (area.height - height) / 3, width, height }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_sidebar_docks_right_within_the_work_area_and_the_prompt_sits_high_in_the_middle() {
+        let area = Rect { x: 0, y: 30, width: 1280, height: 690 };
+        assert_eq!(dock_right(area, 380), Rect { x: 900, y: 30, width: 380, height: 690 });
+        assert_eq!(dock_right(Rect { x: 1920, y: 0, width: 300, height: 1080 }, 380).x, 1920, "never wider than the area");
+        assert_eq!(centred(area, 560, 64), Rect { x: 360, y: 30 + 208, width: 560, height: 64 });
+    }
+}

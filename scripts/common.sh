@@ -271,6 +271,7 @@ run_suite_hermetically() {
   [ -d "${PYENV_ROOT:-$HOME/.pyenv}" ] && keep+=(PYENV_ROOT="${PYENV_ROOT:-$HOME/.pyenv}")
   local status=0
   env -u DBUS_SESSION_BUS_ADDRESS -u DISPLAY -u WAYLAND_DISPLAY -u XDG_RUNTIME_DIR -u XAUTHORITY \
+    -u XDG_SESSION_TYPE -u XDG_CURRENT_DESKTOP -u SWAYSOCK -u HYPRLAND_INSTANCE_SIGNATURE -u NIRI_SOCKET \
     "${keep[@]}" HOME="$home" XDG_CONFIG_HOME="$home/.config" XDG_CACHE_HOME="$home/.cache" \
     XDG_DATA_HOME="$home/.local/share" XDG_STATE_HOME="$home/.local/state" COWORK_SUITE_MARK="$SUITE_MARK" BROWSER=true \
     PULSE_SERVER="unix:$home/pulse/native" \

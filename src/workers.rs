@@ -146,7 +146,9 @@ impl Workers {
                 sink.clone(),
                 options.policy,
             )?;
-            let a11y = spawn_a11y(keys.commands.clone(), settings.desktop_accessibility, sink.clone(), options.policy)?;
+            // On wlroots the typing stream is the text entered into fields (AT-SPI).
+            let fields = matches!(desktop.backend(Capability::TypingStream), Backend::Wlroots(_));
+            let a11y = spawn_a11y(keys.commands.clone(), settings.desktop_accessibility, fields, sink.clone(), options.policy)?;
             let backend = desktop.backend(Capability::FocusedWindow);
             let config = CaptureConfig { display: options.display.clone(), afk_secs: settings.afk_secs, rules: settings.rules(), backend };
             let streams = StreamSenders {

@@ -23,6 +23,10 @@ use zbus::zvariant::{DynamicType, OwnedObjectPath, OwnedValue, Type};
 pub const ROLE_FRAME: u32 = 23;
 pub const ROLE_PASSWORD_TEXT: u32 = 40;
 pub const ROLE_ENTRY: u32 = 79;
+/// A terminal's text is what programs print as much as what was typed.
+pub const ROLE_TERMINAL: u32 = 60;
+/// The bit of `GetState`'s first word that says a text can be edited.
+pub const STATE_EDITABLE: u32 = 7;
 pub const ROLE_DOCUMENT_WEB: u32 = 95;
 
 /// How long one AT-SPI call may take before the app is considered unresponsive.
@@ -211,6 +215,26 @@ impl A11yBus {
         Ok(None)
     }
 
+    /// The process whose accessible application has a frame titled `title`
+    /// (Wayland compositors without IPC give no pid; the title stands in).
+    /// None when no frame, or more than one process's frame, has that title.
+    pub fn pid_of_frame(&self, title: &str) -> zbus::Result<Option<u32>> {
+        let root: Node = ("org.a11y.atspi.Registry".into(), OwnedObjectPath::try_from("/org/a11y/atspi/accessible/root")?);
+        let bus: Node = ("org.freedesktop.DBus".into(), OwnedObjectPath::try_from("/org/freedesktop/DBus")?);
+        let mut found = None;
+        for app in self.children(&root)? {
+            let frames = self.children(&app).unwrap_or_default();
+            if frames.iter().any(|frame| self.name(frame).is_ok_and(|name| name == title)) {
+                let pid: u32 = self.call(&bus, "org.freedesktop.DBus", "GetConnectionUnixProcessID", &(app.0.as_str(),))?;
+                if found.is_some_and(|other| other != pid) {
+                    return Ok(None);
+                }
+                found = Some(pid);
+            }
+        }
+        Ok(found)
+    }
+
     /// The text of the address bar in the window of process `pid` titled `title`.
     /// `Ok(None)`: the browser exposes no address bar (accessibility off).
     pub fn address_bar_url(&mut self, pid: u32, title: &str) -> zbus::Result<Option<String>> {
@@ -263,6 +287,17 @@ impl A11yBus {
             queue.extend(self.children(&node).unwrap_or_default());
         }
         Ok(None)
+    }
+
+    /// The accessible's states as AT-SPI's two 32-bit words.
+    pub fn states(&self, node: &Node) -> zbus::Result<Vec<u32>> {
+        self.call(node, "org.a11y.atspi.Accessible", "GetState", &())
+    }
+
+    /// Subscribes to text inserted into fields (the typing stream on Wayland).
+    pub fn register_text_events(&self) -> zbus::Result<()> {
+        let registry: Node = ("org.a11y.atspi.Registry".into(), OwnedObjectPath::try_from("/org/a11y/atspi/registry")?);
+        self.call::<_, ()>(&registry, "org.a11y.atspi.Registry", "RegisterEvent", &("object:text-changed:insert", Vec::<String>::new(), ""))
     }
 
     /// Subscribes to focus changes, so applications start sending them.

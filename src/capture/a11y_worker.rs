@@ -1,5 +1,9 @@
 //! The `a11y` worker: listens to AT-SPI focus events and tells the keys worker
 //! when keyboard focus is in a password field, so nothing typed there is kept.
+//! On Wayland, where no app may see another's keys, it is also the typing
+//! stream: text inserted into editable fields (`text-changed:insert`; never
+//! password fields or terminals) goes to the keys worker, which keeps it for
+//! the focused window's process only.
 //! It also owns desktop accessibility (`IsEnabled`): when the setting allows,
 //! it turns it on while cowork runs, so browsers started afterwards expose
 //! their address bar (capture reads URLs there), and puts it back off at
@@ -20,7 +24,7 @@ use zbus::message::Type as MessageType;
 use zbus::zvariant::{OwnedObjectPath, OwnedValue};
 use zbus::{MatchRule, MessageStream};
 
-use crate::capture::a11y::{A11yBus, ROLE_PASSWORD_TEXT, desktop_accessibility, set_desktop_accessibility};
+use crate::capture::a11y::{A11yBus, ROLE_PASSWORD_TEXT, ROLE_TERMINAL, STATE_EDITABLE, desktop_accessibility, set_desktop_accessibility};
 use crate::capture::keys::KeysCommand;
 use crate::events::WorkerName;
 use crate::runtime::{EventSink, RestartPolicy, Supervised, WorkerContext, WorkerHandle, WorkerState, spawn_supervised};
@@ -47,6 +51,8 @@ pub struct A11yWorker {
     turn_on: Arc<AtomicBool>,
     /// cowork turned it on (so it turns it off again at shutdown).
     turned_on: bool,
+    /// Forward text entered into fields (the typing stream on Wayland).
+    fields: bool,
 }
 
 /// What the worker reports when desktop accessibility is off.
@@ -60,8 +66,8 @@ enum Wake {
 }
 
 impl A11yWorker {
-    pub fn new(keys: Sender<KeysCommand>, turn_on: Arc<AtomicBool>) -> Self {
-        Self { keys, secret: None, turn_on, turned_on: false }
+    pub fn new(keys: Sender<KeysCommand>, turn_on: Arc<AtomicBool>, fields: bool) -> Self {
+        Self { keys, secret: None, turn_on, turned_on: false, fields }
     }
 
     fn wants_accessibility(&self) -> bool {
@@ -119,6 +125,31 @@ impl A11yWorker {
         }
     }
 
+    /// Text inserted into a field: to the keys worker, unless the field is a
+    /// password field, a terminal or not editable.
+    fn text_event(&self, bus: &A11yBus, pids: &mut HashMap<String, u32>, message: &zbus::Message) {
+        let header = message.header();
+        let (Some(sender), Some(path)) = (header.sender(), header.path()) else { return };
+        let Some((detail, text)) = inserted_text(message) else { return };
+        if !detail.starts_with("insert") || text.is_empty() {
+            return;
+        }
+        let node = (sender.to_string(), OwnedObjectPath::from(path.to_owned()));
+        let Ok(role) = bus.role(&node) else { return };
+        tracing::debug!(role, %detail, "a11y: text entered");
+        if role == ROLE_PASSWORD_TEXT || role == ROLE_TERMINAL {
+            return;
+        }
+        let editable = bus.states(&node).is_ok_and(|states| states.first().is_some_and(|word| word & (1 << STATE_EDITABLE) != 0));
+        if !editable {
+            return;
+        }
+        let Some(pid) = process_of(bus, pids, &node.0) else { return };
+        if self.keys.try_send(KeysCommand::Entered { pid, text }).is_err() {
+            tracing::debug!("a11y: the keys worker is busy, entered text was dropped");
+        }
+    }
+
     /// One focus event: `(detail, gained)` on the accessible `node`.
     fn focus_event(&mut self, bus: &A11yBus, pids: &mut HashMap<String, u32>, message: &zbus::Message) {
         let header = message.header();
@@ -155,6 +186,19 @@ fn state_change(message: &zbus::Message) -> Option<(String, bool)> {
     Some((detail, detail1 == 1))
 }
 
+/// `(detail, inserted text)` of an `org.a11y.atspi.Event.Object.TextChanged` signal.
+fn inserted_text(message: &zbus::Message) -> Option<(String, String)> {
+    let body = message.body();
+    let (detail, any) = match body.deserialize::<(String, i32, i32, OwnedValue, HashMap<String, OwnedValue>)>() {
+        Ok((detail, _, _, any, _)) => (detail, any),
+        Err(_) => {
+            let (detail, _, _, any, _) = body.deserialize::<(String, i32, i32, OwnedValue, (String, OwnedObjectPath))>().ok()?;
+            (detail, any)
+        }
+    };
+    Some((detail, String::try_from(any).ok()?))
+}
+
 fn process_of(bus: &A11yBus, pids: &mut HashMap<String, u32>, name: &str) -> Option<u32> {
     if let Some(pid) = pids.get(name) {
         return Some(*pid);
@@ -185,13 +229,13 @@ impl Supervised for A11yWorker {
                     continue;
                 }
             };
-            let rule = MatchRule::builder()
-                .msg_type(MessageType::Signal)
-                .interface("org.a11y.atspi.Event.Object")?
-                .member("StateChanged")?
-                .build();
+            // StateChanged and, for the typing stream, TextChanged: apps send only what is registered.
+            let rule = MatchRule::builder().msg_type(MessageType::Signal).interface("org.a11y.atspi.Event.Object")?.build();
             let mut stream = zbus::block_on(MessageStream::for_match_rule(rule, bus.connection().inner(), Some(256)))?;
             bus.register_focus_events()?;
+            if self.fields {
+                bus.register_text_events()?;
+            }
             self.apply_accessibility(&bus, ctx);
             let mut pids = HashMap::new();
             loop {
@@ -221,7 +265,11 @@ impl Supervised for A11yWorker {
                     },
                 ));
                 match wake {
-                    Wake::Message(Ok(message)) => self.focus_event(&bus, &mut pids, &message),
+                    Wake::Message(Ok(message)) => match message.header().member().map(|m| m.as_str()) {
+                        Some("StateChanged") => self.focus_event(&bus, &mut pids, &message),
+                        Some("TextChanged") if self.fields => self.text_event(&bus, &mut pids, &message),
+                        _ => {}
+                    },
                     Wake::Message(Err(err)) => tracing::debug!("a11y: unreadable event: {err}"),
                     Wake::Tick => {}
                     Wake::Closed => {
@@ -234,17 +282,19 @@ impl Supervised for A11yWorker {
     }
 }
 
-/// Starts the `a11y` worker, which tells `keys` about password-field focus and
-/// turns desktop accessibility on while cowork runs when `turn_on`.
+/// Starts the `a11y` worker, which tells `keys` about password-field focus
+/// (and, with `fields`, the text entered into fields) and turns desktop
+/// accessibility on while cowork runs when `turn_on`.
 pub fn spawn_a11y(
     keys: Sender<KeysCommand>,
     turn_on: bool,
+    fields: bool,
     sink: EventSink,
     policy: RestartPolicy,
 ) -> std::io::Result<WorkerHandle<A11yCommand>> {
     let channel = bounded(8);
     let turn_on = Arc::new(AtomicBool::new(turn_on));
     spawn_supervised::<A11yWorker, _>(WorkerName::A11y, policy, sink, channel, move |_ctx| {
-        Ok(A11yWorker::new(keys.clone(), turn_on.clone()))
+        Ok(A11yWorker::new(keys.clone(), turn_on.clone(), fields))
     })
 }

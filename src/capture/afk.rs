@@ -106,6 +106,33 @@ mod tests {
         assert!(!afk.is_afk(200_500));
     }
 
+    /// A compositor's idle notification: active until it says idle.
+    struct Idle(Rc<RefCell<bool>>);
+
+    impl InputProbe for Idle {
+        fn snapshot(&self) -> InputSnapshot {
+            InputSnapshot { pointer: (0, 0), buttons: vec![], keys: vec![] }
+        }
+
+        fn active_now(&self) -> bool {
+            !*self.0.borrow()
+        }
+    }
+
+    #[test]
+    fn a_compositor_that_has_not_said_idle_keeps_the_user_present_without_any_snapshot_change() {
+        let idle = Rc::new(RefCell::new(false));
+        let mut afk = AfkDetector::new(Some(Box::new(Idle(idle.clone()))), 3, 0);
+        for second in 1..10 {
+            assert!(afk.poll(second * 1_000), "typing without a pause counts as input every poll");
+        }
+        assert!(!afk.is_afk(9_500));
+        *idle.borrow_mut() = true;
+        assert!(!afk.poll(10_000));
+        assert!(afk.is_afk(12_000), "away three seconds after the last active poll");
+        assert_eq!(afk.last_input_millis(), 9_000);
+    }
+
     #[test]
     fn without_a_probe_nobody_is_ever_away() {
         let afk = AfkDetector::new(None, 1, 0);

@@ -190,6 +190,38 @@ impl KeyAssembler {
         }
     }
 
+    /// Text entered into a field of process `pid`: kept when that process
+    /// owns the focused window and no password field has focus; a line break
+    /// ends the chunk as Enter does, a tab as Tab does.
+    pub fn enter(&mut self, pid: u32, text: &str, now_millis: i64, out: &mut Vec<KeyOutput>) {
+        if self.secret() || self.window.as_ref().is_none_or(|w| w.pid != Some(pid)) {
+            return;
+        }
+        self.last_key_at = now_millis;
+        for c in text.chars() {
+            match c {
+                '\n' | '\r' => self.flush(now_millis, FlushReason::Enter, out),
+                '\t' => self.flush(now_millis, FlushReason::Tab, out),
+                c if c.is_control() => {}
+                c => {
+                    self.started_at.get_or_insert(now_millis);
+                    self.text.push(c);
+                    // Each insertion says which field it went into, so the grace a
+                    // password field's focus takes from keys does not apply.
+                    self.typed_at.push(i64::MIN);
+                    if self.text.chars().count() >= MAX_CHUNK_CHARS {
+                        self.flush(now_millis, FlushReason::Length, out);
+                    }
+                }
+            }
+        }
+    }
+
+    /// Whether text waits to be flushed.
+    pub fn pending(&self) -> bool {
+        !self.text.is_empty()
+    }
+
     /// Typing is secret while a password field of the focused window's process has focus.
     fn secret(&self) -> bool {
         self.secret_pid.is_some() && self.window.as_ref().is_some_and(|w| w.pid == self.secret_pid)
@@ -332,6 +364,10 @@ pub enum KeysCommand {
     SetRecording(bool),
     /// Keyboard focus entered (`on`) or left a password field of process `pid` (from `a11y`).
     SecretField { pid: u32, on: bool },
+    /// Text entered into an editable field of process `pid` (AT-SPI
+    /// `text-changed:insert`, from `a11y`): the typing stream on Wayland,
+    /// where no app may see another's keys.
+    Entered { pid: u32, text: String },
     InjectPanic,
     Shutdown,
 }
@@ -391,7 +427,14 @@ impl Supervised for KeysWorker {
             let now = now_millis();
             let last_input = self.last_input_at.max(self.assembler.last_key_at());
             let poll = poll_interval(now - self.assembler.last_key_at(), now - last_input);
-            let timeout = if self.device.is_some() && self.recording { poll } else { Duration::from_secs(3600) };
+            let timeout = if self.device.is_some() && self.recording {
+                poll
+            } else if self.assembler.pending() {
+                // Text entered into fields (no key state here): flush after the pause.
+                Duration::from_millis((PAUSE_FLUSH_MILLIS - (now - self.assembler.last_key_at())).clamp(1, PAUSE_FLUSH_MILLIS) as u64)
+            } else {
+                Duration::from_secs(3600)
+            };
             match commands.recv_timeout(timeout) {
                 Ok(KeysCommand::Window(window)) => {
                     tracing::debug!(window = ?window.as_ref().map(|w| &w.title), "keys: focus changed");
@@ -412,12 +455,24 @@ impl Supervised for KeysWorker {
                     self.assembler.set_secret_field(pid, on, now_millis(), &mut out);
                     self.emit(out);
                 }
+                Ok(KeysCommand::Entered { pid, text }) => {
+                    if self.recording {
+                        let mut out = Vec::new();
+                        self.assembler.enter(pid, &text, now_millis(), &mut out);
+                        self.emit(out);
+                    }
+                }
                 Ok(KeysCommand::InjectPanic) => panic!("injected keys fault"),
                 Ok(KeysCommand::Shutdown) | Err(RecvTimeoutError::Disconnected) => {
                     let mut out = Vec::new();
                     self.assembler.flush(now_millis(), FlushReason::Shutdown, &mut out);
                     self.emit(out);
                     return Ok(());
+                }
+                Err(RecvTimeoutError::Timeout) if self.device.is_none() => {
+                    let mut out = Vec::new();
+                    self.assembler.observe(&[], now_millis(), &mut out);
+                    self.emit(out);
                 }
                 Err(RecvTimeoutError::Timeout) => {
                     if let Some(device) = &self.device {
@@ -558,6 +613,30 @@ mod tests {
         a.set_secret_field(pid + 1, true, now + 5_000, &mut Vec::new());
         let (other, _) = type_sequence(&mut a, &[&[O], &[K], &[Enter]], now + 5_000);
         assert_eq!(chunks(&other)[0].text, "ok");
+    }
+
+    #[test]
+    fn text_entered_into_fields_is_kept_only_for_the_focused_process_and_never_in_a_password_field() {
+        let mut assembler = KeyAssembler::default();
+        let mut out = Vec::new();
+        let mut focused = window("Sign in").unwrap();
+        focused.pid = Some(41);
+        assembler.set_window(Some(focused), 0, &mut out);
+        assembler.enter(99, "from a background app", 10, &mut out);
+        assert!(!assembler.pending(), "another process's field is not the focused window");
+        assembler.enter(41, "ali", 20, &mut out);
+        assembler.enter(41, "ce\tnext", 30, &mut out);
+        assert_eq!(chunks(&out).iter().map(|c| (c.text.as_str(), c.flush_reason)).collect::<Vec<_>>(), [("alice", FlushReason::Tab)]);
+        // Focus moving to a password field right after text went into this field keeps that text.
+        assembler.set_secret_field(41, true, 31, &mut out);
+        assembler.enter(41, "hunter2", 50, &mut out);
+        assembler.set_secret_field(41, false, 60, &mut out);
+        assembler.enter(41, "bob\n", 70, &mut out);
+        let texts: Vec<&str> = chunks(&out).iter().map(|c| c.text.as_str()).collect();
+        assert_eq!(texts, ["alice", "next", "bob"], "the password field's text is never kept, the field's before it is");
+        assembler.enter(41, "later", 100, &mut out);
+        assembler.observe(&[], 100 + PAUSE_FLUSH_MILLIS, &mut out);
+        assert_eq!(chunks(&out).last().map(|c| (c.text.as_str(), c.flush_reason)), Some(("later", FlushReason::Pause)));
     }
 
     #[test]

@@ -246,7 +246,12 @@ impl CaptureWorker {
                 Instant::now()
             });
         }
-        let from_tree = match (&mut self.a11y, window.pid) {
+        // Without a pid (a Wayland compositor without IPC), the browser's frame is found by its title.
+        let pid = match (&self.a11y, window.pid) {
+            (Ok(bus), None) => bus.pid_of_frame(&window.title).ok().flatten(),
+            (_, pid) => pid,
+        };
+        let from_tree = match (&mut self.a11y, pid) {
             (Ok(bus), Some(pid)) => match bus.address_bar_url(pid, &window.title) {
                 Ok(url) => url,
                 Err(err) => {

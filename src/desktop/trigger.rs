@@ -84,6 +84,7 @@ pub fn send(path: &Path, trigger: Trigger) -> Result<String, String> {
 }
 
 /// The listening side, in the sidebar's process; removes its socket when dropped.
+#[derive(Debug)]
 pub struct TriggerServer {
     path: PathBuf,
     stop: Arc<AtomicBool>,

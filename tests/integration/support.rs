@@ -180,7 +180,15 @@ impl XSession {
     /// switch anything on the developer's desktop).
     pub fn command(&self, program: impl AsRef<std::ffi::OsStr>) -> Command {
         let mut command = Command::new(program);
-        command.env("DISPLAY", &self.display).envs(self.home_env());
+        // An X session, whatever the developer's desktop is (a Wayland one would make cowork ignore X).
+        command
+            .env("DISPLAY", &self.display)
+            .env("XDG_SESSION_TYPE", "x11")
+            .env_remove("WAYLAND_DISPLAY")
+            .env_remove("XDG_CURRENT_DESKTOP")
+            .env_remove("SWAYSOCK")
+            .env_remove("HYPRLAND_INSTANCE_SIGNATURE")
+            .envs(self.home_env());
         match &self.dbus {
             Some(address) => command.env("DBUS_SESSION_BUS_ADDRESS", address),
             None => command.env_remove("DBUS_SESSION_BUS_ADDRESS"),
@@ -352,7 +360,7 @@ pub fn bare_session_bus(home: &std::path::Path) -> (ChildGuard, String) {
 
 /// Starts the `dbus-daemon` in `command` in the foreground and reads the
 /// address it prints once it listens.
-fn launch_bus(mut command: Command) -> (ChildGuard, String) {
+pub fn launch_bus(mut command: Command) -> (ChildGuard, String) {
     use std::io::BufRead;
     let mut daemon = command
         .args(["--nofork", "--print-address=1"])

@@ -762,3 +762,79 @@ fn on_sway_the_agent_lists_windows_and_focuses_one_by_its_id() {
     let err = cowork::desktop::wlr::activate(&target, 12345).unwrap_err();
     assert!(err.contains("no window 12345"), "{err}");
 }
+
+const GTK_LOGIN: &str = r#"
+import gi
+gi.require_version("Gtk", "3.0")
+from gi.repository import Gtk, GLib
+win = Gtk.Window(title="Sign in - Demo")
+box = Gtk.Box(orientation=Gtk.Orientation.VERTICAL)
+user = Gtk.Entry()
+password = Gtk.Entry()
+password.set_visibility(False)
+box.add(user)
+box.add(password)
+win.add(box)
+# The form moves the focus itself, as a login form's script would: to the
+# password once the name is in, back to the name once the password is.
+user.connect("changed", lambda e: e.get_text() == "alice" and GLib.idle_add(password.grab_focus))
+password.connect("changed", lambda e: e.get_text() == "hunter2" and GLib.idle_add(user.grab_focus))
+win.connect("destroy", Gtk.main_quit)
+win.show_all()
+user.grab_focus()
+Gtk.main()
+"#;
+
+#[test]
+fn on_sway_the_typing_stream_is_the_text_entered_into_fields_and_never_a_password() {
+    let gtk = Command::new("/usr/bin/python3").args(["-c", "import gi; gi.require_version('Gtk', '3.0')"]).status().is_ok_and(|s| s.success());
+    if !require(Compositor::sway_available() && have_program("wtype") && have_program("dbus-daemon") && gtk, "sway, wtype, dbus-daemon and python3-gi with GTK 3") {
+        return;
+    }
+    let mut sway = Compositor::sway();
+    let (bus, dbus) = super::support::launch_bus({
+        let mut command = sway.command("dbus-daemon");
+        command.arg("--session");
+        command
+    });
+    sway.children.insert(1, bus);
+    let data = temp_dir();
+    let db = data.path().join("cowork.db");
+    {
+        let conn = store::open_writer(&db).unwrap();
+        store::set_setting(&conn, "capture.streams_confirmed", "true", 0).unwrap();
+    }
+    let capture = sway
+        .cowork(data.path())
+        .args(["capture", "run"])
+        .env("DBUS_SESSION_BUS_ADDRESS", &dbus)
+        .env("COWORK_LOG", std::env::var("COWORK_TEST_CAPTURE_LOG").unwrap_or_else(|_| "warn".into()))
+        .spawn()
+        .unwrap();
+    let app = sway
+        .command("/usr/bin/python3")
+        .args(["-c", GTK_LOGIN])
+        .env("DBUS_SESSION_BUS_ADDRESS", &dbus)
+        .env("GDK_BACKEND", "wayland")
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    sway.children.push(ChildGuard(app));
+    let sessions = || store::open_read_only(&db).ok().and_then(|c| store::sessions_between(&c, 0, i64::MAX).ok()).unwrap_or_default();
+    assert!(eventually(Duration::from_secs(20), || sessions().iter().any(|s| s.title == "Sign in - Demo" && s.pid.is_some())), "{:?}", sessions());
+    // Give the a11y worker time to subscribe, as a person takes a moment before typing.
+    std::thread::sleep(Duration::from_secs(2));
+    // One keyboard for the whole input (a new one per word would refocus the
+    // window each time); it loses its first key unless it waits a moment first.
+    let typed = sway.command("wtype").args(["-s", "300", "-d", "60", "alice", "-s", "800", "hunter2", "-s", "800", "bob"]).status().unwrap();
+    assert!(typed.success());
+    std::thread::sleep(Duration::from_millis(2_600));
+    stop(capture);
+    let reader = store::open_read_only(&db).unwrap();
+    let chunks = store::chunks_between(&reader, 0, i64::MAX).unwrap();
+    let typed: Vec<(&str, &str)> = chunks.iter().map(|c| (c.text.as_str(), c.title.as_str())).collect();
+    assert_eq!(typed, [("alice", "Sign in - Demo"), ("bob", "Sign in - Demo")], "entered again after leaving the password field");
+    assert!(typed.iter().all(|(t, _)| !t.contains("hunter") && !t.contains('2')), "{typed:?}");
+    assert!(!on_disk(data.path(), "hunter2"));
+}

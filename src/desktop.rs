@@ -4,6 +4,7 @@
 
 pub mod backend;
 pub mod ipc;
+pub mod keysym;
 pub mod place;
 pub mod session;
 pub mod trigger;

@@ -119,18 +119,18 @@ impl Workers {
         // display named on the command line is X11; otherwise the session says.
         let desktop = crate::desktop::session::for_display(options.display.as_deref(), settings.desktop_accessibility);
         let (capture, keys, clipboard, a11y) = if options.capture {
-            use crate::desktop::backend::Backend;
+            use crate::desktop::backend::{Backend, backend_for};
             use crate::desktop::session::Capability;
             sink.send(AppEvent::Desktop(Box::new(desktop.clone())));
             // device_query and arboard read $DISPLAY; those streams run only when that is the display we watch.
             let same_display = options.display.is_none() || options.display == std::env::var("DISPLAY").ok();
             let not_ours = "it is read from $DISPLAY, which is not the display being captured".to_owned();
-            let keys_off = match desktop.backend(Capability::TypingStream) {
+            let keys_off = match backend_for(&desktop, Capability::TypingStream) {
                 Backend::X11 if same_display => None,
                 Backend::X11 => Some(not_ours.clone()),
                 _ => Some(desktop.state(Capability::TypingStream).text()),
             };
-            let clipboard_source = match desktop.backend(Capability::ClipboardWatch) {
+            let clipboard_source = match backend_for(&desktop, Capability::ClipboardWatch) {
                 Backend::X11 if same_display => ClipboardSource::X11,
                 Backend::X11 => ClipboardSource::Off(not_ours),
                 Backend::Wlroots(target) => ClipboardSource::Wayland(target),
@@ -147,9 +147,9 @@ impl Workers {
                 options.policy,
             )?;
             // On wlroots the typing stream is the text entered into fields (AT-SPI).
-            let fields = matches!(desktop.backend(Capability::TypingStream), Backend::Wlroots(_));
+            let fields = matches!(backend_for(&desktop, Capability::TypingStream), Backend::Wlroots(_));
             let a11y = spawn_a11y(keys.commands.clone(), settings.desktop_accessibility, fields, sink.clone(), options.policy)?;
-            let backend = desktop.backend(Capability::FocusedWindow);
+            let backend = backend_for(&desktop, Capability::FocusedWindow);
             let config = CaptureConfig { display: options.display.clone(), afk_secs: settings.afk_secs, rules: settings.rules(), backend };
             let streams = StreamSenders {
                 keys: Some(keys.commands.clone()),

@@ -30,7 +30,7 @@ pub enum Typing {
     /// XTest on this X display (None: `$DISPLAY`); under XWayland, X apps only.
     X11(Option<String>),
     /// A virtual keyboard on a wlroots compositor.
-    Wayland(crate::desktop::wlr::WaylandTarget),
+    Wayland(crate::desktop::session::WaylandTarget),
     /// Nowhere, and why.
     Off(String),
 }
@@ -57,16 +57,7 @@ pub const RESTORE_AFTER: Duration = Duration::from_millis(400);
 const MODIFIER_WAIT: Duration = Duration::from_millis(1500);
 const SHIFT_L: u32 = 0xffe1;
 
-/// The X keysym for a character (X11's keysymdef: Latin-1 maps to itself,
-/// everything else to 0x0100_0000 + its code point). None for control characters.
-pub fn keysym_for(c: char) -> Option<u32> {
-    let code = c as u32;
-    match code {
-        0x20..=0x7e | 0xa0..=0xff => Some(code),
-        0..=0x1f | 0x7f..=0x9f => None,
-        _ => Some(0x0100_0000 + code),
-    }
-}
+pub use crate::desktop::keysym::keysym_for;
 
 /// What dictation types for a transcript: line breaks and tabs become
 /// spaces, other control characters are dropped, runs of spaces collapse.

@@ -116,7 +116,7 @@ pub enum ClipboardSource {
     /// XFixes selection events on the X display.
     X11,
     /// Data-control selection events on a wlroots compositor.
-    Wayland(crate::desktop::wlr::WaylandTarget),
+    Wayland(crate::desktop::session::WaylandTarget),
     /// Not watched, and why (capture watches another display than arboard's
     /// `$DISPLAY`; a desktop that offers no clipboard watching).
     Off(String),
@@ -124,7 +124,7 @@ pub enum ClipboardSource {
 
 /// A live watch on clipboard ownership.
 enum Watch {
-    X11(RustConnection),
+    X11(Box<RustConnection>),
     Wayland(crate::desktop::wlr::SelectionWatch),
 }
 
@@ -255,7 +255,7 @@ impl Supervised for ClipboardWorker {
 
     fn run(&mut self, commands: &Receiver<ClipboardCommand>, ctx: &WorkerContext) -> anyhow::Result<()> {
         let watched = match &self.source {
-            ClipboardSource::X11 => watch_clipboard(self.display.as_deref()).map(Watch::X11),
+            ClipboardSource::X11 => watch_clipboard(self.display.as_deref()).map(|conn| Watch::X11(Box::new(conn))),
             ClipboardSource::Wayland(target) => crate::desktop::wlr::SelectionWatch::connect(target).map(Watch::Wayland),
             ClipboardSource::Off(reason) => Err(reason.clone()),
         };

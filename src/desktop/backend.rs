@@ -9,7 +9,8 @@ use std::time::Duration;
 
 use device_query::DeviceState;
 
-use super::wlr::{WaylandTarget, WlrDesktop};
+use super::session::{CapState, Capability, Report, WaylandTarget};
+use super::wlr::WlrDesktop;
 use crate::capture::InputProbe;
 use crate::capture::x11::X11Desktop;
 use crate::events::ActiveWindow;
@@ -24,6 +25,19 @@ pub enum Backend {
     /// No backend sees the focused window here: why. Capture records no
     /// window and nobody away rather than guess.
     Blind(String),
+}
+
+/// The backend that gives `capability` in `report`'s session: X11 on an X
+/// session, the wlroots backend where it offers the capability (fully or in
+/// part), else none, and why.
+pub fn backend_for(report: &Report, capability: Capability) -> Backend {
+    if report.x11_decides() {
+        return Backend::X11;
+    }
+    match (&report.wayland, report.state(capability)) {
+        (Some(target), state) if state.is_ok() || matches!(state, CapState::Degraded { .. }) => Backend::Wlroots(target.clone()),
+        (_, state) => Backend::Blind(state.text()),
+    }
 }
 
 /// What capture needs from a desktop.

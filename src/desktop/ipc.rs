@@ -117,16 +117,14 @@ impl Ipc {
         match self {
             Ipc::Sway(path) => {
                 let workspaces = sway_request(path, GET_WORKSPACES, "")?;
-                let focused = workspaces
-                    .as_array()
-                    .and_then(|w| w.iter().find(|w| w["focused"] == true))
-                    .ok_or("sway names no focused workspace")?;
+                let focused = workspaces.as_array().and_then(|w| w.iter().find(|w| w["focused"] == true)).ok_or("sway names no focused workspace")?;
                 rect(&focused["rect"]).ok_or_else(|| "sway's workspace has no rect".into())
             }
             Ipc::Hyprland(path) => {
                 let monitors = hyprland_request(path, "j/monitors")?;
                 let monitor = monitors.as_array().and_then(|m| m.iter().find(|m| m["focused"] == true)).ok_or("Hyprland names no focused monitor")?;
-                let reserved: Vec<i32> = monitor["reserved"].as_array().map(|r| r.iter().filter_map(|v| v.as_i64()).map(|v| v as i32).collect()).unwrap_or_default();
+                let reserved: Vec<i32> =
+                    monitor["reserved"].as_array().map(|r| r.iter().filter_map(|v| v.as_i64()).map(|v| v as i32).collect()).unwrap_or_default();
                 let [left, top, right, bottom] = <[i32; 4]>::try_from(reserved).unwrap_or([0; 4]);
                 let scale = monitor["scale"].as_f64().unwrap_or(1.0).max(0.1);
                 let logical = |key: &str| (monitor[key].as_f64().unwrap_or(0.0) / scale) as i32;
@@ -297,12 +295,15 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("sway.sock");
         let listener = std::os::unix::net::UnixListener::bind(&path).unwrap();
-        let server = std::thread::spawn(move || {
-            let (mut first, _) = listener.accept().unwrap();
-            let _ = first.write_all(b"not-ipc-at-all");
-            let (_silent, _) = listener.accept().unwrap();
-            std::thread::sleep(Duration::from_millis(800));
-        });
+        let server = std::thread::Builder::new()
+            .name("fake-sway".into())
+            .spawn(move || {
+                let (mut first, _) = listener.accept().unwrap();
+                let _ = first.write_all(b"not-ipc-at-all");
+                let (_silent, _) = listener.accept().unwrap();
+                std::thread::sleep(Duration::from_millis(800));
+            })
+            .unwrap();
         assert!(sway_request(&path, GET_TREE, "").unwrap_err().contains("not i3-ipc"));
         let started = std::time::Instant::now();
         assert!(sway_request(&path, GET_TREE, "").is_err());

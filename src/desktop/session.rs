@@ -173,6 +173,13 @@ impl CapState {
     }
 }
 
+/// Where a wlroots session is: its Wayland socket and its compositor's IPC.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct WaylandTarget {
+    pub socket: std::path::PathBuf,
+    pub ipc: Option<super::ipc::Ipc>,
+}
+
 /// The session as decided, with every capability's state.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
 pub struct Report {
@@ -184,23 +191,10 @@ pub struct Report {
     pub capabilities: Vec<(Capability, CapState)>,
     /// Where the wlroots backend connects, when it runs here.
     #[serde(skip)]
-    pub wayland: Option<super::wlr::WaylandTarget>,
+    pub wayland: Option<WaylandTarget>,
 }
 
 impl Report {
-    /// The backend that gives `capability` here: X11 on an X session, the
-    /// wlroots backend where it offers the capability, else none (and why).
-    pub fn backend(&self, capability: Capability) -> super::backend::Backend {
-        use super::backend::Backend;
-        if self.x11_decides() {
-            return Backend::X11;
-        }
-        match (&self.wayland, self.state(capability)) {
-            (Some(target), state) if state.is_ok() || matches!(state, CapState::Degraded { .. }) => Backend::Wlroots(target.clone()),
-            (_, state) => Backend::Blind(state.text()),
-        }
-    }
-
     pub fn state(&self, capability: Capability) -> &CapState {
         self.capabilities.iter().find(|(c, _)| *c == capability).map(|(_, s)| s).expect("every capability is reported")
     }
@@ -283,7 +277,7 @@ pub fn report(facts: &Facts, a11y_on: bool) -> Report {
     }
     let wayland = match &family {
         Family::Wlroots(_) if WLROOTS_BACKEND && facts.globals.is_some() => {
-            facts.wayland_socket().map(|socket| super::wlr::WaylandTarget { socket, ipc: facts.ipc() })
+            facts.wayland_socket().map(|socket| WaylandTarget { socket, ipc: facts.ipc() })
         }
         _ => None,
     };

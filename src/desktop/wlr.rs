@@ -18,7 +18,6 @@ use std::collections::HashMap;
 use std::io::Write;
 use std::os::fd::{AsFd, AsRawFd, FromRawFd, OwnedFd};
 use std::os::unix::net::UnixStream;
-use std::path::PathBuf;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
@@ -54,7 +53,6 @@ use wayland_protocols_wlr::foreign_toplevel::v1::client::{
     zwlr_foreign_toplevel_manager_v1::{self, ZwlrForeignToplevelManagerV1},
 };
 
-use super::ipc::Ipc;
 use crate::capture::{InputProbe, InputSnapshot};
 use crate::events::ActiveWindow;
 
@@ -63,20 +61,14 @@ pub const IDLE_GRAIN: Duration = Duration::from_secs(1);
 /// cowork's own app id (its windows are not activity).
 pub const OWN_APP_ID: &str = "cowork";
 
-/// Where a wlroots session is: its Wayland socket and its compositor's IPC.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct WaylandTarget {
-    pub socket: PathBuf,
-    pub ipc: Option<Ipc>,
-}
+pub use super::session::WaylandTarget;
 
-impl WaylandTarget {
-    fn connect(&self) -> Result<(Connection, GlobalList, EventQueue<Wlr>), String> {
-        let stream = UnixStream::connect(&self.socket).map_err(|err| format!("cannot reach the compositor at {}: {err}", self.socket.display()))?;
-        let conn = Connection::from_socket(stream).map_err(|err| format!("the compositor's socket: {err}"))?;
-        let (globals, queue) = registry_queue_init::<Wlr>(&conn).map_err(|err| format!("the compositor's registry: {err}"))?;
-        Ok((conn, globals, queue))
-    }
+/// Connects to the compositor `target` names, with its registry.
+fn connect(target: &WaylandTarget) -> Result<(Connection, GlobalList, EventQueue<Wlr>), String> {
+    let stream = UnixStream::connect(&target.socket).map_err(|err| format!("cannot reach the compositor at {}: {err}", target.socket.display()))?;
+    let conn = Connection::from_socket(stream).map_err(|err| format!("the compositor's socket: {err}"))?;
+    let (globals, queue) = registry_queue_init::<Wlr>(&conn).map_err(|err| format!("the compositor's registry: {err}"))?;
+    Ok((conn, globals, queue))
 }
 
 /// Presence as the compositor's idle notification says it, shared with the
@@ -150,7 +142,14 @@ impl Dispatch<WlSeat, ()> for Wlr {
 }
 
 impl Dispatch<ZwlrForeignToplevelManagerV1, ()> for Wlr {
-    fn event(state: &mut Self, _: &ZwlrForeignToplevelManagerV1, event: zwlr_foreign_toplevel_manager_v1::Event, _: &(), _: &Connection, _: &QueueHandle<Self>) {
+    fn event(
+        state: &mut Self,
+        _: &ZwlrForeignToplevelManagerV1,
+        event: zwlr_foreign_toplevel_manager_v1::Event,
+        _: &(),
+        _: &Connection,
+        _: &QueueHandle<Self>,
+    ) {
         match event {
             zwlr_foreign_toplevel_manager_v1::Event::Toplevel { toplevel } => {
                 state.next_id += 1;
@@ -190,7 +189,14 @@ const STATE_ACTIVATED: u32 = 2;
 const STATE_FULLSCREEN: u32 = 3;
 
 impl Dispatch<ZwlrForeignToplevelHandleV1, ()> for Wlr {
-    fn event(state: &mut Self, handle: &ZwlrForeignToplevelHandleV1, event: zwlr_foreign_toplevel_handle_v1::Event, _: &(), _: &Connection, _: &QueueHandle<Self>) {
+    fn event(
+        state: &mut Self,
+        handle: &ZwlrForeignToplevelHandleV1,
+        event: zwlr_foreign_toplevel_handle_v1::Event,
+        _: &(),
+        _: &Connection,
+        _: &QueueHandle<Self>,
+    ) {
         let key = handle.id();
         match event {
             zwlr_foreign_toplevel_handle_v1::Event::Title { title } => {
@@ -384,7 +390,7 @@ fn bind_seat(globals: &GlobalList, qh: &QueueHandle<Wlr>) -> Result<WlSeat, Stri
 /// The focused window and presence on a wlroots compositor (capture's backend there).
 pub struct WlrDesktop {
     events: Events,
-    ipc: Option<Ipc>,
+    ipc: Option<super::ipc::Ipc>,
     presence: Option<Arc<Presence>>,
     _idle: Option<IdleObject>,
 }
@@ -407,7 +413,7 @@ impl WlrDesktop {
     /// Connects and reads the current windows. Fails when the compositor
     /// offers no foreign-toplevel list.
     pub fn connect(target: &WaylandTarget) -> Result<Self, String> {
-        let (conn, globals, queue) = target.connect()?;
+        let (conn, globals, queue) = connect(target)?;
         let qh = queue.handle();
         globals
             .bind::<ZwlrForeignToplevelManagerV1, _, _>(&qh, 1..=3, ())
@@ -521,11 +527,9 @@ pub fn activate(target: &WaylandTarget, key: u32) -> Result<(), String> {
 }
 
 fn toplevel_snapshot(target: &WaylandTarget) -> Result<(Events, Option<WlSeat>), String> {
-    let (conn, globals, queue) = target.connect()?;
+    let (conn, globals, queue) = connect(target)?;
     let qh = queue.handle();
-    globals
-        .bind::<ZwlrForeignToplevelManagerV1, _, _>(&qh, 1..=3, ())
-        .map_err(|err| format!("the compositor offers no window list ({err})"))?;
+    globals.bind::<ZwlrForeignToplevelManagerV1, _, _>(&qh, 1..=3, ()).map_err(|err| format!("the compositor offers no window list ({err})"))?;
     let seat = bind_seat(&globals, &qh).ok();
     let mut events = Events { conn, queue, state: Wlr::default() };
     events.roundtrip()?;
@@ -557,7 +561,7 @@ impl SelectionWatch {
     /// Watches the clipboard selection through ext- or wlr-data-control. The
     /// selection as it is now is not a change.
     pub fn connect(target: &WaylandTarget) -> Result<Self, String> {
-        let (conn, globals, queue) = target.connect()?;
+        let (conn, globals, queue) = connect(target)?;
         let qh = queue.handle();
         let seat = bind_seat(&globals, &qh)?;
         let device = if let Ok(manager) = globals.bind::<ExtDataControlManagerV1, _, _>(&qh, 1..=1, ()) {
@@ -589,7 +593,7 @@ impl SelectionWatch {
 /// focused window through a virtual keyboard whose keymap holds exactly its
 /// characters. Returns the characters typed.
 pub fn type_text(target: &WaylandTarget, text: &str) -> Result<usize, String> {
-    let (conn, globals, queue) = target.connect()?;
+    let (conn, globals, queue) = connect(target)?;
     let qh = queue.handle();
     let seat = bind_seat(&globals, &qh)?;
     let manager = globals
@@ -670,7 +674,7 @@ impl Keymap {
         }
         text.push_str("};\nxkb_types \"cowork\" { include \"complete\" };\nxkb_compatibility \"cowork\" { include \"complete\" };\nxkb_symbols \"cowork\" {\n");
         for (i, c) in distinct.iter().enumerate() {
-            let keysym = crate::audio::dictate::keysym_for(*c).unwrap_or(0);
+            let keysym = super::keysym::keysym_for(*c).unwrap_or(0);
             text.push_str(&format!("key <K{}> {{ [ 0x{keysym:08x} ] }};\n", i + 1));
         }
         text.push_str("};\n};\n");

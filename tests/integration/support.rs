@@ -305,9 +305,7 @@ impl Drop for XSession {
             drop(self.children.pop());
         }
         if let Some(server) = self.children.first_mut() {
-            // SAFETY: signalling our own child.
-            unsafe { libc::kill(server.0.id() as i32, libc::SIGTERM) };
-            eventually(Duration::from_secs(2), || server.0.try_wait().is_ok_and(|status| status.is_some()));
+            server.end_gently(Duration::from_secs(2));
         }
         self.children.clear();
     }
@@ -375,6 +373,17 @@ pub fn launch_bus(mut command: Command) -> (ChildGuard, String) {
 
 /// Kills and reaps its child on drop.
 pub struct ChildGuard(pub Child);
+
+impl ChildGuard {
+    /// Asks the child to end (SIGTERM) and waits up to `wait` for it, so a
+    /// server removes its sockets and lock files (and ends its own children);
+    /// the drop kills it if it has not.
+    pub fn end_gently(&mut self, wait: Duration) {
+        // SAFETY: signalling our own child.
+        unsafe { libc::kill(self.0.id() as i32, libc::SIGTERM) };
+        eventually(wait, || self.0.try_wait().is_ok_and(|status| status.is_some()));
+    }
+}
 
 impl Drop for ChildGuard {
     fn drop(&mut self) {

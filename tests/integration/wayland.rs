@@ -72,8 +72,15 @@ impl Compositor {
             .stderr(std::fs::File::create(home.path().join("sway.log")).unwrap())
             .spawn()
             .expect("start sway");
-        let mut compositor =
-            Compositor { runtime: runtime.clone(), socket: String::new(), desktop: "sway", swaysock: None, x_display: None, children: vec![ChildGuard(sway)], home };
+        let mut compositor = Compositor {
+            runtime: runtime.clone(),
+            socket: String::new(),
+            desktop: "sway",
+            swaysock: None,
+            x_display: None,
+            children: vec![ChildGuard(sway)],
+            home,
+        };
         let mut found = (None, None);
         let started = eventually(Duration::from_secs(10), || {
             for entry in std::fs::read_dir(&runtime).into_iter().flatten().flatten() {
@@ -148,8 +155,7 @@ impl Compositor {
             .stderr(Stdio::null())
             .spawn()
             .expect("start weston");
-        let mut compositor =
-            Compositor { runtime, socket, desktop: "weston", swaysock: None, x_display: None, children: vec![ChildGuard(weston)], home };
+        let mut compositor = Compositor { runtime, socket, desktop: "weston", swaysock: None, x_display: None, children: vec![ChildGuard(weston)], home };
         let log = compositor.home.path().join("weston.log");
         let mut x_display = None;
         assert!(
@@ -216,9 +222,7 @@ impl Drop for Compositor {
             drop(self.children.pop());
         }
         if let Some(compositor) = self.children.first_mut() {
-            // SAFETY: signalling our own child.
-            unsafe { libc::kill(compositor.0.id() as i32, libc::SIGTERM) };
-            eventually(Duration::from_secs(3), || compositor.0.try_wait().is_ok_and(|status| status.is_some()));
+            compositor.end_gently(Duration::from_secs(3));
         }
         self.children.clear();
         if self.runtime.starts_with(std::env::temp_dir()) && self.swaysock.is_some() {
@@ -250,7 +254,8 @@ fn stop(mut child: Child) {
 /// `cowork doctor --json`'s desktop checks: capability → (status, detail).
 fn doctor_desktop(compositor: &Compositor, data: &Path) -> Vec<(String, String, String)> {
     let out = compositor.cowork(data).args(["doctor", "--json"]).output().unwrap();
-    let checks: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap_or_else(|e| panic!("doctor --json: {e}: {}", String::from_utf8_lossy(&out.stderr)));
+    let checks: serde_json::Value =
+        serde_json::from_slice(&out.stdout).unwrap_or_else(|e| panic!("doctor --json: {e}: {}", String::from_utf8_lossy(&out.stderr)));
     checks
         .as_array()
         .unwrap()
@@ -305,12 +310,12 @@ const TOLERANCE_MILLIS: i64 = 150;
 
 #[test]
 fn on_sway_focus_and_title_changes_become_sessions_with_pids_like_on_x11() {
+    use super::support::{test_sink, wait_for};
     use cowork::capture::{CaptureCommand, CaptureConfig, spawn_capture};
     use cowork::events::{AppEvent, SessionEnd, WorkerName};
     use cowork::ids::now_millis;
     use cowork::runtime::{RestartPolicy, WorkerState};
     use cowork::store::{StoreCommand, spawn_store};
-    use super::support::{test_sink, wait_for};
     if !require(Compositor::sway_available(), "sway and foot") {
         return;
     }
@@ -322,7 +327,7 @@ fn on_sway_focus_and_title_changes_become_sessions_with_pids_like_on_x11() {
     let gamma = sway.foot("test-gamma", "Gamma sheet", "sleep 600");
     let report = cowork::desktop::session::report(&sway.facts(), false);
     assert_eq!(report.family, cowork::desktop::session::Family::Wlroots("sway".into()));
-    let backend = report.backend(cowork::desktop::session::Capability::FocusedWindow);
+    let backend = cowork::desktop::backend::backend_for(&report, cowork::desktop::session::Capability::FocusedWindow);
     assert!(matches!(backend, cowork::desktop::backend::Backend::Wlroots(_)), "{backend:?}");
 
     let dir = temp_dir();
@@ -419,7 +424,7 @@ impl InProcess {
         use cowork::events::{AppEvent, WorkerName};
         use cowork::runtime::{RestartPolicy, WorkerState};
         let report = cowork::desktop::session::report(&sway.facts(), false);
-        let backend = report.backend(Capability::FocusedWindow);
+        let backend = cowork::desktop::backend::backend_for(&report, Capability::FocusedWindow);
         let dir = temp_dir();
         let db = dir.path().join("cowork.db");
         let (sink, events) = super::support::test_sink();
@@ -671,14 +676,7 @@ fn on_sway_the_sidebar_docks_right_on_every_workspace_and_cowork_trigger_opens_t
     assert_eq!(state("hotkeys").0, "warn");
     assert!(state("hotkeys").1.contains("sway's config"), "{:?}", state("hotkeys"));
 
-    let sidebar = sway
-        .cowork(data.path())
-        .arg("--models-dir")
-        .arg(super::support::models_dir())
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
+    let sidebar = sway.cowork(data.path()).arg("--models-dir").arg(super::support::models_dir()).stdout(Stdio::null()).stderr(Stdio::null()).spawn().unwrap();
     let pid = sidebar.id();
     sway.children.push(ChildGuard(sidebar));
     let workspace: serde_json::Value = serde_json::from_str::<serde_json::Value>(&sway.swaymsg(&["-t", "get_workspaces", "-r"]))
@@ -729,7 +727,8 @@ fn on_sway_the_sidebar_docks_right_on_every_workspace_and_cowork_trigger_opens_t
     let out = sway.cowork(data.path()).args(["trigger", "quick-prompt"]).output().unwrap();
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
     assert!(
-        eventually(Duration::from_secs(15), || window_of(&sway, pid, "cowork quick prompt").is_some_and(|w| w["focused"] == true && w["type"] == "floating_con")),
+        eventually(Duration::from_secs(15), || window_of(&sway, pid, "cowork quick prompt")
+            .is_some_and(|w| w["focused"] == true && w["type"] == "floating_con")),
         "the quick prompt is open, floating and focused: {:?}",
         window_of(&sway, pid, "cowork quick prompt")
     );
@@ -788,7 +787,10 @@ Gtk.main()
 #[test]
 fn on_sway_the_typing_stream_is_the_text_entered_into_fields_and_never_a_password() {
     let gtk = Command::new("/usr/bin/python3").args(["-c", "import gi; gi.require_version('Gtk', '3.0')"]).status().is_ok_and(|s| s.success());
-    if !require(Compositor::sway_available() && have_program("wtype") && have_program("dbus-daemon") && gtk, "sway, wtype, dbus-daemon and python3-gi with GTK 3") {
+    if !require(
+        Compositor::sway_available() && have_program("wtype") && have_program("dbus-daemon") && gtk,
+        "sway, wtype, dbus-daemon and python3-gi with GTK 3",
+    ) {
         return;
     }
     let mut sway = Compositor::sway();

@@ -1,0 +1,281 @@
+//! Capture on a real desktop, side by side: focus change → finished session
+//! readable in SQLite, on X11 (Xvfb + openbox, xterms, activated with
+//! xdotool) and on sway 1.7 headless (foot windows, focused through sway's
+//! IPC); then the CPU the Wayland capture threads (capture: foreign-toplevel
+//! + idle notification; clipboard: data-control) spend on an idle desktop.
+//!
+//! `cargo bench --profile dev --bench desktop` (COWORK_BENCH_SWITCHES=200,
+//! COWORK_BENCH_IDLE_SECS=60; COWORK_BENCH_ONLY=x11|sway|idle runs one part).
+
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use cowork::capture::clipboard::{ClipboardSource, spawn_clipboard};
+use cowork::capture::{CaptureCommand, CaptureConfig, spawn_capture};
+use cowork::desktop::backend::Backend;
+use cowork::desktop::session::{Capability, probe_with, report};
+use cowork::runtime::{EventSink, RestartPolicy, WorkerHandle};
+use cowork::store::{self, StoreCommand, spawn_store};
+use crossbeam_channel::bounded;
+
+fn var(name: &str, default: u64) -> u64 {
+    std::env::var(name).ok().and_then(|v| v.parse().ok()).unwrap_or(default)
+}
+
+fn runs(part: &str) -> bool {
+    std::env::var("COWORK_BENCH_ONLY").map_or(true, |only| only == part)
+}
+
+struct Killed(Child);
+
+impl Drop for Killed {
+    fn drop(&mut self) {
+        // SAFETY: signalling our own child.
+        unsafe { libc::kill(self.0.id() as i32, libc::SIGTERM) };
+        std::thread::sleep(Duration::from_millis(200));
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+fn wait_until(what: &str, mut done: impl FnMut() -> bool) {
+    let deadline = Instant::now() + Duration::from_secs(15);
+    while !done() {
+        assert!(Instant::now() < deadline, "{what}");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+fn percentile(sorted: &[f64], p: f64) -> f64 {
+    sorted[((sorted.len() as f64 - 1.0) * p).round() as usize]
+}
+
+/// Store and capture in this process on `backend`.
+fn capture(db: &Path, backend: Backend, display: Option<String>) -> (WorkerHandle<StoreCommand>, WorkerHandle<CaptureCommand>) {
+    let (events, events_rx) = bounded(1 << 16);
+    std::thread::spawn(move || for _ in events_rx {});
+    let sink = EventSink::new(events, || {});
+    let store = spawn_store(db.to_path_buf(), sink.clone(), RestartPolicy::default()).unwrap();
+    let config = CaptureConfig { display, afk_secs: 3600, rules: Default::default(), backend };
+    let capture = spawn_capture(config, store.commands.clone(), sink, RestartPolicy::default()).unwrap();
+    (store, capture)
+}
+
+/// Switches focus `switches` times between two windows and measures, for
+/// each, from the switch having happened to the session it ended being
+/// readable in SQLite from another connection.
+fn measure(name: &str, db: &Path, switches: u64, mut focus: impl FnMut(bool)) {
+    let reader = store::open_read_only(db).unwrap();
+    let ended = |reader: &rusqlite::Connection| store::recent_sessions(reader, 400).unwrap().iter().filter(|s| s.ended_at_millis.is_some()).count();
+    let mut samples = Vec::new();
+    for i in 0..switches {
+        let before = ended(&reader);
+        focus(i % 2 == 0);
+        let switched = Instant::now();
+        while ended(&reader) <= before {
+            assert!(switched.elapsed() < Duration::from_secs(5), "{name}: switch {i} never became a row");
+            std::thread::sleep(Duration::from_micros(500));
+        }
+        samples.push(switched.elapsed().as_secs_f64() * 1000.0);
+        std::thread::sleep(Duration::from_millis(60));
+    }
+    samples.sort_by(f64::total_cmp);
+    println!(
+        "{name}: focus change → finished session in SQLite over {} switches: p50 {:.1} ms, p95 {:.1} ms, max {:.1} ms",
+        samples.len(),
+        percentile(&samples, 0.5),
+        percentile(&samples, 0.95),
+        samples.last().unwrap()
+    );
+}
+
+fn x11(switches: u64) {
+    let display = format!(":{}", 700 + std::process::id() % 200);
+    let _xvfb = Killed(Command::new("Xvfb").args([display.as_str(), "-screen", "0", "1280x800x24", "-nolisten", "tcp"]).stderr(Stdio::null()).spawn().unwrap());
+    std::thread::sleep(Duration::from_millis(500));
+    let x = |program: &str| {
+        let mut command = Command::new(program);
+        command.env("DISPLAY", &display).stdout(Stdio::null()).stderr(Stdio::null());
+        command
+    };
+    let _wm = Killed(x("openbox").spawn().unwrap());
+    let _a = Killed(x("xterm").args(["-T", "bench alpha"]).spawn().unwrap());
+    let _b = Killed(x("xterm").args(["-T", "bench beta"]).spawn().unwrap());
+    let search = |title: &str| {
+        let out = x("xdotool").args(["search", "--name", title]).stdout(Stdio::piped()).output().unwrap();
+        String::from_utf8_lossy(&out.stdout).lines().next().map(str::to_owned)
+    };
+    let mut ids = (None, None);
+    wait_until("xterms mapped", || {
+        ids = (search("^bench alpha$"), search("^bench beta$"));
+        ids.0.is_some() && ids.1.is_some()
+    });
+    let (alpha, beta) = (ids.0.unwrap(), ids.1.unwrap());
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("cowork.db");
+    let (mut store, mut capture) = capture(&db, Backend::X11, Some(display.clone()));
+    std::thread::sleep(Duration::from_secs(1));
+    measure("X11 (Xvfb, openbox, xterm)", &db, switches, |first| {
+        let window = if first { &alpha } else { &beta };
+        x("xdotool").args(["windowactivate", "--sync", window]).status().unwrap();
+    });
+    capture.shutdown(CaptureCommand::Shutdown, Duration::from_secs(10));
+    store.shutdown(StoreCommand::Shutdown, Duration::from_secs(10));
+}
+
+/// sway headless as `nobody` (it refuses root), in a runtime directory of its own.
+struct Sway {
+    runtime: PathBuf,
+    _sway: Killed,
+    clients: Vec<Killed>,
+}
+
+impl Sway {
+    fn start() -> Sway {
+        let runtime = tempfile::Builder::new().prefix("cowork-bench-sway-").tempdir().unwrap().keep();
+        let config = runtime.join("sway.conf");
+        std::fs::write(&config, "output HEADLESS-1 resolution 1280x720\n").unwrap();
+        std::fs::set_permissions(&runtime, std::os::unix::fs::PermissionsExt::from_mode(0o700)).unwrap();
+        // SAFETY: no preconditions.
+        let root = unsafe { libc::geteuid() } == 0;
+        let mut command = if root {
+            std::os::unix::fs::chown(&runtime, Some(65534), Some(65534)).unwrap();
+            std::os::unix::fs::chown(&config, Some(65534), Some(65534)).unwrap();
+            let mut command = Command::new("setpriv");
+            command.args(["--reuid", "65534", "--regid", "65534", "--clear-groups", "sway"]);
+            command
+        } else {
+            Command::new("sway")
+        };
+        let sway = command
+            .arg("-c")
+            .arg(&config)
+            .env_clear()
+            .env("PATH", std::env::var_os("PATH").unwrap_or_default())
+            .envs([("WLR_BACKENDS", "headless"), ("WLR_RENDERER", "pixman"), ("WLR_LIBINPUT_NO_DEVICES", "1"), ("WLR_HEADLESS_OUTPUTS", "1")])
+            .env("XDG_RUNTIME_DIR", &runtime)
+            .env("HOME", &runtime)
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap();
+        let sway = Sway { runtime: runtime.clone(), _sway: Killed(sway), clients: Vec::new() };
+        wait_until("sway started", || sway.swaysock().is_some() && runtime.join("wayland-1").exists());
+        sway
+    }
+
+    fn swaysock(&self) -> Option<PathBuf> {
+        std::fs::read_dir(&self.runtime).ok()?.flatten().map(|e| e.path()).find(|p| p.file_name().is_some_and(|n| n.to_string_lossy().starts_with("sway-ipc.")))
+    }
+
+    fn env(&self) -> Vec<(String, String)> {
+        vec![
+            ("XDG_SESSION_TYPE".into(), "wayland".into()),
+            ("XDG_CURRENT_DESKTOP".into(), "sway".into()),
+            ("WAYLAND_DISPLAY".into(), "wayland-1".into()),
+            ("XDG_RUNTIME_DIR".into(), self.runtime.display().to_string()),
+            ("SWAYSOCK".into(), self.swaysock().unwrap().display().to_string()),
+        ]
+    }
+
+    fn command(&self, program: &str) -> Command {
+        let mut command = Command::new(program);
+        command.env_remove("DISPLAY").envs(self.env()).stdout(Stdio::null()).stderr(Stdio::null());
+        command
+    }
+
+    fn foot(&mut self, app_id: &str) {
+        self.clients.push(Killed(self.command("foot").args(["--app-id", app_id, "sh", "-c", "sleep 3600"]).spawn().unwrap()));
+        let tree = || String::from_utf8_lossy(&self.command("swaymsg").args(["-t", "get_tree"]).stdout(Stdio::piped()).output().unwrap().stdout).into_owned();
+        wait_until("foot mapped", || tree().contains(app_id));
+    }
+
+    fn backend(&self, capability: Capability) -> Backend {
+        let env = self.env();
+        let facts = probe_with(&|key| env.iter().find(|(k, _)| k == key).map(|(_, v)| v.clone()));
+        cowork::desktop::backend::backend_for(&report(&facts, false), capability)
+    }
+}
+
+impl Drop for Sway {
+    fn drop(&mut self) {
+        self.clients.clear();
+        let _ = std::fs::remove_dir_all(&self.runtime);
+    }
+}
+
+fn sway(switches: u64) {
+    let mut sway = Sway::start();
+    sway.foot("bench-alpha");
+    sway.foot("bench-beta");
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("cowork.db");
+    let (mut store, mut capture) = capture(&db, sway.backend(Capability::FocusedWindow), None);
+    std::thread::sleep(Duration::from_secs(1));
+    let swaysock = sway.swaysock().unwrap();
+    measure("sway 1.7 (foreign-toplevel, pid over IPC)", &db, switches, |first| {
+        let command = if first { "[app_id=bench-alpha] focus" } else { "[app_id=bench-beta] focus" };
+        cowork::desktop::ipc::sway_request(&swaysock, 0, command).unwrap();
+    });
+    capture.shutdown(CaptureCommand::Shutdown, Duration::from_secs(10));
+    store.shutdown(StoreCommand::Shutdown, Duration::from_secs(10));
+}
+
+/// utime + stime of this process's threads named `names`, in clock ticks.
+fn thread_ticks(names: &[&str]) -> u64 {
+    let mut total = 0;
+    for task in std::fs::read_dir("/proc/self/task").unwrap().flatten() {
+        let comm = std::fs::read_to_string(task.path().join("comm")).unwrap_or_default();
+        if !names.contains(&comm.trim()) {
+            continue;
+        }
+        let stat = std::fs::read_to_string(task.path().join("stat")).unwrap_or_default();
+        // Fields after the command's closing parenthesis: state is field 3, utime 14, stime 15.
+        let fields: Vec<&str> = stat.rsplit_once(')').map(|(_, rest)| rest.split_whitespace().collect()).unwrap_or_default();
+        total += fields.get(11).and_then(|v| v.parse::<u64>().ok()).unwrap_or(0) + fields.get(12).and_then(|v| v.parse::<u64>().ok()).unwrap_or(0);
+    }
+    total
+}
+
+fn idle(seconds: u64) {
+    let mut sway = Sway::start();
+    sway.foot("bench-idle");
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("cowork.db");
+    let (mut store, mut capture) = capture(&db, sway.backend(Capability::FocusedWindow), None);
+    let Backend::Wlroots(target) = sway.backend(Capability::ClipboardWatch) else { panic!("data-control on sway") };
+    let (events, events_rx) = bounded(1 << 10);
+    std::thread::spawn(move || for _ in events_rx {});
+    let (_copy_tx, copy_rx) = bounded(1);
+    let mut clipboard =
+        spawn_clipboard(None, ClipboardSource::Wayland(target), store.commands.clone(), copy_rx, EventSink::new(events, || {}), RestartPolicy::default())
+            .unwrap();
+    std::thread::sleep(Duration::from_secs(3));
+    let threads = ["capture", "clipboard"];
+    let before = thread_ticks(&threads);
+    let started = Instant::now();
+    std::thread::sleep(Duration::from_secs(seconds));
+    let ticks = thread_ticks(&threads) - before;
+    // SAFETY: no preconditions.
+    let hz = unsafe { libc::sysconf(libc::_SC_CLK_TCK) } as f64;
+    let percent = ticks as f64 / hz / started.elapsed().as_secs_f64() * 100.0;
+    println!("sway, idle desktop for {seconds} s: the capture and clipboard threads used {percent:.3} % of one core ({ticks} ticks at {hz} Hz)");
+    clipboard.shutdown(cowork::capture::clipboard::ClipboardCommand::Shutdown, Duration::from_secs(10));
+    capture.shutdown(CaptureCommand::Shutdown, Duration::from_secs(10));
+    store.shutdown(StoreCommand::Shutdown, Duration::from_secs(10));
+}
+
+fn main() {
+    // `cargo bench` passes --bench; this is not a criterion harness.
+    let switches = var("COWORK_BENCH_SWITCHES", 200);
+    if runs("x11") {
+        x11(switches);
+    }
+    if runs("sway") {
+        sway(switches);
+    }
+    if runs("idle") {
+        idle(var("COWORK_BENCH_IDLE_SECS", 60));
+    }
+}

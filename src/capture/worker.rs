@@ -92,6 +92,8 @@ pub struct CaptureWorker {
     a11y: Result<A11yBus, Instant>,
     /// The last URL read for the focused window, and when.
     url_cache: Option<(u32, String, Option<(String, UrlSource)>, Instant)>,
+    /// The pid found for a pid-less window (window id, title, pid).
+    pid_cache: Option<(u32, String, Option<u32>)>,
     /// The focus listen mode was last told.
     listen_focus: Option<crate::audio::listen::Focus>,
     /// The last input before the user went away (for "back after N minutes").
@@ -119,6 +121,7 @@ impl CaptureWorker {
             held: None,
             a11y: Err(Instant::now() - A11Y_RECONNECT),
             url_cache: None,
+            pid_cache: None,
             listen_focus: None,
             away_since: None,
         }
@@ -238,20 +241,8 @@ impl CaptureWorker {
         {
             return url.clone();
         }
-        if let Err(failed_at) = &self.a11y
-            && failed_at.elapsed() >= A11Y_RECONNECT
-        {
-            self.a11y = A11yBus::connect().map_err(|err| {
-                tracing::debug!("capture: no AT-SPI for URLs: {err:#}");
-                Instant::now()
-            });
-        }
-        // Without a pid (a Wayland compositor without IPC), the browser's frame is found by its title.
-        let pid = match (&self.a11y, window.pid) {
-            (Ok(bus), None) => bus.pid_of_frame(&window.title).ok().flatten(),
-            (_, pid) => pid,
-        };
-        let from_tree = match (&mut self.a11y, pid) {
+        self.reconnect_a11y();
+        let from_tree = match (&mut self.a11y, window.pid) {
             (Ok(bus), Some(pid)) => match bus.address_bar_url(pid, &window.title) {
                 Ok(url) => url,
                 Err(err) => {
@@ -271,6 +262,34 @@ impl CaptureWorker {
         url
     }
 
+    /// Connects to the accessibility bus again, at most every `A11Y_RECONNECT` after a failure.
+    fn reconnect_a11y(&mut self) {
+        if let Err(failed_at) = &self.a11y
+            && failed_at.elapsed() >= A11Y_RECONNECT
+        {
+            self.a11y = A11yBus::connect().map_err(|err| {
+                tracing::debug!("capture: no AT-SPI: {err:#}");
+                Instant::now()
+            });
+        }
+    }
+
+    /// The pid of a window the desktop gave none for (a Wayland compositor
+    /// without IPC): the process whose accessible frame bears its title, if
+    /// exactly one does. Asked once per window and title.
+    fn pid_by_title(&mut self, window: &ActiveWindow) -> Option<u32> {
+        if let Some((id, title, pid)) = &self.pid_cache
+            && *id == window.window_id
+            && *title == window.title
+        {
+            return *pid;
+        }
+        self.reconnect_a11y();
+        let pid = self.a11y.as_ref().ok().and_then(|bus| bus.pid_of_frame(&window.title).ok().flatten());
+        self.pid_cache = Some((window.window_id, window.title.clone(), pid));
+        pid
+    }
+
     /// Reads the active window now and records any change.
     fn observe(&mut self) -> anyhow::Result<()> {
         let Some(desktop) = self.desktop.as_mut() else { return Ok(()) };
@@ -278,7 +297,13 @@ impl CaptureWorker {
         // previous session without opening one for cowork.
         let own_pid = std::process::id();
         let now = now_millis();
-        let mut window = desktop.active_window().map_err(|err| anyhow::anyhow!(err))?.filter(|w| w.pid != Some(own_pid));
+        let mut window = desktop.active_window().map_err(|err| anyhow::anyhow!(err))?;
+        if let Some(w) = window.as_mut()
+            && w.pid.is_none()
+        {
+            w.pid = self.pid_by_title(w);
+        }
+        let mut window = window.filter(|w| w.pid != Some(own_pid));
         if let Some(w) = window.as_mut()
             && let Some((url, source)) = self.browser_url(w)
         {

@@ -294,7 +294,7 @@ fn x11_state(capability: Capability, a11y_on: bool) -> CapState {
         Capability::Dictation => CapState::ok("XTest"),
         Capability::SidebarPlacement => CapState::ok("always on top, docked to the work area"),
         Capability::BrowserUrl if a11y_on => CapState::ok("the address bar over AT-SPI"),
-        Capability::BrowserUrl => CapState::degraded("from window titles only", "turn on desktop accessibility in Settings → Privacy rules"),
+        Capability::BrowserUrl => CapState::degraded("from window titles only", "turn on desktop accessibility in Settings, Privacy rules"),
         Capability::WindowTools => CapState::ok("EWMH window list and activation"),
     }
 }
@@ -337,12 +337,12 @@ fn wayland_state(capability: Capability, family: &Family, has_global: &dyn Fn(&s
             "apps without accessibility support are not seen",
         ),
         Capability::TypingStream => {
-            CapState::unavailable("Wayland lets no app see another's keys, and desktop accessibility is off (Settings → Privacy rules)")
+            CapState::unavailable("Wayland lets no app see another's keys, and desktop accessibility is off (Settings, Privacy rules)")
         }
         Capability::Hotkeys => CapState::degraded(
             "Wayland lets no app grab keys",
             match family {
-                Family::Wlroots(name) => format!("bind them in {name}'s config to `cowork trigger …` (Settings → Desktop has the lines)"),
+                Family::Wlroots(name) => format!("bind them in {name}'s config to `cowork trigger …` (Settings, Desktop, has the lines)"),
                 _ => "bind `cowork trigger quick-prompt`, `pause`, `talk-press` and `talk-release` to keys in your desktop's keyboard settings".to_owned(),
             },
         ),
@@ -361,7 +361,7 @@ fn wayland_state(capability: Capability, family: &Family, has_global: &dyn Fn(&s
             CapState::degraded("the sidebar runs under XWayland so it can stay on top and docked", "it may look soft with fractional scaling")
         }
         Capability::SidebarPlacement => CapState::degraded(format!("{desktop_word} places windows itself"), "the sidebar may be covered or moved"),
-        Capability::BrowserUrl if !a11y_on => CapState::degraded("from window titles only", "turn on desktop accessibility in Settings → Privacy rules"),
+        Capability::BrowserUrl if !a11y_on => CapState::degraded("from window titles only", "turn on desktop accessibility in Settings, Privacy rules"),
         Capability::BrowserUrl if has(globals::FOREIGN_TOPLEVEL) && ipc => CapState::ok("the address bar over AT-SPI"),
         Capability::BrowserUrl if has(globals::FOREIGN_TOPLEVEL) => {
             CapState::degraded("the window's pid is unknown here: URLs come from the address bar matched by title", "")

@@ -30,7 +30,7 @@ pub fn chip_ui(ui: &mut egui::Ui, state: &AppState) {
         return;
     }
     let text = format!("• {}: {limited} of {} limited", report.family.describe(), report.capabilities.len());
-    ui.label(RichText::new(text).small().color(theme::WARN)).on_hover_text(format!("{}\n(Settings → Desktop)", summary(report)));
+    ui.label(RichText::new(text).small().color(theme::WARN)).on_hover_text(format!("{}\n(more in Settings, Desktop)", summary(report)));
 }
 
 pub fn desktop_ui(ui: &mut egui::Ui, state: &AppState) {
@@ -56,10 +56,11 @@ pub fn desktop_ui(ui: &mut egui::Ui, state: &AppState) {
     let lines = compositor_bindings(&report.family, &hotkeys);
     if !lines.is_empty() {
         ui.label("Wayland lets no app grab keys: the hotkeys work once these lines are in your compositor's config (then reload it).");
-        let text = lines.join("\n");
-        ui.add(egui::TextEdit::multiline(&mut text.as_str()).code_editor().desired_rows(lines.len()));
+        for line in &lines {
+            ui.add(egui::Label::new(RichText::new(line).monospace()).selectable(true));
+        }
         if ui.small_button("Copy the lines").clicked() {
-            ui.ctx().copy_text(text);
+            ui.ctx().copy_text(lines.join("\n"));
         }
     } else if !report.x11_decides() && report.family.is_wayland() {
         ui.label(

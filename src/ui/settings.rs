@@ -214,7 +214,11 @@ pub fn settings_ui(
         ui.heading("Keyboard shortcuts");
         Grid::new("shortcuts").striped(true).show(ui, |ui| {
             ui.label(RichText::new(&state.settings.quick_prompt_hotkey).monospace());
-            ui.label("Open the quick prompt from anywhere");
+            if state.desktop.as_ref().is_some_and(|d| !d.x11_decides()) {
+                ui.label("Open the quick prompt from anywhere, once bound in your compositor (see Desktop above)");
+            } else {
+                ui.label("Open the quick prompt from anywhere");
+            }
             ui.end_row();
             for shortcut in shortcuts::SHORTCUTS {
                 ui.label(RichText::new(shortcuts::format(ui.ctx(), &shortcut.keys)).monospace());

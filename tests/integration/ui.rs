@@ -842,6 +842,34 @@ fn the_desktop_accessibility_switch_is_saved_and_reaches_the_a11y_worker() {
     assert_eq!(told, [false]);
 }
 
+/// The desktop the workers found: a chip in the status bar when something is
+/// limited, and Settings → Desktop with each capability and, on sway, the
+/// lines that bind the hotkeys (the configured ones) in its config.
+#[test]
+fn the_status_bar_and_settings_say_what_the_desktop_limits_and_how_to_bind_the_hotkeys() {
+    use cowork::desktop::session::{Facts, report};
+    let (mut harness, far) = app();
+    let globals = ["wl_seat", "zwlr_foreign_toplevel_manager_v1", "org_kde_kwin_idle", "zwlr_data_control_manager_v1", "zwp_virtual_keyboard_manager_v1"];
+    let facts = Facts {
+        session_type: "wayland".into(),
+        current_desktop: "sway".into(),
+        wayland_display: Some("wayland-1".into()),
+        globals: Some(globals.iter().map(|g| ((*g).to_owned(), 1)).collect()),
+        swaysock: Some("/nonexistent/sway-ipc.sock".into()),
+        runtime_dir: Some("/run/user/1000".into()),
+        ..Facts::default()
+    };
+    far.events.send(AppEvent::Desktop(Box::new(report(&facts, true)))).unwrap();
+    harness.run();
+    harness.get_by_label_contains("Wayland (sway):");
+    harness.get_by_label("Settings").click();
+    harness.run();
+    harness.get_by_label_contains("bindsym --no-repeat Ctrl+Mod1+space exec cowork trigger quick-prompt");
+    harness.get_by_label_contains("bindsym --release Ctrl+Mod1+v exec cowork trigger talk-release");
+    harness.get_by_label_contains("text entered into fields");
+    harness.get_by_label_contains("once bound in your compositor");
+}
+
 /// Settings → Agent: opening Settings asks the agent for its rules and audit log; each rule
 /// shows with a Remove button that tells the agent, and the agent switch is saved.
 #[test]

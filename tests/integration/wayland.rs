@@ -806,9 +806,12 @@ fn on_sway_the_typing_stream_is_the_text_entered_into_fields_and_never_a_passwor
         let conn = store::open_writer(&db).unwrap();
         store::set_setting(&conn, "capture.streams_confirmed", "true", 0).unwrap();
     }
+    // Without sway's IPC (as on river, niri or labwc): the pid comes from the
+    // window's accessible frame, matched by title, and the typing stream needs it.
     let capture = sway
         .cowork(data.path())
         .args(["capture", "run"])
+        .env_remove("SWAYSOCK")
         .env("DBUS_SESSION_BUS_ADDRESS", &dbus)
         .env("COWORK_LOG", std::env::var("COWORK_TEST_CAPTURE_LOG").unwrap_or_else(|_| "warn".into()))
         .spawn()
@@ -822,9 +825,14 @@ fn on_sway_the_typing_stream_is_the_text_entered_into_fields_and_never_a_passwor
         .stderr(Stdio::null())
         .spawn()
         .unwrap();
+    let app_pid = app.id();
     sway.children.push(ChildGuard(app));
     let sessions = || store::open_read_only(&db).ok().and_then(|c| store::sessions_between(&c, 0, i64::MAX).ok()).unwrap_or_default();
-    assert!(eventually(Duration::from_secs(20), || sessions().iter().any(|s| s.title == "Sign in - Demo" && s.pid.is_some())), "{:?}", sessions());
+    assert!(
+        eventually(Duration::from_secs(20), || sessions().iter().any(|s| s.title == "Sign in - Demo" && s.pid == Some(app_pid))),
+        "the form's session, with the pid its accessible frame gave: {:?}",
+        sessions()
+    );
     // Give the a11y worker time to subscribe, as a person takes a moment before typing.
     std::thread::sleep(Duration::from_secs(2));
     // One keyboard for the whole input (a new one per word would refocus the
@@ -839,4 +847,36 @@ fn on_sway_the_typing_stream_is_the_text_entered_into_fields_and_never_a_passwor
     assert_eq!(typed, [("alice", "Sign in - Demo"), ("bob", "Sign in - Demo")], "entered again after leaving the password field");
     assert!(typed.iter().all(|(t, _)| !t.contains("hunter") && !t.contains('2')), "{typed:?}");
     assert!(!on_disk(data.path(), "hunter2"));
+}
+
+#[test]
+fn where_no_compositor_ipc_can_place_it_the_sidebar_runs_under_xwayland() {
+    if !require(have_program("weston") && have_program("xdotool") && have_program("xprop"), "weston, xdotool and xprop") {
+        return;
+    }
+    let mut weston = Compositor::weston();
+    let data = temp_dir();
+    let sidebar = weston
+        .cowork(data.path())
+        .arg("--models-dir")
+        .arg(super::support::models_dir())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    weston.children.push(ChildGuard(sidebar));
+    // An X window on XWayland's display: a native Wayland window would be invisible there.
+    let mut window = String::new();
+    assert!(
+        eventually(Duration::from_secs(30), || {
+            let out = weston.command("xdotool").args(["search", "--name", "^cowork$"]).output().unwrap();
+            window = String::from_utf8_lossy(&out.stdout).lines().next().unwrap_or_default().to_owned();
+            !window.is_empty()
+        }),
+        "the sidebar is an X11 window under XWayland"
+    );
+    // cowork's own window, by its class (winit asks for keep-above there; whether weston's window
+    // manager honours it is weston's matter, and it keeps no _NET_WM_STATE to show).
+    let class = weston.command("xprop").args(["-id", &window, "WM_CLASS"]).output().unwrap();
+    assert!(String::from_utf8_lossy(&class.stdout).contains("\"cowork\""), "{}", String::from_utf8_lossy(&class.stdout));
 }

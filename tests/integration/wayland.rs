@@ -5,7 +5,7 @@
 //! nothing false is recorded); XWayland beside both, which never decides.
 
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::process::{Command, Stdio};
 use std::time::Duration;
 
 use cowork::store;
@@ -245,10 +245,12 @@ pub fn tree_windows(node: &serde_json::Value) -> Vec<serde_json::Value> {
     out
 }
 
-fn stop(mut child: Child) {
+/// Ends a `cowork capture run` as SIGTERM does and checks it exited cleanly;
+/// a test that fails before this still ends it (the guard).
+fn stop(mut child: ChildGuard) {
     // SAFETY: signalling our own child.
-    unsafe { libc::kill(child.id() as i32, libc::SIGTERM) };
-    assert!(child.wait().unwrap().success());
+    unsafe { libc::kill(child.0.id() as i32, libc::SIGTERM) };
+    assert!(child.0.wait().unwrap().success());
 }
 
 /// `cowork doctor --json`'s desktop checks: capability → (status, detail).
@@ -295,7 +297,7 @@ fn on_an_unknown_compositor_every_capability_says_why_and_nothing_false_is_recor
     assert!(text.contains("XWayland is there, but it sees only X apps, so it decides nothing"), "{text}");
 
     // Capture runs, says what it cannot see, and records no window and no absence.
-    let capture = weston.cowork(data.path()).args(["capture", "run"]).spawn().unwrap();
+    let capture = ChildGuard(weston.cowork(data.path()).args(["capture", "run"]).spawn().unwrap());
     std::thread::sleep(Duration::from_secs(4));
     stop(capture);
     let reader = store::open_read_only(&data.path().join("cowork.db")).unwrap();
@@ -519,7 +521,7 @@ fn on_sway_capture_run_records_clipboard_changes_and_excludes_a_password_manager
         let conn = store::open_writer(&db).unwrap();
         store::set_setting(&conn, "capture.streams_confirmed", "true", 0).unwrap();
     }
-    let capture = sway.cowork(data.path()).args(["capture", "run"]).spawn().unwrap();
+    let capture = ChildGuard(sway.cowork(data.path()).args(["capture", "run"]).spawn().unwrap());
     let sessions = || store::open_read_only(&db).ok().and_then(|c| store::sessions_between(&c, 0, i64::MAX).ok()).unwrap_or_default();
     let clips = || store::open_read_only(&db).ok().and_then(|c| store::clips_between(&c, 0, i64::MAX).ok()).unwrap_or_default();
     sway.swaymsg(&["[app_id=test-notes] focus"]);
@@ -808,14 +810,15 @@ fn on_sway_the_typing_stream_is_the_text_entered_into_fields_and_never_a_passwor
     }
     // Without sway's IPC (as on river, niri or labwc): the pid comes from the
     // window's accessible frame, matched by title, and the typing stream needs it.
-    let capture = sway
-        .cowork(data.path())
-        .args(["capture", "run"])
-        .env_remove("SWAYSOCK")
-        .env("DBUS_SESSION_BUS_ADDRESS", &dbus)
-        .env("COWORK_LOG", std::env::var("COWORK_TEST_CAPTURE_LOG").unwrap_or_else(|_| "warn".into()))
-        .spawn()
-        .unwrap();
+    let capture = ChildGuard(
+        sway.cowork(data.path())
+            .args(["capture", "run"])
+            .env_remove("SWAYSOCK")
+            .env("DBUS_SESSION_BUS_ADDRESS", &dbus)
+            .env("COWORK_LOG", std::env::var("COWORK_TEST_CAPTURE_LOG").unwrap_or_else(|_| "warn".into()))
+            .spawn()
+            .unwrap(),
+    );
     let app = sway
         .command("/usr/bin/python3")
         .args(["-c", GTK_LOGIN])

@@ -8,7 +8,6 @@ pub mod keysym;
 pub mod place;
 pub mod session;
 pub mod trigger;
-pub mod wayland;
 pub mod wlr;
 
 use global_hotkey::hotkey::HotKey;

@@ -30,6 +30,8 @@ pub mod sealed;
 pub mod secrets;
 pub mod state;
 pub mod store;
+#[cfg(test)]
+mod test_rng;
 pub mod tools;
 pub mod ui;
 pub mod workers;

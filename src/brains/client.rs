@@ -267,21 +267,7 @@ mod tests {
         ProviderConfig::new("fuzz", kind, "http://127.0.0.1:1", "m")
     }
 
-    /// xorshift64*: deterministic, so a failure names a reproducible seed.
-    struct Rng(u64);
-
-    impl Rng {
-        fn next(&mut self) -> u64 {
-            self.0 ^= self.0 >> 12;
-            self.0 ^= self.0 << 25;
-            self.0 ^= self.0 >> 27;
-            self.0.wrapping_mul(0x2545_F491_4F6C_DD1D)
-        }
-
-        fn below(&mut self, n: usize) -> usize {
-            (self.next() % n.max(1) as u64) as usize
-        }
-    }
+    use crate::test_rng::Rng;
 
     /// Reads `bytes` in random-sized pieces.
     struct Pieces<'a> {

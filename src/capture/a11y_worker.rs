@@ -229,8 +229,10 @@ impl Supervised for A11yWorker {
                     continue;
                 }
             };
-            // StateChanged and, for the typing stream, TextChanged: apps send only what is registered.
-            let rule = MatchRule::builder().msg_type(MessageType::Signal).interface("org.a11y.atspi.Event.Object")?.build();
+            // StateChanged and, for the typing stream only, every Object event (TextChanged among
+            // them: another listener may have registered events this worker would only skip).
+            let rule = MatchRule::builder().msg_type(MessageType::Signal).interface("org.a11y.atspi.Event.Object")?;
+            let rule = if self.fields { rule.build() } else { rule.member("StateChanged")?.build() };
             let mut stream = zbus::block_on(MessageStream::for_match_rule(rule, bus.connection().inner(), Some(256)))?;
             bus.register_focus_events()?;
             if self.fields {

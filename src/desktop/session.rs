@@ -490,13 +490,52 @@ pub fn probe_with(env: &dyn Fn(&str) -> Option<String>) -> Facts {
         ..Facts::default()
     };
     if facts.wayland_display.is_some() || facts.session_type.eq_ignore_ascii_case("wayland") {
-        match facts.wayland_socket().ok_or_else(|| "XDG_RUNTIME_DIR is not set".to_owned()).and_then(|socket| super::wayland::globals(&socket)) {
+        match facts.wayland_socket().ok_or_else(|| "XDG_RUNTIME_DIR is not set".to_owned()).and_then(|socket| wayland_globals(&socket)) {
             Ok(globals) => facts.globals = Some(globals),
             Err(err) => facts.wayland_error = Some(err),
         }
     }
     facts.bus_names = bus_names(Duration::from_millis(500));
     facts
+}
+
+/// The registry probe's dispatch state: it only lists globals (the wlroots
+/// backend's own connections live in `wlr`, which this module must not need).
+struct Probe;
+
+impl wayland_client::Dispatch<wayland_client::protocol::wl_registry::WlRegistry, wayland_client::globals::GlobalListContents> for Probe {
+    fn event(
+        _: &mut Self,
+        _: &wayland_client::protocol::wl_registry::WlRegistry,
+        _: wayland_client::protocol::wl_registry::Event,
+        _: &wayland_client::globals::GlobalListContents,
+        _: &wayland_client::Connection,
+        _: &wayland_client::QueueHandle<Self>,
+    ) {
+    }
+}
+
+/// How long the registry probe waits for a compositor that does not answer.
+const PROBE_TIMEOUT: Duration = Duration::from_secs(2);
+
+/// The globals of the compositor at `socket` (interface → version).
+fn wayland_globals(socket: &std::path::Path) -> Result<BTreeMap<String, u32>, String> {
+    let socket = socket.to_path_buf();
+    let (tx, rx) = crossbeam_channel::bounded(1);
+    // On a thread of its own: a compositor that never answers must not hold start-up.
+    std::thread::Builder::new()
+        .name("wayland-probe".into())
+        .spawn(move || {
+            let listed = (|| {
+                let stream = std::os::unix::net::UnixStream::connect(&socket).map_err(|err| format!("{}: {err}", socket.display()))?;
+                let conn = wayland_client::Connection::from_socket(stream).map_err(|err| err.to_string())?;
+                let (globals, _queue) = wayland_client::globals::registry_queue_init::<Probe>(&conn).map_err(|err| err.to_string())?;
+                Ok::<_, String>(globals.contents().clone_list().into_iter().map(|g| (g.interface, g.version)).collect())
+            })();
+            let _ = tx.send(listed);
+        })
+        .map_err(|err| err.to_string())?;
+    rx.recv_timeout(PROBE_TIMEOUT).map_err(|_| format!("the compositor did not answer within {} s", PROBE_TIMEOUT.as_secs()))?
 }
 
 /// The desktop-telling names on the session bus (none without a bus).

@@ -65,7 +65,8 @@ pub use super::session::WaylandTarget;
 
 /// Connects to the compositor `target` names, with its registry.
 fn connect(target: &WaylandTarget) -> Result<(Connection, GlobalList, EventQueue<Wlr>), String> {
-    let stream = UnixStream::connect(&target.socket).map_err(|err| format!("cannot reach the compositor at {}: {err}", target.socket.display()))?;
+    let socket = &target.socket;
+    let stream = UnixStream::connect(socket).map_err(|err| format!("cannot reach the compositor at {}: {err}", socket.display()))?;
     let conn = Connection::from_socket(stream).map_err(|err| format!("the compositor's socket: {err}"))?;
     let (globals, queue) = registry_queue_init::<Wlr>(&conn).map_err(|err| format!("the compositor's registry: {err}"))?;
     Ok((conn, globals, queue))
@@ -460,12 +461,11 @@ impl WlrDesktop {
     /// The focused window, with its pid when the compositor's IPC gives it;
     /// None when nothing, or cowork itself, is focused.
     pub fn active_window(&mut self) -> Option<ActiveWindow> {
-        let ipc = self.ipc.clone();
         let key = self.events.state.focused()?.handle.id();
         let toplevel = self.events.state.toplevels.get_mut(&key)?;
         if toplevel.pid.is_none() && !toplevel.pid_asked {
             toplevel.pid_asked = true;
-            toplevel.pid = ipc.as_ref().and_then(|ipc| ipc.focused_pid(&toplevel.app_id, &toplevel.title));
+            toplevel.pid = self.ipc.as_ref().and_then(|ipc| ipc.focused_pid(&toplevel.app_id, &toplevel.title));
         }
         if toplevel.pid == Some(std::process::id()) || (toplevel.pid.is_none() && toplevel.app_id == OWN_APP_ID) {
             return None;

@@ -1091,22 +1091,7 @@ mod tests {
         use super::*;
         use std::process::Command as Process;
 
-        /// xorshift64*: the same cases every run, a new seed to explore more.
-        struct Rng(u64);
-        impl Rng {
-            fn next(&mut self) -> u64 {
-                self.0 ^= self.0 >> 12;
-                self.0 ^= self.0 << 25;
-                self.0 ^= self.0 >> 27;
-                self.0.wrapping_mul(0x2545_f491_4f6c_dd1d)
-            }
-            fn pick<'a, T>(&mut self, items: &'a [T]) -> &'a T {
-                &items[(self.next() % items.len() as u64) as usize]
-            }
-            fn chance(&mut self, percent: u64) -> bool {
-                self.next() % 100 < percent
-            }
-        }
+        use crate::test_rng::Rng;
 
         fn seed() -> u64 {
             std::env::var("COWORK_PROPERTY_SEED").ok().and_then(|s| s.parse().ok()).unwrap_or(0x5eed_c0de_2026_1126)

@@ -30,7 +30,10 @@ pub fn chip_ui(ui: &mut egui::Ui, state: &AppState) {
         return;
     }
     let text = format!("• {}: {limited} of {} limited", report.family.describe(), report.capabilities.len());
-    ui.label(RichText::new(text).small().color(theme::WARN)).on_hover_text(format!("{}\n(more in Settings, Desktop)", summary(report)));
+    // The hover's text is built only while hovered, not every frame.
+    ui.label(RichText::new(text).small().color(theme::WARN)).on_hover_ui(|ui| {
+        ui.label(format!("{}\n(more in Settings, Desktop)", summary(report)));
+    });
 }
 
 pub fn desktop_ui(ui: &mut egui::Ui, state: &AppState) {

@@ -33,6 +33,18 @@ impl Dunst {
 }
 
 impl Dunst {
+    /// Chooses Accept in dunst's context menu until a call is approved (the
+    /// menu may open before the notification is ready); the call approved.
+    fn accept(&self, approved: &crossbeam_channel::Receiver<i64>) -> Option<i64> {
+        for _ in 0..10 {
+            assert!(self.ctl(&["context"]).0);
+            if let Ok(call) = approved.recv_timeout(Duration::from_secs(3)) {
+                return Some(call);
+            }
+        }
+        None
+    }
+
     /// Xvfb, a session bus and dunst, whose context menu always picks the Accept line.
     fn start() -> Option<Dunst> {
         if !require(XSession::available() && have_program("dunst") && have_program("dunstctl"), "Xvfb and dunst") {
@@ -124,14 +136,7 @@ fn a_real_dunst_shows_accepts_dismisses_and_expires_and_the_gate_holds_defers_an
     // An approval: shown with Accept; Accept in dunst's menu approves that call.
     let id = client.post(notice("approval", NotifyTier::Urgent, "\"tidy\" waits for your approval", NoticeAction::Approve { call_id: 42 })).unwrap();
     until("the approval is displayed", || dunst.displayed() == 1);
-    let mut call = None;
-    for _ in 0..10 {
-        assert!(dunst.ctl(&["context"]).0);
-        call = approved.recv_timeout(Duration::from_secs(3)).ok();
-        if call.is_some() {
-            break;
-        }
-    }
+    let call = dunst.accept(&approved);
     assert_eq!(call, Some(42), "dunst said:\n{}", dunst.log());
     until("accepted in the inbox", || state(&db, id).0 == "accepted");
 
@@ -276,14 +281,7 @@ fn a_forged_notification_action_approves_nothing_and_the_body_shows_the_call() {
     assert!(approved.recv_timeout(Duration::from_millis(1500)).is_err(), "a forged signal approved the call");
     assert_eq!(state(&db, id).0, "shown");
     // The real server's Accept still works.
-    let mut call = None;
-    for _ in 0..10 {
-        assert!(dunst.ctl(&["context"]).0);
-        call = approved.recv_timeout(Duration::from_secs(3)).ok();
-        if call.is_some() {
-            break;
-        }
-    }
+    let call = dunst.accept(&approved);
     assert_eq!(call, Some(77), "dunst said:\n{}", dunst.log());
     assert!(worker.shutdown(NotifyCommand::Shutdown, Duration::from_secs(5)));
 }

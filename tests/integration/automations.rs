@@ -182,14 +182,22 @@ fn kill_9_during_a_delay_and_during_a_parked_approval_and_both_runs_finish_after
 }
 
 /// CPU ticks (1/100 s) a thread of this process named `name` has used.
-fn thread_cpu_ticks(name: &str) -> Option<u64> {
-    std::fs::read_dir("/proc/self/task").ok()?.flatten().find_map(|task| {
-        let comm = std::fs::read_to_string(task.path().join("comm")).ok()?;
-        (comm.trim() == name).then_some(())?;
-        let stat = std::fs::read_to_string(task.path().join("stat")).ok()?;
-        let fields: Vec<&str> = stat.rsplit(')').next()?.split_whitespace().collect();
-        Some(fields[11].parse::<u64>().ok()? + fields[12].parse::<u64>().ok()?)
-    })
+/// The ids of this process's threads named `name` (other tests run workers of the same name beside this one).
+fn threads_named(name: &str) -> std::collections::HashSet<String> {
+    std::fs::read_dir("/proc/self/task")
+        .into_iter()
+        .flatten()
+        .flatten()
+        .filter(|task| std::fs::read_to_string(task.path().join("comm")).is_ok_and(|comm| comm.trim() == name))
+        .map(|task| task.file_name().to_string_lossy().into_owned())
+        .collect()
+}
+
+/// utime + stime of thread `tid` of this process, in clock ticks.
+fn thread_cpu_ticks(tid: &str) -> Option<u64> {
+    let stat = std::fs::read_to_string(format!("/proc/self/task/{tid}/stat")).ok()?;
+    let fields: Vec<&str> = stat.rsplit(')').next()?.split_whitespace().collect();
+    Some(fields[11].parse::<u64>().ok()? + fields[12].parse::<u64>().ok()?)
 }
 
 /// Runs nothing itself: a step would go to the agent.
@@ -218,6 +226,7 @@ fn a_flow_every_minute_fires_on_the_real_clock_within_two_seconds() {
     let (sink, _events) = test_sink();
     let channels = cowork::automations::worker::AutomationsChannels::default();
     let commands = channels.commands.0.clone();
+    let others = threads_named("automations");
     let worker = cowork::automations::spawn_automations(
         cowork::automations::AutomationsConfig { db_path: db_path.clone() },
         channels,
@@ -232,7 +241,11 @@ fn a_flow_every_minute_fires_on_the_real_clock_within_two_seconds() {
     let (reply, saved) = crossbeam_channel::bounded(1);
     commands.send(cowork::automations::AutomationsCommand::Save { flow: Box::new(flow), reply: Some(reply) }).unwrap();
     saved.recv_timeout(Duration::from_secs(10)).unwrap().unwrap();
-    let cpu_before = thread_cpu_ticks("automations");
+    // This worker's thread: the one named so that was not there before it started
+    // (unknown if another test started one at the same moment).
+    let new: Vec<String> = threads_named("automations").difference(&others).cloned().collect();
+    let ours = (new.len() == 1).then(|| new[0].clone());
+    let cpu_before = ours.as_deref().and_then(thread_cpu_ticks);
     let waiting = Instant::now();
     let deadline = Instant::now() + Duration::from_secs(75);
     let run = loop {
@@ -243,8 +256,8 @@ fn a_flow_every_minute_fires_on_the_real_clock_within_two_seconds() {
         std::thread::sleep(Duration::from_millis(100));
     };
     // Waiting costs nothing: the loop sleeps until the minute (a spinning loop would use a whole core).
-    if let (Some(before), Some(after)) = (cpu_before, thread_cpu_ticks("automations")) {
-        let percent = (after - before) as f64 / 100.0 / waiting.elapsed().as_secs_f64().max(1.0) * 100.0;
+    if let (Some(before), Some(after)) = (cpu_before, ours.as_deref().and_then(thread_cpu_ticks)) {
+        let percent = after.saturating_sub(before) as f64 / 100.0 / waiting.elapsed().as_secs_f64().max(1.0) * 100.0;
         assert!(percent < 5.0, "the automations thread used {percent:.1} % of a core while it waited");
     }
         let scheduled = cowork::export::parse_time(run.scope.trigger["scheduled_for"].as_str().unwrap(), 0).unwrap();

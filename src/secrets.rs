@@ -108,7 +108,9 @@ pub fn provider_key_name(provider: &str) -> String {
 pub struct SecretFile {
     store: PathBuf,
     key_path: PathBuf,
-    cipher: Aes256Gcm,
+    /// None until a secret is first set: reading (`cowork secrets list`, a
+    /// start-up that finds no keyring for a moment) never makes a key file.
+    cipher: Option<Aes256Gcm>,
     /// Why the Secret Service was not used, when `Secrets::open` fell back here.
     service_unusable: Option<String>,
 }
@@ -117,39 +119,40 @@ impl SecretFile {
     pub const STORE: &'static str = "secrets.enc";
     pub const KEY: &'static str = "secrets.key";
 
-    /// Opens (creating on first use) the key and the store in `dir`. A key
-    /// file readable by others is refused, not silently used.
+    /// Opens the key and the store in `dir`; the key is made when the first
+    /// secret is set. A key file readable by others is refused, not silently used.
     pub fn open(dir: &Path) -> anyhow::Result<Self> {
-        std::fs::create_dir_all(dir).with_context(|| format!("cannot create {}", dir.display()))?;
         let key_path = dir.join(Self::KEY);
-        let key = match std::fs::read(&key_path) {
-            Ok(bytes) => {
-                let mode = std::fs::metadata(&key_path)?.permissions().mode() & 0o777;
-                if mode & 0o077 != 0 {
-                    bail!("{} is readable by others (mode {mode:o}); fix with chmod 600", key_path.display());
-                }
-                if bytes.len() != 32 {
-                    bail!("{} is not a 256-bit key ({} bytes)", key_path.display(), bytes.len());
-                }
-                bytes
-            }
-            Err(err) if err.kind() == std::io::ErrorKind::NotFound => {
-                let key = Aes256Gcm::generate_key(OsRng);
-                let mut file = std::fs::OpenOptions::new()
-                    .write(true)
-                    .create_new(true)
-                    .mode(0o600)
-                    .open(&key_path)
-                    .with_context(|| format!("cannot create {}", key_path.display()))?;
-                file.write_all(&key)?;
-                file.sync_all()?;
-                sync_dir(dir)?;
-                key.to_vec()
-            }
-            Err(err) => return Err(err).with_context(|| format!("cannot read {}", key_path.display())),
-        };
-        let cipher = Aes256Gcm::new(Key::<Aes256Gcm>::from_slice(&key));
+        let cipher = load_key(&key_path)?.map(|key| Aes256Gcm::new(Key::<Aes256Gcm>::from_slice(&key)));
         Ok(Self { store: dir.join(Self::STORE), key_path, cipher, service_unusable: None })
+    }
+
+    /// The cipher of the key on disk now (another process may have made it since `open`).
+    fn cipher(&self) -> anyhow::Result<Option<Aes256Gcm>> {
+        match &self.cipher {
+            Some(cipher) => Ok(Some(cipher.clone())),
+            None => Ok(load_key(&self.key_path)?.map(|key| Aes256Gcm::new(Key::<Aes256Gcm>::from_slice(&key)))),
+        }
+    }
+
+    /// The cipher, making the key file first if there is none (called with the store's lock held).
+    fn cipher_or_create(&self) -> anyhow::Result<Aes256Gcm> {
+        if let Some(cipher) = self.cipher()? {
+            return Ok(cipher);
+        }
+        let dir = self.key_path.parent().unwrap_or(Path::new("."));
+        std::fs::create_dir_all(dir).with_context(|| format!("cannot create {}", dir.display()))?;
+        let key = Aes256Gcm::generate_key(OsRng);
+        let mut file = std::fs::OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .mode(0o600)
+            .open(&self.key_path)
+            .with_context(|| format!("cannot create {}", self.key_path.display()))?;
+        file.write_all(&key)?;
+        file.sync_all()?;
+        sync_dir(dir)?;
+        Ok(Aes256Gcm::new(&key))
     }
 
     fn read_all(&self) -> anyhow::Result<BTreeMap<String, String>> {
@@ -158,8 +161,15 @@ impl SecretFile {
             Err(err) if err.kind() == std::io::ErrorKind::NotFound => return Ok(BTreeMap::new()),
             Err(err) => return Err(err).with_context(|| format!("cannot read {}", self.store.display())),
         };
+        let Some(cipher) = self.cipher()? else {
+            bail!("{} is there but its key {} is missing: put the key back (from the backup that has the store)", self.store.display(), self.key_path.display());
+        };
+        self.unseal(&cipher, &text)
+    }
+
+    fn unseal(&self, cipher: &Aes256Gcm, text: &str) -> anyhow::Result<BTreeMap<String, String>> {
         let sealed: BTreeMap<String, String> =
-            serde_json::from_str(&text).with_context(|| format!("{} is damaged", self.store.display()))?;
+            serde_json::from_str(text).with_context(|| format!("{} is damaged", self.store.display()))?;
         let b64 = base64::engine::general_purpose::STANDARD;
         sealed
             .into_iter()
@@ -170,8 +180,7 @@ impl SecretFile {
                 }
                 let (nonce, ciphertext) = bytes.split_at(12);
                 // The name is the associated data: a value moved to another name does not decrypt.
-                let plain = self
-                    .cipher
+                let plain = cipher
                     .decrypt(Nonce::from_slice(nonce), aes_gcm::aead::Payload { msg: ciphertext, aad: name.as_bytes() })
                     .map_err(|_| anyhow::anyhow!("secret {name:?} does not decrypt with {} (wrong key or tampered)", self.key_path.display()))?;
                 Ok((name, String::from_utf8(plain).context("a secret is not UTF-8")?))
@@ -179,13 +188,12 @@ impl SecretFile {
             .collect()
     }
 
-    fn write_all(&self, secrets: &BTreeMap<String, String>) -> anyhow::Result<()> {
+    fn write_all(&self, cipher: &Aes256Gcm, secrets: &BTreeMap<String, String>) -> anyhow::Result<()> {
         let b64 = base64::engine::general_purpose::STANDARD;
         let mut sealed = BTreeMap::new();
         for (name, value) in secrets {
             let nonce = Aes256Gcm::generate_nonce(&mut OsRng);
-            let ciphertext = self
-                .cipher
+            let ciphertext = cipher
                 .encrypt(&nonce, aes_gcm::aead::Payload { msg: value.as_bytes(), aad: name.as_bytes() })
                 .map_err(|_| anyhow::anyhow!("encryption failed"))?;
             let mut blob = nonce.to_vec();
@@ -238,7 +246,8 @@ impl SecretFile {
         let mut all = self.read_all()?;
         let changed = change(&mut all);
         if changed {
-            self.write_all(&all)?;
+            let cipher = self.cipher_or_create()?;
+            self.write_all(&cipher, &all)?;
         }
         drop(lock);
         Ok(changed)
@@ -247,6 +256,24 @@ impl SecretFile {
 
 fn sync_dir(dir: &Path) -> anyhow::Result<()> {
     std::fs::File::open(dir).and_then(|d| d.sync_all()).with_context(|| format!("cannot sync {}", dir.display()))
+}
+
+/// The key in `key_path`, if there is one; refused when others can read it or it is not 256 bits.
+fn load_key(key_path: &Path) -> anyhow::Result<Option<Vec<u8>>> {
+    match std::fs::read(key_path) {
+        Ok(bytes) => {
+            let mode = std::fs::metadata(key_path)?.permissions().mode() & 0o777;
+            if mode & 0o077 != 0 {
+                bail!("{} is readable by others (mode {mode:o}); fix with chmod 600", key_path.display());
+            }
+            if bytes.len() != 32 {
+                bail!("{} is not a 256-bit key ({} bytes)", key_path.display(), bytes.len());
+            }
+            Ok(Some(bytes))
+        }
+        Err(err) if err.kind() == std::io::ErrorKind::NotFound => Ok(None),
+        Err(err) => Err(err).with_context(|| format!("cannot read {}", key_path.display())),
+    }
 }
 
 // ------------------------------------------------------------ Secret Service
@@ -394,6 +421,24 @@ mod tests {
         // A key file others can read is refused.
         std::fs::set_permissions(dir.path().join(SecretFile::KEY), std::fs::Permissions::from_mode(0o644)).unwrap();
         assert!(SecretFile::open(dir.path()).err().unwrap().to_string().contains("readable by others"));
+    }
+
+    #[test]
+    fn reading_makes_no_key_and_a_store_without_its_key_is_named() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = SecretFile::open(dir.path()).unwrap();
+        assert_eq!(store.get("provider:openai").unwrap(), None);
+        assert!(store.read_all().unwrap().is_empty());
+        assert!(!dir.path().join(SecretFile::KEY).exists(), "a read made a key file");
+        // A second handle opened before the first secret was set sees it (the key made by the first).
+        let early = SecretFile::open(dir.path()).unwrap();
+        store.set("provider:groq", "gsk_zzz999").unwrap();
+        assert_eq!(early.get("provider:groq").unwrap().as_deref(), Some("gsk_zzz999"));
+        early.set("provider:openai", "sk-proj-abcdef123456").unwrap();
+        assert_eq!(store.get("provider:openai").unwrap().as_deref(), Some("sk-proj-abcdef123456"), "one key, not two");
+        std::fs::remove_file(dir.path().join(SecretFile::KEY)).unwrap();
+        let err = SecretFile::open(dir.path()).unwrap().get("provider:groq").unwrap_err().to_string();
+        assert!(err.contains("key") && err.contains("missing"), "{err}");
     }
 
     #[test]

@@ -339,6 +339,11 @@ fn the_database_key_lives_in_a_real_unlocked_keyring_and_a_locked_one_is_named()
     };
     let script = home.path().join("burst.jsonl");
     std::fs::write(&script, format!("{{\"window\": {{\"app\": \"gedit\", \"title\": \"{BURST_TITLE}\"}}}}\n{{\"work_secs\": 60}}\n{{\"window\": {{\"app\": \"XTerm\", \"title\": \"shell\"}}}}\n")).unwrap();
+    // Asked before any keyring answers (a login still starting one): nothing is made in the data directory,
+    // or the key would go there instead of into the keyring that answers a moment later.
+    let out = run(Some(&address), &["secrets", "list"]);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(!data.path().join("secrets.key").exists(), "listing secrets made a key file");
     {
         let _keyring = super::providers::gnome_keyring(home.path(), &address, Some("test-password"));
         assert!(
@@ -359,14 +364,20 @@ fn the_database_key_lives_in_a_real_unlocked_keyring_and_a_locked_one_is_named()
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(!out.status.success() && stderr.contains("key is missing") && stderr.contains("system secret store is not usable"), "{stderr}");
     // The keyring locked (a login that did not unlock it): named, nothing replaced.
-    let _keyring = super::providers::gnome_keyring(home.path(), &address, None);
+    // The bus must have let go of the first keyring's name, or the second one cannot take it and quits.
+    assert!(
+        super::support::eventually(Duration::from_secs(20), || !super::support::bus_name_owned(&address, "org.freedesktop.secrets")),
+        "the bus let go of the stopped keyring's name"
+    );
+    let mut keyring = super::providers::gnome_keyring(home.path(), &address, None);
     assert!(
         super::support::eventually(Duration::from_secs(20), || {
             let out = run(Some(&address), &["search", "Okapi"]);
             String::from_utf8_lossy(&out.stderr).contains("the default keyring is locked")
         }),
-        "a locked keyring is named: {}",
-        String::from_utf8_lossy(&run(Some(&address), &["search", "Okapi"]).stderr)
+        "a locked keyring is named: {} (the keyring daemon: {:?})",
+        String::from_utf8_lossy(&run(Some(&address), &["search", "Okapi"]).stderr),
+        keyring.0.try_wait()
     );
     assert_eq!(std::fs::read(data.path().join("cowork.db")).unwrap(), before, "the database is untouched");
     assert!(!data.path().join("secrets.key").exists(), "no key was made in its place");

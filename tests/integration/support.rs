@@ -330,17 +330,19 @@ pub fn start_workers(paths: &cowork::config::Paths) -> (cowork::workers::Workers
 /// directories): only what the test starts answers on it, so a keyring the
 /// test did not start cannot answer in its place, and no accessibility bus
 /// exists unless the test makes one. The bus is ended when the child is dropped
-/// by the caller (`ChildGuard`).
+/// by the caller (`ChildGuard`); its socket is in `home`, so nothing of it
+/// stays in /tmp.
 pub fn bare_session_bus(home: &std::path::Path) -> (ChildGuard, String) {
     let config = home.join("bare-session.conf");
     std::fs::write(
         &config,
-        r#"<!DOCTYPE busconfig PUBLIC "-//freedesktop//DTD D-Bus Bus Configuration 1.0//EN"
+        format!(
+            r#"<!DOCTYPE busconfig PUBLIC "-//freedesktop//DTD D-Bus Bus Configuration 1.0//EN"
  "http://www.freedesktop.org/standards/dbus/1.0/busconfig.dtd">
 <busconfig>
   <type>session</type>
   <keep_umask/>
-  <listen>unix:tmpdir=/tmp</listen>
+  <listen>unix:dir={}</listen>
   <auth>EXTERNAL</auth>
   <policy context="default">
     <allow send_destination="*" eavesdrop="true"/>
@@ -349,11 +351,23 @@ pub fn bare_session_bus(home: &std::path::Path) -> (ChildGuard, String) {
   </policy>
 </busconfig>
 "#,
+            home.display()
+        ),
     )
     .expect("bus config");
     let mut command = Command::new("dbus-daemon");
     command.arg(format!("--config-file={}", config.display())).env("HOME", home);
     launch_bus(command)
+}
+
+/// Whether `name` has an owner on the bus at `address` (asked with `dbus-send`).
+pub fn bus_name_owned(address: &str, name: &str) -> bool {
+    let out = Command::new("dbus-send")
+        .args([&format!("--bus={address}"), "--print-reply", "--dest=org.freedesktop.DBus", "/org/freedesktop/DBus", "org.freedesktop.DBus.NameHasOwner"])
+        .arg(format!("string:{name}"))
+        .output()
+        .expect("dbus-send");
+    String::from_utf8_lossy(&out.stdout).contains("boolean true")
 }
 
 /// Starts the `dbus-daemon` in `command` in the foreground and reads the

@@ -37,6 +37,8 @@ pub struct IpcWindow {
     pub title: String,
     pub pid: Option<u32>,
     pub focused: bool,
+    /// Where the compositor has it (None when it does not say).
+    pub rect: Option<Rect>,
 }
 
 /// A rectangle in the compositor's global coordinates.
@@ -93,6 +95,7 @@ impl Ipc {
                                     title: c["title"].as_str().unwrap_or_default().to_owned(),
                                     pid: c["pid"].as_i64().and_then(|p| u32::try_from(p).ok()).filter(|p| *p > 0),
                                     focused: active_address.as_deref() == Some(address),
+                                    rect: hyprland_rect(c),
                                 }
                             })
                             .collect()
@@ -215,6 +218,7 @@ fn sway_windows(node: &Value, out: &mut Vec<IpcWindow>) {
             title: node["name"].as_str().unwrap_or_default().to_owned(),
             pid: node["pid"].as_i64().and_then(|p| u32::try_from(p).ok()).filter(|p| *p > 0),
             focused: node["focused"] == true,
+            rect: rect_of(&node["rect"]),
         });
     }
     for key in ["nodes", "floating_nodes"] {
@@ -222,6 +226,22 @@ fn sway_windows(node: &Value, out: &mut Vec<IpcWindow>) {
             sway_windows(child, out);
         }
     }
+}
+
+/// sway's `{"x", "y", "width", "height"}`.
+fn rect_of(value: &Value) -> Option<Rect> {
+    let int = |key: &str| value[key].as_i64().and_then(|v| i32::try_from(v).ok());
+    Some(Rect { x: int("x")?, y: int("y")?, width: int("width")?, height: int("height")? })
+}
+
+/// Hyprland's `at: [x, y]` and `size: [w, h]`.
+fn hyprland_rect(client: &Value) -> Option<Rect> {
+    let pair = |key: &str| -> Option<(i32, i32)> {
+        let a = client[key].as_array()?;
+        Some((i32::try_from(a.first()?.as_i64()?).ok()?, i32::try_from(a.get(1)?.as_i64()?).ok()?))
+    };
+    let ((x, y), (width, height)) = (pair("at")?, pair("size")?);
+    Some(Rect { x, y, width, height })
 }
 
 fn connect(path: &Path) -> Result<UnixStream, String> {

@@ -15,6 +15,11 @@ use super::ipc::{Ipc, IpcWindow, Placement, Rect};
 /// How long a window is looked for after it was asked for.
 const FIND_FOR: Duration = Duration::from_secs(10);
 const LOOK_EVERY: Duration = Duration::from_millis(50);
+/// How long a placement is checked and asked again: a window found before
+/// the toolkit's first commit is given the compositor's default floating
+/// size when that commit lands, over what was asked.
+const SETTLE_FOR: Duration = Duration::from_secs(5);
+const CHECK_EVERY: Duration = Duration::from_millis(150);
 
 pub const SIDEBAR_TITLE: &str = "cowork";
 pub const QUICK_PROMPT_TITLE: &str = "cowork quick prompt";
@@ -64,17 +69,39 @@ fn run(ipc: &Ipc, commands: &Receiver<PlaceCommand>) {
         let result = match command {
             PlaceCommand::Sidebar { width } => find(ipc, SIDEBAR_TITLE, commands).and_then(|window| {
                 let area = ipc.work_area()?;
-                let rect = dock_right(area, width);
-                ipc.place(&window, &Placement { rect, sticky: true, focus: false })
+                settle(ipc, window, &Placement { rect: dock_right(area, width), sticky: true, focus: false }, commands)
             }),
             PlaceCommand::QuickPrompt { width, height } => find(ipc, QUICK_PROMPT_TITLE, commands).and_then(|window| {
                 let area = ipc.work_area()?;
-                ipc.place(&window, &Placement { rect: centred(area, width, height), sticky: false, focus: true })
+                settle(ipc, window, &Placement { rect: centred(area, width, height), sticky: false, focus: true }, commands)
             }),
         };
         match result {
             Ok(()) => tracing::debug!("place: done through {}'s IPC", ipc.name()),
             Err(err) => tracing::warn!("place: {err}"),
+        }
+    }
+}
+
+/// Places `window` and checks that the compositor shows it there, asking
+/// again until it does (or `SETTLE_FOR` passes, or a newer request comes).
+fn settle(ipc: &Ipc, window: IpcWindow, placement: &Placement, commands: &Receiver<PlaceCommand>) -> Result<(), String> {
+    let deadline = Instant::now() + SETTLE_FOR;
+    loop {
+        ipc.place(&window, placement)?;
+        std::thread::sleep(CHECK_EVERY);
+        let now = ipc.windows()?.into_iter().find(|w| w.id == window.id).ok_or("cowork's window went away while it was placed")?;
+        match now.rect {
+            // A compositor that does not say where windows are is taken at its word.
+            None => return Ok(()),
+            Some(rect) if rect == placement.rect => return Ok(()),
+            Some(rect) if Instant::now() >= deadline => {
+                return Err(format!("{} keeps cowork's window at {rect:?}, not at {:?}", ipc.name(), placement.rect));
+            }
+            Some(rect) => tracing::debug!(?rect, wanted = ?placement.rect, "place: not there yet, asking again"),
+        }
+        if !commands.is_empty() {
+            return Err("a newer placement came first".into());
         }
     }
 }

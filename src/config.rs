@@ -83,10 +83,11 @@ pub fn resolve_model(manifest: &Manifest, models_dir: &Path, role: ModelRole) ->
 const CHAT_PREFLIGHT_TOKENS: u64 = 4_096;
 
 /// The chat model to answer with: `chosen` (Settings → Models) when it is a
-/// chat model of the manifest or one the user added, otherwise the first chat model in the manifest
-/// (Qwen2.5-Coder-0.5B) that is installed and that the memory preflight does
-/// not refuse on this machine, falling back to the next (SmolLM2-135M). With
-/// nothing installed, the first, so the error names what to install.
+/// chat model of the manifest or one the user added, otherwise the first chat
+/// model in the manifest's order (best first: Qwen2.5-Coder-1.5B when it was
+/// installed, Qwen2.5-Coder-0.5B, SmolLM2-135M) that is installed and that the
+/// memory preflight does not refuse on this machine. With nothing installed,
+/// the first that is not optional, so the error names what setup installs.
 pub fn resolve_chat_model(manifest: &Manifest, models_dir: &Path, user: &[crate::models::user::UserModel], chosen: Option<&str>) -> Option<ResolvedModel> {
     if let Some(model) = chosen.and_then(|name| resolve_named_model(manifest, models_dir, user, name)) {
         return Some(model);
@@ -98,8 +99,10 @@ pub fn resolve_chat_model(manifest: &Manifest, models_dir: &Path, user: &[crate:
             crate::models::gguf::preflight(&info, CHAT_PREFLIGHT_TOKENS, available, total).verdict != crate::models::gguf::Verdict::Red
         })
     };
-    let chat: Vec<ResolvedModel> = manifest.models.iter().filter(|m| m.role == ModelRole::Chat).map(|m| ResolvedModel::from_manifest(m, models_dir)).collect();
-    chat.iter().find(|m| fits(m)).or(chat.first()).cloned()
+    let chat: Vec<&crate::models::ManifestModel> = manifest.models.iter().filter(|m| m.role == ModelRole::Chat).collect();
+    let resolved = |m: &&crate::models::ManifestModel| ResolvedModel::from_manifest(m, models_dir);
+    // With nothing that fits, the first a setup installs, so the error names what to install.
+    chat.iter().map(resolved).find(fits).or_else(|| chat.iter().find(|m| !m.optional).or(chat.first()).map(resolved))
 }
 
 /// The chat model called `name`: one of the manifest's, or one the user added.
@@ -685,6 +688,26 @@ impl Settings {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_default_chat_model_is_the_best_installed_and_with_none_the_first_setup_installs() {
+        let manifest = Manifest::bundled().unwrap();
+        let chat: Vec<&crate::models::ManifestModel> = manifest.models.iter().filter(|m| m.role == ModelRole::Chat).collect();
+        assert!(chat[0].optional, "the strongest chat model is first and installed on request");
+        let empty = tempfile::tempdir().unwrap();
+        let none = resolve_chat_model(&manifest, empty.path(), &[], None).unwrap();
+        assert_eq!(none.name, chat.iter().find(|m| !m.optional).unwrap().name, "names what setup installs");
+        // Only the small model installed (a GGUF header is enough for the memory preflight): it answers.
+        let dir = tempfile::tempdir().unwrap();
+        let small = chat.iter().find(|m| m.name == "smollm2-135m-instruct").unwrap();
+        let path = dir.path().join(small.primary_path());
+        std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+        let real = crate::models::gguf::read_info(&Path::new(env!("CARGO_MANIFEST_DIR")).join("models").join(small.primary_path()));
+        if real.is_ok() {
+            std::fs::copy(Path::new(env!("CARGO_MANIFEST_DIR")).join("models").join(small.primary_path()), &path).unwrap();
+            assert_eq!(resolve_chat_model(&manifest, dir.path(), &[], None).unwrap().name, small.name);
+        }
+    }
 
     #[test]
     fn broken_values_fall_back_with_a_warning() {

@@ -393,6 +393,8 @@ pub enum AppEvent {
     ToolCall(Box<ToolCallView>),
     /// An operation's status changed (`paused`: a guardrail waits for the user).
     Operation { operation_id: i64, answer_id: i64, status: OpStatus, steps: u32, paused: Option<String> },
+    /// One brain step of an operation finished: what it cost (`cowork ask --agent --json`, the agent evaluation).
+    AgentStep { answer_id: i64, step: u32, prompt_tokens: usize, first_token_millis: u64, model_millis: u64 },
     /// The agent's todo list for an answer, whole.
     Todos { answer_id: i64, items: Vec<TodoItem> },
     /// Settings → Agent: the approval rules (id, as a line), rows that could

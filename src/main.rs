@@ -65,8 +65,10 @@ enum Command {
         /// Keep neither the questions nor the answers (like <no-memory>)
         #[arg(long, conflicts_with = "provider")]
         forget: bool,
-        /// Print one JSON object per answer (text, first token, tokens/s) instead of streaming
-        #[arg(long, conflicts_with = "provider")]
+        /// Print one JSON object per answer (text, first token, tokens/s) instead of streaming;
+        /// with --agent, each QUESTION is a task of its own and its line has the steps and calls
+        /// (nothing is asked: a call that needs approval stays waiting)
+        #[arg(long)]
         json: bool,
         /// Ask a configured provider (providers.json in the data directory) instead of the local model
         #[arg(long)]
@@ -80,7 +82,7 @@ enum Command {
         /// Work on the task with tools (the agent). On a terminal each approval
         /// is a y/N question; without one, a call that needs approval is printed
         /// and cowork exits with status 3 (decide it with `cowork approve`)
-        #[arg(long, conflicts_with_all = ["follow_up", "json"])]
+        #[arg(long, conflicts_with = "follow_up")]
         agent: bool,
     },
     /// Decide a tool call that waits for approval, and continue its task
@@ -539,16 +541,24 @@ fn run(cli: Cli, process_started: Instant) -> anyhow::Result<ExitCode> {
             let healthy = commands::doctor::print(&checks, json)?;
             Ok(if healthy { ExitCode::SUCCESS } else { ExitCode::FAILURE })
         }
-        Some(Command::Ask { question, provider, model, local_model, agent: true, .. }) => {
+        Some(Command::Ask { question, provider, model, local_model, agent: true, json, forget, .. }) => {
             let brain = match (&provider, &local_model) {
                 (Some(name), _) => Some(cowork::agent::BrainChoice::Provider { name: name.clone(), model: model.clone() }),
                 (None, Some(_)) => Some(cowork::agent::BrainChoice::Local),
                 (None, None) => None,
             };
-            let status = commands::agent::ask_agent(&paths, &question.join(" "), brain, local_model.as_deref())?;
+            let status = if json {
+                commands::agent::ask_agent_json(&paths, &question, brain, local_model.as_deref(), forget)?
+            } else {
+                let task = question.join(" ");
+                commands::agent::ask_agent(&paths, &if forget { format!("<no-memory> {task}") } else { task }, brain, local_model.as_deref())?
+            };
             Ok(ExitCode::from(status))
         }
-        Some(Command::Ask { question, show_context, provider: Some(provider), model, .. }) => {
+        Some(Command::Ask { question, show_context, provider: Some(provider), model, json, .. }) => {
+            if json {
+                anyhow::bail!("--json with --provider needs --agent (a plain provider answer streams as text)");
+            }
             if show_context {
                 eprintln!("--show-context: nothing captured is sent to a provider yet");
             }

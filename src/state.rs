@@ -610,7 +610,7 @@ impl AppState {
                 self.voice.apply(event);
             }
             // Handled by the app (they send commands), never reach the reducer.
-            AppEvent::TogglePause | AppEvent::ShowSidebar | AppEvent::VoiceHotkey { .. } => {}
+            AppEvent::TogglePause | AppEvent::ShowSidebar | AppEvent::VoiceHotkey { .. } | AppEvent::AgentStep { .. } => {}
             AppEvent::ShutdownRequested => self.shutting_down = true,
             AppEvent::RangeDeleted { since_millis, until_millis, sessions, messages } => {
                 self.sessions_today.retain(|s| {

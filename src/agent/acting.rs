@@ -300,7 +300,7 @@ impl<B: LocalBrain> AgentWorker<B> {
         };
         let overhead_before = overhead_start.elapsed();
         let model_start = Instant::now();
-        let (assistant, raw_calls, cost, prompt_tokens): (Turn, Vec<RawCall>, f64, usize) = match &brain {
+        let (assistant, raw_calls, cost, prompt_tokens, first_token_millis): (Turn, Vec<RawCall>, f64, usize, u64) = match &brain {
             Brain::Local => {
                 let messages = operation::local_messages(&turns);
                 let prompt_tokens = messages.iter().map(|m| crate::llm::tokens::estimate_tokens(&m.content)).sum::<usize>();
@@ -324,7 +324,8 @@ impl<B: LocalBrain> AgentWorker<B> {
                     .filter_map(|c| c.as_ref().ok())
                     .map(|(id, name, args)| crate::brains::ToolCall { id: id.clone(), name: name.clone(), arguments: args.to_string() })
                     .collect();
-                (turn, calls, 0.0, prompt_tokens)
+                let prompt_tokens = if generation.stats.prompt_tokens > 0 { generation.stats.prompt_tokens } else { prompt_tokens };
+                (turn, calls, 0.0, prompt_tokens, generation.stats.first_token_millis)
             }
             Brain::Cloud { provider, key, consent } => {
                 let names: Vec<&str> = tools.iter().map(String::as_str).collect();
@@ -394,10 +395,12 @@ impl<B: LocalBrain> AgentWorker<B> {
                     })
                     .collect();
                 let ok: Vec<(String, String, Value)> = calls.iter().filter_map(|c| c.as_ref().ok().cloned()).collect();
-                (operation::assistant_turn(&answer.text, &ok), calls, cost, answer.input_tokens as usize)
+                let first_token = completion.first_token.map_or(0, |d| d.as_millis() as u64);
+                (operation::assistant_turn(&answer.text, &ok), calls, cost, answer.input_tokens as usize, first_token)
             }
         };
         let model_millis = model_start.elapsed().as_millis() as u64;
+        self.sink.send(AppEvent::AgentStep { answer_id, step, prompt_tokens, first_token_millis, model_millis });
         let overhead_after = Instant::now();
         let live = self.acting.live.get_mut(&operation_id).ok_or("the task is gone")?;
         live.state.shown.push_str(&shown);

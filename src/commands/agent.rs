@@ -51,18 +51,7 @@ const MCP_READY_WAIT: Duration = Duration::from_secs(30);
 /// tools are on offer from the first step. Returns the exit status.
 pub fn ask_agent(paths: &Paths, task: &str, brain: Option<crate::agent::BrainChoice>, local_model: Option<&str>) -> anyhow::Result<u8> {
     let (workers, events) = start_with(paths, local_model)?;
-    let mcp = crate::mcp::worker::McpClient { commands: workers.mcp.commands.clone() };
-    let deadline = std::time::Instant::now() + MCP_READY_WAIT;
-    loop {
-        let now = mcp.offered(Duration::from_millis(500));
-        if now.starting.is_empty() || std::time::Instant::now() >= deadline {
-            if !now.starting.is_empty() {
-                eprintln!("cowork: still starting after {} s, left out of this task: {}", MCP_READY_WAIT.as_secs(), now.starting.join(", "));
-            }
-            break;
-        }
-        std::thread::sleep(Duration::from_millis(100));
-    }
+    wait_for_mcp(&workers);
     let thread = ChatThread { thread_id: next_id(), title: crate::state::thread_title(task), updated_at_millis: now_millis() };
     let user_message_id = next_id();
     let answer_id = next_id();
@@ -81,6 +70,148 @@ pub fn ask_agent(paths: &Paths, task: &str, brain: Option<crate::agent::BrainCho
     let outcome = drive(&workers, &events, Some(answer_id), None, paths);
     workers.shutdown(Duration::from_secs(5));
     outcome
+}
+
+/// One task of `cowork ask --agent --json`, as printed: the answer, how the
+/// operation ended, each brain step's cost and every call with its outcome.
+#[derive(Debug, Default, serde::Serialize)]
+struct TaskReport {
+    task: String,
+    answer: String,
+    /// done, waiting (a call waits for approval), paused (a guardrail), failed, stopped or consent.
+    outcome: String,
+    error: Option<String>,
+    /// Time to load the model, when this task loaded it.
+    load_ms: u64,
+    total_ms: u64,
+    steps: Vec<StepReport>,
+    calls: Vec<CallReport>,
+}
+
+#[derive(Debug, serde::Serialize)]
+struct StepReport {
+    prompt_tokens: usize,
+    first_token_ms: u64,
+    model_ms: u64,
+}
+
+#[derive(Debug, serde::Serialize)]
+struct CallReport {
+    call_id: i64,
+    tool: String,
+    arguments: serde_json::Value,
+    risk: String,
+    status: String,
+    is_error: bool,
+    /// The head of its result.
+    output: String,
+}
+
+/// `cowork ask --agent --json TASK [TASK ...]`: each task in turn with the
+/// model loaded once, one JSON line a task (the agent evaluation reads them).
+/// Nothing is asked: a call that needs approval stays waiting (as without a
+/// terminal) and the next task starts. `forget`: no chat is kept.
+pub fn ask_agent_json(paths: &Paths, tasks: &[String], brain: Option<crate::agent::BrainChoice>, local_model: Option<&str>, forget: bool) -> anyhow::Result<u8> {
+    let (workers, events) = start_with(paths, local_model)?;
+    wait_for_mcp(&workers);
+    let mut stdout = std::io::stdout().lock();
+    let mut worst = 0u8;
+    for task in tasks {
+        let answer_id = next_id();
+        let user_message_id = next_id();
+        let request = ChatRequest {
+            thread: ChatThread { thread_id: next_id(), title: crate::state::thread_title(task), updated_at_millis: now_millis() },
+            thread_is_new: true,
+            user_message_id,
+            answer_id,
+            text: if forget { format!("<no-memory> {task}") } else { task.clone() },
+            ask_id: user_message_id,
+            agent: true,
+            brain: brain.clone(),
+            ..ChatRequest::default()
+        };
+        let started = std::time::Instant::now();
+        workers.agent.commands.send(AgentCommand::Chat(request))?;
+        let mut report = TaskReport { task: task.clone(), ..TaskReport::default() };
+        collect_task(&events, answer_id, &mut report)?;
+        report.total_ms = started.elapsed().as_millis() as u64;
+        worst = worst.max(match report.outcome.as_str() {
+            "done" => 0,
+            "waiting" | "paused" | "consent" => EXIT_NEEDS_APPROVAL,
+            _ => 1,
+        });
+        writeln!(stdout, "{}", serde_json::to_string(&report)?)?;
+        stdout.flush()?;
+    }
+    workers.shutdown(Duration::from_secs(5));
+    Ok(worst)
+}
+
+/// Follows one task's events until it ends or waits for someone.
+fn collect_task(events: &Receiver<AppEvent>, answer_id: i64, report: &mut TaskReport) -> anyhow::Result<()> {
+    loop {
+        let Ok(event) = events.recv_timeout(Duration::from_secs(600)) else { bail!("the task gave no sign for 10 minutes") };
+        match event {
+            AppEvent::Model(crate::events::ModelStatus::Ready { load_millis }) => report.load_ms = load_millis,
+            AppEvent::Token { answer_id: id, text } if id == answer_id => report.answer.push_str(&text),
+            AppEvent::AgentStep { answer_id: id, prompt_tokens, first_token_millis, model_millis, .. } if id == answer_id => {
+                report.steps.push(StepReport { prompt_tokens, first_token_ms: first_token_millis, model_ms: model_millis });
+            }
+            AppEvent::ToolCall(call) if call.answer_id == answer_id => {
+                let output: String = call.output.as_deref().unwrap_or_default().chars().take(400).collect();
+                let row = CallReport {
+                    call_id: call.call_id,
+                    tool: call.tool.clone(),
+                    arguments: call.arguments.clone(),
+                    risk: call.risk.clone(),
+                    status: call.status.as_str().to_owned(),
+                    is_error: call.is_error,
+                    output,
+                };
+                match report.calls.iter_mut().find(|c| c.call_id == call.call_id) {
+                    Some(known) => *known = row,
+                    None => report.calls.push(row),
+                }
+            }
+            AppEvent::Operation { answer_id: id, status: crate::events::OpStatus::WaitingForHuman, paused, .. } if id == answer_id => {
+                report.outcome = if paused.is_some() { "paused" } else { "waiting" }.into();
+                report.error = paused;
+                return Ok(());
+            }
+            AppEvent::ConsentNeeded { request, .. } if request.answer_id == answer_id => {
+                report.outcome = "consent".into();
+                return Ok(());
+            }
+            AppEvent::AnswerFinished { answer_id: id, status, error, .. } if id == answer_id => {
+                report.outcome = match status {
+                    MessageStatus::Failed => "failed",
+                    MessageStatus::Stopped => "stopped",
+                    _ => "done",
+                }
+                .into();
+                report.error = error;
+                return Ok(());
+            }
+            _ => {}
+        }
+    }
+}
+
+/// Waits (a bounded time) for the configured MCP servers to finish starting,
+/// so their tools are on offer from a task's first step.
+fn wait_for_mcp(workers: &Workers) {
+    let mcp = crate::mcp::worker::McpClient { commands: workers.mcp.commands.clone() };
+    let deadline = std::time::Instant::now() + MCP_READY_WAIT;
+    loop {
+        let now = mcp.offered(Duration::from_millis(500));
+        if now.starting.is_empty() || std::time::Instant::now() >= deadline {
+            if !now.starting.is_empty() {
+                eprintln!("cowork: still starting after {} s, left out of this task: {}", MCP_READY_WAIT.as_secs(), now.starting.join(", "));
+            }
+            return;
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
 }
 
 /// What the command line decides as soon as the resumed operation shows it.

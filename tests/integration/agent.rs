@@ -319,6 +319,48 @@ fn cowork_cli(data: &std::path::Path, args: &[&str]) -> std::process::Output {
     Command::new(env!("CARGO_BIN_EXE_cowork")).env("COWORK_LOG", "warn").arg("--data-dir").arg(data).args(args).stdin(Stdio::null()).output().unwrap()
 }
 
+/// `cowork ask --agent --json`: each task on its own line with its answer,
+/// steps and calls; a change waits (nothing is written) and the next task
+/// still runs; the exit status says something waits.
+#[test]
+fn ask_agent_json_reports_each_tasks_steps_and_calls_and_a_change_waits() {
+    let home = temp_dir();
+    let notes = home.path().join("notes.txt");
+    std::fs::write(&notes, "pick up the parcel\n").unwrap();
+    let wanted = home.path().join("new.txt");
+    let server = scripted(vec![
+        calls(&[("read_file", json!({"path": notes.display().to_string()}))]),
+        answer("The note says: pick up the parcel."),
+        calls(&[("write_file", json!({"path": wanted.display().to_string(), "content": "x"}))]),
+        answer("Nothing more."),
+    ]);
+    let (data, _paths) = fixture(&server, "Editor", "");
+    let out = cowork_cli(data.path(), &["ask", "--agent", "--json", "--forget", "what does my note say?", "make new.txt"]);
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(out.status.code(), Some(3), "a call waits: {stdout}\n{}", String::from_utf8_lossy(&out.stderr));
+    let lines: Vec<Value> = stdout.lines().filter(|l| l.starts_with('{')).map(|l| serde_json::from_str(l).unwrap()).collect();
+    assert_eq!(lines.len(), 2, "{stdout}");
+    let read = &lines[0];
+    assert_eq!(read["task"], "what does my note say?");
+    assert_eq!(read["outcome"], "done", "{read}");
+    assert!(read["answer"].as_str().unwrap().contains("pick up the parcel"), "{read}");
+    assert_eq!(read["calls"][0]["tool"], "read_file");
+    assert_eq!(read["calls"][0]["status"], "done");
+    assert!(read["calls"][0]["output"].as_str().unwrap().contains("pick up the parcel"), "{read}");
+    let steps = read["steps"].as_array().unwrap();
+    assert_eq!(steps.len(), 2, "a step for the call and one for the answer: {read}");
+    assert_eq!(steps[0]["prompt_tokens"].as_u64(), Some(100), "the provider's own count (its usage chunk): {read}");
+    let write = &lines[1];
+    assert_eq!(write["outcome"], "waiting", "{write}");
+    assert_eq!(write["calls"][0]["tool"], "write_file");
+    assert_eq!(write["calls"][0]["status"], "waiting");
+    assert!(!wanted.exists(), "nothing is written while the call waits");
+    // --forget: no chat was kept.
+    let conn = cowork::store::open_read_only(&data.path().join("cowork.db")).unwrap();
+    let messages: i64 = conn.query_row("SELECT count(*) FROM chat_messages", [], |r| r.get(0)).unwrap();
+    assert_eq!(messages, 0);
+}
+
 #[test]
 fn kill_9_while_an_approval_waits_then_approving_continues_the_operation() {
     if !super::support::require(Command::new("script").arg("--version").output().is_ok(), "script (util-linux) for a pseudo-terminal") {

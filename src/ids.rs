@@ -56,6 +56,14 @@ pub fn format_clock(at_millis: i64) -> String {
     format!("{:02}:{:02}", day_secs / 3600, (day_secs % 3600) / 60)
 }
 
+/// Local date and time with the weekday: "Tue 2026-11-24 11:30".
+pub fn format_local_datetime(at_millis: i64) -> String {
+    const WEEKDAYS: [&str; 7] = ["Thu", "Fri", "Sat", "Sun", "Mon", "Tue", "Wed"];
+    let local_days = (at_millis.div_euclid(1000) + local_offset_secs(at_millis.div_euclid(1000))).div_euclid(86_400);
+    let (year, month, day) = civil_from_days(local_days);
+    format!("{} {year:04}-{month:02}-{day:02} {}", WEEKDAYS[local_days.rem_euclid(7) as usize], format_clock(at_millis))
+}
+
 /// When something happened, as prompts show it: "14:05" today, "Mon 14:05"
 /// within the last week, "2026-11-02 14:05" before that (local time).
 pub fn format_when(at_millis: i64, now_millis: i64) -> String {

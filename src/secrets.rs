@@ -110,7 +110,7 @@ pub struct SecretFile {
     key_path: PathBuf,
     /// None until a secret is first set: reading (`cowork secrets list`, a
     /// start-up that finds no keyring for a moment) never makes a key file.
-    cipher: Option<Aes256Gcm>,
+    cipher: Option<Box<Aes256Gcm>>,
     /// Why the Secret Service was not used, when `Secrets::open` fell back here.
     service_unusable: Option<String>,
 }
@@ -123,14 +123,14 @@ impl SecretFile {
     /// secret is set. A key file readable by others is refused, not silently used.
     pub fn open(dir: &Path) -> anyhow::Result<Self> {
         let key_path = dir.join(Self::KEY);
-        let cipher = load_key(&key_path)?.map(|key| Aes256Gcm::new(Key::<Aes256Gcm>::from_slice(&key)));
+        let cipher = load_key(&key_path)?.map(|key| Box::new(Aes256Gcm::new(Key::<Aes256Gcm>::from_slice(&key))));
         Ok(Self { store: dir.join(Self::STORE), key_path, cipher, service_unusable: None })
     }
 
     /// The cipher of the key on disk now (another process may have made it since `open`).
     fn cipher(&self) -> anyhow::Result<Option<Aes256Gcm>> {
         match &self.cipher {
-            Some(cipher) => Ok(Some(cipher.clone())),
+            Some(cipher) => Ok(Some(Aes256Gcm::clone(cipher))),
             None => Ok(load_key(&self.key_path)?.map(|key| Aes256Gcm::new(Key::<Aes256Gcm>::from_slice(&key)))),
         }
     }

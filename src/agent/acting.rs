@@ -146,7 +146,7 @@ impl<B: LocalBrain> AgentWorker<B> {
         let now = now_millis();
         self.refresh_mcp_tools();
         let mut tools: Vec<String> = match &brain {
-            Brain::Local => registry::local_subset(&request.text).into_iter().map(str::to_owned).collect(),
+            Brain::Local => registry::local_subset(&request.text, Some(&self.acting.files)).into_iter().map(str::to_owned).collect(),
             Brain::Cloud { consent, .. } => registry::cloud_set(0)
                 .into_iter()
                 // Without consent for this provider, nothing captured is offered to it.
@@ -206,7 +206,7 @@ impl<B: LocalBrain> AgentWorker<B> {
         if matches!(brain, Brain::Cloud { .. }) && !self.acting.skills.is_empty() {
             parts.push(format!("Skills you can load with the skill tool:\n{}", crate::tools::skills::catalogue(&self.acting.skills)));
         }
-        if matches!(brain, Brain::Local) {
+        if matches!(brain, Brain::Local) && !tools.is_empty() {
             let mut section = registry::local_prompt_section(tools);
             for line in integrations::local_lines(&self.acting.mcp_tools, tools).into_iter().chain(flows::local_lines(&self.acting.flow_tools, tools)) {
                 section.push('\n');
@@ -214,7 +214,13 @@ impl<B: LocalBrain> AgentWorker<B> {
             }
             parts.push(section);
         }
-        parts.push(format!("It is {} now ({}).", crate::ids::format_clock(now), crate::export::rfc3339(now)));
+        // Where "~" and "my Downloads folder" are: a small model otherwise invents a home ("/home/user").
+        // Said only where a files tool is offered (a small model repeats it as an answer elsewhere).
+        if !matches!(brain, Brain::Local) || tools.iter().any(|t| registry::get(t).is_some_and(|s| s.family == registry::Family::Files)) {
+            let home = self.acting.files.home.display();
+            parts.push(format!("The user's home folder is {home}. Write paths in it as the user does: ~/notes/todo.txt."));
+        }
+        parts.push(format!("It is {} now, local time ({}).", crate::ids::format_local_datetime(now), crate::export::rfc3339(now)));
         parts.join("\n\n")
     }
 
@@ -290,9 +296,14 @@ impl<B: LocalBrain> AgentWorker<B> {
             sink.send(AppEvent::Token { answer_id, text: "\n".into() });
         }
         let turns = live.state.turns(KEEP_TURNS);
-        let has_looked = live.state.entries.iter().any(|e| e.turn.role == Role::Tool);
+        // The local model's first step calls a tool; after a result it answers. A first call
+        // that failed (a wrong path, a bad argument) gets one more try, with the error in view.
+        let retry = live.calls.len() == 1 && live.calls[0].status == CallStatus::Failed;
+        let has_looked = live.state.entries.iter().any(|e| e.turn.role == Role::Tool) && !retry;
         let brain = live.brain.clone();
         let tools: Vec<String> = live.state.tools.clone();
+        let question = live.request.text.clone();
+        let path_choices = if matches!(brain, Brain::Local) { registry::path_choices(&question, &self.acting.files) } else { Vec::new() };
         let mut shown = String::new();
         let mut on_text = |text: &str| {
             shown.push_str(text);
@@ -302,11 +313,20 @@ impl<B: LocalBrain> AgentWorker<B> {
         let model_start = Instant::now();
         let (assistant, raw_calls, cost, prompt_tokens, first_token_millis): (Turn, Vec<RawCall>, f64, usize, u64) = match &brain {
             Brain::Local => {
-                let messages = operation::local_messages(&turns);
+                let mut messages = operation::local_messages(&turns);
+                // After a result, the question again, nearest the answer: a small model otherwise
+                // answers the result's shape (more calls, JSON) instead of the user.
+                if has_looked
+                    && let Some(last) = messages.last_mut()
+                    && last.content.starts_with("<tool_response>")
+                {
+                    last.content.push_str(&format!("\n\nFrom this result, answer the user's request in plain words: {}", question));
+                }
                 let prompt_tokens = messages.iter().map(|m| crate::llm::tokens::estimate_tokens(&m.content)).sum::<usize>();
                 // The small local model makes one call, then answers from its result.
                 let names: Vec<&str> = tools.iter().map(String::as_str).collect();
-                let choices = integrations::with_call_choices(registry::one_call_schema(&names), &self.acting.mcp_tools, &names);
+                let one_call = registry::one_call_schema(&names).map(|schema| registry::with_path_choices(schema, &path_choices));
+                let choices = integrations::with_call_choices(one_call, &self.acting.mcp_tools, &names);
                 let shape = match flows::with_call_choices(choices, &self.acting.flow_tools, &names) {
                     Some(schema) if !has_looked => Shape::OneCall(schema),
                     _ => Shape::Prose,
@@ -316,8 +336,17 @@ impl<B: LocalBrain> AgentWorker<B> {
                     .brain
                     .generate(request, epoch, &mut on_text)
                     .map_err(|err| err.to_string())?;
-                let calls: Vec<RawCall> =
-                    generation.calls.into_iter().enumerate().map(|(i, c)| c.map(|c| (format!("call_{step}_{i}"), c.name, c.arguments))).collect();
+                let calls: Vec<RawCall> = generation
+                    .calls
+                    .into_iter()
+                    .enumerate()
+                    .map(|(i, c)| {
+                        c.map(|mut c| {
+                            registry::fix_local_arguments(&c.name, &mut c.arguments, &question);
+                            (format!("call_{step}_{i}"), c.name, c.arguments)
+                        })
+                    })
+                    .collect();
                 let mut turn = Turn::new(Role::Assistant, if generation.raw.is_empty() { generation.text.clone() } else { generation.raw.clone() });
                 turn.tool_calls = calls
                     .iter()
@@ -782,7 +811,11 @@ impl<B: LocalBrain> AgentWorker<B> {
                     _ if c.decided_by.as_deref() == Some("policy: arguments") => Origin::Instructions,
                     _ => registry::origin(&c.tool),
                 };
-                let text = if c.is_error { format!("Error: {}", output.for_model(limit)) } else { output.for_model(limit) };
+                let text = match (c.is_error, &live.brain) {
+                    (true, _) => format!("Error: {}", output.for_model(limit)),
+                    (false, Brain::Local) if c.tool == "read_file" => operation::numbered_lines(&output.for_model(limit)),
+                    (false, _) => output.for_model(limit),
+                };
                 (c.model_call_id.clone(), text, origin)
             })
             .collect();

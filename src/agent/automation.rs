@@ -116,7 +116,7 @@ impl<B: LocalBrain> AgentWorker<B> {
                     (brain, _) => brain,
                 };
                 self.refresh_mcp_tools();
-                let mut offered: Vec<String> = if tools.is_empty() { registry::local_subset(&prompt).into_iter().map(str::to_owned).collect() } else { tools };
+                let mut offered: Vec<String> = if tools.is_empty() { registry::local_subset(&prompt, None).into_iter().map(str::to_owned).collect() } else { tools };
                 // Conversation tools need someone in the chat.
                 offered.retain(|t| !matches!(t.as_str(), "ask_user" | "update_todos" | "delegate"));
                 if let Brain::Cloud { consent: false, .. } = brain {

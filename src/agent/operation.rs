@@ -357,6 +357,22 @@ pub fn next(state: &State, calls: &[CallRow], step: u32, step_has_calls: bool, l
 }
 
 
+/// A text file's lines numbered for the local model ("line 2: Renew passport"),
+/// with the count first and the last line named: a half-billion-parameter
+/// model asked for "the second item" or "the last one" counts wrong without
+/// them. Longer texts are left as they are.
+pub fn numbered_lines(text: &str) -> String {
+    let lines: Vec<&str> = text.lines().collect();
+    if lines.is_empty() || lines.len() > 400 {
+        return text.to_owned();
+    }
+    let mut out = format!("{} lines (the last is line {}):", lines.len(), lines.len());
+    for (i, line) in lines.iter().enumerate() {
+        out.push_str(&format!("\nline {}: {line}", i + 1));
+    }
+    out
+}
+
 /// A step's calls as the assistant turn carries them.
 pub fn assistant_turn(text: &str, calls: &[(String, String, Value)]) -> Turn {
     let mut turn = Turn::new(Role::Assistant, text);
@@ -442,6 +458,14 @@ mod tests {
         let failing: Vec<CallRow> = (1..=4).map(|i| call(i, 1, "read_file", json!({"path": i}), if i == 1 { CallStatus::Done } else { CallStatus::Failed })).collect();
         assert!(matches!(next(&state, &failing, 1, true, &limits, 1000), Next::Finish { early: Some(_) }));
         assert!(matches!(next(&state, &[], 20, true, &limits, 1000), Next::Finish { early: Some(_) }));
+    }
+
+    #[test]
+    fn a_files_lines_are_numbered_and_counted_for_the_local_model() {
+        assert_eq!(numbered_lines("milk\npassport\n"), "2 lines (the last is line 2):\nline 1: milk\nline 2: passport");
+        assert_eq!(numbered_lines(""), "");
+        let long = "x\n".repeat(401);
+        assert_eq!(numbered_lines(&long), long);
     }
 
     #[test]

@@ -45,6 +45,9 @@ pub enum Shape {
     Prose,
 }
 
+/// The regex of a prose answer (see `Shape::Prose`).
+const PROSE: &str = r#"[\p{L}\p{N}"'(*$€£-](?:[^{`]|\{[^"]|`[^`]|``[^`])*"#;
+
 impl Shape {
     /// The grammar (llguidance's Lark), None for `Free`. `tags_are_tokens`:
     /// the model's vocabulary has `<tool_call>` and `</tool_call>` as single
@@ -60,10 +63,12 @@ impl Shape {
                     if tags_are_tokens { (format!("{OPEN} \"\\n\""), format!("\"\\n\" {CLOSE}")) } else { (format!("\"{OPEN}\\n\""), format!("\"\\n{CLOSE}\"")) };
                 Some(format!("start: {open} call {close}\ncall: %json {schema}\n"))
             }
-            // Not starting with a brace or a tag (Qwen2.5-Coder-0.5B answered a tool's result
-            // with lines of invented calls); `<` inside stays possible (`a < b`, `Vec<T>`).
-            // A model whose tags are special tokens cannot write them as text under a grammar.
-            Shape::Prose => Some("start: ANSWER\nANSWER: /[^{<\\s](?s:.)*/\n".to_owned()),
+            // Words, not a call: it starts with a letter, digit, quote or bracket (Qwen2.5-Coder-0.5B
+            // answered a tool's result with invented calls, bare, after a `>`, or in a ```json
+            // fence), and nowhere holds `{"` or a ``` fence; `<`, `{` and single backticks
+            // inside stay possible (`a < b`, `Vec<T>`, `x`). A model whose tags are special
+            // tokens cannot write them as text under a grammar.
+            Shape::Prose => Some(format!("start: ANSWER\nANSWER: /{PROSE}/\n")),
         }
     }
 }
@@ -188,6 +193,17 @@ impl VisibleText {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_prose_answer_is_words_and_never_a_written_call() {
+        let prose = regex::Regex::new(&format!("^(?:{PROSE})$")).unwrap();
+        for answer in ["The port is 8087.", "Yes: `x` and a < b, Vec<T>, {a}.", "7 files.", "\"Piranesi\" is next.\n\nIt is on line 2.", "Über-cool"] {
+            assert!(prose.is_match(answer), "{answer:?}");
+        }
+        for call in ["```json\n{\"name\": \"read_file\"}\n```", ">{\"name\":\"list_files\"}", "{\"name\": 1}", " leading", "The call: {\"name\": \"x\"}", "See ```rust\nfn main() {}\n```"] {
+            assert!(!prose.is_match(call), "{call:?}");
+        }
+    }
     use serde_json::json;
 
     const TWO_CALLS: &str = "Let me look.\n<tool_call>\n{\"name\": \"search_memory\", \"arguments\": {\"query\": \"flight\"}}\n</tool_call>\nand\n<tool_call>\n{\"name\": \"current_window\", \"arguments\": \"{}\"}\n</tool_call>\nDone.";

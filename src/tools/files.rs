@@ -140,9 +140,11 @@ pub fn run(tool: &str, args: &Value, env: &FilesEnv) -> ToolOutput {
         "read" => read(path),
         "list" => list(path),
         "info" => fs::symlink_metadata(path).map_err(|e| format!("{shown}: {e}")).map(|m| {
-            let kind = if m.is_dir() { "directory" } else if m.file_type().is_symlink() { "symlink" } else { "file" };
-            let modified = m.modified().ok().and_then(|t| t.duration_since(std::time::UNIX_EPOCH).ok()).map_or(0, |d| d.as_secs());
-            format!("{shown}: {kind}, {} bytes, modified {modified} (Unix seconds), read-only: {}", m.len(), m.permissions().readonly())
+            let kind = if m.is_dir() { "a folder" } else if m.file_type().is_symlink() { "a symlink" } else { "a file" };
+            let modified = m.modified().ok().and_then(|t| t.duration_since(std::time::UNIX_EPOCH).ok()).map_or(0, |d| d.as_millis() as i64);
+            let size = if m.is_dir() { counted(fs::read_dir(path).map_or(0, Iterator::count), "entry", "entries") } else { format!("{} bytes", m.len()) };
+            let read_only = if m.permissions().readonly() { ", read-only" } else { "" };
+            format!("{shown} is {kind}: {size}, last modified {} (local time){read_only}", crate::ids::format_local_datetime(modified))
         }),
         "search" => search(path, args.get("glob").and_then(Value::as_str), args.get("text").and_then(Value::as_str), env),
         "write" => path.parent().map_or(Ok(()), fs::create_dir_all).and_then(|_| fs::write(path, text("content"))).map_err(|e| format!("{shown}: {e}")).map(|_| format!("wrote {} bytes to {shown}", text("content").len())),
@@ -199,7 +201,18 @@ fn list(path: &Path) -> Result<String, String> {
         })
         .collect();
     entries.sort();
-    Ok(if entries.is_empty() { format!("{} is empty", path.display()) } else { entries.join("\n") })
+    if entries.is_empty() {
+        return Ok(format!("{} is empty", path.display()));
+    }
+    // The count first, said in words a small model copies rather than works out.
+    let folders = entries.iter().filter(|e| e.ends_with('/')).count();
+    let files = entries.len() - folders;
+    Ok(format!("{} holds {} ({} and {}):\n{}", path.display(), counted(entries.len(), "entry", "entries"), counted(files, "file", "files"), counted(folders, "folder", "folders"), entries.join("\n")))
+}
+
+/// "1 file", "3 files".
+fn counted(n: usize, one: &str, many: &str) -> String {
+    format!("{n} {}", if n == 1 { one } else { many })
 }
 
 /// A glob (`*`, `**`, `?`) over paths relative to the search root, as a regex.
@@ -227,7 +240,12 @@ fn glob_regex(glob: &str) -> Result<Regex, String> {
 }
 
 fn search(root: &Path, glob: Option<&str>, text: Option<&str>, env: &FilesEnv) -> Result<String, String> {
+    let by_name = glob.is_some_and(|g| !g.contains('/'));
     let glob = glob.map(glob_regex).transpose()?;
+    // Smart case, as ripgrep: a needle in lower case matches any case.
+    let fold = text.is_some_and(|t| !t.chars().any(char::is_uppercase));
+    let needle = text.map(|t| if fold { t.to_lowercase() } else { t.to_owned() });
+    let mut files_hit: Vec<String> = Vec::new();
     let data_dir = env.data_dir.canonicalize().unwrap_or_else(|_| env.data_dir.clone());
     let own = super::own_data::OwnData { data_dir: &data_dir, home: &env.home };
     let (mut stack, mut seen, mut found) = (vec![root.to_path_buf()], 0usize, Vec::new());
@@ -256,26 +274,40 @@ fn search(root: &Path, glob: Option<&str>, text: Option<&str>, env: &FilesEnv) -
                 return Ok(found.join("\n"));
             }
             let relative = path.strip_prefix(root).unwrap_or(&path).to_string_lossy().into_owned();
-            if glob.as_ref().is_some_and(|g| !g.is_match(&relative)) {
+            // A glob without a `/` is a file name at any depth (`*.md`, as `find -name`); with one, a path.
+            let matched_name = if by_name { entry.file_name().to_string_lossy().into_owned() } else { relative.clone() };
+            if glob.as_ref().is_some_and(|g| !g.is_match(&matched_name)) {
                 continue;
             }
-            match text {
+            match &needle {
                 None => found.push(relative),
                 Some(needle) => {
                     let Ok(file) = fs::File::open(&path) else { continue };
+                    let before = found.len();
                     for (n, line) in BufReader::new(file).lines().map_while(Result::ok).enumerate() {
-                        if line.contains(needle) {
+                        let hit = if fold { line.to_lowercase().contains(needle.as_str()) } else { line.contains(needle.as_str()) };
+                        if hit {
                             found.push(format!("{relative}:{}: {}", n + 1, line.trim()));
                             if found.len() >= SEARCH_MATCHES {
                                 break;
                             }
                         }
                     }
+                    if found.len() > before {
+                        files_hit.push(relative);
+                    }
                 }
             }
         }
     }
-    Ok(if found.is_empty() { "no matches".to_owned() } else { found.join("\n") })
+    if found.is_empty() {
+        return Ok(format!("no file under {} matches", root.display()));
+    }
+    // Which files first, in words, then the lines: what a question about "which file" wants.
+    Ok(match needle {
+        Some(needle) => format!("{:?} is in {}: {}\n{}", needle, counted(files_hit.len(), "file", "files"), files_hit.join(", "), found.join("\n")),
+        None => format!("{}:\n{}", counted(found.len(), "file matches", "files match"), found.join("\n")),
+    })
 }
 
 fn edit(path: &Path, find: &str, replace: &str, all: bool) -> Result<String, String> {
@@ -343,16 +375,28 @@ mod tests {
         ok("write", json!({"path": "src/deep/main.rs", "content": "fn main() {\n    total(1);\n    total(2);\n}\n"}));
         ok("write", json!({"path": "README.md", "content": "total docs\n"}));
         assert_eq!(ok("read", json!({"path": "README.md"})), "total docs\n");
-        assert_eq!(ok("list", json!({"path": "."})), "README.md (11 bytes)\nsrc/");
-        assert_eq!(ok("search", json!({"path": ".", "text": "total", "glob": "**/*.rs"})), "src/deep/main.rs:2: total(1);\nsrc/deep/main.rs:3: total(2);");
-        assert_eq!(ok("search", json!({"path": ".", "glob": "*.md"})), "README.md");
+        let root = env.cwd.canonicalize().unwrap();
+        assert_eq!(ok("list", json!({"path": "."})), format!("{} holds 2 entries (1 file and 1 folder):\nREADME.md (11 bytes)\nsrc/", root.display()));
+        assert_eq!(
+            ok("search", json!({"path": ".", "text": "total", "glob": "**/*.rs"})),
+            "\"total\" is in 1 file: src/deep/main.rs\nsrc/deep/main.rs:2: total(1);\nsrc/deep/main.rs:3: total(2);"
+        );
+        assert_eq!(ok("search", json!({"path": ".", "glob": "*.md"})), "1 file matches:\nREADME.md");
+        // A name glob matches at any depth; a lower-case needle any case; an upper-case one exactly.
+        assert_eq!(ok("search", json!({"path": ".", "glob": "*.rs"})), "1 file matches:\nsrc/deep/main.rs");
+        assert!(ok("search", json!({"path": ".", "text": "TOTAL"})).starts_with("no file under"));
+        assert!(ok("search", json!({"path": ".", "text": "docs"})).starts_with("\"docs\" is in 1 file: README.md"));
+        assert!(ok("search", json!({"path": ".", "text": "Docs"})).starts_with("no file under"));
         let twice = run("edit", &json!({"path": "src/deep/main.rs", "find": "total", "replace": "sum"}), &env);
         assert!(twice.is_error && twice.content.contains("occurs 2 times"), "{}", twice.content);
         ok("edit", json!({"path": "src/deep/main.rs", "find": "total(2)", "replace": "sum(2)"}));
         ok("edit", json!({"path": "src/deep/main.rs", "find": "(", "replace": "[", "all": true}));
         assert_eq!(fs::read_to_string(env.cwd.join("src/deep/main.rs")).unwrap(), "fn main[) {\n    total[1);\n    sum[2);\n}\n");
         assert!(run("edit", &json!({"path": "README.md", "find": "absent", "replace": "x"}), &env).content.contains("does not occur"));
-        assert!(ok("info", json!({"path": "README.md"})).contains("file, 11 bytes"));
+        let info = ok("info", json!({"path": "README.md"}));
+        let today = crate::ids::format_local_datetime(crate::ids::now_millis());
+        assert!(info.contains("is a file: 11 bytes, last modified ") && info.contains(&today[..14]), "in local time, with the date: {info}");
+        assert!(ok("info", json!({"path": "src"})).contains("is a folder: 1 entry"));
         ok("move", json!({"from": "README.md", "to": "docs.md"}));
         assert!(run("move", &json!({"from": "docs.md", "to": "src"}), &env).content.contains("already exists"));
         assert!(run("delete", &json!({"path": "src"}), &env).content.contains("\"recursive\": true"));

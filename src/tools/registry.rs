@@ -200,31 +200,348 @@ pub fn origin(name: &str) -> Origin {
     }
 }
 
-/// The tools offered to the small local model for a request: memory and
-/// context always, the rest only when the words of the request call for
-/// them (each tool's schema costs prefill on every step).
-pub fn local_subset(request: &str) -> Vec<&'static str> {
+/// Tools that change something (files, the clipboard, the focus, apps):
+/// offered to the local model only when the request asks for a change.
+const CHANGES: &[&str] = &["write_file", "edit_file", "make_dir", "delete_path", "move_path", "clipboard_write", "focus_window", "open"];
+
+/// Verbs that ask for a change when they start a sentence of the request
+/// (after "please", "can you", ...).
+const CHANGE_VERBS: &[&str] = &[
+    "create", "write", "make", "add", "append", "save", "put", "edit", "change", "replace", "update", "fix", "delete", "remove",
+    "erase", "trash", "rename", "move", "copy", "duplicate", "open", "launch", "start", "focus", "switch", "show", "bring", "run", "execute",
+    "install", "type", "paste", "insert", "set", "touch", "mkdir", "clear", "empty", "store", "note", "keep", "download", "close",
+];
+
+/// Words before the verb of a polite or indirect request.
+const LEAD_INS: &[&str] = &["please", "can", "could", "would", "will", "you", "kindly", "i", "want", "need", "to", "let's", "lets", "go", "ahead", "and", "then", "now", "also", "hey", "cowork", "just", "quickly"];
+
+/// Whether the request asks for a change: a sentence or clause of it starts
+/// with a change verb ("Create ~/a.txt", "Could you delete it?", "read x, then
+/// rename it"). "Which windows are open?" does not.
+pub fn asks_for_change(request: &str) -> bool {
+    let lower = request.to_lowercase();
+    let lower = lower.replace(", then ", ". ").replace(" and then ", ". ").replace(" then ", ". ");
+    lower.split(['.', '!', '?', ';', '\n', ':']).any(|clause| {
+        let mut words = clause.split(|c: char| !c.is_alphanumeric() && c != '\'').filter(|w| !w.is_empty()).skip_while(|w| LEAD_INS.contains(w));
+        words.next().is_some_and(|verb| CHANGE_VERBS.contains(&verb))
+    })
+}
+
+/// The tools that make the changes a request's verbs ask for ("Delete ...":
+/// `delete_path`; "Rename a to b": `move_path`), in the order of the verbs.
+fn change_tools(text: &str) -> Vec<&'static str> {
+    let folder = text.contains("folder") || text.contains("directory");
+    let mut tools: Vec<&'static str> = Vec::new();
+    let clauses = text.replace(", then ", ". ").replace(" and then ", ". ").replace(" then ", ". ");
+    for clause in clauses.split(['.', '!', '?', ';', '\n', ':']) {
+        let mut words = clause.split(|c: char| !c.is_alphanumeric() && c != '\'').filter(|w| !w.is_empty()).skip_while(|w| LEAD_INS.contains(w));
+        let Some(verb) = words.next() else { continue };
+        let add: &[&'static str] = match verb {
+            "create" | "make" | "mkdir" if folder => &["make_dir"],
+            "create" | "write" | "save" | "put" | "store" | "note" | "keep" | "make" | "touch" => &["write_file"],
+            "add" | "append" | "insert" | "edit" | "change" | "replace" | "update" | "fix" => &["edit_file", "write_file"],
+            "delete" | "remove" | "erase" | "trash" | "clear" | "empty" => &["delete_path"],
+            "rename" | "move" => &["move_path"],
+            "copy" if text.contains("clipboard") => &["clipboard_write"],
+            "open" | "launch" | "start" => &["open"],
+            "focus" | "switch" | "bring" | "show" => &["list_windows", "focus_window"],
+            "run" | "execute" | "install" => &["run_command"],
+            "download" => &["fetch_url"],
+            _ => &[],
+        };
+        for tool in add {
+            if !tools.contains(tool) {
+                tools.push(tool);
+            }
+        }
+    }
+    tools
+}
+
+/// Whether the request is about the user, their past or their memory
+/// (memory tools may know); "Which is larger, 17 or 71?" is not.
+fn about_the_user(text: &str) -> bool {
+    const WORDS: &[&str] = &[
+        "i", "i'm", "i've", "i'd", "me", "my", "mine", "myself", "we", "our", "us", "today", "yesterday", "earlier", "morning", "afternoon",
+        "evening", "tonight", "week", "ago", "recent", "recently", "last", "remember", "recall", "forgot", "before", "previous",
+    ];
+    text.split(|c: char| !c.is_alphanumeric() && c != '\'').any(|w| WORDS.contains(&w))
+}
+
+/// Whether the request carries all it needs (a list after a colon, "these
+/// numbers", a sum, a unit conversion, a text to rewrite) and asks nothing
+/// about the user: then no tool is offered and the model answers at once.
+fn needs_no_tool(text: &str) -> bool {
+    let (head, material) = match text.split_once(':') {
+        Some((head, rest)) => (head, rest.split_whitespace().count() >= 2),
+        None => (text, false),
+    };
+    if about_the_user(head) {
+        return false;
+    }
+    let words: Vec<&str> = head.split(|c: char| !c.is_alphanumeric()).filter(|w| !w.is_empty()).collect();
+    let these = words.contains(&"these");
+    let units = ["seconds", "minutes", "hours", "days", "weeks", "months", "years", "metres", "meters", "km", "kilometres", "kilometers", "miles", "feet", "inches", "grams", "kg", "pounds", "litres", "liters"];
+    let conversion = words.windows(2).any(|w| w[0] == "many" && units.contains(&w[1]));
+    let sum = words.iter().any(|w| ["plus", "minus", "times", "divided", "percent"].contains(w))
+        || text.as_bytes().windows(3).any(|w| w[0].is_ascii_digit() && matches!(w[1], b'+' | b'-' | b'*' | b'/' | b'x') && w[2].is_ascii_digit());
+    let asks_for_words = words.first().is_some_and(|w| ["rewrite", "translate", "rephrase", "shorten", "correct", "spell", "define", "calculate", "compute"].contains(w));
+    material || these || conversion || sum || asks_for_words
+}
+
+/// What a request names in the file system: each path as written (`~/notes/a.txt`,
+/// `/etc/hosts`, `projects/okapi`, or "~/Downloads" for the home folder's own
+/// entry named by its name, "my Downloads folder") with what it resolves to.
+/// cowork's own data is never among them.
+fn written_paths(request: &str, files: &FilesEnv) -> Vec<(String, PathBuf)> {
+    let mut found: Vec<(String, PathBuf)> = Vec::new();
+    for token in request.split_whitespace() {
+        let token = token.trim_matches(|c: char| matches!(c, '"' | '\'' | '`' | '(' | ')' | ',' | ';' | ':' | '?' | '!' | '<' | '>')).trim_end_matches('.');
+        if token.is_empty() || !(token.starts_with('~') || token.contains('/')) || token.contains("://") {
+            continue;
+        }
+        if let Ok(path) = files::resolve(token, files)
+            && !found.iter().any(|(_, p)| *p == path)
+        {
+            found.push((token.to_owned(), path));
+        }
+    }
+    // A folder of the home named by its name ("my Downloads folder"), when no path is written.
+    if let (true, Ok(entries)) = (found.is_empty(), std::fs::read_dir(&files.home)) {
+        let words: Vec<String> = request.split(|c: char| !c.is_alphanumeric() && !matches!(c, '-' | '_' | '.')).map(str::to_lowercase).collect();
+        for entry in entries.flatten() {
+            let name = entry.file_name().to_string_lossy().into_owned();
+            let path = entry.path();
+            if !name.starts_with('.') && name.len() >= 3 && words.contains(&name.to_lowercase()) && !found.iter().any(|(_, p)| *p == path) {
+                // Never cowork's own data directory, whatever it is called.
+                if let Ok(path) = files::resolve(&path.to_string_lossy(), files) {
+                    found.push((format!("~/{name}"), path));
+                }
+            }
+        }
+    }
+    found
+}
+
+/// What a request names in the file system, that exists.
+pub fn named_paths(request: &str, files: &FilesEnv) -> Vec<PathBuf> {
+    written_paths(request, files).into_iter().map(|(_, path)| path).filter(|path| path.exists()).collect()
+}
+
+/// The paths a small model may write in a call for this request: those it
+/// names (as written, existing or to be made) and what a named folder holds,
+/// two levels down (at most `PATH_CHOICES`). Empty when it names none: then
+/// any path may be written. A grammar made from them keeps a half-billion
+/// model from inventing a home ("/home/user/…") or gluing `~` into a path.
+pub fn path_choices(request: &str, files: &FilesEnv) -> Vec<String> {
+    const PATH_CHOICES: usize = 60;
+    let mut choices: Vec<String> = Vec::new();
+    let add = |choice: String, choices: &mut Vec<String>| {
+        if choices.len() < PATH_CHOICES && !choices.contains(&choice) {
+            choices.push(choice);
+        }
+    };
+    for (written, path) in written_paths(request, files) {
+        add(written.clone(), &mut choices);
+        if !path.is_dir() {
+            continue;
+        }
+        let mut level = vec![(written.trim_end_matches('/').to_owned(), path)];
+        for _ in 0..2 {
+            let mut next = Vec::new();
+            for (shown, dir) in level {
+                let mut entries: Vec<_> = std::fs::read_dir(&dir).into_iter().flatten().flatten().collect();
+                entries.sort_by_key(|e| e.file_name());
+                for entry in entries {
+                    let name = entry.file_name().to_string_lossy().into_owned();
+                    if name.starts_with('.') || files::resolve(&entry.path().to_string_lossy(), files).is_err() {
+                        continue;
+                    }
+                    let child = format!("{shown}/{name}");
+                    add(child.clone(), &mut choices);
+                    if entry.path().is_dir() {
+                        next.push((child, entry.path()));
+                    }
+                }
+            }
+            level = next;
+        }
+    }
+    choices
+}
+
+/// A small model's memory query that shares no word with the request ("search
+/// memory", "your search term") is replaced by the request's own words: the
+/// search is by words and meaning, and the request is what the user wants found.
+///
+/// A `search_files` call's filler is dropped the same way: a `text` of
+/// "null" or "*", a glob of "*" or one the request does not speak of
+/// ("*dark_theme"), and `dark_theme` is searched as the request wrote it.
+pub fn fix_local_arguments(tool: &str, args: &mut Value, request: &str) {
+    if tool == "search_files" {
+        fix_local_search(args, request);
+    }
+    if tool != "search_memory" {
+        return;
+    }
+    const STOP: &[&str] = &[
+        "what", "which", "when", "where", "who", "whom", "how", "was", "were", "did", "does", "the", "and", "for", "that", "this", "with", "have",
+        "has", "had", "about", "from", "into", "you", "your", "are", "is", "can", "could", "would", "there", "they", "them", "then", "than",
+        "search", "memory", "query", "term", "find", "tell", "please", "look", "looked", "just", "today", "morning",
+    ];
+    let words = |text: &str| -> Vec<String> {
+        text.split(|c: char| !c.is_alphanumeric() && c != '-').map(str::to_lowercase).filter(|w| w.len() >= 3 && !STOP.contains(&w.as_str())).collect()
+    };
+    let wanted = words(request);
+    let query = args.get("query").and_then(Value::as_str).unwrap_or_default();
+    if wanted.is_empty() || words(query).iter().any(|w| wanted.contains(w)) {
+        return;
+    }
+    args["query"] = Value::String(wanted.join(" "));
+}
+
+fn fix_local_search(args: &mut Value, request: &str) {
+    let lower = request.to_lowercase();
+    let Some(object) = args.as_object_mut() else { return };
+    if let Some(text) = object.get("text").and_then(Value::as_str).map(str::to_owned) {
+        let spaced = text.replace('_', " ");
+        if matches!(text.trim(), "" | "null" | "none" | "*" | "**") {
+            object.remove("text");
+        } else if !lower.contains(&text.to_lowercase()) && lower.contains(&spaced.to_lowercase()) {
+            object.insert("text".into(), Value::String(spaced));
+        }
+    }
+    // A "glob" with no wildcard that the request speaks of ("DEFAULT_PORT") is what to look for.
+    if let Some(glob) = object.get("glob").and_then(Value::as_str).map(str::to_owned)
+        && !glob.contains(['*', '?', '.', '/'])
+        && !glob.is_empty()
+        && lower.contains(&glob.to_lowercase())
+        && !object.contains_key("text")
+    {
+        object.remove("glob");
+        object.insert("text".into(), Value::String(glob));
+    }
+    if let Some(glob) = object.get("glob").and_then(Value::as_str).map(str::to_owned) {
+        let extension = glob.strip_prefix("*.").is_some_and(|ext| !ext.is_empty() && ext.chars().all(char::is_alphanumeric));
+        let spoken = lower.contains(&glob.to_lowercase());
+        if !(extension || spoken) || matches!(glob.trim(), "*" | "**" | "**/*" | "null" | "") {
+            object.remove("glob");
+        }
+    }
+}
+
+/// A one-call schema (`one_call_schema`) whose path arguments may only be one of `choices`.
+pub fn with_path_choices(mut schema: Value, choices: &[String]) -> Value {
+    if choices.is_empty() {
+        return schema;
+    }
+    for choice in schema["anyOf"].as_array_mut().into_iter().flatten() {
+        if let Some(Value::Object(properties)) = choice.pointer_mut("/properties/arguments/properties") {
+            for key in ["path", "from", "to"] {
+                if let Some(property) = properties.get_mut(key) {
+                    *property = json!({"enum": choices});
+                }
+            }
+        }
+    }
+    schema
+}
+
+/// The tools offered to the small local model for a request: each family
+/// only when the words of the request call for it (each tool's schema costs
+/// prefill on every step, and every extra choice is one more a
+/// half-billion-parameter model can take wrongly). With `files` (the
+/// interactive agent), the request is read more closely: a path it names
+/// that exists narrows the choice to reading that file or folder; tools that
+/// change something are offered only when it asks for a change; and a
+/// request that needs no tool (nothing about the user, their files, the web
+/// or the desktop) gets none, so the model answers at once.
+pub fn local_subset(request: &str, files: Option<&FilesEnv>) -> Vec<&'static str> {
     let text = request.to_lowercase();
     let wants = |words: &[&str]| words.iter().any(|w| text.contains(w));
-    let mut families = vec![Memory];
-    if wants(&["file", "folder", "directory", "read ", "write", "edit", "save", "note", "rename", "delete", "move ", ".md", ".txt", "/"]) {
+    let change = files.is_none() || asks_for_change(request);
+    let named = files.map(|files| named_paths(request, files)).unwrap_or_default();
+    if !change && !named.is_empty() {
+        // "What is in ~/notes/todo.txt?", "How many files are in ~/photos?": the file or folder it names, read,
+        // by the one tool the question is about.
+        let folder = named.iter().any(|p| p.is_dir());
+        if wants(&["how big", "size", "bytes", "modified", "changed", "when was", "file or", "folder or", "exist", "is there"]) {
+            return vec!["file_info"];
+        }
+        if folder && wants(&["mention", "contain", "talks about", "talk about", "defined", "find", "search", "where", "markdown files", "which file"]) {
+            return vec!["search_files"];
+        }
+        // "Its Cargo.toml is in ~/projects/okapi": a file of the named folder, named by its name, is read.
+        let names_a_file_inside = files.is_some_and(|files| {
+            path_choices(request, files).iter().any(|choice| {
+                let name = choice.rsplit('/').next().unwrap_or_default().to_lowercase();
+                name.len() >= 4 && text.contains(&name) && files::resolve(choice, files).is_ok_and(|p| p.is_file())
+            })
+        });
+        if folder && !names_a_file_inside && wants(&["how many", "list", "what files", "which files", "what folders", "which folders", "what is in", "what's in", "contents", "do i have"]) {
+            return vec!["list_files"];
+        }
+        return if folder && !names_a_file_inside { vec!["read_file", "list_files"] } else { vec!["read_file"] };
+    }
+    // Everything needed is in the request ("Rewrite this politely: ...", "Put these in order: ..."): answer at once.
+    if files.is_some() && named.is_empty() && needs_no_tool(&text) && !wants(&["file", "folder", "directory", "clipboard", "window", "~", "/"]) {
+        return Vec::new();
+    }
+    // A change, by its verb: only the tools that make it (and reading what the request names).
+    if files.is_some() && change {
+        let verbs = change_tools(&text);
+        if !verbs.is_empty() {
+            let mut names = verbs;
+            if named.iter().any(|p| !p.is_dir()) && !names.contains(&"read_file") {
+                names.push("read_file");
+            }
+            return names;
+        }
+    }
+    // "Which windows are open?", "Is the build log window open?": the open windows, nothing else.
+    if files.is_some() && !change && text.contains("window") && (text.contains("open") || text.contains("which windows")) {
+        return vec!["list_windows"];
+    }
+    let mut families = Vec::new();
+    if files.is_none() || !needs_no_tool(&text) {
+        families.push(Memory);
+    }
+    if !named.is_empty() || wants(&["file", "folder", "directory", "write", "edit", "save", "note", "rename", "delete", "move ", ".md", ".txt", "/"]) || files.is_none() && wants(&["read "]) {
         families.push(Files);
     }
     if wants(&["run ", "command", "shell", "terminal", "git ", "install", "script", "execute", "compile", "build"]) {
         families.push(Shell);
     }
-    if wants(&["http", "www.", "url", "web", "page", "site", "fetch", "download"]) {
+    // The web by a URL or by asking for it; "the page I read this morning" is memory.
+    if wants(&["http", "www.", "url", "website", "web page", "webpage", "on the web", "online", "internet", "fetch", "download"])
+        || files.is_none() && wants(&["web", "page", "site"])
+    {
         families.push(Web);
     }
     if wants(&["clipboard", "copy", "paste", "window", "open ", "notify", "notification", "remind"]) {
         families.push(Desktop);
     }
     let mut names: Vec<&'static str> = TOOLS.iter().filter(|t| families.contains(&t.family)).map(|t| t.name).collect();
+    if files.is_some() {
+        // The window the user is in now only for "now"; what they were doing is the recent
+        // activity; anything more particular (a reference, a ticket, a time) is searched for.
+        if !wants(&["right now", "now", "current", "at the moment"]) {
+            names.retain(|n| *n != "current_window");
+        }
+        if !wants(&["pin", "remembered", "what do you know", "facts"]) {
+            names.retain(|n| *n != "list_pins");
+        }
+        let activity = wants(&["what was i", "what did i do", "what have i", "working on", "doing", " just ", "right before", "a moment ago", "last thing", "my day", "my morning"]);
+        names.retain(|n| if activity { *n != "search_memory" } else { *n != "recent_activity" });
+    }
     // The local model plans in its head: no todo list, no helpers, no skills;
     // it keeps a fact only when asked to (its first call is forced, see `one_call_schema`).
     names.retain(|n| !matches!(*n, "update_todos" | "delegate" | "skill" | "read_session"));
     if !wants(&["remember", "note that", "don't forget", "keep in mind"]) {
         names.retain(|n| *n != "remember");
+    }
+    if !change {
+        names.retain(|n| !CHANGES.contains(n));
     }
     names
 }
@@ -394,12 +711,12 @@ mod tests {
 
     #[test]
     fn the_local_model_gets_memory_tools_and_more_only_when_the_request_needs_them() {
-        let plain = local_subset("what was I doing this morning?");
+        let plain = local_subset("what was I doing this morning?", None);
         assert!(plain.contains(&"search_memory") && plain.contains(&"recent_activity"));
         assert!(!plain.contains(&"run_command") && !plain.contains(&"write_file"));
-        let files = local_subset("save that to a file called plan.md");
+        let files = local_subset("save that to a file called plan.md", None);
         assert!(files.contains(&"write_file"));
-        assert!(!plain.contains(&"remember") && local_subset("remember that I take tea").contains(&"remember"));
+        assert!(!plain.contains(&"remember") && local_subset("remember that I take tea", None).contains(&"remember"));
         let section = local_prompt_section(&plain);
         assert!(section.contains("- search_memory(query): ") && section.contains("- recent_activity(): "), "{section}");
         // The memory tools' section stays small for a 2-core prefill.
@@ -412,6 +729,102 @@ mod tests {
         let search = &schema["anyOf"][names.iter().position(|n| *n == "search_memory").unwrap()]["properties"]["arguments"];
         assert_eq!(search["properties"].as_object().unwrap().keys().collect::<Vec<_>>(), ["query"]);
         assert_eq!(search["additionalProperties"], false);
+    }
+
+    #[test]
+    fn a_request_is_read_for_the_paths_it_names_the_change_it_asks_for_and_whether_it_needs_a_tool() {
+        let home = tempfile::tempdir().unwrap();
+        std::fs::create_dir_all(home.path().join("photos/2026")).unwrap();
+        std::fs::write(home.path().join("photos/2026/a.jpg"), "j").unwrap();
+        std::fs::create_dir_all(home.path().join("Downloads")).unwrap();
+        std::fs::write(home.path().join("todo.txt"), "milk").unwrap();
+        let env = FilesEnv { cwd: home.path().to_owned(), home: home.path().to_owned(), data_dir: home.path().join("data") };
+        let offered = |request: &str| local_subset(request, Some(&env));
+        // A file it names: read it (no memory, no changes); a folder: the one tool the question is about.
+        assert_eq!(offered("What is the second line of ~/todo.txt?"), ["read_file"]);
+        assert_eq!(offered("How many files are in ~/photos/2026?"), ["list_files"]);
+        assert_eq!(offered("What files are in my Downloads folder?"), ["list_files"]);
+        assert_eq!(offered("Which file in ~/photos mentions a flamingo?"), ["search_files"]);
+        assert_eq!(offered("How big is ~/todo.txt?"), ["file_info"]);
+        assert_eq!(offered("What version is the crate in ~/photos?"), ["read_file", "list_files"]);
+        assert_eq!(offered("When was it taken? Its a.jpg is in the folder ~/photos/2026."), ["file_info"]);
+        assert_eq!(offered("What does a.jpg say? It is in the folder ~/photos/2026."), ["read_file"]);
+        // A change by its verb: the tools that make it.
+        assert_eq!(offered("Delete ~/todo.txt"), ["delete_path", "read_file"]);
+        assert_eq!(offered("Rename ~/todo.txt to ~/done.txt"), ["move_path", "read_file"]);
+        assert_eq!(offered("Add 'stamps' as a new line at the end of ~/todo.txt"), ["edit_file", "write_file", "read_file"]);
+        assert_eq!(offered("Make a new folder ~/photos/2027"), ["make_dir"]);
+        assert_eq!(offered("Create a file ~/ideas.txt with the text: espresso"), ["write_file"]);
+        // A change is offered only when asked for, and then the write tools are there.
+        for request in ["Create ~/notes.txt with the text hi", "Could you delete ~/todo.txt?", "Please make a new folder ~/photos/2027", "read ~/todo.txt, then rename it"] {
+            assert!(asks_for_change(request), "{request}");
+        }
+        for request in ["Which windows are open right now?", "What did I write in ~/todo.txt?", "Is a window about the numbers open?", "Who made the drill?"] {
+            assert!(!asks_for_change(request), "{request}");
+        }
+        assert!(offered("Please make a new folder ~/photos/2027").contains(&"make_dir"));
+        assert_eq!(offered("Which windows are open right now?"), ["list_windows"]);
+        assert!(offered("Open the file ~/todo.txt").contains(&"open"));
+        // The window the user is in now only for "now"; their doings, or a particular thing searched for.
+        assert_eq!(offered("Which hotel did I ask Priya to book?"), ["search_memory"]);
+        assert!(offered("What am I looking at right now?").contains(&"current_window"));
+        assert!(offered("What was I just working on?").contains(&"recent_activity") && !offered("What was I just working on?").contains(&"search_memory"));
+        // A request that carries what it needs and asks nothing about the user: no tool at all.
+        for request in [
+            "Which is the largest of these numbers: 17, 71, 44?",
+            "Put these words in alphabetical order: pear, apple, mango.",
+            "How many minutes are there in two and a half hours?",
+            "Rewrite this more politely: send me the report now",
+            "What is 17*3?",
+        ] {
+            assert!(offered(request).is_empty(), "{request}: {:?}", offered(request));
+        }
+        // About the user or their world: memory.
+        for request in ["Who was my 1:1 meeting with today?", "What time was standup moved to?", "Which drill did I look at: the Bosch or the Makita?", "How many minutes did I spend in Slack?"] {
+            assert!(offered(request).contains(&"search_memory"), "{request}");
+        }
+        assert_eq!(offered("Do I have the build log window open?"), ["list_windows"]);
+        // A path that does not exist is no reason to narrow; cowork's data is never named.
+        assert!(named_paths("read ~/absent.txt and /nonexistent/x", &env).is_empty());
+        std::fs::create_dir_all(&env.data_dir).unwrap();
+        std::fs::write(env.data_dir.join("cowork.db"), "x").unwrap();
+        assert!(named_paths("read ~/data/cowork.db", &env).is_empty());
+        // The paths a call may name: as written, and what a named folder holds (not hidden, not cowork's data).
+        std::fs::write(home.path().join("photos/2026/a.jpg"), "j").unwrap();
+        std::fs::write(home.path().join("photos/.hidden"), "h").unwrap();
+        assert_eq!(path_choices("How many files are in ~/photos?", &env), ["~/photos", "~/photos/2026", "~/photos/2026/a.jpg"]);
+        assert_eq!(path_choices("Create ~/new.txt with hi", &env), ["~/new.txt"]);
+        assert_eq!(path_choices("What files are in my Downloads folder?", &env), ["~/Downloads"]);
+        assert!(path_choices("read ~/data/cowork.db", &env).is_empty());
+        assert!(!path_choices("What is in ~?", &env).iter().any(|c| c.starts_with("~/data")), "cowork's data is never offered");
+        assert!(path_choices("Which is larger, 3 or 4?", &env).is_empty());
+        let schema = with_path_choices(one_call_schema(&["read_file", "list_files"]).unwrap(), &["~/photos".to_owned()]);
+        assert_eq!(schema["anyOf"][0]["properties"]["arguments"]["properties"]["path"], json!({"enum": ["~/photos"]}));
+    }
+
+    #[test]
+    fn a_small_models_filler_arguments_become_the_requests_words() {
+        let mut args = json!({"query": "search memory"});
+        fix_local_arguments("search_memory", &mut args, "Which Jira ticket did I have open this morning?");
+        assert_eq!(args["query"], "jira ticket open");
+        let mut args = json!({"query": "flight booking"});
+        fix_local_arguments("search_memory", &mut args, "What was the booking reference of the flight?");
+        assert_eq!(args["query"], "flight booking", "a query that shares a word is the model's");
+        let mut args = json!({"path": "~/x"});
+        fix_local_arguments("read_file", &mut args, "read ~/y");
+        assert_eq!(args["path"], "~/x");
+        let mut args = json!({"path": "~/notes", "glob": "*dark_theme", "text": "dark_theme"});
+        fix_local_arguments("search_files", &mut args, "Find the file under ~/notes that mentions the dark theme.");
+        assert_eq!(args, json!({"path": "~/notes", "text": "dark theme"}));
+        let mut args = json!({"path": "~/notes", "glob": "*.md", "text": "null"});
+        fix_local_arguments("search_files", &mut args, "Find all Markdown files under ~/notes.");
+        assert_eq!(args, json!({"path": "~/notes", "glob": "*.md"}));
+        let mut args = json!({"path": "~/p", "glob": "DEFAULT_PORT"});
+        fix_local_arguments("search_files", &mut args, "Where is DEFAULT_PORT defined?");
+        assert_eq!(args, json!({"path": "~/p", "text": "DEFAULT_PORT"}));
+        let mut args = json!({"path": "~/p", "glob": "*", "text": "DEFAULT_PORT"});
+        fix_local_arguments("search_files", &mut args, "Where is DEFAULT_PORT defined?");
+        assert_eq!(args, json!({"path": "~/p", "text": "DEFAULT_PORT"}));
     }
 
     #[test]

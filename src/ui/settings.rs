@@ -281,16 +281,23 @@ pub fn settings_ui(
                     ui.label(RichText::new(&model.status).small().color(colour));
                     if model.optional {
                         let busy = state.model_jobs.contains(&model.name);
+                        // Each button says which model it is for (a screen reader lists several).
+                        let named = |response: egui::Response, verb: &str| {
+                            let enabled = response.enabled();
+                            response.widget_info(|| egui::WidgetInfo::labeled(egui::Role::Button, enabled, format!("{verb} {}", model.name)));
+                            response
+                        };
                         if model.ok {
-                            if ui.add_enabled(!busy, egui::Button::new("Remove").small()).on_hover_text("Delete its files to free the disk").clicked() {
+                            let remove = named(ui.add_enabled(!busy, egui::Button::new("Remove").small()), "Remove");
+                            if remove.on_hover_text("Delete its files to free the disk").clicked() {
                                 actions.push(UiAction::RemoveModel(model.name.clone()));
                             }
-                        } else if ui
-                            .add_enabled(!busy, egui::Button::new(if busy { "Installing…" } else { "Install" }).small())
-                            .on_hover_text("Download, verify by sha256 and convert on this computer")
-                            .clicked()
-                        {
-                            actions.push(UiAction::InstallModel(model.name.clone()));
+                        } else {
+                            let install = ui.add_enabled(!busy, egui::Button::new(if busy { "Installing…" } else { "Install" }).small());
+                            let install = if busy { install } else { named(install, "Install") };
+                            if install.on_hover_text("Download, verify by sha256 and convert on this computer").clicked() {
+                                actions.push(UiAction::InstallModel(model.name.clone()));
+                            }
                         }
                     }
                 });

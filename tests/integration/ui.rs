@@ -1313,11 +1313,12 @@ fn settings_list_microphones_and_install_choose_and_remove_an_optional_speech_mo
     assert!(far.audio.try_iter().any(|c| matches!(c, AudioCommand::ListDevices)));
 
     // The optional model: Install asks the models worker, and the button waits.
-    harness.get_by_label("not installed (optional)");
-    harness.get_by_label("Install").click();
+    let optional = manifest.models.iter().filter(|m| m.optional).count();
+    assert_eq!(harness.get_all_by_label("not installed (optional)").count(), optional);
+    harness.get_by_label("Install whisper-base").click();
     harness.run();
     assert!(matches!(far.models.try_recv(), Ok(ModelsCommand::Install(name)) if name == "whisper-base"));
-    assert!(harness.query_by_label("Install").is_none());
+    assert!(harness.query_by_label("Install whisper-base").is_none());
     harness.get_by_label("Installing…");
     // The worker made its file (a file of the right size passes the size check Settings runs).
     let base = manifest.model("whisper-base").unwrap();
@@ -1327,7 +1328,7 @@ fn settings_list_microphones_and_install_choose_and_remove_an_optional_speech_mo
     far.events.send(AppEvent::ModelsChanged { name: "whisper-base".into(), outcome: Ok("whisper-base is installed and verified".into()) }).unwrap();
     harness.run();
     harness.get_by_label("whisper-base is installed and verified");
-    harness.get_by_label("Remove");
+    harness.get_by_label("Remove whisper-base");
     // Now a speech model to choose.
     harness.get_by_role_and_label(Role::ComboBox, "Speech model").click();
     harness.run();
@@ -1337,7 +1338,7 @@ fn settings_list_microphones_and_install_choose_and_remove_an_optional_speech_mo
     assert_eq!(saved_settings(&far), vec![("voice.model".to_owned(), "whisper-base".to_owned())]);
     far.events.send(AppEvent::Setting { key: "voice.model".into(), value: "whisper-base".into() }).unwrap();
     harness.run();
-    harness.get_by_label("Remove").click();
+    harness.get_by_label("Remove whisper-base").click();
     harness.run();
     assert!(matches!(far.models.try_recv(), Ok(ModelsCommand::Remove(name)) if name == "whisper-base"));
     assert_eq!(saved_settings(&far), vec![("voice.model".to_owned(), String::new())], "voice goes back to the default model");

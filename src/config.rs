@@ -85,9 +85,11 @@ const CHAT_PREFLIGHT_TOKENS: u64 = 4_096;
 /// The chat model to answer with: `chosen` (Settings → Models) when it is a
 /// chat model of the manifest or one the user added, otherwise the first chat
 /// model in the manifest's order (best first: Qwen2.5-Coder-1.5B when it was
-/// installed, Qwen2.5-Coder-0.5B, SmolLM2-135M) that is installed and that the
-/// memory preflight does not refuse on this machine. With nothing installed,
-/// the first that is not optional, so the error names what setup installs.
+/// installed, Qwen2.5-Coder-0.5B, SmolLM2-135M) that is installed, that the
+/// memory preflight does not refuse on this machine and that meets the speed
+/// floor on its cores (`meets_speed_floor`); when none meets it, the fastest
+/// that fits. With nothing installed, the first that is not optional, so the
+/// error names what setup installs.
 pub fn resolve_chat_model(manifest: &Manifest, models_dir: &Path, user: &[crate::models::user::UserModel], chosen: Option<&str>) -> Option<ResolvedModel> {
     if let Some(model) = chosen.and_then(|name| resolve_named_model(manifest, models_dir, user, name)) {
         return Some(model);
@@ -99,10 +101,35 @@ pub fn resolve_chat_model(manifest: &Manifest, models_dir: &Path, user: &[crate:
             crate::models::gguf::preflight(&info, CHAT_PREFLIGHT_TOKENS, available, total).verdict != crate::models::gguf::Verdict::Red
         })
     };
+    let cores = std::thread::available_parallelism().map_or(1, usize::from);
     let chat: Vec<&crate::models::ManifestModel> = manifest.models.iter().filter(|m| m.role == ModelRole::Chat).collect();
     let resolved = |m: &&crate::models::ManifestModel| ResolvedModel::from_manifest(m, models_dir);
-    // With nothing that fits, the first a setup installs, so the error names what to install.
-    chat.iter().map(resolved).find(fits).or_else(|| chat.iter().find(|m| !m.optional).or(chat.first()).map(resolved))
+    let installed: Vec<ResolvedModel> = chat.iter().map(resolved).filter(fits).collect();
+    // The best that is fast enough here; else the fastest that fits; with nothing that fits,
+    // the first a setup installs, so the error names what to install.
+    installed
+        .iter()
+        .find(|m| meets_speed_floor(m.size, cores))
+        .or(installed.last())
+        .cloned()
+        .or_else(|| chat.iter().find(|m| !m.optional).or(chat.first()).map(resolved))
+}
+
+/// Seconds of CPU (one core) an agent step's first token costs per GB of
+/// weights: a 700-token step's prefill, measured with `scripts/eval-agent` on
+/// the 2-core test machine (Qwen2.5-Coder-1.5B, 1.12 GB: 2.3 s first token
+/// median on 2 cores; the 0.5B's Q8_0, 0.64 GB: 0.8 s, so this errs slow).
+const STEP_CORE_SECS_PER_GB: f64 = 4.1;
+/// The speed floor of the default: an agent step's first token within 3 s.
+const STEP_FIRST_TOKEN_FLOOR_SECS: f64 = 3.0;
+
+/// Whether a chat model of `weights_bytes` starts an agent step within the
+/// floor on `cores` cores (prefill is compute-bound: the cost grows with the
+/// weights and shrinks with the cores). On the 2-core test machine the 1.5B
+/// (est. 2.3 s) meets it; on one core it does not (4.6 s) and the 0.5B (2.6 s) is the default.
+pub fn meets_speed_floor(weights_bytes: u64, cores: usize) -> bool {
+    let secs = STEP_CORE_SECS_PER_GB * weights_bytes as f64 / 1e9 / cores.max(1) as f64;
+    secs <= STEP_FIRST_TOKEN_FLOOR_SECS
 }
 
 /// The chat model called `name`: one of the manifest's, or one the user added.
@@ -688,6 +715,14 @@ impl Settings {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_speed_floor_keeps_the_larger_model_off_a_machine_too_slow_for_it() {
+        let (large, small) = (1_117_320_768, 636_896_128);
+        assert!(meets_speed_floor(large, 2) && meets_speed_floor(small, 2));
+        assert!(!meets_speed_floor(large, 1) && meets_speed_floor(small, 1));
+        assert!(meets_speed_floor(large, 8));
+    }
 
     #[test]
     fn the_default_chat_model_is_the_best_installed_and_with_none_the_first_setup_installs() {

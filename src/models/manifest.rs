@@ -71,6 +71,11 @@ pub struct ManifestModel {
     /// One line for Settings → Models.
     #[serde(default, skip_serializing_if = "String::is_empty")]
     pub summary: String,
+    /// How a chat model did on the project's evaluations (`scripts/eval-agent`,
+    /// `scripts/eval-grounded`), with its speed there and where it was measured:
+    /// shown in Settings → Models, updated with the app.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub evaluation: String,
 }
 
 impl ManifestModel {

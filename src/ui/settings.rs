@@ -77,6 +77,8 @@ pub struct ModelView {
     pub optional: bool,
     /// One line on what it is for.
     pub summary: String,
+    /// How it did on the project's evaluations, and how fast (chat models).
+    pub evaluation: String,
     /// For an installed chat model: what answering with it needs.
     pub chat: Option<crate::config::ResolvedModel>,
 }
@@ -106,6 +108,7 @@ pub fn model_views(manifest: &crate::models::Manifest, models_dir: &std::path::P
                 ok: check.is_ok(),
                 optional: model.optional,
                 summary: model.summary.clone(),
+                evaluation: model.evaluation.clone(),
                 chat: (model.role == crate::models::ModelRole::Chat && check.is_ok()).then(|| crate::config::ResolvedModel::from_manifest(model, models_dir)),
             }
         })
@@ -270,10 +273,12 @@ pub fn settings_ui(
                 let role = format!("{:?}", model.role).to_lowercase();
                 ui.label(RichText::new(format!("{role} · {} · {:.0} MB", model.licence, model.size_bytes as f64 / 1e6)).small());
                 ui.end_row();
-                if !model.summary.is_empty() {
-                    ui.label("");
-                    ui.label(RichText::new(&model.summary).small().color(theme::MUTED));
-                    ui.end_row();
+                for line in [&model.summary, &model.evaluation] {
+                    if !line.is_empty() {
+                        ui.label("");
+                        ui.label(RichText::new(line).small().color(theme::MUTED));
+                        ui.end_row();
+                    }
                 }
                 ui.label("");
                 ui.horizontal(|ui| {

@@ -223,6 +223,7 @@ fn one_model(file: ManifestFile, optional: bool) -> Manifest {
             converted: None,
             optional,
             summary: String::new(),
+            evaluation: String::new(),
         }],
     }
 }

@@ -1313,6 +1313,9 @@ fn settings_list_microphones_and_install_choose_and_remove_an_optional_speech_mo
     assert!(far.audio.try_iter().any(|c| matches!(c, AudioCommand::ListDevices)));
 
     // The optional model: Install asks the models worker, and the button waits.
+    // Each chat model says how it did on the evaluations, and how fast.
+    harness.get_by_label_contains("Agent evaluation 42/45");
+    harness.get_by_label_contains("grounded answers 24/25");
     let optional = manifest.models.iter().filter(|m| m.optional).count();
     assert_eq!(harness.get_all_by_label("not installed (optional)").count(), optional);
     harness.get_by_label("Install whisper-base").click();

@@ -220,11 +220,19 @@ const LEAD_INS: &[&str] = &["please", "can", "could", "would", "will", "you", "k
 /// rename it"). "Which windows are open?" does not.
 pub fn asks_for_change(request: &str) -> bool {
     let lower = request.to_lowercase();
-    let lower = lower.replace(", then ", ". ").replace(" and then ", ". ").replace(" then ", ". ");
-    lower.split(['.', '!', '?', ';', '\n', ':']).any(|clause| {
-        let mut words = clause.split(|c: char| !c.is_alphanumeric() && c != '\'').filter(|w| !w.is_empty()).skip_while(|w| LEAD_INS.contains(w));
-        words.next().is_some_and(|verb| CHANGE_VERBS.contains(&verb))
-    })
+    clause_verbs(&lower).iter().any(|verb| CHANGE_VERBS.contains(&verb.as_str()))
+}
+
+/// The first word of each sentence or clause of a lower-case request, after
+/// the lead-ins ("please", "can you"): its verb when it is an imperative.
+fn clause_verbs(lower: &str) -> Vec<String> {
+    let clauses = lower.replace(", then ", ". ").replace(" and then ", ". ").replace(" then ", ". ");
+    clauses
+        .split(['.', '!', '?', ';', '\n', ':'])
+        .filter_map(|clause| {
+            clause.split(|c: char| !c.is_alphanumeric() && c != '\'').filter(|w| !w.is_empty()).find(|w| !LEAD_INS.contains(w)).map(str::to_owned)
+        })
+        .collect()
 }
 
 /// The tools that make the changes a request's verbs ask for ("Delete ...":
@@ -232,11 +240,8 @@ pub fn asks_for_change(request: &str) -> bool {
 fn change_tools(text: &str) -> Vec<&'static str> {
     let folder = text.contains("folder") || text.contains("directory");
     let mut tools: Vec<&'static str> = Vec::new();
-    let clauses = text.replace(", then ", ". ").replace(" and then ", ". ").replace(" then ", ". ");
-    for clause in clauses.split(['.', '!', '?', ';', '\n', ':']) {
-        let mut words = clause.split(|c: char| !c.is_alphanumeric() && c != '\'').filter(|w| !w.is_empty()).skip_while(|w| LEAD_INS.contains(w));
-        let Some(verb) = words.next() else { continue };
-        let add: &[&'static str] = match verb {
+    for verb in clause_verbs(text) {
+        let add: &[&'static str] = match verb.as_str() {
             "create" | "make" | "mkdir" if folder => &["make_dir"],
             "create" | "write" | "save" | "put" | "store" | "note" | "keep" | "make" | "touch" => &["write_file"],
             "add" | "append" | "insert" | "edit" | "change" | "replace" | "update" | "fix" => &["edit_file", "write_file"],

@@ -87,10 +87,16 @@ const CHAT_PREFLIGHT_TOKENS: u64 = 4_096;
 /// model in the manifest's order (best first: Qwen2.5-Coder-1.5B when it was
 /// installed, Qwen2.5-Coder-0.5B, SmolLM2-135M) that is installed, that the
 /// memory preflight does not refuse on this machine and that meets the speed
-/// floor on its cores (`meets_speed_floor`); when none meets it, the fastest
+/// floor on this machine (`fast_enough`); when none meets it, the fastest
 /// that fits. With nothing installed, the first that is not optional, so the
 /// error names what setup installs.
-pub fn resolve_chat_model(manifest: &Manifest, models_dir: &Path, user: &[crate::models::user::UserModel], chosen: Option<&str>) -> Option<ResolvedModel> {
+pub fn resolve_chat_model(
+    manifest: &Manifest,
+    models_dir: &Path,
+    user: &[crate::models::user::UserModel],
+    chosen: Option<&str>,
+    speeds: &crate::llm::speed::Speeds,
+) -> Option<ResolvedModel> {
     if let Some(model) = chosen.and_then(|name| resolve_named_model(manifest, models_dir, user, name)) {
         return Some(model);
     }
@@ -109,7 +115,7 @@ pub fn resolve_chat_model(manifest: &Manifest, models_dir: &Path, user: &[crate:
     // the first a setup installs, so the error names what to install.
     installed
         .iter()
-        .find(|m| meets_speed_floor(m.size, cores))
+        .find(|m| fast_enough(m, cores, speeds))
         .or(installed.last())
         .cloned()
         .or_else(|| chat.iter().find(|m| !m.optional).or(chat.first()).map(resolved))
@@ -122,6 +128,19 @@ pub fn resolve_chat_model(manifest: &Manifest, models_dir: &Path, user: &[crate:
 const STEP_CORE_SECS_PER_GB: f64 = 4.1;
 /// The speed floor of the default: an agent step's first token within 3 s.
 const STEP_FIRST_TOKEN_FLOOR_SECS: f64 = 3.0;
+
+/// Whether `model` starts an agent step within the floor here: by its median
+/// first token over its recent generations on this machine once it has
+/// `speed::TRUSTED_AFTER` of them (so a slow CPU, a hot laptop or a busy
+/// machine moves the default to a lighter model), before that by the
+/// estimate from its size and the cores (`meets_speed_floor`).
+pub fn fast_enough(model: &ResolvedModel, cores: usize, speeds: &crate::llm::speed::Speeds) -> bool {
+    let file = model.path.file_name().map(|f| f.to_string_lossy().into_owned()).unwrap_or_default();
+    match speeds.measured(&file) {
+        Some(measured) if measured.samples >= crate::llm::speed::TRUSTED_AFTER => measured.first_token_ms as f64 <= STEP_FIRST_TOKEN_FLOOR_SECS * 1000.0,
+        _ => meets_speed_floor(model.size, cores),
+    }
+}
 
 /// Whether a chat model of `weights_bytes` starts an agent step within the
 /// floor on `cores` cores (prefill is compute-bound: the cost grows with the
@@ -725,12 +744,33 @@ mod tests {
     }
 
     #[test]
+    fn measured_speed_here_overrules_the_estimate_once_there_is_enough_of_it() {
+        use crate::llm::speed::{Sample, Speeds, TRUSTED_AFTER};
+        let large = ResolvedModel { name: "qwen2.5-coder-1.5b-instruct".into(), path: "/m/qwen-1.5b.gguf".into(), size: 1_117_320_768, sha256: String::new() };
+        let mut speeds = Speeds::default();
+        assert!(fast_enough(&large, 2, &speeds), "estimated: 2.3 s on two cores");
+        let slow = Sample { prompt_tokens: 700, first_token_ms: 5_200, completion_tokens: 30, tokens_per_sec: 4.0 };
+        for _ in 1..TRUSTED_AFTER {
+            speeds.record("qwen-1.5b.gguf", slow);
+        }
+        assert!(fast_enough(&large, 2, &speeds), "too few answers to go by");
+        speeds.record("qwen-1.5b.gguf", slow);
+        assert!(!fast_enough(&large, 2, &speeds), "this machine is slower than its cores say");
+        // And a machine faster than its core count says keeps the larger model on one core.
+        let mut fast = Speeds::default();
+        for _ in 0..TRUSTED_AFTER {
+            fast.record("qwen-1.5b.gguf", Sample { first_token_ms: 1_900, ..slow });
+        }
+        assert!(!fast_enough(&large, 1, &Speeds::default()) && fast_enough(&large, 1, &fast));
+    }
+
+    #[test]
     fn the_default_chat_model_is_the_best_installed_and_with_none_the_first_setup_installs() {
         let manifest = Manifest::bundled().unwrap();
         let chat: Vec<&crate::models::ManifestModel> = manifest.models.iter().filter(|m| m.role == ModelRole::Chat).collect();
         assert!(chat[0].optional, "the strongest chat model is first and installed on request");
         let empty = tempfile::tempdir().unwrap();
-        let none = resolve_chat_model(&manifest, empty.path(), &[], None).unwrap();
+        let none = resolve_chat_model(&manifest, empty.path(), &[], None, &Default::default()).unwrap();
         assert_eq!(none.name, chat.iter().find(|m| !m.optional).unwrap().name, "names what setup installs");
         // Only the small model installed (a GGUF header is enough for the memory preflight): it answers.
         let dir = tempfile::tempdir().unwrap();
@@ -740,7 +780,7 @@ mod tests {
         let real = crate::models::gguf::read_info(&Path::new(env!("CARGO_MANIFEST_DIR")).join("models").join(small.primary_path()));
         if real.is_ok() {
             std::fs::copy(Path::new(env!("CARGO_MANIFEST_DIR")).join("models").join(small.primary_path()), &path).unwrap();
-            assert_eq!(resolve_chat_model(&manifest, dir.path(), &[], None).unwrap().name, small.name);
+            assert_eq!(resolve_chat_model(&manifest, dir.path(), &[], None, &Default::default()).unwrap().name, small.name);
         }
     }
 

@@ -459,6 +459,8 @@ pub enum AppEvent {
     ModelAdded(Result<crate::models::user::UserModel, String>),
     /// The local model's memory preflight (GREEN, YELLOW or RED, with the figures).
     ModelPreflight(String),
+    /// A local chat model's speed here after its latest generation, by model file name (`llm::speed`).
+    ModelSpeed { model: String, measured: crate::llm::speed::Measured },
     /// A setting as stored, after the store worker read or wrote it.
     Setting { key: String, value: String },
     /// Something a user should see that is not tied to one worker's health.

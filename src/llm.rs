@@ -6,6 +6,7 @@ pub mod context;
 mod engine;
 pub mod memory;
 pub mod prompt;
+pub mod speed;
 pub mod tokens;
 pub mod tool_calls;
 mod worker;

@@ -897,7 +897,8 @@ fn run_sidebar(paths: &Paths, display: Option<String>, screenshot: Option<PathBu
     )?;
     signals::spawn_signal_thread(sink.clone())?;
     let added_models = cowork::models::user::list(&paths.data_dir).unwrap_or_default();
-    let mut state = AppState { settings: settings.clone(), setting_warnings: warnings, added_models, ..AppState::default() };
+    let model_speeds = cowork::llm::speed::Speeds::load(&cowork::llm::speed::path(&paths.data_dir)).all();
+    let mut state = AppState { settings: settings.clone(), setting_warnings: warnings, added_models, model_speeds, ..AppState::default() };
     let bindings = [
         (settings.quick_prompt_hotkey.as_str(), HotkeyAction::QuickPrompt),
         (settings.pause_hotkey.as_str(), HotkeyAction::TogglePause),

@@ -319,6 +319,8 @@ pub struct AppState {
     pub model_jobs: std::collections::BTreeSet<String>,
     /// The local model's memory preflight, as the llm worker reported it.
     pub model_preflight: Option<String>,
+    /// How fast each local chat model ran here, by model file name (`llm::speed`).
+    pub model_speeds: std::collections::BTreeMap<String, crate::llm::speed::Measured>,
     /// GGUF files the user added (user-models.json).
     pub added_models: Vec<crate::models::user::UserModel>,
     pub retry_offer: Option<RetryOffer>,
@@ -515,6 +517,9 @@ impl AppState {
             }
             AppEvent::Model(status) => self.model = Some(status),
             AppEvent::ModelPreflight(text) => self.model_preflight = Some(text),
+            AppEvent::ModelSpeed { model, measured } => {
+                self.model_speeds.insert(model, measured);
+            }
             AppEvent::MemoryProgress(progress) => self.memory_progress = Some(progress),
             AppEvent::MemoryInjected { report, recalled, dropped, .. } => {
                 self.memory.last_report = Some(report);

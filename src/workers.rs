@@ -76,7 +76,8 @@ pub fn chat_model(manifest: &crate::models::Manifest, paths: &Paths) -> Option<c
         tracing::warn!(error = %format!("{err:#}"), "ignoring the list of added models");
         Vec::new()
     });
-    crate::config::resolve_chat_model(manifest, &paths.models_dir, &user, Some(settings.chat_model.as_str()).filter(|n| !n.is_empty()))
+    let speeds = crate::llm::speed::Speeds::load(&crate::llm::speed::path(&paths.data_dir));
+    crate::config::resolve_chat_model(manifest, &paths.models_dir, &user, Some(settings.chat_model.as_str()).filter(|n| !n.is_empty()), &speeds)
 }
 
 pub fn read_settings(paths: &Paths) -> (Settings, Vec<String>) {
@@ -180,6 +181,7 @@ impl Workers {
             idle_unload_secs: settings.idle_unload_secs,
             sysfs: crate::llm::LlmConfig::real_sysfs(),
             notify: options.automations.then(|| notify_channel.0.clone()),
+            speed_file: Some(crate::llm::speed::path(&paths.data_dir)),
         };
         let manifest = crate::models::Manifest::bundled().unwrap_or(crate::models::Manifest { models: Vec::new() });
         let models = crate::models::worker::spawn_models(manifest, paths.models_dir.clone(), None, sink.clone(), options.policy)?;

@@ -332,10 +332,24 @@ impl<B: LocalBrain> AgentWorker<B> {
                     _ => Shape::Prose,
                 };
                 let request = GenerateRequest { messages, max_tokens: settings.max_answer_tokens, tools: true, only_if_loaded: false, shape };
-                let generation = self
+                let mut generation = self
                     .brain
                     .generate(request, epoch, &mut on_text)
                     .map_err(|err| err.to_string())?;
+                // An answer to a list that names nothing in it gets the list under it.
+                let last_result = self.acting.live.get(&operation_id).and_then(|l| l.calls.last()).filter(|c| c.status == CallStatus::Done);
+                if has_looked
+                    && generation.calls.is_empty()
+                    && let Some(call) = last_result
+                    && let Some(list) = registry::unnamed_list(&call.tool, call.output.as_deref().unwrap_or_default(), &generation.text)
+                {
+                    let under = format!("{}{list}", if generation.text.trim().is_empty() { "" } else { "\n\n" });
+                    on_text(&under);
+                    generation.text.push_str(&under);
+                    if !generation.raw.is_empty() {
+                        generation.raw.push_str(&under);
+                    }
+                }
                 let calls: Vec<RawCall> = generation
                     .calls
                     .into_iter()

@@ -32,6 +32,8 @@ pub struct LlmConfig {
     pub sysfs: PathBuf,
     /// Where the one quiet notification goes when heat or the battery pause the local model.
     pub notify: Option<Sender<crate::notify::NotifyCommand>>,
+    /// Where each generation's speed is kept (`llm::speed`); None measures nothing.
+    pub speed_file: Option<PathBuf>,
 }
 
 impl LlmConfig {
@@ -146,11 +148,14 @@ pub struct LlmWorker<E: ChatEngine> {
     state: Arc<LocalModelState>,
     /// When the local model last answered (for idle unloading).
     last_used: Instant,
+    /// How fast each model file ran here (`config.speed_file`).
+    speeds: crate::llm::speed::Speeds,
 }
 
 impl<E: ChatEngine> LlmWorker<E> {
     pub fn new(config: LlmConfig, engine: E, sink: EventSink, stop_epoch: Arc<AtomicU64>, state: Arc<LocalModelState>) -> Self {
-        let worker = Self { config, engine, sink, stop_epoch, state, last_used: Instant::now() };
+        let speeds = config.speed_file.as_deref().map(crate::llm::speed::Speeds::load).unwrap_or_default();
+        let worker = Self { config, engine, sink, stop_epoch, state, last_used: Instant::now(), speeds };
         worker.touch_state();
         worker
     }
@@ -242,6 +247,9 @@ impl<E: ChatEngine> LlmWorker<E> {
         self.last_used = Instant::now();
         self.touch_state();
         let stats = stats?;
+        if !should_stop() {
+            self.record_speed(&stats);
+        }
         let rest = visible.finish();
         if request.tools && !rest.is_empty() {
             let _ = events.send(LlmEvent::Text(rest));
@@ -253,6 +261,27 @@ impl<E: ChatEngine> LlmWorker<E> {
             (raw, Vec::new(), String::new())
         };
         Ok(Generation { text, calls, raw, stats, model: self.engine.name() })
+    }
+
+    /// Keeps a finished generation's speed and tells Settings the model's new medians.
+    fn record_speed(&mut self, stats: &GenerationStats) {
+        let Some(path) = self.config.speed_file.clone() else { return };
+        let model = self.engine.name();
+        let sample = crate::llm::speed::Sample {
+            prompt_tokens: stats.prompt_tokens as u32,
+            first_token_ms: stats.first_token_millis as u32,
+            completion_tokens: stats.completion_tokens as u32,
+            tokens_per_sec: stats.tokens_per_sec,
+        };
+        if !self.speeds.record(&model, sample) {
+            return;
+        }
+        if let Err(err) = self.speeds.save(&path) {
+            tracing::warn!(error = %format!("{err:#}"), "the model's speed is not kept");
+        }
+        if let Some(measured) = self.speeds.measured(&model) {
+            self.sink.send(AppEvent::ModelSpeed { model, measured });
+        }
     }
 
     /// Heat (a thermal zone over its trip point) or running on battery pause
@@ -493,7 +522,7 @@ mod tests {
     fn worker(pieces: Vec<&'static str>) -> (LlmWorker<FixedEngine>, WorkerContext, Receiver<AppEvent>, Arc<LocalModelState>) {
         let (events_tx, events) = bounded(64);
         let sink = EventSink::new(events_tx, || {});
-        let config = LlmConfig { model_path: "unused.gguf".into(), model_expected: None, local_limit_tokens: 1_500, max_answer_tokens: 16, idle_unload_secs: 600, sysfs: "/nonexistent".into(), notify: None };
+        let config = LlmConfig { model_path: "unused.gguf".into(), model_expected: None, local_limit_tokens: 1_500, max_answer_tokens: 16, idle_unload_secs: 600, sysfs: "/nonexistent".into(), notify: None, speed_file: None };
         let state = Arc::new(LocalModelState::default());
         let worker = LlmWorker::new(config, FixedEngine { pieces, loaded: false }, sink.clone(), Arc::default(), state.clone());
         (worker, WorkerContext { name: WorkerName::Llm, sink }, events, state)

@@ -435,6 +435,61 @@ fn fix_local_search(args: &mut Value, request: &str) {
     }
 }
 
+/// Most entries a list result puts under an answer that named none of them.
+const LISTED_UNDER_ANSWER: usize = 20;
+
+/// What a local answer leaves out of a list it was given: when the result of
+/// `list_files`, `search_files` or `list_windows` names things and the
+/// answer names none of them ("You have 2 recipes in ~/notes/recipes."),
+/// the list to show under the answer, one per line. A small model often
+/// counts or restates instead of naming; the user asked to see them.
+pub fn unnamed_list(tool: &str, output: &str, answer: &str) -> Option<String> {
+    let mut lines = output.lines();
+    let header = lines.next().unwrap_or_default();
+    // (what is shown, the words the answer may name it by)
+    let items: Vec<(String, Vec<String>)> = match tool {
+        "list_files" => lines
+            .map(|line| line.rsplit_once(" (").filter(|(_, size)| size.ends_with(" bytes)")).map_or(line, |(name, _)| name))
+            .map(|name| (name.to_owned(), file_names(name.trim_end_matches('/'))))
+            .collect(),
+        // `"dark theme" is in 1 file: notes/meeting.md` or, for a glob, one matching path per line.
+        "search_files" => match header.split_once(" is in ").and_then(|(_, rest)| rest.split_once(": ")) {
+            Some((_, files)) => files.split(", ").map(|f| (f.to_owned(), file_names(f))).collect(),
+            None => lines.filter(|l| !l.starts_with('[')).map(|f| (f.to_owned(), file_names(f))).collect(),
+        },
+        // `window 7: Firefox — Quarterly numbers - Mozilla Firefox`
+        "list_windows" => output
+            .lines()
+            .filter_map(|line| line.strip_prefix("window ").and_then(|l| l.split_once(": ")).map(|(_, w)| w))
+            .map(|w| {
+                let title = w.split_once(" — ").map_or(w, |(_, title)| title);
+                let cut = [" - ", " — ", " | "].iter().filter_map(|sep| title.find(sep)).min().unwrap_or(title.len());
+                let head = title[..cut].trim();
+                (w.to_owned(), vec![title.trim().to_owned(), head.to_owned()])
+            })
+            .collect(),
+        _ => return None,
+    };
+    let items: Vec<_> = items.into_iter().filter(|(shown, _)| !shown.trim().is_empty()).collect();
+    let answer = answer.to_lowercase();
+    let named = |names: &[String]| names.iter().any(|n| n.chars().count() >= 3 && answer.contains(&n.to_lowercase()));
+    if items.is_empty() || items.iter().any(|(_, names)| named(names)) {
+        return None;
+    }
+    let mut list: Vec<String> = items.iter().take(LISTED_UNDER_ANSWER).map(|(shown, _)| format!("- {shown}")).collect();
+    if items.len() > LISTED_UNDER_ANSWER {
+        list.push(format!("- … and {} more", items.len() - LISTED_UNDER_ANSWER));
+    }
+    Some(list.join("\n"))
+}
+
+/// The names a path is spoken of by: its file name, and that name without its extension.
+fn file_names(path: &str) -> Vec<String> {
+    let name = path.rsplit('/').next().unwrap_or(path).trim();
+    let stem = name.rsplit_once('.').map_or(name, |(stem, _)| stem);
+    vec![name.to_owned(), stem.to_owned()]
+}
+
 /// A one-call schema (`one_call_schema`) whose path arguments may only be one of `choices`.
 pub fn with_path_choices(mut schema: Value, choices: &[String]) -> Value {
     if choices.is_empty() {
@@ -830,6 +885,34 @@ mod tests {
         let mut args = json!({"path": "~/p", "glob": "*", "text": "DEFAULT_PORT"});
         fix_local_arguments("search_files", &mut args, "Where is DEFAULT_PORT defined?");
         assert_eq!(args, json!({"path": "~/p", "text": "DEFAULT_PORT"}));
+    }
+
+    /// The outputs as the tools write them (files::tests and describe_windows hold their formats).
+    #[test]
+    fn a_list_the_answer_names_nothing_of_goes_under_it() {
+        let listing = "/home/u/notes/recipes holds 3 entries (2 files and 1 folder):\nold/\npancakes.md (120 bytes)\nshakshuka.md (98 bytes)";
+        assert_eq!(unnamed_list("list_files", listing, "You have 2 recipes in ~/notes/recipes.").as_deref(), Some("- old/\n- pancakes.md\n- shakshuka.md"));
+        // Named by a file name or by its stem: the answer stands alone.
+        assert_eq!(unnamed_list("list_files", listing, "Pancakes and shakshuka."), None);
+        assert_eq!(unnamed_list("list_files", listing, "pancakes.md"), None);
+        let found = "\"dark theme\" is in 1 file: meeting-2026-11-20.md\nmeeting-2026-11-20.md:4: we keep the dark theme";
+        assert_eq!(unnamed_list("search_files", found, "Call the search_files tool.").as_deref(), Some("- meeting-2026-11-20.md"));
+        assert_eq!(unnamed_list("search_files", found, "It is in meeting-2026-11-20.md."), None);
+        let globbed = "2 files match:\nrecipes/pancakes.md\nrecipes/shakshuka.md\n[stopped after 2000 files and 2 matches]";
+        assert_eq!(unnamed_list("search_files", globbed, "Markdown files under ~/notes.").as_deref(), Some("- recipes/pancakes.md\n- recipes/shakshuka.md"));
+        assert_eq!(unnamed_list("search_files", "no file under /home/u matches", "Nothing."), None);
+        let windows = "window 7: Firefox — Quarterly numbers - Mozilla Firefox\nwindow 9: XTerm — build log";
+        assert_eq!(
+            unnamed_list("list_windows", windows, "The user is asking for the list of open windows.").as_deref(),
+            Some("- Firefox — Quarterly numbers - Mozilla Firefox\n- XTerm — build log")
+        );
+        assert_eq!(unnamed_list("list_windows", windows, "Quarterly numbers is open."), None);
+        // Other tools' results are the model's to read.
+        assert_eq!(unnamed_list("read_file", "1: milk\n2: eggs", "Nothing."), None);
+        let many: String = (0..30).map(|i| format!("\nphoto-{i}.jpg (1 bytes)")).collect();
+        let shown = unnamed_list("list_files", &format!("/p holds 30 entries (30 files and 0 folders):{many}"), "There are 30 photos.").unwrap();
+        assert_eq!(shown.lines().count(), LISTED_UNDER_ANSWER + 1);
+        assert!(shown.ends_with("- … and 10 more"), "{shown}");
     }
 
     #[test]

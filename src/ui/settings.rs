@@ -79,6 +79,8 @@ pub struct ModelView {
     pub summary: String,
     /// How it did on the project's evaluations, and how fast (chat models).
     pub evaluation: String,
+    /// Its file's name: how the speed measured here is found (`AppState::model_speeds`).
+    pub file_name: String,
     /// For an installed chat model: what answering with it needs.
     pub chat: Option<crate::config::ResolvedModel>,
 }
@@ -109,6 +111,7 @@ pub fn model_views(manifest: &crate::models::Manifest, models_dir: &std::path::P
                 optional: model.optional,
                 summary: model.summary.clone(),
                 evaluation: model.evaluation.clone(),
+                file_name: path.file_name().map(|f| f.to_string_lossy().into_owned()).unwrap_or_default(),
                 chat: (model.role == crate::models::ModelRole::Chat && check.is_ok()).then(|| crate::config::ResolvedModel::from_manifest(model, models_dir)),
             }
         })
@@ -273,7 +276,13 @@ pub fn settings_ui(
                 let role = format!("{:?}", model.role).to_lowercase();
                 ui.label(RichText::new(format!("{role} · {} · {:.0} MB", model.licence, model.size_bytes as f64 / 1e6)).small());
                 ui.end_row();
-                for line in [&model.summary, &model.evaluation] {
+                // The project's figures, then this machine's own (chat models that have answered here).
+                let here = match state.model_speeds.get(&model.file_name) {
+                    Some(measured) => measured.describe(),
+                    None if model.chat.is_some() => "Not measured on this machine yet: its first answers here measure it.".to_owned(),
+                    None => String::new(),
+                };
+                for line in [&model.summary, &model.evaluation, &here] {
                     if !line.is_empty() {
                         ui.label("");
                         ui.label(RichText::new(line).small().color(theme::MUTED));

@@ -110,6 +110,14 @@ fn smollm2_answers_with_the_captured_window_in_context_and_stops_within_a_second
     assert_eq!(saved[0].role, Role::User);
     assert!(saved[0].context.as_deref().unwrap_or_default().contains(title));
     assert_eq!(saved[1].content, streamed);
+    // Its speed is kept for Settings and the default's speed floor: the figures of this answer.
+    let model_file = chat_model().file_name().unwrap().to_string_lossy().into_owned();
+    let speeds = cowork::llm::speed::Speeds::load(&cowork::llm::speed::path(dir.path()));
+    let measured = speeds.measured(&model_file).expect("the answer's speed is kept");
+    assert!(measured.first_token_ms > 0 && measured.tokens_per_sec > 0.0, "{measured:?}");
+    if measured.samples == 1 {
+        assert_eq!((measured.first_token_ms as u64, measured.tokens_per_sec), (finished.2.first_token_millis, finished.2.tokens_per_sec));
+    }
 
     // 2. Stop ends generation within 1 s.
     let long = ChatRequest {
@@ -138,6 +146,9 @@ fn smollm2_answers_with_the_captured_window_in_context_and_stops_within_a_second
     assert_eq!(status, MessageStatus::Stopped);
     assert!(stop_latency < Duration::from_secs(1), "Stop took {stop_latency:?}");
     eprintln!("stop latency {stop_latency:?}");
+    // A stopped answer measures nothing.
+    let speeds = cowork::llm::speed::Speeds::load(&cowork::llm::speed::path(dir.path()));
+    assert_eq!(speeds.measured(&model_file).map(|m| m.samples), Some(measured.samples));
 
     assert!(capture.shutdown(CaptureCommand::Shutdown, Duration::from_secs(10)));
     assert!(brain.shutdown());
@@ -280,6 +291,7 @@ fn real_config(db: &std::path::Path) -> (LlmConfig, AgentConfig) {
         idle_unload_secs: 600,
         sysfs: cowork::llm::LlmConfig::real_sysfs(),
         notify: None,
+        speed_file: Some(cowork::llm::speed::path(db.parent().unwrap())),
     };
     let agent = AgentConfig {
         db_path: db.to_owned(),

@@ -107,6 +107,7 @@ fn llm_restarts_keeps_its_sender_and_fails_after_five_restarts() {
         idle_unload_secs: 600,
         sysfs: cowork::llm::LlmConfig::real_sysfs(),
         notify: None,
+        speed_file: None,
     };
     let mut llm = spawn_llm(config, sink, Arc::new(AtomicU64::new(0)), Default::default(), fast_policy()).unwrap();
     let sender = llm.commands.clone();

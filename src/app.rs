@@ -179,6 +179,14 @@ impl CoworkApp {
         self
     }
 
+    /// Where the toolkit cannot place the quick prompt (Wayland), the compositor is asked to.
+    fn place_quick_prompt(&self) {
+        if let Some(placer) = &self.placer {
+            let [width, height] = theme::QUICK_PROMPT_SIZE;
+            placer.place(crate::desktop::place::PlaceCommand::QuickPrompt { width: width as i32, height: height as i32 });
+        }
+    }
+
     /// Applies pending worker events, within a time budget.
     pub fn drain_events(&mut self, ctx: &egui::Context) {
         let start = Instant::now();
@@ -193,6 +201,8 @@ impl CoworkApp {
                     self.show_requested = true;
                     continue;
                 }
+                // The hotkey or `cowork trigger quick-prompt`: placed as when opened from the sidebar.
+                AppEvent::QuickPromptHotkey if !self.state.quick_prompt_open => self.place_quick_prompt(),
                 AppEvent::VoiceHotkey { pressed } => {
                     self.voice_hotkey(pressed);
                     continue;
@@ -452,11 +462,8 @@ impl CoworkApp {
                 }
             }
             UiAction::OpenQuickPrompt => {
-                if !self.state.quick_prompt_open
-                    && let Some(placer) = &self.placer
-                {
-                    let [width, height] = theme::QUICK_PROMPT_SIZE;
-                    placer.place(crate::desktop::place::PlaceCommand::QuickPrompt { width: width as i32, height: height as i32 });
+                if !self.state.quick_prompt_open {
+                    self.place_quick_prompt();
                 }
                 self.state.quick_prompt_open = true;
                 self.quick.focus_requested = false;

@@ -5,6 +5,7 @@
 pub mod backend;
 pub mod ipc;
 pub mod keysym;
+pub mod kwin;
 pub mod place;
 pub mod session;
 pub mod trigger;

@@ -936,7 +936,12 @@ fn run_sidebar(paths: &Paths, display: Option<String>, screenshot: Option<PathBu
     // where nothing can, the sidebar runs under XWayland so it can stay on top.
     let placement = desktop.state(cowork::desktop::session::Capability::SidebarPlacement).clone();
     let ipc = desktop.wayland.as_ref().and_then(|target| target.ipc.clone()).filter(|_| placement.is_ok() && !desktop.x11_decides());
-    let placer = ipc.and_then(|ipc| cowork::desktop::place::Placer::spawn(ipc).map_err(|err| tracing::warn!("place: {err}")).ok());
+    let kwin_places = desktop.family == cowork::desktop::session::Family::Kde && placement.is_ok();
+    let placer = match ipc {
+        Some(ipc) => cowork::desktop::place::Placer::spawn(ipc).map_err(|err| tracing::warn!("place: {err}")).ok(),
+        None if kwin_places => cowork::desktop::place::Placer::spawn_kwin().map_err(|err| tracing::warn!("place: {err}")).ok(),
+        None => None,
+    };
     let under_xwayland = !desktop.x11_decides() && desktop.xwayland && placer.is_none();
     let tray = match TrayIcon::spawn(settings.privacy.paused, sink.clone()) {
         Ok(tray) => Some(tray),

@@ -9,7 +9,8 @@ use std::time::Duration;
 
 use device_query::DeviceState;
 
-use super::session::{CapState, Capability, Report, WaylandTarget};
+use super::kwin::KWinDesktop;
+use super::session::{CapState, Capability, Family, Report, WaylandTarget};
 use super::wlr::WlrDesktop;
 use crate::capture::InputProbe;
 use crate::capture::x11::X11Desktop;
@@ -22,6 +23,8 @@ pub enum Backend {
     X11,
     /// A wlroots compositor.
     Wlroots(WaylandTarget),
+    /// KDE Plasma: cowork's KWin script over the session bus (`kwin`).
+    KWin,
     /// No backend sees the focused window here: why. Capture records no
     /// window and nobody away rather than guess.
     Blind(String),
@@ -33,6 +36,9 @@ pub enum Backend {
 pub fn backend_for(report: &Report, capability: Capability) -> Backend {
     if report.x11_decides() {
         return Backend::X11;
+    }
+    if report.family == Family::Kde && capability == Capability::FocusedWindow && report.state(capability).is_ok() {
+        return Backend::KWin;
     }
     match (&report.wayland, report.state(capability)) {
         (Some(target), state) if state.is_ok() || matches!(state, CapState::Degraded { .. }) => Backend::Wlroots(target.clone()),
@@ -61,6 +67,20 @@ impl DesktopBackend for X11Desktop {
 
     fn is_fullscreen(&self, window: u32) -> bool {
         X11Desktop::is_fullscreen(self, window).unwrap_or(false)
+    }
+}
+
+impl DesktopBackend for KWinDesktop {
+    fn wait_for_change(&mut self, timeout: Duration) -> Result<bool, String> {
+        KWinDesktop::wait_for_change(self, timeout)
+    }
+
+    fn active_window(&mut self) -> Result<Option<ActiveWindow>, String> {
+        Ok(KWinDesktop::active_window(self))
+    }
+
+    fn is_fullscreen(&self, window: u32) -> bool {
+        KWinDesktop::is_fullscreen(self, window)
     }
 }
 
@@ -119,6 +139,11 @@ pub fn connect(backend: &Backend, display: Option<&str>) -> Result<Connected, St
                 limits: (!limits.is_empty()).then(|| limits.join("; ")),
             })
         }
+        Backend::KWin => Ok(Connected {
+            desktop: Box::new(KWinDesktop::connect()?),
+            probe: None,
+            limits: Some("KWin's idle notifications are not read yet: you are never marked away".into()),
+        }),
         Backend::Blind(reason) => Err(reason.clone()),
     }
 }

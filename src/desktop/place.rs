@@ -2,8 +2,9 @@
 //! winit ignores position and always-on-top, so on sway and Hyprland the
 //! `place` thread asks the compositor over its IPC to make the sidebar a
 //! floating, sticky window docked to the right edge of the work area, and
-//! to float, centre and focus the quick prompt each time it opens. Windows
-//! are found by cowork's own pid and their title, never by app id alone.
+//! to float, centre and focus the quick prompt each time it opens; on KDE
+//! Plasma a KWin script does the same (`kwin::place_script`). Windows are
+//! found by cowork's own pid and their title, never by app id alone.
 
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
@@ -45,6 +46,16 @@ impl Placer {
         Ok(Placer { commands: Some(tx), thread: Some(thread) })
     }
 
+    /// On KDE Plasma: each placement is a KWin script (`kwin::place_script`),
+    /// loaded over the session bus; KWin applies it when the window is there
+    /// or as soon as it appears. The scripts are unloaded when the placer ends.
+    pub fn spawn_kwin() -> std::io::Result<Placer> {
+        let scripting = super::kwin::Scripting::session().map_err(std::io::Error::other)?;
+        let (tx, rx) = bounded(8);
+        let thread = std::thread::Builder::new().name("place".into()).spawn(move || run_kwin(&scripting, &rx))?;
+        Ok(Placer { commands: Some(tx), thread: Some(thread) })
+    }
+
     /// Asks for a placement (never waits: a full queue drops it).
     pub fn place(&self, command: PlaceCommand) {
         if let Some(commands) = &self.commands
@@ -80,6 +91,31 @@ fn run(ipc: &Ipc, commands: &Receiver<PlaceCommand>) {
             Ok(()) => tracing::debug!("place: done through {}'s IPC", ipc.name()),
             Err(err) => tracing::warn!("place: {err}"),
         }
+    }
+}
+
+fn run_kwin(scripting: &super::kwin::Scripting, commands: &Receiver<PlaceCommand>) {
+    use super::kwin::{PlaceKind, place_script, script_path};
+    let pid = std::process::id();
+    let mut loaded = Vec::new();
+    for command in commands {
+        let (name, kind, title) = match command {
+            PlaceCommand::Sidebar { width } => ("sidebar", PlaceKind::Sidebar { width }, SIDEBAR_TITLE),
+            PlaceCommand::QuickPrompt { width, height } => ("prompt", PlaceKind::Prompt { width, height }, QUICK_PROMPT_TITLE),
+        };
+        let plugin = format!("cowork-place-{pid}-{name}");
+        let file = script_path(&format!("{plugin}.js"));
+        match scripting.load(&plugin, &file, &place_script(kind, pid, title)) {
+            Ok(()) => tracing::debug!(%plugin, "place: asked KWin"),
+            Err(err) => tracing::warn!("place: {err}"),
+        }
+        if !loaded.contains(&(plugin.clone(), file.clone())) {
+            loaded.push((plugin, file));
+        }
+    }
+    for (plugin, file) in loaded {
+        scripting.unload(&plugin);
+        let _ = std::fs::remove_file(file);
     }
 }
 

@@ -276,7 +276,7 @@ pub fn report(facts: &Facts, a11y_on: bool) -> Report {
         capabilities.push((capability, state));
     }
     let wayland = match &family {
-        Family::Wlroots(_) if WLROOTS_BACKEND && facts.globals.is_some() => {
+        Family::Wlroots(_) | Family::Kde if WLROOTS_BACKEND && facts.globals.is_some() => {
             facts.wayland_socket().map(|socket| WaylandTarget { socket, ipc: facts.ipc() })
         }
         _ => None,
@@ -312,11 +312,15 @@ fn wayland_state(capability: Capability, family: &Family, has_global: &dyn Fn(&s
     };
     let later = |what: &str| match family {
         Family::Gnome => format!("GNOME gives apps no {what}: cowork's GNOME Shell extension is needed, which a later version brings"),
-        Family::Kde => format!("KDE Plasma gives apps no {what}: cowork's KWin script is needed, which a later version brings"),
+        Family::Kde => format!("KDE Plasma gives apps no {what}, and cowork does not read it through KWin yet"),
         _ if !WLROOTS_BACKEND => format!("cowork cannot read the {what} on Wayland yet (the wlroots backend is being built)"),
         _ => format!("{desktop_word} offers no {what} to apps"),
     };
     let ipc = WLROOTS_BACKEND && facts.ipc().is_some();
+    // KWin offers the data-control protocols too (the clipboard is watched as on wlroots).
+    let kde_has = |global: &str| WLROOTS_BACKEND && matches!(family, Family::Kde) && has_global(global);
+    // KDE Plasma: KWin runs cowork's script when it is on the session bus.
+    let kwin = matches!(family, Family::Kde) && facts.bus_names.iter().any(|n| n == "org.kde.KWin");
     match capability {
         Capability::FocusedWindow if has(globals::FOREIGN_TOPLEVEL) => {
             if ipc {
@@ -325,12 +329,13 @@ fn wayland_state(capability: Capability, family: &Family, has_global: &dyn Fn(&s
                 CapState::ok("wlr-foreign-toplevel (titles and app ids; no pid on this compositor)")
             }
         }
+        Capability::FocusedWindow if kwin => CapState::ok("cowork's KWin script: caption, app id and pid, pushed by KWin"),
         Capability::FocusedWindow => CapState::unavailable(format!("{}; no window is recorded rather than a wrong one", later("focused window"))),
         Capability::Idle if has(globals::EXT_IDLE) => CapState::ok("ext-idle-notify"),
         Capability::Idle if has(globals::KDE_IDLE) => CapState::ok("org_kde_kwin_idle"),
         Capability::Idle => CapState::unavailable(format!("{}; you are never marked away rather than wrongly", later("idle notifications"))),
-        Capability::ClipboardWatch if has(globals::EXT_DATA_CONTROL) => CapState::ok("ext-data-control"),
-        Capability::ClipboardWatch if has(globals::WLR_DATA_CONTROL) => CapState::ok("wlr-data-control"),
+        Capability::ClipboardWatch if has(globals::EXT_DATA_CONTROL) || kde_has(globals::EXT_DATA_CONTROL) => CapState::ok("ext-data-control"),
+        Capability::ClipboardWatch if has(globals::WLR_DATA_CONTROL) || kde_has(globals::WLR_DATA_CONTROL) => CapState::ok("wlr-data-control"),
         Capability::ClipboardWatch => CapState::unavailable(later("clipboard watching")),
         Capability::TypingStream if a11y_on => CapState::degraded(
             "Wayland lets no app see another's keys: text entered into fields is read from the accessibility bus instead",
@@ -357,6 +362,7 @@ fn wayland_state(capability: Capability, family: &Family, has_global: &dyn Fn(&s
         Capability::SidebarPlacement if has(globals::FOREIGN_TOPLEVEL) && matches!(facts.ipc(), Some(super::ipc::Ipc::Hyprland(_))) => {
             CapState::ok("a pinned, floating window docked right through Hyprland's IPC")
         }
+        Capability::SidebarPlacement if kwin => CapState::ok("kept above, on every desktop and docked right by cowork's KWin script"),
         Capability::SidebarPlacement if xwayland => {
             CapState::degraded("the sidebar runs under XWayland so it can stay on top and docked", "it may look soft with fractional scaling")
         }
@@ -366,6 +372,7 @@ fn wayland_state(capability: Capability, family: &Family, has_global: &dyn Fn(&s
         Capability::BrowserUrl if has(globals::FOREIGN_TOPLEVEL) => {
             CapState::degraded("the window's pid is unknown here: URLs come from the address bar matched by title", "")
         }
+        Capability::BrowserUrl if kwin => CapState::ok("the address bar over AT-SPI"),
         Capability::BrowserUrl => CapState::unavailable("no focused window is known"),
         Capability::WindowTools if has(globals::FOREIGN_TOPLEVEL) => CapState::ok("wlr-foreign-toplevel list and activate"),
         Capability::WindowTools => CapState::unavailable(later("window list")),
@@ -613,6 +620,34 @@ mod tests {
         let hyprland = Facts { hyprland: Some("abc".into()), current_desktop: "Hyprland".into(), ..sway() };
         let hyprland = Facts { swaysock: None, ..hyprland };
         assert_eq!(family(&hyprland), Family::Wlroots("Hyprland".into()));
+    }
+
+    #[test]
+    fn on_kde_plasma_the_focused_window_comes_from_coworks_kwin_script_when_kwin_is_on_the_bus() {
+        use super::super::backend::{Backend, backend_for};
+        let kde = Facts {
+            session_type: "wayland".into(),
+            current_desktop: "KDE".into(),
+            wayland_display: Some("wayland-0".into()),
+            globals: globals(&["wl_seat", "ext_idle_notifier_v1", "zwlr_data_control_manager_v1"]),
+            bus_names: vec!["org.kde.KWin".into()],
+            runtime_dir: Some("/run/user/1000".into()),
+            ..Facts::default()
+        };
+        let with_kwin = report(&kde, true);
+        assert!(with_kwin.state(Capability::FocusedWindow).text().contains("KWin script"), "{:?}", with_kwin.state(Capability::FocusedWindow));
+        assert_eq!(backend_for(&with_kwin, Capability::FocusedWindow), Backend::KWin);
+        assert!(with_kwin.state(Capability::BrowserUrl).is_ok());
+        assert!(with_kwin.state(Capability::SidebarPlacement).text().contains("KWin script"));
+        // KWin's data-control: the clipboard is watched as on wlroots.
+        assert!(matches!(backend_for(&with_kwin, Capability::ClipboardWatch), Backend::Wlroots(_)));
+        // What is not read on KDE yet stays unavailable and says so, and no other backend takes it.
+        assert_eq!(with_kwin.state(Capability::WindowTools).word(), "unavailable");
+        assert!(matches!(backend_for(&with_kwin, Capability::WindowTools), Backend::Blind(why) if why.contains("KDE Plasma")));
+        // KWin not (yet) on the bus: nothing is recorded rather than a wrong window.
+        let without = report(&Facts { bus_names: Vec::new(), ..kde }, true);
+        assert_eq!(without.state(Capability::FocusedWindow).word(), "unavailable");
+        assert!(matches!(backend_for(&without, Capability::FocusedWindow), Backend::Blind(_)));
     }
 
     #[test]

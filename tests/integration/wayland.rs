@@ -23,8 +23,12 @@ pub struct Compositor {
     pub swaysock: Option<PathBuf>,
     /// The XWayland display beside the compositor, when it runs one.
     pub x_display: Option<String>,
+    /// The session bus of this desktop (KDE: KWin serves on it), when it has one.
+    pub bus: Option<String>,
     children: Vec<ChildGuard>,
     home: tempfile::TempDir,
+    /// Ends after the compositor and its clients (fields drop after `Drop::drop`).
+    _bus: Option<ChildGuard>,
 }
 
 /// sway refuses to run as root: the compositor runs as `nobody` then, in a
@@ -78,8 +82,10 @@ impl Compositor {
             desktop: "sway",
             swaysock: None,
             x_display: None,
+            bus: None,
             children: vec![ChildGuard(sway)],
             home,
+            _bus: None,
         };
         let mut found = (None, None);
         let started = eventually(Duration::from_secs(10), || {
@@ -136,6 +142,140 @@ impl Compositor {
         cowork::desktop::session::probe_with(&|key| vars.iter().find(|(k, _)| k == key).map(|(_, v)| v.clone()))
     }
 
+    pub fn kwin_available() -> bool {
+        have_program("kwin_wayland") && have_program("weston-terminal") && have_program("dbus-daemon")
+    }
+
+    /// KWin 5.27 (`kwin_wayland --virtual`, llvmpipe) on its own session bus,
+    /// as a Plasma session has it. Debian installs kwin_wayland with a file
+    /// capability (`cap_sys_resource`) that a container without it cannot
+    /// exec; a copy without the capability runs the same.
+    pub fn kwin() -> Compositor {
+        let home = temp_dir();
+        let runtime = home.path().join("runtime");
+        std::fs::create_dir_all(&runtime).unwrap();
+        std::fs::set_permissions(&runtime, std::os::unix::fs::PermissionsExt::from_mode(0o700)).unwrap();
+        let (bus_guard, bus) = super::support::bare_session_bus(home.path());
+        let binary = home.path().join("kwin_wayland");
+        std::fs::copy(which("kwin_wayland"), &binary).unwrap();
+        let socket = "wayland-kde".to_owned();
+        let kwin = Command::new(&binary)
+            .args(["--virtual", "--width", "1280", "--height", "720", "--socket", &socket])
+            .env_clear()
+            .env("PATH", std::env::var_os("PATH").unwrap_or_default())
+            .env("XDG_RUNTIME_DIR", &runtime)
+            .env("HOME", home.path())
+            .env("QT_QPA_PLATFORM", "offscreen")
+            // What `kwin_windows`' probe script prints reaches the log.
+            .env("QT_LOGGING_RULES", "kwin_scripting=true")
+            .env("DBUS_SESSION_BUS_ADDRESS", &bus)
+            .stdout(Stdio::null())
+            .stderr(std::fs::File::create(home.path().join("kwin.log")).unwrap())
+            .spawn()
+            .expect("start kwin_wayland");
+        let compositor = Compositor {
+            runtime,
+            socket,
+            desktop: "KDE",
+            swaysock: None,
+            x_display: None,
+            bus: Some(bus.clone()),
+            children: vec![ChildGuard(kwin)],
+            home,
+            _bus: Some(bus_guard),
+        };
+        assert!(
+            eventually(Duration::from_secs(20), || compositor.runtime.join(&compositor.socket).exists()
+                && super::support::bus_name_owned(&bus, "org.kde.KWin")),
+            "kwin_wayland did not start: {}",
+            std::fs::read_to_string(compositor.home.path().join("kwin.log")).unwrap_or_default()
+        );
+        compositor
+    }
+
+    /// A weston-terminal whose title is each line written to `titles` (a fifo
+    /// it makes; the first line is `title`); its pid.
+    pub fn weston_terminal(&mut self, title: &str) -> (u32, PathBuf) {
+        let n = (0..).find(|n| !self.home.path().join(format!("titles-{n}")).exists()).unwrap();
+        let titles = self.home.path().join(format!("titles-{n}"));
+        assert!(Command::new("mkfifo").arg(&titles).status().unwrap().success());
+        let shell = self.home.path().join(format!("shell-{n}.sh"));
+        std::fs::write(
+            &shell,
+            format!("#!/bin/sh\nprintf '\\033]2;%s\\007' '{title}'\nwhile true; do while read t; do printf '\\033]2;%s\\007' \"$t\"; done < {}; done\n", titles.display()),
+        )
+        .unwrap();
+        std::fs::set_permissions(&shell, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
+        let child = self.command("weston-terminal").arg(format!("--shell={}", shell.display())).stdout(Stdio::null()).stderr(Stdio::null()).spawn().unwrap();
+        let pid = child.id();
+        self.children.push(ChildGuard(child));
+        (pid, titles)
+    }
+
+    /// Closes the client started with `pid` (the compositor gives the focus to the next).
+    pub fn close(&mut self, pid: u32) {
+        self.children.retain(|child| child.0.id() != pid);
+    }
+
+    /// `dbus-send` on this desktop's bus; its stdout.
+    fn dbus_send(&self, args: &[&str]) -> String {
+        let out = Command::new("dbus-send").arg(format!("--bus={}", self.bus.as_deref().unwrap())).arg("--print-reply").args(args).output().expect("dbus-send");
+        assert!(out.status.success(), "dbus-send {args:?}: {}", String::from_utf8_lossy(&out.stderr));
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    }
+
+    /// Every window KWin has (pid, caption, frame geometry, keepAbove,
+    /// onAllDesktops) and the work area, as a script run inside KWin prints them.
+    pub fn kwin_windows(&self) -> (Vec<serde_json::Value>, serde_json::Value) {
+        let n = (0..).find(|n| !self.home.path().join(format!("probe-{n}.js")).exists()).unwrap();
+        let file = self.home.path().join(format!("probe-{n}.js"));
+        let tag = format!("cowork-probe-{n}");
+        std::fs::write(
+            &file,
+            format!(
+                r#"var list = workspace.windowList !== undefined ? workspace.windowList() : workspace.clientList();
+for (var i = 0; i < list.length; i++) {{
+    var w = list[i]; var g = w.frameGeometry;
+    print("{tag} " + JSON.stringify({{pid: w.pid, caption: String(w.caption), x: g.x, y: g.y, width: g.width, height: g.height, keepAbove: w.keepAbove, onAllDesktops: w.onAllDesktops, active: w === (workspace.activeWindow !== undefined ? workspace.activeWindow : workspace.activeClient)}}));
+}}
+var a = workspace.clientArea(KWin.MaximizeArea, workspace.activeScreen !== undefined ? workspace.activeScreen : 0, workspace.currentDesktop);
+print("{tag}-area " + JSON.stringify({{x: a.x, y: a.y, width: a.width, height: a.height}}));
+"#
+            ),
+        )
+        .unwrap();
+        let reply = self.dbus_send(&["--dest=org.kde.KWin", "/Scripting", "org.kde.kwin.Scripting.loadScript", &format!("string:{}", file.display()), &format!("string:{tag}")]);
+        let id = reply.split("int32 ").nth(1).and_then(|rest| rest.trim().parse::<i32>().ok()).expect("a script id");
+        self.dbus_send(&["--dest=org.kde.KWin", &format!("/{id}"), "org.kde.kwin.Script.run"]);
+        let log = self.home.path().join("kwin.log");
+        let mut text = String::new();
+        assert!(eventually(Duration::from_secs(5), || {
+            text = std::fs::read_to_string(&log).unwrap_or_default();
+            text.contains(&format!("{tag}-area "))
+        }));
+        self.dbus_send(&["--dest=org.kde.KWin", "/Scripting", "org.kde.kwin.Scripting.unloadScript", &format!("string:{tag}")]);
+        let json = |line: &str, prefix: &str| line.split(prefix).nth(1).map(|rest| serde_json::from_str::<serde_json::Value>(rest.trim()).unwrap());
+        let windows = text.lines().filter_map(|line| json(line, &format!("{tag} "))).collect();
+        let area = text.lines().find_map(|line| json(line, &format!("{tag}-area "))).unwrap();
+        (windows, area)
+    }
+
+    /// What scripts printed in KWin (its log's `js:` lines), for failure messages.
+    pub fn kwin_script_output(&self) -> String {
+        let log = std::fs::read_to_string(self.home.path().join("kwin.log")).unwrap_or_default();
+        log.lines().filter(|l| l.starts_with("js:") && !l.contains("cowork-probe-")).collect::<Vec<_>>().join("\n")
+    }
+
+    /// Whether KWin has a script of this name loaded.
+    pub fn kwin_script_loaded(&self, plugin: &str) -> bool {
+        let out = Command::new("dbus-send")
+            .args([&format!("--bus={}", self.bus.as_deref().unwrap()), "--print-reply", "--dest=org.kde.KWin", "/Scripting", "org.kde.kwin.Scripting.isScriptLoaded"])
+            .arg(format!("string:{plugin}"))
+            .output()
+            .expect("dbus-send");
+        String::from_utf8_lossy(&out.stdout).contains("boolean true")
+    }
+
     /// weston 10 with its headless backend: only core globals, no seat; with
     /// XWayland, whose X display it names in its log.
     pub fn weston() -> Compositor {
@@ -155,7 +295,8 @@ impl Compositor {
             .stderr(Stdio::null())
             .spawn()
             .expect("start weston");
-        let mut compositor = Compositor { runtime, socket, desktop: "weston", swaysock: None, x_display: None, children: vec![ChildGuard(weston)], home };
+        let mut compositor =
+            Compositor { runtime, socket, desktop: "weston", swaysock: None, x_display: None, bus: None, children: vec![ChildGuard(weston)], home, _bus: None };
         let log = compositor.home.path().join("weston.log");
         let mut x_display = None;
         assert!(
@@ -179,6 +320,7 @@ impl Compositor {
         command
             .env_remove("DISPLAY")
             .env_remove("DBUS_SESSION_BUS_ADDRESS")
+            .env_remove("QT_QPA_PLATFORM")
             .env_remove("SWAYSOCK")
             .env_remove("HYPRLAND_INSTANCE_SIGNATURE")
             .env("XDG_SESSION_TYPE", "wayland")
@@ -196,6 +338,9 @@ impl Compositor {
         }
         if let Some(display) = &self.x_display {
             command.env("DISPLAY", display);
+        }
+        if let Some(bus) = &self.bus {
+            command.env("DBUS_SESSION_BUS_ADDRESS", bus);
         }
         command
     }
@@ -229,6 +374,10 @@ impl Drop for Compositor {
             let _ = std::fs::remove_dir_all(&self.runtime);
         }
     }
+}
+
+fn which(program: &str) -> PathBuf {
+    std::env::split_paths(&std::env::var_os("PATH").unwrap_or_default()).map(|dir| dir.join(program)).find(|p| p.is_file()).expect("on PATH")
 }
 
 /// The windows (leaf containers with a pid) of a sway tree.
@@ -306,6 +455,143 @@ fn on_an_unknown_compositor_every_capability_says_why_and_nothing_false_is_recor
     let afk = store::afk_between(&reader, 0, i64::MAX).unwrap();
     assert!(afk.is_empty(), "presence cannot be seen: neither away nor present is recorded: {afk:?}");
     assert_eq!(store::clips_between(&reader, 0, i64::MAX).unwrap().len(), 0);
+}
+
+/// KDE Plasma: `cowork capture run` loads its KWin script into a real KWin
+/// 5.27; focus and caption changes of weston-terminal windows become sessions
+/// with their pids; a caption change of a window without the focus is not
+/// one; a window the firewall excludes leaves nothing; the clipboard is
+/// watched through KWin's data-control; and at quit the script is unloaded
+/// and its file removed.
+#[test]
+fn on_kde_plasma_coworks_kwin_script_turns_focus_and_caption_changes_into_sessions_with_pids() {
+    if !require(Compositor::kwin_available(), "kwin_wayland, weston-terminal and dbus-daemon") {
+        return;
+    }
+    let mut kwin = Compositor::kwin();
+    let data = temp_dir();
+    let db = data.path().join("cowork.db");
+    {
+        let conn = store::open_writer(&db).unwrap();
+        store::set_setting(&conn, "capture.streams_confirmed", "true", 0).unwrap();
+        store::set_setting(&conn, "privacy.denied_titles", "KeePassXC", 0).unwrap();
+    }
+    let checks = doctor_desktop(&kwin, data.path());
+    let focused = checks.iter().find(|(name, _, _)| name == "focused window").expect("reported");
+    assert!(focused.1 == "ok" && focused.2.contains("KWin script"), "{focused:?}");
+    let capture = ChildGuard(kwin.cowork(data.path()).args(["capture", "run"]).spawn().unwrap());
+    let plugin = format!("cowork-desktop-{}", capture.0.id());
+    let script_file = kwin.runtime.join(format!("cowork-kwin-{}.js", capture.0.id()));
+    assert!(eventually(Duration::from_secs(15), || kwin.kwin_script_loaded(&plugin)), "cowork loaded its script into KWin");
+    let script = std::fs::read_to_string(&script_file).unwrap();
+    let unique = script.split("var COWORK = \"").nth(1).and_then(|rest| rest.split('"').next()).unwrap().to_owned();
+    assert!(unique.starts_with(":1."), "the script calls cowork's own unique bus name: {unique}");
+
+    let sessions = || store::open_read_only(&db).ok().and_then(|c| store::sessions_between(&c, 0, i64::MAX).ok()).unwrap_or_default();
+    let has = |title: &str, pid: u32| sessions().iter().any(|s| s.title == title && s.pid == Some(pid) && s.app == "org.freedesktop.weston.wayland-terminal");
+    let (alpha, alpha_titles) = kwin.weston_terminal("Alpha document");
+    assert!(eventually(Duration::from_secs(15), || has("Alpha document", alpha)), "{:?}", sessions());
+    let (beta, beta_titles) = kwin.weston_terminal("Beta notes");
+    assert!(eventually(Duration::from_secs(15), || has("Beta notes", beta)), "{:?}", sessions());
+    // The focused window's caption changes: a new session.
+    std::fs::write(&beta_titles, "Beta notes, edited\n").unwrap();
+    assert!(eventually(Duration::from_secs(5), || has("Beta notes, edited", beta)), "{:?}", sessions());
+    // A window without the focus changes its caption: nothing yet ...
+    std::fs::write(&alpha_titles, "Alpha renamed\n").unwrap();
+    std::thread::sleep(Duration::from_millis(800));
+    assert!(!sessions().iter().any(|s| s.title == "Alpha renamed"), "{:?}", sessions());
+    // ... until it has the focus again (KWin gives it back when beta closes).
+    kwin.close(beta);
+    assert!(eventually(Duration::from_secs(10), || has("Alpha renamed", alpha)), "{:?}", sessions());
+    // Another program on the bus cannot pose as KWin: its report is refused and nothing is recorded.
+    let forged = Command::new("dbus-send")
+        .args([&format!("--bus={}", kwin.bus.as_deref().unwrap()), "--print-reply", &format!("--dest={unique}"), "/org/cowork/KWin", "org.cowork.KWin1.Focused"])
+        .args(["string:Forged window", "string:evil", "string:evil", "int32:1", "boolean:false", "string:{forged}"])
+        .output()
+        .unwrap();
+    assert!(String::from_utf8_lossy(&forged.stderr).contains("AccessDenied"), "{forged:?}");
+    std::thread::sleep(Duration::from_millis(500));
+    assert!(!sessions().iter().any(|s| s.title == "Forged window"), "{:?}", sessions());
+    // A password manager's window, by the firewall's title rule: nothing of it.
+    let (_vault, _) = kwin.weston_terminal("Passwords.kdbx - KeePassXC");
+    std::thread::sleep(Duration::from_millis(1_500));
+    // The clipboard through KWin's data-control.
+    kwin.close(_vault);
+    std::thread::sleep(Duration::from_millis(500));
+    let copy = ChildGuard(kwin.command("wl-copy").args(["--foreground", "standup moved to 10:30"]).stdout(Stdio::null()).stderr(Stdio::null()).spawn().unwrap());
+    let clips = || store::open_read_only(&db).ok().and_then(|c| store::clips_between(&c, 0, i64::MAX).ok()).unwrap_or_default();
+    assert!(eventually(Duration::from_secs(5), || clips().iter().any(|c| c.text == "standup moved to 10:30")), "{:?}", clips());
+    drop(copy);
+
+    stop(capture);
+    assert!(!kwin.kwin_script_loaded(&plugin), "the script is unloaded at quit");
+    assert!(!script_file.exists(), "and its file removed");
+    let titles: Vec<String> = sessions().into_iter().map(|s| s.title).collect();
+    assert!(titles.iter().all(|t| !t.contains("KeePassXC") && !t.contains("Passwords")), "{titles:?}");
+    assert!(!on_disk(data.path(), "Passwords.kdbx"));
+}
+
+/// KDE Plasma: the sidebar started on KWin is kept above, on every desktop
+/// and docked to the right edge of the work area at its full height, by
+/// cowork's placement script; a terminal beside it is left where KWin put
+/// it; the quick prompt opens centred, above and focused; and the scripts go
+/// when cowork quits.
+#[test]
+fn on_kde_plasma_the_sidebar_docks_right_above_every_desktop_and_the_prompt_opens_focused() {
+    if !require(Compositor::kwin_available(), "kwin_wayland, weston-terminal and dbus-daemon") {
+        return;
+    }
+    let mut kwin = Compositor::kwin();
+    let (notes, _) = kwin.weston_terminal("Meeting notes");
+    let data = temp_dir();
+    let checks = doctor_desktop(&kwin, data.path());
+    let placement = checks.iter().find(|(name, _, _)| name == "sidebar placement").expect("reported");
+    assert!(placement.1 == "ok" && placement.2.contains("KWin script"), "{placement:?}");
+    let sidebar = kwin.cowork(data.path()).arg("--models-dir").arg(super::support::models_dir()).stdout(Stdio::null()).stderr(Stdio::null()).spawn().unwrap();
+    let pid = sidebar.id();
+    kwin.children.push(ChildGuard(sidebar));
+    let window = |windows: &[serde_json::Value], pid: u32, caption: &str| windows.iter().find(|w| w["pid"] == pid && w["caption"] == caption).cloned();
+    let mut last = (Vec::new(), serde_json::Value::Null);
+    let docked = eventually(Duration::from_secs(30), || {
+        last = kwin.kwin_windows();
+        let (windows, area) = &last;
+        window(windows, pid, "cowork").is_some_and(|w| {
+            w["keepAbove"] == true
+                && w["onAllDesktops"] == true
+                && w["x"].as_f64().unwrap() + w["width"].as_f64().unwrap() == area["x"].as_f64().unwrap() + area["width"].as_f64().unwrap()
+                && w["y"] == area["y"]
+                && w["height"] == area["height"]
+                && w["width"].as_f64().unwrap() < area["width"].as_f64().unwrap() / 2.0
+        })
+    });
+    assert!(docked, "the sidebar is above, on all desktops, docked right at full height: {last:?}\n{}", kwin.kwin_script_output());
+    // Only cowork's own window was touched.
+    let terminal = window(&last.0, notes, "Meeting notes").expect("the terminal");
+    assert!(terminal["keepAbove"] == false && terminal["onAllDesktops"] == false, "{terminal}");
+    let plugin = format!("cowork-place-{pid}-sidebar");
+    assert!(kwin.kwin_script_loaded(&plugin));
+
+    let out = kwin.cowork(data.path()).args(["trigger", "quick-prompt"]).output().unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let opened = eventually(Duration::from_secs(15), || {
+        last = kwin.kwin_windows();
+        let (windows, area) = &last;
+        window(windows, pid, "cowork quick prompt").is_some_and(|w| {
+            let centre = w["x"].as_f64().unwrap() + w["width"].as_f64().unwrap() / 2.0;
+            let middle = area["x"].as_f64().unwrap() + area["width"].as_f64().unwrap() / 2.0;
+            w["keepAbove"] == true && w["active"] == true && (centre - middle).abs() <= 1.0
+        })
+    });
+    assert!(opened, "the quick prompt is centred, above and focused: {last:?}\n{}", kwin.kwin_script_output());
+
+    let sidebar = kwin.children.iter_mut().find(|c| c.0.id() == pid).unwrap();
+    // SAFETY: signalling our own child.
+    unsafe { libc::kill(pid as i32, libc::SIGTERM) };
+    assert!(sidebar.0.wait().unwrap().success());
+    for kind in ["sidebar", "prompt"] {
+        assert!(!kwin.kwin_script_loaded(&format!("cowork-place-{pid}-{kind}")), "{kind} script unloaded at quit");
+    }
+    assert!(!kwin.kwin_script_loaded(&format!("cowork-desktop-{pid}")), "the focus script too");
 }
 
 const TOLERANCE_MILLIS: i64 = 150;

@@ -1,0 +1,298 @@
+//! KDE Plasma on Wayland: KWin tells ordinary apps nothing about other
+//! windows, so cowork loads its own KWin script (`assets/kwin/cowork-desktop.js`)
+//! over D-Bus (`org.kde.KWin /Scripting loadScript` + `run`) and the script
+//! calls cowork back on the session bus whenever the focus moves or the
+//! focused window's caption or fullscreen state changes: caption, resource
+//! class (the Wayland app id, or an X app's WM_CLASS), resource name, pid and
+//! KWin's id. The calls go to cowork's unique bus name, written into the
+//! script when it is loaded, and a call from anyone but the owner of
+//! `org.kde.KWin` is refused. The script is unloaded when the backend is
+//! dropped (at quit), and its file removed.
+
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+use crossbeam_channel::{Receiver, Sender, bounded};
+use parking_lot::Mutex;
+
+use crate::events::ActiveWindow;
+
+const SCRIPT: &str = include_str!("../../assets/kwin/cowork-desktop.js");
+/// Where cowork answers the script (its unique name is the destination).
+pub const OBJECT_PATH: &str = "/org/cowork/KWin";
+pub const INTERFACE: &str = "org.cowork.KWin1";
+const KWIN: &str = "org.kde.KWin";
+
+/// The focused window as KWin describes it.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct KWinWindow {
+    pub caption: String,
+    pub resource_class: String,
+    pub resource_name: String,
+    pub pid: u32,
+    pub fullscreen: bool,
+    /// KWin's id for the window (a UUID), stable while it lives.
+    pub id: String,
+}
+
+impl KWinWindow {
+    /// The id the rest of cowork knows the window by (nonzero, stable while it lives).
+    pub fn key(&self) -> u32 {
+        super::wlr::window_key(&self.resource_class, &self.id)
+    }
+
+    fn app(&self) -> String {
+        [&self.resource_class, &self.resource_name].into_iter().find(|s| !s.is_empty()).cloned().unwrap_or_else(|| "unknown".into())
+    }
+}
+
+/// The latest report: how many came so far, and the window (None: nothing focused).
+#[derive(Default)]
+struct Latest {
+    reports: u64,
+    window: Option<KWinWindow>,
+}
+
+/// The object the script calls.
+struct Listener {
+    /// The unique name that owned `org.kde.KWin` when the script was loaded.
+    kwin: String,
+    latest: Arc<Mutex<Latest>>,
+    wake: Sender<()>,
+}
+
+#[zbus::interface(name = "org.cowork.KWin1")]
+impl Listener {
+    /// The focused window changed, or its caption or fullscreen state did (an empty `id`: nothing is focused).
+    #[allow(clippy::too_many_arguments)]
+    fn focused(
+        &self,
+        #[zbus(header)] header: zbus::message::Header<'_>,
+        caption: String,
+        resource_class: String,
+        resource_name: String,
+        pid: i32,
+        fullscreen: bool,
+        id: String,
+    ) -> zbus::fdo::Result<()> {
+        if header.sender().map(|s| s.as_str()) != Some(self.kwin.as_str()) {
+            tracing::warn!(sender = ?header.sender().map(|s| s.to_string()), "refused a window report that did not come from KWin");
+            return Err(zbus::fdo::Error::AccessDenied("only KWin tells cowork about windows".into()));
+        }
+        let window = (!id.is_empty()).then(|| KWinWindow { caption, resource_class, resource_name, pid: pid.max(0) as u32, fullscreen, id });
+        {
+            let mut latest = self.latest.lock();
+            latest.reports += 1;
+            latest.window = window;
+        }
+        // One pending wake is enough: the reader takes the latest state.
+        let _ = self.wake.try_send(());
+        Ok(())
+    }
+}
+
+/// Loading cowork's scripts into KWin and unloading them, over the session bus.
+#[derive(Clone)]
+pub struct Scripting {
+    conn: zbus::blocking::Connection,
+}
+
+impl Scripting {
+    pub fn new(conn: zbus::blocking::Connection) -> Self {
+        Self { conn }
+    }
+
+    /// Over the session bus this process uses.
+    pub fn session() -> Result<Self, String> {
+        zbus::blocking::Connection::session().map(Self::new).map_err(kwin_error("no session bus"))
+    }
+
+    fn call(&self, method: &str, body: &(impl serde::Serialize + zbus::zvariant::DynamicType)) -> Result<zbus::message::Message, String> {
+        self.conn.call_method(Some(KWIN), "/Scripting", Some("org.kde.kwin.Scripting"), method, body).map_err(kwin_error("KWin refused cowork's script"))
+    }
+
+    /// Writes `source` to `file` and runs it in KWin as `plugin`, replacing a script of that name.
+    pub fn load(&self, plugin: &str, file: &std::path::Path, source: &str) -> Result<(), String> {
+        std::fs::write(file, source).map_err(|err| format!("cannot write the KWin script to {}: {err}", file.display()))?;
+        self.unload(plugin);
+        let path = file.to_string_lossy().into_owned();
+        let reply = self.call("loadScript", &(path.as_str(), plugin))?;
+        let id: i32 = reply.body().deserialize().map_err(kwin_error("KWin's answer to loadScript"))?;
+        if id < 0 {
+            return Err(format!("KWin did not load cowork's script {path} ({id})"));
+        }
+        // Plasma 6 serves the script at /Scripting/ScriptN, Plasma 5 at /N.
+        let mut last = String::new();
+        for object in [format!("/Scripting/Script{id}"), format!("/{id}")] {
+            match self.conn.call_method(Some(KWIN), object.as_str(), Some("org.kde.kwin.Script"), "run", &()) {
+                Ok(_) => return Ok(()),
+                Err(err) => last = err.to_string(),
+            }
+        }
+        Err(format!("KWin loaded cowork's script but would not run it: {last}"))
+    }
+
+    /// Unloads the script `plugin`; whether KWin had it.
+    pub fn unload(&self, plugin: &str) -> bool {
+        self.call("unloadScript", &(plugin,)).ok().and_then(|reply| reply.body().deserialize::<bool>().ok()).unwrap_or(false)
+    }
+}
+
+/// Where cowork writes the scripts it loads (the user's runtime directory: KWin runs as the user).
+pub fn script_path(name: &str) -> PathBuf {
+    std::env::var_os("XDG_RUNTIME_DIR").map(PathBuf::from).unwrap_or_else(std::env::temp_dir).join(name)
+}
+
+/// Which of cowork's windows a placement script is for.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum PlaceKind {
+    /// Kept above, on every desktop, docked right at the work area's full height, `width` wide.
+    Sidebar { width: i32 },
+    /// Kept above, centred a third of the way down, focused.
+    Prompt { width: i32, height: i32 },
+}
+
+const PLACE_SCRIPT: &str = include_str!("../../assets/kwin/cowork-place.js");
+
+/// The placement script for a window of this process titled `title`.
+pub fn place_script(kind: PlaceKind, pid: u32, title: &str) -> String {
+    let (name, width, height) = match kind {
+        PlaceKind::Sidebar { width } => ("sidebar", width, 0),
+        PlaceKind::Prompt { width, height } => ("prompt", width, height),
+    };
+    let title = title.replace('\\', "\\\\").replace('"', "\\\"").replace('\n', "\\n");
+    PLACE_SCRIPT
+        .replace("@COWORK_PID@", &pid.to_string())
+        .replace("@TITLE@", &title)
+        .replace("@KIND@", name)
+        .replace("@WIDTH@", &width.to_string())
+        .replace("@HEIGHT@", &height.to_string())
+}
+
+/// The focused window on KDE Plasma, from cowork's KWin script.
+pub struct KWinDesktop {
+    scripting: Scripting,
+    plugin: String,
+    script_file: PathBuf,
+    latest: Arc<Mutex<Latest>>,
+    wake: Receiver<()>,
+    seen: u64,
+    current: Option<KWinWindow>,
+}
+
+fn kwin_error(what: &str) -> impl Fn(zbus::Error) -> String + '_ {
+    move |err| format!("{what}: {err}")
+}
+
+impl KWinDesktop {
+    /// Serves the listener, loads and runs the script, and waits (up to 2 s) for its first report.
+    pub fn connect() -> Result<Self, String> {
+        let conn = zbus::blocking::Connection::session().map_err(kwin_error("no session bus"))?;
+        let dbus = zbus::blocking::fdo::DBusProxy::new(&conn).map_err(kwin_error("the session bus does not answer"))?;
+        let kwin = dbus
+            .get_name_owner(KWIN.try_into().expect("a valid bus name"))
+            .map_err(|err| format!("KWin is not on the session bus ({err}): is this a KDE Plasma session?"))?
+            .to_string();
+        let latest = Arc::new(Mutex::new(Latest::default()));
+        let (wake_tx, wake) = bounded(1);
+        conn.object_server()
+            .at(OBJECT_PATH, Listener { kwin, latest: latest.clone(), wake: wake_tx })
+            .map_err(kwin_error("cannot serve the KWin script's calls"))?;
+        let unique = conn.unique_name().ok_or("the session bus gave cowork no name")?.to_string();
+        let pid = std::process::id();
+        let script_file = script_path(&format!("cowork-kwin-{pid}.js"));
+        let plugin = format!("cowork-desktop-{pid}");
+        let scripting = Scripting::new(conn);
+        scripting.load(&plugin, &script_file, &SCRIPT.replace("@COWORK_BUS_NAME@", &unique))?;
+        let mut desktop = Self { scripting, plugin, script_file, latest, wake, seen: 0, current: None };
+        // The script tells the focused window as it starts.
+        let _ = desktop.wait_for_change(Duration::from_secs(2));
+        Ok(desktop)
+    }
+
+    /// Waits up to `timeout`; true when the focused window, its caption or its fullscreen state changed.
+    pub fn wait_for_change(&mut self, timeout: Duration) -> Result<bool, String> {
+        let _ = self.wake.recv_timeout(timeout);
+        let latest = self.latest.lock();
+        if latest.reports == self.seen {
+            return Ok(false);
+        }
+        self.seen = latest.reports;
+        let changed = self.current != latest.window;
+        self.current = latest.window.clone();
+        Ok(changed)
+    }
+
+    /// The focused window; None when nothing, or cowork itself, is focused.
+    pub fn active_window(&self) -> Option<ActiveWindow> {
+        let window = self.current.as_ref().filter(|w| w.pid != std::process::id())?;
+        Some(ActiveWindow {
+            window_id: window.key(),
+            app: window.app(),
+            title: window.caption.clone(),
+            pid: (window.pid > 0).then_some(window.pid),
+            url: None,
+            url_source: None,
+        })
+    }
+
+    pub fn is_fullscreen(&self, window: u32) -> bool {
+        self.current.as_ref().is_some_and(|w| w.key() == window && w.fullscreen)
+    }
+}
+
+impl Drop for KWinDesktop {
+    fn drop(&mut self) {
+        if !self.scripting.unload(&self.plugin) {
+            tracing::warn!(plugin = %self.plugin, "cowork's KWin script was not loaded at quit");
+        }
+        let _ = std::fs::remove_file(&self.script_file);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_script_handles_plasma_5_and_6_and_calls_only_the_name_written_in() {
+        assert_eq!(SCRIPT.matches("@COWORK_BUS_NAME@").count(), 1, "the one place cowork's name goes");
+        for name in ["windowActivated", "clientActivated", "activeWindow", "activeClient", "windowRemoved", "clientRemoved", "captionChanged", "fullScreenChanged"] {
+            assert!(SCRIPT.contains(name), "{name}");
+        }
+        // Every call goes to COWORK on our path and interface, with the arguments `focused` takes.
+        let calls: Vec<&str> = SCRIPT.match_indices("callDBus(").map(|(i, _)| &SCRIPT[i..]).collect();
+        assert_eq!(calls.len(), 2);
+        for call in calls {
+            assert!(call.starts_with("callDBus(COWORK, PATH, IFACE, \"Focused\","), "{}", &call[..60]);
+        }
+        assert!(SCRIPT.contains(&format!("var PATH = \"{OBJECT_PATH}\";")) && SCRIPT.contains(&format!("var IFACE = \"{INTERFACE}\";")));
+    }
+
+    #[test]
+    fn the_placement_script_is_for_this_process_and_title_only() {
+        let sidebar = place_script(PlaceKind::Sidebar { width: 380 }, 4242, "cowork");
+        assert!(!sidebar.contains('@'), "every placeholder filled");
+        for line in ["var PID = Number(\"4242\");", "var TITLE = \"cowork\";", "var KIND = \"sidebar\";", "var WIDTH = Number(\"380\");"] {
+            assert!(sidebar.contains(line), "{line}");
+        }
+        assert!(sidebar.contains("window.pid !== PID || String(window.caption) !== TITLE"), "other windows are never touched");
+        let prompt = place_script(PlaceKind::Prompt { width: 640, height: 120 }, 1, "cowork quick prompt");
+        assert!(prompt.contains("var KIND = \"prompt\";") && prompt.contains("var HEIGHT = Number(\"120\");"));
+        // A title cannot end the string it is written into.
+        let odd = place_script(PlaceKind::Sidebar { width: 1 }, 1, "a\"; workspace.x = 1; \"\\");
+        assert!(odd.contains(r#"var TITLE = "a\"; workspace.x = 1; \"\\";"#), "{}", odd.lines().find(|l| l.starts_with("var TITLE")).unwrap());
+    }
+
+    #[test]
+    fn a_window_is_known_by_kwins_id_and_named_by_its_class() {
+        let window = KWinWindow { caption: "Notes".into(), resource_class: "org.kde.kate".into(), resource_name: "kate".into(), pid: 7, fullscreen: false, id: "{a}".into() };
+        let renamed = KWinWindow { caption: "Other".into(), ..window.clone() };
+        assert_eq!(window.key(), renamed.key(), "a caption change keeps the window");
+        assert_ne!(window.key(), KWinWindow { id: "{b}".into(), ..window.clone() }.key());
+        assert_eq!(window.app(), "org.kde.kate");
+        assert_eq!(KWinWindow { resource_class: String::new(), ..window.clone() }.app(), "kate");
+        assert_eq!(KWinWindow::default().app(), "unknown");
+    }
+}

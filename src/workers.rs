@@ -136,7 +136,7 @@ impl Workers {
                 Backend::X11 => ClipboardSource::Off(not_ours),
                 Backend::Wlroots(target) => ClipboardSource::Wayland(target),
                 Backend::Blind(why) => ClipboardSource::Off(why),
-                Backend::KWin => ClipboardSource::Off(desktop.state(Capability::ClipboardWatch).text()),
+                Backend::KWin(_) => ClipboardSource::Off(desktop.state(Capability::ClipboardWatch).text()),
             };
             let (copy_tx, copy_rx) = bounded(8);
             let keys = spawn_keys(store.commands.clone(), Some(copy_tx), keys_off, sink.clone(), options.policy)?;

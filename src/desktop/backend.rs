@@ -23,8 +23,9 @@ pub enum Backend {
     X11,
     /// A wlroots compositor.
     Wlroots(WaylandTarget),
-    /// KDE Plasma: cowork's KWin script over the session bus (`kwin`).
-    KWin,
+    /// KDE Plasma: cowork's KWin script over the session bus (`kwin`), and
+    /// KWin's Wayland idle notification when its display is known.
+    KWin(Option<WaylandTarget>),
     /// No backend sees the focused window here: why. Capture records no
     /// window and nobody away rather than guess.
     Blind(String),
@@ -38,7 +39,7 @@ pub fn backend_for(report: &Report, capability: Capability) -> Backend {
         return Backend::X11;
     }
     if report.family == Family::Kde && capability == Capability::FocusedWindow && report.state(capability).is_ok() {
-        return Backend::KWin;
+        return Backend::KWin(report.wayland.clone());
     }
     match (&report.wayland, report.state(capability)) {
         (Some(target), state) if state.is_ok() || matches!(state, CapState::Degraded { .. }) => Backend::Wlroots(target.clone()),
@@ -139,11 +140,16 @@ pub fn connect(backend: &Backend, display: Option<&str>) -> Result<Connected, St
                 limits: (!limits.is_empty()).then(|| limits.join("; ")),
             })
         }
-        Backend::KWin => Ok(Connected {
-            desktop: Box::new(KWinDesktop::connect()?),
-            probe: None,
-            limits: Some("KWin's idle notifications are not read yet: you are never marked away".into()),
-        }),
+        Backend::KWin(target) => {
+            let idle = target.as_ref().map(super::wlr::IdleWatch::connect).transpose();
+            let (idle, limits) = match idle {
+                Ok(Some(idle)) => (Some(idle), None),
+                Ok(None) => (None, Some("KWin's display is not known: you are never marked away".to_owned())),
+                Err(err) => (None, Some(format!("{err}: you are never marked away"))),
+            };
+            let probe = idle.as_ref().map(|idle| Box::new(idle.presence()) as Box<dyn InputProbe>);
+            Ok(Connected { desktop: Box::new(KWinDesktop::connect()?.with_idle(idle)), probe, limits })
+        }
         Backend::Blind(reason) => Err(reason.clone()),
     }
 }

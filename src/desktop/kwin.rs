@@ -179,6 +179,8 @@ pub struct KWinDesktop {
     wake: Receiver<()>,
     seen: u64,
     current: Option<KWinWindow>,
+    /// Presence from KWin's Wayland idle notification, kept as long as the backend.
+    idle: Option<super::wlr::IdleWatch>,
 }
 
 fn kwin_error(what: &str) -> impl Fn(zbus::Error) -> String + '_ {
@@ -205,10 +207,16 @@ impl KWinDesktop {
         let plugin = format!("cowork-desktop-{pid}");
         let scripting = Scripting::new(conn);
         scripting.load(&plugin, &script_file, &SCRIPT.replace("@COWORK_BUS_NAME@", &unique))?;
-        let mut desktop = Self { scripting, plugin, script_file, latest, wake, seen: 0, current: None };
+        let mut desktop = Self { scripting, plugin, script_file, latest, wake, seen: 0, current: None, idle: None };
         // The script tells the focused window as it starts.
         let _ = desktop.wait_for_change(Duration::from_secs(2));
         Ok(desktop)
+    }
+
+    /// Keeps the idle watch whose presence capture reads alive with the backend.
+    pub fn with_idle(mut self, idle: Option<super::wlr::IdleWatch>) -> Self {
+        self.idle = idle;
+        self
     }
 
     /// Waits up to `timeout`; true when the focused window, its caption or its fullscreen state changed.

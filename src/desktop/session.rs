@@ -331,8 +331,8 @@ fn wayland_state(capability: Capability, family: &Family, has_global: &dyn Fn(&s
         }
         Capability::FocusedWindow if kwin => CapState::ok("cowork's KWin script: caption, app id and pid, pushed by KWin"),
         Capability::FocusedWindow => CapState::unavailable(format!("{}; no window is recorded rather than a wrong one", later("focused window"))),
-        Capability::Idle if has(globals::EXT_IDLE) => CapState::ok("ext-idle-notify"),
-        Capability::Idle if has(globals::KDE_IDLE) => CapState::ok("org_kde_kwin_idle"),
+        Capability::Idle if has(globals::EXT_IDLE) || kwin && kde_has(globals::EXT_IDLE) => CapState::ok("ext-idle-notify"),
+        Capability::Idle if has(globals::KDE_IDLE) || kwin && kde_has(globals::KDE_IDLE) => CapState::ok("org_kde_kwin_idle"),
         Capability::Idle => CapState::unavailable(format!("{}; you are never marked away rather than wrongly", later("idle notifications"))),
         Capability::ClipboardWatch if has(globals::EXT_DATA_CONTROL) || kde_has(globals::EXT_DATA_CONTROL) => CapState::ok("ext-data-control"),
         Capability::ClipboardWatch if has(globals::WLR_DATA_CONTROL) || kde_has(globals::WLR_DATA_CONTROL) => CapState::ok("wlr-data-control"),
@@ -636,7 +636,8 @@ mod tests {
         };
         let with_kwin = report(&kde, true);
         assert!(with_kwin.state(Capability::FocusedWindow).text().contains("KWin script"), "{:?}", with_kwin.state(Capability::FocusedWindow));
-        assert_eq!(backend_for(&with_kwin, Capability::FocusedWindow), Backend::KWin);
+        assert!(matches!(backend_for(&with_kwin, Capability::FocusedWindow), Backend::KWin(Some(_))));
+        assert_eq!(with_kwin.state(Capability::Idle).text(), "ext-idle-notify");
         assert!(with_kwin.state(Capability::BrowserUrl).is_ok());
         assert!(with_kwin.state(Capability::SidebarPlacement).text().contains("KWin script"));
         // KWin's data-control: the clipboard is watched as on wlroots.

@@ -388,6 +388,69 @@ fn bind_seat(globals: &GlobalList, qh: &QueueHandle<Wlr>) -> Result<WlSeat, Stri
     globals.bind::<WlSeat, _, _>(qh, 1..=1, ()).map_err(|err| format!("the compositor has no seat: {err}"))
 }
 
+/// Binds the compositor's idle notification (ext-idle-notify, else KDE's) for `seat`, one grain long.
+fn idle_object(globals: &GlobalList, qh: &QueueHandle<Wlr>, seat: &WlSeat) -> Option<IdleObject> {
+    let timeout = IDLE_GRAIN.as_millis() as u32;
+    if let Ok(notifier) = globals.bind::<ExtIdleNotifierV1, _, _>(qh, 1..=1, ()) {
+        Some(IdleObject::Ext(notifier.get_idle_notification(timeout, seat, qh, ())))
+    } else if let Ok(idle) = globals.bind::<OrgKdeKwinIdle, _, _>(qh, 1..=1, ()) {
+        Some(IdleObject::Kde(idle.get_idle_timeout(seat, timeout, qh, ())))
+    } else {
+        None
+    }
+}
+
+/// Presence alone, from the compositor's idle notification, on its own
+/// `idle` thread (KDE Plasma: KWin offers ext-idle-notify but no window
+/// list, which its script gives). The thread waits on the Wayland socket
+/// and looks at its stop flag once a grain; dropping the watch ends it.
+pub struct IdleWatch {
+    presence: Arc<Presence>,
+    stop: Arc<AtomicBool>,
+    thread: Option<std::thread::JoinHandle<()>>,
+}
+
+impl IdleWatch {
+    pub fn connect(target: &WaylandTarget) -> Result<Self, String> {
+        let (conn, globals, queue) = connect(target)?;
+        let qh = queue.handle();
+        let seat = bind_seat(&globals, &qh)?;
+        let idle = idle_object(&globals, &qh, &seat).ok_or("the compositor offers no idle notifications")?;
+        let presence = Arc::new(Presence::default());
+        let state = Wlr { presence: Some(presence.clone()), ..Wlr::default() };
+        let mut events = Events { conn, queue, state };
+        events.roundtrip()?;
+        let stop = Arc::new(AtomicBool::new(false));
+        let ended = stop.clone();
+        let thread = std::thread::Builder::new()
+            .name("idle".into())
+            .spawn(move || {
+                let _kept = (idle, seat);
+                while !ended.load(Ordering::Relaxed) {
+                    if let Err(err) = events.pump(IDLE_GRAIN) {
+                        tracing::warn!(error = %err, "idle notifications ended: you are no longer marked away");
+                        return;
+                    }
+                }
+            })
+            .map_err(|err| format!("cannot start the idle thread: {err}"))?;
+        Ok(Self { presence, stop, thread: Some(thread) })
+    }
+
+    pub fn presence(&self) -> Arc<Presence> {
+        self.presence.clone()
+    }
+}
+
+impl Drop for IdleWatch {
+    fn drop(&mut self) {
+        self.stop.store(true, Ordering::Relaxed);
+        if let Some(thread) = self.thread.take() {
+            let _ = thread.join();
+        }
+    }
+}
+
 /// The focused window and presence on a wlroots compositor (capture's backend there).
 pub struct WlrDesktop {
     events: Events,
@@ -422,16 +485,7 @@ impl WlrDesktop {
         let mut state = Wlr::default();
         let seat = bind_seat(&globals, &qh).ok();
         let presence = Arc::new(Presence::default());
-        let timeout = IDLE_GRAIN.as_millis() as u32;
-        let idle = seat.as_ref().and_then(|seat| {
-            if let Ok(notifier) = globals.bind::<ExtIdleNotifierV1, _, _>(&qh, 1..=1, ()) {
-                Some(IdleObject::Ext(notifier.get_idle_notification(timeout, seat, &qh, ())))
-            } else if let Ok(idle) = globals.bind::<OrgKdeKwinIdle, _, _>(&qh, 1..=1, ()) {
-                Some(IdleObject::Kde(idle.get_idle_timeout(seat, timeout, &qh, ())))
-            } else {
-                None
-            }
-        });
+        let idle = seat.as_ref().and_then(|seat| idle_object(&globals, &qh, seat));
         let presence = idle.as_ref().map(|_| presence);
         state.presence = presence.clone();
         let mut events = Events { conn, queue, state };

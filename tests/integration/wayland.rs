@@ -531,6 +531,36 @@ fn on_kde_plasma_coworks_kwin_script_turns_focus_and_caption_changes_into_sessio
     assert!(!on_disk(data.path(), "Passwords.kdbx"));
 }
 
+/// KDE Plasma: with nobody at the keyboard, KWin's ext-idle-notify marks
+/// the user away after the threshold (10 s, the shortest setting),
+/// back-dated to the last input; doctor says where presence comes from.
+#[test]
+fn on_kde_plasma_kwins_idle_notification_marks_away() {
+    use cowork::capture::heartbeat::AfkStatus;
+    if !require(Compositor::kwin_available(), "kwin_wayland, weston-terminal and dbus-daemon") {
+        return;
+    }
+    let mut kwin = Compositor::kwin();
+    kwin.weston_terminal("Meeting notes");
+    let data = temp_dir();
+    let db = data.path().join("cowork.db");
+    {
+        let conn = store::open_writer(&db).unwrap();
+        store::set_setting(&conn, "capture.streams_confirmed", "true", 0).unwrap();
+        store::set_setting(&conn, "capture.afk_secs", "10", 0).unwrap();
+    }
+    let checks = doctor_desktop(&kwin, data.path());
+    let away = checks.iter().find(|(name, _, _)| name == "away detection").expect("reported");
+    assert!(away.1 == "ok" && away.2.contains("ext-idle-notify"), "{away:?}");
+    let started = cowork::ids::now_millis();
+    let capture = ChildGuard(kwin.cowork(data.path()).args(["capture", "run"]).spawn().unwrap());
+    let afk = || store::open_read_only(&db).ok().and_then(|c| store::afk_between(&c, 0, i64::MAX).ok()).unwrap_or_default();
+    assert!(eventually(Duration::from_secs(25), || afk().iter().any(|e| e.data == AfkStatus::Afk)), "nobody typed, so the user went away: {:?}", afk());
+    let gone = afk().into_iter().find(|e| e.data == AfkStatus::Afk).unwrap();
+    assert!((gone.start_millis - started).abs() <= 3_000, "away is back-dated to the last input: {gone:?} (capture started {started})");
+    stop(capture);
+}
+
 /// KDE Plasma: the sidebar started on KWin is kept above, on every desktop
 /// and docked to the right edge of the work area at its full height, by
 /// cowork's placement script; a terminal beside it is left where KWin put

@@ -1,11 +1,14 @@
 //! Capture on a real desktop, side by side: focus change → finished session
-//! readable in SQLite, on X11 (Xvfb + openbox, xterms, activated with
-//! xdotool) and on sway 1.7 headless (foot windows, focused through sway's
-//! IPC); then the CPU the Wayland capture threads (capture: foreign-toplevel
-//! + idle notification; clipboard: data-control) spend on an idle desktop.
+//! readable in SQLite, on KDE's KWin 5.27 (`--virtual`, weston-terminal
+//! windows, activated by a KWin script per switch; cowork's own KWin script
+//! reports), on X11 (Xvfb + openbox, xterms, activated with xdotool) and on
+//! sway 1.7 headless (foot windows, focused through sway's IPC); then the CPU
+//! the Wayland capture threads (capture: foreign-toplevel + idle
+//! notification; clipboard: data-control) spend on an idle desktop, on sway
+//! and on KWin.
 //!
 //! `cargo bench --profile dev --bench desktop` (COWORK_BENCH_SWITCHES=200,
-//! COWORK_BENCH_IDLE_SECS=60; COWORK_BENCH_ONLY=x11|sway|idle runs one part).
+//! COWORK_BENCH_IDLE_SECS=60; COWORK_BENCH_ONLY=kwin|x11|sway|idle runs one part).
 
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
@@ -266,9 +269,136 @@ fn idle(seconds: u64) {
     store.shutdown(StoreCommand::Shutdown, Duration::from_secs(10));
 }
 
+/// KWin 5.27 `--virtual` on a session bus of its own, which this process
+/// then uses (set before any other thread runs: `main` starts here).
+struct KWin {
+    home: tempfile::TempDir,
+    runtime: PathBuf,
+    clients: Vec<Killed>,
+    _kwin: Killed,
+    _bus: Killed,
+}
+
+impl KWin {
+    fn start() -> KWin {
+        use std::io::BufRead;
+        let home = tempfile::tempdir().unwrap();
+        let runtime = home.path().join("runtime");
+        std::fs::create_dir_all(&runtime).unwrap();
+        std::fs::set_permissions(&runtime, std::os::unix::fs::PermissionsExt::from_mode(0o700)).unwrap();
+        // A bus from which nothing is activated (a keyring would be, and take its time).
+        let config = home.path().join("bus.conf");
+        std::fs::write(
+            &config,
+            format!(
+                "<busconfig><type>session</type><keep_umask/><listen>unix:dir={}</listen><auth>EXTERNAL</auth>\
+                 <policy context=\"default\"><allow send_destination=\"*\" eavesdrop=\"true\"/><allow eavesdrop=\"true\"/><allow own=\"*\"/></policy></busconfig>",
+                home.path().display()
+            ),
+        )
+        .unwrap();
+        let mut bus = Command::new("dbus-daemon")
+            .arg(format!("--config-file={}", config.display()))
+            .args(["--nofork", "--print-address=1"])
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap();
+        let mut address = String::new();
+        std::io::BufReader::new(bus.stdout.take().unwrap()).read_line(&mut address).unwrap();
+        // SAFETY: no other thread runs yet (the KWin part is the first).
+        unsafe { std::env::set_var("DBUS_SESSION_BUS_ADDRESS", address.trim()) };
+        // Debian's kwin_wayland carries a file capability a container cannot exec; a copy has none.
+        let binary = home.path().join("kwin_wayland");
+        std::fs::copy("/usr/bin/kwin_wayland", &binary).unwrap();
+        let kwin = Command::new(&binary)
+            .args(["--virtual", "--width", "1280", "--height", "720", "--socket", "wayland-kde"])
+            .env("XDG_RUNTIME_DIR", &runtime)
+            .env("QT_QPA_PLATFORM", "offscreen")
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap();
+        let kwin = KWin { home, runtime: runtime.clone(), clients: Vec::new(), _kwin: Killed(kwin), _bus: Killed(bus) };
+        let bus = zbus::blocking::Connection::session().unwrap();
+        let dbus = zbus::blocking::fdo::DBusProxy::new(&bus).unwrap();
+        wait_until("kwin started", || runtime.join("wayland-kde").exists() && dbus.name_has_owner("org.kde.KWin".try_into().unwrap()).unwrap_or(false));
+        kwin
+    }
+
+    fn env(&self) -> Vec<(String, String)> {
+        [("XDG_SESSION_TYPE", "wayland"), ("XDG_CURRENT_DESKTOP", "KDE"), ("WAYLAND_DISPLAY", "wayland-kde")]
+            .into_iter()
+            .map(|(k, v)| (k.to_owned(), v.to_owned()))
+            .chain([("XDG_RUNTIME_DIR".to_owned(), self.runtime.display().to_string())])
+            .collect()
+    }
+
+    fn terminal(&mut self, title: &str) {
+        let shell = self.home.path().join(format!("{}.sh", title.replace(' ', "-")));
+        std::fs::write(&shell, format!("#!/bin/sh\nprintf '\\033]2;{title}\\007'\nexec sleep 3600\n")).unwrap();
+        std::fs::set_permissions(&shell, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
+        let child = Command::new("weston-terminal")
+            .arg(format!("--shell={}", shell.display()))
+            .env("WAYLAND_DISPLAY", "wayland-kde")
+            .env("XDG_RUNTIME_DIR", &self.runtime)
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap();
+        self.clients.push(Killed(child));
+    }
+
+    fn backend(&self, capability: Capability) -> Backend {
+        let env = self.env();
+        let facts = probe_with(&|key| env.iter().find(|(k, _)| k == key).map(|(_, v)| v.clone()));
+        cowork::desktop::backend::backend_for(&report(&facts, false), capability)
+    }
+}
+
+impl Drop for KWin {
+    fn drop(&mut self) {
+        self.clients.clear();
+    }
+}
+
+fn kwin(switches: u64) {
+    use cowork::desktop::kwin::Scripting;
+    let mut kwin = KWin::start();
+    kwin.terminal("bench alpha");
+    kwin.terminal("bench beta");
+    std::thread::sleep(Duration::from_secs(2));
+    let backend = kwin.backend(Capability::FocusedWindow);
+    assert!(matches!(backend, Backend::KWin(_)), "{backend:?}");
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("cowork.db");
+    let (mut store, mut capture) = capture(&db, backend, None);
+    wait_until("the first session", || store::open_read_only(&db).ok().is_some_and(|c| !store::recent_sessions(&c, 1).unwrap_or_default().is_empty()));
+    let scripting = Scripting::session().unwrap();
+    let file = kwin.home.path().join("switch.js");
+    let switch = |title: &str| {
+        let source = format!(
+            "var l = workspace.clientList(); for (var i = 0; i < l.length; i++) {{ if (String(l[i].caption) === \"{title}\") {{ workspace.activeClient = l[i]; }} }}"
+        );
+        scripting.load("bench-switch", &file, &source).unwrap();
+    };
+    // Whichever mapped last has the focus: start from beta, so the first switch is one.
+    switch("bench beta");
+    std::thread::sleep(Duration::from_millis(500));
+    // The switch happens while the script runs: the time counts from its run returning.
+    measure("KWin 5.27 (cowork's KWin script, D-Bus)", &db, switches, |first| switch(if first { "bench alpha" } else { "bench beta" }));
+    scripting.unload("bench-switch");
+    capture.shutdown(CaptureCommand::Shutdown, Duration::from_secs(10));
+    store.shutdown(StoreCommand::Shutdown, Duration::from_secs(10));
+}
+
 fn main() {
     // `cargo bench` passes --bench; this is not a criterion harness.
     let switches = var("COWORK_BENCH_SWITCHES", 200);
+    // First: it sets this process's session bus before any thread starts.
+    if runs("kwin") && std::path::Path::new("/usr/bin/kwin_wayland").exists() {
+        kwin(switches);
+    }
     if runs("x11") {
         x11(switches);
     }

@@ -388,6 +388,19 @@ fn kwin(switches: u64) {
     // The switch happens while the script runs: the time counts from its run returning.
     measure("KWin 5.27 (cowork's KWin script, D-Bus)", &db, switches, |first| switch(if first { "bench alpha" } else { "bench beta" }));
     scripting.unload("bench-switch");
+    // Then an idle desktop: what the capture thread, the idle thread and zbus's
+    // executor (which receives the script's calls) spend while nothing happens.
+    std::thread::sleep(Duration::from_secs(2));
+    let seconds = var("COWORK_BENCH_IDLE_SECS", 60);
+    let threads = ["capture", "idle", "zbus::Connectio"];
+    let before = thread_ticks(&threads);
+    let started = Instant::now();
+    std::thread::sleep(Duration::from_secs(seconds));
+    let ticks = thread_ticks(&threads) - before;
+    // SAFETY: no preconditions.
+    let hz = unsafe { libc::sysconf(libc::_SC_CLK_TCK) } as f64;
+    let percent = ticks as f64 / hz / started.elapsed().as_secs_f64() * 100.0;
+    println!("KWin, idle desktop for {seconds} s: the capture, idle and D-Bus threads used {percent:.3} % of one core ({ticks} ticks at {hz} Hz)");
     capture.shutdown(CaptureCommand::Shutdown, Duration::from_secs(10));
     store.shutdown(StoreCommand::Shutdown, Duration::from_secs(10));
 }

@@ -531,6 +531,32 @@ fn on_kde_plasma_coworks_kwin_script_turns_focus_and_caption_changes_into_sessio
     assert!(!on_disk(data.path(), "Passwords.kdbx"));
 }
 
+/// The KWin scripts as shipped parse as JavaScript (their Plasma 6 branches
+/// cannot run on Debian 12's KWin 5.27, so this is what checks them there),
+/// and so do they with cowork's values written in.
+#[test]
+fn the_kwin_scripts_parse_as_javascript() {
+    if !require(have_program("node"), "node") {
+        return;
+    }
+    let dir = temp_dir();
+    let filled = [
+        ("desktop.js", std::fs::read_to_string(super::support::repo_dir().join("assets/kwin/cowork-desktop.js")).unwrap().replace("@COWORK_BUS_NAME@", ":1.42")),
+        ("sidebar.js", cowork::desktop::kwin::place_script(cowork::desktop::kwin::PlaceKind::Sidebar { width: 380 }, 42, "cowork")),
+        ("prompt.js", cowork::desktop::kwin::place_script(cowork::desktop::kwin::PlaceKind::Prompt { width: 560, height: 64 }, 42, "a \"quoted\" \\ title")),
+    ];
+    for (name, source) in filled {
+        let path = dir.path().join(name);
+        std::fs::write(&path, source).unwrap();
+        let out = Command::new("node").arg("--check").arg(&path).output().unwrap();
+        assert!(out.status.success(), "{name}: {}", String::from_utf8_lossy(&out.stderr));
+    }
+    for asset in ["assets/kwin/cowork-desktop.js", "assets/kwin/cowork-place.js"] {
+        let out = Command::new("node").arg("--check").arg(super::support::repo_dir().join(asset)).output().unwrap();
+        assert!(out.status.success(), "{asset}: {}", String::from_utf8_lossy(&out.stderr));
+    }
+}
+
 /// KDE Plasma: with nobody at the keyboard, KWin's ext-idle-notify marks
 /// the user away after the threshold (10 s, the shortest setting),
 /// back-dated to the last input; doctor says where presence comes from.

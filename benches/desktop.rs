@@ -195,9 +195,7 @@ impl Sway {
     }
 
     fn backend(&self, capability: Capability) -> Backend {
-        let env = self.env();
-        let facts = probe_with(&|key| env.iter().find(|(k, _)| k == key).map(|(_, v)| v.clone()));
-        cowork::desktop::backend::backend_for(&report(&facts, false), capability)
+        backend_in(&self.env(), capability)
     }
 }
 
@@ -223,6 +221,23 @@ fn sway(switches: u64) {
     });
     capture.shutdown(CaptureCommand::Shutdown, Duration::from_secs(10));
     store.shutdown(StoreCommand::Shutdown, Duration::from_secs(10));
+}
+
+/// The backend cowork picks for `capability` in a session with this environment.
+fn backend_in(env: &[(String, String)], capability: Capability) -> Backend {
+    let facts = probe_with(&|key| env.iter().find(|(k, _)| k == key).map(|(_, v)| v.clone()));
+    cowork::desktop::backend::backend_for(&report(&facts, false), capability)
+}
+
+/// The share of one core this process's threads named `names` use over `seconds` of nothing happening: (percent, ticks, ticks per second).
+fn idle_cpu(names: &[&str], seconds: u64) -> (f64, u64, f64) {
+    let before = thread_ticks(names);
+    let started = Instant::now();
+    std::thread::sleep(Duration::from_secs(seconds));
+    let ticks = thread_ticks(names) - before;
+    // SAFETY: no preconditions.
+    let hz = unsafe { libc::sysconf(libc::_SC_CLK_TCK) } as f64;
+    (ticks as f64 / hz / started.elapsed().as_secs_f64() * 100.0, ticks, hz)
 }
 
 /// utime + stime of this process's threads named `names`, in clock ticks.
@@ -255,14 +270,7 @@ fn idle(seconds: u64) {
         spawn_clipboard(None, ClipboardSource::Wayland(target), store.commands.clone(), copy_rx, EventSink::new(events, || {}), RestartPolicy::default())
             .unwrap();
     std::thread::sleep(Duration::from_secs(3));
-    let threads = ["capture", "clipboard"];
-    let before = thread_ticks(&threads);
-    let started = Instant::now();
-    std::thread::sleep(Duration::from_secs(seconds));
-    let ticks = thread_ticks(&threads) - before;
-    // SAFETY: no preconditions.
-    let hz = unsafe { libc::sysconf(libc::_SC_CLK_TCK) } as f64;
-    let percent = ticks as f64 / hz / started.elapsed().as_secs_f64() * 100.0;
+    let (percent, ticks, hz) = idle_cpu(&["capture", "clipboard"], seconds);
     println!("sway, idle desktop for {seconds} s: the capture and clipboard threads used {percent:.3} % of one core ({ticks} ticks at {hz} Hz)");
     clipboard.shutdown(cowork::capture::clipboard::ClipboardCommand::Shutdown, Duration::from_secs(10));
     capture.shutdown(CaptureCommand::Shutdown, Duration::from_secs(10));
@@ -350,9 +358,7 @@ impl KWin {
     }
 
     fn backend(&self, capability: Capability) -> Backend {
-        let env = self.env();
-        let facts = probe_with(&|key| env.iter().find(|(k, _)| k == key).map(|(_, v)| v.clone()));
-        cowork::desktop::backend::backend_for(&report(&facts, false), capability)
+        backend_in(&self.env(), capability)
     }
 }
 
@@ -392,14 +398,7 @@ fn kwin(switches: u64) {
     // executor (which receives the script's calls) spend while nothing happens.
     std::thread::sleep(Duration::from_secs(2));
     let seconds = var("COWORK_BENCH_IDLE_SECS", 60);
-    let threads = ["capture", "idle", "zbus::Connectio"];
-    let before = thread_ticks(&threads);
-    let started = Instant::now();
-    std::thread::sleep(Duration::from_secs(seconds));
-    let ticks = thread_ticks(&threads) - before;
-    // SAFETY: no preconditions.
-    let hz = unsafe { libc::sysconf(libc::_SC_CLK_TCK) } as f64;
-    let percent = ticks as f64 / hz / started.elapsed().as_secs_f64() * 100.0;
+    let (percent, ticks, hz) = idle_cpu(&["capture", "idle", "zbus::Connectio"], seconds);
     println!("KWin, idle desktop for {seconds} s: the capture, idle and D-Bus threads used {percent:.3} % of one core ({ticks} ticks at {hz} Hz)");
     capture.shutdown(CaptureCommand::Shutdown, Duration::from_secs(10));
     store.shutdown(StoreCommand::Shutdown, Duration::from_secs(10));

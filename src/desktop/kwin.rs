@@ -124,13 +124,18 @@ impl Scripting {
         }
         // Plasma 6 serves the script at /Scripting/ScriptN, Plasma 5 at /N.
         let mut last = String::new();
-        for object in [format!("/Scripting/Script{id}"), format!("/{id}")] {
-            match self.conn.call_method(Some(KWIN), object.as_str(), Some("org.kde.kwin.Script"), "run", &()) {
-                Ok(_) => return Ok(()),
-                Err(err) => last = err.to_string(),
-            }
+        let ran = [format!("/Scripting/Script{id}"), format!("/{id}")].iter().any(|object| {
+            self.conn.call_method(Some(KWIN), object.as_str(), Some("org.kde.kwin.Script"), "run", &()).map_err(|err| last = err.to_string()).is_ok()
+        });
+        // KWin 5 numbers a script by the length of its list, so after any script was unloaded a
+        // new one can get the number, and the D-Bus path, of one still loaded: `run` then reaches
+        // that one and ours never starts. `start` runs every loaded script not running yet
+        // (and loads the user's enabled packaged scripts, which are loaded already).
+        let started = self.call("start", &());
+        if !ran && let Err(err) = started {
+            return Err(format!("KWin loaded cowork's script but would not run it: {last}; {err}"));
         }
-        Err(format!("KWin loaded cowork's script but would not run it: {last}"))
+        Ok(())
     }
 
     /// Unloads the script `plugin`; whether KWin had it.

@@ -247,6 +247,9 @@ print("{tag}-area " + JSON.stringify({{x: a.x, y: a.y, width: a.width, height: a
         let reply = self.dbus_send(&["--dest=org.kde.KWin", "/Scripting", "org.kde.kwin.Scripting.loadScript", &format!("string:{}", file.display()), &format!("string:{tag}")]);
         let id = reply.split("int32 ").nth(1).and_then(|rest| rest.trim().parse::<i32>().ok()).expect("a script id");
         self.dbus_send(&["--dest=org.kde.KWin", &format!("/{id}"), "org.kde.kwin.Script.run"]);
+        // KWin 5 can give a new script the number (and D-Bus path) of one still loaded
+        // (`kwin::Scripting::load` says how): `start` runs every loaded script not running yet.
+        self.dbus_send(&["--dest=org.kde.KWin", "/Scripting", "org.kde.kwin.Scripting.start"]);
         let log = self.home.path().join("kwin.log");
         let mut text = String::new();
         assert!(eventually(Duration::from_secs(5), || {
@@ -416,6 +419,23 @@ fn doctor_desktop(compositor: &Compositor, data: &Path) -> Vec<(String, String, 
         .collect()
 }
 
+/// One of doctor's desktop checks: (status, detail).
+fn doctor_check(compositor: &Compositor, data: &Path, name: &str) -> (String, String) {
+    doctor_desktop(compositor, data).into_iter().find(|(n, _, _)| n == name).map(|(_, status, detail)| (status, detail)).expect("reported")
+}
+
+/// A data directory whose streams the user confirmed, with these settings; and its database.
+fn capturing_data_dir(settings: &[(&str, &str)]) -> (tempfile::TempDir, PathBuf) {
+    let data = temp_dir();
+    let db = data.path().join("cowork.db");
+    let conn = store::open_writer(&db).unwrap();
+    store::set_setting(&conn, "capture.streams_confirmed", "true", 0).unwrap();
+    for (key, value) in settings {
+        store::set_setting(&conn, key, value, 0).unwrap();
+    }
+    (data, db)
+}
+
 #[test]
 fn on_an_unknown_compositor_every_capability_says_why_and_nothing_false_is_recorded() {
     if !require(have_program("weston") && have_program("weston-terminal"), "weston") {
@@ -469,16 +489,9 @@ fn on_kde_plasma_coworks_kwin_script_turns_focus_and_caption_changes_into_sessio
         return;
     }
     let mut kwin = Compositor::kwin();
-    let data = temp_dir();
-    let db = data.path().join("cowork.db");
-    {
-        let conn = store::open_writer(&db).unwrap();
-        store::set_setting(&conn, "capture.streams_confirmed", "true", 0).unwrap();
-        store::set_setting(&conn, "privacy.denied_titles", "KeePassXC", 0).unwrap();
-    }
-    let checks = doctor_desktop(&kwin, data.path());
-    let focused = checks.iter().find(|(name, _, _)| name == "focused window").expect("reported");
-    assert!(focused.1 == "ok" && focused.2.contains("KWin script"), "{focused:?}");
+    let (data, db) = capturing_data_dir(&[("privacy.denied_titles", "KeePassXC")]);
+    let focused = doctor_check(&kwin, data.path(), "focused window");
+    assert!(focused.0 == "ok" && focused.1.contains("KWin script"), "{focused:?}");
     let capture = ChildGuard(kwin.cowork(data.path()).args(["capture", "run"]).spawn().unwrap());
     let plugin = format!("cowork-desktop-{}", capture.0.id());
     let script_file = kwin.runtime.join(format!("cowork-kwin-{}.js", capture.0.id()));
@@ -568,16 +581,9 @@ fn on_kde_plasma_kwins_idle_notification_marks_away() {
     }
     let mut kwin = Compositor::kwin();
     kwin.weston_terminal("Meeting notes");
-    let data = temp_dir();
-    let db = data.path().join("cowork.db");
-    {
-        let conn = store::open_writer(&db).unwrap();
-        store::set_setting(&conn, "capture.streams_confirmed", "true", 0).unwrap();
-        store::set_setting(&conn, "capture.afk_secs", "10", 0).unwrap();
-    }
-    let checks = doctor_desktop(&kwin, data.path());
-    let away = checks.iter().find(|(name, _, _)| name == "away detection").expect("reported");
-    assert!(away.1 == "ok" && away.2.contains("ext-idle-notify"), "{away:?}");
+    let (data, db) = capturing_data_dir(&[("capture.afk_secs", "10")]);
+    let away = doctor_check(&kwin, data.path(), "away detection");
+    assert!(away.0 == "ok" && away.1.contains("ext-idle-notify"), "{away:?}");
     let started = cowork::ids::now_millis();
     let capture = ChildGuard(kwin.cowork(data.path()).args(["capture", "run"]).spawn().unwrap());
     let afk = || store::open_read_only(&db).ok().and_then(|c| store::afk_between(&c, 0, i64::MAX).ok()).unwrap_or_default();
@@ -600,12 +606,21 @@ fn on_kde_plasma_the_sidebar_docks_right_above_every_desktop_and_the_prompt_open
     let mut kwin = Compositor::kwin();
     let (notes, _) = kwin.weston_terminal("Meeting notes");
     let data = temp_dir();
-    let checks = doctor_desktop(&kwin, data.path());
-    let placement = checks.iter().find(|(name, _, _)| name == "sidebar placement").expect("reported");
-    assert!(placement.1 == "ok" && placement.2.contains("KWin script"), "{placement:?}");
-    let sidebar = kwin.cowork(data.path()).arg("--models-dir").arg(super::support::models_dir()).stdout(Stdio::null()).stderr(Stdio::null()).spawn().unwrap();
+    let placement = doctor_check(&kwin, data.path(), "sidebar placement");
+    assert!(placement.0 == "ok" && placement.1.contains("KWin script"), "{placement:?}");
+    let log = data.path().join("sidebar.log");
+    let sidebar = kwin
+        .cowork(data.path())
+        .arg("--models-dir")
+        .arg(super::support::models_dir())
+        .env("COWORK_LOG", "cowork=debug")
+        .stdout(Stdio::null())
+        .stderr(std::fs::File::create(&log).unwrap())
+        .spawn()
+        .unwrap();
     let pid = sidebar.id();
     kwin.children.push(ChildGuard(sidebar));
+    let placed = || std::fs::read_to_string(&log).unwrap_or_default().lines().filter(|l| l.contains("place")).collect::<Vec<_>>().join("\n");
     let window = |windows: &[serde_json::Value], pid: u32, caption: &str| windows.iter().find(|w| w["pid"] == pid && w["caption"] == caption).cloned();
     let mut last = (Vec::new(), serde_json::Value::Null);
     let docked = eventually(Duration::from_secs(30), || {
@@ -620,7 +635,7 @@ fn on_kde_plasma_the_sidebar_docks_right_above_every_desktop_and_the_prompt_open
                 && w["width"].as_f64().unwrap() < area["width"].as_f64().unwrap() / 2.0
         })
     });
-    assert!(docked, "the sidebar is above, on all desktops, docked right at full height: {last:?}\n{}", kwin.kwin_script_output());
+    assert!(docked, "the sidebar is above, on all desktops, docked right at full height: {last:?}\n{}\n{}", kwin.kwin_script_output(), placed());
     // Only cowork's own window was touched.
     let terminal = window(&last.0, notes, "Meeting notes").expect("the terminal");
     assert!(terminal["keepAbove"] == false && terminal["onAllDesktops"] == false, "{terminal}");
@@ -638,7 +653,7 @@ fn on_kde_plasma_the_sidebar_docks_right_above_every_desktop_and_the_prompt_open
             w["keepAbove"] == true && w["active"] == true && (centre - middle).abs() <= 1.0
         })
     });
-    assert!(opened, "the quick prompt is centred, above and focused: {last:?}\n{}", kwin.kwin_script_output());
+    assert!(opened, "the quick prompt is centred, above and focused: {last:?}\n{}\n{}", kwin.kwin_script_output(), placed());
 
     let sidebar = kwin.children.iter_mut().find(|c| c.0.id() == pid).unwrap();
     // SAFETY: signalling our own child.

@@ -283,6 +283,7 @@ struct KWin {
     home: tempfile::TempDir,
     runtime: PathBuf,
     clients: Vec<Killed>,
+    shells: Vec<PathBuf>,
     _kwin: Killed,
     _bus: Killed,
 }
@@ -327,7 +328,7 @@ impl KWin {
             .stderr(Stdio::null())
             .spawn()
             .unwrap();
-        let kwin = KWin { home, runtime: runtime.clone(), clients: Vec::new(), _kwin: Killed(kwin), _bus: Killed(bus) };
+        let kwin = KWin { home, runtime: runtime.clone(), clients: Vec::new(), shells: Vec::new(), _kwin: Killed(kwin), _bus: Killed(bus) };
         let bus = zbus::blocking::Connection::session().unwrap();
         let dbus = zbus::blocking::fdo::DBusProxy::new(&bus).unwrap();
         wait_until("kwin started", || runtime.join("wayland-kde").exists() && dbus.name_has_owner("org.kde.KWin".try_into().unwrap()).unwrap_or(false));
@@ -344,7 +345,10 @@ impl KWin {
 
     fn terminal(&mut self, title: &str) {
         let shell = self.home.path().join(format!("{}.sh", title.replace(' ', "-")));
-        std::fs::write(&shell, format!("#!/bin/sh\nprintf '\\033]2;{title}\\007'\nexec sleep 3600\n")).unwrap();
+        // The shell becomes `sleep` and writes its pid: it outlives the terminal unless killed.
+        let pid_file = shell.with_extension("pid");
+        std::fs::write(&shell, format!("#!/bin/sh\necho $$ > {}\nprintf '\\033]2;{title}\\007'\nexec sleep 3600\n", pid_file.display())).unwrap();
+        self.shells.push(pid_file);
         std::fs::set_permissions(&shell, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
         let child = Command::new("weston-terminal")
             .arg(format!("--shell={}", shell.display()))
@@ -365,6 +369,12 @@ impl KWin {
 impl Drop for KWin {
     fn drop(&mut self) {
         self.clients.clear();
+        for pid_file in &self.shells {
+            if let Some(pid) = std::fs::read_to_string(pid_file).ok().and_then(|p| p.trim().parse::<i32>().ok()) {
+                // SAFETY: a process this bench started (its shell wrote the pid).
+                unsafe { libc::kill(pid, libc::SIGKILL) };
+            }
+        }
     }
 }
 

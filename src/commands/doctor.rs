@@ -162,6 +162,8 @@ fn desktop_checks(desktop: &crate::desktop::session::Report) -> Vec<Check> {
         status: if state.is_ok() { Status::Ok } else { Status::Warn },
         detail: format!("{}: {}", state.word(), state.text()),
     }));
+    let (shown, tray) = desktop.tray();
+    checks.push(Check { area: "display", name: "tray".into(), status: if shown { Status::Ok } else { Status::Warn }, detail: tray });
     checks
 }
 

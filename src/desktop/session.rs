@@ -192,7 +192,12 @@ pub struct Report {
     /// Where the wlroots backend connects, when it runs here.
     #[serde(skip)]
     pub wayland: Option<WaylandTarget>,
+    /// A tray host (`org.kde.StatusNotifierWatcher`) is on the session bus.
+    pub tray_host: bool,
 }
+
+/// The bus name of the tray host that shows StatusNotifierItems (KDE, most panels; GNOME only with an extension).
+pub const TRAY_WATCHER: &str = "org.kde.StatusNotifierWatcher";
 
 impl Report {
     pub fn state(&self, capability: Capability) -> &CapState {
@@ -202,6 +207,18 @@ impl Report {
     /// Whether the X11 paths (capture, input polling, key grabs) may decide anything.
     pub fn x11_decides(&self) -> bool {
         self.family == Family::X11
+    }
+
+    /// Whether the tray icon can be seen here, and what that means for the user.
+    pub fn tray(&self) -> (bool, String) {
+        match (self.tray_host, &self.family) {
+            (true, _) => (true, "a tray host shows cowork's icon (pause, show the sidebar, quit)".into()),
+            (false, Family::Gnome) => (
+                false,
+                "GNOME shows no tray icons without an extension (AppIndicator): the sidebar and the hotkeys do everything the tray does".into(),
+            ),
+            (false, _) => (false, "no tray host (StatusNotifierWatcher) on the session bus: the sidebar and the hotkeys do everything the tray does".into()),
+        }
     }
 
     /// How many capabilities are not fully there, for the status bar.
@@ -281,7 +298,8 @@ pub fn report(facts: &Facts, a11y_on: bool) -> Report {
         }
         _ => None,
     };
-    Report { family, desktop: facts.current_desktop.clone(), xwayland, capabilities, wayland }
+    let tray_host = facts.bus_names.iter().any(|n| n == TRAY_WATCHER);
+    Report { family, desktop: facts.current_desktop.clone(), xwayland, capabilities, wayland, tray_host }
 }
 
 fn x11_state(capability: Capability, a11y_on: bool) -> CapState {
@@ -552,7 +570,7 @@ fn bus_names(timeout: Duration) -> Vec<String> {
     let spawned = std::thread::Builder::new().name("desktop-probe".into()).spawn(move || {
         let listed = zbus::blocking::Connection::session().ok().and_then(|conn| zbus::blocking::fdo::DBusProxy::new(&conn).ok()?.list_names().ok());
         let names: Vec<String> = listed
-            .map(|names| names.into_iter().map(|n| n.to_string()).filter(|n| n.starts_with("org.gnome.Shell") || n.starts_with("org.kde.KWin")).collect())
+            .map(|names| names.into_iter().map(|n| n.to_string()).filter(|n| n.starts_with("org.gnome.Shell") || n.starts_with("org.kde.KWin") || n == TRAY_WATCHER).collect())
             .unwrap_or_default();
         let _ = tx.send(names);
     });
@@ -649,6 +667,17 @@ mod tests {
         let without = report(&Facts { bus_names: Vec::new(), ..kde }, true);
         assert_eq!(without.state(Capability::FocusedWindow).word(), "unavailable");
         assert!(matches!(backend_for(&without, Capability::FocusedWindow), Backend::Blind(_)));
+    }
+
+    #[test]
+    fn the_tray_is_said_to_be_missing_where_no_host_shows_it() {
+        let gnome = Facts { session_type: "wayland".into(), current_desktop: "GNOME".into(), globals: globals(&["wl_seat"]), ..Facts::default() };
+        let (shown, why) = report(&gnome, false).tray();
+        assert!(!shown && why.contains("AppIndicator"), "{why}");
+        let with_host = Facts { bus_names: vec![TRAY_WATCHER.into()], ..gnome };
+        assert!(report(&with_host, false).tray().0);
+        let (shown, why) = report(&sway(), false).tray();
+        assert!(!shown && why.contains("StatusNotifierWatcher"), "{why}");
     }
 
     #[test]

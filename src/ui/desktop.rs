@@ -54,6 +54,9 @@ pub fn desktop_ui(ui: &mut egui::Ui, state: &AppState) {
             ui.end_row();
         }
     });
+    let (shown, tray) = report.tray();
+    let tray_colour = if shown { theme::OK } else { theme::WARN };
+    ui.add(egui::Label::new(RichText::new(format!("Tray: {tray}")).small().color(tray_colour)).wrap());
     let settings = &state.settings;
     let hotkeys = Hotkeys { quick_prompt: &settings.quick_prompt_hotkey, pause: &settings.pause_hotkey, talk: &settings.voice.hotkey };
     let lines = compositor_bindings(&report.family, &hotkeys);

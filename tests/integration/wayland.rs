@@ -25,6 +25,9 @@ pub struct Compositor {
     pub x_display: Option<String>,
     /// The session bus of this desktop (KDE: KWin serves on it), when it has one.
     pub bus: Option<String>,
+    /// Files holding the pids of the shells run in weston-terminals: a shell
+    /// waiting on its fifo outlives its killed terminal, so it is killed too.
+    shells: Vec<PathBuf>,
     children: Vec<ChildGuard>,
     home: tempfile::TempDir,
     /// Ends after the compositor and its clients (fields drop after `Drop::drop`).
@@ -83,6 +86,7 @@ impl Compositor {
             swaysock: None,
             x_display: None,
             bus: None,
+            shells: Vec::new(),
             children: vec![ChildGuard(sway)],
             home,
             _bus: None,
@@ -180,6 +184,7 @@ impl Compositor {
             swaysock: None,
             x_display: None,
             bus: Some(bus.clone()),
+            shells: Vec::new(),
             children: vec![ChildGuard(kwin)],
             home,
             _bus: Some(bus_guard),
@@ -200,11 +205,17 @@ impl Compositor {
         let titles = self.home.path().join(format!("titles-{n}"));
         assert!(Command::new("mkfifo").arg(&titles).status().unwrap().success());
         let shell = self.home.path().join(format!("shell-{n}.sh"));
+        let pid_file = self.home.path().join(format!("shell-{n}.pid"));
         std::fs::write(
             &shell,
-            format!("#!/bin/sh\nprintf '\\033]2;%s\\007' '{title}'\nwhile true; do while read t; do printf '\\033]2;%s\\007' \"$t\"; done < {}; done\n", titles.display()),
+            format!(
+                "#!/bin/sh\necho $$ > {}\nprintf '\\033]2;%s\\007' '{title}'\nwhile true; do while read t; do printf '\\033]2;%s\\007' \"$t\"; done < {}; done\n",
+                pid_file.display(),
+                titles.display()
+            ),
         )
         .unwrap();
+        self.shells.push(pid_file);
         std::fs::set_permissions(&shell, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
         let child = self.command("weston-terminal").arg(format!("--shell={}", shell.display())).stdout(Stdio::null()).stderr(Stdio::null()).spawn().unwrap();
         let pid = child.id();
@@ -299,7 +310,18 @@ print("{tag}-area " + JSON.stringify({{x: a.x, y: a.y, width: a.width, height: a
             .spawn()
             .expect("start weston");
         let mut compositor =
-            Compositor { runtime, socket, desktop: "weston", swaysock: None, x_display: None, bus: None, children: vec![ChildGuard(weston)], home, _bus: None };
+            Compositor {
+            runtime,
+            socket,
+            desktop: "weston",
+            swaysock: None,
+            x_display: None,
+            bus: None,
+            shells: Vec::new(),
+            children: vec![ChildGuard(weston)],
+            home,
+            _bus: None,
+        };
         let log = compositor.home.path().join("weston.log");
         let mut x_display = None;
         assert!(
@@ -373,6 +395,12 @@ impl Drop for Compositor {
             compositor.end_gently(Duration::from_secs(3));
         }
         self.children.clear();
+        for pid_file in &self.shells {
+            if let Some(pid) = std::fs::read_to_string(pid_file).ok().and_then(|p| p.trim().parse::<i32>().ok()) {
+                // SAFETY: a process this test started (its shell wrote the pid).
+                unsafe { libc::kill(pid, libc::SIGKILL) };
+            }
+        }
         if self.runtime.starts_with(std::env::temp_dir()) && self.swaysock.is_some() {
             let _ = std::fs::remove_dir_all(&self.runtime);
         }
@@ -492,6 +520,11 @@ fn on_kde_plasma_coworks_kwin_script_turns_focus_and_caption_changes_into_sessio
     let (data, db) = capturing_data_dir(&[("privacy.denied_titles", "KeePassXC")]);
     let focused = doctor_check(&kwin, data.path(), "focused window");
     assert!(focused.0 == "ok" && focused.1.contains("KWin script"), "{focused:?}");
+    // No panel runs here, so no tray host: said, with what to use instead.
+    let out = kwin.cowork(data.path()).args(["doctor", "--json"]).output().unwrap();
+    let checks: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let tray = checks.as_array().unwrap().iter().find(|c| c["area"] == "display" && c["name"] == "tray").expect("the tray is reported");
+    assert!(tray["status"] == "warn" && tray["detail"].as_str().unwrap().contains("sidebar and the hotkeys"), "{tray}");
     let capture = ChildGuard(kwin.cowork(data.path()).args(["capture", "run"]).spawn().unwrap());
     let plugin = format!("cowork-desktop-{}", capture.0.id());
     let script_file = kwin.runtime.join(format!("cowork-kwin-{}.js", capture.0.id()));

@@ -3,6 +3,7 @@
 //! placement from the X11 work area.
 
 pub mod backend;
+pub mod gnome;
 pub mod ipc;
 pub mod keysym;
 pub mod kwin;

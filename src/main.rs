@@ -45,6 +45,20 @@ struct Cli {
 }
 
 #[derive(Subcommand)]
+enum GnomeExtensionAction {
+    /// Copy it into your extensions folder for this program and enable it (log out and in once after)
+    Install {
+        /// The GNOME Shell version to install for (default: the running one's)
+        #[arg(long)]
+        shell_version: Option<String>,
+    },
+    /// Disable it and remove its folder
+    Remove,
+    /// Whether it is installed and whether GNOME Shell runs it
+    Status,
+}
+
+#[derive(Subcommand)]
 enum Command {
     /// Check the display, database, models, workers and native libraries
     Doctor {
@@ -209,6 +223,12 @@ enum Command {
     Trigger {
         /// quick-prompt, pause, talk-press or talk-release
         what: String,
+    },
+    /// GNOME on Wayland: install, remove or check cowork's GNOME Shell extension
+    /// (it tells cowork, and nothing else, which window has the focus)
+    GnomeExtension {
+        #[command(subcommand)]
+        action: GnomeExtensionAction,
     },
     /// Read or change any setting the Settings tab edits: list, get, set, reset
     Settings {
@@ -811,6 +831,16 @@ fn run(cli: Cli, process_started: Instant) -> anyhow::Result<ExitCode> {
             send(&socket_path(&paths.data_dir), trigger).map_err(|err| anyhow::anyhow!(err))?;
             Ok(ExitCode::SUCCESS)
         }
+        Some(Command::GnomeExtension { action }) => {
+            let message = match action {
+                GnomeExtensionAction::Install { shell_version } => cowork::desktop::gnome::install_here(shell_version.as_deref()),
+                GnomeExtensionAction::Remove => cowork::desktop::gnome::remove_here(),
+                GnomeExtensionAction::Status => Ok(cowork::desktop::gnome::status_here()),
+            }
+            .map_err(|err| anyhow::anyhow!(err))?;
+            println!("{message}");
+            Ok(ExitCode::SUCCESS)
+        }
         Some(Command::Settings { action }) => {
             match action {
                 SettingsAction::List { json } => commands::settings::list(&paths, json)?,
@@ -937,9 +967,11 @@ fn run_sidebar(paths: &Paths, display: Option<String>, screenshot: Option<PathBu
     let placement = desktop.state(cowork::desktop::session::Capability::SidebarPlacement).clone();
     let ipc = desktop.wayland.as_ref().and_then(|target| target.ipc.clone()).filter(|_| placement.is_ok() && !desktop.x11_decides());
     let kwin_places = desktop.family == cowork::desktop::session::Family::Kde && placement.is_ok();
+    let gnome_places = desktop.family == cowork::desktop::session::Family::Gnome && placement.is_ok();
     let placer = match ipc {
         Some(ipc) => cowork::desktop::place::Placer::spawn(ipc).map_err(|err| tracing::warn!("place: {err}")).ok(),
         None if kwin_places => cowork::desktop::place::Placer::spawn_kwin().map_err(|err| tracing::warn!("place: {err}")).ok(),
+        None if gnome_places => cowork::desktop::place::Placer::spawn_gnome().map_err(|err| tracing::warn!("place: {err}")).ok(),
         None => None,
     };
     let under_xwayland = !desktop.x11_decides() && desktop.xwayland && placer.is_none();

@@ -137,6 +137,7 @@ impl Workers {
                 Backend::Wlroots(target) => ClipboardSource::Wayland(target),
                 Backend::Blind(why) => ClipboardSource::Off(why),
                 Backend::KWin(_) => ClipboardSource::Off(desktop.state(Capability::ClipboardWatch).text()),
+                Backend::Gnome => ClipboardSource::Gnome,
             };
             let (copy_tx, copy_rx) = bounded(8);
             let keys = spawn_keys(store.commands.clone(), Some(copy_tx), keys_off, sink.clone(), options.policy)?;

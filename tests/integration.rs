@@ -27,5 +27,6 @@ mod integration {
     mod supervisor;
     mod ui;
     mod voice;
+    mod gnome;
     mod wayland;
 }

@@ -117,6 +117,8 @@ pub enum ClipboardSource {
     X11,
     /// Data-control selection events on a wlroots compositor.
     Wayland(crate::desktop::session::WaylandTarget),
+    /// GNOME: cowork's Shell extension pushes the text (asked only while recording).
+    Gnome,
     /// Not watched, and why (capture watches another display than arboard's
     /// `$DISPLAY`; a desktop that offers no clipboard watching).
     Off(String),
@@ -126,6 +128,7 @@ pub enum ClipboardSource {
 enum Watch {
     X11(Box<RustConnection>),
     Wayland(crate::desktop::wlr::SelectionWatch),
+    Gnome(crate::desktop::gnome::ClipboardWatch),
 }
 
 impl Watch {
@@ -149,6 +152,7 @@ impl Watch {
                 drain(conn)
             }
             Watch::Wayland(watch) => watch.wait_for_change(timeout).map_err(|err| anyhow::anyhow!(err)),
+            Watch::Gnome(watch) => Ok(watch.wait_for_change(timeout)),
         }
     }
 }
@@ -180,18 +184,21 @@ impl ClipboardWorker {
     }
 
     fn read_and_record(&mut self, clipboard: &mut arboard::Clipboard, trigger: ClipTrigger) {
-        self.read_and_record_unless_ours(clipboard, trigger);
+        if self.recording {
+            self.record_unless_ours(clipboard.get_text(), trigger);
+        }
+        self.report_health();
+    }
+
+    fn report_health(&mut self) {
         if let Some(health) = self.stats.due(now_millis()) {
             self.sink.send(crate::events::AppEvent::StreamHealth(health));
         }
     }
 
-    fn read_and_record_unless_ours(&mut self, clipboard: &mut arboard::Clipboard, trigger: ClipTrigger) {
-        if !self.recording {
-            return;
-        }
+    fn record_unless_ours(&mut self, text: Result<String, arboard::Error>, trigger: ClipTrigger) {
         let now = now_millis();
-        match clipboard.get_text() {
+        match text {
             // The agent's own clipboard_write: not something the user copied.
             Ok(text) if written_by_cowork(&text) => {}
             Ok(text) => {
@@ -257,14 +264,17 @@ impl Supervised for ClipboardWorker {
         let watched = match &self.source {
             ClipboardSource::X11 => watch_clipboard(self.display.as_deref()).map(|conn| Watch::X11(Box::new(conn))),
             ClipboardSource::Wayland(target) => crate::desktop::wlr::SelectionWatch::connect(target).map(Watch::Wayland),
+            ClipboardSource::Gnome => crate::desktop::gnome::ClipboardWatch::connect().map(Watch::Gnome),
             ClipboardSource::Off(reason) => Err(reason.clone()),
         };
         let clipboard = match watched {
-            Ok(_) => arboard::Clipboard::new().map_err(|err| err.to_string()),
+            // The extension sends the text itself (GNOME offers apps no clipboard watching to read it by).
+            Ok(Watch::Gnome(_)) => Ok(None),
+            Ok(_) => arboard::Clipboard::new().map(Some).map_err(|err| err.to_string()),
             Err(ref reason) => Err(reason.clone()),
         };
         let (mut watch, mut clipboard) = match (watched, clipboard) {
-            (Ok(watch), Ok(clipboard)) => (Some(watch), Some(clipboard)),
+            (Ok(watch), Ok(clipboard)) => (Some(watch), clipboard),
             (Err(reason), _) | (_, Err(reason)) => {
                 ctx.report(WorkerState::Degraded(format!("clipboard not recorded: {reason}")));
                 (None, None)
@@ -288,13 +298,23 @@ impl Supervised for ClipboardWorker {
                 }
                 continue;
             };
+            if let Watch::Gnome(gnome) = watch
+                && let Err(err) = gnome.set_recording(self.recording)
+            {
+                anyhow::bail!("cowork's GNOME extension: {err}");
+            }
             // Sleep until the selection changes, or a command or a shortcut may be waiting.
             let owner_changed = watch.wait(if shortcut { Duration::ZERO } else { WAKE })?;
             // The focus change that came while waiting decides whose copy this is.
             if !self.take_commands(commands) {
                 return Ok(());
             }
-            if let Some(clipboard) = clipboard.as_mut() {
+            if let Watch::Gnome(gnome) = watch {
+                if let Some(text) = gnome.take_text().filter(|_| self.recording) {
+                    self.record_unless_ours(Ok(text), ClipTrigger::OwnerChange);
+                }
+                self.report_health();
+            } else if let Some(clipboard) = clipboard.as_mut() {
                 if shortcut {
                     std::thread::sleep(SHORTCUT_SETTLE);
                     self.read_and_record(clipboard, ClipTrigger::Shortcut);

@@ -9,6 +9,7 @@ use std::time::Duration;
 
 use device_query::DeviceState;
 
+use super::gnome::GnomeDesktop;
 use super::kwin::KWinDesktop;
 use super::session::{CapState, Capability, Family, Report, WaylandTarget};
 use super::wlr::WlrDesktop;
@@ -26,6 +27,9 @@ pub enum Backend {
     /// KDE Plasma: cowork's KWin script over the session bus (`kwin`), and
     /// KWin's Wayland idle notification when its display is known.
     KWin(Option<WaylandTarget>),
+    /// GNOME: cowork's GNOME Shell extension over the session bus, and
+    /// Mutter's IdleMonitor for presence.
+    Gnome,
     /// No backend sees the focused window here: why. Capture records no
     /// window and nobody away rather than guess.
     Blind(String),
@@ -40,6 +44,9 @@ pub fn backend_for(report: &Report, capability: Capability) -> Backend {
     }
     if report.family == Family::Kde && capability == Capability::FocusedWindow && report.state(capability).is_ok() {
         return Backend::KWin(report.wayland.clone());
+    }
+    if report.family == Family::Gnome && matches!(capability, Capability::FocusedWindow | Capability::ClipboardWatch) && report.state(capability).is_ok() {
+        return Backend::Gnome;
     }
     match (&report.wayland, report.state(capability)) {
         (Some(target), state) if state.is_ok() || matches!(state, CapState::Degraded { .. }) => Backend::Wlroots(target.clone()),
@@ -82,6 +89,20 @@ impl DesktopBackend for KWinDesktop {
 
     fn is_fullscreen(&self, window: u32) -> bool {
         KWinDesktop::is_fullscreen(self, window)
+    }
+}
+
+impl DesktopBackend for GnomeDesktop {
+    fn wait_for_change(&mut self, timeout: Duration) -> Result<bool, String> {
+        GnomeDesktop::wait_for_change(self, timeout)
+    }
+
+    fn active_window(&mut self) -> Result<Option<ActiveWindow>, String> {
+        Ok(GnomeDesktop::active_window(self))
+    }
+
+    fn is_fullscreen(&self, window: u32) -> bool {
+        GnomeDesktop::is_fullscreen(self, window)
     }
 }
 
@@ -149,6 +170,14 @@ pub fn connect(backend: &Backend, display: Option<&str>) -> Result<Connected, St
             };
             let probe = idle.as_ref().map(|idle| Box::new(idle.presence()) as Box<dyn InputProbe>);
             Ok(Connected { desktop: Box::new(KWinDesktop::connect()?.with_idle(idle)), probe, limits })
+        }
+        Backend::Gnome => {
+            let (idle, limits) = match super::gnome::IdleMonitorWatch::connect() {
+                Ok(idle) => (Some(idle), None),
+                Err(err) => (None, Some(format!("{err}: you are never marked away"))),
+            };
+            let probe = idle.as_ref().map(|idle| Box::new(idle.presence()) as Box<dyn InputProbe>);
+            Ok(Connected { desktop: Box::new(GnomeDesktop::connect()?.with_idle(idle)), probe, limits })
         }
         Backend::Blind(reason) => Err(reason.clone()),
     }

@@ -3,7 +3,8 @@
 //! `place` thread asks the compositor over its IPC to make the sidebar a
 //! floating, sticky window docked to the right edge of the work area, and
 //! to float, centre and focus the quick prompt each time it opens; on KDE
-//! Plasma a KWin script does the same (`kwin::place_script`). Windows are
+//! Plasma a KWin script does the same (`kwin::place_script`), on GNOME
+//! cowork's Shell extension (`gnome::Extension::place`). Windows are
 //! found by cowork's own pid and their title, never by app id alone.
 
 use std::thread::JoinHandle;
@@ -53,6 +54,15 @@ impl Placer {
         let scripting = super::kwin::Scripting::session().map_err(std::io::Error::other)?;
         let (tx, rx) = bounded(8);
         let thread = std::thread::Builder::new().name("place".into()).spawn(move || run_kwin(&scripting, &rx))?;
+        Ok(Placer { commands: Some(tx), thread: Some(thread) })
+    }
+
+    /// On GNOME: cowork's Shell extension places the window (and keeps the
+    /// sidebar docked when the work area changes).
+    pub fn spawn_gnome() -> std::io::Result<Placer> {
+        let extension = super::gnome::Extension::session().map_err(std::io::Error::other)?;
+        let (tx, rx) = bounded(8);
+        let thread = std::thread::Builder::new().name("place".into()).spawn(move || run_gnome(&extension, &rx))?;
         Ok(Placer { commands: Some(tx), thread: Some(thread) })
     }
 
@@ -116,6 +126,33 @@ fn run_kwin(scripting: &super::kwin::Scripting, commands: &Receiver<PlaceCommand
     for (plugin, file) in loaded {
         scripting.unload(&plugin);
         let _ = std::fs::remove_file(file);
+    }
+}
+
+fn run_gnome(extension: &super::gnome::Extension, commands: &Receiver<PlaceCommand>) {
+    for command in commands {
+        let (kind, title, width, height) = match command {
+            PlaceCommand::Sidebar { width } => ("sidebar", SIDEBAR_TITLE, width, 0),
+            PlaceCommand::QuickPrompt { width, height } => ("prompt", QUICK_PROMPT_TITLE, width, height),
+        };
+        // The window may not be mapped yet: ask until the extension finds it, then
+        // once more after the toolkit's first frames (Mutter places a new window itself).
+        let deadline = Instant::now() + FIND_FOR;
+        let result = loop {
+            match extension.place(kind, title, width, height) {
+                Ok(true) => {
+                    std::thread::sleep(CHECK_EVERY * 2);
+                    break extension.place(kind, title, width, height).map(|_| ());
+                }
+                Ok(false) if Instant::now() < deadline && commands.is_empty() => std::thread::sleep(LOOK_EVERY),
+                Ok(false) => break Err(format!("GNOME Shell shows no window of cowork titled {title:?}")),
+                Err(err) => break Err(err),
+            }
+        };
+        match result {
+            Ok(()) => tracing::debug!(kind, "place: asked GNOME Shell"),
+            Err(err) => tracing::warn!("place: {err}"),
+        }
     }
 }
 

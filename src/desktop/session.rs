@@ -32,6 +32,12 @@ pub struct Facts {
     pub hyprland: Option<String>,
     pub niri: Option<String>,
     pub runtime_dir: Option<String>,
+    /// GNOME: cowork's extension as the running gnome-shell serves it (its version), if it does.
+    pub gnome_extension: Option<String>,
+    /// GNOME: cowork's extension is in the user's extensions folder (served or not).
+    pub gnome_extension_installed: bool,
+    /// GNOME: gnome-shell's version ("43.9").
+    pub gnome_shell_version: Option<String>,
 }
 
 impl Facts {
@@ -329,7 +335,7 @@ fn wayland_state(capability: Capability, family: &Family, has_global: &dyn Fn(&s
         _ => "this compositor",
     };
     let later = |what: &str| match family {
-        Family::Gnome => format!("GNOME gives apps no {what}: cowork's GNOME Shell extension is needed, which a later version brings"),
+        Family::Gnome => format!("GNOME gives apps no {what}, and cowork's GNOME Shell extension does not run"),
         Family::Kde => format!("KDE Plasma gives apps no {what}, and cowork does not read it through KWin yet"),
         _ if !WLROOTS_BACKEND => format!("cowork cannot read the {what} on Wayland yet (the wlroots backend is being built)"),
         _ => format!("{desktop_word} offers no {what} to apps"),
@@ -339,7 +345,20 @@ fn wayland_state(capability: Capability, family: &Family, has_global: &dyn Fn(&s
     let kde_has = |global: &str| WLROOTS_BACKEND && matches!(family, Family::Kde) && has_global(global);
     // KDE Plasma: KWin runs cowork's script when it is on the session bus.
     let kwin = matches!(family, Family::Kde) && facts.bus_names.iter().any(|n| n == "org.kde.KWin");
+    // GNOME: cowork's own Shell extension, once gnome-shell runs it.
+    let gnome = matches!(family, Family::Gnome);
+    let extension = gnome && facts.gnome_extension.is_some();
+    if gnome && !extension && matches!(capability, Capability::FocusedWindow | Capability::ClipboardWatch | Capability::SidebarPlacement | Capability::WindowTools | Capability::Idle) {
+        return gnome_waiting(capability, facts);
+    }
+    let idle_monitor = gnome && facts.bus_names.iter().any(|n| n == "org.gnome.Mutter.IdleMonitor");
     match capability {
+        Capability::FocusedWindow if extension => CapState::ok("cowork's GNOME Shell extension: title, app id and pid, pushed by GNOME Shell"),
+        Capability::Idle if idle_monitor => CapState::ok("Mutter's IdleMonitor watches"),
+        Capability::ClipboardWatch if extension => CapState::ok("cowork's GNOME Shell extension, while the clipboard stream is on"),
+        Capability::SidebarPlacement if extension => CapState::ok("kept above, on every workspace and docked right by cowork's GNOME Shell extension"),
+        Capability::WindowTools if extension => CapState::ok("cowork's GNOME Shell extension lists and activates windows"),
+        Capability::BrowserUrl if extension && a11y_on => CapState::ok("the address bar over AT-SPI"),
         Capability::FocusedWindow if has(globals::FOREIGN_TOPLEVEL) => {
             if ipc {
                 CapState::ok("wlr-foreign-toplevel, with the pid from the compositor's IPC")
@@ -395,6 +414,17 @@ fn wayland_state(capability: Capability, family: &Family, has_global: &dyn Fn(&s
         Capability::WindowTools if has(globals::FOREIGN_TOPLEVEL) => CapState::ok("wlr-foreign-toplevel list and activate"),
         Capability::WindowTools => CapState::unavailable(later("window list")),
     }
+}
+
+/// A GNOME capability that needs cowork's extension while it does not run: why, and the one thing to do.
+fn gnome_waiting(capability: Capability, facts: &Facts) -> CapState {
+    let why = format!("waiting for cowork's GNOME Shell extension (GNOME gives apps no {})", capability.label());
+    let fix = if facts.gnome_extension_installed {
+        "it is installed: log out and in once, since GNOME on Wayland loads new extensions only at log-in"
+    } else {
+        "install it from Settings, Desktop (or `cowork gnome-extension install`), then log out and in once"
+    };
+    CapState::degraded(why, fix)
 }
 
 /// The report for the display capture watches: an X display named on the
@@ -520,7 +550,11 @@ pub fn probe_with(env: &dyn Fn(&str) -> Option<String>) -> Facts {
             Err(err) => facts.wayland_error = Some(err),
         }
     }
-    facts.bus_names = bus_names(Duration::from_millis(500));
+    let bus = bus_facts(Duration::from_millis(500));
+    facts.bus_names = bus.names;
+    facts.gnome_extension = bus.gnome_extension;
+    facts.gnome_shell_version = bus.gnome_shell_version;
+    facts.gnome_extension_installed = super::gnome::extension_dir(&env).is_some_and(|dir| dir.join("extension.js").is_file());
     facts
 }
 
@@ -563,19 +597,43 @@ fn wayland_globals(socket: &std::path::Path) -> Result<BTreeMap<String, u32>, St
     rx.recv_timeout(PROBE_TIMEOUT).map_err(|_| format!("the compositor did not answer within {} s", PROBE_TIMEOUT.as_secs()))?
 }
 
-/// The desktop-telling names on the session bus (none without a bus).
-fn bus_names(timeout: Duration) -> Vec<String> {
+/// What the session bus tells about the desktop.
+#[derive(Default)]
+struct BusFacts {
+    names: Vec<String>,
+    gnome_extension: Option<String>,
+    gnome_shell_version: Option<String>,
+}
+
+/// The desktop-telling names on the session bus, and on GNOME whether cowork's extension runs (nothing without a bus).
+fn bus_facts(timeout: Duration) -> BusFacts {
     let (tx, rx) = crossbeam_channel::bounded(1);
     // zbus has no connect timeout of its own: a bus that never answers must not hold start-up.
     let spawned = std::thread::Builder::new().name("desktop-probe".into()).spawn(move || {
-        let listed = zbus::blocking::Connection::session().ok().and_then(|conn| zbus::blocking::fdo::DBusProxy::new(&conn).ok()?.list_names().ok());
+        let Ok(conn) = zbus::blocking::Connection::session() else {
+            let _ = tx.send(BusFacts::default());
+            return;
+        };
+        let listed = zbus::blocking::fdo::DBusProxy::new(&conn).ok().and_then(|dbus| dbus.list_names().ok());
         let names: Vec<String> = listed
-            .map(|names| names.into_iter().map(|n| n.to_string()).filter(|n| n.starts_with("org.gnome.Shell") || n.starts_with("org.kde.KWin") || n == TRAY_WATCHER).collect())
+            .map(|names| {
+                names
+                    .into_iter()
+                    .map(|n| n.to_string())
+                    .filter(|n| n.starts_with("org.gnome.Shell") || n.starts_with("org.gnome.Mutter") || n.starts_with("org.kde.KWin") || n == TRAY_WATCHER)
+                    .collect()
+            })
             .unwrap_or_default();
-        let _ = tx.send(names);
+        let gnome = names.iter().any(|n| n == super::gnome::SHELL);
+        let facts = BusFacts {
+            gnome_extension: gnome.then(|| super::gnome::running_version(&conn)).flatten(),
+            gnome_shell_version: gnome.then(|| super::gnome::shell_version(&conn)).flatten(),
+            names,
+        };
+        let _ = tx.send(facts);
     });
     if spawned.is_err() {
-        return Vec::new();
+        return BusFacts::default();
     }
     rx.recv_timeout(timeout).unwrap_or_default()
 }

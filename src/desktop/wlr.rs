@@ -80,6 +80,16 @@ pub struct Presence {
     resumes: AtomicU64,
 }
 
+impl Presence {
+    /// The idle edge (true) or the return from idle (false), which counts as input.
+    pub fn set_idle(&self, idle: bool) {
+        self.idle.store(idle, Ordering::Relaxed);
+        if !idle {
+            self.resumes.fetch_add(1, Ordering::Relaxed);
+        }
+    }
+}
+
 impl InputProbe for Arc<Presence> {
     fn snapshot(&self) -> InputSnapshot {
         // Each return from idle is a change the detector sees as input.
@@ -258,10 +268,7 @@ impl Dispatch<ZwlrForeignToplevelHandleV1, ()> for Wlr {
 
 fn idle_edge(presence: &Option<Arc<Presence>>, idle: bool) {
     if let Some(presence) = presence {
-        presence.idle.store(idle, Ordering::Relaxed);
-        if !idle {
-            presence.resumes.fetch_add(1, Ordering::Relaxed);
-        }
+        presence.set_idle(idle);
     }
 }
 

@@ -208,6 +208,16 @@ fn window_tool(tool: &str, args: &Value) -> Result<String, String> {
         return Err(format!("windows cannot be listed or focused here: {}", state.text()));
     }
     let id = args.get("window_id").and_then(Value::as_u64).unwrap_or_default() as u32;
+    if desktop.family == crate::desktop::session::Family::Gnome {
+        let extension = crate::desktop::gnome::Extension::session()?;
+        return match tool {
+            "list_windows" => extension.list_windows().map(|windows| {
+                let me = std::process::id();
+                describe_windows(&windows.iter().filter(|(w, _)| w.pid != me).map(|(w, _)| w.active()).collect::<Vec<_>>())
+            }),
+            _ => extension.activate(id).map(|()| format!("asked GNOME Shell to focus window {id}")),
+        };
+    }
     match (&desktop.wayland, tool) {
         (Some(target), "list_windows") => crate::desktop::wlr::list_windows(target).map(|windows| describe_windows(&windows)),
         (Some(target), _) => crate::desktop::wlr::activate(target, id).map(|()| format!("asked the compositor to focus window {id}")),

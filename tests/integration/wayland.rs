@@ -30,8 +30,12 @@ pub struct Compositor {
     shells: Vec<PathBuf>,
     children: Vec<ChildGuard>,
     home: tempfile::TempDir,
+    /// More environment for programs in this session (GNOME: its settings backend and schemas).
+    env: Vec<(&'static str, String)>,
     /// Ends after the compositor and its clients (fields drop after `Drop::drop`).
     _bus: Option<ChildGuard>,
+    /// GNOME: the stand-in system bus gnome-shell needs.
+    _system_bus: Option<ChildGuard>,
 }
 
 /// sway refuses to run as root: the compositor runs as `nobody` then, in a
@@ -89,7 +93,9 @@ impl Compositor {
             shells: Vec::new(),
             children: vec![ChildGuard(sway)],
             home,
+            env: Vec::new(),
             _bus: None,
+            _system_bus: None,
         };
         let mut found = (None, None);
         let started = eventually(Duration::from_secs(10), || {
@@ -187,7 +193,9 @@ impl Compositor {
             shells: Vec::new(),
             children: vec![ChildGuard(kwin)],
             home,
+            env: Vec::new(),
             _bus: Some(bus_guard),
+            _system_bus: None,
         };
         assert!(
             eventually(Duration::from_secs(20), || compositor.runtime.join(&compositor.socket).exists()
@@ -196,6 +204,121 @@ impl Compositor {
             std::fs::read_to_string(compositor.home.path().join("kwin.log")).unwrap_or_default()
         );
         compositor
+    }
+
+    pub fn gnome_available() -> bool {
+        have_program("gnome-shell") && have_program("weston-terminal") && have_program("dbus-daemon") && have_program("unshare") && have_program("gsettings")
+    }
+
+    /// GNOME Shell 43 (`--headless --virtual-monitor`) on its own session bus
+    /// and a stand-in system bus, with settings in a key file of its own home
+    /// (`GSETTINGS_BACKEND=keyfile`) and its schemas plus an override that
+    /// turns extensions on and enables the test's driver extension. Before it
+    /// starts, `cowork gnome-extension install` installs and enables cowork's
+    /// extension there, as a user would. gnome-shell runs in a mount namespace
+    /// with a tmpfs over /run/systemd: this machine has the directory without
+    /// logind, which gnome-shell would take for a logind session.
+    pub fn gnome() -> Compositor {
+        let home = temp_dir();
+        let runtime = home.path().join("runtime");
+        std::fs::create_dir_all(&runtime).unwrap();
+        std::fs::set_permissions(&runtime, std::os::unix::fs::PermissionsExt::from_mode(0o700)).unwrap();
+        let (bus_guard, bus) = super::support::bare_session_bus(home.path());
+        let system_dir = home.path().join("system-bus");
+        std::fs::create_dir_all(&system_dir).unwrap();
+        let (system_guard, system_bus) = super::support::bare_session_bus(&system_dir);
+        let schemas = home.path().join("schemas");
+        std::fs::create_dir_all(&schemas).unwrap();
+        for entry in std::fs::read_dir("/usr/share/glib-2.0/schemas").unwrap().flatten() {
+            let name = entry.file_name().to_string_lossy().into_owned();
+            if name.ends_with(".xml") || name.ends_with(".override") {
+                std::fs::copy(entry.path(), schemas.join(&name)).unwrap();
+            }
+        }
+        std::fs::write(
+            schemas.join("99_cowork_test.gschema.override"),
+            "[org.gnome.shell]\nenabled-extensions=['cowork-test-driver@test']\ndisable-user-extensions=false\nwelcome-dialog-last-shown-version='999'\n",
+        )
+        .unwrap();
+        assert!(Command::new("glib-compile-schemas").arg(&schemas).status().unwrap().success());
+        let driver = home.path().join(".local/share/gnome-shell/extensions/cowork-test-driver@test");
+        std::fs::create_dir_all(&driver).unwrap();
+        std::fs::write(driver.join("extension.js"), include_str!("gnome/driver.js")).unwrap();
+        std::fs::write(driver.join("metadata.json"), r#"{"uuid":"cowork-test-driver@test","name":"test driver","description":"drives the shell in cowork's tests","shell-version":["43"]}"#).unwrap();
+        let socket = "wayland-gnome".to_owned();
+        let mut compositor = Compositor {
+            runtime,
+            socket,
+            desktop: "GNOME",
+            swaysock: None,
+            x_display: None,
+            bus: Some(bus.clone()),
+            shells: Vec::new(),
+            children: Vec::new(),
+            home,
+            env: vec![
+                ("GSETTINGS_BACKEND", "keyfile".to_owned()),
+                ("GSETTINGS_SCHEMA_DIR", schemas.to_string_lossy().into_owned()),
+                ("DBUS_SYSTEM_BUS_ADDRESS", system_bus.clone()),
+            ],
+            _bus: Some(bus_guard),
+            _system_bus: Some(system_guard),
+        };
+        // The user installs cowork's extension (the shell is not running yet: the version is given).
+        let data = temp_dir();
+        let out = compositor.cowork(data.path()).args(["gnome-extension", "install", "--shell-version", "43.9"]).output().unwrap();
+        assert!(out.status.success(), "install: {}", String::from_utf8_lossy(&out.stderr));
+        let said = String::from_utf8_lossy(&out.stdout);
+        assert!(said.contains("log out and in once"), "{said}");
+        let mut shell = compositor.command("unshare");
+        shell
+            .args(["-m", "sh", "-c", "if [ -d /run/systemd ]; then mount -t tmpfs tmpfs /run/systemd || exit 1; fi; exec \"$@\"", "sh"])
+            .args(["gnome-shell", "--headless", "--wayland", "--no-x11", "--virtual-monitor", "1280x720", "--wayland-display"])
+            .arg(&compositor.socket)
+            .env_remove("WAYLAND_DISPLAY")
+            .stdout(Stdio::null())
+            .stderr(std::fs::File::create(compositor.home.path().join("gnome-shell.log")).unwrap());
+        compositor.children.push(ChildGuard(shell.spawn().expect("start gnome-shell")));
+        let ready = eventually(Duration::from_secs(30), || {
+            compositor.runtime.join(&compositor.socket).exists() && compositor.shell_eval("1").is_some() && compositor.shell_eval("1").is_some()
+        });
+        assert!(ready, "gnome-shell did not start with the driver extension: {}", compositor.gnome_log());
+        compositor
+    }
+
+    pub fn gnome_log(&self) -> String {
+        std::fs::read_to_string(self.home.path().join("gnome-shell.log")).unwrap_or_default()
+    }
+
+    /// Evaluates `code` inside gnome-shell (the test's driver extension); its JSON value, None if the shell did not answer.
+    pub fn shell_eval(&self, code: &str) -> Option<serde_json::Value> {
+        let conn = zbus::blocking::connection::Builder::address(self.bus.as_deref()?).ok()?.build().ok()?;
+        let reply = conn.call_method(Some("org.gnome.Shell"), "/org/cowork/TestDriver", Some("org.cowork.TestDriver"), "Eval", &(code,)).ok()?;
+        serde_json::from_str(&reply.body().deserialize::<String>().ok()?).ok()
+    }
+
+    /// Every normal window GNOME Shell has: title, pid, wm_class, focused, fullscreen, above, sticky, frame rect; and the work area.
+    pub fn gnome_windows(&self) -> (Vec<serde_json::Value>, serde_json::Value) {
+        let windows = self
+            .shell_eval(
+                "global.get_window_actors().map(a => a.meta_window).map(w => { const r = w.get_frame_rect(); return {title: w.get_title(), pid: w.get_pid(), \
+                 wm_class: w.get_wm_class(), focused: w === global.display.focus_window, fullscreen: w.is_fullscreen(), above: w.is_above(), \
+                 sticky: w.is_on_all_workspaces(), x: r.x, y: r.y, width: r.width, height: r.height}; })",
+            )
+            .expect("gnome-shell answers");
+        let area = self
+            .shell_eval("(() => { const a = global.workspace_manager.get_active_workspace().get_work_area_for_monitor(0); return {x: a.x, y: a.y, width: a.width, height: a.height}; })()")
+            .expect("gnome-shell answers");
+        (windows.as_array().cloned().unwrap_or_default(), area)
+    }
+
+    /// Focuses the window titled `title` as a click would.
+    pub fn gnome_focus(&self, title: &str) -> bool {
+        let code = format!(
+            "(() => {{ const w = global.get_window_actors().map(a => a.meta_window).find(w => w.get_title() === {}); if (w) w.activate(global.get_current_time()); return Boolean(w); }})()",
+            serde_json::to_string(title).unwrap()
+        );
+        self.shell_eval(&code) == Some(serde_json::Value::Bool(true))
     }
 
     /// A weston-terminal whose title is each line written to `titles` (a fifo
@@ -320,7 +443,9 @@ print("{tag}-area " + JSON.stringify({{x: a.x, y: a.y, width: a.width, height: a
             shells: Vec::new(),
             children: vec![ChildGuard(weston)],
             home,
+            env: Vec::new(),
             _bus: None,
+            _system_bus: None,
         };
         let log = compositor.home.path().join("weston.log");
         let mut x_display = None;
@@ -366,6 +491,9 @@ print("{tag}-area " + JSON.stringify({{x: a.x, y: a.y, width: a.width, height: a
         }
         if let Some(bus) = &self.bus {
             command.env("DBUS_SESSION_BUS_ADDRESS", bus);
+        }
+        for (key, value) in &self.env {
+            command.env(key, value);
         }
         command
     }
@@ -427,7 +555,7 @@ pub fn tree_windows(node: &serde_json::Value) -> Vec<serde_json::Value> {
 
 /// Ends a `cowork capture run` as SIGTERM does and checks it exited cleanly;
 /// a test that fails before this still ends it (the guard).
-fn stop(mut child: ChildGuard) {
+pub fn stop(mut child: ChildGuard) {
     // SAFETY: signalling our own child.
     unsafe { libc::kill(child.0.id() as i32, libc::SIGTERM) };
     assert!(child.0.wait().unwrap().success());
@@ -448,12 +576,12 @@ fn doctor_desktop(compositor: &Compositor, data: &Path) -> Vec<(String, String, 
 }
 
 /// One of doctor's desktop checks: (status, detail).
-fn doctor_check(compositor: &Compositor, data: &Path, name: &str) -> (String, String) {
+pub fn doctor_check(compositor: &Compositor, data: &Path, name: &str) -> (String, String) {
     doctor_desktop(compositor, data).into_iter().find(|(n, _, _)| n == name).map(|(_, status, detail)| (status, detail)).expect("reported")
 }
 
 /// A data directory whose streams the user confirmed, with these settings; and its database.
-fn capturing_data_dir(settings: &[(&str, &str)]) -> (tempfile::TempDir, PathBuf) {
+pub fn capturing_data_dir(settings: &[(&str, &str)]) -> (tempfile::TempDir, PathBuf) {
     let data = temp_dir();
     let db = data.path().join("cowork.db");
     let conn = store::open_writer(&db).unwrap();
@@ -890,7 +1018,7 @@ fn on_sway_the_compositors_idle_notification_marks_away_and_input_marks_present(
 }
 
 /// Sessions' titles and clips' texts of a data directory, and whether `word` is anywhere in its files.
-fn on_disk(data: &Path, word: &str) -> bool {
+pub fn on_disk(data: &Path, word: &str) -> bool {
     ["cowork.db", "cowork.db-wal"].iter().any(|file| {
         let bytes = std::fs::read(data.join(file)).unwrap_or_default();
         bytes.windows(word.len()).any(|w| w == word.as_bytes())

@@ -1,0 +1,626 @@
+//! GNOME on Wayland: Mutter tells ordinary apps nothing about other windows
+//! (Shell's Introspect is refused), so cowork ships a small GNOME Shell
+//! extension of its own (`assets/gnome/`: the shared `core.js` inside a
+//! GNOME 43–44 `imports` wrapper or a GNOME 45+ ES-module one). It serves
+//! `org.cowork.Desktop1` at `/org/cowork/Desktop` on gnome-shell's session-bus
+//! connection, answers only the executables the user installed it for, and
+//! pushes the focused window (title, WM class, app ids, pid, fullscreen,
+//! Mutter's id) and, while cowork asks, the clipboard's text to the caller's
+//! own unique name (`org.cowork.DesktopEvents1`, refused here unless it
+//! comes from gnome-shell). Away detection uses Mutter's own IdleMonitor
+//! watches, which need no extension. Nothing polls.
+//!
+//! Installing the extension copies it into the user's extensions folder and
+//! adds it to `org.gnome.shell enabled-extensions`; GNOME on Wayland loads
+//! new extensions only at log-in, so until the user logs out and in once
+//! every capability that needs it says it is waiting for it.
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
+
+use crossbeam_channel::{Receiver, Sender, bounded};
+use parking_lot::Mutex;
+
+use super::wlr::Presence;
+use crate::events::ActiveWindow;
+
+pub const UUID: &str = "cowork@cowork.app";
+pub const OBJECT_PATH: &str = "/org/cowork/Desktop";
+pub const INTERFACE: &str = "org.cowork.Desktop1";
+pub const SHELL: &str = "org.gnome.Shell";
+const CORE: &str = include_str!("../../assets/gnome/core.js");
+const LEGACY: &str = include_str!("../../assets/gnome/extension-43.js");
+const MODULE: &str = include_str!("../../assets/gnome/extension-45.js");
+const CORE_MARKER: &str = "// @COWORK_CORE@";
+/// The file beside the extension naming the programs it answers, one path a line.
+pub const ALLOWED_FILE: &str = "allowed-executables";
+
+/// The focused window as the extension describes it.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct GnomeWindow {
+    pub title: String,
+    pub wm_class: String,
+    /// The GTK application id, when the app set one.
+    pub app_id: String,
+    /// The Flatpak/Snap app id, when sandboxed.
+    pub sandboxed_app_id: String,
+    pub pid: u32,
+    pub fullscreen: bool,
+    /// Mutter's id for the window, stable while it lives.
+    pub id: String,
+}
+
+type WindowTuple = (String, String, String, String, u32, bool, String);
+
+impl GnomeWindow {
+    fn from_tuple((title, wm_class, app_id, sandboxed_app_id, pid, fullscreen, id): WindowTuple) -> Option<Self> {
+        (!id.is_empty()).then_some(Self { title, wm_class, app_id, sandboxed_app_id, pid, fullscreen, id })
+    }
+
+    /// The id the rest of cowork knows the window by (nonzero, stable while it lives).
+    pub fn key(&self) -> u32 {
+        super::wlr::window_key(&self.wm_class, &self.id)
+    }
+
+    /// The app: its sandboxed id, its GTK id, its WM class (a Wayland app's app id), in that order.
+    pub fn app(&self) -> String {
+        [&self.sandboxed_app_id, &self.app_id, &self.wm_class].into_iter().find(|s| !s.is_empty()).cloned().unwrap_or_else(|| "unknown".into())
+    }
+
+    pub fn active(&self) -> ActiveWindow {
+        ActiveWindow { window_id: self.key(), app: self.app(), title: self.title.clone(), pid: (self.pid > 0).then_some(self.pid), url: None, url_source: None }
+    }
+}
+
+// --- the extension, installed ------------------------------------------------
+
+/// The extension's source for a GNOME Shell of major version `major`.
+pub fn extension_source(major: u32) -> String {
+    let wrapper = if major >= 45 { MODULE } else { LEGACY };
+    wrapper.replace(CORE_MARKER, CORE)
+}
+
+/// Its metadata for that GNOME (one variant covers 43–44, the other 45 on).
+pub fn metadata(major: u32) -> String {
+    let versions: &[&str] = if major >= 45 { &["45", "46", "47", "48", "49", "50"] } else { &["43", "44"] };
+    serde_json::json!({
+        "uuid": UUID,
+        "name": "cowork",
+        "description": "Tells the cowork assistant, and nothing else, which window has the focus, the clipboard while you let it record, and keeps its sidebar docked. Installed by cowork; remove it from cowork's Settings.",
+        "shell-version": versions,
+        "url": "https://github.com/cowork-app/cowork",
+        "version": 1,
+    })
+    .to_string()
+}
+
+/// The major version in gnome-shell's `ShellVersion` ("43.9" → 43).
+pub fn major_version(version: &str) -> Option<u32> {
+    version.trim().trim_start_matches("GNOME Shell").trim().split('.').next()?.parse().ok()
+}
+
+/// The user's extensions folder for cowork's extension (`$XDG_DATA_HOME`, else `~/.local/share`).
+pub fn extension_dir(env: &dyn Fn(&str) -> Option<String>) -> Option<PathBuf> {
+    let data = env("XDG_DATA_HOME").filter(|d| d.starts_with('/')).map(PathBuf::from).or_else(|| env("HOME").map(|h| Path::new(&h).join(".local/share")))?;
+    Some(data.join("gnome-shell/extensions").join(UUID))
+}
+
+/// What installing did, for the user.
+#[derive(Debug, PartialEq, Eq)]
+pub struct Installed {
+    pub dir: PathBuf,
+    /// The extension was not yet in `enabled-extensions`.
+    pub newly_enabled: bool,
+}
+
+/// Writes the extension for GNOME `major` into `dir`, allowing `exe`
+/// (kept with any programs allowed before), and enables it. Files are written
+/// whole and renamed over, so a crash leaves the old copy or the new one.
+pub fn install(dir: &Path, major: u32, exe: &Path, settings: &dyn GnomeSettings) -> Result<Installed, String> {
+    std::fs::create_dir_all(dir).map_err(|err| format!("cannot create {}: {err}", dir.display()))?;
+    let exe = exe.to_string_lossy();
+    let allowed_path = dir.join(ALLOWED_FILE);
+    let mut allowed: Vec<String> = std::fs::read_to_string(&allowed_path).unwrap_or_default().lines().map(str::trim).filter(|l| !l.is_empty()).map(str::to_owned).collect();
+    if !allowed.iter().any(|line| *line == exe) {
+        allowed.push(exe.into_owned());
+    }
+    let allowed = format!("# The programs cowork's GNOME Shell extension answers, one path a line (written by `cowork gnome-extension install`).\n{}\n", allowed.iter().filter(|l| !l.starts_with('#')).cloned().collect::<Vec<_>>().join("\n"));
+    for (name, text) in [("extension.js", extension_source(major)), ("metadata.json", metadata(major)), (ALLOWED_FILE, allowed)] {
+        let path = dir.join(name);
+        let part = dir.join(format!(".{name}.part"));
+        std::fs::write(&part, text).and_then(|()| std::fs::rename(&part, &path)).map_err(|err| format!("cannot write {}: {err}", path.display()))?;
+    }
+    let mut enabled = settings.enabled_extensions()?;
+    let newly_enabled = !enabled.iter().any(|u| u == UUID);
+    if newly_enabled {
+        enabled.push(UUID.to_owned());
+        settings.set_enabled_extensions(&enabled)?;
+    }
+    Ok(Installed { dir: dir.to_owned(), newly_enabled })
+}
+
+/// Disables the extension and removes its folder.
+pub fn remove(dir: &Path, settings: &dyn GnomeSettings) -> Result<(), String> {
+    let enabled = settings.enabled_extensions()?;
+    if enabled.iter().any(|u| u == UUID) {
+        settings.set_enabled_extensions(&enabled.into_iter().filter(|u| u != UUID).collect::<Vec<_>>())?;
+    }
+    match std::fs::remove_dir_all(dir) {
+        Err(err) if err.kind() != std::io::ErrorKind::NotFound => Err(format!("cannot remove {}: {err}", dir.display())),
+        _ => Ok(()),
+    }
+}
+
+fn env_var(key: &str) -> Option<String> {
+    std::env::var(key).ok().filter(|v| !v.is_empty())
+}
+
+/// Installs the extension for this program and the running GNOME (or `version`), and says what happens next.
+pub fn install_here(version: Option<&str>) -> Result<String, String> {
+    let dir = extension_dir(&env_var).ok_or("neither XDG_DATA_HOME nor HOME is set")?;
+    let conn = zbus::blocking::Connection::session().ok();
+    let version = match version {
+        Some(version) => version.to_owned(),
+        None => conn.as_ref().and_then(shell_version).ok_or("GNOME Shell does not answer on the session bus: give its version with --shell-version")?,
+    };
+    let major = major_version(&version).ok_or_else(|| format!("not a GNOME Shell version: {version}"))?;
+    if major < 43 {
+        return Err(format!("cowork's extension needs GNOME 43 or later; this is GNOME {version}"));
+    }
+    let exe = std::env::current_exe().map_err(|err| format!("cannot tell where this program is: {err}"))?;
+    let installed = install(&dir, major, &exe, &Gsettings)?;
+    let running = conn.as_ref().and_then(running_version).is_some();
+    Ok(format!(
+        "Installed cowork's GNOME Shell extension ({} variant) in {} for {}.\n{}",
+        if major >= 45 { "GNOME 45 and later" } else { "GNOME 43-44" },
+        installed.dir.display(),
+        exe.display(),
+        if running {
+            "GNOME Shell already runs it: this program may use it now."
+        } else {
+            "GNOME on Wayland loads new extensions only at log-in: log out and in once, and cowork sees your windows from then on."
+        }
+    ))
+}
+
+pub fn remove_here() -> Result<String, String> {
+    let dir = extension_dir(&env_var).ok_or("neither XDG_DATA_HOME nor HOME is set")?;
+    remove(&dir, &Gsettings)?;
+    Ok(format!("Removed cowork's GNOME Shell extension from {} and disabled it; GNOME Shell stops running it at your next log-in.", dir.display()))
+}
+
+pub fn status_here() -> String {
+    let installed = extension_dir(&env_var).filter(|dir| dir.join("extension.js").is_file());
+    let conn = zbus::blocking::Connection::session().ok();
+    let running = conn.as_ref().and_then(running_version);
+    match (installed, running) {
+        (_, Some(version)) => format!("running (interface version {version})"),
+        (Some(dir), None) => format!("installed in {} but not running: log out and in once (or it is disabled in Extensions)", dir.display()),
+        (None, None) => "not installed: `cowork gnome-extension install`".to_owned(),
+    }
+}
+
+/// `org.gnome.shell enabled-extensions`, read and written.
+pub trait GnomeSettings {
+    fn enabled_extensions(&self) -> Result<Vec<String>, String>;
+    fn set_enabled_extensions(&self, uuids: &[String]) -> Result<(), String>;
+}
+
+/// Through the `gsettings` program (GLib's, on every GNOME), which writes dconf as GNOME does.
+pub struct Gsettings;
+
+impl GnomeSettings for Gsettings {
+    fn enabled_extensions(&self) -> Result<Vec<String>, String> {
+        let out = std::process::Command::new("gsettings")
+            .args(["get", "org.gnome.shell", "enabled-extensions"])
+            .output()
+            .map_err(|err| format!("cannot run gsettings (GLib's settings tool): {err}"))?;
+        if !out.status.success() {
+            return Err(format!("gsettings cannot read GNOME Shell's settings: {}", String::from_utf8_lossy(&out.stderr).trim()));
+        }
+        parse_string_array(&String::from_utf8_lossy(&out.stdout))
+    }
+
+    fn set_enabled_extensions(&self, uuids: &[String]) -> Result<(), String> {
+        let out = std::process::Command::new("gsettings")
+            .args(["set", "org.gnome.shell", "enabled-extensions", &format_string_array(uuids)])
+            .output()
+            .map_err(|err| format!("cannot run gsettings: {err}"))?;
+        if !out.status.success() {
+            return Err(format!("gsettings cannot enable the extension: {}", String::from_utf8_lossy(&out.stderr).trim()));
+        }
+        Ok(())
+    }
+}
+
+/// A GVariant string array as gsettings prints it: `@as []`, `['a', 'b']`.
+pub fn parse_string_array(text: &str) -> Result<Vec<String>, String> {
+    let text = text.trim().trim_start_matches("@as").trim();
+    let inner = text.strip_prefix('[').and_then(|t| t.strip_suffix(']')).ok_or_else(|| format!("not a list of names: {text}"))?;
+    let mut items = Vec::new();
+    let mut chars = inner.chars().peekable();
+    while let Some(c) = chars.next() {
+        match c {
+            '\'' | '"' => {
+                let mut item = String::new();
+                loop {
+                    match chars.next() {
+                        Some('\\') => item.extend(chars.next()),
+                        Some(q) if q == c => break,
+                        Some(other) => item.push(other),
+                        None => return Err(format!("an unfinished name in {text}")),
+                    }
+                }
+                items.push(item);
+            }
+            ',' | ' ' => {}
+            other => return Err(format!("unexpected {other:?} in {text}")),
+        }
+    }
+    Ok(items)
+}
+
+fn format_string_array(items: &[String]) -> String {
+    let quoted: Vec<String> = items.iter().map(|i| format!("'{}'", i.replace('\\', "\\\\").replace('\'', "\\'"))).collect();
+    format!("[{}]", quoted.join(", "))
+}
+
+// --- talking to the extension -------------------------------------------------
+
+/// The latest focus report: how many came so far, and the window (None: nothing focused).
+#[derive(Default)]
+struct Latest {
+    reports: u64,
+    window: Option<GnomeWindow>,
+}
+
+/// The object the extension calls.
+struct Events {
+    /// The unique name that owned `org.gnome.Shell` when cowork subscribed.
+    shell: String,
+    latest: Arc<Mutex<Latest>>,
+    wake: Sender<()>,
+    clipboard: Option<Sender<String>>,
+}
+
+impl Events {
+    fn from_shell(&self, header: &zbus::message::Header<'_>) -> zbus::fdo::Result<()> {
+        if header.sender().map(|s| s.as_str()) == Some(self.shell.as_str()) {
+            return Ok(());
+        }
+        tracing::warn!(sender = ?header.sender().map(|s| s.to_string()), "refused a desktop report that did not come from GNOME Shell");
+        Err(zbus::fdo::Error::AccessDenied("only GNOME Shell tells cowork about windows".into()))
+    }
+}
+
+#[zbus::interface(name = "org.cowork.DesktopEvents1")]
+impl Events {
+    /// The focused window changed, or its title or fullscreen state did (an empty `id`: nothing is focused).
+    #[allow(clippy::too_many_arguments)]
+    fn focused(
+        &self,
+        #[zbus(header)] header: zbus::message::Header<'_>,
+        title: String,
+        wm_class: String,
+        app_id: String,
+        sandboxed_app_id: String,
+        pid: u32,
+        fullscreen: bool,
+        id: String,
+    ) -> zbus::fdo::Result<()> {
+        self.from_shell(&header)?;
+        {
+            let mut latest = self.latest.lock();
+            latest.reports += 1;
+            latest.window = GnomeWindow::from_tuple((title, wm_class, app_id, sandboxed_app_id, pid, fullscreen, id));
+        }
+        // One pending wake is enough: the reader takes the latest state.
+        let _ = self.wake.try_send(());
+        Ok(())
+    }
+
+    /// The clipboard changed owner: its text.
+    fn clipboard(&self, #[zbus(header)] header: zbus::message::Header<'_>, text: String) -> zbus::fdo::Result<()> {
+        self.from_shell(&header)?;
+        if let Some(clipboard) = &self.clipboard
+            && clipboard.try_send(text).is_err()
+        {
+            tracing::warn!("clipboard queue full: dropped a copy");
+        }
+        Ok(())
+    }
+}
+
+/// The extension's methods, called by cowork.
+#[derive(Clone)]
+pub struct Extension {
+    conn: zbus::blocking::Connection,
+}
+
+fn gnome_error(what: &str) -> impl Fn(zbus::Error) -> String + '_ {
+    move |err| match err {
+        zbus::Error::MethodError(name, Some(text), _) if name.as_str() == "org.cowork.Desktop1.Error.NotCowork" => {
+            format!("{what}: cowork's GNOME extension refused this program ({text}); install it again from this cowork (`cowork gnome-extension install`)")
+        }
+        zbus::Error::MethodError(name, _, _) if name.as_str() == "org.freedesktop.DBus.Error.UnknownObject" || name.as_str() == "org.freedesktop.DBus.Error.UnknownMethod" => {
+            format!("{what}: cowork's GNOME extension is not running (install it, then log out and in once)")
+        }
+        err => format!("{what}: {err}"),
+    }
+}
+
+impl Extension {
+    pub fn new(conn: zbus::blocking::Connection) -> Self {
+        Self { conn }
+    }
+
+    pub fn session() -> Result<Self, String> {
+        zbus::blocking::Connection::session().map(Self::new).map_err(|err| format!("no session bus: {err}"))
+    }
+
+    fn call<R: serde::de::DeserializeOwned + zbus::zvariant::Type>(&self, method: &str, body: &(impl serde::Serialize + zbus::zvariant::DynamicType)) -> Result<R, String> {
+        let reply = self.conn.call_method(Some(SHELL), OBJECT_PATH, Some(INTERFACE), method, body).map_err(gnome_error("GNOME Shell"))?;
+        reply.body().deserialize().map_err(|err| format!("the GNOME extension's answer to {method}: {err}"))
+    }
+
+    /// Asks for the `streams` ("focus", "clipboard"): pushed to this connection's `OBJECT_PATH`.
+    pub fn subscribe(&self, streams: &[&str]) -> Result<String, String> {
+        self.call("Subscribe", &(streams,))
+    }
+
+    pub fn unsubscribe(&self) {
+        let _ = self.conn.call_method(Some(SHELL), OBJECT_PATH, Some(INTERFACE), "Unsubscribe", &());
+    }
+
+    pub fn focused(&self) -> Result<Option<GnomeWindow>, String> {
+        self.call::<(WindowTuple,)>("Focused", &()).map(|(w,)| GnomeWindow::from_tuple(w))
+    }
+
+    /// The normal windows, with whether each has the focus.
+    pub fn list_windows(&self) -> Result<Vec<(GnomeWindow, bool)>, String> {
+        let windows: Vec<(String, String, String, String, u32, bool, bool, String)> = self.call("ListWindows", &())?;
+        Ok(windows
+            .into_iter()
+            .filter_map(|(title, wm_class, app_id, sandboxed, pid, focused, fullscreen, id)| {
+                GnomeWindow::from_tuple((title, wm_class, app_id, sandboxed, pid, fullscreen, id)).map(|w| (w, focused))
+            })
+            .collect())
+    }
+
+    /// Focuses the window `key` names (from `list_windows`).
+    pub fn activate(&self, key: u32) -> Result<(), String> {
+        let windows = self.list_windows()?;
+        let window = windows.iter().find(|(w, _)| w.key() == key).ok_or_else(|| format!("no open window has the id {key}"))?;
+        let done: bool = self.call("Activate", &(window.0.id.as_str(),))?;
+        done.then_some(()).ok_or_else(|| format!("window {key} closed before it could be focused"))
+    }
+
+    /// Places this process's window titled `title`; false while it is not mapped yet.
+    pub fn place(&self, kind: &str, title: &str, width: i32, height: i32) -> Result<bool, String> {
+        self.call("Place", &(kind, title, width, height))
+    }
+}
+
+/// The extension's version if the running gnome-shell serves it (anyone may read it; nothing else is answered to anyone).
+pub fn running_version(conn: &zbus::blocking::Connection) -> Option<String> {
+    let proxy = zbus::blocking::fdo::PropertiesProxy::builder(conn).destination(SHELL).ok()?.path(OBJECT_PATH).ok()?.build().ok()?;
+    let value = proxy.get(INTERFACE.try_into().ok()?, "Version").ok()?;
+    String::try_from(value).ok()
+}
+
+/// gnome-shell's version ("43.9").
+pub fn shell_version(conn: &zbus::blocking::Connection) -> Option<String> {
+    let proxy = zbus::blocking::fdo::PropertiesProxy::builder(conn).destination(SHELL).ok()?.path("/org/gnome/Shell").ok()?.build().ok()?;
+    let value = proxy.get("org.gnome.Shell".try_into().ok()?, "ShellVersion").ok()?;
+    String::try_from(value).ok()
+}
+
+/// Serves the event object on a new connection and subscribes it to `streams`.
+fn subscribed(streams: &[&str], clipboard: Option<Sender<String>>) -> Result<(Extension, Arc<Mutex<Latest>>, Receiver<()>), String> {
+    let conn = zbus::blocking::Connection::session().map_err(|err| format!("no session bus: {err}"))?;
+    let dbus = zbus::blocking::fdo::DBusProxy::new(&conn).map_err(|err| format!("the session bus does not answer: {err}"))?;
+    let shell = dbus
+        .get_name_owner(SHELL.try_into().expect("a valid bus name"))
+        .map_err(|err| format!("GNOME Shell is not on the session bus ({err}): is this a GNOME session?"))?
+        .to_string();
+    let latest = Arc::new(Mutex::new(Latest::default()));
+    let (wake_tx, wake) = bounded(1);
+    conn.object_server()
+        .at(OBJECT_PATH, Events { shell, latest: latest.clone(), wake: wake_tx, clipboard })
+        .map_err(|err| format!("cannot serve the GNOME extension's calls: {err}"))?;
+    let extension = Extension::new(conn);
+    extension.subscribe(streams)?;
+    Ok((extension, latest, wake))
+}
+
+/// The focused window on GNOME, from cowork's extension (capture's backend there).
+pub struct GnomeDesktop {
+    extension: Extension,
+    latest: Arc<Mutex<Latest>>,
+    wake: Receiver<()>,
+    seen: u64,
+    current: Option<GnomeWindow>,
+    idle: Option<IdleMonitorWatch>,
+}
+
+impl GnomeDesktop {
+    /// Subscribes to focus reports and waits (up to 2 s) for the first.
+    pub fn connect() -> Result<Self, String> {
+        let (extension, latest, wake) = subscribed(&["focus"], None)?;
+        let mut desktop = Self { extension, latest, wake, seen: 0, current: None, idle: None };
+        let _ = desktop.wait_for_change(Duration::from_secs(2));
+        Ok(desktop)
+    }
+
+    pub fn with_idle(mut self, idle: Option<IdleMonitorWatch>) -> Self {
+        self.idle = idle;
+        self
+    }
+
+    pub fn wait_for_change(&mut self, timeout: Duration) -> Result<bool, String> {
+        let _ = self.wake.recv_timeout(timeout);
+        let latest = self.latest.lock();
+        if latest.reports == self.seen {
+            return Ok(false);
+        }
+        self.seen = latest.reports;
+        let changed = self.current != latest.window;
+        self.current = latest.window.clone();
+        Ok(changed)
+    }
+
+    /// The focused window; None when nothing, or cowork itself, is focused.
+    pub fn active_window(&self) -> Option<ActiveWindow> {
+        self.current.as_ref().filter(|w| w.pid != std::process::id()).map(GnomeWindow::active)
+    }
+
+    pub fn is_fullscreen(&self, window: u32) -> bool {
+        self.current.as_ref().is_some_and(|w| w.key() == window && w.fullscreen)
+    }
+}
+
+impl Drop for GnomeDesktop {
+    fn drop(&mut self) {
+        self.extension.unsubscribe();
+    }
+}
+
+/// The clipboard's text as the extension pushes it, while cowork records it.
+pub struct ClipboardWatch {
+    extension: Extension,
+    texts: Receiver<String>,
+    on: bool,
+    pending: Option<String>,
+}
+
+impl ClipboardWatch {
+    /// Connected, asking for nothing until `set_recording(true)`.
+    pub fn connect() -> Result<Self, String> {
+        let (tx, texts) = bounded(16);
+        let (extension, _, _) = subscribed(&[], Some(tx))?;
+        Ok(Self { extension, texts, on: false, pending: None })
+    }
+
+    /// Asks the extension for the clipboard only while the stream is on.
+    pub fn set_recording(&mut self, on: bool) -> Result<(), String> {
+        if on != self.on {
+            self.extension.subscribe(if on { &["clipboard"] } else { &[] })?;
+            self.on = on;
+        }
+        Ok(())
+    }
+
+    /// Waits up to `timeout`; true when a new text came.
+    pub fn wait_for_change(&mut self, timeout: Duration) -> bool {
+        match self.texts.recv_timeout(timeout) {
+            Ok(text) => {
+                // Several copies in a burst: the last is the clipboard now.
+                self.pending = Some(self.texts.try_iter().last().unwrap_or(text));
+                true
+            }
+            Err(_) => false,
+        }
+    }
+
+    /// The text that came with the last change.
+    pub fn take_text(&mut self) -> Option<String> {
+        self.pending.take()
+    }
+}
+
+impl Drop for ClipboardWatch {
+    fn drop(&mut self) {
+        self.extension.unsubscribe();
+    }
+}
+
+// --- away detection ---------------------------------------------------------------
+
+const IDLE_MONITOR: &str = "org.gnome.Mutter.IdleMonitor";
+const IDLE_MONITOR_PATH: &str = "/org/gnome/Mutter/IdleMonitor/Core";
+
+/// Presence from Mutter's IdleMonitor: an idle watch fires after a grain
+/// without input, then a user-active watch fires at the next input. The
+/// watches and their signal are read on an `idle` thread; dropping ends it.
+pub struct IdleMonitorWatch {
+    presence: Arc<Presence>,
+    stop: Arc<AtomicBool>,
+    conn: zbus::blocking::Connection,
+    idle_watch: u32,
+    thread: Option<std::thread::JoinHandle<()>>,
+}
+
+fn idle_call(conn: &zbus::blocking::Connection, method: &str, body: &(impl serde::Serialize + zbus::zvariant::DynamicType)) -> Result<u32, String> {
+    let reply = conn.call_method(Some(IDLE_MONITOR), IDLE_MONITOR_PATH, Some(IDLE_MONITOR), method, body).map_err(|err| err.to_string())?;
+    reply.body().deserialize::<u32>().map_err(|err| err.to_string())
+}
+
+impl IdleMonitorWatch {
+    pub fn connect() -> Result<Self, String> {
+        let conn = zbus::blocking::Connection::session().map_err(|err| format!("no session bus: {err}"))?;
+        let dbus = zbus::blocking::fdo::DBusProxy::new(&conn).map_err(|err| format!("the session bus does not answer: {err}"))?;
+        let mutter = dbus
+            .get_name_owner(IDLE_MONITOR.try_into().expect("a valid bus name"))
+            .map_err(|err| format!("Mutter's IdleMonitor is not on the session bus: {err}"))?
+            .to_string();
+        let rule = zbus::MatchRule::builder()
+            .msg_type(zbus::message::Type::Signal)
+            .interface(IDLE_MONITOR)
+            .and_then(|b| b.member("WatchFired"))
+            .and_then(|b| b.path(IDLE_MONITOR_PATH))
+            .map_err(|err| err.to_string())?
+            .build();
+        let fired = zbus::blocking::MessageIterator::for_match_rule(rule, &conn, Some(8)).map_err(|err| format!("cannot watch Mutter's IdleMonitor: {err}"))?;
+        let idle_watch = idle_call(&conn, "AddIdleWatch", &(super::wlr::IDLE_GRAIN.as_millis() as u64,)).map_err(|err| format!("Mutter's IdleMonitor: {err}"))?;
+        let presence = Arc::new(Presence::default());
+        let stop = Arc::new(AtomicBool::new(false));
+        let (thread_presence, ended, thread_conn) = (presence.clone(), stop.clone(), conn.clone());
+        let thread = std::thread::Builder::new()
+            .name("idle".into())
+            .spawn(move || {
+                let mut active_watch: Option<u32> = None;
+                for message in fired {
+                    if ended.load(Ordering::Relaxed) {
+                        break;
+                    }
+                    let Ok(message) = message else { continue };
+                    // Only Mutter's own signals count (anyone may emit one with this name).
+                    if message.header().sender().map(|s| s.as_str()) != Some(mutter.as_str()) {
+                        continue;
+                    }
+                    let Ok(id) = message.body().deserialize::<u32>() else { continue };
+                    if id == idle_watch {
+                        thread_presence.set_idle(true);
+                        // A user-active watch fires once, at the next input.
+                        match idle_call(&thread_conn, "AddUserActiveWatch", &()) {
+                            Ok(watch) => active_watch = Some(watch),
+                            Err(err) => tracing::warn!(error = %err, "Mutter's IdleMonitor refused a user-active watch"),
+                        }
+                    } else if Some(id) == active_watch {
+                        active_watch = None;
+                        thread_presence.set_idle(false);
+                    }
+                }
+            })
+            .map_err(|err| format!("cannot start the idle thread: {err}"))?;
+        Ok(Self { presence, stop, conn, idle_watch, thread: Some(thread) })
+    }
+
+    pub fn presence(&self) -> Arc<Presence> {
+        self.presence.clone()
+    }
+}
+
+impl Drop for IdleMonitorWatch {
+    fn drop(&mut self) {
+        self.stop.store(true, Ordering::Relaxed);
+        let _ = self.conn.call_method(Some(IDLE_MONITOR), IDLE_MONITOR_PATH, Some(IDLE_MONITOR), "RemoveWatch", &(self.idle_watch,));
+        // The thread wakes at the next signal: one of our own (the bus delivers it to us too) wakes it now.
+        let _ = self.conn.emit_signal(None::<&str>, IDLE_MONITOR_PATH, IDLE_MONITOR, "WatchFired", &(u32::MAX,));
+        if let Some(thread) = self.thread.take() {
+            let _ = thread.join();
+        }
+    }
+}

@@ -1,0 +1,105 @@
+//! cowork on GNOME Shell 43, headless (`--headless --virtual-monitor`), with
+//! its real extension installed by `cowork gnome-extension install` and
+//! loaded by gnome-shell: focus, title, pid, fullscreen and clipboard pushed
+//! to cowork and nobody else; Mutter's IdleMonitor for away; the sidebar
+//! docked by the extension. A test-only driver extension moves the focus and
+//! reads where windows are, as a user and a screenshot would.
+
+use std::path::Path;
+use std::time::Duration;
+
+use cowork::store;
+
+use super::support::{ChildGuard, eventually, require};
+use super::wayland::{Compositor, capturing_data_dir, doctor_check, on_disk, stop};
+
+fn sessions(db: &Path) -> Vec<cowork::events::ActivitySession> {
+    store::open_read_only(db).ok().and_then(|c| store::sessions_between(&c, 0, i64::MAX).ok()).unwrap_or_default()
+}
+
+/// A zbus connection to the GNOME session's bus, as any other program on it would have.
+fn bus(gnome: &Compositor) -> zbus::blocking::Connection {
+    zbus::blocking::connection::Builder::address(gnome.bus.as_deref().unwrap()).unwrap().build().unwrap()
+}
+
+#[test]
+fn on_gnome_coworks_extension_turns_focus_and_title_changes_into_sessions_with_pids_for_cowork_only() {
+    if !require(Compositor::gnome_available(), "gnome-shell, weston-terminal, dbus-daemon, unshare and gsettings") {
+        return;
+    }
+    let mut gnome = Compositor::gnome();
+    let (data, db) = capturing_data_dir(&[("privacy.denied_titles", "KeePassXC")]);
+    let focused = doctor_check(&gnome, data.path(), "focused window");
+    assert!(focused.0 == "ok" && focused.1.contains("GNOME Shell extension"), "{focused:?}\n{}", gnome.gnome_log());
+    let away = doctor_check(&gnome, data.path(), "away detection");
+    assert!(away.0 == "ok" && away.1.contains("IdleMonitor"), "{away:?}");
+    let capture = ChildGuard(gnome.cowork(data.path()).args(["capture", "run"]).spawn().unwrap());
+
+    let has = |title: &str, pid: u32| sessions(&db).iter().any(|s| s.title == title && s.pid == Some(pid) && s.app == "org.freedesktop.weston.wayland-terminal");
+    let (alpha, alpha_titles) = gnome.weston_terminal("Alpha document");
+    assert!(eventually(Duration::from_secs(10), || gnome.gnome_focus("Alpha document")), "{:?}", gnome.gnome_windows());
+    assert!(eventually(Duration::from_secs(15), || has("Alpha document", alpha)), "{:?}\n{}", sessions(&db), gnome.gnome_log());
+    let (beta, beta_titles) = gnome.weston_terminal("Beta notes");
+    assert!(eventually(Duration::from_secs(10), || gnome.gnome_focus("Beta notes")));
+    assert!(eventually(Duration::from_secs(10), || has("Beta notes", beta)), "{:?}", sessions(&db));
+    // The focused window's title changes: a new session.
+    std::fs::write(&beta_titles, "Beta notes, edited\n").unwrap();
+    assert!(eventually(Duration::from_secs(5), || has("Beta notes, edited", beta)), "{:?}", sessions(&db));
+    // A window without the focus changes its title: nothing yet ...
+    std::fs::write(&alpha_titles, "Alpha renamed\n").unwrap();
+    std::thread::sleep(Duration::from_millis(800));
+    assert!(!sessions(&db).iter().any(|s| s.title == "Alpha renamed"), "{:?}", sessions(&db));
+    // ... until it has the focus again.
+    assert!(gnome.gnome_focus("Alpha renamed"));
+    assert!(eventually(Duration::from_secs(5), || has("Alpha renamed", alpha)), "{:?}", sessions(&db));
+
+    // Another program on the bus gets nothing from the extension: not the focused window, not a subscription.
+    let other = bus(&gnome);
+    for (method, refused) in [
+        ("Focused", other.call_method(Some("org.gnome.Shell"), "/org/cowork/Desktop", Some("org.cowork.Desktop1"), "Focused", &())),
+        ("ListWindows", other.call_method(Some("org.gnome.Shell"), "/org/cowork/Desktop", Some("org.cowork.Desktop1"), "ListWindows", &())),
+        ("Subscribe", other.call_method(Some("org.gnome.Shell"), "/org/cowork/Desktop", Some("org.cowork.Desktop1"), "Subscribe", &(vec!["focus", "clipboard"],))),
+    ] {
+        let err = refused.expect_err(method).to_string();
+        assert!(err.contains("NotCowork") && err.contains("answers cowork only"), "{method}: {err}");
+    }
+    // Nor can it pose as GNOME Shell to cowork: its report is refused and nothing is recorded.
+    let cowork_name = {
+        let dbus = zbus::blocking::fdo::DBusProxy::new(&other).unwrap();
+        let me = capture.0.id();
+        dbus.list_names()
+            .unwrap()
+            .into_iter()
+            .map(|n| n.to_string())
+            .filter(|n| n.starts_with(':'))
+            .find(|n| dbus.get_connection_unix_process_id(n.as_str().try_into().unwrap()).ok() == Some(me))
+            .expect("cowork is on the bus")
+    };
+    let forged = other.call_method(
+        Some(cowork_name.as_str()),
+        "/org/cowork/Desktop",
+        Some("org.cowork.DesktopEvents1"),
+        "Focused",
+        &("Forged window", "evil", "", "", 1u32, false, "666"),
+    );
+    assert!(forged.expect_err("refused").to_string().contains("AccessDenied"));
+    std::thread::sleep(Duration::from_millis(500));
+    assert!(!sessions(&db).iter().any(|s| s.title == "Forged window"), "{:?}", sessions(&db));
+
+    // A password manager's window, by the firewall's title rule: nothing of it.
+    let (vault, _) = gnome.weston_terminal("Passwords.kdbx - KeePassXC");
+    assert!(eventually(Duration::from_secs(10), || gnome.gnome_focus("Passwords.kdbx - KeePassXC")));
+    std::thread::sleep(Duration::from_millis(1_000));
+    gnome.close(vault);
+    assert!(gnome.gnome_focus("Beta notes, edited"));
+
+    // The clipboard, pushed by the extension while the stream records.
+    let clips = || store::open_read_only(&db).ok().and_then(|c| store::clips_between(&c, 0, i64::MAX).ok()).unwrap_or_default();
+    gnome.shell_eval("imports.gi.St.Clipboard.get_default().set_text(imports.gi.St.ClipboardType.CLIPBOARD, 'standup moved to 10:30')").unwrap();
+    assert!(eventually(Duration::from_secs(5), || clips().iter().any(|c| c.text == "standup moved to 10:30")), "{:?}", clips());
+
+    stop(capture);
+    let titles: Vec<String> = sessions(&db).into_iter().map(|s| s.title).collect();
+    assert!(titles.iter().all(|t| !t.contains("KeePassXC") && !t.contains("Passwords")), "{titles:?}");
+    assert!(!on_disk(data.path(), "Passwords.kdbx"));
+}

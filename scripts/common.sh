@@ -35,7 +35,8 @@ RUNTIME_PACKAGES="libopenblas0 libgomp1 libx11-6 libxkbcommon-x11-0 libxcursor1 
 # pulseaudio + pulseaudio-utils (a real sound server with null sinks as the microphone and speakers; paplay);
 # sway, foot, wtype, wl-clipboard, xwayland (wlroots headless, its clients and XWayland beside it), weston
 # (the compositor cowork has no backend for), wayland-utils (wayland-info, to see what a compositor offers),
-# kwin-wayland (KDE Plasma's compositor, headless with --virtual: cowork's KWin script).
+# kwin-wayland (KDE Plasma's compositor, headless with --virtual: cowork's KWin script), gnome-shell and gjs
+# (GNOME Shell 43 headless with cowork's extension; gjs checks the extension's syntax).
 TEST_PACKAGES="xvfb xauth xdotool openbox xterm x11-utils xclip espeak-ng sox nodejs time faketime
   dbus-daemon wmctrl chromium mpv mpv-mpris python3-gi gir1.2-gtk-3.0 python3-venv gnome-keyring iproute2
   pulseaudio pulseaudio-utils dunst sqlite3 sway foot wtype wl-clipboard xwayland weston wayland-utils

@@ -103,3 +103,97 @@ fn on_gnome_coworks_extension_turns_focus_and_title_changes_into_sessions_with_p
     assert!(titles.iter().all(|t| !t.contains("KeePassXC") && !t.contains("Passwords")), "{titles:?}");
     assert!(!on_disk(data.path(), "Passwords.kdbx"));
 }
+
+/// GNOME: with nobody at the keyboard, Mutter's IdleMonitor watch marks the
+/// user away after the threshold (10 s), back-dated to the last input —
+/// unless the focused window fills the screen (a film keeps the user
+/// present), which the extension reports as the window's state changes.
+#[test]
+fn on_gnome_mutters_idle_monitor_marks_away_unless_a_fullscreen_window_has_the_focus() {
+    use cowork::capture::heartbeat::AfkStatus;
+    if !require(Compositor::gnome_available(), "gnome-shell, weston-terminal, dbus-daemon, unshare and gsettings") {
+        return;
+    }
+    let mut gnome = Compositor::gnome();
+    gnome.weston_terminal("Film");
+    assert!(eventually(Duration::from_secs(10), || gnome.gnome_focus("Film")));
+    let fullscreen = |on: bool| {
+        let code = format!("(() => {{ const w = global.display.focus_window; if ({on}) w.make_fullscreen(); else w.unmake_fullscreen(); return w.is_fullscreen(); }})()");
+        assert_eq!(gnome.shell_eval(&code), Some(serde_json::Value::Bool(on)));
+    };
+    fullscreen(true);
+    let (data, db) = capturing_data_dir(&[("capture.afk_secs", "10")]);
+    let capture = ChildGuard(gnome.cowork(data.path()).args(["capture", "run"]).spawn().unwrap());
+    let afk = || store::open_read_only(&db).ok().and_then(|c| store::afk_between(&c, 0, i64::MAX).ok()).unwrap_or_default();
+    std::thread::sleep(Duration::from_secs(16));
+    assert!(!afk().iter().any(|e| e.data == AfkStatus::Afk), "a fullscreen window keeps the user present: {:?}", afk());
+    let windowed = cowork::ids::now_millis();
+    fullscreen(false);
+    assert!(eventually(Duration::from_secs(20), || afk().iter().any(|e| e.data == AfkStatus::Afk)), "nobody typed, so the user went away: {:?}", afk());
+    let gone = afk().into_iter().find(|e| e.data == AfkStatus::Afk).unwrap();
+    assert!(gone.start_millis < windowed, "away is back-dated to the last input, not to when the film ended: {gone:?}");
+    stop(capture);
+}
+
+/// GNOME: the sidebar is kept above, on every workspace and docked to the
+/// right edge of the work area at its full height by the extension; a
+/// terminal beside it is left alone; the quick prompt opens centred, above
+/// and focused.
+#[test]
+fn on_gnome_the_extension_docks_the_sidebar_right_on_every_workspace_and_opens_the_prompt_focused() {
+    if !require(Compositor::gnome_available(), "gnome-shell, weston-terminal, dbus-daemon, unshare and gsettings") {
+        return;
+    }
+    let mut gnome = Compositor::gnome();
+    let (notes, _) = gnome.weston_terminal("Meeting notes");
+    let data = super::support::temp_dir();
+    let placement = doctor_check(&gnome, data.path(), "sidebar placement");
+    assert!(placement.0 == "ok" && placement.1.contains("GNOME Shell extension"), "{placement:?}");
+    let log = data.path().join("sidebar.log");
+    let sidebar = gnome
+        .cowork(data.path())
+        .arg("--models-dir")
+        .arg(super::support::models_dir())
+        .env("COWORK_LOG", "cowork=debug")
+        .stdout(std::process::Stdio::null())
+        .stderr(std::fs::File::create(&log).unwrap())
+        .spawn()
+        .unwrap();
+    let pid = sidebar.id();
+    gnome.children.push(ChildGuard(sidebar));
+    let placed = || std::fs::read_to_string(&log).unwrap_or_default().lines().filter(|l| l.contains("place")).collect::<Vec<_>>().join("\n");
+    let window = |windows: &[serde_json::Value], pid: u32, title: &str| windows.iter().find(|w| w["pid"] == pid && w["title"] == title).cloned();
+    let mut last = (Vec::new(), serde_json::Value::Null);
+    let docked = eventually(Duration::from_secs(30), || {
+        last = gnome.gnome_windows();
+        let (windows, area) = &last;
+        window(windows, pid, "cowork").is_some_and(|w| {
+            w["above"] == true
+                && w["sticky"] == true
+                && w["x"].as_i64().unwrap() + w["width"].as_i64().unwrap() == area["x"].as_i64().unwrap() + area["width"].as_i64().unwrap()
+                && w["y"] == area["y"]
+                && w["height"] == area["height"]
+                && w["width"].as_i64().unwrap() < area["width"].as_i64().unwrap() / 2
+        })
+    });
+    assert!(docked, "the sidebar is above, on all workspaces, docked right at full height: {last:?}\n{}\n{}", placed(), gnome.gnome_log());
+    let terminal = window(&last.0, notes, "Meeting notes").expect("the terminal");
+    assert!(terminal["above"] == false && terminal["sticky"] == false, "only cowork's own window is touched: {terminal}");
+
+    let out = gnome.cowork(data.path()).args(["trigger", "quick-prompt"]).output().unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let opened = eventually(Duration::from_secs(15), || {
+        last = gnome.gnome_windows();
+        let (windows, area) = &last;
+        window(windows, pid, "cowork quick prompt").is_some_and(|w| {
+            let centre = w["x"].as_i64().unwrap() + w["width"].as_i64().unwrap() / 2;
+            let middle = area["x"].as_i64().unwrap() + area["width"].as_i64().unwrap() / 2;
+            w["above"] == true && w["focused"] == true && (centre - middle).abs() <= 1
+        })
+    });
+    assert!(opened, "the quick prompt is centred, above and focused: {last:?}\n{}", placed());
+    let sidebar = gnome.children.iter_mut().find(|c| c.0.id() == pid).unwrap();
+    // SAFETY: signalling our own child.
+    unsafe { libc::kill(pid as i32, libc::SIGTERM) };
+    assert!(sidebar.0.wait().unwrap().success());
+}

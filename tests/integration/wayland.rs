@@ -28,7 +28,7 @@ pub struct Compositor {
     /// Files holding the pids of the shells run in weston-terminals: a shell
     /// waiting on its fifo outlives its killed terminal, so it is killed too.
     shells: Vec<PathBuf>,
-    children: Vec<ChildGuard>,
+    pub children: Vec<ChildGuard>,
     home: tempfile::TempDir,
     /// More environment for programs in this session (GNOME: its settings backend and schemas).
     env: Vec<(&'static str, String)>,

@@ -624,3 +624,81 @@ impl Drop for IdleMonitorWatch {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::cell::RefCell;
+
+    #[test]
+    fn gsettings_lists_are_read_and_written_back_exactly() {
+        assert_eq!(parse_string_array("@as []").unwrap(), Vec::<String>::new());
+        assert_eq!(parse_string_array("['a@b.c', 'd@e']\n").unwrap(), vec!["a@b.c", "d@e"]);
+        assert_eq!(parse_string_array(r#"["it's@x", 'q\'uote']"#).unwrap(), vec!["it's@x", "q'uote"]);
+        assert!(parse_string_array("['unfinished").is_err());
+        assert!(parse_string_array("nonsense").is_err());
+        let odd = vec!["a'b".to_owned(), "c\\d".to_owned(), "e@f".to_owned()];
+        assert_eq!(parse_string_array(&format_string_array(&odd)).unwrap(), odd, "a round trip keeps every name");
+    }
+
+    #[test]
+    fn versions_pick_the_variant() {
+        assert_eq!(major_version("43.9"), Some(43));
+        assert_eq!(major_version("GNOME Shell 47.2"), Some(47));
+        assert_eq!(major_version("48.alpha"), Some(48));
+        assert_eq!(major_version("x"), None);
+        assert!(extension_source(44).contains("imports.gi") && !extension_source(44).contains("export default"));
+        assert!(extension_source(45).contains("import Gio from 'gi://Gio'") && extension_source(45).contains("export default class"));
+        assert!(metadata(43).contains("\"44\"") && !metadata(43).contains("\"45\""));
+        assert!(metadata(46).contains("\"46\"") && !metadata(46).contains("\"43\""));
+    }
+
+    struct Fake(RefCell<Vec<String>>, bool);
+
+    impl GnomeSettings for Fake {
+        fn enabled_extensions(&self) -> Result<Vec<String>, String> {
+            Ok(self.0.borrow().clone())
+        }
+        fn set_enabled_extensions(&self, uuids: &[String]) -> Result<(), String> {
+            if self.1 {
+                return Err("dconf is read-only".into());
+            }
+            *self.0.borrow_mut() = uuids.to_vec();
+            Ok(())
+        }
+    }
+
+    #[test]
+    fn install_keeps_earlier_programs_and_other_extensions_and_a_failure_is_said() {
+        let dir = tempfile::tempdir().unwrap();
+        let ext = dir.path().join(UUID);
+        let settings = Fake(RefCell::new(vec!["other@x".into()]), false);
+        let first = install(&ext, 43, Path::new("/usr/bin/cowork"), &settings).unwrap();
+        assert!(first.newly_enabled);
+        let again = install(&ext, 43, Path::new("/opt/cowork/bin/cowork"), &settings).unwrap();
+        assert!(!again.newly_enabled);
+        assert_eq!(*settings.0.borrow(), vec!["other@x".to_owned(), UUID.to_owned()]);
+        let allowed = std::fs::read_to_string(ext.join(ALLOWED_FILE)).unwrap();
+        let paths: Vec<&str> = allowed.lines().filter(|l| !l.starts_with('#')).collect();
+        assert_eq!(paths, ["/usr/bin/cowork", "/opt/cowork/bin/cowork"]);
+        assert!(!std::fs::read_dir(&ext).unwrap().flatten().any(|e| e.file_name().to_string_lossy().ends_with(".part")), "no partial file left");
+        let read_only = Fake(RefCell::new(Vec::new()), true);
+        let err = install(&dir.path().join("second"), 45, Path::new("/usr/bin/cowork"), &read_only).unwrap_err();
+        assert!(err.contains("read-only"), "{err}");
+        remove(&ext, &settings).unwrap();
+        assert_eq!(*settings.0.borrow(), vec!["other@x".to_owned()]);
+        assert!(!ext.exists());
+        remove(&ext, &settings).unwrap();
+    }
+
+    #[test]
+    fn a_window_is_known_by_mutters_id_and_named_by_its_app() {
+        let window = GnomeWindow { title: "Notes".into(), wm_class: "org.gnome.TextEditor".into(), pid: 7, id: "42".into(), ..Default::default() };
+        assert_eq!(window.key(), GnomeWindow { title: "Other".into(), ..window.clone() }.key(), "a title change keeps the window");
+        assert_ne!(window.key(), GnomeWindow { id: "43".into(), ..window.clone() }.key());
+        assert_eq!(window.app(), "org.gnome.TextEditor");
+        assert_eq!(GnomeWindow { sandboxed_app_id: "org.mozilla.firefox".into(), ..window.clone() }.app(), "org.mozilla.firefox");
+        assert_eq!(GnomeWindow::default().app(), "unknown");
+        assert!(GnomeWindow::from_tuple(("".into(), "".into(), "".into(), "".into(), 0, false, "".into())).is_none(), "an empty id: nothing focused");
+    }
+}

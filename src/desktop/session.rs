@@ -791,4 +791,39 @@ mod tests {
         let lost = Facts { session_type: "wayland".into(), wayland_error: Some("connection refused".into()), ..Facts::default() };
         assert!(report(&lost, true).capabilities.iter().all(|(_, s)| s.text().contains("connection refused")));
     }
+
+    #[test]
+    fn on_gnome_every_capability_of_the_extension_waits_for_it_with_the_one_step_to_take_then_works() {
+        use crate::desktop::backend::{Backend, backend_for};
+        let gnome = Facts {
+            session_type: "wayland".into(),
+            current_desktop: "GNOME".into(),
+            wayland_display: Some("wayland-0".into()),
+            globals: globals(&["wl_seat"]),
+            bus_names: vec!["org.gnome.Shell".into(), "org.gnome.Mutter.IdleMonitor".into()],
+            gnome_shell_version: Some("47.2".into()),
+            ..Facts::default()
+        };
+        let needs = [Capability::FocusedWindow, Capability::ClipboardWatch, Capability::SidebarPlacement, Capability::WindowTools, Capability::Idle];
+        let missing = report(&gnome, true);
+        for capability in needs {
+            let state = missing.state(capability);
+            assert!(matches!(state, CapState::Degraded { .. }) && state.text().contains("waiting for cowork's GNOME Shell extension"), "{capability:?}: {state:?}");
+            assert!(state.text().contains("install it from Settings, Desktop") && state.text().contains("log out and in once"), "{state:?}");
+        }
+        assert!(matches!(backend_for(&missing, Capability::FocusedWindow), Backend::Blind(why) if why.contains("waiting")), "nothing is guessed meanwhile");
+        let installed = report(&Facts { gnome_extension_installed: true, ..gnome.clone() }, true);
+        let state = installed.state(Capability::FocusedWindow);
+        assert!(state.text().contains("it is installed: log out and in once") && !state.text().contains("install it from"), "{state:?}");
+        let running = report(&Facts { gnome_extension: Some("1".into()), gnome_extension_installed: true, ..gnome.clone() }, true);
+        for capability in needs {
+            assert!(running.state(capability).is_ok(), "{capability:?}: {:?}", running.state(capability));
+        }
+        assert!(running.state(Capability::Idle).text().contains("IdleMonitor"));
+        assert_eq!(backend_for(&running, Capability::FocusedWindow), Backend::Gnome);
+        assert_eq!(backend_for(&running, Capability::ClipboardWatch), Backend::Gnome);
+        // Without Mutter's IdleMonitor on the bus, away is not claimed.
+        let no_idle = report(&Facts { gnome_extension: Some("1".into()), bus_names: vec!["org.gnome.Shell".into()], ..gnome }, true);
+        assert!(!no_idle.state(Capability::Idle).is_ok());
+    }
 }

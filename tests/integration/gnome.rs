@@ -197,3 +197,107 @@ fn on_gnome_the_extension_docks_the_sidebar_right_on_every_workspace_and_opens_t
     unsafe { libc::kill(pid as i32, libc::SIGTERM) };
     assert!(sidebar.0.wait().unwrap().success());
 }
+
+/// The extension's shared logic under node with GNOME Shell's objects faked
+/// (what the GNOME 45+ variant shares with the 43 one gnome-shell runs
+/// above), and both variants as cowork writes them parse: the 45+ one as an
+/// ES module, the 43 one as a script (GNOME 45+ cannot run on Debian 12).
+#[test]
+fn the_gnome_extension_logic_holds_under_node_and_both_variants_parse() {
+    if !require(super::support::have_program("node"), "node") {
+        return;
+    }
+    let repo = super::support::repo_dir();
+    let out = std::process::Command::new("node").arg(repo.join("tests/integration/gnome/core_test.js")).arg(repo.join("assets/gnome/core.js")).output().unwrap();
+    assert!(out.status.success(), "{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+    assert_eq!(String::from_utf8_lossy(&out.stdout).matches("ok - ").count(), 8, "{}", String::from_utf8_lossy(&out.stdout));
+    let dir = super::support::temp_dir();
+    for (major, name) in [(43, "extension-43.js"), (44, "extension-44.js"), (45, "extension-45.mjs"), (48, "extension-48.mjs")] {
+        let source = cowork::desktop::gnome::extension_source(major);
+        assert!(!source.contains("@COWORK_CORE@") && source.contains("class CoworkDesktop"), "{major}: the core is written in");
+        assert_eq!(source.contains("export default class"), major >= 45, "{major}");
+        assert_eq!(source.contains("function init()"), major < 45, "{major}");
+        let path = dir.path().join(name);
+        std::fs::write(&path, source).unwrap();
+        let out = std::process::Command::new("node").arg("--check").arg(&path).output().unwrap();
+        assert!(out.status.success(), "{name}: {}", String::from_utf8_lossy(&out.stderr));
+    }
+}
+
+/// `cowork gnome-extension` as a user runs it, without gnome-shell running:
+/// install writes the GNOME 45+ variant for GNOME 47, allows this program,
+/// enables it in GNOME's settings (kept beside what was enabled) and says
+/// to log out and in, as status does then; installing again changes the
+/// variant and adds nothing twice; remove disables it and leaves nothing.
+#[test]
+fn cowork_gnome_extension_installs_enables_and_removes_itself_keeping_the_users_other_extensions() {
+    if !require(super::support::have_program("gsettings") && Path::new("/usr/share/glib-2.0/schemas/org.gnome.shell.gschema.xml").exists(), "gsettings and GNOME Shell's schemas") {
+        return;
+    }
+    let home = super::support::temp_dir();
+    let schemas = home.path().join("schemas");
+    std::fs::create_dir_all(&schemas).unwrap();
+    for name in ["org.gnome.shell.gschema.xml"] {
+        std::fs::copy(Path::new("/usr/share/glib-2.0/schemas").join(name), schemas.join(name)).unwrap();
+    }
+    assert!(std::process::Command::new("glib-compile-schemas").arg(&schemas).status().unwrap().success());
+    let data = super::support::temp_dir();
+    let cowork = |args: &[&str]| {
+        let out = std::process::Command::new(env!("CARGO_BIN_EXE_cowork"))
+            .arg("--data-dir")
+            .arg(data.path())
+            .args(args)
+            .env_remove("DBUS_SESSION_BUS_ADDRESS")
+            .env_remove("XDG_DATA_HOME")
+            .env("HOME", home.path())
+            .env("XDG_CONFIG_HOME", home.path().join(".config"))
+            .env("GSETTINGS_BACKEND", "keyfile")
+            .env("GSETTINGS_SCHEMA_DIR", &schemas)
+            .env("XDG_SESSION_TYPE", "wayland")
+            .env("XDG_CURRENT_DESKTOP", "GNOME")
+            .output()
+            .unwrap();
+        (out.status.success(), String::from_utf8_lossy(&out.stdout).into_owned() + &String::from_utf8_lossy(&out.stderr))
+    };
+    let gsettings = |args: &[&str]| {
+        let out = std::process::Command::new("gsettings")
+            .args(args)
+            .env("HOME", home.path())
+            .env("XDG_CONFIG_HOME", home.path().join(".config"))
+            .env("GSETTINGS_BACKEND", "keyfile")
+            .env("GSETTINGS_SCHEMA_DIR", &schemas)
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+        String::from_utf8_lossy(&out.stdout).trim().to_owned()
+    };
+    gsettings(&["set", "org.gnome.shell", "enabled-extensions", "['appindicatorsupport@rgcjonas.gmail.com']"]);
+    let (ok, said) = cowork(&["gnome-extension", "install"]);
+    assert!(!ok && said.contains("--shell-version"), "without a running GNOME Shell the version must be given: {said}");
+    let (ok, said) = cowork(&["gnome-extension", "install", "--shell-version", "47.2"]);
+    assert!(ok && said.contains("GNOME 45 and later") && said.contains("log out and in once"), "{said}");
+    let dir = home.path().join(".local/share/gnome-shell/extensions/cowork@cowork.app");
+    let source = std::fs::read_to_string(dir.join("extension.js")).unwrap();
+    assert!(source.contains("export default class CoworkExtension extends Extension"));
+    let metadata: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(dir.join("metadata.json")).unwrap()).unwrap();
+    assert_eq!(metadata["uuid"], "cowork@cowork.app");
+    assert!(metadata["shell-version"].as_array().unwrap().iter().any(|v| v == "47"), "{metadata}");
+    let allowed = std::fs::read_to_string(dir.join("allowed-executables")).unwrap();
+    let exe = std::fs::canonicalize(env!("CARGO_BIN_EXE_cowork")).unwrap();
+    assert!(allowed.lines().any(|l| Path::new(l) == exe), "{allowed}");
+    assert_eq!(gsettings(&["get", "org.gnome.shell", "enabled-extensions"]), "['appindicatorsupport@rgcjonas.gmail.com', 'cowork@cowork.app']");
+    let (_, status) = cowork(&["gnome-extension", "status"]);
+    assert!(status.contains("installed") && status.contains("log out and in"), "{status}");
+    // Installing again (another build of cowork, say) adds nothing twice.
+    assert!(cowork(&["gnome-extension", "install", "--shell-version", "43.9"]).0);
+    assert_eq!(std::fs::read_to_string(dir.join("allowed-executables")).unwrap().lines().filter(|l| !l.starts_with('#')).count(), 1);
+    assert!(std::fs::read_to_string(dir.join("extension.js")).unwrap().contains("function init()"), "the GNOME 43 variant now");
+    assert_eq!(gsettings(&["get", "org.gnome.shell", "enabled-extensions"]), "['appindicatorsupport@rgcjonas.gmail.com', 'cowork@cowork.app']");
+
+    let (ok, removed) = cowork(&["gnome-extension", "remove"]);
+    assert!(ok && removed.contains("Removed"), "{removed}");
+    assert!(!dir.exists());
+    assert_eq!(gsettings(&["get", "org.gnome.shell", "enabled-extensions"]), "['appindicatorsupport@rgcjonas.gmail.com']", "what the user had enabled stays");
+    let (_, status) = cowork(&["gnome-extension", "status"]);
+    assert!(status.contains("not installed"), "{status}");
+}

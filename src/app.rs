@@ -604,6 +604,14 @@ impl CoworkApp {
                     Err(err) => self.state.notice(format!("the key for {provider} was not stored: {err:#}")),
                 }
             }
+            UiAction::GnomeExtension { install } => {
+                // One gsettings call and three small files: done here, once, on the user's click.
+                let done = if install { crate::desktop::gnome::install_here(None) } else { crate::desktop::gnome::remove_here() };
+                match done {
+                    Ok(said) => self.state.notice(said.replace('\n', " ")),
+                    Err(err) => self.state.notice(format!("cowork's GNOME extension: {err}")),
+                }
+            }
             UiAction::TogglePause => {
                 let paused = !self.state.settings.privacy.paused;
                 self.state.notice(if paused { "capture paused: nothing is recorded" } else { "capture resumed" });

@@ -35,6 +35,8 @@ impl Tab {
 /// What a view asks the app to do.
 #[derive(Clone, Debug, PartialEq)]
 pub enum UiAction {
+    /// Settings → Desktop: install cowork's GNOME Shell extension (the user consented) or remove it.
+    GnomeExtension { install: bool },
     /// Apps → Automations: run a flow now (a manual run, no inputs).
     AutomationRun(String),
     AutomationEnable { name: String, enabled: bool },

@@ -3,8 +3,8 @@
 
 use egui::{Grid, RichText};
 
-use crate::desktop::session::{CapState, Hotkeys, Report, compositor_bindings};
-use crate::state::AppState;
+use crate::desktop::session::{CapState, Capability, Family, Hotkeys, Report, compositor_bindings};
+use crate::state::{AppState, UiAction};
 use crate::ui::theme;
 
 fn colour(state: &CapState) -> egui::Color32 {
@@ -36,7 +36,7 @@ pub fn chip_ui(ui: &mut egui::Ui, state: &AppState) {
     });
 }
 
-pub fn desktop_ui(ui: &mut egui::Ui, state: &AppState) {
+pub fn desktop_ui(ui: &mut egui::Ui, state: &AppState, consent: &mut bool, actions: &mut Vec<UiAction>) {
     let Some(report) = &state.desktop else {
         ui.label(RichText::new("capture is off: no desktop is watched").color(theme::MUTED));
         return;
@@ -54,6 +54,9 @@ pub fn desktop_ui(ui: &mut egui::Ui, state: &AppState) {
             ui.end_row();
         }
     });
+    if report.family == Family::Gnome {
+        gnome_extension_ui(ui, report, consent, actions);
+    }
     let (shown, tray) = report.tray();
     let tray_colour = if shown { theme::OK } else { theme::WARN };
     ui.add(egui::Label::new(RichText::new(format!("Tray: {tray}")).small().color(tray_colour)).wrap());
@@ -74,4 +77,45 @@ pub fn desktop_ui(ui: &mut egui::Ui, state: &AppState) {
              `cowork trigger talk-press` / `talk-release` to keys in your desktop's keyboard settings.",
         );
     }
+}
+
+/// GNOME: cowork's Shell extension, installed only after the user read what it does.
+fn gnome_extension_ui(ui: &mut egui::Ui, report: &Report, consent: &mut bool, actions: &mut Vec<UiAction>) {
+    let running = report.state(Capability::FocusedWindow).is_ok();
+    if running {
+        ui.horizontal_wrapped(|ui| {
+            ui.label(RichText::new("cowork's GNOME Shell extension runs.").small().color(theme::OK));
+            if ui.small_button("Remove it").clicked() {
+                actions.push(UiAction::GnomeExtension { install: false });
+            }
+        });
+        return;
+    }
+    if !*consent {
+        if ui.button("Install cowork's GNOME Shell extension…").clicked() {
+            *consent = true;
+        }
+        return;
+    }
+    egui::Frame::group(ui.style()).show(ui, |ui| {
+        ui.add(
+            egui::Label::new(
+                "GNOME tells apps nothing about other windows, so cowork brings a small GNOME Shell extension of its own. \
+                 It tells cowork, and no other program, which window has the focus (title, app and process), the clipboard's \
+                 text while you let cowork record it, and keeps the sidebar docked. It is copied into your extensions folder \
+                 (~/.local/share/gnome-shell/extensions/cowork@cowork.app) and enabled; you can remove it here at any time.",
+            )
+            .wrap(),
+        );
+        ui.label(RichText::new("GNOME on Wayland loads new extensions only at log-in: log out and in once after installing.").strong());
+        ui.horizontal_wrapped(|ui| {
+            if ui.button("Install").clicked() {
+                actions.push(UiAction::GnomeExtension { install: true });
+                *consent = false;
+            }
+            if ui.button("Not now").clicked() {
+                *consent = false;
+            }
+        });
+    });
 }

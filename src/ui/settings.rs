@@ -12,6 +12,8 @@ use crate::ui::{shortcuts, theme};
 /// Drafts of edited values, saved with their Save button.
 #[derive(Default)]
 pub struct SettingsPanel {
+    /// Settings → Desktop: the GNOME extension's consent card is open.
+    pub gnome_extension_consent: bool,
     pub afk_secs: Option<String>,
     pub hotkey: Option<String>,
     pub context_budget: Option<String>,
@@ -214,7 +216,7 @@ pub fn settings_ui(
 
         ui.separator();
         ui.heading("Desktop");
-        crate::ui::desktop::desktop_ui(ui, state);
+        crate::ui::desktop::desktop_ui(ui, state, &mut panel.gnome_extension_consent, actions);
 
         ui.separator();
         ui.heading("Keyboard shortcuts");

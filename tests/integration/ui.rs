@@ -870,6 +870,39 @@ fn the_status_bar_and_settings_say_what_the_desktop_limits_and_how_to_bind_the_h
     harness.get_by_label_contains("once bound in your compositor");
 }
 
+/// GNOME without cowork's extension: Settings → Desktop says each capability
+/// waits for it, and offers to install it only after saying what it does and
+/// that GNOME needs a log-out/in; "Not now" closes that without installing.
+#[test]
+fn on_gnome_settings_offer_the_extension_with_what_it_does_before_installing_it() {
+    use cowork::desktop::session::{Facts, report};
+    let (mut harness, far) = app_with(AppOptions::default(), 4000.0);
+    let facts = Facts {
+        session_type: "wayland".into(),
+        current_desktop: "GNOME".into(),
+        wayland_display: Some("wayland-0".into()),
+        globals: Some([("wl_seat".to_owned(), 1)].into_iter().collect()),
+        bus_names: vec!["org.gnome.Shell".into(), "org.gnome.Mutter.IdleMonitor".into()],
+        ..Facts::default()
+    };
+    far.events.send(AppEvent::Desktop(Box::new(report(&facts, true)))).unwrap();
+    harness.run();
+    harness.get_by_label("Settings").click();
+    harness.run();
+    assert!(harness.query_all_by_label_contains("waiting for cowork's GNOME Shell extension").count() >= 4);
+    assert!(harness.query_by_label_contains("no other program").is_none(), "nothing is explained before it is asked for");
+    harness.get_by_label("Install cowork's GNOME Shell extension…").click();
+    harness.run();
+    harness.get_by_label_contains("It tells cowork, and no other program, which window has the focus");
+    harness.get_by_label_contains("log out and in once after installing");
+    harness.get_by_label("Install");
+    harness.get_by_label("Not now").click();
+    harness.run();
+    assert!(harness.query_by_label_contains("no other program").is_none());
+    harness.get_by_label("Install cowork's GNOME Shell extension…");
+    assert!(harness.query_by_label_contains("GNOME Shell extension in").is_none(), "nothing was installed");
+}
+
 /// Settings → Agent: opening Settings asks the agent for its rules and audit log; each rule
 /// shows with a Remove button that tells the agent, and the agent switch is saved.
 #[test]

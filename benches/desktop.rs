@@ -8,7 +8,8 @@
 //! and on KWin.
 //!
 //! `cargo bench --profile dev --bench desktop` (COWORK_BENCH_SWITCHES=200,
-//! COWORK_BENCH_IDLE_SECS=60; COWORK_BENCH_ONLY=kwin|x11|sway|idle runs one part).
+//! COWORK_BENCH_IDLE_SECS=60; COWORK_BENCH_ONLY=kwin|x11|sway|idle|gnome runs one part; GNOME
+//! Shell 43 headless with cowork's extension runs only when asked for by name).
 
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
@@ -414,12 +415,155 @@ fn kwin(switches: u64) {
     store.shutdown(StoreCommand::Shutdown, Duration::from_secs(10));
 }
 
+/// GNOME Shell 43 headless with cowork's extension (installed for this
+/// bench's own executable, the program that captures here) and the tests'
+/// driver extension, which moves the focus; on its own session bus and a
+/// stand-in system bus, in a mount namespace hiding /run/systemd. Runs alone
+/// (`COWORK_BENCH_ONLY=gnome`): it sets this process's session bus.
+fn gnome(switches: u64) {
+    use std::io::BufRead;
+    let home = tempfile::tempdir().unwrap();
+    let runtime = home.path().join("runtime");
+    std::fs::create_dir_all(&runtime).unwrap();
+    std::fs::set_permissions(&runtime, std::os::unix::fs::PermissionsExt::from_mode(0o700)).unwrap();
+    let bus = |dir: &Path| {
+        std::fs::create_dir_all(dir).unwrap();
+        let config = dir.join("bus.conf");
+        std::fs::write(
+            &config,
+            format!(
+                "<busconfig><type>session</type><keep_umask/><listen>unix:dir={}</listen><auth>EXTERNAL</auth>\
+                 <policy context=\"default\"><allow send_destination=\"*\" eavesdrop=\"true\"/><allow eavesdrop=\"true\"/><allow own=\"*\"/></policy></busconfig>",
+                dir.display()
+            ),
+        )
+        .unwrap();
+        let mut daemon = Command::new("dbus-daemon")
+            .arg(format!("--config-file={}", config.display()))
+            .args(["--nofork", "--print-address=1"])
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap();
+        let mut address = String::new();
+        std::io::BufReader::new(daemon.stdout.take().unwrap()).read_line(&mut address).unwrap();
+        (Killed(daemon), address.trim().to_owned())
+    };
+    let (_session, session_address) = bus(&home.path().join("session"));
+    let (_system, system_address) = bus(&home.path().join("system"));
+    // SAFETY: no other thread runs yet (this part runs alone).
+    unsafe { std::env::set_var("DBUS_SESSION_BUS_ADDRESS", &session_address) };
+    let schemas = home.path().join("schemas");
+    std::fs::create_dir_all(&schemas).unwrap();
+    for entry in std::fs::read_dir("/usr/share/glib-2.0/schemas").unwrap().flatten() {
+        let name = entry.file_name().to_string_lossy().into_owned();
+        if name.ends_with(".xml") || name.ends_with(".override") {
+            std::fs::copy(entry.path(), schemas.join(&name)).unwrap();
+        }
+    }
+    std::fs::write(
+        schemas.join("99_bench.gschema.override"),
+        "[org.gnome.shell]\nenabled-extensions=['cowork-test-driver@test', 'cowork@cowork.app']\ndisable-user-extensions=false\n",
+    )
+    .unwrap();
+    assert!(Command::new("glib-compile-schemas").arg(&schemas).status().unwrap().success());
+    let extensions = home.path().join("data/gnome-shell/extensions");
+    let driver = extensions.join("cowork-test-driver@test");
+    std::fs::create_dir_all(&driver).unwrap();
+    std::fs::write(driver.join("extension.js"), include_str!("../tests/integration/gnome/driver.js")).unwrap();
+    std::fs::write(driver.join("metadata.json"), r#"{"uuid":"cowork-test-driver@test","name":"driver","description":"bench","shell-version":["43"]}"#).unwrap();
+    struct Enabled;
+    impl cowork::desktop::gnome::GnomeSettings for Enabled {
+        fn enabled_extensions(&self) -> Result<Vec<String>, String> {
+            Ok(vec![cowork::desktop::gnome::UUID.to_owned()])
+        }
+        fn set_enabled_extensions(&self, _: &[String]) -> Result<(), String> {
+            Ok(())
+        }
+    }
+    cowork::desktop::gnome::install(&extensions.join(cowork::desktop::gnome::UUID), 43, &std::env::current_exe().unwrap(), &Enabled).unwrap();
+    let _shell = Killed(
+        Command::new("unshare")
+            .args(["-m", "sh", "-c", "if [ -d /run/systemd ]; then mount -t tmpfs tmpfs /run/systemd || exit 1; fi; exec \"$@\"", "sh"])
+            .args(["gnome-shell", "--headless", "--wayland", "--no-x11", "--virtual-monitor", "1280x720", "--wayland-display", "wayland-gnome"])
+            .env("XDG_RUNTIME_DIR", &runtime)
+            .env("HOME", home.path())
+            .env("XDG_DATA_HOME", home.path().join("data"))
+            .env("XDG_CONFIG_HOME", home.path().join("config"))
+            .env("GSETTINGS_BACKEND", "keyfile")
+            .env("GSETTINGS_SCHEMA_DIR", &schemas)
+            .env("DBUS_SYSTEM_BUS_ADDRESS", &system_address)
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap(),
+    );
+    let conn = zbus::blocking::Connection::session().unwrap();
+    let eval = |code: &str| -> Option<String> {
+        let reply = conn.call_method(Some("org.gnome.Shell"), "/org/cowork/TestDriver", Some("org.cowork.TestDriver"), "Eval", &(code,)).ok()?;
+        reply.body().deserialize::<String>().ok()
+    };
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while eval("1").is_none() {
+        assert!(Instant::now() < deadline, "gnome-shell did not start");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    let mut clients = Vec::new();
+    for title in ["bench alpha", "bench beta"] {
+        let shell = home.path().join(format!("{}.sh", title.replace(' ', "-")));
+        std::fs::write(&shell, format!("#!/bin/sh\nprintf '\\033]2;{title}\\007'\nexec sleep 3600\n")).unwrap();
+        std::fs::set_permissions(&shell, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
+        let child = Command::new("weston-terminal")
+            .arg(format!("--shell={}", shell.display()))
+            .env("WAYLAND_DISPLAY", "wayland-gnome")
+            .env("XDG_RUNTIME_DIR", &runtime)
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap();
+        clients.push(Killed(child));
+    }
+    let switch = |title: &str| {
+        let code = format!("global.get_window_actors().map(a => a.meta_window).filter(w => w.get_title() === '{title}').map(w => w.activate(global.get_current_time())).length");
+        assert_eq!(eval(&code).as_deref(), Some("1"), "{title}");
+    };
+    let deadline = Instant::now() + Duration::from_secs(15);
+    while eval("global.get_window_actors().map(a => a.meta_window).filter(w => w.get_title().startsWith('bench ')).length").as_deref() != Some("2") {
+        assert!(Instant::now() < deadline, "the terminals did not map");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    switch("bench beta");
+    let env: Vec<(String, String)> = [("XDG_SESSION_TYPE", "wayland"), ("XDG_CURRENT_DESKTOP", "GNOME"), ("WAYLAND_DISPLAY", "wayland-gnome")]
+        .into_iter()
+        .map(|(k, v)| (k.to_owned(), v.to_owned()))
+        .chain([("XDG_RUNTIME_DIR".to_owned(), runtime.display().to_string())])
+        .collect();
+    let backend = backend_in(&env, Capability::FocusedWindow);
+    assert!(matches!(backend, Backend::Gnome), "{backend:?}");
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("cowork.db");
+    let (mut store, mut capture) = capture(&db, backend, None);
+    wait_until("the first session", || store::open_read_only(&db).ok().is_some_and(|c| !store::recent_sessions(&c, 1).unwrap_or_default().is_empty()));
+    measure("GNOME Shell 43 (cowork's extension, D-Bus)", &db, switches, |first| switch(if first { "bench alpha" } else { "bench beta" }));
+    std::thread::sleep(Duration::from_secs(2));
+    let seconds = var("COWORK_BENCH_IDLE_SECS", 60);
+    let (percent, ticks, hz) = idle_cpu(&["capture", "idle", "zbus::Connectio"], seconds);
+    println!("GNOME, idle desktop for {seconds} s: the capture, idle and D-Bus threads used {percent:.3} % of one core ({ticks} ticks at {hz} Hz)");
+    capture.shutdown(CaptureCommand::Shutdown, Duration::from_secs(10));
+    store.shutdown(StoreCommand::Shutdown, Duration::from_secs(10));
+}
+
 fn main() {
     // `cargo bench` passes --bench; this is not a criterion harness.
     let switches = var("COWORK_BENCH_SWITCHES", 200);
     // First: it sets this process's session bus before any thread starts.
     if runs("kwin") && std::path::Path::new("/usr/bin/kwin_wayland").exists() {
         kwin(switches);
+    }
+    // Alone: it sets this process's session bus too.
+    if std::env::var("COWORK_BENCH_ONLY").as_deref() == Ok("gnome") {
+        gnome(switches);
+        return;
     }
     if runs("x11") {
         x11(switches);

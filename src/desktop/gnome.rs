@@ -21,8 +21,8 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use crossbeam_channel::{Receiver, Sender, bounded};
-use parking_lot::Mutex;
 
+use super::backend::{PushSlot, Pushed, pushed};
 use super::wlr::Presence;
 use crate::events::ActiveWindow;
 
@@ -269,19 +269,11 @@ fn format_string_array(items: &[String]) -> String {
 
 // --- talking to the extension -------------------------------------------------
 
-/// The latest focus report: how many came so far, and the window (None: nothing focused).
-#[derive(Default)]
-struct Latest {
-    reports: u64,
-    window: Option<GnomeWindow>,
-}
-
 /// The object the extension calls.
 struct Events {
     /// The unique name that owned `org.gnome.Shell` when cowork subscribed.
     shell: String,
-    latest: Arc<Mutex<Latest>>,
-    wake: Sender<()>,
+    slot: PushSlot<GnomeWindow>,
     clipboard: Option<Sender<String>>,
 }
 
@@ -311,13 +303,7 @@ impl Events {
         id: String,
     ) -> zbus::fdo::Result<()> {
         self.from_shell(&header)?;
-        {
-            let mut latest = self.latest.lock();
-            latest.reports += 1;
-            latest.window = GnomeWindow::from_tuple((title, wm_class, app_id, sandboxed_app_id, pid, fullscreen, id));
-        }
-        // One pending wake is enough: the reader takes the latest state.
-        let _ = self.wake.try_send(());
+        self.slot.report(GnomeWindow::from_tuple((title, wm_class, app_id, sandboxed_app_id, pid, fullscreen, id)));
         Ok(())
     }
 
@@ -418,38 +404,34 @@ pub fn shell_version(conn: &zbus::blocking::Connection) -> Option<String> {
 }
 
 /// Serves the event object on a new connection and subscribes it to `streams`.
-fn subscribed(streams: &[&str], clipboard: Option<Sender<String>>) -> Result<(Extension, Arc<Mutex<Latest>>, Receiver<()>), String> {
+fn subscribed(streams: &[&str], clipboard: Option<Sender<String>>) -> Result<(Extension, Pushed<GnomeWindow>), String> {
     let conn = zbus::blocking::Connection::session().map_err(|err| format!("no session bus: {err}"))?;
     let dbus = zbus::blocking::fdo::DBusProxy::new(&conn).map_err(|err| format!("the session bus does not answer: {err}"))?;
     let shell = dbus
         .get_name_owner(SHELL.try_into().expect("a valid bus name"))
         .map_err(|err| format!("GNOME Shell is not on the session bus ({err}): is this a GNOME session?"))?
         .to_string();
-    let latest = Arc::new(Mutex::new(Latest::default()));
-    let (wake_tx, wake) = bounded(1);
+    let (slot, pushed) = pushed();
     conn.object_server()
-        .at(OBJECT_PATH, Events { shell, latest: latest.clone(), wake: wake_tx, clipboard })
+        .at(OBJECT_PATH, Events { shell, slot, clipboard })
         .map_err(|err| format!("cannot serve the GNOME extension's calls: {err}"))?;
     let extension = Extension::new(conn);
     extension.subscribe(streams)?;
-    Ok((extension, latest, wake))
+    Ok((extension, pushed))
 }
 
 /// The focused window on GNOME, from cowork's extension (capture's backend there).
 pub struct GnomeDesktop {
     extension: Extension,
-    latest: Arc<Mutex<Latest>>,
-    wake: Receiver<()>,
-    seen: u64,
-    current: Option<GnomeWindow>,
+    pushed: Pushed<GnomeWindow>,
     idle: Option<IdleMonitorWatch>,
 }
 
 impl GnomeDesktop {
     /// Subscribes to focus reports and waits (up to 2 s) for the first.
     pub fn connect() -> Result<Self, String> {
-        let (extension, latest, wake) = subscribed(&["focus"], None)?;
-        let mut desktop = Self { extension, latest, wake, seen: 0, current: None, idle: None };
+        let (extension, pushed) = subscribed(&["focus"], None)?;
+        let mut desktop = Self { extension, pushed, idle: None };
         let _ = desktop.wait_for_change(Duration::from_secs(2));
         Ok(desktop)
     }
@@ -460,24 +442,16 @@ impl GnomeDesktop {
     }
 
     pub fn wait_for_change(&mut self, timeout: Duration) -> Result<bool, String> {
-        let _ = self.wake.recv_timeout(timeout);
-        let latest = self.latest.lock();
-        if latest.reports == self.seen {
-            return Ok(false);
-        }
-        self.seen = latest.reports;
-        let changed = self.current != latest.window;
-        self.current = latest.window.clone();
-        Ok(changed)
+        Ok(self.pushed.wait_for_change(timeout))
     }
 
     /// The focused window; None when nothing, or cowork itself, is focused.
     pub fn active_window(&self) -> Option<ActiveWindow> {
-        self.current.as_ref().filter(|w| w.pid != std::process::id()).map(GnomeWindow::active)
+        self.pushed.current().filter(|w| w.pid != std::process::id()).map(GnomeWindow::active)
     }
 
     pub fn is_fullscreen(&self, window: u32) -> bool {
-        self.current.as_ref().is_some_and(|w| w.key() == window && w.fullscreen)
+        self.pushed.current().is_some_and(|w| w.key() == window && w.fullscreen)
     }
 }
 
@@ -499,7 +473,7 @@ impl ClipboardWatch {
     /// Connected, asking for nothing until `set_recording(true)`.
     pub fn connect() -> Result<Self, String> {
         let (tx, texts) = bounded(16);
-        let (extension, _, _) = subscribed(&[], Some(tx))?;
+        let (extension, _) = subscribed(&[], Some(tx))?;
         Ok(Self { extension, texts, on: false, pending: None })
     }
 

@@ -10,11 +10,9 @@
 //! dropped (at quit), and its file removed.
 
 use std::path::PathBuf;
-use std::sync::Arc;
 use std::time::Duration;
 
-use crossbeam_channel::{Receiver, Sender, bounded};
-use parking_lot::Mutex;
+use super::backend::{PushSlot, Pushed, pushed};
 
 use crate::events::ActiveWindow;
 
@@ -47,19 +45,11 @@ impl KWinWindow {
     }
 }
 
-/// The latest report: how many came so far, and the window (None: nothing focused).
-#[derive(Default)]
-struct Latest {
-    reports: u64,
-    window: Option<KWinWindow>,
-}
-
 /// The object the script calls.
 struct Listener {
     /// The unique name that owned `org.kde.KWin` when the script was loaded.
     kwin: String,
-    latest: Arc<Mutex<Latest>>,
-    wake: Sender<()>,
+    slot: PushSlot<KWinWindow>,
 }
 
 #[zbus::interface(name = "org.cowork.KWin1")]
@@ -80,14 +70,7 @@ impl Listener {
             tracing::warn!(sender = ?header.sender().map(|s| s.to_string()), "refused a window report that did not come from KWin");
             return Err(zbus::fdo::Error::AccessDenied("only KWin tells cowork about windows".into()));
         }
-        let window = (!id.is_empty()).then(|| KWinWindow { caption, resource_class, resource_name, pid: pid.max(0) as u32, fullscreen, id });
-        {
-            let mut latest = self.latest.lock();
-            latest.reports += 1;
-            latest.window = window;
-        }
-        // One pending wake is enough: the reader takes the latest state.
-        let _ = self.wake.try_send(());
+        self.slot.report((!id.is_empty()).then(|| KWinWindow { caption, resource_class, resource_name, pid: pid.max(0) as u32, fullscreen, id }));
         Ok(())
     }
 }
@@ -180,10 +163,7 @@ pub struct KWinDesktop {
     scripting: Scripting,
     plugin: String,
     script_file: PathBuf,
-    latest: Arc<Mutex<Latest>>,
-    wake: Receiver<()>,
-    seen: u64,
-    current: Option<KWinWindow>,
+    pushed: Pushed<KWinWindow>,
     /// Presence from KWin's Wayland idle notification, kept as long as the backend.
     idle: Option<super::wlr::IdleWatch>,
 }
@@ -201,10 +181,9 @@ impl KWinDesktop {
             .get_name_owner(KWIN.try_into().expect("a valid bus name"))
             .map_err(|err| format!("KWin is not on the session bus ({err}): is this a KDE Plasma session?"))?
             .to_string();
-        let latest = Arc::new(Mutex::new(Latest::default()));
-        let (wake_tx, wake) = bounded(1);
+        let (slot, pushed) = pushed();
         conn.object_server()
-            .at(OBJECT_PATH, Listener { kwin, latest: latest.clone(), wake: wake_tx })
+            .at(OBJECT_PATH, Listener { kwin, slot })
             .map_err(kwin_error("cannot serve the KWin script's calls"))?;
         let unique = conn.unique_name().ok_or("the session bus gave cowork no name")?.to_string();
         let pid = std::process::id();
@@ -212,7 +191,7 @@ impl KWinDesktop {
         let plugin = format!("cowork-desktop-{pid}");
         let scripting = Scripting::new(conn);
         scripting.load(&plugin, &script_file, &SCRIPT.replace("@COWORK_BUS_NAME@", &unique))?;
-        let mut desktop = Self { scripting, plugin, script_file, latest, wake, seen: 0, current: None, idle: None };
+        let mut desktop = Self { scripting, plugin, script_file, pushed, idle: None };
         // The script tells the focused window as it starts.
         let _ = desktop.wait_for_change(Duration::from_secs(2));
         Ok(desktop)
@@ -226,20 +205,12 @@ impl KWinDesktop {
 
     /// Waits up to `timeout`; true when the focused window, its caption or its fullscreen state changed.
     pub fn wait_for_change(&mut self, timeout: Duration) -> Result<bool, String> {
-        let _ = self.wake.recv_timeout(timeout);
-        let latest = self.latest.lock();
-        if latest.reports == self.seen {
-            return Ok(false);
-        }
-        self.seen = latest.reports;
-        let changed = self.current != latest.window;
-        self.current = latest.window.clone();
-        Ok(changed)
+        Ok(self.pushed.wait_for_change(timeout))
     }
 
     /// The focused window; None when nothing, or cowork itself, is focused.
     pub fn active_window(&self) -> Option<ActiveWindow> {
-        let window = self.current.as_ref().filter(|w| w.pid != std::process::id())?;
+        let window = self.pushed.current().filter(|w| w.pid != std::process::id())?;
         Some(ActiveWindow {
             window_id: window.key(),
             app: window.app(),
@@ -251,7 +222,7 @@ impl KWinDesktop {
     }
 
     pub fn is_fullscreen(&self, window: u32) -> bool {
-        self.current.as_ref().is_some_and(|w| w.key() == window && w.fullscreen)
+        self.pushed.current().is_some_and(|w| w.key() == window && w.fullscreen)
     }
 }
 

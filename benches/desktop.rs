@@ -474,10 +474,10 @@ fn gnome(switches: u64) {
     std::fs::write(driver.join("metadata.json"), r#"{"uuid":"cowork-test-driver@test","name":"driver","description":"bench","shell-version":["43"]}"#).unwrap();
     struct Enabled;
     impl cowork::desktop::gnome::GnomeSettings for Enabled {
-        fn enabled_extensions(&self) -> Result<Vec<String>, String> {
-            Ok(vec![cowork::desktop::gnome::UUID.to_owned()])
+        fn get(&self, _: &str, _: &str) -> Result<String, String> {
+            Ok(format!("['{}']", cowork::desktop::gnome::UUID))
         }
-        fn set_enabled_extensions(&self, _: &[String]) -> Result<(), String> {
+        fn set(&self, _: &str, _: &str, _: &str) -> Result<(), String> {
             Ok(())
         }
     }

@@ -612,6 +612,18 @@ impl CoworkApp {
                     Err(err) => self.state.notice(format!("cowork's GNOME extension: {err}")),
                 }
             }
+            UiAction::GnomeShortcuts { add } => {
+                let settings = &self.state.settings;
+                let done = if add {
+                    crate::desktop::gnome::add_shortcuts_here(&settings.quick_prompt_hotkey, &settings.pause_hotkey, &settings.voice.hotkey)
+                } else {
+                    crate::desktop::gnome::remove_shortcuts_here()
+                };
+                match done {
+                    Ok(said) => self.state.notice(said),
+                    Err(err) => self.state.notice(format!("GNOME's keyboard settings: {err}")),
+                }
+            }
             UiAction::TogglePause => {
                 let paused = !self.state.settings.privacy.paused;
                 self.state.notice(if paused { "capture paused: nothing is recorded" } else { "capture resumed" });

@@ -3,11 +3,14 @@
 //! placement from the X11 work area.
 
 pub mod backend;
+pub mod ei;
 pub mod gnome;
 pub mod ipc;
 pub mod keysym;
 pub mod kwin;
+pub mod observed;
 pub mod place;
+pub mod portal;
 pub mod session;
 pub mod trigger;
 pub mod wlr;

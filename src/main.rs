@@ -56,6 +56,12 @@ enum GnomeExtensionAction {
     Remove,
     /// Whether it is installed and whether GNOME Shell runs it
     Status,
+    /// GNOME before 48 (no GlobalShortcuts portal): add cowork's hotkeys to
+    /// GNOME's custom keyboard shortcuts, running `cowork trigger …` (press only:
+    /// push-to-talk becomes tap to start, tap to stop)
+    AddShortcuts,
+    /// Remove cowork's custom keyboard shortcuts (yours stay)
+    RemoveShortcuts,
 }
 
 #[derive(Subcommand)]
@@ -221,7 +227,7 @@ enum Command {
     /// Tell the running sidebar what a hotkey would: quick-prompt, pause,
     /// talk-press, talk-release (bind these in the compositor on Wayland)
     Trigger {
-        /// quick-prompt, pause, talk-press or talk-release
+        /// quick-prompt, pause, talk-press, talk-release or talk-tap
         what: String,
     },
     /// GNOME on Wayland: install, remove or check cowork's GNOME Shell extension
@@ -826,7 +832,7 @@ fn run(cli: Cli, process_started: Instant) -> anyhow::Result<ExitCode> {
         Some(Command::Trigger { what }) => {
             use cowork::desktop::trigger::{Trigger, send, socket_path};
             let Some(trigger) = Trigger::parse(&what) else {
-                anyhow::bail!("unknown trigger {what:?}: one of quick-prompt, pause, talk-press, talk-release");
+                anyhow::bail!("unknown trigger {what:?}: one of quick-prompt, pause, talk-press, talk-release, talk-tap");
             };
             send(&socket_path(&paths.data_dir), trigger).map_err(|err| anyhow::anyhow!(err))?;
             Ok(ExitCode::SUCCESS)
@@ -836,6 +842,11 @@ fn run(cli: Cli, process_started: Instant) -> anyhow::Result<ExitCode> {
                 GnomeExtensionAction::Install { shell_version } => cowork::desktop::gnome::install_here(shell_version.as_deref()),
                 GnomeExtensionAction::Remove => cowork::desktop::gnome::remove_here(),
                 GnomeExtensionAction::Status => Ok(cowork::desktop::gnome::status_here()),
+                GnomeExtensionAction::AddShortcuts => {
+                    let settings = cowork::workers::read_settings(&paths).0;
+                    cowork::desktop::gnome::add_shortcuts_here(&settings.quick_prompt_hotkey, &settings.pause_hotkey, &settings.voice.hotkey)
+                }
+                GnomeExtensionAction::RemoveShortcuts => cowork::desktop::gnome::remove_shortcuts_here(),
             }
             .map_err(|err| anyhow::anyhow!(err))?;
             println!("{message}");
@@ -938,7 +949,15 @@ fn run_sidebar(paths: &Paths, display: Option<String>, screenshot: Option<PathBu
     // while an X app has focus. Wayland binds `cowork trigger …` in the compositor.
     let desktop = cowork::desktop::session::for_display(display_for_hotkeys.as_deref(), settings.desktop_accessibility);
     let hotkeys = if !desktop.x11_decides() {
-        tracing::info!("global hotkeys: {}", desktop.state(cowork::desktop::session::Capability::Hotkeys).text());
+        let hotkeys_state = desktop.state(cowork::desktop::session::Capability::Hotkeys);
+        tracing::info!("global hotkeys: {}", hotkeys_state.text());
+        // The desktop portal's GlobalShortcuts where the desktop offers it (press and release).
+        if hotkeys_state.is_ok() {
+            let shortcuts = cowork::desktop::portal::shortcuts(&settings.quick_prompt_hotkey, &settings.pause_hotkey, &settings.voice.hotkey);
+            if let Err(err) = cowork::desktop::portal::spawn(shortcuts, sink.clone()) {
+                state.notice(format!("global shortcuts unavailable: {err}"));
+            }
+        }
         None
     } else {
         match GlobalHotkeys::register(&bindings, sink.clone()) {

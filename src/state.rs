@@ -37,6 +37,8 @@ impl Tab {
 pub enum UiAction {
     /// Settings → Desktop: install cowork's GNOME Shell extension (the user consented) or remove it.
     GnomeExtension { install: bool },
+    /// Settings → Desktop: add cowork's hotkeys to GNOME's custom shortcuts, or remove them.
+    GnomeShortcuts { add: bool },
     /// Apps → Automations: run a flow now (a manual run, no inputs).
     AutomationRun(String),
     AutomationEnable { name: String, enabled: bool },

@@ -277,7 +277,7 @@ impl Workers {
             )?),
             false => None,
         };
-        let typing = crate::audio::dictate::Typing::for_desktop(&desktop, options.display.clone());
+        let typing = crate::audio::dictate::Typing::for_desktop(&desktop, options.display.clone(), &paths.data_dir);
         let audio = crate::audio::worker::spawn_audio(speech.commands.clone(), typing, sink, options.policy)?;
         let device = Some(settings.voice.device.clone()).filter(|d| !d.is_empty());
         let _ = audio.commands.try_send(crate::audio::worker::AudioCommand::SetDevice(device));

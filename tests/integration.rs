@@ -28,5 +28,6 @@ mod integration {
     mod ui;
     mod voice;
     mod gnome;
+    mod portal;
     mod wayland;
 }

@@ -31,6 +31,11 @@ pub enum Typing {
     X11(Option<String>),
     /// A virtual keyboard on a wlroots compositor.
     Wayland(crate::desktop::session::WaylandTarget),
+    /// GNOME: keysyms through Mutter's RemoteDesktop.
+    Mutter,
+    /// The RemoteDesktop portal with libei (KDE Plasma, and wherever a portal offers it);
+    /// its restore token kept in the secret store of this data directory.
+    Portal(std::path::PathBuf),
     /// Nowhere, and why.
     Off(String),
 }
@@ -39,11 +44,13 @@ impl Typing {
     /// What the desktop allows: XTest on X11, the virtual keyboard where the
     /// compositor has one, XTest into XWayland's apps where only those can
     /// be reached, else nothing (with the reason).
-    pub fn for_desktop(desktop: &crate::desktop::session::Report, display: Option<String>) -> Typing {
+    pub fn for_desktop(desktop: &crate::desktop::session::Report, display: Option<String>, data_dir: &std::path::Path) -> Typing {
         use crate::desktop::session::Capability;
         let state = desktop.state(Capability::Dictation);
         match &desktop.wayland {
             _ if desktop.x11_decides() => Typing::X11(display),
+            _ if desktop.family == crate::desktop::session::Family::Gnome && state.is_ok() && state.text().contains("Mutter") => Typing::Mutter,
+            _ if state.is_ok() && state.text().contains("RemoteDesktop portal") => Typing::Portal(data_dir.to_owned()),
             Some(target) if state.is_ok() => Typing::Wayland(target.clone()),
             _ if desktop.xwayland => Typing::X11(None),
             _ => Typing::Off(state.text()),

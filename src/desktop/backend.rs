@@ -5,11 +5,7 @@
 //! and AFK logic consume it unchanged; which backend runs is decided by
 //! `desktop::session`, never by which connection happens to succeed.
 
-use std::sync::Arc;
 use std::time::Duration;
-
-use crossbeam_channel::{Receiver, Sender, bounded};
-use parking_lot::Mutex;
 
 use device_query::DeviceState;
 
@@ -55,59 +51,6 @@ pub fn backend_for(report: &Report, capability: Capability) -> Backend {
     match (&report.wayland, report.state(capability)) {
         (Some(target), state) if state.is_ok() || matches!(state, CapState::Degraded { .. }) => Backend::Wlroots(target.clone()),
         (_, state) => Backend::Blind(state.text()),
-    }
-}
-
-/// The focused window as a desktop pushes it over D-Bus (KWin's script,
-/// GNOME's extension): the listener reports into the slot, and capture's
-/// thread takes the latest report, woken by one pending wake at most.
-pub struct PushSlot<W> {
-    latest: Arc<Mutex<(u64, Option<W>)>>,
-    wake: Sender<()>,
-}
-
-impl<W> PushSlot<W> {
-    /// A report: the window now focused (None: nothing).
-    pub fn report(&self, window: Option<W>) {
-        {
-            let mut latest = self.latest.lock();
-            latest.0 += 1;
-            latest.1 = window;
-        }
-        let _ = self.wake.try_send(());
-    }
-}
-
-/// Capture's side of a [`PushSlot`].
-pub struct Pushed<W> {
-    latest: Arc<Mutex<(u64, Option<W>)>>,
-    wake: Receiver<()>,
-    seen: u64,
-    current: Option<W>,
-}
-
-pub fn pushed<W>() -> (PushSlot<W>, Pushed<W>) {
-    let latest = Arc::new(Mutex::new((0, None)));
-    let (wake_tx, wake) = bounded(1);
-    (PushSlot { latest: latest.clone(), wake: wake_tx }, Pushed { latest, wake, seen: 0, current: None })
-}
-
-impl<W: Clone + PartialEq> Pushed<W> {
-    /// Waits up to `timeout`; true when the focused window (or what was reported of it) changed.
-    pub fn wait_for_change(&mut self, timeout: Duration) -> bool {
-        let _ = self.wake.recv_timeout(timeout);
-        let latest = self.latest.lock();
-        if latest.0 == self.seen {
-            return false;
-        }
-        self.seen = latest.0;
-        let changed = self.current != latest.1;
-        self.current = latest.1.clone();
-        changed
-    }
-
-    pub fn current(&self) -> Option<&W> {
-        self.current.as_ref()
     }
 }
 

@@ -22,14 +22,12 @@ use std::time::Duration;
 
 use crossbeam_channel::{Receiver, Sender, bounded};
 
-use super::backend::{PushSlot, Pushed, pushed};
-use super::wlr::Presence;
+use super::observed::{PushSlot, Pushed, pushed};
+use super::observed::Presence;
 use crate::events::ActiveWindow;
 
-pub const UUID: &str = "cowork@cowork.app";
-pub const OBJECT_PATH: &str = "/org/cowork/Desktop";
-pub const INTERFACE: &str = "org.cowork.Desktop1";
-pub const SHELL: &str = "org.gnome.Shell";
+pub use super::session::{GNOME_EXTENSION_INTERFACE as INTERFACE, GNOME_EXTENSION_PATH as OBJECT_PATH, GNOME_EXTENSION_UUID as UUID, GNOME_SHELL as SHELL};
+pub use super::session::{gnome_extension_dir as extension_dir, gnome_extension_version as running_version, gnome_shell_version as shell_version};
 const CORE: &str = include_str!("../../assets/gnome/core.js");
 const LEGACY: &str = include_str!("../../assets/gnome/extension-43.js");
 const MODULE: &str = include_str!("../../assets/gnome/extension-45.js");
@@ -61,7 +59,7 @@ impl GnomeWindow {
 
     /// The id the rest of cowork knows the window by (nonzero, stable while it lives).
     pub fn key(&self) -> u32 {
-        super::wlr::window_key(&self.wm_class, &self.id)
+        super::observed::window_key(&self.wm_class, &self.id)
     }
 
     /// The app: its sandboxed id, its GTK id, its WM class (a Wayland app's app id), in that order.
@@ -101,12 +99,6 @@ pub fn major_version(version: &str) -> Option<u32> {
     version.trim().trim_start_matches("GNOME Shell").trim().split('.').next()?.parse().ok()
 }
 
-/// The user's extensions folder for cowork's extension (`$XDG_DATA_HOME`, else `~/.local/share`).
-pub fn extension_dir(env: &dyn Fn(&str) -> Option<String>) -> Option<PathBuf> {
-    let data = env("XDG_DATA_HOME").filter(|d| d.starts_with('/')).map(PathBuf::from).or_else(|| env("HOME").map(|h| Path::new(&h).join(".local/share")))?;
-    Some(data.join("gnome-shell/extensions").join(UUID))
-}
-
 /// What installing did, for the user.
 #[derive(Debug, PartialEq, Eq)]
 pub struct Installed {
@@ -132,20 +124,20 @@ pub fn install(dir: &Path, major: u32, exe: &Path, settings: &dyn GnomeSettings)
         let part = dir.join(format!(".{name}.part"));
         std::fs::write(&part, text).and_then(|()| std::fs::rename(&part, &path)).map_err(|err| format!("cannot write {}: {err}", path.display()))?;
     }
-    let mut enabled = settings.enabled_extensions()?;
+    let mut enabled = enabled_extensions(settings)?;
     let newly_enabled = !enabled.iter().any(|u| u == UUID);
     if newly_enabled {
         enabled.push(UUID.to_owned());
-        settings.set_enabled_extensions(&enabled)?;
+        set_enabled_extensions(settings, &enabled)?;
     }
     Ok(Installed { dir: dir.to_owned(), newly_enabled })
 }
 
 /// Disables the extension and removes its folder.
 pub fn remove(dir: &Path, settings: &dyn GnomeSettings) -> Result<(), String> {
-    let enabled = settings.enabled_extensions()?;
+    let enabled = enabled_extensions(settings)?;
     if enabled.iter().any(|u| u == UUID) {
-        settings.set_enabled_extensions(&enabled.into_iter().filter(|u| u != UUID).collect::<Vec<_>>())?;
+        set_enabled_extensions(settings, &enabled.into_iter().filter(|u| u != UUID).collect::<Vec<_>>())?;
     }
     match std::fs::remove_dir_all(dir) {
         Err(err) if err.kind() != std::io::ErrorKind::NotFound => Err(format!("cannot remove {}: {err}", dir.display())),
@@ -160,7 +152,7 @@ fn env_var(key: &str) -> Option<String> {
 /// Installs the extension for this program and the running GNOME (or `version`), and says what happens next.
 pub fn install_here(version: Option<&str>) -> Result<String, String> {
     let dir = extension_dir(&env_var).ok_or("neither XDG_DATA_HOME nor HOME is set")?;
-    let conn = zbus::blocking::Connection::session().ok();
+    let conn = super::observed::session_bus().ok();
     let version = match version {
         Some(version) => version.to_owned(),
         None => conn.as_ref().and_then(shell_version).ok_or("GNOME Shell does not answer on the session bus: give its version with --shell-version")?,
@@ -185,6 +177,23 @@ pub fn install_here(version: Option<&str>) -> Result<String, String> {
     ))
 }
 
+/// Adds cowork's custom shortcuts for this program, and says what they do.
+pub fn add_shortcuts_here(quick_prompt: &str, pause: &str, talk: &str) -> Result<String, String> {
+    let exe = std::env::current_exe().map_err(|err| format!("cannot tell where this program is: {err}"))?;
+    let shortcuts = custom_shortcuts(&exe, quick_prompt, pause, talk);
+    add_custom_shortcuts(&shortcuts, &Gsettings)?;
+    let listed: Vec<String> = shortcuts.iter().map(|s| format!("{} ({})", s.name, s.binding)).collect();
+    Ok(format!(
+        "Added to GNOME Settings, Keyboard, Custom Shortcuts: {}. GNOME runs them on press only, so push-to-talk is a tap to start and a tap to stop.",
+        listed.join("; ")
+    ))
+}
+
+pub fn remove_shortcuts_here() -> Result<String, String> {
+    let removed = remove_custom_shortcuts(&Gsettings)?;
+    Ok(format!("Removed {removed} of cowork's custom shortcuts from GNOME's keyboard settings; yours are untouched."))
+}
+
 pub fn remove_here() -> Result<String, String> {
     let dir = extension_dir(&env_var).ok_or("neither XDG_DATA_HOME nor HOME is set")?;
     remove(&dir, &Gsettings)?;
@@ -193,7 +202,7 @@ pub fn remove_here() -> Result<String, String> {
 
 pub fn status_here() -> String {
     let installed = extension_dir(&env_var).filter(|dir| dir.join("extension.js").is_file());
-    let conn = zbus::blocking::Connection::session().ok();
+    let conn = super::observed::session_bus().ok();
     let running = conn.as_ref().and_then(running_version);
     match (installed, running) {
         (_, Some(version)) => format!("running (interface version {version})"),
@@ -202,37 +211,123 @@ pub fn status_here() -> String {
     }
 }
 
-/// `org.gnome.shell enabled-extensions`, read and written.
+/// GNOME's settings, key by key, values as GVariant text (`['a', 'b']`, `'text'`).
 pub trait GnomeSettings {
-    fn enabled_extensions(&self) -> Result<Vec<String>, String>;
-    fn set_enabled_extensions(&self, uuids: &[String]) -> Result<(), String>;
+    fn get(&self, schema: &str, key: &str) -> Result<String, String>;
+    fn set(&self, schema: &str, key: &str, value: &str) -> Result<(), String>;
+}
+
+const SHELL_SCHEMA: &str = "org.gnome.shell";
+
+fn enabled_extensions(settings: &dyn GnomeSettings) -> Result<Vec<String>, String> {
+    parse_string_array(&settings.get(SHELL_SCHEMA, "enabled-extensions")?)
+}
+
+fn set_enabled_extensions(settings: &dyn GnomeSettings, uuids: &[String]) -> Result<(), String> {
+    settings.set(SHELL_SCHEMA, "enabled-extensions", &format_string_array(uuids))
 }
 
 /// Through the `gsettings` program (GLib's, on every GNOME), which writes dconf as GNOME does.
 pub struct Gsettings;
 
-impl GnomeSettings for Gsettings {
-    fn enabled_extensions(&self) -> Result<Vec<String>, String> {
-        let out = std::process::Command::new("gsettings")
-            .args(["get", "org.gnome.shell", "enabled-extensions"])
-            .output()
-            .map_err(|err| format!("cannot run gsettings (GLib's settings tool): {err}"))?;
+impl Gsettings {
+    fn run(args: &[&str]) -> Result<String, String> {
+        let out = std::process::Command::new("gsettings").args(args).output().map_err(|err| format!("cannot run gsettings (GLib's settings tool): {err}"))?;
         if !out.status.success() {
-            return Err(format!("gsettings cannot read GNOME Shell's settings: {}", String::from_utf8_lossy(&out.stderr).trim()));
+            return Err(format!("gsettings {}: {}", args[..args.len().min(3)].join(" "), String::from_utf8_lossy(&out.stderr).trim()));
         }
-        parse_string_array(&String::from_utf8_lossy(&out.stdout))
+        Ok(String::from_utf8_lossy(&out.stdout).trim().to_owned())
+    }
+}
+
+impl GnomeSettings for Gsettings {
+    fn get(&self, schema: &str, key: &str) -> Result<String, String> {
+        Self::run(&["get", schema, key])
     }
 
-    fn set_enabled_extensions(&self, uuids: &[String]) -> Result<(), String> {
-        let out = std::process::Command::new("gsettings")
-            .args(["set", "org.gnome.shell", "enabled-extensions", &format_string_array(uuids)])
-            .output()
-            .map_err(|err| format!("cannot run gsettings: {err}"))?;
-        if !out.status.success() {
-            return Err(format!("gsettings cannot enable the extension: {}", String::from_utf8_lossy(&out.stderr).trim()));
-        }
-        Ok(())
+    fn set(&self, schema: &str, key: &str, value: &str) -> Result<(), String> {
+        Self::run(&["set", schema, key, value]).map(|_| ())
     }
+}
+
+// --- GNOME before 48: custom keyboard shortcuts ------------------------------------
+
+const MEDIA_KEYS: &str = "org.gnome.settings-daemon.plugins.media-keys";
+const CUSTOM_KEYBINDING: &str = "org.gnome.settings-daemon.plugins.media-keys.custom-keybinding";
+const CUSTOM_PATH: &str = "/org/gnome/settings-daemon/plugins/media-keys/custom-keybindings/";
+
+/// One of cowork's entries in GNOME Settings → Keyboard → Custom Shortcuts.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct CustomShortcut {
+    /// The last part of its settings path (`cowork-quick-prompt`).
+    pub id: &'static str,
+    pub name: &'static str,
+    pub command: String,
+    /// GNOME's accelerator (`<Control><Alt>space`).
+    pub binding: String,
+}
+
+/// cowork's shortcuts as GNOME custom shortcuts running `EXE trigger …`. GNOME
+/// runs a custom shortcut on press only, so push-to-talk is a tap: tap to
+/// start talking, tap again to stop (said in its name).
+pub fn custom_shortcuts(exe: &Path, quick_prompt: &str, pause: &str, talk: &str) -> Vec<CustomShortcut> {
+    let run = |what: &str| format!("'{}' trigger {what}", exe.to_string_lossy().replace('\'', "'\\''"));
+    vec![
+        CustomShortcut { id: "cowork-quick-prompt", name: "cowork: quick prompt", command: run("quick-prompt"), binding: gnome_accelerator(quick_prompt) },
+        CustomShortcut { id: "cowork-pause", name: "cowork: pause or resume recording", command: run("pause"), binding: gnome_accelerator(pause) },
+        CustomShortcut {
+            id: "cowork-talk",
+            name: "cowork: talk (tap to start, tap again to stop)",
+            command: run("talk-tap"),
+            binding: gnome_accelerator(talk),
+        },
+    ]
+}
+
+/// `ctrl+alt+Space` → `<Control><Alt>space` (GTK's accelerator format, which GNOME's settings use).
+pub fn gnome_accelerator(hotkey: &str) -> String {
+    let trigger = super::portal::xdg_trigger(hotkey);
+    let mut parts: Vec<&str> = trigger.split('+').collect();
+    let Some(key) = parts.pop() else { return String::new() };
+    let mods: String = parts
+        .iter()
+        .map(|m| match *m {
+            "CTRL" => "<Control>",
+            "ALT" => "<Alt>",
+            "SHIFT" => "<Shift>",
+            "LOGO" => "<Super>",
+            _ => "",
+        })
+        .collect();
+    format!("{mods}{key}")
+}
+
+fn gvariant_string(text: &str) -> String {
+    format!("'{}'", text.replace('\\', "\\\\").replace('\'', "\\'"))
+}
+
+/// Adds (or updates) cowork's custom shortcuts, keeping the user's own.
+pub fn add_custom_shortcuts(shortcuts: &[CustomShortcut], settings: &dyn GnomeSettings) -> Result<(), String> {
+    let mut paths = parse_string_array(&settings.get(MEDIA_KEYS, "custom-keybindings")?)?;
+    for shortcut in shortcuts {
+        let path = format!("{CUSTOM_PATH}{}/", shortcut.id);
+        let schema = format!("{CUSTOM_KEYBINDING}:{path}");
+        settings.set(&schema, "name", &gvariant_string(shortcut.name))?;
+        settings.set(&schema, "command", &gvariant_string(&shortcut.command))?;
+        settings.set(&schema, "binding", &gvariant_string(&shortcut.binding))?;
+        if !paths.contains(&path) {
+            paths.push(path);
+        }
+    }
+    settings.set(MEDIA_KEYS, "custom-keybindings", &format_string_array(&paths))
+}
+
+/// Removes cowork's custom shortcuts (the ones under its ids), keeping the user's own.
+pub fn remove_custom_shortcuts(settings: &dyn GnomeSettings) -> Result<usize, String> {
+    let paths = parse_string_array(&settings.get(MEDIA_KEYS, "custom-keybindings")?)?;
+    let (ours, theirs): (Vec<String>, Vec<String>) = paths.into_iter().partition(|p| p.starts_with(&format!("{CUSTOM_PATH}cowork-")));
+    settings.set(MEDIA_KEYS, "custom-keybindings", &format_string_array(&theirs))?;
+    Ok(ours.len())
 }
 
 /// A GVariant string array as gsettings prints it: `@as []`, `['a', 'b']`.
@@ -343,7 +438,7 @@ impl Extension {
     }
 
     pub fn session() -> Result<Self, String> {
-        zbus::blocking::Connection::session().map(Self::new).map_err(|err| format!("no session bus: {err}"))
+        super::observed::session_bus().map(Self::new)
     }
 
     fn call<R: serde::de::DeserializeOwned + zbus::zvariant::Type>(&self, method: &str, body: &(impl serde::Serialize + zbus::zvariant::DynamicType)) -> Result<R, String> {
@@ -389,23 +484,9 @@ impl Extension {
     }
 }
 
-/// The extension's version if the running gnome-shell serves it (anyone may read it; nothing else is answered to anyone).
-pub fn running_version(conn: &zbus::blocking::Connection) -> Option<String> {
-    let proxy = zbus::blocking::fdo::PropertiesProxy::builder(conn).destination(SHELL).ok()?.path(OBJECT_PATH).ok()?.build().ok()?;
-    let value = proxy.get(INTERFACE.try_into().ok()?, "Version").ok()?;
-    String::try_from(value).ok()
-}
-
-/// gnome-shell's version ("43.9").
-pub fn shell_version(conn: &zbus::blocking::Connection) -> Option<String> {
-    let proxy = zbus::blocking::fdo::PropertiesProxy::builder(conn).destination(SHELL).ok()?.path("/org/gnome/Shell").ok()?.build().ok()?;
-    let value = proxy.get("org.gnome.Shell".try_into().ok()?, "ShellVersion").ok()?;
-    String::try_from(value).ok()
-}
-
 /// Serves the event object on a new connection and subscribes it to `streams`.
 fn subscribed(streams: &[&str], clipboard: Option<Sender<String>>) -> Result<(Extension, Pushed<GnomeWindow>), String> {
-    let conn = zbus::blocking::Connection::session().map_err(|err| format!("no session bus: {err}"))?;
+    let conn = super::observed::session_bus()?;
     let dbus = zbus::blocking::fdo::DBusProxy::new(&conn).map_err(|err| format!("the session bus does not answer: {err}"))?;
     let shell = dbus
         .get_name_owner(SHELL.try_into().expect("a valid bus name"))
@@ -510,6 +591,67 @@ impl Drop for ClipboardWatch {
     }
 }
 
+// --- dictation -------------------------------------------------------------------
+
+const REMOTE_DESKTOP: &str = "org.gnome.Mutter.RemoteDesktop";
+const REMOTE_DESKTOP_PATH: &str = "/org/gnome/Mutter/RemoteDesktop";
+const REMOTE_SESSION: &str = "org.gnome.Mutter.RemoteDesktop.Session";
+
+/// Types `text` into the focused window through Mutter's RemoteDesktop:
+/// a session opened for this dictation only (GNOME shows its sharing
+/// indicator meanwhile) and closed after it, each character sent as its
+/// keysym (Mutter finds the key and level in the layout in use). Mutter
+/// silently drops a keysym its layout has no key for, so the characters the
+/// user's layout (GNOME's input sources) cannot type are not sent but said.
+pub fn type_text(text: &str) -> Result<super::ei::Typed, String> {
+    let (layout, variant) = current_layout(&Gsettings);
+    let table = super::ei::KeyTable::for_layout(&layout, &variant)?;
+    type_text_on(&super::observed::session_bus()?, &table, text)
+}
+
+/// The XKB layout and variant GNOME uses now: the most recent of its input sources (`us` when none is set).
+pub fn current_layout(settings: &dyn GnomeSettings) -> (String, String) {
+    let first_xkb = |key: &str| {
+        let text = settings.get("org.gnome.desktop.input-sources", key).ok()?;
+        let rest = text.split("('xkb', '").nth(1)?;
+        let name = rest.split('\'').next()?;
+        let (layout, variant) = name.split_once('+').unwrap_or((name, ""));
+        Some((layout.to_owned(), variant.to_owned()))
+    };
+    first_xkb("mru-sources").or_else(|| first_xkb("sources")).unwrap_or_else(|| ("us".to_owned(), String::new()))
+}
+
+/// [`type_text`] over `conn` (the session's bus) with the layout `table`.
+pub fn type_text_on(conn: &zbus::blocking::Connection, table: &super::ei::KeyTable, text: &str) -> Result<super::ei::Typed, String> {
+    let reply = conn
+        .call_method(Some(REMOTE_DESKTOP), REMOTE_DESKTOP_PATH, Some(REMOTE_DESKTOP), "CreateSession", &())
+        .map_err(|err| format!("Mutter's RemoteDesktop refused a session: {err}"))?;
+    let session: zbus::zvariant::OwnedObjectPath = reply.body().deserialize().map_err(|err| format!("Mutter's RemoteDesktop answered oddly: {err}"))?;
+    let session = session.as_str();
+    session_call(conn, session, "Start", &())?;
+    let typed = (|| -> Result<super::ei::Typed, String> {
+        let mut done = super::ei::Typed::default();
+        for c in text.chars() {
+            let Some(keysym) = super::keysym::keysym_for(c) else { continue };
+            if table.key(c).is_none() {
+                done.untypeable.push(c);
+                continue;
+            }
+            session_call(conn, session, "NotifyKeyboardKeysym", &(keysym, true))?;
+            session_call(conn, session, "NotifyKeyboardKeysym", &(keysym, false))?;
+            done.typed += 1;
+        }
+        Ok(done)
+    })();
+    let stopped = session_call(conn, session, "Stop", &());
+    let typed = typed?;
+    stopped.map(|()| typed)
+}
+
+fn session_call(conn: &zbus::blocking::Connection, session: &str, method: &str, body: &(impl serde::Serialize + zbus::zvariant::DynamicType)) -> Result<(), String> {
+    conn.call_method(Some(REMOTE_DESKTOP), session, Some(REMOTE_SESSION), method, body).map(|_| ()).map_err(|err| format!("Mutter's RemoteDesktop {method}: {err}"))
+}
+
 // --- away detection ---------------------------------------------------------------
 
 const IDLE_MONITOR: &str = "org.gnome.Mutter.IdleMonitor";
@@ -533,7 +675,7 @@ fn idle_call(conn: &zbus::blocking::Connection, method: &str, body: &(impl serde
 
 impl IdleMonitorWatch {
     pub fn connect() -> Result<Self, String> {
-        let conn = zbus::blocking::Connection::session().map_err(|err| format!("no session bus: {err}"))?;
+        let conn = super::observed::session_bus()?;
         let dbus = zbus::blocking::fdo::DBusProxy::new(&conn).map_err(|err| format!("the session bus does not answer: {err}"))?;
         let mutter = dbus
             .get_name_owner(IDLE_MONITOR.try_into().expect("a valid bus name"))
@@ -547,7 +689,7 @@ impl IdleMonitorWatch {
             .map_err(|err| err.to_string())?
             .build();
         let fired = zbus::blocking::MessageIterator::for_match_rule(rule, &conn, Some(8)).map_err(|err| format!("cannot watch Mutter's IdleMonitor: {err}"))?;
-        let idle_watch = idle_call(&conn, "AddIdleWatch", &(super::wlr::IDLE_GRAIN.as_millis() as u64,)).map_err(|err| format!("Mutter's IdleMonitor: {err}"))?;
+        let idle_watch = idle_call(&conn, "AddIdleWatch", &(super::observed::IDLE_GRAIN.as_millis() as u64,)).map_err(|err| format!("Mutter's IdleMonitor: {err}"))?;
         let presence = Arc::new(Presence::default());
         let stop = Arc::new(AtomicBool::new(false));
         let (thread_presence, ended, thread_conn) = (presence.clone(), stop.clone(), conn.clone());
@@ -627,40 +769,66 @@ mod tests {
         assert!(metadata(46).contains("\"46\"") && !metadata(46).contains("\"43\""));
     }
 
-    struct Fake(RefCell<Vec<String>>, bool);
+    /// GNOME's settings in memory (`read_only`: every write fails, as a locked dconf key does).
+    #[derive(Default)]
+    struct Fake {
+        values: RefCell<std::collections::HashMap<String, String>>,
+        read_only: bool,
+    }
+
+    impl Fake {
+        fn with(schema: &str, key: &str, value: &str) -> Fake {
+            let fake = Fake::default();
+            fake.values.borrow_mut().insert(format!("{schema} {key}"), value.to_owned());
+            fake
+        }
+
+        fn list(&self, schema: &str, key: &str) -> Vec<String> {
+            parse_string_array(&self.get(schema, key).unwrap()).unwrap()
+        }
+    }
 
     impl GnomeSettings for Fake {
-        fn enabled_extensions(&self) -> Result<Vec<String>, String> {
-            Ok(self.0.borrow().clone())
+        fn get(&self, schema: &str, key: &str) -> Result<String, String> {
+            Ok(self.values.borrow().get(&format!("{schema} {key}")).cloned().unwrap_or_else(|| "@as []".into()))
         }
-        fn set_enabled_extensions(&self, uuids: &[String]) -> Result<(), String> {
-            if self.1 {
+        fn set(&self, schema: &str, key: &str, value: &str) -> Result<(), String> {
+            if self.read_only {
                 return Err("dconf is read-only".into());
             }
-            *self.0.borrow_mut() = uuids.to_vec();
+            self.values.borrow_mut().insert(format!("{schema} {key}"), value.to_owned());
             Ok(())
         }
+    }
+
+    #[test]
+    fn the_layout_in_use_is_the_most_recent_xkb_input_source() {
+        let settings = Fake::with("org.gnome.desktop.input-sources", "mru-sources", "[('ibus', 'mozc-jp'), ('xkb', 'de+nodeadkeys'), ('xkb', 'us')]");
+        assert_eq!(current_layout(&settings), ("de".to_owned(), "nodeadkeys".to_owned()));
+        let settings = Fake::with("org.gnome.desktop.input-sources", "sources", "[('xkb', 'fr')]");
+        assert_eq!(current_layout(&settings), ("fr".to_owned(), String::new()), "no recent one: the first configured");
+        assert_eq!(current_layout(&Fake::default()), ("us".to_owned(), String::new()));
     }
 
     #[test]
     fn install_keeps_earlier_programs_and_other_extensions_and_a_failure_is_said() {
         let dir = tempfile::tempdir().unwrap();
         let ext = dir.path().join(UUID);
-        let settings = Fake(RefCell::new(vec!["other@x".into()]), false);
+        let settings = Fake::with(SHELL_SCHEMA, "enabled-extensions", "['other@x']");
         let first = install(&ext, 43, Path::new("/usr/bin/cowork"), &settings).unwrap();
         assert!(first.newly_enabled);
         let again = install(&ext, 43, Path::new("/opt/cowork/bin/cowork"), &settings).unwrap();
         assert!(!again.newly_enabled);
-        assert_eq!(*settings.0.borrow(), vec!["other@x".to_owned(), UUID.to_owned()]);
+        assert_eq!(settings.list(SHELL_SCHEMA, "enabled-extensions"), vec!["other@x".to_owned(), UUID.to_owned()]);
         let allowed = std::fs::read_to_string(ext.join(ALLOWED_FILE)).unwrap();
         let paths: Vec<&str> = allowed.lines().filter(|l| !l.starts_with('#')).collect();
         assert_eq!(paths, ["/usr/bin/cowork", "/opt/cowork/bin/cowork"]);
         assert!(!std::fs::read_dir(&ext).unwrap().flatten().any(|e| e.file_name().to_string_lossy().ends_with(".part")), "no partial file left");
-        let read_only = Fake(RefCell::new(Vec::new()), true);
+        let read_only = Fake { read_only: true, ..Fake::default() };
         let err = install(&dir.path().join("second"), 45, Path::new("/usr/bin/cowork"), &read_only).unwrap_err();
         assert!(err.contains("read-only"), "{err}");
         remove(&ext, &settings).unwrap();
-        assert_eq!(*settings.0.borrow(), vec!["other@x".to_owned()]);
+        assert_eq!(settings.list(SHELL_SCHEMA, "enabled-extensions"), vec!["other@x".to_owned()]);
         assert!(!ext.exists());
         remove(&ext, &settings).unwrap();
     }
@@ -674,5 +842,20 @@ mod tests {
         assert_eq!(GnomeWindow { sandboxed_app_id: "org.mozilla.firefox".into(), ..window.clone() }.app(), "org.mozilla.firefox");
         assert_eq!(GnomeWindow::default().app(), "unknown");
         assert!(GnomeWindow::from_tuple(("".into(), "".into(), "".into(), "".into(), 0, false, "".into())).is_none(), "an empty id: nothing focused");
+    }
+}
+
+#[cfg(test)]
+mod shortcut_tests {
+    use super::*;
+
+    #[test]
+    fn custom_shortcuts_run_this_cowork_and_keep_the_users_own() {
+        assert_eq!(gnome_accelerator("ctrl+alt+Space"), "<Control><Alt>space");
+        assert_eq!(gnome_accelerator("super+shift+KeyV"), "<Super><Shift>v");
+        let shortcuts = custom_shortcuts(Path::new("/opt/it's/cowork"), "ctrl+alt+Space", "ctrl+alt+KeyP", "ctrl+alt+KeyV");
+        assert_eq!(shortcuts[0].command, "'/opt/it'\\''s/cowork' trigger quick-prompt", "a path with a quote stays one word");
+        assert!(shortcuts[2].command.ends_with("trigger talk-tap") && shortcuts[2].name.contains("tap"), "push-to-talk is said to be a tap here");
+        assert_eq!(gvariant_string("it's \\ here"), "'it\\'s \\\\ here'");
     }
 }

@@ -12,7 +12,7 @@
 use std::path::PathBuf;
 use std::time::Duration;
 
-use super::backend::{PushSlot, Pushed, pushed};
+use super::observed::{PushSlot, Pushed, pushed};
 
 use crate::events::ActiveWindow;
 
@@ -37,7 +37,11 @@ pub struct KWinWindow {
 impl KWinWindow {
     /// The id the rest of cowork knows the window by (nonzero, stable while it lives).
     pub fn key(&self) -> u32 {
-        super::wlr::window_key(&self.resource_class, &self.id)
+        super::observed::window_key(&self.resource_class, &self.id)
+    }
+
+    fn active(&self) -> ActiveWindow {
+        ActiveWindow { window_id: self.key(), app: self.app(), title: self.caption.clone(), pid: (self.pid > 0).then_some(self.pid), url: None, url_source: None }
     }
 
     fn app(&self) -> String {
@@ -88,7 +92,7 @@ impl Scripting {
 
     /// Over the session bus this process uses.
     pub fn session() -> Result<Self, String> {
-        zbus::blocking::Connection::session().map(Self::new).map_err(kwin_error("no session bus"))
+        super::observed::session_bus().map(Self::new)
     }
 
     fn call(&self, method: &str, body: &(impl serde::Serialize + zbus::zvariant::DynamicType)) -> Result<zbus::message::Message, String> {
@@ -158,6 +162,77 @@ pub fn place_script(kind: PlaceKind, pid: u32, title: &str) -> String {
         .replace("@HEIGHT@", &height.to_string())
 }
 
+const WINDOWS_SCRIPT: &str = include_str!("../../assets/kwin/cowork-windows.js");
+
+/// Receives the window-list script's one call.
+struct WindowsListener {
+    kwin: String,
+    answer: crossbeam_channel::Sender<String>,
+}
+
+#[zbus::interface(name = "org.cowork.KWinWindows1")]
+impl WindowsListener {
+    /// The normal windows, as JSON rows: caption, resource class, resource name, pid, KWin's id, focused.
+    fn windows(&self, #[zbus(header)] header: zbus::message::Header<'_>, json: String) -> zbus::fdo::Result<()> {
+        if header.sender().map(|s| s.as_str()) != Some(self.kwin.as_str()) {
+            return Err(zbus::fdo::Error::AccessDenied("only KWin tells cowork about windows".into()));
+        }
+        let _ = self.answer.try_send(json);
+        Ok(())
+    }
+}
+
+/// The normal windows KWin has, with whether each has the focus, after focusing the one
+/// whose KWin id is `activate` (empty: none): a one-shot script over `conn` (a connection
+/// of this request's own, to the session's bus), which answers on it.
+fn windows_script(conn: &zbus::blocking::Connection, activate: &str) -> Result<Vec<(KWinWindow, bool)>, String> {
+    static RUNS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+    let dbus = zbus::blocking::fdo::DBusProxy::new(conn).map_err(kwin_error("the session bus does not answer"))?;
+    let kwin = dbus.get_name_owner(KWIN.try_into().expect("a valid bus name")).map_err(|err| format!("KWin is not on the session bus: {err}"))?.to_string();
+    let (answer, answers) = crossbeam_channel::bounded(1);
+    conn.object_server().at(OBJECT_PATH, WindowsListener { kwin, answer }).map_err(kwin_error("cannot serve the window list's answer"))?;
+    let unique = conn.unique_name().ok_or("the session bus gave cowork no name")?.to_string();
+    let run = RUNS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    let plugin = format!("cowork-windows-{}-{run}", std::process::id());
+    let file = script_path(&format!("{plugin}.js"));
+    let scripting = Scripting::new(conn.clone());
+    let id = activate.replace('\\', "").replace('"', "");
+    let loaded = scripting.load(&plugin, &file, &WINDOWS_SCRIPT.replace("@COWORK_BUS_NAME@", &unique).replace("@ACTIVATE@", &id));
+    let json = loaded.and_then(|()| answers.recv_timeout(Duration::from_secs(3)).map_err(|_| "KWin did not list its windows within 3 s".to_owned()));
+    scripting.unload(&plugin);
+    let _ = std::fs::remove_file(&file);
+    let _ = conn.object_server().remove::<WindowsListener, _>(OBJECT_PATH);
+    let rows: Vec<(String, String, String, i64, String, bool)> = serde_json::from_str(&json?).map_err(|err| format!("KWin's window list: {err}"))?;
+    Ok(rows
+        .into_iter()
+        .map(|(caption, resource_class, resource_name, pid, id, focused)| {
+            (KWinWindow { caption, resource_class, resource_name, pid: pid.clamp(0, u32::MAX as i64) as u32, fullscreen: false, id }, focused)
+        })
+        .collect())
+}
+
+/// The agent's `list_windows` on KDE Plasma: the normal windows but cowork's own.
+pub fn list_windows(conn: &zbus::blocking::Connection) -> Result<Vec<ActiveWindow>, String> {
+    let me = std::process::id();
+    Ok(windows_script(conn, "")?
+        .into_iter()
+        .filter(|(w, _)| w.pid != me)
+        .map(|(w, _)| w.active())
+        .collect())
+}
+
+/// The agent's `focus_window` on KDE Plasma: the window `key` names (from `list_windows`).
+pub fn activate(conn: &zbus::blocking::Connection, key: u32) -> Result<(), String> {
+    let windows = windows_script(conn, "")?;
+    let (window, _) = windows.iter().find(|(w, _)| w.key() == key).ok_or_else(|| format!("no open window has the id {key}"))?;
+    let after = windows_script(conn, &window.id)?;
+    if after.iter().any(|(w, focused)| *focused && w.id == window.id) {
+        Ok(())
+    } else {
+        Err(format!("KWin did not focus window {key}"))
+    }
+}
+
 /// The focused window on KDE Plasma, from cowork's KWin script.
 pub struct KWinDesktop {
     scripting: Scripting,
@@ -175,7 +250,7 @@ fn kwin_error(what: &str) -> impl Fn(zbus::Error) -> String + '_ {
 impl KWinDesktop {
     /// Serves the listener, loads and runs the script, and waits (up to 2 s) for its first report.
     pub fn connect() -> Result<Self, String> {
-        let conn = zbus::blocking::Connection::session().map_err(kwin_error("no session bus"))?;
+        let conn = super::observed::session_bus()?;
         let dbus = zbus::blocking::fdo::DBusProxy::new(&conn).map_err(kwin_error("the session bus does not answer"))?;
         let kwin = dbus
             .get_name_owner(KWIN.try_into().expect("a valid bus name"))
@@ -210,15 +285,7 @@ impl KWinDesktop {
 
     /// The focused window; None when nothing, or cowork itself, is focused.
     pub fn active_window(&self) -> Option<ActiveWindow> {
-        let window = self.pushed.current().filter(|w| w.pid != std::process::id())?;
-        Some(ActiveWindow {
-            window_id: window.key(),
-            app: window.app(),
-            title: window.caption.clone(),
-            pid: (window.pid > 0).then_some(window.pid),
-            url: None,
-            url_source: None,
-        })
+        self.pushed.current().filter(|w| w.pid != std::process::id()).map(KWinWindow::active)
     }
 
     pub fn is_fullscreen(&self, window: u32) -> bool {

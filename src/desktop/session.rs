@@ -38,6 +38,10 @@ pub struct Facts {
     pub gnome_extension_installed: bool,
     /// GNOME: gnome-shell's version ("43.9").
     pub gnome_shell_version: Option<String>,
+    /// The desktop portal's GlobalShortcuts version, when a running portal offers it.
+    pub portal_shortcuts: Option<u32>,
+    /// The desktop portal's RemoteDesktop version (2 and later: `ConnectToEIS`, libei).
+    pub portal_remote_desktop: Option<u32>,
 }
 
 impl Facts {
@@ -381,6 +385,14 @@ fn wayland_state(capability: Capability, family: &Family, has_global: &dyn Fn(&s
         Capability::TypingStream => {
             CapState::unavailable("Wayland lets no app see another's keys, and desktop accessibility is off (Settings, Privacy rules)")
         }
+        Capability::Hotkeys if facts.portal_shortcuts.is_some() => {
+            CapState::ok("the desktop portal's GlobalShortcuts: press and release (the desktop asks you once)")
+        }
+        Capability::Hotkeys if gnome => CapState::degraded(
+            "GNOME before 48 offers apps no global shortcuts (no GlobalShortcuts portal)",
+            "add cowork's shortcuts to GNOME's keyboard settings (Settings, Desktop, or `cowork gnome-extension add-shortcuts`): \
+             GNOME runs them on press only, so push-to-talk is a tap to start and a tap to stop",
+        ),
         Capability::Hotkeys => CapState::degraded(
             "Wayland lets no app grab keys",
             match family {
@@ -389,6 +401,12 @@ fn wayland_state(capability: Capability, family: &Family, has_global: &dyn Fn(&s
             },
         ),
         Capability::Dictation if has(globals::VIRTUAL_KEYBOARD) => CapState::ok("zwp-virtual-keyboard"),
+        Capability::Dictation if gnome && facts.bus_names.iter().any(|n| n == "org.gnome.Mutter.RemoteDesktop") => {
+            CapState::ok("keysyms through Mutter's RemoteDesktop (GNOME shows its sharing indicator while it types)")
+        }
+        Capability::Dictation if facts.portal_remote_desktop.is_some_and(|v| v >= 2) => {
+            CapState::ok("the RemoteDesktop portal with libei (the desktop asks you once; the answer is remembered)")
+        }
         Capability::Dictation if xwayland => {
             CapState::degraded(format!("{desktop_word} offers no virtual keyboard"), "only apps running under XWayland can be typed into")
         }
@@ -412,6 +430,7 @@ fn wayland_state(capability: Capability, family: &Family, has_global: &dyn Fn(&s
         Capability::BrowserUrl if kwin => CapState::ok("the address bar over AT-SPI"),
         Capability::BrowserUrl => CapState::unavailable("no focused window is known"),
         Capability::WindowTools if has(globals::FOREIGN_TOPLEVEL) => CapState::ok("wlr-foreign-toplevel list and activate"),
+        Capability::WindowTools if kwin => CapState::ok("a KWin script lists and focuses windows"),
         Capability::WindowTools => CapState::unavailable(later("window list")),
     }
 }
@@ -554,7 +573,9 @@ pub fn probe_with(env: &dyn Fn(&str) -> Option<String>) -> Facts {
     facts.bus_names = bus.names;
     facts.gnome_extension = bus.gnome_extension;
     facts.gnome_shell_version = bus.gnome_shell_version;
-    facts.gnome_extension_installed = super::gnome::extension_dir(&env).is_some_and(|dir| dir.join("extension.js").is_file());
+    facts.portal_shortcuts = bus.portal_shortcuts;
+    facts.portal_remote_desktop = bus.portal_remote_desktop;
+    facts.gnome_extension_installed = gnome_extension_dir(&env).is_some_and(|dir| dir.join("extension.js").is_file());
     facts
 }
 
@@ -597,12 +618,60 @@ fn wayland_globals(socket: &std::path::Path) -> Result<BTreeMap<String, u32>, St
     rx.recv_timeout(PROBE_TIMEOUT).map_err(|_| format!("the compositor did not answer within {} s", PROBE_TIMEOUT.as_secs()))?
 }
 
+/// cowork's GNOME Shell extension as the session probe sees it (`gnome.rs` installs and talks to it).
+pub const GNOME_EXTENSION_UUID: &str = "cowork@cowork.app";
+pub const GNOME_EXTENSION_PATH: &str = "/org/cowork/Desktop";
+pub const GNOME_EXTENSION_INTERFACE: &str = "org.cowork.Desktop1";
+pub const GNOME_SHELL: &str = "org.gnome.Shell";
+
+/// The user's extensions folder for cowork's extension (`$XDG_DATA_HOME`, else `~/.local/share`).
+pub fn gnome_extension_dir(env: &dyn Fn(&str) -> Option<String>) -> Option<std::path::PathBuf> {
+    let data = env("XDG_DATA_HOME").filter(|d| d.starts_with('/')).map(std::path::PathBuf::from).or_else(|| env("HOME").map(|h| std::path::Path::new(&h).join(".local/share")))?;
+    Some(data.join("gnome-shell/extensions").join(GNOME_EXTENSION_UUID))
+}
+
+/// The extension's version if the running gnome-shell serves it (anyone may read it; nothing else is answered to anyone).
+pub fn gnome_extension_version(conn: &zbus::blocking::Connection) -> Option<String> {
+    let proxy = zbus::blocking::fdo::PropertiesProxy::builder(conn).destination(GNOME_SHELL).ok()?.path(GNOME_EXTENSION_PATH).ok()?.build().ok()?;
+    let value = proxy.get(GNOME_EXTENSION_INTERFACE.try_into().ok()?, "Version").ok()?;
+    String::try_from(value).ok()
+}
+
+/// gnome-shell's version ("43.9").
+pub fn gnome_shell_version(conn: &zbus::blocking::Connection) -> Option<String> {
+    let proxy = zbus::blocking::fdo::PropertiesProxy::builder(conn).destination(GNOME_SHELL).ok()?.path("/org/gnome/Shell").ok()?.build().ok()?;
+    let value = proxy.get("org.gnome.Shell".try_into().ok()?, "ShellVersion").ok()?;
+    String::try_from(value).ok()
+}
+
+/// The XDG desktop portal, as the session probe sees it (`portal.rs` talks to it).
+pub const PORTAL: &str = "org.freedesktop.portal.Desktop";
+pub const PORTAL_PATH: &str = "/org/freedesktop/portal/desktop";
+pub const PORTAL_GLOBAL_SHORTCUTS: &str = "org.freedesktop.portal.GlobalShortcuts";
+pub const PORTAL_REMOTE_DESKTOP: &str = "org.freedesktop.portal.RemoteDesktop";
+
+/// A portal interface's version, read without starting anything (None: not offered).
+pub fn portal_version(conn: &zbus::blocking::Connection, interface: &str) -> Option<u32> {
+    let proxy = zbus::blocking::fdo::PropertiesProxy::builder(conn).destination(PORTAL).ok()?.path(PORTAL_PATH).ok()?.build().ok()?;
+    let value = proxy.get(interface.try_into().ok()?, "version").ok()?;
+    u32::try_from(value).ok()
+}
+
+/// Whether the desktop portal on this bus offers GlobalShortcuts (its version, read without starting anything).
+pub fn portal_global_shortcuts_version(conn: &zbus::blocking::Connection) -> Option<u32> {
+    let proxy = zbus::blocking::fdo::PropertiesProxy::builder(conn).destination(PORTAL).ok()?.path(PORTAL_PATH).ok()?.build().ok()?;
+    let value = proxy.get(PORTAL_GLOBAL_SHORTCUTS.try_into().ok()?, "version").ok()?;
+    u32::try_from(value).ok()
+}
+
 /// What the session bus tells about the desktop.
 #[derive(Default)]
 struct BusFacts {
     names: Vec<String>,
     gnome_extension: Option<String>,
     gnome_shell_version: Option<String>,
+    portal_shortcuts: Option<u32>,
+    portal_remote_desktop: Option<u32>,
 }
 
 /// The desktop-telling names on the session bus, and on GNOME whether cowork's extension runs (nothing without a bus).
@@ -620,14 +689,20 @@ fn bus_facts(timeout: Duration) -> BusFacts {
                 names
                     .into_iter()
                     .map(|n| n.to_string())
-                    .filter(|n| n.starts_with("org.gnome.Shell") || n.starts_with("org.gnome.Mutter") || n.starts_with("org.kde.KWin") || n == TRAY_WATCHER)
+                    .filter(|n| {
+                        n.starts_with("org.gnome.Shell") || n.starts_with("org.gnome.Mutter") || n.starts_with("org.kde.KWin") || n == TRAY_WATCHER || n == PORTAL
+                    })
                     .collect()
             })
             .unwrap_or_default();
-        let gnome = names.iter().any(|n| n == super::gnome::SHELL);
+        let gnome = names.iter().any(|n| n == GNOME_SHELL);
+        // Only a portal already running is asked (asking one that is not would start it and wait).
+        let portal = names.iter().any(|n| n == PORTAL);
         let facts = BusFacts {
-            gnome_extension: gnome.then(|| super::gnome::running_version(&conn)).flatten(),
-            gnome_shell_version: gnome.then(|| super::gnome::shell_version(&conn)).flatten(),
+            portal_shortcuts: portal.then(|| portal_global_shortcuts_version(&conn)).flatten(),
+            portal_remote_desktop: portal.then(|| portal_version(&conn, PORTAL_REMOTE_DESKTOP)).flatten(),
+            gnome_extension: gnome.then(|| gnome_extension_version(&conn)).flatten(),
+            gnome_shell_version: gnome.then(|| gnome_shell_version(&conn)).flatten(),
             names,
         };
         let _ = tx.send(facts);
@@ -718,9 +793,13 @@ mod tests {
         assert!(with_kwin.state(Capability::SidebarPlacement).text().contains("KWin script"));
         // KWin's data-control: the clipboard is watched as on wlroots.
         assert!(matches!(backend_for(&with_kwin, Capability::ClipboardWatch), Backend::Wlroots(_)));
-        // What is not read on KDE yet stays unavailable and says so, and no other backend takes it.
-        assert_eq!(with_kwin.state(Capability::WindowTools).word(), "unavailable");
-        assert!(matches!(backend_for(&with_kwin, Capability::WindowTools), Backend::Blind(why) if why.contains("KDE Plasma")));
+        assert!(with_kwin.state(Capability::WindowTools).text().contains("KWin script"));
+        // A portal with RemoteDesktop 2 (ConnectToEIS): dictation types through libei.
+        let with_portal = report(&Facts { portal_remote_desktop: Some(2), ..kde.clone() }, true);
+        assert!(with_portal.state(Capability::Dictation).text().contains("RemoteDesktop portal"));
+        assert!(!report(&Facts { portal_remote_desktop: Some(1), ..kde.clone() }, true).state(Capability::Dictation).is_ok(), "version 1 has no libei");
+        // What is not done on KDE yet says so (KWin gives apps no virtual keyboard to type with).
+        assert_ne!(with_kwin.state(Capability::Dictation).word(), "ok");
         // KWin not (yet) on the bus: nothing is recorded rather than a wrong window.
         let without = report(&Facts { bus_names: Vec::new(), ..kde }, true);
         assert_eq!(without.state(Capability::FocusedWindow).word(), "unavailable");

@@ -1,4 +1,4 @@
-//! `cowork trigger quick-prompt|pause|talk-press|talk-release`: on Wayland no
+//! `cowork trigger quick-prompt|pause|talk-press|talk-release|talk-tap`: on Wayland no
 //! app may grab keys, so the compositor binds them (`bindsym … exec cowork
 //! trigger quick-prompt`) and this small local IPC carries the press to the
 //! running cowork: a Unix socket in `$XDG_RUNTIME_DIR` (mode 0600 in a 0700
@@ -26,10 +26,14 @@ pub enum Trigger {
     Pause,
     TalkPress,
     TalkRelease,
+    /// A press and its release at once: where the desktop runs a command on
+    /// press only (GNOME's custom shortcuts), push-to-talk in its auto mode
+    /// takes the tap as "start", the next as "stop".
+    TalkTap,
 }
 
 impl Trigger {
-    pub const ALL: [Trigger; 4] = [Trigger::QuickPrompt, Trigger::Pause, Trigger::TalkPress, Trigger::TalkRelease];
+    pub const ALL: [Trigger; 5] = [Trigger::QuickPrompt, Trigger::Pause, Trigger::TalkPress, Trigger::TalkRelease, Trigger::TalkTap];
 
     pub fn as_str(self) -> &'static str {
         match self {
@@ -37,6 +41,7 @@ impl Trigger {
             Trigger::Pause => "pause",
             Trigger::TalkPress => "talk-press",
             Trigger::TalkRelease => "talk-release",
+            Trigger::TalkTap => "talk-tap",
         }
     }
 
@@ -44,13 +49,14 @@ impl Trigger {
         Trigger::ALL.into_iter().find(|t| t.as_str() == text)
     }
 
-    /// The event the hotkey would have sent.
-    pub fn event(self) -> AppEvent {
+    /// The events the hotkey would have sent.
+    pub fn events(self) -> Vec<AppEvent> {
         match self {
-            Trigger::QuickPrompt => AppEvent::QuickPromptHotkey,
-            Trigger::Pause => AppEvent::TogglePause,
-            Trigger::TalkPress => AppEvent::VoiceHotkey { pressed: true },
-            Trigger::TalkRelease => AppEvent::VoiceHotkey { pressed: false },
+            Trigger::QuickPrompt => vec![AppEvent::QuickPromptHotkey],
+            Trigger::Pause => vec![AppEvent::TogglePause],
+            Trigger::TalkPress => vec![AppEvent::VoiceHotkey { pressed: true }],
+            Trigger::TalkRelease => vec![AppEvent::VoiceHotkey { pressed: false }],
+            Trigger::TalkTap => vec![AppEvent::VoiceHotkey { pressed: true }, AppEvent::VoiceHotkey { pressed: false }],
         }
     }
 }
@@ -168,11 +174,13 @@ fn serve(mut stream: UnixStream, sink: &EventSink) {
     let answer = match (read, Trigger::parse(line.trim())) {
         (Ok(_), Some(trigger)) => {
             tracing::info!(trigger = trigger.as_str(), "trigger from the compositor");
-            sink.send(trigger.event());
+            for event in trigger.events() {
+                sink.send(event);
+            }
             "ok".to_owned()
         }
         (Ok(0), None) => return,
-        (Ok(_), None) => format!("unknown trigger {:?}: one of quick-prompt, pause, talk-press, talk-release", line.trim()),
+        (Ok(_), None) => format!("unknown trigger {:?}: one of quick-prompt, pause, talk-press, talk-release, talk-tap", line.trim()),
         (Err(err), _) => format!("unreadable trigger: {err}"),
     };
     let _ = stream.write_all(format!("{answer}\n").as_bytes());

@@ -19,7 +19,7 @@ use std::io::Write;
 use std::os::fd::{AsFd, AsRawFd, FromRawFd, OwnedFd};
 use std::os::unix::net::UnixStream;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 use wayland_client::backend::ObjectId;
@@ -53,11 +53,9 @@ use wayland_protocols_wlr::foreign_toplevel::v1::client::{
     zwlr_foreign_toplevel_manager_v1::{self, ZwlrForeignToplevelManagerV1},
 };
 
-use crate::capture::{InputProbe, InputSnapshot};
 use crate::events::ActiveWindow;
 
-/// The idle timeout asked of the compositor: presence is known to a second.
-pub const IDLE_GRAIN: Duration = Duration::from_secs(1);
+pub use super::observed::{IDLE_GRAIN, Presence, window_key};
 /// cowork's own app id (its windows are not activity).
 pub const OWN_APP_ID: &str = "cowork";
 
@@ -70,35 +68,6 @@ fn connect(target: &WaylandTarget) -> Result<(Connection, GlobalList, EventQueue
     let conn = Connection::from_socket(stream).map_err(|err| format!("the compositor's socket: {err}"))?;
     let (globals, queue) = registry_queue_init::<Wlr>(&conn).map_err(|err| format!("the compositor's registry: {err}"))?;
     Ok((conn, globals, queue))
-}
-
-/// Presence as the compositor's idle notification says it, shared with the
-/// AFK detector on the same thread.
-#[derive(Debug, Default)]
-pub struct Presence {
-    idle: AtomicBool,
-    resumes: AtomicU64,
-}
-
-impl Presence {
-    /// The idle edge (true) or the return from idle (false), which counts as input.
-    pub fn set_idle(&self, idle: bool) {
-        self.idle.store(idle, Ordering::Relaxed);
-        if !idle {
-            self.resumes.fetch_add(1, Ordering::Relaxed);
-        }
-    }
-}
-
-impl InputProbe for Arc<Presence> {
-    fn snapshot(&self) -> InputSnapshot {
-        // Each return from idle is a change the detector sees as input.
-        InputSnapshot { pointer: (self.resumes.load(Ordering::Relaxed) as i32, 0), buttons: Vec::new(), keys: Vec::new() }
-    }
-
-    fn active_now(&self) -> bool {
-        !self.idle.load(Ordering::Relaxed)
-    }
 }
 
 /// One toplevel, as last committed (`done`) and as pending.
@@ -538,17 +507,6 @@ impl WlrDesktop {
     pub fn is_fullscreen(&self, window: u32) -> bool {
         self.events.state.toplevels.values().any(|t| t.id == window && t.fullscreen)
     }
-}
-
-/// The id the agent's window tools use for a toplevel: stable across
-/// connections for as long as its app id and title stay (FNV-1a, nonzero).
-pub fn window_key(app_id: &str, title: &str) -> u32 {
-    let mut hash: u32 = 0x811c_9dc5;
-    for byte in app_id.bytes().chain([0]).chain(title.bytes()) {
-        hash ^= u32::from(byte);
-        hash = hash.wrapping_mul(0x0100_0193);
-    }
-    (hash & 0x7fff_ffff).max(1)
 }
 
 /// Every toplevel window, described (pids from the IPC where it gives them).

@@ -218,6 +218,13 @@ fn window_tool(tool: &str, args: &Value) -> Result<String, String> {
             _ => extension.activate(id).map(|()| format!("asked GNOME Shell to focus window {id}")),
         };
     }
+    if desktop.family == crate::desktop::session::Family::Kde {
+        let conn = crate::desktop::observed::session_bus()?;
+        return match tool {
+            "list_windows" => crate::desktop::kwin::list_windows(&conn).map(|windows| describe_windows(&windows)),
+            _ => crate::desktop::kwin::activate(&conn, id).map(|()| format!("asked KWin to focus window {id}")),
+        };
+    }
     match (&desktop.wayland, tool) {
         (Some(target), "list_windows") => crate::desktop::wlr::list_windows(target).map(|windows| describe_windows(&windows)),
         (Some(target), _) => crate::desktop::wlr::activate(target, id).map(|()| format!("asked the compositor to focus window {id}")),

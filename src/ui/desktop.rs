@@ -56,6 +56,16 @@ pub fn desktop_ui(ui: &mut egui::Ui, state: &AppState, consent: &mut bool, actio
     });
     if report.family == Family::Gnome {
         gnome_extension_ui(ui, report, consent, actions);
+        if !report.state(Capability::Hotkeys).is_ok() {
+            ui.horizontal_wrapped(|ui| {
+                if ui.button("Add cowork's shortcuts to GNOME's keyboard settings").clicked() {
+                    actions.push(UiAction::GnomeShortcuts { add: true });
+                }
+                if ui.small_button("Remove them").clicked() {
+                    actions.push(UiAction::GnomeShortcuts { add: false });
+                }
+            });
+        }
     }
     let (shown, tray) = report.tray();
     let tray_colour = if shown { theme::OK } else { theme::WARN };

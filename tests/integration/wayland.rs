@@ -1088,7 +1088,7 @@ fn on_sway_dictation_types_unicode_through_a_virtual_keyboard_and_a_held_ctrl_do
     sway.foot("test-sink", "Dictation sink", &format!("stty -icanon -echo; exec cat > {}", out.display()));
     sway.swaymsg(&["[app_id=test-sink] focus"]);
     let report = cowork::desktop::session::report(&sway.facts(), false);
-    let typing = cowork::audio::dictate::Typing::for_desktop(&report, None);
+    let typing = cowork::audio::dictate::Typing::for_desktop(&report, None, std::path::Path::new("/nonexistent"));
     let cowork::audio::dictate::Typing::Wayland(target) = typing else { panic!("dictation on sway uses the virtual keyboard: {typing:?}") };
     // Ctrl held down on another keyboard for the whole time (wtype is a second virtual keyboard).
     let held = ChildGuard(sway.command("wtype").args(["-M", "ctrl", "-s", "3000", "-m", "ctrl"]).spawn().unwrap());
@@ -1400,4 +1400,39 @@ fn where_no_compositor_ipc_can_place_it_the_sidebar_runs_under_xwayland() {
     // manager honours it is weston's matter, and it keeps no _NET_WM_STATE to show).
     let class = weston.command("xprop").args(["-id", &window, "WM_CLASS"]).output().unwrap();
     assert!(String::from_utf8_lossy(&class.stdout).contains("\"cowork\""), "{}", String::from_utf8_lossy(&class.stdout));
+}
+
+/// KDE Plasma: the agent's list_windows and focus_window through a one-shot
+/// KWin script: both terminals listed with their pids, one focused by the id
+/// it was given, and an unknown id refused.
+#[test]
+fn on_kde_plasma_the_agent_lists_windows_and_focuses_one_by_its_id() {
+    if !require(Compositor::kwin_available(), "kwin_wayland, weston-terminal and dbus-daemon") {
+        return;
+    }
+    let mut kwin = Compositor::kwin();
+    let (alpha, _) = kwin.weston_terminal("Alpha document");
+    let (beta, _) = kwin.weston_terminal("Beta notes");
+    let conn = zbus::blocking::connection::Builder::address(kwin.bus.as_deref().unwrap()).unwrap().build().unwrap();
+    let mut windows = Vec::new();
+    assert!(eventually(Duration::from_secs(15), || {
+        windows = cowork::desktop::kwin::list_windows(&conn).unwrap();
+        windows.len() == 2 && windows.iter().all(|w| w.title != "Wayland Terminal")
+    }), "{windows:?}");
+    let find = |title: &str| windows.iter().find(|w| w.title == title).cloned().unwrap();
+    assert_eq!(find("Alpha document").pid, Some(alpha));
+    assert_eq!(find("Beta notes").pid, Some(beta));
+    assert!(windows.iter().all(|w| w.app == "org.freedesktop.weston.wayland-terminal"), "{windows:?}");
+    let active = || kwin.kwin_windows().0.into_iter().find(|w| w["active"] == true).map(|w| w["caption"].as_str().unwrap_or_default().to_owned());
+    // Whichever has the focus, the agent focuses the other by the id it was given.
+    let before = active().expect("a window has the focus");
+    let other = if before == "Alpha document" { "Beta notes" } else { "Alpha document" };
+    cowork::desktop::kwin::activate(&conn, find(other).window_id).unwrap();
+    assert_eq!(active().as_deref(), Some(other));
+    assert_eq!(cowork::desktop::kwin::list_windows(&conn).unwrap().len(), 2, "nothing else changed");
+    let err = cowork::desktop::kwin::activate(&conn, 12345).unwrap_err();
+    assert!(err.contains("no open window has the id 12345"), "{err}");
+    // Each request's script is unloaded once it answered.
+    let me = std::process::id();
+    assert!((0..8).all(|run| !kwin.kwin_script_loaded(&format!("cowork-windows-{me}-{run}"))));
 }

@@ -378,3 +378,64 @@ fn on_gnome_dictation_sends_keysyms_through_mutters_remote_desktop_says_what_the
     };
     assert!(eventually(Duration::from_secs(3), || sessions() == 0), "{} sessions left open", sessions());
 }
+
+/// GNOME: cowork's notifications go to GNOME Shell's own notification
+/// server; an approval shows with its Accept action, and Accept in GNOME
+/// Shell's banner approves that call in cowork.
+#[test]
+fn on_gnome_notifications_show_in_gnome_shell_and_its_accept_approves_the_call() {
+    use cowork::automations::flow::NotifyTier;
+    use cowork::automations::steps::{Notice, NoticeAction, Notifier};
+    if !require(Compositor::gnome_available(), "gnome-shell, weston-terminal, dbus-daemon, unshare and gsettings") {
+        return;
+    }
+    let mut gnome = Compositor::gnome();
+    let data = super::support::temp_dir();
+    let db = data.path().join("cowork.db");
+    drop(store::open_writer(&db).unwrap());
+    let policy = cowork::notify::gate::Policy { cooldown_millis: 0, bundle_millis: 0, ..Default::default() };
+    let config = cowork::notify::NotifyConfig { db_path: db.clone(), bus: gnome.bus.clone(), policy };
+    let (approved_tx, approved) = crossbeam_channel::bounded(8);
+    let (mut worker, client) = super::notify::spawn_worker(config, approved_tx);
+    let notice = Notice {
+        source: "approval".into(),
+        tier: NotifyTier::Urgent,
+        title: "\"tidy\" waits for your approval".into(),
+        body: "delete 3 files in Downloads".into(),
+        action: NoticeAction::Approve { call_id: 42 },
+    };
+    // GNOME Shell serves org.freedesktop.Notifications through its small gjs helper, which
+    // the session bus starts on first use (this test's bus starts nothing: it is started here).
+    gnome.spawn("gjs", &["/usr/share/gnome-shell/org.gnome.Shell.Notifications"]);
+    assert!(
+        eventually(Duration::from_secs(10), || super::support::bus_name_owned(gnome.bus.as_deref().unwrap(), "org.freedesktop.Notifications")),
+        "GNOME Shell's notification service did not start"
+    );
+    let id = client.post(notice).unwrap();
+    assert!(eventually(Duration::from_secs(10), || super::notify::state(&db, id).0 == "shown"), "{:?}", super::notify::state(&db, id));
+    let shown = || {
+        gnome.shell_eval(
+            "imports.ui.main.messageTray.getSources().flatMap(s => s.notifications.map(n => ({title: n.title, body: n.bannerBodyText, actions: (n.actions || []).map(a => a.label)})))",
+        )
+    };
+    let mut last = None;
+    assert!(
+        eventually(Duration::from_secs(10), || {
+            last = shown();
+            last.as_ref().and_then(|v| v.as_array()).is_some_and(|list| list.iter().any(|n| n["title"] == "\"tidy\" waits for your approval"))
+        }),
+        "GNOME Shell shows: {last:?}"
+    );
+    let shown_one = last.unwrap().as_array().unwrap().iter().find(|n| n["title"] == "\"tidy\" waits for your approval").cloned().unwrap();
+    assert_eq!(shown_one["body"], "delete 3 files in Downloads");
+    assert!(shown_one["actions"].as_array().unwrap().iter().any(|a| a == "Accept"), "{shown_one}");
+    // The user clicks Accept in GNOME Shell's banner.
+    let clicked = gnome.shell_eval(
+        "(() => { for (const s of imports.ui.main.messageTray.getSources()) for (const n of s.notifications) for (const a of (n.actions || [])) \
+         if (a.label === 'Accept') { a.callback(); return true; } return false; })()",
+    );
+    assert_eq!(clicked, Some(serde_json::Value::Bool(true)));
+    assert_eq!(approved.recv_timeout(Duration::from_secs(5)).ok(), Some(42), "Accept in GNOME Shell approved call 42");
+    assert!(eventually(Duration::from_secs(5), || super::notify::state(&db, id).0 == "accepted"));
+    assert!(worker.shutdown(cowork::notify::NotifyCommand::Shutdown, Duration::from_secs(5)));
+}

@@ -91,14 +91,14 @@ fn until(what: &str, mut done: impl FnMut() -> bool) {
     }
 }
 
-fn state(db: &std::path::Path, id: i64) -> (String, Option<String>) {
+pub fn state(db: &std::path::Path, id: i64) -> (String, Option<String>) {
     let conn = cowork::store::open_read_only(db).unwrap();
     // Not there yet: the worker has not taken it from its channel.
     inbox::by_id(&conn, id).unwrap().map_or((String::new(), None), |row| (row.state, row.reason))
 }
 
 /// A notify worker whose Accept hook sends the approved call's id to `approved`.
-fn spawn_worker(config: cowork::notify::NotifyConfig, approved: crossbeam_channel::Sender<i64>) -> (cowork::runtime::WorkerHandle<NotifyCommand>, NotifyClient) {
+pub fn spawn_worker(config: cowork::notify::NotifyConfig, approved: crossbeam_channel::Sender<i64>) -> (cowork::runtime::WorkerHandle<NotifyCommand>, NotifyClient) {
     let (sink, _) = test_sink();
     let channel = crossbeam_channel::bounded(64);
     let client = NotifyClient(channel.0.clone());

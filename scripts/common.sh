@@ -36,11 +36,12 @@ RUNTIME_PACKAGES="libopenblas0 libgomp1 libx11-6 libxkbcommon-x11-0 libxcursor1 
 # sway, foot, wtype, wl-clipboard, xwayland (wlroots headless, its clients and XWayland beside it), weston
 # (the compositor cowork has no backend for), wayland-utils (wayland-info, to see what a compositor offers),
 # kwin-wayland (KDE Plasma's compositor, headless with --virtual: cowork's KWin script), gnome-shell and gjs
-# (GNOME Shell 43 headless with cowork's extension; gjs checks the extension's syntax).
+# (GNOME Shell 43 headless with cowork's extension; gjs runs its notification helper), desktop-file-utils
+# (desktop-file-validate checks the desktop entry the portal's host registry needs).
 TEST_PACKAGES="xvfb xauth xdotool openbox xterm x11-utils xclip espeak-ng sox nodejs time faketime
   dbus-daemon wmctrl chromium mpv mpv-mpris python3-gi gir1.2-gtk-3.0 python3-venv gnome-keyring iproute2
   pulseaudio pulseaudio-utils dunst sqlite3 sway foot wtype wl-clipboard xwayland weston wayland-utils
-  kwin-wayland gnome-shell gjs"
+  kwin-wayland gnome-shell gjs desktop-file-utils"
 
 log() { printf '\033[1m==> %s\033[0m\n' "$*" >&2; }
 

@@ -5,8 +5,11 @@
 // Mutter tells ordinary apps nothing about other windows (Introspect is
 // refused), so this extension does it for cowork, and only for cowork: it
 // serves org.cowork.Desktop1 at /org/cowork/Desktop on the session bus, and
-// answers a caller only when the caller's executable is one the user installed
-// the extension for (the `allowed-executables` file beside this one). A caller
+// answers a caller only when the caller's executable is the very file (same
+// device and inode) of one the user installed the extension for (the
+// `allowed-executables` file beside this one). That keeps ordinary apps out;
+// it is no wall against a hostile program of the same user, which can read
+// cowork's memory anyway. A caller
 // that subscribes is told, by a call to its own unique name (never a
 // broadcast signal), which window has the focus, again whenever the focus
 // moves or the focused window's title or fullscreen state changes, and, while
@@ -45,6 +48,7 @@ const COWORK_XML = `<node>
       <arg type="b" name="placed" direction="out"/>
     </method>
     <property name="Version" type="s" access="read"/>
+    <signal name="Ready"/>
   </interface>
 </node>`;
 
@@ -62,13 +66,17 @@ function describe(window) {
     ];
 }
 
-// Whether `exe` (the target of /proc/PID/exe) is one of `allowed` (one path a line).
-// A binary replaced by an upgrade reads "PATH (deleted)": still the same program.
-function exeAllowed(exe, allowed) {
-    if (!exe)
-        return false;
-    const path = exe.endsWith(' (deleted)') ? exe.slice(0, -' (deleted)'.length) : exe;
-    return allowed.split('\n').map(line => line.trim()).some(line => line.length > 0 && !line.startsWith('#') && line === path);
+// The programs `allowed` names (one absolute path a line, # comments).
+function allowedPaths(allowed) {
+    return allowed.split('\n').map(line => line.trim()).filter(line => line.startsWith('/'));
+}
+
+// Whether the file `exeId` identifies (device:inode of /proc/PID/exe, which
+// follows to the running file itself) is one of the `allowed` programs, by
+// the same identity: a path that merely reads the same (another mount
+// namespace, a copy, a replaced file) is not.
+function exeAllowed(exeId, allowed, idOf) {
+    return exeId !== null && allowedPaths(allowed).some(path => idOf(path) === exeId);
 }
 
 // Where cowork's sidebar goes in a work area: the right edge, full height.
@@ -93,6 +101,8 @@ class CoworkDesktop {
         this._signals = [];
         this._windowSignals = [];
         this._placed = new Map();
+        // The placed windows' own `unmanaged` handlers (kept across focus changes).
+        this._placedSignals = [];
         this._dbus = null;
     }
 
@@ -100,6 +110,8 @@ class CoworkDesktop {
         const {Gio, global} = this._deps;
         this._dbus = Gio.DBusExportedObject.wrapJSObject(COWORK_XML, this);
         this._dbus.export(Gio.DBus.session, COWORK_PATH);
+        // Whoever subscribed before (the extension was disabled and enabled again) subscribes anew.
+        Gio.DBus.session.emit_signal(null, COWORK_PATH, 'org.cowork.Desktop1', 'Ready', null);
         const display = global.display;
         this._signals.push([display, display.connect('notify::focus-window', () => this._focusMoved())]);
         const selection = display.get_selection();
@@ -110,10 +122,20 @@ class CoworkDesktop {
 
     disable() {
         const {Gio} = this._deps;
+        // Nothing is known from now on: said, so no window stays "focused" in cowork.
+        this._tellAll('focus', 'Focused', '(ssssubs)', describe(null).slice(0, 4).concat([0, false, '']));
         for (const [object, id] of this._signals)
             object.disconnect(id);
         this._signals = [];
         this._unwatchWindow();
+        for (const [window, id] of this._placedSignals) {
+            try {
+                window.disconnect(id);
+            } catch (e) {
+                // Already gone.
+            }
+        }
+        this._placedSignals = [];
         for (const subscriber of this._subscribers.values())
             Gio.bus_unwatch_name(subscriber.watch);
         this._subscribers.clear();
@@ -130,26 +152,42 @@ class CoworkDesktop {
 
     // --- callers -----------------------------------------------------------
 
-    // Runs `answer(pid)` when the caller is cowork, else refuses the call.
+    // A file's identity (device:inode, following links), null when it cannot be read.
+    _fileId(path) {
+        const {Gio} = this._deps;
+        try {
+            const info = Gio.File.new_for_path(path).query_info('unix::device,unix::inode', Gio.FileQueryInfoFlags.NONE, null);
+            return `${info.get_attribute_uint32('unix::device')}:${info.get_attribute_uint64('unix::inode')}`;
+        } catch (e) {
+            return null;
+        }
+    }
+
+    // Runs `answer(sender, pid)` when the caller is cowork, else refuses the call.
     _fromCowork(invocation, answer) {
         const {Gio, GLib} = this._deps;
         const sender = invocation.get_sender();
         Gio.DBus.session.call('org.freedesktop.DBus', '/org/freedesktop/DBus', 'org.freedesktop.DBus', 'GetConnectionUnixProcessID',
             new GLib.Variant('(s)', [sender]), new GLib.VariantType('(u)'), Gio.DBusCallFlags.NONE, -1, null, (conn, result) => {
+                // Disabled meanwhile: this instance answers nothing more.
+                if (!this._dbus) {
+                    invocation.return_dbus_error('org.cowork.Desktop1.Error.Failed', 'the extension is being disabled');
+                    return;
+                }
                 let pid = 0;
-                let exe = '';
+                let exeId = null;
                 let allowed = '';
                 try {
                     pid = conn.call_finish(result).deep_unpack()[0];
-                    exe = GLib.file_read_link(`/proc/${pid}/exe`);
+                    exeId = this._fileId(`/proc/${pid}/exe`);
                     const [, bytes] = GLib.file_get_contents(GLib.build_filenamev([this._dir, 'allowed-executables']));
                     allowed = new TextDecoder().decode(bytes);
                 } catch (e) {
                     // Any failure refuses the call below.
                 }
-                if (!exeAllowed(exe, allowed)) {
+                if (!exeAllowed(exeId, allowed, path => this._fileId(path))) {
                     invocation.return_dbus_error('org.cowork.Desktop1.Error.NotCowork',
-                        `this extension answers cowork only; ${exe || 'the caller'} is not one of the programs it was installed for`);
+                        `this extension answers cowork only; process ${pid} is not one of the programs it was installed for`);
                     return;
                 }
                 try {
@@ -217,8 +255,10 @@ class CoworkDesktop {
             const {GLib} = this._deps;
             const window = this._windows().find(w => w.get_pid() === pid && w.get_title() === title);
             if (window && (kind === 'sidebar' || kind === 'prompt')) {
+                if (!this._placed.has(window))
+                    this._placedSignals.push([window, window.connect('unmanaged', () => this._placed.delete(window))]);
                 this._placed.set(window, {kind, width, height});
-                this._place(window);
+                this._place(window, true);
             }
             invocation.return_value(new GLib.Variant('(b)', [Boolean(window)]));
         });
@@ -303,7 +343,8 @@ class CoworkDesktop {
             .filter(w => w && !w.is_skip_taskbar() && w.get_window_type() === Meta.WindowType.NORMAL);
     }
 
-    _place(window) {
+    // `asked`: cowork asked now (the prompt is focused then, never on a work-area change).
+    _place(window, asked) {
         const placed = this._placed.get(window);
         if (!placed)
             return;
@@ -318,17 +359,18 @@ class CoworkDesktop {
         } else {
             const r = promptRect(area, placed.width, placed.height);
             window.move_resize_frame(true, r.x, r.y, r.width, r.height);
-            window.activate(this._deps.global.get_current_time());
+            if (asked)
+                window.activate(this._deps.global.get_current_time());
         }
     }
 
     // The work area changed (a panel, a monitor): the sidebar follows it.
     _replace() {
-        for (const window of [...this._placed.keys()]) {
-            if (window.get_compositor_private())
-                this._place(window);
-            else
+        for (const [window, placed] of [...this._placed]) {
+            if (!window.get_compositor_private())
                 this._placed.delete(window);
+            else if (placed.kind === 'sidebar')
+                this._place(window, false);
         }
     }
 }

@@ -83,6 +83,11 @@ impl KeyTable {
         Ok(table)
     }
 
+    /// The keysym the layout names `c` by (a legacy keysym such as Cyrillic_ya where one exists).
+    pub fn keysym(&self, c: char) -> u32 {
+        kbvm::Keysym::from_char(c).0
+    }
+
     /// The key for `c` and whether Shift is held for it (None: this layout cannot type it).
     pub fn key(&self, c: char) -> Option<(u32, bool)> {
         let (code, shifted) = *self.by_sym.get(&kbvm::Keysym::from_char(c))?;
@@ -109,6 +114,28 @@ pub struct Typed {
 /// resumed, presses and releases each character's key (Shift around it
 /// where its level needs it), one frame per change, and disconnects.
 pub fn type_text(socket: UnixStream, text: &str) -> Result<Typed, String> {
+    // A compositor that never resumes the keyboard (a locked session) must not hold
+    // dictation for ever: the socket is shut after a while, which ends the wait with an error.
+    let watched = socket.try_clone().map_err(|err| format!("the EIS socket: {err}"))?;
+    let (done, finished) = crossbeam_channel::bounded::<()>(0);
+    let watchdog = std::thread::Builder::new()
+        .name("ei-watchdog".into())
+        .spawn(move || {
+            if matches!(finished.recv_timeout(TYPE_WITHIN), Err(crossbeam_channel::RecvTimeoutError::Timeout)) {
+                let _ = watched.shutdown(std::net::Shutdown::Both);
+            }
+        })
+        .map_err(|err| format!("cannot start the EIS watchdog: {err}"))?;
+    let typed = type_on(socket, text);
+    drop(done);
+    let _ = watchdog.join();
+    typed
+}
+
+/// How long the compositor has to hand cowork a keyboard and take the keys.
+const TYPE_WITHIN: std::time::Duration = std::time::Duration::from_secs(15);
+
+fn type_on(socket: UnixStream, text: &str) -> Result<Typed, String> {
     let context = ei::Context::new(socket).map_err(|err| format!("the EIS socket: {err}"))?;
     let (connection, mut events) =
         context.handshake_blocking("cowork", ei::handshake::ContextType::Sender).map_err(|err| format!("the compositor's EIS server refused cowork: {err}"))?;

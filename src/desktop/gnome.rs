@@ -3,7 +3,9 @@
 //! extension of its own (`assets/gnome/`: the shared `core.js` inside a
 //! GNOME 43–44 `imports` wrapper or a GNOME 45+ ES-module one). It serves
 //! `org.cowork.Desktop1` at `/org/cowork/Desktop` on gnome-shell's session-bus
-//! connection, answers only the executables the user installed it for, and
+//! connection, answers only the executables the user installed it for (by
+//! the running file's device and inode: it keeps ordinary apps out, not a
+//! hostile program of the same user, which could read cowork's memory), and
 //! pushes the focused window (title, WM class, app ids, pid, fullscreen,
 //! Mutter's id) and, while cowork asks, the clipboard's text to the caller's
 //! own unique name (`org.cowork.DesktopEvents1`, refused here unless it
@@ -88,6 +90,8 @@ pub fn metadata(major: u32) -> String {
         "name": "cowork",
         "description": "Tells the cowork assistant, and nothing else, which window has the focus, the clipboard while you let it record, and keeps its sidebar docked. Installed by cowork; remove it from cowork's Settings.",
         "shell-version": versions,
+        // Kept running on the lock screen (where no window changes), so cowork's subscription survives a lock.
+        "session-modes": ["user", "unlock-dialog"],
         "url": "https://github.com/cowork-app/cowork",
         "version": 1,
     })
@@ -382,7 +386,8 @@ impl Events {
     }
 }
 
-#[zbus::interface(name = "org.cowork.DesktopEvents1")]
+// One call at a time, in order (a title change must not overtake the focus change before it).
+#[zbus::interface(name = "org.cowork.DesktopEvents1", spawn = false)]
 impl Events {
     /// The focused window changed, or its title or fullscreen state did (an empty `id`: nothing is focused).
     #[allow(clippy::too_many_arguments)]
@@ -484,8 +489,9 @@ impl Extension {
     }
 }
 
-/// Serves the event object on a new connection and subscribes it to `streams`.
-fn subscribed(streams: &[&str], clipboard: Option<Sender<String>>) -> Result<(Extension, Pushed<GnomeWindow>), String> {
+/// Serves the event object on a new connection and subscribes it to `streams`, again each
+/// time the extension says it is ready (it was disabled and enabled: a screen lock, an update).
+fn subscribed(streams: &[&'static str], clipboard: Option<Sender<String>>) -> Result<(Extension, Pushed<GnomeWindow>, Resubscriber), String> {
     let conn = super::observed::session_bus()?;
     let dbus = zbus::blocking::fdo::DBusProxy::new(&conn).map_err(|err| format!("the session bus does not answer: {err}"))?;
     let shell = dbus
@@ -494,25 +500,88 @@ fn subscribed(streams: &[&str], clipboard: Option<Sender<String>>) -> Result<(Ex
         .to_string();
     let (slot, pushed) = pushed();
     conn.object_server()
-        .at(OBJECT_PATH, Events { shell, slot, clipboard })
+        .at(OBJECT_PATH, Events { shell: shell.clone(), slot, clipboard })
         .map_err(|err| format!("cannot serve the GNOME extension's calls: {err}"))?;
     let extension = Extension::new(conn);
+    let resubscriber = Resubscriber::spawn(extension.clone(), shell, streams.to_vec())?;
     extension.subscribe(streams)?;
-    Ok((extension, pushed))
+    Ok((extension, pushed, resubscriber))
+}
+
+/// Subscribes again with the streams asked for now whenever the extension
+/// says `Ready` (only GNOME Shell's own signal counts), on a `gnome-ready`
+/// thread that ends when this is dropped.
+struct Resubscriber {
+    streams: Arc<parking_lot::Mutex<Vec<&'static str>>>,
+    stop: Arc<AtomicBool>,
+    extension: Extension,
+    thread: Option<std::thread::JoinHandle<()>>,
+}
+
+impl Resubscriber {
+    fn spawn(extension: Extension, shell: String, streams: Vec<&'static str>) -> Result<Self, String> {
+        let rule = zbus::MatchRule::builder()
+            .msg_type(zbus::message::Type::Signal)
+            .interface(INTERFACE)
+            .and_then(|b| b.member("Ready"))
+            .and_then(|b| b.path(OBJECT_PATH))
+            .map_err(|err| err.to_string())?
+            .build();
+        let ready = zbus::blocking::MessageIterator::for_match_rule(rule, &extension.conn, Some(4)).map_err(|err| format!("cannot watch the GNOME extension: {err}"))?;
+        let streams = Arc::new(parking_lot::Mutex::new(streams));
+        let stop = Arc::new(AtomicBool::new(false));
+        let (thread_streams, ended, again) = (streams.clone(), stop.clone(), extension.clone());
+        let thread = std::thread::Builder::new()
+            .name("gnome-ready".into())
+            .spawn(move || {
+                for message in ready {
+                    if ended.load(Ordering::Relaxed) {
+                        break;
+                    }
+                    let Ok(message) = message else { continue };
+                    if message.header().sender().map(|s| s.as_str()) != Some(shell.as_str()) {
+                        continue;
+                    }
+                    let streams = thread_streams.lock().clone();
+                    match again.subscribe(&streams) {
+                        Ok(_) => tracing::info!("cowork's GNOME extension is back: subscribed again"),
+                        Err(err) => tracing::warn!("cowork's GNOME extension is back but refused cowork: {err}"),
+                    }
+                }
+            })
+            .map_err(|err| format!("cannot start the gnome-ready thread: {err}"))?;
+        Ok(Self { streams, stop, extension, thread: Some(thread) })
+    }
+
+    fn set_streams(&self, streams: &[&'static str]) {
+        *self.streams.lock() = streams.to_vec();
+    }
+}
+
+impl Drop for Resubscriber {
+    fn drop(&mut self) {
+        self.stop.store(true, Ordering::Relaxed);
+        // The thread wakes at the next signal: one of our own (the bus delivers it to us too) wakes it now.
+        let _ = self.extension.conn.emit_signal(None::<&str>, OBJECT_PATH, INTERFACE, "Ready", &());
+        if let Some(thread) = self.thread.take() {
+            let _ = thread.join();
+        }
+    }
 }
 
 /// The focused window on GNOME, from cowork's extension (capture's backend there).
 pub struct GnomeDesktop {
     extension: Extension,
     pushed: Pushed<GnomeWindow>,
+    _resubscriber: Resubscriber,
     idle: Option<IdleMonitorWatch>,
 }
 
 impl GnomeDesktop {
     /// Subscribes to focus reports and waits (up to 2 s) for the first.
     pub fn connect() -> Result<Self, String> {
-        let (extension, pushed) = subscribed(&["focus"], None)?;
-        let mut desktop = Self { extension, pushed, idle: None };
+        let (extension, pushed, resubscriber) = subscribed(&["focus"], None)?;
+        let mut desktop = Self { extension, pushed, _resubscriber: resubscriber, idle: None };
         let _ = desktop.wait_for_change(Duration::from_secs(2));
         Ok(desktop)
     }
@@ -545,6 +614,7 @@ impl Drop for GnomeDesktop {
 /// The clipboard's text as the extension pushes it, while cowork records it.
 pub struct ClipboardWatch {
     extension: Extension,
+    resubscriber: Resubscriber,
     texts: Receiver<String>,
     on: bool,
     pending: Option<String>,
@@ -554,14 +624,16 @@ impl ClipboardWatch {
     /// Connected, asking for nothing until `set_recording(true)`.
     pub fn connect() -> Result<Self, String> {
         let (tx, texts) = bounded(16);
-        let (extension, _) = subscribed(&[], Some(tx))?;
-        Ok(Self { extension, texts, on: false, pending: None })
+        let (extension, _, resubscriber) = subscribed(&[], Some(tx))?;
+        Ok(Self { extension, resubscriber, texts, on: false, pending: None })
     }
 
     /// Asks the extension for the clipboard only while the stream is on.
     pub fn set_recording(&mut self, on: bool) -> Result<(), String> {
         if on != self.on {
-            self.extension.subscribe(if on { &["clipboard"] } else { &[] })?;
+            let streams: &[&'static str] = if on { &["clipboard"] } else { &[] };
+            self.resubscriber.set_streams(streams);
+            self.extension.subscribe(streams)?;
             self.on = on;
         }
         Ok(())
@@ -632,11 +704,15 @@ pub fn type_text_on(conn: &zbus::blocking::Connection, table: &super::ei::KeyTab
     let typed = (|| -> Result<super::ei::Typed, String> {
         let mut done = super::ei::Typed::default();
         for c in text.chars() {
-            let Some(keysym) = super::keysym::keysym_for(c) else { continue };
-            if table.key(c).is_none() {
-                done.untypeable.push(c);
+            if super::keysym::keysym_for(c).is_none() {
                 continue;
             }
+            // The keysym the layout names it by (Cyrillic_ya, not U+044F's Unicode keysym):
+            // Mutter matches keysyms literally.
+            let Some(keysym) = table.key(c).map(|_| table.keysym(c)) else {
+                done.untypeable.push(c);
+                continue;
+            };
             session_call(conn, session, "NotifyKeyboardKeysym", &(keysym, true))?;
             session_call(conn, session, "NotifyKeyboardKeysym", &(keysym, false))?;
             done.typed += 1;

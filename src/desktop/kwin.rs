@@ -56,7 +56,8 @@ struct Listener {
     slot: PushSlot<KWinWindow>,
 }
 
-#[zbus::interface(name = "org.cowork.KWin1")]
+// One call at a time, in order (a caption change must not overtake the activation before it).
+#[zbus::interface(name = "org.cowork.KWin1", spawn = false)]
 impl Listener {
     /// The focused window changed, or its caption or fullscreen state did (an empty `id`: nothing is focused).
     #[allow(clippy::too_many_arguments)]
@@ -170,7 +171,7 @@ struct WindowsListener {
     answer: crossbeam_channel::Sender<String>,
 }
 
-#[zbus::interface(name = "org.cowork.KWinWindows1")]
+#[zbus::interface(name = "org.cowork.KWinWindows1", spawn = false)]
 impl WindowsListener {
     /// The normal windows, as JSON rows: caption, resource class, resource name, pid, KWin's id, focused.
     fn windows(&self, #[zbus(header)] header: zbus::message::Header<'_>, json: String) -> zbus::fdo::Result<()> {

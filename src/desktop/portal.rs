@@ -138,7 +138,12 @@ fn request(
             }
         })
         .map_err(|err| err.to_string())?;
-    let (code, results) = rx.recv_timeout(ANSWER_WITHIN).map_err(|_| format!("the desktop did not answer {method} within {} s", ANSWER_WITHIN.as_secs()))??;
+    let Ok(answer) = rx.recv_timeout(ANSWER_WITHIN) else {
+        // Nobody answered the desktop's dialog: it is closed rather than left up.
+        let _ = conn.call_method(Some(PORTAL), path.as_str(), Some(REQUEST), "Close", &());
+        return Err(format!("the desktop did not answer {method} within {} s", ANSWER_WITHIN.as_secs()));
+    };
+    let (code, results) = answer?;
     match code {
         0 => Ok(results),
         1 => Err(format!("you declined cowork's {method} in the desktop's dialog")),
@@ -152,9 +157,46 @@ fn portal_owner(conn: &zbus::blocking::Connection) -> Result<String, String> {
     Ok(dbus.get_name_owner(PORTAL.try_into().expect("a valid bus name")).map_err(|err| format!("no desktop portal on the session bus: {err}"))?.to_string())
 }
 
+/// cowork's desktop entry, which the portal's host registry looks its app id up by.
+pub const DESKTOP_ENTRY: &str = include_str!("../../assets/app.cowork.Cowork.desktop");
+
+/// Where the desktop entry is looked for: the user's applications folder, then the system's.
+fn desktop_entry_dirs(env: &dyn Fn(&str) -> Option<String>) -> Vec<std::path::PathBuf> {
+    let mut dirs = Vec::new();
+    if let Some(data) = env("XDG_DATA_HOME").filter(|d| d.starts_with('/')).map(std::path::PathBuf::from).or_else(|| env("HOME").map(|h| std::path::Path::new(&h).join(".local/share"))) {
+        dirs.push(data.join("applications"));
+    }
+    let system = env("XDG_DATA_DIRS").filter(|d| !d.is_empty()).unwrap_or_else(|| "/usr/local/share:/usr/share".to_owned());
+    dirs.extend(system.split(':').filter(|d| d.starts_with('/')).map(|d| std::path::Path::new(d).join("applications")));
+    dirs
+}
+
+/// Makes sure a desktop entry for cowork's app id exists (an installed package ships one);
+/// when none does, writes the user's own, running `exe`. The path written, if any.
+pub fn ensure_desktop_entry(env: &dyn Fn(&str) -> Option<String>, exe: &std::path::Path) -> Result<Option<std::path::PathBuf>, String> {
+    let name = format!("{APP_ID}.desktop");
+    let dirs = desktop_entry_dirs(env);
+    if dirs.iter().any(|dir| dir.join(&name).is_file()) {
+        return Ok(None);
+    }
+    let dir = dirs.first().ok_or("neither XDG_DATA_HOME nor HOME is set")?;
+    std::fs::create_dir_all(dir).map_err(|err| format!("cannot create {}: {err}", dir.display()))?;
+    let quoted = format!("\"{}\"", exe.to_string_lossy().replace('\\', "\\\\").replace('"', "\\\"").replace('`', "\\`").replace('$', "\\$"));
+    let entry: String = DESKTOP_ENTRY.lines().map(|line| if line.starts_with("Exec=") { format!("Exec={quoted}\n") } else { format!("{line}\n") }).collect();
+    let path = dir.join(&name);
+    let part = dir.join(format!(".{name}.part"));
+    std::fs::write(&part, entry).and_then(|()| std::fs::rename(&part, &path)).map_err(|err| format!("cannot write {}: {err}", path.display()))?;
+    Ok(Some(path))
+}
+
 /// Registers cowork's app id with the portal's host registry, before any other call. A
 /// portal that predates the registry (before 1.19) knows a host app by other means.
 fn register_host(conn: &zbus::blocking::Connection) -> Result<(), String> {
+    if let Ok(exe) = std::env::current_exe()
+        && let Err(err) = ensure_desktop_entry(&|key| std::env::var(key).ok(), &exe)
+    {
+        tracing::warn!("the desktop portal may not know cowork by name: {err}");
+    }
     let registered = conn.call_method(Some(PORTAL), PORTAL_PATH, Some(REGISTRY), "Register", &(APP_ID, HashMap::<&str, Value>::new()));
     match registered {
         Ok(_) => Ok(()),
@@ -365,6 +407,27 @@ pub fn spawn(shortcuts: Vec<Shortcut>, sink: crate::runtime::EventSink) -> std::
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_desktop_entry_is_written_once_for_this_program_unless_one_is_installed() {
+        let home = tempfile::tempdir().unwrap();
+        let system = tempfile::tempdir().unwrap();
+        let env = |key: &str| match key {
+            "HOME" => Some(home.path().to_string_lossy().into_owned()),
+            "XDG_DATA_DIRS" => Some(system.path().to_string_lossy().into_owned()),
+            _ => None,
+        };
+        let written = ensure_desktop_entry(&env, std::path::Path::new("/opt/my \"apps\"/cowork")).unwrap().expect("written");
+        assert_eq!(written, home.path().join(".local/share/applications/app.cowork.Cowork.desktop"));
+        let text = std::fs::read_to_string(&written).unwrap();
+        assert!(text.contains("Exec=\"/opt/my \\\"apps\\\"/cowork\"\n"), "{text}");
+        assert!(text.starts_with("[Desktop Entry]\n") && text.contains("StartupWMClass=cowork"));
+        assert_eq!(ensure_desktop_entry(&env, std::path::Path::new("/other")).unwrap(), None, "kept once there");
+        std::fs::remove_file(&written).unwrap();
+        std::fs::create_dir_all(system.path().join("applications")).unwrap();
+        std::fs::write(system.path().join("applications/app.cowork.Cowork.desktop"), DESKTOP_ENTRY).unwrap();
+        assert_eq!(ensure_desktop_entry(&env, std::path::Path::new("/other")).unwrap(), None, "an installed package's entry is used");
+    }
 
     #[test]
     fn hotkeys_become_xdg_triggers_and_presses_and_releases_become_triggers() {

@@ -352,7 +352,7 @@ fn wayland_state(capability: Capability, family: &Family, has_global: &dyn Fn(&s
     // GNOME: cowork's own Shell extension, once gnome-shell runs it.
     let gnome = matches!(family, Family::Gnome);
     let extension = gnome && facts.gnome_extension.is_some();
-    if gnome && !extension && matches!(capability, Capability::FocusedWindow | Capability::ClipboardWatch | Capability::SidebarPlacement | Capability::WindowTools | Capability::Idle) {
+    if gnome && !extension && matches!(capability, Capability::FocusedWindow | Capability::ClipboardWatch | Capability::SidebarPlacement | Capability::WindowTools) {
         return gnome_waiting(capability, facts);
     }
     let idle_monitor = gnome && facts.bus_names.iter().any(|n| n == "org.gnome.Mutter.IdleMonitor");
@@ -401,12 +401,13 @@ fn wayland_state(capability: Capability, family: &Family, has_global: &dyn Fn(&s
             },
         ),
         Capability::Dictation if has(globals::VIRTUAL_KEYBOARD) => CapState::ok("zwp-virtual-keyboard"),
-        Capability::Dictation if gnome && facts.bus_names.iter().any(|n| n == "org.gnome.Mutter.RemoteDesktop") => {
-            CapState::ok("keysyms through Mutter's RemoteDesktop (GNOME shows its sharing indicator while it types)")
-        }
         Capability::Dictation if facts.portal_remote_desktop.is_some_and(|v| v >= 2) => {
             CapState::ok("the RemoteDesktop portal with libei (the desktop asks you once; the answer is remembered)")
         }
+        Capability::Dictation if gnome && facts.bus_names.iter().any(|n| n == "org.gnome.Mutter.RemoteDesktop") => {
+            CapState::ok("keysyms through Mutter's RemoteDesktop (GNOME shows its sharing indicator while it types)")
+        }
+
         Capability::Dictation if xwayland => {
             CapState::degraded(format!("{desktop_word} offers no virtual keyboard"), "only apps running under XWayland can be typed into")
         }
@@ -883,8 +884,9 @@ mod tests {
             gnome_shell_version: Some("47.2".into()),
             ..Facts::default()
         };
-        let needs = [Capability::FocusedWindow, Capability::ClipboardWatch, Capability::SidebarPlacement, Capability::WindowTools, Capability::Idle];
+        let needs = [Capability::FocusedWindow, Capability::ClipboardWatch, Capability::SidebarPlacement, Capability::WindowTools];
         let missing = report(&gnome, true);
+        assert!(missing.state(Capability::Idle).is_ok(), "Mutter's IdleMonitor needs no extension");
         for capability in needs {
             let state = missing.state(capability);
             assert!(matches!(state, CapState::Degraded { .. }) && state.text().contains("waiting for cowork's GNOME Shell extension"), "{capability:?}: {state:?}");

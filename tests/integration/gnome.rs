@@ -97,6 +97,19 @@ fn on_gnome_coworks_extension_turns_focus_and_title_changes_into_sessions_with_p
     gnome.shell_eval("imports.gi.St.Clipboard.get_default().set_text(imports.gi.St.ClipboardType.CLIPBOARD, 'standup moved to 10:30')").unwrap();
     assert!(eventually(Duration::from_secs(5), || clips().iter().any(|c| c.text == "standup moved to 10:30")), "{:?}", clips());
 
+    // GNOME disables the extension and enables it again (an update, the user in Extensions):
+    // cowork is told nothing is focused, then subscribes again at its Ready and records on.
+    let toggled = gnome.shell_eval("imports.ui.main.extensionManager.disableExtension('cowork@cowork.app')");
+    assert!(toggled.is_some());
+    std::thread::sleep(Duration::from_millis(500));
+    gnome.shell_eval("imports.ui.main.extensionManager.enableExtension('cowork@cowork.app')").unwrap();
+    std::thread::sleep(Duration::from_millis(500));
+    assert!(gnome.gnome_focus("Alpha renamed"));
+    let after = sessions(&db).iter().filter(|s| s.title == "Alpha renamed").count();
+    assert!(gnome.gnome_focus("Beta notes, edited"));
+    assert!(gnome.gnome_focus("Alpha renamed"));
+    assert!(eventually(Duration::from_secs(5), || sessions(&db).iter().filter(|s| s.title == "Alpha renamed").count() > after), "{:?}", sessions(&db));
+
     stop(capture);
     let titles: Vec<String> = sessions(&db).into_iter().map(|s| s.title).collect();
     assert!(titles.iter().all(|t| !t.contains("KeePassXC") && !t.contains("Passwords")), "{titles:?}");
@@ -209,7 +222,7 @@ fn the_gnome_extension_logic_holds_under_node_and_both_variants_parse() {
     let repo = super::support::repo_dir();
     let out = std::process::Command::new("node").arg(repo.join("tests/integration/gnome/core_test.js")).arg(repo.join("assets/gnome/core.js")).output().unwrap();
     assert!(out.status.success(), "{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
-    assert_eq!(String::from_utf8_lossy(&out.stdout).matches("ok - ").count(), 8, "{}", String::from_utf8_lossy(&out.stdout));
+    assert_eq!(String::from_utf8_lossy(&out.stdout).matches("ok - ").count(), 9, "{}", String::from_utf8_lossy(&out.stdout));
     let dir = super::support::temp_dir();
     for (major, name) in [(43, "extension-43.js"), (44, "extension-44.js"), (45, "extension-45.mjs"), (48, "extension-48.mjs")] {
         let source = cowork::desktop::gnome::extension_source(major);

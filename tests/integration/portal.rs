@@ -483,3 +483,21 @@ fn dictation_the_user_declined_types_nothing_and_keeps_no_token() {
     assert_eq!(tokens.load(), None);
     assert!(!portal.log.lock().iter().any(|l| l.contains("ConnectToEIS")), "no keyboard without consent");
 }
+
+/// The desktop entry the portal's host registry looks cowork's app id up by
+/// passes desktop-file-validate, as shipped and as written for a user.
+#[test]
+fn the_desktop_entry_for_the_portals_app_id_validates() {
+    if !super::support::require(super::support::have_program("desktop-file-validate"), "desktop-file-validate") {
+        return;
+    }
+    let home = temp_dir();
+    let shipped = home.path().join(format!("{APP_ID}.desktop"));
+    std::fs::write(&shipped, cowork::desktop::portal::DESKTOP_ENTRY).unwrap();
+    let env = |key: &str| (key == "HOME").then(|| home.path().join("home").to_string_lossy().into_owned());
+    let written = cowork::desktop::portal::ensure_desktop_entry(&env, std::path::Path::new("/opt/cowork $1/cowork")).unwrap().unwrap();
+    for entry in [shipped, written] {
+        let out = std::process::Command::new("desktop-file-validate").arg(&entry).output().unwrap();
+        assert!(out.status.success() && out.stdout.is_empty(), "{}: {}{}", entry.display(), String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+    }
+}

@@ -7,7 +7,7 @@ const fs = require('fs');
 const assert = require('assert');
 
 const source = fs.readFileSync(process.argv[2], 'utf8');
-const core = new Function(`${source}\nreturn {CoworkDesktop, exeAllowed, sidebarRect, promptRect, describe};`)();
+const core = new Function(`${source}\nreturn {CoworkDesktop, exeAllowed, allowedPaths, sidebarRect, promptRect, describe};`)();
 
 // --- fakes ---------------------------------------------------------------------
 class Emitter {
@@ -42,8 +42,11 @@ class Window extends Emitter {
     setTitle(title) { this.title = title; this.emit('notify::title'); }
 }
 const calls = [];
-const pids = {':1.10': 4242, ':1.20': 5151};
-const exes = {4242: '/usr/bin/cowork', 5151: '/usr/bin/python3'};
+const signals = [];
+// Files by identity (device:inode): /proc/PID/exe follows to the running file.
+const files = {'/usr/bin/cowork': '8:100', '/opt/cowork/cowork': '8:200', '/usr/bin/python3': '8:300', '/tmp/copy-of-cowork': '8:400',
+    '/proc/4242/exe': '8:100', '/proc/5151/exe': '8:300', '/proc/6161/exe': '8:400'};
+const pids = {':1.10': 4242, ':1.20': 5151, ':1.30': 6161};
 let clipboardReads = 0;
 const display = Object.assign(new Emitter(), {focus_window: null});
 const selection = new Emitter();
@@ -52,8 +55,22 @@ let windows = [];
 const deps = {
     Gio: {
         DBusExportedObject: {wrapJSObject: () => ({export() {}, unexport() {}})},
+        File: {
+            new_for_path: path => ({
+                query_info: () => {
+                    if (!files[path])
+                        throw new Error(`no such file ${path}`);
+                    const [dev, ino] = files[path].split(':').map(Number);
+                    return {get_attribute_uint32: () => dev, get_attribute_uint64: () => ino};
+                },
+            }),
+        },
+        FileQueryInfoFlags: {NONE: 0},
         DBus: {
             session: {
+                emit_signal(dest, path, iface, name) {
+                    signals.push({dest, path, iface, name});
+                },
                 call(dest, path, iface, method, variant, _type, _flags, _timeout, _cancel, cb) {
                     if (method === 'GetConnectionUnixProcessID') {
                         const pid = pids[variant.value[0]] || 0;
@@ -74,7 +91,6 @@ const deps = {
     GLib: {
         Variant: class { constructor(signature, value) { this.signature = signature; this.value = value; } },
         VariantType: class {},
-        file_read_link: path => { const pid = Number(path.split('/')[2]); if (!exes[pid]) throw new Error('no such process'); return exes[pid]; },
         file_get_contents: () => [true, Buffer.from('# comment\n/usr/bin/cowork\n/opt/cowork/cowork\n')],
         build_filenamev: parts => parts.join('/'),
     },
@@ -96,13 +112,14 @@ function pushes(method, dest) {
 // --- the tests -------------------------------------------------------------------
 const t = (name, fn) => { calls.length = 0; fn(); console.log(`ok - ${name}`); };
 
-t('programs are allowed by exact path, an upgraded binary too, nothing else', () => {
-    const allowed = '/usr/bin/cowork\n# /tmp/evil\n';
-    assert.ok(core.exeAllowed('/usr/bin/cowork', allowed));
-    assert.ok(core.exeAllowed('/usr/bin/cowork (deleted)', allowed));
-    for (const exe of ['/tmp/evil', '/usr/bin/cowork2', '/tmp/usr/bin/cowork', '', null])
-        assert.ok(!core.exeAllowed(exe, allowed), String(exe));
-    assert.ok(!core.exeAllowed('/usr/bin/cowork', ''));
+t('programs are allowed by the running file\'s identity, not by a name that reads the same', () => {
+    const allowed = '/usr/bin/cowork\n# /tmp/evil\nrelative/path\n';
+    assert.deepStrictEqual(core.allowedPaths(allowed), ['/usr/bin/cowork']);
+    const idOf = path => files[path] || null;
+    assert.ok(core.exeAllowed('8:100', allowed, idOf));
+    for (const id of ['8:300', '8:400', null])
+        assert.ok(!core.exeAllowed(id, allowed, idOf), String(id));
+    assert.ok(!core.exeAllowed('8:100', '', idOf), 'nothing allowed: nobody answered');
 });
 
 t('the sidebar docks right at full height and the prompt sits high in the middle', () => {
@@ -119,10 +136,12 @@ const sidebar = new Window('cowork', 4242, 'cowork');
 windows = [alpha, beta, sidebar];
 display.focus_window = alpha;
 desktop.enable();
+assert.deepStrictEqual(signals, [{dest: null, path: '/org/cowork/Desktop', iface: 'org.cowork.Desktop1', name: 'Ready'}], 'enabling says so, for subscribers to come back');
 
-t('a stranger gets nothing: no subscription, no window, no list, no placement', () => {
+t('a stranger gets nothing: no subscription, no window, no list, no placement; nor does a copy of cowork', () => {
+    for (const sender of [':1.20', ':1.30'])
     for (const [method, args] of [['SubscribeAsync', [['focus', 'clipboard']]], ['FocusedAsync', []], ['ListWindowsAsync', []], ['PlaceAsync', ['sidebar', 'Alpha', 380, 0]], ['ActivateAsync', [String(alpha.id)]]]) {
-        const inv = invocation(':1.20');
+        const inv = invocation(sender);
         desktop[method](args, inv);
         assert.strictEqual(inv.error && inv.error.name, 'org.cowork.Desktop1.Error.NotCowork', method);
         assert.strictEqual(inv.returned, undefined, method);
@@ -187,14 +206,36 @@ t('placement touches only the caller\'s own window of that title', () => {
     sidebar.rect = null;
     display.emit('workareas-changed');
     assert.deepStrictEqual(sidebar.rect, {x: 900, y: 32, width: 380, height: 688}, 'a changed work area places it again');
+    // The quick prompt is focused when cowork asks, never again by a work-area change.
+    const prompt = new Window('cowork quick prompt', 4242, 'cowork');
+    windows.push(prompt);
+    desktop.PlaceAsync([['prompt', 'cowork quick prompt', 560, 64]].flat(), invocation(':1.10'));
+    assert.strictEqual(prompt.activated, 1);
+    display.emit('workareas-changed');
+    assert.strictEqual(prompt.activated, 1, 'no focus stolen');
+    // A closed window is forgotten.
+    prompt.emit('unmanaged');
+    sidebar.emit('unmanaged');
+    sidebar.rect = null;
+    display.emit('workareas-changed');
+    assert.strictEqual(sidebar.rect, null);
 });
 
-t('unsubscribing stops the pushes and disable disconnects everything', () => {
+t('disabling tells subscribers nothing is known any more, then disconnects everything', () => {
+    desktop.SubscribeAsync([['focus']], invocation(':1.10'));
+    calls.length = 0;
+    desktop.disable();
+    assert.deepStrictEqual(pushes('Focused').map(c => c.args), [['', '', '', '', 0, false, '']]);
+    assert.strictEqual(display.count() + selection.count() + alpha.count() + sidebar.count(), 0, 'no handler left behind');
+});
+
+t('unsubscribing stops the pushes', () => {
+    desktop.enable();
+    desktop.SubscribeAsync([['focus']], invocation(':1.10'));
     desktop.UnsubscribeAsync([], invocation(':1.10'));
     calls.length = 0;
     display.focus_window = alpha;
     display.emit('notify::focus-window');
     assert.strictEqual(calls.length, 0);
     desktop.disable();
-    assert.strictEqual(display.count() + selection.count() + alpha.count(), 0, 'no handler left behind');
 });

@@ -278,6 +278,33 @@ fn idle(seconds: u64) {
     store.shutdown(StoreCommand::Shutdown, Duration::from_secs(10));
 }
 
+/// A dbus-daemon of its own in `dir`, from which nothing is activated (a keyring would
+/// be, and take its time); and its address.
+fn private_bus(dir: &Path) -> (Killed, String) {
+    use std::io::BufRead;
+    std::fs::create_dir_all(dir).unwrap();
+    let config = dir.join("bus.conf");
+    std::fs::write(
+        &config,
+        format!(
+            "<busconfig><type>session</type><keep_umask/><listen>unix:dir={}</listen><auth>EXTERNAL</auth>\
+             <policy context=\"default\"><allow send_destination=\"*\" eavesdrop=\"true\"/><allow eavesdrop=\"true\"/><allow own=\"*\"/></policy></busconfig>",
+            dir.display()
+        ),
+    )
+    .unwrap();
+    let mut daemon = Command::new("dbus-daemon")
+        .arg(format!("--config-file={}", config.display()))
+        .args(["--nofork", "--print-address=1"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut address = String::new();
+    std::io::BufReader::new(daemon.stdout.take().unwrap()).read_line(&mut address).unwrap();
+    (Killed(daemon), address.trim().to_owned())
+}
+
 /// KWin 5.27 `--virtual` on a session bus of its own, which this process
 /// then uses (set before any other thread runs: `main` starts here).
 struct KWin {
@@ -291,33 +318,13 @@ struct KWin {
 
 impl KWin {
     fn start() -> KWin {
-        use std::io::BufRead;
         let home = tempfile::tempdir().unwrap();
         let runtime = home.path().join("runtime");
         std::fs::create_dir_all(&runtime).unwrap();
         std::fs::set_permissions(&runtime, std::os::unix::fs::PermissionsExt::from_mode(0o700)).unwrap();
-        // A bus from which nothing is activated (a keyring would be, and take its time).
-        let config = home.path().join("bus.conf");
-        std::fs::write(
-            &config,
-            format!(
-                "<busconfig><type>session</type><keep_umask/><listen>unix:dir={}</listen><auth>EXTERNAL</auth>\
-                 <policy context=\"default\"><allow send_destination=\"*\" eavesdrop=\"true\"/><allow eavesdrop=\"true\"/><allow own=\"*\"/></policy></busconfig>",
-                home.path().display()
-            ),
-        )
-        .unwrap();
-        let mut bus = Command::new("dbus-daemon")
-            .arg(format!("--config-file={}", config.display()))
-            .args(["--nofork", "--print-address=1"])
-            .stdout(Stdio::piped())
-            .stderr(Stdio::null())
-            .spawn()
-            .unwrap();
-        let mut address = String::new();
-        std::io::BufReader::new(bus.stdout.take().unwrap()).read_line(&mut address).unwrap();
+        let (bus, address) = private_bus(home.path());
         // SAFETY: no other thread runs yet (the KWin part is the first).
-        unsafe { std::env::set_var("DBUS_SESSION_BUS_ADDRESS", address.trim()) };
+        unsafe { std::env::set_var("DBUS_SESSION_BUS_ADDRESS", &address) };
         // Debian's kwin_wayland carries a file capability a container cannot exec; a copy has none.
         let binary = home.path().join("kwin_wayland");
         std::fs::copy("/usr/bin/kwin_wayland", &binary).unwrap();
@@ -329,7 +336,7 @@ impl KWin {
             .stderr(Stdio::null())
             .spawn()
             .unwrap();
-        let kwin = KWin { home, runtime: runtime.clone(), clients: Vec::new(), shells: Vec::new(), _kwin: Killed(kwin), _bus: Killed(bus) };
+        let kwin = KWin { home, runtime: runtime.clone(), clients: Vec::new(), shells: Vec::new(), _kwin: Killed(kwin), _bus: bus };
         let bus = zbus::blocking::Connection::session().unwrap();
         let dbus = zbus::blocking::fdo::DBusProxy::new(&bus).unwrap();
         wait_until("kwin started", || runtime.join("wayland-kde").exists() && dbus.name_has_owner("org.kde.KWin".try_into().unwrap()).unwrap_or(false));
@@ -421,36 +428,12 @@ fn kwin(switches: u64) {
 /// stand-in system bus, in a mount namespace hiding /run/systemd. Runs alone
 /// (`COWORK_BENCH_ONLY=gnome`): it sets this process's session bus.
 fn gnome(switches: u64) {
-    use std::io::BufRead;
     let home = tempfile::tempdir().unwrap();
     let runtime = home.path().join("runtime");
     std::fs::create_dir_all(&runtime).unwrap();
     std::fs::set_permissions(&runtime, std::os::unix::fs::PermissionsExt::from_mode(0o700)).unwrap();
-    let bus = |dir: &Path| {
-        std::fs::create_dir_all(dir).unwrap();
-        let config = dir.join("bus.conf");
-        std::fs::write(
-            &config,
-            format!(
-                "<busconfig><type>session</type><keep_umask/><listen>unix:dir={}</listen><auth>EXTERNAL</auth>\
-                 <policy context=\"default\"><allow send_destination=\"*\" eavesdrop=\"true\"/><allow eavesdrop=\"true\"/><allow own=\"*\"/></policy></busconfig>",
-                dir.display()
-            ),
-        )
-        .unwrap();
-        let mut daemon = Command::new("dbus-daemon")
-            .arg(format!("--config-file={}", config.display()))
-            .args(["--nofork", "--print-address=1"])
-            .stdout(Stdio::piped())
-            .stderr(Stdio::null())
-            .spawn()
-            .unwrap();
-        let mut address = String::new();
-        std::io::BufReader::new(daemon.stdout.take().unwrap()).read_line(&mut address).unwrap();
-        (Killed(daemon), address.trim().to_owned())
-    };
-    let (_session, session_address) = bus(&home.path().join("session"));
-    let (_system, system_address) = bus(&home.path().join("system"));
+    let (_session, session_address) = private_bus(&home.path().join("session"));
+    let (_system, system_address) = private_bus(&home.path().join("system"));
     // SAFETY: no other thread runs yet (this part runs alone).
     unsafe { std::env::set_var("DBUS_SESSION_BUS_ADDRESS", &session_address) };
     let schemas = home.path().join("schemas");

@@ -160,22 +160,11 @@ fn portal_owner(conn: &zbus::blocking::Connection) -> Result<String, String> {
 /// cowork's desktop entry, which the portal's host registry looks its app id up by.
 pub const DESKTOP_ENTRY: &str = include_str!("../../assets/app.cowork.Cowork.desktop");
 
-/// Where the desktop entry is looked for: the user's applications folder, then the system's.
-fn desktop_entry_dirs(env: &dyn Fn(&str) -> Option<String>) -> Vec<std::path::PathBuf> {
-    let mut dirs = Vec::new();
-    if let Some(data) = env("XDG_DATA_HOME").filter(|d| d.starts_with('/')).map(std::path::PathBuf::from).or_else(|| env("HOME").map(|h| std::path::Path::new(&h).join(".local/share"))) {
-        dirs.push(data.join("applications"));
-    }
-    let system = env("XDG_DATA_DIRS").filter(|d| !d.is_empty()).unwrap_or_else(|| "/usr/local/share:/usr/share".to_owned());
-    dirs.extend(system.split(':').filter(|d| d.starts_with('/')).map(|d| std::path::Path::new(d).join("applications")));
-    dirs
-}
-
 /// Makes sure a desktop entry for cowork's app id exists (an installed package ships one);
 /// when none does, writes the user's own, running `exe`. The path written, if any.
 pub fn ensure_desktop_entry(env: &dyn Fn(&str) -> Option<String>, exe: &std::path::Path) -> Result<Option<std::path::PathBuf>, String> {
     let name = format!("{APP_ID}.desktop");
-    let dirs = desktop_entry_dirs(env);
+    let dirs = super::session::xdg_application_dirs(env);
     if dirs.iter().any(|dir| dir.join(&name).is_file()) {
         return Ok(None);
     }

@@ -625,10 +625,22 @@ pub const GNOME_EXTENSION_PATH: &str = "/org/cowork/Desktop";
 pub const GNOME_EXTENSION_INTERFACE: &str = "org.cowork.Desktop1";
 pub const GNOME_SHELL: &str = "org.gnome.Shell";
 
+/// The user's data folder: `$XDG_DATA_HOME` when absolute (the spec ignores a relative one), else `~/.local/share`.
+pub fn xdg_data_home(env: &dyn Fn(&str) -> Option<String>) -> Option<std::path::PathBuf> {
+    env("XDG_DATA_HOME").filter(|d| d.starts_with('/')).map(std::path::PathBuf::from).or_else(|| env("HOME").map(|h| std::path::Path::new(&h).join(".local/share")))
+}
+
+/// Where desktop entries live, the user's first: `applications` in the data home and in
+/// each of `$XDG_DATA_DIRS` (default `/usr/local/share:/usr/share`).
+pub fn xdg_application_dirs(env: &dyn Fn(&str) -> Option<String>) -> Vec<std::path::PathBuf> {
+    let system = env("XDG_DATA_DIRS").filter(|d| !d.is_empty()).unwrap_or_else(|| "/usr/local/share:/usr/share".to_owned());
+    let system = system.split(':').filter(|d| d.starts_with('/')).map(std::path::PathBuf::from).collect::<Vec<_>>();
+    xdg_data_home(env).into_iter().chain(system).map(|dir| dir.join("applications")).collect()
+}
+
 /// The user's extensions folder for cowork's extension (`$XDG_DATA_HOME`, else `~/.local/share`).
 pub fn gnome_extension_dir(env: &dyn Fn(&str) -> Option<String>) -> Option<std::path::PathBuf> {
-    let data = env("XDG_DATA_HOME").filter(|d| d.starts_with('/')).map(std::path::PathBuf::from).or_else(|| env("HOME").map(|h| std::path::Path::new(&h).join(".local/share")))?;
-    Some(data.join("gnome-shell/extensions").join(GNOME_EXTENSION_UUID))
+    Some(xdg_data_home(env)?.join("gnome-shell/extensions").join(GNOME_EXTENSION_UUID))
 }
 
 /// The extension's version if the running gnome-shell serves it (anyone may read it; nothing else is answered to anyone).

@@ -80,9 +80,8 @@ pub fn open_target(args: &Value, files: &super::files::FilesEnv) -> Result<OpenT
 /// Where desktop entries live: `$XDG_DATA_HOME` (default `~/.local/share`)
 /// and `$XDG_DATA_DIRS` (default `/usr/local/share:/usr/share`), each `/applications`.
 pub fn application_dirs(home: &std::path::Path) -> Vec<PathBuf> {
-    let data_home = std::env::var_os("XDG_DATA_HOME").map(PathBuf::from).unwrap_or_else(|| home.join(".local/share"));
-    let data_dirs = std::env::var("XDG_DATA_DIRS").ok().filter(|d| !d.is_empty()).unwrap_or_else(|| "/usr/local/share:/usr/share".into());
-    std::iter::once(data_home).chain(data_dirs.split(':').map(PathBuf::from)).map(|d| d.join("applications")).collect()
+    let home = home.to_string_lossy().into_owned();
+    crate::desktop::session::xdg_application_dirs(&|key| if key == "HOME" { Some(home.clone()) } else { std::env::var(key).ok() })
 }
 
 /// An app by its desktop entry's id (`firefox` for `firefox.desktop`) or its

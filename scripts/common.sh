@@ -37,11 +37,15 @@ RUNTIME_PACKAGES="libopenblas0 libgomp1 libx11-6 libxkbcommon-x11-0 libxcursor1 
 # (the compositor cowork has no backend for), wayland-utils (wayland-info, to see what a compositor offers),
 # kwin-wayland (KDE Plasma's compositor, headless with --virtual: cowork's KWin script), gnome-shell and gjs
 # (GNOME Shell 43 headless with cowork's extension; gjs runs its notification helper), desktop-file-utils
-# (desktop-file-validate checks the desktop entry the portal's host registry needs).
+# (desktop-file-validate checks the desktop entry the portal's host registry needs); appstream and man-db
+# (the package check validates the metainfo and finds the man page as a user would).
 TEST_PACKAGES="xvfb xauth xdotool openbox xterm x11-utils xclip espeak-ng sox nodejs time faketime
   dbus-daemon wmctrl chromium mpv mpv-mpris python3-gi gir1.2-gtk-3.0 python3-venv gnome-keyring iproute2
   pulseaudio pulseaudio-utils dunst sqlite3 sway foot wtype wl-clipboard xwayland weston wayland-utils
-  kwin-wayland gnome-shell gjs desktop-file-utils"
+  kwin-wayland gnome-shell gjs desktop-file-utils appstream man-db"
+
+# The Debian package's builder (scripts/package), installed with cargo when missing.
+CARGO_DEB_VERSION="3.8.0"
 
 log() { printf '\033[1m==> %s\033[0m\n' "$*" >&2; }
 
@@ -160,6 +164,17 @@ smoke_user_build() {
   rm -rf "$data"
   echo "    $answer" >&2
   python3 -c 'import json, sys; a = json.loads(sys.argv[1]); sys.exit(0 if a["answer"].strip() and a["completion_tokens"] > 0 else "empty answer")' "$answer"
+}
+
+# CI builds the Debian package from the warm user build, installs it, checks
+# it as a fresh unprivileged user and removes it (scripts/package, scripts/check-package).
+package_when_warm() {
+  if [ ! -x "$COWORK_USER_BIN" ]; then
+    echo "    no earlier user build in $CARGO_TARGET_DIR/user: skipped (scripts/setup builds it)" >&2
+    return 0
+  fi
+  "$REPO/scripts/package" > /dev/null
+  "$REPO/scripts/check-package"
 }
 
 setup_common() {
@@ -310,4 +325,43 @@ no_leftover_processes() {
   printf '      %s\n' "$left" >&2
   awk '{print $1}' <<< "$left" | xargs -r kill 2>/dev/null || true
   return 1
+}
+
+ensure_cargo_deb() {
+  if [ "$(cargo deb --version 2>/dev/null | awk '{print $NF}')" = "$CARGO_DEB_VERSION" ]; then
+    echo "    installed" >&2
+  else
+    # Its own target directory: the shared one is the app's.
+    env -u CARGO_TARGET_DIR cargo install --quiet --locked --version "$CARGO_DEB_VERSION" cargo-deb
+  fi
+}
+
+# What the package ships besides the binary, made from this build: the man
+# pages (gzipped, as Debian's man-db reads them), the completions, and every
+# crate the binary is built from with its licence.
+package_files() {
+  local dir="$CARGO_TARGET_DIR/user/package"
+  rm -rf "$dir"
+  "$COWORK_USER_BIN" package-files "$dir"
+  gzip -9n "$dir"/man/*.1
+  cargo metadata --format-version 1 --locked --filter-platform "$(rustc -vV | sed -n 's/^host: //p')" | python3 -c '
+import json, sys
+meta = json.load(sys.stdin)
+root = meta["resolve"]["root"]
+nodes = {n["id"]: n for n in meta["resolve"]["nodes"]}
+packages = {p["id"]: p for p in meta["packages"]}
+# What the binary links: the normal and build dependencies reachable from cowork (not its dev-dependencies).
+seen, todo = set(), [root]
+while todo:
+    node = nodes[todo.pop()]
+    for dep in node["deps"]:
+        if any(kind["kind"] in (None, "build") for kind in dep["dep_kinds"]) and dep["pkg"] not in seen:
+            seen.add(dep["pkg"])
+            todo.append(dep["pkg"])
+print("cowork is licensed under the Apache License 2.0 (/usr/share/common-licenses/Apache-2.0).")
+print("It is built from these crates, each under the licence named (SPDX expressions):\n")
+for pkg in sorted((packages[i] for i in seen), key=lambda p: (p["name"], p["version"])):
+    print("%s %s: %s" % (pkg["name"], pkg["version"], pkg.get("license") or "see its licence file (%s)" % pkg.get("license_file")))
+' > "$dir/third-party-licences.txt"
+  echo "    $(ls "$dir"/man | wc -l) man pages, 3 completions, $(($(wc -l < "$dir/third-party-licences.txt") - 3)) crates' licences" >&2
 }

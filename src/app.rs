@@ -63,6 +63,10 @@ pub struct AppOptions {
     pub export_dir: PathBuf,
     /// Where the models live (Settings → Models checks them again after an install).
     pub models_dir: PathBuf,
+    /// Started at login with "only the tray icon": the window is unmapped
+    /// after its first frame (eframe maps it after painting one) until the
+    /// tray's Show or a second `cowork` asks for it.
+    pub start_hidden: bool,
 }
 
 pub struct CoworkApp {
@@ -1019,6 +1023,9 @@ impl eframe::App for CoworkApp {
             self.handle_action(action);
         }
         self.track_geometry(ctx, false);
+        if self.options.start_hidden && self.frames == 0 && !self.show_requested {
+            ctx.send_viewport_cmd(ViewportCommand::Visible(false));
+        }
         if std::mem::take(&mut self.show_requested) {
             ctx.send_viewport_cmd(ViewportCommand::Visible(true));
             ctx.send_viewport_cmd(ViewportCommand::Minimized(false));

@@ -20,7 +20,10 @@ pub struct Paths {
 impl Paths {
     /// `data_dir`: flag or `COWORK_DATA_DIR` (clap fills both), else the XDG data directory.
     /// `models_dir`: flag or `COWORK_MODELS_DIR`, else `<data_dir>/models` if it
-    /// exists, else the repository's `models/` (where the setup script puts them).
+    /// exists, else the source tree's `models/` when this cowork was built from
+    /// one that is still there and runs from outside the system's folders
+    /// (where the setup script puts them), else `<data_dir>/models`, where an
+    /// installed cowork downloads them.
     pub fn resolve(data_dir: Option<PathBuf>, models_dir: Option<PathBuf>) -> anyhow::Result<Self> {
         let data_dir = match data_dir {
             Some(dir) => dir,
@@ -30,7 +33,10 @@ impl Paths {
         };
         let models_dir = models_dir.unwrap_or_else(|| {
             let in_data = data_dir.join("models");
-            if in_data.is_dir() { in_data } else { PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("models") }
+            let source_tree = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("models");
+            // An installed cowork (/usr/bin, /opt) never reads the tree it was built from.
+            let installed = std::env::current_exe().is_ok_and(|exe| exe.starts_with("/usr") || exe.starts_with("/opt"));
+            if in_data.is_dir() || installed || !source_tree.join("manifest.json").is_file() { in_data } else { source_tree }
         });
         Ok(Self { data_dir, models_dir })
     }
@@ -181,6 +187,10 @@ pub struct Settings {
     /// Turn on desktop accessibility (AT-SPI `IsEnabled`) while cowork runs,
     /// so browsers started afterwards expose their address bar.
     pub desktop_accessibility: bool,
+    /// Started at login (`--autostart`), open only the tray icon, not the sidebar.
+    pub start_in_tray: bool,
+    /// The first-run setup after the streams question (brain, hotkeys, login) was finished or skipped.
+    pub setup_done: bool,
     /// The privacy firewall's rules as written in Settings (always compilable).
     pub privacy: RuleText,
     /// Global hotkey that pauses and resumes all capture.
@@ -316,6 +326,8 @@ impl Default for Settings {
             record_clipboard: true,
             streams_confirmed: false,
             desktop_accessibility: true,
+            start_in_tray: false,
+            setup_done: false,
             privacy: RuleText::default(),
             pause_hotkey: "ctrl+alt+KeyP".to_owned(),
             offline: false,
@@ -353,6 +365,8 @@ pub mod keys {
     pub const RECORD_CLIPBOARD: &str = "capture.clipboard.enabled";
     pub const STREAMS_CONFIRMED: &str = "capture.streams_confirmed";
     pub const DESKTOP_ACCESSIBILITY: &str = "capture.desktop_accessibility";
+    pub const START_IN_TRAY: &str = "ui.start_in_tray";
+    pub const SETUP_DONE: &str = "ui.setup_done";
     pub const PAUSE_HOTKEY: &str = "ui.pause_hotkey";
     pub const OFFLINE: &str = "network.offline";
     pub const PREFER: &str = "brains.prefer";
@@ -408,6 +422,8 @@ pub const DESCRIBED: &[(&str, &str)] = &[
     (keys::RECORD_CLIPBOARD, "record copied text: true or false"),
     (keys::STREAMS_CONFIRMED, "the first-run choice of what to record was made: true or false"),
     (keys::DESKTOP_ACCESSIBILITY, "turn desktop accessibility on while cowork runs (browser URLs): true or false"),
+    (keys::START_IN_TRAY, "started at login, show only the tray icon (the sidebar opens from it): true or false"),
+    (keys::SETUP_DONE, "the first-run setup (brain, hotkeys, start at login) was finished or skipped: true or false"),
     (keys::AFK_SECS, "seconds without input before you count as away"),
     (keys::PAUSED, "capture paused: true or false"),
     (keys::ALLOWED_APPS, "record only these apps (comma-separated; empty: all)"),
@@ -483,6 +499,8 @@ impl Settings {
             keys::RECORD_CLIPBOARD => flag(self.record_clipboard),
             keys::STREAMS_CONFIRMED => flag(self.streams_confirmed),
             keys::DESKTOP_ACCESSIBILITY => flag(self.desktop_accessibility),
+            keys::START_IN_TRAY => flag(self.start_in_tray),
+            keys::SETUP_DONE => flag(self.setup_done),
             keys::PAUSE_HOTKEY => self.pause_hotkey.clone(),
             keys::OFFLINE => flag(self.offline),
             keys::PREFER => match self.prefer {
@@ -572,6 +590,8 @@ impl Settings {
             | keys::RECORD_CLIPBOARD
             | keys::STREAMS_CONFIRMED
             | keys::DESKTOP_ACCESSIBILITY
+            | keys::START_IN_TRAY
+            | keys::SETUP_DONE
             | keys::PAUSED
             | keys::OFFLINE
             | keys::GROUNDED
@@ -592,6 +612,8 @@ impl Settings {
                         keys::RECORD_KEYS => self.record_keys = on,
                         keys::RECORD_CLIPBOARD => self.record_clipboard = on,
                         keys::DESKTOP_ACCESSIBILITY => self.desktop_accessibility = on,
+                        keys::START_IN_TRAY => self.start_in_tray = on,
+                        keys::SETUP_DONE => self.setup_done = on,
                         keys::PAUSED => self.privacy.paused = on,
                         keys::OFFLINE => self.offline = on,
                         keys::GROUNDED => self.grounded = on,

@@ -2,9 +2,11 @@
 //! (quick prompt, pause, push-to-talk), the system tray, and the sidebar's default
 //! placement from the X11 work area.
 
+pub mod autostart;
 pub mod backend;
 pub mod ei;
 pub mod gnome;
+pub mod instance;
 pub mod ipc;
 pub mod keysym;
 pub mod kwin;

@@ -40,6 +40,12 @@ struct Cli {
     /// Offline: no network connection except to loopback (refused ones are logged)
     #[arg(long, global = true)]
     offline: bool,
+    /// Open the quick prompt (in the cowork already running for this data directory, if one is)
+    #[arg(long)]
+    quick_prompt: bool,
+    /// Started at login (the autostart entry): only the tray icon when Settings says so
+    #[arg(long)]
+    autostart: bool,
     #[command(subcommand)]
     command: Option<Command>,
 }
@@ -227,7 +233,7 @@ enum Command {
     /// Tell the running sidebar what a hotkey would: quick-prompt, pause,
     /// talk-press, talk-release (bind these in the compositor on Wayland)
     Trigger {
-        /// quick-prompt, pause, talk-press, talk-release or talk-tap
+        /// quick-prompt, pause, talk-press, talk-release, talk-tap or show
         what: String,
     },
     /// GNOME on Wayland: install, remove or check cowork's GNOME Shell extension
@@ -256,6 +262,23 @@ enum Command {
         #[command(subcommand)]
         action: AppsAction,
     },
+    /// Start cowork when you log in (an XDG autostart entry), or stop that
+    Autostart {
+        /// on, off or status
+        #[arg(value_parser = ["on", "off", "status"])]
+        state: String,
+    },
+    /// Remove everything cowork keeps for this data directory: the history,
+    /// chats, memory, models, apps, settings, its secrets in the system secret
+    /// store and the autostart entry. Lists what goes and asks first
+    ForgetEverything {
+        /// Do not ask (needed without a terminal)
+        #[arg(long)]
+        yes: bool,
+    },
+    /// Write the man pages and shell completions into DIR (the package build runs this)
+    #[command(hide = true)]
+    PackageFiles { dir: PathBuf },
 }
 
 #[derive(Subcommand)]
@@ -544,12 +567,28 @@ fn install_panic_hook() {
 }
 
 fn run(cli: Cli, process_started: Instant) -> anyhow::Result<ExitCode> {
-    let paths = Paths::resolve(cli.data_dir, cli.models_dir)?;
+    // Reads nothing of the user's: the package build runs it.
+    if let Some(Command::PackageFiles { dir }) = &cli.command {
+        package_files(dir)?;
+        return Ok(ExitCode::SUCCESS);
+    }
+    let paths = Paths::resolve(cli.data_dir.clone(), cli.models_dir.clone())?;
     // The database's key before anything opens it: found (or made for a new
     // database), and a plaintext database from an older cowork encrypted.
     // Without it the sidebar shows why and nothing else starts; a command
     // stops with the same words. Doctor reports it among its checks.
-    if !matches!(cli.command, Some(Command::Doctor { .. } | Command::Tools { .. }))
+    // One cowork per data directory: a second sidebar hands its request to the
+    // running one (show it, or open the quick prompt) and ends.
+    let _instance = match &cli.command {
+        None | Some(Command::Capture { action: CaptureAction::Run }) => match claim_instance(&paths, &cli)? {
+            Some(lock) => Some(lock),
+            None => return Ok(ExitCode::SUCCESS),
+        },
+        _ => None,
+    };
+    let without_key = matches!(cli.command, Some(Command::Doctor { .. } | Command::Tools { .. } | Command::PackageFiles { .. } | Command::Autostart { .. }));
+    if !without_key
+        && !matches!(cli.command, Some(Command::ForgetEverything { .. }))
         && let Err(problem) = cowork::store::key::unlock(&paths.db_path())
     {
         if cli.command.is_none() {
@@ -832,7 +871,7 @@ fn run(cli: Cli, process_started: Instant) -> anyhow::Result<ExitCode> {
         Some(Command::Trigger { what }) => {
             use cowork::desktop::trigger::{Trigger, send, socket_path};
             let Some(trigger) = Trigger::parse(&what) else {
-                anyhow::bail!("unknown trigger {what:?}: one of quick-prompt, pause, talk-press, talk-release, talk-tap");
+                anyhow::bail!("unknown trigger {what:?}: one of {}", Trigger::names());
             };
             send(&socket_path(&paths.data_dir), trigger).map_err(|err| anyhow::anyhow!(err))?;
             Ok(ExitCode::SUCCESS)
@@ -886,8 +925,103 @@ fn run(cli: Cli, process_started: Instant) -> anyhow::Result<ExitCode> {
             }
             Ok(ExitCode::SUCCESS)
         }
-        None => run_sidebar(&paths, cli.display, cli.screenshot, process_started),
+        Some(Command::Autostart { state }) => {
+            use cowork::desktop::autostart;
+            let message = match state.as_str() {
+                "status" => match autostart::entry_path() {
+                    Some(path) if autostart::enabled_at(&path) => format!("cowork starts when you log in ({})", path.display()),
+                    _ => "cowork does not start when you log in".to_owned(),
+                },
+                on => autostart::set(on == "on").map_err(|err| anyhow::anyhow!(err))?,
+            };
+            println!("{message}");
+            Ok(ExitCode::SUCCESS)
+        }
+        Some(Command::ForgetEverything { yes }) => forget_everything(&paths, yes),
+        Some(Command::PackageFiles { .. }) => unreachable!("handled before the data directory is resolved"),
+        None => {
+            let options = SidebarOptions { display: cli.display, screenshot: cli.screenshot, quick_prompt: cli.quick_prompt, autostart: cli.autostart };
+            run_sidebar(&paths, options, process_started)
+        }
     }
+}
+
+/// Takes the data directory's instance lock; when another cowork holds it,
+/// hands this start's request to it (`None`: nothing more to do here).
+fn claim_instance(paths: &Paths, cli: &Cli) -> anyhow::Result<Option<cowork::desktop::instance::InstanceLock>> {
+    use cowork::desktop::instance::{Claim, claim, hand_over};
+    use cowork::desktop::trigger::Trigger;
+    paths.ensure_data_dir()?;
+    let pid = match claim(&paths.data_dir)? {
+        Claim::First(lock) => return Ok(Some(lock)),
+        Claim::Running { pid } => pid.map_or_else(|| "another process".to_owned(), |pid| format!("pid {pid}")),
+    };
+    if cli.command.is_some() {
+        anyhow::bail!("cowork already runs for {} ({pid}): it captures already", paths.data_dir.display());
+    }
+    // A login autostart after the user started cowork by hand: nothing to do.
+    if cli.autostart {
+        eprintln!("cowork already runs for {} ({pid})", paths.data_dir.display());
+        return Ok(None);
+    }
+    let trigger = if cli.quick_prompt { Trigger::QuickPrompt } else { Trigger::Show };
+    hand_over(&paths.data_dir, trigger, Duration::from_secs(10))
+        .map_err(|err| anyhow::anyhow!("cowork already runs for {} ({pid}) but did not take the request: {err}", paths.data_dir.display()))?;
+    eprintln!("cowork already runs for {} ({pid}): {}", paths.data_dir.display(), if cli.quick_prompt { "opened its quick prompt" } else { "showed its sidebar" });
+    Ok(None)
+}
+
+/// `cowork forget-everything`: refuses while cowork runs on the data
+/// directory, lists what goes, asks (or takes --yes), removes it.
+fn forget_everything(paths: &Paths, yes: bool) -> anyhow::Result<ExitCode> {
+    use cowork::desktop::instance::{Claim, claim};
+    let _lock = match claim(&paths.data_dir)? {
+        Claim::First(lock) => lock,
+        Claim::Running { pid } => anyhow::bail!(
+            "cowork runs for {} ({}): quit it first (tray → Quit), or use Settings → Your data → Forget everything",
+            paths.data_dir.display(),
+            pid.map_or_else(|| "another process".to_owned(), |pid| format!("pid {pid}"))
+        ),
+    };
+    let inventory = cowork::commands::forget::inventory(paths);
+    println!("This removes, for good:");
+    for line in inventory.describe() {
+        println!("  - {line}");
+    }
+    if !yes {
+        if !std::io::stdin().is_terminal() {
+            anyhow::bail!("nothing was removed: confirm with --yes when there is no terminal to ask on");
+        }
+        print!("Type \"forget\" to remove all of this: ");
+        std::io::Write::flush(&mut std::io::stdout())?;
+        let mut answer = String::new();
+        std::io::stdin().read_line(&mut answer)?;
+        if answer.trim() != "forget" {
+            println!("nothing was removed");
+            return Ok(ExitCode::FAILURE);
+        }
+    }
+    println!("{}", cowork::commands::forget::forget(paths, &inventory)?);
+    Ok(ExitCode::SUCCESS)
+}
+
+/// The man pages (cowork.1 and one per subcommand, `cowork-ask.1`…) and the
+/// bash, zsh and fish completions, generated from the clap definitions.
+fn package_files(dir: &std::path::Path) -> anyhow::Result<()> {
+    use clap::CommandFactory;
+    use clap_complete::Shell;
+    let man = dir.join("man");
+    let completions = dir.join("completions");
+    std::fs::create_dir_all(&man)?;
+    std::fs::create_dir_all(&completions)?;
+    clap_mangen::generate_to(Cli::command(), &man)?;
+    let command = Cli::command();
+    for (shell, file) in [(Shell::Bash, "cowork"), (Shell::Zsh, "_cowork"), (Shell::Fish, "cowork.fish")] {
+        let mut out = Vec::new();
+        clap_complete::generate(shell, &mut command.clone(), "cowork", &mut out);
+        std::fs::write(completions.join(file), out)?;
+    }
+    Ok(())
 }
 
 /// The window that says the history cannot be opened; Try again that finds
@@ -912,7 +1046,18 @@ fn run_locked(paths: &Paths, problem: cowork::store::key::KeyError) -> anyhow::R
     Ok(ExitCode::FAILURE)
 }
 
-fn run_sidebar(paths: &Paths, display: Option<String>, screenshot: Option<PathBuf>, process_started: Instant) -> anyhow::Result<ExitCode> {
+/// How the sidebar was started.
+struct SidebarOptions {
+    display: Option<String>,
+    screenshot: Option<PathBuf>,
+    /// Open the quick prompt once the window is up.
+    quick_prompt: bool,
+    /// Started at login: only the tray icon when the user chose so.
+    autostart: bool,
+}
+
+fn run_sidebar(paths: &Paths, options: SidebarOptions, process_started: Instant) -> anyhow::Result<ExitCode> {
+    let SidebarOptions { display, screenshot, quick_prompt, autostart } = options;
     let manifest = Manifest::bundled()?;
     let (events_tx, events) = bounded(4096);
     // Workers start before the window exists; the repaint hook is filled in once it does.
@@ -1001,6 +1146,13 @@ fn run_sidebar(paths: &Paths, display: Option<String>, screenshot: Option<PathBu
             None
         }
     };
+    // Started at login with "only the tray icon" chosen: the window is
+    // unmapped and the tray's Show (or a second `cowork`) maps it. Without a
+    // tray (stock GNOME) that would leave nothing to click: the sidebar opens.
+    let hidden = autostart && settings.start_in_tray && tray.is_some();
+    if quick_prompt {
+        sink.send(cowork::events::AppEvent::QuickPromptHotkey);
+    }
     let [x, y, width, height] = settings
         .sidebar_geometry
         .or_else(|| default_sidebar_rect(SIDEBAR_WIDTH))
@@ -1031,7 +1183,13 @@ fn run_sidebar(paths: &Paths, display: Option<String>, screenshot: Option<PathBu
     let channels = workers.channels(events);
     let models = cowork::ui::settings::model_views(&manifest, &paths.models_dir);
     let app_options =
-        AppOptions { screenshot, process_started: Some(process_started), export_dir: paths.data_dir.clone(), models_dir: paths.models_dir.clone() };
+        AppOptions {
+        screenshot,
+        process_started: Some(process_started),
+        export_dir: paths.data_dir.clone(),
+        models_dir: paths.models_dir.clone(),
+        start_hidden: hidden,
+    };
     let result = eframe::run_native(
         "cowork",
         options,

@@ -54,13 +54,13 @@ impl FileCheck {
     pub fn describe(&self, path: &Path) -> String {
         match self {
             FileCheck::Ok => format!("ok {}", path.display()),
-            FileCheck::Missing => format!("missing; run scripts/setup (or models/fetch) to install it: {}", path.display()),
+            FileCheck::Missing => format!("missing; download it in Settings → Models (or `cowork models fetch`): {}", path.display()),
             FileCheck::WrongSize { expected, actual } => format!(
-                "corrupt or incomplete: {actual} bytes, expected {expected}; run models/fetch again: {}",
+                "corrupt or incomplete: {actual} bytes, expected {expected}; download it again in Settings → Models (or `cowork models fetch`): {}",
                 path.display()
             ),
             FileCheck::WrongChecksum { expected, actual } => format!(
-                "corrupt: sha256 {actual}, expected {expected}; run models/fetch again: {}",
+                "corrupt: sha256 {actual}, expected {expected}; download it again in Settings → Models (or `cowork models fetch`): {}",
                 path.display()
             ),
             FileCheck::Unreadable(err) => format!("unreadable ({err}): {}", path.display()),

@@ -20,6 +20,19 @@ use zbus::zvariant::{OwnedObjectPath, OwnedValue, Value};
 
 const SERVICE: &str = "org.freedesktop.secrets";
 const SERVICE_PATH: &str = "/org/freedesktop/secrets";
+const SERVICE_INTERFACE: &str = "org.freedesktop.Secret.Service";
+/// How long the keyring may take to answer a question (open a session, name
+/// its default collection, find or read an item): a running one answers in
+/// milliseconds, and a hung one must not hold up every start for longer.
+const ANSWER: Duration = Duration::from_secs(5);
+/// How long it may take to keep or remove a secret, or to come up: gnome-keyring
+/// writes its keyring file and syncs it (twice for a new item) before it answers
+/// CreateItem, which on a loaded disk takes seconds (at 3 s a sync, a 5 s limit
+/// sent the new database key to the file while the keyring kept it too); and a
+/// bus that starts the service on demand (D-Bus activation, as a login session
+/// does) holds the first call until it runs. 25 s is D-Bus's own default reply
+/// timeout (libdbus, GDBus): what libsecret's callers wait.
+const KEEP: Duration = Duration::from_secs(25);
 /// The attribute that marks cowork's items in the Secret Service.
 const APPLICATION: &str = "cowork";
 
@@ -289,21 +302,30 @@ pub struct SecretService {
 type SecretStruct = (OwnedObjectPath, Vec<u8>, Vec<u8>, String);
 
 impl SecretService {
+    /// The service, with a session and its default collection, unlocked. With
+    /// no keyring on the bus this fails at once (the bus itself answers that
+    /// nothing provides the name); one the bus is starting is waited for.
     pub fn connect() -> anyhow::Result<Self> {
-        let conn = zbus::blocking::connection::Builder::session()
-            .and_then(|b| b.method_timeout(Duration::from_secs(5)).build())
+        // The connection's own limit is the longest any call may take; each call below has its own.
+        let conn = within(ANSWER, async { zbus::connection::Builder::session()?.method_timeout(KEEP).build().await })
+            .map(Connection::from)
             .map_err(|err| anyhow::anyhow!("no D-Bus session bus ({err})"))?;
-        let reply = conn
-            .call_method(Some(SERVICE), SERVICE_PATH, Some("org.freedesktop.Secret.Service"), "OpenSession", &("plain", Value::from("")))
-            .map_err(|err| match err {
-                zbus::Error::MethodError(name, _, _) if name.as_str() == "org.freedesktop.DBus.Error.ServiceUnknown" => {
-                    anyhow::anyhow!("no Secret Service is running (gnome-keyring, KeePassXC or KWallet provide one)")
-                }
-                err => anyhow::Error::new(err).context("the Secret Service did not answer"),
-            })?;
+        // Nobody owns the name yet: the bus either says at once that nothing provides it (no keyring on
+        // this machine: the file, without a wait), or starts the keyring and holds the call until it
+        // runs, which under load takes longer than an answer.
+        let bus = Some("org.freedesktop.DBus");
+        let owned = within(ANSWER, conn.inner().call_method(bus, "/org/freedesktop/DBus", bus, "NameHasOwner", &(SERVICE,)))
+            .and_then(|reply| reply.body().deserialize::<bool>())
+            .unwrap_or(true);
+        let open = if owned { ANSWER } else { KEEP };
+        let reply = call_service(&conn, open, SERVICE_PATH, SERVICE_INTERFACE, "OpenSession", &("plain", Value::from(""))).map_err(|err| match err {
+            zbus::Error::MethodError(name, _, _) if name.as_str() == "org.freedesktop.DBus.Error.ServiceUnknown" => {
+                anyhow::anyhow!("no Secret Service is running (gnome-keyring, KeePassXC or KWallet provide one)")
+            }
+            err => anyhow::Error::new(err).context("the Secret Service did not answer"),
+        })?;
         let (_, session): (OwnedValue, OwnedObjectPath) = reply.body().deserialize()?;
-        let reply = conn.call_method(Some(SERVICE), SERVICE_PATH, Some("org.freedesktop.Secret.Service"), "ReadAlias", &("default",))?;
-        let collection: OwnedObjectPath = reply.body().deserialize()?;
+        let collection: OwnedObjectPath = call_service(&conn, ANSWER, SERVICE_PATH, SERVICE_INTERFACE, "ReadAlias", &("default",))?.body().deserialize()?;
         if collection.as_str() == "/" {
             bail!("the Secret Service has no default collection");
         }
@@ -314,13 +336,12 @@ impl SecretService {
         Ok(Self { conn, session, collection })
     }
 
-    fn call<B, R>(&self, path: &str, interface: &str, method: &str, body: &B) -> anyhow::Result<R>
+    fn call<B, R>(&self, limit: Duration, path: &str, interface: &str, method: &str, body: &B) -> anyhow::Result<R>
     where
         B: serde::Serialize + zbus::zvariant::DynamicType,
         R: serde::de::DeserializeOwned + zbus::zvariant::Type,
     {
-        let reply = self.conn.call_method(Some(SERVICE), path, Some(interface), method, body)?;
-        Ok(reply.body().deserialize()?)
+        Ok(call_service(&self.conn, limit, path, interface, method, body)?.body().deserialize()?)
     }
 
     fn items(&self, name: Option<&str>) -> anyhow::Result<Vec<OwnedObjectPath>> {
@@ -329,7 +350,7 @@ impl SecretService {
             attributes.insert("name", name);
         }
         let (unlocked, locked): (Vec<OwnedObjectPath>, Vec<OwnedObjectPath>) =
-            self.call(SERVICE_PATH, "org.freedesktop.Secret.Service", "SearchItems", &(attributes,))?;
+            self.call(ANSWER, SERVICE_PATH, SERVICE_INTERFACE, "SearchItems", &(attributes,))?;
         if !locked.is_empty() && unlocked.is_empty() {
             bail!("the secret is in a locked keyring");
         }
@@ -337,7 +358,7 @@ impl SecretService {
     }
 
     fn secret_of(&self, item: &OwnedObjectPath) -> anyhow::Result<String> {
-        let secret: SecretStruct = self.call(item.as_str(), "org.freedesktop.Secret.Item", "GetSecret", &(&self.session,))?;
+        let secret: SecretStruct = self.call(ANSWER, item.as_str(), "org.freedesktop.Secret.Item", "GetSecret", &(&self.session,))?;
         String::from_utf8(secret.2).context("a secret is not UTF-8")
     }
 
@@ -356,7 +377,7 @@ impl SecretService {
         ]);
         let secret: SecretStruct = (self.session.clone(), Vec::new(), value.as_bytes().to_vec(), "text/plain".into());
         let (_item, prompt): (OwnedObjectPath, OwnedObjectPath) =
-            self.call(self.collection.as_str(), "org.freedesktop.Secret.Collection", "CreateItem", &(properties, secret, true))?;
+            self.call(KEEP, self.collection.as_str(), "org.freedesktop.Secret.Collection", "CreateItem", &(properties, secret, true))?;
         if prompt.as_str() != "/" {
             bail!("the secret store wants to prompt (locked?); the key was not stored");
         }
@@ -366,7 +387,7 @@ impl SecretService {
     pub fn delete(&self, name: &str) -> anyhow::Result<bool> {
         let items = self.items(Some(name))?;
         for item in &items {
-            let _prompt: OwnedObjectPath = self.call(item.as_str(), "org.freedesktop.Secret.Item", "Delete", &())?;
+            let _prompt: OwnedObjectPath = self.call(KEEP, item.as_str(), "org.freedesktop.Secret.Item", "Delete", &())?;
         }
         Ok(!items.is_empty())
     }
@@ -389,9 +410,26 @@ where
     T: TryFrom<OwnedValue>,
     T::Error: Into<zbus::zvariant::Error>,
 {
-    let reply = conn.call_method(Some(SERVICE), path.as_str(), Some("org.freedesktop.DBus.Properties"), "Get", &(interface, name))?;
+    let reply = call_service(conn, ANSWER, path.as_str(), "org.freedesktop.DBus.Properties", "Get", &(interface, name))?;
     let value: OwnedValue = reply.body().deserialize()?;
     T::try_from(value).map_err(|err| anyhow::anyhow!("property {name}: {}", err.into()))
+}
+
+/// A method call on the Secret Service that may take up to `limit`.
+fn call_service<B>(conn: &Connection, limit: Duration, path: &str, interface: &str, method: &str, body: &B) -> zbus::Result<zbus::Message>
+where
+    B: serde::Serialize + zbus::zvariant::DynamicType,
+{
+    within(limit, conn.inner().call_method(Some(SERVICE), path, Some(interface), method, body))
+}
+
+/// `future`'s answer, or a time-out after `limit` (what zbus itself reports,
+/// "timed out"): the connection's one limit cannot tell a question from a write.
+fn within<T>(limit: Duration, future: impl std::future::Future<Output = zbus::Result<T>>) -> zbus::Result<T> {
+    zbus::block_on(futures_lite::future::or(future, async move {
+        async_io::Timer::after(limit).await;
+        Err::<T, _>(zbus::Error::from(std::io::Error::new(std::io::ErrorKind::TimedOut, "timed out")))
+    }))
 }
 
 #[cfg(test)]
@@ -439,6 +477,15 @@ mod tests {
         std::fs::remove_file(dir.path().join(SecretFile::KEY)).unwrap();
         let err = SecretFile::open(dir.path()).unwrap().get("provider:groq").unwrap_err().to_string();
         assert!(err.contains("key") && err.contains("missing"), "{err}");
+    }
+
+    #[test]
+    fn a_call_that_does_not_answer_in_time_times_out() {
+        let started = std::time::Instant::now();
+        let err = within(Duration::from_millis(50), std::future::pending::<zbus::Result<()>>()).unwrap_err();
+        assert!(err.to_string().contains("timed out"), "{err}");
+        assert!(started.elapsed() < Duration::from_secs(2), "{:?}", started.elapsed());
+        assert_eq!(within(Duration::from_secs(5), async { Ok(7) }).unwrap(), 7);
     }
 
     #[test]

@@ -16,6 +16,7 @@ mod integration {
     mod capture_x11;
     mod cli;
     mod encryption;
+    mod install;
     mod llm_real;
     mod mcp;
     mod memory;

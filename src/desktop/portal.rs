@@ -170,8 +170,15 @@ pub fn ensure_desktop_entry(env: &dyn Fn(&str) -> Option<String>, exe: &std::pat
     }
     let dir = dirs.first().ok_or("neither XDG_DATA_HOME nor HOME is set")?;
     std::fs::create_dir_all(dir).map_err(|err| format!("cannot create {}: {err}", dir.display()))?;
-    let quoted = format!("\"{}\"", exe.to_string_lossy().replace('\\', "\\\\").replace('"', "\\\"").replace('`', "\\`").replace('$', "\\$"));
-    let entry: String = DESKTOP_ENTRY.lines().map(|line| if line.starts_with("Exec=") { format!("Exec={quoted}\n") } else { format!("{line}\n") }).collect();
+    // Each Exec (the entry's and its actions') runs this program with the same arguments.
+    let program = super::autostart::quote_exec(&exe.to_string_lossy());
+    let entry: String = DESKTOP_ENTRY
+        .lines()
+        .map(|line| match line.strip_prefix("Exec=cowork") {
+            Some(arguments) => format!("Exec={program}{arguments}\n"),
+            None => format!("{line}\n"),
+        })
+        .collect();
     let path = dir.join(&name);
     let part = dir.join(format!(".{name}.part"));
     std::fs::write(&part, entry).and_then(|()| std::fs::rename(&part, &path)).map_err(|err| format!("cannot write {}: {err}", path.display()))?;
@@ -409,7 +416,9 @@ mod tests {
         let written = ensure_desktop_entry(&env, std::path::Path::new("/opt/my \"apps\"/cowork")).unwrap().expect("written");
         assert_eq!(written, home.path().join(".local/share/applications/app.cowork.Cowork.desktop"));
         let text = std::fs::read_to_string(&written).unwrap();
-        assert!(text.contains("Exec=\"/opt/my \\\"apps\\\"/cowork\"\n"), "{text}");
+        // The spec's quoting, then its string escapes: `\"` inside quotes is written `\\"`.
+        assert!(text.contains("\nExec=\"/opt/my \\\\\"apps\\\\\"/cowork\"\n"), "{text}");
+        assert!(text.contains("\nExec=\"/opt/my \\\\\"apps\\\\\"/cowork\" --quick-prompt\n"), "the action keeps its arguments: {text}");
         assert!(text.starts_with("[Desktop Entry]\n") && text.contains("StartupWMClass=cowork"));
         assert_eq!(ensure_desktop_entry(&env, std::path::Path::new("/other")).unwrap(), None, "kept once there");
         std::fs::remove_file(&written).unwrap();

@@ -1,4 +1,4 @@
-//! `cowork trigger quick-prompt|pause|talk-press|talk-release|talk-tap`: on Wayland no
+//! `cowork trigger quick-prompt|pause|talk-press|talk-release|talk-tap|show`: on Wayland no
 //! app may grab keys, so the compositor binds them (`bindsym … exec cowork
 //! trigger quick-prompt`) and this small local IPC carries the press to the
 //! running cowork: a Unix socket in `$XDG_RUNTIME_DIR` (mode 0600 in a 0700
@@ -30,10 +30,13 @@ pub enum Trigger {
     /// press only (GNOME's custom shortcuts), push-to-talk in its auto mode
     /// takes the tap as "start", the next as "stop".
     TalkTap,
+    /// Show and focus the sidebar: what a second `cowork` started while one
+    /// runs asks of the first (the launcher's icon clicked again).
+    Show,
 }
 
 impl Trigger {
-    pub const ALL: [Trigger; 5] = [Trigger::QuickPrompt, Trigger::Pause, Trigger::TalkPress, Trigger::TalkRelease, Trigger::TalkTap];
+    pub const ALL: [Trigger; 6] = [Trigger::QuickPrompt, Trigger::Pause, Trigger::TalkPress, Trigger::TalkRelease, Trigger::TalkTap, Trigger::Show];
 
     pub fn as_str(self) -> &'static str {
         match self {
@@ -42,6 +45,7 @@ impl Trigger {
             Trigger::TalkPress => "talk-press",
             Trigger::TalkRelease => "talk-release",
             Trigger::TalkTap => "talk-tap",
+            Trigger::Show => "show",
         }
     }
 
@@ -57,15 +61,28 @@ impl Trigger {
             Trigger::TalkPress => vec![AppEvent::VoiceHotkey { pressed: true }],
             Trigger::TalkRelease => vec![AppEvent::VoiceHotkey { pressed: false }],
             Trigger::TalkTap => vec![AppEvent::VoiceHotkey { pressed: true }, AppEvent::VoiceHotkey { pressed: false }],
+            Trigger::Show => vec![AppEvent::ShowSidebar],
         }
+    }
+
+    /// The names, for an error that lists them.
+    pub fn names() -> String {
+        Trigger::ALL.map(Trigger::as_str).join(", ")
     }
 }
 
-/// Where the running cowork listens: `$XDG_RUNTIME_DIR/cowork/trigger.sock`,
-/// else the data directory (a desktop session always has the former).
+/// Where the cowork of `data_dir` listens: `$XDG_RUNTIME_DIR/cowork/trigger-<id>.sock`,
+/// `<id>` naming the data directory (one cowork runs per data directory, and
+/// two with different ones must not take each other's presses), else the data
+/// directory itself (a desktop session always has the former).
 pub fn socket_path(data_dir: &Path) -> PathBuf {
     match std::env::var_os("XDG_RUNTIME_DIR").filter(|d| !d.is_empty()) {
-        Some(dir) => PathBuf::from(dir).join("cowork").join("trigger.sock"),
+        Some(dir) => {
+            use sha2::Digest;
+            let absolute = std::path::absolute(data_dir).unwrap_or_else(|_| data_dir.to_owned());
+            let id = hex::encode(&sha2::Sha256::digest(absolute.as_os_str().as_encoded_bytes())[..8]);
+            PathBuf::from(dir).join("cowork").join(format!("trigger-{id}.sock"))
+        }
         None => data_dir.join("trigger.sock"),
     }
 }
@@ -180,7 +197,7 @@ fn serve(mut stream: UnixStream, sink: &EventSink) {
             "ok".to_owned()
         }
         (Ok(0), None) => return,
-        (Ok(_), None) => format!("unknown trigger {:?}: one of quick-prompt, pause, talk-press, talk-release, talk-tap", line.trim()),
+        (Ok(_), None) => format!("unknown trigger {:?}: one of {}", line.trim(), Trigger::names()),
         (Err(err), _) => format!("unreadable trigger: {err}"),
     };
     let _ = stream.write_all(format!("{answer}\n").as_bytes());

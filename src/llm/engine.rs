@@ -105,7 +105,7 @@ impl MistralEngine {
         let path = &self.model_path;
         if !path.is_file() {
             return Err(EngineError::ModelUnavailable(format!(
-                "chat model missing; run scripts/setup or models/fetch to install it: {}",
+                "chat model missing; download it in Settings → Models (or `cowork models fetch`): {}",
                 path.display()
             )));
         }

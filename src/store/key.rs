@@ -261,7 +261,7 @@ struct Found {
 
 /// The Secret Service's name for a data directory's key: one keyring serves
 /// every data directory of the user.
-fn service_secret(data_dir: &Path) -> String {
+pub fn service_secret(data_dir: &Path) -> String {
     format!("database-key:{}", data_dir.display())
 }
 
@@ -330,6 +330,9 @@ fn keep_new(data_dir: &Path) -> Result<Keyed, String> {
     }
     if let Ok(service) = service {
         let name = service_secret(data_dir);
+        // The keyring syncs its file before it answers, which a loaded disk makes slow: `set` waits for
+        // that (secrets::KEEP). One that answers later still may keep the key: the file then holds the
+        // same key, and `key_for` takes whichever opens the database.
         match service.set(&name, &hex).and_then(|()| service.get(&name)).map(|back| back.map(Zeroizing::new)) {
             Ok(Some(back)) if back.as_str() == hex.as_str() => {
                 tracing::info!("a new database key is kept in the system secret store");

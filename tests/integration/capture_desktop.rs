@@ -429,7 +429,7 @@ fn setting(db: &Path, key: &str) -> Option<String> {
 }
 
 /// Calls `method` on the tray item (StatusNotifierItem / dbusmenu) of process `pid`.
-fn call_tray<B>(dbus: &str, pid: u32, path: &str, interface: &str, method: &str, body: &B) -> zbus::Result<zbus::Message>
+pub(super) fn call_tray<B>(dbus: &str, pid: u32, path: &str, interface: &str, method: &str, body: &B) -> zbus::Result<zbus::Message>
 where
     B: serde::Serialize + zbus::zvariant::DynamicType,
 {

@@ -346,6 +346,10 @@ fn the_database_key_lives_in_a_real_unlocked_keyring_and_a_locked_one_is_named()
     assert!(!data.path().join("secrets.key").exists(), "listing secrets made a key file");
     {
         let _keyring = super::providers::gnome_keyring(home.path(), &address, Some("test-password"));
+        // Ready when cowork's own connect succeeds: the name owned, the default collection there and
+        // unlocked (gnome-keyring makes and unlocks the login keyring before it takes the name). Keeping
+        // the new key is a write the keyring answers only after syncing its file (seconds on a loaded
+        // disk): cowork waits for that itself, as it must at a real login too.
         assert!(
             super::support::eventually(Duration::from_secs(20), || super::providers::secret_store_seen(data.path(), &address).contains("secrets in the system secret store")),
             "gnome-keyring serves the Secret Service"

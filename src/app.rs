@@ -67,6 +67,11 @@ pub struct AppOptions {
     /// after its first frame (eframe maps it after painting one) until the
     /// tray's Show or a second `cowork` asks for it.
     pub start_hidden: bool,
+    /// Set when the user confirmed Forget everything: the process removes
+    /// what cowork keeps once the window is closed and the workers stopped.
+    pub forget_on_exit: Arc<std::sync::atomic::AtomicBool>,
+    /// The login autostart entry (None: `$XDG_CONFIG_HOME/autostart/…`; tests give their own).
+    pub autostart_entry: Option<PathBuf>,
 }
 
 pub struct CoworkApp {
@@ -98,6 +103,11 @@ pub struct CoworkApp {
     ptt: crate::audio::ptt::PushToTalk,
     /// Whether the tray was last told the microphone is open.
     tray_mic: bool,
+    setup: crate::ui::setup::SetupPanel,
+    /// A provider's key being tried on its own thread, and what Forget
+    /// everything would remove being listed (each answers once).
+    provider_test: Option<crossbeam_channel::Receiver<Result<String, String>>>,
+    forget_list: Option<crossbeam_channel::Receiver<Vec<String>>>,
 }
 
 /// The configured providers, for Settings → Network.
@@ -125,6 +135,23 @@ fn network_view(data_dir: &std::path::Path, providers: &anyhow::Result<crate::br
         }
     }
     view
+}
+
+/// One tiny question to a provider (the first run's key test): its answer and how long it took.
+fn try_provider(provider: &crate::brains::ProviderConfig, key: Option<&str>) -> Result<String, String> {
+    use crate::brains::{Role, Turn};
+    let mut provider = provider.clone();
+    if provider.base_url.is_empty()
+        && let Some((_, _, base)) = crate::brains::provider::KNOWN.iter().find(|(name, _, _)| *name == provider.name)
+    {
+        provider.base_url = (*base).to_owned();
+    }
+    let started = Instant::now();
+    let turns = [Turn::new(Role::User, "Reply with the single word OK.")];
+    let completion = crate::brains::stream_chat(crate::net::OutboundGate::global(), &provider, None, key, &turns, 8, &|| false, &mut |_| {})
+        .map_err(|err| format!("the key did not work: {err}"))?;
+    let text: String = completion.answer.text.chars().take(40).collect();
+    Ok(format!("{} answered \"{}\" in {} ms", provider.model, text.trim(), started.elapsed().as_millis()))
 }
 
 /// Longest the UI spends applying events in one frame before yielding.
@@ -169,6 +196,60 @@ impl CoworkApp {
             search_box: Default::default(),
             ptt: crate::audio::ptt::PushToTalk::default(),
             tray_mic: false,
+            setup: crate::ui::setup::SetupPanel::default(),
+            provider_test: None,
+            forget_list: None,
+        }
+    }
+
+    /// The first run's pages judge the models for `machine` instead of this computer (tests).
+    pub fn with_setup_machine(mut self, machine: crate::ui::setup::Machine) -> Self {
+        if let Ok(manifest) = crate::models::Manifest::bundled() {
+            self.setup = std::mem::take(&mut self.setup).with_machine(&manifest, machine);
+        }
+        self
+    }
+
+    /// Answers of the one-off tasks (a provider's key tried, Forget everything's list).
+    fn take_task_answers(&mut self, ctx: &egui::Context) {
+        if let Some(rx) = &self.provider_test {
+            match rx.try_recv() {
+                Ok(outcome) => {
+                    if let Some((_, slot)) = &mut self.state.setup.provider_test {
+                        *slot = Some(outcome);
+                    }
+                    self.provider_test = None;
+                }
+                Err(crossbeam_channel::TryRecvError::Disconnected) => self.provider_test = None,
+                Err(crossbeam_channel::TryRecvError::Empty) => ctx.request_repaint_after(Duration::from_millis(100)),
+            }
+        }
+        if let Some(rx) = &self.forget_list {
+            match rx.try_recv() {
+                Ok(lines) => {
+                    if self.state.forget.is_some() {
+                        self.state.forget = Some(Some(lines));
+                    }
+                    self.forget_list = None;
+                }
+                Err(crossbeam_channel::TryRecvError::Disconnected) => self.forget_list = None,
+                Err(crossbeam_channel::TryRecvError::Empty) => ctx.request_repaint_after(Duration::from_millis(100)),
+            }
+        }
+    }
+
+    /// The first run's download is here: its chat model answers from now on,
+    /// and memory search starts again if it had stopped for want of its model.
+    fn setup_download_done(&mut self) {
+        let Some(download) = &self.state.setup.download else { return };
+        let Ok(manifest) = crate::models::Manifest::bundled() else { return };
+        if let Some(model) = crate::config::resolve_named_model(&manifest, &self.options.models_dir, &self.state.added_models, &download.chat_model) {
+            self.handle_action(UiAction::ChooseChatModel(Some(model)));
+        }
+        for worker in [WorkerName::Embed, WorkerName::Search] {
+            if !matches!(self.state.worker_state(worker), crate::runtime::WorkerState::Running) {
+                self.handle_action(UiAction::RetryWorker(worker));
+            }
         }
     }
 
@@ -196,6 +277,16 @@ impl CoworkApp {
         let start = Instant::now();
         let now = now_millis();
         while let Ok(event) = self.channels.events.try_recv() {
+            if self.state.setup.open {
+                let tried = match &event {
+                    AppEvent::QuickPromptHotkey => Some("quick prompt"),
+                    AppEvent::TogglePause => Some("pause"),
+                    AppEvent::VoiceHotkey { pressed: true } => Some("push-to-talk"),
+                    _ => None,
+                };
+                self.state.setup.hotkeys_tried.extend(tried);
+            }
+            let download_done = matches!(&event, AppEvent::ModelsChanged { name, outcome: Ok(_) } if name == crate::models::worker::DOWNLOAD_JOB);
             match event {
                 AppEvent::TogglePause => {
                     self.handle_action(UiAction::TogglePause);
@@ -224,6 +315,9 @@ impl CoworkApp {
                 self.send_store(StoreCommand::LoadThreads);
             }
             self.state.apply(event, now);
+            if download_done {
+                self.setup_download_done();
+            }
             // After a restart, reopen the most recent conversation.
             if threads_loaded
                 && self.state.current_thread.is_none()
@@ -570,6 +664,93 @@ impl CoworkApp {
                 if self.channels.models.try_send(crate::models::worker::ModelsCommand::AddUser(path)).is_err() {
                     self.state.notice("the models worker is busy or not running");
                 }
+            }
+            UiAction::SetupDownload { names, chat_model, mirror } => {
+                if self.state.setup.download.as_ref().is_some_and(|d| d.running()) {
+                    return;
+                }
+                let cancel = Arc::new(std::sync::atomic::AtomicBool::new(false));
+                let command = crate::models::worker::ModelsCommand::Download { names: names.clone(), mirror, cancel: cancel.clone() };
+                match self.channels.models.try_send(command) {
+                    Ok(()) => self.state.setup.download = Some(crate::state::SetupDownload { names, chat_model, cancel, outcome: None }),
+                    Err(_) => self.state.notice("the models worker is busy or not running: try again in a moment"),
+                }
+            }
+            UiAction::SetupCancelDownload => {
+                if let Some(download) = &self.state.setup.download {
+                    download.cancel.store(true, std::sync::atomic::Ordering::SeqCst);
+                }
+            }
+            UiAction::TestProvider { provider, key, prefer_cloud } => {
+                let name = provider.name.clone();
+                self.handle_action(UiAction::SaveProvider(provider.clone()));
+                if !key.is_empty() {
+                    self.handle_action(UiAction::SaveKey { provider: name.clone(), key: key.clone() });
+                }
+                if !self.state.settings.tiers.contains(&name) {
+                    let mut tiers = self.state.settings.tiers.clone();
+                    tiers.push(name.clone());
+                    self.handle_action(UiAction::SaveSetting { key: keys::TIERS.to_owned(), value: tiers.join(", ") });
+                }
+                if prefer_cloud {
+                    self.handle_action(UiAction::SaveSetting { key: keys::PREFER.to_owned(), value: crate::brains::Preference::Cloud.as_str().to_owned() });
+                }
+                let (tx, rx) = crossbeam_channel::bounded(1);
+                let key = Some(key).filter(|k| !k.is_empty());
+                let spawned = std::thread::Builder::new().name("provider-test".into()).spawn(move || {
+                    let _ = tx.send(try_provider(&provider, key.as_deref()));
+                });
+                match spawned {
+                    Ok(_) => {
+                        self.state.setup.provider_test = Some((name, None));
+                        self.provider_test = Some(rx);
+                    }
+                    Err(err) => self.state.setup.provider_test = Some((name, Some(Err(format!("cannot start the test: {err}"))))),
+                }
+            }
+            UiAction::SetAutostart(on) => {
+                use crate::desktop::autostart;
+                let entry = self.options.autostart_entry.clone().or_else(autostart::entry_path);
+                let program = std::env::current_exe();
+                let done = match (&entry, program) {
+                    (Some(entry), Ok(program)) => autostart::set_at(entry, on, &program),
+                    (None, _) => Err("no home folder to keep the autostart entry in".to_owned()),
+                    (_, Err(err)) => Err(format!("cannot find this program: {err}")),
+                };
+                match done {
+                    Ok(said) => self.state.notice(said),
+                    Err(err) => self.state.notice(format!("start at login: {err}")),
+                }
+                self.state.setup.autostart = entry.is_some_and(|entry| autostart::enabled_at(&entry));
+            }
+            UiAction::OpenSetup => {
+                self.setup = crate::ui::setup::SetupPanel::default();
+                self.state.setup.open = true;
+            }
+            UiAction::FinishSetup => {
+                self.state.setup.open = false;
+                self.handle_action(UiAction::SaveSetting { key: keys::SETUP_DONE.to_owned(), value: "true".to_owned() });
+            }
+            UiAction::AskForgetEverything => {
+                let paths = crate::config::Paths { data_dir: self.options.export_dir.clone(), models_dir: self.options.models_dir.clone() };
+                let (tx, rx) = crossbeam_channel::bounded(1);
+                let spawned = std::thread::Builder::new().name("forget-list".into()).spawn(move || {
+                    let _ = tx.send(crate::commands::forget::inventory(&paths).describe());
+                });
+                match spawned {
+                    Ok(_) => {
+                        self.state.forget = Some(None);
+                        self.forget_list = Some(rx);
+                    }
+                    Err(err) => self.state.notice(format!("cannot list what cowork keeps: {err}")),
+                }
+            }
+            UiAction::CancelForget => self.state.forget = None,
+            UiAction::ForgetEverything => {
+                // The workers stop and the window closes first; main removes it all then.
+                self.options.forget_on_exit.store(true, std::sync::atomic::Ordering::SeqCst);
+                self.state.notice("forgetting everything: cowork quits and removes what it keeps");
+                self.state.shutting_down = true;
             }
             UiAction::FetchModels => {
                 if self.channels.models.try_send(crate::models::worker::ModelsCommand::FetchAll).is_err() {
@@ -992,6 +1173,7 @@ fn write_png(path: &std::path::Path, image: &egui::ColorImage) -> anyhow::Result
 impl eframe::App for CoworkApp {
     fn logic(&mut self, ctx: &egui::Context, _frame: &mut eframe::Frame) {
         self.drain_events(ctx);
+        self.take_task_answers(ctx);
         self.take_transcript();
         let mic = self.state.mic_open();
         if mic != self.tray_mic {
@@ -1061,24 +1243,29 @@ impl eframe::App for CoworkApp {
             self.chat.draft_origin = None;
         }
         let state = &self.state;
+        // The first run's pages, once what cowork records is answered.
+        let setup = state.setup.open && state.settings.streams_confirmed;
 
-        egui::Panel::top("tabs").show(ui, |ui| {
-            ui.horizontal(|ui| {
-                let waiting = state.waiting_count();
-                for tab in Tab::ALL {
-                    let label = if tab == Tab::Chat && waiting > 0 { format!("{} ({waiting})", tab.label()) } else { tab.label().to_owned() };
-                    if ui.selectable_label(state.tab() == tab, label).clicked() {
-                        actions.push(UiAction::SwitchTab(tab));
+        if !setup {
+            egui::Panel::top("tabs").show(ui, |ui| {
+                ui.horizontal(|ui| {
+                    let waiting = state.waiting_count();
+                    for tab in Tab::ALL {
+                        let label = if tab == Tab::Chat && waiting > 0 { format!("{} ({waiting})", tab.label()) } else { tab.label().to_owned() };
+                        if ui.selectable_label(state.tab() == tab, label).clicked() {
+                            actions.push(UiAction::SwitchTab(tab));
+                        }
                     }
-                }
+                });
             });
-        });
+        }
         if !state.settings.streams_confirmed {
             let consent = &mut self.consent;
             egui::Panel::top("consent").show(ui, |ui| crate::ui::consent::consent_ui(ui, consent, &mut actions));
         }
         egui::Panel::bottom("status").show(ui, |ui| status_bar_ui(ui, state, &mut actions));
         egui::CentralPanel::default_margins().show(ui, |ui| match state.tab() {
+            _ if setup => crate::ui::setup::setup_ui(ui, state, &self.models, &self.options.export_dir, &mut self.setup, &mut actions),
             Tab::Chat => chat_ui(ui, state, &mut self.chat, &mut actions),
             Tab::Context => context_ui(ui, state, &mut self.search_box, now, &mut actions),
             Tab::Apps => apps_ui(ui, state, &mut self.apps, now, &mut actions),

@@ -1150,6 +1150,11 @@ fn run_sidebar(paths: &Paths, options: SidebarOptions, process_started: Instant)
     // unmapped and the tray's Show (or a second `cowork`) maps it. Without a
     // tray (stock GNOME) that would leave nothing to click: the sidebar opens.
     let hidden = autostart && settings.start_in_tray && tray.is_some();
+    // The first run's pages until they are finished or skipped.
+    state.setup.open = !settings.setup_done;
+    state.setup.autostart = cowork::desktop::autostart::enabled();
+    state.setup.tray = tray.is_some();
+    let forget_on_exit = Arc::new(std::sync::atomic::AtomicBool::new(false));
     if quick_prompt {
         sink.send(cowork::events::AppEvent::QuickPromptHotkey);
     }
@@ -1189,6 +1194,8 @@ fn run_sidebar(paths: &Paths, options: SidebarOptions, process_started: Instant)
         export_dir: paths.data_dir.clone(),
         models_dir: paths.models_dir.clone(),
         start_hidden: hidden,
+        forget_on_exit: forget_on_exit.clone(),
+        autostart_entry: None,
     };
     let result = eframe::run_native(
         "cowork",
@@ -1203,6 +1210,12 @@ fn run_sidebar(paths: &Paths, options: SidebarOptions, process_started: Instant)
     drop(trigger);
     workers.shutdown(Duration::from_secs(5));
     drop(sink);
+    // Settings → Your data → Forget everything, confirmed: now that nothing holds the files.
+    if forget_on_exit.load(std::sync::atomic::Ordering::SeqCst) {
+        let inventory = cowork::commands::forget::inventory(paths);
+        let said = cowork::commands::forget::forget(paths, &inventory)?;
+        tracing::info!("{said}");
+    }
     match result {
         Ok(()) => Ok(ExitCode::SUCCESS),
         Err(err) => anyhow::bail!("cannot open the sidebar window: {err} (is there a display? `cowork doctor` checks)"),

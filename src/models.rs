@@ -54,13 +54,13 @@ impl FileCheck {
     pub fn describe(&self, path: &Path) -> String {
         match self {
             FileCheck::Ok => format!("ok {}", path.display()),
-            FileCheck::Missing => format!("missing; download it in Settings → Models (or `cowork models fetch`): {}", path.display()),
+            FileCheck::Missing => format!("missing; download it under Models in Settings (or `cowork models fetch`): {}", path.display()),
             FileCheck::WrongSize { expected, actual } => format!(
-                "corrupt or incomplete: {actual} bytes, expected {expected}; download it again in Settings → Models (or `cowork models fetch`): {}",
+                "corrupt or incomplete: {actual} bytes, expected {expected}; download it again under Models in Settings (or `cowork models fetch`): {}",
                 path.display()
             ),
             FileCheck::WrongChecksum { expected, actual } => format!(
-                "corrupt: sha256 {actual}, expected {expected}; download it again in Settings → Models (or `cowork models fetch`): {}",
+                "corrupt: sha256 {actual}, expected {expected}; download it again under Models in Settings (or `cowork models fetch`): {}",
                 path.display()
             ),
             FileCheck::Unreadable(err) => format!("unreadable ({err}): {}", path.display()),

@@ -128,6 +128,24 @@ pub enum UiAction {
     Search(String),
     /// Download missing or damaged model files (the models worker).
     FetchModels,
+    /// The first run's local brain: download these models (the chat model,
+    /// then what memory and voice need), from `mirror` when given.
+    SetupDownload { names: Vec<String>, chat_model: String, mirror: Option<String> },
+    /// Stop the first run's download (what is on disk stays, to resume).
+    SetupCancelDownload,
+    /// Save a cloud provider with its key and ask it one tiny question.
+    TestProvider { provider: crate::brains::ProviderConfig, key: String, prefer_cloud: bool },
+    /// Start cowork when the user logs in (the XDG autostart entry), or not.
+    SetAutostart(bool),
+    /// Settings → Set up again: the first-run pages.
+    OpenSetup,
+    /// The first run finished or skipped: its pages close for good.
+    FinishSetup,
+    /// Settings → Your data → Forget everything…: list what would go.
+    AskForgetEverything,
+    /// Confirmed: cowork quits and removes everything it keeps.
+    ForgetEverything,
+    CancelForget,
     /// Download, verify and convert an optional model (Settings → Models → Install).
     InstallModel(String),
     /// Delete an optional model's files.
@@ -220,6 +238,39 @@ pub struct ConsentPrompt {
     /// Exactly what would be sent (already redacted).
     pub preview: String,
     pub request: crate::agent::ChatRequest,
+}
+
+/// The first run's pages and what they are waiting for.
+#[derive(Clone, Debug, Default)]
+pub struct SetupState {
+    /// The pages show (at the first start until finished or skipped; Settings opens them again).
+    pub open: bool,
+    pub download: Option<SetupDownload>,
+    /// The provider whose key is being tried, and its answer (None while it runs).
+    pub provider_test: Option<(String, Option<Result<String, String>>)>,
+    /// The hotkeys pressed while the pages showed ("try it now").
+    pub hotkeys_tried: std::collections::BTreeSet<&'static str>,
+    /// Whether cowork starts at login (the autostart entry is there and on).
+    pub autostart: bool,
+    /// Whether a tray icon is up (starting in the tray needs one).
+    pub tray: bool,
+}
+
+/// The first run's model download.
+#[derive(Clone, Debug)]
+pub struct SetupDownload {
+    pub names: Vec<String>,
+    /// The chat model it brings (chosen as the one to answer with once it is here).
+    pub chat_model: String,
+    pub cancel: std::sync::Arc<std::sync::atomic::AtomicBool>,
+    /// How it ended; None while it runs.
+    pub outcome: Option<Result<String, String>>,
+}
+
+impl SetupDownload {
+    pub fn running(&self) -> bool {
+        self.outcome.is_none()
+    }
 }
 
 /// "Retry with a smarter model", waiting for the user to accept its estimated cost.
@@ -328,6 +379,11 @@ pub struct AppState {
     /// GGUF files the user added (user-models.json).
     pub added_models: Vec<crate::models::user::UserModel>,
     pub retry_offer: Option<RetryOffer>,
+    /// The first-run setup after the streams question (ui/setup.rs).
+    pub setup: SetupState,
+    /// Settings → Your data → Forget everything: what would go (None while
+    /// it is being listed), shown until confirmed or cancelled.
+    pub forget: Option<Option<Vec<String>>>,
     /// The agent's tool calls, oldest first (the newest `MAX_TOOL_CALLS`).
     pub tool_calls: Vec<crate::events::ToolCallView>,
     /// The latest progress an MCP server reported for a running call, by call id.
@@ -557,6 +613,11 @@ impl AppState {
             }
             AppEvent::ModelDownload { path, done_bytes, total_bytes, error } => {
                 self.downloads.insert(path, (done_bytes, total_bytes, error));
+            }
+            AppEvent::ModelsChanged { name, outcome } if name == crate::models::worker::DOWNLOAD_JOB => {
+                if let Some(download) = &mut self.setup.download {
+                    download.outcome = Some(outcome);
+                }
             }
             AppEvent::ModelsChanged { name, outcome } => {
                 self.model_jobs.remove(&name);

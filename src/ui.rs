@@ -15,6 +15,7 @@ pub mod mcp_chat;
 pub mod memory;
 pub mod quick_prompt;
 pub mod settings;
+pub mod setup;
 pub mod shortcuts;
 pub mod status_bar;
 pub mod theme;

@@ -70,7 +70,7 @@ pub fn run_checks(paths: &Paths, display: Option<&str>) -> Vec<Check> {
             area: "native",
             name: "whisper".into(),
             status: Status::Fail,
-            detail: format!("speech model missing; download it in Settings → Models (or `cowork models fetch`): {}", model.path.display()),
+            detail: format!("speech model missing; download it under Models in Settings (or `cowork models fetch`): {}", model.path.display()),
         },
         None => Check { area: "native", name: "whisper".into(), status: Status::Fail, detail: "no speech model in the manifest".into() },
     });
@@ -109,7 +109,7 @@ fn vad_check(manifest: &crate::models::Manifest, models_dir: &std::path::Path) -
     let Some(model) = manifest.by_role(ModelRole::Vad) else { return check(Status::Fail, "no VAD model in the manifest".into()) };
     let path = models_dir.join(model.primary_path());
     if !path.is_file() {
-        return check(Status::Fail, format!("VAD model missing; download it in Settings → Models (or `cowork models fetch`): {}", path.display()));
+        return check(Status::Fail, format!("VAD model missing; download it under Models in Settings (or `cowork models fetch`): {}", path.display()));
     }
     match native::vad_probe(&path) {
         Ok(detail) => check(Status::Ok, detail),

@@ -105,7 +105,7 @@ impl MistralEngine {
         let path = &self.model_path;
         if !path.is_file() {
             return Err(EngineError::ModelUnavailable(format!(
-                "chat model missing; download it in Settings → Models (or `cowork models fetch`): {}",
+                "chat model missing; download it under Models in Settings (or `cowork models fetch`): {}",
                 path.display()
             )));
         }

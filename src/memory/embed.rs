@@ -48,7 +48,7 @@ impl Embedder {
             .map_err(|err| anyhow::anyhow!("tokenizer truncation: {err}"))?;
         let weights = dir.join("model.safetensors");
         if !weights.is_file() {
-            anyhow::bail!("{} is missing (Settings → Models or `cowork models fetch` downloads it)", weights.display());
+            anyhow::bail!("{} is missing (Models in Settings, or `cowork models fetch`, downloads it)", weights.display());
         }
         let device = Device::Cpu;
         // SAFETY: the file is mapped read-only and not modified while cowork runs.

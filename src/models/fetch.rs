@@ -5,6 +5,8 @@
 use std::fs::OpenOptions;
 use std::io::{Read, Write};
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use anyhow::{Context, bail};
@@ -23,7 +25,13 @@ pub struct Fetcher {
     agent: ureq::Agent,
     /// Replaces `https://huggingface.co` in upstream URLs (a mirror, or a test server).
     mirror: Option<String>,
+    /// Set by the user (the first run's Cancel): the download stops at its
+    /// next read, and what is on disk stays for the next attempt to resume.
+    cancel: Option<Arc<AtomicBool>>,
 }
+
+/// What a cancelled download says (the caller tells it from a failure by this).
+pub const CANCELLED: &str = "the download was cancelled";
 
 const HUB: &str = "https://huggingface.co";
 
@@ -36,7 +44,16 @@ impl Fetcher {
             .timeout_recv_body(Some(Duration::from_secs(120)))
             .http_status_as_error(false)
             .build();
-        Self { agent: ureq::Agent::new_with_config(config), mirror }
+        Self { agent: ureq::Agent::new_with_config(config), mirror, cancel: None }
+    }
+
+    pub fn with_cancel(mut self, cancel: Arc<AtomicBool>) -> Self {
+        self.cancel = Some(cancel);
+        self
+    }
+
+    fn cancelled(&self) -> bool {
+        self.cancel.as_ref().is_some_and(|flag| flag.load(Ordering::SeqCst))
     }
 
     pub fn url_for(&self, file: &ManifestFile) -> String {
@@ -67,6 +84,9 @@ impl Fetcher {
         // Each attempt resumes from what is on disk; a connection cut mid-file costs only a retry.
         let mut last_error = None;
         for attempt in 0..5 {
+            if self.cancelled() {
+                bail!("{CANCELLED}");
+            }
             if attempt > 0 {
                 std::thread::sleep(Duration::from_millis(200 * (1 << attempt)));
             }
@@ -176,6 +196,10 @@ impl Fetcher {
         let mut reader = response.body_mut().as_reader();
         let mut buffer = vec![0u8; 256 * 1024];
         loop {
+            if self.cancelled() {
+                file.sync_all()?;
+                bail!("{CANCELLED}");
+            }
             let read = reader.read(&mut buffer).context("download stream broke")?;
             if read == 0 {
                 break;

@@ -217,16 +217,21 @@ pub fn preflight(info: &GgufInfo, context_tokens: u64, available_bytes: u64, tot
         reserve_bytes,
         context_tokens,
     };
-    let usable = available_bytes.saturating_sub(reserve_bytes);
-    let needed = result.needed_bytes();
-    result.verdict = if needed * 2 <= usable {
+    result.verdict = verdict(result.needed_bytes(), available_bytes, total_bytes);
+    result
+}
+
+/// Whether `needed_bytes` fit in `available_bytes` once a reserve for the
+/// rest of the desktop (a tenth of `total_bytes`, at least 512 MB) is kept.
+pub fn verdict(needed_bytes: u64, available_bytes: u64, total_bytes: u64) -> Verdict {
+    let usable = available_bytes.saturating_sub((total_bytes / 10).max(512_000_000));
+    if needed_bytes * 2 <= usable {
         Verdict::Green
-    } else if needed <= usable {
+    } else if needed_bytes <= usable {
         Verdict::Yellow
     } else {
         Verdict::Red
-    };
-    result
+    }
 }
 
 #[cfg(test)]

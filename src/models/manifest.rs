@@ -76,6 +76,15 @@ pub struct ManifestModel {
     /// shown in Settings → Models, updated with the app.
     #[serde(default, skip_serializing_if = "String::is_empty")]
     pub evaluation: String,
+    /// A chat model's KV cache per position (2 × layers × KV heads × head
+    /// width × 4 bytes, f32 on the CPU), from its architecture: what the
+    /// first run's preflight needs before the file is here to read.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub kv_bytes_per_token: u64,
+}
+
+fn is_zero(n: &u64) -> bool {
+    *n == 0
 }
 
 impl ManifestModel {
@@ -89,6 +98,12 @@ impl ManifestModel {
     pub fn any_file_present(&self, models_dir: &Path) -> bool {
         let paths = self.files.iter().map(|f| f.path.as_str()).chain(self.converted.iter().map(|c| c.path.as_str()));
         paths.filter_map(|p| safe_join(models_dir, p).ok()).any(|p| p.exists())
+    }
+
+    /// What downloading it costs: its upstream files, or nothing when its
+    /// converted file is there and verifies (what `Fetcher::install` skips).
+    pub fn download_bytes(&self) -> u64 {
+        self.files.iter().map(|f| f.size).sum()
     }
 
     pub fn primary_size_and_sha(&self) -> (u64, &str) {

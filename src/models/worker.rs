@@ -3,6 +3,8 @@
 //! the converted files, and installs or removes the optional models.
 
 use std::path::PathBuf;
+use std::sync::Arc;
+use std::sync::atomic::AtomicBool;
 
 use crossbeam_channel::{Receiver, bounded};
 
@@ -20,12 +22,21 @@ pub enum ModelsCommand {
     Install(String),
     /// Delete an optional model's files (Settings → Models → Remove).
     Remove(String),
+    /// Download, verify and convert these models of the manifest in order
+    /// (the first run's local brain), from `mirror` when given instead of
+    /// huggingface.co; `cancel` stops it between reads (the partial files
+    /// stay, and the next attempt resumes them). Answered by
+    /// `ModelsChanged { name: DOWNLOAD_JOB, .. }`.
+    Download { names: Vec<String>, mirror: Option<String>, cancel: Arc<AtomicBool> },
     /// Where the list of added models lives (sent once at start).
     SetDataDir(PathBuf),
     /// Check and record a GGUF file the user has (`AppEvent::ModelAdded` answers).
     AddUser(PathBuf),
     Shutdown,
 }
+
+/// The name `ModelsChanged` carries for a `Download`'s outcome.
+pub const DOWNLOAD_JOB: &str = "download";
 
 pub struct ModelsWorker {
     manifest: Manifest,
@@ -39,8 +50,12 @@ impl ModelsWorker {
     /// Installs `model` with a progress bar per file in Settings; a failure
     /// shows on the bar of the file it stopped at.
     fn fetch_model(&self, model: &ManifestModel) -> anyhow::Result<()> {
+        self.fetch_model_with(&self.fetcher, model)
+    }
+
+    fn fetch_model_with(&self, fetcher: &Fetcher, model: &ManifestModel) -> anyhow::Result<()> {
         let mut last: Option<(String, u64, u64)> = None;
-        let result = self.fetcher.install(&self.models_dir, model, &mut |path: &str, p: Progress| {
+        let result = fetcher.install(&self.models_dir, model, &mut |path: &str, p: Progress| {
             // At most every 2 %: the UI needs a bar, not every packet.
             let step = p.done_bytes * 50 / p.total_bytes.max(1);
             if last.as_ref().is_none_or(|(at, shown, _)| at != path || *shown != step) {
@@ -63,6 +78,25 @@ impl ModelsWorker {
             }
         }
         self.sink.send(AppEvent::ModelsChanged { name: String::new(), outcome: Ok("every model file is present and verified".into()) });
+    }
+
+    /// The first run's download: each named model in turn, then what is there.
+    fn download(&self, names: &[String], mirror: Option<String>, cancel: Arc<AtomicBool>) -> Result<String, String> {
+        let fetcher = Fetcher::new(mirror).with_cancel(cancel);
+        let mut bytes = 0;
+        for name in names {
+            let model = self.manifest.model(name).ok_or_else(|| format!("no model named {name}"))?;
+            self.fetch_model_with(&fetcher, model).map_err(|err| {
+                let text = format!("{err:#}");
+                if text.contains(crate::models::fetch::CANCELLED) {
+                    format!("{}: what was downloaded stays, and the next download goes on from there", crate::models::fetch::CANCELLED)
+                } else {
+                    format!("{name} was not installed: {text}")
+                }
+            })?;
+            bytes += model.download_bytes();
+        }
+        Ok(format!("{} downloaded and verified ({:.0} MB)", names.join(", "), bytes as f64 / 1e6))
     }
 
     fn optional(&self, name: &str) -> anyhow::Result<&ManifestModel> {
@@ -122,6 +156,10 @@ impl Supervised for ModelsWorker {
                 ModelsCommand::Remove(name) => {
                     let outcome = self.remove(&name).map_err(|err| format!("{name} was not removed: {err:#}"));
                     self.sink.send(AppEvent::ModelsChanged { name, outcome });
+                }
+                ModelsCommand::Download { names, mirror, cancel } => {
+                    let outcome = self.download(&names, mirror, cancel);
+                    self.sink.send(AppEvent::ModelsChanged { name: DOWNLOAD_JOB.to_owned(), outcome });
                 }
                 ModelsCommand::SetDataDir(dir) => self.data_dir = Some(dir),
                 ModelsCommand::AddUser(path) => {

@@ -219,6 +219,17 @@ pub fn settings_ui(
         crate::ui::desktop::desktop_ui(ui, state, &mut panel.gnome_extension_consent, actions);
 
         ui.separator();
+        ui.heading("Start at login");
+        crate::ui::setup::autostart_ui(ui, state, actions);
+        if ui.button("Set up again").on_hover_text("The first run's pages: the brain, hotkeys, start at login").clicked() {
+            actions.push(UiAction::OpenSetup);
+        }
+
+        ui.separator();
+        ui.heading("Your data");
+        your_data_ui(ui, state, actions);
+
+        ui.separator();
         ui.heading("Keyboard shortcuts");
         Grid::new("shortcuts").striped(true).show(ui, |ui| {
             ui.label(RichText::new(&state.settings.quick_prompt_hotkey).monospace());
@@ -464,6 +475,37 @@ fn privacy_lists_ui(ui: &mut egui::Ui, state: &AppState, panel: &mut SettingsPan
                 actions.push(UiAction::SaveSetting { key: key.to_owned(), value: draft.trim().to_owned() });
             }
         });
+    }
+}
+
+/// Forget everything: what goes is listed first, then confirmed.
+fn your_data_ui(ui: &mut egui::Ui, state: &AppState, actions: &mut Vec<UiAction>) {
+    match &state.forget {
+        None => {
+            ui.label(RichText::new("Everything cowork keeps stays on this computer. Export or delete a range in Context; this removes it all.").small().color(theme::MUTED));
+            if ui.button("Forget everything…").clicked() {
+                actions.push(UiAction::AskForgetEverything);
+            }
+        }
+        Some(None) => {
+            ui.label(RichText::new("Listing what cowork keeps…").small().color(theme::MUTED));
+        }
+        Some(Some(lines)) => {
+            egui::Frame::group(ui.style()).stroke(egui::Stroke::new(1.0, theme::ERROR)).show(ui, |ui| {
+                ui.label(RichText::new("This removes, for good, and cowork quits:").strong());
+                for line in lines {
+                    ui.label(RichText::new(format!("• {line}")).small());
+                }
+                ui.horizontal(|ui| {
+                    if ui.button(RichText::new("Forget everything and quit").color(theme::ERROR)).clicked() {
+                        actions.push(UiAction::ForgetEverything);
+                    }
+                    if ui.button("Cancel").clicked() {
+                        actions.push(UiAction::CancelForget);
+                    }
+                });
+            });
+        }
     }
 }
 

@@ -12,9 +12,14 @@ use super::support::{have_program, models_dir, require, temp_dir, whisper_model}
 
 /// A tiny HTTP/1.1 file server that honours `Range: bytes=N-` and can cut the
 /// first response short, like a dropped connection.
-struct FileServer {
-    base: String,
-    ranges_seen: Arc<Mutex<Vec<Option<String>>>>,
+pub(super) struct FileServer {
+    pub(super) base: String,
+    pub(super) ranges_seen: Arc<Mutex<Vec<Option<String>>>>,
+    files: Arc<Mutex<Vec<(String, Vec<u8>)>>>,
+    /// A pause after each 256 KB sent (a slow line, so a download can be cancelled mid-file).
+    pub(super) pause_per_chunk: Arc<Mutex<std::time::Duration>>,
+    /// The next response is cut after this many bytes (a dropped connection).
+    cut_next: Arc<Mutex<Option<usize>>>,
 }
 
 impl FileServer {
@@ -23,8 +28,24 @@ impl FileServer {
         Self::serve(vec![(String::new(), body)], cut_first_after)
     }
 
+    /// Cuts the next response after `bytes`.
+    pub(super) fn cut_next(&self, bytes: usize) {
+        *self.cut_next.lock().unwrap() = Some(bytes);
+    }
+
+    /// Serves `body` at `path` from now on (a mirror whose file was mended).
+    pub(super) fn replace(&self, path: &str, body: Vec<u8>) {
+        let mut files = self.files.lock().unwrap();
+        files.retain(|(p, _)| p != path);
+        files.push((path.to_owned(), body));
+    }
+
     /// Serves each (path, body); an empty path answers every request.
-    fn serve(files: Vec<(String, Vec<u8>)>, cut_first_after: Option<usize>) -> FileServer {
+    pub(super) fn serve(files: Vec<(String, Vec<u8>)>, cut_first_after: Option<usize>) -> FileServer {
+        let files = Arc::new(Mutex::new(files));
+        let pause_per_chunk = Arc::new(Mutex::new(std::time::Duration::ZERO));
+        let cut_next = Arc::new(Mutex::new(cut_first_after));
+        let (served, pause, cut) = (files.clone(), pause_per_chunk.clone(), cut_next.clone());
         let listener = TcpListener::bind("127.0.0.1:0").unwrap();
         let base = format!("http://{}", listener.local_addr().unwrap());
         let ranges_seen = Arc::new(Mutex::new(Vec::new()));
@@ -32,7 +53,7 @@ impl FileServer {
         std::thread::Builder::new()
             .name("test-http".into())
             .spawn(move || {
-                for (n, stream) in listener.incoming().enumerate() {
+                for stream in listener.incoming() {
                     let Ok(mut stream) = stream else { break };
                     let mut reader = BufReader::new(stream.try_clone().unwrap());
                     let mut range = None;
@@ -47,7 +68,7 @@ impl FileServer {
                         line.clear();
                     }
                     seen.lock().unwrap().push(range.clone());
-                    let Some((_, body)) = files.iter().find(|(p, _)| p.is_empty() || *p == path) else {
+                    let Some(body) = served.lock().unwrap().iter().find(|(p, _)| p.is_empty() || *p == path).map(|(_, b)| b.clone()) else {
                         let _ = stream.write_all(b"HTTP/1.1 404 Not Found\r\nContent-Length: 0\r\nConnection: close\r\n\r\n");
                         continue;
                     };
@@ -61,16 +82,24 @@ impl FileServer {
                         body.len()
                     );
                     let _ = stream.write_all(header.as_bytes());
-                    let send = match cut_first_after {
-                        Some(cut) if n == 0 => &slice[..cut.min(slice.len())],
-                        _ => slice,
+                    let send = match cut.lock().unwrap().take() {
+                        Some(cut) => &slice[..cut.min(slice.len())],
+                        None => slice,
                     };
-                    let _ = stream.write_all(send);
+                    let pause = *pause.lock().unwrap();
+                    for chunk in send.chunks(256 * 1024) {
+                        if stream.write_all(chunk).is_err() {
+                            break;
+                        }
+                        if !pause.is_zero() {
+                            std::thread::sleep(pause);
+                        }
+                    }
                     let _ = stream.flush();
                 }
             })
             .unwrap();
-        FileServer { base, ranges_seen }
+        FileServer { base, ranges_seen, files, pause_per_chunk, cut_next }
     }
 }
 
@@ -224,6 +253,7 @@ fn one_model(file: ManifestFile, optional: bool) -> Manifest {
             optional,
             summary: String::new(),
             evaluation: String::new(),
+            kv_bytes_per_token: 0,
         }],
     }
 }

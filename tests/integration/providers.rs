@@ -267,7 +267,7 @@ pub(super) fn scripted(replies: Vec<Reply>) -> Scripted {
     Scripted { port, hits, heads }
 }
 
-const OPENAI_OK: &[&str] = &[
+pub(super) const OPENAI_OK: &[&str] = &[
     "data: {\"choices\":[{\"delta\":{\"content\":\"Hel\"}}]}\n\n",
     "data: {\"choices\":[{\"delta\":{\"content\":\"lo\"},\"finish_reason\":\"stop\"}]}\n\n",
     "data: [DONE]\n\n",

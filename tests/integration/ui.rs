@@ -50,6 +50,17 @@ fn app_with(options: AppOptions, height: f32) -> (Harness<'static, CoworkApp>, F
 }
 
 fn app_with_models(options: AppOptions, height: f32, models: Vec<cowork::ui::settings::ModelView>) -> (Harness<'static, CoworkApp>, Far) {
+    app_built(options, height, models, AppState::default(), |app| app)
+}
+
+/// The app from `state`, changed by `adjust` before the first frame.
+fn app_built(
+    options: AppOptions,
+    height: f32,
+    models: Vec<cowork::ui::settings::ModelView>,
+    state: AppState,
+    adjust: impl FnOnce(CoworkApp) -> CoworkApp + 'static,
+) -> (Harness<'static, CoworkApp>, Far) {
     let (events_tx, events) = bounded(1024);
     let (llm_tx, llm) = bounded(16);
     let (agent_tx, agent) = bounded(16);
@@ -97,7 +108,7 @@ fn app_with_models(options: AppOptions, height: f32, models: Vec<cowork::ui::set
     };
     let harness = Harness::builder()
         .with_size(egui::vec2(380.0, height))
-        .build_eframe(move |_cc| CoworkApp::new(channels, AppState::default(), models, options));
+        .build_eframe(move |_cc| adjust(CoworkApp::new(channels, state, models, options)));
     (harness, Far { events: events_tx, llm, agent, store, capture, keys, clipboard, a11y, llm_control, stop_epoch, search, mcp, audio, listen, models: models_rx, automations, notify, apps })
 }
 
@@ -1672,4 +1683,245 @@ fn the_apps_panel_installs_with_a_disclosure_and_draws_an_apps_view_whose_host_a
     harness.run();
     assert_eq!(harness.state().state.tab(), Tab::Chat);
     assert_eq!(harness.state().state.chat_from_app.as_deref(), Some("focus-today"));
+}
+
+/// Runs frames until `done` holds (the workers answer on their own threads), up to `timeout`.
+fn run_until(harness: &mut Harness<'static, CoworkApp>, timeout: std::time::Duration, mut done: impl FnMut(&Harness<'static, CoworkApp>) -> bool) -> bool {
+    let deadline = std::time::Instant::now() + timeout;
+    loop {
+        harness.run();
+        if done(harness) {
+            return true;
+        }
+        if std::time::Instant::now() > deadline {
+            return false;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+}
+
+/// The first run end to end, in the real app with the real models worker:
+/// the local brain judged for a 24 GB, 2-core machine, SmolLM2 and memory
+/// search downloaded from a mirror — a real HTTP server on loopback serving
+/// the real model files — cancelled midway and resumed, a cut connection
+/// resumed, a corrupted file refused and fetched again once the mirror has it
+/// right; a cloud key refused, then tried and saved; the hotkeys tried; start
+/// at login; finish.
+#[test]
+fn the_first_run_sets_up_a_local_brain_from_a_mirror_a_cloud_key_the_hotkeys_and_login() {
+    use cowork::models::worker::{ModelsCommand, spawn_models};
+    use cowork::state::SetupState;
+    use super::models::FileServer;
+    use super::support::{models_dir, require};
+    let manifest = cowork::models::Manifest::bundled().unwrap();
+    let wanted = ["smollm2-135m-instruct", "all-minilm-l6-v2"];
+    let files: Vec<&cowork::models::ManifestFile> = wanted.iter().flat_map(|name| &manifest.model(name).unwrap().files).collect();
+    if !require(files.iter().all(|f| models_dir().join(&f.path).is_file()), "SmolLM2 and all-MiniLM in models/") {
+        return;
+    }
+    let url_path = |file: &cowork::models::ManifestFile| file.url.strip_prefix("https://huggingface.co").unwrap().to_owned();
+    let weights = manifest.model("all-minilm-l6-v2").unwrap().files.iter().find(|f| f.path.ends_with("model.safetensors")).unwrap();
+    let real_weights = std::fs::read(models_dir().join(&weights.path)).unwrap();
+    let mut corrupted = real_weights.clone();
+    corrupted[1_000_000] ^= 0x40;
+    let served: Vec<(String, Vec<u8>)> = files
+        .iter()
+        .map(|f| (url_path(f), if f.path == weights.path { corrupted.clone() } else { std::fs::read(models_dir().join(&f.path)).unwrap() }))
+        .collect();
+    let mirror = FileServer::serve(served, None);
+    // A slow line at first, so Cancel lands mid-file.
+    *mirror.pause_per_chunk.lock().unwrap() = std::time::Duration::from_millis(40);
+
+    let installed = tempfile::tempdir().unwrap();
+    let data = tempfile::tempdir().unwrap();
+    let autostart = data.path().join("autostart").join("app.cowork.Cowork.desktop");
+    let options = AppOptions {
+        models_dir: installed.path().to_owned(),
+        export_dir: data.path().to_owned(),
+        autostart_entry: Some(autostart.clone()),
+        ..AppOptions::default()
+    };
+    let mut state = AppState { setup: SetupState { open: true, ..SetupState::default() }, ..AppState::default() };
+    state.settings.streams_confirmed = true;
+    let views = cowork::ui::settings::model_views(&manifest, installed.path());
+    let machine = cowork::ui::setup::Machine { total_bytes: 24_000_000_000, available_bytes: 20_000_000_000, cores: 2 };
+    let (mut harness, far) = app_built(options, 1400.0, views, state, move |app| app.with_setup_machine(machine));
+    // The real models worker behind the app's channel, its events back to the app.
+    let (sink, worker_events) = super::support::test_sink();
+    let mut worker = spawn_models(manifest.clone(), installed.path().to_owned(), None, sink, cowork::runtime::RestartPolicy::default()).unwrap();
+    let (commands, to_worker) = (far.models.clone(), worker.commands.clone());
+    std::thread::spawn(move || commands.iter().for_each(|command| to_worker.send(command).unwrap()));
+    let events = far.events.clone();
+    std::thread::spawn(move || worker_events.iter().for_each(|event| drop(events.send(event))));
+
+    harness.get_by_label("Step 1 of 4 · The brain");
+    assert!(harness.query_by_label("Chat").is_none(), "the setup pages stand in for the tabs");
+    // This machine: the 1.5B is recommended; SmolLM2 is chosen instead, without voice.
+    harness.get_by_label_contains("recommended here");
+    harness.get_by_label("smollm2-135m-instruct").click();
+    harness.get_by_label("Voice: push-to-talk and dictation").click();
+    harness.run();
+    harness.get_by_role_and_label(Role::TextInput, "Download from (empty: huggingface.co, each file checked by its sha256)").focus();
+    harness.run();
+    harness.get_by_role_and_label(Role::TextInput, "Download from (empty: huggingface.co, each file checked by its sha256)").type_text(&mirror.base);
+    harness.run();
+    let smol = std::fs::metadata(models_dir().join(&manifest.model("smollm2-135m-instruct").unwrap().files[0].path)).unwrap().len();
+    let total: u64 = files.iter().map(|f| f.size).sum();
+    harness.get_by_label(&format!("Download ({:.0} MB)", total as f64 / 1e6)).click();
+    harness.run();
+    // Cancel once the first file is on its way: what came stays, to resume.
+    let partial = installed.path().join("smollm2-135m-instruct/SmolLM2-135M-Instruct.Q4_1.gguf.part");
+    assert!(run_until(&mut harness, std::time::Duration::from_secs(30), |_| std::fs::metadata(&partial).is_ok_and(|m| m.len() > 0)), "the download began");
+    harness.get_by_label("Cancel").click();
+    assert!(
+        run_until(&mut harness, std::time::Duration::from_secs(30), |h| h.query_by_label_contains("the download was cancelled").is_some()),
+        "cancelled"
+    );
+    let kept = std::fs::metadata(&partial).unwrap().len();
+    assert!(kept > 0 && kept < smol, "the partial file stays for the next attempt ({kept} of {smol})");
+
+    // Full speed, and the next connection drops after 5 MB: resumed each time from what is on disk.
+    *mirror.pause_per_chunk.lock().unwrap() = std::time::Duration::ZERO;
+    mirror.cut_next(5_000_000);
+    harness.get_by_label_contains("Try again (").click();
+    let refused = run_until(&mut harness, std::time::Duration::from_secs(120), |h| h.query_by_label_contains("all-minilm-l6-v2 was not installed").is_some());
+    assert!(refused, "the corrupted file is refused");
+    harness.get_by_label_contains("checksum mismatch");
+    let ranges = mirror.ranges_seen.lock().unwrap().clone();
+    assert!(ranges.iter().filter(|r| r.is_some()).count() >= 2, "the cancelled and the cut download resumed with Range requests: {ranges:?}");
+    assert_eq!(
+        cowork::models::check_file(&installed.path().join("smollm2-135m-instruct/SmolLM2-135M-Instruct.Q4_1.gguf"), smol, &manifest.model("smollm2-135m-instruct").unwrap().files[0].sha256, true),
+        cowork::models::FileCheck::Ok,
+        "SmolLM2 arrived whole and verified"
+    );
+    assert!(!installed.path().join(&weights.path).exists() && !installed.path().join(format!("{}.part", weights.path)).exists(), "nothing of the bad file is kept");
+    assert!(far.llm.try_iter().next().is_none(), "no model is chosen before all of it is here");
+
+    // The mirror mended: only what is missing comes again.
+    mirror.replace(&url_path(weights), real_weights);
+    let rest: u64 = manifest.model("all-minilm-l6-v2").unwrap().files.iter().map(|f| f.size).sum();
+    harness.get_by_label(&format!("Try again ({:.0} MB)", rest as f64 / 1e6)).click();
+    assert!(
+        run_until(&mut harness, std::time::Duration::from_secs(60), |h| h.query_by_label_contains("downloaded and verified").is_some()),
+        "downloaded"
+    );
+    harness.get_by_label_contains("smollm2-135m-instruct answers you");
+    let chosen = far.llm.try_iter().find_map(|c| match c {
+        cowork::llm::LlmCommand::SetModel { path, .. } => Some(path),
+        _ => None,
+    });
+    assert_eq!(chosen, Some(installed.path().join("smollm2-135m-instruct/SmolLM2-135M-Instruct.Q4_1.gguf")), "SmolLM2 answers from now on");
+    assert!(saved_settings(&far).contains(&("llm.chat_model".to_owned(), "smollm2-135m-instruct".to_owned())));
+    harness.get_by_label("Everything this needs is installed");
+
+    // A cloud model as well: a wrong key is said so, then a good one answers.
+    let provider = super::providers::scripted(vec![
+        super::providers::reply("401 Unauthorized", "", &["{\"error\":{\"message\":\"invalid api key\"}}"]),
+        super::providers::reply("200 OK", "", super::providers::OPENAI_OK),
+    ]);
+    harness.get_by_label("A cloud model (you bring its key)").click();
+    harness.run();
+    harness.get_by_label_contains("what cowork recorded about your activity goes only if you allow it");
+    for (role, field, text) in [
+        (Role::PasswordInput, "API key", "sk-bad".to_owned()),
+        (Role::TextInput, "Base URL (empty: the provider's own)", format!("http://127.0.0.1:{}/v1", provider.port)),
+    ] {
+        harness.get_by_role_and_label(role, field).focus();
+        harness.run();
+        harness.get_by_role_and_label(role, field).type_text(&text);
+        harness.run();
+    }
+    harness.get_by_label("Save and try the key").click();
+    assert!(run_until(&mut harness, std::time::Duration::from_secs(30), |h| h.query_by_label_contains("the key did not work").is_some()), "a wrong key is said so");
+    harness.get_by_role_and_label(Role::PasswordInput, "API key").focus();
+    harness.run();
+    harness.get_by_role_and_label(Role::PasswordInput, "API key").type_text("2");
+    harness.run();
+    harness.get_by_label("Save and try the key").click();
+    assert!(
+        run_until(&mut harness, std::time::Duration::from_secs(30), |h| h.query_by_label_contains("openai: gpt-4o-mini answered \"Hello\"").is_some()),
+        "the key works"
+    );
+    let providers = std::fs::read_to_string(data.path().join("providers.json")).unwrap();
+    assert!(providers.contains("gpt-4o-mini") && providers.contains(&provider.port.to_string()), "{providers}");
+    assert!(saved_settings(&far).contains(&("brains.tiers".to_owned(), "openai".to_owned())), "the provider is one of the cloud tiers");
+    let heads = provider.heads.lock().clone();
+    assert!(heads.len() == 2 && heads[0].contains("Bearer sk-bad\r") && heads[1].contains("Bearer sk-bad2\r"), "each key typed went with its test: {heads:?}");
+    let key = cowork::secrets::Secrets::open(data.path()).unwrap().get(&cowork::secrets::provider_key_name("openai")).unwrap();
+    assert_eq!(key.as_deref(), Some("sk-bad2"), "the key that worked is kept in the secret store");
+
+    // The hotkeys, tried.
+    harness.get_by_label("Next").click();
+    harness.run();
+    harness.get_by_label("Step 2 of 4 · Hotkeys");
+    assert!(harness.query_by_label("it works").is_none());
+    far.events.send(AppEvent::TogglePause).unwrap();
+    harness.run();
+    assert_eq!(harness.get_all_by_label("it works").count(), 1, "the pause hotkey reached cowork");
+    assert!(saved_settings(&far).contains(&("privacy.paused".to_owned(), "true".to_owned())), "and paused");
+    // Start at login.
+    harness.get_by_label("Next").click();
+    harness.run();
+    harness.get_by_label("Start cowork when I log in").click();
+    harness.run();
+    let entry = std::fs::read_to_string(&autostart).unwrap_or_else(|err| panic!("{err}: {:?}", harness.state().state.notices));
+    assert!(entry.contains("Exec=") && entry.contains(" --autostart\n"), "{entry}");
+    harness.get_by_label("This desktop shows no tray icons: at login the sidebar opens");
+    // Where the data lives, and finish.
+    harness.get_by_label("Next").click();
+    harness.run();
+    harness.get_by_label_contains(&format!("Everything cowork keeps is in {}: one encrypted file", data.path().display()));
+    let _ = saved_settings(&far);
+    harness.get_by_label("Finish").click();
+    harness.run();
+    assert_eq!(saved_settings(&far), vec![("ui.setup_done".to_owned(), "true".to_owned())]);
+    harness.get_by_label("Chat");
+    assert!(worker.shutdown(ModelsCommand::Shutdown, std::time::Duration::from_secs(5)));
+}
+
+/// Every page can be skipped, and Settings shows them again.
+#[test]
+fn the_first_run_can_be_skipped_and_opened_again_from_settings() {
+    let mut state = AppState { setup: cowork::state::SetupState { open: true, ..Default::default() }, ..AppState::default() };
+    state.settings.streams_confirmed = true;
+    let (mut harness, far) = app_built(AppOptions::default(), 3000.0, Vec::new(), state, |app| app);
+    harness.get_by_label("Skip setup").click();
+    harness.run();
+    assert_eq!(saved_settings(&far), vec![("ui.setup_done".to_owned(), "true".to_owned())]);
+    harness.get_by_label("Settings").click();
+    harness.run();
+    harness.get_by_label("Set up again").click();
+    harness.run();
+    harness.get_by_label("Step 1 of 4 · The brain");
+}
+
+/// Settings → Your data → Forget everything: what goes is listed first
+/// (the data directory with its size, the autostart entry), Cancel keeps it
+/// all, and confirming quits with the removal asked of the process.
+#[test]
+fn forget_everything_lists_what_goes_and_asks_before_it_quits() {
+    let data = tempfile::tempdir().unwrap();
+    std::fs::write(data.path().join("cowork.db"), vec![1u8; 4096]).unwrap();
+    let forget = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let options = AppOptions { export_dir: data.path().to_owned(), forget_on_exit: forget.clone(), ..AppOptions::default() };
+    let (mut harness, _far) = app_with(options, 6000.0);
+    harness.get_by_label("Settings").click();
+    harness.run();
+    harness.get_by_label("Forget everything…").click();
+    assert!(
+        run_until(&mut harness, std::time::Duration::from_secs(20), |h| h.query_by_label("This removes, for good, and cowork quits:").is_some()),
+        "the list is made"
+    );
+    harness.get_by_label_contains(&format!("• {}: 1 files, 4 KB", data.path().display()));
+    harness.get_by_label("Cancel").click();
+    harness.run();
+    assert!(harness.query_by_label("This removes, for good, and cowork quits:").is_none());
+    assert!(!harness.state().state.shutting_down && !forget.load(Ordering::SeqCst), "cancelled: nothing happens");
+    harness.get_by_label("Forget everything…").click();
+    assert!(run_until(&mut harness, std::time::Duration::from_secs(20), |h| h.query_by_label("Forget everything and quit").is_some()));
+    harness.get_by_label("Forget everything and quit").click();
+    // Closing repaints until the window goes: step, not run to rest.
+    harness.run_steps(2);
+    assert!(harness.state().state.shutting_down && forget.load(Ordering::SeqCst), "confirmed: cowork quits and forgets");
+    assert!(data.path().join("cowork.db").exists(), "nothing is removed while the workers may still write");
 }

@@ -499,6 +499,9 @@ enum ModelsAction {
         /// Also install this optional model (e.g. whisper-base); repeatable
         #[arg(long = "with", value_name = "NAME")]
         with: Vec<String>,
+        /// Install only these models (what the first run's local brain downloads); repeatable
+        #[arg(long = "only", value_name = "NAME", conflicts_with = "with")]
+        only: Vec<String>,
     },
     /// Make every converted model file: Whisper CTranslate2 → ggml, Qwen's Q5_0 tensors → Q8_0 (lossless)
     #[command(alias = "convert-whisper")]
@@ -586,7 +589,11 @@ fn run(cli: Cli, process_started: Instant) -> anyhow::Result<ExitCode> {
         },
         _ => None,
     };
-    let without_key = matches!(cli.command, Some(Command::Doctor { .. } | Command::Tools { .. } | Command::PackageFiles { .. } | Command::Autostart { .. }));
+    // These read nothing of the database (a trigger runs at every press of a compositor binding).
+    let without_key = matches!(
+        cli.command,
+        Some(Command::Doctor { .. } | Command::Tools { .. } | Command::PackageFiles { .. } | Command::Autostart { .. } | Command::Trigger { .. })
+    );
     if !without_key
         && !matches!(cli.command, Some(Command::ForgetEverything { .. }))
         && let Err(problem) = cowork::store::key::unlock(&paths.db_path())
@@ -723,7 +730,7 @@ fn run(cli: Cli, process_started: Instant) -> anyhow::Result<ExitCode> {
             std::fs::create_dir_all(&paths.models_dir)?;
             match action {
                 ModelsAction::Verify => commands::models::verify(&manifest, &paths.models_dir)?,
-                ModelsAction::Fetch { mirror, with } => commands::models::fetch_upstream(&manifest, &paths.models_dir, mirror, &with)?,
+                ModelsAction::Fetch { mirror, with, only } => commands::models::fetch_upstream(&manifest, &paths.models_dir, mirror, &with, &only)?,
                 ModelsAction::Convert => cowork::models::convert::convert_all(&manifest, &paths.models_dir)?,
                 ModelsAction::Add { path } => {
                     paths.ensure_data_dir()?;

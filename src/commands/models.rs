@@ -61,9 +61,14 @@ pub fn selected<'a>(manifest: &'a Manifest, with: &[String]) -> anyhow::Result<V
 
 /// Downloads the files of every required model and of the optional ones in
 /// `with` from their upstream URLs (resuming), then makes the converted files.
-pub fn fetch_upstream(manifest: &Manifest, models_dir: &Path, mirror: Option<String>, with: &[String]) -> anyhow::Result<()> {
+pub fn fetch_upstream(manifest: &Manifest, models_dir: &Path, mirror: Option<String>, with: &[String], only: &[String]) -> anyhow::Result<()> {
     let fetcher = Fetcher::new(mirror);
-    for model in selected(manifest, with)? {
+    let models = if only.is_empty() {
+        selected(manifest, with)?
+    } else {
+        only.iter().map(|name| manifest.model(name).ok_or_else(|| anyhow::anyhow!("no model named {name:?}"))).collect::<anyhow::Result<Vec<_>>>()?
+    };
+    for model in models {
         let mut last: Option<(String, u64)> = None;
         fetcher.install(models_dir, model, &mut |path: &str, p: Progress| {
             let tenth = p.done_bytes * 10 / p.total_bytes.max(1);

@@ -220,7 +220,7 @@ pub fn settings_ui(
 
         ui.separator();
         ui.heading("Start at login");
-        crate::ui::setup::autostart_ui(ui, state, actions);
+        autostart_ui(ui, state, actions);
         if ui.button("Set up again").on_hover_text("The first run's pages: the brain, hotkeys, start at login").clicked() {
             actions.push(UiAction::OpenSetup);
         }
@@ -475,6 +475,22 @@ fn privacy_lists_ui(ui: &mut egui::Ui, state: &AppState, panel: &mut SettingsPan
                 actions.push(UiAction::SaveSetting { key: key.to_owned(), value: draft.trim().to_owned() });
             }
         });
+    }
+}
+
+/// "Start cowork when I log in" and "only the tray icon": the first run's page and Settings.
+pub fn autostart_ui(ui: &mut egui::Ui, state: &AppState, actions: &mut Vec<UiAction>) {
+    let mut autostart = state.setup.autostart;
+    if ui.checkbox(&mut autostart, "Start cowork when I log in").changed() {
+        actions.push(UiAction::SetAutostart(autostart));
+    }
+    let mut in_tray = state.settings.start_in_tray;
+    let tray_text = "At login, show only the tray icon (the sidebar opens from it)";
+    if ui.add_enabled(autostart && state.setup.tray, egui::Checkbox::new(&mut in_tray, tray_text)).changed() {
+        actions.push(UiAction::SaveSetting { key: keys::START_IN_TRAY.to_owned(), value: in_tray.to_string() });
+    }
+    if !state.setup.tray {
+        ui.label(RichText::new("This desktop shows no tray icons: at login the sidebar opens").small().color(theme::MUTED));
     }
 }
 

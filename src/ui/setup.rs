@@ -9,7 +9,6 @@
 use egui::RichText;
 
 use crate::brains::{ProviderConfig, ProviderKind};
-use crate::config::keys;
 use crate::models::gguf::Verdict;
 use crate::models::{Manifest, ModelRole};
 use crate::state::{AppState, UiAction};
@@ -380,23 +379,7 @@ fn hotkeys_ui(ui: &mut egui::Ui, state: &AppState) {
 }
 
 fn login_ui(ui: &mut egui::Ui, state: &AppState, actions: &mut Vec<UiAction>) {
-    autostart_ui(ui, state, actions);
-}
-
-/// "Start cowork when I log in" and "only the tray icon": the first run's page and Settings.
-pub fn autostart_ui(ui: &mut egui::Ui, state: &AppState, actions: &mut Vec<UiAction>) {
-    let mut autostart = state.setup.autostart;
-    if ui.checkbox(&mut autostart, "Start cowork when I log in").changed() {
-        actions.push(UiAction::SetAutostart(autostart));
-    }
-    let mut in_tray = state.settings.start_in_tray;
-    let tray_text = "At login, show only the tray icon (the sidebar opens from it)";
-    if ui.add_enabled(autostart && state.setup.tray, egui::Checkbox::new(&mut in_tray, tray_text)).changed() {
-        actions.push(UiAction::SaveSetting { key: keys::START_IN_TRAY.to_owned(), value: in_tray.to_string() });
-    }
-    if !state.setup.tray {
-        muted(ui, "This desktop shows no tray icons: at login the sidebar opens");
-    }
+    crate::ui::settings::autostart_ui(ui, state, actions);
 }
 
 fn done_ui(ui: &mut egui::Ui, state: &AppState, data_dir: &std::path::Path) {

@@ -43,7 +43,8 @@ impl Inventory {
             lines.push(format!("from the system secret store: {}", self.secrets.join(", ")));
         }
         if self.shared_kept > 0 {
-            lines.push(format!("kept: {} secrets another cowork data directory shares", self.shared_kept));
+            let secrets = if self.shared_kept == 1 { "secret" } else { "secrets" };
+            lines.push(format!("kept: {} {secrets} another cowork data directory shares", self.shared_kept));
         }
         if let Some(problem) = &self.secret_store {
             lines.push(format!("the system secret store could not be read ({problem}): anything of cowork's in it stays"));

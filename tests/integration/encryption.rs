@@ -361,6 +361,39 @@ fn the_database_key_lives_in_a_real_unlocked_keyring_and_a_locked_one_is_named()
         let out = run(Some(&address), &["search", "--json", "Okapi roadmap"]);
         assert!(String::from_utf8_lossy(&out.stdout).contains(BURST_TITLE), "{}", String::from_utf8_lossy(&out.stderr));
         assert!(eventually_file(&home.path().join("share/keyrings/login.keyring")), "the login keyring is on disk");
+        // Forget everything for a second data directory: its database key leaves the keyring, and the
+        // secrets the first one shares (an API key) stay, as the list said before anything went.
+        let other = temp_dir();
+        let cowork = |args: &[&str], stdin: &str| {
+            let mut child = Command::new(env!("CARGO_BIN_EXE_cowork"))
+                .env("COWORK_LOG", "warn")
+                .env("DBUS_SESSION_BUS_ADDRESS", &address)
+                .arg("--data-dir")
+                .arg(other.path())
+                .args(args)
+                .stdin(Stdio::piped())
+                .stdout(Stdio::piped())
+                .stderr(Stdio::piped())
+                .spawn()
+                .unwrap();
+            std::io::Write::write_all(&mut child.stdin.take().unwrap(), stdin.as_bytes()).unwrap();
+            let out = child.wait_with_output().unwrap();
+            (out.status.success(), format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr)))
+        };
+        let (ok, said) = cowork(&["secrets", "set", "provider:groq"], "gsk-test-123456789");
+        assert!(ok, "{said}");
+        let (ok, said) = cowork(&["capture", "simulate", "--script", script.to_str().unwrap()], "");
+        assert!(ok && !other.path().join("secrets.key").exists(), "{said}");
+        let own_key = format!("database-key:{}", other.path().display());
+        let (ok, said) = cowork(&["forget-everything", "--yes"], "");
+        assert!(ok, "{said}");
+        assert!(said.contains(&format!("from the system secret store: {own_key}")) && said.contains("kept: 1 secret another cowork data directory shares"), "{said}");
+        assert!(!other.path().exists(), "{said}");
+        let listed = String::from_utf8_lossy(&run(Some(&address), &["secrets", "list"]).stdout).into_owned();
+        assert!(listed.contains("provider:groq") && !listed.contains(&own_key), "{listed}");
+        let out = run(Some(&address), &["search", "--json", "Okapi roadmap"]);
+        assert!(String::from_utf8_lossy(&out.stdout).contains(BURST_TITLE), "the first data directory still opens: {}", String::from_utf8_lossy(&out.stderr));
+        std::fs::remove_dir_all(other.path()).ok();
     }
     let before = std::fs::read(data.path().join("cowork.db")).unwrap();
     // No session bus at all: the key cannot be reached, and the message says where it would be.

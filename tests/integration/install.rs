@@ -70,8 +70,12 @@ fn a_second_start_hands_over_to_the_first_and_login_starts_in_the_tray() {
     let pid = first.id();
     let tray = eventually(Duration::from_secs(30), || super::capture_desktop::call_tray(&dbus, pid, "/StatusNotifierItem", "org.freedesktop.DBus.Properties", "Get", &("org.kde.StatusNotifierItem", "Status")).is_ok());
     assert!(tray, "the tray icon is up");
-    std::thread::sleep(Duration::from_millis(1500));
-    assert!(!visible(&x, "cowork"), "started at login in the tray: no sidebar window");
+    // The window exists (eframe maps it for its first frame), then stays unmapped.
+    let exists = eventually(Duration::from_secs(30), || !x.xdotool(&["search", "--name", "^cowork$"]).trim().is_empty());
+    assert!(exists, "the sidebar's window was made");
+    assert!(eventually(Duration::from_secs(10), || !visible(&x, "cowork")), "started at login in the tray: no sidebar window");
+    std::thread::sleep(Duration::from_millis(1000));
+    assert!(!visible(&x, "cowork"), "and it stays hidden");
 
     // The launcher's icon clicked: a second cowork shows the first's sidebar and ends.
     let (ok, said) = run(&mut cowork(&x, data.path()));

@@ -177,7 +177,7 @@ fn a_corrupt_model_is_a_clear_message_not_a_crash() {
         _ => None,
     })
     .expect("a failed answer with a message");
-    assert!(error.contains("corrupt") && error.contains("models/fetch"), "{error}");
+    assert!(error.contains("corrupt") && error.contains("cowork models fetch"), "{error}");
     assert!(brain.shutdown());
 }
 

@@ -628,16 +628,33 @@ fn a_server_left_by_a_killed_cowork_is_ended_at_the_next_start_and_a_reused_pid_
     let orphan = lock.pid;
     started.0.push(orphan);
     assert!(running(orphan));
-    // A second cowork on the same data directory (as `cowork ask` beside the
-    // sidebar) starts its own server and leaves the first one's alone.
-    let mut other = cowork();
+    // Another cowork process on the same data directory (a second capture is refused now: one
+    // runs per data directory; a command such as `cowork automations run` beside it still starts
+    // the workers) starts its own server and leaves the first one's alone.
+    let flows = data.path().join("hold.json");
+    std::fs::write(&flows, json!({"flows": [{"name": "hold", "trigger": {"kind": "manual"}, "steps": [{"id": "wait", "kind": "delay", "seconds": 20}]}]}).to_string()).unwrap();
+    let imported = x.command(env!("CARGO_BIN_EXE_cowork")).env("COWORK_LOG", "warn").arg("--data-dir").arg(data.path()).args(["automations", "import"]).arg(&flows).output().unwrap();
+    assert!(imported.status.success(), "{}", String::from_utf8_lossy(&imported.stderr));
+    let refused = x.command(env!("CARGO_BIN_EXE_cowork")).env("COWORK_LOG", "warn").arg("--data-dir").arg(data.path()).args(["capture", "run"]).output().unwrap();
+    assert!(!refused.status.success() && String::from_utf8_lossy(&refused.stderr).contains("already runs"), "a second capture is refused");
+    let mut other = ChildGuard(
+        x.command(env!("CARGO_BIN_EXE_cowork"))
+            .env("COWORK_LOG", "warn")
+            .arg("--data-dir")
+            .arg(data.path())
+            .args(["automations", "run", "hold", "--wait-secs", "120"])
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap(),
+    );
     assert!(eventually(Duration::from_secs(60), || owned_by(other.0.id()).is_some()), "the second cowork recorded its server");
     let (_, its) = owned_by(other.0.id()).unwrap();
     started.0.push(its.pid);
     assert_ne!(its.pid, orphan);
     assert!(running(orphan), "another cowork process did not end the first one's server");
-    // SIGTERM: it stops its own server and removes its lockfile.
-    unsafe { libc::kill(other.0.id() as i32, libc::SIGTERM) };
+    // Its run done, it ends normally: it stops its own server and removes its lockfile.
+    assert!(eventually(Duration::from_secs(90), || other.0.try_wait().ok().flatten().is_some()), "the run ended");
     assert!(other.0.wait().unwrap().success());
     assert!(eventually(Duration::from_secs(5), || !running(its.pid)), "a cowork that ends normally ends its servers");
     assert!(owned_by(other.0.id()).is_none(), "and removes their lockfiles");

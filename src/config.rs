@@ -31,6 +31,10 @@ impl Paths {
                 .map(|dirs| dirs.data_dir().to_path_buf())
                 .context("cannot find a home directory for the data directory; pass --data-dir")?,
         };
+        // One spelling per folder (symlinks, `..`, a trailing slash): the instance lock, the trigger
+        // socket's name and the secret store's name for the database key all go by it.
+        let data_dir = std::path::absolute(&data_dir).unwrap_or(data_dir);
+        let data_dir = data_dir.canonicalize().unwrap_or(data_dir);
         let models_dir = models_dir.unwrap_or_else(|| {
             let in_data = data_dir.join("models");
             let source_tree = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("models");
@@ -43,6 +47,14 @@ impl Paths {
 
     pub fn db_path(&self) -> PathBuf {
         self.data_dir.join(DB_FILE_NAME)
+    }
+
+    /// The data directory when it is not the default one (what a command cowork writes
+    /// for later, such as the login autostart entry, must name).
+    pub fn data_dir_if_not_default(&self) -> Option<&Path> {
+        let default = directories::ProjectDirs::from("", "", "cowork").map(|dirs| dirs.data_dir().to_path_buf())?;
+        let default = default.canonicalize().unwrap_or(default);
+        (self.data_dir != default).then_some(self.data_dir.as_path())
     }
 
     pub fn ensure_data_dir(&self) -> anyhow::Result<()> {

@@ -936,10 +936,12 @@ fn run(cli: Cli, process_started: Instant) -> anyhow::Result<ExitCode> {
             use cowork::desktop::autostart;
             let message = match state.as_str() {
                 "status" => match autostart::entry_path() {
-                    Some(path) if autostart::enabled_at(&path) => format!("cowork starts when you log in ({})", path.display()),
+                    Some(path) if autostart::enabled_at(&path) && autostart::targets(&path, paths.data_dir_if_not_default()) => {
+                        format!("cowork starts when you log in ({})", path.display())
+                    }
                     _ => "cowork does not start when you log in".to_owned(),
                 },
-                on => autostart::set(on == "on").map_err(|err| anyhow::anyhow!(err))?,
+                on => autostart::set(on == "on", paths.data_dir_if_not_default()).map_err(|err| anyhow::anyhow!(err))?,
             };
             println!("{message}");
             Ok(ExitCode::SUCCESS)
@@ -959,12 +961,17 @@ fn claim_instance(paths: &Paths, cli: &Cli) -> anyhow::Result<Option<cowork::des
     use cowork::desktop::instance::{Claim, claim, hand_over};
     use cowork::desktop::trigger::Trigger;
     paths.ensure_data_dir()?;
-    let pid = match claim(&paths.data_dir)? {
+    let kind = if cli.command.is_some() { "capture" } else { "sidebar" };
+    let (pid, holder) = match claim(&paths.data_dir, kind)? {
         Claim::First(lock) => return Ok(Some(lock)),
-        Claim::Running { pid } => pid.map_or_else(|| "another process".to_owned(), |pid| format!("pid {pid}")),
+        Claim::Running { pid, kind } => (pid.map_or_else(|| "another process".to_owned(), |pid| format!("pid {pid}")), kind),
     };
     if cli.command.is_some() {
         anyhow::bail!("cowork already runs for {} ({pid}): it captures already", paths.data_dir.display());
+    }
+    // `cowork capture run` has no window to show and listens for nothing.
+    if holder.as_deref() == Some("capture") {
+        anyhow::bail!("`cowork capture run` ({pid}) captures into {}: stop it to open the sidebar", paths.data_dir.display());
     }
     // A login autostart after the user started cowork by hand: nothing to do.
     if cli.autostart {
@@ -972,7 +979,8 @@ fn claim_instance(paths: &Paths, cli: &Cli) -> anyhow::Result<Option<cowork::des
         return Ok(None);
     }
     let trigger = if cli.quick_prompt { Trigger::QuickPrompt } else { Trigger::Show };
-    hand_over(&paths.data_dir, trigger, Duration::from_secs(10))
+    // A cowork that has just started listens once its key is found and its workers run (seconds at a login).
+    hand_over(&paths.data_dir, trigger, Duration::from_secs(30))
         .map_err(|err| anyhow::anyhow!("cowork already runs for {} ({pid}) but did not take the request: {err}", paths.data_dir.display()))?;
     eprintln!("cowork already runs for {} ({pid}): {}", paths.data_dir.display(), if cli.quick_prompt { "opened its quick prompt" } else { "showed its sidebar" });
     Ok(None)
@@ -982,15 +990,18 @@ fn claim_instance(paths: &Paths, cli: &Cli) -> anyhow::Result<Option<cowork::des
 /// directory, lists what goes, asks (or takes --yes), removes it.
 fn forget_everything(paths: &Paths, yes: bool) -> anyhow::Result<ExitCode> {
     use cowork::desktop::instance::{Claim, claim};
-    let _lock = match claim(&paths.data_dir)? {
+    let _lock = match claim(&paths.data_dir, "forget")? {
         Claim::First(lock) => lock,
-        Claim::Running { pid } => anyhow::bail!(
+        Claim::Running { pid, .. } => anyhow::bail!(
             "cowork runs for {} ({}): quit it first (tray → Quit), or use Settings → Your data → Forget everything",
             paths.data_dir.display(),
             pid.map_or_else(|| "another process".to_owned(), |pid| format!("pid {pid}"))
         ),
     };
     let inventory = cowork::commands::forget::inventory(paths);
+    if let Some(reason) = &inventory.refusal {
+        anyhow::bail!("{reason}");
+    }
     println!("This removes, for good:");
     for line in inventory.describe() {
         println!("  - {line}");
@@ -1156,11 +1167,15 @@ fn run_sidebar(paths: &Paths, options: SidebarOptions, process_started: Instant)
     // Started at login with "only the tray icon" chosen: the window is
     // unmapped and the tray's Show (or a second `cowork`) maps it. Without a
     // tray (stock GNOME) that would leave nothing to click: the sidebar opens.
-    let hidden = autostart && settings.start_in_tray && tray.is_some();
+    // A tray item registers on any session bus; it is seen only where a tray host (a
+    // StatusNotifierWatcher) runs. Stock GNOME has none: hiding there would leave nothing to click.
+    let tray_shown = tray.is_some() && desktop.tray_host;
+    let hidden = autostart && settings.start_in_tray && tray_shown;
     // The first run's pages until they are finished or skipped.
     state.setup.open = !settings.setup_done;
-    state.setup.autostart = cowork::desktop::autostart::enabled();
-    state.setup.tray = tray.is_some();
+    state.setup.autostart = cowork::desktop::autostart::entry_path()
+        .is_some_and(|entry| cowork::desktop::autostart::enabled_at(&entry) && cowork::desktop::autostart::targets(&entry, paths.data_dir_if_not_default()));
+    state.setup.tray = tray_shown;
     let forget_on_exit = Arc::new(std::sync::atomic::AtomicBool::new(false));
     if quick_prompt {
         sink.send(cowork::events::AppEvent::QuickPromptHotkey);

@@ -383,7 +383,7 @@ pub struct AppState {
     pub setup: SetupState,
     /// Settings → Your data → Forget everything: what would go (None while
     /// it is being listed), shown until confirmed or cancelled.
-    pub forget: Option<Option<Vec<String>>>,
+    pub forget: Option<Option<Result<Vec<String>, String>>>,
     /// The agent's tool calls, oldest first (the newest `MAX_TOOL_CALLS`).
     pub tool_calls: Vec<crate::events::ToolCallView>,
     /// The latest progress an MCP server reported for a running call, by call id.

@@ -24,6 +24,8 @@ pub struct Inventory {
     /// The secret store could not be read: said, and the rest still goes.
     pub secret_store: Option<String>,
     pub autostart: Option<PathBuf>,
+    /// Why the data directory may not be removed (`removable`); then nothing is.
+    pub refusal: Option<String>,
 }
 
 impl Inventory {
@@ -101,13 +103,34 @@ pub fn inventory(paths: &Paths) -> Inventory {
         Err(err) if err.contains("no D-Bus session bus") || err.contains("no Secret Service is running") => (Vec::new(), 0, None),
         Err(err) => (Vec::new(), 0, Some(err)),
     };
-    let autostart = crate::desktop::autostart::entry_path().filter(|path| path.exists());
-    Inventory { data_dir: paths.data_dir.clone(), bytes, files, secrets, shared_kept, secret_store, autostart }
+    // Only an entry that starts this data directory's cowork: another one's login start stays.
+    let autostart = crate::desktop::autostart::entry_path().filter(|path| crate::desktop::autostart::targets(path, paths.data_dir_if_not_default()));
+    let refusal = removable(&paths.data_dir).err();
+    Inventory { data_dir: paths.data_dir.clone(), bytes, files, secrets, shared_kept, secret_store, autostart, refusal }
+}
+
+/// Whether `dir` may be removed whole: never the filesystem's root, the home
+/// folder or a folder that holds it, and never a folder with files in it but
+/// none of cowork's (a `--data-dir` pointed at the wrong place must not cost
+/// the user that place).
+pub fn removable(dir: &Path) -> Result<(), String> {
+    let Ok(real) = dir.canonicalize() else { return Ok(()) };
+    let home = std::env::var_os("HOME").map(std::path::PathBuf::from).and_then(|h| h.canonicalize().ok());
+    if real.parent().is_none() || home.is_some_and(|home| home.starts_with(&real)) {
+        return Err(format!("{} is not a folder of cowork's alone (it is the root or holds your home folder): nothing was removed", dir.display()));
+    }
+    let empty = std::fs::read_dir(&real).map(|mut entries| entries.next().is_none()).unwrap_or(true);
+    let ours = [crate::store::DB_FILE_NAME, "cowork.lock", crate::secrets::SecretFile::KEY].iter().any(|name| real.join(name).symlink_metadata().is_ok());
+    if !empty && !ours {
+        return Err(format!("{} holds no cowork.db: it does not look like cowork's data directory, so nothing was removed", dir.display()));
+    }
+    Ok(())
 }
 
 /// Removes what `inventory` listed. The caller made sure no cowork runs on
 /// this data directory (it holds the instance lock). Says what went.
 pub fn forget(paths: &Paths, inventory: &Inventory) -> anyhow::Result<String> {
+    removable(&paths.data_dir).map_err(|reason| anyhow::anyhow!(reason))?;
     let mut done = Vec::new();
     if !inventory.secrets.is_empty() {
         let service = crate::secrets::SecretService::connect()?;
@@ -117,13 +140,24 @@ pub fn forget(paths: &Paths, inventory: &Inventory) -> anyhow::Result<String> {
         done.push(format!("{} secrets from the system secret store", inventory.secrets.len()));
     }
     if let Some(entry) = &inventory.autostart {
-        crate::desktop::autostart::set_at(entry, false, Path::new("")).map_err(|err| anyhow::anyhow!(err))?;
+        crate::desktop::autostart::set_at(entry, false, Path::new(""), None).map_err(|err| anyhow::anyhow!(err))?;
         done.push("the login autostart entry".to_owned());
     }
-    match std::fs::remove_dir_all(&paths.data_dir) {
-        Ok(()) => done.push(format!("{} ({})", paths.data_dir.display(), human_bytes(inventory.bytes))),
+    // Moved aside first, in one step, while the caller holds the instance lock: a cowork
+    // started meanwhile (a login autostart) makes a new, empty folder instead of writing
+    // into one being removed, and the removal itself may take as long as it takes.
+    let dir = &paths.data_dir;
+    let name = dir.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
+    let aside = dir.with_file_name(format!(".{name}.forgotten-{}", std::process::id()));
+    let doomed = match std::fs::rename(dir, &aside) {
+        Ok(()) => aside,
+        Err(err) if err.kind() == std::io::ErrorKind::NotFound => dir.clone(),
+        Err(_) => dir.clone(),
+    };
+    match std::fs::remove_dir_all(&doomed) {
+        Ok(()) => done.push(format!("{} ({})", dir.display(), human_bytes(inventory.bytes))),
         Err(err) if err.kind() == std::io::ErrorKind::NotFound => {}
-        Err(err) => anyhow::bail!("cannot remove {}: {err} (removed so far: {})", paths.data_dir.display(), done.join(", ")),
+        Err(err) => anyhow::bail!("cannot remove {}: {err} (removed so far: {})", doomed.display(), done.join(", ")),
     }
     crate::store::key::forget(&paths.db_path());
     Ok(if done.is_empty() { "there was nothing to forget".to_owned() } else { format!("forgot {}", done.join(", ")) })
@@ -151,5 +185,28 @@ mod tests {
         forget(&paths, &inventory).unwrap();
         assert!(!data.exists());
         assert!(outside.join("big").exists(), "a link's target is not removed");
+    }
+
+    #[test]
+    fn a_folder_that_is_not_cowork_s_is_never_removed() {
+        let dir = tempfile::tempdir().unwrap();
+        // A --data-dir pointed at someone's documents.
+        let documents = dir.path().join("Documents");
+        std::fs::create_dir(&documents).unwrap();
+        std::fs::write(documents.join("thesis.odt"), b"years of work").unwrap();
+        let paths = Paths { data_dir: documents.clone(), models_dir: documents.join("models") };
+        let err = forget(&paths, &Inventory { data_dir: documents.clone(), ..Default::default() }).unwrap_err().to_string();
+        assert!(err.contains("does not look like cowork's data directory") && documents.join("thesis.odt").exists(), "{err}");
+        assert!(removable(Path::new("/")).unwrap_err().contains("root"));
+        if let Some(home) = std::env::var_os("HOME") {
+            assert!(removable(Path::new(&home)).is_err(), "the home folder itself");
+        }
+        // An empty folder, or one cowork made, may go.
+        assert!(removable(&dir.path().join("missing")).is_ok());
+        let fresh = dir.path().join("fresh");
+        std::fs::create_dir(&fresh).unwrap();
+        assert!(removable(&fresh).is_ok());
+        std::fs::write(documents.join("cowork.lock"), b"1").unwrap();
+        assert!(removable(&documents).is_ok());
     }
 }

@@ -33,16 +33,18 @@ impl InstanceLock {
 pub enum Claim {
     /// This process is the one: keep the lock while it runs.
     First(InstanceLock),
-    /// Another cowork holds the data directory (its pid when it wrote one).
-    Running { pid: Option<u32> },
+    /// Another cowork holds the data directory: its pid and what it is
+    /// (`sidebar`, `capture`), as it wrote them.
+    Running { pid: Option<u32>, kind: Option<String> },
 }
 
 pub fn lock_path(data_dir: &Path) -> PathBuf {
     data_dir.join("cowork.lock")
 }
 
-/// Takes the data directory's instance lock, or says who holds it. Never waits.
-pub fn claim(data_dir: &Path) -> std::io::Result<Claim> {
+/// Takes the data directory's instance lock for a cowork of `kind`, or says
+/// who holds it. Never waits.
+pub fn claim(data_dir: &Path, kind: &str) -> std::io::Result<Claim> {
     std::fs::create_dir_all(data_dir)?;
     let path = lock_path(data_dir);
     let mut file = std::fs::OpenOptions::new().create(true).truncate(false).read(true).write(true).open(&path)?;
@@ -54,11 +56,12 @@ pub fn claim(data_dir: &Path) -> std::io::Result<Claim> {
         }
         let mut text = String::new();
         let _ = file.read_to_string(&mut text);
-        return Ok(Claim::Running { pid: text.trim().parse().ok() });
+        let mut words = text.split_whitespace();
+        return Ok(Claim::Running { pid: words.next().and_then(|p| p.parse().ok()), kind: words.next().map(str::to_owned) });
     }
     file.set_len(0)?;
     file.rewind()?;
-    write!(file, "{}", std::process::id())?;
+    write!(file, "{} {kind}", std::process::id())?;
     Ok(Claim::First(InstanceLock { _file: file, path }))
 }
 
@@ -67,8 +70,8 @@ pub fn running(data_dir: &Path) -> Option<Option<u32>> {
     if !lock_path(data_dir).exists() {
         return None;
     }
-    match claim(data_dir) {
-        Ok(Claim::Running { pid }) => Some(pid),
+    match claim(data_dir, "check") {
+        Ok(Claim::Running { pid, .. }) => Some(pid),
         _ => None,
     }
 }
@@ -94,17 +97,17 @@ mod tests {
     #[test]
     fn the_second_claim_names_the_first_and_the_lock_goes_with_its_holder() {
         let dir = tempfile::tempdir().unwrap();
-        let Claim::First(lock) = claim(dir.path()).unwrap() else { panic!("the first claim is the first") };
-        match claim(dir.path()).unwrap() {
-            Claim::Running { pid } => assert_eq!(pid, Some(std::process::id())),
+        let Claim::First(lock) = claim(dir.path(), "sidebar").unwrap() else { panic!("the first claim is the first") };
+        match claim(dir.path(), "sidebar").unwrap() {
+            Claim::Running { pid, kind } => assert_eq!((pid, kind.as_deref()), (Some(std::process::id()), Some("sidebar"))),
             Claim::First(_) => panic!("two instances of one data directory"),
         }
         assert_eq!(running(dir.path()), Some(Some(std::process::id())));
         // Another data directory is another instance.
         let other = tempfile::tempdir().unwrap();
-        assert!(matches!(claim(other.path()).unwrap(), Claim::First(_)));
+        assert!(matches!(claim(other.path(), "capture").unwrap(), Claim::First(_)));
         drop(lock);
         assert_eq!(running(dir.path()), None);
-        assert!(matches!(claim(dir.path()).unwrap(), Claim::First(_)), "released when dropped");
+        assert!(matches!(claim(dir.path(), "sidebar").unwrap(), Claim::First(_)), "released when dropped");
     }
 }

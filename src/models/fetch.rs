@@ -88,7 +88,11 @@ impl Fetcher {
                 bail!("{CANCELLED}");
             }
             if attempt > 0 {
-                std::thread::sleep(Duration::from_millis(200 * (1 << attempt)));
+                // The pause before a retry, in steps short enough for Cancel.
+                let until = std::time::Instant::now() + Duration::from_millis(200 * (1 << attempt));
+                while std::time::Instant::now() < until && !self.cancelled() {
+                    std::thread::sleep(Duration::from_millis(50));
+                }
             }
             match self.download_once(&url, &partial, file.size, progress) {
                 Ok(()) => {

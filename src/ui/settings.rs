@@ -506,7 +506,13 @@ fn your_data_ui(ui: &mut egui::Ui, state: &AppState, actions: &mut Vec<UiAction>
         Some(None) => {
             ui.label(RichText::new("Listing what cowork keeps…").small().color(theme::MUTED));
         }
-        Some(Some(lines)) => {
+        Some(Some(Err(reason))) => {
+            ui.label(RichText::new(reason).small().color(theme::ERROR));
+            if ui.button("Close").clicked() {
+                actions.push(UiAction::CancelForget);
+            }
+        }
+        Some(Some(Ok(lines))) => {
             egui::Frame::group(ui.style()).stroke(egui::Stroke::new(1.0, theme::ERROR)).show(ui, |ui| {
                 ui.label(RichText::new("This removes, for good, and cowork quits:").strong());
                 for line in lines {

@@ -25,6 +25,31 @@ fn visible(x: &XSession, name: &str) -> bool {
     !x.xdotool(&["search", "--onlyvisible", "--name", &format!("^{name}$")]).trim().is_empty()
 }
 
+/// A panel's tray host: takes cowork's item and says a host shows it.
+struct TrayHost;
+
+#[zbus::interface(name = "org.kde.StatusNotifierWatcher")]
+impl TrayHost {
+    fn register_status_notifier_item(&self, _service: &str) {}
+
+    fn register_status_notifier_host(&self, _service: &str) {}
+
+    #[zbus(property)]
+    fn is_status_notifier_host_registered(&self) -> bool {
+        true
+    }
+
+    #[zbus(property)]
+    fn protocol_version(&self) -> i32 {
+        0
+    }
+
+    #[zbus(property)]
+    fn registered_status_notifier_items(&self) -> Vec<String> {
+        Vec::new()
+    }
+}
+
 /// Live processes whose command line names `data` (the coworks of that data directory).
 fn processes_of(data: &Path) -> usize {
     let wanted = data.as_os_str().as_encoded_bytes();
@@ -66,6 +91,15 @@ fn a_second_start_hands_over_to_the_first_and_login_starts_in_the_tray() {
         let out = Command::new("desktop-file-validate").arg(&entry).output().unwrap();
         assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stdout));
     }
+    // A tray host on the bus (as a panel is): only then is the icon seen, and only then may the window hide.
+    let _tray_host = zbus::blocking::connection::Builder::address(dbus.as_str())
+        .unwrap()
+        .name("org.kde.StatusNotifierWatcher")
+        .unwrap()
+        .serve_at("/StatusNotifierWatcher", TrayHost)
+        .unwrap()
+        .build()
+        .unwrap();
     let first = cowork(&x, data.path()).arg("--autostart").stderr(Stdio::piped()).spawn().unwrap();
     let pid = first.id();
     let tray = eventually(Duration::from_secs(30), || super::capture_desktop::call_tray(&dbus, pid, "/StatusNotifierItem", "org.freedesktop.DBus.Properties", "Get", &("org.kde.StatusNotifierItem", "Status")).is_ok());
@@ -95,15 +129,17 @@ fn a_second_start_hands_over_to_the_first_and_login_starts_in_the_tray() {
 
     // Another data directory is another cowork.
     let other = temp_dir();
-    let mut second = cowork(&x, other.path()).args(["capture", "run"]).spawn().unwrap();
-    std::thread::sleep(Duration::from_millis(1500));
-    assert!(second.try_wait().unwrap().is_none(), "a cowork of another data directory runs beside it");
+    let mut second = super::support::ChildGuard(cowork(&x, other.path()).args(["capture", "run"]).spawn().unwrap());
+    let holder = |dir: &Path| std::fs::read_to_string(dir.join("cowork.lock")).unwrap_or_default();
+    let its_pid = second.0.id().to_string();
+    assert!(eventually(Duration::from_secs(30), || holder(other.path()).starts_with(&its_pid)), "a cowork of another data directory runs beside it");
+    assert!(second.0.try_wait().unwrap().is_none());
     // SAFETY: signalling our own children.
     unsafe {
-        libc::kill(second.id() as i32, libc::SIGTERM);
+        libc::kill(second.0.id() as i32, libc::SIGTERM);
         libc::kill(pid as i32, libc::SIGTERM);
     }
-    let _ = second.wait();
+    let _ = second.0.wait();
     let output = first.wait_with_output().unwrap();
     assert!(output.status.success(), "{}", String::from_utf8_lossy(&output.stderr));
 

@@ -1833,6 +1833,8 @@ fn the_first_run_sets_up_a_local_brain_from_a_mirror_a_cloud_key_the_hotkeys_and
     }
     harness.get_by_label("Save and try the key").click();
     assert!(run_until(&mut harness, std::time::Duration::from_secs(30), |h| h.query_by_label_contains("the key did not work").is_some()), "a wrong key is said so");
+    assert!(!data.path().join("providers.json").exists(), "a provider whose key did not work is not saved");
+    assert!(!saved_settings(&far).iter().any(|(k, _)| k == "brains.tiers"), "nor made a cloud tier");
     harness.get_by_role_and_label(Role::PasswordInput, "API key").focus();
     harness.run();
     harness.get_by_role_and_label(Role::PasswordInput, "API key").type_text("2");

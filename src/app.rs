@@ -156,6 +156,26 @@ fn try_provider(provider: &crate::brains::ProviderConfig, key: Option<&str>) -> 
     Ok(format!("{} answered \"{}\" in {} ms", provider.model, text.trim(), started.elapsed().as_millis()))
 }
 
+/// A one-off task's answer once it came (the slot empties then, or when the task died);
+/// while it runs, the UI looks again in 100 ms.
+fn answer_once<T>(slot: &mut Option<crossbeam_channel::Receiver<T>>, ctx: &egui::Context) -> Option<T> {
+    let received = slot.as_ref()?.try_recv();
+    match received {
+        Ok(answer) => {
+            *slot = None;
+            Some(answer)
+        }
+        Err(crossbeam_channel::TryRecvError::Disconnected) => {
+            *slot = None;
+            None
+        }
+        Err(crossbeam_channel::TryRecvError::Empty) => {
+            ctx.request_repaint_after(Duration::from_millis(100));
+            None
+        }
+    }
+}
+
 /// Longest the UI spends applying events in one frame before yielding.
 const EVENT_BUDGET: Duration = Duration::from_millis(8);
 const GEOMETRY_SAVE_INTERVAL: Duration = Duration::from_secs(2);
@@ -205,10 +225,13 @@ impl CoworkApp {
         }
     }
 
+    fn paths(&self) -> crate::config::Paths {
+        crate::config::Paths { data_dir: self.options.export_dir.clone(), models_dir: self.options.models_dir.clone() }
+    }
+
     /// The data directory when it is not the default one (the autostart entry names it).
     fn data_dir_arg(&self) -> Option<PathBuf> {
-        let paths = crate::config::Paths { data_dir: self.options.export_dir.clone(), models_dir: self.options.models_dir.clone() };
-        paths.data_dir_if_not_default().map(|dir| dir.to_path_buf())
+        self.paths().data_dir_if_not_default().map(|dir| dir.to_path_buf())
     }
 
     /// The first run's pages judge the models for `machine` instead of this computer (tests).
@@ -221,33 +244,19 @@ impl CoworkApp {
 
     /// Answers of the one-off tasks (a provider's key tried, Forget everything's list).
     fn take_task_answers(&mut self, ctx: &egui::Context) {
-        if let Some(rx) = &self.provider_test {
-            match rx.try_recv() {
-                Ok(outcome) => {
-                    let answered = outcome.is_ok();
-                    if let Some((_, slot)) = &mut self.state.setup.provider_test {
-                        *slot = Some(outcome);
-                    }
-                    self.provider_test = None;
-                    if let Some((provider, prefer_cloud)) = self.provider_tried.take().filter(|_| answered) {
-                        self.keep_provider(provider, prefer_cloud);
-                    }
-                }
-                Err(crossbeam_channel::TryRecvError::Disconnected) => self.provider_test = None,
-                Err(crossbeam_channel::TryRecvError::Empty) => ctx.request_repaint_after(Duration::from_millis(100)),
+        if let Some(outcome) = answer_once(&mut self.provider_test, ctx) {
+            let answered = outcome.is_ok();
+            if let Some((_, slot)) = &mut self.state.setup.provider_test {
+                *slot = Some(outcome);
+            }
+            if let Some((provider, prefer_cloud)) = self.provider_tried.take().filter(|_| answered) {
+                self.keep_provider(provider, prefer_cloud);
             }
         }
-        if let Some(rx) = &self.forget_list {
-            match rx.try_recv() {
-                Ok(listed) => {
-                    if self.state.forget.is_some() {
-                        self.state.forget = Some(Some(listed));
-                    }
-                    self.forget_list = None;
-                }
-                Err(crossbeam_channel::TryRecvError::Disconnected) => self.forget_list = None,
-                Err(crossbeam_channel::TryRecvError::Empty) => ctx.request_repaint_after(Duration::from_millis(100)),
-            }
+        if let Some(listed) = answer_once(&mut self.forget_list, ctx)
+            && self.state.forget.is_some()
+        {
+            self.state.forget = Some(Some(listed));
         }
     }
 
@@ -738,9 +747,10 @@ impl CoworkApp {
             UiAction::SetAutostart(on) => {
                 use crate::desktop::autostart;
                 let entry = self.options.autostart_entry.clone().or_else(autostart::entry_path);
+                let data_dir = self.data_dir_arg();
                 let program = std::env::current_exe();
                 let done = match (&entry, program) {
-                    (Some(entry), Ok(program)) => autostart::set_at(entry, on, &program, self.data_dir_arg().as_deref()),
+                    (Some(entry), Ok(program)) => autostart::set_at(entry, on, &program, data_dir.as_deref()),
                     (None, _) => Err("no home folder to keep the autostart entry in".to_owned()),
                     (_, Err(err)) => Err(format!("cannot find this program: {err}")),
                 };
@@ -748,7 +758,6 @@ impl CoworkApp {
                     Ok(said) => self.state.notice(said),
                     Err(err) => self.state.notice(format!("start at login: {err}")),
                 }
-                let data_dir = self.data_dir_arg();
                 self.state.setup.autostart = entry.is_some_and(|entry| autostart::enabled_at(&entry) && autostart::targets(&entry, data_dir.as_deref()));
             }
             UiAction::OpenSetup => {
@@ -760,7 +769,7 @@ impl CoworkApp {
                 self.handle_action(UiAction::SaveSetting { key: keys::SETUP_DONE.to_owned(), value: "true".to_owned() });
             }
             UiAction::AskForgetEverything => {
-                let paths = crate::config::Paths { data_dir: self.options.export_dir.clone(), models_dir: self.options.models_dir.clone() };
+                let paths = self.paths();
                 let (tx, rx) = crossbeam_channel::bounded(1);
                 let spawned = std::thread::Builder::new().name("forget-list".into()).spawn(move || {
                     let inventory = crate::commands::forget::inventory(&paths);

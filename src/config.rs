@@ -27,9 +27,7 @@ impl Paths {
     pub fn resolve(data_dir: Option<PathBuf>, models_dir: Option<PathBuf>) -> anyhow::Result<Self> {
         let data_dir = match data_dir {
             Some(dir) => dir,
-            None => directories::ProjectDirs::from("", "", "cowork")
-                .map(|dirs| dirs.data_dir().to_path_buf())
-                .context("cannot find a home directory for the data directory; pass --data-dir")?,
+            None => default_data_dir().context("cannot find a home directory for the data directory; pass --data-dir")?,
         };
         // One spelling per folder (symlinks, `..`, a trailing slash): the instance lock, the trigger
         // socket's name and the secret store's name for the database key all go by it.
@@ -52,7 +50,7 @@ impl Paths {
     /// The data directory when it is not the default one (what a command cowork writes
     /// for later, such as the login autostart entry, must name).
     pub fn data_dir_if_not_default(&self) -> Option<&Path> {
-        let default = directories::ProjectDirs::from("", "", "cowork").map(|dirs| dirs.data_dir().to_path_buf())?;
+        let default = default_data_dir()?;
         let default = default.canonicalize().unwrap_or(default);
         (self.data_dir != default).then_some(self.data_dir.as_path())
     }
@@ -68,6 +66,11 @@ impl Paths {
         }
         Ok(())
     }
+}
+
+/// The XDG data directory's `cowork` folder (`~/.local/share/cowork`).
+fn default_data_dir() -> Option<PathBuf> {
+    directories::ProjectDirs::from("", "", "cowork").map(|dirs| dirs.data_dir().to_path_buf())
 }
 
 /// A model from the manifest resolved against the models directory.

@@ -576,10 +576,6 @@ fn run(cli: Cli, process_started: Instant) -> anyhow::Result<ExitCode> {
         return Ok(ExitCode::SUCCESS);
     }
     let paths = Paths::resolve(cli.data_dir.clone(), cli.models_dir.clone())?;
-    // The database's key before anything opens it: found (or made for a new
-    // database), and a plaintext database from an older cowork encrypted.
-    // Without it the sidebar shows why and nothing else starts; a command
-    // stops with the same words. Doctor reports it among its checks.
     // One cowork per data directory: a second sidebar hands its request to the
     // running one (show it, or open the quick prompt) and ends.
     let _instance = match &cli.command {
@@ -589,13 +585,17 @@ fn run(cli: Cli, process_started: Instant) -> anyhow::Result<ExitCode> {
         },
         _ => None,
     };
-    // These read nothing of the database (a trigger runs at every press of a compositor binding).
+    // The database's key before anything opens it: found (or made for a new
+    // database), and a plaintext database from an older cowork encrypted.
+    // Without it the sidebar shows why and nothing else starts; a command
+    // stops with the same words. Doctor reports it among its checks. The
+    // commands below read nothing of the database (a trigger runs at every
+    // press of a compositor binding; forgetting needs no key).
     let without_key = matches!(
         cli.command,
-        Some(Command::Doctor { .. } | Command::Tools { .. } | Command::PackageFiles { .. } | Command::Autostart { .. } | Command::Trigger { .. })
+        Some(Command::Doctor { .. } | Command::Tools { .. } | Command::Autostart { .. } | Command::Trigger { .. } | Command::ForgetEverything { .. })
     );
     if !without_key
-        && !matches!(cli.command, Some(Command::ForgetEverything { .. }))
         && let Err(problem) = cowork::store::key::unlock(&paths.db_path())
     {
         if cli.command.is_none() {
@@ -964,7 +964,7 @@ fn claim_instance(paths: &Paths, cli: &Cli) -> anyhow::Result<Option<cowork::des
     let kind = if cli.command.is_some() { "capture" } else { "sidebar" };
     let (pid, holder) = match claim(&paths.data_dir, kind)? {
         Claim::First(lock) => return Ok(Some(lock)),
-        Claim::Running { pid, kind } => (pid.map_or_else(|| "another process".to_owned(), |pid| format!("pid {pid}")), kind),
+        Claim::Running { pid, kind } => (Claim::holder(pid), kind),
     };
     if cli.command.is_some() {
         anyhow::bail!("cowork already runs for {} ({pid}): it captures already", paths.data_dir.display());
@@ -995,7 +995,7 @@ fn forget_everything(paths: &Paths, yes: bool) -> anyhow::Result<ExitCode> {
         Claim::Running { pid, .. } => anyhow::bail!(
             "cowork runs for {} ({}): quit it first (tray → Quit), or use Settings → Your data → Forget everything",
             paths.data_dir.display(),
-            pid.map_or_else(|| "another process".to_owned(), |pid| format!("pid {pid}"))
+            Claim::holder(pid)
         ),
     };
     let inventory = cowork::commands::forget::inventory(paths);
@@ -1165,10 +1165,10 @@ fn run_sidebar(paths: &Paths, options: SidebarOptions, process_started: Instant)
         }
     };
     // Started at login with "only the tray icon" chosen: the window is
-    // unmapped and the tray's Show (or a second `cowork`) maps it. Without a
-    // tray (stock GNOME) that would leave nothing to click: the sidebar opens.
-    // A tray item registers on any session bus; it is seen only where a tray host (a
-    // StatusNotifierWatcher) runs. Stock GNOME has none: hiding there would leave nothing to click.
+    // unmapped and the tray's Show (or a second `cowork`) maps it. A tray item
+    // registers on any session bus but is seen only where a tray host (a
+    // StatusNotifierWatcher) runs; stock GNOME has none, and hiding there would
+    // leave nothing to click: the sidebar opens.
     let tray_shown = tray.is_some() && desktop.tray_host;
     let hidden = autostart && settings.start_in_tray && tray_shown;
     // The first run's pages until they are finished or skipped.
@@ -1209,8 +1209,7 @@ fn run_sidebar(paths: &Paths, options: SidebarOptions, process_started: Instant)
     }
     let channels = workers.channels(events);
     let models = cowork::ui::settings::model_views(&manifest, &paths.models_dir);
-    let app_options =
-        AppOptions {
+    let app_options = AppOptions {
         screenshot,
         process_started: Some(process_started),
         export_dir: paths.data_dir.clone(),

@@ -65,12 +65,14 @@ pub fn thumbnail(data: &[u8], side: u32) -> Result<Thumbnail, String> {
     Ok(Thumbnail { width: rgba.width(), height: rgba.height(), rgba: rgba.into_raw() })
 }
 
-/// "12 B", "3.4 KB", "1.2 MB".
-pub fn human_bytes(bytes: usize) -> String {
+/// "12 B", "3.4 KB", "1.2 MB", "2.3 GB".
+pub fn human_bytes(bytes: u64) -> String {
+    const KB: f64 = 1024.0;
     match bytes {
         b if b < 1024 => format!("{b} B"),
-        b if b < 1024 * 1024 => format!("{:.1} KB", b as f64 / 1024.0),
-        b => format!("{:.1} MB", b as f64 / 1024.0 / 1024.0),
+        b if b < 1024 * 1024 => format!("{:.1} KB", b as f64 / KB),
+        b if b < 1024 * 1024 * 1024 => format!("{:.1} MB", b as f64 / KB / KB),
+        b => format!("{:.1} GB", b as f64 / KB / KB / KB),
     }
 }
 

@@ -394,13 +394,28 @@ impl SecretService {
 
     pub fn list(&self) -> anyhow::Result<Vec<(String, String)>> {
         let mut out = Vec::new();
+        for (item, name) in self.named_items()? {
+            out.push((name, mask(&self.secret_of(&item)?)));
+        }
+        out.sort();
+        Ok(out)
+    }
+
+    /// cowork's items by name, without reading a single secret.
+    pub fn names(&self) -> anyhow::Result<Vec<String>> {
+        let mut names: Vec<String> = self.named_items()?.into_iter().map(|(_, name)| name).collect();
+        names.sort();
+        Ok(names)
+    }
+
+    fn named_items(&self) -> anyhow::Result<Vec<(OwnedObjectPath, String)>> {
+        let mut out = Vec::new();
         for item in self.items(None)? {
             let attributes: HashMap<String, String> = property(&self.conn, &item, "org.freedesktop.Secret.Item", "Attributes")?;
             if let Some(name) = attributes.get("name") {
-                out.push((name.clone(), mask(&self.secret_of(&item)?)));
+                out.push((item, name.clone()));
             }
         }
-        out.sort();
         Ok(out)
     }
 }

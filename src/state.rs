@@ -133,7 +133,8 @@ pub enum UiAction {
     SetupDownload { names: Vec<String>, chat_model: String, mirror: Option<String> },
     /// Stop the first run's download (what is on disk stays, to resume).
     SetupCancelDownload,
-    /// Save a cloud provider with its key and ask it one tiny question.
+    /// Ask a cloud provider one tiny question with this key; when it answers, keep the key
+    /// and save the provider as a cloud tier (first, with `prefer_cloud`).
     TestProvider { provider: crate::brains::ProviderConfig, key: String, prefer_cloud: bool },
     /// Start cowork when the user logs in (the XDG autostart entry), or not.
     SetAutostart(bool),

@@ -38,7 +38,7 @@ impl Inventory {
                 "{}: {} files, {} (the encrypted history, chats, memory, models, apps and settings)",
                 self.data_dir.display(),
                 self.files,
-                human_bytes(self.bytes)
+                crate::media::human_bytes(self.bytes)
             )
         }];
         if !self.secrets.is_empty() {
@@ -55,15 +55,6 @@ impl Inventory {
             lines.push(format!("starting at login ({})", entry.display()));
         }
         lines
-    }
-}
-
-pub fn human_bytes(bytes: u64) -> String {
-    match bytes {
-        b if b >= 1 << 30 => format!("{:.1} GB", b as f64 / (1u64 << 30) as f64),
-        b if b >= 1 << 20 => format!("{:.0} MB", b as f64 / (1u64 << 20) as f64),
-        b if b >= 1 << 10 => format!("{:.0} KB", b as f64 / (1u64 << 10) as f64),
-        b => format!("{b} bytes"),
     }
 }
 
@@ -87,7 +78,7 @@ fn tree_size(dir: &Path) -> (u64, u64) {
 /// other secrets unless another data directory's key is there too (they share them).
 fn secrets_to_forget(data_dir: &Path) -> Result<(Vec<String>, usize), String> {
     let service = crate::secrets::SecretService::connect().map_err(|err| format!("{err:#}"))?;
-    let names: Vec<String> = service.list().map_err(|err| format!("{err:#}"))?.into_iter().map(|(name, _)| name).collect();
+    let names = service.names().map_err(|err| format!("{err:#}"))?;
     let own_key = crate::store::key::service_secret(data_dir);
     let other_keys = names.iter().any(|name| name.starts_with("database-key:") && *name != own_key);
     let (gone, kept): (Vec<String>, Vec<String>) =
@@ -140,7 +131,7 @@ pub fn forget(paths: &Paths, inventory: &Inventory) -> anyhow::Result<String> {
         done.push(format!("{} secrets from the system secret store", inventory.secrets.len()));
     }
     if let Some(entry) = &inventory.autostart {
-        crate::desktop::autostart::set_at(entry, false, Path::new(""), None).map_err(|err| anyhow::anyhow!(err))?;
+        crate::desktop::autostart::remove_at(entry).map_err(|err| anyhow::anyhow!(err))?;
         done.push("the login autostart entry".to_owned());
     }
     // Moved aside first, in one step, while the caller holds the instance lock: a cowork
@@ -149,13 +140,9 @@ pub fn forget(paths: &Paths, inventory: &Inventory) -> anyhow::Result<String> {
     let dir = &paths.data_dir;
     let name = dir.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
     let aside = dir.with_file_name(format!(".{name}.forgotten-{}", std::process::id()));
-    let doomed = match std::fs::rename(dir, &aside) {
-        Ok(()) => aside,
-        Err(err) if err.kind() == std::io::ErrorKind::NotFound => dir.clone(),
-        Err(_) => dir.clone(),
-    };
+    let doomed = std::fs::rename(dir, &aside).map(|()| aside).unwrap_or_else(|_| dir.clone());
     match std::fs::remove_dir_all(&doomed) {
-        Ok(()) => done.push(format!("{} ({})", dir.display(), human_bytes(inventory.bytes))),
+        Ok(()) => done.push(format!("{} ({})", dir.display(), crate::media::human_bytes(inventory.bytes))),
         Err(err) if err.kind() == std::io::ErrorKind::NotFound => {}
         Err(err) => anyhow::bail!("cannot remove {}: {err} (removed so far: {})", doomed.display(), done.join(", ")),
     }

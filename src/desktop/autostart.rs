@@ -13,11 +13,7 @@ pub const ENTRY_NAME: &str = "app.cowork.Cowork.desktop";
 
 /// Where the entry goes: `$XDG_CONFIG_HOME/autostart`, else `~/.config/autostart`.
 pub fn entry_path() -> Option<PathBuf> {
-    let config = std::env::var_os("XDG_CONFIG_HOME")
-        .map(PathBuf::from)
-        .filter(|dir| dir.is_absolute())
-        .or_else(|| std::env::var_os("HOME").map(|home| PathBuf::from(home).join(".config")))?;
-    Some(config.join("autostart").join(ENTRY_NAME))
+    directories::BaseDirs::new().map(|dirs| dirs.config_dir().join("autostart").join(ENTRY_NAME))
 }
 
 /// Whether cowork starts at login: our entry is there and not switched off
@@ -71,11 +67,16 @@ pub fn set_at(path: &Path, on: bool, program: &Path, data_dir: Option<&Path>) ->
         std::fs::rename(&partial, path).map_err(|err| format!("cannot write {}: {err}", path.display()))?;
         Ok(format!("cowork starts when you log in ({})", path.display()))
     } else {
-        match std::fs::remove_file(path) {
-            Ok(()) => Ok(format!("cowork no longer starts when you log in (removed {})", path.display())),
-            Err(err) if err.kind() == std::io::ErrorKind::NotFound => Ok("cowork was not set to start when you log in".into()),
-            Err(err) => Err(format!("cannot remove {}: {err}", path.display())),
-        }
+        remove_at(path)
+    }
+}
+
+/// Removes the entry at `path` (nothing there is fine).
+pub fn remove_at(path: &Path) -> Result<String, String> {
+    match std::fs::remove_file(path) {
+        Ok(()) => Ok(format!("cowork no longer starts when you log in (removed {})", path.display())),
+        Err(err) if err.kind() == std::io::ErrorKind::NotFound => Ok("cowork was not set to start when you log in".into()),
+        Err(err) => Err(format!("cannot remove {}: {err}", path.display())),
     }
 }
 

@@ -5,7 +5,7 @@
 //! a manual start) does not start a second capture: it hands its request to
 //! the running one over the trigger socket and exits. The lock goes with the
 //! process however it ends (the kernel drops it), so a crash leaves nothing
-//! to clean up; the file's content is the holder's pid, for messages only.
+//! to clean up; the file holds the holder's pid and kind, for messages only.
 
 use std::fs::File;
 use std::io::{Read, Seek, Write};
@@ -17,14 +17,12 @@ use crate::desktop::trigger::{Trigger, send, socket_path};
 
 /// Held by the running cowork; the lock is released when it is dropped.
 #[derive(Debug)]
-pub struct InstanceLock {
-    _file: File,
-    path: PathBuf,
-}
+pub struct InstanceLock(#[allow(dead_code)] File);
 
-impl InstanceLock {
-    pub fn path(&self) -> &Path {
-        &self.path
+impl Claim {
+    /// Who holds the data directory, for a message: "pid 4242", or "another process".
+    pub fn holder(pid: Option<u32>) -> String {
+        pid.map_or_else(|| "another process".to_owned(), |pid| format!("pid {pid}"))
     }
 }
 
@@ -62,18 +60,7 @@ pub fn claim(data_dir: &Path, kind: &str) -> std::io::Result<Claim> {
     file.set_len(0)?;
     file.rewind()?;
     write!(file, "{} {kind}", std::process::id())?;
-    Ok(Claim::First(InstanceLock { _file: file, path }))
-}
-
-/// Whether a cowork holds `data_dir` now (a command that must not run beside it asks).
-pub fn running(data_dir: &Path) -> Option<Option<u32>> {
-    if !lock_path(data_dir).exists() {
-        return None;
-    }
-    match claim(data_dir, "check") {
-        Ok(Claim::Running { pid, .. }) => Some(pid),
-        _ => None,
-    }
+    Ok(Claim::First(InstanceLock(file)))
 }
 
 /// Hands `trigger` to the cowork running for `data_dir`. A cowork that has
@@ -102,12 +89,10 @@ mod tests {
             Claim::Running { pid, kind } => assert_eq!((pid, kind.as_deref()), (Some(std::process::id()), Some("sidebar"))),
             Claim::First(_) => panic!("two instances of one data directory"),
         }
-        assert_eq!(running(dir.path()), Some(Some(std::process::id())));
         // Another data directory is another instance.
         let other = tempfile::tempdir().unwrap();
         assert!(matches!(claim(other.path(), "capture").unwrap(), Claim::First(_)));
         drop(lock);
-        assert_eq!(running(dir.path()), None);
         assert!(matches!(claim(dir.path(), "sidebar").unwrap(), Claim::First(_)), "released when dropped");
     }
 }

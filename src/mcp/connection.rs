@@ -571,7 +571,7 @@ fn block_parts(block: &Value, mut images: Option<&mut Vec<crate::media::Image>>)
         "text" => vec![text("text")],
         kind @ ("image" | "audio") => {
             let (mime, data) = (text("mimeType"), text("data"));
-            let mut parts = vec![format!("[{kind} {mime}, {}]", crate::media::human_bytes(data.len() * 3 / 4))];
+            let mut parts = vec![format!("[{kind} {mime}, {}]", crate::media::human_bytes((data.len() * 3 / 4) as u64))];
             if let Some(images) = images.as_deref_mut().filter(|_| kind == "image") {
                 parts.extend(keep_image(images, mime, &data));
             }
@@ -593,7 +593,7 @@ fn embedded_resource(resource: &Value, images: Option<&mut Vec<crate::media::Ima
         return vec![format!("[resource {uri}]\n{body}")];
     }
     let blob = field("blob");
-    let mut parts = vec![format!("[resource {uri}, {} binary, {}]", if mime.is_empty() { "unknown" } else { mime }, crate::media::human_bytes(blob.len() * 3 / 4))];
+    let mut parts = vec![format!("[resource {uri}, {} binary, {}]", if mime.is_empty() { "unknown" } else { mime }, crate::media::human_bytes((blob.len() * 3 / 4) as u64))];
     if let Some(images) = images.filter(|_| mime.starts_with("image/")) {
         parts.extend(keep_image(images, mime.to_owned(), blob));
     }

@@ -297,7 +297,7 @@ fn images_ui(ui: &mut egui::Ui, call: &ToolCallView, textures: &mut HashMap<(i64
     ui.horizontal_wrapped(|ui| {
         for (index, attached) in call.images.iter().enumerate() {
             let about = |ui: &mut egui::Ui| {
-                ui.label(format!("{} · {} · from {}", attached.image.mime, crate::media::human_bytes(attached.image.data.len()), call.tool));
+                ui.label(format!("{} · {} · from {}", attached.image.mime, crate::media::human_bytes(attached.image.data.len() as u64), call.tool));
             };
             match &attached.shown {
                 Ok(thumbnail) => {

@@ -71,7 +71,7 @@ pub fn attachments_ui(ui: &mut egui::Ui, state: &AppState, actions: &mut Vec<UiA
             });
         }
         for (index, attachment) in state.attachments.iter().enumerate() {
-            let size = crate::media::human_bytes(attachment.text.len());
+            let size = crate::media::human_bytes(attachment.text.len() as u64);
             ui.label(RichText::new(format!("{} · {} · {size}", attachment.name, attachment.server)).small()).on_hover_text(&attachment.uri);
             if ui.small_button(format!("Remove {}", attachment.name)).clicked() {
                 actions.push(UiAction::Detach(index));

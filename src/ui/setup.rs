@@ -139,7 +139,15 @@ pub struct SetupPanel {
     pub model: String,
     pub base_url: String,
     pub key: String,
-    machine: Option<(Machine, Vec<ChatChoice>)>,
+    /// The manifest, this machine and its chat models judged, made once (not per frame).
+    judged: Option<std::sync::Arc<Judged>>,
+}
+
+#[derive(Debug)]
+struct Judged {
+    manifest: Manifest,
+    machine: Machine,
+    choices: Vec<ChatChoice>,
 }
 
 impl Default for SetupPanel {
@@ -155,7 +163,7 @@ impl Default for SetupPanel {
             model: String::new(),
             base_url: String::new(),
             key: String::new(),
-            machine: None,
+            judged: None,
         }
     }
 }
@@ -164,7 +172,7 @@ impl SetupPanel {
     /// Judges the models for `machine` (a test's, or this computer's at the first look).
     pub fn with_machine(mut self, manifest: &Manifest, machine: Machine) -> Self {
         let choices = chat_choices(manifest, &machine);
-        self.machine = Some((machine, choices));
+        self.judged = Some(std::sync::Arc::new(Judged { manifest: manifest.clone(), machine, choices }));
         self
     }
 }
@@ -182,16 +190,17 @@ fn muted(ui: &mut egui::Ui, text: impl Into<String>) {
 }
 
 pub fn setup_ui(ui: &mut egui::Ui, state: &AppState, models: &[ModelView], data_dir: &std::path::Path, panel: &mut SetupPanel, actions: &mut Vec<UiAction>) {
-    let Ok(manifest) = Manifest::bundled() else { return };
-    if panel.machine.is_none() {
+    if panel.judged.is_none() {
+        let Ok(manifest) = Manifest::bundled() else { return };
         let judged = std::mem::take(panel).with_machine(&manifest, Machine::here());
         *panel = judged;
     }
+    let Some(judged) = panel.judged.clone() else { return };
     ui.heading("Set up cowork");
     muted(ui, format!("Step {} of {} · {}", panel.page.number(), Page::ALL.len(), panel.page.title()));
     ui.separator();
     egui::ScrollArea::vertical().auto_shrink([false, true]).max_height(ui.available_height() - 40.0).show(ui, |ui| match panel.page {
-        Page::Brain => brain_ui(ui, state, models, &manifest, panel, actions),
+        Page::Brain => brain_ui(ui, state, models, &judged, panel, actions),
         Page::Hotkeys => hotkeys_ui(ui, state),
         Page::Login => login_ui(ui, state, actions),
         Page::Done => done_ui(ui, state, data_dir),
@@ -221,13 +230,13 @@ pub fn setup_ui(ui: &mut egui::Ui, state: &AppState, models: &[ModelView], data_
     });
 }
 
-fn brain_ui(ui: &mut egui::Ui, state: &AppState, models: &[ModelView], manifest: &Manifest, panel: &mut SetupPanel, actions: &mut Vec<UiAction>) {
+fn brain_ui(ui: &mut egui::Ui, state: &AppState, models: &[ModelView], judged: &Judged, panel: &mut SetupPanel, actions: &mut Vec<UiAction>) {
     ui.label("Who answers you?");
     ui.checkbox(&mut panel.local, "A model on this computer (private, works offline)");
     ui.checkbox(&mut panel.cloud, "A cloud model (you bring its key)");
     if panel.local {
         ui.separator();
-        local_ui(ui, state, models, manifest, panel, actions);
+        local_ui(ui, state, models, judged, panel, actions);
     }
     if panel.cloud {
         ui.separator();
@@ -238,8 +247,8 @@ fn brain_ui(ui: &mut egui::Ui, state: &AppState, models: &[ModelView], manifest:
     }
 }
 
-fn local_ui(ui: &mut egui::Ui, state: &AppState, models: &[ModelView], manifest: &Manifest, panel: &mut SetupPanel, actions: &mut Vec<UiAction>) {
-    let Some((machine, choices)) = &panel.machine else { return };
+fn local_ui(ui: &mut egui::Ui, state: &AppState, models: &[ModelView], judged: &Judged, panel: &mut SetupPanel, actions: &mut Vec<UiAction>) {
+    let Judged { manifest, machine, choices } = judged;
     muted(ui, format!("This computer: {} of memory, {} free now, {} cores", gb(machine.total_bytes), gb(machine.available_bytes), machine.cores));
     let best = recommended(choices).map(|c| c.name.clone());
     let chosen = panel.chat_model.clone().or(best.clone()).unwrap_or_default();

@@ -1914,7 +1914,7 @@ fn forget_everything_lists_what_goes_and_asks_before_it_quits() {
         run_until(&mut harness, std::time::Duration::from_secs(20), |h| h.query_by_label("This removes, for good, and cowork quits:").is_some()),
         "the list is made"
     );
-    harness.get_by_label_contains(&format!("• {}: 1 files, 4 KB", data.path().display()));
+    harness.get_by_label_contains(&format!("• {}: 1 files, 4.0 KB", data.path().display()));
     harness.get_by_label("Cancel").click();
     harness.run();
     assert!(harness.query_by_label("This removes, for good, and cowork quits:").is_none());

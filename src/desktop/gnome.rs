@@ -518,16 +518,15 @@ struct Resubscriber {
     thread: Option<std::thread::JoinHandle<()>>,
 }
 
+/// The signals `interface.member` at `path` on `conn`, `capacity` of them queued at most.
+fn signals(conn: &zbus::blocking::Connection, interface: &'static str, member: &'static str, path: &'static str, capacity: usize) -> zbus::Result<zbus::blocking::MessageIterator> {
+    let rule = zbus::MatchRule::builder().msg_type(zbus::message::Type::Signal).interface(interface)?.member(member)?.path(path)?.build();
+    zbus::blocking::MessageIterator::for_match_rule(rule, conn, Some(capacity))
+}
+
 impl Resubscriber {
     fn spawn(extension: Extension, shell: String, streams: Vec<&'static str>) -> Result<Self, String> {
-        let rule = zbus::MatchRule::builder()
-            .msg_type(zbus::message::Type::Signal)
-            .interface(INTERFACE)
-            .and_then(|b| b.member("Ready"))
-            .and_then(|b| b.path(OBJECT_PATH))
-            .map_err(|err| err.to_string())?
-            .build();
-        let ready = zbus::blocking::MessageIterator::for_match_rule(rule, &extension.conn, Some(4)).map_err(|err| format!("cannot watch the GNOME extension: {err}"))?;
+        let ready = signals(&extension.conn, INTERFACE, "Ready", OBJECT_PATH, 4).map_err(|err| format!("cannot watch the GNOME extension: {err}"))?;
         let streams = Arc::new(parking_lot::Mutex::new(streams));
         let stop = Arc::new(AtomicBool::new(false));
         let (thread_streams, ended, again) = (streams.clone(), stop.clone(), extension.clone());
@@ -757,14 +756,7 @@ impl IdleMonitorWatch {
             .get_name_owner(IDLE_MONITOR.try_into().expect("a valid bus name"))
             .map_err(|err| format!("Mutter's IdleMonitor is not on the session bus: {err}"))?
             .to_string();
-        let rule = zbus::MatchRule::builder()
-            .msg_type(zbus::message::Type::Signal)
-            .interface(IDLE_MONITOR)
-            .and_then(|b| b.member("WatchFired"))
-            .and_then(|b| b.path(IDLE_MONITOR_PATH))
-            .map_err(|err| err.to_string())?
-            .build();
-        let fired = zbus::blocking::MessageIterator::for_match_rule(rule, &conn, Some(8)).map_err(|err| format!("cannot watch Mutter's IdleMonitor: {err}"))?;
+        let fired = signals(&conn, IDLE_MONITOR, "WatchFired", IDLE_MONITOR_PATH, 8).map_err(|err| format!("cannot watch Mutter's IdleMonitor: {err}"))?;
         let idle_watch = idle_call(&conn, "AddIdleWatch", &(super::observed::IDLE_GRAIN.as_millis() as u64,)).map_err(|err| format!("Mutter's IdleMonitor: {err}"))?;
         let presence = Arc::new(Presence::default());
         let stop = Arc::new(AtomicBool::new(false));

@@ -282,6 +282,15 @@ setup_aw_server() {
 # (session bus, display, runtime directory). Toolchains keep their real homes.
 # BROWSER=true: no test opens the user's browser (a sign-in test plays it).
 SUITE_MARK=""
+# A fixed-offset time zone in which it is now about noon: tests seed "today"
+# as local midnight plus minutes, which near a real midnight would lie in the
+# future (the suite once failed at 00:13 UTC). POSIX "COW-5" is UTC+5.
+midday_tz() {
+  local hour
+  hour="$(date -u +%-H)"
+  printf 'COW%+d\n' "$((hour - 12))"
+}
+
 run_suite_hermetically() {
   local home
   home="$(mktemp -d /tmp/cowork-suite-home.XXXXXX)"
@@ -293,7 +302,7 @@ run_suite_hermetically() {
     -u XDG_SESSION_TYPE -u XDG_CURRENT_DESKTOP -u SWAYSOCK -u HYPRLAND_INSTANCE_SIGNATURE -u NIRI_SOCKET \
     "${keep[@]}" HOME="$home" XDG_CONFIG_HOME="$home/.config" XDG_CACHE_HOME="$home/.cache" \
     XDG_DATA_HOME="$home/.local/share" XDG_STATE_HOME="$home/.local/state" COWORK_SUITE_MARK="$SUITE_MARK" BROWSER=true \
-    PULSE_SERVER="unix:$home/pulse/native" \
+    PULSE_SERVER="unix:$home/pulse/native" TZ="$(midday_tz)" \
     "$@" || status=$?
   rm -rf "$home"
   return "$status"

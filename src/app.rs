@@ -86,6 +86,8 @@ pub struct CoworkApp {
     options: AppOptions,
     frames: u64,
     screenshot_requested: bool,
+    /// The keyboard moved the focus last (Tab): the focus ring is drawn.
+    keyboard_driving: bool,
     screenshot_done: Arc<std::sync::atomic::AtomicBool>,
     geometry: Option<[f32; 4]>,
     geometry_saved_at: Instant,
@@ -207,6 +209,7 @@ impl CoworkApp {
             options,
             frames: 0,
             screenshot_requested: false,
+            keyboard_driving: false,
             screenshot_done: Arc::default(),
             geometry,
             geometry_saved_at: Instant::now(),
@@ -1269,6 +1272,7 @@ impl eframe::App for CoworkApp {
 
     fn ui(&mut self, ui: &mut egui::Ui, _frame: &mut eframe::Frame) {
         self.frames += 1;
+        theme::apply(ui.ctx(), &self.state.settings.theme, self.state.desktop_dark);
         if self.frames == 1
             && let Some(started) = self.options.process_started
         {
@@ -1327,7 +1331,7 @@ impl eframe::App for CoworkApp {
                 .with_resizable(false);
             ui.ctx().show_viewport_immediate(ViewportId::from_hash_of("quick_prompt"), builder, |ui, _class| {
                 egui::CentralPanel::default_margins().show(ui, |ui| {
-                    ui.label(RichText::new("Enter sends to the sidebar chat · Esc hides").small().color(theme::MUTED));
+                    ui.label(RichText::new("Enter sends to the sidebar chat · Esc hides").small().color(theme::muted()));
                     quick_prompt_ui(ui, quick, &state.voice, &mut actions);
                 });
                 if ui.ctx().input(|i| i.viewport().close_requested()) {
@@ -1336,6 +1340,7 @@ impl eframe::App for CoworkApp {
             });
         }
 
+        theme::focus_ring_ui(ui.ctx(), &mut self.keyboard_driving);
         for action in actions {
             self.handle_action(action);
         }

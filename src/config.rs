@@ -204,6 +204,8 @@ pub struct Settings {
     pub desktop_accessibility: bool,
     /// Started at login (`--autostart`), open only the tray icon, not the sidebar.
     pub start_in_tray: bool,
+    /// Light or dark: "system" follows the desktop's preference, else "light" or "dark".
+    pub theme: String,
     /// The first-run setup after the streams question (brain, hotkeys, login) was finished or skipped.
     pub setup_done: bool,
     /// The privacy firewall's rules as written in Settings (always compilable).
@@ -289,7 +291,7 @@ pub struct VoiceSettings {
     /// The hotkey types the transcript into the focused app (XTest) instead
     /// of opening the quick prompt. Off by default.
     pub dictation: bool,
-    /// Shrink Whisper's encoder window for short clips (faster; see README for what it costs).
+    /// Shrink Whisper's encoder window for short clips (faster; docs/performance.md, "Voice", says what it costs).
     pub short_clip_context: bool,
     /// A speech model of the manifest by name; empty: tiny.en.
     pub model: String,
@@ -328,7 +330,7 @@ impl Default for Settings {
         Self {
             afk_secs: 180,
             quick_prompt_hotkey: "ctrl+alt+Space".to_owned(),
-            // Measured (README "The local model's prompt"): Qwen answers as many grounded
+            // Measured (docs/engine.md, "The local model's prompt"): Qwen answers as many grounded
             // questions at 250 as at 400 tokens of activity log, and the first question's
             // first token is 1.5 s sooner; the log is prefix-cached after that.
             context_budget_tokens: 250,
@@ -342,6 +344,7 @@ impl Default for Settings {
             streams_confirmed: false,
             desktop_accessibility: true,
             start_in_tray: false,
+            theme: "system".to_owned(),
             setup_done: false,
             privacy: RuleText::default(),
             pause_hotkey: "ctrl+alt+KeyP".to_owned(),
@@ -381,6 +384,7 @@ pub mod keys {
     pub const STREAMS_CONFIRMED: &str = "capture.streams_confirmed";
     pub const DESKTOP_ACCESSIBILITY: &str = "capture.desktop_accessibility";
     pub const START_IN_TRAY: &str = "ui.start_in_tray";
+    pub const THEME: &str = "ui.theme";
     pub const SETUP_DONE: &str = "ui.setup_done";
     pub const PAUSE_HOTKEY: &str = "ui.pause_hotkey";
     pub const OFFLINE: &str = "network.offline";
@@ -438,6 +442,7 @@ pub const DESCRIBED: &[(&str, &str)] = &[
     (keys::STREAMS_CONFIRMED, "the first-run choice of what to record was made: true or false"),
     (keys::DESKTOP_ACCESSIBILITY, "turn desktop accessibility on while cowork runs (browser URLs): true or false"),
     (keys::START_IN_TRAY, "started at login, show only the tray icon (the sidebar opens from it): true or false"),
+    (keys::THEME, "light or dark: system (follow the desktop), light or dark"),
     (keys::SETUP_DONE, "the first-run setup (brain, hotkeys, start at login) was finished or skipped: true or false"),
     (keys::AFK_SECS, "seconds without input before you count as away"),
     (keys::PAUSED, "capture paused: true or false"),
@@ -498,6 +503,21 @@ pub fn known_setting(key: &str) -> bool {
     DESCRIBED.iter().any(|(k, _)| *k == key) || (key.starts_with("consent.") && key.ends_with(".activity") && key.len() > "consent..activity".len())
 }
 
+/// Whether `value` can be stored under `key`; if not, why, in words for the
+/// field it was typed into (Settings checks as the user types).
+pub fn check(key: &str, value: &str) -> Result<(), String> {
+    let Some(warning) = Settings::default().apply(key, value) else { return Ok(()) };
+    let reason = warning
+        .strip_prefix(&format!("setting {key} = {value:?} "))
+        .or_else(|| warning.strip_prefix(&format!("setting {key}: ")))
+        .unwrap_or(&warning);
+    // What `apply` falls back to is not what the field does: it keeps the typed text.
+    let reason = reason.rsplit_once("; ").map_or(reason, |(reason, _)| reason);
+    let reason = reason.strip_prefix("is ").unwrap_or(reason);
+    let mut chars = reason.chars();
+    Err(chars.next().map(|first| first.to_uppercase().chain(chars).collect()).unwrap_or_default())
+}
+
 impl Settings {
     /// A setting's current value as it is stored (what `apply` reads back).
     pub fn value(&self, key: &str) -> Option<String> {
@@ -515,6 +535,7 @@ impl Settings {
             keys::STREAMS_CONFIRMED => flag(self.streams_confirmed),
             keys::DESKTOP_ACCESSIBILITY => flag(self.desktop_accessibility),
             keys::START_IN_TRAY => flag(self.start_in_tray),
+            keys::THEME => self.theme.clone(),
             keys::SETUP_DONE => flag(self.setup_done),
             keys::PAUSE_HOTKEY => self.pause_hotkey.clone(),
             keys::OFFLINE => flag(self.offline),
@@ -678,6 +699,13 @@ impl Settings {
                 }
                 Err(err) => Err(format!("setting {key} = {value:?} is not a hotkey ({err}); using the default")),
             },
+            keys::THEME => match value.trim() {
+                theme @ ("system" | "light" | "dark") => {
+                    self.theme = theme.to_owned();
+                    Ok(())
+                }
+                _ => Err(format!("setting {key} = {value:?} is not system, light or dark; following the desktop")),
+            },
             keys::PREFER => crate::brains::Preference::parse(value)
                 .map(|p| self.prefer = p)
                 .ok_or_else(|| format!("setting {key} = {value:?} is not local or cloud; using local")),
@@ -771,6 +799,18 @@ impl Settings {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn check_says_why_a_typed_value_cannot_be_stored_in_the_fields_words() {
+        assert_eq!(check(keys::AFK_SECS, "240"), Ok(()));
+        assert_eq!(check(keys::AFK_SECS, "soon"), Err("Not a number from 10 to 86400".into()));
+        assert_eq!(check(keys::AFK_SECS, "5"), Err("Not a number from 10 to 86400".into()));
+        assert!(check(keys::QUICK_PROMPT_HOTKEY, "ctrl+alt+Space").is_ok());
+        assert!(check(keys::QUICK_PROMPT_HOTKEY, "ctrl+banana").unwrap_err().starts_with("Not a hotkey"));
+        let regex = check(keys::DENIED_TITLES, "(?i)salary(").unwrap_err();
+        assert!(!regex.contains("setting") && !regex.contains("keeping"), "{regex}");
+        assert_eq!(check(keys::PROFILE, "anything at all"), Ok(()));
+    }
 
     #[test]
     fn the_speed_floor_keeps_the_larger_model_off_a_machine_too_slow_for_it() {

@@ -2,6 +2,7 @@
 //! (quick prompt, pause, push-to-talk), the system tray, and the sidebar's default
 //! placement from the X11 work area.
 
+pub mod appearance;
 pub mod autostart;
 pub mod backend;
 pub mod ei;

@@ -70,6 +70,36 @@ impl WorkerName {
     }
 }
 
+impl WorkerName {
+    /// What the user calls it (the status bar, Settings → About).
+    pub fn title(self) -> &'static str {
+        self.describe().0
+    }
+
+    /// Its name and one line on what it does.
+    pub fn describe(self) -> (&'static str, &'static str) {
+        match self {
+            WorkerName::Store => ("Database", "keeps everything in the one encrypted cowork.db"),
+            WorkerName::Capture => ("Window capture", "which app and window you are in, and when you are away"),
+            WorkerName::Keys => ("Typing capture", "what you type, in chunks, outside password fields"),
+            WorkerName::Clipboard => ("Clipboard capture", "what you copy, and from which app"),
+            WorkerName::A11y => ("Browser addresses", "the address bar of your browser, through desktop accessibility"),
+            WorkerName::Llm => ("Local model", "answers on this computer"),
+            WorkerName::Agent => ("Agent", "answers, and calls tools behind your approvals"),
+            WorkerName::Models => ("Model downloads", "fetches and checks the model files"),
+            WorkerName::Search => ("Search", "finds what you saw, typed or copied, by words and meaning"),
+            WorkerName::Embed => ("Memory indexing", "turns new activity into searchable meaning"),
+            WorkerName::Mcp => ("Integrations", "the MCP servers cowork uses, and serves"),
+            WorkerName::Audio => ("Microphone", "records only while you talk to cowork"),
+            WorkerName::Speech => ("Speech to text", "Whisper, on this computer"),
+            WorkerName::Listen => ("Listen mode", "transcribes what is said near the computer, when you turned it on"),
+            WorkerName::Automations => ("Automations", "runs routines on their schedule or trigger"),
+            WorkerName::Notify => ("Notifications", "tells you what needs you, quietly when you are busy"),
+            WorkerName::Apps => ("Apps", "runs the small apps you installed, each in its sandbox"),
+        }
+    }
+}
+
 impl std::fmt::Display for WorkerName {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.write_str(self.as_str())
@@ -493,6 +523,8 @@ pub enum AppEvent {
     TogglePause,
     /// The tray: bring the sidebar to the front.
     ShowSidebar,
+    /// The desktop prefers dark (true) or light (false), or says nothing (None).
+    ColorScheme(Option<bool>),
     /// The automations and their newest runs (Apps → Automations).
     Automations(AutomationsView),
     /// The installed apps, the install dialog, the open apps' views.
@@ -513,6 +545,8 @@ pub enum AppEvent {
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct AutomationRow {
     pub name: String,
+    /// What it does, in one line (the flow's description).
+    pub description: String,
     pub enabled: bool,
     /// The trigger in words.
     pub trigger: String,
@@ -521,6 +555,13 @@ pub struct AutomationRow {
     pub problem: Option<String>,
     /// The flow as stored (JSON), for the editor.
     pub definition: String,
+}
+
+impl AutomationRow {
+    /// Its name as the user reads it: `builtin_approval_reminder` is "Approval reminder".
+    pub fn title(&self) -> String {
+        crate::automations::flow::human_name(&self.name)
+    }
 }
 
 /// One step of a run as the history shows it.

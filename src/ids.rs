@@ -67,9 +67,50 @@ pub fn format_local_datetime(at_millis: i64) -> String {
 /// When something happened, as prompts show it: "14:05" today, "Mon 14:05"
 /// within the last week, "2026-11-02 14:05" before that (local time).
 pub fn format_when(at_millis: i64, now_millis: i64) -> String {
+    when_with(at_millis, now_millis, format_clock)
+}
+
+/// Whether the user's locale writes times on a 12-hour clock: its LC_TIME
+/// time format (`nl_langinfo(T_FMT)`) has `%I`, `%l` or `%r`. `main` reads
+/// the locale from the environment first (`setlocale(LC_TIME, "")`); before
+/// that, and in tests, it is the C locale's 24-hour clock.
+pub fn twelve_hour_clock() -> bool {
+    static TWELVE: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+    *TWELVE.get_or_init(|| {
+        // SAFETY: nl_langinfo returns a pointer to a NUL-terminated string owned by the C library, read at once.
+        let format = unsafe {
+            let ptr = libc::nl_langinfo(libc::T_FMT);
+            if ptr.is_null() { String::new() } else { std::ffi::CStr::from_ptr(ptr).to_string_lossy().into_owned() }
+        };
+        ["%I", "%l", "%r"].iter().any(|f| format.contains(f))
+    })
+}
+
+/// A local time as the user's locale writes it: "09:14", or "9:14 AM".
+pub fn user_clock(at_millis: i64) -> String {
+    clock_in(at_millis, twelve_hour_clock())
+}
+
+fn clock_in(at_millis: i64, twelve_hour: bool) -> String {
+    if !twelve_hour {
+        return format_clock(at_millis);
+    }
+    let secs = at_millis / 1000;
+    let day_secs = (secs + local_offset_secs(secs)).rem_euclid(86_400);
+    let (hour, minute) = (day_secs / 3600, (day_secs % 3600) / 60);
+    let shown = if hour % 12 == 0 { 12 } else { hour % 12 };
+    format!("{shown}:{minute:02} {}", if hour < 12 { "AM" } else { "PM" })
+}
+
+/// `format_when` as the user's locale writes the time (the UI; prompts keep 24 hours).
+pub fn user_when(at_millis: i64, now_millis: i64) -> String {
+    when_with(at_millis, now_millis, user_clock)
+}
+
+fn when_with(at_millis: i64, now_millis: i64, clock: fn(i64) -> String) -> String {
     let today = local_day_start_millis(now_millis);
     let day = local_day_start_millis(at_millis);
-    let clock = format_clock(at_millis);
+    let clock = clock(at_millis);
     if day == today {
         return clock;
     }
@@ -121,6 +162,19 @@ fn local_offset_secs(unix_secs: i64) -> i64 {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_twelve_hour_locale_writes_am_and_pm() {
+        // 2026-11-24 00:05 and 13:30 UTC, read in UTC.
+        let midnight = 1_795_478_400_000 + 5 * 60_000;
+        let afternoon = 1_795_478_400_000 + 13 * 3_600_000 + 30 * 60_000;
+        if local_offset_secs(midnight / 1000) == 0 {
+            assert_eq!(clock_in(midnight, true), "12:05 AM");
+            assert_eq!(clock_in(afternoon, true), "1:30 PM");
+            assert_eq!(clock_in(afternoon, false), "13:30");
+        }
+        assert!(!twelve_hour_clock(), "tests run in the C locale");
+    }
 
     #[test]
     fn ids_strictly_increase_even_within_one_microsecond() {

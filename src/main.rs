@@ -518,9 +518,10 @@ enum ModelsAction {
 /// and both rayon workers, so three arenas each kept their own high-water mark:
 /// SmolLM2's peak RSS over three short questions and a 2,000-token one was
 /// 471–473 MB with the default and 384–396 MB with one arena, Qwen's 926–941
-/// against 903–904 MB, with the same first-token and decode times (README
-/// "Peak memory"). Small allocations still come from each thread's lock-free
-/// cache, and two cores leave little to contend for.
+/// against 903–904 MB, with the same first-token and decode times
+/// (docs/engine.md, "Inference patches", peak RSS). Small allocations still
+/// come from each thread's lock-free cache, and two cores leave little to
+/// contend for.
 fn one_malloc_arena() {
     #[cfg(all(target_os = "linux", target_env = "gnu"))]
     // SAFETY: mallopt only changes the allocator's tuning; no thread exists yet.
@@ -531,6 +532,9 @@ fn one_malloc_arena() {
 
 fn main() -> ExitCode {
     let process_started = Instant::now();
+    // Times in the UI follow the user's locale (12 or 24 hours); only LC_TIME is read.
+    // SAFETY: no other thread exists yet.
+    unsafe { libc::setlocale(libc::LC_TIME, c"".as_ptr()) };
     one_malloc_arena();
     let cli = Cli::parse();
     // mistralrs must never reach for a model hub: every model is a local file.
@@ -1111,6 +1115,11 @@ fn run_sidebar(paths: &Paths, options: SidebarOptions, process_started: Instant)
     // Key grabs work on an X session only: under XWayland they would fire only
     // while an X app has focus. Wayland binds `cowork trigger …` in the compositor.
     let desktop = cowork::desktop::session::for_display(display_for_hotkeys.as_deref(), settings.desktop_accessibility);
+    if let Some(dirs) = directories::BaseDirs::new()
+        && let Err(err) = cowork::desktop::appearance::spawn(dirs.config_dir().to_owned(), sink.clone())
+    {
+        tracing::warn!(%err, "the desktop's light or dark preference is not followed");
+    }
     let hotkeys = if !desktop.x11_decides() {
         let hotkeys_state = desktop.state(cowork::desktop::session::Capability::Hotkeys);
         tracing::info!("global hotkeys: {}", hotkeys_state.text());
@@ -1190,7 +1199,8 @@ fn run_sidebar(paths: &Paths, options: SidebarOptions, process_started: Instant)
             .with_app_id("cowork")
             .with_inner_size([width, height])
             .with_position([x, y])
-            .with_min_inner_size([280.0, 320.0])
+            .with_min_inner_size([320.0, 320.0])
+            .with_icon(cowork::ui::theme::window_icon())
             .with_window_level(WindowLevel::AlwaysOnTop),
         renderer: eframe::Renderer::Glow,
         event_loop_builder: under_xwayland.then(|| {

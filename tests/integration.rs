@@ -17,12 +17,14 @@ mod integration {
     mod cli;
     mod encryption;
     mod install;
+    mod layout;
     mod llm_real;
     mod mcp;
     mod memory;
     mod models;
     mod notify;
     mod providers;
+    mod render;
     mod security;
     mod store_worker;
     mod supervisor;

@@ -25,7 +25,7 @@ pub use super::operation::ChatRequest;
 
 /// The identity. Small local models follow it only when it is this concrete:
 /// where the facts are, to copy them exactly, and to say so when they are not
-/// there (README "The local model's prompt"). The text lives in assets so
+/// there (docs/engine.md, "The local model's prompt"). The text lives in assets so
 /// `scripts/measure` can give llama.cpp the identical prompt.
 pub const SYSTEM_PROMPT: &str = include_str!("../../assets/prompts/system.txt");
 

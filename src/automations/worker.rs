@@ -709,6 +709,7 @@ impl AutomationsWorker {
             let state = db::scheduler(conn, row.automation_id)?;
             flows.push(AutomationRow {
                 name: row.name.clone(),
+                description: row.flow.as_ref().map(|f| f.description.clone()).unwrap_or_default(),
                 enabled: row.enabled,
                 trigger: row.flow.as_ref().map(|f| f.trigger.describe()).unwrap_or_default(),
                 next_fire_at_millis: state.next_fire_at_millis,

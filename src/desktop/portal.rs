@@ -152,7 +152,7 @@ fn request(
 }
 
 /// The portal's unique name (signals are believed from it only).
-fn portal_owner(conn: &zbus::blocking::Connection) -> Result<String, String> {
+pub(super) fn portal_owner(conn: &zbus::blocking::Connection) -> Result<String, String> {
     let dbus = zbus::blocking::fdo::DBusProxy::new(conn).map_err(|err| err.to_string())?;
     Ok(dbus.get_name_owner(PORTAL.try_into().expect("a valid bus name")).map_err(|err| format!("no desktop portal on the session bus: {err}"))?.to_string())
 }

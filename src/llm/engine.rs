@@ -209,8 +209,8 @@ impl ChatEngine for MistralEngine {
         let model = self.model.as_ref().ok_or_else(|| EngineError::Generation("model is not loaded".into()))?;
         // Greedy, without frequency or presence penalties: mistralrs 0.8 counts
         // the prompt's tokens in those penalties, so they pushed the model away
-        // from every name, number and code its context gave it (README "The
-        // local model's prompt"). Answers are short; max_len bounds a loop.
+        // from every name, number and code its context gave it (docs/engine.md,
+        // "The local model's prompt"). Answers are short; max_len bounds a loop.
         let mut request = RequestBuilder::new().set_deterministic_sampler().set_sampler_max_len(max_tokens);
         for message in messages {
             let role = match message.role {

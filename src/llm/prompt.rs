@@ -2,7 +2,8 @@
 //! worked examples for small local models, then the question's own turn
 //! (activity log, clock and current window, recalled notes, question). Every
 //! part before the turn's clock is the same for every question, so a warm
-//! engine's prefix cache keeps it prefilled (README "The local model's prompt").
+//! engine's prefix cache keeps it prefilled (docs/engine.md,
+//! "The local model's prompt").
 
 use crate::events::ActivitySession;
 use crate::ids::local_day_start_millis;
@@ -18,7 +19,8 @@ pub struct PromptContext {
     pub system: String,
     /// The head of the question's turn: the activity log. Small models read
     /// what is in the user's turn far better than the system prompt (20 vs 14 of
-    /// 25 on the grounded-answer questions, README "The local model's prompt").
+    /// 25 on the grounded-answer questions, docs/engine.md, "The local model's
+    /// prompt").
     pub log: String,
     /// Right before the question: the clock, the current window and recalled notes.
     pub turn: String,

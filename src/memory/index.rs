@@ -25,7 +25,8 @@ use crate::sealed::SealKey;
 
 /// Vectors above which a namespace switches from exact search to HNSW:
 /// where exact top-10 search passes ~2 ms on this machine's 2 cores
-/// (`cargo bench --profile dev --bench memory`, README → Numbers).
+/// (`cargo bench --profile dev --bench memory`, docs/performance.md → "Store,
+/// memory and search").
 pub const HNSW_THRESHOLD: usize = 40_000;
 /// An HNSW index whose removed ids pass this share of it is rebuilt.
 const REBUILD_REMOVED_SHARE: f64 = 0.2;

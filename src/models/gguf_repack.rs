@@ -4,7 +4,7 @@
 //! and the published "Q4_K_M" Qwen2.5-Coder-0.5B file is mostly Q5_0 (133 of
 //! 158 quantized tensors: its 896-wide rows are not a multiple of 256). The
 //! repacked file decodes 1.6× faster with a 2.5× faster first token in
-//! mistralrs (README "Numbers"), for ~30 % more bytes.
+//! mistralrs (docs/engine.md, "Models"), for ~30 % more bytes.
 //!
 //! Lossless: a Q5_0 block is an f16 scale `d` and 32 five-bit values `q`
 //! meaning `d · (q − 16)`; a Q8_0 block is the same `d` and 32 int8 values

@@ -34,47 +34,49 @@ pub enum Family {
 #[derive(Clone, Copy, Debug, Serialize)]
 pub struct ToolSpec {
     pub name: &'static str,
+    /// What the user calls it (Settings, the chat's tool chips).
+    pub title: &'static str,
     pub family: Family,
     pub description: &'static str,
     /// The risk before arguments are looked at.
     pub risk: Risk,
 }
 
-const fn spec(name: &'static str, family: Family, risk: Risk, description: &'static str) -> ToolSpec {
-    ToolSpec { name, family, description, risk }
+const fn spec(name: &'static str, title: &'static str, family: Family, risk: Risk, description: &'static str) -> ToolSpec {
+    ToolSpec { name, title, family, description, risk }
 }
 
 use Family::*;
 use Risk::*;
 
 pub const TOOLS: &[ToolSpec] = &[
-    spec("recent_activity", Memory, Safe, "What the user did today or this morning, or was just doing: the apps and windows they used, newest first."),
-    spec("current_window", Memory, Safe, "The app and window the user is in right now."),
-    spec("search_memory", Memory, Safe, "Find something specific the user saw, typed or copied earlier (a name, a number, a topic) by words and meaning."),
-    spec("read_session", Memory, Safe, "What was typed and copied during one window session (by its id)."),
-    spec("remember", Memory, Safe, "Keep one lasting fact about the user or their work (at most 320 characters)."),
-    spec("list_pins", Memory, Safe, "List remembered facts and the sources pinned to this chat."),
-    spec("read_file", Files, Safe, "Read a text file."),
-    spec("list_files", Files, Safe, "List a directory."),
-    spec("search_files", Files, Safe, "Find files under a directory by glob and/or text."),
-    spec("file_info", Files, Safe, "Size, type and modification time of a path."),
-    spec("write_file", Files, Sensitive, "Write a file (creates or replaces it)."),
-    spec("edit_file", Files, Sensitive, "Replace exact text in a file (one match, or all)."),
-    spec("make_dir", Files, Sensitive, "Create a directory and its parents."),
-    spec("delete_path", Files, Dangerous, "Delete a file, or a directory with recursive."),
-    spec("move_path", Files, Dangerous, "Move or rename a path (never over an existing one)."),
-    spec("run_command", Shell, Sensitive, "Run a shell command with a timeout and return its output."),
-    spec("fetch_url", Web, Sensitive, "Fetch a web page and return its readable text."),
-    spec("clipboard_read", Desktop, Safe, "The text on the clipboard."),
-    spec("clipboard_write", Desktop, Sensitive, "Put text on the clipboard."),
-    spec("list_windows", Desktop, Safe, "The open windows with their ids."),
-    spec("focus_window", Desktop, Sensitive, "Bring a window (by id) to the front."),
-    spec("open", Desktop, Sensitive, "Open a file or URL with its default app, or start an installed app by name."),
-    spec("notify", Desktop, Safe, "Show a desktop notification."),
-    spec("ask_user", Conversation, Safe, "Ask the user a question and wait for the answer."),
-    spec("update_todos", Conversation, Safe, "Show the user your plan as a todo list (the whole list each time)."),
-    spec("skill", Skills, Safe, "Load the instructions of a skill by name."),
-    spec("delegate", Agent, Safe, "Hand a self-contained subtask to a helper with its own context; you get its summary."),
+    spec("recent_activity", "Recent activity", Memory, Safe, "What the user did today or this morning, or was just doing: the apps and windows they used, newest first."),
+    spec("current_window", "Current window", Memory, Safe, "The app and window the user is in right now."),
+    spec("search_memory", "Search memory", Memory, Safe, "Find something specific the user saw, typed or copied earlier (a name, a number, a topic) by words and meaning."),
+    spec("read_session", "Read a session", Memory, Safe, "What was typed and copied during one window session (by its id)."),
+    spec("remember", "Remember a fact", Memory, Safe, "Keep one lasting fact about the user or their work (at most 320 characters)."),
+    spec("list_pins", "List pinned facts", Memory, Safe, "List remembered facts and the sources pinned to this chat."),
+    spec("read_file", "Read a file", Files, Safe, "Read a text file."),
+    spec("list_files", "List a folder", Files, Safe, "List a directory."),
+    spec("search_files", "Find files", Files, Safe, "Find files under a directory by glob and/or text."),
+    spec("file_info", "File details", Files, Safe, "Size, type and modification time of a path."),
+    spec("write_file", "Write a file", Files, Sensitive, "Write a file (creates or replaces it)."),
+    spec("edit_file", "Edit a file", Files, Sensitive, "Replace exact text in a file (one match, or all)."),
+    spec("make_dir", "Make a folder", Files, Sensitive, "Create a directory and its parents."),
+    spec("delete_path", "Delete", Files, Dangerous, "Delete a file, or a directory with recursive."),
+    spec("move_path", "Move or rename", Files, Dangerous, "Move or rename a path (never over an existing one)."),
+    spec("run_command", "Run a command", Shell, Sensitive, "Run a shell command with a timeout and return its output."),
+    spec("fetch_url", "Fetch a web page", Web, Sensitive, "Fetch a web page and return its readable text."),
+    spec("clipboard_read", "Read the clipboard", Desktop, Safe, "The text on the clipboard."),
+    spec("clipboard_write", "Copy to the clipboard", Desktop, Sensitive, "Put text on the clipboard."),
+    spec("list_windows", "List windows", Desktop, Safe, "The open windows with their ids."),
+    spec("focus_window", "Bring a window forward", Desktop, Sensitive, "Bring a window (by id) to the front."),
+    spec("open", "Open", Desktop, Sensitive, "Open a file or URL with its default app, or start an installed app by name."),
+    spec("notify", "Notify", Desktop, Safe, "Show a desktop notification."),
+    spec("ask_user", "Ask you", Conversation, Safe, "Ask the user a question and wait for the answer."),
+    spec("update_todos", "Show the plan", Conversation, Safe, "Show the user your plan as a todo list (the whole list each time)."),
+    spec("skill", "Use a skill", Skills, Safe, "Load the instructions of a skill by name."),
+    spec("delegate", "Hand to a helper", Agent, Safe, "Hand a self-contained subtask to a helper with its own context; you get its summary."),
 ];
 
 pub fn get(name: &str) -> Option<&'static ToolSpec> {

@@ -47,9 +47,9 @@ pub struct AgentPanel {
 
 fn risk_colour(risk: &str) -> egui::Color32 {
     match risk {
-        "safe" => theme::OK,
-        "sensitive" => theme::WARN,
-        _ => theme::ERROR,
+        "safe" => theme::ok(),
+        "sensitive" => theme::warn(),
+        _ => theme::error(),
     }
 }
 
@@ -78,9 +78,9 @@ fn short_arguments(call: &ToolCallView) -> String {
 /// Everything that waits for the user, above the messages.
 pub fn waiting_ui(ui: &mut egui::Ui, state: &AppState, panel: &mut AgentPanel, actions: &mut Vec<UiAction>, now_millis: i64) {
     for (operation_id, why) in state.paused_operations() {
-        egui::Frame::new().fill(theme::USER_BUBBLE).corner_radius(6.0).inner_margin(8.0).show(ui, |ui| {
+        egui::Frame::new().fill(theme::user_bubble()).corner_radius(6.0).inner_margin(8.0).show(ui, |ui| {
             let text = why.split_once(": ").map_or(why, |(_, rest)| rest);
-            ui.label(RichText::new("Paused").strong().color(theme::WARN));
+            ui.label(RichText::new("Paused").strong().color(theme::warn()));
             ui.label(text);
             ui.horizontal(|ui| {
                 if ui.button("Continue").clicked() {
@@ -104,9 +104,9 @@ pub fn waiting_ui(ui: &mut egui::Ui, state: &AppState, panel: &mut AgentPanel, a
 }
 
 fn question_ui(ui: &mut egui::Ui, call: &ToolCallView, panel: &mut AgentPanel, actions: &mut Vec<UiAction>) {
-    egui::Frame::new().fill(theme::USER_BUBBLE).corner_radius(6.0).inner_margin(8.0).show(ui, |ui| {
+    egui::Frame::new().fill(theme::user_bubble()).corner_radius(6.0).inner_margin(8.0).show(ui, |ui| {
         let question = call.arguments.get("question").and_then(|q| q.as_str()).unwrap_or_default();
-        ui.label(RichText::new("cowork asks").small().color(theme::MUTED));
+        ui.label(RichText::new("cowork asks").small().color(theme::muted()));
         ui.label(question);
         let answer = panel.answers.entry(call.call_id).or_default();
         let label = ui.label("Your answer");
@@ -127,17 +127,17 @@ fn approval_card_ui(ui: &mut egui::Ui, call: &ToolCallView, panel: &mut AgentPan
         let (target, pattern) = call.suggested_rule.clone().unwrap_or_default();
         CardEdit { target, pattern, arguments: serde_json::to_string_pretty(&call.arguments).unwrap_or_default(), shown: arguments_text(call), ..CardEdit::default() }
     });
-    egui::Frame::new().fill(theme::USER_BUBBLE).corner_radius(6.0).inner_margin(8.0).stroke(egui::Stroke::new(1.0, risk_colour(&call.risk))).show(ui, |ui| {
+    egui::Frame::new().fill(theme::user_bubble()).corner_radius(6.0).inner_margin(8.0).stroke(egui::Stroke::new(1.0, risk_colour(&call.risk))).show(ui, |ui| {
         ui.set_width(ui.available_width());
         ui.horizontal_wrapped(|ui| {
             ui.label(RichText::new(format!("Approve {}?", call.tool)).strong());
             ui.label(RichText::new(&call.risk).small().color(risk_colour(&call.risk)));
             if let Some(at) = call.expires_at_millis {
                 let left = ((at - now_millis) / 1000).max(0);
-                ui.label(RichText::new(format!("denied in {}:{:02}", left / 60, left % 60)).small().color(theme::MUTED));
+                ui.label(RichText::new(format!("denied in {}:{:02}", left / 60, left % 60)).small().color(theme::muted()));
             }
         });
-        egui::Frame::new().inner_margin(4.0).stroke(egui::Stroke::new(1.0, theme::MUTED)).show(ui, |ui| {
+        egui::Frame::new().inner_margin(4.0).stroke(egui::Stroke::new(1.0, theme::muted())).show(ui, |ui| {
             ui.set_width(ui.available_width());
             // Scrolled, so a long write never pushes the buttons off the panel.
             egui::ScrollArea::vertical().id_salt(("card_arguments", call.call_id)).max_height(200.0).show(ui, |ui| {
@@ -145,7 +145,7 @@ fn approval_card_ui(ui: &mut egui::Ui, call: &ToolCallView, panel: &mut AgentPan
             });
         });
         let by = call.decided_by.as_deref().unwrap_or("policy");
-        ui.label(RichText::new(format!("{} ({by})", call.why)).small().color(theme::MUTED));
+        ui.label(RichText::new(format!("{} ({by})", call.why)).small().color(theme::muted()));
         match edit.mode {
             CardMode::Buttons => {
                 ui.horizontal_wrapped(|ui| {
@@ -215,7 +215,7 @@ fn approval_card_ui(ui: &mut egui::Ui, call: &ToolCallView, panel: &mut AgentPan
                     }
                 });
                 if let Err(err) = parsed {
-                    ui.label(RichText::new(format!("not JSON: {err}")).small().color(theme::ERROR));
+                    ui.label(RichText::new(format!("not JSON: {err}")).small().color(theme::error()));
                 }
             }
         }
@@ -237,14 +237,14 @@ pub fn answer_steps_ui(ui: &mut egui::Ui, state: &AppState, answer_id: i64, pane
     ui.horizontal_wrapped(|ui| {
         for call in &calls {
             let (status, colour) = match call.status {
-                CallStatus::Waiting => ("waiting", theme::WARN),
-                CallStatus::Running => ("running", theme::WARN),
-                CallStatus::Done => ("done", theme::OK),
-                CallStatus::Failed => ("failed", theme::ERROR),
-                CallStatus::Denied => ("denied", theme::ERROR),
-                CallStatus::Expired => ("expired", theme::ERROR),
-                CallStatus::MayHaveRun => ("may have run — check", theme::ERROR),
-                CallStatus::Cancelled => ("stopped", theme::MUTED),
+                CallStatus::Waiting => ("waiting", theme::warn()),
+                CallStatus::Running => ("running", theme::warn()),
+                CallStatus::Done => ("done", theme::ok()),
+                CallStatus::Failed => ("failed", theme::error()),
+                CallStatus::Denied => ("denied", theme::error()),
+                CallStatus::Expired => ("expired", theme::error()),
+                CallStatus::MayHaveRun => ("may have run — check", theme::error()),
+                CallStatus::Cancelled => ("stopped", theme::muted()),
             };
             let took = call.duration_millis.filter(|_| call.status.settled()).map(|ms| format!(" {ms} ms")).unwrap_or_default();
             // An MCP server's progress for a running call ("3/10 · indexing").
@@ -265,18 +265,18 @@ pub fn answer_steps_ui(ui: &mut egui::Ui, state: &AppState, answer_id: i64, pane
         images_ui(ui, call, &mut panel.textures);
     }
     for call in calls.iter().filter(|c| panel.expanded.contains(&c.call_id)) {
-        egui::Frame::new().inner_margin(4.0).stroke(egui::Stroke::new(1.0, theme::MUTED)).show(ui, |ui| {
+        egui::Frame::new().inner_margin(4.0).stroke(egui::Stroke::new(1.0, theme::muted())).show(ui, |ui| {
             ui.set_width(ui.available_width());
-            ui.label(RichText::new(format!("{} · {} · {}", call.tool, call.risk, call.decided_by.as_deref().unwrap_or("policy"))).small().color(theme::MUTED));
+            ui.label(RichText::new(format!("{} · {} · {}", call.tool, call.risk, call.decided_by.as_deref().unwrap_or("policy"))).small().color(theme::muted()));
             ui.label(RichText::new(arguments_text(call)).monospace().small());
             if let Some(output) = &call.output {
                 // The head of a long result (a 10 MB one would be copied and hashed every frame);
                 // the whole is kept in cowork.db.
                 let cut = output.floor_char_boundary(CHIP_OUTPUT_BYTES);
                 egui::ScrollArea::vertical().id_salt(("tool_output", call.call_id)).max_height(160.0).show(ui, |ui| {
-                    ui.label(RichText::new(&output[..cut]).monospace().small().color(if call.is_error { theme::ERROR } else { theme::MUTED }));
+                    ui.label(RichText::new(&output[..cut]).monospace().small().color(if call.is_error { theme::error() } else { theme::muted() }));
                     if cut < output.len() {
-                        ui.label(RichText::new(format!("… {} more bytes, kept whole in cowork.db: `cowork audit --output {}` prints it", output.len() - cut, call.call_id)).small().color(theme::MUTED));
+                        ui.label(RichText::new(format!("… {} more bytes, kept whole in cowork.db: `cowork audit --output {}` prints it", output.len() - cut, call.call_id)).small().color(theme::muted()));
                     }
                 });
             }
@@ -312,7 +312,7 @@ fn images_ui(ui: &mut egui::Ui, call: &ToolCallView, textures: &mut HashMap<(i64
                     ui.add(egui::Image::new((texture.id(), size)).alt_text(format!("Image from {}", call.tool))).on_hover_ui(about);
                 }
                 Err(why) => {
-                    ui.label(RichText::new(format!("[image not shown: {why}]")).small().color(theme::MUTED)).on_hover_ui(about);
+                    ui.label(RichText::new(format!("[image not shown: {why}]")).small().color(theme::muted())).on_hover_ui(about);
                 }
             }
         }
@@ -336,6 +336,6 @@ fn browser_log_ui(ui: &mut egui::Ui, calls: &[&ToolCallView]) {
             CallStatus::Waiting | CallStatus::Running => " …".to_owned(),
             _ => format!(" ({})", call.status.as_str().replace('_', " ")),
         };
-        ui.label(RichText::new(format!("{action} {target}{page}").trim_end().to_owned()).small().color(if call.is_error { theme::ERROR } else { theme::MUTED }));
+        ui.label(RichText::new(format!("{action} {target}{page}").trim_end().to_owned()).small().color(if call.is_error { theme::error() } else { theme::muted() }));
     }
 }

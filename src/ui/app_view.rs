@@ -46,7 +46,7 @@ pub fn view_ui(ui: &mut egui::Ui, view: &View, forms: &mut Forms, out: &mut Vec<
         ui.add_space(theme::SPACING);
     }
     if view.cut > 0 {
-        ui.label(RichText::new(format!("{} more parts are not shown: an app's view shows at most {}", view.cut, crate::apps::view::NODE_LIMIT)).small().color(theme::WARN));
+        ui.label(RichText::new(format!("{} more parts are not shown: an app's view shows at most {}", view.cut, crate::apps::view::NODE_LIMIT)).small().color(theme::warn()));
     }
 }
 
@@ -72,23 +72,23 @@ fn node_ui(ui: &mut egui::Ui, node: &Node, forms: &mut Forms, out: &mut Vec<View
             ui.label(match style {
                 TextStyle::Heading => text.strong().size(16.0),
                 TextStyle::Body => text,
-                TextStyle::Muted => text.small().color(theme::MUTED),
+                TextStyle::Muted => text.small().color(theme::muted()),
             });
         }
         Node::List { items, empty } => {
             if items.is_empty() && !empty.is_empty() {
-                ui.label(RichText::new(empty).color(theme::MUTED));
+                ui.label(RichText::new(empty).color(theme::muted()));
             }
             for (index, item) in items.iter().enumerate() {
                 ui.push_id(index, |ui| {
                     ui.horizontal(|ui| {
                         ui.label(RichText::new(&item.title).strong());
                         if !item.accessory.is_empty() {
-                            ui.with_layout(egui::Layout::right_to_left(egui::Align::Center), |ui| ui.label(RichText::new(&item.accessory).small().color(theme::MUTED)));
+                            ui.with_layout(egui::Layout::right_to_left(egui::Align::Center), |ui| ui.label(RichText::new(&item.accessory).small().color(theme::muted())));
                         }
                     });
                     if !item.subtitle.is_empty() {
-                        ui.label(RichText::new(&item.subtitle).small().color(theme::MUTED));
+                        ui.label(RichText::new(&item.subtitle).small().color(theme::muted()));
                     }
                     if !item.actions.is_empty() {
                         actions_ui(ui, &item.actions, out);
@@ -102,7 +102,7 @@ fn node_ui(ui: &mut egui::Ui, node: &Node, forms: &mut Forms, out: &mut Vec<View
             if !metadata.is_empty() {
                 egui::Grid::new("metadata").num_columns(2).show(ui, |ui| {
                     for (label, value) in metadata {
-                        ui.label(RichText::new(label).small().color(theme::MUTED));
+                        ui.label(RichText::new(label).small().color(theme::muted()));
                         ui.label(value);
                         ui.end_row();
                     }
@@ -123,10 +123,10 @@ fn node_ui(ui: &mut egui::Ui, node: &Node, forms: &mut Forms, out: &mut Vec<View
             }
         }
         Node::Stat { label, value, note } => {
-            ui.label(RichText::new(label).small().color(theme::MUTED));
+            ui.label(RichText::new(label).small().color(theme::muted()));
             ui.label(RichText::new(value).strong().size(22.0));
             if !note.is_empty() {
-                ui.label(RichText::new(note).small().color(theme::MUTED));
+                ui.label(RichText::new(note).small().color(theme::muted()));
             }
         }
         Node::Table { columns, rows } => {
@@ -148,7 +148,7 @@ fn node_ui(ui: &mut egui::Ui, node: &Node, forms: &mut Forms, out: &mut Vec<View
         Node::Chart { title, chart } => chart_ui(ui, title, chart),
         Node::Actions(actions) => actions_ui(ui, actions, out),
         Node::Fallback(text) => {
-            ui.label(RichText::new(text).italics().color(theme::MUTED));
+            ui.label(RichText::new(text).italics().color(theme::muted()));
         }
     }
 }
@@ -245,7 +245,7 @@ fn chart_ui(ui: &mut egui::Ui, title: &str, chart: &Chart) {
                     let index = mark.value.round();
                     if (mark.value - index).abs() > 1e-6 || index < 0.0 || index as usize >= n { String::new() } else { names[n - 1 - index as usize].clone() }
                 })
-                .x_axis_formatter(move |mark, _| crate::ids::format_clock(origin + (mark.value * 60_000.0) as i64))
+                .x_axis_formatter(move |mark, _| crate::ids::user_clock(origin + (mark.value * 60_000.0) as i64))
                 .show(ui, |plot| plot.bar_chart(BarChart::new("time", bars).horizontal()));
         }
     }

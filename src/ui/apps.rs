@@ -9,7 +9,7 @@
 use egui::RichText;
 
 use crate::events::{InboxItem, RunSummary};
-use crate::ids::{format_duration_millis, format_when};
+use crate::ids::{format_duration_millis, user_when as format_when};
 use crate::notify::Act;
 use crate::state::{AppState, UiAction};
 use crate::ui::theme;
@@ -80,7 +80,7 @@ fn draft_box_ui(ui: &mut egui::Ui, words: &DraftWords, drafting: bool, result: O
         done = Drafted::Describe(draft_box.describe.trim().to_owned());
     }
     if drafting {
-        ui.label(RichText::new("Drafting…").small().color(theme::MUTED));
+        ui.label(RichText::new("Drafting…").small().color(theme::muted()));
     }
     match result {
         Some(Ok(drafted)) => {
@@ -95,7 +95,7 @@ fn draft_box_ui(ui: &mut egui::Ui, words: &DraftWords, drafting: bool, result: O
             }
         }
         Some(Err(why)) => {
-            ui.label(RichText::new(why).small().color(theme::ERROR));
+            ui.label(RichText::new(why).small().color(theme::error()));
         }
         None => {}
     }
@@ -128,20 +128,20 @@ pub fn apps_ui(ui: &mut egui::Ui, state: &AppState, panel: &mut AppsPanel, now_m
 fn installed_ui(ui: &mut egui::Ui, state: &AppState, panel: &mut AppsPanel, actions: &mut Vec<UiAction>) {
     ui.label(RichText::new("Apps").strong());
     if state.apps.installed.is_empty() {
-        ui.label(RichText::new("No apps yet: install one from a folder or a zip").small().color(theme::MUTED));
+        ui.label(RichText::new("No apps yet: install one from a folder or a zip").small().color(theme::muted()));
     }
     for app in &state.apps.installed {
         let row = &app.row;
         ui.push_id(&row.app_id, |ui| {
             ui.horizontal(|ui| {
                 ui.label(RichText::new(&row.name).strong());
-                ui.label(RichText::new(format!("{}{}", row.version, if app.without_code { " · no code" } else { "" })).small().color(theme::MUTED));
+                ui.label(RichText::new(format!("{}{}", row.version, if app.without_code { " · no code" } else { "" })).small().color(theme::muted()));
             });
             if !app.description.is_empty() {
                 ui.label(RichText::new(&app.description).small());
             }
             for read in &app.reads {
-                ui.label(RichText::new(format!("Can {read}")).small().color(theme::MUTED));
+                ui.label(RichText::new(format!("Can {read}")).small().color(theme::muted()));
             }
             ui.horizontal(|ui| {
                 if ui.add_enabled(row.enabled, egui::Button::new("Open")).clicked() {
@@ -153,7 +153,7 @@ fn installed_ui(ui: &mut egui::Ui, state: &AppState, panel: &mut AppsPanel, acti
                     actions.push(UiAction::AppsEnable { app_id: row.app_id.clone(), enabled });
                 }
                 if panel.confirm_remove.as_deref() == Some(row.app_id.as_str()) {
-                    ui.label(RichText::new("Remove it and its data?").small().color(theme::WARN));
+                    ui.label(RichText::new("Remove it and its data?").small().color(theme::warn()));
                     if ui.button("Remove").clicked() {
                         actions.push(UiAction::AppsRemove(row.app_id.clone()));
                         panel.confirm_remove = None;
@@ -180,7 +180,7 @@ fn installed_ui(ui: &mut egui::Ui, state: &AppState, panel: &mut AppsPanel, acti
     match &state.apps.inspection {
         Some(Ok(inspection)) => install_dialog(ui, inspection, panel, actions),
         Some(Err(why)) => {
-            ui.label(RichText::new(why).small().color(theme::ERROR));
+            ui.label(RichText::new(why).small().color(theme::error()));
             if ui.button("Close").clicked() {
                 actions.push(UiAction::AppsForgetInspection);
             }
@@ -188,7 +188,7 @@ fn installed_ui(ui: &mut egui::Ui, state: &AppState, panel: &mut AppsPanel, acti
         None => {}
     }
     if let Some(message) = &state.apps.message {
-        ui.label(RichText::new(message).small().color(theme::MUTED));
+        ui.label(RichText::new(message).small().color(theme::muted()));
     }
 }
 
@@ -223,7 +223,7 @@ fn install_dialog(ui: &mut egui::Ui, inspection: &crate::apps::worker::Inspectio
         if let Some(version) = &inspection.replaces {
             ui.label(RichText::new(format!("Updates the installed version {version}")).small());
             for import in &inspection.new_imports {
-                ui.label(RichText::new(format!("New: it now imports {import}")).small().color(theme::WARN));
+                ui.label(RichText::new(format!("New: it now imports {import}")).small().color(theme::warn()));
             }
         }
         ui.label(RichText::new("What its code can do").small().strong());
@@ -240,9 +240,9 @@ fn install_dialog(ui: &mut egui::Ui, inspection: &crate::apps::worker::Inspectio
             }
         }
         for flag in &disclosure.flags {
-            ui.label(RichText::new(format!("Warning: {flag}")).small().color(theme::WARN));
+            ui.label(RichText::new(format!("Warning: {flag}")).small().color(theme::warn()));
         }
-        ui.label(RichText::new(format!("The app says: {}", disclosure.claim)).small().color(theme::MUTED));
+        ui.label(RichText::new(format!("The app says: {}", disclosure.claim)).small().color(theme::muted()));
         ui.horizontal(|ui| {
             if ui.button(if inspection.replaces.is_some() { "Update" } else { "Install" }).clicked() {
                 actions.push(UiAction::AppsInstall { path: inspection.path.clone(), granted: panel.grants.clone() });
@@ -273,18 +273,18 @@ fn open_app_ui(ui: &mut egui::Ui, state: &AppState, panel: &mut AppsPanel, app_i
         }
     });
     let Some(open) = open else {
-        ui.label(RichText::new("Opening…").small().color(theme::MUTED));
+        ui.label(RichText::new("Opening…").small().color(theme::muted()));
         return;
     };
     if open.busy {
         ui.horizontal(|ui| {
             ui.spinner();
-            ui.label(RichText::new("Working…").small().color(theme::MUTED));
+            ui.label(RichText::new("Working…").small().color(theme::muted()));
         });
     }
     if let Some(error) = &open.error {
         egui::Frame::group(ui.style()).show(ui, |ui| {
-            ui.label(RichText::new(format!("{} stopped", open.name)).strong().color(theme::ERROR));
+            ui.label(RichText::new(format!("{} stopped", open.name)).strong().color(theme::error()));
             ui.label(RichText::new(error).small());
             if ui.button("Try again").clicked() {
                 actions.push(UiAction::AppOpen(app_id.to_owned()));
@@ -326,7 +326,7 @@ fn open_app_ui(ui: &mut egui::Ui, state: &AppState, panel: &mut AppsPanel, app_i
             other => panel.confirm = Some(other),
         }
     }
-    ui.label(RichText::new(format!("{} ms · {} MiB", open.millis, open.memory_bytes >> 20)).small().color(theme::MUTED));
+    ui.label(RichText::new(format!("{} ms · {} MiB", open.millis, open.memory_bytes >> 20)).small().color(theme::muted()));
 }
 
 /// Describe it: words in, a drafted flow out (checked before it is shown), reviewed, edited, saved.
@@ -358,11 +358,11 @@ fn inbox_ui(ui: &mut egui::Ui, inbox: &[InboxItem], now_millis: i64, actions: &m
     let waiting = inbox.iter().filter(|i| open(&i.state)).count();
     ui.heading(if waiting > 0 { format!("Inbox ({waiting})") } else { "Inbox".to_owned() });
     if inbox.is_empty() {
-        ui.label(RichText::new("Nothing yet: what cowork tells you lands here too, even when the desktop did not show it").small().color(theme::MUTED));
+        ui.label(RichText::new("Nothing yet: what cowork tells you lands here too, even when the desktop did not show it").small().color(theme::muted()));
     }
     for item in inbox.iter().take(INBOX_SHOWN) {
         ui.group(|ui| {
-            let colour = if item.tier == "urgent" { theme::WARN } else { ui.visuals().text_color() };
+            let colour = if item.tier == "urgent" { theme::warn() } else { ui.visuals().text_color() };
             ui.label(RichText::new(&item.title).strong().color(colour));
             if !item.body.is_empty() {
                 ui.label(&item.body);
@@ -371,7 +371,7 @@ fn inbox_ui(ui: &mut egui::Ui, inbox: &[InboxItem], now_millis: i64, actions: &m
             if let Some(reason) = &item.reason {
                 line.push_str(&format!(" · {reason}"));
             }
-            ui.label(RichText::new(line).small().color(theme::MUTED));
+            ui.label(RichText::new(line).small().color(theme::muted()));
             if open(&item.state) {
                 ui.horizontal(|ui| {
                     if item.can_accept && ui.button("Accept").on_hover_text(&item.title).clicked() {
@@ -395,21 +395,25 @@ fn automations_ui(ui: &mut egui::Ui, state: &AppState, panel: &mut AppsPanel, no
         }
     });
     if view.flows.is_empty() {
-        ui.label(RichText::new("No automations yet: cowork automations import FILE adds them").small().color(theme::MUTED));
+        ui.label(RichText::new("No automations yet: cowork automations import FILE adds them").small().color(theme::muted()));
     }
     for flow in &view.flows {
         ui.group(|ui| {
-            ui.horizontal(|ui| {
-                let mut enabled = flow.enabled;
-                if ui.checkbox(&mut enabled, RichText::new(&flow.name).strong()).on_hover_text(format!("Switch {} on or off", flow.name)).changed() {
-                    actions.push(UiAction::AutomationEnable { name: flow.name.clone(), enabled });
-                }
-                if ui.add_enabled(flow.problem.is_none(), egui::Button::new("Run now")).on_hover_text(format!("Run {} now", flow.name)).clicked() {
+            let title = flow.title();
+            let mut enabled = flow.enabled;
+            if ui.checkbox(&mut enabled, RichText::new(&title).strong()).on_hover_text(format!("Switch {title} on or off ({})", flow.name)).changed() {
+                actions.push(UiAction::AutomationEnable { name: flow.name.clone(), enabled });
+            }
+            if !flow.description.is_empty() {
+                ui.label(RichText::new(&flow.description).small());
+            }
+            ui.horizontal_wrapped(|ui| {
+                if ui.add_enabled(flow.problem.is_none(), egui::Button::new("Run now")).on_hover_text(format!("Run {title} now")).clicked() {
                     actions.push(UiAction::AutomationRun(flow.name.clone()));
                 }
                 // Parsed when clicked, not every frame.
                 if flow.problem.is_none()
-                    && ui.button("Edit").on_hover_text(format!("Edit {}", flow.name)).clicked()
+                    && ui.button("Edit").on_hover_text(format!("Edit {title}")).clicked()
                     && let Ok(definition) = crate::automations::Flow::from_json(&flow.definition)
                 {
                     panel.editor = Some(crate::ui::flow_editor::FlowEditor::new(definition, false));
@@ -422,9 +426,9 @@ fn automations_ui(ui: &mut egui::Ui, state: &AppState, panel: &mut AppsPanel, no
             if let Some(last) = view.runs.iter().find(|r| r.automation == flow.name) {
                 line.push_str(&format!(" · last run {} {}", last.status, format_when(last.created_at_millis, now_millis)));
             }
-            ui.label(RichText::new(line).small().color(theme::MUTED));
+            ui.label(RichText::new(line).small().color(theme::muted()));
             if let Some(problem) = &flow.problem {
-                ui.label(RichText::new(problem).small().color(theme::ERROR));
+                ui.label(RichText::new(problem).small().color(theme::error()));
             }
         });
     }
@@ -438,23 +442,23 @@ fn automations_ui(ui: &mut egui::Ui, state: &AppState, panel: &mut AppsPanel, no
 
 fn run_ui(ui: &mut egui::Ui, run: &RunSummary, now_millis: i64, actions: &mut Vec<UiAction>) {
     let colour = match run.status.as_str() {
-        "done" => theme::OK,
-        "failed" | "expired" => theme::ERROR,
-        _ => theme::WARN,
+        "done" => theme::ok(),
+        "failed" | "expired" => theme::error(),
+        _ => theme::warn(),
     };
-    let title = format!("{} · {} · {} ({})", run.automation, run.status, format_when(run.created_at_millis, now_millis), run.trigger_kind);
+    let title = format!("{} · {} · {} ({})", crate::automations::flow::human_name(&run.automation), run.status, format_when(run.created_at_millis, now_millis), run.trigger_kind);
     egui::CollapsingHeader::new(RichText::new(title).color(colour)).id_salt(run.run_id).show(ui, |ui| {
         if let Some(error) = &run.error {
-            ui.label(RichText::new(error).small().color(theme::ERROR));
+            ui.label(RichText::new(error).small().color(theme::error()));
         }
         for step in &run.steps {
             let took = step.duration_millis.map(format_duration_millis).unwrap_or_default();
             let decision = step.decision.as_deref().map(|d| format!(" · {d}")).unwrap_or_default();
             ui.label(RichText::new(format!("{} ({}) {} {took}{decision}", step.step_id, step.kind, step.status)).small());
             if let Some(error) = &step.error {
-                ui.label(RichText::new(error).small().color(theme::ERROR));
+                ui.label(RichText::new(error).small().color(theme::error()));
             } else if !step.output.is_empty() {
-                ui.label(RichText::new(&step.output).small().color(theme::MUTED));
+                ui.label(RichText::new(&step.output).small().color(theme::muted()));
             }
         }
         ui.horizontal(|ui| {

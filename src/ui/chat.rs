@@ -32,21 +32,25 @@ pub fn chat_ui(ui: &mut egui::Ui, state: &AppState, panel: &mut ChatPanel, actio
             .and_then(|id| state.threads.iter().find(|t| t.thread_id == id))
             .map(|t| t.title.clone())
             .unwrap_or_else(|| "New chat".to_owned());
-        egui::ComboBox::from_id_salt("thread_picker")
-            .selected_text(current)
-            .width(ui.available_width() - 90.0)
-            .show_ui(ui, |ui| {
-                for thread in &state.threads {
-                    if ui.selectable_label(state.current_thread == Some(thread.thread_id), &thread.title).clicked() {
-                        actions.push(UiAction::SelectThread(thread.thread_id));
+        // New chat on the right; the picker takes what is left, its title cut short.
+        ui.with_layout(egui::Layout::right_to_left(egui::Align::Center), |ui| {
+            if ui.button("New chat").clicked() {
+                actions.push(UiAction::NewThread);
+            }
+            egui::ComboBox::from_id_salt("thread_picker")
+                .selected_text(current)
+                .width(ui.available_width())
+                .truncate()
+                .show_ui(ui, |ui| {
+                    for thread in &state.threads {
+                        if ui.selectable_label(state.current_thread == Some(thread.thread_id), &thread.title).clicked() {
+                            actions.push(UiAction::SelectThread(thread.thread_id));
+                        }
                     }
-                }
-            })
-            .response
-            .labelled_by(label.id);
-        if ui.button("New chat").clicked() {
-            actions.push(UiAction::NewThread);
-        }
+                })
+                .response
+                .labelled_by(label.id);
+        });
     });
     model_line_ui(ui, state);
     pins_ui(ui, state, actions);
@@ -66,7 +70,7 @@ pub fn chat_ui(ui: &mut egui::Ui, state: &AppState, panel: &mut ChatPanel, actio
         .stick_to_bottom(true)
         .show(ui, |ui| {
             if state.messages.is_empty() {
-                ui.label(RichText::new("Ask about anything, including what you were just doing").color(theme::MUTED));
+                ui.label(RichText::new("Ask about anything, including what you were just doing").color(theme::muted()));
             }
             for (index, message) in state.messages.iter().enumerate() {
                 message_ui(ui, state, message, panel);
@@ -129,18 +133,18 @@ pub fn chat_ui(ui: &mut egui::Ui, state: &AppState, panel: &mut ChatPanel, actio
 
 fn model_line_ui(ui: &mut egui::Ui, state: &AppState) {
     let (text, colour) = match &state.model {
-        None | Some(ModelStatus::NotLoaded) => ("Local model: loads on first question".to_owned(), theme::MUTED),
-        Some(ModelStatus::Loading) => ("Local model: loading…".to_owned(), theme::WARN),
-        Some(ModelStatus::Ready { load_millis }) => (format!("Local model: ready (loaded in {load_millis} ms)"), theme::OK),
-        Some(ModelStatus::Unavailable(reason)) => (format!("Local model unavailable: {reason}"), theme::ERROR),
+        None | Some(ModelStatus::NotLoaded) => ("Local model: loads on first question".to_owned(), theme::muted()),
+        Some(ModelStatus::Loading) => ("Local model: loading…".to_owned(), theme::warn()),
+        Some(ModelStatus::Ready { load_millis }) => (format!("Local model: ready (loaded in {load_millis} ms)"), theme::ok()),
+        Some(ModelStatus::Unavailable(reason)) => (format!("Local model unavailable: {reason}"), theme::error()),
     };
     ui.label(RichText::new(text).small().color(colour));
 }
 
 fn message_ui(ui: &mut egui::Ui, state: &AppState, message: &MessageView, panel: &mut ChatPanel) {
     let fill = match message.role {
-        Role::User => theme::USER_BUBBLE,
-        Role::Assistant => theme::ASSISTANT_BUBBLE,
+        Role::User => theme::user_bubble(),
+        Role::Assistant => theme::assistant_bubble(),
     };
     egui::Frame::new().fill(fill).corner_radius(6.0).inner_margin(8.0).show(ui, |ui| {
         ui.set_width(ui.available_width());
@@ -148,17 +152,18 @@ fn message_ui(ui: &mut egui::Ui, state: &AppState, message: &MessageView, panel:
             Role::User => "You",
             Role::Assistant => "cowork",
         };
-        ui.label(RichText::new(who).small().color(theme::MUTED));
+        ui.label(RichText::new(who).small().color(theme::muted()));
         if message.role == Role::Assistant {
             crate::ui::agent::answer_steps_ui(ui, state, message.message_id, &mut panel.agent);
         }
         if message.content.is_empty() && message.is_streaming() {
-            ui.label(RichText::new("Thinking…").italics().color(theme::MUTED));
+            ui.label(RichText::new("Thinking…").italics().color(theme::muted()));
         } else if message.role == Role::Assistant {
             // Answers are Markdown (lists, code blocks, links); the user's own words are shown as typed.
             // A link shows where it goes on hover: its text may have come from a captured page.
             ui.style_mut().url_in_tooltip = true;
-            egui_commonmark::CommonMarkViewer::new().show(ui, &mut panel.markdown, &message.content);
+            let (text, _) = crate::state::without_session_refs(&message.content);
+            answer_text_ui(ui, &text, message.message_id, panel);
         } else {
             ui.label(&message.content);
         }
@@ -167,11 +172,11 @@ fn message_ui(ui: &mut egui::Ui, state: &AppState, message: &MessageView, panel:
         }
         match message.status {
             Some(MessageStatus::Stopped) => {
-                ui.label(RichText::new("Stopped").small().color(theme::WARN));
+                ui.label(RichText::new("Stopped").small().color(theme::warn()));
             }
             Some(MessageStatus::Failed) => {
                 let error = message.error.as_deref().unwrap_or("the answer failed");
-                ui.label(RichText::new(error).small().color(theme::ERROR));
+                ui.label(RichText::new(error).small().color(theme::error()));
             }
             _ => {}
         }
@@ -182,10 +187,147 @@ fn message_ui(ui: &mut egui::Ui, state: &AppState, message: &MessageView, panel:
                     stats.completion_tokens, stats.tokens_per_sec, stats.first_token_millis
                 ))
                 .small()
-                .color(theme::MUTED),
+                .color(theme::muted()),
             );
         }
     });
+}
+
+/// An answer's Markdown; its code blocks drawn here, wrapped to the panel
+/// with a Copy button each (the Markdown viewer's own is an unlabeled icon
+/// and scrolls sideways).
+fn answer_text_ui(ui: &mut egui::Ui, text: &str, message_id: i64, panel: &mut ChatPanel) {
+    for (n, block) in split_code_blocks(text).into_iter().enumerate() {
+        match block {
+            Block::Text(text) if !text.trim().is_empty() => {
+                egui_commonmark::CommonMarkViewer::new().show_with_id(ui.scope_id().with(("answer", message_id, n)), ui, &mut panel.markdown, text);
+            }
+            Block::Text(_) => {}
+            Block::Table(rows) => table_ui(ui, &rows, (message_id, n)),
+            Block::Code { language, code } => {
+                egui::Frame::new().fill(ui.visuals().extreme_bg_color).corner_radius(4.0).inner_margin(6.0).show(ui, |ui| {
+                    ui.set_width(ui.available_width());
+                    ui.horizontal(|ui| {
+                        ui.label(RichText::new(if language.is_empty() { "code" } else { language }).small().color(theme::muted()));
+                        ui.with_layout(egui::Layout::right_to_left(egui::Align::Center), |ui| {
+                            if ui.small_button("Copy").on_hover_text("Copy this code").clicked() {
+                                ui.copy_text(code.to_owned());
+                            }
+                        });
+                    });
+                    ui.add(egui::Label::new(RichText::new(code.trim_end_matches('\n')).monospace()).wrap_mode(egui::TextWrapMode::Wrap).selectable(true));
+                });
+            }
+        }
+    }
+}
+
+/// A Markdown table in columns that share the panel's width, each cell
+/// wrapping (the Markdown viewer's grid grows past a narrow sidebar).
+fn table_ui(ui: &mut egui::Ui, rows: &[Vec<String>], id: (i64, usize)) {
+    let columns = rows.iter().map(Vec::len).max().unwrap_or(1).max(1);
+    let spacing = ui.spacing().item_spacing.x * 2.0;
+    let column_width = ((ui.available_width() - spacing * columns as f32) / columns as f32).max(24.0);
+    egui::Grid::new(("answer-table", id.0, id.1)).striped(true).min_col_width(column_width).max_col_width(column_width).show(ui, |ui| {
+        for (r, row) in rows.iter().enumerate() {
+            for cell in row {
+                let text = if r == 0 { RichText::new(cell).strong() } else { RichText::new(cell) };
+                ui.add(egui::Label::new(text).wrap_mode(egui::TextWrapMode::Wrap));
+            }
+            ui.end_row();
+        }
+    });
+}
+
+/// Part of an answer: Markdown, a table, or a fenced code block.
+#[derive(Debug, PartialEq)]
+enum Block<'a> {
+    Text(&'a str),
+    /// Rows of cells (the header first), Markdown emphasis taken off.
+    Table(Vec<Vec<String>>),
+    Code { language: &'a str, code: &'a str },
+}
+
+/// Splits Markdown into code blocks and tables and the text between them.
+fn split_code_blocks(text: &str) -> Vec<Block<'_>> {
+    let mut blocks = Vec::new();
+    for block in split_fences(text) {
+        match block {
+            Block::Text(text) => blocks.extend(split_tables(text)),
+            other => blocks.push(other),
+        }
+    }
+    blocks
+}
+
+/// Splits Markdown text at its tables: a header row of `|` cells, a
+/// `|---|` separator row, then the rows that start with `|`.
+fn split_tables(text: &str) -> Vec<Block<'_>> {
+    let cells = |line: &str| -> Vec<String> {
+        let line = line.trim().trim_start_matches('|').trim_end_matches('|');
+        line.split('|').map(|c| c.trim().replace("**", "").replace('`', "")).collect()
+    };
+    let is_separator = |line: &str| {
+        let line = line.trim();
+        line.starts_with('|') && line.contains('-') && line.chars().all(|c| matches!(c, '|' | '-' | ':' | ' '))
+    };
+    let mut blocks = Vec::new();
+    let mut start = 0;
+    let mut offsets = Vec::new();
+    let mut at = 0;
+    for line in text.split_inclusive('\n') {
+        offsets.push((at, line));
+        at += line.len();
+    }
+    let mut i = 0;
+    while i < offsets.len() {
+        let (line_at, line) = offsets[i];
+        let header = line.trim_start().starts_with('|');
+        if header && i + 1 < offsets.len() && is_separator(offsets[i + 1].1) {
+            let mut end = i + 2;
+            while end < offsets.len() && offsets[end].1.trim_start().starts_with('|') {
+                end += 1;
+            }
+            blocks.push(Block::Text(&text[start..line_at]));
+            let rows = std::iter::once(line).chain(offsets[i + 2..end].iter().map(|(_, l)| *l)).map(cells).collect();
+            blocks.push(Block::Table(rows));
+            start = offsets.get(end).map_or(text.len(), |(a, _)| *a);
+            i = end;
+        } else {
+            i += 1;
+        }
+    }
+    blocks.push(Block::Text(&text[start..]));
+    blocks
+}
+
+/// Splits Markdown at its ``` fences (an unclosed fence, as while streaming, runs to the end).
+fn split_fences(text: &str) -> Vec<Block<'_>> {
+    let mut blocks = Vec::new();
+    let mut rest = text;
+    loop {
+        let fence = rest.match_indices("```").find(|(at, _)| *at == 0 || rest[..*at].ends_with('\n'));
+        let Some((at, _)) = fence else {
+            blocks.push(Block::Text(rest));
+            return blocks;
+        };
+        blocks.push(Block::Text(&rest[..at]));
+        let after = &rest[at + 3..];
+        let (language, body) = after.split_once('\n').unwrap_or((after, ""));
+        let close = body.match_indices("```").find(|(at, _)| *at == 0 || body[..*at].ends_with('\n'));
+        match close {
+            Some((end, _)) => {
+                blocks.push(Block::Code { language: language.trim(), code: &body[..end] });
+                let next = &body[end + 3..];
+                let next = next.strip_prefix('\n').unwrap_or(next);
+                rest = next;
+            }
+            None => {
+                blocks.push(Block::Code { language: language.trim(), code: body });
+                return blocks;
+            }
+        }
+    }
 }
 
 /// Who answered and why, what it cost, and "Retry with a smarter model" on
@@ -208,7 +350,7 @@ fn answer_footer_ui(ui: &mut egui::Ui, state: &AppState, index: usize, panel: &m
     }
     ui.horizontal_wrapped(|ui| {
         if !parts.is_empty() {
-            let label = ui.label(RichText::new(parts.join(" · ")).small().color(theme::MUTED));
+            let label = ui.label(RichText::new(parts.join(" · ")).small().color(theme::muted()));
             if let Some(reason) = &message.route_reason {
                 label.on_hover_text(format!("routed: {reason}"));
             }
@@ -229,7 +371,7 @@ fn answer_footer_ui(ui: &mut egui::Ui, state: &AppState, index: usize, panel: &m
             }
         }
     });
-    citations_ui(ui, message, actions);
+    citations_ui(ui, state, message, actions);
     let mut saved = false;
     if let Some((message_id, rating, reason)) = panel.rating.as_mut().filter(|r| r.0 == message.message_id) {
         ui.horizontal(|ui| {
@@ -250,7 +392,7 @@ fn answer_footer_ui(ui: &mut egui::Ui, state: &AppState, index: usize, panel: &m
 fn pins_ui(ui: &mut egui::Ui, state: &AppState, actions: &mut Vec<UiAction>) {
     for pin in &state.pins {
         ui.horizontal(|ui| {
-            ui.label(RichText::new(format!("Pinned: {}", pin.label)).small().color(theme::MUTED)).on_hover_text(&pin.text);
+            ui.label(RichText::new(format!("Pinned: {}", pin.label)).small().color(theme::muted())).on_hover_text(&pin.text);
             if ui.small_button("Unpin").on_hover_text("Take it out of this chat's context").clicked() {
                 actions.push(UiAction::UnpinFromThread { stream: pin.stream, source_id: pin.source_id });
             }
@@ -258,28 +400,60 @@ fn pins_ui(ui: &mut egui::Ui, state: &AppState, actions: &mut Vec<UiAction>) {
     }
 }
 
-/// "Sources": each citation as a link that opens its session or thread.
-fn citations_ui(ui: &mut egui::Ui, message: &MessageView, actions: &mut Vec<UiAction>) {
-    if message.citations.is_empty() {
+/// "Sources": each citation, and each session the answer named, as a small
+/// chip (app, title, time) that opens its session or thread.
+fn citations_ui(ui: &mut egui::Ui, state: &AppState, message: &MessageView, actions: &mut Vec<UiAction>) {
+    let (_, sessions) = crate::state::without_session_refs(&message.content);
+    let named = sessions.into_iter().filter(|id| !message.citations.iter().any(|c| c.open_id == Some(*id) && c.stream == crate::memory::search::Stream::Window));
+    let named: Vec<crate::memory::rag::Citation> = named
+        .enumerate()
+        .map(|(i, session_id)| {
+            let known = state.sessions_today.iter().find(|s| s.session_id == session_id);
+            crate::memory::rag::Citation {
+                n: message.citations.len() + i + 1,
+                chunk_id: None,
+                stream: crate::memory::search::Stream::Window,
+                source_id: session_id,
+                at_millis: known.map_or(0, |s| s.started_at_millis),
+                label: known.map_or_else(|| "A window you used".to_owned(), |s| format!("{} — {}", s.app, s.title)),
+                open_id: Some(session_id),
+            }
+        })
+        .collect();
+    if message.citations.is_empty() && named.is_empty() {
         return;
     }
     ui.horizontal_wrapped(|ui| {
-        ui.label(RichText::new("Sources").small().color(theme::MUTED));
-        for citation in &message.citations {
-            let when = crate::ids::format_clock(citation.at_millis);
-            let text = format!("[{}] {} {}", citation.n, when, citation.label.chars().take(48).collect::<String>());
-            if ui.link(RichText::new(text).small()).on_hover_text(format!("{} · open", citation.stream.as_str())).clicked() {
+        ui.label(RichText::new("Sources").small().color(theme::muted()));
+        for citation in message.citations.iter().chain(&named) {
+            if source_chip_ui(ui, citation).clicked() {
                 actions.push(UiAction::OpenCitation(citation.clone()));
             }
         }
     });
 }
 
+/// One source as a rounded chip: its number, a shortened label and its
+/// local time; the whole label on hover and for screen readers.
+fn source_chip_ui(ui: &mut egui::Ui, citation: &crate::memory::rag::Citation) -> egui::Response {
+    const SHOWN: usize = 34;
+    let mut short: String = citation.label.chars().take(SHOWN).collect();
+    if citation.label.chars().count() > SHOWN {
+        short.push('…');
+    }
+    let when = if citation.at_millis > 0 { format!(" · {}", crate::ids::user_clock(citation.at_millis)) } else { String::new() };
+    let full = format!("[{}] {}{when}", citation.n, citation.label);
+    let chip = egui::Button::new(RichText::new(format!("[{}] {short}{when}", citation.n)).small()).corner_radius(9.0).fill(theme::user_bubble());
+    let response = ui.add(chip).on_hover_text(format!("{full}\nOpen its {}", citation.stream.as_str()));
+    response.widget_info(|| egui::WidgetInfo::labeled(egui::Role::Button, true, &full));
+    response
+}
+
 /// Captured context is about to go to a cloud provider for the first time:
 /// show exactly what, and let the user choose.
 fn consent_ui(ui: &mut egui::Ui, state: &AppState, actions: &mut Vec<UiAction>) {
     let Some(prompt) = &state.pending_consent else { return };
-    egui::Frame::new().fill(theme::USER_BUBBLE).corner_radius(6.0).inner_margin(8.0).show(ui, |ui| {
+    egui::Frame::new().fill(theme::user_bubble()).corner_radius(6.0).inner_margin(8.0).show(ui, |ui| {
         ui.label(RichText::new(format!("Send what you were doing to {}?", prompt.provider)).strong());
         ui.label(RichText::new(format!("This question goes to {} because {}. This is exactly what would be sent with it:", prompt.provider, prompt.reason)).small());
         ScrollArea::vertical().id_salt("consent_preview").max_height(120.0).show(ui, |ui| {
@@ -321,9 +495,27 @@ fn context_chip_ui(ui: &mut egui::Ui, message_id: i64, context: &str, panel: &mu
         panel.shown_context = if open { None } else { Some(message_id) };
     }
     if open {
-        egui::Frame::new().inner_margin(4.0).stroke(egui::Stroke::new(1.0, theme::MUTED)).show(ui, |ui| {
+        egui::Frame::new().inner_margin(4.0).stroke(egui::Stroke::new(1.0, theme::muted())).show(ui, |ui| {
             let text = if context.is_empty() { "(nothing was attached)" } else { context };
             ui.label(RichText::new(text).monospace().small());
         });
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn code_fences_split_an_answer_even_while_it_streams() {
+        let blocks = split_code_blocks("Run:\n```sh\ncargo test\n```\nthen look.");
+        assert_eq!(blocks, [Block::Text("Run:\n"), Block::Code { language: "sh", code: "cargo test\n" }, Block::Text("then look.")]);
+        let open = split_code_blocks("Run:\n```\ncargo te");
+        assert_eq!(open, [Block::Text("Run:\n"), Block::Code { language: "", code: "cargo te" }]);
+        assert_eq!(split_code_blocks("inline ```x``` stays"), [Block::Text("inline ```x``` stays")]);
+        let table = split_code_blocks("Time:\n\n| App | Time |\n|---|---:|\n| **Code** | 2 h |\n| `vim` | 1 h |\n\nDone.");
+        let rows = vec![vec!["App".to_owned(), "Time".to_owned()], vec!["Code".to_owned(), "2 h".to_owned()], vec!["vim".to_owned(), "1 h".to_owned()]];
+        assert_eq!(table, [Block::Text("Time:\n\n"), Block::Table(rows), Block::Text("\nDone.")]);
+        assert_eq!(split_code_blocks("a | b without a separator"), [Block::Text("a | b without a separator")]);
     }
 }

@@ -32,7 +32,7 @@ pub fn consent_ui(ui: &mut egui::Ui, panel: &mut ConsentPanel, actions: &mut Vec
             "Everything stays in one file on this computer. Password managers and private windows are never recorded.",
         )
         .small()
-        .color(theme::MUTED),
+        .color(theme::muted()),
     );
     for ((_, label, detail), on) in STREAMS.iter().zip(panel.choices.iter_mut()) {
         ui.checkbox(on, *label).on_hover_text(*detail);
@@ -56,6 +56,6 @@ pub fn streams_settings_ui(ui: &mut egui::Ui, state: &AppState, actions: &mut Ve
         }
     }
     if !settings.streams_confirmed {
-        ui.label(RichText::new("Nothing is recorded until you answer the question at the top").small().color(theme::WARN));
+        ui.label(RichText::new("Nothing is recorded until you answer the question at the top").small().color(theme::warn()));
     }
 }

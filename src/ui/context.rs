@@ -4,7 +4,7 @@
 use egui::{RichText, ScrollArea, Sense, Stroke, vec2};
 
 use crate::events::WorkerName;
-use crate::ids::{format_clock, format_duration_millis, local_day_start_millis};
+use crate::ids::{format_duration_millis, local_day_start_millis, user_clock as format_clock};
 use crate::runtime::WorkerState;
 use crate::state::{AppState, SessionDetailView, UiAction};
 use crate::ui::theme;
@@ -22,10 +22,10 @@ pub fn context_ui(ui: &mut egui::Ui, state: &AppState, search: &mut SearchBox, n
     ui.heading("Now");
     match state.worker_state(WorkerName::Capture) {
         WorkerState::Degraded(reason) => {
-            ui.label(RichText::new(format!("Capture is limited: {reason}")).color(theme::WARN));
+            ui.label(RichText::new(format!("Capture is limited: {reason}")).color(theme::warn()));
         }
         WorkerState::Failed { error } => {
-            ui.label(RichText::new(format!("Capture failed: {error}")).color(theme::ERROR));
+            ui.label(RichText::new(format!("Capture failed: {error}")).color(theme::error()));
         }
         _ => {}
     }
@@ -37,13 +37,13 @@ pub fn context_ui(ui: &mut egui::Ui, state: &AppState, search: &mut SearchBox, n
                 window.app,
                 window.pid.map(|pid| format!(" · pid {pid}")).unwrap_or_default()
             ))
-            .color(theme::MUTED));
+            .color(theme::muted()));
             if let (Some(url), Some(source)) = (&window.url, window.url_source) {
-                ui.label(RichText::new(format!("{url}  (from {})", source_label(source))).small().color(theme::MUTED));
+                ui.label(RichText::new(format!("{url}  (from {})", source_label(source))).small().color(theme::muted()));
             }
         }
         None => {
-            ui.label(RichText::new("No active window (away, or nothing focused)").color(theme::MUTED));
+            ui.label(RichText::new("No active window (away, or nothing focused)").color(theme::muted()));
         }
     }
     recording_now_ui(ui, state);
@@ -55,18 +55,18 @@ pub fn context_ui(ui: &mut egui::Ui, state: &AppState, search: &mut SearchBox, n
     ui.label(
         RichText::new(format!("{} sessions · {} tracked", state.sessions_today.len(), format_duration_millis(total)))
             .small()
-            .color(theme::MUTED),
+            .color(theme::muted()),
     );
     ScrollArea::vertical().auto_shrink([false, false]).show(ui, |ui| {
         if state.sessions_today.is_empty() {
-            ui.label(RichText::new("No finished sessions yet today").color(theme::MUTED));
+            ui.label(RichText::new("No finished sessions yet today").color(theme::muted()));
         }
         for session in state.sessions_today.iter().rev() {
             ui.horizontal(|ui| {
                 let (rect, _) = ui.allocate_exact_size(vec2(6.0, 14.0), Sense::hover());
                 ui.painter().rect_filled(rect, 1.0, theme::app_colour(&session.app));
                 ui.label(RichText::new(format_clock(session.started_at_millis)).monospace().small());
-                ui.label(RichText::new(&session.app).small().color(theme::MUTED));
+                ui.label(RichText::new(&session.app).small().color(theme::muted()));
                 ui.label(RichText::new(format_duration_millis(session.duration_millis(now_millis))).small());
             });
             let open = state.open_session.as_ref().filter(|s| s.session_id == session.session_id);
@@ -74,7 +74,7 @@ pub fn context_ui(ui: &mut egui::Ui, state: &AppState, search: &mut SearchBox, n
                 actions.push(UiAction::ToggleSession(session.session_id));
             }
             if let (Some(url), Some(source)) = (&session.url, session.url_source) {
-                ui.label(RichText::new(url).small().color(theme::MUTED)).on_hover_text(format!("URL from {}", source_label(source)));
+                ui.label(RichText::new(url).small().color(theme::muted())).on_hover_text(format!("URL from {}", source_label(source)));
             }
             if let Some(detail) = open {
                 session_detail_ui(ui, detail);
@@ -97,7 +97,7 @@ fn stream_health_ui(ui: &mut egui::Ui, state: &AppState, now_millis: i64) {
         if health.errors > 0 {
             line.push_str(&format!(" · {} errors", health.errors));
         }
-        let colour = if health.drops > 0 || health.errors > 0 { theme::WARN } else { theme::MUTED };
+        let colour = if health.drops > 0 || health.errors > 0 { theme::warn() } else { theme::muted() };
         let label = ui.label(RichText::new(line).small().color(colour));
         if let Some(error) = &health.last_error {
             label.on_hover_text(error);
@@ -106,13 +106,13 @@ fn stream_health_ui(ui: &mut egui::Ui, state: &AppState, now_millis: i64) {
 }
 
 fn session_detail_ui(ui: &mut egui::Ui, detail: &SessionDetailView) {
-    egui::Frame::new().inner_margin(6.0).stroke(egui::Stroke::new(1.0, theme::MUTED)).show(ui, |ui| {
+    egui::Frame::new().inner_margin(6.0).stroke(egui::Stroke::new(1.0, theme::muted())).show(ui, |ui| {
         if !detail.loaded {
-            ui.label(RichText::new("Loading…").small().color(theme::MUTED));
+            ui.label(RichText::new("Loading…").small().color(theme::muted()));
             return;
         }
         if detail.typed.is_empty() && detail.copied.is_empty() {
-            ui.label(RichText::new("Nothing typed or copied in this session").small().color(theme::MUTED));
+            ui.label(RichText::new("Nothing typed or copied in this session").small().color(theme::muted()));
         }
         for (at, text) in &detail.typed {
             ui.label(RichText::new(format!("{} typed: {text}", format_clock(*at))).small());
@@ -151,7 +151,7 @@ fn recording_now_ui(ui: &mut egui::Ui, state: &AppState) {
             }
         },
     };
-    ui.label(RichText::new(text).small().color(theme::MUTED));
+    ui.label(RichText::new(text).small().color(theme::muted()));
 }
 
 /// Apps as coloured bars across the day so far.
@@ -160,7 +160,7 @@ fn timeline_ui(ui: &mut egui::Ui, state: &AppState, now_millis: i64) {
     let span = (now_millis - day_start).max(1) as f32;
     let (rect, _) = ui.allocate_exact_size(vec2(ui.available_width(), 18.0), Sense::hover());
     let painter = ui.painter_at(rect);
-    painter.rect_stroke(rect, 2.0, Stroke::new(1.0, theme::MUTED), egui::StrokeKind::Inside);
+    painter.rect_stroke(rect, 2.0, Stroke::new(1.0, theme::muted()), egui::StrokeKind::Inside);
     for session in &state.sessions_today {
         let start = ((session.started_at_millis - day_start).max(0) as f32 / span).clamp(0.0, 1.0);
         let end = ((session.ended_at_millis.unwrap_or(now_millis) - day_start) as f32 / span).clamp(0.0, 1.0);
@@ -198,7 +198,7 @@ fn search_ui(ui: &mut egui::Ui, state: &AppState, search: &mut SearchBox, action
         return false;
     }
     if let Some(status) = &state.search.status {
-        ui.label(RichText::new(status).small().color(theme::MUTED));
+        ui.label(RichText::new(status).small().color(theme::muted()));
     }
     ScrollArea::vertical().id_salt("search_results").auto_shrink([false, false]).show(ui, |ui| {
         // Grouped by day, then app, newest day first.

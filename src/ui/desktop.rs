@@ -9,9 +9,9 @@ use crate::ui::theme;
 
 fn colour(state: &CapState) -> egui::Color32 {
     match state {
-        CapState::Ok { .. } => theme::OK,
-        CapState::Degraded { .. } => theme::WARN,
-        CapState::Unavailable { .. } => theme::ERROR,
+        CapState::Ok { .. } => theme::ok(),
+        CapState::Degraded { .. } => theme::warn(),
+        CapState::Unavailable { .. } => theme::error(),
     }
 }
 
@@ -31,14 +31,14 @@ pub fn chip_ui(ui: &mut egui::Ui, state: &AppState) {
     }
     let text = format!("• {}: {limited} of {} limited", report.family.describe(), report.capabilities.len());
     // The hover's text is built only while hovered, not every frame.
-    ui.label(RichText::new(text).small().color(theme::WARN)).on_hover_ui(|ui| {
+    ui.label(RichText::new(text).small().color(theme::warn())).on_hover_ui(|ui| {
         ui.label(format!("{}\n(more in Settings, Desktop)", summary(report)));
     });
 }
 
 pub fn desktop_ui(ui: &mut egui::Ui, state: &AppState, consent: &mut bool, actions: &mut Vec<UiAction>) {
     let Some(report) = &state.desktop else {
-        ui.label(RichText::new("capture is off: no desktop is watched").color(theme::MUTED));
+        ui.label(RichText::new("capture is off: no desktop is watched").color(theme::muted()));
         return;
     };
     let mut session = report.family.describe();
@@ -68,7 +68,7 @@ pub fn desktop_ui(ui: &mut egui::Ui, state: &AppState, consent: &mut bool, actio
         }
     }
     let (shown, tray) = report.tray();
-    let tray_colour = if shown { theme::OK } else { theme::WARN };
+    let tray_colour = if shown { theme::ok() } else { theme::warn() };
     ui.add(egui::Label::new(RichText::new(format!("Tray: {tray}")).small().color(tray_colour)).wrap());
     let settings = &state.settings;
     let hotkeys = Hotkeys { quick_prompt: &settings.quick_prompt_hotkey, pause: &settings.pause_hotkey, talk: &settings.voice.hotkey };
@@ -94,7 +94,7 @@ fn gnome_extension_ui(ui: &mut egui::Ui, report: &Report, consent: &mut bool, ac
     let running = report.state(Capability::FocusedWindow).is_ok();
     if running {
         ui.horizontal_wrapped(|ui| {
-            ui.label(RichText::new("cowork's GNOME Shell extension runs.").small().color(theme::OK));
+            ui.label(RichText::new("cowork's GNOME Shell extension runs.").small().color(theme::ok()));
             if ui.small_button("Remove it").clicked() {
                 actions.push(UiAction::GnomeExtension { install: false });
             }

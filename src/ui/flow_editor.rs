@@ -163,7 +163,7 @@ pub fn flow_editor_ui(ui: &mut egui::Ui, editor: &mut FlowEditor, actions: &mut 
         let args_text = &mut editor.args_text[i];
         let step = &mut editor.flow.steps[i];
         ui.group(|ui| {
-            ui.horizontal(|ui| {
+            ui.horizontal_wrapped(|ui| {
                 let title = ui.label(RichText::new(format!("Step {}", i + 1)).strong());
                 let mut kind = step.kind_name();
                 egui::ComboBox::from_id_salt(("step-kind", i))
@@ -225,7 +225,7 @@ pub fn flow_editor_ui(ui: &mut egui::Ui, editor: &mut FlowEditor, actions: &mut 
     let checked = editor.flow.validate(&BuiltIn);
     if let Err(problems) = &checked {
         for problem in problems {
-            ui.label(RichText::new(problem).small().color(theme::ERROR));
+            ui.label(RichText::new(problem).small().color(theme::error()));
         }
     }
     ui.horizontal(|ui| {
@@ -291,7 +291,7 @@ fn step_fields_ui(ui: &mut egui::Ui, i: usize, step: &mut Step, args_text: &mut 
             match serde_json::from_str::<Value>(args_text) {
                 Ok(value) => *args = value,
                 Err(err) => {
-                    ui.label(RichText::new(format!("the arguments are not JSON: {err}")).small().color(theme::ERROR));
+                    ui.label(RichText::new(format!("the arguments are not JSON: {err}")).small().color(theme::error()));
                 }
             }
         }

@@ -24,27 +24,27 @@ pub struct IntegrationsPanel {
 
 pub fn integrations_ui(ui: &mut egui::Ui, state: &AppState, panel: &mut IntegrationsPanel, actions: &mut Vec<UiAction>) {
     if state.mcp_servers.is_empty() {
-        ui.label(RichText::new("No MCP servers; add one below, or `cowork mcp import FILE` takes Claude Desktop's, Zed's or Codex's").small().color(theme::MUTED));
+        ui.label(RichText::new("No MCP servers; add one below, or `cowork mcp import FILE` takes Claude Desktop's, Zed's or Codex's").small().color(theme::muted()));
     } else {
         // Trusted or not, a server's own words never act for the user.
-        ui.add(egui::Label::new(RichText::new(crate::mcp::tools::UNTRUSTED_ALL).small().color(theme::MUTED)).wrap());
+        ui.add(egui::Label::new(RichText::new(crate::mcp::tools::UNTRUSTED_ALL).small().color(theme::muted())).wrap());
     }
     for server in &state.mcp_servers {
         let (colour, detail) = match &server.status {
-            McpServerStatus::Running => (theme::OK, format!("{} tools · {} · {}", server.tools.len(), server.protocol_version, server.server_name)),
-            McpServerStatus::Starting => (theme::WARN, String::new()),
-            McpServerStatus::Stopped => (theme::MUTED, String::new()),
-            McpServerStatus::Error(why) => (theme::ERROR, why.clone()),
-            McpServerStatus::NeedsSignIn(why) => (theme::WARN, why.clone()),
-            McpServerStatus::SigningIn(_) => (theme::WARN, "waiting for you to sign in in the browser".to_owned()),
+            McpServerStatus::Running => (theme::ok(), format!("{} tools · {} · {}", server.tools.len(), server.protocol_version, server.server_name)),
+            McpServerStatus::Starting => (theme::warn(), String::new()),
+            McpServerStatus::Stopped => (theme::muted(), String::new()),
+            McpServerStatus::Error(why) => (theme::error(), why.clone()),
+            McpServerStatus::NeedsSignIn(why) => (theme::warn(), why.clone()),
+            McpServerStatus::SigningIn(_) => (theme::warn(), "waiting for you to sign in in the browser".to_owned()),
         };
         ui.horizontal(|ui| {
             ui.label(RichText::new(&server.name).strong());
             ui.label(RichText::new(server.status.label()).color(colour));
         });
-        ui.label(RichText::new(&server.endpoint).monospace().small().color(theme::MUTED));
+        ui.label(RichText::new(&server.endpoint).monospace().small().color(theme::muted()));
         if !detail.is_empty() {
-            ui.label(RichText::new(detail).small().color(if server.status == McpServerStatus::Running { theme::MUTED } else { colour }));
+            ui.label(RichText::new(detail).small().color(if server.status == McpServerStatus::Running { theme::muted() } else { colour }));
         }
         if let McpServerStatus::SigningIn(link) = &server.status
             && !link.is_empty()
@@ -98,7 +98,7 @@ pub fn integrations_ui(ui: &mut egui::Ui, state: &AppState, panel: &mut Integrat
                 ),
                 Err(err) => format!("Test failed: {err}"),
             };
-            ui.label(RichText::new(text).small().color(if report.result.is_ok() { theme::OK } else { theme::ERROR }));
+            ui.label(RichText::new(text).small().color(if report.result.is_ok() { theme::ok() } else { theme::error() }));
         }
         if !server.tools.is_empty() {
             egui::CollapsingHeader::new(format!("Tools of {} ({})", server.name, server.tools.len())).id_salt(("mcp-tools", &server.name)).show(ui, |ui| {
@@ -109,13 +109,13 @@ pub fn integrations_ui(ui: &mut egui::Ui, state: &AppState, panel: &mut Integrat
                         if ui.checkbox(&mut on, RichText::new(tool).monospace()).on_hover_text(description).changed() {
                             actions.push(UiAction::McpEdit(McpEdit::SetTool { server: server.name.clone(), tool: tool.clone(), enabled: on, all_tools: all.clone() }));
                         }
-                        ui.label(RichText::new(risk).small().color(theme::MUTED));
+                        ui.label(RichText::new(risk).small().color(theme::muted()));
                     });
                 }
             });
         }
         if !server.stderr.is_empty() {
-            egui::CollapsingHeader::new(format!("Stderr of {} (last {} lines)", server.name, server.stderr.len())).id_salt(("mcp-stderr", &server.name)).show(ui, |ui| {
+            egui::CollapsingHeader::new(format!("What it printed (last {} lines)", server.stderr.len())).id_salt(("mcp-stderr", &server.name)).show(ui, |ui| {
                 ScrollArea::vertical().id_salt(("mcp-stderr-scroll", &server.name)).max_height(160.0).stick_to_bottom(true).show(ui, |ui| {
                     for line in &server.stderr {
                         ui.label(RichText::new(line).monospace().small());
@@ -131,7 +131,7 @@ pub fn integrations_ui(ui: &mut egui::Ui, state: &AppState, panel: &mut Integrat
             if ui.button("Add the Browser").clicked() {
                 actions.push(UiAction::McpEdit(McpEdit::AddBrowser));
             }
-            ui.label(RichText::new("Playwright drives Chromium with its own profile; opening, clicking and typing ask first, submitting asks every time").small().color(theme::MUTED));
+            ui.label(RichText::new("Playwright drives Chromium with its own profile; opening, clicking and typing ask first, submitting asks every time").small().color(theme::muted()));
         });
     }
     egui::CollapsingHeader::new("Add a server").show(ui, |ui| {
@@ -143,7 +143,7 @@ pub fn integrations_ui(ui: &mut egui::Ui, state: &AppState, panel: &mut Integrat
             let label = ui.label("Command or URL");
             ui.text_edit_singleline(&mut panel.endpoint).labelled_by(label.id);
         });
-        ui.label(RichText::new("For example `npx -y @modelcontextprotocol/server-filesystem ~/notes` or `https://host/mcp`; keys and headers go in with `cowork mcp import`").small().color(theme::MUTED));
+        ui.label(RichText::new("For example `npx -y @modelcontextprotocol/server-filesystem ~/notes` or `https://host/mcp`; keys and headers go in with `cowork mcp import`").small().color(theme::muted()));
         let ready = !panel.name.trim().is_empty() && !panel.endpoint.trim().is_empty();
         if ui.add_enabled(ready, egui::Button::new("Add server")).clicked() {
             actions.push(UiAction::McpEdit(McpEdit::Add { name: panel.name.trim().to_owned(), endpoint: panel.endpoint.trim().to_owned() }));
@@ -164,7 +164,7 @@ fn clients_ui(ui: &mut egui::Ui, state: &AppState, actions: &mut Vec<UiAction>) 
         ui.label(
             RichText::new("None yet. Give an assistant `cowork mcp serve` as an MCP server (stdio), or `cowork mcp serve --http 127.0.0.1:7480` with the token from `cowork mcp token`.")
                 .small()
-                .color(theme::MUTED),
+                .color(theme::muted()),
         );
         return;
     }
@@ -172,12 +172,12 @@ fn clients_ui(ui: &mut egui::Ui, state: &AppState, actions: &mut Vec<UiAction>) 
         ui.horizontal_wrapped(|ui| {
             ui.label(RichText::new(&client.name).strong());
             let colour = match client.status.as_str() {
-                "allowed" => theme::OK,
-                "denied" => theme::ERROR,
-                _ => theme::WARN,
+                "allowed" => theme::ok(),
+                "denied" => theme::error(),
+                _ => theme::warn(),
             };
             ui.label(RichText::new(&client.status).color(colour));
-            ui.label(RichText::new(format!("{} {} · last {}", client.transport, client.version, crate::ids::format_when(client.last_seen_millis, crate::ids::now_millis()))).small().color(theme::MUTED));
+            ui.label(RichText::new(format!("{} {} · last {}", client.transport, client.version, crate::ids::user_when(client.last_seen_millis, crate::ids::now_millis()))).small().color(theme::muted()));
             if client.status != "allowed" && ui.small_button("Allow").on_hover_text(format!("{} may {CLIENT_READS}", client.name)).clicked() {
                 actions.push(UiAction::McpClientDecision { name: client.name.clone(), allow: true });
             }
@@ -192,7 +192,7 @@ fn clients_ui(ui: &mut egui::Ui, state: &AppState, actions: &mut Vec<UiAction>) 
 /// the first time and waits for an answer.
 pub fn client_request_ui(ui: &mut egui::Ui, state: &AppState, actions: &mut Vec<UiAction>) {
     for client in state.mcp_clients.iter().filter(|c| c.status == "pending") {
-        egui::Frame::new().fill(theme::USER_BUBBLE).corner_radius(6.0).inner_margin(8.0).show(ui, |ui| {
+        egui::Frame::new().fill(theme::user_bubble()).corner_radius(6.0).inner_margin(8.0).show(ui, |ui| {
             ui.label(RichText::new(format!("{} wants to read cowork's memory", client.name)).strong());
             ui.label(RichText::new(format!("Over {} (cowork mcp serve). If you allow it, it can {CLIENT_READS}. Every call is in the audit log.", client.transport)).small());
             ui.horizontal_wrapped(|ui| {

@@ -59,7 +59,7 @@ pub fn attachments_ui(ui: &mut egui::Ui, state: &AppState, actions: &mut Vec<UiA
         if !running.is_empty() {
             ui.menu_button("Attach…", |ui| {
                 for server in &running {
-                    ui.label(RichText::new(&server.name).small().color(theme::MUTED));
+                    ui.label(RichText::new(&server.name).small().color(theme::muted()));
                     for resource in &server.resources {
                         let button = ui.button(&resource.name).on_hover_text(format!("{}\n{}", resource.uri, resource.description));
                         if button.clicked() {
@@ -111,7 +111,7 @@ pub fn prompts_ui(ui: &mut egui::Ui, state: &AppState, draft: &mut String, panel
         ui.memory_mut(|m| m.request_focus(input));
     }
     if let Some(problem) = &panel.slash_problem {
-        ui.label(RichText::new(problem).small().color(theme::ERROR));
+        ui.label(RichText::new(problem).small().color(theme::error()));
     }
 }
 
@@ -120,7 +120,7 @@ pub fn elicitations_ui(ui: &mut egui::Ui, state: &AppState, panel: &mut McpChatP
     panel.forms.retain(|id, _| state.elicitations.iter().any(|e| e.id == *id));
     for request in &state.elicitations {
         let draft = panel.forms.entry(request.id).or_insert_with(|| FormDraft { inputs: request.form.initial(), problems: BTreeMap::new() });
-        egui::Frame::new().fill(theme::USER_BUBBLE).corner_radius(6.0).inner_margin(8.0).show(ui, |ui| {
+        egui::Frame::new().fill(theme::user_bubble()).corner_radius(6.0).inner_margin(8.0).show(ui, |ui| {
             form_ui(ui, request, draft, actions);
         });
         ui.add_space(theme::SPACING);
@@ -131,7 +131,7 @@ fn form_ui(ui: &mut egui::Ui, request: &ElicitationView, draft: &mut FormDraft, 
     ui.label(RichText::new(format!("The MCP server {} asks", request.server)).strong());
     // The server's words, shown as its: data, not cowork's instructions.
     ui.label(RichText::new(&request.message).italics());
-    ui.label(RichText::new(format!("What you send goes to {} only; never put a password here", request.server)).small().color(theme::MUTED));
+    ui.label(RichText::new(format!("What you send goes to {} only; never put a password here", request.server)).small().color(theme::muted()));
     for field in &request.form.fields {
         let title = if field.required { format!("{} *", field.title) } else { field.title.clone() };
         let input = draft.inputs.entry(field.name.clone()).or_insert_with(|| Input::Text(String::new()));
@@ -186,10 +186,10 @@ fn form_ui(ui: &mut egui::Ui, request: &ElicitationView, draft: &mut FormDraft, 
             (_, input) => *input = Input::Text(String::new()),
         }
         if !field.description.is_empty() {
-            ui.label(RichText::new(&field.description).small().color(theme::MUTED));
+            ui.label(RichText::new(&field.description).small().color(theme::muted()));
         }
         if let Some(problem) = draft.problems.get(&field.name) {
-            ui.label(RichText::new(format!("{}: {problem}", field.title)).small().color(theme::ERROR));
+            ui.label(RichText::new(format!("{}: {problem}", field.title)).small().color(theme::error()));
         }
     }
     ui.horizontal(|ui| {

@@ -8,7 +8,6 @@ use egui::{RichText, TextEdit};
 use crate::config::keys;
 use crate::memory::hot::File;
 use crate::state::{AppState, UiAction};
-use crate::ui::widgets::draft_edit;
 use crate::ui::theme;
 
 #[derive(Default)]
@@ -24,26 +23,22 @@ pub fn memory_ui(ui: &mut egui::Ui, state: &AppState, panel: &mut MemoryPanel, a
         actions.push(UiAction::SaveSetting { key: keys::GROUNDED.into(), value: grounded.to_string() });
     }
 
-    let label = ui.label("Profile (preferences, goals, style; always in the prompt)");
-    let edited = draft_edit(
+    crate::ui::widgets::setting_text_ui(
         ui,
-        &mut panel.profile,
+        "Profile (preferences, goals, style; always in the prompt)",
+        keys::PROFILE,
         &state.settings.profile,
-        |text| TextEdit::multiline(text).desired_rows(3).desired_width(f32::INFINITY),
-        label.id,
+        &mut panel.profile,
+        "Goal: ship the release; prefers short answers",
+        true,
+        actions,
     );
-    if let Some(text) = edited
-        && ui.button("Save profile").clicked()
-    {
-        actions.push(UiAction::SaveSetting { key: keys::PROFILE.into(), value: text });
-        panel.profile = None;
-    }
 
     ui.add_space(theme::SPACING);
-    ui.label(RichText::new("Hot memory (mirrored in USER.md and MEMORY.md in the data directory; edits there are read back)").small().color(theme::MUTED));
+    ui.label(RichText::new("Hot memory (mirrored in USER.md and MEMORY.md in the data directory; edits there are read back)").small().color(theme::muted()));
     for fact in &state.memory.hot {
         ui.horizontal_wrapped(|ui| {
-            ui.label(RichText::new(format!("{} · {}", fact.file.file_name(), fact.pinned_by)).small().color(theme::MUTED));
+            ui.label(RichText::new(format!("{} · {}", fact.file.file_name(), fact.pinned_by)).small().color(theme::muted()));
             ui.label(&fact.text);
             if ui.small_button("Unpin").clicked() {
                 actions.push(UiAction::UnpinFact(fact.memory_id));
@@ -74,7 +69,7 @@ pub fn memory_ui(ui: &mut egui::Ui, state: &AppState, panel: &mut MemoryPanel, a
             ));
             if p.jobs_failed > 0 {
                 ui.horizontal_wrapped(|ui| {
-                    ui.label(RichText::new(format!("{} failed jobs: {}", p.jobs_failed, p.last_error.as_deref().unwrap_or("?"))).color(theme::WARN));
+                    ui.label(RichText::new(format!("{} failed jobs: {}", p.jobs_failed, p.last_error.as_deref().unwrap_or("?"))).color(theme::warn()));
                     if ui.small_button("Retry failed").clicked() {
                         actions.push(UiAction::RetryEmbedding);
                     }
@@ -82,7 +77,7 @@ pub fn memory_ui(ui: &mut egui::Ui, state: &AppState, panel: &mut MemoryPanel, a
             }
         }
         None => {
-            ui.label(RichText::new("Embedding has not reported yet").color(theme::MUTED));
+            ui.label(RichText::new("Embedding has not reported yet").color(theme::muted()));
         }
     }
 
@@ -95,7 +90,7 @@ pub fn memory_ui(ui: &mut egui::Ui, state: &AppState, panel: &mut MemoryPanel, a
 
 fn last_prompt_ui(ui: &mut egui::Ui, state: &AppState) {
     let Some(report) = &state.memory.last_report else {
-        ui.label(RichText::new("Ask something first").color(theme::MUTED));
+        ui.label(RichText::new("Ask something first").color(theme::muted()));
         return;
     };
     ui.label(format!("System prompt: {} of {} tokens", report.used_tokens(), report.budget_tokens));
@@ -105,13 +100,13 @@ fn last_prompt_ui(ui: &mut egui::Ui, state: &AppState) {
         });
     }
     for section in &report.dropped {
-        ui.label(RichText::new(format!("dropped by the budget: {} ({} tokens)", section.title, section.tokens)).small().color(theme::WARN));
+        ui.label(RichText::new(format!("dropped by the budget: {} ({} tokens)", section.title, section.tokens)).small().color(theme::warn()));
     }
     ui.label(format!("Recalled for the question: {}", state.memory.last_recalled.len()));
     for (n, item) in state.memory.last_recalled.iter().enumerate() {
         ui.label(RichText::new(format!("[{}] {:?} · {} · {}", n + 1, item.origin, item.label, item.text.chars().take(120).collect::<String>())).small());
     }
     for item in &state.memory.last_dropped {
-        ui.label(RichText::new(format!("dropped by the budget: {} · {}", item.label, item.text.chars().take(80).collect::<String>())).small().color(theme::WARN));
+        ui.label(RichText::new(format!("dropped by the budget: {} · {}", item.label, item.text.chars().take(80).collect::<String>())).small().color(theme::warn()));
     }
 }

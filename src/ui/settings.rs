@@ -1,6 +1,6 @@
 //! The Settings panel: preferences, keyboard shortcuts, workers, models and About.
 
-use egui::{Grid, RichText, ScrollArea};
+use egui::{RichText, ScrollArea};
 
 use crate::build_info;
 use crate::config::keys;
@@ -9,9 +9,14 @@ use crate::state::{AppState, UiAction};
 use crate::ui::widgets::setting_row_ui;
 use crate::ui::{shortcuts, theme};
 
-/// Drafts of edited values, saved with their Save button.
+/// Which section is open, the search, and drafts of values being typed
+/// (applied when the field is left).
 #[derive(Default)]
 pub struct SettingsPanel {
+    /// None: the index of sections.
+    pub section: Option<Section>,
+    pub search: String,
+    pub automation_hours: Option<String>,
     /// Settings → Desktop: the GNOME extension's consent card is open.
     pub gnome_extension_consent: bool,
     pub afk_secs: Option<String>,
@@ -20,7 +25,7 @@ pub struct SettingsPanel {
     pub retention_days: Option<String>,
     pub pause_hotkey: Option<String>,
     /// Drafts of the privacy rule lists, by settings key.
-    pub rules: std::collections::HashMap<&'static str, String>,
+    pub rules: std::collections::HashMap<&'static str, Option<String>>,
     /// What the Network section shows (filled by the app).
     pub network: NetworkView,
     pub memory: crate::ui::memory::MemoryPanel,
@@ -120,6 +125,103 @@ pub fn model_views(manifest: &crate::models::Manifest, models_dir: &std::path::P
         .collect()
 }
 
+/// The sections of Settings, in the order its index lists them.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Section {
+    General,
+    Privacy,
+    Brains,
+    Memory,
+    Agent,
+    Voice,
+    Integrations,
+    Automations,
+    Data,
+    About,
+}
+
+impl Section {
+    pub const ALL: [Section; 10] = [
+        Section::General,
+        Section::Privacy,
+        Section::Brains,
+        Section::Memory,
+        Section::Agent,
+        Section::Voice,
+        Section::Integrations,
+        Section::Automations,
+        Section::Data,
+        Section::About,
+    ];
+
+    pub fn title(self) -> &'static str {
+        self.describe().0
+    }
+
+    /// Its title, and one line on what is in it (the index shows both).
+    pub fn describe(self) -> (&'static str, &'static str) {
+        match self {
+            Section::General => ("General", "Start at login, hotkeys, when you count as away, this desktop, appearance"),
+            Section::Privacy => ("What cowork records & privacy", "What is recorded, what never is, quiet hours, how long it is kept"),
+            Section::Brains => ("Brains & network", "Local and cloud models, keys, budgets, offline mode, what left this computer"),
+            Section::Memory => ("Memory", "Your profile, pinned facts, grounded answers, the last prompt"),
+            Section::Agent => ("Agent & tools", "What the agent may do alone, approval rules, its tools, the audit log"),
+            Section::Voice => ("Voice", "Push-to-talk, dictation, speech models, microphones, listen mode"),
+            Section::Integrations => ("Integrations", "MCP servers cowork uses, and assistants that use cowork"),
+            Section::Automations => ("Apps & automations", "Built-in routines and yours, how long their approvals wait"),
+            Section::Data => ("Your data", "Delete a span, export, encryption, forget everything"),
+            Section::About => ("About", "Version, the workers and their health"),
+        }
+    }
+
+    /// A short name for files (the layout test's snapshots).
+    pub fn slug(self) -> &'static str {
+        match self {
+            Section::General => "general",
+            Section::Privacy => "privacy",
+            Section::Brains => "brains",
+            Section::Memory => "memory",
+            Section::Agent => "agent",
+            Section::Voice => "voice",
+            Section::Integrations => "integrations",
+            Section::Automations => "automations",
+            Section::Data => "data",
+            Section::About => "about",
+        }
+    }
+}
+
+/// What one frame of a section shows: everything, or (searching) the items
+/// whose words hold every searched word, under their section's title.
+struct Page {
+    words: Vec<String>,
+    section: &'static str,
+    heading_shown: bool,
+    shown: usize,
+}
+
+impl Page {
+    fn new(section: Section, search: &str) -> Self {
+        let words = search.split_whitespace().map(str::to_lowercase).collect();
+        Page { words, section: section.title(), heading_shown: search.trim().is_empty(), shown: 0 }
+    }
+
+    /// Whether the item described by `text` is shown (its section's title counts as its words too).
+    fn shows(&mut self, ui: &mut egui::Ui, text: &str) -> bool {
+        let haystack = format!("{text} {}", self.section).to_lowercase();
+        if !self.words.iter().all(|w| haystack.contains(w.as_str())) {
+            return false;
+        }
+        if !self.heading_shown {
+            self.heading_shown = true;
+            ui.add_space(theme::SPACING);
+            ui.label(RichText::new(self.section).heading());
+        }
+        self.shown += 1;
+        true
+    }
+}
+
 pub fn settings_ui(
     ui: &mut egui::Ui,
     state: &AppState,
@@ -127,29 +229,167 @@ pub fn settings_ui(
     panel: &mut SettingsPanel,
     actions: &mut Vec<UiAction>,
 ) {
-    ScrollArea::vertical().auto_shrink([false, false]).show(ui, |ui| {
-        ui.heading("Preferences");
-        for warning in &state.setting_warnings {
-            ui.label(RichText::new(warning).small().color(theme::WARN));
+    let searching = !panel.search.trim().is_empty();
+    ui.horizontal(|ui| {
+        if panel.section.is_some() && !searching && ui.button("All settings").clicked() {
+            panel.section = None;
         }
-        setting_row_ui(ui, "Away after (seconds)", keys::AFK_SECS, &state.settings.afk_secs.to_string(), &mut panel.afk_secs, actions);
-        setting_row_ui(
-            ui,
-            "Context budget (tokens)",
-            keys::CONTEXT_BUDGET,
-            &state.settings.context_budget_tokens.to_string(),
-            &mut panel.context_budget,
-            actions,
-        );
-        setting_row_ui(
-            ui,
-            "Quick prompt hotkey",
-            keys::QUICK_PROMPT_HOTKEY,
-            &state.settings.quick_prompt_hotkey,
-            &mut panel.hotkey,
-            actions,
-        );
-        ui.label(RichText::new("A new hotkey takes effect at the next start").small().color(theme::MUTED));
+        let search = egui::TextEdit::singleline(&mut panel.search).hint_text("Search settings").desired_width(ui.available_width());
+        let response = ui.add(search);
+        response.widget_info(|| egui::WidgetInfo::labeled(egui::Role::TextInput, true, "Search settings"));
+    });
+    ui.add_space(theme::SPACING);
+    ScrollArea::vertical().auto_shrink([false, false]).show(ui, |ui| {
+        if searching {
+            let mut shown = 0;
+            for section in Section::ALL {
+                let mut page = Page::new(section, &panel.search);
+                section_ui(ui, section, &mut page, state, models, panel, actions);
+                shown += page.shown;
+            }
+            if shown == 0 {
+                ui.label(RichText::new(format!("No setting matches \"{}\"", panel.search.trim())).color(theme::muted()));
+            }
+            return;
+        }
+        match panel.section {
+            None => {
+                for section in Section::ALL {
+                    let (title, summary) = section.describe();
+                    let button = egui::Button::new(RichText::new(title).strong()).frame(false);
+                    if ui.add(button).on_hover_text(summary).clicked() {
+                        panel.section = Some(section);
+                    }
+                    ui.label(RichText::new(summary).small().color(theme::muted()));
+                    ui.add_space(theme::SPACING);
+                }
+            }
+            Some(section) => {
+                ui.label(RichText::new(section.title()).heading());
+                let mut page = Page::new(section, "");
+                section_ui(ui, section, &mut page, state, models, panel, actions);
+            }
+        }
+    });
+}
+
+fn section_ui(
+    ui: &mut egui::Ui,
+    section: Section,
+    page: &mut Page,
+    state: &AppState,
+    models: &[ModelView],
+    panel: &mut SettingsPanel,
+    actions: &mut Vec<UiAction>,
+) {
+    match section {
+        Section::General => general_ui(ui, page, state, panel, actions),
+        Section::Privacy => privacy_ui(ui, page, state, panel, actions),
+        Section::Brains => brains_ui(ui, page, state, models, panel, actions),
+        Section::Memory => {
+            if page.shows(ui, "profile pinned facts hot memory grounded answers embedding summarise prompt budget USER.md MEMORY.md") {
+                crate::ui::memory::memory_ui(ui, state, &mut panel.memory, actions);
+            }
+        }
+        Section::Agent => agent_ui(ui, page, state, panel, actions),
+        Section::Voice => {
+            if page.shows(ui, "push-to-talk hotkey dictation speech whisper model language microphone listen mode transcripts") {
+                voice_ui(ui, state, models, panel, actions);
+            }
+        }
+        Section::Integrations => {
+            if page.shows(ui, "MCP servers tools resources prompts sign in oauth assistants clients claude import") {
+                crate::ui::integrations::integrations_ui(ui, state, &mut panel.integrations, actions);
+            }
+        }
+        Section::Automations => automations_settings_ui(ui, page, state, panel, actions),
+        Section::Data => data_ui(ui, page, state, actions),
+        Section::About => about_ui(ui, page, state, actions),
+    }
+}
+
+fn general_ui(ui: &mut egui::Ui, page: &mut Page, state: &AppState, panel: &mut SettingsPanel, actions: &mut Vec<UiAction>) {
+    if page.shows(ui, "warnings invalid settings") {
+        for warning in &state.setting_warnings {
+            ui.label(RichText::new(warning).small().color(theme::warn()));
+        }
+    }
+    if page.shows(ui, "start at login autostart tray set up again first run") {
+        autostart_ui(ui, state, actions);
+        if ui.button("Set up again").on_hover_text("The first run's pages: the brain, hotkeys, start at login").clicked() {
+            actions.push(UiAction::OpenSetup);
+        }
+    }
+    if page.shows(ui, "appearance theme dark light colours colors") {
+        theme_choice_ui(ui, state, actions);
+    }
+    if page.shows(ui, "away afk idle seconds") {
+        setting_row_ui(ui, "Away after (seconds without input)", keys::AFK_SECS, &state.settings.afk_secs.to_string(), &mut panel.afk_secs, actions);
+    }
+    if page.shows(ui, "quick prompt hotkey keyboard shortcut") {
+        setting_row_ui(ui, "Quick prompt hotkey", keys::QUICK_PROMPT_HOTKEY, &state.settings.quick_prompt_hotkey, &mut panel.hotkey, actions);
+    }
+    if page.shows(ui, "pause hotkey keyboard shortcut capture") {
+        setting_row_ui(ui, "Pause hotkey", keys::PAUSE_HOTKEY, &state.settings.pause_hotkey, &mut panel.pause_hotkey, actions);
+    }
+    if page.shows(ui, "keyboard shortcuts hotkeys keys") {
+        ui.label(RichText::new("Keyboard shortcuts").strong());
+        let quick = if state.desktop.as_ref().is_some_and(|d| !d.x11_decides()) {
+            "Open the quick prompt from anywhere, once bound in your compositor (see Desktop below)"
+        } else {
+            "Open the quick prompt from anywhere"
+        };
+        shortcut_row_ui(ui, &state.settings.quick_prompt_hotkey, quick);
+        for shortcut in shortcuts::SHORTCUTS {
+            shortcut_row_ui(ui, &shortcuts::format(ui.ctx(), &shortcut.keys), shortcut.description);
+        }
+        for (keys, description) in shortcuts::WIDGET_KEYS {
+            shortcut_row_ui(ui, keys, description);
+        }
+    }
+    if page.shows(ui, "desktop wayland x11 gnome kde sway hyprland extension compositor bind hotkeys tray") {
+        ui.label(RichText::new("Desktop").strong());
+        crate::ui::desktop::desktop_ui(ui, state, &mut panel.gnome_extension_consent, actions);
+    }
+}
+
+/// A key and what it does, wrapping under each other in a narrow sidebar.
+fn shortcut_row_ui(ui: &mut egui::Ui, keys: &str, description: &str) {
+    ui.horizontal_wrapped(|ui| {
+        ui.label(RichText::new(keys).monospace());
+        ui.label(RichText::new(description).color(theme::muted()));
+    });
+}
+
+/// Follow the desktop's light or dark preference, or choose one.
+fn theme_choice_ui(ui: &mut egui::Ui, state: &AppState, actions: &mut Vec<UiAction>) {
+    ui.horizontal_wrapped(|ui| {
+        let label = ui.label("Appearance");
+        for (value, text) in [("system", "Follow the desktop"), ("light", "Light"), ("dark", "Dark")] {
+            if ui.radio(state.settings.theme == value, text).labelled_by(label.id).clicked() && state.settings.theme != value {
+                actions.push(UiAction::SaveSetting { key: keys::THEME.to_owned(), value: value.to_owned() });
+            }
+        }
+    });
+}
+
+fn privacy_ui(ui: &mut egui::Ui, page: &mut Page, state: &AppState, panel: &mut SettingsPanel, actions: &mut Vec<UiAction>) {
+    if page.shows(ui, "record windows typing keys clipboard streams") {
+        crate::ui::consent::streams_settings_ui(ui, state, actions);
+    }
+    if page.shows(ui, "pause all capture") {
+        let mut paused = state.settings.privacy.paused;
+        if ui.checkbox(&mut paused, format!("Pause all capture ({})", state.settings.pause_hotkey)).changed() {
+            actions.push(UiAction::TogglePause);
+        }
+    }
+    if page.shows(ui, "private incognito windows browser accessibility address bar url") {
+        privacy_switches_ui(ui, state, actions);
+    }
+    if page.shows(ui, "never record apps titles domains quiet hours rules exclude firewall") {
+        privacy_lists_ui(ui, state, panel, actions);
+    }
+    if page.shows(ui, "keep window history retention days") {
         setting_row_ui(
             ui,
             "Keep window history (days, 0 keeps all)",
@@ -158,25 +398,149 @@ pub fn settings_ui(
             &mut panel.retention_days,
             actions,
         );
+    }
+}
 
-        setting_row_ui(ui, "Pause hotkey", keys::PAUSE_HOTKEY, &state.settings.pause_hotkey, &mut panel.pause_hotkey, actions);
+fn brains_ui(ui: &mut egui::Ui, page: &mut Page, state: &AppState, models: &[ModelView], panel: &mut SettingsPanel, actions: &mut Vec<UiAction>) {
+    if page.shows(ui, "offline cloud local prefer answer with tiers budgets dollars cost providers keys api outbound requests network") {
+        network_ui(ui, state, &mut panel.network, actions);
+    }
+    if page.shows(ui, "context budget tokens recent activity prompt") {
+        setting_row_ui(
+            ui,
+            "Recent activity in each prompt (tokens)",
+            keys::CONTEXT_BUDGET,
+            &state.settings.context_budget_tokens.to_string(),
+            &mut panel.context_budget,
+            actions,
+        );
+    }
+    if page.shows(ui, "models chat model download install gguf memory preflight whisper embeddings") {
+        models_ui(ui, state, models, panel, actions);
+    }
+}
 
+fn models_ui(ui: &mut egui::Ui, state: &AppState, models: &[ModelView], panel: &mut SettingsPanel, actions: &mut Vec<UiAction>) {
+    ui.label(RichText::new("Models").strong());
+    if let Some(preflight) = &state.model_preflight {
+        let colour = if preflight.starts_with("GREEN") { theme::ok() } else if preflight.starts_with("YELLOW") { theme::warn() } else { theme::error() };
+        ui.label(RichText::new(format!("Memory preflight: {preflight}")).small().color(colour));
+    }
+    ui.horizontal_wrapped(|ui| {
+        if ui.button("Load the chat model now").clicked() {
+            actions.push(UiAction::LoadModel);
+        }
+        if ui.button("Download missing models").clicked() {
+            actions.push(UiAction::FetchModels);
+        }
+    });
+    for (path, (done, total, error)) in &state.downloads {
+        match error {
+            Some(error) => ui.label(RichText::new(format!("{path}: {error}")).small().color(theme::error())),
+            None => ui.add(egui::ProgressBar::new(*done as f32 / (*total).max(1) as f32).text(format!("{path}: {:.0} of {:.0} MB", *done as f64 / 1e6, *total as f64 / 1e6))),
+        };
+    }
+    chat_model_ui(ui, state, models, panel, actions);
+    for model in models {
         ui.separator();
-        ui.heading("What cowork records");
-        crate::ui::consent::streams_settings_ui(ui, state, actions);
-        privacy_rules_ui(ui, state, panel, actions);
-
-        ui.separator();
-        ui.heading("Your data");
+        let role = format!("{:?}", model.role).to_lowercase();
         ui.horizontal_wrapped(|ui| {
-            for (label, span_millis) in
-                [("Delete last 15 minutes", 15 * 60_000), ("Delete last hour", 3_600_000), ("Delete last day", 86_400_000)]
-            {
+            ui.label(RichText::new(&model.name).strong());
+            ui.label(RichText::new(format!("{role} · {} · {:.0} MB", model.licence, model.size_bytes as f64 / 1e6)).small());
+        });
+        // The project's figures, then this machine's own (chat models that have answered here).
+        let here = match state.model_speeds.get(&model.file_name) {
+            Some(measured) => measured.describe(),
+            None if model.chat.is_some() => "Not measured on this machine yet: its first answers here measure it.".to_owned(),
+            None => String::new(),
+        };
+        for line in [&model.summary, &model.evaluation, &here] {
+            if !line.is_empty() {
+                ui.label(RichText::new(line).small().color(theme::muted()));
+            }
+        }
+        ui.horizontal_wrapped(|ui| {
+            let colour = if model.ok { theme::ok() } else if model.optional { theme::muted() } else { theme::error() };
+            ui.label(RichText::new(&model.status).small().color(colour));
+            if model.optional {
+                let busy = state.model_jobs.contains(&model.name);
+                // Each button says which model it is for (a screen reader lists several).
+                let named = |response: egui::Response, verb: &str| {
+                    let enabled = response.enabled();
+                    response.widget_info(|| egui::WidgetInfo::labeled(egui::Role::Button, enabled, format!("{verb} {}", model.name)));
+                    response
+                };
+                if model.ok {
+                    let remove = named(ui.add_enabled(!busy, egui::Button::new("Remove").small()), "Remove");
+                    if remove.on_hover_text("Delete its files to free the disk").clicked() {
+                        actions.push(UiAction::RemoveModel(model.name.clone()));
+                    }
+                } else {
+                    let install = ui.add_enabled(!busy, egui::Button::new(if busy { "Installing…" } else { "Install" }).small());
+                    let install = if busy { install } else { named(install, "Install") };
+                    if install.on_hover_text("Download, verify by sha256 and convert on this computer").clicked() {
+                        actions.push(UiAction::InstallModel(model.name.clone()));
+                    }
+                }
+            }
+        });
+    }
+}
+
+/// Settings → Apps & automations: the routines cowork knows by their human
+/// names, how long an automation's approval waits.
+fn automations_settings_ui(ui: &mut egui::Ui, page: &mut Page, state: &AppState, panel: &mut SettingsPanel, actions: &mut Vec<UiAction>) {
+    if page.shows(ui, "automation approval waits hours expire") {
+        setting_row_ui(
+            ui,
+            "An automation's approval waits (hours)",
+            keys::AUTOMATION_APPROVAL_HOURS,
+            &state.settings.automation_approval_hours.to_string(),
+            &mut panel.automation_hours,
+            actions,
+        );
+    }
+    if page.shows(ui, "routines built-in automations schedule enabled") {
+        ui.label(RichText::new("Automations").strong());
+        if state.automations.flows.is_empty() {
+            ui.label(RichText::new("No automations yet").small().color(theme::muted()));
+        }
+        for flow in &state.automations.flows {
+            let mut on = flow.enabled;
+            if ui.checkbox(&mut on, flow.title()).changed() {
+                actions.push(UiAction::AutomationEnable { name: flow.name.clone(), enabled: on });
+            }
+            if !flow.description.is_empty() {
+                ui.label(RichText::new(&flow.description).small().color(theme::muted()));
+            }
+        }
+    }
+    if page.shows(ui, "apps installed sandbox") {
+        ui.label(RichText::new("Apps").strong());
+        if state.apps.installed.is_empty() {
+            ui.label(RichText::new("No apps installed").small().color(theme::muted()));
+        }
+        for app in &state.apps.installed {
+            ui.label(format!("{} {}", app.row.name, app.row.version));
+            ui.label(RichText::new(&app.description).small().color(theme::muted()));
+        }
+        if ui.button("Open the Apps tab").clicked() {
+            actions.push(UiAction::SwitchTab(crate::state::Tab::Apps));
+        }
+    }
+}
+
+fn data_ui(ui: &mut egui::Ui, page: &mut Page, state: &AppState, actions: &mut Vec<UiAction>) {
+    if page.shows(ui, "delete last minutes hour day span range") {
+        ui.horizontal_wrapped(|ui| {
+            for (label, span_millis) in [("Delete last 15 minutes", 15 * 60_000), ("Delete last hour", 3_600_000), ("Delete last day", 86_400_000)] {
                 if ui.button(label).clicked() {
                     actions.push(UiAction::DeleteRecent { span_millis });
                 }
             }
         });
+    }
+    if page.shows(ui, "export json activitywatch") {
         ui.horizontal_wrapped(|ui| {
             if ui.button("Export today as JSON Lines").clicked() {
                 actions.push(UiAction::ExportToday(crate::export::Format::JsonLines));
@@ -185,201 +549,108 @@ pub fn settings_ui(
                 actions.push(UiAction::ExportToday(crate::export::Format::ActivityWatch));
             }
         });
-        ui.label(RichText::new("Exports are plain text, not encrypted: they are for taking elsewhere. They are written to the data directory; `cowork export` takes any range").small().color(theme::MUTED));
+        ui.label(RichText::new("Exports are plain text, not encrypted: they are for taking elsewhere. They are written to the data directory; `cowork export` takes any range").small().color(theme::muted()));
+    }
+    if page.shows(ui, "encryption encrypted key secret store sqlcipher") {
         ui.label(
             RichText::new(
                 "Encrypted at rest: the database (SQLCipher), its search indexes and kept audio, under a key in the system secret store or, without one, in secrets.key beside them (`cowork doctor` says which). USER.md and MEMORY.md in the data directory stay plain text so you can read and edit them by hand",
             )
             .small()
-            .color(theme::MUTED),
+            .color(theme::muted()),
         );
-
-        ui.separator();
-        ui.heading("Memory");
-        crate::ui::memory::memory_ui(ui, state, &mut panel.memory, actions);
-
-        ui.separator();
-        ui.heading("Agent");
-        agent_ui(ui, state, panel, actions);
-
-        ui.separator();
-        ui.heading("Voice");
-        voice_ui(ui, state, models, panel, actions);
-
-        ui.separator();
-        ui.heading("Integrations");
-        crate::ui::integrations::integrations_ui(ui, state, &mut panel.integrations, actions);
-
-        ui.separator();
-        ui.heading("Network");
-        network_ui(ui, state, &mut panel.network, actions);
-
-        ui.separator();
-        ui.heading("Desktop");
-        crate::ui::desktop::desktop_ui(ui, state, &mut panel.gnome_extension_consent, actions);
-
-        ui.separator();
-        ui.heading("Start at login");
-        autostart_ui(ui, state, actions);
-        if ui.button("Set up again").on_hover_text("The first run's pages: the brain, hotkeys, start at login").clicked() {
-            actions.push(UiAction::OpenSetup);
-        }
-
-        ui.separator();
-        ui.heading("Your data");
+    }
+    if page.shows(ui, "forget everything remove all data uninstall") {
         your_data_ui(ui, state, actions);
-
-        ui.separator();
-        ui.heading("Keyboard shortcuts");
-        Grid::new("shortcuts").striped(true).show(ui, |ui| {
-            ui.label(RichText::new(&state.settings.quick_prompt_hotkey).monospace());
-            if state.desktop.as_ref().is_some_and(|d| !d.x11_decides()) {
-                ui.label("Open the quick prompt from anywhere, once bound in your compositor (see Desktop above)");
-            } else {
-                ui.label("Open the quick prompt from anywhere");
-            }
-            ui.end_row();
-            for shortcut in shortcuts::SHORTCUTS {
-                ui.label(RichText::new(shortcuts::format(ui.ctx(), &shortcut.keys)).monospace());
-                ui.label(shortcut.description);
-                ui.end_row();
-            }
-            for (keys, description) in shortcuts::WIDGET_KEYS {
-                ui.label(RichText::new(*keys).monospace());
-                ui.label(*description);
-                ui.end_row();
-            }
-        });
-
-        ui.separator();
-        ui.heading("Workers");
-        Grid::new("workers").show(ui, |ui| {
-            for worker in WorkerName::ALL {
-                let worker_state = state.worker_state(worker);
-                ui.label(worker.as_str());
-                ui.label(RichText::new(worker_state.label()).color(theme::worker_colour(&worker_state)));
-                ui.end_row();
-            }
-        });
-
-        ui.separator();
-        ui.heading("Models");
-        if let Some(preflight) = &state.model_preflight {
-            let colour = if preflight.starts_with("GREEN") { theme::OK } else if preflight.starts_with("YELLOW") { theme::WARN } else { theme::ERROR };
-            ui.label(RichText::new(format!("Memory preflight: {preflight}")).small().color(colour));
-        }
-        ui.horizontal(|ui| {
-            if ui.button("Load the chat model now").clicked() {
-                actions.push(UiAction::LoadModel);
-            }
-            if ui.button("Download missing models").clicked() {
-                actions.push(UiAction::FetchModels);
-            }
-        });
-        for (path, (done, total, error)) in &state.downloads {
-            match error {
-                Some(error) => ui.label(RichText::new(format!("{path}: {error}")).small().color(theme::ERROR)),
-                None => ui.add(egui::ProgressBar::new(*done as f32 / (*total).max(1) as f32).text(format!("{path}: {:.0} of {:.0} MB", *done as f64 / 1e6, *total as f64 / 1e6))),
-            };
-        }
-        chat_model_ui(ui, state, models, panel, actions);
-        Grid::new("models").striped(true).show(ui, |ui| {
-            for model in models {
-                ui.label(&model.name);
-                let role = format!("{:?}", model.role).to_lowercase();
-                ui.label(RichText::new(format!("{role} · {} · {:.0} MB", model.licence, model.size_bytes as f64 / 1e6)).small());
-                ui.end_row();
-                // The project's figures, then this machine's own (chat models that have answered here).
-                let here = match state.model_speeds.get(&model.file_name) {
-                    Some(measured) => measured.describe(),
-                    None if model.chat.is_some() => "Not measured on this machine yet: its first answers here measure it.".to_owned(),
-                    None => String::new(),
-                };
-                for line in [&model.summary, &model.evaluation, &here] {
-                    if !line.is_empty() {
-                        ui.label("");
-                        ui.label(RichText::new(line).small().color(theme::MUTED));
-                        ui.end_row();
-                    }
-                }
-                ui.label("");
-                ui.horizontal(|ui| {
-                    let colour = if model.ok { theme::OK } else if model.optional { theme::MUTED } else { theme::ERROR };
-                    ui.label(RichText::new(&model.status).small().color(colour));
-                    if model.optional {
-                        let busy = state.model_jobs.contains(&model.name);
-                        // Each button says which model it is for (a screen reader lists several).
-                        let named = |response: egui::Response, verb: &str| {
-                            let enabled = response.enabled();
-                            response.widget_info(|| egui::WidgetInfo::labeled(egui::Role::Button, enabled, format!("{verb} {}", model.name)));
-                            response
-                        };
-                        if model.ok {
-                            let remove = named(ui.add_enabled(!busy, egui::Button::new("Remove").small()), "Remove");
-                            if remove.on_hover_text("Delete its files to free the disk").clicked() {
-                                actions.push(UiAction::RemoveModel(model.name.clone()));
-                            }
-                        } else {
-                            let install = ui.add_enabled(!busy, egui::Button::new(if busy { "Installing…" } else { "Install" }).small());
-                            let install = if busy { install } else { named(install, "Install") };
-                            if install.on_hover_text("Download, verify by sha256 and convert on this computer").clicked() {
-                                actions.push(UiAction::InstallModel(model.name.clone()));
-                            }
-                        }
-                    }
-                });
-                ui.end_row();
-            }
-        });
-
-        ui.separator();
-        ui.heading("About");
-        ui.label(format!("cowork {}", build_info::long_version()));
-        ui.label(RichText::new("Everything cowork captures stays in one SQLite file on this computer").small().color(theme::MUTED));
-    });
+    }
 }
 
-/// Settings → Agent: whether chat questions run as operations with tools, the
-/// limits, the tools that always ask, the approval rules (each removable) and
-/// the newest audit entries (`cowork audit` has them all).
-fn agent_ui(ui: &mut egui::Ui, state: &AppState, panel: &mut SettingsPanel, actions: &mut Vec<UiAction>) {
-    let mut on = state.settings.agent;
-    if ui.checkbox(&mut on, "Answer with tools (the agent)").on_hover_text("Off: chat answers from what cowork recorded, without acting").changed() {
-        actions.push(UiAction::SaveSetting { key: keys::AGENT.to_owned(), value: on.to_string() });
+fn about_ui(ui: &mut egui::Ui, page: &mut Page, state: &AppState, actions: &mut Vec<UiAction>) {
+    if page.shows(ui, "version build about") {
+        ui.label(format!("cowork {}", build_info::long_version()));
+        ui.label(RichText::new("Everything cowork captures stays in one SQLite file on this computer").small().color(theme::muted()));
     }
-    setting_row_ui(ui, "Steps per task at most", keys::AGENT_MAX_STEPS, &state.settings.agent_max_steps.to_string(), &mut panel.agent_steps, actions);
-    setting_row_ui(
-        ui,
-        "Deny an unanswered approval after (seconds)",
-        keys::APPROVAL_TIMEOUT,
-        &state.settings.approval_timeout_secs.to_string(),
-        &mut panel.approval_timeout,
-        actions,
-    );
-    setting_row_ui(ui, "Tools that always ask (comma-separated)", keys::ALWAYS_ASK, &state.settings.always_ask.join(", "), &mut panel.always_ask, actions);
+    if page.shows(ui, "workers health running failed retry status") {
+        ui.label(RichText::new("Workers").strong());
+        for worker in WorkerName::ALL {
+            let worker_state = state.worker_state(worker);
+            let (title, what) = worker.describe();
+            ui.horizontal_wrapped(|ui| {
+                ui.label(title);
+                ui.label(RichText::new(worker_state.label()).color(theme::worker_colour(&worker_state)));
+                if matches!(worker_state, crate::runtime::WorkerState::Failed { .. }) && ui.small_button("Retry").clicked() {
+                    actions.push(UiAction::RetryWorker(worker));
+                }
+            });
+            ui.label(RichText::new(what).small().color(theme::muted()));
+        }
+    }
+}
+
+/// Settings → Agent & tools: whether chat questions run as operations with
+/// tools, the limits, the tools that always ask, the approval rules (each
+/// removable), the built-in tools by name, and the newest audit entries
+/// (`cowork audit` has them all).
+fn agent_ui(ui: &mut egui::Ui, page: &mut Page, state: &AppState, panel: &mut SettingsPanel, actions: &mut Vec<UiAction>) {
+    if page.shows(ui, "answer with tools agent on off") {
+        let mut on = state.settings.agent;
+        if ui.checkbox(&mut on, "Answer with tools (the agent)").on_hover_text("Off: chat answers from what cowork recorded, without acting").changed() {
+            actions.push(UiAction::SaveSetting { key: keys::AGENT.to_owned(), value: on.to_string() });
+        }
+    }
+    if page.shows(ui, "steps per task limit") {
+        setting_row_ui(ui, "Steps per task at most", keys::AGENT_MAX_STEPS, &state.settings.agent_max_steps.to_string(), &mut panel.agent_steps, actions);
+    }
+    if page.shows(ui, "approval timeout deny unanswered seconds") {
+        setting_row_ui(
+            ui,
+            "Deny an unanswered approval after (seconds)",
+            keys::APPROVAL_TIMEOUT,
+            &state.settings.approval_timeout_secs.to_string(),
+            &mut panel.approval_timeout,
+            actions,
+        );
+    }
+    if page.shows(ui, "tools that always ask approval") {
+        setting_row_ui(ui, "Tools that always ask (comma-separated)", keys::ALWAYS_ASK, &state.settings.always_ask.join(", "), &mut panel.always_ask, actions);
+    }
+    if page.shows(ui, "built-in tools what the agent can do risk") {
+        egui::CollapsingHeader::new(format!("Built-in tools ({})", crate::tools::registry::TOOLS.len())).show(ui, |ui| {
+            for tool in crate::tools::registry::TOOLS {
+                ui.horizontal_wrapped(|ui| {
+                    ui.label(tool.title);
+                    let colour = if tool.risk == crate::tools::Risk::Safe { theme::muted() } else { theme::warn() };
+                    let risk = if tool.risk == crate::tools::Risk::Safe { "runs at once" } else { "asks first" };
+                    ui.label(RichText::new(risk).small().color(colour));
+                });
+                ui.label(RichText::new(tool.description).small().color(theme::muted()));
+            }
+        });
+    }
+    if !page.shows(ui, "approval rules always allow audit log") {
+        return;
+    }
     ui.label(RichText::new("Approval rules (an approval card's \"Always allow\" adds one; `cowork rules add` too)").strong());
     let Some((rules, problems, audit)) = &state.agent_overview else {
-        ui.label(RichText::new("loading…").small().color(theme::MUTED));
+        ui.label(RichText::new("loading…").small().color(theme::muted()));
         return;
     };
     if rules.is_empty() {
-        ui.label(RichText::new("No rules: safe calls run, the others ask").small().color(theme::MUTED));
+        ui.label(RichText::new("No rules: safe calls run, the others ask").small().color(theme::muted()));
     }
     for (id, text) in rules {
-        ui.horizontal(|ui| {
-            ui.label(RichText::new(text).monospace().small());
-            if ui.small_button("Remove").clicked() {
-                actions.push(UiAction::RemoveRule(*id));
-            }
-        });
+        ui.label(RichText::new(text).monospace().small());
+        if ui.small_button("Remove").clicked() {
+            actions.push(UiAction::RemoveRule(*id));
+        }
     }
     for problem in problems {
-        ui.label(RichText::new(problem).small().color(theme::WARN));
+        ui.label(RichText::new(problem).small().color(theme::warn()));
     }
     ui.label(RichText::new(format!("Audit log, newest first ({} shown; `cowork audit` has all)", audit.len())).strong());
     ScrollArea::vertical().id_salt("audit").max_height(180.0).show(ui, |ui| {
         if audit.is_empty() {
-            ui.label(RichText::new("No tool has been called yet").small().color(theme::MUTED));
+            ui.label(RichText::new("No tool has been called yet").small().color(theme::muted()));
         }
         for line in audit {
             ui.label(RichText::new(line).monospace().small());
@@ -389,9 +660,9 @@ fn agent_ui(ui: &mut egui::Ui, state: &AppState, panel: &mut SettingsPanel, acti
 
 fn voice_ui(ui: &mut egui::Ui, state: &AppState, models: &[ModelView], panel: &mut SettingsPanel, actions: &mut Vec<UiAction>) {
     let voice = &state.settings.voice;
-    ui.label(RichText::new("Speech is transcribed on this computer (Whisper); the microphone is open only while you talk to cowork").small().color(theme::MUTED));
+    ui.label(RichText::new("Speech is transcribed on this computer (Whisper); the microphone is open only while you talk to cowork").small().color(theme::muted()));
     setting_row_ui(ui, "Push-to-talk hotkey", keys::VOICE_HOTKEY, &voice.hotkey, &mut panel.voice_hotkey, actions);
-    ui.horizontal(|ui| {
+    ui.horizontal_wrapped(|ui| {
         let label = ui.label("The hotkey");
         for (mode, text) in [
             (crate::audio::ptt::PttMode::Auto, "hold to talk, tap to toggle"),
@@ -424,24 +695,14 @@ fn voice_ui(ui: &mut egui::Ui, state: &AppState, models: &[ModelView], panel: &m
     crate::ui::voice::microphone_ui(ui, &voice.device, state.voice.devices.as_ref(), actions);
     setting_row_ui(ui, "Unload Whisper after (seconds idle, 0 never)", keys::VOICE_IDLE_UNLOAD_SECS, &voice.idle_unload_secs.to_string(), &mut panel.voice_idle_unload, actions);
     if let (Some(open), Some(text)) = (state.voice.first_sample_millis, state.voice.release_to_text_millis) {
-        ui.label(RichText::new(format!("Last utterance: microphone ready {open} ms after the key, text {text} ms after release")).small().color(theme::MUTED));
+        ui.label(RichText::new(format!("Last utterance: microphone ready {open} ms after the key, text {text} ms after release")).small().color(theme::muted()));
     }
     crate::ui::voice::listen_ui(ui, state, &mut panel.listen, actions);
 }
 
-/// The firewall's rules: pause, private windows, and the lists, each saved on its own.
-fn privacy_rules_ui(ui: &mut egui::Ui, state: &AppState, panel: &mut SettingsPanel, actions: &mut Vec<UiAction>) {
+/// Private windows and desktop accessibility (for browsers' address bars).
+fn privacy_switches_ui(ui: &mut egui::Ui, state: &AppState, actions: &mut Vec<UiAction>) {
     let privacy = &state.settings.privacy;
-    let mut paused = privacy.paused;
-    if ui.checkbox(&mut paused, format!("Pause all capture ({})", state.settings.pause_hotkey)).changed() {
-        actions.push(UiAction::TogglePause);
-    }
-    egui::CollapsingHeader::new("Privacy rules").show(ui, |ui| privacy_lists_ui(ui, state, panel, actions));
-}
-
-fn privacy_lists_ui(ui: &mut egui::Ui, state: &AppState, panel: &mut SettingsPanel, actions: &mut Vec<UiAction>) {
-    let privacy = &state.settings.privacy;
-    ui.label(RichText::new("Checked before anything is recorded, for every stream").small().color(theme::MUTED));
     let mut private = privacy.exclude_private_windows;
     if ui.checkbox(&mut private, "Skip private and incognito windows").changed() {
         actions.push(UiAction::SaveSetting { key: keys::PRIVATE_WINDOWS.to_owned(), value: private.to_string() });
@@ -457,8 +718,14 @@ fn privacy_lists_ui(ui: &mut egui::Ui, state: &AppState, panel: &mut SettingsPan
              cowork turns it off again when it quits",
         )
         .small()
-        .color(theme::MUTED),
+        .color(theme::muted()),
     );
+}
+
+/// The firewall's lists, checked before anything is recorded; each applied when its field is left.
+fn privacy_lists_ui(ui: &mut egui::Ui, state: &AppState, panel: &mut SettingsPanel, actions: &mut Vec<UiAction>) {
+    let privacy = &state.settings.privacy;
+    ui.label(RichText::new("Checked before anything is recorded, for every stream").small().color(theme::muted()));
     for (key, label, current, hint) in [
         (keys::DENIED_APPS, "Never record these apps", &privacy.denied_apps, "keepassxc, bitwarden"),
         (keys::ALLOWED_APPS, "Record only these apps (empty: all)", &privacy.allowed_apps, "code, firefox"),
@@ -466,15 +733,8 @@ fn privacy_lists_ui(ui: &mut egui::Ui, state: &AppState, panel: &mut SettingsPan
         (keys::DENIED_DOMAINS, "Skip these domains and their subdomains", &privacy.denied_domains, "bank.example"),
         (keys::QUIET_HOURS, "Quiet hours", &privacy.quiet_hours, "22:00-07:00"),
     ] {
-        let label = ui.label(label);
-        let draft = panel.rules.entry(key).or_insert_with(|| current.clone());
-        ui.horizontal(|ui| {
-            ui.add(egui::TextEdit::multiline(draft).desired_rows(1).desired_width(260.0).hint_text(hint))
-                .labelled_by(label.id);
-            if ui.add_enabled(draft != current, egui::Button::new("Save")).clicked() {
-                actions.push(UiAction::SaveSetting { key: key.to_owned(), value: draft.trim().to_owned() });
-            }
-        });
+        let draft = panel.rules.entry(key).or_default();
+        crate::ui::widgets::setting_text_ui(ui, label, key, current, draft, hint, key != keys::QUIET_HOURS, actions);
     }
 }
 
@@ -490,7 +750,7 @@ pub fn autostart_ui(ui: &mut egui::Ui, state: &AppState, actions: &mut Vec<UiAct
         actions.push(UiAction::SaveSetting { key: keys::START_IN_TRAY.to_owned(), value: in_tray.to_string() });
     }
     if !state.setup.tray {
-        ui.label(RichText::new("This desktop shows no tray icons: at login the sidebar opens").small().color(theme::MUTED));
+        ui.label(RichText::new("This desktop shows no tray icons: at login the sidebar opens").small().color(theme::muted()));
     }
 }
 
@@ -498,28 +758,28 @@ pub fn autostart_ui(ui: &mut egui::Ui, state: &AppState, actions: &mut Vec<UiAct
 fn your_data_ui(ui: &mut egui::Ui, state: &AppState, actions: &mut Vec<UiAction>) {
     match &state.forget {
         None => {
-            ui.label(RichText::new("Everything cowork keeps stays on this computer. Export or delete a range in Context; this removes it all.").small().color(theme::MUTED));
+            ui.label(RichText::new("Everything cowork keeps stays on this computer. Export or delete a range in Context; this removes it all.").small().color(theme::muted()));
             if ui.button("Forget everything…").clicked() {
                 actions.push(UiAction::AskForgetEverything);
             }
         }
         Some(None) => {
-            ui.label(RichText::new("Listing what cowork keeps…").small().color(theme::MUTED));
+            ui.label(RichText::new("Listing what cowork keeps…").small().color(theme::muted()));
         }
         Some(Some(Err(reason))) => {
-            ui.label(RichText::new(reason).small().color(theme::ERROR));
+            ui.label(RichText::new(reason).small().color(theme::error()));
             if ui.button("Close").clicked() {
                 actions.push(UiAction::CancelForget);
             }
         }
         Some(Some(Ok(lines))) => {
-            egui::Frame::group(ui.style()).stroke(egui::Stroke::new(1.0, theme::ERROR)).show(ui, |ui| {
+            egui::Frame::group(ui.style()).stroke(egui::Stroke::new(1.0, theme::error())).show(ui, |ui| {
                 ui.label(RichText::new("This removes, for good, and cowork quits:").strong());
                 for line in lines {
                     ui.label(RichText::new(format!("• {line}")).small());
                 }
-                ui.horizontal(|ui| {
-                    if ui.button(RichText::new("Forget everything and quit").color(theme::ERROR)).clicked() {
+                ui.horizontal_wrapped(|ui| {
+                    if ui.button(RichText::new("Forget everything and quit").color(theme::error())).clicked() {
                         actions.push(UiAction::ForgetEverything);
                     }
                     if ui.button("Cancel").clicked() {
@@ -536,7 +796,7 @@ fn network_ui(ui: &mut egui::Ui, state: &AppState, network: &mut NetworkView, ac
     if ui.checkbox(&mut offline, "Offline: no connection except to this computer (loopback)").changed() {
         actions.push(UiAction::SaveSetting { key: keys::OFFLINE.to_owned(), value: offline.to_string() });
     }
-    ui.horizontal(|ui| {
+    ui.horizontal_wrapped(|ui| {
         ui.label("Answer with");
         for preference in [crate::brains::Preference::Local, crate::brains::Preference::Cloud] {
             let label = if preference == crate::brains::Preference::Local { "local model first" } else { "cloud first" };
@@ -558,42 +818,40 @@ fn network_ui(ui: &mut egui::Ui, state: &AppState, network: &mut NetworkView, ac
     }
     ui.label(RichText::new("Providers (providers.json in the data directory)").strong());
     if let Some(error) = &network.providers_error {
-        ui.label(RichText::new(error).small().color(theme::ERROR));
+        ui.label(RichText::new(error).small().color(theme::error()));
     }
     if network.providers.is_empty() {
-        ui.label(RichText::new("None configured: only the local model answers").small().color(theme::MUTED));
+        ui.label(RichText::new("None configured: only the local model answers").small().color(theme::muted()));
     }
     for (name, kind, model, base) in &network.providers {
-        ui.horizontal(|ui| {
-            ui.label(RichText::new(format!("{name} · {kind} · {model} · {base}")).small());
-            if ui.small_button(format!("Remove {name}")).clicked() {
-                actions.push(UiAction::RemoveProvider(name.clone()));
-            }
-        });
-        ui.horizontal(|ui| {
+        ui.label(RichText::new(format!("{name} · {kind} · {model} · {base}")).small());
+        ui.horizontal_wrapped(|ui| {
             let stored = network.keys.get(name).cloned().unwrap_or_else(|| "no key stored".into());
-            let label = ui.label(RichText::new(format!("key: {stored}")).small().color(theme::MUTED));
+            let label = ui.label(RichText::new(format!("key: {stored}")).small().color(theme::muted()));
             let draft = network.key_drafts.entry(name.clone()).or_default();
             ui.add(egui::TextEdit::singleline(draft).password(true).desired_width(120.0).hint_text("paste a new key")).labelled_by(label.id);
             if ui.add_enabled(!draft.trim().is_empty(), egui::Button::new("Save key")).clicked() {
                 actions.push(UiAction::SaveKey { provider: name.clone(), key: std::mem::take(draft).trim().to_owned() });
             }
+            if ui.small_button(format!("Remove {name}")).clicked() {
+                actions.push(UiAction::RemoveProvider(name.clone()));
+            }
         });
     }
     egui::CollapsingHeader::new("Add or change a provider").show(ui, |ui| new_provider_ui(ui, network, actions));
     if !network.secret_store.is_empty() {
-        ui.label(RichText::new(format!("Keys are kept in {}", network.secret_store)).small().color(theme::MUTED));
+        ui.label(RichText::new(format!("Keys are kept in {}", network.secret_store)).small().color(theme::muted()));
     }
     egui::CollapsingHeader::new(format!("Outbound requests ({})", network.log.len())).show(ui, |ui| {
         if network.log.is_empty() {
-            ui.label(RichText::new("No connection has left this computer since cowork started").small().color(theme::MUTED));
+            ui.label(RichText::new("No connection has left this computer since cowork started").small().color(theme::muted()));
         }
         for record in network.log.iter().rev().take(50) {
             let text = match &record.refused {
-                None => format!("{} {} · {} · {} B out, {} B in", crate::ids::format_clock(record.at_millis), record.host, record.purpose, record.bytes_out, record.bytes_in),
-                Some(reason) => format!("{} {} · {} · refused: {reason}", crate::ids::format_clock(record.at_millis), record.host, record.purpose),
+                None => format!("{} {} · {} · {} B out, {} B in", crate::ids::user_clock(record.at_millis), record.host, record.purpose, record.bytes_out, record.bytes_in),
+                Some(reason) => format!("{} {} · {} · refused: {reason}", crate::ids::user_clock(record.at_millis), record.host, record.purpose),
             };
-            ui.label(RichText::new(text).small().color(if record.refused.is_some() { theme::WARN } else { theme::MUTED }));
+            ui.label(RichText::new(text).small().color(if record.refused.is_some() { theme::warn() } else { theme::muted() }));
         }
     });
 }
@@ -608,13 +866,11 @@ fn new_provider_ui(ui: &mut egui::Ui, network: &mut NetworkView, actions: &mut V
         ("$ per million input tokens", &mut form.price_in, "0"),
         ("$ per million output tokens", &mut form.price_out, "0"),
     ] {
-        ui.horizontal(|ui| {
-            let label = ui.label(RichText::new(label).small());
-            ui.add(egui::TextEdit::singleline(field).desired_width(170.0).hint_text(hint)).labelled_by(label.id);
-        });
+        let label = ui.label(RichText::new(label).small());
+        ui.add(egui::TextEdit::singleline(field).desired_width(ui.available_width().min(360.0)).hint_text(hint)).labelled_by(label.id);
     }
     let known = crate::brains::provider::KNOWN.iter().find(|(n, _, _)| *n == form.name.trim());
-    ui.horizontal(|ui| {
+    ui.horizontal_wrapped(|ui| {
         for (kind, label) in [(ProviderKind::Openai, "OpenAI-compatible"), (ProviderKind::Anthropic, "Anthropic"), (ProviderKind::Gemini, "Gemini"), (ProviderKind::Ollama, "Ollama")] {
             let selected = form.kind.or(known.map(|k| k.1)) == Some(kind);
             if ui.radio(selected, RichText::new(label).small()).clicked() {
@@ -647,9 +903,9 @@ fn chat_model_ui(ui: &mut egui::Ui, state: &AppState, models: &[ModelView], pane
     let choices: Vec<crate::config::ResolvedModel> = models.iter().filter_map(|m| m.chat.clone()).chain(added).collect();
     let current = &state.settings.chat_model;
     let selected = if current.is_empty() { "Default for this machine".to_owned() } else { current.clone() };
-    ui.horizontal(|ui| {
+    ui.horizontal_wrapped(|ui| {
         let label = ui.label("Chat model");
-        egui::ComboBox::from_id_salt("chat_model").selected_text(selected).show_ui(ui, |ui| {
+        egui::ComboBox::from_id_salt("chat_model").selected_text(selected).truncate().show_ui(ui, |ui| {
             if ui.selectable_label(current.is_empty(), "Default for this machine").clicked() && !current.is_empty() {
                 actions.push(UiAction::ChooseChatModel(None));
             }
@@ -662,10 +918,10 @@ fn chat_model_ui(ui: &mut egui::Ui, state: &AppState, models: &[ModelView], pane
         .response
         .labelled_by(label.id);
     });
-    ui.label(RichText::new("The default is the first chat model below that is installed and fits in memory").small().color(theme::MUTED));
+    ui.label(RichText::new("The default is the first chat model below that is installed and fits in memory").small().color(theme::muted()));
+    let label = ui.label("Add a GGUF file");
     ui.horizontal(|ui| {
-        let label = ui.label("Add a GGUF file");
-        ui.add(egui::TextEdit::singleline(&mut panel.add_model_path).hint_text("/path/to/model.gguf").desired_width(200.0)).labelled_by(label.id);
+        ui.add(egui::TextEdit::singleline(&mut panel.add_model_path).hint_text("/path/to/model.gguf").desired_width(ui.available_width() - 50.0)).labelled_by(label.id);
         let path = panel.add_model_path.trim().to_owned();
         if ui.add_enabled(!path.is_empty(), egui::Button::new("Add")).clicked() {
             actions.push(UiAction::AddModel(path.into()));

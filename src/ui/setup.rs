@@ -186,7 +186,7 @@ fn mb(bytes: u64) -> String {
 }
 
 fn muted(ui: &mut egui::Ui, text: impl Into<String>) {
-    ui.label(RichText::new(text).small().color(theme::MUTED));
+    ui.label(RichText::new(text).small().color(theme::muted()));
 }
 
 pub fn setup_ui(ui: &mut egui::Ui, state: &AppState, models: &[ModelView], data_dir: &std::path::Path, panel: &mut SetupPanel, actions: &mut Vec<UiAction>) {
@@ -259,10 +259,10 @@ fn local_ui(ui: &mut egui::Ui, state: &AppState, models: &[ModelView], judged: &
             notes.push("installed".into());
         }
         let (note, colour) = match (choice.verdict, choice.fast) {
-            (Verdict::Red, _) => ("too big for this computer's free memory", theme::ERROR),
-            (_, false) => ("slow on this computer", theme::WARN),
-            _ if Some(&choice.name) == best.as_ref() => ("recommended here", theme::OK),
-            _ => ("fits", theme::MUTED),
+            (Verdict::Red, _) => ("too big for this computer's free memory", theme::error()),
+            (_, false) => ("slow on this computer", theme::warn()),
+            _ if Some(&choice.name) == best.as_ref() => ("recommended here", theme::ok()),
+            _ => ("fits", theme::muted()),
         };
         if ui.radio(chosen == choice.name, choice.name.as_str()).clicked() {
             panel.chat_model = Some(choice.name.clone());
@@ -285,7 +285,7 @@ fn local_ui(ui: &mut egui::Ui, state: &AppState, models: &[ModelView], judged: &
         Some(job) if job.running() => {
             for (path, (done, total, error)) in state.downloads.iter().filter(|(path, _)| job.names.iter().any(|n| path.starts_with(n.as_str()))) {
                 match error {
-                    Some(error) => ui.label(RichText::new(format!("{path}: {error}")).small().color(theme::ERROR)),
+                    Some(error) => ui.label(RichText::new(format!("{path}: {error}")).small().color(theme::error())),
                     None => ui.add(egui::ProgressBar::new(*done as f32 / (*total).max(1) as f32).text(format!("{path}: {} of {}", mb(*done), mb(*total)))),
                 };
             }
@@ -296,8 +296,8 @@ fn local_ui(ui: &mut egui::Ui, state: &AppState, models: &[ModelView], judged: &
         _ => {
             if let Some(Some(outcome)) = download.map(|job| &job.outcome) {
                 match outcome {
-                    Ok(text) => ui.label(RichText::new(format!("Done: {text}; {chosen} answers you")).small().color(theme::OK)),
-                    Err(text) => ui.label(RichText::new(text).small().color(theme::ERROR)),
+                    Ok(text) => ui.label(RichText::new(format!("Done: {text}; {chosen} answers you")).small().color(theme::ok())),
+                    Err(text) => ui.label(RichText::new(text).small().color(theme::error())),
                 };
             }
             if missing.is_empty() {
@@ -357,8 +357,8 @@ fn cloud_ui(ui: &mut egui::Ui, state: &AppState, panel: &mut SetupPanel, actions
     }
     if let Some((name, Some(outcome))) = &state.setup.provider_test {
         match outcome {
-            Ok(text) => ui.label(RichText::new(format!("{name}: {text}")).small().color(theme::OK)),
-            Err(text) => ui.label(RichText::new(format!("{name}: {text}")).small().color(theme::ERROR)),
+            Ok(text) => ui.label(RichText::new(format!("{name}: {text}")).small().color(theme::ok())),
+            Err(text) => ui.label(RichText::new(format!("{name}: {text}")).small().color(theme::error())),
         };
     }
 }
@@ -375,7 +375,7 @@ fn hotkeys_ui(ui: &mut egui::Ui, state: &AppState) {
         ui.horizontal_wrapped(|ui| {
             ui.label(RichText::new(keys).monospace());
             if state.setup.hotkeys_tried.contains(id) {
-                ui.label(RichText::new("it works").small().color(theme::OK));
+                ui.label(RichText::new("it works").small().color(theme::ok()));
             }
         });
         muted(ui, what);

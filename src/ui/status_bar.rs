@@ -10,7 +10,7 @@ use crate::ui::theme;
 pub fn status_bar_ui(ui: &mut egui::Ui, state: &AppState, actions: &mut Vec<UiAction>) {
     if state.settings.privacy.paused {
         ui.horizontal(|ui| {
-            ui.label(RichText::new("Capture paused: nothing is recorded").color(theme::WARN));
+            ui.label(RichText::new("Capture paused: nothing is recorded").color(theme::warn()));
             if ui.small_button("Resume").on_hover_text(format!("or {}", state.settings.pause_hotkey)).clicked() {
                 actions.push(UiAction::TogglePause);
             }
@@ -23,14 +23,14 @@ pub fn status_bar_ui(ui: &mut egui::Ui, state: &AppState, actions: &mut Vec<UiAc
                 crate::events::VoiceTarget::Chat => "talking into the chat",
                 crate::events::VoiceTarget::Dictation => "dictating into the focused app",
             };
-            ui.label(RichText::new(format!("• Microphone on: {into}")).small().color(theme::ERROR));
-            ui.add(egui::ProgressBar::new(state.voice.level).desired_width(60.0).desired_height(6.0).fill(theme::ERROR));
+            ui.label(RichText::new(format!("• Microphone on: {into}")).small().color(theme::error()));
+            ui.add(egui::ProgressBar::new(state.voice.level).desired_width(60.0).desired_height(6.0).fill(theme::error()));
         });
     }
     let listen = &state.voice.listen;
     if listen.open() {
         let streams: Vec<&str> = [listen.mic.as_ref().map(|_| "microphone"), listen.system.as_ref().map(|_| "system audio")].into_iter().flatten().collect();
-        let line = ui.label(RichText::new(format!("• Listening: {}", streams.join(" and "))).small().color(theme::ERROR));
+        let line = ui.label(RichText::new(format!("• Listening: {}", streams.join(" and "))).small().color(theme::error()));
         line.on_hover_text(format!(
             "Listen mode transcribes on this computer into your history. {} stored this session{}. Pause stops it.",
             listen.stored,
@@ -49,14 +49,14 @@ pub fn status_bar_ui(ui: &mut egui::Ui, state: &AppState, actions: &mut Vec<UiAc
                 (0, starting) => format!("• {starting} workers starting"),
                 (running, starting) => format!("• {running} running, {starting} starting"),
             };
-            let names: Vec<String> = quiet.iter().map(|w| format!("{w} {}", state.worker_state(*w).label())).collect();
+            let names: Vec<String> = quiet.iter().map(|w| format!("{} {}", w.title(), state.worker_state(*w).label())).collect();
             let colour = if starting > 0 { theme::worker_colour(&WorkerState::Starting) } else { theme::worker_colour(&WorkerState::Running) };
             ui.label(RichText::new(summary).small().color(colour)).on_hover_text(names.join("\n"));
         }
         crate::ui::desktop::chip_ui(ui, state);
         for worker in loud {
             let worker_state = state.worker_state(worker);
-            let text = RichText::new(format!("• {worker} {}", worker_state.label()))
+            let text = RichText::new(format!("• {} {}", worker.title(), worker_state.label()))
                 .small()
                 .color(theme::worker_colour(&worker_state));
             let response = ui.label(text);
@@ -72,12 +72,12 @@ pub fn status_bar_ui(ui: &mut egui::Ui, state: &AppState, actions: &mut Vec<UiAc
             if let Some(detail) = detail {
                 response.on_hover_text(detail);
             }
-            if matches!(worker_state, WorkerState::Failed { .. }) && ui.small_button(format!("Retry {worker}")).clicked() {
+            if matches!(worker_state, WorkerState::Failed { .. }) && ui.small_button(format!("Retry {}", worker.title().to_lowercase())).clicked() {
                 actions.push(UiAction::RetryWorker(worker));
             }
         }
     });
     if let Some(notice) = state.notices.last() {
-        ui.label(RichText::new(notice).small().color(theme::WARN));
+        ui.label(RichText::new(notice).small().color(theme::warn()));
     }
 }

@@ -20,14 +20,14 @@ pub fn mic_ui(ui: &mut egui::Ui, voice: &VoiceView, target: VoiceTarget, actions
         actions.push(UiAction::VoiceToggle(target));
     }
     if recording_here {
-        ui.add(egui::ProgressBar::new(voice.level).desired_width(60.0).desired_height(8.0).fill(theme::ERROR))
+        ui.add(egui::ProgressBar::new(voice.level).desired_width(60.0).desired_height(8.0).fill(theme::error()))
             .on_hover_text("Microphone level");
-        ui.label(RichText::new("Listening").small().color(theme::ERROR));
+        ui.label(RichText::new("Listening").small().color(theme::error()));
     } else if voice.transcribing == Some(target) {
         ui.spinner();
-        ui.label(RichText::new("Transcribing…").small().color(theme::MUTED));
+        ui.label(RichText::new("Transcribing…").small().color(theme::muted()));
     } else if let Some(status) = &voice.status {
-        ui.label(RichText::new(status).small().color(theme::MUTED));
+        ui.label(RichText::new(status).small().color(theme::muted()));
     }
 }
 
@@ -55,7 +55,7 @@ pub fn speech_model_ui(ui: &mut egui::Ui, chosen: &str, speech: &[(&str, bool)],
             .labelled_by(label.id);
     });
     if speech.iter().any(|(_, installed)| !installed) {
-        ui.label(RichText::new("More speech models: Install one under Models, below").small().color(theme::MUTED));
+        ui.label(RichText::new("More speech models: Install one under Models, below").small().color(theme::muted()));
     }
 }
 
@@ -108,7 +108,7 @@ pub fn microphone_ui(
         }
     });
     if let Some(Err(error)) = devices {
-        ui.label(RichText::new(format!("Cannot list microphones: {error}")).small().color(theme::ERROR));
+        ui.label(RichText::new(format!("Cannot list microphones: {error}")).small().color(theme::error()));
     }
 }
 
@@ -140,7 +140,7 @@ pub fn listen_ui(ui: &mut egui::Ui, state: &AppState, panel: &mut ListenPanel, a
     let save = |actions: &mut Vec<UiAction>, key: &str, on: bool| actions.push(UiAction::SaveSetting { key: key.to_owned(), value: on.to_string() });
     ui.label(RichText::new("Listen mode").strong());
     if !listen.consented {
-        ui.label(RichText::new(LISTEN_DISCLOSURE).small().color(theme::MUTED));
+        ui.label(RichText::new(LISTEN_DISCLOSURE).small().color(theme::muted()));
         if !panel.asking {
             if ui.button("Turn on listen mode…").clicked() {
                 panel.asking = true;
@@ -152,7 +152,7 @@ pub fn listen_ui(ui: &mut egui::Ui, state: &AppState, panel: &mut ListenPanel, a
         ui.label(
             RichText::new("In many places, recording a conversation needs everyone's consent: tell the people you talk to.")
                 .small()
-                .color(theme::WARN),
+                .color(theme::warn()),
         );
         ui.horizontal(|ui| {
             let any = panel.choices.iter().any(|c| *c);
@@ -186,14 +186,14 @@ pub fn listen_ui(ui: &mut egui::Ui, state: &AppState, panel: &mut ListenPanel, a
     }
     let status = &state.voice.listen;
     let line = match (&status.error, &status.held, status.open()) {
-        (Some(error), _, _) => RichText::new(error).color(theme::ERROR),
-        (None, Some(held), _) => RichText::new(format!("Not listening: {held}")).color(theme::WARN),
-        (None, None, true) => RichText::new(format!("Listening; {} stored this session", status.stored)).color(theme::OK),
-        (None, None, false) => RichText::new("Not listening").color(theme::MUTED),
+        (Some(error), _, _) => RichText::new(error).color(theme::error()),
+        (None, Some(held), _) => RichText::new(format!("Not listening: {held}")).color(theme::warn()),
+        (None, None, true) => RichText::new(format!("Listening; {} stored this session", status.stored)).color(theme::ok()),
+        (None, None, false) => RichText::new("Not listening").color(theme::muted()),
     };
     ui.label(line.small());
     if let Some(last) = &status.last {
-        ui.label(RichText::new(format!("Last heard — {last}")).small().color(theme::MUTED));
+        ui.label(RichText::new(format!("Last heard — {last}")).small().color(theme::muted()));
     }
     if ui.small_button("Withdraw consent").on_hover_text("Turns listen mode off and asks again next time").clicked() {
         save(actions, keys::LISTEN_ENABLED, false);

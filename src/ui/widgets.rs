@@ -1,23 +1,8 @@
 //! Small widgets the panels share.
 
-/// A text box over a stored value: shows `current` until the user types, so
-/// a value that arrives after the first frame is not hidden behind a stale
-/// copy. Returns the edited text when it differs from `current`.
-pub fn draft_edit(
-    ui: &mut egui::Ui,
-    draft: &mut Option<String>,
-    current: &str,
-    widget: impl FnOnce(&mut String) -> egui::TextEdit<'_>,
-    label: egui::Id,
-) -> Option<String> {
-    let mut text = draft.clone().unwrap_or_else(|| current.to_owned());
-    if ui.add(widget(&mut text)).labelled_by(label).changed() {
-        *draft = Some(text.clone());
-    }
-    (text != current).then_some(text)
-}
-
-/// A labelled one-line setting with its Save button (saved as typed, trimmed).
+/// A labelled one-line setting, applied at once: checked as it is typed
+/// (the reason shown under it), stored when the field is left or Enter is
+/// pressed. No Save button.
 pub fn setting_row_ui(
     ui: &mut egui::Ui,
     label: &str,
@@ -26,14 +11,43 @@ pub fn setting_row_ui(
     draft: &mut Option<String>,
     actions: &mut Vec<crate::state::UiAction>,
 ) {
-    ui.horizontal(|ui| {
-        let label = ui.label(label);
-        let edited = draft_edit(ui, draft, current, |text| egui::TextEdit::singleline(text).desired_width(120.0), label.id);
-        if ui.add_enabled(edited.is_some(), egui::Button::new("Save")).clicked()
-            && let Some(text) = edited
-        {
+    setting_text_ui(ui, label, key, current, draft, "", false, actions);
+}
+
+/// A setting typed as text (one line, or several for lists), applied at once.
+#[allow(clippy::too_many_arguments)]
+pub fn setting_text_ui(
+    ui: &mut egui::Ui,
+    label: &str,
+    key: &str,
+    current: &str,
+    draft: &mut Option<String>,
+    hint: &str,
+    multiline: bool,
+    actions: &mut Vec<crate::state::UiAction>,
+) {
+    use egui::RichText;
+    use crate::ui::theme;
+    let label = ui.label(label);
+    let mut text = draft.clone().unwrap_or_else(|| current.to_owned());
+    let field = if multiline { egui::TextEdit::multiline(&mut text).desired_rows(2) } else { egui::TextEdit::singleline(&mut text) };
+    let response = ui.add(field.desired_width(ui.available_width().min(360.0)).hint_text(hint)).labelled_by(label.id);
+    if response.changed() {
+        *draft = Some(text.clone());
+    }
+    let checked = crate::config::check(key, text.trim());
+    if draft.is_some()
+        && let Err(reason) = &checked
+    {
+        ui.label(RichText::new(reason).small().color(theme::error()));
+    }
+    if response.lost_focus() && draft.is_some() && checked.is_ok() {
+        if text.trim() != current {
             actions.push(crate::state::UiAction::SaveSetting { key: key.to_owned(), value: text.trim().to_owned() });
-            *draft = None;
         }
-    });
+        *draft = None;
+    }
+    if crate::config::NEED_RESTART.contains(&key) {
+        ui.label(RichText::new("Applies when cowork starts again").small().color(theme::muted()));
+    }
 }

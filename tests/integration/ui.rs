@@ -20,25 +20,25 @@ use egui_kittest::Harness;
 use egui::accesskit::Role;
 use egui_kittest::kittest::Queryable;
 
-struct Far {
-    events: Sender<AppEvent>,
-    llm: Receiver<LlmCommand>,
-    agent: Receiver<AgentCommand>,
-    store: Receiver<StoreCommand>,
-    capture: Receiver<CaptureCommand>,
-    keys: Receiver<KeysCommand>,
-    clipboard: Receiver<ClipboardCommand>,
-    a11y: Receiver<cowork::capture::A11yCommand>,
-    llm_control: Receiver<Control>,
-    stop_epoch: Arc<AtomicU64>,
-    search: Receiver<cowork::memory::search_worker::SearchCommand>,
-    mcp: Receiver<cowork::mcp::worker::McpCommand>,
-    audio: Receiver<cowork::audio::worker::AudioCommand>,
-    listen: Receiver<cowork::audio::listen::ListenCommand>,
-    models: Receiver<cowork::models::worker::ModelsCommand>,
-    automations: Receiver<cowork::automations::AutomationsCommand>,
-    notify: Receiver<cowork::notify::NotifyCommand>,
-    apps: Receiver<cowork::apps::AppsCommand>,
+pub(super) struct Far {
+    pub(super) events: Sender<AppEvent>,
+    pub(super) llm: Receiver<LlmCommand>,
+    pub(super) agent: Receiver<AgentCommand>,
+    pub(super) store: Receiver<StoreCommand>,
+    pub(super) capture: Receiver<CaptureCommand>,
+    pub(super) keys: Receiver<KeysCommand>,
+    pub(super) clipboard: Receiver<ClipboardCommand>,
+    pub(super) a11y: Receiver<cowork::capture::A11yCommand>,
+    pub(super) llm_control: Receiver<Control>,
+    pub(super) stop_epoch: Arc<AtomicU64>,
+    pub(super) search: Receiver<cowork::memory::search_worker::SearchCommand>,
+    pub(super) mcp: Receiver<cowork::mcp::worker::McpCommand>,
+    pub(super) audio: Receiver<cowork::audio::worker::AudioCommand>,
+    pub(super) listen: Receiver<cowork::audio::listen::ListenCommand>,
+    pub(super) models: Receiver<cowork::models::worker::ModelsCommand>,
+    pub(super) automations: Receiver<cowork::automations::AutomationsCommand>,
+    pub(super) notify: Receiver<cowork::notify::NotifyCommand>,
+    pub(super) apps: Receiver<cowork::apps::AppsCommand>,
 }
 
 fn app() -> (Harness<'static, CoworkApp>, Far) {
@@ -57,6 +57,17 @@ fn app_with_models(options: AppOptions, height: f32, models: Vec<cowork::ui::set
 fn app_built(
     options: AppOptions,
     height: f32,
+    models: Vec<cowork::ui::settings::ModelView>,
+    state: AppState,
+    adjust: impl FnOnce(CoworkApp) -> CoworkApp + 'static,
+) -> (Harness<'static, CoworkApp>, Far) {
+    app_on(Harness::builder().with_size(egui::vec2(380.0, height)), options, models, state, adjust)
+}
+
+/// The app in the harness `builder` makes (its size, its renderer).
+pub(super) fn app_on(
+    builder: egui_kittest::HarnessBuilder<CoworkApp>,
+    options: AppOptions,
     models: Vec<cowork::ui::settings::ModelView>,
     state: AppState,
     adjust: impl FnOnce(CoworkApp) -> CoworkApp + 'static,
@@ -106,9 +117,7 @@ fn app_built(
         events,
         stop_epoch: stop_epoch.clone(),
     };
-    let harness = Harness::builder()
-        .with_size(egui::vec2(380.0, height))
-        .build_eframe(move |_cc| adjust(CoworkApp::new(channels, state, models, options)));
+    let harness = builder.build_eframe(move |_cc| adjust(CoworkApp::new(channels, state, models, options)));
     (harness, Far { events: events_tx, llm, agent, store, capture, keys, clipboard, a11y, llm_control, stop_epoch, search, mcp, audio, listen, models: models_rx, automations, notify, apps })
 }
 
@@ -125,7 +134,7 @@ fn saved_settings(far: &Far) -> Vec<(String, String)> {
 
 /// Types `text`, clicks Send, and returns the request that reached the agent worker.
 #[track_caller]
-fn send_message(harness: &mut Harness<'static, CoworkApp>, far: &Far, text: &str) -> cowork::agent::ChatRequest {
+pub(super) fn send_message(harness: &mut Harness<'static, CoworkApp>, far: &Far, text: &str) -> cowork::agent::ChatRequest {
     type_message(harness, text);
     harness.run();
     harness.get_by_label("Send").click();
@@ -134,6 +143,24 @@ fn send_message(harness: &mut Harness<'static, CoworkApp>, far: &Far, text: &str
         AgentCommand::Chat(request) => request,
         other => panic!("unexpected {other:?}"),
     }
+}
+
+/// Every model of the bundled manifest, none installed (in an empty folder).
+pub(super) fn manifest_models() -> Vec<cowork::ui::settings::ModelView> {
+    let empty = std::env::temp_dir().join("cowork-no-models");
+    cowork::ui::settings::model_views(&cowork::models::Manifest::bundled().unwrap(), &empty)
+}
+
+/// Opens Settings at `section` (its title on the index of sections).
+pub(super) fn open_settings(harness: &mut Harness<'static, CoworkApp>, section: &str) {
+    harness.get_by_label("Settings").click();
+    harness.run();
+    if let Some(back) = harness.query_by_label("All settings") {
+        back.click();
+        harness.run();
+    }
+    harness.get_by_role_and_label(Role::Button, section).click();
+    harness.run();
 }
 
 /// Focuses the chat input (kittest types only into a focused widget) and types.
@@ -174,9 +201,10 @@ fn tabs_switch_by_label_and_each_panel_shows_its_content() {
     harness.run();
     harness.get_by_label_contains("No automations yet");
 
-    harness.get_by_label("Settings").click();
+    open_settings(&mut harness, "General");
     harness.run();
     harness.get_by_label("Keyboard shortcuts");
+    open_settings(&mut harness, "About");
     harness.get_by_label_contains("cowork 0.1.0");
 
     harness.get_by_label("Chat").click();
@@ -191,7 +219,7 @@ fn the_apps_panel_lists_the_inbox_and_the_automations_and_sends_their_actions() 
     use cowork::notify::{Act, NotifyCommand};
     let (mut harness, far) = app_with(AppOptions::default(), 1400.0);
     let now = cowork::ids::now_millis();
-    let flow = AutomationRow { name: "morning_summary".into(), enabled: true, trigger: "0 9 * * mon-fri".into(), next_fire_at_millis: Some(now + 3_600_000), problem: None, definition: String::new() };
+    let flow = AutomationRow { name: "morning_summary".into(), description: String::new(), enabled: true, trigger: "0 9 * * mon-fri".into(), next_fire_at_millis: Some(now + 3_600_000), problem: None, definition: String::new() };
     let step = StepSummary { step_id: "recent".into(), kind: "tool".into(), status: "done".into(), decision: Some("policy: default".into()), error: None, output: "No window was in use".into(), duration_millis: Some(4) };
     let run = RunSummary { run_id: 7, automation: "morning_summary".into(), trigger_kind: "schedule".into(), status: "failed".into(), error: Some("step \"tell\": timed out after 120 s".into()), created_at_millis: now - 60_000, steps: vec![step] };
     far.events.send(AppEvent::Automations(AutomationsView { flows: vec![flow], runs: vec![run] })).unwrap();
@@ -213,11 +241,11 @@ fn the_apps_panel_lists_the_inbox_and_the_automations_and_sends_their_actions() 
     harness.get_by_label("Run now").click();
     harness.run();
     assert!(matches!(far.automations.try_recv(), Ok(AutomationsCommand::Run { name, .. }) if name == "morning_summary"));
-    harness.get_by_label("morning_summary").click();
+    harness.get_by_label("Morning summary").click();
     harness.run();
     assert!(matches!(far.automations.try_recv(), Ok(AutomationsCommand::SetEnabled { name, enabled: false }) if name == "morning_summary"));
     // The run's history: its steps, and run again with the same trigger data.
-    harness.get_by_label_contains("morning_summary · failed").click();
+    harness.get_by_label_contains("Morning summary · failed").click();
     harness.run();
     harness.get_by_label_contains("timed out after 120 s");
     harness.get_by_label_contains("recent (tool) done");
@@ -340,10 +368,10 @@ fn a_failed_worker_gets_a_retry_button_that_reaches_its_supervisor() {
         .send(AppEvent::Worker { worker: WorkerName::Llm, state: WorkerState::Failed { error: "panicked: boom".into() } })
         .unwrap();
     harness.run();
-    harness.get_by_label_contains("llm failed");
+    harness.get_by_label_contains("Local model failed");
     // The others share one chip, so the failed one and its button stay in view.
     harness.get_by_label("• 16 workers starting");
-    harness.get_by_label("Retry llm").click();
+    harness.get_by_label("Retry local model").click();
     harness.run();
     assert_eq!(far.llm_control.try_recv().ok(), Some(Control::Retry));
 }
@@ -379,25 +407,37 @@ fn the_quick_prompt_opens_from_the_keyboard_and_sends_into_the_chat() {
 fn a_bad_setting_value_is_shown_and_a_good_one_is_saved() {
     let (mut harness, far) = app();
     far.events.send(AppEvent::Setting { key: "capture.afk_secs".into(), value: "soon".into() }).unwrap();
-    harness.get_by_label("Settings").click();
+    open_settings(&mut harness, "General");
     harness.run();
     harness.get_by_label_contains("is not a number");
-    let field = harness.get_by_label("Away after (seconds)");
+    let field = harness.get_by_label("Away after (seconds without input)");
     field.focus();
     harness.key_press_modifiers(egui::Modifiers::COMMAND, egui::Key::A);
-    harness.get_by_label("Away after (seconds)").type_text("240");
+    harness.get_by_label("Away after (seconds without input)").type_text("5");
     harness.run();
-    harness.get_all_by_label("Save").next().unwrap().click();
+    // Checked as typed: too short says why, and leaving the field keeps it unsaved.
+    harness.get_by_label("Not a number from 10 to 86400");
+    harness.key_press(egui::Key::Enter);
     harness.run();
-    assert_eq!(saved_settings(&far).first(), Some(&("capture.afk_secs".to_owned(), "240".to_owned())));
-    assert_eq!(harness.state().state.settings.afk_secs, 240);
+    assert!(saved_settings(&far).is_empty(), "an invalid value is not applied");
+    harness.get_by_label("Away after (seconds without input)").focus();
+    harness.run();
+    harness.get_by_label("Away after (seconds without input)").type_text("0");
+    harness.run();
+    assert!(harness.query_by_label("Not a number from 10 to 86400").is_none());
+    // No Save button: Enter (or leaving the field) applies it.
+    assert!(harness.query_by_label("Save").is_none());
+    harness.key_press(egui::Key::Enter);
+    harness.run();
+    assert_eq!(saved_settings(&far).first(), Some(&("capture.afk_secs".to_owned(), "50".to_owned())));
+    assert_eq!(harness.state().state.settings.afk_secs, 50);
 }
 
 
 #[test]
 fn settings_delete_and_export_buttons_reach_the_store() {
     let (mut harness, far) = app();
-    harness.get_by_label("Settings").click();
+    open_settings(&mut harness, "Your data");
     harness.run();
     let _ = far.store.try_iter().count();
     harness.get_by_label("Delete last 15 minutes").click();
@@ -563,7 +603,7 @@ fn a_provider_added_in_settings_lands_in_providers_json_and_its_key_in_the_secre
     let data = super::support::temp_dir();
     // Tall enough that Settings → Network is on screen without scrolling.
     let (mut harness, _far) = app_with(AppOptions { export_dir: data.path().to_owned(), ..AppOptions::default() }, 3000.0);
-    harness.get_by_label("Settings").click();
+    open_settings(&mut harness, "Brains & network");
     harness.run();
     harness.get_by_label("Add or change a provider").click();
     harness.run();
@@ -699,7 +739,7 @@ fn citations_open_their_source_ratings_reach_the_store_and_the_memory_view_shows
     assert!(far.store.try_iter().any(|c| matches!(c, StoreCommand::LoadMessages { thread_id: 5 })));
 
     // The Memory view: what was injected, and what the budgets dropped.
-    harness.get_by_label("Settings").click();
+    open_settings(&mut harness, "Memory");
     harness.run();
     harness.get_by_label("Memory view: the last prompt").click();
     harness.run();
@@ -707,19 +747,18 @@ fn citations_open_their_source_ratings_reach_the_store_and_the_memory_view_shows
     harness.get_by_label_contains("dropped by the budget: Summary day 1");
     harness.get_by_label_contains("dropped by the budget: evince — old invoice");
     harness.get_by_label_contains("[1] Recalled · chromium — Booking.com: Hotel Adlon");
-    // The profile loads after the view was first drawn: the box shows it, and
-    // Save appears only once the user changes it.
-    assert!(harness.query_by_label("Save profile").is_none());
+    // The profile loads after the view was first drawn: the box shows it; a
+    // change applies when the box is left (no Save button).
     far.events.send(AppEvent::Setting { key: cowork::config::keys::PROFILE.into(), value: "Goal: a quiet week".into() }).unwrap();
     harness.run();
     let profile = "Profile (preferences, goals, style; always in the prompt)";
     assert_eq!(harness.get_by_role_and_label(Role::MultilineTextInput, profile).value().as_deref(), Some("Goal: a quiet week"));
-    assert!(harness.query_by_label("Save profile").is_none());
     harness.get_by_role_and_label(Role::MultilineTextInput, profile).focus();
     harness.run();
     harness.get_by_role_and_label(Role::MultilineTextInput, profile).type_text(", no meetings");
     harness.run();
-    harness.get_by_label("Save profile").click();
+    assert!(!far.store.try_iter().any(|c| matches!(c, StoreCommand::SetSetting { .. })), "not while it is typed");
+    harness.key_press(egui::Key::Escape);
     harness.run();
     let saved = far.store.try_iter().find_map(|c| match c {
         StoreCommand::SetSetting { key, value } if key == cowork::config::keys::PROFILE => Some(value),
@@ -832,10 +871,7 @@ fn a_search_result_pins_to_the_open_chat_its_pin_can_be_taken_off_and_typed_text
 #[test]
 fn the_desktop_accessibility_switch_is_saved_and_reaches_the_a11y_worker() {
     let (mut harness, far) = app();
-    harness.get_by_label("Settings").click();
-    harness.run();
-    harness.get_by_label("Privacy rules").click();
-    harness.run();
+    open_settings(&mut harness, "What cowork records & privacy");
     let _ = far.store.try_iter().count();
     // On by default; switching it off is saved and told to the worker that owns it.
     harness.get_by_label("Turn on desktop accessibility while cowork runs").click();
@@ -873,7 +909,7 @@ fn the_status_bar_and_settings_say_what_the_desktop_limits_and_how_to_bind_the_h
     far.events.send(AppEvent::Desktop(Box::new(report(&facts, true)))).unwrap();
     harness.run();
     harness.get_by_label_contains("Wayland (sway):");
-    harness.get_by_label("Settings").click();
+    open_settings(&mut harness, "General");
     harness.run();
     harness.get_by_label_contains("bindsym --no-repeat Ctrl+Mod1+space exec cowork trigger quick-prompt");
     harness.get_by_label_contains("bindsym --release Ctrl+Mod1+v exec cowork trigger talk-release");
@@ -898,7 +934,7 @@ fn on_gnome_settings_offer_the_extension_with_what_it_does_before_installing_it(
     };
     far.events.send(AppEvent::Desktop(Box::new(report(&facts, true)))).unwrap();
     harness.run();
-    harness.get_by_label("Settings").click();
+    open_settings(&mut harness, "General");
     harness.run();
     assert!(harness.query_all_by_label_contains("waiting for cowork's GNOME Shell extension").count() >= 4);
     assert!(harness.query_by_label_contains("no other program").is_none(), "nothing is explained before it is asked for");
@@ -920,7 +956,7 @@ fn on_gnome_settings_offer_the_extension_with_what_it_does_before_installing_it(
 fn settings_show_the_agents_rules_and_audit_and_remove_a_rule() {
     // Tall enough that the Agent section is on screen without scrolling.
     let (mut harness, far) = app_with(AppOptions::default(), 3000.0);
-    harness.get_by_label("Settings").click();
+    open_settings(&mut harness, "Agent & tools");
     harness.run();
     assert!(far.agent.try_iter().any(|c| matches!(c, AgentCommand::Overview)), "the overview is asked for");
     far.events
@@ -1008,7 +1044,7 @@ fn settings_integrations_show_server_state_and_send_reconnect_test_and_tool_choi
     };
     let broken = McpServerView { tools: Vec::new(), stderr: vec!["Traceback: ImportError".into()], ..view("broken", McpServerStatus::Error("no handshake within 30 s (startup timeout)".into())) };
     far.events.send(AppEvent::McpServers(vec![broken, view("everything", McpServerStatus::Running)])).unwrap();
-    harness.get_by_label("Settings").click();
+    open_settings(&mut harness, "Integrations");
     harness.run();
     harness.get_by_label_contains("no handshake within 30 s");
     harness.get_by_label_contains("2 tools · 2025-11-25");
@@ -1046,7 +1082,7 @@ fn an_http_server_that_wants_a_sign_in_offers_sign_in_its_link_and_sign_out() {
         ..McpServerView::default()
     };
     far.events.send(AppEvent::McpServers(vec![tracker(McpServerStatus::NeedsSignIn("https://tracker.example/mcp asks you to sign in (OAuth)".into()), false)])).unwrap();
-    harness.get_by_label("Settings").click();
+    open_settings(&mut harness, "Integrations");
     harness.run();
     harness.get_by_label_contains("asks you to sign in");
     assert!(harness.query_by_label("Sign out").is_none());
@@ -1097,7 +1133,7 @@ fn an_assistant_asking_to_read_memory_is_asked_about_in_the_chat_and_listed_in_s
     assert!(harness.query_by_label_contains("Claude Desktop wants").is_none(), "the card goes at once");
 
     // Settings → Integrations lists every client; Deny revokes an allowed one.
-    harness.get_by_label("Settings").click();
+    open_settings(&mut harness, "Integrations");
     harness.run();
     harness.get_by_label_contains("Assistants reading cowork's memory");
     harness.get_all_by_label("Deny").next().unwrap().click();
@@ -1332,7 +1368,7 @@ fn settings_list_microphones_and_install_choose_and_remove_an_optional_speech_mo
     let views = cowork::ui::settings::model_views(&manifest, models_dir.path());
     let options = AppOptions { models_dir: models_dir.path().to_owned(), ..AppOptions::default() };
     let (mut harness, far) = app_with_models(options, 6000.0, views);
-    harness.get_by_label("Settings").click();
+    open_settings(&mut harness, "Voice");
     harness.run();
     assert!(far.audio.try_iter().any(|c| matches!(c, AudioCommand::ListDevices)), "opening Settings asks for the microphones");
     let device = |name: &str, description: &str, monitor: bool, default: bool| InputDevice { name: name.into(), description: description.into(), monitor, default };
@@ -1358,6 +1394,7 @@ fn settings_list_microphones_and_install_choose_and_remove_an_optional_speech_mo
 
     // The optional model: Install asks the models worker, and the button waits.
     // Each chat model says how it did on the evaluations, and how fast.
+    open_settings(&mut harness, "Brains & network");
     let evaluated: Vec<&str> = manifest.models.iter().map(|m| m.evaluation.as_str()).filter(|e| !e.is_empty()).collect();
     assert!(evaluated.len() >= 3, "every chat model of the manifest has its line");
     for line in evaluated {
@@ -1387,6 +1424,7 @@ fn settings_list_microphones_and_install_choose_and_remove_an_optional_speech_mo
     harness.get_by_label("whisper-base is installed and verified");
     harness.get_by_label("Remove whisper-base");
     // Now a speech model to choose.
+    open_settings(&mut harness, "Voice");
     harness.get_by_role_and_label(Role::ComboBox, "Speech model").click();
     harness.run();
     harness.get_by_label("whisper-tiny-en (not installed)");
@@ -1395,6 +1433,7 @@ fn settings_list_microphones_and_install_choose_and_remove_an_optional_speech_mo
     assert_eq!(saved_settings(&far), vec![("voice.model".to_owned(), "whisper-base".to_owned())]);
     far.events.send(AppEvent::Setting { key: "voice.model".into(), value: "whisper-base".into() }).unwrap();
     harness.run();
+    open_settings(&mut harness, "Brains & network");
     harness.get_by_label("Remove whisper-base").click();
     harness.run();
     assert!(matches!(far.models.try_recv(), Ok(ModelsCommand::Remove(name)) if name == "whisper-base"));
@@ -1410,7 +1449,7 @@ fn dictation_sends_the_words_to_the_focused_app_instead_of_an_input() {
     use cowork::audio::worker::AudioCommand;
     use cowork::events::{VoiceEvent, VoiceTarget};
     let (mut harness, far) = app_with(AppOptions::default(), 6000.0);
-    harness.get_by_label("Settings").click();
+    open_settings(&mut harness, "Voice");
     harness.run();
     let _ = saved_settings(&far);
     harness.get_by_label("Dictation: the hotkey types into the app you are in").click();
@@ -1558,7 +1597,7 @@ fn listen_mode_asks_its_own_consent_and_the_status_bar_says_when_it_listens() {
     use cowork::audio::listen::ListenCommand;
     use cowork::events::{ListenStatus, VoiceEvent};
     let (mut harness, far) = app_with(AppOptions::default(), 6000.0);
-    harness.get_by_label("Settings").click();
+    open_settings(&mut harness, "Voice");
     harness.run();
     let _ = saved_settings(&far);
     harness.get_by_label_contains("Listen mode transcribes what is said near this computer");
@@ -1594,10 +1633,12 @@ fn listen_mode_asks_its_own_consent_and_the_status_bar_says_when_it_listens() {
     assert!(harness.query_by_label_contains("• Listening").is_none());
     // The pause switch (the hotkey and the tray do the same) reaches listen mode.
     let _ = far.listen.try_iter().count();
+    open_settings(&mut harness, "What cowork records & privacy");
     harness.get_by_label_contains("Pause all capture").click();
     harness.run();
     let paused = far.listen.try_iter().any(|c| matches!(c, ListenCommand::Configure(plan) if plan.rules.paused));
     assert!(paused, "listen mode did not hear the pause");
+    open_settings(&mut harness, "Voice");
     harness.get_by_label("Withdraw consent").click();
     harness.run();
     let saved = saved_settings(&far);
@@ -1890,7 +1931,7 @@ fn the_first_run_can_be_skipped_and_opened_again_from_settings() {
     harness.get_by_label("Skip setup").click();
     harness.run();
     assert_eq!(saved_settings(&far), vec![("ui.setup_done".to_owned(), "true".to_owned())]);
-    harness.get_by_label("Settings").click();
+    open_settings(&mut harness, "General");
     harness.run();
     harness.get_by_label("Set up again").click();
     harness.run();
@@ -1907,7 +1948,7 @@ fn forget_everything_lists_what_goes_and_asks_before_it_quits() {
     let forget = Arc::new(std::sync::atomic::AtomicBool::new(false));
     let options = AppOptions { export_dir: data.path().to_owned(), forget_on_exit: forget.clone(), ..AppOptions::default() };
     let (mut harness, _far) = app_with(options, 6000.0);
-    harness.get_by_label("Settings").click();
+    open_settings(&mut harness, "Your data");
     harness.run();
     harness.get_by_label("Forget everything…").click();
     assert!(
@@ -1927,3 +1968,44 @@ fn forget_everything_lists_what_goes_and_asks_before_it_quits() {
     assert!(harness.state().state.shutting_down && forget.load(Ordering::SeqCst), "confirmed: cowork quits and forgets");
     assert!(data.path().join("cowork.db").exists(), "nothing is removed while the workers may still write");
 }
+
+/// The keyboard reaches every tab and the chat's input (Tab moves the focus,
+/// Enter presses), and the focused control is drawn with the focus ring.
+#[test]
+fn tabs_and_the_chat_are_reachable_by_keyboard_with_the_focus_drawn() {
+    use egui_kittest::kittest::NodeT;
+    let (mut harness, _far) = app();
+    let focused = |harness: &Harness<'static, CoworkApp>| {
+        harness.root().children_recursive().find(|n| n.is_focused()).and_then(|n| n.accesskit_node().label())
+    };
+    let mut seen = Vec::new();
+    let mut pressed_enter = false;
+    for _ in 0..60 {
+        harness.key_press(egui::Key::Tab);
+        // One frame per press, as a person presses it.
+        harness.step();
+        if let Some(label) = focused(&harness) {
+            if label == "Settings" && !pressed_enter {
+                pressed_enter = true;
+                // The focus ring is drawn around the focused tab.
+                let tab = harness.get_by_label("Settings").rect();
+                let ring = harness.output().shapes.iter().any(|s| match &s.shape {
+                    egui::Shape::Rect(r) => r.stroke.color == cowork::ui::theme::focus_ring() && r.stroke.width >= 2.0 && r.rect.contains_rect(tab),
+                    _ => false,
+                });
+                assert!(ring, "no focus ring around the focused tab");
+                harness.key_press(egui::Key::Enter);
+                harness.step();
+                assert_eq!(harness.state().state.tab(), Tab::Settings, "Enter on the focused tab opens it");
+                harness.key_press_modifiers(egui::Modifiers::COMMAND, egui::Key::Num1);
+                harness.step();
+                assert_eq!(harness.state().state.tab(), Tab::Chat, "Ctrl+1 shows the chat");
+            }
+            seen.push(label);
+        }
+    }
+    for want in ["Chat", "Context", "Apps", "Settings", "Message"] {
+        assert!(seen.iter().any(|l| l == want), "Tab never reached {want}: {seen:?}");
+    }
+}
+

@@ -153,7 +153,7 @@ fn twenty_espeak_sentences_are_transcribed_and_the_short_window_is_measured() {
         let (wer, recall, millis, english) = score(&mut transcriber, if short { "tiny.en, short-clip window" } else { "tiny.en, full 30 s window" });
         report.push((wer, recall, millis));
         assert_eq!(english, 20, "an English-only model says English");
-        // tiny.en on espeak-ng's synthetic voice: 11–12 % WER, 88 % of keywords (README).
+        // tiny.en on espeak-ng's synthetic voice: 11–12 % WER, 88 % of keywords (docs/performance.md, "Voice").
         assert!(recall >= 0.8, "only {:.0} % of keywords heard", recall * 100.0);
         assert!(wer <= 0.2, "word error rate {:.1} %", wer * 100.0);
     }

@@ -299,6 +299,7 @@ impl<B: LocalBrain> AgentWorker<B> {
         // The local model's first step calls a tool; after a result it answers. A first call
         // that failed (a wrong path, a bad argument) gets one more try, with the error in view.
         let retry = live.calls.len() == 1 && live.calls[0].status == CallStatus::Failed;
+        let live_calls_empty = live.calls.is_empty();
         let has_looked = live.state.entries.iter().any(|e| e.turn.role == Role::Tool) && !retry;
         let brain = live.brain.clone();
         let tools: Vec<String> = live.state.tools.clone();
@@ -331,44 +332,53 @@ impl<B: LocalBrain> AgentWorker<B> {
                     Some(schema) if !has_looked => Shape::OneCall(schema),
                     _ => Shape::Prose,
                 };
-                let request = GenerateRequest { messages, max_tokens: settings.max_answer_tokens, tools: true, only_if_loaded: false, shape };
-                let mut generation = self
-                    .brain
-                    .generate(request, epoch, &mut on_text)
-                    .map_err(|err| err.to_string())?;
-                // An answer to a list that names nothing in it gets the list under it.
-                let last_result = self.acting.live.get(&operation_id).and_then(|l| l.calls.last()).filter(|c| c.status == CallStatus::Done);
-                if has_looked
-                    && generation.calls.is_empty()
-                    && let Some(call) = last_result
-                    && let Some(list) = registry::unnamed_list(&call.tool, call.output.as_deref().unwrap_or_default(), &generation.text)
-                {
-                    let under = format!("{}{list}", if generation.text.trim().is_empty() { "" } else { "\n\n" });
-                    on_text(&under);
-                    generation.text.push_str(&under);
-                    if !generation.raw.is_empty() {
-                        generation.raw.push_str(&under);
+                // A task that can only read memory: the read its question names, without a brain step to choose it.
+                let planned = (settings.agent_plan_reads && step == 1 && !has_looked && live_calls_empty).then(|| registry::planned_read(&question, &names)).flatten();
+                if let Some((tool, arguments)) = planned {
+                    let id = format!("call_{step}_0");
+                    let mut turn = Turn::new(Role::Assistant, String::new());
+                    turn.tool_calls = vec![crate::brains::ToolCall { id: id.clone(), name: tool.to_owned(), arguments: arguments.to_string() }];
+                    (turn, vec![Ok((id, tool.to_owned(), arguments))], 0.0, 0, 0)
+                } else {
+                    let request = GenerateRequest { messages, max_tokens: settings.max_answer_tokens, tools: true, only_if_loaded: false, shape };
+                    let mut generation = self
+                        .brain
+                        .generate(request, epoch, &mut on_text)
+                        .map_err(|err| err.to_string())?;
+                    // An answer to a list that names nothing in it gets the list under it.
+                    let last_result = self.acting.live.get(&operation_id).and_then(|l| l.calls.last()).filter(|c| c.status == CallStatus::Done);
+                    if has_looked
+                        && generation.calls.is_empty()
+                        && let Some(call) = last_result
+                        && let Some(list) = registry::unnamed_list(&call.tool, call.output.as_deref().unwrap_or_default(), &generation.text)
+                    {
+                        let under = format!("{}{list}", if generation.text.trim().is_empty() { "" } else { "\n\n" });
+                        on_text(&under);
+                        generation.text.push_str(&under);
+                        if !generation.raw.is_empty() {
+                            generation.raw.push_str(&under);
+                        }
                     }
-                }
-                let calls: Vec<RawCall> = generation
-                    .calls
-                    .into_iter()
-                    .enumerate()
-                    .map(|(i, c)| {
-                        c.map(|mut c| {
-                            registry::fix_local_arguments(&c.name, &mut c.arguments, &question);
-                            (format!("call_{step}_{i}"), c.name, c.arguments)
+                    let calls: Vec<RawCall> = generation
+                        .calls
+                        .into_iter()
+                        .enumerate()
+                        .map(|(i, c)| {
+                            c.map(|mut c| {
+                                registry::fix_local_arguments(&c.name, &mut c.arguments, &question);
+                                (format!("call_{step}_{i}"), c.name, c.arguments)
+                            })
                         })
-                    })
-                    .collect();
-                let mut turn = Turn::new(Role::Assistant, if generation.raw.is_empty() { generation.text.clone() } else { generation.raw.clone() });
-                turn.tool_calls = calls
-                    .iter()
-                    .filter_map(|c| c.as_ref().ok())
-                    .map(|(id, name, args)| crate::brains::ToolCall { id: id.clone(), name: name.clone(), arguments: args.to_string() })
-                    .collect();
-                let prompt_tokens = if generation.stats.prompt_tokens > 0 { generation.stats.prompt_tokens } else { prompt_tokens };
-                (turn, calls, 0.0, prompt_tokens, generation.stats.first_token_millis)
+                        .collect();
+                    let mut turn = Turn::new(Role::Assistant, if generation.raw.is_empty() { generation.text.clone() } else { generation.raw.clone() });
+                    turn.tool_calls = calls
+                        .iter()
+                        .filter_map(|c| c.as_ref().ok())
+                        .map(|(id, name, args)| crate::brains::ToolCall { id: id.clone(), name: name.clone(), arguments: args.to_string() })
+                        .collect();
+                    let prompt_tokens = if generation.stats.prompt_tokens > 0 { generation.stats.prompt_tokens } else { prompt_tokens };
+                    (turn, calls, 0.0, prompt_tokens, generation.stats.first_token_millis)
+                }
             }
             Brain::Cloud { provider, key, consent } => {
                 let names: Vec<&str> = tools.iter().map(String::as_str).collect();

@@ -83,6 +83,8 @@ struct TaskReport {
     error: Option<String>,
     /// Time to load the model, when this task loaded it.
     load_ms: u64,
+    /// From the task sent to the first word of the answer the user sees (the model's load excluded).
+    first_token_ms: u64,
     total_ms: u64,
     steps: Vec<StepReport>,
     calls: Vec<CallReport>,
@@ -133,8 +135,8 @@ pub fn ask_agent_json(paths: &Paths, tasks: &[String], brain: Option<crate::agen
         let started = std::time::Instant::now();
         workers.agent.commands.send(AgentCommand::Chat(request))?;
         let mut report = TaskReport { task: task.clone(), ..TaskReport::default() };
-        collect_task(&events, answer_id, &mut report)?;
-        report.total_ms = started.elapsed().as_millis() as u64;
+        collect_task(&events, answer_id, started, &mut report)?;
+        report.total_ms = (started.elapsed().as_millis() as u64).saturating_sub(report.load_ms);
         worst = worst.max(match report.outcome.as_str() {
             "done" => 0,
             "waiting" | "paused" | "consent" => EXIT_NEEDS_APPROVAL,
@@ -148,12 +150,17 @@ pub fn ask_agent_json(paths: &Paths, tasks: &[String], brain: Option<crate::agen
 }
 
 /// Follows one task's events until it ends or waits for someone.
-fn collect_task(events: &Receiver<AppEvent>, answer_id: i64, report: &mut TaskReport) -> anyhow::Result<()> {
+fn collect_task(events: &Receiver<AppEvent>, answer_id: i64, started: std::time::Instant, report: &mut TaskReport) -> anyhow::Result<()> {
     loop {
         let Ok(event) = events.recv_timeout(Duration::from_secs(600)) else { bail!("the task gave no sign for 10 minutes") };
         match event {
             AppEvent::Model(crate::events::ModelStatus::Ready { load_millis }) => report.load_ms = load_millis,
-            AppEvent::Token { answer_id: id, text } if id == answer_id => report.answer.push_str(&text),
+            AppEvent::Token { answer_id: id, text } if id == answer_id => {
+                if report.answer.trim().is_empty() && !text.trim().is_empty() {
+                    report.first_token_ms = (started.elapsed().as_millis() as u64).saturating_sub(report.load_ms);
+                }
+                report.answer.push_str(&text);
+            }
             AppEvent::AgentStep { answer_id: id, prompt_tokens, first_token_millis, model_millis, .. } if id == answer_id => {
                 report.steps.push(StepReport { prompt_tokens, first_token_ms: first_token_millis, model_ms: model_millis });
             }

@@ -39,6 +39,8 @@ struct Answered<'a> {
     /// Time to load the model, when this question loaded it.
     load_ms: u64,
     first_token_ms: u64,
+    /// From the question sent to the answer's end (the model's load excluded).
+    total_ms: u64,
     prompt_tokens: usize,
     completion_tokens: usize,
     tokens_per_sec: f32,
@@ -124,6 +126,7 @@ fn answer(events: &crossbeam_channel::Receiver<AppEvent>, question: &str, answer
     let mut stdout = std::io::stdout().lock();
     let mut text = String::new();
     let mut load_ms = 0;
+    let started = std::time::Instant::now();
     loop {
         let Ok(event) = events.recv_timeout(Duration::from_secs(600)) else {
             bail!("no answer within 10 minutes");
@@ -150,6 +153,7 @@ fn answer(events: &crossbeam_channel::Receiver<AppEvent>, question: &str, answer
                         answer: text.clone(),
                         load_ms,
                         first_token_ms: stats.first_token_millis,
+                        total_ms: (started.elapsed().as_millis() as u64).saturating_sub(load_ms),
                         prompt_tokens: stats.prompt_tokens,
                         completion_tokens: stats.completion_tokens,
                         tokens_per_sec: stats.tokens_per_sec,

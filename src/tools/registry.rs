@@ -391,20 +391,70 @@ pub fn fix_local_arguments(tool: &str, args: &mut Value, request: &str) {
     if tool != "search_memory" {
         return;
     }
+    let wanted = content_words(request);
+    let query = args.get("query").and_then(Value::as_str).unwrap_or_default();
+    if wanted.is_empty() || content_words(query).iter().any(|w| wanted.contains(w)) {
+        return;
+    }
+    args["query"] = Value::String(wanted.join(" "));
+}
+
+/// The words of a request a memory search looks for (question words and filler dropped).
+fn content_words(text: &str) -> Vec<String> {
     const STOP: &[&str] = &[
         "what", "which", "when", "where", "who", "whom", "how", "was", "were", "did", "does", "the", "and", "for", "that", "this", "with", "have",
         "has", "had", "about", "from", "into", "you", "your", "are", "is", "can", "could", "would", "there", "they", "them", "then", "than",
         "search", "memory", "query", "term", "find", "tell", "please", "look", "looked", "just", "today", "morning",
     ];
-    let words = |text: &str| -> Vec<String> {
-        text.split(|c: char| !c.is_alphanumeric() && c != '-').map(str::to_lowercase).filter(|w| w.len() >= 3 && !STOP.contains(&w.as_str())).collect()
-    };
-    let wanted = words(request);
-    let query = args.get("query").and_then(Value::as_str).unwrap_or_default();
-    if wanted.is_empty() || words(query).iter().any(|w| wanted.contains(w)) {
-        return;
+    text.split(|c: char| !c.is_alphanumeric() && c != '-').map(str::to_lowercase).filter(|w| w.len() >= 3 && !STOP.contains(&w.as_str())).collect()
+}
+
+/// The memory read a local task starts with, when reading memory is all it
+/// can do: the offered tools are only `recent_activity`, `current_window` or
+/// `search_memory`, and the question fixes the arguments (its span, "now",
+/// the words to look for). The small model would spend a whole brain step
+/// (its prompt, a forced call) to make the same choice; cowork makes it and
+/// the model's one step is the answer. None: the model chooses.
+pub fn planned_read(request: &str, offered: &[&str]) -> Option<(&'static str, Value)> {
+    const READS: [&str; 3] = ["recent_activity", "current_window", "search_memory"];
+    if offered.is_empty() || !offered.iter().all(|t| READS.contains(t)) {
+        return None;
     }
-    args["query"] = Value::String(wanted.join(" "));
+    let text = request.to_lowercase();
+    if offered.contains(&"current_window") && ["right now", " now", "current", "at the moment"].iter().any(|w| text.contains(w)) {
+        return Some(("current_window", json!({})));
+    }
+    if offered.contains(&"recent_activity") {
+        return Some(("recent_activity", span_minutes(&text).map_or_else(|| json!({}), |minutes| json!({ "minutes": minutes }))));
+    }
+    if offered.contains(&"search_memory") {
+        let words = content_words(request);
+        return (!words.is_empty()).then(|| ("search_memory", json!({ "query": words.join(" ") })));
+    }
+    None
+}
+
+/// "the last three hours", "past 90 minutes", "the last hour": the span a question names, in minutes.
+fn span_minutes(text: &str) -> Option<i64> {
+    const NUMBERS: [(&str, i64); 12] =
+        [("one", 1), ("two", 2), ("three", 3), ("four", 4), ("five", 5), ("six", 6), ("seven", 7), ("eight", 8), ("nine", 9), ("ten", 10), ("twelve", 12), ("a couple of", 2)];
+    let words: Vec<&str> = text.split(|c: char| !c.is_alphanumeric()).filter(|w| !w.is_empty()).collect();
+    for (i, word) in words.iter().enumerate() {
+        let unit = match *word {
+            "hour" | "hours" => 60,
+            "minute" | "minutes" | "min" | "mins" => 1,
+            _ => continue,
+        };
+        let before = if i > 0 { words[i - 1] } else { "" };
+        let count = before.parse::<i64>().ok().or_else(|| NUMBERS.iter().find(|(w, _)| *w == before).map(|(_, n)| *n));
+        match count {
+            Some(n) if n > 0 => return Some(n * unit),
+            // "the last hour", "the past minute"
+            _ if matches!(before, "last" | "past") => return Some(unit),
+            _ => {}
+        }
+    }
+    None
 }
 
 fn fix_local_search(args: &mut Value, request: &str) {
@@ -743,6 +793,21 @@ mod tests {
             assert!(TOOLS[..i].iter().all(|t| t.name != tool.name), "{} twice", tool.name);
             assert!(tool.name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_'), "{} is not a valid function name", tool.name);
         }
+    }
+
+    #[test]
+    fn a_memory_only_task_starts_with_the_read_its_question_names() {
+        let plan = |q: &str, offered: &[&str]| planned_read(q, offered);
+        assert_eq!(plan("What did I do in the last three hours?", &["recent_activity"]), Some(("recent_activity", json!({"minutes": 180}))));
+        assert_eq!(plan("what was I doing the past 90 minutes", &["recent_activity"]), Some(("recent_activity", json!({"minutes": 90}))));
+        assert_eq!(plan("What was I working on in the last hour?", &["recent_activity"]), Some(("recent_activity", json!({"minutes": 60}))));
+        assert_eq!(plan("What did I do this morning?", &["recent_activity"]), Some(("recent_activity", json!({}))));
+        assert_eq!(plan("What am I looking at right now?", &["recent_activity", "current_window"]), Some(("current_window", json!({}))));
+        assert_eq!(plan("Which hotel did I ask Priya to book?", &["search_memory"]), Some(("search_memory", json!({"query": "hotel ask priya book"}))));
+        // Anything beyond reading memory is the model's to choose.
+        assert_eq!(plan("What did I do in the last hour?", &["recent_activity", "write_file"]), None);
+        assert_eq!(plan("Summarise the page", &["fetch_url"]), None);
+        assert_eq!(plan("anything", &[]), None);
     }
 
     #[test]

@@ -235,8 +235,8 @@ pub struct Settings {
     pub consent: std::collections::BTreeMap<String, bool>,
     /// Chat questions run as agent operations with tools (Settings → Agent).
     pub agent: bool,
-    /// A local task that can only read memory starts with the read its question names (`tools::registry::planned_read`).
-    pub agent_plan_reads: bool,
+    /// With the agent on, a local question that can only read memory is answered from the grounded context (`tools::registry::reads_memory_only`).
+    pub agent_memory_from_context: bool,
     /// Steps per operation at most.
     pub agent_max_steps: u32,
     /// A pending approval is denied after this many seconds.
@@ -362,7 +362,7 @@ impl Default for Settings {
             profile: String::new(),
             chat_model: String::new(),
             agent: true,
-            agent_plan_reads: true,
+            agent_memory_from_context: true,
             agent_max_steps: 20,
             approval_timeout_secs: 300,
             automation_approval_hours: 24,
@@ -413,7 +413,7 @@ pub mod keys {
     pub const PRIVATE_WINDOWS: &str = "privacy.private_windows";
     pub const AGENT: &str = "agent.enabled";
     pub const AGENT_MAX_STEPS: &str = "agent.max_steps";
-    pub const AGENT_PLAN_READS: &str = "agent.plan_reads";
+    pub const AGENT_MEMORY_FROM_CONTEXT: &str = "agent.memory_from_context";
     pub const APPROVAL_TIMEOUT: &str = "agent.approval_timeout_secs";
     pub const ALWAYS_ASK: &str = "agent.always_ask";
     pub const AUTOMATION_APPROVAL_HOURS: &str = "automations.approval_hours";
@@ -476,7 +476,7 @@ pub const DESCRIBED: &[(&str, &str)] = &[
     (keys::PROFILE, "what cowork should know about you (free text)"),
     (keys::AGENT, "let the model use tools (the agent): true or false"),
     (keys::AGENT_MAX_STEPS, "steps one task may take"),
-    (keys::AGENT_PLAN_READS, "a local task that can only read memory starts with the read its question names, instead of a step for the model to choose it: true or false"),
+    (keys::AGENT_MEMORY_FROM_CONTEXT, "with the agent on, a local question that can only read memory is answered from the recorded context in one pass: true or false"),
     (keys::APPROVAL_TIMEOUT, "seconds an approval waits in the chat before it is denied"),
     (keys::ALWAYS_ASK, "tools that always ask, even when safe (comma-separated)"),
     (keys::AUTOMATION_APPROVAL_HOURS, "hours an automation's approval waits before it expires"),
@@ -568,7 +568,7 @@ impl Settings {
             keys::QUIET_HOURS => self.privacy.quiet_hours.clone(),
             keys::PRIVATE_WINDOWS => flag(self.privacy.exclude_private_windows),
             keys::AGENT => flag(self.agent),
-            keys::AGENT_PLAN_READS => flag(self.agent_plan_reads),
+            keys::AGENT_MEMORY_FROM_CONTEXT => flag(self.agent_memory_from_context),
             keys::AGENT_MAX_STEPS => self.agent_max_steps.to_string(),
             keys::APPROVAL_TIMEOUT => self.approval_timeout_secs.to_string(),
             keys::ALWAYS_ASK => self.always_ask.join(", "),
@@ -638,7 +638,7 @@ impl Settings {
             | keys::OFFLINE
             | keys::GROUNDED
             | keys::AGENT
-            | keys::AGENT_PLAN_READS
+            | keys::AGENT_MEMORY_FROM_CONTEXT
             | keys::VOICE_SEND_ON_RELEASE
             | keys::VOICE_DICTATION
             | keys::VOICE_SHORT_CLIP_CONTEXT
@@ -661,7 +661,7 @@ impl Settings {
                         keys::OFFLINE => self.offline = on,
                         keys::GROUNDED => self.grounded = on,
                         keys::AGENT => self.agent = on,
-                        keys::AGENT_PLAN_READS => self.agent_plan_reads = on,
+                        keys::AGENT_MEMORY_FROM_CONTEXT => self.agent_memory_from_context = on,
                         keys::PRIVATE_WINDOWS => self.privacy.exclude_private_windows = on,
                         keys::VOICE_SEND_ON_RELEASE => self.voice.send_on_release = on,
                         keys::VOICE_DICTATION => self.voice.dictation = on,

@@ -251,6 +251,16 @@ pub struct CaptureDecision {
     pub recording: bool,
 }
 
+/// A capture stream's name as the user reads it ("typing" is "What you type").
+pub fn stream_title(stream: &str) -> &str {
+    match stream {
+        "windows" => "Windows and apps",
+        "typing" | "keys" => "What you type",
+        "clipboard" => "What you copy",
+        other => other,
+    }
+}
+
 /// Health of one capture stream, for the Context panel.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct StreamHealth {

@@ -115,6 +115,7 @@ impl<B: LocalBrain> AgentWorker<B> {
     /// Starts an operation for a chat question.
     pub(super) fn start_operation(&mut self, mut request: ChatRequest) {
         let remember = !crate::capture::firewall::wants_no_memory(&request.text);
+        let asked = request.clone();
         request.text = request.text.replace("<no-memory>", "").trim().to_owned();
         let (settings, providers) = self.brains();
         // Route with the question alone: context comes through tools, marked as data.
@@ -137,14 +138,25 @@ impl<B: LocalBrain> AgentWorker<B> {
                 return;
             }
         };
+        let now = now_millis();
+        self.refresh_mcp_tools();
+        self.refresh_flow_tools();
+        // A local question that can only read memory is answered from the grounded context in one
+        // pass: as right as without the agent and three times sooner than a tool step first
+        // (`registry::reads_memory_only` has the measurements, `answers_from_memory` the rule).
+        if matches!(brain, Brain::Local) && settings.agent_memory_from_context && request.attachments.is_empty() {
+            let extra = integrations::local_names(&self.acting.mcp_tools, &request.text).len() + flows::local_names(&self.acting.flow_tools, &request.text).len();
+            if extra == 0 && registry::answers_from_memory(&request.text, &self.acting.files) {
+                self.handle_chat(ChatRequest { agent: false, ..asked });
+                return;
+            }
+        }
         if remember && !request.is_retry {
             if request.thread_is_new {
                 let _ = self.store.send_timeout(StoreCommand::UpsertThread { thread: request.thread.clone(), created_at_millis: now_millis() }, STORE_WAIT);
             }
             self.persist_public(super::worker::user_message_public(&request, None), None);
         }
-        let now = now_millis();
-        self.refresh_mcp_tools();
         let mut tools: Vec<String> = match &brain {
             Brain::Local => registry::local_subset(&request.text, Some(&self.acting.files)).into_iter().map(str::to_owned).collect(),
             Brain::Cloud { consent, .. } => registry::cloud_set(0)
@@ -159,7 +171,6 @@ impl<B: LocalBrain> AgentWorker<B> {
             Brain::Cloud { .. } => integrations::cloud_names(&self.acting.mcp_tools),
         });
         // The user's automations marked usable by the agent.
-        self.refresh_flow_tools();
         tools.extend(match &brain {
             Brain::Local => flows::local_names(&self.acting.flow_tools, &request.text),
             Brain::Cloud { .. } => flows::cloud_names(&self.acting.flow_tools),
@@ -299,7 +310,6 @@ impl<B: LocalBrain> AgentWorker<B> {
         // The local model's first step calls a tool; after a result it answers. A first call
         // that failed (a wrong path, a bad argument) gets one more try, with the error in view.
         let retry = live.calls.len() == 1 && live.calls[0].status == CallStatus::Failed;
-        let live_calls_empty = live.calls.is_empty();
         let has_looked = live.state.entries.iter().any(|e| e.turn.role == Role::Tool) && !retry;
         let brain = live.brain.clone();
         let tools: Vec<String> = live.state.tools.clone();
@@ -321,7 +331,7 @@ impl<B: LocalBrain> AgentWorker<B> {
                     && let Some(last) = messages.last_mut()
                     && last.content.starts_with("<tool_response>")
                 {
-                    last.content.push_str(&format!("\n\nFrom this result, answer the user's request in plain words: {}", question));
+                    last.content.push_str(&format!("\n\nFrom this result, answer the user's request in plain words (no session numbers): {}", question));
                 }
                 let prompt_tokens = messages.iter().map(|m| crate::llm::tokens::estimate_tokens(&m.content)).sum::<usize>();
                 // The small local model makes one call, then answers from its result.
@@ -332,53 +342,44 @@ impl<B: LocalBrain> AgentWorker<B> {
                     Some(schema) if !has_looked => Shape::OneCall(schema),
                     _ => Shape::Prose,
                 };
-                // A task that can only read memory: the read its question names, without a brain step to choose it.
-                let planned = (settings.agent_plan_reads && step == 1 && !has_looked && live_calls_empty).then(|| registry::planned_read(&question, &names)).flatten();
-                if let Some((tool, arguments)) = planned {
-                    let id = format!("call_{step}_0");
-                    let mut turn = Turn::new(Role::Assistant, String::new());
-                    turn.tool_calls = vec![crate::brains::ToolCall { id: id.clone(), name: tool.to_owned(), arguments: arguments.to_string() }];
-                    (turn, vec![Ok((id, tool.to_owned(), arguments))], 0.0, 0, 0)
-                } else {
-                    let request = GenerateRequest { messages, max_tokens: settings.max_answer_tokens, tools: true, only_if_loaded: false, shape };
-                    let mut generation = self
-                        .brain
-                        .generate(request, epoch, &mut on_text)
-                        .map_err(|err| err.to_string())?;
-                    // An answer to a list that names nothing in it gets the list under it.
-                    let last_result = self.acting.live.get(&operation_id).and_then(|l| l.calls.last()).filter(|c| c.status == CallStatus::Done);
-                    if has_looked
-                        && generation.calls.is_empty()
-                        && let Some(call) = last_result
-                        && let Some(list) = registry::unnamed_list(&call.tool, call.output.as_deref().unwrap_or_default(), &generation.text)
-                    {
-                        let under = format!("{}{list}", if generation.text.trim().is_empty() { "" } else { "\n\n" });
-                        on_text(&under);
-                        generation.text.push_str(&under);
-                        if !generation.raw.is_empty() {
-                            generation.raw.push_str(&under);
-                        }
+                let request = GenerateRequest { messages, max_tokens: settings.max_answer_tokens, tools: true, only_if_loaded: false, shape };
+                let mut generation = self
+                    .brain
+                    .generate(request, epoch, &mut on_text)
+                    .map_err(|err| err.to_string())?;
+                // An answer to a list that names nothing in it gets the list under it.
+                let last_result = self.acting.live.get(&operation_id).and_then(|l| l.calls.last()).filter(|c| c.status == CallStatus::Done);
+                if has_looked
+                    && generation.calls.is_empty()
+                    && let Some(call) = last_result
+                    && let Some(list) = registry::unnamed_list(&call.tool, call.output.as_deref().unwrap_or_default(), &generation.text)
+                {
+                    let under = format!("{}{list}", if generation.text.trim().is_empty() { "" } else { "\n\n" });
+                    on_text(&under);
+                    generation.text.push_str(&under);
+                    if !generation.raw.is_empty() {
+                        generation.raw.push_str(&under);
                     }
-                    let calls: Vec<RawCall> = generation
-                        .calls
-                        .into_iter()
-                        .enumerate()
-                        .map(|(i, c)| {
-                            c.map(|mut c| {
-                                registry::fix_local_arguments(&c.name, &mut c.arguments, &question);
-                                (format!("call_{step}_{i}"), c.name, c.arguments)
-                            })
-                        })
-                        .collect();
-                    let mut turn = Turn::new(Role::Assistant, if generation.raw.is_empty() { generation.text.clone() } else { generation.raw.clone() });
-                    turn.tool_calls = calls
-                        .iter()
-                        .filter_map(|c| c.as_ref().ok())
-                        .map(|(id, name, args)| crate::brains::ToolCall { id: id.clone(), name: name.clone(), arguments: args.to_string() })
-                        .collect();
-                    let prompt_tokens = if generation.stats.prompt_tokens > 0 { generation.stats.prompt_tokens } else { prompt_tokens };
-                    (turn, calls, 0.0, prompt_tokens, generation.stats.first_token_millis)
                 }
+                let calls: Vec<RawCall> = generation
+                    .calls
+                    .into_iter()
+                    .enumerate()
+                    .map(|(i, c)| {
+                        c.map(|mut c| {
+                            registry::fix_local_arguments(&c.name, &mut c.arguments, &question);
+                            (format!("call_{step}_{i}"), c.name, c.arguments)
+                        })
+                    })
+                    .collect();
+                let mut turn = Turn::new(Role::Assistant, if generation.raw.is_empty() { generation.text.clone() } else { generation.raw.clone() });
+                turn.tool_calls = calls
+                    .iter()
+                    .filter_map(|c| c.as_ref().ok())
+                    .map(|(id, name, args)| crate::brains::ToolCall { id: id.clone(), name: name.clone(), arguments: args.to_string() })
+                    .collect();
+                let prompt_tokens = if generation.stats.prompt_tokens > 0 { generation.stats.prompt_tokens } else { prompt_tokens };
+                (turn, calls, 0.0, prompt_tokens, generation.stats.first_token_millis)
             }
             Brain::Cloud { provider, key, consent } => {
                 let names: Vec<&str> = tools.iter().map(String::as_str).collect();

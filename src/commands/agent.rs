@@ -80,6 +80,9 @@ struct TaskReport {
     answer: String,
     /// done, waiting (a call waits for approval), paused (a guardrail), failed, stopped or consent.
     outcome: String,
+    /// Who answered: "local · agent" for a task, "local" when a memory question was answered
+    /// from the recorded context in one pass (no task, no calls).
+    answered_by: String,
     error: Option<String>,
     /// Time to load the model, when this task loaded it.
     load_ms: u64,
@@ -155,6 +158,7 @@ fn collect_task(events: &Receiver<AppEvent>, answer_id: i64, started: std::time:
         let Ok(event) = events.recv_timeout(Duration::from_secs(600)) else { bail!("the task gave no sign for 10 minutes") };
         match event {
             AppEvent::Model(crate::events::ModelStatus::Ready { load_millis }) => report.load_ms = load_millis,
+            AppEvent::Routed { answer_id: id, answered_by, .. } if id == answer_id => report.answered_by = answered_by,
             AppEvent::Token { answer_id: id, text } if id == answer_id => {
                 if report.answer.trim().is_empty() && !text.trim().is_empty() {
                     report.first_token_ms = (started.elapsed().as_millis() as u64).saturating_sub(report.load_ms);

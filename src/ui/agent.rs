@@ -130,7 +130,7 @@ fn approval_card_ui(ui: &mut egui::Ui, call: &ToolCallView, panel: &mut AgentPan
     egui::Frame::new().fill(theme::user_bubble()).corner_radius(6.0).inner_margin(8.0).stroke(egui::Stroke::new(1.0, risk_colour(&call.risk))).show(ui, |ui| {
         ui.set_width(ui.available_width());
         ui.horizontal_wrapped(|ui| {
-            ui.label(RichText::new(format!("Approve {}?", call.tool)).strong());
+            ui.label(RichText::new(format!("{}?", tool_title(&call.tool))).strong()).on_hover_text(format!("The tool {}", call.tool));
             ui.label(RichText::new(&call.risk).small().color(risk_colour(&call.risk)));
             if let Some(at) = call.expires_at_millis {
                 let left = ((at - now_millis) / 1000).max(0);
@@ -249,7 +249,7 @@ pub fn answer_steps_ui(ui: &mut egui::Ui, state: &AppState, answer_id: i64, pane
             let took = call.duration_millis.filter(|_| call.status.settled()).map(|ms| format!(" {ms} ms")).unwrap_or_default();
             // An MCP server's progress for a running call ("3/10 · indexing").
             let progress = state.tool_progress.get(&call.call_id).filter(|_| call.status == CallStatus::Running).map(|p| format!(" {p}")).unwrap_or_default();
-            let text = format!("{} {} · {status}{progress}{took}", call.tool, short_arguments(call));
+            let text = format!("{}: {} · {status}{progress}{took}", tool_title(&call.tool), short_arguments(call));
             let open = panel.expanded.contains(&call.call_id);
             if ui.selectable_label(open, RichText::new(text).small().color(colour)).on_hover_text(&call.why).clicked() {
                 if open {
@@ -338,4 +338,9 @@ fn browser_log_ui(ui: &mut egui::Ui, calls: &[&ToolCallView]) {
         };
         ui.label(RichText::new(format!("{action} {target}{page}").trim_end().to_owned()).small().color(if call.is_error { theme::error() } else { theme::muted() }));
     }
+}
+
+/// A tool's name as the user reads it: a built-in's title ("Run a command"), else the name it has (MCP tools, flows).
+fn tool_title(tool: &str) -> &str {
+    crate::tools::registry::get(tool).map_or(tool, |spec| spec.title)
 }

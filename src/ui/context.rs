@@ -90,12 +90,12 @@ fn stream_health_ui(ui: &mut egui::Ui, state: &AppState, now_millis: i64) {
             .last_event_at_millis
             .map(|at| format!("last {} ago", format_duration_millis(now_millis - at)))
             .unwrap_or_else(|| "nothing yet".into());
-        let mut line = format!("{}: {age} · {}/min", health.stream, health.events_last_minute);
+        let mut line = format!("{}: {age} · {}/min", crate::events::stream_title(&health.stream), health.events_last_minute);
         if health.drops > 0 {
             line.push_str(&format!(" · {} dropped", health.drops));
         }
         if health.errors > 0 {
-            line.push_str(&format!(" · {} errors", health.errors));
+            line.push_str(&format!(" · {} error{}", health.errors, if health.errors == 1 { "" } else { "s" }));
         }
         let colour = if health.drops > 0 || health.errors > 0 { theme::warn() } else { theme::muted() };
         let label = ui.label(RichText::new(line).small().color(colour));

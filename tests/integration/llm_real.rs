@@ -440,22 +440,38 @@ pub(super) fn agent_calls(data: &std::path::Path) -> Vec<(String, String, String
     stmt.query_map([], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?))).unwrap().map(Result::unwrap).collect()
 }
 
+/// `cowork ARGS` on the data directory at the morning's end, as it ran.
+fn out_of(data: &tempfile::TempDir, args: &[&str]) -> std::process::Output {
+    cowork_at_morning(data.path(), args)
+}
+
 /// The "agent step" lines the agent logs: (prompt tokens, model ms) per step.
 pub(super) fn agent_steps(stderr: &str) -> Vec<(u64, u64)> {
     let field = |line: &str, key: &str| line.split(key).nth(1).and_then(|rest| rest.split(|c: char| !c.is_ascii_digit()).next()).and_then(|n| n.parse().ok());
     stderr.lines().filter(|l| l.contains("agent step")).filter_map(|l| Some((field(l, "prompt_tokens=")?, field(l, "model_millis=")?))).collect()
 }
 
-/// The agent with the real default model through mistralrs: asked "what was I just doing?"
-/// about a captured morning, its first step calls a memory or context tool (a grammar makes the
-/// small model call one; it picks which and with what arguments) and its answer uses what the
-/// tool returned. The prompt size and time of each step are printed.
+/// The agent with the real default model through mistralrs, asked "what was I just doing?"
+/// about a captured morning. By default a question that can only read memory is answered from
+/// the recorded context in one pass (no tool step: `registry::reads_memory_only`). With that
+/// switched off, its first step calls a memory or context tool (a grammar makes the small model
+/// call one; it picks which and with what arguments) and its answer uses what the tool returned.
+/// The prompt size and time of each step are printed.
 #[test]
 fn the_local_model_answers_what_was_i_just_doing_by_calling_a_memory_tool() {
     if !require(qwen().is_file(), "the Qwen chat model") || !require(super::support::have_program("faketime"), "faketime") {
         return;
     }
     let data = captured_morning();
+    let started = Instant::now();
+    let out = cowork_at_morning(data.path(), &["ask", "--agent", "What was I just doing?"]);
+    let (answer, stderr) = (String::from_utf8_lossy(&out.stdout).into_owned(), String::from_utf8_lossy(&out.stderr).into_owned());
+    assert!(out.status.success(), "{stderr}");
+    eprintln!("from the context: {answer:?} in {:?}, the model's load included", started.elapsed());
+    assert!(agent_steps(&stderr).is_empty() && agent_calls(data.path()).is_empty(), "no tool step: {stderr}");
+    let lower = answer.to_lowercase();
+    assert!(["rounding", "billing", "visual studio", "code"].iter().any(|w| lower.contains(w)), "the answer names the last window: {answer:?}");
+    assert!(out_of(&data, &["settings", "set", "agent.memory_from_context", "false"]).status.success());
     let started = Instant::now();
     let out = cowork_at_morning(data.path(), &["ask", "--agent", "What was I just doing?"]);
     let elapsed = started.elapsed();

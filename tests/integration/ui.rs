@@ -549,7 +549,7 @@ fn stream_health_shows_age_rate_drops_and_errors() {
         }))
         .unwrap();
     harness.run();
-    harness.get_by_label_contains("typing: last 5s ago · 7/min · 2 dropped · 1 errors");
+    harness.get_by_label_contains("What you type: last 5s ago · 7/min · 2 dropped · 1 error");
 }
 
 #[test]
@@ -1015,7 +1015,7 @@ fn an_open_tool_chip_shows_the_head_of_a_long_result_and_its_images() {
     let shown = picture.rect();
     assert!((shown.width() - 40.0).abs() < 1.0 && (shown.height() - 20.0).abs() < 1.0, "{shown:?}");
     harness.get_by_label("[image not shown: not an image cowork can show (PNG, JPEG, GIF or WebP)]");
-    harness.get_by_label("read_file build.log · done 3 ms").click();
+    harness.get_by_label("Read a file: build.log · done 3 ms").click();
     harness.run();
     harness.get_by_label(&format!("… {} more bytes, kept whole in cowork.db: `cowork audit --output 77` prints it", output.len() - 64 * 1024));
 }

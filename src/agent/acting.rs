@@ -331,7 +331,7 @@ impl<B: LocalBrain> AgentWorker<B> {
                     && let Some(last) = messages.last_mut()
                     && last.content.starts_with("<tool_response>")
                 {
-                    last.content.push_str(&format!("\n\nFrom this result, answer the user's request in plain words (no session numbers): {}", question));
+                    last.content.push_str(&format!("\n\nFrom this result, answer the user's request in plain words: {}", question));
                 }
                 let prompt_tokens = messages.iter().map(|m| crate::llm::tokens::estimate_tokens(&m.content)).sum::<usize>();
                 // The small local model makes one call, then answers from its result.

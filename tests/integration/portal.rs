@@ -501,3 +501,53 @@ fn the_desktop_entry_for_the_portals_app_id_validates() {
         assert!(out.status.success() && out.stdout.is_empty(), "{}: {}{}", entry.display(), String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
     }
 }
+
+/// The settings portal's appearance, as a desktop serves it.
+struct Appearance(Arc<std::sync::atomic::AtomicU32>);
+
+#[zbus::interface(name = "org.freedesktop.portal.Settings")]
+impl Appearance {
+    fn read_one(&self, namespace: String, key: String) -> zbus::fdo::Result<OwnedValue> {
+        if namespace == "org.freedesktop.appearance" && key == "color-scheme" {
+            Ok(OwnedValue::from(self.0.load(std::sync::atomic::Ordering::SeqCst)))
+        } else {
+            Err(zbus::fdo::Error::Failed(format!("no setting {namespace} {key}")))
+        }
+    }
+
+    #[zbus(property)]
+    fn version(&self) -> u32 {
+        2
+    }
+}
+
+/// Light or dark from the desktop: read from the settings portal at start,
+/// then each change it signals; the same signal from anyone else, or about
+/// another setting, changes nothing.
+#[test]
+fn the_desktops_light_or_dark_preference_is_read_from_the_portal_and_followed_from_it_only() {
+    use cowork::desktop::appearance::{follow, read_portal};
+    let home = temp_dir();
+    let (_bus, address) = bare_session_bus(home.path());
+    let scheme = Arc::new(std::sync::atomic::AtomicU32::new(1));
+    let portal = zbus::blocking::connection::Builder::address(address.as_str()).unwrap().name(PORTAL).unwrap().serve_at(PORTAL_PATH, Appearance(scheme.clone())).unwrap().build().unwrap();
+    let client = connect(&address);
+    assert_eq!(read_portal(&client), Ok(Some(true)), "1 prefers dark");
+    scheme.store(2, std::sync::atomic::Ordering::SeqCst);
+    assert_eq!(read_portal(&client), Ok(Some(false)), "2 prefers light");
+    let owner = zbus::blocking::fdo::DBusProxy::new(&client).unwrap().get_name_owner(PORTAL.try_into().unwrap()).unwrap().to_string();
+    let (tx, rx) = crossbeam_channel::bounded(8);
+    std::thread::spawn(move || follow(&client, &owner, |dark| tx.send(dark).unwrap()));
+    std::thread::sleep(Duration::from_millis(300));
+    let changed = |from: &zbus::blocking::Connection, namespace: &str, key: &str, value: u32| {
+        from.emit_signal(None::<&str>, PORTAL_PATH, "org.freedesktop.portal.Settings", "SettingChanged", &(namespace, key, Value::from(value))).unwrap();
+    };
+    let other = connect(&address);
+    changed(&other, "org.freedesktop.appearance", "color-scheme", 1);
+    changed(&portal, "org.freedesktop.appearance", "accent-color", 1);
+    changed(&portal, "org.freedesktop.appearance", "color-scheme", 1);
+    changed(&portal, "org.freedesktop.appearance", "color-scheme", 0);
+    assert_eq!(rx.recv_timeout(Duration::from_secs(5)), Ok(Some(true)), "the portal's own change, and only that");
+    assert_eq!(rx.recv_timeout(Duration::from_secs(5)), Ok(None), "0: no preference");
+    assert!(rx.recv_timeout(Duration::from_millis(300)).is_err(), "nothing from the impostor or another key");
+}

@@ -126,7 +126,7 @@ pub fn apps_ui(ui: &mut egui::Ui, state: &AppState, panel: &mut AppsPanel, now_m
 
 /// The installed apps, the install field and its dialog.
 fn installed_ui(ui: &mut egui::Ui, state: &AppState, panel: &mut AppsPanel, actions: &mut Vec<UiAction>) {
-    ui.label(RichText::new("Apps").strong());
+    ui.heading("Apps");
     if state.apps.installed.is_empty() {
         ui.label(RichText::new("No apps yet: install one from a folder or a zip").small().color(theme::muted()));
     }

@@ -570,8 +570,16 @@ pub struct AutomationRow {
 impl AutomationRow {
     /// Its name as the user reads it: `builtin_approval_reminder` is "Approval reminder".
     pub fn title(&self) -> String {
-        crate::automations::flow::human_name(&self.name)
+        flow_title(&self.name)
     }
+}
+
+/// A flow's name as the user reads it: `builtin_` dropped, words spaced,
+/// the first capitalised (`builtin_approval_reminder` is "Approval reminder").
+pub fn flow_title(name: &str) -> String {
+    let words = name.strip_prefix("builtin_").unwrap_or(name).replace('_', " ");
+    let mut chars = words.trim().chars();
+    chars.next().map(|first| first.to_uppercase().chain(chars).collect()).unwrap_or_default()
 }
 
 /// One step of a run as the history shows it.
@@ -839,4 +847,16 @@ pub struct TodoItem {
     pub text: String,
     #[serde(default)]
     pub done: bool,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_flows_name_reads_as_words() {
+        assert_eq!(flow_title("builtin_approval_reminder"), "Approval reminder");
+        assert_eq!(flow_title("morning_summary"), "Morning summary");
+        assert_eq!(flow_title("x"), "X");
+    }
 }

@@ -813,24 +813,9 @@ impl Flow {
     }
 }
 
-/// A flow's name as the user reads it: `builtin_` dropped, words spaced,
-/// the first capitalised (`builtin_approval_reminder` is "Approval reminder").
-pub fn human_name(name: &str) -> String {
-    let words = name.strip_prefix("builtin_").unwrap_or(name).replace('_', " ");
-    let mut chars = words.trim().chars();
-    chars.next().map(|first| first.to_uppercase().chain(chars).collect()).unwrap_or_default()
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn a_flows_name_reads_as_words() {
-        assert_eq!(human_name("builtin_approval_reminder"), "Approval reminder");
-        assert_eq!(human_name("morning_summary"), "Morning summary");
-        assert_eq!(human_name("x"), "X");
-    }
 
     fn flow(json: &str) -> Flow {
         Flow::from_json(json).unwrap()

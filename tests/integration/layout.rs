@@ -208,7 +208,7 @@ fn context_scene(far: &Far) {
 }
 
 fn apps_scene(far: &Far) {
-    use cowork::apps::worker::{InstalledApp, Inspection, OpenApp};
+    use cowork::apps::worker::{Inspection, OpenApp};
     use cowork::apps::{AppsView, Disclosure, Manifest};
     use cowork::events::{AutomationRow, AutomationsView, InboxItem, RunSummary, StepSummary};
     let now = cowork::ids::now_millis();
@@ -233,19 +233,7 @@ fn apps_scene(far: &Far) {
     let manifest = Manifest::parse("name = \"Standup writer with a rather long name\"\ndescription = \"Drafts your standup from yesterday's windows, commits and calendar\"\ncategory = \"productivity\"\nversion = \"0.1.0\"\ncomponent = \"app.wasm\"\ndata_use = \"Reads yesterday's activity and sends a summary of it to the model you allowed; nothing else leaves the machine\"\nnetwork = \"offline\"\n").unwrap();
     let imports = vec!["cowork:app/context@0.1.0".to_owned(), "cowork:app/ai@0.1.0".to_owned(), "cowork:app/http@0.1.0".to_owned()];
     let inspection = Inspection { path: "/home/user/Downloads/standup-writer-0.1.0/".into(), manifest: manifest.clone(), disclosure: Disclosure::new(&manifest, imports), replaces: None, new_imports: Vec::new() };
-    let row = cowork::apps::store::AppRow {
-        app_id: "focus-today".into(),
-        name: "Focus today".into(),
-        version: "0.1.0".into(),
-        manifest: String::new(),
-        component_sha256: Some("ab".into()),
-        imports: Vec::new(),
-        granted: Vec::new(),
-        enabled: true,
-        installed_at_millis: 0,
-        updated_at_millis: 0,
-    };
-    let installed = InstalledApp { row, description: "Time per app today, and the windows you spent it in".into(), reads: vec!["read your current window and your activity (apps, window titles, times)".into()], without_code: false };
+    let installed = super::ui::focus_today("Time per app today, and the windows you spent it in");
     let json = r#"[{"type":"stat","label":"Focused today","value":"3 h 12 min"},
         {"type":"chart","kind":"bar","title":"Time per app today","unit":"min","bars":[{"label":"Visual Studio Code","value":120},{"label":"Chromium","value":72},{"label":"Thunderbird","value":20}]},
         {"type":"list","items":[{"title":"layout.rs — cowork — Visual Studio Code, the longest stretch of the day","accessory":"2 h 04 min","actions":[{"title":"Ask about it","host":"chat","text":"What did I do in Code?"},{"title":"Copy","host":"copy","text":"Code 2 h"},{"title":"Open the folder","host":"open","text":"/home/user/projects/cowork"}]}]},

@@ -1648,26 +1648,14 @@ fn listen_mode_asks_its_own_consent_and_the_status_bar_says_when_it_listens() {
 
 #[test]
 fn the_apps_panel_installs_with_a_disclosure_and_draws_an_apps_view_whose_host_actions_ask() {
-    use cowork::apps::worker::{InstalledApp, Inspection, OpenApp};
+    use cowork::apps::worker::{Inspection, OpenApp};
     use cowork::apps::{AppsCommand, AppsView, Capability, Disclosure, Manifest};
     let (mut harness, far) = app_with(AppOptions::default(), 1600.0);
     let manifest = Manifest::parse("name = \"Standup\"\ndescription = \"Drafts your standup\"\ncategory = \"productivity\"\nversion = \"0.1.0\"\ncomponent = \"app.wasm\"\ndata_use = \"Reads yesterday\"\nnetwork = \"offline\"\n").unwrap();
     let imports = vec!["cowork:app/context@0.1.0".to_owned(), "cowork:app/ai@0.1.0".to_owned(), "cowork:app/http@0.1.0".to_owned()];
     let disclosure = Disclosure::new(&manifest, imports.clone());
     let inspection = Inspection { path: "/tmp/standup".into(), manifest: manifest.clone(), disclosure, replaces: None, new_imports: Vec::new() };
-    let row = cowork::apps::store::AppRow {
-        app_id: "focus-today".into(),
-        name: "Focus today".into(),
-        version: "0.1.0".into(),
-        manifest: String::new(),
-        component_sha256: Some("ab".into()),
-        imports: Vec::new(),
-        granted: Vec::new(),
-        enabled: true,
-        installed_at_millis: 0,
-        updated_at_millis: 0,
-    };
-    let installed = InstalledApp { row, description: "Time per app today".into(), reads: vec!["read your current window and your activity (apps, window titles, times)".into()], without_code: false };
+    let installed = focus_today("Time per app today");
     far.events.send(AppEvent::Apps(Box::new(AppsView { installed: vec![installed], inspection: Some(Ok(inspection)), open: Vec::new(), message: None }))).unwrap();
     harness.get_by_label("Apps").click();
     harness.run();
@@ -1724,6 +1712,24 @@ fn the_apps_panel_installs_with_a_disclosure_and_draws_an_apps_view_whose_host_a
     harness.run();
     assert_eq!(harness.state().state.tab(), Tab::Chat);
     assert_eq!(harness.state().state.chat_from_app.as_deref(), Some("focus-today"));
+}
+
+/// The installed "Focus today" app as the apps worker lists it, with `description`.
+pub(super) fn focus_today(description: &str) -> cowork::apps::worker::InstalledApp {
+    let row = cowork::apps::store::AppRow {
+        app_id: "focus-today".into(),
+        name: "Focus today".into(),
+        version: "0.1.0".into(),
+        manifest: String::new(),
+        component_sha256: Some("ab".into()),
+        imports: Vec::new(),
+        granted: Vec::new(),
+        enabled: true,
+        installed_at_millis: 0,
+        updated_at_millis: 0,
+    };
+    let reads = vec!["read your current window and your activity (apps, window titles, times)".into()];
+    cowork::apps::worker::InstalledApp { row, description: description.into(), reads, without_code: false }
 }
 
 /// Runs frames until `done` holds (the workers answer on their own threads), up to `timeout`.

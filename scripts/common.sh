@@ -284,11 +284,19 @@ setup_aw_server() {
 SUITE_MARK=""
 # A fixed-offset time zone in which it is now about noon: tests seed "today"
 # as local midnight plus minutes, which near a real midnight would lie in the
-# future (the suite once failed at 00:13 UTC). POSIX "COW-5" is UTC+5.
+# future (the suite once failed at 00:13 UTC). An IANA name (tzdata's
+# Etc/GMT-5 is UTC+5; the sign is POSIX's), since Python's tzlocal, which
+# LiteLLM starts with, refuses a bare POSIX rule such as "COW-5".
 midday_tz() {
-  local hour
-  hour="$(date -u +%-H)"
-  printf 'COW%+d\n' "$((hour - 12))"
+  local offset
+  offset=$((12 - $(date -u +%-H)))
+  if [ "$offset" -gt 0 ]; then
+    echo "Etc/GMT-$offset"
+  elif [ "$offset" -lt 0 ]; then
+    echo "Etc/GMT+$((-offset))"
+  else
+    echo "Etc/GMT"
+  fi
 }
 
 run_suite_hermetically() {

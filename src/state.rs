@@ -212,42 +212,6 @@ pub struct MessageView {
     pub feedback: Option<i8>,
 }
 
-/// An answer's words as the chat shows them: the session numbers a model
-/// copied from a tool's output ("(session 1795676740583517)") are taken out
-/// and returned, to be shown as source chips instead.
-pub fn without_session_refs(text: &str) -> (std::borrow::Cow<'_, str>, Vec<i64>) {
-    use std::sync::LazyLock;
-    static ALONE: LazyLock<regex::Regex> =
-        LazyLock::new(|| regex::Regex::new(r"(?i)\s*[(\[]\s*session(?:[ _]?id)?\s*[:#]?\s*(\d+)\s*[)\]]").expect("a valid pattern"));
-    static LAST_IN_PARENS: LazyLock<regex::Regex> =
-        LazyLock::new(|| regex::Regex::new(r"(?i)[,;]\s*session(?:[ _]?id)?\s*[:#]?\s*(\d+)(\s*\))").expect("a valid pattern"));
-    static BARE: LazyLock<regex::Regex> = LazyLock::new(|| regex::Regex::new(r"(?i)\bsession(?:[ _]?id)?\s*[:#]?\s*(\d{4,})").expect("a valid pattern"));
-    if !text.to_ascii_lowercase().contains("session") {
-        return (std::borrow::Cow::Borrowed(text), Vec::new());
-    }
-    let mut ids = Vec::new();
-    let mut keep = |caps: &regex::Captures<'_>| {
-        if let Ok(id) = caps[1].parse::<i64>()
-            && !ids.contains(&id)
-        {
-            ids.push(id);
-        }
-    };
-    let text = ALONE.replace_all(text, |caps: &regex::Captures<'_>| {
-        keep(caps);
-        String::new()
-    });
-    let text = LAST_IN_PARENS.replace_all(&text, |caps: &regex::Captures<'_>| {
-        keep(caps);
-        caps[2].to_owned()
-    });
-    let text = BARE.replace_all(&text, |caps: &regex::Captures<'_>| {
-        keep(caps);
-        "that window".to_owned()
-    });
-    (std::borrow::Cow::Owned(text.into_owned()), ids)
-}
-
 /// Settings → Memory: hot memory, and what the last question's prompt carried.
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct MemoryView {
@@ -820,19 +784,6 @@ pub fn thread_title(text: &str) -> String {
 mod tests {
     use super::*;
 
-    #[test]
-    fn session_numbers_leave_the_answers_words_and_become_sources() {
-        let (text, ids) = without_session_refs("You were in Code (session 1795676740583517), then Slack [session: 42].");
-        assert_eq!((text.as_ref(), ids), ("You were in Code, then Slack.", vec![1795676740583517, 42]));
-        let (text, ids) = without_session_refs("- 09:12 · Code — lib.rs (since 09:12, session 17956)");
-        assert_eq!((text.as_ref(), ids), ("- 09:12 · Code — lib.rs (since 09:12)", vec![17956]));
-        let (text, ids) = without_session_refs("In session 1795676740583517 you typed the invoice number.");
-        assert_eq!((text.as_ref(), ids), ("In that window you typed the invoice number.", vec![1795676740583517]));
-        // Words about sessions that name no number stay as they are.
-        let (text, ids) = without_session_refs("Your longest session was 2 h in Code.");
-        assert_eq!((text.as_ref(), ids.len()), ("Your longest session was 2 h in Code.", 0));
-        assert!(matches!(without_session_refs("No ids here").0, std::borrow::Cow::Borrowed(_)));
-    }
     use crate::config::keys;
 
     fn ids() -> impl FnMut() -> i64 {

@@ -249,7 +249,8 @@ pub fn local_messages(turns: &[Turn]) -> Vec<PromptMessage> {
                 out.push(PromptMessage { role: PromptRole::Assistant, content });
             }
             Role::Tool => {
-                let block = format!("<tool_response>\n{}\n</tool_response>", turn.content);
+                // Session numbers are for `read_session`, which a local model is never offered.
+                let block = format!("<tool_response>\n{}\n</tool_response>", crate::ids::without_session_refs(&turn.content).0);
                 match out.last_mut() {
                     Some(last) if last.role == PromptRole::User && last.content.starts_with("<tool_response>") => {
                         last.content.push('\n');

@@ -57,7 +57,7 @@ pub struct A11yWorker {
 
 /// What the worker reports when desktop accessibility is off.
 pub const ACCESSIBILITY_OFF: &str = "desktop accessibility is off: browsers do not show cowork their address bar, \
-    so their URLs come from window titles (turn it on in Settings → Privacy rules)";
+    so their URLs come from window titles (turn it on in Settings → What cowork records & privacy)";
 
 enum Wake {
     Message(zbus::Result<zbus::Message>),

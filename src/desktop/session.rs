@@ -322,7 +322,7 @@ fn x11_state(capability: Capability, a11y_on: bool) -> CapState {
         Capability::Dictation => CapState::ok("XTest"),
         Capability::SidebarPlacement => CapState::ok("always on top, docked to the work area"),
         Capability::BrowserUrl if a11y_on => CapState::ok("the address bar over AT-SPI"),
-        Capability::BrowserUrl => CapState::degraded("from window titles only", "turn on desktop accessibility in Settings, Privacy rules"),
+        Capability::BrowserUrl => CapState::degraded("from window titles only", "turn on desktop accessibility in Settings, What cowork records & privacy"),
         Capability::WindowTools => CapState::ok("EWMH window list and activation"),
     }
 }
@@ -383,20 +383,20 @@ fn wayland_state(capability: Capability, family: &Family, has_global: &dyn Fn(&s
             "apps without accessibility support are not seen",
         ),
         Capability::TypingStream => {
-            CapState::unavailable("Wayland lets no app see another's keys, and desktop accessibility is off (Settings, Privacy rules)")
+            CapState::unavailable("Wayland lets no app see another's keys, and desktop accessibility is off (Settings, What cowork records & privacy)")
         }
         Capability::Hotkeys if facts.portal_shortcuts.is_some() => {
             CapState::ok("the desktop portal's GlobalShortcuts: press and release (the desktop asks you once)")
         }
         Capability::Hotkeys if gnome => CapState::degraded(
             "GNOME before 48 offers apps no global shortcuts (no GlobalShortcuts portal)",
-            "add cowork's shortcuts to GNOME's keyboard settings (Settings, Desktop, or `cowork gnome-extension add-shortcuts`): \
+            "add cowork's shortcuts to GNOME's keyboard settings (Settings, General, Desktop, or `cowork gnome-extension add-shortcuts`): \
              GNOME runs them on press only, so push-to-talk is a tap to start and a tap to stop",
         ),
         Capability::Hotkeys => CapState::degraded(
             "Wayland lets no app grab keys",
             match family {
-                Family::Wlroots(name) => format!("bind them in {name}'s config to `cowork trigger …` (Settings, Desktop, has the lines)"),
+                Family::Wlroots(name) => format!("bind them in {name}'s config to `cowork trigger …` (Settings, General, Desktop, has the lines)"),
                 _ => "bind `cowork trigger quick-prompt`, `pause`, `talk-press` and `talk-release` to keys in your desktop's keyboard settings".to_owned(),
             },
         ),
@@ -423,7 +423,7 @@ fn wayland_state(capability: Capability, family: &Family, has_global: &dyn Fn(&s
             CapState::degraded("the sidebar runs under XWayland so it can stay on top and docked", "it may look soft with fractional scaling")
         }
         Capability::SidebarPlacement => CapState::degraded(format!("{desktop_word} places windows itself"), "the sidebar may be covered or moved"),
-        Capability::BrowserUrl if !a11y_on => CapState::degraded("from window titles only", "turn on desktop accessibility in Settings, Privacy rules"),
+        Capability::BrowserUrl if !a11y_on => CapState::degraded("from window titles only", "turn on desktop accessibility in Settings, What cowork records & privacy"),
         Capability::BrowserUrl if has(globals::FOREIGN_TOPLEVEL) && ipc => CapState::ok("the address bar over AT-SPI"),
         Capability::BrowserUrl if has(globals::FOREIGN_TOPLEVEL) => {
             CapState::degraded("the window's pid is unknown here: URLs come from the address bar matched by title", "")
@@ -442,7 +442,7 @@ fn gnome_waiting(capability: Capability, facts: &Facts) -> CapState {
     let fix = if facts.gnome_extension_installed {
         "it is installed: log out and in once, since GNOME on Wayland loads new extensions only at log-in"
     } else {
-        "install it from Settings, Desktop (or `cowork gnome-extension install`), then log out and in once"
+        "install it from Settings, General (or `cowork gnome-extension install`), then log out and in once"
     };
     CapState::degraded(why, fix)
 }
@@ -902,7 +902,7 @@ mod tests {
         for capability in needs {
             let state = missing.state(capability);
             assert!(matches!(state, CapState::Degraded { .. }) && state.text().contains("waiting for cowork's GNOME Shell extension"), "{capability:?}: {state:?}");
-            assert!(state.text().contains("install it from Settings, Desktop") && state.text().contains("log out and in once"), "{state:?}");
+            assert!(state.text().contains("install it from Settings, General") && state.text().contains("log out and in once"), "{state:?}");
         }
         assert!(matches!(backend_for(&missing, Capability::FocusedWindow), Backend::Blind(why) if why.contains("waiting")), "nothing is guessed meanwhile");
         let installed = report(&Facts { gnome_extension_installed: true, ..gnome.clone() }, true);

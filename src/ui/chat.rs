@@ -162,7 +162,7 @@ fn message_ui(ui: &mut egui::Ui, state: &AppState, message: &MessageView, panel:
             // Answers are Markdown (lists, code blocks, links); the user's own words are shown as typed.
             // A link shows where it goes on hover: its text may have come from a captured page.
             ui.style_mut().url_in_tooltip = true;
-            let (text, _) = crate::state::without_session_refs(&message.content);
+            let (text, _) = crate::ids::without_session_refs(&message.content);
             answer_text_ui(ui, &text, message.message_id, panel);
         } else {
             ui.label(&message.content);
@@ -403,7 +403,7 @@ fn pins_ui(ui: &mut egui::Ui, state: &AppState, actions: &mut Vec<UiAction>) {
 /// "Sources": each citation, and each session the answer named, as a small
 /// chip (app, title, time) that opens its session or thread.
 fn citations_ui(ui: &mut egui::Ui, state: &AppState, message: &MessageView, actions: &mut Vec<UiAction>) {
-    let (_, sessions) = crate::state::without_session_refs(&message.content);
+    let (_, sessions) = crate::ids::without_session_refs(&message.content);
     let named = sessions.into_iter().filter(|id| !message.citations.iter().any(|c| c.open_id == Some(*id) && c.stream == crate::memory::search::Stream::Window));
     let named: Vec<crate::memory::rag::Citation> = named
         .enumerate()

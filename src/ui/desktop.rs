@@ -32,7 +32,7 @@ pub fn chip_ui(ui: &mut egui::Ui, state: &AppState) {
     let text = format!("• {}: {limited} of {} limited", report.family.describe(), report.capabilities.len());
     // The hover's text is built only while hovered, not every frame.
     ui.label(RichText::new(text).small().color(theme::warn())).on_hover_ui(|ui| {
-        ui.label(format!("{}\n(more in Settings, Desktop)", summary(report)));
+        ui.label(format!("{}\n(more in Settings, General)", summary(report)));
     });
 }
 

@@ -243,7 +243,7 @@ fn brain_ui(ui: &mut egui::Ui, state: &AppState, models: &[ModelView], judged: &
         cloud_ui(ui, state, panel, actions);
     }
     if !panel.local && !panel.cloud {
-        muted(ui, "Nothing answers until one is set: Next skips this (Models and Network in Settings set it later)");
+        muted(ui, "Nothing answers until one is set: Next skips this (Settings, Brains & network, sets it later)");
     }
 }
 
@@ -382,9 +382,9 @@ fn hotkeys_ui(ui: &mut egui::Ui, state: &AppState) {
     }
     if bound_by_desktop {
         let hotkeys = state.desktop.as_ref().map(|d| d.state(crate::desktop::session::Capability::Hotkeys).text()).unwrap_or_default();
-        muted(ui, format!("On this desktop: {hotkeys}. Desktop, in Settings, shows how to bind them."));
+        muted(ui, format!("On this desktop: {hotkeys}. Settings, General, Desktop, shows how to bind them."));
     }
-    muted(ui, "Keyboard shortcuts, in Settings, changes them");
+    muted(ui, "Settings, General, changes them");
 }
 
 fn login_ui(ui: &mut egui::Ui, state: &AppState, actions: &mut Vec<UiAction>) {

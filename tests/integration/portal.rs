@@ -537,17 +537,26 @@ fn the_desktops_light_or_dark_preference_is_read_from_the_portal_and_followed_fr
     assert_eq!(read_portal(&client), Ok(Some(false)), "2 prefers light");
     let owner = zbus::blocking::fdo::DBusProxy::new(&client).unwrap().get_name_owner(PORTAL.try_into().unwrap()).unwrap().to_string();
     let (tx, rx) = crossbeam_channel::bounded(8);
-    std::thread::spawn(move || follow(&client, &owner, |dark| tx.send(dark).unwrap()));
-    std::thread::sleep(Duration::from_millis(300));
+    std::thread::spawn(move || follow(&client, &owner, |dark| tx.send(dark).unwrap_or_default()));
     let changed = |from: &zbus::blocking::Connection, namespace: &str, key: &str, value: u32| {
         from.emit_signal(None::<&str>, PORTAL_PATH, "org.freedesktop.portal.Settings", "SettingChanged", &(namespace, key, Value::from(value))).unwrap();
     };
+    // The portal's change, sent until the follower (subscribing on its own thread) hears it.
+    let deadline = std::time::Instant::now() + Duration::from_secs(20);
+    loop {
+        changed(&portal, "org.freedesktop.appearance", "color-scheme", 1);
+        if let Ok(dark) = rx.recv_timeout(Duration::from_millis(200)) {
+            assert_eq!(dark, Some(true), "1 prefers dark");
+            break;
+        }
+        assert!(std::time::Instant::now() < deadline, "the portal's change was never followed");
+    }
+    while rx.recv_timeout(Duration::from_millis(300)) == Ok(Some(true)) {}
+    // Subscribed: an impostor's change and another key change nothing; the portal's next one counts.
     let other = connect(&address);
-    changed(&other, "org.freedesktop.appearance", "color-scheme", 1);
-    changed(&portal, "org.freedesktop.appearance", "accent-color", 1);
-    changed(&portal, "org.freedesktop.appearance", "color-scheme", 1);
+    changed(&other, "org.freedesktop.appearance", "color-scheme", 2);
+    changed(&portal, "org.freedesktop.appearance", "accent-color", 2);
     changed(&portal, "org.freedesktop.appearance", "color-scheme", 0);
-    assert_eq!(rx.recv_timeout(Duration::from_secs(5)), Ok(Some(true)), "the portal's own change, and only that");
-    assert_eq!(rx.recv_timeout(Duration::from_secs(5)), Ok(None), "0: no preference");
-    assert!(rx.recv_timeout(Duration::from_millis(300)).is_err(), "nothing from the impostor or another key");
+    assert_eq!(rx.recv_timeout(Duration::from_secs(5)), Ok(None), "0: no preference, and nothing from the impostor or another key before it");
+    assert!(rx.recv_timeout(Duration::from_millis(300)).is_err(), "nothing after it");
 }

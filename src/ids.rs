@@ -169,7 +169,7 @@ pub fn without_session_refs(text: &str) -> (std::borrow::Cow<'_, str>, Vec<i64>)
     static LAST_IN_PARENS: LazyLock<regex::Regex> =
         LazyLock::new(|| regex::Regex::new(r"(?i)[,;]\s*session(?:[ _]?id)?\s*[:#]?\s*(\d+)(\s*\))").expect("a valid pattern"));
     static BARE: LazyLock<regex::Regex> = LazyLock::new(|| regex::Regex::new(r"(?i)\bsession(?:[ _]?id)?\s*[:#]?\s*(\d{4,})").expect("a valid pattern"));
-    if !text.to_ascii_lowercase().contains("session") {
+    if !text.as_bytes().windows(7).any(|w| w.eq_ignore_ascii_case(b"session")) {
         return (std::borrow::Cow::Borrowed(text), Vec::new());
     }
     let mut ids = Vec::new();

@@ -115,7 +115,7 @@ impl<B: LocalBrain> AgentWorker<B> {
     /// Starts an operation for a chat question.
     pub(super) fn start_operation(&mut self, mut request: ChatRequest) {
         let remember = !crate::capture::firewall::wants_no_memory(&request.text);
-        let asked = request.clone();
+        let asked_text = request.text.clone();
         request.text = request.text.replace("<no-memory>", "").trim().to_owned();
         let (settings, providers) = self.brains();
         // Route with the question alone: context comes through tools, marked as data.
@@ -147,7 +147,7 @@ impl<B: LocalBrain> AgentWorker<B> {
         if matches!(brain, Brain::Local) && settings.agent_memory_from_context && request.attachments.is_empty() {
             let extra = integrations::local_names(&self.acting.mcp_tools, &request.text).len() + flows::local_names(&self.acting.flow_tools, &request.text).len();
             if extra == 0 && registry::answers_from_memory(&request.text, &self.acting.files) {
-                self.handle_chat(ChatRequest { agent: false, ..asked });
+                self.handle_chat(ChatRequest { agent: false, text: asked_text, ..request });
                 return;
             }
         }

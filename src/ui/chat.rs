@@ -18,6 +18,10 @@ pub struct ChatPanel {
     pub mcp: crate::ui::mcp_chat::McpChatPanel,
     /// Rendered Markdown of answers.
     pub markdown: egui_commonmark::CommonMarkCache,
+    /// Each answer's words without copied session numbers, and those numbers,
+    /// by message id with the length of the text they were made from: worked
+    /// out when an answer's text changes, not every frame.
+    pub answer_words: std::collections::HashMap<i64, (usize, String, Vec<i64>)>,
     /// The user message whose attached context is expanded.
     pub shown_context: Option<i64>,
     /// A rating being given: (answer, +1/-1, why).
@@ -71,6 +75,9 @@ pub fn chat_ui(ui: &mut egui::Ui, state: &AppState, panel: &mut ChatPanel, actio
         .show(ui, |ui| {
             if state.messages.is_empty() {
                 ui.label(RichText::new("Ask about anything, including what you were just doing").color(theme::muted()));
+            }
+            if panel.answer_words.len() > state.messages.len() + 32 {
+                panel.answer_words.retain(|id, _| state.messages.iter().any(|m| m.message_id == *id));
             }
             for (index, message) in state.messages.iter().enumerate() {
                 message_ui(ui, state, message, panel);
@@ -162,8 +169,8 @@ fn message_ui(ui: &mut egui::Ui, state: &AppState, message: &MessageView, panel:
             // Answers are Markdown (lists, code blocks, links); the user's own words are shown as typed.
             // A link shows where it goes on hover: its text may have come from a captured page.
             ui.style_mut().url_in_tooltip = true;
-            let (text, _) = crate::ids::without_session_refs(&message.content);
-            answer_text_ui(ui, &text, message.message_id, panel);
+            let (text, _) = answer_words(&mut panel.answer_words, message);
+            answer_text_ui(ui, text, message.message_id, &mut panel.markdown);
         } else {
             ui.label(&message.content);
         }
@@ -193,14 +200,25 @@ fn message_ui(ui: &mut egui::Ui, state: &AppState, message: &MessageView, panel:
     });
 }
 
+/// An answer's words and the session numbers taken out of them (`ids::without_session_refs`),
+/// from `cache` unless its text changed since (an answer only grows while it streams).
+fn answer_words<'c>(cache: &'c mut std::collections::HashMap<i64, (usize, String, Vec<i64>)>, message: &MessageView) -> (&'c str, &'c [i64]) {
+    let entry = cache.entry(message.message_id).or_insert_with(|| (usize::MAX, String::new(), Vec::new()));
+    if entry.0 != message.content.len() {
+        let (text, sessions) = crate::ids::without_session_refs(&message.content);
+        *entry = (message.content.len(), text.into_owned(), sessions);
+    }
+    (&entry.1, &entry.2)
+}
+
 /// An answer's Markdown; its code blocks drawn here, wrapped to the panel
 /// with a Copy button each (the Markdown viewer's own is an unlabeled icon
 /// and scrolls sideways).
-fn answer_text_ui(ui: &mut egui::Ui, text: &str, message_id: i64, panel: &mut ChatPanel) {
+fn answer_text_ui(ui: &mut egui::Ui, text: &str, message_id: i64, markdown: &mut egui_commonmark::CommonMarkCache) {
     for (n, block) in split_code_blocks(text).into_iter().enumerate() {
         match block {
             Block::Text(text) if !text.trim().is_empty() => {
-                egui_commonmark::CommonMarkViewer::new().show_with_id(ui.scope_id().with(("answer", message_id, n)), ui, &mut panel.markdown, text);
+                egui_commonmark::CommonMarkViewer::new().show_with_id(ui.scope_id().with(("answer", message_id, n)), ui, markdown, text);
             }
             Block::Text(_) => {}
             Block::Table(rows) => table_ui(ui, &rows, (message_id, n)),
@@ -371,7 +389,8 @@ fn answer_footer_ui(ui: &mut egui::Ui, state: &AppState, index: usize, panel: &m
             }
         }
     });
-    citations_ui(ui, state, message, actions);
+    let (_, sessions) = answer_words(&mut panel.answer_words, message);
+    citations_ui(ui, state, message, sessions, actions);
     let mut saved = false;
     if let Some((message_id, rating, reason)) = panel.rating.as_mut().filter(|r| r.0 == message.message_id) {
         ui.horizontal(|ui| {
@@ -402,9 +421,8 @@ fn pins_ui(ui: &mut egui::Ui, state: &AppState, actions: &mut Vec<UiAction>) {
 
 /// "Sources": each citation, and each session the answer named, as a small
 /// chip (app, title, time) that opens its session or thread.
-fn citations_ui(ui: &mut egui::Ui, state: &AppState, message: &MessageView, actions: &mut Vec<UiAction>) {
-    let (_, sessions) = crate::ids::without_session_refs(&message.content);
-    let named = sessions.into_iter().filter(|id| !message.citations.iter().any(|c| c.open_id == Some(*id) && c.stream == crate::memory::search::Stream::Window));
+fn citations_ui(ui: &mut egui::Ui, state: &AppState, message: &MessageView, sessions: &[i64], actions: &mut Vec<UiAction>) {
+    let named = sessions.iter().copied().filter(|id| !message.citations.iter().any(|c| c.open_id == Some(*id) && c.stream == crate::memory::search::Stream::Window));
     let named: Vec<crate::memory::rag::Citation> = named
         .enumerate()
         .map(|(i, session_id)| {

@@ -173,22 +173,6 @@ impl Section {
             Section::About => ("About", "Version, the workers and their health"),
         }
     }
-
-    /// A short name for files (the layout test's snapshots).
-    pub fn slug(self) -> &'static str {
-        match self {
-            Section::General => "general",
-            Section::Privacy => "privacy",
-            Section::Brains => "brains",
-            Section::Memory => "memory",
-            Section::Agent => "agent",
-            Section::Voice => "voice",
-            Section::Integrations => "integrations",
-            Section::Automations => "automations",
-            Section::Data => "data",
-            Section::About => "about",
-        }
-    }
 }
 
 /// What one frame of a section shows: everything, or (searching) the items
@@ -208,9 +192,11 @@ impl Page {
 
     /// Whether the item described by `text` is shown (its section's title counts as its words too).
     fn shows(&mut self, ui: &mut egui::Ui, text: &str) -> bool {
-        let haystack = format!("{text} {}", self.section).to_lowercase();
-        if !self.words.iter().all(|w| haystack.contains(w.as_str())) {
-            return false;
+        if !self.words.is_empty() {
+            let haystack = format!("{text} {}", self.section).to_lowercase();
+            if !self.words.iter().all(|w| haystack.contains(w.as_str())) {
+                return false;
+            }
         }
         if !self.heading_shown {
             self.heading_shown = true;

@@ -35,13 +35,13 @@ pub fn setting_text_ui(
     if response.changed() {
         *draft = Some(text.clone());
     }
-    let checked = crate::config::check(key, text.trim());
-    if draft.is_some()
-        && let Err(reason) = &checked
-    {
+    // Only what is being typed is checked (the privacy lists compile their
+    // regexes to check): the stored value was checked when it was applied.
+    let checked = draft.as_ref().map(|_| crate::config::check(key, text.trim()));
+    if let Some(Err(reason)) = &checked {
         ui.label(RichText::new(reason).small().color(theme::error()));
     }
-    if response.lost_focus() && draft.is_some() && checked.is_ok() {
+    if response.lost_focus() && matches!(checked, Some(Ok(()))) {
         if text.trim() != current {
             actions.push(crate::state::UiAction::SaveSetting { key: key.to_owned(), value: text.trim().to_owned() });
         }

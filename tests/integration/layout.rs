@@ -299,7 +299,7 @@ fn every_tab_and_card_fits_the_panel_from_320_to_600_px() {
         shot.check(&mut harness, "settings", &mut problems);
         for section in cowork::ui::settings::Section::ALL {
             harness.get_by_role_and_label(Role::Button, section.title()).click();
-            shot.check(&mut harness, &format!("settings-{}", section.slug()), &mut problems);
+            shot.check(&mut harness, &format!("settings-{section:?}").to_lowercase(), &mut problems);
             harness.get_by_label("All settings").click();
             harness.run();
         }

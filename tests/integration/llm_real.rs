@@ -463,6 +463,11 @@ fn the_local_model_answers_what_was_i_just_doing_by_calling_a_memory_tool() {
         return;
     }
     let data = captured_morning();
+    // Answered from the context, `<no-memory>` (--forget) still keeps neither question nor answer.
+    let out = cowork_at_morning(data.path(), &["ask", "--agent", "--forget", "What was I just doing?"]);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let kept: i64 = store::open_read_only(&data.path().join("cowork.db")).unwrap().query_row("SELECT count(*) FROM chat_messages", [], |r| r.get(0)).unwrap();
+    assert_eq!(kept, 0, "a forgotten question was kept");
     let started = Instant::now();
     let out = cowork_at_morning(data.path(), &["ask", "--agent", "What was I just doing?"]);
     let (answer, stderr) = (String::from_utf8_lossy(&out.stdout).into_owned(), String::from_utf8_lossy(&out.stderr).into_owned());

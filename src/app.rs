@@ -112,6 +112,15 @@ pub struct CoworkApp {
     forget_list: Option<crossbeam_channel::Receiver<Result<Vec<String>, String>>>,
     /// The provider being tried, saved once its key answers (and whether cloud answers first then).
     provider_tried: Option<(crate::brains::ProviderConfig, bool)>,
+    /// Files chosen or dropped, read on their own threads, and undo outcomes.
+    documents: (crossbeam_channel::Sender<DocumentEvent>, crossbeam_channel::Receiver<DocumentEvent>),
+}
+
+/// What the document threads tell the sidebar.
+enum DocumentEvent {
+    Chosen(Result<Vec<PathBuf>, String>),
+    Read { name: String, result: Result<(crate::events::Attachment, Option<crate::documents::memory::Remembered>), String> },
+    Said(String),
 }
 
 /// The configured providers, for Settings → Network.
@@ -160,6 +169,39 @@ fn try_provider(provider: &crate::brains::ProviderConfig, key: Option<&str>) -> 
 
 /// A one-off task's answer once it came (the slot empties then, or when the task died);
 /// while it runs, the UI looks again in 100 ms.
+/// Files from the desktop's file chooser: the portal's, else zenity, kdialog or qarma.
+fn choose_files() -> Result<Vec<PathBuf>, String> {
+    let title = "Attach files to the chat";
+    let portal = zbus::blocking::Connection::session().map_err(|e| e.to_string()).and_then(|conn| crate::desktop::portal::choose_files(&conn, title));
+    let portal_err = match portal {
+        Ok(paths) => return Ok(paths),
+        Err(err) => err,
+    };
+    let installed = |name: &str| std::env::var_os("PATH").is_some_and(|p| std::env::split_paths(&p).any(|d| d.join(name).is_file()));
+    let Some(argv) = crate::desktop::portal::fallback_chooser(&installed, title) else {
+        return Err(format!("no file chooser here ({portal_err}; nor zenity or kdialog): drop the files onto the sidebar instead"));
+    };
+    let output = std::process::Command::new(&argv[0]).args(&argv[1..]).output().map_err(|e| format!("{}: {e}", argv[0]))?;
+    // Cancel exits 1 with nothing chosen.
+    Ok(String::from_utf8_lossy(&output.stdout).lines().map(str::trim).filter(|l| !l.is_empty()).map(PathBuf::from).collect())
+}
+
+/// Where an exported answer goes: the user's Documents folder (XDG), a name not yet taken.
+fn export_path(extension: &str) -> Result<PathBuf, String> {
+    let dirs = directories::UserDirs::new().ok_or("no home folder")?;
+    let folder = dirs.document_dir().map(PathBuf::from).unwrap_or_else(|| dirs.home_dir().join("Documents"));
+    std::fs::create_dir_all(&folder).map_err(|e| format!("{}: {e}", folder.display()))?;
+    let stamp = crate::ids::format_local_datetime(crate::ids::now_millis()).replace(':', "-");
+    for n in 0..100 {
+        let suffix = if n == 0 { String::new() } else { format!(" ({n})") };
+        let path = folder.join(format!("cowork answer {stamp}{suffix}.{extension}"));
+        if !path.exists() {
+            return Ok(path);
+        }
+    }
+    Err(format!("{} has too many answers saved this minute", folder.display()))
+}
+
 fn answer_once<T>(slot: &mut Option<crossbeam_channel::Receiver<T>>, ctx: &egui::Context) -> Option<T> {
     let received = slot.as_ref()?.try_recv();
     match received {
@@ -225,6 +267,7 @@ impl CoworkApp {
             provider_test: None,
             forget_list: None,
             provider_tried: None,
+            documents: crossbeam_channel::bounded(64),
         }
     }
 
@@ -260,6 +303,57 @@ impl CoworkApp {
             && self.state.forget.is_some()
         {
             self.state.forget = Some(Some(listed));
+        }
+        // Files dropped onto the sidebar are attached.
+        let dropped: Vec<PathBuf> = ctx.input(|i| i.raw.dropped_files.iter().map(|f| f.path().to_path_buf()).filter(|p| !p.as_os_str().is_empty()).collect());
+        if !dropped.is_empty() {
+            self.handle_action(UiAction::AttachFiles(dropped));
+        }
+        while let Ok(event) = self.documents.1.try_recv() {
+            match event {
+                DocumentEvent::Chosen(Ok(paths)) => self.handle_action(UiAction::AttachFiles(paths)),
+                DocumentEvent::Chosen(Err(err)) | DocumentEvent::Said(err) => self.state.notice(err),
+                DocumentEvent::Read { name, result } => {
+                    if let Some(at) = self.state.reading_documents.iter().position(|n| *n == name) {
+                        self.state.reading_documents.remove(at);
+                    }
+                    match result {
+                        Ok((attachment, remembered)) => {
+                            self.state.attachments.retain(|a| !(a.server.is_empty() && a.uri == attachment.uri));
+                            self.state.attachments.push(attachment);
+                            if let Some(doc) = remembered {
+                                self.send_store(StoreCommand::RememberDocument { doc: Box::new(doc), reply: None });
+                            }
+                        }
+                        Err(err) => self.state.notice(err),
+                    }
+                }
+            }
+        }
+        if !self.state.reading_documents.is_empty() {
+            ctx.request_repaint_after(Duration::from_millis(100));
+        }
+    }
+
+    /// Reads `path` for the chat (at most the attachment's share of the
+    /// prompt, with what was cut said) and, when the user keeps documents in
+    /// memory, whole for memory; on its own thread.
+    fn read_for_chat(&mut self, path: PathBuf) {
+        let name = path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_else(|| path.display().to_string());
+        let remember = self.state.settings.remember_documents;
+        let tx = self.documents.0.clone();
+        self.state.reading_documents.push(name.clone());
+        let spawned = std::thread::Builder::new().name("attach-document".into()).spawn(move || {
+            let result = crate::documents::read_with_deadline(&path, &crate::documents::Selection::default(), crate::documents::read::DEADLINE).map_err(|e| e.to_string()).map(|doc| {
+                let attachment = crate::events::Attachment::document(&path, doc.render(crate::events::Attachment::FOR_MODEL));
+                let remembered = remember.then(|| crate::documents::memory::prepare(&path, "attached").ok()).flatten();
+                (attachment, remembered)
+            });
+            let _ = tx.send(DocumentEvent::Read { name, result });
+        });
+        if let Err(err) = spawned {
+            self.state.reading_documents.pop();
+            self.state.notice(format!("cannot read the file: {err}"));
         }
     }
 
@@ -746,6 +840,50 @@ impl CoworkApp {
                     }
                     Err(err) => self.state.setup.provider_test = Some((name, Some(Err(format!("cannot start the test: {err}"))))),
                 }
+            }
+            UiAction::ChooseFiles => {
+                let tx = self.documents.0.clone();
+                let spawned = std::thread::Builder::new().name("file-chooser".into()).spawn(move || {
+                    let _ = tx.send(DocumentEvent::Chosen(choose_files()));
+                });
+                if let Err(err) = spawned {
+                    self.state.notice(format!("cannot open the file chooser: {err}"));
+                }
+            }
+            UiAction::AttachFiles(paths) => {
+                for path in paths.into_iter().take(20) {
+                    if path.is_dir() {
+                        self.state.notice(format!("{} is a folder; attach the files in it", path.display()));
+                        continue;
+                    }
+                    self.read_for_chat(path);
+                }
+            }
+            UiAction::Undo(operation_id) => {
+                let (db, tx) = (self.paths().db_path(), self.documents.0.clone());
+                let _ = std::thread::Builder::new().name("undo".into()).spawn(move || {
+                    let said = crate::store::open_writer(&db)
+                        .map_err(|e| format!("{e:#}"))
+                        .and_then(|conn| crate::agent::store::undo_operation(&conn, Some(operation_id), crate::ids::now_millis()).map_err(|e| e.to_string()));
+                    let _ = tx.send(DocumentEvent::Said(match said {
+                        Ok(Some((_, done, failed))) if failed.is_empty() => format!("Undone: {}", done.join("; ")),
+                        Ok(Some((_, done, failed))) => format!("Undone: {}. Not undone: {}", if done.is_empty() { "nothing".to_owned() } else { done.join("; ") }, failed.join("; ")),
+                        Ok(None) => "Nothing left to undo for that task".to_owned(),
+                        Err(err) => format!("Undo failed: {err}"),
+                    }));
+                });
+                self.state.undoable.retain(|_, (op, _)| *op != operation_id);
+            }
+            UiAction::ExportAnswer { answer_id, extension } => {
+                let Some(text) = self.state.messages.iter().find(|m| m.message_id == answer_id).map(|m| crate::ids::without_session_refs(&m.content).0.into_owned()) else { return };
+                let tx = self.documents.0.clone();
+                let _ = std::thread::Builder::new().name("export-answer".into()).spawn(move || {
+                    let said = match export_path(extension) {
+                        Ok(path) => crate::documents::write::export_answer(&text, &path).map(|_| format!("Saved the answer as {}", path.display())),
+                        Err(err) => Err(err),
+                    };
+                    let _ = tx.send(DocumentEvent::Said(said.unwrap_or_else(|err| format!("The answer was not saved: {err}"))));
+                });
             }
             UiAction::SetAutostart(on) => {
                 use crate::desktop::autostart;

@@ -5,6 +5,7 @@ pub mod apps;
 pub mod ask;
 pub mod automations;
 pub mod doctor;
+pub mod documents;
 pub mod forget;
 pub mod memory;
 pub mod models;

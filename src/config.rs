@@ -247,6 +247,12 @@ pub struct Settings {
     pub always_ask: Vec<String>,
     pub voice: VoiceSettings,
     pub listen: ListenSettings,
+    /// The web search provider (`tools::web_search::Provider`); empty: none set up.
+    pub web_search_provider: String,
+    /// Its address (SearXNG's instance; the others' own when empty).
+    pub web_search_url: String,
+    /// Documents the user attaches or the agent reads are kept searchable in memory.
+    pub remember_documents: bool,
 }
 
 /// Listen mode (Settings → Voice): transcribe what is said around the
@@ -363,6 +369,9 @@ impl Default for Settings {
             chat_model: String::new(),
             agent: true,
             agent_memory_from_context: true,
+            web_search_provider: String::new(),
+            web_search_url: String::new(),
+            remember_documents: true,
             agent_max_steps: 20,
             approval_timeout_secs: 300,
             automation_approval_hours: 24,
@@ -414,6 +423,9 @@ pub mod keys {
     pub const AGENT: &str = "agent.enabled";
     pub const AGENT_MAX_STEPS: &str = "agent.max_steps";
     pub const AGENT_MEMORY_FROM_CONTEXT: &str = "agent.memory_from_context";
+    pub const WEB_SEARCH_PROVIDER: &str = "web.search_provider";
+    pub const WEB_SEARCH_URL: &str = "web.search_url";
+    pub const REMEMBER_DOCUMENTS: &str = "memory.documents";
     pub const APPROVAL_TIMEOUT: &str = "agent.approval_timeout_secs";
     pub const ALWAYS_ASK: &str = "agent.always_ask";
     pub const AUTOMATION_APPROVAL_HOURS: &str = "automations.approval_hours";
@@ -477,6 +489,9 @@ pub const DESCRIBED: &[(&str, &str)] = &[
     (keys::AGENT, "let the model use tools (the agent): true or false"),
     (keys::AGENT_MAX_STEPS, "steps one task may take"),
     (keys::AGENT_MEMORY_FROM_CONTEXT, "with the agent on, a local question that can only read memory is answered from the recorded context in one pass: true or false"),
+    (keys::WEB_SEARCH_PROVIDER, "web search for the agent: searxng, brave, tavily, kagi or openai (empty: none); its key with `cowork secrets set web_search.PROVIDER`"),
+    (keys::WEB_SEARCH_URL, "the web search's address (your SearXNG instance; the others' own when empty)"),
+    (keys::REMEMBER_DOCUMENTS, "keep documents you attach or the agent reads searchable in memory: true or false"),
     (keys::APPROVAL_TIMEOUT, "seconds an approval waits in the chat before it is denied"),
     (keys::ALWAYS_ASK, "tools that always ask, even when safe (comma-separated)"),
     (keys::AUTOMATION_APPROVAL_HOURS, "hours an automation's approval waits before it expires"),
@@ -569,6 +584,9 @@ impl Settings {
             keys::PRIVATE_WINDOWS => flag(self.privacy.exclude_private_windows),
             keys::AGENT => flag(self.agent),
             keys::AGENT_MEMORY_FROM_CONTEXT => flag(self.agent_memory_from_context),
+            keys::WEB_SEARCH_PROVIDER => self.web_search_provider.clone(),
+            keys::WEB_SEARCH_URL => self.web_search_url.clone(),
+            keys::REMEMBER_DOCUMENTS => flag(self.remember_documents),
             keys::AGENT_MAX_STEPS => self.agent_max_steps.to_string(),
             keys::APPROVAL_TIMEOUT => self.approval_timeout_secs.to_string(),
             keys::ALWAYS_ASK => self.always_ask.join(", "),
@@ -619,6 +637,30 @@ impl Settings {
             keys::AGENT_MAX_STEPS => number(key, value, 1u32, 200).map(|v| self.agent_max_steps = v),
             keys::APPROVAL_TIMEOUT => number(key, value, 10u64, 7 * 86_400).map(|v| self.approval_timeout_secs = v),
             keys::AUTOMATION_APPROVAL_HOURS => number(key, value, 1u64, 7 * 24).map(|v| self.automation_approval_hours = v),
+            keys::WEB_SEARCH_PROVIDER => match value.trim() {
+                "" => {
+                    self.web_search_provider.clear();
+                    Ok(())
+                }
+                name => match crate::tools::web_search::Provider::parse(name) {
+                    Some(provider) => {
+                        self.web_search_provider = provider.as_str().to_owned();
+                        Ok(())
+                    }
+                    None => Err(format!("setting {key} = {value:?} is not searxng, brave, tavily, kagi or openai; using none")),
+                },
+            },
+            keys::WEB_SEARCH_URL => match value.trim() {
+                "" => {
+                    self.web_search_url.clear();
+                    Ok(())
+                }
+                url if url.starts_with("http://") || url.starts_with("https://") => {
+                    self.web_search_url = url.to_owned();
+                    Ok(())
+                }
+                _ => Err(format!("setting {key} = {value:?} is not an http or https address; using the provider's own")),
+            },
             keys::ALWAYS_ASK => {
                 self.always_ask = value.split([',', '\n']).map(str::trim).filter(|t| !t.is_empty()).map(str::to_owned).collect();
                 Ok(())
@@ -639,6 +681,7 @@ impl Settings {
             | keys::GROUNDED
             | keys::AGENT
             | keys::AGENT_MEMORY_FROM_CONTEXT
+            | keys::REMEMBER_DOCUMENTS
             | keys::VOICE_SEND_ON_RELEASE
             | keys::VOICE_DICTATION
             | keys::VOICE_SHORT_CLIP_CONTEXT
@@ -662,6 +705,7 @@ impl Settings {
                         keys::GROUNDED => self.grounded = on,
                         keys::AGENT => self.agent = on,
                         keys::AGENT_MEMORY_FROM_CONTEXT => self.agent_memory_from_context = on,
+                        keys::REMEMBER_DOCUMENTS => self.remember_documents = on,
                         keys::PRIVATE_WINDOWS => self.privacy.exclude_private_windows = on,
                         keys::VOICE_SEND_ON_RELEASE => self.voice.send_on_release = on,
                         keys::VOICE_DICTATION => self.voice.dictation = on,

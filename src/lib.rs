@@ -14,6 +14,7 @@ pub mod capture;
 pub mod commands;
 pub mod config;
 pub mod desktop;
+pub mod documents;
 pub mod events;
 pub mod export;
 pub mod ids;

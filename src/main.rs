@@ -71,6 +71,43 @@ enum GnomeExtensionAction {
 }
 
 #[derive(Subcommand)]
+enum DocumentsAction {
+    /// Print a document's text by page, slide, sheet or section
+    Read {
+        path: std::path::PathBuf,
+        /// Pages, slides or sections, e.g. 1-3,7
+        #[arg(long)]
+        pages: Option<String>,
+        #[arg(long)]
+        sheet: Option<String>,
+        /// A cell range, e.g. A1:D20
+        #[arg(long)]
+        cells: Option<String>,
+        #[arg(long, default_value_t = 200_000)]
+        max_chars: usize,
+        /// One JSON object: kind, title, parts (number, label, text, note)
+        #[arg(long)]
+        json: bool,
+    },
+    /// Keep a document searchable in memory (as an attachment is)
+    Add { path: std::path::PathBuf },
+    /// The documents kept in memory
+    List {
+        #[arg(long)]
+        json: bool,
+    },
+    /// Forget a document kept in memory (its text, chunks and vectors)
+    Forget { id: i64 },
+    /// Write a document (DOCX, XLSX, Markdown, CSV, PDF) from Markdown text on stdin
+    Write {
+        path: std::path::PathBuf,
+        /// Replace the file if it exists (its earlier version goes to the trash)
+        #[arg(long)]
+        replace: bool,
+    },
+}
+
+#[derive(Subcommand)]
 enum Command {
     /// Check the display, database, models, workers and native libraries
     Doctor {
@@ -132,6 +169,17 @@ enum Command {
     Rules {
         #[command(subcommand)]
         action: RulesAction,
+    },
+    /// Put back what the last agent task deleted, moved, replaced or created
+    /// (from the trash), or the task given
+    Undo {
+        #[arg(long, value_name = "OPERATION")]
+        operation: Option<i64>,
+    },
+    /// Documents: read one as the agent does, keep one searchable in memory, list or forget them
+    Documents {
+        #[command(subcommand)]
+        action: DocumentsAction,
     },
     /// The audit log of every tool call, newest first
     Audit {
@@ -711,6 +759,16 @@ fn run(cli: Cli, process_started: Instant) -> anyhow::Result<ExitCode> {
             }
             Ok(ExitCode::SUCCESS)
         }
+        Some(Command::Undo { operation }) => commands::documents::undo(&paths, operation),
+        Some(Command::Documents { action }) => match action {
+            DocumentsAction::Read { path, pages, sheet, cells, max_chars, json } => {
+                commands::documents::read(&path, cowork::documents::Selection { pages, sheet, cells }, max_chars, json)
+            }
+            DocumentsAction::Add { path } => commands::documents::add(&paths, &path),
+            DocumentsAction::List { json } => commands::documents::list(&paths, json),
+            DocumentsAction::Forget { id } => commands::documents::forget(&paths, id),
+            DocumentsAction::Write { path, replace } => commands::documents::write(&path, replace),
+        },
         Some(Command::Audit { output: Some(call), .. }) => {
             commands::agent::call_output(&paths, call)?;
             Ok(ExitCode::SUCCESS)

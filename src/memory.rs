@@ -59,16 +59,19 @@ pub enum Namespace {
     Activity,
     Conversation,
     Observation,
+    /// Documents the user attached or the agent read (issue 44).
+    Documents,
 }
 
 impl Namespace {
-    pub const ALL: [Namespace; 3] = [Namespace::Activity, Namespace::Conversation, Namespace::Observation];
+    pub const ALL: [Namespace; 4] = [Namespace::Activity, Namespace::Conversation, Namespace::Observation, Namespace::Documents];
 
     pub fn as_str(self) -> &'static str {
         match self {
             Namespace::Activity => "activity",
             Namespace::Conversation => "conversation",
             Namespace::Observation => "observation",
+            Namespace::Documents => "documents",
         }
     }
 

@@ -35,6 +35,14 @@ impl Tab {
 /// What a view asks the app to do.
 #[derive(Clone, Debug, PartialEq)]
 pub enum UiAction {
+    /// Chat: ask the desktop's file chooser for documents to attach.
+    ChooseFiles,
+    /// Chat: read these files and attach them (dropped, or chosen).
+    AttachFiles(Vec<std::path::PathBuf>),
+    /// Chat: put back what an agent task changed on disk.
+    Undo(i64),
+    /// Chat: save an answer as a document (docx or pdf) in the Documents folder.
+    ExportAnswer { answer_id: i64, extension: &'static str },
     /// Settings → Desktop: install cowork's GNOME Shell extension (the user consented) or remove it.
     GnomeExtension { install: bool },
     /// Settings → Desktop: add cowork's hotkeys to GNOME's custom shortcuts, or remove them.
@@ -360,6 +368,10 @@ pub struct AppState {
     pub model: Option<ModelStatus>,
     /// Recent notices for the user, newest last.
     pub notices: Vec<String>,
+    /// Documents being read to be attached (their names).
+    pub reading_documents: Vec<String>,
+    /// Answers whose task changed files Undo can put back: answer id → (operation, until when).
+    pub undoable: BTreeMap<i64, (i64, i64)>,
     pub settings: Settings,
     pub setting_warnings: Vec<String>,
     pub quick_prompt_open: bool,
@@ -643,6 +655,9 @@ impl AppState {
                 }
             }
             AppEvent::Notice(text) => self.notice(text),
+            AppEvent::Undoable { answer_id, operation_id, until_millis } => {
+                self.undoable.insert(answer_id, (operation_id, until_millis));
+            }
             AppEvent::Desktop(report) => self.desktop = Some(*report),
             AppEvent::McpServers(servers) => self.mcp_servers = servers,
             AppEvent::McpClients(clients) => self.mcp_clients = clients,

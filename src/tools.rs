@@ -10,6 +10,7 @@
 
 pub mod command;
 pub mod desktop;
+pub mod documents;
 pub mod files;
 pub mod guard;
 pub mod memory;
@@ -19,7 +20,9 @@ pub mod registry;
 pub mod schema;
 pub mod shell;
 pub mod skills;
+pub mod undo;
 pub mod web;
+pub mod web_search;
 
 use serde::{Deserialize, Serialize};
 
@@ -61,8 +64,10 @@ pub enum Origin {
     Capture,
     /// What a tool returned.
     ToolResult,
-    /// A fetched web page.
+    /// A fetched web page, or web search results.
     Web,
+    /// A document read by a tool or attached by the user (PDF, office files, e-books).
+    Document,
     /// Recalled notes and summaries (they hold captured text too).
     Memory,
     /// An MCP server's own words: its tools' names, descriptions and schemas,
@@ -83,6 +88,7 @@ impl Origin {
             Origin::Capture => "captured windows, typing or clipboard",
             Origin::ToolResult => "a tool's output",
             Origin::Web => "a web page",
+            Origin::Document => "a document",
             Origin::Memory => "recalled notes",
             Origin::McpDefinition => "an MCP server's tool descriptions",
         }
@@ -119,15 +125,17 @@ pub struct ToolOutput {
     /// Images the tool returned (an MCP server's): the chat shows them, the
     /// model reads their names in `content`.
     pub images: Vec<crate::media::Image>,
+    /// What the call changed that `cowork undo` and the chat's Undo can put back.
+    pub undo: Vec<undo::UndoStep>,
 }
 
 impl ToolOutput {
     pub fn ok(content: impl Into<String>) -> Self {
-        ToolOutput { content: content.into(), is_error: false, images: Vec::new() }
+        ToolOutput { content: content.into(), is_error: false, images: Vec::new(), undo: Vec::new() }
     }
 
     pub fn error(content: impl Into<String>) -> Self {
-        ToolOutput { content: content.into(), is_error: true, images: Vec::new() }
+        ToolOutput { content: content.into(), is_error: true, images: Vec::new(), undo: Vec::new() }
     }
 
     /// At most `limit` characters for the model: the head and the tail, with

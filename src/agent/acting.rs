@@ -705,6 +705,7 @@ impl<B: LocalBrain> AgentWorker<B> {
         let stop = AtomicBool::new(false);
         if !parallel.is_empty() {
             let stop_epoch = self.stop_epoch.clone();
+            let search = &self.search_config();
             let (files, skills, mcp_tools, mcp) = (&self.acting.files, &self.acting.skills, &self.acting.mcp_tools, self.config.mcp.as_ref());
             let gate = crate::net::OutboundGate::global();
             // Dropped when every call has returned: the watcher wakes at once, not at its next tick.
@@ -726,7 +727,7 @@ impl<B: LocalBrain> AgentWorker<B> {
                             if integrations::is_mcp(&call.tool) {
                                 return (call.call_id, integrations::run(mcp, mcp_tools, call.call_id, &call.tool, &call.arguments, stop));
                             }
-                            let env = registry::Env { files, memory: None, gate, stop, skills };
+                            let env = registry::Env { files, memory: None, gate, stop, skills, search };
                             (call.call_id, registry::execute(&call.tool, &call.arguments, &env))
                         })
                     })
@@ -749,6 +750,29 @@ impl<B: LocalBrain> AgentWorker<B> {
             self.settle(operation_id, *id, status, output, None);
         }
         self.close_step_if_settled(operation_id, step);
+    }
+
+    /// A document the agent read goes into memory (the `documents` namespace),
+    /// read whole on its own thread, stored by the store worker.
+    fn remember_document(&self, arguments: &Value, origin: &'static str) {
+        let Some(path) = arguments.get("path").and_then(Value::as_str).and_then(|p| crate::tools::files::resolve(p, &self.acting.files).ok()) else { return };
+        let store = self.store.clone();
+        let _ = std::thread::Builder::new().name("remember-document".into()).spawn(move || match crate::documents::memory::prepare(&path, origin) {
+            Ok(doc) => {
+                let _ = store.send_timeout(crate::store::StoreCommand::RememberDocument { doc: Box::new(doc), reply: None }, STORE_WAIT);
+            }
+            Err(err) => tracing::info!(%err, "a document the agent read was not kept in memory"),
+        });
+    }
+
+    /// The web search the user set up (Settings → Brains & network).
+    fn search_config(&mut self) -> crate::tools::web_search::SearchConfig {
+        let settings = self.settings();
+        crate::tools::web_search::SearchConfig {
+            provider: crate::tools::web_search::Provider::parse(&settings.web_search_provider),
+            url: settings.web_search_url.clone(),
+            data_dir: self.acting.files.data_dir.clone(),
+        }
     }
 
     /// Tools that need this thread: memory (the database connection),
@@ -777,12 +801,13 @@ impl<B: LocalBrain> AgentWorker<B> {
                 flows::run(self.config.flows.as_ref(), &offered, &call.arguments, origin)
             }
             tool => {
+                let search = self.search_config();
                 self.open_db();
                 let Some(conn) = self.db.as_ref() else { return ToolOutput::error("cowork's memory cannot be read right now") };
                 let thread_id = self.acting.live.get(&operation_id).map(|l| l.request.thread.thread_id);
                 let memory = crate::tools::memory::MemoryEnv { conn, recall: self.config.recall.as_ref().map(|r| r as &dyn crate::tools::memory::Recall), withheld: None, store: Some(&self.store), thread_id, now_millis: now_millis() };
                 let stop = AtomicBool::new(false);
-                let env = registry::Env { files: &self.acting.files, memory: Some(memory), gate: crate::net::OutboundGate::global(), stop: &stop, skills: &self.acting.skills };
+                let env = registry::Env { files: &self.acting.files, memory: Some(memory), gate: crate::net::OutboundGate::global(), stop: &stop, skills: &self.acting.skills, search: &search };
                 registry::execute(tool, &call.arguments, &env)
             }
         }
@@ -794,6 +819,7 @@ impl<B: LocalBrain> AgentWorker<B> {
         let Some(call) = live.calls.iter_mut().find(|c| c.call_id == call_id) else { return };
         call.status = status;
         call.is_error = output.is_error;
+        let undo = output.undo;
         call.output = Some(output.content);
         call.images = output.images.into_iter().map(crate::media::Attached::new).collect();
         call.finished_at_millis = Some(now_millis());
@@ -803,6 +829,21 @@ impl<B: LocalBrain> AgentWorker<B> {
         let call = call.clone();
         let live = self.acting.live.get(&operation_id).expect("present");
         let _ = self.save_call(live, &call);
+        if !undo.is_empty() {
+            let answer_id = live.request.answer_id;
+            let at_millis = now_millis();
+            match self.record(AgentWrite::Undo { operation_id, call_id, steps: undo, at_millis }) {
+                Ok(()) => {
+                    self.sink.send(AppEvent::Undoable { answer_id, operation_id, until_millis: at_millis + crate::tools::undo::UNDO_WINDOW_MS });
+                }
+                Err(err) => {
+                    self.sink.send(AppEvent::Notice(format!("what this task changed could not be recorded for Undo: {err}")));
+                }
+            }
+        }
+        if status == CallStatus::Done && call.tool == "read_document" && self.settings().remember_documents {
+            self.remember_document(&call.arguments, "agent");
+        }
         let decision = match status {
             CallStatus::Done | CallStatus::Failed | CallStatus::Cancelled => "ran",
             CallStatus::Denied => "denied",
@@ -829,7 +870,7 @@ impl<B: LocalBrain> AgentWorker<B> {
         let results: Vec<(String, String, Origin)> = current
             .iter()
             .map(|c| {
-                let output = ToolOutput { content: c.output.clone().unwrap_or_default(), is_error: c.is_error, images: Vec::new() };
+                let output = ToolOutput { content: c.output.clone().unwrap_or_default(), is_error: c.is_error, images: Vec::new(), undo: Vec::new() };
                 let origin = match c.status {
                     // cowork's own words: a denial, an expiry, a refusal.
                     CallStatus::Denied | CallStatus::Expired | CallStatus::Cancelled | CallStatus::MayHaveRun => Origin::Instructions,

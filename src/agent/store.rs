@@ -310,6 +310,10 @@ pub enum AgentWrite {
     McpClientSeen { name: String, version: String, transport: String, at_millis: i64 },
     /// The user's answer for an MCP client (or `--allow NAME`).
     McpClientDecided { name: String, allowed: bool, by: String, at_millis: i64 },
+    /// What a call changed on disk that can be put back.
+    Undo { operation_id: i64, call_id: i64, steps: Vec<crate::tools::undo::UndoStep>, at_millis: i64 },
+    /// Steps put back (or that failed to be), by id.
+    Undone { results: Vec<(i64, Option<String>)>, at_millis: i64 },
 }
 
 /// Whether an MCP client may read cowork's memory.
@@ -539,6 +543,19 @@ pub fn apply(conn: &Connection, write: &AgentWrite) -> Result<(), WriteError> {
                 params![name, version, transport, at_millis],
             )?;
         }
+        AgentWrite::Undo { operation_id, call_id, steps, at_millis } => {
+            for step in steps {
+                conn.execute(
+                    "INSERT INTO undo_steps (operation_id, call_id, at_ms, step) VALUES (?1, ?2, ?3, ?4)",
+                    params![operation_id, call_id, at_millis, serde_json::to_string(step).unwrap_or_default()],
+                )?;
+            }
+        }
+        AgentWrite::Undone { results, at_millis } => {
+            for (step_id, error) in results {
+                conn.execute("UPDATE undo_steps SET undone_at_ms = ?2, error = ?3 WHERE step_id = ?1", params![step_id, at_millis, error])?;
+            }
+        }
         AgentWrite::McpClientDecided { name, allowed, by, at_millis } => {
             let status = if *allowed { ClientStatus::Allowed } else { ClientStatus::Denied };
             conn.execute(
@@ -549,6 +566,50 @@ pub fn apply(conn: &Connection, write: &AgentWrite) -> Result<(), WriteError> {
         }
     }
     Ok(())
+}
+
+/// The latest operation with steps not yet undone: its id, when its last step
+/// was recorded, and its steps (id, step) oldest first.
+pub fn last_undoable(conn: &Connection, operation_id: Option<i64>) -> rusqlite::Result<Option<(i64, i64, Vec<(i64, crate::tools::undo::UndoStep)>)>> {
+    let operation: Option<(i64, i64)> = conn
+        .query_row(
+            "SELECT operation_id, max(at_ms) FROM undo_steps WHERE undone_at_ms IS NULL AND (?1 IS NULL OR operation_id = ?1)
+             GROUP BY operation_id ORDER BY max(at_ms) DESC, operation_id DESC LIMIT 1",
+            params![operation_id],
+            |r| Ok((r.get(0)?, r.get(1)?)),
+        )
+        .optional()?;
+    let Some((operation_id, at)) = operation else { return Ok(None) };
+    let mut stmt = conn.prepare("SELECT step_id, step FROM undo_steps WHERE operation_id = ?1 AND undone_at_ms IS NULL ORDER BY step_id")?;
+    let steps = stmt
+        .query_map(params![operation_id], |r| Ok((r.get::<_, i64>(0)?, r.get::<_, String>(1)?)))?
+        .filter_map(|row| row.ok().and_then(|(id, json)| serde_json::from_str(&json).ok().map(|step| (id, step))))
+        .collect();
+    Ok(Some((operation_id, at, steps)))
+}
+
+/// Puts an operation's steps back (newest first) and records the outcome:
+/// what was done and what could not be.
+pub fn undo_operation(conn: &Connection, operation_id: Option<i64>, now_millis: i64) -> rusqlite::Result<Option<(i64, Vec<String>, Vec<String>)>> {
+    let Some((operation_id, _, steps)) = last_undoable(conn, operation_id)? else { return Ok(None) };
+    let (mut done, mut failed, mut results) = (Vec::new(), Vec::new(), Vec::new());
+    for (id, step) in steps.iter().rev() {
+        match crate::tools::undo::undo(step) {
+            Ok(text) => {
+                done.push(text);
+                results.push((*id, None));
+            }
+            Err(err) => {
+                failed.push(err.clone());
+                results.push((*id, Some(err)));
+            }
+        }
+    }
+    apply(conn, &AgentWrite::Undone { results, at_millis: now_millis }).map_err(|e| match e {
+        WriteError::Sql(e) => e,
+        other => rusqlite::Error::ToSqlConversionFailure(other.to_string().into()),
+    })?;
+    Ok(Some((operation_id, done, failed)))
 }
 
 /// The definition of MCP tool `qualified` as the user allowed it, if ever.

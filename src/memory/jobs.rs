@@ -138,6 +138,10 @@ pub fn source_pieces(conn: &Connection, source: Source, id: i64) -> rusqlite::Re
                 Ok((r.get(0)?, prefix, r.get(3)?))
             })
             .optional()?,
+        Source::Document => conn
+            .prepare_cached("SELECT p.added_at_ms, d.name, p.label, p.text FROM document_parts p JOIN documents d ON d.document_id = p.document_id WHERE p.part_id = ?1")?
+            .query_row(params![id], |r| Ok((r.get(0)?, format!("From the document {} ({}): ", r.get::<_, String>(1)?, r.get::<_, String>(2)?), r.get(3)?)))
+            .optional()?,
         Source::Chat => conn
             .prepare_cached("SELECT created_at_ms, role, content FROM chat_messages WHERE message_id = ?1 AND refusal = 0")?
             .query_row(params![id], |r| {

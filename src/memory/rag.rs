@@ -97,6 +97,7 @@ impl Item {
             crate::memory::search::Stream::Chat => "said in a chat with cowork",
             crate::memory::search::Stream::Summary => "summary",
             crate::memory::search::Stream::Audio => "heard",
+            crate::memory::search::Stream::Document => "from the document",
         };
         let when = crate::ids::format_when(self.at_millis, now_millis);
         // A window's text is its title (and URL), already in the label: say it once.

@@ -21,10 +21,12 @@ pub enum Stream {
     Summary,
     /// What listen mode heard (microphone and system audio).
     Audio,
+    /// Pages of documents the user attached or the agent read.
+    Document,
 }
 
 impl Stream {
-    pub const ALL: [Stream; 6] = [Stream::Window, Stream::Typing, Stream::Clipboard, Stream::Chat, Stream::Summary, Stream::Audio];
+    pub const ALL: [Stream; 7] = [Stream::Window, Stream::Typing, Stream::Clipboard, Stream::Chat, Stream::Summary, Stream::Audio, Stream::Document];
 
     pub fn parse(text: &str) -> Option<Self> {
         match text {
@@ -34,6 +36,7 @@ impl Stream {
             "chat" | "messages" => Some(Stream::Chat),
             "summary" | "summaries" => Some(Stream::Summary),
             "audio" | "heard" => Some(Stream::Audio),
+            "document" | "documents" | "docs" => Some(Stream::Document),
             _ => None,
         }
     }
@@ -46,6 +49,7 @@ impl Stream {
             Stream::Chat => "chat",
             Stream::Summary => "summary",
             Stream::Audio => "audio",
+            Stream::Document => "document",
         }
     }
 
@@ -56,6 +60,7 @@ impl Stream {
             Stream::Window | Stream::Typing | Stream::Clipboard | Stream::Audio => Namespace::Activity,
             Stream::Chat => Namespace::Conversation,
             Stream::Summary => Namespace::Observation,
+            Stream::Document => Namespace::Documents,
         }
     }
 }
@@ -127,6 +132,13 @@ fn stream_hits(conn: &Connection, stream: Stream, query: &str, filters: &Filters
              WHERE audio_fts MATCH ?1 AND a.started_at_ms < ?3 AND a.ended_at_ms >= ?2
                AND (?4 IS NULL OR lower(a.app) = lower(?4))
              ORDER BY bm25(audio_fts) LIMIT ?5",
+            4,
+        ),
+        Stream::Document => (
+            "SELECT p.part_id, p.added_at_ms, NULL, d.name || ' — ' || p.label, snippet(document_fts, -1, '[', ']', '…', 12), d.document_id
+             FROM document_fts f JOIN document_parts p ON p.part_id = f.rowid JOIN documents d ON d.document_id = p.document_id
+             WHERE document_fts MATCH ?1 AND p.added_at_ms < ?3 AND p.added_at_ms >= ?2 AND ?4 IS NULL
+             ORDER BY bm25(document_fts) LIMIT ?5",
             4,
         ),
         Stream::Chat => (

@@ -74,6 +74,10 @@ pub enum StoreCommand {
     /// (not batched): a call is recorded as started before it runs. The
     /// outcome goes to `reply` when given.
     Agent { write: Box<crate::agent::store::AgentWrite>, reply: Option<Sender<Result<(), String>>> },
+    /// A document read whole (attached, or read by the agent) kept searchable in memory; its id to `reply`.
+    RememberDocument { doc: Box<crate::documents::memory::Remembered>, reply: Option<Sender<Result<i64, String>>> },
+    /// Forget a remembered document (its parts, chunks and vectors).
+    ForgetDocument { document_id: i64, reply: Option<Sender<Result<bool, String>>> },
     /// Fault injection for supervisor tests: panic inside the worker.
     InjectPanic,
     Shutdown,
@@ -294,6 +298,32 @@ impl StoreWorker {
                 match queries::session_detail(&self.conn, session_id) {
                     Ok((typed, copied)) => self.emit(AppEvent::SessionDetail { session_id, typed, copied }),
                     Err(err) => self.emit_notice(format!("cannot load the session: {err}")),
+                }
+            }
+            StoreCommand::RememberDocument { doc, reply } => {
+                self.commit_pending();
+                let outcome = crate::store::write_transaction(&self.conn)
+                    .and_then(|tx| {
+                        let id = crate::documents::memory::store(&tx, &doc, crate::ids::now_millis())?;
+                        tx.commit().map(|()| id)
+                    })
+                    .map_err(|err| err.to_string());
+                match reply {
+                    Some(reply) => {
+                        let _ = reply.try_send(outcome);
+                    }
+                    None => {
+                        if let Err(err) = &outcome {
+                            self.emit_notice(format!("{} was not kept in memory: {err}", doc.name));
+                        }
+                    }
+                }
+            }
+            StoreCommand::ForgetDocument { document_id, reply } => {
+                self.commit_pending();
+                let outcome = crate::documents::memory::forget(&self.conn, document_id).map_err(|err| err.to_string());
+                if let Some(reply) = reply {
+                    let _ = reply.try_send(outcome);
                 }
             }
             StoreCommand::Agent { write, reply } => {

@@ -136,6 +136,7 @@ pub fn run(tool: &str, args: &Value, env: &FilesEnv) -> ToolOutput {
     let text = |key: &str| args.get(key).and_then(Value::as_str).unwrap_or_default();
     let flag = |key: &str| args.get(key).and_then(Value::as_bool).unwrap_or(false);
     let shown = path.display();
+    let mut undo = Vec::new();
     let result: Result<String, String> = match tool {
         "read" => read(path),
         "list" => list(path),
@@ -152,22 +153,27 @@ pub fn run(tool: &str, args: &Value, env: &FilesEnv) -> ToolOutput {
         "mkdir" => fs::create_dir_all(path).map_err(|e| format!("{shown}: {e}")).map(|_| format!("created {shown}")),
         "delete" => match fs::symlink_metadata(path) {
             Err(e) => Err(format!("{shown}: {e}")),
-            Ok(m) if m.is_dir() && !flag("recursive") => fs::remove_dir(path).map_err(|e| format!("{shown}: {e} (a directory that is not empty needs \"recursive\": true)")).map(|_| format!("deleted {shown}")),
-            Ok(m) if m.is_dir() => fs::remove_dir_all(path).map_err(|e| format!("{shown}: {e}")).map(|_| format!("deleted {shown} and everything in it")),
-            Ok(_) => fs::remove_file(path).map_err(|e| format!("{shown}: {e}")).map(|_| format!("deleted {shown}")),
+            Ok(m) if m.is_dir() && !flag("recursive") && fs::read_dir(path).is_ok_and(|mut d| d.next().is_some()) => {
+                Err(format!("{shown}: the folder is not empty (a folder that is not empty needs \"recursive\": true)"))
+            }
+            // To the trash, not gone: Undo in the chat and `cowork undo` put it back.
+            Ok(m) => super::undo::trash(path).map(|step| {
+                let what = if m.is_dir() { format!("{shown} and everything in it") } else { shown.to_string() };
+                undo.push(step);
+                format!("moved {what} to the trash (the user can undo this)")
+            }),
         },
         "move" => {
             let to = &resolved[1];
-            if to.exists() {
-                Err(format!("{} already exists; delete it first or choose another name", to.display()))
-            } else {
-                fs::rename(path, to).map_err(|e| format!("{shown} → {}: {e}", to.display())).map(|_| format!("moved {shown} to {}", to.display()))
-            }
+            super::undo::move_path(path, to).map(|step| {
+                undo.push(step);
+                format!("moved {shown} to {}", to.display())
+            })
         }
         other => Err(format!("no files tool named {other:?}")),
     };
     match result {
-        Ok(text) => ToolOutput::ok(text),
+        Ok(text) => ToolOutput { undo, ..ToolOutput::ok(text) },
         Err(err) => ToolOutput::error(err),
     }
 }

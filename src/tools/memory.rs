@@ -157,6 +157,8 @@ pub fn search_hits(env: &MemoryEnv<'_>, query: &str, filters: &Filters, limit: u
                     (Stream::Window | Stream::Typing | Stream::Clipboard | Stream::Audio, None) => true,
                     (Stream::Chat, thread) => judge.thread(thread, hit.id),
                     (Stream::Summary, _) => judge.summary(hit.id),
+                    // A document is judged by its name and words (the rules below).
+                    (Stream::Document, _) => false,
                 };
                 !withheld && !rules.withholds(hit.app.as_deref(), &hit.title, None) && !rules.mentions(&hit.title) && !rules.mentions(&hit.snippet)
             });

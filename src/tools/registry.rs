@@ -14,7 +14,8 @@ use serde_json::{Value, json};
 use super::files::FilesEnv;
 use super::memory::MemoryEnv;
 use super::skills::Skill;
-use super::{Origin, Risk, ToolOutput, desktop, files, memory, policy, schema, shell, skills, web};
+use super::web_search::SearchConfig;
+use super::{Origin, Risk, ToolOutput, desktop, documents, files, memory, policy, schema, shell, skills, web, web_search};
 use crate::brains::ToolDef;
 use crate::net::OutboundGate;
 
@@ -23,6 +24,7 @@ use crate::net::OutboundGate;
 pub enum Family {
     Memory,
     Files,
+    Documents,
     Shell,
     Web,
     Desktop,
@@ -65,8 +67,12 @@ pub const TOOLS: &[ToolSpec] = &[
     spec("make_dir", "Make a folder", Files, Sensitive, "Create a directory and its parents."),
     spec("delete_path", "Delete", Files, Dangerous, "Delete a file, or a directory with recursive."),
     spec("move_path", "Move or rename", Files, Dangerous, "Move or rename a path (never over an existing one)."),
+    spec("read_document", "Read a document", Documents, Safe, "Read a PDF, Word, OpenDocument, Excel, PowerPoint, EPUB, HTML, Markdown or CSV file: pages, slides or sheets (with cell ranges), cited by page."),
+    spec("write_document", "Write a document", Documents, Sensitive, "Create a Word (.docx), Excel (.xlsx), Markdown, CSV or PDF file in the user's folders, from Markdown text or rows."),
+    spec("edit_document", "Edit a document", Documents, Sensitive, "Replace exact text in a Word, Markdown or CSV file, or set cells of an Excel workbook."),
     spec("run_command", "Run a command", Shell, Sensitive, "Run a shell command with a timeout and return its output."),
     spec("fetch_url", "Fetch a web page", Web, Sensitive, "Fetch a web page and return its readable text."),
+    spec("web_search", "Search the web", Web, Sensitive, "Search the web: titles, links and snippets of the top results."),
     spec("clipboard_read", "Read the clipboard", Desktop, Safe, "The text on the clipboard."),
     spec("clipboard_write", "Copy to the clipboard", Desktop, Sensitive, "Put text on the clipboard."),
     spec("list_windows", "List windows", Desktop, Safe, "The open windows with their ids."),
@@ -104,7 +110,9 @@ pub fn schema(name: &str) -> Option<Value> {
     match get(name)?.family {
         Memory => memory::schema(name),
         Files => files::schema(inner(name)),
+        Documents => documents::schema(name),
         Shell => Some(shell::schema()),
+        Web if name == "web_search" => Some(web_search::schema()),
         Web => Some(web::schema()),
         Desktop => desktop::schema(name),
         Skills => Some(skills::schema()),
@@ -171,6 +179,11 @@ pub fn classify(name: &str, args: &Value, env: &FilesEnv) -> Result<Classified, 
             classified.risk = files::classify(tool, &classified.paths, env);
             classified.writes = !matches!(tool, "read" | "list" | "search" | "info");
         }
+        Documents => {
+            classified.paths = documents::paths(name, args, env)?;
+            classified.risk = documents::classify(name, args, &classified.paths);
+            classified.writes = name != "read_document";
+        }
         Shell => {
             classified.risk = shell::classify(args, env);
             classified.command = args.get("command").and_then(Value::as_str).map(str::to_owned);
@@ -195,6 +208,7 @@ pub fn origin(name: &str) -> Origin {
         Some(Memory) => Origin::Memory,
         Some(Desktop) if matches!(name, "clipboard_read" | "list_windows") => Origin::Capture,
         Some(Web) => Origin::Web,
+        Some(Documents) => Origin::Document,
         Some(Conversation) if name == "ask_user" => Origin::User,
         // A skill's body is an instruction the user installed (or cowork ships).
         Some(Skills) => Origin::Instructions,
@@ -204,7 +218,7 @@ pub fn origin(name: &str) -> Origin {
 
 /// Tools that change something (files, the clipboard, the focus, apps):
 /// offered to the local model only when the request asks for a change.
-const CHANGES: &[&str] = &["write_file", "edit_file", "make_dir", "delete_path", "move_path", "clipboard_write", "focus_window", "open"];
+const CHANGES: &[&str] = &["write_document", "edit_document", "write_file", "edit_file", "make_dir", "delete_path", "move_path", "clipboard_write", "focus_window", "open"];
 
 /// Verbs that ask for a change when they start a sentence of the request
 /// (after "please", "can you", ...).
@@ -237,14 +251,30 @@ fn clause_verbs(lower: &str) -> Vec<String> {
         .collect()
 }
 
+/// Words that name an office document, a PDF, a spreadsheet or slides.
+const DOCUMENT_WORDS: &[&str] = &[
+    "pdf", ".docx", "word document", "word file", "spreadsheet", "xlsx", "excel", ".xls", ".ods", ".odt", ".odp", "slides", "slide deck", "presentation", "pptx",
+    "epub", "e-book", "ebook", "document", ".csv", " csv", "workbook",
+];
+
+fn mentions_document(text: &str) -> bool {
+    DOCUMENT_WORDS.iter().any(|w| text.contains(w))
+}
+
+/// Words that ask for a web search rather than a page.
+const SEARCH_WORDS: &[&str] = &["search the web", "web search", "search online", "on the web", "online", "internet", "look up", "google", "what does the web say", "latest news"];
+
 /// The tools that make the changes a request's verbs ask for ("Delete ...":
 /// `delete_path`; "Rename a to b": `move_path`), in the order of the verbs.
 fn change_tools(text: &str) -> Vec<&'static str> {
     let folder = text.contains("folder") || text.contains("directory");
+    let document = mentions_document(text);
     let mut tools: Vec<&'static str> = Vec::new();
     for verb in clause_verbs(text) {
         let add: &[&'static str] = match verb.as_str() {
             "create" | "make" | "mkdir" if folder => &["make_dir"],
+            "create" | "write" | "save" | "put" | "make" | "export" if document => &["write_document"],
+            "add" | "append" | "insert" | "edit" | "change" | "replace" | "update" | "fix" | "set" if document => &["edit_document", "read_document"],
             "create" | "write" | "save" | "put" | "store" | "note" | "keep" | "make" | "touch" => &["write_file"],
             "add" | "append" | "insert" | "edit" | "change" | "replace" | "update" | "fix" => &["edit_file", "write_file"],
             "delete" | "remove" | "erase" | "trash" | "clear" | "empty" => &["delete_path"],
@@ -576,6 +606,9 @@ pub fn local_subset(request: &str, files: Option<&FilesEnv>) -> Vec<&'static str
         if folder && !names_a_file_inside && wants(&["how many", "list", "what files", "which files", "what folders", "which folders", "what is in", "what's in", "contents", "do i have"]) {
             return vec!["list_files"];
         }
+        if !folder && named.iter().all(|p| crate::documents::Kind::by_extension(p).is_some_and(|k| !matches!(k, crate::documents::Kind::Text | crate::documents::Kind::Markdown))) {
+            return vec!["read_document"];
+        }
         return if folder && !names_a_file_inside { vec!["read_file", "list_files"] } else { vec!["read_file"] };
     }
     // Everything needed is in the request ("Rewrite this politely: ...", "Put these in order: ..."): answer at once.
@@ -604,6 +637,9 @@ pub fn local_subset(request: &str, files: Option<&FilesEnv>) -> Vec<&'static str
     if !named.is_empty() || wants(&["file", "folder", "directory", "write", "edit", "save", "note", "rename", "delete", "move ", ".md", ".txt", "/"]) || files.is_none() && wants(&["read "]) {
         families.push(Files);
     }
+    if mentions_document(&text) {
+        families.push(Documents);
+    }
     if wants(&["run ", "command", "shell", "terminal", "git ", "install", "script", "execute", "compile", "build"]) {
         families.push(Shell);
     }
@@ -617,6 +653,12 @@ pub fn local_subset(request: &str, files: Option<&FilesEnv>) -> Vec<&'static str
         families.push(Desktop);
     }
     let mut names: Vec<&'static str> = TOOLS.iter().filter(|t| families.contains(&t.family)).map(|t| t.name).collect();
+    // A search of the web by asking for one; a page by its URL.
+    if families.contains(&Web) && !wants(SEARCH_WORDS) {
+        names.retain(|n| *n != "web_search");
+    } else if !families.contains(&Web) && wants(SEARCH_WORDS) {
+        names.push("web_search");
+    }
     if files.is_some() {
         // The window the user is in now only for "now"; what they were doing is the recent
         // activity; anything more particular (a reference, a ticket, a time) is searched for.
@@ -722,11 +764,13 @@ pub struct Env<'a> {
     /// Set by Stop: a running command is killed, a fetch abandoned.
     pub stop: &'a AtomicBool,
     pub skills: &'a [Skill],
+    /// The web search the user configured (none: `web_search` says how to set one up).
+    pub search: &'a SearchConfig,
 }
 
 /// Whether a tool can run off the agent thread (it needs no database connection).
 pub fn runs_anywhere(name: &str) -> bool {
-    matches!(get(name).map(|s| s.family), Some(Files | Shell | Web | Desktop | Skills))
+    matches!(get(name).map(|s| s.family), Some(Files | Documents | Shell | Web | Desktop | Skills))
 }
 
 /// Runs a call whose arguments validated and whose decision is recorded.
@@ -739,7 +783,9 @@ pub fn execute(name: &str, args: &Value, env: &Env<'_>) -> ToolOutput {
             None => ToolOutput::error("cowork's memory cannot be read right now"),
         },
         Files => files::run(inner(name), args, env.files),
+        Documents => documents::run(name, args, env.files),
         Shell => shell::run(args, &env.files.cwd, env.stop),
+        Web if name == "web_search" => web_search::run(args, env.search, env.gate, env.stop),
         Web => web::run(args, env.gate, env.stop),
         Desktop => desktop::run(name, args, env.files, env.gate),
         Skills => skills::run(args, env.skills),

@@ -382,6 +382,26 @@ fn answer_footer_ui(ui: &mut egui::Ui, state: &AppState, index: usize, panel: &m
                 }
             }
         }
+        if message.status.is_some() && state.generating != Some(message.message_id) && !message.content.trim().is_empty() {
+            // The answer as a document of its own (in the Documents folder).
+            if ui.small_button("Save as DOCX").on_hover_text("Save this answer as a Word document in your Documents folder").clicked() {
+                actions.push(UiAction::ExportAnswer { answer_id: message.message_id, extension: "docx" });
+            }
+            if ui.small_button("Save as PDF").on_hover_text("Save this answer as a PDF in your Documents folder (needs LibreOffice)").clicked() {
+                actions.push(UiAction::ExportAnswer { answer_id: message.message_id, extension: "pdf" });
+            }
+        }
+        // What the task deleted, moved or wrote can be put back for five minutes.
+        if let Some((operation_id, until)) = state.undoable.get(&message.message_id)
+            && crate::ids::now_millis() < *until
+        {
+            let left = (*until - crate::ids::now_millis()) / 1000;
+            let hover = format!("Put back what this task deleted, moved or wrote (from the trash); {}:{:02} left. Later: cowork undo", left / 60, left % 60);
+            if ui.button("Undo").on_hover_text(hover).clicked() {
+                actions.push(UiAction::Undo(*operation_id));
+            }
+            ui.ctx().request_repaint_after(std::time::Duration::from_secs(1));
+        }
         let last_for_ask = !state.messages[index + 1..].iter().any(|m| m.role == Role::Assistant && m.ask_id == message.ask_id);
         if last_for_ask && message.status.is_some() && state.generating.is_none() && message.ask_id.is_some() {
             if ui.small_button("Retry with a smarter model").clicked() {

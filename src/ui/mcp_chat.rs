@@ -41,8 +41,7 @@ pub fn prompt_lists(state: &AppState) -> Vec<(&str, &[crate::events::McpPrompt])
 /// scroll area leaves them room).
 pub fn extra_height(state: &AppState, draft: &str, panel: &McpChatPanel) -> f32 {
     let row = 22.0;
-    let attach = offering(state, |s| !s.resources.is_empty()).next().is_some() || !state.attachments.is_empty();
-    let mut extra = if attach { row } else { 0.0 };
+    let mut extra = row;
     if draft.starts_with('/') {
         extra += crate::mcp::slash::matching(draft, &prompt_lists(state)).len().min(8) as f32 * row + if panel.slash_problem.is_some() { row } else { 0.0 };
     }
@@ -52,10 +51,14 @@ pub fn extra_height(state: &AppState, draft: &str, panel: &McpChatPanel) -> f32 
 /// "Attach…" (the running servers' resources) and the attached ones, each removable.
 pub fn attachments_ui(ui: &mut egui::Ui, state: &AppState, actions: &mut Vec<UiAction>) {
     let running: Vec<&crate::events::McpServerView> = offering(state, |s| !s.resources.is_empty()).collect();
-    if running.is_empty() && state.attachments.is_empty() {
-        return;
-    }
     ui.horizontal_wrapped(|ui| {
+        // A document from disk (the desktop's file chooser; or drop files onto the sidebar).
+        if ui.small_button("Attach a file…").on_hover_text("PDF, Word, OpenDocument, Excel, PowerPoint, EPUB, HTML, Markdown, CSV or text; or drop files here").clicked() {
+            actions.push(UiAction::ChooseFiles);
+        }
+        for name in &state.reading_documents {
+            ui.label(RichText::new(format!("Reading {name}…")).small().color(theme::muted()));
+        }
         if !running.is_empty() {
             ui.menu_button("Attach…", |ui| {
                 for server in &running {
@@ -72,7 +75,8 @@ pub fn attachments_ui(ui: &mut egui::Ui, state: &AppState, actions: &mut Vec<UiA
         }
         for (index, attachment) in state.attachments.iter().enumerate() {
             let size = crate::media::human_bytes(attachment.text.len() as u64);
-            ui.label(RichText::new(format!("{} · {} · {size}", attachment.name, attachment.server)).small()).on_hover_text(&attachment.uri);
+            let from = if attachment.server.is_empty() { "document" } else { attachment.server.as_str() };
+            ui.label(RichText::new(format!("{} · {from} · {size}", attachment.name)).small()).on_hover_text(&attachment.uri);
             if ui.small_button(format!("Remove {}", attachment.name)).clicked() {
                 actions.push(UiAction::Detach(index));
             }

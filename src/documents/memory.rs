@@ -1,0 +1,102 @@
+//! Documents in memory: an attached or agent-read document is stored part
+//! by part (`document_parts`), found by keywords (FTS5) and, once the embed
+//! worker reaches its parts, by meaning (the `documents` namespace), and
+//! cited with its page. Reading the same path again replaces the old copy;
+//! forgetting a document removes its parts, chunks and vectors.
+
+use std::path::Path;
+
+use rusqlite::{Connection, OptionalExtension, params};
+use sha2::{Digest, Sha256};
+
+use super::read::{DEADLINE, Document, ReadError, Selection, read_with_deadline};
+
+/// What is stored of a document.
+#[derive(Clone, Debug)]
+pub struct Remembered {
+    pub path: String,
+    pub name: String,
+    pub kind: String,
+    pub title: Option<String>,
+    pub bytes: u64,
+    pub sha256: String,
+    pub origin: &'static str,
+    /// (number, label, text) of each part with text.
+    pub parts: Vec<(u32, String, String)>,
+}
+
+/// Reads the whole of `path` for memory (its every part), off the store's thread.
+pub fn prepare(path: &Path, origin: &'static str) -> Result<Remembered, ReadError> {
+    let doc: Document = read_with_deadline(path, &Selection::default(), DEADLINE)?;
+    let bytes = std::fs::read(path).map_err(|e| ReadError::Io(format!("{}: {e}", path.display())))?;
+    Ok(Remembered {
+        path: path.display().to_string(),
+        name: path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default(),
+        kind: format!("{:?}", doc.kind).to_lowercase(),
+        title: doc.title.clone(),
+        bytes: bytes.len() as u64,
+        sha256: hex::encode(Sha256::digest(&bytes)),
+        origin,
+        parts: doc.parts.iter().filter(|p| !p.text.trim().is_empty()).map(|p| (p.number, p.label.clone(), p.text.clone())).collect(),
+    })
+}
+
+/// Stores a prepared document in one transaction (the caller's), replacing an
+/// earlier copy of the same path unless it is unchanged. Returns its id.
+pub fn store(conn: &Connection, doc: &Remembered, now_millis: i64) -> rusqlite::Result<i64> {
+    let existing: Option<(i64, String)> =
+        conn.query_row("SELECT document_id, sha256 FROM documents WHERE path = ?1", params![doc.path], |r| Ok((r.get(0)?, r.get(1)?))).optional()?;
+    if let Some((id, sha)) = &existing
+        && *sha == doc.sha256
+    {
+        return Ok(*id);
+    }
+    if let Some((id, _)) = existing {
+        forget(conn, id)?;
+    }
+    conn.execute(
+        "INSERT INTO documents (path, name, kind, title, bytes, sha256, origin, added_at_ms) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)",
+        params![doc.path, doc.name, doc.kind, doc.title, doc.bytes as i64, doc.sha256, doc.origin, now_millis],
+    )?;
+    let id = conn.last_insert_rowid();
+    let mut insert = conn.prepare_cached("INSERT INTO document_parts (document_id, number, label, text, added_at_ms) VALUES (?1, ?2, ?3, ?4, ?5)")?;
+    for (number, label, text) in &doc.parts {
+        insert.execute(params![id, number, label, text, now_millis])?;
+    }
+    Ok(id)
+}
+
+/// Removes a document, its parts and (by trigger) their chunks and vectors.
+pub fn forget(conn: &Connection, document_id: i64) -> rusqlite::Result<bool> {
+    conn.execute("DELETE FROM document_parts WHERE document_id = ?1", params![document_id])?;
+    Ok(conn.execute("DELETE FROM documents WHERE document_id = ?1", params![document_id])? > 0)
+}
+
+/// One remembered document, for lists.
+#[derive(Clone, Debug, PartialEq, serde::Serialize)]
+pub struct Listed {
+    pub document_id: i64,
+    pub path: String,
+    pub name: String,
+    pub kind: String,
+    pub parts: i64,
+    pub origin: String,
+    pub added_at_ms: i64,
+    /// Parts whose chunks all have vectors (searchable by meaning).
+    pub embedded_parts: i64,
+}
+
+pub fn list(conn: &Connection) -> rusqlite::Result<Vec<Listed>> {
+    let mut stmt = conn.prepare(
+        "SELECT d.document_id, d.path, d.name, d.kind, d.origin, d.added_at_ms,
+                (SELECT count(*) FROM document_parts p WHERE p.document_id = d.document_id),
+                (SELECT count(*) FROM document_parts p WHERE p.document_id = d.document_id
+                   AND EXISTS (SELECT 1 FROM memory_chunks c WHERE c.source = 'document' AND c.source_id = p.part_id)
+                   AND NOT EXISTS (SELECT 1 FROM memory_chunks c WHERE c.source = 'document' AND c.source_id = p.part_id AND c.vector IS NULL))
+         FROM documents d ORDER BY d.added_at_ms DESC, d.document_id DESC",
+    )?;
+    let rows = stmt.query_map([], |r| {
+        Ok(Listed { document_id: r.get(0)?, path: r.get(1)?, name: r.get(2)?, kind: r.get(3)?, origin: r.get(4)?, added_at_ms: r.get(5)?, parts: r.get(6)?, embedded_parts: r.get(7)? })
+    })?;
+    rows.collect()
+}

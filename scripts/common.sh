@@ -26,6 +26,10 @@ TEST_PYTHON_PACKAGES="xllamacpp==2026.10.11549 litellm[proxy]==1.106.2 mcp==2.3.
 # peewee<4 and flask<2.3 (see ../shared/PEERS.md), which the LLM servers must not get.
 AW_VENV="$HOME/.cache/cowork-test/aw-venv"
 AW_PYTHON_PACKAGES="aw-server==0.12.0 aw-client==0.5.15 peewee<4 flask<2.3"
+# The documents tests' independent implementations (issue 44): openpyxl, python-docx and
+# python-pptx write and read back what cowork reads and writes; pypdf encrypts a PDF.
+DOCS_VENV="$HOME/.cache/cowork-test/docs-venv"
+DOCS_PYTHON_PACKAGES="openpyxl==3.1.5 python-docx==1.1.2 python-pptx==1.0.2 pypdf==5.1.0"
 
 BUILD_PACKAGES="build-essential pkg-config cmake clang libclang-dev libopenblas-dev libx11-dev libxi-dev libxtst-dev
   libxkbcommon-dev libwayland-dev libasound2-dev libssl-dev mold git python3 python3-pip ca-certificates"
@@ -42,7 +46,8 @@ RUNTIME_PACKAGES="libopenblas0 libgomp1 libx11-6 libxkbcommon-x11-0 libxcursor1 
 TEST_PACKAGES="xvfb xauth xdotool openbox xterm x11-utils xclip espeak-ng sox nodejs time faketime
   dbus-daemon wmctrl chromium mpv mpv-mpris python3-gi gir1.2-gtk-3.0 python3-venv gnome-keyring iproute2
   pulseaudio pulseaudio-utils dunst sqlite3 sway foot wtype wl-clipboard xwayland weston wayland-utils
-  kwin-wayland gnome-shell gjs desktop-file-utils appstream man-db"
+  kwin-wayland gnome-shell gjs desktop-file-utils appstream man-db
+  libreoffice-writer-nogui libreoffice-calc-nogui libreoffice-impress-nogui"
 
 # The Debian package's builder (scripts/package), installed with cargo when missing.
 CARGO_DEB_VERSION="3.8.0"
@@ -271,6 +276,11 @@ setup_venv() {
 setup_llm_servers() {
   setup_venv "$TEST_VENV" "$TEST_PYTHON_PACKAGES"
   export COWORK_TEST_PYTHON="$TEST_VENV/bin/python"
+}
+
+setup_docs_tools() {
+  setup_venv "$DOCS_VENV" "$DOCS_PYTHON_PACKAGES"
+  export COWORK_TEST_DOCS_PYTHON="$DOCS_VENV/bin/python"
 }
 
 setup_aw_server() {

@@ -15,6 +15,7 @@ mod integration {
     mod capture_desktop;
     mod capture_x11;
     mod cli;
+    mod documents;
     mod encryption;
     mod install;
     mod layout;

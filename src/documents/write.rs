@@ -181,7 +181,13 @@ fn xlsx(sheets: &[Sheet]) -> Result<Vec<u8>, String> {
                     Value::Number(n) => ws.write_number(r, c, n.as_f64().unwrap_or(0.0)).map(|_| ()),
                     Value::Bool(b) => ws.write_boolean(r, c, *b).map(|_| ()),
                     Value::Null => Ok(()),
-                    Value::String(s) if s.starts_with('=') && s.len() > 1 => ws.write_formula(r, c, Formula::new(s)).map(|_| ()),
+                    // The value is worked out where cowork can (sums, averages, arithmetic over this sheet's
+                    // cells), so readers that do not recalculate (LibreOffice by default, calamine) show it;
+                    // otherwise the cached result is empty rather than a misleading 0.
+                    Value::String(s) if s.starts_with('=') && s.len() > 1 => {
+                        let result = formula::evaluate(&s[1..], &sheet.rows, 0).map(|v| formula::number_text(v)).unwrap_or_default();
+                        ws.write_formula(r, c, Formula::new(s).set_result(result)).map(|_| ())
+                    }
                     Value::String(s) if header && r == 0 => ws.write_string_with_format(r, c, s, &bold).map(|_| ()),
                     Value::String(s) => ws.write_string(r, c, s).map(|_| ()),
                     other => ws.write_string(r, c, other.to_string()).map(|_| ()),
@@ -215,7 +221,7 @@ fn docx(text: &str) -> docx_rs::Docx {
         if table.is_empty() {
             return doc;
         }
-        let rows: Vec<TableRow> = table.drain(..).map(|cells| TableRow::new(cells.into_iter().map(|c| TableCell::new().add_paragraph(Paragraph::new().add_run(Run::new().add_text(c)))).collect())).collect();
+        let rows: Vec<TableRow> = table.drain(..).map(|cells| TableRow::new(cells.into_iter().map(|c| TableCell::new().add_paragraph(Paragraph::new().style("Normal").add_run(Run::new().add_text(c)))).collect())).collect();
         doc.add_table(Table::new(rows))
     };
     for line in text.lines() {
@@ -235,9 +241,10 @@ fn docx(text: &str) -> docx_rs::Docx {
         let mut paragraph = if (1..=6).contains(&level) && trimmed[level..].starts_with(' ') {
             Paragraph::new().style(&format!("Heading{}", level.min(3))).add_run(Run::new().add_text(trimmed[level..].trim()))
         } else if let Some(item) = trimmed.strip_prefix("- ").or_else(|| trimmed.strip_prefix("* ")) {
-            runs(item).into_iter().fold(Paragraph::new().add_run(Run::new().add_text("• ")), |p, r| p.add_run(r))
+            runs(item).into_iter().fold(Paragraph::new().style("Normal").add_run(Run::new().add_text("• ")), |p, r| p.add_run(r))
         } else {
-            runs(line).into_iter().fold(Paragraph::new(), |p, r| p.add_run(r))
+            // Named: docx-rs's Normal is not marked the default, which readers like python-docx need.
+            runs(line).into_iter().fold(Paragraph::new().style("Normal"), |p, r| p.add_run(r))
         };
         if page_break {
             paragraph = paragraph.page_break_before(true);
@@ -305,10 +312,13 @@ pub fn replace_in_wordml(xml: &str, replacements: &[(String, String)]) -> (Strin
             if find.is_empty() {
                 continue;
             }
+            let mut from = 0;
             loop {
                 let joined: String = texts.concat();
-                let Some(at) = joined.find(find.as_str()) else { break };
-                // Which nodes the match covers.
+                let Some(found) = joined.get(from..).and_then(|rest| rest.find(find.as_str())) else { break };
+                let at = from + found;
+                // The nodes the match covers: the first gets the new text, the last keeps what follows it,
+                // the ones between are emptied (each node keeps its run's formatting).
                 let (mut start_node, mut offset) = (0, 0);
                 while offset + texts[start_node].len() <= at {
                     offset += texts[start_node].len();
@@ -322,18 +332,21 @@ pub fn replace_in_wordml(xml: &str, replacements: &[(String, String)]) -> (Strin
                     end_node += 1;
                 }
                 let end_in = end - end_offset;
-                let tail = texts[end_node][end_in..].to_owned();
                 let head = texts[start_node][..start_in].to_owned();
-                texts[start_node] = format!("{head}{replace}{tail}");
-                for text in texts.iter_mut().take(end_node + 1).skip(start_node + 1) {
-                    text.clear();
+                if start_node == end_node {
+                    let tail = texts[end_node][end_in..].to_owned();
+                    texts[start_node] = format!("{head}{replace}{tail}");
+                } else {
+                    texts[start_node] = format!("{head}{replace}");
+                    texts[end_node] = texts[end_node][end_in..].to_owned();
+                    for text in texts.iter_mut().take(end_node).skip(start_node + 1) {
+                        text.clear();
+                    }
                 }
                 count += 1;
                 changed = true;
-                // The replacement may contain the text it replaced: go on after it.
-                if replace.contains(find.as_str()) {
-                    break;
-                }
+                // Search on after the new text (which may contain what it replaced).
+                from = at + replace.len();
             }
         }
         if !changed {
@@ -505,6 +518,205 @@ pub fn export_answer(text: &str, path: &Path) -> Result<String, String> {
     }
 }
 
+/// A small evaluator for the formulas people ask an assistant to put in a
+/// sheet: + - * / and parentheses over numbers and this sheet's cells, and
+/// SUM, AVERAGE, MIN, MAX, COUNT, PRODUCT, ABS and ROUND over cells and ranges.
+/// Anything else (other sheets, text functions): None.
+mod formula {
+    use serde_json::Value;
+
+    pub fn number_text(v: f64) -> String {
+        if v.fract() == 0.0 && v.abs() < 1e15 { format!("{}", v as i64) } else { format!("{v}") }
+    }
+
+    pub fn evaluate(formula: &str, rows: &[Vec<Value>], depth: u32) -> Option<f64> {
+        if depth > 16 {
+            return None;
+        }
+        let tokens: Vec<char> = formula.chars().filter(|c| !c.is_whitespace()).collect();
+        let mut parser = Parser { tokens, at: 0, rows, depth };
+        let value = parser.expr()?;
+        (parser.at == parser.tokens.len() && value.is_finite()).then_some(value)
+    }
+
+    struct Parser<'a> {
+        tokens: Vec<char>,
+        at: usize,
+        rows: &'a [Vec<Value>],
+        depth: u32,
+    }
+
+    impl Parser<'_> {
+        fn peek(&self) -> Option<char> {
+            self.tokens.get(self.at).copied()
+        }
+
+        fn eat(&mut self, c: char) -> bool {
+            if self.peek() == Some(c) {
+                self.at += 1;
+                true
+            } else {
+                false
+            }
+        }
+
+        fn expr(&mut self) -> Option<f64> {
+            let mut value = self.term()?;
+            loop {
+                if self.eat('+') {
+                    value += self.term()?;
+                } else if self.eat('-') {
+                    value -= self.term()?;
+                } else {
+                    return Some(value);
+                }
+            }
+        }
+
+        fn term(&mut self) -> Option<f64> {
+            let mut value = self.factor()?;
+            loop {
+                if self.eat('*') {
+                    value *= self.factor()?;
+                } else if self.eat('/') {
+                    let d = self.factor()?;
+                    if d == 0.0 {
+                        return None;
+                    }
+                    value /= d;
+                } else {
+                    return Some(value);
+                }
+            }
+        }
+
+        fn factor(&mut self) -> Option<f64> {
+            if self.eat('-') {
+                return Some(-self.factor()?);
+            }
+            if self.eat('+') {
+                return self.factor();
+            }
+            if self.eat('(') {
+                let value = self.expr()?;
+                return self.eat(')').then_some(value);
+            }
+            let start = self.at;
+            if self.peek().is_some_and(|c| c.is_ascii_digit() || c == '.') {
+                while self.peek().is_some_and(|c| c.is_ascii_digit() || c == '.') {
+                    self.at += 1;
+                }
+                return self.tokens[start..self.at].iter().collect::<String>().parse().ok();
+            }
+            while self.peek().is_some_and(|c| c.is_ascii_alphanumeric() || c == '$') {
+                self.at += 1;
+            }
+            let word: String = self.tokens[start..self.at].iter().collect();
+            if word.is_empty() {
+                return None;
+            }
+            if self.eat('(') {
+                let mut values = Vec::new();
+                if !self.eat(')') {
+                    loop {
+                        values.extend(self.argument()?);
+                        if self.eat(')') {
+                            break;
+                        }
+                        if !(self.eat(',') || self.eat(';')) {
+                            return None;
+                        }
+                    }
+                }
+                return function(&word.to_ascii_uppercase(), &values);
+            }
+            self.cell(&word)
+        }
+
+        /// A range's numbers, or one expression's value.
+        fn argument(&mut self) -> Option<Vec<f64>> {
+            let start = self.at;
+            while self.peek().is_some_and(|c| c.is_ascii_alphanumeric() || c == '$') {
+                self.at += 1;
+            }
+            if self.eat(':') {
+                let first: String = self.tokens[start..self.at - 1].iter().collect();
+                let from = self.at;
+                while self.peek().is_some_and(|c| c.is_ascii_alphanumeric() || c == '$') {
+                    self.at += 1;
+                }
+                let last: String = self.tokens[from..self.at].iter().collect();
+                let (a, b) = (super::parse_cell(&first)?, super::parse_cell(&last)?);
+                let mut values = Vec::new();
+                for r in a.0.min(b.0)..=a.0.max(b.0) {
+                    for c in a.1.min(b.1)..=a.1.max(b.1) {
+                        // Text and empty cells are skipped, as spreadsheets do in a range.
+                        if let Some(v) = self.value_at(r, c) {
+                            values.push(v);
+                        }
+                    }
+                }
+                return Some(values);
+            }
+            self.at = start;
+            Some(vec![self.expr()?])
+        }
+
+        fn cell(&self, word: &str) -> Option<f64> {
+            let (r, c) = super::parse_cell(word)?;
+            Some(self.value_at(r, c).unwrap_or(0.0))
+        }
+
+        fn value_at(&self, r: u32, c: u32) -> Option<f64> {
+            match self.rows.get(r as usize)?.get(c as usize)? {
+                Value::Number(n) => n.as_f64(),
+                Value::Bool(b) => Some(f64::from(u8::from(*b))),
+                Value::String(s) if s.starts_with('=') => evaluate(&s[1..], self.rows, self.depth + 1),
+                _ => None,
+            }
+        }
+    }
+
+    fn function(name: &str, values: &[f64]) -> Option<f64> {
+        Some(match name {
+            "SUM" => values.iter().sum(),
+            "PRODUCT" => values.iter().product(),
+            "AVERAGE" if !values.is_empty() => values.iter().sum::<f64>() / values.len() as f64,
+            "MIN" => values.iter().copied().fold(f64::INFINITY, f64::min).min(if values.is_empty() { 0.0 } else { f64::INFINITY }),
+            "MAX" => values.iter().copied().fold(f64::NEG_INFINITY, f64::max).max(if values.is_empty() { 0.0 } else { f64::NEG_INFINITY }),
+            "COUNT" => values.len() as f64,
+            "ABS" if values.len() == 1 => values[0].abs(),
+            "ROUND" if values.len() == 2 => {
+                let scale = 10f64.powi(values[1] as i32);
+                (values[0] * scale).round() / scale
+            }
+            _ => return None,
+        })
+    }
+
+    #[cfg(test)]
+    mod tests {
+        use serde_json::json;
+
+        #[test]
+        fn sums_averages_and_arithmetic_over_cells() {
+            let rows: Vec<Vec<serde_json::Value>> = serde_json::from_value(json!([["a", 10], ["b", 20.5], ["c", "=B1+B2"], ["", "x"]])).unwrap();
+            let eval = |f: &str| super::evaluate(f, &rows, 0);
+            assert_eq!(eval("SUM(B1:B2)"), Some(30.5));
+            assert_eq!(eval("SUM(B1:B4)"), Some(61.0), "a formula cell counts, text does not");
+            assert_eq!(eval("AVERAGE(B1:B2)*2"), Some(30.5));
+            assert_eq!(eval("(B1-4)/3+MAX(B1,B2)"), Some(22.5));
+            assert_eq!(eval("ROUND(B2/3, 2)"), Some(6.83));
+            assert_eq!(eval("COUNT(A1:B4)"), Some(3.0));
+            assert_eq!(eval("VLOOKUP(A1,A1:B2,2)"), None);
+            assert_eq!(eval("Sheet2!A1"), None);
+            assert_eq!(eval("B1/0"), None);
+            let cycle: Vec<Vec<serde_json::Value>> = serde_json::from_value(json!([["=A1+1"]])).unwrap();
+            assert!(super::evaluate("A1", &cycle, 0).is_some(), "a cycle ends (at the depth limit) without hanging");
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -515,6 +727,7 @@ mod tests {
         let (out, n) = replace_in_wordml(xml, &[("120 EUR".into(), "150 EUR".into()), ("A & B".into(), "A & C".into())]);
         assert_eq!(n, 2);
         assert!(out.contains(r#"<w:t xml:space="preserve">Total: 150 EUR</w:t>"#), "{out}");
+        assert!(out.contains(r#"<w:t xml:space="preserve"></w:t>"#), "the second run keeps what followed the match (nothing here): {out}");
         assert!(out.contains("<w:b/>"));
         assert!(out.contains("A &amp; C"), "{out}");
         let (_, none) = replace_in_wordml(xml, &[("missing".into(), "x".into())]);

@@ -1,0 +1,525 @@
+//! Documents (issue 44) against independent implementations: what cowork
+//! writes is read back by LibreOffice headless, openpyxl and python-docx;
+//! what those write (and python-pptx, and LibreOffice's own conversions) is
+//! read by cowork with the right text, tables and page numbers. Hostile
+//! files (corrupt, encrypted, a ZIP bomb, 500 MB) are clear errors within
+//! seconds. The trash and Undo, moves across file systems, web search against
+//! each provider's documented format on loopback, and documents in memory.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::sync::atomic::AtomicBool;
+use std::time::{Duration, Instant};
+
+use cowork::documents::{Selection, read};
+use cowork::net::OutboundGate;
+use cowork::tools::files::FilesEnv;
+use cowork::tools::registry;
+use cowork::tools::web_search::{Provider, SearchConfig};
+use serde_json::{Value, json};
+
+use super::providers::{reply, scripted};
+use super::support::{have_program, require, temp_dir};
+
+fn docs_python() -> Option<String> {
+    std::env::var("COWORK_TEST_DOCS_PYTHON").ok().filter(|p| Path::new(p).is_file())
+}
+
+/// Runs a Python script with the documents venv; its stdout.
+fn py(python: &str, dir: &Path, script: &str) -> String {
+    let out = Command::new(python).arg("-c").arg(script).current_dir(dir).output().unwrap();
+    assert!(out.status.success(), "python failed:\n{script}\n{}", String::from_utf8_lossy(&out.stderr));
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+/// LibreOffice headless converts `file` to `to` in `dir` (its own profile, so nothing is shared).
+fn soffice(dir: &Path, file: &str, to: &str) -> PathBuf {
+    let profile = dir.join("lo-profile");
+    let out = Command::new("soffice")
+        .arg(format!("-env:UserInstallation=file://{}", profile.display()))
+        .args(["--headless", "--norestore", "--convert-to", to, "--outdir"])
+        .arg(dir)
+        .arg(dir.join(file))
+        .output()
+        .unwrap();
+    let stem = Path::new(file).file_stem().unwrap().to_string_lossy().into_owned();
+    let ext = to.split(':').next().unwrap();
+    let made = dir.join(format!("{stem}.{ext}"));
+    assert!(made.is_file(), "soffice made no {}: {}{}", made.display(), String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+    made
+}
+
+fn tools_ready() -> Option<String> {
+    let python = docs_python();
+    if !require(python.is_some() && have_program("soffice"), "COWORK_TEST_DOCS_PYTHON (openpyxl, python-docx, python-pptx, pypdf) and LibreOffice (soffice)") {
+        return None;
+    }
+    python
+}
+
+struct Tools {
+    files: FilesEnv,
+    gate: OutboundGate,
+    stop: AtomicBool,
+    search: SearchConfig,
+}
+
+impl Tools {
+    /// The tools as the agent runs them, with `home` as the user's home.
+    fn new(home: &Path, data: &Path) -> Tools {
+        let home = home.canonicalize().unwrap();
+        Tools { files: FilesEnv { cwd: home.clone(), home, data_dir: data.to_owned() }, gate: OutboundGate::new(false), stop: AtomicBool::new(false), search: SearchConfig::default() }
+    }
+
+    fn run(&self, tool: &str, args: Value) -> cowork::tools::ToolOutput {
+        registry::validate(tool, &args).unwrap();
+        let env = registry::Env { files: &self.files, memory: None, gate: &self.gate, stop: &self.stop, skills: &[], search: &self.search };
+        registry::execute(tool, &args, &env)
+    }
+}
+
+#[test]
+fn documents_cowork_writes_are_read_back_by_libreoffice_openpyxl_and_python_docx() {
+    let Some(python) = tools_ready() else { return };
+    let home = temp_dir();
+    let data = temp_dir();
+    let tools = Tools::new(home.path(), data.path());
+    let dir = home.path().canonicalize().unwrap();
+
+    // A spreadsheet from rows: numbers stay numbers, text stays text (a leading zero too), a formula is a formula.
+    let rows = json!([["Month", "Sales", "Code"], ["Jan", 1200.5, "007"], ["Feb", 980, "010"], ["Total", "=SUM(B2:B3)", ""]]);
+    let wrote = tools.run("write_document", json!({"path": "~/sales.xlsx", "sheets": [{"name": "Q1", "rows": rows}]}));
+    assert!(!wrote.is_error, "{wrote:?}");
+    let read_back = py(&python, &dir, "import openpyxl, json\nwb = openpyxl.load_workbook('sales.xlsx')\nws = wb['Q1']\nprint(json.dumps([[c.value for c in r] for r in ws.iter_rows()]))");
+    let cells: Value = serde_json::from_str(read_back.trim()).unwrap();
+    assert_eq!(cells, json!([["Month", "Sales", "Code"], ["Jan", 1200.5, "007"], ["Feb", 980, "010"], ["Total", "=SUM(B2:B3)", null]]), "openpyxl reads exactly what was written");
+    // LibreOffice computes the formula.
+    let csv = std::fs::read_to_string(soffice(&dir, "sales.xlsx", "csv")).unwrap();
+    assert!(csv.contains("Total,2180.5"), "{csv}");
+
+    // A Word document from Markdown: headings are Word headings, the table a Word table, the break a new page.
+    let text = "# Budget 2026\n\nWe spend **less** on travel.\n\n- desks\n- chairs\n\n| Item | Cost |\n|---|---|\n| Desk | 120 |\n\n<!-- pagebreak -->\n# Outlook\n\nNext year looks better.\n";
+    assert!(!tools.run("write_document", json!({"path": "~/budget.docx", "text": text})).is_error);
+    let said = py(
+        &python,
+        &dir,
+        "import docx\nd = docx.Document('budget.docx')\nfor p in d.paragraphs:\n    print(p.style.name, '|', p.text)\nt = d.tables[0]\nprint('TABLE', [[c.text for c in r.cells] for r in t.rows])\nprint('BOLD', [r.text for p in d.paragraphs for r in p.runs if r.bold])",
+    );
+    assert!(said.contains("heading 1 | Budget 2026") || said.contains("Heading 1 | Budget 2026"), "{said}");
+    assert!(said.contains("| We spend less on travel."), "{said}");
+    assert!(said.contains("TABLE [['Item', 'Cost'], ['Desk', '120']]"), "{said}");
+    assert!(said.contains("BOLD ['less']"), "{said}");
+    let plain = std::fs::read_to_string(soffice(&dir, "budget.docx", "txt:Text")).unwrap();
+    assert!(plain.contains("Budget 2026") && plain.contains("Next year looks better."), "{plain}");
+
+    // PDF through LibreOffice: two pages, as the break asked; read back per page by cowork and by pypdf.
+    let pdf = tools.run("write_document", json!({"path": "~/budget.pdf", "text": text}));
+    assert!(!pdf.is_error, "{pdf:?}");
+    let pages = py(&python, &dir, "import pypdf\nr = pypdf.PdfReader('budget.pdf')\nprint(len(r.pages))\nprint('Outlook' in r.pages[1].extract_text())");
+    assert_eq!(pages.split_whitespace().collect::<Vec<_>>(), ["2", "True"], "{pages}");
+    let doc = read(&dir.join("budget.pdf"), &Selection { pages: Some("2".into()), ..Selection::default() }).unwrap();
+    assert_eq!((doc.total_parts, doc.parts.len(), doc.parts[0].label.as_str()), (2, 1, "page 2"));
+    assert!(doc.parts[0].text.contains("Next year looks better"), "{:?}", doc.parts);
+
+    // Never over an existing file without asking: refused without "replace", dangerous (it asks) with it.
+    let again = tools.run("write_document", json!({"path": "~/budget.docx", "text": "x"}));
+    assert!(again.is_error && again.content.contains("already exists"), "{again:?}");
+    let classified = registry::classify("write_document", &json!({"path": "~/budget.docx", "text": "x", "replace": true}), &tools.files).unwrap();
+    assert_eq!(classified.risk, cowork::tools::Risk::Dangerous);
+    // Only into the user's own folders: not outside home, not hidden folders, not cowork's data.
+    for outside in ["/tmp/x.docx", "~/.config/x.docx", "~/.local/share/x.xlsx"] {
+        assert!(registry::classify("write_document", &json!({"path": outside, "text": "x"}), &tools.files).is_err(), "{outside}");
+    }
+    assert!(registry::classify("write_document", &json!({"path": data.path().join("x.docx").display().to_string(), "text": "x"}), &tools.files).is_err());
+    assert!(registry::classify("write_document", &json!({"path": "~/notes.exe", "text": "x"}), &tools.files).is_err(), "only the formats cowork writes");
+}
+
+#[test]
+fn documents_others_write_are_read_with_their_text_tables_and_pages() {
+    let Some(python) = tools_ready() else { return };
+    let home = temp_dir();
+    let dir = home.path().canonicalize().unwrap();
+    py(
+        &python,
+        &dir,
+        r#"
+import docx, openpyxl
+from pptx import Presentation
+d = docx.Document()
+d.core_properties.title = "Quarterly report"
+d.add_heading("Revenue", level=1)
+d.add_paragraph("Revenue grew by 12 percent & costs fell.")
+t = d.add_table(rows=2, cols=2)
+t.cell(0,0).text = "Region"; t.cell(0,1).text = "Sales"; t.cell(1,0).text = "North"; t.cell(1,1).text = "4200"
+d.add_page_break()
+d.add_heading("Outlook", level=1)
+d.add_paragraph("Next year looks better.")
+d.save("report.docx")
+wb = openpyxl.Workbook(); ws = wb.active; ws.title = "Budget"
+ws.append(["Item", "Cost"]); ws.append(["Desk", 120]); ws.append(["Chair", 80.5]); ws["B4"] = "=SUM(B2:B3)"
+notes = wb.create_sheet("Notes"); notes["C5"] = "hello"
+wb.save("budget.xlsx")
+p = Presentation()
+for title, body in [("Intro", "Welcome to the plan"), ("Numbers", "Sales up 12%"), ("End", "Questions?")]:
+    s = p.slides.add_slide(p.slide_layouts[1]); s.shapes.title.text = title; s.placeholders[1].text = body
+p.save("deck.pptx")
+"#,
+    );
+    let docx = read(&dir.join("report.docx"), &Selection::default()).unwrap();
+    assert_eq!(docx.title.as_deref(), Some("Quarterly report"));
+    assert_eq!(docx.parts.iter().map(|p| p.label.as_str()).collect::<Vec<_>>(), ["page 1", "page 2"]);
+    assert!(docx.parts[0].text.contains("# Revenue") && docx.parts[0].text.contains("Revenue grew by 12 percent & costs fell."));
+    assert!(docx.parts[0].text.contains("Region | Sales\nNorth | 4200"), "{}", docx.parts[0].text);
+    assert!(docx.parts[1].text.contains("Next year looks better."));
+
+    let xlsx = read(&dir.join("budget.xlsx"), &Selection::default()).unwrap();
+    assert_eq!(xlsx.parts[0].label, "sheet Budget (A1:B4)");
+    assert!(xlsx.parts[0].text.contains("2 | Desk | 120") && xlsx.parts[0].text.contains("4 |  | =SUM(B2:B3)"), "{}", xlsx.parts[0].text);
+    assert_eq!(xlsx.parts[1].label, "sheet Notes (C5:C5)");
+    let one = read(&dir.join("budget.xlsx"), &Selection { sheet: Some("budget".into()), cells: Some("A2:B3".into()), ..Selection::default() }).unwrap();
+    assert_eq!(one.parts.len(), 1);
+    assert_eq!(one.parts[0].text, "row | A | B\n2 | Desk | 120\n3 | Chair | 80.5");
+    assert!(read(&dir.join("budget.xlsx"), &Selection { sheet: Some("Missing".into()), ..Selection::default() }).unwrap_err().to_string().contains("Budget, Notes"));
+
+    let pptx = read(&dir.join("deck.pptx"), &Selection { pages: Some("2-3".into()), ..Selection::default() }).unwrap();
+    assert_eq!(pptx.total_parts, 3);
+    assert_eq!(pptx.parts.iter().map(|p| (p.label.as_str(), p.text.as_str())).collect::<Vec<_>>(), [("slide 2", "Numbers\nSales up 12%"), ("slide 3", "End\nQuestions?")]);
+
+    // LibreOffice's own formats and its PDF: the same text, sheets with computed values, slides, pages.
+    let odt = read(&soffice(&dir, "report.docx", "odt"), &Selection::default()).unwrap();
+    assert!(odt.parts.iter().any(|p| p.text.contains("North | 4200")) && odt.parts.iter().any(|p| p.text.contains("Next year looks better.")), "{:?}", odt.parts);
+    let ods = read(&soffice(&dir, "budget.xlsx", "ods"), &Selection::default()).unwrap();
+    assert!(ods.parts[0].text.contains("4 |  | 200.5"), "LibreOffice computed the formula: {}", ods.parts[0].text);
+    let odp = read(&soffice(&dir, "deck.pptx", "odp"), &Selection::default()).unwrap();
+    assert_eq!(odp.parts.iter().map(|p| p.label.as_str()).collect::<Vec<_>>(), ["slide 1", "slide 2", "slide 3"]);
+    assert!(odp.parts[1].text.contains("Sales up 12%"));
+    let pdf = read(&soffice(&dir, "report.docx", "pdf"), &Selection::default()).unwrap();
+    assert_eq!(pdf.parts.len(), 2);
+    assert!(pdf.parts[0].text.contains("Revenue grew by 12 percent") && pdf.parts[1].text.contains("Next year looks better."), "{:?}", pdf.parts);
+
+    // An EPUB (container → package → spine), HTML and CSV.
+    let epub = dir.join("book.epub");
+    {
+        use std::io::Write;
+        let mut zip = zip::ZipWriter::new(std::fs::File::create(&epub).unwrap());
+        let stored = zip::write::SimpleFileOptions::default().compression_method(zip::CompressionMethod::Stored);
+        zip.start_file("mimetype", stored).unwrap();
+        zip.write_all(b"application/epub+zip").unwrap();
+        zip.start_file("META-INF/container.xml", stored).unwrap();
+        zip.write_all(br#"<container><rootfiles><rootfile full-path="OEBPS/content.opf"/></rootfiles></container>"#).unwrap();
+        zip.start_file("OEBPS/content.opf", stored).unwrap();
+        zip.write_all(br#"<package><metadata><dc:title>The Plan</dc:title></metadata><manifest><item id="c2" href="two.xhtml"/><item id="c1" href="one.xhtml"/></manifest><spine><itemref idref="c1"/><itemref idref="c2"/></spine></package>"#).unwrap();
+        zip.start_file("OEBPS/one.xhtml", stored).unwrap();
+        zip.write_all(b"<html><body><h1>Beginnings</h1><p>It starts here.</p></body></html>").unwrap();
+        zip.start_file("OEBPS/two.xhtml", stored).unwrap();
+        zip.write_all(b"<html><body><h1>Endings</h1><p>It ends there.</p><script>evil()</script></body></html>").unwrap();
+        zip.finish().unwrap();
+    }
+    let book = read(&epub, &Selection::default()).unwrap();
+    assert_eq!(book.title.as_deref(), Some("The Plan"));
+    assert_eq!(book.parts.iter().map(|p| p.label.as_str()).collect::<Vec<_>>(), ["chapter 1: Beginnings", "chapter 2: Endings"]);
+    assert!(!book.parts[1].text.contains("evil"));
+    std::fs::write(dir.join("t.csv"), "name,amount\n\"Smith, J\",12\n").unwrap();
+    assert_eq!(read(&dir.join("t.csv"), &Selection::default()).unwrap().parts[0].text, "row | A | B\n1 | name | amount\n2 | Smith, J | 12");
+
+    // The cap says what it cut and how to read on.
+    let capped = read(&dir.join("report.docx"), &Selection::default()).unwrap().render(120);
+    assert!(capped.contains("[cut:") && capped.contains("page"), "{capped}");
+}
+
+#[test]
+fn a_corrupt_encrypted_bombed_or_huge_document_is_a_clear_error_within_seconds() {
+    let Some(python) = tools_ready() else { return };
+    let home = temp_dir();
+    let dir = home.path().canonicalize().unwrap();
+    std::fs::write(dir.join("page.md"), "# Page\n\nSome text.\n").unwrap();
+    let tools = Tools::new(&dir, &dir.join("data"));
+    assert!(!tools.run("write_document", json!({"path": "~/plain.pdf", "text": "# Secret plan\n\nText."})).is_error);
+    py(
+        &python,
+        &dir,
+        r#"
+from pypdf import PdfWriter
+w = PdfWriter(clone_from="plain.pdf"); w.encrypt("secret"); w.write("locked.pdf")
+w = PdfWriter(clone_from="plain.pdf"); w.encrypt("", owner_password="owner"); w.write("no-copy.pdf")
+import zipfile
+z = zipfile.ZipFile("bomb.docx", "w", zipfile.ZIP_DEFLATED)
+z.writestr("word/document.xml", "<w:document>" + " " * (200 << 20) + "</w:document>")
+z.close()
+open("garbage.pdf", "wb").write(b"%PDF-1.4\n" + bytes(range(256)) * 100)
+open("garbage.docx", "wb").write(b"PK\x03\x04" + b"\x00" * 500)
+open("garbage.xlsx", "wb").write(b"PK\x05\x06" + b"\x00" * 18)
+open("password.docx", "wb").write(bytes.fromhex("D0CF11E0A1B11AE1") + b"\x00" * 600)
+open("truncated.pdf", "wb").write(open("plain.pdf", "rb").read()[:400])
+"#,
+    );
+    let huge = std::fs::File::create(dir.join("huge.pdf")).unwrap();
+    huge.set_len(500 << 20).unwrap();
+    // An empty-password PDF ("no copying") opens.
+    assert!(read(&dir.join("no-copy.pdf"), &Selection::default()).unwrap().parts[0].text.contains("Secret plan"));
+    for (file, says) in [
+        ("locked.pdf", "password-protected"),
+        ("password.docx", "password-protected"),
+        ("bomb.docx", "more than 64 MiB"),
+        ("garbage.pdf", "not a readable PDF"),
+        ("garbage.docx", "not a readable Word document"),
+        ("garbage.xlsx", "not a readable Excel workbook"),
+        ("truncated.pdf", "not a readable PDF"),
+        ("huge.pdf", "500 MiB"),
+    ] {
+        let started = Instant::now();
+        let out = tools.run("read_document", json!({"path": format!("~/{file}")}));
+        assert!(out.is_error && out.content.contains(says), "{file}: {out:?}");
+        assert!(started.elapsed() < Duration::from_secs(10), "{file} took {:?}", started.elapsed());
+    }
+}
+
+#[test]
+fn edits_keep_formatting_and_undo_puts_back_what_was_deleted_replaced_or_moved_across_file_systems() {
+    let Some(python) = tools_ready() else { return };
+    let home = temp_dir();
+    let dir = home.path().canonicalize().unwrap();
+    let tools = Tools::new(&dir, &dir.join("data"));
+    py(
+        &python,
+        &dir,
+        r#"
+import docx, openpyxl
+d = docx.Document()
+p = d.add_paragraph(); r = p.add_run("Total: 1"); r.bold = True; p.add_run("20 EUR due Friday")
+d.save("invoice.docx")
+wb = openpyxl.Workbook(); ws = wb.active; ws.title = "Data"; ws.append(["a", 1]); ws.append(["b", 2]); wb.save("data.xlsx")
+"#,
+    );
+    // Text across runs is replaced; the first run's bold carries the new text.
+    let edited = tools.run("edit_document", json!({"path": "~/invoice.docx", "replacements": [{"find": "120 EUR", "replace": "150 EUR"}]}));
+    assert!(!edited.is_error && edited.undo.len() == 1, "{edited:?}");
+    let runs = py(&python, &dir, "import docx\nfor r in docx.Document('invoice.docx').paragraphs[0].runs:\n    print(r.bold, '|', r.text)");
+    assert!(runs.contains("True | Total: 150 EUR"), "{runs}");
+    assert!(runs.contains("None |  due Friday"), "the second run keeps its own (plain) text: {runs}");
+    let missing = tools.run("edit_document", json!({"path": "~/invoice.docx", "replacements": [{"find": "nowhere", "replace": "x"}]}));
+    assert!(missing.is_error && missing.content.contains("read it first"), "{missing:?}");
+    let cells = tools.run("edit_document", json!({"path": "~/data.xlsx", "cells": [{"sheet": "Data", "cell": "B2", "value": 20}, {"cell": "C1", "value": "=B1+B2"}]}));
+    assert!(!cells.is_error, "{cells:?}");
+    let values = py(&python, &dir, "import openpyxl\nws = openpyxl.load_workbook('data.xlsx')['Data']\nprint(ws['B1'].value, ws['B2'].value, ws['C1'].value, ws['A2'].value)");
+    assert_eq!(values.trim(), "1 20 =B1+B2 b");
+    // The earlier version of the edited invoice comes back.
+    let before_edit = &edited.undo[0];
+    cowork::tools::undo::undo(before_edit).unwrap();
+    let restored = py(&python, &dir, "import docx\nprint(docx.Document('invoice.docx').paragraphs[0].text)");
+    assert_eq!(restored.trim(), "Total: 120 EUR due Friday");
+
+    // delete_path goes to the trash (FreeDesktop: files/ and info/ with the original path), Undo restores it.
+    std::fs::create_dir_all(dir.join("project/src")).unwrap();
+    std::fs::write(dir.join("project/src/main.rs"), "fn main() {}").unwrap();
+    let deleted = tools.run("delete_path", json!({"path": "~/project", "recursive": true}));
+    assert!(!deleted.is_error && deleted.content.contains("to the trash"), "{deleted:?}");
+    assert!(!dir.join("project").exists());
+    let cowork::tools::undo::UndoStep::Trashed { trash_info, .. } = &deleted.undo[0] else { panic!("{:?}", deleted.undo) };
+    let info = std::fs::read_to_string(trash_info).unwrap();
+    assert!(info.contains("[Trash Info]") && info.contains("project") && info.contains("DeletionDate="), "{info}");
+    std::fs::create_dir_all(dir.join("full")).unwrap();
+    std::fs::write(dir.join("full/keep.txt"), "x").unwrap();
+    let not_empty = tools.run("delete_path", json!({"path": "~/full"}));
+    assert!(not_empty.is_error && dir.join("full/keep.txt").is_file(), "a folder that is not empty needs recursive: {not_empty:?}");
+    cowork::tools::undo::undo(&deleted.undo[0]).unwrap();
+    assert_eq!(std::fs::read_to_string(dir.join("project/src/main.rs")).unwrap(), "fn main() {}");
+    // A place taken again is not overwritten.
+    let again = tools.run("delete_path", json!({"path": "~/data.xlsx"}));
+    std::fs::write(dir.join("data.xlsx"), "new").unwrap();
+    assert!(cowork::tools::undo::undo(&again.undo[0]).unwrap_err().contains("exists again"));
+    assert_eq!(std::fs::read_to_string(dir.join("data.xlsx")).unwrap(), "new");
+
+    // A move across file systems (home → tmpfs) copies and removes; Undo moves it back.
+    let shm = Path::new("/dev/shm");
+    use std::os::unix::fs::MetadataExt;
+    if shm.is_dir() && std::fs::metadata(shm).unwrap().dev() != std::fs::metadata(&dir).unwrap().dev() {
+        let target = tempfile::Builder::new().prefix("cowork-move-").tempdir_in(shm).unwrap();
+        let to = target.path().join("project");
+        let moved = tools.run("move_path", json!({"from": "~/project", "to": to.display().to_string()}));
+        assert!(!moved.is_error, "{moved:?}");
+        assert!(!dir.join("project").exists() && to.join("src/main.rs").is_file());
+        cowork::tools::undo::undo(&moved.undo[0]).unwrap();
+        assert_eq!(std::fs::read_to_string(dir.join("project/src/main.rs")).unwrap(), "fn main() {}");
+        assert!(!to.exists());
+    } else {
+        require(false, "/dev/shm on another file system than the test's home (a move across file systems)");
+    }
+}
+
+/// A loopback server answering one search in `body`'s shape.
+fn search_with(provider: Provider, body: Value, key: Option<&str>, status: &str) -> (Result<Vec<cowork::tools::web_search::Found>, String>, String, OutboundGate) {
+    let server = scripted(vec![reply(status, "", &[&body.to_string()])]);
+    let gate = OutboundGate::new(true);
+    let base = match provider {
+        Provider::Searxng => format!("http://127.0.0.1:{}/", server.port),
+        Provider::Brave => format!("http://127.0.0.1:{}/res/v1/web/search", server.port),
+        Provider::Kagi => format!("http://127.0.0.1:{}/api/v0/search", server.port),
+        Provider::Tavily | Provider::OpenAi => format!("http://127.0.0.1:{}/search", server.port),
+    };
+    let found = cowork::tools::web_search::search(provider, &base, key, "rust & egui?", 5, &gate, &AtomicBool::new(false));
+    let head = server.heads.lock().first().cloned().unwrap_or_default();
+    (found, head, gate)
+}
+
+#[test]
+fn web_search_speaks_each_providers_documented_format_through_the_gate() {
+    let result = |title: &str, url: &str| json!({"title": title, "url": url, "content": "a <b>snippet</b>", "description": "a <b>snippet</b>", "snippet": "a snippet"});
+    // SearXNG: GET /search?q=…&format=json, no key.
+    let (found, head, gate) = search_with(Provider::Searxng, json!({"results": [result("Rust", "https://www.rust-lang.org/")]}), None, "200 OK");
+    let found = found.unwrap();
+    assert_eq!((found[0].title.as_str(), found[0].url.as_str(), found[0].snippet.as_str()), ("Rust", "https://www.rust-lang.org/", "a snippet"));
+    assert!(head.starts_with("GET /search?q=rust+%26+egui%3F&format=json "), "{head}");
+    let log = gate.log();
+    assert_eq!(log.len(), 1, "the outbound log shows the search");
+    assert!(log[0].purpose.contains("search the web (SearXNG)"), "{:?}", log[0]);
+    // Brave: GET with X-Subscription-Token; results under web.results.
+    let (found, head, _) = search_with(Provider::Brave, json!({"web": {"results": [result("B", "https://b.example/")]}}), Some("brave-key"), "200 OK");
+    assert_eq!(found.unwrap()[0].url, "https://b.example/");
+    assert!(head.starts_with("GET /res/v1/web/search?q=rust+%26+egui%3F&count=5 ") && head.to_lowercase().contains("x-subscription-token: brave-key"), "{head}");
+    // Kagi: Authorization: Bot KEY; data items of type 0 only.
+    let (found, head, _) = search_with(Provider::Kagi, json!({"data": [{"t": 0, "url": "https://k.example/", "title": "K", "snippet": "s"}, {"t": 1, "list": ["related"]}]}), Some("kagi-key"), "200 OK");
+    assert_eq!(found.unwrap().len(), 1);
+    assert!(head.contains("authorization: Bot kagi-key") || head.contains("Authorization: Bot kagi-key"), "{head}");
+    // Tavily and OpenAI-compatible: POST JSON with a bearer key.
+    for provider in [Provider::Tavily, Provider::OpenAi] {
+        let (found, head, _) = search_with(provider, json!({"results": [result("T", "https://t.example/")]}), Some("sk-test"), "200 OK");
+        assert_eq!(found.unwrap()[0].title, "T");
+        assert!(head.starts_with("POST /search "), "{head}");
+        assert!(head.to_lowercase().contains("authorization: bearer sk-test"), "{head}");
+        let body: Value = serde_json::from_str(head.split("\r\n\r\n").nth(1).unwrap()).unwrap();
+        assert_eq!(body, json!({"query": "rust & egui?", "max_results": 5}));
+    }
+    // A refused key is said; an answer in another shape is said, not guessed at.
+    let (refused, _, _) = search_with(Provider::Brave, json!({"error": "bad key"}), Some("wrong"), "401 Unauthorized");
+    assert!(refused.unwrap_err().contains("the API key was refused"));
+    let (odd, _, _) = search_with(Provider::Brave, json!({"results": []}), Some("k"), "200 OK");
+    assert!(odd.unwrap_err().contains("no results list"));
+    // Offline: the gate refuses a provider that is not on this machine, before any connection.
+    let offline = cowork::tools::web_search::search(Provider::Brave, "", Some("k"), "q", 5, &OutboundGate::new(true), &AtomicBool::new(false));
+    assert!(offline.unwrap_err().to_lowercase().contains("offline"));
+    // The tool without a provider says how to set one up; with one but no key, that the key is missing.
+    let home = temp_dir();
+    let tools = Tools::new(home.path(), &home.path().join("data"));
+    let none = tools.run("web_search", json!({"query": "x"}));
+    assert!(none.is_error && none.content.contains("Settings → Brains & network → Web search"), "{none:?}");
+    assert_eq!(registry::origin("web_search"), cowork::tools::Origin::Web);
+    assert_eq!(registry::get("web_search").unwrap().risk, cowork::tools::Risk::Sensitive, "a query carries words out");
+}
+
+#[test]
+fn an_attached_document_is_searchable_in_memory_cited_by_page_and_forgotten_whole() {
+    let home = temp_dir();
+    let dir = home.path().canonicalize().unwrap();
+    let data = temp_dir();
+    let tools = Tools::new(&dir, data.path());
+    let text = "# Plan\n\nThe zeppelin budget is 4200 euros.\n\n<!-- pagebreak -->\n# Later\n\nThe okapi enclosure opens in May.\n";
+    assert!(!tools.run("write_document", json!({"path": "~/plan.docx", "text": text})).is_error);
+    let cli = |args: &[&str]| {
+        let out = Command::new(env!("CARGO_BIN_EXE_cowork")).env("COWORK_LOG", "warn").arg("--data-dir").arg(data.path()).args(args).output().unwrap();
+        assert!(out.status.success(), "{args:?}: {}", String::from_utf8_lossy(&out.stderr));
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    };
+    let added = cli(&["documents", "add", &dir.join("plan.docx").display().to_string()]);
+    let id: i64 = added.split('\t').next().unwrap().parse().unwrap();
+    assert!(added.contains("2 parts kept"), "{added}");
+    // Found by keywords at once, with the page as its title's last part.
+    let conn = cowork::store::open_read_only(&data.path().join("cowork.db")).unwrap();
+    let hits = cowork::memory::search::search(&conn, "okapi", &cowork::memory::search::Filters::default(), 5).unwrap();
+    assert_eq!(hits.len(), 1, "{hits:?}");
+    assert_eq!((hits[0].stream, hits[0].title.as_str()), (cowork::memory::search::Stream::Document, "plan.docx — page 2"));
+    // Queued for meaning (the documents namespace), as the embed worker reads it.
+    let queued: i64 = conn.query_row("SELECT count(*) FROM embed_queue WHERE source = 'document'", [], |r| r.get(0)).unwrap();
+    assert_eq!(queued, 2);
+    let (_, pieces) = cowork::memory::jobs::source_pieces(&conn, cowork::memory::Source::Document, hits[0].id).unwrap().unwrap();
+    assert!(pieces[0].starts_with("From the document plan.docx (page 2): "), "{pieces:?}");
+    // The same file again is not kept twice; changed, it replaces the old copy.
+    cli(&["documents", "add", &dir.join("plan.docx").display().to_string()]);
+    let listed: Value = serde_json::from_str(&cli(&["documents", "list", "--json"])).unwrap();
+    assert_eq!(listed.as_array().unwrap().len(), 1);
+    // Forgotten: its words are found no more, its queue entries gone.
+    cli(&["documents", "forget", &id.to_string()]);
+    let conn = cowork::store::open_read_only(&data.path().join("cowork.db")).unwrap();
+    assert!(cowork::memory::search::search(&conn, "okapi", &cowork::memory::search::Filters::default(), 5).unwrap().is_empty());
+    let left: i64 = conn.query_row("SELECT (SELECT count(*) FROM embed_queue WHERE source = 'document') + (SELECT count(*) FROM document_parts)", [], |r| r.get(0)).unwrap();
+    assert_eq!(left, 0);
+}
+
+/// The agent with a scripted model: an attached PDF reaches the model page by
+/// page with the instruction to cite pages, and the answer that cites one is
+/// shown; "make a spreadsheet of these numbers" writes an XLSX (after the
+/// approval) that openpyxl reads back exactly; the agent deletes it, and
+/// `cowork undo` brings it back from the trash.
+#[test]
+fn the_agent_answers_from_an_attached_pdf_by_page_writes_a_spreadsheet_and_its_delete_is_undone() {
+    use cowork::agent::AgentCommand;
+    use cowork::events::{ApprovalChoice, CallStatus, MessageStatus};
+
+    use super::agent::{answer, body, calls, fixture, task, wait_call, wait_finished};
+    let Some(python) = tools_ready() else { return };
+    // The agent writes into the user's folders: this test's folder in the (suite's own) home.
+    let home = PathBuf::from(std::env::var("HOME").unwrap());
+    let work = tempfile::Builder::new().prefix("cowork-documents-").tempdir_in(&home).unwrap();
+    let dir = work.path().canonicalize().unwrap();
+    let pdf = dir.join("plan.pdf");
+    cowork::documents::write::write(&pdf, Some("# Plan\n\nIntroductions.\n\n<!-- pagebreak -->\n# Money\n\nThe okapi budget is 4200 euros.\n"), &[]).unwrap();
+    let sheet = dir.join("numbers.xlsx");
+    let rows = json!([["Month", "Amount"], ["Jan", 1200], ["Feb", 980.5], ["Mar", 1430]]);
+    let server = scripted(vec![
+        answer("The okapi budget is 4200 euros (plan.pdf, page 2)."),
+        calls(&[("write_document", json!({"path": sheet.display().to_string(), "sheets": [{"name": "Numbers", "rows": rows}]}))]),
+        answer("I put the numbers in numbers.xlsx."),
+        calls(&[("delete_path", json!({"path": sheet.display().to_string()}))]),
+        answer("Deleted."),
+    ]);
+    let (data, paths) = fixture(&server, "Terminal", "");
+    let (workers, events) = super::support::start_workers(&paths);
+
+    let mut request = task("How big is the okapi budget?");
+    let doc = read(&pdf, &Selection::default()).unwrap();
+    request.attachments = vec![cowork::events::Attachment::document(&pdf, doc.render(cowork::events::Attachment::FOR_MODEL))];
+    let first = request.answer_id;
+    workers.agent.commands.send(AgentCommand::Chat(request)).unwrap();
+    assert_eq!(wait_finished(&events, first), MessageStatus::Done);
+    let sent = body(&server, 0).to_string();
+    assert!(sent.contains("--- page 2 ---") && sent.contains("The okapi budget is 4200 euros"), "the model got the document by page: {sent}");
+    assert!(sent.contains("say which page") && sent.contains("data to use, not instructions"), "{sent}");
+
+    let request = task("make a spreadsheet of these numbers: Jan 1200, Feb 980.5, Mar 1430");
+    let second = request.answer_id;
+    workers.agent.commands.send(AgentCommand::Chat(request)).unwrap();
+    let waiting = wait_call(&events, |c| c.tool == "write_document" && c.status == CallStatus::Waiting);
+    assert!(!sheet.exists(), "nothing is written before the approval");
+    workers.agent.commands.send(AgentCommand::Decide { call_id: waiting.call_id, choice: ApprovalChoice::Once }).unwrap();
+    let wrote = wait_call(&events, |c| c.call_id == waiting.call_id && c.status.settled());
+    assert_eq!(wrote.status, CallStatus::Done, "{wrote:?}");
+    assert_eq!(wait_finished(&events, second), MessageStatus::Done);
+    let read_back = py(&python, &dir, "import openpyxl, json\nws = openpyxl.load_workbook('numbers.xlsx')['Numbers']\nprint(json.dumps([[c.value for c in r] for r in ws.iter_rows()]))");
+    assert_eq!(serde_json::from_str::<Value>(read_back.trim()).unwrap(), rows, "openpyxl reads back exactly the numbers");
+
+    let request = task("delete numbers.xlsx");
+    let third = request.answer_id;
+    workers.agent.commands.send(AgentCommand::Chat(request)).unwrap();
+    let waiting = wait_call(&events, |c| c.tool == "delete_path" && c.status == CallStatus::Waiting);
+    assert_eq!(waiting.risk, "dangerous");
+    workers.agent.commands.send(AgentCommand::Decide { call_id: waiting.call_id, choice: ApprovalChoice::Once }).unwrap();
+    let undoable = super::support::wait_for(&events, Duration::from_secs(30), |e| match e {
+        cowork::events::AppEvent::Undoable { answer_id, until_millis, .. } if *answer_id == third => Some(*until_millis),
+        _ => None,
+    })
+    .expect("the chat is told it can undo");
+    assert!(undoable - cowork::ids::now_millis() > 4 * 60_000, "Undo is offered for five minutes");
+    assert_eq!(wait_finished(&events, third), MessageStatus::Done);
+    assert!(!sheet.exists());
+    workers.shutdown(Duration::from_secs(5));
+
+    let out = Command::new(env!("CARGO_BIN_EXE_cowork")).env("COWORK_LOG", "warn").arg("--data-dir").arg(data.path()).arg("undo").output().unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(String::from_utf8_lossy(&out.stdout).contains(&format!("restored {}", sheet.display())), "{}", String::from_utf8_lossy(&out.stdout));
+    let back = py(&python, &dir, "import openpyxl\nprint(openpyxl.load_workbook('numbers.xlsx')['Numbers']['B3'].value)");
+    assert_eq!(back.trim(), "980.5");
+    // Undone once: nothing is left to undo of that task (the spreadsheet's creation was its own task's).
+    let again = Command::new(env!("CARGO_BIN_EXE_cowork")).env("COWORK_LOG", "warn").arg("--data-dir").arg(data.path()).arg("undo").output().unwrap();
+    assert!(again.status.success(), "the task before it (the spreadsheet written) is next: {}", String::from_utf8_lossy(&again.stderr));
+    assert!(!sheet.exists(), "undoing the write took the created file to the trash");
+}

@@ -340,7 +340,8 @@ impl CoworkApp {
     /// memory, whole for memory; on its own thread.
     fn read_for_chat(&mut self, path: PathBuf) {
         let name = path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_else(|| path.display().to_string());
-        let remember = self.state.settings.remember_documents;
+        let withheld = crate::documents::memory::withheld(&path, &self.state.settings);
+        let remember = withheld.is_none();
         let tx = self.documents.0.clone();
         self.state.reading_documents.push(name.clone());
         let spawned = std::thread::Builder::new().name("attach-document".into()).spawn(move || {
@@ -971,6 +972,17 @@ impl CoworkApp {
                         self.settings.network.keys.insert(provider, crate::secrets::mask(&key));
                     }
                     Err(err) => self.state.notice(format!("the key for {provider} was not stored: {err:#}")),
+                }
+            }
+            UiAction::SaveSearchKey { provider, key } => {
+                let Some(provider) = crate::tools::web_search::Provider::parse(&provider) else { return };
+                let stored = crate::secrets::Secrets::open(&self.options.export_dir).and_then(|secrets| secrets.set(&provider.key_name(), &key).map(|()| secrets));
+                match stored {
+                    Ok(secrets) => self.state.notice(format!("the {} key is kept in {}", provider.title(), secrets.describe())),
+                    Err(err) => {
+                        self.settings.network.search_key_stored = None;
+                        self.state.notice(format!("the {} key was not kept: {err:#}", provider.title()));
+                    }
                 }
             }
             UiAction::GnomeExtension { install } => {

@@ -253,6 +253,10 @@ pub struct Settings {
     pub web_search_url: String,
     /// Documents the user attaches or the agent reads are kept searchable in memory.
     pub remember_documents: bool,
+    /// Folders whose documents are kept searchable and followed as they change (one per line).
+    pub document_folders: String,
+    /// Paths never kept in memory (globs, one per line: `~/Taxes/**`, `**/*.kdbx`, `**/private/**`).
+    pub document_exclude: String,
 }
 
 /// Listen mode (Settings → Voice): transcribe what is said around the
@@ -372,6 +376,8 @@ impl Default for Settings {
             web_search_provider: String::new(),
             web_search_url: String::new(),
             remember_documents: true,
+            document_folders: String::new(),
+            document_exclude: "**/.*/**\n**/*.kdbx\n**/*.key\n**/*.pem".into(),
             agent_max_steps: 20,
             approval_timeout_secs: 300,
             automation_approval_hours: 24,
@@ -426,6 +432,8 @@ pub mod keys {
     pub const WEB_SEARCH_PROVIDER: &str = "web.search_provider";
     pub const WEB_SEARCH_URL: &str = "web.search_url";
     pub const REMEMBER_DOCUMENTS: &str = "memory.documents";
+    pub const DOCUMENT_FOLDERS: &str = "memory.document_folders";
+    pub const DOCUMENT_EXCLUDE: &str = "memory.document_exclude";
     pub const APPROVAL_TIMEOUT: &str = "agent.approval_timeout_secs";
     pub const ALWAYS_ASK: &str = "agent.always_ask";
     pub const AUTOMATION_APPROVAL_HOURS: &str = "automations.approval_hours";
@@ -492,6 +500,8 @@ pub const DESCRIBED: &[(&str, &str)] = &[
     (keys::WEB_SEARCH_PROVIDER, "web search for the agent: searxng, brave, tavily, kagi or openai (empty: none); its key with `cowork secrets set web_search.PROVIDER`"),
     (keys::WEB_SEARCH_URL, "the web search's address (your SearXNG instance; the others' own when empty)"),
     (keys::REMEMBER_DOCUMENTS, "keep documents you attach or the agent reads searchable in memory: true or false"),
+    (keys::DOCUMENT_FOLDERS, "folders whose documents are kept searchable and followed as they change (one per line)"),
+    (keys::DOCUMENT_EXCLUDE, "paths never kept in memory (globs, one per line, e.g. ~/Taxes/** or **/*.kdbx)"),
     (keys::APPROVAL_TIMEOUT, "seconds an approval waits in the chat before it is denied"),
     (keys::ALWAYS_ASK, "tools that always ask, even when safe (comma-separated)"),
     (keys::AUTOMATION_APPROVAL_HOURS, "hours an automation's approval waits before it expires"),
@@ -587,6 +597,8 @@ impl Settings {
             keys::WEB_SEARCH_PROVIDER => self.web_search_provider.clone(),
             keys::WEB_SEARCH_URL => self.web_search_url.clone(),
             keys::REMEMBER_DOCUMENTS => flag(self.remember_documents),
+            keys::DOCUMENT_FOLDERS => self.document_folders.clone(),
+            keys::DOCUMENT_EXCLUDE => self.document_exclude.clone(),
             keys::AGENT_MAX_STEPS => self.agent_max_steps.to_string(),
             keys::APPROVAL_TIMEOUT => self.approval_timeout_secs.to_string(),
             keys::ALWAYS_ASK => self.always_ask.join(", "),
@@ -649,6 +661,22 @@ impl Settings {
                     }
                     None => Err(format!("setting {key} = {value:?} is not searxng, brave, tavily, kagi or openai; using none")),
                 },
+            },
+            keys::DOCUMENT_FOLDERS => {
+                let bad: Vec<&str> = value.lines().map(str::trim).filter(|l| !l.is_empty() && !(l.starts_with('/') || l.starts_with('~'))).collect();
+                if bad.is_empty() {
+                    self.document_folders = value.to_owned();
+                    Ok(())
+                } else {
+                    Err(format!("setting {key}: {} is not a full path (start it with / or ~); keeping the previous folders", bad.join(", ")))
+                }
+            }
+            keys::DOCUMENT_EXCLUDE => match value.lines().map(str::trim).filter(|l| !l.is_empty()).map(crate::tools::files::glob_regex).find_map(Result::err) {
+                None => {
+                    self.document_exclude = value.to_owned();
+                    Ok(())
+                }
+                Some(err) => Err(format!("setting {key}: {err}; keeping the previous patterns")),
             },
             keys::WEB_SEARCH_URL => match value.trim() {
                 "" => {

@@ -13,6 +13,7 @@
 //!
 //! What a document says is data, never instructions (`Origin::Document`).
 
+pub mod folders;
 pub mod memory;
 pub mod read;
 pub mod write;

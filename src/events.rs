@@ -24,10 +24,11 @@ pub enum WorkerName {
     Automations,
     Notify,
     Apps,
+    Folders,
 }
 
 impl WorkerName {
-    pub const ALL: [WorkerName; 17] = [
+    pub const ALL: [WorkerName; 18] = [
         WorkerName::Store,
         WorkerName::Capture,
         WorkerName::Keys,
@@ -45,6 +46,7 @@ impl WorkerName {
         WorkerName::Automations,
         WorkerName::Notify,
         WorkerName::Apps,
+        WorkerName::Folders,
     ];
 
     pub fn as_str(self) -> &'static str {
@@ -66,6 +68,7 @@ impl WorkerName {
             WorkerName::Automations => "automations",
             WorkerName::Notify => "notify",
             WorkerName::Apps => "apps",
+            WorkerName::Folders => "folders",
         }
     }
 }
@@ -96,6 +99,7 @@ impl WorkerName {
             WorkerName::Automations => ("Automations", "runs routines on their schedule or trigger"),
             WorkerName::Notify => ("Notifications", "tells you what needs you, quietly when you are busy"),
             WorkerName::Apps => ("Apps", "runs the small apps you installed, each in its sandbox"),
+            WorkerName::Folders => ("Document folders", "keeps the documents of the folders you named searchable as they change"),
         }
     }
 }

@@ -35,6 +35,8 @@ impl Tab {
 /// What a view asks the app to do.
 #[derive(Clone, Debug, PartialEq)]
 pub enum UiAction {
+    /// Settings → Web search: keep the provider's key in the secret store.
+    SaveSearchKey { provider: String, key: String },
     /// Chat: ask the desktop's file chooser for documents to attach.
     ChooseFiles,
     /// Chat: read these files and attach them (dropped, or chosen).

@@ -45,6 +45,8 @@ pub struct Workers {
     pub notify: Option<WorkerHandle<crate::notify::NotifyCommand>>,
     /// Runs the installed apps (the sidebar, with the automations worker).
     pub apps: Option<WorkerHandle<crate::apps::AppsCommand>>,
+    /// Follows the document folders the user named (the sidebar, with the automations worker).
+    pub folders: Option<WorkerHandle<crate::documents::folders::FoldersCommand>>,
     pub stop_epoch: Arc<AtomicU64>,
     /// The newest search generation asked for (a running older query stops).
     pub search_latest: Arc<AtomicU64>,
@@ -277,12 +279,45 @@ impl Workers {
             )?),
             false => None,
         };
+        let folders = if options.automations {
+            Some(crate::documents::folders::spawn_folders(
+                paths.db_path(),
+                paths.data_dir.clone(),
+                store.commands.clone(),
+                crossbeam_channel::bounded(8),
+                sink.clone(),
+                options.policy,
+            )?)
+        } else {
+            None
+        };
         let typing = crate::audio::dictate::Typing::for_desktop(&desktop, options.display.clone(), &paths.data_dir);
         let audio = crate::audio::worker::spawn_audio(speech.commands.clone(), typing, sink, options.policy)?;
         let device = Some(settings.voice.device.clone()).filter(|d| !d.is_empty());
         let _ = audio.commands.try_send(crate::audio::worker::AudioCommand::SetDevice(device));
-        let workers =
-            Self { store, capture, keys, clipboard, a11y, models, search, embed, llm, agent, mcp, audio, speech, listen, automations, notify, apps, stop_epoch, search_latest, typing_at_millis };
+        let workers = Self {
+            store,
+            capture,
+            keys,
+            clipboard,
+            a11y,
+            models,
+            search,
+            embed,
+            llm,
+            agent,
+            mcp,
+            audio,
+            speech,
+            listen,
+            automations,
+            notify,
+            apps,
+            folders,
+            stop_epoch,
+            search_latest,
+            typing_at_millis,
+        };
         Ok((workers, settings, warnings))
     }
 
@@ -320,6 +355,9 @@ impl Workers {
         }
         if let Some(apps) = &self.apps {
             controls.push((apps.name, apps.control.clone()));
+        }
+        if let Some(folders) = &self.folders {
+            controls.push((folders.name, folders.control.clone()));
         }
         if let Some(capture) = &self.capture {
             controls.push((capture.name, capture.control.clone()));
@@ -418,6 +456,11 @@ impl Workers {
             && !apps.shutdown(crate::apps::AppsCommand::Shutdown, timeout)
         {
             tracing::warn!("apps did not stop in time (an app's call was running)");
+        }
+        if let Some(folders) = self.folders.as_mut()
+            && !folders.shutdown(crate::documents::folders::FoldersCommand::Shutdown, timeout)
+        {
+            tracing::warn!("folders did not stop in time (it walks the folders again next start)");
         }
         // The agent first: a turn it is in stops at the epoch bump and writes its message.
         if !self.agent.shutdown(AgentCommand::Shutdown, timeout) {

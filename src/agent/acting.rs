@@ -754,8 +754,12 @@ impl<B: LocalBrain> AgentWorker<B> {
 
     /// A document the agent read goes into memory (the `documents` namespace),
     /// read whole on its own thread, stored by the store worker.
-    fn remember_document(&self, arguments: &Value, origin: &'static str) {
+    fn remember_document(&mut self, arguments: &Value, origin: &'static str) {
         let Some(path) = arguments.get("path").and_then(Value::as_str).and_then(|p| crate::tools::files::resolve(p, &self.acting.files).ok()) else { return };
+        if let Some(why) = crate::documents::memory::withheld(&path, &self.settings()) {
+            tracing::info!(%why, "a document the agent read is not kept in memory");
+            return;
+        }
         let store = self.store.clone();
         let _ = std::thread::Builder::new().name("remember-document".into()).spawn(move || match crate::documents::memory::prepare(&path, origin) {
             Ok(doc) => {
@@ -841,7 +845,7 @@ impl<B: LocalBrain> AgentWorker<B> {
                 }
             }
         }
-        if status == CallStatus::Done && call.tool == "read_document" && self.settings().remember_documents {
+        if status == CallStatus::Done && call.tool == "read_document" {
             self.remember_document(&call.arguments, "agent");
         }
         let decision = match status {

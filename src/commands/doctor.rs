@@ -352,6 +352,7 @@ fn worker_checks(paths: &Paths, display: Option<&str>, chat: Option<crate::confi
             WorkerName::Automations => workers.automations.is_some(),
             WorkerName::Notify => workers.notify.is_some(),
             WorkerName::Apps => workers.apps.is_some(),
+            WorkerName::Folders => workers.folders.is_some(),
             _ => true,
         })
         .collect();

@@ -23,8 +23,14 @@ pub fn read(path: &Path, selection: Selection, max_chars: usize, json: bool) -> 
 /// `cowork documents add PATH`: read whole and kept in memory; the embed worker (or `cowork memory embed`) makes it searchable by meaning.
 pub fn add(paths: &Paths, path: &Path) -> anyhow::Result<ExitCode> {
     let path = path.canonicalize().with_context(|| format!("{}", path.display()))?;
-    let doc = crate::documents::memory::prepare(&path, "attached").map_err(|e| anyhow::anyhow!("{e}"))?;
     paths.ensure_data_dir()?;
+    // Asked for by name, it is kept even with keeping documents switched off; the privacy rules still hold.
+    let mut settings = crate::workers::read_settings(paths).0;
+    settings.remember_documents = true;
+    if let Some(why) = crate::documents::memory::withheld(&path, &settings) {
+        anyhow::bail!("{} is not kept in memory: {why}", path.display());
+    }
+    let doc = crate::documents::memory::prepare(&path, "attached").map_err(|e| anyhow::anyhow!("{e}"))?;
     let conn = crate::store::open_writer(&paths.db_path())?;
     let tx = crate::store::write_transaction(&conn)?;
     let id = crate::documents::memory::store(&tx, &doc, crate::ids::now_millis())?;

@@ -11,6 +11,38 @@ use sha2::{Digest, Sha256};
 
 use super::read::{DEADLINE, Document, ReadError, Selection, read_with_deadline};
 
+/// Why a document is not kept in memory, when it is not: keeping documents
+/// is off, capture is paused, a privacy rule covers its path (a title rule
+/// matches it, or it names a denied app or domain), or an excluded path.
+pub fn withheld(path: &Path, settings: &crate::config::Settings) -> Option<String> {
+    if !settings.remember_documents {
+        return Some("keeping documents in memory is off (Settings → Memory)".into());
+    }
+    let shown = path.display().to_string();
+    match settings.privacy.compile() {
+        Ok(rules) if rules.paused => return Some("capture is paused".into()),
+        Ok(rules) if rules.withholds(None, &shown, None) || rules.mentions(&shown) => return Some("your privacy rules cover it".into()),
+        Ok(_) => {}
+        Err(err) => return Some(format!("the privacy rules do not compile ({err})")),
+    }
+    excluded(path, &settings.document_exclude)
+}
+
+/// The first exclude pattern (a glob over the full path, `~` for home) that covers `path`.
+pub fn excluded(path: &Path, patterns: &str) -> Option<String> {
+    let home = std::env::var("HOME").unwrap_or_default();
+    let shown = path.display().to_string();
+    patterns.lines().map(str::trim).filter(|p| !p.is_empty()).find_map(|pattern| {
+        let expanded = match pattern.strip_prefix('~') {
+            Some(rest) => format!("{}{rest}", home.trim_end_matches('/')),
+            None => pattern.to_owned(),
+        };
+        let glob = expanded.trim_start_matches('/');
+        let re = crate::tools::files::glob_regex(glob).ok()?;
+        re.is_match(shown.trim_start_matches('/')).then(|| format!("it matches the excluded path {pattern}"))
+    })
+}
+
 /// What is stored of a document.
 #[derive(Clone, Debug)]
 pub struct Remembered {

@@ -465,6 +465,12 @@ pub fn delete_range(conn: &Connection, since_millis: i64, until_millis: i64) -> 
     conn.execute("DELETE FROM operations WHERE created_at_ms >= ?1 AND created_at_ms < ?2", params![since_millis, until_millis])?;
     // Finished automation runs of the range: their steps hold what the flows read (open runs go on).
     crate::automations::store::delete_runs_between(conn, since_millis, until_millis)?;
+    // Documents kept in memory in the range (attached, read by the agent): their parts, chunks and vectors.
+    conn.execute(
+        "DELETE FROM document_parts WHERE document_id IN (SELECT document_id FROM documents WHERE added_at_ms >= ?1 AND added_at_ms < ?2)",
+        params![since_millis, until_millis],
+    )?;
+    conn.execute("DELETE FROM documents WHERE added_at_ms >= ?1 AND added_at_ms < ?2", params![since_millis, until_millis])?;
     conn.execute(
         "DELETE FROM chat_threads WHERE NOT EXISTS (SELECT 1 FROM chat_messages m WHERE m.thread_id = chat_threads.thread_id)
          AND created_at_ms >= ?1 AND created_at_ms < ?2",
@@ -493,6 +499,7 @@ pub fn purge_deleted(conn: &Connection) -> rusqlite::Result<()> {
          INSERT INTO message_fts (message_fts) VALUES ('optimize');
          INSERT INTO keystroke_fts (keystroke_fts) VALUES ('optimize');
          INSERT INTO clipboard_fts (clipboard_fts) VALUES ('optimize');
+         INSERT INTO document_fts (document_fts) VALUES ('optimize');
          INSERT INTO audio_fts (audio_fts) VALUES ('optimize');
          PRAGMA wal_checkpoint(TRUNCATE);
          VACUUM;

@@ -78,6 +78,8 @@ pub enum StoreCommand {
     RememberDocument { doc: Box<crate::documents::memory::Remembered>, reply: Option<Sender<Result<i64, String>>> },
     /// Forget a remembered document (its parts, chunks and vectors).
     ForgetDocument { document_id: i64, reply: Option<Sender<Result<bool, String>>> },
+    /// Forget the document read from `path` (gone from a followed folder).
+    ForgetDocumentAt { path: String },
     /// Fault injection for supervisor tests: panic inside the worker.
     InjectPanic,
     Shutdown,
@@ -317,6 +319,15 @@ impl StoreWorker {
                             self.emit_notice(format!("{} was not kept in memory: {err}", doc.name));
                         }
                     }
+                }
+            }
+            StoreCommand::ForgetDocumentAt { path } => {
+                self.commit_pending();
+                let id: Option<i64> = self.conn.query_row("SELECT document_id FROM documents WHERE path = ?1", rusqlite::params![path], |r| r.get(0)).ok();
+                if let Some(id) = id
+                    && let Err(err) = crate::documents::memory::forget(&self.conn, id)
+                {
+                    self.emit_notice(format!("{path} was not forgotten: {err}"));
                 }
             }
             StoreCommand::ForgetDocument { document_id, reply } => {

@@ -222,7 +222,7 @@ fn counted(n: usize, one: &str, many: &str) -> String {
 }
 
 /// A glob (`*`, `**`, `?`) over paths relative to the search root, as a regex.
-fn glob_regex(glob: &str) -> Result<Regex, String> {
+pub fn glob_regex(glob: &str) -> Result<Regex, String> {
     let mut re = String::from("^");
     let mut chars = glob.chars().peekable();
     while let Some(c) = chars.next() {

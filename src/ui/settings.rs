@@ -22,6 +22,8 @@ pub struct SettingsPanel {
     pub afk_secs: Option<String>,
     pub hotkey: Option<String>,
     pub context_budget: Option<String>,
+    pub document_folders: Option<String>,
+    pub document_exclude: Option<String>,
     pub retention_days: Option<String>,
     pub pause_hotkey: Option<String>,
     /// Drafts of the privacy rule lists, by settings key.
@@ -69,6 +71,10 @@ pub struct NetworkView {
     /// The "Add a provider" form: name, kind, base URL, model, $ in, $ out per million tokens.
     pub new_provider: NewProvider,
     pub budgets: std::collections::BTreeMap<&'static str, Option<String>>,
+    /// Web search: the address being typed, the key being typed, and whether a key is stored (masked).
+    pub search_url: Option<String>,
+    pub search_key: String,
+    pub search_key_stored: Option<String>,
 }
 
 /// A model file as Settings lists it.
@@ -276,6 +282,9 @@ fn section_ui(
             if page.shows(ui, "profile pinned facts hot memory grounded answers embedding summarise prompt budget USER.md MEMORY.md") {
                 crate::ui::memory::memory_ui(ui, state, &mut panel.memory, actions);
             }
+            if page.shows(ui, "documents attached pdf word excel folders indexed excluded paths") {
+                documents_ui(ui, state, panel, actions);
+            }
         }
         Section::Agent => agent_ui(ui, page, state, panel, actions),
         Section::Voice => {
@@ -292,6 +301,37 @@ fn section_ui(
         Section::Data => data_ui(ui, page, state, actions),
         Section::About => about_ui(ui, page, state, actions),
     }
+}
+
+/// Settings → Memory → Documents: whether attached and agent-read documents
+/// are kept searchable, the folders followed, the paths never kept.
+fn documents_ui(ui: &mut egui::Ui, state: &AppState, panel: &mut SettingsPanel, actions: &mut Vec<UiAction>) {
+    ui.label(RichText::new("Documents").strong());
+    let mut keep = state.settings.remember_documents;
+    if ui.checkbox(&mut keep, "Keep documents you attach or the agent reads searchable in memory").changed() {
+        actions.push(UiAction::SaveSetting { key: keys::REMEMBER_DOCUMENTS.to_owned(), value: keep.to_string() });
+    }
+    crate::ui::widgets::setting_text_ui(
+        ui,
+        "Folders to keep searchable, followed as files change (one per line)",
+        keys::DOCUMENT_FOLDERS,
+        &state.settings.document_folders,
+        &mut panel.document_folders,
+        "~/Documents",
+        true,
+        actions,
+    );
+    crate::ui::widgets::setting_text_ui(
+        ui,
+        "Never keep these paths (one pattern per line; ** is any folders)",
+        keys::DOCUMENT_EXCLUDE,
+        &state.settings.document_exclude,
+        &mut panel.document_exclude,
+        "~/Taxes/**",
+        true,
+        actions,
+    );
+    ui.label(RichText::new("They are deleted with everything else of their time (Your data), or one by one: cowork documents list, cowork documents forget ID").small().color(theme::muted()));
 }
 
 fn general_ui(ui: &mut egui::Ui, page: &mut Page, state: &AppState, panel: &mut SettingsPanel, actions: &mut Vec<UiAction>) {
@@ -390,6 +430,9 @@ fn privacy_ui(ui: &mut egui::Ui, page: &mut Page, state: &AppState, panel: &mut 
 fn brains_ui(ui: &mut egui::Ui, page: &mut Page, state: &AppState, models: &[ModelView], panel: &mut SettingsPanel, actions: &mut Vec<UiAction>) {
     if page.shows(ui, "offline cloud local prefer answer with tiers budgets dollars cost providers keys api outbound requests network") {
         network_ui(ui, state, &mut panel.network, actions);
+    }
+    if page.shows(ui, "web search searxng brave tavily kagi perplexity openai internet look up key") {
+        web_search_ui(ui, state, &mut panel.network, actions);
     }
     if page.shows(ui, "context budget tokens recent activity prompt") {
         setting_row_ui(
@@ -840,6 +883,44 @@ fn network_ui(ui: &mut egui::Ui, state: &AppState, network: &mut NetworkView, ac
             ui.label(RichText::new(text).small().color(if record.refused.is_some() { theme::warn() } else { theme::muted() }));
         }
     });
+}
+
+/// Settings → Brains & network → Web search: which service the agent's
+/// `web_search` asks, its address and its key (kept in the secret store).
+fn web_search_ui(ui: &mut egui::Ui, state: &AppState, network: &mut NetworkView, actions: &mut Vec<UiAction>) {
+    use crate::tools::web_search::Provider;
+    ui.label(RichText::new("Web search").strong());
+    ui.label(RichText::new("The agent searches the web through the service you choose; every search asks first unless a rule allows it, and offline mode refuses it.").small().color(theme::muted()));
+    let current = Provider::parse(&state.settings.web_search_provider);
+    ui.horizontal_wrapped(|ui| {
+        if ui.radio(current.is_none(), "None").clicked() && current.is_some() {
+            actions.push(UiAction::SaveSetting { key: keys::WEB_SEARCH_PROVIDER.to_owned(), value: String::new() });
+        }
+        for provider in Provider::ALL {
+            if ui.radio(current == Some(provider), provider.title()).clicked() && current != Some(provider) {
+                actions.push(UiAction::SaveSetting { key: keys::WEB_SEARCH_PROVIDER.to_owned(), value: provider.as_str().to_owned() });
+                network.search_key_stored = None;
+            }
+        }
+    });
+    let Some(provider) = current else { return };
+    let hint = match provider.default_url() {
+        Some(url) => format!("Address (empty: {url})"),
+        None => "Address of your SearXNG (its JSON format switched on)".to_owned(),
+    };
+    setting_row_ui(ui, &hint, keys::WEB_SEARCH_URL, &state.settings.web_search_url, &mut network.search_url, actions);
+    if provider.needs_key() {
+        ui.horizontal_wrapped(|ui| {
+            let stored = network.search_key_stored.clone().unwrap_or_else(|| "no key saved here yet".into());
+            let label = ui.label(RichText::new(format!("{} key: {stored}", provider.title())).small().color(theme::muted()));
+            ui.add(egui::TextEdit::singleline(&mut network.search_key).password(true).desired_width(140.0).hint_text("paste the key")).labelled_by(label.id);
+            if ui.add_enabled(!network.search_key.trim().is_empty(), egui::Button::new("Save search key")).clicked() {
+                let key = std::mem::take(&mut network.search_key).trim().to_owned();
+                network.search_key_stored = Some(crate::secrets::mask(&key));
+                actions.push(UiAction::SaveSearchKey { provider: provider.as_str().to_owned(), key });
+            }
+        });
+    }
 }
 
 fn new_provider_ui(ui: &mut egui::Ui, network: &mut NetworkView, actions: &mut Vec<UiAction>) {

@@ -523,3 +523,47 @@ fn the_agent_answers_from_an_attached_pdf_by_page_writes_a_spreadsheet_and_its_d
     assert!(again.status.success(), "the task before it (the spreadsheet written) is next: {}", String::from_utf8_lossy(&again.stderr));
     assert!(!sheet.exists(), "undoing the write took the created file to the trash");
 }
+
+/// A folder the user names is followed: its documents are kept at start, a
+/// new or changed one within seconds, a deleted one forgotten; hidden folders
+/// and excluded paths are never kept.
+#[test]
+fn a_followed_folder_keeps_its_documents_searchable_as_they_change() {
+    let root = temp_dir();
+    let docs = root.path().canonicalize().unwrap().join("Documents");
+    std::fs::create_dir_all(docs.join("notes")).unwrap();
+    std::fs::create_dir_all(docs.join(".git")).unwrap();
+    std::fs::write(docs.join("notes/zeppelin.md"), "# Zeppelin\n\nThe zeppelin budget is 4200.\n").unwrap();
+    std::fs::write(docs.join(".git/config.md"), "hiddenword\n").unwrap();
+    std::fs::write(docs.join("secret-plan.md"), "classifiedword\n").unwrap();
+    let data = temp_dir();
+    let conn = cowork::store::open_writer(&data.path().join("cowork.db")).unwrap();
+    cowork::store::set_setting(&conn, "memory.document_folders", &docs.display().to_string(), 0).unwrap();
+    cowork::store::set_setting(&conn, "memory.document_exclude", "**/secret*", 0).unwrap();
+    drop(conn);
+    let paths = cowork::config::Paths::resolve(Some(data.path().to_owned()), Some(data.path().join("models"))).unwrap();
+    let (sink, _events) = super::support::test_sink();
+    let options = cowork::workers::WorkerOptions { capture: false, display: None, chat_model: None, policy: cowork::runtime::RestartPolicy::default(), require_consent: false, automations: true };
+    let (mut workers, _, _) = cowork::workers::Workers::start(&paths, options, sink).unwrap();
+    let db = data.path().join("cowork.db");
+    let found = |word: &str| {
+        cowork::store::open_read_only(&db)
+            .ok()
+            .and_then(|c| cowork::memory::search::search(&c, word, &cowork::memory::search::Filters::default(), 5).ok())
+            .map(|hits| hits.iter().map(|h| h.title.clone()).collect::<Vec<_>>())
+            .unwrap_or_default()
+    };
+    let eventually = |what: &str, check: &dyn Fn() -> bool| assert!(super::support::eventually(Duration::from_secs(20), check), "{what}");
+    eventually("the folder's document is kept at start", &|| found("zeppelin") == ["zeppelin.md — section 1: Zeppelin"]);
+    std::fs::write(docs.join("notes/okapi.md"), "The okapi enclosure opens in May.\n").unwrap();
+    eventually("a new document is kept", &|| !found("okapi").is_empty());
+    std::fs::write(docs.join("notes/zeppelin.md"), "# Zeppelin\n\nThe airship budget is now 5100.\n").unwrap();
+    eventually("a changed document replaces its old text", &|| !found("airship").is_empty() && found("4200").is_empty());
+    std::fs::create_dir_all(docs.join("later")).unwrap();
+    std::fs::write(docs.join("later/heron.md"), "A heron nests here.\n").unwrap();
+    eventually("a new folder is followed too", &|| !found("heron").is_empty());
+    std::fs::remove_file(docs.join("notes/okapi.md")).unwrap();
+    eventually("a deleted document is forgotten", &|| found("okapi").is_empty());
+    assert!(found("hiddenword").is_empty() && found("classifiedword").is_empty(), "hidden folders and excluded paths are never kept");
+    workers.shutdown(Duration::from_secs(5));
+}

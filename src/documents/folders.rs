@@ -1,0 +1,277 @@
+//! The `folders` worker: documents in the folders the user names
+//! (Settings → Memory → Documents) are kept searchable and followed as they
+//! change, through inotify. At start (and when the folders change) each
+//! folder is walked: a document whose content (SHA-256) is not the one in
+//! memory is read whole and stored; one gone from disk is forgotten. Then
+//! inotify reports writes, moves and deletions, handled a second after the
+//! last one (an editor writes in bursts). Hidden folders, excluded paths and
+//! the privacy rules are honoured; cowork's own data folder is never walked.
+
+use std::collections::{BTreeMap, HashMap};
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+use crossbeam_channel::{Receiver, RecvTimeoutError, Sender};
+use inotify::{Inotify, WatchDescriptor, WatchMask};
+use rusqlite::{Connection, OptionalExtension, params};
+
+use crate::config::Settings;
+use crate::runtime::{Supervised, WorkerContext};
+use crate::store::StoreCommand;
+
+pub enum FoldersCommand {
+    /// Walk the folders again now (tests; Settings after a change).
+    Rescan,
+    Shutdown,
+}
+
+/// How often the settings are read for changed folders or patterns.
+const SETTINGS_EVERY: Duration = Duration::from_secs(3);
+/// Changes are handled this long after the last event about a file.
+const SETTLE: Duration = Duration::from_millis(800);
+/// Files larger than this in a followed folder are passed over (said once in the log).
+const MAX_FOLLOWED: u64 = 64 << 20;
+/// Folders watched at most (inotify watches are a per-user kernel resource).
+const MAX_WATCHES: usize = 4_096;
+
+pub struct FoldersWorker {
+    db_path: PathBuf,
+    data_dir: PathBuf,
+    store: Sender<StoreCommand>,
+    conn: Option<Connection>,
+    inotify: Inotify,
+    watches: HashMap<WatchDescriptor, PathBuf>,
+    /// The folders and patterns the watches were made for.
+    configured: (String, String),
+    settings: Settings,
+    settings_read: Instant,
+    /// Files with events waiting to settle: when the last one came.
+    pending: BTreeMap<PathBuf, Instant>,
+}
+
+impl FoldersWorker {
+    pub fn open(db_path: PathBuf, data_dir: PathBuf, store: Sender<StoreCommand>) -> anyhow::Result<Self> {
+        let inotify = Inotify::init().map_err(|e| anyhow::anyhow!("inotify: {e}"))?;
+        Ok(FoldersWorker {
+            db_path,
+            data_dir,
+            store,
+            conn: None,
+            inotify,
+            watches: HashMap::new(),
+            configured: (String::new(), String::new()),
+            settings: Settings::default(),
+            settings_read: Instant::now() - SETTINGS_EVERY,
+            pending: BTreeMap::new(),
+        })
+    }
+
+    fn connection(&mut self) -> Option<&Connection> {
+        if self.conn.is_none() {
+            self.conn = crate::store::open_read_only(&self.db_path).ok();
+        }
+        self.conn.as_ref()
+    }
+
+    fn read_settings(&mut self) {
+        self.settings_read = Instant::now();
+        let pairs = self.connection().and_then(|c| crate::store::all_settings(c).ok()).unwrap_or_default();
+        self.settings = Settings::from_pairs(&pairs).0;
+    }
+
+    /// The folders named, `~` expanded, that exist.
+    fn folders(&self) -> Vec<PathBuf> {
+        let home = std::env::var("HOME").unwrap_or_default();
+        self.settings
+            .document_folders
+            .lines()
+            .map(str::trim)
+            .filter(|l| !l.is_empty())
+            .map(|l| match l.strip_prefix('~') {
+                Some(rest) => PathBuf::from(format!("{}{rest}", home.trim_end_matches('/'))),
+                None => PathBuf::from(l),
+            })
+            .filter_map(|p| p.canonicalize().ok())
+            .filter(|p| p.is_dir())
+            .collect()
+    }
+
+    /// Whether `path` is one cowork keeps: a document kind, not hidden, not
+    /// excluded or covered by the privacy rules, not in cowork's own data.
+    fn wanted(&self, path: &Path) -> bool {
+        let data = self.data_dir.canonicalize().unwrap_or_else(|_| self.data_dir.clone());
+        crate::documents::Kind::by_extension(path).is_some()
+            && !path.starts_with(&data)
+            && !path.file_name().is_some_and(|n| n.to_string_lossy().starts_with('.'))
+            && crate::documents::memory::withheld(path, &self.settings).is_none()
+    }
+
+    /// Rebuilds the watches and walks every folder.
+    fn rescan(&mut self) {
+        for (wd, _) in self.watches.drain() {
+            let _ = self.inotify.watches().remove(wd);
+        }
+        self.configured = (self.settings.document_folders.clone(), self.settings.document_exclude.clone());
+        let mut seen: Vec<PathBuf> = Vec::new();
+        let folders = if self.settings.remember_documents { self.folders() } else { Vec::new() };
+        for folder in &folders {
+            self.walk(folder, &mut seen);
+        }
+        // Documents this worker kept that are no longer there (or no longer wanted) are forgotten.
+        let kept: Vec<String> = self
+            .connection()
+            .and_then(|c| c.prepare("SELECT path FROM documents WHERE origin = 'folder'").ok().and_then(|mut s| s.query_map([], |r| r.get::<_, String>(0)).ok().map(|rows| rows.flatten().collect())))
+            .unwrap_or_default();
+        for path in kept {
+            let path = PathBuf::from(path);
+            if !seen.contains(&path) {
+                let _ = self.store.send_timeout(StoreCommand::ForgetDocumentAt { path: path.display().to_string() }, Duration::from_secs(5));
+            }
+        }
+    }
+
+    fn walk(&mut self, dir: &Path, seen: &mut Vec<PathBuf>) {
+        if self.watches.len() >= MAX_WATCHES {
+            tracing::warn!(dir = %dir.display(), "too many folders to follow; the rest are not watched");
+            return;
+        }
+        let data = self.data_dir.canonicalize().unwrap_or_else(|_| self.data_dir.clone());
+        if dir.starts_with(&data) || crate::documents::memory::excluded(&dir.join("x"), &self.settings.document_exclude).is_some() {
+            return;
+        }
+        let mask = WatchMask::CLOSE_WRITE | WatchMask::MOVED_TO | WatchMask::MOVED_FROM | WatchMask::DELETE | WatchMask::CREATE | WatchMask::DELETE_SELF;
+        match self.inotify.watches().add(dir, mask) {
+            Ok(wd) => {
+                self.watches.insert(wd, dir.to_path_buf());
+            }
+            Err(err) => tracing::warn!(dir = %dir.display(), %err, "a folder cannot be followed"),
+        }
+        let Ok(entries) = std::fs::read_dir(dir) else { return };
+        let mut entries: Vec<_> = entries.flatten().collect();
+        entries.sort_by_key(|e| e.file_name());
+        for entry in entries {
+            let path = entry.path();
+            let Ok(kind) = entry.file_type() else { continue };
+            if entry.file_name().to_string_lossy().starts_with('.') || kind.is_symlink() {
+                continue;
+            }
+            if kind.is_dir() {
+                self.walk(&path, seen);
+            } else if kind.is_file() && self.wanted(&path) {
+                seen.push(path.clone());
+                self.keep(&path);
+            }
+        }
+    }
+
+    /// Stores `path` when its content is not what memory holds.
+    fn keep(&mut self, path: &Path) {
+        let Ok(meta) = std::fs::metadata(path) else { return };
+        if meta.len() > MAX_FOLLOWED {
+            tracing::info!(path = %path.display(), "a followed document is too large to keep in memory");
+            return;
+        }
+        let Ok(bytes) = std::fs::read(path) else { return };
+        use sha2::Digest;
+        let sha = hex::encode(sha2::Sha256::digest(&bytes));
+        let shown = path.display().to_string();
+        let known: Option<String> = self.connection().and_then(|c| c.query_row("SELECT sha256 FROM documents WHERE path = ?1", params![shown], |r| r.get(0)).optional().ok().flatten());
+        if known.as_deref() == Some(sha.as_str()) {
+            return;
+        }
+        match crate::documents::memory::prepare(path, "folder") {
+            Ok(doc) => {
+                let _ = self.store.send_timeout(StoreCommand::RememberDocument { doc: Box::new(doc), reply: None }, Duration::from_secs(5));
+            }
+            Err(err) => tracing::info!(path = %shown, %err, "a followed document was not read"),
+        }
+    }
+
+    /// What inotify reported since the last look.
+    fn drain_events(&mut self) -> anyhow::Result<()> {
+        let mut buffer = [0u8; 16 * 1024];
+        loop {
+            let events = match self.inotify.read_events(&mut buffer) {
+                Ok(events) => events,
+                Err(err) if err.kind() == std::io::ErrorKind::WouldBlock => return Ok(()),
+                Err(err) => anyhow::bail!("inotify: {err}"),
+            };
+            let mut any = false;
+            let mut new_dirs = Vec::new();
+            for event in events {
+                any = true;
+                let Some(dir) = self.watches.get(&event.wd).cloned() else { continue };
+                let Some(name) = event.name else { continue };
+                let path = dir.join(name);
+                if event.mask.contains(inotify::EventMask::ISDIR) {
+                    if event.mask.intersects(inotify::EventMask::CREATE | inotify::EventMask::MOVED_TO) && !name.to_string_lossy().starts_with('.') {
+                        new_dirs.push(path);
+                    }
+                    continue;
+                }
+                self.pending.insert(path, Instant::now());
+            }
+            for dir in new_dirs {
+                let mut seen = Vec::new();
+                self.walk(&dir, &mut seen);
+            }
+            if !any {
+                return Ok(());
+            }
+        }
+    }
+
+    /// Files whose last event is older than `SETTLE`: kept, or forgotten when gone.
+    fn settle(&mut self) {
+        let now = Instant::now();
+        let ready: Vec<PathBuf> = self.pending.iter().filter(|(_, at)| now.duration_since(**at) >= SETTLE).map(|(p, _)| p.clone()).collect();
+        for path in ready {
+            self.pending.remove(&path);
+            if path.is_file() && self.wanted(&path) {
+                self.keep(&path);
+            } else if !path.exists() {
+                let _ = self.store.send_timeout(StoreCommand::ForgetDocumentAt { path: path.display().to_string() }, Duration::from_secs(5));
+            }
+        }
+    }
+}
+
+impl Supervised for FoldersWorker {
+    type Command = FoldersCommand;
+
+    fn run(&mut self, commands: &Receiver<FoldersCommand>, _ctx: &WorkerContext) -> anyhow::Result<()> {
+        self.read_settings();
+        self.rescan();
+        loop {
+            match commands.recv_timeout(Duration::from_millis(200)) {
+                Ok(FoldersCommand::Shutdown) | Err(RecvTimeoutError::Disconnected) => return Ok(()),
+                Ok(FoldersCommand::Rescan) => {
+                    self.read_settings();
+                    self.rescan();
+                }
+                Err(RecvTimeoutError::Timeout) => {}
+            }
+            if self.settings_read.elapsed() >= SETTINGS_EVERY {
+                self.read_settings();
+                if (self.settings.document_folders.clone(), self.settings.document_exclude.clone()) != self.configured {
+                    self.rescan();
+                }
+            }
+            self.drain_events()?;
+            self.settle();
+        }
+    }
+}
+
+pub fn spawn_folders(
+    db_path: PathBuf,
+    data_dir: PathBuf,
+    store: Sender<StoreCommand>,
+    channel: (Sender<FoldersCommand>, Receiver<FoldersCommand>),
+    sink: crate::runtime::EventSink,
+    policy: crate::runtime::RestartPolicy,
+) -> std::io::Result<crate::runtime::WorkerHandle<FoldersCommand>> {
+    crate::runtime::spawn_supervised::<FoldersWorker, _>(crate::events::WorkerName::Folders, policy, sink, channel, move |_ctx| {
+        FoldersWorker::open(db_path.clone(), data_dir.clone(), store.clone())
+    })
+}

@@ -41,7 +41,8 @@ pub fn prompt_lists(state: &AppState) -> Vec<(&str, &[crate::events::McpPrompt])
 /// scroll area leaves them room).
 pub fn extra_height(state: &AppState, draft: &str, panel: &McpChatPanel) -> f32 {
     let row = 22.0;
-    let mut extra = row;
+    // The attach buttons' row, then one row per attachment and per document being read.
+    let mut extra = row * (1 + state.attachments.len() + state.reading_documents.len()) as f32;
     if draft.starts_with('/') {
         extra += crate::mcp::slash::matching(draft, &prompt_lists(state)).len().min(8) as f32 * row + if panel.slash_problem.is_some() { row } else { 0.0 };
     }
@@ -55,9 +56,6 @@ pub fn attachments_ui(ui: &mut egui::Ui, state: &AppState, actions: &mut Vec<UiA
         // A document from disk (the desktop's file chooser; or drop files onto the sidebar).
         if ui.small_button("Attach a file…").on_hover_text("PDF, Word, OpenDocument, Excel, PowerPoint, EPUB, HTML, Markdown, CSV or text; or drop files here").clicked() {
             actions.push(UiAction::ChooseFiles);
-        }
-        for name in &state.reading_documents {
-            ui.label(RichText::new(format!("Reading {name}…")).small().color(theme::muted()));
         }
         if !running.is_empty() {
             ui.menu_button("Attach…", |ui| {
@@ -73,15 +71,20 @@ pub fn attachments_ui(ui: &mut egui::Ui, state: &AppState, actions: &mut Vec<UiA
                 }
             });
         }
-        for (index, attachment) in state.attachments.iter().enumerate() {
+    });
+    for name in &state.reading_documents {
+        ui.label(RichText::new(format!("Reading {name}…")).small().color(theme::muted()));
+    }
+    for (index, attachment) in state.attachments.iter().enumerate() {
+        ui.horizontal_wrapped(|ui| {
             let size = crate::media::human_bytes(attachment.text.len() as u64);
             let from = if attachment.server.is_empty() { "document" } else { attachment.server.as_str() };
             ui.label(RichText::new(format!("{} · {from} · {size}", attachment.name)).small()).on_hover_text(&attachment.uri);
             if ui.small_button(format!("Remove {}", attachment.name)).clicked() {
                 actions.push(UiAction::Detach(index));
             }
-        }
-    });
+        });
+    }
 }
 
 /// Under the input while it starts with `/`: the prompts that match, each

@@ -147,6 +147,13 @@ fn chat_scene(harness: &mut Harness<'static, CoworkApp>, far: &Far) {
     far.events.send(AppEvent::ToolCall(Box::new(done))).unwrap();
     far.events.send(AppEvent::Token { answer_id: request.answer_id, text: LONG_ANSWER.into() }).unwrap();
     far.events.send(AppEvent::AnswerFinished { answer_id: request.answer_id, status: MessageStatus::Done, error: None, stats: Default::default() }).unwrap();
+    // Its task deleted files: Undo is offered; and a long-named document is attached to the next message.
+    far.events.send(AppEvent::Undoable { answer_id: request.answer_id, operation_id: 9, until_millis: now + 300_000 }).unwrap();
+    let attached = cowork::events::Attachment::document(
+        std::path::Path::new("/home/user/Documents/quarterly-reports-2026/Budget-2026-quarterly-forecast-final-v3-reviewed.docx"),
+        "--- page 1 ---\nRevenue".into(),
+    );
+    far.events.send(AppEvent::ResourceAttached(Ok(attached))).unwrap();
     let waiting = call(
         request.answer_id,
         2,
@@ -266,6 +273,10 @@ fn settings_scene(far: &Far) {
         })
         .unwrap();
     far.events.send(AppEvent::Setting { key: "capture.afk_secs".into(), value: "soon".into() }).unwrap();
+    // A web search with its address and key fields, and followed document folders.
+    far.events.send(AppEvent::Setting { key: "web.search_provider".into(), value: "searxng".into() }).unwrap();
+    far.events.send(AppEvent::Setting { key: "web.search_url".into(), value: "https://search.example-university.edu/searxng-instance-for-the-whole-department/".into() }).unwrap();
+    far.events.send(AppEvent::Setting { key: "memory.document_folders".into(), value: "~/Documents/quarterly-reports-2026\n~/Projects/cowork/docs".into() }).unwrap();
 }
 
 /// Every tab at every width, each with what makes it long: a captured day, a

@@ -560,3 +560,81 @@ fn the_desktops_light_or_dark_preference_is_read_from_the_portal_and_followed_fr
     assert_eq!(rx.recv_timeout(Duration::from_secs(5)), Ok(None), "0: no preference, and nothing from the impostor or another key before it");
     assert!(rx.recv_timeout(Duration::from_millis(300)).is_err(), "nothing after it");
 }
+
+/// The file chooser as a desktop serves it: answers OpenFile with the
+/// chosen files' URIs (or the user's cancel), and records what it was asked.
+struct FileChooser {
+    log: Log,
+    /// None: the user cancels.
+    chosen: Option<Vec<String>>,
+}
+
+#[zbus::interface(name = "org.freedesktop.portal.FileChooser")]
+impl FileChooser {
+    fn open_file(
+        &self,
+        #[zbus(header)] header: zbus::message::Header<'_>,
+        #[zbus(connection)] conn: &zbus::Connection,
+        _parent_window: String,
+        title: String,
+        options: HashMap<String, OwnedValue>,
+    ) -> OwnedObjectPath {
+        let sender = header.sender().unwrap().to_string();
+        let path = request_path(&sender, &string(&options, "handle_token"));
+        let multiple = options.get("multiple").and_then(|v| bool::try_from(v.try_clone().unwrap()).ok()).unwrap_or(false);
+        let filters = options.get("filters").and_then(|v| Vec::<(String, Vec<(u32, String)>)>::try_from(v.try_clone().unwrap()).ok()).unwrap_or_default();
+        let globs: Vec<String> = filters.iter().flat_map(|(_, patterns)| patterns.iter().map(|(_, p)| p.clone())).collect();
+        self.log.lock().push(format!("OpenFile {title} multiple={multiple} {}", globs.join(" ")));
+        match &self.chosen {
+            Some(uris) => respond(conn, &sender, &path, 0, HashMap::from([("uris".to_owned(), OwnedValue::try_from(Value::from(uris.clone())).unwrap())])),
+            None => respond(conn, &sender, &path, 1, HashMap::new()),
+        }
+        OwnedObjectPath::try_from(path).unwrap()
+    }
+
+    #[zbus(property, name = "version")]
+    fn version(&self) -> u32 {
+        4
+    }
+}
+
+/// Attaching files through the desktop's file chooser: the portal's OpenFile
+/// with documents offered first and several files allowed; the URIs it
+/// answers (spaces and all) become paths, a cancel is no files, and a
+/// session without a portal says so (the sidebar then offers dropping files).
+#[test]
+fn files_to_attach_come_from_the_portals_file_chooser_and_a_cancel_is_no_files() {
+    use cowork::desktop::portal::choose_files;
+    let home = temp_dir();
+    let (_bus, address) = bare_session_bus(home.path());
+    let client = connect(&address);
+    assert!(choose_files(&client, "Attach files").unwrap_err().contains("no desktop portal"), "no portal on this bus yet");
+    let log: Log = Arc::default();
+    let chosen = vec!["file:///home/ada/My%20Report.pdf".to_owned(), "file:///home/ada/budget.xlsx".to_owned(), "https://not.a.file/x".to_owned()];
+    let portal = zbus::blocking::connection::Builder::address(address.as_str())
+        .unwrap()
+        .name(PORTAL)
+        .unwrap()
+        .serve_at(PORTAL_PATH, FileChooser { log: log.clone(), chosen: Some(chosen) })
+        .unwrap()
+        .build()
+        .unwrap();
+    let paths = choose_files(&client, "Attach files").unwrap();
+    assert_eq!(paths, vec![std::path::PathBuf::from("/home/ada/My Report.pdf"), std::path::PathBuf::from("/home/ada/budget.xlsx")]);
+    let asked = log.lock().clone();
+    assert!(asked.iter().any(|l| l.starts_with("OpenFile Attach files multiple=true *.pdf *.docx") && l.ends_with(" *")), "{asked:?}");
+    drop(portal);
+    let _cancelling = zbus::blocking::connection::Builder::address(address.as_str())
+        .unwrap()
+        .name(PORTAL)
+        .unwrap()
+        .serve_at(PORTAL_PATH, FileChooser { log: log.clone(), chosen: None })
+        .unwrap()
+        .build()
+        .unwrap();
+    assert_eq!(choose_files(&client, "Attach files"), Ok(Vec::new()), "the user closed the dialog");
+    // Without a portal, a desktop's own dialog program when installed; none: None (the sidebar says to drop files).
+    let argv = cowork::desktop::portal::fallback_chooser(&|name| name == "kdialog", "Attach").unwrap();
+    assert_eq!(argv[..2], ["kdialog", "--getopenfilename"]);
+    assert!(cowork::desktop::portal::fallback_chooser(&|_| false, "Attach").is_none());
+}

@@ -370,7 +370,7 @@ fn a_failed_worker_gets_a_retry_button_that_reaches_its_supervisor() {
     harness.run();
     harness.get_by_label_contains("Local model failed");
     // The others share one chip, so the failed one and its button stay in view.
-    harness.get_by_label("• 16 workers starting");
+    harness.get_by_label("• 17 workers starting");
     harness.get_by_label("Retry local model").click();
     harness.run();
     assert_eq!(far.llm_control.try_recv().ok(), Some(Control::Retry));
@@ -2015,3 +2015,69 @@ fn tabs_and_the_chat_are_reachable_by_keyboard_with_the_focus_drawn() {
     }
 }
 
+
+/// A file dropped onto the sidebar, as winit hands it to egui.
+#[derive(Debug)]
+struct Dropped(std::path::PathBuf);
+
+impl egui::DroppedFile for Dropped {
+    fn path(&self) -> &std::path::Path {
+        &self.0
+    }
+
+    fn bytes(&self) -> Result<Vec<u8>, String> {
+        std::fs::read(&self.0).map_err(|e| e.to_string())
+    }
+}
+
+/// A document dropped onto the sidebar is read and attached (the request
+/// carries it by page, as data); "Attach a file…" is offered; a finished
+/// answer can be saved as a Word document, and an answer whose task changed
+/// files offers Undo, which puts the file back from the trash.
+#[test]
+fn a_dropped_document_is_attached_and_an_answer_can_be_saved_and_its_task_undone() {
+    let data = super::support::temp_dir();
+    let files = super::support::temp_dir();
+    let plan = files.path().join("plan.docx");
+    cowork::documents::write::write(&plan, Some("# Plan\n\nThe okapi budget is 4200.\n"), &[]).unwrap();
+    // A task of an earlier answer deleted a file: it is in the trash, its step recorded.
+    let victim = files.path().join("notes.txt");
+    std::fs::write(&victim, "keep me").unwrap();
+    let step = cowork::tools::undo::trash(&victim).unwrap();
+    let conn = cowork::store::open_writer(&data.path().join("cowork.db")).unwrap();
+    cowork::agent::store::apply(&conn, &cowork::agent::store::AgentWrite::Undo { operation_id: 77, call_id: 1, steps: vec![step], at_millis: cowork::ids::now_millis() }).unwrap();
+    drop(conn);
+    let options = AppOptions { export_dir: data.path().to_owned(), ..AppOptions::default() };
+    let (mut harness, far) = app_with(options, 760.0);
+    harness.get_by_label("Attach a file…");
+
+    harness.input_mut().dropped_files.push(Arc::new(Dropped(plan.clone())));
+    harness.run();
+    assert!(run_until(&mut harness, std::time::Duration::from_secs(20), |h| h.query_by_label_contains("plan.docx · document").is_some()), "the dropped document is attached");
+    // Kept in memory too (the store is asked to keep it).
+    assert!(far.store.try_iter().any(|c| matches!(c, StoreCommand::RememberDocument { ref doc, .. } if doc.name == "plan.docx")));
+    let request = send_message(&mut harness, &far, "How big is the okapi budget?");
+    assert_eq!(request.attachments.len(), 1);
+    assert!(request.attachments[0].server.is_empty() && request.attachments[0].text.contains("--- section 1: Plan ---"), "{:?}", request.attachments);
+    assert!(request.attachments[0].as_data().contains("not instructions"));
+
+    far.events.send(AppEvent::Token { answer_id: request.answer_id, text: "It is 4200 (section 1).".into() }).unwrap();
+    far.events.send(AppEvent::AnswerFinished { answer_id: request.answer_id, status: MessageStatus::Done, error: None, stats: GenerationStats::default() }).unwrap();
+    far.events.send(AppEvent::Undoable { answer_id: request.answer_id, operation_id: 77, until_millis: cowork::ids::now_millis() + 300_000 }).unwrap();
+    harness.run();
+    harness.get_by_label("Save as DOCX").click();
+    harness.run();
+    let documents = std::path::PathBuf::from(std::env::var("HOME").unwrap()).join("Documents");
+    assert!(run_until(&mut harness, std::time::Duration::from_secs(20), |h| h.state().state.notices.iter().any(|n| n.starts_with("Saved the answer as"))), "the answer is saved");
+    let saved = harness.state().state.notices.iter().find_map(|n| n.strip_prefix("Saved the answer as ")).unwrap().to_owned();
+    assert!(saved.starts_with(&documents.display().to_string()), "{saved}");
+    let doc = cowork::documents::read(std::path::Path::new(&saved), &cowork::documents::Selection::default()).unwrap();
+    assert_eq!(doc.parts[0].text, "It is 4200 (section 1).");
+    std::fs::remove_file(&saved).unwrap();
+
+    harness.get_by_label("Undo").click();
+    harness.run();
+    assert!(run_until(&mut harness, std::time::Duration::from_secs(20), |h| h.state().state.notices.iter().any(|n| n.starts_with("Undone:"))), "the undo is done");
+    assert_eq!(std::fs::read_to_string(&victim).unwrap(), "keep me");
+    assert!(harness.query_by_label("Undo").is_none(), "Undo is offered once");
+}

@@ -15,6 +15,8 @@ use super::xml::{self, Block, Dialect};
 pub const MAX_FILE_BYTES: u64 = 256 << 20;
 /// One XML part of an office file is inflated to at most this (a zip bomb stops here).
 const MAX_PART_BYTES: u64 = 64 << 20;
+/// Text inflated from all the parts of one file at most (many chapters or slides, each under the part cap).
+const MAX_TOTAL_BYTES: usize = 128 << 20;
 /// Cells read from one sheet at most (a million-row sheet is read in part and said so).
 const MAX_CELLS: usize = 2_000_000;
 /// How long reading one document may take.
@@ -398,11 +400,16 @@ fn slides(zip: &mut Zip, corrupt: &dyn Fn(String) -> ReadError) -> Result<Vec<Pa
         numbered.sort();
         files = numbered.into_iter().map(|(_, n)| n).collect();
     }
+    let mut total = 0usize;
     files
         .iter()
         .enumerate()
         .map(|(i, file)| {
             let body = zip_text(zip, file, corrupt)?;
+            total += body.len();
+            if total > MAX_TOTAL_BYTES {
+                return Err(corrupt(format!("its slides inflate to more than {} MiB", MAX_TOTAL_BYTES >> 20)));
+            }
             let blocks = xml::blocks(&body, Dialect::OfficeOpen).map_err(|e| corrupt(format!("{file}: {e}")))?;
             let number = i as u32 + 1;
             Ok(Part { number, label: format!("slide {number}"), text: xml::to_text(&blocks), note: None })
@@ -423,10 +430,15 @@ fn epub(path: &Path, corrupt: &dyn Fn(String) -> ReadError) -> Result<(Option<St
     let items: Vec<(String, String)> = item_re.find_iter(&opf).filter_map(|m| Some((attr(m.as_str(), "id")?, attr(m.as_str(), "href")?))).collect();
     let spine: Vec<String> = regex::Regex::new(r#"<itemref\b[^>]*\bidref="([^"]+)""#).expect("valid").captures_iter(&opf).map(|c| c[1].to_owned()).collect();
     let mut parts = Vec::new();
+    let mut total = 0usize;
     for idref in spine {
         let Some((_, href)) = items.iter().find(|(id, _)| *id == idref) else { continue };
         let file = format!("{base}{}", percent_decode(href));
         let Ok(html) = zip_text(&mut zip, &file, corrupt) else { continue };
+        total += html.len();
+        if total > MAX_TOTAL_BYTES {
+            return Err(corrupt(format!("its chapters inflate to more than {} MiB", MAX_TOTAL_BYTES >> 20)));
+        }
         let text = crate::tools::web::html_to_text(&html).trim().to_owned();
         if text.is_empty() {
             continue;

@@ -433,6 +433,10 @@ fn blocked_command(c: &command::Command) -> Option<String> {
 
 /// Why a call is on the built-in blocklist, if it is.
 fn blocklisted(call: &Call<'_>, ctx: &Context<'_>, analysis: Option<&Analysis>) -> Option<String> {
+    // A document written over one that exists: asked every time, whatever the rules say.
+    if call.tool == "write_document" && call.args.get("replace").and_then(Value::as_bool) == Some(true) && call.paths.iter().any(|p| p.exists()) {
+        return Some("it replaces a document that exists (the old one goes to the trash)".to_owned());
+    }
     if let Some(analysis) = analysis {
         if let Some(why) = analysis.commands.iter().find_map(blocked_command) {
             return Some(why);

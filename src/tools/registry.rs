@@ -612,7 +612,8 @@ pub fn local_subset(request: &str, files: Option<&FilesEnv>) -> Vec<&'static str
         return if folder && !names_a_file_inside { vec!["read_file", "list_files"] } else { vec!["read_file"] };
     }
     // Everything needed is in the request ("Rewrite this politely: ...", "Put these in order: ..."): answer at once.
-    if files.is_some() && named.is_empty() && needs_no_tool(&text) && !wants(&["file", "folder", "directory", "clipboard", "window", "~", "/"]) {
+    // ("Make a spreadsheet of these numbers: …" carries its material, but asks for a document.)
+    if files.is_some() && named.is_empty() && needs_no_tool(&text) && !wants(&["file", "folder", "directory", "clipboard", "window", "~", "/"]) && !(change && mentions_document(&text)) {
         return Vec::new();
     }
     // A change, by its verb: only the tools that make it (and reading what the request names).
@@ -868,6 +869,33 @@ mod tests {
         assert_eq!((c.risk, c.url.as_deref()), (Risk::Sensitive, Some("https://example.com/?q=1")));
         let c = classify("open", &json!({"target": "https://example.com/"}), &env).unwrap();
         assert_eq!(c.url.as_deref(), Some("https://example.com/"));
+    }
+
+    #[test]
+    fn documents_and_web_searches_are_offered_by_the_words_that_ask_for_them() {
+        let home = std::env::temp_dir().join(format!("cowork-route-{}", std::process::id()));
+        std::fs::create_dir_all(&home).unwrap();
+        std::fs::write(home.join("report.pdf"), "%PDF-1.4").unwrap();
+        std::fs::write(home.join("notes.txt"), "x").unwrap();
+        let files = FilesEnv { cwd: home.clone(), home: home.clone(), data_dir: home.join("data") };
+        // A named document is read as a document, a named text file as a file.
+        assert_eq!(local_subset(&format!("summarise {}", home.join("report.pdf").display()), Some(&files)), ["read_document"]);
+        assert_eq!(local_subset(&format!("what does {} say?", home.join("notes.txt").display()), Some(&files)), ["read_file"]);
+        // "Make a spreadsheet": the document writer, not write_file.
+        let sheet = local_subset("make a spreadsheet of these numbers: 1, 2, 3", Some(&files));
+        assert!(sheet.contains(&"write_document") && !sheet.contains(&"write_file"), "{sheet:?}");
+        let edit = local_subset("update the budget.xlsx workbook: set B2 to 20", Some(&files));
+        assert!(edit.contains(&"edit_document"), "{edit:?}");
+        // The web is searched when asked, a URL fetched when given; neither for memory questions.
+        let search = local_subset("search the web for the egui 0.37 release notes", Some(&files));
+        assert!(search.contains(&"web_search") && !search.contains(&"fetch_url"), "{search:?}");
+        let page = local_subset("fetch https://example.com/notes and summarise it", Some(&files));
+        assert!(page.contains(&"fetch_url") && !page.contains(&"web_search"), "{page:?}");
+        assert!(!local_subset("what was I doing this morning?", Some(&files)).contains(&"web_search"));
+        // Writing and editing documents are changes: not offered for a question.
+        let question = local_subset("which pdf did I read yesterday?", Some(&files));
+        assert!(!question.contains(&"write_document") && !question.contains(&"edit_document"), "{question:?}");
+        std::fs::remove_dir_all(&home).unwrap();
     }
 
     #[test]

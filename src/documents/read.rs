@@ -543,29 +543,46 @@ fn workbook(path: &Path, kind: Kind, selection: &Selection, deadline: Instant, c
                 parts.push(Part { number, label: format!("sheet {name}"), text: String::new(), note: Some("not read".into()) });
                 continue;
             }
-            let mut reader = book.worksheet_cells_reader(name).map_err(|e| corrupt(format!("sheet {name}: {e}")))?;
-            let mut grid = Grid::default();
-            let mut cut = false;
-            while let Some(cell) = reader.next_cell().map_err(|e| corrupt(format!("sheet {name}: {e}")))? {
-                if grid.count >= MAX_CELLS || Instant::now() > deadline {
-                    cut = true;
-                    break;
-                }
-                let (row, col) = cell.get_position();
-                grid.put(row, col, Data::from(cell.get_value().clone()), limit);
-            }
-            drop(reader);
-            if cut {
-                notes.push(format!("sheet {name} was read up to row {} (it holds more than {MAX_CELLS} cells)", grid.last_row + 1));
-            } else if let Ok(formulas) = book.worksheet_formula(name) {
-                // A formula whose value was never computed (a file written by a library, not a spreadsheet app) is shown as the formula.
-                let (f0, g0) = formulas.start().unwrap_or((0, 0));
-                for (r, c, formula) in formulas.used_cells() {
-                    let (row, col) = (f0 + r as u32, g0 + c as u32);
-                    if !formula.is_empty() && !grid.has(row, col) {
-                        grid.put(row, col, Data::String(format!("={formula}")), limit);
+            // Rows arrive in order: each becomes its line as soon as it is complete, so a large
+            // sheet costs its text, not a cell map. Lines start at the sheet's declared first column.
+            // A formula whose value was never computed (a file a library wrote) is shown as its
+            // formula: seen once, the sheet is read again with its formulas at hand.
+            let mut formulas: std::collections::HashMap<(u32, u32), String> = std::collections::HashMap::new();
+            // A sheet whose declared dimensions leave out a column it uses is read again from column A.
+            let mut from_a = false;
+            let (lines, cut) = loop {
+                let mut reader = book.worksheet_cells_reader(name).map_err(|e| corrupt(format!("sheet {name}: {e}")))?;
+                let mut lines = Lines::new(if from_a { 0 } else { reader.dimensions().start.1 }, limit);
+                let mut cut = false;
+                while let Some(cell) = reader.next_cell().map_err(|e| corrupt(format!("sheet {name}: {e}")))? {
+                    if lines.count >= MAX_CELLS || Instant::now() > deadline {
+                        cut = true;
+                        break;
+                    }
+                    let (row, col) = cell.get_position();
+                    match (Data::from(cell.get_value().clone()), formulas.get(&(row, col))) {
+                        (Data::Empty, Some(formula)) => lines.put(row, col, &Data::String(formula.clone())),
+                        (value, _) => lines.put(row, col, &value),
                     }
                 }
+                drop(reader);
+                if lines.left_of_start && !from_a {
+                    from_a = true;
+                    continue;
+                }
+                if !lines.empty_formulas || !formulas.is_empty() || cut {
+                    break (lines, cut);
+                }
+                let Ok(range) = book.worksheet_formula(name) else { break (lines, cut) };
+                let (f0, g0) = range.start().unwrap_or((0, 0));
+                formulas = range.used_cells().filter(|(_, _, f)| !f.is_empty()).map(|(r, c, f)| ((f0 + r as u32, g0 + c as u32), format!("={f}"))).collect();
+                if formulas.is_empty() {
+                    break (lines, cut);
+                }
+            };
+            let grid = lines.finish();
+            if cut {
+                notes.push(format!("sheet {name} was read up to row {} (it holds more than {MAX_CELLS} cells)", grid.last_row + 1));
             }
             parts.push(grid.part(number, name));
         }
@@ -610,9 +627,85 @@ fn pick_sheets(names: &[String], selection: &Selection) -> Result<Vec<usize>, Re
     }
 }
 
+/// The text of a sheet streamed row by row: each row's line is written when
+/// the next row starts (trailing empty cells left off, so lines need not know
+/// the last column), the column header prepended at the end.
+struct Lines {
+    text: String,
+    start_col: u32,
+    limit: Option<((u32, u32), (u32, u32))>,
+    row: Option<u32>,
+    cells: Vec<String>,
+    count: usize,
+    first_row: Option<u32>,
+    last_row: u32,
+    last_col: u32,
+    /// A formula cell came without a value (the file was never recalculated).
+    empty_formulas: bool,
+    /// A cell came left of the declared first column.
+    left_of_start: bool,
+}
+
+impl Lines {
+    fn new(start_col: u32, limit: Option<((u32, u32), (u32, u32))>) -> Lines {
+        let start_col = limit.map_or(start_col, |((_, c0), _)| c0.max(start_col));
+        Lines { text: String::new(), start_col, limit, row: None, cells: Vec::new(), count: 0, first_row: None, last_row: 0, last_col: 0, empty_formulas: false, left_of_start: false }
+    }
+
+    fn put(&mut self, row: u32, col: u32, value: &Data) {
+        if matches!(value, Data::Empty) {
+            self.empty_formulas = true;
+            return;
+        }
+        if col < self.start_col && self.limit.is_none() {
+            self.left_of_start = true;
+            return;
+        }
+        if col < self.start_col || self.limit.is_some_and(|((r0, c0), (r1, c1))| !(row >= r0 && row <= r1 && col >= c0 && col <= c1)) {
+            return;
+        }
+        if self.row != Some(row) {
+            self.flush();
+            self.row = Some(row);
+        }
+        let at = (col - self.start_col) as usize;
+        if self.cells.len() <= at {
+            self.cells.resize(at + 1, String::new());
+        }
+        self.cells[at] = cell_text(value);
+        self.count += 1;
+        self.first_row.get_or_insert(row);
+        self.last_row = self.last_row.max(row);
+        self.last_col = self.last_col.max(col);
+    }
+
+    fn flush(&mut self) {
+        if let Some(row) = self.row.take() {
+            self.text.push_str(&format!("{} | {}\n", row + 1, self.cells.join(" | ")));
+            self.cells.clear();
+        }
+    }
+
+    fn finish(mut self) -> Grid {
+        self.flush();
+        Grid::from_lines(self)
+    }
+}
+
+fn cell_text(value: &Data) -> String {
+    let text = match value {
+        Data::Float(f) if f.fract() == 0.0 && f.abs() < 1e15 => format!("{}", *f as i64),
+        Data::DateTime(dt) => dt.as_datetime().map(|d| d.to_string()).unwrap_or_else(|| value.to_string()),
+        _ => value.to_string(),
+    };
+    text.replace(['\n', '|'], " ")
+}
+
 /// Cells of a sheet kept as they come (row-major), within a range.
 #[derive(Default)]
 struct Grid {
+    /// A streamed sheet's finished lines (no header yet), instead of `rows`.
+    streamed: Option<(String, u32)>,
     rows: std::collections::BTreeMap<u32, Vec<(u32, String)>>,
     count: usize,
     first_row: Option<u32>,
@@ -622,8 +715,16 @@ struct Grid {
 }
 
 impl Grid {
-    fn has(&self, row: u32, col: u32) -> bool {
-        self.rows.get(&row).is_some_and(|cells| cells.iter().any(|(c, _)| *c == col))
+    fn from_lines(lines: Lines) -> Grid {
+        Grid {
+            first_row: lines.first_row,
+            last_row: lines.last_row,
+            first_col: lines.first_row.map(|_| lines.start_col),
+            last_col: lines.last_col,
+            count: lines.count,
+            streamed: Some((lines.text, lines.start_col)),
+            ..Grid::default()
+        }
     }
 
     fn put(&mut self, row: u32, col: u32, value: Data, limit: Option<((u32, u32), (u32, u32))>) {
@@ -635,12 +736,7 @@ impl Grid {
         {
             return;
         }
-        let text = match &value {
-            Data::Float(f) if f.fract() == 0.0 && f.abs() < 1e15 => format!("{}", *f as i64),
-            Data::DateTime(dt) => dt.as_datetime().map(|d| d.to_string()).unwrap_or_else(|| value.to_string()),
-            _ => value.to_string(),
-        };
-        self.rows.entry(row).or_default().push((col, text.replace(['\n', '|'], " ")));
+        self.rows.entry(row).or_default().push((col, cell_text(&value)));
         self.count += 1;
         self.first_row = Some(self.first_row.map_or(row, |r| r.min(row)));
         self.last_row = self.last_row.max(row);
@@ -657,6 +753,10 @@ impl Grid {
         // A header line that names the columns, so "C" means something.
         let columns: Vec<String> = (c0..=self.last_col).map(column_name).collect();
         text.push_str(&format!("row | {}\n", columns.join(" | ")));
+        if let Some((lines, _)) = &self.streamed {
+            text.push_str(lines);
+            return Part { number, label: format!("sheet {name} ({range})"), text: text.trim_end().to_owned(), note: None };
+        }
         for (row, cells) in &self.rows {
             let mut line: Vec<String> = vec![String::new(); (self.last_col - c0 + 1) as usize];
             // (cells may arrive out of column order: a formula added after the values)

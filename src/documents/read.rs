@@ -499,32 +499,13 @@ fn pdf(path: &Path, shown: &str, deadline: Instant, selection: &Selection, notes
             Ok(Err(e)) => Some(format!("its text could not be read ({e})")),
             Err(_) => Some("its text could not be read (the page is malformed)".to_owned()),
         };
-        parts.push(Part { number, label: format!("page {number}"), text: tidy_pdf_text(&text), note });
+        parts.push(Part { number, label: format!("page {number}"), text: xml::tidy(&text), note });
     }
     let scanned = parts.iter().filter(|p| p.note.as_deref().is_some_and(|n| n.starts_with("no text layer"))).count();
     if scanned > 0 && scanned == wanted.len() {
         notes.push("no page read has a text layer: this looks like a scanned document".into());
     }
     Ok(parts)
-}
-
-/// pdf-extract's text keeps the layout's blank lines; runs of them become one.
-fn tidy_pdf_text(text: &str) -> String {
-    let mut out = String::with_capacity(text.len());
-    let mut blank = 0;
-    for line in text.lines() {
-        if line.trim().is_empty() {
-            blank += 1;
-            if blank > 1 {
-                continue;
-            }
-        } else {
-            blank = 0;
-        }
-        out.push_str(line.trim_end());
-        out.push('\n');
-    }
-    out.trim().to_owned()
 }
 
 /// A spreadsheet's sheets as tables: each row `A | B | C` under a line that
@@ -540,7 +521,7 @@ fn workbook(path: &Path, kind: Kind, selection: &Selection, deadline: Instant, c
         for (index, name) in names.iter().enumerate() {
             let number = index as u32 + 1;
             if !wanted.contains(&index) {
-                parts.push(Part { number, label: format!("sheet {name}"), text: String::new(), note: Some("not read".into()) });
+                parts.push(not_read(number, name));
                 continue;
             }
             // Rows arrive in order: each becomes its line as soon as it is complete, so a large
@@ -595,7 +576,7 @@ fn workbook(path: &Path, kind: Kind, selection: &Selection, deadline: Instant, c
     for (index, name) in names.iter().enumerate() {
         let number = index as u32 + 1;
         if !wanted.contains(&index) {
-            parts.push(Part { number, label: format!("sheet {name}"), text: String::new(), note: Some("not read".into()) });
+            parts.push(not_read(number, name));
             continue;
         }
         let range = book.worksheet_range(name).map_err(|e| corrupt(format!("sheet {name}: {e}")))?;
@@ -607,6 +588,11 @@ fn workbook(path: &Path, kind: Kind, selection: &Selection, deadline: Instant, c
         parts.push(grid.part(number, name));
     }
     Ok(parts)
+}
+
+/// A sheet the selection left out: counted, not read.
+fn not_read(number: u32, name: &str) -> Part {
+    Part { number, label: format!("sheet {name}"), text: String::new(), note: Some("not read".into()) }
 }
 
 fn pick_sheets(names: &[String], selection: &Selection) -> Result<Vec<usize>, ReadError> {

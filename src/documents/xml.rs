@@ -268,8 +268,12 @@ pub fn to_text(blocks: &[Block]) -> String {
             Block::PageBreak | Block::Slide => {}
         }
     }
-    // Runs of empty paragraphs are one blank line.
-    let mut tidy = String::with_capacity(text.len());
+    tidy(&text)
+}
+
+/// Lines without trailing blanks, runs of empty lines made one, the whole trimmed.
+pub fn tidy(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
     let mut blank = 0;
     for line in text.lines() {
         if line.trim().is_empty() {
@@ -280,10 +284,10 @@ pub fn to_text(blocks: &[Block]) -> String {
         } else {
             blank = 0;
         }
-        tidy.push_str(line.trim_end());
-        tidy.push('\n');
+        out.push_str(line.trim_end());
+        out.push('\n');
     }
-    tidy.trim().to_owned()
+    out.trim().to_owned()
 }
 
 #[cfg(test)]

@@ -169,21 +169,11 @@ fn try_provider(provider: &crate::brains::ProviderConfig, key: Option<&str>) -> 
 
 /// A one-off task's answer once it came (the slot empties then, or when the task died);
 /// while it runs, the UI looks again in 100 ms.
-/// Files from the desktop's file chooser: the portal's, else zenity, kdialog or qarma.
+/// Files from the desktop's file chooser (the XDG portal, which GNOME, KDE
+/// and wlroots desktops answer with their own dialog). Without a portal the
+/// sidebar's own file browser opens instead (no GTK or Qt needed).
 fn choose_files() -> Result<Vec<PathBuf>, String> {
-    let title = "Attach files to the chat";
-    let portal = zbus::blocking::Connection::session().map_err(|e| e.to_string()).and_then(|conn| crate::desktop::portal::choose_files(&conn, title));
-    let portal_err = match portal {
-        Ok(paths) => return Ok(paths),
-        Err(err) => err,
-    };
-    let installed = |name: &str| std::env::var_os("PATH").is_some_and(|p| std::env::split_paths(&p).any(|d| d.join(name).is_file()));
-    let Some(argv) = crate::desktop::portal::fallback_chooser(&installed, title) else {
-        return Err(format!("no file chooser here ({portal_err}; nor zenity or kdialog): drop the files onto the sidebar instead"));
-    };
-    let output = std::process::Command::new(&argv[0]).args(&argv[1..]).output().map_err(|e| format!("{}: {e}", argv[0]))?;
-    // Cancel exits 1 with nothing chosen.
-    Ok(String::from_utf8_lossy(&output.stdout).lines().map(str::trim).filter(|l| !l.is_empty()).map(PathBuf::from).collect())
+    zbus::blocking::Connection::session().map_err(|e| e.to_string()).and_then(|conn| crate::desktop::portal::choose_files(&conn, "Attach files to the chat"))
 }
 
 /// Where an exported answer goes: the user's Documents folder (XDG), a name not yet taken.
@@ -312,7 +302,12 @@ impl CoworkApp {
         while let Ok(event) = self.documents.1.try_recv() {
             match event {
                 DocumentEvent::Chosen(Ok(paths)) => self.handle_action(UiAction::AttachFiles(paths)),
-                DocumentEvent::Chosen(Err(err)) | DocumentEvent::Said(err) => self.state.notice(err),
+                DocumentEvent::Chosen(Err(err)) => {
+                    tracing::info!(%err, "no desktop file chooser; the sidebar's own opens");
+                    let start = directories::UserDirs::new().map(|d| d.document_dir().unwrap_or(d.home_dir()).to_path_buf()).unwrap_or_else(|| PathBuf::from("/"));
+                    self.handle_action(UiAction::BrowseFiles(Some(start)));
+                }
+                DocumentEvent::Said(err) => self.state.notice(err),
                 DocumentEvent::Read { name, result } => {
                     if let Some(at) = self.state.reading_documents.iter().position(|n| *n == name) {
                         self.state.reading_documents.remove(at);
@@ -851,7 +846,13 @@ impl CoworkApp {
                     self.state.notice(format!("cannot open the file chooser: {err}"));
                 }
             }
+            UiAction::BrowseFiles(None) => self.state.file_browser = None,
+            UiAction::BrowseFiles(Some(dir)) => {
+                let browser = crate::state::FileBrowser::list(&dir);
+                self.state.file_browser = Some(browser);
+            }
             UiAction::AttachFiles(paths) => {
+                self.state.file_browser = None;
                 for path in paths.into_iter().take(20) {
                     if path.is_dir() {
                         self.state.notice(format!("{} is a folder; attach the files in it", path.display()));

@@ -39,6 +39,8 @@ pub enum UiAction {
     SaveSearchKey { provider: String, key: String },
     /// Chat: ask the desktop's file chooser for documents to attach.
     ChooseFiles,
+    /// Chat, without a desktop file chooser: the sidebar's own file browser at this folder (None closes it).
+    BrowseFiles(Option<std::path::PathBuf>),
     /// Chat: read these files and attach them (dropped, or chosen).
     AttachFiles(Vec<std::path::PathBuf>),
     /// Chat: put back what an agent task changed on disk.
@@ -349,6 +351,45 @@ impl From<ChatMessage> for MessageView {
     }
 }
 
+/// A folder as the sidebar's own file browser shows it: its folders first,
+/// then its files (hidden ones left out), read once when it is opened.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct FileBrowser {
+    pub dir: std::path::PathBuf,
+    /// (name, is a folder, size in bytes)
+    pub entries: Vec<(String, bool, u64)>,
+    pub error: Option<String>,
+}
+
+impl FileBrowser {
+    /// Entries listed at most (a huge folder shows its first ones and says so).
+    pub const MAX_ENTRIES: usize = 500;
+
+    pub fn list(dir: &std::path::Path) -> FileBrowser {
+        let mut browser = FileBrowser { dir: dir.to_path_buf(), ..FileBrowser::default() };
+        match std::fs::read_dir(dir) {
+            Ok(entries) => {
+                let mut entries: Vec<(String, bool, u64)> = entries
+                    .flatten()
+                    .filter_map(|e| {
+                        let name = e.file_name().to_string_lossy().into_owned();
+                        let meta = std::fs::metadata(e.path()).ok()?;
+                        (!name.starts_with('.')).then(|| (name, meta.is_dir(), meta.len()))
+                    })
+                    .collect();
+                entries.sort_by(|a, b| b.1.cmp(&a.1).then_with(|| a.0.to_lowercase().cmp(&b.0.to_lowercase())));
+                if entries.len() > Self::MAX_ENTRIES {
+                    browser.error = Some(format!("{} entries; the first {} are shown", entries.len(), Self::MAX_ENTRIES));
+                    entries.truncate(Self::MAX_ENTRIES);
+                }
+                browser.entries = entries;
+            }
+            Err(err) => browser.error = Some(format!("{}: {err}", dir.display())),
+        }
+        browser
+    }
+}
+
 #[derive(Clone, Debug, Default)]
 pub struct AppState {
     pub tab: Option<Tab>,
@@ -372,6 +413,8 @@ pub struct AppState {
     pub notices: Vec<String>,
     /// Documents being read to be attached (their names).
     pub reading_documents: Vec<String>,
+    /// The sidebar's own file browser, open where the desktop has no file chooser.
+    pub file_browser: Option<FileBrowser>,
     /// Answers whose task changed files Undo can put back: answer id → (operation, until when).
     pub undoable: BTreeMap<i64, (i64, i64)>,
     pub settings: Settings,

@@ -480,17 +480,3 @@ pub fn file_uri_path(uri: &str) -> Option<std::path::PathBuf> {
     let url = url::Url::parse(uri).ok()?;
     (url.scheme() == "file").then(|| url.to_file_path().ok()).flatten()
 }
-
-/// Without a portal: a desktop's own dialog program, when one is installed
-/// (zenity, kdialog, qarma); the command line it runs.
-pub fn fallback_chooser(find: &dyn Fn(&str) -> bool, title: &str) -> Option<Vec<String>> {
-    if find("zenity") {
-        Some(vec!["zenity".into(), "--file-selection".into(), "--multiple".into(), "--separator=\n".into(), format!("--title={title}")])
-    } else if find("kdialog") {
-        Some(vec!["kdialog".into(), "--getopenfilename".into(), ".".into(), "--multiple".into(), "--separate-output".into(), "--title".into(), title.into()])
-    } else if find("qarma") {
-        Some(vec!["qarma".into(), "--file-selection".into(), "--multiple".into(), "--separator=\n".into(), format!("--title={title}")])
-    } else {
-        None
-    }
-}

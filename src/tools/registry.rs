@@ -590,6 +590,22 @@ pub fn local_subset(request: &str, files: Option<&FilesEnv>) -> Vec<&'static str
         // "What is in ~/notes/todo.txt?", "How many files are in ~/photos?": the file or folder it names, read,
         // by the one tool the question is about.
         let folder = named.iter().any(|p| p.is_dir());
+        // A document's questions are about what it says ("How big is the budget in plan.docx?"),
+        // unless they ask about the file itself.
+        // (CSV, HTML, Markdown and text read as they are, with read_file.)
+        use crate::documents::Kind;
+        let document = !folder && named.iter().all(|p| Kind::by_extension(p).is_some_and(|k| !matches!(k, Kind::Text | Kind::Markdown | Kind::Csv | Kind::Html)));
+        if document {
+            // "How big is ~/report.pdf?" names the file right after the question; "how big is the budget in it" does not.
+            let names_the_file = files.is_some_and(|files| {
+                written_paths(request, files).iter().any(|(written, _)| {
+                    let written = written.to_lowercase();
+                    ["how big is ", "how large is ", "what size is ", "size of "].iter().any(|q| text.contains(&format!("{q}{written}")))
+                })
+            });
+            let about_the_file = names_the_file || wants(&["file size", "size of the file", "how big is the file", "how large is the file", "bytes", "modified", "when was", "exist"]);
+            return if about_the_file { vec!["file_info"] } else { vec!["read_document"] };
+        }
         if wants(&["how big", "size", "bytes", "modified", "changed", "when was", "file or", "folder or", "exist", "is there"]) {
             return vec!["file_info"];
         }
@@ -605,9 +621,6 @@ pub fn local_subset(request: &str, files: Option<&FilesEnv>) -> Vec<&'static str
         });
         if folder && !names_a_file_inside && wants(&["how many", "list", "what files", "which files", "what folders", "which folders", "what is in", "what's in", "contents", "do i have"]) {
             return vec!["list_files"];
-        }
-        if !folder && named.iter().all(|p| crate::documents::Kind::by_extension(p).is_some_and(|k| !matches!(k, crate::documents::Kind::Text | crate::documents::Kind::Markdown))) {
-            return vec!["read_document"];
         }
         return if folder && !names_a_file_inside { vec!["read_file", "list_files"] } else { vec!["read_file"] };
     }
@@ -638,7 +651,8 @@ pub fn local_subset(request: &str, files: Option<&FilesEnv>) -> Vec<&'static str
     if !named.is_empty() || wants(&["file", "folder", "directory", "write", "edit", "save", "note", "rename", "delete", "move ", ".md", ".txt", "/"]) || files.is_none() && wants(&["read "]) {
         families.push(Files);
     }
-    if mentions_document(&text) {
+    // Documents by a path the request names, or to make one; "which document did I edit?" is memory.
+    if mentions_document(&text) && (!named.is_empty() || change) {
         families.push(Documents);
     }
     if wants(&["run ", "command", "shell", "terminal", "git ", "install", "script", "execute", "compile", "build"]) {
@@ -703,10 +717,11 @@ pub fn defs(names: &[&str]) -> Vec<ToolDef> {
 /// A tool's parameters as the local model sees them. A half-billion-parameter
 /// model fills every optional filter it is shown with invented values (an
 /// `app` of "Microsoft Word", `since_minutes: 1`), which hides what it looks
-/// for; so the memory tools offer it only their required arguments.
+/// for; so the memory tools, and `read_document` (whose page and sheet
+/// filters it filled with "1"), offer it only their required arguments.
 fn local_parameters(name: &str) -> Option<Value> {
     let mut parameters = schema(name)?;
-    if get(name)?.family == Memory {
+    if get(name)?.family == Memory || name == "read_document" {
         let required: Vec<String> =
             parameters.get("required").and_then(Value::as_array).map(|r| r.iter().filter_map(|v| v.as_str().map(str::to_owned)).collect()).unwrap_or_default();
         if let Some(Value::Object(properties)) = parameters.get_mut("properties") {
@@ -881,6 +896,10 @@ mod tests {
         // A named document is read as a document, a named text file as a file.
         assert_eq!(local_subset(&format!("summarise {}", home.join("report.pdf").display()), Some(&files)), ["read_document"]);
         assert_eq!(local_subset(&format!("what does {} say?", home.join("notes.txt").display()), Some(&files)), ["read_file"]);
+        // "How big" about what a document says is a read; about the file itself, its details.
+        assert_eq!(local_subset(&format!("How big is the okapi budget in {}?", home.join("report.pdf").display()), Some(&files)), ["read_document"]);
+        assert_eq!(local_subset(&format!("How big is the file {}?", home.join("report.pdf").display()), Some(&files)), ["file_info"]);
+        assert_eq!(local_subset(&format!("How big is {}?", home.join("report.pdf").display()), Some(&files)), ["file_info"]);
         // "Make a spreadsheet": the document writer, not write_file.
         let sheet = local_subset("make a spreadsheet of these numbers: 1, 2, 3", Some(&files));
         assert!(sheet.contains(&"write_document") && !sheet.contains(&"write_file"), "{sheet:?}");
@@ -892,9 +911,9 @@ mod tests {
         let page = local_subset("fetch https://example.com/notes and summarise it", Some(&files));
         assert!(page.contains(&"fetch_url") && !page.contains(&"web_search"), "{page:?}");
         assert!(!local_subset("what was I doing this morning?", Some(&files)).contains(&"web_search"));
-        // Writing and editing documents are changes: not offered for a question.
+        // A question about documents the user had open is memory: no document tool.
         let question = local_subset("which pdf did I read yesterday?", Some(&files));
-        assert!(!question.contains(&"write_document") && !question.contains(&"edit_document"), "{question:?}");
+        assert!(!question.iter().any(|t| t.ends_with("_document")), "{question:?}");
         std::fs::remove_dir_all(&home).unwrap();
     }
 

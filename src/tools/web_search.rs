@@ -147,6 +147,28 @@ pub fn render(provider: Provider, query: &str, found: &[Found]) -> String {
     out
 }
 
+/// The results back from `render`'s text (the chat shows them as links).
+pub fn parse_rendered(text: &str) -> Vec<Found> {
+    let mut found: Vec<Found> = Vec::new();
+    for line in text.lines().skip(1) {
+        if let Some((number, title)) = line.split_once(". ")
+            && !line.starts_with(' ')
+            && number.chars().all(|c| c.is_ascii_digit())
+        {
+            found.push(Found { title: title.to_owned(), url: String::new(), snippet: String::new() });
+        } else if let Some(last) = found.last_mut() {
+            let body = line.trim();
+            if last.url.is_empty() {
+                last.url = body.to_owned();
+            } else if last.snippet.is_empty() {
+                last.snippet = body.to_owned();
+            }
+        }
+    }
+    found.retain(|f| f.url.starts_with("http://") || f.url.starts_with("https://"));
+    found
+}
+
 /// Runs one search through the gate; the request on its own thread so Stop returns at once.
 pub fn search(provider: Provider, url: &str, key: Option<&str>, query: &str, count: usize, gate: &OutboundGate, stop: &AtomicBool) -> Result<Vec<Found>, String> {
     let base = if url.trim().is_empty() { provider.default_url().ok_or_else(|| format!("{} needs its address (your instance's URL) in Settings → Brains & network → Web search", provider.title()))?.to_owned() } else { url.trim().to_owned() };
@@ -258,7 +280,10 @@ fn send(request: &Request) -> Result<(u16, Vec<u8>), String> {
 
 /// Each provider's documented answer: where its list is and what its fields are called.
 pub fn parse(provider: Provider, value: &Value) -> Option<Vec<Found>> {
-    let text = |v: &Value, keys: &[&str]| keys.iter().find_map(|k| v.get(*k).and_then(Value::as_str)).map(|s| crate::tools::web::html_to_text(s).trim().to_owned()).unwrap_or_default();
+    // One line each (the chat reads the rendered list back): the web's line breaks become spaces.
+    let text = |v: &Value, keys: &[&str]| {
+        keys.iter().find_map(|k| v.get(*k).and_then(Value::as_str)).map(|s| crate::tools::web::html_to_text(s).split_whitespace().collect::<Vec<_>>().join(" ")).unwrap_or_default()
+    };
     let list: &Vec<Value> = match provider {
         Provider::Searxng | Provider::Tavily | Provider::OpenAi => value.get("results")?.as_array()?,
         Provider::Brave => value.get("web")?.get("results")?.as_array()?,
@@ -289,5 +314,8 @@ mod tests {
         let tavily = json!({"results": [{"title": "T", "url": "javascript:alert(1)", "content": "c"}, {"title": "U", "url": "https://u.example", "content": "c"}]});
         assert_eq!(parse(Provider::Tavily, &tavily).unwrap().len(), 1, "only web links");
         assert!(parse(Provider::Brave, &json!({"results": []})).is_none());
+        // What the chat shows as links is what the model read.
+        let found = parse(Provider::Searxng, &searx).unwrap();
+        assert_eq!(parse_rendered(&render(Provider::Searxng, "q", &found)), found);
     }
 }

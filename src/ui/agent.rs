@@ -261,6 +261,7 @@ pub fn answer_steps_ui(ui: &mut egui::Ui, state: &AppState, answer_id: i64, pane
         }
     });
     browser_log_ui(ui, &calls);
+    search_results_ui(ui, &calls);
     for call in calls.iter().filter(|c| !c.images.is_empty()) {
         images_ui(ui, call, &mut panel.textures);
     }
@@ -337,6 +338,21 @@ fn browser_log_ui(ui: &mut egui::Ui, calls: &[&ToolCallView]) {
             _ => format!(" ({})", call.status.as_str().replace('_', " ")),
         };
         ui.label(RichText::new(format!("{action} {target}{page}").trim_end().to_owned()).small().color(if call.is_error { theme::error() } else { theme::muted() }));
+    }
+}
+
+/// A web search's results as links the user can open: each title with the
+/// site it leads to beside it (a title is the web's words; the host is not).
+fn search_results_ui(ui: &mut egui::Ui, calls: &[&ToolCallView]) {
+    for call in calls.iter().filter(|c| c.tool == "web_search" && c.status == CallStatus::Done && !c.is_error) {
+        let Some(output) = &call.output else { continue };
+        for found in crate::tools::web_search::parse_rendered(output).iter().take(10) {
+            let host = crate::net::host_of_url(&found.url).unwrap_or_default();
+            ui.horizontal_wrapped(|ui| {
+                ui.hyperlink_to(RichText::new(&found.title).small(), &found.url).on_hover_text(format!("{}\n{}", found.url, found.snippet));
+                ui.label(RichText::new(host).small().color(theme::muted()));
+            });
+        }
     }
 }
 

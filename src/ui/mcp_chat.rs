@@ -43,6 +43,9 @@ pub fn extra_height(state: &AppState, draft: &str, panel: &McpChatPanel) -> f32 
     let row = 22.0;
     // The attach buttons' row, then one row per attachment and per document being read.
     let mut extra = row * (1 + state.attachments.len() + state.reading_documents.len()) as f32;
+    if state.file_browser.is_some() {
+        extra += 220.0;
+    }
     if draft.starts_with('/') {
         extra += crate::mcp::slash::matching(draft, &prompt_lists(state)).len().min(8) as f32 * row + if panel.slash_problem.is_some() { row } else { 0.0 };
     }
@@ -72,6 +75,9 @@ pub fn attachments_ui(ui: &mut egui::Ui, state: &AppState, actions: &mut Vec<UiA
             });
         }
     });
+    if let Some(browser) = &state.file_browser {
+        file_browser_ui(ui, browser, actions);
+    }
     for name in &state.reading_documents {
         ui.label(RichText::new(format!("Reading {name}…")).small().color(theme::muted()));
     }
@@ -85,6 +91,37 @@ pub fn attachments_ui(ui: &mut egui::Ui, state: &AppState, actions: &mut Vec<UiA
             }
         });
     }
+}
+
+/// The sidebar's own file browser (where the desktop has no file chooser):
+/// the folder, Up, its folders and files; a file is attached on a click.
+fn file_browser_ui(ui: &mut egui::Ui, browser: &crate::state::FileBrowser, actions: &mut Vec<UiAction>) {
+    egui::Frame::new().inner_margin(4.0).stroke(egui::Stroke::new(1.0, theme::muted())).show(ui, |ui| {
+        ui.set_width(ui.available_width());
+        ui.horizontal_wrapped(|ui| {
+            if let Some(parent) = browser.dir.parent()
+                && ui.small_button("Up").on_hover_text(parent.display().to_string()).clicked()
+            {
+                actions.push(UiAction::BrowseFiles(Some(parent.to_path_buf())));
+            }
+            if ui.small_button("Close the file browser").clicked() {
+                actions.push(UiAction::BrowseFiles(None));
+            }
+            ui.label(RichText::new(browser.dir.display().to_string()).small().strong());
+        });
+        if let Some(error) = &browser.error {
+            ui.label(RichText::new(error).small().color(theme::warn()));
+        }
+        egui::ScrollArea::vertical().id_salt("file_browser").max_height(160.0).show(ui, |ui| {
+            for (name, folder, size) in &browser.entries {
+                let label = if *folder { format!("{name}/") } else { format!("{name} · {}", crate::media::human_bytes(*size)) };
+                if ui.add(egui::Button::new(RichText::new(label).small()).frame(false)).clicked() {
+                    let path = browser.dir.join(name);
+                    actions.push(if *folder { UiAction::BrowseFiles(Some(path)) } else { UiAction::AttachFiles(vec![path]) });
+                }
+            }
+        });
+    });
 }
 
 /// Under the input while it starts with `/`: the prompts that match, each

@@ -500,3 +500,36 @@ fn the_local_model_answers_what_was_i_just_doing_by_calling_a_memory_tool() {
     let lower = answer.to_lowercase();
     assert!(words.iter().any(|w| lower.contains(w.as_str())), "the answer {answer:?} uses none of the tool's result:\n{output}");
 }
+
+/// The real default model with a document (issue 44): asked about a Word
+/// document it is named, the local agent reads it with `read_document` (the
+/// one tool the question is about) and answers from the page that says it.
+#[test]
+fn the_local_model_reads_a_named_document_and_answers_from_it() {
+    if !require(qwen().is_file(), "the Qwen chat model") {
+        return;
+    }
+    let home = std::path::PathBuf::from(std::env::var("HOME").unwrap());
+    let folder = tempfile::Builder::new().prefix("real-document-").tempdir_in(&home).unwrap();
+    let plan = folder.path().join("plan.docx");
+    cowork::documents::write::write(&plan, Some("# Zoo plan\n\nIntroductions and the schedule.\n\n<!-- pagebreak -->\n# Money\n\nThe okapi budget is 4200 euros for the year.\n"), &[]).unwrap();
+    let data = temp_dir();
+    let started = Instant::now();
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_cowork"))
+        .env("COWORK_LOG", "info")
+        .arg("--data-dir")
+        .arg(data.path())
+        .arg("--models-dir")
+        .arg(models_dir())
+        .args(["ask", "--agent", &format!("How big is the okapi budget in {}?", plan.display())])
+        .output()
+        .unwrap();
+    let (answer, stderr) = (String::from_utf8_lossy(&out.stdout).into_owned(), String::from_utf8_lossy(&out.stderr).into_owned());
+    assert!(out.status.success(), "{stderr}");
+    eprintln!("answer: {answer:?} in {:?}, the model's load included", started.elapsed());
+    let calls = agent_calls(data.path());
+    let (tool, _, status, output) = calls.first().expect("the model read the document");
+    assert_eq!((tool.as_str(), status.as_str()), ("read_document", "done"), "{output}");
+    assert!(output.contains("--- page 2 ---") && output.contains("4200"), "{output}");
+    assert!(answer.contains("4200") || answer.contains("4,200"), "the answer uses the page: {answer:?}");
+}

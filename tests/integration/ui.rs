@@ -2081,3 +2081,61 @@ fn a_dropped_document_is_attached_and_an_answer_can_be_saved_and_its_task_undone
     assert_eq!(std::fs::read_to_string(&victim).unwrap(), "keep me");
     assert!(harness.query_by_label("Undo").is_none(), "Undo is offered once");
 }
+
+/// Without a desktop file chooser (no portal on this session, as in the
+/// suite), Attach a file… opens the sidebar's own browser: Up, folders,
+/// files; a file is attached on a click and the browser closes. A web
+/// search's results are links with the site each leads to.
+#[test]
+fn without_a_portal_the_sidebars_own_file_browser_attaches_and_search_results_are_links() {
+    let home = std::path::PathBuf::from(std::env::var("HOME").unwrap());
+    let folder = tempfile::Builder::new().prefix("browse-").tempdir_in(&home).unwrap();
+    let folder_name = folder.path().file_name().unwrap().to_string_lossy().into_owned();
+    std::fs::create_dir_all(folder.path().join("reports")).unwrap();
+    cowork::documents::write::write(&folder.path().join("reports/plan.docx"), Some("# Plan\n\nOkapi.\n"), &[]).unwrap();
+    let (mut harness, far) = app();
+    harness.get_by_label("Attach a file…").click();
+    harness.run();
+    assert!(run_until(&mut harness, std::time::Duration::from_secs(20), |h| h.query_by_label("Close the file browser").is_some()), "the sidebar's browser opens");
+    let start = harness.state().state.file_browser.clone().unwrap().dir;
+    if start != home {
+        // A Documents folder was set up: go up to home first.
+        harness.get_by_label("Up").click();
+        harness.run();
+    }
+    harness.get_by_label(&format!("{folder_name}/")).click();
+    harness.run();
+    harness.get_by_label("reports/").click();
+    harness.run();
+    harness.get_by_label_contains("plan.docx · ").click();
+    harness.run();
+    assert!(harness.state().state.file_browser.is_none(), "the browser closes once a file is chosen");
+    assert!(run_until(&mut harness, std::time::Duration::from_secs(20), |h| h.query_by_label_contains("plan.docx · document").is_some()), "attached");
+
+    // A web search's results, as the agent's chip shows them.
+    let request = send_message(&mut harness, &far, "what does the web say about okapis?");
+    let found = vec![cowork::tools::web_search::Found { title: "Okapi - Wikipedia".into(), url: "https://en.wikipedia.org/wiki/Okapi".into(), snippet: "The okapi is a giraffid".into() }];
+    let output = cowork::tools::web_search::render(cowork::tools::web_search::Provider::Searxng, "okapi", &found);
+    let call = cowork::events::ToolCallView {
+        operation_id: 1,
+        answer_id: request.answer_id,
+        call_id: 5,
+        step: 1,
+        tool: "web_search".into(),
+        arguments: serde_json::json!({"query": "okapi"}),
+        risk: "sensitive".into(),
+        status: cowork::events::CallStatus::Done,
+        why: "your rule allows every web_search call".into(),
+        decided_by: Some("policy: rule 1".into()),
+        output: Some(output),
+        is_error: false,
+        duration_millis: Some(300),
+        expires_at_millis: None,
+        suggested_rule: None,
+        images: Vec::new(),
+    };
+    far.events.send(AppEvent::ToolCall(Box::new(call))).unwrap();
+    harness.run();
+    harness.get_by_role_and_label(Role::Link, "Okapi - Wikipedia");
+    harness.get_by_label("en.wikipedia.org");
+}

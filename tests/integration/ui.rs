@@ -1732,6 +1732,23 @@ pub(super) fn focus_today(description: &str) -> cowork::apps::worker::InstalledA
     cowork::apps::worker::InstalledApp { row, description: description.into(), reads, without_code: false }
 }
 
+/// Steps frames (without waiting for the UI to settle: a document being read keeps it
+/// repainting) until `done` holds, up to `timeout`.
+fn step_until(harness: &mut Harness<'static, CoworkApp>, timeout: std::time::Duration, mut done: impl FnMut(&Harness<'static, CoworkApp>) -> bool) -> bool {
+    let deadline = std::time::Instant::now() + timeout;
+    loop {
+        harness.step();
+        if done(harness) {
+            harness.run_steps(2);
+            return true;
+        }
+        if std::time::Instant::now() > deadline {
+            return false;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+}
+
 /// Runs frames until `done` holds (the workers answer on their own threads), up to `timeout`.
 fn run_until(harness: &mut Harness<'static, CoworkApp>, timeout: std::time::Duration, mut done: impl FnMut(&Harness<'static, CoworkApp>) -> bool) -> bool {
     let deadline = std::time::Instant::now() + timeout;
@@ -2052,8 +2069,7 @@ fn a_dropped_document_is_attached_and_an_answer_can_be_saved_and_its_task_undone
     harness.get_by_label("Attach a file…");
 
     harness.input_mut().dropped_files.push(Arc::new(Dropped(plan.clone())));
-    harness.run();
-    assert!(run_until(&mut harness, std::time::Duration::from_secs(20), |h| h.query_by_label_contains("plan.docx · document").is_some()), "the dropped document is attached");
+    assert!(step_until(&mut harness, std::time::Duration::from_secs(20), |h| h.query_by_label_contains("plan.docx · document").is_some()), "the dropped document is attached");
     // Kept in memory too (the store is asked to keep it).
     assert!(far.store.try_iter().any(|c| matches!(c, StoreCommand::RememberDocument { ref doc, .. } if doc.name == "plan.docx")));
     let request = send_message(&mut harness, &far, "How big is the okapi budget?");
@@ -2068,7 +2084,7 @@ fn a_dropped_document_is_attached_and_an_answer_can_be_saved_and_its_task_undone
     harness.get_by_label("Save as DOCX").click();
     harness.run();
     let documents = std::path::PathBuf::from(std::env::var("HOME").unwrap()).join("Documents");
-    assert!(run_until(&mut harness, std::time::Duration::from_secs(20), |h| h.state().state.notices.iter().any(|n| n.starts_with("Saved the answer as"))), "the answer is saved");
+    assert!(step_until(&mut harness, std::time::Duration::from_secs(20), |h| h.state().state.notices.iter().any(|n| n.starts_with("Saved the answer as"))), "the answer is saved");
     let saved = harness.state().state.notices.iter().find_map(|n| n.strip_prefix("Saved the answer as ")).unwrap().to_owned();
     assert!(saved.starts_with(&documents.display().to_string()), "{saved}");
     let doc = cowork::documents::read(std::path::Path::new(&saved), &cowork::documents::Selection::default()).unwrap();
@@ -2077,7 +2093,7 @@ fn a_dropped_document_is_attached_and_an_answer_can_be_saved_and_its_task_undone
 
     harness.get_by_label("Undo").click();
     harness.run();
-    assert!(run_until(&mut harness, std::time::Duration::from_secs(20), |h| h.state().state.notices.iter().any(|n| n.starts_with("Undone:"))), "the undo is done");
+    assert!(step_until(&mut harness, std::time::Duration::from_secs(20), |h| h.state().state.notices.iter().any(|n| n.starts_with("Undone:"))), "the undo is done");
     assert_eq!(std::fs::read_to_string(&victim).unwrap(), "keep me");
     assert!(harness.query_by_label("Undo").is_none(), "Undo is offered once");
 }
@@ -2095,8 +2111,7 @@ fn without_a_portal_the_sidebars_own_file_browser_attaches_and_search_results_ar
     cowork::documents::write::write(&folder.path().join("reports/plan.docx"), Some("# Plan\n\nOkapi.\n"), &[]).unwrap();
     let (mut harness, far) = app();
     harness.get_by_label("Attach a file…").click();
-    harness.run();
-    assert!(run_until(&mut harness, std::time::Duration::from_secs(20), |h| h.query_by_label("Close the file browser").is_some()), "the sidebar's browser opens");
+    assert!(step_until(&mut harness, std::time::Duration::from_secs(20), |h| h.query_by_label("Close the file browser").is_some()), "the sidebar's browser opens");
     let start = harness.state().state.file_browser.clone().unwrap().dir;
     if start != home {
         // A Documents folder was set up: go up to home first.
@@ -2108,9 +2123,9 @@ fn without_a_portal_the_sidebars_own_file_browser_attaches_and_search_results_ar
     harness.get_by_label("reports/").click();
     harness.run();
     harness.get_by_label_contains("plan.docx · ").click();
-    harness.run();
+    harness.run_steps(2);
     assert!(harness.state().state.file_browser.is_none(), "the browser closes once a file is chosen");
-    assert!(run_until(&mut harness, std::time::Duration::from_secs(20), |h| h.query_by_label_contains("plan.docx · document").is_some()), "attached");
+    assert!(step_until(&mut harness, std::time::Duration::from_secs(20), |h| h.query_by_label_contains("plan.docx · document").is_some()), "attached");
 
     // A web search's results, as the agent's chip shows them.
     let request = send_message(&mut harness, &far, "what does the web say about okapis?");

@@ -342,7 +342,7 @@ impl CoworkApp {
         let spawned = std::thread::Builder::new().name("attach-document".into()).spawn(move || {
             let result = crate::documents::read_with_deadline(&path, &crate::documents::Selection::default(), crate::documents::read::DEADLINE).map_err(|e| e.to_string()).map(|doc| {
                 let attachment = crate::events::Attachment::document(&path, doc.render(crate::events::Attachment::FOR_MODEL));
-                let remembered = remember.then(|| crate::documents::memory::prepare(&path, "attached").ok()).flatten();
+                let remembered = remember.then(|| crate::documents::memory::from_document(&doc, "attached").ok()).flatten();
                 (attachment, remembered)
             });
             let _ = tx.send(DocumentEvent::Read { name, result });

@@ -60,14 +60,23 @@ pub struct Remembered {
 /// Reads the whole of `path` for memory (its every part), off the store's thread.
 pub fn prepare(path: &Path, origin: &'static str) -> Result<Remembered, ReadError> {
     let doc: Document = read_with_deadline(path, &Selection::default(), DEADLINE)?;
-    let bytes = std::fs::read(path).map_err(|e| ReadError::Io(format!("{}: {e}", path.display())))?;
+    from_document(&doc, origin)
+}
+
+/// What memory keeps of a document already read whole (an attachment is read
+/// once for the chat and for memory); the file is hashed as it is streamed.
+pub fn from_document(doc: &Document, origin: &'static str) -> Result<Remembered, ReadError> {
+    let path = &doc.path;
+    let io = |e: std::io::Error| ReadError::Io(format!("{}: {e}", path.display()));
+    let mut hasher = Sha256::new();
+    let bytes = std::io::copy(&mut std::fs::File::open(path).map_err(io)?, &mut hasher).map_err(io)?;
     Ok(Remembered {
         path: path.display().to_string(),
         name: path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default(),
         kind: format!("{:?}", doc.kind).to_lowercase(),
         title: doc.title.clone(),
-        bytes: bytes.len() as u64,
-        sha256: hex::encode(Sha256::digest(&bytes)),
+        bytes,
+        sha256: hex::encode(hasher.finalize()),
         origin,
         parts: doc.parts.iter().filter(|p| !p.text.trim().is_empty()).map(|p| (p.number, p.label.clone(), p.text.clone())).collect(),
     })

@@ -17,7 +17,7 @@ use serde_json::json;
 pub fn text_pdf(path: &Path, pages: usize, lines: usize) {
     let mut out: Vec<u8> = b"%PDF-1.4\n".to_vec();
     let mut offsets: Vec<usize> = Vec::new();
-    let mut object = |out: &mut Vec<u8>, offsets: &mut Vec<usize>, body: &[u8]| {
+    let object = |out: &mut Vec<u8>, offsets: &mut Vec<usize>, body: &[u8]| {
         offsets.push(out.len());
         let n = offsets.len();
         out.extend_from_slice(format!("{n} 0 obj\n").as_bytes());

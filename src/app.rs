@@ -110,6 +110,8 @@ pub struct CoworkApp {
     /// everything would remove being listed (each answers once).
     provider_test: Option<crossbeam_channel::Receiver<Result<String, String>>>,
     forget_list: Option<crossbeam_channel::Receiver<Result<Vec<String>, String>>>,
+    /// Model lists asked of providers (Settings' and the first run's pickers), each on its own thread.
+    model_lists: (crossbeam_channel::Sender<AppEvent>, crossbeam_channel::Receiver<AppEvent>),
     /// The provider being tried, saved once its key answers (and whether cloud answers first then).
     provider_tried: Option<(crate::brains::ProviderConfig, bool)>,
     /// Files chosen or dropped, read on their own threads, and undo outcomes.
@@ -256,6 +258,7 @@ impl CoworkApp {
             setup: crate::ui::setup::SetupPanel::default(),
             provider_test: None,
             forget_list: None,
+            model_lists: crossbeam_channel::bounded(16),
             provider_tried: None,
             documents: crossbeam_channel::bounded(64),
         }
@@ -288,6 +291,12 @@ impl CoworkApp {
             if let Some((provider, prefer_cloud)) = self.provider_tried.take().filter(|_| answered) {
                 self.keep_provider(provider, prefer_cloud);
             }
+        }
+        while let Ok(event) = self.model_lists.1.try_recv() {
+            self.state.apply(event, crate::ids::now_millis());
+        }
+        if self.state.model_lists.values().any(Option::is_none) {
+            ctx.request_repaint_after(Duration::from_millis(100));
         }
         if let Some(listed) = answer_once(&mut self.forget_list, ctx)
             && self.state.forget.is_some()
@@ -585,6 +594,41 @@ impl CoworkApp {
             }
             UiAction::McpTest(name) => {
                 self.send_mcp(crate::mcp::worker::McpCommand::Test(name));
+            }
+            UiAction::McpAddFromCatalog { id, values, trusted } => {
+                self.state.mcp_catalog = Some((id.clone(), None, Vec::new()));
+                self.send_mcp(crate::mcp::worker::McpCommand::AddFromCatalog { id, values, trusted });
+            }
+            UiAction::ListModels { name, draft } => {
+                let (provider, key) = match draft {
+                    Some((provider, key)) => (provider, Some(key)),
+                    None => match self.providers.get(&name) {
+                        Some(provider) => (provider.clone(), None),
+                        None => return self.state.notice(format!("no provider {name}")),
+                    },
+                };
+                // Asked on its own thread (the network, the secret store); the answer comes as an event.
+                self.state.model_lists.insert(provider.name.clone(), None);
+                let (sink, data_dir) = (self.model_lists.0.clone(), self.options.export_dir.clone());
+                let spawned = std::thread::Builder::new().name("model-list".into()).spawn(move || {
+                    let key = match key.filter(|k| !k.trim().is_empty()) {
+                        Some(key) => Ok(Some(key)),
+                        None => crate::brains::provider_key(&data_dir, &provider),
+                    };
+                    let result = key
+                        .and_then(|key| crate::brains::catalog::list_models(crate::net::OutboundGate::global(), &provider, key.as_deref()))
+                        .map_err(|err| format!("{err:#}"));
+                    let _ = sink.send(AppEvent::ModelsListed { provider: provider.name.clone(), result });
+                });
+                if let Err(err) = spawned {
+                    self.state.notice(format!("cannot ask for the models: {err}"));
+                }
+            }
+            UiAction::SetProviderModel { provider, model } => {
+                match self.providers.get(&provider).cloned() {
+                    Some(config) => self.handle_action(UiAction::SaveProvider(crate::brains::ProviderConfig { model, ..config })),
+                    None => self.state.notice(format!("no provider {provider}")),
+                }
             }
             UiAction::AutomationRun(name) => {
                 let data = serde_json::json!({});

@@ -4,15 +4,17 @@
 //! and the client that talks to them through the outbound gate (`net.rs`).
 
 pub mod budget;
+pub mod catalog;
 pub mod client;
 pub mod consent;
 pub mod message;
 pub mod provider;
 pub mod router;
+pub mod rules;
 pub mod stream;
 
 pub use client::{Completion, ProviderError, stream_chat, stream_chat_with_tools};
-pub use message::{Assembled, Delta, Role, ToolCall, ToolDef, Turn};
+pub use message::{Assembled, Delta, Role, ToolCall, ToolDef, Turn, Usage};
 pub use provider::{ProviderConfig, ProviderKind, Providers};
 pub use router::{Preference, Route, RouteInput, Target, route};
 

@@ -471,11 +471,15 @@ pub enum AppEvent {
     /// The context attached to the user message that starts an answer.
     ContextAttached { user_message_id: i64, context: String },
     Token { answer_id: i64, text: String },
+    /// Reasoning or thinking text a model streamed: shown collapsed under the answer.
+    Reasoning { answer_id: i64, text: String },
     /// Who will answer, and why (the router's reason).
     Routed { answer_id: i64, ask_id: i64, answered_by: String, reason: String },
     /// Captured context would go to a cloud provider for the first time: the
     /// user sees exactly what (`preview`) and chooses; nothing was sent yet.
     ConsentNeeded { provider: String, reason: String, preview: String, request: Box<crate::agent::ChatRequest> },
+    /// The models a provider offers (Settings' and the first run's pickers).
+    ModelsListed { provider: String, result: Result<Vec<crate::brains::catalog::ModelInfo>, String> },
     /// What a cloud answer cost.
     AnswerCost { answer_id: i64, usd: f64 },
     AnswerFinished { answer_id: i64, status: MessageStatus, error: Option<String>, stats: GenerationStats },
@@ -534,6 +538,8 @@ pub enum AppEvent {
     McpClients(Vec<McpClientView>),
     /// What Settings' Test found.
     McpTested(McpTestReport),
+    /// A server from the integrations catalog: saved with this many tools, or why not (and what it printed).
+    McpCatalogAdded { name: String, result: Result<usize, String>, stderr: Vec<String> },
     /// Progress an MCP server reported for a running call (shown on its chip).
     ToolProgress { call_id: i64, text: String },
     /// An MCP server asks the user for input: a form in the chat.

@@ -4,6 +4,7 @@
 //! the agent sees them (`tools`). `list_tools` is `cowork mcp-tools`.
 
 pub mod browser;
+pub mod catalog;
 pub mod config;
 pub mod connection;
 pub mod elicit;
@@ -31,6 +32,22 @@ pub fn server_env(configured: &std::collections::BTreeMap<String, String>) -> Ve
     env.retain(|(k, _)| !configured.contains_key(k));
     env.extend(configured.iter().map(|(k, v)| (k.clone(), v.clone())));
     env
+}
+
+/// What npx and uvx themselves need to fetch a package (the user's proxy, npm's
+/// and uv's own settings: a registry, a cache): passed to those two runners
+/// only, never to a server started directly.
+pub fn runner_env(command: &str) -> Vec<(String, String)> {
+    let program = std::path::Path::new(command).file_name().and_then(|n| n.to_str()).unwrap_or_default();
+    if !matches!(program, "npx" | "uvx") {
+        return Vec::new();
+    }
+    let prefix = if program == "npx" { "npm_config_" } else { "UV_" };
+    std::env::vars()
+        .filter(|(key, _)| {
+            key.starts_with(prefix) || matches!(key.as_str(), "HTTP_PROXY" | "HTTPS_PROXY" | "NO_PROXY" | "http_proxy" | "https_proxy" | "no_proxy")
+        })
+        .collect()
 }
 
 /// One tool an MCP server offers.

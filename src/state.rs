@@ -88,6 +88,13 @@ pub enum UiAction {
     McpReconnect(String),
     McpStop(String),
     McpTest(String),
+    /// Add a server made from the integrations catalog (tested first).
+    McpAddFromCatalog { id: String, values: std::collections::BTreeMap<String, String>, trusted: bool },
+    /// Ask a configured provider (by name) which models it offers, or a provider
+    /// being set up in the first run with the key typed there.
+    ListModels { name: String, draft: Option<(crate::brains::ProviderConfig, String)> },
+    /// Answer with another of a configured provider's models.
+    SetProviderModel { provider: String, model: String },
     /// OAuth: sign in to an HTTP server in the browser, or forget the sign-in.
     McpSignIn(String),
     McpSignOut(String),
@@ -222,6 +229,8 @@ pub struct MessageView {
     pub citations: Vec<crate::memory::rag::Citation>,
     /// The user's 👍 (+1) / 👎 (-1).
     pub feedback: Option<i8>,
+    /// What a reasoning model showed of its thinking (collapsed under the answer; never the answer).
+    pub reasoning: String,
 }
 
 /// Settings → Memory: hot memory, and what the last question's prompt carried.
@@ -323,6 +332,7 @@ impl MessageView {
             cost_usd: None,
             citations: Vec::new(),
             feedback: None,
+            reasoning: String::new(),
         }
     }
 
@@ -347,6 +357,7 @@ impl From<ChatMessage> for MessageView {
             cost_usd: message.cost_usd,
             citations: message.citations.as_deref().and_then(|json| serde_json::from_str(json).ok()).unwrap_or_default(),
             feedback: None,
+            reasoning: String::new(),
         }
     }
 }
@@ -470,6 +481,10 @@ pub struct AppState {
     pub drafting: bool,
     /// The last Test result.
     pub mcp_test: Option<crate::events::McpTestReport>,
+    /// The last server added from the catalog: (name, None while it is tested, then tools or why not, its last lines).
+    pub mcp_catalog: Option<(String, Option<Result<usize, String>>, Vec<String>)>,
+    /// Models each provider offers, by provider name: None while asked, then the list or why not.
+    pub model_lists: std::collections::BTreeMap<String, Option<Result<Vec<crate::brains::catalog::ModelInfo>, String>>>,
     /// MCP servers' requests for input, oldest first.
     pub elicitations: Vec<crate::events::ElicitationView>,
     /// MCP resources attached to the next message.
@@ -620,6 +635,11 @@ impl AppState {
                     message.content.push_str(&text);
                 }
             }
+            AppEvent::Reasoning { answer_id, text } => {
+                if let Some(message) = self.messages.iter_mut().find(|m| m.message_id == answer_id) {
+                    message.reasoning.push_str(&text);
+                }
+            }
             AppEvent::AnswerFinished { answer_id, status, error, stats } => {
                 if let Some(message) = self.messages.iter_mut().find(|m| m.message_id == answer_id) {
                     message.status = Some(status);
@@ -718,6 +738,10 @@ impl AppState {
                 self.drafting = false;
             }
             AppEvent::McpTested(report) => self.mcp_test = Some(report),
+            AppEvent::McpCatalogAdded { name, result, stderr } => self.mcp_catalog = Some((name, Some(result), stderr)),
+            AppEvent::ModelsListed { provider, result } => {
+                self.model_lists.insert(provider, Some(result));
+            }
             AppEvent::Elicitation(request) => self.elicitations.push(*request),
             AppEvent::ElicitationClosed { id } => self.elicitations.retain(|e| e.id != id),
             AppEvent::ResourceAttached(Ok(attachment)) => {
@@ -788,6 +812,7 @@ impl AppState {
             cost_usd: None,
             citations: Vec::new(),
             feedback: None,
+            reasoning: String::new(),
         });
         self.messages.push(MessageView::pending_answer(answer_id, user_message_id));
         self.generating = Some(answer_id);

@@ -93,6 +93,8 @@ impl Workers {
     /// Starts the store, waits for it to open the database, reads the settings,
     /// then starts capture and llm with them.
     pub fn start(paths: &Paths, options: WorkerOptions, sink: EventSink) -> anyhow::Result<(Self, Settings, Vec<String>)> {
+        // What providers taught about their models (a parameter one does not take) is kept here.
+        crate::brains::rules::remember_in(&paths.data_dir);
         paths.ensure_data_dir()?;
         let embed_channel = embed_worker::channel();
         let store = crate::store::spawn_store_waking(paths.db_path(), sink.clone(), options.policy, Some(embed_channel.0.clone()))?;

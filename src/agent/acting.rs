@@ -376,7 +376,7 @@ impl<B: LocalBrain> AgentWorker<B> {
                 turn.tool_calls = calls
                     .iter()
                     .filter_map(|c| c.as_ref().ok())
-                    .map(|(id, name, args)| crate::brains::ToolCall { id: id.clone(), name: name.clone(), arguments: args.to_string() })
+                    .map(|(id, name, args)| crate::brains::ToolCall { id: id.clone(), name: name.clone(), arguments: args.to_string(), signature: None })
                     .collect();
                 let prompt_tokens = if generation.stats.prompt_tokens > 0 { generation.stats.prompt_tokens } else { prompt_tokens };
                 (turn, calls, 0.0, prompt_tokens, generation.stats.first_token_millis)
@@ -410,6 +410,8 @@ impl<B: LocalBrain> AgentWorker<B> {
                     &mut |delta| {
                         if let Delta::Text(text) = delta {
                             on_text(text);
+                        } else if let Some(thought) = delta.reasoning_text() {
+                            sink.send(AppEvent::Reasoning { answer_id, text: thought.to_owned() });
                         }
                     },
                 )
@@ -418,22 +420,13 @@ impl<B: LocalBrain> AgentWorker<B> {
                 if answer.tool_calls.is_empty()
                     && let Some(call) = crate::llm::tool_calls::bare_call(&answer.text, &|name| tools.iter().any(|t| t == name))
                 {
-                    answer.tool_calls.push(crate::brains::ToolCall { id: String::new(), name: call.name, arguments: call.arguments.to_string() });
+                    answer.tool_calls.push(crate::brains::ToolCall { id: String::new(), name: call.name, arguments: call.arguments.to_string(), signature: None });
                     answer.text.clear();
                     shown.clear();
                 }
-                let cost = crate::brains::budget::cost(provider, answer.input_tokens, answer.output_tokens);
-                let usage = crate::brains::budget::Usage {
-                    usage_id: next_id(),
-                    at_millis: now_millis(),
-                    provider: provider.name.clone(),
-                    model: provider.model.clone(),
-                    input_tokens: answer.input_tokens,
-                    output_tokens: answer.output_tokens,
-                    cost_usd: cost,
-                    free_cloud: crate::brains::budget::is_free_cloud(provider),
-                    ask_id: self.acting.live.get(&operation_id).map_or(0, |l| l.request.ask_id),
-                };
+                let ask_id = self.acting.live.get(&operation_id).map_or(0, |l| l.request.ask_id);
+                let usage = crate::brains::budget::usage_row(provider, &provider.model, &answer.usage(), ask_id);
+                let cost = usage.cost_usd;
                 let _ = self.store.send_timeout(StoreCommand::RecordUsage(usage), STORE_WAIT);
                 let calls: Vec<RawCall> = answer
                     .tool_calls
@@ -450,7 +443,16 @@ impl<B: LocalBrain> AgentWorker<B> {
                     .collect();
                 let ok: Vec<(String, String, Value)> = calls.iter().filter_map(|c| c.as_ref().ok().cloned()).collect();
                 let first_token = completion.first_token.map_or(0, |d| d.as_millis() as u64);
-                (operation::assistant_turn(&answer.text, &ok), calls, cost, answer.input_tokens as usize, first_token)
+                let mut turn = operation::assistant_turn(&answer.text, &ok);
+                // What the provider signed goes back with the calls (Anthropic thinking, Gemini thought signatures).
+                turn.thinking = answer.thinking_blocks();
+                for (i, call) in answer.tool_calls.iter().enumerate() {
+                    let id = if call.id.is_empty() { format!("call_{step}_{i}") } else { call.id.clone() };
+                    if let Some(sent) = turn.tool_calls.iter_mut().find(|c| c.id == id) {
+                        sent.signature.clone_from(&call.signature);
+                    }
+                }
+                (turn, calls, cost, answer.input_tokens as usize, first_token)
             }
         };
         let model_millis = model_start.elapsed().as_millis() as u64;

@@ -321,17 +321,7 @@ impl<B: LocalBrain> AgentWorker<B> {
                 )
                 .map_err(|err| err.to_string())?;
                 let answer = completion.answer;
-                let usage = crate::brains::budget::Usage {
-                    usage_id: crate::ids::next_id(),
-                    at_millis: now_millis(),
-                    provider: provider.name.clone(),
-                    model: provider.model.clone(),
-                    input_tokens: answer.input_tokens,
-                    output_tokens: answer.output_tokens,
-                    cost_usd: crate::brains::budget::cost(provider, answer.input_tokens, answer.output_tokens),
-                    free_cloud: crate::brains::budget::is_free_cloud(provider),
-                    ask_id: 0,
-                };
+                let usage = crate::brains::budget::usage_row(provider, &provider.model, &answer.usage(), 0);
                 let _ = self.store.send_timeout(crate::store::StoreCommand::RecordUsage(usage), REPORT_WAIT);
                 Ok(answer.text)
             }

@@ -377,7 +377,7 @@ pub fn numbered_lines(text: &str) -> String {
 /// A step's calls as the assistant turn carries them.
 pub fn assistant_turn(text: &str, calls: &[(String, String, Value)]) -> Turn {
     let mut turn = Turn::new(Role::Assistant, text);
-    turn.tool_calls = calls.iter().map(|(id, name, args)| ToolCall { id: id.clone(), name: name.clone(), arguments: args.to_string() }).collect();
+    turn.tool_calls = calls.iter().map(|(id, name, args)| ToolCall { id: id.clone(), name: name.clone(), arguments: args.to_string(), signature: None }).collect();
     turn
 }
 

@@ -786,24 +786,16 @@ impl<B: LocalBrain> AgentWorker<B> {
                 if let Delta::Text(text) = delta {
                     answer.push_str(text);
                     sink.send(AppEvent::Token { answer_id, text: text.clone() });
+                } else if let Some(thought) = delta.reasoning_text() {
+                    sink.send(AppEvent::Reasoning { answer_id, text: thought.to_owned() });
                 }
             },
         );
         let (status, error, stats, cost) = match result {
             Ok(completion) => {
                 let a = &completion.answer;
-                let cost = crate::brains::budget::cost(provider, a.input_tokens, a.output_tokens);
-                let usage = crate::brains::budget::Usage {
-                    usage_id: crate::ids::next_id(),
-                    at_millis: now_millis(),
-                    provider: provider.name.clone(),
-                    model: provider.model.clone(),
-                    input_tokens: a.input_tokens,
-                    output_tokens: a.output_tokens,
-                    cost_usd: cost,
-                    free_cloud: crate::brains::budget::is_free_cloud(provider),
-                    ask_id: request.ask_id,
-                };
+                let usage = crate::brains::budget::usage_row(provider, &provider.model, &a.usage(), request.ask_id);
+                let cost = usage.cost_usd;
                 // Budget accounting is kept even for <no-memory> questions: it holds no content.
                 let _ = self.store.send_timeout(StoreCommand::RecordUsage(usage), Duration::from_secs(5));
                 let elapsed = started.elapsed().as_secs_f32();

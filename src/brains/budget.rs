@@ -33,21 +33,55 @@ pub struct Estimate {
     pub usd: f64,
 }
 
+/// The most a request can cost: every input token at the full price (a cache
+/// may make it cheaper, never dearer than this but for Anthropic's cache
+/// writes, counted too) and all of `max_output_tokens` used. Prices are the
+/// user's for the provider, else the shipped table's (`catalog::prices`).
 pub fn estimate(provider: &ProviderConfig, input_tokens: u64, max_output_tokens: u64) -> Estimate {
-    let usd = (input_tokens as f64 * provider.price_in_per_mtok + max_output_tokens as f64 * provider.price_out_per_mtok) / 1e6;
+    let prices = crate::brains::catalog::prices(provider, &provider.model);
+    let input_price = prices.input.max(if provider.prompt_caching { prices.cache_write } else { 0.0 });
+    // A reasoning model may think up to its allowance before it answers.
+    let max_output_tokens = provider.output_allowance(&provider.model, max_output_tokens.min(u32::MAX as u64) as u32) as u64;
+    let usd = (input_tokens as f64 * input_price + max_output_tokens as f64 * prices.output) / 1e6;
     Estimate { input_tokens, output_tokens: max_output_tokens, usd }
 }
 
-/// The actual cost of a finished request.
-pub fn cost(provider: &ProviderConfig, input_tokens: u64, output_tokens: u64) -> f64 {
-    estimate(provider, input_tokens, output_tokens).usd
+/// The actual cost of a finished request: uncached input at the input price,
+/// cached input at the cache-read price, cache writes at theirs, output at the output price.
+pub fn cost(provider: &ProviderConfig, model: &str, usage: &crate::brains::Usage) -> f64 {
+    let prices = crate::brains::catalog::prices(provider, model);
+    let cached = usage.cached_input_tokens.min(usage.input_tokens);
+    let written = usage.cache_write_tokens.min(usage.input_tokens - cached);
+    let plain = usage.input_tokens - cached - written;
+    (plain as f64 * prices.input + cached as f64 * prices.cache_read + written as f64 * prices.cache_write + usage.output_tokens as f64 * prices.output) / 1e6
+}
+
+/// What the same tokens would have cost without the cache (for the saving shown).
+pub fn cost_uncached(provider: &ProviderConfig, model: &str, usage: &crate::brains::Usage) -> f64 {
+    cost(provider, model, &crate::brains::Usage { cached_input_tokens: 0, cache_write_tokens: 0, ..*usage })
 }
 
 /// Whether a provider counts against the free quota: no price, not on this machine.
 pub fn is_free_cloud(provider: &ProviderConfig) -> bool {
-    provider.price_in_per_mtok == 0.0
-        && provider.price_out_per_mtok == 0.0
+    crate::brains::catalog::prices(provider, &provider.model).is_free()
         && !crate::net::host_of_url(&provider.base_url).is_some_and(|h| crate::net::is_loopback(&h))
+}
+
+/// The usage row of one finished request to `provider`.
+pub fn usage_row(provider: &ProviderConfig, model: &str, tokens: &crate::brains::Usage, ask_id: i64) -> Usage {
+    Usage {
+        usage_id: crate::ids::next_id(),
+        at_millis: crate::ids::now_millis(),
+        provider: provider.name.clone(),
+        model: model.to_owned(),
+        input_tokens: tokens.input_tokens,
+        output_tokens: tokens.output_tokens,
+        cached_input_tokens: tokens.cached_input_tokens,
+        cache_write_tokens: tokens.cache_write_tokens,
+        cost_usd: cost(provider, model, tokens),
+        free_cloud: is_free_cloud(provider),
+        ask_id,
+    }
 }
 
 #[derive(Clone, Debug, PartialEq, thiserror::Error)]
@@ -94,6 +128,10 @@ pub struct Usage {
     pub model: String,
     pub input_tokens: u64,
     pub output_tokens: u64,
+    /// Of `input_tokens`, read from the provider's prompt cache.
+    pub cached_input_tokens: u64,
+    /// Of `input_tokens`, written to the cache.
+    pub cache_write_tokens: u64,
     pub cost_usd: f64,
     pub free_cloud: bool,
     pub ask_id: i64,
@@ -101,8 +139,9 @@ pub struct Usage {
 
 pub fn insert_usage(conn: &Connection, usage: &Usage) -> rusqlite::Result<()> {
     conn.prepare_cached(
-        "INSERT OR REPLACE INTO usage (usage_id, at_ms, provider, model, input_tokens, output_tokens, cost_usd, free_cloud, ask_id)
-         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)",
+        "INSERT OR REPLACE INTO usage (usage_id, at_ms, provider, model, input_tokens, output_tokens, cost_usd, free_cloud, ask_id,
+                                       cached_input_tokens, cache_write_tokens)
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11)",
     )?
     .execute(params![
         usage.usage_id,
@@ -114,6 +153,8 @@ pub fn insert_usage(conn: &Connection, usage: &Usage) -> rusqlite::Result<()> {
         usage.cost_usd,
         usage.free_cloud,
         usage.ask_id,
+        usage.cached_input_tokens as i64,
+        usage.cache_write_tokens as i64,
     ])?;
     Ok(())
 }
@@ -170,7 +211,25 @@ mod tests {
             api_key_env: None,
             price_in_per_mtok: 0.15,
             price_out_per_mtok: 0.60,
+            reasoning_effort: None,
+            prompt_caching: false,
         }
+    }
+
+    #[test]
+    fn cached_tokens_cost_their_price_and_writes_theirs() {
+        let provider = ProviderConfig::new("anthropic", ProviderKind::Anthropic, "https://api.anthropic.com", "claude-sonnet-4-5");
+        let prices = crate::brains::catalog::prices(&provider, "claude-sonnet-4-5");
+        let tokens = crate::brains::Usage { input_tokens: 10_000, output_tokens: 100, cached_input_tokens: 8_000, cache_write_tokens: 1_000 };
+        let expected = (1_000.0 * prices.input + 8_000.0 * prices.cache_read + 1_000.0 * prices.cache_write + 100.0 * prices.output) / 1e6;
+        assert!((cost(&provider, "claude-sonnet-4-5", &tokens) - expected).abs() < 1e-12);
+        assert!(cost(&provider, "claude-sonnet-4-5", &tokens) < cost_uncached(&provider, "claude-sonnet-4-5", &tokens));
+        // Counts a provider reports inconsistently never make a negative cost.
+        let odd = crate::brains::Usage { input_tokens: 10, output_tokens: 0, cached_input_tokens: 50, cache_write_tokens: 50 };
+        assert!(cost(&provider, "claude-sonnet-4-5", &odd) >= 0.0);
+        // The table's prices count in the budget: the default OpenAI model is not "free cloud".
+        assert!(!is_free_cloud(&ProviderConfig::new("openai", ProviderKind::Openai, "https://api.openai.com/v1", "gpt-5")));
+        assert!(estimate(&ProviderConfig::new("openai", ProviderKind::Openai, "https://api.openai.com/v1", "gpt-5"), 1000, 1000).usd > 0.0);
     }
 
     #[test]
@@ -204,6 +263,8 @@ mod tests {
             model: "m".into(),
             input_tokens: 100,
             output_tokens: 50,
+            cached_input_tokens: 0,
+            cache_write_tokens: 0,
             cost_usd: cost,
             free_cloud: false,
             ask_id: ask,

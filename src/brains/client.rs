@@ -82,8 +82,12 @@ pub fn stream_chat_with_tools(
     cancelled: &dyn Fn() -> bool,
     on_delta: &mut dyn FnMut(&Delta),
 ) -> Result<Completion, ProviderError> {
-    let request = provider.request(model.unwrap_or(&provider.model), turns, tools, max_tokens, key);
-    let body = request.body.to_string();
+    let model = model.unwrap_or(&provider.model);
+    let mut request = provider.request(model, turns, tools, max_tokens, key);
+    // What this provider taught about this model before (a parameter it does not take).
+    crate::brains::rules::adaptation(&provider.name, model).apply(&mut request.body);
+    let mut body = request.body.to_string();
+    let mut adapted = false;
     let config = ureq::Agent::config_builder()
         .timeout_connect(Some(CONNECT_TIMEOUT))
         .timeout_recv_response(Some(RESPONSE_TIMEOUT))
@@ -127,6 +131,18 @@ pub fn stream_chat_with_tools(
             let _ = response.into_body().as_reader().take(8192).read_to_string(&mut text);
             gate.finish(admission, body.len() as u64, text.len() as u64);
             let message = error_message(&text);
+            // A parameter the model does not take: once more without it, and remembered.
+            if status == 400
+                && !adapted
+                && let Some(adaptation) = crate::brains::rules::unsupported(&text, &request.body)
+            {
+                adapted = true;
+                adaptation.apply(&mut request.body);
+                body = request.body.to_string();
+                crate::brains::rules::learn(&provider.name, model, &adaptation);
+                attempt -= 1;
+                continue;
+            }
             match status {
                 401 | 403 => return Err(ProviderError::BadKey { provider: name, status, message }),
                 429 => {
@@ -179,7 +195,7 @@ pub fn read_stream(
             Decoded::Error(message) => return Err(ProviderError::InStream { provider: name.clone(), message }),
         };
         for delta in &deltas {
-            if first_token.is_none() && matches!(delta, Delta::Text(_)) {
+            if first_token.is_none() && (matches!(delta, Delta::Text(_)) || delta.reasoning_text().is_some()) {
                 *first_token = Some(started.elapsed());
             }
             answer.apply(delta);
@@ -246,7 +262,7 @@ fn transport_error(provider: &str, err: ureq::Error) -> ProviderError {
 }
 
 /// The human part of an error body (`{"error": {"message": …}}` and friends).
-fn error_message(body: &str) -> String {
+pub(crate) fn error_message(body: &str) -> String {
     let parsed: Option<serde_json::Value> = serde_json::from_str(body).ok();
     let message = parsed.as_ref().and_then(|v| {
         v.pointer("/error/message")

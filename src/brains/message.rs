@@ -18,6 +18,10 @@ pub struct ToolCall {
     pub id: String,
     pub name: String,
     pub arguments: String,
+    /// Gemini's `thoughtSignature` on the call's part: it must go back with
+    /// the call when the conversation continues (Gemini 3 refuses it missing).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub signature: Option<String>,
 }
 
 /// A tool the model may call: its name, one line saying what it does, and
@@ -39,11 +43,16 @@ pub struct Turn {
     /// For `Role::Tool`: the call this is the result of.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub tool_call_id: Option<String>,
+    /// An assistant turn's signed thinking blocks (Anthropic extended
+    /// thinking), sent back verbatim before its tool calls as the API
+    /// requires; never shown to the model as text and never the answer.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub thinking: Vec<serde_json::Value>,
 }
 
 impl Turn {
     pub fn new(role: Role, content: impl Into<String>) -> Self {
-        Self { role, content: content.into(), tool_calls: Vec::new(), tool_call_id: None }
+        Self { role, content: content.into(), tool_calls: Vec::new(), tool_call_id: None, thinking: Vec::new() }
     }
 }
 
@@ -53,9 +62,46 @@ pub enum Delta {
     Text(String),
     /// Part of tool call `index`: its id and name arrive once, arguments in pieces.
     ToolCall { index: usize, id: Option<String>, name: Option<String>, arguments: String },
-    Usage { input_tokens: u64, output_tokens: u64 },
+    /// Tokens so far. `input_tokens` counts the whole prompt, cached parts
+    /// included (each provider's own fields are normalised to this);
+    /// `cached_input_tokens` were read from the provider's prompt cache and
+    /// `cache_write_tokens` written to it (Anthropic bills writes apart).
+    Usage(Usage),
+    /// Reasoning or thinking text the provider shows (OpenRouter `reasoning`,
+    /// DeepSeek `reasoning_content`, Anthropic thinking, Gemini thoughts,
+    /// Ollama `thinking`): shown collapsed under the answer, never the answer.
+    Reasoning(String),
+    /// Part of a signed thinking block (Anthropic): its `index`, text and signature pieces.
+    Thinking { index: usize, text: String, signature: String, redacted: Option<String> },
+    /// Gemini's `thoughtSignature` for tool call `index`.
+    CallSignature { index: usize, signature: String },
     /// The model stopped (`stop`, `length`, `tool_calls`, …; the provider's words).
     Finish(String),
+}
+
+impl Delta {
+    /// The reasoning text this delta shows, if any.
+    pub fn reasoning_text(&self) -> Option<&str> {
+        match self {
+            Delta::Reasoning(text) | Delta::Thinking { text, .. } if !text.is_empty() => Some(text),
+            _ => None,
+        }
+    }
+}
+
+/// Token counts of one request (see `Delta::Usage`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Usage {
+    pub input_tokens: u64,
+    pub output_tokens: u64,
+    pub cached_input_tokens: u64,
+    pub cache_write_tokens: u64,
+}
+
+impl Usage {
+    pub fn new(input_tokens: u64, output_tokens: u64) -> Self {
+        Self { input_tokens, output_tokens, ..Self::default() }
+    }
 }
 
 /// Deltas folded into a whole answer.
@@ -65,10 +111,33 @@ pub struct Assembled {
     pub tool_calls: Vec<ToolCall>,
     pub input_tokens: u64,
     pub output_tokens: u64,
+    pub cached_input_tokens: u64,
+    pub cache_write_tokens: u64,
     pub finish: Option<String>,
+    /// What the model showed of its reasoning (not part of `text`).
+    pub reasoning: String,
+    /// Signed thinking blocks by their index (Anthropic), to send back with tool calls.
+    pub thinking: Vec<(usize, serde_json::Value)>,
 }
 
 impl Assembled {
+    /// The signed thinking blocks in their order, for the assistant turn.
+    pub fn thinking_blocks(&self) -> Vec<serde_json::Value> {
+        let mut blocks = self.thinking.clone();
+        blocks.sort_by_key(|(index, _)| *index);
+        blocks.into_iter().map(|(_, block)| block).collect()
+    }
+
+    /// The token counts, for the usage row.
+    pub fn usage(&self) -> Usage {
+        Usage {
+            input_tokens: self.input_tokens,
+            output_tokens: self.output_tokens,
+            cached_input_tokens: self.cached_input_tokens,
+            cache_write_tokens: self.cache_write_tokens,
+        }
+    }
+
     pub fn apply(&mut self, delta: &Delta) {
         match delta {
             Delta::Text(text) => self.text.push_str(text),
@@ -85,11 +154,50 @@ impl Assembled {
                 }
                 call.arguments.push_str(arguments);
             }
-            Delta::Usage { input_tokens, output_tokens } => {
-                self.input_tokens = self.input_tokens.max(*input_tokens);
-                self.output_tokens = self.output_tokens.max(*output_tokens);
+            Delta::Usage(usage) => {
+                self.input_tokens = self.input_tokens.max(usage.input_tokens);
+                self.output_tokens = self.output_tokens.max(usage.output_tokens);
+                self.cached_input_tokens = self.cached_input_tokens.max(usage.cached_input_tokens);
+                self.cache_write_tokens = self.cache_write_tokens.max(usage.cache_write_tokens);
             }
             Delta::Finish(reason) => self.finish = Some(reason.clone()),
+            Delta::Reasoning(text) => self.reasoning.push_str(text),
+            Delta::Thinking { index, text, signature, redacted } => {
+                let at = match self.thinking.iter().position(|(i, _)| i == index) {
+                    Some(at) => at,
+                    None => {
+                        let block = match redacted {
+                            Some(_) => serde_json::json!({"type": "redacted_thinking", "data": ""}),
+                            None => serde_json::json!({"type": "thinking", "thinking": "", "signature": ""}),
+                        };
+                        self.thinking.push((*index, block));
+                        self.thinking.len() - 1
+                    }
+                };
+                let block = &mut self.thinking[at].1;
+                let append = |block: &mut serde_json::Value, key: &str, more: &str| {
+                    if !more.is_empty() {
+                        let joined = format!("{}{more}", block[key].as_str().unwrap_or_default());
+                        block[key] = serde_json::Value::String(joined);
+                    }
+                };
+                match redacted {
+                    Some(data) => append(block, "data", data),
+                    None => {
+                        append(block, "thinking", text);
+                        append(block, "signature", signature);
+                    }
+                }
+                if !text.is_empty() {
+                    self.reasoning.push_str(text);
+                }
+            }
+            Delta::CallSignature { index, signature } => {
+                if self.tool_calls.len() <= *index {
+                    self.tool_calls.resize(index + 1, ToolCall::default());
+                }
+                self.tool_calls[*index].signature = Some(signature.clone());
+            }
         }
     }
 }

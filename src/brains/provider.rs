@@ -8,7 +8,7 @@ use anyhow::Context;
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 
-use crate::brains::message::{Delta, Role, ToolDef, Turn};
+use crate::brains::message::{Delta, Role, ToolDef, Turn, Usage};
 
 /// The API dialect a provider speaks.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -43,6 +43,19 @@ pub struct ProviderConfig {
     pub price_in_per_mtok: f64,
     #[serde(default)]
     pub price_out_per_mtok: f64,
+    /// How hard a reasoning model thinks (`minimal`, `low`, `medium`, `high`;
+    /// `off` asks for no thinking where the model allows it). None: the
+    /// provider's default, and thought summaries where they cost nothing extra.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reasoning_effort: Option<String>,
+    /// Mark the stable head of the prompt for the provider's cache (Anthropic
+    /// `cache_control`, OpenAI `prompt_cache_key`); on unless turned off.
+    #[serde(default = "yes", skip_serializing_if = "Clone::clone")]
+    pub prompt_caching: bool,
+}
+
+fn yes() -> bool {
+    true
 }
 
 /// Well-known providers: name → (kind, base URL). A config entry may leave
@@ -83,6 +96,10 @@ struct RawProvider {
     price_in_per_mtok: f64,
     #[serde(default)]
     price_out_per_mtok: f64,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    reasoning_effort: Option<String>,
+    #[serde(default = "yes", skip_serializing_if = "Clone::clone")]
+    prompt_caching: bool,
 }
 
 #[derive(Clone, Debug, Default, PartialEq)]
@@ -132,6 +149,8 @@ impl Providers {
                 api_key_env: raw.api_key_env,
                 price_in_per_mtok: raw.price_in_per_mtok,
                 price_out_per_mtok: raw.price_out_per_mtok,
+                reasoning_effort: raw.reasoning_effort.filter(|e| !e.trim().is_empty()),
+                prompt_caching: raw.prompt_caching,
             });
         }
         Ok(Self { list })
@@ -152,6 +171,8 @@ impl Providers {
                     api_key_env: p.api_key_env.clone(),
                     price_in_per_mtok: p.price_in_per_mtok,
                     price_out_per_mtok: p.price_out_per_mtok,
+                    reasoning_effort: p.reasoning_effort.clone(),
+                    prompt_caching: p.prompt_caching,
                 })
                 .collect(),
         };
@@ -207,7 +228,41 @@ impl ProviderConfig {
             api_key_env: None,
             price_in_per_mtok: 0.0,
             price_out_per_mtok: 0.0,
+            reasoning_effort: None,
+            prompt_caching: true,
         }
+    }
+
+    /// The reasoning effort asked for, if any (`off` is none asked, thinking turned off).
+    fn effort(&self) -> Option<&str> {
+        self.reasoning_effort.as_deref().map(str::trim).filter(|e| !e.is_empty())
+    }
+
+    /// The output tokens a request may use: the answer's `max_tokens` plus, for
+    /// a reasoning model, room to think (OpenAI and Gemini count thinking in
+    /// the same limit; an answer cut off by its own thinking comes back empty).
+    pub fn output_allowance(&self, model: &str, max_tokens: u32) -> u32 {
+        if !crate::brains::catalog::is_reasoning(self, model) || self.kind == ProviderKind::Ollama {
+            return max_tokens;
+        }
+        // Claude thinks only when asked (its budget is added where thinking is turned on).
+        if self.kind == ProviderKind::Anthropic {
+            return match self.effort().filter(|e| *e != "off") {
+                Some(effort) => max_tokens.saturating_add(anthropic_budget(effort)),
+                None => max_tokens,
+            };
+        }
+        max_tokens.saturating_add(match self.effort() {
+            Some("off") => 0,
+            Some("minimal") => 1024,
+            Some("low") => 2048,
+            Some("high") => 24_576,
+            _ => 8192,
+        })
+    }
+
+    fn host(&self) -> String {
+        crate::net::host_of_url(&self.base_url).unwrap_or_default()
     }
 
     /// Builds the streaming request for `turns`, offering `tools` in the
@@ -227,12 +282,26 @@ impl ProviderConfig {
                     headers.push(("authorization", format!("Bearer {key}")));
                 }
                 let messages: Vec<Value> = turns.iter().map(|t| openai_message(t, false)).collect();
-                let mut body = json!({
-                    "model": model, "messages": messages, "stream": true,
-                    "stream_options": {"include_usage": true}, "max_tokens": max_tokens,
-                });
+                let host = self.host();
+                let official = host == "api.openai.com";
+                let reasoning = crate::brains::catalog::is_reasoning(self, model);
+                // Reasoning models refuse `max_tokens` (and sampling settings, which cowork does not send);
+                // api.openai.com takes `max_completion_tokens` for every model.
+                let limit = if reasoning || official { "max_completion_tokens" } else { "max_tokens" };
+                let mut body = json!({"model": model, "messages": messages, "stream": true, "stream_options": {"include_usage": true}});
+                body[limit] = json!(self.output_allowance(model, max_tokens));
                 if !tools.is_empty() {
                     body["tools"] = json!(openai_tools());
+                }
+                match self.effort() {
+                    Some(effort) if host == "openrouter.ai" => body["reasoning"] = json!({"effort": effort}),
+                    Some(effort) if reasoning && effort != "off" => body["reasoning_effort"] = json!(effort),
+                    _ => {}
+                }
+                // OpenAI caches prompt heads of 1,024 tokens and more by itself; a key
+                // naming the stable head (system prompt and tools) keeps such requests together.
+                if official && self.prompt_caching {
+                    body["prompt_cache_key"] = json!(format!("cowork-{}", head_digest(&system, tools)));
                 }
                 HttpRequest { url: format!("{base}/chat/completions"), headers, body }
             }
@@ -257,7 +326,8 @@ impl ProviderConfig {
                             }
                         }
                         Role::Assistant if !t.tool_calls.is_empty() => {
-                            let mut blocks: Vec<Value> = Vec::new();
+                            // With thinking on, the signed thinking blocks go back first, as they came.
+                            let mut blocks: Vec<Value> = t.thinking.clone();
                             if !t.content.is_empty() {
                                 blocks.push(json!({"type": "text", "text": t.content}));
                             }
@@ -269,12 +339,37 @@ impl ProviderConfig {
                         role => messages.push(json!({"role": if role == Role::Assistant { "assistant" } else { "user" }, "content": t.content})),
                     }
                 }
+                let cache = self.prompt_caching;
                 let mut body = json!({"model": model, "max_tokens": max_tokens, "messages": messages, "stream": true});
+                // Extended thinking: a budget of at least 1,024 tokens, below max_tokens.
+                let thinking = self.effort().filter(|e| *e != "off").filter(|_| crate::brains::catalog::is_reasoning(self, model));
+                if let Some(effort) = thinking {
+                    body["max_tokens"] = json!(self.output_allowance(model, max_tokens));
+                    body["thinking"] = json!({"type": "enabled", "budget_tokens": anthropic_budget(effort)});
+                }
                 if !system.is_empty() {
-                    body["system"] = json!(system.join("\n\n"));
+                    body["system"] = if cache {
+                        json!([{"type": "text", "text": system.join("\n\n"), "cache_control": {"type": "ephemeral"}}])
+                    } else {
+                        json!(system.join("\n\n"))
+                    };
                 }
                 if !tools.is_empty() {
-                    body["tools"] = json!(tools.iter().map(|t| json!({"name": t.name, "description": t.description, "input_schema": t.parameters})).collect::<Vec<_>>());
+                    let mut defs: Vec<Value> = tools.iter().map(|t| json!({"name": t.name, "description": t.description, "input_schema": t.parameters})).collect();
+                    if cache && let Some(last) = defs.last_mut() {
+                        last["cache_control"] = json!({"type": "ephemeral"});
+                    }
+                    body["tools"] = json!(defs);
+                }
+                // The conversation so far is the next step's head: its last block is a breakpoint too
+                // (tools, system and this: three of the four Anthropic allows).
+                if cache && let Some(last) = body["messages"].as_array_mut().and_then(|m| m.last_mut()) {
+                    if let Some(text) = last["content"].as_str().map(str::to_owned) {
+                        last["content"] = json!([{"type": "text", "text": text}]);
+                    }
+                    if let Some(block) = last["content"].as_array_mut().and_then(|c| c.last_mut()) {
+                        block["cache_control"] = json!({"type": "ephemeral"});
+                    }
                 }
                 HttpRequest { url: format!("{base}/v1/messages"), headers, body }
             }
@@ -294,13 +389,28 @@ impl ProviderConfig {
                             if !t.content.is_empty() || t.tool_calls.is_empty() {
                                 parts.push(json!({"text": t.content}));
                             }
-                            parts.extend(t.tool_calls.iter().map(|c| json!({"functionCall": {"name": c.name, "args": arguments_object(&c.arguments)}})));
+                            parts.extend(t.tool_calls.iter().map(|c| {
+                                let mut part = json!({"functionCall": {"name": c.name, "args": arguments_object(&c.arguments)}});
+                                // Gemini 3 refuses a function call sent back without its thought signature.
+                                if let Some(signature) = &c.signature {
+                                    part["thoughtSignature"] = json!(signature);
+                                }
+                                part
+                            }));
                             json!({"role": "model", "parts": parts})
                         }
                         _ => json!({"role": "user", "parts": [{"text": t.content}]}),
                     })
                     .collect();
-                let mut body = json!({"contents": contents, "generationConfig": {"maxOutputTokens": max_tokens}});
+                let mut body = json!({"contents": contents, "generationConfig": {"maxOutputTokens": self.output_allowance(model, max_tokens)}});
+                // Thought summaries cost nothing extra (the model thinks anyway): asked for from thinking models.
+                if crate::brains::catalog::is_reasoning(self, model) || self.effort().is_some() {
+                    body["generationConfig"]["thinkingConfig"] = match self.effort() {
+                        Some("off") => json!({"thinkingBudget": 0}),
+                        Some(level @ ("low" | "high")) => json!({"includeThoughts": true, "thinkingLevel": level}),
+                        _ => json!({"includeThoughts": true}),
+                    };
+                }
                 if !system.is_empty() {
                     body["systemInstruction"] = json!({"parts": [{"text": system.join("\n\n")}]});
                 }
@@ -317,6 +427,9 @@ impl ProviderConfig {
                 if !tools.is_empty() {
                     body["tools"] = json!(openai_tools());
                 }
+                if let Some(effort) = self.effort() {
+                    body["think"] = json!(effort != "off");
+                }
                 HttpRequest { url: format!("{base}/api/chat"), headers, body }
             }
         }
@@ -326,6 +439,28 @@ impl ProviderConfig {
     pub fn ndjson(&self) -> bool {
         self.kind == ProviderKind::Ollama
     }
+}
+
+/// Claude's thinking budget for an effort (at least 1,024, as the API requires).
+fn anthropic_budget(effort: &str) -> u32 {
+    match effort {
+        "minimal" | "low" => 1024,
+        "high" => 16_384,
+        _ => 4096,
+    }
+}
+
+/// A short digest of the prompt's stable head (system prompt and tool names).
+fn head_digest(system: &[&str], tools: &[ToolDef]) -> String {
+    use sha2::Digest;
+    let mut hash = sha2::Sha256::new();
+    for part in system {
+        hash.update(part.as_bytes());
+    }
+    for tool in tools {
+        hash.update(tool.name.as_bytes());
+    }
+    hash.finalize().iter().take(8).map(|b| format!("{b:02x}")).collect()
 }
 
 /// A call's arguments (JSON text) as an object; text that is not one becomes `{}`.
@@ -415,6 +550,10 @@ fn decode_openai(value: &Value) -> Result<Decoded, String> {
     let choices = value.get("choices").and_then(Value::as_array);
     for choice in choices.into_iter().flatten() {
         let delta = choice.get("delta").ok_or("a choice without a delta")?;
+        // DeepSeek and llama.cpp: `reasoning_content`; OpenRouter: `reasoning`.
+        if let Some(thought) = delta.get("reasoning_content").or_else(|| delta.get("reasoning")).and_then(text) {
+            out.push(Delta::Reasoning(thought));
+        }
         if let Some(content) = delta.get("content").and_then(text) {
             out.push(Delta::Text(content));
         }
@@ -436,10 +575,15 @@ fn decode_openai(value: &Value) -> Result<Decoded, String> {
         return Err(format!("an event without choices: {}", preview(&value.to_string())));
     }
     if let Some(usage) = value.get("usage").filter(|u| u.is_object()) {
-        out.push(Delta::Usage {
+        // `prompt_tokens` counts the cached part too (OpenAI `prompt_tokens_details.cached_tokens`,
+        // DeepSeek `prompt_cache_hit_tokens`).
+        let cached = usage.pointer("/prompt_tokens_details/cached_tokens").or_else(|| usage.get("prompt_cache_hit_tokens")).and_then(Value::as_u64);
+        out.push(Delta::Usage(Usage {
             input_tokens: usage.get("prompt_tokens").and_then(Value::as_u64).unwrap_or(0),
             output_tokens: usage.get("completion_tokens").and_then(Value::as_u64).unwrap_or(0),
-        });
+            cached_input_tokens: cached.unwrap_or(0),
+            cache_write_tokens: 0,
+        }));
     }
     Ok(Decoded::Deltas(out))
 }
@@ -448,13 +592,7 @@ fn decode_anthropic(event: Option<&str>, value: &Value) -> Result<Decoded, Strin
     let kind = event.or_else(|| value.get("type").and_then(Value::as_str)).ok_or("an event without a type")?;
     let index = value.get("index").and_then(Value::as_u64).unwrap_or(0) as usize;
     let deltas = match kind {
-        "message_start" => {
-            let usage = value.pointer("/message/usage");
-            vec![Delta::Usage {
-                input_tokens: usage.and_then(|u| u.get("input_tokens")).and_then(Value::as_u64).unwrap_or(0),
-                output_tokens: usage.and_then(|u| u.get("output_tokens")).and_then(Value::as_u64).unwrap_or(0),
-            }]
-        }
+        "message_start" => value.pointer("/message/usage").map(anthropic_usage).into_iter().collect(),
         "content_block_start" => {
             let block = value.get("content_block").ok_or("content_block_start without a block")?;
             match block.get("type").and_then(Value::as_str) {
@@ -463,6 +601,18 @@ fn decode_anthropic(event: Option<&str>, value: &Value) -> Result<Decoded, Strin
                     id: block.get("id").and_then(text),
                     name: block.get("name").and_then(text),
                     arguments: String::new(),
+                }],
+                Some("thinking") => vec![Delta::Thinking {
+                    index,
+                    text: block.get("thinking").and_then(Value::as_str).unwrap_or_default().to_owned(),
+                    signature: block.get("signature").and_then(Value::as_str).unwrap_or_default().to_owned(),
+                    redacted: None,
+                }],
+                Some("redacted_thinking") => vec![Delta::Thinking {
+                    index,
+                    text: String::new(),
+                    signature: String::new(),
+                    redacted: Some(block.get("data").and_then(Value::as_str).unwrap_or_default().to_owned()),
                 }],
                 _ => block.get("text").and_then(text).map(Delta::Text).into_iter().collect(),
             }
@@ -477,16 +627,25 @@ fn decode_anthropic(event: Option<&str>, value: &Value) -> Result<Decoded, Strin
                     name: None,
                     arguments: delta.get("partial_json").and_then(Value::as_str).unwrap_or_default().to_owned(),
                 }],
+                Some("thinking_delta") => vec![Delta::Thinking {
+                    index,
+                    text: delta.get("thinking").and_then(Value::as_str).unwrap_or_default().to_owned(),
+                    signature: String::new(),
+                    redacted: None,
+                }],
+                Some("signature_delta") => vec![Delta::Thinking {
+                    index,
+                    text: String::new(),
+                    signature: delta.get("signature").and_then(Value::as_str).unwrap_or_default().to_owned(),
+                    redacted: None,
+                }],
                 _ => Vec::new(),
             }
         }
         "message_delta" => {
             let mut out = Vec::new();
             if let Some(usage) = value.get("usage") {
-                out.push(Delta::Usage {
-                    input_tokens: usage.get("input_tokens").and_then(Value::as_u64).unwrap_or(0),
-                    output_tokens: usage.get("output_tokens").and_then(Value::as_u64).unwrap_or(0),
-                });
+                out.push(anthropic_usage(usage));
             }
             if let Some(reason) = value.pointer("/delta/stop_reason").and_then(text) {
                 out.push(Delta::Finish(reason));
@@ -499,21 +658,41 @@ fn decode_anthropic(event: Option<&str>, value: &Value) -> Result<Decoded, Strin
     Ok(Decoded::Deltas(deltas))
 }
 
+/// Anthropic's usage: `input_tokens` is what was neither read from nor written to the cache.
+fn anthropic_usage(usage: &Value) -> Delta {
+    let count = |key: &str| usage.get(key).and_then(Value::as_u64).unwrap_or(0);
+    let (read, write) = (count("cache_read_input_tokens"), count("cache_creation_input_tokens"));
+    let uncached = count("input_tokens");
+    Delta::Usage(Usage {
+        input_tokens: if uncached + read + write > 0 { uncached + read + write } else { 0 },
+        output_tokens: count("output_tokens"),
+        cached_input_tokens: read,
+        cache_write_tokens: write,
+    })
+}
+
 fn decode_gemini(value: &Value) -> Result<Decoded, String> {
     let mut out = Vec::new();
     let candidates = value.get("candidates").and_then(Value::as_array);
     for candidate in candidates.into_iter().flatten() {
-        for (index, part) in candidate.pointer("/content/parts").and_then(Value::as_array).into_iter().flatten().enumerate() {
+        let mut calls = 0;
+        for part in candidate.pointer("/content/parts").and_then(Value::as_array).into_iter().flatten() {
+            // A thought summary (`"thought": true`) is reasoning, not the answer.
             if let Some(content) = part.get("text").and_then(text) {
-                out.push(Delta::Text(content));
+                out.push(if part.get("thought").and_then(Value::as_bool) == Some(true) { Delta::Reasoning(content) } else { Delta::Text(content) });
             }
             if let Some(call) = part.get("functionCall") {
+                let index = calls;
+                calls += 1;
                 out.push(Delta::ToolCall {
                     index,
                     id: None,
                     name: call.get("name").and_then(text),
                     arguments: call.get("args").map(Value::to_string).unwrap_or_default(),
                 });
+                if let Some(signature) = part.get("thoughtSignature").and_then(text) {
+                    out.push(Delta::CallSignature { index, signature });
+                }
             }
         }
         if let Some(reason) = candidate.get("finishReason").and_then(text) {
@@ -521,10 +700,14 @@ fn decode_gemini(value: &Value) -> Result<Decoded, String> {
         }
     }
     if let Some(usage) = value.get("usageMetadata") {
-        out.push(Delta::Usage {
-            input_tokens: usage.get("promptTokenCount").and_then(Value::as_u64).unwrap_or(0),
-            output_tokens: usage.get("candidatesTokenCount").and_then(Value::as_u64).unwrap_or(0),
-        });
+        let count = |key: &str| usage.get(key).and_then(Value::as_u64).unwrap_or(0);
+        // Thinking tokens are billed as output; `promptTokenCount` includes the cached part.
+        out.push(Delta::Usage(Usage {
+            input_tokens: count("promptTokenCount"),
+            output_tokens: count("candidatesTokenCount") + count("thoughtsTokenCount"),
+            cached_input_tokens: count("cachedContentTokenCount"),
+            cache_write_tokens: 0,
+        }));
     }
     if candidates.is_none() && value.get("usageMetadata").is_none() {
         return Err(format!("an event without candidates: {}", preview(&value.to_string())));
@@ -535,6 +718,9 @@ fn decode_gemini(value: &Value) -> Result<Decoded, String> {
 fn decode_ollama(value: &Value) -> Result<Decoded, String> {
     let mut out = Vec::new();
     let message = value.get("message");
+    if let Some(thought) = message.and_then(|m| m.get("thinking")).and_then(text) {
+        out.push(Delta::Reasoning(thought));
+    }
     if let Some(content) = message.and_then(|m| m.get("content")).and_then(text) {
         out.push(Delta::Text(content));
     }
@@ -548,10 +734,10 @@ fn decode_ollama(value: &Value) -> Result<Decoded, String> {
     }
     match value.get("done").and_then(Value::as_bool) {
         Some(true) => {
-            out.push(Delta::Usage {
-                input_tokens: value.get("prompt_eval_count").and_then(Value::as_u64).unwrap_or(0),
-                output_tokens: value.get("eval_count").and_then(Value::as_u64).unwrap_or(0),
-            });
+            out.push(Delta::Usage(Usage::new(
+                value.get("prompt_eval_count").and_then(Value::as_u64).unwrap_or(0),
+                value.get("eval_count").and_then(Value::as_u64).unwrap_or(0),
+            )));
             out.push(Delta::Finish(value.get("done_reason").and_then(text).unwrap_or_else(|| "stop".into())));
             Ok(Decoded::End(out))
         }

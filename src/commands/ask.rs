@@ -187,6 +187,7 @@ pub fn ask_provider(paths: &Paths, provider_name: &str, model: Option<&str>, que
         bail!("no provider {provider_name:?} in {} (configured: {})", file.display(), if known.is_empty() { "none".into() } else { known.join(", ") });
     };
     let key = crate::brains::provider_key(&paths.data_dir, provider)?;
+    crate::brains::rules::remember_in(&paths.data_dir);
     eprintln!("[{provider_name}: captured context is not sent without your consent for this provider]");
     let turns = [
         Turn::new(Role::System, "You are cowork, a concise desktop assistant."),
@@ -207,6 +208,9 @@ pub fn ask_provider(paths: &Paths, provider_name: &str, model: Option<&str>, que
                 && let Err(err) = stdout.write_all(text.as_bytes()).and_then(|()| stdout.flush())
             {
                 write_error.get_or_insert(err);
+            } else if let Some(thought) = delta.reasoning_text() {
+                // Reasoning goes to stderr: stdout carries only the answer.
+                eprint!("{thought}");
             }
         },
     )?;
@@ -216,9 +220,10 @@ pub fn ask_provider(paths: &Paths, provider_name: &str, model: Option<&str>, que
     writeln!(stdout)?;
     let answer = &completion.answer;
     eprintln!(
-        "[{provider_name} {}: {} tokens in, {} out, first token after {} ms, finish {}]",
+        "[{provider_name} {}: {} tokens in ({} cached), {} out, first token after {} ms, finish {}]",
         model.unwrap_or(&provider.model),
         answer.input_tokens,
+        answer.cached_input_tokens,
         answer.output_tokens,
         completion.first_token.map(|d| d.as_millis()).unwrap_or(0),
         answer.finish.as_deref().unwrap_or("?")

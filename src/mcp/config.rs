@@ -152,7 +152,7 @@ impl ServerConfig {
     }
 
     /// Whether the entry can be started: a command or a URL, or a built-in cowork knows.
-    fn check(&self) -> anyhow::Result<()> {
+    pub fn check(&self) -> anyhow::Result<()> {
         match self.builtin.as_deref() {
             Some(BUILTIN_BROWSER) => Ok(()),
             Some(other) => bail!("there is no built-in integration named {other:?}"),
@@ -261,6 +261,8 @@ pub enum McpEdit {
     SetTool { server: String, tool: String, enabled: bool, all_tools: Vec<String> },
     /// Add the built-in Browser integration (as "browser").
     AddBrowser,
+    /// Add (or replace) a server made from the integrations catalog, trusted or not.
+    AddConfigured { name: String, config: Box<ServerConfig>, trusted: bool },
 }
 
 impl McpConfig {
@@ -294,6 +296,14 @@ impl McpConfig {
                         self.servers.insert(name.clone(), config);
                     }
                 }
+            }
+            McpEdit::AddConfigured { name, config, trusted } => {
+                check_name(name)?;
+                let config = ServerConfig { trusted: *trusted, ..(**config).clone() };
+                if config.builtin.is_none() {
+                    config.transport()?;
+                }
+                self.servers.insert(name.clone(), config);
             }
             McpEdit::AddBrowser => {
                 let config = ServerConfig { builtin: Some(BUILTIN_BROWSER.into()), ..ServerConfig::default() };

@@ -216,7 +216,7 @@ pub async fn connect(name: &str, config: &ServerConfig, spawn: Spawn<'_>) -> any
     let (service, pid) = match config.transport()? {
         Transport::Stdio { command, args } => {
             let mut cmd = tokio::process::Command::new(command);
-            cmd.args(args).env_clear().envs(super::server_env(&spawn.env)).kill_on_drop(true);
+            cmd.args(args).env_clear().envs(super::server_env(&spawn.env)).envs(super::runner_env(command)).kill_on_drop(true);
             if let Some(home) = std::env::var_os("HOME") {
                 cmd.current_dir(home);
             }

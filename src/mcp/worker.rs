@@ -68,6 +68,11 @@ pub enum McpCommand {
     Call(CallRequest),
     /// Settings' Test: answers with `AppEvent::McpTested`.
     Test(String),
+    /// Settings → Integrations → Add from the catalog: tested with one
+    /// `tools/list` first and saved only when that worked; answers with
+    /// `AppEvent::McpCatalogAdded`.
+    /// `values` are the form's, by field (keys among them: saved into the secret store).
+    AddFromCatalog { id: String, values: BTreeMap<String, String>, trusted: bool },
     /// A change from Settings → Integrations: written to mcp-servers.json, then reloaded.
     Edit(super::config::McpEdit),
     /// The user's answer to a server's request for input (`AppEvent::Elicitation`).
@@ -114,6 +119,8 @@ enum Internal {
     /// The sign-in's authorization URL (and why the browser did not open, if it did not).
     SignInUrl { server: String, generation: u64, url: String, not_opened: Option<String> },
     SignedIn { server: String, generation: u64, result: Result<(), String> },
+    /// A catalog server's test before it is saved.
+    Tested { name: String, config: Box<ServerConfig>, trusted: bool, report: TestReport },
 }
 
 pub struct McpWorker {
@@ -376,6 +383,20 @@ impl McpWorker {
                 if let Some(why) = not_opened {
                     self.sink.send(AppEvent::Notice(format!("signing in to {name}: {why} (the link is under Settings · Integrations)")));
                 }
+            }
+            Internal::Tested { name, config, trusted, report } => {
+                let result = match report.result {
+                    Ok(figures) => {
+                        self.edit(&super::config::McpEdit::AddConfigured { name: name.clone(), config, trusted });
+                        match McpConfig::load(&self.data_dir).map(|c| c.servers.contains_key(&name)) {
+                            Ok(true) => Ok(figures.tools),
+                            Ok(false) => Err("it answered, but it was not saved".to_owned()),
+                            Err(err) => Err(format!("it answered, but it was not saved: {err:#}")),
+                        }
+                    }
+                    Err(err) => Err(err),
+                };
+                self.sink.send(AppEvent::McpCatalogAdded { name, result, stderr: report.stderr });
             }
             Internal::SignedIn { server: name, generation, result } => {
                 let Some(server) = self.servers.get_mut(&name).filter(|s| s.generation == generation) else { return };
@@ -735,6 +756,26 @@ impl McpWorker {
         });
     }
 
+    /// Makes a server from the catalog and tests it on its own connection; saved when it lists its tools.
+    fn add_from_catalog(&self, id: String, values: BTreeMap<String, String>, trusted: bool) {
+        let made = super::catalog::find(&id)
+            .ok_or_else(|| anyhow::anyhow!("no integration {id:?} in the catalog"))
+            .and_then(|entry| entry.missing().map_or(Ok(()), |m| Err(anyhow::anyhow!(m))).and_then(|()| entry.config(&values, &self.data_dir)));
+        let config = match made {
+            Ok(config) => Box::new(config),
+            Err(err) => {
+                self.sink.send(AppEvent::McpCatalogAdded { name: id, result: Err(format!("{err:#}")), stderr: Vec::new() });
+                return;
+            }
+        };
+        let name = id;
+        let (data_dir, internal) = (self.data_dir.clone(), self.internal.0.clone());
+        self.runtime.spawn(async move {
+            let report = test_server(&name, &config, &data_dir).await;
+            let _ = internal.send(Internal::Tested { name, config, trusted, report });
+        });
+    }
+
     fn shutdown(&mut self) {
         let names: Vec<String> = self.servers.keys().cloned().collect();
         for name in names {
@@ -822,6 +863,7 @@ impl Supervised for McpWorker {
                     }
                     Ok(McpCommand::Call(call)) => self.dispatch(call),
                     Ok(McpCommand::Test(name)) => self.test(name),
+                    Ok(McpCommand::AddFromCatalog { id, values, trusted }) => self.add_from_catalog(id, values, trusted),
                     Ok(McpCommand::Edit(edit)) => self.edit(&edit),
                     Ok(McpCommand::Elicited { id, answer }) => self.elicited(id, answer),
                     Ok(McpCommand::ReadResource { server, uri, name }) => self.read_resource(server, uri, name),

@@ -27,6 +27,7 @@ const MIGRATIONS: &[&str] = &[
     include_str!("../../assets/migrations/0015_apps.sql"),
     include_str!("../../assets/migrations/0016_agent_owners.sql"),
     include_str!("../../assets/migrations/0017_documents.sql"),
+    include_str!("../../assets/migrations/0018_cached_tokens.sql"),
 ];
 
 pub const SCHEMA_VERSION: u32 = MIGRATIONS.len() as u32;

@@ -81,6 +81,9 @@ pub fn chat_ui(ui: &mut egui::Ui, state: &AppState, panel: &mut ChatPanel, actio
             }
             for (index, message) in state.messages.iter().enumerate() {
                 message_ui(ui, state, message, panel);
+                if message.role == Role::Assistant && !message.reasoning.is_empty() {
+                    reasoning_ui(ui, message);
+                }
                 if message.role == Role::Assistant {
                     answer_footer_ui(ui, state, index, panel, actions);
                 }
@@ -346,6 +349,15 @@ fn split_fences(text: &str) -> Vec<Block<'_>> {
             }
         }
     }
+}
+
+/// What a reasoning model showed of its thinking: collapsed, quieter than the answer.
+fn reasoning_ui(ui: &mut egui::Ui, message: &crate::state::MessageView) {
+    let words = message.reasoning.split_whitespace().count();
+    let title = if message.is_streaming() && message.content.is_empty() { format!("Thinking… ({words} words)") } else { format!("Thought ({words} words)") };
+    egui::CollapsingHeader::new(RichText::new(title).small().color(theme::muted())).id_salt(("reasoning", message.message_id)).default_open(false).show(ui, |ui| {
+        ui.add(egui::Label::new(RichText::new(&message.reasoning).small().color(theme::muted())).wrap());
+    });
 }
 
 /// Who answered and why, what it cost, and "Retry with a smarter model" on

@@ -15,11 +15,15 @@ use crate::mcp::config::McpEdit;
 use crate::state::{AppState, UiAction};
 use crate::ui::theme;
 
-/// Drafts of the "Add a server" form.
+/// Drafts of the "Add a server" form and of the catalog's.
 #[derive(Default)]
 pub struct IntegrationsPanel {
     pub name: String,
     pub endpoint: String,
+    /// The catalog entry being filled in, its values by field, and whether it is to be trusted.
+    pub catalog: Option<String>,
+    pub values: std::collections::BTreeMap<String, String>,
+    pub trusted: bool,
 }
 
 pub fn integrations_ui(ui: &mut egui::Ui, state: &AppState, panel: &mut IntegrationsPanel, actions: &mut Vec<UiAction>) {
@@ -134,6 +138,7 @@ pub fn integrations_ui(ui: &mut egui::Ui, state: &AppState, panel: &mut Integrat
             ui.label(RichText::new("Playwright drives Chromium with its own profile; opening, clicking and typing ask first, submitting asks every time").small().color(theme::muted()));
         });
     }
+    catalog_ui(ui, state, panel, actions);
     egui::CollapsingHeader::new("Add a server").show(ui, |ui| {
         ui.horizontal(|ui| {
             let label = ui.label("Name");
@@ -149,6 +154,112 @@ pub fn integrations_ui(ui: &mut egui::Ui, state: &AppState, panel: &mut Integrat
             actions.push(UiAction::McpEdit(McpEdit::Add { name: panel.name.trim().to_owned(), endpoint: panel.endpoint.trim().to_owned() }));
             panel.name.clear();
             panel.endpoint.clear();
+        }
+    });
+}
+
+/// Settings → Integrations → Add: the catalog of well-known servers, the form
+/// of the one chosen (exactly the keys and paths it needs), the trust choice
+/// with its consequence, and "Test and add": one `tools/list` first.
+fn catalog_ui(ui: &mut egui::Ui, state: &AppState, panel: &mut IntegrationsPanel, actions: &mut Vec<UiAction>) {
+    use crate::mcp::catalog::{self, FieldKind};
+    egui::CollapsingHeader::new("Add an integration").id_salt("mcp-catalog").default_open(panel.catalog.is_some()).show(ui, |ui| {
+        let Some(entry) = panel.catalog.as_deref().and_then(catalog::find) else {
+            for entry in catalog::entries() {
+                let added = state.mcp_servers.iter().any(|s| s.name == entry.id);
+                ui.horizontal_wrapped(|ui| {
+                    let button = ui.add_enabled(!added, egui::Button::new(RichText::new(&entry.name).strong()));
+                    if button.clicked() {
+                        panel.catalog = Some(entry.id.clone());
+                        panel.values.clear();
+                        panel.trusted = false;
+                    }
+                    if added {
+                        ui.label(RichText::new("added").small().color(theme::ok()));
+                    }
+                });
+                let mut about = entry.description.clone();
+                if entry.network {
+                    about.push_str(" It reaches the internet itself.");
+                }
+                ui.add(egui::Label::new(RichText::new(about).small().color(theme::muted())).wrap());
+                if let Some(missing) = entry.missing() {
+                    ui.add(egui::Label::new(RichText::new(missing).small().color(theme::warn())).wrap());
+                }
+            }
+            return;
+        };
+        ui.label(RichText::new(&entry.name).strong());
+        ui.add(egui::Label::new(RichText::new(&entry.description).small()).wrap());
+        ui.label(RichText::new(entry.describe()).monospace().small().color(theme::muted()));
+        for field in &entry.fields {
+            let value = panel.values.entry(field.key.clone()).or_default();
+            let label = ui.label(RichText::new(if field.required { format!("{} (needed)", field.label) } else { field.label.clone() }).small());
+            let edit = match field.kind {
+                FieldKind::Secret => egui::TextEdit::singleline(value).password(true),
+                FieldKind::Folders => egui::TextEdit::multiline(value).desired_rows(2),
+                _ => egui::TextEdit::singleline(value),
+            };
+            let hint = match field.kind {
+                FieldKind::Secret => "kept in the secret store",
+                FieldKind::Folder | FieldKind::Folders => "/home/you/folder",
+                FieldKind::File => "/home/you/file",
+                FieldKind::Text => "",
+            };
+            ui.add(edit.hint_text(hint).desired_width(ui.available_width().min(360.0))).labelled_by(label.id);
+            if !field.help.is_empty() {
+                ui.add(egui::Label::new(RichText::new(&field.help).small().color(theme::muted())).wrap());
+            }
+        }
+        ui.checkbox(&mut panel.trusted, "Trust its annotations");
+        ui.add(egui::Label::new(RichText::new(crate::mcp::tools::trust_text(panel.trusted)).small()).wrap());
+        let missing = entry.missing();
+        if let Some(missing) = &missing {
+            ui.add(egui::Label::new(RichText::new(missing).small().color(theme::error())).wrap());
+        }
+        // Checked here as the mcp worker will make it (it puts in cowork's data folder).
+        let made = entry.config(&panel.values, std::path::Path::new("/data"));
+        if let Err(err) = &made
+            && panel.values.values().any(|v| !v.trim().is_empty())
+        {
+            ui.add(egui::Label::new(RichText::new(format!("{err:#}")).small().color(theme::warn())).wrap());
+        }
+        let testing = state.mcp_catalog.as_ref().is_some_and(|(name, result, _)| name == &entry.id && result.is_none());
+        ui.horizontal_wrapped(|ui| {
+            let ready = made.is_ok() && missing.is_none() && !testing;
+            if ui.add_enabled(ready, egui::Button::new(if testing { "Testing…" } else { "Test and add" })).on_hover_text("Starts it, asks for its tools once, and saves it only if that works").clicked()
+            {
+                if entry.builtin.is_some() {
+                    actions.push(UiAction::McpEdit(McpEdit::AddBrowser));
+                } else {
+                    actions.push(UiAction::McpAddFromCatalog { id: entry.id.clone(), values: panel.values.clone(), trusted: panel.trusted });
+                }
+            }
+            if ui.button("Back to the list").clicked() {
+                panel.catalog = None;
+                panel.values.clear();
+            }
+        });
+        if let Some((name, Some(result), stderr)) = &state.mcp_catalog
+            && name == &entry.id
+        {
+            match result {
+                Ok(tools) => {
+                    ui.label(RichText::new(format!("{} answered with {tools} tools and is added", entry.name)).small().color(theme::ok()));
+                }
+                Err(err) => {
+                    ui.add(egui::Label::new(RichText::new(format!("Not added: {err}")).small().color(theme::error())).wrap());
+                    for line in stderr.iter().rev().take(4).rev() {
+                        ui.label(RichText::new(line).monospace().small().color(theme::muted()));
+                    }
+                }
+            }
+        }
+        if testing {
+            ui.horizontal(|ui| {
+                ui.spinner();
+                ui.label(RichText::new("starting it (npx and uvx fetch the package the first time)…").small().color(theme::muted()));
+            });
         }
     });
 }

@@ -53,6 +53,9 @@ pub struct NewProvider {
     pub model: String,
     pub price_in: String,
     pub price_out: String,
+    /// "" (the provider's default), off, minimal, low, medium, high.
+    pub reasoning_effort: String,
+    pub no_prompt_caching: bool,
 }
 
 /// Providers and the outbound-request log, for Settings → Network.
@@ -75,6 +78,8 @@ pub struct NetworkView {
     pub search_url: Option<String>,
     pub search_key: String,
     pub search_key_stored: Option<String>,
+    /// What is typed to narrow each provider's model list.
+    pub model_filters: std::collections::BTreeMap<String, String>,
 }
 
 /// A model file as Settings lists it.
@@ -852,7 +857,9 @@ fn network_ui(ui: &mut egui::Ui, state: &AppState, network: &mut NetworkView, ac
     if network.providers.is_empty() {
         ui.label(RichText::new("None configured: only the local model answers").small().color(theme::muted()));
     }
-    for (name, kind, model, base) in &network.providers {
+    for (name, kind, model, base) in network.providers.clone() {
+        let name = &name;
+        let model = &model;
         ui.label(RichText::new(format!("{name} · {kind} · {model} · {base}")).small());
         ui.horizontal_wrapped(|ui| {
             let stored = network.keys.get(name).cloned().unwrap_or_else(|| "no key stored".into());
@@ -866,6 +873,10 @@ fn network_ui(ui: &mut egui::Ui, state: &AppState, network: &mut NetworkView, ac
                 actions.push(UiAction::RemoveProvider(name.clone()));
             }
         });
+        let filter = network.model_filters.entry(name.clone()).or_default();
+        if let Some(model) = model_picker_ui(ui, state, name, model, filter, || UiAction::ListModels { name: name.clone(), draft: None }, actions) {
+            actions.push(UiAction::SetProviderModel { provider: name.clone(), model });
+        }
     }
     egui::CollapsingHeader::new("Add or change a provider").show(ui, |ui| new_provider_ui(ui, network, actions));
     if !network.secret_store.is_empty() {
@@ -883,6 +894,60 @@ fn network_ui(ui: &mut egui::Ui, state: &AppState, network: &mut NetworkView, ac
             ui.label(RichText::new(text).small().color(if record.refused.is_some() { theme::warn() } else { theme::muted() }));
         }
     });
+}
+
+/// A provider's models to pick from: "Models…" asks the provider for its list
+/// (on its own thread); the list shows each model's context window and price
+/// where known, narrowed by what is typed. Returns the model picked this frame.
+pub fn model_picker_ui(
+    ui: &mut egui::Ui,
+    state: &AppState,
+    provider: &str,
+    current: &str,
+    filter: &mut String,
+    ask: impl FnOnce() -> UiAction,
+    actions: &mut Vec<UiAction>,
+) -> Option<String> {
+    let listed = state.model_lists.get(provider);
+    let mut picked = None;
+    ui.horizontal_wrapped(|ui| {
+        let label = if listed.is_some() { format!("Refresh {provider}'s models") } else { format!("Models of {provider}…") };
+        if ui.add_enabled(!matches!(listed, Some(None)), egui::Button::new(RichText::new(label).small())).on_hover_text("Ask the provider which models it offers").clicked() {
+            actions.push(ask());
+        }
+        if matches!(listed, Some(None)) {
+            ui.spinner();
+            ui.label(RichText::new(format!("asking {provider}…")).small().color(theme::muted()));
+        }
+    });
+    match listed {
+        Some(Some(Err(err))) => {
+            ui.add(egui::Label::new(RichText::new(err).small().color(theme::error())).wrap());
+        }
+        Some(Some(Ok(models))) => {
+            ui.horizontal(|ui| {
+                let label = ui.label(RichText::new(format!("{} models; find", models.len())).small());
+                ui.add(egui::TextEdit::singleline(filter).desired_width(ui.available_width().min(200.0)).hint_text("name")).labelled_by(label.id);
+            });
+            let needle = filter.trim().to_lowercase();
+            let shown: Vec<&crate::brains::catalog::ModelInfo> =
+                models.iter().filter(|m| needle.is_empty() || m.id.to_lowercase().contains(&needle) || m.display_name.as_ref().is_some_and(|n| n.to_lowercase().contains(&needle))).collect();
+            ScrollArea::vertical().id_salt(("models", provider)).max_height(180.0).show(ui, |ui| {
+                for model in shown.iter().take(60) {
+                    let line = model.describe();
+                    if ui.add(egui::Button::selectable(model.id == current, RichText::new(line).small()).wrap_mode(egui::TextWrapMode::Wrap)).clicked() && model.id != current {
+                        picked = Some(model.id.clone());
+                    }
+                }
+                if shown.len() > 60 {
+                    ui.label(RichText::new(format!("and {} more: type to narrow", shown.len() - 60)).small().color(theme::muted()));
+                }
+            });
+            ui.label(RichText::new(format!("Prices per million tokens (in / out); known ones from {}", crate::brains::catalog::prices_source())).small().color(theme::muted()));
+        }
+        _ => {}
+    }
+    picked
 }
 
 /// Settings → Brains & network → Web search: which service the agent's
@@ -945,6 +1010,19 @@ fn new_provider_ui(ui: &mut egui::Ui, network: &mut NetworkView, actions: &mut V
             }
         }
     });
+    ui.horizontal_wrapped(|ui| {
+        ui.label(RichText::new("Thinking of reasoning models").small());
+        for (value, label) in [("", "their default"), ("off", "off"), ("low", "low"), ("medium", "medium"), ("high", "high")] {
+            if ui.radio(form.reasoning_effort == value, RichText::new(label).small()).clicked() {
+                form.reasoning_effort = value.to_owned();
+            }
+        }
+    });
+    let mut caching = !form.no_prompt_caching;
+    if ui.checkbox(&mut caching, RichText::new("Prompt caching (cached input costs a tenth to a half)").small()).changed() {
+        form.no_prompt_caching = !caching;
+    }
+    ui.label(RichText::new("Empty prices: the provider's list prices, shipped with cowork").small().color(theme::muted()));
     let price = |text: &str| text.trim().parse::<f64>().ok().filter(|p| *p >= 0.0).or(text.trim().is_empty().then_some(0.0));
     let base_url = if form.base_url.trim().is_empty() { known.map(|k| k.2.to_owned()).unwrap_or_default() } else { form.base_url.trim().to_owned() };
     let ready = form.kind.or(known.map(|k| k.1)).is_some() && price(&form.price_in).is_some() && price(&form.price_out).is_some();
@@ -959,6 +1037,8 @@ fn new_provider_ui(ui: &mut egui::Ui, network: &mut NetworkView, actions: &mut V
             api_key_env: None,
             price_in_per_mtok: price_in,
             price_out_per_mtok: price_out,
+            reasoning_effort: Some(form.reasoning_effort.clone()).filter(|e| !e.is_empty()),
+            prompt_caching: !form.no_prompt_caching,
         }));
         *form = NewProvider::default();
     }

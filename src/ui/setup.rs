@@ -115,15 +115,15 @@ pub fn companions(manifest: &Manifest, voice: bool) -> Vec<String> {
 
 /// Well-known providers' default models: a first answer without looking one up.
 const DEFAULT_MODELS: &[(&str, &str)] = &[
-    ("openai", "gpt-4o-mini"),
-    ("anthropic", "claude-3-5-haiku-latest"),
-    ("gemini", "gemini-2.0-flash"),
+    ("openai", "gpt-5-mini"),
+    ("anthropic", "claude-haiku-4-5"),
+    ("gemini", "gemini-2.5-flash"),
     ("groq", "llama-3.3-70b-versatile"),
-    ("openrouter", "openai/gpt-4o-mini"),
+    ("openrouter", "openai/gpt-5-mini"),
     ("mistral", "mistral-small-latest"),
     ("deepseek", "deepseek-chat"),
     ("together", "meta-llama/Llama-3.3-70B-Instruct-Turbo"),
-    ("xai", "grok-2-latest"),
+    ("xai", "grok-4.3-latest"),
 ];
 
 /// The pages' own choices before they are acted on.
@@ -139,6 +139,8 @@ pub struct SetupPanel {
     pub model: String,
     pub base_url: String,
     pub key: String,
+    /// What is typed to narrow the provider's model list.
+    pub model_filter: String,
     /// The manifest, this machine and its chat models judged, made once (not per frame).
     judged: Option<std::sync::Arc<Judged>>,
 }
@@ -163,6 +165,7 @@ impl Default for SetupPanel {
             model: String::new(),
             base_url: String::new(),
             key: String::new(),
+            model_filter: String::new(),
             judged: None,
         }
     }
@@ -332,6 +335,18 @@ fn cloud_ui(ui: &mut egui::Ui, state: &AppState, panel: &mut SetupPanel, actions
         let label = ui.label(RichText::new(label).small());
         ui.add(egui::TextEdit::singleline(field).password(password).hint_text(hint).desired_width(f32::INFINITY)).labelled_by(label.id);
     }
+    // What the provider offers, asked with the key typed here.
+    let kind = known.iter().find(|(n, _, _)| *n == panel.provider).map_or(ProviderKind::Openai, |(_, kind, _)| *kind);
+    let base = if panel.base_url.trim().is_empty() { known.iter().find(|(n, _, _)| *n == panel.provider).map_or("", |k| k.2).to_owned() } else { panel.base_url.trim().to_owned() };
+    if !base.is_empty() {
+        let draft = ProviderConfig::new(&panel.provider, kind, base, default_model);
+        let key = panel.key.trim().to_owned();
+        let current = if panel.model.trim().is_empty() { default_model.to_owned() } else { panel.model.trim().to_owned() };
+        let name = panel.provider.clone();
+        if let Some(model) = crate::ui::settings::model_picker_ui(ui, state, &name, &current, &mut panel.model_filter, || UiAction::ListModels { name: name.clone(), draft: Some((draft, key)) }, actions) {
+            panel.model = model;
+        }
+    }
     muted(
         ui,
         format!(
@@ -352,6 +367,8 @@ fn cloud_ui(ui: &mut egui::Ui, state: &AppState, panel: &mut SetupPanel, actions
             api_key_env: None,
             price_in_per_mtok: 0.0,
             price_out_per_mtok: 0.0,
+            reasoning_effort: None,
+            prompt_caching: true,
         };
         actions.push(UiAction::TestProvider { provider, key: panel.key.trim().to_owned(), prefer_cloud: !panel.local });
     }

@@ -1,0 +1,314 @@
+//! The integrations catalog (`assets/integrations.json`): well-known MCP
+//! servers — the reference servers and popular ones — each with the short form
+//! of exactly the keys and paths it needs. Filling the form makes a
+//! `ServerConfig` (`npx -y package@version …`, `uvx package@version …`, an
+//! HTTP URL with headers, or the built-in Browser); the mcp worker tests it
+//! with one `tools/list` before it is saved, and `McpConfig::save` moves every
+//! key into the secret store.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+use anyhow::{Context, bail};
+use serde::Deserialize;
+
+use super::config::ServerConfig;
+
+const CATALOG: &str = include_str!("../../assets/integrations.json");
+
+/// What one form field holds.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum FieldKind {
+    /// A key or token: a password field, kept in the secret store.
+    Secret,
+    Folder,
+    /// Several folders, one per line (each its own argument).
+    Folders,
+    File,
+    Text,
+}
+
+#[derive(Clone, Debug, PartialEq, Deserialize)]
+pub struct Field {
+    pub key: String,
+    pub label: String,
+    pub kind: FieldKind,
+    #[serde(default)]
+    pub required: bool,
+    /// Used when the field is left empty (`{data_dir}` is cowork's data folder).
+    #[serde(default)]
+    pub default: Option<String>,
+    #[serde(default)]
+    pub help: String,
+}
+
+/// How the server is started.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Runner {
+    Npx,
+    Uvx,
+    Http,
+    Builtin,
+}
+
+impl Runner {
+    /// The program that must be on PATH, and how to get it.
+    pub fn program(self) -> Option<(&'static str, &'static str)> {
+        match self {
+            Runner::Npx => Some(("npx", "npx comes with Node.js: install it (Debian and Ubuntu: `sudo apt install npm`; or from nodejs.org)")),
+            Runner::Uvx => Some(("uvx", "uvx comes with uv: install it (`pipx install uv`, or see docs.astral.sh/uv)")),
+            Runner::Http | Runner::Builtin => None,
+        }
+    }
+}
+
+#[derive(Clone, Debug, PartialEq, Deserialize)]
+pub struct Entry {
+    pub id: String,
+    pub name: String,
+    pub description: String,
+    pub runner: Runner,
+    #[serde(default)]
+    pub package: Option<String>,
+    #[serde(default)]
+    pub version: Option<String>,
+    #[serde(default)]
+    pub args: Vec<String>,
+    #[serde(default)]
+    pub env: BTreeMap<String, String>,
+    #[serde(default)]
+    pub url: Option<String>,
+    #[serde(default)]
+    pub headers: BTreeMap<String, String>,
+    #[serde(default)]
+    pub builtin: Option<String>,
+    #[serde(default)]
+    pub fields: Vec<Field>,
+    /// The server itself reaches the internet (said in the list).
+    #[serde(default)]
+    pub network: bool,
+    #[serde(default)]
+    pub homepage: String,
+}
+
+#[derive(Deserialize)]
+struct CatalogFile {
+    integrations: Vec<Entry>,
+}
+
+/// The shipped catalog (checked by a unit test: a broken file fails the build's tests).
+pub fn entries() -> &'static [Entry] {
+    static ENTRIES: std::sync::OnceLock<Vec<Entry>> = std::sync::OnceLock::new();
+    ENTRIES.get_or_init(|| match serde_json::from_str::<CatalogFile>(CATALOG) {
+        Ok(file) => file.integrations,
+        Err(err) => {
+            tracing::error!(%err, "the integrations catalog is broken");
+            Vec::new()
+        }
+    })
+}
+
+pub fn find(id: &str) -> Option<&'static Entry> {
+    entries().iter().find(|e| e.id == id)
+}
+
+/// Where `program` is on PATH.
+pub fn on_path(program: &str) -> Option<PathBuf> {
+    let path = std::env::var_os("PATH")?;
+    std::env::split_paths(&path).map(|dir| dir.join(program)).find(|candidate| {
+        use std::os::unix::fs::PermissionsExt;
+        candidate.metadata().is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
+    })
+}
+
+impl Entry {
+    /// Whether it can start here; else what to install, in one sentence.
+    pub fn missing(&self) -> Option<String> {
+        let (program, how) = self.runner.program()?;
+        on_path(program).is_none().then(|| format!("{} needs {program}, which is not installed: {how}.", self.name))
+    }
+
+    /// The command line as it will run (`npx -y @scope/pkg@1.2.3 …`), for the form.
+    pub fn describe(&self) -> String {
+        match self.runner {
+            Runner::Npx | Runner::Uvx => {
+                let (program, _) = self.runner.program().expect("a runner with a program");
+                let flag = if self.runner == Runner::Npx { " -y" } else { "" };
+                format!("{program}{flag} {} {}", self.pinned(), self.args.join(" ")).trim_end().to_owned()
+            }
+            Runner::Http => self.url.clone().unwrap_or_default(),
+            Runner::Builtin => "built in".to_owned(),
+        }
+    }
+
+    fn pinned(&self) -> String {
+        let package = self.package.clone().unwrap_or_default();
+        match &self.version {
+            Some(version) => format!("{package}@{version}"),
+            None => package,
+        }
+    }
+
+    /// The server's configuration from the form's values (by field key).
+    /// Required fields must be filled; folders and files must be absolute
+    /// (a `~/` is the home folder) and folders must exist.
+    pub fn config(&self, values: &BTreeMap<String, String>, data_dir: &Path) -> anyhow::Result<ServerConfig> {
+        let home = std::env::var_os("HOME").map(PathBuf::from);
+        let mut filled: BTreeMap<&str, Vec<String>> = BTreeMap::new();
+        for field in &self.fields {
+            let given = values.get(&field.key).map(|v| v.trim()).unwrap_or_default();
+            let default = field.default.as_deref().map(|d| d.replace("{data_dir}", &data_dir.display().to_string()));
+            let value = if given.is_empty() { default.unwrap_or_default() } else { given.to_owned() };
+            if value.is_empty() {
+                if field.required {
+                    bail!("{} needs {}", self.name, field.label.to_lowercase());
+                }
+                continue;
+            }
+            let items: Vec<String> = match field.kind {
+                FieldKind::Folders => value.lines().map(str::trim).filter(|l| !l.is_empty()).map(str::to_owned).collect(),
+                _ => vec![value],
+            };
+            let mut checked = Vec::new();
+            for item in items {
+                if matches!(field.kind, FieldKind::Folder | FieldKind::Folders | FieldKind::File) {
+                    let path = match (item.strip_prefix("~/"), &home) {
+                        (Some(rest), Some(home)) => home.join(rest),
+                        _ => PathBuf::from(&item),
+                    };
+                    if !path.is_absolute() {
+                        bail!("{}: {item:?} is not a full path (start it with / or ~/)", field.label);
+                    }
+                    if matches!(field.kind, FieldKind::Folder | FieldKind::Folders) && !path.is_dir() {
+                        bail!("{}: there is no folder {}", field.label, path.display());
+                    }
+                    checked.push(path.display().to_string());
+                } else {
+                    if item.contains(['\n', '\r', '\0']) {
+                        bail!("{}: one line only", field.label);
+                    }
+                    checked.push(item);
+                }
+            }
+            filled.insert(field.key.as_str(), checked);
+        }
+        // `{key}` → the value; None when an optional field was left empty (the argument is left out).
+        let fill = |template: &str| -> anyhow::Result<Option<Vec<String>>> {
+            let Some(start) = template.find('{') else { return Ok(Some(vec![template.to_owned()])) };
+            let end = template[start..].find('}').map(|e| start + e).with_context(|| format!("catalog entry {}: unclosed {{ in {template:?}", self.id))?;
+            let key = &template[start + 1..end];
+            if !self.fields.iter().any(|f| f.key == key) {
+                bail!("catalog entry {}: {template:?} names no field", self.id);
+            }
+            Ok(filled.get(key).map(|values| {
+                if template == format!("{{{key}}}") {
+                    values.clone()
+                } else {
+                    vec![format!("{}{}{}", &template[..start], values.join(","), &template[end + 1..])]
+                }
+            }))
+        };
+        let mut config = ServerConfig::default();
+        match self.runner {
+            Runner::Npx | Runner::Uvx => {
+                let (program, _) = self.runner.program().expect("a runner with a program");
+                config.command = Some(program.to_owned());
+                if self.runner == Runner::Npx {
+                    config.args.push("-y".into());
+                }
+                config.args.push(self.pinned());
+                for arg in &self.args {
+                    config.args.extend(fill(arg)?.unwrap_or_default());
+                }
+                // npx and uvx fetch the package on first start: more time than a server that is there.
+                config.startup_timeout_secs = config.startup_timeout_secs.max(120);
+            }
+            Runner::Http => {
+                let url = self.url.as_deref().with_context(|| format!("catalog entry {} has no url", self.id))?;
+                config.url = Some(fill(url)?.and_then(|v| v.into_iter().next()).with_context(|| format!("{} needs its address", self.name))?);
+            }
+            Runner::Builtin => config.builtin = self.builtin.clone(),
+        }
+        for (name, template) in &self.env {
+            if let Some(value) = fill(template)?.map(|v| v.join(",")) {
+                config.env.insert(name.clone(), value);
+            }
+        }
+        for (name, template) in &self.headers {
+            if let Some(value) = fill(template)?.map(|v| v.join(",")) {
+                config.headers.insert(name.clone(), value);
+            }
+        }
+        Ok(config)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_shipped_catalog_reads_and_every_entry_makes_a_valid_configuration() {
+        let ids: Vec<&str> = entries().iter().map(|e| e.id.as_str()).collect();
+        for wanted in ["filesystem", "git", "fetch", "memory", "time", "sqlite", "github", "slack", "brave-search", "playwright"] {
+            assert!(ids.contains(&wanted), "{wanted} missing from {ids:?}");
+        }
+        let dir = tempfile::tempdir().unwrap();
+        let folder = dir.path().display().to_string();
+        for entry in entries() {
+            let values: BTreeMap<String, String> = entry
+                .fields
+                .iter()
+                .map(|f| {
+                    let value = match f.kind {
+                        FieldKind::Folder | FieldKind::Folders => folder.clone(),
+                        FieldKind::File => format!("{folder}/x.db"),
+                        _ => "value".to_owned(),
+                    };
+                    (f.key.clone(), value)
+                })
+                .collect();
+            let config = entry.config(&values, dir.path()).unwrap_or_else(|e| panic!("{}: {e:#}", entry.id));
+            if entry.runner != Runner::Builtin {
+                config.check().unwrap_or_else(|e| panic!("{}: {e:#}", entry.id));
+            }
+            // Packages are pinned.
+            if matches!(entry.runner, Runner::Npx | Runner::Uvx) {
+                assert!(entry.version.is_some(), "{} is not pinned", entry.id);
+            }
+        }
+    }
+
+    #[test]
+    fn the_form_fills_arguments_env_and_headers_and_refuses_what_is_missing_or_wrong() {
+        let dir = tempfile::tempdir().unwrap();
+        let files = find("filesystem").unwrap();
+        let (a, b) = (dir.path().join("a"), dir.path().join("b"));
+        std::fs::create_dir_all(&a).unwrap();
+        std::fs::create_dir_all(&b).unwrap();
+        let values = BTreeMap::from([("folders".to_owned(), format!("{}\n\n{}\n", a.display(), b.display()))]);
+        let config = files.config(&values, dir.path()).unwrap();
+        assert_eq!(config.command.as_deref(), Some("npx"));
+        assert_eq!(config.args, vec!["-y".to_owned(), "@modelcontextprotocol/server-filesystem@2026.8.31".into(), a.display().to_string(), b.display().to_string()]);
+        assert!(files.config(&BTreeMap::new(), dir.path()).unwrap_err().to_string().contains("needs folders"));
+        let relative = BTreeMap::from([("folders".to_owned(), "notes".to_owned())]);
+        assert!(files.config(&relative, dir.path()).unwrap_err().to_string().contains("not a full path"));
+        let gone = BTreeMap::from([("folders".to_owned(), "/no/such/folder".to_owned())]);
+        assert!(files.config(&gone, dir.path()).unwrap_err().to_string().contains("no folder"));
+
+        // An optional field left empty leaves its argument out; a default fills another.
+        let time = find("time").unwrap().config(&BTreeMap::new(), dir.path()).unwrap();
+        assert_eq!(time.args, vec!["mcp-server-time@2026.10.19"]);
+        let memory = find("memory").unwrap().config(&BTreeMap::new(), dir.path()).unwrap();
+        assert_eq!(memory.env.get("MEMORY_FILE_PATH").map(String::as_str), Some(dir.path().join("mcp-memory.jsonl").to_str().unwrap()));
+        let slack = find("slack").unwrap().config(&BTreeMap::from([("bot_token".into(), "xoxb-1".into()), ("team_id".into(), "T1".into())]), dir.path()).unwrap();
+        assert_eq!(slack.env.keys().collect::<Vec<_>>(), vec!["SLACK_BOT_TOKEN", "SLACK_TEAM_ID"]);
+        let github = find("github").unwrap().config(&BTreeMap::from([("token".into(), "ghp_x".into())]), dir.path()).unwrap();
+        assert_eq!((github.url.as_deref(), github.headers.get("Authorization").map(String::as_str)), (Some("https://api.githubcopilot.com/mcp/"), Some("Bearer ghp_x")));
+        // A text field cannot smuggle a second line into an argument.
+        let bad = BTreeMap::from([("timezone".to_owned(), "UTC\n--evil".to_owned())]);
+        assert!(find("time").unwrap().config(&bad, dir.path()).is_err());
+    }
+}

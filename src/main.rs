@@ -556,6 +556,17 @@ enum ModelsAction {
     Convert,
     /// Add a GGUF chat model you already have (checked, measured and recorded; the file stays where it is)
     Add { path: PathBuf },
+    /// List the models a configured provider offers, with context window and price where known
+    Cloud {
+        /// The provider's name in providers.json (openai, anthropic, gemini, ollama, …)
+        provider: String,
+        /// Answer with this model from now on (it must be on the list)
+        #[arg(long = "use", value_name = "MODEL")]
+        choose: Option<String>,
+        /// One JSON object per model
+        #[arg(long)]
+        json: bool,
+    },
 }
 
 /// One glibc malloc arena for the whole process, set before any thread starts.
@@ -794,6 +805,7 @@ fn run(cli: Cli, process_started: Instant) -> anyhow::Result<ExitCode> {
                 ModelsAction::Verify => commands::models::verify(&manifest, &paths.models_dir)?,
                 ModelsAction::Fetch { mirror, with, only } => commands::models::fetch_upstream(&manifest, &paths.models_dir, mirror, &with, &only)?,
                 ModelsAction::Convert => cowork::models::convert::convert_all(&manifest, &paths.models_dir)?,
+                ModelsAction::Cloud { provider, choose, json } => commands::models::cloud(&paths, &provider, choose.as_deref(), json)?,
                 ModelsAction::Add { path } => {
                     paths.ensure_data_dir()?;
                     let (model, preflight) = cowork::models::user::add(&paths.data_dir, &path, cowork::llm::memory::meminfo())?;

@@ -15,6 +15,7 @@ mod integration {
     mod capture_desktop;
     mod capture_x11;
     mod cli;
+    mod cloud;
     mod documents;
     mod encryption;
     mod install;
@@ -24,6 +25,7 @@ mod integration {
     mod memory;
     mod models;
     mod notify;
+    mod provider_mocks;
     mod providers;
     mod render;
     mod security;

@@ -530,9 +530,8 @@ impl<B: LocalBrain> AgentWorker<B> {
                 }
                 let key = crate::brains::provider_key(&self.config.data_dir, &provider).map_err(|err| format!("{err:#}"))?;
                 let prompt_tokens = estimate_tokens(&request.text) + context.map(estimate_tokens).unwrap_or(0);
-                let estimate = crate::brains::budget::estimate(&provider, prompt_tokens as u64, self.config.max_answer_tokens as u64);
                 let spent = self.db.as_ref().and_then(|c| crate::brains::budget::spent(c, now_millis()).ok()).unwrap_or_default();
-                crate::brains::budget::check(&settings.budget, &spent, &estimate, crate::brains::budget::is_free_cloud(&provider))
+                crate::brains::budget::fit(&mut provider, &settings.budget, &spent, prompt_tokens as u64, self.config.max_answer_tokens as u64)
                     .map_err(|err| format!("not sent to {}: {err}", provider.name))?;
                 let consent = settings.consent.get(&provider.name).copied();
                 return Ok(Plan::Cloud { provider, key, reason: "the provider asked for".into(), consent });
@@ -565,16 +564,15 @@ impl<B: LocalBrain> AgentWorker<B> {
         match route.target {
             Target::Local => Ok(Plan::Local { reason: route.reason }),
             Target::Cloud(tier) => {
-                let provider = tiers[tier].clone();
+                let mut provider = tiers[tier].clone();
                 let key = crate::brains::provider_key(&self.config.data_dir, &provider).map_err(|err| format!("{err:#}"))?;
-                // Budgets, before anything is sent.
-                let estimate = crate::brains::budget::estimate(&provider, prompt_tokens as u64, self.config.max_answer_tokens as u64);
+                // Budgets, before anything is sent (a reasoning model thinks within them).
                 let spent = self
                     .db
                     .as_ref()
                     .and_then(|c| crate::brains::budget::spent(c, now_millis()).ok())
                     .unwrap_or_default();
-                crate::brains::budget::check(&settings.budget, &spent, &estimate, crate::brains::budget::is_free_cloud(&provider))
+                crate::brains::budget::fit(&mut provider, &settings.budget, &spent, prompt_tokens as u64, self.config.max_answer_tokens as u64)
                     .map_err(|err| format!("not sent to {}: {err}", provider.name))?;
                 let consent = settings.consent.get(&provider.name).copied();
                 Ok(Plan::Cloud { provider, key, reason: route.reason, consent })

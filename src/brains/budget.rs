@@ -119,6 +119,44 @@ pub fn check(budget: &Budget, spent: &Spent, estimate: &Estimate, free_cloud: bo
     Ok(())
 }
 
+/// Checks one request against the caps; a reasoning model whose room to think
+/// would break a cap thinks less instead (at least 1,024 tokens), so the most
+/// it can cost stays within every cap. `provider.thinking_tokens` is set then.
+pub fn fit(provider: &mut ProviderConfig, budget: &Budget, spent: &Spent, input_tokens: u64, max_answer_tokens: u64) -> Result<Estimate, OverBudget> {
+    let estimate = estimate(provider, input_tokens, max_answer_tokens);
+    let free = is_free_cloud(provider);
+    let refused = match check(budget, spent, &estimate, free) {
+        Ok(()) => return Ok(estimate),
+        Err(refused) => refused,
+    };
+    let allowance = provider.output_allowance(&provider.model, max_answer_tokens.min(u32::MAX as u64) as u32) as u64;
+    let prices = crate::brains::catalog::prices(provider, &provider.model);
+    if free || allowance <= max_answer_tokens || prices.output <= 0.0 {
+        return Err(refused);
+    }
+    // What is left under the tightest cap, less the input, buys this many output tokens.
+    let left = [
+        budget.per_interaction_usd,
+        budget.daily_usd - spent.day_usd,
+        budget.weekly_usd - spent.week_usd,
+        budget.monthly_usd - spent.month_usd,
+    ]
+    .into_iter()
+    .zip([budget.per_interaction_usd, budget.daily_usd, budget.weekly_usd, budget.monthly_usd])
+    .filter(|(_, cap)| *cap > 0.0)
+    .map(|(left, _)| left)
+    .fold(f64::INFINITY, f64::min);
+    let input_usd = estimate.usd - allowance as f64 * prices.output / 1e6;
+    let affordable = ((left - input_usd) * 1e6 / prices.output).floor();
+    let thinking = affordable - max_answer_tokens as f64;
+    if thinking < 1024.0 {
+        return Err(refused);
+    }
+    provider.thinking_tokens = Some(thinking.min((allowance - max_answer_tokens) as f64) as u32);
+    let estimate = self::estimate(provider, input_tokens, max_answer_tokens);
+    check(budget, spent, &estimate, free).map(|()| estimate)
+}
+
 /// One finished cloud request, for the `usage` table.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Usage {
@@ -213,7 +251,25 @@ mod tests {
             price_out_per_mtok: 0.60,
             reasoning_effort: None,
             prompt_caching: false,
+            thinking_tokens: None,
         }
+    }
+
+    #[test]
+    fn a_reasoning_model_thinks_less_rather_than_break_a_cap() {
+        let mut gpt5 = ProviderConfig::new("openai", ProviderKind::Openai, "https://api.openai.com/v1", "gpt-5");
+        let budget = Budget { per_interaction_usd: 0.05, ..Budget::default() };
+        // Its full room to think could cost more than $0.05: it gets the thinking the cap pays for.
+        assert!(estimate(&gpt5, 3000, 1024).usd > 0.05);
+        let fitted = fit(&mut gpt5, &budget, &Spent::default(), 3000, 1024).unwrap();
+        assert!(fitted.usd <= 0.05 && fitted.usd > 0.04, "{fitted:?}");
+        let thinking = gpt5.thinking_tokens.unwrap();
+        assert!((1024..8192).contains(&thinking), "{thinking}");
+        // A cap that leaves no room to think at all still refuses, and says why.
+        let mut gpt5 = ProviderConfig::new("openai", ProviderKind::Openai, "https://api.openai.com/v1", "gpt-5");
+        let tight = Budget { per_interaction_usd: 0.015, ..Budget::default() };
+        assert!(matches!(fit(&mut gpt5, &tight, &Spent::default(), 3000, 1024), Err(OverBudget::Interaction { .. })));
+        assert_eq!(gpt5.thinking_tokens, None);
     }
 
     #[test]

@@ -52,6 +52,10 @@ pub struct ProviderConfig {
     /// `cache_control`, OpenAI `prompt_cache_key`); on unless turned off.
     #[serde(default = "yes", skip_serializing_if = "Clone::clone")]
     pub prompt_caching: bool,
+    /// Tokens a reasoning model may think for this request, when the budget
+    /// set it (`budget::fit`): thinking is cut to what the user's caps allow.
+    #[serde(skip)]
+    pub thinking_tokens: Option<u32>,
 }
 
 fn yes() -> bool {
@@ -151,6 +155,7 @@ impl Providers {
                 price_out_per_mtok: raw.price_out_per_mtok,
                 reasoning_effort: raw.reasoning_effort.filter(|e| !e.trim().is_empty()),
                 prompt_caching: raw.prompt_caching,
+                thinking_tokens: None,
             });
         }
         Ok(Self { list })
@@ -230,6 +235,7 @@ impl ProviderConfig {
             price_out_per_mtok: 0.0,
             reasoning_effort: None,
             prompt_caching: true,
+            thinking_tokens: None,
         }
     }
 
@@ -248,9 +254,12 @@ impl ProviderConfig {
         // Claude thinks only when asked (its budget is added where thinking is turned on).
         if self.kind == ProviderKind::Anthropic {
             return match self.effort().filter(|e| *e != "off") {
-                Some(effort) => max_tokens.saturating_add(anthropic_budget(effort)),
+                Some(effort) => max_tokens.saturating_add(self.anthropic_budget(effort)),
                 None => max_tokens,
             };
+        }
+        if let Some(thinking) = self.thinking_tokens {
+            return max_tokens.saturating_add(thinking);
         }
         max_tokens.saturating_add(match self.effort() {
             Some("off") => 0,
@@ -259,6 +268,16 @@ impl ProviderConfig {
             Some("high") => 24_576,
             _ => 8192,
         })
+    }
+
+    /// Claude's thinking budget for an effort (at least 1,024, as the API requires; less when the budget says so).
+    fn anthropic_budget(&self, effort: &str) -> u32 {
+        let wanted = match effort {
+            "minimal" | "low" => 1024,
+            "high" => 16_384,
+            _ => 4096,
+        };
+        self.thinking_tokens.map_or(wanted, |allowed| allowed.min(wanted)).max(1024)
     }
 
     fn host(&self) -> String {
@@ -294,7 +313,7 @@ impl ProviderConfig {
                     body["tools"] = json!(openai_tools());
                 }
                 match self.effort() {
-                    Some(effort) if host == "openrouter.ai" => body["reasoning"] = json!({"effort": effort}),
+                    Some(effort) if host == "openrouter.ai" || self.name == "openrouter" => body["reasoning"] = json!({"effort": effort}),
                     Some(effort) if reasoning && effort != "off" => body["reasoning_effort"] = json!(effort),
                     _ => {}
                 }
@@ -345,7 +364,7 @@ impl ProviderConfig {
                 let thinking = self.effort().filter(|e| *e != "off").filter(|_| crate::brains::catalog::is_reasoning(self, model));
                 if let Some(effort) = thinking {
                     body["max_tokens"] = json!(self.output_allowance(model, max_tokens));
-                    body["thinking"] = json!({"type": "enabled", "budget_tokens": anthropic_budget(effort)});
+                    body["thinking"] = json!({"type": "enabled", "budget_tokens": self.anthropic_budget(effort)});
                 }
                 if !system.is_empty() {
                     body["system"] = if cache {
@@ -441,14 +460,6 @@ impl ProviderConfig {
     }
 }
 
-/// Claude's thinking budget for an effort (at least 1,024, as the API requires).
-fn anthropic_budget(effort: &str) -> u32 {
-    match effort {
-        "minimal" | "low" => 1024,
-        "high" => 16_384,
-        _ => 4096,
-    }
-}
 
 /// A short digest of the prompt's stable head (system prompt and tool names).
 fn head_digest(system: &[&str], tools: &[ToolDef]) -> String {

@@ -134,8 +134,13 @@ fn key(provider: &str, model: &str) -> String {
 /// Reads (and from now on writes) what was learned in `data_dir`.
 pub fn remember_in(data_dir: &Path) {
     let path = data_dir.join(FILE_NAME);
-    let map = std::fs::read_to_string(&path).ok().and_then(|text| serde_json::from_str(&text).ok()).unwrap_or_default();
-    *learned().lock() = Learned { path: Some(path), map };
+    let kept: BTreeMap<String, Adaptation> = std::fs::read_to_string(&path).ok().and_then(|text| serde_json::from_str(&text).ok()).unwrap_or_default();
+    let mut learned = learned().lock();
+    // What this process learned stays true whichever data directory it writes to next.
+    for (key, adaptation) in kept {
+        learned.map.entry(key).or_default().merge(&adaptation);
+    }
+    learned.path = Some(path);
 }
 
 /// What was learned about `model` at `provider`.

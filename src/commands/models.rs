@@ -81,3 +81,43 @@ pub fn fetch_upstream(manifest: &Manifest, models_dir: &Path, mirror: Option<Str
     Ok(())
 }
 
+
+/// `cowork models cloud PROVIDER [--use MODEL] [--json]`: what a configured
+/// provider offers (its own list, through the outbound gate), each model with
+/// its context window and prices where known; `--use` makes one the provider's model.
+pub fn cloud(paths: &crate::config::Paths, name: &str, choose: Option<&str>, json: bool) -> anyhow::Result<()> {
+    use crate::brains::Providers;
+    let file = Providers::path(&paths.data_dir);
+    let mut providers = Providers::load(&file)?;
+    let Some(provider) = providers.get(name).cloned() else {
+        let known: Vec<&str> = providers.list.iter().map(|p| p.name.as_str()).collect();
+        bail!("no provider {name:?} in {} (configured: {})", file.display(), if known.is_empty() { "none".into() } else { known.join(", ") });
+    };
+    let key = crate::brains::provider_key(&paths.data_dir, &provider)?;
+    let models = crate::brains::catalog::list_models(crate::net::OutboundGate::global(), &provider, key.as_deref())?;
+    if let Some(model) = choose {
+        if !models.iter().any(|m| m.id == model) {
+            bail!("{name} does not offer {model:?} (it offers {} models; `cowork models cloud {name}` lists them)", models.len());
+        }
+        providers.upsert(crate::brains::ProviderConfig { model: model.to_owned(), ..provider })?;
+        providers.save(&file)?;
+        println!("{name} answers with {model} from now on");
+        return Ok(());
+    }
+    for model in &models {
+        if json {
+            let line = serde_json::json!({
+                "id": model.id, "name": model.display_name, "context": model.context,
+                "price_in_per_mtok": model.price_in, "price_out_per_mtok": model.price_out,
+                "reasoning": model.reasoning, "current": model.id == provider.model,
+            });
+            println!("{line}");
+        } else {
+            println!("{}{}", if model.id == provider.model { "* " } else { "  " }, model.describe());
+        }
+    }
+    if !json {
+        eprintln!("[{} models from {name}; prices per million tokens (in / out), known ones from {}; * is the one it answers with]", models.len(), crate::brains::catalog::prices_source());
+    }
+    Ok(())
+}

@@ -1039,6 +1039,7 @@ fn new_provider_ui(ui: &mut egui::Ui, network: &mut NetworkView, actions: &mut V
             price_out_per_mtok: price_out,
             reasoning_effort: Some(form.reasoning_effort.clone()).filter(|e| !e.is_empty()),
             prompt_caching: !form.no_prompt_caching,
+            thinking_tokens: None,
         }));
         *form = NewProvider::default();
     }

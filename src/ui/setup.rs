@@ -369,6 +369,7 @@ fn cloud_ui(ui: &mut egui::Ui, state: &AppState, panel: &mut SetupPanel, actions
             price_out_per_mtok: 0.0,
             reasoning_effort: None,
             prompt_caching: true,
+            thinking_tokens: None,
         };
         actions.push(UiAction::TestProvider { provider, key: panel.key.trim().to_owned(), prefer_cloud: !panel.local });
     }

@@ -544,7 +544,7 @@ fn a_followed_folder_keeps_its_documents_searchable_as_they_change() {
     let paths = cowork::config::Paths::resolve(Some(data.path().to_owned()), Some(data.path().join("models"))).unwrap();
     let (sink, _events) = super::support::test_sink();
     let options = cowork::workers::WorkerOptions { capture: false, display: None, chat_model: None, policy: cowork::runtime::RestartPolicy::default(), require_consent: false, automations: true };
-    let (mut workers, _, _) = cowork::workers::Workers::start(&paths, options, sink).unwrap();
+    let (workers, _, _) = cowork::workers::Workers::start(&paths, options, sink).unwrap();
     let db = data.path().join("cowork.db");
     let found = |word: &str| {
         cowork::store::open_read_only(&db)

@@ -1,0 +1,347 @@
+//! Cloud brains as the paid services behave (`provider_mocks`): OpenAI's
+//! reasoning models, a refused parameter learned and kept across restarts,
+//! reasoning and thinking shown apart from the answer and never sent back,
+//! Anthropic's signed thinking and Gemini 3's thought signatures carried
+//! through a tool loop, model lists with context and prices, prompt caching
+//! measured on a ten-question session, and an integration from the catalog:
+//! a real reference MCP server from npm, tested, saved and used by the agent.
+
+use std::process::Command;
+use std::time::Duration;
+
+use cowork::agent::AgentCommand;
+use cowork::brains::{Delta, ProviderConfig, ProviderKind, Role, Turn, stream_chat};
+use cowork::events::{AppEvent, MessageStatus};
+use cowork::net::OutboundGate;
+use serde_json::{Value, json};
+
+use super::agent::task;
+use super::provider_mocks::{Flavour, Mock, Say, mock};
+use super::support::temp_dir;
+
+fn provider(name: &str, kind: ProviderKind, mock: &Mock, model: &str) -> ProviderConfig {
+    ProviderConfig::new(name, kind, mock.url(), model)
+}
+
+fn ask(provider: &ProviderConfig, turns: &[Turn]) -> (Result<cowork::brains::Completion, cowork::brains::ProviderError>, String, String) {
+    let (mut text, mut reasoning) = (String::new(), String::new());
+    let result = stream_chat(&OutboundGate::new(false), provider, None, Some("sk-test"), turns, 300, &|| false, &mut |delta| {
+        if let Delta::Text(t) = delta {
+            text.push_str(t);
+        } else if let Some(thought) = delta.reasoning_text() {
+            reasoning.push_str(thought);
+        }
+    });
+    (result, text, reasoning)
+}
+
+fn question(text: &str) -> Vec<Turn> {
+    vec![Turn::new(Role::System, "You are cowork."), Turn::new(Role::User, text)]
+}
+
+#[test]
+fn openai_reasoning_models_get_max_completion_tokens_and_no_sampling_and_a_refused_parameter_is_learned_for_good() {
+    let server = mock(Flavour::OpenAi);
+    // GPT-5 as OpenAI's own provider: max_completion_tokens with room to think, nothing the model refuses.
+    let gpt5 = provider("openai", ProviderKind::Openai, &server, "gpt-5");
+    let (result, text, _) = ask(&gpt5, &question("Say OK"));
+    assert_eq!(text, "OK", "{result:?}");
+    let body = &server.chats()[0].body;
+    assert!(body.get("max_tokens").is_none() && body.get("temperature").is_none() && body.get("top_p").is_none(), "{body}");
+    assert!(body["max_completion_tokens"].as_u64().unwrap() > 300, "room to think beyond the answer: {body}");
+    // An effort is passed as OpenAI names it; a non-reasoning model gets none.
+    let effort = ProviderConfig { reasoning_effort: Some("low".into()), ..provider("openai", ProviderKind::Openai, &server, "o3-mini") };
+    assert_eq!(ask(&effort, &question("Say OK")).1, "OK");
+    assert_eq!(server.chats()[1].body["reasoning_effort"], "low");
+    let mini = ProviderConfig { reasoning_effort: Some("low".into()), ..provider("openai", ProviderKind::Openai, &server, "gpt-4o-mini") };
+    assert_eq!(ask(&mini, &question("Say OK")).1, "OK");
+    assert!(server.chats()[2].body.get("reasoning_effort").is_none());
+    assert_eq!(server.chats()[2].body["max_tokens"], 300, "not a reasoning model, not api.openai.com: the parameter every compatible server takes");
+
+    // A gateway cowork knows nothing about, serving a reasoning model under a name no rule knows:
+    // the 400 is retried once with the parameter it asks for, and remembered.
+    let data = temp_dir();
+    let providers = format!(r#"{{"providers": [{{"name": "gateway", "kind": "openai", "base_url": "{}", "model": "acme-reasoner-2"}}]}}"#, server.url());
+    std::fs::write(data.path().join("providers.json"), providers).unwrap();
+    let run = || {
+        let out = Command::new(env!("CARGO_BIN_EXE_cowork"))
+            .env("COWORK_LOG", "warn")
+            .arg("--data-dir")
+            .arg(data.path())
+            .args(["ask", "--provider", "gateway", "Say OK"])
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+        String::from_utf8_lossy(&out.stdout).trim().to_owned()
+    };
+    let before = server.chats().len();
+    assert_eq!(run(), "OK");
+    let tried: Vec<_> = server.chats()[before..].to_vec();
+    assert_eq!(tried.len(), 2, "refused, then retried once");
+    assert_eq!((tried[0].status, tried[1].status), (400, 200));
+    assert!(tried[0].body.get("max_tokens").is_some() && tried[1].body.get("max_tokens").is_none() && tried[1].body.get("max_completion_tokens").is_some());
+    let kept = std::fs::read_to_string(data.path().join("model-adaptations.json")).unwrap();
+    assert!(kept.contains("gateway/acme-reasoner-2") && kept.contains("max_completion_tokens"), "{kept}");
+    // A new process: right the first time.
+    let before = server.chats().len();
+    assert_eq!(run(), "OK");
+    assert_eq!(server.chats()[before..].iter().map(|s| s.status).collect::<Vec<_>>(), vec![200]);
+
+    // A value the user chose that the API calls invalid is a clear error, not something quietly dropped.
+    let before = server.chats().len();
+    let odd = ProviderConfig { reasoning_effort: Some("extreme".into()), ..provider("openai", ProviderKind::Openai, &server, "gpt-5") };
+    let (result, _, _) = ask(&odd, &question("Say OK"));
+    let err = result.unwrap_err().to_string();
+    assert!(err.contains("rejected the request (HTTP 400)") && err.contains("extreme"), "{err}");
+    assert_eq!(server.chats().len() - before, 1);
+}
+
+#[test]
+fn reasoning_and_thinking_stream_apart_from_the_answer_for_every_provider_and_never_go_back() {
+    // DeepSeek's reasoner: reasoning_content, which the API refuses to be sent back.
+    let deepseek = mock(Flavour::DeepSeek);
+    let reasoner = provider("deepseek", ProviderKind::Openai, &deepseek, "deepseek-reasoner");
+    deepseek.script(vec![Say::Text("Paris.".into()), Say::Text("About 2 million.".into())]);
+    let (result, text, reasoning) = ask(&reasoner, &question("Capital of France?"));
+    let completion = result.unwrap();
+    assert_eq!((text.as_str(), completion.answer.text.as_str()), ("Paris.", "Paris."));
+    assert!(reasoning.starts_with("First I look") && completion.answer.reasoning == reasoning);
+    // The conversation goes on with the answer only (the mock refuses reasoning_content).
+    let mut turns = question("Capital of France?");
+    turns.push(Turn::new(Role::Assistant, completion.answer.text.clone()));
+    turns.push(Turn::new(Role::User, "How many live there?"));
+    let (result, text, _) = ask(&reasoner, &turns);
+    assert_eq!(text, "About 2 million.", "{result:?}");
+    assert!(!deepseek.chats()[1].body.to_string().contains("First I look"));
+
+    // OpenRouter's `reasoning`, Ollama's `thinking`, Gemini's thought parts, Anthropic's thinking blocks.
+    let openrouter = mock(Flavour::OpenRouter);
+    let routed = ProviderConfig { reasoning_effort: Some("high".into()), ..provider("openrouter", ProviderKind::Openai, &openrouter, "anthropic/claude-sonnet-4.5") };
+    let (_, text, reasoning) = ask(&routed, &question("Hi"));
+    assert_eq!((text.as_str(), reasoning.is_empty()), ("OK", false));
+    assert_eq!(openrouter.chats()[0].body["reasoning"], json!({"effort": "high"}));
+    let ollama = mock(Flavour::Ollama);
+    let local = ProviderConfig { reasoning_effort: Some("medium".into()), ..provider("ollama", ProviderKind::Ollama, &ollama, "qwen3:8b") };
+    let (_, text, reasoning) = ask(&local, &question("Hi"));
+    assert_eq!((text.as_str(), reasoning.as_str()), ("OK", "Let me think. "));
+    let gemini = mock(Flavour::Gemini);
+    let flash = provider("gemini", ProviderKind::Gemini, &gemini, "gemini-2.5-flash");
+    let (result, text, reasoning) = ask(&flash, &question("Hi"));
+    assert_eq!(text, "OK", "{result:?}");
+    assert!(reasoning.contains("Weighing the question"));
+    let answer = result.unwrap().answer;
+    assert!(answer.output_tokens > 40, "thinking tokens are billed as output: {answer:?}");
+    assert_eq!(gemini.chats()[0].body.pointer("/generationConfig/thinkingConfig/includeThoughts"), Some(&json!(true)));
+    let anthropic = mock(Flavour::Anthropic);
+    let claude = ProviderConfig { reasoning_effort: Some("low".into()), ..provider("anthropic", ProviderKind::Anthropic, &anthropic, "claude-sonnet-4-5") };
+    let (result, text, reasoning) = ask(&claude, &question("Hi"));
+    assert_eq!((text.as_str(), reasoning.as_str()), ("OK", "The user wants a short answer."), "{result:?}");
+    let sent = &anthropic.chats()[0].body;
+    assert_eq!(sent["thinking"], json!({"type": "enabled", "budget_tokens": 1024}));
+    assert!(sent["max_tokens"].as_u64().unwrap() > 1024 + 299, "{sent}");
+    // Without an effort Claude is not asked to think (and its max_tokens is the answer's).
+    let plain = provider("anthropic", ProviderKind::Anthropic, &anthropic, "claude-sonnet-4-5");
+    let (_, _, reasoning) = ask(&plain, &question("Hi"));
+    assert!(reasoning.is_empty() && anthropic.chats()[1].body.get("thinking").is_none() && anthropic.chats()[1].body["max_tokens"] == 300);
+}
+
+/// A data directory whose brain is `name` at `mock` (consent given), for the workers.
+fn fixture(mock: &Mock, name: &str, kind: &str, model: &str, extra: &str) -> (tempfile::TempDir, cowork::config::Paths) {
+    let data = temp_dir();
+    let provider = format!(r#"{{"providers": [{{"name": "{name}", "kind": "{kind}", "base_url": "{}", "model": "{model}"{extra}}}]}}"#, mock.url());
+    std::fs::write(data.path().join("providers.json"), provider).unwrap();
+    let conn = cowork::store::open_writer(&data.path().join("cowork.db")).unwrap();
+    for (key, value) in [("brains.prefer", "cloud"), ("brains.tiers", name), (&format!("consent.{name}.activity") as &str, "always")] {
+        cowork::store::set_setting(&conn, key, value, 0).unwrap();
+    }
+    cowork::secrets::Secrets::open(data.path()).unwrap().set(&format!("provider:{name}"), "sk-test").unwrap();
+    let paths = cowork::config::Paths::resolve(Some(data.path().to_owned()), Some(data.path().join("models"))).unwrap();
+    (data, paths)
+}
+
+/// Runs one agent task to its end; returns the answer's text and its reasoning as the chat got them.
+fn run_task(workers: &cowork::workers::Workers, events: &crossbeam_channel::Receiver<AppEvent>, text: &str) -> (MessageStatus, String, String) {
+    let request = task(text);
+    let answer_id = request.answer_id;
+    workers.agent.commands.send(AgentCommand::Chat(request)).unwrap();
+    let (mut answer, mut reasoning) = (String::new(), String::new());
+    let status = super::support::wait_for(events, Duration::from_secs(60), |e| match e {
+        AppEvent::Token { answer_id: id, text } if *id == answer_id => {
+            answer.push_str(text);
+            None
+        }
+        AppEvent::Reasoning { answer_id: id, text } if *id == answer_id => {
+            reasoning.push_str(text);
+            None
+        }
+        AppEvent::AnswerFinished { answer_id: id, status, error, .. } if *id == answer_id => Some((*status, error.clone())),
+        _ => None,
+    })
+    .expect("the task finished");
+    assert_eq!(status.0, MessageStatus::Done, "{:?}", status.1);
+    (status.0, answer, reasoning)
+}
+
+#[test]
+fn signed_thinking_and_thought_signatures_go_back_with_the_agents_tool_calls() {
+    // Claude with thinking on: the tool step's signed thinking block must lead the assistant turn sent back.
+    let anthropic = mock(Flavour::Anthropic);
+    anthropic.script(vec![Say::Call { name: "current_window".into(), arguments: json!({}) }, Say::Text("You are in XTerm.".into())]);
+    let (_data, paths) = fixture(&anthropic, "anthropic", "anthropic", "claude-sonnet-4-5", r#", "reasoning_effort": "low""#);
+    let (workers, events) = super::support::start_workers(&paths);
+    let (_, answer, reasoning) = run_task(&workers, &events, "Which window am I in?");
+    assert!(answer.contains("XTerm"), "{answer}");
+    assert!(reasoning.contains("The user wants"), "the thinking reached the chat: {reasoning:?}");
+    let chats = anthropic.chats();
+    assert!(chats.iter().all(|c| c.status == 200), "{:?}", chats.iter().map(|c| (c.status, c.body.to_string())).collect::<Vec<_>>());
+    let second = &chats[1].body;
+    let assistant = second["messages"].as_array().unwrap().iter().rev().find(|m| m["role"] == "assistant").unwrap();
+    assert_eq!(assistant["content"][0]["type"], "thinking");
+    assert!(!answer.contains("The user wants"), "thinking is not the answer");
+    workers.shutdown(Duration::from_secs(10));
+
+    // Gemini 3: the function call goes back with its thought signature.
+    let gemini = mock(Flavour::Gemini);
+    gemini.script(vec![Say::Call { name: "current_window".into(), arguments: json!({}) }, Say::Text("XTerm it is.".into())]);
+    let (_data, paths) = fixture(&gemini, "gemini", "gemini", "gemini-3-pro-preview", "");
+    let (workers, events) = super::support::start_workers(&paths);
+    let (_, answer, _) = run_task(&workers, &events, "Which window am I in?");
+    assert!(answer.contains("XTerm"), "{answer}");
+    let chats = gemini.chats();
+    assert!(chats.iter().all(|c| c.status == 200), "{:?}", chats.iter().map(|c| c.body.to_string()).collect::<Vec<_>>());
+    let sent = chats[1].body.to_string();
+    assert!(sent.contains("thoughtSignature"), "{sent}");
+    workers.shutdown(Duration::from_secs(10));
+}
+
+#[test]
+fn each_provider_lists_its_models_with_context_and_prices_and_the_cli_picks_one() {
+    let gate = OutboundGate::new(false);
+    let list = |p: &ProviderConfig| cowork::brains::catalog::list_models(&gate, p, Some("sk-test")).unwrap();
+    // OpenAI: chat models only; prices and context from the shipped table (the provider is named openai).
+    let openai = mock(Flavour::OpenAi);
+    let models = list(&ProviderConfig { price_in_per_mtok: 0.0, ..provider("openai", ProviderKind::Openai, &openai, "gpt-5") });
+    let ids: Vec<&str> = models.iter().map(|m| m.id.as_str()).collect();
+    assert!(ids.contains(&"gpt-5") && !ids.iter().any(|i| i.contains("embedding") || i.contains("whisper")), "{ids:?}");
+    let gpt5 = models.iter().find(|m| m.id == "gpt-5").unwrap();
+    assert!(gpt5.reasoning && gpt5.context.is_some_and(|c| c >= 128_000), "{gpt5:?}");
+    assert_eq!(openai.seen()[0].headers.get("authorization").map(String::as_str), Some("Bearer sk-test"));
+    // Anthropic: both pages, the version header; Gemini: both pages, chat models only, its context windows.
+    let anthropic = mock(Flavour::Anthropic);
+    let models = list(&provider("anthropic", ProviderKind::Anthropic, &anthropic, "claude-sonnet-4-5"));
+    assert_eq!(models.iter().map(|m| m.id.as_str()).collect::<Vec<_>>(), vec!["claude-haiku-4-5", "claude-opus-4-5", "claude-sonnet-4-5"]);
+    assert!(models[0].describe().contains("Claude Haiku 4.5") && models[0].context.is_some(), "{:?}", models[0]);
+    let gemini = mock(Flavour::Gemini);
+    let models = list(&provider("gemini", ProviderKind::Gemini, &gemini, "gemini-2.5-flash"));
+    assert_eq!(models.iter().map(|m| m.id.as_str()).collect::<Vec<_>>(), vec!["gemini-2.5-flash", "gemini-3-pro-preview"]);
+    assert_eq!(models[0].context, Some(1_048_576));
+    assert!(gemini.seen().iter().any(|s| s.path == "/v1beta/models") && gemini.seen().len() == 2, "followed the page token");
+    // OpenRouter's own prices (per token in its list, per million here); Ollama's installed models.
+    let openrouter = mock(Flavour::OpenRouter);
+    let models = list(&provider("openrouter", ProviderKind::Openai, &openrouter, "x"));
+    let sonnet = models.iter().find(|m| m.id == "anthropic/claude-sonnet-4.5").unwrap();
+    assert_eq!((sonnet.price_in, sonnet.price_out, sonnet.context), (Some(3.0), Some(15.0), Some(1_000_000)));
+    assert!(sonnet.describe().contains("$3.00 / $15.00 per M tokens"), "{}", sonnet.describe());
+    let ollama = mock(Flavour::Ollama);
+    let models = list(&provider("ollama", ProviderKind::Ollama, &ollama, "qwen3:8b"));
+    assert_eq!(models.iter().map(|m| m.describe()).collect::<Vec<_>>(), vec!["llama3.2:latest (3.2B Q4_K_M) · free", "qwen3:8b (8.2B Q4_K_M) · free"]);
+
+    // `cowork models cloud`: the list, then --use makes one the provider's model (only one it offers).
+    let data = temp_dir();
+    std::fs::write(data.path().join("providers.json"), format!(r#"{{"providers": [{{"name": "anthropic", "base_url": "{}", "model": "claude-opus-4-5"}}]}}"#, anthropic.url())).unwrap();
+    cowork::secrets::Secrets::open(data.path()).unwrap().set("provider:anthropic", "sk-ant-test").unwrap();
+    let cowork = |args: &[&str]| {
+        let out = Command::new(env!("CARGO_BIN_EXE_cowork")).env("COWORK_LOG", "warn").arg("--data-dir").arg(data.path()).args(args).output().unwrap();
+        (out.status.success(), String::from_utf8_lossy(&out.stdout).into_owned(), String::from_utf8_lossy(&out.stderr).into_owned())
+    };
+    let (ok, out, err) = cowork(&["models", "cloud", "anthropic"]);
+    assert!(ok, "{err}");
+    assert!(out.contains("* claude-opus-4-5") && out.contains("claude-haiku-4-5 (Claude Haiku 4.5)") && out.contains("per M tokens"), "{out}");
+    assert!(err.contains("3 models from anthropic") && err.contains("litellm"), "{err}");
+    let (ok, out, _) = cowork(&["models", "cloud", "anthropic", "--json"]);
+    let first: Value = serde_json::from_str(out.lines().next().unwrap()).unwrap();
+    assert!(ok && first["id"] == "claude-haiku-4-5" && first["price_in_per_mtok"].as_f64().is_some_and(|p| p > 0.0), "{out}");
+    let (ok, _, err) = cowork(&["models", "cloud", "anthropic", "--use", "claude-nonexistent"]);
+    assert!(!ok && err.contains("does not offer"), "{err}");
+    let (ok, out, err) = cowork(&["models", "cloud", "anthropic", "--use", "claude-haiku-4-5"]);
+    assert!(ok && out.contains("claude-haiku-4-5 from now on"), "{err}");
+    let providers = cowork::brains::Providers::load(&data.path().join("providers.json")).unwrap();
+    assert_eq!(providers.get("anthropic").unwrap().model, "claude-haiku-4-5");
+    assert!(anthropic.seen().iter().all(|s| s.headers.get("x-api-key").map(String::as_str) != Some("sk-test") || s.method == "GET"));
+    // A wrong key is said as such.
+    let (ok, _, err) = cowork(&["models", "cloud", "nobody"]);
+    assert!(!ok && err.contains("no provider \"nobody\""), "{err}");
+}
+
+/// Ten questions in one chat with an agent at `mock`; returns the usage the
+/// provider reported per request and the usage rows cowork kept.
+fn ten_questions(mock: &Mock, name: &str, kind: &str, model: &str, caching: bool, prices: (f64, f64)) -> (Vec<(u64, u64, u64, u64)>, f64, f64) {
+    // The model's list prices (a loopback server is otherwise free).
+    let extra = format!(r#", "prompt_caching": {caching}, "price_in_per_mtok": {}, "price_out_per_mtok": {}"#, prices.0, prices.1);
+    let (_data, paths) = fixture(mock, name, kind, model, &extra);
+    let (workers, events) = super::support::start_workers(&paths);
+    let questions = [
+        "What was I doing this morning?", "Which app did I use most?", "Summarise my last hour.", "What did I copy last?", "Any meetings today?",
+        "What was the title of the last document?", "How long was I in the terminal?", "What should I do next?", "Did I read mail?", "Thanks, that is all.",
+    ];
+    let before = mock.chats().len();
+    let mut history: Vec<(cowork::events::Role, String)> = Vec::new();
+    for (n, text) in questions.iter().enumerate() {
+        mock.script(vec![Say::Text(format!("Answer {n}: you were busy with several windows this morning, mostly the terminal."))]);
+        let mut request = task(text);
+        request.history = history.clone();
+        request.thread.thread_id = 42;
+        request.thread_is_new = n == 0;
+        let answer_id = request.answer_id;
+        workers.agent.commands.send(AgentCommand::Chat(request)).unwrap();
+        let finished = super::support::wait_for(&events, Duration::from_secs(60), |e| match e {
+            AppEvent::AnswerFinished { answer_id: id, status, error, .. } if *id == answer_id => Some((*status, error.clone())),
+            _ => None,
+        });
+        assert!(matches!(finished, Some((MessageStatus::Done, _))), "{finished:?}");
+        history.push((cowork::events::Role::User, (*text).to_owned()));
+        history.push((cowork::events::Role::Assistant, format!("Answer {n}: you were busy with several windows this morning, mostly the terminal.")));
+    }
+    let usage: Vec<_> = mock.chats()[before..].iter().map(|s| s.usage).collect();
+    std::thread::sleep(Duration::from_millis(300));
+    workers.shutdown(Duration::from_secs(10));
+    let db = cowork::store::open_read_only(&paths.db_path()).unwrap();
+    let (cost, cached): (f64, i64) = db.query_row("SELECT coalesce(sum(cost_usd), 0), coalesce(sum(cached_input_tokens), 0) FROM usage", [], |r| Ok((r.get(0)?, r.get(1)?))).unwrap();
+    let reported_cached: u64 = usage.iter().map(|u| u.1).sum();
+    assert_eq!(cached as u64, reported_cached, "the usage rows keep the cached tokens the provider reported");
+    (usage, cost, cached as f64)
+}
+
+#[test]
+fn prompt_caching_on_a_ten_question_session_bills_most_input_at_the_cached_price() {
+    let measure = |flavour: Flavour, name: &str, kind: &str, model: &str, prices: (f64, f64)| {
+        let off = ten_questions(&mock(flavour), name, kind, model, false, prices);
+        let on = ten_questions(&mock(flavour), name, kind, model, true, prices);
+        // Tokens billed at the full price: input neither read from the cache (nor, for Anthropic, written to it).
+        let full = |u: &[(u64, u64, u64, u64)]| u.iter().map(|(input, read, write, _)| input - read - write).sum::<u64>();
+        let total = |u: &[(u64, u64, u64, u64)]| u.iter().map(|(input, ..)| input).sum::<u64>();
+        let line = format!(
+            "{name} {model}: {} input tokens over 10 questions; billed at the full input price: {} without caching, {} with it ({} read from the cache, {} written to it); cost ${:.4} without, ${:.4} with ({:.0}% less)",
+            total(&on.0),
+            full(&off.0),
+            full(&on.0),
+            on.0.iter().map(|u| u.1).sum::<u64>(),
+            on.0.iter().map(|u| u.2).sum::<u64>(),
+            off.1,
+            on.1,
+            100.0 * (1.0 - on.1 / off.1.max(1e-12))
+        );
+        eprintln!("[prompt caching] {line}");
+        (full(&off.0), full(&on.0), off.1, on.1, line)
+    };
+    // Anthropic caches only what cache_control marks: off, nothing is cached; on, most of every prompt after the first.
+    let (before, after, cost_before, cost_after, line) = measure(Flavour::Anthropic, "anthropic", "anthropic", "claude-sonnet-4-5", (3.0, 15.0));
+    assert!(after * 2 < before, "{line}");
+    assert!(cost_after < cost_before * 0.75, "{line}");
+    // OpenAI caches a stable head by itself: cowork's prompts keep it stable, so most input is cached either way.
+    let (_, _, _, cost_after, line) = measure(Flavour::OpenAi, "openai", "openai", "gpt-5-mini", (0.25, 2.0));
+    assert!(cost_after > 0.0 && !line.contains(" 0 read from the cache"), "{line}");
+    // Gemini's implicit cache the same way.
+    let (_, _, _, _, line) = measure(Flavour::Gemini, "gemini", "gemini", "gemini-2.5-flash", (0.30, 2.5));
+    assert!(!line.contains(" 0 read from the cache"), "{line}");
+}

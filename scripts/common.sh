@@ -231,6 +231,18 @@ setup_mcp_server() {
       "@modelcontextprotocol/inspector@$MCP_INSPECTOR_VERSION" "@playwright/mcp@$MCP_PLAYWRIGHT_VERSION" >/dev/null
     echo "$wanted" > "$stamp"
   fi
+  # The integrations catalog starts reference servers with `npx -y package@version`: its pinned
+  # Files server is put in an npx cache here once, and the suite's npx uses that cache (no network).
+  local npx_cache="$MCP_DIR/npx-cache"
+  local catalog_files
+  catalog_files="$(python3 -c 'import json; e=[i for i in json.load(open("assets/integrations.json"))["integrations"] if i["id"]=="filesystem"][0]; print(e["package"] + "@" + e["version"])')"
+  if [ "$(cat "$npx_cache/.cowork-warmed" 2>/dev/null)" != "$catalog_files" ]; then
+    echo "    npx cache: $catalog_files" >&2
+    mkdir -p "$npx_cache"
+    timeout 300 env npm_config_cache="$npx_cache" npx -y "$catalog_files" "$MCP_DIR" < /dev/null > /dev/null 2>&1 || true
+    echo "$catalog_files" > "$npx_cache/.cowork-warmed"
+  fi
+  export npm_config_cache="$npx_cache" npm_config_prefer_offline=true npm_config_update_notifier=false
   export COWORK_TEST_MCP_EVERYTHING="$entry"
   # The reference filesystem server: paths outside its roots are refused.
   export COWORK_TEST_MCP_FILESYSTEM="$filesystem"

@@ -69,6 +69,11 @@ pub fn suggest_rule(call: &CallRow) -> Option<(String, String)> {
     None
 }
 
+/// What the model is told of the time.
+fn clock_line(now: i64) -> String {
+    format!("It is {} now, local time ({}).", crate::ids::format_local_datetime(now), crate::export::rfc3339(now))
+}
+
 impl<B: LocalBrain> AgentWorker<B> {
     /// Writes a record and waits until it is committed.
     fn record(&self, write: AgentWrite) -> Result<(), String> {
@@ -188,12 +193,13 @@ impl<B: LocalBrain> AgentWorker<B> {
                 crate::events::Role::Assistant => state.push(Turn::new(Role::Assistant, text.clone()), Origin::Memory),
             }
         }
+        let clock = if matches!(brain, Brain::Cloud { .. }) { format!("{}\n\n", clock_line(now)) } else { String::new() };
         if request.attachments.is_empty() {
-            state.push(Turn::new(Role::User, request.text.clone()), request.text_origin.unwrap_or(Origin::User));
+            state.push(Turn::new(Role::User, format!("{clock}{}", request.text)), request.text_origin.unwrap_or(Origin::User));
         } else {
             // The server's text rides in the user's turn, so the turn counts as
             // untrusted: a tool call it leads to is asked about.
-            state.push(Turn::new(Role::User, format!("{}\n\n{}", request.attached_data(), request.text)), Origin::ToolResult);
+            state.push(Turn::new(Role::User, format!("{clock}{}\n\n{}", request.attached_data(), request.text)), Origin::ToolResult);
         }
         state.head = state.entries.len();
         let (answered_by, reason) = match &brain {
@@ -231,7 +237,11 @@ impl<B: LocalBrain> AgentWorker<B> {
             let home = self.acting.files.home.display();
             parts.push(format!("The user's home folder is {home}. Write paths in it as the user does: ~/notes/todo.txt."));
         }
-        parts.push(format!("It is {} now, local time ({}).", crate::ids::format_local_datetime(now), crate::export::rfc3339(now)));
+        // A cloud brain's system prompt stays the same from task to task, so the provider's prompt
+        // cache keeps it (and the tools): the clock goes in the task's own turn instead (`clock_line`).
+        if matches!(brain, Brain::Local) {
+            parts.push(clock_line(now));
+        }
         parts.join("\n\n")
     }
 
@@ -1496,7 +1506,8 @@ impl<B: LocalBrain> AgentWorker<B> {
         let now = now_millis();
         let mut state = State { tools, started_at_millis: now, depth: depth + 1, ..State::default() };
         state.push(Turn::new(Role::System, system), Origin::Instructions);
-        state.push(Turn::new(Role::User, task.clone()), task_origin);
+        let clock = if matches!(brain, Brain::Cloud { .. }) { format!("{}\n\n", clock_line(now)) } else { String::new() };
+        state.push(Turn::new(Role::User, format!("{clock}{task}")), task_origin);
         state.head = state.entries.len();
         let helper_id = next_id();
         let row = OperationRow::running(helper_id, thread_id, None, task, brain.name(), now);

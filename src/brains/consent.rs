@@ -17,9 +17,12 @@ pub fn redact_for_cloud(text: &str) -> String {
             (Regex::new(r"\b\d(?:[ -]?\d){7,}\b").expect("valid"), "[number]"),
         ]
     });
+    static DATE: OnceLock<Regex> = OnceLock::new();
+    // "2026-11-27 07:36" is a date and a time, not an account number.
+    let date = DATE.get_or_init(|| Regex::new(r"^\d{4}-\d{2}-\d{2}(?: \d{1,2})?$").expect("valid"));
     let mut out = crate::capture::firewall::redact_private(text);
     for (pattern, mask) in patterns {
-        out = pattern.replace_all(&out, *mask).into_owned();
+        out = pattern.replace_all(&out, |found: &regex::Captures| if *mask == "[number]" && date.is_match(&found[0]) { found[0].to_owned() } else { (*mask).to_owned() }).into_owned();
     }
     out
 }
@@ -33,5 +36,7 @@ mod tests {
         let text = "Current window: Inbox - dana@example.com\nTyped: card 4111 1111 1111 1111, key sk-proj-AbCdEf1234567890xyz, room 42";
         let out = redact_for_cloud(text);
         assert_eq!(out, "Current window: Inbox - [email]\nTyped: card [number], key [key], room 42");
+        // Dates and times are not numbers to hide.
+        assert_eq!(redact_for_cloud("It is Fri 2026-11-27 07:36 now; call 0151 2345 6789"), "It is Fri 2026-11-27 07:36 now; call [number]");
     }
 }

@@ -2154,3 +2154,123 @@ fn without_a_portal_the_sidebars_own_file_browser_attaches_and_search_results_ar
     harness.get_by_role_and_label(Role::Link, "Okapi - Wikipedia");
     harness.get_by_label("en.wikipedia.org");
 }
+
+/// Settings' model picker asks the provider (a loopback server that answers as
+/// Anthropic does) on its own thread, lists its models with context window and
+/// price, and a click makes one the provider's model in providers.json.
+#[test]
+fn the_model_picker_lists_a_providers_models_with_prices_and_a_click_chooses_one() {
+    use egui_kittest::kittest::NodeT;
+    let anthropic = super::provider_mocks::mock(super::provider_mocks::Flavour::Anthropic);
+    let data = super::support::temp_dir();
+    std::fs::write(data.path().join("providers.json"), format!(r#"{{"providers": [{{"name": "anthropic", "base_url": "{}", "model": "claude-opus-4-5"}}]}}"#, anthropic.url())).unwrap();
+    cowork::secrets::Secrets::open(data.path()).unwrap().set("provider:anthropic", "sk-ant-test").unwrap();
+    let (mut harness, _far) = app_with(AppOptions { export_dir: data.path().to_owned(), ..AppOptions::default() }, 3000.0);
+    open_settings(&mut harness, "Brains & network");
+    harness.get_by_label("Models of anthropic…").click();
+    harness.step();
+    let listed = (0..300).any(|_| {
+        harness.step();
+        std::thread::sleep(std::time::Duration::from_millis(10));
+        harness.query_by_label_contains("claude-haiku-4-5 (Claude Haiku 4.5)").is_some()
+    });
+    assert!(listed, "the list came");
+    harness.run();
+    // Context and price from the shipped table; the one in use is selected.
+    let haiku = harness.get_by_label_contains("claude-haiku-4-5 (Claude Haiku 4.5)").accesskit_node().label().unwrap_or_default().to_owned();
+    assert!(haiku.contains("k context") && haiku.contains("per M tokens"), "{haiku}");
+    harness.get_by_label_contains("3 models; find");
+    assert_eq!(anthropic.seen().iter().filter(|s| s.method == "GET").count(), 2, "both pages of the list");
+    assert!(anthropic.seen().iter().all(|s| s.headers.get("x-api-key").map(String::as_str) == Some("sk-ant-test")));
+    // Typing narrows the list.
+    harness.get_by_role_and_label(Role::TextInput, "3 models; find").focus();
+    harness.run();
+    harness.get_by_role_and_label(Role::TextInput, "3 models; find").type_text("haiku");
+    harness.run();
+    assert!(harness.query_by_label_contains("claude-opus-4-5 (").is_none());
+    harness.get_by_label_contains("claude-haiku-4-5 (Claude Haiku 4.5)").click();
+    harness.run();
+    let providers = cowork::brains::Providers::load(&data.path().join("providers.json")).unwrap();
+    assert_eq!(providers.get("anthropic").unwrap().model, "claude-haiku-4-5");
+    harness.get_by_label_contains("anthropic · anthropic · claude-haiku-4-5");
+}
+
+/// Settings → Integrations → Add an integration: the catalog, the chosen
+/// server's form with exactly its fields (a key as a password field), what
+/// is wrong said before anything starts, the trust choice with its
+/// consequence, and Test and add sending the form to the mcp worker.
+#[test]
+fn adding_a_catalog_integration_is_a_short_form_with_its_keys_paths_and_trust() {
+    use egui_kittest::kittest::NodeT;
+    use cowork::mcp::worker::McpCommand;
+    let (mut harness, far) = app_with(AppOptions::default(), 3000.0);
+    open_settings(&mut harness, "Integrations");
+    harness.get_by_label("Add an integration").click();
+    harness.run();
+    for name in ["Files", "Git", "Fetch", "Knowledge graph", "Time", "SQLite", "GitHub", "Slack", "Brave Search", "Browser (Playwright)"] {
+        harness.get_by_role_and_label(Role::Button, name);
+    }
+    // Brave Search: one key, as a password field; nothing can be added before it is typed.
+    harness.get_by_role_and_label(Role::Button, "Brave Search").click();
+    harness.run();
+    harness.get_by_label_contains("npx -y @brave/brave-search-mcp-server@");
+    let add = || "Test and add";
+    assert!(harness.get_by_label(add()).accesskit_node().is_disabled(), "nothing to test before the key is typed");
+    harness.get_by_role_and_label(Role::PasswordInput, "Brave Search API key (needed)").focus();
+    harness.run();
+    harness.get_by_role_and_label(Role::PasswordInput, "Brave Search API key (needed)").type_text("BSA-test-key-123");
+    harness.run();
+    // Not trusted unless chosen; the consequence is said either way.
+    harness.get_by_label_contains(&cowork::mcp::tools::trust_text(false)[..40]);
+    harness.get_by_label("Trust its annotations").click();
+    harness.run();
+    harness.get_by_label_contains(&cowork::mcp::tools::trust_text(true)[..40]);
+    if cowork::mcp::catalog::on_path("npx").is_some() {
+        harness.get_by_label(add()).click();
+        harness.step();
+        harness.step();
+        match far.mcp.try_recv().expect("the form reached the mcp worker") {
+            McpCommand::AddFromCatalog { id, values, trusted } => {
+                assert_eq!((id.as_str(), trusted), ("brave-search", true));
+                assert_eq!(values.get("api_key").map(String::as_str), Some("BSA-test-key-123"));
+            }
+            _ => panic!("the form is an AddFromCatalog"),
+        }
+        harness.get_by_label("Testing…");
+        // The worker's answer: not added, and why, with what the server printed.
+        far.events
+            .send(AppEvent::McpCatalogAdded { name: "brave-search".into(), result: Err("no handshake within 120 s".into()), stderr: vec!["Error: invalid API key".into()] })
+            .unwrap();
+        harness.run();
+        harness.get_by_label("Not added: no handshake within 120 s");
+        harness.get_by_label("Error: invalid API key");
+    }
+    // Files: a folder that is not there is said before anything starts.
+    harness.get_by_label("Back to the list").click();
+    harness.run();
+    harness.get_by_role_and_label(Role::Button, "Files").click();
+    harness.run();
+    harness.get_by_role_and_label(Role::MultilineTextInput, "Folders it may use (needed)").focus();
+    harness.run();
+    harness.get_by_role_and_label(Role::MultilineTextInput, "Folders it may use (needed)").type_text("/no/such/folder");
+    harness.run();
+    harness.get_by_label_contains("there is no folder /no/such/folder");
+    assert!(harness.get_by_label(add()).accesskit_node().is_disabled());
+}
+
+/// A reasoning model's thinking shows collapsed under the answer, apart from it.
+#[test]
+fn a_models_thinking_is_shown_collapsed_under_the_answer_and_apart_from_it() {
+    let (mut harness, far) = app();
+    let request = send_message(&mut harness, &far, "Capital of France?");
+    far.events.send(AppEvent::Reasoning { answer_id: request.answer_id, text: "The user asks for a capital. ".into() }).unwrap();
+    far.events.send(AppEvent::Reasoning { answer_id: request.answer_id, text: "France: Paris.".into() }).unwrap();
+    far.events.send(AppEvent::Token { answer_id: request.answer_id, text: "Paris.".into() }).unwrap();
+    far.events.send(AppEvent::AnswerFinished { answer_id: request.answer_id, status: MessageStatus::Done, error: None, stats: GenerationStats::default() }).unwrap();
+    harness.run();
+    harness.get_by_label("Paris.");
+    assert!(harness.query_by_label_contains("The user asks for a capital").is_none(), "collapsed until asked for");
+    harness.get_by_label("Thought (8 words)").click();
+    harness.run();
+    harness.get_by_label("The user asks for a capital. France: Paris.");
+}

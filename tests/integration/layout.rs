@@ -145,6 +145,7 @@ fn chat_scene(harness: &mut Harness<'static, CoworkApp>, far: &Far) {
     far.events.send(AppEvent::Citations { answer_id: request.answer_id, citations: vec![citation] }).unwrap();
     let done = call(request.answer_id, 1, "recent_activity", serde_json::json!({"minutes": 240, "include_titles": true, "app_filter": "code,chromium,slack,thunderbird"}), CallStatus::Done, Some(&"09:12 Code layout.rs — cowork — Visual Studio Code\n".repeat(30)));
     far.events.send(AppEvent::ToolCall(Box::new(done))).unwrap();
+    far.events.send(AppEvent::Reasoning { answer_id: request.answer_id, text: "The user wants this morning's work and the failing command; recent_activity over four hours covers both, then the integration-test window's title names the command.".into() }).unwrap();
     far.events.send(AppEvent::Token { answer_id: request.answer_id, text: LONG_ANSWER.into() }).unwrap();
     far.events.send(AppEvent::AnswerFinished { answer_id: request.answer_id, status: MessageStatus::Done, error: None, stats: Default::default() }).unwrap();
     // Its task deleted files: Undo is offered; and a long-named document is attached to the next message.
@@ -314,6 +315,15 @@ fn every_tab_and_card_fits_the_panel_from_320_to_600_px() {
             harness.get_by_label("All settings").click();
             harness.run();
         }
+        // The integrations catalog, and the longest form in it.
+        harness.get_by_role_and_label(Role::Button, "Integrations").click();
+        harness.run();
+        harness.get_by_label("Add an integration").click();
+        shot.check(&mut harness, "settings-catalog", &mut problems);
+        harness.get_by_role_and_label(Role::Button, "Slack").click();
+        shot.check(&mut harness, "settings-catalog-slack", &mut problems);
+        harness.get_by_label("All settings").click();
+        harness.run();
     }
     // A desktop that prefers light gets the light theme, and it fits too.
     let renderer = SoftRenderer::default();

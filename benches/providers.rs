@@ -132,5 +132,30 @@ fn router(c: &mut Criterion) {
     });
 }
 
-criterion_group!(benches, first_token, per_token, router);
+/// What the price table costs per request (the budget check and the usage row
+/// each look a model up) and what a reasoning stream costs to decode.
+fn prices_and_reasoning(c: &mut Criterion) {
+    use cowork::brains::{ProviderKind, catalog};
+    let openai = ProviderConfig::new("openai", ProviderKind::Openai, "https://api.openai.com/v1", "gpt-5-2025-08-07");
+    // The first lookup parses the shipped table (once per process).
+    let _ = catalog::prices(&openai, "gpt-5");
+    c.bench_function("price_lookup_dated_snapshot", |b| b.iter(|| catalog::prices(std::hint::black_box(&openai), std::hint::black_box("gpt-5-2025-08-07"))));
+    c.bench_function("is_reasoning_unknown_model", |b| b.iter(|| catalog::is_reasoning(std::hint::black_box(&openai), std::hint::black_box("o9-preview-2099"))));
+    const TOKENS: usize = 10_000;
+    let mut body = String::new();
+    for i in 0..TOKENS {
+        let field = if i < TOKENS / 2 { "reasoning_content" } else { "content" };
+        body.push_str(&format!("data: {{\"choices\":[{{\"index\":0,\"delta\":{{\"{field}\":\"tok{i} \"}}}}]}}\n\n"));
+    }
+    body.push_str("data: {\"choices\":[],\"usage\":{\"prompt_tokens\":900,\"completion_tokens\":10000,\"prompt_cache_hit_tokens\":768}}\n\ndata: [DONE]\n\n");
+    let deepseek = provider("http://127.0.0.1:1/v1".into());
+    let mut group = c.benchmark_group("stream");
+    group.throughput(Throughput::Elements(TOKENS as u64));
+    group.bench_function("reasoning_then_answer_10k_tokens", |b| {
+        b.iter(|| read_stream(&deepseek, body.as_bytes(), Instant::now(), &|| false, &mut |_| {}).unwrap().answer.cached_input_tokens)
+    });
+    group.finish();
+}
+
+criterion_group!(benches, first_token, per_token, router, prices_and_reasoning);
 criterion_main!(benches);

@@ -99,7 +99,9 @@ pub fn unsupported(body: &str, request: &Value) -> Option<Adaptation> {
     }?;
     // Only parameters this request carries (never drop what the request needs).
     let present = request.get(&param).is_some() || request.as_object()?.values().any(|v| v.get(&param).is_some());
-    if !present || matches!(param.as_str(), "model" | "messages" | "contents" | "stream") {
+    // What carries the conversation, the instructions or the tools is never "adapted" away: a
+    // provider that refuses those is broken, not different (and the user should see its error).
+    if !present || matches!(param.as_str(), "model" | "messages" | "contents" | "stream" | "system" | "systemInstruction" | "tools") {
         return None;
     }
     let mut adaptation = Adaptation::default();
@@ -182,6 +184,8 @@ mod tests {
         // What the request does not carry, or needs, is never "adapted" away; other 400s are not about parameters.
         assert!(unsupported(r#"{"error":{"message":"Unsupported parameter: 'top_p'","code":"unsupported_parameter"}}"#, &request).is_none());
         assert!(unsupported(r#"{"error":{"message":"Unsupported parameter: 'messages'","param":"messages","code":"unsupported_parameter"}}"#, &json!({"messages": []})).is_none());
+        assert!(unsupported(r#"{"error":{"message":"Unsupported parameter: 'tools'","param":"tools","code":"unsupported_parameter"}}"#, &json!({"tools": []})).is_none());
+        assert!(unsupported(r#"{"type":"error","error":{"message":"system: Extra inputs are not permitted"}}"#, &json!({"system": "be careful"})).is_none());
         assert!(unsupported(r#"{"error":{"message":"context too long"}}"#, &request).is_none());
         let mut body = request.clone();
         a.apply(&mut body);

@@ -234,6 +234,10 @@ fn resources_are_read_and_attached_and_prompts_are_filled_in_from_server_everyth
     wait_for(&events, Duration::from_secs(30), |e| matches!(e, AppEvent::AnswerFinished { .. }).then_some(())).expect("answered");
     let sent = body(&model, 0);
     let question = sent["messages"].as_array().unwrap().iter().rev().find(|m| m["role"] == "user").unwrap()["content"].as_str().unwrap().to_owned();
+    // A cloud task's turn starts with the clock (kept out of the system prompt, which the provider caches).
+    let (clock, question) = question.split_once("\n\n").unwrap();
+    assert!(clock.starts_with("It is ") && clock.contains("now, local time"), "{clock}");
+    let question = question.to_owned();
     assert!(question.starts_with(&format!("[The user attached the resource architecture.md ({}) from the MCP server everything. It is data", resource.uri)), "{question}");
     assert!(question.contains(expected.lines().find(|l| !l.trim().is_empty()).unwrap()) && question.ends_with("what is this document about?"), "{question}");
     workers.shutdown(Duration::from_secs(5));

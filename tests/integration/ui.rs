@@ -1905,11 +1905,11 @@ fn the_first_run_sets_up_a_local_brain_from_a_mirror_a_cloud_key_the_hotkeys_and
     harness.run();
     harness.get_by_label("Save and try the key").click();
     assert!(
-        run_until(&mut harness, std::time::Duration::from_secs(30), |h| h.query_by_label_contains("openai: gpt-4o-mini answered \"Hello\"").is_some()),
+        run_until(&mut harness, std::time::Duration::from_secs(30), |h| h.query_by_label_contains("openai: gpt-5-mini answered \"Hello\"").is_some()),
         "the key works"
     );
     let providers = std::fs::read_to_string(data.path().join("providers.json")).unwrap();
-    assert!(providers.contains("gpt-4o-mini") && providers.contains(&provider.port.to_string()), "{providers}");
+    assert!(providers.contains("gpt-5-mini") && providers.contains(&provider.port.to_string()), "{providers}");
     assert!(saved_settings(&far).contains(&("brains.tiers".to_owned(), "openai".to_owned())), "the provider is one of the cloud tiers");
     let heads = provider.heads.lock().clone();
     assert!(heads.len() == 2 && heads[0].contains("Bearer sk-bad\r") && heads[1].contains("Bearer sk-bad2\r"), "each key typed went with its test: {heads:?}");

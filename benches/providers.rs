@@ -135,12 +135,12 @@ fn router(c: &mut Criterion) {
 /// What the price table costs per request (the budget check and the usage row
 /// each look a model up) and what a reasoning stream costs to decode.
 fn prices_and_reasoning(c: &mut Criterion) {
-    use cowork::brains::{ProviderKind, catalog};
+    use cowork::brains::ProviderKind;
     let openai = ProviderConfig::new("openai", ProviderKind::Openai, "https://api.openai.com/v1", "gpt-5-2025-08-07");
     // The first lookup parses the shipped table (once per process).
-    let _ = catalog::prices(&openai, "gpt-5");
-    c.bench_function("price_lookup_dated_snapshot", |b| b.iter(|| catalog::prices(std::hint::black_box(&openai), std::hint::black_box("gpt-5-2025-08-07"))));
-    c.bench_function("is_reasoning_unknown_model", |b| b.iter(|| catalog::is_reasoning(std::hint::black_box(&openai), std::hint::black_box("o9-preview-2099"))));
+    let _ = openai.prices("gpt-5");
+    c.bench_function("price_lookup_dated_snapshot", |b| b.iter(|| std::hint::black_box(&openai).prices(std::hint::black_box("gpt-5-2025-08-07"))));
+    c.bench_function("is_reasoning_unknown_model", |b| b.iter(|| std::hint::black_box(&openai).is_reasoning(std::hint::black_box("o9-preview-2099"))));
     const TOKENS: usize = 10_000;
     let mut body = String::new();
     for i in 0..TOKENS {

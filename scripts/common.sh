@@ -30,6 +30,10 @@ AW_PYTHON_PACKAGES="aw-server==0.12.0 aw-client==0.5.15 peewee<4 flask<2.3"
 # python-pptx write and read back what cowork reads and writes; pypdf encrypts a PDF.
 DOCS_VENV="$HOME/.cache/cowork-test/docs-venv"
 DOCS_PYTHON_PACKAGES="openpyxl==3.1.5 python-docx==1.1.2 python-pptx==1.0.2 pypdf==5.1.0"
+# uv, whose uvx starts the integrations catalog's Python reference servers (issue 45), in its
+# own venv; only uv and uvx go on the suite's PATH (the venv's python must not shadow Debian's).
+UV_VENV="$HOME/.cache/cowork-test/uv-venv"
+UV_PYTHON_PACKAGES="uv==0.13.9"
 
 BUILD_PACKAGES="build-essential pkg-config cmake clang libclang-dev libopenblas-dev libx11-dev libxi-dev libxtst-dev
   libxkbcommon-dev libwayland-dev libasound2-dev libssl-dev mold git python3 python3-pip ca-certificates"
@@ -288,6 +292,23 @@ setup_venv() {
 setup_llm_servers() {
   setup_venv "$TEST_VENV" "$TEST_PYTHON_PACKAGES"
   export COWORK_TEST_PYTHON="$TEST_VENV/bin/python"
+}
+
+setup_uv() {
+  setup_venv "$UV_VENV" "$UV_PYTHON_PACKAGES"
+  local bin="$HOME/.cache/cowork-test/uv-bin" cache="$HOME/.cache/cowork-test/uv-cache"
+  mkdir -p "$bin" "$cache"
+  ln -sf "$UV_VENV/bin/uv" "$bin/uv"
+  ln -sf "$UV_VENV/bin/uvx" "$bin/uvx"
+  # The catalog's pinned Time server, fetched into uv's cache once; the suite's uvx then runs offline.
+  local catalog_time
+  catalog_time="$(python3 -c 'import json; e=[i for i in json.load(open("assets/integrations.json"))["integrations"] if i["id"]=="time"][0]; print(e["package"] + "@" + e["version"])')"
+  if [ "$(cat "$cache/.cowork-warmed" 2>/dev/null)" != "$catalog_time" ]; then
+    echo "    uv cache: $catalog_time" >&2
+    timeout 300 env UV_CACHE_DIR="$cache" "$bin/uvx" "$catalog_time" --help > /dev/null 2>&1 || true
+    echo "$catalog_time" > "$cache/.cowork-warmed"
+  fi
+  export PATH="$bin:$PATH" UV_CACHE_DIR="$cache" UV_OFFLINE=1
 }
 
 setup_docs_tools() {

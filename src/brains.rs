@@ -8,6 +8,7 @@ pub mod catalog;
 pub mod client;
 pub mod consent;
 pub mod message;
+pub mod prices;
 pub mod provider;
 pub mod router;
 pub mod rules;

@@ -36,9 +36,9 @@ pub struct Estimate {
 /// The most a request can cost: every input token at the full price (a cache
 /// may make it cheaper, never dearer than this but for Anthropic's cache
 /// writes, counted too) and all of `max_output_tokens` used. Prices are the
-/// user's for the provider, else the shipped table's (`catalog::prices`).
+/// user's for the provider, else the shipped table's (`ProviderConfig::prices`).
 pub fn estimate(provider: &ProviderConfig, input_tokens: u64, max_output_tokens: u64) -> Estimate {
-    let prices = crate::brains::catalog::prices(provider, &provider.model);
+    let prices = provider.prices(&provider.model);
     let input_price = prices.input.max(if provider.prompt_caching { prices.cache_write } else { 0.0 });
     // A reasoning model may think up to its allowance before it answers.
     let max_output_tokens = provider.output_allowance(&provider.model, max_output_tokens.min(u32::MAX as u64) as u32) as u64;
@@ -49,7 +49,7 @@ pub fn estimate(provider: &ProviderConfig, input_tokens: u64, max_output_tokens:
 /// The actual cost of a finished request: uncached input at the input price,
 /// cached input at the cache-read price, cache writes at theirs, output at the output price.
 pub fn cost(provider: &ProviderConfig, model: &str, usage: &crate::brains::Usage) -> f64 {
-    let prices = crate::brains::catalog::prices(provider, model);
+    let prices = provider.prices(model);
     let cached = usage.cached_input_tokens.min(usage.input_tokens);
     let written = usage.cache_write_tokens.min(usage.input_tokens - cached);
     let plain = usage.input_tokens - cached - written;
@@ -63,7 +63,7 @@ pub fn cost_uncached(provider: &ProviderConfig, model: &str, usage: &crate::brai
 
 /// Whether a provider counts against the free quota: no price, not on this machine.
 pub fn is_free_cloud(provider: &ProviderConfig) -> bool {
-    crate::brains::catalog::prices(provider, &provider.model).is_free()
+    provider.prices(&provider.model).is_free()
         && !crate::net::host_of_url(&provider.base_url).is_some_and(|h| crate::net::is_loopback(&h))
 }
 
@@ -130,7 +130,7 @@ pub fn fit(provider: &mut ProviderConfig, budget: &Budget, spent: &Spent, input_
         Err(refused) => refused,
     };
     let allowance = provider.output_allowance(&provider.model, max_answer_tokens.min(u32::MAX as u64) as u32) as u64;
-    let prices = crate::brains::catalog::prices(provider, &provider.model);
+    let prices = provider.prices(&provider.model);
     if free || allowance <= max_answer_tokens || prices.output <= 0.0 {
         return Err(refused);
     }
@@ -275,7 +275,7 @@ mod tests {
     #[test]
     fn cached_tokens_cost_their_price_and_writes_theirs() {
         let provider = ProviderConfig::new("anthropic", ProviderKind::Anthropic, "https://api.anthropic.com", "claude-sonnet-4-5");
-        let prices = crate::brains::catalog::prices(&provider, "claude-sonnet-4-5");
+        let prices = provider.prices("claude-sonnet-4-5");
         let tokens = crate::brains::Usage { input_tokens: 10_000, output_tokens: 100, cached_input_tokens: 8_000, cache_write_tokens: 1_000 };
         let expected = (1_000.0 * prices.input + 8_000.0 * prices.cache_read + 1_000.0 * prices.cache_write + 100.0 * prices.output) / 1e6;
         assert!((cost(&provider, "claude-sonnet-4-5", &tokens) - expected).abs() < 1e-12);

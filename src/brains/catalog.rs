@@ -1,172 +1,16 @@
-//! What models a provider offers and what they cost: the provider's own list
-//! (`GET /v1/models` for OpenAI-compatible servers and OpenRouter, Anthropic's
-//! and Gemini's model lists, Ollama's `/api/tags`, LM Studio's `/api/v0/models`),
-//! each model with its context window and prices where known, from
-//! `assets/model-prices.json` (written by `scripts/update-model-prices` from
-//! LiteLLM's maintained model price list, shipped with the app) or from what
-//! the provider's list says itself (OpenRouter's prices, Gemini's and LM
-//! Studio's context windows).
+//! What models a provider offers: the provider's own list (`GET /v1/models`
+//! for OpenAI-compatible servers and OpenRouter, Anthropic's and Gemini's
+//! model lists, Ollama's `/api/tags`, LM Studio's `/api/v0/models`), each
+//! model with its context window and prices where known — from what the list
+//! says itself (OpenRouter's prices, Gemini's and LM Studio's context windows)
+//! or from the shipped price table (`prices.rs`).
 
-use std::collections::BTreeMap;
-use std::sync::OnceLock;
 use std::time::Duration;
 
-use serde::Deserialize;
 use serde_json::Value;
 
 use crate::brains::provider::{ProviderConfig, ProviderKind};
 use crate::net::OutboundGate;
-
-/// One row of the price table (US dollars per million tokens).
-#[derive(Clone, Debug, Default, PartialEq, Deserialize)]
-pub struct PriceRow {
-    #[serde(default)]
-    pub context: Option<u64>,
-    #[serde(default)]
-    pub max_output: Option<u64>,
-    #[serde(default, rename = "in")]
-    pub input: Option<f64>,
-    #[serde(default)]
-    pub out: Option<f64>,
-    #[serde(default)]
-    pub cache_read: Option<f64>,
-    #[serde(default)]
-    pub cache_write: Option<f64>,
-    #[serde(default)]
-    pub reasoning: bool,
-    #[serde(default)]
-    pub caching: bool,
-    #[serde(default)]
-    pub tools: bool,
-    #[serde(default)]
-    pub cache_min: Option<u64>,
-}
-
-#[derive(Debug, Default, Deserialize)]
-struct PriceFile {
-    #[serde(default)]
-    source: String,
-    #[serde(default)]
-    models: BTreeMap<String, BTreeMap<String, PriceRow>>,
-}
-
-/// The table shipped with this build.
-const PRICES: &str = include_str!("../../assets/model-prices.json");
-
-fn table() -> &'static PriceFile {
-    static TABLE: OnceLock<PriceFile> = OnceLock::new();
-    TABLE.get_or_init(|| {
-        serde_json::from_str(PRICES).unwrap_or_else(|err| {
-            tracing::error!(%err, "the shipped model price table is broken: prices unknown");
-            PriceFile::default()
-        })
-    })
-}
-
-/// Where the prices come from ("litellm 1.106.2").
-pub fn prices_source() -> &'static str {
-    &table().source
-}
-
-/// The table's provider for `provider`: its own name when the table has it,
-/// else the one its API belongs to (api.openai.com, Anthropic, Gemini).
-fn table_provider(provider: &ProviderConfig) -> Option<&'static str> {
-    let models = &table().models;
-    if let Some((name, _)) = models.get_key_value(provider.name.as_str()) {
-        return Some(name.as_str());
-    }
-    let host = crate::net::host_of_url(&provider.base_url).unwrap_or_default();
-    let by_host = [
-        ("api.openai.com", "openai"),
-        ("api.anthropic.com", "anthropic"),
-        ("generativelanguage.googleapis.com", "gemini"),
-        ("api.deepseek.com", "deepseek"),
-        ("api.groq.com", "groq"),
-        ("api.mistral.ai", "mistral"),
-        ("api.x.ai", "xai"),
-        ("api.together.xyz", "together"),
-    ];
-    by_host.iter().find(|(h, _)| host == *h).map(|(_, name)| *name)
-}
-
-/// What the table knows of `model` at `provider` (the id as the API gives
-/// it; a dated snapshot falls back to its family: `gpt-4o-2024-08-06` → `gpt-4o`).
-pub fn known(provider: &ProviderConfig, model: &str) -> Option<&'static PriceRow> {
-    let rows = table().models.get(table_provider(provider)?)?;
-    let model = model.strip_prefix("models/").unwrap_or(model);
-    if let Some(row) = rows.get(model) {
-        return Some(row);
-    }
-    let undated = strip_date(model);
-    rows.get(undated).or_else(|| rows.get(&format!("{undated}-latest")))
-}
-
-/// `name-2024-08-06`, `name-20250929` → `name`.
-fn strip_date(model: &str) -> &str {
-    let is_date = |s: &str| s.len() >= 8 && s.chars().all(|c| c.is_ascii_digit() || c == '-') && s.chars().filter(char::is_ascii_digit).count() == 8;
-    for (at, _) in model.match_indices('-') {
-        if is_date(&model[at + 1..]) {
-            return &model[..at];
-        }
-    }
-    model
-}
-
-/// Whether `model` is a reasoning model: the table says so, or its name is
-/// one of OpenAI's reasoning families (o1, o3, o4-…, gpt-5…) for a model the
-/// table does not know yet.
-pub fn is_reasoning(provider: &ProviderConfig, model: &str) -> bool {
-    if let Some(row) = known(provider, model) {
-        return row.reasoning;
-    }
-    let model = model.rsplit('/').next().unwrap_or(model).to_ascii_lowercase();
-    let o_series = model.len() >= 2 && model.starts_with('o') && model[1..].chars().next().is_some_and(|c| c.is_ascii_digit());
-    o_series || model.starts_with("gpt-5")
-}
-
-/// Prices in US dollars per million tokens.
-#[derive(Clone, Copy, Debug, Default, PartialEq)]
-pub struct Prices {
-    pub input: f64,
-    pub output: f64,
-    /// A cached input token, read from the provider's cache.
-    pub cache_read: f64,
-    /// An input token written to the cache (Anthropic: 1.25 × input).
-    pub cache_write: f64,
-}
-
-impl Prices {
-    pub fn is_free(&self) -> bool {
-        self.input == 0.0 && self.output == 0.0
-    }
-}
-
-/// What `model` at `provider` costs: the prices the user set for the
-/// provider win; else the table's; else free (local servers, unknown models).
-pub fn prices(provider: &ProviderConfig, model: &str) -> Prices {
-    let local = matches!(provider.kind, ProviderKind::Ollama) || crate::net::host_of_url(&provider.base_url).is_some_and(|h| crate::net::is_loopback(&h));
-    if provider.price_in_per_mtok > 0.0 || provider.price_out_per_mtok > 0.0 {
-        let input = provider.price_in_per_mtok;
-        let row = known(provider, model);
-        let read_share = row.and_then(|r| Some(r.cache_read? / r.input.filter(|i| *i > 0.0)?)).unwrap_or(match provider.kind {
-            ProviderKind::Anthropic => 0.1,
-            ProviderKind::Gemini => 0.25,
-            _ => 0.5,
-        });
-        let write_share = if provider.kind == ProviderKind::Anthropic { 1.25 } else { 1.0 };
-        return Prices { input, output: provider.price_out_per_mtok, cache_read: input * read_share, cache_write: input * write_share };
-    }
-    if local {
-        return Prices::default();
-    }
-    match known(provider, model) {
-        Some(row) => {
-            let input = row.input.unwrap_or(0.0);
-            Prices { input, output: row.out.unwrap_or(0.0), cache_read: row.cache_read.unwrap_or(input), cache_write: row.cache_write.unwrap_or(input) }
-        }
-        None => Prices::default(),
-    }
-}
 
 /// One model a provider offers.
 #[derive(Clone, Debug, Default, PartialEq)]
@@ -236,7 +80,7 @@ pub fn list_models(gate: &OutboundGate, provider: &ProviderConfig, key: Option<&
         let text = response.into_body().with_config().limit(32 << 20).read_to_string().unwrap_or_default();
         gate.finish(admission, 0, text.len() as u64);
         if status != 200 {
-            let message = crate::brains::client::error_message(&text);
+            let message = crate::brains::rules::error_message(&text);
             match status {
                 401 | 403 => anyhow::bail!("{} refused the API key (HTTP {status}): {message}", provider.name),
                 _ => anyhow::bail!("{} could not list its models (HTTP {status}): {message}", provider.name),
@@ -367,7 +211,7 @@ pub fn list_models(gate: &OutboundGate, provider: &ProviderConfig, key: Option<&
     }
     // What the table knows fills what the list did not say.
     for model in &mut models {
-        if let Some(row) = known(provider, &model.id) {
+        if let Some(row) = provider.known(&model.id) {
             model.context = model.context.or(row.context);
             model.price_in = model.price_in.or(row.input);
             model.price_out = model.price_out.or(row.out);
@@ -375,7 +219,7 @@ pub fn list_models(gate: &OutboundGate, provider: &ProviderConfig, key: Option<&
         } else if model.price_in.is_none() && crate::net::host_of_url(base).is_some_and(|h| crate::net::is_loopback(&h)) {
             (model.price_in, model.price_out) = (Some(0.0), Some(0.0));
         }
-        model.reasoning |= provider.kind == ProviderKind::Openai && is_reasoning(provider, &model.id);
+        model.reasoning |= provider.kind == ProviderKind::Openai && provider.is_reasoning(&model.id);
     }
     models.sort_by(|a, b| a.id.cmp(&b.id));
     models.dedup_by(|a, b| a.id == b.id);
@@ -392,44 +236,3 @@ fn urlencoding(text: &str) -> String {
     url::form_urlencoded::byte_serialize(text.as_bytes()).collect()
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn at(name: &str, kind: ProviderKind, base: &str) -> ProviderConfig {
-        ProviderConfig::new(name, kind, base, "m")
-    }
-
-    #[test]
-    fn the_shipped_table_prices_current_models_and_dated_snapshots() {
-        assert!(prices_source().starts_with("litellm"), "{}", prices_source());
-        let openai = at("openai", ProviderKind::Openai, "https://api.openai.com/v1");
-        let gpt5 = known(&openai, "gpt-5").expect("gpt-5 in the table");
-        assert!(gpt5.reasoning && gpt5.input.unwrap() > 0.0 && gpt5.cache_read.unwrap() < gpt5.input.unwrap());
-        assert!(known(&openai, "gpt-4o-2024-08-06").is_some(), "a dated snapshot falls back to its family");
-        let anthropic = at("anthropic", ProviderKind::Anthropic, "https://api.anthropic.com");
-        let sonnet = prices(&anthropic, "claude-sonnet-4-5");
-        assert!(sonnet.cache_write > sonnet.input && sonnet.cache_read < sonnet.input, "{sonnet:?}");
-        // A provider named otherwise, at Gemini's host, still finds Gemini's rows.
-        let google = at("google", ProviderKind::Gemini, "https://generativelanguage.googleapis.com");
-        assert!(known(&google, "models/gemini-2.5-flash").is_some());
-        // Local servers are free whatever the model is called; unknown models are not guessed.
-        assert!(prices(&at("openai", ProviderKind::Openai, "http://127.0.0.1:9/v1"), "gpt-5").is_free());
-        assert!(prices(&at("mine", ProviderKind::Openai, "https://example.net/v1"), "gpt-5").is_free());
-        // Prices the user set win.
-        let set = ProviderConfig { price_in_per_mtok: 2.0, price_out_per_mtok: 8.0, ..anthropic.clone() };
-        let mine = prices(&set, "claude-sonnet-4-5");
-        assert_eq!((mine.input, mine.output, mine.cache_write), (2.0, 8.0, 2.5));
-        assert!((mine.cache_read - 0.2).abs() < 1e-9, "the table's share of the input price: {mine:?}");
-    }
-
-    #[test]
-    fn reasoning_models_are_known_by_the_table_or_their_family() {
-        let openai = at("openai", ProviderKind::Openai, "https://api.openai.com/v1");
-        assert!(is_reasoning(&openai, "o3-mini") && is_reasoning(&openai, "gpt-5"));
-        assert!(!is_reasoning(&openai, "gpt-4o-mini"));
-        let unknown = at("azure", ProviderKind::Openai, "https://example.openai.azure.com/v1");
-        assert!(is_reasoning(&unknown, "o4-mini-2099") && is_reasoning(&unknown, "gpt-5.9-nano") && !is_reasoning(&unknown, "omni-chat"));
-        assert_eq!(strip_date("claude-sonnet-4-5-20250929"), "claude-sonnet-4-5");
-    }
-}

@@ -130,7 +130,7 @@ pub fn stream_chat_with_tools(
             let mut text = String::new();
             let _ = response.into_body().as_reader().take(8192).read_to_string(&mut text);
             gate.finish(admission, body.len() as u64, text.len() as u64);
-            let message = error_message(&text);
+            let message = crate::brains::rules::error_message(&text);
             // A parameter the model does not take: once more without it, and remembered.
             if status == 400
                 && !adapted
@@ -259,19 +259,6 @@ fn transport_error(provider: &str, err: ureq::Error) -> ProviderError {
         ureq::Error::Timeout(what) => ProviderError::Timeout { provider: provider.to_owned(), detail: format!("{what:?}") },
         other => ProviderError::Network { provider: provider.to_owned(), detail: other.to_string() },
     }
-}
-
-/// The human part of an error body (`{"error": {"message": …}}` and friends).
-pub(crate) fn error_message(body: &str) -> String {
-    let parsed: Option<serde_json::Value> = serde_json::from_str(body).ok();
-    let message = parsed.as_ref().and_then(|v| {
-        v.pointer("/error/message")
-            .or_else(|| v.get("error").filter(|e| e.is_string()))
-            .or_else(|| v.get("message"))
-            .and_then(|m| m.as_str())
-            .map(str::to_owned)
-    });
-    message.unwrap_or_else(|| body.chars().take(300).collect::<String>().trim().to_owned())
 }
 
 #[cfg(test)]

@@ -9,6 +9,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 
 use crate::brains::message::{Delta, Role, ToolDef, Turn, Usage};
+use crate::brains::prices::{PriceRow, Prices};
 
 /// The API dialect a provider speaks.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -239,6 +240,48 @@ impl ProviderConfig {
         }
     }
 
+    /// What the shipped table knows of `model` here.
+    pub fn known(&self, model: &str) -> Option<&'static PriceRow> {
+        crate::brains::prices::known(&self.name, &self.base_url, model)
+    }
+
+    /// Whether `model` here is a reasoning model: the table says so, or its
+    /// name is one of OpenAI's reasoning families for a model the table does not know yet.
+    pub fn is_reasoning(&self, model: &str) -> bool {
+        match self.known(model) {
+            Some(row) => row.reasoning,
+            None => crate::brains::prices::reasoning_family(model),
+        }
+    }
+
+    /// What `model` here costs: the prices the user set for the provider win;
+    /// else the shipped table's; else free (local servers, unknown models).
+    pub fn prices(&self, model: &str) -> Prices {
+        let provider = self;
+        let local = matches!(provider.kind, ProviderKind::Ollama) || crate::net::host_of_url(&provider.base_url).is_some_and(|h| crate::net::is_loopback(&h));
+        if provider.price_in_per_mtok > 0.0 || provider.price_out_per_mtok > 0.0 {
+            let input = provider.price_in_per_mtok;
+            let row = provider.known(model);
+            let read_share = row.and_then(|r| Some(r.cache_read? / r.input.filter(|i| *i > 0.0)?)).unwrap_or(match provider.kind {
+                ProviderKind::Anthropic => 0.1,
+                ProviderKind::Gemini => 0.25,
+                _ => 0.5,
+            });
+            let write_share = if provider.kind == ProviderKind::Anthropic { 1.25 } else { 1.0 };
+            return Prices { input, output: provider.price_out_per_mtok, cache_read: input * read_share, cache_write: input * write_share };
+        }
+        if local {
+            return Prices::default();
+        }
+        match provider.known(model) {
+            Some(row) => {
+                let input = row.input.unwrap_or(0.0);
+                Prices { input, output: row.out.unwrap_or(0.0), cache_read: row.cache_read.unwrap_or(input), cache_write: row.cache_write.unwrap_or(input) }
+            }
+            None => Prices::default(),
+        }
+    }
+
     /// The reasoning effort asked for, if any (`off` is none asked, thinking turned off).
     fn effort(&self) -> Option<&str> {
         self.reasoning_effort.as_deref().map(str::trim).filter(|e| !e.is_empty())
@@ -248,7 +291,7 @@ impl ProviderConfig {
     /// a reasoning model, room to think (OpenAI and Gemini count thinking in
     /// the same limit; an answer cut off by its own thinking comes back empty).
     pub fn output_allowance(&self, model: &str, max_tokens: u32) -> u32 {
-        if !crate::brains::catalog::is_reasoning(self, model) || self.kind == ProviderKind::Ollama {
+        if !self.is_reasoning(model) || self.kind == ProviderKind::Ollama {
             return max_tokens;
         }
         // Claude thinks only when asked (its budget is added where thinking is turned on).
@@ -303,7 +346,7 @@ impl ProviderConfig {
                 let messages: Vec<Value> = turns.iter().map(|t| openai_message(t, false)).collect();
                 let host = self.host();
                 let official = host == "api.openai.com";
-                let reasoning = crate::brains::catalog::is_reasoning(self, model);
+                let reasoning = self.is_reasoning(model);
                 // Reasoning models refuse `max_tokens` (and sampling settings, which cowork does not send);
                 // api.openai.com takes `max_completion_tokens` for every model.
                 let limit = if reasoning || official { "max_completion_tokens" } else { "max_tokens" };
@@ -361,7 +404,7 @@ impl ProviderConfig {
                 let cache = self.prompt_caching;
                 let mut body = json!({"model": model, "max_tokens": max_tokens, "messages": messages, "stream": true});
                 // Extended thinking: a budget of at least 1,024 tokens, below max_tokens.
-                let thinking = self.effort().filter(|e| *e != "off").filter(|_| crate::brains::catalog::is_reasoning(self, model));
+                let thinking = self.effort().filter(|e| *e != "off").filter(|_| self.is_reasoning(model));
                 if let Some(effort) = thinking {
                     body["max_tokens"] = json!(self.output_allowance(model, max_tokens));
                     body["thinking"] = json!({"type": "enabled", "budget_tokens": self.anthropic_budget(effort)});
@@ -423,7 +466,7 @@ impl ProviderConfig {
                     .collect();
                 let mut body = json!({"contents": contents, "generationConfig": {"maxOutputTokens": self.output_allowance(model, max_tokens)}});
                 // Thought summaries cost nothing extra (the model thinks anyway): asked for from thinking models.
-                if crate::brains::catalog::is_reasoning(self, model) || self.effort().is_some() {
+                if self.is_reasoning(model) || self.effort().is_some() {
                     body["generationConfig"]["thinkingConfig"] = match self.effort() {
                         Some("off") => json!({"thinkingBudget": 0}),
                         Some(level @ ("low" | "high")) => json!({"includeThoughts": true, "thinkingLevel": level}),
@@ -880,5 +923,26 @@ mod tests {
         assert_eq!((loaded.list[0].model.as_str(), loaded.list[0].base_url.as_str()), ("llama3.2", "http://127.0.0.1:11434"));
         let mut loaded = loaded;
         assert!(loaded.remove("home") && loaded.list.is_empty());
+    }
+
+    #[test]
+    fn prices_come_from_the_user_then_the_table_and_local_servers_are_free() {
+        let at = |name: &str, kind: ProviderKind, base: &str| ProviderConfig::new(name, kind, base, "m");
+        let anthropic = at("anthropic", ProviderKind::Anthropic, "https://api.anthropic.com");
+        let sonnet = anthropic.prices("claude-sonnet-4-5");
+        assert!(sonnet.cache_write > sonnet.input && sonnet.cache_read < sonnet.input, "{sonnet:?}");
+        // Local servers are free whatever the model is called; unknown models are not guessed.
+        assert!(at("openai", ProviderKind::Openai, "http://127.0.0.1:9/v1").prices("gpt-5").is_free());
+        assert!(at("mine", ProviderKind::Openai, "https://example.net/v1").prices("gpt-5").is_free());
+        // Prices the user set win; the cache's share of them comes from the table.
+        let set = ProviderConfig { price_in_per_mtok: 2.0, price_out_per_mtok: 8.0, ..anthropic.clone() };
+        let mine = set.prices("claude-sonnet-4-5");
+        assert_eq!((mine.input, mine.output, mine.cache_write), (2.0, 8.0, 2.5));
+        assert!((mine.cache_read - 0.2).abs() < 1e-9, "the table's share of the input price: {mine:?}");
+        // Reasoning: by the table, else by OpenAI's family names.
+        let openai = at("openai", ProviderKind::Openai, "https://api.openai.com/v1");
+        assert!(openai.is_reasoning("o3-mini") && openai.is_reasoning("gpt-5") && !openai.is_reasoning("gpt-4o-mini"));
+        let azure = at("azure", ProviderKind::Openai, "https://example.openai.azure.com/v1");
+        assert!(azure.is_reasoning("o4-mini-2099") && !azure.is_reasoning("omni-chat"));
     }
 }

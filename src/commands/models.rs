@@ -117,7 +117,7 @@ pub fn cloud(paths: &crate::config::Paths, name: &str, choose: Option<&str>, jso
         }
     }
     if !json {
-        eprintln!("[{} models from {name}; prices per million tokens (in / out), known ones from {}; * is the one it answers with]", models.len(), crate::brains::catalog::prices_source());
+        eprintln!("[{} models from {name}; prices per million tokens (in / out), known ones from {}; * is the one it answers with]", models.len(), crate::brains::prices::source());
     }
     Ok(())
 }

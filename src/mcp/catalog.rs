@@ -116,8 +116,11 @@ pub fn find(id: &str) -> Option<&'static Entry> {
 
 /// Where `program` is on PATH.
 pub fn on_path(program: &str) -> Option<PathBuf> {
-    let path = std::env::var_os("PATH")?;
-    std::env::split_paths(&path).map(|dir| dir.join(program)).find(|candidate| {
+    on_path_in(program, std::env::var_os("PATH").as_deref())
+}
+
+fn on_path_in(program: &str, path: Option<&std::ffi::OsStr>) -> Option<PathBuf> {
+    std::env::split_paths(path?).map(|dir| dir.join(program)).find(|candidate| {
         use std::os::unix::fs::PermissionsExt;
         candidate.metadata().is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
     })
@@ -126,8 +129,12 @@ pub fn on_path(program: &str) -> Option<PathBuf> {
 impl Entry {
     /// Whether it can start here; else what to install, in one sentence.
     pub fn missing(&self) -> Option<String> {
+        self.missing_in(std::env::var_os("PATH").as_deref())
+    }
+
+    fn missing_in(&self, path: Option<&std::ffi::OsStr>) -> Option<String> {
         let (program, how) = self.runner.program()?;
-        on_path(program).is_none().then(|| format!("{} needs {program}, which is not installed: {how}.", self.name))
+        on_path_in(program, path).is_none().then(|| format!("{} needs {program}, which is not installed: {how}.", self.name))
     }
 
     /// The command line as it will run (`npx -y @scope/pkg@1.2.3 …`), for the form.
@@ -307,6 +314,11 @@ mod tests {
         assert_eq!(slack.env.keys().collect::<Vec<_>>(), vec!["SLACK_BOT_TOKEN", "SLACK_TEAM_ID"]);
         let github = find("github").unwrap().config(&BTreeMap::from([("token".into(), "ghp_x".into())]), dir.path()).unwrap();
         assert_eq!((github.url.as_deref(), github.headers.get("Authorization").map(String::as_str)), (Some("https://api.githubcopilot.com/mcp/"), Some("Bearer ghp_x")));
+        // Without npx or uvx the entry says which is missing and how to get it; HTTP and built-in ones need neither.
+        let nowhere = Some(std::ffi::OsStr::new("/nonexistent"));
+        assert_eq!(find("git").unwrap().missing_in(nowhere).unwrap(), "Git needs uvx, which is not installed: uvx comes with uv: install it (`pipx install uv`, or see docs.astral.sh/uv).");
+        assert!(find("filesystem").unwrap().missing_in(nowhere).unwrap().contains("npx comes with Node.js"));
+        assert!(find("github").unwrap().missing_in(nowhere).is_none() && find("playwright").unwrap().missing_in(nowhere).is_none());
         // A text field cannot smuggle a second line into an argument.
         let bad = BTreeMap::from([("timezone".to_owned(), "UTC\n--evil".to_owned())]);
         assert!(find("time").unwrap().config(&bad, dir.path()).is_err());

@@ -943,7 +943,7 @@ pub fn model_picker_ui(
                     ui.label(RichText::new(format!("and {} more: type to narrow", shown.len() - 60)).small().color(theme::muted()));
                 }
             });
-            ui.label(RichText::new(format!("Prices per million tokens (in / out); known ones from {}", crate::brains::catalog::prices_source())).small().color(theme::muted()));
+            ui.label(RichText::new(format!("Prices per million tokens (in / out); known ones from {}", crate::brains::prices::source())).small().color(theme::muted()));
         }
         _ => {}
     }

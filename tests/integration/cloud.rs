@@ -388,11 +388,35 @@ fn an_integration_from_the_catalog_is_tested_before_it_is_saved_and_the_agent_us
         _ => None,
     })
     .expect("it runs");
-    // The agent lists the folder through it and answers from what the server returned.
-    server.script(vec![
-        Say::Call { name: "mcp__filesystem__list_directory".into(), arguments: json!({"path": folder.display().to_string()}) },
-        Say::Text("The folder holds report-2027.txt.".into()),
-    ]);
+    // A Python reference server through uvx, not trusted: saved with its pinned package and the form's zone.
+    if super::support::require(cowork::mcp::catalog::on_path("uvx").is_some(), "uvx (uv; scripts/test sets it up)") {
+        let add_time = |values: Vec<(String, String)>| {
+            workers.mcp.commands.send(McpCommand::AddFromCatalog { id: "time".into(), values: values.into_iter().collect(), trusted: false }).unwrap();
+            super::support::wait_for(&events, Duration::from_secs(150), |e| match e {
+                AppEvent::McpCatalogAdded { name, result, .. } if name == "time" => Some(result.clone()),
+                _ => None,
+            })
+            .expect("the catalog answered")
+        };
+        let tools = add_time(vec![("timezone".into(), "Europe/Berlin".into())]).unwrap();
+        assert!(tools >= 2, "get_current_time and convert_time: {tools}");
+        let saved: Value = serde_json::from_str(&std::fs::read_to_string(data.path().join("mcp-servers.json")).unwrap()).unwrap();
+        assert_eq!(saved["mcpServers"]["time"]["args"], json!(["mcp-server-time@2026.10.19", "--local-timezone=Europe/Berlin"]));
+        assert!(saved["mcpServers"]["time"].get("trusted").is_none(), "not trusted unless chosen");
+        super::support::wait_for(&events, Duration::from_secs(60), |e| match e {
+            AppEvent::McpServers(servers) => servers.iter().any(|s| s.name == "time" && s.status == McpServerStatus::Running).then_some(()),
+            _ => None,
+        })
+        .expect("it runs");
+    }
+    let with_time = cowork::mcp::catalog::on_path("uvx").is_some();
+    // The agent lists the folder through it (and asks the time server) and answers from what the servers returned.
+    let mut says = vec![Say::Call { name: "mcp__filesystem__list_directory".into(), arguments: json!({"path": folder.display().to_string()}) }];
+    if with_time {
+        says.push(Say::Call { name: "mcp__time__get_current_time".into(), arguments: json!({"timezone": "Europe/Berlin"}) });
+    }
+    says.push(Say::Text("The folder holds report-2027.txt.".into()));
+    server.script(says);
     let request = task("What is in the folder I share with you?");
     let answer_id = request.answer_id;
     workers.agent.commands.send(AgentCommand::Chat(request)).unwrap();
@@ -407,9 +431,12 @@ fn an_integration_from_the_catalog_is_tested_before_it_is_saved_and_the_agent_us
     .expect("the task finished");
     assert_eq!(status.0, MessageStatus::Done, "{:?}", status.1);
     let chats = server.chats();
-    let offered = chats[chats.len() - 2].body["tools"].to_string();
+    let offered = chats[0].body["tools"].to_string();
     assert!(offered.contains("mcp__filesystem__list_directory"), "the agent was offered the catalog server's tools");
     let result = chats.last().unwrap().body["messages"].to_string();
     assert!(result.contains("[FILE] report-2027.txt"), "the real server's listing went back to the model: {result}");
+    if with_time {
+        assert!(result.contains("Europe/Berlin") && result.contains("datetime"), "the uvx server's answer went back too: {result}");
+    }
     workers.shutdown(Duration::from_secs(10));
 }

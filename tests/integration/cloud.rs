@@ -242,6 +242,14 @@ fn each_provider_lists_its_models_with_context_and_prices_and_the_cli_picks_one(
     let sonnet = models.iter().find(|m| m.id == "anthropic/claude-sonnet-4.5").unwrap();
     assert_eq!((sonnet.price_in, sonnet.price_out, sonnet.context), (Some(3.0), Some(15.0), Some(1_000_000)));
     assert!(sonnet.describe().contains("$3.00 / $15.00 per M tokens"), "{}", sonnet.describe());
+    // LM Studio: its own list says what is loaded and each model's context; embeddings are not for chat.
+    let lmstudio = mock(Flavour::OpenAi);
+    let models = list(&provider("lmstudio", ProviderKind::Openai, &lmstudio, "qwen2.5-7b-instruct"));
+    assert_eq!(
+        models.iter().map(|m| m.describe()).collect::<Vec<_>>(),
+        vec!["llama-3.2-3b-instruct · 131k context · free", "qwen2.5-7b-instruct · 32k context · free · loaded"]
+    );
+    assert_eq!(lmstudio.seen()[0].path, "/api/v0/models");
     let ollama = mock(Flavour::Ollama);
     let models = list(&provider("ollama", ProviderKind::Ollama, &ollama, "qwen3:8b"));
     assert_eq!(models.iter().map(|m| m.describe()).collect::<Vec<_>>(), vec!["llama3.2:latest (3.2B Q4_K_M) · free", "qwen3:8b (8.2B Q4_K_M) · free"]);

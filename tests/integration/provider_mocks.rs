@@ -192,6 +192,15 @@ fn is_reasoning(model: &str) -> bool {
 
 fn respond(flavour: Flavour, method: &str, path: &str, query: &str, headers: &BTreeMap<String, String>, body: &Value, state: &mut State) -> Answer {
     match (flavour, method) {
+        // LM Studio's own list (what is loaded, each model's context), beside its OpenAI-compatible one.
+        (Flavour::OpenAi, "GET") if path == "/api/v0/models" => json_answer(
+            200,
+            json!({"object": "list", "data": [
+                {"id": "qwen2.5-7b-instruct", "object": "model", "type": "llm", "publisher": "lmstudio-community", "arch": "qwen2", "quantization": "Q4_K_M", "state": "loaded", "max_context_length": 32768},
+                {"id": "text-embedding-nomic-embed-text-v1.5", "object": "model", "type": "embeddings", "state": "not-loaded", "max_context_length": 2048},
+                {"id": "llama-3.2-3b-instruct", "object": "model", "type": "llm", "state": "not-loaded", "max_context_length": 131072}
+            ]}),
+        ),
         (Flavour::OpenAi | Flavour::DeepSeek | Flavour::OpenRouter, "GET") => openai_models(flavour),
         (Flavour::OpenAi | Flavour::DeepSeek | Flavour::OpenRouter, _) => openai_chat(flavour, body, state),
         (Flavour::Anthropic, "GET") => anthropic_models(headers, query),

@@ -432,6 +432,8 @@ pub struct GenerationStats {
     pub completion_tokens: usize,
     pub first_token_millis: u64,
     pub tokens_per_sec: f32,
+    /// Of `prompt_tokens`, served from the provider's prompt cache.
+    pub cached_prompt_tokens: usize,
 }
 
 /// Status of the local model as the llm worker sees it.

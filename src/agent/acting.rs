@@ -208,7 +208,7 @@ impl<B: LocalBrain> AgentWorker<B> {
         };
         self.sink.send(AppEvent::Routed { answer_id: request.answer_id, ask_id: request.ask_id, answered_by, reason });
         let row = OperationRow::running(next_id(), Some(request.thread.thread_id), Some(request.answer_id), request.text.clone(), brain.name(), now);
-        let mut live = Live { row, state, calls: Vec::new(), brain, request, step_has_calls: false, remember };
+        let mut live = Live { row, state, calls: Vec::new(), brain, request, step_has_calls: false, remember, tokens: Default::default() };
         self.save_operation(&mut live);
         let id = live.row.operation_id;
         self.acting.live.insert(id, live);
@@ -461,6 +461,11 @@ impl<B: LocalBrain> AgentWorker<B> {
                     if let Some(sent) = turn.tool_calls.iter_mut().find(|c| c.id == id) {
                         sent.signature.clone_from(&call.signature);
                     }
+                }
+                if let Some(live) = self.acting.live.get_mut(&operation_id) {
+                    live.tokens.input_tokens += answer.input_tokens;
+                    live.tokens.cached_input_tokens += answer.cached_input_tokens;
+                    live.tokens.output_tokens += answer.output_tokens;
                 }
                 (turn, calls, cost, answer.input_tokens as usize, first_token)
             }
@@ -1329,7 +1334,13 @@ impl<B: LocalBrain> AgentWorker<B> {
             self.persist_public(message, Some(live.row.brain.clone()));
         }
         self.sink.send(AppEvent::AnswerCost { answer_id: live.request.answer_id, usd: live.row.cost_usd });
-        let stats = GenerationStats::default();
+        // A cloud task's tokens over all its steps, and how much of its prompts the provider's cache served.
+        let stats = GenerationStats {
+            prompt_tokens: live.tokens.input_tokens as usize,
+            completion_tokens: live.tokens.output_tokens as usize,
+            cached_prompt_tokens: live.tokens.cached_input_tokens as usize,
+            ..GenerationStats::default()
+        };
         self.sink.send(AppEvent::AnswerFinished { answer_id: live.request.answer_id, status: message_status, error, stats });
     }
 
@@ -1422,7 +1433,7 @@ impl<B: LocalBrain> AgentWorker<B> {
         let step_has_calls = calls.iter().any(|c| c.step == row.steps);
         // An automation's operation wrote no chat message and writes none now.
         let automation = state.automation.is_some();
-        let mut live = Live { row, state, calls, brain, request, step_has_calls, remember: !automation };
+        let mut live = Live { row, state, calls, brain, request, step_has_calls, remember: !automation, tokens: Default::default() };
         let mut interrupted = false;
         for call in live.calls.iter_mut() {
             if call.status == CallStatus::Running && call.started_at_millis.is_some() {
@@ -1513,7 +1524,7 @@ impl<B: LocalBrain> AgentWorker<B> {
         let row = OperationRow::running(helper_id, thread_id, None, task, brain.name(), now);
         // The helper streams nothing to the chat: its answer id is none.
         let request = ChatRequest { answer_id: 0, ..parent_request };
-        let mut live = Live { row, state, calls: Vec::new(), brain, request, step_has_calls: false, remember: false };
+        let mut live = Live { row, state, calls: Vec::new(), brain, request, step_has_calls: false, remember: false, tokens: Default::default() };
         // Its row first: the helper's calls are recorded against it (a foreign key).
         self.save_operation(&mut live);
         self.acting.live.insert(helper_id, live);

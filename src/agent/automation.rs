@@ -74,7 +74,7 @@ impl<B: LocalBrain> AgentWorker<B> {
                 state.push(Turn::new(Role::User, format!("arguments: {args}")), untrusted.unwrap_or(Origin::User));
                 state.head = state.entries.len();
                 let row = OperationRow::running(operation_id, None, Some(operation_id), task, "automation".into(), now);
-                let mut live = Live { row, state, calls: Vec::new(), brain: Brain::Local, request: ask, step_has_calls: true, remember: false };
+                let mut live = Live { row, state, calls: Vec::new(), brain: Brain::Local, request: ask, step_has_calls: true, remember: false, tokens: Default::default() };
                 self.save_operation(&mut live);
                 self.acting.live.insert(operation_id, live);
                 self.refresh_mcp_tools();
@@ -140,7 +140,7 @@ impl<B: LocalBrain> AgentWorker<B> {
                 state.head = state.entries.len();
                 let task = format!("automation \"{}\", step \"{}\"", request.flow, request.step_id);
                 let row = OperationRow::running(operation_id, None, Some(operation_id), task, brain.name(), now);
-                let mut live = Live { row, state, calls: Vec::new(), brain, request: text, step_has_calls: false, remember: false };
+                let mut live = Live { row, state, calls: Vec::new(), brain, request: text, step_has_calls: false, remember: false, tokens: Default::default() };
                 self.save_operation(&mut live);
                 self.acting.live.insert(operation_id, live);
                 self.advance(operation_id);

@@ -94,6 +94,8 @@ pub struct Live {
     pub step_has_calls: bool,
     /// Keep the question and answer (false for `<no-memory>`).
     pub remember: bool,
+    /// The cloud steps' tokens so far (prompt, cached, output), for the answer's footer.
+    pub tokens: crate::brains::Usage,
 }
 
 /// What the agent acts with, built once per worker.

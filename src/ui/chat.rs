@@ -191,14 +191,15 @@ fn message_ui(ui: &mut egui::Ui, state: &AppState, message: &MessageView, panel:
             _ => {}
         }
         if let Some(stats) = &message.stats {
-            ui.label(
-                RichText::new(format!(
-                    "{} tokens · {:.1} tok/s · first token {} ms",
-                    stats.completion_tokens, stats.tokens_per_sec, stats.first_token_millis
-                ))
-                .small()
-                .color(theme::muted()),
-            );
+            let mut parts = vec![format!("{} tokens", stats.completion_tokens)];
+            if stats.tokens_per_sec > 0.0 {
+                parts.push(format!("{:.1} tok/s · first token {} ms", stats.tokens_per_sec, stats.first_token_millis));
+            }
+            // What the provider's prompt cache served (billed at its lower price).
+            if stats.cached_prompt_tokens > 0 && stats.prompt_tokens > 0 {
+                parts.push(format!("{} % of the prompt from the cache", stats.cached_prompt_tokens * 100 / stats.prompt_tokens));
+            }
+            ui.label(RichText::new(parts.join(" · ")).small().color(theme::muted()));
         }
     });
 }

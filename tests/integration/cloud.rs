@@ -293,6 +293,7 @@ fn ten_questions(mock: &Mock, name: &str, kind: &str, model: &str, caching: bool
         "What was the title of the last document?", "How long was I in the terminal?", "What should I do next?", "Did I read mail?", "Thanks, that is all.",
     ];
     let before = mock.chats().len();
+    let mut shown_cached = 0;
     let mut history: Vec<(cowork::events::Role, String)> = Vec::new();
     for (n, text) in questions.iter().enumerate() {
         mock.script(vec![Say::Text(format!("Answer {n}: you were busy with several windows this morning, mostly the terminal."))]);
@@ -303,10 +304,11 @@ fn ten_questions(mock: &Mock, name: &str, kind: &str, model: &str, caching: bool
         let answer_id = request.answer_id;
         workers.agent.commands.send(AgentCommand::Chat(request)).unwrap();
         let finished = super::support::wait_for(&events, Duration::from_secs(60), |e| match e {
-            AppEvent::AnswerFinished { answer_id: id, status, error, .. } if *id == answer_id => Some((*status, error.clone())),
+            AppEvent::AnswerFinished { answer_id: id, status, error, stats } if *id == answer_id => Some((*status, error.clone(), *stats)),
             _ => None,
         });
-        assert!(matches!(finished, Some((MessageStatus::Done, _))), "{finished:?}");
+        assert!(matches!(finished, Some((MessageStatus::Done, _, _))), "{finished:?}");
+        shown_cached += finished.unwrap().2.cached_prompt_tokens as u64;
         history.push((cowork::events::Role::User, (*text).to_owned()));
         history.push((cowork::events::Role::Assistant, format!("Answer {n}: you were busy with several windows this morning, mostly the terminal.")));
     }
@@ -317,6 +319,7 @@ fn ten_questions(mock: &Mock, name: &str, kind: &str, model: &str, caching: bool
     let (cost, cached): (f64, i64) = db.query_row("SELECT coalesce(sum(cost_usd), 0), coalesce(sum(cached_input_tokens), 0) FROM usage", [], |r| Ok((r.get(0)?, r.get(1)?))).unwrap();
     let reported_cached: u64 = usage.iter().map(|u| u.1).sum();
     assert_eq!(cached as u64, reported_cached, "the usage rows keep the cached tokens the provider reported");
+    assert_eq!(shown_cached, reported_cached, "and the answers' footers show them");
     (usage, cost, cached as f64)
 }
 

@@ -434,6 +434,8 @@ pub struct GenerationStats {
     pub tokens_per_sec: f32,
     /// Of `prompt_tokens`, served from the provider's prompt cache.
     pub cached_prompt_tokens: usize,
+    /// Of `completion_tokens`, spent thinking (a reasoning model's, where the provider says).
+    pub reasoning_tokens: usize,
 }
 
 /// Status of the local model as the llm worker sees it.

@@ -466,6 +466,7 @@ impl<B: LocalBrain> AgentWorker<B> {
                     live.tokens.input_tokens += answer.input_tokens;
                     live.tokens.cached_input_tokens += answer.cached_input_tokens;
                     live.tokens.output_tokens += answer.output_tokens;
+                    live.tokens.reasoning_tokens += answer.reasoning_tokens;
                 }
                 (turn, calls, cost, answer.input_tokens as usize, first_token)
             }
@@ -1339,6 +1340,7 @@ impl<B: LocalBrain> AgentWorker<B> {
             prompt_tokens: live.tokens.input_tokens as usize,
             completion_tokens: live.tokens.output_tokens as usize,
             cached_prompt_tokens: live.tokens.cached_input_tokens as usize,
+            reasoning_tokens: live.tokens.reasoning_tokens as usize,
             ..GenerationStats::default()
         };
         self.sink.send(AppEvent::AnswerFinished { answer_id: live.request.answer_id, status: message_status, error, stats });

@@ -803,6 +803,7 @@ impl<B: LocalBrain> AgentWorker<B> {
                     first_token_millis: completion.first_token.map(|d| d.as_millis() as u64).unwrap_or(0),
                     tokens_per_sec: if elapsed > 0.0 { a.output_tokens as f32 / elapsed } else { 0.0 },
                     cached_prompt_tokens: a.cached_input_tokens as usize,
+                    reasoning_tokens: a.reasoning_tokens as usize,
                 };
                 (MessageStatus::Done, None, stats, cost)
             }

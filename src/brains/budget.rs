@@ -276,12 +276,12 @@ mod tests {
     fn cached_tokens_cost_their_price_and_writes_theirs() {
         let provider = ProviderConfig::new("anthropic", ProviderKind::Anthropic, "https://api.anthropic.com", "claude-sonnet-4-5");
         let prices = provider.prices("claude-sonnet-4-5");
-        let tokens = crate::brains::Usage { input_tokens: 10_000, output_tokens: 100, cached_input_tokens: 8_000, cache_write_tokens: 1_000 };
+        let tokens = crate::brains::Usage { input_tokens: 10_000, output_tokens: 100, cached_input_tokens: 8_000, cache_write_tokens: 1_000, reasoning_tokens: 0 };
         let expected = (1_000.0 * prices.input + 8_000.0 * prices.cache_read + 1_000.0 * prices.cache_write + 100.0 * prices.output) / 1e6;
         assert!((cost(&provider, "claude-sonnet-4-5", &tokens) - expected).abs() < 1e-12);
         assert!(cost(&provider, "claude-sonnet-4-5", &tokens) < cost_uncached(&provider, "claude-sonnet-4-5", &tokens));
         // Counts a provider reports inconsistently never make a negative cost.
-        let odd = crate::brains::Usage { input_tokens: 10, output_tokens: 0, cached_input_tokens: 50, cache_write_tokens: 50 };
+        let odd = crate::brains::Usage { input_tokens: 10, output_tokens: 0, cached_input_tokens: 50, cache_write_tokens: 50, reasoning_tokens: 0 };
         assert!(cost(&provider, "claude-sonnet-4-5", &odd) >= 0.0);
         // The table's prices count in the budget: the default OpenAI model is not "free cloud".
         assert!(!is_free_cloud(&ProviderConfig::new("openai", ProviderKind::Openai, "https://api.openai.com/v1", "gpt-5")));

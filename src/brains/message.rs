@@ -96,6 +96,8 @@ pub struct Usage {
     pub output_tokens: u64,
     pub cached_input_tokens: u64,
     pub cache_write_tokens: u64,
+    /// Of `output_tokens`, spent thinking (OpenAI `reasoning_tokens`, Gemini `thoughtsTokenCount`).
+    pub reasoning_tokens: u64,
 }
 
 impl Usage {
@@ -113,6 +115,7 @@ pub struct Assembled {
     pub output_tokens: u64,
     pub cached_input_tokens: u64,
     pub cache_write_tokens: u64,
+    pub reasoning_tokens: u64,
     pub finish: Option<String>,
     /// What the model showed of its reasoning (not part of `text`).
     pub reasoning: String,
@@ -135,6 +138,7 @@ impl Assembled {
             output_tokens: self.output_tokens,
             cached_input_tokens: self.cached_input_tokens,
             cache_write_tokens: self.cache_write_tokens,
+            reasoning_tokens: self.reasoning_tokens,
         }
     }
 
@@ -159,6 +163,7 @@ impl Assembled {
                 self.output_tokens = self.output_tokens.max(usage.output_tokens);
                 self.cached_input_tokens = self.cached_input_tokens.max(usage.cached_input_tokens);
                 self.cache_write_tokens = self.cache_write_tokens.max(usage.cache_write_tokens);
+                self.reasoning_tokens = self.reasoning_tokens.max(usage.reasoning_tokens);
             }
             Delta::Finish(reason) => self.finish = Some(reason.clone()),
             Delta::Reasoning(text) => self.reasoning.push_str(text),

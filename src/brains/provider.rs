@@ -637,6 +637,8 @@ fn decode_openai(value: &Value) -> Result<Decoded, String> {
             output_tokens: usage.get("completion_tokens").and_then(Value::as_u64).unwrap_or(0),
             cached_input_tokens: cached.unwrap_or(0),
             cache_write_tokens: 0,
+            // OpenAI's chat completions say how long a reasoning model thought, not what (no summaries there).
+            reasoning_tokens: usage.pointer("/completion_tokens_details/reasoning_tokens").and_then(Value::as_u64).unwrap_or(0),
         }));
     }
     Ok(Decoded::Deltas(out))
@@ -722,6 +724,7 @@ fn anthropic_usage(usage: &Value) -> Delta {
         output_tokens: count("output_tokens"),
         cached_input_tokens: read,
         cache_write_tokens: write,
+        reasoning_tokens: 0,
     })
 }
 
@@ -761,6 +764,7 @@ fn decode_gemini(value: &Value) -> Result<Decoded, String> {
             output_tokens: count("candidatesTokenCount") + count("thoughtsTokenCount"),
             cached_input_tokens: count("cachedContentTokenCount"),
             cache_write_tokens: 0,
+            reasoning_tokens: count("thoughtsTokenCount"),
         }));
     }
     if candidates.is_none() && value.get("usageMetadata").is_none() {

@@ -195,6 +195,10 @@ fn message_ui(ui: &mut egui::Ui, state: &AppState, message: &MessageView, panel:
             if stats.tokens_per_sec > 0.0 {
                 parts.push(format!("{:.1} tok/s · first token {} ms", stats.tokens_per_sec, stats.first_token_millis));
             }
+            // How long a reasoning model thought, where the provider says so but shows no summary (OpenAI's chat completions).
+            if stats.reasoning_tokens > 0 {
+                parts.push(format!("thought for {} tokens", stats.reasoning_tokens));
+            }
             // What the provider's prompt cache served (billed at its lower price).
             if stats.cached_prompt_tokens > 0 && stats.prompt_tokens > 0 {
                 parts.push(format!("{} % of the prompt from the cache", stats.cached_prompt_tokens * 100 / stats.prompt_tokens));

@@ -49,6 +49,7 @@ fn openai_reasoning_models_get_max_completion_tokens_and_no_sampling_and_a_refus
     let body = &server.chats()[0].body;
     assert!(body.get("max_tokens").is_none() && body.get("temperature").is_none() && body.get("top_p").is_none(), "{body}");
     assert!(body["max_completion_tokens"].as_u64().unwrap() > 300, "room to think beyond the answer: {body}");
+    assert_eq!(result.unwrap().answer.reasoning_tokens, 64, "how long it thought (OpenAI's chat completions show no summary)");
     // An effort is passed as OpenAI names it; a non-reasoning model gets none.
     let effort = ProviderConfig { reasoning_effort: Some("low".into()), ..provider("openai", ProviderKind::Openai, &server, "o3-mini") };
     assert_eq!(ask(&effort, &question("Say OK")).1, "OK");

@@ -2266,12 +2266,12 @@ fn a_models_thinking_is_shown_collapsed_under_the_answer_and_apart_from_it() {
     far.events.send(AppEvent::Reasoning { answer_id: request.answer_id, text: "The user asks for a capital. ".into() }).unwrap();
     far.events.send(AppEvent::Reasoning { answer_id: request.answer_id, text: "France: Paris.".into() }).unwrap();
     far.events.send(AppEvent::Token { answer_id: request.answer_id, text: "Paris.".into() }).unwrap();
-    let stats = GenerationStats { prompt_tokens: 4000, completion_tokens: 120, cached_prompt_tokens: 3300, ..GenerationStats::default() };
+    let stats = GenerationStats { prompt_tokens: 4000, completion_tokens: 120, cached_prompt_tokens: 3300, reasoning_tokens: 64, ..GenerationStats::default() };
     far.events.send(AppEvent::AnswerFinished { answer_id: request.answer_id, status: MessageStatus::Done, error: None, stats }).unwrap();
     harness.run();
     harness.get_by_label("Paris.");
     // A cloud task's footer: its tokens and how much of its prompts the provider's cache served.
-    harness.get_by_label("120 tokens · 82 % of the prompt from the cache");
+    harness.get_by_label("120 tokens · thought for 64 tokens · 82 % of the prompt from the cache");
     assert!(harness.query_by_label_contains("The user asks for a capital").is_none(), "collapsed until asked for");
     harness.get_by_label("Thought (8 words)").click();
     harness.run();

@@ -163,7 +163,7 @@ pub fn stream_chat_with_tools(
                 _ => return Err(ProviderError::Rejected { provider: name, status, message }),
             }
         }
-        let result = read_stream(provider, response.into_body().into_reader(), started, cancelled, on_delta);
+        let result = read_stream_of(provider, request.responses, response.into_body().into_reader(), started, cancelled, on_delta);
         let bytes_in = result.as_ref().map(|c| c.bytes_in).unwrap_or(0);
         gate.finish(admission, body.len() as u64, bytes_in);
         return result.map(|completion| Completion { attempts: attempt, ..completion });
@@ -173,6 +173,18 @@ pub fn stream_chat_with_tools(
 /// Reads a streamed body to its end marker (public for benches and fuzzing).
 pub fn read_stream(
     provider: &ProviderConfig,
+    body: impl Read,
+    started: Instant,
+    cancelled: &dyn Fn() -> bool,
+    on_delta: &mut dyn FnMut(&Delta),
+) -> Result<Completion, ProviderError> {
+    read_stream_of(provider, false, body, started, cancelled, on_delta)
+}
+
+/// `read_stream` for a chat-completions stream, or OpenAI's Responses API's when `responses`.
+pub fn read_stream_of(
+    provider: &ProviderConfig,
+    responses: bool,
     mut body: impl Read,
     started: Instant,
     cancelled: &dyn Fn() -> bool,
@@ -188,7 +200,7 @@ pub fn read_stream(
     let mut ended = false;
     let mut buffer = [0u8; 8192];
     let mut handle = |event: Option<&str>, data: &str, answer: &mut Assembled, first_token: &mut Option<Duration>| -> Result<bool, ProviderError> {
-        let decoded = decode(provider.kind, event, data).map_err(&malformed)?;
+        let decoded = if responses { crate::brains::provider::decode_responses(event, data) } else { decode(provider.kind, event, data) }.map_err(&malformed)?;
         let (deltas, end) = match decoded {
             Decoded::Deltas(deltas) => (deltas, false),
             Decoded::End(deltas) => (deltas, true),
@@ -233,6 +245,8 @@ pub fn read_stream(
             if !(ended || gemini_done) {
                 return Err(malformed("the stream ended before the answer did (truncated)".into()));
             }
+            // Calls are placed by the provider's own index (an output index, a part number): close the gaps.
+            answer.tool_calls.retain(|call| !call.name.is_empty() || !call.arguments.is_empty());
             return Ok(Completion { answer, attempts: 1, first_token, bytes_in });
         }
     }
@@ -293,6 +307,26 @@ mod tests {
         (ProviderKind::Gemini, "data: {\"candidates\":[{\"content\":{\"parts\":[{\"text\":\"ja\"}]},\"finishReason\":\"STOP\"}]}\n\n"),
         (ProviderKind::Ollama, "{\"message\":{\"content\":\"x\"},\"done\":false}\n{\"message\":{\"content\":\"\"},\"done\":true}\n"),
     ];
+
+    #[test]
+    fn a_responses_stream_gives_the_summary_apart_the_call_in_place_and_the_usage() {
+        let stream = concat!(
+            "event: response.created\ndata: {\"type\":\"response.created\",\"response\":{}}\n\n",
+            "event: response.output_item.added\ndata: {\"type\":\"response.output_item.added\",\"output_index\":0,\"item\":{\"type\":\"reasoning\"}}\n\n",
+            "event: response.reasoning_summary_text.delta\ndata: {\"type\":\"response.reasoning_summary_text.delta\",\"output_index\":0,\"delta\":\"Looking it up.\"}\n\n",
+            "event: response.output_item.added\ndata: {\"type\":\"response.output_item.added\",\"output_index\":1,\"item\":{\"type\":\"function_call\",\"call_id\":\"call_9\",\"name\":\"current_window\",\"arguments\":\"\"}}\n\n",
+            "event: response.function_call_arguments.delta\ndata: {\"type\":\"response.function_call_arguments.delta\",\"output_index\":1,\"delta\":\"{}\"}\n\n",
+            "event: response.completed\ndata: {\"type\":\"response.completed\",\"response\":{\"output\":[{\"type\":\"function_call\"}],\"usage\":{\"input_tokens\":2000,\"input_tokens_details\":{\"cached_tokens\":1792},\"output_tokens\":90,\"output_tokens_details\":{\"reasoning_tokens\":70}}}}\n\n",
+        );
+        let never = || false;
+        let done = read_stream_of(&provider(ProviderKind::Openai), true, stream.as_bytes(), Instant::now(), &never, &mut |_| {}).unwrap().answer;
+        assert_eq!((done.text.as_str(), done.reasoning.as_str()), ("", "Looking it up."));
+        assert_eq!(done.tool_calls, vec![crate::brains::ToolCall { id: "call_9".into(), name: "current_window".into(), arguments: "{}".into(), signature: None }]);
+        assert_eq!((done.input_tokens, done.cached_input_tokens, done.reasoning_tokens, done.finish.as_deref()), (2000, 1792, 70, Some("tool_calls")));
+        // Cut before response.completed: truncated, said so.
+        let cut = &stream[..stream.find("event: response.completed").unwrap()];
+        assert!(matches!(read_stream_of(&provider(ProviderKind::Openai), true, cut.as_bytes(), Instant::now(), &never, &mut |_| {}), Err(ProviderError::Malformed { .. })));
+    }
 
     #[test]
     fn random_truncated_and_mutated_streams_never_panic_and_fail_clearly() {

@@ -221,6 +221,8 @@ pub struct HttpRequest {
     pub url: String,
     pub headers: Vec<(&'static str, String)>,
     pub body: Value,
+    /// OpenAI's Responses API (its stream is decoded by `decode_responses`).
+    pub responses: bool,
 }
 
 impl ProviderConfig {
@@ -327,6 +329,54 @@ impl ProviderConfig {
         crate::net::host_of_url(&self.base_url).unwrap_or_default()
     }
 
+    /// OpenAI's reasoning models speak through the Responses API, the one that
+    /// streams their reasoning summaries (chat completions only count the tokens).
+    pub fn uses_responses(&self, model: &str) -> bool {
+        self.kind == ProviderKind::Openai && (self.host() == "api.openai.com" || self.name == "openai") && self.is_reasoning(model)
+    }
+
+    /// The Responses API request: instructions, input items (messages, the
+    /// model's function calls and their outputs), tools as functions, a
+    /// reasoning summary asked for, nothing stored at OpenAI.
+    fn responses_request(&self, model: &str, turns: &[Turn], tools: &[ToolDef], max_tokens: u32, headers: Vec<(&'static str, String)>) -> HttpRequest {
+        let system: Vec<&str> = turns.iter().filter(|t| t.role == Role::System).map(|t| t.content.as_str()).collect();
+        let mut input: Vec<Value> = Vec::new();
+        for turn in turns.iter().filter(|t| t.role != Role::System) {
+            match turn.role {
+                Role::Tool => input.push(json!({"type": "function_call_output", "call_id": turn.tool_call_id, "output": turn.content})),
+                Role::Assistant => {
+                    if !turn.content.is_empty() {
+                        input.push(json!({"role": "assistant", "content": turn.content}));
+                    }
+                    for call in &turn.tool_calls {
+                        input.push(json!({"type": "function_call", "call_id": call.id, "name": call.name, "arguments": call.arguments}));
+                    }
+                }
+                _ => input.push(json!({"role": "user", "content": turn.content})),
+            }
+        }
+        let mut reasoning = json!({"summary": "auto"});
+        if let Some(effort) = self.effort() {
+            // "Off" is as little as the model allows: GPT-5 thinks minimally, the o-series at least "low".
+            let least = if model.starts_with("gpt-5") { "minimal" } else { "low" };
+            reasoning["effort"] = json!(if effort == "off" { least } else { effort });
+        }
+        let mut body = json!({
+            "model": model, "input": input, "stream": true, "store": false,
+            "max_output_tokens": self.output_allowance(model, max_tokens), "reasoning": reasoning,
+        });
+        if !system.is_empty() {
+            body["instructions"] = json!(system.join("\n\n"));
+        }
+        if !tools.is_empty() {
+            body["tools"] = json!(tools.iter().map(|t| json!({"type": "function", "name": t.name, "description": t.description, "parameters": t.parameters})).collect::<Vec<_>>());
+        }
+        if self.prompt_caching {
+            body["prompt_cache_key"] = json!(format!("cowork-{}", head_digest(&system, tools)));
+        }
+        HttpRequest { url: format!("{}/responses", self.base_url), headers, body, responses: true }
+    }
+
     /// Builds the streaming request for `turns`, offering `tools` in the
     /// provider's own format; earlier calls and their results are written
     /// the way each format expects them back.
@@ -342,6 +392,9 @@ impl ProviderConfig {
             ProviderKind::Openai => {
                 if let Some(key) = key {
                     headers.push(("authorization", format!("Bearer {key}")));
+                }
+                if self.uses_responses(model) {
+                    return self.responses_request(model, turns, tools, max_tokens, headers);
                 }
                 let messages: Vec<Value> = turns.iter().map(|t| openai_message(t, false)).collect();
                 let host = self.host();
@@ -365,7 +418,7 @@ impl ProviderConfig {
                 if official && self.prompt_caching {
                     body["prompt_cache_key"] = json!(format!("cowork-{}", head_digest(&system, tools)));
                 }
-                HttpRequest { url: format!("{base}/chat/completions"), headers, body }
+                HttpRequest { url: format!("{base}/chat/completions"), headers, body, responses: false }
             }
             ProviderKind::Anthropic => {
                 if let Some(key) = key {
@@ -433,7 +486,7 @@ impl ProviderConfig {
                         block["cache_control"] = json!({"type": "ephemeral"});
                     }
                 }
-                HttpRequest { url: format!("{base}/v1/messages"), headers, body }
+                HttpRequest { url: format!("{base}/v1/messages"), headers, body, responses: false }
             }
             ProviderKind::Gemini => {
                 if let Some(key) = key {
@@ -481,7 +534,7 @@ impl ProviderConfig {
                     let declarations: Vec<Value> = tools.iter().map(|t| json!({"name": t.name, "description": t.description, "parameters": without_key(&t.parameters, "additionalProperties")})).collect();
                     body["tools"] = json!([{"functionDeclarations": declarations}]);
                 }
-                HttpRequest { url: format!("{base}/v1beta/models/{model}:streamGenerateContent?alt=sse"), headers, body }
+                HttpRequest { url: format!("{base}/v1beta/models/{model}:streamGenerateContent?alt=sse"), headers, body, responses: false }
             }
             ProviderKind::Ollama => {
                 let messages: Vec<Value> = turns.iter().map(|t| openai_message(t, true)).collect();
@@ -492,7 +545,7 @@ impl ProviderConfig {
                 if let Some(effort) = self.effort() {
                     body["think"] = json!(effort != "off");
                 }
-                HttpRequest { url: format!("{base}/api/chat"), headers, body }
+                HttpRequest { url: format!("{base}/api/chat"), headers, body, responses: false }
             }
         }
     }
@@ -710,6 +763,60 @@ fn decode_anthropic(event: Option<&str>, value: &Value) -> Result<Decoded, Strin
         }
         "message_stop" => return Ok(Decoded::End(Vec::new())),
         _ => Vec::new(), // ping, content_block_stop
+    };
+    Ok(Decoded::Deltas(deltas))
+}
+
+/// Decodes one event of OpenAI's Responses API stream: text, reasoning
+/// summary and function-call pieces by output index, and the usage at
+/// `response.completed` (its end); `response.failed` and `error` are errors.
+pub fn decode_responses(event: Option<&str>, data: &str) -> Result<Decoded, String> {
+    let value: Value = serde_json::from_str(data).map_err(|err| format!("not JSON ({err}): {}", preview(data)))?;
+    let kind = value.get("type").and_then(Value::as_str).or(event).ok_or("an event without a type")?;
+    let index = value.get("output_index").and_then(Value::as_u64).unwrap_or(0) as usize;
+    let deltas = match kind {
+        "response.output_text.delta" => value.get("delta").and_then(text).map(Delta::Text).into_iter().collect(),
+        "response.reasoning_summary_text.delta" | "response.reasoning_text.delta" => value.get("delta").and_then(text).map(Delta::Reasoning).into_iter().collect(),
+        "response.reasoning_summary_part.added" if value.get("summary_index").and_then(Value::as_u64).unwrap_or(0) > 0 => vec![Delta::Reasoning("\n\n".into())],
+        "response.output_item.added" => match value.pointer("/item/type").and_then(Value::as_str) {
+            Some("function_call") => vec![Delta::ToolCall {
+                index,
+                id: value.pointer("/item/call_id").and_then(text),
+                name: value.pointer("/item/name").and_then(text),
+                arguments: value.pointer("/item/arguments").and_then(Value::as_str).unwrap_or_default().to_owned(),
+            }],
+            _ => Vec::new(),
+        },
+        "response.function_call_arguments.delta" => {
+            vec![Delta::ToolCall { index, id: None, name: None, arguments: value.get("delta").and_then(Value::as_str).unwrap_or_default().to_owned() }]
+        }
+        "response.completed" | "response.incomplete" => {
+            let response = value.get("response").ok_or("response.completed without its response")?;
+            let usage = response.get("usage").cloned().unwrap_or(Value::Null);
+            let count = |pointer: &str| usage.pointer(pointer).and_then(Value::as_u64).unwrap_or(0);
+            let mut out = vec![Delta::Usage(Usage {
+                input_tokens: count("/input_tokens"),
+                output_tokens: count("/output_tokens"),
+                cached_input_tokens: count("/input_tokens_details/cached_tokens"),
+                cache_write_tokens: 0,
+                reasoning_tokens: count("/output_tokens_details/reasoning_tokens"),
+            })];
+            let calls = response.get("output").and_then(Value::as_array).is_some_and(|o| o.iter().any(|i| i["type"] == "function_call"));
+            let reason = match response.pointer("/incomplete_details/reason").and_then(Value::as_str) {
+                Some("max_output_tokens") => "length",
+                Some(other) => other,
+                None if calls => "tool_calls",
+                None => "stop",
+            };
+            out.push(Delta::Finish(reason.to_owned()));
+            return Ok(Decoded::End(out));
+        }
+        "response.failed" => {
+            let message = value.pointer("/response/error/message").and_then(Value::as_str).unwrap_or("the response failed");
+            return Ok(Decoded::Error(message.to_owned()));
+        }
+        "error" => return Ok(Decoded::Error(value.get("message").and_then(Value::as_str).unwrap_or("an error").to_owned())),
+        _ => Vec::new(),
     };
     Ok(Decoded::Deltas(deltas))
 }

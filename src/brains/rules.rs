@@ -101,6 +101,9 @@ pub fn unsupported(body: &str, request: &Value) -> Option<Adaptation> {
     };
     let param = if code == "unsupported_parameter" || code == "unsupported_value" || message.starts_with("Unsupported parameter") || message.starts_with("Unsupported value") {
         error.get("param").and_then(Value::as_str).map(str::to_owned).or_else(|| quoted(message, '\'', '\''))
+    } else if code == "unknown_parameter" || message.starts_with("Unknown parameter") {
+        // The Responses API: "Unknown parameter: 'max_tokens'."
+        error.get("param").and_then(Value::as_str).map(str::to_owned).or_else(|| quoted(message, '\'', '\''))
     } else if let Some(rest) = message.strip_prefix("Unrecognized request argument supplied:") {
         Some(rest.trim().trim_matches('\'').to_owned())
     } else if let Some(at) = message.find(": Extra inputs are not permitted") {

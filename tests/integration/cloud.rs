@@ -42,22 +42,34 @@ fn question(text: &str) -> Vec<Turn> {
 #[test]
 fn openai_reasoning_models_get_max_completion_tokens_and_no_sampling_and_a_refused_parameter_is_learned_for_good() {
     let server = mock(Flavour::OpenAi);
-    // GPT-5 as OpenAI's own provider: max_completion_tokens with room to think, nothing the model refuses.
+    // GPT-5 at OpenAI: the Responses API, which streams a reasoning summary; room to think, nothing the model refuses.
     let gpt5 = provider("openai", ProviderKind::Openai, &server, "gpt-5");
-    let (result, text, _) = ask(&gpt5, &question("Say OK"));
+    let (result, text, reasoning) = ask(&gpt5, &question("Say OK"));
     assert_eq!(text, "OK", "{result:?}");
-    let body = &server.chats()[0].body;
+    assert_eq!(reasoning, "**Reading the request**\n\nThe user wants a short answer.", "OpenAI's reasoning summary, apart from the answer");
+    let seen = &server.chats()[0];
+    assert_eq!(seen.path, "/v1/responses");
+    let body = &seen.body;
     assert!(body.get("max_tokens").is_none() && body.get("temperature").is_none() && body.get("top_p").is_none(), "{body}");
-    assert!(body["max_completion_tokens"].as_u64().unwrap() > 300, "room to think beyond the answer: {body}");
-    assert_eq!(result.unwrap().answer.reasoning_tokens, 64, "how long it thought (OpenAI's chat completions show no summary)");
-    // An effort is passed as OpenAI names it; a non-reasoning model gets none.
+    assert!(body["max_output_tokens"].as_u64().unwrap() > 300, "room to think beyond the answer: {body}");
+    assert_eq!((body["reasoning"]["summary"].as_str(), body["store"].as_bool(), body["instructions"].as_str()), (Some("auto"), Some(false), Some("You are cowork.")));
+    let answer = result.unwrap().answer;
+    assert_eq!((answer.reasoning_tokens, answer.finish.as_deref()), (64, Some("stop")));
+    // An effort is passed as OpenAI names it; a non-reasoning model keeps chat completions and gets none.
     let effort = ProviderConfig { reasoning_effort: Some("low".into()), ..provider("openai", ProviderKind::Openai, &server, "o3-mini") };
     assert_eq!(ask(&effort, &question("Say OK")).1, "OK");
-    assert_eq!(server.chats()[1].body["reasoning_effort"], "low");
+    assert_eq!(server.chats()[1].body["reasoning"]["effort"], "low");
+    // A reasoning model at a gateway (chat completions): max_completion_tokens and reasoning_effort.
+    let proxied = ProviderConfig { reasoning_effort: Some("high".into()), ..provider("azure", ProviderKind::Openai, &server, "o3-mini") };
+    assert_eq!(ask(&proxied, &question("Say OK")).1, "OK");
+    let body = server.chats().last().unwrap().body.clone();
+    assert_eq!((body["reasoning_effort"].as_str(), body.get("max_tokens").is_none()), (Some("high"), true), "{body}");
+    assert!(body["max_completion_tokens"].as_u64().unwrap() > 300);
     let mini = ProviderConfig { reasoning_effort: Some("low".into()), ..provider("openai", ProviderKind::Openai, &server, "gpt-4o-mini") };
     assert_eq!(ask(&mini, &question("Say OK")).1, "OK");
-    assert!(server.chats()[2].body.get("reasoning_effort").is_none());
-    assert_eq!(server.chats()[2].body["max_tokens"], 300, "not a reasoning model, not api.openai.com: the parameter every compatible server takes");
+    let last = server.chats().last().unwrap().clone();
+    assert!(last.path.ends_with("/chat/completions") && last.body.get("reasoning_effort").is_none());
+    assert_eq!(last.body["max_tokens"], 300, "not a reasoning model, not api.openai.com: the parameter every compatible server takes");
 
     // A gateway cowork knows nothing about, serving a reasoning model under a name no rule knows:
     // the 400 is retried once with the parameter it asks for, and remembered.
@@ -90,7 +102,7 @@ fn openai_reasoning_models_get_max_completion_tokens_and_no_sampling_and_a_refus
 
     // A value the user chose that the API calls invalid is a clear error, not something quietly dropped.
     let before = server.chats().len();
-    let odd = ProviderConfig { reasoning_effort: Some("extreme".into()), ..provider("openai", ProviderKind::Openai, &server, "gpt-5") };
+    let odd = ProviderConfig { reasoning_effort: Some("extreme".into()), ..provider("azure", ProviderKind::Openai, &server, "gpt-5") };
     let (result, _, _) = ask(&odd, &question("Say OK"));
     let err = result.unwrap_err().to_string();
     assert!(err.contains("rejected the request (HTTP 400)") && err.contains("extreme"), "{err}");
@@ -445,7 +457,10 @@ fn an_integration_from_the_catalog_is_tested_before_it_is_saved_and_the_agent_us
     let chats = server.chats();
     let offered = chats[0].body["tools"].to_string();
     assert!(offered.contains("mcp__filesystem__list_directory"), "the agent was offered the catalog server's tools");
-    let result = chats.last().unwrap().body["messages"].to_string();
+    // GPT-5 mini at OpenAI speaks the Responses API: the tool results ride as function_call_output items.
+    assert!(chats.iter().all(|c| c.path == "/v1/responses" && c.status == 200));
+    let result = chats.last().unwrap().body["input"].to_string();
+    assert!(result.contains("function_call_output"), "{result}");
     assert!(result.contains("[FILE] report-2027.txt"), "the real server's listing went back to the model: {result}");
     if with_time {
         assert!(result.contains("Europe/Berlin") && result.contains("datetime"), "the uvx server's answer went back too: {result}");

@@ -202,6 +202,7 @@ fn respond(flavour: Flavour, method: &str, path: &str, query: &str, headers: &BT
             ]}),
         ),
         (Flavour::OpenAi | Flavour::DeepSeek | Flavour::OpenRouter, "GET") => openai_models(flavour),
+        (Flavour::OpenAi, _) if path.ends_with("/responses") => openai_responses(body, state),
         (Flavour::OpenAi | Flavour::DeepSeek | Flavour::OpenRouter, _) => openai_chat(flavour, body, state),
         (Flavour::Anthropic, "GET") => anthropic_models(headers, query),
         (Flavour::Anthropic, _) => anthropic_messages(headers, body, state),
@@ -328,6 +329,92 @@ fn openai_chat(flavour: Flavour, body: &Value, state: &mut State) -> Answer {
     let mut text: String = events.iter().map(|e| format!("data: {e}\n\n")).collect();
     text.push_str("data: [DONE]\n\n");
     (200, "text/event-stream", text, (input, cached, 0, output + reasoning_tokens))
+}
+
+const RESPONSES_PARAMS: &[&str] = &[
+    "model", "input", "instructions", "stream", "store", "max_output_tokens", "reasoning", "tools", "tool_choice", "prompt_cache_key", "include",
+    "parallel_tool_calls", "text", "temperature", "top_p", "previous_response_id", "metadata", "user",
+];
+
+/// OpenAI's Responses API as it documents itself: unknown parameters refused
+/// ("Unknown parameter"), sampling refused for reasoning models, every
+/// `function_call_output` answering a `function_call` of the same input,
+/// reasoning summaries streamed when asked for, cached input by prefix.
+fn openai_responses(body: &Value, state: &mut State) -> Answer {
+    let model = body["model"].as_str().unwrap_or_default().to_owned();
+    let object = body.as_object().cloned().unwrap_or_default();
+    if let Some(unknown) = object.keys().find(|k| !RESPONSES_PARAMS.contains(&k.as_str())) {
+        return json_answer(400, json!({"error": {"message": format!("Unknown parameter: '{unknown}'."), "type": "invalid_request_error", "param": unknown, "code": "unknown_parameter"}}));
+    }
+    if is_reasoning(&model) {
+        for sampling in ["temperature", "top_p"] {
+            if object.get(sampling).and_then(Value::as_f64).is_some_and(|v| v != 1.0) {
+                return openai_error(&format!("Unsupported parameter: '{sampling}' is not supported with this model."), Some(sampling), "unsupported_parameter");
+            }
+        }
+    }
+    for (at, tool) in body["tools"].as_array().into_iter().flatten().enumerate() {
+        if tool["type"] != "function" || tool.get("name").is_none() {
+            return openai_error(&format!("Missing required parameter: 'tools[{at}].name'."), Some(&format!("tools[{at}].name")), "missing_required_parameter");
+        }
+    }
+    let input = body["input"].as_array().cloned().unwrap_or_default();
+    let mut calls = HashSet::new();
+    for item in &input {
+        match item["type"].as_str() {
+            Some("function_call") => {
+                calls.insert(item["call_id"].as_str().unwrap_or_default().to_owned());
+            }
+            Some("function_call_output") => {
+                let id = item["call_id"].as_str().unwrap_or_default();
+                if !calls.contains(id) {
+                    return openai_error(&format!("No tool call found for function call output with call_id {id}."), Some("input"), "invalid_value");
+                }
+            }
+            _ => {}
+        }
+    }
+    let prompt = format!("{}{}{}", body["tools"], body["instructions"], body["input"]);
+    let input_tokens = tokens(&prompt);
+    let cached = if input_tokens >= 1024 { (tokens(&prompt[..cached_prefix(&state.prefixes, &prompt)]) / 128) * 128 } else { 0 };
+    let cached = if cached >= 1024 { cached } else { 0 };
+    state.prefixes.push(prompt);
+    let say = next_say(state);
+    let mut events: Vec<(&str, Value)> = vec![("response.created", json!({"type": "response.created", "response": {"id": "resp_1", "status": "in_progress", "output": []}}))];
+    let mut output_index = 0;
+    let summary = body.pointer("/reasoning/summary").is_some() && is_reasoning(&model);
+    if is_reasoning(&model) {
+        events.push(("response.output_item.added", json!({"type": "response.output_item.added", "output_index": 0, "item": {"type": "reasoning", "id": "rs_1", "summary": []}})));
+        if summary {
+            events.push(("response.reasoning_summary_part.added", json!({"type": "response.reasoning_summary_part.added", "output_index": 0, "summary_index": 0, "part": {"type": "summary_text", "text": ""}})));
+            for piece in ["**Reading the request**\n\n", "The user wants a short answer."] {
+                events.push(("response.reasoning_summary_text.delta", json!({"type": "response.reasoning_summary_text.delta", "item_id": "rs_1", "output_index": 0, "summary_index": 0, "delta": piece})));
+            }
+        }
+        events.push(("response.output_item.done", json!({"type": "response.output_item.done", "output_index": 0, "item": {"type": "reasoning", "id": "rs_1"}})));
+        output_index = 1;
+    }
+    let (output_item, output) = match &say {
+        Say::Text(text) => {
+            events.push(("response.output_item.added", json!({"type": "response.output_item.added", "output_index": output_index, "item": {"type": "message", "id": "msg_1", "role": "assistant", "content": []}})));
+            for piece in text.split_inclusive(' ') {
+                events.push(("response.output_text.delta", json!({"type": "response.output_text.delta", "item_id": "msg_1", "output_index": output_index, "content_index": 0, "delta": piece})));
+            }
+            (json!({"type": "message", "id": "msg_1", "role": "assistant", "content": [{"type": "output_text", "text": text}]}), tokens(text))
+        }
+        Say::Call { name, arguments } => {
+            state.issued += 1;
+            let call_id = format!("call_{}", state.issued);
+            events.push(("response.output_item.added", json!({"type": "response.output_item.added", "output_index": output_index, "item": {"type": "function_call", "id": "fc_1", "call_id": call_id, "name": name, "arguments": ""}})));
+            events.push(("response.function_call_arguments.delta", json!({"type": "response.function_call_arguments.delta", "item_id": "fc_1", "output_index": output_index, "delta": arguments.to_string()})));
+            (json!({"type": "function_call", "id": "fc_1", "call_id": call_id, "name": name, "arguments": arguments.to_string()}), tokens(&arguments.to_string()) + 5)
+        }
+    };
+    let reasoning_tokens = if is_reasoning(&model) { 64 } else { 0 };
+    let usage = json!({"input_tokens": input_tokens, "input_tokens_details": {"cached_tokens": cached}, "output_tokens": output + reasoning_tokens, "output_tokens_details": {"reasoning_tokens": reasoning_tokens}, "total_tokens": input_tokens + output + reasoning_tokens});
+    events.push(("response.completed", json!({"type": "response.completed", "response": {"id": "resp_1", "status": "completed", "output": [output_item], "usage": usage}})));
+    let text: String = events.iter().map(|(event, data)| format!("event: {event}\ndata: {data}\n\n")).collect();
+    (200, "text/event-stream", text, (input_tokens, cached, 0, output + reasoning_tokens))
 }
 
 fn anthropic_error(message: &str) -> Answer {

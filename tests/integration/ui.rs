@@ -1881,7 +1881,11 @@ fn the_first_run_sets_up_a_local_brain_from_a_mirror_a_cloud_key_the_hotkeys_and
     // A cloud model as well: a wrong key is said so, then a good one answers.
     let provider = super::providers::scripted(vec![
         super::providers::reply("401 Unauthorized", "", &["{\"error\":{\"message\":\"invalid api key\"}}"]),
-        super::providers::reply("200 OK", "", super::providers::OPENAI_OK),
+        // OpenAI's default model is a reasoning one: it answers through the Responses API.
+        super::providers::reply("200 OK", "", &[
+            "event: response.output_text.delta\ndata: {\"type\":\"response.output_text.delta\",\"output_index\":0,\"delta\":\"Hello\"}\n\n",
+            "event: response.completed\ndata: {\"type\":\"response.completed\",\"response\":{\"status\":\"completed\",\"output\":[],\"usage\":{\"input_tokens\":5,\"output_tokens\":1}}}\n\n",
+        ]),
     ]);
     harness.get_by_label("A cloud model (you bring its key)").click();
     harness.run();

@@ -463,10 +463,11 @@ impl<B: LocalBrain> AgentWorker<B> {
                     }
                 }
                 if let Some(live) = self.acting.live.get_mut(&operation_id) {
-                    live.tokens.input_tokens += answer.input_tokens;
-                    live.tokens.cached_input_tokens += answer.cached_input_tokens;
-                    live.tokens.output_tokens += answer.output_tokens;
-                    live.tokens.reasoning_tokens += answer.reasoning_tokens;
+                    // Counts from a provider are its say: summed without overflowing.
+                    live.tokens.input_tokens = live.tokens.input_tokens.saturating_add(answer.input_tokens);
+                    live.tokens.cached_input_tokens = live.tokens.cached_input_tokens.saturating_add(answer.cached_input_tokens);
+                    live.tokens.output_tokens = live.tokens.output_tokens.saturating_add(answer.output_tokens);
+                    live.tokens.reasoning_tokens = live.tokens.reasoning_tokens.saturating_add(answer.reasoning_tokens);
                 }
                 (turn, calls, cost, answer.input_tokens as usize, first_token)
             }

@@ -132,7 +132,7 @@ pub fn stream_chat_with_tools(
             gate.finish(admission, body.len() as u64, text.len() as u64);
             let message = crate::brains::rules::error_message(&text);
             // A parameter the model does not take: once more without it, and remembered.
-            if status == 400
+            if matches!(status, 400 | 422)
                 && !adapted
                 && let Some(adaptation) = crate::brains::rules::unsupported(&text, &request.body)
             {

@@ -106,6 +106,13 @@ impl Usage {
     }
 }
 
+/// `Delta::ToolCall`'s index for a call that arrives whole (Gemini): a new call after the others;
+/// `Delta::CallSignature` with it signs the last call.
+pub const NEW_CALL: usize = usize::MAX;
+
+/// The most tool calls one answer may hold (a stream's index beyond it is ignored, not allocated).
+const MAX_CALLS: usize = 256;
+
 /// Deltas folded into a whole answer.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct Assembled {
@@ -146,10 +153,14 @@ impl Assembled {
         match delta {
             Delta::Text(text) => self.text.push_str(text),
             Delta::ToolCall { index, id, name, arguments } => {
-                if self.tool_calls.len() <= *index {
+                let index = if *index == NEW_CALL { self.tool_calls.len() } else { *index };
+                if index >= MAX_CALLS {
+                    return;
+                }
+                if self.tool_calls.len() <= index {
                     self.tool_calls.resize(index + 1, ToolCall::default());
                 }
-                let call = &mut self.tool_calls[*index];
+                let call = &mut self.tool_calls[index];
                 if let Some(id) = id {
                     call.id.clone_from(id);
                 }
@@ -168,6 +179,9 @@ impl Assembled {
             Delta::Finish(reason) => self.finish = Some(reason.clone()),
             Delta::Reasoning(text) => self.reasoning.push_str(text),
             Delta::Thinking { index, text, signature, redacted } => {
+                if *index >= MAX_CALLS {
+                    return;
+                }
                 let at = match self.thinking.iter().position(|(i, _)| i == index) {
                     Some(at) => at,
                     None => {
@@ -198,10 +212,10 @@ impl Assembled {
                 }
             }
             Delta::CallSignature { index, signature } => {
-                if self.tool_calls.len() <= *index {
-                    self.tool_calls.resize(index + 1, ToolCall::default());
+                let index = if *index == NEW_CALL { self.tool_calls.len().saturating_sub(1) } else { *index };
+                if let Some(call) = self.tool_calls.get_mut(index) {
+                    call.signature = Some(signature.clone());
                 }
-                self.tool_calls[*index].signature = Some(signature.clone());
             }
         }
     }

@@ -32,6 +32,11 @@ pub struct PriceRow {
     pub tools: bool,
     #[serde(default)]
     pub cache_min: Option<u64>,
+    /// The lowest reasoning efforts OpenAI takes for it (`none` from GPT-5.1, `minimal` on GPT-5).
+    #[serde(default)]
+    pub effort_none: bool,
+    #[serde(default)]
+    pub effort_minimal: bool,
 }
 
 #[derive(Debug, Default, Deserialize)]

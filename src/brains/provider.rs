@@ -8,7 +8,7 @@ use anyhow::Context;
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 
-use crate::brains::message::{Delta, Role, ToolDef, Turn, Usage};
+use crate::brains::message::{Delta, NEW_CALL, Role, ToolDef, Turn, Usage};
 use crate::brains::prices::{PriceRow, Prices};
 
 /// The API dialect a provider speaks.
@@ -315,7 +315,29 @@ impl ProviderConfig {
         })
     }
 
-    /// Claude's thinking budget for an effort (at least 1,024, as the API requires; less when the budget says so).
+    /// Gemini's thinking settings by family: Gemini 3 takes a level (low, high),
+/// 2.5 a token budget (Pro cannot stop thinking: at least 128; Flash may: 0).
+fn gemini_thinking(model: &str, effort: Option<&str>) -> Value {
+    let model = model.strip_prefix("models/").unwrap_or(model);
+    if model.starts_with("gemini-3") {
+        return match effort {
+            Some("off" | "minimal" | "low") => json!({"includeThoughts": true, "thinkingLevel": "low"}),
+            Some("high") => json!({"includeThoughts": true, "thinkingLevel": "high"}),
+            _ => json!({"includeThoughts": true}),
+        };
+    }
+    let pro = model.contains("-pro");
+    match effort {
+        Some("off") if pro => json!({"includeThoughts": true, "thinkingBudget": 128}),
+        Some("off") => json!({"thinkingBudget": 0}),
+        Some("minimal" | "low") => json!({"includeThoughts": true, "thinkingBudget": 1024}),
+        Some("high") => json!({"includeThoughts": true, "thinkingBudget": 24_576}),
+        Some(_) => json!({"includeThoughts": true, "thinkingBudget": 8192}),
+        None => json!({"includeThoughts": true}),
+    }
+}
+
+/// Claude's thinking budget for an effort (at least 1,024, as the API requires; less when the budget says so).
     fn anthropic_budget(&self, effort: &str) -> u32 {
         let wanted = match effort {
             "minimal" | "low" => 1024,
@@ -357,8 +379,14 @@ impl ProviderConfig {
         }
         let mut reasoning = json!({"summary": "auto"});
         if let Some(effort) = self.effort() {
-            // "Off" is as little as the model allows: GPT-5 thinks minimally, the o-series at least "low".
-            let least = if model.starts_with("gpt-5") { "minimal" } else { "low" };
+            // "Off" is as little as the model allows: "none" from GPT-5.1, "minimal" on GPT-5, else "low".
+            let row = self.known(model);
+            let least = match row {
+                Some(row) if row.effort_none => "none",
+                Some(row) if row.effort_minimal => "minimal",
+                None if model.starts_with("gpt-5") => "minimal",
+                _ => "low",
+            };
             reasoning["effort"] = json!(if effort == "off" { least } else { effort });
         }
         let mut body = json!({
@@ -369,7 +397,8 @@ impl ProviderConfig {
             body["instructions"] = json!(system.join("\n\n"));
         }
         if !tools.is_empty() {
-            body["tools"] = json!(tools.iter().map(|t| json!({"type": "function", "name": t.name, "description": t.description, "parameters": t.parameters})).collect::<Vec<_>>());
+            // `strict` left out means strict there: every property required, no optional arguments.
+            body["tools"] = json!(tools.iter().map(|t| json!({"type": "function", "name": t.name, "description": t.description, "parameters": t.parameters, "strict": false})).collect::<Vec<_>>());
         }
         if self.prompt_caching {
             body["prompt_cache_key"] = json!(format!("cowork-{}", head_digest(&system, tools)));
@@ -402,14 +431,16 @@ impl ProviderConfig {
                 let reasoning = self.is_reasoning(model);
                 // Reasoning models refuse `max_tokens` (and sampling settings, which cowork does not send);
                 // api.openai.com takes `max_completion_tokens` for every model.
-                let limit = if reasoning || official { "max_completion_tokens" } else { "max_tokens" };
+                // Elsewhere only OpenAI's own reasoning families (Azure, gateways) need it: Mistral's, DeepSeek's
+                // and others' reasoning models take `max_tokens` (Mistral refuses the other with a 422).
+                let limit = if official || (reasoning && crate::brains::prices::reasoning_family(model)) { "max_completion_tokens" } else { "max_tokens" };
                 let mut body = json!({"model": model, "messages": messages, "stream": true, "stream_options": {"include_usage": true}});
                 body[limit] = json!(self.output_allowance(model, max_tokens));
                 if !tools.is_empty() {
                     body["tools"] = json!(openai_tools());
                 }
                 match self.effort() {
-                    Some(effort) if host == "openrouter.ai" || self.name == "openrouter" => body["reasoning"] = json!({"effort": effort}),
+                    Some(effort) if host == "openrouter.ai" || self.name == "openrouter" => body["reasoning"] = json!({"effort": if effort == "off" { "none" } else { effort }}),
                     Some(effort) if reasoning && effort != "off" => body["reasoning_effort"] = json!(effort),
                     _ => {}
                 }
@@ -520,11 +551,7 @@ impl ProviderConfig {
                 let mut body = json!({"contents": contents, "generationConfig": {"maxOutputTokens": self.output_allowance(model, max_tokens)}});
                 // Thought summaries cost nothing extra (the model thinks anyway): asked for from thinking models.
                 if self.is_reasoning(model) || self.effort().is_some() {
-                    body["generationConfig"]["thinkingConfig"] = match self.effort() {
-                        Some("off") => json!({"thinkingBudget": 0}),
-                        Some(level @ ("low" | "high")) => json!({"includeThoughts": true, "thinkingLevel": level}),
-                        _ => json!({"includeThoughts": true}),
-                    };
+                    body["generationConfig"]["thinkingConfig"] = Self::gemini_thinking(model, self.effort());
                 }
                 if !system.is_empty() {
                     body["systemInstruction"] = json!({"parts": [{"text": system.join("\n\n")}]});
@@ -827,7 +854,7 @@ fn anthropic_usage(usage: &Value) -> Delta {
     let (read, write) = (count("cache_read_input_tokens"), count("cache_creation_input_tokens"));
     let uncached = count("input_tokens");
     Delta::Usage(Usage {
-        input_tokens: if uncached + read + write > 0 { uncached + read + write } else { 0 },
+        input_tokens: uncached.saturating_add(read).saturating_add(write),
         output_tokens: count("output_tokens"),
         cached_input_tokens: read,
         cache_write_tokens: write,
@@ -839,15 +866,14 @@ fn decode_gemini(value: &Value) -> Result<Decoded, String> {
     let mut out = Vec::new();
     let candidates = value.get("candidates").and_then(Value::as_array);
     for candidate in candidates.into_iter().flatten() {
-        let mut calls = 0;
         for part in candidate.pointer("/content/parts").and_then(Value::as_array).into_iter().flatten() {
             // A thought summary (`"thought": true`) is reasoning, not the answer.
             if let Some(content) = part.get("text").and_then(text) {
                 out.push(if part.get("thought").and_then(Value::as_bool) == Some(true) { Delta::Reasoning(content) } else { Delta::Text(content) });
             }
             if let Some(call) = part.get("functionCall") {
-                let index = calls;
-                calls += 1;
+                // Gemini sends each call whole, in any chunk: each is a new call, after those before it.
+                let index = NEW_CALL;
                 out.push(Delta::ToolCall {
                     index,
                     id: None,
@@ -868,7 +894,7 @@ fn decode_gemini(value: &Value) -> Result<Decoded, String> {
         // Thinking tokens are billed as output; `promptTokenCount` includes the cached part.
         out.push(Delta::Usage(Usage {
             input_tokens: count("promptTokenCount"),
-            output_tokens: count("candidatesTokenCount") + count("thoughtsTokenCount"),
+            output_tokens: count("candidatesTokenCount").saturating_add(count("thoughtsTokenCount")),
             cached_input_tokens: count("cachedContentTokenCount"),
             cache_write_tokens: 0,
             reasoning_tokens: count("thoughtsTokenCount"),

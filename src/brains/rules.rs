@@ -47,16 +47,31 @@ pub struct Adaptation {
 }
 
 impl Adaptation {
-    /// Applies what was learned to a request body (top level and one level
-    /// down, where Gemini keeps its generation settings).
+    /// Applies what was learned to a request body: a dotted name
+    /// (`reasoning.summary`) is that exact path; a plain one is looked for at
+    /// the top level and one level down (where Gemini keeps its settings).
     pub fn apply(&self, body: &mut Value) {
         fn fix(object: &mut serde_json::Map<String, Value>, adaptation: &Adaptation) {
-            for key in &adaptation.drop {
+            for key in adaptation.drop.iter().filter(|k| !k.contains('.')) {
                 object.remove(key);
             }
             for (from, to) in &adaptation.rename {
                 if let Some(value) = object.remove(from) {
                     object.insert(to.clone(), value);
+                }
+            }
+        }
+        for path in self.drop.iter().filter(|k| k.contains('.')) {
+            let (parent, last) = path.rsplit_once('.').expect("a dotted name");
+            let pointer = format!("/{}", parent.replace('.', "/"));
+            if let Some(object) = body.pointer_mut(&pointer).and_then(Value::as_object_mut) {
+                object.remove(last);
+                if object.is_empty() {
+                    // An emptied settings object goes too (`"reasoning": {}` is refused as well).
+                    let (grand, name) = pointer.rsplit_once('/').expect("a pointer");
+                    if let Some(holder) = if grand.is_empty() { Some(&mut *body) } else { body.pointer_mut(grand) }.and_then(Value::as_object_mut) {
+                        holder.remove(name);
+                    }
                 }
             }
         }
@@ -110,23 +125,37 @@ pub fn unsupported(body: &str, request: &Value) -> Option<Adaptation> {
         Some(message[..at].rsplit(['.', ' ']).next().unwrap_or_default().to_owned())
     } else if message.contains("Unknown name") {
         quoted(&message[message.find("Unknown name")?..], '"', '"')
+    } else if let Some(extra) = parsed.get("detail").and_then(Value::as_array).and_then(|d| d.iter().find(|e| e["type"] == "extra_forbidden")) {
+        // Mistral (FastAPI, a 422): {"detail": [{"type": "extra_forbidden", "loc": ["body", "x"], …}]}.
+        extra["loc"].as_array().and_then(|loc| loc.last()).and_then(Value::as_str).map(str::to_owned)
     } else {
         None
     }?;
     // Only parameters this request carries (never drop what the request needs).
-    let present = request.get(&param).is_some() || request.as_object()?.values().any(|v| v.get(&param).is_some());
-    // What carries the conversation, the instructions or the tools is never "adapted" away: a
-    // provider that refuses those is broken, not different (and the user should see its error).
-    if !present || matches!(param.as_str(), "model" | "messages" | "contents" | "stream" | "system" | "systemInstruction" | "tools") {
+    let present = if param.contains('.') {
+        request.pointer(&format!("/{}", param.replace('.', "/"))).is_some()
+    } else {
+        request.get(&param).is_some() || request.as_object()?.values().any(|v| v.get(&param).is_some())
+    };
+    // What carries the conversation, the instructions, the tools or the privacy of the request is
+    // never "adapted" away: a provider that refuses those is broken, not different (the user sees its error).
+    const KEPT: &[&str] = &["model", "messages", "contents", "input", "stream", "system", "systemInstruction", "instructions", "tools", "store"];
+    // An output limit may be renamed, never dropped: the budget counts on it.
+    const LIMITS: &[&str] = &["max_tokens", "max_completion_tokens", "max_output_tokens", "maxOutputTokens", "num_predict"];
+    if !present || KEPT.contains(&param.as_str()) {
         return None;
     }
     let mut adaptation = Adaptation::default();
-    // "Use 'max_completion_tokens' instead."
-    let instead = message.find("Use '").and_then(|at| quoted(&message[at..], '\'', '\'')).filter(|name| name != &param && message.contains("instead"));
+    // "Use 'max_completion_tokens' instead." — only ever one output limit for another.
+    let instead = message
+        .find("Use '")
+        .and_then(|at| quoted(&message[at..], '\'', '\''))
+        .filter(|name| name != &param && message.contains("instead") && LIMITS.contains(&name.as_str()) && LIMITS.contains(&param.as_str()));
     match instead {
         Some(to) => {
             adaptation.rename.insert(param, to);
         }
+        None if LIMITS.contains(&param.as_str()) => return None,
         None => adaptation.drop.push(param),
     }
     Some(adaptation)
@@ -203,6 +232,24 @@ mod tests {
         assert!(unsupported(r#"{"error":{"message":"Unsupported parameter: 'tools'","param":"tools","code":"unsupported_parameter"}}"#, &json!({"tools": []})).is_none());
         assert!(unsupported(r#"{"type":"error","error":{"message":"system: Extra inputs are not permitted"}}"#, &json!({"system": "be careful"})).is_none());
         assert!(unsupported(r#"{"error":{"message":"context too long"}}"#, &request).is_none());
+        // An unverified organisation's refusal of reasoning summaries: that one nested setting goes.
+        let summary = r#"{"error":{"message":"Your organization must be verified to generate reasoning summaries.","type":"invalid_request_error","param":"reasoning.summary","code":"unsupported_value"}}"#;
+        let responses = json!({"model": "gpt-5", "input": [], "reasoning": {"summary": "auto", "effort": "low"}, "store": false, "max_output_tokens": 10});
+        let no_summary = unsupported(summary, &responses).unwrap();
+        let mut body = responses.clone();
+        no_summary.apply(&mut body);
+        assert_eq!(body["reasoning"], json!({"effort": "low"}));
+        let mut alone = json!({"reasoning": {"summary": "auto"}});
+        no_summary.apply(&mut alone);
+        assert_eq!(alone, json!({}), "an emptied settings object goes too");
+        // Mistral's 422 for a field it forbids.
+        let mistral = r#"{"object":"error","message":{"detail":[{"type":"extra_forbidden","loc":["body","reasoning_effort"],"msg":"Extra inputs are not permitted"}]},"detail":[{"type":"extra_forbidden","loc":["body","reasoning_effort"],"msg":"Extra inputs are not permitted","input":"low"}]}"#;
+        assert_eq!(unsupported(mistral, &json!({"reasoning_effort": "low"})).unwrap().drop, vec!["reasoning_effort"]);
+        // A hostile or broken server cannot have the output limit dropped, the request stored, or a limit renamed into something else.
+        let limits = json!({"max_output_tokens": 10, "store": false, "max_tokens": 5, "input": []});
+        assert!(unsupported(r#"{"error":{"message":"Unknown parameter: 'max_output_tokens'.","param":"max_output_tokens","code":"unknown_parameter"}}"#, &limits).is_none());
+        assert!(unsupported(r#"{"error":{"message":"Unknown parameter: 'store'.","param":"store","code":"unknown_parameter"}}"#, &limits).is_none());
+        assert!(unsupported(r#"{"error":{"message":"Unsupported parameter: 'max_tokens'. Use 'messages' instead.","param":"max_tokens","code":"unsupported_parameter"}}"#, &limits).is_none());
         let mut body = request.clone();
         a.apply(&mut body);
         assert_eq!(body["max_completion_tokens"], 10);

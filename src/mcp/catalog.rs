@@ -174,6 +174,11 @@ impl Entry {
                 }
                 continue;
             }
+            // "secret:…" is how mcp-servers.json names a value in the secret store: typed into a form it
+            // would hand this server another server's key.
+            if value.starts_with("secret:") {
+                bail!("{}: a value cannot start with \"secret:\"", field.label);
+            }
             let items: Vec<String> = match field.kind {
                 FieldKind::Folders => value.lines().map(str::trim).filter(|l| !l.is_empty()).map(str::to_owned).collect(),
                 _ => vec![value],
@@ -319,6 +324,9 @@ mod tests {
         assert_eq!(find("git").unwrap().missing_in(nowhere).unwrap(), "Git needs uvx, which is not installed: uvx comes with uv: install it (`pipx install uv`, or see docs.astral.sh/uv).");
         assert!(find("filesystem").unwrap().missing_in(nowhere).unwrap().contains("npx comes with Node.js"));
         assert!(find("github").unwrap().missing_in(nowhere).is_none() && find("playwright").unwrap().missing_in(nowhere).is_none());
+        // A value cannot name another server's secret.
+        let stolen = BTreeMap::from([("bot_token".to_owned(), "secret:mcp/github/headers/Authorization".to_owned()), ("team_id".to_owned(), "T1".to_owned())]);
+        assert!(find("slack").unwrap().config(&stolen, dir.path()).unwrap_err().to_string().contains("cannot start with"));
         // A text field cannot smuggle a second line into an argument.
         let bad = BTreeMap::from([("timezone".to_owned(), "UTC\n--evil".to_owned())]);
         assert!(find("time").unwrap().config(&bad, dir.path()).is_err());

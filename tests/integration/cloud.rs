@@ -55,10 +55,31 @@ fn openai_reasoning_models_get_max_completion_tokens_and_no_sampling_and_a_refus
     assert_eq!((body["reasoning"]["summary"].as_str(), body["store"].as_bool(), body["instructions"].as_str()), (Some("auto"), Some(false), Some("You are cowork.")));
     let answer = result.unwrap().answer;
     assert_eq!((answer.reasoning_tokens, answer.finish.as_deref()), (64, Some("stop")));
+    // Tools go as non-strict functions (strict would make every argument required).
+    let tool = cowork::brains::ToolDef { name: "read_file".into(), description: "Reads a file".into(), parameters: json!({"type": "object", "properties": {"path": {"type": "string"}}}) };
+    let (result, text, _) = {
+        let (mut text, mut thought) = (String::new(), String::new());
+        let result = cowork::brains::stream_chat_with_tools(&OutboundGate::new(false), &gpt5, None, Some("sk-test"), &question("Say OK"), &[tool], 300, &|| false, &mut |d| {
+            if let Delta::Text(t) = d { text.push_str(t) } else if let Some(r) = d.reasoning_text() { thought.push_str(r) }
+        });
+        (result, text, thought)
+    };
+    assert_eq!(text, "OK", "{result:?}");
+    assert_eq!(server.chats().last().unwrap().body["tools"][0]["strict"], false);
+    // An organisation OpenAI has not verified gets no summaries: refused once, then asked without, and remembered.
+    let unverified = mock(Flavour::OpenAi);
+    unverified.unverified();
+    let model = ProviderConfig { base_url: unverified.url(), ..provider("openai", ProviderKind::Openai, &server, "gpt-5-nano") };
+    for _ in 0..2 {
+        let (result, text, reasoning) = ask(&model, &question("Say OK"));
+        assert_eq!((text.as_str(), reasoning.as_str()), ("OK", ""), "{result:?}");
+    }
+    assert_eq!(unverified.chats().iter().map(|c| c.status).collect::<Vec<_>>(), vec![400, 200, 200], "the refusal is learned for that model");
+    assert!(unverified.chats()[2].body.get("reasoning").is_none_or(|r| r.get("summary").is_none()));
     // An effort is passed as OpenAI names it; a non-reasoning model keeps chat completions and gets none.
     let effort = ProviderConfig { reasoning_effort: Some("low".into()), ..provider("openai", ProviderKind::Openai, &server, "o3-mini") };
     assert_eq!(ask(&effort, &question("Say OK")).1, "OK");
-    assert_eq!(server.chats()[1].body["reasoning"]["effort"], "low");
+    assert_eq!(server.chats().last().unwrap().body["reasoning"]["effort"], "low");
     // A reasoning model at a gateway (chat completions): max_completion_tokens and reasoning_effort.
     let proxied = ProviderConfig { reasoning_effort: Some("high".into()), ..provider("azure", ProviderKind::Openai, &server, "o3-mini") };
     assert_eq!(ask(&proxied, &question("Say OK")).1, "OK");
@@ -145,6 +166,18 @@ fn reasoning_and_thinking_stream_apart_from_the_answer_for_every_provider_and_ne
     let answer = result.unwrap().answer;
     assert!(answer.output_tokens > 40, "thinking tokens are billed as output: {answer:?}");
     assert_eq!(gemini.chats()[0].body.pointer("/generationConfig/thinkingConfig/includeThoughts"), Some(&json!(true)));
+    // Each family's own thinking setting (the mock refuses a level on 2.5 and a zero budget on 2.5 Pro, as Gemini does).
+    for (model, effort, expected) in [
+        ("gemini-2.5-flash", "high", json!({"includeThoughts": true, "thinkingBudget": 24576})),
+        ("gemini-2.5-flash", "off", json!({"thinkingBudget": 0})),
+        ("gemini-2.5-pro", "off", json!({"includeThoughts": true, "thinkingBudget": 128})),
+        ("gemini-3-pro-preview", "low", json!({"includeThoughts": true, "thinkingLevel": "low"})),
+    ] {
+        let chosen = ProviderConfig { reasoning_effort: Some(effort.into()), ..provider("gemini", ProviderKind::Gemini, &gemini, model) };
+        let (result, text, _) = ask(&chosen, &question("Hi"));
+        assert_eq!(text, "OK", "{model} {effort}: {result:?}");
+        assert_eq!(gemini.chats().last().unwrap().body["generationConfig"]["thinkingConfig"], expected, "{model} {effort}");
+    }
     let anthropic = mock(Flavour::Anthropic);
     let claude = ProviderConfig { reasoning_effort: Some("low".into()), ..provider("anthropic", ProviderKind::Anthropic, &anthropic, "claude-sonnet-4-5") };
     let (result, text, reasoning) = ask(&claude, &question("Hi"));

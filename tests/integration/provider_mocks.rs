@@ -68,6 +68,8 @@ pub(super) struct Seen {
 
 #[derive(Default)]
 struct State {
+    /// An OpenAI organisation that is not verified: reasoning summaries are refused.
+    unverified: bool,
     script: VecDeque<Say>,
     seen: Vec<Seen>,
     /// Prompt prefixes cached so far (OpenAI, Gemini: whole earlier prompts; Anthropic: breakpoint prefixes).
@@ -95,6 +97,11 @@ impl Mock {
     /// What the model says to the next requests, in order (then "OK").
     pub(super) fn script(&self, says: Vec<Say>) {
         self.state.lock().script.extend(says);
+    }
+
+    /// Answers as OpenAI does an organisation that is not verified (no reasoning summaries).
+    pub(super) fn unverified(&self) {
+        self.state.lock().unverified = true;
     }
 
     pub(super) fn seen(&self) -> Vec<Seen> {
@@ -357,6 +364,21 @@ fn openai_responses(body: &Value, state: &mut State) -> Answer {
         if tool["type"] != "function" || tool.get("name").is_none() {
             return openai_error(&format!("Missing required parameter: 'tools[{at}].name'."), Some(&format!("tools[{at}].name")), "missing_required_parameter");
         }
+        // `strict` left out is strict: a schema must then close every object and require every property.
+        if tool["strict"] != false && tool["parameters"]["additionalProperties"] != false {
+            return openai_error(
+                &format!("Invalid schema for function '{}': In context=(), 'additionalProperties' is required to be supplied and to be false.", tool["name"].as_str().unwrap_or_default()),
+                Some(&format!("tools[{at}].parameters")),
+                "invalid_function_parameters",
+            );
+        }
+    }
+    if state.unverified && body.pointer("/reasoning/summary").is_some() {
+        return openai_error(
+            "Your organization must be verified to generate reasoning summaries. Please go to: https://platform.openai.com/settings/organization/general and click on Verify Organization.",
+            Some("reasoning.summary"),
+            "unsupported_value",
+        );
     }
     let input = body["input"].as_array().cloned().unwrap_or_default();
     let mut calls = HashSet::new();
@@ -607,6 +629,13 @@ fn gemini_generate(path: &str, headers: &BTreeMap<String, String>, body: &Value,
     let thinking = body.pointer("/generationConfig/thinkingConfig").and_then(Value::as_object).cloned().unwrap_or_default();
     if let Some(unknown) = thinking.keys().find(|k| !GEMINI_THINKING.contains(&k.as_str())) {
         return gemini_error(&format!("Invalid JSON payload received. Unknown name \"{unknown}\" at 'generation_config.thinking_config': Cannot find field."));
+    }
+    // Levels are Gemini 3's; 2.5 takes budgets, and 2.5 Pro cannot stop thinking.
+    if !model.starts_with("gemini-3") && thinking.contains_key("thinkingLevel") {
+        return gemini_error("thinking_level is not supported by this model. Please use thinking_budget instead.");
+    }
+    if model.contains("-pro") && thinking.get("thinkingBudget").and_then(Value::as_i64).is_some_and(|b| (0..128).contains(&b)) {
+        return gemini_error("Budget 0 is invalid. This model only works in thinking mode.");
     }
     let contents = body["contents"].as_array().cloned().unwrap_or_default();
     // Gemini 3: every function call sent back carries the thought signature it came with.

@@ -74,6 +74,11 @@ fn clock_line(now: i64) -> String {
     format!("It is {} now, local time ({}).", crate::ids::format_local_datetime(now), crate::export::rfc3339(now))
 }
 
+/// The head of a cloud task's first turn: the clock, kept out of its system prompt (which the provider caches).
+fn task_clock(brain: &Brain, now: i64) -> String {
+    if matches!(brain, Brain::Cloud { .. }) { format!("{}\n\n", clock_line(now)) } else { String::new() }
+}
+
 impl<B: LocalBrain> AgentWorker<B> {
     /// Writes a record and waits until it is committed.
     fn record(&self, write: AgentWrite) -> Result<(), String> {
@@ -193,7 +198,7 @@ impl<B: LocalBrain> AgentWorker<B> {
                 crate::events::Role::Assistant => state.push(Turn::new(Role::Assistant, text.clone()), Origin::Memory),
             }
         }
-        let clock = if matches!(brain, Brain::Cloud { .. }) { format!("{}\n\n", clock_line(now)) } else { String::new() };
+        let clock = task_clock(&brain, now);
         if request.attachments.is_empty() {
             state.push(Turn::new(Role::User, format!("{clock}{}", request.text)), request.text_origin.unwrap_or(Origin::User));
         } else {
@@ -1520,8 +1525,7 @@ impl<B: LocalBrain> AgentWorker<B> {
         let now = now_millis();
         let mut state = State { tools, started_at_millis: now, depth: depth + 1, ..State::default() };
         state.push(Turn::new(Role::System, system), Origin::Instructions);
-        let clock = if matches!(brain, Brain::Cloud { .. }) { format!("{}\n\n", clock_line(now)) } else { String::new() };
-        state.push(Turn::new(Role::User, format!("{clock}{task}")), task_origin);
+        state.push(Turn::new(Role::User, format!("{}{task}", task_clock(&brain, now))), task_origin);
         state.head = state.entries.len();
         let helper_id = next_id();
         let row = OperationRow::running(helper_id, thread_id, None, task, brain.name(), now);

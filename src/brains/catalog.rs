@@ -62,7 +62,7 @@ pub fn list_models(gate: &OutboundGate, provider: &ProviderConfig, key: Option<&
             .http_status_as_error(false)
             .build(),
     );
-    let get = |url: &str, headers: &[(&str, String)]| -> anyhow::Result<(u16, Value)> {
+    let get = |url: &str, headers: &[(&str, String)]| -> anyhow::Result<Value> {
         let admission = gate.admit(url, &format!("list the models of {}", provider.name))?;
         let mut request = agent.get(url);
         for (name, value) in headers {
@@ -87,7 +87,7 @@ pub fn list_models(gate: &OutboundGate, provider: &ProviderConfig, key: Option<&
             }
         }
         let value = serde_json::from_str(&text).map_err(|err| anyhow::anyhow!("{} sent a model list that is not JSON ({err})", provider.name))?;
-        Ok((status, value))
+        Ok(value)
     };
     let base = provider.base_url.trim_end_matches('/');
     let mut models = Vec::new();
@@ -100,7 +100,7 @@ pub fn list_models(gate: &OutboundGate, provider: &ProviderConfig, key: Option<&
             // LM Studio's own list says what is loaded and each model's context.
             let lm_studio = base.ends_with(":1234/v1") || provider.name == "lmstudio";
             let native = lm_studio.then(|| get(&format!("{}/api/v0/models", base.trim_end_matches("/v1")), &headers).ok()).flatten();
-            let (_, value) = match native {
+            let value = match native {
                 Some(found) => found,
                 None => get(&format!("{base}/models"), &headers)?,
             };
@@ -139,7 +139,7 @@ pub fn list_models(gate: &OutboundGate, provider: &ProviderConfig, key: Option<&
                     Some(id) => format!("{base}/v1/models?limit=1000&after_id={id}"),
                     None => format!("{base}/v1/models?limit=1000"),
                 };
-                let (_, value) = get(&url, &headers)?;
+                let value = get(&url, &headers)?;
                 for item in value.get("data").and_then(Value::as_array).into_iter().flatten() {
                     let Some(id) = item.get("id").and_then(Value::as_str) else { continue };
                     models.push(ModelInfo {
@@ -166,7 +166,7 @@ pub fn list_models(gate: &OutboundGate, provider: &ProviderConfig, key: Option<&
                     Some(token) => format!("{base}/v1beta/models?pageSize=1000&pageToken={}", urlencoding(token)),
                     None => format!("{base}/v1beta/models?pageSize=1000"),
                 };
-                let (_, value) = get(&url, &headers)?;
+                let value = get(&url, &headers)?;
                 for item in value.get("models").and_then(Value::as_array).into_iter().flatten() {
                     let Some(name) = item.get("name").and_then(Value::as_str) else { continue };
                     let chats = item
@@ -191,7 +191,7 @@ pub fn list_models(gate: &OutboundGate, provider: &ProviderConfig, key: Option<&
             }
         }
         ProviderKind::Ollama => {
-            let (_, value) = get(&format!("{base}/api/tags"), &[])?;
+            let value = get(&format!("{base}/api/tags"), &[])?;
             let list = value.get("models").and_then(Value::as_array).ok_or_else(|| anyhow::anyhow!("{}'s /api/tags has no models array", provider.name))?;
             for item in list {
                 let Some(name) = item.get("name").or_else(|| item.get("model")).and_then(Value::as_str) else { continue };

@@ -126,15 +126,32 @@ fn on_path_in(program: &str, path: Option<&std::ffi::OsStr>) -> Option<PathBuf> 
     })
 }
 
+/// Whether npx and uvx are on PATH, looked up at most every 5 s: Settings asks
+/// for each entry every frame, and a walk of PATH is a stat per folder.
+fn runner_found(program: &'static str) -> bool {
+    static FOUND: parking_lot::Mutex<Option<(std::time::Instant, Vec<(&'static str, bool)>)>> = parking_lot::Mutex::new(None);
+    let mut found = FOUND.lock();
+    if found.as_ref().is_none_or(|(at, _)| at.elapsed() > std::time::Duration::from_secs(5)) {
+        *found = Some((std::time::Instant::now(), Vec::new()));
+    }
+    let (_, known) = found.as_mut().expect("just filled");
+    if let Some((_, here)) = known.iter().find(|(p, _)| *p == program) {
+        return *here;
+    }
+    let here = on_path(program).is_some();
+    known.push((program, here));
+    here
+}
+
 impl Entry {
     /// Whether it can start here; else what to install, in one sentence.
     pub fn missing(&self) -> Option<String> {
-        self.missing_in(std::env::var_os("PATH").as_deref())
+        self.missing_with(runner_found)
     }
 
-    fn missing_in(&self, path: Option<&std::ffi::OsStr>) -> Option<String> {
+    fn missing_with(&self, found: impl Fn(&'static str) -> bool) -> Option<String> {
         let (program, how) = self.runner.program()?;
-        on_path_in(program, path).is_none().then(|| format!("{} needs {program}, which is not installed: {how}.", self.name))
+        (!found(program)).then(|| format!("{} needs {program}, which is not installed: {how}.", self.name))
     }
 
     /// The command line as it will run (`npx -y @scope/pkg@1.2.3 …`), for the form.
@@ -320,10 +337,10 @@ mod tests {
         let github = find("github").unwrap().config(&BTreeMap::from([("token".into(), "ghp_x".into())]), dir.path()).unwrap();
         assert_eq!((github.url.as_deref(), github.headers.get("Authorization").map(String::as_str)), (Some("https://api.githubcopilot.com/mcp/"), Some("Bearer ghp_x")));
         // Without npx or uvx the entry says which is missing and how to get it; HTTP and built-in ones need neither.
-        let nowhere = Some(std::ffi::OsStr::new("/nonexistent"));
-        assert_eq!(find("git").unwrap().missing_in(nowhere).unwrap(), "Git needs uvx, which is not installed: uvx comes with uv: install it (`pipx install uv`, or see docs.astral.sh/uv).");
-        assert!(find("filesystem").unwrap().missing_in(nowhere).unwrap().contains("npx comes with Node.js"));
-        assert!(find("github").unwrap().missing_in(nowhere).is_none() && find("playwright").unwrap().missing_in(nowhere).is_none());
+        let nowhere = |program: &str| on_path_in(program, Some(std::ffi::OsStr::new("/nonexistent"))).is_some();
+        assert_eq!(find("git").unwrap().missing_with(nowhere).unwrap(), "Git needs uvx, which is not installed: uvx comes with uv: install it (`pipx install uv`, or see docs.astral.sh/uv).");
+        assert!(find("filesystem").unwrap().missing_with(nowhere).unwrap().contains("npx comes with Node.js"));
+        assert!(find("github").unwrap().missing_with(nowhere).is_none() && find("playwright").unwrap().missing_with(nowhere).is_none());
         // A value cannot name another server's secret.
         let stolen = BTreeMap::from([("bot_token".to_owned(), "secret:mcp/github/headers/Authorization".to_owned()), ("team_id".to_owned(), "T1".to_owned())]);
         assert!(find("slack").unwrap().config(&stolen, dir.path()).unwrap_err().to_string().contains("cannot start with"));

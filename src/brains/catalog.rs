@@ -55,15 +55,9 @@ const MAX_PAGES: usize = 20;
 
 /// Asks `provider` which models it offers, through the outbound gate.
 pub fn list_models(gate: &OutboundGate, provider: &ProviderConfig, key: Option<&str>) -> anyhow::Result<Vec<ModelInfo>> {
-    let agent = ureq::Agent::new_with_config(
-        ureq::Agent::config_builder()
-            .timeout_connect(Some(Duration::from_secs(10)))
-            .timeout_global(Some(Duration::from_secs(30)))
-            .http_status_as_error(false)
-            .build(),
-    );
     let get = |url: &str, headers: &[(&str, String)]| -> anyhow::Result<Value> {
         let admission = gate.admit(url, &format!("list the models of {}", provider.name))?;
+        let agent = admission.agent(|config| config.timeout_connect(Some(Duration::from_secs(10))).timeout_global(Some(Duration::from_secs(30))).http_status_as_error(false));
         let mut request = agent.get(url);
         for (name, value) in headers {
             request = request.header(*name, value);

@@ -138,30 +138,45 @@ impl CredentialStore for SecretCredentials {
 }
 
 /// Every OAuth request (discovery, registration, token, refresh) through the
-/// outbound gate, logged with its bytes.
-struct GatedHttp {
-    inner: Box<dyn OAuthHttpClient>,
-}
+/// outbound gate, logged with its bytes, on a client the gate built for its
+/// route (never one that reads the environment's proxy itself).
+struct GatedHttp;
+
+/// The most an OAuth response may hold (rmcp's own client caps it the same).
+const OAUTH_BODY_LIMIT: usize = 1 << 20;
 
 impl OAuthHttpClient for GatedHttp {
-    fn execute(&self, mut request: OAuthHttpRequest) -> OAuthHttpClientFuture<'_> {
+    fn execute(&self, request: OAuthHttpRequest) -> OAuthHttpClientFuture<'_> {
         Box::pin(async move {
             let gate = crate::net::OutboundGate::global();
-            // Offline, a redirect could leave loopback unseen by the gate: none is followed.
-            if gate.is_offline() {
-                request.redirect_policy = rmcp::transport::auth::OAuthHttpRedirectPolicy::Stop;
-            }
             let admission = gate.admit(&request.request.uri().to_string(), "MCP sign-in")?;
+            // Offline, a redirect could leave loopback unseen by the gate: none is followed.
+            let follow = request.redirect_policy == rmcp::transport::auth::OAuthHttpRedirectPolicy::Follow && !gate.is_offline();
+            let redirect = if follow { reqwest::redirect::Policy::limited(10) } else { reqwest::redirect::Policy::none() };
+            let client = admission.reqwest_client(reqwest::Client::builder().timeout(request.timeout.unwrap_or(Duration::from_secs(30))).redirect(redirect))?;
             let sent = request.request.body().len() as u64;
-            let response = self.inner.execute(request).await?;
-            gate.finish(admission, sent, response.body().len() as u64);
-            Ok(response)
+            let response = client.execute(reqwest::Request::try_from(request.request)?).await?;
+            let mut builder = http::Response::builder().status(response.status()).version(response.version());
+            for (name, value) in response.headers() {
+                builder = builder.header(name, value);
+            }
+            let mut body = Vec::new();
+            let mut response = response;
+            while let Some(chunk) = response.chunk().await? {
+                if body.len() + chunk.len() > OAUTH_BODY_LIMIT {
+                    gate.finish(admission, sent, body.len() as u64);
+                    return Err(format!("an OAuth answer was larger than {OAUTH_BODY_LIMIT} bytes").into());
+                }
+                body.extend_from_slice(&chunk);
+            }
+            gate.finish(admission, sent, body.len() as u64);
+            Ok(builder.body(body)?)
         })
     }
 }
 
 async fn manager(server: &str, url: &str, data_dir: &Path) -> anyhow::Result<AuthorizationManager> {
-    let http = GatedHttp { inner: Box::new(rmcp::transport::auth::default_oauth_http_client()?) };
+    let http = GatedHttp;
     let mut manager = AuthorizationManager::new_with_oauth_http_client(url, Arc::new(http)).await?;
     manager.set_credential_store(SecretCredentials::new(data_dir, server, url));
     Ok(manager)
@@ -172,7 +187,7 @@ pub async fn probe_challenge(url: &str) -> anyhow::Result<Option<String>> {
     let gate = crate::net::OutboundGate::global();
     let admission = gate.admit(url, "MCP sign-in")?;
     let body = r#"{"jsonrpc":"2.0","id":0,"method":"ping"}"#;
-    let client = reqwest::Client::builder().timeout(Duration::from_secs(30)).redirect(reqwest::redirect::Policy::none()).build()?;
+    let client = admission.reqwest_client(reqwest::Client::builder().timeout(Duration::from_secs(30)).redirect(reqwest::redirect::Policy::none()))?;
     let response = client
         .post(url)
         .header("content-type", "application/json")
@@ -194,8 +209,9 @@ pub async fn signed_in(server: &str, url: &str, data_dir: &Path) -> anyhow::Resu
     Ok(store.load().await?.is_some_and(|c| c.token_response.is_some()))
 }
 
-/// The HTTP client for a server the user signed in to (None: no sign-in kept).
-pub async fn client(server: &str, url: &str, data_dir: &Path) -> anyhow::Result<Option<HttpClient>> {
+/// The HTTP client for a server the user signed in to (None: no sign-in
+/// kept), over `http`, the client the gate built for the server's route.
+pub async fn client(server: &str, url: &str, data_dir: &Path, http: reqwest::Client) -> anyhow::Result<Option<HttpClient>> {
     if !signed_in(server, url, data_dir).await? {
         return Ok(None);
     }
@@ -204,7 +220,7 @@ pub async fn client(server: &str, url: &str, data_dir: &Path) -> anyhow::Result<
     if !manager.initialize_from_store().await.context("cannot reach the server's authorization server")? {
         return Ok(None);
     }
-    Ok(Some(AuthClient::new(reqwest::Client::default(), manager)))
+    Ok(Some(AuthClient::new(http, manager)))
 }
 
 /// Forgets the sign-in (the tokens leave the secret store). True if there was one.

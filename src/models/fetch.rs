@@ -22,7 +22,6 @@ pub struct Progress {
 }
 
 pub struct Fetcher {
-    agent: ureq::Agent,
     /// Replaces `https://huggingface.co` in upstream URLs (a mirror, or a test server).
     mirror: Option<String>,
     /// Set by the user (the first run's Cancel): the download stops at its
@@ -37,14 +36,7 @@ const HUB: &str = "https://huggingface.co";
 
 impl Fetcher {
     pub fn new(mirror: Option<String>) -> Self {
-        let config = ureq::Agent::config_builder()
-            .timeout_connect(Some(Duration::from_secs(15)))
-            .timeout_recv_response(Some(Duration::from_secs(60)))
-            // A stalled body read fails instead of hanging; resume picks it up.
-            .timeout_recv_body(Some(Duration::from_secs(120)))
-            .http_status_as_error(false)
-            .build();
-        Self { agent: ureq::Agent::new_with_config(config), mirror, cancel: None }
+        Self { mirror, cancel: None }
     }
 
     pub fn with_cancel(mut self, cancel: Arc<AtomicBool>) -> Self {
@@ -157,7 +149,15 @@ impl Fetcher {
         }
         // Every download goes through the outbound gate (offline mode refuses it, the log records it).
         let admission = crate::net::OutboundGate::global().admit(url, "model download")?;
-        let mut request = self.agent.get(url);
+        let agent = admission.agent(|config| {
+            config
+                .timeout_connect(Some(Duration::from_secs(15)))
+                .timeout_recv_response(Some(Duration::from_secs(60)))
+                // A stalled body read fails instead of hanging; resume picks it up.
+                .timeout_recv_body(Some(Duration::from_secs(120)))
+                .http_status_as_error(false)
+        });
+        let mut request = agent.get(url);
         if have > 0 {
             request = request.header("Range", format!("bytes={have}-"));
         }

@@ -50,8 +50,9 @@ pub fn fetch(url: &str, purpose: &str, gate: &OutboundGate, stop: &AtomicBool) -
     // The request runs on its own thread so that Stop returns at once; an
     // abandoned request ends by its own timeout and its bytes are not used.
     let (done, answer) = crossbeam_channel::bounded(1);
+    let agent = admission.agent(|config| config.timeout_global(Some(TIMEOUT)).http_status_as_error(false).max_redirects(0).user_agent("cowork"));
     let spawned = std::thread::Builder::new().name("fetch".into()).spawn(move || {
-        let _ = done.send(request(&target));
+        let _ = done.send(request(&agent, &target));
     });
     if let Err(err) = spawned {
         gate.finish(admission, 0, 0);
@@ -106,14 +107,7 @@ struct Fetched {
 
 /// One GET, no redirect followed (the gate admitted this URL only, so a
 /// redirect goes back to the model as a new URL to fetch: gate and policy again).
-fn request(url: &str) -> Result<Fetched, String> {
-    let config = ureq::Agent::config_builder()
-        .timeout_global(Some(TIMEOUT))
-        .http_status_as_error(false)
-        .max_redirects(0)
-        .user_agent("cowork")
-        .build();
-    let agent = ureq::Agent::new_with_config(config);
+fn request(agent: &ureq::Agent, url: &str) -> Result<Fetched, String> {
     let response = agent.get(url).call().map_err(|err| format!("could not fetch {url}: {err}"))?;
     let status = response.status().as_u16();
     let header = |name: &str| response.headers().get(name).and_then(|v| v.to_str().ok()).unwrap_or_default().to_owned();

@@ -177,8 +177,9 @@ pub fn search(provider: Provider, url: &str, key: Option<&str>, query: &str, cou
     let admission = gate.admit(&target, &format!("search the web ({})", provider.title())).map_err(|e| e.to_string())?;
     let sent = request.body.as_ref().map_or(0, |b| b.len() as u64);
     let (done, answer) = crossbeam_channel::bounded(1);
+    let agent = admission.agent(|config| config.timeout_global(Some(TIMEOUT)).http_status_as_error(false).max_redirects(0).user_agent("cowork"));
     let spawned = std::thread::Builder::new().name("web-search".into()).spawn(move || {
-        let _ = done.send(send(&request));
+        let _ = done.send(send(&agent, &request));
     });
     if let Err(err) = spawned {
         gate.finish(admission, 0, 0);
@@ -252,9 +253,7 @@ fn build(provider: Provider, base: &str, key: Option<&str>, query: &str, count: 
     })
 }
 
-fn send(request: &Request) -> Result<(u16, Vec<u8>), String> {
-    let config = ureq::Agent::config_builder().timeout_global(Some(TIMEOUT)).http_status_as_error(false).max_redirects(0).user_agent("cowork").build();
-    let agent = ureq::Agent::new_with_config(config);
+fn send(agent: &ureq::Agent, request: &Request) -> Result<(u16, Vec<u8>), String> {
     let response = match &request.body {
         Some(body) => {
             let mut builder = agent.post(&request.url);

@@ -888,8 +888,8 @@ fn network_ui(ui: &mut egui::Ui, state: &AppState, network: &mut NetworkView, ac
         }
         for record in network.log.iter().rev().take(50) {
             let text = match &record.refused {
-                None => format!("{} {} · {} · {} B out, {} B in", crate::ids::user_clock(record.at_millis), record.host, record.purpose, record.bytes_out, record.bytes_in),
-                Some(reason) => format!("{} {} · {} · refused: {reason}", crate::ids::user_clock(record.at_millis), record.host, record.purpose),
+                None => format!("{} {} · {} · {} B out, {} B in", crate::ids::user_clock(record.at_millis), record.destination(), record.purpose, record.bytes_out, record.bytes_in),
+                Some(reason) => format!("{} {} · {} · refused: {reason}", crate::ids::user_clock(record.at_millis), record.destination(), record.purpose),
             };
             ui.label(RichText::new(text).small().color(if record.refused.is_some() { theme::warn() } else { theme::muted() }));
         }

@@ -32,10 +32,22 @@ pub fn mcp_tools(command: &[String]) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// `cowork mcp import FILE`: another assistant's servers added to mcp-servers.json.
-pub fn mcp_import(paths: &Paths, file: &Path) -> anyhow::Result<()> {
-    use crate::mcp::config::{FILE_NAME, McpConfig, import};
-    let (source, imported) = import(file)?;
+/// `cowork mcp import FILE [--allow-env NAME]…`: another assistant's servers
+/// added to mcp-servers.json. A server whose values name one of cowork's
+/// secrets (`secret:…`), or that wants a variable of cowork's environment the
+/// user did not name with `--allow-env`, is refused and said so; the rest are added.
+pub fn mcp_import(paths: &Paths, file: &Path, allow_env: &[String]) -> anyhow::Result<()> {
+    use crate::mcp::config::{EnvAllowance, FILE_NAME, Imported, McpConfig, import};
+    // A provider's key variable is one of cowork's secrets: never a server's bearer token.
+    // Without --allow-env no variable is read, and the providers only make the refusals clearer.
+    let providers = match crate::brains::Providers::load(&crate::brains::Providers::path(&paths.data_dir)) {
+        Ok(providers) => providers,
+        Err(_) if allow_env.is_empty() => crate::brains::Providers::default(),
+        Err(err) => return Err(err.context("cowork checks that no variable named with --allow-env holds a provider's API key")),
+    };
+    let reserved = providers.list.iter().filter_map(|p| p.api_key_env.clone().map(|var| (var, p.name.clone()))).collect();
+    let env = EnvAllowance::from_env(allow_env, reserved)?;
+    let Imported { source, config: imported, refused } = import(file, &env)?;
     paths.ensure_data_dir()?;
     let mut config = McpConfig::load(&paths.data_dir)?;
     let (added, skipped) = config.merge(imported);
@@ -47,10 +59,13 @@ pub fn mcp_import(paths: &Paths, file: &Path) -> anyhow::Result<()> {
     for name in &skipped {
         println!("kept {name}: a server of that name is already configured");
     }
+    for crate::mcp::config::Refused { server, why } in &refused {
+        println!("refused {server}: {why}");
+    }
     eprintln!(
         "{} of {} servers from {source:?} in {}; their env and header values are in {}",
         added.len(),
-        added.len() + skipped.len(),
+        added.len() + skipped.len() + refused.len(),
         paths.data_dir.join(FILE_NAME).display(),
         secrets.describe()
     );

@@ -114,6 +114,43 @@ pub fn find(id: &str) -> Option<&'static Entry> {
     entries().iter().find(|e| e.id == id)
 }
 
+/// The catalog entry a configured server runs, whatever version it names and
+/// however it was added (the form, an import, by hand): its package among the
+/// arguments of a stdio server (`npx -y pkg@1`, `uvx pkg==1`, `uvx --from pkg
+/// cmd`, `node …/node_modules/pkg/…`) or as its command, or its URL's host.
+/// The built-in Browser is left out: it has its own offline mode (a dead proxy).
+pub fn entry_of(config: &ServerConfig) -> Option<&'static Entry> {
+    entry_in(entries(), config)
+}
+
+fn entry_in<'a>(entries: &'a [Entry], config: &ServerConfig) -> Option<&'a Entry> {
+    if config.builtin.is_some() {
+        return None;
+    }
+    entries.iter().find(|entry| match (entry.runner, &config.command, &config.url) {
+        (Runner::Npx | Runner::Uvx, Some(command), None) => {
+            let Some(package) = entry.package.as_deref().filter(|p| !p.is_empty()) else { return false };
+            let names = |word: &str| {
+                word == package
+                    || word.strip_prefix(package).is_some_and(|rest| rest.starts_with('@') || rest.starts_with("==") || rest.starts_with('['))
+                    || word.contains(&format!("node_modules/{package}/"))
+            };
+            let program = std::path::Path::new(command).file_name().and_then(|n| n.to_str()).unwrap_or_default();
+            names(program) || config.args.iter().any(|arg| names(arg))
+        }
+        (Runner::Http, None, Some(url)) => {
+            let host = |url: &str| url::Url::parse(url).ok().and_then(|u| u.host_str().map(str::to_ascii_lowercase));
+            entry.url.as_deref().and_then(host).is_some_and(|wanted| host(url).as_deref() == Some(wanted.as_str()))
+        }
+        _ => false,
+    })
+}
+
+/// Why a server may not run in offline mode: its catalog entry says it needs the network.
+pub fn offline_refusal(config: &ServerConfig) -> Option<String> {
+    entry_of(config).filter(|entry| entry.network).map(|entry| format!("offline mode: this integration needs the network ({}); it starts when offline mode is off", entry.name))
+}
+
 /// Where `program` is on PATH.
 pub fn on_path(program: &str) -> Option<PathBuf> {
     on_path_in(program, std::env::var_os("PATH").as_deref())
@@ -347,5 +384,39 @@ mod tests {
         // A text field cannot smuggle a second line into an argument.
         let bad = BTreeMap::from([("timezone".to_owned(), "UTC\n--evil".to_owned())]);
         assert!(find("time").unwrap().config(&bad, dir.path()).is_err());
+    }
+
+    #[test]
+    fn a_server_is_known_as_its_catalog_entry_however_it_was_added_and_network_ones_are_refused_offline() {
+        let stdio = |command: &str, args: &[&str]| ServerConfig { command: Some(command.into()), args: args.iter().map(|a| (*a).to_owned()).collect(), ..ServerConfig::default() };
+        let id = |config: &ServerConfig| entry_of(config).map(|e| e.id.as_str());
+        // The form's own command lines.
+        let dir = tempfile::tempdir().unwrap();
+        for entry in entries().iter().filter(|e| e.runner != Runner::Builtin) {
+            let value = |kind: FieldKind| match kind {
+                FieldKind::Folder | FieldKind::Folders => dir.path().display().to_string(),
+                FieldKind::File => dir.path().join("x.db").display().to_string(),
+                _ => "v".to_owned(),
+            };
+            let values: BTreeMap<String, String> = entry.fields.iter().map(|f| (f.key.clone(), value(f.kind))).collect();
+            let config = entry.config(&values, dir.path()).unwrap();
+            assert_eq!(id(&config), Some(entry.id.as_str()), "{}", entry.id);
+            assert_eq!(offline_refusal(&config).is_some(), entry.network, "{}", entry.id);
+        }
+        // Other versions and other ways of starting the same package.
+        assert_eq!(id(&stdio("npx", &["-y", "@modelcontextprotocol/server-slack"])), Some("slack"));
+        assert_eq!(id(&stdio("/usr/local/bin/npx", &["--yes", "@brave/brave-search-mcp-server@9.9.9"])), Some("brave-search"));
+        assert_eq!(id(&stdio("uvx", &["mcp-server-fetch==2025.1.1"])), Some("fetch"));
+        assert_eq!(id(&stdio("uvx", &["--from", "mcp-server-fetch", "mcp-server-fetch"])), Some("fetch"));
+        assert_eq!(id(&stdio("mcp-server-fetch", &[])), Some("fetch"));
+        assert_eq!(id(&stdio("node", &["/opt/mcp/node_modules/@modelcontextprotocol/server-slack/dist/index.js"])), Some("slack"));
+        let github = ServerConfig { url: Some("https://API.githubcopilot.com/mcp/x".into()), ..ServerConfig::default() };
+        assert_eq!(id(&github), Some("github"));
+        assert!(offline_refusal(&stdio("uvx", &["mcp-server-fetch"])).unwrap().starts_with("offline mode: this integration needs the network (Fetch)"));
+        // Not these: another package whose name begins the same, a folder argument, the built-in Browser.
+        assert_eq!(id(&stdio("npx", &["-y", "@modelcontextprotocol/server-slack-extra"])), None);
+        assert_eq!(id(&stdio("npx", &["-y", "@modelcontextprotocol/server-filesystem@1", "/home/me/mcp-server-fetch"])), Some("filesystem"));
+        assert_eq!(id(&ServerConfig { builtin: Some("browser".into()), ..ServerConfig::default() }), None);
+        assert!(offline_refusal(&stdio("npx", &["-y", "@modelcontextprotocol/server-filesystem@1", "/tmp"])).is_none());
     }
 }

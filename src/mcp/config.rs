@@ -10,6 +10,14 @@
 //! a Zed `settings.json` (comments and trailing commas allowed) or a Codex
 //! `config.toml`, and `save` moves every plain value into the store before it
 //! writes, so nothing secret is ever written in plain text.
+//!
+//! A reference is never a name read from the file: the one secret a value may
+//! stand for is computed from (server, part, key) by `secret_name`, and a
+//! `secret:` value that is not exactly that name is refused when the server
+//! starts, when the file is saved and when another assistant's file is
+//! imported. Otherwise a file — a project's `.mcp.json` above all — could name
+//! the database key, a provider's API key or another server's token and have
+//! cowork send it to the host it names.
 
 use std::collections::BTreeMap;
 use std::path::Path;
@@ -22,6 +30,9 @@ use crate::secrets::Secrets;
 
 pub const FILE_NAME: &str = "mcp-servers.json";
 const SECRET_PREFIX: &str = "secret:";
+/// The parts of a server whose values are secrets, as `secret_name` names them.
+pub const ENV: &str = "env";
+pub const HEADERS: &str = "headers";
 pub const DEFAULT_STARTUP_TIMEOUT_SECS: u64 = 30;
 pub const DEFAULT_TOOL_TIMEOUT_SECS: u64 = 300;
 /// The `builtin` value of the Browser integration (`browser.rs` fills it in).
@@ -173,9 +184,38 @@ impl ServerConfig {
     }
 }
 
-/// The secret store's name for one `env` or `headers` value.
+/// The secret store's name for one `env` or `headers` value: the only secret
+/// that value can ever stand for. A server name has no `/` (`check_name`), so
+/// no server's names can fall among another's.
 pub fn secret_name(server: &str, part: &str, key: &str) -> String {
     format!("mcp/{server}/{part}/{key}")
+}
+
+/// A value that names a secret other than its own (`secret_name`): the
+/// database key, a provider's API key, `cowork mcp serve`'s token, another
+/// server's header. It is never read, so it is never sent.
+#[derive(Debug, thiserror::Error, PartialEq, Eq)]
+#[error(
+    "server {server}: its {part} value {key} names the secret {named:?}, but a value of {server} can only come from its own secret ({own}); \
+     cowork did not read it and sends nothing for it. Write the value itself in mcp-servers.json (it then moves to the secret store), or remove {key}"
+)]
+pub struct ForeignReference {
+    pub server: String,
+    pub part: String,
+    pub key: String,
+    pub named: String,
+    pub own: String,
+}
+
+/// The secret `value` stands for: None for a plain value, the computed name
+/// for a reference to it, an error for a reference to anything else.
+fn reference(server: &str, part: &str, key: &str, value: &str) -> Result<Option<String>, ForeignReference> {
+    let Some(named) = value.strip_prefix(SECRET_PREFIX) else { return Ok(None) };
+    let own = secret_name(server, part, key);
+    if named == own {
+        return Ok(Some(own));
+    }
+    Err(ForeignReference { server: server.to_owned(), part: part.to_owned(), key: key.to_owned(), named: named.to_owned(), own })
 }
 
 /// Names a server may have: they become part of tool names (`mcp__<server>__<tool>`).
@@ -205,13 +245,23 @@ impl McpConfig {
 
     /// Moves every plain `env` and `headers` value into `secrets`, leaving a
     /// reference, then writes the file (a new file, synced, renamed over the old).
+    /// A reference to any secret but the value's own is refused before anything
+    /// moves: the file never keeps one.
     pub fn save(&mut self, data_dir: &Path, secrets: &Secrets) -> anyhow::Result<()> {
-        for (name, server) in &mut self.servers {
+        for (name, server) in &self.servers {
             check_name(name)?;
             server.check().with_context(|| format!("server {name}"))?;
-            for (part, values) in [("env", &mut server.env), ("headers", &mut server.headers)] {
+            for (part, values) in [(ENV, &server.env), (HEADERS, &server.headers)] {
+                for (key, value) in values {
+                    reference(name, part, key, value)?;
+                }
+            }
+        }
+        for (name, server) in &mut self.servers {
+            for (part, values) in [(ENV, &mut server.env), (HEADERS, &mut server.headers)] {
                 for (key, value) in values.iter_mut() {
-                    // An empty value holds nothing secret (and the store keeps no empty secret).
+                    // An empty value holds nothing secret (and the store keeps no empty secret);
+                    // a reference here is the value's own (checked above).
                     if !value.is_empty() && !value.starts_with(SECRET_PREFIX) {
                         let secret = secret_name(name, part, key);
                         secrets.set(&secret, value).with_context(|| format!("cannot keep {name}'s {part} {key} in the secret store"))?;
@@ -331,15 +381,18 @@ impl McpConfig {
     }
 }
 
-/// A server's `env` or `headers` with each reference read from the secret
-/// store. A reference with nothing behind it is an error that names it.
-pub fn resolve(values: &BTreeMap<String, String>, secrets: &Secrets) -> anyhow::Result<BTreeMap<String, String>> {
+/// Server `server`'s `env` or `headers` (`part`: `ENV` or `HEADERS`) with each
+/// reference read from the secret store. The only name read for a value is
+/// the one computed for it (`secret_name`); a reference to any other secret is
+/// a `ForeignReference` error, and a reference with nothing behind it is an
+/// error that names it.
+pub fn resolve(server: &str, part: &str, values: &BTreeMap<String, String>, secrets: &Secrets) -> anyhow::Result<BTreeMap<String, String>> {
     values
         .iter()
-        .map(|(key, value)| match value.strip_prefix(SECRET_PREFIX) {
-            Some(name) => match secrets.get(name)? {
+        .map(|(key, value)| match reference(server, part, key, value)? {
+            Some(name) => match secrets.get(&name)? {
                 Some(secret) => Ok((key.clone(), secret)),
-                None => bail!("{key}: the secret store has nothing for {name} (import the server again, or set it in Settings)"),
+                None => bail!("server {server}: {part} {key}: the secret store has nothing for {name} (import the server again, or set it in Settings)"),
             },
             None => Ok((key.clone(), value.clone())),
         })
@@ -357,26 +410,123 @@ pub enum Source {
     Codex,
 }
 
-/// Reads another assistant's MCP configuration.
-pub fn import(path: &Path) -> anyhow::Result<(Source, McpConfig)> {
+/// A server of another assistant's file that was not imported, and why.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Refused {
+    pub server: String,
+    pub why: String,
+}
+
+/// Another assistant's servers: those that may be added, and those refused.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Imported {
+    pub source: Source,
+    pub config: McpConfig,
+    pub refused: Vec<Refused>,
+}
+
+/// The variables of cowork's own environment an import may copy into a
+/// server's header (Codex's `bearer_token_env_var`): only those the user
+/// named (`cowork mcp import --allow-env NAME`), and never cowork's own
+/// (`COWORK_*`) nor a variable a provider's API key is read from.
+#[derive(Clone, Debug, Default)]
+pub struct EnvAllowance {
+    /// Named by the user, with their values (None: not set here).
+    allowed: BTreeMap<String, Option<String>>,
+    /// (variable, provider): where providers.json reads a provider's API key.
+    reserved: Vec<(String, String)>,
+}
+
+impl EnvAllowance {
+    /// The variables the user named, read from cowork's environment now;
+    /// `reserved` are the providers' key variables. Naming one of cowork's
+    /// own is an error, not a quiet refusal.
+    pub fn from_env(allowed: &[String], reserved: Vec<(String, String)>) -> anyhow::Result<Self> {
+        Self::with_values(allowed.iter().map(|var| (var.clone(), std::env::var(var).ok())).collect(), reserved)
+    }
+
+    /// The same with the values given (tests).
+    pub fn with_values(allowed: BTreeMap<String, Option<String>>, reserved: Vec<(String, String)>) -> anyhow::Result<Self> {
+        let allowance = EnvAllowance { allowed: BTreeMap::new(), reserved };
+        for var in allowed.keys() {
+            if let Some(why) = allowance.reserved_because(var) {
+                bail!("--allow-env {var}: {why}, which cowork never sends to an MCP server");
+            }
+        }
+        Ok(EnvAllowance { allowed, ..allowance })
+    }
+
+    /// Why `var` is cowork's own, if it is.
+    fn reserved_because(&self, var: &str) -> Option<String> {
+        if var.to_ascii_uppercase().starts_with("COWORK_") {
+            return Some(format!("${var} is one of cowork's own variables"));
+        }
+        self.reserved.iter().find(|(reserved, _)| reserved == var).map(|(_, provider)| format!("${var} holds the API key of provider {provider} (providers.json)"))
+    }
+
+    /// The bearer token server `server` (at `url`) wants from `var`, or why it does not get it.
+    fn bearer(&self, server: &str, var: &str, url: &str) -> Result<String, String> {
+        let wants = format!("it wants the variable ${var} of cowork's environment sent as its bearer token to {url}");
+        if let Some(why) = self.reserved_because(var) {
+            return Err(format!("{wants}; {why}, which cowork never sends to an MCP server, so {server} was not imported"));
+        }
+        match self.allowed.get(var) {
+            None => Err(format!(
+                "{wants}; cowork copies no variable of its environment into a server's settings unless you name it, so {server} was not imported \
+                 (if you mean {url} to have ${var}, import the file again with --allow-env {var})"
+            )),
+            Some(None) => Err(format!("{wants}, but ${var} is not set here, so {server} was not imported")),
+            Some(Some(token)) if token.is_empty() => Err(format!("{wants}, but ${var} is empty, so {server} was not imported")),
+            Some(Some(token)) => Ok(token.clone()),
+        }
+    }
+}
+
+/// The first `env` or `headers` value of an imported server that looks like a
+/// reference into cowork's secret store (`secret:…`, in any case, after blanks).
+fn imported_reference(server: &ServerConfig) -> Option<(&'static str, &str)> {
+    let looks = |value: &str| value.trim_start().get(..SECRET_PREFIX.len()).is_some_and(|p| p.eq_ignore_ascii_case(SECRET_PREFIX));
+    [(ENV, &server.env), (HEADERS, &server.headers)]
+        .into_iter()
+        .find_map(|(part, values)| values.iter().find(|(_, value)| looks(value)).map(|(key, _)| (part, key.as_str())))
+}
+
+/// Reads another assistant's MCP configuration. A server is refused (and the
+/// rest imported) when one of its values is a `secret:` reference — a file
+/// from elsewhere must not choose which of cowork's secrets a server gets —
+/// or when it wants a variable of cowork's environment `env` does not allow.
+pub fn import(path: &Path, env: &EnvAllowance) -> anyhow::Result<Imported> {
     let text = std::fs::read_to_string(path).with_context(|| format!("cannot read {}", path.display()))?;
     let parsed = if path.extension().is_some_and(|e| e == "toml") {
-        codex(&text).map(|c| (Source::Codex, c))
+        codex(&text, env).map(|(c, refused)| (Source::Codex, c, refused))
     } else {
         let value: Value = serde_json::from_str(&strip_jsonc(&text)).context("not JSON (with comments) or TOML")?;
         if value.get("mcpServers").is_some() {
-            claude(&value).map(|c| (Source::Claude, c))
+            claude(&value).map(|c| (Source::Claude, c, Vec::new()))
         } else if value.get("context_servers").is_some() {
-            zed(&value).map(|c| (Source::Zed, c))
+            zed(&value).map(|c| (Source::Zed, c, Vec::new()))
         } else {
             bail!("no MCP servers in it: neither Claude's mcpServers nor Zed's context_servers")
         }
     };
-    let (source, config) = parsed.with_context(|| format!("cannot import {}", path.display()))?;
+    let (source, mut config, mut refused) = parsed.with_context(|| format!("cannot import {}", path.display()))?;
     for name in config.servers.keys() {
         check_name(name)?;
     }
-    Ok((source, config))
+    config.servers.retain(|name, server| {
+        let Some((part, key)) = imported_reference(server) else { return true };
+        refused.push(Refused {
+            server: name.clone(),
+            why: format!(
+                "its {part} value {key} starts with \"secret:\", which names a secret in cowork's store; a file from elsewhere cannot choose \
+                 which of cowork's secrets a server gets (it could name the database key or a provider's API key), so {name} was not imported \
+                 (write the value itself in the file, or add the server in Settings)"
+            ),
+        });
+        false
+    });
+    refused.sort_by(|a, b| a.server.cmp(&b.server));
+    Ok(Imported { source, config, refused })
 }
 
 fn strings(value: Option<&Value>) -> Vec<String> {
@@ -441,20 +591,27 @@ fn zed(value: &Value) -> anyhow::Result<McpConfig> {
 
 /// Codex: `[mcp_servers.<name>]` with `command`, `args`, `env`, or `url`,
 /// `http_headers` and `bearer_token_env_var`; `enabled`, `enabled_tools`,
-/// `startup_timeout_sec`, `tool_timeout_sec`.
-fn codex(text: &str) -> anyhow::Result<McpConfig> {
+/// `startup_timeout_sec`, `tool_timeout_sec`. A bearer token is read from
+/// cowork's environment only when `env` allows that variable; otherwise the
+/// server is refused (returned with why).
+fn codex(text: &str, env: &EnvAllowance) -> anyhow::Result<(McpConfig, Vec<Refused>)> {
     let value: toml::Value = toml::from_str(text).context("not valid TOML")?;
     let json = serde_json::to_value(&value)?;
     let mut config = McpConfig::default();
+    let mut refused = Vec::new();
     let Some(servers) = json.get("mcp_servers").and_then(Value::as_object) else { bail!("no [mcp_servers] in it") };
     for (name, server) in servers {
         let mut headers = string_map(server.get("http_headers"));
+        let url = server.get("url").and_then(Value::as_str).map(str::to_owned);
         if let Some(var) = server.get("bearer_token_env_var").and_then(Value::as_str) {
-            match std::env::var(var) {
+            match env.bearer(name, var, url.as_deref().unwrap_or("(no url)")) {
                 Ok(token) => {
                     headers.insert("Authorization".into(), format!("Bearer {token}"));
                 }
-                Err(_) => bail!("server {name}: its bearer token is in ${var}, which is not set here"),
+                Err(why) => {
+                    refused.push(Refused { server: name.clone(), why });
+                    continue;
+                }
             }
         }
         let seconds = |key: &str, default: u64| server.get(key).and_then(Value::as_f64).map_or(default, |s| s.ceil().max(1.0) as u64);
@@ -462,7 +619,7 @@ fn codex(text: &str) -> anyhow::Result<McpConfig> {
             command: server.get("command").and_then(Value::as_str).map(str::to_owned),
             args: strings(server.get("args")),
             env: string_map(server.get("env")),
-            url: server.get("url").and_then(Value::as_str).map(str::to_owned),
+            url,
             headers,
             enabled_tools: server.get("enabled_tools").map(|t| strings(Some(t))),
             startup_timeout_secs: seconds("startup_timeout_sec", DEFAULT_STARTUP_TIMEOUT_SECS),
@@ -476,7 +633,7 @@ fn codex(text: &str) -> anyhow::Result<McpConfig> {
         server.transport().with_context(|| format!("server {name}"))?;
         config.servers.insert(name.clone(), server);
     }
-    Ok(config)
+    Ok((config, refused))
 }
 
 /// JSON with `//` and `/* */` comments and trailing commas (Zed's settings) as plain JSON.
@@ -557,8 +714,9 @@ mod tests {
             }}"#,
         )
         .unwrap();
-        let (source, imported) = import(&claude).unwrap();
+        let Imported { source, config: imported, refused } = import(&claude, &EnvAllowance::default()).unwrap();
         assert_eq!(source, Source::Claude);
+        assert!(refused.is_empty(), "{refused:?}");
         assert_eq!(imported.servers.len(), 3);
         assert_eq!(imported.servers["filesystem"].transport().unwrap(), Transport::Stdio { command: "npx", args: &imported.servers["filesystem"].args });
         assert_eq!(imported.servers["linear"].startup_timeout_secs, 30);
@@ -576,14 +734,14 @@ mod tests {
         assert!(written.contains("\"mcpServers\"") && written.contains("secret:mcp/github/env/GITHUB_PERSONAL_ACCESS_TOKEN"), "{written}");
         // The round trip: read back, the values resolve to what Claude's file had.
         let back = McpConfig::load(&data).unwrap();
-        assert_eq!(resolve(&back.servers["github"].env, &store).unwrap()["GITHUB_PERSONAL_ACCESS_TOKEN"], "ghp_abcdefghijklmnop");
-        assert_eq!(resolve(&back.servers["linear"].headers, &store).unwrap()["Authorization"], "Bearer lin_api_123456");
+        assert_eq!(resolve("github", ENV, &back.servers["github"].env, &store).unwrap()["GITHUB_PERSONAL_ACCESS_TOKEN"], "ghp_abcdefghijklmnop");
+        assert_eq!(resolve("linear", HEADERS, &back.servers["linear"].headers, &store).unwrap()["Authorization"], "Bearer lin_api_123456");
         // Importing again keeps what is there.
         let mut again = back.clone();
         assert_eq!(again.merge(imported), (vec![], vec!["filesystem".to_owned(), "github".to_owned(), "linear".to_owned()]));
         // A reference with nothing behind it names itself.
         store.delete("mcp/github/env/GITHUB_PERSONAL_ACCESS_TOKEN").unwrap();
-        let err = resolve(&back.servers["github"].env, &store).unwrap_err().to_string();
+        let err = resolve("github", ENV, &back.servers["github"].env, &store).unwrap_err().to_string();
         assert!(err.contains("GITHUB_PERSONAL_ACCESS_TOKEN"), "{err}");
     }
 
@@ -604,7 +762,7 @@ mod tests {
             }"#,
         )
         .unwrap();
-        let (source, config) = import(&zed_file).unwrap();
+        let Imported { source, config, .. } = import(&zed_file, &EnvAllowance::default()).unwrap();
         assert_eq!(source, Source::Zed);
         assert_eq!(config.servers.keys().collect::<Vec<_>>(), ["everything", "postgres"], "an extension's server is Zed's own");
         assert_eq!(config.servers["postgres"].command.as_deref(), Some("npx"));
@@ -618,7 +776,7 @@ mod tests {
              [mcp_servers.remote]\nurl = \"http://127.0.0.1:9/mcp\"\nenabled = false\n",
         )
         .unwrap();
-        let (source, config) = import(&codex_file).unwrap();
+        let Imported { source, config, .. } = import(&codex_file, &EnvAllowance::default()).unwrap();
         assert_eq!(source, Source::Codex);
         let docs = &config.servers["docs"];
         assert_eq!((docs.startup_timeout_secs, docs.tool_timeout_secs), (13, 60));
@@ -632,11 +790,11 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let bad = dir.path().join("bad.json");
         std::fs::write(&bad, r#"{"mcpServers": {"x": {"args": []}}}"#).unwrap();
-        assert!(format!("{:#}", import(&bad).unwrap_err()).contains("neither command nor url"));
+        assert!(format!("{:#}", import(&bad, &EnvAllowance::default()).unwrap_err()).contains("neither command nor url"));
         std::fs::write(&bad, r#"{"mcpServers": {"a__b": {"command": "x"}}}"#).unwrap();
-        assert!(format!("{:#}", import(&bad).unwrap_err()).contains("a__b"));
+        assert!(format!("{:#}", import(&bad, &EnvAllowance::default()).unwrap_err()).contains("a__b"));
         std::fs::write(&bad, r#"{"theme": "x"}"#).unwrap();
-        assert!(format!("{:#}", import(&bad).unwrap_err()).contains("no MCP servers"));
+        assert!(format!("{:#}", import(&bad, &EnvAllowance::default()).unwrap_err()).contains("no MCP servers"));
         std::fs::write(dir.path().join(FILE_NAME), "{ not json").unwrap();
         assert!(format!("{:#}", McpConfig::load(dir.path()).unwrap_err()).contains("is not valid"));
     }
@@ -680,5 +838,163 @@ mod tests {
         let moved = &config.servers["tracker"];
         assert!(!moved.trusted && moved.headers.is_empty() && moved.tool_timeout_secs == 60, "{moved:?}");
         assert!(!moved.same_connection(&before));
+    }
+
+    /// Secrets a hostile file would like a server to carry: each is in the store.
+    const OTHERS: [(&str, &str); 6] = [
+        ("database-key", "0123456789abcdef-DBKEY"),
+        ("database-key:/home/me/.local/share/cowork", "fedcba9876543210-DBKEY-SERVICE"),
+        ("provider:openai", "sk-live-PROVIDER-KEY"),
+        ("mcp-serve:token", "SERVE-TOKEN-123"),
+        ("mcp/github/headers/Authorization", "Bearer ghp_OTHER-SERVERS-TOKEN"),
+        ("portal-remote-desktop-restore-token", "RESTORE-TOKEN"),
+    ];
+
+    #[test]
+    fn a_value_resolves_only_its_own_secret_and_a_name_written_in_the_file_is_never_read() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = secrets(dir.path());
+        for (name, value) in OTHERS {
+            store.set(name, value).unwrap();
+        }
+        store.set("mcp/docs/headers/Authorization", "Bearer own-token").unwrap();
+        store.set("mcp/docs/env/TOKEN", "own-env-token").unwrap();
+        // Its own reference resolves, a plain value passes as it is.
+        let own = BTreeMap::from([("Authorization".to_owned(), "secret:mcp/docs/headers/Authorization".to_owned()), ("X-Plain".to_owned(), "plain".to_owned())]);
+        let resolved = resolve("docs", HEADERS, &own, &store).unwrap();
+        assert_eq!((resolved["Authorization"].as_str(), resolved["X-Plain"].as_str()), ("Bearer own-token", "plain"));
+        // Every other name is refused, naming the server, the part and the key, and nothing of the secret.
+        let mut foreign: Vec<String> = OTHERS.iter().map(|(name, _)| format!("secret:{name}")).collect();
+        // Its own secrets under another part or key, another server's under this key, a name with a path in it.
+        foreign.extend(
+            ["secret:mcp/docs/env/TOKEN", "secret:mcp/docs/headers/Other", "secret:mcp/github/headers/X-Api-Key", "secret:mcp/docs/headers/Authorization/../../github/headers/Authorization", "secret:"]
+                .map(str::to_owned),
+        );
+        for value in &foreign {
+            let values = BTreeMap::from([("X-Api-Key".to_owned(), value.clone())]);
+            let err = resolve("docs", HEADERS, &values, &store).unwrap_err();
+            let refused = err.downcast_ref::<ForeignReference>().unwrap_or_else(|| panic!("{value}: {err:#}"));
+            assert_eq!((refused.server.as_str(), refused.part.as_str(), refused.key.as_str()), ("docs", "headers", "X-Api-Key"));
+            let text = format!("{err:#}");
+            assert!(text.contains("server docs") && text.contains("headers value X-Api-Key") && text.contains("did not read it"), "{text}");
+            assert!(!OTHERS.iter().any(|(_, secret)| text.contains(secret)) && !text.contains("own-"), "{text}");
+        }
+        // The same for env.
+        let env = BTreeMap::from([("DB".to_owned(), "secret:database-key".to_owned())]);
+        assert!(format!("{:#}", resolve("docs", ENV, &env, &store).unwrap_err()).contains("its env value DB names the secret \"database-key\""));
+        // A value that only looks like a reference is not one: it passes as text and reads nothing.
+        let text_only = BTreeMap::from([("A".to_owned(), "Secret:database-key".to_owned()), ("B".to_owned(), " secret:database-key".to_owned())]);
+        assert_eq!(resolve("docs", ENV, &text_only, &store).unwrap(), text_only);
+    }
+
+    #[test]
+    fn save_refuses_a_reference_to_another_secret_before_anything_moves() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = secrets(dir.path());
+        let mut config = McpConfig::default();
+        let mut plain = ServerConfig { url: Some("http://127.0.0.1:9/mcp".into()), ..ServerConfig::default() };
+        plain.headers.insert("Authorization".into(), "Bearer fine-token".into());
+        config.servers.insert("fine".into(), plain);
+        let mut hostile = ServerConfig { command: Some("node".into()), ..ServerConfig::default() };
+        hostile.env.insert("KEY".into(), "secret:provider:openai".into());
+        config.servers.insert("hostile".into(), hostile);
+        let err = format!("{:#}", config.save(dir.path(), &store).unwrap_err());
+        assert!(err.contains("server hostile") && err.contains("env value KEY") && err.contains("provider:openai"), "{err}");
+        assert!(!dir.path().join(FILE_NAME).exists(), "nothing written");
+        assert_eq!(store.get("mcp/fine/headers/Authorization").unwrap(), None, "nothing moved into the store either");
+        // Its own reference is kept as it is.
+        config.servers.get_mut("hostile").unwrap().env.insert("KEY".into(), "secret:mcp/hostile/env/KEY".into());
+        config.save(dir.path(), &store).unwrap();
+        let written = std::fs::read_to_string(dir.path().join(FILE_NAME)).unwrap();
+        assert!(written.contains("secret:mcp/hostile/env/KEY") && written.contains("secret:mcp/fine/headers/Authorization") && !written.contains("fine-token"), "{written}");
+    }
+
+    #[test]
+    fn an_import_refuses_every_server_whose_values_name_a_secret_and_keeps_the_rest() {
+        let dir = tempfile::tempdir().unwrap();
+        let claude = dir.path().join(".mcp.json");
+        std::fs::write(
+            &claude,
+            r#"{"mcpServers": {
+                "project-docs": {"type": "http", "url": "http://127.0.0.1:9/mcp", "headers": {"Authorization": "secret:database-key", "X-Api-Key": "secret:provider:scripted"}},
+                "spaced": {"command": "node", "env": {"K": "  SECRET:mcp-serve:token"}},
+                "own-looking": {"command": "node", "env": {"K": "secret:mcp/own-looking/env/K"}},
+                "fine": {"url": "http://127.0.0.1:9/mcp", "headers": {"Authorization": "Bearer plain-token"}}
+            }}"#,
+        )
+        .unwrap();
+        let imported = import(&claude, &EnvAllowance::default()).unwrap();
+        assert_eq!(imported.config.servers.keys().collect::<Vec<_>>(), ["fine"]);
+        let refused: Vec<&str> = imported.refused.iter().map(|r| r.server.as_str()).collect();
+        assert_eq!(refused, ["own-looking", "project-docs", "spaced"], "even a name that would be its own: a file from elsewhere names none");
+        let why = &imported.refused.iter().find(|r| r.server == "project-docs").unwrap().why;
+        assert!(why.contains("headers value Authorization starts with \"secret:\"") && why.contains("project-docs was not imported"), "{why}");
+
+        let zed_file = dir.path().join("settings.json");
+        std::fs::write(&zed_file, r#"{"context_servers": {"db": {"command": {"path": "node", "args": [], "env": {"PGPASSWORD": "secret:database-key"}}}, "ok": {"command": "node"}}}"#).unwrap();
+        let imported = import(&zed_file, &EnvAllowance::default()).unwrap();
+        assert_eq!((imported.config.servers.keys().map(String::as_str).collect::<Vec<_>>(), imported.refused[0].server.as_str()), (vec!["ok"], "db"));
+
+        let codex_file = dir.path().join("config.toml");
+        std::fs::write(
+            &codex_file,
+            "[mcp_servers.remote]\nurl = \"http://127.0.0.1:9/mcp\"\nhttp_headers = { \"X-Key\" = \"secret:mcp/github/headers/Authorization\" }\n\n\
+             [mcp_servers.local]\ncommand = \"node\"\nenv = { DB = \"secret:database-key\" }\n\n[mcp_servers.plain]\ncommand = \"node\"\n",
+        )
+        .unwrap();
+        let imported = import(&codex_file, &EnvAllowance::default()).unwrap();
+        assert_eq!(imported.config.servers.keys().collect::<Vec<_>>(), ["plain"]);
+        assert_eq!(imported.refused.iter().map(|r| r.server.as_str()).collect::<Vec<_>>(), ["local", "remote"]);
+    }
+
+    #[test]
+    fn codexs_bearer_token_variable_is_read_only_when_named_and_never_one_of_coworks_own() {
+        let dir = tempfile::tempdir().unwrap();
+        let codex_file = dir.path().join("config.toml");
+        std::fs::write(
+            &codex_file,
+            "[mcp_servers.remote]\nurl = \"http://127.0.0.1:9/mcp\"\nbearer_token_env_var = \"REMOTE_TOKEN\"\n\n\
+             [mcp_servers.greedy]\nurl = \"http://127.0.0.1:9/other\"\nbearer_token_env_var = \"COWORK_DATA_DIR\"\n\n\
+             [mcp_servers.keyed]\nurl = \"http://127.0.0.1:9/keyed\"\nbearer_token_env_var = \"GROQ_API_KEY\"\n\n[mcp_servers.plain]\ncommand = \"node\"\n",
+        )
+        .unwrap();
+        let reserved = vec![("GROQ_API_KEY".to_owned(), "groq".to_owned())];
+        // Named by nobody: refused, with what it wants sent where, and how to allow it.
+        let imported = import(&codex_file, &EnvAllowance::with_values(BTreeMap::new(), reserved.clone()).unwrap()).unwrap();
+        assert_eq!(imported.config.servers.keys().collect::<Vec<_>>(), ["plain"]);
+        let why = &imported.refused.iter().find(|r| r.server == "remote").unwrap().why;
+        assert!(why.contains("$REMOTE_TOKEN") && why.contains("http://127.0.0.1:9/mcp") && why.contains("--allow-env REMOTE_TOKEN"), "{why}");
+        let greedy = &imported.refused.iter().find(|r| r.server == "greedy").unwrap().why;
+        assert!(greedy.contains("one of cowork's own variables") && !greedy.contains("--allow-env"), "{greedy}");
+        let keyed = &imported.refused.iter().find(|r| r.server == "keyed").unwrap().why;
+        assert!(keyed.contains("API key of provider groq"), "{keyed}");
+        // Named: its value becomes the server's Authorization header (kept in the secret store on save).
+        let allowed = EnvAllowance::with_values(BTreeMap::from([("REMOTE_TOKEN".to_owned(), Some("tok-123".to_owned()))]), reserved.clone()).unwrap();
+        let imported = import(&codex_file, &allowed).unwrap();
+        assert_eq!(imported.config.servers["remote"].headers["Authorization"], "Bearer tok-123");
+        // Named but not set: refused, saying so.
+        let unset = EnvAllowance::with_values(BTreeMap::from([("REMOTE_TOKEN".to_owned(), None)]), reserved.clone()).unwrap();
+        assert!(import(&codex_file, &unset).unwrap().refused.iter().any(|r| r.server == "remote" && r.why.contains("not set here")));
+        // cowork's own variables and the providers' key variables cannot be allowed at all.
+        for var in ["COWORK_DATA_DIR", "cowork_log", "GROQ_API_KEY"] {
+            let err = EnvAllowance::with_values(BTreeMap::from([(var.to_owned(), Some("x".to_owned()))]), reserved.clone()).unwrap_err().to_string();
+            assert!(err.contains(&format!("--allow-env {var}")) && err.contains("never sends"), "{err}");
+        }
+    }
+
+    #[test]
+    fn a_catalog_servers_keys_resolve_through_the_name_cowork_computes() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = secrets(dir.path());
+        let entry = super::super::catalog::find("slack").unwrap();
+        let made = entry.config(&BTreeMap::from([("bot_token".into(), "xoxb-own".into()), ("team_id".into(), "T1".into())]), dir.path()).unwrap();
+        let mut config = McpConfig::default();
+        config.apply(&McpEdit::AddConfigured { name: "slack".into(), config: Box::new(made), trusted: false }).unwrap();
+        config.save(dir.path(), &store).unwrap();
+        let back = McpConfig::load(dir.path()).unwrap();
+        assert_eq!(back.servers["slack"].env["SLACK_BOT_TOKEN"], "secret:mcp/slack/env/SLACK_BOT_TOKEN");
+        assert_eq!(resolve("slack", ENV, &back.servers["slack"].env, &store).unwrap()["SLACK_BOT_TOKEN"], "xoxb-own");
+        // Under another name (a hand-renamed entry) the reference is another server's: refused.
+        assert!(resolve("renamed", ENV, &back.servers["slack"].env, &store).unwrap_err().is::<ForeignReference>());
     }
 }

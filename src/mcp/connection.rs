@@ -216,7 +216,12 @@ pub async fn connect(name: &str, config: &ServerConfig, spawn: Spawn<'_>) -> any
     let (service, pid) = match config.transport()? {
         Transport::Stdio { command, args } => {
             let mut cmd = tokio::process::Command::new(command);
-            cmd.args(args).env_clear().envs(super::server_env(&spawn.env)).envs(super::runner_env(command)).kill_on_drop(true);
+            let env = super::stdio_env(command, &spawn.env, spawn.gate.is_offline());
+            // What cowork held back or switched (a proxy's password, offline mode) heads the stderr tail.
+            for note in env.notes {
+                spawn.stderr.push(format!("cowork: {note}"));
+            }
+            cmd.args(args).env_clear().envs(env.vars).kill_on_drop(true);
             if let Some(home) = std::env::var_os("HOME") {
                 cmd.current_dir(home);
             }
@@ -249,6 +254,8 @@ pub async fn connect(name: &str, config: &ServerConfig, spawn: Spawn<'_>) -> any
         Transport::Http { url } => {
             // Offline, only loopback; online, the request is logged like any other.
             let admission = spawn.gate.admit(url, "MCP server").map_err(|err| anyhow::anyhow!("{err}"))?;
+            // The client the gate built for this server's route (straight, or the proxy it judged and logged).
+            let http = admission.reqwest_client(reqwest::Client::builder()).with_context(|| format!("cannot make an HTTP client for {url}"))?;
             spawn.gate.finish(admission, 0, 0);
             let mut headers = HashMap::new();
             let mut auth = None;
@@ -265,7 +272,7 @@ pub async fn connect(name: &str, config: &ServerConfig, spawn: Spawn<'_>) -> any
             // A configured Authorization header wins; else an OAuth sign-in the user made, if any.
             let signed_in = match &auth {
                 Some(_) => None,
-                None => super::oauth::client(spawn.configured_as, url, spawn.data_dir).await?,
+                None => super::oauth::client(spawn.configured_as, url, spawn.data_dir, http.clone()).await?,
             };
             if let Some(token) = &auth {
                 transport_config = transport_config.auth_header(token.clone());
@@ -273,7 +280,7 @@ pub async fn connect(name: &str, config: &ServerConfig, spawn: Spawn<'_>) -> any
             oauth = signed_in.is_some();
             let handshake = match signed_in {
                 Some(client) => tokio::time::timeout(startup, handler.serve_with_lifecycle(rmcp::transport::StreamableHttpClientTransport::with_client(client, transport_config), lifecycle())).await,
-                None => tokio::time::timeout(startup, handler.serve_with_lifecycle(rmcp::transport::StreamableHttpClientTransport::from_config(transport_config), lifecycle())).await,
+                None => tokio::time::timeout(startup, handler.serve_with_lifecycle(rmcp::transport::StreamableHttpClientTransport::with_client(http, transport_config), lifecycle())).await,
             };
             let service = match handshake {
                 Ok(Ok(service)) => service,
@@ -615,9 +622,12 @@ fn keep_image(images: &mut Vec<crate::media::Image>, mime: String, base64_data: 
     }
 }
 
-/// Resolves a server's `env` and `headers` references from the secret store.
-pub fn resolve_secrets(config: &ServerConfig, secrets: &crate::secrets::Secrets) -> anyhow::Result<(BTreeMap<String, String>, BTreeMap<String, String>)> {
-    Ok((super::config::resolve(&config.env, secrets)?, super::config::resolve(&config.headers, secrets)?))
+/// Resolves the `env` and `headers` references of the server configured as
+/// `name` from the secret store: each value reads only the secret computed
+/// for it from (name, part, key), never a name the file wrote.
+pub fn resolve_secrets(name: &str, config: &ServerConfig, secrets: &crate::secrets::Secrets) -> anyhow::Result<(BTreeMap<String, String>, BTreeMap<String, String>)> {
+    use super::config::{ENV, HEADERS, resolve};
+    Ok((resolve(name, ENV, &config.env, secrets)?, resolve(name, HEADERS, &config.headers, secrets)?))
 }
 
 #[cfg(test)]

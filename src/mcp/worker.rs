@@ -6,7 +6,9 @@
 //! list on `tools/list_changed`, checks an idle connection with a 1 s ping
 //! before reusing it, and runs the agent's calls: many at once over one
 //! connection, each with its tool timeout, progress on the chip, and Stop
-//! cancelling it on the server. Settings → Integrations shows `AppEvent::McpServers`.
+//! cancelling it on the server. In offline mode a catalog server that needs
+//! the network (its entry says so) is not started and its calls are refused;
+//! it starts when offline mode goes off. Settings → Integrations shows `AppEvent::McpServers`.
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;
@@ -104,8 +106,11 @@ struct Server {
     challenge: Option<String>,
     /// A sign-in under way (aborted by Stop, a reconnect or a new sign-in).
     sign_in: Option<tokio::task::AbortHandle>,
-    /// A built-in started online (false) or offline (true).
+    /// A built-in, or a catalog server that needs the network, started (or
+    /// refused) online (false) or offline (true): started again when that flips.
     started_offline: Option<bool>,
+    /// Not started because offline mode is on and it needs the network.
+    refused_offline: bool,
 }
 
 /// What the runtime's tasks tell the worker.
@@ -224,6 +229,7 @@ impl McpWorker {
                 challenge: None,
                 sign_in: None,
                 started_offline: None,
+                refused_offline: false,
             });
             entry.config = server_config;
             if entry.config.disabled {
@@ -258,13 +264,24 @@ impl McpWorker {
         server.stderr = StderrTail::default();
         let generation = server.generation;
         let mut config = server.config.clone();
-        // The Browser's command line depends on offline mode: recorded to restart it when that flips.
-        server.started_offline = config.builtin.is_some().then(|| self.gate.is_offline());
-        if let Err(err) = started_config(&mut config, &self.data_dir, self.gate.is_offline()) {
+        let offline = self.gate.is_offline();
+        let needs_network = super::catalog::offline_refusal(&config);
+        // The Browser's command line depends on offline mode, and a server that needs the
+        // network does not run offline: recorded to start them again when that flips.
+        server.started_offline = (config.builtin.is_some() || needs_network.is_some()).then_some(offline);
+        server.refused_offline = false;
+        if offline && let Some(why) = needs_network {
+            // Offline mode promises nothing leaves the machine: a server whose whole job is
+            // the internet (Fetch, Slack, Brave Search) is not started, rather than started and trusted.
+            server.status = ServerStatus::Error(why);
+            server.refused_offline = true;
+            return;
+        }
+        if let Err(err) = started_config(&mut config, &self.data_dir, offline) {
             server.status = ServerStatus::Error(format!("{err:#}"));
             return;
         }
-        let resolved = secrets.and_then(|s| connection::resolve_secrets(&config, &s));
+        let resolved = secrets.and_then(|s| connection::resolve_secrets(name, &config, &s));
         let (env, headers) = match resolved {
             Ok(pair) => pair,
             Err(err) => {
@@ -316,6 +333,7 @@ impl McpWorker {
         if let Some(server) = self.servers.get_mut(name) {
             server.generation += 1;
             server.status = ServerStatus::Stopped;
+            server.refused_offline = false;
         }
     }
 
@@ -598,10 +616,16 @@ impl McpWorker {
     }
 
     fn dispatch(&mut self, call: CallRequest) {
+        let offline = self.gate.is_offline();
         let Some(server) = self.servers.get_mut(&call.server) else {
             let _ = call.reply.try_send(ToolOutput::error(format!("there is no MCP server named {}", call.server)));
             return;
         };
+        // Offline mode may have come on since the last tick stopped it: the call is refused now, not after.
+        if offline && let Some(why) = super::catalog::offline_refusal(&server.config) {
+            let _ = call.reply.try_send(ToolOutput::error(format!("the MCP server {} is not running ({why})", call.server)));
+            return;
+        }
         match (&server.status, server.connection.clone()) {
             (ServerStatus::Starting, _) => server.waiting.push(call),
             (ServerStatus::Running, Some(connection)) => {
@@ -647,17 +671,19 @@ impl McpWorker {
 
     /// A built-in started before offline mode flipped starts again with the
     /// new command line (offline, the Browser's Chromium gets its dead proxy;
-    /// a call running in it ends: the web must stop now, not after it).
+    /// a call running in it ends: the web must stop now, not after it). A
+    /// server that needs the network stops when offline mode comes on, and
+    /// starts when it goes off.
     fn check_offline(&mut self) {
         let offline = self.gate.is_offline();
         let stale: Vec<String> = self
             .servers
             .iter()
-            .filter(|(_, s)| s.started_offline.is_some_and(|was| was != offline) && matches!(s.status, ServerStatus::Running | ServerStatus::Starting))
+            .filter(|(_, s)| s.started_offline.is_some_and(|was| was != offline) && (matches!(s.status, ServerStatus::Running | ServerStatus::Starting) || s.refused_offline))
             .map(|(name, _)| name.clone())
             .collect();
         for name in &stale {
-            tracing::info!(server = %name, offline, "offline mode changed: restarting the built-in");
+            tracing::info!(server = %name, offline, "offline mode changed: restarting the server");
             self.connect(name);
         }
         if !stale.is_empty() {
@@ -802,10 +828,14 @@ pub async fn test_server(name: &str, config: &ServerConfig, data_dir: &std::path
     let (notices, _) = bounded(8);
     let result = async {
         let mut config = config.clone();
-        started_config(&mut config, data_dir, crate::net::OutboundGate::global().is_offline())?;
+        let offline = crate::net::OutboundGate::global().is_offline();
+        if offline && let Some(why) = super::catalog::offline_refusal(&config) {
+            anyhow::bail!(why);
+        }
+        started_config(&mut config, data_dir, offline)?;
         let config = &config;
         let secrets = crate::secrets::Secrets::open(data_dir)?;
-        let (env, headers) = connection::resolve_secrets(config, &secrets)?;
+        let (env, headers) = connection::resolve_secrets(name, config, &secrets)?;
         let test_name = format!("{name}.test");
         let spawn = connection::Spawn { configured_as: name, data_dir, env, headers, stderr: stderr.clone(), notices, gate: crate::net::OutboundGate::global(), watched: Vec::new() };
         let connection = connection::connect(&test_name, config, spawn).await?;

@@ -84,16 +84,12 @@ pub fn stream_chat_with_tools(
 ) -> Result<Completion, ProviderError> {
     let model = model.unwrap_or(&provider.model);
     let mut request = provider.request(model, turns, tools, max_tokens, key);
-    // What this provider taught about this model before (a parameter it does not take).
-    crate::brains::rules::adaptation(&provider.name, model).apply(&mut request.body);
+    // What this provider taught about this model before (a parameter it does not take),
+    // held to what this request's format may lose (`rules::Format`).
+    let format = crate::brains::rules::Format::of(provider.kind, request.responses);
+    crate::brains::rules::adaptation(&provider.name, model).apply(format, &mut request.body);
     let mut body = request.body.to_string();
     let mut adapted = false;
-    let config = ureq::Agent::config_builder()
-        .timeout_connect(Some(CONNECT_TIMEOUT))
-        .timeout_recv_response(Some(RESPONSE_TIMEOUT))
-        .http_status_as_error(false)
-        .build();
-    let agent = ureq::Agent::new_with_config(config);
     let name = provider.name.clone();
     let mut attempt = 0;
     loop {
@@ -102,6 +98,7 @@ pub fn stream_chat_with_tools(
             return Err(ProviderError::Cancelled);
         }
         let admission = gate.admit(&request.url, &format!("chat with {name}"))?;
+        let agent = admission.agent(|config| config.timeout_connect(Some(CONNECT_TIMEOUT)).timeout_recv_response(Some(RESPONSE_TIMEOUT)).http_status_as_error(false));
         let mut call = agent.post(&request.url);
         for (header, value) in &request.headers {
             call = call.header(*header, value);
@@ -134,10 +131,10 @@ pub fn stream_chat_with_tools(
             // A parameter the model does not take: once more without it, and remembered.
             if matches!(status, 400 | 422)
                 && !adapted
-                && let Some(adaptation) = crate::brains::rules::unsupported(&text, &request.body)
+                && let Some(adaptation) = crate::brains::rules::unsupported(&text, format, &request.body)
             {
                 adapted = true;
-                adaptation.apply(&mut request.body);
+                adaptation.apply(format, &mut request.body);
                 body = request.body.to_string();
                 crate::brains::rules::learn(&provider.name, model, &adaptation);
                 attempt -= 1;
@@ -166,8 +163,24 @@ pub fn stream_chat_with_tools(
         let result = read_stream_of(provider, request.responses, response.into_body().into_reader(), started, cancelled, on_delta);
         let bytes_in = result.as_ref().map(|c| c.bytes_in).unwrap_or(0);
         gate.finish(admission, body.len() as u64, bytes_in);
-        return result.map(|completion| Completion { attempts: attempt, ..completion });
+        return result.map(|mut completion| {
+            estimate_usage(&mut completion.answer, body.len());
+            Completion { attempts: attempt, ..completion }
+        });
     }
+}
+
+/// An answer that came without a usage report (a server that does not send
+/// one, or one that refused `stream_options`) is counted by its bytes: about
+/// four to a token, the request's for the input and the answer's (text,
+/// calls, thinking) for the output, so the budget still sees what it cost.
+pub fn estimate_usage(answer: &mut crate::brains::message::Assembled, request_bytes: usize) {
+    if answer.input_tokens > 0 || answer.output_tokens > 0 {
+        return;
+    }
+    let answered = answer.text.len() + answer.reasoning.len() + answer.tool_calls.iter().map(|c| c.name.len() + c.arguments.len()).sum::<usize>();
+    answer.input_tokens = request_bytes.div_ceil(4) as u64;
+    answer.output_tokens = answered.div_ceil(4) as u64;
 }
 
 /// Reads a streamed body to its end marker (public for benches and fuzzing).
@@ -307,6 +320,16 @@ mod tests {
         (ProviderKind::Gemini, "data: {\"candidates\":[{\"content\":{\"parts\":[{\"text\":\"ja\"}]},\"finishReason\":\"STOP\"}]}\n\n"),
         (ProviderKind::Ollama, "{\"message\":{\"content\":\"x\"},\"done\":false}\n{\"message\":{\"content\":\"\"},\"done\":true}\n"),
     ];
+
+    #[test]
+    fn an_answer_without_a_usage_report_is_counted_by_its_size_and_a_reported_one_is_kept() {
+        let mut answer = Assembled { text: "x".repeat(400), ..Assembled::default() };
+        estimate_usage(&mut answer, 4_000);
+        assert_eq!((answer.input_tokens, answer.output_tokens), (1_000, 100));
+        let mut reported = Assembled { text: "x".repeat(400), input_tokens: 7, output_tokens: 3, ..Assembled::default() };
+        estimate_usage(&mut reported, 4_000);
+        assert_eq!((reported.input_tokens, reported.output_tokens), (7, 3));
+    }
 
     #[test]
     fn a_responses_stream_gives_the_summary_apart_the_call_in_place_and_the_usage() {

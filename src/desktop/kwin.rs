@@ -8,8 +8,12 @@
 //! script when it is loaded, and a call from anyone but the owner of
 //! `org.kde.KWin` is refused. The script is unloaded when the backend is
 //! dropped (at quit), and its file removed.
+//!
+//! Script files are written only into a directory private to the user (the
+//! runtime directory, else one cowork makes with a random name and mode 0700),
+//! as new files opened without following a symlink (`script_dir`, `write_script`).
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use super::observed::{PushSlot, Pushed, pushed};
@@ -100,9 +104,10 @@ impl Scripting {
         self.conn.call_method(Some(KWIN), "/Scripting", Some("org.kde.kwin.Scripting"), method, body).map_err(kwin_error("KWin refused cowork's script"))
     }
 
-    /// Writes `source` to `file` and runs it in KWin as `plugin`, replacing a script of that name.
+    /// Writes `source` to `file` (in `script_dir`, see `write_script`) and runs it in KWin
+    /// as `plugin`, replacing a script of that name.
     pub fn load(&self, plugin: &str, file: &std::path::Path, source: &str) -> Result<(), String> {
-        std::fs::write(file, source).map_err(|err| format!("cannot write the KWin script to {}: {err}", file.display()))?;
+        write_script(file, source)?;
         self.unload(plugin);
         let path = file.to_string_lossy().into_owned();
         let reply = self.call("loadScript", &(path.as_str(), plugin))?;
@@ -132,9 +137,89 @@ impl Scripting {
     }
 }
 
-/// Where cowork writes the scripts it loads (the user's runtime directory: KWin runs as the user).
-pub fn script_path(name: &str) -> PathBuf {
-    std::env::var_os("XDG_RUNTIME_DIR").map(PathBuf::from).unwrap_or_else(std::env::temp_dir).join(name)
+/// Where cowork writes the script `name` before KWin loads it: in `script_dir`.
+pub fn script_path(name: &str) -> Result<PathBuf, String> {
+    Ok(script_dir(std::env::var_os("XDG_RUNTIME_DIR").map(PathBuf::from), &std::env::temp_dir())?.join(name))
+}
+
+/// The directory cowork writes its KWin scripts in (KWin runs as the user and reads them
+/// from there), private to the user: the runtime directory `runtime` when it is a real
+/// directory of this user's that no one else may enter, else one cowork makes itself in
+/// `temp`, with a random name and mode 0700. Never the shared temporary directory itself:
+/// anyone may put a file or a symlink at a predictable name there, and a write through
+/// that link would overwrite whatever file it names.
+fn script_dir(runtime: Option<PathBuf>, temp: &Path) -> Result<PathBuf, String> {
+    if let Some(runtime) = runtime.filter(|dir| dir.is_absolute() && is_private(dir)) {
+        return Ok(runtime);
+    }
+    // One per process and temporary directory, made again if it went.
+    static MADE: parking_lot::Mutex<Vec<PathBuf>> = parking_lot::Mutex::new(Vec::new());
+    let mut made = MADE.lock();
+    made.retain(|dir| is_private(dir));
+    if let Some(dir) = made.iter().find(|dir| dir.parent() == Some(temp)) {
+        return Ok(dir.clone());
+    }
+    let dir = make_private_dir(temp)?;
+    made.push(dir.clone());
+    Ok(dir)
+}
+
+/// Whether `dir` is a directory (not a symlink to one) that this user owns and no one else may enter.
+fn is_private(dir: &Path) -> bool {
+    use std::os::unix::fs::MetadataExt;
+    // SAFETY: geteuid has no preconditions.
+    let me = unsafe { libc::geteuid() };
+    std::fs::symlink_metadata(dir).is_ok_and(|meta| meta.file_type().is_dir() && meta.uid() == me && meta.mode() & 0o077 == 0)
+}
+
+/// A new directory in `parent` with a random name, for this user only.
+fn make_private_dir(parent: &Path) -> Result<PathBuf, String> {
+    use aes_gcm::aead::{OsRng, rand_core::RngCore};
+    use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt, PermissionsExt};
+    let cannot = |err: std::io::Error| format!("cannot make a private directory for cowork's KWin scripts in {}: {err}", parent.display());
+    for _ in 0..8 {
+        let mut random = [0u8; 12];
+        OsRng.fill_bytes(&mut random);
+        let name: String = random.iter().map(|b| format!("{b:02x}")).collect();
+        let dir = parent.join(format!("cowork-kwin-{name}"));
+        // mkdir makes a new directory or fails: whatever is at the name, a link included, is never used.
+        match std::fs::DirBuilder::new().mode(0o700).create(&dir) {
+            Ok(()) => {}
+            Err(err) if err.kind() == std::io::ErrorKind::AlreadyExists => continue,
+            Err(err) => return Err(cannot(err)),
+        }
+        // 0700 whatever the umask, set on the directory just made (opened without following a link).
+        let opened = std::fs::OpenOptions::new().read(true).custom_flags(libc::O_DIRECTORY | libc::O_NOFOLLOW).open(&dir).map_err(cannot)?;
+        opened.set_permissions(std::fs::Permissions::from_mode(0o700)).map_err(cannot)?;
+        if !is_private(&dir) {
+            return Err(format!("the directory cowork made for its KWin scripts is not private to this user: {}", dir.display()));
+        }
+        return Ok(dir);
+    }
+    Err(format!("cannot make a private directory for cowork's KWin scripts in {}: every random name was taken", parent.display()))
+}
+
+/// Writes `source` to `file` as a new file only this user may read, in a private
+/// directory (`script_dir`): never through a symlink (`O_NOFOLLOW`) and never into a
+/// file that was there (`O_EXCL`). A file left at that name (by a cowork that did not
+/// quit) is removed first; removing a name never follows a link.
+fn write_script(file: &Path, source: &str) -> Result<(), String> {
+    use std::io::Write;
+    use std::os::unix::fs::OpenOptionsExt;
+    if !file.parent().is_some_and(is_private) {
+        return Err(format!("cowork writes KWin scripts only into a directory private to this user, not {}", file.display()));
+    }
+    let cannot = |err: std::io::Error| format!("cannot write the KWin script to {}: {err}", file.display());
+    let create = || std::fs::OpenOptions::new().write(true).create_new(true).mode(0o600).custom_flags(libc::O_NOFOLLOW).open(file);
+    let mut out = match create() {
+        Err(err) if err.kind() == std::io::ErrorKind::AlreadyExists => {
+            std::fs::remove_file(file).map_err(cannot)?;
+            create()
+        }
+        other => other,
+    }
+    .map_err(cannot)?;
+    out.write_all(source.as_bytes()).map_err(cannot)
 }
 
 /// Which of cowork's windows a placement script is for.
@@ -190,14 +275,14 @@ fn windows_script(conn: &zbus::blocking::Connection, activate: &str) -> Result<V
     static RUNS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
     let dbus = zbus::blocking::fdo::DBusProxy::new(conn).map_err(kwin_error("the session bus does not answer"))?;
     let kwin = dbus.get_name_owner(KWIN.try_into().expect("a valid bus name")).map_err(|err| format!("KWin is not on the session bus: {err}"))?.to_string();
+    let run = RUNS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    let plugin = format!("cowork-windows-{}-{run}", std::process::id());
+    let file = script_path(&format!("{plugin}.js"))?;
     let (answer, answers) = crossbeam_channel::bounded(1);
     conn.object_server().at(OBJECT_PATH, WindowsListener { kwin, answer }).map_err(kwin_error("cannot serve the window list's answer"))?;
     let unique = conn.unique_name().ok_or("the session bus gave cowork no name")?.to_string();
-    let run = RUNS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-    let plugin = format!("cowork-windows-{}-{run}", std::process::id());
-    let file = script_path(&format!("{plugin}.js"));
     let scripting = Scripting::new(conn.clone());
-    let id = activate.replace('\\', "").replace('"', "");
+    let id = activate.replace(['\\', '"'], "");
     let loaded = scripting.load(&plugin, &file, &WINDOWS_SCRIPT.replace("@COWORK_BUS_NAME@", &unique).replace("@ACTIVATE@", &id));
     let json = loaded.and_then(|()| answers.recv_timeout(Duration::from_secs(3)).map_err(|_| "KWin did not list its windows within 3 s".to_owned()));
     scripting.unload(&plugin);
@@ -263,7 +348,7 @@ impl KWinDesktop {
             .map_err(kwin_error("cannot serve the KWin script's calls"))?;
         let unique = conn.unique_name().ok_or("the session bus gave cowork no name")?.to_string();
         let pid = std::process::id();
-        let script_file = script_path(&format!("cowork-kwin-{pid}.js"));
+        let script_file = script_path(&format!("cowork-kwin-{pid}.js"))?;
         let plugin = format!("cowork-desktop-{pid}");
         let scripting = Scripting::new(conn);
         scripting.load(&plugin, &script_file, &SCRIPT.replace("@COWORK_BUS_NAME@", &unique))?;
@@ -346,5 +431,65 @@ mod tests {
         assert_eq!(window.app(), "org.kde.kate");
         assert_eq!(KWinWindow { resource_class: String::new(), ..window.clone() }.app(), "kate");
         assert_eq!(KWinWindow::default().app(), "unknown");
+    }
+
+    #[test]
+    fn scripts_go_only_into_a_private_directory_and_never_through_a_planted_symlink() {
+        use std::os::unix::fs::{PermissionsExt, symlink};
+        // A shared temporary directory where another user planted symlinks at the names
+        // cowork used to write (temp_dir()/cowork-kwin-PID.js and friends), aimed at a file of the user's.
+        let temp = tempfile::tempdir().unwrap();
+        let shared = temp.path();
+        std::fs::set_permissions(shared, std::fs::Permissions::from_mode(0o1777)).unwrap();
+        let victim = shared.join("victim.txt");
+        std::fs::write(&victim, "the user's file").unwrap();
+        let pid = std::process::id();
+        let names = [format!("cowork-kwin-{pid}.js"), format!("cowork-place-{pid}-sidebar.js"), format!("cowork-windows-{pid}-0.js")];
+        for name in &names {
+            symlink(&victim, shared.join(name)).unwrap();
+        }
+        // No runtime directory: a directory of cowork's own, 0700, random name, inside the shared one.
+        let dir = script_dir(None, shared).unwrap();
+        assert_ne!(dir, shared);
+        assert_eq!(dir.parent(), Some(shared));
+        assert_eq!(std::fs::symlink_metadata(&dir).unwrap().permissions().mode() & 0o777, 0o700);
+        assert!(dir.file_name().unwrap().to_str().unwrap().len() > "cowork-kwin-".len() + 16, "a random name: {}", dir.display());
+        assert_eq!(script_dir(None, shared).unwrap(), dir, "one per process");
+        for name in &names {
+            write_script(&dir.join(name), "workspace.x = 1;").unwrap();
+            assert_eq!(std::fs::read_to_string(dir.join(name)).unwrap(), "workspace.x = 1;");
+            assert!(std::fs::symlink_metadata(shared.join(name)).unwrap().file_type().is_symlink(), "the planted link is left alone");
+        }
+        assert_eq!(std::fs::read_to_string(&victim).unwrap(), "the user's file");
+        // The old predictable path itself is refused (not a private directory), link or not.
+        for name in &names {
+            assert!(write_script(&shared.join(name), "x").is_err());
+        }
+        assert!(write_script(&shared.join("fresh.js"), "x").is_err());
+        assert_eq!(std::fs::read_to_string(&victim).unwrap(), "the user's file");
+        // Even inside the private directory a link at the name is replaced, never followed.
+        let planted = dir.join("cowork-windows-again.js");
+        symlink(&victim, &planted).unwrap();
+        write_script(&planted, "y").unwrap();
+        assert!(!std::fs::symlink_metadata(&planted).unwrap().file_type().is_symlink());
+        assert_eq!(std::fs::read_to_string(&victim).unwrap(), "the user's file");
+        assert_eq!(std::fs::metadata(&planted).unwrap().permissions().mode() & 0o777, 0o600);
+        // A runtime directory is used only when it is a real directory of this user's, 0700.
+        let runtime = temp.path().join("runtime");
+        std::fs::create_dir(&runtime).unwrap();
+        std::fs::set_permissions(&runtime, std::fs::Permissions::from_mode(0o700)).unwrap();
+        assert_eq!(script_dir(Some(runtime.clone()), shared).unwrap(), runtime);
+        let open = temp.path().join("open");
+        std::fs::create_dir(&open).unwrap();
+        std::fs::set_permissions(&open, std::fs::Permissions::from_mode(0o755)).unwrap();
+        assert_eq!(script_dir(Some(open), shared).unwrap(), dir, "a runtime directory others may enter is not used");
+        let linked = temp.path().join("linked");
+        symlink(&runtime, &linked).unwrap();
+        assert_eq!(script_dir(Some(linked), shared).unwrap(), dir, "nor a symlink to one");
+        assert_eq!(script_dir(Some(PathBuf::from("relative")), shared).unwrap(), dir, "nor a relative path");
+        // The private directory gone (a temp cleaner), a new one is made.
+        std::fs::remove_dir_all(&dir).unwrap();
+        let again = script_dir(None, shared).unwrap();
+        assert!(again != dir && is_private(&again));
     }
 }

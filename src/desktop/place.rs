@@ -114,7 +114,13 @@ fn run_kwin(scripting: &super::kwin::Scripting, commands: &Receiver<PlaceCommand
             PlaceCommand::QuickPrompt { width, height } => ("prompt", PlaceKind::Prompt { width, height }, QUICK_PROMPT_TITLE),
         };
         let plugin = format!("cowork-place-{pid}-{name}");
-        let file = script_path(&format!("{plugin}.js"));
+        let file = match script_path(&format!("{plugin}.js")) {
+            Ok(file) => file,
+            Err(err) => {
+                tracing::warn!("place: {err}");
+                continue;
+            }
+        };
         match scripting.load(&plugin, &file, &place_script(kind, pid, title)) {
             Ok(()) => tracing::debug!(%plugin, "place: asked KWin"),
             Err(err) => tracing::warn!("place: {err}"),

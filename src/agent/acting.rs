@@ -79,6 +79,13 @@ fn task_clock(brain: &Brain, now: i64) -> String {
     if matches!(brain, Brain::Cloud { .. }) { format!("{}\n\n", clock_line(now)) } else { String::new() }
 }
 
+/// Whether the user's own request for this task asks for a formula (`Env::user_asked_for_formulas`):
+/// the task's turn only, and only when the user wrote it; never an automation's or a helper's.
+fn user_asked_for_formulas(state: &State) -> bool {
+    let task = state.head.checked_sub(1).and_then(|i| state.entries.get(i));
+    state.automation.is_none() && task.is_some_and(|e| e.origin == Origin::User && e.turn.role == Role::User && crate::tools::documents::asks_for_formulas(&e.turn.content))
+}
+
 impl<B: LocalBrain> AgentWorker<B> {
     /// Writes a record and waits until it is committed.
     fn record(&self, write: AgentWrite) -> Result<(), String> {
@@ -732,6 +739,7 @@ impl<B: LocalBrain> AgentWorker<B> {
             let search = &self.search_config();
             let (files, skills, mcp_tools, mcp) = (&self.acting.files, &self.acting.skills, &self.acting.mcp_tools, self.config.mcp.as_ref());
             let gate = crate::net::OutboundGate::global();
+            let user_asked_for_formulas = self.acting.live.get(&operation_id).is_some_and(|l| user_asked_for_formulas(&l.state));
             // Dropped when every call has returned: the watcher wakes at once, not at its next tick.
             let (done, finished) = crossbeam_channel::bounded::<()>(0);
             std::thread::scope(|scope| {
@@ -751,7 +759,7 @@ impl<B: LocalBrain> AgentWorker<B> {
                             if integrations::is_mcp(&call.tool) {
                                 return (call.call_id, integrations::run(mcp, mcp_tools, call.call_id, &call.tool, &call.arguments, stop));
                             }
-                            let env = registry::Env { files, memory: None, gate, stop, skills, search };
+                            let env = registry::Env { files, memory: None, gate, stop, skills, search, user_asked_for_formulas };
                             (call.call_id, registry::execute(&call.tool, &call.arguments, &env))
                         })
                     })
@@ -835,7 +843,8 @@ impl<B: LocalBrain> AgentWorker<B> {
                 let thread_id = self.acting.live.get(&operation_id).map(|l| l.request.thread.thread_id);
                 let memory = crate::tools::memory::MemoryEnv { conn, recall: self.config.recall.as_ref().map(|r| r as &dyn crate::tools::memory::Recall), withheld: None, store: Some(&self.store), thread_id, now_millis: now_millis() };
                 let stop = AtomicBool::new(false);
-                let env = registry::Env { files: &self.acting.files, memory: Some(memory), gate: crate::net::OutboundGate::global(), stop: &stop, skills: &self.acting.skills, search: &search };
+                let user_asked_for_formulas = self.acting.live.get(&operation_id).is_some_and(|l| user_asked_for_formulas(&l.state));
+                let env = registry::Env { files: &self.acting.files, memory: Some(memory), gate: crate::net::OutboundGate::global(), stop: &stop, skills: &self.acting.skills, search: &search, user_asked_for_formulas };
                 registry::execute(tool, &call.arguments, &env)
             }
         }

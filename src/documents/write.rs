@@ -4,7 +4,17 @@
 //!
 //! Every write goes to a temporary file beside the target and is renamed over
 //! it, so a full disk or a crash never leaves half a document.
+//!
+//! Cells are data unless the user asked for formulas: with `Formulas::AsText`
+//! a cell that starts like a formula (`=`, `+`, `-`, `@`, a tab or a carriage
+//! return, after any spaces) is written as text, and a CSV cell gets OWASP's
+//! single-quote prefix, so a model steered by what it read cannot plant
+//! `=WEBSERVICE(…)` or `=HYPERLINK(…)` that runs when the user opens the file.
+//! The cached values cowork works out for formulas cost bounded work: each
+//! cell once, a circular reference left without a value, a budget per
+//! workbook (`formula`).
 
+use std::collections::{BTreeSet, HashSet};
 use std::fs;
 use std::io::{Read, Write};
 use std::path::{Path, PathBuf};
@@ -16,11 +26,107 @@ use serde_json::Value;
 use super::read::{csv_records, parse_cell};
 
 /// One sheet to write: a name and rows of cells (text, numbers, booleans;
-/// text starting with "=" is a formula).
-#[derive(Clone, Debug, PartialEq)]
+/// text starting with "=" is a formula unless its cell is in `as_text`).
+#[derive(Clone, Debug, Default, PartialEq)]
 pub struct Sheet {
     pub name: String,
     pub rows: Vec<Vec<Value>>,
+    /// Cells (row, column) written as text whatever they start with: cowork
+    /// neutralised them (`Formulas::AsText`).
+    pub as_text: BTreeSet<(usize, usize)>,
+}
+
+/// What becomes of cell text that a spreadsheet would run as a formula.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Formulas {
+    /// Written as formulas: the user's own request asked for them.
+    Keep,
+    /// Written as text (a CSV cell with a leading `'`), as OWASP recommends
+    /// against CSV and formula injection.
+    AsText,
+}
+
+/// What a spreadsheet app reads as the start of a formula: `=`, `+`, `-`, `@`
+/// and their full-width forms (after spaces), or a leading tab or carriage return.
+const FORMULA_STARTS: [char; 8] = ['=', '+', '-', '@', '\u{ff1d}', '\u{ff0b}', '\u{ff0d}', '\u{ff20}'];
+
+/// Whether a spreadsheet app would read `text` as a formula (OWASP's CSV
+/// injection list). A plain number ("-3.5", "+2", "-5%") and a lone sign
+/// ("-" in an empty column) are data.
+pub fn starts_like_formula(text: &str) -> bool {
+    let trimmed = text.trim();
+    if trimmed.chars().nth(1).is_none() || is_plain_number(trimmed) {
+        return false;
+    }
+    text.starts_with(['\t', '\r']) || trimmed.starts_with(FORMULA_STARTS)
+}
+
+/// Digits with a sign, a point, thousands commas, an exponent or a trailing
+/// percent sign, and nothing else: what spreadsheets read as a number.
+fn is_plain_number(text: &str) -> bool {
+    let body = text.strip_suffix('%').unwrap_or(text);
+    body.chars().any(|c| c.is_ascii_digit())
+        && body.chars().all(|c| c.is_ascii_digit() || matches!(c, '.' | ',' | '+' | '-' | 'e' | 'E'))
+        && body.replace(',', "").parse::<f64>().is_ok_and(f64::is_finite)
+}
+
+/// "-3.5" or "+2" given as text: a number, written as one.
+fn signed_number(text: &str) -> Option<f64> {
+    let trimmed = text.trim();
+    if !trimmed.starts_with(['-', '+']) || !is_plain_number(trimmed) || trimmed.ends_with('%') {
+        return None;
+    }
+    trimmed.replace(',', "").parse().ok()
+}
+
+/// Neutralises one cell of `sheet` (`Formulas::AsText`): a signed number
+/// given as text becomes a number, text that starts like a formula is marked
+/// to be written as text. Whether it was marked.
+fn guard_cell(sheet: &mut Sheet, r: usize, c: usize) -> bool {
+    let Some(cell) = sheet.rows.get_mut(r).and_then(|row| row.get_mut(c)) else { return false };
+    let Value::String(text) = &*cell else { return false };
+    if let Some(n) = signed_number(text).and_then(serde_json::Number::from_f64) {
+        *cell = Value::Number(n);
+        return false;
+    }
+    if starts_like_formula(text) {
+        sheet.as_text.insert((r, c));
+        return true;
+    }
+    false
+}
+
+/// Every cell of `sheet` neutralised; how many were marked as text.
+fn guard_sheet(sheet: &mut Sheet) -> usize {
+    let cells: Vec<(usize, usize)> = sheet.rows.iter().enumerate().flat_map(|(r, row)| (0..row.len()).map(move |c| (r, c))).collect();
+    cells.into_iter().filter(|&(r, c)| guard_cell(sheet, r, c)).count()
+}
+
+/// A CSV cell's text neutralised: a leading `'` when it starts like a
+/// formula, and one after each `;` or tab inside it whose piece does (Excel
+/// in a semicolon locale, or a tab-separated import, starts a cell there, and
+/// quotes do not protect a field that does not start with one). None: unchanged.
+fn guard_csv_cell(text: &str) -> Option<String> {
+    let mut out = String::with_capacity(text.len() + 2);
+    let mut changed = starts_like_formula(text);
+    if changed {
+        out.push('\'');
+    }
+    // Separators inside the leading white space are part of the start checked above.
+    let lead = text.len() - text.trim_start().len();
+    out.push_str(&text[..lead]);
+    let mut rest = &text[lead..];
+    while let Some(at) = rest.find([';', '\t']) {
+        out.push_str(&rest[..=at]);
+        rest = &rest[at + 1..];
+        let piece = &rest[..rest.find([';', '\t', ',', '\n', '\r']).unwrap_or(rest.len())];
+        if starts_like_formula(piece.trim_start_matches([' ', '"'])) {
+            out.push('\'');
+            changed = true;
+        }
+    }
+    out.push_str(rest);
+    changed.then_some(out)
 }
 
 /// The formats cowork writes.
@@ -53,39 +159,47 @@ pub const WRITABLE: &str = "DOCX, XLSX, Markdown (.md), CSV or PDF";
 /// `text` is Markdown-like (headings, paragraphs, bullets, pipe tables, a
 /// line with only `\f` or `<!-- pagebreak -->` for a page break); `sheets`
 /// are tables for XLSX and CSV (text that is a pipe table or CSV works too).
+/// Cells starting with "=" are formulas: this is for the user's own writes.
 pub fn write(path: &Path, text: Option<&str>, sheets: &[Sheet]) -> Result<String, String> {
+    write_with(path, text, sheets, Formulas::Keep).map(|(said, _)| said)
+}
+
+/// `write` with what becomes of cells that start like a formula; also how
+/// many cells were written as text for that reason.
+pub fn write_with(path: &Path, text: Option<&str>, sheets: &[Sheet], formulas: Formulas) -> Result<(String, usize), String> {
     let format = Format::by_path(path).ok_or_else(|| format!("{} is not a file cowork writes: name it .docx, .xlsx, .md, .csv or .pdf", path.display()))?;
-    let sheets: Vec<Sheet> = if sheets.is_empty() { text.map(sheets_from_text).unwrap_or_default() } else { sheets.to_vec() };
+    let mut sheets: Vec<Sheet> = if sheets.is_empty() { text.map(sheets_from_text).unwrap_or_default() } else { sheets.to_vec() };
     match format {
         Format::Docx => {
             let text = text.ok_or("a Word document needs \"text\"")?;
             atomic_write(path, |file| docx(text).pack(file).map_err(|e| e.to_string()))?;
-            Ok(format!("wrote {} ({} paragraphs)", path.display(), text.lines().filter(|l| !l.trim().is_empty()).count()))
+            Ok((format!("wrote {} ({} paragraphs)", path.display(), text.lines().filter(|l| !l.trim().is_empty()).count()), 0))
         }
         Format::Xlsx => {
             if sheets.is_empty() || sheets.iter().all(|s| s.rows.is_empty()) {
                 return Err("a spreadsheet needs \"sheets\" with rows (or \"text\" holding a table)".into());
             }
             let cells: usize = sheets.iter().map(|s| s.rows.iter().map(Vec::len).sum::<usize>()).sum();
+            let as_text = if formulas == Formulas::AsText { sheets.iter_mut().map(guard_sheet).sum() } else { 0 };
             let bytes = xlsx(&sheets)?;
             atomic_write(path, |file| file.write_all(&bytes).map_err(|e| e.to_string()))?;
-            Ok(format!("wrote {} ({} sheet{}, {cells} cells)", path.display(), sheets.len(), if sheets.len() == 1 { "" } else { "s" }))
+            Ok((format!("wrote {} ({} sheet{}, {cells} cells)", path.display(), sheets.len(), if sheets.len() == 1 { "" } else { "s" }), as_text))
         }
         Format::Csv => {
             let sheet = sheets.first().ok_or("a CSV file needs rows (\"sheets\", or \"text\" holding a table)")?;
-            let csv = to_csv(&sheet.rows);
+            let (csv, guarded) = to_csv(&sheet.rows, formulas);
             atomic_write(path, |file| file.write_all(csv.as_bytes()).map_err(|e| e.to_string()))?;
-            Ok(format!("wrote {} ({} rows)", path.display(), sheet.rows.len()))
+            Ok((format!("wrote {} ({} rows)", path.display(), sheet.rows.len()), guarded))
         }
         Format::Markdown => {
             let text = text.ok_or("a Markdown file needs \"text\"")?;
             atomic_write(path, |file| file.write_all(text.as_bytes()).map_err(|e| e.to_string()))?;
-            Ok(format!("wrote {} ({} bytes)", path.display(), text.len()))
+            Ok((format!("wrote {} ({} bytes)", path.display(), text.len()), 0))
         }
         Format::Pdf => {
             let text = text.ok_or("a PDF needs \"text\"")?;
             to_pdf(text, path)?;
-            Ok(format!("wrote {} (through LibreOffice)", path.display()))
+            Ok((format!("wrote {} (through LibreOffice)", path.display()), 0))
         }
     }
 }
@@ -122,7 +236,7 @@ pub fn sheets_from_text(text: &str) -> Vec<Sheet> {
     } else {
         csv_records(text, if text.contains('\t') && !text.contains(',') { '\t' } else { ',' }).into_iter().filter(|r| r.iter().any(|c| !c.trim().is_empty())).map(|r| r.iter().map(|c| cell_value(c.trim())).collect()).collect()
     };
-    if rows.is_empty() { Vec::new() } else { vec![Sheet { name: "Sheet1".into(), rows }] }
+    if rows.is_empty() { Vec::new() } else { vec![Sheet { name: "Sheet1".into(), rows, ..Sheet::default() }] }
 }
 
 /// "12", "3.5", "1,234.50" → numbers; "true"/"false" → booleans; the rest text.
@@ -143,13 +257,16 @@ fn cell_value(text: &str) -> Value {
     }
 }
 
-fn to_csv(rows: &[Vec<Value>]) -> String {
+/// Rows as CSV text, and how many cells were neutralised (`Formulas::AsText`).
+fn to_csv(rows: &[Vec<Value>], formulas: Formulas) -> (String, usize) {
     let mut out = String::new();
+    let mut guarded = 0;
     for row in rows {
         let fields: Vec<String> = row
             .iter()
             .map(|v| {
                 let text = match v {
+                    Value::String(s) if formulas == Formulas::AsText => guard_csv_cell(s).inspect(|_| guarded += 1).unwrap_or_else(|| s.clone()),
                     Value::String(s) => s.clone(),
                     Value::Null => String::new(),
                     other => other.to_string(),
@@ -160,7 +277,7 @@ fn to_csv(rows: &[Vec<Value>]) -> String {
         out.push_str(&fields.join(","));
         out.push_str("\r\n");
     }
-    out
+    (out, guarded)
 }
 
 /// A workbook in memory from sheets of rows.
@@ -168,24 +285,33 @@ fn xlsx(sheets: &[Sheet]) -> Result<Vec<u8>, String> {
     use rust_xlsxwriter::{Format as CellFormat, Formula, Workbook};
     let mut book = Workbook::new();
     let bold = CellFormat::new().set_bold();
+    // Excel's "quote prefix": the cell stays text when the user edits it.
+    let (text, bold_text) = (CellFormat::new().set_quote_prefix(), CellFormat::new().set_bold().set_quote_prefix());
+    // One budget for the whole workbook: cached values are a convenience, never a hang.
+    let mut budget = formula::Budget::new(formula::WORK_BUDGET);
     for (i, sheet) in sheets.iter().enumerate() {
         let ws = book.add_worksheet();
+        // A formula without a worked-out value gets an empty cached result, not the library's default "0".
+        ws.set_formula_result_default("");
         let name = if sheet.name.trim().is_empty() { format!("Sheet{}", i + 1) } else { sheet.name.trim().chars().take(31).collect() };
         ws.set_name(name.replace(['[', ']', ':', '*', '?', '/', '\\'], "_")).map_err(|e| format!("sheet {:?}: {e}", sheet.name))?;
         // A first row of text over rows with numbers is a header: bold.
         let header = sheet.rows.len() > 1 && sheet.rows[0].iter().all(Value::is_string) && sheet.rows[1..].iter().any(|r| r.iter().any(Value::is_number));
-        for (r, row) in sheet.rows.iter().enumerate() {
-            for (c, value) in row.iter().enumerate() {
-                let (r, c) = (r as u32, c as u16);
+        let mut evaluator = formula::Evaluator::new(&sheet.rows, &sheet.as_text);
+        for (row_index, row) in sheet.rows.iter().enumerate() {
+            for (column_index, value) in row.iter().enumerate() {
+                let (r, c) = (row_index as u32, column_index as u16);
                 let result = match value {
                     Value::Number(n) => ws.write_number(r, c, n.as_f64().unwrap_or(0.0)).map(|_| ()),
                     Value::Bool(b) => ws.write_boolean(r, c, *b).map(|_| ()),
                     Value::Null => Ok(()),
+                    Value::String(s) if sheet.as_text.contains(&(row_index, column_index)) => ws.write_string_with_format(r, c, s, if header && r == 0 { &bold_text } else { &text }).map(|_| ()),
                     // The value is worked out where cowork can (sums, averages, arithmetic over this sheet's
                     // cells), so readers that do not recalculate (LibreOffice by default, calamine) show it;
-                    // otherwise the cached result is empty rather than a misleading 0.
+                    // otherwise (a circular reference, a function cowork does not know, the budget spent)
+                    // the cached result is empty rather than a misleading 0.
                     Value::String(s) if s.starts_with('=') && s.len() > 1 => {
-                        let result = formula::evaluate(&s[1..], &sheet.rows, 0).map(|v| formula::number_text(v)).unwrap_or_default();
+                        let result = evaluator.value(row_index, column_index, &mut budget).map(formula::number_text).unwrap_or_default();
                         ws.write_formula(r, c, Formula::new(s).set_result(result)).map(|_| ())
                     }
                     Value::String(s) if header && r == 0 => ws.write_string_with_format(r, c, s, &bold).map(|_| ()),
@@ -198,6 +324,9 @@ fn xlsx(sheets: &[Sheet]) -> Result<Vec<u8>, String> {
         if header {
             let _ = ws.set_freeze_panes(1, 0);
         }
+        // Widths from the first 200 rows: autofit looks at every column of every row it reads, and a
+        // workbook with a cell in column XFD would make that billions of lookups.
+        ws.set_autofit_max_row(200);
         let _ = ws.autofit();
     }
     book.save_to_buffer().map_err(|e| e.to_string())
@@ -369,86 +498,203 @@ pub fn replace_in_wordml(xml: &str, replacements: &[(String, String)]) -> (Strin
     (edited.into_owned(), count)
 }
 
+/// Excel's last row and column: no cell lies beyond them.
+const MAX_ROWS: u32 = 1_048_576;
+const MAX_COLUMNS: u32 = 16_384;
+/// Rows and cells an edited workbook may span in memory (all sheets, empty
+/// cells left of a used one counted): it is held whole while it is written again.
+const EDIT_MAX_CELLS: usize = 5_000_000;
+
 /// Sets cells of an XLSX: the workbook is read (values and formulas of every
-/// sheet) and written again with the changes. Formatting is not kept.
-pub fn edit_xlsx(path: &Path, changes: &[(Option<String>, String, Value)]) -> Result<usize, String> {
+/// sheet) and written again with the changes. Formatting is not kept. With
+/// `Formulas::AsText` a changed cell that starts like a formula is written as
+/// text; the workbook's own formulas stay formulas. Returns the cells set and
+/// how many of them were written as text for that reason.
+///
+/// The sheets are streamed cell by cell, within Excel's limits and
+/// `EDIT_MAX_CELLS`, so a workbook that declares a far corner (A1 and
+/// XFD1048576) is a clear error or a small table, never a dense grid of
+/// billions of cells.
+pub fn edit_xlsx(path: &Path, changes: &[(Option<String>, String, Value)], formulas: Formulas) -> Result<(usize, usize), String> {
     use calamine::Reader as _;
     let shown = path.display();
+    let size = fs::metadata(path).map_err(|e| format!("{shown}: {e}"))?.len();
+    if size > super::read::MAX_FILE_BYTES {
+        return Err(format!("{shown} is {} MiB; cowork edits workbooks up to {} MiB", size >> 20, super::read::MAX_FILE_BYTES >> 20));
+    }
     let mut book: calamine::Xlsx<_> = calamine::open_workbook(path).map_err(|e: calamine::XlsxError| format!("{shown} is not a readable workbook ({e})"))?;
     let names = book.sheet_names();
+    let started = Instant::now();
+    let too_large = || format!("{shown} is too large for cowork to edit (its sheets span more than {EDIT_MAX_CELLS} cells up to their last used ones); edit it in a spreadsheet app");
+    let mut spanned = 0usize;
     let mut sheets = Vec::new();
     for name in &names {
-        let values = book.worksheet_range(name).map_err(|e| format!("{shown} sheet {name}: {e}"))?;
-        let formulas = book.worksheet_formula(name).ok();
+        let mut reader = book.worksheet_cells_reader(name).map_err(|e| format!("{shown} sheet {name}: {e}"))?;
         let mut rows: Vec<Vec<Value>> = Vec::new();
-        let put = |rows: &mut Vec<Vec<Value>>, r: usize, c: usize, v: Value| {
+        while let Some(cell) = reader.next_cell_with_formula().map_err(|e| format!("{shown} sheet {name}: {e}"))? {
+            if started.elapsed() > super::read::DEADLINE {
+                return Err(format!("reading {shown} to edit it took longer than {} s and was given up", super::read::DEADLINE.as_secs()));
+            }
+            let (r, c) = cell.pos;
+            if r >= MAX_ROWS || c >= MAX_COLUMNS {
+                return Err(format!("{shown} sheet {name} has a cell beyond a sheet's last row or column; it is damaged or was not made by a spreadsheet app"));
+            }
+            let value = match cell.formula.filter(|f| !f.is_empty()) {
+                Some(f) => Value::String(format!("={f}")),
+                None => match calamine::Data::from(cell.value) {
+                    calamine::Data::Int(i) => Value::from(i),
+                    calamine::Data::Float(f) => serde_json::Number::from_f64(f).map(Value::Number).unwrap_or(Value::Null),
+                    calamine::Data::Bool(b) => Value::Bool(b),
+                    calamine::Data::Empty => Value::Null,
+                    other => Value::String(other.to_string()),
+                },
+            };
+            if value.is_null() {
+                continue;
+            }
+            let (r, c) = (r as usize, c as usize);
             if rows.len() <= r {
+                spanned += r + 1 - rows.len();
                 rows.resize(r + 1, Vec::new());
             }
-            if rows[r].len() <= c {
-                rows[r].resize(c + 1, Value::Null);
+            let row = &mut rows[r];
+            if row.len() <= c {
+                spanned += c + 1 - row.len();
+                row.resize(c + 1, Value::Null);
             }
-            rows[r][c] = v;
-        };
-        let (r0, c0) = values.start().unwrap_or((0, 0));
-        for (r, c, v) in values.used_cells() {
-            let value = match v {
-                calamine::Data::Int(i) => Value::from(*i),
-                calamine::Data::Float(f) => serde_json::Number::from_f64(*f).map(Value::Number).unwrap_or(Value::Null),
-                calamine::Data::Bool(b) => Value::Bool(*b),
-                calamine::Data::Empty => Value::Null,
-                other => Value::String(other.to_string()),
-            };
-            put(&mut rows, r0 as usize + r, c0 as usize + c, value);
-        }
-        if let Some(formulas) = formulas {
-            let (f0, g0) = formulas.start().unwrap_or((0, 0));
-            for (r, c, f) in formulas.used_cells() {
-                if !f.is_empty() {
-                    put(&mut rows, f0 as usize + r, g0 as usize + c, Value::String(format!("={f}")));
-                }
+            if spanned > EDIT_MAX_CELLS {
+                return Err(too_large());
             }
+            row[c] = value;
         }
-        sheets.push(Sheet { name: name.clone(), rows });
+        sheets.push(Sheet { name: name.clone(), rows, ..Sheet::default() });
     }
     let mut count = 0;
+    let mut as_text = 0;
     for (sheet, cell, value) in changes {
         let index = match sheet {
             None => 0,
             Some(name) => names.iter().position(|n| n.eq_ignore_ascii_case(name)).ok_or_else(|| format!("{shown} has no sheet {name:?} (it has {})", names.join(", ")))?,
         };
         let (r, c) = parse_cell(cell).ok_or_else(|| format!("{cell:?} is not a cell like B3"))?;
-        let rows = &mut sheets[index].rows;
-        if rows.len() <= r as usize {
-            rows.resize(r as usize + 1, Vec::new());
+        if r >= MAX_ROWS || c >= MAX_COLUMNS {
+            return Err(format!("{cell:?} lies beyond a sheet's last row ({MAX_ROWS}) or column (XFD)"));
         }
-        let row = &mut rows[r as usize];
-        if row.len() <= c as usize {
-            row.resize(c as usize + 1, Value::Null);
+        let sheet = sheets.get_mut(index).ok_or_else(|| format!("{shown} has no sheets"))?;
+        let (r, c) = (r as usize, c as usize);
+        if sheet.rows.len() <= r {
+            spanned += r + 1 - sheet.rows.len();
+            sheet.rows.resize(r + 1, Vec::new());
         }
-        row[c as usize] = match value {
+        let row = &mut sheet.rows[r];
+        if row.len() <= c {
+            spanned += c + 1 - row.len();
+            row.resize(c + 1, Value::Null);
+        }
+        if spanned > EDIT_MAX_CELLS {
+            return Err(too_large());
+        }
+        row[c] = match value {
             Value::String(s) => cell_value(s),
             other => other.clone(),
         };
+        // Set again: what the cell held before is gone, and so is its mark.
+        sheet.as_text.remove(&(r, c));
+        if formulas == Formulas::AsText && guard_cell(sheet, r, c) {
+            as_text += 1;
+        }
         count += 1;
     }
     let bytes = xlsx(&sheets)?;
     atomic_write(path, |file| file.write_all(&bytes).map_err(|e| e.to_string()))?;
-    Ok(count)
+    Ok((count, as_text))
 }
 
 /// Text files (Markdown, CSV, text): exact replacements.
 pub fn edit_text(path: &Path, replacements: &[(String, String)]) -> Result<usize, String> {
-    let mut text = fs::read_to_string(path).map_err(|e| format!("{}: {e}", path.display()))?;
+    edit_csv(path, replacements, Formulas::Keep).map(|(count, _)| count)
+}
+
+/// Exact replacements in a text file; in a CSV or TSV file with
+/// `Formulas::AsText`, each field the edit brought in that starts like a
+/// formula gets OWASP's leading `'` (the file's own fields stay as they
+/// were). Returns the places replaced and the fields neutralised.
+pub fn edit_csv(path: &Path, replacements: &[(String, String)], formulas: Formulas) -> Result<(usize, usize), String> {
+    let original = fs::read_to_string(path).map_err(|e| format!("{}: {e}", path.display()))?;
+    let mut text = original.clone();
     let mut count = 0;
     for (find, replace) in replacements.iter().filter(|(f, _)| !f.is_empty()) {
         count += text.matches(find.as_str()).count();
         text = text.replace(find.as_str(), replace);
     }
+    let extension = path.extension().map(|e| e.to_string_lossy().to_ascii_lowercase()).unwrap_or_default();
+    let mut guarded = 0;
+    if count > 0 && formulas == Formulas::AsText && matches!(extension.as_str(), "csv" | "tsv") {
+        (text, guarded) = guard_new_fields(&original, &text, if extension == "tsv" { b'\t' } else { b',' });
+    }
     if count > 0 {
         atomic_write(path, |file| file.write_all(text.as_bytes()).map_err(|e| e.to_string()))?;
     }
-    Ok(count)
+    Ok((count, guarded))
+}
+
+/// `edited` with each field that is not one of `original`'s fields
+/// neutralised (`guard_csv_cell`, on the field's text as stored: inside the
+/// quotes of a quoted field); how many were.
+fn guard_new_fields(original: &str, edited: &str, separator: u8) -> (String, usize) {
+    let known: HashSet<&str> = csv_fields(original, separator).into_iter().map(|range| &original[range]).collect();
+    let mut out = String::with_capacity(edited.len() + 16);
+    let (mut last, mut guarded) = (0, 0);
+    for range in csv_fields(edited, separator) {
+        let field = &edited[range.clone()];
+        if known.contains(field) {
+            continue;
+        }
+        if let Some(safe) = guard_csv_cell(field) {
+            out.push_str(&edited[last..range.start]);
+            out.push_str(&safe);
+            last = range.end;
+            guarded += 1;
+        }
+    }
+    out.push_str(&edited[last..]);
+    (out, guarded)
+}
+
+/// Where each field of CSV text lies (byte ranges; a quoted field's is
+/// inside its quotes, with its doubled quotes as stored).
+fn csv_fields(text: &str, separator: u8) -> Vec<std::ops::Range<usize>> {
+    let bytes = text.as_bytes();
+    let ends_field = |b: u8| b == separator || b == b'\n' || b == b'\r';
+    let mut fields = Vec::new();
+    let mut at = 0;
+    while at < bytes.len() {
+        if bytes[at] == b'"' {
+            let start = at + 1;
+            let mut end = start;
+            while end < bytes.len() && !(bytes[end] == b'"' && bytes.get(end + 1) != Some(&b'"')) {
+                end += if bytes[end] == b'"' { 2 } else { 1 };
+            }
+            let end = end.min(bytes.len());
+            fields.push(start..end);
+            at = end + 1;
+            // Anything between the closing quote and the separator belongs to no field that starts a cell.
+            while at < bytes.len() && !ends_field(bytes[at]) {
+                at += 1;
+            }
+        } else {
+            let start = at;
+            while at < bytes.len() && !ends_field(bytes[at]) {
+                at += 1;
+            }
+            fields.push(start..at);
+        }
+        if at < bytes.len() && bytes[at] == b'\r' && bytes.get(at + 1) == Some(&b'\n') {
+            at += 1;
+        }
+        at += 1;
+    }
+    fields
 }
 
 /// LibreOffice's command, when installed.
@@ -522,31 +768,152 @@ pub fn export_answer(text: &str, path: &Path) -> Result<String, String> {
 /// sheet: + - * / and parentheses over numbers and this sheet's cells, and
 /// SUM, AVERAGE, MIN, MAX, COUNT, PRODUCT, ABS and ROUND over cells and ranges.
 /// Anything else (other sheets, text functions): None.
+///
+/// A workbook cowork did not write can be hostile (T9 of the second security
+/// review: 30 cells of `=SUM(A1:A30)` cost 30^16 evaluations without a memo),
+/// so the work is bounded: each cell is worked out once (a memo per sheet), in
+/// an explicit depth-first order rather than by recursion (a chain of 5,000
+/// cells costs no stack), a cell that reads itself through any path is
+/// circular and gets no value (as Excel flags it), ranges stop at the sheet's
+/// last used row and column (`A1:XFD1048576` costs what the sheet holds),
+/// nesting and length are capped as Excel caps them, and the whole workbook
+/// shares one `Budget`. What is not worked out keeps its formula with no
+/// cached value: the spreadsheet app computes it on opening.
 mod formula {
+    use std::collections::{BTreeSet, HashMap, HashSet};
+
     use serde_json::Value;
+
+    /// Work units (characters parsed, rows and cells of ranges looked at) one
+    /// workbook's cached values may cost: well under a second, even in a debug build.
+    pub const WORK_BUDGET: u64 = 5_000_000;
+    /// Excel's own limit on a formula's length.
+    const MAX_FORMULA_CHARS: usize = 8_192;
+    /// Parentheses, signs and function calls nested deeper than this are not
+    /// worked out (Excel allows 64 nested functions): the parser's recursion
+    /// stays far inside a thread's stack.
+    const MAX_NESTING: u32 = 100;
 
     pub fn number_text(v: f64) -> String {
         if v.fract() == 0.0 && v.abs() < 1e15 { format!("{}", v as i64) } else { format!("{v}") }
     }
 
-    pub fn evaluate(formula: &str, rows: &[Vec<Value>], depth: u32) -> Option<f64> {
-        if depth > 16 {
-            return None;
-        }
-        let tokens: Vec<char> = formula.chars().filter(|c| !c.is_whitespace()).collect();
-        let mut parser = Parser { tokens, at: 0, rows, depth };
-        let value = parser.expr()?;
-        (parser.at == parser.tokens.len() && value.is_finite()).then_some(value)
+    /// Work left for one workbook.
+    pub struct Budget {
+        left: u64,
     }
 
-    struct Parser<'a> {
+    impl Budget {
+        pub fn new(units: u64) -> Budget {
+            Budget { left: units }
+        }
+
+        /// Takes `units`; false (and nothing left) when there are not that many.
+        fn spend(&mut self, units: u64) -> bool {
+            if units > self.left {
+                self.left = 0;
+                return false;
+            }
+            self.left -= units;
+            true
+        }
+
+        /// What a budget of `WORK_BUDGET` has spent.
+        #[cfg(test)]
+        pub fn spent(&self) -> u64 {
+            WORK_BUDGET - self.left
+        }
+    }
+
+    /// A formula cell: on the path being worked out, or done (None: no value).
+    enum Memo {
+        Open,
+        Done(Option<f64>),
+    }
+
+    /// One sheet's formulas, each worked out at most once.
+    pub struct Evaluator<'a> {
+        rows: &'a [Vec<Value>],
+        as_text: &'a BTreeSet<(usize, usize)>,
+        memo: HashMap<(usize, usize), Memo>,
+    }
+
+    impl<'a> Evaluator<'a> {
+        pub fn new(rows: &'a [Vec<Value>], as_text: &'a BTreeSet<(usize, usize)>) -> Self {
+            Evaluator { rows, as_text, memo: HashMap::new() }
+        }
+
+        /// The formula (without its "=") a cell holds; text marked as text is not one.
+        fn formula_at(&self, r: usize, c: usize) -> Option<&'a str> {
+            match self.rows.get(r)?.get(c)? {
+                Value::String(s) if s.len() > 1 && !self.as_text.contains(&(r, c)) => s.strip_prefix('='),
+                _ => None,
+            }
+        }
+
+        /// The value of the formula at (r, c); None when it cannot be worked
+        /// out (not a formula, a function cowork does not know, circular, too
+        /// long or deep, or the budget is spent).
+        pub fn value(&mut self, r: usize, c: usize, budget: &mut Budget) -> Option<f64> {
+            self.formula_at(r, c)?;
+            // Depth first with an explicit stack: a cell is opened (its formula read once for the
+            // formula cells it needs, which go on the stack), then closed when they are all done.
+            // A needed cell that is open is on the path to this one: a circular reference.
+            let mut stack: Vec<((usize, usize), bool)> = vec![((r, c), false)];
+            let mut circular: HashSet<(usize, usize)> = HashSet::new();
+            while let Some((cell, opened)) = stack.pop() {
+                if opened {
+                    let value = if circular.contains(&cell) { None } else { self.run(cell, budget, None) };
+                    self.memo.insert(cell, Memo::Done(value));
+                    continue;
+                }
+                if self.memo.contains_key(&cell) {
+                    continue;
+                }
+                self.memo.insert(cell, Memo::Open);
+                stack.push((cell, true));
+                let mut needs = Vec::new();
+                let _ = self.run(cell, budget, Some(&mut needs));
+                for need in needs {
+                    match self.memo.get(&need) {
+                        Some(Memo::Done(_)) => {}
+                        Some(Memo::Open) => {
+                            circular.insert(cell);
+                        }
+                        None => stack.push((need, false)),
+                    }
+                }
+            }
+            match self.memo.get(&(r, c)) {
+                Some(Memo::Done(value)) => *value,
+                _ => None,
+            }
+        }
+
+        /// Parses and works out one cell's formula. With `needs`, a first
+        /// pass: formula cells not done yet are listed there (and count as 1).
+        fn run(&self, (r, c): (usize, usize), budget: &mut Budget, needs: Option<&mut Vec<(usize, usize)>>) -> Option<f64> {
+            let text = self.formula_at(r, c)?;
+            if text.len() > MAX_FORMULA_CHARS || !budget.spend(text.len() as u64) {
+                return None;
+            }
+            let tokens: Vec<char> = text.chars().filter(|c| !c.is_whitespace()).collect();
+            let mut parser = Parser { tokens, at: 0, evaluator: self, budget, needs, nesting: 0 };
+            let value = parser.expr()?;
+            (parser.at == parser.tokens.len() && value.is_finite()).then_some(value)
+        }
+    }
+
+    struct Parser<'e, 'a, 'n> {
         tokens: Vec<char>,
         at: usize,
-        rows: &'a [Vec<Value>],
-        depth: u32,
+        evaluator: &'e Evaluator<'a>,
+        budget: &'e mut Budget,
+        needs: Option<&'n mut Vec<(usize, usize)>>,
+        nesting: u32,
     }
 
-    impl Parser<'_> {
+    impl Parser<'_, '_, '_> {
         fn peek(&self) -> Option<char> {
             self.tokens.get(self.at).copied()
         }
@@ -580,7 +947,8 @@ mod formula {
                     value *= self.factor()?;
                 } else if self.eat('/') {
                     let d = self.factor()?;
-                    if d == 0.0 {
+                    // The first pass goes on past a zero, so it lists every cell the second may read.
+                    if d == 0.0 && self.needs.is_none() {
                         return None;
                     }
                     value /= d;
@@ -590,7 +958,15 @@ mod formula {
             }
         }
 
+        /// Every recursion of the parser passes here: the nesting is counted once.
         fn factor(&mut self) -> Option<f64> {
+            self.nesting += 1;
+            let value = if self.nesting > MAX_NESTING { None } else { self.factor_inner() };
+            self.nesting -= 1;
+            value
+        }
+
+        fn factor_inner(&mut self) -> Option<f64> {
             if self.eat('-') {
                 return Some(-self.factor()?);
             }
@@ -647,11 +1023,21 @@ mod formula {
                 }
                 let last: String = self.tokens[from..self.at].iter().collect();
                 let (a, b) = (super::parse_cell(&first)?, super::parse_cell(&last)?);
+                let (top, bottom) = (a.0.min(b.0) as usize, a.0.max(b.0) as usize);
+                let (left, right) = (a.1.min(b.1) as usize, a.1.max(b.1) as usize);
+                let rows = self.evaluator.rows;
                 let mut values = Vec::new();
-                for r in a.0.min(b.0)..=a.0.max(b.0) {
-                    for c in a.1.min(b.1)..=a.1.max(b.1) {
+                // Only what the sheet holds: rows and cells past its last used ones are empty.
+                for r in top..=bottom.min(rows.len().saturating_sub(1)) {
+                    let row = rows.get(r)?;
+                    let last = right.min(row.len().saturating_sub(1));
+                    let cells = if row.is_empty() || left > last { 0 } else { last - left + 1 };
+                    if !self.budget.spend(1 + cells as u64) {
+                        return None;
+                    }
+                    for c in (0..cells).map(|i| left + i) {
                         // Text and empty cells are skipped, as spreadsheets do in a range.
-                        if let Some(v) = self.value_at(r, c) {
+                        if let Some(v) = self.value_at(r, c)? {
                             values.push(v);
                         }
                     }
@@ -662,18 +1048,30 @@ mod formula {
             Some(vec![self.expr()?])
         }
 
-        fn cell(&self, word: &str) -> Option<f64> {
+        fn cell(&mut self, word: &str) -> Option<f64> {
             let (r, c) = super::parse_cell(word)?;
-            Some(self.value_at(r, c).unwrap_or(0.0))
+            Some(self.value_at(r as usize, c as usize)?.unwrap_or(0.0))
         }
 
-        fn value_at(&self, r: u32, c: u32) -> Option<f64> {
-            match self.rows.get(r as usize)?.get(c as usize)? {
-                Value::Number(n) => n.as_f64(),
-                Value::Bool(b) => Some(f64::from(u8::from(*b))),
-                Value::String(s) if s.starts_with('=') => evaluate(&s[1..], self.rows, self.depth + 1),
-                _ => None,
+        /// A cell's number (None inside: text or empty); None: it cannot be
+        /// known (a formula without a value, or not done in the second pass).
+        fn value_at(&mut self, r: usize, c: usize) -> Option<Option<f64>> {
+            let evaluator = self.evaluator;
+            if evaluator.formula_at(r, c).is_some() {
+                return match (evaluator.memo.get(&(r, c)), &mut self.needs) {
+                    (Some(Memo::Done(value)), _) => Some(Some((*value)?)),
+                    (_, Some(needs)) => {
+                        needs.push((r, c));
+                        Some(Some(1.0))
+                    }
+                    (_, None) => None,
+                };
             }
+            Some(match evaluator.rows.get(r).and_then(|row| row.get(c)) {
+                Some(Value::Number(n)) => n.as_f64(),
+                Some(Value::Bool(b)) => Some(f64::from(u8::from(*b))),
+                _ => None,
+            })
         }
     }
 
@@ -696,12 +1094,38 @@ mod formula {
 
     #[cfg(test)]
     mod tests {
-        use serde_json::json;
+        use std::collections::BTreeSet;
+        use std::time::{Duration, Instant};
+
+        use serde_json::{Value, json};
+
+        use super::{Budget, Evaluator, WORK_BUDGET};
+
+        fn rows(value: Value) -> Vec<Vec<Value>> {
+            serde_json::from_value(value).unwrap()
+        }
+
+        /// Every cell's value, worked out in row order as `xlsx()` does, and the work spent.
+        fn values(rows: &[Vec<Value>]) -> (Vec<Vec<Option<f64>>>, u64) {
+            let none = BTreeSet::new();
+            let mut evaluator = Evaluator::new(rows, &none);
+            let mut budget = Budget::new(WORK_BUDGET);
+            let out = rows.iter().enumerate().map(|(r, row)| (0..row.len()).map(|c| evaluator.value(r, c, &mut budget)).collect()).collect();
+            (out, budget.spent())
+        }
+
+        /// One formula over `rows`, placed in a fresh row under them.
+        fn eval(rows: &[Vec<Value>], formula: &str) -> Option<f64> {
+            let mut all = rows.to_vec();
+            all.push(vec![Value::from(format!("={formula}"))]);
+            let none = BTreeSet::new();
+            Evaluator::new(&all, &none).value(all.len() - 1, 0, &mut Budget::new(WORK_BUDGET))
+        }
 
         #[test]
         fn sums_averages_and_arithmetic_over_cells() {
-            let rows: Vec<Vec<serde_json::Value>> = serde_json::from_value(json!([["a", 10], ["b", 20.5], ["c", "=B1+B2"], ["", "x"]])).unwrap();
-            let eval = |f: &str| super::evaluate(f, &rows, 0);
+            let rows = rows(json!([["a", 10], ["b", 20.5], ["c", "=B1+B2"], ["", "x"]]));
+            let eval = |f: &str| eval(&rows, f);
             assert_eq!(eval("SUM(B1:B2)"), Some(30.5));
             assert_eq!(eval("SUM(B1:B4)"), Some(61.0), "a formula cell counts, text does not");
             assert_eq!(eval("AVERAGE(B1:B2)*2"), Some(30.5));
@@ -711,8 +1135,99 @@ mod formula {
             assert_eq!(eval("VLOOKUP(A1,A1:B2,2)"), None);
             assert_eq!(eval("Sheet2!A1"), None);
             assert_eq!(eval("B1/0"), None);
-            let cycle: Vec<Vec<serde_json::Value>> = serde_json::from_value(json!([["=A1+1"]])).unwrap();
-            assert!(super::evaluate("A1", &cycle, 0).is_some(), "a cycle ends (at the depth limit) without hanging");
+            assert_eq!(eval("B9+1"), Some(1.0), "an empty cell is 0");
+        }
+
+        #[test]
+        fn a_formula_that_reads_an_unknown_one_has_no_value_rather_than_a_wrong_one() {
+            // Before, a cell that could not be worked out was skipped in a range (or read as 0).
+            let rows = rows(json!([[1, "=VLOOKUP(A1,A1:A2,1)"], [2, "=SUM(A1:B1)"], [3, "=B1*2"]]));
+            let (values, _) = values(&rows);
+            assert_eq!(values[1][1], None);
+            assert_eq!(values[2][1], None);
+        }
+
+        #[test]
+        fn the_hostile_workbook_of_t9_is_circular_and_costs_next_to_nothing() {
+            // 30 cells of =SUM(A1:A30), each reading itself through the range: ~30^16 evaluations before.
+            let rows: Vec<Vec<Value>> = (1..=30).map(|r| vec![Value::from("=SUM(A1:A30)"), Value::from(r)]).collect();
+            let started = Instant::now();
+            let (values, spent) = values(&rows);
+            assert!(values.iter().all(|row| row[0].is_none()), "a circular reference gets no value: {values:?}");
+            assert!(spent < 10_000, "each cell is read once: {spent} units");
+            assert!(started.elapsed() < Duration::from_secs(1));
+        }
+
+        #[test]
+        fn cycles_of_two_and_of_one_get_no_value_and_the_rest_of_the_sheet_does() {
+            let (values, _) = values(&rows(json!([["=B1", "=A1", "=2+3"], ["=A2+1", "=C1*2", "=A1+C1"]])));
+            assert_eq!(values[0], vec![None, None, Some(5.0)]);
+            assert_eq!(values[1], vec![None, Some(10.0), None], "a self reference has no value; what reads a cycle has none either");
+        }
+
+        #[test]
+        fn long_chains_are_worked_out_in_either_direction_without_recursion() {
+            // A_n = A_(n-1) + 1 down the column, and B_n = B_(n+1) + 1 up it: 5,000 deep each way.
+            let n = 5_000;
+            let rows: Vec<Vec<Value>> = (0..n)
+                .map(|r| {
+                    let a = if r == 0 { Value::from(1) } else { Value::from(format!("=A{}+1", r)) };
+                    let b = if r == n - 1 { Value::from(1) } else { Value::from(format!("=B{}+1", r + 2)) };
+                    vec![a, b]
+                })
+                .collect();
+            let none = BTreeSet::new();
+            let mut budget = Budget::new(WORK_BUDGET);
+            // Worked out from the far end first: the whole chain in one go, on a small stack.
+            let run = std::thread::Builder::new()
+                .stack_size(1 << 20)
+                .spawn(move || {
+                    let mut evaluator = Evaluator::new(&rows, &none);
+                    (evaluator.value(n - 1, 0, &mut budget), evaluator.value(0, 1, &mut budget), evaluator.value(2_499, 0, &mut budget))
+                })
+                .unwrap();
+            assert_eq!(run.join().unwrap(), (Some(5_000.0), Some(5_000.0), Some(2_500.0)));
+        }
+
+        #[test]
+        fn a_range_over_the_whole_grid_costs_what_the_sheet_holds() {
+            let mut rows: Vec<Vec<Value>> = (0..200).map(|r| (0..10).map(|c| Value::from(r * 10 + c)).collect()).collect();
+            rows.push(vec![Value::from("=SUM(A1:J200)"), Value::from("=SUM(A1:XFD1048576)"), Value::from("=COUNT($A$1:$ZZZ$4294967295)")]);
+            let (values, spent) = values(&rows);
+            assert_eq!(values[200][0], Some((0..2000).sum::<i64>() as f64));
+            assert_eq!(values[200][1], None, "the whole grid holds the formula itself: circular");
+            assert_eq!(values[200][2], None, "so does this one");
+            assert!(spent < 50_000, "{spent} units");
+        }
+
+        #[test]
+        fn deep_nesting_and_long_formulas_are_not_worked_out_and_never_overflow_the_stack() {
+            let rows = rows(json!([[2]]));
+            let nested = |depth: usize| format!("{}A1{}", "(".repeat(depth), ")".repeat(depth));
+            assert_eq!(eval(&rows, &nested(40)), Some(2.0));
+            let signs = |depth: usize| format!("{}A1", "-".repeat(depth));
+            assert_eq!(eval(&rows, &signs(40)), Some(2.0));
+            // On a small stack: before, 4,000 parentheses recursed 12,000 frames deep.
+            let run = std::thread::Builder::new()
+                .stack_size(1 << 20)
+                .spawn(move || (eval(&rows, &nested(4_000)), eval(&rows, &signs(8_000)), eval(&rows, &format!("A1{}", "+1".repeat(5_000))), eval(&rows, &nested(50_000))))
+                .unwrap();
+            assert_eq!(run.join().unwrap(), (None, None, None, None), "too deep, too deep, too long (10,002 characters), too long");
+        }
+
+        #[test]
+        fn the_budget_bounds_a_sheet_of_wide_sums_and_leaves_the_rest_without_a_value() {
+            // 1,000 rows of 100 numbers, and 2,000 formulas each summing all of them: 200 million cells read.
+            let mut rows: Vec<Vec<Value>> = (0..1_000).map(|r| (0..100).map(|c| Value::from(r + c)).collect()).collect();
+            for row in rows.iter_mut() {
+                row.extend([Value::from("=SUM(A1:CV1000)"), Value::from("=SUM(A1:CV1000)")]);
+            }
+            let started = Instant::now();
+            let (values, _) = values(&rows);
+            let worked: usize = values.iter().map(|row| row[100..].iter().filter(|v| v.is_some()).count()).sum();
+            assert!(worked > 0 && worked < 2_000, "the first ones have a value, the rest none: {worked}");
+            assert_eq!(values[0][100], Some((0..1_000).flat_map(|r| (0..100).map(move |c| r + c)).sum::<i64>() as f64));
+            assert!(started.elapsed() < Duration::from_secs(5), "{:?}", started.elapsed());
         }
     }
 }
@@ -742,6 +1257,118 @@ mod tests {
         assert_eq!(sheets[0].rows[2][1], serde_json::json!(950.5));
         let csv = sheets_from_text("a,b\n007,x\n");
         assert_eq!(csv[0].rows[1][0], Value::from("007"), "a leading zero is text (an id, not a number)");
-        assert_eq!(to_csv(&[vec![Value::from("a,b"), Value::from(1)]]), "\"a,b\",1\r\n");
+        assert_eq!(to_csv(&[vec![Value::from("a,b"), Value::from(1)]], Formulas::Keep).0, "\"a,b\",1\r\n");
+    }
+
+    #[test]
+    fn what_a_spreadsheet_would_run_is_told_from_data() {
+        for text in ["=1+1", "+cmd|' /C calc'!A0", "-2+3", "@SUM(1+1)", " =1+1", "\u{a0}=1", "\t=1", "\tplain", "\rplain", "\n=1", "＝1+1", "＠SUM(A1)", "- item", "+1 555 0100", "=-3"] {
+            assert!(starts_like_formula(text), "{text:?}");
+        }
+        for text in ["-3.5", "+2", "-1,234.50", "-5%", "1e-5", "-1E+3", " -7 ", "-", "=", "+", "", "plain", "a=1", "'=1", "0-1", "\u{200b}x"] {
+            assert!(!starts_like_formula(text), "{text:?}");
+        }
+        assert_eq!(signed_number("-3.5"), Some(-3.5));
+        assert_eq!(signed_number("+2"), Some(2.0));
+        assert_eq!(signed_number("-5%"), None, "a percentage stays text");
+        assert_eq!(signed_number("-inf"), None);
+        assert_eq!(signed_number("-NaN"), None);
+        assert_eq!(signed_number("12"), None, "only a signed number needs saving from the guard");
+    }
+
+    #[test]
+    fn csv_cells_that_start_like_formulas_get_a_quote_and_numbers_stay_numbers() {
+        let rows = vec![vec![
+            Value::from("=WEBSERVICE(\"http://127.0.0.1:9/?\"&A1)"),
+            Value::from("+cmd|' /C calc'!A0"),
+            Value::from("-2+3"),
+            Value::from("@SUM(1)"),
+            Value::from("-3.5"),
+            Value::from(-3.5),
+            Value::from("x;=1+1"),
+            Value::from("x,=1+1"),
+            Value::from("Paris"),
+        ]];
+        let (csv, guarded) = to_csv(&rows, Formulas::AsText);
+        assert_eq!(csv, "\"'=WEBSERVICE(\"\"http://127.0.0.1:9/?\"\"&A1)\",'+cmd|' /C calc'!A0,'-2+3,'@SUM(1),-3.5,-3.5,x;'=1+1,\"x,=1+1\",Paris\r\n");
+        assert_eq!(guarded, 5);
+        let (kept, none) = to_csv(&rows, Formulas::Keep);
+        assert!(kept.starts_with("\"=WEBSERVICE(") && none == 0, "the user asked for formulas: as before: {kept}");
+        assert_eq!(guard_csv_cell("\t=1"), Some("'\t=1".into()), "one quote for a start in leading white space");
+        assert_eq!(guard_csv_cell("a;\"=1;b\t -2+3"), Some("a;'\"=1;b\t' -2+3".into()));
+        assert_eq!(guard_csv_cell("a; -3.5; b"), None);
+    }
+
+    #[test]
+    fn workbooks_written_as_text_hold_no_formula_and_kept_ones_do() {
+        use calamine::Reader as _;
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("book.xlsx");
+        let rows = vec![
+            vec![Value::from("Item"), Value::from("Value")],
+            vec![Value::from("=HYPERLINK(\"http://127.0.0.1:9/\",\"x\")"), Value::from(1)],
+            vec![Value::from("-2+3"), Value::from("-3.5")],
+            vec![Value::from("=SUM(B2:B3)"), Value::from(-1)],
+            vec![Value::from("=A5"), Value::from("=VLOOKUP(1,A1:B2,2)")],
+        ];
+        let sheets = [Sheet { name: "S".into(), rows, ..Sheet::default() }];
+        let (_, as_text) = write_with(&path, None, &sheets, Formulas::AsText).unwrap();
+        assert_eq!(as_text, 5);
+        let mut book: calamine::Xlsx<_> = calamine::open_workbook(&path).unwrap();
+        let formulas = book.worksheet_formula("S").unwrap();
+        assert!(formulas.used_cells().all(|(_, _, f)| f.is_empty()), "no formula stored: {formulas:?}");
+        let values = book.worksheet_range("S").unwrap();
+        assert_eq!(values.get_value((1, 0)), Some(&calamine::Data::String("=HYPERLINK(\"http://127.0.0.1:9/\",\"x\")".into())));
+        assert_eq!(values.get_value((2, 0)), Some(&calamine::Data::String("-2+3".into())));
+        assert_eq!(values.get_value((2, 1)), Some(&calamine::Data::Float(-3.5)), "a signed number given as text is a number");
+        // The user asked for formulas: as before, with the value worked out.
+        write_with(&path, None, &sheets, Formulas::Keep).unwrap();
+        let mut book: calamine::Xlsx<_> = calamine::open_workbook(&path).unwrap();
+        assert_eq!(book.worksheet_formula("S").unwrap().get_value((3, 0)).map(String::as_str), Some("SUM(B2:B3)"));
+        let values = book.worksheet_range("S").unwrap();
+        assert_eq!(values.get_value((3, 0)), Some(&calamine::Data::Float(1.0)));
+        // No value worked out (circular, unknown): an empty cached result, never the library's default 0.
+        for cell in [(4, 0), (4, 1)] {
+            assert!(matches!(values.get_value(cell), Some(calamine::Data::String(s)) if s.is_empty()) || matches!(values.get_value(cell), Some(calamine::Data::Empty) | None), "{cell:?}: {:?}", values.get_value(cell));
+        }
+    }
+
+    #[test]
+    fn an_edit_neutralises_the_cells_it_sets_and_keeps_the_workbooks_own_formulas() {
+        use calamine::Reader as _;
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("book.xlsx");
+        let rows = vec![vec![Value::from(2), Value::from(3), Value::from("=A1*B1")]];
+        write(&path, None, &[Sheet { name: "S".into(), rows, ..Sheet::default() }]).unwrap();
+        let changes = [(None, "D1".to_owned(), Value::from("=WEBSERVICE(\"http://127.0.0.1:9/\")")), (None, "A1".to_owned(), Value::from("-4")), (Some("s".to_owned()), "E1".to_owned(), Value::from("@x"))];
+        assert_eq!(edit_xlsx(&path, &changes, Formulas::AsText).unwrap(), (3, 2));
+        let mut book: calamine::Xlsx<_> = calamine::open_workbook(&path).unwrap();
+        let formulas = book.worksheet_formula("S").unwrap();
+        assert_eq!(formulas.get_value((0, 2)).map(String::as_str), Some("A1*B1"), "the workbook's own formula stays");
+        assert_eq!(formulas.get_value((0, 3)).map(String::as_str).unwrap_or_default(), "", "the new one is text");
+        let values = book.worksheet_range("S").unwrap();
+        assert_eq!(values.get_value((0, 2)), Some(&calamine::Data::Float(-12.0)), "worked out with the new -4");
+        assert_eq!(values.get_value((0, 3)), Some(&calamine::Data::String("=WEBSERVICE(\"http://127.0.0.1:9/\")".into())));
+        let far = [(None, "A1048577".to_owned(), Value::from(1))];
+        assert!(edit_xlsx(&path, &far, Formulas::AsText).unwrap_err().contains("beyond a sheet's last row"));
+    }
+
+    #[test]
+    fn a_csv_edit_neutralises_the_fields_it_brings_in_only() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("t.csv");
+        fs::write(&path, "name,amount,note\r\nrent,-900,\"=kept as the user had it\"\r\nfood,TBD,x\r\n").unwrap();
+        let replaced = edit_csv(&path, &[("TBD".into(), "=HYPERLINK(\"\"http://127.0.0.1:9/\"\")".into()), ("x\r\n".into(), "\"@SUM(1)\"\r\nnew,-3.5,+cmd\r\n".into())], Formulas::AsText).unwrap();
+        assert_eq!(replaced, (2, 3));
+        assert_eq!(
+            fs::read_to_string(&path).unwrap(),
+            "name,amount,note\r\nrent,-900,\"=kept as the user had it\"\r\nfood,'=HYPERLINK(\"\"http://127.0.0.1:9/\"\"),\"'@SUM(1)\"\r\nnew,-3.5,'+cmd\r\n"
+        );
+        let tsv = dir.path().join("t.tsv");
+        fs::write(&tsv, "a\tb\n").unwrap();
+        assert_eq!(edit_csv(&tsv, &[("b".into(), "-1+2\t=3+4".into())], Formulas::AsText).unwrap(), (1, 2));
+        assert_eq!(fs::read_to_string(&tsv).unwrap(), "a\t'-1+2\t'=3+4\n");
+        assert_eq!(edit_text(&tsv, &[("a".into(), "=9+9".into())]).unwrap(), 1, "the user's own edit (Keep) is as before");
+        assert_eq!(fs::read_to_string(&tsv).unwrap(), "=9+9\t'-1+2\t'=3+4\n");
     }
 }

@@ -6,6 +6,12 @@
 //! never cowork's data); an existing file is replaced only when the call
 //! says `replace` (dangerous: it always asks), and its earlier version goes
 //! to the trash, so Undo brings it back. What a document says is data.
+//!
+//! Spreadsheet cells the agent writes are data too: unless the user's own
+//! request for the task asked for a formula (`asks_for_formulas`, decided by
+//! the agent from the user's words only), a cell that starts like a formula
+//! is written as text (see `documents::write::Formulas`), and the answer to
+//! the model says so.
 
 use std::path::{Path, PathBuf};
 
@@ -14,7 +20,7 @@ use serde_json::{Value, json};
 use super::files::{FilesEnv, resolve};
 use super::undo::{UndoStep, keep_before_change};
 use super::{Risk, ToolOutput};
-use crate::documents::write::{self, Sheet};
+use crate::documents::write::{self, Formulas, Sheet};
 use crate::documents::{Selection, read_with_deadline};
 
 pub const TOOLS: [&str; 3] = ["read_document", "write_document", "edit_document"];
@@ -105,7 +111,35 @@ pub fn classify(tool: &str, args: &Value, paths: &[PathBuf]) -> Risk {
     .max(if args.get("replace").and_then(Value::as_bool) == Some(true) { Risk::Dangerous } else { Risk::Safe })
 }
 
-pub fn run(tool: &str, args: &Value, env: &FilesEnv) -> ToolOutput {
+/// Whether the user's own words ask for a formula in a spreadsheet: they
+/// name one ("formula", and the word in a few other languages), or write one
+/// out ("=SUM(", "=B2*1.2"). Give it the user's request for this task only,
+/// never text from a tool, a document, the web or memory: what it allows is
+/// what an injected model would want.
+pub fn asks_for_formulas(words: &str) -> bool {
+    static ASKS: std::sync::LazyLock<Option<regex::Regex>> =
+        std::sync::LazyLock::new(|| regex::Regex::new(r"(?i)\bf[oó]rmul(?:a|as|ae|e|es|er|en)?\b|\bformel(?:n|s|er|erne)?\b|=\s*(?:[a-z][a-z0-9._]*\s*\(|\$?[a-z]{1,3}\$?[0-9]+)").ok());
+    ASKS.as_ref().is_some_and(|re| re.is_match(words))
+}
+
+/// The note for the model when cells were written as text.
+fn as_text_note(count: usize) -> String {
+    if count == 0 {
+        return String::new();
+    }
+    let (cells, were) = if count == 1 { ("cell", "was") } else { ("cells", "were") };
+    format!(
+        "; {count} {cells} starting like a formula (=, +, -, @, a tab) {were} written as text, not as formulas, because the user's request did not ask \
+         for formulas (this keeps text from documents or the web from becoming formulas that run when the file is opened); if the user wants \
+         formulas, they can ask for them"
+    )
+}
+
+/// Runs a documents tool. `user_asked_for_formulas`: the user's own request
+/// for this task asked for a formula (`asks_for_formulas`); otherwise cells
+/// that start like one are written as text.
+pub fn run(tool: &str, args: &Value, env: &FilesEnv, user_asked_for_formulas: bool) -> ToolOutput {
+    let formulas = if user_asked_for_formulas { Formulas::Keep } else { Formulas::AsText };
     let path = match paths(tool, args, env) {
         Ok(paths) => paths.into_iter().next().expect("one path"),
         Err(err) => return ToolOutput::error(err),
@@ -135,6 +169,7 @@ pub fn run(tool: &str, args: &Value, env: &FilesEnv) -> ToolOutput {
                         .map(|(i, s)| Sheet {
                             name: s.get("name").and_then(Value::as_str).map_or_else(|| format!("Sheet{}", i + 1), str::to_owned),
                             rows: s.get("rows").and_then(Value::as_array).map(|rows| rows.iter().map(|r| r.as_array().cloned().unwrap_or_default()).collect()).unwrap_or_default(),
+                            ..Sheet::default()
                         })
                         .collect()
                 })
@@ -146,12 +181,12 @@ pub fn run(tool: &str, args: &Value, env: &FilesEnv) -> ToolOutput {
                     Err(err) => return ToolOutput::error(err),
                 }
             }
-            match write::write(&path, text("text").as_deref(), &sheets) {
-                Ok(said) => {
+            match write::write_with(&path, text("text").as_deref(), &sheets, formulas) {
+                Ok((said, as_text)) => {
                     if !exists {
                         undo.push(UndoStep::Created { path: path.clone() });
                     }
-                    ToolOutput { undo, ..ToolOutput::ok(said) }
+                    ToolOutput { undo, ..ToolOutput::ok(format!("{said}{}", as_text_note(as_text))) }
                 }
                 Err(err) => ToolOutput::error(err),
             }
@@ -180,25 +215,48 @@ pub fn run(tool: &str, args: &Value, env: &FilesEnv) -> ToolOutput {
                 Ok(step) => step,
                 Err(err) => return ToolOutput::error(err),
             };
+            // A failed edit puts the earlier version back through Undo's own checks.
+            let data_dir = env.data_dir.canonicalize().unwrap_or_else(|_| env.data_dir.clone());
+            let own = super::own_data::OwnData { data_dir: &data_dir, home: &env.home };
             use crate::documents::Kind;
             let result = match kind {
-                Some(Kind::Xlsx) if !cells.is_empty() => write::edit_xlsx(&path, &cells).map(|n| format!("set {n} cell{} in {} (the workbook was rewritten: values and formulas kept, formatting not)", if n == 1 { "" } else { "s" }, path.display())),
+                Some(Kind::Xlsx) if !cells.is_empty() => write::edit_xlsx(&path, &cells, formulas).map(|(n, as_text)| {
+                    format!("set {n} cell{} in {} (the workbook was rewritten: values and formulas kept, formatting not){}", if n == 1 { "" } else { "s" }, path.display(), as_text_note(as_text))
+                }),
                 Some(Kind::Docx) if !replacements.is_empty() => write::edit_docx(&path, &replacements).map(|n| format!("replaced text in {n} place{} in {}", if n == 1 { "" } else { "s" }, path.display())),
-                Some(Kind::Markdown | Kind::Csv | Kind::Text | Kind::Html) if !replacements.is_empty() => write::edit_text(&path, &replacements).map(|n| format!("replaced text in {n} place{} in {}", if n == 1 { "" } else { "s" }, path.display())),
+                Some(Kind::Csv) if !replacements.is_empty() => {
+                    write::edit_csv(&path, &replacements, formulas).map(|(n, as_text)| format!("replaced text in {n} place{} in {}{}", if n == 1 { "" } else { "s" }, path.display(), as_text_note(as_text)))
+                }
+                Some(Kind::Markdown | Kind::Text | Kind::Html) if !replacements.is_empty() => write::edit_text(&path, &replacements).map(|n| format!("replaced text in {n} place{} in {}", if n == 1 { "" } else { "s" }, path.display())),
                 _ => Err(format!("{}: cowork edits text in DOCX, Markdown, CSV and text files, and cells in XLSX workbooks", path.display())),
             };
             match result {
                 Ok(said) if said.starts_with("replaced text in 0 places") => {
-                    let _ = super::undo::undo(&step);
+                    let _ = super::undo::undo(&step, &own);
                     ToolOutput::error(format!("none of the text to find is in {}; read it first and copy the text exactly", path.display()))
                 }
                 Ok(said) => ToolOutput { undo: vec![step], ..ToolOutput::ok(said) },
                 Err(err) => {
-                    let _ = super::undo::undo(&step);
+                    let _ = super::undo::undo(&step, &own);
                     ToolOutput::error(err)
                 }
             }
         }
         other => ToolOutput::error(format!("no documents tool named {other:?}")),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::asks_for_formulas;
+
+    #[test]
+    fn a_request_asks_for_formulas_when_it_names_or_writes_one() {
+        for words in ["put a formula that sums column A", "use Formulas for the totals", "Summe als Formel", "añade una fórmula", "=SUM(A1:A3) in the last row", "make C1 = b2*1.2", "= average (B2:B9)"] {
+            assert!(asks_for_formulas(words), "{words:?}");
+        }
+        for words in ["make a spreadsheet of my expenses", "sum column A and write the total", "a = b", "reformulate the intro", "formulaic prose", "cost: 5 = cheap"] {
+            assert!(!asks_for_formulas(words), "{words:?}");
+        }
     }
 }

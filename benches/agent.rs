@@ -94,6 +94,19 @@ fn step(c: &mut Criterion) {
     let mcp_args = json!({"query": "quarterly numbers", "paths": ["notes/today.md", "~/Documents/report.txt", "file:///tmp/x"], "options": {"depth": 3, "note": "see ./notes and $HOME/Documents"}});
     let mcp = registry::Classified { risk: cowork::tools::Risk::Sensitive, untyped: true, ..registry::Classified::default() };
     group.bench_function("decide_an_mcp_call_reading_every_string", |b| b.iter(|| policy::decide(&mcp.call("mcp__fs__search", &mcp_args), &rules, &ctx).why.len()));
+    // What a server may expand itself (issue 53): patterns, variables, percent-encoding, against the data directory's files.
+    std::fs::write(env.data_dir.join("secrets.key"), "k").unwrap();
+    std::fs::write(env.data_dir.join("USER.md"), "me").unwrap();
+    let expanded_args = json!({"path": "~/notes", "pattern": "**/*.md", "also": ["~/.local/*/cow*/*.key", "$XDG_DATA_HOME/x/%2e%2e/y", "{a,b}/[c]d?.txt"]});
+    group.bench_function("decide_an_mcp_call_with_patterns_and_variables", |b| b.iter(|| policy::decide(&mcp.call("mcp__fs__search", &expanded_args), &rules, &ctx).why.len()));
+    // A command whose program is looked up on PATH and compared with cowork's own.
+    let args = json!({"command": "xargs -n1 helper search < notes/list.txt"});
+    group.bench_function("decide_a_command_looked_up_as_cowork_s_own_program", |b| {
+        b.iter(|| {
+            let classified = registry::classify("run_command", &args, &env).unwrap();
+            policy::decide(&classified.call("run_command", &args), &rules, &ctx).why.len()
+        })
+    });
     let mut id = 10;
     group.bench_function("record_one_step_in_sqlite", |b| {
         b.iter(|| {

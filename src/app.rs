@@ -906,11 +906,11 @@ impl CoworkApp {
                 }
             }
             UiAction::Undo(operation_id) => {
-                let (db, tx) = (self.paths().db_path(), self.documents.0.clone());
+                let (db, data_dir, tx) = (self.paths().db_path(), self.paths().data_dir.clone(), self.documents.0.clone());
                 let _ = std::thread::Builder::new().name("undo".into()).spawn(move || {
                     let said = crate::store::open_writer(&db)
                         .map_err(|e| format!("{e:#}"))
-                        .and_then(|conn| crate::agent::store::undo_operation(&conn, Some(operation_id), crate::ids::now_millis()).map_err(|e| e.to_string()));
+                        .and_then(|conn| crate::agent::store::undo_operation(&conn, Some(operation_id), &data_dir, crate::ids::now_millis()).map_err(|e| e.to_string()));
                     let _ = tx.send(DocumentEvent::Said(match said {
                         Ok(Some((_, done, failed))) if failed.is_empty() => format!("Undone: {}", done.join("; ")),
                         Ok(Some((_, done, failed))) => format!("Undone: {}. Not undone: {}", if done.is_empty() { "nothing".to_owned() } else { done.join("; ") }, failed.join("; ")),

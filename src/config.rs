@@ -866,7 +866,8 @@ impl Settings {
 
     /// The firewall's rules (the text is kept compilable by `apply`).
     pub fn rules(&self) -> Rules {
-        self.privacy.compile().unwrap_or_default()
+        let rules = self.privacy.compile().unwrap_or_default();
+        Rules { document_exclude: self.document_exclude.clone(), ..rules }
     }
 
     pub fn from_pairs(pairs: &[(String, String)]) -> (Self, Vec<String>) {

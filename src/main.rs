@@ -454,8 +454,17 @@ enum MemoryAction {
 enum McpAction {
     /// Add the servers of a Claude Desktop / Claude Code JSON file, a Zed
     /// settings.json or a Codex config.toml to mcp-servers.json (their env
-    /// and header values go to the secret store)
-    Import { file: std::path::PathBuf },
+    /// and header values go to the secret store). A server whose values name
+    /// a secret ("secret:…") is refused, and so is one that wants a variable
+    /// of cowork's environment (Codex's bearer_token_env_var) not named with --allow-env
+    Import {
+        file: std::path::PathBuf,
+        /// Let a server have this variable of cowork's environment as its bearer
+        /// token (Codex's bearer_token_env_var; repeatable; never a COWORK_* variable
+        /// or a provider's key variable)
+        #[arg(long, value_name = "NAME")]
+        allow_env: Vec<String>,
+    },
     /// The configured servers: transport, timeouts, enabled tools
     List,
     /// Connect to a configured server on its own: protocol version, tools,
@@ -600,9 +609,12 @@ fn main() -> ExitCode {
     // SAFETY: no other thread exists yet.
     unsafe { std::env::set_var("HF_HUB_OFFLINE", "1") };
     init_logging();
-    install_panic_hook();
+    // A command's reader may stop early (`cowork audit | head -1`): see `stdout_reader_gone`.
+    let command = cli.command.is_some();
+    install_panic_hook(command);
     match run(cli, process_started) {
         Ok(code) => code,
+        Err(err) if command && broken_stdout(&err) => ExitCode::SUCCESS,
         Err(err) => {
             eprintln!("cowork: {err:#}");
             ExitCode::FAILURE
@@ -623,13 +635,41 @@ fn init_logging() {
 
 /// Logs panics through tracing (with the thread name, which is the worker name)
 /// before the default hook prints them; the supervisor then restarts the worker.
-fn install_panic_hook() {
+///
+/// For a `command`, `println!` on the main thread to a reader that has gone
+/// (`cowork audit | head -1`) ends the process quietly with status 0, as ripgrep
+/// does: the reader took what it wanted, and a script under `set -o pipefail`
+/// should not fail for it. Only that: SIGPIPE stays ignored (Rust's default), so
+/// a write to an MCP server's stdin, the shell tool's child or a socket that was
+/// closed is an error its caller handles, never the end of cowork; the sidebar
+/// and the workers' threads are not touched by this.
+fn install_panic_hook(command: bool) {
     let default = std::panic::take_hook();
     std::panic::set_hook(Box::new(move |info| {
         let thread = std::thread::current();
+        let message = info.payload().downcast_ref::<String>().map(String::as_str).or_else(|| info.payload().downcast_ref::<&str>().copied());
+        // std's own words when `print!` fails (its `print_to`), and the reader really gone.
+        if command && thread.name() == Some("main") && message.is_some_and(|m| m.starts_with("failed printing to stdout")) && stdout_reader_gone() {
+            std::process::exit(0);
+        }
         tracing::error!(thread = thread.name().unwrap_or("unnamed"), "panic: {info}");
         default(info);
     }));
+}
+
+/// Whether a command failed only because its reader went away: a broken pipe
+/// in the error, and standard output's reader gone (not a pipe to a child).
+fn broken_stdout(err: &anyhow::Error) -> bool {
+    err.chain().any(|cause| cause.downcast_ref::<std::io::Error>().is_some_and(|io| io.kind() == std::io::ErrorKind::BrokenPipe)) && stdout_reader_gone()
+}
+
+/// Whether nothing reads standard output any more: Linux reports POLLERR on
+/// a pipe's write end once its read end is closed (POLLHUP for a socket).
+fn stdout_reader_gone() -> bool {
+    let mut out = libc::pollfd { fd: libc::STDOUT_FILENO, events: 0, revents: 0 };
+    // SAFETY: one valid pollfd and its count; a timeout of 0 never waits.
+    let ready = unsafe { libc::poll(&mut out, 1, 0) };
+    ready == 1 && out.revents & (libc::POLLERR | libc::POLLHUP) != 0
 }
 
 fn run(cli: Cli, process_started: Instant) -> anyhow::Result<ExitCode> {
@@ -637,6 +677,12 @@ fn run(cli: Cli, process_started: Instant) -> anyhow::Result<ExitCode> {
     if let Some(Command::PackageFiles { dir }) = &cli.command {
         package_files(dir)?;
         return Ok(ExitCode::SUCCESS);
+    }
+    // cowork's own program reads all of its data for whoever runs it: never for
+    // a command one of cowork's tools started (an approved `cowork search …`,
+    // a copy of the program a script runs, an MCP server's child).
+    if let Some(why) = cowork::tools::own_data::started_for_a_tool() {
+        anyhow::bail!("cowork does not run for a program one of its own tools started ({why}): its data is out of every tool's reach");
     }
     let paths = Paths::resolve(cli.data_dir.clone(), cli.models_dir.clone())?;
     // One cowork per data directory: a second sidebar hands its request to the
@@ -919,7 +965,7 @@ fn run(cli: Cli, process_started: Instant) -> anyhow::Result<ExitCode> {
         }
         Some(Command::Mcp { action }) => {
             match action {
-                McpAction::Import { file } => commands::mcp_import(&paths, &file)?,
+                McpAction::Import { file, allow_env } => commands::mcp_import(&paths, &file, &allow_env)?,
                 McpAction::List => commands::mcp_list(&paths)?,
                 McpAction::Test { name } => {
                     if !commands::mcp_test(&paths, &name)? {

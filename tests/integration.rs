@@ -29,6 +29,10 @@ mod integration {
     mod providers;
     mod render;
     mod security;
+    mod security2;
+    mod security2_documents;
+    mod security2_mcp;
+    mod security2_providers;
     mod store_worker;
     mod supervisor;
     mod ui;

@@ -590,11 +590,15 @@ pub fn last_undoable(conn: &Connection, operation_id: Option<i64>) -> rusqlite::
 
 /// Puts an operation's steps back (newest first) and records the outcome:
 /// what was done and what could not be.
-pub fn undo_operation(conn: &Connection, operation_id: Option<i64>, now_millis: i64) -> rusqlite::Result<Option<(i64, Vec<String>, Vec<String>)>> {
+/// `data_dir` is cowork's data directory: Undo never writes into it.
+pub fn undo_operation(conn: &Connection, operation_id: Option<i64>, data_dir: &std::path::Path, now_millis: i64) -> rusqlite::Result<Option<(i64, Vec<String>, Vec<String>)>> {
     let Some((operation_id, _, steps)) = last_undoable(conn, operation_id)? else { return Ok(None) };
+    let data_dir = data_dir.canonicalize().unwrap_or_else(|_| data_dir.to_path_buf());
+    let home = std::env::var_os("HOME").map(std::path::PathBuf::from).unwrap_or_default();
+    let own = crate::tools::own_data::OwnData { data_dir: &data_dir, home: &home };
     let (mut done, mut failed, mut results) = (Vec::new(), Vec::new(), Vec::new());
     for (id, step) in steps.iter().rev() {
-        match crate::tools::undo::undo(step) {
+        match crate::tools::undo::undo(step, &own) {
             Ok(text) => {
                 done.push(text);
                 results.push((*id, None));

@@ -48,6 +48,10 @@ pub struct Rules {
     pub exclude_private_windows: bool,
     /// Local-time ranges [start, end) in minutes since midnight; may wrap midnight.
     pub quiet_hours: Vec<(u32, u32)>,
+    /// Path patterns of documents memory does not keep (`memory.document_exclude`,
+    /// one glob per line): what was kept before a pattern was added is withheld
+    /// from other assistants and apps by it too (`tools::memory`).
+    pub document_exclude: String,
 }
 
 impl Default for Rules {
@@ -60,6 +64,7 @@ impl Default for Rules {
             denied_domains: Vec::new(),
             exclude_private_windows: true,
             quiet_hours: Vec::new(),
+            document_exclude: String::new(),
         }
     }
 }
@@ -171,6 +176,8 @@ impl RuleText {
             denied_domains: parse_list(&self.denied_domains).into_iter().map(|d| d.to_lowercase()).collect(),
             exclude_private_windows: self.exclude_private_windows,
             quiet_hours: parse_quiet_hours(&self.quiet_hours)?,
+            // Kept with the documents settings; `Settings::rules` fills it in.
+            document_exclude: String::new(),
         })
     }
 }

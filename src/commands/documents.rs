@@ -82,7 +82,7 @@ pub fn write(path: &Path, replace: bool) -> anyhow::Result<ExitCode> {
 /// `cowork undo`: the last task's changes put back, newest first.
 pub fn undo(paths: &Paths, operation: Option<i64>) -> anyhow::Result<ExitCode> {
     let conn = crate::store::open_writer(&paths.db_path())?;
-    match crate::agent::store::undo_operation(&conn, operation, crate::ids::now_millis())? {
+    match crate::agent::store::undo_operation(&conn, operation, &paths.data_dir, crate::ids::now_millis())? {
         None => {
             eprintln!("nothing to undo: no task deleted, moved or wrote files{}", operation.map(|o| format!(" in task {o}")).unwrap_or_default());
             Ok(ExitCode::from(1))

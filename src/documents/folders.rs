@@ -6,6 +6,17 @@
 //! inotify reports writes, moves and deletions, handled a second after the
 //! last one (an editor writes in bursts). Hidden folders, excluded paths and
 //! the privacy rules are honoured; cowork's own data folder is never walked.
+//!
+//! What is read is judged by what was opened, not by the name it came under
+//! (`open_followed`): a file is opened without following a symlink, and then
+//! the open file must be a regular file with one name (another name could be
+//! in a folder the rules exclude), on the followed folder's own mount (no
+//! bind mount or other file system inside it), and where the kernel says the
+//! open file is must be under a followed folder, in no hidden folder, wanted
+//! by the rules and the exclusions, and not cowork's own data. So a symlink,
+//! a hard link or a bind mount that appears in a followed folder, or a
+//! folder swapped for a link during a walk, never brings a file from
+//! elsewhere (`~/.ssh`, an excluded folder) into memory.
 
 use std::collections::{BTreeMap, HashMap};
 use std::path::{Path, PathBuf};
@@ -47,6 +58,16 @@ pub struct FoldersWorker {
     settings_read: Instant,
     /// Files with events waiting to settle: when the last one came.
     pending: BTreeMap<PathBuf, Instant>,
+    /// The followed folders (resolved) and the mount each is on.
+    roots: Vec<(PathBuf, Option<u64>)>,
+}
+
+/// A followed file, opened and checked.
+struct Opened {
+    file: std::fs::File,
+    /// Where the kernel says the open file is.
+    real: PathBuf,
+    bytes: u64,
 }
 
 impl FoldersWorker {
@@ -63,6 +84,7 @@ impl FoldersWorker {
             settings: Settings::default(),
             settings_read: Instant::now() - SETTINGS_EVERY,
             pending: BTreeMap::new(),
+            roots: Vec::new(),
         })
     }
 
@@ -114,6 +136,7 @@ impl FoldersWorker {
         self.configured = (self.settings.document_folders.clone(), self.settings.document_exclude.clone());
         let mut seen: Vec<PathBuf> = Vec::new();
         let folders = if self.settings.remember_documents { self.folders() } else { Vec::new() };
+        self.roots = folders.iter().map(|folder| (folder.clone(), mount_of_path(folder))).collect();
         for folder in &folders {
             self.walk(folder, &mut seen);
         }
@@ -139,7 +162,18 @@ impl FoldersWorker {
         if dir.starts_with(&data) || crate::documents::memory::excluded(&dir.join("x"), &self.settings.document_exclude).is_some() {
             return;
         }
-        let mask = WatchMask::CLOSE_WRITE | WatchMask::MOVED_TO | WatchMask::MOVED_FROM | WatchMask::DELETE | WatchMask::CREATE | WatchMask::DELETE_SELF;
+        // A folder that is (or became) a symlink, or another mount, is not followed into.
+        if !std::fs::symlink_metadata(dir).is_ok_and(|m| m.is_dir()) || !self.on_root_mount(dir, mount_of_path(dir)) {
+            return;
+        }
+        let mask = WatchMask::CLOSE_WRITE
+            | WatchMask::MOVED_TO
+            | WatchMask::MOVED_FROM
+            | WatchMask::DELETE
+            | WatchMask::CREATE
+            | WatchMask::DELETE_SELF
+            | WatchMask::DONT_FOLLOW
+            | WatchMask::ONLYDIR;
         match self.inotify.watches().add(dir, mask) {
             Ok(wd) => {
                 self.watches.insert(wd, dir.to_path_buf());
@@ -157,33 +191,112 @@ impl FoldersWorker {
             }
             if kind.is_dir() {
                 self.walk(&path, seen);
-            } else if kind.is_file() && self.wanted(&path) {
+            } else if kind.is_file() && self.wanted(&path) && self.keep(&path) {
                 seen.push(path.clone());
-                self.keep(&path);
             }
         }
     }
 
-    /// Stores `path` when its content is not what memory holds.
-    fn keep(&mut self, path: &Path) {
-        let Ok(meta) = std::fs::metadata(path) else { return };
-        if meta.len() > MAX_FOLLOWED {
-            tracing::info!(path = %path.display(), "a followed document is too large to keep in memory");
-            return;
+    /// Whether `path`, on mount `mount`, is on the mount of the followed folder it is under.
+    fn on_root_mount(&self, path: &Path, mount: Option<u64>) -> bool {
+        self.roots.iter().filter(|(root, _)| path.starts_with(root)).max_by_key(|(root, _)| root.as_os_str().len()).is_some_and(|(_, root_mount)| *root_mount == mount)
+    }
+
+    /// Opens `path` for keeping and checks what was opened (see the module's
+    /// documentation); the error says why it is passed over.
+    fn open_followed(&self, path: &Path) -> Result<Opened, String> {
+        use std::os::fd::AsRawFd;
+        use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
+        let named = std::fs::symlink_metadata(path).map_err(|e| format!("it cannot be read ({e})"))?;
+        if named.file_type().is_symlink() {
+            return Err("it is a symlink".into());
         }
-        let Ok(bytes) = std::fs::read(path) else { return };
+        if !named.is_file() {
+            return Err("it is not a regular file".into());
+        }
+        let file = std::fs::OpenOptions::new()
+            .read(true)
+            .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK | libc::O_CLOEXEC)
+            .open(path)
+            .map_err(|e| format!("it cannot be opened without following a link ({e})"))?;
+        let meta = file.metadata().map_err(|e| format!("it cannot be read ({e})"))?;
+        if !meta.is_file() || (meta.dev(), meta.ino()) != (named.dev(), named.ino()) {
+            return Err("it changed while it was opened".into());
+        }
+        if meta.nlink() > 1 {
+            return Err(format!("it has {} names (hard links), and another may be in a folder your rules exclude", meta.nlink()));
+        }
+        let fd_path = PathBuf::from(format!("/proc/self/fd/{}", file.as_raw_fd()));
+        let real = std::fs::read_link(&fd_path).map_err(|e| format!("where it is cannot be told ({e})"))?;
+        if real != path {
+            return Err(format!("it is really {} (a folder on the way is a link)", real.display()));
+        }
+        let Some((root, _)) = self.roots.iter().filter(|(root, _)| real.starts_with(root)).max_by_key(|(root, _)| root.as_os_str().len()) else {
+            return Err("it is outside the followed folders".into());
+        };
+        let below = real.strip_prefix(root).unwrap_or(&real);
+        if below.components().any(|c| c.as_os_str().to_string_lossy().starts_with('.')) {
+            return Err("it is in a hidden folder".into());
+        }
+        if !self.on_root_mount(&real, mount_of_fd(file.as_raw_fd())) {
+            return Err("it is on another file system mounted inside the followed folder (a bind mount, say)".into());
+        }
+        let data = self.data_dir.canonicalize().unwrap_or_else(|_| self.data_dir.clone());
+        let home = std::env::var_os("HOME").map(PathBuf::from).unwrap_or_default();
+        let own = crate::tools::own_data::OwnData { data_dir: &data, home: &home };
+        if own.inside(&real) || own.is_hard_link_inside(&meta) {
+            return Err("it is cowork's own data".into());
+        }
+        if !self.wanted(&real) {
+            return Err("the exclusions or your privacy rules cover it".into());
+        }
+        Ok(Opened { file, real, bytes: meta.len() })
+    }
+
+    /// Stores `path` when its content is not what memory holds; false when it
+    /// is passed over (and anything kept from that path before is forgotten).
+    fn keep(&mut self, path: &Path) -> bool {
+        use std::io::Read as _;
+        use std::os::fd::AsRawFd;
+        let shown = path.display().to_string();
+        let opened = match self.open_followed(path) {
+            Ok(opened) => opened,
+            Err(why) => {
+                tracing::info!(path = %shown, %why, "a file in a followed folder was passed over");
+                self.forget_if_kept(&shown);
+                return false;
+            }
+        };
+        if opened.bytes > MAX_FOLLOWED {
+            tracing::info!(path = %shown, "a followed document is too large to keep in memory");
+            return false;
+        }
+        let mut bytes = Vec::with_capacity(opened.bytes as usize);
+        if (&opened.file).take(MAX_FOLLOWED + 1).read_to_end(&mut bytes).is_err() {
+            return false;
+        }
         use sha2::Digest;
         let sha = hex::encode(sha2::Sha256::digest(&bytes));
-        let shown = path.display().to_string();
         let known: Option<String> = self.connection().and_then(|c| c.query_row("SELECT sha256 FROM documents WHERE path = ?1", params![shown], |r| r.get(0)).optional().ok().flatten());
         if known.as_deref() == Some(sha.as_str()) {
-            return;
+            return true;
         }
-        match crate::documents::memory::prepare(path, "folder") {
+        // Read through the descriptor that was checked, never by the name again.
+        let fd_path = PathBuf::from(format!("/proc/self/fd/{}", opened.file.as_raw_fd()));
+        match crate::documents::memory::prepare_opened(&fd_path, &opened.real, bytes.len() as u64, sha, "folder") {
             Ok(doc) => {
                 let _ = self.store.send_timeout(StoreCommand::RememberDocument { doc: Box::new(doc), reply: None }, Duration::from_secs(5));
             }
             Err(err) => tracing::info!(path = %shown, %err, "a followed document was not read"),
+        }
+        true
+    }
+
+    /// Forgets what this worker kept from `path`, if it kept anything.
+    fn forget_if_kept(&mut self, shown: &str) {
+        let kept = self.connection().and_then(|c| c.query_row("SELECT 1 FROM documents WHERE path = ?1 AND origin = 'folder'", params![shown], |_| Ok(())).optional().ok().flatten()).is_some();
+        if kept {
+            let _ = self.store.send_timeout(StoreCommand::ForgetDocumentAt { path: shown.to_owned() }, Duration::from_secs(5));
         }
     }
 
@@ -227,13 +340,30 @@ impl FoldersWorker {
         let ready: Vec<PathBuf> = self.pending.iter().filter(|(_, at)| now.duration_since(**at) >= SETTLE).map(|(p, _)| p.clone()).collect();
         for path in ready {
             self.pending.remove(&path);
-            if path.is_file() && self.wanted(&path) {
-                self.keep(&path);
-            } else if !path.exists() {
+            // Judged by what is there now, a link not followed (`keep` opens and checks it).
+            if std::fs::symlink_metadata(&path).is_err() {
                 let _ = self.store.send_timeout(StoreCommand::ForgetDocumentAt { path: path.display().to_string() }, Duration::from_secs(5));
+            } else if self.wanted(&path) {
+                self.keep(&path);
+            } else {
+                self.forget_if_kept(&path.display().to_string());
             }
         }
     }
+}
+
+/// The mount a path is on (not following a symlink in its last part), from `/proc/self/fdinfo`.
+fn mount_of_path(path: &Path) -> Option<u64> {
+    use std::os::fd::AsRawFd;
+    use std::os::unix::fs::OpenOptionsExt;
+    let file = std::fs::OpenOptions::new().read(true).custom_flags(libc::O_PATH | libc::O_NOFOLLOW | libc::O_CLOEXEC).open(path).ok()?;
+    mount_of_fd(file.as_raw_fd())
+}
+
+/// The mount an open descriptor's file is on (`mnt_id` in `/proc/self/fdinfo/N`).
+fn mount_of_fd(fd: i32) -> Option<u64> {
+    let info = std::fs::read_to_string(format!("/proc/self/fdinfo/{fd}")).ok()?;
+    info.lines().find_map(|line| line.strip_prefix("mnt_id:")).and_then(|id| id.trim().parse().ok())
 }
 
 impl Supervised for FoldersWorker {

@@ -9,7 +9,7 @@ use std::path::Path;
 use rusqlite::{Connection, OptionalExtension, params};
 use sha2::{Digest, Sha256};
 
-use super::read::{DEADLINE, Document, ReadError, Selection, read_with_deadline};
+use super::read::{DEADLINE, Document, ReadError, Selection, read_with_deadline, read_with_deadline_as};
 
 /// Why a document is not kept in memory, when it is not: keeping documents
 /// is off, capture is paused, a privacy rule covers its path (a title rule
@@ -63,6 +63,15 @@ pub fn prepare(path: &Path, origin: &'static str) -> Result<Remembered, ReadErro
     from_document(&doc, origin)
 }
 
+/// Reads a file already opened and checked (the folders worker opens it
+/// without following links and checks what it opened): through `io_path`
+/// (`/proc/self/fd/N`), kept under `name`, with its size and SHA-256 as they
+/// were read from the open file.
+pub fn prepare_opened(io_path: &Path, name: &Path, bytes: u64, sha256: String, origin: &'static str) -> Result<Remembered, ReadError> {
+    let doc: Document = read_with_deadline_as(io_path, name, &Selection::default(), DEADLINE)?;
+    Ok(remembered(&doc, bytes, sha256, origin))
+}
+
 /// What memory keeps of a document already read whole (an attachment is read
 /// once for the chat and for memory); the file is hashed as it is streamed.
 pub fn from_document(doc: &Document, origin: &'static str) -> Result<Remembered, ReadError> {
@@ -70,26 +79,35 @@ pub fn from_document(doc: &Document, origin: &'static str) -> Result<Remembered,
     let io = |e: std::io::Error| ReadError::Io(format!("{}: {e}", path.display()));
     let mut hasher = Sha256::new();
     let bytes = std::io::copy(&mut std::fs::File::open(path).map_err(io)?, &mut hasher).map_err(io)?;
-    Ok(Remembered {
+    Ok(remembered(doc, bytes, hex::encode(hasher.finalize()), origin))
+}
+
+fn remembered(doc: &Document, bytes: u64, sha256: String, origin: &'static str) -> Remembered {
+    let path = &doc.path;
+    Remembered {
         path: path.display().to_string(),
         name: path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default(),
         kind: format!("{:?}", doc.kind).to_lowercase(),
         title: doc.title.clone(),
         bytes,
-        sha256: hex::encode(hasher.finalize()),
+        sha256,
         origin,
         parts: doc.parts.iter().filter(|p| !p.text.trim().is_empty()).map(|p| (p.number, p.label.clone(), p.text.clone())).collect(),
-    })
+    }
 }
 
 /// Stores a prepared document in one transaction (the caller's), replacing an
-/// earlier copy of the same path unless it is unchanged. Returns its id.
+/// earlier copy of the same path unless it is unchanged; an unchanged one is
+/// kept again now (so deleting the last hour also deletes a document first
+/// kept earlier but attached or read again within it). Returns its id.
 pub fn store(conn: &Connection, doc: &Remembered, now_millis: i64) -> rusqlite::Result<i64> {
     let existing: Option<(i64, String)> =
         conn.query_row("SELECT document_id, sha256 FROM documents WHERE path = ?1", params![doc.path], |r| Ok((r.get(0)?, r.get(1)?))).optional()?;
     if let Some((id, sha)) = &existing
         && *sha == doc.sha256
     {
+        conn.execute("UPDATE documents SET added_at_ms = max(added_at_ms, ?2) WHERE document_id = ?1", params![id, now_millis])?;
+        conn.execute("UPDATE document_parts SET added_at_ms = max(added_at_ms, ?2) WHERE document_id = ?1", params![id, now_millis])?;
         return Ok(*id);
     }
     if let Some((id, _)) = existing {
@@ -140,4 +158,32 @@ pub fn list(conn: &Connection) -> rusqlite::Result<Vec<Listed>> {
         Ok(Listed { document_id: r.get(0)?, path: r.get(1)?, name: r.get(2)?, kind: r.get(3)?, origin: r.get(4)?, added_at_ms: r.get(5)?, parts: r.get(6)?, embedded_parts: r.get(7)? })
     })?;
     rows.collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_document_kept_again_unchanged_counts_as_kept_now_so_a_range_deletion_takes_it() {
+        let conn = Connection::open_in_memory().unwrap();
+        crate::store::migrate(&conn).unwrap();
+        let doc = Remembered {
+            path: "/home/ana/plan.md".into(),
+            name: "plan.md".into(),
+            kind: "markdown".into(),
+            title: None,
+            bytes: 10,
+            sha256: "abc".into(),
+            origin: "attached",
+            parts: vec![(1, "section 1".into(), "the plan".into())],
+        };
+        let id = store(&conn, &doc, 1_000).unwrap();
+        assert_eq!(store(&conn, &doc, 9_000).unwrap(), id, "unchanged: the same document");
+        let added: i64 = conn.query_row("SELECT added_at_ms FROM documents WHERE document_id = ?1", [id], |r| r.get(0)).unwrap();
+        let part_added: i64 = conn.query_row("SELECT added_at_ms FROM document_parts WHERE document_id = ?1", [id], |r| r.get(0)).unwrap();
+        assert_eq!((added, part_added), (9_000, 9_000));
+        crate::store::delete_range(&conn, 8_000, 10_000).unwrap();
+        assert_eq!(list(&conn).unwrap().len(), 0, "deleting the range it was kept again in removed it");
+    }
 }

@@ -152,13 +152,20 @@ pub enum ReadError {
 /// Reads `path` on its own thread and gives up after `deadline`: a document
 /// built to make a parser spin costs a thread for a while, never the caller.
 pub fn read_with_deadline(path: &Path, selection: &Selection, deadline: Duration) -> Result<Document, ReadError> {
+    read_with_deadline_as(path, path, selection, deadline)
+}
+
+/// `read_with_deadline` of a file opened through `io_path` (a file already
+/// opened and checked, as `/proc/self/fd/N`), named and kinded by `name`.
+pub fn read_with_deadline_as(io_path: &Path, name: &Path, selection: &Selection, deadline: Duration) -> Result<Document, ReadError> {
+    let path = name;
     let (done, answer) = crossbeam_channel::bounded(1);
-    let (owned, selection_owned) = (path.to_path_buf(), selection.clone());
+    let (io_owned, owned, selection_owned) = (io_path.to_path_buf(), name.to_path_buf(), selection.clone());
     let deadline_at = Instant::now() + deadline;
     std::thread::Builder::new()
         .name("document".into())
         .spawn(move || {
-            let _ = done.send(read_until(&owned, &selection_owned, deadline_at));
+            let _ = done.send(read_until(&io_owned, &owned, &selection_owned, deadline_at));
         })
         .map_err(|e| ReadError::Io(format!("cannot start reading {}: {e}", path.display())))?;
     match answer.recv_timeout(deadline + Duration::from_secs(1)) {
@@ -169,11 +176,14 @@ pub fn read_with_deadline(path: &Path, selection: &Selection, deadline: Duration
 
 /// Reads `path` (on this thread, within `DEADLINE`).
 pub fn read(path: &Path, selection: &Selection) -> Result<Document, ReadError> {
-    read_until(path, selection, Instant::now() + DEADLINE)
+    read_until(path, path, selection, Instant::now() + DEADLINE)
 }
 
-fn read_until(path: &Path, selection: &Selection, deadline: Instant) -> Result<Document, ReadError> {
-    let shown = path.display().to_string();
+/// Reads through `io_path`; `name` gives the kind (its extension), the
+/// messages and the document's path.
+fn read_until(io_path: &Path, name: &Path, selection: &Selection, deadline: Instant) -> Result<Document, ReadError> {
+    let shown = name.display().to_string();
+    let path = io_path;
     let meta = fs::metadata(path).map_err(|e| ReadError::Io(format!("{shown}: {e}")))?;
     if meta.is_dir() {
         return Err(ReadError::Io(format!("{shown} is a folder, not a document")));
@@ -181,7 +191,7 @@ fn read_until(path: &Path, selection: &Selection, deadline: Instant) -> Result<D
     if meta.len() > MAX_FILE_BYTES {
         return Err(ReadError::TooLarge { path: shown, size: meta.len() >> 20 });
     }
-    let kind = detect(path)?;
+    let kind = detect(path, name)?;
     let corrupt = |why: String| ReadError::Corrupt { path: shown.clone(), kind: kind.name(), why };
     let mut notes = Vec::new();
     let (title, parts) = match kind {
@@ -210,7 +220,7 @@ fn read_until(path: &Path, selection: &Selection, deadline: Instant) -> Result<D
         }
         Kind::Epub => epub(path, &corrupt)?,
         Kind::Xlsx | Kind::Xls | Kind::Ods => (None, workbook(path, kind, selection, deadline, &corrupt, &mut notes)?),
-        Kind::Csv => (None, vec![csv(path, &shown, selection)?]),
+        Kind::Csv => (None, vec![csv(path, name, &shown, selection)?]),
         Kind::Html => {
             let html = text_file(path, &shown)?;
             let title = regex::Regex::new(r"(?is)<title[^>]*>(.*?)</title>").ok().and_then(|re| re.captures(&html)).map(|c| crate::tools::web::html_to_text(&c[1]).trim().to_owned());
@@ -223,17 +233,17 @@ fn read_until(path: &Path, selection: &Selection, deadline: Instant) -> Result<D
     }
     let total_parts = parts.len() as u32;
     let parts = select(kind, parts, selection)?;
-    Ok(Document { path: path.to_path_buf(), kind, title: title.filter(|t| !t.is_empty()), total_parts, parts, notes })
+    Ok(Document { path: name.to_path_buf(), kind, title: title.filter(|t| !t.is_empty()), total_parts, parts, notes })
 }
 
 /// The kind by the first bytes, checked against the name: a ZIP named .pdf
 /// or a PDF named .docx is read as what it is.
-fn detect(path: &Path) -> Result<Kind, ReadError> {
-    let shown = path.display().to_string();
+fn detect(path: &Path, name: &Path) -> Result<Kind, ReadError> {
+    let shown = name.display().to_string();
     let mut head = [0u8; 8];
     let n = fs::File::open(path).and_then(|mut f| f.read(&mut head)).map_err(|e| ReadError::Io(format!("{shown}: {e}")))?;
     let head = &head[..n];
-    let by_name = Kind::by_extension(path);
+    let by_name = Kind::by_extension(name);
     if head.starts_with(b"%PDF") {
         return Ok(Kind::Pdf);
     }
@@ -569,7 +579,12 @@ fn workbook(path: &Path, kind: Kind, selection: &Selection, deadline: Instant, c
         }
         return Ok(parts);
     }
-    let mut book = calamine::open_workbook_auto(path).map_err(|e| corrupt(e.to_string()))?;
+    // By content, not by the name's extension (a checked file may be read through `/proc/self/fd`).
+    let file = std::io::BufReader::new(fs::File::open(path).map_err(|e| corrupt(e.to_string()))?);
+    let mut book = match kind {
+        Kind::Ods => calamine::Sheets::Ods(calamine::Reader::new(file).map_err(|e: calamine::OdsError| corrupt(e.to_string()))?),
+        _ => calamine::Sheets::Xls(calamine::Reader::new(file).map_err(|e: calamine::XlsError| corrupt(e.to_string()))?),
+    };
     let names = book.sheet_names();
     let wanted = pick_sheets(&names, selection)?;
     let mut parts = Vec::new();
@@ -790,9 +805,9 @@ fn parse_cells(spec: &str) -> Result<((u32, u32), (u32, u32)), ReadError> {
     Ok(((a.0.min(b.0), a.1.min(b.1)), (a.0.max(b.0), a.1.max(b.1))))
 }
 
-fn csv(path: &Path, shown: &str, selection: &Selection) -> Result<Part, ReadError> {
+fn csv(path: &Path, name: &Path, shown: &str, selection: &Selection) -> Result<Part, ReadError> {
     let text = text_file(path, shown)?;
-    let tab = path.extension().is_some_and(|e| e.eq_ignore_ascii_case("tsv"));
+    let tab = name.extension().is_some_and(|e| e.eq_ignore_ascii_case("tsv"));
     let limit = selection.cells.as_deref().map(parse_cells).transpose()?;
     let mut grid = Grid::default();
     for (row, record) in csv_records(&text, if tab { '\t' } else { ',' }).into_iter().enumerate() {

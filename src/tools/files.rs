@@ -50,11 +50,13 @@ pub fn schema(tool: &str) -> Option<Value> {
 }
 
 /// Reads are safe; changes are sensitive; delete and move are dangerous, and
-/// so is a change to a dotfile in the home directory or under `/etc`.
+/// so are a write over a file that exists (it replaces it) and a change to a
+/// dotfile in the home directory or under `/etc`.
 pub fn classify(tool: &str, paths: &[PathBuf], env: &FilesEnv) -> Risk {
     match tool {
         "read" | "list" | "search" | "info" => Risk::Safe,
         "delete" | "move" => Risk::Dangerous,
+        "write" if paths.iter().any(|p| fs::symlink_metadata(p).is_ok()) => Risk::Dangerous,
         _ => {
             let touchy = paths.iter().any(|p| {
                 p.starts_with("/etc") || p.strip_prefix(&env.home).ok().and_then(|rest| rest.components().next()).is_some_and(|c| c.as_os_str().to_string_lossy().starts_with('.'))
@@ -148,8 +150,8 @@ pub fn run(tool: &str, args: &Value, env: &FilesEnv) -> ToolOutput {
             format!("{shown} is {kind}: {size}, last modified {} (local time){read_only}", crate::ids::format_local_datetime(modified))
         }),
         "search" => search(path, args.get("glob").and_then(Value::as_str), args.get("text").and_then(Value::as_str), env),
-        "write" => path.parent().map_or(Ok(()), fs::create_dir_all).and_then(|_| fs::write(path, text("content"))).map_err(|e| format!("{shown}: {e}")).map(|_| format!("wrote {} bytes to {shown}", text("content").len())),
-        "edit" => edit(path, text("find"), text("replace"), flag("all")),
+        "write" => write(path, text("content"), &mut undo),
+        "edit" => edit(path, text("find"), text("replace"), flag("all"), &mut undo),
         "mkdir" => fs::create_dir_all(path).map_err(|e| format!("{shown}: {e}")).map(|_| format!("created {shown}")),
         "delete" => match fs::symlink_metadata(path) {
             Err(e) => Err(format!("{shown}: {e}")),
@@ -316,7 +318,29 @@ fn search(root: &Path, glob: Option<&str>, text: Option<&str>, env: &FilesEnv) -
     })
 }
 
-fn edit(path: &Path, find: &str, replace: &str, all: bool) -> Result<String, String> {
+/// Writes `content` to `path`. A file that exists is copied to the trash
+/// first (its step puts it back); a new one is a step that trashes it.
+fn write(path: &Path, content: &str, undo: &mut Vec<super::undo::UndoStep>) -> Result<String, String> {
+    let shown = path.display();
+    let existed = match fs::symlink_metadata(path) {
+        Ok(meta) if meta.is_dir() => return Err(format!("{shown} is a folder; write_file writes files")),
+        Ok(_) => {
+            undo.push(super::undo::keep_before_change(path)?);
+            true
+        }
+        Err(_) => false,
+    };
+    path.parent().map_or(Ok(()), fs::create_dir_all).and_then(|_| fs::write(path, content)).map_err(|e| format!("{shown}: {e}"))?;
+    if existed {
+        Ok(format!("replaced {shown} with {} bytes (the earlier version is in the trash; the user can undo this)", content.len()))
+    } else {
+        undo.push(super::undo::UndoStep::Created { path: path.to_path_buf() });
+        Ok(format!("wrote {} bytes to {shown}", content.len()))
+    }
+}
+
+/// Replaces `find` with `replace` in a text file, after copying it to the trash.
+fn edit(path: &Path, find: &str, replace: &str, all: bool, undo: &mut Vec<super::undo::UndoStep>) -> Result<String, String> {
     let text = read(path)?;
     let count = text.matches(find).count();
     match count {
@@ -324,8 +348,9 @@ fn edit(path: &Path, find: &str, replace: &str, all: bool) -> Result<String, Str
         n if n > 1 && !all => Err(format!("{}: the text to find occurs {n} times; give more context or set \"all\": true", path.display())),
         n => {
             let edited = if all { text.replace(find, replace) } else { text.replacen(find, replace, 1) };
+            undo.push(super::undo::keep_before_change(path)?);
             fs::write(path, edited).map_err(|e| format!("{}: {e}", path.display()))?;
-            Ok(format!("replaced {n} occurrence(s) in {}", path.display()))
+            Ok(format!("replaced {n} occurrence(s) in {} (the earlier version is in the trash; the user can undo this)", path.display()))
         }
     }
 }

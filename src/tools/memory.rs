@@ -119,7 +119,8 @@ fn search_memory(args: &Value, env: &MemoryEnv<'_>) -> Result<String, String> {
     };
     let hits = search_hits(env, &query, &filters, limit)?;
     if hits.is_empty() {
-        return Ok(format!("Nothing in memory matches \"{query}\"."));
+        // The query is not repeated: a served answer says nothing about what was asked or withheld.
+        return Ok("Nothing in memory matches that search.".to_owned());
     }
     Ok(hits
         .iter()
@@ -149,7 +150,7 @@ pub fn search_hits(env: &MemoryEnv<'_>, query: &str, filters: &Filters, limit: u
         // sessions (app, title and URL, so a denied domain counts); one whose session is
         // gone is withheld. A chat is judged as a whole thread, a summary with the
         // sessions of its hours (`Withholding`).
-        let mut judge = Withholding { conn: env.conn, rules, sessions: Default::default(), threads: Default::default() };
+        let mut judge = Withholding { conn: env.conn, rules, sessions: Default::default(), threads: Default::default(), documents: Default::default() };
         for list in &mut lists {
             list.retain(|hit| {
                 let withheld = match (hit.stream, hit.open_id) {
@@ -157,8 +158,8 @@ pub fn search_hits(env: &MemoryEnv<'_>, query: &str, filters: &Filters, limit: u
                     (Stream::Window | Stream::Typing | Stream::Clipboard | Stream::Audio, None) => true,
                     (Stream::Chat, thread) => judge.thread(thread, hit.id),
                     (Stream::Summary, _) => judge.summary(hit.id),
-                    // A document is judged by its name and words (the rules below).
-                    (Stream::Document, _) => false,
+                    // A document by its path as the rules and the exclusions read it now, then its name and words (below).
+                    (Stream::Document, _) => judge.document(hit.id),
                 };
                 !withheld && !rules.withholds(hit.app.as_deref(), &hit.title, None) && !rules.mentions(&hit.title) && !rules.mentions(&hit.snippet)
             });
@@ -172,18 +173,35 @@ pub fn search_hits(env: &MemoryEnv<'_>, query: &str, filters: &Filters, limit: u
 /// the context sent with them, the thread's title or what its tasks' tools
 /// returned names something withheld, or when an answer in it cited a
 /// withheld session; a summary when its text does, or when any session of
-/// the hours it sums up is withheld.
+/// the hours it sums up is withheld; a document part when its document's
+/// path is covered by the rules (a title rule, a denied app or domain named
+/// in it) or by an excluded path pattern, as they are now.
 struct Withholding<'a> {
     conn: &'a rusqlite::Connection,
     rules: &'a crate::capture::firewall::Rules,
     sessions: std::collections::HashMap<i64, bool>,
     threads: std::collections::HashMap<i64, bool>,
+    /// By document path.
+    documents: std::collections::HashMap<String, bool>,
 }
 
 /// Sessions a summary's hours may hold, at most (beyond that it is withheld).
 const SUMMARY_SESSIONS: usize = 5_000;
 
 impl Withholding<'_> {
+    fn document(&mut self, part_id: i64) -> bool {
+        let path: Option<String> = self
+            .conn
+            .query_row("SELECT d.path FROM document_parts p JOIN documents d ON d.document_id = p.document_id WHERE p.part_id = ?1", [part_id], |r| r.get(0))
+            .ok();
+        // A part whose document is gone is withheld, as a session that is gone is.
+        let Some(path) = path else { return true };
+        let rules = self.rules;
+        *self.documents.entry(path.clone()).or_insert_with(|| {
+            rules.withholds(None, &path, None) || rules.mentions(&path) || crate::documents::memory::excluded(std::path::Path::new(&path), &rules.document_exclude).is_some()
+        })
+    }
+
     fn session(&mut self, session_id: i64) -> bool {
         let (conn, rules) = (self.conn, self.rules);
         *self.sessions.entry(session_id).or_insert_with(|| {

@@ -3,8 +3,18 @@
 //! it: `~`, `$HOME`, `..`, symlinks (the path is resolved), hard links (the
 //! file's identity, `st_dev` and `st_ino`, is compared with the data
 //! directory's files), `file:` URLs (percent-decoded by the WHATWG parser),
-//! and paths inside longer text (`--file=/…`, a script's string). Pure
-//! checks, called by the policy on the agent thread for every call.
+//! paths inside longer text (`--file=/…`, a script's string), and what a
+//! server may expand or resolve itself: glob patterns (`~/.local/*/cow*/*.key`,
+//! `**/secrets.key`), environment variables (`$XDG_DATA_HOME/cowork`) and
+//! percent-encoding.
+//!
+//! It is also the one place that knows cowork's other ways to its data: its
+//! own program (`cowork search` or `cowork export` read everything for
+//! whoever runs them), its items in the system keyring (`secret-tool`, the
+//! Secret Service over D-Bus), and whether this process was itself started by
+//! one of cowork's tools (`started_for_a_tool`), when the CLI refuses to read.
+//! Pure checks, called by the policy on the agent thread for every call, by
+//! the folders worker, by Undo and by the CLI at start.
 
 use std::collections::HashSet;
 use std::os::unix::fs::MetadataExt;
@@ -109,30 +119,403 @@ impl OwnData<'_> {
 
     /// A string argument of a tool that does not say what its arguments are
     /// (an MCP server's, a flow's): as a path relative to `bases`, as a
-    /// `file:` URL, or with paths inside it. Returns the path it reaches.
+    /// `file:` URL, or with paths inside it; and as the server may read it
+    /// before it opens anything: percent-decoded, with its environment
+    /// variables expanded, and as a glob pattern it expands. Returns the path
+    /// it reaches.
     pub fn in_text(&self, text: &str, bases: &[&Path]) -> Option<PathBuf> {
+        self.in_text_at(text, bases, 0)
+    }
+
+    fn in_text_at(&self, text: &str, bases: &[&Path], depth: u8) -> Option<PathBuf> {
         if text.len() > 64 * 1024 {
             // Long text: only what it names with an absolute spelling.
             return bases.first().and_then(|cwd| self.embedded(text, cwd));
         }
-        if let Some(path) = file_url_path(text.trim()) {
-            return self.inside(&path).then_some(path);
-        }
         let trimmed = text.trim();
+        if let Some(path) = file_url_path(trimmed) {
+            // A `file:` URL's path may itself be a pattern once decoded.
+            let spelled = path.to_string_lossy().into_owned();
+            return if self.inside(&path) { Some(path) } else if depth < 2 { self.in_text_at(&spelled, bases, depth + 1) } else { None };
+        }
+        // What a server may decode before it opens a path: `%2e%2e`, `secrets%2Ekey`.
+        if depth < 2
+            && let Some(decoded) = percent_decoded(text)
+            && let Some(path) = self.in_text_at(&decoded, bases, depth + 1)
+        {
+            return Some(path);
+        }
         if !trimmed.is_empty() && !trimmed.contains('\n') {
-            for base in bases {
-                if let Some(path) = expand_path_token(trimmed, self.home, base).or_else(|| (!trimmed.starts_with('$')).then(|| base.join(trimmed)))
-                    && self.inside(&path)
-                {
-                    return Some(path);
+            for spelled in with_variables(trimmed, self.home) {
+                let spelled = spelled.as_str();
+                for base in bases {
+                    if let Some(path) = expand_path_token(spelled, self.home, base).or_else(|| (!spelled.starts_with('$')).then(|| base.join(spelled)))
+                        && self.inside(&path)
+                    {
+                        return Some(path);
+                    }
+                }
+                if spelled.contains('/') && !spelled.starts_with('/') && !spelled.contains("://") && self.reachable_from_unknown(spelled) {
+                    return Some(PathBuf::from(spelled));
+                }
+                if let Some(hit) = self.pattern_reaches(spelled, bases, Semantics::Strict).filter(|hit| hit.targeted) {
+                    return Some(hit.path);
                 }
             }
-            if trimmed.contains('/') && !trimmed.starts_with('/') && !trimmed.contains("://") && self.reachable_from_unknown(trimmed) {
+            // A variable whose value cowork does not know: the known end, wherever it starts.
+            if let Some(tail) = unknown_variable_tail(trimmed)
+                && tail.contains('/')
+                && (self.reachable_from_unknown(&tail) || self.pattern_reaches(&format!("**/{}", tail.trim_start_matches('/')), &[], Semantics::Strict).is_some_and(|hit| hit.targeted))
+            {
                 return Some(PathBuf::from(trimmed));
             }
         }
         bases.first().and_then(|cwd| self.embedded(text, cwd))
     }
+
+    /// A glob pattern a server may expand that reaches the data directory or
+    /// something in it. `Strict`: as globs are usually read (`*` and `?`
+    /// within one name, `**` across folders); `Loose`: as some servers read
+    /// them (Python's `fnmatch`: `*` across folders too). A relative pattern
+    /// is tried against each of `bases`, and, when it names a folder
+    /// (`cowork/*.key`, `**/secrets.key`), from anywhere on the way to the
+    /// data directory. Says what it matches, and whether it targets cowork's
+    /// data (`PatternHit::targeted`) or is merely wide enough to take it in.
+    pub fn pattern_reaches(&self, text: &str, bases: &[&Path], semantics: Semantics) -> Option<PatternHit> {
+        let text = text.trim();
+        if !is_pattern(text) || text.contains("://") || text.len() > 4096 {
+            return None;
+        }
+        // (pattern, whether a wide match counts: not for a folder cowork only guesses at)
+        let mut patterns: Vec<(String, bool)> = Vec::new();
+        match expand_path_token(text, self.home, Path::new("/")) {
+            Some(absolute) if !text.starts_with("./") && !text.starts_with("../") => patterns.push((normalise(&absolute).to_string_lossy().into_owned(), true)),
+            _ => {
+                for base in bases {
+                    patterns.push((normalise(&base.join(text)).to_string_lossy().into_owned(), true));
+                }
+                if text.trim_start_matches("./").contains('/') {
+                    // Relative to a folder cowork does not know: any folder on the way.
+                    patterns.push((format!("**/{}", text.trim_start_matches("./")), false));
+                }
+            }
+        }
+        let entries = data_entries(self.data_dir);
+        let data_dir = self.data_dir.to_string_lossy().into_owned();
+        let mut wide: Option<PatternHit> = None;
+        for (pattern, wide_counts) in patterns {
+            // The fixed part before the first wildcard: a folder inside the data directory is reached whatever follows.
+            let fixed = &pattern[..pattern.find(['*', '?', '[', '{']).unwrap_or(pattern.len())];
+            let fixed_dir = Path::new(fixed.rsplit_once('/').map_or("", |(dir, _)| dir));
+            if fixed_dir.is_absolute() && self.inside(fixed_dir) {
+                return Some(PatternHit { path: fixed_dir.to_path_buf(), targeted: true });
+            }
+            let glob = Glob::new(&pattern, semantics);
+            // Most patterns part from the way to the data directory in their fixed start: nothing to compare.
+            if !glob.may_match_under(&data_dir) {
+                continue;
+            }
+            let candidates = std::iter::once(data_dir.clone()).chain(entries.iter().cloned());
+            for candidate in candidates.filter(|c| glob.is_match(c)) {
+                let hit = PatternHit { targeted: self.targets(&glob, Path::new(&candidate)), path: PathBuf::from(candidate) };
+                if hit.targeted {
+                    return Some(hit);
+                }
+                if wide_counts {
+                    wide.get_or_insert(hit);
+                }
+            }
+        }
+        wide
+    }
+
+    /// Whether a pattern that matches `path` (the data directory or something
+    /// in it) needs cowork's own names to do so: it would not match the same
+    /// path with the data directory's folder named otherwise, or with the
+    /// file named otherwise (its extension kept). `**/secrets.key` and
+    /// `~/.local/share/cow*` target it; `~/**/*.md` only takes it in.
+    fn targets(&self, glob: &Glob, path: &Path) -> bool {
+        let Some(parent) = self.data_dir.parent() else { return true };
+        let decoy_dir = parent.join("zz-not-cowork-7f3a");
+        let below = path.strip_prefix(self.data_dir).unwrap_or(Path::new(""));
+        let moved = if below.as_os_str().is_empty() { decoy_dir.clone() } else { decoy_dir.join(below) };
+        if !glob.is_match(&moved.to_string_lossy()) {
+            return true;
+        }
+        if below.as_os_str().is_empty() {
+            return false;
+        }
+        let extension = path.extension().map(|e| format!(".{}", e.to_string_lossy())).unwrap_or_default();
+        let renamed = path.with_file_name(format!("zz-not-cowork-7f3a{extension}"));
+        !glob.is_match(&renamed.to_string_lossy())
+    }
+}
+
+/// A pattern's match in the data directory (`OwnData::pattern_reaches`).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct PatternHit {
+    pub path: PathBuf,
+    /// The pattern needs cowork's own names to match (refused outright);
+    /// otherwise it is only wide enough to take them in (asked).
+    pub targeted: bool,
+}
+
+/// How loosely a server may read a glob pattern (see `OwnData::pattern_reaches`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Semantics {
+    Strict,
+    Loose,
+}
+
+/// Whether a text holds a character a glob expansion reads as a wildcard.
+pub fn is_pattern(text: &str) -> bool {
+    text.contains(['*', '?', '[', '{'])
+}
+
+/// One piece of a glob pattern.
+#[derive(Clone, Debug, PartialEq, Eq)]
+enum Piece {
+    Char(char),
+    /// `*`: any text within one name (any text at all, read loosely).
+    Star,
+    /// `**`: any text, across folders.
+    AnyText,
+    /// `**/`: nothing, or any folders and a `/`.
+    Folders,
+    /// `?` or `[…]`: one character (not `/`, unless read loosely).
+    One,
+}
+
+/// A glob pattern, read so that it matches at least what any reading of it
+/// matches: `[…]` is any one character and `{a,b}` any text (wider is the
+/// safe side here). Matched by hand, without compiling anything per call.
+#[derive(Clone, Debug)]
+struct Glob {
+    pieces: Vec<Piece>,
+    loose: bool,
+}
+
+impl Glob {
+    fn new(pattern: &str, semantics: Semantics) -> Glob {
+        let mut pieces = Vec::new();
+        let chars: Vec<char> = pattern.chars().collect();
+        let mut i = 0;
+        while i < chars.len() {
+            match chars[i] {
+                '*' if chars.get(i + 1) == Some(&'*') => {
+                    while chars.get(i) == Some(&'*') {
+                        i += 1;
+                    }
+                    if chars.get(i) == Some(&'/') {
+                        i += 1;
+                        pieces.push(Piece::Folders);
+                    } else {
+                        pieces.push(Piece::AnyText);
+                    }
+                    continue;
+                }
+                '*' => pieces.push(Piece::Star),
+                '?' => pieces.push(Piece::One),
+                '[' => match chars[i + 1..].iter().skip(1).position(|c| *c == ']') {
+                    // To the closing bracket (a `]` right after `[` is part of the class); a lone `[` is itself.
+                    Some(end) => {
+                        i += end + 2;
+                        pieces.push(Piece::One);
+                    }
+                    None => pieces.push(Piece::Char('[')),
+                },
+                '{' => match chars[i..].iter().position(|c| *c == '}') {
+                    Some(end) => {
+                        i += end;
+                        pieces.push(Piece::AnyText);
+                    }
+                    None => pieces.push(Piece::Char('{')),
+                },
+                '\\' if i + 1 < chars.len() => {
+                    i += 1;
+                    pieces.push(Piece::Char(chars[i]));
+                }
+                c => pieces.push(Piece::Char(c)),
+            }
+            i += 1;
+        }
+        Glob { pieces, loose: semantics == Semantics::Loose }
+    }
+
+    /// The text every match starts with.
+    fn fixed_start(&self) -> String {
+        self.pieces.iter().map_while(|p| if let Piece::Char(c) = p { Some(*c) } else { None }).collect()
+    }
+
+    /// Whether some path that starts with `prefix` (a folder) could match:
+    /// the fixed start and the folder agree as far as both go.
+    fn may_match_under(&self, prefix: &str) -> bool {
+        let fixed = self.fixed_start();
+        fixed.starts_with(prefix) || prefix.starts_with(&fixed)
+    }
+
+    fn is_match(&self, text: &str) -> bool {
+        let text: Vec<char> = text.chars().collect();
+        let mut failed = HashSet::new();
+        self.match_from(0, &text, 0, &mut failed)
+    }
+
+    fn match_from(&self, p: usize, text: &[char], t: usize, failed: &mut HashSet<(usize, usize)>) -> bool {
+        if failed.contains(&(p, t)) {
+            return false;
+        }
+        let matched = match self.pieces.get(p) {
+            None => t == text.len(),
+            Some(Piece::Char(c)) => text.get(t) == Some(c) && self.match_from(p + 1, text, t + 1, failed),
+            Some(Piece::One) => text.get(t).is_some_and(|c| self.loose || *c != '/') && self.match_from(p + 1, text, t + 1, failed),
+            Some(Piece::Star) => {
+                let crosses = self.loose;
+                (t..=text.len()).take_while(|end| *end == t || crosses || text[*end - 1] != '/').any(|end| self.match_from(p + 1, text, end, failed))
+            }
+            Some(Piece::AnyText) => (t..=text.len()).any(|end| self.match_from(p + 1, text, end, failed)),
+            Some(Piece::Folders) => {
+                self.match_from(p + 1, text, t, failed) || (t..text.len()).filter(|end| text[*end] == '/').any(|slash| self.match_from(p + 1, text, slash + 1, failed))
+            }
+        };
+        if !matched {
+            failed.insert((p, t));
+        }
+        matched
+    }
+}
+
+/// A text with `%XX` escapes decoded, when it has any.
+fn percent_decoded(text: &str) -> Option<String> {
+    let bytes = text.as_bytes();
+    if !bytes.windows(3).any(|w| w[0] == b'%' && w[1].is_ascii_hexdigit() && w[2].is_ascii_hexdigit()) {
+        return None;
+    }
+    let mut out = Vec::with_capacity(bytes.len());
+    let mut i = 0;
+    while i < bytes.len() {
+        if bytes[i] == b'%'
+            && i + 2 < bytes.len()
+            && let Some(byte) = std::str::from_utf8(&bytes[i + 1..i + 3]).ok().and_then(|h| u8::from_str_radix(h, 16).ok())
+        {
+            out.push(byte);
+            i += 3;
+        } else {
+            out.push(bytes[i]);
+            i += 1;
+        }
+    }
+    Some(String::from_utf8_lossy(&out).into_owned())
+}
+
+/// The XDG base folders and their defaults under `home`, as a server started
+/// without those variables would fall back to.
+fn xdg_default(name: &str, home: &Path) -> Option<PathBuf> {
+    Some(match name {
+        "XDG_DATA_HOME" => home.join(".local/share"),
+        "XDG_CONFIG_HOME" => home.join(".config"),
+        "XDG_STATE_HOME" => home.join(".local/state"),
+        "XDG_CACHE_HOME" => home.join(".cache"),
+        "HOME" => home.to_path_buf(),
+        _ => return None,
+    })
+}
+
+/// A variable's name at the start of `text` (after `$`, `${` or `%`), with what follows it.
+fn variable_at(text: &str) -> Option<(&str, Option<&str>, &str)> {
+    let ident = |t: &str| t.find(|c: char| !(c.is_ascii_alphanumeric() || c == '_')).unwrap_or(t.len());
+    if let Some(rest) = text.strip_prefix("${") {
+        let end = rest.find('}')?;
+        let inner = &rest[..end];
+        let (name, default) = match inner.find([':', '-', '=']) {
+            Some(at) => (&inner[..at], Some(inner[at..].trim_start_matches([':', '-', '=']))),
+            None => (inner, None),
+        };
+        return Some((name, default, &rest[end + 1..]));
+    }
+    if let Some(rest) = text.strip_prefix('$') {
+        let end = ident(rest);
+        return (end > 0).then(|| (&rest[..end], None, &rest[end..]));
+    }
+    if let Some(rest) = text.strip_prefix('%') {
+        let end = rest.find('%')?;
+        let name = &rest[..end];
+        return (!name.is_empty() && ident(name) == name.len()).then(|| (name, None, &rest[end + 1..]));
+    }
+    None
+}
+
+/// `text` with its environment variables (`$X`, `${X}`, `${X:-default}`,
+/// `%X%`) replaced by each value a server may give them: cowork's own, the
+/// XDG default, the written default. The text itself comes first.
+fn with_variables(text: &str, home: &Path) -> Vec<String> {
+    let mut out = vec![text.to_owned()];
+    if !text.contains(['$', '%']) {
+        return out;
+    }
+    let mut expanded = vec![String::new()];
+    let mut rest = text;
+    while !rest.is_empty() {
+        match rest.find(['$', '%']) {
+            Some(at) => {
+                let (before, from) = rest.split_at(at);
+                expanded.iter_mut().for_each(|e| e.push_str(before));
+                match variable_at(from) {
+                    Some((name, default, after)) => {
+                        let mut values: Vec<String> = Vec::new();
+                        if let Ok(value) = std::env::var(name) {
+                            values.push(value);
+                        }
+                        if let Some(value) = xdg_default(name, home) {
+                            values.push(value.to_string_lossy().into_owned());
+                        }
+                        if let Some(default) = default.filter(|d| !d.is_empty()) {
+                            values.extend(with_variables(default, home));
+                        }
+                        if values.is_empty() {
+                            // Unknown: left as written (`unknown_variable_tail` reads what follows).
+                            values.push(from[..from.len() - after.len()].to_owned());
+                        }
+                        values.dedup();
+                        expanded = expanded.iter().flat_map(|e| values.iter().map(move |v| format!("{e}{v}"))).take(16).collect();
+                        rest = after;
+                    }
+                    None => {
+                        expanded.iter_mut().for_each(|e| e.push_str(&from[..1]));
+                        rest = &from[1..];
+                    }
+                }
+            }
+            None => {
+                expanded.iter_mut().for_each(|e| e.push_str(rest));
+                rest = "";
+            }
+        }
+    }
+    for e in expanded {
+        if !out.contains(&e) {
+            out.push(e);
+        }
+    }
+    out
+}
+
+/// What follows the last variable of `text` whose value is not known here.
+fn unknown_variable_tail(text: &str) -> Option<String> {
+    let mut tail = None;
+    let mut rest = text;
+    while let Some(at) = rest.find(['$', '%']) {
+        let from = &rest[at..];
+        match variable_at(from) {
+            Some((name, _, after)) => {
+                if std::env::var_os(name).is_none() && !name.starts_with("XDG_") && name != "HOME" {
+                    tail = Some(after.to_owned());
+                }
+                rest = after;
+            }
+            None => rest = &from[1..],
+        }
+    }
+    tail
 }
 
 /// `~/x`, `~user/x`, `$HOME/x`, `${HOME}/x`, `/x`, `./x`, `../x` as a path; None for anything else.
@@ -209,10 +592,170 @@ pub fn resolve_existing(path: &Path) -> PathBuf {
     }
 }
 
+// ---------------------------------------------------------------------------
+// cowork's own program and its keyring items.
+
+/// The name cowork's program is installed under.
+const PROGRAM_NAME: &str = "cowork";
+
+/// The running program, resolved, and its identity (`st_dev`, `st_ino`).
+fn own_program() -> Option<&'static (PathBuf, (u64, u64))> {
+    static PROGRAM: OnceLock<Option<(PathBuf, (u64, u64))>> = OnceLock::new();
+    PROGRAM
+        .get_or_init(|| {
+            let exe = std::fs::canonicalize("/proc/self/exe").or_else(|_| std::env::current_exe()).ok()?;
+            let meta = std::fs::metadata("/proc/self/exe").ok()?;
+            Some((exe, (meta.dev(), meta.ino())))
+        })
+        .as_ref()
+}
+
+/// Whether a program file is cowork's own: named `cowork`, or the running
+/// program under another name (a symlink, a hard link). `cowork search`,
+/// `cowork export` or `cowork mcp token` read all of cowork's data for
+/// whoever runs them, so a tool never starts it.
+pub fn is_cowork_program(path: &Path) -> bool {
+    if path.file_name().is_some_and(|n| n == PROGRAM_NAME) {
+        return true;
+    }
+    let Some((exe, identity)) = own_program() else { return false };
+    std::fs::canonicalize(path).is_ok_and(|p| p == *exe || p.file_name().is_some_and(|n| n == PROGRAM_NAME))
+        || std::fs::metadata(path).is_ok_and(|m| m.is_file() && (m.dev(), m.ino()) == *identity)
+}
+
+/// Where `program` (a command's first word) is run from: itself when it
+/// holds a `/` (relative to each of `cwds`), else each match on `path_var`.
+pub fn program_files(program: &str, cwds: &[PathBuf], path_var: &str) -> Vec<PathBuf> {
+    if program.contains('/') {
+        return if Path::new(program).is_absolute() { vec![PathBuf::from(program)] } else { cwds.iter().map(|cwd| cwd.join(program)).collect() };
+    }
+    path_var.split(':').filter(|dir| !dir.is_empty()).map(|dir| Path::new(dir).join(program)).filter(|p| p.is_file()).collect()
+}
+
+/// How long a PATH lookup's answer is kept: the policy decides many commands
+/// a second in a long line, and a program that appears on PATH meanwhile is
+/// still refused when it runs (`started_for_a_tool`).
+const PROGRAM_LOOKUP_KEPT: Duration = Duration::from_secs(2);
+
+/// Whether a command's first word runs cowork's own program: by name, by
+/// where it is found (a path, or each match on `path_var`), by identity.
+pub fn runs_cowork(program: &str, name: &str, cwds: &[PathBuf], path_var: &str) -> bool {
+    if name == PROGRAM_NAME {
+        return true;
+    }
+    if program.contains('/') {
+        return program_files(program, cwds, path_var).iter().any(|p| is_cowork_program(p));
+    }
+    type Lookups = Mutex<std::collections::HashMap<(String, String), (Instant, bool)>>;
+    static LOOKUPS: OnceLock<Lookups> = OnceLock::new();
+    let lookups = LOOKUPS.get_or_init(Default::default);
+    let key = (program.to_owned(), path_var.to_owned());
+    if let Some((at, found)) = lookups.lock().get(&key)
+        && at.elapsed() < PROGRAM_LOOKUP_KEPT
+    {
+        return *found;
+    }
+    let found = program_files(program, cwds, path_var).iter().any(|p| is_cowork_program(p));
+    let mut kept = lookups.lock();
+    if kept.len() > 1024 {
+        kept.clear();
+    }
+    kept.insert(key, (Instant::now(), found));
+    found
+}
+
+/// The attributes of cowork's items in the Secret Service (`secrets.rs`):
+/// `application` = `cowork` and a `name`. A search matches an item that has
+/// every attribute it names, so a query names only these, or it cannot match one of cowork's.
+const KEYRING_ATTRIBUTES: [&str; 3] = ["application", "name", "xdg:schema"];
+
+/// Why a command reaches cowork's items in the system keyring, if it does:
+/// `secret-tool` looking up, searching, clearing or storing by attributes
+/// that cowork's items have (an attribute whose value is computed when it
+/// runs counts as cowork's), or a D-Bus call to the Secret Service or
+/// KWallet, whose answers cowork cannot read beforehand. `values` are the
+/// command's words, None where computed when it runs.
+pub fn keyring_reach(program: &str, values: &[Option<&str>]) -> Option<String> {
+    let words = || values.iter().map(|v| v.unwrap_or(""));
+    match program {
+        "secret-tool" => {
+            let positional: Vec<Option<&str>> = values.iter().copied().filter(|v| v.is_none_or(|v| !v.starts_with('-'))).collect();
+            let action = positional.first().copied().flatten().unwrap_or_default();
+            if !matches!(action, "lookup" | "search" | "clear" | "store") && positional.first().is_some_and(Option::is_some) {
+                return None;
+            }
+            let pairs = &positional[1.min(positional.len())..];
+            let cowork_only = pairs.chunks(2).all(|pair| match pair {
+                [Some(key), value] => KEYRING_ATTRIBUTES.contains(key) && (*key != "application" || value.is_none_or(|v| v == PROGRAM_NAME)),
+                [None, _] | [None] => true,
+                [Some(key)] => KEYRING_ATTRIBUTES.contains(key),
+                _ => true,
+            });
+            cowork_only.then(|| format!("secret-tool {action} may return cowork's keys from the system keyring"))
+        }
+        "gdbus" | "dbus-send" | "busctl" | "qdbus" | "qdbus6" | "qdbus-qt5" | "qdbus-qt6" | "dbus" | "dbus-monitor" | "gdbus-codegen" => {
+            let reaches = words().any(|w| {
+                let w = w.to_ascii_lowercase();
+                w.contains("org.freedesktop.secret") || w.contains("/org/freedesktop/secrets") || w.contains("kwalletd") || w.contains("org.kde.kwallet")
+            });
+            reaches.then(|| format!("{program} talks to the system keyring, which keeps cowork's keys"))
+        }
+        "kwallet-query" | "kwalletcli" | "kwallet-query5" | "kwallet-query6" => Some(format!("{program} reads the KDE wallet, which may keep cowork's keys")),
+        "keepassxc-cli" if words().any(|w| w.contains("Secret") || w.contains("cowork")) => Some(format!("{program} may read cowork's keys from KeePassXC")),
+        _ => None,
+    }
+}
+
+/// The variable the shell tool and MCP servers get, so cowork's CLI started
+/// below them refuses to read its data even where the process tree is lost.
+pub const TOOL_CHILD_VAR: &str = "COWORK_TOOL_CHILD";
+
+/// Why this process must not read cowork's data, if it must not: it was
+/// started, directly or through other programs, by a running cowork (a shell
+/// command of the agent, an MCP server and whatever they start), so an
+/// approved `cowork search …` or a copy of the program run by a script cannot
+/// read what the policy refuses to tools. Read from the process tree (a
+/// parent running cowork's program: the shell tool's guard or cowork itself)
+/// and from `TOOL_CHILD_VAR`.
+pub fn started_for_a_tool() -> Option<String> {
+    if std::env::var_os(TOOL_CHILD_VAR).is_some() {
+        return Some(format!("it runs below one of cowork's tools ({TOOL_CHILD_VAR} is set)"));
+    }
+    let own = own_program().map(|(_, identity)| *identity);
+    let mut pid = std::process::id();
+    for _ in 0..64 {
+        let Some(parent) = parent_of(pid) else { break };
+        if parent <= 1 {
+            break;
+        }
+        let exe = Path::new("/proc").join(parent.to_string()).join("exe");
+        let named = std::fs::read_link(&exe).ok().is_some_and(|target| {
+            let name = target.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
+            name.trim_end_matches(" (deleted)") == PROGRAM_NAME
+        });
+        let same = own.is_some_and(|identity| std::fs::metadata(&exe).is_ok_and(|m| (m.dev(), m.ino()) == identity));
+        if named || same {
+            return Some(format!("it was started by a running cowork (process {parent}), through one of its tools"));
+        }
+        pid = parent;
+    }
+    None
+}
+
+/// A process's parent, from `/proc/PID/stat` (the field after the command name, which may hold spaces and parentheses).
+fn parent_of(pid: u32) -> Option<u32> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    let after = &stat[stat.rfind(')')? + 1..];
+    after.split_whitespace().nth(1)?.parse().ok()
+}
+
+/// What the data directory holds, as the checks need it: the identity of
+/// each file (for hard links) and every path in it (for patterns).
 struct Identities {
     data_dir: PathBuf,
     built: Instant,
     files: HashSet<(u64, u64)>,
+    paths: std::sync::Arc<Vec<String>>,
 }
 
 fn identities() -> &'static Mutex<Option<Identities>> {
@@ -232,24 +775,39 @@ fn identities_contain(data_dir: &Path, id: (u64, u64)) -> bool {
     if fresh && cache.as_ref().is_some_and(|c| c.built.elapsed() < REBUILD_EVERY) {
         return false;
     }
-    let files = walk_identities(data_dir);
-    let found = files.contains(&id);
-    *cache = Some(Identities { data_dir: data_dir.to_path_buf(), built: Instant::now(), files });
+    let built = walk_identities(data_dir);
+    let found = built.files.contains(&id);
+    *cache = Some(built);
     found
 }
 
-fn walk_identities(data_dir: &Path) -> HashSet<(u64, u64)> {
+/// Every path in the data directory (files and folders), at most
+/// `REBUILD_EVERY` old.
+fn data_entries(data_dir: &Path) -> std::sync::Arc<Vec<String>> {
+    let mut cache = identities().lock();
+    if let Some(c) = cache.as_ref().filter(|c| c.data_dir == data_dir && c.built.elapsed() < REBUILD_EVERY) {
+        return c.paths.clone();
+    }
+    let built = walk_identities(data_dir);
+    let paths = built.paths.clone();
+    *cache = Some(built);
+    paths
+}
+
+fn walk_identities(data_dir: &Path) -> Identities {
     let mut files = HashSet::new();
+    let mut paths = Vec::new();
     let mut stack = vec![data_dir.to_path_buf()];
     let mut seen = 0usize;
-    while let Some(dir) = stack.pop() {
+    'walk: while let Some(dir) = stack.pop() {
         let Ok(entries) = std::fs::read_dir(&dir) else { continue };
         for entry in entries.flatten() {
             seen += 1;
             if seen > WALK_LIMIT {
                 tracing::warn!(limit = WALK_LIMIT, "the data directory has more files than the hard-link check walks");
-                return files;
+                break 'walk;
             }
+            paths.push(entry.path().to_string_lossy().into_owned());
             let Ok(meta) = entry.metadata() else { continue };
             if meta.is_dir() {
                 stack.push(entry.path());
@@ -258,7 +816,7 @@ fn walk_identities(data_dir: &Path) -> HashSet<(u64, u64)> {
             }
         }
     }
-    files
+    Identities { data_dir: data_dir.to_path_buf(), built: Instant::now(), files, paths: std::sync::Arc::new(paths) }
 }
 
 #[cfg(test)]
@@ -325,5 +883,88 @@ mod tests {
         assert!(own.reachable_from_unknown("/cowork/skills"));
         assert!(!own.reachable_from_unknown("notes.txt"));
         assert!(!own.reachable_from_unknown("."));
+    }
+
+    #[test]
+    fn what_a_server_expands_is_read_as_it_would_expand_it() {
+        let (_dir, home, data) = setup();
+        std::fs::write(data.join("USER.md"), "me").unwrap();
+        let own = OwnData { data_dir: &data, home: &home };
+        let abs = data.join("secrets.key").display().to_string();
+        let reached = [
+            // Glob patterns the server expands, every way of writing one.
+            "~/.local/share/cow*/secrets.key".to_owned(),
+            "~/.local/share/cowork/secrets.k?y".to_owned(),
+            "~/.local/share/cowork/[s]ecrets.key".to_owned(),
+            "~/.local/share/{cowork,other}/secrets.key".to_owned(),
+            "~/.local/**/secrets.key".to_owned(),
+            "~/.local/share/cowork/*".to_owned(),
+            "~/.local/share/cow*".to_owned(),
+            "**/cowork/secrets.key".to_owned(),
+            "**/secrets.key".to_owned(),
+            abs.replace("secrets", "secr*"),
+            format!("file://{}", abs.replace("secrets", "secr%2A")),
+            // Variables the server resolves, with cowork's values or the XDG defaults.
+            "$XDG_DATA_HOME/cowork/secrets.key".to_owned(),
+            "${XDG_DATA_HOME}/cowork/secrets.key".to_owned(),
+            "${XDG_DATA_HOME:-~/.local/share}/cowork/secrets.key".to_owned(),
+            "${NO_SUCH_VAR_HERE}/cowork/secrets.key".to_owned(),
+            "%HOME%/.local/share/cowork/secrets.key".to_owned(),
+            // Percent-encoding it decodes.
+            abs.replace("secrets.key", "secrets%2Ekey"),
+            abs.replace("/cowork/", "%2Fcowork%2F"),
+            "~/.local/share/cowork/skills/../secrets.key".to_owned(),
+        ];
+        for text in &reached {
+            assert!(own.in_text(text, &[&home]).is_some(), "{text} reaches the data directory");
+        }
+        for harmless in ["~/Documents/*.md", "*.md", "**/*.pdf", "~/notes/{a,b}.txt", "50% off", "$PATH", "what is 2*3?", "[draft] notes", "~/.local/share/other/*"] {
+            assert!(own.in_text(harmless, &[&home]).is_none(), "{harmless}");
+        }
+        // Wide patterns take the data directory in without targeting it (the policy asks for those).
+        for wide in ["~/**/*.md", "**/*.md", "~/.local/share/*"] {
+            let hit = own.pattern_reaches(wide, &[&home], Semantics::Strict);
+            assert!(hit.as_ref().is_some_and(|h| !h.targeted), "{wide}: {hit:?}");
+            assert!(own.in_text(wide, &[&home]).is_none(), "{wide} is not refused outright");
+        }
+        // Read loosely (fnmatch: `*` across folders), a pattern over the home folder may reach it too.
+        assert!(own.pattern_reaches("~/*.key", &[&home], Semantics::Strict).is_none());
+        assert!(own.pattern_reaches("~/*.key", &[&home], Semantics::Loose).is_some());
+        assert!(own.pattern_reaches("~/Documents/*.key", &[&home], Semantics::Loose).is_none());
+    }
+
+    #[test]
+    fn cowork_s_own_program_is_known_by_name_link_and_identity() {
+        let (_dir, home, _data) = setup();
+        let exe = std::fs::canonicalize("/proc/self/exe").unwrap();
+        std::os::unix::fs::symlink(&exe, home.join("innocent")).unwrap();
+        assert!(is_cowork_program(&home.join("innocent")), "a symlink to the running program");
+        assert!(is_cowork_program(Path::new("/usr/bin/cowork")), "by its name, installed or not");
+        assert!(!is_cowork_program(Path::new("/bin/ls")));
+        let found = program_files("innocent", &[], &home.display().to_string());
+        assert_eq!(found, vec![home.join("innocent")], "looked up on PATH as the shell does");
+        assert_eq!(program_files("./x", std::slice::from_ref(&home), ""), vec![home.join("./x")]);
+    }
+
+    #[test]
+    fn the_keyring_items_cowork_keeps_are_its_own_data() {
+        let words = |line: &str| line.split_whitespace().map(|w| Some(w.to_owned())).collect::<Vec<_>>();
+        let reach = |program: &str, line: &str| {
+            let owned = words(line);
+            let values: Vec<Option<&str>> = owned.iter().map(|w| w.as_deref()).collect();
+            keyring_reach(program, &values)
+        };
+        for line in ["lookup application cowork name database-key", "search --all application cowork", "search name provider:openai", "clear name mcp-serve:token", "search --all --unlock name x"] {
+            assert!(reach("secret-tool", line).is_some(), "secret-tool {line}");
+        }
+        assert!(keyring_reach("secret-tool", &[Some("lookup"), Some("application"), None]).is_some(), "a computed value counts as cowork's");
+        for line in ["lookup service github user ana", "search --all application firefox", "store --label=x service y"] {
+            assert!(reach("secret-tool", line).is_none(), "secret-tool {line}");
+        }
+        assert!(reach("gdbus", "call --session --dest org.freedesktop.secrets --object-path /org/freedesktop/secrets --method org.freedesktop.Secret.Service.SearchItems").is_some());
+        assert!(reach("busctl", "--user call org.freedesktop.secrets /org/freedesktop/secrets org.freedesktop.Secret.Service SearchItems").is_some());
+        assert!(reach("dbus-send", "--session --print-reply --dest=org.freedesktop.secrets /org/freedesktop/secrets").is_some());
+        assert!(reach("gdbus", "call --session --dest org.freedesktop.Notifications").is_none());
+        assert!(reach("kwallet-query", "-r database-key kdewallet").is_some());
     }
 }

@@ -66,6 +66,83 @@ pub struct Call<'a> {
     /// The tool does not say what its arguments are (an MCP server's, a
     /// flow's): every string in them is checked as a possible path.
     pub untyped: bool,
+    /// Files that exist now and that the call replaces, edits or moves to
+    /// the trash, as they are before it runs (the card says so).
+    pub changes: &'a [Change],
+}
+
+/// What a call does to a file that exists.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ChangeKind {
+    /// Written over with other content (`write_file` on a file that exists, `write_document` with `replace`).
+    Replaces,
+    /// Changed in place (`edit_file`, `edit_document`).
+    Edits,
+    /// Moved to the trash (`delete_path`).
+    Trashes,
+}
+
+/// A file or folder a call changes, as it is before the call.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Change {
+    pub path: PathBuf,
+    pub kind: ChangeKind,
+    pub bytes: u64,
+    pub modified_millis: i64,
+    pub folder: bool,
+}
+
+impl Change {
+    /// `path` as it is now, when something is there (a symlink itself, not what it points to).
+    pub fn of(path: &Path, kind: ChangeKind) -> Option<Change> {
+        let meta = std::fs::symlink_metadata(path).ok()?;
+        let modified_millis = meta.modified().ok().and_then(|t| t.duration_since(std::time::UNIX_EPOCH).ok()).map_or(0, |d| d.as_millis() as i64);
+        Some(Change { path: path.to_path_buf(), kind, bytes: meta.len(), modified_millis, folder: meta.is_dir() })
+    }
+
+    /// "replaces a 3.2 KB file last changed yesterday".
+    pub fn describe(&self, now_millis: i64) -> String {
+        let verb = match self.kind {
+            ChangeKind::Replaces => "replaces",
+            ChangeKind::Edits => "edits",
+            ChangeKind::Trashes => "moves to the trash",
+        };
+        let what = match (self.folder, self.bytes) {
+            (true, _) => "a folder".to_owned(),
+            (false, bytes) if bytes < 1000 => format!("a {bytes}-byte file"),
+            (false, bytes) => format!("a {} file", human_bytes(bytes)),
+        };
+        format!("{verb} {what} last changed {} ({})", changed_when(self.modified_millis, now_millis), self.path.display())
+    }
+}
+
+/// "812 bytes", "3.2 KB", "14 MB".
+pub fn human_bytes(bytes: u64) -> String {
+    const UNITS: [&str; 4] = ["KB", "MB", "GB", "TB"];
+    if bytes < 1000 {
+        return format!("{bytes} byte{}", if bytes == 1 { "" } else { "s" });
+    }
+    let mut value = bytes as f64 / 1000.0;
+    let mut unit = 0;
+    while value >= 1000.0 && unit + 1 < UNITS.len() {
+        value /= 1000.0;
+        unit += 1;
+    }
+    if value < 10.0 { format!("{value:.1} {}", UNITS[unit]) } else { format!("{value:.0} {}", UNITS[unit]) }
+}
+
+/// "today", "yesterday", "3 days ago", "on 2026-10-02", by local calendar days.
+fn changed_when(at_millis: i64, now_millis: i64) -> String {
+    if at_millis <= 0 {
+        return "at an unknown time".into();
+    }
+    let days = (crate::ids::local_day_start_millis(now_millis) - crate::ids::local_day_start_millis(at_millis)).div_euclid(86_400_000);
+    match days {
+        i64::MIN..=0 => "today".into(),
+        1 => "yesterday".into(),
+        2..=6 => format!("{days} days ago"),
+        _ => format!("on {}", crate::ids::format_local_datetime(at_millis).get(..10).unwrap_or_default()),
+    }
 }
 
 /// What the policy knows about the step the call belongs to.
@@ -99,7 +176,7 @@ impl Context<'_> {
 
 /// The variables the shell tool's commands start with (`shell::PASSED_ENV`).
 pub fn shell_vars(home: &Path) -> Vec<(&'static str, String)> {
-    let mut vars = vec![("HOME", home.to_string_lossy().into_owned()), ("TERM", "dumb".to_owned())];
+    let mut vars = vec![("HOME", home.to_string_lossy().into_owned()), ("TERM", "dumb".to_owned()), (super::own_data::TOOL_CHILD_VAR, "1".to_owned())];
     for key in ["PATH", "LANG", "USER"] {
         if let Ok(value) = std::env::var(key) {
             vars.push((key, value));
@@ -433,9 +510,16 @@ fn blocked_command(c: &command::Command) -> Option<String> {
 
 /// Why a call is on the built-in blocklist, if it is.
 fn blocklisted(call: &Call<'_>, ctx: &Context<'_>, analysis: Option<&Analysis>) -> Option<String> {
-    // A document written over one that exists: asked every time, whatever the rules say.
-    if call.tool == "write_document" && call.args.get("replace").and_then(Value::as_bool) == Some(true) && call.paths.iter().any(|p| p.exists()) {
-        return Some("it replaces a document that exists (the old one goes to the trash)".to_owned());
+    // A file written over one that exists: asked every time, whatever the rules say.
+    if call.changes.iter().any(|c| c.kind == ChangeKind::Replaces) {
+        return Some("an allow rule never replaces a file that exists".to_owned());
+    }
+    // A tool that does not type its arguments, given a folder that holds cowork's data or a pattern
+    // that may reach it as the server reads it: the server may read everything under it.
+    if call.untyped
+        && let Some(why) = untyped_reaches_holder(call, ctx)
+    {
+        return Some(why);
     }
     if let Some(analysis) = analysis {
         if let Some(why) = analysis.commands.iter().find_map(blocked_command) {
@@ -499,7 +583,9 @@ fn blocklisted(call: &Call<'_>, ctx: &Context<'_>, analysis: Option<&Analysis>) 
 /// (for a shell command, anything under `/etc`), disk devices.
 fn blocked_path(path: &Path, writes: bool, ctx: &Context<'_>) -> Option<String> {
     let path = command::normalise(path);
-    let secret = [".ssh", ".gnupg", ".aws", ".kube", ".docker", ".password-store", ".config/gcloud"].iter().any(|dir| path.starts_with(ctx.home.join(dir)))
+    let secret = [".ssh", ".gnupg", ".aws", ".kube", ".docker", ".password-store", ".config/gcloud", ".local/share/keyrings", ".local/share/kwalletd", ".kde/share/apps/kwallet"]
+        .iter()
+        .any(|dir| path.starts_with(ctx.home.join(dir)))
         || path.components().any(|c| c.as_os_str() == ".ssh");
     let env_file = path.file_name().and_then(|n| n.to_str()).is_some_and(|n| n == ".env" || n.starts_with(".env."));
     if secret || env_file {
@@ -536,6 +622,52 @@ fn named_paths(named: &command::Named) -> Vec<PathBuf> {
     }
 }
 
+/// Why an untyped call (an MCP tool's, a flow's) may read cowork's data as
+/// the server reads its arguments, when it is not refused outright: it names
+/// a folder that holds the data directory (the home folder, `~/.local/share`),
+/// which a server may walk, or a pattern that reaches it read loosely (`*`
+/// across folders, as Python's `fnmatch`).
+fn untyped_reaches_holder(call: &Call<'_>, ctx: &Context<'_>) -> Option<String> {
+    let own = ctx.own();
+    // A relative pattern is read from the folders the call names, when it names any.
+    let mut bases = untyped_bases(call, ctx);
+    if bases.len() > 2 {
+        bases.drain(..2);
+    }
+    let bases: Vec<&Path> = bases.iter().map(PathBuf::as_path).collect();
+    let mut found = None;
+    visit_strings(call.args, &mut |text| {
+        if found.is_some() {
+            return;
+        }
+        let text = text.trim();
+        if let Some(hit) = own.pattern_reaches(text, &bases, super::own_data::Semantics::Loose) {
+            found = Some(format!("the pattern {text} may reach {} as a server reads it, cowork's own data included", hit.path.display()));
+        } else if let Some(path) = super::own_data::expand_path_token(text, ctx.home, ctx.cwd)
+            && matches!(own.reach(&path), Reach::Holds | Reach::HomeOrRoot)
+        {
+            found = Some(format!("it gives the server {}, which holds cowork's own data; the server may read everything under it", path.display()));
+        }
+    });
+    found
+}
+
+/// Where an untyped call's relative strings may start: where commands start
+/// (the first two: cwd and home), and every folder its own arguments name.
+fn untyped_bases(call: &Call<'_>, ctx: &Context<'_>) -> Vec<PathBuf> {
+    let mut bases = vec![ctx.cwd.to_path_buf(), ctx.home.to_path_buf()];
+    visit_strings(call.args, &mut |text| {
+        if bases.len() < 8
+            && let Some(path) = super::own_data::expand_path_token(text.trim(), ctx.home, ctx.cwd)
+            && !bases.contains(&path)
+            && path.is_dir()
+        {
+            bases.push(path);
+        }
+    });
+    bases
+}
+
 /// Where a call reaches cowork's own data, if it does: the spelling that did.
 pub fn own_data_reached(call: &Call<'_>, ctx: &Context<'_>, analysis: Option<&Analysis>) -> Option<String> {
     let own = ctx.own();
@@ -565,7 +697,8 @@ pub fn own_data_reached(call: &Call<'_>, ctx: &Context<'_>, analysis: Option<&An
         }
     }
     if call.untyped {
-        let bases: Vec<&Path> = vec![ctx.cwd, ctx.home];
+        let bases = untyped_bases(call, ctx);
+        let bases: Vec<&Path> = bases.iter().map(PathBuf::as_path).collect();
         let mut found = None;
         visit_strings(call.args, &mut |text| {
             if found.is_none() {
@@ -622,6 +755,19 @@ fn command_reaches(analysis: &Analysis, own: &OwnData<'_>, ctx: &Context<'_>) ->
             }
         }
     }
+    // cowork's own program reads all of its data for whoever runs it; the keyring holds its keys.
+    let path_var = std::env::var("PATH").unwrap_or_default();
+    for c in &analysis.commands {
+        let Some(name) = c.name.as_deref() else { continue };
+        let program = c.argv.first().and_then(|w| w.value.as_deref()).unwrap_or(name);
+        if super::own_data::runs_cowork(program, name, &c.cwds, &path_var) {
+            return Some(format!("{} (cowork's own program reads all of cowork's data for whoever runs it)", c.shown()));
+        }
+        let values: Vec<Option<&str>> = c.args().iter().map(|w| w.value.as_deref()).collect();
+        if let Some(why) = super::own_data::keyring_reach(name, &values) {
+            return Some(format!("{} ({why})", c.shown()));
+        }
+    }
     for c in &analysis.commands {
         let Some(name) = c.name.as_deref() else { continue };
         let destroys = DESTRUCTIVE.contains(&name)
@@ -660,7 +806,7 @@ fn visit_strings(value: &Value, f: &mut impl FnMut(&str)) {
 /// moves, ends processes, is on the blocklist or cannot be read; else sensitive.
 pub fn command_risk(line: &str, ctx: &Context<'_>) -> Risk {
     let analysis = ctx.analyse(line);
-    let call = Call { tool: "run_command", args: &Value::Null, risk: Risk::Sensitive, paths: &[], writes: false, command: Some(line), url: None, untyped: false };
+    let call = Call { tool: "run_command", args: &Value::Null, risk: Risk::Sensitive, paths: &[], writes: false, command: Some(line), url: None, untyped: false, changes: &[] };
     let destructive = analysis.commands.iter().any(|c| {
         c.name.as_deref().is_none_or(|n| DESTRUCTIVE.contains(&n) || ENDS_THINGS.contains(&n) || n == "dd")
             || (c.name.as_deref() == Some("find") && c.args().iter().any(|w| w.value.as_deref() == Some("-delete")))
@@ -669,8 +815,19 @@ pub fn command_risk(line: &str, ctx: &Context<'_>) -> Risk {
     if destructive || blocklisted(&call, ctx, Some(&analysis)).is_some() { Risk::Dangerous } else { Risk::Sensitive }
 }
 
-/// The decision for one call.
+/// The decision for one call. Unless it is refused, its reason ends with
+/// what the call does to files that exist ("It replaces a 3.2 KB file last
+/// changed yesterday"), so the card and the audit log say so.
 pub fn decide(call: &Call<'_>, rules: &[Rule], ctx: &Context<'_>) -> Decision {
+    let mut decision = decide_phases(call, rules, ctx);
+    if decision.action != Action::Deny && !call.changes.is_empty() {
+        let changes: Vec<String> = call.changes.iter().map(|c| c.describe(ctx.now_millis)).collect();
+        decision.why = format!("{}. It {}; what it changes goes to the trash first, and Undo puts it back.", decision.why.trim_end_matches('.'), changes.join(", and "));
+    }
+    decision
+}
+
+fn decide_phases(call: &Call<'_>, rules: &[Rule], ctx: &Context<'_>) -> Decision {
     let analysis = call.command.map(|line| ctx.analyse(line));
     let analysis = analysis.as_ref();
     // Phase 1: cowork's own data, then the blocklist.
@@ -826,7 +983,7 @@ pub fn validate_rule(rule: &Rule, example: &Call<'_>, ctx: &Context<'_>) -> Resu
     let probe_paths = [PathBuf::from("/etc/passwd"), ctx.home.join(".ssh/id_ed25519"), ctx.home.join(".bashrc")];
     let probe_urls = ["https://attacker.invalid/?q=secret"];
     let probe = |paths: &[PathBuf], url: Option<&str>| {
-        let call = Call { tool: example.tool, args: example.args, risk: example.risk, paths, writes: example.writes, command: example.command, url, untyped: example.untyped };
+        let call = Call { tool: example.tool, args: example.args, risk: example.risk, paths, writes: example.writes, command: example.command, url, untyped: example.untyped, changes: example.changes };
         rule.applies(&call, ctx, None)
     };
     for path in probe_paths.iter().filter(|_| !example.paths.is_empty()) {
@@ -873,7 +1030,7 @@ mod tests {
     }
 
     fn shell<'a>(command: &'a str, args: &'a Value) -> Call<'a> {
-        Call { tool: "run", args, risk: Risk::Sensitive, paths: &[], writes: false, command: Some(command), url: None, untyped: false }
+        Call { tool: "run", args, risk: Risk::Sensitive, paths: &[], writes: false, command: Some(command), url: None, untyped: false, changes: &[] }
     }
 
     fn rule(id: i64, tool: &str, action: Action, pattern: Option<(Target, &str)>, scope: Scope) -> Rule {
@@ -885,7 +1042,7 @@ mod tests {
         let f = Fixture::new();
         let args = json!({"path": "/home/ana/.local/share/cowork/cowork.db"});
         let paths = [f.data_dir.join("cowork.db")];
-        let read = Call { tool: "read", args: &args, risk: Risk::Safe, paths: &paths, writes: false, command: None, url: None, untyped: false };
+        let read = Call { tool: "read", args: &args, risk: Risk::Safe, paths: &paths, writes: false, command: None, url: None, untyped: false, changes: &[] };
         let allow_read = [rule(1, "read", Action::Allow, None, Scope::Always)];
         let d = decide(&read, &allow_read, &f.ctx());
         assert_eq!((d.action, d.phase), (Action::Deny, Phase::OwnData));
@@ -911,9 +1068,9 @@ mod tests {
         // A file tool deleting or moving a folder that holds the data directory.
         let args = json!({"path": "/home/ana/.local"});
         let paths = [PathBuf::from("/home/ana/.local")];
-        let delete = Call { tool: "delete", args: &args, risk: Risk::Dangerous, paths: &paths, writes: true, command: None, url: None, untyped: false };
+        let delete = Call { tool: "delete", args: &args, risk: Risk::Dangerous, paths: &paths, writes: true, command: None, url: None, untyped: false, changes: &[] };
         assert_eq!(decide(&delete, &[], &f.ctx()).phase, Phase::OwnData);
-        let list = Call { tool: "list", args: &args, risk: Risk::Safe, paths: &paths, writes: false, command: None, url: None, untyped: false };
+        let list = Call { tool: "list", args: &args, risk: Risk::Safe, paths: &paths, writes: false, command: None, url: None, untyped: false, changes: &[] };
         assert_ne!(decide(&list, &[], &f.ctx()).phase, Phase::OwnData);
     }
 
@@ -947,10 +1104,10 @@ mod tests {
         assert_eq!(decide(&shell("rm -rf ~/notes", &args), &deny, &f.ctx()).action, Action::Deny);
         // Paths: secrets are always asked, writes under /etc too (reads are not blocklisted).
         let key = [f.home.join(".ssh/id_ed25519")];
-        let read_key = Call { tool: "read", args: &args, risk: Risk::Safe, paths: &key, writes: false, command: None, url: None, untyped: false };
+        let read_key = Call { tool: "read", args: &args, risk: Risk::Safe, paths: &key, writes: false, command: None, url: None, untyped: false, changes: &[] };
         assert_eq!(decide(&read_key, &[rule(3, "read", Action::Allow, None, Scope::Always)], &f.ctx()).phase, Phase::Blocklist);
         let hosts = [PathBuf::from("/etc/hosts")];
-        let write = Call { tool: "write", args: &args, risk: Risk::Sensitive, paths: &hosts, writes: true, command: None, url: None, untyped: false };
+        let write = Call { tool: "write", args: &args, risk: Risk::Sensitive, paths: &hosts, writes: true, command: None, url: None, untyped: false, changes: &[] };
         assert_eq!(decide(&write, &[rule(4, "write", Action::Allow, None, Scope::Always)], &f.ctx()).phase, Phase::Blocklist);
         let read = Call { writes: false, tool: "read", risk: Risk::Safe, ..write.clone() };
         assert_eq!(decide(&read, &[], &f.ctx()).action, Action::Allow);
@@ -961,7 +1118,7 @@ mod tests {
         let mut f = Fixture::new();
         f.always_ask.push("clipboard_read".into());
         let args = json!({});
-        let call = Call { tool: "clipboard_read", args: &args, risk: Risk::Safe, paths: &[], writes: false, command: None, url: None, untyped: false };
+        let call = Call { tool: "clipboard_read", args: &args, risk: Risk::Safe, paths: &[], writes: false, command: None, url: None, untyped: false, changes: &[] };
         let d = decide(&call, &[rule(1, "clipboard_read", Action::Allow, None, Scope::Always)], &f.ctx());
         assert_eq!((d.action, d.phase), (Action::Ask, Phase::AlwaysAsk));
     }
@@ -979,7 +1136,7 @@ mod tests {
         assert_eq!(decide(&ls, &[allow.clone(), ask.clone(), deny.clone()], &f.ctx()), Decision::new(Action::Deny, Phase::Rule(3), "your rule denies run where Command matches \"ls -la\""));
         // No rule: safe runs, sensitive and dangerous ask.
         assert_eq!(decide(&ls, &[], &f.ctx()).action, Action::Ask);
-        let search = Call { tool: "search_memory", args: &args, risk: Risk::Safe, paths: &[], writes: false, command: None, url: None, untyped: false };
+        let search = Call { tool: "search_memory", args: &args, risk: Risk::Safe, paths: &[], writes: false, command: None, url: None, untyped: false, changes: &[] };
         assert_eq!(decide(&search, &[], &f.ctx()), Decision::new(Action::Allow, Phase::Default, "safe: it only reads what cowork may read"));
     }
 
@@ -1011,7 +1168,7 @@ mod tests {
             // Without a rule it asks too, and says why.
             assert_eq!(decide(&shell("ls notes", &args), &[], &f.ctx()).phase, Phase::Untrusted);
             // Safe calls still run; deny rules still refuse.
-            let search = Call { tool: "search_memory", args: &args, risk: Risk::Safe, paths: &[], writes: false, command: None, url: None, untyped: false };
+            let search = Call { tool: "search_memory", args: &args, risk: Risk::Safe, paths: &[], writes: false, command: None, url: None, untyped: false, changes: &[] };
             assert_eq!(decide(&search, &[], &f.ctx()).action, Action::Allow);
             let deny = [rule(2, "run", Action::Deny, None, Scope::Always)];
             assert_eq!(decide(&shell("ls notes", &args), &deny, &f.ctx()).action, Action::Deny);
@@ -1038,13 +1195,13 @@ mod tests {
         }
         // JSON pointers and paths.
         let args = json!({"query": "invoice totals", "limit": 5});
-        let fetch = Call { tool: "web_search", args: &args, risk: Risk::Sensitive, paths: &[], writes: false, command: None, url: None, untyped: false };
+        let fetch = Call { tool: "web_search", args: &args, risk: Risk::Sensitive, paths: &[], writes: false, command: None, url: None, untyped: false, changes: &[] };
         let by_query = [rule(1, "web_search", Action::Allow, Some((Target::Pointer("/query".into()), "invoice.*")), Scope::Always)];
         assert_eq!(decide(&fetch, &by_query, &f.ctx()).action, Action::Allow);
         let by_limit = [rule(1, "web_search", Action::Allow, Some((Target::Pointer("/limit".into()), "[0-9]")), Scope::Always)];
         assert_eq!(decide(&fetch, &by_limit, &f.ctx()).action, Action::Allow);
         let two = [f.home.join("notes/a.md"), f.home.join("work/b.md")];
-        let write = Call { tool: "write", args: &args, risk: Risk::Sensitive, paths: &two, writes: true, command: None, url: None, untyped: false };
+        let write = Call { tool: "write", args: &args, risk: Risk::Sensitive, paths: &two, writes: true, command: None, url: None, untyped: false, changes: &[] };
         let notes = [rule(1, "write", Action::Allow, Some((Target::Path, "/home/ana/notes/.*")), Scope::Always)];
         assert_eq!(decide(&write, &notes, &f.ctx()).action, Action::Ask, "every path must match an allow rule");
         let deny_notes = [rule(1, "write", Action::Deny, Some((Target::Path, "/home/ana/notes/.*")), Scope::Always)];
@@ -1078,7 +1235,7 @@ mod tests {
         let star = rule(1, "*", Action::Allow, None, Scope::Always);
         assert!(validate_rule(&star, &example, &f.ctx()).is_err());
         let home_paths = [f.home.join("notes/a.md")];
-        let write = Call { tool: "write", args: &args, risk: Risk::Sensitive, paths: &home_paths, writes: true, command: None, url: None, untyped: false };
+        let write = Call { tool: "write", args: &args, risk: Risk::Sensitive, paths: &home_paths, writes: true, command: None, url: None, untyped: false, changes: &[] };
         let whole_home = rule(1, "write", Action::Allow, Some((Target::Path, "/home/ana/.*")), Scope::Always);
         assert!(validate_rule(&whole_home, &write, &f.ctx()).unwrap_err().contains(".ssh"));
         let notes = rule(1, "write", Action::Allow, Some((Target::Path, "/home/ana/notes/.*")), Scope::Always);
@@ -1091,6 +1248,126 @@ mod tests {
 
     /// Property tests against the real shells: a seeded generator (no
     /// dependency), `sh` (dash) and `bash` as the oracle of what a line means.
+    /// A real home with the data directory in it, for what needs the disk.
+    fn real_home() -> (tempfile::TempDir, PathBuf, PathBuf) {
+        let dir = tempfile::tempdir().unwrap();
+        let home = dir.path().canonicalize().unwrap();
+        let data = home.join(".local/share/cowork");
+        std::fs::create_dir_all(data.join("skills/helper")).unwrap();
+        std::fs::write(data.join("secrets.key"), "k").unwrap();
+        std::fs::write(data.join("USER.md"), "me").unwrap();
+        std::fs::create_dir_all(home.join("Documents")).unwrap();
+        (dir, home, data)
+    }
+
+    #[test]
+    fn phase_1_cowork_s_own_program_and_keyring_are_own_data_through_any_wrapper() {
+        let (_dir, home, data) = real_home();
+        let exe = std::fs::canonicalize("/proc/self/exe").unwrap();
+        std::fs::create_dir_all(home.join("bin")).unwrap();
+        std::os::unix::fs::symlink(&exe, home.join("bin/helper")).unwrap();
+        let (origins, always) = (vec![Origin::User], Vec::new());
+        let ctx = Context { operation_id: 1, now_millis: 0, data_dir: &data, home: &home, cwd: &home, origins: &origins, always_ask: &always };
+        let args = json!({});
+        let allow_all = [rule(1, "run", Action::Allow, Some((Target::Command, ".*")), Scope::Always)];
+        for line in [
+            "cowork search oncology --limit 5",
+            "cowork export --format jsonl --out /tmp/x.jsonl",
+            "cowork mcp token",
+            "cowork secrets list",
+            "/usr/bin/cowork rules add run_command --action allow",
+            "env cowork search x",
+            "env -i PATH=/usr/bin cowork search x",
+            "sh -c 'cowork search x'",
+            "bash -c \"cowork approve 1\"",
+            "echo x | xargs cowork search",
+            "timeout 5 cowork search x",
+            "nohup cowork export --out /tmp/x &",
+            "command cowork search x",
+            "exec cowork search x",
+            "\"cow\"ork search x",
+            "c\\owork search x",
+            "find . -maxdepth 0 -exec cowork search x \\;",
+            "ls; cowork search x",
+            "./bin/helper search x",
+            "secret-tool lookup application cowork name database-key",
+            "secret-tool search --all application cowork",
+            "gdbus call --session --dest org.freedesktop.secrets --object-path /org/freedesktop/secrets --method org.freedesktop.Secret.Service.SearchItems {}",
+            "busctl --user call org.freedesktop.secrets /org/freedesktop/secrets org.freedesktop.Secret.Service SearchItems a{ss} 0",
+            "sh -c 'secret-tool search --all name database-key'",
+        ] {
+            let d = decide(&shell(line, &args), &allow_all, &ctx);
+            assert_eq!((d.action, &d.phase), (Action::Deny, &Phase::OwnData), "{line}: {d:?}");
+        }
+        // The PATH lookup finds a link to the running program under another name.
+        let path_var = format!("{}:/usr/bin:/bin", home.join("bin").display());
+        let program = super::super::own_data::program_files("helper", &[], &path_var);
+        assert!(program.iter().any(|p| super::super::own_data::is_cowork_program(p)));
+        for line in ["secret-tool lookup service github user ana", "ls ~/Documents", "echo cowork is great", "grep -r cowork ~/Documents"] {
+            assert_ne!(decide(&shell(line, &args), &[], &ctx).phase, Phase::OwnData, "{line}");
+        }
+    }
+
+    #[test]
+    fn phase_1_an_mcp_argument_reaches_own_data_as_the_server_would_expand_it() {
+        let (_dir, home, data) = real_home();
+        let (origins, always) = (vec![Origin::User], Vec::new());
+        let ctx = Context { operation_id: 1, now_millis: 0, data_dir: &data, home: &home, cwd: &home, origins: &origins, always_ask: &always };
+        let mcp = |args: &Value| -> Decision {
+            let call = Call { tool: "mcp__fs__read", args, risk: Risk::Safe, paths: &[], writes: false, command: None, url: None, untyped: true, changes: &[] };
+            decide(&call, &[], &ctx)
+        };
+        for args in [
+            json!({"pattern": "~/.local/share/cow*/secrets.key"}),
+            json!({"path": "~", "pattern": "**/secrets.key"}),
+            json!({"path": home.join(".local/share").display().to_string(), "glob": "cowork/*.key"}),
+            json!({"paths": ["~/notes.md", "$XDG_DATA_HOME/cowork/USER.md"]}),
+            json!({"uri": format!("file://{}", data.join("secrets%2Ekey").display())}),
+            json!({"path": data.join("skills/../secrets.k[e]y").display().to_string()}),
+        ] {
+            let d = mcp(&args);
+            assert_eq!((d.action, &d.phase), (Action::Deny, &Phase::OwnData), "{args}: {d:?}");
+        }
+        // A folder that holds the data directory, or a pattern that reaches it read loosely: asked, whatever the rules.
+        for args in [json!({"path": "~"}), json!({"path": "~/.local/share", "query": "key"}), json!({"pattern": "~/*.md"}), json!({"path": "~", "pattern": "**/*.md"}), json!({"pattern": "~/**/*.md"})] {
+            let d = mcp(&args);
+            assert_eq!((d.action, &d.phase), (Action::Ask, &Phase::Blocklist), "{args}: {d:?}");
+        }
+        for args in [json!({"path": "~/Documents"}), json!({"path": "~/Documents", "pattern": "**/*.md"}), json!({"query": "what is 2*3?"})] {
+            assert_eq!(mcp(&args).action, Action::Allow, "{args}");
+        }
+    }
+
+    #[test]
+    fn a_write_over_a_file_that_exists_always_asks_and_the_card_says_what_it_replaces() {
+        let (_dir, home, data) = real_home();
+        let (origins, always) = (vec![Origin::User], Vec::new());
+        let now = crate::ids::now_millis();
+        let ctx = Context { operation_id: 1, now_millis: now, data_dir: &data, home: &home, cwd: &home, origins: &origins, always_ask: &always };
+        let budget = home.join("Documents/budget.md");
+        std::fs::write(&budget, "x".repeat(3_200)).unwrap();
+        let args = json!({"path": "~/Documents/budget.md", "content": "replaced"});
+        let paths = [budget.clone()];
+        let changes: Vec<Change> = Change::of(&budget, ChangeKind::Replaces).into_iter().collect();
+        let write = Call { tool: "write_file", args: &args, risk: Risk::Dangerous, paths: &paths, writes: true, command: None, url: None, untyped: false, changes: &changes };
+        let allow = [rule(1, "write_file", Action::Allow, Some((Target::Path, &format!("{}/.*", home.join("Documents").display()))), Scope::Always)];
+        let d = decide(&write, &allow, &ctx);
+        assert_eq!((d.action, &d.phase), (Action::Ask, &Phase::Blocklist), "{d:?}");
+        assert!(d.why.contains("replaces a 3.2 KB file last changed today"), "{}", d.why);
+        // An edit runs under the rule, and still says what it changes.
+        let edits: Vec<Change> = Change::of(&budget, ChangeKind::Edits).into_iter().collect();
+        let edit = Call { tool: "edit_file", changes: &edits, risk: Risk::Sensitive, ..write.clone() };
+        let d = decide(&edit, &[rule(2, "edit_file", Action::Allow, None, Scope::Always)], &ctx);
+        assert_eq!(d.action, Action::Allow);
+        assert!(d.why.contains("edits a 3.2 KB file"), "{}", d.why);
+        // A new file is no replacement.
+        let new = Call { changes: &[], ..write.clone() };
+        assert_eq!(decide(&new, &allow, &ctx).action, Action::Allow);
+        assert_eq!(human_bytes(812), "812 bytes");
+        assert_eq!(human_bytes(14_200_000), "14 MB");
+        assert_eq!(changed_when(now - 86_400_000 - 60_000, now).as_str().len() > 3, true);
+    }
+
     mod properties {
         use super::*;
         use std::process::Command as Process;

@@ -158,11 +158,13 @@ pub struct Classified {
     pub url: Option<String>,
     /// The tool does not type its arguments (MCP, flows): the policy reads every string in them.
     pub untyped: bool,
+    /// Files that exist and that the call replaces, edits or trashes (the card says so).
+    pub changes: Vec<policy::Change>,
 }
 
 impl Classified {
     pub fn call<'a>(&'a self, tool: &'a str, args: &'a Value) -> policy::Call<'a> {
-        policy::Call { tool, args, risk: self.risk, paths: &self.paths, writes: self.writes, command: self.command.as_deref(), url: self.url.as_deref(), untyped: self.untyped }
+        policy::Call { tool, args, risk: self.risk, paths: &self.paths, writes: self.writes, command: self.command.as_deref(), url: self.url.as_deref(), untyped: self.untyped, changes: &self.changes }
     }
 }
 
@@ -178,11 +180,25 @@ pub fn classify(name: &str, args: &Value, env: &FilesEnv) -> Result<Classified, 
             classified.paths = files::paths(tool, args, env)?;
             classified.risk = files::classify(tool, &classified.paths, env);
             classified.writes = !matches!(tool, "read" | "list" | "search" | "info");
+            let kind = match tool {
+                "write" => Some(policy::ChangeKind::Replaces),
+                "edit" => Some(policy::ChangeKind::Edits),
+                "delete" => Some(policy::ChangeKind::Trashes),
+                _ => None,
+            };
+            classified.changes = kind.into_iter().flat_map(|kind| classified.paths.iter().filter_map(move |p| policy::Change::of(p, kind))).collect();
         }
         Documents => {
             classified.paths = documents::paths(name, args, env)?;
             classified.risk = documents::classify(name, args, &classified.paths);
             classified.writes = name != "read_document";
+            let kind = match name {
+                // Without `replace` a write over a file that exists is refused by the tool itself.
+                "write_document" if args.get("replace").and_then(Value::as_bool) == Some(true) => Some(policy::ChangeKind::Replaces),
+                "edit_document" => Some(policy::ChangeKind::Edits),
+                _ => None,
+            };
+            classified.changes = kind.into_iter().flat_map(|kind| classified.paths.iter().filter_map(move |p| policy::Change::of(p, kind))).collect();
         }
         Shell => {
             classified.risk = shell::classify(args, env);
@@ -782,6 +798,10 @@ pub struct Env<'a> {
     pub skills: &'a [Skill],
     /// The web search the user configured (none: `web_search` says how to set one up).
     pub search: &'a SearchConfig,
+    /// The user's own request for this task asked for a formula
+    /// (`documents::asks_for_formulas`): spreadsheet cells starting with "="
+    /// stay formulas. Otherwise they are written as text.
+    pub user_asked_for_formulas: bool,
 }
 
 /// Whether a tool can run off the agent thread (it needs no database connection).
@@ -799,7 +819,7 @@ pub fn execute(name: &str, args: &Value, env: &Env<'_>) -> ToolOutput {
             None => ToolOutput::error("cowork's memory cannot be read right now"),
         },
         Files => files::run(inner(name), args, env.files),
-        Documents => documents::run(name, args, env.files),
+        Documents => documents::run(name, args, env.files, env.user_asked_for_formulas),
         Shell => shell::run(args, &env.files.cwd, env.stop),
         Web if name == "web_search" => web_search::run(args, env.search, env.gate, env.stop),
         Web => web::run(args, env.gate, env.stop),

@@ -1,6 +1,7 @@
 //! The shell family: `run` a command with `sh -c`, a timeout, an output cap
 //! and a clean environment (PATH, HOME, LANG and USER from cowork's, nothing
-//! else: no API keys, no cowork variables). The command gets its own process
+//! else: no API keys, no cowork variables but `COWORK_TOOL_CHILD`, which makes
+//! cowork's own program refuse to read its data). The command gets its own process
 //! group, and the whole group is killed when it times out, when the user
 //! stops the operation, and when the command ends, so nothing it started
 //! outlives it or keeps its output pipes open.
@@ -63,6 +64,8 @@ pub fn run(args: &Value, cwd: &Path, stop: &AtomicBool) -> ToolOutput {
     if std::env::var_os("LANG").is_none() {
         env.push(("LANG".into(), "C.UTF-8".into()));
     }
+    // cowork's own program, started below, refuses to read its data (`own_data::started_for_a_tool`).
+    env.push((super::own_data::TOOL_CHILD_VAR.into(), "1".into()));
     let prepared = match super::guard::Prepared::shell(command, &env) {
         Ok(prepared) => prepared,
         Err(err) => return ToolOutput::error(err),

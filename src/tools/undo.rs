@@ -5,11 +5,24 @@
 //! such change is an `UndoStep` the agent stores with its operation. The
 //! chat's Undo (five minutes) and `cowork undo` put the last operation's
 //! steps back, newest first.
+//!
+//! Putting back is checked when it happens, not only when the task ran: the
+//! folder a thing goes back into must still be where it was (no folder on
+//! the way replaced by a symlink since; the last step is made through
+//! folders opened without following links, and never replaces what is
+//! there), a trash entry must still say it came from where the task
+//! recorded (an edited `.trashinfo` is refused), and nothing goes into, or
+//! comes out of, cowork's own data (`own_data`).
 
+use std::ffi::CString;
 use std::fs;
-use std::path::{Path, PathBuf};
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+use std::os::unix::ffi::OsStrExt;
+use std::path::{Component, Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
+
+use super::own_data::{OwnData, resolve_existing};
 
 /// How long the chat offers Undo after an operation changed files.
 pub const UNDO_WINDOW_MS: i64 = 5 * 60 * 1000;
@@ -135,8 +148,10 @@ fn remove_all(path: &Path) -> std::io::Result<()> {
     }
 }
 
-/// Puts one step back. A place that is taken again is not overwritten: the step fails and says so.
-pub fn undo(step: &UndoStep) -> Result<String, String> {
+/// Puts one step back. A place that is taken again is not overwritten: the
+/// step fails and says so, as it does when the place is no longer where the
+/// task left it or is cowork's own data.
+pub fn undo(step: &UndoStep, own: &OwnData<'_>) -> Result<String, String> {
     match step {
         UndoStep::Trashed { original, trash_info } => {
             if fs::symlink_metadata(original).is_ok() {
@@ -147,38 +162,141 @@ pub fn undo(step: &UndoStep) -> Result<String, String> {
                 .into_iter()
                 .find(|i| Path::new(&i.id) == trash_info)
                 .ok_or_else(|| format!("{} is no longer in the trash (it was emptied or restored)", original.display()))?;
-            trash::os_limited::restore_all([item]).map_err(|e| format!("{} could not be restored: {e}", original.display()))?;
+            restore(&item, original, own)?;
             Ok(format!("restored {}", original.display()))
         }
         UndoStep::Moved { from, to } => {
             if fs::symlink_metadata(to).is_err() {
                 return Err(format!("{} is no longer there to move back", to.display()));
             }
-            move_path(to, from).map(|_| format!("moved {} back to {}", to.display(), from.display()))
+            check_place(to, own)?;
+            check_place(from, own)?;
+            match rename_within(to, from) {
+                Ok(()) => {}
+                // Moved across file systems: copied back, as it was copied there.
+                Err(e) if e.raw_os_error() == Some(libc::EXDEV) => {
+                    move_path(to, from)?;
+                }
+                Err(e) => return Err(format!("{} could not be moved back to {}: {e}", to.display(), from.display())),
+            }
+            Ok(format!("moved {} back to {}", to.display(), from.display()))
         }
         UndoStep::Created { path } => {
             if fs::symlink_metadata(path).is_err() {
                 return Ok(format!("{} is gone already", path.display()));
             }
+            check_place(path, own)?;
             trash(path).map(|_| format!("moved {} (which the task created) to the trash", path.display()))
         }
         UndoStep::Replaced { path, backup, trash_info } => {
+            check_place(path, own)?;
+            check_place(backup, own)?;
             // The newer version goes to the trash too, so nothing is lost either way.
             if fs::symlink_metadata(path).is_ok() {
                 trash(path)?;
             }
-            undo(&UndoStep::Trashed { original: backup.clone(), trash_info: trash_info.clone() })?;
-            fs::rename(backup, path).map_err(|e| format!("{} could not be put back: {e}", path.display()))?;
+            undo(&UndoStep::Trashed { original: backup.clone(), trash_info: trash_info.clone() }, own)?;
+            rename_within(backup, path).map_err(|e| format!("{} could not be put back: {e}", path.display()))?;
             Ok(format!("put back the earlier version of {}", path.display()))
         }
     }
 }
 
+/// Whether something may be put back at (or taken from) `path`: the folder
+/// it is in still resolves to itself (recorded paths are resolved, so a
+/// difference is a folder on the way replaced by a symlink since), and
+/// neither it nor where it leads is cowork's own data.
+fn check_place(path: &Path, own: &OwnData<'_>) -> Result<(), String> {
+    let parent = path.parent().ok_or_else(|| format!("{} has no folder to go back into", path.display()))?;
+    let resolved = resolve_existing(parent);
+    if resolved != super::command::normalise(parent) {
+        return Err(format!("{}: the folder it goes back into is not where it was ({} now leads to {}); nothing was changed", path.display(), parent.display(), resolved.display()));
+    }
+    if own.inside(path) || path.file_name().is_some_and(|name| own.inside(&resolved.join(name))) {
+        return Err(format!("{}: that is cowork's own data, which Undo never writes; nothing was changed", path.display()));
+    }
+    Ok(())
+}
+
+/// Restores a trash entry to `expected`, the path the task recorded: refused
+/// when the entry now says another place (its `.trashinfo` was edited), when
+/// the place is not where it was or is cowork's data; never over something.
+fn restore(item: &trash::TrashItem, expected: &Path, own: &OwnData<'_>) -> Result<(), String> {
+    let said = item.original_parent.join(&item.name);
+    if said != expected {
+        return Err(format!("the trash entry of {} now says it came from {}; it was not restored (look for it in the trash)", expected.display(), said.display()));
+    }
+    let info = Path::new(&item.id);
+    let (Some(info_dir), Some(stem)) = (info.parent(), info.file_stem()) else { return Err(format!("{} has an unusual trash entry; restore it from the trash", expected.display())) };
+    let trash_dir = info_dir.parent().map(resolve_existing).ok_or_else(|| format!("{} has an unusual trash entry; restore it from the trash", expected.display()))?;
+    let file = trash_dir.join("files").join(stem);
+    if own.inside(&file) {
+        return Err(format!("the trash entry of {} leads into cowork's own data; it was not restored", expected.display()));
+    }
+    check_place(expected, own)?;
+    if let Some(parent) = expected.parent()
+        && fs::symlink_metadata(parent).is_err()
+    {
+        fs::create_dir_all(parent).map_err(|e| format!("{} could not be made again: {e}", parent.display()))?;
+        check_place(expected, own)?;
+    }
+    rename_within(&file, expected).map_err(|e| format!("{} could not be restored: {e}", expected.display()))?;
+    fs::remove_file(info).map_err(|e| format!("{} was restored but its trash entry {} could not be removed: {e}", expected.display(), info.display()))?;
+    Ok(())
+}
+
+/// A folder opened one component at a time, none of them followed if it is
+/// a symlink (`O_NOFOLLOW`): a folder swapped for a link after it was checked
+/// makes the kernel refuse, rather than lead somewhere else.
+fn open_folder_nofollow(dir: &Path) -> std::io::Result<OwnedFd> {
+    let invalid = || std::io::Error::new(std::io::ErrorKind::InvalidInput, format!("{} is not an absolute, plain path", dir.display()));
+    let root = CString::new("/").map_err(|_| invalid())?;
+    // SAFETY: a valid C string; the descriptor is owned below.
+    let fd = unsafe { libc::open(root.as_ptr(), libc::O_PATH | libc::O_DIRECTORY | libc::O_CLOEXEC) };
+    if fd < 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    // SAFETY: `fd` was just opened and is owned by nothing else.
+    let mut current = unsafe { OwnedFd::from_raw_fd(fd) };
+    for component in dir.components() {
+        match component {
+            Component::RootDir => {}
+            Component::Normal(name) => {
+                let name = CString::new(name.as_bytes()).map_err(|_| invalid())?;
+                // SAFETY: a valid descriptor and C string; the new descriptor is owned below.
+                let next = unsafe { libc::openat(current.as_raw_fd(), name.as_ptr(), libc::O_PATH | libc::O_DIRECTORY | libc::O_NOFOLLOW | libc::O_CLOEXEC) };
+                if next < 0 {
+                    return Err(std::io::Error::last_os_error());
+                }
+                // SAFETY: as above.
+                current = unsafe { OwnedFd::from_raw_fd(next) };
+            }
+            _ => return Err(invalid()),
+        }
+    }
+    Ok(current)
+}
+
+/// Renames `from` to `to` through their folders opened without following
+/// links, never replacing what is at `to` (`RENAME_NOREPLACE`).
+fn rename_within(from: &Path, to: &Path) -> std::io::Result<()> {
+    let split = |path: &Path| -> std::io::Result<(OwnedFd, CString)> {
+        let invalid = || std::io::Error::new(std::io::ErrorKind::InvalidInput, format!("{} has no name", path.display()));
+        let (parent, name) = (path.parent().ok_or_else(invalid)?, path.file_name().ok_or_else(invalid)?);
+        Ok((open_folder_nofollow(parent)?, CString::new(name.as_bytes()).map_err(|_| invalid())?))
+    };
+    let (from_dir, from_name) = split(from)?;
+    let (to_dir, to_name) = split(to)?;
+    // SAFETY: valid descriptors and C strings for the duration of the call.
+    let done = unsafe { libc::renameat2(from_dir.as_raw_fd(), from_name.as_ptr(), to_dir.as_raw_fd(), to_name.as_ptr(), libc::RENAME_NOREPLACE) };
+    if done == 0 { Ok(()) } else { Err(std::io::Error::last_os_error()) }
+}
+
 /// Undoes steps newest first; returns what was done and what failed.
-pub fn undo_all(steps: &[UndoStep]) -> (Vec<String>, Vec<String>) {
+pub fn undo_all(steps: &[UndoStep], own: &OwnData<'_>) -> (Vec<String>, Vec<String>) {
     let (mut done, mut failed) = (Vec::new(), Vec::new());
     for step in steps.iter().rev() {
-        match undo(step) {
+        match undo(step, own) {
             Ok(text) => done.push(text),
             Err(err) => failed.push(err),
         }

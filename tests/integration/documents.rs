@@ -73,7 +73,8 @@ impl Tools {
 
     fn run(&self, tool: &str, args: Value) -> cowork::tools::ToolOutput {
         registry::validate(tool, &args).unwrap();
-        let env = registry::Env { files: &self.files, memory: None, gate: &self.gate, stop: &self.stop, skills: &[], search: &self.search };
+        // These calls stand for a user who asked for the formulas they write.
+        let env = registry::Env { files: &self.files, memory: None, gate: &self.gate, stop: &self.stop, skills: &[], search: &self.search, user_asked_for_formulas: true };
         registry::execute(tool, &args, &env)
     }
 }
@@ -280,6 +281,8 @@ fn edits_keep_formatting_and_undo_puts_back_what_was_deleted_replaced_or_moved_a
     let home = temp_dir();
     let dir = home.path().canonicalize().unwrap();
     let tools = Tools::new(&dir, &dir.join("data"));
+    let data_dir = dir.join("data");
+    let own = cowork::tools::own_data::OwnData { data_dir: &data_dir, home: &dir };
     py(
         &python,
         &dir,
@@ -305,7 +308,7 @@ wb = openpyxl.Workbook(); ws = wb.active; ws.title = "Data"; ws.append(["a", 1])
     assert_eq!(values.trim(), "1 20 =B1+B2 b");
     // The earlier version of the edited invoice comes back.
     let before_edit = &edited.undo[0];
-    cowork::tools::undo::undo(before_edit).unwrap();
+    cowork::tools::undo::undo(before_edit, &own).unwrap();
     let restored = py(&python, &dir, "import docx\nprint(docx.Document('invoice.docx').paragraphs[0].text)");
     assert_eq!(restored.trim(), "Total: 120 EUR due Friday");
 
@@ -322,12 +325,12 @@ wb = openpyxl.Workbook(); ws = wb.active; ws.title = "Data"; ws.append(["a", 1])
     std::fs::write(dir.join("full/keep.txt"), "x").unwrap();
     let not_empty = tools.run("delete_path", json!({"path": "~/full"}));
     assert!(not_empty.is_error && dir.join("full/keep.txt").is_file(), "a folder that is not empty needs recursive: {not_empty:?}");
-    cowork::tools::undo::undo(&deleted.undo[0]).unwrap();
+    cowork::tools::undo::undo(&deleted.undo[0], &own).unwrap();
     assert_eq!(std::fs::read_to_string(dir.join("project/src/main.rs")).unwrap(), "fn main() {}");
     // A place taken again is not overwritten.
     let again = tools.run("delete_path", json!({"path": "~/data.xlsx"}));
     std::fs::write(dir.join("data.xlsx"), "new").unwrap();
-    assert!(cowork::tools::undo::undo(&again.undo[0]).unwrap_err().contains("exists again"));
+    assert!(cowork::tools::undo::undo(&again.undo[0], &own).unwrap_err().contains("exists again"));
     assert_eq!(std::fs::read_to_string(dir.join("data.xlsx")).unwrap(), "new");
 
     // A move across file systems (home → tmpfs) copies and removes; Undo moves it back.
@@ -339,7 +342,7 @@ wb = openpyxl.Workbook(); ws = wb.active; ws.title = "Data"; ws.append(["a", 1])
         let moved = tools.run("move_path", json!({"from": "~/project", "to": to.display().to_string()}));
         assert!(!moved.is_error, "{moved:?}");
         assert!(!dir.join("project").exists() && to.join("src/main.rs").is_file());
-        cowork::tools::undo::undo(&moved.undo[0]).unwrap();
+        cowork::tools::undo::undo(&moved.undo[0], &own).unwrap();
         assert_eq!(std::fs::read_to_string(dir.join("project/src/main.rs")).unwrap(), "fn main() {}");
         assert!(!to.exists());
     } else {
@@ -616,7 +619,7 @@ fn documents_cannot_be_written_outside_the_users_folders_or_over_a_file_without_
     let ctx = cowork::tools::policy::Context { operation_id: 1, now_millis: 0, data_dir: &data, home: &dir, cwd: &dir, origins: &[cowork::tools::Origin::User], always_ask: &[] };
     let decision = cowork::tools::policy::decide(&classified.call("write_document", &args), std::slice::from_ref(&rule), &ctx);
     assert_eq!(decision.action, cowork::tools::policy::Action::Ask, "{decision:?}");
-    assert!(decision.why.contains("replaces a document that exists"), "{decision:?}");
+    assert!(decision.why.contains("never replaces a file that exists") && decision.why.contains("last changed today"), "{decision:?}");
     // A new document under the same rule is allowed; the rule is the user's.
     let new = json!({"path": "~/new-plan.md", "text": "v1"});
     let classified = registry::classify("write_document", &new, &tools.files).unwrap();

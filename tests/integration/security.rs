@@ -270,12 +270,12 @@ impl Lab {
     }
 }
 
-fn text(out: &Output) -> String {
+pub(super) fn text(out: &Output) -> String {
     format!("status {:?}\nstdout:\n{}\nstderr:\n{}", out.status.code(), String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr))
 }
 
 /// The waiting call's id printed by a headless `cowork ask --agent` (exit 3).
-fn waiting_call(out: &Output) -> i64 {
+pub(super) fn waiting_call(out: &Output) -> i64 {
     let stdout = String::from_utf8_lossy(&out.stdout);
     stdout
         .lines()

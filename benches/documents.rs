@@ -71,7 +71,7 @@ fn documents(c: &mut Criterion) {
     group.bench_function("docx_100_pages", |b| b.iter(|| read(&docx, &Selection::default()).unwrap()));
 
     let xlsx = dir.path().join("ledger.xlsx");
-    let sheet = Sheet { name: "Ledger".into(), rows: rows(20_000) };
+    let sheet = Sheet { name: "Ledger".into(), rows: rows(20_000), as_text: Default::default() };
     write(&xlsx, None, std::slice::from_ref(&sheet)).unwrap();
     group.throughput(Throughput::Elements(20_000));
     group.bench_function("xlsx_20k_rows", |b| b.iter(|| read(&xlsx, &Selection::default()).unwrap()));

@@ -63,6 +63,7 @@ pub struct FoldersWorker {
 }
 
 /// A followed file, opened and checked.
+#[derive(Debug)]
 struct Opened {
     file: std::fs::File,
     /// Where the kernel says the open file is.
@@ -404,4 +405,59 @@ pub fn spawn_folders(
     crate::runtime::spawn_supervised::<FoldersWorker, _>(crate::events::WorkerName::Folders, policy, sink, channel, move |_ctx| {
         FoldersWorker::open(db_path.clone(), data_dir.clone(), store.clone())
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A worker following `root/Documents`, with the default exclusions.
+    fn worker(root: &Path) -> FoldersWorker {
+        let (store, _) = crossbeam_channel::bounded(1);
+        let mut worker = FoldersWorker::open(root.join("data/cowork.db"), root.join("data"), store).unwrap();
+        let docs = root.join("Documents");
+        worker.roots = vec![(docs.clone(), mount_of_path(&docs))];
+        worker
+    }
+
+    #[test]
+    fn what_is_opened_is_judged_not_the_name_it_came_under() {
+        // Not tempdir(): its `.tmp…` name is a hidden folder, which the default exclusions cover.
+        let dir = tempfile::Builder::new().prefix("cowork-folders-").tempdir().unwrap();
+        let root = dir.path().canonicalize().unwrap();
+        let docs = root.join("Documents");
+        for sub in ["Documents/notes", ".ssh", "data", "elsewhere"] {
+            std::fs::create_dir_all(root.join(sub)).unwrap();
+        }
+        std::fs::write(docs.join("notes/plan.md"), "plan").unwrap();
+        std::fs::write(root.join(".ssh/id_ed25519.md"), "key").unwrap();
+        std::fs::write(root.join("elsewhere/other.md"), "other").unwrap();
+        std::fs::write(root.join("data/USER.md"), "cowork's").unwrap();
+        let worker = worker(&root);
+        assert!(worker.open_followed(&docs.join("notes/plan.md")).is_ok());
+        // A folder swapped for a link between the walk's listing and the open: the name says
+        // Documents/projects/…, the kernel says where the open file really is.
+        std::os::unix::fs::symlink(root.join(".ssh"), docs.join("projects")).unwrap();
+        let why = worker.open_followed(&docs.join("projects/id_ed25519.md")).unwrap_err();
+        assert!(why.contains("really"), "{why}");
+        std::os::unix::fs::symlink(root.join("data"), docs.join("data-link")).unwrap();
+        assert!(worker.open_followed(&docs.join("data-link/USER.md")).is_err(), "cowork's data through a linked folder");
+        // A link to a file, and a second name for a file elsewhere.
+        std::os::unix::fs::symlink(root.join("elsewhere/other.md"), docs.join("notes/link.md")).unwrap();
+        assert!(worker.open_followed(&docs.join("notes/link.md")).unwrap_err().contains("symlink"));
+        std::fs::hard_link(root.join("elsewhere/other.md"), docs.join("notes/hard.md")).unwrap();
+        assert!(worker.open_followed(&docs.join("notes/hard.md")).unwrap_err().contains("2 names"));
+        // A hidden folder inside the followed one, and a file outside every followed folder.
+        std::fs::create_dir_all(docs.join(".git")).unwrap();
+        std::fs::write(docs.join(".git/notes.md"), "x").unwrap();
+        assert!(worker.open_followed(&docs.join(".git/notes.md")).is_err());
+        std::fs::write(root.join("elsewhere/third.md"), "third").unwrap();
+        assert!(worker.open_followed(&root.join("elsewhere/third.md")).unwrap_err().contains("outside"));
+        // A FIFO never blocks the worker.
+        let fifo = docs.join("notes/pipe.md");
+        let path = std::ffi::CString::new(fifo.to_str().unwrap()).unwrap();
+        // SAFETY: a valid C string.
+        assert_eq!(unsafe { libc::mkfifo(path.as_ptr(), 0o600) }, 0);
+        assert!(worker.open_followed(&fifo).unwrap_err().contains("not a regular file"));
+    }
 }

@@ -71,6 +71,8 @@ pub struct Admission {
     purpose: String,
     at_millis: i64,
     route: Route,
+    /// Offline when admitted: the client follows no redirect (the next hop would pass no gate).
+    offline: bool,
 }
 
 /// How a request reaches its host: straight, or through a proxy.
@@ -220,7 +222,7 @@ impl OutboundGate {
             self.push(record);
             return Err(GateError::Offline { host: destination, purpose: purpose.to_owned() });
         }
-        Ok(Admission { host, purpose: purpose.to_owned(), at_millis, route })
+        Ok(Admission { host, purpose: purpose.to_owned(), at_millis, route, offline: self.is_offline() })
     }
 
     /// Records what an admitted request sent and received.
@@ -274,12 +276,16 @@ impl Admission {
             (Some(_), None) => ureq::Proxy::new("http://127.0.0.1:9").ok(),
             (_, proxy) => proxy,
         };
-        ureq::Agent::new_with_config(tune(ureq::Agent::config_builder()).proxy(proxy).build())
+        let config = tune(ureq::Agent::config_builder()).proxy(proxy);
+        // Offline, a redirect would lead to a host the gate never saw: none is followed.
+        let config = if self.offline { config.max_redirects(0) } else { config };
+        ureq::Agent::new_with_config(config.build())
     }
 
     /// The HTTP client for this request (reqwest, which MCP over HTTP uses),
     /// from `builder`, with the route set the same way.
     pub fn reqwest_client(&self, builder: reqwest::ClientBuilder) -> reqwest::Result<reqwest::Client> {
+        let builder = if self.offline { builder.redirect(reqwest::redirect::Policy::none()) } else { builder };
         match self.route.proxy_url.as_deref() {
             Some(url) => builder.no_proxy().proxy(reqwest::Proxy::all(url)?).build(),
             None => builder.no_proxy().build(),

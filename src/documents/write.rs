@@ -54,11 +54,25 @@ const FORMULA_STARTS: [char; 8] = ['=', '+', '-', '@', '\u{ff1d}', '\u{ff0b}', '
 /// injection list). A plain number ("-3.5", "+2", "-5%") and a lone sign
 /// ("-" in an empty column) are data.
 pub fn starts_like_formula(text: &str) -> bool {
+    // Invisible format characters (a byte-order mark Excel strips, zero-width spaces) count as nothing.
+    let text = text.trim_start_matches(|c: char| matches!(c, '\u{feff}' | '\u{200b}'..='\u{200f}' | '\u{2060}' | '\u{00ad}'));
     let trimmed = text.trim();
     if trimmed.chars().nth(1).is_none() || is_plain_number(trimmed) {
         return false;
     }
-    text.starts_with(['\t', '\r']) || trimmed.starts_with(FORMULA_STARTS)
+    // `sep=|` in a CSV's first line tells Excel which separator splits cells: a cell may not choose it.
+    text.starts_with(['\t', '\r']) || trimmed.starts_with(FORMULA_STARTS) || trimmed.get(..4).is_some_and(|s| s.eq_ignore_ascii_case("sep="))
+}
+
+/// CSV or TSV text that `files`' write or edit puts in `path` (a `.csv` or
+/// `.tsv` file), with each field that was not in `original` and starts like
+/// a formula neutralised, as the documents tools do; how many were.
+pub fn guard_csv_text(path: &Path, original: &str, text: &str) -> (String, usize) {
+    match path.extension().map(|e| e.to_string_lossy().to_ascii_lowercase()).as_deref() {
+        Some("csv") => guard_new_fields(original, text, b','),
+        Some("tsv") => guard_new_fields(original, text, b'\t'),
+        _ => (text.to_owned(), 0),
+    }
 }
 
 /// Digits with a sign, a point, thousands commas, an exponent or a trailing
@@ -209,9 +223,16 @@ fn atomic_write(path: &Path, fill: impl FnOnce(&mut fs::File) -> Result<(), Stri
     let dir = path.parent().filter(|d| !d.as_os_str().is_empty()).unwrap_or(Path::new("."));
     fs::create_dir_all(dir).map_err(|e| format!("{}: {e}", dir.display()))?;
     let name = path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
-    let temp = dir.join(format!(".{name}.cowork-{}.part", std::process::id()));
+    // A new file of a name nobody could have planted (random, `O_EXCL | O_NOFOLLOW`):
+    // a link left at a predictable name is never written through.
+    let random = {
+        use aes_gcm::aead::{OsRng, rand_core::RngCore};
+        OsRng.next_u64()
+    };
+    let temp = dir.join(format!(".{name}.cowork-{}-{random:016x}.part", std::process::id()));
     let result = (|| {
-        let mut file = fs::File::create(&temp).map_err(|e| format!("{}: {e}", temp.display()))?;
+        use std::os::unix::fs::OpenOptionsExt;
+        let mut file = fs::OpenOptions::new().write(true).create_new(true).custom_flags(libc::O_NOFOLLOW).mode(0o644).open(&temp).map_err(|e| format!("{}: {e}", temp.display()))?;
         fill(&mut file)?;
         file.sync_all().map_err(|e| e.to_string())?;
         fs::rename(&temp, path).map_err(|e| e.to_string())

@@ -148,6 +148,14 @@ fn entry_in<'a>(entries: &'a [Entry], config: &ServerConfig) -> Option<&'a Entry
 
 /// Why a server may not run in offline mode: its catalog entry says it needs the network.
 pub fn offline_refusal(config: &ServerConfig) -> Option<String> {
+    // A server over HTTP that is not on this computer: a connection made while online is
+    // dropped when offline mode comes on, not kept open past it.
+    if let Ok(super::config::Transport::Http { url }) = config.transport() {
+        let host = crate::net::host_of_url(url).unwrap_or_else(|| url.to_owned());
+        if !crate::net::is_loopback(&host) {
+            return Some(format!("offline mode: this server is at {host}, not on this computer; it starts when offline mode is off"));
+        }
+    }
     entry_of(config).filter(|entry| entry.network).map(|entry| format!("offline mode: this integration needs the network ({}); it starts when offline mode is off", entry.name))
 }
 
@@ -418,5 +426,14 @@ mod tests {
         assert_eq!(id(&stdio("npx", &["-y", "@modelcontextprotocol/server-filesystem@1", "/home/me/mcp-server-fetch"])), Some("filesystem"));
         assert_eq!(id(&ServerConfig { builtin: Some("browser".into()), ..ServerConfig::default() }), None);
         assert!(offline_refusal(&stdio("npx", &["-y", "@modelcontextprotocol/server-filesystem@1", "/tmp"])).is_none());
+    }
+
+    #[test]
+    fn a_server_over_http_that_is_not_on_this_computer_does_not_run_offline() {
+        let http = |url: &str| ServerConfig { url: Some(url.to_owned()), ..ServerConfig::default() };
+        assert!(offline_refusal(&http("https://mcp.example.com/mcp")).is_some_and(|why| why.contains("mcp.example.com")));
+        assert!(offline_refusal(&http("http://10.231.77.2:9/mcp")).is_some());
+        assert_eq!(offline_refusal(&http("http://127.0.0.1:8080/mcp")), None);
+        assert_eq!(offline_refusal(&http("http://localhost:8080/mcp")), None);
     }
 }

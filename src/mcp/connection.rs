@@ -255,7 +255,10 @@ pub async fn connect(name: &str, config: &ServerConfig, spawn: Spawn<'_>) -> any
             // Offline, only loopback; online, the request is logged like any other.
             let admission = spawn.gate.admit(url, "MCP server").map_err(|err| anyhow::anyhow!("{err}"))?;
             // The client the gate built for this server's route (straight, or the proxy it judged and logged).
-            let http = admission.reqwest_client(reqwest::Client::builder()).with_context(|| format!("cannot make an HTTP client for {url}"))?;
+            // No redirect is followed: the next hop (the tool's arguments in its body) would pass no gate.
+            let http = admission
+                .reqwest_client(reqwest::Client::builder().redirect(reqwest::redirect::Policy::none()))
+                .with_context(|| format!("cannot make an HTTP client for {url}"))?;
             spawn.gate.finish(admission, 0, 0);
             let mut headers = HashMap::new();
             let mut auth = None;

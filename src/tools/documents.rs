@@ -119,7 +119,12 @@ pub fn classify(tool: &str, args: &Value, paths: &[PathBuf]) -> Risk {
 pub fn asks_for_formulas(words: &str) -> bool {
     static ASKS: std::sync::LazyLock<Option<regex::Regex>> =
         std::sync::LazyLock::new(|| regex::Regex::new(r"(?i)\bf[oó]rmul(?:a|as|ae|e|es|er|en)?\b|\bformel(?:n|s|er|erne)?\b|=\s*(?:[a-z][a-z0-9._]*\s*\(|\$?[a-z]{1,3}\$?[0-9]+)").ok());
-    ASKS.as_ref().is_some_and(|re| re.is_match(words))
+    // "Formula 1" (or "Formula One", "Formula E") is a sport, not a request for formulas.
+    let sport = |after: &str| {
+        let next = after.trim_start().split(|c: char| !c.is_alphanumeric()).next().unwrap_or_default().to_lowercase();
+        next.chars().all(|c| c.is_ascii_digit()) && !next.is_empty() || matches!(next.as_str(), "one" | "e")
+    };
+    ASKS.as_ref().is_some_and(|re| re.find_iter(words).any(|m| m.as_str().starts_with('=') || !sport(&words[m.end()..])))
 }
 
 /// The note for the model when cells were written as text.

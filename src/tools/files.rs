@@ -16,6 +16,7 @@ use regex::Regex;
 use serde_json::{Value, json};
 
 use super::{Risk, ToolOutput};
+use crate::documents::write::Formulas;
 
 /// Where the files tools work from.
 #[derive(Clone, Debug)]
@@ -128,8 +129,15 @@ pub fn paths(tool: &str, args: &Value, env: &FilesEnv) -> Result<Vec<PathBuf>, S
         .collect()
 }
 
-/// Runs a call whose arguments fit its schema.
+/// Runs a call whose arguments fit its schema, with what the agent writes
+/// into CSV files neutralised (`run_with`, `Formulas::AsText`).
 pub fn run(tool: &str, args: &Value, env: &FilesEnv) -> ToolOutput {
+    run_with(tool, args, env, Formulas::AsText)
+}
+
+/// Runs a call; CSV and TSV text it writes keeps what starts like a formula
+/// only when the user's own request asked for formulas (`Formulas::Keep`).
+pub fn run_with(tool: &str, args: &Value, env: &FilesEnv, formulas: Formulas) -> ToolOutput {
     let resolved = match paths(tool, args, env) {
         Ok(paths) => paths,
         Err(err) => return ToolOutput::error(err),
@@ -150,8 +158,8 @@ pub fn run(tool: &str, args: &Value, env: &FilesEnv) -> ToolOutput {
             format!("{shown} is {kind}: {size}, last modified {} (local time){read_only}", crate::ids::format_local_datetime(modified))
         }),
         "search" => search(path, args.get("glob").and_then(Value::as_str), args.get("text").and_then(Value::as_str), env),
-        "write" => write(path, text("content"), &mut undo),
-        "edit" => edit(path, text("find"), text("replace"), flag("all"), &mut undo),
+        "write" => write(path, text("content"), formulas, &mut undo),
+        "edit" => edit(path, text("find"), text("replace"), flag("all"), formulas, &mut undo),
         "mkdir" => fs::create_dir_all(path).map_err(|e| format!("{shown}: {e}")).map(|_| format!("created {shown}")),
         "delete" => match fs::symlink_metadata(path) {
             Err(e) => Err(format!("{shown}: {e}")),
@@ -320,8 +328,10 @@ fn search(root: &Path, glob: Option<&str>, text: Option<&str>, env: &FilesEnv) -
 
 /// Writes `content` to `path`. A file that exists is copied to the trash
 /// first (its step puts it back); a new one is a step that trashes it.
-fn write(path: &Path, content: &str, undo: &mut Vec<super::undo::UndoStep>) -> Result<String, String> {
+fn write(path: &Path, content: &str, formulas: Formulas, undo: &mut Vec<super::undo::UndoStep>) -> Result<String, String> {
     let shown = path.display();
+    let (content, guarded) = guarded_csv(path, "", content, formulas);
+    let content = content.as_str();
     let existed = match fs::symlink_metadata(path) {
         Ok(meta) if meta.is_dir() => return Err(format!("{shown} is a folder; write_file writes files")),
         Ok(_) => {
@@ -331,16 +341,32 @@ fn write(path: &Path, content: &str, undo: &mut Vec<super::undo::UndoStep>) -> R
         Err(_) => false,
     };
     path.parent().map_or(Ok(()), fs::create_dir_all).and_then(|_| fs::write(path, content)).map_err(|e| format!("{shown}: {e}"))?;
+    let note = guarded_note(guarded);
     if existed {
-        Ok(format!("replaced {shown} with {} bytes (the earlier version is in the trash; the user can undo this)", content.len()))
+        Ok(format!("replaced {shown} with {} bytes (the earlier version is in the trash; the user can undo this){note}", content.len()))
     } else {
         undo.push(super::undo::UndoStep::Created { path: path.to_path_buf() });
-        Ok(format!("wrote {} bytes to {shown}", content.len()))
+        Ok(format!("wrote {} bytes to {shown}{note}", content.len()))
     }
 }
 
+/// CSV or TSV text the agent writes, its new fields that start like a formula neutralised unless the user asked for formulas.
+fn guarded_csv(path: &Path, original: &str, text: &str, formulas: Formulas) -> (String, usize) {
+    match formulas {
+        Formulas::Keep => (text.to_owned(), 0),
+        Formulas::AsText => crate::documents::write::guard_csv_text(path, original, text),
+    }
+}
+
+fn guarded_note(guarded: usize) -> String {
+    if guarded == 0 {
+        return String::new();
+    }
+    format!("; {guarded} field(s) starting like a formula (=, +, -, @) got a leading ' so a spreadsheet shows them as text: the user's request did not ask for formulas")
+}
+
 /// Replaces `find` with `replace` in a text file, after copying it to the trash.
-fn edit(path: &Path, find: &str, replace: &str, all: bool, undo: &mut Vec<super::undo::UndoStep>) -> Result<String, String> {
+fn edit(path: &Path, find: &str, replace: &str, all: bool, formulas: Formulas, undo: &mut Vec<super::undo::UndoStep>) -> Result<String, String> {
     let text = read(path)?;
     let count = text.matches(find).count();
     match count {
@@ -348,9 +374,10 @@ fn edit(path: &Path, find: &str, replace: &str, all: bool, undo: &mut Vec<super:
         n if n > 1 && !all => Err(format!("{}: the text to find occurs {n} times; give more context or set \"all\": true", path.display())),
         n => {
             let edited = if all { text.replace(find, replace) } else { text.replacen(find, replace, 1) };
+            let (edited, guarded) = guarded_csv(path, &text, &edited, formulas);
             undo.push(super::undo::keep_before_change(path)?);
             fs::write(path, edited).map_err(|e| format!("{}: {e}", path.display()))?;
-            Ok(format!("replaced {n} occurrence(s) in {} (the earlier version is in the trash; the user can undo this)", path.display()))
+            Ok(format!("replaced {n} occurrence(s) in {} (the earlier version is in the trash; the user can undo this){}", path.display(), guarded_note(guarded)))
         }
     }
 }

@@ -30,6 +30,11 @@ use super::command::normalise;
 const WALK_LIMIT: usize = 200_000;
 /// A file with several names not found in the cache rebuilds it, at most this often.
 const REBUILD_EVERY: Duration = Duration::from_millis(500);
+/// How old the data directory's listing may be when a pattern is compared with
+/// it: walking it (an integration's `node_modules`, the browser's profile) is
+/// the dearest part of a decision, and what a pattern would reach has been
+/// there for longer than this.
+const LISTING_KEPT: Duration = Duration::from_secs(5);
 
 /// The data directory as the checks see it.
 #[derive(Clone, Debug)]
@@ -136,14 +141,28 @@ impl OwnData<'_> {
         if let Some(path) = file_url_path(trimmed) {
             // A `file:` URL's path may itself be a pattern once decoded.
             let spelled = path.to_string_lossy().into_owned();
-            return if self.inside(&path) { Some(path) } else if depth < 2 { self.in_text_at(&spelled, bases, depth + 1) } else { None };
+            return if self.inside(&path) { Some(path) } else if depth < 6 { self.in_text_at(&spelled, bases, depth + 1) } else { None };
         }
-        // What a server may decode before it opens a path: `%2e%2e`, `secrets%2Ekey`.
-        if depth < 2
+        // What a server may decode before it opens a path: `%2e%2e`, `secrets%2Ekey`, encoded again and again.
+        if depth < 6
             && let Some(decoded) = percent_decoded(text)
             && let Some(path) = self.in_text_at(&decoded, bases, depth + 1)
         {
             return Some(path);
+        }
+        // A string that is JSON a server may parse: the strings in it, not a pattern of braces.
+        if depth < 6
+            && (trimmed.starts_with('{') || trimmed.starts_with('['))
+            && let Ok(value) = serde_json::from_str::<serde_json::Value>(trimmed)
+            && (value.is_object() || value.is_array())
+        {
+            let mut found = None;
+            json_strings(&value, &mut |inner| {
+                if found.is_none() {
+                    found = self.in_text_at(inner, bases, depth + 1);
+                }
+            });
+            return found;
         }
         if !trimmed.is_empty() && !trimmed.contains('\n') {
             for spelled in with_variables(trimmed, self.home) {
@@ -231,9 +250,10 @@ impl OwnData<'_> {
 
     /// Whether a pattern that matches `path` (the data directory or something
     /// in it) needs cowork's own names to do so: it would not match the same
-    /// path with the data directory's folder named otherwise, or with the
-    /// file named otherwise (its extension kept). `**/secrets.key` and
-    /// `~/.local/share/cow*` target it; `~/**/*.md` only takes it in.
+    /// path with the data directory's folder named otherwise, or, for one of
+    /// the data directory's own files, with the file named otherwise (its
+    /// extension kept). `**/secrets.key` and `~/.local/share/cow*` target it;
+    /// `~/**/*.md` and `**/package.json` only take it in.
     fn targets(&self, glob: &Glob, path: &Path) -> bool {
         let Some(parent) = self.data_dir.parent() else { return true };
         let decoy_dir = parent.join("zz-not-cowork-7f3a");
@@ -242,7 +262,9 @@ impl OwnData<'_> {
         if !glob.is_match(&moved.to_string_lossy()) {
             return true;
         }
-        if below.as_os_str().is_empty() {
+        // The file's own name counts only for cowork's own top-level files (`secrets.key`, `USER.md`):
+        // deeper names (`package.json` in an integration's folder) are anyone's.
+        if below.as_os_str().is_empty() || below.components().count() > 1 {
             return false;
         }
         let extension = path.extension().map(|e| format!(".{}", e.to_string_lossy())).unwrap_or_default();
@@ -269,7 +291,51 @@ pub enum Semantics {
 
 /// Whether a text holds a character a glob expansion reads as a wildcard.
 pub fn is_pattern(text: &str) -> bool {
-    text.contains(['*', '?', '[', '{'])
+    // Every dialect's: shell and minimatch globs, bash's and minimatch's extglob
+    // (`@(…)`, `!(…)`, `+(…)`), and `\` escapes a server may take away.
+    text.contains(['*', '?', '[', '{', '\\']) || ["@(", "!(", "+("].iter().any(|g| text.contains(g))
+}
+
+/// The index of the bracket that closes the one opening at `open`
+/// (`open_char` … `close_char`, nested ones counted), if any.
+fn closing(chars: &[char], open: usize, open_char: char, close_char: char) -> Option<usize> {
+    let mut depth = 0usize;
+    for (i, c) in chars.iter().enumerate().skip(open) {
+        if *c == open_char {
+            depth += 1;
+        } else if *c == close_char {
+            depth -= 1;
+            if depth == 0 {
+                return Some(i);
+            }
+        }
+    }
+    None
+}
+
+/// The index of the `]` that closes a bracket expression opening at `open`:
+/// a `]` right after `[`, `[!` or `[^` belongs to it, and so do POSIX classes
+/// (`[:alpha:]`, `[=a=]`, `[.a.]`) inside it.
+fn class_end(chars: &[char], open: usize) -> Option<usize> {
+    let mut i = open + 1;
+    if matches!(chars.get(i), Some('!' | '^')) {
+        i += 1;
+    }
+    if chars.get(i) == Some(&']') {
+        i += 1;
+    }
+    while i < chars.len() {
+        match chars[i] {
+            '[' if matches!(chars.get(i + 1), Some(':' | '=' | '.')) => {
+                let kind = chars[i + 1];
+                let close = (i + 2..chars.len().saturating_sub(1)).find(|&j| chars[j] == kind && chars[j + 1] == ']')?;
+                i = close + 2;
+            }
+            ']' => return Some(i),
+            _ => i += 1,
+        }
+    }
+    None
 }
 
 /// One piece of a glob pattern.
@@ -314,19 +380,25 @@ impl Glob {
                     }
                     continue;
                 }
+                // Extglob (`@(a|b)`, `!(x)`, `+(x)`, `*(x)`, `?(x)`): any text, whatever is inside.
+                '@' | '!' | '+' | '*' | '?' if chars.get(i + 1) == Some(&'(') && closing(&chars, i + 1, '(', ')').is_some() => {
+                    i = closing(&chars, i + 1, '(', ')').unwrap_or(i);
+                    pieces.push(Piece::AnyText);
+                }
                 '*' => pieces.push(Piece::Star),
                 '?' => pieces.push(Piece::One),
-                '[' => match chars[i + 1..].iter().skip(1).position(|c| *c == ']') {
-                    // To the closing bracket (a `]` right after `[` is part of the class); a lone `[` is itself.
+                // A bracket expression: one character, whatever it holds; a lone `[` is itself.
+                '[' => match class_end(&chars, i) {
                     Some(end) => {
-                        i += end + 2;
+                        i = end;
                         pieces.push(Piece::One);
                     }
                     None => pieces.push(Piece::Char('[')),
                 },
-                '{' => match chars[i..].iter().position(|c| *c == '}') {
+                // Braces (nested ones too, `{1..3}` ranges): any text.
+                '{' => match closing(&chars, i, '{', '}') {
                     Some(end) => {
-                        i += end;
+                        i = end;
                         pieces.push(Piece::AnyText);
                     }
                     None => pieces.push(Piece::Char('{')),
@@ -339,7 +411,11 @@ impl Glob {
             }
             i += 1;
         }
-        Glob { pieces, loose: semantics == Semantics::Loose }
+        let pieces = pieces.into_iter().flat_map(|piece| match piece {
+            Piece::Char(c) => c.to_lowercase().map(Piece::Char).collect::<Vec<_>>(),
+            other => vec![other],
+        });
+        Glob { pieces: pieces.collect(), loose: semantics == Semantics::Loose }
     }
 
     /// The text every match starts with.
@@ -351,11 +427,13 @@ impl Glob {
     /// the fixed start and the folder agree as far as both go.
     fn may_match_under(&self, prefix: &str) -> bool {
         let fixed = self.fixed_start();
-        fixed.starts_with(prefix) || prefix.starts_with(&fixed)
+        let prefix = prefix.to_lowercase();
+        fixed.starts_with(&prefix) || prefix.starts_with(&fixed)
     }
 
+    /// Case does not count: some servers match without it (minimatch's `nocase`).
     fn is_match(&self, text: &str) -> bool {
-        let text: Vec<char> = text.chars().collect();
+        let text: Vec<char> = text.chars().flat_map(char::to_lowercase).collect();
         let mut failed = HashSet::new();
         self.match_from(0, &text, 0, &mut failed)
     }
@@ -381,6 +459,19 @@ impl Glob {
             failed.insert((p, t));
         }
         matched
+    }
+}
+
+/// Calls `f` on every string in a JSON value (keys too).
+fn json_strings(value: &serde_json::Value, f: &mut impl FnMut(&str)) {
+    match value {
+        serde_json::Value::String(text) => f(text),
+        serde_json::Value::Array(items) => items.iter().for_each(|v| json_strings(v, f)),
+        serde_json::Value::Object(map) => map.iter().for_each(|(k, v)| {
+            f(k);
+            json_strings(v, f);
+        }),
+        _ => {}
     }
 }
 
@@ -667,7 +758,7 @@ pub fn runs_cowork(program: &str, name: &str, cwds: &[PathBuf], path_var: &str) 
 /// The attributes of cowork's items in the Secret Service (`secrets.rs`):
 /// `application` = `cowork` and a `name`. A search matches an item that has
 /// every attribute it names, so a query names only these, or it cannot match one of cowork's.
-const KEYRING_ATTRIBUTES: [&str; 3] = ["application", "name", "xdg:schema"];
+const KEYRING_ATTRIBUTES: [&str; 2] = ["application", "name"];
 
 /// Why a command reaches cowork's items in the system keyring, if it does:
 /// `secret-tool` looking up, searching, clearing or storing by attributes
@@ -693,7 +784,10 @@ pub fn keyring_reach(program: &str, values: &[Option<&str>]) -> Option<String> {
             });
             cowork_only.then(|| format!("secret-tool {action} may return cowork's keys from the system keyring"))
         }
-        "gdbus" | "dbus-send" | "busctl" | "qdbus" | "qdbus6" | "qdbus-qt5" | "qdbus-qt6" | "dbus" | "dbus-monitor" | "gdbus-codegen" => {
+        // Watching the bus sees every answer the keyring gives cowork (its keys, as it starts).
+        "dbus-monitor" => Some("dbus-monitor sees the keyring's answers to cowork, its keys among them".to_owned()),
+        "busctl" | "gdbus" if words().any(|w| matches!(w, "monitor" | "capture")) => Some(format!("{program} watching the bus sees the keyring's answers to cowork, its keys among them")),
+        "gdbus" | "dbus-send" | "busctl" | "qdbus" | "qdbus6" | "qdbus-qt5" | "qdbus-qt6" | "dbus" | "gdbus-codegen" => {
             let reaches = words().any(|w| {
                 let w = w.to_ascii_lowercase();
                 w.contains("org.freedesktop.secret") || w.contains("/org/freedesktop/secrets") || w.contains("kwalletd") || w.contains("org.kde.kwallet")
@@ -785,7 +879,7 @@ fn identities_contain(data_dir: &Path, id: (u64, u64)) -> bool {
 /// `REBUILD_EVERY` old.
 fn data_entries(data_dir: &Path) -> std::sync::Arc<Vec<String>> {
     let mut cache = identities().lock();
-    if let Some(c) = cache.as_ref().filter(|c| c.data_dir == data_dir && c.built.elapsed() < REBUILD_EVERY) {
+    if let Some(c) = cache.as_ref().filter(|c| c.data_dir == data_dir && c.built.elapsed() < LISTING_KEPT) {
         return c.paths.clone();
     }
     let built = walk_identities(data_dir);
@@ -918,7 +1012,23 @@ mod tests {
         for text in &reached {
             assert!(own.in_text(text, &[&home]).is_some(), "{text} reaches the data directory");
         }
-        for harmless in ["~/Documents/*.md", "*.md", "**/*.pdf", "~/notes/{a,b}.txt", "50% off", "$PATH", "what is 2*3?", "[draft] notes", "~/.local/share/other/*"] {
+        // Every dialect's syntax a server may expand: extglob, POSIX classes, nested braces,
+        // escapes it takes away, case it ignores, encoding repeated, JSON it parses.
+        for text in [
+            "~/.local/share/@(cowork)/secrets.key",
+            "~/.local/share/+(cowork)/secrets.key",
+            "~/.local/share/!(zzz)/secrets.key",
+            "~/.local/share/?(cowork)/secrets.key",
+            "~/.local/share/[[:alpha:]]owork/secrets.key",
+            "~/.local/share/{x,{cowork,y}}/secrets.key",
+            "~/.local/share/cow\\ork/secrets.key",
+            "~/.local/share/COWOR?/SECRETS.KEY",
+            "~/.local/share/cowork/secrets%25252Ekey",
+            "{\"files\": [\"~/.local/share/cowork/secrets.key\"]}",
+        ] {
+            assert!(own.in_text(text, &[&home]).is_some(), "{text} reaches the data directory");
+        }
+        for harmless in ["~/Documents/*.md", "*.md", "**/*.pdf", "~/notes/{a,b}.txt", "50% off", "$PATH", "what is 2*3?", "[draft] notes", "~/.local/share/other/*", "{\"title\": \"x\"}", "@(home)"] {
             assert!(own.in_text(harmless, &[&home]).is_none(), "{harmless}");
         }
         // Wide patterns take the data directory in without targeting it (the policy asks for those).

@@ -508,6 +508,34 @@ fn blocked_command(c: &command::Command) -> Option<String> {
     Some(format!("the command {why}"))
 }
 
+/// Programs that start a command outside the shell tool's guard and process
+/// tree (a service manager, a scheduler, a terminal multiplexer's server, the
+/// desktop's launcher, the host of a sandbox): what they start outlives Stop
+/// and is not seen by cowork's check of its own program. Why, if `c` is one.
+fn starts_outside_the_guard(c: &command::Command) -> Option<&'static str> {
+    let name = c.name.as_deref()?;
+    let first = c.args().iter().filter_map(|w| w.value.as_deref()).find(|v| !v.starts_with('-'));
+    Some(match name {
+        "systemd-run" if !c.args().iter().any(|w| w.value.as_deref() == Some("--scope")) => "systemd-run starts it as a service of its own",
+        "at" | "batch" => "at runs it later, on its own",
+        // Listing what runs starts nothing.
+        "tmux" | "screen" | "zellij" if first.is_some_and(|f| matches!(f, "ls" | "list-sessions" | "list-windows" | "list-panes" | "has-session" | "info" | "list")) => return None,
+        "tmux" | "screen" | "dtach" | "abduco" | "zellij" => "a terminal multiplexer's server runs it",
+        "gio" if first == Some("launch") => "the desktop launches it",
+        "flatpak-spawn" | "host-spawn" | "distrobox-host-exec" => "it runs on the host, outside the sandbox",
+        "unshare" if c.args().iter().any(|w| w.value.as_deref().is_some_and(|v| v == "--pid" || (v.starts_with('-') && !v.starts_with("--") && v.contains('p')))) => {
+            "a new process namespace hides it from cowork"
+        }
+        "crontab" => "cron runs what it is given, later",
+        _ => return None,
+    })
+}
+
+/// Whether a word names cowork's program (`cowork`, `/usr/bin/cowork`, `'cowork search x'`).
+fn names_cowork(text: &str) -> bool {
+    text.split(|c: char| c.is_whitespace() || "'\"`;&|()$<>".contains(c)).any(|token| token.rsplit('/').next() == Some("cowork"))
+}
+
 /// Why a call is on the built-in blocklist, if it is.
 fn blocklisted(call: &Call<'_>, ctx: &Context<'_>, analysis: Option<&Analysis>) -> Option<String> {
     // A file written over one that exists: asked every time, whatever the rules say.
@@ -524,6 +552,9 @@ fn blocklisted(call: &Call<'_>, ctx: &Context<'_>, analysis: Option<&Analysis>) 
     if let Some(analysis) = analysis {
         if let Some(why) = analysis.commands.iter().find_map(blocked_command) {
             return Some(why);
+        }
+        if let Some(why) = analysis.commands.iter().find_map(starts_outside_the_guard) {
+            return Some(format!("the command starts something outside cowork's watch ({why}): Stop cannot end it"));
         }
         if let Some(shell) = &analysis.piped_into_interpreter {
             return Some(format!("the command pipes text into a program that runs it ({shell})"));
@@ -629,22 +660,32 @@ fn named_paths(named: &command::Named) -> Vec<PathBuf> {
 /// across folders, as Python's `fnmatch`).
 fn untyped_reaches_holder(call: &Call<'_>, ctx: &Context<'_>) -> Option<String> {
     let own = ctx.own();
-    // A relative pattern is read from the folders the call names, when it names any.
+    // A relative pattern is read only from the folders the call names (where a server
+    // starts one is its own business: cowork does not guess that it is the home folder).
     let mut bases = untyped_bases(call, ctx);
-    if bases.len() > 2 {
-        bases.drain(..2);
-    }
+    bases.drain(..2);
     let bases: Vec<&Path> = bases.iter().map(PathBuf::as_path).collect();
     let mut found = None;
     visit_strings(call.args, &mut |text| {
-        if found.is_some() {
+        let text = text.trim();
+        // JSON in a string is data for the server, not a pattern of braces.
+        if found.is_some() || ((text.starts_with('{') || text.starts_with('[')) && serde_json::from_str::<Value>(text).is_ok()) {
             return;
         }
-        let text = text.trim();
         if let Some(hit) = own.pattern_reaches(text, &bases, super::own_data::Semantics::Loose) {
             found = Some(format!("the pattern {text} may reach {} as a server reads it, cowork's own data included", hit.path.display()));
-        } else if let Some(path) = super::own_data::expand_path_token(text, ctx.home, ctx.cwd)
-            && matches!(own.reach(&path), Reach::Holds | Reach::HomeOrRoot)
+            return;
+        }
+        // A folder named from the home folder or the root (not `.`, which is the server's own place):
+        // one between home and the data directory, or home itself (not `/`, which is as often a path in a repository).
+        let anchored = text.starts_with('/') || text.starts_with('~') || text.starts_with("$HOME") || text.starts_with("${HOME}");
+        if anchored
+            && let Some(path) = super::own_data::expand_path_token(text, ctx.home, ctx.cwd)
+            && match own.reach(&path) {
+                Reach::Holds => true,
+                Reach::HomeOrRoot => command::normalise(&path) != Path::new("/"),
+                _ => false,
+            }
         {
             found = Some(format!("it gives the server {}, which holds cowork's own data; the server may read everything under it", path.display()));
         }
@@ -760,7 +801,16 @@ fn command_reaches(analysis: &Analysis, own: &OwnData<'_>, ctx: &Context<'_>) ->
     for c in &analysis.commands {
         let Some(name) = c.name.as_deref() else { continue };
         let program = c.argv.first().and_then(|w| w.value.as_deref()).unwrap_or(name);
-        if super::own_data::runs_cowork(program, name, &c.cwds, &path_var) {
+        // The dynamic loader runs the program it is given (`/lib64/ld-linux-x86-64.so.2 /usr/bin/cowork …`).
+        let loaded = (name.starts_with("ld-linux") || name.starts_with("ld.so") || name.starts_with("ld-musl"))
+            .then(|| c.args().iter().filter_map(|w| w.value.as_deref()).find(|v| !v.starts_with('-')))
+            .flatten();
+        let reads_own = super::own_data::runs_cowork(program, name, &c.cwds, &path_var)
+            || loaded.is_some_and(|p| super::own_data::runs_cowork(p, p.rsplit('/').next().unwrap_or(p), &c.cwds, &path_var))
+            // A program started away from cowork's watch (`at`, `tmux`, `systemd-run`…) is handed
+            // a command line cowork does not read: one that names cowork's program is refused.
+            || (starts_outside_the_guard(c).is_some() && (c.args().iter().any(|w| names_cowork(&w.tail)) || analysis.named.iter().any(|n| names_cowork(&n.word.tail))));
+        if reads_own {
             return Some(format!("{} (cowork's own program reads all of cowork's data for whoever runs it)", c.shown()));
         }
         let values: Vec<Option<&str>> = c.args().iter().map(|w| w.value.as_deref()).collect();
@@ -1295,6 +1345,13 @@ mod tests {
             "gdbus call --session --dest org.freedesktop.secrets --object-path /org/freedesktop/secrets --method org.freedesktop.Secret.Service.SearchItems {}",
             "busctl --user call org.freedesktop.secrets /org/freedesktop/secrets org.freedesktop.Secret.Service SearchItems a{ss} 0",
             "sh -c 'secret-tool search --all name database-key'",
+            "/lib64/ld-linux-x86-64.so.2 /usr/bin/cowork export --format jsonl",
+            "systemd-run --user --pipe --wait -q cowork export --format jsonl",
+            "echo 'cowork export > ~/x' | at now",
+            "tmux new -d 'cowork export --format jsonl > ~/Downloads/x'",
+            "dbus-monitor --session",
+            "busctl --user monitor",
+            "gdbus monitor --session --dest :1.23",
         ] {
             let d = decide(&shell(line, &args), &allow_all, &ctx);
             assert_eq!((d.action, &d.phase), (Action::Deny, &Phase::OwnData), "{line}: {d:?}");
@@ -1303,9 +1360,15 @@ mod tests {
         let path_var = format!("{}:/usr/bin:/bin", home.join("bin").display());
         let program = super::super::own_data::program_files("helper", &[], &path_var);
         assert!(program.iter().any(|p| super::super::own_data::is_cowork_program(p)));
-        for line in ["secret-tool lookup service github user ana", "ls ~/Documents", "echo cowork is great", "grep -r cowork ~/Documents"] {
+        for line in ["secret-tool lookup service github user ana", "ls ~/Documents", "echo cowork is great", "grep -r cowork ~/Documents", "tmux ls"] {
             assert_ne!(decide(&shell(line, &args), &[], &ctx).phase, Phase::OwnData, "{line}");
         }
+        // Starting something outside the guard (what it runs outlives Stop): always asked.
+        for line in ["systemd-run --user sleep 1000", "tmux new -d 'sleep 1000'", "echo 'touch x' | at now", "unshare -p -f --mount-proc sleep 1"] {
+            let d = decide(&shell(line, &args), &allow_all, &ctx);
+            assert_eq!((d.action, &d.phase), (Action::Ask, &Phase::Blocklist), "{line}: {d:?}");
+        }
+        assert_eq!(decide(&shell("tmux ls", &args), &allow_all, &ctx).action, Action::Allow);
     }
 
     #[test]
@@ -1333,7 +1396,21 @@ mod tests {
             let d = mcp(&args);
             assert_eq!((d.action, &d.phase), (Action::Ask, &Phase::Blocklist), "{args}: {d:?}");
         }
-        for args in [json!({"path": "~/Documents"}), json!({"path": "~/Documents", "pattern": "**/*.md"}), json!({"query": "what is 2*3?"})] {
+        // Ordinary calls: a project's files by a pattern, JSON in a string, a repository's root, the server's own folder.
+        std::fs::create_dir_all(data.join("integrations/browser/node_modules/x")).unwrap();
+        std::fs::write(data.join("integrations/browser/node_modules/x/package.json"), "{}").unwrap();
+        std::fs::create_dir_all(home.join("src/web")).unwrap();
+        for args in [
+            json!({"path": "~/Documents"}),
+            json!({"path": "~/Documents", "pattern": "**/*.md"}),
+            json!({"path": "~/src/web", "pattern": "**/package.json"}),
+            json!({"pattern": "**/package.json"}),
+            json!({"pattern": "*.md"}),
+            json!({"query": "what is 2*3?"}),
+            json!({"body": "{\"title\": \"x\", \"tags\": [\"a\", \"b\"]}"}),
+            json!({"path": "/"}),
+            json!({"files": ["."]}),
+        ] {
             assert_eq!(mcp(&args).action, Action::Allow, "{args}");
         }
     }

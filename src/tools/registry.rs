@@ -180,8 +180,14 @@ pub fn classify(name: &str, args: &Value, env: &FilesEnv) -> Result<Classified, 
             classified.paths = files::paths(tool, args, env)?;
             classified.risk = files::classify(tool, &classified.paths, env);
             classified.writes = !matches!(tool, "read" | "list" | "search" | "info");
+            // An edit whose text to find is (nearly) the whole file replaces it.
+            let whole = |p: &PathBuf| {
+                let find = args.get("find").and_then(Value::as_str).map_or(0, str::len) as u64;
+                std::fs::metadata(p).is_ok_and(|m| m.is_file() && find * 10 >= m.len() * 9)
+            };
             let kind = match tool {
                 "write" => Some(policy::ChangeKind::Replaces),
+                "edit" if classified.paths.iter().any(whole) => Some(policy::ChangeKind::Replaces),
                 "edit" => Some(policy::ChangeKind::Edits),
                 "delete" => Some(policy::ChangeKind::Trashes),
                 _ => None,
@@ -818,7 +824,7 @@ pub fn execute(name: &str, args: &Value, env: &Env<'_>) -> ToolOutput {
             Some(memory_env) => memory::run(name, args, memory_env),
             None => ToolOutput::error("cowork's memory cannot be read right now"),
         },
-        Files => files::run(inner(name), args, env.files),
+        Files => files::run_with(inner(name), args, env.files, if env.user_asked_for_formulas { crate::documents::write::Formulas::Keep } else { crate::documents::write::Formulas::AsText }),
         Documents => documents::run(name, args, env.files, env.user_asked_for_formulas),
         Shell => shell::run(args, &env.files.cwd, env.stop),
         Web if name == "web_search" => web_search::run(args, env.search, env.gate, env.stop),

@@ -67,6 +67,7 @@ impl UndoStep {
 pub fn trash(path: &Path) -> Result<UndoStep, String> {
     let shown = path.display();
     fs::symlink_metadata(path).map_err(|e| format!("{shown}: {e}"))?;
+    check_trash_folders(path)?;
     let before: Vec<PathBuf> = items_for(path).into_iter().map(|i| PathBuf::from(&i.id)).collect();
     trash::delete(path).map_err(|e| format!("{shown} could not be moved to the trash: {e}"))?;
     // The trash names its entry by the original path; the newest one this call made is ours.
@@ -77,12 +78,65 @@ pub fn trash(path: &Path) -> Result<UndoStep, String> {
     }
 }
 
+/// The trash folders `path` may go into must be real folders: a link among
+/// them (a `.Trash-1000/files` on a USB stick that leads into cowork's data,
+/// a home trash replaced by a link) would have the trash move or copy the
+/// file wherever the link points. Checked before anything goes there.
+fn check_trash_folders(path: &Path) -> Result<(), String> {
+    // SAFETY: getuid cannot fail.
+    let uid = unsafe { libc::getuid() };
+    let data_home = std::env::var_os("XDG_DATA_HOME").filter(|v| !v.is_empty()).map(PathBuf::from).or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".local/share")));
+    let mut folders: Vec<PathBuf> = Vec::new();
+    if let Some(home_trash) = data_home.map(|d| d.join("Trash")) {
+        folders.extend([home_trash.join("files"), home_trash.join("info"), home_trash]);
+    }
+    if let Some(top) = mount_top(path) {
+        for trash in [top.join(".Trash").join(uid.to_string()), top.join(format!(".Trash-{uid}"))] {
+            folders.extend([trash.join("files"), trash.join("info"), trash]);
+        }
+        folders.push(top.join(".Trash"));
+    }
+    match folders.iter().find(|f| fs::symlink_metadata(f).is_ok_and(|m| m.file_type().is_symlink())) {
+        Some(link) => Err(format!("{} is a link, not a trash folder: nothing was moved to the trash (it would have followed the link); remove the link", link.display())),
+        None => Ok(()),
+    }
+}
+
+/// The top of the mount `path` is on: the highest folder above it on the same device.
+fn mount_top(path: &Path) -> Option<PathBuf> {
+    use std::os::unix::fs::MetadataExt;
+    let mut top = path.parent()?.to_path_buf();
+    let device = fs::metadata(&top).ok()?.dev();
+    while let Some(up) = top.parent() {
+        if fs::metadata(up).ok()?.dev() != device {
+            break;
+        }
+        top = up.to_path_buf();
+    }
+    Some(top)
+}
+
 /// Before `path` is changed in place or replaced: its current content, copied
 /// to a hidden sibling that goes to the trash, and the step that brings it back.
+/// The sibling is a new file of a name nobody could have planted (random,
+/// created with `O_EXCL | O_NOFOLLOW`), so a link waiting there is never written through.
 pub fn keep_before_change(path: &Path) -> Result<UndoStep, String> {
+    use std::os::unix::fs::OpenOptionsExt;
     let name = path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
-    let backup = path.with_file_name(format!(".{name}.before-cowork-{}", crate::ids::now_millis()));
-    fs::copy(path, &backup).map_err(|e| format!("the earlier version of {} could not be kept: {e}", path.display()))?;
+    let kept = |e: std::io::Error| format!("the earlier version of {} could not be kept: {e}", path.display());
+    let random = {
+        use aes_gcm::aead::{OsRng, rand_core::RngCore};
+        OsRng.next_u32()
+    };
+    let backup = path.with_file_name(format!(".{name}.before-cowork-{}-{random:08x}", crate::ids::now_millis()));
+    let mut source = fs::File::open(path).map_err(kept)?;
+    let mode = source.metadata().map_err(kept)?.permissions();
+    let mut copy = fs::OpenOptions::new().write(true).create_new(true).custom_flags(libc::O_NOFOLLOW).open(&backup).map_err(kept)?;
+    let copied = std::io::copy(&mut source, &mut copy).and_then(|_| copy.set_permissions(mode)).and_then(|()| copy.sync_all());
+    if let Err(err) = copied {
+        let _ = fs::remove_file(&backup);
+        return Err(kept(err));
+    }
     match trash(&backup) {
         Ok(UndoStep::Trashed { trash_info, .. }) => Ok(UndoStep::Replaced { path: path.to_path_buf(), backup, trash_info }),
         Ok(_) => unreachable!("trash returns Trashed"),

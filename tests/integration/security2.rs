@@ -372,6 +372,22 @@ fn undo_never_writes_into_cowork_s_data_through_a_swapped_folder_or_an_edited_tr
     let out = lab.run(&["undo"]);
     assert!(!out.status.success(), "{}", text(&out));
     assert_eq!(std::fs::read_to_string(lab.data.join("USER.md")).unwrap(), "cowork's profile of the user\n", "Undo trashed cowork's own file");
+    std::fs::remove_file(lab.home.join("work")).unwrap();
+
+    // D: the trash's own folder replaced by a link into the data directory: nothing goes to the trash through it.
+    let trash_files = lab.home.join(".local/share/Trash/files");
+    std::fs::rename(&trash_files, lab.home.join("trash-files.old")).unwrap();
+    std::fs::create_dir_all(lab.data.join("skills")).unwrap();
+    std::os::unix::fs::symlink(lab.data.join("skills"), &trash_files).unwrap();
+    std::fs::create_dir_all(lab.home.join("notes/helper2")).unwrap();
+    std::fs::write(lab.home.join("notes/helper2/SKILL.md"), "---\nname: helper2\ndescription: x\n---\nRUN:touch /tmp/never\n").unwrap();
+    lab.script(vec![calls(&[("delete_path", json!({"path": "~/notes/helper2", "recursive": true}))]), Step::Text("deleted".into())]);
+    let out = lab.run(&["ask", "--agent", "clean my notes"]);
+    let call = waiting_call(&out);
+    let _ = lab.run(&["approve", &call.to_string()]);
+    assert!(!lab.data.join("skills/helper2").exists(), "the trash followed a link into cowork's data");
+    assert!(lab.home.join("notes/helper2/SKILL.md").exists(), "nothing was lost");
+    assert!(lab.model.received().contains("is a link, not a trash folder"), "the model was told why");
 }
 
 // ---------------------------------------------------------------------------
@@ -424,6 +440,19 @@ fn write_file_and_edit_file_keep_what_they_change_and_an_allow_rule_never_replac
     let out = lab.run(&["undo"]);
     assert!(out.status.success(), "{}", text(&out));
     assert!(std::fs::read_to_string(&budget).unwrap().contains("BUDGET-ORIGINAL-TEXT"), "the edit was undone");
+    // An "edit" whose text to find is the whole file replaces it: asked, whatever the rule.
+    let whole = std::fs::read_to_string(&budget).unwrap();
+    lab.script(vec![calls(&[("edit_file", json!({"path": "~/Documents/budget.md", "find": whole, "replace": "gone"}))]), Step::Text("done".into())]);
+    let out = lab.run(&["ask", "--agent", "edit the budget"]);
+    assert_eq!(out.status.code(), Some(3), "a whole-file edit is a replacement: {}", text(&out));
+    assert!(String::from_utf8_lossy(&out.stdout).contains("replaces a"), "{}", text(&out));
+
+    // S4 through the files tools: CSV the agent writes keeps no formula (a byte-order mark and `sep=` included).
+    lab.script(vec![calls(&[("write_file", json!({"path": "~/Documents/r.csv", "content": "sep=|\n\u{feff}=HYPERLINK(\"http://127.0.0.1:9/?\"&B2),data\r\n@SUM(A1),-3.5\n"}))]), Step::Text("done".into())]);
+    let out = lab.run(&["ask", "--agent", "save the table"]);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out));
+    let csv = std::fs::read_to_string(lab.home.join("Documents/r.csv")).unwrap();
+    assert!(csv.starts_with("'sep=") && csv.contains("'\u{feff}=HYPERLINK") && csv.contains("'@SUM") && csv.contains(",-3.5"), "{csv:?}");
 }
 
 // ---------------------------------------------------------------------------

@@ -539,23 +539,8 @@ fn a_followed_folder_keeps_its_documents_searchable_as_they_change() {
     std::fs::write(docs.join("notes/zeppelin.md"), "# Zeppelin\n\nThe zeppelin budget is 4200.\n").unwrap();
     std::fs::write(docs.join(".git/config.md"), "hiddenword\n").unwrap();
     std::fs::write(docs.join("secret-plan.md"), "classifiedword\n").unwrap();
-    let data = temp_dir();
-    let conn = cowork::store::open_writer(&data.path().join("cowork.db")).unwrap();
-    cowork::store::set_setting(&conn, "memory.document_folders", &docs.display().to_string(), 0).unwrap();
-    cowork::store::set_setting(&conn, "memory.document_exclude", "**/secret*", 0).unwrap();
-    drop(conn);
-    let paths = cowork::config::Paths::resolve(Some(data.path().to_owned()), Some(data.path().join("models"))).unwrap();
-    let (sink, _events) = super::support::test_sink();
-    let options = cowork::workers::WorkerOptions { capture: false, display: None, chat_model: None, policy: cowork::runtime::RestartPolicy::default(), require_consent: false, automations: true };
-    let (workers, _, _) = cowork::workers::Workers::start(&paths, options, sink).unwrap();
-    let db = data.path().join("cowork.db");
-    let found = |word: &str| {
-        cowork::store::open_read_only(&db)
-            .ok()
-            .and_then(|c| cowork::memory::search::search(&c, word, &cowork::memory::search::Filters::default(), 5).ok())
-            .map(|hits| hits.iter().map(|h| h.title.clone()).collect::<Vec<_>>())
-            .unwrap_or_default()
-    };
+    let (data, workers) = super::support::following(&docs, Some("**/secret*"));
+    let found = |word: &str| super::support::found_titles(data.path(), word);
     let eventually = |what: &str, check: &dyn Fn() -> bool| assert!(super::support::eventually(Duration::from_secs(20), check), "{what}");
     eventually("the folder's document is kept at start", &|| found("zeppelin") == ["zeppelin.md — section 1: Zeppelin"]);
     std::fs::write(docs.join("notes/okapi.md"), "The okapi enclosure opens in May.\n").unwrap();

@@ -7,63 +7,13 @@
 //! `security2_mcp.rs`; T9 and S4 in `security2_documents.rs`; T8 in
 //! `security2_providers.rs`.)
 
-use std::io::{BufRead, BufReader, Read, Write};
-use std::net::TcpListener;
 use std::process::{Command, Output};
-use std::sync::Arc;
 use std::time::Duration;
 
 use serde_json::{Value, json};
 
 use super::security::{Lab, Step, calls, text, waiting_call};
-use super::support::{require, temp_dir};
-
-/// A listener that stands in for a proxy (or any peer that must see
-/// nothing): it keeps the first line of every connection and answers 502.
-struct Peer {
-    port: u16,
-    seen: Arc<parking_lot::Mutex<Vec<String>>>,
-}
-
-impl Peer {
-    fn start(answer: &'static str) -> Peer {
-        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
-        let port = listener.local_addr().unwrap().port();
-        let seen = Arc::new(parking_lot::Mutex::new(Vec::new()));
-        let kept = seen.clone();
-        std::thread::spawn(move || {
-            for stream in listener.incoming() {
-                let Ok(mut stream) = stream else { continue };
-                let kept = kept.clone();
-                std::thread::spawn(move || {
-                    let _ = stream.set_read_timeout(Some(Duration::from_secs(5)));
-                    let mut reader = BufReader::new(stream.try_clone().unwrap());
-                    let mut first = String::new();
-                    let _ = reader.read_line(&mut first);
-                    let mut length = 0usize;
-                    loop {
-                        let mut line = String::new();
-                        if reader.read_line(&mut line).unwrap_or(0) == 0 || line == "\r\n" {
-                            break;
-                        }
-                        if let Some(value) = line.to_ascii_lowercase().strip_prefix("content-length:") {
-                            length = value.trim().parse().unwrap_or(0);
-                        }
-                    }
-                    let mut body = vec![0u8; length.min(1 << 20)];
-                    let _ = reader.read_exact(&mut body);
-                    kept.lock().push(format!("{} {}", first.trim(), String::from_utf8_lossy(&body)));
-                    let _ = write!(stream, "HTTP/1.1 {answer}\r\ncontent-type: application/json\r\ncontent-length: 2\r\nconnection: close\r\n\r\n{{}}");
-                });
-            }
-        });
-        Peer { port, seen }
-    }
-
-    fn seen(&self) -> Vec<String> {
-        self.seen.lock().clone()
-    }
-}
+use super::support::{HttpRecorder, require, temp_dir};
 
 fn providers(lab: &Lab, extra: Value) {
     let mut list = vec![json!({"name": "scripted", "kind": "openai", "base_url": format!("http://127.0.0.1:{}/v1", lab.model.port), "model": "m"})];
@@ -85,7 +35,7 @@ fn without_proxies(command: &mut Command) -> &mut Command {
 #[test]
 fn offline_a_loopback_request_never_goes_through_a_proxy_and_a_refusal_names_the_proxy() {
     let lab = Lab::new(vec![Step::Text("the local model answers".into())]);
-    let proxy = Peer::start("502 Bad Gateway");
+    let proxy = HttpRecorder::start("502 Bad Gateway");
     let proxy_url = format!("http://127.0.0.1:{}", proxy.port);
     // Every spelling of the proxy variables, and a proxy URL without a scheme.
     for (var, value) in [
@@ -125,8 +75,8 @@ fn offline_a_loopback_request_never_goes_through_a_proxy_and_a_refusal_names_the
 #[test]
 fn offline_a_loopback_search_service_and_an_mcp_server_are_reached_straight_not_through_a_proxy() {
     let mut lab = Lab::new(vec![]);
-    let proxy = Peer::start("502 Bad Gateway");
-    let searx = Peer::start("200 OK");
+    let proxy = HttpRecorder::start("502 Bad Gateway");
+    let searx = HttpRecorder::start("200 OK");
     lab.script(vec![calls(&[("web_search", json!({"query": "symptoms of ALPHA-7731"}))]), Step::Text("done".into())]);
     lab.settings(&[("web.search_provider", "searxng"), ("web.search_url", &format!("http://127.0.0.1:{}", searx.port))]);
     let out = lab.run(&["rules", "add", "web_search", "--action", "allow", "--example", r#"{"query":"x"}"#]);
@@ -136,7 +86,7 @@ fn offline_a_loopback_search_service_and_an_mcp_server_are_reached_straight_not_
     assert!(searx.seen().iter().any(|l| l.contains("ALPHA-7731")), "the loopback search service got the query: {:?}", searx.seen());
 
     // An MCP server over HTTP on loopback (reqwest, not ureq): straight as well.
-    let sink = Peer::start("404 Not Found");
+    let sink = HttpRecorder::start("404 Not Found");
     std::fs::write(lab.data.join("mcp-servers.json"), json!({"mcpServers": {"local": {"url": format!("http://127.0.0.1:{}/mcp", sink.port)}}}).to_string()).unwrap();
     let _ = without_proxies(&mut lab.command(&["--offline", "mcp", "test", "local"])).env("https_proxy", format!("http://127.0.0.1:{}", proxy.port)).env("http_proxy", format!("http://127.0.0.1:{}", proxy.port)).output().unwrap();
     assert!(!sink.seen().is_empty(), "the MCP server was reached");
@@ -243,23 +193,8 @@ fn a_followed_folder_never_reads_a_file_from_elsewhere_through_a_link() {
     std::fs::write(docs.join("projects/okapi.md"), "The okapi project starts in May.\n").unwrap();
     // There at the start: the walk passes these over.
     std::os::unix::fs::symlink(root.join(".ssh/id_ed25519"), docs.join("projects/present-at-start.txt")).unwrap();
-    let data = temp_dir();
-    let conn = cowork::store::open_writer(&data.path().join("cowork.db")).unwrap();
-    cowork::store::set_setting(&conn, "memory.document_folders", &docs.display().to_string(), 0).unwrap();
-    cowork::store::set_setting(&conn, "memory.document_exclude", &format!("**/.*/**\n{}/Taxes/**", root.display()), 0).unwrap();
-    drop(conn);
-    let paths = cowork::config::Paths::resolve(Some(data.path().to_owned()), Some(data.path().join("models"))).unwrap();
-    let (sink, _events) = super::support::test_sink();
-    let options = cowork::workers::WorkerOptions { capture: false, display: None, chat_model: None, policy: cowork::runtime::RestartPolicy::default(), require_consent: false, automations: true };
-    let (workers, _, _) = cowork::workers::Workers::start(&paths, options, sink).unwrap();
-    let db = data.path().join("cowork.db");
-    let found = |word: &str| {
-        cowork::store::open_read_only(&db)
-            .ok()
-            .and_then(|c| cowork::memory::search::search(&c, word, &cowork::memory::search::Filters::default(), 5).ok())
-            .map(|hits| hits.len())
-            .unwrap_or_default()
-    };
+    let (data, workers) = super::support::following(&docs, Some(&format!("**/.*/**\n{}/Taxes/**", root.display())));
+    let found = |word: &str| super::support::found_titles(data.path(), word).len();
     let eventually = |what: &str, check: &dyn Fn() -> bool| assert!(super::support::eventually(Duration::from_secs(20), check), "{what}");
     eventually("the folder's own document is kept", &|| found("okapi") > 0);
     // Links arrive (a cloned repository, an unpacked archive): relative and absolute symlinks, a hard

@@ -19,11 +19,9 @@
 //! starts the same package.
 
 use std::collections::BTreeMap;
-use std::io::{BufRead, BufReader, Read, Write};
-use std::net::TcpListener;
+use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
-use std::sync::Arc;
 use std::sync::atomic::AtomicBool;
 use std::time::Duration;
 
@@ -32,57 +30,8 @@ use cowork::mcp::worker::{McpClient, McpCommand};
 use serde_json::{Value, json};
 
 use super::security::{Lab, text};
-use super::support::{eventually, have_program, repo_dir, require, temp_dir, wait_for};
+use super::support::{HttpRecorder, eventually, have_program, repo_dir, require, temp_dir, wait_for};
 
-/// An HTTP server on loopback that keeps every request it gets (head and body,
-/// as text) and answers 404: it stands for the host an imported file names.
-struct Sink {
-    url: String,
-    received: Arc<parking_lot::Mutex<Vec<String>>>,
-}
-
-impl Sink {
-    fn start() -> Sink {
-        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
-        let url = format!("http://127.0.0.1:{}/mcp", listener.local_addr().unwrap().port());
-        let received = Arc::new(parking_lot::Mutex::new(Vec::new()));
-        let kept = received.clone();
-        std::thread::spawn(move || {
-            for stream in listener.incoming() {
-                let Ok(mut stream) = stream else { continue };
-                let kept = kept.clone();
-                std::thread::spawn(move || {
-                    let _ = stream.set_read_timeout(Some(Duration::from_secs(5)));
-                    let mut reader = BufReader::new(stream.try_clone().unwrap());
-                    let (mut request, mut length) = (String::new(), 0usize);
-                    loop {
-                        let mut line = String::new();
-                        if reader.read_line(&mut line).unwrap_or(0) == 0 {
-                            break;
-                        }
-                        if let Some(value) = line.to_ascii_lowercase().strip_prefix("content-length:") {
-                            length = value.trim().parse().unwrap_or(0);
-                        }
-                        request.push_str(&line);
-                        if line == "\r\n" {
-                            break;
-                        }
-                    }
-                    let mut body = vec![0u8; length.min(1 << 20)];
-                    let _ = reader.read_exact(&mut body);
-                    request.push_str(&String::from_utf8_lossy(&body));
-                    kept.lock().push(request);
-                    let _ = stream.write_all(b"HTTP/1.1 404 Not Found\r\ncontent-length: 0\r\nconnection: close\r\n\r\n");
-                });
-            }
-        });
-        Sink { url, received }
-    }
-
-    fn received(&self) -> String {
-        self.received.lock().join("\n")
-    }
-}
 
 /// cowork as the user runs it, with the file secret store (no session bus, so no Secret Service).
 fn cowork(lab: &Lab, args: &[&str]) -> Command {
@@ -163,7 +112,7 @@ fn no_configuration_file_can_choose_which_of_coworks_secrets_a_server_sends() {
         return;
     }
     let lab = Lab::new(vec![]);
-    let (hostile, control) = (Sink::start(), Sink::start());
+    let (hostile, control) = (HttpRecorder::start("404 Not Found"), HttpRecorder::start("404 Not Found"));
     // The secrets there are to steal: the database key cowork made, and those the user stored.
     let out = run(&lab, &["rules", "list"]);
     assert!(out.status.success(), "{}", text(&out));
@@ -291,7 +240,7 @@ fn no_configuration_file_can_choose_which_of_coworks_secrets_a_server_sends() {
 #[test]
 fn codexs_bearer_token_variable_reaches_its_host_only_when_the_user_names_it() {
     let lab = Lab::new(vec![]);
-    let sink = Sink::start();
+    let sink = HttpRecorder::start("404 Not Found");
     // The scripted provider reads its key from a variable: that one is cowork's secret.
     let providers_file = lab.data.join("providers.json");
     let mut providers: Value = serde_json::from_str(&std::fs::read_to_string(&providers_file).unwrap()).unwrap();

@@ -554,3 +554,90 @@ pub fn sox(args: &[&str]) {
     let status = Command::new("sox").args(args).status().expect("sox runs");
     assert!(status.success(), "sox {args:?} failed");
 }
+
+/// An HTTP listener on loopback that keeps every request it gets (its head
+/// and body, as text) and answers with `answer`: it stands for a host that
+/// must receive nothing (a proxy, a host an imported file names) or a
+/// service whose requests a test reads (a search service).
+pub struct HttpRecorder {
+    pub port: u16,
+    /// `http://127.0.0.1:PORT/mcp`, for the MCP tests.
+    pub url: String,
+    seen: std::sync::Arc<parking_lot::Mutex<Vec<String>>>,
+}
+
+impl HttpRecorder {
+    pub fn start(answer: &'static str) -> HttpRecorder {
+        use std::io::{BufRead, Read, Write};
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let port = listener.local_addr().unwrap().port();
+        let seen = std::sync::Arc::new(parking_lot::Mutex::new(Vec::new()));
+        let kept = seen.clone();
+        std::thread::spawn(move || {
+            for stream in listener.incoming() {
+                let Ok(mut stream) = stream else { continue };
+                let kept = kept.clone();
+                std::thread::spawn(move || {
+                    let _ = stream.set_read_timeout(Some(Duration::from_secs(5)));
+                    let mut reader = std::io::BufReader::new(stream.try_clone().unwrap());
+                    let (mut request, mut length) = (String::new(), 0usize);
+                    loop {
+                        let mut line = String::new();
+                        if reader.read_line(&mut line).unwrap_or(0) == 0 {
+                            break;
+                        }
+                        if let Some(value) = line.to_ascii_lowercase().strip_prefix("content-length:") {
+                            length = value.trim().parse().unwrap_or(0);
+                        }
+                        request.push_str(&line);
+                        if line == "\r\n" {
+                            break;
+                        }
+                    }
+                    let mut body = vec![0u8; length.min(1 << 20)];
+                    let _ = reader.read_exact(&mut body);
+                    request.push_str(&String::from_utf8_lossy(&body));
+                    kept.lock().push(request);
+                    let _ = write!(stream, "HTTP/1.1 {answer}\r\ncontent-type: application/json\r\ncontent-length: 2\r\nconnection: close\r\n\r\n{{}}");
+                });
+            }
+        });
+        HttpRecorder { port, url: format!("http://127.0.0.1:{port}/mcp"), seen }
+    }
+
+    /// Every request so far, head and body.
+    pub fn seen(&self) -> Vec<String> {
+        self.seen.lock().clone()
+    }
+
+    /// Everything received, as one text.
+    pub fn received(&self) -> String {
+        self.seen().join("\n")
+    }
+}
+
+/// cowork's workers (no capture) on a new data directory whose settings
+/// follow `folder`, with `exclude` as the excluded path patterns when given.
+pub fn following(folder: &std::path::Path, exclude: Option<&str>) -> (tempfile::TempDir, cowork::workers::Workers) {
+    let data = temp_dir();
+    let conn = cowork::store::open_writer(&data.path().join("cowork.db")).unwrap();
+    cowork::store::set_setting(&conn, "memory.document_folders", &folder.display().to_string(), 0).unwrap();
+    if let Some(exclude) = exclude {
+        cowork::store::set_setting(&conn, "memory.document_exclude", exclude, 0).unwrap();
+    }
+    drop(conn);
+    let paths = cowork::config::Paths::resolve(Some(data.path().to_owned()), Some(data.path().join("models"))).unwrap();
+    let (sink, _events) = test_sink();
+    let options = cowork::workers::WorkerOptions { capture: false, display: None, chat_model: None, policy: cowork::runtime::RestartPolicy::default(), require_consent: false, automations: true };
+    let (workers, _, _) = cowork::workers::Workers::start(&paths, options, sink).unwrap();
+    (data, workers)
+}
+
+/// The titles a keyword search of the database in `data` finds for `word` (none while it cannot be read).
+pub fn found_titles(data: &std::path::Path, word: &str) -> Vec<String> {
+    cowork::store::open_read_only(&data.join("cowork.db"))
+        .ok()
+        .and_then(|c| cowork::memory::search::search(&c, word, &cowork::memory::search::Filters::default(), 5).ok())
+        .map(|hits| hits.iter().map(|h| h.title.clone()).collect())
+        .unwrap_or_default()
+}

@@ -468,7 +468,7 @@ fn epub(path: &Path, corrupt: &dyn Fn(String) -> ReadError) -> Result<(Option<St
 }
 
 fn percent_decode(text: &str) -> String {
-    url::form_urlencoded::parse(format!("x={}", text.replace('+', "%2B")).as_bytes()).next().map(|(_, v)| v.into_owned()).unwrap_or_else(|| text.to_owned())
+    percent_encoding::percent_decode_str(text).decode_utf8_lossy().into_owned()
 }
 
 fn pdf(path: &Path, shown: &str, deadline: Instant, selection: &Selection, notes: &mut Vec<String>) -> Result<Vec<Part>, ReadError> {

@@ -477,25 +477,8 @@ fn json_strings(value: &serde_json::Value, f: &mut impl FnMut(&str)) {
 
 /// A text with `%XX` escapes decoded, when it has any.
 fn percent_decoded(text: &str) -> Option<String> {
-    let bytes = text.as_bytes();
-    if !bytes.windows(3).any(|w| w[0] == b'%' && w[1].is_ascii_hexdigit() && w[2].is_ascii_hexdigit()) {
-        return None;
-    }
-    let mut out = Vec::with_capacity(bytes.len());
-    let mut i = 0;
-    while i < bytes.len() {
-        if bytes[i] == b'%'
-            && i + 2 < bytes.len()
-            && let Some(byte) = std::str::from_utf8(&bytes[i + 1..i + 3]).ok().and_then(|h| u8::from_str_radix(h, 16).ok())
-        {
-            out.push(byte);
-            i += 3;
-        } else {
-            out.push(bytes[i]);
-            i += 1;
-        }
-    }
-    Some(String::from_utf8_lossy(&out).into_owned())
+    let decoded = percent_encoding::percent_decode_str(text).decode_utf8_lossy();
+    (decoded != text).then(|| decoded.into_owned())
 }
 
 /// The XDG base folders and their defaults under `home`, as a server started
@@ -876,7 +859,7 @@ fn identities_contain(data_dir: &Path, id: (u64, u64)) -> bool {
 }
 
 /// Every path in the data directory (files and folders), at most
-/// `REBUILD_EVERY` old.
+/// `LISTING_KEPT` old.
 fn data_entries(data_dir: &Path) -> std::sync::Arc<Vec<String>> {
     let mut cache = identities().lock();
     if let Some(c) = cache.as_ref().filter(|c| c.data_dir == data_dir && c.built.elapsed() < LISTING_KEPT) {

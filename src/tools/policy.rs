@@ -109,26 +109,11 @@ impl Change {
         };
         let what = match (self.folder, self.bytes) {
             (true, _) => "a folder".to_owned(),
-            (false, bytes) if bytes < 1000 => format!("a {bytes}-byte file"),
-            (false, bytes) => format!("a {} file", human_bytes(bytes)),
+            (false, bytes) if bytes < 1024 => format!("a {bytes}-byte file"),
+            (false, bytes) => format!("a {} file", crate::media::human_bytes(bytes)),
         };
         format!("{verb} {what} last changed {} ({})", changed_when(self.modified_millis, now_millis), self.path.display())
     }
-}
-
-/// "812 bytes", "3.2 KB", "14 MB".
-pub fn human_bytes(bytes: u64) -> String {
-    const UNITS: [&str; 4] = ["KB", "MB", "GB", "TB"];
-    if bytes < 1000 {
-        return format!("{bytes} byte{}", if bytes == 1 { "" } else { "s" });
-    }
-    let mut value = bytes as f64 / 1000.0;
-    let mut unit = 0;
-    while value >= 1000.0 && unit + 1 < UNITS.len() {
-        value /= 1000.0;
-        unit += 1;
-    }
-    if value < 10.0 { format!("{value:.1} {}", UNITS[unit]) } else { format!("{value:.0} {}", UNITS[unit]) }
 }
 
 /// "today", "yesterday", "3 days ago", "on 2026-10-02", by local calendar days.
@@ -537,7 +522,8 @@ fn names_cowork(text: &str) -> bool {
 }
 
 /// Why a call is on the built-in blocklist, if it is.
-fn blocklisted(call: &Call<'_>, ctx: &Context<'_>, analysis: Option<&Analysis>) -> Option<String> {
+/// `bases`: where an untyped call's relative strings may start (`untyped_bases`; empty for a typed call).
+fn blocklisted(call: &Call<'_>, ctx: &Context<'_>, analysis: Option<&Analysis>, bases: &[PathBuf]) -> Option<String> {
     // A file written over one that exists: asked every time, whatever the rules say.
     if call.changes.iter().any(|c| c.kind == ChangeKind::Replaces) {
         return Some("an allow rule never replaces a file that exists".to_owned());
@@ -545,7 +531,7 @@ fn blocklisted(call: &Call<'_>, ctx: &Context<'_>, analysis: Option<&Analysis>) 
     // A tool that does not type its arguments, given a folder that holds cowork's data or a pattern
     // that may reach it as the server reads it: the server may read everything under it.
     if call.untyped
-        && let Some(why) = untyped_reaches_holder(call, ctx)
+        && let Some(why) = untyped_reaches_holder(call, ctx, bases)
     {
         return Some(why);
     }
@@ -658,13 +644,11 @@ fn named_paths(named: &command::Named) -> Vec<PathBuf> {
 /// a folder that holds the data directory (the home folder, `~/.local/share`),
 /// which a server may walk, or a pattern that reaches it read loosely (`*`
 /// across folders, as Python's `fnmatch`).
-fn untyped_reaches_holder(call: &Call<'_>, ctx: &Context<'_>) -> Option<String> {
+fn untyped_reaches_holder(call: &Call<'_>, ctx: &Context<'_>, bases: &[PathBuf]) -> Option<String> {
     let own = ctx.own();
     // A relative pattern is read only from the folders the call names (where a server
     // starts one is its own business: cowork does not guess that it is the home folder).
-    let mut bases = untyped_bases(call, ctx);
-    bases.drain(..2);
-    let bases: Vec<&Path> = bases.iter().map(PathBuf::as_path).collect();
+    let bases: Vec<&Path> = bases.iter().skip(2).map(PathBuf::as_path).collect();
     let mut found = None;
     visit_strings(call.args, &mut |text| {
         let text = text.trim();
@@ -710,7 +694,8 @@ fn untyped_bases(call: &Call<'_>, ctx: &Context<'_>) -> Vec<PathBuf> {
 }
 
 /// Where a call reaches cowork's own data, if it does: the spelling that did.
-pub fn own_data_reached(call: &Call<'_>, ctx: &Context<'_>, analysis: Option<&Analysis>) -> Option<String> {
+/// `bases` as for `blocklisted`.
+pub fn own_data_reached(call: &Call<'_>, ctx: &Context<'_>, analysis: Option<&Analysis>, bases: &[PathBuf]) -> Option<String> {
     let own = ctx.own();
     for path in call.paths {
         match own.reach(path) {
@@ -738,7 +723,6 @@ pub fn own_data_reached(call: &Call<'_>, ctx: &Context<'_>, analysis: Option<&An
         }
     }
     if call.untyped {
-        let bases = untyped_bases(call, ctx);
         let bases: Vec<&Path> = bases.iter().map(PathBuf::as_path).collect();
         let mut found = None;
         visit_strings(call.args, &mut |text| {
@@ -809,7 +793,7 @@ fn command_reaches(analysis: &Analysis, own: &OwnData<'_>, ctx: &Context<'_>) ->
             || loaded.is_some_and(|p| super::own_data::runs_cowork(p, p.rsplit('/').next().unwrap_or(p), &c.cwds, &path_var))
             // A program started away from cowork's watch (`at`, `tmux`, `systemd-run`…) is handed
             // a command line cowork does not read: one that names cowork's program is refused.
-            || (starts_outside_the_guard(c).is_some() && (c.args().iter().any(|w| names_cowork(&w.tail)) || analysis.named.iter().any(|n| names_cowork(&n.word.tail))));
+            || (starts_outside_the_guard(c).is_some() && analysis.named.iter().any(|n| names_cowork(&n.word.tail)));
         if reads_own {
             return Some(format!("{} (cowork's own program reads all of cowork's data for whoever runs it)", c.shown()));
         }
@@ -862,7 +846,7 @@ pub fn command_risk(line: &str, ctx: &Context<'_>) -> Risk {
             || (c.name.as_deref() == Some("find") && c.args().iter().any(|w| w.value.as_deref() == Some("-delete")))
             || (c.name.as_deref() == Some("git") && blocked_command(c).is_some())
     });
-    if destructive || blocklisted(&call, ctx, Some(&analysis)).is_some() { Risk::Dangerous } else { Risk::Sensitive }
+    if destructive || blocklisted(&call, ctx, Some(&analysis), &[]).is_some() { Risk::Dangerous } else { Risk::Sensitive }
 }
 
 /// The decision for one call. Unless it is refused, its reason ends with
@@ -881,7 +865,9 @@ fn decide_phases(call: &Call<'_>, rules: &[Rule], ctx: &Context<'_>) -> Decision
     let analysis = call.command.map(|line| ctx.analyse(line));
     let analysis = analysis.as_ref();
     // Phase 1: cowork's own data, then the blocklist.
-    if let Some(reached) = own_data_reached(call, ctx, analysis) {
+    // Read once: each string of an untyped call that names a folder is looked up on disk.
+    let bases = if call.untyped { untyped_bases(call, ctx) } else { Vec::new() };
+    if let Some(reached) = own_data_reached(call, ctx, analysis, &bases) {
         return Decision::new(
             Action::Deny,
             Phase::OwnData,
@@ -893,7 +879,7 @@ fn decide_phases(call: &Call<'_>, rules: &[Rule], ctx: &Context<'_>) -> Decision
     if let Some(rule) = strictest(Action::Deny) {
         return Decision::new(Action::Deny, Phase::Rule(rule.id), format!("your rule denies {}", describe(rule)));
     }
-    if let Some(why) = blocklisted(call, ctx, analysis) {
+    if let Some(why) = blocklisted(call, ctx, analysis, &bases) {
         return Decision::new(Action::Ask, Phase::Blocklist, format!("Always asked: {why}."));
     }
     // Phase 2: tools the user wants to see every time.
@@ -1422,7 +1408,7 @@ mod tests {
         let now = crate::ids::now_millis();
         let ctx = Context { operation_id: 1, now_millis: now, data_dir: &data, home: &home, cwd: &home, origins: &origins, always_ask: &always };
         let budget = home.join("Documents/budget.md");
-        std::fs::write(&budget, "x".repeat(3_200)).unwrap();
+        std::fs::write(&budget, "x".repeat(3_300)).unwrap();
         let args = json!({"path": "~/Documents/budget.md", "content": "replaced"});
         let paths = [budget.clone()];
         let changes: Vec<Change> = Change::of(&budget, ChangeKind::Replaces).into_iter().collect();
@@ -1440,8 +1426,6 @@ mod tests {
         // A new file is no replacement.
         let new = Call { changes: &[], ..write.clone() };
         assert_eq!(decide(&new, &allow, &ctx).action, Action::Allow);
-        assert_eq!(human_bytes(812), "812 bytes");
-        assert_eq!(human_bytes(14_200_000), "14 MB");
         assert_eq!(changed_when(now - 86_400_000 - 60_000, now).as_str().len() > 3, true);
     }
 

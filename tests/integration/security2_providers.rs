@@ -7,7 +7,7 @@
 //! request format (chat completions, the Responses API, Anthropic, Gemini, Ollama) and
 //! refuses the first request it gets in the shape of that provider's errors.
 
-use std::io::{BufRead, BufReader, Read, Write};
+use std::io::Write;
 use std::net::TcpListener;
 use std::os::unix::process::ExitStatusExt;
 use std::process::{Output, Stdio};
@@ -112,20 +112,9 @@ impl Teacher {
 }
 
 fn serve(mut stream: std::net::TcpStream, state: &Mutex<Taught>) {
-    let mut reader = BufReader::new(stream.try_clone().unwrap());
-    let mut request_line = String::new();
-    let _ = reader.read_line(&mut request_line);
+    let request = super::support::read_request(&stream);
+    let request_line = request.line().to_owned();
     let path = request_line.split_whitespace().nth(1).unwrap_or_default().to_owned();
-    let mut length = 0usize;
-    loop {
-        let mut line = String::new();
-        if reader.read_line(&mut line).unwrap_or(0) == 0 || line == "\r\n" {
-            break;
-        }
-        if let Some(value) = line.to_lowercase().strip_prefix("content-length:") {
-            length = value.trim().parse().unwrap_or(0);
-        }
-    }
     let respond = |stream: &mut std::net::TcpStream, status: u16, content_type: &str, body: &str| {
         let length = if content_type == "application/json" { format!("content-length: {}\r\n", body.len()) } else { String::new() };
         let _ = write!(stream, "HTTP/1.1 {status} X\r\ncontent-type: {content_type}\r\n{length}connection: close\r\n\r\n{body}");
@@ -135,9 +124,7 @@ fn serve(mut stream: std::net::TcpStream, state: &Mutex<Taught>) {
         respond(&mut stream, 200, "application/json", r#"{"data":[{"id":"scripted"}],"models":[{"name":"scripted"}]}"#);
         return;
     }
-    let mut body = vec![0u8; length];
-    let _ = reader.read_exact(&mut body);
-    let request: Value = serde_json::from_slice(&body).unwrap_or(Value::Null);
+    let request: Value = serde_json::from_slice(&request.body).unwrap_or(Value::Null);
     let refusal = {
         let mut state = state.lock();
         state.seen.push(request);

@@ -555,6 +555,44 @@ pub fn sox(args: &[&str]) {
     assert!(status.success(), "sox {args:?} failed");
 }
 
+/// One HTTP request as a loopback test server reads it: the request line and
+/// headers as they came (`head`, ending with the blank line) and the body of
+/// `content-length` bytes (at most 1 MiB).
+pub struct HttpRequest {
+    pub head: String,
+    pub body: Vec<u8>,
+}
+
+impl HttpRequest {
+    /// The request line: "POST /v1/chat/completions HTTP/1.1".
+    pub fn line(&self) -> &str {
+        self.head.lines().next().unwrap_or_default()
+    }
+}
+
+/// Reads one request from `stream`; what cannot be read is left out.
+pub fn read_request(stream: &std::net::TcpStream) -> HttpRequest {
+    use std::io::{BufRead, Read};
+    let mut reader = std::io::BufReader::new(stream);
+    let (mut head, mut length) = (String::new(), 0usize);
+    loop {
+        let mut line = String::new();
+        if reader.read_line(&mut line).unwrap_or(0) == 0 {
+            break;
+        }
+        if let Some(value) = line.to_ascii_lowercase().strip_prefix("content-length:") {
+            length = value.trim().parse().unwrap_or(0);
+        }
+        head.push_str(&line);
+        if line == "\r\n" {
+            break;
+        }
+    }
+    let mut body = vec![0u8; length.min(1 << 20)];
+    let _ = reader.read_exact(&mut body);
+    HttpRequest { head, body }
+}
+
 /// An HTTP listener on loopback that keeps every request it gets (its head
 /// and body, as text) and answers with `answer`: it stands for a host that
 /// must receive nothing (a proxy, a host an imported file names) or a
@@ -568,7 +606,7 @@ pub struct HttpRecorder {
 
 impl HttpRecorder {
     pub fn start(answer: &'static str) -> HttpRecorder {
-        use std::io::{BufRead, Read, Write};
+        use std::io::Write;
         let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
         let port = listener.local_addr().unwrap().port();
         let seen = std::sync::Arc::new(parking_lot::Mutex::new(Vec::new()));
@@ -579,25 +617,8 @@ impl HttpRecorder {
                 let kept = kept.clone();
                 std::thread::spawn(move || {
                     let _ = stream.set_read_timeout(Some(Duration::from_secs(5)));
-                    let mut reader = std::io::BufReader::new(stream.try_clone().unwrap());
-                    let (mut request, mut length) = (String::new(), 0usize);
-                    loop {
-                        let mut line = String::new();
-                        if reader.read_line(&mut line).unwrap_or(0) == 0 {
-                            break;
-                        }
-                        if let Some(value) = line.to_ascii_lowercase().strip_prefix("content-length:") {
-                            length = value.trim().parse().unwrap_or(0);
-                        }
-                        request.push_str(&line);
-                        if line == "\r\n" {
-                            break;
-                        }
-                    }
-                    let mut body = vec![0u8; length.min(1 << 20)];
-                    let _ = reader.read_exact(&mut body);
-                    request.push_str(&String::from_utf8_lossy(&body));
-                    kept.lock().push(request);
+                    let request = read_request(&stream);
+                    kept.lock().push(format!("{}{}", request.head, String::from_utf8_lossy(&request.body)));
                     let _ = write!(stream, "HTTP/1.1 {answer}\r\ncontent-type: application/json\r\ncontent-length: 2\r\nconnection: close\r\n\r\n{{}}");
                 });
             }

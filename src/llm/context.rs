@@ -138,7 +138,8 @@ mod tests {
     #[test]
     fn a_cut_log_starts_on_a_half_hour_and_keeps_its_start_as_windows_are_added() {
         let minute = 60_000;
-        let base = 1_000 * LOG_START_STEP_MILLIS;
+        // Eight in the morning local time, so the hour of new windows stays on one day in any time zone.
+        let base = crate::ids::local_day_start_millis(1_000 * LOG_START_STEP_MILLIS) + 8 * 60 * minute;
         // One finished window every 5 minutes, newest first.
         let day = |count: i64| -> Vec<ActivitySession> {
             (0..count).rev().map(|i| session(i, &format!("Tab {i}"), base + i * 5 * minute, Some(base + (i + 1) * 5 * minute))).collect()

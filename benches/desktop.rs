@@ -10,6 +10,8 @@
 //! `cargo bench --profile dev --bench desktop` (COWORK_BENCH_SWITCHES=200,
 //! COWORK_BENCH_IDLE_SECS=60; COWORK_BENCH_ONLY=kwin|x11|sway|idle|gnome runs one part; GNOME
 //! Shell 43 headless with cowork's extension runs only when asked for by name).
+// A bench drives windows from plain helper threads; clippy.toml's thread rule is for the program.
+#![allow(clippy::disallowed_methods)]
 
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};

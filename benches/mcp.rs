@@ -180,7 +180,7 @@ fn serve_search(c: &mut Criterion) {
     let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
     let options = cowork::mcp::serve::ServeOptions { http: Some(([127, 0, 0, 1], port).into()), allow: Vec::new(), consent_wait: Duration::ZERO };
     let served = paths.clone();
-    std::thread::spawn(move || cowork::mcp::serve::serve(&served, options));
+    std::thread::Builder::new().name("bench-mcp-serve".into()).spawn(move || cowork::mcp::serve::serve(&served, options)).unwrap();
     let client_dir = tempfile::tempdir().unwrap();
     let config = json!({"mcpServers": {"cowork": {"url": format!("http://127.0.0.1:{port}/mcp"), "headers": {"Authorization": format!("Bearer {token}")}}}});
     std::fs::write(client_dir.path().join("mcp-servers.json"), config.to_string()).unwrap();

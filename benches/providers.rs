@@ -19,7 +19,7 @@ fn provider(base_url: String) -> ProviderConfig {
 fn instant_server() -> u16 {
     let listener = TcpListener::bind("127.0.0.1:0").unwrap();
     let port = listener.local_addr().unwrap().port();
-    std::thread::spawn(move || {
+    std::thread::Builder::new().name("bench-server".into()).spawn(move || {
         for stream in listener.incoming() {
             let Ok(mut stream) = stream else { continue };
             let mut reader = BufReader::new(stream.try_clone().unwrap());
@@ -40,7 +40,7 @@ fn instant_server() -> u16 {
                   data: {\"choices\":[{\"delta\":{\"content\":\"hi\"},\"finish_reason\":\"stop\"}]}\n\ndata: [DONE]\n\n",
             );
         }
-    });
+    }).unwrap();
     port
 }
 

@@ -121,7 +121,7 @@ pub struct CoworkApp {
 /// What the document threads tell the sidebar.
 enum DocumentEvent {
     Chosen(Result<Vec<PathBuf>, String>),
-    Read { name: String, result: Result<(crate::events::Attachment, Option<crate::documents::memory::Remembered>), String> },
+    Read { name: String, result: Result<Box<(crate::events::Attachment, Option<crate::documents::memory::Remembered>)>, String> },
     Said(String),
 }
 
@@ -321,7 +321,7 @@ impl CoworkApp {
                     if let Some(at) = self.state.reading_documents.iter().position(|n| *n == name) {
                         self.state.reading_documents.remove(at);
                     }
-                    match result {
+                    match result.map(|read| *read) {
                         Ok((attachment, remembered)) => {
                             self.state.attachments.retain(|a| !(a.server.is_empty() && a.uri == attachment.uri));
                             self.state.attachments.push(attachment);
@@ -352,7 +352,7 @@ impl CoworkApp {
             let result = crate::documents::read_with_deadline(&path, &crate::documents::Selection::default(), crate::documents::read::DEADLINE).map_err(|e| e.to_string()).map(|doc| {
                 let attachment = crate::events::Attachment::document(&path, doc.render(crate::events::Attachment::FOR_MODEL));
                 let remembered = remember.then(|| crate::documents::memory::from_document(&doc, "attached").ok()).flatten();
-                (attachment, remembered)
+                Box::new((attachment, remembered))
             });
             let _ = tx.send(DocumentEvent::Read { name, result });
         });
@@ -726,10 +726,10 @@ impl CoworkApp {
                 self.send_store(StoreCommand::Agent { write: Box::new(write), reply: None });
             }
             UiAction::RetryWorker(worker) => {
-                if let Some((_, control)) = self.channels.controls.iter().find(|(w, _)| *w == worker) {
-                    if control.try_send(Control::Retry).is_err() {
-                        self.state.notice(format!("cannot reach the {worker} supervisor"));
-                    }
+                if let Some((_, control)) = self.channels.controls.iter().find(|(w, _)| *w == worker)
+                    && control.try_send(Control::Retry).is_err()
+                {
+                    self.state.notice(format!("cannot reach the {worker} supervisor"));
                 }
             }
             UiAction::OpenQuickPrompt => {

@@ -633,9 +633,9 @@ impl Settings {
 
     /// Applies one stored key/value. Returns a warning when the value is unusable.
     pub fn apply(&mut self, key: &str, value: &str) -> Option<String> {
-        fn number<T: std::str::FromStr>(key: &str, value: &str, min: T, max: T) -> Result<T, String>
+        fn number<T>(key: &str, value: &str, min: T, max: T) -> Result<T, String>
         where
-            T: PartialOrd + std::fmt::Display + Copy,
+            T: std::str::FromStr + PartialOrd + std::fmt::Display + Copy,
         {
             match value.trim().parse::<T>() {
                 Ok(n) if n >= min && n <= max => Ok(n),
@@ -663,7 +663,7 @@ impl Settings {
                 },
             },
             keys::DOCUMENT_FOLDERS => {
-                let bad: Vec<&str> = value.lines().map(str::trim).filter(|l| !l.is_empty() && !(l.starts_with('/') || l.starts_with('~'))).collect();
+                let bad: Vec<&str> = value.lines().map(str::trim).filter(|l| !(l.is_empty() || l.starts_with('/') || l.starts_with('~'))).collect();
                 if bad.is_empty() {
                     self.document_folders = value.to_owned();
                     Ok(())

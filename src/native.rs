@@ -11,7 +11,7 @@ use faiss::{Index, MetricType, index_factory};
 pub fn faiss_probe() -> anyhow::Result<String> {
     let started = Instant::now();
     let mut index = index_factory(4, "Flat", MetricType::InnerProduct).context("faiss index_factory failed")?;
-    let vectors = [1.0f32, 0.0, 0.0, 0.0, 0.0, 1.0, 0.0, 0.0, 0.0, 0.0, 0.7071, 0.7071];
+    let vectors = [1.0f32, 0.0, 0.0, 0.0, 0.0, 1.0, 0.0, 0.0, 0.0, 0.0, std::f32::consts::FRAC_1_SQRT_2, std::f32::consts::FRAC_1_SQRT_2];
     index.add(&vectors).context("faiss add failed")?;
     let result = index.search(&[0.0, 0.1, 0.7, 0.7], 1).context("faiss search failed")?;
     let nearest = result.labels.first().and_then(|label| label.get());

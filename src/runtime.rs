@@ -7,5 +7,5 @@ mod supervisor;
 
 pub use sink::EventSink;
 pub use supervisor::{
-    Control, RestartPolicy, Supervised, WorkerContext, WorkerHandle, WorkerState, spawn_supervised,
+    Control, RestartPolicy, Supervised, WorkerContext, WorkerHandle, WorkerState, contain, spawn_supervised,
 };

@@ -482,9 +482,9 @@ pub struct AppState {
     /// The last Test result.
     pub mcp_test: Option<crate::events::McpTestReport>,
     /// The last server added from the catalog: (name, None while it is tested, then tools or why not, its last lines).
-    pub mcp_catalog: Option<(String, Option<Result<usize, String>>, Vec<String>)>,
+    pub mcp_catalog: Option<CatalogAdd>,
     /// Models each provider offers, by provider name: None while asked, then the list or why not.
-    pub model_lists: std::collections::BTreeMap<String, Option<Result<Vec<crate::brains::catalog::ModelInfo>, String>>>,
+    pub model_lists: std::collections::BTreeMap<String, Option<ModelList>>,
     /// MCP servers' requests for input, oldest first.
     pub elicitations: Vec<crate::events::ElicitationView>,
     /// MCP resources attached to the next message.
@@ -499,8 +499,17 @@ pub struct AppState {
     /// The agent's todo list per answer.
     pub todos: BTreeMap<i64, Vec<crate::events::TodoItem>>,
     /// Settings → Agent: rules (id, line), unreadable rows, newest audit lines.
-    pub agent_overview: Option<(Vec<(i64, String)>, Vec<String>, Vec<String>)>,
+    pub agent_overview: Option<AgentOverview>,
 }
+
+/// A server added from the catalog: its name, None while it is tested, then its tool count or why not, its last lines.
+pub type CatalogAdd = (String, Option<Result<usize, String>>, Vec<String>);
+
+/// The models a provider offers, or why they could not be listed.
+pub type ModelList = Result<Vec<crate::brains::catalog::ModelInfo>, String>;
+
+/// Settings → Agent: rules (id, line), unreadable rows, newest audit lines.
+pub type AgentOverview = (Vec<(i64, String)>, Vec<String>, Vec<String>);
 
 /// An agent operation as the chat shows it.
 #[derive(Clone, Debug, PartialEq)]

@@ -4,8 +4,10 @@
 //! Tests that need models, X or node skip with a message when those are absent,
 //! unless `COWORK_TEST_FULL=1` (set by scripts/test and CI), where absence fails.
 
-// The loopback HTTP server in models.rs records requests behind a std Mutex; tests may lock.
-#[allow(clippy::disallowed_types)]
+// clippy.toml's rules are for the program: tests spawn plain threads, use
+// unbounded channels and std locks for their servers, and catch a panic to
+// check that one is contained.
+#[allow(clippy::disallowed_types, clippy::disallowed_methods)]
 mod integration {
     pub mod support;
 

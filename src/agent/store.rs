@@ -568,9 +568,15 @@ pub fn apply(conn: &Connection, write: &AgentWrite) -> Result<(), WriteError> {
     Ok(())
 }
 
+/// An operation's steps not yet undone: (step id, step), oldest first.
+pub type UndoSteps = Vec<(i64, crate::tools::undo::UndoStep)>;
+
+/// What Undo did to an operation: its id, the steps put back, those that could not be.
+pub type UndoOutcome = (i64, Vec<String>, Vec<String>);
+
 /// The latest operation with steps not yet undone: its id, when its last step
-/// was recorded, and its steps (id, step) oldest first.
-pub fn last_undoable(conn: &Connection, operation_id: Option<i64>) -> rusqlite::Result<Option<(i64, i64, Vec<(i64, crate::tools::undo::UndoStep)>)>> {
+/// was recorded, and its steps.
+pub fn last_undoable(conn: &Connection, operation_id: Option<i64>) -> rusqlite::Result<Option<(i64, i64, UndoSteps)>> {
     let operation: Option<(i64, i64)> = conn
         .query_row(
             "SELECT operation_id, max(at_ms) FROM undo_steps WHERE undone_at_ms IS NULL AND (?1 IS NULL OR operation_id = ?1)
@@ -591,7 +597,7 @@ pub fn last_undoable(conn: &Connection, operation_id: Option<i64>) -> rusqlite::
 /// Puts an operation's steps back (newest first) and records the outcome:
 /// what was done and what could not be.
 /// `data_dir` is cowork's data directory: Undo never writes into it.
-pub fn undo_operation(conn: &Connection, operation_id: Option<i64>, data_dir: &std::path::Path, now_millis: i64) -> rusqlite::Result<Option<(i64, Vec<String>, Vec<String>)>> {
+pub fn undo_operation(conn: &Connection, operation_id: Option<i64>, data_dir: &std::path::Path, now_millis: i64) -> rusqlite::Result<Option<UndoOutcome>> {
     let Some((operation_id, _, steps)) = last_undoable(conn, operation_id)? else { return Ok(None) };
     let data_dir = data_dir.canonicalize().unwrap_or_else(|_| data_dir.to_path_buf());
     let home = std::env::var_os("HOME").map(std::path::PathBuf::from).unwrap_or_default();

@@ -557,7 +557,7 @@ impl<B: LocalBrain> AgentWorker<B> {
             try_harder_from: request.try_harder_from,
             local_limit_tokens: self.config.local_limit_tokens,
             // Heat or the battery paused the local model: a cloud tier the user set up answers instead.
-            local_available: !self.brain.state().is_unavailable() && !(self.brain.state().prefers_cloud() && !tiers.is_empty()),
+            local_available: !self.brain.state().is_unavailable() && (!self.brain.state().prefers_cloud() || tiers.is_empty()),
             cloud_tiers: tiers.len(),
         };
         let route = route(&input).map_err(|err| err.to_string())?;

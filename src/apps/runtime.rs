@@ -294,10 +294,10 @@ impl Runtime {
             }
         }
         let component = Component::new(&self.engine, wasm).map_err(|err| AppError::Compile(format!("{err:#}")))?;
-        if let Some(path) = cached {
-            if let Err(err) = write_cache(&path, &component) {
-                tracing::warn!(path = %path.display(), error = %format!("{err:#}"), "the compiled app was not cached");
-            }
+        if let Some(path) = cached
+            && let Err(err) = write_cache(&path, &component)
+        {
+            tracing::warn!(path = %path.display(), error = %format!("{err:#}"), "the compiled app was not cached");
         }
         Ok((component, Opened { from_cache: false, millis: started.elapsed().as_millis() as u64 }))
     }

@@ -35,7 +35,7 @@ pub struct To16k {
 
 impl To16k {
     pub fn new(input_rate: u32) -> anyhow::Result<Self> {
-        anyhow::ensure!(input_rate >= 4_000 && input_rate <= 384_000, "unsupported sample rate {input_rate} Hz");
+        anyhow::ensure!((4_000..=384_000).contains(&input_rate), "unsupported sample rate {input_rate} Hz");
         let resampler = if input_rate == SAMPLE_RATE {
             None
         } else {

@@ -495,6 +495,23 @@ pub fn spawn_audio(speech: Sender<SpeechCommand>, typing: super::dictate::Typing
     })
 }
 
+/// Dictation through the RemoteDesktop portal and libei; what the keyboard layout has no key for is said.
+fn type_through_portal(data_dir: &std::path::Path, text: &str) -> anyhow::Result<usize> {
+    let secrets = crate::secrets::Secrets::open(data_dir)?;
+    let conn = crate::desktop::observed::session_bus().map_err(|err| anyhow::anyhow!(err))?;
+    said(crate::desktop::portal::type_text(&conn, &secrets, text))
+}
+
+/// What was typed; what the keyboard layout has no key for is said, not guessed.
+fn said(typed: Result<crate::desktop::ei::Typed, String>) -> anyhow::Result<usize> {
+    let typed = typed.map_err(|err| anyhow::anyhow!(err))?;
+    if typed.untypeable.is_empty() {
+        return Ok(typed.typed);
+    }
+    let missing: String = typed.untypeable.iter().collect();
+    anyhow::bail!("typed {} characters; your keyboard layout has no key for {missing:?}", typed.typed)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -529,21 +546,4 @@ mod tests {
         let mid = level_of(&[0.0316; 100]);
         assert!((mid - 0.5).abs() < 0.01, "{mid}");
     }
-}
-
-/// Dictation through the RemoteDesktop portal and libei; what the keyboard layout has no key for is said.
-fn type_through_portal(data_dir: &std::path::Path, text: &str) -> anyhow::Result<usize> {
-    let secrets = crate::secrets::Secrets::open(data_dir)?;
-    let conn = crate::desktop::observed::session_bus().map_err(|err| anyhow::anyhow!(err))?;
-    said(crate::desktop::portal::type_text(&conn, &secrets, text))
-}
-
-/// What was typed; what the keyboard layout has no key for is said, not guessed.
-fn said(typed: Result<crate::desktop::ei::Typed, String>) -> anyhow::Result<usize> {
-    let typed = typed.map_err(|err| anyhow::anyhow!(err))?;
-    if typed.untypeable.is_empty() {
-        return Ok(typed.typed);
-    }
-    let missing: String = typed.untypeable.iter().collect();
-    anyhow::bail!("typed {} characters; your keyboard layout has no key for {missing:?}", typed.typed)
 }

@@ -68,6 +68,9 @@ pub enum CaptureCommand {
     Shutdown,
 }
 
+/// The URL last read for a window: (window id, title, URL and where it came from, when).
+type UrlRead = (u32, String, Option<(String, UrlSource)>, Instant);
+
 pub struct CaptureWorker {
     config: CaptureConfig,
     store: Sender<StoreCommand>,
@@ -91,7 +94,7 @@ pub struct CaptureWorker {
     /// AT-SPI, for browser URLs; `Err` holds when connecting last failed.
     a11y: Result<A11yBus, Instant>,
     /// The last URL read for the focused window, and when.
-    url_cache: Option<(u32, String, Option<(String, UrlSource)>, Instant)>,
+    url_cache: Option<UrlRead>,
     /// The pid found for a pid-less window (window id, title, pid).
     pid_cache: Option<(u32, String, Option<u32>)>,
     /// The focus listen mode was last told.

@@ -377,7 +377,7 @@ struct Events {
 }
 
 impl Events {
-    fn from_shell(&self, header: &zbus::message::Header<'_>) -> zbus::fdo::Result<()> {
+    fn check_from_shell(&self, header: &zbus::message::Header<'_>) -> zbus::fdo::Result<()> {
         if header.sender().map(|s| s.as_str()) == Some(self.shell.as_str()) {
             return Ok(());
         }
@@ -402,14 +402,14 @@ impl Events {
         fullscreen: bool,
         id: String,
     ) -> zbus::fdo::Result<()> {
-        self.from_shell(&header)?;
+        self.check_from_shell(&header)?;
         self.slot.report(GnomeWindow::from_tuple((title, wm_class, app_id, sandboxed_app_id, pid, fullscreen, id)));
         Ok(())
     }
 
     /// The clipboard changed owner: its text.
     fn clipboard(&self, #[zbus(header)] header: zbus::message::Header<'_>, text: String) -> zbus::fdo::Result<()> {
-        self.from_shell(&header)?;
+        self.check_from_shell(&header)?;
         if let Some(clipboard) = &self.clipboard
             && clipboard.try_send(text).is_err()
         {
@@ -466,7 +466,9 @@ impl Extension {
 
     /// The normal windows, with whether each has the focus.
     pub fn list_windows(&self) -> Result<Vec<(GnomeWindow, bool)>, String> {
-        let windows: Vec<(String, String, String, String, u32, bool, bool, String)> = self.call("ListWindows", &())?;
+        /// The extension's row: title, WM class, app id, sandbox, pid, focused, fullscreen, id.
+        type Row = (String, String, String, String, u32, bool, bool, String);
+        let windows: Vec<Row> = self.call("ListWindows", &())?;
         Ok(windows
             .into_iter()
             .filter_map(|(title, wm_class, app_id, sandboxed, pid, focused, fullscreen, id)| {

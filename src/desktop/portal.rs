@@ -131,10 +131,9 @@ fn request(
     std::thread::Builder::new()
         .name("portal-wait".into())
         .spawn(move || {
-            for message in responses.flatten() {
+            if let Some(message) = responses.flatten().next() {
                 let answer = message.body().deserialize::<(u32, HashMap<String, OwnedValue>)>().map_err(|err| err.to_string());
                 let _ = tx.send(answer);
-                return;
             }
         })
         .map_err(|err| err.to_string())?;
@@ -400,6 +399,42 @@ pub fn spawn(shortcuts: Vec<Shortcut>, sink: crate::runtime::EventSink) -> std::
     })
 }
 
+// --- FileChooser: files to attach to a chat ---------------------------------------
+
+const FILE_CHOOSER: &str = "org.freedesktop.portal.FileChooser";
+
+/// Asks the desktop's file chooser (the portal's `OpenFile`, which GNOME, KDE
+/// and wlroots desktops answer with their own dialog) for files to attach.
+/// Cancelling is an empty list, not an error.
+pub fn choose_files(conn: &zbus::blocking::Connection, title: &str) -> Result<Vec<std::path::PathBuf>, String> {
+    portal_owner(conn)?;
+    let _ = register_host(conn);
+    let handle = token("open_file");
+    // What the sidebar attaches: documents first, anything readable as text too.
+    let patterns: Vec<(u32, String)> = ["pdf", "docx", "odt", "xlsx", "xls", "ods", "pptx", "odp", "epub", "html", "md", "csv", "txt"].iter().map(|e| (0u32, format!("*.{e}"))).collect();
+    let filters = vec![("Documents".to_owned(), patterns), ("All files".to_owned(), vec![(0u32, "*".to_owned())])];
+    let options: HashMap<&str, Value> = HashMap::from([
+        ("handle_token", Value::from(handle.as_str())),
+        ("multiple", Value::from(true)),
+        ("modal", Value::from(false)),
+        ("filters", Value::from(filters)),
+    ]);
+    let answer = request(conn, PORTAL, "OpenFile", &handle, || conn.call_method(Some(PORTAL), PORTAL_PATH, Some(FILE_CHOOSER), "OpenFile", &("", title, options)));
+    let results = match answer {
+        Ok(results) => results,
+        Err(err) if err.starts_with("you declined") => return Ok(Vec::new()),
+        Err(err) => return Err(err),
+    };
+    let uris: Vec<String> = results.get("uris").and_then(|v| v.try_clone().ok()).and_then(|v| Vec::<String>::try_from(v).ok()).unwrap_or_default();
+    Ok(uris.iter().filter_map(|uri| file_uri_path(uri)).collect())
+}
+
+/// `file:///home/a/My%20report.pdf` → `/home/a/My report.pdf` (other schemes: none).
+pub fn file_uri_path(uri: &str) -> Option<std::path::PathBuf> {
+    let url = url::Url::parse(uri).ok()?;
+    (url.scheme() == "file").then(|| url.to_file_path().ok()).flatten()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -443,40 +478,4 @@ mod tests {
         let ids: Vec<&str> = shortcuts("ctrl+alt+Space", "ctrl+alt+KeyP", "ctrl+alt+KeyV").iter().map(|s| s.id).collect();
         assert_eq!(ids, ["quick-prompt", "pause", "talk"]);
     }
-}
-
-// --- FileChooser: files to attach to a chat ---------------------------------------
-
-const FILE_CHOOSER: &str = "org.freedesktop.portal.FileChooser";
-
-/// Asks the desktop's file chooser (the portal's `OpenFile`, which GNOME, KDE
-/// and wlroots desktops answer with their own dialog) for files to attach.
-/// Cancelling is an empty list, not an error.
-pub fn choose_files(conn: &zbus::blocking::Connection, title: &str) -> Result<Vec<std::path::PathBuf>, String> {
-    portal_owner(conn)?;
-    let _ = register_host(conn);
-    let handle = token("open_file");
-    // What the sidebar attaches: documents first, anything readable as text too.
-    let patterns: Vec<(u32, String)> = ["pdf", "docx", "odt", "xlsx", "xls", "ods", "pptx", "odp", "epub", "html", "md", "csv", "txt"].iter().map(|e| (0u32, format!("*.{e}"))).collect();
-    let filters = vec![("Documents".to_owned(), patterns), ("All files".to_owned(), vec![(0u32, "*".to_owned())])];
-    let options: HashMap<&str, Value> = HashMap::from([
-        ("handle_token", Value::from(handle.as_str())),
-        ("multiple", Value::from(true)),
-        ("modal", Value::from(false)),
-        ("filters", Value::from(filters)),
-    ]);
-    let answer = request(conn, PORTAL, "OpenFile", &handle, || conn.call_method(Some(PORTAL), PORTAL_PATH, Some(FILE_CHOOSER), "OpenFile", &("", title, options)));
-    let results = match answer {
-        Ok(results) => results,
-        Err(err) if err.starts_with("you declined") => return Ok(Vec::new()),
-        Err(err) => return Err(err),
-    };
-    let uris: Vec<String> = results.get("uris").and_then(|v| v.try_clone().ok()).and_then(|v| Vec::<String>::try_from(v).ok()).unwrap_or_default();
-    Ok(uris.iter().filter_map(|uri| file_uri_path(uri)).collect())
-}
-
-/// `file:///home/a/My%20report.pdf` → `/home/a/My report.pdf` (other schemes: none).
-pub fn file_uri_path(uri: &str) -> Option<std::path::PathBuf> {
-    let url = url::Url::parse(uri).ok()?;
-    (url.scheme() == "file").then(|| url.to_file_path().ok()).flatten()
 }

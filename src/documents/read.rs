@@ -454,7 +454,8 @@ fn epub(path: &Path, corrupt: &dyn Fn(String) -> ReadError) -> Result<(Option<St
             continue;
         }
         let number = parts.len() as u32 + 1;
-        let heading = regex::Regex::new(r"(?is)<h[12][^>]*>(.*?)</h[12]>").expect("valid").captures(&html).map(|c| crate::tools::web::html_to_text(&c[1]).trim().to_owned()).filter(|h| !h.is_empty());
+        static HEADING: std::sync::LazyLock<regex::Regex> = std::sync::LazyLock::new(|| regex::Regex::new(r"(?is)<h[12][^>]*>(.*?)</h[12]>").expect("valid"));
+        let heading = HEADING.captures(&html).map(|c| crate::tools::web::html_to_text(&c[1]).trim().to_owned()).filter(|h| !h.is_empty());
         let label = match heading {
             Some(h) => format!("chapter {number}: {}", cut_chars(&h, 60)),
             None => format!("chapter {number}"),
@@ -501,7 +502,7 @@ fn pdf(path: &Path, shown: &str, deadline: Instant, selection: &Selection, notes
         let result = {
             let mut output = pdf_extract::PlainTextOutput::new(&mut text);
             // A page whose content stream is broken is said, the rest still read.
-            std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| pdf_extract::output_doc_page(&doc, &mut output, number)))
+            crate::runtime::contain("a PDF page", || pdf_extract::output_doc_page(&doc, &mut output, number))
         };
         let note = match result {
             Ok(Ok(())) if text.trim().is_empty() => Some("no text layer: a scanned or image-only page (cowork does not read text in images)".to_owned()),
@@ -797,8 +798,11 @@ pub fn parse_cell(cell: &str) -> Option<(u32, u32)> {
     (row >= 1).then(|| (row - 1, col))
 }
 
+/// A cell as (row, column), from 0.
+type Cell = (u32, u32);
+
 /// "A1:D20" → ((0,0),(19,3)); one cell is a range of one.
-fn parse_cells(spec: &str) -> Result<((u32, u32), (u32, u32)), ReadError> {
+fn parse_cells(spec: &str) -> Result<(Cell, Cell), ReadError> {
     let bad = || ReadError::Selection(format!("{spec:?} is not a cell range like A1:D20"));
     let (a, b) = spec.split_once(':').unwrap_or((spec, spec));
     let (a, b) = (parse_cell(a).ok_or_else(bad)?, parse_cell(b).ok_or_else(bad)?);
@@ -973,7 +977,7 @@ impl Document {
                 None => format!("--- {} ---\n", part.label),
             };
             let body_chars = part.text.chars().count();
-            if used + header.len() + body_chars + 1 <= max_chars {
+            if used + header.len() + body_chars < max_chars {
                 out.push_str(&header);
                 if !part.text.is_empty() {
                     out.push_str(&part.text);

@@ -263,13 +263,12 @@ pub fn sheets_from_text(text: &str) -> Vec<Sheet> {
 /// "12", "3.5", "1,234.50" → numbers; "true"/"false" → booleans; the rest text.
 fn cell_value(text: &str) -> Value {
     let plain = text.replace(',', "");
-    if !text.is_empty() && !text.starts_with('0') || text == "0" || text.starts_with("0.") {
-        if let Ok(n) = plain.parse::<f64>()
-            && n.is_finite()
-            && (text.chars().all(|c| c.is_ascii_digit() || matches!(c, '.' | '-' | ',' | '+' | 'e' | 'E')))
-        {
-            return serde_json::Number::from_f64(n).map(Value::Number).unwrap_or(Value::String(text.into()));
-        }
+    if (!text.is_empty() && !text.starts_with('0') || text == "0" || text.starts_with("0."))
+        && let Ok(n) = plain.parse::<f64>()
+        && n.is_finite()
+        && (text.chars().all(|c| c.is_ascii_digit() || matches!(c, '.' | '-' | ',' | '+' | 'e' | 'E')))
+    {
+        return serde_json::Number::from_f64(n).map(Value::Number).unwrap_or(Value::String(text.into()));
     }
     match text {
         "true" | "TRUE" => Value::Bool(true),

@@ -30,7 +30,10 @@ pub enum Dialect {
 }
 
 fn attr(e: &quick_xml::events::BytesStart<'_>, local: &[u8]) -> Option<String> {
-    e.attributes().flatten().find(|a| a.key.local_name().as_ref() == local).and_then(|a| { let raw = String::from_utf8_lossy(&a.value).into_owned(); Some(quick_xml::escape::unescape(&raw).map(|v| v.into_owned()).unwrap_or(raw)) })
+    e.attributes().flatten().find(|a| a.key.local_name().as_ref() == local).map(|a| {
+        let raw = String::from_utf8_lossy(&a.value).into_owned();
+        quick_xml::escape::unescape(&raw).map(|v| v.into_owned()).unwrap_or(raw)
+    })
 }
 
 /// The blocks of one XML part. Malformed XML is an error with its position.
@@ -119,11 +122,7 @@ pub fn blocks(xml: &str, dialect: Dialect) -> Result<Vec<Block>, String> {
                             *level = heading_level(&style);
                         }
                     }
-                    b"pageBreakBefore" => {
-                        if attr(e, b"val").is_none_or(|v| v != "0" && v != "false") {
-                            out.push(Block::PageBreak);
-                        }
-                    }
+                    b"pageBreakBefore" if attr(e, b"val").is_none_or(|v| v != "0" && v != "false") => out.push(Block::PageBreak),
                     b"page" if dialect == Dialect::OpenDocument => out.push(Block::Slide),
                     b"p" | b"h" => out.push(Block::Paragraph(String::new())),
                     _ => {}
@@ -239,7 +238,7 @@ fn emit_paragraph(out: &mut Vec<Block>, text: String) {
     out.push(Block::Paragraph(text));
 }
 
-fn flush(para: &mut Option<(String, u8)>, out: &mut Vec<Block>, rows: &mut Vec<Vec<String>>, cell: &mut Vec<String>) {
+fn flush(para: &mut Option<(String, u8)>, out: &mut Vec<Block>, rows: &mut [Vec<String>], cell: &mut [String]) {
     if let Some((text, level)) = para.take() {
         emit(out, rows, cell, text, level);
     }

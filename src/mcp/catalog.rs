@@ -174,7 +174,9 @@ fn on_path_in(program: &str, path: Option<&std::ffi::OsStr>) -> Option<PathBuf> 
 /// Whether npx and uvx are on PATH, looked up at most every 5 s: Settings asks
 /// for each entry every frame, and a walk of PATH is a stat per folder.
 fn runner_found(program: &'static str) -> bool {
-    static FOUND: parking_lot::Mutex<Option<(std::time::Instant, Vec<(&'static str, bool)>)>> = parking_lot::Mutex::new(None);
+    /// When PATH was last walked, and each runner's answer then.
+    type Found = Option<(std::time::Instant, Vec<(&'static str, bool)>)>;
+    static FOUND: parking_lot::Mutex<Found> = parking_lot::Mutex::new(None);
     let mut found = FOUND.lock();
     if found.as_ref().is_none_or(|(at, _)| at.elapsed() > std::time::Duration::from_secs(5)) {
         *found = Some((std::time::Instant::now(), Vec::new()));

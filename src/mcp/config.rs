@@ -536,7 +536,7 @@ fn strings(value: Option<&Value>) -> Vec<String> {
 fn string_map(value: Option<&Value>) -> BTreeMap<String, String> {
     value
         .and_then(Value::as_object)
-        .map(|m| m.iter().filter_map(|(k, v)| Some((k.clone(), v.as_str().map(str::to_owned).unwrap_or_else(|| v.to_string())))).collect())
+        .map(|m| m.iter().map(|(k, v)| (k.clone(), v.as_str().map(str::to_owned).unwrap_or_else(|| v.to_string()))).collect())
         .unwrap_or_default()
 }
 

@@ -492,10 +492,7 @@ impl Connection {
         }
         let request = ClientRequest::PingRequest(Default::default());
         let Ok(handle) = self.service.peer().send_request_with_option(request, PeerRequestOptions::no_options()).await else { return false };
-        match tokio::time::timeout(timeout, handle.rx).await {
-            Ok(Ok(Ok(_))) | Ok(Ok(Err(rmcp::ServiceError::McpError(_)))) => true,
-            _ => false,
-        }
+        matches!(tokio::time::timeout(timeout, handle.rx).await, Ok(Ok(Ok(_) | Err(rmcp::ServiceError::McpError(_)))))
     }
 
     /// Calls `tool` with `arguments`; progress goes to `on_progress`; `stop`

@@ -185,7 +185,7 @@ impl Backend {
                 Answer::Text(result)
             }
             Ask::Refused { client, tool, args, why } => {
-                let entry = self.entry(&client, &tool, &args, "refused", &why, None, now);
+                let entry = served_entry(&client, &tool, &args, "refused", &why, None, now);
                 if let Err(err) = self.write(&AgentWrite::Audit(entry)) {
                     tracing::warn!(%err, "a refused MCP call was not audited");
                 }
@@ -239,16 +239,12 @@ impl Backend {
         }
     }
 
-    fn entry(&self, client: &Client, tool: &str, args: &Value, decision: &str, why: &str, result: Option<(&str, bool)>, now: i64) -> AuditEntry {
-        AuditEntry::for_served(&format!("mcp serve: {tool}"), args, decision, &format!("MCP client {} ({})", client.name, client.transport), why, result, now)
-    }
-
     fn audit(&mut self, client: &Client, tool: &str, args: &Value, result: &Result<String, String>, started: Instant, now: i64) {
         let (text, is_error) = match result {
             Ok(text) => (text.as_str(), false),
             Err(err) => (err.as_str(), true),
         };
-        let mut entry = self.entry(client, tool, args, "served", "", Some((text, is_error)), now);
+        let mut entry = served_entry(client, tool, args, "served", "", Some((text, is_error)), now);
         entry.duration_millis = Some(started.elapsed().as_millis() as i64);
         if let Err(err) = self.write(&AgentWrite::Audit(entry)) {
             tracing::warn!(%err, "an MCP call was not audited");
@@ -405,6 +401,11 @@ impl ServerHandler for MemoryServer {
     }
 }
 
+/// The audit line of one call another assistant made.
+fn served_entry(client: &Client, tool: &str, args: &Value, decision: &str, why: &str, result: Option<(&str, bool)>, now: i64) -> AuditEntry {
+    AuditEntry::for_served(&format!("mcp serve: {tool}"), args, decision, &format!("MCP client {} ({})", client.name, client.transport), why, result, now)
+}
+
 /// The `mcp-serve` thread: answers jobs until every handler is gone. A
 /// panic in one job answers that job with an error and the thread goes on.
 fn spawn_backend(paths: &Paths, allow: Vec<String>, jobs: Receiver<Job>) -> std::io::Result<std::thread::JoinHandle<()>> {
@@ -413,7 +414,7 @@ fn spawn_backend(paths: &Paths, allow: Vec<String>, jobs: Receiver<Job>) -> std:
         let embedder = SharedEmbedder::new(crate::memory::embed::model_dir(&paths.models_dir));
         let mut backend = Backend { paths, allow, reader: None, writer: None, embedder, indexes: RefCell::new(None) };
         for job in jobs {
-            let answer = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| backend.handle(job.ask)));
+            let answer = crate::runtime::contain("a memory call of another assistant", || backend.handle(job.ask));
             let answer = answer.unwrap_or_else(|_| {
                 backend.reader = None;
                 backend.indexes = RefCell::new(None);

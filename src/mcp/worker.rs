@@ -576,10 +576,10 @@ impl McpWorker {
 
     /// The user's answer goes back to the server that asked.
     fn elicited(&mut self, id: i64, answer: super::elicit::Answer) {
-        if let Some((server, reply)) = self.elicitations.remove(&id) {
-            if reply.send(answer).is_err() {
-                self.sink.send(AppEvent::Notice(format!("{server} no longer waits for that answer")));
-            }
+        if let Some((server, reply)) = self.elicitations.remove(&id)
+            && reply.send(answer).is_err()
+        {
+            self.sink.send(AppEvent::Notice(format!("{server} no longer waits for that answer")));
         }
         self.sink.send(AppEvent::ElicitationClosed { id });
     }

@@ -146,10 +146,13 @@ pub fn write_mirrors(conn: &Connection, data_dir: &Path, at_millis: i64) -> anyh
     Ok(())
 }
 
+/// A hand-edited file: which, its facts now, and the lines that were not kept (why).
+pub type Edit = (File, Vec<String>, Vec<String>);
+
 /// What the user changed in the files since they were written, per file:
 /// the new list of facts (and problems with lines that were not kept).
 /// A file that is missing or unchanged gives nothing.
-pub fn edited(conn: &Connection, data_dir: &Path) -> rusqlite::Result<Vec<(File, Vec<String>, Vec<String>)>> {
+pub fn edited(conn: &Connection, data_dir: &Path) -> rusqlite::Result<Vec<Edit>> {
     let mut out = Vec::new();
     for file in File::ALL {
         let Ok(text) = std::fs::read_to_string(file.path(data_dir)) else { continue };

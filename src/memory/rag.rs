@@ -267,7 +267,7 @@ pub fn recent_unembedded(conn: &Connection, limit: usize) -> rusqlite::Result<Ve
         .query_map(params![limit as i64], |r| r.get(0))?
         .collect::<rusqlite::Result<_>>()?;
     items.extend(items_by_chunk(conn, &waiting, Origin::Recent)?);
-    items.sort_by(|a, b| b.at_millis.cmp(&a.at_millis));
+    items.sort_by_key(|item| std::cmp::Reverse(item.at_millis));
     items.truncate(limit);
     Ok(items)
 }

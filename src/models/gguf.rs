@@ -83,7 +83,7 @@ fn value_of(r: &mut impl Read, kind: u32) -> anyhow::Result<Value> {
             let width = match item {
                 0 | 1 | 7 => Some(1),
                 2 | 3 => Some(2),
-                4 | 5 | 6 => Some(4),
+                4..=6 => Some(4),
                 10..=12 => Some(8),
                 _ => None,
             };
@@ -205,7 +205,7 @@ pub const RUNTIME_OVERHEAD_BYTES: u64 = 300_000_000;
 /// for `context_tokens`, against `available_bytes` minus a reserve.
 pub fn preflight(info: &GgufInfo, context_tokens: u64, available_bytes: u64, total_bytes: u64) -> Preflight {
     let context_tokens = if info.context_length > 0 { context_tokens.min(info.context_length) } else { context_tokens };
-    let head_dim = if info.head_count > 0 { info.embedding_length / info.head_count } else { 0 };
+    let head_dim = info.embedding_length.checked_div(info.head_count).unwrap_or(0);
     let kv_cache_bytes = 2 * info.block_count * info.head_count_kv * head_dim * context_tokens * 4;
     let reserve_bytes = (total_bytes / 10).max(512_000_000);
     let mut result = Preflight {

@@ -49,7 +49,7 @@ fn q5_0_block_to_q8_0(block: &[u8], out: &mut [u8]) {
 
 /// Q5_0 tensor bytes as Q8_0 tensor bytes.
 pub fn q5_0_to_q8_0(raw: &[u8]) -> anyhow::Result<Vec<u8>> {
-    if raw.len() % Q5_0_BLOCK_BYTES != 0 {
+    if !raw.len().is_multiple_of(Q5_0_BLOCK_BYTES) {
         bail!("{} bytes are not whole Q5_0 blocks", raw.len());
     }
     let mut out = vec![0u8; raw.len() / Q5_0_BLOCK_BYTES * Q8_0_BLOCK_BYTES];

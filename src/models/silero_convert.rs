@@ -102,7 +102,7 @@ pub fn to_ggml(safetensors_bytes: &[u8], version: [i32; 3]) -> anyhow::Result<Ve
         int(&mut out, value);
     }
     let expected_names: std::collections::HashSet<_> = PLAN.iter().map(|p| p.source).collect();
-    if let Some(extra) = tensors.names().into_iter().find(|name| !expected_names.contains(name.as_ref() as &str)) {
+    if let Some(extra) = tensors.names().into_iter().find(|name| !expected_names.contains(*name)) {
         bail!("unexpected tensor {extra:?}: not Silero VAD's 16 kHz model");
     }
     for planned in PLAN {

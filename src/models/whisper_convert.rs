@@ -315,7 +315,7 @@ fn write_tensor(out: &mut impl Write, tensor: &OutTensor, var: &Variable) -> any
     let (mut shape, data): (Vec<usize>, &[u8]) = match tensor.part {
         None => (var.shape.clone(), &var.data),
         Some((index, parts)) => {
-            ensure!(var.shape[0] % parts == 0, "{}: cannot split {:?} in {parts}", tensor.source, var.shape);
+            ensure!(var.shape[0].is_multiple_of(parts), "{}: cannot split {:?} in {parts}", tensor.source, var.shape);
             let rows = var.shape[0] / parts;
             let row_bytes = var.data.len() / var.shape[0];
             let mut shape = var.shape.clone();

@@ -229,6 +229,20 @@ fn supervise<W, F>(
     }
 }
 
+/// The other boundary where a panic is caught: one unit of work inside a
+/// worker whose own state the caller resets on `Err` (a reply to one
+/// request, one page of a third-party parser), so the rest goes on. The
+/// panic is logged with `what` and its message, which the `Err` also holds.
+pub fn contain<T>(what: &str, work: impl FnOnce() -> T) -> Result<T, String> {
+    #[allow(clippy::disallowed_methods)]
+    let outcome = catch_unwind(AssertUnwindSafe(work));
+    outcome.map_err(|payload| {
+        let message = panic_message(payload.as_ref());
+        tracing::error!(what, panic = %message, "contained a panic");
+        message
+    })
+}
+
 fn panic_message(payload: &(dyn std::any::Any + Send)) -> String {
     if let Some(text) = payload.downcast_ref::<&str>() {
         (*text).to_owned()

@@ -399,8 +399,11 @@ pub fn clips_between(conn: &Connection, since_millis: i64, until_millis: i64) ->
     rows.collect()
 }
 
+/// Texts with their times in milliseconds, oldest first.
+pub type TimedTexts = Vec<(i64, String)>;
+
 /// Typed text and copied text in one session's window and time, as (time, text).
-pub fn session_detail(conn: &Connection, session_id: i64) -> rusqlite::Result<(Vec<(i64, String)>, Vec<(i64, String)>)> {
+pub fn session_detail(conn: &Connection, session_id: i64) -> rusqlite::Result<(TimedTexts, TimedTexts)> {
     let (start, end, title): (i64, i64, String) = conn.query_row(
         // An open session runs until now: typing after its last heartbeat is its too.
         "SELECT started_at_ms, coalesce(ended_at_ms, 9223372036854775806), title FROM activity_sessions WHERE session_id = ?1",

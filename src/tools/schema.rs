@@ -84,11 +84,11 @@ fn check(schema: &Value, value: &Value, at: &str, errors: &mut Vec<String>) {
         errors.push(format!("{at} must be {article} {}, got {} {}", want.unwrap_or("?"), type_name(value), short(value)));
         return;
     }
-    if let Some(allowed) = schema.get("enum").and_then(Value::as_array) {
-        if !allowed.contains(value) {
-            let list: Vec<String> = allowed.iter().map(|v| v.to_string()).collect();
-            errors.push(format!("{at} must be one of {}, got {}", list.join(", "), short(value)));
-        }
+    if let Some(allowed) = schema.get("enum").and_then(Value::as_array)
+        && !allowed.contains(value)
+    {
+        let list: Vec<String> = allowed.iter().map(|v| v.to_string()).collect();
+        errors.push(format!("{at} must be one of {}, got {}", list.join(", "), short(value)));
     }
     match value {
         Value::Object(object) => {

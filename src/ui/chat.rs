@@ -420,10 +420,8 @@ fn answer_footer_ui(ui: &mut egui::Ui, state: &AppState, index: usize, panel: &m
             ui.ctx().request_repaint_after(std::time::Duration::from_secs(1));
         }
         let last_for_ask = !state.messages[index + 1..].iter().any(|m| m.role == Role::Assistant && m.ask_id == message.ask_id);
-        if last_for_ask && message.status.is_some() && state.generating.is_none() && message.ask_id.is_some() {
-            if ui.small_button("Retry with a smarter model").clicked() {
-                actions.push(UiAction::TryHarder { answer_id: message.message_id });
-            }
+        if last_for_ask && message.status.is_some() && state.generating.is_none() && message.ask_id.is_some() && ui.small_button("Retry with a smarter model").clicked() {
+            actions.push(UiAction::TryHarder { answer_id: message.message_id });
         }
     });
     let (_, sessions) = answer_words(&mut panel.answer_words, message);

@@ -28,7 +28,7 @@ pub struct McpChatPanel {
 }
 
 /// Running servers with something to offer the chat input.
-fn offering<'a>(state: &'a AppState, what: impl Fn(&crate::events::McpServerView) -> bool) -> impl Iterator<Item = &'a crate::events::McpServerView> {
+fn offering(state: &AppState, what: impl Fn(&crate::events::McpServerView) -> bool) -> impl Iterator<Item = &crate::events::McpServerView> {
     state.mcp_servers.iter().filter(move |s| s.status == crate::events::McpServerStatus::Running && what(s))
 }
 

@@ -215,7 +215,7 @@ fn injection_case(hostile: Hostile<'_>, first: (&str, Value)) {
     std::fs::write(notes.join("todo.md"), "keep me").unwrap();
     let pwned = home.path().join("pwned");
     let server = scripted(vec![
-        calls(&[first.clone()]),
+        calls(std::slice::from_ref(&first)),
         calls(&[("run_command", json!({"command": format!("rm -rf {}", notes.display())})), ("run_command", json!({"command": format!("touch {}", pwned.display())}))]),
         answer("ok"),
     ]);
@@ -321,7 +321,7 @@ fn cowork_pid(data: &std::path::Path) -> Option<i32> {
         let cmdline = std::fs::read(entry.path().join("cmdline")).ok()?;
         let args: Vec<String> = cmdline.split(|b| *b == 0).map(|a| String::from_utf8_lossy(a).into_owned()).collect();
         let exe = std::fs::read_link(entry.path().join("exe")).ok()?;
-        (exe.file_name()? == "cowork" && args.iter().any(|a| *a == wanted)).then_some(pid)
+        (exe.file_name()? == "cowork" && args.contains(&wanted)).then_some(pid)
     })
 }
 

@@ -225,9 +225,12 @@ fn session(conn: &rusqlite::Connection, id: i64, app: &str, title: &str, start: 
     cowork::store::upsert_session(conn, &session).unwrap();
 }
 
+/// The prompts a scripted agent got: (system, user).
+type Prompts = Arc<parking_lot::Mutex<Vec<(String, String)>>>;
+
 /// A worker over a real cowork.db, with a stand-in agent answering completions
 /// (the prompts it got are kept).
-fn apps_worker(dir: &Path, answer: &'static str) -> (cowork::apps::worker::AppsWorker, Arc<parking_lot::Mutex<Vec<(String, String)>>>) {
+fn apps_worker(dir: &Path, answer: &'static str) -> (cowork::apps::worker::AppsWorker, Prompts) {
     use cowork::agent::AgentCommand;
     let (agent, asked) = crossbeam_channel::bounded(4);
     let prompts = Arc::new(parking_lot::Mutex::new(Vec::new()));

@@ -327,9 +327,12 @@ fn each_provider_lists_its_models_with_context_and_prices_and_the_cli_picks_one(
     assert!(!ok && err.contains("no provider \"nobody\""), "{err}");
 }
 
+/// Tokens one request reported: (input, output, cache read, cache write).
+type Usage = (u64, u64, u64, u64);
+
 /// Ten questions in one chat with an agent at `mock`; returns the usage the
 /// provider reported per request and the usage rows cowork kept.
-fn ten_questions(mock: &Mock, name: &str, kind: &str, model: &str, caching: bool, prices: (f64, f64)) -> (Vec<(u64, u64, u64, u64)>, f64, f64) {
+fn ten_questions(mock: &Mock, name: &str, kind: &str, model: &str, caching: bool, prices: (f64, f64)) -> (Vec<Usage>, f64, f64) {
     // The model's list prices (a loopback server is otherwise free).
     let extra = format!(r#", "prompt_caching": {caching}, "price_in_per_mtok": {}, "price_out_per_mtok": {}"#, prices.0, prices.1);
     let (_data, paths) = fixture(mock, name, kind, model, &extra);

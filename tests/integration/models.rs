@@ -12,10 +12,13 @@ use super::support::{have_program, models_dir, require, temp_dir, whisper_model}
 
 /// A tiny HTTP/1.1 file server that honours `Range: bytes=N-` and can cut the
 /// first response short, like a dropped connection.
+/// A file the server offers: its path and its bytes.
+type NamedFile = (String, Vec<u8>);
+
 pub(super) struct FileServer {
     pub(super) base: String,
     pub(super) ranges_seen: Arc<Mutex<Vec<Option<String>>>>,
-    files: Arc<Mutex<Vec<(String, Vec<u8>)>>>,
+    files: Arc<Mutex<Vec<NamedFile>>>,
     /// A pause after each 256 KB sent (a slow line, so a download can be cancelled mid-file).
     pub(super) pause_per_chunk: Arc<Mutex<std::time::Duration>>,
     /// The next response is cut after this many bytes (a dropped connection).

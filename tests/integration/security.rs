@@ -687,7 +687,8 @@ fn cowork_mcp_serve_withholds_denied_apps_and_domains_also_in_chats_and_summarie
     // Chats: one cites the Signal session without naming it; one sent the bank page as context;
     // one names Signal; one is harmless.
     let citation = json!([{"n": 1, "chunk_id": null, "stream": "window", "source_id": 101, "at_millis": now - 3 * hour, "label": "Priya", "open_id": 101}]).to_string();
-    let threads: [(i64, &str, Option<&str>, &str, Option<String>); 4] = [
+    type Thread<'a> = (i64, &'a str, Option<&'a str>, &'a str, Option<String>);
+    let threads: [Thread; 4] = [
         (1, "What did Priya say about the deal?", None, "She said the merger closes Friday.", Some(citation)),
         (2, "What is my balance?", Some("Firefox — Statement <https://online.mybank.example/statement>"), "Your statement shows an overdraft of 2,300.", None),
         (3, "Summarise my chats", None, "Chatted in Signal with Priya: the quarterly numbers look good.", None),

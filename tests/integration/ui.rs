@@ -556,9 +556,7 @@ fn stream_health_shows_age_rate_drops_and_errors() {
 fn consent_shows_the_exact_preview_and_retry_offers_the_next_tier_with_its_cost() {
     let (mut harness, far) = app();
     // Two cloud tiers, from settings; providers.json is not needed for the consent prompt.
-    for (key, value) in [("brains.tiers", "cheap, smart")] {
-        far.events.send(AppEvent::Setting { key: key.into(), value: value.into() }).unwrap();
-    }
+    far.events.send(AppEvent::Setting { key: "brains.tiers".into(), value: "cheap, smart".into() }).unwrap();
     type_message(&mut harness, "Summarise my morning");
     harness.run();
     harness.get_by_label("Send").click();

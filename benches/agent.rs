@@ -14,8 +14,8 @@ use std::time::Duration;
 use cowork::agent::operation::{self, Limits, State};
 use cowork::agent::store::{self as agent_store, AgentWrite, CallRow, OperationRow};
 use cowork::brains::{Role, Turn};
-use cowork::tools::files::FilesEnv;
 use cowork::tools::{Origin, policy, registry};
+use cowork::tools::files::FilesEnv;
 use criterion::{Criterion, criterion_group, criterion_main};
 use serde_json::{Value, json};
 
@@ -121,7 +121,7 @@ fn step(c: &mut Criterion) {
                     tool: (*tool).to_owned(),
                     arguments: args.clone(),
                     risk: cowork::tools::Risk::Sensitive,
-                    status: cowork::events::CallStatus::Waiting,
+                    status: cowork::agent::events::CallStatus::Waiting,
                     why: "ask unless a rule allows it".into(),
                     decided_by: Some("policy: default".into()),
                     output: None,

@@ -13,9 +13,9 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use cowork::automations::{AutomationsCommand, AutomationsConfig, Flow};
 use cowork::automations::steps::{Notice, Notifier, StepRequest, StepRunner, SystemClock};
 use cowork::automations::worker::{AutomationsChannels, AutomationsWorker};
-use cowork::automations::{AutomationsCommand, AutomationsConfig, Flow};
 use cowork::tools::Origin;
 
 struct NoAgent;
@@ -45,14 +45,13 @@ fn percentile(sorted: &[f64], p: f64) -> f64 {
 
 fn worker(dir: &std::path::Path) -> AutomationsWorker {
     let (_, reports) = crossbeam_channel::bounded(1);
-    let (events, _) = crossbeam_channel::bounded(4096);
     let mut worker = AutomationsWorker::new(
         AutomationsConfig { db_path: dir.join("cowork.db") },
         Arc::new(SystemClock),
         Box::new(NoAgent),
         Box::new(Quiet),
         reports,
-        cowork::runtime::EventSink::new(events, || {}),
+        cowork::runtime::EventSink::ignored(),
     );
     worker.open().unwrap();
     worker
@@ -86,7 +85,7 @@ fn spawn(dir: &std::path::Path) -> cowork::runtime::WorkerHandle<AutomationsComm
         Arc::new(SystemClock),
         || Box::new(NoAgent),
         || Box::new(Quiet),
-        cowork::runtime::EventSink::new(events, || {}),
+        cowork::runtime::EventSink::<cowork::events::AppEvent>::new(events, || {}).narrow(),
         cowork::runtime::RestartPolicy::default(),
     )
     .unwrap()

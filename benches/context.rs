@@ -1,8 +1,8 @@
 //! Layer-1 context assembly: direct SQL over recent sessions plus rendering
 //! within the token budget, on a database holding 100k sessions.
 
-use cowork::events::{ActivitySession, SessionEnd};
 use cowork::llm::context::layer1_context;
+use cowork::records::{ActivitySession, SessionEnd};
 use cowork::store::{open_writer, upsert_session};
 use criterion::{Criterion, criterion_group, criterion_main};
 

@@ -17,8 +17,8 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-use cowork::capture::clipboard::{ClipboardSource, spawn_clipboard};
 use cowork::capture::{CaptureCommand, CaptureConfig, spawn_capture};
+use cowork::capture::clipboard::{ClipboardSource, spawn_clipboard};
 use cowork::desktop::backend::Backend;
 use cowork::desktop::session::{Capability, probe_with, report};
 use cowork::runtime::{EventSink, RestartPolicy, WorkerHandle};
@@ -61,10 +61,10 @@ fn percentile(sorted: &[f64], p: f64) -> f64 {
 fn capture(db: &Path, backend: Backend, display: Option<String>) -> (WorkerHandle<StoreCommand>, WorkerHandle<CaptureCommand>) {
     let (events, events_rx) = bounded(1 << 16);
     std::thread::spawn(move || for _ in events_rx {});
-    let sink = EventSink::new(events, || {});
-    let store = spawn_store(db.to_path_buf(), sink.clone(), RestartPolicy::default()).unwrap();
+    let sink = EventSink::<cowork::events::AppEvent>::new(events, || {});
+    let store = spawn_store(db.to_path_buf(), sink.narrow(), RestartPolicy::default()).unwrap();
     let config = CaptureConfig { display, afk_secs: 3600, rules: Default::default(), backend };
-    let capture = spawn_capture(config, store.commands.clone(), sink, RestartPolicy::default()).unwrap();
+    let capture = spawn_capture(config, store.commands.clone(), sink.narrow(), RestartPolicy::default()).unwrap();
     (store, capture)
 }
 
@@ -270,7 +270,7 @@ fn idle(seconds: u64) {
     std::thread::spawn(move || for _ in events_rx {});
     let (_copy_tx, copy_rx) = bounded(1);
     let mut clipboard =
-        spawn_clipboard(None, ClipboardSource::Wayland(target), store.commands.clone(), copy_rx, EventSink::new(events, || {}), RestartPolicy::default())
+        spawn_clipboard(None, ClipboardSource::Wayland(target), store.commands.clone(), copy_rx, EventSink::<cowork::events::AppEvent>::new(events, || {}).narrow(), RestartPolicy::default())
             .unwrap();
     std::thread::sleep(Duration::from_secs(3));
     let (percent, ticks, hz) = idle_cpu(&["capture", "clipboard"], seconds);

@@ -23,7 +23,8 @@ use std::process::{Command, Stdio};
 use std::sync::atomic::AtomicBool;
 use std::time::{Duration, Instant};
 
-use cowork::events::{AppEvent, McpServerStatus};
+use cowork::events::AppEvent;
+use cowork::mcp::events::{McpEvent, McpServerStatus};
 use cowork::mcp::worker::McpClient;
 use criterion::{Criterion, criterion_group, criterion_main};
 use serde_json::json;
@@ -39,12 +40,12 @@ fn rss_kib(pid: u32) -> u64 {
 }
 
 /// Waits (up to 60 s) for a report with `count` servers, all running (an error fails at once).
-fn running(events: &crossbeam_channel::Receiver<AppEvent>, count: usize) -> Vec<cowork::events::McpServerView> {
+fn running(events: &crossbeam_channel::Receiver<AppEvent>, count: usize) -> Vec<cowork::mcp::events::McpServerView> {
     let deadline = Instant::now() + Duration::from_secs(60);
     loop {
         match events.recv_timeout(deadline.saturating_duration_since(Instant::now())) {
-            Ok(AppEvent::McpServers(servers)) if servers.len() == count && servers.iter().all(|s| s.status == McpServerStatus::Running) => return servers,
-            Ok(AppEvent::McpServers(servers)) if servers.iter().any(|s| matches!(s.status, McpServerStatus::Error(_))) => panic!("{servers:?}"),
+            Ok(AppEvent::Mcp(McpEvent::McpServers(servers))) if servers.len() == count && servers.iter().all(|s| s.status == McpServerStatus::Running) => return servers,
+            Ok(AppEvent::Mcp(McpEvent::McpServers(servers))) if servers.iter().any(|s| matches!(s.status, McpServerStatus::Error(_))) => panic!("{servers:?}"),
             Ok(_) => {}
             Err(_) => panic!("the MCP servers did not start"),
         }
@@ -70,7 +71,7 @@ fn bench(c: &mut Criterion) {
     std::fs::write(data.path().join("mcp-servers.json"), config.to_string()).unwrap();
     let rss_before = rss_kib(std::process::id());
     let (events_tx, events) = crossbeam_channel::bounded(1024);
-    let sink = cowork::runtime::EventSink::new(events_tx, || {});
+    let sink = cowork::runtime::EventSink::<cowork::events::AppEvent>::new(events_tx, || {}).narrow();
     let mut worker = cowork::mcp::worker::spawn_mcp(data.path().to_owned(), sink, cowork::runtime::RestartPolicy::default()).unwrap();
     let servers = running(&events, 2);
     for server in &servers {
@@ -139,7 +140,7 @@ fn browser(c: &mut Criterion) {
     let data = tempfile::tempdir().unwrap();
     std::fs::write(data.path().join("mcp-servers.json"), json!({"mcpServers": {"browser": {"builtin": "browser"}}}).to_string()).unwrap();
     let (events_tx, events) = crossbeam_channel::bounded(1024);
-    let sink = cowork::runtime::EventSink::new(events_tx, || {});
+    let sink = cowork::runtime::EventSink::<cowork::events::AppEvent>::new(events_tx, || {}).narrow();
     let mut worker = cowork::mcp::worker::spawn_mcp(data.path().to_owned(), sink, cowork::runtime::RestartPolicy::default()).unwrap();
     let server = running(&events, 1).remove(0);
     println!("browser connect: {} ms (Playwright's server; Chromium starts at the first page)", server.connect_millis.unwrap_or_default());
@@ -185,7 +186,7 @@ fn serve_search(c: &mut Criterion) {
     let config = json!({"mcpServers": {"cowork": {"url": format!("http://127.0.0.1:{port}/mcp"), "headers": {"Authorization": format!("Bearer {token}")}}}});
     std::fs::write(client_dir.path().join("mcp-servers.json"), config.to_string()).unwrap();
     let (events_tx, events) = crossbeam_channel::bounded(1024);
-    let sink = cowork::runtime::EventSink::new(events_tx, || {});
+    let sink = cowork::runtime::EventSink::<cowork::events::AppEvent>::new(events_tx, || {}).narrow();
     let mut worker = cowork::mcp::worker::spawn_mcp(client_dir.path().to_owned(), sink, cowork::runtime::RestartPolicy::default()).unwrap();
     running(&events, 1);
     let client = McpClient { commands: worker.commands.clone() };

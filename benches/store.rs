@@ -3,7 +3,7 @@
 
 use std::time::{Duration, Instant};
 
-use cowork::events::{ActivitySession, SessionEnd};
+use cowork::records::{ActivitySession, SessionEnd};
 use cowork::runtime::{EventSink, RestartPolicy};
 use cowork::store::{StoreCommand, spawn_store};
 use criterion::{Criterion, Throughput, criterion_group, criterion_main};
@@ -26,7 +26,7 @@ fn session(session_id: i64) -> ActivitySession {
 fn ingest(c: &mut Criterion) {
     let dir = tempfile::tempdir().unwrap();
     let (events, _events_rx) = bounded(1 << 16);
-    let sink = EventSink::new(events, || {});
+    let sink = EventSink::<cowork::events::AppEvent>::new(events, || {}).narrow();
     let mut store = spawn_store(dir.path().join("cowork.db"), sink, RestartPolicy::default()).unwrap();
     let batch = 10_000i64;
     let mut next = 0i64;
@@ -58,7 +58,7 @@ fn capture_to_searchable(c: &mut Criterion) {
     let dir = tempfile::tempdir().unwrap();
     let db = dir.path().join("cowork.db");
     let (events, _events_rx) = bounded(1 << 16);
-    let mut store = spawn_store(db.clone(), EventSink::new(events, || {}), RestartPolicy::default()).unwrap();
+    let mut store = spawn_store(db.clone(), EventSink::<cowork::events::AppEvent>::new(events, || {}).narrow(), RestartPolicy::default()).unwrap();
     let (ack, done) = bounded(1);
     store.commands.send(StoreCommand::Flush(ack)).unwrap();
     done.recv().unwrap();

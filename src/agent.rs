@@ -3,6 +3,7 @@
 
 mod acting;
 mod automation;
+pub mod events;
 pub mod flows;
 pub mod integrations;
 pub mod operation;

@@ -9,22 +9,26 @@ use std::time::{Duration, Instant};
 use crossbeam_channel::{Receiver, Sender, TrySendError};
 use egui::{Key, KeyboardShortcut, Modifiers, RichText, ViewportBuilder, ViewportCommand, ViewportId};
 
+use crate::agent::{AgentCommand, ChatRequest};
+use crate::agent::events::AgentEvent;
 use crate::capture::CaptureCommand;
 use crate::config::keys;
-use crate::events::{AppEvent, WorkerName};
+use crate::desktop::events::DesktopEvent;
+use crate::events::AppEvent;
 use crate::ids::{local_day_start_millis, next_id, now_millis};
-use crate::agent::{AgentCommand, ChatRequest};
 use crate::llm::LlmCommand;
-use crate::runtime::Control;
+use crate::models::events::ModelsEvent;
+use crate::runtime::{Control, WorkerName};
 use crate::state::{AppState, Tab, UiAction};
 use crate::store::StoreCommand;
+use crate::store::events::StoreEvent;
+use crate::ui::{shortcuts, theme};
 use crate::ui::apps::apps_ui;
 use crate::ui::chat::{ChatPanel, chat_ui};
 use crate::ui::context::context_ui;
 use crate::ui::quick_prompt::{QuickPromptPanel, quick_prompt_ui};
 use crate::ui::settings::{ModelView, SettingsPanel, settings_ui};
 use crate::ui::status_bar::status_bar_ui;
-use crate::ui::{shortcuts, theme};
 
 /// The UI's ends of every channel. Tests build one and hold the far ends.
 pub struct Channels {
@@ -121,7 +125,7 @@ pub struct CoworkApp {
 /// What the document threads tell the sidebar.
 enum DocumentEvent {
     Chosen(Result<Vec<PathBuf>, String>),
-    Read { name: String, result: Result<Box<(crate::events::Attachment, Option<crate::documents::memory::Remembered>)>, String> },
+    Read { name: String, result: Result<Box<(crate::records::Attachment, Option<crate::documents::memory::Remembered>)>, String> },
     Said(String),
 }
 
@@ -350,7 +354,7 @@ impl CoworkApp {
         self.state.reading_documents.push(name.clone());
         let spawned = std::thread::Builder::new().name("attach-document".into()).spawn(move || {
             let result = crate::documents::read_with_deadline(&path, &crate::documents::Selection::default(), crate::documents::read::DEADLINE).map_err(|e| e.to_string()).map(|doc| {
-                let attachment = crate::events::Attachment::document(&path, doc.render(crate::events::Attachment::FOR_MODEL));
+                let attachment = crate::records::Attachment::document(&path, doc.render(crate::records::Attachment::FOR_MODEL));
                 let remembered = remember.then(|| crate::documents::memory::from_document(&doc, "attached").ok()).flatten();
                 Box::new((attachment, remembered))
             });
@@ -417,39 +421,39 @@ impl CoworkApp {
         while let Ok(event) = self.channels.events.try_recv() {
             if self.state.setup.open {
                 let tried = match &event {
-                    AppEvent::QuickPromptHotkey => Some("quick prompt"),
-                    AppEvent::TogglePause => Some("pause"),
-                    AppEvent::VoiceHotkey { pressed: true } => Some("push-to-talk"),
+                    AppEvent::Desktop(DesktopEvent::QuickPromptHotkey) => Some("quick prompt"),
+                    AppEvent::Desktop(DesktopEvent::TogglePause) => Some("pause"),
+                    AppEvent::Desktop(DesktopEvent::VoiceHotkey { pressed: true }) => Some("push-to-talk"),
                     _ => None,
                 };
                 self.state.setup.hotkeys_tried.extend(tried);
             }
-            let download_done = matches!(&event, AppEvent::ModelsChanged { name, outcome: Ok(_) } if name == crate::models::worker::DOWNLOAD_JOB);
+            let download_done = matches!(&event, AppEvent::Models(ModelsEvent::ModelsChanged { name, outcome: Ok(_) }) if name == crate::models::worker::DOWNLOAD_JOB);
             match event {
-                AppEvent::TogglePause => {
+                AppEvent::Desktop(DesktopEvent::TogglePause) => {
                     self.handle_action(UiAction::TogglePause);
                     continue;
                 }
-                AppEvent::ShowSidebar => {
+                AppEvent::Desktop(DesktopEvent::ShowSidebar) => {
                     self.show_requested = true;
                     continue;
                 }
                 // The hotkey or `cowork trigger quick-prompt`: placed as when opened from the sidebar.
-                AppEvent::QuickPromptHotkey if !self.state.quick_prompt_open => self.place_quick_prompt(),
-                AppEvent::VoiceHotkey { pressed } => {
+                AppEvent::Desktop(DesktopEvent::QuickPromptHotkey) if !self.state.quick_prompt_open => self.place_quick_prompt(),
+                AppEvent::Desktop(DesktopEvent::VoiceHotkey { pressed }) => {
                     self.voice_hotkey(pressed);
                     continue;
                 }
-                AppEvent::Voice(crate::events::VoiceEvent::Closed { .. } | crate::events::VoiceEvent::Failed { .. }) => self.ptt.reset(),
+                AppEvent::Voice(crate::audio::events::VoiceEvent::Closed { .. } | crate::audio::events::VoiceEvent::Failed { .. }) => self.ptt.reset(),
                 _ => {}
             }
-            if matches!(event, AppEvent::ModelsChanged { .. })
+            if matches!(event, AppEvent::Models(ModelsEvent::ModelsChanged { .. }))
                 && let Ok(manifest) = crate::models::Manifest::bundled()
             {
                 self.models = crate::ui::settings::model_views(&manifest, &self.options.models_dir);
             }
-            let threads_loaded = matches!(event, AppEvent::ThreadsLoaded(_));
-            if matches!(event, AppEvent::RangeDeleted { messages: 1.., .. }) {
+            let threads_loaded = matches!(event, AppEvent::Store(StoreEvent::ThreadsLoaded(_)));
+            if matches!(event, AppEvent::Store(StoreEvent::RangeDeleted { messages: 1.., .. })) {
                 self.send_store(StoreCommand::LoadThreads);
             }
             self.state.apply(event, now);
@@ -481,11 +485,11 @@ impl CoworkApp {
         match action {
             // Dictation: the focused app keeps the focus, and the words are typed into it.
             Some(PttAction::Start) if self.state.settings.voice.dictation => {
-                self.send_audio(AudioCommand::Start { target: crate::events::VoiceTarget::Dictation, pressed_at: now });
+                self.send_audio(AudioCommand::Start { target: crate::audio::events::VoiceTarget::Dictation, pressed_at: now });
             }
             Some(PttAction::Start) => {
                 // The microphone opens before the window: the first word is not lost to drawing it.
-                self.send_audio(AudioCommand::Start { target: crate::events::VoiceTarget::QuickPrompt, pressed_at: now });
+                self.send_audio(AudioCommand::Start { target: crate::audio::events::VoiceTarget::QuickPrompt, pressed_at: now });
                 if !self.state.quick_prompt_open {
                     self.handle_action(UiAction::OpenQuickPrompt);
                 }
@@ -509,20 +513,20 @@ impl CoworkApp {
     /// Settings → Voice says so.
     fn take_transcript(&mut self) {
         let Some((target, text)) = self.state.voice.fill.take() else { return };
-        if target == crate::events::VoiceTarget::Dictation {
+        if target == crate::audio::events::VoiceTarget::Dictation {
             self.send_audio(crate::audio::worker::AudioCommand::Dictate(text));
             return;
         }
         if self.state.settings.voice.send_on_release {
             self.handle_action(UiAction::SendMessage(text));
-            if target == crate::events::VoiceTarget::QuickPrompt {
+            if target == crate::audio::events::VoiceTarget::QuickPrompt {
                 self.handle_action(UiAction::CloseQuickPrompt);
             }
             return;
         }
         let draft = match target {
-            crate::events::VoiceTarget::QuickPrompt => &mut self.quick.text,
-            crate::events::VoiceTarget::Chat | crate::events::VoiceTarget::Dictation => &mut self.chat.draft,
+            crate::audio::events::VoiceTarget::QuickPrompt => &mut self.quick.text,
+            crate::audio::events::VoiceTarget::Chat | crate::audio::events::VoiceTarget::Dictation => &mut self.chat.draft,
         };
         if !draft.trim().is_empty() && !draft.ends_with(' ') {
             draft.push(' ');
@@ -618,7 +622,7 @@ impl CoworkApp {
                     let result = key
                         .and_then(|key| crate::brains::catalog::list_models(crate::net::OutboundGate::global(), &provider, key.as_deref()))
                         .map_err(|err| format!("{err:#}"));
-                    let _ = sink.send(AppEvent::ModelsListed { provider: provider.name.clone(), result });
+                    let _ = sink.send(AppEvent::Agent(AgentEvent::ModelsListed { provider: provider.name.clone(), result }));
                 });
                 if let Err(err) = spawned {
                     self.state.notice(format!("cannot ask for the models: {err}"));
@@ -745,7 +749,7 @@ impl CoworkApp {
             }
             UiAction::CloseQuickPrompt => self.state.quick_prompt_open = false,
             UiAction::SaveSetting { key, value } => {
-                self.state.apply(AppEvent::Setting { key: key.clone(), value: value.clone() }, now_millis());
+                self.state.apply(AppEvent::Store(StoreEvent::Setting { key: key.clone(), value: value.clone() }), now_millis());
                 if key == keys::AFK_SECS && !self.state.setting_warnings.iter().any(|w| w.contains(&key)) {
                     let _ = self.channels.capture.try_send(CaptureCommand::SetAfkSecs(self.state.settings.afk_secs));
                 }
@@ -1328,7 +1332,7 @@ impl CoworkApp {
         let text = self.state.messages[question_at].content.clone();
         let history = self.state.messages[..question_at]
             .iter()
-            .filter(|m| m.status != Some(crate::events::MessageStatus::Failed) && !m.content.is_empty())
+            .filter(|m| m.status != Some(crate::records::MessageStatus::Failed) && !m.content.is_empty())
             .map(|m| (m.role, m.content.clone()))
             .collect();
         let answer_id = next_id();

@@ -6,6 +6,7 @@
 //! Whisper and VAD models, loaded while needed. No egui in here.
 
 pub mod dictate;
+pub mod events;
 pub mod listen;
 pub mod mic;
 pub mod ptt;

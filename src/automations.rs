@@ -5,6 +5,7 @@
 //! asks of the agent, the notifier and the clock, and `worker` the durable
 //! executor on the `automations` thread.
 
+pub mod events;
 pub mod flow;
 pub mod schedule;
 pub mod steps;

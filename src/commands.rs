@@ -13,6 +13,7 @@ pub mod settings;
 pub mod voice;
 
 use std::path::Path;
+use crate::runtime::RuntimeEvent;
 use std::time::Duration;
 
 use anyhow::Context;
@@ -153,8 +154,7 @@ pub fn export(paths: &Paths, format: crate::export::Format, since_millis: i64, u
 /// `cowork delete`: goes through the store worker, the only writer.
 pub fn delete(paths: &Paths, since_millis: i64, until_millis: i64) -> anyhow::Result<Deleted> {
     paths.ensure_data_dir()?;
-    let (events, _ignored) = crossbeam_channel::bounded(64);
-    let mut store = spawn_store(paths.db_path(), EventSink::new(events, || {}), RestartPolicy { max_restarts: 0, ..RestartPolicy::default() })?;
+    let mut store = spawn_store(paths.db_path(), EventSink::ignored(), RestartPolicy { max_restarts: 0, ..RestartPolicy::default() })?;
     let (reply, outcome) = crossbeam_channel::bounded(1);
     store.commands.send(StoreCommand::DeleteRange { since_millis, until_millis, reply: Some(reply) })?;
     let result = outcome.recv_timeout(Duration::from_secs(120)).context("the store did not answer")?;
@@ -178,8 +178,7 @@ pub fn simulate(
     let steps = parse_script(&text)?;
     let (workers_settings, _) = crate::workers::read_settings(paths);
     paths.ensure_data_dir()?;
-    let (events, _ignored) = crossbeam_channel::bounded(1024);
-    let mut store = spawn_store(paths.db_path(), EventSink::new(events, || {}), RestartPolicy { max_restarts: 0, ..RestartPolicy::default() })?;
+    let mut store = spawn_store(paths.db_path(), EventSink::ignored(), RestartPolicy { max_restarts: 0, ..RestartPolicy::default() })?;
     let span = duration_millis(&steps);
     let mut at = start_millis.unwrap_or_else(|| crate::ids::now_millis() - span * i64::from(repeat));
     // The user's firewall rules, as live capture would apply them.
@@ -254,12 +253,12 @@ pub fn capture_run(paths: &Paths, display: Option<String>) -> anyhow::Result<()>
     for warning in warnings {
         tracing::warn!("{warning}");
     }
-    crate::runtime::signals::spawn_signal_thread(sink)?;
+    crate::runtime::signals::spawn_signal_thread(sink.runtime_only())?;
     tracing::info!(db = %paths.db_path().display(), "capturing until SIGTERM or Ctrl+C");
     while let Ok(event) = events.recv() {
         match event {
-            AppEvent::ShutdownRequested => break,
-            AppEvent::Worker { worker, state } => tracing::info!(worker = worker.as_str(), state = ?state, "worker"),
+            AppEvent::Runtime(RuntimeEvent::ShutdownRequested) => break,
+            AppEvent::Runtime(RuntimeEvent::Worker { worker, state }) => tracing::info!(worker = worker.as_str(), state = ?state, "worker"),
             _ => {}
         }
     }

@@ -6,6 +6,7 @@ pub mod appearance;
 pub mod autostart;
 pub mod backend;
 pub mod ei;
+pub mod events;
 pub mod gnome;
 pub mod instance;
 pub mod ipc;
@@ -19,10 +20,11 @@ pub mod trigger;
 pub mod wlr;
 
 use global_hotkey::hotkey::HotKey;
+use crate::desktop::events::DesktopEvent;
+use crate::runtime::RuntimeEvent;
 use global_hotkey::{GlobalHotKeyEvent, GlobalHotKeyManager, HotKeyState};
 
 use crate::capture::x11::{WorkArea, X11Desktop};
-use crate::events::AppEvent;
 use crate::runtime::EventSink;
 
 /// What a global hotkey does.
@@ -35,11 +37,11 @@ pub enum HotkeyAction {
 }
 
 impl HotkeyAction {
-    fn event(self, pressed: bool) -> Option<AppEvent> {
+    fn event(self, pressed: bool) -> Option<DesktopEvent> {
         match (self, pressed) {
-            (HotkeyAction::QuickPrompt, true) => Some(AppEvent::QuickPromptHotkey),
-            (HotkeyAction::TogglePause, true) => Some(AppEvent::TogglePause),
-            (HotkeyAction::Voice, pressed) => Some(AppEvent::VoiceHotkey { pressed }),
+            (HotkeyAction::QuickPrompt, true) => Some(DesktopEvent::QuickPromptHotkey),
+            (HotkeyAction::TogglePause, true) => Some(DesktopEvent::TogglePause),
+            (HotkeyAction::Voice, pressed) => Some(DesktopEvent::VoiceHotkey { pressed }),
             (_, false) => None,
         }
     }
@@ -55,7 +57,7 @@ impl GlobalHotkeys {
     /// Registers each `(spec, action)` (e.g. `ctrl+alt+Space`); presses arrive
     /// as the action's `AppEvent`. Returns the hotkeys that could not be
     /// registered, with why, next to the ones that were.
-    pub fn register(bindings: &[(&str, HotkeyAction)], sink: EventSink) -> anyhow::Result<(Self, Vec<String>)> {
+    pub fn register(bindings: &[(&str, HotkeyAction)], sink: EventSink<DesktopEvent>) -> anyhow::Result<(Self, Vec<String>)> {
         let manager = GlobalHotKeyManager::new().map_err(|err| anyhow::anyhow!("global hotkeys unavailable: {err}"))?;
         let mut registered = Vec::new();
         let mut actions = Vec::new();
@@ -106,7 +108,7 @@ pub struct CoworkTray {
     waiting: usize,
     /// The microphone is open (push-to-talk or listen mode).
     microphone: bool,
-    sink: EventSink,
+    sink: EventSink<DesktopEvent>,
 }
 
 impl CoworkTray {
@@ -170,11 +172,11 @@ impl ksni::Tray for CoworkTray {
     }
 
     fn activate(&mut self, _x: i32, _y: i32) {
-        let _ = self.sink.send(AppEvent::ShowSidebar);
+        let _ = self.sink.send(DesktopEvent::ShowSidebar);
     }
 
     fn secondary_activate(&mut self, _x: i32, _y: i32) {
-        let _ = self.sink.send(AppEvent::TogglePause);
+        let _ = self.sink.send(DesktopEvent::TogglePause);
     }
 
     fn menu(&self) -> Vec<ksni::MenuItem<Self>> {
@@ -184,7 +186,7 @@ impl ksni::Tray for CoworkTray {
                 label: "Pause capture".into(),
                 checked: self.paused,
                 activate: Box::new(|tray: &mut Self| {
-                    tray.sink.send(AppEvent::TogglePause);
+                    tray.sink.send(DesktopEvent::TogglePause);
                 }),
                 ..Default::default()
             }
@@ -195,7 +197,7 @@ impl ksni::Tray for CoworkTray {
                     None => "Show sidebar".into(),
                 },
                 activate: Box::new(|tray: &mut Self| {
-                    tray.sink.send(AppEvent::ShowSidebar);
+                    tray.sink.send(DesktopEvent::ShowSidebar);
                 }),
                 ..Default::default()
             }
@@ -204,7 +206,7 @@ impl ksni::Tray for CoworkTray {
             StandardItem {
                 label: "Quit cowork".into(),
                 activate: Box::new(|tray: &mut Self| {
-                    tray.sink.send(AppEvent::ShutdownRequested);
+                    tray.sink.runtime(RuntimeEvent::ShutdownRequested);
                 }),
                 ..Default::default()
             }
@@ -219,7 +221,7 @@ pub struct TrayIcon(ksni::blocking::Handle<CoworkTray>);
 impl TrayIcon {
     /// Publishes the icon on the D-Bus session bus. It shows as soon as a tray
     /// host (a StatusNotifierWatcher) runs, now or later.
-    pub fn spawn(paused: bool, sink: EventSink) -> anyhow::Result<Self> {
+    pub fn spawn(paused: bool, sink: EventSink<DesktopEvent>) -> anyhow::Result<Self> {
         use ksni::blocking::TrayMethods;
         let handle = CoworkTray { paused, waiting: 0, microphone: false, sink }
             .assume_sni_available(true)
@@ -271,8 +273,7 @@ mod tests {
     #[test]
     fn the_tray_asks_for_attention_while_agent_tasks_wait_and_says_how_many() {
         use ksni::Tray;
-        let (events, _rx) = crossbeam_channel::bounded(4);
-        let mut tray = CoworkTray { paused: true, waiting: 0, microphone: false, sink: EventSink::new(events, || {}) };
+        let mut tray = CoworkTray { paused: true, waiting: 0, microphone: false, sink: EventSink::ignored() };
         assert!(matches!(tray.status(), ksni::Status::Passive));
         assert_eq!(tray.title(), "cowork");
         tray.waiting = 2;
@@ -288,7 +289,7 @@ mod tests {
     fn the_tray_shows_when_the_microphone_is_on() {
         use ksni::Tray;
         let (events, _rx) = crossbeam_channel::bounded(4);
-        let mut tray = CoworkTray { paused: false, waiting: 0, microphone: false, sink: EventSink::new(events, || {}) };
+        let mut tray = CoworkTray { paused: false, waiting: 0, microphone: false, sink: crate::runtime::EventSink::<crate::events::AppEvent>::new(events, || {}).narrow() };
         assert_eq!(tray.icon_name(), "media-record");
         tray.microphone = true;
         assert_eq!(tray.icon_name(), "audio-input-microphone");

@@ -7,8 +7,8 @@ use std::io::Write;
 use rusqlite::Connection;
 use serde_json::{Value, json};
 
-use crate::events::SessionEnd;
 use crate::store;
+use crate::records::SessionEnd;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Format {
@@ -48,7 +48,7 @@ pub fn write_jsonl(conn: &Connection, since_millis: i64, until_millis: i64, out:
             "end": s.ended_at_millis.map(rfc3339),
             "end_reason": s.end_reason.map(SessionEnd::as_str),
             "url": s.url,
-            "url_source": s.url_source.map(crate::events::UrlSource::as_str),
+            "url_source": s.url_source.map(crate::records::UrlSource::as_str),
         });
         writeln!(out, "{record}")?;
         count += 1;
@@ -208,7 +208,7 @@ pub fn write_activitywatch(
     let now = crate::ids::now_millis();
     let until = until_millis.min(now);
     let sessions = store::sessions_between(conn, since_millis, until)?;
-    let session_span = |s: &crate::events::ActivitySession, data: Value| Span { start: s.started_at_millis, end: s.ended_at_millis.unwrap_or(now), data };
+    let session_span = |s: &crate::records::ActivitySession, data: Value| Span { start: s.started_at_millis, end: s.ended_at_millis.unwrap_or(now), data };
     let window: Vec<Span> = sessions.iter().map(|s| session_span(s, json!({"app": s.app, "title": s.title}))).collect();
     // Browser tabs, as ActivityWatch's web watchers record them.
     let web: Vec<Span> = sessions
@@ -346,7 +346,7 @@ pub fn parse_span_millis(text: &str) -> Option<i64> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::events::ActivitySession;
+    use crate::records::ActivitySession;
 
     #[test]
     fn rfc3339_round_trips_through_parse_time() {
@@ -419,7 +419,7 @@ mod tests {
             ended_at_millis: Some(5_000),
             end_reason: Some(SessionEnd::Switch),
             url: Some("docs.example/a".into()),
-            url_source: Some(crate::events::UrlSource::Atspi),
+            url_source: Some(crate::records::UrlSource::Atspi),
             ..Default::default()
         };
         store::upsert_session(&conn, &page).unwrap();

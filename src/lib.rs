@@ -31,6 +31,7 @@ pub mod models;
 pub mod native;
 pub mod net;
 pub mod notify;
+pub mod records;
 pub mod runtime;
 pub mod sealed;
 pub mod secrets;

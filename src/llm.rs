@@ -4,6 +4,7 @@
 
 pub mod context;
 mod engine;
+pub mod events;
 pub mod memory;
 pub mod prompt;
 pub mod speed;

@@ -8,19 +8,19 @@ use std::sync::{Arc, OnceLock};
 use std::time::{Duration, Instant};
 
 use clap::{Parser, Subcommand};
-use crossbeam_channel::bounded;
-use egui::{ViewportBuilder, WindowLevel};
-
+use cowork::commands;
 use cowork::app::{AppOptions, CoworkApp};
 use cowork::build_info::LONG_VERSION;
-use cowork::commands;
 use cowork::config::Paths;
 use cowork::desktop::{GlobalHotkeys, HotkeyAction, TrayIcon, default_sidebar_rect};
+use cowork::desktop::events::DesktopEvent;
 use cowork::models::Manifest;
 use cowork::runtime::{EventSink, RestartPolicy, signals};
 use cowork::state::AppState;
 use cowork::ui::theme::SIDEBAR_WIDTH;
 use cowork::workers::{WorkerOptions, Workers};
+use crossbeam_channel::bounded;
+use egui::{ViewportBuilder, WindowLevel};
 
 #[derive(Parser)]
 #[command(name = "cowork", version = LONG_VERSION, about = "A light, private desktop sidecar")]
@@ -1219,7 +1219,7 @@ fn run_sidebar(paths: &Paths, options: SidebarOptions, process_started: Instant)
         },
         sink.clone(),
     )?;
-    signals::spawn_signal_thread(sink.clone())?;
+    signals::spawn_signal_thread(sink.runtime_only())?;
     let added_models = cowork::models::user::list(&paths.data_dir).unwrap_or_default();
     let model_speeds = cowork::llm::speed::Speeds::load(&cowork::llm::speed::path(&paths.data_dir)).all();
     let mut state = AppState { settings: settings.clone(), setting_warnings: warnings, added_models, model_speeds, ..AppState::default() };
@@ -1232,7 +1232,7 @@ fn run_sidebar(paths: &Paths, options: SidebarOptions, process_started: Instant)
     // while an X app has focus. Wayland binds `cowork trigger …` in the compositor.
     let desktop = cowork::desktop::session::for_display(display_for_hotkeys.as_deref(), settings.desktop_accessibility);
     if let Some(dirs) = directories::BaseDirs::new()
-        && let Err(err) = cowork::desktop::appearance::spawn(dirs.config_dir().to_owned(), sink.clone())
+        && let Err(err) = cowork::desktop::appearance::spawn(dirs.config_dir().to_owned(), sink.narrow())
     {
         tracing::warn!(%err, "the desktop's light or dark preference is not followed");
     }
@@ -1242,13 +1242,13 @@ fn run_sidebar(paths: &Paths, options: SidebarOptions, process_started: Instant)
         // The desktop portal's GlobalShortcuts where the desktop offers it (press and release).
         if hotkeys_state.is_ok() {
             let shortcuts = cowork::desktop::portal::shortcuts(&settings.quick_prompt_hotkey, &settings.pause_hotkey, &settings.voice.hotkey);
-            if let Err(err) = cowork::desktop::portal::spawn(shortcuts, sink.clone()) {
+            if let Err(err) = cowork::desktop::portal::spawn(shortcuts, sink.narrow()) {
                 state.notice(format!("global shortcuts unavailable: {err}"));
             }
         }
         None
     } else {
-        match GlobalHotkeys::register(&bindings, sink.clone()) {
+        match GlobalHotkeys::register(&bindings, sink.narrow()) {
             Ok((hotkeys, errors)) => {
                 for error in errors {
                     state.notice(error);
@@ -1262,7 +1262,7 @@ fn run_sidebar(paths: &Paths, options: SidebarOptions, process_started: Instant)
         }
     };
     // Compositor bindings (`cowork trigger …`) reach this process through its socket, on any desktop.
-    let trigger = match cowork::desktop::trigger::TriggerServer::spawn(cowork::desktop::trigger::socket_path(&paths.data_dir), sink.clone()) {
+    let trigger = match cowork::desktop::trigger::TriggerServer::spawn(cowork::desktop::trigger::socket_path(&paths.data_dir), sink.narrow()) {
         Ok(server) => Some(server),
         Err(err) => {
             state.notice(format!("`cowork trigger` will not reach this window: {err}"));
@@ -1282,7 +1282,7 @@ fn run_sidebar(paths: &Paths, options: SidebarOptions, process_started: Instant)
         None => None,
     };
     let under_xwayland = !desktop.x11_decides() && desktop.xwayland && placer.is_none();
-    let tray = match TrayIcon::spawn(settings.privacy.paused, sink.clone()) {
+    let tray = match TrayIcon::spawn(settings.privacy.paused, sink.narrow()) {
         Ok(tray) => Some(tray),
         Err(err) => {
             tracing::info!("{err:#}");
@@ -1303,7 +1303,7 @@ fn run_sidebar(paths: &Paths, options: SidebarOptions, process_started: Instant)
     state.setup.tray = tray_shown;
     let forget_on_exit = Arc::new(std::sync::atomic::AtomicBool::new(false));
     if quick_prompt {
-        sink.send(cowork::events::AppEvent::QuickPromptHotkey);
+        sink.send(cowork::events::AppEvent::Desktop(DesktopEvent::QuickPromptHotkey));
     }
     let [x, y, width, height] = settings
         .sidebar_geometry

@@ -8,6 +8,7 @@ pub mod catalog;
 pub mod config;
 pub mod connection;
 pub mod elicit;
+pub mod events;
 pub mod oauth;
 pub mod orphans;
 pub mod serve;

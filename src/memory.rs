@@ -18,6 +18,7 @@
 pub mod chunking;
 pub mod embed;
 pub mod embed_worker;
+pub mod events;
 pub mod hot;
 pub mod hybrid;
 pub mod index;

@@ -4,6 +4,7 @@
 //! whisper.cpp's ggml formats.
 
 pub mod convert;
+pub mod events;
 pub mod fetch;
 pub mod gguf;
 pub mod gguf_repack;

@@ -3,6 +3,7 @@
 //! and the `notify` worker that delivers over the freedesktop Notifications
 //! interface and hears the desktop's actions and close reasons (`worker`).
 
+pub mod events;
 pub mod gate;
 pub mod store;
 pub mod worker;

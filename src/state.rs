@@ -3,13 +3,19 @@
 
 use std::collections::BTreeMap;
 
+use crate::agent::events::AgentEvent;
+use crate::capture::events::CaptureEvent;
 use crate::config::Settings;
-use crate::events::{
-    ActiveWindow, ActivitySession, AppEvent, ChatMessage, ChatThread, GenerationStats, MessageStatus, ModelStatus,
-    Role, WorkerName,
-};
+use crate::desktop::events::DesktopEvent;
+use crate::events::AppEvent;
 use crate::ids::local_day_start_millis;
-use crate::runtime::WorkerState;
+use crate::llm::events::{LocalModelEvent, ModelStatus};
+use crate::mcp::events::McpEvent;
+use crate::memory::events::MemoryEvent;
+use crate::models::events::ModelsEvent;
+use crate::records::{ActiveWindow, ActivitySession, ChatMessage, ChatThread, GenerationStats, MessageStatus, Role};
+use crate::runtime::{RuntimeEvent, WorkerName, WorkerState};
+use crate::store::events::StoreEvent;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Tab {
@@ -121,7 +127,7 @@ pub enum UiAction {
     OpenQuickPrompt,
     CloseQuickPrompt,
     /// A microphone button: start talking into this input, or stop and transcribe.
-    VoiceToggle(crate::events::VoiceTarget),
+    VoiceToggle(crate::audio::events::VoiceTarget),
     /// Esc while recording: close the microphone and forget what was said.
     VoiceCancel,
     SaveSetting { key: String, value: String },
@@ -192,7 +198,7 @@ pub enum UiAction {
     /// Observational memory now: the local model summarises older hours.
     SummariseNow,
     /// The user's decision on an approval card (or answer to a question).
-    DecideCall { call_id: i64, choice: crate::events::ApprovalChoice },
+    DecideCall { call_id: i64, choice: crate::agent::events::ApprovalChoice },
     /// A paused operation: go on, or stop.
     ContinueOperation { operation_id: i64, go_on: bool },
     /// Settings → Agent: remove an approval rule.
@@ -406,8 +412,8 @@ pub struct AppState {
     pub tab: Option<Tab>,
     pub workers: BTreeMap<WorkerName, WorkerState>,
     pub active_window: Option<ActiveWindow>,
-    pub capture_decision: Option<crate::events::CaptureDecision>,
-    pub stream_health: BTreeMap<String, crate::events::StreamHealth>,
+    pub capture_decision: Option<crate::capture::events::CaptureDecision>,
+    pub stream_health: BTreeMap<String, crate::capture::events::StreamHealth>,
     /// The session opened in the Context panel, with what was typed and copied in it.
     pub open_session: Option<SessionDetailView>,
     /// Today's finished sessions, oldest first.
@@ -456,16 +462,16 @@ pub struct AppState {
     /// it is being listed), shown until confirmed or cancelled.
     pub forget: Option<Option<Result<Vec<String>, String>>>,
     /// The agent's tool calls, oldest first (the newest `MAX_TOOL_CALLS`).
-    pub tool_calls: Vec<crate::events::ToolCallView>,
+    pub tool_calls: Vec<crate::agent::events::ToolCallView>,
     /// The latest progress an MCP server reported for a running call, by call id.
     pub tool_progress: BTreeMap<i64, String>,
     /// The MCP servers (Settings → Integrations).
-    pub mcp_servers: Vec<crate::events::McpServerView>,
+    pub mcp_servers: Vec<crate::mcp::events::McpServerView>,
     /// The desktop session and each capability's state (None until the workers start).
     pub desktop: Option<crate::desktop::session::Report>,
-    pub mcp_clients: Vec<crate::events::McpClientView>,
+    pub mcp_clients: Vec<crate::mcp::events::McpClientView>,
     /// Apps → Automations: the flows and their newest runs.
-    pub automations: crate::events::AutomationsView,
+    pub automations: crate::automations::events::AutomationsView,
     /// Apps: the installed apps, the install dialog, the open apps.
     pub apps: crate::apps::AppsView,
     /// "Make me an app": the drafted manifest to review, or why there is none.
@@ -474,21 +480,21 @@ pub struct AppState {
     /// The chat input holds an app's text: the chat it starts is that app's.
     pub chat_from_app: Option<String>,
     /// Apps → Inbox: every notification, newest first.
-    pub inbox: Vec<crate::events::InboxItem>,
+    pub inbox: Vec<crate::notify::events::InboxItem>,
     /// Apps → Automations → Describe it: the draft to review (JSON), or why there is none; None while none was asked for.
     pub flow_draft: Option<Result<String, String>>,
     /// A draft is being written.
     pub drafting: bool,
     /// The last Test result.
-    pub mcp_test: Option<crate::events::McpTestReport>,
+    pub mcp_test: Option<crate::mcp::events::McpTestReport>,
     /// The last server added from the catalog: (name, None while it is tested, then tools or why not, its last lines).
     pub mcp_catalog: Option<CatalogAdd>,
     /// Models each provider offers, by provider name: None while asked, then the list or why not.
     pub model_lists: std::collections::BTreeMap<String, Option<ModelList>>,
     /// MCP servers' requests for input, oldest first.
-    pub elicitations: Vec<crate::events::ElicitationView>,
+    pub elicitations: Vec<crate::mcp::events::ElicitationView>,
     /// MCP resources attached to the next message.
-    pub attachments: Vec<crate::events::Attachment>,
+    pub attachments: Vec<crate::records::Attachment>,
     /// A prompt its server filled in, for the chat input to take.
     /// Text a server's prompt or an app put in the chat input, and where it came from.
     pub prompt_fill: Option<(String, crate::tools::Origin)>,
@@ -497,7 +503,7 @@ pub struct AppState {
     /// Operations by id: their answer, status and, when paused, why.
     pub operations: BTreeMap<i64, OperationView>,
     /// The agent's todo list per answer.
-    pub todos: BTreeMap<i64, Vec<crate::events::TodoItem>>,
+    pub todos: BTreeMap<i64, Vec<crate::agent::events::TodoItem>>,
     /// Settings → Agent: rules (id, line), unreadable rows, newest audit lines.
     pub agent_overview: Option<AgentOverview>,
 }
@@ -515,7 +521,7 @@ pub type AgentOverview = (Vec<(i64, String)>, Vec<String>, Vec<String>);
 #[derive(Clone, Debug, PartialEq)]
 pub struct OperationView {
     pub answer_id: i64,
-    pub status: crate::events::OpStatus,
+    pub status: crate::agent::events::OpStatus,
     pub steps: u32,
     pub paused: Option<String>,
 }
@@ -545,8 +551,8 @@ impl AppState {
     }
 
     /// Calls that wait for the user (approvals and questions), oldest first.
-    pub fn waiting_calls(&self) -> impl Iterator<Item = &crate::events::ToolCallView> {
-        self.tool_calls.iter().filter(|c| c.status == crate::events::CallStatus::Waiting)
+    pub fn waiting_calls(&self) -> impl Iterator<Item = &crate::agent::events::ToolCallView> {
+        self.tool_calls.iter().filter(|c| c.status == crate::agent::events::CallStatus::Waiting)
     }
 
     /// Operations a guardrail paused: (operation id, why).
@@ -561,8 +567,8 @@ impl AppState {
 
     pub fn apply(&mut self, event: AppEvent, now_millis: i64) {
         match event {
-            AppEvent::ToolCall(call) => {
-                if call.status != crate::events::CallStatus::Running {
+            AppEvent::Agent(AgentEvent::ToolCall(call)) | AppEvent::Store(StoreEvent::ToolCall(call)) => {
+                if call.status != crate::agent::events::CallStatus::Running {
                     self.tool_progress.remove(&call.call_id);
                 }
                 match self.tool_calls.iter_mut().find(|c| c.call_id == call.call_id) {
@@ -575,81 +581,81 @@ impl AppState {
                     }
                 }
             }
-            AppEvent::Operation { operation_id, answer_id, status, steps, paused } => {
+            AppEvent::Agent(AgentEvent::Operation { operation_id, answer_id, status, steps, paused }) => {
                 if status.is_open() {
                     self.operations.insert(operation_id, OperationView { answer_id, status, steps, paused });
                 } else {
                     self.operations.remove(&operation_id);
                 }
                 // A resumed operation (after a restart) owns the chat until it ends.
-                if status == crate::events::OpStatus::WaitingForHuman && self.generating.is_none() && answer_id != 0 {
+                if status == crate::agent::events::OpStatus::WaitingForHuman && self.generating.is_none() && answer_id != 0 {
                     self.generating = Some(answer_id);
                 }
             }
-            AppEvent::Todos { answer_id, items } => {
+            AppEvent::Agent(AgentEvent::Todos { answer_id, items }) => {
                 self.todos.insert(answer_id, items);
             }
-            AppEvent::AgentOverview { rules, problems, audit } => self.agent_overview = Some((rules, problems, audit)),
-            AppEvent::Worker { worker, state } => {
+            AppEvent::Agent(AgentEvent::AgentOverview { rules, problems, audit }) => self.agent_overview = Some((rules, problems, audit)),
+            AppEvent::Runtime(RuntimeEvent::Worker { worker, state }) => {
                 self.workers.insert(worker, state);
             }
-            AppEvent::ActiveWindow(window) => self.active_window = window,
-            AppEvent::CaptureDecision(decision) => self.capture_decision = Some(decision),
-            AppEvent::StreamHealth(health) => {
+            AppEvent::Capture(CaptureEvent::ActiveWindow(window)) => self.active_window = window,
+            AppEvent::Capture(CaptureEvent::CaptureDecision(decision)) => self.capture_decision = Some(decision),
+            AppEvent::Capture(CaptureEvent::StreamHealth(health)) => {
                 self.stream_health.insert(health.stream.clone(), health);
             }
-            AppEvent::SessionDetail { session_id, typed, copied } => {
+            AppEvent::Store(StoreEvent::SessionDetail { session_id, typed, copied }) => {
                 if self.open_session.as_ref().is_some_and(|s| s.session_id == session_id) {
                     self.open_session = Some(SessionDetailView { session_id, typed, copied, loaded: true });
                 }
             }
-            AppEvent::SessionFinished(session) => {
+            AppEvent::Capture(CaptureEvent::SessionFinished(session)) => {
                 let today = local_day_start_millis(now_millis);
                 if session.ended_at_millis.unwrap_or(now_millis) >= today {
                     self.sessions_today.retain(|s| s.session_id != session.session_id);
                     self.sessions_today.push(session);
                 }
             }
-            AppEvent::SessionsLoaded(sessions) => {
+            AppEvent::Store(StoreEvent::SessionsLoaded(sessions)) => {
                 self.sessions_today = sessions.into_iter().filter(|s| s.ended_at_millis.is_some()).collect();
             }
-            AppEvent::ThreadsLoaded(threads) => self.threads = threads,
-            AppEvent::MessagesLoaded { thread_id, messages } => {
+            AppEvent::Store(StoreEvent::ThreadsLoaded(threads)) => self.threads = threads,
+            AppEvent::Store(StoreEvent::MessagesLoaded { thread_id, messages }) => {
                 if self.current_thread == Some(thread_id) && self.generating.is_none() {
                     self.messages = messages.into_iter().map(MessageView::from).collect();
                 }
             }
-            AppEvent::ContextAttached { user_message_id, context } => {
+            AppEvent::Agent(AgentEvent::ContextAttached { user_message_id, context }) => {
                 if let Some(message) = self.messages.iter_mut().find(|m| m.message_id == user_message_id) {
                     message.context = Some(context);
                 }
             }
-            AppEvent::Routed { answer_id, ask_id, answered_by, reason } => {
+            AppEvent::Agent(AgentEvent::Routed { answer_id, ask_id, answered_by, reason }) => {
                 if let Some(message) = self.messages.iter_mut().find(|m| m.message_id == answer_id) {
                     message.ask_id = Some(ask_id);
                     message.answered_by = Some(answered_by);
                     message.route_reason = Some(reason);
                 }
             }
-            AppEvent::ConsentNeeded { provider, reason, preview, request } => {
+            AppEvent::Agent(AgentEvent::ConsentNeeded { provider, reason, preview, request }) => {
                 self.pending_consent = Some(ConsentPrompt { provider, reason, preview, request: *request });
             }
-            AppEvent::AnswerCost { answer_id, usd } => {
+            AppEvent::Agent(AgentEvent::AnswerCost { answer_id, usd }) => {
                 if let Some(message) = self.messages.iter_mut().find(|m| m.message_id == answer_id) {
                     message.cost_usd = Some(usd);
                 }
             }
-            AppEvent::Token { answer_id, text } => {
+            AppEvent::Agent(AgentEvent::Token { answer_id, text }) => {
                 if let Some(message) = self.messages.iter_mut().find(|m| m.message_id == answer_id) {
                     message.content.push_str(&text);
                 }
             }
-            AppEvent::Reasoning { answer_id, text } => {
+            AppEvent::Agent(AgentEvent::Reasoning { answer_id, text }) => {
                 if let Some(message) = self.messages.iter_mut().find(|m| m.message_id == answer_id) {
                     message.reasoning.push_str(&text);
                 }
             }
-            AppEvent::AnswerFinished { answer_id, status, error, stats } => {
+            AppEvent::Agent(AgentEvent::AnswerFinished { answer_id, status, error, stats }) => {
                 if let Some(message) = self.messages.iter_mut().find(|m| m.message_id == answer_id) {
                     message.status = Some(status);
                     message.stats = (stats.completion_tokens > 0).then_some(stats);
@@ -664,32 +670,32 @@ impl AppState {
                     self.generating = None;
                 }
             }
-            AppEvent::Model(status) => self.model = Some(status),
-            AppEvent::ModelPreflight(text) => self.model_preflight = Some(text),
-            AppEvent::ModelSpeed { model, measured } => {
+            AppEvent::LocalModel(LocalModelEvent::Model(status)) => self.model = Some(status),
+            AppEvent::LocalModel(LocalModelEvent::ModelPreflight(text)) => self.model_preflight = Some(text),
+            AppEvent::LocalModel(LocalModelEvent::ModelSpeed { model, measured }) => {
                 self.model_speeds.insert(model, measured);
             }
-            AppEvent::MemoryProgress(progress) => self.memory_progress = Some(progress),
-            AppEvent::MemoryInjected { report, recalled, dropped, .. } => {
+            AppEvent::Memory(MemoryEvent::MemoryProgress(progress)) => self.memory_progress = Some(progress),
+            AppEvent::Agent(AgentEvent::MemoryInjected { report, recalled, dropped, .. }) => {
                 self.memory.last_report = Some(report);
                 self.memory.last_recalled = recalled;
                 self.memory.last_dropped = dropped;
             }
             // Its notice came with it.
-            AppEvent::DecisionRefused { .. } => {}
-            AppEvent::DecidedForOwner { call_id, owner_pid } => self.notice(format!("decided: the cowork that drives this task (pid {owner_pid}) runs call {call_id}")),
-            AppEvent::Citations { answer_id, citations } => {
+            AppEvent::Agent(AgentEvent::DecisionRefused { .. }) => {}
+            AppEvent::Agent(AgentEvent::DecidedForOwner { call_id, owner_pid }) => self.notice(format!("decided: the cowork that drives this task (pid {owner_pid}) runs call {call_id}")),
+            AppEvent::Agent(AgentEvent::Citations { answer_id, citations }) => {
                 if let Some(message) = self.messages.iter_mut().find(|m| m.message_id == answer_id) {
                     message.citations = citations;
                 }
             }
-            AppEvent::HotMemory(facts) => self.memory.hot = facts,
-            AppEvent::ThreadPins { thread_id, items } => {
+            AppEvent::Store(StoreEvent::HotMemory(facts)) => self.memory.hot = facts,
+            AppEvent::Store(StoreEvent::ThreadPins { thread_id, items }) => {
                 if self.current_thread == Some(thread_id) {
                     self.pins = items;
                 }
             }
-            AppEvent::SearchResults { generation, hits, millis, error, keyword_only, .. } => {
+            AppEvent::Memory(MemoryEvent::SearchResults { generation, hits, millis, error, keyword_only, .. }) => {
                 // Results of an older query than the one on screen are dropped.
                 if generation == self.search.generation {
                     self.search.status = Some(match (error, keyword_only) {
@@ -700,27 +706,27 @@ impl AppState {
                     self.search.hits = hits;
                 }
             }
-            AppEvent::ModelDownload { path, done_bytes, total_bytes, error } => {
+            AppEvent::Models(ModelsEvent::ModelDownload { path, done_bytes, total_bytes, error }) => {
                 self.downloads.insert(path, (done_bytes, total_bytes, error));
             }
-            AppEvent::ModelsChanged { name, outcome } if name == crate::models::worker::DOWNLOAD_JOB => {
+            AppEvent::Models(ModelsEvent::ModelsChanged { name, outcome }) if name == crate::models::worker::DOWNLOAD_JOB => {
                 if let Some(download) = &mut self.setup.download {
                     download.outcome = Some(outcome);
                 }
             }
-            AppEvent::ModelsChanged { name, outcome } => {
+            AppEvent::Models(ModelsEvent::ModelsChanged { name, outcome }) => {
                 self.model_jobs.remove(&name);
                 self.notice(match outcome {
                     Ok(text) | Err(text) => text,
                 });
             }
-            AppEvent::ModelAdded(Ok(model)) => {
+            AppEvent::Models(ModelsEvent::ModelAdded(Ok(model))) => {
                 self.notice(format!("added {} ({}, {:.0} MB): choose it as the chat model below", model.name, model.architecture, model.size as f64 / 1e6));
                 self.added_models.retain(|m| m.path != model.path);
                 self.added_models.push(model);
             }
-            AppEvent::ModelAdded(Err(reason)) => self.notice(format!("model not added: {reason}")),
-            AppEvent::Setting { key, value } => {
+            AppEvent::Models(ModelsEvent::ModelAdded(Err(reason))) => self.notice(format!("model not added: {reason}")),
+            AppEvent::Store(StoreEvent::Setting { key, value }) => {
                 if let Some(warning) = self.settings.apply(&key, &value) {
                     self.setting_warnings.retain(|w| !w.contains(&key));
                     self.setting_warnings.push(warning);
@@ -728,47 +734,47 @@ impl AppState {
                     self.setting_warnings.retain(|w| !w.contains(&key));
                 }
             }
-            AppEvent::Notice(text) => self.notice(text),
-            AppEvent::Undoable { answer_id, operation_id, until_millis } => {
+            AppEvent::Runtime(RuntimeEvent::Notice(text)) => self.notice(text),
+            AppEvent::Agent(AgentEvent::Undoable { answer_id, operation_id, until_millis }) => {
                 self.undoable.insert(answer_id, (operation_id, until_millis));
             }
-            AppEvent::Desktop(report) => self.desktop = Some(*report),
-            AppEvent::McpServers(servers) => self.mcp_servers = servers,
-            AppEvent::McpClients(clients) => self.mcp_clients = clients,
+            AppEvent::Desktop(DesktopEvent::Report(report)) => self.desktop = Some(*report),
+            AppEvent::Mcp(McpEvent::McpServers(servers)) => self.mcp_servers = servers,
+            AppEvent::Mcp(McpEvent::McpClients(clients)) => self.mcp_clients = clients,
             AppEvent::Automations(view) => self.automations = view,
             AppEvent::Inbox(items) => self.inbox = items,
             AppEvent::Apps(view) => self.apps = *view,
-            AppEvent::AppDrafted(draft) => {
+            AppEvent::Agent(AgentEvent::AppDrafted(draft)) => {
                 self.app_draft = Some(draft);
                 self.drafting_app = false;
             }
-            AppEvent::FlowDrafted(draft) => {
+            AppEvent::Agent(AgentEvent::FlowDrafted(draft)) => {
                 self.flow_draft = Some(draft);
                 self.drafting = false;
             }
-            AppEvent::McpTested(report) => self.mcp_test = Some(report),
-            AppEvent::McpCatalogAdded { name, result, stderr } => self.mcp_catalog = Some((name, Some(result), stderr)),
-            AppEvent::ModelsListed { provider, result } => {
+            AppEvent::Mcp(McpEvent::McpTested(report)) => self.mcp_test = Some(report),
+            AppEvent::Mcp(McpEvent::McpCatalogAdded { name, result, stderr }) => self.mcp_catalog = Some((name, Some(result), stderr)),
+            AppEvent::Agent(AgentEvent::ModelsListed { provider, result }) => {
                 self.model_lists.insert(provider, Some(result));
             }
-            AppEvent::Elicitation(request) => self.elicitations.push(*request),
-            AppEvent::ElicitationClosed { id } => self.elicitations.retain(|e| e.id != id),
-            AppEvent::ResourceAttached(Ok(attachment)) => {
+            AppEvent::Mcp(McpEvent::Elicitation(request)) => self.elicitations.push(*request),
+            AppEvent::Mcp(McpEvent::ElicitationClosed { id }) => self.elicitations.retain(|e| e.id != id),
+            AppEvent::Mcp(McpEvent::ResourceAttached(Ok(attachment))) => {
                 self.attachments.retain(|a| (a.server.as_str(), a.uri.as_str()) != (attachment.server.as_str(), attachment.uri.as_str()));
                 self.attachments.push(attachment);
             }
-            AppEvent::PromptFilled(Ok(text)) => self.prompt_fill = Some((text, crate::tools::Origin::McpDefinition)),
-            AppEvent::ResourceAttached(Err(why)) | AppEvent::PromptFilled(Err(why)) => self.notice(why),
-            AppEvent::ToolProgress { call_id, text } => {
-                if self.tool_calls.iter().any(|c| c.call_id == call_id && c.status == crate::events::CallStatus::Running) {
+            AppEvent::Mcp(McpEvent::PromptFilled(Ok(text))) => self.prompt_fill = Some((text, crate::tools::Origin::McpDefinition)),
+            AppEvent::Mcp(McpEvent::ResourceAttached(Err(why))) | AppEvent::Mcp(McpEvent::PromptFilled(Err(why))) => self.notice(why),
+            AppEvent::Mcp(McpEvent::ToolProgress { call_id, text }) => {
+                if self.tool_calls.iter().any(|c| c.call_id == call_id && c.status == crate::agent::events::CallStatus::Running) {
                     self.tool_progress.insert(call_id, text);
                 }
             }
-            AppEvent::QuickPromptHotkey => self.quick_prompt_open = true,
+            AppEvent::Desktop(DesktopEvent::QuickPromptHotkey) => self.quick_prompt_open = true,
             AppEvent::Voice(event) => {
                 match &event {
-                    crate::events::VoiceEvent::Failed { error, .. } => self.notice(error.clone()),
-                    crate::events::VoiceEvent::Listening(status) if status.error.is_some() && status.error != self.voice.listen.error => {
+                    crate::audio::events::VoiceEvent::Failed { error, .. } => self.notice(error.clone()),
+                    crate::audio::events::VoiceEvent::Listening(status) if status.error.is_some() && status.error != self.voice.listen.error => {
                         self.notice(status.error.clone().unwrap_or_default());
                     }
                     _ => {}
@@ -776,10 +782,10 @@ impl AppState {
                 self.voice.apply(event);
             }
             // Handled by the app (they send commands), never reach the reducer.
-            AppEvent::TogglePause | AppEvent::ShowSidebar | AppEvent::VoiceHotkey { .. } | AppEvent::AgentStep { .. } => {}
-            AppEvent::ShutdownRequested => self.shutting_down = true,
-            AppEvent::ColorScheme(dark) => self.desktop_dark = dark,
-            AppEvent::RangeDeleted { since_millis, until_millis, sessions, messages } => {
+            AppEvent::Desktop(DesktopEvent::TogglePause) | AppEvent::Desktop(DesktopEvent::ShowSidebar) | AppEvent::Desktop(DesktopEvent::VoiceHotkey { .. }) | AppEvent::Agent(AgentEvent::AgentStep { .. }) => {}
+            AppEvent::Runtime(RuntimeEvent::ShutdownRequested) => self.shutting_down = true,
+            AppEvent::Desktop(DesktopEvent::ColorScheme(dark)) => self.desktop_dark = dark,
+            AppEvent::Store(StoreEvent::RangeDeleted { since_millis, until_millis, sessions, messages }) => {
                 self.sessions_today.retain(|s| {
                     s.started_at_millis >= until_millis || s.ended_at_millis.unwrap_or(now_millis) < since_millis
                 });
@@ -841,12 +847,12 @@ impl AppState {
     /// A failed answer that never reached the worker (queue full or worker gone).
     pub fn fail_answer(&mut self, answer_id: i64, error: String) {
         self.apply(
-            AppEvent::AnswerFinished {
+            AppEvent::Agent(AgentEvent::AnswerFinished {
                 answer_id,
                 status: MessageStatus::Failed,
                 error: Some(error),
                 stats: GenerationStats::default(),
-            },
+            }),
             0,
         );
     }
@@ -894,12 +900,12 @@ mod tests {
         let (thread, is_new, user_id, answer_id) = state.begin_exchange("What was I doing?", 0, ids());
         assert!(is_new);
         assert_eq!(state.current_thread, Some(thread.thread_id));
-        state.apply(AppEvent::ContextAttached { user_message_id: user_id, context: "Current window: X".into() }, 0);
-        state.apply(AppEvent::Token { answer_id, text: "You were ".into() }, 0);
-        state.apply(AppEvent::Token { answer_id, text: "editing.".into() }, 0);
+        state.apply(AppEvent::Agent(AgentEvent::ContextAttached { user_message_id: user_id, context: "Current window: X".into() }), 0);
+        state.apply(AppEvent::Agent(AgentEvent::Token { answer_id, text: "You were ".into() }), 0);
+        state.apply(AppEvent::Agent(AgentEvent::Token { answer_id, text: "editing.".into() }), 0);
         assert!(state.messages[1].is_streaming());
         state.apply(
-            AppEvent::AnswerFinished { answer_id, status: MessageStatus::Done, error: None, stats: GenerationStats::default() },
+            AppEvent::Agent(AgentEvent::AnswerFinished { answer_id, status: MessageStatus::Done, error: None, stats: GenerationStats::default() }),
             0,
         );
         assert_eq!(state.messages[1].content, "You were editing.");
@@ -923,11 +929,11 @@ mod tests {
     #[test]
     fn worker_health_and_bad_settings_are_kept() {
         let mut state = AppState::default();
-        state.apply(AppEvent::Worker { worker: WorkerName::Capture, state: WorkerState::Degraded("no X".into()) }, 0);
+        state.apply(AppEvent::Runtime(RuntimeEvent::Worker { worker: WorkerName::Capture, state: WorkerState::Degraded("no X".into()) }), 0);
         assert_eq!(state.worker_state(WorkerName::Capture), WorkerState::Degraded("no X".into()));
-        state.apply(AppEvent::Setting { key: keys::AFK_SECS.into(), value: "soon".into() }, 0);
+        state.apply(AppEvent::Store(StoreEvent::Setting { key: keys::AFK_SECS.into(), value: "soon".into() }), 0);
         assert_eq!(state.setting_warnings.len(), 1);
-        state.apply(AppEvent::Setting { key: keys::AFK_SECS.into(), value: "60".into() }, 0);
+        state.apply(AppEvent::Store(StoreEvent::Setting { key: keys::AFK_SECS.into(), value: "60".into() }), 0);
         assert!(state.setting_warnings.is_empty());
         assert_eq!(state.settings.afk_secs, 60);
     }
@@ -944,27 +950,27 @@ mod tests {
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct VoiceView {
     /// The microphone is open, talking into this input.
-    pub recording: Option<crate::events::VoiceTarget>,
+    pub recording: Option<crate::audio::events::VoiceTarget>,
     /// The meter, 0–1.
     pub level: f32,
-    pub transcribing: Option<crate::events::VoiceTarget>,
+    pub transcribing: Option<crate::audio::events::VoiceTarget>,
     /// The last outcome worth a line under the input ("heard nothing", an error).
     pub status: Option<String>,
     /// A transcript for an input to take (to edit, not sent).
-    pub fill: Option<(crate::events::VoiceTarget, String)>,
+    pub fill: Option<(crate::audio::events::VoiceTarget, String)>,
     /// Key press to first sample, and key release to text, of the last utterance.
     pub first_sample_millis: Option<u64>,
     pub release_to_text_millis: Option<u64>,
     /// Listen mode, as its worker last said.
-    pub listen: crate::events::ListenStatus,
+    pub listen: crate::audio::events::ListenStatus,
     /// The input devices, as the audio worker last listed them.
     pub devices: Option<Result<Vec<crate::audio::mic::InputDevice>, String>>,
 }
 
 impl VoiceView {
-    pub fn apply(&mut self, event: crate::events::VoiceEvent) {
+    pub fn apply(&mut self, event: crate::audio::events::VoiceEvent) {
         use crate::audio::transcribe::Heard;
-        use crate::events::VoiceEvent;
+        use crate::audio::events::VoiceEvent;
         match event {
             VoiceEvent::Opened { target, .. } => {
                 self.recording = Some(target);

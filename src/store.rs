@@ -1,6 +1,7 @@
 //! The SQLite file `cowork.db`: schema, query functions and the `store` worker,
 //! the only thread that writes to it. Other threads open read-only connections.
 
+pub mod events;
 pub mod key;
 mod queries;
 mod schema;

@@ -3,26 +3,24 @@
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicI64, AtomicU64};
-
-use crate::memory::embed_worker::{self, EmbedCommand};
 use std::time::Duration;
 
-use crossbeam_channel::Receiver;
+use crossbeam_channel::{Receiver, bounded};
 
-use crate::app::Channels;
-use crate::capture::keys::{KeysCommand, spawn_keys};
-use crate::capture::clipboard::{ClipboardCommand, ClipboardSource, spawn_clipboard};
-use crate::capture::{A11yCommand, CaptureCommand, CaptureConfig, StreamSenders, spawn_a11y, spawn_capture_with_streams};
-use crossbeam_channel::bounded;
 use crate::store;
-use crate::config::{Paths, ResolvedModel, Settings};
-use crate::events::AppEvent;
 use crate::agent::{AgentCommand, AgentConfig, spawn_agent};
+use crate::app::Channels;
+use crate::capture::{A11yCommand, CaptureCommand, CaptureConfig, StreamSenders, spawn_a11y, spawn_capture_with_streams};
+use crate::capture::clipboard::{ClipboardCommand, ClipboardSource, spawn_clipboard};
+use crate::capture::keys::{KeysCommand, spawn_keys};
+use crate::config::{Paths, ResolvedModel, Settings};
+use crate::desktop::events::DesktopEvent;
+use crate::events::AppEvent;
 use crate::llm::{LlmCommand, LlmConfig, LocalModelState, spawn_llm};
+use crate::llm::tokens::LOCAL_LIMIT_TOKENS;
+use crate::memory::embed_worker::{self, EmbedCommand};
 use crate::runtime::{EventSink, RestartPolicy, WorkerHandle};
 use crate::store::StoreCommand;
-
-use crate::llm::tokens::LOCAL_LIMIT_TOKENS;
 
 pub struct Workers {
     pub store: WorkerHandle<StoreCommand>,
@@ -92,12 +90,12 @@ pub fn read_settings(paths: &Paths) -> (Settings, Vec<String>) {
 impl Workers {
     /// Starts the store, waits for it to open the database, reads the settings,
     /// then starts capture and llm with them.
-    pub fn start(paths: &Paths, options: WorkerOptions, sink: EventSink) -> anyhow::Result<(Self, Settings, Vec<String>)> {
+    pub fn start(paths: &Paths, options: WorkerOptions, sink: EventSink<AppEvent>) -> anyhow::Result<(Self, Settings, Vec<String>)> {
         // What providers taught about their models (a parameter one does not take) is kept here.
         crate::brains::rules::remember_in(&paths.data_dir);
         paths.ensure_data_dir()?;
         let embed_channel = embed_worker::channel();
-        let store = crate::store::spawn_store_waking(paths.db_path(), sink.clone(), options.policy, Some(embed_channel.0.clone()))?;
+        let store = crate::store::spawn_store_waking(paths.db_path(), sink.narrow(), options.policy, Some(embed_channel.0.clone()))?;
         let (ack, done) = crossbeam_channel::bounded(1);
         let opened = store.commands.send_timeout(StoreCommand::Flush(ack), Duration::from_secs(5)).is_ok()
             && done.recv_timeout(Duration::from_secs(5)).is_ok();
@@ -106,14 +104,14 @@ impl Workers {
         }
         let (settings, warnings) = read_settings(paths);
         let speech_manifest = crate::models::Manifest::bundled()?;
-        let speech = crate::audio::worker::spawn_speech(speech_manifest.clone(), paths.models_dir.clone(), crate::audio::worker::SpeechConfig::from_settings(&settings), sink.clone(), options.policy)?;
+        let speech = crate::audio::worker::spawn_speech(speech_manifest.clone(), paths.models_dir.clone(), crate::audio::worker::SpeechConfig::from_settings(&settings), sink.narrow(), options.policy)?;
         let listen = crate::audio::listen::spawn_listen(
             store.commands.clone(),
             speech.commands.clone(),
             speech_manifest,
             paths.models_dir.clone(),
             paths.data_dir.clone(),
-            sink.clone(),
+            sink.narrow(),
             options.policy,
         )?;
         let _ = listen.commands.try_send(crate::audio::listen::ListenCommand::Configure(crate::audio::listen::ListenPlan::from_settings(&settings)));
@@ -126,7 +124,7 @@ impl Workers {
         let (capture, keys, clipboard, a11y) = if options.capture {
             use crate::desktop::backend::{Backend, backend_for};
             use crate::desktop::session::Capability;
-            sink.send(AppEvent::Desktop(Box::new(desktop.clone())));
+            sink.send(AppEvent::Desktop(DesktopEvent::Report(Box::new(desktop.clone()))));
             // device_query and arboard read $DISPLAY; those streams run only when that is the display we watch.
             let same_display = options.display.is_none() || options.display == std::env::var("DISPLAY").ok();
             let not_ours = "it is read from $DISPLAY, which is not the display being captured".to_owned();
@@ -144,18 +142,18 @@ impl Workers {
                 Backend::Gnome => ClipboardSource::Gnome,
             };
             let (copy_tx, copy_rx) = bounded(8);
-            let keys = spawn_keys(store.commands.clone(), Some(copy_tx), keys_off, sink.clone(), options.policy)?;
+            let keys = spawn_keys(store.commands.clone(), Some(copy_tx), keys_off, sink.narrow(), options.policy)?;
             let clipboard = spawn_clipboard(
                 options.display.clone(),
                 clipboard_source,
                 store.commands.clone(),
                 copy_rx,
-                sink.clone(),
+                sink.narrow(),
                 options.policy,
             )?;
             // On wlroots the typing stream is the text entered into fields (AT-SPI).
             let fields = matches!(backend_for(&desktop, Capability::TypingStream), Backend::Wlroots(_));
-            let a11y = spawn_a11y(keys.commands.clone(), settings.desktop_accessibility, fields, sink.clone(), options.policy)?;
+            let a11y = spawn_a11y(keys.commands.clone(), settings.desktop_accessibility, fields, sink.narrow(), options.policy)?;
             let backend = backend_for(&desktop, Capability::FocusedWindow);
             let config = CaptureConfig { display: options.display.clone(), afk_secs: settings.afk_secs, rules: settings.rules(), backend };
             let streams = StreamSenders {
@@ -165,7 +163,7 @@ impl Workers {
                 automations: options.automations.then(|| automations_channels.commands.0.clone()),
                 notify: options.automations.then(|| notify_channel.0.clone()),
             };
-            let capture = spawn_capture_with_streams(config, store.commands.clone(), streams, sink.clone(), options.policy)?;
+            let capture = spawn_capture_with_streams(config, store.commands.clone(), streams, sink.narrow(), options.policy)?;
             let allowed = settings.streams_confirmed || !options.require_consent;
             let _ = capture.commands.try_send(CaptureCommand::SetRecording(allowed && settings.record_windows));
             let _ = keys.commands.try_send(KeysCommand::SetRecording(allowed && settings.record_keys));
@@ -190,7 +188,7 @@ impl Workers {
             speed_file: Some(crate::llm::speed::path(&paths.data_dir)),
         };
         let manifest = crate::models::Manifest::bundled().unwrap_or(crate::models::Manifest { models: Vec::new() });
-        let models = crate::models::worker::spawn_models(manifest, paths.models_dir.clone(), None, sink.clone(), options.policy)?;
+        let models = crate::models::worker::spawn_models(manifest, paths.models_dir.clone(), None, sink.narrow(), options.policy)?;
         let _ = models.commands.try_send(crate::models::worker::ModelsCommand::SetDataDir(paths.data_dir.clone()));
         let embedder = crate::memory::embed::SharedEmbedder::new(crate::memory::embed::model_dir(&paths.models_dir));
         let search_latest = Arc::new(AtomicU64::new(0));
@@ -202,7 +200,7 @@ impl Workers {
             search_channel.0.clone(),
             typing_at_millis.clone(),
             embed_channel,
-            sink.clone(),
+            sink.narrow(),
             options.policy,
         )?;
         let search = crate::memory::search_worker::spawn_search(
@@ -211,12 +209,12 @@ impl Workers {
             embedder,
             search_latest.clone(),
             search_channel,
-            sink.clone(),
+            sink.narrow(),
             options.policy,
         )?;
         let local = Arc::new(LocalModelState::default());
         let local_state = local.clone();
-        let llm = spawn_llm(llm_config, sink.clone(), stop_epoch.clone(), local.clone(), options.policy)?;
+        let llm = spawn_llm(llm_config, sink.narrow(), stop_epoch.clone(), local.clone(), options.policy)?;
         let agent_config = AgentConfig {
             db_path: paths.db_path(),
             context_budget_tokens: settings.context_budget_tokens,
@@ -230,9 +228,9 @@ impl Workers {
             flows: options.automations.then(|| automations_channels.commands.0.clone()),
         };
         let mcp_signals = options.automations.then(|| automations_channels.commands.0.clone());
-        let mcp = crate::mcp::worker::spawn_mcp_signalling(paths.data_dir.clone(), sink.clone(), options.policy, crate::net::OutboundGate::global(), mcp_signals)?;
+        let mcp = crate::mcp::worker::spawn_mcp_signalling(paths.data_dir.clone(), sink.narrow(), options.policy, crate::net::OutboundGate::global(), mcp_signals)?;
         let agent_config = AgentConfig { mcp: Some(crate::mcp::worker::McpClient { commands: mcp.commands.clone() }), ..agent_config };
-        let agent = spawn_agent(agent_config, llm.commands.clone(), local, store.commands.clone(), sink.clone(), stop_epoch.clone(), options.policy)?;
+        let agent = spawn_agent(agent_config, llm.commands.clone(), local, store.commands.clone(), sink.narrow(), stop_epoch.clone(), options.policy)?;
         let (automations, notify) = if options.automations {
             let agent_commands = agent.commands.clone();
             let notify_tx = notify_channel.0.clone();
@@ -242,10 +240,10 @@ impl Workers {
                 Arc::new(crate::automations::steps::SystemClock),
                 move || Box::new(crate::agent::AgentSteps(agent_commands.clone())),
                 move || Box::new(crate::notify::NotifyClient(notify_tx.clone())),
-                sink.clone(),
+                sink.narrow(),
                 options.policy,
             )?;
-            let (approver, opener, local_state) = (agent.commands.clone(), sink.clone(), local_state.clone());
+            let (approver, opener, local_state) = (agent.commands.clone(), sink.narrow::<DesktopEvent>(), local_state.clone());
             let notify = crate::notify::spawn_notify(
                 crate::notify::NotifyConfig { db_path: paths.db_path(), bus: None, policy: crate::notify::gate::Policy::default() },
                 notify_channel,
@@ -254,16 +252,16 @@ impl Workers {
                     crate::notify::Hooks {
                         // Accept on a notification approves that one call, once.
                         approve: Box::new(move |call_id| {
-                            let _ = approver.try_send(AgentCommand::DecideAs { call_id, choice: crate::events::ApprovalChoice::Once, by: "user (notification)".into() });
+                            let _ = approver.try_send(AgentCommand::DecideAs { call_id, choice: crate::agent::events::ApprovalChoice::Once, by: "user (notification)".into() });
                         }),
                         open: Box::new(move |_| {
-                            opener.send(AppEvent::ShowSidebar);
+                            opener.send(DesktopEvent::ShowSidebar);
                         }),
                         // The user's tap after heat or the battery paused the local model.
                         restore_local: Box::new(move || local_state.restore()),
                     }
                 },
-                sink.clone(),
+                sink.narrow(),
                 options.policy,
             )?;
             (Some(automations), Some(notify))
@@ -276,7 +274,7 @@ impl Workers {
                 crate::apps::worker::channel(),
                 Some(search.commands.clone()),
                 Some(agent.commands.clone()),
-                sink.clone(),
+                sink.narrow(),
                 options.policy,
             )?),
             false => None,
@@ -287,14 +285,14 @@ impl Workers {
                 paths.data_dir.clone(),
                 store.commands.clone(),
                 crossbeam_channel::bounded(8),
-                sink.clone(),
+                sink.runtime_only(),
                 options.policy,
             )?)
         } else {
             None
         };
         let typing = crate::audio::dictate::Typing::for_desktop(&desktop, options.display.clone(), &paths.data_dir);
-        let audio = crate::audio::worker::spawn_audio(speech.commands.clone(), typing, sink, options.policy)?;
+        let audio = crate::audio::worker::spawn_audio(speech.commands.clone(), typing, sink.narrow(), options.policy)?;
         let device = Some(settings.voice.device.clone()).filter(|d| !d.is_empty());
         let _ = audio.commands.try_send(crate::audio::worker::AudioCommand::SetDevice(device));
         let workers = Self {

@@ -16,14 +16,15 @@ use super::{flows, integrations};
 use super::operation::{self, Brain, ChatRequest, Limits, Live, Next, RawCall, State};
 use super::store::{self as agent_store, AgentWrite, AuditEntry, CallRow, CallStatus, OpStatus, OperationRow};
 use super::worker::AgentWorker;
+use crate::agent::events::{AgentEvent, ApprovalChoice, ToolCallView};
 use crate::brains::{Delta, Role, Turn};
-use crate::events::{AppEvent, ApprovalChoice, GenerationStats, MessageStatus, ToolCallView};
 use crate::ids::{next_id, now_millis};
-use crate::llm::tool_calls::Shape;
 use crate::llm::{GenerateRequest, LocalBrain};
+use crate::llm::tool_calls::Shape;
+use crate::records::{GenerationStats, MessageStatus};
 use crate::store::StoreCommand;
-use crate::tools::policy::{self, Action, Pattern, Rule, Scope};
 use crate::tools::{Origin, ToolOutput, registry};
+use crate::tools::policy::{self, Action, Pattern, Rule, Scope};
 
 /// The system prompt of an operation.
 pub const AGENT_PROMPT: &str = include_str!("../../assets/prompts/agent.txt");
@@ -100,9 +101,9 @@ impl<B: LocalBrain> AgentWorker<B> {
         live.row.state = serde_json::to_string(&live.state).unwrap_or_default();
         live.row.updated_at_millis = now_millis();
         if let Err(err) = self.record(AgentWrite::Operation(live.row.clone())) {
-            self.sink.send(AppEvent::Notice(format!("the task's progress was not saved: {err}")));
+            self.sink.notice(format!("the task's progress was not saved: {err}"));
         }
-        self.sink.send(AppEvent::Operation {
+        self.sink.send(AgentEvent::Operation {
             operation_id: live.row.operation_id,
             answer_id: live.request.answer_id,
             status: live.row.status,
@@ -113,7 +114,7 @@ impl<B: LocalBrain> AgentWorker<B> {
 
     fn save_call(&self, live: &Live, call: &CallRow) -> Result<(), String> {
         let saved = self.record(AgentWrite::Call(call.clone()));
-        self.sink.send(AppEvent::ToolCall(Box::new(view(live, call))));
+        self.sink.send(AgentEvent::ToolCall(Box::new(view(live, call))));
         saved
     }
 
@@ -146,7 +147,7 @@ impl<B: LocalBrain> AgentWorker<B> {
                      do not read what cowork recorded.",
                     provider.name
                 );
-                self.sink.send(AppEvent::ConsentNeeded { provider: provider.name.clone(), reason, preview, request: Box::new(request) });
+                self.sink.send(AgentEvent::ConsentNeeded { provider: provider.name.clone(), reason, preview, request: Box::new(request) });
                 return;
             }
             Ok((brain, Some(_))) => brain,
@@ -201,8 +202,8 @@ impl<B: LocalBrain> AgentWorker<B> {
         let history = &request.history[request.history.len().saturating_sub(self.config.history_messages)..];
         for (role, text) in history {
             match role {
-                crate::events::Role::User => state.push(Turn::new(Role::User, text.clone()), Origin::User),
-                crate::events::Role::Assistant => state.push(Turn::new(Role::Assistant, text.clone()), Origin::Memory),
+                crate::records::Role::User => state.push(Turn::new(Role::User, text.clone()), Origin::User),
+                crate::records::Role::Assistant => state.push(Turn::new(Role::Assistant, text.clone()), Origin::Memory),
             }
         }
         let clock = task_clock(&brain, now);
@@ -218,7 +219,7 @@ impl<B: LocalBrain> AgentWorker<B> {
             Brain::Local => ("local · agent".to_owned(), format!("{} tools offered", tools.len())),
             Brain::Cloud { provider, .. } => (format!("{} · {} · agent", provider.name, provider.model), format!("{} tools offered", tools.len())),
         };
-        self.sink.send(AppEvent::Routed { answer_id: request.answer_id, ask_id: request.ask_id, answered_by, reason });
+        self.sink.send(AgentEvent::Routed { answer_id: request.answer_id, ask_id: request.ask_id, answered_by, reason });
         let row = OperationRow::running(next_id(), Some(request.thread.thread_id), Some(request.answer_id), request.text.clone(), brain.name(), now);
         let mut live = Live { row, state, calls: Vec::new(), brain, request, step_has_calls: false, remember, tokens: Default::default() };
         self.save_operation(&mut live);
@@ -326,7 +327,7 @@ impl<B: LocalBrain> AgentWorker<B> {
         let sink = self.sink.clone();
         if !live.state.shown.is_empty() && !live.state.shown.ends_with('\n') {
             live.state.shown.push('\n');
-            sink.send(AppEvent::Token { answer_id, text: "\n".into() });
+            sink.send(AgentEvent::Token { answer_id, text: "\n".into() });
         }
         let turns = live.state.turns(KEEP_TURNS);
         // The local model's first step calls a tool; after a result it answers. A first call
@@ -340,7 +341,7 @@ impl<B: LocalBrain> AgentWorker<B> {
         let mut shown = String::new();
         let mut on_text = |text: &str| {
             shown.push_str(text);
-            sink.send(AppEvent::Token { answer_id, text: text.to_owned() });
+            sink.send(AgentEvent::Token { answer_id, text: text.to_owned() });
         };
         let overhead_before = overhead_start.elapsed();
         let model_start = Instant::now();
@@ -433,7 +434,7 @@ impl<B: LocalBrain> AgentWorker<B> {
                         if let Delta::Text(text) = delta {
                             on_text(text);
                         } else if let Some(thought) = delta.reasoning_text() {
-                            sink.send(AppEvent::Reasoning { answer_id, text: thought.to_owned() });
+                            sink.send(AgentEvent::Reasoning { answer_id, text: thought.to_owned() });
                         }
                     },
                 )
@@ -485,7 +486,7 @@ impl<B: LocalBrain> AgentWorker<B> {
             }
         };
         let model_millis = model_start.elapsed().as_millis() as u64;
-        self.sink.send(AppEvent::AgentStep { answer_id, step, prompt_tokens, first_token_millis, model_millis });
+        self.sink.send(AgentEvent::AgentStep { answer_id, step, prompt_tokens, first_token_millis, model_millis });
         let overhead_after = Instant::now();
         let live = self.acting.live.get_mut(&operation_id).ok_or("the task is gone")?;
         live.state.shown.push_str(&shown);
@@ -712,7 +713,7 @@ impl<B: LocalBrain> AgentWorker<B> {
                     call.started_at_millis = Some(started);
                     let call = call.clone();
                     let live = self.acting.live.get(&operation_id).expect("present");
-                    self.sink.send(AppEvent::ToolCall(Box::new(view(live, &call))));
+                    self.sink.send(AgentEvent::ToolCall(Box::new(view(live, &call))));
                     runnable.push(call);
                 }
                 Err(err) => {
@@ -816,12 +817,12 @@ impl<B: LocalBrain> AgentWorker<B> {
     fn run_own(&mut self, operation_id: i64, call: &CallRow, epoch: u64) -> ToolOutput {
         match call.tool.as_str() {
             "update_todos" => {
-                let items: Vec<crate::events::TodoItem> = serde_json::from_value(call.arguments.get("items").cloned().unwrap_or_default()).unwrap_or_default();
+                let items: Vec<crate::agent::events::TodoItem> = serde_json::from_value(call.arguments.get("items").cloned().unwrap_or_default()).unwrap_or_default();
                 let live = self.acting.live.get_mut(&operation_id).expect("present");
                 live.state.todos = items.clone();
                 let answer_id = live.request.answer_id;
                 let done = items.iter().filter(|i| i.done).count();
-                self.sink.send(AppEvent::Todos { answer_id, items: items.clone() });
+                self.sink.send(AgentEvent::Todos { answer_id, items: items.clone() });
                 ToolOutput::ok(format!("The user sees your list ({done} of {} done).", items.len()))
             }
             "delegate" => self.delegate(operation_id, call, epoch),
@@ -871,10 +872,10 @@ impl<B: LocalBrain> AgentWorker<B> {
             let at_millis = now_millis();
             match self.record(AgentWrite::Undo { operation_id, call_id, steps: undo, at_millis }) {
                 Ok(()) => {
-                    self.sink.send(AppEvent::Undoable { answer_id, operation_id, until_millis: at_millis + crate::tools::undo::UNDO_WINDOW_MS });
+                    self.sink.send(AgentEvent::Undoable { answer_id, operation_id, until_millis: at_millis + crate::tools::undo::UNDO_WINDOW_MS });
                 }
                 Err(err) => {
-                    self.sink.send(AppEvent::Notice(format!("what this task changed could not be recorded for Undo: {err}")));
+                    self.sink.notice(format!("what this task changed could not be recorded for Undo: {err}"));
                 }
             }
         }
@@ -934,7 +935,7 @@ impl<B: LocalBrain> AgentWorker<B> {
         self.save_operation(&mut live);
         for id in ids {
             if let Some(call) = live.calls.iter().find(|c| c.call_id == *id) {
-                self.sink.send(AppEvent::ToolCall(Box::new(view(&live, call))));
+                self.sink.send(AgentEvent::ToolCall(Box::new(view(&live, call))));
             }
         }
         self.report_parked(&live, ids);
@@ -961,7 +962,7 @@ impl<B: LocalBrain> AgentWorker<B> {
         if call.status != CallStatus::Waiting {
             // This process drives the task: it goes on with what was decided, and says so.
             let by = call.decided_by.clone().unwrap_or_else(|| "cowork".into());
-            self.sink.send(AppEvent::Notice(format!("call {call_id} was already decided by {by} (it is {})", call.status.as_str())));
+            self.sink.notice(format!("call {call_id} was already decided by {by} (it is {})", call.status.as_str()));
             return;
         }
         let settings = self.settings();
@@ -995,9 +996,9 @@ impl<B: LocalBrain> AgentWorker<B> {
                     _ => Ok(None),
                 };
                 let scope = match scope {
-                    crate::events::AllowFor::ThisTask => Scope::Operation(operation_id),
-                    crate::events::AllowFor::Day => Scope::Until(now_millis() + 86_400_000),
-                    crate::events::AllowFor::Always => Scope::Always,
+                    crate::agent::events::AllowFor::ThisTask => Scope::Operation(operation_id),
+                    crate::agent::events::AllowFor::Day => Scope::Until(now_millis() + 86_400_000),
+                    crate::agent::events::AllowFor::Always => Scope::Always,
                 };
                 match pattern {
                     Err(err) => Err(format!("the rule was not saved: {err}")),
@@ -1022,14 +1023,14 @@ impl<B: LocalBrain> AgentWorker<B> {
         let (to, output, edited, decided_by) = match decided {
             Ok(decided) => decided,
             Err(why) => {
-                self.sink.send(AppEvent::Notice(why));
+                self.sink.notice(why);
                 return;
             }
         };
         let write = AgentWrite::DecideCall { call_id, to, by: decided_by.clone(), output: output.clone(), arguments: edited.clone(), at_millis: now_millis() };
         if let Err(why) = self.record(write) {
             // Someone else decided first: what they decided is what happens, here, where the task runs.
-            self.sink.send(AppEvent::Notice(why));
+            self.sink.notice(why);
             self.sync_decided(operation_id, call_id);
             self.after_decision(operation_id);
             return;
@@ -1059,8 +1060,8 @@ impl<B: LocalBrain> AgentWorker<B> {
     }
 
     fn refuse_decision(&self, call_id: i64, why: String) {
-        self.sink.send(AppEvent::Notice(why.clone()));
-        self.sink.send(AppEvent::DecisionRefused { call_id, why });
+        self.sink.notice(why.clone());
+        self.sink.send(AgentEvent::DecisionRefused { call_id, why });
     }
 
     /// A decision on a call this process does not drive. A live owner gets
@@ -1096,7 +1097,7 @@ impl<B: LocalBrain> AgentWorker<B> {
                 let write = AgentWrite::DecideCall { call_id, to, by: decided_by, output, arguments: None, at_millis: now_millis() };
                 match self.record(write) {
                     Ok(()) => {
-                        self.sink.send(AppEvent::DecidedForOwner { call_id, owner_pid: agent_store::owner_pid(&owner).to_owned() });
+                        self.sink.send(AgentEvent::DecidedForOwner { call_id, owner_pid: agent_store::owner_pid(&owner).to_owned() });
                     }
                     Err(why) => self.refuse_decision(call_id, why),
                 }
@@ -1134,7 +1135,7 @@ impl<B: LocalBrain> AgentWorker<B> {
         call.finished_at_millis = row.finished_at_millis;
         let call = call.clone();
         let live = self.acting.live.get(&operation_id).expect("present");
-        self.sink.send(AppEvent::ToolCall(Box::new(view(live, &call))));
+        self.sink.send(AgentEvent::ToolCall(Box::new(view(live, &call))));
         match call.status {
             CallStatus::Running if call.started_at_millis.is_none() => {
                 let by = call.decided_by.clone().unwrap_or_else(|| "another cowork".into());
@@ -1199,7 +1200,7 @@ impl<B: LocalBrain> AgentWorker<B> {
         }
         let call = call.clone();
         let live = self.acting.live.get(&operation_id).expect("present");
-        self.sink.send(AppEvent::ToolCall(Box::new(view(live, &call))));
+        self.sink.send(AgentEvent::ToolCall(Box::new(view(live, &call))));
     }
 
     /// Approves a waiting call (its decision recorded) and runs it at once.
@@ -1253,7 +1254,7 @@ impl<B: LocalBrain> AgentWorker<B> {
     pub(super) fn overview(&mut self) {
         self.open_db();
         let Some(conn) = self.db.as_ref() else {
-            self.sink.send(AppEvent::AgentOverview { rules: Vec::new(), problems: vec!["cowork.db cannot be read".into()], audit: Vec::new() });
+            self.sink.send(AgentEvent::AgentOverview { rules: Vec::new(), problems: vec!["cowork.db cannot be read".into()], audit: Vec::new() });
             return;
         };
         let (rules, mut problems) = agent_store::rules(conn).unwrap_or_else(|err| (Vec::new(), vec![format!("cannot read the rules: {err}")]));
@@ -1261,7 +1262,7 @@ impl<B: LocalBrain> AgentWorker<B> {
             problems.push(format!("cannot read the audit log: {err}"));
             Vec::new()
         });
-        self.sink.send(AppEvent::AgentOverview {
+        self.sink.send(AgentEvent::AgentOverview {
             rules: rules.iter().map(|r| (r.id, agent_store::rule_text(r))).collect(),
             problems,
             audit: audit.iter().map(agent_store::audit_text).collect(),
@@ -1271,7 +1272,7 @@ impl<B: LocalBrain> AgentWorker<B> {
     /// Settings → Agent: a rule removed, and the overview sent again.
     pub(super) fn remove_rule(&mut self, id: i64) {
         if let Err(err) = self.record(AgentWrite::RemoveRule(id)) {
-            self.sink.send(AppEvent::Notice(format!("the rule was not removed: {err}")));
+            self.sink.notice(format!("the rule was not removed: {err}"));
         }
         self.overview();
     }
@@ -1297,7 +1298,7 @@ impl<B: LocalBrain> AgentWorker<B> {
             let waited = self.acting.live.get(&op).and_then(|l| l.calls.iter().find(|c| c.call_id == call_id)).map_or(0, |c| c.expires_at_millis.unwrap_or(c.created_at_millis) - c.created_at_millis);
             let why = format!("Nobody approved this call within {}, so it was not run.", crate::ids::format_duration_millis(waited));
             self.settle(op, call_id, CallStatus::Expired, ToolOutput::error(why), Some("timeout".into()));
-            self.sink.send(AppEvent::Notice("an approval expired; the task went on without that call".into()));
+            self.sink.notice("an approval expired; the task went on without that call");
             if !touched.contains(&op) {
                 touched.push(op);
             }
@@ -1325,7 +1326,7 @@ impl<B: LocalBrain> AgentWorker<B> {
         }
         for call in ended {
             let _ = self.record(AgentWrite::Call(call.clone()));
-            self.sink.send(AppEvent::ToolCall(Box::new(view(&live, &call))));
+            self.sink.send(AgentEvent::ToolCall(Box::new(view(&live, &call))));
             self.audit(&call, "cancelled");
         }
         live.row.status = status;
@@ -1349,7 +1350,7 @@ impl<B: LocalBrain> AgentWorker<B> {
             let message = super::worker::answer_message_public(&live.request, text, error.as_deref(), message_status, &live.row.brain, live.row.cost_usd);
             self.persist_public(message, Some(live.row.brain.clone()));
         }
-        self.sink.send(AppEvent::AnswerCost { answer_id: live.request.answer_id, usd: live.row.cost_usd });
+        self.sink.send(AgentEvent::AnswerCost { answer_id: live.request.answer_id, usd: live.row.cost_usd });
         // A cloud task's tokens over all its steps, and how much of its prompts the provider's cache served.
         let stats = GenerationStats {
             prompt_tokens: live.tokens.input_tokens as usize,
@@ -1358,7 +1359,7 @@ impl<B: LocalBrain> AgentWorker<B> {
             reasoning_tokens: live.tokens.reasoning_tokens as usize,
             ..GenerationStats::default()
         };
-        self.sink.send(AppEvent::AnswerFinished { answer_id: live.request.answer_id, status: message_status, error, stats });
+        self.sink.send(AgentEvent::AnswerFinished { answer_id: live.request.answer_id, status: message_status, error, stats });
     }
 
     /// After a restart: operations that were open come back. A waiting
@@ -1439,7 +1440,7 @@ impl<B: LocalBrain> AgentWorker<B> {
                 None => Brain::Local,
             }
         };
-        let thread = crate::events::ChatThread { thread_id: row.thread_id.unwrap_or_default(), title: row.task.chars().take(60).collect(), updated_at_millis: row.updated_at_millis };
+        let thread = crate::records::ChatThread { thread_id: row.thread_id.unwrap_or_default(), title: row.task.chars().take(60).collect(), updated_at_millis: row.updated_at_millis };
         let request = ChatRequest {
             thread,
             answer_id: row.answer_id.unwrap_or_default(),
@@ -1481,7 +1482,7 @@ impl<B: LocalBrain> AgentWorker<B> {
             }
         }
         for call in &live.calls {
-            self.sink.send(AppEvent::ToolCall(Box::new(view(&live, call))));
+            self.sink.send(AgentEvent::ToolCall(Box::new(view(&live, call))));
         }
         self.save_operation(&mut live);
         let id = live.row.operation_id;
@@ -1503,7 +1504,7 @@ impl<B: LocalBrain> AgentWorker<B> {
     pub(super) fn handle_resume(&mut self, operation_id: i64) {
         self.resume_one(operation_id);
         if !self.acting.live.contains_key(&operation_id) {
-            self.sink.send(AppEvent::Notice(format!("operation {operation_id} could not be taken over: another process drives it")));
+            self.sink.notice(format!("operation {operation_id} could not be taken over: another process drives it"));
         }
     }
 

@@ -13,10 +13,10 @@ use serde_json::Value;
 
 use super::store::{CallRow, CallStatus, OperationRow};
 use crate::brains::{ProviderConfig, Role, ToolCall, Turn};
-use crate::events::ChatThread;
-use crate::tools::files::FilesEnv;
 use crate::llm::{PromptMessage, PromptRole};
+use crate::records::ChatThread;
 use crate::tools::Origin;
+use crate::tools::files::FilesEnv;
 
 /// One question in a thread.
 #[derive(Clone, Debug, Default)]
@@ -27,7 +27,7 @@ pub struct ChatRequest {
     pub answer_id: i64,
     pub text: String,
     /// Earlier messages of the thread, oldest first.
-    pub history: Vec<(crate::events::Role, String)>,
+    pub history: Vec<(crate::records::Role, String)>,
     /// The question this answers: a retry with a smarter model keeps the first answer's.
     pub ask_id: i64,
     /// "Try harder": who gave the answer being retried.
@@ -39,7 +39,7 @@ pub struct ChatRequest {
     /// Run as an agent operation: the model may call tools (Settings → Agent).
     pub agent: bool,
     /// MCP resources the user attached: data from a server, never instructions.
-    pub attachments: Vec<crate::events::Attachment>,
+    pub attachments: Vec<crate::records::Attachment>,
     /// Who wrote the text when not the user alone: an MCP server's prompt or
     /// an app filled the input (the user sent it, but its words are theirs).
     pub text_origin: Option<crate::tools::Origin>,
@@ -60,7 +60,7 @@ pub enum BrainChoice {
 impl ChatRequest {
     /// The attachments as the model reads them, each marked as data from its server.
     pub fn attached_data(&self) -> String {
-        self.attachments.iter().map(crate::events::Attachment::as_data).collect::<Vec<_>>().join("\n\n")
+        self.attachments.iter().map(crate::records::Attachment::as_data).collect::<Vec<_>>().join("\n\n")
     }
 }
 
@@ -131,7 +131,7 @@ pub struct Entry {
     pub origin: Origin,
 }
 
-pub use crate::events::TodoItem as Todo;
+pub use crate::agent::events::TodoItem as Todo;
 
 /// What the operation has said and seen so far, saved after every step.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]

@@ -12,7 +12,7 @@ use sha2::{Digest, Sha256};
 use crate::tools::Risk;
 use crate::tools::policy::{Action, Pattern, Rule, Scope, Target};
 
-pub use crate::events::{CallStatus, OpStatus};
+pub use crate::agent::events::{CallStatus, OpStatus};
 
 #[derive(Clone, Debug, PartialEq)]
 pub struct OperationRow {
@@ -116,8 +116,8 @@ pub struct CallRow {
 
 impl CallRow {
     /// The chat's view of the call, on the answer `answer_id`.
-    pub fn view(&self, answer_id: i64, now_millis: i64, suggested_rule: Option<(String, String)>) -> crate::events::ToolCallView {
-        crate::events::ToolCallView {
+    pub fn view(&self, answer_id: i64, now_millis: i64, suggested_rule: Option<(String, String)>) -> crate::agent::events::ToolCallView {
+        crate::agent::events::ToolCallView {
             operation_id: self.operation_id,
             answer_id,
             call_id: self.call_id,
@@ -140,7 +140,7 @@ impl CallRow {
 
 /// The tool calls of a chat's operations, oldest first, as the chat shows them:
 /// an answer's chips come back with the thread after a restart.
-pub fn thread_calls(conn: &Connection, thread_id: i64, now_millis: i64) -> rusqlite::Result<Vec<crate::events::ToolCallView>> {
+pub fn thread_calls(conn: &Connection, thread_id: i64, now_millis: i64) -> rusqlite::Result<Vec<crate::agent::events::ToolCallView>> {
     let mut stmt = conn.prepare_cached("SELECT operation_id, answer_id FROM operations WHERE thread_id = ?1 AND answer_id IS NOT NULL ORDER BY created_at_ms")?;
     let operations: Vec<(i64, i64)> = stmt.query_map([thread_id], |r| Ok((r.get(0)?, r.get(1)?)))?.collect::<rusqlite::Result<_>>()?;
     let mut views = Vec::new();

@@ -12,13 +12,14 @@ use std::time::Duration;
 use crossbeam_channel::{Receiver, Sender, bounded};
 use rusqlite::Connection;
 
-use crate::events::{AppEvent, ChatMessage, GenerationStats, MessageStatus, Role, WorkerName};
+use crate::agent::events::AgentEvent;
+use crate::capture::firewall::wants_no_memory;
 use crate::ids::now_millis;
+use crate::llm::{GenerateRequest, LlmClient, LlmCommand, LocalBrain, LocalModelState, PromptMessage, PromptRole};
 use crate::llm::context::{Layer1, layer1_context};
 use crate::llm::prompt::{PromptContext, chat_messages, join_parts, local_examples, question_turn};
-use crate::llm::{GenerateRequest, LlmClient, LlmCommand, LocalBrain, LocalModelState, PromptMessage, PromptRole};
-use crate::runtime::{EventSink, RestartPolicy, Supervised, WorkerContext, WorkerHandle, spawn_supervised};
-use crate::capture::firewall::wants_no_memory;
+use crate::records::{ChatMessage, GenerationStats, MessageStatus, Role};
+use crate::runtime::{EventSink, RestartPolicy, Supervised, WorkerContext, WorkerHandle, WorkerName, spawn_supervised};
 use crate::store::{self, StoreCommand};
 
 pub use super::operation::ChatRequest;
@@ -82,9 +83,9 @@ pub enum AgentCommand {
     /// that have no summary yet (loads the model if needed); the count goes to `reply`.
     Summarise { limit: usize, reply: Option<Sender<Result<usize, String>>> },
     /// The user's decision on a waiting tool call (or the answer to `ask_user`).
-    Decide { call_id: i64, choice: crate::events::ApprovalChoice },
+    Decide { call_id: i64, choice: crate::agent::events::ApprovalChoice },
     /// The same, decided somewhere the audit log should name (`cowork approve`, a notification).
-    DecideAs { call_id: i64, choice: crate::events::ApprovalChoice, by: String },
+    DecideAs { call_id: i64, choice: crate::agent::events::ApprovalChoice, by: String },
     /// A guardrail paused an operation: go on, or stop it.
     Continue { operation_id: i64, go_on: bool },
     /// Take over an operation whose process is gone (`cowork approve` waiting on it).
@@ -180,7 +181,7 @@ pub struct AgentWorker<B: LocalBrain> {
     pub(super) brain: B,
     pub(super) db: Option<Connection>,
     pub(super) store: Sender<StoreCommand>,
-    pub(super) sink: EventSink,
+    pub(super) sink: EventSink<AgentEvent>,
     /// Bumped by Stop; an answer that started under an older value stops.
     pub(super) stop_epoch: Arc<AtomicU64>,
     /// Operations being driven, the skills and where file tools work.
@@ -219,7 +220,7 @@ impl<B: LocalBrain> AgentWorker<B> {
         }
     }
 
-    pub fn new(config: AgentConfig, brain: B, store: Sender<StoreCommand>, sink: EventSink, stop_epoch: Arc<AtomicU64>) -> Self {
+    pub fn new(config: AgentConfig, brain: B, store: Sender<StoreCommand>, sink: EventSink<AgentEvent>, stop_epoch: Arc<AtomicU64>) -> Self {
         let config_data_dir = config.data_dir.clone();
         Self {
             config,
@@ -361,7 +362,7 @@ impl<B: LocalBrain> AgentWorker<B> {
     pub(super) fn persist(&self, message: ChatMessage, model: Option<String>) {
         // Blocking with a timeout: losing a chat message is worse than a short wait.
         if self.store.send_timeout(StoreCommand::UpsertMessage { message, model }, Duration::from_secs(5)).is_err() {
-            self.sink.send(AppEvent::Notice("the store is not accepting writes: a chat message was not saved".into()));
+            self.sink.notice("the store is not accepting writes: a chat message was not saved");
         }
     }
 
@@ -384,7 +385,7 @@ impl<B: LocalBrain> AgentWorker<B> {
         }
         let citations = memory.as_ref().map(|m| m.assembly.citations()).unwrap_or_default();
         if let Some(memory) = &memory {
-            self.sink.send(AppEvent::MemoryInjected {
+            self.sink.send(AgentEvent::MemoryInjected {
                 user_message_id: request.user_message_id,
                 report: memory.report.clone(),
                 recalled: memory.assembly.items.clone(),
@@ -392,7 +393,7 @@ impl<B: LocalBrain> AgentWorker<B> {
             });
         }
         if !citations.is_empty() {
-            self.sink.send(AppEvent::Citations { answer_id: request.answer_id, citations: citations.clone() });
+            self.sink.send(AgentEvent::Citations { answer_id: request.answer_id, citations: citations.clone() });
         }
         let citations_json = (!citations.is_empty()).then(|| serde_json::to_string(&citations).unwrap_or_default());
         let notes = memory.as_ref().and_then(|m| m.assembly.render(now_millis())).unwrap_or_default();
@@ -412,7 +413,7 @@ impl<B: LocalBrain> AgentWorker<B> {
             let allowed = consent.or(request.consent_once.then_some(true));
             if allowed.is_none() && context.is_some() {
                 let preview = crate::brains::consent::redact_for_cloud(context_text.as_deref().unwrap_or_default());
-                self.sink.send(AppEvent::ConsentNeeded { provider: provider.name.clone(), reason: reason.clone(), preview, request: Box::new(request) });
+                self.sink.send(AgentEvent::ConsentNeeded { provider: provider.name.clone(), reason: reason.clone(), preview, request: Box::new(request) });
                 return;
             }
         }
@@ -442,13 +443,13 @@ impl<B: LocalBrain> AgentWorker<B> {
             self.persist(user, None);
         }
         if !request.is_retry {
-            self.sink.send(AppEvent::ContextAttached { user_message_id: request.user_message_id, context: chip });
+            self.sink.send(AgentEvent::ContextAttached { user_message_id: request.user_message_id, context: chip });
         }
         let (answered_by, reason) = match &plan {
             Plan::Local { reason } => ("local".to_owned(), reason.clone()),
             Plan::Cloud { provider, reason, .. } => (format!("{} · {}", provider.name, provider.model), reason.clone()),
         };
-        self.sink.send(AppEvent::Routed { answer_id: request.answer_id, ask_id: request.ask_id, answered_by, reason });
+        self.sink.send(AgentEvent::Routed { answer_id: request.answer_id, ask_id: request.ask_id, answered_by, reason });
         if let Plan::Cloud { provider, key, .. } = plan {
             self.cloud_answer(&request, remember, sent_context.as_ref(), &provider, key.as_deref(), epoch, citations_json);
             return;
@@ -464,7 +465,7 @@ impl<B: LocalBrain> AgentWorker<B> {
             epoch,
             &mut |token| {
                 answer.push_str(token);
-                sink.send(AppEvent::Token { answer_id, text: token.to_owned() });
+                sink.send(AgentEvent::Token { answer_id, text: token.to_owned() });
             },
         );
         let stopped = self.stop_epoch.load(Ordering::SeqCst) != epoch;
@@ -483,7 +484,7 @@ impl<B: LocalBrain> AgentWorker<B> {
         if remember {
             self.persist(answer, model);
         }
-        self.sink.send(AppEvent::AnswerFinished { answer_id: request.answer_id, status, error, stats });
+        self.sink.send(AgentEvent::AnswerFinished { answer_id: request.answer_id, status, error, stats });
     }
 
     /// The user's settings, fresh (an operation's steps read them without providers.json).
@@ -497,7 +498,7 @@ impl<B: LocalBrain> AgentWorker<B> {
     pub(super) fn brains(&mut self) -> (crate::config::Settings, crate::brains::Providers) {
         let settings = self.settings();
         let providers = crate::brains::Providers::load(&crate::brains::Providers::path(&self.config.data_dir)).unwrap_or_else(|err| {
-            self.sink.send(AppEvent::Notice(format!("{err:#}")));
+            self.sink.notice(format!("{err:#}"));
             Default::default()
         });
         (settings, providers)
@@ -661,7 +662,7 @@ impl<B: LocalBrain> AgentWorker<B> {
             let lines: Vec<String> = said[said.len().saturating_sub(12)..]
                 .iter()
                 .map(|m| {
-                    let who = if m.role == crate::events::Role::User { "User" } else { "Assistant" };
+                    let who = if m.role == crate::records::Role::User { "User" } else { "Assistant" };
                     let text: String = m.content.chars().take(300).collect();
                     format!("{who}: {}", text.replace('\n', " "))
                 })
@@ -707,19 +708,19 @@ impl<B: LocalBrain> AgentWorker<B> {
             }
             self.persist(user_message(request, None), None);
         }
-        self.sink.send(AppEvent::Routed {
+        self.sink.send(AgentEvent::Routed {
             answer_id: request.answer_id,
             ask_id: request.ask_id,
             answered_by: "grounded mode".into(),
             reason: "nothing in memory matches; no model was asked".into(),
         });
-        self.sink.send(AppEvent::Token { answer_id: request.answer_id, text: GROUNDED_REFUSAL.to_owned() });
+        self.sink.send(AgentEvent::Token { answer_id: request.answer_id, text: GROUNDED_REFUSAL.to_owned() });
         if remember {
             let mut answer = answer_message(request, GROUNDED_REFUSAL.to_owned(), None, MessageStatus::Done, "grounded", 0.0, None);
             answer.refusal = true;
             self.persist(answer, None);
         }
-        self.sink.send(AppEvent::AnswerFinished { answer_id: request.answer_id, status: MessageStatus::Done, error: None, stats: GenerationStats::default() });
+        self.sink.send(AgentEvent::AnswerFinished { answer_id: request.answer_id, status: MessageStatus::Done, error: None, stats: GenerationStats::default() });
     }
 
     /// A question that cannot be answered (no route, over budget, no key): it is
@@ -734,7 +735,7 @@ impl<B: LocalBrain> AgentWorker<B> {
             }
             self.persist(user_message(request, context.map(str::to_owned)), None);
         }
-        self.sink.send(AppEvent::AnswerFinished {
+        self.sink.send(AgentEvent::AnswerFinished {
             answer_id: request.answer_id,
             status: MessageStatus::Failed,
             error: Some(error),
@@ -783,9 +784,9 @@ impl<B: LocalBrain> AgentWorker<B> {
             &mut |delta| {
                 if let Delta::Text(text) = delta {
                     answer.push_str(text);
-                    sink.send(AppEvent::Token { answer_id, text: text.clone() });
+                    sink.send(AgentEvent::Token { answer_id, text: text.clone() });
                 } else if let Some(thought) = delta.reasoning_text() {
-                    sink.send(AppEvent::Reasoning { answer_id, text: thought.to_owned() });
+                    sink.send(AgentEvent::Reasoning { answer_id, text: thought.to_owned() });
                 }
             },
         );
@@ -821,8 +822,8 @@ impl<B: LocalBrain> AgentWorker<B> {
             }
             self.persist(answer_message(request, answer, error.as_deref(), status, &provider.name, cost, citations), Some(provider.model.clone()));
         }
-        self.sink.send(AppEvent::AnswerCost { answer_id: request.answer_id, usd: cost });
-        self.sink.send(AppEvent::AnswerFinished { answer_id: request.answer_id, status, error, stats });
+        self.sink.send(AgentEvent::AnswerCost { answer_id: request.answer_id, usd: cost });
+        self.sink.send(AgentEvent::AnswerFinished { answer_id: request.answer_id, status, error, stats });
     }
 
     /// Handles one command. Returns false on Shutdown.
@@ -850,14 +851,14 @@ impl<B: LocalBrain> AgentWorker<B> {
             AgentCommand::AutomationStep(request) => self.start_automation_step(*request),
             AgentCommand::DraftFlow { description, reply } => {
                 let draft = self.draft_flow(&description);
-                self.sink.send(AppEvent::FlowDrafted(draft.clone()));
+                self.sink.send(AgentEvent::FlowDrafted(draft.clone()));
                 if let Some(reply) = reply {
                     let _ = reply.send(draft);
                 }
             }
             AgentCommand::DraftApp { description, reply } => {
                 let draft = self.draft_app(&description);
-                self.sink.send(AppEvent::AppDrafted(draft.clone()));
+                self.sink.send(AgentEvent::AppDrafted(draft.clone()));
                 if let Some(reply) = reply {
                     let _ = reply.send(draft);
                 }
@@ -865,7 +866,7 @@ impl<B: LocalBrain> AgentWorker<B> {
             AgentCommand::AppComplete { app_id, prompt, reply } => {
                 let _ = reply.send(self.app_complete(&app_id, &prompt));
             }
-            AgentCommand::CancelOperation(id) => self.finish(id, crate::events::OpStatus::Cancelled, Some("the automation stopped waiting for this step".into())),
+            AgentCommand::CancelOperation(id) => self.finish(id, crate::agent::events::OpStatus::Cancelled, Some("the automation stopped waiting for this step".into())),
             AgentCommand::InjectPanic => panic!("injected agent fault"),
             AgentCommand::Shutdown => return false,
         }
@@ -919,12 +920,12 @@ pub fn spawn_agent(
     llm: Sender<LlmCommand>,
     local: Arc<LocalModelState>,
     store: Sender<StoreCommand>,
-    sink: EventSink,
+    sink: EventSink<AgentEvent>,
     stop_epoch: Arc<AtomicU64>,
     policy: RestartPolicy,
 ) -> std::io::Result<WorkerHandle<AgentCommand>> {
     let channel = bounded(16);
-    spawn_supervised::<AgentWorker<LlmClient>, _>(WorkerName::Agent, policy, sink.clone(), channel, move |_ctx| {
+    spawn_supervised::<AgentWorker<LlmClient>, _, _>(WorkerName::Agent, policy, sink.clone(), channel, move |_ctx| {
         let brain = LlmClient::new(llm.clone(), local.clone());
         Ok(AgentWorker::new(config.clone(), brain, store.clone(), sink.clone(), stop_epoch.clone()))
     })
@@ -933,8 +934,10 @@ pub fn spawn_agent(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::events::{ActivitySession, ChatThread, WorkerName};
-    use crate::runtime::WorkerContext;
+    use crate::events::AppEvent;
+    use crate::agent::events::AgentEvent;
+    use crate::records::{ActivitySession, ChatThread};
+    use crate::runtime::{WorkerContext, WorkerName};
     use std::cell::RefCell;
 
     /// Records the prompt it was given and streams a fixed answer; can press
@@ -1035,10 +1038,10 @@ mod tests {
         let (dir, config) = fixture();
         let (store_tx, store_rx) = bounded(16);
         let (events_tx, events) = bounded(64);
-        let sink = EventSink::new(events_tx, || {});
+        let sink = crate::runtime::EventSink::<crate::events::AppEvent>::new(events_tx, || {}).narrow();
         let prompts = engine.prompts.clone();
         let worker = AgentWorker::new(config, engine, store_tx, sink.clone(), stop);
-        Harness { _dir: dir, worker, ctx: WorkerContext { name: WorkerName::Agent, sink }, store_rx, events, prompts }
+        Harness { _dir: dir, worker, ctx: WorkerContext::new(WorkerName::Agent, &sink), store_rx, events, prompts }
     }
 
     #[test]
@@ -1073,7 +1076,7 @@ mod tests {
         assert!(saved[0].context.as_deref().unwrap().contains("Q3 report.odt"));
         assert_eq!(saved[1].content, "You are editing a report.");
         let finished = events.try_iter().find_map(|e| match e {
-            AppEvent::AnswerFinished { status, .. } => Some(status),
+            AppEvent::Agent(AgentEvent::AnswerFinished { status, .. }) => Some(status),
             _ => None,
         });
         assert_eq!(finished, Some(MessageStatus::Done));
@@ -1090,7 +1093,7 @@ mod tests {
         let saved: Vec<ChatMessage> = store_rx.try_iter().filter_map(|c| match c { StoreCommand::UpsertMessage { message, .. } => Some(message), _ => None }).collect();
         assert_eq!(saved.len(), 2);
         assert!(saved[1].refusal && saved[1].content == crate::memory::rag::GROUNDED_REFUSAL);
-        assert!(events.try_iter().any(|e| matches!(e, AppEvent::Token { ref text, .. } if text == crate::memory::rag::GROUNDED_REFUSAL)));
+        assert!(events.try_iter().any(|e| matches!(e, AppEvent::Agent(AgentEvent::Token { ref text, .. }) if text == crate::memory::rag::GROUNDED_REFUSAL)));
 
         // Something embedded and pinned to the thread, a hot fact and a profile: all in the prompt, cited.
         crate::store::set_setting(&conn, crate::config::keys::PROFILE, "Goal: ship the Q3 report by Friday", 2).unwrap();
@@ -1110,7 +1113,7 @@ mod tests {
         let turn = &prompt.last().unwrap().content;
         assert!(turn.contains("[1] ") && turn.contains("Q3 report.odt"), "the pinned chunk, numbered, in the question's turn: {turn}");
         assert!(prompt[1..].iter().all(|m| m.content != crate::memory::rag::GROUNDED_REFUSAL), "a refusal is never fed back");
-        let citations = events.try_iter().find_map(|e| match e { AppEvent::Citations { answer_id: 21, citations } => Some(citations), _ => None }).unwrap();
+        let citations = events.try_iter().find_map(|e| match e { AppEvent::Agent(AgentEvent::Citations { answer_id: 21, citations }) => Some(citations), _ => None }).unwrap();
         assert_eq!((citations[0].n, citations[0].stream, citations[0].source_id, citations[0].open_id), (1, crate::memory::search::Stream::Window, 1, Some(1)));
         let answer = store_rx.try_iter().find_map(|c| match c { StoreCommand::UpsertMessage { message, .. } if message.message_id == 21 => Some(message), _ => None }).unwrap();
         assert!(answer.citations.unwrap().contains("\"source_id\":1"));
@@ -1121,7 +1124,7 @@ mod tests {
         let Harness { _dir, mut worker, ctx, events, prompts, .. } = harness(ScriptedEngine::default(), Arc::default());
         worker.config.history_messages = 8;
         worker.handle(AgentCommand::Chat(request(Vec::new())), &ctx);
-        let answer: String = events.try_iter().filter_map(|e| match e { AppEvent::Token { text, .. } => Some(text), _ => None }).collect();
+        let answer: String = events.try_iter().filter_map(|e| match e { AppEvent::Agent(AgentEvent::Token { text, .. }) => Some(text), _ => None }).collect();
         let history = vec![(Role::User, "What am I doing?".to_owned()), (Role::Assistant, answer.clone())];
         worker.handle(AgentCommand::Chat(ChatRequest { user_message_id: 30, answer_id: 31, text: "And before that?".into(), ..request(history.clone()) }), &ctx);
         let (first, second) = { let p = prompts.borrow_mut(); (p[0].clone(), p[1].clone()) };
@@ -1160,7 +1163,7 @@ mod tests {
         assert_eq!(store_rx.try_iter().count(), 0, "neither thread, question nor answer reaches the store");
         let turn = prompts.borrow_mut()[0].last().unwrap().content.clone();
         assert!(turn.ends_with("Question: my diagnosis is X") && !turn.contains("no-memory"), "the tag is not sent: {turn}");
-        assert!(events.try_iter().any(|e| matches!(e, AppEvent::AnswerFinished { status: MessageStatus::Done, .. })));
+        assert!(events.try_iter().any(|e| matches!(e, AppEvent::Agent(AgentEvent::AnswerFinished { status: MessageStatus::Done, .. }))));
     }
 
     #[test]

@@ -73,7 +73,7 @@ impl HostLane {
         work(&self.conn.lock())
     }
 
-    fn withholds(&self, session: &crate::events::ActivitySession) -> bool {
+    fn withholds(&self, session: &crate::records::ActivitySession) -> bool {
         self.rules.lock().withholds(Some(&session.app), &session.title, session.url.as_deref())
     }
 }

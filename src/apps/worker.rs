@@ -16,9 +16,8 @@ use super::manifest::{Disclosure, Manifest, Package};
 use super::runtime::{Capability, RunningApp, Runtime};
 use super::store::{self as db, AppRow};
 use super::view::View;
-use crate::events::{AppEvent, WorkerName};
 use crate::ids::now_millis;
-use crate::runtime::{EventSink, RestartPolicy, Supervised, WorkerContext, WorkerHandle, spawn_supervised};
+use crate::runtime::{EventSink, RestartPolicy, Supervised, WorkerContext, WorkerHandle, WorkerName, spawn_supervised};
 
 #[derive(Debug)]
 pub enum AppsCommand {
@@ -113,11 +112,11 @@ pub struct AppsWorker {
     runtime: Option<Runtime>,
     running: HashMap<String, Running>,
     view: AppsView,
-    sink: EventSink,
+    sink: EventSink<Box<AppsView>>,
 }
 
 impl AppsWorker {
-    pub fn new(config: AppsConfig, recall: Option<Sender<crate::memory::search_worker::SearchCommand>>, completer: Option<Sender<crate::agent::AgentCommand>>, sink: EventSink) -> Self {
+    pub fn new(config: AppsConfig, recall: Option<Sender<crate::memory::search_worker::SearchCommand>>, completer: Option<Sender<crate::agent::AgentCommand>>, sink: EventSink<Box<AppsView>>) -> Self {
         AppsWorker { config, lane: None, recall, completer, runtime: None, running: HashMap::new(), view: AppsView::default(), sink }
     }
 
@@ -134,7 +133,7 @@ impl AppsWorker {
     }
 
     fn publish(&self) {
-        self.sink.send(AppEvent::Apps(Box::new(self.view.clone())));
+        self.sink.send(Box::new(self.view.clone()));
     }
 
     /// Lists the installed apps again.
@@ -395,8 +394,8 @@ pub fn spawn_apps(
     channel: (Sender<AppsCommand>, Receiver<AppsCommand>),
     recall: Option<Sender<crate::memory::search_worker::SearchCommand>>,
     completer: Option<Sender<crate::agent::AgentCommand>>,
-    sink: EventSink,
+    sink: EventSink<Box<AppsView>>,
     policy: RestartPolicy,
 ) -> std::io::Result<WorkerHandle<AppsCommand>> {
-    spawn_supervised::<AppsWorker, _>(WorkerName::Apps, policy, sink.clone(), channel, move |_ctx| Ok(AppsWorker::new(config.clone(), recall.clone(), completer.clone(), sink.clone())))
+    spawn_supervised::<AppsWorker, _, _>(WorkerName::Apps, policy, sink.clone(), channel, move |_ctx| Ok(AppsWorker::new(config.clone(), recall.clone(), completer.clone(), sink.clone())))
 }

@@ -24,12 +24,12 @@ use super::segment::{Chunk, Detector, Segmenter};
 use super::transcribe::{Heard, SpeechModels, load_vad, speech_spans};
 use super::transcripts::{AudioTranscript, audio_dir, audio_file_name};
 use super::worker::{ListenDone, ListenJob, SpeechCommand};
+use crate::audio::events::{ListenStatus, VoiceEvent};
 use crate::capture::firewall::Rules;
 use crate::config::ListenSettings;
-use crate::events::{AppEvent, ListenStatus, VoiceEvent, WorkerName};
 use crate::ids::{local_minute_of_day, next_id, now_millis};
 use crate::models::Manifest;
-use crate::runtime::{EventSink, RestartPolicy, Supervised, WorkerContext, WorkerHandle, spawn_supervised};
+use crate::runtime::{EventSink, RestartPolicy, Supervised, WorkerContext, WorkerHandle, WorkerName, spawn_supervised};
 use crate::store::StoreCommand;
 
 /// Blocks the callbacks may queue (the server's pace: tens of milliseconds
@@ -144,7 +144,7 @@ struct Open {
 }
 
 pub struct ListenWorker {
-    sink: EventSink,
+    sink: EventSink<VoiceEvent>,
     store: Sender<StoreCommand>,
     speech: Sender<SpeechCommand>,
     manifest: Manifest,
@@ -167,7 +167,7 @@ pub struct ListenWorker {
 }
 
 impl ListenWorker {
-    pub fn new(sink: EventSink, store: Sender<StoreCommand>, speech: Sender<SpeechCommand>, manifest: Manifest, models_dir: PathBuf, data_dir: PathBuf) -> Self {
+    pub fn new(sink: EventSink<VoiceEvent>, store: Sender<StoreCommand>, speech: Sender<SpeechCommand>, manifest: Manifest, models_dir: PathBuf, data_dir: PathBuf) -> Self {
         let (blocks_tx, blocks_rx) = bounded(BLOCK_QUEUE);
         let (done_tx, done_rx) = bounded(IN_FLIGHT * 2);
         Self {
@@ -468,7 +468,7 @@ impl ListenWorker {
     fn report(&mut self) {
         if self.sent.as_ref() != Some(&self.status) {
             self.sent = Some(self.status.clone());
-            self.sink.send(AppEvent::Voice(VoiceEvent::Listening(self.status.clone())));
+            self.sink.send(VoiceEvent::Listening(self.status.clone()));
         }
     }
 }
@@ -507,10 +507,10 @@ pub fn spawn_listen(
     manifest: Manifest,
     models_dir: PathBuf,
     data_dir: PathBuf,
-    sink: EventSink,
+    sink: EventSink<VoiceEvent>,
     policy: RestartPolicy,
 ) -> std::io::Result<WorkerHandle<ListenCommand>> {
-    spawn_supervised::<ListenWorker, _>(WorkerName::Listen, policy, sink.clone(), bounded(32), move |_ctx| {
+    spawn_supervised::<ListenWorker, _, _>(WorkerName::Listen, policy, sink.clone(), bounded(32), move |_ctx| {
         Ok(ListenWorker::new(sink.clone(), store.clone(), speech.clone(), manifest.clone(), models_dir.clone(), data_dir.clone()))
     })
 }

@@ -19,13 +19,13 @@ use std::time::{Duration, Instant};
 
 use crossbeam_channel::{Receiver, Sender, bounded, select};
 
+use super::{millis_for_samples, rms, samples_for_millis};
 use super::mic::{Block, Capture, MicError, SoundServer, Source};
 use super::resample::{To16k, downmix_into};
 use super::transcribe::{DecodeSettings, Heard, Silence, SpeechModels, Transcriber};
-use super::{millis_for_samples, rms, samples_for_millis};
-use crate::events::{AppEvent, VoiceEvent, VoiceTarget, WorkerName};
+use crate::audio::events::{VoiceEvent, VoiceTarget};
 use crate::models::Manifest;
-use crate::runtime::{EventSink, RestartPolicy, Supervised, WorkerContext, WorkerHandle, spawn_supervised};
+use crate::runtime::{EventSink, RestartPolicy, Supervised, WorkerContext, WorkerHandle, WorkerName, spawn_supervised};
 
 /// A push-to-talk recording stops by itself after this long.
 pub const MAX_UTTERANCE_SECS: u64 = 120;
@@ -133,7 +133,7 @@ struct Recording {
 }
 
 pub struct AudioWorker {
-    sink: EventSink,
+    sink: EventSink<VoiceEvent>,
     speech: Sender<SpeechCommand>,
     server: Option<SoundServer>,
     blocks_tx: Sender<Block>,
@@ -147,13 +147,13 @@ pub struct AudioWorker {
 }
 
 impl AudioWorker {
-    pub fn new(sink: EventSink, speech: Sender<SpeechCommand>, typing: super::dictate::Typing) -> Self {
+    pub fn new(sink: EventSink<VoiceEvent>, speech: Sender<SpeechCommand>, typing: super::dictate::Typing) -> Self {
         let (blocks_tx, blocks_rx) = bounded(BLOCK_QUEUE);
         Self { sink, speech, server: None, blocks_tx, blocks_rx, recording: None, device: None, typist: None, typing }
     }
 
     fn voice(&self, event: VoiceEvent) {
-        self.sink.send(AppEvent::Voice(event));
+        self.sink.send(event);
     }
 
     fn server(&mut self) -> Result<&SoundServer, MicError> {
@@ -311,12 +311,12 @@ impl AudioWorker {
                     recording.first_sample = true;
                     // The block holds the fragment before its arrival: its first sample is that much older.
                     let millis = arrived.saturating_duration_since(recording.pressed_at).as_millis() as u64;
-                    self.sink.send(AppEvent::Voice(VoiceEvent::FirstSample { millis }));
+                    self.sink.send(VoiceEvent::FirstSample { millis });
                 }
                 if recording.level_at.elapsed() >= LEVEL_EVERY {
                     recording.level_at = Instant::now();
                     let level = level_of(&recording.samples[before..]);
-                    self.sink.send(AppEvent::Voice(VoiceEvent::Level(level)));
+                    self.sink.send(VoiceEvent::Level(level));
                 }
                 if millis_for_samples(recording.samples.len()) >= MAX_UTTERANCE_SECS * 1000 {
                     self.stop(Instant::now());
@@ -369,7 +369,7 @@ impl Supervised for AudioWorker {
 }
 
 pub struct SpeechWorker {
-    sink: EventSink,
+    sink: EventSink<VoiceEvent>,
     manifest: Manifest,
     models_dir: PathBuf,
     config: SpeechConfig,
@@ -381,7 +381,7 @@ pub struct SpeechWorker {
 }
 
 impl SpeechWorker {
-    pub fn new(sink: EventSink, manifest: Manifest, models_dir: PathBuf, config: SpeechConfig) -> Self {
+    pub fn new(sink: EventSink<VoiceEvent>, manifest: Manifest, models_dir: PathBuf, config: SpeechConfig) -> Self {
         Self { sink, manifest, models_dir, config, transcriber: None, last_used: Instant::now(), listen_queue: Default::default() }
     }
 
@@ -405,7 +405,7 @@ impl SpeechWorker {
         match command {
             SpeechCommand::Prepare => {
                 if let Err(err) = self.load() {
-                    self.sink.send(AppEvent::Voice(VoiceEvent::Failed { target: None, error: format!("{err:#}") }));
+                    self.sink.send(VoiceEvent::Failed { target: None, error: format!("{err:#}") });
                 }
             }
             SpeechCommand::Transcribe(utterance) => {
@@ -415,7 +415,7 @@ impl SpeechWorker {
                     Ok(heard) => VoiceEvent::Heard { target, heard, release_to_text_millis: utterance.released_at.elapsed().as_millis() as u64 },
                     Err(err) => VoiceEvent::Failed { target: Some(target), error: format!("{err:#}") },
                 };
-                self.sink.send(AppEvent::Voice(event));
+                self.sink.send(event);
             }
             SpeechCommand::Listen { job, reply } => self.listen_queue.push_back((job, reply)),
             SpeechCommand::Configure(config) => self.config = config,
@@ -481,16 +481,16 @@ impl Supervised for SpeechWorker {
 }
 
 /// Starts the `speech` worker.
-pub fn spawn_speech(manifest: Manifest, models_dir: PathBuf, config: SpeechConfig, sink: EventSink, policy: RestartPolicy) -> std::io::Result<WorkerHandle<SpeechCommand>> {
-    spawn_supervised::<SpeechWorker, _>(WorkerName::Speech, policy, sink.clone(), bounded(8), move |_ctx| {
+pub fn spawn_speech(manifest: Manifest, models_dir: PathBuf, config: SpeechConfig, sink: EventSink<VoiceEvent>, policy: RestartPolicy) -> std::io::Result<WorkerHandle<SpeechCommand>> {
+    spawn_supervised::<SpeechWorker, _, _>(WorkerName::Speech, policy, sink.clone(), bounded(8), move |_ctx| {
         Ok(SpeechWorker::new(sink.clone(), manifest.clone(), models_dir.clone(), config.clone()))
     })
 }
 
 /// Starts the `audio` worker, handing utterances to `speech`; dictation
 /// types into `display` (None: $DISPLAY).
-pub fn spawn_audio(speech: Sender<SpeechCommand>, typing: super::dictate::Typing, sink: EventSink, policy: RestartPolicy) -> std::io::Result<WorkerHandle<AudioCommand>> {
-    spawn_supervised::<AudioWorker, _>(WorkerName::Audio, policy, sink.clone(), bounded(16), move |_ctx| {
+pub fn spawn_audio(speech: Sender<SpeechCommand>, typing: super::dictate::Typing, sink: EventSink<VoiceEvent>, policy: RestartPolicy) -> std::io::Result<WorkerHandle<AudioCommand>> {
+    spawn_supervised::<AudioWorker, _, _>(WorkerName::Audio, policy, sink.clone(), bounded(16), move |_ctx| {
         Ok(AudioWorker::new(sink.clone(), speech.clone(), typing.clone()))
     })
 }
@@ -515,11 +515,12 @@ fn said(typed: Result<crate::desktop::ei::Typed, String>) -> anyhow::Result<usiz
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::events::AppEvent;
 
     #[test]
     fn an_utterance_is_transcribed_before_listen_chunks_that_arrived_first() {
         let (events_tx, events) = bounded(16);
-        let sink = EventSink::new(events_tx, || {});
+        let sink = crate::runtime::EventSink::<crate::events::AppEvent>::new(events_tx, || {}).narrow();
         let models = tempfile::tempdir().unwrap();
         let mut worker = SpeechWorker::new(sink, Manifest::bundled().unwrap(), models.path().to_owned(), SpeechConfig::default());
         let (commands_tx, commands) = bounded(8);

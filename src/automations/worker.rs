@@ -15,13 +15,13 @@ use crossbeam_channel::{Receiver, Sender, bounded, select};
 use rusqlite::Connection;
 use serde_json::{Value, json};
 
+use super::events::AutomationsView;
 use super::flow::{self, Flow, RunMode, Scope, StepKind, Trigger};
 use super::schedule::Schedule;
 use super::steps::{Clock, Notice, NoticeAction, Notifier, StepOutcome, StepReport, StepRequest, StepRunner, StepWork};
 use super::store::{self as db, FlowRow, NewRun, RunRow, RunStatus, StepRow};
-use crate::events::WorkerName;
 use crate::ids::next_id;
-use crate::runtime::{EventSink, RestartPolicy, Supervised, WorkerContext, WorkerHandle, spawn_supervised};
+use crate::runtime::{EventSink, RestartPolicy, Supervised, WorkerContext, WorkerHandle, WorkerName, spawn_supervised};
 use crate::tools::Origin;
 
 /// The longest the loop sleeps: after a suspend, due work starts at most this late.
@@ -69,7 +69,7 @@ pub struct AutomationsWorker {
     runner: Box<dyn StepRunner>,
     notifier: Box<dyn Notifier>,
     reports: Receiver<StepReport>,
-    sink: EventSink,
+    sink: EventSink<AutomationsView>,
     /// The flows as stored, read again after every change.
     flows: Vec<FlowRow>,
     /// What the flows looked like when read (count, newest change, how many on):
@@ -117,7 +117,7 @@ struct Start<'a> {
 }
 
 impl AutomationsWorker {
-    pub fn new(config: AutomationsConfig, clock: Arc<dyn Clock>, runner: Box<dyn StepRunner>, notifier: Box<dyn Notifier>, reports: Receiver<StepReport>, sink: EventSink) -> Self {
+    pub fn new(config: AutomationsConfig, clock: Arc<dyn Clock>, runner: Box<dyn StepRunner>, notifier: Box<dyn Notifier>, reports: Receiver<StepReport>, sink: EventSink<AutomationsView>) -> Self {
         Self { config, conn: None, clock, runner, notifier, reports, sink, flows: Vec::new(), flows_stamp: (0, 0, 0), owner: None, changed: true, focus_log: Default::default(), stretch: None }
     }
 
@@ -682,7 +682,7 @@ impl AutomationsWorker {
         if let Some(error) = &error
             && status != RunStatus::Cancelled
         {
-            self.sink.send(crate::events::AppEvent::Notice(format!("automation \"{}\": {error}", run.flow.name)));
+            self.sink.notice(format!("automation \"{}\": {error}", run.flow.name));
         }
         if matches!(status, RunStatus::Failed | RunStatus::Expired) && run.flow.notify_on_failure {
             let notice = Notice {
@@ -701,8 +701,8 @@ impl AutomationsWorker {
     }
 
     /// The flows and the newest runs, for the Apps panel (sent when something changed).
-    pub fn view(&self) -> anyhow::Result<crate::events::AutomationsView> {
-        use crate::events::{AutomationRow, AutomationsView, RunSummary, StepSummary};
+    pub fn view(&self) -> anyhow::Result<crate::automations::events::AutomationsView> {
+        use crate::automations::events::{AutomationRow, AutomationsView, RunSummary, StepSummary};
         let conn = self.conn()?;
         let mut flows = Vec::new();
         for row in &self.flows {
@@ -751,7 +751,7 @@ impl AutomationsWorker {
         if self.changed {
             self.changed = false;
             let view = self.view()?;
-            self.sink.send(crate::events::AppEvent::Automations(view));
+            self.sink.send(view);
         }
         Ok(())
     }
@@ -860,10 +860,10 @@ impl AutomationsWorker {
                     }
                     // Saved from the Apps panel: it hears how it went.
                     None => {
-                        self.sink.send(crate::events::AppEvent::Notice(match result {
+                        self.sink.notice(match result {
                             Ok(_) => format!("automation \"{}\" saved", flow.name),
                             Err(problems) => format!("automation \"{}\" not saved: {}", flow.name, problems.join("; ")),
-                        }));
+                        });
                     }
                 }
             }
@@ -1008,11 +1008,11 @@ pub fn spawn_automations(
     clock: Arc<dyn Clock>,
     make_runner: impl Fn() -> Box<dyn StepRunner> + Send + 'static,
     make_notifier: impl Fn() -> Box<dyn Notifier> + Send + 'static,
-    sink: EventSink,
+    sink: EventSink<AutomationsView>,
     policy: RestartPolicy,
 ) -> std::io::Result<WorkerHandle<AutomationsCommand>> {
     let reports = channels.reports.1;
-    spawn_supervised::<AutomationsWorker, _>(WorkerName::Automations, policy, sink.clone(), channels.commands, move |_ctx| {
+    spawn_supervised::<AutomationsWorker, _, _>(WorkerName::Automations, policy, sink.clone(), channels.commands, move |_ctx| {
         Ok(AutomationsWorker::new(config.clone(), clock.clone(), make_runner(), make_notifier(), reports.clone(), sink.clone()))
     })
 }
@@ -1085,7 +1085,7 @@ mod tests {
             Box::new(script.clone()),
             Box::new(script.clone()),
             reports,
-            EventSink::new(events, || {}),
+            crate::runtime::EventSink::<crate::events::AppEvent>::new(events, || {}).narrow(),
         );
         worker.open().unwrap();
         worker
@@ -1227,7 +1227,7 @@ mod tests {
             Box::new(script.clone()),
             Box::new(script),
             reports,
-            EventSink::new(events_tx, || {}),
+            crate::runtime::EventSink::<crate::events::AppEvent>::new(events_tx, || {}).narrow(),
         );
         worker.open().unwrap();
         save(&mut worker, r#"{"name": "check", "trigger": {"kind": "schedule", "schedule": "every 2h"}, "steps": [{"id": "c", "kind": "condition", "left": "a", "op": "equals", "right": "b", "else": "end"}]}"#);

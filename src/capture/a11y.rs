@@ -36,36 +36,6 @@ const MAX_VISITS: usize = 600;
 /// Accessible names browsers give their address bar.
 const ADDRESS_BAR_NAMES: &[&str] = &["address and search bar", "search or enter address", "search with google or enter address"];
 
-/// Where a recorded URL came from.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub enum UrlSource {
-    /// Read from the browser's address bar over AT-SPI.
-    Atspi,
-    /// Derived from the window title.
-    Title,
-    /// Given by a `cowork capture simulate` script.
-    Script,
-}
-
-impl UrlSource {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            UrlSource::Atspi => "atspi",
-            UrlSource::Title => "title",
-            UrlSource::Script => "script",
-        }
-    }
-
-    pub fn parse(text: &str) -> Option<Self> {
-        match text {
-            "atspi" => Some(UrlSource::Atspi),
-            "title" => Some(UrlSource::Title),
-            "script" => Some(UrlSource::Script),
-            _ => None,
-        }
-    }
-}
-
 /// WM_CLASS values of browsers whose URL capture looks for.
 pub fn is_browser(app: &str) -> bool {
     let app = app.to_lowercase();

@@ -20,14 +20,14 @@ use std::time::Duration;
 
 use crossbeam_channel::{Receiver, RecvTimeoutError, Sender, bounded};
 use futures_lite::StreamExt;
+use zbus::{MatchRule, MessageStream};
 use zbus::message::Type as MessageType;
 use zbus::zvariant::{OwnedObjectPath, OwnedValue};
-use zbus::{MatchRule, MessageStream};
 
 use crate::capture::a11y::{A11yBus, ROLE_PASSWORD_TEXT, ROLE_TERMINAL, STATE_EDITABLE, desktop_accessibility, set_desktop_accessibility};
+use crate::capture::events::CaptureEvent;
 use crate::capture::keys::KeysCommand;
-use crate::events::WorkerName;
-use crate::runtime::{EventSink, RestartPolicy, Supervised, WorkerContext, WorkerHandle, WorkerState, spawn_supervised};
+use crate::runtime::{EventSink, RestartPolicy, Supervised, WorkerContext, WorkerHandle, WorkerName, WorkerState, spawn_supervised};
 
 /// How often the worker looks at its command channel while waiting for events.
 const TICK: Duration = Duration::from_millis(500);
@@ -291,12 +291,12 @@ pub fn spawn_a11y(
     keys: Sender<KeysCommand>,
     turn_on: bool,
     fields: bool,
-    sink: EventSink,
+    sink: EventSink<CaptureEvent>,
     policy: RestartPolicy,
 ) -> std::io::Result<WorkerHandle<A11yCommand>> {
     let channel = bounded(8);
     let turn_on = Arc::new(AtomicBool::new(turn_on));
-    spawn_supervised::<A11yWorker, _>(WorkerName::A11y, policy, sink, channel, move |_ctx| {
+    spawn_supervised::<A11yWorker, _, _>(WorkerName::A11y, policy, sink, channel, move |_ctx| {
         Ok(A11yWorker::new(keys.clone(), turn_on.clone(), fields))
     })
 }

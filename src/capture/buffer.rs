@@ -79,7 +79,7 @@ impl ActivityBuffer {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::events::ActivitySession;
+    use crate::records::ActivitySession;
 
     fn session(id: i64, ended: Option<i64>) -> StoreCommand {
         StoreCommand::UpsertSession(ActivitySession {

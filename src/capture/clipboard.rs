@@ -5,6 +5,7 @@
 //! drops a repeat of the previous text, and records it with the source app.
 
 use std::os::fd::AsRawFd;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 use crossbeam_channel::{Receiver, Sender, TryRecvError, bounded};
@@ -14,12 +15,11 @@ use x11rb::protocol::xfixes::{ConnectionExt as _, SelectionEventMask};
 use x11rb::protocol::xproto::ConnectionExt as _;
 use x11rb::rust_connection::RustConnection;
 
-use std::sync::atomic::{AtomicU64, Ordering};
-
+use crate::capture::events::CaptureEvent;
 use crate::capture::health::StreamStats;
-use crate::events::{ActiveWindow, WorkerName};
 use crate::ids::{next_id, now_millis};
-use crate::runtime::{EventSink, RestartPolicy, Supervised, WorkerContext, WorkerHandle, WorkerState, spawn_supervised};
+use crate::records::ActiveWindow;
+use crate::runtime::{EventSink, RestartPolicy, Supervised, WorkerContext, WorkerHandle, WorkerName, WorkerState, spawn_supervised};
 use crate::store::StoreCommand;
 
 /// Longest clipboard text kept; longer text is cut and marked truncated.
@@ -166,7 +166,7 @@ pub struct ClipboardWorker {
     window: Option<ActiveWindow>,
     filter: ClipFilter,
     stats: StreamStats,
-    sink: EventSink,
+    sink: EventSink<CaptureEvent>,
 }
 
 impl ClipboardWorker {
@@ -192,7 +192,7 @@ impl ClipboardWorker {
 
     fn report_health(&mut self) {
         if let Some(health) = self.stats.due(now_millis()) {
-            self.sink.send(crate::events::AppEvent::StreamHealth(health));
+            self.sink.send(CaptureEvent::StreamHealth(health));
         }
     }
 
@@ -334,11 +334,11 @@ pub fn spawn_clipboard(
     source: ClipboardSource,
     store: Sender<StoreCommand>,
     copy_signals: Receiver<()>,
-    sink: EventSink,
+    sink: EventSink<CaptureEvent>,
     policy: RestartPolicy,
 ) -> std::io::Result<WorkerHandle<ClipboardCommand>> {
     let channel = bounded(64);
-    spawn_supervised::<ClipboardWorker, _>(WorkerName::Clipboard, policy, sink.clone(), channel, move |_ctx| {
+    spawn_supervised::<ClipboardWorker, _, _>(WorkerName::Clipboard, policy, sink.clone(), channel, move |_ctx| {
         Ok(ClipboardWorker {
             display: display.clone(),
             source: source.clone(),

@@ -4,7 +4,7 @@
 
 use std::collections::VecDeque;
 
-use crate::events::StreamHealth;
+use crate::capture::events::StreamHealth;
 
 const MINUTE_MILLIS: i64 = 60_000;
 /// Snapshots go to the UI at most this often per stream.

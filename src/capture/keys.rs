@@ -13,11 +13,12 @@ use std::time::Duration;
 use crossbeam_channel::{Receiver, RecvTimeoutError, Sender, bounded};
 use device_query::{DeviceQuery, DeviceState, Keycode};
 
+use crate::capture::events::CaptureEvent;
 use crate::capture::firewall::redact_private;
 use crate::capture::health::StreamStats;
-use crate::events::{ActiveWindow, WorkerName};
 use crate::ids::{next_id, now_millis};
-use crate::runtime::{EventSink, RestartPolicy, Supervised, WorkerContext, WorkerHandle, WorkerState, spawn_supervised};
+use crate::records::ActiveWindow;
+use crate::runtime::{EventSink, RestartPolicy, Supervised, WorkerContext, WorkerHandle, WorkerName, WorkerState, spawn_supervised};
 use crate::store::StoreCommand;
 
 pub const PAUSE_FLUSH_MILLIS: i64 = 2_000;
@@ -379,7 +380,7 @@ pub struct KeysWorker {
     last_input_at: i64,
     recording: bool,
     stats: StreamStats,
-    sink: EventSink,
+    sink: EventSink<CaptureEvent>,
     assembler: KeyAssembler,
     store: Sender<StoreCommand>,
     /// Where copy shortcuts go (the clipboard stream), if anywhere.
@@ -402,7 +403,7 @@ impl KeysWorker {
                         self.stats.event(now);
                     }
                     if let Some(health) = self.stats.due(now) {
-                        self.sink.send(crate::events::AppEvent::StreamHealth(health));
+                        self.sink.send(CaptureEvent::StreamHealth(health));
                     }
                 }
                 KeyOutput::CopyShortcut => {
@@ -505,11 +506,11 @@ pub fn spawn_keys(
     store: Sender<StoreCommand>,
     copy_signal: Option<Sender<()>>,
     off: Option<String>,
-    sink: EventSink,
+    sink: EventSink<CaptureEvent>,
     policy: RestartPolicy,
 ) -> std::io::Result<WorkerHandle<KeysCommand>> {
     let channel = bounded(64);
-    spawn_supervised::<KeysWorker, _>(WorkerName::Keys, policy, sink.clone(), channel, move |_ctx| {
+    spawn_supervised::<KeysWorker, _, _>(WorkerName::Keys, policy, sink.clone(), channel, move |_ctx| {
         let device = if off.is_none() { DeviceState::checked_new() } else { None };
         let pointer = device.as_ref().map(|d| d.get_mouse().coords).unwrap_or_default();
         Ok(KeysWorker {

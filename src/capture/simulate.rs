@@ -21,8 +21,8 @@ use crate::capture::firewall::{Observation, Rules, redact_private};
 use crate::capture::heartbeat::{AfkEvent, AfkStatus, Heartbeats};
 use crate::capture::keys::{FlushReason, KeystrokeChunk};
 use crate::capture::tracker::{SessionTracker, TrackerOutput};
-use crate::events::ActiveWindow;
 use crate::ids::{local_minute_of_day, next_id};
+use crate::records::ActiveWindow;
 
 /// Simulated typing speed: 5 characters a second.
 const TYPING_MILLIS_PER_CHAR: i64 = 200;
@@ -169,7 +169,7 @@ pub fn replay(
                     title: window.title.clone(),
                     pid: window.pid,
                     url: window.url.clone(),
-                    url_source: window.url.as_ref().map(|_| crate::events::UrlSource::Script),
+                    url_source: window.url.as_ref().map(|_| crate::records::UrlSource::Script),
                 });
                 present(now, now, &mut afk, &mut emit);
                 send(tracker.came_back(now), &mut stats, &mut emit);
@@ -237,7 +237,7 @@ pub fn replay(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::events::SessionEnd;
+    use crate::records::SessionEnd;
 
     const SCRIPT: &str = r#"
 # a short morning

@@ -1,8 +1,8 @@
 //! Turns observations of the active window and of AFK into activity sessions.
 //! Pure logic: no X, no threads, no clock of its own.
 
-use crate::events::{ActiveWindow, ActivitySession, SessionEnd};
 use crate::ids::next_id;
+use crate::records::{ActiveWindow, ActivitySession, SessionEnd};
 
 /// What the tracker wants recorded or shown.
 #[derive(Clone, Debug, PartialEq)]

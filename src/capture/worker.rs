@@ -5,20 +5,21 @@ use std::time::{Duration, Instant};
 
 use crossbeam_channel::{Receiver, RecvTimeoutError, Sender, bounded};
 
-use crate::capture::a11y::{A11yBus, UrlSource, is_browser, url_from_title};
+use crate::capture::a11y::{A11yBus, is_browser, url_from_title};
 use crate::capture::afk::AfkDetector;
 use crate::capture::buffer::ActivityBuffer;
+use crate::capture::clipboard::ClipboardCommand;
+use crate::capture::events::{CaptureDecision, CaptureEvent};
+use crate::capture::firewall::{Decision, Observation, Rules};
+use crate::capture::health::StreamStats;
 use crate::capture::heartbeat::{AfkStatus, Heartbeats, HeldBy};
+use crate::capture::keys::KeysCommand;
 use crate::capture::media::MediaProbe;
 use crate::capture::tracker::{SessionTracker, TrackerOutput};
 use crate::desktop::backend::{Backend, DesktopBackend};
-use crate::events::{ActiveWindow, AppEvent, CaptureDecision, WorkerName};
-use crate::capture::firewall::{Decision, Observation, Rules};
-use crate::capture::health::StreamStats;
-use crate::capture::clipboard::ClipboardCommand;
-use crate::capture::keys::KeysCommand;
 use crate::ids::{local_minute_of_day, now_millis};
-use crate::runtime::{EventSink, RestartPolicy, Supervised, WorkerContext, WorkerHandle, WorkerState, spawn_supervised};
+use crate::records::{ActiveWindow, UrlSource};
+use crate::runtime::{EventSink, RestartPolicy, Supervised, WorkerContext, WorkerHandle, WorkerName, WorkerState, spawn_supervised};
 use crate::store::StoreCommand;
 
 /// Re-read the active window at least this often, in case an event was missed.
@@ -76,7 +77,7 @@ pub struct CaptureWorker {
     store: Sender<StoreCommand>,
     /// The other streams, told which (allowed) window has focus.
     streams: StreamSenders,
-    sink: EventSink,
+    sink: EventSink<CaptureEvent>,
     desktop: Option<Box<dyn DesktopBackend>>,
     afk: AfkDetector,
     tracker: SessionTracker,
@@ -104,7 +105,7 @@ pub struct CaptureWorker {
 }
 
 impl CaptureWorker {
-    pub fn new(config: CaptureConfig, store: Sender<StoreCommand>, streams: StreamSenders, sink: EventSink) -> Self {
+    pub fn new(config: CaptureConfig, store: Sender<StoreCommand>, streams: StreamSenders, sink: EventSink<CaptureEvent>) -> Self {
         let afk = AfkDetector::new(None, config.afk_secs, now_millis());
         let afk_pulse = afk_pulse_millis(config.afk_secs);
         Self {
@@ -192,7 +193,7 @@ impl CaptureWorker {
                 TrackerOutput::Session(_) if !self.recording => {}
                 TrackerOutput::Session(session) => {
                     if session.ended_at_millis.is_some() {
-                        self.sink.send(AppEvent::SessionFinished(session.clone()));
+                        self.sink.send(CaptureEvent::SessionFinished(session.clone()));
                     }
                     self.stats.event(now_millis());
                     self.buffer_row(StoreCommand::UpsertSession(session));
@@ -207,7 +208,7 @@ impl CaptureWorker {
                     if let Some(clipboard) = &self.streams.clipboard {
                         let _ = clipboard.try_send(ClipboardCommand::Window(window.clone()));
                     }
-                    self.sink.send(AppEvent::ActiveWindow(window));
+                    self.sink.send(CaptureEvent::ActiveWindow(window));
                 }
             }
         }
@@ -226,7 +227,7 @@ impl CaptureWorker {
             self.stats.drop_one();
         }
         if let Some(health) = self.stats.due(now_millis()) {
-            self.sink.send(AppEvent::StreamHealth(health));
+            self.sink.send(CaptureEvent::StreamHealth(health));
         }
     }
 
@@ -329,7 +330,7 @@ impl CaptureWorker {
             recording: self.recording,
         };
         if self.last_decision.as_ref() != Some(&summary) {
-            self.sink.send(AppEvent::CaptureDecision(summary.clone()));
+            self.sink.send(CaptureEvent::CaptureDecision(summary.clone()));
             self.last_decision = Some(summary);
         }
         let allowed = decision.as_ref().is_some_and(|(_, d)| d.is_record());
@@ -590,7 +591,7 @@ impl Supervised for CaptureWorker {
 pub fn spawn_capture(
     config: CaptureConfig,
     store: Sender<StoreCommand>,
-    sink: EventSink,
+    sink: EventSink<CaptureEvent>,
     policy: RestartPolicy,
 ) -> std::io::Result<WorkerHandle<CaptureCommand>> {
     spawn_capture_with_streams(config, store, StreamSenders::default(), sink, policy)
@@ -613,11 +614,11 @@ pub fn spawn_capture_with_streams(
     config: CaptureConfig,
     store: Sender<StoreCommand>,
     streams: StreamSenders,
-    sink: EventSink,
+    sink: EventSink<CaptureEvent>,
     policy: RestartPolicy,
 ) -> std::io::Result<WorkerHandle<CaptureCommand>> {
     let channel = bounded(32);
-    spawn_supervised::<CaptureWorker, _>(WorkerName::Capture, policy, sink.clone(), channel, move |_ctx| {
+    spawn_supervised::<CaptureWorker, _, _>(WorkerName::Capture, policy, sink.clone(), channel, move |_ctx| {
         Ok(CaptureWorker::new(config.clone(), store.clone(), streams.clone(), sink.clone()))
     })
 }

@@ -9,12 +9,10 @@ use std::time::Duration;
 use thiserror::Error;
 use x11rb::connection::Connection;
 use x11rb::protocol::Event;
-use x11rb::protocol::xproto::{
-    AtomEnum, ChangeWindowAttributesAux, ConnectionExt as _, EventMask, Window,
-};
+use x11rb::protocol::xproto::{AtomEnum, ChangeWindowAttributesAux, ConnectionExt as _, EventMask, Window};
 use x11rb::rust_connection::RustConnection;
 
-use crate::events::ActiveWindow;
+use crate::records::ActiveWindow;
 
 #[derive(Debug, Error)]
 pub enum X11Error {

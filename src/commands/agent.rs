@@ -11,12 +11,15 @@ use std::time::Duration;
 use anyhow::{Context, bail};
 use crossbeam_channel::{Receiver, bounded};
 
-use crate::agent::store::{self as agent_store, AgentWrite};
 use crate::agent::{AgentCommand, ChatRequest};
+use crate::agent::events::{AgentEvent, ApprovalChoice, CallStatus, ToolCallView};
+use crate::agent::store::{self as agent_store, AgentWrite};
 use crate::config::Paths;
-use crate::events::{AppEvent, ApprovalChoice, CallStatus, ChatThread, MessageStatus, ToolCallView};
+use crate::events::AppEvent;
 use crate::ids::{next_id, now_millis};
-use crate::runtime::{EventSink, RestartPolicy};
+use crate::llm::events::LocalModelEvent;
+use crate::records::{ChatThread, MessageStatus};
+use crate::runtime::{EventSink, RestartPolicy, RuntimeEvent};
 use crate::tools::policy::{Action, Pattern, Rule, Scope};
 use crate::workers::{WorkerOptions, Workers};
 
@@ -157,18 +160,18 @@ fn collect_task(events: &Receiver<AppEvent>, answer_id: i64, started: std::time:
     loop {
         let Ok(event) = events.recv_timeout(Duration::from_secs(600)) else { bail!("the task gave no sign for 10 minutes") };
         match event {
-            AppEvent::Model(crate::events::ModelStatus::Ready { load_millis }) => report.load_ms = load_millis,
-            AppEvent::Routed { answer_id: id, answered_by, .. } if id == answer_id => report.answered_by = answered_by,
-            AppEvent::Token { answer_id: id, text } if id == answer_id => {
+            AppEvent::LocalModel(LocalModelEvent::Model(crate::llm::events::ModelStatus::Ready { load_millis })) => report.load_ms = load_millis,
+            AppEvent::Agent(AgentEvent::Routed { answer_id: id, answered_by, .. }) if id == answer_id => report.answered_by = answered_by,
+            AppEvent::Agent(AgentEvent::Token { answer_id: id, text }) if id == answer_id => {
                 if report.answer.trim().is_empty() && !text.trim().is_empty() {
                     report.first_token_ms = (started.elapsed().as_millis() as u64).saturating_sub(report.load_ms);
                 }
                 report.answer.push_str(&text);
             }
-            AppEvent::AgentStep { answer_id: id, prompt_tokens, first_token_millis, model_millis, .. } if id == answer_id => {
+            AppEvent::Agent(AgentEvent::AgentStep { answer_id: id, prompt_tokens, first_token_millis, model_millis, .. }) if id == answer_id => {
                 report.steps.push(StepReport { prompt_tokens, first_token_ms: first_token_millis, model_ms: model_millis });
             }
-            AppEvent::ToolCall(call) if call.answer_id == answer_id => {
+            AppEvent::Agent(AgentEvent::ToolCall(call)) if call.answer_id == answer_id => {
                 let output: String = call.output.as_deref().unwrap_or_default().chars().take(400).collect();
                 let row = CallReport {
                     call_id: call.call_id,
@@ -184,16 +187,16 @@ fn collect_task(events: &Receiver<AppEvent>, answer_id: i64, started: std::time:
                     None => report.calls.push(row),
                 }
             }
-            AppEvent::Operation { answer_id: id, status: crate::events::OpStatus::WaitingForHuman, paused, .. } if id == answer_id => {
+            AppEvent::Agent(AgentEvent::Operation { answer_id: id, status: crate::agent::events::OpStatus::WaitingForHuman, paused, .. }) if id == answer_id => {
                 report.outcome = if paused.is_some() { "paused" } else { "waiting" }.into();
                 report.error = paused;
                 return Ok(());
             }
-            AppEvent::ConsentNeeded { request, .. } if request.answer_id == answer_id => {
+            AppEvent::Agent(AgentEvent::ConsentNeeded { request, .. }) if request.answer_id == answer_id => {
                 report.outcome = "consent".into();
                 return Ok(());
             }
-            AppEvent::AnswerFinished { answer_id: id, status, error, .. } if id == answer_id => {
+            AppEvent::Agent(AgentEvent::AnswerFinished { answer_id: id, status, error, .. }) if id == answer_id => {
                 report.outcome = match status {
                     MessageStatus::Failed => "failed",
                     MessageStatus::Stopped => "stopped",
@@ -313,15 +316,15 @@ fn drive(workers: &Workers, events: &Receiver<AppEvent>, mut answer_id: Option<i
             Err(_) => bail!("the agent stopped"),
         };
         match event {
-            AppEvent::Token { answer_id: id, text } if Some(id) == answer_id => {
+            AppEvent::Agent(AgentEvent::Token { answer_id: id, text }) if Some(id) == answer_id => {
                 stdout.write_all(text.as_bytes())?;
                 stdout.flush()?;
             }
-            AppEvent::DecisionRefused { call_id, why } if deciding == Some(call_id) => {
+            AppEvent::Agent(AgentEvent::DecisionRefused { call_id, why }) if deciding == Some(call_id) => {
                 eprintln!("{why}");
                 return Ok(1);
             }
-            AppEvent::DecidedForOwner { call_id, owner_pid } if deciding == Some(call_id) => match wait_for_owner(paths, call_id, &owner_pid)? {
+            AppEvent::Agent(AgentEvent::DecidedForOwner { call_id, owner_pid }) if deciding == Some(call_id) => match wait_for_owner(paths, call_id, &owner_pid)? {
                 Waited::Settled(code) => return Ok(code),
                 Waited::OwnerGone { operation_id, answer_id: id } => {
                     eprintln!("cowork (pid {owner_pid}) stopped before running it: the task goes on here");
@@ -330,7 +333,7 @@ fn drive(workers: &Workers, events: &Receiver<AppEvent>, mut answer_id: Option<i
                     workers.agent.commands.send(AgentCommand::Resume(operation_id))?;
                 }
             },
-            AppEvent::ToolCall(call) => {
+            AppEvent::Agent(AgentEvent::ToolCall(call)) => {
                 if let Some(Decide::Call { call_id, .. }) = decide
                     && call.call_id == call_id
                 {
@@ -353,12 +356,12 @@ fn drive(workers: &Workers, events: &Receiver<AppEvent>, mut answer_id: Option<i
                     _ => {}
                 }
             }
-            AppEvent::Operation { operation_id, answer_id: id, paused: Some(_), .. } if matches!(decide, Some(Decide::Continue(op)) if op == operation_id) => {
+            AppEvent::Agent(AgentEvent::Operation { operation_id, answer_id: id, paused: Some(_), .. }) if matches!(decide, Some(Decide::Continue(op)) if op == operation_id) => {
                 answer_id = Some(id);
                 decide = None;
                 workers.agent.commands.send(AgentCommand::Continue { operation_id, go_on: true })?;
             }
-            AppEvent::Operation { answer_id: id, status: crate::events::OpStatus::WaitingForHuman, paused: None, .. } if Some(id) == answer_id && !waiting.is_empty() => {
+            AppEvent::Agent(AgentEvent::Operation { answer_id: id, status: crate::agent::events::OpStatus::WaitingForHuman, paused: None, .. }) if Some(id) == answer_id && !waiting.is_empty() => {
                 // The operation is saved as waiting: a crash from here on loses nothing.
                 for call in std::mem::take(&mut waiting) {
                     if !tty {
@@ -369,7 +372,7 @@ fn drive(workers: &Workers, events: &Receiver<AppEvent>, mut answer_id: Option<i
                     workers.agent.commands.send(AgentCommand::Decide { call_id: call.call_id, choice })?;
                 }
             }
-            AppEvent::Operation { operation_id, answer_id: id, paused: Some(why), .. } if Some(id) == answer_id => {
+            AppEvent::Agent(AgentEvent::Operation { operation_id, answer_id: id, paused: Some(why), .. }) if Some(id) == answer_id => {
                 let text = why.split_once(": ").map_or(why.as_str(), |(_, rest)| rest).to_owned();
                 if !tty {
                     println!("\npaused: {text}\ncontinue with: cowork approve --continue {operation_id}");
@@ -378,7 +381,7 @@ fn drive(workers: &Workers, events: &Receiver<AppEvent>, mut answer_id: Option<i
                 let go_on = yes_no(&format!("\n{text} Continue? [y/N] "))?;
                 workers.agent.commands.send(AgentCommand::Continue { operation_id, go_on })?;
             }
-            AppEvent::AnswerFinished { answer_id: id, status, error, .. } if Some(id) == answer_id => {
+            AppEvent::Agent(AgentEvent::AnswerFinished { answer_id: id, status, error, .. }) if Some(id) == answer_id => {
                 writeln!(stdout)?;
                 return match (status, error) {
                     (MessageStatus::Failed, Some(error)) => bail!(error),
@@ -386,7 +389,7 @@ fn drive(workers: &Workers, events: &Receiver<AppEvent>, mut answer_id: Option<i
                     _ => Ok(0),
                 };
             }
-            AppEvent::ConsentNeeded { provider, preview, request, .. } if Some(request.answer_id) == answer_id => {
+            AppEvent::Agent(AgentEvent::ConsentNeeded { provider, preview, request, .. }) if Some(request.answer_id) == answer_id => {
                 // A cloud brain not asked about yet: on a terminal, this task's answer; else the sidebar's.
                 println!("\n{preview}");
                 if !tty {
@@ -401,7 +404,7 @@ fn drive(workers: &Workers, events: &Receiver<AppEvent>, mut answer_id: Option<i
                 }
                 workers.agent.commands.send(AgentCommand::Chat(request))?;
             }
-            AppEvent::Notice(text) if !text.contains("already decided by") => eprintln!("cowork: {text}"),
+            AppEvent::Runtime(RuntimeEvent::Notice(text)) if !text.contains("already decided by") => eprintln!("cowork: {text}"),
             _ => {}
         }
     }

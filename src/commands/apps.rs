@@ -8,8 +8,7 @@ use std::path::Path;
 
 use anyhow::{Context, bail};
 
-use crate::apps::store as db;
-use crate::apps::{Capability, Package};
+use crate::apps::{Capability, Package, store as db};
 use crate::config::Paths;
 use crate::ids::now_millis;
 
@@ -126,8 +125,7 @@ pub fn remove(paths: &Paths, app_id: &str) -> anyhow::Result<()> {
 /// `cowork apps render ID [--action JSON]…`: the app's view as JSON, after the
 /// actions, through the real lane (keyword search only; no model here).
 pub fn render(paths: &Paths, app_id: &str, actions: &[String]) -> anyhow::Result<()> {
-    let (events, _ignored) = crossbeam_channel::bounded(64);
-    let sink = crate::runtime::EventSink::new(events, || {});
+    let sink = crate::runtime::EventSink::ignored();
     let config = crate::apps::worker::AppsConfig { db_path: paths.db_path(), apps_dir: crate::apps::worker::apps_dir(&paths.data_dir) };
     let mut worker = crate::apps::worker::AppsWorker::new(config, None, None, sink);
     worker.open()?;

@@ -7,11 +7,14 @@ use std::time::Duration;
 use anyhow::bail;
 use crossbeam_channel::bounded;
 
-use crate::config::{Paths, resolve_named_model};
-use crate::events::{AppEvent, ChatThread, MessageStatus};
-use crate::ids::{next_id, now_millis};
 use crate::agent::{AgentCommand, ChatRequest};
+use crate::agent::events::AgentEvent;
+use crate::config::{Paths, resolve_named_model};
+use crate::events::AppEvent;
+use crate::ids::{next_id, now_millis};
+use crate::llm::events::LocalModelEvent;
 use crate::models::{Manifest, ModelRole};
+use crate::records::{ChatThread, MessageStatus};
 use crate::runtime::{EventSink, RestartPolicy};
 use crate::state::thread_title;
 use crate::workers::{WorkerOptions, Workers};
@@ -108,8 +111,8 @@ pub fn ask(paths: &Paths, questions: &[String], options: &AskOptions) -> anyhow:
         workers.agent.commands.send(AgentCommand::Chat(request))?;
         match answer(&events, question, answer_id, options) {
             Ok(text) => {
-                history.push((crate::events::Role::User, question.clone()));
-                history.push((crate::events::Role::Assistant, text));
+                history.push((crate::records::Role::User, question.clone()));
+                history.push((crate::records::Role::Assistant, text));
             }
             Err(err) => {
                 outcome = Err(err);
@@ -132,18 +135,18 @@ fn answer(events: &crossbeam_channel::Receiver<AppEvent>, question: &str, answer
             bail!("no answer within 10 minutes");
         };
         match event {
-            AppEvent::ContextAttached { context, .. } if options.show_context => {
+            AppEvent::Agent(AgentEvent::ContextAttached { context, .. }) if options.show_context => {
                 eprintln!("--- context sent ---\n{context}\n--- end of context ---");
             }
-            AppEvent::Model(crate::events::ModelStatus::Ready { load_millis }) => load_ms = load_millis,
-            AppEvent::Token { text: token, answer_id: id } if id == answer_id => {
+            AppEvent::LocalModel(LocalModelEvent::Model(crate::llm::events::ModelStatus::Ready { load_millis })) => load_ms = load_millis,
+            AppEvent::Agent(AgentEvent::Token { text: token, answer_id: id }) if id == answer_id => {
                 text.push_str(&token);
                 if !options.json {
                     stdout.write_all(token.as_bytes())?;
                     stdout.flush()?;
                 }
             }
-            AppEvent::AnswerFinished { answer_id: id, status, error, stats } if id == answer_id => {
+            AppEvent::Agent(AgentEvent::AnswerFinished { answer_id: id, status, error, stats }) if id == answer_id => {
                 if let (MessageStatus::Failed, Some(error)) = (status, error) {
                     bail!(error);
                 }

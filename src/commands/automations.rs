@@ -88,8 +88,7 @@ pub fn run(paths: &Paths, name: &str, data: Value, wait: Duration, keep_waiting:
 /// drops them at once): the agent, and with `automations` the executor.
 pub(crate) fn headless(paths: &Paths, automations: bool) -> anyhow::Result<crate::workers::Workers> {
     let manifest = crate::models::Manifest::bundled()?;
-    let (events_tx, _) = crossbeam_channel::bounded(1);
-    let sink = crate::runtime::EventSink::new(events_tx, || {});
+    let sink = crate::runtime::EventSink::ignored();
     let options = crate::workers::WorkerOptions {
         capture: false,
         display: None,

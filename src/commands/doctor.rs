@@ -6,14 +6,15 @@ use std::time::{Duration, Instant};
 use crossbeam_channel::bounded;
 use serde::Serialize;
 
+use crate::{native, store};
 use crate::capture::x11::X11Desktop;
 use crate::config::{Paths, resolve_model};
-use crate::events::{AppEvent, ModelStatus, WorkerName};
+use crate::events::AppEvent;
 use crate::llm::LlmCommand;
+use crate::llm::events::{LocalModelEvent, ModelStatus};
 use crate::models::{Manifest, ModelRole};
-use crate::runtime::{EventSink, RestartPolicy, WorkerState};
+use crate::runtime::{EventSink, RestartPolicy, RuntimeEvent, WorkerName, WorkerState};
 use crate::workers::{WorkerOptions, Workers};
-use crate::{native, store};
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "lowercase")]
@@ -363,10 +364,10 @@ fn worker_checks(paths: &Paths, display: Option<&str>, chat: Option<crate::confi
     while Instant::now() < deadline {
         let Ok(event) = events.recv_timeout(Duration::from_millis(200)) else { continue };
         match event {
-            AppEvent::Worker { worker, state } => {
+            AppEvent::Runtime(RuntimeEvent::Worker { worker, state }) => {
                 states.insert(worker, state);
             }
-            AppEvent::Model(status @ (ModelStatus::Ready { .. } | ModelStatus::Unavailable(_))) => model = Some(status),
+            AppEvent::LocalModel(LocalModelEvent::Model(status @ (ModelStatus::Ready { .. } | ModelStatus::Unavailable(_)))) => model = Some(status),
             _ => {}
         }
         let settled = started_here.iter().all(|w| states.get(w).is_some_and(|s| !matches!(s, WorkerState::Starting)));

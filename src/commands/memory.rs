@@ -4,13 +4,13 @@
 use std::time::Instant;
 
 use crate::config::Paths;
+use crate::memory::jobs;
 use crate::memory::embed::SharedEmbedder;
 use crate::memory::embed_worker::EmbedWorker;
 use crate::memory::hybrid::{Outcome, hybrid_search};
 use crate::memory::index::{IndexSet, index_dir};
-use crate::memory::jobs;
-use crate::runtime::{EventSink, WorkerContext};
 use crate::memory::search::Filters;
+use crate::runtime::{EventSink, WorkerContext};
 
 fn embedder(paths: &Paths) -> SharedEmbedder {
     SharedEmbedder::new(crate::memory::embed::model_dir(&paths.models_dir))
@@ -41,15 +41,14 @@ pub fn search(paths: &Paths, query: &str, filters: &Filters, limit: usize) -> an
 /// `cowork memory embed`: embeds everything queued, in this process, with
 /// the same jobs and checkpoints as the app. Returns (chunks embedded, jobs resumed).
 pub fn embed_now(paths: &Paths) -> anyhow::Result<usize> {
-    let (events, _) = crossbeam_channel::bounded(1);
-    let sink = EventSink::new(events, || {});
+    let sink = EventSink::ignored();
     // No search worker here: the app's indexes catch up from SQLite when they next open.
     let (index, _) = crossbeam_channel::bounded(1);
     let typing = std::sync::Arc::new(std::sync::atomic::AtomicI64::new(0));
     let shared = embedder(paths);
     shared.get().map_err(|err| anyhow::anyhow!("the embedding model cannot load: {err}"))?;
     let mut worker = EmbedWorker::open(&paths.db_path(), shared, index, sink.clone(), typing)?;
-    let ctx = WorkerContext { name: crate::events::WorkerName::Embed, sink };
+    let ctx = WorkerContext::new(crate::runtime::WorkerName::Embed, &sink);
     let started = Instant::now();
     let mut embedded = 0;
     while let Some(count) = worker.step_counted(&ctx)? {

@@ -9,6 +9,7 @@
 use zbus::zvariant::OwnedValue;
 
 use super::portal::{PORTAL, PORTAL_PATH};
+use crate::desktop::events::DesktopEvent;
 
 const SETTINGS: &str = "org.freedesktop.portal.Settings";
 const NAMESPACE: &str = "org.freedesktop.appearance";
@@ -72,9 +73,9 @@ pub fn read_gtk(config_home: &std::path::Path) -> Option<bool> {
     from_gtk(gsettings("color-scheme").as_deref(), gsettings("gtk-theme").as_deref(), ini.as_deref())
 }
 
-/// Sends the desktop's preference as `AppEvent::ColorScheme` now and at each
+/// Sends the desktop's preference as `DesktopEvent::ColorScheme` now and at each
 /// change the portal reports, until the bus closes.
-pub fn spawn(config_home: std::path::PathBuf, sink: crate::runtime::EventSink) -> std::io::Result<std::thread::JoinHandle<()>> {
+pub fn spawn(config_home: std::path::PathBuf, sink: crate::runtime::EventSink<DesktopEvent>) -> std::io::Result<std::thread::JoinHandle<()>> {
     std::thread::Builder::new().name("appearance".into()).spawn(move || {
         let portal = super::observed::session_bus().and_then(|conn| {
             let owner = super::portal::portal_owner(&conn)?;
@@ -83,17 +84,17 @@ pub fn spawn(config_home: std::path::PathBuf, sink: crate::runtime::EventSink) -
         });
         let (conn, owner) = match portal {
             Ok((conn, owner, dark)) => {
-                sink.send(crate::events::AppEvent::ColorScheme(dark.or_else(|| read_gtk(&config_home))));
+                sink.send(DesktopEvent::ColorScheme(dark.or_else(|| read_gtk(&config_home))));
                 (conn, owner)
             }
             Err(err) => {
                 tracing::debug!(%err, "no settings portal: light or dark from GTK's settings");
-                sink.send(crate::events::AppEvent::ColorScheme(read_gtk(&config_home)));
+                sink.send(DesktopEvent::ColorScheme(read_gtk(&config_home)));
                 return;
             }
         };
         if let Err(err) = follow(&conn, &owner, |dark| {
-            sink.send(crate::events::AppEvent::ColorScheme(dark));
+            sink.send(DesktopEvent::ColorScheme(dark));
         }) {
             tracing::debug!(%err, "stopped following the desktop's color scheme");
         }

@@ -15,7 +15,7 @@ use super::session::{CapState, Capability, Family, Report, WaylandTarget};
 use super::wlr::WlrDesktop;
 use crate::capture::InputProbe;
 use crate::capture::x11::X11Desktop;
-use crate::events::ActiveWindow;
+use crate::records::ActiveWindow;
 
 /// Which backend capture uses in this session.
 #[derive(Clone, Debug, PartialEq, Eq)]

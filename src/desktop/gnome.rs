@@ -24,12 +24,10 @@ use std::time::Duration;
 
 use crossbeam_channel::{Receiver, Sender, bounded};
 
-use super::observed::{PushSlot, Pushed, pushed};
-use super::observed::Presence;
-use crate::events::ActiveWindow;
+use super::observed::{Presence, PushSlot, Pushed, pushed};
+use crate::records::ActiveWindow;
 
-pub use super::session::{GNOME_EXTENSION_INTERFACE as INTERFACE, GNOME_EXTENSION_PATH as OBJECT_PATH, GNOME_EXTENSION_UUID as UUID, GNOME_SHELL as SHELL};
-pub use super::session::{gnome_extension_dir as extension_dir, gnome_extension_version as running_version, gnome_shell_version as shell_version};
+pub use super::session::{GNOME_EXTENSION_INTERFACE as INTERFACE, GNOME_EXTENSION_PATH as OBJECT_PATH, GNOME_EXTENSION_UUID as UUID, GNOME_SHELL as SHELL, gnome_extension_dir as extension_dir, gnome_extension_version as running_version, gnome_shell_version as shell_version};
 const CORE: &str = include_str!("../../assets/gnome/core.js");
 const LEGACY: &str = include_str!("../../assets/gnome/extension-43.js");
 const MODULE: &str = include_str!("../../assets/gnome/extension-45.js");

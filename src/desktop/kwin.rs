@@ -17,8 +17,7 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use super::observed::{PushSlot, Pushed, pushed};
-
-use crate::events::ActiveWindow;
+use crate::records::ActiveWindow;
 
 const SCRIPT: &str = include_str!("../../assets/kwin/cowork-desktop.js");
 /// Where cowork answers the script (its unique name is the destination).

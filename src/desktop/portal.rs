@@ -22,6 +22,7 @@ use std::time::Duration;
 
 use zbus::zvariant::{OwnedObjectPath, OwnedValue, Value};
 
+use super::events::DesktopEvent;
 use super::trigger::Trigger;
 
 pub use super::session::{PORTAL, PORTAL_GLOBAL_SHORTCUTS as GLOBAL_SHORTCUTS, PORTAL_PATH, portal_global_shortcuts_version as global_shortcuts_version};
@@ -376,7 +377,7 @@ impl GlobalShortcuts {
 /// Binds cowork's shortcuts through the portal on a `shortcuts` thread and
 /// sends each press and release as the hotkey's event; a failure (no portal,
 /// the user declined) is said once in the UI.
-pub fn spawn(shortcuts: Vec<Shortcut>, sink: crate::runtime::EventSink) -> std::io::Result<std::thread::JoinHandle<()>> {
+pub fn spawn(shortcuts: Vec<Shortcut>, sink: crate::runtime::EventSink<DesktopEvent>) -> std::io::Result<std::thread::JoinHandle<()>> {
     std::thread::Builder::new().name("shortcuts".into()).spawn(move || {
         let bound = super::observed::session_bus().and_then(|conn| GlobalShortcuts::bind(conn, &shortcuts));
         match bound {
@@ -389,11 +390,11 @@ pub fn spawn(shortcuts: Vec<Shortcut>, sink: crate::runtime::EventSink) -> std::
                     }
                     true
                 }) {
-                    sink.send(crate::events::AppEvent::Notice(format!("global shortcuts stopped: {err}")));
+                    sink.notice(format!("global shortcuts stopped: {err}"));
                 }
             }
             Err(err) => {
-                sink.send(crate::events::AppEvent::Notice(format!("global shortcuts unavailable: {err}")));
+                sink.notice(format!("global shortcuts unavailable: {err}"));
             }
         }
     })

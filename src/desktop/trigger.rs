@@ -13,7 +13,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::thread::JoinHandle;
 use std::time::Duration;
 
-use crate::events::AppEvent;
+use crate::desktop::events::DesktopEvent;
 use crate::runtime::EventSink;
 
 const TIMEOUT: Duration = Duration::from_secs(1);
@@ -54,14 +54,14 @@ impl Trigger {
     }
 
     /// The events the hotkey would have sent.
-    pub fn events(self) -> Vec<AppEvent> {
+    pub fn events(self) -> Vec<DesktopEvent> {
         match self {
-            Trigger::QuickPrompt => vec![AppEvent::QuickPromptHotkey],
-            Trigger::Pause => vec![AppEvent::TogglePause],
-            Trigger::TalkPress => vec![AppEvent::VoiceHotkey { pressed: true }],
-            Trigger::TalkRelease => vec![AppEvent::VoiceHotkey { pressed: false }],
-            Trigger::TalkTap => vec![AppEvent::VoiceHotkey { pressed: true }, AppEvent::VoiceHotkey { pressed: false }],
-            Trigger::Show => vec![AppEvent::ShowSidebar],
+            Trigger::QuickPrompt => vec![DesktopEvent::QuickPromptHotkey],
+            Trigger::Pause => vec![DesktopEvent::TogglePause],
+            Trigger::TalkPress => vec![DesktopEvent::VoiceHotkey { pressed: true }],
+            Trigger::TalkRelease => vec![DesktopEvent::VoiceHotkey { pressed: false }],
+            Trigger::TalkTap => vec![DesktopEvent::VoiceHotkey { pressed: true }, DesktopEvent::VoiceHotkey { pressed: false }],
+            Trigger::Show => vec![DesktopEvent::ShowSidebar],
         }
     }
 
@@ -117,7 +117,7 @@ pub struct TriggerServer {
 impl TriggerServer {
     /// Listens at `path`. Another cowork already listening there keeps it
     /// (an error says so); a socket left by a crashed one is replaced.
-    pub fn spawn(path: PathBuf, sink: EventSink) -> Result<TriggerServer, String> {
+    pub fn spawn(path: PathBuf, sink: EventSink<DesktopEvent>) -> Result<TriggerServer, String> {
         if let Some(dir) = path.parent() {
             std::fs::create_dir_all(dir).map_err(|err| format!("cannot make {}: {err}", dir.display()))?;
             std::fs::set_permissions(dir, std::os::unix::fs::PermissionsExt::from_mode(0o700))
@@ -175,7 +175,7 @@ fn peer_uid(stream: &UnixStream) -> Option<u32> {
     (rc == 0).then_some(cred.uid)
 }
 
-fn serve(mut stream: UnixStream, sink: &EventSink) {
+fn serve(mut stream: UnixStream, sink: &EventSink<DesktopEvent>) {
     // SAFETY: geteuid has no preconditions.
     let me = unsafe { libc::geteuid() };
     let peer = peer_uid(&stream);
@@ -206,20 +206,22 @@ fn serve(mut stream: UnixStream, sink: &EventSink) {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::events::AppEvent;
+    use crate::desktop::events::DesktopEvent;
 
     #[test]
     fn a_trigger_reaches_the_sink_and_a_wrong_one_is_refused_with_the_list() {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("cowork").join("trigger.sock");
         let (tx, rx) = crossbeam_channel::bounded(8);
-        let server = TriggerServer::spawn(path.clone(), EventSink::new(tx, || {})).unwrap();
+        let server = TriggerServer::spawn(path.clone(), crate::runtime::EventSink::<crate::events::AppEvent>::new(tx, || {}).narrow()).unwrap();
         use std::os::unix::fs::PermissionsExt;
         assert_eq!(std::fs::metadata(&path).unwrap().permissions().mode() & 0o777, 0o600);
         assert_eq!(std::fs::metadata(path.parent().unwrap()).unwrap().permissions().mode() & 0o777, 0o700);
         assert_eq!(send(&path, Trigger::QuickPrompt).unwrap(), "ok");
-        assert!(matches!(rx.recv_timeout(TIMEOUT).unwrap(), AppEvent::QuickPromptHotkey));
+        assert!(matches!(rx.recv_timeout(TIMEOUT).unwrap(), AppEvent::Desktop(DesktopEvent::QuickPromptHotkey)));
         assert_eq!(send(&path, Trigger::TalkRelease).unwrap(), "ok");
-        assert!(matches!(rx.recv_timeout(TIMEOUT).unwrap(), AppEvent::VoiceHotkey { pressed: false }));
+        assert!(matches!(rx.recv_timeout(TIMEOUT).unwrap(), AppEvent::Desktop(DesktopEvent::VoiceHotkey { pressed: false })));
         let mut raw = UnixStream::connect(&path).unwrap();
         raw.write_all(b"rm -rf /\n").unwrap();
         let mut answer = String::new();
@@ -227,8 +229,7 @@ mod tests {
         assert!(answer.starts_with("unknown trigger") && answer.contains("talk-release"), "{answer}");
         assert!(rx.try_recv().is_err(), "nothing reached the app");
         // A second cowork does not take the socket over.
-        let (tx2, _rx2) = crossbeam_channel::bounded(8);
-        assert!(TriggerServer::spawn(path.clone(), EventSink::new(tx2, || {})).unwrap_err().contains("another cowork"));
+        assert!(TriggerServer::spawn(path.clone(), EventSink::ignored()).unwrap_err().contains("another cowork"));
         drop(server);
         assert!(!path.exists(), "the socket goes with the server");
         assert!(send(&path, Trigger::Pause).unwrap_err().contains("no cowork sidebar is running"));
@@ -241,8 +242,8 @@ mod tests {
         drop(UnixListener::bind(&path).unwrap());
         assert!(path.exists());
         let (tx, rx) = crossbeam_channel::bounded(8);
-        let _server = TriggerServer::spawn(path.clone(), EventSink::new(tx, || {})).unwrap();
+        let _server = TriggerServer::spawn(path.clone(), crate::runtime::EventSink::<crate::events::AppEvent>::new(tx, || {}).narrow()).unwrap();
         assert_eq!(send(&path, Trigger::Pause).unwrap(), "ok");
-        assert!(matches!(rx.recv_timeout(TIMEOUT).unwrap(), AppEvent::TogglePause));
+        assert!(matches!(rx.recv_timeout(TIMEOUT).unwrap(), AppEvent::Desktop(DesktopEvent::TogglePause)));
     }
 }

@@ -22,38 +22,19 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
+use wayland_client::{Connection, Dispatch, EventQueue, Proxy, QueueHandle, event_created_child};
 use wayland_client::backend::ObjectId;
 use wayland_client::globals::{GlobalList, GlobalListContents, registry_queue_init};
 use wayland_client::protocol::wl_registry::WlRegistry;
 use wayland_client::protocol::wl_seat::WlSeat;
-use wayland_client::{Connection, Dispatch, EventQueue, Proxy, QueueHandle, event_created_child};
-use wayland_protocols::ext::data_control::v1::client::{
-    ext_data_control_device_v1::{self, ExtDataControlDeviceV1},
-    ext_data_control_manager_v1::ExtDataControlManagerV1,
-    ext_data_control_offer_v1::ExtDataControlOfferV1,
-};
-use wayland_protocols::ext::idle_notify::v1::client::{
-    ext_idle_notification_v1::{self, ExtIdleNotificationV1},
-    ext_idle_notifier_v1::ExtIdleNotifierV1,
-};
-use wayland_protocols_misc::zwp_virtual_keyboard_v1::client::{
-    zwp_virtual_keyboard_manager_v1::ZwpVirtualKeyboardManagerV1, zwp_virtual_keyboard_v1::ZwpVirtualKeyboardV1,
-};
-use wayland_protocols_plasma::idle::client::{
-    org_kde_kwin_idle::OrgKdeKwinIdle,
-    org_kde_kwin_idle_timeout::{self, OrgKdeKwinIdleTimeout},
-};
-use wayland_protocols_wlr::data_control::v1::client::{
-    zwlr_data_control_device_v1::{self, ZwlrDataControlDeviceV1},
-    zwlr_data_control_manager_v1::ZwlrDataControlManagerV1,
-    zwlr_data_control_offer_v1::ZwlrDataControlOfferV1,
-};
-use wayland_protocols_wlr::foreign_toplevel::v1::client::{
-    zwlr_foreign_toplevel_handle_v1::{self, ZwlrForeignToplevelHandleV1},
-    zwlr_foreign_toplevel_manager_v1::{self, ZwlrForeignToplevelManagerV1},
-};
+use wayland_protocols::ext::data_control::v1::client::{ ext_data_control_device_v1::{self, ExtDataControlDeviceV1}, ext_data_control_manager_v1::ExtDataControlManagerV1, ext_data_control_offer_v1::ExtDataControlOfferV1, };
+use wayland_protocols::ext::idle_notify::v1::client::{ ext_idle_notification_v1::{self, ExtIdleNotificationV1}, ext_idle_notifier_v1::ExtIdleNotifierV1, };
+use wayland_protocols_misc::zwp_virtual_keyboard_v1::client::{zwp_virtual_keyboard_manager_v1::ZwpVirtualKeyboardManagerV1, zwp_virtual_keyboard_v1::ZwpVirtualKeyboardV1};
+use wayland_protocols_plasma::idle::client::{ org_kde_kwin_idle::OrgKdeKwinIdle, org_kde_kwin_idle_timeout::{self, OrgKdeKwinIdleTimeout}, };
+use wayland_protocols_wlr::data_control::v1::client::{ zwlr_data_control_device_v1::{self, ZwlrDataControlDeviceV1}, zwlr_data_control_manager_v1::ZwlrDataControlManagerV1, zwlr_data_control_offer_v1::ZwlrDataControlOfferV1, };
+use wayland_protocols_wlr::foreign_toplevel::v1::client::{ zwlr_foreign_toplevel_handle_v1::{self, ZwlrForeignToplevelHandleV1}, zwlr_foreign_toplevel_manager_v1::{self, ZwlrForeignToplevelManagerV1}, };
 
-use crate::events::ActiveWindow;
+use crate::records::ActiveWindow;
 
 pub use super::observed::{IDLE_GRAIN, Presence, window_key};
 /// cowork's own app id (its windows are not activity).

@@ -399,10 +399,10 @@ pub fn spawn_folders(
     data_dir: PathBuf,
     store: Sender<StoreCommand>,
     channel: (Sender<FoldersCommand>, Receiver<FoldersCommand>),
-    sink: crate::runtime::EventSink,
+    sink: crate::runtime::EventSink<crate::runtime::RuntimeEvent>,
     policy: crate::runtime::RestartPolicy,
 ) -> std::io::Result<crate::runtime::WorkerHandle<FoldersCommand>> {
-    crate::runtime::spawn_supervised::<FoldersWorker, _>(crate::events::WorkerName::Folders, policy, sink, channel, move |_ctx| {
+    crate::runtime::spawn_supervised::<FoldersWorker, _, _>(crate::runtime::WorkerName::Folders, policy, sink, channel, move |_ctx| {
         FoldersWorker::open(db_path.clone(), data_dir.clone(), store.clone())
     })
 }

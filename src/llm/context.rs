@@ -3,9 +3,9 @@
 
 use rusqlite::Connection;
 
-use crate::events::ActivitySession;
-use crate::ids::{format_clock, format_duration_millis, format_when};
 use crate::store;
+use crate::ids::{format_clock, format_duration_millis, format_when};
+use crate::records::ActivitySession;
 
 /// How many recent sessions are considered before the budget cuts them.
 const RECENT_SESSIONS: usize = 40;
@@ -103,7 +103,7 @@ pub fn render(sessions_newest_first: &[ActivitySession], now_millis: i64, budget
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::events::SessionEnd;
+    use crate::records::SessionEnd;
 
     fn session(id: i64, title: &str, start: i64, end: Option<i64>) -> ActivitySession {
         ActivitySession {

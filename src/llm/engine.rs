@@ -8,9 +8,9 @@ use std::time::{Duration, Instant};
 use mistralrs::{ChatCompletionChunkResponse, Model, RequestBuilder, Response, TextMessageRole, TokenSource};
 use thiserror::Error;
 
-use crate::events::{GenerationStats, Role};
-use crate::models::{FileCheck, check_file};
 use super::tool_calls::Shape;
+use crate::models::{FileCheck, check_file};
+use crate::records::{GenerationStats, Role};
 
 #[derive(Debug, Error, Clone, PartialEq)]
 pub enum EngineError {

@@ -5,10 +5,10 @@
 //! engine's prefix cache keeps it prefilled (docs/engine.md,
 //! "The local model's prompt").
 
-use crate::events::ActivitySession;
 use crate::ids::local_day_start_millis;
 use crate::llm::context::render;
 use crate::llm::engine::{PromptMessage, PromptRole};
+use crate::records::ActivitySession;
 
 /// What a question is sent with, in three parts laid out for the engine's
 /// prefix cache: everything before `turn` changes rarely, so a warm model keeps
@@ -56,7 +56,7 @@ pub fn chat_messages(
     identity: &str,
     examples: &[PromptMessage],
     context: Option<&PromptContext>,
-    history: &[(crate::events::Role, String)],
+    history: &[(crate::records::Role, String)],
     history_messages: usize,
     question: &str,
 ) -> Vec<PromptMessage> {

@@ -11,11 +11,12 @@ use std::time::{Duration, Instant};
 
 use crossbeam_channel::{Receiver, Sender, bounded};
 
-use crate::events::{AppEvent, GenerationStats, ModelStatus, WorkerName};
 use crate::ids::now_millis;
 use crate::llm::engine::{ChatEngine, EngineError, MistralEngine, PromptMessage, StreamControl};
+use crate::llm::events::{LocalModelEvent, ModelStatus};
 use crate::llm::tool_calls::{self, Shape, ToolCall, VisibleText};
-use crate::runtime::{EventSink, RestartPolicy, Supervised, WorkerContext, WorkerHandle, WorkerState, spawn_supervised};
+use crate::records::GenerationStats;
+use crate::runtime::{EventSink, RestartPolicy, Supervised, WorkerContext, WorkerHandle, WorkerName, WorkerState, spawn_supervised};
 
 #[derive(Clone, Debug)]
 pub struct LlmConfig {
@@ -142,7 +143,7 @@ impl LocalModelState {
 pub struct LlmWorker<E: ChatEngine> {
     config: LlmConfig,
     engine: E,
-    sink: EventSink,
+    sink: EventSink<LocalModelEvent>,
     /// Bumped by Stop; a generation that started under an older value stops.
     stop_epoch: Arc<AtomicU64>,
     state: Arc<LocalModelState>,
@@ -153,7 +154,7 @@ pub struct LlmWorker<E: ChatEngine> {
 }
 
 impl<E: ChatEngine> LlmWorker<E> {
-    pub fn new(config: LlmConfig, engine: E, sink: EventSink, stop_epoch: Arc<AtomicU64>, state: Arc<LocalModelState>) -> Self {
+    pub fn new(config: LlmConfig, engine: E, sink: EventSink<LocalModelEvent>, stop_epoch: Arc<AtomicU64>, state: Arc<LocalModelState>) -> Self {
         let speeds = config.speed_file.as_deref().map(crate::llm::speed::Speeds::load).unwrap_or_default();
         let worker = Self { config, engine, sink, stop_epoch, state, last_used: Instant::now(), speeds };
         worker.touch_state();
@@ -183,26 +184,26 @@ impl<E: ChatEngine> LlmWorker<E> {
             return Ok(());
         }
         if let Some(check) = self.preflight() {
-            self.sink.send(AppEvent::ModelPreflight(check.describe()));
+            self.sink.send(LocalModelEvent::ModelPreflight(check.describe()));
             if check.verdict == crate::models::gguf::Verdict::Red {
                 let reason = format!("not enough memory for the local model ({}); configure a cloud provider to answer instead", check.describe());
                 self.set_unavailable(true);
-                self.sink.send(AppEvent::Model(ModelStatus::Unavailable(reason.clone())));
+                self.sink.send(LocalModelEvent::Model(ModelStatus::Unavailable(reason.clone())));
                 return Err(EngineError::ModelUnavailable(reason));
             }
         }
-        self.sink.send(AppEvent::Model(ModelStatus::Loading));
+        self.sink.send(LocalModelEvent::Model(ModelStatus::Loading));
         let loaded = self.engine.ensure_loaded();
         self.touch_state();
         match loaded {
             Ok(load_time) => {
                 let load_millis = load_time.map(|d| d.as_millis() as u64).unwrap_or(0);
-                self.sink.send(AppEvent::Model(ModelStatus::Ready { load_millis }));
+                self.sink.send(LocalModelEvent::Model(ModelStatus::Ready { load_millis }));
                 Ok(())
             }
             Err(err) => {
                 self.set_unavailable(matches!(err, EngineError::ModelUnavailable(_)));
-                self.sink.send(AppEvent::Model(ModelStatus::Unavailable(err.to_string())));
+                self.sink.send(LocalModelEvent::Model(ModelStatus::Unavailable(err.to_string())));
                 Err(err)
             }
         }
@@ -280,7 +281,7 @@ impl<E: ChatEngine> LlmWorker<E> {
             tracing::warn!(error = %format!("{err:#}"), "the model's speed is not kept");
         }
         if let Some(measured) = self.speeds.measured(&model) {
-            self.sink.send(AppEvent::ModelSpeed { model, measured });
+            self.sink.send(LocalModelEvent::ModelSpeed { model, measured });
         }
     }
 
@@ -306,7 +307,7 @@ impl<E: ChatEngine> LlmWorker<E> {
                 if self.engine.is_loaded() {
                     self.engine.unload();
                     self.touch_state();
-                    self.sink.send(AppEvent::Model(ModelStatus::NotLoaded));
+                    self.sink.send(LocalModelEvent::Model(ModelStatus::NotLoaded));
                 }
                 if let Some(notify) = &self.config.notify {
                     let notice = crate::automations::steps::Notice {
@@ -348,8 +349,8 @@ impl<E: ChatEngine> LlmWorker<E> {
             tracing::info!(%reason, "unloading the local model");
             self.engine.unload();
             self.touch_state();
-            self.sink.send(AppEvent::Model(ModelStatus::NotLoaded));
-            self.sink.send(AppEvent::Notice(format!("local model unloaded: {reason}; it reloads on the next question")));
+            self.sink.send(LocalModelEvent::Model(ModelStatus::NotLoaded));
+            self.sink.notice(format!("local model unloaded: {reason}; it reloads on the next question"));
         }
     }
 
@@ -369,12 +370,12 @@ impl<E: ChatEngine> LlmWorker<E> {
                 self.config.model_expected = expected;
                 self.set_unavailable(false);
                 self.touch_state();
-                self.sink.send(AppEvent::Model(ModelStatus::NotLoaded));
+                self.sink.send(LocalModelEvent::Model(ModelStatus::NotLoaded));
             }
             LlmCommand::Unload => {
                 self.engine.unload();
                 self.touch_state();
-                self.sink.send(AppEvent::Model(ModelStatus::NotLoaded));
+                self.sink.send(LocalModelEvent::Model(ModelStatus::NotLoaded));
             }
             LlmCommand::InjectPanic => panic!("injected llm fault"),
             LlmCommand::Shutdown => return false,
@@ -387,9 +388,9 @@ impl<E: ChatEngine> Supervised for LlmWorker<E> {
     type Command = LlmCommand;
 
     fn run(&mut self, commands: &Receiver<LlmCommand>, ctx: &WorkerContext) -> anyhow::Result<()> {
-        self.sink.send(AppEvent::Model(ModelStatus::NotLoaded));
+        self.sink.send(LocalModelEvent::Model(ModelStatus::NotLoaded));
         if let Some(check) = self.preflight() {
-            self.sink.send(AppEvent::ModelPreflight(check.describe()));
+            self.sink.send(LocalModelEvent::ModelPreflight(check.describe()));
         }
         self.check_power();
         let mut power_checked = Instant::now();
@@ -418,13 +419,13 @@ impl<E: ChatEngine> Supervised for LlmWorker<E> {
 /// Starts the llm worker (mistralrs) under supervision on a thread named `llm`.
 pub fn spawn_llm(
     config: LlmConfig,
-    sink: EventSink,
+    sink: EventSink<LocalModelEvent>,
     stop_epoch: Arc<AtomicU64>,
     state: Arc<LocalModelState>,
     policy: RestartPolicy,
 ) -> std::io::Result<WorkerHandle<LlmCommand>> {
     let channel = bounded(16);
-    spawn_supervised::<LlmWorker<MistralEngine>, _>(WorkerName::Llm, policy, sink.clone(), channel, move |_ctx| {
+    spawn_supervised::<LlmWorker<MistralEngine>, _, _>(WorkerName::Llm, policy, sink.clone(), channel, move |_ctx| {
         let engine = MistralEngine::new(config.model_path.clone(), config.model_expected.clone())?;
         Ok(LlmWorker::new(config.clone(), engine, sink.clone(), stop_epoch.clone(), state.clone()))
     })
@@ -479,6 +480,9 @@ impl LocalBrain for LlmClient {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::events::AppEvent;
+    use crate::llm::events::LocalModelEvent;
+    use crate::runtime::RuntimeEvent;
     use crate::llm::engine::PromptRole;
 
     /// Streams a fixed text, split where a tag could be split.
@@ -521,11 +525,11 @@ mod tests {
 
     fn worker(pieces: Vec<&'static str>) -> (LlmWorker<FixedEngine>, WorkerContext, Receiver<AppEvent>, Arc<LocalModelState>) {
         let (events_tx, events) = bounded(64);
-        let sink = EventSink::new(events_tx, || {});
+        let sink = crate::runtime::EventSink::<crate::events::AppEvent>::new(events_tx, || {}).narrow();
         let config = LlmConfig { model_path: "unused.gguf".into(), model_expected: None, local_limit_tokens: 1_500, max_answer_tokens: 16, idle_unload_secs: 600, sysfs: "/nonexistent".into(), notify: None, speed_file: None };
         let state = Arc::new(LocalModelState::default());
         let worker = LlmWorker::new(config, FixedEngine { pieces, loaded: false }, sink.clone(), Arc::default(), state.clone());
-        (worker, WorkerContext { name: WorkerName::Llm, sink }, events, state)
+        (worker, WorkerContext::new(WorkerName::Llm, &sink), events, state)
     }
 
     fn run(worker: &mut LlmWorker<FixedEngine>, ctx: &WorkerContext, request: GenerateRequest) -> (String, Result<Generation, EngineError>) {
@@ -619,8 +623,8 @@ mod tests {
         worker.last_used = Instant::now() - Duration::from_secs(2);
         worker.check_resources();
         let seen: Vec<AppEvent> = events.try_iter().collect();
-        assert!(seen.iter().any(|e| matches!(e, AppEvent::Model(ModelStatus::NotLoaded))), "{seen:?}");
-        assert!(seen.iter().any(|e| matches!(e, AppEvent::Notice(n) if n.contains("idle for 2 s"))), "{seen:?}");
+        assert!(seen.iter().any(|e| matches!(e, AppEvent::LocalModel(LocalModelEvent::Model(ModelStatus::NotLoaded)))), "{seen:?}");
+        assert!(seen.iter().any(|e| matches!(e, AppEvent::Runtime(RuntimeEvent::Notice(n)) if n.contains("idle for 2 s"))), "{seen:?}");
         assert!(!state.is_loaded());
     }
 }

@@ -13,11 +13,9 @@ use std::time::{Duration, Instant};
 
 use anyhow::{Context, bail};
 use parking_lot::Mutex;
-use rmcp::model::{
-    CallToolRequest, CallToolRequestParams, ClientRequest, ElicitRequestParams, ElicitResult, ElicitationAction, ProgressNotificationParam, ProgressToken, ServerResult,
-};
-use rmcp::service::{NotificationContext, PeerRequestOptions, RequestContext, RoleClient, RunningService};
 use rmcp::{ClientHandler, ClientLifecycleMode, ClientServiceExt};
+use rmcp::model::{CallToolRequest, CallToolRequestParams, ClientRequest, ElicitRequestParams, ElicitResult, ElicitationAction, ProgressNotificationParam, ProgressToken, ServerResult};
+use rmcp::service::{NotificationContext, PeerRequestOptions, RequestContext, RoleClient, RunningService};
 use serde_json::Value;
 use tokio::io::AsyncBufReadExt;
 
@@ -187,8 +185,8 @@ pub struct Connection {
 /// What a server offers besides tools.
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct Catalog {
-    pub resources: Vec<crate::events::McpResource>,
-    pub prompts: Vec<crate::events::McpPrompt>,
+    pub resources: Vec<crate::mcp::events::McpResource>,
+    pub prompts: Vec<crate::mcp::events::McpPrompt>,
 }
 
 /// Where a stdio server is recorded for orphan cleanup.
@@ -417,7 +415,7 @@ impl Connection {
                 Ok(Ok(list)) => {
                     catalog.resources = list
                         .into_iter()
-                        .map(|r| crate::events::McpResource {
+                        .map(|r| crate::mcp::events::McpResource {
                             uri: r.uri.clone(),
                             name: r.title.clone().unwrap_or_else(|| r.name.clone()),
                             mime: r.mime_type.clone().unwrap_or_default(),
@@ -434,7 +432,7 @@ impl Connection {
                 Ok(Ok(list)) => {
                     catalog.prompts = list
                         .into_iter()
-                        .map(|p| crate::events::McpPrompt {
+                        .map(|p| crate::mcp::events::McpPrompt {
                             name: p.name,
                             description: p.description.unwrap_or_default(),
                             arguments: p.arguments.unwrap_or_default().into_iter().map(|a| (a.name, a.required.unwrap_or(false))).collect(),
@@ -449,7 +447,7 @@ impl Connection {
     }
 
     /// Reads a resource: its text contents joined (a binary one named with its size).
-    pub async fn read_resource(&self, server: &str, uri: &str, name: &str, timeout: Duration) -> anyhow::Result<crate::events::Attachment> {
+    pub async fn read_resource(&self, server: &str, uri: &str, name: &str, timeout: Duration) -> anyhow::Result<crate::records::Attachment> {
         let params = rmcp::model::ReadResourceRequestParams::new(uri);
         let result = tokio::time::timeout(timeout, self.service.read_resource(params)).await.context("resources/read timed out")?.context("resources/read failed")?;
         let mut parts = Vec::new();
@@ -461,7 +459,7 @@ impl Connection {
             }
         }
         anyhow::ensure!(!result.contents.is_empty(), "the server returned nothing for {uri}");
-        Ok(crate::events::Attachment { server: server.to_owned(), uri: uri.to_owned(), name: name.to_owned(), text: parts.join("\n") })
+        Ok(crate::records::Attachment { server: server.to_owned(), uri: uri.to_owned(), name: name.to_owned(), text: parts.join("\n") })
     }
 
     /// A prompt filled in with `arguments`: its messages as one text (an

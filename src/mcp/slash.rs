@@ -5,7 +5,7 @@
 
 use std::collections::BTreeMap;
 
-use crate::events::McpPrompt;
+use crate::mcp::events::McpPrompt;
 
 /// A prompt to fill in.
 #[derive(Clone, Debug, PartialEq, Eq)]

@@ -8,7 +8,7 @@
 //! connection, each with its tool timeout, progress on the chip, and Stop
 //! cancelling it on the server. In offline mode a catalog server that needs
 //! the network (its entry says so) is not started and its calls are refused;
-//! it starts when offline mode goes off. Settings → Integrations shows `AppEvent::McpServers`.
+//! it starts when offline mode goes off. Settings → Integrations shows `McpEvent::McpServers`.
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;
@@ -21,8 +21,8 @@ use crossbeam_channel::{Receiver, Sender, bounded};
 use super::config::{McpConfig, ServerConfig};
 use super::connection::{self, Connection, Notice, Progress, StderrTail};
 use super::tools::McpTool;
-use crate::events::{AppEvent, McpServerStatus as ServerStatus, McpServerView as ServerView, McpTestFigures as TestFigures, McpTestReport as TestReport, WorkerName};
-use crate::runtime::{EventSink, RestartPolicy, Supervised, WorkerContext, WorkerHandle, spawn_supervised};
+use crate::mcp::events::{McpEvent, McpServerStatus as ServerStatus, McpServerView as ServerView, McpTestFigures as TestFigures, McpTestReport as TestReport};
+use crate::runtime::{EventSink, RestartPolicy, Supervised, WorkerContext, WorkerHandle, WorkerName, spawn_supervised};
 use crate::tools::ToolOutput;
 
 /// A connection unused this long is pinged (1 s) before the next call uses it.
@@ -68,20 +68,20 @@ pub enum McpCommand {
     /// The enabled tools of the running servers.
     Tools(Sender<ToolsNow>),
     Call(CallRequest),
-    /// Settings' Test: answers with `AppEvent::McpTested`.
+    /// Settings' Test: answers with `McpEvent::McpTested`.
     Test(String),
     /// Settings → Integrations → Add from the catalog: tested with one
     /// `tools/list` first and saved only when that worked; answers with
-    /// `AppEvent::McpCatalogAdded`.
+    /// `McpEvent::McpCatalogAdded`.
     /// `values` are the form's, by field (keys among them: saved into the secret store).
     AddFromCatalog { id: String, values: BTreeMap<String, String>, trusted: bool },
     /// A change from Settings → Integrations: written to mcp-servers.json, then reloaded.
     Edit(super::config::McpEdit),
-    /// The user's answer to a server's request for input (`AppEvent::Elicitation`).
+    /// The user's answer to a server's request for input (`McpEvent::Elicitation`).
     Elicited { id: i64, answer: super::elicit::Answer },
-    /// Read a resource to attach to the next message: `AppEvent::ResourceAttached`.
+    /// Read a resource to attach to the next message: `McpEvent::ResourceAttached`.
     ReadResource { server: String, uri: String, name: String },
-    /// Fill in a prompt for the chat input: `AppEvent::PromptFilled`.
+    /// Fill in a prompt for the chat input: `McpEvent::PromptFilled`.
     GetPrompt { server: String, name: String, arguments: BTreeMap<String, String> },
     /// Sign in to an HTTP server with OAuth (the system browser, a loopback redirect).
     SignIn(String),
@@ -134,11 +134,11 @@ pub struct McpWorker {
     /// Offline mode, and the log of HTTP servers reached.
     gate: &'static crate::net::OutboundGate,
     servers: BTreeMap<String, Server>,
-    sink: EventSink,
+    sink: EventSink<McpEvent>,
     internal: (Sender<Internal>, Receiver<Internal>),
     notices: (Sender<Notice>, Receiver<Notice>),
     /// The clients of `cowork mcp serve` (another process) as last reported.
-    clients: Vec<crate::events::McpClientView>,
+    clients: Vec<crate::mcp::events::McpClientView>,
     clients_db: Option<rusqlite::Connection>,
     /// Requests for input the user has not answered: id → (server, reply).
     elicitations: BTreeMap<i64, (String, tokio::sync::oneshot::Sender<super::elicit::Answer>)>,
@@ -147,7 +147,7 @@ pub struct McpWorker {
 }
 
 impl McpWorker {
-    pub fn new(data_dir: PathBuf, sink: EventSink, gate: &'static crate::net::OutboundGate) -> anyhow::Result<Self> {
+    pub fn new(data_dir: PathBuf, sink: EventSink<McpEvent>, gate: &'static crate::net::OutboundGate) -> anyhow::Result<Self> {
         let runtime = tokio::runtime::Builder::new_multi_thread().worker_threads(1).thread_name("mcp-io").enable_all().build()?;
         Ok(McpWorker {
             runtime,
@@ -197,7 +197,7 @@ impl McpWorker {
         let config = match McpConfig::load(&self.data_dir) {
             Ok(config) => config,
             Err(err) => {
-                self.sink.send(AppEvent::Notice(format!("mcp-servers.json was not read: {err:#}")));
+                self.sink.notice(format!("mcp-servers.json was not read: {err:#}"));
                 return;
             }
         };
@@ -250,7 +250,7 @@ impl McpWorker {
         match result {
             Ok(()) => self.reload(),
             Err(err) => {
-                self.sink.send(AppEvent::Notice(format!("the MCP servers were not changed: {err:#}")));
+                self.sink.notice(format!("the MCP servers were not changed: {err:#}"));
             }
         }
     }
@@ -399,7 +399,7 @@ impl McpWorker {
                 let Some(server) = self.servers.get_mut(&name).filter(|s| s.generation == generation) else { return };
                 server.status = ServerStatus::SigningIn(url);
                 if let Some(why) = not_opened {
-                    self.sink.send(AppEvent::Notice(format!("signing in to {name}: {why} (the link is under Settings · Integrations)")));
+                    self.sink.notice(format!("signing in to {name}: {why} (the link is under Settings · Integrations)"));
                 }
             }
             Internal::Tested { name, config, trusted, report } => {
@@ -414,7 +414,7 @@ impl McpWorker {
                     }
                     Err(err) => Err(err),
                 };
-                self.sink.send(AppEvent::McpCatalogAdded { name, result, stderr: report.stderr });
+                self.sink.send(McpEvent::McpCatalogAdded { name, result, stderr: report.stderr });
             }
             Internal::SignedIn { server: name, generation, result } => {
                 let Some(server) = self.servers.get_mut(&name).filter(|s| s.generation == generation) else { return };
@@ -442,7 +442,7 @@ impl McpWorker {
         let url = match self.servers.get(name).map(|s| s.config.transport()) {
             Some(Ok(super::config::Transport::Http { url })) => url.to_owned(),
             Some(_) => {
-                self.sink.send(AppEvent::Notice(format!("{name} is not an HTTP server: there is nothing to sign in to")));
+                self.sink.notice(format!("{name} is not an HTTP server: there is nothing to sign in to"));
                 return;
             }
             None => return,
@@ -484,7 +484,7 @@ impl McpWorker {
                 }
             }
             Err(err) => {
-                self.sink.send(AppEvent::Notice(format!("the sign-in of {name} was not forgotten: {err:#}")));
+                self.sink.notice(format!("the sign-in of {name} was not forgotten: {err:#}"));
             }
         }
     }
@@ -525,13 +525,13 @@ impl McpWorker {
                 Ok(form) => {
                     // Unique across worker restarts: a form left from before never takes a new request's id.
                     let id = crate::ids::next_id();
-                    let view = crate::events::ElicitationView { id, server: request.server.clone(), message: request.message, form };
+                    let view = crate::mcp::events::ElicitationView { id, server: request.server.clone(), message: request.message, form };
                     self.elicitations.insert(id, (request.server, request.reply));
-                    self.sink.send(AppEvent::Elicitation(Box::new(view)));
+                    self.sink.send(McpEvent::Elicitation(Box::new(view)));
                 }
                 Err(why) => {
                     let _ = request.reply.send(super::elicit::Answer::Decline);
-                    self.sink.send(AppEvent::Notice(format!("{} asked for input in a form cowork cannot draw ({why}); cowork declined", request.server)));
+                    self.sink.notice(format!("{} asked for input in a form cowork cannot draw ({why}); cowork declined", request.server));
                 }
             },
         }
@@ -550,11 +550,11 @@ impl McpWorker {
             Ok((connection, timeout)) => {
                 self.runtime.spawn(async move {
                     let result = connection.read_resource(&server, &uri, &name, timeout).await.map_err(|err| format!("{name} from {server} was not read: {err:#}"));
-                    sink.send(AppEvent::ResourceAttached(result));
+                    sink.send(McpEvent::ResourceAttached(result));
                 });
             }
             Err(why) => {
-                sink.send(AppEvent::ResourceAttached(Err(why)));
+                sink.send(McpEvent::ResourceAttached(Err(why)));
             }
         }
     }
@@ -565,11 +565,11 @@ impl McpWorker {
             Ok((connection, timeout)) => {
                 self.runtime.spawn(async move {
                     let result = connection.prompt(&name, arguments, timeout).await.map_err(|err| format!("/{name} from {server}: {err:#}"));
-                    sink.send(AppEvent::PromptFilled(result));
+                    sink.send(McpEvent::PromptFilled(result));
                 });
             }
             Err(why) => {
-                sink.send(AppEvent::PromptFilled(Err(why)));
+                sink.send(McpEvent::PromptFilled(Err(why)));
             }
         }
     }
@@ -579,9 +579,9 @@ impl McpWorker {
         if let Some((server, reply)) = self.elicitations.remove(&id)
             && reply.send(answer).is_err()
         {
-            self.sink.send(AppEvent::Notice(format!("{server} no longer waits for that answer")));
+            self.sink.notice(format!("{server} no longer waits for that answer"));
         }
-        self.sink.send(AppEvent::ElicitationClosed { id });
+        self.sink.send(McpEvent::ElicitationClosed { id });
     }
 
     /// Requests whose server stopped waiting (it was stopped, or the wait ran out) leave the chat.
@@ -589,7 +589,7 @@ impl McpWorker {
         let gone: Vec<i64> = self.elicitations.iter().filter(|(_, (_, reply))| reply.is_closed()).map(|(id, _)| *id).collect();
         for id in gone {
             self.elicitations.remove(&id);
-            self.sink.send(AppEvent::ElicitationClosed { id });
+            self.sink.send(McpEvent::ElicitationClosed { id });
         }
     }
 
@@ -651,7 +651,7 @@ impl McpWorker {
                         let mut last = last.lock();
                         if done || last.is_none_or(|at: Instant| at.elapsed() >= PROGRESS_EVERY) {
                             *last = Some(Instant::now());
-                            sink.send(AppEvent::ToolProgress { call_id, text: progress.describe() });
+                            sink.send(McpEvent::ToolProgress { call_id, text: progress.describe() });
                         }
                     });
                     let output = connection.call(&call.tool, call.arguments, timeout, call.stop, on_progress).await;
@@ -708,9 +708,9 @@ impl McpWorker {
                 return;
             }
         };
-        let clients: Vec<crate::events::McpClientView> = rows
+        let clients: Vec<crate::mcp::events::McpClientView> = rows
             .into_iter()
-            .map(|c| crate::events::McpClientView {
+            .map(|c| crate::mcp::events::McpClientView {
                 name: c.name,
                 version: c.version,
                 transport: c.transport,
@@ -721,7 +721,7 @@ impl McpWorker {
             .collect();
         if clients != self.clients {
             self.clients = clients.clone();
-            self.sink.send(AppEvent::McpClients(clients));
+            self.sink.send(McpEvent::McpClients(clients));
         }
     }
 
@@ -770,7 +770,7 @@ impl McpWorker {
     }
 
     fn publish(&self) {
-        self.sink.send(AppEvent::McpServers(self.views()));
+        self.sink.send(McpEvent::McpServers(self.views()));
     }
 
     fn test(&self, name: String) {
@@ -778,7 +778,7 @@ impl McpWorker {
         let (config, data_dir, sink) = (server.config.clone(), self.data_dir.clone(), self.sink.clone());
         self.runtime.spawn(async move {
             let report = test_server(&name, &config, &data_dir).await;
-            sink.send(AppEvent::McpTested(report));
+            sink.send(McpEvent::McpTested(report));
         });
     }
 
@@ -790,7 +790,7 @@ impl McpWorker {
         let config = match made {
             Ok(config) => Box::new(config),
             Err(err) => {
-                self.sink.send(AppEvent::McpCatalogAdded { name: id, result: Err(format!("{err:#}")), stderr: Vec::new() });
+                self.sink.send(McpEvent::McpCatalogAdded { name: id, result: Err(format!("{err:#}")), stderr: Vec::new() });
                 return;
             }
         };
@@ -928,24 +928,24 @@ pub fn channel() -> (Sender<McpCommand>, Receiver<McpCommand>) {
     bounded(64)
 }
 
-pub fn spawn_mcp(data_dir: PathBuf, sink: EventSink, policy: RestartPolicy) -> std::io::Result<WorkerHandle<McpCommand>> {
+pub fn spawn_mcp(data_dir: PathBuf, sink: EventSink<McpEvent>, policy: RestartPolicy) -> std::io::Result<WorkerHandle<McpCommand>> {
     spawn_mcp_with_gate(data_dir, sink, policy, crate::net::OutboundGate::global())
 }
 
 /// The same with its own outbound gate (a test flips offline mode without touching the process's).
-pub fn spawn_mcp_with_gate(data_dir: PathBuf, sink: EventSink, policy: RestartPolicy, gate: &'static crate::net::OutboundGate) -> std::io::Result<WorkerHandle<McpCommand>> {
+pub fn spawn_mcp_with_gate(data_dir: PathBuf, sink: EventSink<McpEvent>, policy: RestartPolicy, gate: &'static crate::net::OutboundGate) -> std::io::Result<WorkerHandle<McpCommand>> {
     spawn_mcp_signalling(data_dir, sink, policy, gate, None)
 }
 
 /// The same, passing servers' notifications on to automations' triggers.
 pub fn spawn_mcp_signalling(
     data_dir: PathBuf,
-    sink: EventSink,
+    sink: EventSink<McpEvent>,
     policy: RestartPolicy,
     gate: &'static crate::net::OutboundGate,
     signals: Option<Sender<crate::automations::AutomationsCommand>>,
 ) -> std::io::Result<WorkerHandle<McpCommand>> {
-    spawn_supervised::<McpWorker, _>(WorkerName::Mcp, policy, sink.clone(), channel(), move |_ctx| {
+    spawn_supervised::<McpWorker, _, _>(WorkerName::Mcp, policy, sink.clone(), channel(), move |_ctx| {
         let mut worker = McpWorker::new(data_dir.clone(), sink.clone(), gate)?;
         worker.signals = signals.clone();
         Ok(worker)

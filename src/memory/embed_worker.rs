@@ -21,11 +21,11 @@ use crossbeam_channel::{Receiver, RecvTimeoutError, Sender, bounded};
 use rusqlite::Connection;
 
 use super::jobs::{self, JOB_MAX_CHUNKS};
-use crate::memory::embed::SharedEmbedder;
 use crate::ids::now_millis;
-use crate::events::{AppEvent, WorkerName};
-use crate::runtime::{EventSink, RestartPolicy, Supervised, WorkerContext, WorkerHandle, WorkerState, spawn_supervised};
+use crate::memory::embed::SharedEmbedder;
+use crate::memory::events::MemoryEvent;
 use crate::memory::search_worker::SearchCommand;
+use crate::runtime::{EventSink, RestartPolicy, Supervised, WorkerContext, WorkerHandle, WorkerName, WorkerState, spawn_supervised};
 
 /// Chunks per forward pass (and per checkpoint).
 pub const BATCH: usize = 32;
@@ -50,7 +50,7 @@ pub struct EmbedWorker {
     conn: Connection,
     embedder: SharedEmbedder,
     index: Sender<SearchCommand>,
-    sink: EventSink,
+    sink: EventSink<MemoryEvent>,
     typing_at_millis: Arc<AtomicI64>,
     pool: rayon::ThreadPool,
     model_error: Option<String>,
@@ -76,13 +76,13 @@ impl EmbedWorker {
         db_path: &std::path::Path,
         embedder: SharedEmbedder,
         index: Sender<SearchCommand>,
-        sink: EventSink,
+        sink: EventSink<MemoryEvent>,
         typing_at_millis: Arc<AtomicI64>,
     ) -> anyhow::Result<Self> {
         let conn = crate::store::open_writer(db_path)?;
         let recovered = jobs::recover(&conn, now_millis())?;
         if recovered.failed > 0 {
-            sink.send(AppEvent::Notice(format!("{} embedding job(s) were stuck and failed (Settings → Memory can retry them)", recovered.failed)));
+            sink.notice(format!("{} embedding job(s) were stuck and failed (Settings → Memory can retry them)", recovered.failed));
         }
         if recovered.resumed > 0 {
             tracing::info!(resumed = recovered.resumed, "resuming embedding jobs from their checkpoints");
@@ -173,7 +173,7 @@ impl EmbedWorker {
             Ok(vectors) => vectors,
             Err(err) => {
                 jobs::fail(&self.conn, job.job_id, &format!("{err:#}"), now_millis())?;
-                self.sink.send(AppEvent::Notice(format!("an embedding job failed: {err:#}")));
+                self.sink.notice(format!("an embedding job failed: {err:#}"));
                 return Ok(Some(0));
             }
         };
@@ -194,7 +194,7 @@ impl EmbedWorker {
             return;
         }
         if let Ok(progress) = jobs::progress(&self.conn) {
-            self.sink.send(AppEvent::MemoryProgress(progress));
+            self.sink.send(MemoryEvent::MemoryProgress(progress));
             self.last_progress = Some(Instant::now());
             self.progress_stale = false;
         }
@@ -272,10 +272,10 @@ pub fn spawn_embed(
     index: Sender<SearchCommand>,
     typing_at_millis: Arc<AtomicI64>,
     channel: (Sender<EmbedCommand>, Receiver<EmbedCommand>),
-    sink: EventSink,
+    sink: EventSink<MemoryEvent>,
     policy: RestartPolicy,
 ) -> std::io::Result<WorkerHandle<EmbedCommand>> {
-    spawn_supervised::<EmbedWorker, _>(WorkerName::Embed, policy, sink.clone(), channel, move |_ctx| {
+    spawn_supervised::<EmbedWorker, _, _>(WorkerName::Embed, policy, sink.clone(), channel, move |_ctx| {
         EmbedWorker::open(&db_path, embedder.clone(), index.clone(), sink.clone(), typing_at_millis.clone())
     })
 }

@@ -9,8 +9,8 @@
 
 use rusqlite::{Connection, OptionalExtension, params};
 
-use super::chunking::pieces;
 use super::{Namespace, Source};
+use super::chunking::pieces;
 use crate::memory::embed::DIMENSIONS;
 
 /// Chunks per job: small enough to finish well within the stuck limit.
@@ -379,7 +379,7 @@ pub fn progress(conn: &Connection) -> rusqlite::Result<Progress> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::events::ActivitySession;
+    use crate::records::ActivitySession;
 
     fn session(id: i64, title: &str) -> ActivitySession {
         ActivitySession { session_id: id, app: "firefox".into(), title: title.into(), window_id: 1, started_at_millis: id * 1000, ..Default::default() }
@@ -473,15 +473,15 @@ mod tests {
         assert_eq!(vectors, unit(2.0));
         // Rewriting a message (an answer written again when it finishes) through the
         // store's upsert requeues it without tripping the queue's uniqueness.
-        let thread = crate::events::ChatThread { thread_id: 1, title: "t".into(), updated_at_millis: 0 };
+        let thread = crate::records::ChatThread { thread_id: 1, title: "t".into(), updated_at_millis: 0 };
         crate::store::upsert_thread(&conn, &thread, 0).unwrap();
-        let mut message = crate::events::ChatMessage {
+        let mut message = crate::records::ChatMessage {
             message_id: 9,
             thread_id: 1,
-            role: crate::events::Role::Assistant,
+            role: crate::records::Role::Assistant,
             content: "draft".into(),
             context: None,
-            status: crate::events::MessageStatus::Stopped,
+            status: crate::records::MessageStatus::Stopped,
             created_at_millis: 1,
             ask_id: None,
             provider: None,

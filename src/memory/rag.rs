@@ -339,7 +339,7 @@ mod tests {
         let conn = Connection::open_in_memory().unwrap();
         crate::store::migrate(&conn).unwrap();
         conn.pragma_update(None, "foreign_keys", "ON").unwrap();
-        let session = |id: i64, title: &str| crate::events::ActivitySession {
+        let session = |id: i64, title: &str| crate::records::ActivitySession {
             session_id: id,
             app: "chromium".into(),
             title: title.into(),
@@ -349,7 +349,7 @@ mod tests {
         };
         crate::store::upsert_session(&conn, &session(1, "Booking.com: Hotel Adlon, 3 nights")).unwrap();
         crate::store::upsert_session(&conn, &session(2, "Weather in Berlin")).unwrap();
-        let thread = crate::events::ChatThread { thread_id: 7, title: "Trip".into(), updated_at_millis: 0 };
+        let thread = crate::records::ChatThread { thread_id: 7, title: "Trip".into(), updated_at_millis: 0 };
         crate::store::upsert_thread(&conn, &thread, 0).unwrap();
         // Still queued (nothing embedded yet): pinning cuts it into chunks now.
         assert_eq!(pin_source(&conn, 7, Source::Window, 1, 5).unwrap(), 1);

@@ -230,7 +230,7 @@ pub fn search(conn: &Connection, query: &str, filters: &Filters, limit: usize) -
 mod tests {
     use super::*;
     use crate::capture::keys::{FlushReason, KeystrokeChunk};
-    use crate::events::ActivitySession;
+    use crate::records::ActivitySession;
 
     #[test]
     fn one_query_finds_every_stream_with_filters_and_fused_ranks() {

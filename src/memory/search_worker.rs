@@ -11,14 +11,14 @@ use std::time::{Duration, Instant};
 use crossbeam_channel::{Receiver, RecvTimeoutError, Sender, bounded};
 use rusqlite::Connection;
 
-use crate::events::{AppEvent, WorkerName};
 use crate::memory::Namespace;
 use crate::memory::embed::SharedEmbedder;
+use crate::memory::events::MemoryEvent;
 use crate::memory::hybrid::{ChunkHit, hybrid_search};
 use crate::memory::index::IndexSet;
 use crate::memory::jobs::{Added, Removed};
 use crate::memory::search::Filters;
-use crate::runtime::{EventSink, RestartPolicy, Supervised, WorkerContext, WorkerHandle, spawn_supervised};
+use crate::runtime::{EventSink, RestartPolicy, Supervised, WorkerContext, WorkerHandle, WorkerName, spawn_supervised};
 
 /// Changed indexes are written at most this often (and at shutdown, and
 /// right after a deletion so removed vectors leave the disk too).
@@ -51,12 +51,12 @@ pub struct SearchWorker {
     /// The newest query generation the UI has asked for: a running query
     /// with an older one is interrupted.
     latest: Arc<AtomicU64>,
-    sink: EventSink,
+    sink: EventSink<MemoryEvent>,
     last_save: Instant,
 }
 
 impl SearchWorker {
-    pub fn new(db_path: PathBuf, index_dir: PathBuf, embedder: SharedEmbedder, latest: Arc<AtomicU64>, sink: EventSink) -> Self {
+    pub fn new(db_path: PathBuf, index_dir: PathBuf, embedder: SharedEmbedder, latest: Arc<AtomicU64>, sink: EventSink<MemoryEvent>) -> Self {
         Self { db_path, index_dir, conn: None, embedder, indexes: None, latest, sink, last_save: Instant::now() }
     }
 
@@ -111,7 +111,7 @@ impl SearchWorker {
                 (Vec::new(), Some(error), None)
             }
         };
-        self.sink.send(AppEvent::SearchResults { generation, query: query.to_owned(), hits, millis, error, keyword_only });
+        self.sink.send(MemoryEvent::SearchResults { generation, query: query.to_owned(), hits, millis, error, keyword_only });
     }
 
     fn recall(&mut self, query: &str, namespaces: &[Namespace], k: usize) -> Result<Vec<ChunkHit>, String> {
@@ -220,10 +220,10 @@ pub fn spawn_search(
     embedder: SharedEmbedder,
     latest: Arc<AtomicU64>,
     channel: (Sender<SearchCommand>, Receiver<SearchCommand>),
-    sink: EventSink,
+    sink: EventSink<MemoryEvent>,
     policy: RestartPolicy,
 ) -> std::io::Result<WorkerHandle<SearchCommand>> {
-    spawn_supervised::<SearchWorker, _>(WorkerName::Search, policy, sink.clone(), channel, move |_ctx| {
+    spawn_supervised::<SearchWorker, _, _>(WorkerName::Search, policy, sink.clone(), channel, move |_ctx| {
         Ok(SearchWorker::new(db_path.clone(), index_dir.clone(), embedder.clone(), latest.clone(), sink.clone()))
     })
 }
@@ -237,7 +237,7 @@ mod worker_tests {
         let dir = tempfile::tempdir().unwrap();
         let db = dir.path().join("cowork.db");
         let conn = crate::store::open_writer(&db).unwrap();
-        let session = crate::events::ActivitySession {
+        let session = crate::records::ActivitySession {
             session_id: 1,
             app: "firefox".into(),
             title: "Invoice 2291".into(),
@@ -248,7 +248,7 @@ mod worker_tests {
         };
         crate::store::upsert_session(&conn, &session).unwrap();
         let (events_tx, events) = crossbeam_channel::bounded(64);
-        let sink = EventSink::new(events_tx, || {});
+        let sink = EventSink::<crate::events::AppEvent>::new(events_tx, || {}).narrow();
         // Queue the burst before the worker starts, as typing does while it is busy.
         let (tx, rx) = bounded(16);
         for (generation, query) in [(1, "i"), (2, "in"), (3, "invoice")] {
@@ -258,11 +258,11 @@ mod worker_tests {
         let latest = Arc::new(AtomicU64::new(3));
         let embedder = SharedEmbedder::new(dir.path().join("no-model"));
         let mut worker = SearchWorker::new(db, dir.path().join("vectors"), embedder, latest, sink.clone());
-        worker.run(&rx, &WorkerContext { name: WorkerName::Search, sink }).unwrap();
+        worker.run(&rx, &WorkerContext::new(WorkerName::Search, &sink)).unwrap();
         let answered: Vec<(u64, usize, Option<String>)> = events
             .try_iter()
             .filter_map(|e| match e {
-                AppEvent::SearchResults { generation, hits, keyword_only, .. } => Some((generation, hits.len(), keyword_only)),
+                crate::events::AppEvent::Memory(MemoryEvent::SearchResults { generation, hits, keyword_only, .. }) => Some((generation, hits.len(), keyword_only)),
                 _ => None,
             })
             .collect();

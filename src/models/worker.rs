@@ -8,10 +8,10 @@ use std::sync::atomic::AtomicBool;
 
 use crossbeam_channel::{Receiver, bounded};
 
-use crate::events::{AppEvent, WorkerName};
-use crate::models::fetch::{Fetcher, Progress};
 use crate::models::{Manifest, ManifestModel, safe_join};
-use crate::runtime::{EventSink, RestartPolicy, Supervised, WorkerContext, WorkerHandle, spawn_supervised};
+use crate::models::events::ModelsEvent;
+use crate::models::fetch::{Fetcher, Progress};
+use crate::runtime::{EventSink, RestartPolicy, Supervised, WorkerContext, WorkerHandle, WorkerName, spawn_supervised};
 
 #[derive(Debug)]
 pub enum ModelsCommand {
@@ -30,7 +30,7 @@ pub enum ModelsCommand {
     Download { names: Vec<String>, mirror: Option<String>, cancel: Arc<AtomicBool> },
     /// Where the list of added models lives (sent once at start).
     SetDataDir(PathBuf),
-    /// Check and record a GGUF file the user has (`AppEvent::ModelAdded` answers).
+    /// Check and record a GGUF file the user has (`ModelsEvent::ModelAdded` answers).
     AddUser(PathBuf),
     Shutdown,
 }
@@ -43,7 +43,7 @@ pub struct ModelsWorker {
     data_dir: Option<PathBuf>,
     models_dir: PathBuf,
     fetcher: Fetcher,
-    sink: EventSink,
+    sink: EventSink<ModelsEvent>,
 }
 
 impl ModelsWorker {
@@ -59,13 +59,13 @@ impl ModelsWorker {
             // At most every 2 %: the UI needs a bar, not every packet.
             let step = p.done_bytes * 50 / p.total_bytes.max(1);
             if last.as_ref().is_none_or(|(at, shown, _)| at != path || *shown != step) {
-                self.sink.send(AppEvent::ModelDownload { path: path.to_owned(), done_bytes: p.done_bytes, total_bytes: p.total_bytes, error: None });
+                self.sink.send(ModelsEvent::ModelDownload { path: path.to_owned(), done_bytes: p.done_bytes, total_bytes: p.total_bytes, error: None });
             }
             last = Some((path.to_owned(), step, p.total_bytes));
         });
         if let Err(err) = &result {
             let (path, total_bytes) = last.map(|(path, _, total)| (path, total)).unwrap_or_else(|| (model.name.clone(), 0));
-            self.sink.send(AppEvent::ModelDownload { path, done_bytes: 0, total_bytes, error: Some(format!("{err:#}")) });
+            self.sink.send(ModelsEvent::ModelDownload { path, done_bytes: 0, total_bytes, error: Some(format!("{err:#}")) });
         }
         result
     }
@@ -73,11 +73,11 @@ impl ModelsWorker {
     fn fetch_all(&self) {
         for model in self.manifest.models.iter().filter(|m| !m.optional) {
             if let Err(err) = self.fetch_model(model) {
-                self.sink.send(AppEvent::ModelsChanged { name: model.name.clone(), outcome: Err(format!("{err:#}")) });
+                self.sink.send(ModelsEvent::ModelsChanged { name: model.name.clone(), outcome: Err(format!("{err:#}")) });
                 return;
             }
         }
-        self.sink.send(AppEvent::ModelsChanged { name: String::new(), outcome: Ok("every model file is present and verified".into()) });
+        self.sink.send(ModelsEvent::ModelsChanged { name: String::new(), outcome: Ok("every model file is present and verified".into()) });
     }
 
     /// The first run's download: each named model in turn, then what is there.
@@ -151,15 +151,15 @@ impl Supervised for ModelsWorker {
                 ModelsCommand::FetchAll => self.fetch_all(),
                 ModelsCommand::Install(name) => {
                     let outcome = self.install(&name).map_err(|err| format!("{name} was not installed: {err:#}"));
-                    self.sink.send(AppEvent::ModelsChanged { name, outcome });
+                    self.sink.send(ModelsEvent::ModelsChanged { name, outcome });
                 }
                 ModelsCommand::Remove(name) => {
                     let outcome = self.remove(&name).map_err(|err| format!("{name} was not removed: {err:#}"));
-                    self.sink.send(AppEvent::ModelsChanged { name, outcome });
+                    self.sink.send(ModelsEvent::ModelsChanged { name, outcome });
                 }
                 ModelsCommand::Download { names, mirror, cancel } => {
                     let outcome = self.download(&names, mirror, cancel);
-                    self.sink.send(AppEvent::ModelsChanged { name: DOWNLOAD_JOB.to_owned(), outcome });
+                    self.sink.send(ModelsEvent::ModelsChanged { name: DOWNLOAD_JOB.to_owned(), outcome });
                 }
                 ModelsCommand::SetDataDir(dir) => self.data_dir = Some(dir),
                 ModelsCommand::AddUser(path) => {
@@ -167,7 +167,7 @@ impl Supervised for ModelsWorker {
                         Some(dir) => crate::models::user::add(dir, &path, crate::llm::memory::meminfo()).map(|(model, _)| model).map_err(|err| format!("{err:#}")),
                         None => Err("no data directory to record the model in".to_owned()),
                     };
-                    self.sink.send(AppEvent::ModelAdded(result));
+                    self.sink.send(ModelsEvent::ModelAdded(result));
                 }
                 ModelsCommand::Shutdown => break,
             }
@@ -181,10 +181,10 @@ pub fn spawn_models(
     manifest: Manifest,
     models_dir: PathBuf,
     mirror: Option<String>,
-    sink: EventSink,
+    sink: EventSink<ModelsEvent>,
     policy: RestartPolicy,
 ) -> std::io::Result<WorkerHandle<ModelsCommand>> {
-    spawn_supervised::<ModelsWorker, _>(WorkerName::Models, policy, sink.clone(), bounded(4), move |_ctx| {
+    spawn_supervised::<ModelsWorker, _, _>(WorkerName::Models, policy, sink.clone(), bounded(4), move |_ctx| {
         Ok(ModelsWorker { manifest: manifest.clone(), data_dir: None, models_dir: models_dir.clone(), fetcher: Fetcher::new(mirror.clone()), sink: sink.clone() })
     })
 }

@@ -15,13 +15,13 @@ use std::time::Duration;
 use crossbeam_channel::{Receiver, Sender, bounded, select};
 use rusqlite::Connection;
 
+use super::events::InboxItem;
 use super::gate::{self, Policy, Situation, Verdict};
 use super::store::{self as db, Row};
 use crate::automations::flow::NotifyTier;
 use crate::automations::steps::{Notice, NoticeAction, Notifier};
-use crate::events::WorkerName;
 use crate::ids::{next_id, now_millis};
-use crate::runtime::{EventSink, RestartPolicy, Supervised, WorkerContext, WorkerHandle, WorkerState, spawn_supervised};
+use crate::runtime::{EventSink, RestartPolicy, Supervised, WorkerContext, WorkerHandle, WorkerName, WorkerState, spawn_supervised};
 
 /// The longest the loop sleeps while something is held (do-not-disturb is read again then).
 const RECHECK: Duration = Duration::from_secs(20);
@@ -201,7 +201,7 @@ pub struct NotifyWorker {
     desktop: Option<Desktop>,
     signals: (Sender<DesktopSignal>, Receiver<DesktopSignal>),
     hooks: Hooks,
-    sink: EventSink,
+    sink: EventSink<Vec<InboxItem>>,
     /// The inbox changed since the Apps panel was last told.
     changed: bool,
     /// The focused app and since when (with the user present).
@@ -211,7 +211,7 @@ pub struct NotifyWorker {
 }
 
 impl NotifyWorker {
-    pub fn new(config: NotifyConfig, hooks: Hooks, sink: EventSink) -> Self {
+    pub fn new(config: NotifyConfig, hooks: Hooks, sink: EventSink<Vec<InboxItem>>) -> Self {
         Self { config, conn: None, desktop: None, signals: bounded(64), hooks, sink, changed: true, focus: None, away: false, presenting: false }
     }
 
@@ -404,7 +404,7 @@ impl NotifyWorker {
         self.changed = false;
         let items = db::inbox(self.conn()?, INBOX_SHOWN)?
             .into_iter()
-            .map(|r| crate::events::InboxItem {
+            .map(|r| crate::notify::events::InboxItem {
                 notification_id: r.notification_id,
                 can_accept: r.action != NoticeAction::None,
                 source: r.source,
@@ -416,7 +416,7 @@ impl NotifyWorker {
                 created_at_millis: r.created_at_millis,
             })
             .collect();
-        self.sink.send(crate::events::AppEvent::Inbox(items));
+        self.sink.send(items);
         Ok(())
     }
 
@@ -537,10 +537,10 @@ pub fn spawn_notify(
     config: NotifyConfig,
     channel: (Sender<NotifyCommand>, Receiver<NotifyCommand>),
     make_hooks: impl Fn() -> Hooks + Send + 'static,
-    sink: EventSink,
+    sink: EventSink<Vec<InboxItem>>,
     policy: RestartPolicy,
 ) -> std::io::Result<WorkerHandle<NotifyCommand>> {
-    spawn_supervised::<NotifyWorker, _>(WorkerName::Notify, policy, sink.clone(), channel, move |_ctx| Ok(NotifyWorker::new(config.clone(), make_hooks(), sink.clone())))
+    spawn_supervised::<NotifyWorker, _, _>(WorkerName::Notify, policy, sink.clone(), channel, move |_ctx| Ok(NotifyWorker::new(config.clone(), make_hooks(), sink.clone())))
 }
 
 #[cfg(test)]

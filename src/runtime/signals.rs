@@ -6,8 +6,7 @@
 
 use std::sync::atomic::{AtomicI32, Ordering};
 
-use crate::events::AppEvent;
-use crate::runtime::EventSink;
+use crate::runtime::{EventSink, RuntimeEvent};
 
 static PIPE_WRITE_FD: AtomicI32 = AtomicI32::new(-1);
 
@@ -22,7 +21,7 @@ extern "C" fn on_signal(signal: libc::c_int) {
 
 /// Installs the handlers and starts the `signals` thread: the first signal asks
 /// the UI to close; a second one (the UI did not manage) exits at once.
-pub fn spawn_signal_thread(sink: EventSink) -> std::io::Result<()> {
+pub fn spawn_signal_thread(sink: EventSink<RuntimeEvent>) -> std::io::Result<()> {
     let mut fds = [0 as libc::c_int; 2];
     // SAFETY: pipe2 fills the two descriptors we pass.
     if unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC) } != 0 {
@@ -54,7 +53,7 @@ pub fn spawn_signal_thread(sink: EventSink) -> std::io::Result<()> {
                     std::process::exit(128 + i32::from(byte));
                 }
                 tracing::info!(signal = byte, "shutting down on signal");
-                sink.send(AppEvent::ShutdownRequested);
+                sink.send(RuntimeEvent::ShutdownRequested);
             } else if read < 0 && std::io::Error::last_os_error().kind() == std::io::ErrorKind::Interrupted {
                 continue;
             } else {

@@ -10,8 +10,7 @@ use std::time::{Duration, Instant};
 
 use crossbeam_channel::{Receiver, RecvTimeoutError, Sender, bounded};
 
-use crate::events::{AppEvent, WorkerName};
-use crate::runtime::EventSink;
+use super::{EventSink, RuntimeEvent, WorkerName};
 
 /// Health of one worker, as the status bar shows it.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -85,12 +84,17 @@ impl RestartPolicy {
 #[derive(Clone)]
 pub struct WorkerContext {
     pub name: WorkerName,
-    pub sink: EventSink,
+    pub sink: EventSink<RuntimeEvent>,
 }
 
 impl WorkerContext {
     pub fn report(&self, state: WorkerState) {
-        self.sink.send(AppEvent::Worker { worker: self.name, state });
+        self.sink.send(RuntimeEvent::Worker { worker: self.name, state });
+    }
+
+    /// The context a worker run outside a supervisor (a test, a CLI command) reports through.
+    pub fn new<E: 'static>(name: WorkerName, sink: &EventSink<E>) -> Self {
+        Self { name, sink: sink.runtime_only() }
     }
 }
 
@@ -139,10 +143,10 @@ impl<C> WorkerHandle<C> {
 
 /// Starts `make` + `run` on a thread named after the worker, under supervision.
 /// `commands` is the receiving end the worker reads; `command_sender` its pair.
-pub fn spawn_supervised<W, F>(
+pub fn spawn_supervised<W, F, E: 'static>(
     name: WorkerName,
     policy: RestartPolicy,
-    sink: EventSink,
+    sink: EventSink<E>,
     (command_sender, commands): (Sender<W::Command>, Receiver<W::Command>),
     mut make: F,
 ) -> std::io::Result<WorkerHandle<W::Command>>
@@ -151,7 +155,7 @@ where
     F: FnMut(&WorkerContext) -> anyhow::Result<W> + Send + 'static,
 {
     let (control_tx, control_rx) = bounded::<Control>(8);
-    let ctx = WorkerContext { name, sink };
+    let ctx = WorkerContext::new(name, &sink);
     let thread = std::thread::Builder::new().name(name.as_str().to_owned()).spawn(move || {
         let span = tracing::info_span!("worker", name = name.as_str());
         let _entered = span.enter();

@@ -4,9 +4,9 @@
 use rusqlite::{Connection, OptionalExtension, Row, params};
 
 use crate::capture::clipboard::{ClipTrigger, ClipboardEvent};
-use crate::capture::keys::{FlushReason, KeystrokeChunk};
 use crate::capture::heartbeat::{AfkEvent, AfkStatus, HeldBy};
-use crate::events::{UrlSource, ActivitySession, ChatMessage, ChatThread, MessageStatus, Role, SessionEnd};
+use crate::capture::keys::{FlushReason, KeystrokeChunk};
+use crate::records::{ActivitySession, ChatMessage, ChatThread, MessageStatus, Role, SessionEnd, UrlSource};
 
 const SESSION_COLUMNS: &str =
     "session_id, app, title, pid, window_id, started_at_ms, ended_at_ms, end_reason, url, url_source";

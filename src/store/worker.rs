@@ -7,10 +7,11 @@ use std::time::Duration;
 use crossbeam_channel::{Receiver, RecvTimeoutError, Sender, TryRecvError, bounded};
 use rusqlite::Connection;
 
-use crate::events::{ActivitySession, AppEvent, ChatMessage, ChatThread, WorkerName};
 use crate::ids::now_millis;
-use crate::runtime::{EventSink, RestartPolicy, Supervised, WorkerContext, WorkerHandle, WorkerState, spawn_supervised};
+use crate::records::{ActivitySession, ChatMessage, ChatThread};
+use crate::runtime::{EventSink, RestartPolicy, RuntimeEvent, Supervised, WorkerContext, WorkerHandle, WorkerName, WorkerState, spawn_supervised};
 use crate::store::{queries, schema};
+use crate::store::events::StoreEvent;
 
 /// Room in the store's queue. Capture and llm block briefly when it is full
 /// rather than lose rows; at 50k rows/s that is ~80 ms of backlog.
@@ -102,7 +103,7 @@ enum Write {
 
 pub struct StoreWorker {
     conn: Connection,
-    sink: EventSink,
+    sink: EventSink<StoreEvent>,
     pending: Vec<Write>,
     dropped_writes: u64,
     write_error: Option<String>,
@@ -115,7 +116,7 @@ pub struct StoreWorker {
 }
 
 impl StoreWorker {
-    pub fn open(path: PathBuf, sink: EventSink) -> anyhow::Result<Self> {
+    pub fn open(path: PathBuf, sink: EventSink<StoreEvent>) -> anyhow::Result<Self> {
         let conn = schema::open_writer(&path)?;
         let recovered = queries::recover_open_sessions(&conn)?;
         if recovered > 0 {
@@ -205,28 +206,28 @@ impl StoreWorker {
             StoreCommand::LoadSessionsSince { since_millis } => {
                 self.commit_pending();
                 match queries::sessions_since(&self.conn, since_millis, 5_000) {
-                    Ok(sessions) => self.emit(AppEvent::SessionsLoaded(sessions)),
+                    Ok(sessions) => self.emit(StoreEvent::SessionsLoaded(sessions)),
                     Err(err) => self.emit_notice(format!("cannot load sessions: {err}")),
                 }
             }
             StoreCommand::LoadThreads => {
                 self.commit_pending();
                 match queries::threads(&self.conn, 200) {
-                    Ok(threads) => self.emit(AppEvent::ThreadsLoaded(threads)),
+                    Ok(threads) => self.emit(StoreEvent::ThreadsLoaded(threads)),
                     Err(err) => self.emit_notice(format!("cannot load chat threads: {err}")),
                 }
             }
             StoreCommand::LoadMessages { thread_id } => {
                 self.commit_pending();
                 match queries::messages(&self.conn, thread_id) {
-                    Ok(messages) => self.emit(AppEvent::MessagesLoaded { thread_id, messages }),
+                    Ok(messages) => self.emit(StoreEvent::MessagesLoaded { thread_id, messages }),
                     Err(err) => self.emit_notice(format!("cannot load messages: {err}")),
                 }
                 // The agent's tool chips of the thread's answers (a live operation sends its own).
                 match crate::agent::store::thread_calls(&self.conn, thread_id, now_millis()) {
                     Ok(calls) => {
                         for call in calls {
-                            self.emit(AppEvent::ToolCall(Box::new(call)));
+                            self.emit(StoreEvent::ToolCall(Box::new(call)));
                         }
                     }
                     Err(err) => self.emit_notice(format!("cannot load the chat's tool calls: {err}")),
@@ -258,7 +259,7 @@ impl StoreWorker {
                 match queries::all_settings(&self.conn) {
                     Ok(settings) => {
                         for (key, value) in settings {
-                            self.emit(AppEvent::Setting { key, value });
+                            self.emit(StoreEvent::Setting { key, value });
                         }
                     }
                     Err(err) => self.emit_notice(format!("cannot load settings: {err}")),
@@ -268,7 +269,7 @@ impl StoreWorker {
                 self.commit_pending();
                 let outcome = self.delete_range(since_millis, until_millis).map_err(|err| format!("{err:#}"));
                 match &outcome {
-                    Ok(deleted) => self.emit(AppEvent::RangeDeleted {
+                    Ok(deleted) => self.emit(StoreEvent::RangeDeleted {
                         since_millis,
                         until_millis,
                         sessions: deleted.sessions,
@@ -298,7 +299,7 @@ impl StoreWorker {
             StoreCommand::LoadSessionDetail { session_id } => {
                 self.commit_pending();
                 match queries::session_detail(&self.conn, session_id) {
-                    Ok((typed, copied)) => self.emit(AppEvent::SessionDetail { session_id, typed, copied }),
+                    Ok((typed, copied)) => self.emit(StoreEvent::SessionDetail { session_id, typed, copied }),
                     Err(err) => self.emit_notice(format!("cannot load the session: {err}")),
                 }
             }
@@ -481,7 +482,7 @@ impl StoreWorker {
                 self.pending.clear();
                 self.wake_embed();
                 if self.write_error.take().is_some() {
-                    self.emit(AppEvent::Worker { worker: WorkerName::Store, state: WorkerState::Running });
+                    self.sink.runtime(RuntimeEvent::Worker { worker: WorkerName::Store, state: WorkerState::Running });
                 }
                 true
             }
@@ -489,10 +490,7 @@ impl StoreWorker {
                 let message = format!("writes are waiting: {err:#}");
                 if self.write_error.as_deref() != Some(message.as_str()) {
                     tracing::warn!(%message, "store commit failed");
-                    self.emit(AppEvent::Worker {
-                        worker: WorkerName::Store,
-                        state: WorkerState::Degraded(message.clone()),
-                    });
+                    self.sink.runtime(RuntimeEvent::Worker { worker: WorkerName::Store, state: WorkerState::Degraded(message.clone()) });
                     self.write_error = Some(message);
                 }
                 false
@@ -544,12 +542,12 @@ impl StoreWorker {
         {
             self.emit_notice(format!("cannot write USER.md/MEMORY.md: {err:#}"));
         }
-        self.emit(AppEvent::HotMemory(hot::facts(&self.conn).unwrap_or_default()));
+        self.emit(StoreEvent::HotMemory(hot::facts(&self.conn).unwrap_or_default()));
     }
 
     fn emit_pins(&mut self, thread_id: i64) {
         match crate::memory::rag::pinned(&self.conn, thread_id) {
-            Ok(items) => self.emit(AppEvent::ThreadPins { thread_id, items }),
+            Ok(items) => self.emit(StoreEvent::ThreadPins { thread_id, items }),
             Err(err) => self.emit_notice(format!("cannot load the thread's pins: {err}")),
         }
     }
@@ -573,12 +571,12 @@ impl StoreWorker {
         }
     }
 
-    fn emit(&self, event: AppEvent) {
+    fn emit(&self, event: StoreEvent) {
         self.sink.send(event);
     }
 
     fn emit_notice(&self, text: String) {
-        self.emit(AppEvent::Notice(text));
+        self.sink.notice(text);
     }
 }
 
@@ -635,19 +633,19 @@ impl Supervised for StoreWorker {
 }
 
 /// Starts the store worker under supervision on a thread named `store`.
-pub fn spawn_store(path: PathBuf, sink: EventSink, policy: RestartPolicy) -> std::io::Result<WorkerHandle<StoreCommand>> {
+pub fn spawn_store(path: PathBuf, sink: EventSink<StoreEvent>, policy: RestartPolicy) -> std::io::Result<WorkerHandle<StoreCommand>> {
     spawn_store_waking(path, sink, policy, None)
 }
 
 /// `spawn_store`, waking the embed worker after each commit.
 pub fn spawn_store_waking(
     path: PathBuf,
-    sink: EventSink,
+    sink: EventSink<StoreEvent>,
     policy: RestartPolicy,
     embed_waker: Option<Sender<crate::memory::embed_worker::EmbedCommand>>,
 ) -> std::io::Result<WorkerHandle<StoreCommand>> {
     let channel = bounded(STORE_QUEUE);
-    spawn_supervised::<StoreWorker, _>(WorkerName::Store, policy, sink.clone(), channel, move |_ctx| {
+    spawn_supervised::<StoreWorker, _, _>(WorkerName::Store, policy, sink.clone(), channel, move |_ctx| {
         let mut worker = StoreWorker::open(path.clone(), sink.clone())?;
         worker.embed_waker = embed_waker.clone();
         Ok(worker)

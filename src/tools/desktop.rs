@@ -235,7 +235,7 @@ fn window_tool(tool: &str, args: &Value) -> Result<String, String> {
     }
 }
 
-fn describe_windows(windows: &[crate::events::ActiveWindow]) -> String {
+fn describe_windows(windows: &[crate::records::ActiveWindow]) -> String {
     if windows.is_empty() {
         return "(no windows are open)".to_owned();
     }

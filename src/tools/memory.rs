@@ -98,7 +98,7 @@ pub fn run(tool: &str, args: &Value, env: &MemoryEnv<'_>) -> ToolOutput {
 }
 
 impl MemoryEnv<'_> {
-    fn withholds(&self, session: &crate::events::ActivitySession) -> bool {
+    fn withholds(&self, session: &crate::records::ActivitySession) -> bool {
         self.withheld.is_some_and(|rules| rules.withholds(Some(&session.app), &session.title, session.url.as_deref()))
     }
 }
@@ -285,7 +285,7 @@ fn session_ids(text: &str) -> Vec<i64> {
     ids
 }
 
-fn session_line(session: &crate::events::ActivitySession, now_millis: i64) -> String {
+fn session_line(session: &crate::records::ActivitySession, now_millis: i64) -> String {
     let end = session.ended_at_millis.unwrap_or(now_millis);
     let url = session.url.as_deref().map(|u| format!(" <{u}>")).unwrap_or_default();
     format!(
@@ -383,7 +383,7 @@ fn list_pins(env: &MemoryEnv<'_>) -> Result<String, String> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::events::ActivitySession;
+    use crate::records::ActivitySession;
 
     fn db() -> (tempfile::TempDir, Connection) {
         let dir = tempfile::tempdir().unwrap();

@@ -8,7 +8,7 @@ use std::collections::{HashMap, HashSet};
 
 use egui::{RichText, TextEdit};
 
-use crate::events::{ApprovalChoice, CallStatus, ToolCallView};
+use crate::agent::events::{ApprovalChoice, CallStatus, ToolCallView};
 use crate::state::{AppState, UiAction};
 use crate::ui::theme;
 
@@ -18,7 +18,7 @@ pub struct CardEdit {
     pub mode: CardMode,
     pub target: String,
     pub pattern: String,
-    pub allow_for: crate::events::AllowFor,
+    pub allow_for: crate::agent::events::AllowFor,
     pub reason: String,
     pub arguments: String,
     /// The arguments as the card shows them, made once (a long file's text is not re-laid each frame).
@@ -172,7 +172,7 @@ fn approval_card_ui(ui: &mut egui::Ui, call: &ToolCallView, panel: &mut AgentPan
                     ui.add(TextEdit::singleline(&mut edit.pattern).desired_width(f32::INFINITY).hint_text("empty: every call")).labelled_by(label.id);
                 });
                 ui.horizontal(|ui| {
-                    use crate::events::AllowFor;
+                    use crate::agent::events::AllowFor;
                     ui.label(RichText::new("For").small());
                     ui.selectable_value(&mut edit.allow_for, AllowFor::ThisTask, "this task");
                     ui.selectable_value(&mut edit.allow_for, AllowFor::Day, "a day");

@@ -8,9 +8,10 @@
 
 use egui::RichText;
 
-use crate::events::{InboxItem, RunSummary};
+use crate::automations::events::RunSummary;
 use crate::ids::{format_duration_millis, user_when as format_when};
 use crate::notify::Act;
+use crate::notify::events::InboxItem;
 use crate::state::{AppState, UiAction};
 use crate::ui::theme;
 
@@ -446,7 +447,7 @@ fn run_ui(ui: &mut egui::Ui, run: &RunSummary, now_millis: i64, actions: &mut Ve
         "failed" | "expired" => theme::error(),
         _ => theme::warn(),
     };
-    let title = format!("{} · {} · {} ({})", crate::events::flow_title(&run.automation), run.status, format_when(run.created_at_millis, now_millis), run.trigger_kind);
+    let title = format!("{} · {} · {} ({})", crate::automations::events::flow_title(&run.automation), run.status, format_when(run.created_at_millis, now_millis), run.trigger_kind);
     egui::CollapsingHeader::new(RichText::new(title).color(colour)).id_salt(run.run_id).show(ui, |ui| {
         if let Some(error) = &run.error {
             ui.label(RichText::new(error).small().color(theme::error()));

@@ -2,7 +2,8 @@
 
 use egui::{Key, RichText, ScrollArea, TextEdit};
 
-use crate::events::{MessageStatus, ModelStatus, Role};
+use crate::llm::events::ModelStatus;
+use crate::records::{MessageStatus, Role};
 use crate::state::{AppState, MessageView, UiAction};
 use crate::ui::theme;
 
@@ -134,9 +135,9 @@ pub fn chat_ui(ui: &mut egui::Ui, state: &AppState, panel: &mut ChatPanel, actio
         if ui.add_enabled(generating, egui::Button::new("Stop")).clicked() {
             actions.push(UiAction::Stop);
         }
-        crate::ui::voice::mic_ui(ui, &state.voice, crate::events::VoiceTarget::Chat, actions);
+        crate::ui::voice::mic_ui(ui, &state.voice, crate::audio::events::VoiceTarget::Chat, actions);
     });
-    if state.voice.recording == Some(crate::events::VoiceTarget::Chat) && ui.input(|i| i.key_pressed(Key::Escape)) {
+    if state.voice.recording == Some(crate::audio::events::VoiceTarget::Chat) && ui.input(|i| i.key_pressed(Key::Escape)) {
         actions.push(UiAction::VoiceCancel);
     }
 }

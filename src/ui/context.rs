@@ -3,9 +3,8 @@
 
 use egui::{RichText, ScrollArea, Sense, Stroke, vec2};
 
-use crate::events::WorkerName;
 use crate::ids::{format_duration_millis, local_day_start_millis, user_clock as format_clock};
-use crate::runtime::WorkerState;
+use crate::runtime::{WorkerName, WorkerState};
 use crate::state::{AppState, SessionDetailView, UiAction};
 use crate::ui::theme;
 
@@ -90,7 +89,7 @@ fn stream_health_ui(ui: &mut egui::Ui, state: &AppState, now_millis: i64) {
             .last_event_at_millis
             .map(|at| format!("last {} ago", format_duration_millis(now_millis - at)))
             .unwrap_or_else(|| "nothing yet".into());
-        let mut line = format!("{}: {age} · {}/min", crate::events::stream_title(&health.stream), health.events_last_minute);
+        let mut line = format!("{}: {age} · {}/min", crate::capture::events::stream_title(&health.stream), health.events_last_minute);
         if health.drops > 0 {
             line.push_str(&format!(" · {} dropped", health.drops));
         }
@@ -174,11 +173,11 @@ fn timeline_ui(ui: &mut egui::Ui, state: &AppState, now_millis: i64) {
     }
 }
 
-fn source_label(source: crate::events::UrlSource) -> &'static str {
+fn source_label(source: crate::records::UrlSource) -> &'static str {
     match source {
-        crate::events::UrlSource::Atspi => "the address bar",
-        crate::events::UrlSource::Title => "the title",
-        crate::events::UrlSource::Script => "a simulation script",
+        crate::records::UrlSource::Atspi => "the address bar",
+        crate::records::UrlSource::Title => "the title",
+        crate::records::UrlSource::Script => "a simulation script",
     }
 }
 

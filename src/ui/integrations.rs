@@ -10,8 +10,8 @@
 
 use egui::{RichText, ScrollArea};
 
-use crate::events::McpServerStatus;
 use crate::mcp::config::McpEdit;
+use crate::mcp::events::McpServerStatus;
 use crate::state::{AppState, UiAction};
 use crate::ui::theme;
 

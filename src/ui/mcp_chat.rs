@@ -7,8 +7,8 @@ use std::collections::{BTreeMap, HashMap};
 
 use egui::{RichText, TextEdit};
 
-use crate::events::ElicitationView;
 use crate::mcp::elicit::{Answer, Input, Kind};
+use crate::mcp::events::ElicitationView;
 use crate::state::{AppState, UiAction};
 use crate::ui::theme;
 
@@ -28,12 +28,12 @@ pub struct McpChatPanel {
 }
 
 /// Running servers with something to offer the chat input.
-fn offering(state: &AppState, what: impl Fn(&crate::events::McpServerView) -> bool) -> impl Iterator<Item = &crate::events::McpServerView> {
-    state.mcp_servers.iter().filter(move |s| s.status == crate::events::McpServerStatus::Running && what(s))
+fn offering(state: &AppState, what: impl Fn(&crate::mcp::events::McpServerView) -> bool) -> impl Iterator<Item = &crate::mcp::events::McpServerView> {
+    state.mcp_servers.iter().filter(move |s| s.status == crate::mcp::events::McpServerStatus::Running && what(s))
 }
 
 /// The running servers' prompts, borrowed (built each frame: no copies).
-pub fn prompt_lists(state: &AppState) -> Vec<(&str, &[crate::events::McpPrompt])> {
+pub fn prompt_lists(state: &AppState) -> Vec<(&str, &[crate::mcp::events::McpPrompt])> {
     offering(state, |s| !s.prompts.is_empty()).map(|s| (s.name.as_str(), s.prompts.as_slice())).collect()
 }
 
@@ -54,7 +54,7 @@ pub fn extra_height(state: &AppState, draft: &str, panel: &McpChatPanel) -> f32 
 
 /// "Attach…" (the running servers' resources) and the attached ones, each removable.
 pub fn attachments_ui(ui: &mut egui::Ui, state: &AppState, actions: &mut Vec<UiAction>) {
-    let running: Vec<&crate::events::McpServerView> = offering(state, |s| !s.resources.is_empty()).collect();
+    let running: Vec<&crate::mcp::events::McpServerView> = offering(state, |s| !s.resources.is_empty()).collect();
     ui.horizontal_wrapped(|ui| {
         // A document from disk (the desktop's file chooser; or drop files onto the sidebar).
         if ui.small_button("Attach a file…").on_hover_text("PDF, Word, OpenDocument, Excel, PowerPoint, EPUB, HTML, Markdown, CSV or text; or drop files here").clicked() {

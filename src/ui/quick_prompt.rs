@@ -5,7 +5,7 @@
 
 use egui::{Key, TextEdit};
 
-use crate::events::VoiceTarget;
+use crate::audio::events::VoiceTarget;
 use crate::state::{UiAction, VoiceView};
 
 #[derive(Default)]

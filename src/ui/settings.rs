@@ -4,10 +4,10 @@ use egui::{RichText, ScrollArea};
 
 use crate::build_info;
 use crate::config::keys;
-use crate::events::WorkerName;
+use crate::runtime::WorkerName;
 use crate::state::{AppState, UiAction};
-use crate::ui::widgets::setting_row_ui;
 use crate::ui::{shortcuts, theme};
+use crate::ui::widgets::setting_row_ui;
 
 /// Which section is open, the search, and drafts of values being typed
 /// (applied when the field is left).

@@ -2,8 +2,7 @@
 
 use egui::RichText;
 
-use crate::events::WorkerName;
-use crate::runtime::WorkerState;
+use crate::runtime::{WorkerName, WorkerState};
 use crate::state::{AppState, UiAction};
 use crate::ui::theme;
 
@@ -19,9 +18,9 @@ pub fn status_bar_ui(ui: &mut egui::Ui, state: &AppState, actions: &mut Vec<UiAc
     if let Some(target) = state.voice.recording {
         ui.horizontal(|ui| {
             let into = match target {
-                crate::events::VoiceTarget::QuickPrompt => "talking into the quick prompt",
-                crate::events::VoiceTarget::Chat => "talking into the chat",
-                crate::events::VoiceTarget::Dictation => "dictating into the focused app",
+                crate::audio::events::VoiceTarget::QuickPrompt => "talking into the quick prompt",
+                crate::audio::events::VoiceTarget::Chat => "talking into the chat",
+                crate::audio::events::VoiceTarget::Dictation => "dictating into the focused app",
             };
             ui.label(RichText::new(format!("• Microphone on: {into}")).small().color(theme::error()));
             ui.add(egui::ProgressBar::new(state.voice.level).desired_width(60.0).desired_height(6.0).fill(theme::error()));

@@ -3,8 +3,8 @@
 
 use egui::RichText;
 
+use crate::audio::events::VoiceTarget;
 use crate::config::keys;
-use crate::events::VoiceTarget;
 use crate::state::{AppState, UiAction, VoiceView};
 use crate::ui::theme;
 

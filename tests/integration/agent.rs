@@ -11,7 +11,9 @@ use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
 use cowork::agent::AgentCommand;
-use cowork::events::{AppEvent, ApprovalChoice, CallStatus, MessageStatus, ToolCallView};
+use cowork::agent::events::{AgentEvent, ApprovalChoice, CallStatus, ToolCallView};
+use cowork::events::AppEvent;
+use cowork::records::MessageStatus;
 use serde_json::{Value, json};
 
 use super::providers::{Reply, Scripted, reply, scripted};
@@ -51,7 +53,7 @@ pub(super) fn fixture(server: &Scripted, title: &str, copied: &str) -> (tempfile
         cowork::store::set_setting(&conn, key, value, 0).unwrap();
     }
     let now = cowork::ids::now_millis();
-    let session = cowork::events::ActivitySession {
+    let session = cowork::records::ActivitySession {
         session_id: 1,
         app: "XTerm".into(),
         title: title.into(),
@@ -74,7 +76,7 @@ pub(super) fn fixture(server: &Scripted, title: &str, copied: &str) -> (tempfile
 pub(super) fn task(text: &str) -> cowork::agent::ChatRequest {
     let ask = cowork::ids::next_id();
     cowork::agent::ChatRequest {
-        thread: cowork::events::ChatThread { thread_id: ask, title: "t".into(), updated_at_millis: 0 },
+        thread: cowork::records::ChatThread { thread_id: ask, title: "t".into(), updated_at_millis: 0 },
         thread_is_new: true,
         user_message_id: ask,
         answer_id: cowork::ids::next_id(),
@@ -88,7 +90,7 @@ pub(super) fn task(text: &str) -> cowork::agent::ChatRequest {
 #[track_caller]
 pub(super) fn wait_call(events: &crossbeam_channel::Receiver<AppEvent>, mut pick: impl FnMut(&ToolCallView) -> bool) -> ToolCallView {
     super::support::wait_for(events, Duration::from_secs(30), |e| match e {
-        AppEvent::ToolCall(call) if pick(call) => Some((**call).clone()),
+        AppEvent::Agent(AgentEvent::ToolCall(call)) if pick(call) => Some((**call).clone()),
         other => {
             if std::env::var_os("COWORK_TEST_TRACE").is_some() {
                 eprintln!("event: {other:?}");
@@ -102,7 +104,7 @@ pub(super) fn wait_call(events: &crossbeam_channel::Receiver<AppEvent>, mut pick
 #[track_caller]
 pub(super) fn wait_finished(events: &crossbeam_channel::Receiver<AppEvent>, answer_id: i64) -> MessageStatus {
     super::support::wait_for(events, Duration::from_secs(30), |e| match e {
-        AppEvent::AnswerFinished { answer_id: id, status, .. } if *id == answer_id => Some(*status),
+        AppEvent::Agent(AgentEvent::AnswerFinished { answer_id: id, status, .. }) if *id == answer_id => Some(*status),
         _ => None,
     })
     .expect("the answer finished")
@@ -186,7 +188,7 @@ fn safe_calls_run_at_once_risky_ones_wait_and_every_call_is_audited() {
     );
     assert!(audit[0].result_sha256.is_some() && audit[0].duration_millis.is_some());
     let op = cowork::agent::store::recent_operations(&conn, 1).unwrap().remove(0);
-    assert_eq!((op.status, op.steps), (cowork::events::OpStatus::Done, 2));
+    assert_eq!((op.status, op.steps), (cowork::agent::events::OpStatus::Done, 2));
 }
 
 /// Where the hostile text comes from in an injection case.
@@ -429,7 +431,7 @@ fn kill_9_while_an_approval_waits_then_approving_continues_the_operation() {
     // After the crash the approval is still there; approving continues the operation.
     let conn = cowork::store::open_read_only(&data.path().join("cowork.db")).unwrap();
     let op = cowork::agent::store::recent_operations(&conn, 1).unwrap().remove(0);
-    assert_eq!(op.status, cowork::events::OpStatus::WaitingForHuman);
+    assert_eq!(op.status, cowork::agent::events::OpStatus::WaitingForHuman);
     let waiting = cowork::agent::store::calls(&conn, op.operation_id).unwrap().remove(0);
     assert_eq!(waiting.status, CallStatus::Waiting);
     drop(conn);
@@ -439,7 +441,7 @@ fn kill_9_while_an_approval_waits_then_approving_continues_the_operation() {
     assert!(made.exists(), "the approved call ran after the restart");
     let conn = cowork::store::open_read_only(&data.path().join("cowork.db")).unwrap();
     let op = cowork::agent::store::operation(&conn, op.operation_id).unwrap().unwrap();
-    assert_eq!(op.status, cowork::events::OpStatus::Done);
+    assert_eq!(op.status, cowork::agent::events::OpStatus::Done);
 }
 
 #[test]
@@ -495,7 +497,7 @@ fn a_call_running_at_a_crash_may_have_run_and_is_never_run_again() {
 /// the operation, for a day it ends in 24 hours, and the call runs.
 #[test]
 fn always_allow_from_the_card_saves_a_rule_for_this_task_or_a_day() {
-    use cowork::events::AllowFor;
+    use cowork::agent::events::AllowFor;
     for (scope, stored) in [(AllowFor::ThisTask, "operation"), (AllowFor::Day, "until")] {
         let home = temp_dir();
         let made = home.path().join("made");
@@ -632,7 +634,7 @@ fn the_same_call_three_times_pauses_the_task() {
     let request = task("find my budget");
     workers.agent.commands.send(AgentCommand::Chat(request)).unwrap();
     let (operation_id, paused) = super::support::wait_for(&events, Duration::from_secs(30), |e| match e {
-        AppEvent::Operation { operation_id, paused: Some(why), .. } => Some((*operation_id, why.clone())),
+        AppEvent::Agent(AgentEvent::Operation { operation_id, paused: Some(why), .. }) => Some((*operation_id, why.clone())),
         _ => None,
     })
     .expect("the task paused");
@@ -640,11 +642,11 @@ fn the_same_call_three_times_pauses_the_task() {
     assert_eq!(server.hits.load(Ordering::SeqCst), 3, "no fourth model call while paused");
     workers.agent.commands.send(AgentCommand::Continue { operation_id, go_on: false }).unwrap();
     let ended = super::support::wait_for(&events, Duration::from_secs(30), |e| match e {
-        AppEvent::Operation { operation_id: id, status, paused: None, .. } if *id == operation_id && *status != cowork::events::OpStatus::WaitingForHuman => Some(*status),
+        AppEvent::Agent(AgentEvent::Operation { operation_id: id, status, paused: None, .. }) if *id == operation_id && *status != cowork::agent::events::OpStatus::WaitingForHuman => Some(*status),
         _ => None,
     })
     .expect("the task ended");
-    assert_eq!(ended, cowork::events::OpStatus::Cancelled);
+    assert_eq!(ended, cowork::agent::events::OpStatus::Cancelled);
     workers.shutdown(Duration::from_secs(5));
 }
 
@@ -716,7 +718,7 @@ fn a_task_for_a_cloud_brain_asks_for_consent_first() {
     let answer_id = request.answer_id;
     workers.agent.commands.send(AgentCommand::Chat(request)).unwrap();
     let asked = super::support::wait_for(&events, Duration::from_secs(20), |e| match e {
-        AppEvent::ConsentNeeded { provider, preview, request, .. } => Some((provider.clone(), preview.clone(), request.clone())),
+        AppEvent::Agent(AgentEvent::ConsentNeeded { provider, preview, request, .. }) => Some((provider.clone(), preview.clone(), request.clone())),
         _ => None,
     })
     .expect("the consent card");

@@ -6,8 +6,8 @@
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use cowork::apps::runtime::{context, data};
 use cowork::apps::{AppError, Capability, Lane, Runtime};
+use cowork::apps::runtime::{context, data};
 
 use super::support::{require, temp_dir};
 
@@ -221,7 +221,7 @@ fn build_python_example(dir: &Path, name: &str, stub_wasi: bool) -> Option<PathB
 }
 
 fn session(conn: &rusqlite::Connection, id: i64, app: &str, title: &str, start: i64, end: Option<i64>) {
-    let session = cowork::events::ActivitySession { session_id: id, app: app.into(), title: title.into(), window_id: id as u32, started_at_millis: start, ended_at_millis: end, ..Default::default() };
+    let session = cowork::records::ActivitySession { session_id: id, app: app.into(), title: title.into(), window_id: id as u32, started_at_millis: start, ended_at_millis: end, ..Default::default() };
     cowork::store::upsert_session(conn, &session).unwrap();
 }
 
@@ -245,7 +245,7 @@ fn apps_worker(dir: &Path, answer: &'static str) -> (cowork::apps::worker::AppsW
     });
     let (sink, _events) = super::support::test_sink();
     let config = cowork::apps::worker::AppsConfig { db_path: dir.join("cowork.db"), apps_dir: dir.join("apps") };
-    let mut worker = cowork::apps::worker::AppsWorker::new(config, None, Some(agent), sink);
+    let mut worker = cowork::apps::worker::AppsWorker::new(config, None, Some(agent), sink.narrow());
     worker.open().unwrap();
     (worker, prompts)
 }

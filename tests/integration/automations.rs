@@ -233,7 +233,7 @@ fn a_flow_every_minute_fires_on_the_real_clock_within_two_seconds() {
         Arc::new(cowork::automations::steps::SystemClock),
         || Box::new(NoAgent),
         || Box::new(Quiet),
-        sink,
+        sink.narrow(),
         cowork::runtime::RestartPolicy::default(),
     )
     .unwrap();
@@ -298,7 +298,8 @@ fn describe_it_drafts_a_flow_that_must_validate_and_the_checks_go_back_to_the_mo
 fn a_flow_the_agent_starts_carries_its_prompts_origin_so_captured_text_cannot_ride_an_allow_rule() {
     use super::agent::{answer, calls, fixture, task, wait_call, wait_finished};
     use cowork::agent::AgentCommand;
-    use cowork::events::{ApprovalChoice, CallStatus, MessageStatus};
+    use cowork::agent::events::{ApprovalChoice, CallStatus};
+    use cowork::records::MessageStatus;
     let out = temp_dir();
     let note = out.path().join("note.txt");
     let server = super::providers::scripted(vec![
@@ -354,7 +355,7 @@ fn a_flow_the_agent_starts_carries_its_prompts_origin_so_captured_text_cannot_ri
 /// ride the user's allow rule in the second flow.
 #[test]
 fn a_flow_a_tool_step_starts_keeps_the_origin_of_the_steps_arguments() {
-    use cowork::events::{ApprovalChoice, CallStatus};
+    use cowork::agent::events::{ApprovalChoice, CallStatus};
     let out = temp_dir();
     let note = out.path().join("note.txt");
     let server = super::providers::scripted(vec![super::agent::answer("unused")]);

@@ -8,9 +8,9 @@ use std::path::Path;
 use std::process::{Child, Command};
 use std::time::{Duration, Instant};
 
-use cowork::capture::heartbeat::{AfkStatus, HeldBy};
-use cowork::events::UrlSource;
 use cowork::store;
+use cowork::capture::heartbeat::{AfkStatus, HeldBy};
+use cowork::records::UrlSource;
 
 use super::support::{XSession, eventually, have_program, require, temp_dir};
 
@@ -37,7 +37,7 @@ fn stop(mut child: Child) {
     assert!(child.wait().unwrap().success());
 }
 
-fn sessions(db: &Path) -> Vec<cowork::events::ActivitySession> {
+fn sessions(db: &Path) -> Vec<cowork::records::ActivitySession> {
     store::open_read_only(db).and_then(|c| Ok(store::sessions_between(&c, 0, i64::MAX)?)).unwrap_or_default()
 }
 
@@ -420,7 +420,7 @@ fn a_fullscreen_window_keeps_a_quiet_user_present() {
     );
     stop(capture);
     let windows = sessions(&db);
-    assert!(windows.iter().any(|s| s.title == "slides - presentation" && s.end_reason == Some(cowork::events::SessionEnd::Afk)), "{windows:?}");
+    assert!(windows.iter().any(|s| s.title == "slides - presentation" && s.end_reason == Some(cowork::records::SessionEnd::Afk)), "{windows:?}");
 }
 
 fn setting(db: &Path, key: &str) -> Option<String> {

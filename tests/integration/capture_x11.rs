@@ -4,9 +4,10 @@
 use std::time::{Duration, Instant};
 
 use cowork::capture::{CaptureCommand, CaptureConfig, spawn_capture};
-use cowork::events::{AppEvent, SessionEnd, WorkerName};
+use cowork::events::AppEvent;
 use cowork::ids::now_millis;
-use cowork::runtime::{RestartPolicy, WorkerState};
+use cowork::records::SessionEnd;
+use cowork::runtime::{RestartPolicy, RuntimeEvent, WorkerName, WorkerState};
 use cowork::store::{self, StoreCommand, spawn_store};
 
 use super::support::{XSession, eventually, require, temp_dir, test_sink, wait_for};
@@ -26,11 +27,11 @@ fn focus_and_title_changes_become_sessions_with_accurate_durations() {
     let dir = temp_dir();
     let db = dir.path().join("cowork.db");
     let (sink, events) = test_sink();
-    let mut store = spawn_store(db.clone(), sink.clone(), RestartPolicy::default()).unwrap();
+    let mut store = spawn_store(db.clone(), sink.narrow(), RestartPolicy::default()).unwrap();
     let config = CaptureConfig { display: Some(x.display.clone()), afk_secs: 3600, rules: Default::default(), backend: cowork::desktop::backend::Backend::X11 };
-    let mut capture = spawn_capture(config, store.commands.clone(), sink, RestartPolicy::default()).unwrap();
+    let mut capture = spawn_capture(config, store.commands.clone(), sink.narrow(), RestartPolicy::default()).unwrap();
     let state = wait_for(&events, Duration::from_secs(10), |e| match e {
-        AppEvent::Worker { worker: WorkerName::Capture, state } if !matches!(state, WorkerState::Starting) => Some(state.clone()),
+        AppEvent::Runtime(RuntimeEvent::Worker { worker: WorkerName::Capture, state }) if !matches!(state, WorkerState::Starting) => Some(state.clone()),
         _ => None,
     })
     .unwrap();
@@ -121,9 +122,9 @@ fn without_a_display_capture_is_degraded_with_the_reason() {
     let (sink, events) = test_sink();
     let (store_tx, _rx) = crossbeam_channel::bounded(4);
     let config = CaptureConfig { display: Some(":4711".into()), afk_secs: 180, rules: Default::default(), backend: cowork::desktop::backend::Backend::X11 };
-    let mut capture = spawn_capture(config, store_tx, sink, RestartPolicy::default()).unwrap();
+    let mut capture = spawn_capture(config, store_tx, sink.narrow(), RestartPolicy::default()).unwrap();
     let reason = wait_for(&events, Duration::from_secs(10), |e| match e {
-        AppEvent::Worker { worker: WorkerName::Capture, state: WorkerState::Degraded(reason) } => Some(reason.clone()),
+        AppEvent::Runtime(RuntimeEvent::Worker { worker: WorkerName::Capture, state: WorkerState::Degraded(reason) }) => Some(reason.clone()),
         _ => None,
     })
     .expect("degraded");
@@ -139,9 +140,9 @@ fn capture_with_rules(rules: cowork::capture::firewall::Rules, windows: &[(&str,
     let dir = temp_dir();
     let db = dir.path().join("cowork.db");
     let (sink, _events) = test_sink();
-    let mut store = spawn_store(db.clone(), sink.clone(), RestartPolicy::default()).unwrap();
+    let mut store = spawn_store(db.clone(), sink.narrow(), RestartPolicy::default()).unwrap();
     let config = CaptureConfig { display: Some(x.display.clone()), afk_secs: 3600, rules, backend: cowork::desktop::backend::Backend::X11 };
-    let mut capture = spawn_capture(config, store.commands.clone(), sink, RestartPolicy::default()).unwrap();
+    let mut capture = spawn_capture(config, store.commands.clone(), sink.narrow(), RestartPolicy::default()).unwrap();
     for id in &ids {
         x.activate(id);
         std::thread::sleep(Duration::from_millis(300));

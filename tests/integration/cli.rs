@@ -246,12 +246,12 @@ fn sigterm_closes_the_sidebar_gracefully_and_flushes_the_open_session() {
         .into_iter()
         .find(|s| s.title == "notes.txt - editor")
         .unwrap();
-    assert_eq!(session.end_reason, Some(cowork::events::SessionEnd::Shutdown), "{session:?}");
+    assert_eq!(session.end_reason, Some(cowork::records::SessionEnd::Shutdown), "{session:?}");
 }
 
 #[test]
 fn export_and_delete_from_the_command_line() {
-    use cowork::events::{ActivitySession, SessionEnd};
+    use cowork::records::{ActivitySession, SessionEnd};
     let data = temp_dir();
     let conn = cowork::store::open_writer(&data.path().join("cowork.db")).unwrap();
     let now = cowork::ids::now_millis();
@@ -409,7 +409,7 @@ fn before_the_first_run_answer_the_sidebar_records_nothing() {
 
 #[test]
 fn doctor_reports_each_streams_last_event_from_the_database() {
-    use cowork::events::{ActivitySession, SessionEnd};
+    use cowork::records::{ActivitySession, SessionEnd};
     let data = temp_dir();
     let conn = cowork::store::open_writer(&data.path().join("cowork.db")).unwrap();
     let now = cowork::ids::now_millis();
@@ -561,7 +561,7 @@ impl AwServer {
 
 #[test]
 fn activitywatch_export_imports_into_a_real_aw_server_that_already_has_its_watchers_buckets() {
-    use cowork::events::{ActivitySession, SessionEnd};
+    use cowork::records::{ActivitySession, SessionEnd};
     let program = std::env::var("COWORK_TEST_AW_SERVER").unwrap_or_default();
     if !require(!program.is_empty() && std::path::Path::new(&program).is_file(), "aw-server (scripts/test installs it; COWORK_TEST_AW_SERVER)") {
         return;
@@ -579,7 +579,7 @@ fn activitywatch_export_imports_into_a_real_aw_server_that_already_has_its_watch
             ended_at_millis: Some(now - ago_secs * 1000 + 600_000),
             end_reason: Some(SessionEnd::Switch),
             url: url.map(str::to_owned),
-            url_source: url.map(|_| cowork::events::UrlSource::Atspi),
+            url_source: url.map(|_| cowork::records::UrlSource::Atspi),
             ..Default::default()
         };
         cowork::store::upsert_session(&conn, &session).unwrap();

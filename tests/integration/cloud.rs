@@ -10,9 +10,12 @@ use std::process::Command;
 use std::time::Duration;
 
 use cowork::agent::AgentCommand;
+use cowork::agent::events::AgentEvent;
 use cowork::brains::{Delta, ProviderConfig, ProviderKind, Role, Turn, stream_chat};
-use cowork::events::{AppEvent, MessageStatus};
+use cowork::events::AppEvent;
+use cowork::mcp::events::McpEvent;
 use cowork::net::OutboundGate;
+use cowork::records::MessageStatus;
 use serde_json::{Value, json};
 
 use super::agent::task;
@@ -212,15 +215,15 @@ fn run_task(workers: &cowork::workers::Workers, events: &crossbeam_channel::Rece
     workers.agent.commands.send(AgentCommand::Chat(request)).unwrap();
     let (mut answer, mut reasoning) = (String::new(), String::new());
     let status = super::support::wait_for(events, Duration::from_secs(60), |e| match e {
-        AppEvent::Token { answer_id: id, text } if *id == answer_id => {
+        AppEvent::Agent(AgentEvent::Token { answer_id: id, text }) if *id == answer_id => {
             answer.push_str(text);
             None
         }
-        AppEvent::Reasoning { answer_id: id, text } if *id == answer_id => {
+        AppEvent::Agent(AgentEvent::Reasoning { answer_id: id, text }) if *id == answer_id => {
             reasoning.push_str(text);
             None
         }
-        AppEvent::AnswerFinished { answer_id: id, status, error, .. } if *id == answer_id => Some((*status, error.clone())),
+        AppEvent::Agent(AgentEvent::AnswerFinished { answer_id: id, status, error, .. }) if *id == answer_id => Some((*status, error.clone())),
         _ => None,
     })
     .expect("the task finished");
@@ -343,7 +346,7 @@ fn ten_questions(mock: &Mock, name: &str, kind: &str, model: &str, caching: bool
     ];
     let before = mock.chats().len();
     let mut shown_cached = 0;
-    let mut history: Vec<(cowork::events::Role, String)> = Vec::new();
+    let mut history: Vec<(cowork::records::Role, String)> = Vec::new();
     for (n, text) in questions.iter().enumerate() {
         mock.script(vec![Say::Text(format!("Answer {n}: you were busy with several windows this morning, mostly the terminal."))]);
         let mut request = task(text);
@@ -353,13 +356,13 @@ fn ten_questions(mock: &Mock, name: &str, kind: &str, model: &str, caching: bool
         let answer_id = request.answer_id;
         workers.agent.commands.send(AgentCommand::Chat(request)).unwrap();
         let finished = super::support::wait_for(&events, Duration::from_secs(60), |e| match e {
-            AppEvent::AnswerFinished { answer_id: id, status, error, stats } if *id == answer_id => Some((*status, error.clone(), *stats)),
+            AppEvent::Agent(AgentEvent::AnswerFinished { answer_id: id, status, error, stats }) if *id == answer_id => Some((*status, error.clone(), *stats)),
             _ => None,
         });
         assert!(matches!(finished, Some((MessageStatus::Done, _, _))), "{finished:?}");
         shown_cached += finished.unwrap().2.cached_prompt_tokens as u64;
-        history.push((cowork::events::Role::User, (*text).to_owned()));
-        history.push((cowork::events::Role::Assistant, format!("Answer {n}: you were busy with several windows this morning, mostly the terminal.")));
+        history.push((cowork::records::Role::User, (*text).to_owned()));
+        history.push((cowork::records::Role::Assistant, format!("Answer {n}: you were busy with several windows this morning, mostly the terminal.")));
     }
     let usage: Vec<_> = mock.chats()[before..].iter().map(|s| s.usage).collect();
     std::thread::sleep(Duration::from_millis(300));
@@ -409,7 +412,8 @@ fn prompt_caching_on_a_ten_question_session_bills_most_input_at_the_cached_price
 
 #[test]
 fn an_integration_from_the_catalog_is_tested_before_it_is_saved_and_the_agent_uses_it() {
-    use cowork::events::{ApprovalChoice, CallStatus, McpServerStatus};
+    use cowork::agent::events::{ApprovalChoice, CallStatus};
+    use cowork::mcp::events::McpServerStatus;
     use cowork::mcp::worker::McpCommand;
     if !super::support::require(cowork::mcp::catalog::on_path("npx").is_some(), "npx (Node.js)") {
         return;
@@ -426,7 +430,7 @@ fn an_integration_from_the_catalog_is_tested_before_it_is_saved_and_the_agent_us
         let values = values.iter().map(|(k, v)| ((*k).to_owned(), v.clone())).collect();
         workers.mcp.commands.send(McpCommand::AddFromCatalog { id: "filesystem".into(), values, trusted }).unwrap();
         super::support::wait_for(&events, Duration::from_secs(150), |e| match e {
-            AppEvent::McpCatalogAdded { name, result, .. } if name == "filesystem" => Some(result.clone()),
+            AppEvent::Mcp(McpEvent::McpCatalogAdded { name, result, .. }) if name == "filesystem" => Some(result.clone()),
             _ => None,
         })
         .expect("the catalog answered")
@@ -444,7 +448,7 @@ fn an_integration_from_the_catalog_is_tested_before_it_is_saved_and_the_agent_us
     assert_eq!(entry["args"], json!(["-y", "@modelcontextprotocol/server-filesystem@2026.8.31", folder.display().to_string()]));
     assert_eq!(entry["trusted"], true);
     super::support::wait_for(&events, Duration::from_secs(60), |e| match e {
-        AppEvent::McpServers(servers) => servers.iter().any(|s| s.name == "filesystem" && s.status == McpServerStatus::Running).then_some(()),
+        AppEvent::Mcp(McpEvent::McpServers(servers)) => servers.iter().any(|s| s.name == "filesystem" && s.status == McpServerStatus::Running).then_some(()),
         _ => None,
     })
     .expect("it runs");
@@ -453,7 +457,7 @@ fn an_integration_from_the_catalog_is_tested_before_it_is_saved_and_the_agent_us
         let add_time = |values: Vec<(String, String)>| {
             workers.mcp.commands.send(McpCommand::AddFromCatalog { id: "time".into(), values: values.into_iter().collect(), trusted: false }).unwrap();
             super::support::wait_for(&events, Duration::from_secs(150), |e| match e {
-                AppEvent::McpCatalogAdded { name, result, .. } if name == "time" => Some(result.clone()),
+                AppEvent::Mcp(McpEvent::McpCatalogAdded { name, result, .. }) if name == "time" => Some(result.clone()),
                 _ => None,
             })
             .expect("the catalog answered")
@@ -464,7 +468,7 @@ fn an_integration_from_the_catalog_is_tested_before_it_is_saved_and_the_agent_us
         assert_eq!(saved["mcpServers"]["time"]["args"], json!(["mcp-server-time@2026.10.19", "--local-timezone=Europe/Berlin"]));
         assert!(saved["mcpServers"]["time"].get("trusted").is_none(), "not trusted unless chosen");
         super::support::wait_for(&events, Duration::from_secs(60), |e| match e {
-            AppEvent::McpServers(servers) => servers.iter().any(|s| s.name == "time" && s.status == McpServerStatus::Running).then_some(()),
+            AppEvent::Mcp(McpEvent::McpServers(servers)) => servers.iter().any(|s| s.name == "time" && s.status == McpServerStatus::Running).then_some(()),
             _ => None,
         })
         .expect("it runs");
@@ -481,11 +485,11 @@ fn an_integration_from_the_catalog_is_tested_before_it_is_saved_and_the_agent_us
     let answer_id = request.answer_id;
     workers.agent.commands.send(AgentCommand::Chat(request)).unwrap();
     let status = super::support::wait_for(&events, Duration::from_secs(60), |e| match e {
-        AppEvent::ToolCall(call) if call.status == CallStatus::Waiting => {
+        AppEvent::Agent(AgentEvent::ToolCall(call)) if call.status == CallStatus::Waiting => {
             workers.agent.commands.send(AgentCommand::Decide { call_id: call.call_id, choice: ApprovalChoice::Once }).unwrap();
             None
         }
-        AppEvent::AnswerFinished { answer_id: id, status, error, .. } if *id == answer_id => Some((*status, error.clone())),
+        AppEvent::Agent(AgentEvent::AnswerFinished { answer_id: id, status, error, .. }) if *id == answer_id => Some((*status, error.clone())),
         _ => None,
     })
     .expect("the task finished");

@@ -11,10 +11,11 @@ use std::process::Command;
 use std::sync::atomic::AtomicBool;
 use std::time::{Duration, Instant};
 
+use cowork::agent::events::AgentEvent;
 use cowork::documents::{Selection, read};
 use cowork::net::OutboundGate;
-use cowork::tools::files::FilesEnv;
 use cowork::tools::registry;
+use cowork::tools::files::FilesEnv;
 use cowork::tools::web_search::{Provider, SearchConfig};
 use serde_json::{Value, json};
 
@@ -456,7 +457,8 @@ fn an_attached_document_is_searchable_in_memory_cited_by_page_and_forgotten_whol
 #[test]
 fn the_agent_answers_from_an_attached_pdf_by_page_writes_a_spreadsheet_and_its_delete_is_undone() {
     use cowork::agent::AgentCommand;
-    use cowork::events::{ApprovalChoice, CallStatus, MessageStatus};
+    use cowork::agent::events::{ApprovalChoice, CallStatus};
+    use cowork::records::MessageStatus;
 
     use super::agent::{answer, body, calls, fixture, task, wait_call, wait_finished};
     let Some(python) = tools_ready() else { return };
@@ -480,7 +482,7 @@ fn the_agent_answers_from_an_attached_pdf_by_page_writes_a_spreadsheet_and_its_d
 
     let mut request = task("How big is the okapi budget?");
     let doc = read(&pdf, &Selection::default()).unwrap();
-    request.attachments = vec![cowork::events::Attachment::document(&pdf, doc.render(cowork::events::Attachment::FOR_MODEL))];
+    request.attachments = vec![cowork::records::Attachment::document(&pdf, doc.render(cowork::records::Attachment::FOR_MODEL))];
     let first = request.answer_id;
     workers.agent.commands.send(AgentCommand::Chat(request)).unwrap();
     assert_eq!(wait_finished(&events, first), MessageStatus::Done);
@@ -507,7 +509,7 @@ fn the_agent_answers_from_an_attached_pdf_by_page_writes_a_spreadsheet_and_its_d
     assert_eq!(waiting.risk, "dangerous");
     workers.agent.commands.send(AgentCommand::Decide { call_id: waiting.call_id, choice: ApprovalChoice::Once }).unwrap();
     let undoable = super::support::wait_for(&events, Duration::from_secs(30), |e| match e {
-        cowork::events::AppEvent::Undoable { answer_id, until_millis, .. } if *answer_id == third => Some(*until_millis),
+        cowork::events::AppEvent::Agent(AgentEvent::Undoable { answer_id, until_millis, .. }) if *answer_id == third => Some(*until_millis),
         _ => None,
     })
     .expect("the chat is told it can undo");
@@ -617,7 +619,8 @@ fn documents_cannot_be_written_outside_the_users_folders_or_over_a_file_without_
 #[test]
 fn an_attached_or_read_document_cannot_make_the_agent_search_the_web_or_act() {
     use cowork::agent::AgentCommand;
-    use cowork::events::{ApprovalChoice, CallStatus, MessageStatus};
+    use cowork::agent::events::{ApprovalChoice, CallStatus};
+    use cowork::records::MessageStatus;
 
     use super::agent::{answer, calls, fixture, task, wait_call, wait_finished};
     let dir = temp_dir();
@@ -654,7 +657,7 @@ fn an_attached_or_read_document_cannot_make_the_agent_search_the_web_or_act() {
     // 1. Attached: the turn that carries it is untrusted; both calls wait.
     let mut request = task("what does this letter want?");
     let doc = read(&letter, &Selection::default()).unwrap();
-    request.attachments = vec![cowork::events::Attachment::document(&letter, doc.render(cowork::events::Attachment::FOR_MODEL))];
+    request.attachments = vec![cowork::records::Attachment::document(&letter, doc.render(cowork::records::Attachment::FOR_MODEL))];
     let first = request.answer_id;
     workers.agent.commands.send(AgentCommand::Chat(request)).unwrap();
     let searched = wait_call(&events, |c| c.tool == "web_search" && c.status == CallStatus::Waiting);

@@ -117,7 +117,7 @@ fn plaintext_database(db: &Path, sessions: i64) {
     cowork::store::migrate(&conn).unwrap();
     let tx = conn.unchecked_transaction().unwrap();
     for i in 0..sessions {
-        let session = cowork::events::ActivitySession {
+        let session = cowork::records::ActivitySession {
             session_id: i + 1,
             app: "firefox".into(),
             title: format!("Plaintext history window {i} with a title of a usual length"),
@@ -227,7 +227,7 @@ fn a_missing_or_wrong_key_is_a_clear_message_and_nothing_is_replaced() {
     let db = data.path().join("cowork.db");
     {
         let conn = cowork::store::open_writer(&db).unwrap();
-        let session = cowork::events::ActivitySession { session_id: 1, app: "XTerm".into(), title: "kept history".into(), window_id: 1, started_at_millis: 1, ended_at_millis: Some(2), ..Default::default() };
+        let session = cowork::records::ActivitySession { session_id: 1, app: "XTerm".into(), title: "kept history".into(), window_id: 1, started_at_millis: 1, ended_at_millis: Some(2), ..Default::default() };
         cowork::store::upsert_session(&conn, &session).unwrap();
     }
     key::forget(&db);

@@ -13,7 +13,7 @@ use cowork::store;
 use super::support::{ChildGuard, eventually, require};
 use super::wayland::{Compositor, capturing_data_dir, doctor_check, on_disk, stop};
 
-fn sessions(db: &Path) -> Vec<cowork::events::ActivitySession> {
+fn sessions(db: &Path) -> Vec<cowork::records::ActivitySession> {
     store::open_read_only(db).ok().and_then(|c| store::sessions_between(&c, 0, i64::MAX).ok()).unwrap_or_default()
 }
 

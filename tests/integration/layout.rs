@@ -5,8 +5,14 @@
 //! when `UPDATE_SNAPSHOTS=1`; otherwise into a temporary folder, to check the
 //! drawing itself.
 
+use cowork::agent::events::{AgentEvent, CallStatus, ToolCallView};
 use cowork::app::{AppOptions, CoworkApp};
-use cowork::events::{ActiveWindow, AppEvent, CallStatus, MessageStatus, ToolCallView};
+use cowork::capture::events::CaptureEvent;
+use cowork::desktop::events::DesktopEvent;
+use cowork::events::AppEvent;
+use cowork::mcp::events::McpEvent;
+use cowork::records::{ActiveWindow, MessageStatus};
+use cowork::store::events::StoreEvent;
 use egui::accesskit::Role;
 use egui_kittest::Harness;
 use egui_kittest::kittest::{NodeT, Queryable};
@@ -128,11 +134,11 @@ fn call(answer_id: i64, call_id: i64, tool: &str, arguments: serde_json::Value, 
 fn chat_scene(harness: &mut Harness<'static, CoworkApp>, far: &Far) {
     use cowork::memory::rag::Citation;
     // Past the first run: what cowork records was answered.
-    far.events.send(AppEvent::Setting { key: "capture.streams_confirmed".into(), value: "true".into() }).unwrap();
+    far.events.send(AppEvent::Store(StoreEvent::Setting { key: "capture.streams_confirmed".into(), value: "true".into() })).unwrap();
     harness.run();
     let request = send_message(harness, far, "What did I do this morning, and which command failed in the integration tests?");
     let now = cowork::ids::now_millis();
-    far.events.send(AppEvent::ContextAttached { user_message_id: request.user_message_id, context: "Current window: Code — layout.rs — cowork — Visual Studio Code, since 09:12 (1 h 42 min)".into() }).unwrap();
+    far.events.send(AppEvent::Agent(AgentEvent::ContextAttached { user_message_id: request.user_message_id, context: "Current window: Code — layout.rs — cowork — Visual Studio Code, since 09:12 (1 h 42 min)".into() })).unwrap();
     let citation = Citation {
         n: 1,
         chunk_id: Some(1),
@@ -142,19 +148,19 @@ fn chat_scene(harness: &mut Harness<'static, CoworkApp>, far: &Far) {
         label: "chromium — egui::containers::scroll_area::ScrollArea — Rust documentation — docs.rs".into(),
         open_id: Some(41),
     };
-    far.events.send(AppEvent::Citations { answer_id: request.answer_id, citations: vec![citation] }).unwrap();
+    far.events.send(AppEvent::Agent(AgentEvent::Citations { answer_id: request.answer_id, citations: vec![citation] })).unwrap();
     let done = call(request.answer_id, 1, "recent_activity", serde_json::json!({"minutes": 240, "include_titles": true, "app_filter": "code,chromium,slack,thunderbird"}), CallStatus::Done, Some(&"09:12 Code layout.rs — cowork — Visual Studio Code\n".repeat(30)));
-    far.events.send(AppEvent::ToolCall(Box::new(done))).unwrap();
-    far.events.send(AppEvent::Reasoning { answer_id: request.answer_id, text: "The user wants this morning's work and the failing command; recent_activity over four hours covers both, then the integration-test window's title names the command.".into() }).unwrap();
-    far.events.send(AppEvent::Token { answer_id: request.answer_id, text: LONG_ANSWER.into() }).unwrap();
-    far.events.send(AppEvent::AnswerFinished { answer_id: request.answer_id, status: MessageStatus::Done, error: None, stats: Default::default() }).unwrap();
+    far.events.send(AppEvent::Agent(AgentEvent::ToolCall(Box::new(done)))).unwrap();
+    far.events.send(AppEvent::Agent(AgentEvent::Reasoning { answer_id: request.answer_id, text: "The user wants this morning's work and the failing command; recent_activity over four hours covers both, then the integration-test window's title names the command.".into() })).unwrap();
+    far.events.send(AppEvent::Agent(AgentEvent::Token { answer_id: request.answer_id, text: LONG_ANSWER.into() })).unwrap();
+    far.events.send(AppEvent::Agent(AgentEvent::AnswerFinished { answer_id: request.answer_id, status: MessageStatus::Done, error: None, stats: Default::default() })).unwrap();
     // Its task deleted files: Undo is offered; and a long-named document is attached to the next message.
-    far.events.send(AppEvent::Undoable { answer_id: request.answer_id, operation_id: 9, until_millis: now + 300_000 }).unwrap();
-    let attached = cowork::events::Attachment::document(
+    far.events.send(AppEvent::Agent(AgentEvent::Undoable { answer_id: request.answer_id, operation_id: 9, until_millis: now + 300_000 })).unwrap();
+    let attached = cowork::records::Attachment::document(
         std::path::Path::new("/home/user/Documents/quarterly-reports-2026/Budget-2026-quarterly-forecast-final-v3-reviewed.docx"),
         "--- page 1 ---\nRevenue".into(),
     );
-    far.events.send(AppEvent::ResourceAttached(Ok(attached))).unwrap();
+    far.events.send(AppEvent::Mcp(McpEvent::ResourceAttached(Ok(attached)))).unwrap();
     let waiting = call(
         request.answer_id,
         2,
@@ -163,31 +169,32 @@ fn chat_scene(harness: &mut Harness<'static, CoworkApp>, far: &Far) {
         CallStatus::Waiting,
         None,
     );
-    far.events.send(AppEvent::ToolCall(Box::new(waiting))).unwrap();
+    far.events.send(AppEvent::Agent(AgentEvent::ToolCall(Box::new(waiting)))).unwrap();
     far.events
-        .send(AppEvent::ConsentNeeded {
+        .send(AppEvent::Agent(AgentEvent::ConsentNeeded {
             provider: "anthropic-claude-sonnet".into(),
             reason: "the local model is not loaded and you prefer cloud models for long questions".into(),
             preview: "Current window: Budget-2026-quarterly-forecast-final-v3.ods — LibreOffice Calc, https://intranet.example.com/finance/budgets/2026/q3/forecast".into(),
             request: Box::new(request),
-        })
+        }))
         .unwrap();
 }
 
 fn context_scene(far: &Far) {
-    use cowork::events::{ActivitySession, CaptureDecision, StreamHealth};
+    use cowork::records::ActivitySession;
+    use cowork::capture::events::{CaptureDecision, StreamHealth};
     let now = cowork::ids::now_millis();
     far.events
-        .send(AppEvent::ActiveWindow(Some(ActiveWindow {
+        .send(AppEvent::Capture(CaptureEvent::ActiveWindow(Some(ActiveWindow {
             window_id: 1,
             app: "chromium".into(),
             title: "egui::containers::scroll_area::ScrollArea — Rust documentation — Chromium".into(),
             pid: Some(4242),
             url: Some("https://docs.rs/egui/latest/egui/containers/scroll_area/struct.ScrollArea.html#method.auto_shrink".into()),
             ..Default::default()
-        })))
+        }))))
         .unwrap();
-    far.events.send(AppEvent::CaptureDecision(CaptureDecision { app: Some("chromium".into()), excluded_by: None, recording: true })).unwrap();
+    far.events.send(AppEvent::Capture(CaptureEvent::CaptureDecision(CaptureDecision { app: Some("chromium".into()), excluded_by: None, recording: true }))).unwrap();
     let titles = [
         ("code", "layout.rs — cowork — Visual Studio Code", None),
         ("chromium", "Pull request #4821: Sidebar layout fits from 320 to 600 pixels without clipping · cowork/cowork", Some("https://github.com/cowork/cowork/pull/4821/files#diff-5b1c2e0a9f7d3e6b8a4c2d1e0f9a8b7c6d5e4f3a")),
@@ -209,16 +216,17 @@ fn context_scene(far: &Far) {
             ..Default::default()
         })
         .collect();
-    far.events.send(AppEvent::SessionsLoaded(sessions)).unwrap();
+    far.events.send(AppEvent::Store(StoreEvent::SessionsLoaded(sessions))).unwrap();
     for (stream, errors, last_error) in [("windows", 0, None), ("keys", 0, None), ("clipboard", 2, Some("the clipboard owner org.gnome.Nautilus answered no TARGETS within 500 ms".to_owned()))] {
-        far.events.send(AppEvent::StreamHealth(StreamHealth { stream: stream.into(), last_event_at_millis: Some(now - 4_000), events_last_minute: 12, drops: 0, errors, last_error })).unwrap();
+        far.events.send(AppEvent::Capture(CaptureEvent::StreamHealth(StreamHealth { stream: stream.into(), last_event_at_millis: Some(now - 4_000), events_last_minute: 12, drops: 0, errors, last_error }))).unwrap();
     }
 }
 
 fn apps_scene(far: &Far) {
     use cowork::apps::worker::{Inspection, OpenApp};
     use cowork::apps::{AppsView, Disclosure, Manifest};
-    use cowork::events::{AutomationRow, AutomationsView, InboxItem, RunSummary, StepSummary};
+    use cowork::automations::events::{AutomationRow, AutomationsView, RunSummary, StepSummary};
+    use cowork::notify::events::InboxItem;
     let now = cowork::ids::now_millis();
     let definition = r#"{"name": "builtin_morning_summary", "trigger": {"kind": "schedule", "schedule": "0 9 * * mon-fri"}, "steps": [
         {"id": "recent", "kind": "tool", "tool": "recent_activity", "args": {"minutes": 600, "include_titles": true}},
@@ -252,7 +260,7 @@ fn apps_scene(far: &Far) {
 }
 
 fn settings_scene(far: &Far) {
-    use cowork::events::{McpServerStatus, McpServerView};
+    use cowork::mcp::events::{McpServerStatus, McpServerView};
     let server = McpServerView {
         name: "filesystem-projects-and-documents".into(),
         endpoint: "stdio: npx -y @modelcontextprotocol/server-filesystem /home/user/projects /home/user/Documents".into(),
@@ -265,19 +273,19 @@ fn settings_scene(far: &Far) {
         connect_millis: Some(300),
         ..Default::default()
     };
-    far.events.send(AppEvent::McpServers(vec![server])).unwrap();
+    far.events.send(AppEvent::Mcp(McpEvent::McpServers(vec![server]))).unwrap();
     far.events
-        .send(AppEvent::AgentOverview {
+        .send(AppEvent::Agent(AgentEvent::AgentOverview {
             rules: vec![(1, "allow run_command where command matches \"rsync -a ~/Documents/quarterly-reports-2026/ /media/backup-drive/*\" (always)".into())],
             problems: vec!["rule 3 names a tool no server offers any more: filesystem-projects-and-documents.write_file".into()],
             audit: vec!["2026-11-26 09:14:03 run_command rsync -a --delete ~/Documents/quarterly-reports-2026/ /media/backup-drive/ · approved once by you".into()],
-        })
+        }))
         .unwrap();
-    far.events.send(AppEvent::Setting { key: "capture.afk_secs".into(), value: "soon".into() }).unwrap();
+    far.events.send(AppEvent::Store(StoreEvent::Setting { key: "capture.afk_secs".into(), value: "soon".into() })).unwrap();
     // A web search with its address and key fields, and followed document folders.
-    far.events.send(AppEvent::Setting { key: "web.search_provider".into(), value: "searxng".into() }).unwrap();
-    far.events.send(AppEvent::Setting { key: "web.search_url".into(), value: "https://search.example-university.edu/searxng-instance-for-the-whole-department/".into() }).unwrap();
-    far.events.send(AppEvent::Setting { key: "memory.document_folders".into(), value: "~/Documents/quarterly-reports-2026\n~/Projects/cowork/docs".into() }).unwrap();
+    far.events.send(AppEvent::Store(StoreEvent::Setting { key: "web.search_provider".into(), value: "searxng".into() })).unwrap();
+    far.events.send(AppEvent::Store(StoreEvent::Setting { key: "web.search_url".into(), value: "https://search.example-university.edu/searxng-instance-for-the-whole-department/".into() })).unwrap();
+    far.events.send(AppEvent::Store(StoreEvent::Setting { key: "memory.document_folders".into(), value: "~/Documents/quarterly-reports-2026\n~/Projects/cowork/docs".into() })).unwrap();
 }
 
 /// Every tab at every width, each with what makes it long: a captured day, a
@@ -329,7 +337,7 @@ fn every_tab_and_card_fits_the_panel_from_320_to_600_px() {
     let renderer = SoftRenderer::default();
     let shot = Shot { renderer: renderer.clone(), width: 380.0, folder: folder.clone(), scratch: scratch.path().to_owned() };
     let (mut harness, far) = harness_at(380.0, &renderer);
-    far.events.send(AppEvent::ColorScheme(Some(false))).unwrap();
+    far.events.send(AppEvent::Desktop(DesktopEvent::ColorScheme(Some(false)))).unwrap();
     chat_scene(&mut harness, &far);
     shot.check(&mut harness, "chat-light", &mut problems);
     assert!(!harness.ctx.global_style().visuals.dark_mode, "the desktop's light preference is followed");

@@ -5,14 +5,15 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
-use cowork::capture::{CaptureCommand, CaptureConfig, spawn_capture};
-use cowork::events::{AppEvent, ChatThread, MessageStatus, Role};
-use cowork::ids::{next_id, now_millis};
 use cowork::agent::{AgentCommand, AgentConfig, ChatRequest, spawn_agent};
+use cowork::agent::events::AgentEvent;
+use cowork::capture::{CaptureCommand, CaptureConfig, spawn_capture};
+use cowork::events::AppEvent;
+use cowork::ids::{next_id, now_millis};
 use cowork::llm::{LlmCommand, LlmConfig, spawn_llm};
-use cowork::runtime::{EventSink, WorkerHandle};
 use cowork::models::{Manifest, ModelRole};
-use cowork::runtime::RestartPolicy;
+use cowork::records::{ChatThread, MessageStatus, Role};
+use cowork::runtime::{EventSink, RestartPolicy, WorkerHandle};
 use cowork::store::{self, StoreCommand, spawn_store};
 
 use super::support::{XSession, chat_model, eventually, models_dir, require, temp_dir, test_sink, wait_for};
@@ -49,11 +50,11 @@ fn smollm2_answers_with_the_captured_window_in_context_and_stops_within_a_second
     let dir = temp_dir();
     let db = dir.path().join("cowork.db");
     let (sink, events) = test_sink();
-    let mut store = spawn_store(db.clone(), sink.clone(), RestartPolicy::default()).unwrap();
+    let mut store = spawn_store(db.clone(), sink.narrow(), RestartPolicy::default()).unwrap();
     let mut capture = spawn_capture(
         CaptureConfig { display: Some(x.display.clone()), afk_secs: 3600, rules: Default::default(), backend: cowork::desktop::backend::Backend::X11 },
         store.commands.clone(),
-        sink.clone(),
+        sink.narrow(),
         RestartPolicy::default(),
     )
     .unwrap();
@@ -78,16 +79,16 @@ fn smollm2_answers_with_the_captured_window_in_context_and_stops_within_a_second
     let mut streamed = String::new();
     let mut tokens = 0;
     let finished = wait_for(&events, Duration::from_secs(180), |event| match event {
-        AppEvent::ContextAttached { user_message_id, context: text } if *user_message_id == user_id => {
+        AppEvent::Agent(AgentEvent::ContextAttached { user_message_id, context: text }) if *user_message_id == user_id => {
             context = Some(text.clone());
             None
         }
-        AppEvent::Token { answer_id: id, text } if *id == answer_id => {
+        AppEvent::Agent(AgentEvent::Token { answer_id: id, text }) if *id == answer_id => {
             streamed.push_str(text);
             tokens += 1;
             None
         }
-        AppEvent::AnswerFinished { answer_id: id, status, error, stats } if *id == answer_id => {
+        AppEvent::Agent(AgentEvent::AnswerFinished { answer_id: id, status, error, stats }) if *id == answer_id => {
             Some((*status, error.clone(), *stats))
         }
         _ => None,
@@ -128,7 +129,7 @@ fn smollm2_answers_with_the_captured_window_in_context_and_stops_within_a_second
     let mut config_tokens = 0;
     brain.agent.commands.send(AgentCommand::Chat(long)).unwrap();
     wait_for(&events, Duration::from_secs(60), |e| match e {
-        AppEvent::Token { answer_id, .. } if *answer_id == long_answer => {
+        AppEvent::Agent(AgentEvent::Token { answer_id, .. }) if *answer_id == long_answer => {
             config_tokens += 1;
             (config_tokens >= 3).then_some(())
         }
@@ -138,7 +139,7 @@ fn smollm2_answers_with_the_captured_window_in_context_and_stops_within_a_second
     let stop_pressed = Instant::now();
     stop_epoch.fetch_add(1, Ordering::SeqCst);
     let status = wait_for(&events, Duration::from_secs(5), |e| match e {
-        AppEvent::AnswerFinished { answer_id, status, .. } if *answer_id == long_answer => Some(*status),
+        AppEvent::Agent(AgentEvent::AnswerFinished { answer_id, status, .. }) if *answer_id == long_answer => Some(*status),
         _ => None,
     })
     .expect("stopped answer finished");
@@ -173,7 +174,7 @@ fn a_corrupt_model_is_a_clear_message_not_a_crash() {
     let answer_id = ask.answer_id;
     brain.agent.commands.send(AgentCommand::Chat(ask)).unwrap();
     let error = wait_for(&events, Duration::from_secs(30), |e| match e {
-        AppEvent::AnswerFinished { answer_id: id, error, .. } if *id == answer_id => error.clone(),
+        AppEvent::Agent(AgentEvent::AnswerFinished { answer_id: id, error, .. }) if *id == answer_id => error.clone(),
         _ => None,
     })
     .expect("a failed answer with a message");
@@ -197,7 +198,7 @@ fn the_local_model_summarises_an_older_hour_and_a_quiet_conversation_and_the_sum
             .enumerate()
         {
             let at = start + i as i64 * 600_000;
-            let session = cowork::events::ActivitySession {
+            let session = cowork::records::ActivitySession {
                 session_id: 100 + i as i64,
                 app: (*app).into(),
                 title: (*title).into(),
@@ -209,20 +210,20 @@ fn the_local_model_summarises_an_older_hour_and_a_quiet_conversation_and_the_sum
             store::upsert_session(&conn, &session).unwrap();
         }
         // A conversation that went quiet two hours ago.
-        let thread = cowork::events::ChatThread { thread_id: 9, title: "Dinner on Friday".into(), updated_at_millis: start };
+        let thread = cowork::records::ChatThread { thread_id: 9, title: "Dinner on Friday".into(), updated_at_millis: start };
         store::upsert_thread(&conn, &thread, start).unwrap();
         for (id, role, text) in [
-            (1, cowork::events::Role::User, "Find me a vegetarian restaurant near Alexanderplatz for Friday at 8 pm, for four people."),
-            (2, cowork::events::Role::Assistant, "Cookies Cream has vegetarian tasting menus and a table for four at 8 pm on Friday."),
-            (3, cowork::events::Role::User, "Great, book Cookies Cream then."),
+            (1, cowork::records::Role::User, "Find me a vegetarian restaurant near Alexanderplatz for Friday at 8 pm, for four people."),
+            (2, cowork::records::Role::Assistant, "Cookies Cream has vegetarian tasting menus and a table for four at 8 pm on Friday."),
+            (3, cowork::records::Role::User, "Great, book Cookies Cream then."),
         ] {
-            let message = cowork::events::ChatMessage {
+            let message = cowork::records::ChatMessage {
                 message_id: id,
                 thread_id: 9,
                 role,
                 content: text.into(),
                 context: None,
-                status: cowork::events::MessageStatus::Done,
+                status: cowork::records::MessageStatus::Done,
                 created_at_millis: start + id * 60_000,
                 ask_id: None,
                 provider: None,
@@ -234,7 +235,7 @@ fn the_local_model_summarises_an_older_hour_and_a_quiet_conversation_and_the_sum
         }
     }
     let (sink, _events) = test_sink();
-    let mut store = spawn_store(db.clone(), sink.clone(), RestartPolicy::default()).unwrap();
+    let mut store = spawn_store(db.clone(), sink.narrow(), RestartPolicy::default()).unwrap();
     let config = real_config(&db);
     let mut brain = Brain::spawn(config, store.commands.clone(), sink, Arc::new(AtomicU64::new(0)));
     let (reply, written) = crossbeam_channel::bounded(1);
@@ -315,10 +316,10 @@ struct Brain {
 }
 
 impl Brain {
-    fn spawn((llm, agent): (LlmConfig, AgentConfig), store: crossbeam_channel::Sender<StoreCommand>, sink: EventSink, stop_epoch: Arc<AtomicU64>) -> Self {
+    fn spawn((llm, agent): (LlmConfig, AgentConfig), store: crossbeam_channel::Sender<StoreCommand>, sink: EventSink<cowork::events::AppEvent>, stop_epoch: Arc<AtomicU64>) -> Self {
         let local = Arc::new(cowork::llm::LocalModelState::default());
-        let llm = spawn_llm(llm, sink.clone(), stop_epoch.clone(), local.clone(), RestartPolicy::default()).unwrap();
-        let agent = spawn_agent(agent, llm.commands.clone(), local, store, sink, stop_epoch, RestartPolicy::default()).unwrap();
+        let llm = spawn_llm(llm, sink.narrow(), stop_epoch.clone(), local.clone(), RestartPolicy::default()).unwrap();
+        let agent = spawn_agent(agent, llm.commands.clone(), local, store, sink.narrow(), stop_epoch, RestartPolicy::default()).unwrap();
         Self { llm, agent }
     }
 

@@ -10,7 +10,9 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 use cowork::agent::AgentCommand;
-use cowork::events::{AppEvent, ApprovalChoice, CallStatus, McpServerStatus, McpServerView};
+use cowork::agent::events::{AgentEvent, ApprovalChoice, CallStatus};
+use cowork::events::AppEvent;
+use cowork::mcp::events::{McpEvent, McpServerStatus, McpServerView};
 use cowork::mcp::worker::{McpClient, McpCommand};
 use serde_json::json;
 
@@ -27,7 +29,7 @@ fn everything() -> Option<String> {
 #[track_caller]
 fn settled(events: &crossbeam_channel::Receiver<AppEvent>, names: &[&str]) -> Vec<McpServerView> {
     wait_for(events, Duration::from_secs(60), |e| match e {
-        AppEvent::McpServers(servers)
+        AppEvent::Mcp(McpEvent::McpServers(servers))
             if names.iter().all(|n| servers.iter().any(|s| s.name == *n && s.status != McpServerStatus::Starting)) =>
         {
             Some(servers.clone())
@@ -112,7 +114,7 @@ fn the_agent_calls_server_everything_over_stdio_and_http_with_progress_and_stop(
         let asking = wait_call(&events, |c| c.tool == "mcp__everything__trigger-elicitation-request" && c.status == CallStatus::Waiting);
         workers.agent.commands.send(AgentCommand::Decide { call_id: asking.call_id, choice: ApprovalChoice::Once }).unwrap();
         let request = wait_for(&events, Duration::from_secs(30), |e| match e {
-            AppEvent::Elicitation(request) => Some(request.clone()),
+            AppEvent::Mcp(McpEvent::Elicitation(request)) => Some(request.clone()),
             _ => None,
         })
         .expect("the form came");
@@ -128,7 +130,7 @@ fn the_agent_calls_server_everything_over_stdio_and_http_with_progress_and_stop(
             cowork::mcp::elicit::Answer::Decline
         };
         workers.mcp.commands.send(McpCommand::Elicited { id: request.id, answer }).unwrap();
-        wait_for(&events, Duration::from_secs(10), |e| matches!(e, AppEvent::ElicitationClosed { id } if *id == request.id).then_some(())).expect("the form closed");
+        wait_for(&events, Duration::from_secs(10), |e| matches!(e, AppEvent::Mcp(McpEvent::ElicitationClosed { id }) if *id == request.id).then_some(())).expect("the form closed");
         let answered = wait_call(&events, |c| c.call_id == asking.call_id && c.status.settled());
         let output = answered.output.unwrap_or_default();
         if accept {
@@ -142,7 +144,7 @@ fn the_agent_calls_server_everything_over_stdio_and_http_with_progress_and_stop(
     let long = wait_call(&events, |c| c.tool == "mcp__everything__trigger-long-running-operation" && c.status == CallStatus::Waiting);
     workers.agent.commands.send(AgentCommand::Decide { call_id: long.call_id, choice: ApprovalChoice::Once }).unwrap();
     let progress = wait_for(&events, Duration::from_secs(30), |e| match e {
-        AppEvent::ToolProgress { call_id, text } if *call_id == long.call_id => Some(text.clone()),
+        AppEvent::Mcp(McpEvent::ToolProgress { call_id, text }) if *call_id == long.call_id => Some(text.clone()),
         _ => None,
     })
     .expect("progress came");
@@ -153,7 +155,7 @@ fn the_agent_calls_server_everything_over_stdio_and_http_with_progress_and_stop(
     // Stop cancels a running call on the server at once.
     let longer = wait_call(&events, |c| c.tool == "mcp__everything__trigger-long-running-operation" && c.status == CallStatus::Waiting && c.call_id != long.call_id);
     workers.agent.commands.send(AgentCommand::Decide { call_id: longer.call_id, choice: ApprovalChoice::Once }).unwrap();
-    wait_for(&events, Duration::from_secs(30), |e| matches!(e, AppEvent::ToolProgress { call_id, .. } if *call_id == longer.call_id).then_some(())).expect("progress");
+    wait_for(&events, Duration::from_secs(30), |e| matches!(e, AppEvent::Mcp(McpEvent::ToolProgress { call_id, .. }) if *call_id == longer.call_id).then_some(())).expect("progress");
     let stopped_at = Instant::now();
     workers.stop_epoch.fetch_add(1, Ordering::SeqCst);
     let cut = wait_call(&events, |c| c.call_id == longer.call_id && c.status.settled());
@@ -204,7 +206,7 @@ fn resources_are_read_and_attached_and_prompts_are_filled_in_from_server_everyth
     let used = cowork::mcp::slash::parse("/args-prompt Paris state=TX", &[("everything", view.prompts.as_slice())]).unwrap().unwrap();
     workers.mcp.commands.send(McpCommand::GetPrompt { server: used.server, name: used.name, arguments: used.arguments }).unwrap();
     let filled = wait_for(&events, Duration::from_secs(20), |e| match e {
-        AppEvent::PromptFilled(result) => Some(result.clone()),
+        AppEvent::Mcp(McpEvent::PromptFilled(result)) => Some(result.clone()),
         _ => None,
     })
     .expect("the prompt came back");
@@ -212,7 +214,7 @@ fn resources_are_read_and_attached_and_prompts_are_filled_in_from_server_everyth
     // A prompt the server does not have: a clear error, not a hang.
     workers.mcp.commands.send(McpCommand::GetPrompt { server: "everything".into(), name: "no-such-prompt".into(), arguments: Default::default() }).unwrap();
     let missing = wait_for(&events, Duration::from_secs(20), |e| match e {
-        AppEvent::PromptFilled(result) => Some(result.clone()),
+        AppEvent::Mcp(McpEvent::PromptFilled(result)) => Some(result.clone()),
         _ => None,
     })
     .expect("an answer");
@@ -220,7 +222,7 @@ fn resources_are_read_and_attached_and_prompts_are_filled_in_from_server_everyth
 
     workers.mcp.commands.send(McpCommand::ReadResource { server: "everything".into(), uri: resource.uri.clone(), name: resource.name.clone() }).unwrap();
     let attached = wait_for(&events, Duration::from_secs(20), |e| match e {
-        AppEvent::ResourceAttached(result) => Some(result.clone()),
+        AppEvent::Mcp(McpEvent::ResourceAttached(result)) => Some(result.clone()),
         _ => None,
     })
     .expect("the resource was read")
@@ -231,7 +233,7 @@ fn resources_are_read_and_attached_and_prompts_are_filled_in_from_server_everyth
     let mut request = task("what is this document about?");
     request.attachments = vec![attached];
     workers.agent.commands.send(AgentCommand::Chat(request)).unwrap();
-    wait_for(&events, Duration::from_secs(30), |e| matches!(e, AppEvent::AnswerFinished { .. }).then_some(())).expect("answered");
+    wait_for(&events, Duration::from_secs(30), |e| matches!(e, AppEvent::Agent(AgentEvent::AnswerFinished { .. })).then_some(())).expect("answered");
     let sent = body(&model, 0);
     let question = sent["messages"].as_array().unwrap().iter().rev().find(|m| m["role"] == "user").unwrap()["content"].as_str().unwrap().to_owned();
     // A cloud task's turn starts with the clock (kept out of the system prompt, which the provider caches).
@@ -274,7 +276,7 @@ fn a_claude_desktop_config_imports_and_runs_and_server_filesystem_refuses_paths_
     assert!(!saved.contains("tok-5ecret-value") && saved.contains("TRACKER_TOKEN"), "{saved}");
 
     let (sink, events) = super::support::test_sink();
-    let mut mcp = cowork::mcp::worker::spawn_mcp(data.path().to_owned(), sink, cowork::runtime::RestartPolicy::default()).unwrap();
+    let mut mcp = cowork::mcp::worker::spawn_mcp(data.path().to_owned(), sink.narrow(), cowork::runtime::RestartPolicy::default()).unwrap();
     let views = settled(&events, &["files", "everything"]);
     assert_eq!(server(&views, "files").status, McpServerStatus::Running, "{views:?}");
     assert_eq!(server(&views, "everything").status, McpServerStatus::Running, "{views:?}");
@@ -355,7 +357,7 @@ fn the_builtin_browser_opens_clicks_and_types_in_chromium_and_submitting_is_dang
     let submit = wait_call(&events, |c| c.tool == "mcp__browser__browser_type" && c.status == CallStatus::Waiting);
     assert_eq!(submit.risk, "dangerous", "typing with submit sends a form");
     workers.agent.commands.send(AgentCommand::Decide { call_id: submit.call_id, choice: ApprovalChoice::Deny { reason: "not now".into() } }).unwrap();
-    wait_for(&events, Duration::from_secs(30), |e| matches!(e, AppEvent::AnswerFinished { .. }).then_some(())).expect("answered");
+    wait_for(&events, Duration::from_secs(30), |e| matches!(e, AppEvent::Agent(AgentEvent::AnswerFinished { .. })).then_some(())).expect("answered");
 
     // The same browser through the worker: the page's own refs from its snapshot.
     let client = McpClient { commands: workers.mcp.commands.clone() };
@@ -394,7 +396,7 @@ fn the_builtin_browser_starts_again_behind_the_dead_proxy_when_offline_mode_flip
     std::fs::write(data.path().join("mcp-servers.json"), json!({"mcpServers": {"browser": {"builtin": "browser"}}}).to_string()).unwrap();
     let gate: &'static cowork::net::OutboundGate = Box::leak(Box::new(cowork::net::OutboundGate::new(false)));
     let (sink, events) = super::support::test_sink();
-    let mut mcp = cowork::mcp::worker::spawn_mcp_with_gate(data.path().to_owned(), sink, cowork::runtime::RestartPolicy::default(), gate).unwrap();
+    let mut mcp = cowork::mcp::worker::spawn_mcp_with_gate(data.path().to_owned(), sink.narrow(), cowork::runtime::RestartPolicy::default(), gate).unwrap();
     assert_eq!(server(&settled(&events, &["browser"]), "browser").status, McpServerStatus::Running);
     // The running server's command line, from its lockfile's pid.
     let command_line = || -> (u32, String) {
@@ -494,7 +496,7 @@ app.run()
     .unwrap();
     std::fs::write(data.path().join("mcp-servers.json"), json!({"mcpServers": {"growing": {"command": python, "args": [script]}}}).to_string()).unwrap();
     let (sink, events) = super::support::test_sink();
-    let mut mcp = cowork::mcp::worker::spawn_mcp(data.path().to_owned(), sink, cowork::runtime::RestartPolicy::default()).unwrap();
+    let mut mcp = cowork::mcp::worker::spawn_mcp(data.path().to_owned(), sink.narrow(), cowork::runtime::RestartPolicy::default()).unwrap();
     let views = settled(&events, &["growing"]);
     let view = server(&views, "growing");
     assert_eq!(view.status, McpServerStatus::Running, "{view:?}");
@@ -503,7 +505,7 @@ app.run()
     let never = AtomicBool::new(false);
     assert_eq!(client.call("growing", "grow", json!({}), 1, &never, Duration::from_secs(20)).content, "grown");
     let grown = wait_for(&events, Duration::from_secs(20), |e| match e {
-        AppEvent::McpServers(servers) if server(servers, "growing").tools.iter().any(|t| t.0 == "fresh") => Some(servers.clone()),
+        AppEvent::Mcp(McpEvent::McpServers(servers)) if server(servers, "growing").tools.iter().any(|t| t.0 == "fresh") => Some(servers.clone()),
         _ => None,
     })
     .expect("the tool list was read again");
@@ -525,7 +527,7 @@ fn a_python_server_times_out_crashes_and_reconnects_and_garbage_on_stdout_is_a_c
     }});
     std::fs::write(data.path().join("mcp-servers.json"), config.to_string()).unwrap();
     let (sink, events) = super::support::test_sink();
-    let mut mcp = cowork::mcp::worker::spawn_mcp(data.path().to_owned(), sink, cowork::runtime::RestartPolicy::default()).unwrap();
+    let mut mcp = cowork::mcp::worker::spawn_mcp(data.path().to_owned(), sink.narrow(), cowork::runtime::RestartPolicy::default()).unwrap();
     let client = McpClient { commands: mcp.commands.clone() };
 
     let started = Instant::now();
@@ -551,7 +553,7 @@ fn a_python_server_times_out_crashes_and_reconnects_and_garbage_on_stdout_is_a_c
     let out = client.call("py", "crash", json!({}), 3, &stop, Duration::from_secs(1));
     assert!(out.is_error, "{out:?}");
     let crashed = wait_for(&events, Duration::from_secs(10), |e| match e {
-        AppEvent::McpServers(servers) => servers.iter().find(|s| s.name == "py" && matches!(s.status, McpServerStatus::Error(_))).cloned(),
+        AppEvent::Mcp(McpEvent::McpServers(servers)) => servers.iter().find(|s| s.name == "py" && matches!(s.status, McpServerStatus::Error(_))).cloned(),
         _ => None,
     })
     .expect("the crash shows");
@@ -1075,7 +1077,7 @@ app.run("streamable-http", host="127.0.0.1", port=port)
 
 fn status_of(events: &crossbeam_channel::Receiver<AppEvent>, name: &str, what: impl Fn(&McpServerStatus) -> bool) -> McpServerView {
     wait_for(events, Duration::from_secs(60), |e| match e {
-        AppEvent::McpServers(servers) => servers.iter().find(|s| s.name == name && what(&s.status)).cloned(),
+        AppEvent::Mcp(McpEvent::McpServers(servers)) => servers.iter().find(|s| s.name == name && what(&s.status)).cloned(),
         _ => None,
     })
     .unwrap_or_else(|| panic!("{name} did not reach the awaited state"))
@@ -1106,7 +1108,7 @@ fn an_http_server_behind_oauth_is_signed_in_to_refreshed_and_signed_in_to_again_
     std::fs::write(data.path().join("mcp-servers.json"), json!({"mcpServers": {"notes": {"url": url}}}).to_string()).unwrap();
 
     let (sink, events) = super::support::test_sink();
-    let mut mcp = cowork::mcp::worker::spawn_mcp(data.path().to_owned(), sink, cowork::runtime::RestartPolicy::default()).unwrap();
+    let mut mcp = cowork::mcp::worker::spawn_mcp(data.path().to_owned(), sink.narrow(), cowork::runtime::RestartPolicy::default()).unwrap();
     let waiting = server(&settled(&events, &["notes"]), "notes").clone();
     assert!(matches!(&waiting.status, McpServerStatus::NeedsSignIn(why) if why.contains("sign in")), "{waiting:?}");
 
@@ -1148,7 +1150,7 @@ fn an_http_server_behind_oauth_is_signed_in_to_refreshed_and_signed_in_to_again_
     // A restart connects with the kept (rotated) tokens, no browser.
     assert!(mcp.shutdown(McpCommand::Shutdown, Duration::from_secs(5)));
     let (sink, events) = super::support::test_sink();
-    let mut mcp = cowork::mcp::worker::spawn_mcp(data.path().to_owned(), sink, cowork::runtime::RestartPolicy::default()).unwrap();
+    let mut mcp = cowork::mcp::worker::spawn_mcp(data.path().to_owned(), sink.narrow(), cowork::runtime::RestartPolicy::default()).unwrap();
     let again = server(&settled(&events, &["notes"]), "notes").clone();
     assert!(again.status == McpServerStatus::Running && again.signed_in, "{again:?}");
     assert_eq!(count(&log, "authorize"), 1, "no second sign-in");
@@ -1266,11 +1268,11 @@ app.run()
         Arc::new(cowork::automations::steps::SystemClock),
         || Box::new(Nobody),
         || Box::new(Nobody),
-        sink.clone(),
+        sink.narrow(),
         cowork::runtime::RestartPolicy::default(),
     )
     .unwrap();
-    let mut mcp = cowork::mcp::worker::spawn_mcp_signalling(data.path().to_owned(), sink, cowork::runtime::RestartPolicy::default(), cowork::net::OutboundGate::global(), Some(signals)).unwrap();
+    let mut mcp = cowork::mcp::worker::spawn_mcp_signalling(data.path().to_owned(), sink.narrow(), cowork::runtime::RestartPolicy::default(), cowork::net::OutboundGate::global(), Some(signals)).unwrap();
     let views = settled(&events, &["feed"]);
     assert_eq!(server(&views, "feed").status, McpServerStatus::Running);
     let client = McpClient { commands: mcp.commands.clone() };

@@ -7,9 +7,11 @@ use std::time::{Duration, Instant};
 
 use cowork::capture::clipboard::{ClipTrigger, ClipboardEvent};
 use cowork::capture::keys::{FlushReason, KeystrokeChunk};
-use cowork::events::{ActivitySession, AppEvent, ChatMessage, ChatThread, MessageStatus, Role};
+use cowork::events::AppEvent;
+use cowork::memory::events::MemoryEvent;
 use cowork::memory::search::{Filters, Hit, Stream};
 use cowork::memory::search_worker::SearchCommand;
+use cowork::records::{ActivitySession, ChatMessage, ChatThread, MessageStatus, Role};
 use cowork::store::StoreCommand;
 
 use super::support::{models_dir, require, temp_dir};
@@ -51,7 +53,7 @@ fn search_until(
         workers.search_latest.store(generation, std::sync::atomic::Ordering::Relaxed);
         workers.search.commands.send(SearchCommand::Query { generation, query: query.into(), filters: Filters::default() }).unwrap();
         if let Some(found) = super::support::wait_for(events, Duration::from_secs(10), |e| match e {
-            AppEvent::SearchResults { generation: g, hits, keyword_only, .. } if *g == generation => Some((hits.clone(), keyword_only.clone())),
+            AppEvent::Memory(MemoryEvent::SearchResults { generation: g, hits, keyword_only, .. }) if *g == generation => Some((hits.clone(), keyword_only.clone())),
             _ => None,
         }) {
             if accept(&found.0) {

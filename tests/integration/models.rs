@@ -5,8 +5,9 @@ use std::io::{BufRead, BufReader, Write};
 use std::net::TcpListener;
 use std::sync::{Arc, Mutex};
 
-use cowork::models::fetch::Fetcher;
 use cowork::models::{Manifest, ManifestFile, ModelRole, check_file, sha256_file, whisper_convert};
+use cowork::models::events::ModelsEvent;
+use cowork::models::fetch::Fetcher;
 
 use super::support::{have_program, models_dir, require, temp_dir, whisper_model};
 
@@ -269,16 +270,16 @@ fn the_models_worker_downloads_a_missing_file_with_progress_and_resumes_a_cut() 
     let dir = temp_dir();
     let file = manifest_file(&body, "test/weights.bin", format!("{}/weights.bin", server.base));
     let (sink, events) = super::support::test_sink();
-    let mut worker = cowork::models::worker::spawn_models(one_model(file, false), dir.path().to_owned(), None, sink, cowork::runtime::RestartPolicy::default()).unwrap();
+    let mut worker = cowork::models::worker::spawn_models(one_model(file, false), dir.path().to_owned(), None, sink.narrow(), cowork::runtime::RestartPolicy::default()).unwrap();
     worker.commands.send(cowork::models::worker::ModelsCommand::FetchAll).unwrap();
     let mut progress = Vec::new();
     let done = super::support::wait_for(&events, std::time::Duration::from_secs(30), |e| match e {
-        AppEvent::ModelDownload { done_bytes, total_bytes, error, .. } => {
+        AppEvent::Models(ModelsEvent::ModelDownload { done_bytes, total_bytes, error, .. }) => {
             assert!(error.is_none(), "{error:?}");
             progress.push((*done_bytes, *total_bytes));
             None
         }
-        AppEvent::ModelsChanged { outcome: Ok(text), .. } if text.contains("present and verified") => Some(()),
+        AppEvent::Models(ModelsEvent::ModelsChanged { outcome: Ok(text), .. }) if text.contains("present and verified") => Some(()),
         _ => None,
     });
     assert!(done.is_some(), "finished: {progress:?}");
@@ -328,15 +329,15 @@ fn the_optional_multilingual_whisper_installs_converts_hears_two_languages_and_r
     let manifest = Manifest { models: vec![base.clone()] };
     let dir = temp_dir();
     let (sink, events) = super::support::test_sink();
-    let mut worker = cowork::models::worker::spawn_models(manifest.clone(), dir.path().to_owned(), None, sink, cowork::runtime::RestartPolicy::default()).unwrap();
+    let mut worker = cowork::models::worker::spawn_models(manifest.clone(), dir.path().to_owned(), None, sink.narrow(), cowork::runtime::RestartPolicy::default()).unwrap();
     let outcome = |events: &crossbeam_channel::Receiver<AppEvent>, seen: &mut Vec<String>| {
         super::support::wait_for(events, std::time::Duration::from_secs(300), |e| match e {
-            AppEvent::ModelDownload { path, error, .. } => {
+            AppEvent::Models(ModelsEvent::ModelDownload { path, error, .. }) => {
                 assert!(error.is_none(), "{path}: {error:?}");
                 seen.push(path.clone());
                 None
             }
-            AppEvent::ModelsChanged { name, outcome } => Some((name.clone(), outcome.clone())),
+            AppEvent::Models(ModelsEvent::ModelsChanged { name, outcome }) => Some((name.clone(), outcome.clone())),
             _ => None,
         })
         .expect("the worker answers")

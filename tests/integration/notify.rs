@@ -10,9 +10,8 @@ use std::time::{Duration, Instant};
 
 use cowork::automations::flow::NotifyTier;
 use cowork::automations::steps::{Notice, NoticeAction, Notifier};
+use cowork::notify::{Activity, NotifyClient, NotifyCommand, store as inbox};
 use cowork::notify::gate::Policy;
-use cowork::notify::store as inbox;
-use cowork::notify::{Activity, NotifyClient, NotifyCommand};
 use serde_json::json;
 
 use super::support::{XSession, have_program, require, temp_dir, test_sink};
@@ -109,7 +108,7 @@ pub fn spawn_worker(config: cowork::notify::NotifyConfig, approved: crossbeam_ch
             let approved = approved.clone();
             cowork::notify::Hooks { approve: Box::new(move |call| approved.send(call).unwrap()), open: Box::new(|_| {}), restore_local: Box::new(|| {}) }
         },
-        sink,
+        sink.narrow(),
         cowork::runtime::RestartPolicy::default(),
     )
     .unwrap();

@@ -13,6 +13,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
+use cowork::agent::events::AgentEvent;
 use cowork::brains::{Delta, ProviderConfig, ProviderError, ProviderKind, Role, Turn, stream_chat};
 use cowork::net::OutboundGate;
 
@@ -581,7 +582,7 @@ fn wait_event<T>(events: &crossbeam_channel::Receiver<cowork::events::AppEvent>,
 fn chat(ask_id: i64, text: &str) -> cowork::agent::ChatRequest {
     use cowork::ids::next_id;
     cowork::agent::ChatRequest {
-        thread: cowork::events::ChatThread { thread_id: 1, title: "t".into(), updated_at_millis: 0 },
+        thread: cowork::records::ChatThread { thread_id: 1, title: "t".into(), updated_at_millis: 0 },
         thread_is_new: true,
         user_message_id: ask_id,
         answer_id: next_id(),
@@ -607,7 +608,7 @@ fn cloud_fixture(provider_json: &str, settings: &[(&str, &str)], window_title: &
     for (key, value) in settings {
         cowork::store::set_setting(&conn, key, value, 0).unwrap();
     }
-    let session = cowork::events::ActivitySession {
+    let session = cowork::records::ActivitySession {
         session_id: 1,
         app: "XTerm".into(),
         title: window_title.into(),
@@ -627,7 +628,8 @@ fn start_brains(paths: &cowork::config::Paths) -> (cowork::workers::Workers, cro
 
 #[test]
 fn cloud_answers_ask_consent_respect_budgets_across_restarts_and_record_cost() {
-    use cowork::events::{AppEvent, MessageStatus};
+    use cowork::events::AppEvent;
+    use cowork::records::MessageStatus;
     use cowork::agent::AgentCommand;
     let server = scripted(vec![reply("200 OK", "", &[
         "data: {\"choices\":[{\"delta\":{\"content\":\"You were \"}}]}\n\n",
@@ -645,7 +647,7 @@ fn cloud_answers_ask_consent_respect_budgets_across_restarts_and_record_cost() {
     // First cloud question with captured context: consent first, nothing sent.
     workers.agent.commands.send(AgentCommand::Chat(chat(100, "What was I doing?"))).unwrap();
     let (preview, mut request) = wait_event(&events, |e| match e {
-        AppEvent::ConsentNeeded { preview, request, provider, .. } if provider == "scripted" => Some((preview.clone(), (**request).clone())),
+        AppEvent::Agent(AgentEvent::ConsentNeeded { preview, request, provider, .. }) if provider == "scripted" => Some((preview.clone(), (**request).clone())),
         _ => None,
     });
     assert!(preview.contains("Budget 2027.ods") && preview.contains("[email]") && !preview.contains("dana@"), "{preview}");
@@ -656,7 +658,7 @@ fn cloud_answers_ask_consent_respect_budgets_across_restarts_and_record_cost() {
     let answer_id = request.answer_id;
     workers.agent.commands.send(AgentCommand::Chat(request)).unwrap();
     let reason = wait_event(&events, |e| match e {
-        AppEvent::Routed { answer_id: id, answered_by, reason, .. } if *id == answer_id => {
+        AppEvent::Agent(AgentEvent::Routed { answer_id: id, answered_by, reason, .. }) if *id == answer_id => {
             assert_eq!(answered_by, "scripted · big-model");
             Some(reason.clone())
         }
@@ -664,11 +666,11 @@ fn cloud_answers_ask_consent_respect_budgets_across_restarts_and_record_cost() {
     });
     assert!(reason.contains("prefer cloud"), "{reason}");
     let cost = wait_event(&events, |e| match e {
-        AppEvent::AnswerCost { answer_id: id, usd } if *id == answer_id => Some(*usd),
+        AppEvent::Agent(AgentEvent::AnswerCost { answer_id: id, usd }) if *id == answer_id => Some(*usd),
         _ => None,
     });
     assert!((cost - (900.0 * 2.0 + 40.0 * 8.0) / 1e6).abs() < 1e-12, "{cost}");
-    wait_event(&events, |e| matches!(e, AppEvent::AnswerFinished { answer_id: id, status: MessageStatus::Done, .. } if *id == answer_id).then_some(()));
+    wait_event(&events, |e| matches!(e, AppEvent::Agent(AgentEvent::AnswerFinished { answer_id: id, status: MessageStatus::Done, .. }) if *id == answer_id).then_some(()));
     let sent = server.heads.lock()[0].clone();
     assert!(sent.contains("Budget 2027.ods") && !sent.contains("dana@example.com"), "{sent}");
 
@@ -680,7 +682,7 @@ fn cloud_answers_ask_consent_respect_budgets_across_restarts_and_record_cost() {
         let id = second.answer_id;
         workers.agent.commands.send(AgentCommand::Chat(second)).unwrap();
         wait_event(events, |e| match e {
-            AppEvent::AnswerFinished { answer_id, status: MessageStatus::Failed, error: Some(error), .. } if *answer_id == id => Some(error.clone()),
+            AppEvent::Agent(AgentEvent::AnswerFinished { answer_id, status: MessageStatus::Failed, error: Some(error), .. }) if *answer_id == id => Some(error.clone()),
             _ => None,
         })
     };
@@ -700,7 +702,7 @@ fn cloud_answers_ask_consent_respect_budgets_across_restarts_and_record_cost() {
     let id = harder.answer_id;
     workers.agent.commands.send(AgentCommand::Chat(harder)).unwrap();
     let error = wait_event(&events, |e| match e {
-        AppEvent::AnswerFinished { answer_id, error: Some(error), .. } if *answer_id == id => Some(error.clone()),
+        AppEvent::Agent(AgentEvent::AnswerFinished { answer_id, error: Some(error), .. }) if *answer_id == id => Some(error.clone()),
         _ => None,
     });
     assert!(error.contains("no smarter model"), "{error}");
@@ -723,11 +725,11 @@ fn without_consent_the_question_goes_alone_and_the_chip_says_so() {
     let (workers, events) = start_brains(&paths);
     workers.agent.commands.send(AgentCommand::Chat(chat(1, "hello"))).unwrap();
     let chip = wait_event(&events, |e| match e {
-        AppEvent::ContextAttached { context, .. } => Some(context.clone()),
+        AppEvent::Agent(AgentEvent::ContextAttached { context, .. }) => Some(context.clone()),
         _ => None,
     });
     assert!(chip.contains("not sent to scripted"), "{chip}");
-    wait_event(&events, |e| matches!(e, AppEvent::AnswerFinished { .. }).then_some(()));
+    wait_event(&events, |e| matches!(e, AppEvent::Agent(AgentEvent::AnswerFinished { .. })).then_some(()));
     workers.shutdown(Duration::from_secs(5));
     let sent = server.heads.lock()[0].clone();
     assert!(!sent.contains("secret-project"), "{sent}");

@@ -15,6 +15,7 @@ use std::process::{Command, Output, Stdio};
 use std::sync::Arc;
 use std::time::Duration;
 
+use cowork::agent::events::AgentEvent;
 use serde_json::{Value, json};
 
 use super::support::temp_dir;
@@ -540,7 +541,8 @@ fn one_approval_runs_a_call_once_when_two_processes_decide_it_together() {
 #[test]
 fn the_sidebar_and_cowork_approve_deciding_together_run_the_call_once() {
     use cowork::agent::AgentCommand;
-    use cowork::events::{AppEvent, ApprovalChoice, CallStatus};
+    use cowork::events::AppEvent;
+    use cowork::agent::events::{ApprovalChoice, CallStatus};
     for round in 0..5 {
         let home = temp_dir();
         let counter = home.path().join("counter");
@@ -558,7 +560,7 @@ fn the_sidebar_and_cowork_approve_deciding_together_run_the_call_once() {
         workers.agent.commands.send(AgentCommand::Decide { call_id: waiting.call_id, choice: ApprovalChoice::Once }).unwrap();
         let other = other.wait_with_output().unwrap();
         let settled = super::support::wait_for(&events, Duration::from_secs(30), |e| match e {
-            AppEvent::ToolCall(c) if c.call_id == waiting.call_id && c.status.settled() => Some(c.status),
+            AppEvent::Agent(AgentEvent::ToolCall(c)) if c.call_id == waiting.call_id && c.status.settled() => Some(c.status),
             _ => None,
         });
         assert_eq!(settled, Some(CallStatus::Done), "round {round}: {}", text(&other));
@@ -671,7 +673,7 @@ fn cowork_mcp_serve_withholds_denied_apps_and_domains_also_in_chats_and_summarie
     let now = cowork::ids::now_millis();
     let hour = 3_600_000;
     let conn = cowork::store::open_writer(&lab.db()).unwrap();
-    let session = |id: i64, app: &str, title: &str, url: Option<&str>, at: i64| cowork::events::ActivitySession {
+    let session = |id: i64, app: &str, title: &str, url: Option<&str>, at: i64| cowork::records::ActivitySession {
         session_id: id,
         app: app.into(),
         title: title.into(),
@@ -695,16 +697,16 @@ fn cowork_mcp_serve_withholds_denied_apps_and_domains_also_in_chats_and_summarie
         (4, "Will it rain?", None, "The weather forecast says sunshine all week.", None),
     ];
     for (n, question, context, answer, citations) in threads {
-        let thread = cowork::events::ChatThread { thread_id: 500 + n, title: question.into(), updated_at_millis: now };
+        let thread = cowork::records::ChatThread { thread_id: 500 + n, title: question.into(), updated_at_millis: now };
         cowork::store::upsert_thread(&conn, &thread, now).unwrap();
-        for (i, (role, text)) in [(cowork::events::Role::User, question), (cowork::events::Role::Assistant, answer)].into_iter().enumerate() {
-            let message = cowork::events::ChatMessage {
+        for (i, (role, text)) in [(cowork::records::Role::User, question), (cowork::records::Role::Assistant, answer)].into_iter().enumerate() {
+            let message = cowork::records::ChatMessage {
                 message_id: 600 + n * 10 + i as i64,
                 thread_id: 500 + n,
                 role,
                 content: text.into(),
                 context: if i == 0 { context.map(str::to_owned) } else { None },
-                status: cowork::events::MessageStatus::Done,
+                status: cowork::records::MessageStatus::Done,
                 created_at_millis: now - hour + n,
                 ask_id: Some(600 + n * 10),
                 provider: None,
@@ -753,7 +755,7 @@ fn an_automation_and_an_app_send_nothing_captured_to_a_cloud_the_user_refused() 
     let now = cowork::ids::now_millis();
     {
         let conn = cowork::store::open_writer(&lab.db()).unwrap();
-        let session = cowork::events::ActivitySession { session_id: 1, app: "XTerm".into(), title: "deploy".into(), window_id: 1, started_at_millis: now - 600_000, ..Default::default() };
+        let session = cowork::records::ActivitySession { session_id: 1, app: "XTerm".into(), title: "deploy".into(), window_id: 1, started_at_millis: now - 600_000, ..Default::default() };
         cowork::store::upsert_session(&conn, &session).unwrap();
         conn.execute(
             "INSERT INTO clipboard_events (clip_id, at_ms, app, title, text, trigger) VALUES (1, ?1, 'XTerm', 'deploy', ?2, 'shortcut')",
@@ -791,7 +793,7 @@ fn an_automation_and_an_app_send_nothing_captured_to_a_cloud_the_user_refused() 
 #[test]
 fn a_prompt_a_server_wrote_is_the_servers_words_even_when_the_user_sends_it() {
     use cowork::agent::AgentCommand;
-    use cowork::events::CallStatus;
+    use cowork::agent::events::CallStatus;
     let mut lab = Lab::new(vec![]);
     let mark = lab.home.join("MARK");
     let command = format!("touch {}", mark.display());

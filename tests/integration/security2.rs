@@ -109,7 +109,7 @@ fn cowork_on_path(lab: &Lab) -> String {
 fn captured_patient_portal(lab: &Lab) {
     let conn = cowork::store::open_writer(&lab.db()).unwrap();
     let now = cowork::ids::now_millis();
-    let session = cowork::events::ActivitySession {
+    let session = cowork::records::ActivitySession {
         session_id: 4242,
         app: "firefox".into(),
         title: "Oncology results for Ana Lima - patient portal".into(),

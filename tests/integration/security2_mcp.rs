@@ -25,7 +25,8 @@ use std::process::{Command, Output, Stdio};
 use std::sync::atomic::AtomicBool;
 use std::time::Duration;
 
-use cowork::events::{AppEvent, McpServerStatus};
+use cowork::events::AppEvent;
+use cowork::mcp::events::{McpEvent, McpServerStatus};
 use cowork::mcp::worker::{McpClient, McpCommand};
 use serde_json::{Value, json};
 
@@ -461,10 +462,10 @@ fn the_mcp_worker_keeps_servers_that_need_the_network_stopped_while_offline() {
     .unwrap();
     let gate: &'static cowork::net::OutboundGate = Box::leak(Box::new(cowork::net::OutboundGate::new(true)));
     let (sink, events) = super::support::test_sink();
-    let mut mcp = cowork::mcp::worker::spawn_mcp_with_gate(data.clone(), sink, cowork::runtime::RestartPolicy::default(), gate).unwrap();
+    let mut mcp = cowork::mcp::worker::spawn_mcp_with_gate(data.clone(), sink.narrow(), cowork::runtime::RestartPolicy::default(), gate).unwrap();
     let status = |name: &'static str, what: &dyn Fn(&McpServerStatus) -> bool| {
         wait_for(&events, Duration::from_secs(60), |e| match e {
-            AppEvent::McpServers(servers) => servers.iter().find(|s| s.name == name && what(&s.status)).map(|s| s.status.clone()),
+            AppEvent::Mcp(McpEvent::McpServers(servers)) => servers.iter().find(|s| s.name == name && what(&s.status)).map(|s| s.status.clone()),
             _ => None,
         })
         .unwrap_or_else(|| panic!("{name} did not reach the awaited state"))

@@ -3,9 +3,11 @@
 
 use std::time::Duration;
 
-use cowork::events::{ActivitySession, AppEvent, ChatMessage, ChatThread, MessageStatus, Role, SessionEnd, WorkerName};
-use cowork::runtime::{RestartPolicy, WorkerState};
+use cowork::events::AppEvent;
+use cowork::records::{ActivitySession, ChatMessage, ChatThread, MessageStatus, Role, SessionEnd};
+use cowork::runtime::{RestartPolicy, RuntimeEvent, WorkerName, WorkerState};
 use cowork::store::{self, StoreCommand, StoreWorker, spawn_store};
+use cowork::store::events::StoreEvent;
 use crossbeam_channel::bounded;
 
 use super::support::{temp_dir, test_sink, wait_for};
@@ -35,7 +37,7 @@ fn writes_land_in_one_wal_file_and_survive_a_restart() {
     let dir = temp_dir();
     let db = dir.path().join("cowork.db");
     let (sink, events) = test_sink();
-    let mut worker = spawn_store(db.clone(), sink.clone(), RestartPolicy::default()).unwrap();
+    let mut worker = spawn_store(db.clone(), sink.narrow(), RestartPolicy::default()).unwrap();
     for i in 0..5_000 {
         worker.commands.send(StoreCommand::UpsertSession(session(i, &format!("window {i}"), i * 10, Some(i * 10 + 5)))).unwrap();
     }
@@ -64,10 +66,10 @@ fn writes_land_in_one_wal_file_and_survive_a_restart() {
     assert!(worker.shutdown(StoreCommand::Shutdown, Duration::from_secs(10)));
 
     // A new worker on the same file loads the thread back for the UI.
-    let mut again = spawn_store(db, sink, RestartPolicy::default()).unwrap();
+    let mut again = spawn_store(db, sink.narrow(), RestartPolicy::default()).unwrap();
     again.commands.send(StoreCommand::LoadMessages { thread_id: 1 }).unwrap();
     let loaded = wait_for(&events, Duration::from_secs(10), |e| match e {
-        AppEvent::MessagesLoaded { messages, .. } => Some(messages.clone()),
+        AppEvent::Store(StoreEvent::MessagesLoaded { messages, .. }) => Some(messages.clone()),
         _ => None,
     })
     .unwrap();
@@ -79,7 +81,7 @@ fn writes_land_in_one_wal_file_and_survive_a_restart() {
 fn a_full_database_keeps_writes_queued_and_reports_degraded_until_space_returns() {
     let dir = temp_dir();
     let (sink, events) = test_sink();
-    let mut worker = StoreWorker::open(dir.path().join("cowork.db"), sink).unwrap();
+    let mut worker = StoreWorker::open(dir.path().join("cowork.db"), sink.narrow()).unwrap();
     // SQLite's own page limit stands in for a full disk: inserts fail with SQLITE_FULL.
     let pages: i64 = worker.connection().pragma_query_value(None, "page_count", |r| r.get(0)).unwrap();
     worker.connection().pragma_update(None, "max_page_count", pages).unwrap();
@@ -89,7 +91,7 @@ fn a_full_database_keeps_writes_queued_and_reports_degraded_until_space_returns(
     assert!(!worker.commit_pending(), "commit must fail while the database is full");
     assert_eq!(worker.pending_len(), 2_000, "nothing is lost");
     let degraded = wait_for(&events, Duration::from_secs(1), |e| match e {
-        AppEvent::Worker { worker: WorkerName::Store, state: WorkerState::Degraded(reason) } => Some(reason.clone()),
+        AppEvent::Runtime(RuntimeEvent::Worker { worker: WorkerName::Store, state: WorkerState::Degraded(reason) }) => Some(reason.clone()),
         _ => None,
     })
     .expect("the UI hears about it");
@@ -106,7 +108,7 @@ fn a_corrupt_database_file_is_a_clear_error_and_is_left_in_place() {
     let db = dir.path().join("cowork.db");
     std::fs::write(&db, b"this is not an SQLite database, but it is the user's file").unwrap();
     let (sink, _events) = test_sink();
-    let err = StoreWorker::open(db.clone(), sink).err().expect("must refuse");
+    let err = StoreWorker::open(db.clone(), sink.narrow()).err().expect("must refuse");
     assert!(format!("{err:#}").contains("not a database"), "{err:#}");
     assert!(std::fs::read(&db).unwrap().starts_with(b"this is not"), "the file must not be overwritten");
 }
@@ -116,7 +118,7 @@ fn a_deleted_range_leaves_no_row_no_fts_entry_and_no_bytes_on_disk() {
     let dir = temp_dir();
     let db = dir.path().join("cowork.db");
     let (sink, events) = test_sink();
-    let mut worker = spawn_store(db.clone(), sink, RestartPolicy::default()).unwrap();
+    let mut worker = spawn_store(db.clone(), sink.narrow(), RestartPolicy::default()).unwrap();
     let now = cowork::ids::now_millis();
     let old = session(1, "kept from yesterday", now - 86_400_000, Some(now - 86_000_000));
     let secret = session(2, "zebra-secret-diagnosis", now - 600_000, Some(now - 300_000));
@@ -144,7 +146,7 @@ fn a_deleted_range_leaves_no_row_no_fts_entry_and_no_bytes_on_disk() {
     worker.commands.send(StoreCommand::DeleteRange { since_millis: now - 3_600_000, until_millis: now + 1, reply: Some(reply) }).unwrap();
     let deleted = outcome.recv_timeout(Duration::from_secs(30)).unwrap().unwrap();
     assert_eq!((deleted.sessions, deleted.messages), (2, 1));
-    assert!(wait_for(&events, Duration::from_secs(5), |e| matches!(e, AppEvent::RangeDeleted { .. }).then_some(())).is_some());
+    assert!(wait_for(&events, Duration::from_secs(5), |e| matches!(e, AppEvent::Store(StoreEvent::RangeDeleted { .. })).then_some(())).is_some());
     let mut closed = open.clone();
     closed.ended_at_millis = Some(now + 5_000);
     worker.commands.send(StoreCommand::UpsertSession(closed)).unwrap();
@@ -168,7 +170,7 @@ fn a_deleted_range_leaves_no_row_no_fts_entry_and_no_bytes_on_disk() {
 fn retention_removes_window_history_older_than_the_setting() {
     let dir = temp_dir();
     let (sink, _events) = test_sink();
-    let mut worker = StoreWorker::open(dir.path().join("cowork.db"), sink).unwrap();
+    let mut worker = StoreWorker::open(dir.path().join("cowork.db"), sink.narrow()).unwrap();
     let now = cowork::ids::now_millis();
     let day = 86_400_000;
     worker.handle(StoreCommand::UpsertSession(session(1, "ancient", now - 100 * day, Some(now - 100 * day + 1_000))));

@@ -6,10 +6,12 @@ use std::sync::Arc;
 use std::sync::atomic::AtomicU64;
 use std::time::Duration;
 
+use cowork::agent::events::AgentEvent;
 use cowork::capture::{CaptureCommand, CaptureConfig, spawn_capture};
-use cowork::events::{AppEvent, ModelStatus, WorkerName};
+use cowork::events::AppEvent;
 use cowork::llm::{LlmCommand, LlmConfig, spawn_llm};
-use cowork::runtime::{Control, RestartPolicy, WorkerState};
+use cowork::llm::events::{LocalModelEvent, ModelStatus};
+use cowork::runtime::{Control, RestartPolicy, RuntimeEvent, WorkerName, WorkerState};
 use cowork::store::{StoreCommand, spawn_store};
 use crossbeam_channel::{Receiver, Sender, bounded};
 
@@ -23,7 +25,7 @@ fn fast_policy() -> RestartPolicy {
 
 fn state_of(events: &Receiver<AppEvent>, worker: WorkerName, want: fn(&WorkerState) -> bool) -> Option<WorkerState> {
     wait_for(events, WAIT, |event| match event {
-        AppEvent::Worker { worker: w, state } if *w == worker && want(state) => Some(state.clone()),
+        AppEvent::Runtime(RuntimeEvent::Worker { worker: w, state }) if *w == worker && want(state) => Some(state.clone()),
         _ => None,
     })
 }
@@ -69,7 +71,7 @@ fn panic_until_failed<C>(
 fn store_restarts_keeps_its_sender_and_fails_after_five_restarts() {
     let dir = temp_dir();
     let (sink, events) = test_sink();
-    let mut store = spawn_store(dir.path().join("cowork.db"), sink, fast_policy()).unwrap();
+    let mut store = spawn_store(dir.path().join("cowork.db"), sink.narrow(), fast_policy()).unwrap();
     let sender = store.commands.clone();
     // The sender from before each crash reaches the new instance.
     let flushes = || {
@@ -87,7 +89,7 @@ fn capture_restarts_keeps_its_sender_and_fails_after_five_restarts() {
     let (store_tx, _store_rx) = bounded(16);
     // No X server on this display: capture runs degraded, still serving commands.
     let config = CaptureConfig { display: Some(":4243".into()), afk_secs: 180, rules: Default::default(), backend: cowork::desktop::backend::Backend::X11 };
-    let mut capture = spawn_capture(config, store_tx, sink, fast_policy()).unwrap();
+    let mut capture = spawn_capture(config, store_tx, sink.narrow(), fast_policy()).unwrap();
     let sender = capture.commands.clone();
     // A degraded capture still serves commands: the old sender's message is handled.
     let answers = || sender.send(CaptureCommand::SetAfkSecs(60)).unwrap();
@@ -109,14 +111,14 @@ fn llm_restarts_keeps_its_sender_and_fails_after_five_restarts() {
         notify: None,
         speed_file: None,
     };
-    let mut llm = spawn_llm(config, sink, Arc::new(AtomicU64::new(0)), Default::default(), fast_policy()).unwrap();
+    let mut llm = spawn_llm(config, sink.narrow(), Arc::new(AtomicU64::new(0)), Default::default(), fast_policy()).unwrap();
     let sender = llm.commands.clone();
     let model_events = events.clone();
     // The old sender drives the new instance: a Preload reports the missing model.
     let answers = || {
         sender.send(LlmCommand::Preload).unwrap();
         let status = wait_for(&model_events, WAIT, |e| match e {
-            AppEvent::Model(status @ ModelStatus::Unavailable(_)) => Some(status.clone()),
+            AppEvent::LocalModel(LocalModelEvent::Model(status @ ModelStatus::Unavailable(_))) => Some(status.clone()),
             _ => None,
         });
         assert!(matches!(&status, Some(ModelStatus::Unavailable(reason)) if reason.contains("missing")), "{status:?}");
@@ -146,7 +148,7 @@ fn agent_restarts_keeps_its_sender_and_a_gone_llm_worker_is_a_failed_answer() {
         automations: None,
         flows: None,
     };
-    let mut agent = spawn_agent(config, llm_tx, Default::default(), store_tx, sink, Arc::new(AtomicU64::new(0)), fast_policy()).unwrap();
+    let mut agent = spawn_agent(config, llm_tx, Default::default(), store_tx, sink.narrow(), Arc::new(AtomicU64::new(0)), fast_policy()).unwrap();
     let sender = agent.commands.clone();
     let answer_events = events.clone();
     let answers = || {
@@ -154,7 +156,7 @@ fn agent_restarts_keeps_its_sender_and_a_gone_llm_worker_is_a_failed_answer() {
         let id = request.answer_id;
         sender.send(AgentCommand::Chat(request)).unwrap();
         let error = wait_for(&answer_events, WAIT, |e| match e {
-            AppEvent::AnswerFinished { answer_id, error, .. } if *answer_id == id => Some(error.clone()),
+            AppEvent::Agent(AgentEvent::AnswerFinished { answer_id, error, .. }) if *answer_id == id => Some(error.clone()),
             _ => None,
         });
         assert!(matches!(&error, Some(Some(e)) if e.contains("local model worker is not running")), "{error:?}");
@@ -168,7 +170,7 @@ fn a_healthy_run_resets_the_failure_count() {
     let dir = temp_dir();
     let (sink, events) = test_sink();
     let policy = RestartPolicy { first_backoff: Duration::from_millis(10), max_restarts: 1, healthy_after: Duration::from_millis(300) };
-    let mut store = spawn_store(dir.path().join("cowork.db"), sink, policy).unwrap();
+    let mut store = spawn_store(dir.path().join("cowork.db"), sink.narrow(), policy).unwrap();
     for _ in 0..3 {
         state_of(&events, WorkerName::Store, is_up).unwrap();
         // Healthy for longer than healthy_after: the next failure counts as the first again.
@@ -186,7 +188,7 @@ fn keys_restarts_keeps_its_sender_and_fails_after_five_restarts() {
     let (sink, events) = test_sink();
     let (store_tx, _store_rx) = bounded(16);
     // No display for key state: degraded, still serving commands.
-    let mut keys = spawn_keys(store_tx, None, Some("no display in this test".into()), sink, fast_policy()).unwrap();
+    let mut keys = spawn_keys(store_tx, None, Some("no display in this test".into()), sink.narrow(), fast_policy()).unwrap();
     let sender = keys.commands.clone();
     let answers = || sender.send(KeysCommand::Window(None)).unwrap();
     panic_until_failed(WorkerName::Keys, &events, &keys.commands, &keys.control, || KeysCommand::InjectPanic, answers);
@@ -199,7 +201,7 @@ fn clipboard_restarts_keeps_its_sender_and_fails_after_five_restarts() {
     let (sink, events) = test_sink();
     let (store_tx, _store_rx) = bounded(16);
     let (_copy_tx, copy_rx) = bounded(8);
-    let mut clipboard = spawn_clipboard(None, cowork::capture::clipboard::ClipboardSource::Off("no display in this test".into()), store_tx, copy_rx, sink, fast_policy()).unwrap();
+    let mut clipboard = spawn_clipboard(None, cowork::capture::clipboard::ClipboardSource::Off("no display in this test".into()), store_tx, copy_rx, sink.narrow(), fast_policy()).unwrap();
     let sender = clipboard.commands.clone();
     let answers = || sender.send(ClipboardCommand::Window(None)).unwrap();
     panic_until_failed(WorkerName::Clipboard, &events, &clipboard.commands, &clipboard.control, || ClipboardCommand::InjectPanic, answers);

@@ -44,7 +44,7 @@ pub fn have_program(name: &str) -> bool {
 }
 
 /// A sink whose events the test reads.
-pub fn test_sink() -> (EventSink, Receiver<AppEvent>) {
+pub fn test_sink() -> (EventSink<AppEvent>, Receiver<AppEvent>) {
     let (tx, rx) = bounded(100_000);
     (EventSink::new(tx, || {}), rx)
 }

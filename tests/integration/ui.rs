@@ -5,19 +5,28 @@
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 
+use cowork::agent::AgentCommand;
+use cowork::agent::events::AgentEvent;
 use cowork::app::{AppOptions, Channels, CoworkApp};
 use cowork::capture::CaptureCommand;
 use cowork::capture::clipboard::ClipboardCommand;
+use cowork::capture::events::CaptureEvent;
 use cowork::capture::keys::KeysCommand;
-use cowork::events::{ActiveWindow, AppEvent, GenerationStats, MessageStatus, WorkerName};
-use cowork::agent::AgentCommand;
+use cowork::desktop::events::DesktopEvent;
+use cowork::events::AppEvent;
 use cowork::llm::LlmCommand;
-use cowork::runtime::{Control, WorkerState};
+use cowork::llm::events::LocalModelEvent;
+use cowork::mcp::events::McpEvent;
+use cowork::memory::events::MemoryEvent;
+use cowork::models::events::ModelsEvent;
+use cowork::records::{ActiveWindow, GenerationStats, MessageStatus};
+use cowork::runtime::{Control, RuntimeEvent, WorkerName, WorkerState};
 use cowork::state::{AppState, Tab};
 use cowork::store::StoreCommand;
+use cowork::store::events::StoreEvent;
 use crossbeam_channel::{Receiver, Sender, bounded};
-use egui_kittest::Harness;
 use egui::accesskit::Role;
+use egui_kittest::Harness;
 use egui_kittest::kittest::Queryable;
 
 pub(super) struct Far {
@@ -183,13 +192,13 @@ fn start_up_asks_the_store_for_threads_sessions_and_settings() {
 fn tabs_switch_by_label_and_each_panel_shows_its_content() {
     let (mut harness, far) = app();
     far.events
-        .send(AppEvent::ActiveWindow(Some(ActiveWindow {
+        .send(AppEvent::Capture(CaptureEvent::ActiveWindow(Some(ActiveWindow {
             window_id: 1,
             app: "Firefox".into(),
             title: "Rust docs — Mozilla Firefox".into(),
             pid: Some(9),
             ..Default::default()
-        })))
+        }))))
         .unwrap();
     harness.get_by_label("Context").click();
     harness.run();
@@ -215,7 +224,8 @@ fn tabs_switch_by_label_and_each_panel_shows_its_content() {
 #[test]
 fn the_apps_panel_lists_the_inbox_and_the_automations_and_sends_their_actions() {
     use cowork::automations::AutomationsCommand;
-    use cowork::events::{AutomationRow, AutomationsView, InboxItem, RunSummary, StepSummary};
+    use cowork::automations::events::{AutomationRow, AutomationsView, RunSummary, StepSummary};
+    use cowork::notify::events::InboxItem;
     use cowork::notify::{Act, NotifyCommand};
     let (mut harness, far) = app_with(AppOptions::default(), 1400.0);
     let now = cowork::ids::now_millis();
@@ -263,7 +273,7 @@ fn the_apps_panel_lists_the_inbox_and_the_automations_and_sends_their_actions() 
     assert!(matches!(far.agent.try_recv(), Ok(AgentCommand::DraftFlow { description, .. }) if description == "every hour, tell me what I did"));
     harness.get_by_label("Drafting…");
     let draft = r#"{"name": "hourly", "trigger": {"kind": "schedule", "schedule": "every 1h"}, "steps": [{"id": "tell", "kind": "notify", "title": "An hour"}]}"#;
-    far.events.send(AppEvent::FlowDrafted(Ok(draft.into()))).unwrap();
+    far.events.send(AppEvent::Agent(AgentEvent::FlowDrafted(Ok(draft.into())))).unwrap();
     harness.run();
     harness.get_by_label("Save automation").click();
     harness.run();
@@ -274,7 +284,7 @@ fn the_apps_panel_lists_the_inbox_and_the_automations_and_sends_their_actions() 
 fn the_automation_editor_is_a_list_of_step_forms_that_offers_each_steps_variables() {
     use cowork::automations::AutomationsCommand;
     use cowork::automations::flow::StepKind;
-    use cowork::events::{AutomationRow, AutomationsView};
+    use cowork::automations::events::{AutomationRow, AutomationsView};
     let (mut harness, far) = app_with(AppOptions::default(), 2400.0);
     let definition = r#"{"name": "look_back", "trigger": {"kind": "manual"}, "steps": [
         {"id": "recent", "kind": "tool", "tool": "recent_activity", "args": {"minutes": 60}},
@@ -321,10 +331,10 @@ fn send_streams_the_answer_shows_the_context_and_stop_bumps_the_epoch() {
     assert!(request.thread_is_new);
 
     far.events
-        .send(AppEvent::ContextAttached { user_message_id: request.user_message_id, context: "Current window: XTerm — \"build\"".into() })
+        .send(AppEvent::Agent(AgentEvent::ContextAttached { user_message_id: request.user_message_id, context: "Current window: XTerm — \"build\"".into() }))
         .unwrap();
-    far.events.send(AppEvent::Token { answer_id: request.answer_id, text: "You were ".into() }).unwrap();
-    far.events.send(AppEvent::Token { answer_id: request.answer_id, text: "building.".into() }).unwrap();
+    far.events.send(AppEvent::Agent(AgentEvent::Token { answer_id: request.answer_id, text: "You were ".into() })).unwrap();
+    far.events.send(AppEvent::Agent(AgentEvent::Token { answer_id: request.answer_id, text: "building.".into() })).unwrap();
     harness.run();
     harness.get_by_label("You were building.");
 
@@ -337,12 +347,12 @@ fn send_streams_the_answer_shows_the_context_and_stop_bumps_the_epoch() {
     harness.run();
     assert_eq!(far.stop_epoch.load(Ordering::SeqCst), 1);
     far.events
-        .send(AppEvent::AnswerFinished {
+        .send(AppEvent::Agent(AgentEvent::AnswerFinished {
             answer_id: request.answer_id,
             status: MessageStatus::Stopped,
             error: None,
             stats: GenerationStats::default(),
-        })
+        }))
         .unwrap();
     harness.run();
     harness.get_by_label("Stopped");
@@ -365,7 +375,7 @@ fn a_stopped_agent_worker_fails_the_answer_visibly_instead_of_blocking() {
 fn a_failed_worker_gets_a_retry_button_that_reaches_its_supervisor() {
     let (mut harness, far) = app();
     far.events
-        .send(AppEvent::Worker { worker: WorkerName::Llm, state: WorkerState::Failed { error: "panicked: boom".into() } })
+        .send(AppEvent::Runtime(RuntimeEvent::Worker { worker: WorkerName::Llm, state: WorkerState::Failed { error: "panicked: boom".into() } }))
         .unwrap();
     harness.run();
     harness.get_by_label_contains("Local model failed");
@@ -395,7 +405,7 @@ fn the_quick_prompt_opens_from_the_keyboard_and_sends_into_the_chat() {
     }
     assert!(!harness.state().state.quick_prompt_open, "Enter hides the quick prompt");
     // The global hotkey opens it too.
-    far.events.send(AppEvent::QuickPromptHotkey).unwrap();
+    far.events.send(AppEvent::Desktop(DesktopEvent::QuickPromptHotkey)).unwrap();
     harness.run();
     assert!(harness.state().state.quick_prompt_open);
     harness.key_press(egui::Key::Escape);
@@ -406,7 +416,7 @@ fn the_quick_prompt_opens_from_the_keyboard_and_sends_into_the_chat() {
 #[test]
 fn a_bad_setting_value_is_shown_and_a_good_one_is_saved() {
     let (mut harness, far) = app();
-    far.events.send(AppEvent::Setting { key: "capture.afk_secs".into(), value: "soon".into() }).unwrap();
+    far.events.send(AppEvent::Store(StoreEvent::Setting { key: "capture.afk_secs".into(), value: "soon".into() })).unwrap();
     open_settings(&mut harness, "General");
     harness.run();
     harness.get_by_label_contains("is not a number");
@@ -451,7 +461,7 @@ fn settings_delete_and_export_buttons_reach_the_store() {
     });
     assert!(span.is_some_and(|s| (15 * 60_000..=15 * 60_000 + 1).contains(&s)), "{span:?}");
     assert!(sent.iter().any(|c| matches!(c, StoreCommand::Export { format: cowork::export::Format::ActivityWatch, .. })));
-    far.events.send(AppEvent::RangeDeleted { since_millis: 0, until_millis: 1, sessions: 3, messages: 0 }).unwrap();
+    far.events.send(AppEvent::Store(StoreEvent::RangeDeleted { since_millis: 0, until_millis: 1, sessions: 3, messages: 0 })).unwrap();
     harness.run();
     harness.get_by_label("deleted 3 sessions and 0 messages");
 }
@@ -478,22 +488,22 @@ fn first_run_asks_which_streams_record_and_applies_the_answer() {
 
 #[test]
 fn the_context_panel_says_what_would_be_recorded_and_which_rule_decided() {
-    use cowork::events::CaptureDecision;
+    use cowork::capture::events::CaptureDecision;
     let (mut harness, far) = app();
     harness.get_by_label("Context").click();
     far.events
-        .send(AppEvent::CaptureDecision(CaptureDecision {
+        .send(AppEvent::Capture(CaptureEvent::CaptureDecision(CaptureDecision {
             app: Some("KeePassXC".into()),
             excluded_by: Some("app deny list: keepassxc".into()),
             recording: true,
-        }))
+        })))
         .unwrap();
     harness.run();
     harness.get_by_label("Not recording KeePassXC: app deny list: keepassxc");
-    far.events.send(AppEvent::Setting { key: "capture.streams_confirmed".into(), value: "true".into() }).unwrap();
-    far.events.send(AppEvent::Setting { key: "capture.keys.enabled".into(), value: "false".into() }).unwrap();
+    far.events.send(AppEvent::Store(StoreEvent::Setting { key: "capture.streams_confirmed".into(), value: "true".into() })).unwrap();
+    far.events.send(AppEvent::Store(StoreEvent::Setting { key: "capture.keys.enabled".into(), value: "false".into() })).unwrap();
     far.events
-        .send(AppEvent::CaptureDecision(CaptureDecision { app: Some("XTerm".into()), excluded_by: None, recording: true }))
+        .send(AppEvent::Capture(CaptureEvent::CaptureDecision(CaptureDecision { app: Some("XTerm".into()), excluded_by: None, recording: true })))
         .unwrap();
     harness.run();
     harness.get_by_label("Recording XTerm: window, clipboard");
@@ -501,12 +511,12 @@ fn the_context_panel_says_what_would_be_recorded_and_which_rule_decided() {
 
 #[test]
 fn clicking_a_session_shows_what_was_typed_and_copied_in_it() {
-    use cowork::events::{ActivitySession, SessionEnd};
+    use cowork::records::{ActivitySession, SessionEnd};
     let (mut harness, far) = app();
     harness.get_by_label("Context").click();
     let now = cowork::ids::now_millis();
     far.events
-        .send(AppEvent::SessionFinished(ActivitySession {
+        .send(AppEvent::Capture(CaptureEvent::SessionFinished(ActivitySession {
             session_id: 77,
             app: "XTerm".into(),
             title: "release notes".into(),
@@ -516,7 +526,7 @@ fn clicking_a_session_shows_what_was_typed_and_copied_in_it() {
             ended_at_millis: Some(now - 1_000),
             end_reason: Some(SessionEnd::Switch),
             ..Default::default()
-        }))
+        })))
         .unwrap();
     harness.run();
     let _ = far.store.try_iter().count();
@@ -525,7 +535,7 @@ fn clicking_a_session_shows_what_was_typed_and_copied_in_it() {
     let asked = far.store.try_iter().any(|c| matches!(c, StoreCommand::LoadSessionDetail { session_id: 77 }));
     assert!(asked);
     far.events
-        .send(AppEvent::SessionDetail { session_id: 77, typed: vec![(now - 30_000, "ship it".into())], copied: vec![(now - 20_000, "v0.2.0".into())] })
+        .send(AppEvent::Store(StoreEvent::SessionDetail { session_id: 77, typed: vec![(now - 30_000, "ship it".into())], copied: vec![(now - 20_000, "v0.2.0".into())] }))
         .unwrap();
     harness.run();
     harness.get_by_label_contains("typed: ship it");
@@ -534,19 +544,19 @@ fn clicking_a_session_shows_what_was_typed_and_copied_in_it() {
 
 #[test]
 fn stream_health_shows_age_rate_drops_and_errors() {
-    use cowork::events::StreamHealth;
+    use cowork::capture::events::StreamHealth;
     let (mut harness, far) = app();
     harness.get_by_label("Context").click();
     let now = cowork::ids::now_millis();
     far.events
-        .send(AppEvent::StreamHealth(StreamHealth {
+        .send(AppEvent::Capture(CaptureEvent::StreamHealth(StreamHealth {
             stream: "typing".into(),
             last_event_at_millis: Some(now - 5_000),
             events_last_minute: 7,
             drops: 2,
             errors: 1,
             last_error: Some("store queue full".into()),
-        }))
+        })))
         .unwrap();
     harness.run();
     harness.get_by_label_contains("What you type: last 5s ago · 7/min · 2 dropped · 1 error");
@@ -556,19 +566,19 @@ fn stream_health_shows_age_rate_drops_and_errors() {
 fn consent_shows_the_exact_preview_and_retry_offers_the_next_tier_with_its_cost() {
     let (mut harness, far) = app();
     // Two cloud tiers, from settings; providers.json is not needed for the consent prompt.
-    far.events.send(AppEvent::Setting { key: "brains.tiers".into(), value: "cheap, smart".into() }).unwrap();
+    far.events.send(AppEvent::Store(StoreEvent::Setting { key: "brains.tiers".into(), value: "cheap, smart".into() })).unwrap();
     type_message(&mut harness, "Summarise my morning");
     harness.run();
     harness.get_by_label("Send").click();
     harness.run();
     let AgentCommand::Chat(request) = far.agent.try_recv().unwrap() else { panic!("a chat request") };
     far.events
-        .send(AppEvent::ConsentNeeded {
+        .send(AppEvent::Agent(AgentEvent::ConsentNeeded {
             provider: "cheap".into(),
             reason: "you prefer cloud models".into(),
             preview: "Current window: Budget.ods - [email]".into(),
             request: Box::new(request.clone()),
-        })
+        }))
         .unwrap();
     harness.run();
     harness.get_by_label("Send what you were doing to cheap?");
@@ -581,12 +591,12 @@ fn consent_shows_the_exact_preview_and_retry_offers_the_next_tier_with_its_cost(
 
     // The answer came from tier 1; "Retry with a smarter model" offers tier 2 first.
     far.events
-        .send(AppEvent::Routed { answer_id: request.answer_id, ask_id: request.ask_id, answered_by: "cheap · small".into(), reason: "r".into() })
+        .send(AppEvent::Agent(AgentEvent::Routed { answer_id: request.answer_id, ask_id: request.ask_id, answered_by: "cheap · small".into(), reason: "r".into() }))
         .unwrap();
-    far.events.send(AppEvent::Token { answer_id: request.answer_id, text: "A quiet morning.".into() }).unwrap();
-    far.events.send(AppEvent::AnswerCost { answer_id: request.answer_id, usd: 0.0012 }).unwrap();
+    far.events.send(AppEvent::Agent(AgentEvent::Token { answer_id: request.answer_id, text: "A quiet morning.".into() })).unwrap();
+    far.events.send(AppEvent::Agent(AgentEvent::AnswerCost { answer_id: request.answer_id, usd: 0.0012 })).unwrap();
     far.events
-        .send(AppEvent::AnswerFinished { answer_id: request.answer_id, status: MessageStatus::Done, error: None, stats: Default::default() })
+        .send(AppEvent::Agent(AgentEvent::AnswerFinished { answer_id: request.answer_id, status: MessageStatus::Done, error: None, stats: Default::default() }))
         .unwrap();
     harness.run();
     harness.get_by_label_contains("by cheap · small · $0.0012");
@@ -660,8 +670,8 @@ fn search_as_you_type_shows_only_the_newest_results_grouped_by_day_and_app() {
         open_id: Some(id),
     };
     // A stale answer (an older generation) is ignored; the newest is shown.
-    far.events.send(AppEvent::SearchResults { generation: newest - 1, query: "in".into(), hits: vec![hit(1, "stale page")], millis: 1.0, error: None, keyword_only: None }).unwrap();
-    far.events.send(AppEvent::SearchResults { generation: newest, query: "inv".into(), hits: vec![hit(2, "Invoice 2291")], millis: 2.5, error: None, keyword_only: None }).unwrap();
+    far.events.send(AppEvent::Memory(MemoryEvent::SearchResults { generation: newest - 1, query: "in".into(), hits: vec![hit(1, "stale page")], millis: 1.0, error: None, keyword_only: None })).unwrap();
+    far.events.send(AppEvent::Memory(MemoryEvent::SearchResults { generation: newest, query: "inv".into(), hits: vec![hit(2, "Invoice 2291")], millis: 2.5, error: None, keyword_only: None })).unwrap();
     harness.run();
     harness.get_by_label_contains("Invoice 2291");
     harness.get_by_label_contains("firefox");
@@ -691,18 +701,18 @@ fn citations_open_their_source_ratings_reach_the_store_and_the_memory_view_shows
         citation(1, cowork::memory::search::Stream::Window, 41, 41, "chromium — Booking.com: Hotel Adlon"),
         citation(2, cowork::memory::search::Stream::Chat, 77, 5, "Trip planning"),
     ];
-    far.events.send(AppEvent::Citations { answer_id: request.answer_id, citations }).unwrap();
-    far.events.send(AppEvent::Token { answer_id: request.answer_id, text: "At the Hotel Adlon [1].".into() }).unwrap();
-    far.events.send(AppEvent::AnswerFinished { answer_id: request.answer_id, status: MessageStatus::Done, error: None, stats: Default::default() }).unwrap();
+    far.events.send(AppEvent::Agent(AgentEvent::Citations { answer_id: request.answer_id, citations })).unwrap();
+    far.events.send(AppEvent::Agent(AgentEvent::Token { answer_id: request.answer_id, text: "At the Hotel Adlon [1].".into() })).unwrap();
+    far.events.send(AppEvent::Agent(AgentEvent::AnswerFinished { answer_id: request.answer_id, status: MessageStatus::Done, error: None, stats: Default::default() })).unwrap();
     let item = |label: &str, origin| Item { chunk_id: Some(1), stream: cowork::memory::search::Stream::Window, source_id: 41, at_millis: 0, label: label.into(), text: "Booking.com".into(), origin, open_id: Some(41) };
     let report = cowork::memory::synthesis::synthesize("You are cowork.", &[], "Goal: a quiet week", &[], &[("day 1".into(), "long ".repeat(400))], 50);
     far.events
-        .send(AppEvent::MemoryInjected {
+        .send(AppEvent::Agent(AgentEvent::MemoryInjected {
             user_message_id: request.user_message_id,
             report,
             recalled: vec![item("chromium — Booking.com: Hotel Adlon", Origin::Recalled)],
             dropped: vec![item("evince — old invoice", Origin::Recalled)],
-        })
+        }))
         .unwrap();
     harness.run();
     let _ = far.store.try_iter().count();
@@ -747,7 +757,7 @@ fn citations_open_their_source_ratings_reach_the_store_and_the_memory_view_shows
     harness.get_by_label_contains("[1] Recalled · chromium — Booking.com: Hotel Adlon");
     // The profile loads after the view was first drawn: the box shows it; a
     // change applies when the box is left (no Save button).
-    far.events.send(AppEvent::Setting { key: cowork::config::keys::PROFILE.into(), value: "Goal: a quiet week".into() }).unwrap();
+    far.events.send(AppEvent::Store(StoreEvent::Setting { key: cowork::config::keys::PROFILE.into(), value: "Goal: a quiet week".into() })).unwrap();
     harness.run();
     let profile = "Profile (preferences, goals, style; always in the prompt)";
     assert_eq!(harness.get_by_role_and_label(Role::MultilineTextInput, profile).value().as_deref(), Some("Goal: a quiet week"));
@@ -803,7 +813,7 @@ fn a_search_result_pins_to_the_open_chat_its_pin_can_be_taken_off_and_typed_text
             score: 1.0,
             open_id: Some(41),
         };
-        far.events.send(AppEvent::SearchResults { generation, query: text.into(), hits: vec![hit], millis: 1.0, error: None, keyword_only: None }).unwrap();
+        far.events.send(AppEvent::Memory(MemoryEvent::SearchResults { generation, query: text.into(), hits: vec![hit], millis: 1.0, error: None, keyword_only: None })).unwrap();
         harness.run();
         harness.get_by_label_contains("Adlon, 3 nights");
     };
@@ -839,11 +849,11 @@ fn a_search_result_pins_to_the_open_chat_its_pin_can_be_taken_off_and_typed_text
         origin: cowork::memory::rag::Origin::Pinned,
         open_id: None,
     };
-    far.events.send(AppEvent::ThreadPins { thread_id: thread_id + 1, items: vec![item.clone()] }).unwrap();
+    far.events.send(AppEvent::Store(StoreEvent::ThreadPins { thread_id: thread_id + 1, items: vec![item.clone()] })).unwrap();
     harness.get_by_label("Chat").click();
     harness.run();
     assert!(harness.query_by_label("Pinned: gedit — notes").is_none(), "another thread's pins are not shown");
-    far.events.send(AppEvent::ThreadPins { thread_id, items: vec![item] }).unwrap();
+    far.events.send(AppEvent::Store(StoreEvent::ThreadPins { thread_id, items: vec![item] })).unwrap();
     harness.run();
     harness.get_by_label("Pinned: gedit — notes");
     harness.get_by_label("Unpin").click();
@@ -904,7 +914,7 @@ fn the_status_bar_and_settings_say_what_the_desktop_limits_and_how_to_bind_the_h
         runtime_dir: Some("/run/user/1000".into()),
         ..Facts::default()
     };
-    far.events.send(AppEvent::Desktop(Box::new(report(&facts, true)))).unwrap();
+    far.events.send(AppEvent::Desktop(DesktopEvent::Report(Box::new(report(&facts, true))))).unwrap();
     harness.run();
     harness.get_by_label_contains("Wayland (sway):");
     open_settings(&mut harness, "General");
@@ -930,7 +940,7 @@ fn on_gnome_settings_offer_the_extension_with_what_it_does_before_installing_it(
         bus_names: vec!["org.gnome.Shell".into(), "org.gnome.Mutter.IdleMonitor".into()],
         ..Facts::default()
     };
-    far.events.send(AppEvent::Desktop(Box::new(report(&facts, true)))).unwrap();
+    far.events.send(AppEvent::Desktop(DesktopEvent::Report(Box::new(report(&facts, true))))).unwrap();
     harness.run();
     open_settings(&mut harness, "General");
     harness.run();
@@ -958,11 +968,11 @@ fn settings_show_the_agents_rules_and_audit_and_remove_a_rule() {
     harness.run();
     assert!(far.agent.try_iter().any(|c| matches!(c, AgentCommand::Overview)), "the overview is asked for");
     far.events
-        .send(AppEvent::AgentOverview {
+        .send(AppEvent::Agent(AgentEvent::AgentOverview {
             rules: vec![(7, "allow run_command where command matches git status".into())],
             problems: vec!["rule 9 skipped: its pattern is not a regex".into()],
             audit: vec!["2026-11-24T11:30:00Z recent_activity safe ran by policy: default {}".into()],
-        })
+        }))
         .unwrap();
     harness.run();
     harness.get_by_label("allow run_command where command matches git status");
@@ -985,7 +995,7 @@ fn an_open_tool_chip_shows_the_head_of_a_long_result_and_its_images() {
     let (mut harness, far) = app();
     let request = send_message(&mut harness, &far, "read my build log");
     let output = "build ok\n".repeat(20_000);
-    let call = cowork::events::ToolCallView {
+    let call = cowork::agent::events::ToolCallView {
         operation_id: 1,
         answer_id: request.answer_id,
         call_id: 77,
@@ -993,7 +1003,7 @@ fn an_open_tool_chip_shows_the_head_of_a_long_result_and_its_images() {
         tool: "read_file".into(),
         arguments: serde_json::json!({"path": "build.log"}),
         risk: "safe".into(),
-        status: cowork::events::CallStatus::Done,
+        status: cowork::agent::events::CallStatus::Done,
         why: "safe".into(),
         decided_by: Some("policy: default".into()),
         output: Some(output.clone()),
@@ -1006,8 +1016,8 @@ fn an_open_tool_chip_shows_the_head_of_a_long_result_and_its_images() {
             cowork::media::Attached::new(cowork::media::Image { mime: "image/png".into(), data: b"<html>not a picture</html>".to_vec() }),
         ],
     };
-    far.events.send(AppEvent::ToolCall(Box::new(call))).unwrap();
-    far.events.send(AppEvent::Token { answer_id: request.answer_id, text: "It built.".into() }).unwrap();
+    far.events.send(AppEvent::Agent(AgentEvent::ToolCall(Box::new(call)))).unwrap();
+    far.events.send(AppEvent::Agent(AgentEvent::Token { answer_id: request.answer_id, text: "It built.".into() })).unwrap();
     harness.run();
     let picture = harness.get_by_label("Image from read_file");
     let shown = picture.rect();
@@ -1022,7 +1032,7 @@ fn an_open_tool_chip_shows_the_head_of_a_long_result_and_its_images() {
 /// reason and stderr), and its buttons and tool switches reach the mcp worker.
 #[test]
 fn settings_integrations_show_server_state_and_send_reconnect_test_and_tool_choices() {
-    use cowork::events::{McpServerStatus, McpServerView};
+    use cowork::mcp::events::{McpServerStatus, McpServerView};
     use cowork::mcp::config::McpEdit;
     use cowork::mcp::worker::McpCommand;
     let (mut harness, far) = app_with(AppOptions::default(), 3000.0);
@@ -1041,7 +1051,7 @@ fn settings_integrations_show_server_state_and_send_reconnect_test_and_tool_choi
         signed_in: false,
     };
     let broken = McpServerView { tools: Vec::new(), stderr: vec!["Traceback: ImportError".into()], ..view("broken", McpServerStatus::Error("no handshake within 30 s (startup timeout)".into())) };
-    far.events.send(AppEvent::McpServers(vec![broken, view("everything", McpServerStatus::Running)])).unwrap();
+    far.events.send(AppEvent::Mcp(McpEvent::McpServers(vec![broken, view("everything", McpServerStatus::Running)]))).unwrap();
     open_settings(&mut harness, "Integrations");
     harness.run();
     harness.get_by_label_contains("no handshake within 30 s");
@@ -1069,7 +1079,7 @@ fn settings_integrations_show_server_state_and_send_reconnect_test_and_tool_choi
 /// Stop; signed in, Sign out. Each reaches the mcp worker.
 #[test]
 fn an_http_server_that_wants_a_sign_in_offers_sign_in_its_link_and_sign_out() {
-    use cowork::events::{McpServerStatus, McpServerView};
+    use cowork::mcp::events::{McpServerStatus, McpServerView};
     use cowork::mcp::worker::McpCommand;
     let (mut harness, far) = app_with(AppOptions::default(), 3000.0);
     let tracker = |status: McpServerStatus, signed_in: bool| McpServerView {
@@ -1079,7 +1089,7 @@ fn an_http_server_that_wants_a_sign_in_offers_sign_in_its_link_and_sign_out() {
         signed_in,
         ..McpServerView::default()
     };
-    far.events.send(AppEvent::McpServers(vec![tracker(McpServerStatus::NeedsSignIn("https://tracker.example/mcp asks you to sign in (OAuth)".into()), false)])).unwrap();
+    far.events.send(AppEvent::Mcp(McpEvent::McpServers(vec![tracker(McpServerStatus::NeedsSignIn("https://tracker.example/mcp asks you to sign in (OAuth)".into()), false)]))).unwrap();
     open_settings(&mut harness, "Integrations");
     harness.run();
     harness.get_by_label_contains("asks you to sign in");
@@ -1088,7 +1098,7 @@ fn an_http_server_that_wants_a_sign_in_offers_sign_in_its_link_and_sign_out() {
     harness.run();
     assert!(matches!(far.mcp.try_iter().collect::<Vec<_>>().as_slice(), [McpCommand::SignIn(name)] if name == "tracker"));
 
-    far.events.send(AppEvent::McpServers(vec![tracker(McpServerStatus::SigningIn("https://auth.example/authorize?state=abc".into()), false)])).unwrap();
+    far.events.send(AppEvent::Mcp(McpEvent::McpServers(vec![tracker(McpServerStatus::SigningIn("https://auth.example/authorize?state=abc".into()), false)]))).unwrap();
     harness.run();
     harness.get_by_label_contains("waiting for you to sign in in the browser");
     harness.get_by_label("Open the sign-in page");
@@ -1097,7 +1107,7 @@ fn an_http_server_that_wants_a_sign_in_offers_sign_in_its_link_and_sign_out() {
     harness.run();
     assert!(matches!(far.mcp.try_iter().collect::<Vec<_>>().as_slice(), [McpCommand::Disconnect(name)] if name == "tracker"));
 
-    far.events.send(AppEvent::McpServers(vec![tracker(McpServerStatus::Running, true)])).unwrap();
+    far.events.send(AppEvent::Mcp(McpEvent::McpServers(vec![tracker(McpServerStatus::Running, true)]))).unwrap();
     harness.run();
     harness.get_by_label("Sign out").click();
     harness.run();
@@ -1107,7 +1117,7 @@ fn an_http_server_that_wants_a_sign_in_offers_sign_in_its_link_and_sign_out() {
 #[test]
 fn an_assistant_asking_to_read_memory_is_asked_about_in_the_chat_and_listed_in_settings() {
     use cowork::agent::store::AgentWrite;
-    use cowork::events::McpClientView;
+    use cowork::mcp::events::McpClientView;
     let (mut harness, far) = app_with(AppOptions::default(), 3000.0);
     let client = |name: &str, status: &str| McpClientView {
         name: name.into(),
@@ -1117,7 +1127,7 @@ fn an_assistant_asking_to_read_memory_is_asked_about_in_the_chat_and_listed_in_s
         asked_at_millis: 1_000,
         last_seen_millis: 2_000,
     };
-    far.events.send(AppEvent::McpClients(vec![client("Claude Desktop", "pending"), client("zed", "allowed")])).unwrap();
+    far.events.send(AppEvent::Mcp(McpEvent::McpClients(vec![client("Claude Desktop", "pending"), client("zed", "allowed")]))).unwrap();
     harness.run();
     harness.get_by_label_contains("Claude Desktop wants to read cowork's memory");
     assert!(harness.query_by_label_contains("zed wants").is_none(), "only a pending client is asked about");
@@ -1168,8 +1178,8 @@ fn a_servers_request_for_input_is_a_form_that_is_checked_before_it_is_sent() {
     });
     let form = Form::parse(&schema).unwrap();
     for id in [5, 6] {
-        let request = cowork::events::ElicitationView { id, server: "trains".into(), message: format!("Book the 9:12? ({id})"), form: form.clone() };
-        far.events.send(AppEvent::Elicitation(Box::new(request))).unwrap();
+        let request = cowork::mcp::events::ElicitationView { id, server: "trains".into(), message: format!("Book the 9:12? ({id})"), form: form.clone() };
+        far.events.send(AppEvent::Mcp(McpEvent::Elicitation(Box::new(request)))).unwrap();
     }
     harness.run();
     harness.get_by_label("Book the 9:12? (5)");
@@ -1207,7 +1217,8 @@ fn a_servers_request_for_input_is_a_form_that_is_checked_before_it_is_sent() {
 /// worker, and the filled-in prompt lands in the input to edit.
 #[test]
 fn resources_attach_to_a_message_and_prompts_are_offered_as_slash_names() {
-    use cowork::events::{Attachment, McpPrompt, McpResource, McpServerStatus, McpServerView};
+    use cowork::records::Attachment;
+    use cowork::mcp::events::{McpPrompt, McpResource, McpServerStatus, McpServerView};
     use cowork::mcp::worker::McpCommand;
     let (mut harness, far) = app();
     let server = McpServerView {
@@ -1218,7 +1229,7 @@ fn resources_attach_to_a_message_and_prompts_are_offered_as_slash_names() {
         prompts: vec![McpPrompt { name: "weather".into(), description: "Asks about the weather".into(), arguments: vec![("city".into(), true), ("state".into(), false)] }],
         ..Default::default()
     };
-    far.events.send(AppEvent::McpServers(vec![server])).unwrap();
+    far.events.send(AppEvent::Mcp(McpEvent::McpServers(vec![server]))).unwrap();
     harness.run();
     harness.get_by_label("Attach…").click();
     harness.run();
@@ -1229,14 +1240,14 @@ fn resources_attach_to_a_message_and_prompts_are_offered_as_slash_names() {
         _ => panic!("another command"),
     }
     let attachment = Attachment { server: "docs".into(), uri: "demo://guide.md".into(), name: "guide.md".into(), text: "# Guide".into() };
-    far.events.send(AppEvent::ResourceAttached(Ok(attachment.clone()))).unwrap();
+    far.events.send(AppEvent::Mcp(McpEvent::ResourceAttached(Ok(attachment.clone())))).unwrap();
     harness.run();
     harness.get_by_label("guide.md · docs · 7 B");
     let request = send_message(&mut harness, &far, "summarise it");
     assert_eq!(request.attachments, vec![attachment.clone()]);
     assert!(harness.query_by_label("guide.md · docs · 7 B").is_none(), "sent with the message");
-    far.events.send(AppEvent::AnswerFinished { answer_id: request.answer_id, status: cowork::events::MessageStatus::Done, error: None, stats: Default::default() }).unwrap();
-    far.events.send(AppEvent::ResourceAttached(Ok(attachment))).unwrap();
+    far.events.send(AppEvent::Agent(AgentEvent::AnswerFinished { answer_id: request.answer_id, status: cowork::records::MessageStatus::Done, error: None, stats: Default::default() })).unwrap();
+    far.events.send(AppEvent::Mcp(McpEvent::ResourceAttached(Ok(attachment)))).unwrap();
     harness.run();
     harness.get_by_label("Remove guide.md").click();
     harness.run();
@@ -1261,7 +1272,7 @@ fn resources_attach_to_a_message_and_prompts_are_offered_as_slash_names() {
         }
         _ => panic!("another command"),
     }
-    far.events.send(AppEvent::PromptFilled(Ok("What's the weather in Lyon?".into()))).unwrap();
+    far.events.send(AppEvent::Mcp(McpEvent::PromptFilled(Ok("What's the weather in Lyon?".into())))).unwrap();
     harness.run();
     harness.run();
     let input = harness.get_by_role_and_label(Role::MultilineTextInput, "Message");
@@ -1274,7 +1285,7 @@ fn resources_attach_to_a_message_and_prompts_are_offered_as_slash_names() {
 fn the_browser_action_log_shows_each_action_with_its_page_title() {
     let (mut harness, far) = app();
     let request = send_message(&mut harness, &far, "open the shop");
-    let call = |call_id: i64, tool: &str, arguments: serde_json::Value, status: cowork::events::CallStatus, output: &str| cowork::events::ToolCallView {
+    let call = |call_id: i64, tool: &str, arguments: serde_json::Value, status: cowork::agent::events::CallStatus, output: &str| cowork::agent::events::ToolCallView {
         operation_id: 1,
         answer_id: request.answer_id,
         call_id,
@@ -1292,11 +1303,11 @@ fn the_browser_action_log_shows_each_action_with_its_page_title() {
         suggested_rule: None,
         images: Vec::new(),
     };
-    use cowork::events::CallStatus;
+    use cowork::agent::events::CallStatus;
     let open = call(81, "browser_navigate", serde_json::json!({"url": "http://127.0.0.1:8000/"}), CallStatus::Done, "### Page\n- Page URL: http://127.0.0.1:8000/\n- Page Title: Loopback Shop\n");
     let submit = call(82, "browser_type", serde_json::json!({"element": "Query", "target": "e3", "text": "shoes", "submit": true}), CallStatus::Denied, "Not run: the user denied it");
     for view in [open, submit] {
-        far.events.send(AppEvent::ToolCall(Box::new(view))).unwrap();
+        far.events.send(AppEvent::Agent(AgentEvent::ToolCall(Box::new(view)))).unwrap();
     }
     harness.run();
     harness.get_by_label("navigate http://127.0.0.1:8000/ — Loopback Shop");
@@ -1307,7 +1318,7 @@ fn the_browser_action_log_shows_each_action_with_its_page_title() {
 fn the_microphone_button_records_into_the_chat_and_esc_cancels() {
     use cowork::audio::transcribe::{Heard, Transcript};
     use cowork::audio::worker::AudioCommand;
-    use cowork::events::{VoiceEvent, VoiceTarget};
+    use cowork::audio::events::{VoiceEvent, VoiceTarget};
     let (mut harness, far) = app();
     harness.get_by_label("Talk").click();
     harness.run();
@@ -1359,7 +1370,7 @@ fn the_microphone_button_records_into_the_chat_and_esc_cancels() {
 fn settings_list_microphones_and_install_choose_and_remove_an_optional_speech_model() {
     use cowork::audio::mic::InputDevice;
     use cowork::audio::worker::AudioCommand;
-    use cowork::events::VoiceEvent;
+    use cowork::audio::events::VoiceEvent;
     use cowork::models::worker::ModelsCommand;
     let models_dir = tempfile::tempdir().unwrap();
     let manifest = cowork::models::Manifest::bundled().unwrap();
@@ -1402,7 +1413,7 @@ fn settings_list_microphones_and_install_choose_and_remove_an_optional_speech_mo
     let qwen = manifest.model("qwen2.5-coder-0.5b-instruct").unwrap();
     let file = std::path::Path::new(qwen.primary_path()).file_name().unwrap().to_string_lossy().into_owned();
     let measured = cowork::llm::speed::Measured { samples: 7, first_token_ms: 840, prompt_tokens: 650, tokens_per_sec: 21.4 };
-    far.events.send(AppEvent::ModelSpeed { model: file, measured }).unwrap();
+    far.events.send(AppEvent::LocalModel(LocalModelEvent::ModelSpeed { model: file, measured })).unwrap();
     harness.run();
     harness.get_by_label("On this machine: first token in 0.8 s (prompts of about 650 tokens), 21 tokens/s; median of 7 answers.");
     let optional = manifest.models.iter().filter(|m| m.optional).count();
@@ -1417,7 +1428,7 @@ fn settings_list_microphones_and_install_choose_and_remove_an_optional_speech_mo
     let file = models_dir.path().join(base.primary_path());
     std::fs::create_dir_all(file.parent().unwrap()).unwrap();
     std::fs::File::create(&file).unwrap().set_len(base.primary_size_and_sha().0).unwrap();
-    far.events.send(AppEvent::ModelsChanged { name: "whisper-base".into(), outcome: Ok("whisper-base is installed and verified".into()) }).unwrap();
+    far.events.send(AppEvent::Models(ModelsEvent::ModelsChanged { name: "whisper-base".into(), outcome: Ok("whisper-base is installed and verified".into()) })).unwrap();
     harness.run();
     harness.get_by_label("whisper-base is installed and verified");
     harness.get_by_label("Remove whisper-base");
@@ -1429,7 +1440,7 @@ fn settings_list_microphones_and_install_choose_and_remove_an_optional_speech_mo
     harness.get_by_role_and_label(Role::Button, "whisper-base").click();
     harness.run();
     assert_eq!(saved_settings(&far), vec![("voice.model".to_owned(), "whisper-base".to_owned())]);
-    far.events.send(AppEvent::Setting { key: "voice.model".into(), value: "whisper-base".into() }).unwrap();
+    far.events.send(AppEvent::Store(StoreEvent::Setting { key: "voice.model".into(), value: "whisper-base".into() })).unwrap();
     harness.run();
     open_settings(&mut harness, "Brains & network");
     harness.get_by_label("Remove whisper-base").click();
@@ -1445,7 +1456,7 @@ fn settings_list_microphones_and_install_choose_and_remove_an_optional_speech_mo
 fn dictation_sends_the_words_to_the_focused_app_instead_of_an_input() {
     use cowork::audio::transcribe::{Heard, Transcript};
     use cowork::audio::worker::AudioCommand;
-    use cowork::events::{VoiceEvent, VoiceTarget};
+    use cowork::audio::events::{VoiceEvent, VoiceTarget};
     let (mut harness, far) = app_with(AppOptions::default(), 6000.0);
     open_settings(&mut harness, "Voice");
     harness.run();
@@ -1453,10 +1464,10 @@ fn dictation_sends_the_words_to_the_focused_app_instead_of_an_input() {
     harness.get_by_label("Dictation: the hotkey types into the app you are in").click();
     harness.run();
     assert_eq!(saved_settings(&far), vec![("voice.dictation".to_owned(), "true".to_owned())]);
-    far.events.send(AppEvent::Setting { key: "voice.dictation".into(), value: "true".into() }).unwrap();
+    far.events.send(AppEvent::Store(StoreEvent::Setting { key: "voice.dictation".into(), value: "true".into() })).unwrap();
     harness.run();
     let _ = far.audio.try_iter().count();
-    far.events.send(AppEvent::VoiceHotkey { pressed: true }).unwrap();
+    far.events.send(AppEvent::Desktop(DesktopEvent::VoiceHotkey { pressed: true })).unwrap();
     harness.run();
     assert!(matches!(far.audio.try_recv(), Ok(AudioCommand::Start { target: VoiceTarget::Dictation, .. })));
     assert!(!harness.state().state.quick_prompt_open, "the focused app keeps the focus");
@@ -1465,7 +1476,7 @@ fn dictation_sends_the_words_to_the_focused_app_instead_of_an_input() {
     harness.get_by_label_contains("Microphone on: dictating into the focused app");
     // Held, not tapped (a tap would toggle recording on).
     std::thread::sleep(std::time::Duration::from_millis(600));
-    far.events.send(AppEvent::VoiceHotkey { pressed: false }).unwrap();
+    far.events.send(AppEvent::Desktop(DesktopEvent::VoiceHotkey { pressed: false })).unwrap();
     harness.run();
     assert!(matches!(far.audio.try_recv(), Ok(AudioCommand::Stop { .. })));
     let transcript = Transcript { text: "See you at noon".into(), confidence: 0.9, segments: Vec::new(), speech_millis: 1200, audio_ctx: 384, elapsed_millis: 150, language: "en".into() };
@@ -1485,7 +1496,7 @@ fn real_voice_workers(
     display: Option<String>,
 ) -> (cowork::runtime::WorkerHandle<cowork::audio::worker::SpeechCommand>, cowork::runtime::WorkerHandle<cowork::audio::worker::AudioCommand>) {
     use cowork::audio::worker::{SpeechConfig, spawn_audio, spawn_speech};
-    let sink = cowork::runtime::EventSink::new(far.events.clone(), || {});
+    let sink = cowork::runtime::EventSink::<AppEvent>::new(far.events.clone(), || {}).narrow();
     let policy = cowork::runtime::RestartPolicy::default();
     let speech = spawn_speech(cowork::models::Manifest::bundled().unwrap(), super::support::models_dir(), SpeechConfig::default(), sink.clone(), policy).unwrap();
     let audio = spawn_audio(speech.commands.clone(), cowork::audio::dictate::Typing::X11(display), sink, policy).unwrap();
@@ -1503,7 +1514,7 @@ fn forward_audio(harness: &mut Harness<'static, CoworkApp>, far: &Far, audio: &S
 
 /// Presses the voice hotkey and waits for the microphone's first sample.
 fn press_until_the_microphone_opens(harness: &mut Harness<'static, CoworkApp>, far: &Far, audio: &Sender<cowork::audio::worker::AudioCommand>) {
-    far.events.send(AppEvent::VoiceHotkey { pressed: true }).unwrap();
+    far.events.send(AppEvent::Desktop(DesktopEvent::VoiceHotkey { pressed: true })).unwrap();
     forward_audio(harness, far, audio);
     let opened = super::support::eventually(std::time::Duration::from_secs(10), || {
         harness.step();
@@ -1530,7 +1541,7 @@ fn push_to_talk_fills_the_quick_prompt_from_a_real_microphone() {
     press_until_the_microphone_opens(&mut harness, &far, &audio.commands);
     assert!(harness.state().state.quick_prompt_open);
     pulse.play("mic_in", &wav);
-    far.events.send(AppEvent::VoiceHotkey { pressed: false }).unwrap();
+    far.events.send(AppEvent::Desktop(DesktopEvent::VoiceHotkey { pressed: false })).unwrap();
     forward_audio(&mut harness, &far, &audio.commands);
     let filled = super::support::eventually(std::time::Duration::from_secs(60), || {
         harness.step();
@@ -1565,7 +1576,7 @@ fn dictation_types_a_spoken_sentence_into_the_focused_gtk_app() {
     x.activate(&window);
 
     let (mut harness, far) = app();
-    far.events.send(AppEvent::Setting { key: "voice.dictation".into(), value: "true".into() }).unwrap();
+    far.events.send(AppEvent::Store(StoreEvent::Setting { key: "voice.dictation".into(), value: "true".into() })).unwrap();
     harness.run();
     let (mut speech, mut audio) = real_voice_workers(&far, Some(x.display.clone()));
     let dir = tempfile::tempdir().unwrap();
@@ -1574,7 +1585,7 @@ fn dictation_types_a_spoken_sentence_into_the_focused_gtk_app() {
     press_until_the_microphone_opens(&mut harness, &far, &audio.commands);
     assert!(!harness.state().state.quick_prompt_open, "dictation leaves the focus where it is");
     pulse.play("mic_in", &wav);
-    far.events.send(AppEvent::VoiceHotkey { pressed: false }).unwrap();
+    far.events.send(AppEvent::Desktop(DesktopEvent::VoiceHotkey { pressed: false })).unwrap();
     let typed = super::support::eventually(std::time::Duration::from_secs(60), || {
         forward_audio(&mut harness, &far, &audio.commands);
         harness.state().state.voice.status.as_deref().is_some_and(|s| s.starts_with("typed ") || s.contains("dictation"))
@@ -1593,7 +1604,7 @@ fn dictation_types_a_spoken_sentence_into_the_focused_gtk_app() {
 #[test]
 fn listen_mode_asks_its_own_consent_and_the_status_bar_says_when_it_listens() {
     use cowork::audio::listen::ListenCommand;
-    use cowork::events::{ListenStatus, VoiceEvent};
+    use cowork::audio::events::{ListenStatus, VoiceEvent};
     let (mut harness, far) = app_with(AppOptions::default(), 6000.0);
     open_settings(&mut harness, "Voice");
     harness.run();
@@ -1810,7 +1821,7 @@ fn the_first_run_sets_up_a_local_brain_from_a_mirror_a_cloud_key_the_hotkeys_and
     let (mut harness, far) = app_built(options, 1400.0, views, state, move |app| app.with_setup_machine(machine));
     // The real models worker behind the app's channel, its events back to the app.
     let (sink, worker_events) = super::support::test_sink();
-    let mut worker = spawn_models(manifest.clone(), installed.path().to_owned(), None, sink, cowork::runtime::RestartPolicy::default()).unwrap();
+    let mut worker = spawn_models(manifest.clone(), installed.path().to_owned(), None, sink.narrow(), cowork::runtime::RestartPolicy::default()).unwrap();
     let (commands, to_worker) = (far.models.clone(), worker.commands.clone());
     std::thread::spawn(move || commands.iter().for_each(|command| to_worker.send(command).unwrap()));
     let events = far.events.clone();
@@ -1923,7 +1934,7 @@ fn the_first_run_sets_up_a_local_brain_from_a_mirror_a_cloud_key_the_hotkeys_and
     harness.run();
     harness.get_by_label("Step 2 of 4 · Hotkeys");
     assert!(harness.query_by_label("it works").is_none());
-    far.events.send(AppEvent::TogglePause).unwrap();
+    far.events.send(AppEvent::Desktop(DesktopEvent::TogglePause)).unwrap();
     harness.run();
     assert_eq!(harness.get_all_by_label("it works").count(), 1, "the pause hotkey reached cowork");
     assert!(saved_settings(&far).contains(&("privacy.paused".to_owned(), "true".to_owned())), "and paused");
@@ -2079,9 +2090,9 @@ fn a_dropped_document_is_attached_and_an_answer_can_be_saved_and_its_task_undone
     assert!(request.attachments[0].server.is_empty() && request.attachments[0].text.contains("--- section 1: Plan ---"), "{:?}", request.attachments);
     assert!(request.attachments[0].as_data().contains("not instructions"));
 
-    far.events.send(AppEvent::Token { answer_id: request.answer_id, text: "It is 4200 (section 1).".into() }).unwrap();
-    far.events.send(AppEvent::AnswerFinished { answer_id: request.answer_id, status: MessageStatus::Done, error: None, stats: GenerationStats::default() }).unwrap();
-    far.events.send(AppEvent::Undoable { answer_id: request.answer_id, operation_id: 77, until_millis: cowork::ids::now_millis() + 300_000 }).unwrap();
+    far.events.send(AppEvent::Agent(AgentEvent::Token { answer_id: request.answer_id, text: "It is 4200 (section 1).".into() })).unwrap();
+    far.events.send(AppEvent::Agent(AgentEvent::AnswerFinished { answer_id: request.answer_id, status: MessageStatus::Done, error: None, stats: GenerationStats::default() })).unwrap();
+    far.events.send(AppEvent::Agent(AgentEvent::Undoable { answer_id: request.answer_id, operation_id: 77, until_millis: cowork::ids::now_millis() + 300_000 })).unwrap();
     harness.run();
     harness.get_by_label("Save as DOCX").click();
     harness.run();
@@ -2133,7 +2144,7 @@ fn without_a_portal_the_sidebars_own_file_browser_attaches_and_search_results_ar
     let request = send_message(&mut harness, &far, "what does the web say about okapis?");
     let found = vec![cowork::tools::web_search::Found { title: "Okapi - Wikipedia".into(), url: "https://en.wikipedia.org/wiki/Okapi".into(), snippet: "The okapi is a giraffid".into() }];
     let output = cowork::tools::web_search::render(cowork::tools::web_search::Provider::Searxng, "okapi", &found);
-    let call = cowork::events::ToolCallView {
+    let call = cowork::agent::events::ToolCallView {
         operation_id: 1,
         answer_id: request.answer_id,
         call_id: 5,
@@ -2141,7 +2152,7 @@ fn without_a_portal_the_sidebars_own_file_browser_attaches_and_search_results_ar
         tool: "web_search".into(),
         arguments: serde_json::json!({"query": "okapi"}),
         risk: "sensitive".into(),
-        status: cowork::events::CallStatus::Done,
+        status: cowork::agent::events::CallStatus::Done,
         why: "your rule allows every web_search call".into(),
         decided_by: Some("policy: rule 1".into()),
         output: Some(output),
@@ -2151,7 +2162,7 @@ fn without_a_portal_the_sidebars_own_file_browser_attaches_and_search_results_ar
         suggested_rule: None,
         images: Vec::new(),
     };
-    far.events.send(AppEvent::ToolCall(Box::new(call))).unwrap();
+    far.events.send(AppEvent::Agent(AgentEvent::ToolCall(Box::new(call)))).unwrap();
     harness.run();
     harness.get_by_role_and_label(Role::Link, "Okapi - Wikipedia");
     harness.get_by_label("en.wikipedia.org");
@@ -2241,7 +2252,7 @@ fn adding_a_catalog_integration_is_a_short_form_with_its_keys_paths_and_trust() 
         harness.get_by_label("Testing…");
         // The worker's answer: not added, and why, with what the server printed.
         far.events
-            .send(AppEvent::McpCatalogAdded { name: "brave-search".into(), result: Err("no handshake within 120 s".into()), stderr: vec!["Error: invalid API key".into()] })
+            .send(AppEvent::Mcp(McpEvent::McpCatalogAdded { name: "brave-search".into(), result: Err("no handshake within 120 s".into()), stderr: vec!["Error: invalid API key".into()] }))
             .unwrap();
         harness.run();
         harness.get_by_label("Not added: no handshake within 120 s");
@@ -2265,11 +2276,11 @@ fn adding_a_catalog_integration_is_a_short_form_with_its_keys_paths_and_trust() 
 fn a_models_thinking_is_shown_collapsed_under_the_answer_and_apart_from_it() {
     let (mut harness, far) = app();
     let request = send_message(&mut harness, &far, "Capital of France?");
-    far.events.send(AppEvent::Reasoning { answer_id: request.answer_id, text: "The user asks for a capital. ".into() }).unwrap();
-    far.events.send(AppEvent::Reasoning { answer_id: request.answer_id, text: "France: Paris.".into() }).unwrap();
-    far.events.send(AppEvent::Token { answer_id: request.answer_id, text: "Paris.".into() }).unwrap();
+    far.events.send(AppEvent::Agent(AgentEvent::Reasoning { answer_id: request.answer_id, text: "The user asks for a capital. ".into() })).unwrap();
+    far.events.send(AppEvent::Agent(AgentEvent::Reasoning { answer_id: request.answer_id, text: "France: Paris.".into() })).unwrap();
+    far.events.send(AppEvent::Agent(AgentEvent::Token { answer_id: request.answer_id, text: "Paris.".into() })).unwrap();
     let stats = GenerationStats { prompt_tokens: 4000, completion_tokens: 120, cached_prompt_tokens: 3300, reasoning_tokens: 64, ..GenerationStats::default() };
-    far.events.send(AppEvent::AnswerFinished { answer_id: request.answer_id, status: MessageStatus::Done, error: None, stats }).unwrap();
+    far.events.send(AppEvent::Agent(AgentEvent::AnswerFinished { answer_id: request.answer_id, status: MessageStatus::Done, error: None, stats })).unwrap();
     harness.run();
     harness.get_by_label("Paris.");
     // A cloud task's footer: its tokens and how much of its prompts the provider's cache served.

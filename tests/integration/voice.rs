@@ -7,12 +7,13 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::{Duration, Instant};
 
-use cowork::audio::transcribe::{DecodeSettings, Heard, Silence, SpeechModels, Transcriber};
 use cowork::audio::wav;
+use cowork::audio::events::{ListenStatus, VoiceEvent, VoiceTarget};
 use cowork::audio::listen::{Focus, ListenCommand, ListenPlan, spawn_listen};
 use cowork::audio::mic::Source;
+use cowork::audio::transcribe::{DecodeSettings, Heard, Silence, SpeechModels, Transcriber};
 use cowork::audio::worker::{AudioCommand, SpeechConfig, spawn_audio, spawn_speech};
-use cowork::events::{AppEvent, ListenStatus, VoiceEvent, VoiceTarget};
+use cowork::events::AppEvent;
 use cowork::models::{Manifest, ModelRole, sha256_file};
 use cowork::runtime::RestartPolicy;
 
@@ -280,8 +281,8 @@ fn push_to_talk_through_a_real_sound_server() {
     let Some(pulse) = PulseAudio::start(PulseSetup::Devices) else { return };
     let (sink, events) = test_sink();
     let policy = RestartPolicy::default();
-    let mut speech = spawn_speech(Manifest::bundled().unwrap(), models_dir(), SpeechConfig::default(), sink.clone(), policy).unwrap();
-    let mut audio = spawn_audio(speech.commands.clone(), cowork::audio::dictate::Typing::X11(None), sink, policy).unwrap();
+    let mut speech = spawn_speech(Manifest::bundled().unwrap(), models_dir(), SpeechConfig::default(), sink.narrow(), policy).unwrap();
+    let mut audio = spawn_audio(speech.commands.clone(), cowork::audio::dictate::Typing::X11(None), sink.narrow(), policy).unwrap();
 
     // Key press → first sample kept, over 10 presses.
     let mut opens = first_sample_millis(&audio.commands, &events, 10);
@@ -355,7 +356,7 @@ fn push_to_talk_through_a_real_sound_server() {
 fn microphone_problems_are_named_clearly() {
     let (sink, events) = test_sink();
     let (speech_tx, _speech_rx) = crossbeam_channel::bounded(8);
-    let mut audio = spawn_audio(speech_tx, cowork::audio::dictate::Typing::X11(None), sink, RestartPolicy::default()).unwrap();
+    let mut audio = spawn_audio(speech_tx, cowork::audio::dictate::Typing::X11(None), sink.narrow(), RestartPolicy::default()).unwrap();
     let failure = |events: &crossbeam_channel::Receiver<AppEvent>| {
         wait_for(events, Duration::from_secs(15), |e| match e {
             AppEvent::Voice(VoiceEvent::Failed { error, .. }) => Some(error.clone()),
@@ -443,9 +444,9 @@ fn listen_mode_keeps_you_and_others_apart_pauses_and_forgets_a_range() {
 
     let (sink, events) = test_sink();
     let policy = RestartPolicy::default();
-    let mut store = cowork::store::spawn_store(data.path().join("cowork.db"), sink.clone(), policy).unwrap();
-    let mut speech = spawn_speech(Manifest::bundled().unwrap(), models_dir(), SpeechConfig::default(), sink.clone(), policy).unwrap();
-    let mut listen = spawn_listen(store.commands.clone(), speech.commands.clone(), Manifest::bundled().unwrap(), models_dir(), data.path().to_path_buf(), sink, policy).unwrap();
+    let mut store = cowork::store::spawn_store(data.path().join("cowork.db"), sink.narrow(), policy).unwrap();
+    let mut speech = spawn_speech(Manifest::bundled().unwrap(), models_dir(), SpeechConfig::default(), sink.narrow(), policy).unwrap();
+    let mut listen = spawn_listen(store.commands.clone(), speech.commands.clone(), Manifest::bundled().unwrap(), models_dir(), data.path().to_path_buf(), sink.narrow(), policy).unwrap();
     let mut settings = cowork::config::Settings::default();
     settings.listen.enabled = true;
     settings.listen.system = true;

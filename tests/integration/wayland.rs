@@ -9,6 +9,7 @@ use std::process::{Command, Stdio};
 use std::time::Duration;
 
 use cowork::store;
+use cowork::runtime::RuntimeEvent;
 
 use super::support::{ChildGuard, eventually, have_program, require, temp_dir};
 
@@ -832,7 +833,9 @@ const TOLERANCE_MILLIS: i64 = 150;
 fn on_sway_focus_and_title_changes_become_sessions_with_pids_like_on_x11() {
     use super::support::{test_sink, wait_for};
     use cowork::capture::{CaptureCommand, CaptureConfig, spawn_capture};
-    use cowork::events::{AppEvent, SessionEnd, WorkerName};
+    use cowork::events::AppEvent;
+    use cowork::records::SessionEnd;
+    use cowork::runtime::WorkerName;
     use cowork::ids::now_millis;
     use cowork::runtime::{RestartPolicy, WorkerState};
     use cowork::store::{StoreCommand, spawn_store};
@@ -853,11 +856,11 @@ fn on_sway_focus_and_title_changes_become_sessions_with_pids_like_on_x11() {
     let dir = temp_dir();
     let db = dir.path().join("cowork.db");
     let (sink, events) = test_sink();
-    let mut store = spawn_store(db.clone(), sink.clone(), RestartPolicy::default()).unwrap();
+    let mut store = spawn_store(db.clone(), sink.narrow(), RestartPolicy::default()).unwrap();
     let config = CaptureConfig { display: None, afk_secs: 3600, rules: Default::default(), backend };
-    let mut capture = spawn_capture(config, store.commands.clone(), sink, RestartPolicy::default()).unwrap();
+    let mut capture = spawn_capture(config, store.commands.clone(), sink.narrow(), RestartPolicy::default()).unwrap();
     let state = wait_for(&events, Duration::from_secs(10), |e| match e {
-        AppEvent::Worker { worker: WorkerName::Capture, state } if !matches!(state, WorkerState::Starting) => Some(state.clone()),
+        AppEvent::Runtime(RuntimeEvent::Worker { worker: WorkerName::Capture, state }) if !matches!(state, WorkerState::Starting) => Some(state.clone()),
         _ => None,
     })
     .unwrap();
@@ -941,25 +944,26 @@ impl InProcess {
     fn start(sway: &Compositor, afk_secs: u64) -> InProcess {
         use cowork::capture::{CaptureConfig, spawn_capture};
         use cowork::desktop::session::Capability;
-        use cowork::events::{AppEvent, WorkerName};
+        use cowork::events::AppEvent;
+        use cowork::runtime::WorkerName;
         use cowork::runtime::{RestartPolicy, WorkerState};
         let report = cowork::desktop::session::report(&sway.facts(), false);
         let backend = cowork::desktop::backend::backend_for(&report, Capability::FocusedWindow);
         let dir = temp_dir();
         let db = dir.path().join("cowork.db");
         let (sink, events) = super::support::test_sink();
-        let store = cowork::store::spawn_store(db.clone(), sink.clone(), RestartPolicy::default()).unwrap();
+        let store = cowork::store::spawn_store(db.clone(), sink.narrow(), RestartPolicy::default()).unwrap();
         let config = CaptureConfig { display: None, afk_secs, rules: Default::default(), backend };
-        let capture = spawn_capture(config, store.commands.clone(), sink, RestartPolicy::default()).unwrap();
+        let capture = spawn_capture(config, store.commands.clone(), sink.narrow(), RestartPolicy::default()).unwrap();
         let state = super::support::wait_for(&events, Duration::from_secs(10), |e| match e {
-            AppEvent::Worker { worker: WorkerName::Capture, state } if !matches!(state, WorkerState::Starting) => Some(state.clone()),
+            AppEvent::Runtime(RuntimeEvent::Worker { worker: WorkerName::Capture, state }) if !matches!(state, WorkerState::Starting) => Some(state.clone()),
             _ => None,
         });
         assert_eq!(state, Some(WorkerState::Running));
         InProcess { db, _dir: dir, store, capture, events }
     }
 
-    fn sessions(&self) -> Vec<cowork::events::ActivitySession> {
+    fn sessions(&self) -> Vec<cowork::records::ActivitySession> {
         store::open_read_only(&self.db).ok().and_then(|c| store::sessions_between(&c, 0, i64::MAX).ok()).unwrap_or_default()
     }
 

@@ -1,0 +1,17 @@
+//! What memory's workers tell the UI: search results and indexing progress.
+
+#[derive(Clone, Debug)]
+pub enum MemoryEvent {
+    /// Results of search generation `generation` (older generations are stale).
+    SearchResults {
+        generation: u64,
+        query: String,
+        hits: Vec<crate::memory::search::Hit>,
+        millis: f64,
+        error: Option<String>,
+        /// Why only keyword matches are shown (the vector half could not run).
+        keyword_only: Option<String>,
+    },
+    /// How far embedding has got (Settings → Memory).
+    MemoryProgress(crate::memory::jobs::Progress),
+}

@@ -1,0 +1,18 @@
+//! The notification inbox as the Apps panel shows it (`InboxItem`s, sent whole).
+
+/// One notification as the inbox shows it.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct InboxItem {
+    pub notification_id: i64,
+    pub source: String,
+    pub tier: String,
+    pub title: String,
+    pub body: String,
+    /// pending, inbox, shown, accepted, opened, dismissed, expired, closed
+    pub state: String,
+    /// The gate's word on it, while it holds it.
+    pub reason: Option<String>,
+    pub created_at_millis: i64,
+    /// It has something to accept (an approval, a proposal to mute).
+    pub can_accept: bool,
+}

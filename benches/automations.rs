@@ -209,7 +209,7 @@ fn main() {
         let mut late: Vec<f64> = cowork::automations::store::recent_runs(&conn, None, 1000)
             .unwrap()
             .iter()
-            .map(|r| (r.created_at_millis - cowork::export::parse_time(r.scope.trigger["scheduled_for"].as_str().unwrap(), 0).unwrap()) as f64)
+            .map(|r| (r.created_at_millis - cowork::ids::parse_time(r.scope.trigger["scheduled_for"].as_str().unwrap(), 0).unwrap()) as f64)
             .collect();
         late.sort_by(f64::total_cmp);
         println!("automations/lateness: {} scheduled runs on the real clock: p50 {:.0} ms, p95 {:.0} ms, max {:.0} ms", late.len(), percentile(&late, 0.5), percentile(&late, 0.95), late[late.len() - 1]);

@@ -113,7 +113,7 @@ fn per_token(c: &mut Criterion) {
 
 fn router(c: &mut Criterion) {
     use cowork::brains::router::{Preference, RouteInput, Target, route};
-    use cowork::llm::tokens::estimate_tokens;
+    use cowork::memory::tokens::estimate_tokens;
     let question = "Summarise what I worked on this morning and draft a status update for the team channel.";
     c.bench_function("router_decision", |b| {
         b.iter(|| {

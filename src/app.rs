@@ -3,10 +3,10 @@
 
 use std::path::PathBuf;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
-use crossbeam_channel::{Receiver, Sender, TrySendError};
+use crossbeam_channel::TrySendError;
 use egui::{Key, KeyboardShortcut, Modifiers, RichText, ViewportBuilder, ViewportCommand, ViewportId};
 
 use crate::agent::{AgentCommand, ChatRequest};
@@ -29,32 +29,7 @@ use crate::ui::context::context_ui;
 use crate::ui::quick_prompt::{QuickPromptPanel, quick_prompt_ui};
 use crate::ui::settings::{ModelView, SettingsPanel, settings_ui};
 use crate::ui::status_bar::status_bar_ui;
-
-/// The UI's ends of every channel. Tests build one and hold the far ends.
-pub struct Channels {
-    pub store: Sender<StoreCommand>,
-    pub capture: Sender<CaptureCommand>,
-    pub keys: Sender<crate::capture::keys::KeysCommand>,
-    pub clipboard: Sender<crate::capture::clipboard::ClipboardCommand>,
-    pub a11y: Sender<crate::capture::A11yCommand>,
-    pub llm: Sender<LlmCommand>,
-    pub agent: Sender<AgentCommand>,
-    pub models: Sender<crate::models::worker::ModelsCommand>,
-    pub search: Sender<crate::memory::search_worker::SearchCommand>,
-    pub embed: Sender<crate::memory::embed_worker::EmbedCommand>,
-    pub mcp: Sender<crate::mcp::worker::McpCommand>,
-    pub audio: Sender<crate::audio::worker::AudioCommand>,
-    pub speech: Sender<crate::audio::worker::SpeechCommand>,
-    pub listen: Sender<crate::audio::listen::ListenCommand>,
-    pub automations: Sender<crate::automations::AutomationsCommand>,
-    pub notify: Sender<crate::notify::NotifyCommand>,
-    pub apps: Sender<crate::apps::AppsCommand>,
-    pub search_latest: Arc<AtomicU64>,
-    pub typing_at_millis: Arc<std::sync::atomic::AtomicI64>,
-    pub controls: Vec<(WorkerName, Sender<Control>)>,
-    pub events: Receiver<AppEvent>,
-    pub stop_epoch: Arc<AtomicU64>,
-}
+use crate::workers::Channels;
 
 /// Options that change how the app runs, from the command line.
 #[derive(Clone, Debug, Default)]
@@ -1069,7 +1044,7 @@ impl CoworkApp {
                     crate::export::Format::JsonLines => "jsonl",
                     crate::export::Format::ActivityWatch => "json",
                 };
-                let path = self.options.export_dir.join(format!("cowork-export-{}.{extension}", crate::export::rfc3339(now).replace(':', "-")));
+                let path = self.options.export_dir.join(format!("cowork-export-{}.{extension}", crate::ids::rfc3339(now).replace(':', "-")));
                 self.send_store(StoreCommand::Export {
                     format,
                     since_millis: local_day_start_millis(now),
@@ -1275,7 +1250,7 @@ impl CoworkApp {
     /// "Retry with a smarter model": the next tier up, with what it may cost.
     fn offer_retry(&mut self, answer_id: i64) {
         use crate::brains::router::{RouteInput, Target, route};
-        use crate::llm::tokens::estimate_tokens;
+        use crate::memory::tokens::estimate_tokens;
         let Some(answer) = self.state.messages.iter().find(|m| m.message_id == answer_id) else { return };
         let settings = &self.state.settings;
         let from = match answer.answered_by.as_deref().map(|by| by.split(" · ").next().unwrap_or(by)) {
@@ -1296,7 +1271,7 @@ impl CoworkApp {
             attachments: 0,
             tools_needed: 0,
             try_harder_from: Some(from),
-            local_limit_tokens: crate::llm::tokens::LOCAL_LIMIT_TOKENS,
+            local_limit_tokens: crate::llm::LOCAL_LIMIT_TOKENS,
             local_available: true,
             cloud_tiers: tiers.len(),
         };

@@ -16,9 +16,8 @@ pub mod keys;
 pub mod simulate;
 mod tracker;
 mod worker;
-pub mod x11;
 
 pub use a11y_worker::{A11yCommand, ACCESSIBILITY_OFF, spawn_a11y};
-pub use afk::{AfkDetector, InputProbe, InputSnapshot};
+pub use afk::AfkDetector;
 pub use tracker::{SessionTracker, TrackerOutput};
 pub use worker::{CaptureCommand, CaptureConfig, CaptureWorker, StreamSenders, spawn_capture, spawn_capture_with_streams};

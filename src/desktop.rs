@@ -8,6 +8,7 @@ pub mod backend;
 pub mod ei;
 pub mod events;
 pub mod gnome;
+pub mod input;
 pub mod instance;
 pub mod ipc;
 pub mod keysym;
@@ -18,13 +19,14 @@ pub mod portal;
 pub mod session;
 pub mod trigger;
 pub mod wlr;
+pub mod x11;
 
 use global_hotkey::hotkey::HotKey;
 use crate::desktop::events::DesktopEvent;
 use crate::runtime::RuntimeEvent;
 use global_hotkey::{GlobalHotKeyEvent, GlobalHotKeyManager, HotKeyState};
 
-use crate::capture::x11::{WorkArea, X11Desktop};
+use self::x11::{WorkArea, X11Desktop};
 use crate::runtime::EventSink;
 
 /// What a global hotkey does.

@@ -195,6 +195,81 @@ pub fn without_session_refs(text: &str) -> (std::borrow::Cow<'_, str>, Vec<i64>)
     (std::borrow::Cow::Owned(text.into_owned()), ids)
 }
 
+/// `2026-11-22T06:41:09.123Z` for a Unix time in milliseconds (UTC).
+pub fn rfc3339(at_millis: i64) -> String {
+    let secs = at_millis.div_euclid(1000);
+    let millis = at_millis.rem_euclid(1000);
+    let (days, day_secs) = (secs.div_euclid(86_400), secs.rem_euclid(86_400));
+    let (year, month, day) = civil_from_days(days);
+    format!(
+        "{year:04}-{month:02}-{day:02}T{:02}:{:02}:{:02}.{millis:03}Z",
+        day_secs / 3600,
+        (day_secs % 3600) / 60,
+        day_secs % 60
+    )
+}
+
+/// Inverse of `civil_from_days`.
+fn days_from_civil(year: i64, month: u32, day: u32) -> i64 {
+    let year = year - i64::from(month <= 2);
+    let era = year.div_euclid(400);
+    let yoe = year.rem_euclid(400);
+    let month = i64::from(month);
+    let doy = (153 * (if month > 2 { month - 3 } else { month + 9 }) + 2) / 5 + i64::from(day) - 1;
+    let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
+    era * 146_097 + doe - 719_468
+}
+
+/// Parses a time for `--since`/`--until`: `YYYY-MM-DD`, `YYYY-MM-DDTHH:MM[:SS]Z` (UTC),
+/// or a span back from `now`: `15m`, `2h`, `1d`.
+pub fn parse_time(text: &str, now_millis: i64) -> Result<i64, String> {
+    let text = text.trim();
+    if let Some(span) = parse_span_millis(text) {
+        return Ok(now_millis - span);
+    }
+    let bad = || format!("cannot read time {text:?}: use YYYY-MM-DD, YYYY-MM-DDTHH:MM:SSZ, or 15m/2h/1d");
+    let (date, time) = text.split_once('T').unwrap_or((text, ""));
+    let parts: Vec<&str> = date.split('-').collect();
+    let [y, m, d] = parts.as_slice() else { return Err(bad()) };
+    let (year, month, day): (i64, u32, u32) =
+        (y.parse().map_err(|_| bad())?, m.parse().map_err(|_| bad())?, d.parse().map_err(|_| bad())?);
+    if !(1..=12).contains(&month) || !(1..=31).contains(&day) {
+        return Err(bad());
+    }
+    let mut millis = days_from_civil(year, month, day) * 86_400_000;
+    if !time.is_empty() {
+        let time = time.strip_suffix('Z').ok_or_else(bad)?;
+        // Seconds may carry a fraction, as the timestamps cowork exports do (`09:00:00.125Z`).
+        let (time, fraction) = time.split_once('.').unwrap_or((time, ""));
+        if fraction.len() > 9 || !fraction.chars().all(|c| c.is_ascii_digit()) || (time.split(':').count() != 3 && !fraction.is_empty()) {
+            return Err(bad());
+        }
+        let fraction_millis: i64 = format!("{fraction:0<3}")[..3].parse().map_err(|_| bad())?;
+        let fields: Vec<i64> = time.split(':').map(|f| f.parse().map_err(|_| bad())).collect::<Result<_, _>>()?;
+        let secs = match fields.as_slice() {
+            [h, mi] if *h < 24 && *mi < 60 => h * 3600 + mi * 60,
+            [h, mi, s] if *h < 24 && *mi < 60 && *s < 61 => h * 3600 + mi * 60 + s,
+            _ => return Err(bad()),
+        };
+        millis += secs * 1000 + fraction_millis;
+    }
+    Ok(millis)
+}
+
+/// `15m`, `2h`, `1d`, `30s` → milliseconds.
+pub fn parse_span_millis(text: &str) -> Option<i64> {
+    let (number, unit) = text.split_at(text.len().checked_sub(1)?);
+    let n: i64 = number.parse().ok().filter(|n| *n > 0)?;
+    let unit_millis = match unit {
+        "s" => 1_000,
+        "m" => 60_000,
+        "h" => 3_600_000,
+        "d" => 86_400_000,
+        _ => return None,
+    };
+    n.checked_mul(unit_millis)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -246,5 +321,23 @@ mod tests {
         let start = local_day_start_millis(now);
         assert!(start <= now && now - start < 86_400_000);
         assert_eq!(local_day_start_millis(start), start);
+    }
+
+    #[test]
+    fn rfc3339_round_trips_through_parse_time() {
+        assert_eq!(rfc3339(0), "1970-01-01T00:00:00.000Z");
+        assert_eq!(rfc3339(1_795_328_469_123), "2026-11-22T06:21:09.123Z");
+        assert_eq!(parse_time("2026-11-22T06:21:09Z", 0).unwrap(), 1_795_328_469_000);
+        assert_eq!(parse_time("2024-02-29", 0).unwrap() / 1000 % 86_400, 0);
+        assert_eq!(parse_time("15m", 1_000_000).unwrap(), 100_000);
+        assert!(parse_time("2026-13-01", 0).is_err());
+        assert!(parse_time("yesterday", 0).is_err());
+        // Exported timestamps read back as they were written, milliseconds included.
+        for at in [0, 10_000, 1_795_463_791_203, 1_795_463_791_999] {
+            assert_eq!(parse_time(&rfc3339(at), 0), Ok(at));
+        }
+        assert_eq!(parse_time("2026-11-22T09:00:00.5Z", 0).unwrap() % 1000, 500);
+        assert!(parse_time("2026-11-22T09:00.5Z", 0).is_err());
+        assert!(parse_time("2026-11-22T09:00:00.x1Z", 0).is_err());
     }
 }

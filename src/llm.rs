@@ -8,9 +8,13 @@ pub mod events;
 pub mod memory;
 pub mod prompt;
 pub mod speed;
-pub mod tokens;
 pub mod tool_calls;
 mod worker;
 
 pub use engine::{ChatEngine, EngineError, MistralEngine, PromptMessage, PromptRole, StreamControl, check_gguf_header};
 pub use worker::{GenerateRequest, Generation, LlmClient, LlmCommand, LlmConfig, LlmEvent, LlmWorker, LocalBrain, LocalModelState, spawn_llm};
+
+/// The longest prompt sent to the bundled local model (SmolLM2 reads 2,048
+/// tokens; the rest is room for the answer). Longer requests go to the cloud
+/// when a tier is configured.
+pub const LOCAL_LIMIT_TOKENS: usize = 1_500;

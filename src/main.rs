@@ -769,16 +769,16 @@ fn run(cli: Cli, process_started: Instant) -> anyhow::Result<ExitCode> {
                     // A span (30s, 2h, 3d) counts forward from now here; dates are dates.
                     let until = until
                         .as_deref()
-                        .map(|t| match cowork::export::parse_span_millis(t.trim()) {
+                        .map(|t| match cowork::ids::parse_span_millis(t.trim()) {
                             Some(span) => Ok(now + span),
-                            None => cowork::export::parse_time(t, now),
+                            None => cowork::ids::parse_time(t, now),
                         })
                         .transpose()
                         .map_err(anyhow::Error::msg)?;
                     if let Some(at) = until
                         && at <= now
                     {
-                        anyhow::bail!("--until {} is already past", cowork::export::rfc3339(at));
+                        anyhow::bail!("--until {} is already past", cowork::ids::rfc3339(at));
                     }
                     let id = commands::agent::rules_add(&paths, &tool, &action, target.as_deref(), pattern.as_deref(), until, example.as_deref())?;
                     println!("added rule {id}");
@@ -866,8 +866,8 @@ fn run(cli: Cli, process_started: Instant) -> anyhow::Result<ExitCode> {
         }
         Some(Command::Export { format, out, since, until }) => {
             let now = cowork::ids::now_millis();
-            let since = since.as_deref().map(|t| cowork::export::parse_time(t, now)).transpose().map_err(anyhow::Error::msg)?;
-            let until = until.as_deref().map(|t| cowork::export::parse_time(t, now)).transpose().map_err(anyhow::Error::msg)?;
+            let since = since.as_deref().map(|t| cowork::ids::parse_time(t, now)).transpose().map_err(anyhow::Error::msg)?;
+            let until = until.as_deref().map(|t| cowork::ids::parse_time(t, now)).transpose().map_err(anyhow::Error::msg)?;
             let count = commands::export(&paths, format, since.unwrap_or(i64::MIN), until.unwrap_or(now + 1), &out)?;
             eprintln!("exported {count} records, unencrypted (for taking elsewhere), to {}", out.display());
             Ok(ExitCode::SUCCESS)
@@ -876,13 +876,13 @@ fn run(cli: Cli, process_started: Instant) -> anyhow::Result<ExitCode> {
             let now = cowork::ids::now_millis();
             let (since, until) = match (last, since, until) {
                 (Some(span), _, _) => {
-                    let span = cowork::export::parse_span_millis(&span)
+                    let span = cowork::ids::parse_span_millis(&span)
                         .ok_or_else(|| anyhow::anyhow!("--last takes a span such as 15m, 1h or 1d"))?;
                     (now - span, now + 1)
                 }
                 (None, Some(since), Some(until)) => (
-                    cowork::export::parse_time(&since, now).map_err(anyhow::Error::msg)?,
-                    cowork::export::parse_time(&until, now).map_err(anyhow::Error::msg)?,
+                    cowork::ids::parse_time(&since, now).map_err(anyhow::Error::msg)?,
+                    cowork::ids::parse_time(&until, now).map_err(anyhow::Error::msg)?,
                 ),
                 _ => anyhow::bail!("give --last SPAN, or --since and --until"),
             };
@@ -896,7 +896,7 @@ fn run(cli: Cli, process_started: Instant) -> anyhow::Result<ExitCode> {
         }
         Some(Command::Capture { action: CaptureAction::Simulate { script, start, repeat, progress } }) => {
             let now = cowork::ids::now_millis();
-            let start = start.as_deref().map(|t| cowork::export::parse_time(t, now)).transpose().map_err(anyhow::Error::msg)?;
+            let start = start.as_deref().map(|t| cowork::ids::parse_time(t, now)).transpose().map_err(anyhow::Error::msg)?;
             let stats = commands::simulate(&paths, &script, start, repeat, progress)?;
             eprintln!(
                 "replayed {} sessions, {} typed chunks, {} clipboard events ({} windows excluded by the firewall, {} AFK periods)",
@@ -910,7 +910,7 @@ fn run(cli: Cli, process_started: Instant) -> anyhow::Result<ExitCode> {
         }
         Some(Command::Search { query, since, until, app, stream, limit, json }) => {
             let now = cowork::ids::now_millis();
-            let time = |t: Option<String>| t.map(|t| cowork::export::parse_time(&t, now)).transpose().map_err(anyhow::Error::msg);
+            let time = |t: Option<String>| t.map(|t| cowork::ids::parse_time(&t, now)).transpose().map_err(anyhow::Error::msg);
             let streams = stream
                 .iter()
                 .map(|s| {
@@ -926,7 +926,7 @@ fn run(cli: Cli, process_started: Instant) -> anyhow::Result<ExitCode> {
                 for hit in &outcome.hits {
                     println!(
                         "{}  {:<9} {:<14} {}  {}",
-                        cowork::export::rfc3339(hit.at_millis),
+                        cowork::ids::rfc3339(hit.at_millis),
                         hit.stream.as_str(),
                         hit.app.as_deref().unwrap_or("-"),
                         hit.title,

@@ -27,6 +27,7 @@ pub mod rag;
 pub mod search;
 pub mod search_worker;
 pub mod synthesis;
+pub mod tokens;
 pub mod vectors;
 
 use serde::{Deserialize, Serialize};

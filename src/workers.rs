@@ -5,21 +5,19 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicI64, AtomicU64};
 use std::time::Duration;
 
-use crossbeam_channel::{Receiver, bounded};
+use crossbeam_channel::{Receiver, Sender, bounded};
 
 use crate::store;
 use crate::agent::{AgentCommand, AgentConfig, spawn_agent};
-use crate::app::Channels;
 use crate::capture::{A11yCommand, CaptureCommand, CaptureConfig, StreamSenders, spawn_a11y, spawn_capture_with_streams};
 use crate::capture::clipboard::{ClipboardCommand, ClipboardSource, spawn_clipboard};
 use crate::capture::keys::{KeysCommand, spawn_keys};
 use crate::config::{Paths, ResolvedModel, Settings};
 use crate::desktop::events::DesktopEvent;
 use crate::events::AppEvent;
-use crate::llm::{LlmCommand, LlmConfig, LocalModelState, spawn_llm};
-use crate::llm::tokens::LOCAL_LIMIT_TOKENS;
+use crate::llm::{LOCAL_LIMIT_TOKENS, LlmCommand, LlmConfig, LocalModelState, spawn_llm};
 use crate::memory::embed_worker::{self, EmbedCommand};
-use crate::runtime::{EventSink, RestartPolicy, WorkerHandle};
+use crate::runtime::{Control, EventSink, RestartPolicy, WorkerHandle, WorkerName};
 use crate::store::StoreCommand;
 
 pub struct Workers {
@@ -85,6 +83,32 @@ pub fn read_settings(paths: &Paths) -> (Settings, Vec<String>) {
         Ok(pairs) => Settings::from_pairs(&pairs),
         Err(_) => (Settings::default(), Vec::new()),
     }
+}
+
+/// The UI's ends of every channel. Tests build one and hold the far ends.
+pub struct Channels {
+    pub store: Sender<StoreCommand>,
+    pub capture: Sender<CaptureCommand>,
+    pub keys: Sender<crate::capture::keys::KeysCommand>,
+    pub clipboard: Sender<crate::capture::clipboard::ClipboardCommand>,
+    pub a11y: Sender<crate::capture::A11yCommand>,
+    pub llm: Sender<LlmCommand>,
+    pub agent: Sender<AgentCommand>,
+    pub models: Sender<crate::models::worker::ModelsCommand>,
+    pub search: Sender<crate::memory::search_worker::SearchCommand>,
+    pub embed: Sender<crate::memory::embed_worker::EmbedCommand>,
+    pub mcp: Sender<crate::mcp::worker::McpCommand>,
+    pub audio: Sender<crate::audio::worker::AudioCommand>,
+    pub speech: Sender<crate::audio::worker::SpeechCommand>,
+    pub listen: Sender<crate::audio::listen::ListenCommand>,
+    pub automations: Sender<crate::automations::AutomationsCommand>,
+    pub notify: Sender<crate::notify::NotifyCommand>,
+    pub apps: Sender<crate::apps::AppsCommand>,
+    pub search_latest: Arc<AtomicU64>,
+    pub typing_at_millis: Arc<std::sync::atomic::AtomicI64>,
+    pub controls: Vec<(WorkerName, Sender<Control>)>,
+    pub events: Receiver<AppEvent>,
+    pub stop_epoch: Arc<AtomicU64>,
 }
 
 impl Workers {

@@ -72,7 +72,7 @@ pub fn suggest_rule(call: &CallRow) -> Option<(String, String)> {
 
 /// What the model is told of the time.
 fn clock_line(now: i64) -> String {
-    format!("It is {} now, local time ({}).", crate::ids::format_local_datetime(now), crate::export::rfc3339(now))
+    format!("It is {} now, local time ({}).", crate::ids::format_local_datetime(now), crate::ids::rfc3339(now))
 }
 
 /// The head of a cloud task's first turn: the clock, kept out of its system prompt (which the provider caches).
@@ -356,7 +356,7 @@ impl<B: LocalBrain> AgentWorker<B> {
                 {
                     last.content.push_str(&format!("\n\nFrom this result, answer the user's request in plain words: {}", question));
                 }
-                let prompt_tokens = messages.iter().map(|m| crate::llm::tokens::estimate_tokens(&m.content)).sum::<usize>();
+                let prompt_tokens = messages.iter().map(|m| crate::memory::tokens::estimate_tokens(&m.content)).sum::<usize>();
                 // The small local model makes one call, then answers from its result.
                 let names: Vec<&str> = tools.iter().map(String::as_str).collect();
                 let one_call = registry::one_call_schema(&names).map(|schema| registry::with_path_choices(schema, &path_choices));

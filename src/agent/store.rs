@@ -763,7 +763,7 @@ pub fn rule_text(rule: &Rule) -> String {
     let pattern = rule.pattern.as_ref().map(|p| format!(" where {} matches {}", target_text(&p.target), p.source)).unwrap_or_default();
     let scope = match rule.scope {
         Scope::Always => String::new(),
-        Scope::Until(at) => format!(" until {}", crate::export::rfc3339(at)),
+        Scope::Until(at) => format!(" until {}", crate::ids::rfc3339(at)),
         Scope::Operation(id) => format!(" in operation {id}"),
     };
     format!("{action} {}{pattern}{scope}", rule.tool)
@@ -773,7 +773,7 @@ pub fn rule_text(rule: &Rule) -> String {
 pub fn audit_text(e: &AuditEntry) -> String {
     let took = e.duration_millis.map(|ms| format!(" {ms} ms")).unwrap_or_default();
     let size = e.result_bytes.map(|b| format!(" {b} B")).unwrap_or_default();
-    format!("{} {} {} {} by {}{took}{size} {}", crate::export::rfc3339(e.at_millis), e.tool, e.risk.as_str(), e.decision, e.decided_by, e.arguments)
+    format!("{} {} {} {} by {}{took}{size} {}", crate::ids::rfc3339(e.at_millis), e.tool, e.risk.as_str(), e.decision, e.decided_by, e.arguments)
 }
 
 /// The newest audit entries first.

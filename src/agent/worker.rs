@@ -273,7 +273,7 @@ impl<B: LocalBrain> AgentWorker<B> {
             .and_then(|mut s| {
                 s.query_map([], |r| {
                     let (kind, start, text): (String, i64, String) = (r.get(0)?, r.get(1)?, r.get(2)?);
-                    Ok((format!("{kind} from {}", crate::export::rfc3339(start)), text))
+                    Ok((format!("{kind} from {}", crate::ids::rfc3339(start)), text))
                 })?
                 .collect()
             })
@@ -513,7 +513,7 @@ impl<B: LocalBrain> AgentWorker<B> {
         providers: &crate::brains::Providers,
     ) -> Result<Plan, String> {
         use crate::brains::router::{RouteInput, Target, route};
-        use crate::llm::tokens::estimate_tokens;
+        use crate::memory::tokens::estimate_tokens;
         let offline = crate::net::OutboundGate::global().is_offline();
         match &request.brain {
             Some(super::operation::BrainChoice::Local) => return Ok(Plan::Local { reason: "the local model, as asked".into() }),

@@ -255,7 +255,7 @@ impl AutomationsWorker {
                     if due.missed > 0 {
                         tracing::info!(flow = %name, missed = due.missed, "scheduled times passed while cowork was stopped or the machine slept: one catch-up run");
                     }
-                    let data = json!({"scheduled_for": crate::export::rfc3339(due.fire_at_millis), "missed": due.missed});
+                    let data = json!({"scheduled_for": crate::ids::rfc3339(due.fire_at_millis), "missed": due.missed});
                     let start = Start { kind: "schedule", data, origin: Origin::Instructions, event_key: Some(format!("schedule:{}", due.fire_at_millis)), next_fire: Some(due.next_millis), rerun_of: None };
                     self.trigger(id, start)?;
                     if let Some(at) = due.next_millis {
@@ -492,7 +492,7 @@ impl AutomationsWorker {
                             run.status = RunStatus::WaitingDelay;
                             run.wake_at_millis = Some(now + *seconds as i64 * 1000);
                             let mut row = self.step_row(&run, "waiting_delay");
-                            row.input = Some(json!({"seconds": seconds, "until": crate::export::rfc3339(now + *seconds as i64 * 1000)}));
+                            row.input = Some(json!({"seconds": seconds, "until": crate::ids::rfc3339(now + *seconds as i64 * 1000)}));
                             db::save_run_and_step(self.conn()?, &run, &row)?;
                             return Ok(());
                         }
@@ -804,7 +804,7 @@ impl AutomationsWorker {
                 }),
                 (Trigger::FirstActivity, Signal::Focus { .. } | Signal::Back { .. }) => Some(Start {
                     kind: "first_activity",
-                    data: json!({"at": crate::export::rfc3339(now)}),
+                    data: json!({"at": crate::ids::rfc3339(now)}),
                     origin: Origin::Capture,
                     event_key: Some(format!("first_activity:{day}")),
                     next_fire: None,

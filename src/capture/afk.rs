@@ -1,35 +1,7 @@
 //! Away-from-keyboard detection from input state (device_query): any change of
 //! pointer position, buttons or held keys between two polls counts as input.
 
-use device_query::{DeviceQuery, DeviceState};
-
-/// One observation of the input devices.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct InputSnapshot {
-    pub pointer: (i32, i32),
-    pub buttons: Vec<bool>,
-    pub keys: Vec<String>,
-}
-
-/// Where input state comes from: device_query on X11, the compositor's idle
-/// notifications on Wayland, or a script in tests.
-pub trait InputProbe {
-    fn snapshot(&self) -> InputSnapshot;
-
-    /// Input happened just now, whatever the snapshot says: a compositor that
-    /// has not yet reported the user idle for its (short) timeout.
-    fn active_now(&self) -> bool {
-        false
-    }
-}
-
-impl InputProbe for DeviceState {
-    fn snapshot(&self) -> InputSnapshot {
-        let mouse = self.get_mouse();
-        let keys = self.get_keys().into_iter().map(|key| key.to_string()).collect();
-        InputSnapshot { pointer: mouse.coords, buttons: mouse.button_pressed, keys }
-    }
-}
+use crate::desktop::input::{InputProbe, InputSnapshot};
 
 pub struct AfkDetector {
     probe: Option<Box<dyn InputProbe>>,

@@ -32,8 +32,8 @@ pub fn list(paths: &Paths, as_json: bool) -> anyhow::Result<()> {
                 "name": row.name,
                 "enabled": row.enabled,
                 "trigger": trigger,
-                "last_run": last.as_ref().map(|r| json!({"run_id": r.run_id, "status": r.status.as_str(), "at": crate::export::rfc3339(r.created_at_millis), "error": r.error})),
-                "next_fire": state.next_fire_at_millis.filter(|_| row.enabled).map(crate::export::rfc3339),
+                "last_run": last.as_ref().map(|r| json!({"run_id": r.run_id, "status": r.status.as_str(), "at": crate::ids::rfc3339(r.created_at_millis), "error": r.error})),
+                "next_fire": state.next_fire_at_millis.filter(|_| row.enabled).map(crate::ids::rfc3339),
             }));
         } else {
             let last = last.map(|r| format!("{} {}", r.status.as_str(), format_when(r.created_at_millis, now))).unwrap_or_else(|| "never run".into());

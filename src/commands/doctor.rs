@@ -7,7 +7,7 @@ use crossbeam_channel::bounded;
 use serde::Serialize;
 
 use crate::{native, store};
-use crate::capture::x11::X11Desktop;
+use crate::desktop::x11::X11Desktop;
 use crate::config::{Paths, resolve_model};
 use crate::events::AppEvent;
 use crate::llm::LlmCommand;

@@ -13,8 +13,8 @@ use super::gnome::GnomeDesktop;
 use super::kwin::KWinDesktop;
 use super::session::{CapState, Capability, Family, Report, WaylandTarget};
 use super::wlr::WlrDesktop;
-use crate::capture::InputProbe;
-use crate::capture::x11::X11Desktop;
+use crate::desktop::input::InputProbe;
+use crate::desktop::x11::X11Desktop;
 use crate::records::ActiveWindow;
 
 /// Which backend capture uses in this session.

@@ -10,7 +10,7 @@ use std::time::Duration;
 use crossbeam_channel::{Receiver, Sender, bounded};
 use parking_lot::Mutex;
 
-use crate::capture::{InputProbe, InputSnapshot};
+use crate::desktop::input::{InputProbe, InputSnapshot};
 
 /// How long a D-Bus call waits for its answer (the bus's own default): a peer
 /// that never answers (a stuck shell, a connection that serves nothing) must

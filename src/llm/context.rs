@@ -10,7 +10,7 @@ use crate::records::ActivitySession;
 /// How many recent sessions are considered before the budget cuts them.
 const RECENT_SESSIONS: usize = 40;
 
-use super::tokens::estimate_tokens;
+use crate::memory::tokens::estimate_tokens;
 
 /// Layer-1 context in two parts, so the engine's prefix cache can keep the first prefilled.
 #[derive(Clone, Debug, PartialEq, Eq)]

@@ -10,7 +10,7 @@ use serde::{Deserialize, Serialize};
 
 use super::Source;
 use super::hybrid::ChunkHit;
-use crate::llm::tokens::estimate_tokens;
+use crate::memory::tokens::estimate_tokens;
 
 /// Fewer recalled items than this and earlier citations backfill.
 pub const ENOUGH_FOUND: usize = 3;

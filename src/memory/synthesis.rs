@@ -7,7 +7,7 @@
 use serde::{Deserialize, Serialize};
 
 use super::hot::{Fact, File};
-use crate::llm::tokens::estimate_tokens;
+use crate::memory::tokens::estimate_tokens;
 
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct Section {

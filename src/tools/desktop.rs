@@ -11,7 +11,7 @@ use parking_lot::Mutex;
 use serde_json::{Value, json};
 
 use super::ToolOutput;
-use crate::capture::x11::X11Desktop;
+use crate::desktop::x11::X11Desktop;
 
 pub const TOOLS: [&str; 6] = ["clipboard_read", "clipboard_write", "list_windows", "focus_window", "open", "notify"];
 

@@ -954,7 +954,7 @@ mod tests {
         let section = local_prompt_section(&plain);
         assert!(section.contains("- search_memory(query): ") && section.contains("- recent_activity(): "), "{section}");
         // The memory tools' section stays small for a 2-core prefill.
-        let tokens = crate::llm::tokens::estimate_tokens(&section);
+        let tokens = crate::memory::tokens::estimate_tokens(&section);
         assert!(tokens < 150, "{tokens} tokens");
         // The forced first call: one of the offered tools, with only the arguments shown.
         let schema = one_call_schema(&plain).unwrap();

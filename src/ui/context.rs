@@ -207,7 +207,7 @@ fn search_ui(ui: &mut egui::Ui, state: &AppState, search: &mut SearchBox, action
         for hit in hits {
             let group = (local_day_start_millis(hit.at_millis), hit.app.clone());
             if last_group.as_ref() != Some(&group) {
-                let day = crate::export::rfc3339(group.0);
+                let day = crate::ids::rfc3339(group.0);
                 ui.label(RichText::new(format!("{} · {}", &day[..10], group.1.as_deref().unwrap_or("chat"))).strong().small());
                 last_group = Some(group);
             }

@@ -263,7 +263,7 @@ fn a_flow_every_minute_fires_on_the_real_clock_within_two_seconds() {
         let percent = after.saturating_sub(before) as f64 / 100.0 / waiting.elapsed().as_secs_f64().max(1.0) * 100.0;
         assert!(percent < 5.0, "the automations thread used {percent:.1} % of a core while it waited");
     }
-        let scheduled = cowork::export::parse_time(run.scope.trigger["scheduled_for"].as_str().unwrap(), 0).unwrap();
+        let scheduled = cowork::ids::parse_time(run.scope.trigger["scheduled_for"].as_str().unwrap(), 0).unwrap();
     let late = run.created_at_millis - scheduled;
     eprintln!("scheduler lateness: {late} ms");
     assert!((0..2_000).contains(&late), "the run started {late} ms after its minute");

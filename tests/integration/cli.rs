@@ -317,7 +317,7 @@ fn simulate_replays_a_day_through_the_firewall_into_the_database() {
     let sessions = cowork::store::sessions_since(&reader, 0, 100).unwrap();
     let titles: Vec<&str> = sessions.iter().map(|s| s.title.as_str()).collect();
     assert!(!titles.iter().any(|t| t.contains("Passwords") || t.contains("Private Browsing")), "{titles:?}");
-    assert_eq!(sessions.first().unwrap().started_at_millis, cowork::export::parse_time("2026-11-20T08:00:00Z", 0).unwrap());
+    assert_eq!(sessions.first().unwrap().started_at_millis, cowork::ids::parse_time("2026-11-20T08:00:00Z", 0).unwrap());
     assert_eq!(cowork::store::search_sessions(&reader, "budget", 5).unwrap().len(), 1);
     // Typing and copying replayed into their windows; the password manager's copy and the private span never stored.
     let typed = cowork::store::search_chunks(&reader, "shipping", 5).unwrap();
@@ -601,7 +601,7 @@ fn activitywatch_export_imports_into_a_real_aw_server_that_already_has_its_watch
         let id = format!("{watcher}_{host}");
         let (status, body) = server.post(&format!("/buckets/{id}"), &serde_json::json!({"client": watcher, "type": kind, "hostname": host}));
         assert!(status == 200 || status == 304, "create {id}: {status} {body}");
-        let event = serde_json::json!([{"timestamp": cowork::export::rfc3339(now - 60_000), "duration": 5.0, "data": data}]);
+        let event = serde_json::json!([{"timestamp": cowork::ids::rfc3339(now - 60_000), "duration": 5.0, "data": data}]);
         let (status, body) = server.post(&format!("/buckets/{id}/events"), &event);
         assert_eq!(status, 200, "event in {id}: {body}");
     }
@@ -683,7 +683,7 @@ fn rules_until_a_span_counts_forward_and_a_past_time_is_refused() {
     let list = cowork().arg("--data-dir").arg(data.path()).args(["rules", "list"]).output().unwrap();
     let listed = String::from_utf8_lossy(&list.stdout).into_owned();
     let until = listed.split(" until ").nth(1).map(str::trim).expect("the rule has its end");
-    let at = cowork::export::parse_time(until, before).unwrap();
+    let at = cowork::ids::parse_time(until, before).unwrap();
     assert!(at >= before + 29_000 && at <= before + 120_000, "30 s from now: {listed}");
     let past = add("2020-01-01");
     assert!(!past.status.success() && String::from_utf8_lossy(&past.stderr).contains("already past"), "{}", String::from_utf8_lossy(&past.stderr));

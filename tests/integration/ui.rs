@@ -7,7 +7,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 
 use cowork::agent::AgentCommand;
 use cowork::agent::events::AgentEvent;
-use cowork::app::{AppOptions, Channels, CoworkApp};
+use cowork::app::{AppOptions, CoworkApp};
 use cowork::capture::CaptureCommand;
 use cowork::capture::clipboard::ClipboardCommand;
 use cowork::capture::events::CaptureEvent;
@@ -24,6 +24,7 @@ use cowork::runtime::{Control, RuntimeEvent, WorkerName, WorkerState};
 use cowork::state::{AppState, Tab};
 use cowork::store::StoreCommand;
 use cowork::store::events::StoreEvent;
+use cowork::workers::Channels;
 use crossbeam_channel::{Receiver, Sender, bounded};
 use egui::accesskit::Role;
 use egui_kittest::Harness;

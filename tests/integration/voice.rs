@@ -538,8 +538,8 @@ fn listen_mode_keeps_you_and_others_apart_pauses_and_forgets_a_range() {
     assert!(by_meaning.iter().any(|h| h["snippet"].as_str().unwrap().contains("budget")), "{by_meaning:?}");
 
     // Deleting the range takes the transcripts, their vectors and their audio.
-    let since = cowork::export::rfc3339(started_at - 1_000);
-    let until = cowork::export::rfc3339(cowork::ids::now_millis());
+    let since = cowork::ids::rfc3339(started_at - 1_000);
+    let until = cowork::ids::rfc3339(cowork::ids::now_millis());
     cowork_in(data.path(), &["delete", "--since", &since, "--until", &until]);
     let conn = cowork::store::open_read_only(&data.path().join("cowork.db")).unwrap();
     assert!(cowork::audio::transcripts::between(&conn, 0, i64::MAX).unwrap().is_empty());

@@ -5,8 +5,3 @@
 pub fn estimate_tokens(text: &str) -> usize {
     text.chars().count().div_ceil(4)
 }
-
-/// The longest prompt sent to the bundled local model (SmolLM2 reads 2,048
-/// tokens; the rest is room for the answer). Longer requests go to the cloud
-/// when a tier is configured.
-pub const LOCAL_LIMIT_TOKENS: usize = 1_500;

@@ -3,7 +3,8 @@
 
 use cowork::llm::context::layer1_context;
 use cowork::records::{ActivitySession, SessionEnd};
-use cowork::store::{open_writer, upsert_session};
+use cowork::capture::db::upsert_session;
+use cowork::store::open_writer;
 use criterion::{Criterion, criterion_group, criterion_main};
 
 fn context(c: &mut Criterion) {

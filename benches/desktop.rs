@@ -73,7 +73,7 @@ fn capture(db: &Path, backend: Backend, display: Option<String>) -> (WorkerHandl
 /// readable in SQLite from another connection.
 fn measure(name: &str, db: &Path, switches: u64, mut focus: impl FnMut(bool)) {
     let reader = store::open_read_only(db).unwrap();
-    let ended = |reader: &rusqlite::Connection| store::recent_sessions(reader, 400).unwrap().iter().filter(|s| s.ended_at_millis.is_some()).count();
+    let ended = |reader: &rusqlite::Connection| cowork::capture::db::recent_sessions(reader, 400).unwrap().iter().filter(|s| s.ended_at_millis.is_some()).count();
     let mut samples = Vec::new();
     for i in 0..switches {
         let before = ended(&reader);
@@ -399,7 +399,7 @@ fn kwin(switches: u64) {
     let dir = tempfile::tempdir().unwrap();
     let db = dir.path().join("cowork.db");
     let (mut store, mut capture) = capture(&db, backend, None);
-    wait_until("the first session", || store::open_read_only(&db).ok().is_some_and(|c| !store::recent_sessions(&c, 1).unwrap_or_default().is_empty()));
+    wait_until("the first session", || store::open_read_only(&db).ok().is_some_and(|c| !cowork::capture::db::recent_sessions(&c, 1).unwrap_or_default().is_empty()));
     let scripting = Scripting::session().unwrap();
     let file = kwin.home.path().join("switch.js");
     let switch = |title: &str| {
@@ -528,7 +528,7 @@ fn gnome(switches: u64) {
     let dir = tempfile::tempdir().unwrap();
     let db = dir.path().join("cowork.db");
     let (mut store, mut capture) = capture(&db, backend, None);
-    wait_until("the first session", || store::open_read_only(&db).ok().is_some_and(|c| !store::recent_sessions(&c, 1).unwrap_or_default().is_empty()));
+    wait_until("the first session", || store::open_read_only(&db).ok().is_some_and(|c| !cowork::capture::db::recent_sessions(&c, 1).unwrap_or_default().is_empty()));
     measure("GNOME Shell 43 (cowork's extension, D-Bus)", &db, switches, |first| switch(if first { "bench alpha" } else { "bench beta" }));
     std::thread::sleep(Duration::from_secs(2));
     let seconds = var("COWORK_BENCH_IDLE_SECS", 60);

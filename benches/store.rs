@@ -72,7 +72,7 @@ fn capture_to_searchable(c: &mut Criterion) {
         let word = format!("searchable{next}");
         let started = Instant::now();
         store.commands.send(StoreCommand::UpsertSession(s)).unwrap();
-        while cowork::store::search_sessions(&reader, &word, 1).unwrap().is_empty() {
+        while cowork::capture::db::search_sessions(&reader, &word, 1).unwrap().is_empty() {
             std::thread::sleep(Duration::from_micros(200));
         }
         started.elapsed()

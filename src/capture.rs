@@ -6,6 +6,7 @@ pub mod a11y;
 mod a11y_worker;
 mod afk;
 mod buffer;
+pub mod db;
 pub mod events;
 pub mod heartbeat;
 mod media;

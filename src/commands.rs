@@ -20,7 +20,8 @@ use anyhow::Context;
 
 use crate::config::Paths;
 use crate::runtime::{EventSink, RestartPolicy};
-use crate::store::{Deleted, StoreCommand, spawn_store};
+use crate::erase::Deleted;
+use crate::store::{StoreCommand, spawn_store};
 
 /// `cowork mcp-tools -- PROGRAM ARGS…`: list an MCP server's tools.
 pub fn mcp_tools(command: &[String]) -> anyhow::Result<()> {

@@ -7,7 +7,6 @@ use std::io::Write;
 use rusqlite::Connection;
 use serde_json::{Value, json};
 
-use crate::store;
 use crate::ids::rfc3339;
 use crate::records::SessionEnd;
 
@@ -38,7 +37,7 @@ pub fn export(conn: &Connection, format: Format, since_millis: i64, until_millis
 
 pub fn write_jsonl(conn: &Connection, since_millis: i64, until_millis: i64, out: &mut dyn Write) -> anyhow::Result<usize> {
     let mut count = 0;
-    for s in store::sessions_between(conn, since_millis, until_millis)? {
+    for s in crate::capture::db::sessions_between(conn, since_millis, until_millis)? {
         let record = json!({
             "stream": "window",
             "session_id": s.session_id,
@@ -54,7 +53,7 @@ pub fn write_jsonl(conn: &Connection, since_millis: i64, until_millis: i64, out:
         writeln!(out, "{record}")?;
         count += 1;
     }
-    for e in store::afk_between(conn, since_millis, until_millis)? {
+    for e in crate::capture::db::afk_between(conn, since_millis, until_millis)? {
         let record = json!({
             "stream": "afk",
             "event_id": e.id,
@@ -66,7 +65,7 @@ pub fn write_jsonl(conn: &Connection, since_millis: i64, until_millis: i64, out:
         writeln!(out, "{record}")?;
         count += 1;
     }
-    for k in store::chunks_between(conn, since_millis, until_millis)? {
+    for k in crate::capture::db::chunks_between(conn, since_millis, until_millis)? {
         let record = json!({
             "stream": "keys",
             "chunk_id": k.chunk_id,
@@ -82,7 +81,7 @@ pub fn write_jsonl(conn: &Connection, since_millis: i64, until_millis: i64, out:
         writeln!(out, "{record}")?;
         count += 1;
     }
-    for c in store::clips_between(conn, since_millis, until_millis)? {
+    for c in crate::capture::db::clips_between(conn, since_millis, until_millis)? {
         let record = json!({
             "stream": "clipboard",
             "clip_id": c.clip_id,
@@ -114,7 +113,7 @@ pub fn write_jsonl(conn: &Connection, since_millis: i64, until_millis: i64, out:
         writeln!(out, "{record}")?;
         count += 1;
     }
-    for m in store::messages_between(conn, since_millis, until_millis)? {
+    for m in crate::chat::messages_between(conn, since_millis, until_millis)? {
         let record = json!({
             "stream": "chat",
             "message_id": m.message_id,
@@ -208,7 +207,7 @@ pub fn write_activitywatch(
 ) -> anyhow::Result<usize> {
     let now = crate::ids::now_millis();
     let until = until_millis.min(now);
-    let sessions = store::sessions_between(conn, since_millis, until)?;
+    let sessions = crate::capture::db::sessions_between(conn, since_millis, until)?;
     let session_span = |s: &crate::records::ActivitySession, data: Value| Span { start: s.started_at_millis, end: s.ended_at_millis.unwrap_or(now), data };
     let window: Vec<Span> = sessions.iter().map(|s| session_span(s, json!({"app": s.app, "title": s.title}))).collect();
     // Browser tabs, as ActivityWatch's web watchers record them.
@@ -216,21 +215,21 @@ pub fn write_activitywatch(
         .iter()
         .filter_map(|s| Some(session_span(s, json!({"url": s.url.as_ref()?, "title": s.title, "audible": false, "incognito": false}))))
         .collect();
-    let afk_stream_start = store::first_afk_start(conn)?.unwrap_or(i64::MAX);
+    let afk_stream_start = crate::capture::db::first_afk_start(conn)?.unwrap_or(i64::MAX);
     let mut afk = Vec::new();
     if since_millis < afk_stream_start {
         // Before the AFK stream: present during each session, away from an AFK
         // end to the next session. The away stretch after a session that ended
         // before the range may reach into it, and the next session may lie past it.
-        let derive_from = store::previous_session_start(conn, since_millis)?.unwrap_or(since_millis);
-        let around = store::sessions_between(conn, derive_from, until)?;
+        let derive_from = crate::capture::db::previous_session_start(conn, since_millis)?.unwrap_or(since_millis);
+        let around = crate::capture::db::sessions_between(conn, derive_from, until)?;
         for (i, s) in around.iter().enumerate() {
             let end = s.ended_at_millis.unwrap_or(now);
             afk.push(Span { start: s.started_at_millis, end, data: json!({"status": "not-afk"}) });
             if s.end_reason == Some(SessionEnd::Afk) {
                 let back = match around.get(i + 1) {
                     Some(next) => Some(next.started_at_millis),
-                    None => store::next_session_start(conn, s.started_at_millis)?,
+                    None => crate::capture::db::next_session_start(conn, s.started_at_millis)?,
                 };
                 afk.push(Span { start: end, end: back.unwrap_or(now), data: json!({"status": "afk"}) });
             }
@@ -241,7 +240,7 @@ pub fn write_activitywatch(
         });
     }
     afk.extend(
-        store::afk_between(conn, since_millis, until)?
+        crate::capture::db::afk_between(conn, since_millis, until)?
             .iter()
             .map(|e| Span { start: e.start_millis, end: e.end_millis, data: json!({"status": e.data.as_str()}) }),
     );
@@ -292,9 +291,9 @@ mod tests {
     #[test]
     fn activitywatch_export_has_window_and_afk_buckets() {
         let conn = Connection::open_in_memory().unwrap();
-        store::migrate(&conn).unwrap();
-        store::upsert_session(&conn, &session(1, "build", 1_000, 61_000, SessionEnd::Afk)).unwrap();
-        store::upsert_session(&conn, &session(2, "review", 121_000, 131_000, SessionEnd::Switch)).unwrap();
+        crate::store::migrate(&conn).unwrap();
+        crate::capture::db::upsert_session(&conn, &session(1, "build", 1_000, 61_000, SessionEnd::Afk)).unwrap();
+        crate::capture::db::upsert_session(&conn, &session(2, "review", 121_000, 131_000, SessionEnd::Switch)).unwrap();
         let mut out = Vec::new();
         let count = write_activitywatch(&conn, 0, 200_000, "host", &mut out).unwrap();
         let doc: Value = serde_json::from_slice(&out).unwrap();
@@ -318,7 +317,7 @@ mod tests {
     fn recorded_afk_events_and_browser_urls_are_exported_as_their_own_buckets() {
         use crate::capture::heartbeat::{AfkEvent, AfkStatus, HeldBy};
         let conn = Connection::open_in_memory().unwrap();
-        store::migrate(&conn).unwrap();
+        crate::store::migrate(&conn).unwrap();
         let page = ActivitySession {
             session_id: 1,
             app: "Chromium".into(),
@@ -331,11 +330,11 @@ mod tests {
             url_source: Some(crate::records::UrlSource::Atspi),
             ..Default::default()
         };
-        store::upsert_session(&conn, &page).unwrap();
+        crate::capture::db::upsert_session(&conn, &page).unwrap();
         let present = AfkEvent { id: 7, data: AfkStatus::NotAfk { held_by: Some(HeldBy::Media) }, start_millis: 0, end_millis: 9_000 };
         let away = AfkEvent { id: 8, data: AfkStatus::Afk, start_millis: 9_000, end_millis: 20_000 };
-        store::upsert_afk(&conn, &present).unwrap();
-        store::upsert_afk(&conn, &away).unwrap();
+        crate::capture::db::upsert_afk(&conn, &present).unwrap();
+        crate::capture::db::upsert_afk(&conn, &away).unwrap();
         let mut out = Vec::new();
         write_activitywatch(&conn, 0, 30_000, "host", &mut out).unwrap();
         let doc: Value = serde_json::from_slice(&out).unwrap();
@@ -384,16 +383,16 @@ mod tests {
     fn a_sub_range_export_is_the_whole_export_clipped_and_afk_is_derived_the_same_way() {
         use crate::capture::heartbeat::{AfkEvent, AfkStatus};
         let conn = Connection::open_in_memory().unwrap();
-        store::migrate(&conn).unwrap();
+        crate::store::migrate(&conn).unwrap();
         // Before the AFK stream existed: two sessions, the first ended by AFK.
-        store::upsert_session(&conn, &session(1, "old build", 10_000, 70_000, SessionEnd::Afk)).unwrap();
-        store::upsert_session(&conn, &session(2, "old review", 130_000, 160_000, SessionEnd::Switch)).unwrap();
+        crate::capture::db::upsert_session(&conn, &session(1, "old build", 10_000, 70_000, SessionEnd::Afk)).unwrap();
+        crate::capture::db::upsert_session(&conn, &session(2, "old review", 130_000, 160_000, SessionEnd::Switch)).unwrap();
         // The AFK stream from 200 s: present, then a gap with no AFK event (capture off), then away.
-        store::upsert_afk(&conn, &AfkEvent { id: 1, data: AfkStatus::NotAfk { held_by: None }, start_millis: 200_000, end_millis: 260_000 }).unwrap();
-        store::upsert_afk(&conn, &AfkEvent { id: 2, data: AfkStatus::Afk, start_millis: 400_000, end_millis: 450_000 }).unwrap();
-        store::upsert_session(&conn, &ActivitySession { url: Some("docs.example/a".into()), ..session(3, "docs", 200_000, 260_000, SessionEnd::Switch) })
+        crate::capture::db::upsert_afk(&conn, &AfkEvent { id: 1, data: AfkStatus::NotAfk { held_by: None }, start_millis: 200_000, end_millis: 260_000 }).unwrap();
+        crate::capture::db::upsert_afk(&conn, &AfkEvent { id: 2, data: AfkStatus::Afk, start_millis: 400_000, end_millis: 450_000 }).unwrap();
+        crate::capture::db::upsert_session(&conn, &ActivitySession { url: Some("docs.example/a".into()), ..session(3, "docs", 200_000, 260_000, SessionEnd::Switch) })
             .unwrap();
-        store::upsert_session(&conn, &session(4, "late", 300_000, 350_000, SessionEnd::Switch)).unwrap();
+        crate::capture::db::upsert_session(&conn, &session(4, "late", 300_000, 350_000, SessionEnd::Switch)).unwrap();
 
         let whole = buckets_of(&export_doc(&conn, 0, 500_000));
         let afk: Vec<(i64, i64, &str)> =

@@ -642,7 +642,7 @@ impl<B: LocalBrain> AgentWorker<B> {
         let mut prompts: Vec<(&str, i64, i64, String)> = Vec::new();
         for hour in hours {
             let (start, end) = (hour * HOUR, (hour + 1) * HOUR);
-            let sessions = store::sessions_between(conn, start, end).map_err(|e| e.to_string())?;
+            let sessions = crate::capture::db::sessions_between(conn, start, end).map_err(|e| e.to_string())?;
             let lines: Vec<String> = sessions
                 .iter()
                 .take(30)
@@ -657,7 +657,7 @@ impl<B: LocalBrain> AgentWorker<B> {
             prompts.push(("activity", start, end, prompt));
         }
         for (thread_id, title, first, last) in threads {
-            let messages = store::messages(conn, thread_id).map_err(|e| e.to_string())?;
+            let messages = crate::chat::messages(conn, thread_id).map_err(|e| e.to_string())?;
             let said: Vec<_> = messages.iter().filter(|m| !m.refusal).collect();
             let lines: Vec<String> = said[said.len().saturating_sub(12)..]
                 .iter()
@@ -988,7 +988,7 @@ mod tests {
             end_reason: None,
             ..Default::default()
         };
-        crate::store::upsert_session(&conn, &session).unwrap();
+        crate::capture::db::upsert_session(&conn, &session).unwrap();
         let config = AgentConfig {
             db_path: db,
             context_budget_tokens: 200,
@@ -1098,7 +1098,7 @@ mod tests {
         // Something embedded and pinned to the thread, a hot fact and a profile: all in the prompt, cited.
         crate::store::set_setting(&conn, crate::config::keys::PROFILE, "Goal: ship the Q3 report by Friday", 2).unwrap();
         crate::memory::hot::add(&conn, crate::memory::hot::File::User, "Works at Nordbank in Porto", "user", 3).unwrap();
-        crate::store::upsert_thread(&conn, &ChatThread { thread_id: 1, title: "t".into(), updated_at_millis: 0 }, 0).unwrap();
+        crate::chat::upsert_thread(&conn, &ChatThread { thread_id: 1, title: "t".into(), updated_at_millis: 0 }, 0).unwrap();
         let job = crate::memory::jobs::create_job(&conn, 4, 10).unwrap().unwrap();
         let batch = crate::memory::jobs::next_batch(&conn, job.job_id, 10).unwrap();
         let vectors: Vec<Vec<f32>> = batch.iter().map(|_| vec![1.0 / (crate::memory::embed::DIMENSIONS as f32).sqrt(); crate::memory::embed::DIMENSIONS]).collect();

@@ -80,7 +80,7 @@ impl HostLane {
 
 impl Lane for HostLane {
     fn active_window(&self) -> Option<context::Window> {
-        let sessions = crate::store::recent_sessions(&self.conn.lock(), 1).ok()?;
+        let sessions = crate::capture::db::recent_sessions(&self.conn.lock(), 1).ok()?;
         let session = sessions.into_iter().next().filter(|s| s.ended_at_millis.is_none())?;
         if self.rules.lock().paused || self.withholds(&session) {
             return None;
@@ -90,7 +90,7 @@ impl Lane for HostLane {
 
     fn recent_activity(&self, since_ms: i64, until_ms: i64, app: Option<&str>, limit: u32) -> Vec<context::Activity> {
         let now = crate::ids::now_millis();
-        let sessions = match crate::store::sessions_between(&self.conn.lock(), since_ms, until_ms) {
+        let sessions = match crate::capture::db::sessions_between(&self.conn.lock(), since_ms, until_ms) {
             Ok(sessions) => sessions,
             Err(err) => {
                 tracing::warn!(%err, "an app's activity could not be read");

@@ -276,7 +276,7 @@ fn database_check(paths: &Paths) -> Check {
         let version: u32 = conn.pragma_query_value(None, "user_version", |r| r.get(0))?;
         let quick: String = conn.query_row("PRAGMA quick_check", [], |r| r.get(0))?;
         anyhow::ensure!(quick == "ok", "integrity check failed: {quick}");
-        let sessions = store::session_count(&conn)?;
+        let sessions = crate::capture::db::session_count(&conn)?;
         Ok(format!("schema v{version}, {sessions} sessions, integrity ok: {}", path.display()))
     })();
     check("database", "cowork.db", result)

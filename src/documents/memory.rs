@@ -183,7 +183,7 @@ mod tests {
         let added: i64 = conn.query_row("SELECT added_at_ms FROM documents WHERE document_id = ?1", [id], |r| r.get(0)).unwrap();
         let part_added: i64 = conn.query_row("SELECT added_at_ms FROM document_parts WHERE document_id = ?1", [id], |r| r.get(0)).unwrap();
         assert_eq!((added, part_added), (9_000, 9_000));
-        crate::store::delete_range(&conn, 8_000, 10_000).unwrap();
+        crate::erase::delete_range(&conn, 8_000, 10_000).unwrap();
         assert_eq!(list(&conn).unwrap().len(), 0, "deleting the range it was kept again in removed it");
     }
 }

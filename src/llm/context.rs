@@ -3,7 +3,6 @@
 
 use rusqlite::Connection;
 
-use crate::store;
 use crate::ids::{format_clock, format_duration_millis, format_when};
 use crate::records::ActivitySession;
 
@@ -29,7 +28,7 @@ const LOG_START_STEP_MILLIS: i64 = 30 * 60_000;
 
 /// Builds layer-1 context within `budget_tokens`; `None` when nothing has been captured yet.
 pub fn layer1_context(conn: &Connection, now_millis: i64, budget_tokens: usize) -> anyhow::Result<Option<Layer1>> {
-    let sessions = store::recent_sessions(conn, RECENT_SESSIONS)?;
+    let sessions = crate::capture::db::recent_sessions(conn, RECENT_SESSIONS)?;
     Ok(render(&sessions, now_millis, budget_tokens))
 }
 

@@ -409,7 +409,7 @@ mod tests {
                 let mut id = 1;
                 while !stop.load(std::sync::atomic::Ordering::Relaxed) {
                     let tx = crate::store::write_transaction(&store).unwrap();
-                    crate::store::upsert_session(&tx, &session(id, &format!("Window {id}"))).unwrap();
+                    crate::capture::db::upsert_session(&tx, &session(id, &format!("Window {id}"))).unwrap();
                     tx.commit().unwrap();
                     id += 1;
                 }
@@ -434,10 +434,10 @@ mod tests {
         let conn = Connection::open_in_memory().unwrap();
         crate::store::migrate(&conn).unwrap();
         for id in 1..=5 {
-            crate::store::upsert_session(&conn, &session(id, &format!("Quarterly report draft {id}"))).unwrap();
+            crate::capture::db::upsert_session(&conn, &session(id, &format!("Quarterly report draft {id}"))).unwrap();
         }
         // Updating a session's end does not queue it again.
-        crate::store::upsert_session(&conn, &ActivitySession { ended_at_millis: Some(9_000), ..session(1, "Quarterly report draft 1") }).unwrap();
+        crate::capture::db::upsert_session(&conn, &ActivitySession { ended_at_millis: Some(9_000), ..session(1, "Quarterly report draft 1") }).unwrap();
         assert_eq!(progress(&conn).unwrap().queued_rows, 5);
         let job = create_job(&conn, 100, 3).unwrap().unwrap();
         assert_eq!(job.total_chunks, 3);
@@ -474,7 +474,7 @@ mod tests {
         // Rewriting a message (an answer written again when it finishes) through the
         // store's upsert requeues it without tripping the queue's uniqueness.
         let thread = crate::records::ChatThread { thread_id: 1, title: "t".into(), updated_at_millis: 0 };
-        crate::store::upsert_thread(&conn, &thread, 0).unwrap();
+        crate::chat::upsert_thread(&conn, &thread, 0).unwrap();
         let mut message = crate::records::ChatMessage {
             message_id: 9,
             thread_id: 1,
@@ -489,10 +489,10 @@ mod tests {
             citations: None,
             refusal: false,
         };
-        crate::store::upsert_message(&conn, &message, None).unwrap();
+        crate::chat::upsert_message(&conn, &message, None).unwrap();
         message.content = "the final answer".into();
-        crate::store::upsert_message(&conn, &message, None).unwrap();
-        crate::store::upsert_message(&conn, &message, None).unwrap();
+        crate::chat::upsert_message(&conn, &message, None).unwrap();
+        crate::chat::upsert_message(&conn, &message, None).unwrap();
         let queued: i64 = conn.query_row("SELECT count(*) FROM embed_queue WHERE source = 'chat'", [], |r| r.get(0)).unwrap();
         assert_eq!(queued, 1);
         conn.execute("DELETE FROM chat_messages", []).unwrap();

@@ -347,10 +347,10 @@ mod tests {
             started_at_millis: id * 1000,
             ..Default::default()
         };
-        crate::store::upsert_session(&conn, &session(1, "Booking.com: Hotel Adlon, 3 nights")).unwrap();
-        crate::store::upsert_session(&conn, &session(2, "Weather in Berlin")).unwrap();
+        crate::capture::db::upsert_session(&conn, &session(1, "Booking.com: Hotel Adlon, 3 nights")).unwrap();
+        crate::capture::db::upsert_session(&conn, &session(2, "Weather in Berlin")).unwrap();
         let thread = crate::records::ChatThread { thread_id: 7, title: "Trip".into(), updated_at_millis: 0 };
-        crate::store::upsert_thread(&conn, &thread, 0).unwrap();
+        crate::chat::upsert_thread(&conn, &thread, 0).unwrap();
         // Still queued (nothing embedded yet): pinning cuts it into chunks now.
         assert_eq!(pin_source(&conn, 7, Source::Window, 1, 5).unwrap(), 1);
         assert_eq!(pin_source(&conn, 7, Source::Window, 1, 5).unwrap(), 0, "pinned once");

@@ -245,9 +245,9 @@ mod tests {
             ended_at_millis: Some(at + 1000),
             ..Default::default()
         };
-        crate::store::upsert_session(&conn, &session(1, "firefox", "Invoice 2291 - Mail", 1_000)).unwrap();
-        crate::store::upsert_session(&conn, &session(2, "code", "invoice.rs - cowork", 5_000)).unwrap();
-        crate::store::insert_keystroke_chunk(
+        crate::capture::db::upsert_session(&conn, &session(1, "firefox", "Invoice 2291 - Mail", 1_000)).unwrap();
+        crate::capture::db::upsert_session(&conn, &session(2, "code", "invoice.rs - cowork", 5_000)).unwrap();
+        crate::capture::db::insert_keystroke_chunk(
             &conn,
             &KeystrokeChunk {
                 chunk_id: 3,

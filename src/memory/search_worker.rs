@@ -246,7 +246,7 @@ mod worker_tests {
             ended_at_millis: Some(2_000),
             ..Default::default()
         };
-        crate::store::upsert_session(&conn, &session).unwrap();
+        crate::capture::db::upsert_session(&conn, &session).unwrap();
         let (events_tx, events) = crossbeam_channel::bounded(64);
         let sink = EventSink::<crate::events::AppEvent>::new(events_tx, || {}).narrow();
         // Queue the burst before the worker starts, as typing does while it is busy.

@@ -53,7 +53,7 @@ pub enum StoreCommand {
     LoadSessionDetail { session_id: i64 },
     /// Delete everything in `[since, until)` and purge it from the files; the
     /// outcome goes to `reply` when given, and to the UI as an event.
-    DeleteRange { since_millis: i64, until_millis: i64, reply: Option<Sender<Result<queries::Deleted, String>>> },
+    DeleteRange { since_millis: i64, until_millis: i64, reply: Option<Sender<Result<crate::erase::Deleted, String>>> },
     /// Write an export of `[since, until)` to `path` (UI "Export"); the UI hears the outcome.
     Export { format: crate::export::Format, since_millis: i64, until_millis: i64, path: PathBuf },
     /// Hot memory: pin a fact (≤ 320 characters) into USER.md or MEMORY.md.
@@ -118,7 +118,7 @@ pub struct StoreWorker {
 impl StoreWorker {
     pub fn open(path: PathBuf, sink: EventSink<StoreEvent>) -> anyhow::Result<Self> {
         let conn = schema::open_writer(&path)?;
-        let recovered = queries::recover_open_sessions(&conn)?;
+        let recovered = crate::capture::db::recover_open_sessions(&conn)?;
         if recovered > 0 {
             tracing::info!(recovered, "closed sessions left open by an earlier crash");
         }
@@ -199,27 +199,27 @@ impl StoreWorker {
             }
             StoreCommand::SetFeedback { message_id, rating, reason } => {
                 self.commit_pending();
-                if let Err(err) = queries::set_feedback(&self.conn, message_id, rating, &reason, now_millis()) {
+                if let Err(err) = crate::chat::set_feedback(&self.conn, message_id, rating, &reason, now_millis()) {
                     self.emit_notice(format!("feedback was not saved: {err}"));
                 }
             }
             StoreCommand::LoadSessionsSince { since_millis } => {
                 self.commit_pending();
-                match queries::sessions_since(&self.conn, since_millis, 5_000) {
+                match crate::capture::db::sessions_since(&self.conn, since_millis, 5_000) {
                     Ok(sessions) => self.emit(StoreEvent::SessionsLoaded(sessions)),
                     Err(err) => self.emit_notice(format!("cannot load sessions: {err}")),
                 }
             }
             StoreCommand::LoadThreads => {
                 self.commit_pending();
-                match queries::threads(&self.conn, 200) {
+                match crate::chat::threads(&self.conn, 200) {
                     Ok(threads) => self.emit(StoreEvent::ThreadsLoaded(threads)),
                     Err(err) => self.emit_notice(format!("cannot load chat threads: {err}")),
                 }
             }
             StoreCommand::LoadMessages { thread_id } => {
                 self.commit_pending();
-                match queries::messages(&self.conn, thread_id) {
+                match crate::chat::messages(&self.conn, thread_id) {
                     Ok(messages) => self.emit(StoreEvent::MessagesLoaded { thread_id, messages }),
                     Err(err) => self.emit_notice(format!("cannot load messages: {err}")),
                 }
@@ -298,7 +298,7 @@ impl StoreWorker {
             }
             StoreCommand::LoadSessionDetail { session_id } => {
                 self.commit_pending();
-                match queries::session_detail(&self.conn, session_id) {
+                match crate::capture::db::session_detail(&self.conn, session_id) {
                     Ok((typed, copied)) => self.emit(StoreEvent::SessionDetail { session_id, typed, copied }),
                     Err(err) => self.emit_notice(format!("cannot load the session: {err}")),
                 }
@@ -376,13 +376,13 @@ impl StoreWorker {
         let mut deleted = 0;
         let mut failure = None;
         if let Some(cutoff) = cutoff(settings.window_retention_days) {
-            match queries::delete_sessions_ended_before(&self.conn, cutoff) {
+            match crate::capture::db::delete_sessions_ended_before(&self.conn, cutoff) {
                 Ok(n) => deleted += n,
                 Err(err) => failure = Some(err),
             }
         }
         if let Some(cutoff) = cutoff(settings.keystroke_retention_days) {
-            match queries::delete_chunks_ended_before(&self.conn, cutoff) {
+            match crate::capture::db::delete_chunks_ended_before(&self.conn, cutoff) {
                 Ok(n) => deleted += n,
                 Err(err) => failure = Some(err),
             }
@@ -425,7 +425,7 @@ impl StoreWorker {
         self.last_retention.map_or(Duration::ZERO, |at| RETENTION_INTERVAL.saturating_sub(at.elapsed()))
     }
 
-    fn delete_range(&mut self, since_millis: i64, until_millis: i64) -> anyhow::Result<queries::Deleted> {
+    fn delete_range(&mut self, since_millis: i64, until_millis: i64) -> anyhow::Result<crate::erase::Deleted> {
         // Overwrite freed content on disk; only around deletions, since it
         // also zeroes pages FTS merges free and would slow ingest by a quarter.
         self.conn.pragma_update(None, "secure_delete", "ON")?;
@@ -435,10 +435,10 @@ impl StoreWorker {
         outcome
     }
 
-    fn delete_range_inner(&mut self, since_millis: i64, until_millis: i64) -> anyhow::Result<queries::Deleted> {
+    fn delete_range_inner(&mut self, since_millis: i64, until_millis: i64) -> anyhow::Result<crate::erase::Deleted> {
         let tx = super::write_transaction(&self.conn)?;
         let (audio, files) = crate::audio::transcripts::delete_range(&tx, since_millis, until_millis)?;
-        let deleted = queries::Deleted { audio_transcripts: audio, ..queries::delete_range(&tx, since_millis, until_millis)? };
+        let deleted = crate::erase::Deleted { audio_transcripts: audio, ..crate::erase::delete_range(&tx, since_millis, until_millis)? };
         tx.commit()?;
         if let Some(dir) = self.data_dir() {
             crate::audio::transcripts::remove_files(&dir, &files);
@@ -502,14 +502,14 @@ impl StoreWorker {
         let tx = super::write_transaction(&self.conn)?;
         for write in &self.pending {
             match write {
-                Write::Session(session) => queries::upsert_session(&tx, session)?,
-                Write::Chunk(chunk) => queries::insert_keystroke_chunk(&tx, chunk)?,
-                Write::Clip(event) => queries::insert_clipboard_event(&tx, event)?,
+                Write::Session(session) => crate::capture::db::upsert_session(&tx, session)?,
+                Write::Chunk(chunk) => crate::capture::db::insert_keystroke_chunk(&tx, chunk)?,
+                Write::Clip(event) => crate::capture::db::insert_clipboard_event(&tx, event)?,
                 Write::Audio(transcript) => crate::audio::transcripts::insert(&tx, transcript)?,
-                Write::Afk(event) => queries::upsert_afk(&tx, event)?,
-                Write::Heartbeat { session_id, at_millis } => queries::heartbeat_session(&tx, *session_id, *at_millis)?,
-                Write::Thread { thread, created_at_millis } => queries::upsert_thread(&tx, thread, *created_at_millis)?,
-                Write::Message { message, model } => queries::upsert_message(&tx, message, model.as_deref())?,
+                Write::Afk(event) => crate::capture::db::upsert_afk(&tx, event)?,
+                Write::Heartbeat { session_id, at_millis } => crate::capture::db::heartbeat_session(&tx, *session_id, *at_millis)?,
+                Write::Thread { thread, created_at_millis } => crate::chat::upsert_thread(&tx, thread, *created_at_millis)?,
+                Write::Message { message, model } => crate::chat::upsert_message(&tx, message, model.as_deref())?,
                 Write::Usage(usage) => crate::brains::budget::insert_usage(&tx, usage)?,
                 Write::Setting { key, value } => queries::set_setting(&tx, key, value, now_millis())?,
             }

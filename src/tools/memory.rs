@@ -205,7 +205,7 @@ impl Withholding<'_> {
     fn session(&mut self, session_id: i64) -> bool {
         let (conn, rules) = (self.conn, self.rules);
         *self.sessions.entry(session_id).or_insert_with(|| {
-            crate::store::session(conn, session_id).map_or(true, |s| rules.withholds(Some(&s.app), &s.title, s.url.as_deref()) || rules.mentions(&s.title))
+            crate::capture::db::session(conn, session_id).map_or(true, |s| rules.withholds(Some(&s.app), &s.title, s.url.as_deref()) || rules.mentions(&s.title))
         })
     }
 
@@ -315,7 +315,7 @@ pub fn today(env: &MemoryEnv<'_>, most: usize) -> Result<String, String> {
 }
 
 fn activity_since(env: &MemoryEnv<'_>, since: i64, most: usize) -> Result<String, String> {
-    let mut sessions = crate::store::sessions_since(env.conn, since, most).map_err(|err| format!("cannot read activity: {err}"))?;
+    let mut sessions = crate::capture::db::sessions_since(env.conn, since, most).map_err(|err| format!("cannot read activity: {err}"))?;
     sessions.retain(|s| !env.withholds(s));
     sessions.sort_by_key(|s| std::cmp::Reverse(s.started_at_millis));
     if sessions.is_empty() {
@@ -325,7 +325,7 @@ fn activity_since(env: &MemoryEnv<'_>, since: i64, most: usize) -> Result<String
 }
 
 fn current_window(env: &MemoryEnv<'_>) -> Result<String, String> {
-    let sessions = crate::store::recent_sessions(env.conn, 1).map_err(|err| format!("cannot read activity: {err}"))?;
+    let sessions = crate::capture::db::recent_sessions(env.conn, 1).map_err(|err| format!("cannot read activity: {err}"))?;
     if sessions.first().is_some_and(|s| env.withholds(s)) {
         // Say no more than that: the window's name is what the rules keep back.
         return Ok("The current window is withheld by the user's privacy rules.".into());
@@ -342,12 +342,12 @@ fn current_window(env: &MemoryEnv<'_>) -> Result<String, String> {
 
 fn read_session(args: &Value, env: &MemoryEnv<'_>) -> Result<String, String> {
     let session_id = args.get("session_id").and_then(Value::as_i64).ok_or("session_id is required")?;
-    let (typed, copied) = match crate::store::session_detail(env.conn, session_id) {
+    let (typed, copied) = match crate::capture::db::session_detail(env.conn, session_id) {
         Ok(detail) => detail,
         Err(rusqlite::Error::QueryReturnedNoRows) => return Err(format!("there is no session {session_id} (recent_activity lists session ids)")),
         Err(err) => return Err(format!("cannot read session {session_id}: {err}")),
     };
-    let session = crate::store::session(env.conn, session_id).map_err(|err| format!("cannot read session {session_id}: {err}"))?;
+    let session = crate::capture::db::session(env.conn, session_id).map_err(|err| format!("cannot read session {session_id}: {err}"))?;
     if env.withholds(&session) {
         return Err(format!("session {session_id} is withheld by the user's privacy rules"));
     }
@@ -393,7 +393,7 @@ mod tests {
 
     fn session(conn: &Connection, session_id: i64, app: &str, title: &str, started: i64, ended: Option<i64>) {
         let session = ActivitySession { session_id, app: app.into(), title: title.into(), window_id: 1, started_at_millis: started, ended_at_millis: ended, ..Default::default() };
-        crate::store::upsert_session(conn, &session).unwrap();
+        crate::capture::db::upsert_session(conn, &session).unwrap();
     }
 
     fn env(conn: &Connection, now: i64) -> MemoryEnv<'_> {
@@ -461,7 +461,7 @@ mod tests {
             ended_at_millis: Some(now - 2_000_000),
             ..Default::default()
         };
-        crate::store::upsert_session(&conn, &booking).unwrap();
+        crate::capture::db::upsert_session(&conn, &booking).unwrap();
         session(&conn, 2, "firefox", "Flight history - Wikipedia", now - 2_000_000, Some(now - 1_000_000));
         let rules = crate::capture::firewall::Rules { denied_domains: vec!["lufthansa.com".into()], ..Default::default() };
         let open = run("search_memory", &json!({"query": "flight"}), &env(&conn, now));
@@ -512,7 +512,7 @@ mod tests {
             shortcuts: vec![],
             flush_reason: crate::capture::keys::FlushReason::Enter,
         };
-        crate::store::insert_keystroke_chunk(&conn, &chunk).unwrap();
+        crate::capture::db::insert_keystroke_chunk(&conn, &chunk).unwrap();
         let env = env(&conn, now);
         let out = run("read_session", &json!({"session_id": 7}), &env);
         assert!(out.content.contains("call Dana about the budget"), "{}", out.content);

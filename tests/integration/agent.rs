@@ -61,7 +61,7 @@ pub(super) fn fixture(server: &Scripted, title: &str, copied: &str) -> (tempfile
         started_at_millis: now - 60_000,
         ..Default::default()
     };
-    cowork::store::upsert_session(&conn, &session).unwrap();
+    cowork::capture::db::upsert_session(&conn, &session).unwrap();
     if !copied.is_empty() {
         conn.execute(
             "INSERT INTO clipboard_events (clip_id, at_ms, app, title, text, trigger) VALUES (1, ?1, 'XTerm', ?2, ?3, 'shortcut')",
@@ -239,7 +239,7 @@ fn injection_case(hostile: Hostile<'_>, first: (&str, Value)) {
             owner.stdin.take().unwrap().write_all(text.as_bytes()).unwrap();
             let db = data.path().join("cowork.db");
             let copied = super::support::eventually(Duration::from_secs(20), || {
-                cowork::store::open_read_only(&db).ok().and_then(|c| cowork::store::clips_between(&c, 0, i64::MAX).ok()).is_some_and(|clips| clips.iter().any(|c| c.text == text))
+                cowork::store::open_read_only(&db).ok().and_then(|c| cowork::capture::db::clips_between(&c, 0, i64::MAX).ok()).is_some_and(|clips| clips.iter().any(|c| c.text == text))
             });
             let _ = owner.kill();
             let _ = owner.wait();

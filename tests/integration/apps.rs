@@ -222,7 +222,7 @@ fn build_python_example(dir: &Path, name: &str, stub_wasi: bool) -> Option<PathB
 
 fn session(conn: &rusqlite::Connection, id: i64, app: &str, title: &str, start: i64, end: Option<i64>) {
     let session = cowork::records::ActivitySession { session_id: id, app: app.into(), title: title.into(), window_id: id as u32, started_at_millis: start, ended_at_millis: end, ..Default::default() };
-    cowork::store::upsert_session(conn, &session).unwrap();
+    cowork::capture::db::upsert_session(conn, &session).unwrap();
 }
 
 /// The prompts a scripted agent got: (system, user).

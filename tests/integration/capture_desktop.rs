@@ -38,21 +38,21 @@ fn stop(mut child: Child) {
 }
 
 fn sessions(db: &Path) -> Vec<cowork::records::ActivitySession> {
-    store::open_read_only(db).and_then(|c| Ok(store::sessions_between(&c, 0, i64::MAX)?)).unwrap_or_default()
+    store::open_read_only(db).and_then(|c| Ok(cowork::capture::db::sessions_between(&c, 0, i64::MAX)?)).unwrap_or_default()
 }
 
 /// Every place a word could have reached: sessions, typed text, clipboard (rows and FTS).
 fn traces(db: &Path, word: &str) -> usize {
     let reader = store::open_read_only(db).unwrap();
     let lower = word.to_lowercase();
-    let rows = store::sessions_between(&reader, 0, i64::MAX)
+    let rows = cowork::capture::db::sessions_between(&reader, 0, i64::MAX)
         .unwrap()
         .iter()
         .filter(|s| format!("{} {} {}", s.title, s.app, s.url.clone().unwrap_or_default()).to_lowercase().contains(&lower))
         .count()
-        + store::chunks_between(&reader, 0, i64::MAX).unwrap().iter().filter(|c| c.text.to_lowercase().contains(&lower) || c.title.to_lowercase().contains(&lower)).count()
-        + store::clips_between(&reader, 0, i64::MAX).unwrap().iter().filter(|c| c.text.to_lowercase().contains(&lower)).count();
-    rows + store::search_sessions(&reader, word, 10).unwrap().len() + store::search_chunks(&reader, word, 10).unwrap().len()
+        + cowork::capture::db::chunks_between(&reader, 0, i64::MAX).unwrap().iter().filter(|c| c.text.to_lowercase().contains(&lower) || c.title.to_lowercase().contains(&lower)).count()
+        + cowork::capture::db::clips_between(&reader, 0, i64::MAX).unwrap().iter().filter(|c| c.text.to_lowercase().contains(&lower)).count();
+    rows + cowork::capture::db::search_sessions(&reader, word, 10).unwrap().len() + cowork::capture::db::search_chunks(&reader, word, 10).unwrap().len()
 }
 
 /// A loopback web server: `/plan.html` redirects (after 4 s) to the secret
@@ -173,8 +173,8 @@ fn chromium_urls_come_from_the_address_bar_and_a_denied_domain_leaves_nothing() 
     assert_eq!(traces(&db, "secret.html"), 0, "{recorded:?}");
     assert_eq!(traces(&db, "ledger.example"), 0, "{recorded:?}");
     let reader = store::open_read_only(&db).unwrap();
-    assert_eq!(store::search_sessions(&reader, "ledger", 10).unwrap().len(), 0);
-    let by_url = store::search_sessions(&reader, "plan.html", 10).unwrap();
+    assert_eq!(cowork::capture::db::search_sessions(&reader, "ledger", 10).unwrap().len(), 0);
+    let by_url = cowork::capture::db::search_sessions(&reader, "plan.html", 10).unwrap();
     assert!(by_url.iter().any(|s| s.session_id == plan.session_id), "URLs are full-text searchable: {by_url:?} {recorded:?}");
     drop(reader);
     for file in ["cowork.db", "cowork.db-wal"] {
@@ -302,7 +302,7 @@ fn nothing_typed_into_a_real_password_field_is_recorded() {
     stop(capture);
 
     let reader = store::open_read_only(&db).unwrap();
-    let typed: Vec<String> = store::chunks_between(&reader, 0, i64::MAX).unwrap().into_iter().map(|c| c.text).collect();
+    let typed: Vec<String> = cowork::capture::db::chunks_between(&reader, 0, i64::MAX).unwrap().into_iter().map(|c| c.text).collect();
     assert!(typed.iter().any(|t| t == "alice"), "{typed:?}");
     assert!(typed.iter().any(|t| t == "bob"), "typing after leaving the password field is recorded: {typed:?}");
     assert_eq!(traces(&db, "hunter2"), 0, "{typed:?}");
@@ -310,7 +310,7 @@ fn nothing_typed_into_a_real_password_field_is_recorded() {
 }
 
 fn afk_events(db: &Path) -> Vec<cowork::capture::heartbeat::AfkEvent> {
-    store::open_read_only(db).and_then(|c| Ok(store::afk_between(&c, 0, i64::MAX)?)).unwrap_or_default()
+    store::open_read_only(db).and_then(|c| Ok(cowork::capture::db::afk_between(&c, 0, i64::MAX)?)).unwrap_or_default()
 }
 
 /// A second of silence as a WAV file, for mpv to loop.

@@ -44,7 +44,7 @@ fn focus_and_title_changes_become_sessions_with_accurate_durations() {
     // Let capture record the window that is focused at start, well before the script begins.
     assert!(eventually(Duration::from_secs(5), || store::open_read_only(&db)
         .ok()
-        .and_then(|c| store::recent_sessions(&c, 1).ok())
+        .and_then(|c| cowork::capture::db::recent_sessions(&c, 1).ok())
         .is_some_and(|s| !s.is_empty())));
     std::thread::sleep(Duration::from_millis(2 * TOLERANCE_MILLIS as u64));
 
@@ -70,7 +70,7 @@ fn focus_and_title_changes_become_sessions_with_accurate_durations() {
         eventually(Duration::from_secs(1), || {
             store::open_read_only(&reader_path)
                 .ok()
-                .and_then(|c| store::recent_sessions(&c, 20).ok())
+                .and_then(|c| cowork::capture::db::recent_sessions(&c, 20).ok())
                 .is_some_and(|s| s.iter().any(|s| s.title == "cowork alpha renamed" && s.ended_at_millis.is_some()))
         }),
         "finished session not in the database within 1 s"
@@ -83,7 +83,7 @@ fn focus_and_title_changes_become_sessions_with_accurate_durations() {
     done.recv_timeout(Duration::from_secs(10)).unwrap();
 
     let reader = store::open_read_only(&db).unwrap();
-    let sessions: Vec<_> = store::sessions_since(&reader, switches[0] - 1_000, 100)
+    let sessions: Vec<_> = cowork::capture::db::sessions_since(&reader, switches[0] - 1_000, 100)
         .unwrap()
         .into_iter()
         .filter(|s| s.started_at_millis >= switches[0] - TOLERANCE_MILLIS)
@@ -112,7 +112,7 @@ fn focus_and_title_changes_become_sessions_with_accurate_durations() {
     // The open session was flushed at shutdown.
     let last = sessions.last().unwrap();
     assert_eq!(last.end_reason, Some(SessionEnd::Shutdown));
-    assert!(store::search_sessions(&reader, "renamed", 5).unwrap().len() == 1, "titles are full-text searchable");
+    assert!(cowork::capture::db::search_sessions(&reader, "renamed", 5).unwrap().len() == 1, "titles are full-text searchable");
     eprintln!("finished session visible in the database after {visible_after:?}");
     assert!(store.shutdown(StoreCommand::Shutdown, Duration::from_secs(10)));
 }
@@ -150,13 +150,13 @@ fn capture_with_rules(rules: cowork::capture::firewall::Rules, windows: &[(&str,
     assert!(capture.shutdown(CaptureCommand::Shutdown, Duration::from_secs(10)));
     assert!(store.shutdown(StoreCommand::Shutdown, Duration::from_secs(10)));
     let reader = store::open_read_only(&db).unwrap();
-    let titles = store::recent_sessions(&reader, 100).unwrap().into_iter().map(|s| s.title).collect();
+    let titles = cowork::capture::db::recent_sessions(&reader, 100).unwrap().into_iter().map(|s| s.title).collect();
     (dir, titles)
 }
 
 fn fts_hits(db: &std::path::Path, word: &str) -> usize {
     let reader = store::open_read_only(db).unwrap();
-    store::search_sessions(&reader, word, 10).unwrap().len()
+    cowork::capture::db::search_sessions(&reader, word, 10).unwrap().len()
 }
 
 #[test]
@@ -225,7 +225,7 @@ pub(super) fn capture_run_on(x: &XSession, data: &std::path::Path, window: &str,
             x.activate(window);
             store::open_read_only(&db)
                 .ok()
-                .and_then(|c| store::recent_sessions(&c, 1).ok())
+                .and_then(|c| cowork::capture::db::recent_sessions(&c, 1).ok())
                 .is_some_and(|s| s.first().is_some_and(|s| s.title == title && s.ended_at_millis.is_none()))
         }),
         "capture is watching {title}"
@@ -262,7 +262,7 @@ fn typing_in_a_real_window_becomes_keystroke_chunks_with_their_window() {
     assert!(capture.wait().unwrap().success());
 
     let reader = store::open_read_only(&db).unwrap();
-    let chunks = store::chunks_between(&reader, 0, i64::MAX).unwrap();
+    let chunks = cowork::capture::db::chunks_between(&reader, 0, i64::MAX).unwrap();
     let summary: Vec<(&str, &str, &str)> =
         chunks.iter().map(|c| (c.text.as_str(), c.title.as_str(), c.flush_reason.as_str())).collect();
     assert_eq!(
@@ -272,7 +272,7 @@ fn typing_in_a_real_window_becomes_keystroke_chunks_with_their_window() {
     );
     assert_eq!(chunks[1].shortcuts, ["Ctrl+C"]);
     assert_eq!(chunks[0].app, "XTerm");
-    assert_eq!(store::search_chunks(&reader, "hello", 5).unwrap().len(), 1, "typed text is full-text searchable");
+    assert_eq!(cowork::capture::db::search_chunks(&reader, "hello", 5).unwrap().len(), 1, "typed text is full-text searchable");
 }
 
 #[test]
@@ -305,7 +305,7 @@ fn clipboard_changes_are_recorded_with_their_source_app_once_each() {
     unsafe { libc::kill(capture.id() as i32, libc::SIGTERM) };
     assert!(capture.wait().unwrap().success());
     let reader = store::open_read_only(&db).unwrap();
-    let clips = store::clips_between(&reader, 0, i64::MAX).unwrap();
+    let clips = cowork::capture::db::clips_between(&reader, 0, i64::MAX).unwrap();
     let summary: Vec<(&str, &str, &str)> = clips.iter().map(|c| (c.text.as_str(), c.app.as_str(), c.trigger.as_str())).collect();
     assert_eq!(
         summary,

@@ -232,7 +232,7 @@ fn sigterm_closes_the_sidebar_gracefully_and_flushes_the_open_session() {
     let open_session = || {
         cowork::store::open_read_only(&db)
             .ok()
-            .and_then(|c| cowork::store::recent_sessions(&c, 5).ok())
+            .and_then(|c| cowork::capture::db::recent_sessions(&c, 5).ok())
             .is_some_and(|s| s.iter().any(|s| s.title == "notes.txt - editor" && s.ended_at_millis.is_none()))
     };
     assert!(super::support::eventually(std::time::Duration::from_secs(20), open_session), "capture recorded the editor");
@@ -241,7 +241,7 @@ fn sigterm_closes_the_sidebar_gracefully_and_flushes_the_open_session() {
     let status = app.wait().unwrap();
     assert!(status.success(), "exit status {status:?}");
     let reader = cowork::store::open_read_only(&db).unwrap();
-    let session = cowork::store::recent_sessions(&reader, 5)
+    let session = cowork::capture::db::recent_sessions(&reader, 5)
         .unwrap()
         .into_iter()
         .find(|s| s.title == "notes.txt - editor")
@@ -269,7 +269,7 @@ fn export_and_delete_from_the_command_line() {
             end_reason: Some(reason),
             ..Default::default()
         };
-        cowork::store::upsert_session(&conn, &session).unwrap();
+        cowork::capture::db::upsert_session(&conn, &session).unwrap();
     }
     drop(conn);
     let aw = data.path().join("aw.json");
@@ -314,17 +314,17 @@ fn simulate_replays_a_day_through_the_firewall_into_the_database() {
     assert!(out.status.success(), "{stderr}");
     assert!(stderr.contains("2 typed chunks, 1 clipboard events (2 windows excluded by the firewall, 1 AFK periods)"), "{stderr}");
     let reader = cowork::store::open_read_only(&data.path().join("cowork.db")).unwrap();
-    let sessions = cowork::store::sessions_since(&reader, 0, 100).unwrap();
+    let sessions = cowork::capture::db::sessions_since(&reader, 0, 100).unwrap();
     let titles: Vec<&str> = sessions.iter().map(|s| s.title.as_str()).collect();
     assert!(!titles.iter().any(|t| t.contains("Passwords") || t.contains("Private Browsing")), "{titles:?}");
     assert_eq!(sessions.first().unwrap().started_at_millis, cowork::ids::parse_time("2026-11-20T08:00:00Z", 0).unwrap());
-    assert_eq!(cowork::store::search_sessions(&reader, "budget", 5).unwrap().len(), 1);
+    assert_eq!(cowork::capture::db::search_sessions(&reader, "budget", 5).unwrap().len(), 1);
     // Typing and copying replayed into their windows; the password manager's copy and the private span never stored.
-    let typed = cowork::store::search_chunks(&reader, "shipping", 5).unwrap();
+    let typed = cowork::capture::db::search_chunks(&reader, "shipping", 5).unwrap();
     assert_eq!(typed.len(), 1);
     assert_eq!(typed[0].app, "Slack");
-    assert_eq!(cowork::store::search_chunks(&reader, "salary", 5).unwrap().len(), 0);
-    let clips = cowork::store::clips_between(&reader, 0, i64::MAX).unwrap();
+    assert_eq!(cowork::capture::db::search_chunks(&reader, "salary", 5).unwrap().len(), 0);
+    let clips = cowork::capture::db::clips_between(&reader, 0, i64::MAX).unwrap();
     assert_eq!(clips.iter().map(|c| c.text.as_str()).collect::<Vec<_>>(), ["https://ci.example/runs/4812"]);
     // `cowork search` finds the day across streams, as JSON.
     let out = cowork().args(["search", "--json", "release"]).arg("--data-dir").arg(data.path()).output().unwrap();
@@ -335,7 +335,7 @@ fn simulate_replays_a_day_through_the_firewall_into_the_database() {
     let out = cowork().args(["search", "release", "--stream", "typing", "--app", "slack"]).arg("--data-dir").arg(data.path()).output().unwrap();
     let text = String::from_utf8_lossy(&out.stdout);
     assert!(text.lines().count() == 1 && text.contains("[release]"), "{text}");
-    let afk = cowork::store::afk_between(&reader, 0, i64::MAX).unwrap();
+    let afk = cowork::capture::db::afk_between(&reader, 0, i64::MAX).unwrap();
     assert_eq!(afk.iter().filter(|e| e.data == cowork::capture::heartbeat::AfkStatus::Afk).count(), 1, "{afk:?}");
 }
 
@@ -404,7 +404,7 @@ fn before_the_first_run_answer_the_sidebar_records_nothing() {
     unsafe { libc::kill(app.id() as i32, libc::SIGTERM) };
     assert!(app.wait().unwrap().success());
     let reader = cowork::store::open_read_only(&data.path().join("cowork.db")).unwrap();
-    assert_eq!(cowork::store::session_count(&reader).unwrap(), 0);
+    assert_eq!(cowork::capture::db::session_count(&reader).unwrap(), 0);
 }
 
 #[test]
@@ -424,7 +424,7 @@ fn doctor_reports_each_streams_last_event_from_the_database() {
         end_reason: Some(SessionEnd::Switch),
         ..Default::default()
     };
-    cowork::store::upsert_session(&conn, &session).unwrap();
+    cowork::capture::db::upsert_session(&conn, &session).unwrap();
     drop(conn);
     let out = cowork().args(["doctor", "--json"]).arg("--data-dir").arg(data.path()).output().unwrap();
     let checks: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
@@ -582,7 +582,7 @@ fn activitywatch_export_imports_into_a_real_aw_server_that_already_has_its_watch
             url_source: url.map(|_| cowork::records::UrlSource::Atspi),
             ..Default::default()
         };
-        cowork::store::upsert_session(&conn, &session).unwrap();
+        cowork::capture::db::upsert_session(&conn, &session).unwrap();
     }
     drop(conn);
     let file = data.path().join("aw.json");

@@ -126,7 +126,7 @@ fn plaintext_database(db: &Path, sessions: i64) {
             ended_at_millis: Some(1_700_000_000_000 + i * 1000 + 500),
             ..Default::default()
         };
-        cowork::store::upsert_session(&tx, &session).unwrap();
+        cowork::capture::db::upsert_session(&tx, &session).unwrap();
     }
     tx.commit().unwrap();
     assert_eq!(key::file_state(db).unwrap(), FileState::Plaintext);
@@ -145,7 +145,7 @@ fn whole(db: &Path, sessions: i64) -> FileState {
     let count: i64 = conn.query_row("SELECT count(*) FROM activity_sessions", [], |r| r.get(0)).unwrap();
     let check: String = conn.query_row("PRAGMA integrity_check", [], |r| r.get(0)).unwrap();
     assert_eq!((count, check.as_str()), (sessions, "ok"), "{state:?}");
-    let hits = cowork::store::search_sessions(&conn, "Plaintext history", 5).unwrap();
+    let hits = cowork::capture::db::search_sessions(&conn, "Plaintext history", 5).unwrap();
     assert_eq!(hits.len(), 5, "full-text search works in the {state:?} database");
     state
 }
@@ -228,7 +228,7 @@ fn a_missing_or_wrong_key_is_a_clear_message_and_nothing_is_replaced() {
     {
         let conn = cowork::store::open_writer(&db).unwrap();
         let session = cowork::records::ActivitySession { session_id: 1, app: "XTerm".into(), title: "kept history".into(), window_id: 1, started_at_millis: 1, ended_at_millis: Some(2), ..Default::default() };
-        cowork::store::upsert_session(&conn, &session).unwrap();
+        cowork::capture::db::upsert_session(&conn, &session).unwrap();
     }
     key::forget(&db);
     let sha = |path: &Path| -> Vec<u8> {

@@ -14,7 +14,7 @@ use super::support::{ChildGuard, eventually, require};
 use super::wayland::{Compositor, capturing_data_dir, doctor_check, on_disk, stop};
 
 fn sessions(db: &Path) -> Vec<cowork::records::ActivitySession> {
-    store::open_read_only(db).ok().and_then(|c| store::sessions_between(&c, 0, i64::MAX).ok()).unwrap_or_default()
+    store::open_read_only(db).ok().and_then(|c| cowork::capture::db::sessions_between(&c, 0, i64::MAX).ok()).unwrap_or_default()
 }
 
 /// A zbus connection to the GNOME session's bus, as any other program on it would have.
@@ -93,7 +93,7 @@ fn on_gnome_coworks_extension_turns_focus_and_title_changes_into_sessions_with_p
     assert!(gnome.gnome_focus("Beta notes, edited"));
 
     // The clipboard, pushed by the extension while the stream records.
-    let clips = || store::open_read_only(&db).ok().and_then(|c| store::clips_between(&c, 0, i64::MAX).ok()).unwrap_or_default();
+    let clips = || store::open_read_only(&db).ok().and_then(|c| cowork::capture::db::clips_between(&c, 0, i64::MAX).ok()).unwrap_or_default();
     gnome.shell_eval("imports.gi.St.Clipboard.get_default().set_text(imports.gi.St.ClipboardType.CLIPBOARD, 'standup moved to 10:30')").unwrap();
     assert!(eventually(Duration::from_secs(5), || clips().iter().any(|c| c.text == "standup moved to 10:30")), "{:?}", clips());
 
@@ -136,7 +136,7 @@ fn on_gnome_mutters_idle_monitor_marks_away_unless_a_fullscreen_window_has_the_f
     fullscreen(true);
     let (data, db) = capturing_data_dir(&[("capture.afk_secs", "10")]);
     let capture = ChildGuard(gnome.cowork(data.path()).args(["capture", "run"]).spawn().unwrap());
-    let afk = || store::open_read_only(&db).ok().and_then(|c| store::afk_between(&c, 0, i64::MAX).ok()).unwrap_or_default();
+    let afk = || store::open_read_only(&db).ok().and_then(|c| cowork::capture::db::afk_between(&c, 0, i64::MAX).ok()).unwrap_or_default();
     std::thread::sleep(Duration::from_secs(16));
     assert!(!afk().iter().any(|e| e.data == AfkStatus::Afk), "a fullscreen window keeps the user present: {:?}", afk());
     let windowed = cowork::ids::now_millis();

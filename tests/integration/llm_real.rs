@@ -61,7 +61,7 @@ fn smollm2_answers_with_the_captured_window_in_context_and_stops_within_a_second
     assert!(
         eventually(Duration::from_secs(10), || store::open_read_only(&db)
             .ok()
-            .and_then(|c| store::recent_sessions(&c, 1).ok())
+            .and_then(|c| cowork::capture::db::recent_sessions(&c, 1).ok())
             .is_some_and(|s| s.first().is_some_and(|s| s.title == title && s.ended_at_millis.is_none()))),
         "capture recorded the active window"
     );
@@ -106,7 +106,7 @@ fn smollm2_answers_with_the_captured_window_in_context_and_stops_within_a_second
     store.commands.send(StoreCommand::Flush(ack)).unwrap();
     done.recv_timeout(Duration::from_secs(10)).unwrap();
     let reader = store::open_read_only(&db).unwrap();
-    let saved = store::messages(&reader, thread_id).unwrap();
+    let saved = cowork::chat::messages(&reader, thread_id).unwrap();
     assert_eq!(saved.len(), 2);
     assert_eq!(saved[0].role, Role::User);
     assert!(saved[0].context.as_deref().unwrap_or_default().contains(title));
@@ -207,11 +207,11 @@ fn the_local_model_summarises_an_older_hour_and_a_quiet_conversation_and_the_sum
                 ended_at_millis: Some(at + 500_000),
                 ..Default::default()
             };
-            store::upsert_session(&conn, &session).unwrap();
+            cowork::capture::db::upsert_session(&conn, &session).unwrap();
         }
         // A conversation that went quiet two hours ago.
         let thread = cowork::records::ChatThread { thread_id: 9, title: "Dinner on Friday".into(), updated_at_millis: start };
-        store::upsert_thread(&conn, &thread, start).unwrap();
+        cowork::chat::upsert_thread(&conn, &thread, start).unwrap();
         for (id, role, text) in [
             (1, cowork::records::Role::User, "Find me a vegetarian restaurant near Alexanderplatz for Friday at 8 pm, for four people."),
             (2, cowork::records::Role::Assistant, "Cookies Cream has vegetarian tasting menus and a table for four at 8 pm on Friday."),
@@ -231,7 +231,7 @@ fn the_local_model_summarises_an_older_hour_and_a_quiet_conversation_and_the_sum
                 citations: None,
                 refusal: false,
             };
-            store::upsert_message(&conn, &message, None).unwrap();
+            cowork::chat::upsert_message(&conn, &message, None).unwrap();
         }
     }
     let (sink, _events) = test_sink();

@@ -188,7 +188,7 @@ fn kill_9_in_the_middle_of_a_job_resumes_from_the_last_checkpoint() {
         let tx = conn.unchecked_transaction().unwrap();
         for i in 0..200 {
             let text = format!("note {i}: the meeting about project {} moved to room {}", i % 17, i * 7 % 31);
-            cowork::store::insert_keystroke_chunk(&tx, &typed(i + 1, "gedit", "notes.txt", 1_000_000 + i * 10_000, &text)).unwrap();
+            cowork::capture::db::insert_keystroke_chunk(&tx, &typed(i + 1, "gedit", "notes.txt", 1_000_000 + i * 10_000, &text)).unwrap();
         }
         tx.commit().unwrap();
     }

@@ -616,7 +616,7 @@ fn cloud_fixture(provider_json: &str, settings: &[(&str, &str)], window_title: &
         started_at_millis: cowork::ids::now_millis() - 60_000,
         ..Default::default()
     };
-    cowork::store::upsert_session(&conn, &session).unwrap();
+    cowork::capture::db::upsert_session(&conn, &session).unwrap();
     let paths = cowork::config::Paths::resolve(Some(data.path().to_owned()), Some(data.path().join("models"))).unwrap();
     (data, paths)
 }

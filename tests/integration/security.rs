@@ -683,9 +683,9 @@ fn cowork_mcp_serve_withholds_denied_apps_and_domains_also_in_chats_and_summarie
         ended_at_millis: Some(at + 600_000),
         ..Default::default()
     };
-    cowork::store::upsert_session(&conn, &session(101, "Signal", "Priya", None, now - 3 * hour)).unwrap();
-    cowork::store::upsert_session(&conn, &session(102, "Firefox", "Statement", Some("https://online.mybank.example/statement"), now - 2 * hour - hour / 2)).unwrap();
-    cowork::store::upsert_session(&conn, &session(103, "Firefox", "Weather forecast", Some("https://weather.example/today"), now - 6 * hour)).unwrap();
+    cowork::capture::db::upsert_session(&conn, &session(101, "Signal", "Priya", None, now - 3 * hour)).unwrap();
+    cowork::capture::db::upsert_session(&conn, &session(102, "Firefox", "Statement", Some("https://online.mybank.example/statement"), now - 2 * hour - hour / 2)).unwrap();
+    cowork::capture::db::upsert_session(&conn, &session(103, "Firefox", "Weather forecast", Some("https://weather.example/today"), now - 6 * hour)).unwrap();
     // Chats: one cites the Signal session without naming it; one sent the bank page as context;
     // one names Signal; one is harmless.
     let citation = json!([{"n": 1, "chunk_id": null, "stream": "window", "source_id": 101, "at_millis": now - 3 * hour, "label": "Priya", "open_id": 101}]).to_string();
@@ -698,7 +698,7 @@ fn cowork_mcp_serve_withholds_denied_apps_and_domains_also_in_chats_and_summarie
     ];
     for (n, question, context, answer, citations) in threads {
         let thread = cowork::records::ChatThread { thread_id: 500 + n, title: question.into(), updated_at_millis: now };
-        cowork::store::upsert_thread(&conn, &thread, now).unwrap();
+        cowork::chat::upsert_thread(&conn, &thread, now).unwrap();
         for (i, (role, text)) in [(cowork::records::Role::User, question), (cowork::records::Role::Assistant, answer)].into_iter().enumerate() {
             let message = cowork::records::ChatMessage {
                 message_id: 600 + n * 10 + i as i64,
@@ -714,7 +714,7 @@ fn cowork_mcp_serve_withholds_denied_apps_and_domains_also_in_chats_and_summarie
                 citations: if i == 1 { citations.clone() } else { None },
                 refusal: false,
             };
-            cowork::store::upsert_message(&conn, &message, None).unwrap();
+            cowork::chat::upsert_message(&conn, &message, None).unwrap();
         }
     }
     // Summaries: one of the hours Signal was used in (its text names nothing withheld), one of a harmless morning.
@@ -756,7 +756,7 @@ fn an_automation_and_an_app_send_nothing_captured_to_a_cloud_the_user_refused() 
     {
         let conn = cowork::store::open_writer(&lab.db()).unwrap();
         let session = cowork::records::ActivitySession { session_id: 1, app: "XTerm".into(), title: "deploy".into(), window_id: 1, started_at_millis: now - 600_000, ..Default::default() };
-        cowork::store::upsert_session(&conn, &session).unwrap();
+        cowork::capture::db::upsert_session(&conn, &session).unwrap();
         conn.execute(
             "INSERT INTO clipboard_events (clip_id, at_ms, app, title, text, trigger) VALUES (1, ?1, 'XTerm', 'deploy', ?2, 'shortcut')",
             rusqlite::params![now - 300_000, "export STRIPE=sk-live-4eC39HqLyjWDarjtT1zdp7dc card 4111 1111 1111 1111"],

@@ -118,7 +118,7 @@ fn captured_patient_portal(lab: &Lab) {
         ended_at_millis: Some(now - 60_000),
         ..Default::default()
     };
-    cowork::store::upsert_session(&conn, &session).unwrap();
+    cowork::capture::db::upsert_session(&conn, &session).unwrap();
 }
 
 #[test]

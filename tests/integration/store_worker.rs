@@ -58,8 +58,8 @@ fn writes_land_in_one_wal_file_and_survive_a_restart() {
 
     // A reader on its own read-only connection sees everything, FTS included.
     let reader = store::open_read_only(&db).unwrap();
-    assert_eq!(store::session_count(&reader).unwrap(), 5_000);
-    assert_eq!(store::search_sessions(&reader, "window 4999", 3).unwrap()[0].session_id, 4999);
+    assert_eq!(cowork::capture::db::session_count(&reader).unwrap(), 5_000);
+    assert_eq!(cowork::capture::db::search_sessions(&reader, "window 4999", 3).unwrap()[0].session_id, 4999);
     let mode: String = reader.pragma_query_value(None, "journal_mode", |r| r.get(0)).unwrap();
     assert_eq!(mode, "wal");
     drop(reader);
@@ -99,7 +99,7 @@ fn a_full_database_keeps_writes_queued_and_reports_degraded_until_space_returns(
     worker.connection().pragma_update(None, "max_page_count", 1_000_000_000i64).unwrap();
     assert!(worker.commit_pending());
     assert_eq!(worker.pending_len(), 0);
-    assert_eq!(store::session_count(worker.connection()).unwrap(), 2_000);
+    assert_eq!(cowork::capture::db::session_count(worker.connection()).unwrap(), 2_000);
 }
 
 #[test]
@@ -154,10 +154,10 @@ fn a_deleted_range_leaves_no_row_no_fts_entry_and_no_bytes_on_disk() {
     assert!(worker.shutdown(StoreCommand::Shutdown, Duration::from_secs(10)));
 
     let reader = store::open_read_only(&db).unwrap();
-    let titles: Vec<String> = store::recent_sessions(&reader, 10).unwrap().into_iter().map(|s| s.title).collect();
+    let titles: Vec<String> = cowork::capture::db::recent_sessions(&reader, 10).unwrap().into_iter().map(|s| s.title).collect();
     assert_eq!(titles, ["kept from yesterday"]);
-    assert!(store::search_sessions(&reader, "zebra", 10).unwrap().is_empty());
-    assert!(store::search_messages(&reader, "zebra", 10).unwrap().is_empty());
+    assert!(cowork::capture::db::search_sessions(&reader, "zebra", 10).unwrap().is_empty());
+    assert!(cowork::chat::search_messages(&reader, "zebra", 10).unwrap().is_empty());
     drop(reader);
     let mut bytes = std::fs::read(&db).unwrap();
     bytes.extend(std::fs::read(dir.path().join("cowork.db-wal")).unwrap_or_default());
@@ -179,7 +179,7 @@ fn retention_removes_window_history_older_than_the_setting() {
     assert_eq!(worker.enforce_retention(now), 1, "default keeps 90 days");
     worker.handle(StoreCommand::SetSetting { key: "retention.window_days".into(), value: "7".into() });
     assert_eq!(worker.enforce_retention(now), 1);
-    let titles: Vec<String> = store::recent_sessions(worker.connection(), 10).unwrap().into_iter().map(|s| s.title).collect();
+    let titles: Vec<String> = cowork::capture::db::recent_sessions(worker.connection(), 10).unwrap().into_iter().map(|s| s.title).collect();
     assert_eq!(titles, ["open now"]);
     worker.handle(StoreCommand::SetSetting { key: "retention.window_days".into(), value: "0".into() });
     worker.handle(StoreCommand::UpsertSession(session(4, "old but kept", now - 400 * day, Some(now - 400 * day + 1))));

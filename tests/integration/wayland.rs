@@ -627,11 +627,11 @@ fn on_an_unknown_compositor_every_capability_says_why_and_nothing_false_is_recor
     std::thread::sleep(Duration::from_secs(4));
     stop(capture);
     let reader = store::open_read_only(&data.path().join("cowork.db")).unwrap();
-    let sessions = store::sessions_between(&reader, 0, i64::MAX).unwrap();
+    let sessions = cowork::capture::db::sessions_between(&reader, 0, i64::MAX).unwrap();
     assert!(sessions.is_empty(), "no window was seen, so none is recorded: {sessions:?}");
-    let afk = store::afk_between(&reader, 0, i64::MAX).unwrap();
+    let afk = cowork::capture::db::afk_between(&reader, 0, i64::MAX).unwrap();
     assert!(afk.is_empty(), "presence cannot be seen: neither away nor present is recorded: {afk:?}");
-    assert_eq!(store::clips_between(&reader, 0, i64::MAX).unwrap().len(), 0);
+    assert_eq!(cowork::capture::db::clips_between(&reader, 0, i64::MAX).unwrap().len(), 0);
 }
 
 /// KDE Plasma: `cowork capture run` loads its KWin script into a real KWin
@@ -662,7 +662,7 @@ fn on_kde_plasma_coworks_kwin_script_turns_focus_and_caption_changes_into_sessio
     let unique = script.split("var COWORK = \"").nth(1).and_then(|rest| rest.split('"').next()).unwrap().to_owned();
     assert!(unique.starts_with(":1."), "the script calls cowork's own unique bus name: {unique}");
 
-    let sessions = || store::open_read_only(&db).ok().and_then(|c| store::sessions_between(&c, 0, i64::MAX).ok()).unwrap_or_default();
+    let sessions = || store::open_read_only(&db).ok().and_then(|c| cowork::capture::db::sessions_between(&c, 0, i64::MAX).ok()).unwrap_or_default();
     let has = |title: &str, pid: u32| sessions().iter().any(|s| s.title == title && s.pid == Some(pid) && s.app == "org.freedesktop.weston.wayland-terminal");
     let (alpha, alpha_titles) = kwin.weston_terminal("Alpha document");
     assert!(eventually(Duration::from_secs(15), || has("Alpha document", alpha)), "{:?}", sessions());
@@ -694,7 +694,7 @@ fn on_kde_plasma_coworks_kwin_script_turns_focus_and_caption_changes_into_sessio
     kwin.close(_vault);
     std::thread::sleep(Duration::from_millis(500));
     let copy = ChildGuard(kwin.command("wl-copy").args(["--foreground", "standup moved to 10:30"]).stdout(Stdio::null()).stderr(Stdio::null()).spawn().unwrap());
-    let clips = || store::open_read_only(&db).ok().and_then(|c| store::clips_between(&c, 0, i64::MAX).ok()).unwrap_or_default();
+    let clips = || store::open_read_only(&db).ok().and_then(|c| cowork::capture::db::clips_between(&c, 0, i64::MAX).ok()).unwrap_or_default();
     assert!(eventually(Duration::from_secs(5), || clips().iter().any(|c| c.text == "standup moved to 10:30")), "{:?}", clips());
     drop(copy);
 
@@ -748,7 +748,7 @@ fn on_kde_plasma_kwins_idle_notification_marks_away() {
     assert!(away.0 == "ok" && away.1.contains("ext-idle-notify"), "{away:?}");
     let started = cowork::ids::now_millis();
     let capture = ChildGuard(kwin.cowork(data.path()).args(["capture", "run"]).spawn().unwrap());
-    let afk = || store::open_read_only(&db).ok().and_then(|c| store::afk_between(&c, 0, i64::MAX).ok()).unwrap_or_default();
+    let afk = || store::open_read_only(&db).ok().and_then(|c| cowork::capture::db::afk_between(&c, 0, i64::MAX).ok()).unwrap_or_default();
     assert!(eventually(Duration::from_secs(25), || afk().iter().any(|e| e.data == AfkStatus::Afk)), "nobody typed, so the user went away: {:?}", afk());
     let gone = afk().into_iter().find(|e| e.data == AfkStatus::Afk).unwrap();
     assert!((gone.start_millis - started).abs() <= 3_000, "away is back-dated to the last input: {gone:?} (capture started {started})");
@@ -867,7 +867,7 @@ fn on_sway_focus_and_title_changes_become_sessions_with_pids_like_on_x11() {
     assert_eq!(state, WorkerState::Running, "focus, pids and idle all work on sway");
     assert!(eventually(Duration::from_secs(5), || store::open_read_only(&db)
         .ok()
-        .and_then(|c| store::recent_sessions(&c, 1).ok())
+        .and_then(|c| cowork::capture::db::recent_sessions(&c, 1).ok())
         .is_some_and(|s| s.first().is_some_and(|s| s.title == "Gamma sheet"))));
     std::thread::sleep(Duration::from_millis(2 * TOLERANCE_MILLIS as u64));
 
@@ -889,7 +889,7 @@ fn on_sway_focus_and_title_changes_become_sessions_with_pids_like_on_x11() {
     assert!(
         eventually(Duration::from_secs(1), || store::open_read_only(&db)
             .ok()
-            .and_then(|c| store::recent_sessions(&c, 20).ok())
+            .and_then(|c| cowork::capture::db::recent_sessions(&c, 20).ok())
             .is_some_and(|s| s.iter().any(|s| s.title == "Alpha renamed" && s.ended_at_millis.is_some()))),
         "finished session not in the database within 1 s"
     );
@@ -900,7 +900,7 @@ fn on_sway_focus_and_title_changes_become_sessions_with_pids_like_on_x11() {
     done.recv_timeout(Duration::from_secs(10)).unwrap();
 
     let reader = store::open_read_only(&db).unwrap();
-    let sessions: Vec<_> = store::sessions_since(&reader, switches[0] - 1_000, 100)
+    let sessions: Vec<_> = cowork::capture::db::sessions_since(&reader, switches[0] - 1_000, 100)
         .unwrap()
         .into_iter()
         .filter(|s| s.started_at_millis >= switches[0] - TOLERANCE_MILLIS)
@@ -964,11 +964,11 @@ impl InProcess {
     }
 
     fn sessions(&self) -> Vec<cowork::records::ActivitySession> {
-        store::open_read_only(&self.db).ok().and_then(|c| store::sessions_between(&c, 0, i64::MAX).ok()).unwrap_or_default()
+        store::open_read_only(&self.db).ok().and_then(|c| cowork::capture::db::sessions_between(&c, 0, i64::MAX).ok()).unwrap_or_default()
     }
 
     fn afk(&self) -> Vec<cowork::capture::heartbeat::AfkEvent> {
-        store::open_read_only(&self.db).ok().and_then(|c| store::afk_between(&c, 0, i64::MAX).ok()).unwrap_or_default()
+        store::open_read_only(&self.db).ok().and_then(|c| cowork::capture::db::afk_between(&c, 0, i64::MAX).ok()).unwrap_or_default()
     }
 
     fn stop(mut self) -> Self {
@@ -1044,8 +1044,8 @@ fn on_sway_capture_run_records_clipboard_changes_and_excludes_a_password_manager
         store::set_setting(&conn, "capture.streams_confirmed", "true", 0).unwrap();
     }
     let capture = ChildGuard(sway.cowork(data.path()).args(["capture", "run"]).spawn().unwrap());
-    let sessions = || store::open_read_only(&db).ok().and_then(|c| store::sessions_between(&c, 0, i64::MAX).ok()).unwrap_or_default();
-    let clips = || store::open_read_only(&db).ok().and_then(|c| store::clips_between(&c, 0, i64::MAX).ok()).unwrap_or_default();
+    let sessions = || store::open_read_only(&db).ok().and_then(|c| cowork::capture::db::sessions_between(&c, 0, i64::MAX).ok()).unwrap_or_default();
+    let clips = || store::open_read_only(&db).ok().and_then(|c| cowork::capture::db::clips_between(&c, 0, i64::MAX).ok()).unwrap_or_default();
     sway.swaymsg(&["[app_id=test-notes] focus"]);
     assert!(eventually(Duration::from_secs(15), || sessions().iter().any(|s| s.title == "Meeting notes")), "{:?}", sessions());
     let copy = |text: &str| {
@@ -1356,7 +1356,7 @@ fn on_sway_the_typing_stream_is_the_text_entered_into_fields_and_never_a_passwor
         .unwrap();
     let app_pid = app.id();
     sway.children.push(ChildGuard(app));
-    let sessions = || store::open_read_only(&db).ok().and_then(|c| store::sessions_between(&c, 0, i64::MAX).ok()).unwrap_or_default();
+    let sessions = || store::open_read_only(&db).ok().and_then(|c| cowork::capture::db::sessions_between(&c, 0, i64::MAX).ok()).unwrap_or_default();
     assert!(
         eventually(Duration::from_secs(20), || sessions().iter().any(|s| s.title == "Sign in - Demo" && s.pid == Some(app_pid))),
         "the form's session, with the pid its accessible frame gave: {:?}",
@@ -1371,7 +1371,7 @@ fn on_sway_the_typing_stream_is_the_text_entered_into_fields_and_never_a_passwor
     std::thread::sleep(Duration::from_millis(2_600));
     stop(capture);
     let reader = store::open_read_only(&db).unwrap();
-    let chunks = store::chunks_between(&reader, 0, i64::MAX).unwrap();
+    let chunks = cowork::capture::db::chunks_between(&reader, 0, i64::MAX).unwrap();
     let typed: Vec<(&str, &str)> = chunks.iter().map(|c| (c.text.as_str(), c.title.as_str())).collect();
     assert_eq!(typed, [("alice", "Sign in - Demo"), ("bob", "Sign in - Demo")], "entered again after leaving the password field");
     assert!(typed.iter().all(|(t, _)| !t.contains("hunter") && !t.contains('2')), "{typed:?}");

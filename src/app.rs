@@ -509,7 +509,23 @@ impl CoworkApp {
         draft.push_str(&text);
     }
 
+    /// What a view asked for: each domain's actions go to its own handler below.
     pub fn handle_action(&mut self, action: UiAction) {
+        match action {
+            action @ (UiAction::VoiceToggle(..) | UiAction::VoiceCancel | UiAction::ListMicrophones) => self.voice_action(action),
+            action @ (UiAction::SendMessage(..) | UiAction::Stop | UiAction::DecideCall { .. } | UiAction::ContinueOperation { .. } | UiAction::NewThread | UiAction::SelectThread(..) | UiAction::Consent(..) | UiAction::TryHarder { .. } | UiAction::ConfirmRetry | UiAction::CancelRetry | UiAction::ExportAnswer { .. } | UiAction::Rate { .. } | UiAction::Undo(..) | UiAction::OpenCitation(..) | UiAction::RemoveRule(..)) => self.chat_action(action),
+            action @ (UiAction::McpEdit(..) | UiAction::McpReconnect(..) | UiAction::McpStop(..) | UiAction::McpTest(..) | UiAction::McpAddFromCatalog { .. } | UiAction::McpSignIn(..) | UiAction::McpSignOut(..) | UiAction::AttachResource { .. } | UiAction::UsePrompt(..) | UiAction::Elicited { .. } | UiAction::McpClientDecision { .. }) => self.mcp_action(action),
+            action @ (UiAction::ListModels { .. } | UiAction::SetProviderModel { .. } | UiAction::SaveProvider(..) | UiAction::RemoveProvider(..) | UiAction::TestProvider { .. } | UiAction::SaveKey { .. } | UiAction::SaveSearchKey { .. }) => self.providers_action(action),
+            action @ (UiAction::ChooseChatModel(..) | UiAction::AddModel(..) | UiAction::SetupDownload { .. } | UiAction::SetupCancelDownload | UiAction::FetchModels | UiAction::InstallModel(..) | UiAction::RemoveModel(..) | UiAction::LoadModel) => self.models_action(action),
+            action @ (UiAction::AutomationRun(..) | UiAction::AutomationEnable { .. } | UiAction::AutomationRerun(..) | UiAction::AutomationCancel(..) | UiAction::DraftFlow(..) | UiAction::SaveFlow(..) | UiAction::AppsInspect(..) | UiAction::DraftApp(..) | UiAction::AppsInspectDraft(..) | UiAction::AppsForgetInspection | UiAction::AppsInstall { .. } | UiAction::AppsEnable { .. } | UiAction::AppsRemove(..) | UiAction::AppOpen(..) | UiAction::AppClose(..) | UiAction::AppAct { .. } | UiAction::AppChat { .. } | UiAction::AppOpenUrl(..) | UiAction::InboxAct { .. }) => self.apps_action(action),
+            action @ (UiAction::Search(..) | UiAction::OpenHit(..) | UiAction::PinFact { .. } | UiAction::UnpinFact(..) | UiAction::PinToThread { .. } | UiAction::UnpinFromThread { .. } | UiAction::SummariseNow | UiAction::RetryEmbedding | UiAction::ToggleSession(..) | UiAction::DeleteRecent { .. } | UiAction::ExportToday(..) | UiAction::AskForgetEverything | UiAction::CancelForget | UiAction::ForgetEverything) => self.memory_action(action),
+            action @ (UiAction::ChooseFiles | UiAction::BrowseFiles(..) | UiAction::AttachFiles(..) | UiAction::Detach(..)) => self.documents_action(action),
+            action @ (UiAction::SwitchTab(..) | UiAction::SaveSetting { .. } | UiAction::SetAutostart(..) | UiAction::OpenSetup | UiAction::FinishSetup | UiAction::TogglePause | UiAction::GnomeExtension { .. } | UiAction::GnomeShortcuts { .. } | UiAction::RetryWorker(..) | UiAction::OpenQuickPrompt | UiAction::CloseQuickPrompt) => self.settings_action(action),
+        }
+    }
+
+    /// Push-to-talk and the microphones.
+    fn voice_action(&mut self, action: UiAction) {
         match action {
             UiAction::VoiceToggle(target) => {
                 use crate::audio::worker::AudioCommand;
@@ -524,6 +540,14 @@ impl CoworkApp {
                 self.send_audio(crate::audio::worker::AudioCommand::Cancel);
                 self.ptt.reset();
             }
+            UiAction::ListMicrophones => self.send_audio(crate::audio::worker::AudioCommand::ListDevices),
+            other => tracing::error!(action = ?other, "an action reached the wrong handler"),
+        }
+    }
+
+    /// The chat: sending, stopping, threads, approvals, consent, retries, ratings, undo.
+    fn chat_action(&mut self, action: UiAction) {
+        match action {
             UiAction::SendMessage(text) => self.send_message(text),
             UiAction::Stop => {
                 if self.state.generating.is_some() {
@@ -548,20 +572,54 @@ impl CoworkApp {
                     self.send_store(StoreCommand::LoadMessages { thread_id });
                 }
             }
-            UiAction::SwitchTab(tab) => {
-                if tab == Tab::Settings {
-                    // Rules and the audit log as they are now; an approval may have added a rule.
-                    self.send_agent_command(AgentCommand::Overview);
-                    // And the microphones plugged in now.
-                    let _ = self.channels.audio.try_send(crate::audio::worker::AudioCommand::ListDevices);
-                }
-                if tab == Tab::Apps {
-                    // The installed apps as they are now (`cowork apps` may have changed them).
-                    let _ = self.channels.apps.try_send(crate::apps::AppsCommand::List);
-                }
-                self.state.tab = Some(tab);
-            }
             UiAction::RemoveRule(id) => self.send_agent_command(AgentCommand::RemoveRule(id)),
+            UiAction::Consent(choice) => self.answer_consent(choice),
+            UiAction::TryHarder { answer_id } => self.offer_retry(answer_id),
+            UiAction::ConfirmRetry => self.send_retry(),
+            UiAction::CancelRetry => self.state.retry_offer = None,
+            UiAction::Undo(operation_id) => {
+                let (db, data_dir, tx) = (self.paths().db_path(), self.paths().data_dir.clone(), self.documents.0.clone());
+                let _ = std::thread::Builder::new().name("undo".into()).spawn(move || {
+                    let said = crate::store::open_writer(&db)
+                        .map_err(|e| format!("{e:#}"))
+                        .and_then(|conn| crate::agent::store::undo_operation(&conn, Some(operation_id), &data_dir, crate::ids::now_millis()).map_err(|e| e.to_string()));
+                    let _ = tx.send(DocumentEvent::Said(match said {
+                        Ok(Some((_, done, failed))) if failed.is_empty() => format!("Undone: {}", done.join("; ")),
+                        Ok(Some((_, done, failed))) => format!("Undone: {}. Not undone: {}", if done.is_empty() { "nothing".to_owned() } else { done.join("; ") }, failed.join("; ")),
+                        Ok(None) => "Nothing left to undo for that task".to_owned(),
+                        Err(err) => format!("Undo failed: {err}"),
+                    }));
+                });
+                self.state.undoable.retain(|_, (op, _)| *op != operation_id);
+            }
+            UiAction::ExportAnswer { answer_id, extension } => {
+                let Some(text) = self.state.messages.iter().find(|m| m.message_id == answer_id).map(|m| crate::ids::without_session_refs(&m.content).0.into_owned()) else { return };
+                let tx = self.documents.0.clone();
+                let _ = std::thread::Builder::new().name("export-answer".into()).spawn(move || {
+                    let said = match export_path(extension) {
+                        Ok(path) => crate::documents::write::export_answer(&text, &path).map(|_| format!("Saved the answer as {}", path.display())),
+                        Err(err) => Err(err),
+                    };
+                    let _ = tx.send(DocumentEvent::Said(said.unwrap_or_else(|err| format!("The answer was not saved: {err}"))));
+                });
+            }
+            UiAction::OpenCitation(citation) => {
+                let what = format!("[{}] {}", citation.n, citation.label);
+                self.open_source(citation.stream, citation.open_id, &what);
+            }
+            UiAction::Rate { message_id, rating, reason } => {
+                if let Some(message) = self.state.messages.iter_mut().find(|m| m.message_id == message_id) {
+                    message.feedback = Some(rating);
+                }
+                self.send_store(StoreCommand::SetFeedback { message_id, rating, reason });
+            }
+            other => tracing::error!(action = ?other, "an action reached the wrong handler"),
+        }
+    }
+
+    /// Integrations: MCP servers, their sign-in, resources, prompts and requests, and the clients of `cowork mcp serve`.
+    fn mcp_action(&mut self, action: UiAction) {
+        match action {
             UiAction::McpEdit(edit) => {
                 self.send_mcp(crate::mcp::worker::McpCommand::Edit(edit));
             }
@@ -578,6 +636,39 @@ impl CoworkApp {
                 self.state.mcp_catalog = Some((id.clone(), None, Vec::new()));
                 self.send_mcp(crate::mcp::worker::McpCommand::AddFromCatalog { id, values, trusted });
             }
+            UiAction::McpSignIn(name) => {
+                self.send_mcp(crate::mcp::worker::McpCommand::SignIn(name));
+            }
+            UiAction::McpSignOut(name) => {
+                self.send_mcp(crate::mcp::worker::McpCommand::SignOut(name));
+            }
+            UiAction::AttachResource { server, uri, name } => {
+                self.send_mcp(crate::mcp::worker::McpCommand::ReadResource { server, uri, name });
+            }
+            UiAction::UsePrompt(used) => {
+                self.send_mcp(crate::mcp::worker::McpCommand::GetPrompt { server: used.server, name: used.name, arguments: used.arguments });
+            }
+            UiAction::Elicited { id, answer } => {
+                // The form stays when the answer could not go (the server still waits).
+                if self.send_mcp(crate::mcp::worker::McpCommand::Elicited { id, answer }) {
+                    self.state.elicitations.retain(|e| e.id != id);
+                }
+            }
+            UiAction::McpClientDecision { name, allow } => {
+                // Shown at once; the mcp worker reads the table back at its next tick.
+                if let Some(client) = self.state.mcp_clients.iter_mut().find(|c| c.name == name) {
+                    client.status = if allow { "allowed" } else { "denied" }.into();
+                }
+                let write = crate::agent::store::AgentWrite::McpClientDecided { name, allowed: allow, by: "user".into(), at_millis: now_millis() };
+                self.send_store(StoreCommand::Agent { write: Box::new(write), reply: None });
+            }
+            other => tracing::error!(action = ?other, "an action reached the wrong handler"),
+        }
+    }
+
+    /// Cloud providers: their keys, models and tests, and the web search key.
+    fn providers_action(&mut self, action: UiAction) {
+        match action {
             UiAction::ListModels { name, draft } => {
                 let (provider, key) = match draft {
                     Some((provider, key)) => (provider, Some(key)),
@@ -609,6 +700,158 @@ impl CoworkApp {
                     None => self.state.notice(format!("no provider {provider}")),
                 }
             }
+            UiAction::SaveProvider(provider) => {
+                let name = provider.name.clone();
+                let mut providers = self.providers.clone();
+                let saved = providers.upsert(provider).and_then(|()| providers.save(&crate::brains::Providers::path(&self.options.export_dir)));
+                match saved {
+                    Ok(()) => {
+                        self.providers = providers;
+                        self.refresh_network_view();
+                        self.state.notice(format!("provider {name} saved"));
+                    }
+                    Err(err) => self.state.notice(format!("provider {name} not saved: {err:#}")),
+                }
+            }
+            UiAction::RemoveProvider(name) => {
+                let mut providers = self.providers.clone();
+                if providers.remove(&name) {
+                    match providers.save(&crate::brains::Providers::path(&self.options.export_dir)) {
+                        Ok(()) => {
+                            self.providers = providers;
+                            self.refresh_network_view();
+                        }
+                        Err(err) => self.state.notice(format!("cannot save providers: {err:#}")),
+                    }
+                }
+            }
+            UiAction::TestProvider { provider, key, prefer_cloud } => {
+                // Tried first, and the key kept, on their own thread (the secret store may take
+                // seconds); the provider and its tier are saved only once it answered.
+                let name = provider.name.clone();
+                let (tx, rx) = crossbeam_channel::bounded(1);
+                let data_dir = self.options.export_dir.clone();
+                let tried = provider.clone();
+                let spawned = std::thread::Builder::new().name("provider-test".into()).spawn(move || {
+                    let key = Some(key).filter(|k| !k.is_empty());
+                    let outcome = try_provider(&tried, key.as_deref()).and_then(|said| match &key {
+                        Some(key) => crate::secrets::Secrets::open(&data_dir)
+                            .and_then(|secrets| secrets.set(&crate::secrets::provider_key_name(&tried.name), key).map(|()| secrets.describe()))
+                            .map(|store| format!("{said}; the key is kept in {store}"))
+                            .map_err(|err| format!("it answered, but the key was not kept: {err:#}")),
+                        None => Ok(said),
+                    });
+                    let _ = tx.send(outcome);
+                });
+                match spawned {
+                    Ok(_) => {
+                        self.state.setup.provider_test = Some((name, None));
+                        self.provider_test = Some(rx);
+                        self.provider_tried = Some((provider, prefer_cloud));
+                    }
+                    Err(err) => self.state.setup.provider_test = Some((name, Some(Err(format!("cannot start the test: {err}"))))),
+                }
+            }
+            UiAction::SaveKey { provider, key } => {
+                let stored = crate::secrets::Secrets::open(&self.options.export_dir)
+                    .and_then(|secrets| secrets.set(&crate::secrets::provider_key_name(&provider), &key).map(|()| secrets));
+                match stored {
+                    Ok(secrets) => {
+                        self.state.notice(format!("key for {provider} stored in {}", secrets.describe()));
+                        self.settings.network.keys.insert(provider, crate::secrets::mask(&key));
+                    }
+                    Err(err) => self.state.notice(format!("the key for {provider} was not stored: {err:#}")),
+                }
+            }
+            UiAction::SaveSearchKey { provider, key } => {
+                let Some(provider) = crate::tools::web_search::Provider::parse(&provider) else { return };
+                let stored = crate::secrets::Secrets::open(&self.options.export_dir).and_then(|secrets| secrets.set(&provider.key_name(), &key).map(|()| secrets));
+                match stored {
+                    Ok(secrets) => self.state.notice(format!("the {} key is kept in {}", provider.title(), secrets.describe())),
+                    Err(err) => {
+                        self.settings.network.search_key_stored = None;
+                        self.state.notice(format!("the {} key was not kept: {err:#}", provider.title()));
+                    }
+                }
+            }
+            other => tracing::error!(action = ?other, "an action reached the wrong handler"),
+        }
+    }
+
+    /// The local model files: choosing, adding, downloading, installing, removing, loading.
+    fn models_action(&mut self, action: UiAction) {
+        match action {
+            UiAction::ChooseChatModel(model) => {
+                let name = model.as_ref().map(|m| m.name.clone()).unwrap_or_default();
+                self.handle_action(UiAction::SaveSetting { key: keys::CHAT_MODEL.to_owned(), value: name });
+                // The default is resolved at the next start; a chosen one applies now.
+                if let Some(model) = model {
+                    let command = LlmCommand::SetModel { path: model.path, expected: Some((model.size, model.sha256)) };
+                    if self.channels.llm.try_send(command).is_err() {
+                        self.state.notice("the llm worker is busy: the new chat model applies after the current answer or at the next start");
+                    }
+                    // A follow-up must not extend a prompt the old model wrote.
+                    let _ = self.channels.agent.try_send(AgentCommand::ModelChanged);
+                }
+            }
+            UiAction::AddModel(path) => {
+                if self.channels.models.try_send(crate::models::worker::ModelsCommand::AddUser(path)).is_err() {
+                    self.state.notice("the models worker is busy or not running");
+                }
+            }
+            UiAction::SetupDownload { names, chat_model, mirror } => {
+                if self.state.setup.download.as_ref().is_some_and(|d| d.running()) {
+                    return;
+                }
+                let cancel = Arc::new(std::sync::atomic::AtomicBool::new(false));
+                let command = crate::models::worker::ModelsCommand::Download { names: names.clone(), mirror, cancel: cancel.clone() };
+                match self.channels.models.try_send(command) {
+                    Ok(()) => self.state.setup.download = Some(crate::state::SetupDownload { names, chat_model, cancel, outcome: None }),
+                    Err(_) => self.state.notice("the models worker is busy or not running: try again in a moment"),
+                }
+            }
+            UiAction::SetupCancelDownload => {
+                if let Some(download) = &self.state.setup.download {
+                    download.cancel.store(true, std::sync::atomic::Ordering::SeqCst);
+                }
+            }
+            UiAction::FetchModels => {
+                if self.channels.models.try_send(crate::models::worker::ModelsCommand::FetchAll).is_err() {
+                    self.state.notice("the models worker is busy or not running");
+                }
+            }
+            UiAction::InstallModel(name) | UiAction::RemoveModel(name) if self.state.model_jobs.contains(&name) => {}
+            UiAction::InstallModel(name) => match self.channels.models.try_send(crate::models::worker::ModelsCommand::Install(name.clone())) {
+                Ok(()) => {
+                    self.state.notice(format!("installing {name}: downloading, verifying and converting"));
+                    self.state.model_jobs.insert(name);
+                }
+                Err(_) => self.state.notice("the models worker is busy or not running"),
+            }
+            UiAction::RemoveModel(name) => {
+                // Voice falls back to the default speech model rather than fail on missing files.
+                if self.state.settings.voice.model == name {
+                    self.handle_action(UiAction::SaveSetting { key: keys::VOICE_MODEL.to_owned(), value: String::new() });
+                }
+                match self.channels.models.try_send(crate::models::worker::ModelsCommand::Remove(name.clone())) {
+                    Ok(()) => {
+                        self.state.model_jobs.insert(name);
+                    }
+                    Err(_) => self.state.notice("the models worker is busy or not running"),
+                }
+            }
+            UiAction::LoadModel => match self.channels.llm.try_send(LlmCommand::Preload) {
+                Ok(()) => {}
+                Err(TrySendError::Full(_)) => self.state.notice("the llm worker is busy"),
+                Err(TrySendError::Disconnected(_)) => self.state.notice("the llm worker is not running"),
+            }
+            other => tracing::error!(action = ?other, "an action reached the wrong handler"),
+        }
+    }
+
+    /// Automations, apps and the notification inbox.
+    fn apps_action(&mut self, action: UiAction) {
+        match action {
             UiAction::AutomationRun(name) => {
                 let data = serde_json::json!({});
                 self.send_automations(crate::automations::AutomationsCommand::Run { name, data, origin: crate::tools::Origin::User, reply: None });
@@ -628,14 +871,14 @@ impl CoworkApp {
                     self.state.flow_draft = None;
                 }
                 Err(_) => self.state.notice("the agent is busy; try again in a moment"),
-            },
+            }
             UiAction::SaveFlow(json) => match crate::automations::Flow::from_json(&json) {
                 Ok(flow) => {
                     self.send_automations(crate::automations::AutomationsCommand::Save { flow: Box::new(flow), reply: None });
                     self.state.flow_draft = None;
                 }
                 Err(err) => self.state.flow_draft = Some(Err(err)),
-            },
+            }
             UiAction::AppsInspect(path) => self.send_apps(crate::apps::AppsCommand::Inspect { path }),
             UiAction::DraftApp(description) => match self.channels.agent.try_send(AgentCommand::DraftApp { description, reply: None }) {
                 Ok(()) => {
@@ -643,7 +886,7 @@ impl CoworkApp {
                     self.state.app_draft = None;
                 }
                 Err(_) => self.state.notice("the agent is busy; try again in a moment"),
-            },
+            }
             UiAction::AppsInspectDraft(manifest) => self.send_apps(crate::apps::AppsCommand::InspectDraft { manifest }),
             UiAction::AppsForgetInspection => self.send_apps(crate::apps::AppsCommand::ForgetInspection),
             UiAction::AppsInstall { path, granted } => self.send_apps(crate::apps::AppsCommand::Install { path, granted, reply: None }),
@@ -672,37 +915,162 @@ impl CoworkApp {
                 Ok(()) => {}
                 Err(TrySendError::Full(_)) => self.state.notice("notifications are busy; try again in a moment"),
                 Err(TrySendError::Disconnected(_)) => self.state.notice("notifications are not running"),
-            },
-            UiAction::McpSignIn(name) => {
-                self.send_mcp(crate::mcp::worker::McpCommand::SignIn(name));
             }
-            UiAction::McpSignOut(name) => {
-                self.send_mcp(crate::mcp::worker::McpCommand::SignOut(name));
+            other => tracing::error!(action = ?other, "an action reached the wrong handler"),
+        }
+    }
+
+    /// Memory and privacy: search, pins, summaries, sessions, export and deletion.
+    fn memory_action(&mut self, action: UiAction) {
+        match action {
+            UiAction::Search(query) => {
+                self.state.search.generation += 1;
+                // A query still running for an older generation stops now.
+                self.channels.search_latest.store(self.state.search.generation, std::sync::atomic::Ordering::Relaxed);
+                self.state.search.query = query.clone();
+                if query.trim().is_empty() {
+                    self.state.search.hits.clear();
+                    self.state.search.status = None;
+                } else {
+                    let command = crate::memory::search_worker::SearchCommand::Query { generation: self.state.search.generation, query, filters: Default::default() };
+                    if self.channels.search.try_send(command).is_err() {
+                        self.state.search.status = Some("search is busy; keep typing".into());
+                    }
+                }
             }
-            UiAction::AttachResource { server, uri, name } => {
-                self.send_mcp(crate::mcp::worker::McpCommand::ReadResource { server, uri, name });
+            UiAction::AskForgetEverything => {
+                let paths = self.paths();
+                let (tx, rx) = crossbeam_channel::bounded(1);
+                let spawned = std::thread::Builder::new().name("forget-list".into()).spawn(move || {
+                    let inventory = crate::commands::forget::inventory(&paths);
+                    let _ = tx.send(match inventory.refusal.clone() {
+                        Some(reason) => Err(reason),
+                        None => Ok(inventory.describe()),
+                    });
+                });
+                match spawned {
+                    Ok(_) => {
+                        self.state.forget = Some(None);
+                        self.forget_list = Some(rx);
+                    }
+                    Err(err) => self.state.notice(format!("cannot list what cowork keeps: {err}")),
+                }
             }
+            UiAction::CancelForget => self.state.forget = None,
+            UiAction::ForgetEverything => {
+                // The workers stop and the window closes first; main removes it all then.
+                self.options.forget_on_exit.store(true, std::sync::atomic::Ordering::SeqCst);
+                // A download would go on writing into the folder being removed.
+                self.handle_action(UiAction::SetupCancelDownload);
+                self.state.notice("forgetting everything: cowork quits and removes what it keeps");
+                self.state.shutting_down = true;
+            }
+            UiAction::DeleteRecent { span_millis } => {
+                let now = now_millis();
+                self.send_store(StoreCommand::DeleteRange { since_millis: now - span_millis, until_millis: now + 1, reply: None });
+            }
+            UiAction::ExportToday(format) => {
+                let now = now_millis();
+                let extension = match format {
+                    crate::export::Format::JsonLines => "jsonl",
+                    crate::export::Format::ActivityWatch => "json",
+                };
+                let path = self.options.export_dir.join(format!("cowork-export-{}.{extension}", crate::ids::rfc3339(now).replace(':', "-")));
+                self.send_store(StoreCommand::Export {
+                    format,
+                    since_millis: local_day_start_millis(now),
+                    until_millis: now + 1,
+                    path,
+                });
+            }
+            UiAction::OpenHit(hit) => self.open_source(hit.stream, hit.open_id, &hit.title),
+            UiAction::PinFact { file, text } => match crate::memory::hot::clean(&text) {
+                Ok(text) => self.send_store(StoreCommand::AddHotMemory { file, text, pinned_by: "user".into() }),
+                Err(err) => self.state.notice(err),
+            }
+            UiAction::UnpinFact(memory_id) => self.send_store(StoreCommand::RemoveHotMemory { memory_id }),
+            UiAction::PinToThread { stream, source_id } => match self.state.current_thread {
+                Some(thread_id) => self.send_store(StoreCommand::PinSource { thread_id, stream, source_id }),
+                None => self.state.notice("open or start a chat first: pins belong to a chat"),
+            }
+            UiAction::UnpinFromThread { stream, source_id } => {
+                if let Some(thread_id) = self.state.current_thread {
+                    self.send_store(StoreCommand::UnpinSource { thread_id, stream, source_id });
+                }
+            }
+            UiAction::SummariseNow => {
+                if self.channels.agent.try_send(AgentCommand::Summarise { limit: 6, reply: None }).is_err() {
+                    self.state.notice("the agent worker is busy or not running");
+                }
+            }
+            UiAction::RetryEmbedding => {
+                if self.channels.embed.try_send(crate::memory::embed_worker::EmbedCommand::RetryFailed).is_err() {
+                    self.state.notice("the embed worker is busy or not running");
+                }
+            }
+            UiAction::ToggleSession(session_id) => {
+                if self.state.open_session.as_ref().is_some_and(|s| s.session_id == session_id) {
+                    self.state.open_session = None;
+                } else {
+                    self.state.open_session = Some(crate::state::SessionDetailView { session_id, ..Default::default() });
+                    self.send_store(StoreCommand::LoadSessionDetail { session_id });
+                }
+            }
+            other => tracing::error!(action = ?other, "an action reached the wrong handler"),
+        }
+    }
+
+    /// Files to attach: the chooser, and reading them.
+    fn documents_action(&mut self, action: UiAction) {
+        match action {
             UiAction::Detach(index) => {
                 if index < self.state.attachments.len() {
                     self.state.attachments.remove(index);
                 }
             }
-            UiAction::UsePrompt(used) => {
-                self.send_mcp(crate::mcp::worker::McpCommand::GetPrompt { server: used.server, name: used.name, arguments: used.arguments });
-            }
-            UiAction::Elicited { id, answer } => {
-                // The form stays when the answer could not go (the server still waits).
-                if self.send_mcp(crate::mcp::worker::McpCommand::Elicited { id, answer }) {
-                    self.state.elicitations.retain(|e| e.id != id);
+            UiAction::ChooseFiles => {
+                let tx = self.documents.0.clone();
+                let spawned = std::thread::Builder::new().name("file-chooser".into()).spawn(move || {
+                    let _ = tx.send(DocumentEvent::Chosen(choose_files()));
+                });
+                if let Err(err) = spawned {
+                    self.state.notice(format!("cannot open the file chooser: {err}"));
                 }
             }
-            UiAction::McpClientDecision { name, allow } => {
-                // Shown at once; the mcp worker reads the table back at its next tick.
-                if let Some(client) = self.state.mcp_clients.iter_mut().find(|c| c.name == name) {
-                    client.status = if allow { "allowed" } else { "denied" }.into();
+            UiAction::BrowseFiles(None) => self.state.file_browser = None,
+            UiAction::BrowseFiles(Some(dir)) => {
+                let browser = crate::state::FileBrowser::list(&dir);
+                self.state.file_browser = Some(browser);
+            }
+            UiAction::AttachFiles(paths) => {
+                self.state.file_browser = None;
+                for path in paths.into_iter().take(20) {
+                    if path.is_dir() {
+                        self.state.notice(format!("{} is a folder; attach the files in it", path.display()));
+                        continue;
+                    }
+                    self.read_for_chat(path);
                 }
-                let write = crate::agent::store::AgentWrite::McpClientDecided { name, allowed: allow, by: "user".into(), at_millis: now_millis() };
-                self.send_store(StoreCommand::Agent { write: Box::new(write), reply: None });
+            }
+            other => tracing::error!(action = ?other, "an action reached the wrong handler"),
+        }
+    }
+
+    /// Tabs, settings, the first run, the desktop and worker retries.
+    fn settings_action(&mut self, action: UiAction) {
+        match action {
+            UiAction::SwitchTab(tab) => {
+                if tab == Tab::Settings {
+                    // Rules and the audit log as they are now; an approval may have added a rule.
+                    self.send_agent_command(AgentCommand::Overview);
+                    // And the microphones plugged in now.
+                    let _ = self.channels.audio.try_send(crate::audio::worker::AudioCommand::ListDevices);
+                }
+                if tab == Tab::Apps {
+                    // The installed apps as they are now (`cowork apps` may have changed them).
+                    let _ = self.channels.apps.try_send(crate::apps::AppsCommand::List);
+                }
+                self.state.tab = Some(tab);
             }
             UiAction::RetryWorker(worker) => {
                 if let Some((_, control)) = self.channels.controls.iter().find(|(w, _)| *w == worker)
@@ -755,161 +1123,6 @@ impl CoworkApp {
                 }
                 self.send_store(StoreCommand::SetSetting { key, value });
             }
-            UiAction::Consent(choice) => self.answer_consent(choice),
-            UiAction::TryHarder { answer_id } => self.offer_retry(answer_id),
-            UiAction::ConfirmRetry => self.send_retry(),
-            UiAction::CancelRetry => self.state.retry_offer = None,
-            UiAction::SaveProvider(provider) => {
-                let name = provider.name.clone();
-                let mut providers = self.providers.clone();
-                let saved = providers.upsert(provider).and_then(|()| providers.save(&crate::brains::Providers::path(&self.options.export_dir)));
-                match saved {
-                    Ok(()) => {
-                        self.providers = providers;
-                        self.refresh_network_view();
-                        self.state.notice(format!("provider {name} saved"));
-                    }
-                    Err(err) => self.state.notice(format!("provider {name} not saved: {err:#}")),
-                }
-            }
-            UiAction::RemoveProvider(name) => {
-                let mut providers = self.providers.clone();
-                if providers.remove(&name) {
-                    match providers.save(&crate::brains::Providers::path(&self.options.export_dir)) {
-                        Ok(()) => {
-                            self.providers = providers;
-                            self.refresh_network_view();
-                        }
-                        Err(err) => self.state.notice(format!("cannot save providers: {err:#}")),
-                    }
-                }
-            }
-            UiAction::Search(query) => {
-                self.state.search.generation += 1;
-                // A query still running for an older generation stops now.
-                self.channels.search_latest.store(self.state.search.generation, std::sync::atomic::Ordering::Relaxed);
-                self.state.search.query = query.clone();
-                if query.trim().is_empty() {
-                    self.state.search.hits.clear();
-                    self.state.search.status = None;
-                } else {
-                    let command = crate::memory::search_worker::SearchCommand::Query { generation: self.state.search.generation, query, filters: Default::default() };
-                    if self.channels.search.try_send(command).is_err() {
-                        self.state.search.status = Some("search is busy; keep typing".into());
-                    }
-                }
-            }
-            UiAction::ChooseChatModel(model) => {
-                let name = model.as_ref().map(|m| m.name.clone()).unwrap_or_default();
-                self.handle_action(UiAction::SaveSetting { key: keys::CHAT_MODEL.to_owned(), value: name });
-                // The default is resolved at the next start; a chosen one applies now.
-                if let Some(model) = model {
-                    let command = LlmCommand::SetModel { path: model.path, expected: Some((model.size, model.sha256)) };
-                    if self.channels.llm.try_send(command).is_err() {
-                        self.state.notice("the llm worker is busy: the new chat model applies after the current answer or at the next start");
-                    }
-                    // A follow-up must not extend a prompt the old model wrote.
-                    let _ = self.channels.agent.try_send(AgentCommand::ModelChanged);
-                }
-            }
-            UiAction::AddModel(path) => {
-                if self.channels.models.try_send(crate::models::worker::ModelsCommand::AddUser(path)).is_err() {
-                    self.state.notice("the models worker is busy or not running");
-                }
-            }
-            UiAction::SetupDownload { names, chat_model, mirror } => {
-                if self.state.setup.download.as_ref().is_some_and(|d| d.running()) {
-                    return;
-                }
-                let cancel = Arc::new(std::sync::atomic::AtomicBool::new(false));
-                let command = crate::models::worker::ModelsCommand::Download { names: names.clone(), mirror, cancel: cancel.clone() };
-                match self.channels.models.try_send(command) {
-                    Ok(()) => self.state.setup.download = Some(crate::state::SetupDownload { names, chat_model, cancel, outcome: None }),
-                    Err(_) => self.state.notice("the models worker is busy or not running: try again in a moment"),
-                }
-            }
-            UiAction::SetupCancelDownload => {
-                if let Some(download) = &self.state.setup.download {
-                    download.cancel.store(true, std::sync::atomic::Ordering::SeqCst);
-                }
-            }
-            UiAction::TestProvider { provider, key, prefer_cloud } => {
-                // Tried first, and the key kept, on their own thread (the secret store may take
-                // seconds); the provider and its tier are saved only once it answered.
-                let name = provider.name.clone();
-                let (tx, rx) = crossbeam_channel::bounded(1);
-                let data_dir = self.options.export_dir.clone();
-                let tried = provider.clone();
-                let spawned = std::thread::Builder::new().name("provider-test".into()).spawn(move || {
-                    let key = Some(key).filter(|k| !k.is_empty());
-                    let outcome = try_provider(&tried, key.as_deref()).and_then(|said| match &key {
-                        Some(key) => crate::secrets::Secrets::open(&data_dir)
-                            .and_then(|secrets| secrets.set(&crate::secrets::provider_key_name(&tried.name), key).map(|()| secrets.describe()))
-                            .map(|store| format!("{said}; the key is kept in {store}"))
-                            .map_err(|err| format!("it answered, but the key was not kept: {err:#}")),
-                        None => Ok(said),
-                    });
-                    let _ = tx.send(outcome);
-                });
-                match spawned {
-                    Ok(_) => {
-                        self.state.setup.provider_test = Some((name, None));
-                        self.provider_test = Some(rx);
-                        self.provider_tried = Some((provider, prefer_cloud));
-                    }
-                    Err(err) => self.state.setup.provider_test = Some((name, Some(Err(format!("cannot start the test: {err}"))))),
-                }
-            }
-            UiAction::ChooseFiles => {
-                let tx = self.documents.0.clone();
-                let spawned = std::thread::Builder::new().name("file-chooser".into()).spawn(move || {
-                    let _ = tx.send(DocumentEvent::Chosen(choose_files()));
-                });
-                if let Err(err) = spawned {
-                    self.state.notice(format!("cannot open the file chooser: {err}"));
-                }
-            }
-            UiAction::BrowseFiles(None) => self.state.file_browser = None,
-            UiAction::BrowseFiles(Some(dir)) => {
-                let browser = crate::state::FileBrowser::list(&dir);
-                self.state.file_browser = Some(browser);
-            }
-            UiAction::AttachFiles(paths) => {
-                self.state.file_browser = None;
-                for path in paths.into_iter().take(20) {
-                    if path.is_dir() {
-                        self.state.notice(format!("{} is a folder; attach the files in it", path.display()));
-                        continue;
-                    }
-                    self.read_for_chat(path);
-                }
-            }
-            UiAction::Undo(operation_id) => {
-                let (db, data_dir, tx) = (self.paths().db_path(), self.paths().data_dir.clone(), self.documents.0.clone());
-                let _ = std::thread::Builder::new().name("undo".into()).spawn(move || {
-                    let said = crate::store::open_writer(&db)
-                        .map_err(|e| format!("{e:#}"))
-                        .and_then(|conn| crate::agent::store::undo_operation(&conn, Some(operation_id), &data_dir, crate::ids::now_millis()).map_err(|e| e.to_string()));
-                    let _ = tx.send(DocumentEvent::Said(match said {
-                        Ok(Some((_, done, failed))) if failed.is_empty() => format!("Undone: {}", done.join("; ")),
-                        Ok(Some((_, done, failed))) => format!("Undone: {}. Not undone: {}", if done.is_empty() { "nothing".to_owned() } else { done.join("; ") }, failed.join("; ")),
-                        Ok(None) => "Nothing left to undo for that task".to_owned(),
-                        Err(err) => format!("Undo failed: {err}"),
-                    }));
-                });
-                self.state.undoable.retain(|_, (op, _)| *op != operation_id);
-            }
-            UiAction::ExportAnswer { answer_id, extension } => {
-                let Some(text) = self.state.messages.iter().find(|m| m.message_id == answer_id).map(|m| crate::ids::without_session_refs(&m.content).0.into_owned()) else { return };
-                let tx = self.documents.0.clone();
-                let _ = std::thread::Builder::new().name("export-answer".into()).spawn(move || {
-                    let said = match export_path(extension) {
-                        Ok(path) => crate::documents::write::export_answer(&text, &path).map(|_| format!("Saved the answer as {}", path.display())),
-                        Err(err) => Err(err),
-                    };
-                    let _ = tx.send(DocumentEvent::Said(said.unwrap_or_else(|err| format!("The answer was not saved: {err}"))));
-                });
-            }
             UiAction::SetAutostart(on) => {
                 use crate::desktop::autostart;
                 let entry = self.options.autostart_entry.clone().or_else(autostart::entry_path);
@@ -933,81 +1146,6 @@ impl CoworkApp {
             UiAction::FinishSetup => {
                 self.state.setup.open = false;
                 self.handle_action(UiAction::SaveSetting { key: keys::SETUP_DONE.to_owned(), value: "true".to_owned() });
-            }
-            UiAction::AskForgetEverything => {
-                let paths = self.paths();
-                let (tx, rx) = crossbeam_channel::bounded(1);
-                let spawned = std::thread::Builder::new().name("forget-list".into()).spawn(move || {
-                    let inventory = crate::commands::forget::inventory(&paths);
-                    let _ = tx.send(match inventory.refusal.clone() {
-                        Some(reason) => Err(reason),
-                        None => Ok(inventory.describe()),
-                    });
-                });
-                match spawned {
-                    Ok(_) => {
-                        self.state.forget = Some(None);
-                        self.forget_list = Some(rx);
-                    }
-                    Err(err) => self.state.notice(format!("cannot list what cowork keeps: {err}")),
-                }
-            }
-            UiAction::CancelForget => self.state.forget = None,
-            UiAction::ForgetEverything => {
-                // The workers stop and the window closes first; main removes it all then.
-                self.options.forget_on_exit.store(true, std::sync::atomic::Ordering::SeqCst);
-                // A download would go on writing into the folder being removed.
-                self.handle_action(UiAction::SetupCancelDownload);
-                self.state.notice("forgetting everything: cowork quits and removes what it keeps");
-                self.state.shutting_down = true;
-            }
-            UiAction::FetchModels => {
-                if self.channels.models.try_send(crate::models::worker::ModelsCommand::FetchAll).is_err() {
-                    self.state.notice("the models worker is busy or not running");
-                }
-            }
-            UiAction::ListMicrophones => self.send_audio(crate::audio::worker::AudioCommand::ListDevices),
-            UiAction::InstallModel(name) | UiAction::RemoveModel(name) if self.state.model_jobs.contains(&name) => {}
-            UiAction::InstallModel(name) => match self.channels.models.try_send(crate::models::worker::ModelsCommand::Install(name.clone())) {
-                Ok(()) => {
-                    self.state.notice(format!("installing {name}: downloading, verifying and converting"));
-                    self.state.model_jobs.insert(name);
-                }
-                Err(_) => self.state.notice("the models worker is busy or not running"),
-            },
-            UiAction::RemoveModel(name) => {
-                // Voice falls back to the default speech model rather than fail on missing files.
-                if self.state.settings.voice.model == name {
-                    self.handle_action(UiAction::SaveSetting { key: keys::VOICE_MODEL.to_owned(), value: String::new() });
-                }
-                match self.channels.models.try_send(crate::models::worker::ModelsCommand::Remove(name.clone())) {
-                    Ok(()) => {
-                        self.state.model_jobs.insert(name);
-                    }
-                    Err(_) => self.state.notice("the models worker is busy or not running"),
-                }
-            }
-            UiAction::SaveKey { provider, key } => {
-                let stored = crate::secrets::Secrets::open(&self.options.export_dir)
-                    .and_then(|secrets| secrets.set(&crate::secrets::provider_key_name(&provider), &key).map(|()| secrets));
-                match stored {
-                    Ok(secrets) => {
-                        self.state.notice(format!("key for {provider} stored in {}", secrets.describe()));
-                        self.settings.network.keys.insert(provider, crate::secrets::mask(&key));
-                    }
-                    Err(err) => self.state.notice(format!("the key for {provider} was not stored: {err:#}")),
-                }
-            }
-            UiAction::SaveSearchKey { provider, key } => {
-                let Some(provider) = crate::tools::web_search::Provider::parse(&provider) else { return };
-                let stored = crate::secrets::Secrets::open(&self.options.export_dir).and_then(|secrets| secrets.set(&provider.key_name(), &key).map(|()| secrets));
-                match stored {
-                    Ok(secrets) => self.state.notice(format!("the {} key is kept in {}", provider.title(), secrets.describe())),
-                    Err(err) => {
-                        self.settings.network.search_key_stored = None;
-                        self.state.notice(format!("the {} key was not kept: {err:#}", provider.title()));
-                    }
-                }
             }
             UiAction::GnomeExtension { install } => {
                 // One gsettings call and three small files: done here, once, on the user's click.
@@ -1034,72 +1172,7 @@ impl CoworkApp {
                 self.state.notice(if paused { "capture paused: nothing is recorded" } else { "capture resumed" });
                 self.handle_action(UiAction::SaveSetting { key: keys::PAUSED.to_owned(), value: paused.to_string() });
             }
-            UiAction::DeleteRecent { span_millis } => {
-                let now = now_millis();
-                self.send_store(StoreCommand::DeleteRange { since_millis: now - span_millis, until_millis: now + 1, reply: None });
-            }
-            UiAction::ExportToday(format) => {
-                let now = now_millis();
-                let extension = match format {
-                    crate::export::Format::JsonLines => "jsonl",
-                    crate::export::Format::ActivityWatch => "json",
-                };
-                let path = self.options.export_dir.join(format!("cowork-export-{}.{extension}", crate::ids::rfc3339(now).replace(':', "-")));
-                self.send_store(StoreCommand::Export {
-                    format,
-                    since_millis: local_day_start_millis(now),
-                    until_millis: now + 1,
-                    path,
-                });
-            }
-            UiAction::OpenCitation(citation) => {
-                let what = format!("[{}] {}", citation.n, citation.label);
-                self.open_source(citation.stream, citation.open_id, &what);
-            }
-            UiAction::OpenHit(hit) => self.open_source(hit.stream, hit.open_id, &hit.title),
-            UiAction::Rate { message_id, rating, reason } => {
-                if let Some(message) = self.state.messages.iter_mut().find(|m| m.message_id == message_id) {
-                    message.feedback = Some(rating);
-                }
-                self.send_store(StoreCommand::SetFeedback { message_id, rating, reason });
-            }
-            UiAction::PinFact { file, text } => match crate::memory::hot::clean(&text) {
-                Ok(text) => self.send_store(StoreCommand::AddHotMemory { file, text, pinned_by: "user".into() }),
-                Err(err) => self.state.notice(err),
-            },
-            UiAction::UnpinFact(memory_id) => self.send_store(StoreCommand::RemoveHotMemory { memory_id }),
-            UiAction::PinToThread { stream, source_id } => match self.state.current_thread {
-                Some(thread_id) => self.send_store(StoreCommand::PinSource { thread_id, stream, source_id }),
-                None => self.state.notice("open or start a chat first: pins belong to a chat"),
-            },
-            UiAction::UnpinFromThread { stream, source_id } => {
-                if let Some(thread_id) = self.state.current_thread {
-                    self.send_store(StoreCommand::UnpinSource { thread_id, stream, source_id });
-                }
-            }
-            UiAction::SummariseNow => {
-                if self.channels.agent.try_send(AgentCommand::Summarise { limit: 6, reply: None }).is_err() {
-                    self.state.notice("the agent worker is busy or not running");
-                }
-            }
-            UiAction::RetryEmbedding => {
-                if self.channels.embed.try_send(crate::memory::embed_worker::EmbedCommand::RetryFailed).is_err() {
-                    self.state.notice("the embed worker is busy or not running");
-                }
-            }
-            UiAction::ToggleSession(session_id) => {
-                if self.state.open_session.as_ref().is_some_and(|s| s.session_id == session_id) {
-                    self.state.open_session = None;
-                } else {
-                    self.state.open_session = Some(crate::state::SessionDetailView { session_id, ..Default::default() });
-                    self.send_store(StoreCommand::LoadSessionDetail { session_id });
-                }
-            }
-            UiAction::LoadModel => match self.channels.llm.try_send(LlmCommand::Preload) {
-                Ok(()) => {}
-                Err(TrySendError::Full(_)) => self.state.notice("the llm worker is busy"),
-                Err(TrySendError::Disconnected(_)) => self.state.notice("the llm worker is not running"),
-            },
+            other => tracing::error!(action = ?other, "an action reached the wrong handler"),
         }
     }
 
@@ -1144,20 +1217,11 @@ impl CoworkApp {
             self.send_apps(crate::apps::AppsCommand::LinkThread { app_id, thread_id: thread.thread_id });
         }
         let request = ChatRequest {
-            thread,
-            thread_is_new,
-            user_message_id,
-            answer_id,
-            text,
             history: self.state.history_before_last_exchange(),
-            ask_id: user_message_id,
-            try_harder_from: None,
-            consent_once: false,
-            is_retry: false,
             agent: self.state.settings.agent,
             attachments: self.state.attachments.clone(),
             text_origin: self.chat.draft_origin.take(),
-            brain: None,
+            ..ChatRequest::new(thread, thread_is_new, user_message_id, answer_id, text)
         };
         let _ = answer_id;
         // Attachments stay for another try when the request did not go.
@@ -1315,22 +1379,13 @@ impl CoworkApp {
         let at = self.state.messages.iter().rposition(|m| m.ask_id == Some(ask_id)).map_or(self.state.messages.len(), |i| i + 1);
         self.state.messages.insert(at, crate::state::MessageView::pending_answer(answer_id, ask_id));
         self.state.generating = Some(answer_id);
+        // Attachments are not stored with the question: a retry goes without them.
         let _ = self.send_agent(ChatRequest {
-            thread,
-            thread_is_new: false,
-            user_message_id: ask_id,
-            answer_id,
-            text,
             history,
-            ask_id,
             try_harder_from: Some(offer.target),
-            consent_once: false,
             is_retry: true,
             agent: self.state.settings.agent,
-            // Attachments are not stored with the question: a retry goes without them.
-            attachments: Vec::new(),
-            text_origin: None,
-            brain: None,
+            ..ChatRequest::new(thread, false, ask_id, answer_id, text)
         });
     }
 

@@ -2,6 +2,8 @@
 //! Settings live in the `settings` table; a value that does not parse falls
 //! back to its default with a warning, and the stored value is left alone.
 
+pub mod table;
+
 use std::path::{Path, PathBuf};
 
 use anyhow::Context;
@@ -458,92 +460,40 @@ pub mod keys {
         &[PAUSED, ALLOWED_APPS, DENIED_APPS, DENIED_TITLES, DENIED_DOMAINS, QUIET_HOURS, PRIVATE_WINDOWS];
 }
 
-/// Every setting the Settings tab edits, with what it does (`cowork settings`).
-pub const DESCRIBED: &[(&str, &str)] = &[
-    (keys::RECORD_WINDOWS, "record the focused window (app, title, URL): true or false"),
-    (keys::RECORD_KEYS, "record typed text: true or false"),
-    (keys::RECORD_CLIPBOARD, "record copied text: true or false"),
-    (keys::STREAMS_CONFIRMED, "the first-run choice of what to record was made: true or false"),
-    (keys::DESKTOP_ACCESSIBILITY, "turn desktop accessibility on while cowork runs (browser URLs): true or false"),
-    (keys::START_IN_TRAY, "started at login, show only the tray icon (the sidebar opens from it): true or false"),
-    (keys::THEME, "light or dark: system (follow the desktop), light or dark"),
-    (keys::SETUP_DONE, "the first-run setup (brain, hotkeys, start at login) was finished or skipped: true or false"),
-    (keys::AFK_SECS, "seconds without input before you count as away"),
-    (keys::PAUSED, "capture paused: true or false"),
-    (keys::ALLOWED_APPS, "record only these apps (comma-separated; empty: all)"),
-    (keys::DENIED_APPS, "never record these apps (comma-separated)"),
-    (keys::DENIED_TITLES, "never record windows whose title matches these regular expressions (one per line)"),
-    (keys::DENIED_DOMAINS, "never record pages of these domains (comma-separated)"),
-    (keys::QUIET_HOURS, "record nothing in these hours, e.g. 22:00-07:00"),
-    (keys::PRIVATE_WINDOWS, "never record private or incognito windows: true or false"),
-    (keys::WINDOW_RETENTION_DAYS, "days windows are kept (0: forever)"),
-    (keys::KEYSTROKE_RETENTION_DAYS, "days typed text is kept (0: forever)"),
-    (keys::OFFLINE, "offline mode: nothing but loopback is reached: true or false"),
-    (keys::PREFER, "who answers first: local or cloud"),
-    (keys::TIERS, "cloud providers to use, in order (names from providers.json, comma-separated)"),
-    (keys::BUDGET_INTERACTION, "most one answer may cost, in US dollars"),
-    (keys::BUDGET_DAILY, "most a day may cost, in US dollars"),
-    (keys::BUDGET_WEEKLY, "most a week may cost, in US dollars"),
-    (keys::BUDGET_MONTHLY, "most a month may cost, in US dollars"),
-    (keys::BUDGET_FREE_TOKENS, "tokens a month of free cloud tiers"),
-    (keys::CHAT_MODEL, "the local chat model (a manifest name or an added model; empty: the best that fits)"),
-    (keys::CONTEXT_BUDGET, "tokens of recent activity in each local prompt"),
-    (keys::MAX_ANSWER_TOKENS, "longest answer, in tokens"),
-    (keys::IDLE_UNLOAD_SECS, "seconds before an idle local model is unloaded (0: never)"),
-    (keys::GROUNDED, "answer only from what cowork recorded: true or false"),
-    (keys::PROMPT_BUDGET, "tokens of memory in each prompt"),
-    (keys::RECALL_BUDGET, "tokens of recalled notes in each prompt"),
-    (keys::PROFILE, "what cowork should know about you (free text)"),
-    (keys::AGENT, "let the model use tools (the agent): true or false"),
-    (keys::AGENT_MAX_STEPS, "steps one task may take"),
-    (keys::AGENT_MEMORY_FROM_CONTEXT, "with the agent on, a local question that can only read memory is answered from the recorded context in one pass: true or false"),
-    (keys::WEB_SEARCH_PROVIDER, "web search for the agent: searxng, brave, tavily, kagi or openai (empty: none); its key with `cowork secrets set web_search.PROVIDER`"),
-    (keys::WEB_SEARCH_URL, "the web search's address (your SearXNG instance; the others' own when empty)"),
-    (keys::REMEMBER_DOCUMENTS, "keep documents you attach or the agent reads searchable in memory: true or false"),
-    (keys::DOCUMENT_FOLDERS, "folders whose documents are kept searchable and followed as they change (one per line)"),
-    (keys::DOCUMENT_EXCLUDE, "paths never kept in memory (globs, one per line, e.g. ~/Taxes/** or **/*.kdbx)"),
-    (keys::APPROVAL_TIMEOUT, "seconds an approval waits in the chat before it is denied"),
-    (keys::ALWAYS_ASK, "tools that always ask, even when safe (comma-separated)"),
-    (keys::AUTOMATION_APPROVAL_HOURS, "hours an automation's approval waits before it expires"),
-    (keys::QUICK_PROMPT_HOTKEY, "the quick prompt's hotkey, e.g. ctrl+alt+Space"),
-    (keys::PAUSE_HOTKEY, "the pause hotkey, e.g. ctrl+alt+KeyP"),
-    (keys::VOICE_HOTKEY, "the push-to-talk hotkey"),
-    (keys::VOICE_MODE, "push-to-talk: auto, hold or toggle"),
-    (keys::VOICE_SEND_ON_RELEASE, "send what was said when the key is released: true or false"),
-    (keys::VOICE_DICTATION, "type what you said into the app you are in: true or false"),
-    (keys::VOICE_SHORT_CLIP_CONTEXT, "size Whisper's window to short clips: true or false"),
-    (keys::VOICE_MODEL, "the speech model (tiny.en, or an installed optional one)"),
-    (keys::VOICE_LANGUAGE, "the spoken language, an ISO 639-1 code (empty: detect)"),
-    (keys::VOICE_DEVICE, "the microphone (empty: the default input)"),
-    (keys::VOICE_IDLE_UNLOAD_SECS, "seconds before an idle speech model is unloaded"),
-    (keys::LISTEN_ENABLED, "listen mode: transcribe what is said near the computer: true or false"),
-    (keys::LISTEN_CONSENTED, "listen mode's own consent was given: true or false"),
-    (keys::LISTEN_MIC, "listen to the microphone: true or false"),
-    (keys::LISTEN_SYSTEM, "listen to what the computer plays: true or false"),
-    (keys::LISTEN_KEEP_AUDIO, "keep the audio of transcripts as WAV files: true or false"),
-    (keys::LISTEN_RETENTION_DAYS, "days transcripts are kept (0: forever)"),
-    (keys::LISTEN_AUDIO_RETENTION_DAYS, "days kept audio files are kept"),
-];
+/// Every setting the Settings tab edits, with what it does (`cowork settings`), in order.
+pub fn described() -> impl Iterator<Item = (&'static str, &'static str)> {
+    table::SETTINGS.iter().filter_map(|s| s.description.map(|about| (s.key, about)))
+}
 
-/// Settings that take effect only when cowork starts again (the rest apply at once).
-pub const NEED_RESTART: &[&str] = &[keys::QUICK_PROMPT_HOTKEY, keys::PAUSE_HOTKEY, keys::VOICE_HOTKEY, keys::DESKTOP_ACCESSIBILITY];
+/// Whether a setting takes effect only when cowork starts again (the rest apply at once).
+pub fn needs_restart(key: &str) -> bool {
+    table::row(key).is_some_and(|s| s.restart)
+}
+
+/// The provider a consent key (`consent.NAME.activity`) is about.
+fn consent_provider(key: &str) -> Option<&str> {
+    key.strip_prefix("consent.")?.strip_suffix(".activity").filter(|provider| !provider.is_empty())
+}
 
 /// Whether `key` is a setting cowork reads (a described one, or a provider's consent).
 pub fn known_setting(key: &str) -> bool {
-    DESCRIBED.iter().any(|(k, _)| *k == key) || (key.starts_with("consent.") && key.ends_with(".activity") && key.len() > "consent..activity".len())
+    table::row(key).is_some_and(|s| s.description.is_some()) || consent_provider(key).is_some()
 }
 
 /// Whether `value` can be stored under `key`; if not, why, in words for the
 /// field it was typed into (Settings checks as the user types).
 pub fn check(key: &str, value: &str) -> Result<(), String> {
-    let Some(warning) = Settings::default().apply(key, value) else { return Ok(()) };
-    let reason = warning
-        .strip_prefix(&format!("setting {key} = {value:?} "))
-        .or_else(|| warning.strip_prefix(&format!("setting {key}: ")))
-        .unwrap_or(&warning);
-    // What `apply` falls back to is not what the field does: it keeps the typed text.
-    let reason = reason.rsplit_once("; ").map_or(reason, |(reason, _)| reason);
-    let reason = reason.strip_prefix("is ").unwrap_or(reason);
+    let reason = match table::row(key) {
+        Some(row) => match row.check(&Settings::default(), value) {
+            Ok(()) => return Ok(()),
+            Err(reason) => reason,
+        },
+        None => match Settings::default().apply(key, value) {
+            None => return Ok(()),
+            Some(_) => "is not always, never or ask".to_owned(),
+        },
+    };
+    let reason = reason.strip_prefix("is ").unwrap_or(&reason);
     let mut chars = reason.chars();
     Err(chars.next().map(|first| first.to_uppercase().chain(chars).collect()).unwrap_or_default())
 }
@@ -551,317 +501,35 @@ pub fn check(key: &str, value: &str) -> Result<(), String> {
 impl Settings {
     /// A setting's current value as it is stored (what `apply` reads back).
     pub fn value(&self, key: &str) -> Option<String> {
-        let flag = |on: bool| if on { "true" } else { "false" }.to_owned();
-        Some(match key {
-            keys::AFK_SECS => self.afk_secs.to_string(),
-            keys::QUICK_PROMPT_HOTKEY => self.quick_prompt_hotkey.clone(),
-            keys::CONTEXT_BUDGET => self.context_budget_tokens.to_string(),
-            keys::MAX_ANSWER_TOKENS => self.max_answer_tokens.to_string(),
-            keys::WINDOW_RETENTION_DAYS => self.window_retention_days.to_string(),
-            keys::KEYSTROKE_RETENTION_DAYS => self.keystroke_retention_days.to_string(),
-            keys::RECORD_WINDOWS => flag(self.record_windows),
-            keys::RECORD_KEYS => flag(self.record_keys),
-            keys::RECORD_CLIPBOARD => flag(self.record_clipboard),
-            keys::STREAMS_CONFIRMED => flag(self.streams_confirmed),
-            keys::DESKTOP_ACCESSIBILITY => flag(self.desktop_accessibility),
-            keys::START_IN_TRAY => flag(self.start_in_tray),
-            keys::THEME => self.theme.clone(),
-            keys::SETUP_DONE => flag(self.setup_done),
-            keys::PAUSE_HOTKEY => self.pause_hotkey.clone(),
-            keys::OFFLINE => flag(self.offline),
-            keys::PREFER => match self.prefer {
-                crate::brains::Preference::Local => "local".into(),
-                _ => "cloud".into(),
-            },
-            keys::IDLE_UNLOAD_SECS => self.idle_unload_secs.to_string(),
-            keys::TIERS => self.tiers.join(", "),
-            keys::BUDGET_INTERACTION => self.budget.per_interaction_usd.to_string(),
-            keys::BUDGET_DAILY => self.budget.daily_usd.to_string(),
-            keys::BUDGET_WEEKLY => self.budget.weekly_usd.to_string(),
-            keys::BUDGET_MONTHLY => self.budget.monthly_usd.to_string(),
-            keys::BUDGET_FREE_TOKENS => self.budget.monthly_free_tokens.to_string(),
-            keys::GROUNDED => flag(self.grounded),
-            keys::PROMPT_BUDGET => self.prompt_budget_tokens.to_string(),
-            keys::RECALL_BUDGET => self.recall_budget_tokens.to_string(),
-            keys::PROFILE => self.profile.clone(),
-            keys::CHAT_MODEL => self.chat_model.clone(),
-            keys::PAUSED => flag(self.privacy.paused),
-            keys::ALLOWED_APPS => self.privacy.allowed_apps.clone(),
-            keys::DENIED_APPS => self.privacy.denied_apps.clone(),
-            keys::DENIED_TITLES => self.privacy.denied_titles.clone(),
-            keys::DENIED_DOMAINS => self.privacy.denied_domains.clone(),
-            keys::QUIET_HOURS => self.privacy.quiet_hours.clone(),
-            keys::PRIVATE_WINDOWS => flag(self.privacy.exclude_private_windows),
-            keys::AGENT => flag(self.agent),
-            keys::AGENT_MEMORY_FROM_CONTEXT => flag(self.agent_memory_from_context),
-            keys::WEB_SEARCH_PROVIDER => self.web_search_provider.clone(),
-            keys::WEB_SEARCH_URL => self.web_search_url.clone(),
-            keys::REMEMBER_DOCUMENTS => flag(self.remember_documents),
-            keys::DOCUMENT_FOLDERS => self.document_folders.clone(),
-            keys::DOCUMENT_EXCLUDE => self.document_exclude.clone(),
-            keys::AGENT_MAX_STEPS => self.agent_max_steps.to_string(),
-            keys::APPROVAL_TIMEOUT => self.approval_timeout_secs.to_string(),
-            keys::ALWAYS_ASK => self.always_ask.join(", "),
-            keys::AUTOMATION_APPROVAL_HOURS => self.automation_approval_hours.to_string(),
-            keys::VOICE_HOTKEY => self.voice.hotkey.clone(),
-            keys::VOICE_MODE => self.voice.mode.as_str().to_owned(),
-            keys::VOICE_SEND_ON_RELEASE => flag(self.voice.send_on_release),
-            keys::VOICE_DICTATION => flag(self.voice.dictation),
-            keys::VOICE_SHORT_CLIP_CONTEXT => flag(self.voice.short_clip_context),
-            keys::VOICE_MODEL => self.voice.model.clone(),
-            keys::VOICE_LANGUAGE => self.voice.language.clone(),
-            keys::VOICE_DEVICE => self.voice.device.clone(),
-            keys::VOICE_IDLE_UNLOAD_SECS => self.voice.idle_unload_secs.to_string(),
-            keys::LISTEN_ENABLED => flag(self.listen.enabled),
-            keys::LISTEN_CONSENTED => flag(self.listen.consented),
-            keys::LISTEN_MIC => flag(self.listen.mic),
-            keys::LISTEN_SYSTEM => flag(self.listen.system),
-            keys::LISTEN_KEEP_AUDIO => flag(self.listen.keep_audio),
-            keys::LISTEN_RETENTION_DAYS => self.listen.retention_days.to_string(),
-            keys::LISTEN_AUDIO_RETENTION_DAYS => self.listen.audio_retention_days.to_string(),
-            _ if key.starts_with("consent.") && key.ends_with(".activity") => {
-                let provider = &key["consent.".len()..key.len() - ".activity".len()];
-                match self.consent.get(provider) {
-                    Some(true) => "always".into(),
-                    Some(false) => "never".into(),
-                    None => "ask".into(),
-                }
-            }
-            _ => return None,
+        if let Some(row) = table::row(key) {
+            return Some((row.get)(self));
+        }
+        let provider = consent_provider(key)?;
+        Some(match self.consent.get(provider) {
+            Some(true) => "always".into(),
+            Some(false) => "never".into(),
+            None => "ask".into(),
         })
     }
 
-    /// Applies one stored key/value. Returns a warning when the value is unusable.
+    /// Applies one stored key/value. Returns a warning when the value is
+    /// unusable (the setting keeps its last good value, or its default).
     pub fn apply(&mut self, key: &str, value: &str) -> Option<String> {
-        fn number<T>(key: &str, value: &str, min: T, max: T) -> Result<T, String>
-        where
-            T: std::str::FromStr + PartialOrd + std::fmt::Display + Copy,
-        {
-            match value.trim().parse::<T>() {
-                Ok(n) if n >= min && n <= max => Ok(n),
-                _ => Err(format!("setting {key} = {value:?} is not a number from {min} to {max}; using the default")),
-            }
+        if let Some(row) = table::row(key) {
+            return row.apply(self, value);
         }
-        let result = match key {
-            keys::AFK_SECS => number(key, value, 10u64, 86_400).map(|v| self.afk_secs = v),
-            keys::CONTEXT_BUDGET => number(key, value, 0usize, 8_000).map(|v| self.context_budget_tokens = v),
-            keys::MAX_ANSWER_TOKENS => number(key, value, 16usize, 8_192).map(|v| self.max_answer_tokens = v),
-            keys::AGENT_MAX_STEPS => number(key, value, 1u32, 200).map(|v| self.agent_max_steps = v),
-            keys::APPROVAL_TIMEOUT => number(key, value, 10u64, 7 * 86_400).map(|v| self.approval_timeout_secs = v),
-            keys::AUTOMATION_APPROVAL_HOURS => number(key, value, 1u64, 7 * 24).map(|v| self.automation_approval_hours = v),
-            keys::WEB_SEARCH_PROVIDER => match value.trim() {
-                "" => {
-                    self.web_search_provider.clear();
-                    Ok(())
-                }
-                name => match crate::tools::web_search::Provider::parse(name) {
-                    Some(provider) => {
-                        self.web_search_provider = provider.as_str().to_owned();
-                        Ok(())
-                    }
-                    None => Err(format!("setting {key} = {value:?} is not searxng, brave, tavily, kagi or openai; using none")),
-                },
-            },
-            keys::DOCUMENT_FOLDERS => {
-                let bad: Vec<&str> = value.lines().map(str::trim).filter(|l| !(l.is_empty() || l.starts_with('/') || l.starts_with('~'))).collect();
-                if bad.is_empty() {
-                    self.document_folders = value.to_owned();
-                    Ok(())
-                } else {
-                    Err(format!("setting {key}: {} is not a full path (start it with / or ~); keeping the previous folders", bad.join(", ")))
-                }
-            }
-            keys::DOCUMENT_EXCLUDE => match value.lines().map(str::trim).filter(|l| !l.is_empty()).map(crate::tools::files::glob_regex).find_map(Result::err) {
-                None => {
-                    self.document_exclude = value.to_owned();
-                    Ok(())
-                }
-                Some(err) => Err(format!("setting {key}: {err}; keeping the previous patterns")),
-            },
-            keys::WEB_SEARCH_URL => match value.trim() {
-                "" => {
-                    self.web_search_url.clear();
-                    Ok(())
-                }
-                url if url.starts_with("http://") || url.starts_with("https://") => {
-                    self.web_search_url = url.to_owned();
-                    Ok(())
-                }
-                _ => Err(format!("setting {key} = {value:?} is not an http or https address; using the provider's own")),
-            },
-            keys::ALWAYS_ASK => {
-                self.always_ask = value.split([',', '\n']).map(str::trim).filter(|t| !t.is_empty()).map(str::to_owned).collect();
-                Ok(())
-            }
-            keys::WINDOW_RETENTION_DAYS => number(key, value, 0u32, 36_500).map(|v| self.window_retention_days = v),
-            keys::KEYSTROKE_RETENTION_DAYS => number(key, value, 0u32, 36_500).map(|v| self.keystroke_retention_days = v),
-            keys::LISTEN_RETENTION_DAYS => number(key, value, 0u32, 36_500).map(|v| self.listen.retention_days = v),
-            keys::LISTEN_AUDIO_RETENTION_DAYS => number(key, value, 1u32, 36_500).map(|v| self.listen.audio_retention_days = v),
-            keys::RECORD_WINDOWS
-            | keys::RECORD_KEYS
-            | keys::RECORD_CLIPBOARD
-            | keys::STREAMS_CONFIRMED
-            | keys::DESKTOP_ACCESSIBILITY
-            | keys::START_IN_TRAY
-            | keys::SETUP_DONE
-            | keys::PAUSED
-            | keys::OFFLINE
-            | keys::GROUNDED
-            | keys::AGENT
-            | keys::AGENT_MEMORY_FROM_CONTEXT
-            | keys::REMEMBER_DOCUMENTS
-            | keys::VOICE_SEND_ON_RELEASE
-            | keys::VOICE_DICTATION
-            | keys::VOICE_SHORT_CLIP_CONTEXT
-            | keys::LISTEN_ENABLED
-            | keys::LISTEN_CONSENTED
-            | keys::LISTEN_MIC
-            | keys::LISTEN_SYSTEM
-            | keys::LISTEN_KEEP_AUDIO
-            | keys::PRIVATE_WINDOWS => match value.trim() {
-                "true" | "false" => {
-                    let on = value.trim() == "true";
-                    match key {
-                        keys::RECORD_WINDOWS => self.record_windows = on,
-                        keys::RECORD_KEYS => self.record_keys = on,
-                        keys::RECORD_CLIPBOARD => self.record_clipboard = on,
-                        keys::DESKTOP_ACCESSIBILITY => self.desktop_accessibility = on,
-                        keys::START_IN_TRAY => self.start_in_tray = on,
-                        keys::SETUP_DONE => self.setup_done = on,
-                        keys::PAUSED => self.privacy.paused = on,
-                        keys::OFFLINE => self.offline = on,
-                        keys::GROUNDED => self.grounded = on,
-                        keys::AGENT => self.agent = on,
-                        keys::AGENT_MEMORY_FROM_CONTEXT => self.agent_memory_from_context = on,
-                        keys::REMEMBER_DOCUMENTS => self.remember_documents = on,
-                        keys::PRIVATE_WINDOWS => self.privacy.exclude_private_windows = on,
-                        keys::VOICE_SEND_ON_RELEASE => self.voice.send_on_release = on,
-                        keys::VOICE_DICTATION => self.voice.dictation = on,
-                        keys::VOICE_SHORT_CLIP_CONTEXT => self.voice.short_clip_context = on,
-                        keys::LISTEN_ENABLED => self.listen.enabled = on,
-                        keys::LISTEN_CONSENTED => self.listen.consented = on,
-                        keys::LISTEN_MIC => self.listen.mic = on,
-                        keys::LISTEN_SYSTEM => self.listen.system = on,
-                        keys::LISTEN_KEEP_AUDIO => self.listen.keep_audio = on,
-                        _ => self.streams_confirmed = on,
-                    }
-                    Ok(())
-                }
-                _ => Err(format!("setting {key} = {value:?} is not true or false; using the default")),
-            },
-            keys::ALLOWED_APPS | keys::DENIED_APPS | keys::DENIED_TITLES | keys::DENIED_DOMAINS | keys::QUIET_HOURS => {
-                let mut privacy = self.privacy.clone();
-                let field = match key {
-                    keys::ALLOWED_APPS => &mut privacy.allowed_apps,
-                    keys::DENIED_APPS => &mut privacy.denied_apps,
-                    keys::DENIED_TITLES => &mut privacy.denied_titles,
-                    keys::DENIED_DOMAINS => &mut privacy.denied_domains,
-                    _ => &mut privacy.quiet_hours,
-                };
-                *field = value.to_owned();
-                match privacy.compile() {
-                    Ok(_) => {
-                        self.privacy = privacy;
-                        Ok(())
-                    }
-                    Err(err) => Err(format!("setting {key}: {err}; keeping the previous rules")),
-                }
-            }
-            keys::QUICK_PROMPT_HOTKEY | keys::PAUSE_HOTKEY | keys::VOICE_HOTKEY => match value.parse::<global_hotkey::hotkey::HotKey>() {
-                Ok(_) => {
-                    let slot = match key {
-                        keys::PAUSE_HOTKEY => &mut self.pause_hotkey,
-                        keys::VOICE_HOTKEY => &mut self.voice.hotkey,
-                        _ => &mut self.quick_prompt_hotkey,
-                    };
-                    *slot = value.to_owned();
-                    Ok(())
-                }
-                Err(err) => Err(format!("setting {key} = {value:?} is not a hotkey ({err}); using the default")),
-            },
-            keys::THEME => match value.trim() {
-                theme @ ("system" | "light" | "dark") => {
-                    self.theme = theme.to_owned();
-                    Ok(())
-                }
-                _ => Err(format!("setting {key} = {value:?} is not system, light or dark; following the desktop")),
-            },
-            keys::PREFER => crate::brains::Preference::parse(value)
-                .map(|p| self.prefer = p)
-                .ok_or_else(|| format!("setting {key} = {value:?} is not local or cloud; using local")),
-            keys::TIERS => {
-                self.tiers = crate::capture::firewall::parse_list(value);
-                Ok(())
-            }
-            keys::BUDGET_INTERACTION | keys::BUDGET_DAILY | keys::BUDGET_WEEKLY | keys::BUDGET_MONTHLY => {
-                number(key, value, 0.0f64, 1_000_000.0).map(|v| match key {
-                    keys::BUDGET_INTERACTION => self.budget.per_interaction_usd = v,
-                    keys::BUDGET_DAILY => self.budget.daily_usd = v,
-                    keys::BUDGET_WEEKLY => self.budget.weekly_usd = v,
-                    _ => self.budget.monthly_usd = v,
-                })
-            }
-            keys::PROMPT_BUDGET => number(key, value, 200usize, 32_000).map(|v| self.prompt_budget_tokens = v),
-            keys::RECALL_BUDGET => number(key, value, 0usize, 16_000).map(|v| self.recall_budget_tokens = v),
-            keys::PROFILE => {
-                self.profile = value.to_owned();
-                Ok(())
-            }
-            keys::CHAT_MODEL => {
-                self.chat_model = value.trim().to_owned();
-                Ok(())
-            }
-            keys::IDLE_UNLOAD_SECS => number(key, value, 0u64, 7 * 86_400).map(|v| self.idle_unload_secs = v),
-            keys::VOICE_IDLE_UNLOAD_SECS => number(key, value, 0u64, 7 * 86_400).map(|v| self.voice.idle_unload_secs = v),
-            keys::VOICE_MODE => crate::audio::ptt::PttMode::parse(value)
-                .map(|mode| self.voice.mode = mode)
-                .ok_or_else(|| format!("setting {key} = {value:?} is not auto, hold or toggle; using auto")),
-            keys::VOICE_MODEL => {
-                self.voice.model = value.trim().to_owned();
-                Ok(())
-            }
-            keys::VOICE_DEVICE => {
-                self.voice.device = value.trim().to_owned();
-                Ok(())
-            }
-            keys::VOICE_LANGUAGE => {
-                let code = value.trim().to_lowercase();
-                if code.is_empty() || crate::audio::transcribe::is_language(&code) {
-                    self.voice.language = code;
-                    Ok(())
-                } else {
-                    self.voice.language.clear();
-                    Err(format!("setting {key} = {value:?} is not a language Whisper knows (an ISO 639-1 code such as de); detecting it instead"))
-                }
-            }
-            keys::BUDGET_FREE_TOKENS => number(key, value, 0u64, u64::MAX / 4).map(|v| self.budget.monthly_free_tokens = v),
-            _ if key.starts_with("consent.") && key.ends_with(".activity") => {
-                let provider = &key["consent.".len()..key.len() - ".activity".len()];
-                let choice = match value.trim() {
-                    "always" => Some(true),
-                    "never" => Some(false),
-                    "" | "ask" => None,
-                    _ => return Some(format!("setting {key} = {value:?} is not always, never or ask")),
-                };
-                match choice {
-                    Some(allow) => self.consent.insert(provider.to_owned(), allow),
-                    None => self.consent.remove(provider),
-                };
-                Ok(())
-            }
-            keys::SIDEBAR_GEOMETRY => {
-                let parts: Vec<f32> = value.split(',').filter_map(|p| p.trim().parse().ok()).collect();
-                match parts.as_slice() {
-                    [x, y, w, h] if *w >= 200.0 && *h >= 200.0 && x.is_finite() && y.is_finite() => {
-                        self.sidebar_geometry = Some([*x, *y, *w, *h]);
-                        Ok(())
-                    }
-                    _ => Err(format!("setting {key} = {value:?} is not a window geometry; using the default")),
-                }
-            }
-            _ => Ok(()),
+        let provider = consent_provider(key)?;
+        let choice = match value.trim() {
+            "always" => Some(true),
+            "never" => Some(false),
+            "" | "ask" => None,
+            _ => return Some(format!("setting {key} = {value:?} is not always, never or ask")),
         };
-        result.err()
+        match choice {
+            Some(allow) => self.consent.insert(provider.to_owned(), allow),
+            None => self.consent.remove(provider),
+        };
+        None
     }
 
     /// The firewall's rules (the text is kept compilable by `apply`).

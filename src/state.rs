@@ -565,23 +565,55 @@ impl AppState {
         self.waiting_calls().count() + self.paused_operations().count() + self.elicitations.len()
     }
 
+    /// Applies one worker event: each domain's events go to its own reducer below.
     pub fn apply(&mut self, event: AppEvent, now_millis: i64) {
         match event {
-            AppEvent::Agent(AgentEvent::ToolCall(call)) | AppEvent::Store(StoreEvent::ToolCall(call)) => {
-                if call.status != crate::agent::events::CallStatus::Running {
-                    self.tool_progress.remove(&call.call_id);
-                }
-                match self.tool_calls.iter_mut().find(|c| c.call_id == call.call_id) {
-                    Some(existing) => *existing = *call,
-                    None => {
-                        self.tool_calls.push(*call);
-                        if self.tool_calls.len() > MAX_TOOL_CALLS {
-                            self.tool_calls.remove(0);
-                        }
+            AppEvent::Agent(event) => self.apply_agent(event),
+            AppEvent::Store(event) => self.apply_store(event, now_millis),
+            AppEvent::Runtime(event) => self.apply_runtime(event),
+            AppEvent::Capture(event) => self.apply_capture(event, now_millis),
+            AppEvent::LocalModel(event) => self.apply_local_model(event),
+            AppEvent::Memory(event) => self.apply_memory(event),
+            AppEvent::Models(event) => self.apply_models(event),
+            AppEvent::Desktop(event) => self.apply_desktop(event),
+            AppEvent::Mcp(event) => self.apply_mcp(event),
+            AppEvent::Automations(view) => self.automations = view,
+            AppEvent::Inbox(items) => self.inbox = items,
+            AppEvent::Apps(view) => self.apps = *view,
+            AppEvent::Voice(event) => {
+                match &event {
+                    crate::audio::events::VoiceEvent::Failed { error, .. } => self.notice(error.clone()),
+                    crate::audio::events::VoiceEvent::Listening(status) if status.error.is_some() && status.error != self.voice.listen.error => {
+                        self.notice(status.error.clone().unwrap_or_default());
                     }
+                    _ => {}
+                }
+                self.voice.apply(event);
+            }
+        }
+    }
+
+    /// A tool call was asked for, decided, started or finished (or loaded with its thread).
+    fn tool_call(&mut self, call: crate::agent::events::ToolCallView) {
+        if call.status != crate::agent::events::CallStatus::Running {
+            self.tool_progress.remove(&call.call_id);
+        }
+        match self.tool_calls.iter_mut().find(|c| c.call_id == call.call_id) {
+            Some(existing) => *existing = call,
+            None => {
+                self.tool_calls.push(call);
+                if self.tool_calls.len() > MAX_TOOL_CALLS {
+                    self.tool_calls.remove(0);
                 }
             }
-            AppEvent::Agent(AgentEvent::Operation { operation_id, answer_id, status, steps, paused }) => {
+        }
+    }
+
+    /// The agent's answers, operations, tool calls, consent and drafts.
+    fn apply_agent(&mut self, event: AgentEvent) {
+        match event {
+            AgentEvent::ToolCall(call) => self.tool_call(*call),
+            AgentEvent::Operation { operation_id, answer_id, status, steps, paused } => {
                 if status.is_open() {
                     self.operations.insert(operation_id, OperationView { answer_id, status, steps, paused });
                 } else {
@@ -592,70 +624,41 @@ impl AppState {
                     self.generating = Some(answer_id);
                 }
             }
-            AppEvent::Agent(AgentEvent::Todos { answer_id, items }) => {
+            AgentEvent::Todos { answer_id, items } => {
                 self.todos.insert(answer_id, items);
             }
-            AppEvent::Agent(AgentEvent::AgentOverview { rules, problems, audit }) => self.agent_overview = Some((rules, problems, audit)),
-            AppEvent::Runtime(RuntimeEvent::Worker { worker, state }) => {
-                self.workers.insert(worker, state);
-            }
-            AppEvent::Capture(CaptureEvent::ActiveWindow(window)) => self.active_window = window,
-            AppEvent::Capture(CaptureEvent::CaptureDecision(decision)) => self.capture_decision = Some(decision),
-            AppEvent::Capture(CaptureEvent::StreamHealth(health)) => {
-                self.stream_health.insert(health.stream.clone(), health);
-            }
-            AppEvent::Store(StoreEvent::SessionDetail { session_id, typed, copied }) => {
-                if self.open_session.as_ref().is_some_and(|s| s.session_id == session_id) {
-                    self.open_session = Some(SessionDetailView { session_id, typed, copied, loaded: true });
-                }
-            }
-            AppEvent::Capture(CaptureEvent::SessionFinished(session)) => {
-                let today = local_day_start_millis(now_millis);
-                if session.ended_at_millis.unwrap_or(now_millis) >= today {
-                    self.sessions_today.retain(|s| s.session_id != session.session_id);
-                    self.sessions_today.push(session);
-                }
-            }
-            AppEvent::Store(StoreEvent::SessionsLoaded(sessions)) => {
-                self.sessions_today = sessions.into_iter().filter(|s| s.ended_at_millis.is_some()).collect();
-            }
-            AppEvent::Store(StoreEvent::ThreadsLoaded(threads)) => self.threads = threads,
-            AppEvent::Store(StoreEvent::MessagesLoaded { thread_id, messages }) => {
-                if self.current_thread == Some(thread_id) && self.generating.is_none() {
-                    self.messages = messages.into_iter().map(MessageView::from).collect();
-                }
-            }
-            AppEvent::Agent(AgentEvent::ContextAttached { user_message_id, context }) => {
+            AgentEvent::AgentOverview { rules, problems, audit } => self.agent_overview = Some((rules, problems, audit)),
+            AgentEvent::ContextAttached { user_message_id, context } => {
                 if let Some(message) = self.messages.iter_mut().find(|m| m.message_id == user_message_id) {
                     message.context = Some(context);
                 }
             }
-            AppEvent::Agent(AgentEvent::Routed { answer_id, ask_id, answered_by, reason }) => {
+            AgentEvent::Routed { answer_id, ask_id, answered_by, reason } => {
                 if let Some(message) = self.messages.iter_mut().find(|m| m.message_id == answer_id) {
                     message.ask_id = Some(ask_id);
                     message.answered_by = Some(answered_by);
                     message.route_reason = Some(reason);
                 }
             }
-            AppEvent::Agent(AgentEvent::ConsentNeeded { provider, reason, preview, request }) => {
+            AgentEvent::ConsentNeeded { provider, reason, preview, request } => {
                 self.pending_consent = Some(ConsentPrompt { provider, reason, preview, request: *request });
             }
-            AppEvent::Agent(AgentEvent::AnswerCost { answer_id, usd }) => {
+            AgentEvent::AnswerCost { answer_id, usd } => {
                 if let Some(message) = self.messages.iter_mut().find(|m| m.message_id == answer_id) {
                     message.cost_usd = Some(usd);
                 }
             }
-            AppEvent::Agent(AgentEvent::Token { answer_id, text }) => {
+            AgentEvent::Token { answer_id, text } => {
                 if let Some(message) = self.messages.iter_mut().find(|m| m.message_id == answer_id) {
                     message.content.push_str(&text);
                 }
             }
-            AppEvent::Agent(AgentEvent::Reasoning { answer_id, text }) => {
+            AgentEvent::Reasoning { answer_id, text } => {
                 if let Some(message) = self.messages.iter_mut().find(|m| m.message_id == answer_id) {
                     message.reasoning.push_str(&text);
                 }
             }
-            AppEvent::Agent(AgentEvent::AnswerFinished { answer_id, status, error, stats }) => {
+            AgentEvent::AnswerFinished { answer_id, status, error, stats } => {
                 if let Some(message) = self.messages.iter_mut().find(|m| m.message_id == answer_id) {
                     message.status = Some(status);
                     message.stats = (stats.completion_tokens > 0).then_some(stats);
@@ -670,32 +673,129 @@ impl AppState {
                     self.generating = None;
                 }
             }
-            AppEvent::LocalModel(LocalModelEvent::Model(status)) => self.model = Some(status),
-            AppEvent::LocalModel(LocalModelEvent::ModelPreflight(text)) => self.model_preflight = Some(text),
-            AppEvent::LocalModel(LocalModelEvent::ModelSpeed { model, measured }) => {
-                self.model_speeds.insert(model, measured);
-            }
-            AppEvent::Memory(MemoryEvent::MemoryProgress(progress)) => self.memory_progress = Some(progress),
-            AppEvent::Agent(AgentEvent::MemoryInjected { report, recalled, dropped, .. }) => {
+            AgentEvent::MemoryInjected { report, recalled, dropped, .. } => {
                 self.memory.last_report = Some(report);
                 self.memory.last_recalled = recalled;
                 self.memory.last_dropped = dropped;
             }
-            // Its notice came with it.
-            AppEvent::Agent(AgentEvent::DecisionRefused { .. }) => {}
-            AppEvent::Agent(AgentEvent::DecidedForOwner { call_id, owner_pid }) => self.notice(format!("decided: the cowork that drives this task (pid {owner_pid}) runs call {call_id}")),
-            AppEvent::Agent(AgentEvent::Citations { answer_id, citations }) => {
+// Its notice came with it.
+            
+            AgentEvent::DecisionRefused { .. } => {}
+            AgentEvent::DecidedForOwner { call_id, owner_pid } => self.notice(format!("decided: the cowork that drives this task (pid {owner_pid}) runs call {call_id}")),
+            AgentEvent::Citations { answer_id, citations } => {
                 if let Some(message) = self.messages.iter_mut().find(|m| m.message_id == answer_id) {
                     message.citations = citations;
                 }
             }
-            AppEvent::Store(StoreEvent::HotMemory(facts)) => self.memory.hot = facts,
-            AppEvent::Store(StoreEvent::ThreadPins { thread_id, items }) => {
+            AgentEvent::Undoable { answer_id, operation_id, until_millis } => {
+                self.undoable.insert(answer_id, (operation_id, until_millis));
+            }
+            AgentEvent::AppDrafted(draft) => {
+                self.app_draft = Some(draft);
+                self.drafting_app = false;
+            }
+            AgentEvent::FlowDrafted(draft) => {
+                self.flow_draft = Some(draft);
+                self.drafting = false;
+            }
+            AgentEvent::ModelsListed { provider, result } => {
+                self.model_lists.insert(provider, Some(result));
+            }
+            // Handled by the app (it sends commands), never reaches the reducer.
+            AgentEvent::AgentStep { .. } => {}
+        }
+    }
+
+    /// What a store read found, a setting as stored, a deleted range.
+    fn apply_store(&mut self, event: StoreEvent, now_millis: i64) {
+        match event {
+            StoreEvent::ToolCall(call) => self.tool_call(*call),
+            StoreEvent::SessionDetail { session_id, typed, copied } => {
+                if self.open_session.as_ref().is_some_and(|s| s.session_id == session_id) {
+                    self.open_session = Some(SessionDetailView { session_id, typed, copied, loaded: true });
+                }
+            }
+            StoreEvent::SessionsLoaded(sessions) => {
+                self.sessions_today = sessions.into_iter().filter(|s| s.ended_at_millis.is_some()).collect();
+            }
+            StoreEvent::ThreadsLoaded(threads) => self.threads = threads,
+            StoreEvent::MessagesLoaded { thread_id, messages } => {
+                if self.current_thread == Some(thread_id) && self.generating.is_none() {
+                    self.messages = messages.into_iter().map(MessageView::from).collect();
+                }
+            }
+            StoreEvent::HotMemory(facts) => self.memory.hot = facts,
+            StoreEvent::ThreadPins { thread_id, items } => {
                 if self.current_thread == Some(thread_id) {
                     self.pins = items;
                 }
             }
-            AppEvent::Memory(MemoryEvent::SearchResults { generation, hits, millis, error, keyword_only, .. }) => {
+            StoreEvent::Setting { key, value } => {
+                if let Some(warning) = self.settings.apply(&key, &value) {
+                    self.setting_warnings.retain(|w| !w.contains(&key));
+                    self.setting_warnings.push(warning);
+                } else {
+                    self.setting_warnings.retain(|w| !w.contains(&key));
+                }
+            }
+            StoreEvent::RangeDeleted { since_millis, until_millis, sessions, messages } => {
+                self.sessions_today.retain(|s| {
+                    s.started_at_millis >= until_millis || s.ended_at_millis.unwrap_or(now_millis) < since_millis
+                });
+                if messages > 0 {
+                    self.new_thread();
+                    self.threads.clear();
+                }
+                self.notice(format!("deleted {sessions} sessions and {messages} messages"));
+            }
+        }
+    }
+
+    /// Workers' health, notices and shutdown.
+    fn apply_runtime(&mut self, event: RuntimeEvent) {
+        match event {
+            RuntimeEvent::Worker { worker, state } => {
+                self.workers.insert(worker, state);
+            }
+            RuntimeEvent::Notice(text) => self.notice(text),
+            RuntimeEvent::ShutdownRequested => self.shutting_down = true,
+        }
+    }
+
+    /// The focused window, what capture does with it, stream health, finished sessions.
+    fn apply_capture(&mut self, event: CaptureEvent, now_millis: i64) {
+        match event {
+            CaptureEvent::ActiveWindow(window) => self.active_window = window,
+            CaptureEvent::CaptureDecision(decision) => self.capture_decision = Some(decision),
+            CaptureEvent::StreamHealth(health) => {
+                self.stream_health.insert(health.stream.clone(), health);
+            }
+            CaptureEvent::SessionFinished(session) => {
+                let today = local_day_start_millis(now_millis);
+                if session.ended_at_millis.unwrap_or(now_millis) >= today {
+                    self.sessions_today.retain(|s| s.session_id != session.session_id);
+                    self.sessions_today.push(session);
+                }
+            }
+        }
+    }
+
+    /// The local model's state, preflight and speed.
+    fn apply_local_model(&mut self, event: LocalModelEvent) {
+        match event {
+            LocalModelEvent::Model(status) => self.model = Some(status),
+            LocalModelEvent::ModelPreflight(text) => self.model_preflight = Some(text),
+            LocalModelEvent::ModelSpeed { model, measured } => {
+                self.model_speeds.insert(model, measured);
+            }
+        }
+    }
+
+    /// Indexing progress and search results.
+    fn apply_memory(&mut self, event: MemoryEvent) {
+        match event {
+            MemoryEvent::MemoryProgress(progress) => self.memory_progress = Some(progress),
+            MemoryEvent::SearchResults { generation, hits, millis, error, keyword_only, .. } => {
                 // Results of an older query than the one on screen are dropped.
                 if generation == self.search.generation {
                     self.search.status = Some(match (error, keyword_only) {
@@ -706,94 +806,65 @@ impl AppState {
                     self.search.hits = hits;
                 }
             }
-            AppEvent::Models(ModelsEvent::ModelDownload { path, done_bytes, total_bytes, error }) => {
+        }
+    }
+
+    /// Model downloads, installs and added files.
+    fn apply_models(&mut self, event: ModelsEvent) {
+        match event {
+            ModelsEvent::ModelDownload { path, done_bytes, total_bytes, error } => {
                 self.downloads.insert(path, (done_bytes, total_bytes, error));
             }
-            AppEvent::Models(ModelsEvent::ModelsChanged { name, outcome }) if name == crate::models::worker::DOWNLOAD_JOB => {
+            ModelsEvent::ModelsChanged { name, outcome } if name == crate::models::worker::DOWNLOAD_JOB => {
                 if let Some(download) = &mut self.setup.download {
                     download.outcome = Some(outcome);
                 }
             }
-            AppEvent::Models(ModelsEvent::ModelsChanged { name, outcome }) => {
+            ModelsEvent::ModelsChanged { name, outcome } => {
                 self.model_jobs.remove(&name);
                 self.notice(match outcome {
                     Ok(text) | Err(text) => text,
                 });
             }
-            AppEvent::Models(ModelsEvent::ModelAdded(Ok(model))) => {
+            ModelsEvent::ModelAdded(Ok(model)) => {
                 self.notice(format!("added {} ({}, {:.0} MB): choose it as the chat model below", model.name, model.architecture, model.size as f64 / 1e6));
                 self.added_models.retain(|m| m.path != model.path);
                 self.added_models.push(model);
             }
-            AppEvent::Models(ModelsEvent::ModelAdded(Err(reason))) => self.notice(format!("model not added: {reason}")),
-            AppEvent::Store(StoreEvent::Setting { key, value }) => {
-                if let Some(warning) = self.settings.apply(&key, &value) {
-                    self.setting_warnings.retain(|w| !w.contains(&key));
-                    self.setting_warnings.push(warning);
-                } else {
-                    self.setting_warnings.retain(|w| !w.contains(&key));
-                }
-            }
-            AppEvent::Runtime(RuntimeEvent::Notice(text)) => self.notice(text),
-            AppEvent::Agent(AgentEvent::Undoable { answer_id, operation_id, until_millis }) => {
-                self.undoable.insert(answer_id, (operation_id, until_millis));
-            }
-            AppEvent::Desktop(DesktopEvent::Report(report)) => self.desktop = Some(*report),
-            AppEvent::Mcp(McpEvent::McpServers(servers)) => self.mcp_servers = servers,
-            AppEvent::Mcp(McpEvent::McpClients(clients)) => self.mcp_clients = clients,
-            AppEvent::Automations(view) => self.automations = view,
-            AppEvent::Inbox(items) => self.inbox = items,
-            AppEvent::Apps(view) => self.apps = *view,
-            AppEvent::Agent(AgentEvent::AppDrafted(draft)) => {
-                self.app_draft = Some(draft);
-                self.drafting_app = false;
-            }
-            AppEvent::Agent(AgentEvent::FlowDrafted(draft)) => {
-                self.flow_draft = Some(draft);
-                self.drafting = false;
-            }
-            AppEvent::Mcp(McpEvent::McpTested(report)) => self.mcp_test = Some(report),
-            AppEvent::Mcp(McpEvent::McpCatalogAdded { name, result, stderr }) => self.mcp_catalog = Some((name, Some(result), stderr)),
-            AppEvent::Agent(AgentEvent::ModelsListed { provider, result }) => {
-                self.model_lists.insert(provider, Some(result));
-            }
-            AppEvent::Mcp(McpEvent::Elicitation(request)) => self.elicitations.push(*request),
-            AppEvent::Mcp(McpEvent::ElicitationClosed { id }) => self.elicitations.retain(|e| e.id != id),
-            AppEvent::Mcp(McpEvent::ResourceAttached(Ok(attachment))) => {
+            ModelsEvent::ModelAdded(Err(reason)) => self.notice(format!("model not added: {reason}")),
+        }
+    }
+
+    /// The desktop: its report, hotkeys, the colour scheme.
+    fn apply_desktop(&mut self, event: DesktopEvent) {
+        match event {
+            DesktopEvent::Report(report) => self.desktop = Some(*report),
+            DesktopEvent::QuickPromptHotkey => self.quick_prompt_open = true,
+            // Handled by the app (they send commands), never reach the reducer.
+            DesktopEvent::TogglePause | DesktopEvent::ShowSidebar | DesktopEvent::VoiceHotkey { .. } => {}
+            DesktopEvent::ColorScheme(dark) => self.desktop_dark = dark,
+        }
+    }
+
+    /// MCP servers and clients, tests, elicitations, resources, prompts, progress.
+    fn apply_mcp(&mut self, event: McpEvent) {
+        match event {
+            McpEvent::McpServers(servers) => self.mcp_servers = servers,
+            McpEvent::McpClients(clients) => self.mcp_clients = clients,
+            McpEvent::McpTested(report) => self.mcp_test = Some(report),
+            McpEvent::McpCatalogAdded { name, result, stderr } => self.mcp_catalog = Some((name, Some(result), stderr)),
+            McpEvent::Elicitation(request) => self.elicitations.push(*request),
+            McpEvent::ElicitationClosed { id } => self.elicitations.retain(|e| e.id != id),
+            McpEvent::ResourceAttached(Ok(attachment)) => {
                 self.attachments.retain(|a| (a.server.as_str(), a.uri.as_str()) != (attachment.server.as_str(), attachment.uri.as_str()));
                 self.attachments.push(attachment);
             }
-            AppEvent::Mcp(McpEvent::PromptFilled(Ok(text))) => self.prompt_fill = Some((text, crate::tools::Origin::McpDefinition)),
-            AppEvent::Mcp(McpEvent::ResourceAttached(Err(why))) | AppEvent::Mcp(McpEvent::PromptFilled(Err(why))) => self.notice(why),
-            AppEvent::Mcp(McpEvent::ToolProgress { call_id, text }) => {
+            McpEvent::PromptFilled(Ok(text)) => self.prompt_fill = Some((text, crate::tools::Origin::McpDefinition)),
+            McpEvent::ResourceAttached(Err(why)) | McpEvent::PromptFilled(Err(why)) => self.notice(why),
+            McpEvent::ToolProgress { call_id, text } => {
                 if self.tool_calls.iter().any(|c| c.call_id == call_id && c.status == crate::agent::events::CallStatus::Running) {
                     self.tool_progress.insert(call_id, text);
                 }
-            }
-            AppEvent::Desktop(DesktopEvent::QuickPromptHotkey) => self.quick_prompt_open = true,
-            AppEvent::Voice(event) => {
-                match &event {
-                    crate::audio::events::VoiceEvent::Failed { error, .. } => self.notice(error.clone()),
-                    crate::audio::events::VoiceEvent::Listening(status) if status.error.is_some() && status.error != self.voice.listen.error => {
-                        self.notice(status.error.clone().unwrap_or_default());
-                    }
-                    _ => {}
-                }
-                self.voice.apply(event);
-            }
-            // Handled by the app (they send commands), never reach the reducer.
-            AppEvent::Desktop(DesktopEvent::TogglePause) | AppEvent::Desktop(DesktopEvent::ShowSidebar) | AppEvent::Desktop(DesktopEvent::VoiceHotkey { .. }) | AppEvent::Agent(AgentEvent::AgentStep { .. }) => {}
-            AppEvent::Runtime(RuntimeEvent::ShutdownRequested) => self.shutting_down = true,
-            AppEvent::Desktop(DesktopEvent::ColorScheme(dark)) => self.desktop_dark = dark,
-            AppEvent::Store(StoreEvent::RangeDeleted { since_millis, until_millis, sessions, messages }) => {
-                self.sessions_today.retain(|s| {
-                    s.started_at_millis >= until_millis || s.ended_at_millis.unwrap_or(now_millis) < since_millis
-                });
-                if messages > 0 {
-                    self.new_thread();
-                    self.threads.clear();
-                }
-                self.notice(format!("deleted {sessions} sessions and {messages} messages"));
             }
         }
     }

@@ -145,72 +145,17 @@ impl Workers {
         // Which desktop this is decides which paths may record anything: an X
         // display named on the command line is X11; otherwise the session says.
         let desktop = crate::desktop::session::for_display(options.display.as_deref(), settings.desktop_accessibility);
-        let (capture, keys, clipboard, a11y) = if options.capture {
-            use crate::desktop::backend::{Backend, backend_for};
-            use crate::desktop::session::Capability;
-            sink.send(AppEvent::Desktop(DesktopEvent::Report(Box::new(desktop.clone()))));
-            // device_query and arboard read $DISPLAY; those streams run only when that is the display we watch.
-            let same_display = options.display.is_none() || options.display == std::env::var("DISPLAY").ok();
-            let not_ours = "it is read from $DISPLAY, which is not the display being captured".to_owned();
-            let keys_off = match backend_for(&desktop, Capability::TypingStream) {
-                Backend::X11 if same_display => None,
-                Backend::X11 => Some(not_ours.clone()),
-                _ => Some(desktop.state(Capability::TypingStream).text()),
-            };
-            let clipboard_source = match backend_for(&desktop, Capability::ClipboardWatch) {
-                Backend::X11 if same_display => ClipboardSource::X11,
-                Backend::X11 => ClipboardSource::Off(not_ours),
-                Backend::Wlroots(target) => ClipboardSource::Wayland(target),
-                Backend::Blind(why) => ClipboardSource::Off(why),
-                Backend::KWin(_) => ClipboardSource::Off(desktop.state(Capability::ClipboardWatch).text()),
-                Backend::Gnome => ClipboardSource::Gnome,
-            };
-            let (copy_tx, copy_rx) = bounded(8);
-            let keys = spawn_keys(store.commands.clone(), Some(copy_tx), keys_off, sink.narrow(), options.policy)?;
-            let clipboard = spawn_clipboard(
-                options.display.clone(),
-                clipboard_source,
-                store.commands.clone(),
-                copy_rx,
-                sink.narrow(),
-                options.policy,
-            )?;
-            // On wlroots the typing stream is the text entered into fields (AT-SPI).
-            let fields = matches!(backend_for(&desktop, Capability::TypingStream), Backend::Wlroots(_));
-            let a11y = spawn_a11y(keys.commands.clone(), settings.desktop_accessibility, fields, sink.narrow(), options.policy)?;
-            let backend = backend_for(&desktop, Capability::FocusedWindow);
-            let config = CaptureConfig { display: options.display.clone(), afk_secs: settings.afk_secs, rules: settings.rules(), backend };
-            let streams = StreamSenders {
-                keys: Some(keys.commands.clone()),
-                clipboard: Some(clipboard.commands.clone()),
-                listen: Some(listen.commands.clone()),
-                automations: options.automations.then(|| automations_channels.commands.0.clone()),
-                notify: options.automations.then(|| notify_channel.0.clone()),
-            };
-            let capture = spawn_capture_with_streams(config, store.commands.clone(), streams, sink.narrow(), options.policy)?;
-            let allowed = settings.streams_confirmed || !options.require_consent;
-            let _ = capture.commands.try_send(CaptureCommand::SetRecording(allowed && settings.record_windows));
-            let _ = keys.commands.try_send(KeysCommand::SetRecording(allowed && settings.record_keys));
-            let _ = clipboard.commands.try_send(ClipboardCommand::SetRecording(allowed && settings.record_clipboard));
-            (Some(capture), Some(keys), Some(clipboard), Some(a11y))
-        } else {
-            (None, None, None, None)
+        let streams = CaptureStreams {
+            listen: listen.commands.clone(),
+            automations: options.automations.then(|| automations_channels.commands.0.clone()),
+            notify: options.automations.then(|| notify_channel.0.clone()),
+        };
+        let (capture, keys, clipboard, a11y) = match options.capture {
+            true => start_capture(&options, &settings, &desktop, &store.commands, streams, &sink)?,
+            false => (None, None, None, None),
         };
         let stop_epoch = Arc::new(AtomicU64::new(0));
-        let (model_path, model_expected) = match &options.chat_model {
-            Some(model) => (model.path.clone(), Some((model.size, model.sha256.clone()))),
-            None => (paths.models_dir.join("missing-chat-model.gguf"), None),
-        };
-        let llm_config = LlmConfig {
-            model_path,
-            model_expected,
-            local_limit_tokens: LOCAL_LIMIT_TOKENS,
-            max_answer_tokens: settings.max_answer_tokens,
-            idle_unload_secs: settings.idle_unload_secs,
-            sysfs: crate::llm::LlmConfig::real_sysfs(),
-            notify: options.automations.then(|| notify_channel.0.clone()),
-            speed_file: Some(crate::llm::speed::path(&paths.data_dir)),
-        };
+        let llm_config = llm_config(paths, &options, &settings, options.automations.then(|| notify_channel.0.clone()));
         let manifest = crate::models::Manifest::bundled().unwrap_or(crate::models::Manifest { models: Vec::new() });
         let models = crate::models::worker::spawn_models(manifest, paths.models_dir.clone(), None, sink.narrow(), options.policy)?;
         let _ = models.commands.try_send(crate::models::worker::ModelsCommand::SetDataDir(paths.data_dir.clone()));
@@ -255,42 +200,12 @@ impl Workers {
         let mcp = crate::mcp::worker::spawn_mcp_signalling(paths.data_dir.clone(), sink.narrow(), options.policy, crate::net::OutboundGate::global(), mcp_signals)?;
         let agent_config = AgentConfig { mcp: Some(crate::mcp::worker::McpClient { commands: mcp.commands.clone() }), ..agent_config };
         let agent = spawn_agent(agent_config, llm.commands.clone(), local, store.commands.clone(), sink.narrow(), stop_epoch.clone(), options.policy)?;
-        let (automations, notify) = if options.automations {
-            let agent_commands = agent.commands.clone();
-            let notify_tx = notify_channel.0.clone();
-            let automations = crate::automations::spawn_automations(
-                crate::automations::AutomationsConfig { db_path: paths.db_path() },
-                automations_channels,
-                Arc::new(crate::automations::steps::SystemClock),
-                move || Box::new(crate::agent::AgentSteps(agent_commands.clone())),
-                move || Box::new(crate::notify::NotifyClient(notify_tx.clone())),
-                sink.narrow(),
-                options.policy,
-            )?;
-            let (approver, opener, local_state) = (agent.commands.clone(), sink.narrow::<DesktopEvent>(), local_state.clone());
-            let notify = crate::notify::spawn_notify(
-                crate::notify::NotifyConfig { db_path: paths.db_path(), bus: None, policy: crate::notify::gate::Policy::default() },
-                notify_channel,
-                move || {
-                    let (approver, opener, local_state) = (approver.clone(), opener.clone(), local_state.clone());
-                    crate::notify::Hooks {
-                        // Accept on a notification approves that one call, once.
-                        approve: Box::new(move |call_id| {
-                            let _ = approver.try_send(AgentCommand::DecideAs { call_id, choice: crate::agent::events::ApprovalChoice::Once, by: "user (notification)".into() });
-                        }),
-                        open: Box::new(move |_| {
-                            opener.send(DesktopEvent::ShowSidebar);
-                        }),
-                        // The user's tap after heat or the battery paused the local model.
-                        restore_local: Box::new(move || local_state.restore()),
-                    }
-                },
-                sink.narrow(),
-                options.policy,
-            )?;
-            (Some(automations), Some(notify))
-        } else {
-            (None, None)
+        let (automations, notify) = match options.automations {
+            true => {
+                let (automations, notify) = start_automations(paths.db_path(), automations_channels, notify_channel, &agent.commands, local_state, &sink, options.policy)?;
+                (Some(automations), Some(notify))
+            }
+            false => (None, None),
         };
         let apps = match options.automations {
             true => Some(crate::apps::worker::spawn_apps(
@@ -500,5 +415,134 @@ impl Workers {
         if !self.store.shutdown(StoreCommand::Shutdown, timeout) {
             tracing::warn!("store did not stop in time");
         }
+    }
+}
+
+/// The workers capture signals besides the store: listen mode, and (in the sidebar) automations and notifications.
+struct CaptureStreams {
+    listen: Sender<crate::audio::listen::ListenCommand>,
+    automations: Option<Sender<crate::automations::AutomationsCommand>>,
+    notify: Option<Sender<crate::notify::NotifyCommand>>,
+}
+
+/// The capture workers for this desktop: windows, typing, the clipboard and
+/// browser addresses, each on the backend the session allows, recording only
+/// what the user confirmed.
+type CaptureWorkers = (Option<WorkerHandle<CaptureCommand>>, Option<WorkerHandle<KeysCommand>>, Option<WorkerHandle<ClipboardCommand>>, Option<WorkerHandle<A11yCommand>>);
+
+/// Starts the capture workers (see `CaptureWorkers`).
+fn start_capture(options: &WorkerOptions, settings: &Settings, desktop: &crate::desktop::session::Report, store: &Sender<StoreCommand>, streams: CaptureStreams, sink: &EventSink<AppEvent>) -> anyhow::Result<CaptureWorkers> {
+    use crate::desktop::backend::{Backend, backend_for};
+    use crate::desktop::session::Capability;
+    sink.send(AppEvent::Desktop(DesktopEvent::Report(Box::new(desktop.clone()))));
+    // device_query and arboard read $DISPLAY; those streams run only when that is the display we watch.
+    let same_display = options.display.is_none() || options.display == std::env::var("DISPLAY").ok();
+    let not_ours = "it is read from $DISPLAY, which is not the display being captured".to_owned();
+    let keys_off = match backend_for(desktop, Capability::TypingStream) {
+        Backend::X11 if same_display => None,
+        Backend::X11 => Some(not_ours.clone()),
+        _ => Some(desktop.state(Capability::TypingStream).text()),
+    };
+    let clipboard_source = match backend_for(desktop, Capability::ClipboardWatch) {
+        Backend::X11 if same_display => ClipboardSource::X11,
+        Backend::X11 => ClipboardSource::Off(not_ours),
+        Backend::Wlroots(target) => ClipboardSource::Wayland(target),
+        Backend::Blind(why) => ClipboardSource::Off(why),
+        Backend::KWin(_) => ClipboardSource::Off(desktop.state(Capability::ClipboardWatch).text()),
+        Backend::Gnome => ClipboardSource::Gnome,
+    };
+    let (copy_tx, copy_rx) = bounded(8);
+    let keys = spawn_keys(store.clone(), Some(copy_tx), keys_off, sink.narrow(), options.policy)?;
+    let clipboard = spawn_clipboard(
+        options.display.clone(),
+        clipboard_source,
+        store.clone(),
+        copy_rx,
+        sink.narrow(),
+        options.policy,
+    )?;
+    // On wlroots the typing stream is the text entered into fields (AT-SPI).
+    let fields = matches!(backend_for(desktop, Capability::TypingStream), Backend::Wlroots(_));
+    let a11y = spawn_a11y(keys.commands.clone(), settings.desktop_accessibility, fields, sink.narrow(), options.policy)?;
+    let backend = backend_for(desktop, Capability::FocusedWindow);
+    let config = CaptureConfig { display: options.display.clone(), afk_secs: settings.afk_secs, rules: settings.rules(), backend };
+    let senders = StreamSenders {
+        keys: Some(keys.commands.clone()),
+        clipboard: Some(clipboard.commands.clone()),
+        listen: Some(streams.listen),
+        automations: streams.automations,
+        notify: streams.notify,
+    };
+    let capture = spawn_capture_with_streams(config, store.clone(), senders, sink.narrow(), options.policy)?;
+    let allowed = settings.streams_confirmed || !options.require_consent;
+    let _ = capture.commands.try_send(CaptureCommand::SetRecording(allowed && settings.record_windows));
+    let _ = keys.commands.try_send(KeysCommand::SetRecording(allowed && settings.record_keys));
+    let _ = clipboard.commands.try_send(ClipboardCommand::SetRecording(allowed && settings.record_clipboard));
+    Ok((Some(capture), Some(keys), Some(clipboard), Some(a11y)))
+}
+
+/// The automations worker and the notification worker that shows what needs
+/// the user (an approval it accepts, the sidebar it opens, the local model
+/// it lets back on after heat or the battery paused it).
+fn start_automations(
+    db_path: std::path::PathBuf,
+    automations_channels: crate::automations::worker::AutomationsChannels,
+    notify_channel: (Sender<crate::notify::NotifyCommand>, Receiver<crate::notify::NotifyCommand>),
+    agent: &Sender<AgentCommand>,
+    local_state: Arc<LocalModelState>,
+    sink: &EventSink<AppEvent>,
+    policy: RestartPolicy,
+) -> anyhow::Result<(WorkerHandle<crate::automations::AutomationsCommand>, WorkerHandle<crate::notify::NotifyCommand>)> {
+    let agent_commands = agent.clone();
+    let notify_tx = notify_channel.0.clone();
+    let automations = crate::automations::spawn_automations(
+        crate::automations::AutomationsConfig { db_path: db_path.clone() },
+        automations_channels,
+        Arc::new(crate::automations::steps::SystemClock),
+        move || Box::new(crate::agent::AgentSteps(agent_commands.clone())),
+        move || Box::new(crate::notify::NotifyClient(notify_tx.clone())),
+        sink.narrow(),
+        policy,
+    )?;
+    let (approver, opener) = (agent.clone(), sink.narrow::<DesktopEvent>());
+    let notify = crate::notify::spawn_notify(
+        crate::notify::NotifyConfig { db_path, bus: None, policy: crate::notify::gate::Policy::default() },
+        notify_channel,
+        move || {
+            let (approver, opener, local_state) = (approver.clone(), opener.clone(), local_state.clone());
+            crate::notify::Hooks {
+                // Accept on a notification approves that one call, once.
+                approve: Box::new(move |call_id| {
+                    let _ = approver.try_send(AgentCommand::DecideAs { call_id, choice: crate::agent::events::ApprovalChoice::Once, by: "user (notification)".into() });
+                }),
+                open: Box::new(move |_| {
+                    opener.send(DesktopEvent::ShowSidebar);
+                }),
+                // The user's tap after heat or the battery paused the local model.
+                restore_local: Box::new(move || local_state.restore()),
+            }
+        },
+        sink.narrow(),
+        policy,
+    )?;
+    Ok((automations, notify))
+}
+
+/// The local model's configuration: the chat model chosen (or a missing file
+/// that says so when asked), the answer and idle limits from the settings.
+fn llm_config(paths: &Paths, options: &WorkerOptions, settings: &Settings, notify: Option<Sender<crate::notify::NotifyCommand>>) -> LlmConfig {
+    let (model_path, model_expected) = match &options.chat_model {
+        Some(model) => (model.path.clone(), Some((model.size, model.sha256.clone()))),
+        None => (paths.models_dir.join("missing-chat-model.gguf"), None),
+    };
+    LlmConfig {
+        model_path,
+        model_expected,
+        local_limit_tokens: LOCAL_LIMIT_TOKENS,
+        max_answer_tokens: settings.max_answer_tokens,
+        idle_unload_secs: settings.idle_unload_secs,
+        sysfs: crate::llm::LlmConfig::real_sysfs(),
+        notify,
+        speed_file: Some(crate::llm::speed::path(&paths.data_dir)),
     }
 }

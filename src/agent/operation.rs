@@ -58,6 +58,13 @@ pub enum BrainChoice {
 }
 
 impl ChatRequest {
+    /// A question asked in `thread` (new, or with its history to add): the
+    /// question's message id (it is its own ask), its answer's id and its
+    /// text; plain chat, nothing attached, the router chooses the brain.
+    pub fn new(thread: ChatThread, thread_is_new: bool, user_message_id: i64, answer_id: i64, text: impl Into<String>) -> Self {
+        Self { thread, thread_is_new, user_message_id, answer_id, text: text.into(), ask_id: user_message_id, ..Self::default() }
+    }
+
     /// The attachments as the model reads them, each marked as data from its server.
     pub fn attached_data(&self) -> String {
         self.attachments.iter().map(crate::records::Attachment::as_data).collect::<Vec<_>>().join("\n\n")

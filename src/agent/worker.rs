@@ -1005,22 +1005,8 @@ mod tests {
     }
 
     fn request(history: Vec<(Role, String)>) -> ChatRequest {
-        ChatRequest {
-            thread: ChatThread { thread_id: 1, title: "t".into(), updated_at_millis: 0 },
-            thread_is_new: true,
-            user_message_id: 10,
-            answer_id: 11,
-            text: "What am I doing?".into(),
-            history,
-            ask_id: 10,
-            try_harder_from: None,
-            consent_once: false,
-            is_retry: false,
-            agent: false,
-            attachments: Vec::new(),
-            text_origin: None,
-            brain: None,
-        }
+        let thread = ChatThread { thread_id: 1, title: "t".into(), updated_at_millis: 0 };
+        ChatRequest { history, ..ChatRequest::new(thread, true, 10, 11, "What am I doing?") }
     }
 
     struct Harness {

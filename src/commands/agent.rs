@@ -58,17 +58,7 @@ pub fn ask_agent(paths: &Paths, task: &str, brain: Option<crate::agent::BrainCho
     let thread = ChatThread { thread_id: next_id(), title: crate::state::thread_title(task), updated_at_millis: now_millis() };
     let user_message_id = next_id();
     let answer_id = next_id();
-    let request = ChatRequest {
-        thread,
-        thread_is_new: true,
-        user_message_id,
-        answer_id,
-        text: task.to_owned(),
-        ask_id: user_message_id,
-        agent: true,
-        brain,
-        ..ChatRequest::default()
-    };
+    let request = ChatRequest { agent: true, brain, ..ChatRequest::new(thread, true, user_message_id, answer_id, task) };
     workers.agent.commands.send(AgentCommand::Chat(request))?;
     let outcome = drive(&workers, &events, Some(answer_id), None, paths);
     workers.shutdown(Duration::from_secs(5));
@@ -127,17 +117,9 @@ pub fn ask_agent_json(paths: &Paths, tasks: &[String], brain: Option<crate::agen
     for task in tasks {
         let answer_id = next_id();
         let user_message_id = next_id();
-        let request = ChatRequest {
-            thread: ChatThread { thread_id: next_id(), title: crate::state::thread_title(task), updated_at_millis: now_millis() },
-            thread_is_new: true,
-            user_message_id,
-            answer_id,
-            text: if forget { format!("<no-memory> {task}") } else { task.clone() },
-            ask_id: user_message_id,
-            agent: true,
-            brain: brain.clone(),
-            ..ChatRequest::default()
-        };
+        let thread = ChatThread { thread_id: next_id(), title: crate::state::thread_title(task), updated_at_millis: now_millis() };
+        let text = if forget { format!("<no-memory> {task}") } else { task.clone() };
+        let request = ChatRequest { agent: true, brain: brain.clone(), ..ChatRequest::new(thread, true, user_message_id, answer_id, text) };
         let started = std::time::Instant::now();
         workers.agent.commands.send(AgentCommand::Chat(request))?;
         let mut report = TaskReport { task: task.clone(), ..TaskReport::default() };

@@ -93,20 +93,9 @@ pub fn ask(paths: &Paths, questions: &[String], options: &AskOptions) -> anyhow:
         let answer_id = next_id();
         let text = if options.forget { format!("<no-memory> {question}") } else { question.clone() };
         let request = ChatRequest {
-            thread: thread.clone().expect("set above"),
-            thread_is_new: new_thread,
-            user_message_id: next_id(),
-            answer_id,
-            text,
             history: history.clone(),
             ask_id: answer_id,
-            try_harder_from: None,
-            consent_once: false,
-            is_retry: false,
-            agent: false,
-            attachments: Vec::new(),
-            text_origin: None,
-            brain: None,
+            ..ChatRequest::new(thread.clone().expect("set above"), new_thread, next_id(), answer_id, text)
         };
         workers.agent.commands.send(AgentCommand::Chat(request))?;
         match answer(&events, question, answer_id, options) {

@@ -4,7 +4,7 @@
 
 use anyhow::{Context, bail};
 
-use crate::config::{DESCRIBED, NEED_RESTART, Paths, Settings, known_setting};
+use crate::config::{Paths, Settings, described, known_setting, needs_restart};
 
 fn current(paths: &Paths) -> Settings {
     crate::workers::read_settings(paths).0
@@ -14,7 +14,7 @@ fn current(paths: &Paths) -> Settings {
 pub fn list(paths: &Paths, json: bool) -> anyhow::Result<()> {
     let settings = current(paths);
     let stored: Vec<(String, String)> = crate::store::open_read_only(&paths.db_path()).and_then(|c| Ok(crate::store::all_settings(&c)?)).unwrap_or_default();
-    let mut keys: Vec<String> = DESCRIBED.iter().map(|(k, _)| (*k).to_owned()).collect();
+    let mut keys: Vec<String> = described().map(|(k, _)| k.to_owned()).collect();
     // Consent per provider: those stored, and those of the configured providers.
     let providers = crate::brains::Providers::load(&crate::brains::Providers::path(&paths.data_dir)).unwrap_or_default();
     for key in stored.iter().map(|(k, _)| k.clone()).chain(providers.list.iter().map(|p| crate::config::consent_key(&p.name))) {
@@ -24,7 +24,7 @@ pub fn list(paths: &Paths, json: bool) -> anyhow::Result<()> {
     }
     for key in keys {
         let value = settings.value(&key).unwrap_or_default();
-        let about = DESCRIBED.iter().find(|(k, _)| *k == key).map_or("send what cowork recorded to this provider: always, never or ask", |(_, d)| d);
+        let about = described().find(|(k, _)| *k == key).map_or("send what cowork recorded to this provider: always, never or ask", |(_, d)| d);
         let set = stored.iter().any(|(k, _)| *k == key);
         if json {
             println!("{}", serde_json::json!({"key": key, "value": value, "set": set, "about": about}));
@@ -55,7 +55,7 @@ pub fn set(paths: &Paths, key: &str, value: &str) -> anyhow::Result<()> {
     paths.ensure_data_dir()?;
     let conn = crate::store::open_writer(&paths.db_path())?;
     crate::store::set_setting(&conn, key, value, crate::ids::now_millis()).context("the setting was not saved")?;
-    if NEED_RESTART.contains(&key) {
+    if needs_restart(key) {
         eprintln!("saved; it takes effect when cowork starts again");
     }
     Ok(())
@@ -74,6 +74,6 @@ pub fn reset(paths: &Paths, key: &str) -> anyhow::Result<()> {
 /// The closest known keys, for a typo.
 fn suggestion(key: &str) -> String {
     let tail = key.rsplit('.').next().unwrap_or(key);
-    let near: Vec<&str> = DESCRIBED.iter().map(|(k, _)| *k).filter(|k| k.contains(tail) || key.split('.').next().is_some_and(|head| k.starts_with(head))).take(6).collect();
+    let near: Vec<&str> = described().map(|(k, _)| k).filter(|k| k.contains(tail) || key.split('.').next().is_some_and(|head| k.starts_with(head))).take(6).collect();
     if near.is_empty() { "cowork settings list shows them all".into() } else { format!("did you mean {}?", near.join(", ")) }
 }

@@ -147,6 +147,26 @@ impl StoreWorker {
     /// Handles one command. Returns false on Shutdown.
     pub fn handle(&mut self, command: StoreCommand) -> bool {
         match command {
+            command @ (StoreCommand::UpsertSession(..) | StoreCommand::InsertKeystrokeChunk(..) | StoreCommand::InsertClipboardEvent(..) | StoreCommand::InsertAudioTranscript(..) | StoreCommand::UpsertAfk(..) | StoreCommand::Heartbeat { .. } | StoreCommand::UpsertThread { .. } | StoreCommand::UpsertMessage { .. } | StoreCommand::RecordUsage(..) | StoreCommand::SetSetting { .. }) => self.queue_write(command),
+            command @ (StoreCommand::AddHotMemory { .. } | StoreCommand::RemoveHotMemory { .. } | StoreCommand::LoadHotMemory | StoreCommand::InsertObservation(..) | StoreCommand::PinSource { .. } | StoreCommand::UnpinSource { .. }) => self.handle_memory(command),
+            command @ (StoreCommand::LoadSessionsSince { .. } | StoreCommand::LoadThreads | StoreCommand::LoadMessages { .. } | StoreCommand::LoadSettings | StoreCommand::LoadSessionDetail { .. }) => self.handle_load(command),
+            command @ (StoreCommand::SetFeedback { .. } | StoreCommand::DeleteRange { .. } | StoreCommand::Export { .. } | StoreCommand::RememberDocument { .. } | StoreCommand::ForgetDocumentAt { .. } | StoreCommand::ForgetDocument { .. } | StoreCommand::Agent { .. }) => self.handle_now(command),
+            StoreCommand::Flush(ack) => {
+                self.commit_pending();
+                let _ = ack.try_send(());
+            }
+            StoreCommand::InjectPanic => panic!("injected store fault"),
+            StoreCommand::Shutdown => {
+                self.commit_pending();
+                return false;
+            }
+        }
+        true
+    }
+
+    /// Writes batched into the next transaction (dropped when a deletion in this run covered their time).
+    fn queue_write(&mut self, command: StoreCommand) {
+        match command {
             StoreCommand::UpsertSession(session) => {
                 if !self.was_deleted(session.started_at_millis, session.ended_at_millis.unwrap_or(i64::MAX)) {
                     self.queue(Write::Session(session));
@@ -183,6 +203,13 @@ impl StoreWorker {
             StoreCommand::UpsertMessage { message, model } => self.queue(Write::Message { message, model }),
             StoreCommand::RecordUsage(usage) => self.queue(Write::Usage(usage)),
             StoreCommand::SetSetting { key, value } => self.queue(Write::Setting { key, value }),
+            other => tracing::error!(command = ?other, "a command reached the wrong handler"),
+        }
+    }
+
+    /// Hot memory, summaries and pins.
+    fn handle_memory(&mut self, command: StoreCommand) {
+        match command {
             StoreCommand::AddHotMemory { file, text, pinned_by } => {
                 self.edit_hot_memory(|conn| crate::memory::hot::add(conn, file, &text, &pinned_by, now_millis()).map(|_| ()))
             }
@@ -197,12 +224,33 @@ impl StoreWorker {
                     Err(err) => self.emit_notice(format!("a summary was not saved: {err}")),
                 }
             }
-            StoreCommand::SetFeedback { message_id, rating, reason } => {
+            StoreCommand::PinSource { thread_id, stream, source_id } => {
                 self.commit_pending();
-                if let Err(err) = crate::chat::set_feedback(&self.conn, message_id, rating, &reason, now_millis()) {
-                    self.emit_notice(format!("feedback was not saved: {err}"));
+                let pinned = super::write_transaction(&self.conn).and_then(|tx| {
+                    let n = crate::memory::rag::pin_source(&tx, thread_id, stream, source_id, now_millis())?;
+                    tx.commit().map(|_| n)
+                });
+                match pinned {
+                    Ok(0) if !self.has_chunks(stream, source_id) => self.emit_notice("that item is no longer in your history, so it cannot be pinned".into()),
+                    Ok(_) => self.wake_embed(), // a row cut into chunks just now waits for its vectors
+                    Err(err) => self.emit_notice(format!("cannot pin: {err}")),
                 }
+                self.emit_pins(thread_id);
             }
+            StoreCommand::UnpinSource { thread_id, stream, source_id } => {
+                self.commit_pending();
+                if let Err(err) = crate::memory::rag::unpin_source(&self.conn, thread_id, stream, source_id) {
+                    self.emit_notice(format!("cannot unpin: {err}"));
+                }
+                self.emit_pins(thread_id);
+            }
+            other => tracing::error!(command = ?other, "a command reached the wrong handler"),
+        }
+    }
+
+    /// Reads the UI asked for, after what is queued is committed.
+    fn handle_load(&mut self, command: StoreCommand) {
+        match command {
             StoreCommand::LoadSessionsSince { since_millis } => {
                 self.commit_pending();
                 match crate::capture::db::sessions_since(&self.conn, since_millis, 5_000) {
@@ -234,26 +282,6 @@ impl StoreWorker {
                 }
                 self.emit_pins(thread_id);
             }
-            StoreCommand::PinSource { thread_id, stream, source_id } => {
-                self.commit_pending();
-                let pinned = super::write_transaction(&self.conn).and_then(|tx| {
-                    let n = crate::memory::rag::pin_source(&tx, thread_id, stream, source_id, now_millis())?;
-                    tx.commit().map(|_| n)
-                });
-                match pinned {
-                    Ok(0) if !self.has_chunks(stream, source_id) => self.emit_notice("that item is no longer in your history, so it cannot be pinned".into()),
-                    Ok(_) => self.wake_embed(), // a row cut into chunks just now waits for its vectors
-                    Err(err) => self.emit_notice(format!("cannot pin: {err}")),
-                }
-                self.emit_pins(thread_id);
-            }
-            StoreCommand::UnpinSource { thread_id, stream, source_id } => {
-                self.commit_pending();
-                if let Err(err) = crate::memory::rag::unpin_source(&self.conn, thread_id, stream, source_id) {
-                    self.emit_notice(format!("cannot unpin: {err}"));
-                }
-                self.emit_pins(thread_id);
-            }
             StoreCommand::LoadSettings => {
                 self.commit_pending();
                 match queries::all_settings(&self.conn) {
@@ -263,6 +291,26 @@ impl StoreWorker {
                         }
                     }
                     Err(err) => self.emit_notice(format!("cannot load settings: {err}")),
+                }
+            }
+            StoreCommand::LoadSessionDetail { session_id } => {
+                self.commit_pending();
+                match crate::capture::db::session_detail(&self.conn, session_id) {
+                    Ok((typed, copied)) => self.emit(StoreEvent::SessionDetail { session_id, typed, copied }),
+                    Err(err) => self.emit_notice(format!("cannot load the session: {err}")),
+                }
+            }
+            other => tracing::error!(command = ?other, "a command reached the wrong handler"),
+        }
+    }
+
+    /// Writes run at once, each with its outcome: feedback, deletion, export, documents, the agent's records.
+    fn handle_now(&mut self, command: StoreCommand) {
+        match command {
+            StoreCommand::SetFeedback { message_id, rating, reason } => {
+                self.commit_pending();
+                if let Err(err) = crate::chat::set_feedback(&self.conn, message_id, rating, &reason, now_millis()) {
+                    self.emit_notice(format!("feedback was not saved: {err}"));
                 }
             }
             StoreCommand::DeleteRange { since_millis, until_millis, reply } => {
@@ -294,13 +342,6 @@ impl StoreWorker {
                 match outcome {
                     Ok(count) => self.emit_notice(format!("exported {count} records, unencrypted (for taking elsewhere), to {}", path.display())),
                     Err(err) => self.emit_notice(format!("export failed: {err:#}: {}", path.display())),
-                }
-            }
-            StoreCommand::LoadSessionDetail { session_id } => {
-                self.commit_pending();
-                match crate::capture::db::session_detail(&self.conn, session_id) {
-                    Ok((typed, copied)) => self.emit(StoreEvent::SessionDetail { session_id, typed, copied }),
-                    Err(err) => self.emit_notice(format!("cannot load the session: {err}")),
                 }
             }
             StoreCommand::RememberDocument { doc, reply } => {
@@ -353,17 +394,8 @@ impl StoreWorker {
                     }
                 }
             }
-            StoreCommand::Flush(ack) => {
-                self.commit_pending();
-                let _ = ack.try_send(());
-            }
-            StoreCommand::InjectPanic => panic!("injected store fault"),
-            StoreCommand::Shutdown => {
-                self.commit_pending();
-                return false;
-            }
+            other => tracing::error!(command = ?other, "a command reached the wrong handler"),
         }
-        true
     }
 
     /// Deletes window history older than the retention setting. Returns how many sessions went.

@@ -47,7 +47,7 @@ pub fn setting_text_ui(
         }
         *draft = None;
     }
-    if crate::config::NEED_RESTART.contains(&key) {
+    if crate::config::needs_restart(key) {
         ui.label(RichText::new("Applies when cowork starts again").small().color(theme::muted()));
     }
 }

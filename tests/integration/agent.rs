@@ -75,16 +75,8 @@ pub(super) fn fixture(server: &Scripted, title: &str, copied: &str) -> (tempfile
 
 pub(super) fn task(text: &str) -> cowork::agent::ChatRequest {
     let ask = cowork::ids::next_id();
-    cowork::agent::ChatRequest {
-        thread: cowork::records::ChatThread { thread_id: ask, title: "t".into(), updated_at_millis: 0 },
-        thread_is_new: true,
-        user_message_id: ask,
-        answer_id: cowork::ids::next_id(),
-        text: text.into(),
-        ask_id: ask,
-        agent: true,
-        ..Default::default()
-    }
+    let thread = cowork::records::ChatThread { thread_id: ask, title: "t".into(), updated_at_millis: 0 };
+    cowork::agent::ChatRequest { agent: true, ..cowork::agent::ChatRequest::new(thread, true, ask, cowork::ids::next_id(), text) }
 }
 
 #[track_caller]

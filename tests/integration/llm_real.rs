@@ -19,22 +19,8 @@ use cowork::store::{self, StoreCommand, spawn_store};
 use super::support::{XSession, chat_model, eventually, models_dir, require, temp_dir, test_sink, wait_for};
 
 fn request(question: &str, thread_id: i64) -> ChatRequest {
-    ChatRequest {
-        thread: ChatThread { thread_id, title: "test".into(), updated_at_millis: now_millis() },
-        thread_is_new: true,
-        user_message_id: next_id(),
-        answer_id: next_id(),
-        text: question.into(),
-        history: Vec::new(),
-        ask_id: next_id(),
-        try_harder_from: None,
-        consent_once: false,
-        is_retry: false,
-        agent: false,
-        attachments: Vec::new(),
-        text_origin: None,
-        brain: None,
-    }
+    let thread = ChatThread { thread_id, title: "test".into(), updated_at_millis: now_millis() };
+    ChatRequest { ask_id: next_id(), ..ChatRequest::new(thread, true, next_id(), next_id(), question) }
 }
 
 #[test]

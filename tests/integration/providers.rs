@@ -581,22 +581,8 @@ fn wait_event<T>(events: &crossbeam_channel::Receiver<cowork::events::AppEvent>,
 
 fn chat(ask_id: i64, text: &str) -> cowork::agent::ChatRequest {
     use cowork::ids::next_id;
-    cowork::agent::ChatRequest {
-        thread: cowork::records::ChatThread { thread_id: 1, title: "t".into(), updated_at_millis: 0 },
-        thread_is_new: true,
-        user_message_id: ask_id,
-        answer_id: next_id(),
-        text: text.into(),
-        history: Vec::new(),
-        ask_id,
-        try_harder_from: None,
-        consent_once: false,
-        is_retry: false,
-        agent: false,
-        attachments: Vec::new(),
-        text_origin: None,
-        brain: None,
-    }
+    let thread = cowork::records::ChatThread { thread_id: 1, title: "t".into(), updated_at_millis: 0 };
+    cowork::agent::ChatRequest::new(thread, true, ask_id, next_id(), text)
 }
 
 /// A data directory whose only provider is `provider_json`, with `settings`

@@ -717,362 +717,440 @@ fn run(cli: Cli, process_started: Instant) -> anyhow::Result<ExitCode> {
         cowork::net::OutboundGate::global().set_offline(true);
     }
     match cli.command {
-        Some(Command::Doctor { json }) => {
-            let checks = commands::doctor::run_checks(&paths, cli.display.as_deref());
-            let healthy = commands::doctor::print(&checks, json)?;
-            Ok(if healthy { ExitCode::SUCCESS } else { ExitCode::FAILURE })
-        }
-        Some(Command::Ask { question, provider, model, local_model, agent: true, json, forget, .. }) => {
-            let brain = match (&provider, &local_model) {
-                (Some(name), _) => Some(cowork::agent::BrainChoice::Provider { name: name.clone(), model: model.clone() }),
-                (None, Some(_)) => Some(cowork::agent::BrainChoice::Local),
-                (None, None) => None,
-            };
-            let status = if json {
-                commands::agent::ask_agent_json(&paths, &question, brain, local_model.as_deref(), forget)?
-            } else {
-                let task = question.join(" ");
-                commands::agent::ask_agent(&paths, &if forget { format!("<no-memory> {task}") } else { task }, brain, local_model.as_deref())?
-            };
-            Ok(ExitCode::from(status))
-        }
-        Some(Command::Ask { question, show_context, provider: Some(provider), model, json, .. }) => {
-            if json {
-                anyhow::bail!("--json with --provider needs --agent (a plain provider answer streams as text)");
-            }
-            if show_context {
-                eprintln!("--show-context: nothing captured is sent to a provider yet");
-            }
-            if question.len() > 1 {
-                anyhow::bail!("--provider answers one question at a time");
-            }
-            commands::ask::ask_provider(&paths, &provider, model.as_deref(), &question[0])?;
-            Ok(ExitCode::SUCCESS)
-        }
-        Some(Command::Approve { call, deny, continue_operation }) => {
-            let status = match (continue_operation, call) {
-                (Some(operation), _) => commands::agent::continue_operation(&paths, operation)?,
-                (None, Some(call)) => commands::agent::approve(&paths, call, deny)?,
-                (None, None) => anyhow::bail!("give a call id, or --continue OPERATION"),
-            };
-            Ok(ExitCode::from(status))
-        }
-        Some(Command::Tools { json }) => {
-            commands::agent::tools(json)?;
-            Ok(ExitCode::SUCCESS)
-        }
-        Some(Command::Rules { action }) => {
-            match action {
-                RulesAction::List => commands::agent::rules_list(&paths)?,
-                RulesAction::Add { tool, action, target, pattern, until, example } => {
-                    let now = cowork::ids::now_millis();
-                    // A span (30s, 2h, 3d) counts forward from now here; dates are dates.
-                    let until = until
-                        .as_deref()
-                        .map(|t| match cowork::ids::parse_span_millis(t.trim()) {
-                            Some(span) => Ok(now + span),
-                            None => cowork::ids::parse_time(t, now),
-                        })
-                        .transpose()
-                        .map_err(anyhow::Error::msg)?;
-                    if let Some(at) = until
-                        && at <= now
-                    {
-                        anyhow::bail!("--until {} is already past", cowork::ids::rfc3339(at));
-                    }
-                    let id = commands::agent::rules_add(&paths, &tool, &action, target.as_deref(), pattern.as_deref(), until, example.as_deref())?;
-                    println!("added rule {id}");
-                }
-                RulesAction::Remove { id } => commands::agent::rules_remove(&paths, id)?,
-            }
-            Ok(ExitCode::SUCCESS)
-        }
-        Some(Command::Automations { action }) => {
-            use commands::automations as a;
-            match action {
-                AutomationsAction::List { json } => a::list(&paths, json)?,
-                AutomationsAction::Run { name, inputs, wait_secs, keep_waiting } => {
-                    let code = a::run(&paths, &name, a::parse_inputs(&inputs)?, std::time::Duration::from_secs(wait_secs), keep_waiting)?;
-                    return Ok(ExitCode::from(code as u8));
-                }
-                AutomationsAction::History { name, limit } => a::history(&paths, &name, limit)?,
-                AutomationsAction::Describe { description, save } => a::describe(&paths, &description, save)?,
-                AutomationsAction::Export { name, output } => a::export(&paths, name.as_deref(), output.as_deref())?,
-                AutomationsAction::Import { file } => a::import(&paths, &file)?,
-                AutomationsAction::Remove { name } => a::remove(&paths, &name)?,
-                AutomationsAction::Enable { name } => a::set_enabled(&paths, &name, true)?,
-                AutomationsAction::Disable { name } => a::set_enabled(&paths, &name, false)?,
-            }
-            Ok(ExitCode::SUCCESS)
-        }
-        Some(Command::Apps { action }) => {
-            use commands::apps as a;
-            match action {
-                AppsAction::Install { path, grants, yes } => a::install(&paths, &path, &grants, yes)?,
-                AppsAction::List { json } => a::list(&paths, json)?,
-                AppsAction::Remove { app_id } => a::remove(&paths, &app_id)?,
-                AppsAction::Describe { description, install, yes } => a::describe(&paths, &description, install, yes)?,
-                AppsAction::Render { app_id, actions } => a::render(&paths, &app_id, &actions)?,
-            }
-            Ok(ExitCode::SUCCESS)
-        }
-        Some(Command::Undo { operation }) => commands::documents::undo(&paths, operation),
-        Some(Command::Documents { action }) => match action {
-            DocumentsAction::Read { path, pages, sheet, cells, max_chars, json } => {
-                commands::documents::read(&path, cowork::documents::Selection { pages, sheet, cells }, max_chars, json)
-            }
-            DocumentsAction::Add { path } => commands::documents::add(&paths, &path),
-            DocumentsAction::List { json } => commands::documents::list(&paths, json),
-            DocumentsAction::Forget { id } => commands::documents::forget(&paths, id),
-            DocumentsAction::Write { path, replace } => commands::documents::write(&path, replace),
-        },
-        Some(Command::Audit { output: Some(call), .. }) => {
-            commands::agent::call_output(&paths, call)?;
-            Ok(ExitCode::SUCCESS)
-        }
-        Some(Command::Audit { json, limit, output: None }) => {
-            commands::agent::audit(&paths, json, limit)?;
-            Ok(ExitCode::SUCCESS)
-        }
-        Some(Command::Ask { question, show_context, provider: None, local_model, follow_up, forget, json, .. }) => {
-            let options = commands::ask::AskOptions { show_context, local_model, follow_up, forget, json };
-            commands::ask::ask(&paths, &question, &options)?;
-            Ok(ExitCode::SUCCESS)
-        }
-        Some(Command::Transcribe { files, model, json, full_context, no_vad }) => {
-            let options = commands::voice::TranscribeOptions { files, model, json, full_context, no_vad };
-            let all_read = commands::voice::transcribe(&paths, options)?;
-            Ok(if all_read { ExitCode::SUCCESS } else { ExitCode::FAILURE })
-        }
-        Some(Command::Models { action }) => {
-            let manifest = Manifest::bundled()?;
-            std::fs::create_dir_all(&paths.models_dir)?;
-            match action {
-                ModelsAction::Verify => commands::models::verify(&manifest, &paths.models_dir)?,
-                ModelsAction::Fetch { mirror, with, only } => commands::models::fetch_upstream(&manifest, &paths.models_dir, mirror, &with, &only)?,
-                ModelsAction::Convert => cowork::models::convert::convert_all(&manifest, &paths.models_dir)?,
-                ModelsAction::Cloud { provider, choose, json } => commands::models::cloud(&paths, &provider, choose.as_deref(), json)?,
-                ModelsAction::Add { path } => {
-                    paths.ensure_data_dir()?;
-                    let (model, preflight) = cowork::models::user::add(&paths.data_dir, &path, cowork::llm::memory::meminfo())?;
-                    println!("added {} ({}, {} bytes, sha256 {})", model.name, model.architecture, model.size, model.sha256);
-                    if let Some(preflight) = preflight {
-                        println!("memory preflight: {}", preflight.describe());
-                    }
-                    println!("answer with it: cowork ask --local-model {} \"...\", or choose it in Settings → Models", model.name);
-                }
-            }
-            Ok(ExitCode::SUCCESS)
-        }
-        Some(Command::Export { format, out, since, until }) => {
-            let now = cowork::ids::now_millis();
-            let since = since.as_deref().map(|t| cowork::ids::parse_time(t, now)).transpose().map_err(anyhow::Error::msg)?;
-            let until = until.as_deref().map(|t| cowork::ids::parse_time(t, now)).transpose().map_err(anyhow::Error::msg)?;
-            let count = commands::export(&paths, format, since.unwrap_or(i64::MIN), until.unwrap_or(now + 1), &out)?;
-            eprintln!("exported {count} records, unencrypted (for taking elsewhere), to {}", out.display());
-            Ok(ExitCode::SUCCESS)
-        }
-        Some(Command::Delete { last, since, until }) => {
-            let now = cowork::ids::now_millis();
-            let (since, until) = match (last, since, until) {
-                (Some(span), _, _) => {
-                    let span = cowork::ids::parse_span_millis(&span)
-                        .ok_or_else(|| anyhow::anyhow!("--last takes a span such as 15m, 1h or 1d"))?;
-                    (now - span, now + 1)
-                }
-                (None, Some(since), Some(until)) => (
-                    cowork::ids::parse_time(&since, now).map_err(anyhow::Error::msg)?,
-                    cowork::ids::parse_time(&until, now).map_err(anyhow::Error::msg)?,
-                ),
-                _ => anyhow::bail!("give --last SPAN, or --since and --until"),
-            };
-            let deleted = commands::delete(&paths, since, until)?;
-            eprintln!("deleted {} sessions and {} messages", deleted.sessions, deleted.messages);
-            Ok(ExitCode::SUCCESS)
-        }
-        Some(Command::Capture { action: CaptureAction::Run }) => {
-            commands::capture_run(&paths, cli.display)?;
-            Ok(ExitCode::SUCCESS)
-        }
-        Some(Command::Capture { action: CaptureAction::Simulate { script, start, repeat, progress } }) => {
-            let now = cowork::ids::now_millis();
-            let start = start.as_deref().map(|t| cowork::ids::parse_time(t, now)).transpose().map_err(anyhow::Error::msg)?;
-            let stats = commands::simulate(&paths, &script, start, repeat, progress)?;
-            eprintln!(
-                "replayed {} sessions, {} typed chunks, {} clipboard events ({} windows excluded by the firewall, {} AFK periods)",
-                stats.sessions, stats.chunks, stats.clips, stats.excluded_windows, stats.afk_periods
-            );
-            Ok(ExitCode::SUCCESS)
-        }
-        Some(Command::McpTools { command }) => {
-            commands::mcp_tools(&command)?;
-            Ok(ExitCode::SUCCESS)
-        }
-        Some(Command::Search { query, since, until, app, stream, limit, json }) => {
-            let now = cowork::ids::now_millis();
-            let time = |t: Option<String>| t.map(|t| cowork::ids::parse_time(&t, now)).transpose().map_err(anyhow::Error::msg);
-            let streams = stream
-                .iter()
-                .map(|s| {
-                    cowork::memory::search::Stream::parse(s)
-                        .ok_or_else(|| anyhow::anyhow!("unknown stream {s:?}: window, typing, clipboard, chat, summary or audio"))
-                })
-                .collect::<anyhow::Result<Vec<_>>>()?;
-            let filters = cowork::memory::search::Filters { since_millis: time(since)?, until_millis: time(until)?, app, streams };
-            let (outcome, load_millis) = commands::memory::search(&paths, &query, &filters, limit)?;
-            if json {
-                println!("{}", serde_json::to_string_pretty(&outcome.hits)?);
-            } else {
-                for hit in &outcome.hits {
-                    println!(
-                        "{}  {:<9} {:<14} {}  {}",
-                        cowork::ids::rfc3339(hit.at_millis),
-                        hit.stream.as_str(),
-                        hit.app.as_deref().unwrap_or("-"),
-                        hit.title,
-                        hit.snippet.replace('\n', " ")
-                    );
-                }
-            }
-            match &outcome.keyword_only {
-                Some(why) => eprintln!("{} hits, keyword matches only: {why}", outcome.hits.len()),
-                None => eprintln!(
-                    "{} hits: keywords {:.1} ms and meaning {:.1} ms in parallel (model and indexes loaded in {load_millis:.0} ms)",
-                    outcome.hits.len(),
-                    outcome.keyword_millis,
-                    outcome.vector_millis
-                ),
-            }
-            Ok(ExitCode::SUCCESS)
-        }
-        Some(Command::Memory { action: MemoryAction::Embed }) => {
-            let embedded = commands::memory::embed_now(&paths)?;
-            println!("embedded {embedded} chunks");
-            Ok(ExitCode::SUCCESS)
-        }
-        Some(Command::Memory { action: MemoryAction::Status }) => {
-            let p = commands::memory::status(&paths)?;
-            println!("embedded chunks   {}", p.chunks_embedded);
-            println!("waiting chunks    {}", p.chunks_waiting);
-            println!("queued rows       {}", p.queued_rows);
-            println!("unfinished jobs   {}", p.jobs_pending);
-            println!("failed jobs       {}{}", p.jobs_failed, p.last_error.map(|e| format!(" (last: {e})")).unwrap_or_default());
-            Ok(ExitCode::SUCCESS)
-        }
-        Some(Command::Memory { action: MemoryAction::Retry }) => {
-            println!("{} failed jobs queued again", commands::memory::retry_failed(&paths)?);
-            Ok(ExitCode::SUCCESS)
-        }
-        Some(Command::Mcp { action }) => {
-            match action {
-                McpAction::Import { file, allow_env } => commands::mcp_import(&paths, &file, &allow_env)?,
-                McpAction::List => commands::mcp_list(&paths)?,
-                McpAction::Test { name } => {
-                    if !commands::mcp_test(&paths, &name)? {
-                        return Ok(ExitCode::FAILURE);
-                    }
-                }
-                McpAction::Serve { http, allow, consent_wait } => {
-                    paths.ensure_data_dir()?;
-                    let options = cowork::mcp::serve::ServeOptions { http, allow, consent_wait: std::time::Duration::from_secs(consent_wait) };
-                    cowork::mcp::serve::serve(&paths, options)?;
-                }
-                McpAction::Token => {
-                    paths.ensure_data_dir()?;
-                    println!("{}", cowork::mcp::serve::token(&paths.data_dir)?);
-                }
-                McpAction::Login { name } => {
-                    paths.ensure_data_dir()?;
-                    commands::mcp_login(&paths, &name)?;
-                }
-                McpAction::Logout { name } => {
-                    if cowork::mcp::oauth::sign_out(&name, &paths.data_dir)? {
-                        println!("forgot the sign-in of {name}");
-                    } else {
-                        println!("there was no sign-in kept for {name}");
-                    }
-                }
-            }
-            Ok(ExitCode::SUCCESS)
-        }
-        Some(Command::Trigger { what }) => {
-            use cowork::desktop::trigger::{Trigger, send, socket_path};
-            let Some(trigger) = Trigger::parse(&what) else {
-                anyhow::bail!("unknown trigger {what:?}: one of {}", Trigger::names());
-            };
-            send(&socket_path(&paths.data_dir), trigger).map_err(|err| anyhow::anyhow!(err))?;
-            Ok(ExitCode::SUCCESS)
-        }
-        Some(Command::GnomeExtension { action }) => {
-            let message = match action {
-                GnomeExtensionAction::Install { shell_version } => cowork::desktop::gnome::install_here(shell_version.as_deref()),
-                GnomeExtensionAction::Remove => cowork::desktop::gnome::remove_here(),
-                GnomeExtensionAction::Status => Ok(cowork::desktop::gnome::status_here()),
-                GnomeExtensionAction::AddShortcuts => {
-                    let settings = cowork::workers::read_settings(&paths).0;
-                    cowork::desktop::gnome::add_shortcuts_here(&settings.quick_prompt_hotkey, &settings.pause_hotkey, &settings.voice.hotkey)
-                }
-                GnomeExtensionAction::RemoveShortcuts => cowork::desktop::gnome::remove_shortcuts_here(),
-            }
-            .map_err(|err| anyhow::anyhow!(err))?;
-            println!("{message}");
-            Ok(ExitCode::SUCCESS)
-        }
-        Some(Command::Settings { action }) => {
-            match action {
-                SettingsAction::List { json } => commands::settings::list(&paths, json)?,
-                SettingsAction::Get { key } => commands::settings::get(&paths, &key)?,
-                SettingsAction::Set { key, value } => commands::settings::set(&paths, &key, &value)?,
-                SettingsAction::Reset { key } => commands::settings::reset(&paths, &key)?,
-            }
-            Ok(ExitCode::SUCCESS)
-        }
-        Some(Command::Secrets { action }) => {
-            let secrets = cowork::secrets::Secrets::open(&paths.data_dir)?;
-            match action {
-                SecretsAction::Set { name } => {
-                    let mut value = String::new();
-                    std::io::Read::read_to_string(&mut std::io::stdin(), &mut value)?;
-                    let value = value.trim();
-                    secrets.set(&name, value)?;
-                    eprintln!("stored {name} ({}) in {}", cowork::secrets::mask(value), secrets.describe());
-                }
-                SecretsAction::List => {
-                    eprintln!("secrets in {}", secrets.describe());
-                    for (name, masked) in secrets.list()? {
-                        println!("{name}\t{masked}");
-                    }
-                }
-                SecretsAction::Delete { name } => {
-                    if !secrets.delete(&name)? {
-                        anyhow::bail!("no secret {name:?} in {}", secrets.describe());
-                    }
-                    eprintln!("deleted {name}");
-                }
-            }
-            Ok(ExitCode::SUCCESS)
-        }
-        Some(Command::Autostart { state }) => {
-            use cowork::desktop::autostart;
-            let message = match state.as_str() {
-                "status" => match autostart::entry_path() {
-                    Some(path) if autostart::enabled_at(&path) && autostart::targets(&path, paths.data_dir_if_not_default()) => {
-                        format!("cowork starts when you log in ({})", path.display())
-                    }
-                    _ => "cowork does not start when you log in".to_owned(),
-                },
-                on => autostart::set(on == "on", paths.data_dir_if_not_default()).map_err(|err| anyhow::anyhow!(err))?,
-            };
-            println!("{message}");
-            Ok(ExitCode::SUCCESS)
-        }
-        Some(Command::ForgetEverything { yes }) => forget_everything(&paths, yes),
-        Some(Command::PackageFiles { .. }) => unreachable!("handled before the data directory is resolved"),
+        Some(command) => run_command(command, &paths, cli.display),
         None => {
             let options = SidebarOptions { display: cli.display, screenshot: cli.screenshot, quick_prompt: cli.quick_prompt, autostart: cli.autostart };
             run_sidebar(&paths, options, process_started)
         }
     }
+}
+
+/// Runs a subcommand: one arm per command, a function per family of them.
+fn run_command(command: Command, paths: &Paths, display: Option<String>) -> anyhow::Result<ExitCode> {
+    match command {
+        Command::Doctor { json } => {
+            let checks = commands::doctor::run_checks(paths, display.as_deref());
+            let healthy = commands::doctor::print(&checks, json)?;
+            Ok(if healthy { ExitCode::SUCCESS } else { ExitCode::FAILURE })
+        }
+        Command::Ask { question, provider, model, local_model, agent: true, json, forget, .. } => run_ask_agent(paths, &question, provider, model, local_model.as_deref(), json, forget),
+        Command::Ask { question, show_context, provider: Some(provider), model, json, .. } => run_ask_provider(paths, &question, &provider, model.as_deref(), show_context, json),
+        Command::Ask { question, show_context, provider: None, local_model, follow_up, forget, json, .. } => {
+            let options = commands::ask::AskOptions { show_context, local_model, follow_up, forget, json };
+            commands::ask::ask(paths, &question, &options)?;
+            Ok(ExitCode::SUCCESS)
+        }
+        Command::Approve { call, deny, continue_operation } => run_approve(paths, call, deny, continue_operation),
+        Command::Tools { json } => {
+            commands::agent::tools(json)?;
+            Ok(ExitCode::SUCCESS)
+        }
+        Command::Rules { action } => run_rules(paths, action),
+        Command::Automations { action } => run_automations(paths, action),
+        Command::Apps { action } => run_apps(paths, action),
+        Command::Undo { operation } => commands::documents::undo(paths, operation),
+        Command::Documents { action } => run_documents(paths, action),
+        Command::Audit { output: Some(call), .. } => {
+            commands::agent::call_output(paths, call)?;
+            Ok(ExitCode::SUCCESS)
+        }
+        Command::Audit { json, limit, output: None } => {
+            commands::agent::audit(paths, json, limit)?;
+            Ok(ExitCode::SUCCESS)
+        }
+        Command::Transcribe { files, model, json, full_context, no_vad } => {
+            let options = commands::voice::TranscribeOptions { files, model, json, full_context, no_vad };
+            let all_read = commands::voice::transcribe(paths, options)?;
+            Ok(if all_read { ExitCode::SUCCESS } else { ExitCode::FAILURE })
+        }
+        Command::Models { action } => run_models(paths, action),
+        Command::Export { format, out, since, until } => run_export(paths, format, &out, since.as_deref(), until.as_deref()),
+        Command::Delete { last, since, until } => run_delete(paths, last, since, until),
+        Command::Capture { action } => run_capture(paths, action, display),
+        Command::McpTools { command } => {
+            commands::mcp_tools(&command)?;
+            Ok(ExitCode::SUCCESS)
+        }
+        Command::Search { query, since, until, app, stream, limit, json } => {
+            let filters = search_filters(since, until, app, &stream)?;
+            run_search(paths, &query, &filters, limit, json)
+        }
+        Command::Memory { action } => run_memory(paths, action),
+        Command::Mcp { action } => run_mcp(paths, action),
+        Command::Trigger { what } => run_trigger(paths, &what),
+        Command::GnomeExtension { action } => run_gnome_extension(paths, action),
+        Command::Settings { action } => run_settings(paths, action),
+        Command::Secrets { action } => run_secrets(paths, action),
+        Command::Autostart { state } => run_autostart(paths, &state),
+        Command::ForgetEverything { yes } => forget_everything(paths, yes),
+        Command::PackageFiles { .. } => unreachable!("handled before the data directory is resolved"),
+    }
+}
+
+/// `cowork ask --agent`: the tasks worked on with tools, by a provider's model or a local one.
+fn run_ask_agent(paths: &Paths, question: &[String], provider: Option<String>, model: Option<String>, local_model: Option<&str>, json: bool, forget: bool) -> anyhow::Result<ExitCode> {
+    let brain = match (provider, local_model) {
+        (Some(name), _) => Some(cowork::agent::BrainChoice::Provider { name, model }),
+        (None, Some(_)) => Some(cowork::agent::BrainChoice::Local),
+        (None, None) => None,
+    };
+    let status = if json {
+        commands::agent::ask_agent_json(paths, question, brain, local_model, forget)?
+    } else {
+        let task = question.join(" ");
+        commands::agent::ask_agent(paths, &if forget { format!("<no-memory> {task}") } else { task }, brain, local_model)?
+    };
+    Ok(ExitCode::from(status))
+}
+
+/// `cowork ask --provider`: one question answered by a configured provider, streamed as text.
+fn run_ask_provider(paths: &Paths, question: &[String], provider: &str, model: Option<&str>, show_context: bool, json: bool) -> anyhow::Result<ExitCode> {
+    if json {
+        anyhow::bail!("--json with --provider needs --agent (a plain provider answer streams as text)");
+    }
+    if show_context {
+        eprintln!("--show-context: nothing captured is sent to a provider yet");
+    }
+    if question.len() > 1 {
+        anyhow::bail!("--provider answers one question at a time");
+    }
+    commands::ask::ask_provider(paths, provider, model, &question[0])?;
+    Ok(ExitCode::SUCCESS)
+}
+
+/// `cowork approve`: decides a waiting call, or continues a paused operation.
+fn run_approve(paths: &Paths, call: Option<i64>, deny: bool, continue_operation: Option<i64>) -> anyhow::Result<ExitCode> {
+    let status = match (continue_operation, call) {
+        (Some(operation), _) => commands::agent::continue_operation(paths, operation)?,
+        (None, Some(call)) => commands::agent::approve(paths, call, deny)?,
+        (None, None) => anyhow::bail!("give a call id, or --continue OPERATION"),
+    };
+    Ok(ExitCode::from(status))
+}
+
+/// `cowork rules …`: lists, adds or removes approval rules.
+fn run_rules(paths: &Paths, action: RulesAction) -> anyhow::Result<ExitCode> {
+    match action {
+        RulesAction::List => commands::agent::rules_list(paths)?,
+        RulesAction::Add { tool, action, target, pattern, until, example } => {
+            let until = rule_until(until.as_deref())?;
+            let id = commands::agent::rules_add(paths, &tool, &action, target.as_deref(), pattern.as_deref(), until, example.as_deref())?;
+            println!("added rule {id}");
+        }
+        RulesAction::Remove { id } => commands::agent::rules_remove(paths, id)?,
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// A rule's `--until` in milliseconds: a span (30s, 2h, 3d) counts forward from now, dates are dates; a time already past is refused.
+fn rule_until(until: Option<&str>) -> anyhow::Result<Option<i64>> {
+    let now = cowork::ids::now_millis();
+    let until = until
+        .map(|t| match cowork::ids::parse_span_millis(t.trim()) {
+            Some(span) => Ok(now + span),
+            None => cowork::ids::parse_time(t, now),
+        })
+        .transpose()
+        .map_err(anyhow::Error::msg)?;
+    if let Some(at) = until
+        && at <= now
+    {
+        anyhow::bail!("--until {} is already past", cowork::ids::rfc3339(at));
+    }
+    Ok(until)
+}
+
+/// `cowork automations …`: the flows cowork runs by itself.
+fn run_automations(paths: &Paths, action: AutomationsAction) -> anyhow::Result<ExitCode> {
+    use commands::automations as a;
+    match action {
+        AutomationsAction::List { json } => a::list(paths, json)?,
+        AutomationsAction::Run { name, inputs, wait_secs, keep_waiting } => {
+            let code = a::run(paths, &name, a::parse_inputs(&inputs)?, std::time::Duration::from_secs(wait_secs), keep_waiting)?;
+            return Ok(ExitCode::from(code as u8));
+        }
+        AutomationsAction::History { name, limit } => a::history(paths, &name, limit)?,
+        AutomationsAction::Describe { description, save } => a::describe(paths, &description, save)?,
+        AutomationsAction::Export { name, output } => a::export(paths, name.as_deref(), output.as_deref())?,
+        AutomationsAction::Import { file } => a::import(paths, &file)?,
+        AutomationsAction::Remove { name } => a::remove(paths, &name)?,
+        AutomationsAction::Enable { name } => a::set_enabled(paths, &name, true)?,
+        AutomationsAction::Disable { name } => a::set_enabled(paths, &name, false)?,
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// `cowork apps …`: the apps of the sidebar's Apps tab.
+fn run_apps(paths: &Paths, action: AppsAction) -> anyhow::Result<ExitCode> {
+    use commands::apps as a;
+    match action {
+        AppsAction::Install { path, grants, yes } => a::install(paths, &path, &grants, yes)?,
+        AppsAction::List { json } => a::list(paths, json)?,
+        AppsAction::Remove { app_id } => a::remove(paths, &app_id)?,
+        AppsAction::Describe { description, install, yes } => a::describe(paths, &description, install, yes)?,
+        AppsAction::Render { app_id, actions } => a::render(paths, &app_id, &actions)?,
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// `cowork documents …`: reads, writes, keeps or forgets documents.
+fn run_documents(paths: &Paths, action: DocumentsAction) -> anyhow::Result<ExitCode> {
+    match action {
+        DocumentsAction::Read { path, pages, sheet, cells, max_chars, json } => {
+            commands::documents::read(&path, cowork::documents::Selection { pages, sheet, cells }, max_chars, json)
+        }
+        DocumentsAction::Add { path } => commands::documents::add(paths, &path),
+        DocumentsAction::List { json } => commands::documents::list(paths, json),
+        DocumentsAction::Forget { id } => commands::documents::forget(paths, id),
+        DocumentsAction::Write { path, replace } => commands::documents::write(&path, replace),
+    }
+}
+
+/// `cowork models …`: verifies, fetches, converts or adds local models, or lists a provider's.
+fn run_models(paths: &Paths, action: ModelsAction) -> anyhow::Result<ExitCode> {
+    let manifest = Manifest::bundled()?;
+    std::fs::create_dir_all(&paths.models_dir)?;
+    match action {
+        ModelsAction::Verify => commands::models::verify(&manifest, &paths.models_dir)?,
+        ModelsAction::Fetch { mirror, with, only } => commands::models::fetch_upstream(&manifest, &paths.models_dir, mirror, &with, &only)?,
+        ModelsAction::Convert => cowork::models::convert::convert_all(&manifest, &paths.models_dir)?,
+        ModelsAction::Cloud { provider, choose, json } => commands::models::cloud(paths, &provider, choose.as_deref(), json)?,
+        ModelsAction::Add { path } => {
+            paths.ensure_data_dir()?;
+            let (model, preflight) = cowork::models::user::add(&paths.data_dir, &path, cowork::llm::memory::meminfo())?;
+            println!("added {} ({}, {} bytes, sha256 {})", model.name, model.architecture, model.size, model.sha256);
+            if let Some(preflight) = preflight {
+                println!("memory preflight: {}", preflight.describe());
+            }
+            println!("answer with it: cowork ask --local-model {} \"...\", or choose it in Settings → Models", model.name);
+        }
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// `cowork export`: history from `since` (default: everything) until `until` (default: now) into `out`.
+fn run_export(paths: &Paths, format: cowork::export::Format, out: &std::path::Path, since: Option<&str>, until: Option<&str>) -> anyhow::Result<ExitCode> {
+    let now = cowork::ids::now_millis();
+    let since = since.map(|t| cowork::ids::parse_time(t, now)).transpose().map_err(anyhow::Error::msg)?;
+    let until = until.map(|t| cowork::ids::parse_time(t, now)).transpose().map_err(anyhow::Error::msg)?;
+    let count = commands::export(paths, format, since.unwrap_or(i64::MIN), until.unwrap_or(now + 1), out)?;
+    eprintln!("exported {count} records, unencrypted (for taking elsewhere), to {}", out.display());
+    Ok(ExitCode::SUCCESS)
+}
+
+/// `cowork delete`: the last span, or from `since` to `until`.
+fn run_delete(paths: &Paths, last: Option<String>, since: Option<String>, until: Option<String>) -> anyhow::Result<ExitCode> {
+    let now = cowork::ids::now_millis();
+    let (since, until) = match (last, since, until) {
+        (Some(span), _, _) => {
+            let span = cowork::ids::parse_span_millis(&span)
+                .ok_or_else(|| anyhow::anyhow!("--last takes a span such as 15m, 1h or 1d"))?;
+            (now - span, now + 1)
+        }
+        (None, Some(since), Some(until)) => (
+            cowork::ids::parse_time(&since, now).map_err(anyhow::Error::msg)?,
+            cowork::ids::parse_time(&until, now).map_err(anyhow::Error::msg)?,
+        ),
+        _ => anyhow::bail!("give --last SPAN, or --since and --until"),
+    };
+    let deleted = commands::delete(paths, since, until)?;
+    eprintln!("deleted {} sessions and {} messages", deleted.sessions, deleted.messages);
+    Ok(ExitCode::SUCCESS)
+}
+
+/// `cowork capture …`: capture without the sidebar, or replay a scripted day.
+fn run_capture(paths: &Paths, action: CaptureAction, display: Option<String>) -> anyhow::Result<ExitCode> {
+    match action {
+        CaptureAction::Run => commands::capture_run(paths, display)?,
+        CaptureAction::Simulate { script, start, repeat, progress } => {
+            let now = cowork::ids::now_millis();
+            let start = start.as_deref().map(|t| cowork::ids::parse_time(t, now)).transpose().map_err(anyhow::Error::msg)?;
+            let stats = commands::simulate(paths, &script, start, repeat, progress)?;
+            eprintln!(
+                "replayed {} sessions, {} typed chunks, {} clipboard events ({} windows excluded by the firewall, {} AFK periods)",
+                stats.sessions, stats.chunks, stats.clips, stats.excluded_windows, stats.afk_periods
+            );
+        }
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// `cowork search`'s filters: times, the app, and the streams by name.
+fn search_filters(since: Option<String>, until: Option<String>, app: Option<String>, stream: &[String]) -> anyhow::Result<cowork::memory::search::Filters> {
+    let now = cowork::ids::now_millis();
+    let time = |t: Option<String>| t.map(|t| cowork::ids::parse_time(&t, now)).transpose().map_err(anyhow::Error::msg);
+    let streams = stream
+        .iter()
+        .map(|s| {
+            cowork::memory::search::Stream::parse(s)
+                .ok_or_else(|| anyhow::anyhow!("unknown stream {s:?}: window, typing, clipboard, chat, summary or audio"))
+        })
+        .collect::<anyhow::Result<Vec<_>>>()?;
+    Ok(cowork::memory::search::Filters { since_millis: time(since)?, until_millis: time(until)?, app, streams })
+}
+
+/// `cowork search`: the hits as lines (or JSON), and how they were found on stderr.
+fn run_search(paths: &Paths, query: &str, filters: &cowork::memory::search::Filters, limit: usize, json: bool) -> anyhow::Result<ExitCode> {
+    let (outcome, load_millis) = commands::memory::search(paths, query, filters, limit)?;
+    if json {
+        println!("{}", serde_json::to_string_pretty(&outcome.hits)?);
+    } else {
+        for hit in &outcome.hits {
+            println!(
+                "{}  {:<9} {:<14} {}  {}",
+                cowork::ids::rfc3339(hit.at_millis),
+                hit.stream.as_str(),
+                hit.app.as_deref().unwrap_or("-"),
+                hit.title,
+                hit.snippet.replace('\n', " ")
+            );
+        }
+    }
+    match &outcome.keyword_only {
+        Some(why) => eprintln!("{} hits, keyword matches only: {why}", outcome.hits.len()),
+        None => eprintln!(
+            "{} hits: keywords {:.1} ms and meaning {:.1} ms in parallel (model and indexes loaded in {load_millis:.0} ms)",
+            outcome.hits.len(),
+            outcome.keyword_millis,
+            outcome.vector_millis
+        ),
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// `cowork memory …`: embeds now, reports what is embedded, or retries failed jobs.
+fn run_memory(paths: &Paths, action: MemoryAction) -> anyhow::Result<ExitCode> {
+    match action {
+        MemoryAction::Embed => {
+            let embedded = commands::memory::embed_now(paths)?;
+            println!("embedded {embedded} chunks");
+        }
+        MemoryAction::Status => {
+            let p = commands::memory::status(paths)?;
+            println!("embedded chunks   {}", p.chunks_embedded);
+            println!("waiting chunks    {}", p.chunks_waiting);
+            println!("queued rows       {}", p.queued_rows);
+            println!("unfinished jobs   {}", p.jobs_pending);
+            println!("failed jobs       {}{}", p.jobs_failed, p.last_error.map(|e| format!(" (last: {e})")).unwrap_or_default());
+        }
+        MemoryAction::Retry => println!("{} failed jobs queued again", commands::memory::retry_failed(paths)?),
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// `cowork mcp …`: the MCP servers cowork uses, and the one it serves.
+fn run_mcp(paths: &Paths, action: McpAction) -> anyhow::Result<ExitCode> {
+    match action {
+        McpAction::Import { file, allow_env } => commands::mcp_import(paths, &file, &allow_env)?,
+        McpAction::List => commands::mcp_list(paths)?,
+        McpAction::Test { name } => {
+            if !commands::mcp_test(paths, &name)? {
+                return Ok(ExitCode::FAILURE);
+            }
+        }
+        McpAction::Serve { http, allow, consent_wait } => {
+            paths.ensure_data_dir()?;
+            let options = cowork::mcp::serve::ServeOptions { http, allow, consent_wait: std::time::Duration::from_secs(consent_wait) };
+            cowork::mcp::serve::serve(paths, options)?;
+        }
+        McpAction::Token => {
+            paths.ensure_data_dir()?;
+            println!("{}", cowork::mcp::serve::token(&paths.data_dir)?);
+        }
+        McpAction::Login { name } => {
+            paths.ensure_data_dir()?;
+            commands::mcp_login(paths, &name)?;
+        }
+        McpAction::Logout { name } => {
+            if cowork::mcp::oauth::sign_out(&name, &paths.data_dir)? {
+                println!("forgot the sign-in of {name}");
+            } else {
+                println!("there was no sign-in kept for {name}");
+            }
+        }
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// `cowork trigger`: tells the running sidebar what a hotkey would.
+fn run_trigger(paths: &Paths, what: &str) -> anyhow::Result<ExitCode> {
+    use cowork::desktop::trigger::{Trigger, send, socket_path};
+    let Some(trigger) = Trigger::parse(what) else {
+        anyhow::bail!("unknown trigger {what:?}: one of {}", Trigger::names());
+    };
+    send(&socket_path(&paths.data_dir), trigger).map_err(|err| anyhow::anyhow!(err))?;
+    Ok(ExitCode::SUCCESS)
+}
+
+/// `cowork gnome-extension …`: installs, removes or checks the GNOME Shell extension and shortcuts.
+fn run_gnome_extension(paths: &Paths, action: GnomeExtensionAction) -> anyhow::Result<ExitCode> {
+    let message = match action {
+        GnomeExtensionAction::Install { shell_version } => cowork::desktop::gnome::install_here(shell_version.as_deref()),
+        GnomeExtensionAction::Remove => cowork::desktop::gnome::remove_here(),
+        GnomeExtensionAction::Status => Ok(cowork::desktop::gnome::status_here()),
+        GnomeExtensionAction::AddShortcuts => {
+            let settings = cowork::workers::read_settings(paths).0;
+            cowork::desktop::gnome::add_shortcuts_here(&settings.quick_prompt_hotkey, &settings.pause_hotkey, &settings.voice.hotkey)
+        }
+        GnomeExtensionAction::RemoveShortcuts => cowork::desktop::gnome::remove_shortcuts_here(),
+    }
+    .map_err(|err| anyhow::anyhow!(err))?;
+    println!("{message}");
+    Ok(ExitCode::SUCCESS)
+}
+
+/// `cowork settings …`: lists, reads, changes or resets a setting.
+fn run_settings(paths: &Paths, action: SettingsAction) -> anyhow::Result<ExitCode> {
+    match action {
+        SettingsAction::List { json } => commands::settings::list(paths, json)?,
+        SettingsAction::Get { key } => commands::settings::get(paths, &key)?,
+        SettingsAction::Set { key, value } => commands::settings::set(paths, &key, &value)?,
+        SettingsAction::Reset { key } => commands::settings::reset(paths, &key)?,
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// `cowork secrets …`: stores (from stdin), lists or deletes secrets.
+fn run_secrets(paths: &Paths, action: SecretsAction) -> anyhow::Result<ExitCode> {
+    let secrets = cowork::secrets::Secrets::open(&paths.data_dir)?;
+    match action {
+        SecretsAction::Set { name } => {
+            let mut value = String::new();
+            std::io::Read::read_to_string(&mut std::io::stdin(), &mut value)?;
+            let value = value.trim();
+            secrets.set(&name, value)?;
+            eprintln!("stored {name} ({}) in {}", cowork::secrets::mask(value), secrets.describe());
+        }
+        SecretsAction::List => {
+            eprintln!("secrets in {}", secrets.describe());
+            for (name, masked) in secrets.list()? {
+                println!("{name}\t{masked}");
+            }
+        }
+        SecretsAction::Delete { name } => {
+            if !secrets.delete(&name)? {
+                anyhow::bail!("no secret {name:?} in {}", secrets.describe());
+            }
+            eprintln!("deleted {name}");
+        }
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// `cowork autostart on|off|status`.
+fn run_autostart(paths: &Paths, state: &str) -> anyhow::Result<ExitCode> {
+    use cowork::desktop::autostart;
+    let message = match state {
+        "status" => match autostart::entry_path() {
+            Some(path) if autostart::enabled_at(&path) && autostart::targets(&path, paths.data_dir_if_not_default()) => {
+                format!("cowork starts when you log in ({})", path.display())
+            }
+            _ => "cowork does not start when you log in".to_owned(),
+        },
+        on => autostart::set(on == "on", paths.data_dir_if_not_default()).map_err(|err| anyhow::anyhow!(err))?,
+    };
+    println!("{message}");
+    Ok(ExitCode::SUCCESS)
 }
 
 /// Takes the data directory's instance lock; when another cowork holds it,
@@ -1198,14 +1276,7 @@ fn run_sidebar(paths: &Paths, options: SidebarOptions, process_started: Instant)
     let SidebarOptions { display, screenshot, quick_prompt, autostart } = options;
     let manifest = Manifest::bundled()?;
     let (events_tx, events) = bounded(4096);
-    // Workers start before the window exists; the repaint hook is filled in once it does.
-    let egui_ctx: Arc<OnceLock<egui::Context>> = Arc::new(OnceLock::new());
-    let wake_ctx = egui_ctx.clone();
-    let sink = EventSink::new(events_tx, move || {
-        if let Some(ctx) = wake_ctx.get() {
-            ctx.request_repaint();
-        }
-    });
+    let (sink, egui_ctx) = repaint_sink(events_tx);
     let display_for_hotkeys = display.clone();
     let (workers, settings, warnings) = Workers::start(
         paths,
@@ -1223,44 +1294,13 @@ fn run_sidebar(paths: &Paths, options: SidebarOptions, process_started: Instant)
     let added_models = cowork::models::user::list(&paths.data_dir).unwrap_or_default();
     let model_speeds = cowork::llm::speed::Speeds::load(&cowork::llm::speed::path(&paths.data_dir)).all();
     let mut state = AppState { settings: settings.clone(), setting_warnings: warnings, added_models, model_speeds, ..AppState::default() };
-    let bindings = [
-        (settings.quick_prompt_hotkey.as_str(), HotkeyAction::QuickPrompt),
-        (settings.pause_hotkey.as_str(), HotkeyAction::TogglePause),
-        (settings.voice.hotkey.as_str(), HotkeyAction::Voice),
-    ];
-    // Key grabs work on an X session only: under XWayland they would fire only
-    // while an X app has focus. Wayland binds `cowork trigger …` in the compositor.
     let desktop = cowork::desktop::session::for_display(display_for_hotkeys.as_deref(), settings.desktop_accessibility);
     if let Some(dirs) = directories::BaseDirs::new()
         && let Err(err) = cowork::desktop::appearance::spawn(dirs.config_dir().to_owned(), sink.narrow())
     {
         tracing::warn!(%err, "the desktop's light or dark preference is not followed");
     }
-    let hotkeys = if !desktop.x11_decides() {
-        let hotkeys_state = desktop.state(cowork::desktop::session::Capability::Hotkeys);
-        tracing::info!("global hotkeys: {}", hotkeys_state.text());
-        // The desktop portal's GlobalShortcuts where the desktop offers it (press and release).
-        if hotkeys_state.is_ok() {
-            let shortcuts = cowork::desktop::portal::shortcuts(&settings.quick_prompt_hotkey, &settings.pause_hotkey, &settings.voice.hotkey);
-            if let Err(err) = cowork::desktop::portal::spawn(shortcuts, sink.narrow()) {
-                state.notice(format!("global shortcuts unavailable: {err}"));
-            }
-        }
-        None
-    } else {
-        match GlobalHotkeys::register(&bindings, sink.narrow()) {
-            Ok((hotkeys, errors)) => {
-                for error in errors {
-                    state.notice(error);
-                }
-                Some(hotkeys)
-            }
-            Err(err) => {
-                state.notice(format!("global hotkeys unavailable: {err:#}"));
-                None
-            }
-        }
-    };
+    let hotkeys = start_hotkeys(&desktop, &settings, &sink, &mut state);
     // Compositor bindings (`cowork trigger …`) reach this process through its socket, on any desktop.
     let trigger = match cowork::desktop::trigger::TriggerServer::spawn(cowork::desktop::trigger::socket_path(&paths.data_dir), sink.narrow()) {
         Ok(server) => Some(server),
@@ -1269,18 +1309,8 @@ fn run_sidebar(paths: &Paths, options: SidebarOptions, process_started: Instant)
             None
         }
     };
-    // Where winit cannot place the sidebar (Wayland), the compositor's IPC does;
-    // where nothing can, the sidebar runs under XWayland so it can stay on top.
     let placement = desktop.state(cowork::desktop::session::Capability::SidebarPlacement).clone();
-    let ipc = desktop.wayland.as_ref().and_then(|target| target.ipc.clone()).filter(|_| placement.is_ok() && !desktop.x11_decides());
-    let kwin_places = desktop.family == cowork::desktop::session::Family::Kde && placement.is_ok();
-    let gnome_places = desktop.family == cowork::desktop::session::Family::Gnome && placement.is_ok();
-    let placer = match ipc {
-        Some(ipc) => cowork::desktop::place::Placer::spawn(ipc).map_err(|err| tracing::warn!("place: {err}")).ok(),
-        None if kwin_places => cowork::desktop::place::Placer::spawn_kwin().map_err(|err| tracing::warn!("place: {err}")).ok(),
-        None if gnome_places => cowork::desktop::place::Placer::spawn_gnome().map_err(|err| tracing::warn!("place: {err}")).ok(),
-        None => None,
-    };
+    let placer = sidebar_placer(&desktop, &placement);
     let under_xwayland = !desktop.x11_decides() && desktop.xwayland && placer.is_none();
     let tray = match TrayIcon::spawn(settings.privacy.paused, sink.narrow()) {
         Ok(tray) => Some(tray),
@@ -1309,24 +1339,7 @@ fn run_sidebar(paths: &Paths, options: SidebarOptions, process_started: Instant)
         .sidebar_geometry
         .or_else(|| default_sidebar_rect(SIDEBAR_WIDTH))
         .unwrap_or([0.0, 0.0, SIDEBAR_WIDTH, 800.0]);
-    let options = eframe::NativeOptions {
-        viewport: ViewportBuilder::default()
-            .with_title("cowork")
-            .with_app_id("cowork")
-            .with_inner_size([width, height])
-            .with_position([x, y])
-            .with_min_inner_size([320.0, 320.0])
-            .with_icon(cowork::ui::theme::window_icon())
-            .with_window_level(WindowLevel::AlwaysOnTop),
-        renderer: eframe::Renderer::Glow,
-        event_loop_builder: under_xwayland.then(|| {
-            Box::new(|builder: &mut eframe::EventLoopBuilder<eframe::UserEvent>| {
-                use winit::platform::x11::EventLoopBuilderExtX11;
-                builder.with_x11();
-            }) as eframe::EventLoopBuilderHook
-        }),
-        ..Default::default()
-    };
+    let options = sidebar_window([x, y], [width, height], under_xwayland);
     if under_xwayland {
         tracing::info!("the sidebar runs under XWayland: {}", placement.text());
     }
@@ -1369,3 +1382,90 @@ fn run_sidebar(paths: &Paths, options: SidebarOptions, process_started: Instant)
     }
 }
 
+/// The sink over the UI's channel, and the slot its repaint hook reads: workers
+/// start before the window exists, and the slot is filled in once it does.
+fn repaint_sink(events_tx: crossbeam_channel::Sender<cowork::events::AppEvent>) -> (EventSink<cowork::events::AppEvent>, Arc<OnceLock<egui::Context>>) {
+    let egui_ctx: Arc<OnceLock<egui::Context>> = Arc::new(OnceLock::new());
+    let wake_ctx = egui_ctx.clone();
+    let sink = EventSink::new(events_tx, move || {
+        if let Some(ctx) = wake_ctx.get() {
+            ctx.request_repaint();
+        }
+    });
+    (sink, egui_ctx)
+}
+
+/// Global hotkeys: key grabs on an X session (under XWayland they would fire
+/// only while an X app has focus), else the desktop portal's GlobalShortcuts
+/// where the desktop offers it; Wayland also binds `cowork trigger …` in the
+/// compositor. What cannot be set up becomes a notice.
+fn start_hotkeys(desktop: &cowork::desktop::session::Report, settings: &cowork::config::Settings, sink: &EventSink<cowork::events::AppEvent>, state: &mut AppState) -> Option<GlobalHotkeys> {
+    if !desktop.x11_decides() {
+        let hotkeys_state = desktop.state(cowork::desktop::session::Capability::Hotkeys);
+        tracing::info!("global hotkeys: {}", hotkeys_state.text());
+        // The desktop portal's GlobalShortcuts where the desktop offers it (press and release).
+        if hotkeys_state.is_ok() {
+            let shortcuts = cowork::desktop::portal::shortcuts(&settings.quick_prompt_hotkey, &settings.pause_hotkey, &settings.voice.hotkey);
+            if let Err(err) = cowork::desktop::portal::spawn(shortcuts, sink.narrow()) {
+                state.notice(format!("global shortcuts unavailable: {err}"));
+            }
+        }
+        return None;
+    }
+    let bindings = [
+        (settings.quick_prompt_hotkey.as_str(), HotkeyAction::QuickPrompt),
+        (settings.pause_hotkey.as_str(), HotkeyAction::TogglePause),
+        (settings.voice.hotkey.as_str(), HotkeyAction::Voice),
+    ];
+    match GlobalHotkeys::register(&bindings, sink.narrow()) {
+        Ok((hotkeys, errors)) => {
+            for error in errors {
+                state.notice(error);
+            }
+            Some(hotkeys)
+        }
+        Err(err) => {
+            state.notice(format!("global hotkeys unavailable: {err:#}"));
+            None
+        }
+    }
+}
+
+/// What places the sidebar where winit cannot (Wayland): the compositor's IPC,
+/// KWin's or GNOME's scripting; None where nothing can (the sidebar then runs
+/// under XWayland so it can stay on top) or on X11, where winit places it.
+fn sidebar_placer(desktop: &cowork::desktop::session::Report, placement: &cowork::desktop::session::CapState) -> Option<cowork::desktop::place::Placer> {
+    use cowork::desktop::place::Placer;
+    use cowork::desktop::session::Family;
+    let ipc = desktop.wayland.as_ref().and_then(|target| target.ipc.clone()).filter(|_| placement.is_ok() && !desktop.x11_decides());
+    let kwin_places = desktop.family == Family::Kde && placement.is_ok();
+    let gnome_places = desktop.family == Family::Gnome && placement.is_ok();
+    match ipc {
+        Some(ipc) => Placer::spawn(ipc).map_err(|err| tracing::warn!("place: {err}")).ok(),
+        None if kwin_places => Placer::spawn_kwin().map_err(|err| tracing::warn!("place: {err}")).ok(),
+        None if gnome_places => Placer::spawn_gnome().map_err(|err| tracing::warn!("place: {err}")).ok(),
+        None => None,
+    }
+}
+
+/// The sidebar's window: always on top at `position` and `size`, on X11 through XWayland when asked.
+fn sidebar_window(position: [f32; 2], size: [f32; 2], under_xwayland: bool) -> eframe::NativeOptions {
+    eframe::NativeOptions {
+        viewport: ViewportBuilder::default()
+            .with_title("cowork")
+            .with_app_id("cowork")
+            .with_inner_size(size)
+            .with_position(position)
+            .with_min_inner_size([320.0, 320.0])
+            .with_icon(cowork::ui::theme::window_icon())
+            .with_window_level(WindowLevel::AlwaysOnTop),
+        renderer: eframe::Renderer::Glow,
+        event_loop_builder: under_xwayland.then(|| {
+            Box::new(|builder: &mut eframe::EventLoopBuilder<eframe::UserEvent>| {
+                use winit::platform::x11::EventLoopBuilderExtX11;
+                builder.with_x11();
+            }) as eframe::EventLoopBuilderHook
+        }),
+        ..Default::default()
+    }
+}

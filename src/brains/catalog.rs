@@ -55,7 +55,32 @@ const MAX_PAGES: usize = 20;
 
 /// Asks `provider` which models it offers, through the outbound gate.
 pub fn list_models(gate: &OutboundGate, provider: &ProviderConfig, key: Option<&str>) -> anyhow::Result<Vec<ModelInfo>> {
-    let get = |url: &str, headers: &[(&str, String)]| -> anyhow::Result<Value> {
+    let lister = Lister { gate, provider, base: provider.base_url.trim_end_matches('/'), key };
+    let mut models = match provider.kind {
+        ProviderKind::Openai => lister.openai()?,
+        ProviderKind::Anthropic => lister.anthropic()?,
+        ProviderKind::Gemini => lister.gemini()?,
+        ProviderKind::Ollama => lister.ollama()?,
+    };
+    fill_from_table(&mut models, provider, lister.base);
+    models.sort_by(|a, b| a.id.cmp(&b.id));
+    models.dedup_by(|a, b| a.id == b.id);
+    Ok(models)
+}
+
+/// One provider's model list being read: where it lives and the key that opens it.
+struct Lister<'a> {
+    gate: &'a OutboundGate,
+    provider: &'a ProviderConfig,
+    /// The provider's base URL without a trailing slash.
+    base: &'a str,
+    key: Option<&'a str>,
+}
+
+impl Lister<'_> {
+    /// GETs `url` through the gate and reads its JSON; an HTTP error becomes the provider's words.
+    fn get(&self, url: &str, headers: &[(&str, String)]) -> anyhow::Result<Value> {
+        let (gate, provider) = (self.gate, self.provider);
         let admission = gate.admit(url, &format!("list the models of {}", provider.name))?;
         let agent = admission.agent(|config| config.timeout_connect(Some(Duration::from_secs(10))).timeout_global(Some(Duration::from_secs(30))).http_status_as_error(false));
         let mut request = agent.get(url);
@@ -82,129 +107,151 @@ pub fn list_models(gate: &OutboundGate, provider: &ProviderConfig, key: Option<&
         }
         let value = serde_json::from_str(&text).map_err(|err| anyhow::anyhow!("{} sent a model list that is not JSON ({err})", provider.name))?;
         Ok(value)
-    };
-    let base = provider.base_url.trim_end_matches('/');
-    let mut models = Vec::new();
-    match provider.kind {
-        ProviderKind::Openai => {
-            let mut headers = Vec::new();
-            if let Some(key) = key {
-                headers.push(("authorization", format!("Bearer {key}")));
-            }
-            // LM Studio's own list says what is loaded and each model's context.
-            let lm_studio = base.ends_with(":1234/v1") || provider.name == "lmstudio";
-            let native = lm_studio.then(|| get(&format!("{}/api/v0/models", base.trim_end_matches("/v1")), &headers).ok()).flatten();
-            let value = match native {
-                Some(found) => found,
-                None => get(&format!("{base}/models"), &headers)?,
+    }
+
+    /// An OpenAI-compatible `/models` list (LM Studio's own list first, where it answers), chat models only.
+    fn openai(&self) -> anyhow::Result<Vec<ModelInfo>> {
+        let (base, provider) = (self.base, self.provider);
+        let mut headers = Vec::new();
+        if let Some(key) = self.key {
+            headers.push(("authorization", format!("Bearer {key}")));
+        }
+        // LM Studio's own list says what is loaded and each model's context.
+        let lm_studio = base.ends_with(":1234/v1") || provider.name == "lmstudio";
+        let native = lm_studio.then(|| self.get(&format!("{}/api/v0/models", base.trim_end_matches("/v1")), &headers).ok()).flatten();
+        let value = match native {
+            Some(found) => found,
+            None => self.get(&format!("{base}/models"), &headers)?,
+        };
+        let data = value.get("data").and_then(Value::as_array).ok_or_else(|| anyhow::anyhow!("{}'s model list has no data array", provider.name))?;
+        Ok(data.iter().filter_map(openai_model).collect())
+    }
+
+    /// Anthropic's `/v1/models`, page after page.
+    fn anthropic(&self) -> anyhow::Result<Vec<ModelInfo>> {
+        let base = self.base;
+        let mut headers = vec![("anthropic-version", "2023-06-01".to_owned())];
+        if let Some(key) = self.key {
+            headers.push(("x-api-key", key.to_owned()));
+        }
+        let mut models = Vec::new();
+        let mut after: Option<String> = None;
+        for _ in 0..MAX_PAGES {
+            let url = match &after {
+                Some(id) => format!("{base}/v1/models?limit=1000&after_id={id}"),
+                None => format!("{base}/v1/models?limit=1000"),
             };
-            let data = value.get("data").and_then(Value::as_array).ok_or_else(|| anyhow::anyhow!("{}'s model list has no data array", provider.name))?;
-            for item in data {
+            let value = self.get(&url, &headers)?;
+            for item in value.get("data").and_then(Value::as_array).into_iter().flatten() {
                 let Some(id) = item.get("id").and_then(Value::as_str) else { continue };
-                // Embedding, speech and image models are not for chat.
-                let kind = item.get("type").and_then(Value::as_str).unwrap_or("llm");
-                if matches!(kind, "embeddings" | "embedding") || is_not_chat(id) {
-                    continue;
-                }
-                let per_token = |key: &str| item.pointer(&format!("/pricing/{key}")).and_then(|v| v.as_str().and_then(|s| s.parse::<f64>().ok()).or(v.as_f64())).map(|p| p * 1e6);
                 models.push(ModelInfo {
                     id: id.to_owned(),
-                    display_name: item.get("name").and_then(Value::as_str).map(str::to_owned),
-                    context: item
-                        .get("context_length")
-                        .or_else(|| item.get("max_context_length"))
-                        .or_else(|| item.pointer("/top_provider/context_length"))
-                        .and_then(Value::as_u64),
-                    price_in: per_token("prompt"),
-                    price_out: per_token("completion"),
-                    reasoning: item.get("supported_parameters").and_then(Value::as_array).is_some_and(|p| p.iter().any(|p| p == "reasoning")),
-                    loaded: item.get("state").and_then(Value::as_str).map(|s| s == "loaded"),
-                });
-            }
-        }
-        ProviderKind::Anthropic => {
-            let mut headers = vec![("anthropic-version", "2023-06-01".to_owned())];
-            if let Some(key) = key {
-                headers.push(("x-api-key", key.to_owned()));
-            }
-            let mut after: Option<String> = None;
-            for _ in 0..MAX_PAGES {
-                let url = match &after {
-                    Some(id) => format!("{base}/v1/models?limit=1000&after_id={id}"),
-                    None => format!("{base}/v1/models?limit=1000"),
-                };
-                let value = get(&url, &headers)?;
-                for item in value.get("data").and_then(Value::as_array).into_iter().flatten() {
-                    let Some(id) = item.get("id").and_then(Value::as_str) else { continue };
-                    models.push(ModelInfo {
-                        id: id.to_owned(),
-                        display_name: item.get("display_name").and_then(Value::as_str).map(str::to_owned),
-                        context: item.get("max_input_tokens").and_then(Value::as_u64),
-                        ..ModelInfo::default()
-                    });
-                }
-                match (value.get("has_more").and_then(Value::as_bool), value.get("last_id").and_then(Value::as_str)) {
-                    (Some(true), Some(last)) => after = Some(last.to_owned()),
-                    _ => break,
-                }
-            }
-        }
-        ProviderKind::Gemini => {
-            let mut headers = Vec::new();
-            if let Some(key) = key {
-                headers.push(("x-goog-api-key", key.to_owned()));
-            }
-            let mut page: Option<String> = None;
-            for _ in 0..MAX_PAGES {
-                let url = match &page {
-                    Some(token) => format!("{base}/v1beta/models?pageSize=1000&pageToken={}", urlencoding(token)),
-                    None => format!("{base}/v1beta/models?pageSize=1000"),
-                };
-                let value = get(&url, &headers)?;
-                for item in value.get("models").and_then(Value::as_array).into_iter().flatten() {
-                    let Some(name) = item.get("name").and_then(Value::as_str) else { continue };
-                    let chats = item
-                        .get("supportedGenerationMethods")
-                        .and_then(Value::as_array)
-                        .is_some_and(|m| m.iter().any(|m| m == "generateContent" || m == "streamGenerateContent"));
-                    if !chats {
-                        continue;
-                    }
-                    models.push(ModelInfo {
-                        id: name.strip_prefix("models/").unwrap_or(name).to_owned(),
-                        display_name: item.get("displayName").and_then(Value::as_str).map(str::to_owned),
-                        context: item.get("inputTokenLimit").and_then(Value::as_u64),
-                        reasoning: item.get("thinking").and_then(Value::as_bool).unwrap_or(false),
-                        ..ModelInfo::default()
-                    });
-                }
-                match value.get("nextPageToken").and_then(Value::as_str).filter(|t| !t.is_empty()) {
-                    Some(token) => page = Some(token.to_owned()),
-                    None => break,
-                }
-            }
-        }
-        ProviderKind::Ollama => {
-            let value = get(&format!("{base}/api/tags"), &[])?;
-            let list = value.get("models").and_then(Value::as_array).ok_or_else(|| anyhow::anyhow!("{}'s /api/tags has no models array", provider.name))?;
-            for item in list {
-                let Some(name) = item.get("name").or_else(|| item.get("model")).and_then(Value::as_str) else { continue };
-                let details = item.get("details");
-                let size = details.and_then(|d| d.get("parameter_size")).and_then(Value::as_str);
-                let quant = details.and_then(|d| d.get("quantization_level")).and_then(Value::as_str);
-                let display = [size, quant].into_iter().flatten().collect::<Vec<_>>().join(" ");
-                models.push(ModelInfo {
-                    id: name.to_owned(),
-                    display_name: (!display.is_empty()).then_some(display),
-                    price_in: Some(0.0),
-                    price_out: Some(0.0),
+                    display_name: item.get("display_name").and_then(Value::as_str).map(str::to_owned),
+                    context: item.get("max_input_tokens").and_then(Value::as_u64),
                     ..ModelInfo::default()
                 });
             }
+            match (value.get("has_more").and_then(Value::as_bool), value.get("last_id").and_then(Value::as_str)) {
+                (Some(true), Some(last)) => after = Some(last.to_owned()),
+                _ => break,
+            }
         }
+        Ok(models)
     }
-    // What the table knows fills what the list did not say.
-    for model in &mut models {
+
+    /// Gemini's `/v1beta/models`, page after page, the models that generate content only.
+    fn gemini(&self) -> anyhow::Result<Vec<ModelInfo>> {
+        let base = self.base;
+        let mut headers = Vec::new();
+        if let Some(key) = self.key {
+            headers.push(("x-goog-api-key", key.to_owned()));
+        }
+        let mut models = Vec::new();
+        let mut page: Option<String> = None;
+        for _ in 0..MAX_PAGES {
+            let url = match &page {
+                Some(token) => format!("{base}/v1beta/models?pageSize=1000&pageToken={}", urlencoding(token)),
+                None => format!("{base}/v1beta/models?pageSize=1000"),
+            };
+            let value = self.get(&url, &headers)?;
+            models.extend(value.get("models").and_then(Value::as_array).into_iter().flatten().filter_map(gemini_model));
+            match value.get("nextPageToken").and_then(Value::as_str).filter(|t| !t.is_empty()) {
+                Some(token) => page = Some(token.to_owned()),
+                None => break,
+            }
+        }
+        Ok(models)
+    }
+
+    /// Ollama's `/api/tags`: the pulled models, free, named with their size and quantization.
+    fn ollama(&self) -> anyhow::Result<Vec<ModelInfo>> {
+        let value = self.get(&format!("{}/api/tags", self.base), &[])?;
+        let list = value.get("models").and_then(Value::as_array).ok_or_else(|| anyhow::anyhow!("{}'s /api/tags has no models array", self.provider.name))?;
+        let mut models = Vec::new();
+        for item in list {
+            let Some(name) = item.get("name").or_else(|| item.get("model")).and_then(Value::as_str) else { continue };
+            let details = item.get("details");
+            let size = details.and_then(|d| d.get("parameter_size")).and_then(Value::as_str);
+            let quant = details.and_then(|d| d.get("quantization_level")).and_then(Value::as_str);
+            let display = [size, quant].into_iter().flatten().collect::<Vec<_>>().join(" ");
+            models.push(ModelInfo {
+                id: name.to_owned(),
+                display_name: (!display.is_empty()).then_some(display),
+                price_in: Some(0.0),
+                price_out: Some(0.0),
+                ..ModelInfo::default()
+            });
+        }
+        Ok(models)
+    }
+}
+
+/// One entry of an OpenAI-compatible list (OpenRouter's prices, LM Studio's state and context); None for one without an id or not for chat.
+fn openai_model(item: &Value) -> Option<ModelInfo> {
+    let id = item.get("id").and_then(Value::as_str)?;
+    // Embedding, speech and image models are not for chat.
+    let kind = item.get("type").and_then(Value::as_str).unwrap_or("llm");
+    if matches!(kind, "embeddings" | "embedding") || is_not_chat(id) {
+        return None;
+    }
+    let per_token = |key: &str| item.pointer(&format!("/pricing/{key}")).and_then(|v| v.as_str().and_then(|s| s.parse::<f64>().ok()).or(v.as_f64())).map(|p| p * 1e6);
+    Some(ModelInfo {
+        id: id.to_owned(),
+        display_name: item.get("name").and_then(Value::as_str).map(str::to_owned),
+        context: item
+            .get("context_length")
+            .or_else(|| item.get("max_context_length"))
+            .or_else(|| item.pointer("/top_provider/context_length"))
+            .and_then(Value::as_u64),
+        price_in: per_token("prompt"),
+        price_out: per_token("completion"),
+        reasoning: item.get("supported_parameters").and_then(Value::as_array).is_some_and(|p| p.iter().any(|p| p == "reasoning")),
+        loaded: item.get("state").and_then(Value::as_str).map(|s| s == "loaded"),
+    })
+}
+
+/// One entry of Gemini's list; None for one without a name or that cannot chat.
+fn gemini_model(item: &Value) -> Option<ModelInfo> {
+    let name = item.get("name").and_then(Value::as_str)?;
+    let chats = item
+        .get("supportedGenerationMethods")
+        .and_then(Value::as_array)
+        .is_some_and(|m| m.iter().any(|m| m == "generateContent" || m == "streamGenerateContent"));
+    if !chats {
+        return None;
+    }
+    Some(ModelInfo {
+        id: name.strip_prefix("models/").unwrap_or(name).to_owned(),
+        display_name: item.get("displayName").and_then(Value::as_str).map(str::to_owned),
+        context: item.get("inputTokenLimit").and_then(Value::as_u64),
+        reasoning: item.get("thinking").and_then(Value::as_bool).unwrap_or(false),
+        ..ModelInfo::default()
+    })
+}
+
+/// What the price table knows fills what the list did not say; a loopback server's unknown models are free.
+fn fill_from_table(models: &mut [ModelInfo], provider: &ProviderConfig, base: &str) {
+    for model in models {
         if let Some(row) = provider.known(&model.id) {
             model.context = model.context.or(row.context);
             model.price_in = model.price_in.or(row.input);
@@ -215,9 +262,6 @@ pub fn list_models(gate: &OutboundGate, provider: &ProviderConfig, key: Option<&
         }
         model.reasoning |= provider.kind == ProviderKind::Openai && provider.is_reasoning(&model.id);
     }
-    models.sort_by(|a, b| a.id.cmp(&b.id));
-    models.dedup_by(|a, b| a.id == b.id);
-    Ok(models)
 }
 
 /// Ids of OpenAI's models that are not chat models.

@@ -316,28 +316,28 @@ impl ProviderConfig {
     }
 
     /// Gemini's thinking settings by family: Gemini 3 takes a level (low, high),
-/// 2.5 a token budget (Pro cannot stop thinking: at least 128; Flash may: 0).
-fn gemini_thinking(model: &str, effort: Option<&str>) -> Value {
-    let model = model.strip_prefix("models/").unwrap_or(model);
-    if model.starts_with("gemini-3") {
-        return match effort {
-            Some("off" | "minimal" | "low") => json!({"includeThoughts": true, "thinkingLevel": "low"}),
-            Some("high") => json!({"includeThoughts": true, "thinkingLevel": "high"}),
-            _ => json!({"includeThoughts": true}),
-        };
+    /// 2.5 a token budget (Pro cannot stop thinking: at least 128; Flash may: 0).
+    fn gemini_thinking(model: &str, effort: Option<&str>) -> Value {
+        let model = model.strip_prefix("models/").unwrap_or(model);
+        if model.starts_with("gemini-3") {
+            return match effort {
+                Some("off" | "minimal" | "low") => json!({"includeThoughts": true, "thinkingLevel": "low"}),
+                Some("high") => json!({"includeThoughts": true, "thinkingLevel": "high"}),
+                _ => json!({"includeThoughts": true}),
+            };
+        }
+        let pro = model.contains("-pro");
+        match effort {
+            Some("off") if pro => json!({"includeThoughts": true, "thinkingBudget": 128}),
+            Some("off") => json!({"thinkingBudget": 0}),
+            Some("minimal" | "low") => json!({"includeThoughts": true, "thinkingBudget": 1024}),
+            Some("high") => json!({"includeThoughts": true, "thinkingBudget": 24_576}),
+            Some(_) => json!({"includeThoughts": true, "thinkingBudget": 8192}),
+            None => json!({"includeThoughts": true}),
+        }
     }
-    let pro = model.contains("-pro");
-    match effort {
-        Some("off") if pro => json!({"includeThoughts": true, "thinkingBudget": 128}),
-        Some("off") => json!({"thinkingBudget": 0}),
-        Some("minimal" | "low") => json!({"includeThoughts": true, "thinkingBudget": 1024}),
-        Some("high") => json!({"includeThoughts": true, "thinkingBudget": 24_576}),
-        Some(_) => json!({"includeThoughts": true, "thinkingBudget": 8192}),
-        None => json!({"includeThoughts": true}),
-    }
-}
 
-/// Claude's thinking budget for an effort (at least 1,024, as the API requires; less when the budget says so).
+    /// Claude's thinking budget for an effort (at least 1,024, as the API requires; less when the budget says so).
     fn anthropic_budget(&self, effort: &str) -> u32 {
         let wanted = match effort {
             "minimal" | "low" => 1024,
@@ -361,7 +361,7 @@ fn gemini_thinking(model: &str, effort: Option<&str>) -> Value {
     /// model's function calls and their outputs), tools as functions, a
     /// reasoning summary asked for, nothing stored at OpenAI.
     fn responses_request(&self, model: &str, turns: &[Turn], tools: &[ToolDef], max_tokens: u32, headers: Vec<(&'static str, String)>) -> HttpRequest {
-        let system: Vec<&str> = turns.iter().filter(|t| t.role == Role::System).map(|t| t.content.as_str()).collect();
+        let system = system_parts(turns);
         let mut input: Vec<Value> = Vec::new();
         for turn in turns.iter().filter(|t| t.role != Role::System) {
             match turn.role {
@@ -410,13 +410,7 @@ fn gemini_thinking(model: &str, effort: Option<&str>) -> Value {
     /// provider's own format; earlier calls and their results are written
     /// the way each format expects them back.
     pub fn request(&self, model: &str, turns: &[Turn], tools: &[ToolDef], max_tokens: u32, key: Option<&str>) -> HttpRequest {
-        let base = &self.base_url;
         let mut headers = vec![("content-type", "application/json".to_owned())];
-        let system: Vec<&str> = turns.iter().filter(|t| t.role == Role::System).map(|t| t.content.as_str()).collect();
-        let dialogue: Vec<&Turn> = turns.iter().filter(|t| t.role != Role::System).collect();
-        let openai_tools = || -> Vec<Value> {
-            tools.iter().map(|t| json!({"type": "function", "function": {"name": t.name, "description": t.description, "parameters": t.parameters}})).collect()
-        };
         match self.kind {
             ProviderKind::Openai => {
                 if let Some(key) = key {
@@ -425,156 +419,123 @@ fn gemini_thinking(model: &str, effort: Option<&str>) -> Value {
                 if self.uses_responses(model) {
                     return self.responses_request(model, turns, tools, max_tokens, headers);
                 }
-                let messages: Vec<Value> = turns.iter().map(|t| openai_message(t, false)).collect();
-                let host = self.host();
-                let official = host == "api.openai.com";
-                let reasoning = self.is_reasoning(model);
-                // Reasoning models refuse `max_tokens` (and sampling settings, which cowork does not send);
-                // api.openai.com takes `max_completion_tokens` for every model.
-                // Elsewhere only OpenAI's own reasoning families (Azure, gateways) need it: Mistral's, DeepSeek's
-                // and others' reasoning models take `max_tokens` (Mistral refuses the other with a 422).
-                let limit = if official || (reasoning && crate::brains::prices::reasoning_family(model)) { "max_completion_tokens" } else { "max_tokens" };
-                let mut body = json!({"model": model, "messages": messages, "stream": true, "stream_options": {"include_usage": true}});
-                body[limit] = json!(self.output_allowance(model, max_tokens));
-                if !tools.is_empty() {
-                    body["tools"] = json!(openai_tools());
-                }
-                match self.effort() {
-                    Some(effort) if host == "openrouter.ai" || self.name == "openrouter" => body["reasoning"] = json!({"effort": if effort == "off" { "none" } else { effort }}),
-                    Some(effort) if reasoning && effort != "off" => body["reasoning_effort"] = json!(effort),
-                    _ => {}
-                }
-                // OpenAI caches prompt heads of 1,024 tokens and more by itself; a key
-                // naming the stable head (system prompt and tools) keeps such requests together.
-                if official && self.prompt_caching {
-                    body["prompt_cache_key"] = json!(format!("cowork-{}", head_digest(&system, tools)));
-                }
-                HttpRequest { url: format!("{base}/chat/completions"), headers, body, responses: false }
+                self.chat_completions_request(model, turns, tools, max_tokens, headers)
             }
             ProviderKind::Anthropic => {
                 if let Some(key) = key {
                     headers.push(("x-api-key", key.to_owned()));
                 }
                 headers.push(("anthropic-version", "2023-06-01".to_owned()));
-                let mut messages: Vec<Value> = Vec::new();
-                for t in dialogue {
-                    match t.role {
-                        Role::Tool => {
-                            let block = json!({"type": "tool_result", "tool_use_id": t.tool_call_id, "content": t.content});
-                            // Results of one step go back together, in one user message.
-                            let last_is_results = messages.last().is_some_and(|m: &Value| {
-                                m["role"] == "user" && m["content"].as_array().is_some_and(|c| c.iter().all(|b| b["type"] == "tool_result"))
-                            });
-                            if last_is_results {
-                                messages.last_mut().and_then(|m| m["content"].as_array_mut()).expect("checked above").push(block);
-                            } else {
-                                messages.push(json!({"role": "user", "content": [block]}));
-                            }
-                        }
-                        Role::Assistant if !t.tool_calls.is_empty() => {
-                            // With thinking on, the signed thinking blocks go back first, as they came.
-                            let mut blocks: Vec<Value> = t.thinking.clone();
-                            if !t.content.is_empty() {
-                                blocks.push(json!({"type": "text", "text": t.content}));
-                            }
-                            for call in &t.tool_calls {
-                                blocks.push(json!({"type": "tool_use", "id": call.id, "name": call.name, "input": arguments_object(&call.arguments)}));
-                            }
-                            messages.push(json!({"role": "assistant", "content": blocks}));
-                        }
-                        role => messages.push(json!({"role": if role == Role::Assistant { "assistant" } else { "user" }, "content": t.content})),
-                    }
-                }
-                let cache = self.prompt_caching;
-                let mut body = json!({"model": model, "max_tokens": max_tokens, "messages": messages, "stream": true});
-                // Extended thinking: a budget of at least 1,024 tokens, below max_tokens.
-                let thinking = self.effort().filter(|e| *e != "off").filter(|_| self.is_reasoning(model));
-                if let Some(effort) = thinking {
-                    body["max_tokens"] = json!(self.output_allowance(model, max_tokens));
-                    body["thinking"] = json!({"type": "enabled", "budget_tokens": self.anthropic_budget(effort)});
-                }
-                if !system.is_empty() {
-                    body["system"] = if cache {
-                        json!([{"type": "text", "text": system.join("\n\n"), "cache_control": {"type": "ephemeral"}}])
-                    } else {
-                        json!(system.join("\n\n"))
-                    };
-                }
-                if !tools.is_empty() {
-                    let mut defs: Vec<Value> = tools.iter().map(|t| json!({"name": t.name, "description": t.description, "input_schema": t.parameters})).collect();
-                    if cache && let Some(last) = defs.last_mut() {
-                        last["cache_control"] = json!({"type": "ephemeral"});
-                    }
-                    body["tools"] = json!(defs);
-                }
-                // The conversation so far is the next step's head: its last block is a breakpoint too
-                // (tools, system and this: three of the four Anthropic allows).
-                if cache && let Some(last) = body["messages"].as_array_mut().and_then(|m| m.last_mut()) {
-                    if let Some(text) = last["content"].as_str().map(str::to_owned) {
-                        last["content"] = json!([{"type": "text", "text": text}]);
-                    }
-                    if let Some(block) = last["content"].as_array_mut().and_then(|c| c.last_mut()) {
-                        block["cache_control"] = json!({"type": "ephemeral"});
-                    }
-                }
-                HttpRequest { url: format!("{base}/v1/messages"), headers, body, responses: false }
+                self.anthropic_request(model, turns, tools, max_tokens, headers)
             }
             ProviderKind::Gemini => {
                 if let Some(key) = key {
                     headers.push(("x-goog-api-key", key.to_owned()));
                 }
-                let name_of = |id: &Option<String>| -> String {
-                    turns.iter().flat_map(|t| &t.tool_calls).find(|c| Some(&c.id) == id.as_ref()).map(|c| c.name.clone()).unwrap_or_default()
-                };
-                let contents: Vec<Value> = dialogue
-                    .iter()
-                    .map(|t| match t.role {
-                        Role::Tool => json!({"role": "user", "parts": [{"functionResponse": {"name": name_of(&t.tool_call_id), "response": {"content": t.content}}}]}),
-                        Role::Assistant => {
-                            let mut parts: Vec<Value> = Vec::new();
-                            if !t.content.is_empty() || t.tool_calls.is_empty() {
-                                parts.push(json!({"text": t.content}));
-                            }
-                            parts.extend(t.tool_calls.iter().map(|c| {
-                                let mut part = json!({"functionCall": {"name": c.name, "args": arguments_object(&c.arguments)}});
-                                // Gemini 3 refuses a function call sent back without its thought signature.
-                                if let Some(signature) = &c.signature {
-                                    part["thoughtSignature"] = json!(signature);
-                                }
-                                part
-                            }));
-                            json!({"role": "model", "parts": parts})
-                        }
-                        _ => json!({"role": "user", "parts": [{"text": t.content}]}),
-                    })
-                    .collect();
-                let mut body = json!({"contents": contents, "generationConfig": {"maxOutputTokens": self.output_allowance(model, max_tokens)}});
-                // Thought summaries cost nothing extra (the model thinks anyway): asked for from thinking models.
-                if self.is_reasoning(model) || self.effort().is_some() {
-                    body["generationConfig"]["thinkingConfig"] = Self::gemini_thinking(model, self.effort());
-                }
-                if !system.is_empty() {
-                    body["systemInstruction"] = json!({"parts": [{"text": system.join("\n\n")}]});
-                }
-                if !tools.is_empty() {
-                    // Gemini takes an OpenAPI subset: no additionalProperties.
-                    let declarations: Vec<Value> = tools.iter().map(|t| json!({"name": t.name, "description": t.description, "parameters": without_key(&t.parameters, "additionalProperties")})).collect();
-                    body["tools"] = json!([{"functionDeclarations": declarations}]);
-                }
-                HttpRequest { url: format!("{base}/v1beta/models/{model}:streamGenerateContent?alt=sse"), headers, body, responses: false }
+                self.gemini_request(model, turns, tools, max_tokens, headers)
             }
-            ProviderKind::Ollama => {
-                let messages: Vec<Value> = turns.iter().map(|t| openai_message(t, true)).collect();
-                let mut body = json!({"model": model, "messages": messages, "stream": true, "options": {"num_predict": max_tokens}});
-                if !tools.is_empty() {
-                    body["tools"] = json!(openai_tools());
-                }
-                if let Some(effort) = self.effort() {
-                    body["think"] = json!(effort != "off");
-                }
-                HttpRequest { url: format!("{base}/api/chat"), headers, body, responses: false }
+            ProviderKind::Ollama => self.ollama_request(model, turns, tools, max_tokens, headers),
+        }
+    }
+
+    /// The OpenAI chat completions request (OpenAI-compatible servers, and OpenAI's models without reasoning).
+    fn chat_completions_request(&self, model: &str, turns: &[Turn], tools: &[ToolDef], max_tokens: u32, headers: Vec<(&'static str, String)>) -> HttpRequest {
+        let messages: Vec<Value> = turns.iter().map(|t| openai_message(t, false)).collect();
+        let host = self.host();
+        let official = host == "api.openai.com";
+        let reasoning = self.is_reasoning(model);
+        // Reasoning models refuse `max_tokens` (and sampling settings, which cowork does not send);
+        // api.openai.com takes `max_completion_tokens` for every model.
+        // Elsewhere only OpenAI's own reasoning families (Azure, gateways) need it: Mistral's, DeepSeek's
+        // and others' reasoning models take `max_tokens` (Mistral refuses the other with a 422).
+        let limit = if official || (reasoning && crate::brains::prices::reasoning_family(model)) { "max_completion_tokens" } else { "max_tokens" };
+        let mut body = json!({"model": model, "messages": messages, "stream": true, "stream_options": {"include_usage": true}});
+        body[limit] = json!(self.output_allowance(model, max_tokens));
+        if !tools.is_empty() {
+            body["tools"] = json!(openai_tools(tools));
+        }
+        match self.effort() {
+            Some(effort) if host == "openrouter.ai" || self.name == "openrouter" => body["reasoning"] = json!({"effort": if effort == "off" { "none" } else { effort }}),
+            Some(effort) if reasoning && effort != "off" => body["reasoning_effort"] = json!(effort),
+            _ => {}
+        }
+        // OpenAI caches prompt heads of 1,024 tokens and more by itself; a key
+        // naming the stable head (system prompt and tools) keeps such requests together.
+        if official && self.prompt_caching {
+            body["prompt_cache_key"] = json!(format!("cowork-{}", head_digest(&system_parts(turns), tools)));
+        }
+        HttpRequest { url: format!("{}/chat/completions", self.base_url), headers, body, responses: false }
+    }
+
+    /// The Anthropic Messages request: extended thinking when asked for, and
+    /// cache breakpoints on the tools, the system prompt and the conversation so far.
+    fn anthropic_request(&self, model: &str, turns: &[Turn], tools: &[ToolDef], max_tokens: u32, headers: Vec<(&'static str, String)>) -> HttpRequest {
+        let system = system_parts(turns);
+        let cache = self.prompt_caching;
+        let mut body = json!({"model": model, "max_tokens": max_tokens, "messages": anthropic_messages(turns), "stream": true});
+        // Extended thinking: a budget of at least 1,024 tokens, below max_tokens.
+        let thinking = self.effort().filter(|e| *e != "off").filter(|_| self.is_reasoning(model));
+        if let Some(effort) = thinking {
+            body["max_tokens"] = json!(self.output_allowance(model, max_tokens));
+            body["thinking"] = json!({"type": "enabled", "budget_tokens": self.anthropic_budget(effort)});
+        }
+        if !system.is_empty() {
+            body["system"] = if cache {
+                json!([{"type": "text", "text": system.join("\n\n"), "cache_control": {"type": "ephemeral"}}])
+            } else {
+                json!(system.join("\n\n"))
+            };
+        }
+        if !tools.is_empty() {
+            let mut defs: Vec<Value> = tools.iter().map(|t| json!({"name": t.name, "description": t.description, "input_schema": t.parameters})).collect();
+            if cache && let Some(last) = defs.last_mut() {
+                last["cache_control"] = json!({"type": "ephemeral"});
+            }
+            body["tools"] = json!(defs);
+        }
+        // The conversation so far is the next step's head: its last block is a breakpoint too
+        // (tools, system and this: three of the four Anthropic allows).
+        if cache && let Some(last) = body["messages"].as_array_mut().and_then(|m| m.last_mut()) {
+            if let Some(text) = last["content"].as_str().map(str::to_owned) {
+                last["content"] = json!([{"type": "text", "text": text}]);
+            }
+            if let Some(block) = last["content"].as_array_mut().and_then(|c| c.last_mut()) {
+                block["cache_control"] = json!({"type": "ephemeral"});
             }
         }
+        HttpRequest { url: format!("{}/v1/messages", self.base_url), headers, body, responses: false }
+    }
+
+    /// The Gemini `streamGenerateContent` request, with thought summaries asked for from thinking models.
+    fn gemini_request(&self, model: &str, turns: &[Turn], tools: &[ToolDef], max_tokens: u32, headers: Vec<(&'static str, String)>) -> HttpRequest {
+        let system = system_parts(turns);
+        let mut body = json!({"contents": gemini_contents(turns), "generationConfig": {"maxOutputTokens": self.output_allowance(model, max_tokens)}});
+        // Thought summaries cost nothing extra (the model thinks anyway): asked for from thinking models.
+        if self.is_reasoning(model) || self.effort().is_some() {
+            body["generationConfig"]["thinkingConfig"] = Self::gemini_thinking(model, self.effort());
+        }
+        if !system.is_empty() {
+            body["systemInstruction"] = json!({"parts": [{"text": system.join("\n\n")}]});
+        }
+        if !tools.is_empty() {
+            // Gemini takes an OpenAPI subset: no additionalProperties.
+            let declarations: Vec<Value> = tools.iter().map(|t| json!({"name": t.name, "description": t.description, "parameters": without_key(&t.parameters, "additionalProperties")})).collect();
+            body["tools"] = json!([{"functionDeclarations": declarations}]);
+        }
+        HttpRequest { url: format!("{}/v1beta/models/{model}:streamGenerateContent?alt=sse", self.base_url), headers, body, responses: false }
+    }
+
+    /// The Ollama `/api/chat` request (NDJSON stream), thinking turned on or off when an effort is set.
+    fn ollama_request(&self, model: &str, turns: &[Turn], tools: &[ToolDef], max_tokens: u32, headers: Vec<(&'static str, String)>) -> HttpRequest {
+        let messages: Vec<Value> = turns.iter().map(|t| openai_message(t, true)).collect();
+        let mut body = json!({"model": model, "messages": messages, "stream": true, "options": {"num_predict": max_tokens}});
+        if !tools.is_empty() {
+            body["tools"] = json!(openai_tools(tools));
+        }
+        if let Some(effort) = self.effort() {
+            body["think"] = json!(effort != "off");
+        }
+        HttpRequest { url: format!("{}/api/chat", self.base_url), headers, body, responses: false }
     }
 
     /// Whether this provider's stream is NDJSON (else SSE).
@@ -583,6 +544,81 @@ fn gemini_thinking(model: &str, effort: Option<&str>) -> Value {
     }
 }
 
+/// The system turns' texts, in order.
+fn system_parts(turns: &[Turn]) -> Vec<&str> {
+    turns.iter().filter(|t| t.role == Role::System).map(|t| t.content.as_str()).collect()
+}
+
+/// Tools in OpenAI's chat format (Ollama takes the same).
+fn openai_tools(tools: &[ToolDef]) -> Vec<Value> {
+    tools.iter().map(|t| json!({"type": "function", "function": {"name": t.name, "description": t.description, "parameters": t.parameters}})).collect()
+}
+
+/// The dialogue (system turns left out) as Anthropic messages: tool results
+/// of one step in one user message, an assistant's calls as `tool_use` blocks.
+fn anthropic_messages(turns: &[Turn]) -> Vec<Value> {
+    let mut messages: Vec<Value> = Vec::new();
+    for t in turns.iter().filter(|t| t.role != Role::System) {
+        match t.role {
+            Role::Tool => {
+                let block = json!({"type": "tool_result", "tool_use_id": t.tool_call_id, "content": t.content});
+                // Results of one step go back together, in one user message.
+                let open_results = messages
+                    .last_mut()
+                    .filter(|m| m["role"] == "user" && m["content"].as_array().is_some_and(|c| c.iter().all(|b| b["type"] == "tool_result")))
+                    .and_then(|m| m["content"].as_array_mut());
+                match open_results {
+                    Some(results) => results.push(block),
+                    None => messages.push(json!({"role": "user", "content": [block]})),
+                }
+            }
+            Role::Assistant if !t.tool_calls.is_empty() => {
+                // With thinking on, the signed thinking blocks go back first, as they came.
+                let mut blocks: Vec<Value> = t.thinking.clone();
+                if !t.content.is_empty() {
+                    blocks.push(json!({"type": "text", "text": t.content}));
+                }
+                for call in &t.tool_calls {
+                    blocks.push(json!({"type": "tool_use", "id": call.id, "name": call.name, "input": arguments_object(&call.arguments)}));
+                }
+                messages.push(json!({"role": "assistant", "content": blocks}));
+            }
+            role => messages.push(json!({"role": if role == Role::Assistant { "assistant" } else { "user" }, "content": t.content})),
+        }
+    }
+    messages
+}
+
+/// The dialogue (system turns left out) as Gemini contents: calls as
+/// `functionCall` parts with their thought signatures, results as `functionResponse`.
+fn gemini_contents(turns: &[Turn]) -> Vec<Value> {
+    let name_of = |id: &Option<String>| -> String {
+        turns.iter().flat_map(|t| &t.tool_calls).find(|c| Some(&c.id) == id.as_ref()).map(|c| c.name.clone()).unwrap_or_default()
+    };
+    turns
+        .iter()
+        .filter(|t| t.role != Role::System)
+        .map(|t| match t.role {
+            Role::Tool => json!({"role": "user", "parts": [{"functionResponse": {"name": name_of(&t.tool_call_id), "response": {"content": t.content}}}]}),
+            Role::Assistant => {
+                let mut parts: Vec<Value> = Vec::new();
+                if !t.content.is_empty() || t.tool_calls.is_empty() {
+                    parts.push(json!({"text": t.content}));
+                }
+                parts.extend(t.tool_calls.iter().map(|c| {
+                    let mut part = json!({"functionCall": {"name": c.name, "args": arguments_object(&c.arguments)}});
+                    // Gemini 3 refuses a function call sent back without its thought signature.
+                    if let Some(signature) = &c.signature {
+                        part["thoughtSignature"] = json!(signature);
+                    }
+                    part
+                }));
+                json!({"role": "model", "parts": parts})
+            }
+            _ => json!({"role": "user", "parts": [{"text": t.content}]}),
+        })
+        .collect()
+}
 
 /// A short digest of the prompt's stable head (system prompt and tool names).
 fn head_digest(system: &[&str], tools: &[ToolDef]) -> String {

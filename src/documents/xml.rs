@@ -4,7 +4,7 @@
 //! table rows and page breaks.
 
 use quick_xml::Reader;
-use quick_xml::events::Event;
+use quick_xml::events::{BytesEnd, BytesRef, BytesStart, Event};
 
 /// A piece of a document's body.
 #[derive(Clone, Debug, PartialEq)]
@@ -29,7 +29,7 @@ pub enum Dialect {
     OpenDocument,
 }
 
-fn attr(e: &quick_xml::events::BytesStart<'_>, local: &[u8]) -> Option<String> {
+fn attr(e: &BytesStart<'_>, local: &[u8]) -> Option<String> {
     e.attributes().flatten().find(|a| a.key.local_name().as_ref() == local).map(|a| {
         let raw = String::from_utf8_lossy(&a.value).into_owned();
         quick_xml::escape::unescape(&raw).map(|v| v.into_owned()).unwrap_or(raw)
@@ -40,161 +40,216 @@ fn attr(e: &quick_xml::events::BytesStart<'_>, local: &[u8]) -> Option<String> {
 pub fn blocks(xml: &str, dialect: Dialect) -> Result<Vec<Block>, String> {
     let mut reader = Reader::from_str(xml);
     reader.config_mut().trim_text(false);
-    let mut out: Vec<Block> = Vec::new();
-    // The paragraph being read, its heading level, and whether text is read now.
-    let mut para: Option<(String, u8)> = None;
-    let mut in_text = 0u32;
-    // Tables nest; the innermost row and cell are read, an inner table's text joins its cell.
-    let mut rows: Vec<Vec<String>> = Vec::new();
-    let mut cell: Vec<String> = Vec::new();
-    let mut skip = 0u32;
+    let mut walker = Walker::new(dialect);
     loop {
         let event = reader.read_event().map_err(|e| format!("malformed XML at byte {}: {e}", reader.buffer_position()))?;
-        if skip > 0 {
+        if let Event::Eof = event {
+            break;
+        }
+        walker.event(&event)?;
+    }
+    walker.flush();
+    Ok(walker.out)
+}
+
+/// The walk over one part's events: the blocks so far, and where in the
+/// paragraphs and tables the walk is.
+struct Walker {
+    dialect: Dialect,
+    out: Vec<Block>,
+    /// The paragraph being read and its heading level.
+    para: Option<(String, u8)>,
+    /// How deep inside OOXML text elements (`w:t`, `a:t`) the walk is.
+    in_text: u32,
+    /// Tables nest; the innermost row and cell are read, an inner table's text joins its cell.
+    rows: Vec<Vec<String>>,
+    cell: Vec<String>,
+    /// How deep inside an element whose text is not the body (0: not in one).
+    skip: u32,
+}
+
+impl Walker {
+    /// A walk at the start of a part.
+    fn new(dialect: Dialect) -> Self {
+        Self { dialect, out: Vec::new(), para: None, in_text: 0, rows: Vec::new(), cell: Vec::new(), skip: 0 }
+    }
+
+    /// Takes one event (end of file excepted).
+    fn event(&mut self, event: &Event<'_>) -> Result<(), String> {
+        if self.skip > 0 {
             // Inside an element whose text is not the body: its depth only.
             match event {
-                Event::Start(_) => skip += 1,
-                Event::End(_) => skip -= 1,
-                Event::Eof => break,
+                Event::Start(_) => self.skip += 1,
+                Event::End(_) => self.skip -= 1,
                 _ => {}
             }
-            continue;
+            return Ok(());
         }
         match event {
-            Event::Eof => break,
-            Event::Start(ref e) => {
-                let name = e.local_name();
-                match name.as_ref() {
-                    // Deleted text in tracked changes, field codes, and an ODF annotation's own text are not the body.
-                    b"delText" | b"instrText" | b"annotation" | b"tracked-changes" | b"script" | b"style" => skip = 1,
-                    b"p" | b"h" => {
-                        let level = match name.as_ref() {
-                            b"h" => attr(e, b"outline-level").and_then(|l| l.parse().ok()).unwrap_or(1),
-                            _ => 0,
-                        };
-                        para = Some((String::new(), level));
-                    }
-                    b"t" if dialect == Dialect::OfficeOpen => in_text += 1,
-                    b"span" | b"a" if dialect == Dialect::OpenDocument => {}
-                    b"tr" | b"table-row" => rows.push(Vec::new()),
-                    b"tc" | b"table-cell" => cell.push(String::new()),
-                    b"page" if dialect == Dialect::OpenDocument => out.push(Block::Slide),
-                    _ => {}
-                }
+            Event::Start(e) => self.start(e),
+            Event::Empty(e) => self.empty(e),
+            Event::End(e) => self.end(e),
+            Event::Text(t) if self.reading() => {
+                let text = t.decode().map_err(|e| format!("text that is not valid: {e}"))?;
+                self.push_text(&text);
             }
-            Event::Empty(ref e) => {
-                let name = e.local_name();
-                match name.as_ref() {
-                    b"tab" => push_text(&mut para, "\t"),
-                    b"br" | b"line-break" | b"cr" => {
-                        if attr(e, b"type").as_deref() == Some("page") {
-                            // The paragraph goes on, on the next page.
-                            let level = para.as_ref().map(|(_, l)| *l);
-                            if para.as_ref().is_some_and(|(t, _)| !t.trim().is_empty()) {
-                                flush(&mut para, &mut out, &mut rows, &mut cell);
-                            }
-                            out.push(Block::PageBreak);
-                            if let Some(level) = level {
-                                para = Some((String::new(), level));
-                            }
-                        } else {
-                            push_text(&mut para, "\n");
-                        }
-                    }
-                    b"s" if dialect == Dialect::OpenDocument => {
-                        let n = attr(e, b"c").and_then(|c| c.parse::<usize>().ok()).unwrap_or(1).min(64);
-                        push_text(&mut para, &" ".repeat(n));
-                    }
-                    b"lastRenderedPageBreak" | b"soft-page-break" => {
-                        if para.as_ref().is_some_and(|(t, _)| !t.trim().is_empty()) {
-                            // Mid-paragraph: the page starts with the paragraph's rest, the break goes before it.
-                            let (text, level) = para.take().expect("checked");
-                            emit(&mut out, &mut rows, &mut cell, text, level);
-                            out.push(Block::PageBreak);
-                            para = Some((String::new(), level));
-                        } else {
-                            out.push(Block::PageBreak);
-                        }
-                    }
-                    b"pStyle" if dialect == Dialect::OfficeOpen => {
-                        let style = attr(e, b"val").unwrap_or_default().to_ascii_lowercase();
-                        if let Some((_, level)) = para.as_mut() {
-                            *level = heading_level(&style);
-                        }
-                    }
-                    b"pageBreakBefore" if attr(e, b"val").is_none_or(|v| v != "0" && v != "false") => out.push(Block::PageBreak),
-                    b"page" if dialect == Dialect::OpenDocument => out.push(Block::Slide),
-                    b"p" | b"h" => out.push(Block::Paragraph(String::new())),
-                    _ => {}
-                }
-            }
-            Event::End(ref e) => {
-                let name = e.local_name();
-                match name.as_ref() {
-                    b"p" | b"h" => {
-                        if let Some((text, level)) = para.take() {
-                            emit(&mut out, &mut rows, &mut cell, text, level);
-                        }
-                    }
-                    b"t" if dialect == Dialect::OfficeOpen => in_text = in_text.saturating_sub(1),
-                    b"tc" | b"table-cell" => {
-                        if let Some(text) = cell.pop() {
-                            match rows.last_mut() {
-                                Some(row) => row.push(text.trim().to_owned()),
-                                None => emit_paragraph(&mut out, text),
-                            }
-                        }
-                    }
-                    b"tr" | b"table-row" => {
-                        if let Some(row) = rows.pop() {
-                            match cell.last_mut() {
-                                // A row of a table inside a cell joins that cell.
-                                Some(outer) => append(outer, &row.join(" | ")),
-                                None if row.iter().any(|c| !c.is_empty()) => out.push(Block::Row(row)),
-                                None => {}
-                            }
-                        }
-                    }
-                    _ => {}
-                }
-            }
-            Event::Text(ref t) => {
-                let reading = match dialect {
-                    Dialect::OfficeOpen => in_text > 0,
-                    Dialect::OpenDocument => para.is_some(),
+            Event::CData(t) if self.para.is_some() => self.push_text(&String::from_utf8_lossy(t.as_ref())),
+            Event::GeneralRef(r) if self.reading() => self.push_text(&resolve_reference(r)),
+            _ => {}
+        }
+        Ok(())
+    }
+
+    /// Whether text met now is the body's: inside `w:t`/`a:t` (OOXML) or a paragraph (ODF).
+    fn reading(&self) -> bool {
+        match self.dialect {
+            Dialect::OfficeOpen => self.in_text > 0,
+            Dialect::OpenDocument => self.para.is_some(),
+        }
+    }
+
+    /// An element opens: a paragraph, a text run, a table row or cell, a slide, or one to skip.
+    fn start(&mut self, e: &BytesStart<'_>) {
+        let name = e.local_name();
+        match name.as_ref() {
+            // Deleted text in tracked changes, field codes, and an ODF annotation's own text are not the body.
+            b"delText" | b"instrText" | b"annotation" | b"tracked-changes" | b"script" | b"style" => self.skip = 1,
+            b"p" | b"h" => {
+                let level = match name.as_ref() {
+                    b"h" => attr(e, b"outline-level").and_then(|l| l.parse().ok()).unwrap_or(1),
+                    _ => 0,
                 };
-                if reading {
-                    let text = t.decode().map_err(|e| format!("text that is not valid: {e}"))?;
-                    push_text(&mut para, &text);
+                self.para = Some((String::new(), level));
+            }
+            b"t" if self.dialect == Dialect::OfficeOpen => self.in_text += 1,
+            b"span" | b"a" if self.dialect == Dialect::OpenDocument => {}
+            b"tr" | b"table-row" => self.rows.push(Vec::new()),
+            b"tc" | b"table-cell" => self.cell.push(String::new()),
+            b"page" if self.dialect == Dialect::OpenDocument => self.out.push(Block::Slide),
+            _ => {}
+        }
+    }
+
+    /// An empty element: tabs, line and page breaks, spaces, a paragraph's style, an empty paragraph.
+    fn empty(&mut self, e: &BytesStart<'_>) {
+        let name = e.local_name();
+        match name.as_ref() {
+            b"tab" => self.push_text("\t"),
+            b"br" | b"line-break" | b"cr" if attr(e, b"type").as_deref() == Some("page") => self.page_break(),
+            b"br" | b"line-break" | b"cr" => self.push_text("\n"),
+            b"s" if self.dialect == Dialect::OpenDocument => {
+                let n = attr(e, b"c").and_then(|c| c.parse::<usize>().ok()).unwrap_or(1).min(64);
+                self.push_text(&" ".repeat(n));
+            }
+            b"lastRenderedPageBreak" | b"soft-page-break" => self.rendered_page_break(),
+            b"pStyle" if self.dialect == Dialect::OfficeOpen => {
+                let style = attr(e, b"val").unwrap_or_default().to_ascii_lowercase();
+                if let Some((_, level)) = self.para.as_mut() {
+                    *level = heading_level(&style);
                 }
             }
-            Event::CData(ref t) if para.is_some() => push_text(&mut para, &String::from_utf8_lossy(t.as_ref())),
-            Event::GeneralRef(ref r) => {
-                let reading = match dialect {
-                    Dialect::OfficeOpen => in_text > 0,
-                    Dialect::OpenDocument => para.is_some(),
-                };
-                if reading {
-                    let resolved = match r.resolve_char_ref() {
-                        Ok(Some(c)) => c.to_string(),
-                        _ => match r.decode().unwrap_or_default().as_ref() {
-                            "amp" => "&".into(),
-                            "lt" => "<".into(),
-                            "gt" => ">".into(),
-                            "quot" => "\"".into(),
-                            "apos" => "'".into(),
-                            "nbsp" => "\u{a0}".into(),
-                            _ => String::new(),
-                        },
-                    };
-                    push_text(&mut para, &resolved);
+            b"pageBreakBefore" if attr(e, b"val").is_none_or(|v| v != "0" && v != "false") => self.out.push(Block::PageBreak),
+            b"page" if self.dialect == Dialect::OpenDocument => self.out.push(Block::Slide),
+            b"p" | b"h" => self.out.push(Block::Paragraph(String::new())),
+            _ => {}
+        }
+    }
+
+    /// An explicit page break: the paragraph goes on, on the next page.
+    fn page_break(&mut self) {
+        let level = self.para.as_ref().map(|(_, l)| *l);
+        if self.para.as_ref().is_some_and(|(t, _)| !t.trim().is_empty()) {
+            self.flush();
+        }
+        self.out.push(Block::PageBreak);
+        if let Some(level) = level {
+            self.para = Some((String::new(), level));
+        }
+    }
+
+    /// Where the writing app last laid out a new page.
+    fn rendered_page_break(&mut self) {
+        // Mid-paragraph: the page starts with the paragraph's rest, the break goes before it.
+        if let Some((text, level)) = self.para.take_if(|(t, _)| !t.trim().is_empty()) {
+            self.emit(text, level);
+            self.out.push(Block::PageBreak);
+            self.para = Some((String::new(), level));
+        } else {
+            self.out.push(Block::PageBreak);
+        }
+    }
+
+    /// An element closes: a paragraph is emitted, a cell joins its row, a row its table (or the outer cell).
+    fn end(&mut self, e: &BytesEnd<'_>) {
+        let name = e.local_name();
+        match name.as_ref() {
+            b"p" | b"h" => self.flush(),
+            b"t" if self.dialect == Dialect::OfficeOpen => self.in_text = self.in_text.saturating_sub(1),
+            b"tc" | b"table-cell" => {
+                if let Some(text) = self.cell.pop() {
+                    match self.rows.last_mut() {
+                        Some(row) => row.push(text.trim().to_owned()),
+                        None => self.out.push(Block::Paragraph(text)),
+                    }
+                }
+            }
+            b"tr" | b"table-row" => {
+                if let Some(row) = self.rows.pop() {
+                    match self.cell.last_mut() {
+                        // A row of a table inside a cell joins that cell.
+                        Some(outer) => append(outer, &row.join(" | ")),
+                        None if row.iter().any(|c| !c.is_empty()) => self.out.push(Block::Row(row)),
+                        None => {}
+                    }
                 }
             }
             _ => {}
         }
     }
-    flush(&mut para, &mut out, &mut rows, &mut cell);
-    Ok(out)
+
+    /// Text joins the paragraph being read, if any.
+    fn push_text(&mut self, text: &str) {
+        if let Some((buffer, _)) = self.para.as_mut() {
+            buffer.push_str(text);
+        }
+    }
+
+    /// A finished paragraph goes to the cell it is in, or the body.
+    fn emit(&mut self, text: String, level: u8) {
+        if let Some(current) = self.cell.last_mut() {
+            append(current, &text);
+            return;
+        }
+        let text = text.trim_end().to_owned();
+        if level > 0 && !text.trim().is_empty() {
+            self.out.push(Block::Heading(level, text.trim().to_owned()));
+        } else {
+            self.out.push(Block::Paragraph(text));
+        }
+    }
+
+    /// Emits the paragraph being read, if any.
+    fn flush(&mut self) {
+        if let Some((text, level)) = self.para.take() {
+            self.emit(text, level);
+        }
+    }
+}
+
+/// A character or entity reference as text (the XML entities and `&nbsp;`; others are dropped).
+fn resolve_reference(reference: &BytesRef<'_>) -> String {
+    match reference.resolve_char_ref() {
+        Ok(Some(c)) => c.to_string(),
+        _ => match reference.decode().unwrap_or_default().as_ref() {
+            "amp" => "&".into(),
+            "lt" => "<".into(),
+            "gt" => ">".into(),
+            "quot" => "\"".into(),
+            "apos" => "'".into(),
+            "nbsp" => "\u{a0}".into(),
+            _ => String::new(),
+        },
+    }
 }
 
 fn heading_level(style: &str) -> u8 {
@@ -202,12 +257,6 @@ fn heading_level(style: &str) -> u8 {
         return 1;
     }
     style.strip_prefix("heading").or_else(|| style.strip_prefix("berschrift")).and_then(|n| n.trim().parse().ok()).unwrap_or(0)
-}
-
-fn push_text(para: &mut Option<(String, u8)>, text: &str) {
-    if let Some((buffer, _)) = para.as_mut() {
-        buffer.push_str(text);
-    }
 }
 
 fn append(to: &mut String, text: &str) {
@@ -218,30 +267,6 @@ fn append(to: &mut String, text: &str) {
         to.push(' ');
     }
     to.push_str(text.trim());
-}
-
-/// A finished paragraph goes to the cell it is in, or the body.
-fn emit(out: &mut Vec<Block>, _rows: &mut [Vec<String>], cell: &mut [String], text: String, level: u8) {
-    if let Some(current) = cell.last_mut() {
-        append(current, &text);
-        return;
-    }
-    let text = text.trim_end().to_owned();
-    if level > 0 && !text.trim().is_empty() {
-        out.push(Block::Heading(level, text.trim().to_owned()));
-    } else {
-        emit_paragraph(out, text);
-    }
-}
-
-fn emit_paragraph(out: &mut Vec<Block>, text: String) {
-    out.push(Block::Paragraph(text));
-}
-
-fn flush(para: &mut Option<(String, u8)>, out: &mut Vec<Block>, rows: &mut [Vec<String>], cell: &mut [String]) {
-    if let Some((text, level)) = para.take() {
-        emit(out, rows, cell, text, level);
-    }
 }
 
 /// Blocks as plain text: paragraphs on their lines, headings marked as in

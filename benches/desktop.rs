@@ -22,7 +22,8 @@ use cowork::capture::clipboard::{ClipboardSource, spawn_clipboard};
 use cowork::desktop::backend::Backend;
 use cowork::desktop::session::{Capability, probe_with, report};
 use cowork::runtime::{EventSink, RestartPolicy, WorkerHandle};
-use cowork::store::{self, StoreCommand, spawn_store};
+use cowork::store::{self, StoreCommand};
+use cowork::workers::spawn_store;
 use crossbeam_channel::bounded;
 
 fn var(name: &str, default: u64) -> u64 {
@@ -62,7 +63,7 @@ fn capture(db: &Path, backend: Backend, display: Option<String>) -> (WorkerHandl
     let (events, events_rx) = bounded(1 << 16);
     std::thread::spawn(move || for _ in events_rx {});
     let sink = EventSink::<cowork::events::AppEvent>::new(events, || {});
-    let store = spawn_store(db.to_path_buf(), sink.narrow(), RestartPolicy::default()).unwrap();
+    let store = spawn_store(db.to_path_buf(), sink.clone(), RestartPolicy::default()).unwrap();
     let config = CaptureConfig { display, afk_secs: 3600, rules: Default::default(), backend };
     let capture = spawn_capture(config, store.commands.clone(), sink.narrow(), RestartPolicy::default()).unwrap();
     (store, capture)

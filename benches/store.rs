@@ -5,7 +5,8 @@ use std::time::{Duration, Instant};
 
 use cowork::records::{ActivitySession, SessionEnd};
 use cowork::runtime::{EventSink, RestartPolicy};
-use cowork::store::{StoreCommand, spawn_store};
+use cowork::store::StoreCommand;
+use cowork::workers::spawn_store;
 use criterion::{Criterion, Throughput, criterion_group, criterion_main};
 use crossbeam_channel::bounded;
 
@@ -26,7 +27,7 @@ fn session(session_id: i64) -> ActivitySession {
 fn ingest(c: &mut Criterion) {
     let dir = tempfile::tempdir().unwrap();
     let (events, _events_rx) = bounded(1 << 16);
-    let sink = EventSink::<cowork::events::AppEvent>::new(events, || {}).narrow();
+    let sink = EventSink::<cowork::events::AppEvent>::new(events, || {});
     let mut store = spawn_store(dir.path().join("cowork.db"), sink, RestartPolicy::default()).unwrap();
     let batch = 10_000i64;
     let mut next = 0i64;
@@ -39,7 +40,7 @@ fn ingest(c: &mut Criterion) {
             for _ in 0..iterations {
                 for _ in 0..batch {
                     next += 1;
-                    store.commands.send(StoreCommand::UpsertSession(session(next))).unwrap();
+                    store.commands.send(cowork::capture::db::session_write(session(next))).unwrap();
                 }
                 let (ack, done) = bounded(1);
                 store.commands.send(StoreCommand::Flush(ack)).unwrap();
@@ -58,7 +59,7 @@ fn capture_to_searchable(c: &mut Criterion) {
     let dir = tempfile::tempdir().unwrap();
     let db = dir.path().join("cowork.db");
     let (events, _events_rx) = bounded(1 << 16);
-    let mut store = spawn_store(db.clone(), EventSink::<cowork::events::AppEvent>::new(events, || {}).narrow(), RestartPolicy::default()).unwrap();
+    let mut store = spawn_store(db.clone(), EventSink::<cowork::events::AppEvent>::new(events, || {}), RestartPolicy::default()).unwrap();
     let (ack, done) = bounded(1);
     store.commands.send(StoreCommand::Flush(ack)).unwrap();
     done.recv().unwrap();
@@ -71,7 +72,7 @@ fn capture_to_searchable(c: &mut Criterion) {
         s.title = format!("searchable{next} window");
         let word = format!("searchable{next}");
         let started = Instant::now();
-        store.commands.send(StoreCommand::UpsertSession(s)).unwrap();
+        store.commands.send(cowork::capture::db::session_write(s)).unwrap();
         while cowork::capture::db::search_sessions(&reader, &word, 1).unwrap().is_empty() {
             std::thread::sleep(Duration::from_micros(200));
         }

@@ -199,10 +199,10 @@ impl CoworkApp {
     pub fn new(channels: Channels, state: AppState, models: Vec<ModelView>, options: AppOptions) -> Self {
         let today = local_day_start_millis(now_millis());
         for command in [
-            StoreCommand::LoadSettings,
-            StoreCommand::LoadThreads,
-            StoreCommand::LoadHotMemory,
-            StoreCommand::LoadSessionsSince { since_millis: today },
+            crate::store::load_settings(channels.bus.narrow()),
+            crate::chat::load_threads(channels.bus.narrow()),
+            crate::memory::commands::load_facts(channels.bus.narrow()),
+            crate::capture::db::load_sessions_since(today, channels.bus.narrow()),
         ] {
             let _ = channels.store.try_send(command);
         }
@@ -305,7 +305,7 @@ impl CoworkApp {
                             self.state.attachments.retain(|a| !(a.server.is_empty() && a.uri == attachment.uri));
                             self.state.attachments.push(attachment);
                             if let Some(doc) = remembered {
-                                self.send_store(StoreCommand::RememberDocument { doc: Box::new(doc), reply: None });
+                                self.send_store(crate::documents::memory::remember_command(doc, None));
                             }
                         }
                         Err(err) => self.state.notice(err),
@@ -427,9 +427,9 @@ impl CoworkApp {
             {
                 self.models = crate::ui::settings::model_views(&manifest, &self.options.models_dir);
             }
-            let threads_loaded = matches!(event, AppEvent::Store(StoreEvent::ThreadsLoaded(_)));
+            let threads_loaded = matches!(event, AppEvent::Chat(crate::chat::ChatEvent::ThreadsLoaded(_)));
             if matches!(event, AppEvent::Store(StoreEvent::RangeDeleted { messages: 1.., .. })) {
-                self.send_store(StoreCommand::LoadThreads);
+                self.send_store(crate::chat::load_threads(self.channels.bus.narrow()));
             }
             self.state.apply(event, now);
             if download_done {
@@ -569,7 +569,10 @@ impl CoworkApp {
                     self.state.current_thread = Some(thread_id);
                     self.state.messages.clear();
                     self.state.pins.clear();
-                    self.send_store(StoreCommand::LoadMessages { thread_id });
+                    self.send_store(crate::chat::load_messages(thread_id, self.channels.bus.narrow()));
+                    // The agent's tool chips of the thread's answers (a live operation sends its own), and its pins.
+                    self.send_store(crate::agent::store::load_thread_calls(thread_id, self.channels.bus.narrow()));
+                    self.send_store(crate::memory::commands::load_pins(thread_id, self.channels.bus.narrow()));
                 }
             }
             UiAction::RemoveRule(id) => self.send_agent_command(AgentCommand::RemoveRule(id)),
@@ -611,7 +614,7 @@ impl CoworkApp {
                 if let Some(message) = self.state.messages.iter_mut().find(|m| m.message_id == message_id) {
                     message.feedback = Some(rating);
                 }
-                self.send_store(StoreCommand::SetFeedback { message_id, rating, reason });
+                self.send_store(crate::chat::feedback(message_id, rating, reason));
             }
             other => tracing::error!(action = ?other, "an action reached the wrong handler"),
         }
@@ -660,7 +663,7 @@ impl CoworkApp {
                     client.status = if allow { "allowed" } else { "denied" }.into();
                 }
                 let write = crate::agent::store::AgentWrite::McpClientDecided { name, allowed: allow, by: "user".into(), at_millis: now_millis() };
-                self.send_store(StoreCommand::Agent { write: Box::new(write), reply: None });
+                self.send_store(crate::agent::store::command(write, None));
             }
             other => tracing::error!(action = ?other, "an action reached the wrong handler"),
         }
@@ -967,7 +970,7 @@ impl CoworkApp {
             }
             UiAction::DeleteRecent { span_millis } => {
                 let now = now_millis();
-                self.send_store(StoreCommand::DeleteRange { since_millis: now - span_millis, until_millis: now + 1, reply: None });
+                self.send_store(crate::erase::delete_range_command(now - span_millis, now + 1, None, self.channels.bus.narrow()));
             }
             UiAction::ExportToday(format) => {
                 let now = now_millis();
@@ -976,26 +979,21 @@ impl CoworkApp {
                     crate::export::Format::ActivityWatch => "json",
                 };
                 let path = self.options.export_dir.join(format!("cowork-export-{}.{extension}", crate::ids::rfc3339(now).replace(':', "-")));
-                self.send_store(StoreCommand::Export {
-                    format,
-                    since_millis: local_day_start_millis(now),
-                    until_millis: now + 1,
-                    path,
-                });
+                self.send_store(crate::export::export_command(format, local_day_start_millis(now), now + 1, path));
             }
             UiAction::OpenHit(hit) => self.open_source(hit.stream, hit.open_id, &hit.title),
             UiAction::PinFact { file, text } => match crate::memory::hot::clean(&text) {
-                Ok(text) => self.send_store(StoreCommand::AddHotMemory { file, text, pinned_by: "user".into() }),
+                Ok(text) => self.send_store(crate::memory::commands::add_fact(file, text, "user".into(), self.channels.bus.narrow())),
                 Err(err) => self.state.notice(err),
             }
-            UiAction::UnpinFact(memory_id) => self.send_store(StoreCommand::RemoveHotMemory { memory_id }),
+            UiAction::UnpinFact(memory_id) => self.send_store(crate::memory::commands::remove_fact(memory_id, self.channels.bus.narrow())),
             UiAction::PinToThread { stream, source_id } => match self.state.current_thread {
-                Some(thread_id) => self.send_store(StoreCommand::PinSource { thread_id, stream, source_id }),
+                Some(thread_id) => self.send_store(crate::memory::commands::pin(thread_id, stream, source_id, self.channels.bus.narrow())),
                 None => self.state.notice("open or start a chat first: pins belong to a chat"),
             }
             UiAction::UnpinFromThread { stream, source_id } => {
                 if let Some(thread_id) = self.state.current_thread {
-                    self.send_store(StoreCommand::UnpinSource { thread_id, stream, source_id });
+                    self.send_store(crate::memory::commands::unpin(thread_id, stream, source_id, self.channels.bus.narrow()));
                 }
             }
             UiAction::SummariseNow => {
@@ -1013,7 +1011,7 @@ impl CoworkApp {
                     self.state.open_session = None;
                 } else {
                     self.state.open_session = Some(crate::state::SessionDetailView { session_id, ..Default::default() });
-                    self.send_store(StoreCommand::LoadSessionDetail { session_id });
+                    self.send_store(crate::capture::db::load_session_detail(session_id, self.channels.bus.narrow()));
                 }
             }
             other => tracing::error!(action = ?other, "an action reached the wrong handler"),
@@ -1121,7 +1119,7 @@ impl CoworkApp {
                         tray.set_paused(self.state.settings.privacy.paused);
                     }
                 }
-                self.send_store(StoreCommand::SetSetting { key, value });
+                self.send_store(crate::store::setting_write(key, value));
             }
             UiAction::SetAutostart(on) => {
                 use crate::desktop::autostart;
@@ -1185,7 +1183,7 @@ impl CoworkApp {
             (_, Some(session_id)) => {
                 self.state.tab = Some(crate::state::Tab::Context);
                 self.state.open_session = Some(crate::state::SessionDetailView { session_id, ..Default::default() });
-                self.send_store(StoreCommand::LoadSessionDetail { session_id });
+                self.send_store(crate::capture::db::load_session_detail(session_id, self.channels.bus.narrow()));
             }
             (_, None) => self.state.notice(format!("{what} is no longer in your history")),
         }
@@ -1407,7 +1405,7 @@ impl CoworkApp {
                 self.geometry = Some(geometry);
                 self.geometry_saved_at = Instant::now();
                 let value = geometry.map(|v| format!("{v:.0}")).join(",");
-                let _ = self.channels.store.try_send(StoreCommand::SetSetting { key: keys::SIDEBAR_GEOMETRY.into(), value });
+                let _ = self.channels.store.try_send(crate::store::setting_write(keys::SIDEBAR_GEOMETRY.into(), value));
             }
         }
     }

@@ -4,7 +4,15 @@
 use rusqlite::{Connection, Row, params};
 
 use crate::records::{ChatMessage, ChatThread, MessageStatus, Role};
-use crate::store::fts_phrase;
+use crate::runtime::EventSink;
+use crate::store::{StoreCommand, fts_phrase};
+
+/// What the chat's loads tell the UI.
+#[derive(Clone, Debug)]
+pub enum ChatEvent {
+    ThreadsLoaded(Vec<ChatThread>),
+    MessagesLoaded { thread_id: i64, messages: Vec<ChatMessage> },
+}
 
 /// Message ids whose text matches an FTS5 query, best first.
 pub fn search_messages(conn: &Connection, query: &str, limit: usize) -> rusqlite::Result<Vec<ChatMessage>> {
@@ -111,6 +119,45 @@ pub fn messages_between(conn: &Connection, since_millis: i64, until_millis: i64)
     )?;
     let rows = stmt.query_map(params![since_millis, until_millis], message_from_row)?;
     rows.collect()
+}
+
+/// A thread created or touched, for the next batch.
+pub fn thread_write(thread: ChatThread, created_at_millis: i64) -> StoreCommand {
+    StoreCommand::write("thread", move |tx| upsert_thread(tx, &thread, created_at_millis))
+}
+
+/// A message written or rewritten (an answer as it streams), for the next batch.
+pub fn message_write(message: ChatMessage, model: Option<String>) -> StoreCommand {
+    StoreCommand::write("message", move |tx| upsert_message(tx, &message, model.as_deref()))
+}
+
+/// 👍 (+1) or 👎 (-1) on an answer, with why.
+pub fn feedback(message_id: i64, rating: i8, reason: String) -> StoreCommand {
+    StoreCommand::run(format!("feedback {rating} on {message_id}: {reason}"), move |writer| {
+        if let Err(err) = set_feedback(writer.conn(), message_id, rating, &reason, crate::ids::now_millis()) {
+            writer.notice(format!("feedback was not saved: {err}"));
+        }
+    })
+}
+
+/// The newest threads, for the chat's list.
+pub fn load_threads(sink: EventSink<ChatEvent>) -> StoreCommand {
+    StoreCommand::run("load threads", move |writer| match threads(writer.conn(), 200) {
+        Ok(threads) => {
+            sink.send(ChatEvent::ThreadsLoaded(threads));
+        }
+        Err(err) => writer.notice(format!("cannot load chat threads: {err}")),
+    })
+}
+
+/// A thread's messages, when it is opened.
+pub fn load_messages(thread_id: i64, sink: EventSink<ChatEvent>) -> StoreCommand {
+    StoreCommand::run(format!("load messages {thread_id}"), move |writer| match messages(writer.conn(), thread_id) {
+        Ok(messages) => {
+            sink.send(ChatEvent::MessagesLoaded { thread_id, messages });
+        }
+        Err(err) => writer.notice(format!("cannot load messages: {err}")),
+    })
 }
 
 #[cfg(test)]

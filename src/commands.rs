@@ -21,7 +21,8 @@ use anyhow::Context;
 use crate::config::Paths;
 use crate::runtime::{EventSink, RestartPolicy};
 use crate::erase::Deleted;
-use crate::store::{StoreCommand, spawn_store};
+use crate::store::StoreCommand;
+use crate::workers::spawn_store;
 
 /// `cowork mcp-tools -- PROGRAM ARGS…`: list an MCP server's tools.
 pub fn mcp_tools(command: &[String]) -> anyhow::Result<()> {
@@ -155,9 +156,9 @@ pub fn export(paths: &Paths, format: crate::export::Format, since_millis: i64, u
 /// `cowork delete`: goes through the store worker, the only writer.
 pub fn delete(paths: &Paths, since_millis: i64, until_millis: i64) -> anyhow::Result<Deleted> {
     paths.ensure_data_dir()?;
-    let mut store = spawn_store(paths.db_path(), EventSink::ignored(), RestartPolicy { max_restarts: 0, ..RestartPolicy::default() })?;
+    let mut store = spawn_store(paths.db_path(), EventSink::<crate::runtime::RuntimeEvent>::ignored(), RestartPolicy { max_restarts: 0, ..RestartPolicy::default() })?;
     let (reply, outcome) = crossbeam_channel::bounded(1);
-    store.commands.send(StoreCommand::DeleteRange { since_millis, until_millis, reply: Some(reply) })?;
+    store.commands.send(crate::erase::delete_range_command(since_millis, until_millis, Some(reply), crate::runtime::EventSink::ignored()))?;
     let result = outcome.recv_timeout(Duration::from_secs(120)).context("the store did not answer")?;
     store.shutdown(StoreCommand::Shutdown, Duration::from_secs(10));
     result.map_err(anyhow::Error::msg)
@@ -179,7 +180,7 @@ pub fn simulate(
     let steps = parse_script(&text)?;
     let (workers_settings, _) = crate::workers::read_settings(paths);
     paths.ensure_data_dir()?;
-    let mut store = spawn_store(paths.db_path(), EventSink::ignored(), RestartPolicy { max_restarts: 0, ..RestartPolicy::default() })?;
+    let mut store = spawn_store(paths.db_path(), EventSink::<crate::runtime::RuntimeEvent>::ignored(), RestartPolicy { max_restarts: 0, ..RestartPolicy::default() })?;
     let span = duration_millis(&steps);
     let mut at = start_millis.unwrap_or_else(|| crate::ids::now_millis() - span * i64::from(repeat));
     // The user's firewall rules, as live capture would apply them.
@@ -199,12 +200,12 @@ pub fn simulate(
             let (command, closed) = match output {
                 Replayed::Window(TrackerOutput::Session(session)) => {
                     let closed = session.ended_at_millis.is_some();
-                    (StoreCommand::UpsertSession(session), closed)
+                    (crate::capture::db::session_write(session), closed)
                 }
                 Replayed::Window(TrackerOutput::Active(_)) => return,
-                Replayed::Chunk(chunk) => (StoreCommand::InsertKeystrokeChunk(chunk), false),
-                Replayed::Clip(clip) => (StoreCommand::InsertClipboardEvent(clip), false),
-                Replayed::Afk(event) => (StoreCommand::UpsertAfk(event), false),
+                Replayed::Chunk(chunk) => (crate::capture::db::chunk_write(chunk), false),
+                Replayed::Clip(clip) => (crate::capture::db::clip_write(clip), false),
+                Replayed::Afk(event) => (crate::capture::db::afk_write(event), false),
             };
             {
                 if let Err(err) = store.commands.send(command) {

@@ -1,7 +1,7 @@
-//! Deleting a stretch of time from everything cowork keeps: capture,
-//! chat, summaries, the agent's operations, automation runs and documents
-//! kept in it. (Audio and the files it names, tombstones against late
-//! writes and making it physical are the store worker's part.)
+//! Deleting what cowork keeps: a stretch of time from everything (capture,
+//! chat, summaries, the agent's operations, automation runs, documents kept
+//! in it, audio and its files), made physical on disk and guarded against
+//! late writes; and retention, run by the store now and then.
 
 use rusqlite::{Connection, params};
 
@@ -65,6 +65,115 @@ pub fn delete_range(conn: &Connection, since_millis: i64, until_millis: i64) -> 
         params![since_millis, until_millis],
     )?;
     Ok(Deleted { sessions, messages, keystroke_chunks, clipboard_events, afk_events, audio_transcripts: 0 })
+}
+
+/// Deletes everything in `[since, until)` and purges it from the files; the
+/// outcome goes to `reply` when given, and to the UI (`show`).
+pub fn delete_range_command(
+    since_millis: i64,
+    until_millis: i64,
+    reply: Option<crossbeam_channel::Sender<Result<Deleted, String>>>,
+    show: crate::runtime::EventSink<crate::store::events::StoreEvent>,
+) -> crate::store::StoreCommand {
+    crate::store::StoreCommand::run(format!("delete range {since_millis}..{until_millis}"), move |writer| {
+        let outcome = delete_range_now(writer, since_millis, until_millis).map_err(|err| format!("{err:#}"));
+        match &outcome {
+            Ok(deleted) => {
+                show.send(crate::store::events::StoreEvent::RangeDeleted { since_millis, until_millis, sessions: deleted.sessions, messages: deleted.messages });
+            }
+            Err(err) => writer.notice(format!("delete failed: {err}")),
+        }
+        if let Some(reply) = reply {
+            let _ = reply.try_send(outcome);
+        }
+    })
+}
+
+/// The deletion itself: rows and audio files, FTS leftovers and free pages
+/// overwritten, later writes of rows in the range dropped, tombstones for the vectors.
+fn delete_range_now(writer: &mut crate::store::Writer<'_>, since_millis: i64, until_millis: i64) -> anyhow::Result<Deleted> {
+    // Overwrite freed content on disk; only around deletions, since it
+    // also zeroes pages FTS merges free and would slow ingest by a quarter.
+    writer.conn().pragma_update(None, "secure_delete", "ON")?;
+    let outcome = writer.transaction(|tx| {
+        let (audio, files) = crate::audio::transcripts::delete_range(tx, since_millis, until_millis)?;
+        Ok((Deleted { audio_transcripts: audio, ..delete_range(tx, since_millis, until_millis)? }, files))
+    });
+    let outcome = outcome.and_then(|(deleted, files)| {
+        if let Some(dir) = writer.data_dir() {
+            crate::audio::transcripts::remove_files(&dir, &files);
+        }
+        crate::store::purge_deleted(writer.conn())?;
+        writer.deleted_range(since_millis, until_millis);
+        Ok(deleted)
+    });
+    writer.conn().pragma_update(None, "secure_delete", "OFF")?;
+    writer.wrote(); // its tombstones take the vectors out of the indexes
+    outcome
+}
+
+/// How often retention runs (and once at start).
+pub const RETENTION_INTERVAL: std::time::Duration = std::time::Duration::from_secs(3600);
+
+/// Retention as the store runs it: every hour, by the stored settings.
+pub fn retention() -> crate::store::Periodic {
+    crate::store::Periodic {
+        every: RETENTION_INTERVAL,
+        run: std::sync::Arc::new(|writer| match enforce_retention(writer.conn(), crate::ids::now_millis()) {
+            Ok(0) => {}
+            Ok(deleted) => {
+                tracing::info!(deleted, "retention removed old history");
+                writer.wrote();
+            }
+            Err(err) => writer.notice(format!("retention failed: {err}")),
+        }),
+    }
+}
+
+/// Deletes history older than the retention settings (windows, typed text,
+/// transcripts and kept audio, and audio files no row points at). Returns how many rows went.
+pub fn enforce_retention(conn: &Connection, now_millis: i64) -> rusqlite::Result<usize> {
+    let (settings, _) = crate::config::Settings::from_pairs(&crate::store::all_settings(conn).unwrap_or_default());
+    let cutoff = |days: u32| (days > 0).then(|| now_millis - i64::from(days) * 86_400_000);
+    let _ = conn.pragma_update(None, "secure_delete", "ON");
+    let mut deleted = 0;
+    let mut failure = None;
+    let mut tally = |outcome: rusqlite::Result<usize>| match outcome {
+        Ok(n) => deleted += n,
+        Err(err) => failure = Some(err),
+    };
+    if let Some(cutoff) = cutoff(settings.window_retention_days) {
+        tally(crate::capture::db::delete_sessions_ended_before(conn, cutoff));
+    }
+    if let Some(cutoff) = cutoff(settings.keystroke_retention_days) {
+        tally(crate::capture::db::delete_chunks_ended_before(conn, cutoff));
+    }
+    tally(audio_retention(conn, now_millis, &settings.listen));
+    let _ = conn.pragma_update(None, "secure_delete", "OFF");
+    match failure {
+        Some(err) => Err(err),
+        None => Ok(deleted),
+    }
+}
+
+/// Listen mode's two retentions (transcripts, and the shorter one of kept
+/// audio), and audio files no row points at any more.
+fn audio_retention(conn: &Connection, now_millis: i64, listen: &crate::config::ListenSettings) -> rusqlite::Result<usize> {
+    use crate::audio::transcripts;
+    let mut files = Vec::new();
+    let mut deleted = 0;
+    if listen.retention_days > 0 {
+        let (n, gone) = transcripts::delete_ended_before(conn, now_millis - i64::from(listen.retention_days) * 86_400_000)?;
+        deleted += n;
+        files.extend(gone);
+    }
+    files.extend(transcripts::release_audio_before(conn, now_millis - i64::from(listen.audio_retention_days) * 86_400_000)?);
+    let dir = conn.path().and_then(|p| std::path::Path::new(p).parent().map(std::path::Path::to_path_buf)).filter(|p| !p.as_os_str().is_empty());
+    if let Some(dir) = dir {
+        files.extend(transcripts::orphan_files(&dir, &transcripts::kept_files(conn)?, std::time::Duration::from_secs(600)));
+        transcripts::remove_files(&dir, &files);
+    }
+    Ok(deleted)
 }
 
 #[cfg(test)]

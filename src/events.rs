@@ -10,8 +10,10 @@ pub enum AppEvent {
     Agent(crate::agent::events::AgentEvent),
     /// Capture: the focused window, stream health, finished sessions.
     Capture(crate::capture::events::CaptureEvent),
-    /// The store: what a read found, a setting as stored, a deleted range.
+    /// The store's own commands: a setting as stored, a deleted range.
     Store(crate::store::events::StoreEvent),
+    /// The chat's threads and messages, as loaded.
+    Chat(crate::chat::ChatEvent),
     /// The local model: its state, preflight and speed.
     LocalModel(crate::llm::events::LocalModelEvent),
     /// Model files: downloads, installs, added files.
@@ -109,5 +111,11 @@ impl From<Box<crate::apps::AppsView>> for AppEvent {
 impl From<Vec<crate::notify::events::InboxItem>> for AppEvent {
     fn from(event: Vec<crate::notify::events::InboxItem>) -> Self {
         AppEvent::Inbox(event)
+    }
+}
+
+impl From<crate::chat::ChatEvent> for AppEvent {
+    fn from(event: crate::chat::ChatEvent) -> Self {
+        AppEvent::Chat(event)
     }
 }

@@ -268,6 +268,22 @@ fn hostname() -> String {
     std::fs::read_to_string("/etc/hostname").map(|h| h.trim().to_owned()).ok().filter(|h| !h.is_empty()).unwrap_or_else(|| "localhost".into())
 }
 
+/// Writes an export of `[since, until)` to `path` (the UI's Export); the user hears the outcome.
+pub fn export_command(format: Format, since_millis: i64, until_millis: i64, path: std::path::PathBuf) -> crate::store::StoreCommand {
+    crate::store::StoreCommand::run(format!("export {format:?} {since_millis}..{until_millis} to {}", path.display()), move |writer| {
+        let outcome = std::fs::File::create(&path).map_err(anyhow::Error::from).and_then(|file| {
+            let mut out = std::io::BufWriter::new(file);
+            let count = export(writer.conn(), format, since_millis, until_millis, &mut out)?;
+            std::io::Write::flush(&mut out)?;
+            Ok(count)
+        });
+        match outcome {
+            Ok(count) => writer.notice(format!("exported {count} records, unencrypted (for taking elsewhere), to {}", path.display())),
+            Err(err) => writer.notice(format!("export failed: {err:#}: {}", path.display())),
+        }
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -1346,7 +1346,7 @@ fn run_sidebar(paths: &Paths, options: SidebarOptions, process_started: Instant)
     if let Some(placer) = &placer {
         placer.place(cowork::desktop::place::PlaceCommand::Sidebar { width: width as i32 });
     }
-    let channels = workers.channels(events);
+    let channels = workers.channels(events, sink.clone());
     let models = cowork::ui::settings::model_views(&manifest, &paths.models_dir);
     let app_options = AppOptions {
         screenshot,

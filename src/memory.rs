@@ -16,6 +16,7 @@
 //! Nothing here touches egui.
 
 pub mod chunking;
+pub mod commands;
 pub mod embed;
 pub mod embed_worker;
 pub mod events;
@@ -84,3 +85,11 @@ impl Namespace {
 
 /// Where a chunk's text came from: the search streams.
 pub use crate::memory::search::Stream as Source;
+
+/// A summary the local model wrote of an older period, stored at once (and embedded).
+pub fn observation_write(observation: Observation) -> crate::store::StoreCommand {
+    crate::store::StoreCommand::run("summary", move |writer| match insert_observation(writer.conn(), &observation, crate::ids::now_millis()) {
+        Ok(()) => writer.wrote(),
+        Err(err) => writer.notice(format!("a summary was not saved: {err}")),
+    })
+}

@@ -230,3 +230,99 @@ pub struct GenerationStats {
     /// Of `completion_tokens`, spent thinking (a reasoning model's, where the provider says).
     pub reasoning_tokens: usize,
 }
+
+/// Why a stretch of typing was cut where it was.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum FlushReason {
+    Pause,
+    Enter,
+    Tab,
+    Escape,
+    WindowChange,
+    Length,
+    Shutdown,
+    /// Focus moved into a password field: what was typed before it is kept.
+    FieldChange,
+}
+
+impl FlushReason {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            FlushReason::Pause => "pause",
+            FlushReason::Enter => "enter",
+            FlushReason::Tab => "tab",
+            FlushReason::Escape => "escape",
+            FlushReason::WindowChange => "window_change",
+            FlushReason::Length => "length",
+            FlushReason::Shutdown => "shutdown",
+            FlushReason::FieldChange => "field_change",
+        }
+    }
+
+    pub fn parse(text: &str) -> Option<Self> {
+        [
+            FlushReason::Pause,
+            FlushReason::Enter,
+            FlushReason::Tab,
+            FlushReason::Escape,
+            FlushReason::WindowChange,
+            FlushReason::Length,
+            FlushReason::FieldChange,
+            FlushReason::Shutdown,
+        ]
+        .into_iter()
+        .find(|r| r.as_str() == text)
+    }
+}
+
+/// One flushed stretch of typing in one window.
+#[derive(Clone, Debug, PartialEq)]
+pub struct KeystrokeChunk {
+    pub chunk_id: i64,
+    pub app: String,
+    pub title: String,
+    pub pid: Option<u32>,
+    pub started_at_millis: i64,
+    pub ended_at_millis: i64,
+    pub text: String,
+    /// Shortcuts pressed during the chunk, e.g. `Ctrl+C`, in order.
+    pub shortcuts: Vec<String>,
+    pub flush_reason: FlushReason,
+}
+
+/// What made cowork read the clipboard.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ClipTrigger {
+    OwnerChange,
+    Shortcut,
+}
+
+impl ClipTrigger {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ClipTrigger::OwnerChange => "owner_change",
+            ClipTrigger::Shortcut => "shortcut",
+        }
+    }
+
+    pub fn parse(text: &str) -> Option<Self> {
+        match text {
+            "owner_change" => Some(ClipTrigger::OwnerChange),
+            "shortcut" => Some(ClipTrigger::Shortcut),
+            _ => None,
+        }
+    }
+}
+
+/// One copy: its text (cut at the limit) and the window it was copied in.
+#[derive(Clone, Debug, PartialEq)]
+pub struct ClipboardEvent {
+    pub clip_id: i64,
+    pub app: String,
+    pub title: String,
+    pub pid: Option<u32>,
+    pub at_millis: i64,
+    pub text: String,
+    pub truncated: bool,
+    pub trigger: ClipTrigger,
+}

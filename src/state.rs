@@ -570,6 +570,7 @@ impl AppState {
         match event {
             AppEvent::Agent(event) => self.apply_agent(event),
             AppEvent::Store(event) => self.apply_store(event, now_millis),
+            AppEvent::Chat(event) => self.apply_chat(event),
             AppEvent::Runtime(event) => self.apply_runtime(event),
             AppEvent::Capture(event) => self.apply_capture(event, now_millis),
             AppEvent::LocalModel(event) => self.apply_local_model(event),
@@ -706,30 +707,22 @@ impl AppState {
         }
     }
 
-    /// What a store read found, a setting as stored, a deleted range.
-    fn apply_store(&mut self, event: StoreEvent, now_millis: i64) {
+    /// The chat's threads and a thread's messages, as loaded.
+    fn apply_chat(&mut self, event: crate::chat::ChatEvent) {
+        use crate::chat::ChatEvent;
         match event {
-            StoreEvent::ToolCall(call) => self.tool_call(*call),
-            StoreEvent::SessionDetail { session_id, typed, copied } => {
-                if self.open_session.as_ref().is_some_and(|s| s.session_id == session_id) {
-                    self.open_session = Some(SessionDetailView { session_id, typed, copied, loaded: true });
-                }
-            }
-            StoreEvent::SessionsLoaded(sessions) => {
-                self.sessions_today = sessions.into_iter().filter(|s| s.ended_at_millis.is_some()).collect();
-            }
-            StoreEvent::ThreadsLoaded(threads) => self.threads = threads,
-            StoreEvent::MessagesLoaded { thread_id, messages } => {
+            ChatEvent::ThreadsLoaded(threads) => self.threads = threads,
+            ChatEvent::MessagesLoaded { thread_id, messages } => {
                 if self.current_thread == Some(thread_id) && self.generating.is_none() {
                     self.messages = messages.into_iter().map(MessageView::from).collect();
                 }
             }
-            StoreEvent::HotMemory(facts) => self.memory.hot = facts,
-            StoreEvent::ThreadPins { thread_id, items } => {
-                if self.current_thread == Some(thread_id) {
-                    self.pins = items;
-                }
-            }
+        }
+    }
+
+    /// The store's own commands: a setting as stored, a deleted range.
+    fn apply_store(&mut self, event: StoreEvent, now_millis: i64) {
+        match event {
             StoreEvent::Setting { key, value } => {
                 if let Some(warning) = self.settings.apply(&key, &value) {
                     self.setting_warnings.retain(|w| !w.contains(&key));
@@ -765,6 +758,14 @@ impl AppState {
     /// The focused window, what capture does with it, stream health, finished sessions.
     fn apply_capture(&mut self, event: CaptureEvent, now_millis: i64) {
         match event {
+            CaptureEvent::SessionDetail { session_id, typed, copied } => {
+                if self.open_session.as_ref().is_some_and(|s| s.session_id == session_id) {
+                    self.open_session = Some(SessionDetailView { session_id, typed, copied, loaded: true });
+                }
+            }
+            CaptureEvent::SessionsLoaded(sessions) => {
+                self.sessions_today = sessions.into_iter().filter(|s| s.ended_at_millis.is_some()).collect();
+            }
             CaptureEvent::ActiveWindow(window) => self.active_window = window,
             CaptureEvent::CaptureDecision(decision) => self.capture_decision = Some(decision),
             CaptureEvent::StreamHealth(health) => {
@@ -794,6 +795,12 @@ impl AppState {
     /// Indexing progress and search results.
     fn apply_memory(&mut self, event: MemoryEvent) {
         match event {
+            MemoryEvent::HotMemory(facts) => self.memory.hot = facts,
+            MemoryEvent::ThreadPins { thread_id, items } => {
+                if self.current_thread == Some(thread_id) {
+                    self.pins = items;
+                }
+            }
             MemoryEvent::MemoryProgress(progress) => self.memory_progress = Some(progress),
             MemoryEvent::SearchResults { generation, hits, millis, error, keyword_only, .. } => {
                 // Results of an older query than the one on screen are dropped.

@@ -9,4 +9,4 @@ mod worker;
 
 pub use queries::*;
 pub use schema::{DB_FILE_NAME, SCHEMA_VERSION, migrate, open_read_only, open_writer, write_transaction};
-pub use worker::{StoreCommand, StoreWorker, spawn_store, spawn_store_waking};
+pub use worker::{Periodic, StoreCommand, StoreHooks, StoreWorker, Writer, spawn_store};

@@ -108,6 +108,8 @@ pub struct Channels {
     pub typing_at_millis: Arc<std::sync::atomic::AtomicI64>,
     pub controls: Vec<(WorkerName, Sender<Control>)>,
     pub events: Receiver<AppEvent>,
+    /// The bus, for store reads the UI asks for (their results come back as events).
+    pub bus: EventSink<AppEvent>,
     pub stop_epoch: Arc<AtomicU64>,
 }
 
@@ -119,7 +121,7 @@ impl Workers {
         crate::brains::rules::remember_in(&paths.data_dir);
         paths.ensure_data_dir()?;
         let embed_channel = embed_worker::channel();
-        let store = crate::store::spawn_store_waking(paths.db_path(), sink.narrow(), options.policy, Some(embed_channel.0.clone()))?;
+        let store = crate::store::spawn_store(paths.db_path(), sink.clone(), options.policy, store_hooks(Some(embed_channel.0.clone())))?;
         let (ack, done) = crossbeam_channel::bounded(1);
         let opened = store.commands.send_timeout(StoreCommand::Flush(ack), Duration::from_secs(5)).is_ok()
             && done.recv_timeout(Duration::from_secs(5)).is_ok();
@@ -266,7 +268,7 @@ impl Workers {
         self.store.commands.send_timeout(StoreCommand::Flush(ack), timeout).is_ok() && done.recv_timeout(timeout).is_ok()
     }
 
-    pub fn channels(&self, events: Receiver<AppEvent>) -> Channels {
+    pub fn channels(&self, events: Receiver<AppEvent>, bus: EventSink<AppEvent>) -> Channels {
         let (dead_capture, _) = crossbeam_channel::bounded(1);
         let (dead_keys, _) = crossbeam_channel::bounded(1);
         let (dead_clipboard, _) = crossbeam_channel::bounded(1);
@@ -332,6 +334,7 @@ impl Workers {
             typing_at_millis: self.typing_at_millis.clone(),
             controls,
             events,
+            bus,
             stop_epoch: self.stop_epoch.clone(),
         }
     }
@@ -545,4 +548,25 @@ fn llm_config(paths: &Paths, options: &WorkerOptions, settings: &Settings, notif
         notify,
         speed_file: Some(crate::llm::speed::path(&paths.data_dir)),
     }
+}
+
+/// What the store does beside writing, for the sidebar and the CLI: crash
+/// recovery and sealing at open, retention every hour, and (given its
+/// channel) waking the embed worker after each commit.
+pub fn store_hooks(embed: Option<Sender<EmbedCommand>>) -> crate::store::StoreHooks {
+    crate::store::StoreHooks {
+        on_open: vec![Arc::new(crate::capture::db::recover_at_open), Arc::new(crate::audio::transcripts::seal_at_open)],
+        after_commit: embed.map(|embed| -> Arc<dyn Fn() + Send + Sync> {
+            // Full means a wake-up is already waiting.
+            Arc::new(move || {
+                let _ = embed.try_send(EmbedCommand::Wake);
+            })
+        }),
+        periodic: vec![crate::erase::retention()],
+    }
+}
+
+/// The store worker with `store_hooks` (no embed worker to wake).
+pub fn spawn_store<E: 'static>(path: std::path::PathBuf, sink: EventSink<E>, policy: RestartPolicy) -> std::io::Result<WorkerHandle<StoreCommand>> {
+    crate::store::spawn_store(path, sink, policy, store_hooks(None))
 }

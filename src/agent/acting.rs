@@ -17,12 +17,12 @@ use super::operation::{self, Brain, ChatRequest, Limits, Live, Next, RawCall, St
 use super::store::{self as agent_store, AgentWrite, AuditEntry, CallRow, CallStatus, OpStatus, OperationRow};
 use super::worker::AgentWorker;
 use crate::agent::events::{AgentEvent, ApprovalChoice, ToolCallView};
-use crate::brains::{Delta, Role, Turn};
+use crate::brains::{Delta, ProviderConfig, Role, Turn};
 use crate::ids::{next_id, now_millis};
 use crate::llm::{GenerateRequest, LocalBrain};
 use crate::llm::tool_calls::Shape;
 use crate::records::{GenerationStats, MessageStatus};
-use crate::store::StoreCommand;
+use crate::runtime::EventSink;
 use crate::tools::{Origin, ToolOutput, registry};
 use crate::tools::policy::{self, Action, Pattern, Rule, Scope};
 
@@ -87,12 +87,51 @@ fn user_asked_for_formulas(state: &State) -> bool {
     state.automation.is_none() && task.is_some_and(|e| e.origin == Origin::User && e.turn.role == Role::User && crate::tools::documents::asks_for_formulas(&e.turn.content))
 }
 
+/// What one brain step reads, gathered from the live operation before the model runs.
+struct StepPlan {
+    operation_id: i64,
+    epoch: u64,
+    step: u32,
+    answer_id: i64,
+    turns: Vec<Turn>,
+    /// A tool's result is in view (the local model then answers rather than calls).
+    has_looked: bool,
+    tools: Vec<String>,
+    question: String,
+    /// Paths the local model may pick from in its one call.
+    path_choices: Vec<String>,
+}
+
+/// What the brain answered in one step.
+struct StepAnswer {
+    assistant: Turn,
+    raw_calls: Vec<RawCall>,
+    cost: f64,
+    prompt_tokens: usize,
+    first_token_millis: u64,
+}
+
+/// A step's text as it streams: sent to the answer and kept for the operation.
+struct Shown {
+    text: String,
+    sink: EventSink<AgentEvent>,
+    answer_id: i64,
+}
+
+impl Shown {
+    /// Sends a piece of the answer and keeps it.
+    fn push(&mut self, text: &str) {
+        self.text.push_str(text);
+        self.sink.send(AgentEvent::Token { answer_id: self.answer_id, text: text.to_owned() });
+    }
+}
+
 impl<B: LocalBrain> AgentWorker<B> {
     /// Writes a record and waits until it is committed.
     fn record(&self, write: AgentWrite) -> Result<(), String> {
         let (reply, done) = crossbeam_channel::bounded(1);
         self.store
-            .send_timeout(StoreCommand::Agent { write: Box::new(write), reply: Some(reply) }, STORE_WAIT)
+            .send_timeout(super::store::command(write, Some(reply)), STORE_WAIT)
             .map_err(|_| "the store is not accepting writes".to_owned())?;
         done.recv_timeout(STORE_WAIT).map_err(|_| "the store did not confirm a write".to_owned())?
     }
@@ -171,7 +210,7 @@ impl<B: LocalBrain> AgentWorker<B> {
         }
         if remember && !request.is_retry {
             if request.thread_is_new {
-                let _ = self.store.send_timeout(StoreCommand::UpsertThread { thread: request.thread.clone(), created_at_millis: now_millis() }, STORE_WAIT);
+                let _ = self.store.send_timeout(crate::chat::thread_write(request.thread.clone(), now_millis()), STORE_WAIT);
             }
             self.persist_public(super::worker::user_message_public(&request, None), None);
         }
@@ -320,14 +359,37 @@ impl<B: LocalBrain> AgentWorker<B> {
     /// One brain step: the model's text streams into the answer; its calls are recorded with their decisions.
     fn call_llm(&mut self, operation_id: i64, epoch: u64, settings: &crate::config::Settings) -> Result<(), String> {
         let overhead_start = Instant::now();
+        let (brain, plan) = self.plan_step(operation_id, epoch)?;
+        let (step, answer_id) = (plan.step, plan.answer_id);
+        let mut shown = Shown { text: String::new(), sink: self.sink.clone(), answer_id };
+        let overhead_before = overhead_start.elapsed();
+        let model_start = Instant::now();
+        let answer = match &brain {
+            Brain::Local => self.local_step(plan, settings, &mut shown)?,
+            Brain::Cloud { provider, key, .. } => self.cloud_step(plan, provider, key.as_deref(), settings, &mut shown)?,
+        };
+        let model_millis = model_start.elapsed().as_millis() as u64;
+        let prompt_tokens = answer.prompt_tokens;
+        self.sink.send(AgentEvent::AgentStep { answer_id, step, prompt_tokens, first_token_millis: answer.first_token_millis, model_millis });
+        let overhead_after = Instant::now();
+        self.apply_answer(operation_id, step, answer, &shown.text, settings)?;
+        let overhead = overhead_before + overhead_after.elapsed();
+        tracing::info!(operation = operation_id, step, prompt_tokens, model_millis, overhead_micros = overhead.as_micros() as u64, "agent step");
+        let mut live = self.acting.live.remove(&operation_id).expect("present");
+        self.save_operation(&mut live);
+        self.acting.live.insert(operation_id, live);
+        Ok(())
+    }
+
+    /// Starts a step: counts it, ends the answer's last line, and gathers what the brain reads.
+    fn plan_step(&mut self, operation_id: i64, epoch: u64) -> Result<(Brain, StepPlan), String> {
         let live = self.acting.live.get_mut(&operation_id).ok_or("the task is gone")?;
         live.row.steps += 1;
         let step = live.row.steps;
         let answer_id = live.request.answer_id;
-        let sink = self.sink.clone();
         if !live.state.shown.is_empty() && !live.state.shown.ends_with('\n') {
             live.state.shown.push('\n');
-            sink.send(AgentEvent::Token { answer_id, text: "\n".into() });
+            self.sink.send(AgentEvent::Token { answer_id, text: "\n".into() });
         }
         let turns = live.state.turns(KEEP_TURNS);
         // The local model's first step calls a tool; after a result it answers. A first call
@@ -338,168 +400,166 @@ impl<B: LocalBrain> AgentWorker<B> {
         let tools: Vec<String> = live.state.tools.clone();
         let question = live.request.text.clone();
         let path_choices = if matches!(brain, Brain::Local) { registry::path_choices(&question, &self.acting.files) } else { Vec::new() };
-        let mut shown = String::new();
-        let mut on_text = |text: &str| {
-            shown.push_str(text);
-            sink.send(AgentEvent::Token { answer_id, text: text.to_owned() });
-        };
-        let overhead_before = overhead_start.elapsed();
-        let model_start = Instant::now();
-        let (assistant, raw_calls, cost, prompt_tokens, first_token_millis): (Turn, Vec<RawCall>, f64, usize, u64) = match &brain {
-            Brain::Local => {
-                let mut messages = operation::local_messages(&turns);
-                // After a result, the question again, nearest the answer: a small model otherwise
-                // answers the result's shape (more calls, JSON) instead of the user.
-                if has_looked
-                    && let Some(last) = messages.last_mut()
-                    && last.content.starts_with("<tool_response>")
-                {
-                    last.content.push_str(&format!("\n\nFrom this result, answer the user's request in plain words: {}", question));
-                }
-                let prompt_tokens = messages.iter().map(|m| crate::memory::tokens::estimate_tokens(&m.content)).sum::<usize>();
-                // The small local model makes one call, then answers from its result.
-                let names: Vec<&str> = tools.iter().map(String::as_str).collect();
-                let one_call = registry::one_call_schema(&names).map(|schema| registry::with_path_choices(schema, &path_choices));
-                let choices = integrations::with_call_choices(one_call, &self.acting.mcp_tools, &names);
-                let shape = match flows::with_call_choices(choices, &self.acting.flow_tools, &names) {
-                    Some(schema) if !has_looked => Shape::OneCall(schema),
-                    _ => Shape::Prose,
-                };
-                let request = GenerateRequest { messages, max_tokens: settings.max_answer_tokens, tools: true, only_if_loaded: false, shape };
-                let mut generation = self
-                    .brain
-                    .generate(request, epoch, &mut on_text)
-                    .map_err(|err| err.to_string())?;
-                // An answer to a list that names nothing in it gets the list under it.
-                let last_result = self.acting.live.get(&operation_id).and_then(|l| l.calls.last()).filter(|c| c.status == CallStatus::Done);
-                if has_looked
-                    && generation.calls.is_empty()
-                    && let Some(call) = last_result
-                    && let Some(list) = registry::unnamed_list(&call.tool, call.output.as_deref().unwrap_or_default(), &generation.text)
-                {
-                    let under = format!("{}{list}", if generation.text.trim().is_empty() { "" } else { "\n\n" });
-                    on_text(&under);
-                    generation.text.push_str(&under);
-                    if !generation.raw.is_empty() {
-                        generation.raw.push_str(&under);
-                    }
-                }
-                let calls: Vec<RawCall> = generation
-                    .calls
-                    .into_iter()
-                    .enumerate()
-                    .map(|(i, c)| {
-                        c.map(|mut c| {
-                            registry::fix_local_arguments(&c.name, &mut c.arguments, &question);
-                            (format!("call_{step}_{i}"), c.name, c.arguments)
-                        })
-                    })
-                    .collect();
-                let mut turn = Turn::new(Role::Assistant, if generation.raw.is_empty() { generation.text.clone() } else { generation.raw.clone() });
-                turn.tool_calls = calls
-                    .iter()
-                    .filter_map(|c| c.as_ref().ok())
-                    .map(|(id, name, args)| crate::brains::ToolCall { id: id.clone(), name: name.clone(), arguments: args.to_string(), signature: None })
-                    .collect();
-                let prompt_tokens = if generation.stats.prompt_tokens > 0 { generation.stats.prompt_tokens } else { prompt_tokens };
-                (turn, calls, 0.0, prompt_tokens, generation.stats.first_token_millis)
-            }
-            Brain::Cloud { provider, key, consent } => {
-                let names: Vec<&str> = tools.iter().map(String::as_str).collect();
-                let mut defs = registry::defs(&names);
-                defs.extend(integrations::defs(&self.acting.mcp_tools, &names));
-                defs.extend(flows::defs(&self.acting.flow_tools, &names));
-                // What goes to the cloud is redacted, with consent or without (keys, tokens, card numbers).
-                let _ = consent;
-                let turns: Vec<Turn> = turns
-                    .into_iter()
-                    .map(|mut t| {
-                        if t.role != Role::System {
-                            t.content = crate::brains::consent::redact_for_cloud(&t.content);
-                        }
-                        t
-                    })
-                    .collect();
-                let stop_epoch = self.stop_epoch.clone();
-                let completion = crate::brains::stream_chat_with_tools(
-                    crate::net::OutboundGate::global(),
-                    provider,
-                    None,
-                    key.as_deref(),
-                    &turns,
-                    &defs,
-                    settings.max_answer_tokens as u32,
-                    &|| stop_epoch.load(Ordering::SeqCst) != epoch,
-                    &mut |delta| {
-                        if let Delta::Text(text) = delta {
-                            on_text(text);
-                        } else if let Some(thought) = delta.reasoning_text() {
-                            sink.send(AgentEvent::Reasoning { answer_id, text: thought.to_owned() });
-                        }
-                    },
-                )
-                .map_err(|err| err.to_string())?;
-                let mut answer = completion.answer;
-                if answer.tool_calls.is_empty()
-                    && let Some(call) = crate::llm::tool_calls::bare_call(&answer.text, &|name| tools.iter().any(|t| t == name))
-                {
-                    answer.tool_calls.push(crate::brains::ToolCall { id: String::new(), name: call.name, arguments: call.arguments.to_string(), signature: None });
-                    answer.text.clear();
-                    shown.clear();
-                }
-                let ask_id = self.acting.live.get(&operation_id).map_or(0, |l| l.request.ask_id);
-                let usage = crate::brains::budget::usage_row(provider, &provider.model, &answer.usage(), ask_id);
-                let cost = usage.cost_usd;
-                let _ = self.store.send_timeout(StoreCommand::RecordUsage(usage), STORE_WAIT);
-                let calls: Vec<RawCall> = answer
-                    .tool_calls
-                    .iter()
-                    .enumerate()
-                    .map(|(i, c)| {
-                        let id = if c.id.is_empty() { format!("call_{step}_{i}") } else { c.id.clone() };
-                        let arguments = if c.arguments.trim().is_empty() { Ok(Value::Object(Default::default())) } else { serde_json::from_str::<Value>(&c.arguments) };
-                        match arguments {
-                            Ok(args) => Ok((id, c.name.clone(), args)),
-                            Err(err) => Err(format!("the arguments of {} are not valid JSON ({err}); call it again with a JSON object", c.name)),
-                        }
-                    })
-                    .collect();
-                let ok: Vec<(String, String, Value)> = calls.iter().filter_map(|c| c.as_ref().ok().cloned()).collect();
-                let first_token = completion.first_token.map_or(0, |d| d.as_millis() as u64);
-                let mut turn = operation::assistant_turn(&answer.text, &ok);
-                // What the provider signed goes back with the calls (Anthropic thinking, Gemini thought signatures).
-                turn.thinking = answer.thinking_blocks();
-                for (i, call) in answer.tool_calls.iter().enumerate() {
-                    let id = if call.id.is_empty() { format!("call_{step}_{i}") } else { call.id.clone() };
-                    if let Some(sent) = turn.tool_calls.iter_mut().find(|c| c.id == id) {
-                        sent.signature.clone_from(&call.signature);
-                    }
-                }
-                if let Some(live) = self.acting.live.get_mut(&operation_id) {
-                    // Counts from a provider are its say: summed without overflowing.
-                    live.tokens.input_tokens = live.tokens.input_tokens.saturating_add(answer.input_tokens);
-                    live.tokens.cached_input_tokens = live.tokens.cached_input_tokens.saturating_add(answer.cached_input_tokens);
-                    live.tokens.output_tokens = live.tokens.output_tokens.saturating_add(answer.output_tokens);
-                    live.tokens.reasoning_tokens = live.tokens.reasoning_tokens.saturating_add(answer.reasoning_tokens);
-                }
-                (turn, calls, cost, answer.input_tokens as usize, first_token)
-            }
-        };
-        let model_millis = model_start.elapsed().as_millis() as u64;
-        self.sink.send(AgentEvent::AgentStep { answer_id, step, prompt_tokens, first_token_millis, model_millis });
-        let overhead_after = Instant::now();
-        let live = self.acting.live.get_mut(&operation_id).ok_or("the task is gone")?;
-        live.state.shown.push_str(&shown);
-        live.row.cost_usd += cost;
-        if cost > 0.0 {
-            live.state.spend.push((now_millis(), cost));
+        Ok((brain, StepPlan { operation_id, epoch, step, answer_id, turns, has_looked, tools, question, path_choices }))
+    }
+
+    /// The local engine's step: its calls come as `<tool_call>` blocks, one before it has looked at a result.
+    fn local_step(&mut self, plan: StepPlan, settings: &crate::config::Settings, shown: &mut Shown) -> Result<StepAnswer, String> {
+        let StepPlan { operation_id, epoch, step, turns, has_looked, tools, question, path_choices, .. } = plan;
+        let mut messages = operation::local_messages(&turns);
+        // After a result, the question again, nearest the answer: a small model otherwise
+        // answers the result's shape (more calls, JSON) instead of the user.
+        if has_looked
+            && let Some(last) = messages.last_mut()
+            && last.content.starts_with("<tool_response>")
+        {
+            last.content.push_str(&format!("\n\nFrom this result, answer the user's request in plain words: {}", question));
         }
-        live.state.push(assistant, Origin::Instructions);
-        live.step_has_calls = !raw_calls.is_empty();
+        let prompt_tokens = messages.iter().map(|m| crate::memory::tokens::estimate_tokens(&m.content)).sum::<usize>();
+        // The small local model makes one call, then answers from its result.
+        let names: Vec<&str> = tools.iter().map(String::as_str).collect();
+        let one_call = registry::one_call_schema(&names).map(|schema| registry::with_path_choices(schema, &path_choices));
+        let choices = integrations::with_call_choices(one_call, &self.acting.mcp_tools, &names);
+        let shape = match flows::with_call_choices(choices, &self.acting.flow_tools, &names) {
+            Some(schema) if !has_looked => Shape::OneCall(schema),
+            _ => Shape::Prose,
+        };
+        let request = GenerateRequest { messages, max_tokens: settings.max_answer_tokens, tools: true, only_if_loaded: false, shape };
+        let mut generation = self
+            .brain
+            .generate(request, epoch, &mut |text: &str| shown.push(text))
+            .map_err(|err| err.to_string())?;
+        // An answer to a list that names nothing in it gets the list under it.
+        let last_result = self.acting.live.get(&operation_id).and_then(|l| l.calls.last()).filter(|c| c.status == CallStatus::Done);
+        if has_looked
+            && generation.calls.is_empty()
+            && let Some(call) = last_result
+            && let Some(list) = registry::unnamed_list(&call.tool, call.output.as_deref().unwrap_or_default(), &generation.text)
+        {
+            let under = format!("{}{list}", if generation.text.trim().is_empty() { "" } else { "\n\n" });
+            shown.push(&under);
+            generation.text.push_str(&under);
+            if !generation.raw.is_empty() {
+                generation.raw.push_str(&under);
+            }
+        }
+        let calls: Vec<RawCall> = generation
+            .calls
+            .into_iter()
+            .enumerate()
+            .map(|(i, c)| {
+                c.map(|mut c| {
+                    registry::fix_local_arguments(&c.name, &mut c.arguments, &question);
+                    (format!("call_{step}_{i}"), c.name, c.arguments)
+                })
+            })
+            .collect();
+        let mut turn = Turn::new(Role::Assistant, if generation.raw.is_empty() { generation.text.clone() } else { generation.raw.clone() });
+        turn.tool_calls = calls
+            .iter()
+            .filter_map(|c| c.as_ref().ok())
+            .map(|(id, name, args)| crate::brains::ToolCall { id: id.clone(), name: name.clone(), arguments: args.to_string(), signature: None })
+            .collect();
+        let prompt_tokens = if generation.stats.prompt_tokens > 0 { generation.stats.prompt_tokens } else { prompt_tokens };
+        Ok(StepAnswer { assistant: turn, raw_calls: calls, cost: 0.0, prompt_tokens, first_token_millis: generation.stats.first_token_millis })
+    }
+
+    /// A cloud provider's step: native tool calls, its usage recorded; what is sent is redacted.
+    fn cloud_step(&mut self, plan: StepPlan, provider: &ProviderConfig, key: Option<&str>, settings: &crate::config::Settings, shown: &mut Shown) -> Result<StepAnswer, String> {
+        let StepPlan { operation_id, epoch, step, answer_id, turns, tools, .. } = plan;
+        let names: Vec<&str> = tools.iter().map(String::as_str).collect();
+        let mut defs = registry::defs(&names);
+        defs.extend(integrations::defs(&self.acting.mcp_tools, &names));
+        defs.extend(flows::defs(&self.acting.flow_tools, &names));
+        // What goes to the cloud is redacted, with consent or without (keys, tokens, card numbers).
+        let turns: Vec<Turn> = turns
+            .into_iter()
+            .map(|mut t| {
+                if t.role != Role::System {
+                    t.content = crate::brains::consent::redact_for_cloud(&t.content);
+                }
+                t
+            })
+            .collect();
+        let stop_epoch = self.stop_epoch.clone();
+        let completion = crate::brains::stream_chat_with_tools(
+            crate::net::OutboundGate::global(),
+            provider,
+            None,
+            key,
+            &turns,
+            &defs,
+            settings.max_answer_tokens as u32,
+            &|| stop_epoch.load(Ordering::SeqCst) != epoch,
+            &mut |delta| {
+                if let Delta::Text(text) = delta {
+                    shown.push(text);
+                } else if let Some(thought) = delta.reasoning_text() {
+                    self.sink.send(AgentEvent::Reasoning { answer_id, text: thought.to_owned() });
+                }
+            },
+        )
+        .map_err(|err| err.to_string())?;
+        let mut answer = completion.answer;
+        if answer.tool_calls.is_empty()
+            && let Some(call) = crate::llm::tool_calls::bare_call(&answer.text, &|name| tools.iter().any(|t| t == name))
+        {
+            answer.tool_calls.push(crate::brains::ToolCall { id: String::new(), name: call.name, arguments: call.arguments.to_string(), signature: None });
+            answer.text.clear();
+            shown.text.clear();
+        }
+        let ask_id = self.acting.live.get(&operation_id).map_or(0, |l| l.request.ask_id);
+        let usage = crate::brains::budget::usage_row(provider, &provider.model, &answer.usage(), ask_id);
+        let cost = usage.cost_usd;
+        let _ = self.store.send_timeout(crate::brains::budget::usage_write(usage), STORE_WAIT);
+        let calls: Vec<RawCall> = answer
+            .tool_calls
+            .iter()
+            .enumerate()
+            .map(|(i, c)| {
+                let id = if c.id.is_empty() { format!("call_{step}_{i}") } else { c.id.clone() };
+                let arguments = if c.arguments.trim().is_empty() { Ok(Value::Object(Default::default())) } else { serde_json::from_str::<Value>(&c.arguments) };
+                match arguments {
+                    Ok(args) => Ok((id, c.name.clone(), args)),
+                    Err(err) => Err(format!("the arguments of {} are not valid JSON ({err}); call it again with a JSON object", c.name)),
+                }
+            })
+            .collect();
+        let ok: Vec<(String, String, Value)> = calls.iter().filter_map(|c| c.as_ref().ok().cloned()).collect();
+        let first_token = completion.first_token.map_or(0, |d| d.as_millis() as u64);
+        let mut turn = operation::assistant_turn(&answer.text, &ok);
+        // What the provider signed goes back with the calls (Anthropic thinking, Gemini thought signatures).
+        turn.thinking = answer.thinking_blocks();
+        for (i, call) in answer.tool_calls.iter().enumerate() {
+            let id = if call.id.is_empty() { format!("call_{step}_{i}") } else { call.id.clone() };
+            if let Some(sent) = turn.tool_calls.iter_mut().find(|c| c.id == id) {
+                sent.signature.clone_from(&call.signature);
+            }
+        }
+        if let Some(live) = self.acting.live.get_mut(&operation_id) {
+            // Counts from a provider are its say: summed without overflowing.
+            live.tokens.input_tokens = live.tokens.input_tokens.saturating_add(answer.input_tokens);
+            live.tokens.cached_input_tokens = live.tokens.cached_input_tokens.saturating_add(answer.cached_input_tokens);
+            live.tokens.output_tokens = live.tokens.output_tokens.saturating_add(answer.output_tokens);
+            live.tokens.reasoning_tokens = live.tokens.reasoning_tokens.saturating_add(answer.reasoning_tokens);
+        }
+        Ok(StepAnswer { assistant: turn, raw_calls: calls, cost, prompt_tokens: answer.input_tokens as usize, first_token_millis: first_token })
+    }
+
+    /// Puts the brain's answer into the operation and decides each of its calls.
+    fn apply_answer(&mut self, operation_id: i64, step: u32, answer: StepAnswer, shown: &str, settings: &crate::config::Settings) -> Result<(), String> {
+        let live = self.acting.live.get_mut(&operation_id).ok_or("the task is gone")?;
+        live.state.shown.push_str(shown);
+        live.row.cost_usd += answer.cost;
+        if answer.cost > 0.0 {
+            live.state.spend.push((now_millis(), answer.cost));
+        }
+        live.state.push(answer.assistant, Origin::Instructions);
+        live.step_has_calls = !answer.raw_calls.is_empty();
         // Calls are decided against what this step's prompt held.
         let origins = live.state.origins();
         let mut unreadable = Vec::new();
-        for (index, call) in raw_calls.into_iter().enumerate() {
+        for (index, call) in answer.raw_calls.into_iter().enumerate() {
             match call {
                 Ok((model_call_id, tool, args)) => self.decide_call(operation_id, step, model_call_id, tool, args, &origins, settings),
                 Err(err) => unreadable.push(format!("Call {} was not run: {err}", index + 1)),
@@ -509,11 +569,6 @@ impl<B: LocalBrain> AgentWorker<B> {
         if !unreadable.is_empty() {
             live.state.push(Turn::new(Role::User, unreadable.join("\n")), Origin::Instructions);
         }
-        let overhead = overhead_before + overhead_after.elapsed();
-        tracing::info!(operation = operation_id, step, prompt_tokens, model_millis, overhead_micros = overhead.as_micros() as u64, "agent step");
-        let mut live = self.acting.live.remove(&operation_id).expect("present");
-        self.save_operation(&mut live);
-        self.acting.live.insert(operation_id, live);
         Ok(())
     }
 
@@ -796,7 +851,7 @@ impl<B: LocalBrain> AgentWorker<B> {
         let store = self.store.clone();
         let _ = std::thread::Builder::new().name("remember-document".into()).spawn(move || match crate::documents::memory::prepare(&path, origin) {
             Ok(doc) => {
-                let _ = store.send_timeout(crate::store::StoreCommand::RememberDocument { doc: Box::new(doc), reply: None }, STORE_WAIT);
+                let _ = store.send_timeout(crate::documents::memory::remember_command(doc, None), STORE_WAIT);
             }
             Err(err) => tracing::info!(%err, "a document the agent read was not kept in memory"),
         });

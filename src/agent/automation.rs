@@ -322,7 +322,7 @@ impl<B: LocalBrain> AgentWorker<B> {
                 .map_err(|err| err.to_string())?;
                 let answer = completion.answer;
                 let usage = crate::brains::budget::usage_row(provider, &provider.model, &answer.usage(), 0);
-                let _ = self.store.send_timeout(crate::store::StoreCommand::RecordUsage(usage), REPORT_WAIT);
+                let _ = self.store.send_timeout(crate::brains::budget::usage_write(usage), REPORT_WAIT);
                 Ok(answer.text)
             }
         }

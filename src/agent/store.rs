@@ -384,6 +384,7 @@ fn decided_text(conn: &Connection, call_id: i64) -> String {
     }
 }
 
+/// Applies one write; a compare-and-swap that finds another decision or owner is refused.
 pub fn apply(conn: &Connection, write: &AgentWrite) -> Result<(), WriteError> {
     match write {
         AgentWrite::DecideCall { call_id, to, by, output, arguments, at_millis } => {
@@ -421,110 +422,10 @@ pub fn apply(conn: &Connection, write: &AgentWrite) -> Result<(), WriteError> {
                 return Err(WriteError::Refused(format!("another process took over operation {operation_id}")));
             }
         }
-        AgentWrite::Operation(op) => {
-            let changed = conn.execute(
-                "INSERT INTO operations (operation_id, thread_id, answer_id, task, status, steps, cost_usd, brain, state, error, created_at_ms, updated_at_ms, owner)
-                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13)
-                 ON CONFLICT (operation_id) DO UPDATE SET status = excluded.status, steps = excluded.steps, cost_usd = excluded.cost_usd,
-                     brain = excluded.brain, state = excluded.state, error = excluded.error, updated_at_ms = excluded.updated_at_ms
-                 WHERE operations.owner IS NULL OR operations.owner IS excluded.owner",
-                params![
-                    op.operation_id,
-                    op.thread_id,
-                    op.answer_id,
-                    op.task,
-                    op.status.as_str(),
-                    op.steps,
-                    op.cost_usd,
-                    op.brain,
-                    op.state,
-                    op.error,
-                    op.created_at_millis,
-                    op.updated_at_millis,
-                    op.owner
-                ],
-            )?;
-            if changed == 0 {
-                return Err(WriteError::Refused(format!("operation {} is driven by another process; this one's copy was not saved", op.operation_id)));
-            }
-        }
-        AgentWrite::Call(call) => {
-            conn.execute(
-                "INSERT INTO operation_calls (call_id, operation_id, step, model_call_id, tool, arguments, risk, status, why, decided_by, output, is_error,
-                     created_at_ms, started_at_ms, finished_at_ms, expires_at_ms)
-                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16)
-                 ON CONFLICT (call_id) DO UPDATE SET arguments = excluded.arguments, risk = excluded.risk, status = excluded.status, why = excluded.why,
-                     decided_by = excluded.decided_by, output = excluded.output, is_error = excluded.is_error,
-                     started_at_ms = excluded.started_at_ms, finished_at_ms = excluded.finished_at_ms, expires_at_ms = excluded.expires_at_ms",
-                params![
-                    call.call_id,
-                    call.operation_id,
-                    call.step,
-                    call.model_call_id,
-                    call.tool,
-                    call.arguments.to_string(),
-                    call.risk.as_str(),
-                    call.status.as_str(),
-                    call.why,
-                    call.decided_by,
-                    call.output,
-                    call.is_error,
-                    call.created_at_millis,
-                    call.started_at_millis,
-                    call.finished_at_millis,
-                    call.expires_at_millis
-                ],
-            )?;
-            // Written once: a call's images never change after it settled.
-            for (seq, attached) in call.images.iter().enumerate() {
-                conn.execute(
-                    "INSERT OR IGNORE INTO operation_call_images (call_id, seq, mime, data) VALUES (?1, ?2, ?3, ?4)",
-                    params![call.call_id, seq as i64, attached.image.mime, attached.image.data],
-                )?;
-            }
-        }
-        AgentWrite::Audit(entry) => {
-            conn.execute(
-                "INSERT INTO audit_log (audit_id, at_ms, operation_id, call_id, tool, arguments, risk, decision, decided_by, why, duration_ms, result_bytes, result_sha256, error)
-                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14)",
-                params![
-                    entry.audit_id,
-                    entry.at_millis,
-                    entry.operation_id,
-                    entry.call_id,
-                    entry.tool,
-                    entry.arguments.to_string(),
-                    entry.risk.as_str(),
-                    entry.decision,
-                    entry.decided_by,
-                    entry.why,
-                    entry.duration_millis,
-                    entry.result_bytes,
-                    entry.result_sha256,
-                    entry.error
-                ],
-            )?;
-        }
-        AgentWrite::AddRule(rule) => {
-            let (scope, value) = match rule.scope {
-                Scope::Operation(id) => ("operation", Some(id)),
-                Scope::Until(at) => ("until", Some(at)),
-                Scope::Always => ("always", None),
-            };
-            conn.execute(
-                "INSERT INTO tool_rules (rule_id, tool, action, target, pattern, scope, scope_value, created_at_ms) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)",
-                params![
-                    rule.id,
-                    rule.tool,
-                    action_text(rule.action),
-                    rule.pattern.as_ref().map(|p| target_text(&p.target)),
-                    rule.pattern.as_ref().map(|p| p.source.clone()),
-                    scope,
-                    value,
-                    crate::ids::now_millis()
-                ],
-            )?;
-        }
+        AgentWrite::Operation(op) => write_operation(conn, op)?,
+        AgentWrite::Call(call) => write_call(conn, call)?,
+        AgentWrite::Audit(entry) => write_audit(conn, entry)?,
+        AgentWrite::AddRule(rule) => write_rule(conn, rule)?,
         AgentWrite::RemoveRule(id) => {
             conn.execute("DELETE FROM tool_rules WHERE rule_id = ?1", [id])?;
         }
@@ -565,6 +466,122 @@ pub fn apply(conn: &Connection, write: &AgentWrite) -> Result<(), WriteError> {
             )?;
         }
     }
+    Ok(())
+}
+
+/// Inserts or updates an operation while this process owns it (or nobody does); refused otherwise.
+fn write_operation(conn: &Connection, op: &OperationRow) -> Result<(), WriteError> {
+    let changed = conn.execute(
+        "INSERT INTO operations (operation_id, thread_id, answer_id, task, status, steps, cost_usd, brain, state, error, created_at_ms, updated_at_ms, owner)
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13)
+         ON CONFLICT (operation_id) DO UPDATE SET status = excluded.status, steps = excluded.steps, cost_usd = excluded.cost_usd,
+             brain = excluded.brain, state = excluded.state, error = excluded.error, updated_at_ms = excluded.updated_at_ms
+         WHERE operations.owner IS NULL OR operations.owner IS excluded.owner",
+        params![
+            op.operation_id,
+            op.thread_id,
+            op.answer_id,
+            op.task,
+            op.status.as_str(),
+            op.steps,
+            op.cost_usd,
+            op.brain,
+            op.state,
+            op.error,
+            op.created_at_millis,
+            op.updated_at_millis,
+            op.owner
+        ],
+    )?;
+    if changed == 0 {
+        return Err(WriteError::Refused(format!("operation {} is driven by another process; this one's copy was not saved", op.operation_id)));
+    }
+    Ok(())
+}
+
+/// Inserts or updates a call, and its images once.
+fn write_call(conn: &Connection, call: &CallRow) -> rusqlite::Result<()> {
+    conn.execute(
+        "INSERT INTO operation_calls (call_id, operation_id, step, model_call_id, tool, arguments, risk, status, why, decided_by, output, is_error,
+             created_at_ms, started_at_ms, finished_at_ms, expires_at_ms)
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16)
+         ON CONFLICT (call_id) DO UPDATE SET arguments = excluded.arguments, risk = excluded.risk, status = excluded.status, why = excluded.why,
+             decided_by = excluded.decided_by, output = excluded.output, is_error = excluded.is_error,
+             started_at_ms = excluded.started_at_ms, finished_at_ms = excluded.finished_at_ms, expires_at_ms = excluded.expires_at_ms",
+        params![
+            call.call_id,
+            call.operation_id,
+            call.step,
+            call.model_call_id,
+            call.tool,
+            call.arguments.to_string(),
+            call.risk.as_str(),
+            call.status.as_str(),
+            call.why,
+            call.decided_by,
+            call.output,
+            call.is_error,
+            call.created_at_millis,
+            call.started_at_millis,
+            call.finished_at_millis,
+            call.expires_at_millis
+        ],
+    )?;
+    // Written once: a call's images never change after it settled.
+    for (seq, attached) in call.images.iter().enumerate() {
+        conn.execute(
+            "INSERT OR IGNORE INTO operation_call_images (call_id, seq, mime, data) VALUES (?1, ?2, ?3, ?4)",
+            params![call.call_id, seq as i64, attached.image.mime, attached.image.data],
+        )?;
+    }
+    Ok(())
+}
+
+/// Appends an entry to the audit log.
+fn write_audit(conn: &Connection, entry: &AuditEntry) -> rusqlite::Result<()> {
+    conn.execute(
+        "INSERT INTO audit_log (audit_id, at_ms, operation_id, call_id, tool, arguments, risk, decision, decided_by, why, duration_ms, result_bytes, result_sha256, error)
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14)",
+        params![
+            entry.audit_id,
+            entry.at_millis,
+            entry.operation_id,
+            entry.call_id,
+            entry.tool,
+            entry.arguments.to_string(),
+            entry.risk.as_str(),
+            entry.decision,
+            entry.decided_by,
+            entry.why,
+            entry.duration_millis,
+            entry.result_bytes,
+            entry.result_sha256,
+            entry.error
+        ],
+    )?;
+    Ok(())
+}
+
+/// Records an approval rule with its scope.
+fn write_rule(conn: &Connection, rule: &Rule) -> rusqlite::Result<()> {
+    let (scope, value) = match rule.scope {
+        Scope::Operation(id) => ("operation", Some(id)),
+        Scope::Until(at) => ("until", Some(at)),
+        Scope::Always => ("always", None),
+    };
+    conn.execute(
+        "INSERT INTO tool_rules (rule_id, tool, action, target, pattern, scope, scope_value, created_at_ms) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)",
+        params![
+            rule.id,
+            rule.tool,
+            action_text(rule.action),
+            rule.pattern.as_ref().map(|p| target_text(&p.target)),
+            rule.pattern.as_ref().map(|p| p.source.clone()),
+            scope,
+            value,
+            crate::ids::now_millis()
+        ],
+    )?;
     Ok(())
 }
 
@@ -833,6 +850,38 @@ fn redact_text(text: &str) -> String {
     });
     let masked = INLINE.replace_all(text, "$1$2[redacted]").into_owned();
     crate::brains::consent::redact_for_cloud(&masked)
+}
+
+/// The agent's operations, calls, rules and audit log, written at once (not
+/// batched): a call is recorded as started before it runs. The outcome goes
+/// to `reply` when given (the agent says what failed in its own words).
+pub fn command(write: AgentWrite, reply: Option<crossbeam_channel::Sender<Result<(), String>>>) -> crate::store::StoreCommand {
+    let kind = format!("{write:?}").split([' ', '(', '{']).next().unwrap_or_default().to_owned();
+    crate::store::StoreCommand::run(format!("agent {kind}"), move |writer| {
+        let outcome = apply(writer.conn(), &write).map_err(|err| err.to_string());
+        match reply {
+            Some(reply) => {
+                let _ = reply.try_send(outcome);
+            }
+            None => {
+                if let Err(err) = &outcome {
+                    writer.notice(format!("the agent's record was not saved: {err}"));
+                }
+            }
+        }
+    })
+}
+
+/// The agent's tool chips of a thread's answers, when it is opened (a live operation sends its own).
+pub fn load_thread_calls(thread_id: i64, sink: crate::runtime::EventSink<crate::agent::events::AgentEvent>) -> crate::store::StoreCommand {
+    crate::store::StoreCommand::run(format!("load tool calls {thread_id}"), move |writer| match thread_calls(writer.conn(), thread_id, crate::ids::now_millis()) {
+        Ok(calls) => {
+            for call in calls {
+                sink.send(crate::agent::events::AgentEvent::ToolCall(Box::new(call)));
+            }
+        }
+        Err(err) => writer.notice(format!("cannot load the chat's tool calls: {err}")),
+    })
 }
 
 #[cfg(test)]

@@ -262,7 +262,7 @@ impl<B: LocalBrain> AgentWorker<B> {
             facts.extend(texts.iter().map(|text| hot::Fact { memory_id: 0, file: *file, text: text.clone(), pinned_by: "user".into(), created_at_millis: 0 }));
         }
         if !edits.is_empty() {
-            let _ = self.store.send_timeout(StoreCommand::LoadHotMemory, Duration::from_secs(5));
+            let _ = self.store.send_timeout(crate::memory::commands::load_facts(crate::runtime::EventSink::ignored()), Duration::from_secs(5));
         }
         let feedback: Vec<synthesis::Feedback> = conn
             .prepare_cached("SELECT rating, reason FROM feedback ORDER BY at_ms DESC LIMIT 20")
@@ -361,7 +361,7 @@ impl<B: LocalBrain> AgentWorker<B> {
     /// Writes a message through the store; `model` names who wrote an answer.
     pub(super) fn persist(&self, message: ChatMessage, model: Option<String>) {
         // Blocking with a timeout: losing a chat message is worse than a short wait.
-        if self.store.send_timeout(StoreCommand::UpsertMessage { message, model }, Duration::from_secs(5)).is_err() {
+        if self.store.send_timeout(crate::chat::message_write(message, model), Duration::from_secs(5)).is_err() {
             self.sink.notice("the store is not accepting writes: a chat message was not saved");
         }
     }
@@ -419,7 +419,7 @@ impl<B: LocalBrain> AgentWorker<B> {
         }
         if request.thread_is_new && remember && !request.is_retry {
             let _ = self.store.send_timeout(
-                StoreCommand::UpsertThread { thread: request.thread.clone(), created_at_millis: now_millis() },
+                crate::chat::thread_write(request.thread.clone(), now_millis()),
                 Duration::from_secs(5),
             );
         }
@@ -689,7 +689,7 @@ impl<B: LocalBrain> AgentWorker<B> {
                 continue;
             }
             let observation = crate::memory::Observation { kind: kind.into(), period_start_millis: start, period_end_millis: end, text, model: Some(generation.model) };
-            self.store.send_timeout(StoreCommand::InsertObservation(observation), Duration::from_secs(5)).map_err(|_| "the store is not accepting writes")?;
+            self.store.send_timeout(crate::memory::observation_write(observation), Duration::from_secs(5)).map_err(|_| "the store is not accepting writes")?;
             written += 1;
         }
         Ok(written)
@@ -702,7 +702,7 @@ impl<B: LocalBrain> AgentWorker<B> {
         if remember && !request.is_retry {
             if request.thread_is_new {
                 let _ = self.store.send_timeout(
-                    StoreCommand::UpsertThread { thread: request.thread.clone(), created_at_millis: now_millis() },
+                    crate::chat::thread_write(request.thread.clone(), now_millis()),
                     Duration::from_secs(5),
                 );
             }
@@ -729,7 +729,7 @@ impl<B: LocalBrain> AgentWorker<B> {
         if remember && !request.is_retry {
             if request.thread_is_new {
                 let _ = self.store.send_timeout(
-                    StoreCommand::UpsertThread { thread: request.thread.clone(), created_at_millis: now_millis() },
+                    crate::chat::thread_write(request.thread.clone(), now_millis()),
                     Duration::from_secs(5),
                 );
             }
@@ -796,7 +796,7 @@ impl<B: LocalBrain> AgentWorker<B> {
                 let usage = crate::brains::budget::usage_row(provider, &provider.model, &a.usage(), request.ask_id);
                 let cost = usage.cost_usd;
                 // Budget accounting is kept even for <no-memory> questions: it holds no content.
-                let _ = self.store.send_timeout(StoreCommand::RecordUsage(usage), Duration::from_secs(5));
+                let _ = self.store.send_timeout(crate::brains::budget::usage_write(usage), Duration::from_secs(5));
                 let elapsed = started.elapsed().as_secs_f32();
                 let stats = GenerationStats {
                     prompt_tokens: a.input_tokens as usize,
@@ -816,7 +816,7 @@ impl<B: LocalBrain> AgentWorker<B> {
         if remember {
             for text in pins {
                 let _ = self.store.send_timeout(
-                    StoreCommand::AddHotMemory { file: crate::memory::hot::File::Memory, text, pinned_by: "agent".into() },
+                    crate::memory::commands::add_fact(crate::memory::hot::File::Memory, text, "agent".into(), crate::runtime::EventSink::ignored()),
                     Duration::from_secs(5),
                 );
             }
@@ -934,6 +934,17 @@ pub fn spawn_agent(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// What the worker asked the store to keep, as kept: its commands run on
+    /// a fresh database, then every message read back, oldest first.
+    fn kept_messages(store_rx: &crossbeam_channel::Receiver<StoreCommand>) -> Vec<ChatMessage> {
+        let conn = Connection::open_in_memory().unwrap();
+        crate::store::migrate(&conn).unwrap();
+        for command in store_rx.try_iter() {
+            command.run_on(&conn).unwrap();
+        }
+        crate::chat::messages_between(&conn, i64::MIN, i64::MAX).unwrap()
+    }
     use crate::events::AppEvent;
     use crate::agent::events::AgentEvent;
     use crate::records::{ActivitySession, ChatThread};
@@ -1051,13 +1062,7 @@ mod tests {
         let contents: Vec<&str> = prompt[1 + examples.len()..prompt.len() - 1].iter().map(|m| m.content.as_str()).collect();
         assert_eq!(contents, ["recent question", "recent answer"], "history is cut to 2");
 
-        let saved: Vec<ChatMessage> = store_rx
-            .try_iter()
-            .filter_map(|c| match c {
-                StoreCommand::UpsertMessage { message, .. } => Some(message),
-                _ => None,
-            })
-            .collect();
+        let saved: Vec<ChatMessage> = kept_messages(&store_rx);
         assert_eq!(saved.len(), 2);
         assert!(saved[0].context.as_deref().unwrap().contains("Q3 report.odt"));
         assert_eq!(saved[1].content, "You are editing a report.");
@@ -1076,7 +1081,7 @@ mod tests {
         // No embeddings at all: the fixed refusal, and no model call.
         worker.handle(AgentCommand::Chat(request(Vec::new())), &ctx);
         assert!(prompts.borrow_mut().is_empty(), "the model was not asked");
-        let saved: Vec<ChatMessage> = store_rx.try_iter().filter_map(|c| match c { StoreCommand::UpsertMessage { message, .. } => Some(message), _ => None }).collect();
+        let saved: Vec<ChatMessage> = kept_messages(&store_rx);
         assert_eq!(saved.len(), 2);
         assert!(saved[1].refusal && saved[1].content == crate::memory::rag::GROUNDED_REFUSAL);
         assert!(events.try_iter().any(|e| matches!(e, AppEvent::Agent(AgentEvent::Token { ref text, .. }) if text == crate::memory::rag::GROUNDED_REFUSAL)));
@@ -1101,7 +1106,7 @@ mod tests {
         assert!(prompt[1..].iter().all(|m| m.content != crate::memory::rag::GROUNDED_REFUSAL), "a refusal is never fed back");
         let citations = events.try_iter().find_map(|e| match e { AppEvent::Agent(AgentEvent::Citations { answer_id: 21, citations }) => Some(citations), _ => None }).unwrap();
         assert_eq!((citations[0].n, citations[0].stream, citations[0].source_id, citations[0].open_id), (1, crate::memory::search::Stream::Window, 1, Some(1)));
-        let answer = store_rx.try_iter().find_map(|c| match c { StoreCommand::UpsertMessage { message, .. } if message.message_id == 21 => Some(message), _ => None }).unwrap();
+        let answer = kept_messages(&store_rx).into_iter().find(|message| message.message_id == 21).unwrap();
         assert!(answer.citations.unwrap().contains("\"source_id\":1"));
     }
 
@@ -1158,12 +1163,7 @@ mod tests {
         let engine = ScriptedEngine { press_stop_after: Some((2, stop.clone())), ..ScriptedEngine::default() };
         let Harness { _dir, mut worker, ctx, store_rx, .. } = harness(engine, stop);
         let answers = |rx: &crossbeam_channel::Receiver<StoreCommand>| -> Vec<ChatMessage> {
-            rx.try_iter()
-                .filter_map(|c| match c {
-                    StoreCommand::UpsertMessage { message, .. } if message.role == Role::Assistant => Some(message),
-                    _ => None,
-                })
-                .collect()
+            kept_messages(rx).into_iter().filter(|message| message.role == Role::Assistant).collect()
         };
         worker.handle(AgentCommand::Chat(request(Vec::new())), &ctx);
         let stopped = answers(&store_rx);

@@ -431,7 +431,7 @@ impl ListenWorker {
                     title: job.title,
                     audio_file,
                 };
-                match self.store.send_timeout(StoreCommand::InsertAudioTranscript(row), Duration::from_secs(1)) {
+                match self.store.send_timeout(crate::audio::transcripts::transcript_write(row), Duration::from_secs(1)) {
                     Ok(()) => self.status.stored += 1,
                     Err(_) => {
                         self.status.skipped += 1;

@@ -213,6 +213,31 @@ pub fn orphan_files(data_dir: &Path, kept: &std::collections::HashSet<String>, g
         .collect()
 }
 
+/// A chunk listen mode heard, for the next batch; dropped with its audio
+/// file when a deletion in this run covered its time.
+pub fn transcript_write(transcript: AudioTranscript) -> crate::store::StoreCommand {
+    let file = transcript.audio_file.clone();
+    crate::store::StoreCommand::write_during("transcript", (transcript.started_at_millis, transcript.ended_at_millis), move |tx| insert(tx, &transcript)).or_when_dropped(move |dir| {
+        if let Some(file) = file {
+            remove_files(dir, &[file]);
+        }
+    })
+}
+
+/// At open: kept audio written before encryption is sealed like the rest.
+pub fn seal_at_open(writer: &mut crate::store::Writer<'_>) -> anyhow::Result<()> {
+    let Some(dir) = writer.data_dir() else { return Ok(()) };
+    let Some(path) = writer.conn().path().map(std::path::PathBuf::from) else { return Ok(()) };
+    if let Ok(key) = crate::sealed::SealKey::for_database(&path) {
+        match seal_plain_files(writer.conn(), &dir, &key) {
+            Ok(0) => {}
+            Ok(sealed) => tracing::info!(sealed, "sealed kept audio written before encryption"),
+            Err(err) => tracing::warn!("cannot seal kept audio written before encryption: {err}"),
+        }
+    }
+    Ok(())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

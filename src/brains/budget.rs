@@ -235,6 +235,11 @@ fn month_start_millis(now_millis: i64) -> i64 {
     day
 }
 
+/// A finished cloud request, for budgets, in the next batch.
+pub fn usage_write(usage: Usage) -> crate::store::StoreCommand {
+    crate::store::StoreCommand::write("usage", move |tx| insert_usage(tx, &usage))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -19,12 +19,7 @@ pub struct ActivityBuffer {
 
 /// Rows that are newer states of the same row (same session or event id).
 fn same_row(a: &StoreCommand, b: &StoreCommand) -> bool {
-    match (a, b) {
-        (StoreCommand::UpsertSession(x), StoreCommand::UpsertSession(y)) => x.session_id == y.session_id,
-        (StoreCommand::UpsertAfk(x), StoreCommand::UpsertAfk(y)) => x.id == y.id,
-        (StoreCommand::Heartbeat { session_id: x, .. }, StoreCommand::Heartbeat { session_id: y, .. }) => x == y,
-        _ => false,
-    }
+    a.row().is_some() && a.row() == b.row()
 }
 
 impl ActivityBuffer {
@@ -82,7 +77,7 @@ mod tests {
     use crate::records::ActivitySession;
 
     fn session(id: i64, ended: Option<i64>) -> StoreCommand {
-        StoreCommand::UpsertSession(ActivitySession {
+        crate::capture::db::session_write(ActivitySession {
             session_id: id,
             app: "XTerm".into(),
             title: format!("t{id}"),
@@ -107,10 +102,7 @@ mod tests {
         }
         // Two went to the store, five wait, three were dropped (the oldest waiting ones).
         assert_eq!((queue.len(), buffer.len(), dropped), (2, SLOTS, 3));
-        let delivered: Vec<i64> = queue.try_iter().map(|c| match c {
-            StoreCommand::UpsertSession(s) => s.session_id,
-            _ => unreachable!(),
-        }).collect();
+        let delivered: Vec<i64> = queue.try_iter().map(|c| c.row().unwrap().1).collect();
         assert_eq!(delivered, vec![0, 1]);
         let (sent, lost) = buffer.flush(&store);
         assert_eq!((sent, lost), (2, 0));

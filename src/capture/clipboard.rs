@@ -18,7 +18,7 @@ use x11rb::rust_connection::RustConnection;
 use crate::capture::events::CaptureEvent;
 use crate::capture::health::StreamStats;
 use crate::ids::{next_id, now_millis};
-use crate::records::ActiveWindow;
+use crate::records::{ActiveWindow, ClipTrigger, ClipboardEvent};
 use crate::runtime::{EventSink, RestartPolicy, Supervised, WorkerContext, WorkerHandle, WorkerName, WorkerState, spawn_supervised};
 use crate::store::StoreCommand;
 
@@ -27,41 +27,6 @@ pub const MAX_CLIP_BYTES: usize = 64 * 1024;
 /// A copy shortcut is followed by the app taking the selection; give it a moment.
 const SHORTCUT_SETTLE: Duration = Duration::from_millis(150);
 const WAKE: Duration = Duration::from_millis(500);
-
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum ClipTrigger {
-    OwnerChange,
-    Shortcut,
-}
-
-impl ClipTrigger {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            ClipTrigger::OwnerChange => "owner_change",
-            ClipTrigger::Shortcut => "shortcut",
-        }
-    }
-
-    pub fn parse(text: &str) -> Option<Self> {
-        match text {
-            "owner_change" => Some(ClipTrigger::OwnerChange),
-            "shortcut" => Some(ClipTrigger::Shortcut),
-            _ => None,
-        }
-    }
-}
-
-#[derive(Clone, Debug, PartialEq)]
-pub struct ClipboardEvent {
-    pub clip_id: i64,
-    pub app: String,
-    pub title: String,
-    pub pid: Option<u32>,
-    pub at_millis: i64,
-    pub text: String,
-    pub truncated: bool,
-    pub trigger: ClipTrigger,
-}
 
 /// Pure dedup-and-cap logic: what to record for a clipboard reading.
 #[derive(Default)]
@@ -203,7 +168,7 @@ impl ClipboardWorker {
             Ok(text) if written_by_cowork(&text) => {}
             Ok(text) => {
                 if let Some(event) = self.filter.accept(&text, self.window.as_ref(), trigger, now) {
-                    if self.store.send_timeout(StoreCommand::InsertClipboardEvent(event), Duration::from_millis(200)).is_err() {
+                    if self.store.send_timeout(crate::capture::db::clip_write(event), Duration::from_millis(200)).is_err() {
                         self.stats.drop_one();
                         tracing::warn!("store queue full: dropped a clipboard event");
                     } else {

@@ -6,11 +6,11 @@
 
 use rusqlite::{Connection, Row, params};
 
-use crate::capture::clipboard::{ClipTrigger, ClipboardEvent};
+use crate::capture::events::CaptureEvent;
 use crate::capture::heartbeat::{AfkEvent, AfkStatus, HeldBy};
-use crate::capture::keys::{FlushReason, KeystrokeChunk};
-use crate::records::{ActivitySession, SessionEnd, UrlSource};
-use crate::store::fts_phrase;
+use crate::records::{ActivitySession, ClipTrigger, ClipboardEvent, FlushReason, KeystrokeChunk, SessionEnd, UrlSource};
+use crate::runtime::EventSink;
+use crate::store::{StoreCommand, Writer, fts_phrase};
 
 const SESSION_COLUMNS: &str =
     "session_id, app, title, pid, window_id, started_at_ms, ended_at_ms, end_reason, url, url_source";
@@ -322,6 +322,63 @@ pub fn sessions_between(conn: &Connection, since_millis: i64, until_millis: i64)
     rows.collect()
 }
 
+/// A session opened, extended or closed, for the next batch.
+pub fn session_write(session: ActivitySession) -> StoreCommand {
+    let span = (session.started_at_millis, session.ended_at_millis.unwrap_or(i64::MAX));
+    let id = session.session_id;
+    StoreCommand::write_during("session", span, move |tx| upsert_session(tx, &session)).of_row("session", id)
+}
+
+/// A chunk of typed text, for the next batch.
+pub fn chunk_write(chunk: KeystrokeChunk) -> StoreCommand {
+    StoreCommand::write_during("typed text", (chunk.started_at_millis, chunk.ended_at_millis), move |tx| insert_keystroke_chunk(tx, &chunk))
+}
+
+/// A copy, for the next batch.
+pub fn clip_write(event: ClipboardEvent) -> StoreCommand {
+    StoreCommand::write_during("copy", (event.at_millis, event.at_millis), move |tx| insert_clipboard_event(tx, &event))
+}
+
+/// An AFK-stream event, new or extended, for the next batch.
+pub fn afk_write(event: AfkEvent) -> StoreCommand {
+    let id = event.id;
+    StoreCommand::write_during("afk", (event.start_millis, event.end_millis), move |tx| upsert_afk(tx, &event)).of_row("afk", id)
+}
+
+/// The open session is still focused at `at_millis`.
+pub fn heartbeat_write(session_id: i64, at_millis: i64) -> StoreCommand {
+    StoreCommand::write("heartbeat", move |tx| heartbeat_session(tx, session_id, at_millis)).of_row("heartbeat", session_id)
+}
+
+/// Today's finished sessions for the Context panel.
+pub fn load_sessions_since(since_millis: i64, sink: EventSink<CaptureEvent>) -> StoreCommand {
+    StoreCommand::run("load sessions", move |writer| match sessions_since(writer.conn(), since_millis, 5_000) {
+        Ok(sessions) => {
+            sink.send(CaptureEvent::SessionsLoaded(sessions));
+        }
+        Err(err) => writer.notice(format!("cannot load sessions: {err}")),
+    })
+}
+
+/// What was typed and copied during one session, for the Context panel.
+pub fn load_session_detail(session_id: i64, sink: EventSink<CaptureEvent>) -> StoreCommand {
+    StoreCommand::run(format!("load session detail {session_id}"), move |writer| match session_detail(writer.conn(), session_id) {
+        Ok((typed, copied)) => {
+            sink.send(CaptureEvent::SessionDetail { session_id, typed, copied });
+        }
+        Err(err) => writer.notice(format!("cannot load the session: {err}")),
+    })
+}
+
+/// At open: sessions a crash left open end at their last heartbeat.
+pub fn recover_at_open(writer: &mut Writer<'_>) -> anyhow::Result<()> {
+    let recovered = recover_open_sessions(writer.conn())?;
+    if recovered > 0 {
+        tracing::info!(recovered, "closed sessions left open by an earlier crash");
+    }
+    Ok(())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -380,8 +437,8 @@ mod tests {
 
     #[test]
     fn session_detail_collects_typing_and_copies_of_that_window_and_time() {
-        use crate::capture::clipboard::{ClipTrigger, ClipboardEvent};
-        use crate::capture::keys::{FlushReason, KeystrokeChunk};
+        use crate::records::{ClipTrigger, ClipboardEvent};
+        use crate::records::{FlushReason, KeystrokeChunk};
         let conn = db();
         upsert_session(&conn, &session(1, "notes", 1_000, Some(9_000))).unwrap();
         let chunk = |id, title: &str, at| KeystrokeChunk {

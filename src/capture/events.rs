@@ -9,6 +9,10 @@ pub enum CaptureEvent {
     CaptureDecision(CaptureDecision),
     StreamHealth(StreamHealth),
     SessionFinished(ActivitySession),
+    /// Today's finished sessions, read from the store.
+    SessionsLoaded(Vec<ActivitySession>),
+    /// What was typed and copied during one session (Context panel, on click).
+    SessionDetail { session_id: i64, typed: Vec<(i64, String)>, copied: Vec<(i64, String)> },
 }
 
 /// What capture does with the focused window right now, for the Context panel.

@@ -17,7 +17,7 @@ use crate::capture::events::CaptureEvent;
 use crate::capture::firewall::redact_private;
 use crate::capture::health::StreamStats;
 use crate::ids::{next_id, now_millis};
-use crate::records::ActiveWindow;
+use crate::records::{ActiveWindow, FlushReason, KeystrokeChunk};
 use crate::runtime::{EventSink, RestartPolicy, Supervised, WorkerContext, WorkerHandle, WorkerName, WorkerState, spawn_supervised};
 use crate::store::StoreCommand;
 
@@ -47,64 +47,6 @@ pub fn poll_interval(since_key_millis: i64, since_input_millis: i64) -> Duration
     } else {
         AWAY_POLL
     }
-}
-
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum FlushReason {
-    Pause,
-    Enter,
-    Tab,
-    Escape,
-    WindowChange,
-    Length,
-    Shutdown,
-    /// Focus moved into a password field: what was typed before it is kept.
-    FieldChange,
-}
-
-impl FlushReason {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            FlushReason::Pause => "pause",
-            FlushReason::Enter => "enter",
-            FlushReason::Tab => "tab",
-            FlushReason::Escape => "escape",
-            FlushReason::WindowChange => "window_change",
-            FlushReason::Length => "length",
-            FlushReason::Shutdown => "shutdown",
-            FlushReason::FieldChange => "field_change",
-        }
-    }
-
-    pub fn parse(text: &str) -> Option<Self> {
-        [
-            FlushReason::Pause,
-            FlushReason::Enter,
-            FlushReason::Tab,
-            FlushReason::Escape,
-            FlushReason::WindowChange,
-            FlushReason::Length,
-            FlushReason::FieldChange,
-            FlushReason::Shutdown,
-        ]
-        .into_iter()
-        .find(|r| r.as_str() == text)
-    }
-}
-
-/// One flushed stretch of typing in one window.
-#[derive(Clone, Debug, PartialEq)]
-pub struct KeystrokeChunk {
-    pub chunk_id: i64,
-    pub app: String,
-    pub title: String,
-    pub pid: Option<u32>,
-    pub started_at_millis: i64,
-    pub ended_at_millis: i64,
-    pub text: String,
-    /// Shortcuts pressed during the chunk, e.g. `Ctrl+C`, in order.
-    pub shortcuts: Vec<String>,
-    pub flush_reason: FlushReason,
 }
 
 /// Something the key stream noticed that other streams care about.
@@ -396,7 +338,7 @@ impl KeysWorker {
                 KeyOutput::Chunk(chunk) => {
                     // Capture never waits long on the store; a chunk it cannot hand over is dropped.
                     let now = now_millis();
-                    if self.store.send_timeout(StoreCommand::InsertKeystrokeChunk(chunk), Duration::from_millis(200)).is_err() {
+                    if self.store.send_timeout(crate::capture::db::chunk_write(chunk), Duration::from_millis(200)).is_err() {
                         self.stats.drop_one();
                         tracing::warn!("store queue full: dropped a keystroke chunk");
                     } else {

@@ -16,13 +16,12 @@
 use anyhow::{Context, bail};
 use serde::Deserialize;
 
-use crate::capture::clipboard::{ClipFilter, ClipTrigger, ClipboardEvent};
+use crate::capture::clipboard::ClipFilter;
 use crate::capture::firewall::{Observation, Rules, redact_private};
 use crate::capture::heartbeat::{AfkEvent, AfkStatus, Heartbeats};
-use crate::capture::keys::{FlushReason, KeystrokeChunk};
 use crate::capture::tracker::{SessionTracker, TrackerOutput};
 use crate::ids::{local_minute_of_day, next_id};
-use crate::records::ActiveWindow;
+use crate::records::{ActiveWindow, ClipTrigger, ClipboardEvent, FlushReason, KeystrokeChunk};
 
 /// Simulated typing speed: 5 characters a second.
 const TYPING_MILLIS_PER_CHAR: i64 = 200;

@@ -196,7 +196,7 @@ impl CaptureWorker {
                         self.sink.send(CaptureEvent::SessionFinished(session.clone()));
                     }
                     self.stats.event(now_millis());
-                    self.buffer_row(StoreCommand::UpsertSession(session));
+                    self.buffer_row(crate::capture::db::session_write(session));
                 }
                 TrackerOutput::Active(window) => {
                     // A focus change: the buffer goes to the store.
@@ -428,7 +428,7 @@ impl CaptureWorker {
         let (event, new) = self.afk_beats.beat(status, last_input, end);
         if new {
             let event = event.clone();
-            self.buffer_row(StoreCommand::UpsertAfk(event));
+            self.buffer_row(crate::capture::db::afk_write(event));
             self.flush_buffer();
         }
     }
@@ -485,7 +485,7 @@ impl CaptureWorker {
 
     fn write_growing_afk_event(&mut self) {
         if let Some(event) = self.afk_beats.last().cloned() {
-            self.buffer_row(StoreCommand::UpsertAfk(event));
+            self.buffer_row(crate::capture::db::afk_write(event));
         }
     }
 }
@@ -577,7 +577,7 @@ impl Supervised for CaptureWorker {
             if last_heartbeat.elapsed() >= HEARTBEAT {
                 last_heartbeat = Instant::now();
                 if let Some(open) = self.tracker.open_session() {
-                    let row = StoreCommand::Heartbeat { session_id: open.session_id, at_millis: now_millis() };
+                    let row = crate::capture::db::heartbeat_write(open.session_id, now_millis());
                     self.buffer_row(row);
                 }
                 self.write_growing_afk_event();

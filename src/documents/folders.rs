@@ -149,7 +149,7 @@ impl FoldersWorker {
         for path in kept {
             let path = PathBuf::from(path);
             if !seen.contains(&path) {
-                let _ = self.store.send_timeout(StoreCommand::ForgetDocumentAt { path: path.display().to_string() }, Duration::from_secs(5));
+                let _ = self.store.send_timeout(crate::documents::memory::forget_at_command(path.display().to_string()), Duration::from_secs(5));
             }
         }
     }
@@ -286,7 +286,7 @@ impl FoldersWorker {
         let fd_path = PathBuf::from(format!("/proc/self/fd/{}", opened.file.as_raw_fd()));
         match crate::documents::memory::prepare_opened(&fd_path, &opened.real, bytes.len() as u64, sha, "folder") {
             Ok(doc) => {
-                let _ = self.store.send_timeout(StoreCommand::RememberDocument { doc: Box::new(doc), reply: None }, Duration::from_secs(5));
+                let _ = self.store.send_timeout(crate::documents::memory::remember_command(doc, None), Duration::from_secs(5));
             }
             Err(err) => tracing::info!(path = %shown, %err, "a followed document was not read"),
         }
@@ -297,7 +297,7 @@ impl FoldersWorker {
     fn forget_if_kept(&mut self, shown: &str) {
         let kept = self.connection().and_then(|c| c.query_row("SELECT 1 FROM documents WHERE path = ?1 AND origin = 'folder'", params![shown], |_| Ok(())).optional().ok().flatten()).is_some();
         if kept {
-            let _ = self.store.send_timeout(StoreCommand::ForgetDocumentAt { path: shown.to_owned() }, Duration::from_secs(5));
+            let _ = self.store.send_timeout(crate::documents::memory::forget_at_command(shown.to_owned()), Duration::from_secs(5));
         }
     }
 
@@ -343,7 +343,7 @@ impl FoldersWorker {
             self.pending.remove(&path);
             // Judged by what is there now, a link not followed (`keep` opens and checks it).
             if std::fs::symlink_metadata(&path).is_err() {
-                let _ = self.store.send_timeout(StoreCommand::ForgetDocumentAt { path: path.display().to_string() }, Duration::from_secs(5));
+                let _ = self.store.send_timeout(crate::documents::memory::forget_at_command(path.display().to_string()), Duration::from_secs(5));
             } else if self.wanted(&path) {
                 self.keep(&path);
             } else {

@@ -160,6 +160,45 @@ pub fn list(conn: &Connection) -> rusqlite::Result<Vec<Listed>> {
     rows.collect()
 }
 
+/// Keeps a document read whole (attached, or read by the agent) searchable in memory; its id to `reply`.
+pub fn remember_command(doc: Remembered, reply: Option<crossbeam_channel::Sender<Result<i64, String>>>) -> crate::store::StoreCommand {
+    crate::store::StoreCommand::run(format!("remember {}", doc.name), move |writer| {
+        let outcome = writer.transaction(|tx| Ok(store(tx, &doc, crate::ids::now_millis())?)).map_err(|err| err.to_string());
+        match reply {
+            Some(reply) => {
+                let _ = reply.try_send(outcome);
+            }
+            None => {
+                if let Err(err) = &outcome {
+                    writer.notice(format!("{} was not kept in memory: {err}", doc.name));
+                }
+            }
+        }
+    })
+}
+
+/// Forgets a remembered document (its parts, chunks and vectors).
+pub fn forget_command(document_id: i64, reply: Option<crossbeam_channel::Sender<Result<bool, String>>>) -> crate::store::StoreCommand {
+    crate::store::StoreCommand::run("forget a document", move |writer| {
+        let outcome = forget(writer.conn(), document_id).map_err(|err| err.to_string());
+        if let Some(reply) = reply {
+            let _ = reply.try_send(outcome);
+        }
+    })
+}
+
+/// Forgets the document read from `path` (gone from a followed folder).
+pub fn forget_at_command(path: String) -> crate::store::StoreCommand {
+    crate::store::StoreCommand::run("forget a document at its path", move |writer| {
+        let id: Option<i64> = writer.conn().query_row("SELECT document_id FROM documents WHERE path = ?1", rusqlite::params![path], |r| r.get(0)).ok();
+        if let Some(id) = id
+            && let Err(err) = forget(writer.conn(), id)
+        {
+            writer.notice(format!("{path} was not forgotten: {err}"));
+        }
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

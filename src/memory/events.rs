@@ -2,6 +2,10 @@
 
 #[derive(Clone, Debug)]
 pub enum MemoryEvent {
+    /// Hot memory as stored (after a load or an edit).
+    HotMemory(Vec<crate::memory::hot::Fact>),
+    /// What is pinned to a thread (after opening it, a pin or an unpin).
+    ThreadPins { thread_id: i64, items: Vec<crate::memory::rag::Item> },
     /// Results of search generation `generation` (older generations are stale).
     SearchResults {
         generation: u64,

@@ -229,7 +229,7 @@ pub fn search(conn: &Connection, query: &str, filters: &Filters, limit: usize) -
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::capture::keys::{FlushReason, KeystrokeChunk};
+    use crate::records::{FlushReason, KeystrokeChunk};
     use crate::records::ActivitySession;
 
     #[test]

@@ -48,6 +48,23 @@ pub fn purge_deleted(conn: &Connection) -> rusqlite::Result<()> {
     )
 }
 
+/// Stores a setting in the next batch.
+pub fn setting_write(key: String, value: String) -> super::StoreCommand {
+    super::StoreCommand::write(format!("setting {key} = {value}"), move |tx| set_setting(tx, &key, &value, crate::ids::now_millis()))
+}
+
+/// Sends every stored setting to the UI.
+pub fn load_settings(sink: crate::runtime::EventSink<super::events::StoreEvent>) -> super::StoreCommand {
+    super::StoreCommand::run("load settings", move |writer| match all_settings(writer.conn()) {
+        Ok(settings) => {
+            for (key, value) in settings {
+                sink.send(super::events::StoreEvent::Setting { key, value });
+            }
+        }
+        Err(err) => writer.notice(format!("cannot load settings: {err}")),
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

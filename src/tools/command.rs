@@ -897,227 +897,272 @@ struct Raw {
     words_only: bool,
 }
 
+/// The tokens still to read, with a look ahead.
+type Tokens = std::iter::Peekable<std::vec::IntoIter<Token>>;
+
+/// Where `commands_of` is while it reads tokens in order.
+#[derive(Default)]
+struct Splitter {
+    out: Vec<Raw>,
+    current: Raw,
+    depth: usize,
+    scope: Vec<usize>,
+    next_scope: usize,
+    piped: bool,
+    compound: bool,
+    /// `case`: 0 outside; 1 reading the subject; 2 reading `in`; 3 reading patterns; 4 in a branch.
+    case_state: Vec<u8>,
+    /// `for NAME in …`: the next word is a name (1), then `in` and words (2).
+    for_state: u8,
+}
+
 /// Reads tokens into simple commands, in order, with how deep each is.
 fn commands_of(tokens: Vec<Token>) -> (Vec<Raw>, bool) {
-    let mut out: Vec<Raw> = Vec::new();
-    let mut current = Raw::default();
-    let mut depth = 0usize;
-    let mut scope: Vec<usize> = Vec::new();
-    let mut next_scope = 0usize;
-    let mut piped = false;
-    let mut compound = false;
-    // `case`: 0 outside; 1 reading the subject; 2 reading `in`; 3 reading patterns; 4 in a branch.
-    let mut case_state: Vec<u8> = Vec::new();
-    // `for NAME in …`: the next word is a name (1), then `in` and words (2).
-    let mut for_state = 0u8;
+    let mut splitter = Splitter::default();
     let mut iter = tokens.into_iter().peekable();
-    let finish = |current: &mut Raw, out: &mut Vec<Raw>, depth: usize, scope: &[usize], piped: bool| {
-        if !current.words.is_empty() || !current.assigns.is_empty() || !current.redirects.is_empty() {
-            let mut raw = std::mem::take(current);
-            raw.depth = depth;
-            raw.scope = scope.to_vec();
-            raw.piped_in = piped;
-            out.push(raw);
-        }
-    };
     while let Some(token) = iter.next() {
         match token {
-            Token::Word(parts) => {
-                let text = literal_text(&parts);
-                let plain_word = parts.iter().all(|p| matches!(p, Part::Bare(_)));
-                if for_state == 1 {
-                    for_state = 2;
-                    out.push(Raw { assigns: vec![(text, vec![Part::Arith])], depth: depth + 1, scope: scope.clone(), ..Raw::default() });
-                    continue;
+            Token::Word(parts) => splitter.read_word(parts, &mut iter),
+            Token::Body(parts) => {
+                // A body with no `<<` before it (cannot happen from the lexer): still read.
+                splitter.push_words_only(vec![parts]);
+            }
+            Token::Op(op) => splitter.read_operator(op, &mut iter),
+        }
+    }
+    splitter.finish(splitter.piped);
+    let Splitter { out, mut compound, .. } = splitter;
+    compound |= out.len() > 1 || out.iter().any(|r| !r.redirects.is_empty() || !r.assigns.is_empty() || r.words_only);
+    (out, compound)
+}
+
+impl Splitter {
+    /// Ends the command being read, if it holds anything, at the current depth and scope.
+    fn finish(&mut self, piped: bool) {
+        let current = &mut self.current;
+        if !current.words.is_empty() || !current.assigns.is_empty() || !current.redirects.is_empty() {
+            let mut raw = std::mem::take(current);
+            raw.depth = self.depth;
+            raw.scope = self.scope.clone();
+            raw.piped_in = piped;
+            self.out.push(raw);
+        }
+    }
+
+    /// Records words that are expanded but not run (`case WORD`, `[[ … ]]`, a stray body).
+    fn push_words_only(&mut self, words: Vec<Vec<Part>>) {
+        self.out.push(Raw { words, words_only: true, depth: self.depth, scope: self.scope.clone(), ..Raw::default() });
+    }
+
+    /// Moves the innermost `case` on to `state`.
+    fn set_case_state(&mut self, state: u8) {
+        if let Some(last) = self.case_state.last_mut() {
+            *last = state;
+        }
+    }
+
+    /// A word: part of a `for` or `case` header, a reserved word, an assignment, a function's name or a command's word.
+    fn read_word(&mut self, parts: Vec<Part>, iter: &mut Tokens) {
+        let text = literal_text(&parts);
+        let plain_word = parts.iter().all(|p| matches!(p, Part::Bare(_)));
+        if self.for_state == 1 {
+            self.for_state = 2;
+            self.out.push(Raw { assigns: vec![(text, vec![Part::Arith])], depth: self.depth + 1, scope: self.scope.clone(), ..Raw::default() });
+            return;
+        }
+        if self.for_state == 2 {
+            self.for_word(parts, &text, plain_word);
+            return;
+        }
+        if let Some(state @ 1..=3) = self.case_state.last().copied() {
+            self.case_word(state, parts, &text, plain_word);
+            return;
+        }
+        let at_start = self.current.words.is_empty() && self.current.assigns.is_empty();
+        if at_start && plain_word && self.reserved_word(&text, iter) {
+            return;
+        }
+        if self.current.words.is_empty()
+            && let Some(eq) = assignment(&parts)
+        {
+            self.current.assigns.push(eq);
+            return;
+        }
+        if self.function_definition(iter) {
+            return;
+        }
+        self.current.words.push(parts);
+    }
+
+    /// A word after `for NAME`: `in`, `do`, or one of the words the loop goes over.
+    fn for_word(&mut self, parts: Vec<Part>, text: &str, plain_word: bool) {
+        if text == "in" && plain_word && self.current.words.is_empty() {
+            return;
+        }
+        if text == "do" && plain_word {
+            self.finish(false);
+            self.for_state = 0;
+            return;
+        }
+        self.current.words_only = true;
+        self.current.words.push(parts);
+    }
+
+    /// A word of a `case` header in `state` 1 (the subject), 2 (`in`) or 3 (a pattern).
+    fn case_word(&mut self, state: u8, parts: Vec<Part>, text: &str, plain_word: bool) {
+        match state {
+            1 => {
+                self.push_words_only(vec![parts]);
+                self.set_case_state(2);
+            }
+            2 => self.set_case_state(3),
+            3 if text == "esac" && plain_word => {
+                self.case_state.pop();
+                self.depth = self.depth.saturating_sub(1);
+            }
+            // Patterns are matched, not run or opened.
+            _ => {}
+        }
+    }
+
+    /// A reserved word at a command's start: true when `text` is one (it opens or closes a compound command).
+    fn reserved_word(&mut self, text: &str, iter: &mut Tokens) -> bool {
+        match text {
+            "if" | "while" | "until" | "{" | "!" | "time" | "then" | "else" | "elif" | "do" | "coproc" => {
+                self.compound = true;
+                if matches!(text, "if" | "while" | "until" | "{") {
+                    self.depth += 1;
                 }
-                if for_state == 2 {
-                    if text == "in" && plain_word && current.words.is_empty() {
-                        continue;
-                    }
-                    if text == "do" && plain_word {
-                        finish(&mut current, &mut out, depth, &scope, false);
-                        for_state = 0;
-                        continue;
-                    }
-                    current.words_only = true;
-                    current.words.push(parts);
-                    continue;
-                }
-                match case_state.last().copied() {
-                    Some(1) => {
-                        out.push(Raw { words: vec![parts], words_only: true, depth, scope: scope.clone(), ..Raw::default() });
-                        *case_state.last_mut().expect("in a case") = 2;
-                        continue;
-                    }
-                    Some(2) => {
-                        *case_state.last_mut().expect("in a case") = 3;
-                        continue;
-                    }
-                    Some(3) => {
-                        if text == "esac" && plain_word {
-                            case_state.pop();
-                            depth = depth.saturating_sub(1);
-                        }
-                        // Patterns are matched, not run or opened.
-                        continue;
-                    }
-                    _ => {}
-                }
-                let at_start = current.words.is_empty() && current.assigns.is_empty();
-                if at_start && plain_word {
-                    match text.as_str() {
-                        "if" | "while" | "until" | "{" | "!" | "time" | "then" | "else" | "elif" | "do" | "coproc" => {
-                            compound = true;
-                            if matches!(text.as_str(), "if" | "while" | "until" | "{") {
-                                depth += 1;
-                            }
-                            continue;
-                        }
-                        "fi" | "done" | "}" => {
-                            compound = true;
-                            depth = depth.saturating_sub(1);
-                            continue;
-                        }
-                        "for" | "select" => {
-                            compound = true;
-                            depth += 1;
-                            for_state = 1;
-                            continue;
-                        }
-                        "case" => {
-                            compound = true;
-                            depth += 1;
-                            case_state.push(1);
-                            continue;
-                        }
-                        "esac" => {
-                            depth = depth.saturating_sub(1);
-                            case_state.pop();
-                            continue;
-                        }
-                        "function" => {
-                            compound = true;
-                            // The name is not a command; the body follows.
-                            iter.next();
-                            depth += 1;
-                            continue;
-                        }
-                        "[[" => {
-                            compound = true;
-                            let mut words = Vec::new();
-                            for token in iter.by_ref() {
-                                match token {
-                                    Token::Word(p) if literal_text(&p) == "]]" => break,
-                                    Token::Word(p) => words.push(p),
-                                    _ => {}
-                                }
-                            }
-                            out.push(Raw { words, words_only: true, depth, scope: scope.clone(), ..Raw::default() });
-                            continue;
-                        }
+            }
+            "fi" | "done" | "}" => {
+                self.compound = true;
+                self.depth = self.depth.saturating_sub(1);
+            }
+            "for" | "select" => {
+                self.compound = true;
+                self.depth += 1;
+                self.for_state = 1;
+            }
+            "case" => {
+                self.compound = true;
+                self.depth += 1;
+                self.case_state.push(1);
+            }
+            "esac" => {
+                self.depth = self.depth.saturating_sub(1);
+                self.case_state.pop();
+            }
+            "function" => {
+                self.compound = true;
+                // The name is not a command; the body follows.
+                iter.next();
+                self.depth += 1;
+            }
+            "[[" => {
+                self.compound = true;
+                let mut words = Vec::new();
+                for token in iter.by_ref() {
+                    match token {
+                        Token::Word(p) if literal_text(&p) == "]]" => break,
+                        Token::Word(p) => words.push(p),
                         _ => {}
                     }
                 }
-                if current.words.is_empty()
-                    && let Some(eq) = assignment(&parts)
+                self.push_words_only(words);
+            }
+            _ => return false,
+        }
+        true
+    }
+
+    /// `name() …`: a function definition, whose body follows; true when the tokens ahead make one.
+    fn function_definition(&mut self, iter: &mut Tokens) -> bool {
+        if self.current.words.is_empty() && self.current.assigns.is_empty() && iter.peek() == Some(&Token::Op("(")) {
+            let mut lookahead = iter.clone();
+            lookahead.next();
+            if lookahead.peek() == Some(&Token::Op(")")) {
+                iter.next();
+                iter.next();
+                self.compound = true;
+                self.depth += 1;
+                return true;
+            }
+        }
+        false
+    }
+
+    /// An operator: a redirection, a pipe, a subshell's bounds, a `case` branch's end, or a list separator.
+    fn read_operator(&mut self, op: &'static str, iter: &mut Tokens) {
+        match op {
+            "<" | ">" | ">>" | ">|" | "<>" | "<&" | ">&" | "&>" | "&>>" | "<<<" => {
+                self.drop_fd_word();
+                // A redirection with no word after it is a syntax error for sh: nothing is named.
+                let target = match iter.next_if(|t| matches!(t, Token::Word(_))) {
+                    Some(Token::Word(parts)) => parts,
+                    _ => Vec::new(),
+                };
+                self.current.redirects.push((op, target));
+                self.compound = true;
+            }
+            "<<" | "<<-" => {
+                self.drop_fd_word();
+                // The body, read by the lexer after the line ends, sits where the delimiter was.
+                let body = match iter.next_if(|t| matches!(t, Token::Body(_))) {
+                    Some(Token::Body(parts)) => parts,
+                    _ => Vec::new(),
+                };
+                self.current.redirects.push((op, body));
+                self.compound = true;
+            }
+            // `a|b)` in a case: alternative patterns.
+            "|" if self.case_state.last() == Some(&3) => {}
+            "(" if self.case_state.last() == Some(&3) => {}
+            "|" | "|&" => {
+                self.finish(self.piped);
+                self.piped = true;
+                self.compound = true;
+            }
+            "(" => {
+                self.finish(self.piped);
+                self.piped = false;
+                self.next_scope += 1;
+                self.scope.push(self.next_scope);
+                self.compound = true;
+            }
+            ")" => {
+                self.finish(self.piped);
+                self.piped = false;
+                if let Some(state) = self.case_state.last_mut()
+                    && *state == 3
                 {
-                    current.assigns.push(eq);
-                    continue;
+                    *state = 4;
+                    return;
                 }
-                // `name() …`: a function definition, whose body follows.
-                if current.words.is_empty() && current.assigns.is_empty() && iter.peek() == Some(&Token::Op("(")) {
-                    let mut lookahead = iter.clone();
-                    lookahead.next();
-                    if lookahead.peek() == Some(&Token::Op(")")) {
-                        iter.next();
-                        iter.next();
-                        compound = true;
-                        depth += 1;
-                        continue;
-                    }
-                }
-                current.words.push(parts);
+                self.scope.pop();
+                self.compound = true;
             }
-            Token::Body(parts) => {
-                // A body with no `<<` before it (cannot happen from the lexer): still read.
-                out.push(Raw { words: vec![parts], words_only: true, depth, scope: scope.clone(), ..Raw::default() });
+            ";;" | ";&" | ";;&" => {
+                self.finish(self.piped);
+                self.piped = false;
+                self.set_case_state(3);
             }
-            Token::Op(op) => match op {
-                "<" | ">" | ">>" | ">|" | "<>" | "<&" | ">&" | "&>" | "&>>" | "<<<" => {
-                    // A digit word before it was its file descriptor.
-                    if let Some(last) = current.words.last()
-                        && matches!(last.as_slice(), [Part::Bare(t)] if t.chars().all(|c| c.is_ascii_digit()))
-                    {
-                        current.words.pop();
-                    }
-                    // A redirection with no word after it is a syntax error for sh: nothing is named.
-                    let target = match iter.next_if(|t| matches!(t, Token::Word(_))) {
-                        Some(Token::Word(parts)) => parts,
-                        _ => Vec::new(),
-                    };
-                    current.redirects.push((op, target));
-                    compound = true;
-                }
-                "<<" | "<<-" => {
-                    if let Some(last) = current.words.last()
-                        && matches!(last.as_slice(), [Part::Bare(t)] if t.chars().all(|c| c.is_ascii_digit()))
-                    {
-                        current.words.pop();
-                    }
-                    // The body, read by the lexer after the line ends, sits where the delimiter was.
-                    let body = match iter.next_if(|t| matches!(t, Token::Body(_))) {
-                        Some(Token::Body(parts)) => parts,
-                        _ => Vec::new(),
-                    };
-                    current.redirects.push((op, body));
-                    compound = true;
-                }
-                // `a|b)` in a case: alternative patterns.
-                "|" if case_state.last() == Some(&3) => {}
-                "(" if case_state.last() == Some(&3) => {}
-                "|" | "|&" => {
-                    finish(&mut current, &mut out, depth, &scope, piped);
-                    piped = true;
-                    compound = true;
-                }
-                "(" => {
-                    finish(&mut current, &mut out, depth, &scope, piped);
-                    piped = false;
-                    next_scope += 1;
-                    scope.push(next_scope);
-                    compound = true;
-                }
-                ")" => {
-                    finish(&mut current, &mut out, depth, &scope, piped);
-                    piped = false;
-                    if let Some(state) = case_state.last_mut()
-                        && *state == 3
-                    {
-                        *state = 4;
-                        continue;
-                    }
-                    scope.pop();
-                    compound = true;
-                }
-                ";;" | ";&" | ";;&" => {
-                    finish(&mut current, &mut out, depth, &scope, piped);
-                    piped = false;
-                    if let Some(state) = case_state.last_mut() {
-                        *state = 3;
-                    }
-                }
-                _ => {
-                    // ; & && || newline
-                    finish(&mut current, &mut out, depth, &scope, piped);
-                    piped = false;
-                    compound |= op != "\n" || iter.peek().is_some();
-                }
-            },
+            _ => {
+                // ; & && || newline
+                self.finish(self.piped);
+                self.piped = false;
+                self.compound |= op != "\n" || iter.peek().is_some();
+            }
         }
     }
-    finish(&mut current, &mut out, depth, &scope, piped);
-    compound |= out.len() > 1 || out.iter().any(|r| !r.redirects.is_empty() || !r.assigns.is_empty() || r.words_only);
-    (out, compound)
+
+    /// Before a redirection, a word of digits was its file descriptor, not an argument.
+    fn drop_fd_word(&mut self) {
+        if let Some(last) = self.current.words.last()
+            && matches!(last.as_slice(), [Part::Bare(t)] if t.chars().all(|c| c.is_ascii_digit()))
+        {
+            self.current.words.pop();
+        }
+    }
 }
 
 /// `NAME=value` at the start of a command: the name and the value's parts.
@@ -1192,6 +1237,48 @@ pub fn analyse(line: &str, env: &Env<'_>) -> Analysis {
     reader.script(line, &mut scope, &[], false);
     reader.analysis.compound |= simple_argv(line).is_none();
     reader.analysis
+}
+
+/// `export`, `unset`, `read`, …: the variables they set (known only outside loops and conditions) or remove.
+fn set_variables(command: &str, args: &[Word], scope: &mut Scope, depth: usize) {
+    for arg in args {
+        let Some(text) = &arg.value else { continue };
+        let (var, value) = text.split_once('=').map_or((text.as_str(), None), |(n, v)| (n, Some(v)));
+        if !is_name(var) {
+            continue;
+        }
+        match (command, value) {
+            ("unset", _) if depth == 0 => {
+                scope.vars.remove(var);
+            }
+            ("export" | "readonly" | "local" | "declare" | "typeset", Some(value)) if depth == 0 => {
+                scope.vars.insert(var.to_owned(), Var::Known(value.to_owned()));
+            }
+            ("export" | "readonly" | "local" | "declare" | "typeset", None) => {}
+            _ => {
+                scope.vars.insert(var.to_owned(), Var::Unknown);
+            }
+        }
+    }
+}
+
+/// A wrapper's options that take a value, so the word after them is not the command it starts.
+fn wrapper_options_with_value(name: &str) -> &'static [&'static str] {
+    match name {
+        "nice" => &["-n", "--adjustment"],
+        "ionice" => &["-c", "-n", "-p", "--class", "--classdata"],
+        "timeout" => &["-s", "--signal", "-k", "--kill-after"],
+        "stdbuf" => &["-i", "-o", "-e"],
+        "exec" => &["-a"],
+        "sudo" | "doas" | "runuser" | "su" => &["-u", "-g", "-C", "-D", "-h", "-p", "-r", "-t", "-U", "--user", "--group"],
+        "flock" => &["-w", "--timeout", "-E", "--conflict-exit-code"],
+        "taskset" | "chrt" | "prlimit" => &["-p", "--pid"],
+        "systemd-run" => &["-p", "--property", "-u", "--unit", "-E", "--setenv", "--slice", "-M", "--machine", "--working-directory", "--uid", "--gid"],
+        "script" => &["-c", "--command", "-T", "-t", "--log-timing", "-I", "-O", "-B"],
+        "watch" => &["-n", "--interval", "-d"],
+        "strace" | "ltrace" => &["-e", "-o", "-p", "-s", "-u", "-E", "-P", "-a", "-S"],
+        _ => &[],
+    }
 }
 
 impl Reader<'_> {
@@ -1344,27 +1431,7 @@ impl Reader<'_> {
             "shopt" | "setopt" | "set" if args.iter().any(|w| w.value.as_deref().is_none_or(|v| v.to_ascii_lowercase().replace('_', "").contains("dotglob") || v.to_ascii_lowercase().replace('_', "").contains("globdots"))) => {
                 scope.dotglob = true;
             }
-            _ if SETS_VARIABLES.contains(&name.as_str()) => {
-                for arg in &args {
-                    let Some(text) = &arg.value else { continue };
-                    let (var, value) = text.split_once('=').map_or((text.as_str(), None), |(n, v)| (n, Some(v)));
-                    if !is_name(var) {
-                        continue;
-                    }
-                    match (name.as_str(), value) {
-                        ("unset", _) if depth == 0 => {
-                            scope.vars.remove(var);
-                        }
-                        ("export" | "readonly" | "local" | "declare" | "typeset", Some(value)) if depth == 0 => {
-                            scope.vars.insert(var.to_owned(), Var::Known(value.to_owned()));
-                        }
-                        ("export" | "readonly" | "local" | "declare" | "typeset", None) => {}
-                        _ => {
-                            scope.vars.insert(var.to_owned(), Var::Unknown);
-                        }
-                    }
-                }
-            }
+            _ if SETS_VARIABLES.contains(&name.as_str()) => set_variables(&name, &args, scope, depth),
             "sh" | "bash" | "dash" | "zsh" | "ksh" | "mksh" | "ash" | "posh" | "yash" | "busybox" => {
                 let (args, shell) = if name == "busybox" {
                     match args.first().and_then(value) {
@@ -1408,48 +1475,11 @@ impl Reader<'_> {
             | "timeout" | "sudo" | "doas" | "pkexec" | "run0" | "su" | "flock" | "firejail" | "strace" | "ltrace" | "valgrind" | "prlimit" | "cgexec"
             | "systemd-run" | "script" | "watch" | "unshare" | "nsenter" | "chroot" | "xvfb-run" | "dbus-run-session" | "torsocks" | "proxychains"
             | "proxychains4" | "faketime" | "ssh-agent" | "sg" | "newgrp" | "runuser" => {
-                let with_value: &[&str] = match name.as_str() {
-                    "nice" => &["-n", "--adjustment"],
-                    "ionice" => &["-c", "-n", "-p", "--class", "--classdata"],
-                    "timeout" => &["-s", "--signal", "-k", "--kill-after"],
-                    "stdbuf" => &["-i", "-o", "-e"],
-                    "exec" => &["-a"],
-                    "sudo" | "doas" | "runuser" | "su" => &["-u", "-g", "-C", "-D", "-h", "-p", "-r", "-t", "-U", "--user", "--group"],
-                    "flock" => &["-w", "--timeout", "-E", "--conflict-exit-code"],
-                    "taskset" | "chrt" | "prlimit" => &["-p", "--pid"],
-                    "systemd-run" => &["-p", "--property", "-u", "--unit", "-E", "--setenv", "--slice", "-M", "--machine", "--working-directory", "--uid", "--gid"],
-                    "script" => &["-c", "--command", "-T", "-t", "--log-timing", "-I", "-O", "-B"],
-                    "watch" => &["-n", "--interval", "-d"],
-                    "strace" | "ltrace" => &["-e", "-o", "-p", "-s", "-u", "-E", "-P", "-a", "-S"],
-                    _ => &[],
-                };
+                if self.wrapper_runs_text(&name, &args, scope, &inner_via, stdin_fed) {
+                    return;
+                }
+                let with_value = wrapper_options_with_value(&name);
                 let takes_first_positional = matches!(name.as_str(), "timeout" | "taskset" | "flock" | "chroot" | "sg" | "newgrp");
-                if matches!(name.as_str(), "su" | "runuser" | "sg")
-                    && let Some(pos) = args.iter().position(|w| matches!(w.value.as_deref(), Some("-c" | "--command")))
-                {
-                    match args.get(pos + 1).and_then(value) {
-                        Some(line) => self.script(&line, scope, &inner_via, stdin_fed),
-                        None => self.opaque(format!("{name} runs a command computed when it runs")),
-                    }
-                    return;
-                }
-                if name == "script" {
-                    if let Some(pos) = args.iter().position(|w| matches!(w.value.as_deref(), Some("-c" | "--command"))) {
-                        match args.get(pos + 1).and_then(value) {
-                            Some(line) => self.script(&line, scope, &inner_via, stdin_fed),
-                            None => self.opaque("script runs a command computed when it runs"),
-                        }
-                    }
-                    return;
-                }
-                if name == "watch" {
-                    let rest: Option<Vec<String>> = args.iter().skip_while(|w| w.value.as_deref().is_some_and(|v| v.starts_with('-'))).map(value).collect();
-                    match rest {
-                        Some(words) => self.script(&words.join(" "), scope, &inner_via, stdin_fed),
-                        None => self.opaque("watch runs a command computed when it runs"),
-                    }
-                    return;
-                }
                 self.wrapped(&args, with_value, scope, inner_via, stdin_fed, bodies, depth, |rest| {
                     let mut positional_seen = false;
                     rest.iter().position(|w| match w.value.as_deref() {
@@ -1464,88 +1494,137 @@ impl Reader<'_> {
                     })
                 });
             }
-            "xargs" | "parallel" => {
-                let with_value = ["-a", "--arg-file", "-d", "--delimiter", "-E", "-e", "-I", "-i", "-L", "-l", "-n", "--max-args", "-P", "--max-procs", "-s", "--max-chars", "--process-slot-var", "-j", "--jobs"];
-                let mut i = 0;
-                while i < args.len() {
-                    match args[i].value.as_deref() {
-                        Some(v) if with_value.contains(&v) => i += 2,
-                        Some(v) if v.starts_with('-') && v.len() > 1 => i += 1,
-                        _ => break,
-                    }
-                }
-                let mut inner: Vec<Word> = args[i..].to_vec();
-                if inner.is_empty() {
-                    inner.push(Word::known("echo".into()));
-                }
-                // The input's words are appended, unknown.
-                inner.push(Word { value: None, tail: String::new(), globbed: false });
-                self.run(inner, scope, inner_via, false, &[], depth);
-            }
-            "find" => {
-                let mut i = 0;
-                while i < args.len() {
-                    if let Some(flag @ ("-exec" | "-execdir" | "-ok" | "-okdir")) = args[i].value.as_deref() {
-                        let flag = flag.to_owned();
-                        let end = args[i + 1..].iter().position(|w| matches!(w.value.as_deref(), Some(";" | "+"))).map_or(args.len(), |p| i + 1 + p);
-                        let inner: Vec<Word> = args[i + 1..end]
-                            .iter()
-                            .map(|w| if w.value.as_deref().is_some_and(|v| v.contains("{}")) { Word { value: None, tail: String::new(), globbed: false } } else { w.clone() })
-                            .collect();
-                        if !inner.is_empty() {
-                            let mut via = inner_via.clone();
-                            via.push(flag);
-                            self.run(inner, scope, via, false, &[], depth);
-                        }
-                        i = end + 1;
-                    } else {
-                        i += 1;
-                    }
-                }
-            }
+            "xargs" | "parallel" => self.xargs(&args, scope, inner_via, depth),
+            "find" => self.find_exec(&args, scope, &inner_via, depth),
             "python" | "python2" | "python3" | "perl" | "ruby" | "node" | "nodejs" | "deno" | "bun" | "php" | "lua" | "luajit" | "Rscript" | "tclsh" | "wish"
             | "expect" | "osascript" | "pwsh" | "julia" | "racket" | "guile" | "ocaml" | "ghci" | "irb" => {
-                let code_flags = ["-c", "-e", "-E", "-r", "-p", "--eval", "--print", "--command"];
-                let code = args.iter().position(|w| w.value.as_deref().is_some_and(|v| code_flags.contains(&v) || (v.starts_with('-') && !v.starts_with("--") && v.len() > 2 && "ceE".contains(v.chars().last().unwrap_or(' ')))));
-                match code {
-                    Some(_) => self.opaque(format!("{name} runs code given on its command line, which cowork does not read")),
-                    None if args.iter().all(|w| w.value.as_deref().is_some_and(|v| v.starts_with('-'))) && (stdin_fed || !bodies.is_empty()) => {
-                        self.opaque(format!("{name} runs code fed to it on standard input"));
-                        if stdin_fed {
-                            self.analysis.piped_into_interpreter.get_or_insert(name.clone());
-                        }
-                    }
-                    None => {}
-                }
+                self.interpreter(&name, &args, stdin_fed, bodies);
             }
-            "awk" | "gawk" | "mawk" | "nawk" | "busybox-awk" => {
-                if args.iter().any(|w| matches!(w.value.as_deref(), Some("-f" | "--file"))) {
-                    self.opaque(format!("{name} runs a program from a file cowork does not read"));
-                }
-                let program = args.iter().find(|w| w.value.as_deref().is_none_or(|v| !v.starts_with('-')));
-                match program.map(|w| w.value.as_deref()) {
-                    Some(Some(text)) if AWK_RUNS.is_match(text) => self.opaque(format!("{name}'s program runs commands or writes files")),
-                    Some(None) => self.opaque(format!("{name}'s program is computed when it runs")),
-                    _ => {}
-                }
-            }
-            "sed" | "gsed" => {
-                let scripts: Vec<&Word> = match args.iter().position(|w| matches!(w.value.as_deref(), Some("-e" | "--expression"))) {
-                    Some(_) => args.windows(2).filter(|p| matches!(p[0].value.as_deref(), Some("-e" | "--expression"))).map(|p| &p[1]).collect(),
-                    None => args.iter().find(|w| w.value.as_deref().is_none_or(|v| !v.starts_with('-'))).into_iter().collect(),
-                };
-                if args.iter().any(|w| matches!(w.value.as_deref(), Some("-f" | "--file"))) {
-                    self.opaque(format!("{name} runs a script from a file cowork does not read"));
-                }
-                for script in scripts {
-                    match script.value.as_deref() {
-                        Some(text) if SED_RUNS.is_match(text) => self.opaque(format!("{name}'s script runs commands or writes files")),
-                        None => self.opaque(format!("{name}'s script is computed when it runs")),
-                        _ => {}
-                    }
-                }
-            }
+            "awk" | "gawk" | "mawk" | "nawk" | "busybox-awk" => self.awk(&name, &args),
+            "sed" | "gsed" => self.sed(&name, &args),
             _ => {}
+        }
+    }
+
+    /// `su -c`, `script -c`, `watch`, …: reads the command line a wrapper runs given as text; true when it was one.
+    fn wrapper_runs_text(&mut self, name: &str, args: &[Word], scope: &mut Scope, via: &[String], stdin_fed: bool) -> bool {
+        let value = |w: &Word| w.value.clone();
+        if matches!(name, "su" | "runuser" | "sg")
+            && let Some(pos) = args.iter().position(|w| matches!(w.value.as_deref(), Some("-c" | "--command")))
+        {
+            match args.get(pos + 1).and_then(value) {
+                Some(line) => self.script(&line, scope, via, stdin_fed),
+                None => self.opaque(format!("{name} runs a command computed when it runs")),
+            }
+            return true;
+        }
+        if name == "script" {
+            if let Some(pos) = args.iter().position(|w| matches!(w.value.as_deref(), Some("-c" | "--command"))) {
+                match args.get(pos + 1).and_then(value) {
+                    Some(line) => self.script(&line, scope, via, stdin_fed),
+                    None => self.opaque("script runs a command computed when it runs"),
+                }
+            }
+            return true;
+        }
+        if name == "watch" {
+            let rest: Option<Vec<String>> = args.iter().skip_while(|w| w.value.as_deref().is_some_and(|v| v.starts_with('-'))).map(value).collect();
+            match rest {
+                Some(words) => self.script(&words.join(" "), scope, via, stdin_fed),
+                None => self.opaque("watch runs a command computed when it runs"),
+            }
+            return true;
+        }
+        false
+    }
+
+    /// `xargs` and `parallel`: the command they start, the input's words appended, unknown.
+    fn xargs(&mut self, args: &[Word], scope: &mut Scope, via: Vec<String>, depth: usize) {
+        let with_value = ["-a", "--arg-file", "-d", "--delimiter", "-E", "-e", "-I", "-i", "-L", "-l", "-n", "--max-args", "-P", "--max-procs", "-s", "--max-chars", "--process-slot-var", "-j", "--jobs"];
+        let mut i = 0;
+        while i < args.len() {
+            match args[i].value.as_deref() {
+                Some(v) if with_value.contains(&v) => i += 2,
+                Some(v) if v.starts_with('-') && v.len() > 1 => i += 1,
+                _ => break,
+            }
+        }
+        let mut inner: Vec<Word> = args[i..].to_vec();
+        if inner.is_empty() {
+            inner.push(Word::known("echo".into()));
+        }
+        // The input's words are appended, unknown.
+        inner.push(Word { value: None, tail: String::new(), globbed: false });
+        self.run(inner, scope, via, false, &[], depth);
+    }
+
+    /// `find`: the commands its `-exec`, `-execdir`, `-ok` and `-okdir` start, each `{}` unknown.
+    fn find_exec(&mut self, args: &[Word], scope: &mut Scope, via: &[String], depth: usize) {
+        let mut i = 0;
+        while i < args.len() {
+            if let Some(flag @ ("-exec" | "-execdir" | "-ok" | "-okdir")) = args[i].value.as_deref() {
+                let flag = flag.to_owned();
+                let end = args[i + 1..].iter().position(|w| matches!(w.value.as_deref(), Some(";" | "+"))).map_or(args.len(), |p| i + 1 + p);
+                let inner: Vec<Word> = args[i + 1..end]
+                    .iter()
+                    .map(|w| if w.value.as_deref().is_some_and(|v| v.contains("{}")) { Word { value: None, tail: String::new(), globbed: false } } else { w.clone() })
+                    .collect();
+                if !inner.is_empty() {
+                    let mut via = via.to_vec();
+                    via.push(flag);
+                    self.run(inner, scope, via, false, &[], depth);
+                }
+                i = end + 1;
+            } else {
+                i += 1;
+            }
+        }
+    }
+
+    /// An interpreter (`python`, `node`, …): code on its command line or fed on standard input is not read.
+    fn interpreter(&mut self, name: &str, args: &[Word], stdin_fed: bool, bodies: &[Word]) {
+        let code_flags = ["-c", "-e", "-E", "-r", "-p", "--eval", "--print", "--command"];
+        let code = args.iter().position(|w| w.value.as_deref().is_some_and(|v| code_flags.contains(&v) || (v.starts_with('-') && !v.starts_with("--") && v.len() > 2 && "ceE".contains(v.chars().last().unwrap_or(' ')))));
+        match code {
+            Some(_) => self.opaque(format!("{name} runs code given on its command line, which cowork does not read")),
+            None if args.iter().all(|w| w.value.as_deref().is_some_and(|v| v.starts_with('-'))) && (stdin_fed || !bodies.is_empty()) => {
+                self.opaque(format!("{name} runs code fed to it on standard input"));
+                if stdin_fed {
+                    self.analysis.piped_into_interpreter.get_or_insert(name.to_owned());
+                }
+            }
+            None => {}
+        }
+    }
+
+    /// `awk`: a program from a file, computed, or one that runs commands or writes files is opaque.
+    fn awk(&mut self, name: &str, args: &[Word]) {
+        if args.iter().any(|w| matches!(w.value.as_deref(), Some("-f" | "--file"))) {
+            self.opaque(format!("{name} runs a program from a file cowork does not read"));
+        }
+        let program = args.iter().find(|w| w.value.as_deref().is_none_or(|v| !v.starts_with('-')));
+        match program.map(|w| w.value.as_deref()) {
+            Some(Some(text)) if AWK_RUNS.is_match(text) => self.opaque(format!("{name}'s program runs commands or writes files")),
+            Some(None) => self.opaque(format!("{name}'s program is computed when it runs")),
+            _ => {}
+        }
+    }
+
+    /// `sed`: a script from a file, computed, or one that runs commands or writes files is opaque.
+    fn sed(&mut self, name: &str, args: &[Word]) {
+        let scripts: Vec<&Word> = match args.iter().position(|w| matches!(w.value.as_deref(), Some("-e" | "--expression"))) {
+            Some(_) => args.windows(2).filter(|p| matches!(p[0].value.as_deref(), Some("-e" | "--expression"))).map(|p| &p[1]).collect(),
+            None => args.iter().find(|w| w.value.as_deref().is_none_or(|v| !v.starts_with('-'))).into_iter().collect(),
+        };
+        if args.iter().any(|w| matches!(w.value.as_deref(), Some("-f" | "--file"))) {
+            self.opaque(format!("{name} runs a script from a file cowork does not read"));
+        }
+        for script in scripts {
+            match script.value.as_deref() {
+                Some(text) if SED_RUNS.is_match(text) => self.opaque(format!("{name}'s script runs commands or writes files")),
+                None => self.opaque(format!("{name}'s script is computed when it runs")),
+                _ => {}
+            }
         }
     }
 

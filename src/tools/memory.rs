@@ -362,7 +362,7 @@ fn read_session(args: &Value, env: &MemoryEnv<'_>) -> Result<String, String> {
 fn remember(args: &Value, env: &MemoryEnv<'_>) -> Result<String, String> {
     let text = crate::memory::hot::clean(args.get("text").and_then(Value::as_str).unwrap_or_default())?;
     let store = env.store.ok_or("memory cannot be written here")?;
-    let command = StoreCommand::AddHotMemory { file: crate::memory::hot::File::Memory, text: text.clone(), pinned_by: "agent".into() };
+    let command = crate::memory::commands::add_fact(crate::memory::hot::File::Memory, text.clone(), "agent".into(), crate::runtime::EventSink::ignored());
     store.send_timeout(command, Duration::from_secs(5)).map_err(|_| "the store is not accepting writes".to_owned())?;
     Ok(format!("Remembered: {text}"))
 }
@@ -501,7 +501,7 @@ mod tests {
         let (_dir, conn) = db();
         let now = crate::ids::now_millis();
         session(&conn, 7, "Code", "notes.md", now - 60_000, None);
-        let chunk = crate::capture::keys::KeystrokeChunk {
+        let chunk = crate::records::KeystrokeChunk {
             chunk_id: 70,
             app: "Code".into(),
             title: "notes.md".into(),
@@ -510,7 +510,7 @@ mod tests {
             ended_at_millis: now - 40_000,
             text: "call Dana about the budget".into(),
             shortcuts: vec![],
-            flush_reason: crate::capture::keys::FlushReason::Enter,
+            flush_reason: crate::records::FlushReason::Enter,
         };
         crate::capture::db::insert_keystroke_chunk(&conn, &chunk).unwrap();
         let env = env(&conn, now);
@@ -529,7 +529,9 @@ mod tests {
         let env = MemoryEnv { store: Some(&store), ..env(&conn, 10) };
         let out = run("remember", &json!({"text": "The weather bot deploys on Fridays"}), &env);
         assert_eq!(out.content, "Remembered: The weather bot deploys on Fridays");
-        assert!(matches!(writes.try_recv(), Ok(StoreCommand::AddHotMemory { text, pinned_by, .. }) if text == "The weather bot deploys on Fridays" && pinned_by == "agent"));
+        writes.try_recv().unwrap().run_on(&conn).unwrap();
+        let fact = crate::memory::hot::facts(&conn).unwrap().into_iter().find(|f| f.text == "The weather bot deploys on Fridays").unwrap();
+        assert_eq!((fact.file, fact.pinned_by.as_str()), (crate::memory::hot::File::Memory, "agent"));
         let too_long = run("remember", &json!({"text": "x".repeat(321)}), &env);
         assert!(too_long.is_error && writes.try_recv().is_err(), "nothing written: {}", too_long.content);
         let pins = run("list_pins", &json!({}), &env);

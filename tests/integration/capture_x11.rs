@@ -8,7 +8,8 @@ use cowork::events::AppEvent;
 use cowork::ids::now_millis;
 use cowork::records::SessionEnd;
 use cowork::runtime::{RestartPolicy, RuntimeEvent, WorkerName, WorkerState};
-use cowork::store::{self, StoreCommand, spawn_store};
+use cowork::store::{self, StoreCommand};
+use cowork::workers::spawn_store;
 
 use super::support::{XSession, eventually, require, temp_dir, test_sink, wait_for};
 
@@ -27,7 +28,7 @@ fn focus_and_title_changes_become_sessions_with_accurate_durations() {
     let dir = temp_dir();
     let db = dir.path().join("cowork.db");
     let (sink, events) = test_sink();
-    let mut store = spawn_store(db.clone(), sink.narrow(), RestartPolicy::default()).unwrap();
+    let mut store = spawn_store(db.clone(), sink.clone(), RestartPolicy::default()).unwrap();
     let config = CaptureConfig { display: Some(x.display.clone()), afk_secs: 3600, rules: Default::default(), backend: cowork::desktop::backend::Backend::X11 };
     let mut capture = spawn_capture(config, store.commands.clone(), sink.narrow(), RestartPolicy::default()).unwrap();
     let state = wait_for(&events, Duration::from_secs(10), |e| match e {
@@ -140,7 +141,7 @@ fn capture_with_rules(rules: cowork::capture::firewall::Rules, windows: &[(&str,
     let dir = temp_dir();
     let db = dir.path().join("cowork.db");
     let (sink, _events) = test_sink();
-    let mut store = spawn_store(db.clone(), sink.narrow(), RestartPolicy::default()).unwrap();
+    let mut store = spawn_store(db.clone(), sink.clone(), RestartPolicy::default()).unwrap();
     let config = CaptureConfig { display: Some(x.display.clone()), afk_secs: 3600, rules, backend: cowork::desktop::backend::Backend::X11 };
     let mut capture = spawn_capture(config, store.commands.clone(), sink.narrow(), RestartPolicy::default()).unwrap();
     for id in &ids {

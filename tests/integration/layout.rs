@@ -216,7 +216,7 @@ fn context_scene(far: &Far) {
             ..Default::default()
         })
         .collect();
-    far.events.send(AppEvent::Store(StoreEvent::SessionsLoaded(sessions))).unwrap();
+    far.events.send(AppEvent::Capture(CaptureEvent::SessionsLoaded(sessions))).unwrap();
     for (stream, errors, last_error) in [("windows", 0, None), ("keys", 0, None), ("clipboard", 2, Some("the clipboard owner org.gnome.Nautilus answered no TARGETS within 500 ms".to_owned()))] {
         far.events.send(AppEvent::Capture(CaptureEvent::StreamHealth(StreamHealth { stream: stream.into(), last_event_at_millis: Some(now - 4_000), events_last_minute: 12, drops: 0, errors, last_error }))).unwrap();
     }

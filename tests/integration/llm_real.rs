@@ -14,7 +14,8 @@ use cowork::llm::{LlmCommand, LlmConfig, spawn_llm};
 use cowork::models::{Manifest, ModelRole};
 use cowork::records::{ChatThread, MessageStatus, Role};
 use cowork::runtime::{EventSink, RestartPolicy, WorkerHandle};
-use cowork::store::{self, StoreCommand, spawn_store};
+use cowork::store::{self, StoreCommand};
+use cowork::workers::spawn_store;
 
 use super::support::{XSession, chat_model, eventually, models_dir, require, temp_dir, test_sink, wait_for};
 
@@ -36,7 +37,7 @@ fn smollm2_answers_with_the_captured_window_in_context_and_stops_within_a_second
     let dir = temp_dir();
     let db = dir.path().join("cowork.db");
     let (sink, events) = test_sink();
-    let mut store = spawn_store(db.clone(), sink.narrow(), RestartPolicy::default()).unwrap();
+    let mut store = spawn_store(db.clone(), sink.clone(), RestartPolicy::default()).unwrap();
     let mut capture = spawn_capture(
         CaptureConfig { display: Some(x.display.clone()), afk_secs: 3600, rules: Default::default(), backend: cowork::desktop::backend::Backend::X11 },
         store.commands.clone(),
@@ -221,7 +222,7 @@ fn the_local_model_summarises_an_older_hour_and_a_quiet_conversation_and_the_sum
         }
     }
     let (sink, _events) = test_sink();
-    let mut store = spawn_store(db.clone(), sink.narrow(), RestartPolicy::default()).unwrap();
+    let mut store = spawn_store(db.clone(), sink.clone(), RestartPolicy::default()).unwrap();
     let config = real_config(&db);
     let mut brain = Brain::spawn(config, store.commands.clone(), sink, Arc::new(AtomicU64::new(0)));
     let (reply, written) = crossbeam_channel::bounded(1);

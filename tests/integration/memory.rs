@@ -5,14 +5,11 @@
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use cowork::capture::clipboard::{ClipTrigger, ClipboardEvent};
-use cowork::capture::keys::{FlushReason, KeystrokeChunk};
 use cowork::events::AppEvent;
 use cowork::memory::events::MemoryEvent;
 use cowork::memory::search::{Filters, Hit, Stream};
 use cowork::memory::search_worker::SearchCommand;
-use cowork::records::{ActivitySession, ChatMessage, ChatThread, MessageStatus, Role};
-use cowork::store::StoreCommand;
+use cowork::records::{ActivitySession, ChatMessage, ChatThread, ClipTrigger, ClipboardEvent, FlushReason, KeystrokeChunk, MessageStatus, Role};
 
 use super::support::{models_dir, require, temp_dir};
 
@@ -77,11 +74,11 @@ fn captured_text_is_found_by_meaning_within_seconds_and_deleted_text_never_again
     let now = cowork::ids::now_millis();
     let hour = 3_600_000;
     let store = &workers.store.commands;
-    store.send(StoreCommand::UpsertSession(window(1, "chromium", "Booking.com: Lisbon to Berlin, 3 nights, Hotel Adlon", now - 5 * hour))).unwrap();
-    store.send(StoreCommand::UpsertSession(window(2, "code", "Cargo.toml - cowork - Visual Studio Code", now - 4 * hour))).unwrap();
-    store.send(StoreCommand::InsertKeystrokeChunk(typed(3, "gedit", "todo.txt", now - 3 * hour, "water the tomato plants and repot the basil seedlings"))).unwrap();
+    store.send(cowork::capture::db::session_write(window(1, "chromium", "Booking.com: Lisbon to Berlin, 3 nights, Hotel Adlon", now - 5 * hour))).unwrap();
+    store.send(cowork::capture::db::session_write(window(2, "code", "Cargo.toml - cowork - Visual Studio Code", now - 4 * hour))).unwrap();
+    store.send(cowork::capture::db::chunk_write(typed(3, "gedit", "todo.txt", now - 3 * hour, "water the tomato plants and repot the basil seedlings"))).unwrap();
     store
-        .send(StoreCommand::InsertClipboardEvent(ClipboardEvent {
+        .send(cowork::capture::db::clip_write(ClipboardEvent {
             clip_id: 4,
             app: "libreoffice".into(),
             title: "Q3 report.odt".into(),
@@ -92,10 +89,9 @@ fn captured_text_is_found_by_meaning_within_seconds_and_deleted_text_never_again
             trigger: ClipTrigger::Shortcut,
         }))
         .unwrap();
-    store.send(StoreCommand::UpsertThread { thread: ChatThread { thread_id: 5, title: "Diet".into(), updated_at_millis: now - hour }, created_at_millis: now - hour }).unwrap();
+    store.send(cowork::chat::thread_write(ChatThread { thread_id: 5, title: "Diet".into(), updated_at_millis: now - hour }, now - hour)).unwrap();
     store
-        .send(StoreCommand::UpsertMessage {
-            message: ChatMessage {
+        .send(cowork::chat::message_write(ChatMessage {
                 message_id: 6,
                 thread_id: 5,
                 role: Role::User,
@@ -108,9 +104,7 @@ fn captured_text_is_found_by_meaning_within_seconds_and_deleted_text_never_again
                 cost_usd: None,
                 citations: None,
                 refusal: false,
-            },
-            model: None,
-        })
+            }, None))
         .unwrap();
     assert!(workers.flush_store(Duration::from_secs(5)));
 
@@ -133,7 +127,7 @@ fn captured_text_is_found_by_meaning_within_seconds_and_deleted_text_never_again
     }
 
     // A new row, with the model warm: searchable by meaning within 5 s of its commit.
-    store.send(StoreCommand::UpsertSession(window(7, "evince", "Mortgage offer from Nordbank - fixed rate 3.1%", now - 60_000))).unwrap();
+    store.send(cowork::capture::db::session_write(window(7, "evince", "Mortgage offer from Nordbank - fixed rate 3.1%", now - 60_000))).unwrap();
     assert!(workers.flush_store(Duration::from_secs(5)));
     let committed = Instant::now();
     let (hits, _) = search_until(&workers, &events, "home loan interest", Duration::from_secs(5), |hits| hits.iter().any(|h| h.id == 7));
@@ -143,7 +137,7 @@ fn captured_text_is_found_by_meaning_within_seconds_and_deleted_text_never_again
 
     // Delete the trip (privacy: delete a range): never found again, by meaning or in the index files.
     let (reply, deleted) = crossbeam_channel::bounded(1);
-    store.send(StoreCommand::DeleteRange { since_millis: now - 5 * hour - 1, until_millis: now - 5 * hour + 1, reply: Some(reply) }).unwrap();
+    store.send(cowork::erase::delete_range_command(now - 5 * hour - 1, now - 5 * hour + 1, Some(reply), cowork::runtime::EventSink::ignored())).unwrap();
     let deleted = deleted.recv_timeout(Duration::from_secs(30)).unwrap().unwrap();
     assert_eq!(deleted.sessions, 1);
     let (hits, _) = search_until(&workers, &events, "trip to Germany and where I stay", Duration::from_secs(3), |hits| !hits.iter().any(|h| h.id == 1));

@@ -6,8 +6,9 @@ use std::time::Duration;
 use cowork::events::AppEvent;
 use cowork::records::{ActivitySession, ChatMessage, ChatThread, MessageStatus, Role, SessionEnd};
 use cowork::runtime::{RestartPolicy, RuntimeEvent, WorkerName, WorkerState};
-use cowork::store::{self, StoreCommand, StoreWorker, spawn_store};
+use cowork::store::{self, StoreCommand, StoreWorker};
 use cowork::store::events::StoreEvent;
+use cowork::workers::spawn_store;
 use crossbeam_channel::bounded;
 
 use super::support::{temp_dir, test_sink, wait_for};
@@ -37,12 +38,12 @@ fn writes_land_in_one_wal_file_and_survive_a_restart() {
     let dir = temp_dir();
     let db = dir.path().join("cowork.db");
     let (sink, events) = test_sink();
-    let mut worker = spawn_store(db.clone(), sink.narrow(), RestartPolicy::default()).unwrap();
+    let mut worker = spawn_store(db.clone(), sink.clone(), RestartPolicy::default()).unwrap();
     for i in 0..5_000 {
-        worker.commands.send(StoreCommand::UpsertSession(session(i, &format!("window {i}"), i * 10, Some(i * 10 + 5)))).unwrap();
+        worker.commands.send(cowork::capture::db::session_write(session(i, &format!("window {i}"), i * 10, Some(i * 10 + 5)))).unwrap();
     }
     let thread = ChatThread { thread_id: 1, title: "plans".into(), updated_at_millis: 1 };
-    worker.commands.send(StoreCommand::UpsertThread { thread, created_at_millis: 1 }).unwrap();
+    worker.commands.send(cowork::chat::thread_write(thread, 1)).unwrap();
     let message = ChatMessage {
         message_id: 2,
         thread_id: 1,
@@ -53,7 +54,7 @@ fn writes_land_in_one_wal_file_and_survive_a_restart() {
         created_at_millis: 2,
         ask_id: None, provider: None, cost_usd: None, citations: None, refusal: false,
     };
-    worker.commands.send(StoreCommand::UpsertMessage { message: message.clone(), model: None }).unwrap();
+    worker.commands.send(cowork::chat::message_write(message.clone(), None)).unwrap();
     flush(&worker.commands);
 
     // A reader on its own read-only connection sees everything, FTS included.
@@ -66,10 +67,10 @@ fn writes_land_in_one_wal_file_and_survive_a_restart() {
     assert!(worker.shutdown(StoreCommand::Shutdown, Duration::from_secs(10)));
 
     // A new worker on the same file loads the thread back for the UI.
-    let mut again = spawn_store(db, sink.narrow(), RestartPolicy::default()).unwrap();
-    again.commands.send(StoreCommand::LoadMessages { thread_id: 1 }).unwrap();
+    let mut again = spawn_store(db, sink.clone(), RestartPolicy::default()).unwrap();
+    again.commands.send(cowork::chat::load_messages(1, sink.narrow())).unwrap();
     let loaded = wait_for(&events, Duration::from_secs(10), |e| match e {
-        AppEvent::Store(StoreEvent::MessagesLoaded { messages, .. }) => Some(messages.clone()),
+        AppEvent::Chat(cowork::chat::ChatEvent::MessagesLoaded { messages, .. }) => Some(messages.clone()),
         _ => None,
     })
     .unwrap();
@@ -81,12 +82,12 @@ fn writes_land_in_one_wal_file_and_survive_a_restart() {
 fn a_full_database_keeps_writes_queued_and_reports_degraded_until_space_returns() {
     let dir = temp_dir();
     let (sink, events) = test_sink();
-    let mut worker = StoreWorker::open(dir.path().join("cowork.db"), sink.narrow()).unwrap();
+    let mut worker = StoreWorker::open(dir.path().join("cowork.db"), sink.runtime_only(), cowork::workers::store_hooks(None)).unwrap();
     // SQLite's own page limit stands in for a full disk: inserts fail with SQLITE_FULL.
     let pages: i64 = worker.connection().pragma_query_value(None, "page_count", |r| r.get(0)).unwrap();
     worker.connection().pragma_update(None, "max_page_count", pages).unwrap();
     for i in 0..2_000 {
-        worker.handle(StoreCommand::UpsertSession(session(i, &"long title ".repeat(20), i, Some(i + 1))));
+        worker.handle(cowork::capture::db::session_write(session(i, &"long title ".repeat(20), i, Some(i + 1))));
     }
     assert!(!worker.commit_pending(), "commit must fail while the database is full");
     assert_eq!(worker.pending_len(), 2_000, "nothing is lost");
@@ -108,7 +109,7 @@ fn a_corrupt_database_file_is_a_clear_error_and_is_left_in_place() {
     let db = dir.path().join("cowork.db");
     std::fs::write(&db, b"this is not an SQLite database, but it is the user's file").unwrap();
     let (sink, _events) = test_sink();
-    let err = StoreWorker::open(db.clone(), sink.narrow()).err().expect("must refuse");
+    let err = StoreWorker::open(db.clone(), sink.runtime_only(), cowork::workers::store_hooks(None)).err().expect("must refuse");
     assert!(format!("{err:#}").contains("not a database"), "{err:#}");
     assert!(std::fs::read(&db).unwrap().starts_with(b"this is not"), "the file must not be overwritten");
 }
@@ -118,17 +119,17 @@ fn a_deleted_range_leaves_no_row_no_fts_entry_and_no_bytes_on_disk() {
     let dir = temp_dir();
     let db = dir.path().join("cowork.db");
     let (sink, events) = test_sink();
-    let mut worker = spawn_store(db.clone(), sink.narrow(), RestartPolicy::default()).unwrap();
+    let mut worker = spawn_store(db.clone(), sink.clone(), RestartPolicy::default()).unwrap();
     let now = cowork::ids::now_millis();
     let old = session(1, "kept from yesterday", now - 86_400_000, Some(now - 86_000_000));
     let secret = session(2, "zebra-secret-diagnosis", now - 600_000, Some(now - 300_000));
     // Open at deletion time: closing it later must not bring it back.
     let open = session(3, "zebra-open-window", now - 100_000, None);
     for s in [&old, &secret, &open] {
-        worker.commands.send(StoreCommand::UpsertSession(s.clone())).unwrap();
+        worker.commands.send(cowork::capture::db::session_write(s.clone())).unwrap();
     }
     let thread = ChatThread { thread_id: 9, title: "zebra question".into(), updated_at_millis: now - 200_000 };
-    worker.commands.send(StoreCommand::UpsertThread { thread, created_at_millis: now - 200_000 }).unwrap();
+    worker.commands.send(cowork::chat::thread_write(thread, now - 200_000)).unwrap();
     let message = ChatMessage {
         message_id: 10,
         thread_id: 9,
@@ -139,17 +140,17 @@ fn a_deleted_range_leaves_no_row_no_fts_entry_and_no_bytes_on_disk() {
         created_at_millis: now - 200_000,
         ask_id: None, provider: None, cost_usd: None, citations: None, refusal: false,
     };
-    worker.commands.send(StoreCommand::UpsertMessage { message, model: None }).unwrap();
+    worker.commands.send(cowork::chat::message_write(message, None)).unwrap();
     flush(&worker.commands);
 
     let (reply, outcome) = bounded(1);
-    worker.commands.send(StoreCommand::DeleteRange { since_millis: now - 3_600_000, until_millis: now + 1, reply: Some(reply) }).unwrap();
+    worker.commands.send(cowork::erase::delete_range_command(now - 3_600_000, now + 1, Some(reply), cowork::runtime::EventSink::ignored())).unwrap();
     let deleted = outcome.recv_timeout(Duration::from_secs(30)).unwrap().unwrap();
     assert_eq!((deleted.sessions, deleted.messages), (2, 1));
     assert!(wait_for(&events, Duration::from_secs(5), |e| matches!(e, AppEvent::Store(StoreEvent::RangeDeleted { .. })).then_some(())).is_some());
     let mut closed = open.clone();
     closed.ended_at_millis = Some(now + 5_000);
-    worker.commands.send(StoreCommand::UpsertSession(closed)).unwrap();
+    worker.commands.send(cowork::capture::db::session_write(closed)).unwrap();
     flush(&worker.commands);
     assert!(worker.shutdown(StoreCommand::Shutdown, Duration::from_secs(10)));
 
@@ -170,18 +171,24 @@ fn a_deleted_range_leaves_no_row_no_fts_entry_and_no_bytes_on_disk() {
 fn retention_removes_window_history_older_than_the_setting() {
     let dir = temp_dir();
     let (sink, _events) = test_sink();
-    let mut worker = StoreWorker::open(dir.path().join("cowork.db"), sink.narrow()).unwrap();
+    let mut worker = StoreWorker::open(dir.path().join("cowork.db"), sink.runtime_only(), cowork::workers::store_hooks(None)).unwrap();
     let now = cowork::ids::now_millis();
     let day = 86_400_000;
-    worker.handle(StoreCommand::UpsertSession(session(1, "ancient", now - 100 * day, Some(now - 100 * day + 1_000))));
-    worker.handle(StoreCommand::UpsertSession(session(2, "last month", now - 30 * day, Some(now - 30 * day + 1_000))));
-    worker.handle(StoreCommand::UpsertSession(session(3, "open now", now - 1_000, None)));
-    assert_eq!(worker.enforce_retention(now), 1, "default keeps 90 days");
-    worker.handle(StoreCommand::SetSetting { key: "retention.window_days".into(), value: "7".into() });
-    assert_eq!(worker.enforce_retention(now), 1);
+    worker.handle(cowork::capture::db::session_write(session(1, "ancient", now - 100 * day, Some(now - 100 * day + 1_000))));
+    worker.handle(cowork::capture::db::session_write(session(2, "last month", now - 30 * day, Some(now - 30 * day + 1_000))));
+    worker.handle(cowork::capture::db::session_write(session(3, "open now", now - 1_000, None)));
+    assert_eq!(retention(&mut worker, now), 1, "default keeps 90 days");
+    worker.handle(cowork::store::setting_write("retention.window_days".into(), "7".into()));
+    assert_eq!(retention(&mut worker, now), 1);
     let titles: Vec<String> = cowork::capture::db::recent_sessions(worker.connection(), 10).unwrap().into_iter().map(|s| s.title).collect();
     assert_eq!(titles, ["open now"]);
-    worker.handle(StoreCommand::SetSetting { key: "retention.window_days".into(), value: "0".into() });
-    worker.handle(StoreCommand::UpsertSession(session(4, "old but kept", now - 400 * day, Some(now - 400 * day + 1))));
-    assert_eq!(worker.enforce_retention(now), 0, "0 keeps everything");
+    worker.handle(cowork::store::setting_write("retention.window_days".into(), "0".into()));
+    worker.handle(cowork::capture::db::session_write(session(4, "old but kept", now - 400 * day, Some(now - 400 * day + 1))));
+    assert_eq!(retention(&mut worker, now), 0, "0 keeps everything");
+}
+
+/// Retention as the store runs it, after what is queued is committed; how many rows went.
+fn retention(worker: &mut StoreWorker, now_millis: i64) -> usize {
+    worker.commit_pending();
+    cowork::erase::enforce_retention(worker.connection(), now_millis).unwrap()
 }

@@ -12,7 +12,8 @@ use cowork::events::AppEvent;
 use cowork::llm::{LlmCommand, LlmConfig, spawn_llm};
 use cowork::llm::events::{LocalModelEvent, ModelStatus};
 use cowork::runtime::{Control, RestartPolicy, RuntimeEvent, WorkerName, WorkerState};
-use cowork::store::{StoreCommand, spawn_store};
+use cowork::store::StoreCommand;
+use cowork::workers::spawn_store;
 use crossbeam_channel::{Receiver, Sender, bounded};
 
 use super::support::{temp_dir, test_sink, wait_for};
@@ -71,7 +72,7 @@ fn panic_until_failed<C>(
 fn store_restarts_keeps_its_sender_and_fails_after_five_restarts() {
     let dir = temp_dir();
     let (sink, events) = test_sink();
-    let mut store = spawn_store(dir.path().join("cowork.db"), sink.narrow(), fast_policy()).unwrap();
+    let mut store = spawn_store(dir.path().join("cowork.db"), sink.clone(), fast_policy()).unwrap();
     let sender = store.commands.clone();
     // The sender from before each crash reaches the new instance.
     let flushes = || {
@@ -170,7 +171,7 @@ fn a_healthy_run_resets_the_failure_count() {
     let dir = temp_dir();
     let (sink, events) = test_sink();
     let policy = RestartPolicy { first_backoff: Duration::from_millis(10), max_restarts: 1, healthy_after: Duration::from_millis(300) };
-    let mut store = spawn_store(dir.path().join("cowork.db"), sink.narrow(), policy).unwrap();
+    let mut store = spawn_store(dir.path().join("cowork.db"), sink.clone(), policy).unwrap();
     for _ in 0..3 {
         state_of(&events, WorkerName::Store, is_up).unwrap();
         // Healthy for longer than healthy_after: the next failure counts as the first again.

@@ -125,6 +125,7 @@ pub(super) fn app_on(
         typing_at_millis: Arc::new(std::sync::atomic::AtomicI64::new(0)),
         controls: vec![(WorkerName::Llm, control_tx), (WorkerName::Store, store_control)],
         events,
+        bus: cowork::runtime::EventSink::new(events_tx.clone(), || {}),
         stop_epoch: stop_epoch.clone(),
     };
     let harness = builder.build_eframe(move |_cc| adjust(CoworkApp::new(channels, state, models, options)));
@@ -135,11 +136,13 @@ pub(super) fn app_on(
 fn saved_settings(far: &Far) -> Vec<(String, String)> {
     far.store
         .try_iter()
-        .filter_map(|c| match c {
-            StoreCommand::SetSetting { key, value } => Some((key, value)),
-            _ => None,
-        })
+        .filter_map(|c| c.what().strip_prefix("setting ").and_then(|s| s.split_once(" = ")).map(|(k, v)| (k.to_owned(), v.to_owned())))
         .collect()
+}
+
+/// What the app asked the store to do since the last look, as the commands say it.
+fn store_asked(far: &Far) -> Vec<String> {
+    far.store.try_iter().map(|c| c.what().to_owned()).collect()
 }
 
 /// Types `text`, clicks Send, and returns the request that reached the agent worker.
@@ -183,10 +186,10 @@ fn type_message(harness: &mut Harness<'static, CoworkApp>, text: &str) {
 #[test]
 fn start_up_asks_the_store_for_threads_sessions_and_settings() {
     let (_harness, far) = app();
-    let sent: Vec<_> = far.store.try_iter().collect();
-    assert!(sent.iter().any(|c| matches!(c, StoreCommand::LoadThreads)));
-    assert!(sent.iter().any(|c| matches!(c, StoreCommand::LoadSettings)));
-    assert!(sent.iter().any(|c| matches!(c, StoreCommand::LoadSessionsSince { .. })));
+    let sent = store_asked(&far);
+    for load in ["load threads", "load settings", "load sessions", "load hot memory"] {
+        assert!(sent.iter().any(|c| c == load), "{load}: {sent:?}");
+    }
 }
 
 #[test]
@@ -455,13 +458,13 @@ fn settings_delete_and_export_buttons_reach_the_store() {
     harness.run();
     harness.get_by_label("Export today for ActivityWatch").click();
     harness.run();
-    let sent: Vec<StoreCommand> = far.store.try_iter().collect();
-    let span = sent.iter().find_map(|c| match c {
-        StoreCommand::DeleteRange { since_millis, until_millis, .. } => Some(until_millis - since_millis),
-        _ => None,
+    let sent = store_asked(&far);
+    let span = sent.iter().find_map(|c| {
+        let (since, until) = c.strip_prefix("delete range ")?.split_once("..")?;
+        Some(until.parse::<i64>().ok()? - since.parse::<i64>().ok()?)
     });
     assert!(span.is_some_and(|s| (15 * 60_000..=15 * 60_000 + 1).contains(&s)), "{span:?}");
-    assert!(sent.iter().any(|c| matches!(c, StoreCommand::Export { format: cowork::export::Format::ActivityWatch, .. })));
+    assert!(sent.iter().any(|c| c.starts_with("export ActivityWatch ")), "{sent:?}");
     far.events.send(AppEvent::Store(StoreEvent::RangeDeleted { since_millis: 0, until_millis: 1, sessions: 3, messages: 0 })).unwrap();
     harness.run();
     harness.get_by_label("deleted 3 sessions and 0 messages");
@@ -533,10 +536,10 @@ fn clicking_a_session_shows_what_was_typed_and_copied_in_it() {
     let _ = far.store.try_iter().count();
     harness.get_by_label("release notes").click();
     harness.run();
-    let asked = far.store.try_iter().any(|c| matches!(c, StoreCommand::LoadSessionDetail { session_id: 77 }));
+    let asked = store_asked(&far).iter().any(|c| c == "load session detail 77");
     assert!(asked);
     far.events
-        .send(AppEvent::Store(StoreEvent::SessionDetail { session_id: 77, typed: vec![(now - 30_000, "ship it".into())], copied: vec![(now - 20_000, "v0.2.0".into())] }))
+        .send(AppEvent::Capture(CaptureEvent::SessionDetail { session_id: 77, typed: vec![(now - 30_000, "ship it".into())], copied: vec![(now - 20_000, "v0.2.0".into())] }))
         .unwrap();
     harness.run();
     harness.get_by_label_contains("typed: ship it");
@@ -721,7 +724,7 @@ fn citations_open_their_source_ratings_reach_the_store_and_the_memory_view_shows
     // The first source opens its session in the Context panel.
     harness.get_by_label_contains("Booking.com: Hotel Adlon").click();
     harness.run();
-    assert!(far.store.try_iter().any(|c| matches!(c, StoreCommand::LoadSessionDetail { session_id: 41 })));
+    assert!(store_asked(&far).iter().any(|c| c == "load session detail 41"));
     assert_eq!(harness.state().state.tab(), cowork::state::Tab::Context);
     harness.get_by_label("Chat").click();
     harness.run();
@@ -736,16 +739,16 @@ fn citations_open_their_source_ratings_reach_the_store_and_the_memory_view_shows
     harness.run();
     harness.get_by_label("Save rating").click();
     harness.run();
-    let rated = far.store.try_iter().find_map(|c| match c {
-        StoreCommand::SetFeedback { message_id, rating, reason } => Some((message_id, rating, reason)),
-        _ => None,
-    });
-    assert_eq!(rated, Some((request.answer_id, -1, "made up a hotel".to_owned())));
+    let rated = store_asked(&far).into_iter().find(|c| c.starts_with("feedback "));
+    assert_eq!(rated, Some(format!("feedback -1 on {}: made up a hotel", request.answer_id)));
 
     // The second opens its thread.
     harness.get_by_label_contains("Trip planning").click();
     harness.run();
-    assert!(far.store.try_iter().any(|c| matches!(c, StoreCommand::LoadMessages { thread_id: 5 })));
+    let asked = store_asked(&far);
+    for load in ["load messages 5", "load tool calls 5", "load pins 5"] {
+        assert!(asked.iter().any(|c| c == load), "{load}: {asked:?}");
+    }
 
     // The Memory view: what was injected, and what the budgets dropped.
     open_settings(&mut harness, "Memory");
@@ -766,13 +769,10 @@ fn citations_open_their_source_ratings_reach_the_store_and_the_memory_view_shows
     harness.run();
     harness.get_by_role_and_label(Role::MultilineTextInput, profile).type_text(", no meetings");
     harness.run();
-    assert!(!far.store.try_iter().any(|c| matches!(c, StoreCommand::SetSetting { .. })), "not while it is typed");
+    assert!(saved_settings(&far).is_empty(), "not while it is typed");
     harness.key_press(egui::Key::Escape);
     harness.run();
-    let saved = far.store.try_iter().find_map(|c| match c {
-        StoreCommand::SetSetting { key, value } if key == cowork::config::keys::PROFILE => Some(value),
-        _ => None,
-    });
+    let saved = saved_settings(&far).into_iter().find_map(|(key, value)| (key == cowork::config::keys::PROFILE).then_some(value));
     assert_eq!(saved.as_deref(), Some("Goal: a quiet week, no meetings"));
     // Pinning a fact goes to the store (which mirrors it into USER.md).
     harness.get_by_role_and_label(Role::TextInput, "Fact").focus();
@@ -781,8 +781,8 @@ fn citations_open_their_source_ratings_reach_the_store_and_the_memory_view_shows
     harness.run();
     harness.get_by_label("Pin").click();
     harness.run();
-    let sent: Vec<StoreCommand> = far.store.try_iter().collect();
-    assert!(sent.iter().any(|c| matches!(c, StoreCommand::AddHotMemory { text, .. } if text == "Prefers window seats")), "{sent:?} {:?}", harness.state().state.notices);
+    let sent = store_asked(&far);
+    assert!(sent.iter().any(|c| c == "pin a fact by user: Prefers window seats"), "{sent:?} {:?}", harness.state().state.notices);
 }
 
 #[test]
@@ -833,11 +833,8 @@ fn a_search_result_pins_to_the_open_chat_its_pin_can_be_taken_off_and_typed_text
     let _ = far.store.try_iter().count();
     harness.get_by_label("Pin").click();
     harness.run();
-    let pinned: Vec<StoreCommand> = far.store.try_iter().collect();
-    assert!(
-        pinned.iter().any(|c| matches!(c, StoreCommand::PinSource { thread_id: t, stream: cowork::memory::search::Stream::Typing, source_id: 12 } if *t == thread_id)),
-        "{pinned:?}"
-    );
+    let pinned = store_asked(&far);
+    assert!(pinned.contains(&format!("pin typing 12 to thread {thread_id}")), "{pinned:?}");
 
     // The store answers with the thread's pins; the chat shows them with Unpin.
     let item = cowork::memory::rag::Item {
@@ -850,20 +847,17 @@ fn a_search_result_pins_to_the_open_chat_its_pin_can_be_taken_off_and_typed_text
         origin: cowork::memory::rag::Origin::Pinned,
         open_id: None,
     };
-    far.events.send(AppEvent::Store(StoreEvent::ThreadPins { thread_id: thread_id + 1, items: vec![item.clone()] })).unwrap();
+    far.events.send(AppEvent::Memory(MemoryEvent::ThreadPins { thread_id: thread_id + 1, items: vec![item.clone()] })).unwrap();
     harness.get_by_label("Chat").click();
     harness.run();
     assert!(harness.query_by_label("Pinned: gedit — notes").is_none(), "another thread's pins are not shown");
-    far.events.send(AppEvent::Store(StoreEvent::ThreadPins { thread_id, items: vec![item] })).unwrap();
+    far.events.send(AppEvent::Memory(MemoryEvent::ThreadPins { thread_id, items: vec![item] })).unwrap();
     harness.run();
     harness.get_by_label("Pinned: gedit — notes");
     harness.get_by_label("Unpin").click();
     harness.run();
-    let unpinned: Vec<StoreCommand> = far.store.try_iter().collect();
-    assert!(
-        unpinned.iter().any(|c| matches!(c, StoreCommand::UnpinSource { thread_id: t, source_id: 12, .. } if *t == thread_id)),
-        "{unpinned:?}"
-    );
+    let unpinned = store_asked(&far);
+    assert!(unpinned.contains(&format!("unpin typing 12 from thread {thread_id}")), "{unpinned:?}");
     // A new chat starts without them.
     harness.get_by_label("New chat").click();
     harness.run();
@@ -873,7 +867,7 @@ fn a_search_result_pins_to_the_open_chat_its_pin_can_be_taken_off_and_typed_text
     let _ = far.store.try_iter().count();
     harness.get_by_label_contains("Adlon, 3 nights").click();
     harness.run();
-    assert!(far.store.try_iter().any(|c| matches!(c, StoreCommand::LoadSessionDetail { session_id: 41 })));
+    assert!(store_asked(&far).iter().any(|c| c == "load session detail 41"));
     assert_eq!(harness.state().state.open_session.as_ref().map(|s| s.session_id), Some(41));
 }
 
@@ -1117,7 +1111,7 @@ fn an_http_server_that_wants_a_sign_in_offers_sign_in_its_link_and_sign_out() {
 
 #[test]
 fn an_assistant_asking_to_read_memory_is_asked_about_in_the_chat_and_listed_in_settings() {
-    use cowork::agent::store::AgentWrite;
+    use cowork::agent::store::ClientStatus;
     use cowork::mcp::events::McpClientView;
     let (mut harness, far) = app_with(AppOptions::default(), 3000.0);
     let client = |name: &str, status: &str| McpClientView {
@@ -1134,11 +1128,16 @@ fn an_assistant_asking_to_read_memory_is_asked_about_in_the_chat_and_listed_in_s
     assert!(harness.query_by_label_contains("zed wants").is_none(), "only a pending client is asked about");
     harness.get_by_label("Allow Claude Desktop").click();
     harness.run();
-    let decided: Vec<StoreCommand> = far.store.try_iter().collect();
-    let allowed = decided.iter().any(|c| {
-        matches!(c, StoreCommand::Agent { write, .. } if matches!(write.as_ref(), AgentWrite::McpClientDecided { name, allowed: true, by, .. } if name == "Claude Desktop" && by == "user"))
-    });
-    assert!(allowed, "Allow is written through the store");
+    // What the app asked the store to write, written to a database of its own.
+    let db = rusqlite::Connection::open_in_memory().unwrap();
+    cowork::store::migrate(&db).unwrap();
+    for command in far.store.try_iter() {
+        command.run_on(&db).unwrap();
+    }
+    let clients = cowork::agent::store::mcp_clients(&db).unwrap();
+    let by: Option<String> = db.query_row("SELECT decided_by FROM mcp_clients WHERE name = 'Claude Desktop'", [], |r| r.get(0)).unwrap();
+    let allowed = clients.iter().any(|c| c.name == "Claude Desktop" && c.status == ClientStatus::Allowed) && by.as_deref() == Some("user");
+    assert!(allowed, "Allow is written through the store: {clients:?}");
     assert!(harness.query_by_label_contains("Claude Desktop wants").is_none(), "the card goes at once");
 
     // Settings → Integrations lists every client; Deny revokes an allowed one.
@@ -1147,7 +1146,10 @@ fn an_assistant_asking_to_read_memory_is_asked_about_in_the_chat_and_listed_in_s
     harness.get_by_label_contains("Assistants reading cowork's memory");
     harness.get_all_by_label("Deny").next().unwrap().click();
     harness.run();
-    let denied = far.store.try_iter().any(|c| matches!(c, StoreCommand::Agent { write, .. } if matches!(write.as_ref(), AgentWrite::McpClientDecided { allowed: false, .. })));
+    for command in far.store.try_iter() {
+        command.run_on(&db).unwrap();
+    }
+    let denied = cowork::agent::store::mcp_clients(&db).unwrap().iter().any(|c| c.status == ClientStatus::Denied);
     assert!(denied);
 }
 
@@ -2085,7 +2087,7 @@ fn a_dropped_document_is_attached_and_an_answer_can_be_saved_and_its_task_undone
     harness.input_mut().dropped_files.push(Arc::new(Dropped(plan.clone())));
     assert!(step_until(&mut harness, std::time::Duration::from_secs(20), |h| h.query_by_label_contains("plan.docx · document").is_some()), "the dropped document is attached");
     // Kept in memory too (the store is asked to keep it).
-    assert!(far.store.try_iter().any(|c| matches!(c, StoreCommand::RememberDocument { ref doc, .. } if doc.name == "plan.docx")));
+    assert!(store_asked(&far).iter().any(|c| c == "remember plan.docx"));
     let request = send_message(&mut harness, &far, "How big is the okapi budget?");
     assert_eq!(request.attachments.len(), 1);
     assert!(request.attachments[0].server.is_empty() && request.attachments[0].text.contains("--- section 1: Plan ---"), "{:?}", request.attachments);

@@ -444,7 +444,7 @@ fn listen_mode_keeps_you_and_others_apart_pauses_and_forgets_a_range() {
 
     let (sink, events) = test_sink();
     let policy = RestartPolicy::default();
-    let mut store = cowork::store::spawn_store(data.path().join("cowork.db"), sink.narrow(), policy).unwrap();
+    let mut store = cowork::workers::spawn_store(data.path().join("cowork.db"), sink.clone(), policy).unwrap();
     let mut speech = spawn_speech(Manifest::bundled().unwrap(), models_dir(), SpeechConfig::default(), sink.narrow(), policy).unwrap();
     let mut listen = spawn_listen(store.commands.clone(), speech.commands.clone(), Manifest::bundled().unwrap(), models_dir(), data.path().to_path_buf(), sink.narrow(), policy).unwrap();
     let mut settings = cowork::config::Settings::default();

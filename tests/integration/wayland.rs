@@ -838,7 +838,8 @@ fn on_sway_focus_and_title_changes_become_sessions_with_pids_like_on_x11() {
     use cowork::runtime::WorkerName;
     use cowork::ids::now_millis;
     use cowork::runtime::{RestartPolicy, WorkerState};
-    use cowork::store::{StoreCommand, spawn_store};
+    use cowork::store::StoreCommand;
+use cowork::workers::spawn_store;
     if !require(Compositor::sway_available(), "sway and foot") {
         return;
     }
@@ -856,7 +857,7 @@ fn on_sway_focus_and_title_changes_become_sessions_with_pids_like_on_x11() {
     let dir = temp_dir();
     let db = dir.path().join("cowork.db");
     let (sink, events) = test_sink();
-    let mut store = spawn_store(db.clone(), sink.narrow(), RestartPolicy::default()).unwrap();
+    let mut store = spawn_store(db.clone(), sink.clone(), RestartPolicy::default()).unwrap();
     let config = CaptureConfig { display: None, afk_secs: 3600, rules: Default::default(), backend };
     let mut capture = spawn_capture(config, store.commands.clone(), sink.narrow(), RestartPolicy::default()).unwrap();
     let state = wait_for(&events, Duration::from_secs(10), |e| match e {
@@ -952,7 +953,7 @@ impl InProcess {
         let dir = temp_dir();
         let db = dir.path().join("cowork.db");
         let (sink, events) = super::support::test_sink();
-        let store = cowork::store::spawn_store(db.clone(), sink.narrow(), RestartPolicy::default()).unwrap();
+        let store = cowork::workers::spawn_store(db.clone(), sink.clone(), RestartPolicy::default()).unwrap();
         let config = CaptureConfig { display: None, afk_secs, rules: Default::default(), backend };
         let capture = spawn_capture(config, store.commands.clone(), sink.narrow(), RestartPolicy::default()).unwrap();
         let state = super::support::wait_for(&events, Duration::from_secs(10), |e| match e {

@@ -1,6 +1,8 @@
 //! The `cowork` binary: parses arguments, sets up logging and the panic hook,
 //! starts the workers and runs the sidebar (or a headless subcommand).
 
+#![cfg_attr(not(test), warn(clippy::too_many_lines))]
+
 use std::io::IsTerminal;
 use std::path::PathBuf;
 use std::process::ExitCode;

@@ -704,6 +704,7 @@ impl AppState {
             }
             // Handled by the app (it sends commands), never reaches the reducer.
             AgentEvent::AgentStep { .. } => {}
+            AgentEvent::Memory(event) => self.apply_memory(event),
         }
     }
 

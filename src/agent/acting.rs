@@ -897,7 +897,7 @@ impl<B: LocalBrain> AgentWorker<B> {
                 self.open_db();
                 let Some(conn) = self.db.as_ref() else { return ToolOutput::error("cowork's memory cannot be read right now") };
                 let thread_id = self.acting.live.get(&operation_id).map(|l| l.request.thread.thread_id);
-                let memory = crate::tools::memory::MemoryEnv { conn, recall: self.config.recall.as_ref().map(|r| r as &dyn crate::tools::memory::Recall), withheld: None, store: Some(&self.store), thread_id, now_millis: now_millis() };
+                let memory = crate::tools::memory::MemoryEnv { conn, recall: self.config.recall.as_ref().map(|r| r as &dyn crate::tools::memory::Recall), withheld: None, store: Some((&self.store, self.sink.narrow())), thread_id, now_millis: now_millis() };
                 let stop = AtomicBool::new(false);
                 let user_asked_for_formulas = self.acting.live.get(&operation_id).is_some_and(|l| user_asked_for_formulas(&l.state));
                 let env = registry::Env { files: &self.acting.files, memory: Some(memory), gate: crate::net::OutboundGate::global(), stop: &stop, skills: &self.acting.skills, search: &search, user_asked_for_formulas };

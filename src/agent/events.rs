@@ -51,6 +51,14 @@ pub enum AgentEvent {
     AppDrafted(Result<String, String>),
     /// "Describe it": the drafted flow as JSON (valid), or why none could be drafted.
     FlowDrafted(Result<String, String>),
+    /// What the agent changed in memory (a fact it pinned), as memory shows it.
+    Memory(crate::memory::events::MemoryEvent),
+}
+
+impl From<crate::memory::events::MemoryEvent> for AgentEvent {
+    fn from(event: crate::memory::events::MemoryEvent) -> Self {
+        AgentEvent::Memory(event)
+    }
 }
 
 // The agent's operations and tool calls (issue 13).

@@ -262,7 +262,7 @@ impl<B: LocalBrain> AgentWorker<B> {
             facts.extend(texts.iter().map(|text| hot::Fact { memory_id: 0, file: *file, text: text.clone(), pinned_by: "user".into(), created_at_millis: 0 }));
         }
         if !edits.is_empty() {
-            let _ = self.store.send_timeout(crate::memory::commands::load_facts(crate::runtime::EventSink::ignored()), Duration::from_secs(5));
+            let _ = self.store.send_timeout(crate::memory::commands::load_facts(self.sink.narrow()), Duration::from_secs(5));
         }
         let feedback: Vec<synthesis::Feedback> = conn
             .prepare_cached("SELECT rating, reason FROM feedback ORDER BY at_ms DESC LIMIT 20")
@@ -816,7 +816,7 @@ impl<B: LocalBrain> AgentWorker<B> {
         if remember {
             for text in pins {
                 let _ = self.store.send_timeout(
-                    crate::memory::commands::add_fact(crate::memory::hot::File::Memory, text, "agent".into(), crate::runtime::EventSink::ignored()),
+                    crate::memory::commands::add_fact(crate::memory::hot::File::Memory, text, "agent".into(), self.sink.narrow()),
                     Duration::from_secs(5),
                 );
             }

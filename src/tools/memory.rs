@@ -51,8 +51,8 @@ pub struct MemoryEnv<'a> {
     /// The privacy firewall's rules, applied to what was recorded before
     /// they changed (`cowork mcp serve`); None: what is stored is shown.
     pub withheld: Option<&'a crate::capture::firewall::Rules>,
-    /// The store worker, for `remember` (None: refused).
-    pub store: Option<&'a Sender<StoreCommand>>,
+    /// The store worker, for `remember`, and who is shown memory's new state (None: refused).
+    pub store: Option<(&'a Sender<StoreCommand>, crate::runtime::EventSink<crate::memory::events::MemoryEvent>)>,
     /// The chat the call belongs to, for its pins.
     pub thread_id: Option<i64>,
     pub now_millis: i64,
@@ -361,8 +361,8 @@ fn read_session(args: &Value, env: &MemoryEnv<'_>) -> Result<String, String> {
 
 fn remember(args: &Value, env: &MemoryEnv<'_>) -> Result<String, String> {
     let text = crate::memory::hot::clean(args.get("text").and_then(Value::as_str).unwrap_or_default())?;
-    let store = env.store.ok_or("memory cannot be written here")?;
-    let command = crate::memory::commands::add_fact(crate::memory::hot::File::Memory, text.clone(), "agent".into(), crate::runtime::EventSink::ignored());
+    let (store, shown) = env.store.as_ref().ok_or("memory cannot be written here")?;
+    let command = crate::memory::commands::add_fact(crate::memory::hot::File::Memory, text.clone(), "agent".into(), shown.clone());
     store.send_timeout(command, Duration::from_secs(5)).map_err(|_| "the store is not accepting writes".to_owned())?;
     Ok(format!("Remembered: {text}"))
 }
@@ -526,7 +526,7 @@ mod tests {
         let (_dir, conn) = db();
         crate::memory::hot::add(&conn, crate::memory::hot::File::User, "Works at Nordbank", "user", 1).unwrap();
         let (store, writes) = bounded(4);
-        let env = MemoryEnv { store: Some(&store), ..env(&conn, 10) };
+        let env = MemoryEnv { store: Some((&store, crate::runtime::EventSink::ignored())), ..env(&conn, 10) };
         let out = run("remember", &json!({"text": "The weather bot deploys on Fridays"}), &env);
         assert_eq!(out.content, "Remembered: The weather bot deploys on Fridays");
         writes.try_recv().unwrap().run_on(&conn).unwrap();

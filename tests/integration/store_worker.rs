@@ -144,7 +144,7 @@ fn a_deleted_range_leaves_no_row_no_fts_entry_and_no_bytes_on_disk() {
     flush(&worker.commands);
 
     let (reply, outcome) = bounded(1);
-    worker.commands.send(cowork::erase::delete_range_command(now - 3_600_000, now + 1, Some(reply), cowork::runtime::EventSink::ignored())).unwrap();
+    worker.commands.send(cowork::erase::delete_range_command(now - 3_600_000, now + 1, Some(reply), sink.narrow())).unwrap();
     let deleted = outcome.recv_timeout(Duration::from_secs(30)).unwrap().unwrap();
     assert_eq!((deleted.sessions, deleted.messages), (2, 1));
     assert!(wait_for(&events, Duration::from_secs(5), |e| matches!(e, AppEvent::Store(StoreEvent::RangeDeleted { .. })).then_some(())).is_some());

@@ -126,6 +126,16 @@ impl Shown {
     }
 }
 
+/// How a question put to the agent is answered (`AgentWorker::decide`).
+pub(super) enum Answering {
+    /// From memory in one pass, as a plain answer (a local question that can only read memory).
+    FromMemory(ChatRequest),
+    /// As a task with tools on `brain`.
+    Task { request: ChatRequest, brain: Brain, remember: bool, settings: Box<crate::config::Settings> },
+    /// Nothing starts now: the user is asked for consent, or it ended early.
+    Nothing,
+}
+
 impl<B: LocalBrain> AgentWorker<B> {
     /// Writes a record and waits until it is committed.
     fn record(&self, write: AgentWrite) -> Result<(), String> {
@@ -169,14 +179,16 @@ impl<B: LocalBrain> AgentWorker<B> {
         Limits { max_steps: settings.agent_max_steps, ..Limits::default() }
     }
 
-    /// Starts an operation for a chat question.
-    pub(super) fn start_operation(&mut self, mut request: ChatRequest) {
+    /// How a question put to the agent is answered, decided once before
+    /// anything starts: from memory in one pass, as a task on a brain, or
+    /// not yet (the user is asked for consent) or not at all (it ended early).
+    pub(super) fn decide(&mut self, mut request: ChatRequest) -> Answering {
         let remember = !crate::capture::firewall::wants_no_memory(&request.text);
         let asked_text = request.text.clone();
         request.text = request.text.replace("<no-memory>", "").trim().to_owned();
         let (settings, providers) = self.brains();
         // Route with the question alone: context comes through tools, marked as data.
-        let brain = match self.plan_public(&request, &settings, &providers) {
+        let brain = match self.plan_operation(&request, &settings, &providers) {
             Ok((brain, None)) => brain,
             // The same card as for a question: what the provider would get, and the choice.
             Ok((Brain::Cloud { provider, .. }, Some(reason))) => {
@@ -187,15 +199,14 @@ impl<B: LocalBrain> AgentWorker<B> {
                     provider.name
                 );
                 self.sink.send(AgentEvent::ConsentNeeded { provider: provider.name.clone(), reason, preview, request: Box::new(request) });
-                return;
+                return Answering::Nothing;
             }
             Ok((brain, Some(_))) => brain,
             Err(message) => {
-                self.finish_early_public(&request, remember, message);
-                return;
+                self.finish_early(&request, remember, None, message);
+                return Answering::Nothing;
             }
         };
-        let now = now_millis();
         self.refresh_mcp_tools();
         self.refresh_flow_tools();
         // A local question that can only read memory is answered from the grounded context in one
@@ -204,15 +215,20 @@ impl<B: LocalBrain> AgentWorker<B> {
         if matches!(brain, Brain::Local) && settings.agent_memory_from_context && request.attachments.is_empty() {
             let extra = integrations::local_names(&self.acting.mcp_tools, &request.text).len() + flows::local_names(&self.acting.flow_tools, &request.text).len();
             if extra == 0 && registry::answers_from_memory(&request.text, &self.acting.files) {
-                self.handle_chat(ChatRequest { agent: false, text: asked_text, ..request });
-                return;
+                return Answering::FromMemory(ChatRequest { agent: false, text: asked_text, ..request });
             }
         }
+        Answering::Task { request, brain, remember, settings: Box::new(settings) }
+    }
+
+    /// Starts an operation for a question `decide` made a task.
+    pub(super) fn start_operation(&mut self, request: ChatRequest, brain: Brain, remember: bool, settings: &crate::config::Settings) {
+        let now = now_millis();
         if remember && !request.is_retry {
             if request.thread_is_new {
                 let _ = self.store.send_timeout(crate::chat::thread_write(request.thread.clone(), now_millis()), STORE_WAIT);
             }
-            self.persist_public(super::worker::user_message_public(&request, None), None);
+            self.persist(super::worker::user_message(&request, None), None);
         }
         let mut tools: Vec<String> = match &brain {
             Brain::Local => registry::local_subset(&request.text, Some(&self.acting.files)).into_iter().map(str::to_owned).collect(),
@@ -234,7 +250,7 @@ impl<B: LocalBrain> AgentWorker<B> {
         });
         let mut state = State { tools: tools.clone(), started_at_millis: now, ask_id: request.ask_id, ..State::default() };
         let names: Vec<&str> = tools.iter().map(String::as_str).collect();
-        let system = self.operation_system_prompt(&brain, &names, &settings, now);
+        let system = self.operation_system_prompt(&brain, &names, settings, now);
         state.push(Turn::new(Role::System, system), Origin::Instructions);
         // Earlier messages of the thread: the user's own words, and answers
         // that may quote what tools returned (memory, so untrusted).
@@ -662,12 +678,8 @@ impl<B: LocalBrain> AgentWorker<B> {
         self.close_step_if_settled(operation_id, step);
     }
 
-    pub(super) fn refresh_flow_tools_public(&mut self) {
-        self.refresh_flow_tools();
-    }
-
     /// The automations offered as tools, read from the database.
-    fn refresh_flow_tools(&mut self) {
+    pub(super) fn refresh_flow_tools(&mut self) {
         self.open_db();
         self.acting.flow_tools = self.db.as_ref().map(flows::load).unwrap_or_default();
     }
@@ -1402,8 +1414,8 @@ impl<B: LocalBrain> AgentWorker<B> {
             text.push_str(&format!("({note})"));
         }
         if live.remember {
-            let message = super::worker::answer_message_public(&live.request, text, error.as_deref(), message_status, &live.row.brain, live.row.cost_usd);
-            self.persist_public(message, Some(live.row.brain.clone()));
+            let message = super::worker::answer_message(&live.request, text, error.as_deref(), message_status, &live.row.brain, live.row.cost_usd, None);
+            self.persist(message, Some(live.row.brain.clone()));
         }
         self.sink.send(AgentEvent::AnswerCost { answer_id: live.request.answer_id, usd: live.row.cost_usd });
         // A cloud task's tokens over all its steps, and how much of its prompts the provider's cache served.

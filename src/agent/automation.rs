@@ -79,7 +79,7 @@ impl<B: LocalBrain> AgentWorker<B> {
                 self.acting.live.insert(operation_id, live);
                 self.refresh_mcp_tools();
                 if super::flows::is_flow(&tool) {
-                    self.refresh_flow_tools_public();
+                    self.refresh_flow_tools();
                 }
                 self.decide_call(operation_id, 0, "step".into(), tool, args, &origins, &settings);
                 self.advance(operation_id);
@@ -89,7 +89,7 @@ impl<B: LocalBrain> AgentWorker<B> {
                 let brain = match tier {
                     Tier::Local => Brain::Local,
                     // An unattended run never asks for consent: without it, the cloud gets no captured data.
-                    Tier::Auto | Tier::Cloud => match self.plan_public(&text, &settings, &providers) {
+                    Tier::Auto | Tier::Cloud => match self.plan_operation(&text, &settings, &providers) {
                         Ok((brain, _)) => brain,
                         Err(err) => {
                             self.report(request.run_id, request.seq, operation_id, StepOutcome::Failed { error: err, decision: "route".into(), expired: false });
@@ -254,7 +254,7 @@ impl<B: LocalBrain> AgentWorker<B> {
     fn draft(&mut self, system: String, description: &str, what: &str, form: &str, check: impl Fn(&str) -> Result<String, String>) -> Result<String, String> {
         let (settings, providers) = self.brains();
         let ask = ChatRequest { text: description.to_owned(), ..ChatRequest::default() };
-        let brain = self.plan_public(&ask, &settings, &providers).map(|(brain, _)| brain)?;
+        let brain = self.plan_operation(&ask, &settings, &providers).map(|(brain, _)| brain)?;
         let mut turns = vec![Turn::new(Role::System, system), Turn::new(Role::User, description.to_owned())];
         let mut last_problems = String::new();
         for _ in 0..DRAFT_ATTEMPTS {
@@ -285,7 +285,7 @@ impl<B: LocalBrain> AgentWorker<B> {
         }
         let (settings, providers) = self.brains();
         let ask = ChatRequest { text: prompt.to_owned(), ..ChatRequest::default() };
-        let (brain, consent) = self.plan_public(&ask, &settings, &providers)?;
+        let (brain, consent) = self.plan_operation(&ask, &settings, &providers)?;
         if let (Brain::Cloud { provider, .. }, Some(reason)) = (&brain, consent) {
             return Err(format!("this would go to {} ({reason}), and an app cannot ask for cloud consent; allow it in Settings → Brains", provider.name));
         }

@@ -121,7 +121,7 @@ const SUMMARY_LOOKBACK_MILLIS: i64 = 7 * 86_400_000;
 const SUMMARY_IDLE: Duration = Duration::from_secs(120);
 
 /// The stored form of an answer; an answer that failed empty keeps its reason as text.
-fn answer_message(request: &ChatRequest, text: String, error: Option<&str>, status: MessageStatus, provider: &str, cost: f64, citations: Option<String>) -> ChatMessage {
+pub(super) fn answer_message(request: &ChatRequest, text: String, error: Option<&str>, status: MessageStatus, provider: &str, cost: f64, citations: Option<String>) -> ChatMessage {
     let content = match (error, text.is_empty()) {
         (Some(error), true) => format!("(no answer: {error})"),
         _ => text,
@@ -142,17 +142,8 @@ fn answer_message(request: &ChatRequest, text: String, error: Option<&str>, stat
     }
 }
 
-/// An operation's answer as stored.
-pub(super) fn answer_message_public(request: &ChatRequest, text: String, error: Option<&str>, status: MessageStatus, provider: &str, cost: f64) -> ChatMessage {
-    answer_message(request, text, error, status, provider, cost, None)
-}
-
-pub(super) fn user_message_public(request: &ChatRequest, context: Option<String>) -> ChatMessage {
-    user_message(request, context)
-}
-
 /// The stored form of a question, with the context sent along (if any).
-fn user_message(request: &ChatRequest, context: Option<String>) -> ChatMessage {
+pub(super) fn user_message(request: &ChatRequest, context: Option<String>) -> ChatMessage {
     ChatMessage {
         message_id: request.user_message_id,
         thread_id: request.thread.thread_id,
@@ -366,11 +357,16 @@ impl<B: LocalBrain> AgentWorker<B> {
         }
     }
 
-    pub fn handle_chat(&mut self, mut request: ChatRequest) {
-        if request.agent {
-            self.start_operation(request);
-            return;
-        }
+    pub fn handle_chat(&mut self, request: ChatRequest) {
+        let mut request = match request.agent {
+            false => request,
+            // Decided once, before any operation starts.
+            true => match self.decide(request) {
+                super::acting::Answering::FromMemory(request) => request,
+                super::acting::Answering::Task { request, brain, remember, settings } => return self.start_operation(request, brain, remember, &settings),
+                super::acting::Answering::Nothing => return,
+            },
+        };
         let epoch = self.stop_epoch.load(Ordering::SeqCst);
         // `<no-memory>`: answer, but keep neither the question nor the answer.
         let remember = !wants_no_memory(&request.text);
@@ -583,7 +579,7 @@ impl<B: LocalBrain> AgentWorker<B> {
 
     /// Who works on an operation: routed on the question alone (its context comes through tools).
     /// With a cloud brain the user has not been asked about yet, also why it was routed there.
-    pub(super) fn plan_public(
+    pub(super) fn plan_operation(
         &mut self,
         request: &ChatRequest,
         settings: &crate::config::Settings,
@@ -596,14 +592,6 @@ impl<B: LocalBrain> AgentWorker<B> {
                 (super::operation::Brain::Cloud { provider, key, consent: consent.unwrap_or(false) || request.consent_once }, ask)
             }
         })
-    }
-
-    pub(super) fn finish_early_public(&mut self, request: &ChatRequest, remember: bool, error: String) {
-        self.finish_early(request, remember, None, error);
-    }
-
-    pub(super) fn persist_public(&self, message: ChatMessage, model: Option<String>) {
-        self.persist(message, model);
     }
 
     /// Observational memory: each older hour with activity and each quiet
@@ -725,7 +713,7 @@ impl<B: LocalBrain> AgentWorker<B> {
 
     /// A question that cannot be answered (no route, over budget, no key): it is
     /// kept with the reason as the failed answer, and nothing is sent anywhere.
-    fn finish_early(&mut self, request: &ChatRequest, remember: bool, context: Option<&str>, error: String) {
+    pub(super) fn finish_early(&mut self, request: &ChatRequest, remember: bool, context: Option<&str>, error: String) {
         if remember && !request.is_retry {
             if request.thread_is_new {
                 let _ = self.store.send_timeout(

@@ -126,16 +126,6 @@ impl Shown {
     }
 }
 
-/// How a question put to the agent is answered (`AgentWorker::decide`).
-pub(super) enum Answering {
-    /// From memory in one pass, as a plain answer (a local question that can only read memory).
-    FromMemory(ChatRequest),
-    /// As a task with tools on `brain`.
-    Task { request: ChatRequest, brain: Brain, remember: bool, settings: Box<crate::config::Settings> },
-    /// Nothing starts now: the user is asked for consent, or it ended early.
-    Nothing,
-}
-
 impl<B: LocalBrain> AgentWorker<B> {
     /// Writes a record and waits until it is committed.
     fn record(&self, write: AgentWrite) -> Result<(), String> {
@@ -182,7 +172,7 @@ impl<B: LocalBrain> AgentWorker<B> {
     /// How a question put to the agent is answered, decided once before
     /// anything starts: from memory in one pass, as a task on a brain, or
     /// not yet (the user is asked for consent) or not at all (it ended early).
-    pub(super) fn decide(&mut self, mut request: ChatRequest) -> Answering {
+    pub(super) fn decide(&mut self, mut request: ChatRequest) -> super::operation::Answering {
         let remember = !crate::capture::firewall::wants_no_memory(&request.text);
         let asked_text = request.text.clone();
         request.text = request.text.replace("<no-memory>", "").trim().to_owned();
@@ -199,12 +189,12 @@ impl<B: LocalBrain> AgentWorker<B> {
                     provider.name
                 );
                 self.sink.send(AgentEvent::ConsentNeeded { provider: provider.name.clone(), reason, preview, request: Box::new(request) });
-                return Answering::Nothing;
+                return super::operation::Answering::Nothing;
             }
             Ok((brain, Some(_))) => brain,
             Err(message) => {
                 self.finish_early(&request, remember, None, message);
-                return Answering::Nothing;
+                return super::operation::Answering::Nothing;
             }
         };
         self.refresh_mcp_tools();
@@ -215,10 +205,10 @@ impl<B: LocalBrain> AgentWorker<B> {
         if matches!(brain, Brain::Local) && settings.agent_memory_from_context && request.attachments.is_empty() {
             let extra = integrations::local_names(&self.acting.mcp_tools, &request.text).len() + flows::local_names(&self.acting.flow_tools, &request.text).len();
             if extra == 0 && registry::answers_from_memory(&request.text, &self.acting.files) {
-                return Answering::FromMemory(ChatRequest { agent: false, text: asked_text, ..request });
+                return super::operation::Answering::FromMemory(ChatRequest { agent: false, text: asked_text, ..request });
             }
         }
-        Answering::Task { request, brain, remember, settings: Box::new(settings) }
+        super::operation::Answering::Task { request, brain, remember, settings: Box::new(settings) }
     }
 
     /// Starts an operation for a question `decide` made a task.

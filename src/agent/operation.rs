@@ -48,6 +48,16 @@ pub struct ChatRequest {
     pub brain: Option<BrainChoice>,
 }
 
+/// How a question put to the agent is answered (`AgentWorker::decide`).
+pub enum Answering {
+    /// From memory in one pass, as a plain answer (a local question that can only read memory).
+    FromMemory(ChatRequest),
+    /// As a task with tools on `brain`.
+    Task { request: ChatRequest, brain: Brain, remember: bool, settings: Box<crate::config::Settings> },
+    /// Nothing starts now: the user is asked for consent, or it ended early.
+    Nothing,
+}
+
 /// A brain chosen by name rather than routed.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum BrainChoice {

@@ -362,9 +362,9 @@ impl<B: LocalBrain> AgentWorker<B> {
             false => request,
             // Decided once, before any operation starts.
             true => match self.decide(request) {
-                super::acting::Answering::FromMemory(request) => request,
-                super::acting::Answering::Task { request, brain, remember, settings } => return self.start_operation(request, brain, remember, &settings),
-                super::acting::Answering::Nothing => return,
+                super::operation::Answering::FromMemory(request) => request,
+                super::operation::Answering::Task { request, brain, remember, settings } => return self.start_operation(request, brain, remember, &settings),
+                super::operation::Answering::Nothing => return,
             },
         };
         let epoch = self.stop_epoch.load(Ordering::SeqCst);

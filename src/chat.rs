@@ -163,13 +163,7 @@ pub fn load_messages(thread_id: i64, sink: EventSink<ChatEvent>) -> StoreCommand
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::store::migrate;
-
-    fn db() -> Connection {
-        let conn = Connection::open_in_memory().unwrap();
-        migrate(&conn).unwrap();
-        conn
-    }
+    use crate::store::test_db as db;
 
     #[test]
     fn messages_round_trip_and_fts_follows_updates() {

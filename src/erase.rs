@@ -179,29 +179,8 @@ fn audio_retention(conn: &Connection, now_millis: i64, listen: &crate::config::L
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::capture::db::{search_sessions, sessions_since, upsert_session};
-    use crate::records::{ActivitySession, SessionEnd};
-    use crate::store::{migrate, purge_deleted};
-
-    fn db() -> Connection {
-        let conn = Connection::open_in_memory().unwrap();
-        migrate(&conn).unwrap();
-        conn
-    }
-
-    fn session(session_id: i64, title: &str, start: i64, end: Option<i64>) -> ActivitySession {
-        ActivitySession {
-            session_id,
-            app: "XTerm".into(),
-            title: title.into(),
-            pid: Some(42),
-            window_id: 7,
-            started_at_millis: start,
-            ended_at_millis: end,
-            end_reason: end.map(|_| SessionEnd::Switch),
-            ..Default::default()
-        }
-    }
+    use crate::capture::db::{search_sessions, sessions_since, test_session as session, upsert_session};
+    use crate::store::{purge_deleted, test_db as db};
 
     #[test]
     fn delete_range_takes_overlapping_sessions_and_their_fts_entries() {

@@ -10,3 +10,11 @@ mod worker;
 pub use queries::*;
 pub use schema::{DB_FILE_NAME, SCHEMA_VERSION, migrate, open_read_only, open_writer, write_transaction};
 pub use worker::{Periodic, StoreCommand, StoreHooks, StoreWorker, Writer, spawn_store};
+
+/// A migrated database in memory, for unit tests of the SQL beside each domain.
+#[cfg(test)]
+pub(crate) fn test_db() -> rusqlite::Connection {
+    let conn = rusqlite::Connection::open_in_memory().expect("an in-memory database opens");
+    migrate(&conn).expect("the migrations apply");
+    conn
+}

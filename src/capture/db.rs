@@ -379,30 +379,27 @@ pub fn recover_at_open(writer: &mut Writer<'_>) -> anyhow::Result<()> {
     Ok(())
 }
 
+
+/// A finished (or open) XTerm session, for unit tests.
+#[cfg(test)]
+pub(crate) fn test_session(session_id: i64, title: &str, start: i64, end: Option<i64>) -> ActivitySession {
+    ActivitySession {
+        session_id,
+        app: "XTerm".into(),
+        title: title.into(),
+        pid: Some(42),
+        window_id: 7,
+        started_at_millis: start,
+        ended_at_millis: end,
+        end_reason: end.map(|_| SessionEnd::Switch),
+        ..Default::default()
+    }
+}
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::store::migrate;
-
-    fn db() -> Connection {
-        let conn = Connection::open_in_memory().unwrap();
-        migrate(&conn).unwrap();
-        conn
-    }
-
-    fn session(session_id: i64, title: &str, start: i64, end: Option<i64>) -> ActivitySession {
-        ActivitySession {
-            session_id,
-            app: "XTerm".into(),
-            title: title.into(),
-            pid: Some(42),
-            window_id: 7,
-            started_at_millis: start,
-            ended_at_millis: end,
-            end_reason: end.map(|_| SessionEnd::Switch),
-            ..Default::default()
-        }
-    }
+    use crate::store::test_db as db;
+    use test_session as session;
 
     #[test]
     fn a_session_is_opened_then_closed_in_place_and_found_by_title() {

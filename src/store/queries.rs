@@ -68,13 +68,7 @@ pub fn load_settings(sink: crate::runtime::EventSink<super::events::StoreEvent>)
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::store::migrate;
-
-    fn db() -> Connection {
-        let conn = Connection::open_in_memory().unwrap();
-        migrate(&conn).unwrap();
-        conn
-    }
+    use crate::store::test_db as db;
 
     #[test]
     fn settings_overwrite() {

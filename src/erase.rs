@@ -168,8 +168,7 @@ fn audio_retention(conn: &Connection, now_millis: i64, listen: &crate::config::L
         files.extend(gone);
     }
     files.extend(transcripts::release_audio_before(conn, now_millis - i64::from(listen.audio_retention_days) * 86_400_000)?);
-    let dir = conn.path().and_then(|p| std::path::Path::new(p).parent().map(std::path::Path::to_path_buf)).filter(|p| !p.as_os_str().is_empty());
-    if let Some(dir) = dir {
+    if let Some(dir) = crate::store::data_dir(conn) {
         files.extend(transcripts::orphan_files(&dir, &transcripts::kept_files(conn)?, std::time::Duration::from_secs(600)));
         transcripts::remove_files(&dir, &files);
     }

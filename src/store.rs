@@ -9,7 +9,7 @@ mod worker;
 
 pub use queries::*;
 pub use schema::{DB_FILE_NAME, SCHEMA_VERSION, migrate, open_read_only, open_writer, write_transaction};
-pub use worker::{Periodic, StoreCommand, StoreHooks, StoreWorker, Writer, spawn_store};
+pub use worker::{Periodic, StoreCommand, StoreHooks, StoreWorker, Writer, data_dir, spawn_store};
 
 /// A migrated database in memory, for unit tests of the SQL beside each domain.
 #[cfg(test)]

@@ -270,14 +270,17 @@ impl StoreWorker {
 
     /// Runs the periodic hooks that are due. Returns how long until the next one is.
     pub fn run_due(&mut self) -> Duration {
+        // Runs once per batch (the capture write path): nothing is cloned unless a job is due.
         let mut next = Duration::from_secs(3600);
-        for (index, periodic) in self.hooks.periodic.clone().into_iter().enumerate() {
-            let due_in = self.last_ran[index].map_or(Duration::ZERO, |at| periodic.every.saturating_sub(at.elapsed()));
+        for index in 0..self.hooks.periodic.len() {
+            let every = self.hooks.periodic[index].every;
+            let due_in = self.last_ran[index].map_or(Duration::ZERO, |at| every.saturating_sub(at.elapsed()));
             if due_in.is_zero() {
                 self.last_ran[index] = Some(Instant::now());
                 self.commit_pending();
-                self.with_writer(|writer| (periodic.run)(writer));
-                next = next.min(periodic.every);
+                let run = self.hooks.periodic[index].run.clone();
+                self.with_writer(|writer| run(writer));
+                next = next.min(every);
             } else {
                 next = next.min(due_in);
             }
@@ -359,8 +362,8 @@ impl StoreWorker {
     }
 }
 
-/// The directory holding the database file.
-fn data_dir(conn: &Connection) -> Option<PathBuf> {
+/// The directory holding the database file (None in memory).
+pub fn data_dir(conn: &Connection) -> Option<PathBuf> {
     conn.path().and_then(|p| Path::new(p).parent().map(Path::to_path_buf)).filter(|p| !p.as_os_str().is_empty())
 }
 

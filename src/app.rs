@@ -581,18 +581,11 @@ impl CoworkApp {
             UiAction::ConfirmRetry => self.send_retry(),
             UiAction::CancelRetry => self.state.retry_offer = None,
             UiAction::Undo(operation_id) => {
-                let (db, data_dir, tx) = (self.paths().db_path(), self.paths().data_dir.clone(), self.documents.0.clone());
-                let _ = std::thread::Builder::new().name("undo".into()).spawn(move || {
-                    let said = crate::store::open_writer(&db)
-                        .map_err(|e| format!("{e:#}"))
-                        .and_then(|conn| crate::agent::store::undo_operation(&conn, Some(operation_id), &data_dir, crate::ids::now_millis()).map_err(|e| e.to_string()));
-                    let _ = tx.send(DocumentEvent::Said(match said {
-                        Ok(Some((_, done, failed))) if failed.is_empty() => format!("Undone: {}", done.join("; ")),
-                        Ok(Some((_, done, failed))) => format!("Undone: {}. Not undone: {}", if done.is_empty() { "nothing".to_owned() } else { done.join("; ") }, failed.join("; ")),
-                        Ok(None) => "Nothing left to undo for that task".to_owned(),
-                        Err(err) => format!("Undo failed: {err}"),
-                    }));
-                });
+                let tx = self.documents.0.clone();
+                let say = move |said| {
+                    let _ = tx.send_timeout(DocumentEvent::Said(said), std::time::Duration::from_millis(500));
+                };
+                self.send_store(crate::agent::store::undo_command(operation_id, self.paths().data_dir.clone(), say));
                 self.state.undoable.retain(|_, (op, _)| *op != operation_id);
             }
             UiAction::ExportAnswer { answer_id, extension } => {

@@ -611,6 +611,19 @@ pub fn last_undoable(conn: &Connection, operation_id: Option<i64>) -> rusqlite::
     Ok(Some((operation_id, at, steps)))
 }
 
+/// Undo from the sidebar, run on the store's writer: puts the operation's
+/// steps back and says the outcome in one sentence to `say`.
+pub fn undo_command(operation_id: i64, data_dir: std::path::PathBuf, say: impl FnOnce(String) + Send + Sync + 'static) -> crate::store::StoreCommand {
+    crate::store::StoreCommand::run(format!("undo operation {operation_id}"), move |writer| {
+        say(match undo_operation(writer.conn(), Some(operation_id), &data_dir, crate::ids::now_millis()) {
+            Ok(Some((_, done, failed))) if failed.is_empty() => format!("Undone: {}", done.join("; ")),
+            Ok(Some((_, done, failed))) => format!("Undone: {}. Not undone: {}", if done.is_empty() { "nothing".to_owned() } else { done.join("; ") }, failed.join("; ")),
+            Ok(None) => "Nothing left to undo for that task".to_owned(),
+            Err(err) => format!("Undo failed: {err}"),
+        });
+    })
+}
+
 /// Puts an operation's steps back (newest first) and records the outcome:
 /// what was done and what could not be.
 /// `data_dir` is cowork's data directory: Undo never writes into it.

@@ -16,6 +16,7 @@ use super::runtime::{Lane, context, data};
 use crate::capture::firewall::Rules;
 use crate::memory::search::{Filters, Stream};
 use crate::memory::search_worker::SearchCommand;
+use crate::store::StoreLink;
 use crate::tools::memory::MemoryEnv;
 
 /// How long an app's completion may take (the agent may be loading the model).
@@ -38,8 +39,10 @@ impl Completer for Sender<crate::agent::AgentCommand> {
 }
 
 pub struct HostLane {
-    /// The apps worker's connection (it writes only the apps tables).
+    /// The apps worker's read-only connection.
     conn: Mutex<Connection>,
+    /// Writes (the apps tables) go to the store's one writer.
+    store: StoreLink,
     /// The firewall's rules, read again before each call into an app.
     rules: Mutex<Rules>,
     recall: Option<Sender<SearchCommand>>,
@@ -48,8 +51,8 @@ pub struct HostLane {
 }
 
 impl HostLane {
-    pub fn new(conn: Connection, recall: Option<Sender<SearchCommand>>, completer: Option<Box<dyn Completer>>, gate: &'static crate::net::OutboundGate) -> Self {
-        let lane = HostLane { conn: Mutex::new(conn), rules: Mutex::new(Rules::default()), recall, completer, gate };
+    pub fn new(conn: Connection, store: StoreLink, recall: Option<Sender<SearchCommand>>, completer: Option<Box<dyn Completer>>, gate: &'static crate::net::OutboundGate) -> Self {
+        let lane = HostLane { conn: Mutex::new(conn), store, rules: Mutex::new(Rules::default()), recall, completer, gate };
         lane.refresh();
         lane
     }
@@ -68,9 +71,14 @@ impl HostLane {
         };
     }
 
-    /// The connection, for the worker's own queries.
+    /// The read-only connection, for the worker's own queries.
     pub fn with_conn<R>(&self, work: impl FnOnce(&Connection) -> R) -> R {
         work(&self.conn.lock())
+    }
+
+    /// Runs a write on the store's writer and waits for it.
+    pub fn write<T: Send + 'static>(&self, what: &'static str, work: impl FnOnce(&Connection) -> Result<T, String> + Send + 'static) -> Result<T, String> {
+        self.store.call(what, move |conn| Ok(work(conn))).unwrap_or_else(|err| Err(format!("{err:#}")))
     }
 
     fn withholds(&self, session: &crate::records::ActivitySession) -> bool {
@@ -160,7 +168,8 @@ impl Lane for HostLane {
     }
 
     fn storage_set(&self, app_id: &str, key: &str, value: &str) {
-        if let Err(err) = super::store::storage_set(&self.conn.lock(), app_id, key, value, crate::ids::now_millis()) {
+        let (app, key, value) = (app_id.to_owned(), key.to_owned(), value.to_owned());
+        if let Err(err) = self.write("app storage", move |conn| super::store::storage_set(conn, &app, &key, &value, crate::ids::now_millis())) {
             tracing::warn!(app = app_id, %err, "an app's value was not stored");
         }
     }

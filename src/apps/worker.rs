@@ -94,6 +94,8 @@ pub struct AppsView {
 #[derive(Clone, Debug)]
 pub struct AppsConfig {
     pub db_path: PathBuf,
+    /// Writes go to the store's one writer; reads use a read-only connection of this worker's.
+    pub store: crate::store::StoreLink,
     /// Installed apps (`<data>/apps`); compiled components go in its `.cache`.
     pub apps_dir: PathBuf,
 }
@@ -121,9 +123,10 @@ impl AppsWorker {
     }
 
     pub fn open(&mut self) -> anyhow::Result<()> {
-        let conn = crate::store::open_writer(&self.config.db_path)?;
+        self.config.store.opened()?;
+        let conn = crate::store::open_read_only(&self.config.db_path)?;
         let completer = self.completer.clone().map(|c| Box::new(c) as Box<dyn Completer>);
-        self.lane = Some(std::sync::Arc::new(HostLane::new(conn, self.recall.clone(), completer, crate::net::OutboundGate::global())));
+        self.lane = Some(std::sync::Arc::new(HostLane::new(conn, self.config.store.clone(), self.recall.clone(), completer, crate::net::OutboundGate::global())));
         self.reload();
         Ok(())
     }
@@ -182,7 +185,8 @@ impl AppsWorker {
                 }
             }
             AppsCommand::SetEnabled { app_id, enabled } => {
-                let result = self.lane().with_conn(|conn| db::set_enabled(conn, &app_id, enabled, now_millis()));
+                let switched = app_id.clone();
+                let result = self.lane().write("app on or off", move |conn| db::set_enabled(conn, &switched, enabled, now_millis()).map_err(|e| e.to_string()));
                 if let Err(err) = result {
                     self.view.message = Some(format!("cannot change {app_id}: {err}"));
                 }
@@ -194,7 +198,8 @@ impl AppsWorker {
             AppsCommand::Remove { app_id, reply } => {
                 self.close(&app_id);
                 let apps_dir = self.config.apps_dir.clone();
-                let result = self.lane().with_conn(|conn| db::remove(conn, &apps_dir, &app_id));
+                let removed = app_id.clone();
+                let result = self.lane().write("remove app", move |conn| db::remove(conn, &apps_dir, &removed));
                 self.view.message = Some(match &result {
                     Ok(true) => format!("Removed {app_id} with its data"),
                     Ok(false) => format!("{app_id} is not installed"),
@@ -209,7 +214,8 @@ impl AppsWorker {
             AppsCommand::Act { app_id, message } => self.call(&app_id, Some(message)),
             AppsCommand::Close { app_id } => self.close(&app_id),
             AppsCommand::LinkThread { app_id, thread_id } => {
-                if let Err(err) = self.lane().with_conn(|conn| db::link_thread(conn, &app_id, thread_id)) {
+                let linked = app_id.clone();
+                if let Err(err) = self.lane().write("link app thread", move |conn| db::link_thread(conn, &linked, thread_id).map_err(|e| e.to_string())) {
                     tracing::warn!(%err, app = app_id, "the app's chat was not linked to it");
                 }
             }
@@ -247,7 +253,9 @@ impl AppsWorker {
         let app_id = package.manifest.app_id();
         self.close(&app_id);
         let apps_dir = self.config.apps_dir.clone();
-        let installed = self.lane().with_conn(|conn| db::install(conn, &apps_dir, &package, &disclosure, granted, now_millis()))?;
+        let granted = granted.to_vec();
+        let (installed, package) = self.lane().write("install app", move |conn| Ok((db::install(conn, &apps_dir, &package, &disclosure, &granted, now_millis()), package)))?;
+        let installed = installed?;
         // Compile now, so the first open comes from the cache.
         if let Some(wasm) = &package.component {
             self.runtime()?.open(wasm).map_err(|e| e.to_string())?;

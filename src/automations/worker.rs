@@ -60,6 +60,8 @@ pub enum Signal {
 #[derive(Clone, Debug)]
 pub struct AutomationsConfig {
     pub db_path: PathBuf,
+    /// Writes go to the store's one writer; reads use a read-only connection of this worker's.
+    pub store: crate::store::StoreLink,
 }
 
 pub struct AutomationsWorker {
@@ -125,13 +127,35 @@ impl AutomationsWorker {
         self.clock.now_millis()
     }
 
+    /// The read-only connection.
     fn conn(&self) -> anyhow::Result<&Connection> {
         self.conn.as_ref().ok_or_else(|| anyhow::anyhow!("the automations worker has no database"))
     }
 
+    /// Runs a write on the store's writer and waits for it.
+    fn write<T: Send + 'static>(&self, what: &'static str, work: impl FnOnce(&Connection) -> rusqlite::Result<T> + Send + 'static) -> anyhow::Result<T> {
+        self.config.store.call(what, move |conn| Ok(work(conn)?))
+    }
+
+    fn save_run(&self, run: &RunRow) -> anyhow::Result<()> {
+        let run = run.clone();
+        self.write("automation run", move |conn| db::save_run(conn, &run))
+    }
+
+    fn save_step(&self, step: &StepRow) -> anyhow::Result<()> {
+        let step = step.clone();
+        self.write("automation step", move |conn| db::save_step(conn, &step))
+    }
+
+    fn save_run_and_step(&self, run: &RunRow, step: &StepRow) -> anyhow::Result<()> {
+        let (run, step) = (run.clone(), step.clone());
+        self.write("automation run and step", move |conn| db::save_run_and_step(conn, &run, &step))
+    }
+
     /// Opens the database and reads the flows; open runs resume.
     pub fn open(&mut self) -> anyhow::Result<()> {
-        self.conn = Some(crate::store::open_writer(&self.config.db_path)?);
+        self.config.store.opened()?;
+        self.conn = Some(crate::store::open_read_only(&self.config.db_path)?);
         self.reload()?;
         self.take_ownership()
     }
@@ -144,7 +168,8 @@ impl AutomationsWorker {
         let dir = self.config.db_path.parent().unwrap_or(std::path::Path::new("."));
         self.owner = take_lock(dir)?;
         if self.owner.is_some() {
-            let added = db::seed_builtins(self.conn()?, self.now())?;
+            let now = self.now();
+            let added = self.write("seed built-in flows", move |conn| db::seed_builtins(conn, now))?;
             if added > 0 {
                 self.reload()?;
             }
@@ -210,7 +235,7 @@ impl AutomationsWorker {
                     run.scope.steps.insert(step.id.clone(), json!({"notification_id": null, "delivered": false}));
                     run.scope.step_origins.insert(step.id.clone(), Origin::Instructions);
                     self.next_step(&mut run, &step, None);
-                    db::save_run_and_step(self.conn()?, &run, &row)?;
+                    self.save_run_and_step(&run, &row)?;
                     self.advance(run.run_id)?;
                 }
                 _ => self.advance(run.run_id)?,
@@ -244,7 +269,8 @@ impl AutomationsWorker {
             let state = db::scheduler(self.conn()?, id)?;
             let Some(next) = state.next_fire_at_millis else {
                 // Newly saved or switched on: the first time after now.
-                db::set_next_fire(self.conn()?, id, schedule.next_after(now))?;
+                let first = schedule.next_after(now);
+                self.write("next fire", move |conn| db::set_next_fire(conn, id, first))?;
                 if let Some(at) = schedule.next_after(now) {
                     wake = wake.min(at);
                 }
@@ -336,8 +362,7 @@ impl AutomationsWorker {
     fn trigger(&mut self, automation_id: i64, start: Start<'_>) -> anyhow::Result<Option<i64>> {
         let Some(row) = self.flows.iter().find(|r| r.automation_id == automation_id).cloned() else { return Ok(None) };
         let flow = row.flow.map_err(|err| anyhow::anyhow!("the flow {} does not read: {err}", row.name))?;
-        let conn = self.conn()?;
-        let active = db::active_runs(conn, automation_id)?;
+        let active = db::active_runs(self.conn()?, automation_id)?;
         let skip = match flow.mode {
             RunMode::Single => active > 0,
             RunMode::Parallel { limit } => active >= limit as usize,
@@ -345,32 +370,30 @@ impl AutomationsWorker {
         };
         if skip {
             tracing::info!(flow = %flow.name, active, "the flow is still running: this start is skipped");
-            if let Some(next) = start.next_fire {
-                db::set_next_fire(conn, automation_id, next)?;
-            }
-            db::count_skip(conn, automation_id)?;
+            let next_fire = start.next_fire;
+            self.write("skipped start", move |conn| {
+                if let Some(next) = next_fire {
+                    db::set_next_fire(conn, automation_id, next)?;
+                }
+                db::count_skip(conn, automation_id)
+            })?;
             return Ok(None);
         }
         if flow.mode == RunMode::Restart {
-            for run in db::open_runs(conn)?.into_iter().filter(|r| r.automation_id == automation_id) {
+            for run in db::open_runs(self.conn()?)?.into_iter().filter(|r| r.automation_id == automation_id) {
                 self.end_run(run, RunStatus::Cancelled, Some("a new run of this flow replaced it".into()))?;
             }
         }
         let scope = Scope { trigger: start.data, trigger_origin: start.origin, ..Scope::default() };
         let run_id = next_id();
-        let new = NewRun {
-            run_id,
-            automation_id,
-            flow: &flow,
-            trigger_kind: start.kind,
-            scope: &scope,
-            event_key: start.event_key.as_deref(),
-            next_fire: start.next_fire,
-            rerun_of: start.rerun_of,
-            now_millis: self.now(),
-        };
+        let (trigger_kind, event_key, next_fire, rerun_of, now_millis) = (start.kind.to_owned(), start.event_key.clone(), start.next_fire, start.rerun_of, self.now());
+        let queued_flow = flow.clone();
         self.changed = true;
-        if !db::queue_run(self.conn()?, &new)? {
+        let queued = self.write("queue automation run", move |conn| {
+            let new = NewRun { run_id, automation_id, flow: &queued_flow, trigger_kind: &trigger_kind, scope: &scope, event_key: event_key.as_deref(), next_fire, rerun_of, now_millis };
+            db::queue_run(conn, &new)
+        })?;
+        if !queued {
             tracing::info!(flow = %flow.name, key = ?start.event_key, "this event was claimed before: no second run");
             return Ok(None);
         }
@@ -396,7 +419,7 @@ impl AutomationsWorker {
             let mut run = run.clone();
             run.status = RunStatus::Running;
             run.started_at_millis = Some(self.now());
-            db::save_run(self.conn()?, &run)?;
+            self.save_run(&run)?;
             self.advance(run.run_id)?;
         }
         Ok(())
@@ -464,12 +487,12 @@ impl AutomationsWorker {
                             run.scope.step_origins.insert(step.id.clone(), Origin::Instructions);
                             let target = if result { then_go.clone() } else { else_go.clone() };
                             self.next_step(&mut run, &step, Some(&target));
-                            db::save_run_and_step(self.conn()?, &run, &row)?;
+                            self.save_run_and_step(&run, &row)?;
                         }
                         Err(err) => {
                             row.status = "failed".into();
                             row.error = Some(err.clone());
-                            db::save_step(self.conn()?, &row)?;
+                            self.save_step(&row)?;
                             return self.end_run(run, RunStatus::Failed, Some(format!("step \"{}\": {err}", step.id)));
                         }
                     }
@@ -484,7 +507,7 @@ impl AutomationsWorker {
                             run.scope.steps.insert(step.id.clone(), json!({"waited_seconds": (now - row.started_at_millis) / 1000}));
                             run.scope.step_origins.insert(step.id.clone(), Origin::Instructions);
                             self.next_step(&mut run, &step, None);
-                            db::save_run_and_step(self.conn()?, &run, &row)?;
+                            self.save_run_and_step(&run, &row)?;
                         }
                         (RunStatus::WaitingDelay, Some(_)) => return Ok(()),
                         _ => {
@@ -493,7 +516,7 @@ impl AutomationsWorker {
                             run.wake_at_millis = Some(now + *seconds as i64 * 1000);
                             let mut row = self.step_row(&run, "waiting_delay");
                             row.input = Some(json!({"seconds": seconds, "until": crate::ids::rfc3339(now + *seconds as i64 * 1000)}));
-                            db::save_run_and_step(self.conn()?, &run, &row)?;
+                            self.save_run_and_step(&run, &row)?;
                             return Ok(());
                         }
                     }
@@ -504,7 +527,7 @@ impl AutomationsWorker {
                     let mut row = self.step_row(&run, "running");
                     row.input = Some(json!({"title": title, "body": body, "tier": tier}));
                     // Recorded before it is sent: after a crash it is not sent twice.
-                    db::save_step(self.conn()?, &row)?;
+                    self.save_step(&row)?;
                     let notice = Notice { source: format!("flow:{}", run.flow.name), tier: *tier, title, body, action: NoticeAction::None };
                     let (data, error) = match self.notifier.post(notice) {
                         Ok(id) => (json!({"notification_id": id, "delivered": true}), None),
@@ -517,7 +540,7 @@ impl AutomationsWorker {
                     run.scope.steps.insert(step.id.clone(), data);
                     run.scope.step_origins.insert(step.id.clone(), Origin::Instructions);
                     self.next_step(&mut run, &step, None);
-                    db::save_run_and_step(self.conn()?, &run, &row)?;
+                    self.save_run_and_step(&run, &row)?;
                 }
                 StepKind::Tool { tool, args } => {
                     let mut origins = Vec::new();
@@ -543,13 +566,13 @@ impl AutomationsWorker {
         run.wake_at_millis = Some(self.now() + step.timeout_millis());
         let mut row = self.step_row(&run, "running");
         row.input = Some(input);
-        db::save_run_and_step(self.conn()?, &run, &row)?;
+        self.save_run_and_step(&run, &row)?;
         let request = StepRequest { run_id: run.run_id, seq: run.step_index as u32, operation_id, flow: run.flow.name.clone(), step_id: step.id.clone(), work, origins };
         if let Err(err) = self.runner.start(request) {
             row.status = "failed".into();
             row.error = Some(err.clone());
             row.finished_at_millis = Some(self.now());
-            db::save_step(self.conn()?, &row)?;
+            self.save_step(&row)?;
             return self.end_run(run, RunStatus::Failed, Some(format!("step \"{}\" could not start: {err}", step.id)));
         }
         Ok(())
@@ -583,7 +606,7 @@ impl AutomationsWorker {
                 run.scope.steps.insert(step.id.clone(), data);
                 run.scope.step_origins.insert(step.id.clone(), origin);
                 self.next_step(&mut run, &step, None);
-                db::save_run_and_step(self.conn()?, &run, &row)?;
+                self.save_run_and_step(&run, &row)?;
                 self.advance(run.run_id)
             }
             StepOutcome::Failed { error, decision, expired } => {
@@ -591,7 +614,7 @@ impl AutomationsWorker {
                 row.error = Some(error.clone());
                 row.decision = Some(decision);
                 row.finished_at_millis = Some(now);
-                db::save_step(self.conn()?, &row)?;
+                self.save_step(&row)?;
                 let status = if expired { RunStatus::Expired } else { RunStatus::Failed };
                 self.end_run(run, status, Some(format!("step \"{}\": {error}", step.id)))
             }
@@ -603,7 +626,7 @@ impl AutomationsWorker {
                 run.wake_at_millis = Some(expires_at_millis + EXPIRY_GRACE_MILLIS);
                 row.status = "waiting_approval".into();
                 row.decision = Some(format!("ask: {why}"));
-                db::save_run_and_step(self.conn()?, &run, &row)?;
+                self.save_run_and_step(&run, &row)?;
                 // Nothing is approved because nobody is watching: the user is asked. Accept is
                 // offered only when the notification shows the whole call; else Open shows the card.
                 let (shown, whole) = approval_arguments(&tool, &arguments);
@@ -659,7 +682,7 @@ impl AutomationsWorker {
         };
         row.status = if status == RunStatus::Expired { "expired".into() } else { "failed".into() };
         row.error = Some(error.clone());
-        db::save_step(self.conn()?, &row)?;
+        self.save_step(&row)?;
         self.end_run(run, status, Some(format!("step \"{}\": {error}", step.id)))
     }
 
@@ -674,9 +697,10 @@ impl AutomationsWorker {
         run.error = error.clone();
         run.wake_at_millis = None;
         run.finished_at_millis = Some(now);
-        db::save_run(self.conn()?, &run)?;
+        self.save_run(&run)?;
         if status != RunStatus::Cancelled {
-            db::record_outcome(self.conn()?, run.automation_id, status == RunStatus::Done, now)?;
+            let (automation_id, success) = (run.automation_id, status == RunStatus::Done);
+            self.write("automation outcome", move |conn| db::record_outcome(conn, automation_id, success, now))?;
         }
         tracing::info!(flow = %run.flow.name, run = run.run_id, status = status.as_str(), error = ?error, "automation run ended");
         if let Some(error) = &error
@@ -850,7 +874,10 @@ impl AutomationsWorker {
         match command {
             AutomationsCommand::Save { flow, reply } => {
                 let result = match flow.validate(&flow::BuiltIn) {
-                    Ok(()) => db::save_flow(self.conn()?, &flow, self.now()).map_err(|err| vec![format!("the flow was not saved: {err}")]),
+                    Ok(()) => {
+                        let (saved, now) = (flow.clone(), self.now());
+                        self.write("save flow", move |conn| db::save_flow(conn, &saved, now)).map_err(|err| vec![format!("the flow was not saved: {err:#}")])
+                    }
                     Err(problems) => Err(problems),
                 };
                 self.reload()?;
@@ -868,10 +895,11 @@ impl AutomationsWorker {
                 }
             }
             AutomationsCommand::Delete { name, reply } => {
-                let result = match db::delete_flow(self.conn()?, &name) {
+                let deleted = name.clone();
+                let result = match self.write("delete flow", move |conn| db::delete_flow(conn, &deleted)) {
                     Ok(true) => Ok(()),
                     Ok(false) => Err(format!("there is no automation \"{name}\"")),
-                    Err(err) => Err(format!("the automation was not removed: {err}")),
+                    Err(err) => Err(format!("the automation was not removed: {err:#}")),
                 };
                 self.reload()?;
                 if let Some(reply) = reply {
@@ -879,7 +907,8 @@ impl AutomationsWorker {
                 }
             }
             AutomationsCommand::SetEnabled { name, enabled } => {
-                db::set_enabled(self.conn()?, &name, enabled)?;
+                let named = name.clone();
+                self.write("flow on or off", move |conn| db::set_enabled(conn, &named, enabled))?;
                 self.reload()?;
             }
             AutomationsCommand::Run { name, data, origin, reply } => {
@@ -1079,8 +1108,10 @@ mod tests {
         // Only the test thread sends and receives on these.
         let (_, reports) = unbounded();
         let (events, _) = unbounded();
+        // The store ends once the worker (holding the link) is dropped.
+        let (_store, link) = crate::store::test_store(&dir.join("cowork.db"));
         let mut worker = AutomationsWorker::new(
-            AutomationsConfig { db_path: dir.join("cowork.db") },
+            AutomationsConfig { db_path: dir.join("cowork.db"), store: link },
             Arc::new(clock.clone()),
             Box::new(script.clone()),
             Box::new(script.clone()),
@@ -1221,8 +1252,9 @@ mod tests {
         let (_, reports) = unbounded();
         let (events_tx, events) = unbounded();
         let script = Script::default();
+        let (_store, link) = crate::store::test_store(&dir.path().join("cowork.db"));
         let mut worker = AutomationsWorker::new(
-            AutomationsConfig { db_path: dir.path().join("cowork.db") },
+            AutomationsConfig { db_path: dir.path().join("cowork.db"), store: link },
             Arc::new(OffsetClock::default()),
             Box::new(script.clone()),
             Box::new(script),
@@ -1246,12 +1278,13 @@ mod tests {
 
     #[test]
     fn the_built_in_suggestions_watch_waiting_approvals_long_stretches_and_many_switches() {
-        let Bench { clock, script, mut worker, .. } = bench();
+        let Bench { dir, clock, script, mut worker } = bench();
         worker.handle(AutomationsCommand::SetEnabled { name: "builtin_take_a_break".into(), enabled: true }).unwrap();
         let now = clock.now_millis();
         let runs_of = |worker: &AutomationsWorker, name: &str| runs(worker).into_iter().filter(|r| r.flow.name == name).collect::<Vec<_>>();
         // A call has waited 11 minutes: one reminder, however often the loop looks.
-        let conn = worker.conn().unwrap();
+        // The agent's rows, written as another thread would.
+        let conn = crate::store::open_writer(&dir.path().join("cowork.db")).unwrap();
         conn.execute("INSERT INTO operations (operation_id, task, status, brain, state, created_at_ms, updated_at_ms) VALUES (1, 't', 'waiting_for_human', 'local', '{}', ?1, ?1)", [now - 11 * 60_000]).unwrap();
         conn.execute(
             "INSERT INTO operation_calls (call_id, operation_id, step, model_call_id, tool, arguments, risk, status, why, created_at_ms) VALUES (7, 1, 1, 'c', 'run_command', '{}', 'sensitive', 'waiting', 'a command', ?1)",

@@ -10,6 +10,7 @@ use crate::memory::embed_worker::EmbedWorker;
 use crate::memory::hybrid::{Outcome, hybrid_search};
 use crate::memory::index::{IndexSet, index_dir};
 use crate::memory::search::Filters;
+use crate::memory::search_worker::SearchCommand;
 use crate::runtime::{EventSink, WorkerContext};
 
 fn embedder(paths: &Paths) -> SharedEmbedder {
@@ -44,11 +45,19 @@ pub fn embed_now(paths: &Paths) -> anyhow::Result<usize> {
     let sink = EventSink::ignored();
     // No search worker here: the app's indexes catch up from SQLite when they next open.
     let (index, _) = crossbeam_channel::bounded(1);
-    let typing = std::sync::Arc::new(std::sync::atomic::AtomicI64::new(0));
     let shared = embedder(paths);
     shared.get().map_err(|err| anyhow::anyhow!("the embedding model cannot load: {err}"))?;
-    let mut worker = EmbedWorker::open(&paths.db_path(), shared, index, sink.clone(), typing)?;
-    let ctx = WorkerContext::new(crate::runtime::WorkerName::Embed, &sink);
+    // A writer thread as in the app, without its hooks: retention and crash recovery are the app's.
+    let mut store = crate::store::spawn_store(paths.db_path(), sink.clone(), crate::runtime::RestartPolicy::default(), crate::store::StoreHooks::default())?;
+    let embedded = embed_all(paths, crate::store::StoreLink::new(store.commands.clone()), shared, index, &sink);
+    store.shutdown(crate::store::StoreCommand::Shutdown, std::time::Duration::from_secs(30));
+    embedded
+}
+
+fn embed_all(paths: &Paths, store: crate::store::StoreLink, shared: SharedEmbedder, index: crossbeam_channel::Sender<SearchCommand>, sink: &EventSink<crate::memory::events::MemoryEvent>) -> anyhow::Result<usize> {
+    let typing = std::sync::Arc::new(std::sync::atomic::AtomicI64::new(0));
+    let mut worker = EmbedWorker::open(&paths.db_path(), store, shared, index, sink.clone(), typing)?;
+    let ctx = WorkerContext::new(crate::runtime::WorkerName::Embed, sink);
     let started = Instant::now();
     let mut embedded = 0;
     while let Some(count) = worker.step_counted(&ctx)? {

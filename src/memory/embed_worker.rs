@@ -3,12 +3,10 @@
 //! so capture and the UI always come first. It pauses while the user types
 //! into cowork (the app stamps `typing_at_millis`).
 //!
-//! It owns its SQLite connection to the embedding tables (jobs, chunks,
-//! vectors, tombstones). The style keeps one writer per database; this is the
-//! exception, because a batch's vectors and its checkpoint must commit
-//! together and at once (a round trip through the store's batching queue
-//! would delay every checkpoint), and these tables are written by no one else.
-//! WAL and busy_timeout serialise it with the store worker.
+//! It reads the embedding tables (jobs, chunks, vectors, tombstones) on a
+//! read-only connection and writes them through the store's one writer
+//! (`StoreLink::call`): a batch's vectors and its checkpoint commit together
+//! in one transaction there, and the worker goes on once they have.
 //!
 //! Committed vectors go to the `search` worker, which owns the faiss indexes.
 
@@ -26,6 +24,7 @@ use crate::memory::embed::SharedEmbedder;
 use crate::memory::events::MemoryEvent;
 use crate::memory::search_worker::SearchCommand;
 use crate::runtime::{EventSink, RestartPolicy, Supervised, WorkerContext, WorkerHandle, WorkerName, WorkerState, spawn_supervised};
+use crate::store::StoreLink;
 
 /// Chunks per forward pass (and per checkpoint).
 pub const BATCH: usize = 32;
@@ -47,7 +46,10 @@ pub enum EmbedCommand {
 }
 
 pub struct EmbedWorker {
+    /// Read-only: what to embed next, progress.
     conn: Connection,
+    /// Every write goes to the store's writer.
+    store: StoreLink,
     embedder: SharedEmbedder,
     index: Sender<SearchCommand>,
     sink: EventSink<MemoryEvent>,
@@ -74,13 +76,15 @@ fn lower_priority() {
 impl EmbedWorker {
     pub fn open(
         db_path: &std::path::Path,
+        store: StoreLink,
         embedder: SharedEmbedder,
         index: Sender<SearchCommand>,
         sink: EventSink<MemoryEvent>,
         typing_at_millis: Arc<AtomicI64>,
     ) -> anyhow::Result<Self> {
-        let conn = crate::store::open_writer(db_path)?;
-        let recovered = jobs::recover(&conn, now_millis())?;
+        // The store first: it made the file by the time it answers.
+        let recovered = store.call("recover embedding jobs", |conn| Ok(jobs::recover(conn, now_millis())?))?;
+        let conn = crate::store::open_read_only(db_path)?;
         if recovered.failed > 0 {
             sink.notice(format!("{} embedding job(s) were stuck and failed (Settings → Memory can retry them)", recovered.failed));
         }
@@ -93,6 +97,7 @@ impl EmbedWorker {
             .build()?;
         Ok(Self {
             conn,
+            store,
             embedder,
             index,
             sink,
@@ -111,7 +116,7 @@ impl EmbedWorker {
 
     /// Passes deletions on to the indexes.
     pub fn forward_tombstones(&mut self) -> anyhow::Result<usize> {
-        let removed = jobs::take_tombstones(&self.conn)?;
+        let removed = self.store.call("take tombstones", |conn| Ok(jobs::take_tombstones(conn)?))?;
         let count = removed.iter().map(|r| r.ids.len()).sum();
         for entry in removed {
             let _ = self.index.send_timeout(SearchCommand::IndexRemove(entry), Duration::from_secs(5));
@@ -134,7 +139,7 @@ impl EmbedWorker {
         let now = now_millis();
         let job = match jobs::next_job(&self.conn)? {
             Some(job) => job,
-            None => match jobs::create_job(&self.conn, now, JOB_MAX_CHUNKS)? {
+            None => match self.store.call("create embedding job", move |conn| Ok(jobs::create_job(conn, now, JOB_MAX_CHUNKS)?))? {
                 Some(job) => job,
                 None => {
                     // Idle: one last report after work, then no more reads.
@@ -161,10 +166,11 @@ impl EmbedWorker {
                 return Ok(None);
             }
         };
-        jobs::begin(&self.conn, job.job_id, now)?;
+        let job_id = job.job_id;
+        self.store.call("begin embedding job", move |conn| Ok(jobs::begin(conn, job_id, now)?))?;
         let batch = jobs::next_batch(&self.conn, job.job_id, BATCH)?;
         if batch.is_empty() {
-            jobs::finish(&self.conn, job.job_id, now)?;
+            self.store.call("finish embedding job", move |conn| Ok(jobs::finish(conn, job_id, now)?))?;
             self.report_progress(false);
             return Ok(Some(0));
         }
@@ -172,13 +178,15 @@ impl EmbedWorker {
         let vectors = match self.pool.install(|| embedder.embed(&texts)) {
             Ok(vectors) => vectors,
             Err(err) => {
-                jobs::fail(&self.conn, job.job_id, &format!("{err:#}"), now_millis())?;
+                let error = format!("{err:#}");
+                self.store.call("fail embedding job", move |conn| Ok(jobs::fail(conn, job_id, &error, now_millis())?))?;
                 self.sink.notice(format!("an embedding job failed: {err:#}"));
                 return Ok(Some(0));
             }
         };
         let mut stored = 0;
-        for added in jobs::commit_batch(&self.conn, job.job_id, &batch, &vectors, now_millis())? {
+        let committed = self.store.call("embedding batch", move |conn| Ok(jobs::commit_batch(conn, job_id, &batch, &vectors, now_millis())?))?;
+        for added in committed {
             stored += added.ids.len();
             // A search worker that is not there catches up from SQLite when it opens the indexes.
             let _ = self.index.send_timeout(SearchCommand::IndexAdd(added), Duration::from_secs(5));
@@ -209,11 +217,11 @@ impl EmbedWorker {
         match command {
             EmbedCommand::Wake => {}
             EmbedCommand::RetryFailed => {
-                let retried = jobs::retry_failed(&self.conn, now_millis())?;
+                let retried = self.store.call("retry failed embedding jobs", |conn| Ok(jobs::retry_failed(conn, now_millis())?))?;
                 tracing::info!(retried, "retrying failed embedding jobs");
             }
             EmbedCommand::Shutdown => {
-                jobs::pause_processing(&self.conn, now_millis())?;
+                self.store.call("pause embedding jobs", |conn| Ok(jobs::pause_processing(conn, now_millis())?))?;
                 return Ok(false);
             }
         }
@@ -268,6 +276,7 @@ pub fn channel() -> (Sender<EmbedCommand>, Receiver<EmbedCommand>) {
 
 pub fn spawn_embed(
     db_path: PathBuf,
+    store: StoreLink,
     embedder: SharedEmbedder,
     index: Sender<SearchCommand>,
     typing_at_millis: Arc<AtomicI64>,
@@ -276,6 +285,6 @@ pub fn spawn_embed(
     policy: RestartPolicy,
 ) -> std::io::Result<WorkerHandle<EmbedCommand>> {
     spawn_supervised::<EmbedWorker, _, _>(WorkerName::Embed, policy, sink.clone(), channel, move |_ctx| {
-        EmbedWorker::open(&db_path, embedder.clone(), index.clone(), sink.clone(), typing_at_millis.clone())
+        EmbedWorker::open(&db_path, store.clone(), embedder.clone(), index.clone(), sink.clone(), typing_at_millis.clone())
     })
 }

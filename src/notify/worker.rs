@@ -77,6 +77,8 @@ pub struct Hooks {
 #[derive(Clone, Debug)]
 pub struct NotifyConfig {
     pub db_path: PathBuf,
+    /// Writes go to the store's one writer; reads use a read-only connection of this worker's.
+    pub store: crate::store::StoreLink,
     /// The session bus (None: `$DBUS_SESSION_BUS_ADDRESS`).
     pub bus: Option<String>,
     pub policy: Policy,
@@ -215,12 +217,33 @@ impl NotifyWorker {
         Self { config, conn: None, desktop: None, signals: bounded(64), hooks, sink, changed: true, focus: None, away: false, presenting: false }
     }
 
+    /// The read-only connection.
     fn conn(&self) -> anyhow::Result<&Connection> {
         self.conn.as_ref().ok_or_else(|| anyhow::anyhow!("the notify worker has no database"))
     }
 
+    /// Runs a write on the store's writer and waits for it.
+    fn write<T: Send + 'static>(&self, what: &'static str, work: impl FnOnce(&Connection) -> rusqlite::Result<T> + Send + 'static) -> anyhow::Result<T> {
+        self.config.store.call(what, move |conn| Ok(work(conn)?))
+    }
+
+    fn set_gate(&self, notification_id: i64, state: &'static str, reason: String, release_at_millis: Option<i64>) -> anyhow::Result<()> {
+        self.write("notification gate", move |conn| db::set_gate(conn, notification_id, state, &reason, release_at_millis))
+    }
+
+    /// Closes a notification as `state`; false when it was closed already.
+    fn close(&self, notification_id: i64, state: &'static str, now_millis: i64) -> anyhow::Result<bool> {
+        self.write("close notification", move |conn| db::close(conn, notification_id, state, now_millis))
+    }
+
+    fn acted(&self, source: &str) -> anyhow::Result<()> {
+        let source = source.to_owned();
+        self.write("notification acted on", move |conn| db::acted(conn, &source))
+    }
+
     pub fn open(&mut self) -> anyhow::Result<()> {
-        self.conn = Some(crate::store::open_writer(&self.config.db_path)?);
+        self.config.store.opened()?;
+        self.conn = Some(crate::store::open_read_only(&self.config.db_path)?);
         Ok(())
     }
 
@@ -260,7 +283,7 @@ impl NotifyWorker {
             desktop_id: None,
             closed_at_millis: None,
         };
-        db::insert(self.conn()?, &row)?;
+        self.write("notification", move |conn| db::insert(conn, &row))?;
         self.changed = true;
         Ok(())
     }
@@ -284,23 +307,23 @@ impl NotifyWorker {
             match verdict {
                 Verdict::Deliver => due.push(row),
                 Verdict::Hold { why } => {
-                    db::set_gate(self.conn()?, row.notification_id, "pending", &format!("held: {why}"), None)?;
+                    self.set_gate(row.notification_id, "pending", format!("held: {why}"), None)?;
                     wake_at(now + RECHECK.as_millis() as i64);
                 }
                 Verdict::Defer { until_millis } => {
-                    db::set_gate(self.conn()?, row.notification_id, "pending", "deferred: you are focused; it comes at your next break", Some(until_millis))?;
+                    self.set_gate(row.notification_id, "pending", "deferred: you are focused; it comes at your next break".to_owned(), Some(until_millis))?;
                     wake_at(until_millis);
                 }
                 Verdict::Cooldown { until_millis } => {
-                    db::set_gate(self.conn()?, row.notification_id, "pending", "waiting: this source spoke a moment ago", Some(until_millis))?;
+                    self.set_gate(row.notification_id, "pending", "waiting: this source spoke a moment ago".to_owned(), Some(until_millis))?;
                     wake_at(until_millis);
                 }
                 Verdict::Bundle { until_millis } => {
-                    db::set_gate(self.conn()?, row.notification_id, "pending", "bundled with what arrives next", Some(until_millis))?;
+                    self.set_gate(row.notification_id, "pending", "bundled with what arrives next".to_owned(), Some(until_millis))?;
                     wake_at(until_millis);
                 }
-                Verdict::Capped { .. } => db::set_gate(self.conn()?, row.notification_id, "inbox", &format!("in the inbox only: the hour's {} notifications were shown", row.tier.as_str()), None)?,
-                Verdict::Muted => db::set_gate(self.conn()?, row.notification_id, "inbox", "in the inbox only: you muted this source", None)?,
+                Verdict::Capped { .. } => self.set_gate(row.notification_id, "inbox", format!("in the inbox only: the hour's {} notifications were shown", row.tier.as_str()), None)?,
+                Verdict::Muted => self.set_gate(row.notification_id, "inbox", "in the inbox only: you muted this source".to_owned(), None)?,
             }
         }
         let (urgent, rest): (Vec<Row>, Vec<Row>) = due.into_iter().partition(|r| r.tier == NotifyTier::Urgent || matches!(r.action, NoticeAction::Approve { .. }));
@@ -329,12 +352,15 @@ impl NotifyWorker {
         match shown {
             Ok(desktop_id) => {
                 tracing::debug!(desktop_id, ?ids, title, "shown on the desktop");
-                db::mark_shown(self.conn()?, ids, desktop_id, now_millis())?
+                {
+                    let ids = ids.to_vec();
+                    self.write("notification shown", move |conn| db::mark_shown(conn, &ids, desktop_id, now_millis()))?
+                }
             }
             Err(err) => {
                 self.desktop = None;
                 for id in ids {
-                    db::set_gate(self.conn()?, *id, "inbox", &format!("in the inbox only: {err}"), None)?;
+                    self.set_gate(*id, "inbox", format!("in the inbox only: {err}"), None)?;
                 }
             }
         }
@@ -348,25 +374,28 @@ impl NotifyWorker {
         let now = now_millis();
         match act {
             Act::Accept => {
-                if !db::close(self.conn()?, notification_id, "accepted", now)? {
+                if !self.close(notification_id, "accepted", now)? {
                     return Ok(());
                 }
-                db::acted(self.conn()?, &row.source)?;
+                self.acted(&row.source)?;
                 match &row.action {
                     NoticeAction::Approve { call_id } => (self.hooks.approve)(*call_id),
-                    NoticeAction::Mute { source } => db::set_muted(self.conn()?, source, true)?,
+                    NoticeAction::Mute { source } => {
+                        let source = source.clone();
+                        self.write("mute source", move |conn| db::set_muted(conn, &source, true))?
+                    }
                     NoticeAction::RestoreLocal => (self.hooks.restore_local)(),
                     NoticeAction::None => {}
                 }
             }
             Act::Open => {
-                if db::close(self.conn()?, notification_id, "opened", now)? {
-                    db::acted(self.conn()?, &row.source)?;
+                if self.close(notification_id, "opened", now)? {
+                    self.acted(&row.source)?;
                 }
                 (self.hooks.open)(notification_id);
             }
             Act::Dismiss => {
-                if db::close(self.conn()?, notification_id, "dismissed", now)? {
+                if self.close(notification_id, "dismissed", now)? {
                     self.learn_from_dismissal(&row.source)?;
                 }
             }
@@ -381,9 +410,13 @@ impl NotifyWorker {
 
     /// A source dismissed again and again is proposed for muting: asked, never muted silently.
     fn learn_from_dismissal(&mut self, source: &str) -> anyhow::Result<()> {
-        let in_a_row = db::dismissed(self.conn()?, source)?;
+        let dismissed = source.to_owned();
+        let in_a_row = self.write("notification dismissed", move |conn| db::dismissed(conn, &dismissed))?;
         let now = now_millis();
-        if in_a_row >= MUTE_AFTER_DISMISSALS && !source.starts_with("cowork:") && db::propose_mute(self.conn()?, source, now - PROPOSE_EVERY_MILLIS, now)? {
+        if in_a_row >= MUTE_AFTER_DISMISSALS && !source.starts_with("cowork:") && {
+            let source = source.to_owned();
+            self.write("propose mute", move |conn| db::propose_mute(conn, &source, now - PROPOSE_EVERY_MILLIS, now))?
+        } {
             let notice = Notice {
                 source: "cowork:mute".into(),
                 tier: NotifyTier::Informational,
@@ -440,10 +473,10 @@ impl NotifyWorker {
                     match reason {
                         2 => self.act(row.notification_id, Act::Dismiss)?,
                         1 => {
-                            db::close(self.conn()?, row.notification_id, "expired", now_millis())?;
+                            self.close(row.notification_id, "expired", now_millis())?;
                         }
                         _ => {
-                            db::close(self.conn()?, row.notification_id, "closed", now_millis())?;
+                            self.close(row.notification_id, "closed", now_millis())?;
                         }
                     }
                 }

@@ -244,7 +244,7 @@ fn apps_worker(dir: &Path, answer: &'static str) -> (cowork::apps::worker::AppsW
         }
     });
     let (sink, _events) = super::support::test_sink();
-    let config = cowork::apps::worker::AppsConfig { db_path: dir.join("cowork.db"), apps_dir: dir.join("apps") };
+    let config = cowork::apps::worker::AppsConfig { db_path: dir.join("cowork.db"), store: super::support::store_link(&dir.join("cowork.db")), apps_dir: dir.join("apps") };
     let mut worker = cowork::apps::worker::AppsWorker::new(config, None, Some(agent), sink.narrow());
     worker.open().unwrap();
     (worker, prompts)
@@ -586,8 +586,9 @@ export function handle(action, state) { return action; }
         }
     });
     let gate: &'static cowork::net::OutboundGate = Box::leak(Box::new(cowork::net::OutboundGate::new(true)));
-    let conn = cowork::store::open_writer(&dir.path().join("cowork.db")).unwrap();
-    let lane: Arc<dyn Lane> = Arc::new(cowork::apps::lane::HostLane::new(conn, None, None, gate));
+    let store = super::support::store_link(&dir.path().join("cowork.db"));
+    let conn = cowork::store::open_read_only(&dir.path().join("cowork.db")).unwrap();
+    let lane: Arc<dyn Lane> = Arc::new(cowork::apps::lane::HostLane::new(conn, store, None, None, gate));
     let runtime = Runtime::new(None).unwrap();
     let (component, _) = runtime.open(&wasm).unwrap();
     let mut app = runtime.instantiate(&component, "fetcher", &[Capability::Http], lane).unwrap();

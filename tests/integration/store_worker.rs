@@ -192,3 +192,36 @@ fn retention(worker: &mut StoreWorker, now_millis: i64) -> usize {
     worker.commit_pending();
     cowork::erase::enforce_retention(worker.connection(), now_millis).unwrap()
 }
+
+/// The descriptors this process holds on `path`, split by access mode: (read-write, read-only).
+fn descriptors_on(path: &std::path::Path) -> (usize, usize) {
+    let (mut writable, mut read_only) = (0, 0);
+    for entry in std::fs::read_dir("/proc/self/fd").unwrap().flatten() {
+        if std::fs::read_link(entry.path()).ok().as_deref() != Some(path) {
+            continue;
+        }
+        let info = std::fs::read_to_string(format!("/proc/self/fdinfo/{}", entry.file_name().to_string_lossy())).unwrap_or_default();
+        let flags = info.lines().find_map(|l| l.strip_prefix("flags:")).and_then(|f| u32::from_str_radix(f.trim(), 8).ok()).unwrap_or(0);
+        match flags & 0o3 {
+            0 => read_only += 1,
+            _ => writable += 1,
+        }
+    }
+    (writable, read_only)
+}
+
+#[test]
+fn the_sidebar_process_holds_one_writable_descriptor_on_the_database_however_many_workers_read_it() {
+    let data = temp_dir();
+    let paths = cowork::config::Paths { data_dir: data.path().to_owned(), models_dir: super::support::models_dir() };
+    let (sink, _events) = test_sink();
+    // Every worker of the sidebar but capture: automations, notify, apps, embed, search, the agent.
+    let options = cowork::workers::WorkerOptions { capture: false, display: None, chat_model: None, policy: RestartPolicy::default(), require_consent: false, automations: true };
+    let (workers, _, _) = cowork::workers::Workers::start(&paths, options, sink).unwrap();
+    let db = paths.db_path().canonicalize().unwrap();
+    // The readers open as their workers start: embed, search, automations, notify and apps at least.
+    assert!(super::support::eventually(Duration::from_secs(20), || descriptors_on(&db).1 >= 5), "the readers did not open: {:?}", descriptors_on(&db));
+    // Undo, a flow's run and an embedding batch write through it too (their tests say so); here: the count.
+    assert_eq!(descriptors_on(&db).0, 1, "one writer (the store's), read-only connections for the rest");
+    workers.shutdown(Duration::from_secs(10));
+}

@@ -662,3 +662,13 @@ pub fn found_titles(data: &std::path::Path, word: &str) -> Vec<String> {
         .map(|hits| hits.iter().map(|h| h.title.clone()).collect())
         .unwrap_or_default()
 }
+
+/// A store worker on `db` and a line to it, for the workers that write
+/// through the one writer (automations, notify, apps). The store thread ends
+/// once every clone of the link is dropped.
+pub fn store_link(db: &std::path::Path) -> cowork::store::StoreLink {
+    let store = cowork::workers::spawn_store(db.to_path_buf(), EventSink::<cowork::runtime::RuntimeEvent>::ignored(), cowork::runtime::RestartPolicy::default()).expect("the store starts");
+    let link = cowork::store::StoreLink::new(store.commands.clone());
+    link.opened().expect("the store opens the database");
+    link
+}

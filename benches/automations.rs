@@ -46,7 +46,7 @@ fn percentile(sorted: &[f64], p: f64) -> f64 {
 /// The store's one writer on `dir`, as the app runs it; it ends with the last link.
 fn store(dir: &std::path::Path) -> cowork::store::StoreLink {
     let store = cowork::workers::spawn_store(dir.join("cowork.db"), cowork::runtime::EventSink::<cowork::runtime::RuntimeEvent>::ignored(), cowork::runtime::RestartPolicy::default()).unwrap();
-    let link = cowork::store::StoreLink::new(store.commands.clone());
+    let link = cowork::store::StoreLink::new(dir.join("cowork.db"), store.commands.clone());
     link.opened().unwrap();
     link
 }
@@ -54,7 +54,7 @@ fn store(dir: &std::path::Path) -> cowork::store::StoreLink {
 fn worker(dir: &std::path::Path) -> AutomationsWorker {
     let (_, reports) = crossbeam_channel::bounded(1);
     let mut worker = AutomationsWorker::new(
-        AutomationsConfig { db_path: dir.join("cowork.db"), store: store(dir) },
+        AutomationsConfig { store: store(dir) },
         Arc::new(SystemClock),
         Box::new(NoAgent),
         Box::new(Quiet),
@@ -88,7 +88,7 @@ fn spawn(dir: &std::path::Path) -> cowork::runtime::WorkerHandle<AutomationsComm
     // Nobody reads the events: the sink drops what does not fit.
     let (events, _) = crossbeam_channel::bounded(16);
     cowork::automations::spawn_automations(
-        AutomationsConfig { db_path: dir.join("cowork.db"), store: store(dir) },
+        AutomationsConfig { store: store(dir) },
         AutomationsChannels::default(),
         Arc::new(SystemClock),
         || Box::new(NoAgent),

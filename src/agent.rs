@@ -6,6 +6,7 @@ mod automation;
 pub mod events;
 pub mod flows;
 pub mod integrations;
+pub mod local;
 pub mod operation;
 pub mod store;
 mod worker;

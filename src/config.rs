@@ -237,7 +237,7 @@ pub struct Settings {
     pub consent: std::collections::BTreeMap<String, bool>,
     /// Chat questions run as agent operations with tools (Settings → Agent).
     pub agent: bool,
-    /// With the agent on, a local question that can only read memory is answered from the grounded context (`tools::registry::reads_memory_only`).
+    /// With the agent on, a local question that can only read memory is answered from the grounded context (`agent::local::reads_memory_only`).
     pub agent_memory_from_context: bool,
     /// Steps per operation at most.
     pub agent_max_steps: u32,

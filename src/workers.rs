@@ -166,8 +166,7 @@ impl Workers {
         let typing_at_millis = Arc::new(AtomicI64::new(0));
         let search_channel = crate::memory::search_worker::channel();
         let embed = embed_worker::spawn_embed(
-            paths.db_path(),
-            crate::store::StoreLink::new(store.commands.clone()),
+            crate::store::StoreLink::new(paths.db_path(), store.commands.clone()),
             embedder.clone(),
             search_channel.0.clone(),
             typing_at_millis.clone(),
@@ -205,14 +204,14 @@ impl Workers {
         let agent = spawn_agent(agent_config, llm.commands.clone(), local, store.commands.clone(), sink.narrow(), stop_epoch.clone(), options.policy)?;
         let (automations, notify) = match options.automations {
             true => {
-                let (automations, notify) = start_automations(paths.db_path(), crate::store::StoreLink::new(store.commands.clone()), automations_channels, notify_channel, &agent.commands, local_state, &sink, options.policy)?;
+                let (automations, notify) = start_automations(crate::store::StoreLink::new(paths.db_path(), store.commands.clone()), automations_channels, notify_channel, &agent.commands, local_state, &sink, options.policy)?;
                 (Some(automations), Some(notify))
             }
             false => (None, None),
         };
         let apps = match options.automations {
             true => Some(crate::apps::worker::spawn_apps(
-                crate::apps::worker::AppsConfig { db_path: paths.db_path(), store: crate::store::StoreLink::new(store.commands.clone()), apps_dir: crate::apps::worker::apps_dir(&paths.data_dir) },
+                crate::apps::worker::AppsConfig { store: crate::store::StoreLink::new(paths.db_path(), store.commands.clone()), apps_dir: crate::apps::worker::apps_dir(&paths.data_dir) },
                 crate::apps::worker::channel(),
                 Some(search.commands.clone()),
                 Some(agent.commands.clone()),
@@ -489,7 +488,6 @@ fn start_capture(options: &WorkerOptions, settings: &Settings, desktop: &crate::
 /// the user (an approval it accepts, the sidebar it opens, the local model
 /// it lets back on after heat or the battery paused it).
 fn start_automations(
-    db_path: std::path::PathBuf,
     store: crate::store::StoreLink,
     automations_channels: crate::automations::worker::AutomationsChannels,
     notify_channel: (Sender<crate::notify::NotifyCommand>, Receiver<crate::notify::NotifyCommand>),
@@ -501,7 +499,7 @@ fn start_automations(
     let agent_commands = agent.clone();
     let notify_tx = notify_channel.0.clone();
     let automations = crate::automations::spawn_automations(
-        crate::automations::AutomationsConfig { db_path: db_path.clone(), store: store.clone() },
+        crate::automations::AutomationsConfig { store: store.clone() },
         automations_channels,
         Arc::new(crate::automations::steps::SystemClock),
         move || Box::new(crate::agent::AgentSteps(agent_commands.clone())),
@@ -511,7 +509,7 @@ fn start_automations(
     )?;
     let (approver, opener) = (agent.clone(), sink.narrow::<DesktopEvent>());
     let notify = crate::notify::spawn_notify(
-        crate::notify::NotifyConfig { db_path, store, bus: None, policy: crate::notify::gate::Policy::default() },
+        crate::notify::NotifyConfig { store, bus: None, policy: crate::notify::gate::Policy::default() },
         notify_channel,
         move || {
             let (approver, opener, local_state) = (approver.clone(), opener.clone(), local_state.clone());

@@ -201,10 +201,10 @@ impl<B: LocalBrain> AgentWorker<B> {
         self.refresh_flow_tools();
         // A local question that can only read memory is answered from the grounded context in one
         // pass: as right as without the agent and three times sooner than a tool step first
-        // (`registry::reads_memory_only` has the measurements, `answers_from_memory` the rule).
+        // (`local::reads_memory_only` has the measurements, `answers_from_memory` the rule).
         if matches!(brain, Brain::Local) && settings.agent_memory_from_context && request.attachments.is_empty() {
             let extra = integrations::local_names(&self.acting.mcp_tools, &request.text).len() + flows::local_names(&self.acting.flow_tools, &request.text).len();
-            if extra == 0 && registry::answers_from_memory(&request.text, &self.acting.files) {
+            if extra == 0 && super::local::plan(&request.text, &self.acting.files).from_memory {
                 return super::operation::Answering::FromMemory(ChatRequest { agent: false, text: asked_text, ..request });
             }
         }
@@ -221,7 +221,7 @@ impl<B: LocalBrain> AgentWorker<B> {
             self.persist(super::worker::user_message(&request, None), None);
         }
         let mut tools: Vec<String> = match &brain {
-            Brain::Local => registry::local_subset(&request.text, Some(&self.acting.files)).into_iter().map(str::to_owned).collect(),
+            Brain::Local => super::local::plan(&request.text, &self.acting.files).offered.into_iter().map(str::to_owned).collect(),
             Brain::Cloud { consent, .. } => registry::cloud_set(0)
                 .into_iter()
                 // Without consent for this provider, nothing captured is offered to it.
@@ -282,7 +282,7 @@ impl<B: LocalBrain> AgentWorker<B> {
             parts.push(format!("Skills you can load with the skill tool:\n{}", crate::tools::skills::catalogue(&self.acting.skills)));
         }
         if matches!(brain, Brain::Local) && !tools.is_empty() {
-            let mut section = registry::local_prompt_section(tools);
+            let mut section = super::local::prompt_section(tools);
             for line in integrations::local_lines(&self.acting.mcp_tools, tools).into_iter().chain(flows::local_lines(&self.acting.flow_tools, tools)) {
                 section.push('\n');
                 section.push_str(&line);
@@ -405,26 +405,18 @@ impl<B: LocalBrain> AgentWorker<B> {
         let brain = live.brain.clone();
         let tools: Vec<String> = live.state.tools.clone();
         let question = live.request.text.clone();
-        let path_choices = if matches!(brain, Brain::Local) { registry::path_choices(&question, &self.acting.files) } else { Vec::new() };
+        let path_choices = if matches!(brain, Brain::Local) { super::local::path_choices(&question, &self.acting.files) } else { Vec::new() };
         Ok((brain, StepPlan { operation_id, epoch, step, answer_id, turns, has_looked, tools, question, path_choices }))
     }
 
     /// The local engine's step: its calls come as `<tool_call>` blocks, one before it has looked at a result.
     fn local_step(&mut self, plan: StepPlan, settings: &crate::config::Settings, shown: &mut Shown) -> Result<StepAnswer, String> {
         let StepPlan { operation_id, epoch, step, turns, has_looked, tools, question, path_choices, .. } = plan;
-        let mut messages = operation::local_messages(&turns);
-        // After a result, the question again, nearest the answer: a small model otherwise
-        // answers the result's shape (more calls, JSON) instead of the user.
-        if has_looked
-            && let Some(last) = messages.last_mut()
-            && last.content.starts_with("<tool_response>")
-        {
-            last.content.push_str(&format!("\n\nFrom this result, answer the user's request in plain words: {}", question));
-        }
+        let messages = super::local::messages(&turns, has_looked, &question);
         let prompt_tokens = messages.iter().map(|m| crate::memory::tokens::estimate_tokens(&m.content)).sum::<usize>();
         // The small local model makes one call, then answers from its result.
         let names: Vec<&str> = tools.iter().map(String::as_str).collect();
-        let one_call = registry::one_call_schema(&names).map(|schema| registry::with_path_choices(schema, &path_choices));
+        let one_call = super::local::call_schema(&names, &path_choices);
         let choices = integrations::with_call_choices(one_call, &self.acting.mcp_tools, &names);
         let shape = match flows::with_call_choices(choices, &self.acting.flow_tools, &names) {
             Some(schema) if !has_looked => Shape::OneCall(schema),
@@ -440,7 +432,7 @@ impl<B: LocalBrain> AgentWorker<B> {
         if has_looked
             && generation.calls.is_empty()
             && let Some(call) = last_result
-            && let Some(list) = registry::unnamed_list(&call.tool, call.output.as_deref().unwrap_or_default(), &generation.text)
+            && let Some(list) = super::local::complete(&call.tool, call.output.as_deref().unwrap_or_default(), &generation.text)
         {
             let under = format!("{}{list}", if generation.text.trim().is_empty() { "" } else { "\n\n" });
             shown.push(&under);
@@ -455,7 +447,7 @@ impl<B: LocalBrain> AgentWorker<B> {
             .enumerate()
             .map(|(i, c)| {
                 c.map(|mut c| {
-                    registry::fix_local_arguments(&c.name, &mut c.arguments, &question);
+                    super::local::repair(&c.name, &mut c.arguments, &question);
                     (format!("call_{step}_{i}"), c.name, c.arguments)
                 })
             })

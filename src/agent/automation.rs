@@ -116,7 +116,7 @@ impl<B: LocalBrain> AgentWorker<B> {
                     (brain, _) => brain,
                 };
                 self.refresh_mcp_tools();
-                let mut offered: Vec<String> = if tools.is_empty() { registry::local_subset(&prompt, None).into_iter().map(str::to_owned).collect() } else { tools };
+                let mut offered: Vec<String> = if tools.is_empty() { super::local::offer(&prompt, None).into_iter().map(str::to_owned).collect() } else { tools };
                 // Conversation tools need someone in the chat.
                 offered.retain(|t| !matches!(t.as_str(), "ask_user" | "update_todos" | "delegate"));
                 if let Brain::Cloud { consent: false, .. } = brain {
@@ -303,7 +303,7 @@ impl<B: LocalBrain> AgentWorker<B> {
         let epoch = self.stop_epoch.load(std::sync::atomic::Ordering::SeqCst);
         match brain {
             Brain::Local => {
-                let messages = super::operation::local_messages(turns);
+                let messages = super::local::prompt_messages(turns);
                 let request = crate::llm::GenerateRequest { messages, max_tokens, tools: false, only_if_loaded: false, shape: crate::llm::tool_calls::Shape::Free };
                 self.brain.generate(request, epoch, &mut |_| {}).map(|g| g.text).map_err(|err| err.to_string())
             }

@@ -69,7 +69,7 @@ pub fn local_lines(offered: &[Offered], names: &[&str]) -> Vec<String> {
         .collect()
 }
 
-/// The local model's forced first call (`registry::one_call_schema`) with a
+/// The local model's forced first call (`local::call_schema`) with a
 /// choice for each offered MCP tool added.
 pub fn with_call_choices(schema: Option<Value>, offered: &[Offered], names: &[&str]) -> Option<Value> {
     let choices: Vec<Value> = names

@@ -13,7 +13,6 @@ use serde_json::Value;
 
 use super::store::{CallRow, CallStatus, OperationRow};
 use crate::brains::{ProviderConfig, Role, ToolCall, Turn};
-use crate::llm::{PromptMessage, PromptRole};
 use crate::records::ChatThread;
 use crate::tools::Origin;
 use crate::tools::files::FilesEnv;
@@ -244,45 +243,6 @@ pub fn truncate(turns: Vec<Turn>, head: usize, keep_last: usize) -> Vec<Turn> {
     kept
 }
 
-/// The conversation in the local model's form (Qwen2.5's chat template):
-/// calls written back as `<tool_call>` blocks after the step's text, and the
-/// results of one step in one user turn of `<tool_response>` blocks.
-pub fn local_messages(turns: &[Turn]) -> Vec<PromptMessage> {
-    let mut out: Vec<PromptMessage> = Vec::new();
-    for turn in turns {
-        match turn.role {
-            Role::System => out.push(PromptMessage { role: PromptRole::System, content: turn.content.clone() }),
-            Role::User => out.push(PromptMessage { role: PromptRole::User, content: turn.content.clone() }),
-            // The local brain's own output, kept verbatim, so the prefix cache matches it.
-            Role::Assistant if turn.content.contains("<tool_call>") => out.push(PromptMessage { role: PromptRole::Assistant, content: turn.content.clone() }),
-            Role::Assistant => {
-                let mut content = turn.content.clone();
-                for call in &turn.tool_calls {
-                    let arguments: Value = serde_json::from_str(&call.arguments).unwrap_or(Value::Object(Default::default()));
-                    if !content.is_empty() {
-                        content.push('\n');
-                    }
-                    let name = Value::String(call.name.clone());
-                    content.push_str(&format!("<tool_call>\n{{\"name\": {name}, \"arguments\": {arguments}}}\n</tool_call>"));
-                }
-                out.push(PromptMessage { role: PromptRole::Assistant, content });
-            }
-            Role::Tool => {
-                // Session numbers are for `read_session`, which a local model is never offered.
-                let block = format!("<tool_response>\n{}\n</tool_response>", crate::ids::without_session_refs(&turn.content).0);
-                match out.last_mut() {
-                    Some(last) if last.role == PromptRole::User && last.content.starts_with("<tool_response>") => {
-                        last.content.push('\n');
-                        last.content.push_str(&block);
-                    }
-                    _ => out.push(PromptMessage { role: PromptRole::User, content: block }),
-                }
-            }
-        }
-    }
-    out
-}
-
 /// Limits and guardrails (settings).
 #[derive(Clone, Debug)]
 pub struct Limits {
@@ -489,7 +449,7 @@ mod tests {
     }
 
     #[test]
-    fn local_messages_write_calls_and_results_as_qwen_expects() {
+    fn the_local_form_writes_calls_and_results_as_qwen_expects() {
         let turns = vec![
             Turn::new(Role::System, "sys"),
             Turn::new(Role::User, "what was I doing?"),
@@ -497,7 +457,7 @@ mod tests {
             tool_turn("a", "10:00 Editor".into()),
             tool_turn("b", "Editor — notes.md".into()),
         ];
-        let messages = local_messages(&turns);
+        let messages = crate::agent::local::prompt_messages(&turns);
         assert_eq!(messages.len(), 4);
         assert_eq!(
             messages[2].content,

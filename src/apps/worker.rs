@@ -93,7 +93,6 @@ pub struct AppsView {
 
 #[derive(Clone, Debug)]
 pub struct AppsConfig {
-    pub db_path: PathBuf,
     /// Writes go to the store's one writer; reads use a read-only connection of this worker's.
     pub store: crate::store::StoreLink,
     /// Installed apps (`<data>/apps`); compiled components go in its `.cache`.
@@ -123,8 +122,7 @@ impl AppsWorker {
     }
 
     pub fn open(&mut self) -> anyhow::Result<()> {
-        self.config.store.opened()?;
-        let conn = crate::store::open_read_only(&self.config.db_path)?;
+        let conn = self.config.store.read_only()?;
         let completer = self.completer.clone().map(|c| Box::new(c) as Box<dyn Completer>);
         self.lane = Some(std::sync::Arc::new(HostLane::new(conn, self.config.store.clone(), self.recall.clone(), completer, crate::net::OutboundGate::global())));
         self.reload();

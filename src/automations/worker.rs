@@ -7,7 +7,6 @@
 //! agent (`StepRunner`), which decides every call with its approval policy;
 //! conditions, delays and notifications run here.
 
-use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -59,7 +58,6 @@ pub enum Signal {
 
 #[derive(Clone, Debug)]
 pub struct AutomationsConfig {
-    pub db_path: PathBuf,
     /// Writes go to the store's one writer; reads use a read-only connection of this worker's.
     pub store: crate::store::StoreLink,
 }
@@ -154,8 +152,7 @@ impl AutomationsWorker {
 
     /// Opens the database and reads the flows; open runs resume.
     pub fn open(&mut self) -> anyhow::Result<()> {
-        self.config.store.opened()?;
-        self.conn = Some(crate::store::open_read_only(&self.config.db_path)?);
+        self.conn = Some(self.config.store.read_only()?);
         self.reload()?;
         self.take_ownership()
     }
@@ -165,7 +162,7 @@ impl AutomationsWorker {
         if self.owner.is_some() {
             return Ok(());
         }
-        let dir = self.config.db_path.parent().unwrap_or(std::path::Path::new("."));
+        let dir = self.config.store.path().parent().unwrap_or(std::path::Path::new("."));
         self.owner = take_lock(dir)?;
         if self.owner.is_some() {
             let now = self.now();
@@ -1111,7 +1108,7 @@ mod tests {
         // The store ends once the worker (holding the link) is dropped.
         let (_store, link) = crate::store::test_store(&dir.join("cowork.db"));
         let mut worker = AutomationsWorker::new(
-            AutomationsConfig { db_path: dir.join("cowork.db"), store: link },
+            AutomationsConfig { store: link },
             Arc::new(clock.clone()),
             Box::new(script.clone()),
             Box::new(script.clone()),
@@ -1254,7 +1251,7 @@ mod tests {
         let script = Script::default();
         let (_store, link) = crate::store::test_store(&dir.path().join("cowork.db"));
         let mut worker = AutomationsWorker::new(
-            AutomationsConfig { db_path: dir.path().join("cowork.db"), store: link },
+            AutomationsConfig { store: link },
             Arc::new(OffsetClock::default()),
             Box::new(script.clone()),
             Box::new(script),

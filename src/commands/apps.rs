@@ -128,8 +128,8 @@ pub fn render(paths: &Paths, app_id: &str, actions: &[String]) -> anyhow::Result
     let sink = crate::runtime::EventSink::ignored();
     // A writer thread as in the app, without its hooks (retention and crash recovery are the app's); it ends with the worker's link.
     let store = crate::store::spawn_store(paths.db_path(), crate::runtime::EventSink::<crate::runtime::RuntimeEvent>::ignored(), crate::runtime::RestartPolicy::default(), crate::store::StoreHooks::default())?;
-    let store = crate::store::StoreLink::new(store.commands.clone());
-    let config = crate::apps::worker::AppsConfig { db_path: paths.db_path(), store, apps_dir: crate::apps::worker::apps_dir(&paths.data_dir) };
+    let store = crate::store::StoreLink::new(paths.db_path(), store.commands.clone());
+    let config = crate::apps::worker::AppsConfig { store, apps_dir: crate::apps::worker::apps_dir(&paths.data_dir) };
     let mut worker = crate::apps::worker::AppsWorker::new(config, None, None, sink);
     worker.open()?;
     worker.handle(crate::apps::AppsCommand::Open { app_id: app_id.to_owned() });

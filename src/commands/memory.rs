@@ -49,14 +49,14 @@ pub fn embed_now(paths: &Paths) -> anyhow::Result<usize> {
     shared.get().map_err(|err| anyhow::anyhow!("the embedding model cannot load: {err}"))?;
     // A writer thread as in the app, without its hooks: retention and crash recovery are the app's.
     let mut store = crate::store::spawn_store(paths.db_path(), sink.clone(), crate::runtime::RestartPolicy::default(), crate::store::StoreHooks::default())?;
-    let embedded = embed_all(paths, crate::store::StoreLink::new(store.commands.clone()), shared, index, &sink);
+    let embedded = embed_all(crate::store::StoreLink::new(paths.db_path(), store.commands.clone()), shared, index, &sink);
     store.shutdown(crate::store::StoreCommand::Shutdown, std::time::Duration::from_secs(30));
     embedded
 }
 
-fn embed_all(paths: &Paths, store: crate::store::StoreLink, shared: SharedEmbedder, index: crossbeam_channel::Sender<SearchCommand>, sink: &EventSink<crate::memory::events::MemoryEvent>) -> anyhow::Result<usize> {
+fn embed_all(store: crate::store::StoreLink, shared: SharedEmbedder, index: crossbeam_channel::Sender<SearchCommand>, sink: &EventSink<crate::memory::events::MemoryEvent>) -> anyhow::Result<usize> {
     let typing = std::sync::Arc::new(std::sync::atomic::AtomicI64::new(0));
-    let mut worker = EmbedWorker::open(&paths.db_path(), store, shared, index, sink.clone(), typing)?;
+    let mut worker = EmbedWorker::open(store, shared, index, sink.clone(), typing)?;
     let ctx = WorkerContext::new(crate::runtime::WorkerName::Embed, sink);
     let started = Instant::now();
     let mut embedded = 0;

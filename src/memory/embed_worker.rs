@@ -10,7 +10,6 @@
 //!
 //! Committed vectors go to the `search` worker, which owns the faiss indexes.
 
-use std::path::PathBuf;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicI64, Ordering};
 use std::time::{Duration, Instant};
@@ -75,7 +74,6 @@ fn lower_priority() {
 
 impl EmbedWorker {
     pub fn open(
-        db_path: &std::path::Path,
         store: StoreLink,
         embedder: SharedEmbedder,
         index: Sender<SearchCommand>,
@@ -84,7 +82,7 @@ impl EmbedWorker {
     ) -> anyhow::Result<Self> {
         // The store first: it made the file by the time it answers.
         let recovered = store.call("recover embedding jobs", |conn| Ok(jobs::recover(conn, now_millis())?))?;
-        let conn = crate::store::open_read_only(db_path)?;
+        let conn = store.read_only()?;
         if recovered.failed > 0 {
             sink.notice(format!("{} embedding job(s) were stuck and failed (Settings → Memory can retry them)", recovered.failed));
         }
@@ -275,7 +273,6 @@ pub fn channel() -> (Sender<EmbedCommand>, Receiver<EmbedCommand>) {
 }
 
 pub fn spawn_embed(
-    db_path: PathBuf,
     store: StoreLink,
     embedder: SharedEmbedder,
     index: Sender<SearchCommand>,
@@ -285,6 +282,6 @@ pub fn spawn_embed(
     policy: RestartPolicy,
 ) -> std::io::Result<WorkerHandle<EmbedCommand>> {
     spawn_supervised::<EmbedWorker, _, _>(WorkerName::Embed, policy, sink.clone(), channel, move |_ctx| {
-        EmbedWorker::open(&db_path, store.clone(), embedder.clone(), index.clone(), sink.clone(), typing_at_millis.clone())
+        EmbedWorker::open(store.clone(), embedder.clone(), index.clone(), sink.clone(), typing_at_millis.clone())
     })
 }

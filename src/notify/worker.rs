@@ -9,7 +9,6 @@
 //! writes only the notification tables.
 
 use std::collections::HashMap;
-use std::path::PathBuf;
 use std::time::Duration;
 
 use crossbeam_channel::{Receiver, Sender, bounded, select};
@@ -76,7 +75,6 @@ pub struct Hooks {
 
 #[derive(Clone, Debug)]
 pub struct NotifyConfig {
-    pub db_path: PathBuf,
     /// Writes go to the store's one writer; reads use a read-only connection of this worker's.
     pub store: crate::store::StoreLink,
     /// The session bus (None: `$DBUS_SESSION_BUS_ADDRESS`).
@@ -242,8 +240,7 @@ impl NotifyWorker {
     }
 
     pub fn open(&mut self) -> anyhow::Result<()> {
-        self.config.store.opened()?;
-        self.conn = Some(crate::store::open_read_only(&self.config.db_path)?);
+        self.conn = Some(self.config.store.read_only()?);
         Ok(())
     }
 

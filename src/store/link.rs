@@ -6,6 +6,7 @@
 //! read-only connection.
 
 use std::borrow::Cow;
+use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use crossbeam_channel::{Sender, bounded};
@@ -23,6 +24,8 @@ const ANSWER_WAIT: Duration = Duration::from_secs(60);
 #[derive(Clone)]
 pub struct StoreLink {
     commands: Sender<StoreCommand>,
+    /// The database file, for the caller's read-only connection.
+    path: PathBuf,
 }
 
 impl std::fmt::Debug for StoreLink {
@@ -32,8 +35,20 @@ impl std::fmt::Debug for StoreLink {
 }
 
 impl StoreLink {
-    pub fn new(commands: Sender<StoreCommand>) -> Self {
-        Self { commands }
+    /// A link to the store worker reading `commands`, which writes `path`.
+    pub fn new(path: PathBuf, commands: Sender<StoreCommand>) -> Self {
+        Self { commands, path }
+    }
+
+    /// The database file.
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// A read-only connection of the caller's, once the store has the file open.
+    pub fn read_only(&self) -> anyhow::Result<Connection> {
+        self.opened()?;
+        crate::store::open_read_only(&self.path)
     }
 
     /// Runs `work` on the writer (in autocommit: each statement commits, or the
@@ -72,7 +87,7 @@ impl StoreLink {
 pub(crate) fn test_store(path: &std::path::Path) -> (crate::runtime::WorkerHandle<StoreCommand>, StoreLink) {
     let sink = crate::runtime::EventSink::<crate::runtime::RuntimeEvent>::ignored();
     let handle = super::spawn_store(path.to_path_buf(), sink, crate::runtime::RestartPolicy::default(), super::StoreHooks::default()).expect("the store starts");
-    let link = StoreLink::new(handle.commands.clone());
+    let link = StoreLink::new(path.to_path_buf(), handle.commands.clone());
     link.opened().expect("the store opens the database");
     (handle, link)
 }

@@ -244,7 +244,7 @@ fn apps_worker(dir: &Path, answer: &'static str) -> (cowork::apps::worker::AppsW
         }
     });
     let (sink, _events) = super::support::test_sink();
-    let config = cowork::apps::worker::AppsConfig { db_path: dir.join("cowork.db"), store: super::support::store_link(&dir.join("cowork.db")), apps_dir: dir.join("apps") };
+    let config = cowork::apps::worker::AppsConfig { store: super::support::store_link(&dir.join("cowork.db")), apps_dir: dir.join("apps") };
     let mut worker = cowork::apps::worker::AppsWorker::new(config, None, Some(agent), sink.narrow());
     worker.open().unwrap();
     (worker, prompts)

@@ -228,7 +228,7 @@ fn a_flow_every_minute_fires_on_the_real_clock_within_two_seconds() {
     let commands = channels.commands.0.clone();
     let others = threads_named("automations");
     let worker = cowork::automations::spawn_automations(
-        cowork::automations::AutomationsConfig { db_path: db_path.clone(), store: super::support::store_link(&db_path) },
+        cowork::automations::AutomationsConfig { store: super::support::store_link(&db_path) },
         channels,
         Arc::new(cowork::automations::steps::SystemClock),
         || Box::new(NoAgent),

@@ -407,7 +407,7 @@ fn on_gnome_notifications_show_in_gnome_shell_and_its_accept_approves_the_call()
     let db = data.path().join("cowork.db");
     drop(store::open_writer(&db).unwrap());
     let policy = cowork::notify::gate::Policy { cooldown_millis: 0, bundle_millis: 0, ..Default::default() };
-    let config = cowork::notify::NotifyConfig { db_path: db.clone(), store: super::support::store_link(&db), bus: gnome.bus.clone(), policy };
+    let config = cowork::notify::NotifyConfig { store: super::support::store_link(&db), bus: gnome.bus.clone(), policy };
     let (approved_tx, approved) = crossbeam_channel::bounded(8);
     let (mut worker, client) = super::notify::spawn_worker(config, approved_tx);
     let notice = Notice {

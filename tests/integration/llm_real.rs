@@ -441,7 +441,7 @@ pub(super) fn agent_steps(stderr: &str) -> Vec<(u64, u64)> {
 
 /// The agent with the real default model through mistralrs, asked "what was I just doing?"
 /// about a captured morning. By default a question that can only read memory is answered from
-/// the recorded context in one pass (no tool step: `registry::reads_memory_only`). With that
+/// the recorded context in one pass (no tool step: `agent::local::reads_memory_only`). With that
 /// switched off, its first step calls a memory or context tool (a grammar makes the small model
 /// call one; it picks which and with what arguments) and its answer uses what the tool returned.
 /// The prompt size and time of each step are printed.

@@ -1263,7 +1263,7 @@ app.run()
         }
     }
     let mut automations = cowork::automations::spawn_automations(
-        cowork::automations::AutomationsConfig { db_path: db_path.clone(), store: super::support::store_link(&db_path) },
+        cowork::automations::AutomationsConfig { store: super::support::store_link(&db_path) },
         channels,
         Arc::new(cowork::automations::steps::SystemClock),
         || Box::new(Nobody),

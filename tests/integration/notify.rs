@@ -127,7 +127,7 @@ fn a_real_dunst_shows_accepts_dismisses_and_expires_and_the_gate_holds_defers_an
     drop(cowork::store::open_writer(&db).unwrap());
     // No cooldown or bundling here (unit-tested); two informational notifications an hour.
     let policy = Policy { caps_per_hour: [20, 6, 2], cooldown_millis: 0, bundle_millis: 0, ..Policy::default() };
-    let config = cowork::notify::NotifyConfig { db_path: db.clone(), store: super::support::store_link(&db), bus: Some(dunst.bus.clone()), policy };
+    let config = cowork::notify::NotifyConfig { store: super::support::store_link(&db), bus: Some(dunst.bus.clone()), policy };
     let (approved_tx, approved) = crossbeam_channel::bounded(8);
     let spawn = |config: cowork::notify::NotifyConfig| spawn_worker(config, approved_tx.clone());
     let (mut worker, client) = spawn(config.clone());
@@ -259,7 +259,7 @@ fn a_forged_notification_action_approves_nothing_and_the_body_shows_the_call() {
     let data = temp_dir();
     let db = data.path().join("cowork.db");
     drop(cowork::store::open_writer(&db).unwrap());
-    let config = cowork::notify::NotifyConfig { db_path: db.clone(), store: super::support::store_link(&db), bus: Some(dunst.bus.clone()), policy: Policy { cooldown_millis: 0, bundle_millis: 0, ..Policy::default() } };
+    let config = cowork::notify::NotifyConfig { store: super::support::store_link(&db), bus: Some(dunst.bus.clone()), policy: Policy { cooldown_millis: 0, bundle_millis: 0, ..Policy::default() } };
     let (approved_tx, approved) = crossbeam_channel::bounded(8);
     let (mut worker, client) = spawn_worker(config, approved_tx);
     let (shown, whole) = cowork::automations::worker::approval_arguments("run_command", r#"{"command":"echo ok <b>hidden</b> \u202egnp.exe"}"#);

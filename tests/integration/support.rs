@@ -668,7 +668,7 @@ pub fn found_titles(data: &std::path::Path, word: &str) -> Vec<String> {
 /// once every clone of the link is dropped.
 pub fn store_link(db: &std::path::Path) -> cowork::store::StoreLink {
     let store = cowork::workers::spawn_store(db.to_path_buf(), EventSink::<cowork::runtime::RuntimeEvent>::ignored(), cowork::runtime::RestartPolicy::default()).expect("the store starts");
-    let link = cowork::store::StoreLink::new(store.commands.clone());
+    let link = cowork::store::StoreLink::new(db.to_path_buf(), store.commands.clone());
     link.opened().expect("the store opens the database");
     link
 }

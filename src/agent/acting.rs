@@ -10,6 +10,7 @@
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
+use crossbeam_channel::Sender;
 use serde_json::Value;
 
 use super::{flows, integrations};
@@ -23,6 +24,7 @@ use crate::llm::{GenerateRequest, LocalBrain};
 use crate::llm::tool_calls::Shape;
 use crate::records::{GenerationStats, MessageStatus};
 use crate::runtime::EventSink;
+use crate::store::StoreCommand;
 use crate::tools::{Origin, ToolOutput, registry};
 use crate::tools::policy::{self, Action, Pattern, Rule, Scope};
 
@@ -126,43 +128,52 @@ impl Shown {
     }
 }
 
+/// Writes a record and waits until it is committed. The record functions
+/// take the store's line and the sink, not the worker, so that a live
+/// operation (in the worker's map) can stay borrowed while they run.
+fn record(store: &Sender<StoreCommand>, write: AgentWrite) -> Result<(), String> {
+    let (reply, done) = crossbeam_channel::bounded(1);
+    store.send_timeout(super::store::command(write, Some(reply)), STORE_WAIT).map_err(|_| "the store is not accepting writes".to_owned())?;
+    done.recv_timeout(STORE_WAIT).map_err(|_| "the store did not confirm a write".to_owned())?
+}
+
+/// Saves the operation's row and state, and tells the UI.
+fn save_operation(store: &Sender<StoreCommand>, sink: &EventSink<AgentEvent>, live: &mut Live) {
+    live.row.state = serde_json::to_string(&live.state).unwrap_or_default();
+    live.row.updated_at_millis = now_millis();
+    if let Err(err) = record(store, AgentWrite::Operation(live.row.clone())) {
+        sink.notice(format!("the task's progress was not saved: {err}"));
+    }
+    sink.send(AgentEvent::Operation { operation_id: live.row.operation_id, answer_id: live.request.answer_id, status: live.row.status, steps: live.row.steps, paused: live.state.paused.clone() });
+}
+
+/// Saves a call and shows its card.
+fn save_call(store: &Sender<StoreCommand>, sink: &EventSink<AgentEvent>, live: &Live, call: &CallRow) -> Result<(), String> {
+    let saved = record(store, AgentWrite::Call(call.clone()));
+    sink.send(AgentEvent::ToolCall(Box::new(view(live, call))));
+    saved
+}
+
+fn audit(store: &Sender<StoreCommand>, call: &CallRow, decision: &str) {
+    let result = call.output.as_deref().map(|o| (o, call.is_error));
+    let entry = AuditEntry::for_call(call, decision, call.decided_by.as_deref().unwrap_or("policy"), result, now_millis());
+    if let Err(err) = record(store, AgentWrite::Audit(entry)) {
+        tracing::warn!(%err, "an audit entry was not written");
+    }
+}
+
 impl<B: LocalBrain> AgentWorker<B> {
     /// Writes a record and waits until it is committed.
     fn record(&self, write: AgentWrite) -> Result<(), String> {
-        let (reply, done) = crossbeam_channel::bounded(1);
-        self.store
-            .send_timeout(super::store::command(write, Some(reply)), STORE_WAIT)
-            .map_err(|_| "the store is not accepting writes".to_owned())?;
-        done.recv_timeout(STORE_WAIT).map_err(|_| "the store did not confirm a write".to_owned())?
+        record(&self.store, write)
     }
 
     pub(super) fn save_operation(&self, live: &mut Live) {
-        live.row.state = serde_json::to_string(&live.state).unwrap_or_default();
-        live.row.updated_at_millis = now_millis();
-        if let Err(err) = self.record(AgentWrite::Operation(live.row.clone())) {
-            self.sink.notice(format!("the task's progress was not saved: {err}"));
-        }
-        self.sink.send(AgentEvent::Operation {
-            operation_id: live.row.operation_id,
-            answer_id: live.request.answer_id,
-            status: live.row.status,
-            steps: live.row.steps,
-            paused: live.state.paused.clone(),
-        });
-    }
-
-    fn save_call(&self, live: &Live, call: &CallRow) -> Result<(), String> {
-        let saved = self.record(AgentWrite::Call(call.clone()));
-        self.sink.send(AgentEvent::ToolCall(Box::new(view(live, call))));
-        saved
+        save_operation(&self.store, &self.sink, live);
     }
 
     fn audit(&self, call: &CallRow, decision: &str) {
-        let result = call.output.as_deref().map(|o| (o, call.is_error));
-        let entry = AuditEntry::for_call(call, decision, call.decided_by.as_deref().unwrap_or("policy"), result, now_millis());
-        if let Err(err) = self.record(AgentWrite::Audit(entry)) {
-            tracing::warn!(%err, "an audit entry was not written");
-        }
+        audit(&self.store, call, decision);
     }
 
     fn limits(settings: &crate::config::Settings) -> Limits {
@@ -345,12 +356,10 @@ impl<B: LocalBrain> AgentWorker<B> {
                     return;
                 }
                 Next::Pause { guard, why } => {
-                    let live = self.acting.live.get_mut(&operation_id).expect("checked above");
+                    // The operation read at the top of this turn of the loop, still borrowed.
                     live.state.paused = Some(format!("{guard}: {why}"));
                     live.row.status = OpStatus::WaitingForHuman;
-                    let mut live = self.acting.live.remove(&operation_id).expect("checked above");
-                    self.save_operation(&mut live);
-                    self.acting.live.insert(operation_id, live);
+                    save_operation(&self.store, &self.sink, live);
                     return;
                 }
                 Next::Finish { early } => {
@@ -381,9 +390,8 @@ impl<B: LocalBrain> AgentWorker<B> {
         self.apply_answer(operation_id, step, answer, &shown.text, settings)?;
         let overhead = overhead_before + overhead_after.elapsed();
         tracing::info!(operation = operation_id, step, prompt_tokens, model_millis, overhead_micros = overhead.as_micros() as u64, "agent step");
-        let mut live = self.acting.live.remove(&operation_id).expect("present");
-        self.save_operation(&mut live);
-        self.acting.live.insert(operation_id, live);
+        let live = self.acting.live.get_mut(&operation_id).ok_or("the task is gone")?;
+        save_operation(&self.store, &self.sink, live);
         Ok(())
     }
 
@@ -642,20 +650,19 @@ impl<B: LocalBrain> AgentWorker<B> {
                 }
             }
         }
-        let live = self.acting.live.get(&operation_id).expect("present");
-        if let Err(err) = self.save_call(live, &call) {
+        let Some(live) = self.acting.live.get_mut(&operation_id) else { return };
+        if let Err(err) = save_call(&self.store, &self.sink, live, &call) {
             // Unrecorded, it must not run.
             call.status = CallStatus::Failed;
             call.output = Some(format!("not run: cowork could not record the call ({err})"));
             call.is_error = true;
         }
         if call.status.settled() {
-            self.audit(&call, if call.status == CallStatus::Denied { "deny" } else { "invalid" });
+            audit(&self.store, &call, if call.status == CallStatus::Denied { "deny" } else { "invalid" });
         } else if call.status == CallStatus::Waiting {
             // `cowork audit` shows what waits for the user too.
-            self.audit(&call, "waiting");
+            audit(&self.store, &call, "waiting");
         }
-        let live = self.acting.live.get_mut(&operation_id).expect("present");
         live.calls.push(call);
         self.close_step_if_settled(operation_id, step);
     }
@@ -757,11 +764,10 @@ impl<B: LocalBrain> AgentWorker<B> {
             // Started once, whoever else holds a copy of it: a compare-and-swap on its start time.
             match self.record(AgentWrite::StartCall { call_id: id, at_millis: started }) {
                 Ok(()) => {
-                    let live = self.acting.live.get_mut(&operation_id).expect("present");
-                    let call = live.calls.iter_mut().find(|c| c.call_id == id).expect("in the batch");
+                    let Some(live) = self.acting.live.get_mut(&operation_id) else { return };
+                    let Some(call) = live.calls.iter_mut().find(|c| c.call_id == id) else { continue };
                     call.started_at_millis = Some(started);
                     let call = call.clone();
-                    let live = self.acting.live.get(&operation_id).expect("present");
                     self.sink.send(AgentEvent::ToolCall(Box::new(view(live, &call))));
                     runnable.push(call);
                 }
@@ -867,7 +873,7 @@ impl<B: LocalBrain> AgentWorker<B> {
         match call.tool.as_str() {
             "update_todos" => {
                 let items: Vec<crate::agent::events::TodoItem> = serde_json::from_value(call.arguments.get("items").cloned().unwrap_or_default()).unwrap_or_default();
-                let live = self.acting.live.get_mut(&operation_id).expect("present");
+                let Some(live) = self.acting.live.get_mut(&operation_id) else { return ToolOutput::error("the task ended") };
                 live.state.todos = items.clone();
                 let answer_id = live.request.answer_id;
                 let done = items.iter().filter(|i| i.done).count();
@@ -914,8 +920,7 @@ impl<B: LocalBrain> AgentWorker<B> {
             call.decided_by = decided_by;
         }
         let call = call.clone();
-        let live = self.acting.live.get(&operation_id).expect("present");
-        let _ = self.save_call(live, &call);
+        let _ = save_call(&self.store, &self.sink, live, &call);
         if !undo.is_empty() {
             let answer_id = live.request.answer_id;
             let at_millis = now_millis();
@@ -1183,7 +1188,6 @@ impl<B: LocalBrain> AgentWorker<B> {
         call.started_at_millis = row.started_at_millis;
         call.finished_at_millis = row.finished_at_millis;
         let call = call.clone();
-        let live = self.acting.live.get(&operation_id).expect("present");
         self.sink.send(AgentEvent::ToolCall(Box::new(view(live, &call))));
         match call.status {
             CallStatus::Running if call.started_at_millis.is_none() => {
@@ -1248,7 +1252,6 @@ impl<B: LocalBrain> AgentWorker<B> {
             }
         }
         let call = call.clone();
-        let live = self.acting.live.get(&operation_id).expect("present");
         self.sink.send(AgentEvent::ToolCall(Box::new(view(live, &call))));
     }
 

@@ -1,5 +1,16 @@
-//! The eframe application: `logic` drains worker events into `AppState`,
-//! `ui` calls the view functions and turns their `UiAction`s into commands.
+//! The eframe application: `logic` drains worker events into `AppState` (within
+//! an 8 ms budget per frame) and handles the shortcuts; `ui` lays out the tabs,
+//! the status bar and the current panel, then turns their `UiAction`s into
+//! commands (one `*_action` handler per domain), always with `try_send`: a full
+//! channel becomes a visible "busy" message, never a block.
+//!
+//! The one-off tasks the app starts itself run on named threads and answer on
+//! channels it polls: a provider's key tried with one tiny question
+//! (`provider-test`) and Forget everything's list, which asks the secret store
+//! (`forget-list`), each once on a `bounded(1)` channel; model lists for the
+//! pickers (`model-list`, bounded(16)); files chosen through the portal
+//! (`file-chooser`), read on `attach-document` threads, and answers exported
+//! (`export-answer`), on the documents channel (bounded(64)).
 
 use std::path::PathBuf;
 use std::sync::Arc;

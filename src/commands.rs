@@ -1,4 +1,12 @@
-//! Headless subcommands: `doctor`, `ask`, `models`, `transcribe`, `mcp-tools`, `search`, `memory`, `automations`, `apps`.
+//! Headless subcommands, called by `main.rs`: here `mcp-tools` and `mcp …`,
+//! `export`, `delete`, `capture simulate` and `capture run`; in the submodules
+//! `doctor`, `ask` (and `agent`: `ask --agent`, `approve`, `tools`, `rules`,
+//! `audit`), `models`, `voice` (`transcribe`), `memory` (`search`, `memory …`),
+//! `documents` (and `undo`), `settings`, `automations`, `apps` and `forget`
+//! (`forget-everything`, also what Settings → Your data → Forget everything
+//! runs). They run without the window: `ask`, `capture run`, `automations run`
+//! and `doctor` start the same workers the sidebar does (`Workers::start`),
+//! others a store worker of their own or a connection.
 
 pub mod agent;
 pub mod apps;

@@ -1,6 +1,13 @@
-//! Where cowork keeps its files, and the user's settings with their defaults.
-//! Settings live in the `settings` table; a value that does not parse falls
-//! back to its default with a warning, and the stored value is left alone.
+//! Where cowork keeps its files (`Paths`: the data directory, canonicalised,
+//! and the models directory), and the user's settings with their defaults.
+//! Settings live in the `settings` table; every key is one row of `table`; a
+//! value that does not parse falls back to its default with a warning, and the
+//! stored value is left alone. `check` applies the same rules `Settings::apply`
+//! does, for the Settings tab and `cowork settings`. The privacy firewall's
+//! rules are settings too (`capture::firewall::RuleText`, compiled by
+//! `RuleText::compile`); a change reaches capture as
+//! `CaptureCommand::SetRules`. Which local chat model answers is
+//! `resolve_chat_model`.
 
 pub mod table;
 

@@ -1,6 +1,37 @@
-//! Integration with the desktop outside our window: the global hotkeys
-//! (quick prompt, pause, push-to-talk), the system tray, and the sidebar's default
-//! placement from the X11 work area.
+//! Integration with the desktop outside our window. This file holds the global
+//! hotkeys (quick prompt, pause, push-to-talk: global-hotkey's key grabs, X
+//! sessions only; their presses arrive as `DesktopEvent`s), the system tray
+//! (ksni, a StatusNotifierItem on the session bus: Pause, Show, Quit) and the
+//! sidebar's default placement from the X11 work area. The rest is which
+//! desktop this is and what cowork can do there:
+//!
+//! - `session`: reads the facts once (`XDG_SESSION_TYPE`,
+//!   `XDG_CURRENT_DESKTOP`, `WAYLAND_DISPLAY`, the compositor's globals from a
+//!   registry probe on its own thread, 2 s at most, the session bus's names,
+//!   whether cowork's GNOME extension answers and is installed, `SWAYSOCK`,
+//!   Hyprland's signature, and the portal's interfaces when a portal already
+//!   runs) and decides, purely, the family (X11, wlroots, KDE, GNOME, another
+//!   Wayland compositor, none) and each of nine capabilities' `CapState` (ok,
+//!   degraded with why and the fix, unavailable with why). The `Report` goes to
+//!   the UI (`DesktopEvent::Report`), to `cowork doctor`, and decides each
+//!   worker's backend (`backend::backend_for`).
+//! - `backend`: the seam capture consumes (`DesktopBackend`); `x11`, `wlr`
+//!   (wlroots), `kwin` (KDE Plasma, through cowork's KWin script), `gnome`
+//!   (through cowork's GNOME Shell extension) are the backends; `observed` is
+//!   what they share; `input` is where AFK's input state comes from.
+//! - `portal`: the XDG desktop portal (GlobalShortcuts, RemoteDesktop, the
+//!   FileChooser); `ei`: typing through libei; `keysym`: characters as keysyms.
+//! - `appearance`: light or dark, as the desktop prefers.
+//! - `ipc`: sway's and Hyprland's IPC; `place`: the `place` thread that docks
+//!   the sidebar and centres the quick prompt.
+//! - `trigger`: `cowork trigger`'s socket; `instance`: one cowork per data
+//!   directory; `autostart`: the XDG autostart entry.
+//!
+//! Invariants:
+//! - The session decides; an X11 connection that succeeds decides nothing on a
+//!   Wayland session (XWayland sees only X apps). Where no backend sees
+//!   something, the worker records nothing and says why.
+//! - Two coworks never capture into one data directory (`instance`).
 
 pub mod appearance;
 pub mod autostart;

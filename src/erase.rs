@@ -2,6 +2,13 @@
 //! chat, summaries, the agent's operations, automation runs, documents kept
 //! in it, audio and its files), made physical on disk and guarded against
 //! late writes; and retention, run by the store now and then.
+//!
+//! A deletion is a job on the store's one writer (`delete_range_command`):
+//! the rows go in one transaction, then `store::purge_deleted` makes it
+//! physical (FTS segments merged, the WAL checkpointed, VACUUM), and writes of
+//! rows in the range that arrive later in the run are dropped. Retention
+//! (`retention`) is one of the store's periodic hooks, handed in by
+//! `workers.rs`.
 
 use rusqlite::{Connection, params};
 

@@ -1,7 +1,9 @@
-//! `AppEvent`: everything workers tell the UI, as one enum of per-domain
-//! enums. Each domain defines its own events beside its code and sends them
-//! through a typed `runtime::EventSink<ItsEvent>`; only the UI side
-//! (`state.rs`, `app.rs`, `workers.rs`, the CLI) names this bus.
+//! `AppEvent`: everything workers tell the UI, as one enum of per-domain enums.
+//! Each domain defines its own events beside its code and sends them through a
+//! typed `runtime::EventSink<ItsEvent>`; only the UI side (`state.rs`,
+//! `app.rs`, `workers.rs`, the CLI) names this bus, and the files that define
+//! the carried types never import it. No egui types: the reducer that applies
+//! these (`state.rs`) is tested without a window.
 
 /// Declares `AppEvent` with one variant per domain and the `From` impl that
 /// lets `EventSink::narrow` give each worker a sink of its own events.

@@ -1,6 +1,16 @@
 //! Moving history out: JSON Lines (every session and chat message), and
-//! ActivityWatch-compatible bucket JSON (window and AFK events) so a user can
-//! take their history to ActivityWatch. Reads through any connection.
+//! ActivityWatch-compatible bucket JSON (window, AFK and web events) so a user
+//! can take their history to ActivityWatch. Reads through any connection (times
+//! as RFC 3339, and `--since`/`--until` parsed, by `ids`).
+//!
+//! ActivityWatch buckets carry cowork's own ids (`cowork-window_<host>`,
+//! `cowork-afk_<host>`, `cowork-web_<host>`, client `cowork`) with the types
+//! ActivityWatch's views select on, so importing into a server that already has
+//! its watchers' buckets cannot collide.
+//!
+//! Invariant: an export of a sub-range is the whole export clipped to it: every
+//! event is clipped, and AFK is derived from sessions only before the recorded
+//! AFK stream's first event, whatever the range.
 
 use std::io::Write;
 

@@ -1,6 +1,14 @@
-//! The local model: the `llm` worker loads the GGUF with mistralrs (lazily)
-//! and streams generations; Layer-1 context and prompt layout live here too,
-//! for the agent worker to build its prompts with.
+//! The local model: the `llm` worker loads the GGUF with mistralrs (lazily) and
+//! streams generations; Layer-1 context (`context`) and prompt layout
+//! (`prompt`) live here too, for the agent worker to build its prompts with;
+//! `tool_calls` reads the calls in the model's output, `speed` keeps how fast
+//! each model runs here, `memory` reads memory pressure, heat and the battery.
+//!
+//! Invariants:
+//! - The llm worker never touches the database, the store or conversations;
+//!   only the agent sends it `Generate`.
+//! - mistralrs's tokio runtime lives inside the engine, on the llm worker's
+//!   side; crossbeam channels stay the boundary.
 
 pub mod context;
 mod engine;

@@ -1,5 +1,17 @@
-//! The `cowork` binary: parses arguments, sets up logging and the panic hook,
-//! starts the workers and runs the sidebar (or a headless subcommand).
+//! The `cowork` binary: argument parsing (clap), logging (`COWORK_LOG`), the
+//! panic hook, the process's allocator setting (one glibc malloc arena, set
+//! before any thread starts), the instance lock (or handing the request to the
+//! cowork that holds it, `desktop::instance`), the database key
+//! (`store::key::unlock`, else the locked window), starting the workers, the
+//! hotkeys, the trigger socket, the tray and the window placement, and running
+//! eframe; after the window closed, Forget everything when the user confirmed
+//! it. A subcommand goes to its function in the library (`cowork::commands` and
+//! others). The hidden `cowork package-files DIR` writes the man pages and
+//! shell completions from the clap definitions (clap_mangen, clap_complete) for
+//! the package.
+//!
+//! No product logic lives here: everything it calls is in the library, so tests
+//! reach it.
 
 #![cfg_attr(not(test), warn(clippy::too_many_lines))]
 

@@ -1,7 +1,28 @@
 //! MCP: the servers the user configured (`config`), their connections
-//! (`connection`, over stdio or streamable HTTP) owned by the `mcp` worker
-//! (`worker`), orphan cleanup after a crash (`orphans`), and their tools as
-//! the agent sees them (`tools`). `list_tools` is `cowork mcp-tools`.
+//! (`connection`, over stdio or streamable HTTP, with `oauth` for sign-in)
+//! owned by the `mcp` worker (`worker`), orphan cleanup after a crash
+//! (`orphans`), their tools as the agent sees them (`tools`), the integrations
+//! catalog (`catalog`), the built-in Browser (`browser`), a server's requests
+//! for input (`elicit`) and prompts typed as `/name` (`slash`), and `cowork mcp
+//! serve` (`serve`), cowork's memory served to other assistants. `list_tools`
+//! is `cowork mcp-tools`.
+//!
+//! Servers start with PATH, HOME and LANG and their configured variables only
+//! (`server_env`); npx and uvx also get what fetching a package needs (the
+//! proxy, the registry, the cache, a CA file), never tokens or passwords.
+//!
+//! Invariants:
+//! - Only the mcp worker's runtime talks to MCP servers; the agent decides
+//!   every MCP call (policy, approvals, audit) exactly as a built-in one, in
+//!   `agent::integrations`, before asking the worker to run it.
+//! - An MCP server never inherits cowork's environment beyond that, and an HTTP
+//!   server (and its authorization server) is reached only through the outbound
+//!   gate (offline: loopback only). OAuth tokens live only in the secret store
+//!   and are sent only to the URL they were made for.
+//! - A `secret:` value in `mcp-servers.json` resolves only to the name cowork
+//!   computes for it, `mcp/<server>/<env|headers>/<key>`
+//!   (`config::secret_name`); a file never names which secret a server gets,
+//!   and an imported file's `secret:` values are refused.
 
 pub mod browser;
 pub mod catalog;

@@ -1,8 +1,9 @@
 //! Images a tool returned (an MCP server's `image` content, an embedded image
-//! resource): kept whole in cowork.db with their call, and decoded once into a
-//! small RGBA thumbnail on the thread that got them (the agent, or the store
-//! when a chat is opened again) — never on the UI thread, which only uploads
-//! the thumbnail as a texture. Decoding is bounded: a file over
+//! resource): kept whole in cowork.db with their call (`operation_call_images`,
+//! migration 11; the UI gets them in `ToolCallView::images`), and decoded once
+//! into a small RGBA thumbnail on the thread that got them (the agent, or the
+//! store when a chat is opened again) — never on the UI thread, which only
+//! uploads the thumbnail as a texture. Decoding is bounded: a file over
 //! `MAX_IMAGE_BYTES` or a picture over `MAX_SIDE` pixels a side is named, not
 //! decoded, so a hostile server cannot make cowork allocate gigabytes.
 

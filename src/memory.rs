@@ -1,17 +1,39 @@
 //! Memory: what cowork remembers and how it finds it again.
 //!
-//! - `search`: keyword search over every stream (FTS5, BM25), fused by rank; filters.
+//! - `search`: keyword search over every stream (FTS5, BM25), fused by rank;
+//!   filters.
 //! - `embed`: the MiniLM embedder, loaded on demand and dropped when idle.
-//! - `vectors`: one faiss index keyed by chunk id, persisted with an atomic rename.
-//! - `search_worker`: the `search` thread (search-as-you-type, recall, the indexes).
-//! - `chunking`: cuts captured and said text into pieces sized for the embedder.
-//! - `jobs`: the SQLite side of embedding — queue, jobs with checkpoints, vectors, tombstones.
-//! - `embed_worker`: the `embed` thread that turns queued rows into vectors at low priority.
-//! - `index`: one faiss index per namespace, persisted with the generation it holds.
+//! - `vectors`: one faiss index keyed by chunk id, persisted with an atomic
+//!   rename.
+//! - `search_worker`: the `search` thread (search-as-you-type, recall, the
+//!   indexes).
+//! - `chunking`: cuts captured and said text into pieces sized for the
+//!   embedder.
+//! - `jobs`: the SQLite side of embedding — queue, jobs with checkpoints,
+//!   vectors, tombstones.
+//! - `embed_worker`: the `embed` thread that turns queued rows into vectors at
+//!   low priority.
+//! - `index`: one faiss index per namespace, persisted with the generation it
+//!   holds.
 //! - `hybrid`: keyword (FTS5) and vector search in parallel, fused by rank.
-//! - `rag`: context assembly for a chat message, with citations and grounded refusal.
+//! - `rag`: context assembly for a chat message, with citations and grounded
+//!   refusal.
 //! - `hot`: curated hot memory mirrored into USER.md and MEMORY.md.
-//! - `synthesis`: the system prompt (identity, profile, hot memory, summaries) within a budget.
+//! - `synthesis`: the system prompt (identity, profile, hot memory, summaries)
+//!   within a budget.
+//! - `commands`: what memory asks the store to do; `tokens`: token estimates.
+//!
+//! The vector namespaces are activity, conversation, observation (the agent
+//! worker's dated summaries of older hours and quiet conversations, made by the
+//! local engine; deleting a range deletes the summaries that overlap it) and
+//! documents. The embed and search workers share one embedder
+//! (`SharedEmbedder`).
+//!
+//! Invariants:
+//! - SQLite holds every vector; the faiss files are caches that can always be
+//!   rebuilt from it.
+//! - A refusal is stored with `refusal = 1`: never embedded, never sent back as
+//!   history.
 //!
 //! Nothing here touches egui.
 

@@ -1,7 +1,25 @@
-//! Bundled models: the manifest in `models/manifest.json`, locating and
-//! verifying model files, fetching them from upstream URLs with resume, and
-//! converting CTranslate2 Whisper weights and Silero VAD's safetensors to
-//! whisper.cpp's ggml formats.
+//! Bundled models: the manifest in `models/manifest.json` (compiled in: each
+//! model's files, sizes, sha256, licence and sources), locating and verifying
+//! model files, fetching them from upstream URLs with resume (`fetch`; the
+//! Python `models/fetch` takes the package route on machines that reach only
+//! package registries), and making the converted files (`convert`): CTranslate2
+//! Whisper weights and Silero VAD's safetensors to whisper.cpp's ggml formats,
+//! a GGUF's Q5_0 tensors repacked as Q8_0. Converters are named in the manifest
+//! (`converted.converter`) and their output is pinned by sha256. `gguf` reads a
+//! GGUF header and grades the memory preflight, `user` records GGUF files the
+//! user adds, and `worker` is the `models` thread.
+//!
+//! A model marked `optional` in the manifest (Qwen2.5-Coder 1.5B, whisper-base)
+//! is installed only on request and verified only once present. The manifest's
+//! `kv_bytes_per_token` lets the first run grade a chat model against this
+//! machine (`gguf::verdict`) before its file is here. Which chat model answers
+//! is `config::resolve_chat_model`: the chosen one, else the first installed
+//! manifest model the preflight accepts that is fast enough here
+//! (`config::fast_enough`: its median first token once it has answered five
+//! times here, else an estimate from its size and the cores).
+//!
+//! Invariant: every path from the manifest goes through `safe_join`; nothing is
+//! written outside the models directory.
 
 pub mod convert;
 pub mod events;

@@ -12,8 +12,12 @@
 //! a loopback one, and offline mode judges where the connection really goes
 //! (a proxy that is not loopback is refused, and logged as the destination).
 //! The HTTP clients are built only from an `Admission` (`Admission::agent`,
-//! `Admission::reqwest_client`), with exactly that route: no client reads the
-//! environment's proxy on its own.
+//! `Admission::reqwest_client`, for MCP over HTTP and OAuth), with exactly
+//! that route: no client reads the environment's proxy on its own.
+//!
+//! Invariant: every outbound HTTP request asks `OutboundGate::global().admit`
+//! first and reports its bytes after; offline, only literal loopback is
+//! admitted, through no proxy.
 
 use std::collections::VecDeque;
 use std::net::IpAddr;

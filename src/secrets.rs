@@ -4,6 +4,13 @@
 //! 256-bit key kept in `secrets.key` (owner-only permissions, 0600).
 //! Never in the config file, the database or the logs: values only pass
 //! through `get`, and `mask` is what anything shows.
+//!
+//! Wherever it names the store (`cowork secrets`, Settings → Network,
+//! `cowork doctor`) it says which one holds the secrets and why (no session
+//! bus, no keyring running, keyring locked). A question to the keyring gets
+//! 5 s; a write (the keyring syncs its file before it answers) and a keyring
+//! the bus is still starting get D-Bus's default 25 s; a bus with no keyring
+//! says so at once, so the file costs no wait.
 
 use std::collections::{BTreeMap, HashMap};
 use std::io::Write;

@@ -1,5 +1,6 @@
-//! `AppState`: everything the UI shows, updated only by `apply(AppEvent)` and
-//! by the app's handling of `UiAction`s. No egui types: tested like a reducer.
+//! `AppState`: everything the UI shows, updated only by `apply(AppEvent)` (one
+//! `apply_*` per domain) and by the app's handling of `UiAction`s, which are
+//! defined here too. No egui types: tested like a reducer.
 
 use std::collections::BTreeMap;
 

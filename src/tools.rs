@@ -4,9 +4,34 @@
 //! worker executes tools, and never without a recorded decision.
 //!
 //! `registry` lists every built-in tool (name, family, schema, risk) and
-//! dispatches to the families: memory, files, shell, web, desktop, skills;
-//! conversation tools (`ask_user`, `update_todos`) and `delegate` are the
-//! agent's own.
+//! dispatches to the families: memory, files, documents, shell, web, web
+//! search, desktop, skills; conversation tools (`ask_user`, `update_todos`) and
+//! `delegate` are the agent's own. `command` reads shell command lines as `sh`
+//! would, `own_data` decides what is cowork's own data, `guard` is the process
+//! every shell command runs under, `schema` checks arguments, `undo` puts back
+//! what a task changed.
+//!
+//! This file holds the vocabulary: `Risk` (safe, sensitive, dangerous) and
+//! `Origin` (the user, cowork's instructions, capture, a tool's output, a web
+//! page, a document, recalled notes, an MCP server's own words), which every
+//! text that enters a prompt carries; an operation's `State::origins` adds
+//! `McpDefinition` whenever an MCP tool is offered. `ToolOutput::for_model`
+//! trims a long output to its head and tail.
+//!
+//! Invariants:
+//! - A tool resolves its paths before the policy sees them, and no tool reads
+//!   or writes under cowork's data directory.
+//! - When any text in a step's prompt came from anywhere but the user or
+//!   cowork's instructions (an offered MCP tool's definition included), that
+//!   step's sensitive and dangerous calls ask, whatever the allow rules say; no
+//!   allow rule matches a command that is not one simple command of literal
+//!   words.
+//! - `command` and `own_data` never guess what cannot be known before a command
+//!   runs: an unknown part makes the command ask (blocklist phase), and the
+//!   known end of a word is still checked against cowork's data.
+//! - No process a shell command starts outlives the command's guard, which also
+//!   dies with cowork (`PR_SET_PDEATHSIG` and a subreaper), so a kill -9 never
+//!   leaves the rest of a command running unattended.
 
 pub mod command;
 pub mod desktop;

@@ -1,5 +1,115 @@
-//! Starting and stopping the set of workers: store, capture, llm, agent, each
-//! under its own supervisor, wired to each other and to one event sink.
+//! Starting and stopping the set of workers, each under its own supervisor
+//! (`runtime::spawn_supervised`, a thread named after it), wired to each other
+//! and to one event sink narrowed per worker (`EventSink<E>` of its own
+//! domain's events).
+//!
+//! `Workers::start` starts the store first and waits until it has the database
+//! open, reads the settings, then the rest in dependency order: speech and
+//! listen; the desktop session's report, which decides which backend capture,
+//! clipboard, keys, a11y and dictation use; the capture workers (recording
+//! nothing until the first-run answer in the sidebar); models, embed and
+//! search; llm; mcp and the agent; and, when `WorkerOptions::automations` is
+//! set (the sidebar, `cowork automations run`), automations, notify, apps and
+//! folders; audio last. `store_hooks` hands the store what it does beside
+//! writing: crash recovery and sealing at open, waking the embed worker after
+//! each commit, retention every hour. `Workers::shutdown` bumps the stop epoch
+//! and stops the workers that write before the ones they write to: capture and
+//! its streams, the microphone, listen, speech, embed, search, models,
+//! automations before the agent (no new step is handed over), notify, apps,
+//! folders, the agent, mcp, llm, and the store last, so nothing queued is lost.
+//! The headless commands start the same workers without the window
+//! (`commands`).
+//!
+//! The workers, threads and channels of the sidebar process, each channel with
+//! its bound (every channel is a crossbeam `bounded` one; short-lived helper
+//! threads, such as a tool's fetch or a probe, are left out):
+//!
+//! ```text
+//!                  ┌──────────────────────── main thread (eframe) ────────────────────────┐
+//!                  │  CoworkApp::logic ──apply──▶ AppState ◀──read── ui/ views            │
+//!                  │             ▲                                   └─▶ UiAction ─┐      │
+//!                  └─────────────┼─────────────────────────────────────────────────┼──────┘
+//!    AppEvent (an enum of        │ bounded(4096); a sink waits ≤ 500 ms,           │ try_send: each worker's *Command;
+//!    per-domain enums), from     │ then drops and counts; wake = request_repaint   ▼ Control (Retry) bounded(8) per supervisor
+//!    every EventSink<E>          │
+//!
+//!  capture (desktop::backend: X11, wlroots, KWin script, GNOME extension; CaptureCommand bounded(32) ◀── UI)
+//!    │ rows ──▶ ActivityBuffer (5 slots; try_send on each focus change; a row pushed out is counted) ──▶ store
+//!    ├──KeysCommand::Window bounded(64) ─────────▶ keys (device_query, 10/25/200 ms polls) ──chunks (≤ 200 ms)──▶ store
+//!    │                                               │ copy shortcuts bounded(8)
+//!    ├──ClipboardCommand::Window bounded(64) ────▶ clipboard (XFixes / data-control / GNOME push) ──clips (≤ 200 ms)──▶ store
+//!    ├──ListenCommand::Focus bounded(32) ────────▶ listen
+//!    ├──AutomationsCommand::Signal (Focus, Back) bounded(64) ──────────────▶ automations (sidebar)
+//!    └──NotifyCommand::Activity (Focus, Away, Back, Presenting) bounded(64) ──▶ notify (sidebar)
+//!    capture's sends to its peers are try_send: it never waits on one
+//!  a11y (AT-SPI over zbus; A11yCommand bounded(8)) ──KeysCommand::SecretField, Entered (Wayland typing)──▶ keys
+//!
+//!  the one writer:
+//!    capture, keys, clipboard, listen, agent, folders, UI ──StoreCommand bounded(4096)───────────▶┌───────┐
+//!      write (next batch) · run (a job on the writer) · flush · shutdown                          │ store │ the only writer of cowork.db
+//!    automations, notify, apps, embed ──StoreLink::call: a job run after the queued batch ───────▶│       │ (SQLCipher, WAL)
+//!      commits; the caller waits for its result (≤ 5 s to queue, ≤ 60 s for it)                   └───────┘
+//!    StoreHooks from workers.rs: on_open (crash recovery, sealing), after_commit (EmbedCommand::Wake), periodic (retention)
+//!    every other connection of the process is read-only
+//!
+//!  memory:
+//!    embed (nice 10 + its nice-10 rayon pool) ◀──EmbedCommand::Wake (try_send) bounded(16)── store, after each commit that wrote
+//!      │ triggers fill embed_queue / vector_tombstones; embed reads them read-only, writes through StoreLink
+//!      │ SearchCommand::IndexAdd / IndexRemove bounded(64)
+//!      ▼
+//!    search ◀──SearchCommand::Query (+ Arc<AtomicU64> latest: a newer query interrupts)── UI
+//!           ◀──SearchCommand::Recall { reply }── agent, apps
+//!      owns the faiss indexes; read-only connection
+//!    embed and search share one all-MiniLM-L6-v2 (SharedEmbedder: loaded on first use, dropped after 5 idle minutes)
+//!
+//!  the agent and the models:
+//!    UI (Chat, Prepare, Summarise, Decide, …) ──AgentCommand bounded(16)──▶ agent ◀── stop epoch: Arc<AtomicU64> ◀── UI (Stop), read by llm too
+//!      turns, routing, consent, operations, tools;                            │ read-only connection; messages: StoreCommand::write;
+//!      cloud providers streamed through net.rs                                │ operation records: jobs on the writer, waited for ──▶ store
+//!         ┌───────────────────────────────────────────────────────────────────┼───────────────────────────────────┐
+//!         ▼ LlmCommand::Generate bounded(16)                                  ▼ SearchCommand::Recall             ▼ McpClient: McpCommand bounded(64)
+//!       llm (mistralrs + its tokio runtime `llm-rt`)                        search                              mcp (rmcp on `mcp-io`; internal channels
+//!         │ LlmEvent (Text, Finished) bounded(256), one channel per generation, back to the agent                  bounded(256) and (64))
+//!         │ LocalModelState (atomics: unavailable, loaded, last used, paused, restored) ──read──▶ agent
+//!         ◀── UI (Preload, SetModel, Unload)
+//!    models (downloads, installs; ModelsCommand bounded(4)) ◀── UI
+//!
+//!  voice:
+//!    UI (Talk, the voice hotkey through PushToTalk) ──AudioCommand (Start, Stop, Cancel, Dictate, …) bounded(16)──▶ audio
+//!    cpal's PulseAudio callback ──mic::Block (device rate, f32) bounded(500)──▶ audio (16 kHz mono; a stream only while talking)
+//!    audio ──SpeechCommand::Prepare / Transcribe bounded(8)──▶ speech (whisper.cpp + Silero VAD, loaded while needed)
+//!    listen (off until its consent; its own streams, blocks bounded(400)) ──SpeechCommand::Listen──▶ speech
+//!      ──ListenDone bounded(4)──▶ listen ──transcript_write──▶ store
+//!    audio, speech, listen ──VoiceEvent (Opened, FirstSample, Level, Closed, Transcribing, Heard, Failed, …)──▶ UI
+//!
+//!  automations, notifications, apps (the sidebar):
+//!    capture (Signal::Focus, Back), mcp (Signal::Mcp), UI and the agent's flow_<name> tools (Save, Run, Rerun, Cancel, …)
+//!      ──AutomationsCommand bounded(64)──▶ automations (sleeps until the earliest wake time, ≤ 15 s; asks SQLite what is due)
+//!    automations ──AgentCommand::AutomationStep (tool and agent steps)──▶ agent ──StepReport (done, failed, parked) bounded(64)──▶ automations
+//!    automations, llm (heat, battery) ──NotifyClient: NotifyCommand::Post (≤ 2 s) bounded(64)──▶ notify ──Notify / CloseNotification──▶ desktop
+//!    notify-signals thread (ActionInvoked, NotificationClosed; bounded(64)) ──▶ notify
+//!      Accept on an approval ──AgentCommand::DecideAs { Once }──▶ agent; Open ──DesktopEvent::ShowSidebar──▶ UI;
+//!      Accept on the paused local model ──▶ LocalModelState::restore
+//!    UI ──AppsCommand bounded(32)──▶ apps (wasmtime; 1 s of its own time and 128 MiB per call) ──AppEvent::Apps──▶ UI
+//!      ai.complete ──AgentCommand::AppComplete (≤ 5 s)──▶ agent; data.search ──SearchCommand::Recall──▶ search; http.fetch ──▶ outbound gate
+//!
+//!  documents:
+//!    UI: Attach a file… (the portal's FileChooser on a `file-chooser` thread; dropped files) ──read on an `attach-document` thread
+//!      ──▶ the attachment, and documents::memory::remember_command ──▶ store
+//!    the agent's read_document ──`remember-document` thread──▶ remember_command ──▶ store (documents, document_parts → embed_queue)
+//!    folders (inotify on the folders the user named; settings read every 3 s; FoldersCommand bounded(8))
+//!      ──remember_command / forget_at_command──▶ store
+//!    the agent's delete_path / move_path / write_document / edit_document ──AgentWrite::Undo──▶ store;
+//!      AgentEvent::Undoable ──▶ UI (Undo, 5 min) ──undo_command (a job on the writer)──▶ store
+//!
+//!  the desktop:
+//!    hotkeys: X11 key grabs (global-hotkey) · the portal's GlobalShortcuts (`shortcuts` thread) · compositor bindings running
+//!      `cowork trigger` (the `trigger` thread's socket) ──DesktopEvent::QuickPromptHotkey / TogglePause / VoiceHotkey { pressed }──▶ UI
+//!    tray (ksni, StatusNotifierItem) ──TogglePause, ShowSidebar, RuntimeEvent::ShutdownRequested──▶ UI
+//!    `appearance` thread (settings portal, else GTK) ──DesktopEvent::ColorScheme──▶ UI
+//!    UI ──PlaceCommand bounded(8)──▶ `place` thread (sway/Hyprland IPC, a KWin script, the GNOME extension)
+//!    `signals` (SIGTERM/SIGINT through a self-pipe) ──RuntimeEvent::ShutdownRequested──▶ UI closes; Workers::shutdown
+//! ```
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicI64, AtomicU64};

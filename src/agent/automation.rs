@@ -5,7 +5,8 @@
 //! because nobody is watching: a call that asks parks the operation (its
 //! approval expires after Settings' automation timeout, 24 h by default) and
 //! the automations worker is told. When the operation ends, the result goes
-//! back to it as a `StepReport`.
+//! back to it as a `StepReport`. An automation's operation found running
+//! after a crash ends as an error ("may have run"), never resumed silently.
 
 use std::time::Duration;
 

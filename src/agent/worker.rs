@@ -1,8 +1,23 @@
-//! The `agent` worker: owns conversations. A turn is context (Layer 1,
-//! grounded recall, memory synthesis) → route → a brain step (the local
-//! engine over the llm worker's channel, or a cloud provider) → the answer,
-//! streamed to the UI and written through the store. It holds a read-only
+//! The `agent` worker: owns conversations. A turn is context (Layer 1, grounded
+//! recall through the search worker, memory synthesis) → route
+//! (`brains::router`) → consent and budget → a brain step (the local engine
+//! over the llm worker's channel, or a cloud provider streamed with
+//! `brains::stream_chat`) → the answer, streamed to the UI as tokens and
+//! written with its exact context through the store. It holds a read-only
 //! database connection; the llm worker only generates.
+//!
+//! It keeps the last local exchange as sent (`Conversation`): a follow-up in
+//! that thread repeats it and appends only its turn, so the engine's prefix
+//! cache holds everything before. `AgentCommand::Prepare` (the quick prompt
+//! opened) prefills the shared head. Observational memory (`summarise_pending`)
+//! runs here too, in the background only on a model that is already loaded and
+//! idle (`only_if_loaded`): older hours of activity and quiet conversations
+//! become dated `observations`.
+//!
+//! With the agent on (`ChatRequest::agent`, Settings → Agent, on by default;
+//! `cowork ask --agent`) a question becomes an operation, run by `acting`.
+//! While one of its calls waits for approval it looks twice a second for a
+//! decision another process made (`poll_decisions`).
 
 use std::path::PathBuf;
 use std::sync::Arc;

@@ -1,10 +1,13 @@
-//! The read lane as the `apps` worker serves it: cowork.db through the
-//! privacy firewall's current rules (a window the rules withhold is not
-//! there for an app, whenever it was recorded), hybrid search through the
-//! search worker, the app's own storage, completions through the agent
-//! (router, budgets, consent) and fetches through the network gate. What was
-//! deleted is gone for apps too: they read the same rows. Pause needs nothing
-//! here: paused capture records nothing, and the current window ends.
+//! The read lane as the `apps` worker serves it: cowork.db through the privacy
+//! firewall's current rules (a window the rules withhold is not there for an
+//! app, whenever it was recorded), hybrid search through the search worker
+//! (`tools::memory::search_hits`: the same fusion and withholding as
+//! `search_memory` and `cowork mcp serve`), the app's own storage (written
+//! through the store's one writer), completions through the agent
+//! (`AgentCommand::AppComplete`, waiting 5 s for room; router, budgets,
+//! consent) and fetches through the network gate. What was deleted is gone for
+//! apps too: they read the same rows. Pause needs nothing here: paused capture
+//! records nothing, and the current window ends.
 
 use std::time::Duration;
 

@@ -6,7 +6,9 @@
 //! optional capabilities the user granted; a component that imports anything
 //! else is refused before it runs, with the import named. A call that runs
 //! past its time limit, grows memory past the cap, or traps is an error for
-//! that app only.
+//! that app only. The limit is 1 s of the app's own time per call (the
+//! epoch-deadline callback subtracts the time spent waiting on the host: a
+//! completion, a fetch), the cap 128 MiB.
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;

@@ -1,9 +1,15 @@
-//! The `apps` worker: installs, lists and removes apps, and runs the open
-//! ones. It owns the wasmtime runtime (made when an app is first opened),
-//! the running instances with their state, and a writable connection to
-//! cowork.db that writes only the apps tables (the lane reads through it).
-//! The UI gets `AppsView`s: the installed apps, the dialog's disclosure, and
-//! each open app's parsed view, or the error card that replaced it.
+//! The `apps` worker (in the sidebar's process, with automations and notify):
+//! installs, lists and removes apps, and runs the open ones. It owns the
+//! wasmtime runtime (made when an app is first opened or installed), the
+//! running instances with their state, and the read lane (`HostLane`), which
+//! reads cowork.db on a read-only connection and writes the apps tables
+//! (`apps`, `app_storage`, `app_threads`) through the store's one writer
+//! (`StoreLink::call`). The UI sends `AppsCommand`s (bounded(32): Inspect,
+//! InspectDraft, Install, SetEnabled, Remove, Open, Act, Close, LinkThread, …)
+//! and gets `AppsView`s: the installed apps, the install dialog's disclosure,
+//! and each open app's parsed view, or the error card that replaced it. A
+//! failed instance is dropped and a new one made for the next call. `cowork
+//! apps` uses the same plain functions (`store`) without the thread.
 
 use std::collections::HashMap;
 use std::path::PathBuf;

@@ -1,6 +1,9 @@
-//! Dictation: typing a transcript into the focused app with the X server's
-//! XTest extension, as xdotool does, without the xdotool program (on wlroots
-//! compositors, a virtual keyboard instead: `desktop::wlr::type_text`).
+//! Dictation: typing a transcript into the focused app. `Typing` is what the
+//! desktop allows: the X server's XTest extension, as xdotool does, without
+//! the xdotool program (this file's `Typist`); on wlroots compositors a
+//! virtual keyboard (`desktop::wlr::type_text`); on GNOME Mutter's
+//! RemoteDesktop (`desktop::gnome::type_text`); elsewhere the RemoteDesktop
+//! portal with libei (`desktop::portal`, `desktop::ei`).
 //!
 //! Each character becomes its keysym. One the keyboard has (on its plain or
 //! its shifted level) is typed with that key, Shift added when needed. One

@@ -1,16 +1,30 @@
-//! The `listen` worker: listen mode. Off until the user turns it on and
-//! answers its own consent question; then it keeps the microphone ("you")
-//! and, when allowed, the monitor of the default output ("others") open,
-//! runs each second through the segmenter (quiet seconds cost an RMS, louder
-//! ones one Silero VAD pass on one thread), and hands speech chunks to the
-//! `speech` worker. What Whisper hears goes to the store as
-//! `audio_transcripts` rows, with the window that was in focus.
+//! The `listen` worker: listen mode. Off until the user turns it on and answers
+//! its own consent question (`ListenPlan::wanted`); then it keeps the
+//! microphone ("you") and, when allowed, the monitor of the default output
+//! ("others") open, runs each second through the segmenter (quiet seconds cost
+//! an RMS, louder ones one Silero VAD pass on one thread; a chunk ends after
+//! 0.8 s of silence or at 30 s), and hands speech chunks to the `speech` worker
+//! (`SpeechCommand::Listen`, at most two in flight, the rest in a bounded
+//! backlog). What Whisper heard comes back on the worker's own channel and goes
+//! to the store (`transcripts::transcript_write`) as an `audio_transcripts`
+//! row, with the window that was in focus.
 //!
-//! The firewall applies: under pause or quiet hours no stream is open (the
-//! microphone indicator goes off), and a chunk during which capture said an
-//! excluded window was focused is dropped before it is transcribed. Audio is
-//! written to disk only when the user keeps audio, and only for chunks in
-//! which Whisper heard speech.
+//! ```text
+//!    capture ──ListenCommand::Focus (bounded 32)──▶ ┌────────┐ ◀── UI: ListenCommand::Configure(ListenPlan)
+//!    cpal (16 kHz mono, server's pace) ──Block────▶ │ listen │ Segmenter + Silero VAD (1 thread)
+//!                                                   └─┬────▲─┘
+//!               SpeechCommand::Listen { job, reply }  │    │ ListenDone (bounded 4)
+//!                                                     ▼    │
+//!                                                   speech ─┘         listen ──transcript_write──▶ store
+//! ```
+//!
+//! The firewall applies: capture tells it the focused window as the firewall
+//! judged it (`ListenCommand::Focus`: a window, nothing, or excluded), and the
+//! app sends the plan whenever a `listen.*`, privacy or device setting changes.
+//! Under pause or quiet hours no stream is open (the microphone indicator goes
+//! off), and a chunk during which an excluded window was focused is dropped
+//! before it is transcribed. Audio is written to disk only when the user keeps
+//! audio, and only for chunks in which Whisper heard speech.
 
 use std::collections::VecDeque;
 use std::path::PathBuf;

@@ -1,14 +1,21 @@
 //! The microphone and the computer's own output, through cpal's PulseAudio
-//! host. That host speaks PulseAudio's protocol in Rust (no libpulse), and
-//! both PulseAudio and PipeWire (through pipewire-pulse, which every desktop
-//! running PipeWire ships) serve it, so one host covers both servers. It is
-//! preferred over cpal's PipeWire host, which needs libpipewire and bindgen
-//! at build time for no gain here, and over ALSA, whose `default` device
-//! under PipeWire is the source of the "mic not found / silent" reports in
-//! Handy (#806, #1339). What the computer plays is the monitor source of the
-//! default sink. Samples arrive in the device's own rate and channels as
-//! f32 (the server converts the sample format, nothing else); the `audio`
-//! worker makes them 16 kHz mono.
+//! host. That host speaks PulseAudio's protocol in Rust (no libpulse), and both
+//! PulseAudio and PipeWire (through pipewire-pulse, which every desktop running
+//! PipeWire ships) serve it, so one host covers both servers. It is preferred
+//! over cpal's PipeWire host, which needs libpipewire and bindgen at build time
+//! for no gain here, and over ALSA, whose `default` device under PipeWire is
+//! the source of the "mic not found / silent" reports in Handy (#806, #1339).
+//! What the computer plays is the monitor source of the default sink.
+//!
+//! `SoundServer::connect` opens no device; `open` starts a stream on the
+//! default input (or a named one, or the monitor) in the device's own rate and
+//! channels with 20 ms fragments (push-to-talk; the server converts only the
+//! sample format to f32, the `audio` worker makes them 16 kHz mono), or as 16
+//! kHz mono at the server's own pace (listen mode). The callback only gathers
+//! pieces into a block and puts it on a bounded channel with `try_send`: a full
+//! queue drops and logs, never blocks the server's thread. `MicError` names
+//! what the user can act on: no sound server, no microphone, busy, permission
+//! denied.
 
 use std::time::{Duration, Instant};
 

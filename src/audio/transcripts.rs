@@ -1,8 +1,13 @@
 //! The `audio_transcripts` stream: what listen mode heard, one row per
 //! VAD-gated chunk, with its source (the microphone is "you", the computer's
 //! own output is "others"), its time, its confidence and the window in focus.
-//! Plain functions over a connection, like the other streams' queries; only
-//! the store worker calls the writing ones.
+//! Plain functions over a connection, like the other streams' queries; only the
+//! store worker calls the writing ones (`transcript_write` is the listen
+//! worker's command). Rows are searched through FTS5 and embedded by the
+//! triggers every stream has; retention drops old text and, after its own
+//! number of days, kept audio; deleting rows removes their files, and files no
+//! row keeps are removed as orphans. Kept audio is sealed (`seal_at_open` seals
+//! files from before sealing).
 
 use std::path::{Path, PathBuf};
 

@@ -1,16 +1,27 @@
 //! The `audio` and `speech` workers.
 //!
-//! `audio` owns the sound-server connection and, only while the user talks
-//! to cowork, the microphone stream: cpal's callback hands device-rate blocks
-//! over a bounded channel; the worker makes them 16 kHz mono, reports the
-//! level for the meter, and on release hands the utterance to `speech`.
-//! Connecting to the server opens no device, so the connection is kept
-//! between recordings and a press only opens a stream. It also lists the
-//! input devices (Settings → Voice) and types dictation into the focused
-//! app (`dictate`).
+//! `audio` (`AudioCommand`, bounded(16): Start, Stop, Cancel, …, from the UI's
+//! Talk button and the voice hotkey) owns the sound-server connection and, only
+//! while the user talks to cowork, the microphone stream: cpal's callback hands
+//! device-rate blocks over a bounded(500) channel; the worker makes them 16 kHz
+//! mono, reports the level for the meter and the first sample's delay, closes
+//! the stream at Stop (or Cancel, or after 120 s), and hands the utterance to
+//! `speech`. Connecting to the server opens no device, so the connection is
+//! kept between recordings and a press only opens a stream. It also lists the
+//! input devices (`AudioCommand::ListDevices` → `VoiceEvent::Devices`, Settings
+//! → Voice) and types dictation: with `voice.dictation` on, the hotkey records
+//! for `VoiceTarget::Dictation`, and the app hands what was heard back as
+//! `AudioCommand::Dictate(text)`. On X11 the worker's own X connection
+//! (`dictate::Typist`, made at the first dictation) types through XTest;
+//! keycodes it borrowed for characters the layout lacks are emptied by the
+//! worker's loop when `restore_due` says, and at shutdown.
 //!
-//! `speech` owns Whisper and the VAD model: loaded when a press announces an
-//! utterance (so loading overlaps speaking), unloaded after an idle time.
+//! `speech` (`SpeechCommand`, bounded(8): Prepare, Transcribe, Listen,
+//! Configure) owns Whisper and the VAD model: loaded when a press announces an
+//! utterance (`Prepare`, so loading overlaps speaking), unloaded after the idle
+//! time of Settings → Voice. It answers whatever is in its channel before it
+//! starts a queued listen chunk (`drain`, then one chunk from `listen_queue`),
+//! so push-to-talk waits at most for the one chunk Whisper is already decoding.
 
 use std::path::PathBuf;
 use std::sync::Arc;

@@ -1,9 +1,18 @@
 //! A flow: a trigger and a list of steps (tool, agent, condition, delay,
 //! notify), stored as JSON. Each step's output is a variable for the steps
 //! after it — `${steps.<id>.data.path}`, `${trigger.data.x}`, brackets for
-//! arrays — and every reference is checked when the flow is saved, so a typo
-//! is an error then, not at 9 a.m. At run time a reference that does not
-//! resolve stays literal. Pure: no I/O.
+//! arrays — and every reference is checked when the flow is saved, so a typo is
+//! an error then, not at 9 a.m. At run time a reference that does not resolve
+//! stays literal. Pure: no I/O.
+//!
+//! A trigger is a schedule, the focus of an app or title, back from away, the
+//! day's first activity, an MCP notification, manual, or one of the watches
+//! over time (an approval waiting, a long stretch in one app, many switches). A
+//! condition jumps only forward (to `next`, `end` or a later step), so a run
+//! has no loops and each step runs at most once; its position is the run's
+//! `step_index`. `Scope::fill` records where each filled-in value came from (a
+//! captured window is `Capture`, a tool's output `ToolResult`), and those
+//! origins travel with the step to the agent's policy.
 
 use std::collections::BTreeMap;
 

@@ -1,7 +1,9 @@
 //! When a scheduled flow fires: cron-style (`0 9 * * 1-5`) or "every N
 //! minutes" (`every 15m`, `every 2h`), always in local time, through the C
 //! library's time zone database so daylight-saving changes fall where the
-//! user's clock says. Pure: time comes in as arguments.
+//! user's clock says (`mktime`/`localtime_r`). Pure: time comes in as
+//! arguments. `Schedule::due` turns any number of missed times (a suspend, a
+//! clock jump) into one run for the latest, with how many it stands for.
 
 use std::fmt;
 

@@ -1,7 +1,8 @@
 //! What the automations worker asks of others and hears back: the agent runs
 //! tool and agent steps (only it executes tools, through its approval policy),
 //! a notifier shows notifications, a clock tells the time. Traits, so the
-//! worker is tested without the agent, D-Bus or real time.
+//! worker is tested without the agent, D-Bus or real time (`OffsetClock`
+//! simulates a suspend).
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicI64, Ordering};

@@ -1,6 +1,12 @@
-//! The SQL of automations: flows, runs, steps, the scheduler's state and
-//! claimed events (migration 13). Plain functions over a connection; the
-//! automations worker is the only thread that calls the writing ones.
+//! The SQL of automations (migration 13): `automations` (the flows),
+//! `automation_runs` (the flow as it was when queued, the trigger data and the
+//! variables so far, status, `step_index`, `wake_at_ms`, the operation the step
+//! waits for), `run_steps` (input, output, decision, error, times),
+//! `automation_scheduler` (next fire time, failures, skipped starts),
+//! `automation_claims` and `automation_meta`. Plain functions over a
+//! connection: the automations worker reads them on its own connection and runs
+//! the writing ones on the store's writer thread (`StoreLink::call`); `cowork
+//! automations` calls them on a connection of its own.
 
 use rusqlite::{Connection, OptionalExtension, params};
 use serde_json::Value;

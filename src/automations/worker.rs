@@ -1,11 +1,36 @@
-//! The `automations` worker: the durable executor. It owns a writable
-//! connection to cowork.db that writes only the automation tables. Runs,
-//! delays and parked approvals are rows with a wake time, never sleeping
-//! threads: the loop sleeps until the earliest wake time (at most
-//! `MAX_SLEEP`, so a suspend is noticed soon after it ends) and asks the
-//! database what is due by the wall clock. Tool and agent steps go to the
-//! agent (`StepRunner`), which decides every call with its approval policy;
-//! conditions, delays and notifications run here.
+//! The `automations` worker: the durable executor. It reads cowork.db on a
+//! read-only connection of its own and writes the automation tables through the
+//! store's one writer (`StoreLink::call`). Runs, delays and parked approvals
+//! are rows with a wake time, never sleeping threads: the loop sleeps until the
+//! earliest wake time (at most `MAX_SLEEP`, 15 s, so a suspend is noticed soon
+//! after it ends) and asks the database what is due by the wall clock.
+//!
+//! - A trigger first applies the flow's run mode (single skips, queued waits,
+//!   restart cancels the running one, parallel up to a limit), then
+//!   `store::queue_run` claims the event (`INSERT OR IGNORE` on
+//!   `automation_claims`: a focus session, a return, a scheduled time, a day's
+//!   first activity) and queues the run in one transaction, so an event seen
+//!   twice runs once.
+//! - Conditions, delays and notifications run here; a delay is `waiting_delay`
+//!   with a wake time; a notification is recorded before it is sent, so a crash
+//!   never sends it twice. Notifications go to the notify worker
+//!   (`NotifyClient`), which gates them.
+//! - Tool and agent steps go to the agent through `StepRunner`
+//!   (`agent::AgentSteps` in the app: `AgentCommand::AutomationStep`): the step
+//!   is recorded with a new operation id and a timeout first, then sent; the
+//!   agent's `StepReport` (done, failed, parked; bounded(64)), or after a
+//!   restart the operation's own row, settles it. The agent decides every call
+//!   with its approval policy.
+//! - Only one process per data directory executes automations: the worker holds
+//!   `automations.lock` (flock); another process (a second `cowork automations
+//!   run` beside the sidebar) only queues runs, and the holder starts them.
+//! - It also watches over time (`watch`): an approval waiting too long, a long
+//!   stretch in one app and many app switches (from capture's focus signals,
+//!   `Signal::Focus`, kept in memory), each claimed once per call, stretch or
+//!   window; the built-in suggestions are flows added once (`automation_meta`).
+//!   Servers' notifications come from the mcp worker as `Signal::Mcp`.
+//! - It publishes `AutomationsView` (the flows and the newest runs with their
+//!   steps) when something changed.
 
 use std::sync::Arc;
 use std::time::Duration;

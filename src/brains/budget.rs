@@ -1,6 +1,11 @@
 //! Budgets, checked before a request is sent: caps per interaction, day, week
 //! and month for paid use, and a monthly token quota for free cloud use.
 //! What was spent lives in the `usage` table, so a restart resets nothing.
+//!
+//! An estimate takes the user's prices, else the shipped table's (`prices`);
+//! cached input is priced at its own rate, and the `usage` rows keep cached
+//! and cache-written tokens (migration 0018). A reasoning model whose room to
+//! think would break a cap thinks less instead (`fit`).
 
 use rusqlite::{Connection, params};
 

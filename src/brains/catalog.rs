@@ -3,7 +3,8 @@
 //! model lists, Ollama's `/api/tags`, LM Studio's `/api/v0/models`), each
 //! model with its context window and prices where known — from what the list
 //! says itself (OpenRouter's prices, Gemini's and LM Studio's context windows)
-//! or from the shipped price table (`prices.rs`).
+//! or from the shipped price table (`prices.rs`). Every list is fetched
+//! through the outbound gate and followed across pages where it has them.
 
 use std::time::Duration;
 

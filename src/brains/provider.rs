@@ -1,6 +1,18 @@
-//! Providers: what the user configured (`providers.json` in the data
-//! directory, and Settings), how each API wants its request, and how each
-//! one's stream events become `Delta`s.
+//! Providers: what the user configured (`providers.json` in the data directory,
+//! and Settings), how each API wants its request, and how each one's stream
+//! events become `Delta`s.
+//!
+//! The dialects: OpenAI chat completions (and OpenAI's Responses API for its
+//! reasoning models, decoded by `decode_responses`), Anthropic Messages, Gemini
+//! and Ollama, each with its provider's current rules (`rules`): reasoning
+//! models get `max_completion_tokens`, room to think and an effort, Claude a
+//! thinking budget, Gemini thought summaries; prompt caching is Anthropic's
+//! `cache_control` (on tools, system and the conversation) and OpenAI's
+//! `prompt_cache_key`. Stream events become deltas of one internal format
+//! (`message`): text, reasoning, signed thinking, tool-call pieces and their
+//! thought signatures, usage with cached tokens. Signed thinking blocks and
+//! thought signatures ride back on the assistant `Turn` and its `ToolCall`s;
+//! reasoning text never becomes the answer or part of a turn.
 
 use std::path::{Path, PathBuf};
 

@@ -1,5 +1,5 @@
-//! The complexity router: rule-based, decided in nanoseconds, and always able
-//! to say why. Pure: no I/O, no clock.
+//! The complexity router: picks the local model or a cloud tier, rule-based,
+//! decided in nanoseconds, and always able to say why. Pure: no I/O, no clock.
 
 /// Where the user would rather have answers come from.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]

@@ -1,13 +1,22 @@
-//! The `a11y` worker: listens to AT-SPI focus events and tells the keys worker
-//! when keyboard focus is in a password field, so nothing typed there is kept.
-//! On Wayland, where no app may see another's keys, it is also the typing
-//! stream: text inserted into editable fields (`text-changed:insert`; never
-//! password fields or terminals) goes to the keys worker, which keeps it for
-//! the focused window's process only.
-//! It also owns desktop accessibility (`IsEnabled`): when the setting allows,
-//! it turns it on while cowork runs, so browsers started afterwards expose
-//! their address bar (capture reads URLs there), and puts it back off at
-//! shutdown if it was cowork that turned it on.
+//! The `a11y` worker: listens to AT-SPI's focus events (`StateChanged`, detail
+//! `focused`) and tells the keys worker when keyboard focus enters or leaves a
+//! password field (`KeysCommand::SecretField`, with the process id, so another
+//! window is not silenced), so nothing typed there is kept. On Wayland, where
+//! no app may see another's keys, it is also the typing stream: text inserted
+//! into editable fields (`TextChanged` inserts; never password fields or
+//! terminals) goes to the keys worker as `KeysCommand::Entered`, which keeps it
+//! for the focused window's process only.
+//!
+//! It also owns desktop accessibility (`org.a11y.Status.IsEnabled` on the
+//! session bus). Browsers register with AT-SPI only when it was on as they
+//! started, and a fresh desktop has it off (at-spi-bus-launcher keeps it in
+//! GSettings, so it survives sessions: the reason one machine saw address bars
+//! and another did not). With `capture.desktop_accessibility` (on by default)
+//! the worker turns it on while cowork runs, so browsers started afterwards
+//! expose their address bar (capture reads URLs there), and puts it back off at
+//! shutdown if it was cowork that turned it on; with the setting off it reports
+//! `degraded` with what that costs (URLs from titles). Only this worker
+//! switches desktop accessibility; capture only reads the tree.
 //!
 //! Without a session bus or accessibility bus it is degraded (password fields
 //! then go undetected; the app deny list still covers password managers;

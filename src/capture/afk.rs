@@ -1,5 +1,9 @@
-//! Away-from-keyboard detection from input state (device_query): any change of
-//! pointer position, buttons or held keys between two polls counts as input.
+//! Away-from-keyboard detection from input state, read once a second through an
+//! `InputProbe` (`desktop::input`): device_query on X11, where any change of
+//! pointer position, buttons or held keys between two polls counts as input;
+//! the compositor's idle notification on Wayland (`active_now` until it says
+//! idle). Playing media or a fullscreen window also keeps a quiet user present
+//! (`hold`).
 
 use crate::desktop::input::{InputProbe, InputSnapshot};
 

@@ -1,8 +1,12 @@
-//! The clipboard stream: the `clipboard` worker watches X11 CLIPBOARD
-//! ownership (XFixes selection events) or, on wlroots compositors, the
-//! data-control selection, and hears copy shortcuts from the keys
-//! worker; each time it reads the clipboard text (arboard), caps its size,
-//! drops a repeat of the previous text, and records it with the source app.
+//! The clipboard stream: the `clipboard` worker watches X11 CLIPBOARD ownership
+//! (XFixes selection events on its own X connection) or, on wlroots compositors
+//! (and KWin's data-control), the data-control selection on its own Wayland
+//! connection, and hears copy shortcuts from the keys worker over a bounded(8)
+//! channel; each time it reads the clipboard text (arboard). On GNOME cowork's
+//! Shell extension pushes the text itself (`ClipboardSource::Gnome`). It caps
+//! the text's size, drops a repeat of the previous text (`ClipFilter`), and
+//! records it with the source app; a window the firewall excluded (capture says
+//! which window with `ClipboardCommand::Window`) records nothing.
 
 use std::os::fd::AsRawFd;
 use std::sync::atomic::{AtomicU64, Ordering};

@@ -1,6 +1,7 @@
-//! Per-stream health: when the stream last recorded something, how many
-//! events it recorded in the last minute, and what it dropped or failed.
-//! Each stream worker owns one `StreamStats` and reports snapshots to the UI.
+//! Per-stream health: when the stream last recorded something, how many events
+//! it recorded in the last minute, and what it dropped or failed. Each stream
+//! worker owns one `StreamStats` and reports snapshots to the UI, at most once
+//! a second per stream.
 
 use std::collections::VecDeque;
 

@@ -1,8 +1,9 @@
 //! Heartbeats (ActivityWatch's model): each observation says "this data held
-//! from `start` to `end`"; one identical to the last event and within the
-//! pulse time of its end extends it, anything else starts a new event.
-//! Merging happens in memory; capture writes an event when it starts, every
-//! 30 s while it grows, and when it ends. Pure: no I/O, no clock.
+//! from `start` to `end`"; one identical to the last event and within the pulse
+//! time of its end extends it, anything else starts a new event. Merging
+//! happens in memory; capture writes an event when it starts, every 30 s while
+//! it grows, and when it ends. Capture uses it for the AFK stream
+//! (`afk_events`). Pure: no I/O, no clock.
 
 use crate::ids::next_id;
 

@@ -1,5 +1,6 @@
-//! MPRIS over the D-Bus session bus: is any media player playing? Playing
-//! media keeps a quiet user present (not AFK), like a fullscreen window.
+//! MPRIS over the D-Bus session bus: is any media player playing? Playing media
+//! keeps a quiet user present (not AFK), as does a fullscreen active window
+//! (which capture asks the desktop backend about).
 
 use std::time::{Duration, Instant};
 

@@ -1,5 +1,8 @@
 //! Turns observations of the active window and of AFK into activity sessions.
-//! Pure logic: no X, no threads, no clock of its own.
+//! Pure logic: no X, no threads, no clock of its own. An identical observation
+//! within the 10 s pulse (`PULSE_MILLIS`) extends the open session, as a
+//! heartbeat; after a longer gap (a suspend, a stalled capture) the session
+//! ends where the window was last seen and a new one opens.
 
 use crate::ids::next_id;
 use crate::records::{ActiveWindow, ActivitySession, SessionEnd};

@@ -1,5 +1,15 @@
-//! The `capture` worker: owns the X connection, the input probe and the
-//! session tracker; sends sessions to the store and summaries to the UI.
+//! The `capture` worker: owns the desktop backend (`DesktopBackend`), the input
+//! probe and the session tracker; sends sessions to the store (through the
+//! five-slot `ActivityBuffer`) and summaries to the UI, and tells the other
+//! streams which allowed window has focus.
+//!
+//! The backend wakes it on a focus change; it reads the window again at least
+//! once a second anyway, and input state for AFK once a second. The firewall
+//! decides before anything is recorded: an excluded window is treated as if
+//! nothing were focused. cowork's own windows (same pid) are not activity:
+//! focusing the sidebar ends the previous session without opening one. Without
+//! a display it reports `degraded` with the reason, serves its commands and
+//! tries again every 10 s.
 
 use std::time::{Duration, Instant};
 

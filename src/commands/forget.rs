@@ -5,6 +5,13 @@
 //! secret store, and the login autostart entry — after the user confirmed a
 //! list that names each of them with its size. Removing the package never
 //! does this (a package manager leaves home folders alone).
+//!
+//! It refuses a folder that is not cowork's alone (the root, the home folder
+//! or one holding it, a folder with files but none of cowork's), and moves
+//! the data directory aside in one rename before removing it, so a cowork
+//! started meanwhile gets a new, empty one; the caller holds the instance
+//! lock. Sizes are counted without following links; cowork's other secrets
+//! stay when another data directory's key shares the store.
 
 use std::path::{Path, PathBuf};
 

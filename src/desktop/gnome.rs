@@ -15,7 +15,19 @@
 //! Installing the extension copies it into the user's extensions folder and
 //! adds it to `org.gnome.shell enabled-extensions`; GNOME on Wayland loads
 //! new extensions only at log-in, so until the user logs out and in once
-//! every capability that needs it says it is waiting for it.
+//! every capability that needs it says it is waiting for it. `install` writes
+//! `core.js` into the 43–44 `imports` wrapper or the 45+ ES-module one, and
+//! `allowed-executables`.
+//!
+//! Here: `GnomeDesktop` (capture's backend) serves `org.cowork.DesktopEvents1`
+//! on its own connection and subscribes to "focus"; `ClipboardWatch` (the
+//! clipboard worker's source) subscribes to "clipboard" only while the stream
+//! records; `IdleMonitorWatch` turns Mutter's idle and user-active watches
+//! into `Presence` on an `idle` thread; `Extension` is the client for the
+//! agent's window tools and the `place` thread. Dictation is `type_text`
+//! (Mutter's RemoteDesktop, one session per dictation, keysyms of the layout
+//! GNOME uses, through `ei::KeyTable`); GNOME before 48 gets custom shortcuts
+//! that run `cowork trigger` (`add_custom_shortcuts`).
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;

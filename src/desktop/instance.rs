@@ -6,6 +6,10 @@
 //! the running one over the trigger socket and exits. The lock goes with the
 //! process however it ends (the kernel drops it), so a crash leaves nothing
 //! to clean up; the file holds the holder's pid and kind, for messages only.
+//! A sidebar started while `cowork capture run` holds the lock (no window to
+//! show) is told to stop that first. `Paths::resolve` canonicalises the data
+//! directory, so the lock, the socket's name and the key's name in the secret
+//! store agree however the path was spelled.
 
 use std::fs::File;
 use std::io::{Read, Seek, Write};

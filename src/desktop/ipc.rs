@@ -2,8 +2,8 @@
 //! pid behind a window, and placing cowork's own windows. sway speaks i3's
 //! protocol (`i3-ipc`, a length and a type, JSON) on `$SWAYSOCK`; Hyprland
 //! answers one request per connection on `.socket.sock` in its instance
-//! directory. Each call has a short timeout: a compositor that hangs costs a
-//! pid, never capture.
+//! directory. Each call has a short timeout (500 ms): a compositor that hangs
+//! costs a pid, never capture.
 
 use std::io::{Read, Write};
 use std::os::unix::net::UnixStream;

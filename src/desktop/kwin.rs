@@ -12,6 +12,15 @@
 //! Script files are written only into a directory private to the user (the
 //! runtime directory, else one cowork makes with a random name and mode 0700),
 //! as new files opened without following a symlink (`script_dir`, `write_script`).
+//!
+//! `Scripting` loads and unloads cowork's scripts (Plasma 6's
+//! `/Scripting/ScriptN` or Plasma 5's `/N`). `place_script`
+//! (`assets/kwin/cowork-place.js`) is a placement as a script: the sidebar
+//! kept above, on every desktop and docked right, the quick prompt centred,
+//! above and focused — cowork's windows only, by pid and title. The agent's
+//! window tools run a one-shot script (`assets/kwin/cowork-windows.js`) that
+//! answers on the request's own connection. The clipboard on KDE is KWin's
+//! data-control, through `wlr`.
 
 use std::path::{Path, PathBuf};
 use std::time::Duration;

@@ -1,7 +1,13 @@
-//! What the desktop backends share, below all of them: presence from idle
-//! edges (wlroots' and KWin's idle notifications, Mutter's IdleMonitor), the
-//! ids windows are known by, and the focused window as a desktop pushes it
-//! over D-Bus (KWin's script, GNOME's extension).
+//! What the desktop backends share, below all of them: presence from idle edges
+//! (wlroots' and KWin's idle notifications, Mutter's IdleMonitor), the ids
+//! windows are known by, and the focused window as a desktop pushes it over
+//! D-Bus (KWin's script, GNOME's extension).
+//!
+//! `Presence` turns idle edges into the AFK detector's input probe;
+//! `window_key` makes the ids windows are known by; `PushSlot`/`Pushed` hold
+//! the latest window a desktop pushed, taken by capture's thread. Every D-Bus
+//! connection these modules open (`session_bus`: KWin, GNOME, the portal,
+//! appearance) gives up on a call after 25 s.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};

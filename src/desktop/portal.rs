@@ -16,6 +16,10 @@
 //! Hand-written zbus calls (blocking, like the rest of cowork's D-Bus):
 //! the portal's request/response dance is a call that returns a request
 //! path, then a `Response` signal on that path, subscribed to before the call.
+//! The shortcuts' `Activated`/`Deactivated` signals are read on a `shortcuts`
+//! thread and become the hotkeys' events. `desktop::session` probes the
+//! portal's interfaces only when a portal already runs. The FileChooser here
+//! picks the files the chat attaches.
 
 use std::collections::HashMap;
 use std::time::Duration;

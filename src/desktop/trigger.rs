@@ -3,7 +3,10 @@
 //! trigger quick-prompt`) and this small local IPC carries the press to the
 //! running cowork: a Unix socket in `$XDG_RUNTIME_DIR` (mode 0600 in a 0700
 //! directory), one line per connection, and only a process of the same user
-//! (`SO_PEERCRED`) is heard.
+//! (`SO_PEERCRED`) is heard. The socket is
+//! `$XDG_RUNTIME_DIR/cowork/trigger-<id>.sock`, one per data directory, so two
+//! coworks with different data directories never take each other's presses;
+//! `desktop::instance` hands a second cowork's request over the same socket.
 
 use std::io::{BufRead, BufReader, Read, Write};
 use std::os::unix::net::{UnixListener, UnixStream};

@@ -12,7 +12,8 @@
 //!   selection events (the text is read through arboard, as on X11).
 //! - dictation: `zwp_virtual_keyboard_v1` with a keymap holding exactly the
 //!   characters to type.
-//! - the agent's window tools: the toplevel list and `activate`.
+//! - the agent's window tools: the toplevel list and `activate` (ids hashed
+//!   from app id and title, stable across connections).
 
 use std::collections::HashMap;
 use std::io::Write;

@@ -1,7 +1,9 @@
 //! The active window on X11, read with x11rb: `_NET_ACTIVE_WINDOW` on the root
 //! window, `_NET_WM_NAME` (or `WM_NAME`) for the title, `WM_CLASS` for the app
 //! and `_NET_WM_PID` for the process. Change notifications come as
-//! PropertyNotify events, so an idle desktop costs no polling.
+//! PropertyNotify events on the X socket, so an idle desktop costs no polling
+//! beyond capture's 1 s safety read. `X11Desktop` is the X11 `DesktopBackend`
+//! (`desktop::backend`).
 
 use std::os::fd::AsRawFd;
 use std::time::Duration;

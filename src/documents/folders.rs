@@ -1,22 +1,24 @@
-//! The `folders` worker: documents in the folders the user names
-//! (Settings → Memory → Documents) are kept searchable and followed as they
-//! change, through inotify. At start (and when the folders change) each
-//! folder is walked: a document whose content (SHA-256) is not the one in
-//! memory is read whole and stored; one gone from disk is forgotten. Then
-//! inotify reports writes, moves and deletions, handled a second after the
-//! last one (an editor writes in bursts). Hidden folders, excluded paths and
-//! the privacy rules are honoured; cowork's own data folder is never walked.
+//! The `folders` worker: documents in the folders the user names (Settings →
+//! Memory → Documents) are kept searchable and followed as they change, through
+//! inotify. At start (and when the folders change) each folder is walked: a
+//! document whose content (SHA-256) is not the one in memory is read whole and
+//! stored; one gone from disk is forgotten. Then inotify reports writes, moves
+//! and deletions, handled 0.8 s after the last one (an editor writes in
+//! bursts). Hidden folders, excluded paths and the privacy rules are honoured;
+//! cowork's own data folder is never walked. It reads the settings (the
+//! folders, the rules) every 3 s and writes through the store
+//! (`documents::memory::remember_command`, `forget_at_command`).
 //!
 //! What is read is judged by what was opened, not by the name it came under
 //! (`open_followed`): a file is opened without following a symlink, and then
-//! the open file must be a regular file with one name (another name could be
-//! in a folder the rules exclude), on the followed folder's own mount (no
-//! bind mount or other file system inside it), and where the kernel says the
-//! open file is must be under a followed folder, in no hidden folder, wanted
-//! by the rules and the exclusions, and not cowork's own data. So a symlink,
-//! a hard link or a bind mount that appears in a followed folder, or a
-//! folder swapped for a link during a walk, never brings a file from
-//! elsewhere (`~/.ssh`, an excluded folder) into memory.
+//! the open file must be a regular file with one name (another name could be in
+//! a folder the rules exclude), on the followed folder's own mount (no bind
+//! mount or other file system inside it), and where the kernel says the open
+//! file is must be under a followed folder, in no hidden folder, wanted by the
+//! rules and the exclusions, and not cowork's own data. So a symlink, a hard
+//! link or a bind mount that appears in a followed folder, or a folder swapped
+//! for a link during a walk, never brings a file from elsewhere (`~/.ssh`, an
+//! excluded folder) into memory.
 
 use std::collections::{BTreeMap, HashMap};
 use std::path::{Path, PathBuf};

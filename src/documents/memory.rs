@@ -1,8 +1,13 @@
 //! Documents in memory: an attached or agent-read document is stored part
 //! by part (`document_parts`), found by keywords (FTS5) and, once the embed
 //! worker reaches its parts, by meaning (the `documents` namespace), and
-//! cited with its page. Reading the same path again replaces the old copy;
-//! forgetting a document removes its parts, chunks and vectors.
+//! cited with its page. Reading the same path again replaces the old copy
+//! unless its content (SHA-256) is unchanged; forgetting a document removes
+//! its parts, chunks and vectors. `withheld` says why a document is not kept
+//! (keeping switched off, the privacy rules on its path, excluded globs).
+//! The writes are store commands (`remember_command`, `forget_command`,
+//! `forget_at_command`), sent by the chat's attachments, the agent's
+//! `read_document` (on a `remember-document` thread) and the folders worker.
 
 use std::path::Path;
 

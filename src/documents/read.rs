@@ -1,6 +1,21 @@
-//! A file read as a document: its kind by content and name, its parts
-//! (pages, slides, sheets, sections) labelled for citing, a selection of
-//! them, and a cap on what is returned that says what it cut.
+//! A file read as a document: its kind by content (its first bytes) checked
+//! against its name, its parts labelled for citing, a selection of them, and a
+//! cap on what is returned that says what it cut and how to read on
+//! (`Document::render`).
+//!
+//! Parts: PDF pages (pdf-extract on lopdf, one page at a time; a page without
+//! text is said to have no text layer), DOCX and ODT pages where the file marks
+//! them (explicit breaks, Word's last layout, LibreOffice's soft breaks) else
+//! sections by top-level heading, PPTX slides in the presentation's order and
+//! ODP draw pages, EPUB chapters by its spine, XLSX streamed cell by cell
+//! (calamine's cell reader, 2 million cells at most) and XLS/ODS through
+//! calamine's ranges, each sheet a table with its cell range, HTML, Markdown
+//! and text by heading, CSV by RFC 4180.
+//!
+//! Limits make a hostile file an error, not a hang: 256 MiB per file, 64 MiB
+//! inflated per XML part and 128 MiB per file, a 60 s deadline (the read runs
+//! on its own `document` thread), and a password-protected file recognised (an
+//! encrypted PDF, or OOXML in a CFB wrapper).
 
 use std::fs;
 use std::io::Read;

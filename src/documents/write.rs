@@ -1,6 +1,7 @@
 //! Writing documents: DOCX (docx-rs) from Markdown-like text, XLSX
 //! (rust_xlsxwriter) from rows, Markdown and CSV as text; editing DOCX text in
-//! place and XLSX cells; an answer exported as DOCX or PDF (LibreOffice).
+//! place and XLSX cells; an answer exported as DOCX or PDF (LibreOffice,
+//! headless, with a throwaway profile).
 //!
 //! Every write goes to a temporary file beside the target and is renamed over
 //! it, so a full disk or a crash never leaves half a document.

@@ -1,7 +1,8 @@
 //! The text of office XML: WordprocessingML (DOCX), DrawingML (PPTX),
 //! OpenDocument (ODT, ODP) and XHTML. One walker over quick-xml's events,
 //! keyed on local names, turns a part into blocks: paragraphs, headings,
-//! table rows and page breaks.
+//! table rows and page breaks. Text deleted in tracked changes, field codes
+//! and an annotation's own text are skipped.
 
 use quick_xml::Reader;
 use quick_xml::events::{BytesEnd, BytesRef, BytesStart, Event};

@@ -1,5 +1,23 @@
 //! The inference engine behind the llm worker: mistralrs on CPU with a GGUF
-//! file, behind a small trait so worker logic can be tested without a model.
+//! file (its `GGUFLoaderBuilder`, F32 activations, no token source, greedy
+//! sampling, its own tokio runtime `llm-rt`), behind a small trait
+//! (`ChatEngine`) so worker logic can be tested without a model. The file is
+//! checked (it exists, a GGUF header, the recorded size and sha256) before
+//! mistralrs sees it, because mistralrs reads a missing path as a hub model id
+//! and would go to the network. `LlmCommand::SetModel` swaps the file (Settings
+//! → Models). A request's `Shape` may constrain the output with a grammar
+//! (llguidance through mistralrs); Stop is polled every token and every 50 ms.
+//!
+//! mistralrs-core and candle-core are vendored with documented changes, wired
+//! in by `[patch.crates-io]`: `src/vendor/mistralrs-core/` (0.8.1: the forward
+//! pass on a rayon worker, CPU attention in the global pool, vectorised and
+//! tiled CPU attention, quantized token embeddings, one KV cache and a bounded
+//! prefix cache, prompts prefilled in chunks, …) and `src/vendor/candle-core/`
+//! (0.10.2: AVX2 and tiled quantized matmul kernels), each described in its
+//! `PATCH.md`. They are not part of this crate's module tree; their tests run
+//! in `scripts/test` (the matmul's bit-identity in this file's unit tests, with
+//! and without AVX-512), and `benches/kernels.rs` measures the matmul. Change
+//! them only to carry an upstreamable fix, and say so in `PATCH.md`.
 
 use std::io::Read;
 use std::path::{Path, PathBuf};

@@ -1,8 +1,31 @@
 //! The `llm` worker: the local inference engine and nothing else. It owns the
-//! mistralrs engine (load, unload, swap the file, unload under memory
-//! pressure or when idle) and answers `Generate` requests by streaming text
-//! back to whoever asked (the agent worker) over that request's own bounded
-//! channel. It knows nothing of conversations, context or the store.
+//! mistralrs engine and knows nothing of conversations, context or the store.
+//!
+//! - It loads the model on first use (after the memory preflight, `Preload` to
+//!   do it now), swaps the file (`SetModel`), and unloads it when idle, on
+//!   battery or under memory pressure.
+//! - It answers `LlmCommand::Generate { request, epoch, events }` by streaming
+//!   `LlmEvent::Text` and one `LlmEvent::Finished` on the requester's own
+//!   bounded channel (256 events). With `tools` set it streams only the text
+//!   outside `<tool_call>` blocks and returns the calls parsed (`tool_calls`).
+//!   A request's `Shape` can constrain the output: `OneCall(schema)` is exactly
+//!   one call block whose JSON fits the schema, `Prose` plain text with no
+//!   block or JSON; the agent uses them for the small local model. A requester
+//!   that went away, or Stop (the shared stop epoch moving past the request's),
+//!   ends the generation.
+//! - Each finished generation's speed is kept per model file (`speed`) and sent
+//!   as `LocalModelEvent::ModelSpeed` for Settings → Models.
+//! - It publishes `LocalModelState` (atomics: unavailable, loaded, last used,
+//!   paused by heat or the battery, restored by the user), so the agent can
+//!   route and schedule background summaries without asking.
+//! - Every 30 s it reads `/sys/class/thermal` (a zone at its trip point) and
+//!   `/sys/class/power_supply` (discharging): either pauses the local model
+//!   (unloaded; the router prefers a cloud tier the user allowed) with one
+//!   notification through the notify worker, whose Accept calls
+//!   `LocalModelState::restore`.
+//!
+//! `LocalBrain` is what the agent needs of it: `LlmClient` over the channel in
+//! the app, a scripted brain in tests.
 
 use std::path::PathBuf;
 use std::sync::Arc;

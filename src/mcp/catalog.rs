@@ -1,10 +1,14 @@
-//! The integrations catalog (`assets/integrations.json`): well-known MCP
-//! servers — the reference servers and popular ones — each with the short form
-//! of exactly the keys and paths it needs. Filling the form makes a
-//! `ServerConfig` (`npx -y package@version …`, `uvx package@version …`, an
-//! HTTP URL with headers, or the built-in Browser); the mcp worker tests it
-//! with one `tools/list` before it is saved, and `McpConfig::save` moves every
-//! key into the secret store.
+//! The integrations catalog (`assets/integrations.json`, compiled in):
+//! well-known MCP servers — the reference servers and popular ones — each with
+//! a runner and the short form of exactly the keys and paths it needs. Filling
+//! the form makes a `ServerConfig` (`npx -y package@version …`, `uvx
+//! package@version …`, an HTTP URL with headers, or the built-in Browser), with
+//! paths checked, a text field one line and an optional field left out.
+//! Settings' "Test and add" sends `McpCommand::AddFromCatalog`: the mcp worker
+//! builds the config, tests it with one connection and one `tools/list`
+//! (`test_server`), and only when that answered applies
+//! `McpEdit::AddConfigured` (`McpConfig::save` moves every key into the secret
+//! store) and reports `McpEvent::McpCatalogAdded`.
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};

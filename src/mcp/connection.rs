@@ -1,10 +1,19 @@
-//! One live connection to an MCP server, on the `mcp` worker's tokio
-//! runtime: connecting over stdio (a child process with a clean environment,
-//! its stderr kept as a 200-line tail, recorded for orphan cleanup) or
-//! streamable HTTP (through the outbound gate: offline, only loopback), the
-//! client handler that hears progress and `tools/list_changed`, a tool call
-//! with its timeout, progress and cancellation, and a result turned into what
-//! the agent gives its model.
+//! One live connection to an MCP server, on the `mcp` worker's tokio runtime:
+//! connecting over stdio (a child process with a clean environment, its stderr
+//! kept as a 200-line tail, recorded for orphan cleanup) or streamable HTTP
+//! (through the outbound gate: offline, only loopback), the client handler that
+//! hears progress, list changes and requests for input (form elicitation only:
+//! no sampling, and an empty roots list; an answer is awaited up to 10
+//! minutes), a tool call with its timeout, progress and cancellation on the
+//! server (on Stop or the timeout), and a result turned into what the agent
+//! gives its model.
+//!
+//! Connections start with `server/discover` (revision 2026-07-28) and fall back
+//! to `initialize` when the server answers that it is older or says nothing for
+//! 10 s. On a 2026-07-28 connection list changes and resource updates come only
+//! on a `subscriptions/listen` stream, which `listen` opens and feeds into the
+//! same notices as the older handler callbacks (before it, resources are
+//! subscribed to one by one).
 
 use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::sync::Arc;

@@ -8,9 +8,13 @@
 //! opens the system browser on the authorization URL (PKCE S256, a random
 //! state) and takes the code on a loopback redirect: `127.0.0.1`, a port of
 //! the moment, one path, the state checked before anything else is done.
+//! A sign-in runs as a task on the mcp worker's runtime (Settings →
+//! Integrations) or on a runtime of its own (`cowork mcp login NAME`), and
+//! waits up to 5 minutes for the redirect.
 //!
-//! Tokens go to the secret store (`mcp/<server>/oauth`), bound to the server's
-//! URL: a token is never sent to an endpoint it was not made for. Connections
+//! Tokens go to the secret store (`mcp/<server>/oauth`, rmcp's
+//! `CredentialStore`, cached in memory), bound to the server's URL: a token
+//! is never sent to an endpoint it was not made for. Connections
 //! send the access token and refresh it when it nears its end or the server
 //! refuses it; when the refresh is refused too, the server waits for sign-in
 //! again. Every request of the sign-in and of a refresh passes the outbound

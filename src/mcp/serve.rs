@@ -16,8 +16,18 @@
 //! write happens on the `mcp-serve` thread, which owns the connections, the
 //! embedder and the vector indexes and answers over a bounded channel.
 //! The indexes are read from their files (this process never writes them)
-//! and opened again every few minutes, so recall by meaning follows what the
+//! and opened again every 5 minutes, so recall by meaning follows what the
 //! app embeds; the keyword half and the timeline read SQLite at each call.
+//! The tools are `tools::memory`'s with `MemoryEnv::withheld` set to the
+//! firewall's current rules, recall by meaning going through the `Recall`
+//! trait (the search worker's channel in the app, the served indexes here).
+//! Streamable HTTP is rmcp's tower service run by hyper on a loopback socket,
+//! behind a bearer-token check.
+//!
+//! Invariant: a client is answered only after the user allowed it by name
+//! (`mcp_clients`, pending until answered, or `--allow`); this process only
+//! reads captured data, and writes only `mcp_clients` and the audit log (one
+//! row per call, served or refused).
 
 use std::cell::RefCell;
 use std::net::SocketAddr;

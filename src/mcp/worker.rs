@@ -2,13 +2,41 @@
 //! tokio runtime rmcp needs (one I/O thread, `mcp-io`); crossbeam stays the
 //! boundary. It starts the enabled servers from `mcp-servers.json` (after
 //! ending the ones a crashed cowork left behind), keeps each server's state —
-//! starting, running, stopped, error — and its stderr tail, refreshes a tool
-//! list on `tools/list_changed`, checks an idle connection with a 1 s ping
-//! before reusing it, and runs the agent's calls: many at once over one
-//! connection, each with its tool timeout, progress on the chip, and Stop
-//! cancelling it on the server. In offline mode a catalog server that needs
-//! the network (its entry says so) is not started and its calls are refused;
-//! it starts when offline mode goes off. Settings → Integrations shows `McpEvent::McpServers`.
+//! starting, running, stopped, error, waiting for sign-in — and its stderr
+//! tail, refreshes a tool list on `tools/list_changed`, checks an idle
+//! connection with a 1 s ping before reusing it, and runs the agent's calls:
+//! many at once over one connection, each with its tool timeout, progress on
+//! the chip, and Stop cancelling it on the server. In offline mode a catalog
+//! server that needs the network (its entry says so) is not started and its
+//! calls are refused; it starts when offline mode goes off. Settings →
+//! Integrations shows `McpEvent::McpServers`.
+//!
+//! Its loop selects over the `McpCommand` channel (bounded(64): Reload,
+//! Connect, Disconnect, Tools, Call, Test, AddFromCatalog, Edit, Elicited,
+//! ReadResource, GetPrompt, SignIn, SignOut), two internal bounded channels fed
+//! by the runtime's tasks (results: connections, tool lists, catalogs, sign-in
+//! progress, a catalog server's test; notices: tools, resources or prompts
+//! changed, a server's request for input, a sign-in that could not be renewed),
+//! and a 1 s tick that restarts a server whose command line depends on offline
+//! mode when the gate flipped, turns a closed connection into an error with the
+//! server's stderr, reports the clients of `cowork mcp serve` (`mcp_clients`,
+//! read-only) and drops requests for input nobody waits for any more.
+//!
+//! A server's resources and prompts (its catalog) are listed at connect and on
+//! their list-changed notices and travel in `McpServerView`. `ReadResource`
+//! answers `McpEvent::ResourceAttached` (the chat keeps it until the next
+//! message, whose request carries it; the agent puts it into the prompt marked
+//! as data from that server), `GetPrompt` answers `McpEvent::PromptFilled` (the
+//! text goes into the chat input to edit). A server's `elicitation/create`
+//! becomes `McpEvent::Elicitation` (the form is `elicit::Form`; one it cannot
+//! draw is declined at once), and the user's answer comes back as
+//! `McpCommand::Elicited`. Servers' notifications that automations wait on go
+//! to the automations worker as `Signal::Mcp`.
+//!
+//! The agent reaches the worker through `McpClient` (a clone of the command
+//! sender): `offered` at each operation's start (`ToolsNow`: the tools, and the
+//! servers still starting), `offered_after_start` when a call's server is still
+//! starting, and `call` from the step's tool threads, watching Stop.
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;

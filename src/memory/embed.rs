@@ -3,8 +3,15 @@
 //! L2 normalisation, so a dot product is the cosine similarity.
 //!
 //! Texts are embedded in batches padded to the longest in the batch (the
-//! shipped tokenizer pads to a fixed 128, which wastes work on short texts)
-//! and truncated at 256 word pieces, the length the model was trained on.
+//! shipped tokenizer pads to a fixed 128, which wastes work on short texts) and
+//! truncated at 256 word pieces, the length the model was trained on. The
+//! linear weights are held column-major (a transposed view), so gemm reads them
+//! in place instead of repacking each matrix on every call.
+//!
+//! `SharedEmbedder` loads the model once for the process and drops it after 5
+//! minutes without use when no worker holds it (the idle `embed` worker wakes
+//! in time to ask), trimming glibc's heap so the ~90 MB really leave; the next
+//! search or embedding loads it again.
 
 use std::path::{Path, PathBuf};
 

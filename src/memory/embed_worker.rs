@@ -1,14 +1,19 @@
 //! The `embed` worker: turns queued rows into vectors, one checkpointed batch
-//! at a time, on a low-priority thread with its own low-priority rayon pool,
-//! so capture and the UI always come first. It pauses while the user types
-//! into cowork (the app stamps `typing_at_millis`).
+//! at a time, on a low-priority thread (nice 10) with its own low-priority
+//! rayon pool (`embed-N`), so capture and the UI always come first. It pauses
+//! while the user types into cowork (the app stamps `typing_at_millis`). The
+//! store wakes it after each commit that wrote something (`EmbedCommand::Wake`
+//! by `try_send` on its bounded(16) channel: full means a wake-up already
+//! waits). Without a model it reports `degraded` and search stays keyword-only,
+//! saying so.
 //!
 //! It reads the embedding tables (jobs, chunks, vectors, tombstones) on a
 //! read-only connection and writes them through the store's one writer
-//! (`StoreLink::call`): a batch's vectors and its checkpoint commit together
-//! in one transaction there, and the worker goes on once they have.
+//! (`StoreLink::call`): a batch's vectors and its checkpoint commit together in
+//! one transaction there, and the worker goes on once they have.
 //!
-//! Committed vectors go to the `search` worker, which owns the faiss indexes.
+//! Committed vectors go to the `search` worker (`SearchCommand::IndexAdd`,
+//! `IndexRemove`), which owns the faiss indexes.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicI64, Ordering};

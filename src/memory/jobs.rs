@@ -1,11 +1,20 @@
-//! The SQLite side of embedding, as plain functions over a connection:
-//! triggers queue every written row in `embed_queue`; `create_job` cuts queued
-//! rows into chunks and makes a job of them; `commit_batch` stores a batch's
-//! vectors together with the job's checkpoint, so a crash loses at most the
-//! batch in flight; deletions leave tombstones for the faiss indexes.
+//! The SQLite side of embedding, as plain functions over a connection: triggers
+//! queue every written row in `embed_queue`; `create_job` cuts queued rows into
+//! chunks and makes a job of them; `commit_batch` stores a batch's vectors
+//! together with the job's checkpoint, so a crash loses at most the batch in
+//! flight; deletions leave tombstones for the faiss indexes.
 //!
 //! Job states: pending → processing → done, or paused (shutdown, crash) and
-//! failed (an error, or stuck for over 5 minutes).
+//! failed (an error, or stuck for over 5 minutes). Start-up recovery
+//! (`recover`) turns processing jobs into paused (or failed when they began
+//! over 5 minutes ago) and paused into pending.
+//!
+//! Chunks are cut by `chunking`, each prefixed with where its text came from
+//! (typed text: "Typed in app (title): "). Deleting a source row deletes its
+//! chunks, and a deleted embedded chunk leaves a tombstone and bumps its
+//! namespace's generation. Pinning a row the embed worker has not reached yet
+//! cuts it into chunks at once (`chunk_now`). In the sidebar the embed worker
+//! runs these on the store's writer thread (`StoreLink::call`).
 
 use rusqlite::{Connection, OptionalExtension, params};
 

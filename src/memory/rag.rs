@@ -3,7 +3,9 @@
 //! search recalls across namespaces, then — when search found too little —
 //! chunks this thread cited before (no duplicates, at most 4). The whole is
 //! trimmed to a token budget, dropping the lowest recency weight first, and
-//! numbered so the answer can cite `[n]`.
+//! numbered so the answer can cite `[n]`. Also the fixed grounded refusal,
+//! and pins: a source row pinned to a thread (`thread_pins`, from a search
+//! result's Pin button; the chat lists them with Unpin).
 
 use rusqlite::{Connection, params};
 use serde::{Deserialize, Serialize};

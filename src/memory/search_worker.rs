@@ -3,6 +3,12 @@
 //! `memory::search` and `memory::hybrid`) and the chat's recall, and keeps the
 //! indexes in step with the embed worker. Split from `search.rs` so the pure
 //! search does not import the event bus that carries its results.
+//!
+//! Its channel (`SearchCommand`, bounded(64)) carries the UI's `Query`, the
+//! agent's and apps' `Recall { reply }`, and the embed worker's `IndexAdd` /
+//! `IndexRemove`. Of a burst of queries only the newest runs, and a running
+//! one is interrupted (SQLite's progress handler) when the UI's shared
+//! `latest` generation moves past it.
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};

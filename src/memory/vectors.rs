@@ -3,6 +3,9 @@
 //! (session, chunk, message), so a deletion removes exactly its vectors.
 //! An index persists next to the database and records the generation of the
 //! data it was built from, so a stale or missing one is rebuilt from SQLite.
+//! A large namespace uses `IDMap,HNSW32` instead (see `memory::index`). Each
+//! search runs with faiss's OpenMP team limited to the calling thread: its
+//! spinning threads took the cores from the query's embedding.
 
 use std::path::Path;
 

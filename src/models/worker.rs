@@ -1,6 +1,13 @@
-//! The `models` worker: downloads missing or damaged model files on request
-//! (Settings → Models), through the outbound gate, reporting progress, makes
-//! the converted files, and installs or removes the optional models.
+//! The `models` worker (`ModelsCommand`, bounded(4)): downloads missing or
+//! damaged model files on request (Settings → Models, `FetchAll`), through the
+//! outbound gate, reporting progress, makes the converted files, installs and
+//! removes the optional models (`Install`, `Remove`;
+//! `ModelsEvent::ModelsChanged` makes the app check Settings → Models' list
+//! again), and adds the user's own GGUF files off the UI thread (`AddUser` →
+//! `ModelsEvent::ModelAdded`). The first run's `Download` installs the models
+//! it names from the upstream or a mirror, with a cancel flag the fetcher reads
+//! between reads (the partial file stays, to resume), answered by
+//! `ModelsChanged { name: DOWNLOAD_JOB }`.
 
 use std::path::PathBuf;
 use std::sync::Arc;

@@ -7,6 +7,13 @@
 //! with whatever else arrives, as one; else deliver. Time and every counter
 //! come in as arguments (the worker reads them from SQLite), so a restart
 //! neither repeats nor bypasses anything.
+//!
+//! The default policy: a focus session is one app for 20 minutes while
+//! present; a deferral lasts at most 15 minutes for a helpful notification
+//! and an hour for an informational one (an urgent one is never deferred);
+//! the hourly caps are 20 urgent, 6 helpful and 3 informational (past them,
+//! the inbox only); a source's cooldown is 2 minutes; what comes within 30 s
+//! of the last one shown is bundled with it.
 
 use serde::{Deserialize, Serialize};
 

@@ -1,5 +1,10 @@
-//! The SQL of the inbox and the sources (migration 14). The gate's counters
-//! are queries over the inbox, so they survive a restart by construction.
+//! The SQL of the inbox and the sources (migration 14). `notifications` is
+//! the inbox: every notice enters it first, pending, and keeps its state
+//! (shown, accepted, opened, dismissed, expired, closed, or inbox-only with
+//! the reason: capped, muted, no notification service). `notify_sources`
+//! holds each source's dismissals in a row and its mute. The gate's counters
+//! are queries over the inbox (indexed), so they survive a restart by
+//! construction.
 
 use rusqlite::{Connection, OptionalExtension, params};
 

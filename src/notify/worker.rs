@@ -1,12 +1,28 @@
-//! The `notify` worker: every notification from every source (a flow, a
-//! failed run, a parked approval, cowork's own proposals) enters the inbox in
-//! SQLite first, then the gate decides; what passes goes to the desktop over
-//! the freedesktop Notifications interface with actions (Accept, Open,
-//! Dismiss) and urgency from its tier. The desktop's answers (an action, a
-//! close with its reason) come back on a `notify-signals` thread. Capture
-//! tells it about focus, away and fullscreen, which is how it knows a focus
-//! session and its natural breaks. It owns its own writable connection, which
-//! writes only the notification tables.
+//! The `notify` worker: every notification from every source (a flow, a failed
+//! run, a parked approval, the local model paused by heat or the battery,
+//! cowork's own proposals) enters the inbox in SQLite first, then the gate
+//! decides; what passes goes to the desktop over the freedesktop Notifications
+//! interface with actions (Open, Accept only for something to accept, Dismiss)
+//! and urgency from its tier. It reads on a read-only connection of its own and
+//! writes the notification tables through the store's one writer
+//! (`StoreLink::call`).
+//!
+//! Senders use `NotifyClient` (`NotifyCommand::Post`, waiting at most 2 s for
+//! room in the bounded(64) channel). The desktop's answers (an action, a close
+//! with its reason) come back on a `notify-signals` thread (zbus, bounded(64)),
+//! believed only from the bus name that owns `org.freedesktop.Notifications`:
+//! Accept on an approval sends `AgentCommand::DecideAs { Once }` for that one
+//! call (offered only when the body shows the whole call, markup escaped), Open
+//! shows the sidebar, a close by the user is a dismissal (three in a row
+//! propose muting the source; only the user's Accept mutes it), a timeout is an
+//! expiry. dunst's `paused`, or the `Inhibited` property, is do-not-disturb.
+//!
+//! Capture tells it focus changes (a new app is a natural break that releases
+//! what was deferred), away, back and a fullscreen window, which is how it
+//! knows a focus session and its natural breaks. It sleeps until the earliest
+//! release time, and at most 20 s while something is held, to read
+//! do-not-disturb again. Without a notification service a notice stays in the
+//! inbox with the reason.
 
 use std::collections::HashMap;
 use std::time::Duration;

@@ -1,8 +1,10 @@
 //! Graceful shutdown on SIGTERM and SIGINT for the sidebar. The handler only
 //! writes the signal number to a pipe (async-signal-safe); a named thread
-//! (`signals`) reads it and asks the UI to close, so workers flush what they
-//! hold. A handler rather than a blocked mask plus `sigwait`: OpenBLAS starts
-//! threads before `main`, and a mask set later would not cover them.
+//! (`signals`) reads it and sends `ShutdownRequested`, the UI closes, and
+//! `Workers::shutdown` stops the workers that write (capture, the agent, llm,
+//! …) before the store, so nothing queued is lost. A handler rather than a
+//! blocked mask plus `sigwait`: OpenBLAS starts threads before `main`, and a
+//! mask set later would not cover them.
 
 use std::sync::atomic::{AtomicI32, Ordering};
 

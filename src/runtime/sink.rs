@@ -5,6 +5,11 @@
 //! makes one sink over the bus's channel and narrows it for each worker
 //! (`sink.narrow()`, through the bus's `From` impls). Every sink can also say
 //! the runtime's own things (a worker's health, a notice, a shutdown request).
+//!
+//! A send waits at most 500 ms for room in the UI's queue (bounded(4096) in the
+//! sidebar), then drops the event and counts it (`dropped_count`): a stuck UI
+//! never stalls a worker. Every send calls the wake closure, which in the
+//! sidebar asks egui to repaint; workers never import egui.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};

@@ -1,5 +1,9 @@
-//! The supervisor: runs one worker on its own named thread, catches its
-//! panics and errors, reports health, and restarts it with capped backoff.
+//! The supervisor: runs one worker on its own thread, named after it
+//! (`WorkerName`), catches its panics and errors, reports health, and restarts
+//! it with capped backoff. The default policy waits 2, 4, 8, 16 and 32 s before
+//! the restarts, then marks the worker failed until the user's Retry (the
+//! status bar sends `Control::Retry` on the supervisor's bounded(8) control
+//! channel); a run of a healthy minute resets the count.
 //!
 //! The command `Receiver` lives here, outside the worker, so every `Sender`
 //! handed out before a crash keeps working after the restart.

@@ -2,16 +2,35 @@
 //! random 256-bit key kept in the Secret Service when one is unlocked, else in
 //! the owner-only secret file (`secrets.rs`): never in a log, the config or a
 //! command line. The key is looked up once per database and held in this
-//! process's key ring (zeroed when dropped); `open_writer` and
-//! `open_read_only` key every connection from it, and files derived from the
-//! database (vector indexes, kept audio) are sealed with a key derived from it
-//! (`crate::sealed`). A plaintext `cowork.db` from an older cowork is
-//! converted on the first writable open, crash-safely: the encrypted copy is
-//! written beside it, synced and renamed over it, so a kill at any point
-//! leaves one whole database, plaintext or encrypted.
+//! process's key ring by the database's path (zeroed when dropped);
+//! `open_writer` and `open_read_only` key every connection from it with the raw
+//! key (`sqlite3_key`, no passphrase derivation per open) and check that it
+//! reads. Files derived from the database (vector indexes, kept audio) are
+//! sealed with a key derived from it (`crate::sealed`).
 //!
-//! A database that is encrypted but whose key cannot be found is an error
-//! that says where cowork looked: never a new, empty database in its place.
+//! `prepare` runs once per database and process, under an exclusive `flock` on
+//! `cowork.db.keylock` from the key's look-up until the database exists
+//! encrypted (a new one's first page is written under it), so two processes
+//! starting together neither make two keys nor convert one file twice. A
+//! plaintext `cowork.db` from an older cowork is converted then, crash-safely:
+//! its WAL folded in and journal mode DELETE (which fails while another process
+//! has it open), `sqlcipher_export` into `cowork.db.encrypting`, synced,
+//! checked, renamed over `cowork.db`; the plaintext is kept aside by a hard
+//! link until the rename, then zeroed and removed (with the key in a Secret
+//! Service, at the next start, once the key is known to be kept), so a kill at
+//! any point leaves one whole database, plaintext or encrypted. `unlock` is
+//! what `main` calls before anything else: a `KeyError` becomes the locked
+//! window (`ui::locked`) or a command's error.
+//!
+//! Invariants:
+//! - A database that is encrypted but whose key cannot be found is an error
+//!   that says where cowork looked: `key_for` makes a key only for a missing,
+//!   empty or plaintext file, and a key is kept (and read back) before any
+//!   database uses it. No code path creates a new, empty database in place of
+//!   an encrypted one.
+//! - Once a process has prepared a database, nothing but SQLite opens that file
+//!   (`PREPARED`, `known`): closing any descriptor on it would drop the POSIX
+//!   locks SQLite holds in this process.
 
 use std::collections::HashMap;
 use std::io::{Read, Write};

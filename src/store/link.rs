@@ -1,9 +1,9 @@
-//! `StoreLink`: how a worker whose next step reads what it just wrote
-//! (automations, notify, apps, embed, undo) writes through the store's one
+//! `StoreLink`: how a worker whose next step reads what it just wrote (the
+//! automations, notify, apps and embed workers) writes through the store's one
 //! writer thread instead of holding a writer of its own. `call` runs the work
 //! on the writer connection after the queued batch is committed and waits for
-//! its result; reads that need no fresh write go to the worker's own
-//! read-only connection.
+//! its result (5 s for room in the queue, 60 s for the answer); reads that need
+//! no fresh write go to the worker's own read-only connection (`read_only`).
 
 use std::borrow::Cow;
 use std::path::{Path, PathBuf};

@@ -92,8 +92,8 @@ pub fn open_read_only(path: &Path) -> anyhow::Result<Connection> {
 }
 
 /// A transaction that takes the write lock at its start (waiting up to the
-/// busy timeout). Two connections write this file (the store and the embed
-/// worker; also a `cowork memory embed` beside the app): a deferred
+/// busy timeout). Two processes may write this file (the sidebar's store
+/// thread and a CLI command such as `cowork memory embed`): a deferred
 /// transaction that reads first and writes later fails with SQLITE_BUSY,
 /// without waiting, when the other committed in between.
 pub fn write_transaction(conn: &Connection) -> rusqlite::Result<rusqlite::Transaction<'_>> {

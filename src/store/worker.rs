@@ -1,11 +1,21 @@
-//! The `store` worker: owns the only writable connection of the sidebar
-//! process and knows nothing of what it writes. It takes a few commands: a
-//! write run in the next batch (batches are atomic and bounded), work run at
-//! once on the writer after the batch is committed, flush and shutdown.
-//! Each domain builds its commands beside its SQL (`capture::db`, `chat`,
-//! `memory::hot`, `erase`, …); what must happen after a commit (waking the
-//! embed worker), at open (crash recovery) or now and then (retention) is
-//! handed in as `StoreHooks` by `workers.rs`.
+//! The `store` worker: owns the only writable connection of the sidebar process
+//! and knows nothing of what it writes. It takes a few commands:
+//! `StoreCommand::write` (a closure run in the next batch; batches are atomic
+//! and bounded), `StoreCommand::run` (work run at once on the writer after the
+//! batch is committed; `StoreLink::call` is one that sends its result back),
+//! flush and shutdown. Each domain builds its commands beside its SQL
+//! (`capture::db`, `chat`, `memory::commands`, `erase`, `agent::store`, …);
+//! what must happen after a commit (waking the embed worker), at open (crash
+//! recovery, sealing) or now and then (retention) is handed in as `StoreHooks`
+//! by `workers.rs`.
+//!
+//! Its queue holds `STORE_QUEUE` (4096) commands. Each wake-up drains what is
+//! queued (up to `MAX_BATCH` commands) and commits the writes in one
+//! transaction. A commit that fails (a full disk) keeps the writes queued (the
+//! oldest dropped and counted past `MAX_PENDING`), reports the worker
+//! `degraded` and is retried every second. A write made with `write_during`
+//! over a stretch of time deleted earlier in this run is dropped, so a session
+//! still open at the deletion does not come back when it closes.
 
 use std::borrow::Cow;
 use std::path::{Path, PathBuf};

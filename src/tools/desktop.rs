@@ -1,7 +1,9 @@
 //! The desktop family: `clipboard_read` and `list_windows` (safe, but what
 //! they return is captured text), `clipboard_write`, `focus_window` and
 //! `open` (sensitive), `notify` (safe: a desktop notification through the
-//! freedesktop Notifications service on the session bus).
+//! freedesktop Notifications service on the session bus). `open` hands a
+//! path or URL to `xdg-open`, or starts an installed app by its desktop entry
+//! (its `Exec` split into argv, without a shell).
 
 use std::path::PathBuf;
 use std::process::{Command, Stdio};

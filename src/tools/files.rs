@@ -7,6 +7,10 @@
 //! that does not exist. cowork's own data directory (database, rules, audit
 //! log, secrets) is refused for every tool, whatever the path's spelling; the
 //! policy refuses it too (phase 1), this is the executor's own check.
+//!
+//! Everything that replaces, edits or deletes is undoable: the old version
+//! goes to the trash first (`undo`), and a move records where a thing went,
+//! across file systems too.
 
 use std::fs;
 use std::io::{BufRead, BufReader};

@@ -37,6 +37,9 @@
 //! through the program's options (`git -c core.pager=…`, `find -exec`,
 //! `env`, `sh -c`, …) unless the pattern itself spells it. Deny and ask rules
 //! match the line as written and every command the shell would run in it.
+//! `validate_rule` checks a rule, before it is saved, against the call it was
+//! made for and against probes built from it; `pinned_command_rule` is what
+//! "Always allow" suggests for a command.
 
 use std::path::{Path, PathBuf};
 

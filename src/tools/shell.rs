@@ -4,7 +4,9 @@
 //! cowork's own program refuse to read its data). The command gets its own process
 //! group, and the whole group is killed when it times out, when the user
 //! stops the operation, and when the command ends, so nothing it started
-//! outlives it or keeps its output pipes open.
+//! outlives it or keeps its output pipes open. The command runs under the
+//! guard (`guard`). Its output is kept whole up to 32 MiB per stream, and
+//! `ToolOutput::for_model` trims what the model sees to head and tail.
 
 use std::io::Read;
 use std::os::unix::process::CommandExt;

@@ -1,7 +1,9 @@
 //! The web family: `fetch_url` reads a page as text, through the outbound
 //! gate (offline mode refuses anything but loopback, and the outbound log
 //! shows every fetch). Sensitive by default: a URL can carry data out.
-//! What a page says is data (`Origin::Web`), never instructions.
+//! What a page says is data (`Origin::Web`), never instructions. HTML becomes
+//! readable text; the request runs on its own thread, so Stop abandons it at
+//! once.
 
 use std::io::Read;
 use std::sync::atomic::{AtomicBool, Ordering};

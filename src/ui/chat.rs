@@ -1,4 +1,8 @@
-//! The Chat panel: thread picker, messages with their context chips, input, Send and Stop.
+//! The Chat panel: thread picker, messages with their context chips, input,
+//! Send and Stop. An answer's Markdown is drawn in parts: its code blocks
+//! (wrapped, with a Copy button) and tables (columns sharing the panel's width)
+//! by cowork, the rest by egui_commonmark; session numbers a model copied from
+//! a tool's output become source chips (`ids::without_session_refs`).
 
 use egui::{Key, RichText, ScrollArea, TextEdit};
 

@@ -1,5 +1,12 @@
 //! First run: before anything is recorded, the user chooses which streams
-//! record (each on by default). Shown until answered; Settings changes it later.
+//! record (each on by default). Shown until answered; Settings changes it
+//! later. Each stream worker takes `SetRecording(bool)`: the sidebar starts
+//! them off until this answer (`streams_confirmed`) and then applies the
+//! per-stream switches. After it, the first run's pages (`ui::setup`) stand in
+//! for the tabs until finished or skipped (`ui.setup_done`).
+//!
+//! Invariant: before the user has answered which streams record, the sidebar
+//! records nothing.
 
 use egui::RichText;
 

@@ -1,4 +1,10 @@
-//! The Settings panel: preferences, keyboard shortcuts, workers, models and About.
+//! The Settings panel: preferences, keyboard shortcuts, workers, models and
+//! About. It is an index of ten `Section`s and a search box; one `Page` per
+//! frame decides which items show (a section's, or every item whose words hold
+//! the searched ones, under its section's title). A setting typed as text
+//! (`widgets::setting_text_ui`) is checked as it is typed (`config::check`, the
+//! same rules `Settings::apply` uses) and applied when the field is left or
+//! Enter is pressed; there are no Save buttons.
 
 use egui::{RichText, ScrollArea};
 

@@ -1,4 +1,7 @@
-//! Colours and spacing, in one place.
+//! Colours and spacing, in one place. Light or dark: `apply` at the start of
+//! each frame, from the user's choice (`ui.theme`) or the desktop's preference
+//! (`DesktopEvent::ColorScheme`, from `desktop::appearance`); the colour
+//! functions read the frame's choice (a thread-local on the UI thread).
 
 use egui::Color32;
 

@@ -3,7 +3,7 @@
 
 use rusqlite::{Connection, Row, params};
 
-use crate::records::{ChatMessage, ChatThread, MessageStatus, Role};
+use crate::records::{ChatMessage, ChatThread, MessageStatus, Role, redact_private};
 use crate::runtime::EventSink;
 use crate::store::{StoreCommand, fts_phrase};
 
@@ -30,7 +30,7 @@ pub fn upsert_thread(conn: &Connection, thread: &ChatThread, created_at_millis: 
         "INSERT INTO chat_threads (thread_id, title, created_at_ms, updated_at_ms) VALUES (?1, ?2, ?3, ?4)
          ON CONFLICT (thread_id) DO UPDATE SET updated_at_ms = max(updated_at_ms, excluded.updated_at_ms)",
     )?
-    .execute(params![thread.thread_id, thread.title, created_at_millis, thread.updated_at_millis])?;
+    .execute(params![thread.thread_id, redact_private(&thread.title), created_at_millis, thread.updated_at_millis])?;
     Ok(())
 }
 
@@ -62,6 +62,8 @@ fn message_from_row(row: &Row<'_>) -> rusqlite::Result<ChatMessage> {
 
 /// Inserts a message, or replaces its content and status (an answer is
 /// written when it finishes; a retry of the same write is harmless).
+/// `<private>…</private>` spans are never stored: the model saw them in the
+/// turn they were typed in, and nothing afterwards does.
 pub fn upsert_message(conn: &Connection, message: &ChatMessage, model: Option<&str>) -> rusqlite::Result<()> {
     conn.prepare_cached(
         "INSERT INTO chat_messages (message_id, thread_id, role, content, context, status, model, created_at_ms, ask_id, provider, cost_usd, citations, refusal)
@@ -75,8 +77,8 @@ pub fn upsert_message(conn: &Connection, message: &ChatMessage, model: Option<&s
         message.message_id,
         message.thread_id,
         message.role.as_str(),
-        message.content,
-        message.context,
+        redact_private(&message.content),
+        message.context.as_deref().map(redact_private),
         message.status.as_str(),
         model,
         message.created_at_millis,
@@ -187,5 +189,30 @@ mod tests {
         assert_eq!(messages(&conn, 10).unwrap(), vec![answer]);
         assert_eq!(search_messages(&conn, "thursday", 5).unwrap().len(), 1);
         assert!(search_messages(&conn, "draft", 5).unwrap().is_empty());
+    }
+
+    #[test]
+    fn a_private_span_is_never_stored_in_a_message_its_context_or_a_thread_title() {
+        let conn = db();
+        let thread = ChatThread { thread_id: 20, title: "wifi <private>hunter2</private>".into(), updated_at_millis: 1 };
+        upsert_thread(&conn, &thread, 1).unwrap();
+        let asked = ChatMessage {
+            message_id: 21,
+            thread_id: 20,
+            role: Role::User,
+            content: "the wifi password is <private>hunter2</private>, write it on the card".into(),
+            context: Some("typed: <private>hunter2".into()),
+            status: MessageStatus::Done,
+            created_at_millis: 2,
+            ask_id: None, provider: None, cost_usd: None, citations: None, refusal: false,
+        };
+        upsert_message(&conn, &asked, None).unwrap();
+        let stored = &messages(&conn, 20).unwrap()[0];
+        assert_eq!(stored.content, "the wifi password is , write it on the card");
+        assert_eq!(stored.context.as_deref(), Some("typed: "));
+        assert_eq!(threads(&conn, 10).unwrap()[0].title, "wifi ");
+        assert!(search_messages(&conn, "hunter2", 5).unwrap().is_empty());
+        let raw: i64 = conn.query_row("SELECT count(*) FROM chat_messages WHERE content LIKE '%hunter2%' OR context LIKE '%hunter2%'", [], |r| r.get(0)).unwrap();
+        assert_eq!(raw, 0);
     }
 }

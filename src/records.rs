@@ -2,6 +2,23 @@
 //! chat threads and messages, and what is attached to a message. Plain
 //! values on the ground floor: they import nothing of cowork.
 
+/// Removes `<private>…</private>` spans (an unclosed tag hides the rest):
+/// what the user marked private is kept out of every record, typed or chatted,
+/// and out of every request to a provider.
+pub fn redact_private(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    let mut rest = text;
+    while let Some(start) = rest.find("<private>") {
+        out.push_str(&rest[..start]);
+        match rest[start..].find("</private>") {
+            Some(end) => rest = &rest[start + end + "</private>".len()..],
+            None => return out,
+        }
+    }
+    out.push_str(rest);
+    out
+}
+
 /// Where a recorded URL came from.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum UrlSource {
@@ -325,4 +342,17 @@ pub struct ClipboardEvent {
     pub text: String,
     pub truncated: bool,
     pub trigger: ClipTrigger,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::redact_private;
+
+    #[test]
+    fn private_spans_are_redacted_and_an_unclosed_tag_hides_the_rest() {
+        assert_eq!(redact_private("pin is <private>1234</private> ok"), "pin is  ok");
+        assert_eq!(redact_private("a<private>b</private>c<private>d</private>e"), "ace");
+        assert_eq!(redact_private("open <private>never closed"), "open ");
+        assert_eq!(redact_private("nothing private"), "nothing private");
+    }
 }

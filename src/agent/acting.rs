@@ -1,11 +1,32 @@
-//! The agent's executors: a chat question becomes an operation, and the
-//! runner (`operation::next`) decides each move while these act on it —
-//! `call_llm` (one brain step: the local engine with `<tool_call>` blocks, or
-//! a cloud provider's native tool calls), `call_tools` (the allowed calls of
-//! a step, in parallel, each recorded as started before it runs),
-//! `request_approval` (the operation parks, its state in SQLite, until the
-//! user decides), and `finish`. Only this thread executes tools, and never
-//! without a recorded decision.
+//! The agent's executors: a chat question becomes an operation, and the runner
+//! (`operation::next`) decides each move while these act on it:
+//!
+//! - `call_llm`: one brain step; the local engine with `<tool_call>` blocks
+//!   (its tools and prompt section from `agent::local`, the raw output kept
+//!   verbatim for the prefix cache), or a cloud provider's native tool calls
+//!   (`brains::stream_chat_with_tools`; without consent nothing captured is
+//!   offered to it). Each step's cost goes out as `AgentEvent::AgentStep`
+//!   (`cowork ask --agent --json` prints it, `scripts/eval-agent` scores with
+//!   it).
+//! - `decide_call`: schema → `registry::classify` → `policy::decide` with the
+//!   origins of the step's prompt → recorded. An approval expires after
+//!   Settings' timeout (5 minutes by default; an automation's waits longer).
+//! - `call_tools`: the allowed calls of a step, each recorded as started before
+//!   it runs; the tools that need the database (memory, the agent's own) on
+//!   this thread, which holds the read-only connection, the others in parallel
+//!   on scoped threads. Stop sets a flag that kills commands and abandons
+//!   fetches.
+//! - `request_approval`: the operation parks, saved `waiting_for_human`, and
+//!   the worker goes back to its command loop; `AgentCommand::Decide` continues
+//!   it.
+//! - `delegate`: a helper operation with its own context and a subset of tools,
+//!   refused anything that would ask, returning only its summary.
+//! - `finish`, and `resume_operations` at start: waiting approvals come back; a
+//!   call found running becomes `may_have_run`, never run again by itself; an
+//!   operation interrupted mid-step pauses until continued.
+//!
+//! Only this thread executes tools, and never without a recorded decision.
+//! Every record is written through the store and waited for (`record`).
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
@@ -139,7 +160,7 @@ fn record(store: &Sender<StoreCommand>, write: AgentWrite) -> Result<(), String>
 
 /// Saves the operation's row and state, and tells the UI.
 fn save_operation(store: &Sender<StoreCommand>, sink: &EventSink<AgentEvent>, live: &mut Live) {
-    live.row.state = serde_json::to_string(&live.state).unwrap_or_default();
+    live.row.state = serde_json::to_string(&live.state.stored()).unwrap_or_default();
     live.row.updated_at_millis = now_millis();
     if let Err(err) = record(store, AgentWrite::Operation(live.row.clone())) {
         sink.notice(format!("the task's progress was not saved: {err}"));

@@ -1,9 +1,14 @@
 //! An operation's conversation and the runner that decides its next move.
-//! The runner is pure: from the state, the calls of the current step and the
-//! limits it returns `call_llm`, `call_tools`, `request_approval`, a pause
-//! (a guardrail) or `finish`; the agent worker's executors act on it. Every
-//! text in the conversation keeps its origin, so the policy knows whether a
-//! step's prompt holds anything but the user's words and cowork's own.
+//! `State` holds the turns (each with its `Origin`), the offered tools, the
+//! todos and the spend. The runner, `next`, is pure: from the state, the calls
+//! of the current step and the limits it returns `CallLlm`, `CallTools`,
+//! `RequestApproval`, `Pause` (a guardrail: the same call three times, over
+//! $1.00 of cloud in 10 minutes, running over 5 minutes; a restart pauses an
+//! operation too, in `acting::resume_operations`) or `Finish` (the model
+//! answered without calls, 20 steps, most calls failing); the agent worker's
+//! executors (`acting`) act on it. Every text in the conversation keeps its
+//! origin, so the policy knows whether a step's prompt holds anything but the
+//! user's words and cowork's own.
 
 use std::collections::HashMap;
 use std::path::PathBuf;
@@ -197,6 +202,22 @@ pub struct StepRef {
 }
 
 impl State {
+    /// The state as it is saved: the `<private>…</private>` spans of its
+    /// texts left out (the model saw them in the turn they were typed in).
+    /// Borrowed, not copied, when there is none (every step saves the state).
+    pub fn stored(&self) -> std::borrow::Cow<'_, State> {
+        let private = |text: &str| text.contains("<private>");
+        if !private(&self.shown) && !self.entries.iter().any(|e| private(&e.turn.content)) {
+            return std::borrow::Cow::Borrowed(self);
+        }
+        let mut stored = self.clone();
+        for entry in &mut stored.entries {
+            entry.turn.content = crate::records::redact_private(&entry.turn.content);
+        }
+        stored.shown = crate::records::redact_private(&stored.shown);
+        std::borrow::Cow::Owned(stored)
+    }
+
     /// The origins of everything in the next step's prompt: its entries, and
     /// the definitions of the MCP tools offered with it (a server wrote those).
     pub fn origins(&self) -> Vec<Origin> {
@@ -446,6 +467,19 @@ mod tests {
         assert_eq!(numbered_lines(""), "");
         let long = "x\n".repeat(401);
         assert_eq!(numbered_lines(&long), long);
+    }
+
+    #[test]
+    fn the_saved_state_leaves_private_spans_out_and_borrows_when_there_is_none() {
+        let mut state = State::default();
+        state.push(Turn::new(Role::User, "log in with <private>s3cret</private> and check the build"), Origin::User);
+        state.shown = "Logging in with <private>s3cret</private>".into();
+        let saved = serde_json::to_string(&state.stored()).unwrap();
+        assert!(!saved.contains("s3cret"), "{saved}");
+        assert_eq!(state.stored().entries[0].turn.content, "log in with  and check the build");
+        assert!(state.entries[0].turn.content.contains("s3cret"), "the live task keeps what the user typed");
+        let plain = State::default();
+        assert!(matches!(plain.stored(), std::borrow::Cow::Borrowed(_)));
     }
 
     #[test]

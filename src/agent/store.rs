@@ -1,8 +1,23 @@
 //! What the agent keeps in cowork.db: operations (with their conversation so
-//! far), the calls of each step, the user's approval rules and the
-//! append-only audit log. Plain functions over a `Connection`: the store
-//! worker applies `AgentWrite`s (it owns the only writable connection), the
-//! agent worker and the CLI read with their own connections.
+//! far), the calls of each step, the user's approval rules and the append-only
+//! audit log (migration 8); the images a tool returned, allowed MCP tool
+//! definitions, the clients of `cowork mcp serve` and the steps Undo can put
+//! back. Plain functions over a `Connection`: in the sidebar the store worker
+//! applies `AgentWrite`s (`command` makes one a job on the writer, with a reply
+//! the agent waits for), the agent worker and the CLI read with their own
+//! connections.
+//!
+//! Operations have an owner (`this_process()`: pid and start time; migration
+//! 16). A process drives only the operations it owns; `resume_operations` takes
+//! over one whose owner is gone with a compare-and-swap on the owner
+//! (`AgentWrite::AdoptOperation`) and leaves a live owner's alone. Deciding a
+//! call is `AgentWrite::DecideCall`, a compare-and-swap on `status = 'waiting'`
+//! (refused with who decided); starting one is `AgentWrite::StartCall`, a
+//! compare-and-swap on an empty start time. A process that is not the owner
+//! (`cowork approve` beside the sidebar) decides through the database only; the
+//! owner looks for such decisions twice a second while one of its calls waits
+//! and runs what was approved. `cowork approve` waiting on an owner that dies
+//! takes the task over (`AgentCommand::Resume`).
 
 use rusqlite::{Connection, OptionalExtension, params};
 use serde::Serialize;
@@ -481,7 +496,7 @@ fn write_operation(conn: &Connection, op: &OperationRow) -> Result<(), WriteErro
             op.operation_id,
             op.thread_id,
             op.answer_id,
-            op.task,
+            crate::records::redact_private(&op.task),
             op.status.as_str(),
             op.steps,
             op.cost_usd,
@@ -928,6 +943,13 @@ mod tests {
             expires_at_millis: Some(300_001),
             images: Vec::new(),
         }
+    }
+
+    #[test]
+    fn an_operations_task_is_stored_without_its_private_spans() {
+        let conn = conn();
+        apply(&conn, &AgentWrite::Operation(OperationRow::running(8, None, Some(2), "sign in as <private>pw 1234</private> me".into(), "local".into(), 10))).unwrap();
+        assert_eq!(operation(&conn, 8).unwrap().unwrap().task, "sign in as  me");
     }
 
     #[test]

@@ -20,7 +20,7 @@ pub fn redact_for_cloud(text: &str) -> String {
     static DATE: OnceLock<Regex> = OnceLock::new();
     // "2026-11-27 07:36" is a date and a time, not an account number.
     let date = DATE.get_or_init(|| Regex::new(r"^\d{4}-\d{2}-\d{2}(?: \d{1,2})?$").expect("valid"));
-    let mut out = crate::capture::firewall::redact_private(text);
+    let mut out = crate::records::redact_private(text);
     for (pattern, mask) in patterns {
         out = pattern.replace_all(&out, |found: &regex::Captures| if *mask == "[number]" && date.is_match(&found[0]) { found[0].to_owned() } else { (*mask).to_owned() }).into_owned();
     }

@@ -1,9 +1,12 @@
-//! The privacy firewall: one rule engine, evaluated before anything is
-//! recorded. A window it excludes is treated as if nothing were focused: the
-//! previous session ends and no row is written for it.
+//! The privacy firewall: one rule engine (pause, quiet hours, app allow and
+//! deny lists, private windows, title patterns, domains), evaluated before
+//! anything is recorded. A window it excludes is treated as if nothing were
+//! focused: the previous session ends and no row is written for it, anywhere.
+//! The rules are settings, and a change reaches capture as
+//! `CaptureCommand::SetRules`.
 //!
-//! Pure logic (no I/O, no clock): the capture worker passes the observation
-//! and the local time; tests drive it directly.
+//! Pure logic (no I/O, no clock): the capture worker passes the observation and
+//! the local time; tests drive it directly.
 
 use regex::Regex;
 
@@ -268,21 +271,6 @@ fn domain_matches(host: &str, domain: &str) -> bool {
     host == domain || host.ends_with(&format!(".{domain}"))
 }
 
-/// Removes `<private>…</private>` spans from typed text (an unclosed tag hides the rest).
-pub fn redact_private(text: &str) -> String {
-    let mut out = String::with_capacity(text.len());
-    let mut rest = text;
-    while let Some(start) = rest.find("<private>") {
-        out.push_str(&rest[..start]);
-        match rest[start..].find("</private>") {
-            Some(end) => rest = &rest[start + end + "</private>".len()..],
-            None => return out,
-        }
-    }
-    out.push_str(rest);
-    out
-}
-
 /// A chat message containing `<no-memory>` is answered but not stored in memory.
 pub fn wants_no_memory(text: &str) -> bool {
     text.contains("<no-memory>")
@@ -357,10 +345,7 @@ mod tests {
     }
 
     #[test]
-    fn private_spans_are_redacted_and_no_memory_is_detected() {
-        assert_eq!(redact_private("pin is <private>1234</private> ok"), "pin is  ok");
-        assert_eq!(redact_private("a<private>b</private>c<private>d</private>e"), "ace");
-        assert_eq!(redact_private("open <private>never closed"), "open ");
+    fn no_memory_is_detected() {
         assert!(wants_no_memory("remember nothing <no-memory> please"));
         assert!(!wants_no_memory("normal"));
     }

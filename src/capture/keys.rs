@@ -1,8 +1,16 @@
-//! Keystroke chunks: the `keys` worker polls key state with device_query on
-//! its own thread and turns key transitions into text (shift, caps lock,
-//! auto-repeat, backspace), shortcuts (Ctrl/Alt/Super + key) into shortcut
-//! names, and flushes a chunk after a 2 s pause, on Enter/Tab/Escape, on a
-//! window change, or at 1000 characters. `<private>…</private>` is redacted.
+//! Keystroke chunks: the `keys` worker polls key state with device_query on its
+//! own thread (every 10 ms while typing, 25 ms while the user is active, 200 ms
+//! after 30 s without input) and turns key transitions into text (shift, caps
+//! lock, auto-repeat, backspace), shortcuts (Ctrl/Alt/Super + key) into
+//! shortcut names, and flushes a chunk after a 2 s pause, on Enter/Tab/Escape,
+//! on a window change, or at 1000 characters. `<private>…</private>` is
+//! redacted. A chunk the store cannot take within 200 ms is dropped and
+//! counted.
+//!
+//! Capture tells it the focused window after the firewall has decided
+//! (`KeysCommand::Window`), so typing in an excluded window has nowhere to go;
+//! the `a11y` worker tells it about password fields and, on Wayland, the text
+//! entered into fields. Copy shortcuts go to the clipboard worker.
 //!
 //! Key names are positions on a US layout (device_query's keycodes); other
 //! layouts record the US character for each key.
@@ -14,7 +22,7 @@ use crossbeam_channel::{Receiver, RecvTimeoutError, Sender, bounded};
 use device_query::{DeviceQuery, DeviceState, Keycode};
 
 use crate::capture::events::CaptureEvent;
-use crate::capture::firewall::redact_private;
+use crate::records::redact_private;
 use crate::capture::health::StreamStats;
 use crate::ids::{next_id, now_millis};
 use crate::records::{ActiveWindow, FlushReason, KeystrokeChunk};

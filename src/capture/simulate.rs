@@ -17,7 +17,8 @@ use anyhow::{Context, bail};
 use serde::Deserialize;
 
 use crate::capture::clipboard::ClipFilter;
-use crate::capture::firewall::{Observation, Rules, redact_private};
+use crate::capture::firewall::{Observation, Rules};
+use crate::records::redact_private;
 use crate::capture::heartbeat::{AfkEvent, AfkStatus, Heartbeats};
 use crate::capture::tracker::{SessionTracker, TrackerOutput};
 use crate::ids::{local_minute_of_day, next_id};

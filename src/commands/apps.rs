@@ -125,10 +125,17 @@ pub fn remove(paths: &Paths, app_id: &str) -> anyhow::Result<()> {
 /// `cowork apps render ID [--action JSON]…`: the app's view as JSON, after the
 /// actions, through the real lane (keyword search only; no model here).
 pub fn render(paths: &Paths, app_id: &str, actions: &[String]) -> anyhow::Result<()> {
+    // A writer thread as in the app, without its hooks (retention and crash recovery are the app's).
+    let mut store = crate::store::spawn_store(paths.db_path(), crate::runtime::EventSink::<crate::runtime::RuntimeEvent>::ignored(), crate::runtime::RestartPolicy::default(), crate::store::StoreHooks::default())?;
+    let rendered = render_through(paths, crate::store::StoreLink::new(paths.db_path(), store.commands.clone()), app_id, actions);
+    // Joined before the process exits: a store thread still closing its connection
+    // while the process tears down SQLCipher's crypto would crash it.
+    store.shutdown(crate::store::StoreCommand::Shutdown, std::time::Duration::from_secs(30));
+    rendered
+}
+
+fn render_through(paths: &Paths, store: crate::store::StoreLink, app_id: &str, actions: &[String]) -> anyhow::Result<()> {
     let sink = crate::runtime::EventSink::ignored();
-    // A writer thread as in the app, without its hooks (retention and crash recovery are the app's); it ends with the worker's link.
-    let store = crate::store::spawn_store(paths.db_path(), crate::runtime::EventSink::<crate::runtime::RuntimeEvent>::ignored(), crate::runtime::RestartPolicy::default(), crate::store::StoreHooks::default())?;
-    let store = crate::store::StoreLink::new(paths.db_path(), store.commands.clone());
     let config = crate::apps::worker::AppsConfig { store, apps_dir: crate::apps::worker::apps_dir(&paths.data_dir) };
     let mut worker = crate::apps::worker::AppsWorker::new(config, None, None, sink);
     worker.open()?;

@@ -2109,6 +2109,9 @@ fn a_dropped_document_is_attached_and_an_answer_can_be_saved_and_its_task_undone
 
     harness.get_by_label("Undo").click();
     harness.run();
+    // Undo is a job on the store's one writer; here the test plays the store.
+    let undo = far.store.try_iter().find(|c| c.what() == "undo operation 77").expect("Undo asks the store");
+    undo.run_on(&cowork::store::open_writer(&data.path().join("cowork.db")).unwrap()).unwrap();
     assert!(step_until(&mut harness, std::time::Duration::from_secs(20), |h| h.state().state.notices.iter().any(|n| n.starts_with("Undone:"))), "the undo is done");
     assert_eq!(std::fs::read_to_string(&victim).unwrap(), "keep me");
     assert!(harness.query_by_label("Undo").is_none(), "Undo is offered once");

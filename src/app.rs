@@ -524,7 +524,7 @@ impl CoworkApp {
     pub fn handle_action(&mut self, action: UiAction) {
         match action {
             action @ (UiAction::VoiceToggle(..) | UiAction::VoiceCancel | UiAction::ListMicrophones) => self.voice_action(action),
-            action @ (UiAction::SendMessage(..) | UiAction::Stop | UiAction::DecideCall { .. } | UiAction::ContinueOperation { .. } | UiAction::NewThread | UiAction::SelectThread(..) | UiAction::Consent(..) | UiAction::TryHarder { .. } | UiAction::ConfirmRetry | UiAction::CancelRetry | UiAction::ExportAnswer { .. } | UiAction::Rate { .. } | UiAction::Undo(..) | UiAction::OpenCitation(..) | UiAction::RemoveRule(..)) => self.chat_action(action),
+            action @ (UiAction::SendMessage(..) | UiAction::Stop | UiAction::DecideCall { .. } | UiAction::ContinueOperation { .. } | UiAction::NewThread | UiAction::SelectThread(..) | UiAction::DeleteThread(..) | UiAction::Consent(..) | UiAction::TryHarder { .. } | UiAction::ConfirmRetry | UiAction::CancelRetry | UiAction::ExportAnswer { .. } | UiAction::Rate { .. } | UiAction::Undo(..) | UiAction::OpenCitation(..) | UiAction::RemoveRule(..)) => self.chat_action(action),
             action @ (UiAction::McpEdit(..) | UiAction::McpReconnect(..) | UiAction::McpStop(..) | UiAction::McpTest(..) | UiAction::McpAddFromCatalog { .. } | UiAction::McpSignIn(..) | UiAction::McpSignOut(..) | UiAction::AttachResource { .. } | UiAction::UsePrompt(..) | UiAction::Elicited { .. } | UiAction::McpClientDecision { .. }) => self.mcp_action(action),
             action @ (UiAction::ListModels { .. } | UiAction::SetProviderModel { .. } | UiAction::SaveProvider(..) | UiAction::RemoveProvider(..) | UiAction::TestProvider { .. } | UiAction::SaveKey { .. } | UiAction::SaveSearchKey { .. }) => self.providers_action(action),
             action @ (UiAction::ChooseChatModel(..) | UiAction::AddModel(..) | UiAction::SetupDownload { .. } | UiAction::SetupCancelDownload | UiAction::FetchModels | UiAction::InstallModel(..) | UiAction::RemoveModel(..) | UiAction::LoadModel) => self.models_action(action),
@@ -584,6 +584,12 @@ impl CoworkApp {
                     // The agent's tool chips of the thread's answers (a live operation sends its own), and its pins.
                     self.send_store(crate::agent::store::load_thread_calls(thread_id, self.channels.bus.narrow()));
                     self.send_store(crate::memory::commands::load_pins(thread_id, self.channels.bus.narrow()));
+                }
+            }
+            UiAction::DeleteThread(thread_id) => {
+                // Not while it is being answered: the answer would write into it again.
+                if self.state.generating.is_none() || self.state.current_thread != Some(thread_id) {
+                    self.send_store(crate::erase::delete_thread_command(thread_id, self.channels.bus.narrow()));
                 }
             }
             UiAction::RemoveRule(id) => self.send_agent_command(AgentCommand::RemoveRule(id)),

@@ -12,6 +12,8 @@ use crate::store::{StoreCommand, fts_phrase};
 pub enum ChatEvent {
     ThreadsLoaded(Vec<ChatThread>),
     MessagesLoaded { thread_id: i64, messages: Vec<ChatMessage> },
+    /// A conversation was deleted (and purged from disk), with this many messages.
+    ThreadDeleted { thread_id: i64, messages: usize },
 }
 
 /// Message ids whose text matches an FTS5 query, best first.

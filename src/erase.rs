@@ -1,7 +1,8 @@
 //! Deleting what cowork keeps: a stretch of time from everything (capture,
 //! chat, summaries, the agent's operations, automation runs, documents kept
-//! in it, audio and its files), made physical on disk and guarded against
-//! late writes; and retention, run by the store now and then.
+//! in it, audio and its files), or one conversation with all that belongs to
+//! it, made physical on disk and guarded against late writes; and retention,
+//! run by the store now and then.
 //!
 //! A deletion is a job on the store's one writer (`delete_range_command`):
 //! the rows go in one transaction, then `store::purge_deleted` makes it
@@ -72,6 +73,50 @@ pub fn delete_range(conn: &Connection, since_millis: i64, until_millis: i64) -> 
         params![since_millis, until_millis],
     )?;
     Ok(Deleted { sessions, messages, keystroke_chunks, clipboard_events, afk_events, audio_transcripts: 0 })
+}
+
+/// Deletes one conversation: its messages (their search entries and vectors go
+/// by the triggers), its summary, the agent's tasks in it with their calls,
+/// what was pinned to it and an app's link to it. Returns how many messages went.
+pub fn delete_thread(conn: &Connection, thread_id: i64) -> rusqlite::Result<usize> {
+    // A conversation's summary spans its first message to its last (`summarise_pending`).
+    conn.execute(
+        "DELETE FROM observations WHERE kind = 'conversation' AND period_start_ms = (SELECT min(created_at_ms) FROM chat_messages WHERE thread_id = ?1)",
+        [thread_id],
+    )?;
+    conn.execute("DELETE FROM operation_calls WHERE operation_id IN (SELECT operation_id FROM operations WHERE thread_id = ?1)", [thread_id])?;
+    conn.execute("DELETE FROM operations WHERE thread_id = ?1", [thread_id])?;
+    conn.execute("DELETE FROM feedback WHERE message_id IN (SELECT message_id FROM chat_messages WHERE thread_id = ?1)", [thread_id])?;
+    let messages = conn.execute("DELETE FROM chat_messages WHERE thread_id = ?1", [thread_id])?;
+    conn.execute("DELETE FROM thread_pins WHERE thread_id = ?1", [thread_id])?;
+    conn.execute("DELETE FROM app_threads WHERE thread_id = ?1", [thread_id])?;
+    conn.execute("DELETE FROM chat_threads WHERE thread_id = ?1", [thread_id])?;
+    Ok(messages)
+}
+
+/// Deletes one conversation and purges it from the files, as a range
+/// deletion does; the outcome goes to the chat (`show`) or as a notice.
+pub fn delete_thread_command(thread_id: i64, show: crate::runtime::EventSink<crate::chat::ChatEvent>) -> crate::store::StoreCommand {
+    crate::store::StoreCommand::run(format!("delete thread {thread_id}"), move |writer| {
+        let outcome = delete_thread_now(writer, thread_id);
+        match outcome {
+            Ok(messages) => {
+                writer.wrote(); // its tombstones take the vectors out of the indexes
+                show.send(crate::chat::ChatEvent::ThreadDeleted { thread_id, messages });
+            }
+            Err(err) => writer.notice(format!("the conversation was not deleted: {err:#}")),
+        }
+    })
+}
+
+fn delete_thread_now(writer: &crate::store::Writer<'_>, thread_id: i64) -> anyhow::Result<usize> {
+    writer.conn().pragma_update(None, "secure_delete", "ON")?;
+    let outcome = writer.transaction(|tx| Ok(delete_thread(tx, thread_id)?)).and_then(|messages| {
+        crate::store::purge_deleted(writer.conn())?;
+        Ok(messages)
+    });
+    writer.conn().pragma_update(None, "secure_delete", "OFF")?;
+    outcome
 }
 
 /// Deletes everything in `[since, until)` and purges it from the files; the
@@ -232,5 +277,48 @@ mod tests {
         assert_eq!(left, 0);
         assert!(find("Porto").is_empty());
         conn.execute("INSERT INTO observation_fts (observation_fts) VALUES ('integrity-check')", []).expect("the keyword index is intact");
+    }
+
+    #[test]
+    fn deleting_a_conversation_takes_its_messages_tasks_summary_and_pins_and_leaves_the_others() {
+        let conn = db();
+        let message = |message_id, thread_id, text: &str, at| crate::records::ChatMessage {
+            message_id,
+            thread_id,
+            role: crate::records::Role::User,
+            content: text.into(),
+            context: None,
+            status: crate::records::MessageStatus::Done,
+            created_at_millis: at,
+            ask_id: None, provider: None, cost_usd: None, citations: None, refusal: false,
+        };
+        for (thread_id, title) in [(1, "Porto"), (2, "Budget")] {
+            crate::chat::upsert_thread(&conn, &crate::records::ChatThread { thread_id, title: title.into(), updated_at_millis: 0 }, 0).unwrap();
+        }
+        crate::chat::upsert_message(&conn, &message(10, 1, "book the hotel in Porto", 1_000), None).unwrap();
+        crate::chat::upsert_message(&conn, &message(11, 1, "the Porto hotel is booked", 2_000), None).unwrap();
+        crate::chat::upsert_message(&conn, &message(20, 2, "the budget is due on Friday", 1_500), None).unwrap();
+        let summary = |start, text: &str| crate::memory::Observation { kind: "conversation".into(), period_start_millis: start, period_end_millis: start + 1_000, text: text.into(), model: None };
+        crate::memory::insert_observation(&conn, &summary(1_000, "Booked a hotel in Porto"), 3).unwrap();
+        crate::memory::insert_observation(&conn, &summary(1_500, "The budget is due Friday"), 3).unwrap();
+        conn.execute("INSERT INTO operations (operation_id, thread_id, task, status, brain, state, created_at_ms, updated_at_ms) VALUES (5, 1, 'book it', 'done', 'local', '{}', 1, 1)", []).unwrap();
+        conn.execute("INSERT INTO operation_calls (call_id, operation_id, step, model_call_id, tool, arguments, risk, status, why, created_at_ms) VALUES (50, 5, 1, 'c', 'write_file', '{}', 'sensitive', 'done', 'x', 1)", []).unwrap();
+        conn.execute("INSERT INTO feedback (message_id, rating, reason, at_ms) VALUES (11, 1, 'good', 3)", []).unwrap();
+
+        assert_eq!(delete_thread(&conn, 1).unwrap(), 2);
+        purge_deleted(&conn).unwrap();
+        let count = |sql: &str| -> i64 { conn.query_row(sql, [], |r| r.get(0)).unwrap() };
+        assert_eq!(count("SELECT count(*) FROM chat_threads WHERE thread_id = 1"), 0);
+        assert_eq!(count("SELECT count(*) FROM chat_messages WHERE thread_id = 1"), 0);
+        assert!(crate::chat::search_messages(&conn, "Porto", 5).unwrap().is_empty(), "its words left the keyword index");
+        assert_eq!(count("SELECT count(*) FROM operations"), 0);
+        assert_eq!(count("SELECT count(*) FROM operation_calls"), 0);
+        assert_eq!(count("SELECT count(*) FROM feedback"), 0);
+        assert_eq!(count("SELECT count(*) FROM observations WHERE text LIKE '%Porto%'"), 0, "its summary went with it");
+        // The other conversation is untouched.
+        assert_eq!(crate::chat::messages(&conn, 2).unwrap().len(), 1);
+        assert_eq!(crate::chat::search_messages(&conn, "budget", 5).unwrap().len(), 1);
+        assert_eq!(count("SELECT count(*) FROM observations WHERE text LIKE '%budget%'"), 1);
+        assert_eq!(delete_thread(&conn, 1).unwrap(), 0, "deleting it again deletes nothing");
     }
 }

@@ -123,6 +123,8 @@ pub enum UiAction {
     Stop,
     NewThread,
     SelectThread(i64),
+    /// Delete a conversation with everything in it (the chat asked first).
+    DeleteThread(i64),
     SwitchTab(Tab),
     RetryWorker(WorkerName),
     OpenQuickPrompt,
@@ -718,6 +720,13 @@ impl AppState {
                 if self.current_thread == Some(thread_id) && self.generating.is_none() {
                     self.messages = messages.into_iter().map(MessageView::from).collect();
                 }
+            }
+            ChatEvent::ThreadDeleted { thread_id, messages } => {
+                self.threads.retain(|t| t.thread_id != thread_id);
+                if self.current_thread == Some(thread_id) {
+                    self.new_thread();
+                }
+                self.notice(format!("Deleted the conversation ({messages} messages)"));
             }
         }
     }

@@ -31,6 +31,29 @@ pub struct ChatPanel {
     pub shown_context: Option<i64>,
     /// A rating being given: (answer, +1/-1, why).
     pub rating: Option<(i64, i8, String)>,
+    /// The conversation the user asked to delete, waiting for their yes.
+    pub deleting: Option<i64>,
+}
+
+/// "Delete this conversation?": what goes, and the user's yes or no.
+fn delete_confirm_ui(ui: &mut egui::Ui, state: &AppState, panel: &mut ChatPanel, actions: &mut Vec<UiAction>) {
+    let Some(thread_id) = panel.deleting else { return };
+    let Some(thread) = state.threads.iter().find(|t| t.thread_id == thread_id) else {
+        panel.deleting = None;
+        return;
+    };
+    ui.group(|ui| {
+        ui.label(format!("Delete \"{}\"? Its messages, the agent's tasks in it, its summary and its pins go, and are purged from disk. Captured activity stays.", thread.title));
+        ui.horizontal(|ui| {
+            if ui.button("Delete conversation").clicked() {
+                actions.push(UiAction::DeleteThread(thread_id));
+                panel.deleting = None;
+            }
+            if ui.button("Keep it").clicked() {
+                panel.deleting = None;
+            }
+        });
+    });
 }
 
 pub fn chat_ui(ui: &mut egui::Ui, state: &AppState, panel: &mut ChatPanel, actions: &mut Vec<UiAction>) {
@@ -45,6 +68,10 @@ pub fn chat_ui(ui: &mut egui::Ui, state: &AppState, panel: &mut ChatPanel, actio
         ui.with_layout(egui::Layout::right_to_left(egui::Align::Center), |ui| {
             if ui.button("New chat").clicked() {
                 actions.push(UiAction::NewThread);
+            }
+            let deletable = state.current_thread.filter(|id| state.threads.iter().any(|t| t.thread_id == *id) && state.generating.is_none());
+            if ui.add_enabled(deletable.is_some(), egui::Button::new("Delete")).on_hover_text("Delete this conversation and everything in it").clicked() {
+                panel.deleting = deletable;
             }
             egui::ComboBox::from_id_salt("thread_picker")
                 .selected_text(current)
@@ -61,6 +88,7 @@ pub fn chat_ui(ui: &mut egui::Ui, state: &AppState, panel: &mut ChatPanel, actio
                 .labelled_by(label.id);
         });
     });
+    delete_confirm_ui(ui, state, panel, actions);
     model_line_ui(ui, state);
     pins_ui(ui, state, actions);
     consent_ui(ui, state, actions);

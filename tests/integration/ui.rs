@@ -2296,3 +2296,34 @@ fn a_models_thinking_is_shown_collapsed_under_the_answer_and_apart_from_it() {
     harness.run();
     harness.get_by_label("The user asks for a capital. France: Paris.");
 }
+
+#[test]
+fn a_conversation_is_deleted_only_after_a_yes_and_leaves_the_list() {
+    let (mut harness, far) = app();
+    let thread = |thread_id, title: &str| cowork::records::ChatThread { thread_id, title: title.into(), updated_at_millis: thread_id };
+    far.events.send(AppEvent::Chat(cowork::chat::ChatEvent::ThreadsLoaded(vec![thread(1, "Trip to Porto"), thread(2, "Budget questions")]))).unwrap();
+    harness.run();
+    harness.state_mut().state.current_thread = Some(2);
+    harness.run();
+    let _ = far.store.try_iter().count();
+    harness.get_by_label("Delete").click();
+    harness.run();
+    assert!(store_asked(&far).is_empty(), "nothing is deleted before the user says yes");
+    // No: nothing happens.
+    harness.get_by_label("Keep it").click();
+    harness.run();
+    assert!(store_asked(&far).is_empty());
+    assert!(harness.query_by_label("Delete conversation").is_none());
+    // Yes: the store is asked to delete that conversation, and only that one.
+    harness.get_by_label("Delete").click();
+    harness.run();
+    harness.get_by_label("Delete conversation").click();
+    harness.run();
+    assert_eq!(store_asked(&far), ["delete thread 2"]);
+    far.events.send(AppEvent::Chat(cowork::chat::ChatEvent::ThreadDeleted { thread_id: 2, messages: 4 })).unwrap();
+    harness.run();
+    let state = &harness.state().state;
+    assert_eq!(state.threads.iter().map(|t| t.thread_id).collect::<Vec<_>>(), [1]);
+    assert_eq!(state.current_thread, None, "a new chat, not the deleted one");
+    harness.get_by_label("Deleted the conversation (4 messages)");
+}

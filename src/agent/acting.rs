@@ -234,17 +234,23 @@ impl<B: LocalBrain> AgentWorker<B> {
         // A local question that can only read memory is answered from the grounded context in one
         // pass: as right as without the agent and three times sooner than a tool step first
         // (`local::reads_memory_only` has the measurements, `answers_from_memory` the rule).
-        if matches!(brain, Brain::Local) && settings.agent_memory_from_context && request.attachments.is_empty() {
+        // The small model's plan is made once, here: whether memory answers it, and what a task is offered.
+        let local = matches!(brain, Brain::Local).then(|| super::local::plan(&request.text, &self.acting.files));
+        if let Some(plan) = &local
+            && plan.from_memory
+            && settings.agent_memory_from_context
+            && request.attachments.is_empty()
+        {
             let extra = integrations::local_names(&self.acting.mcp_tools, &request.text).len() + flows::local_names(&self.acting.flow_tools, &request.text).len();
-            if extra == 0 && super::local::plan(&request.text, &self.acting.files).from_memory {
+            if extra == 0 {
                 return super::operation::Answering::FromMemory(ChatRequest { agent: false, text: asked_text, ..request });
             }
         }
-        super::operation::Answering::Task { request, brain, remember, settings: Box::new(settings) }
+        super::operation::Answering::Task { request: Box::new(request), brain, remember, settings: Box::new(settings), local }
     }
 
     /// Starts an operation for a question `decide` made a task.
-    pub(super) fn start_operation(&mut self, request: ChatRequest, brain: Brain, remember: bool, settings: &crate::config::Settings) {
+    pub(super) fn start_operation(&mut self, request: ChatRequest, brain: Brain, remember: bool, settings: &crate::config::Settings, local: Option<super::local::LocalPlan>) {
         let now = now_millis();
         if remember && !request.is_retry {
             if request.thread_is_new {
@@ -253,7 +259,7 @@ impl<B: LocalBrain> AgentWorker<B> {
             self.persist(super::worker::user_message(&request, None), None);
         }
         let mut tools: Vec<String> = match &brain {
-            Brain::Local => super::local::plan(&request.text, &self.acting.files).offered.into_iter().map(str::to_owned).collect(),
+            Brain::Local => local.map_or_else(|| super::local::offer(&request.text, Some(&self.acting.files)), |plan| plan.offered).into_iter().map(str::to_owned).collect(),
             Brain::Cloud { consent, .. } => registry::cloud_set(0)
                 .into_iter()
                 // Without consent for this provider, nothing captured is offered to it.

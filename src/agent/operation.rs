@@ -56,8 +56,8 @@ pub struct ChatRequest {
 pub enum Answering {
     /// From memory in one pass, as a plain answer (a local question that can only read memory).
     FromMemory(ChatRequest),
-    /// As a task with tools on `brain`.
-    Task { request: ChatRequest, brain: Brain, remember: bool, settings: Box<crate::config::Settings> },
+    /// As a task with tools on `brain` (on the local one, with what its plan offers).
+    Task { request: Box<ChatRequest>, brain: Brain, remember: bool, settings: Box<crate::config::Settings>, local: Option<crate::agent::local::LocalPlan> },
     /// Nothing starts now: the user is asked for consent, or it ended early.
     Nothing,
 }

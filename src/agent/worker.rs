@@ -378,7 +378,7 @@ impl<B: LocalBrain> AgentWorker<B> {
             // Decided once, before any operation starts.
             true => match self.decide(request) {
                 super::operation::Answering::FromMemory(request) => request,
-                super::operation::Answering::Task { request, brain, remember, settings } => return self.start_operation(request, brain, remember, &settings),
+                super::operation::Answering::Task { request, brain, remember, settings, local } => return self.start_operation(*request, brain, remember, &settings, local),
                 super::operation::Answering::Nothing => return,
             },
         };

@@ -155,24 +155,19 @@ impl AutomationsWorker {
         self.conn.as_ref().ok_or_else(|| anyhow::anyhow!("the automations worker has no database"))
     }
 
-    /// Runs a write on the store's writer and waits for it.
-    fn write<T: Send + 'static>(&self, what: &'static str, work: impl FnOnce(&Connection) -> rusqlite::Result<T> + Send + 'static) -> anyhow::Result<T> {
-        self.config.store.call(what, move |conn| Ok(work(conn)?))
-    }
-
     fn save_run(&self, run: &RunRow) -> anyhow::Result<()> {
         let run = run.clone();
-        self.write("automation run", move |conn| db::save_run(conn, &run))
+        self.config.store.write("automation run", move |conn| db::save_run(conn, &run))
     }
 
     fn save_step(&self, step: &StepRow) -> anyhow::Result<()> {
         let step = step.clone();
-        self.write("automation step", move |conn| db::save_step(conn, &step))
+        self.config.store.write("automation step", move |conn| db::save_step(conn, &step))
     }
 
     fn save_run_and_step(&self, run: &RunRow, step: &StepRow) -> anyhow::Result<()> {
         let (run, step) = (run.clone(), step.clone());
-        self.write("automation run and step", move |conn| db::save_run_and_step(conn, &run, &step))
+        self.config.store.write("automation run and step", move |conn| db::save_run_and_step(conn, &run, &step))
     }
 
     /// Opens the database and reads the flows; open runs resume.
@@ -191,7 +186,7 @@ impl AutomationsWorker {
         self.owner = take_lock(dir)?;
         if self.owner.is_some() {
             let now = self.now();
-            let added = self.write("seed built-in flows", move |conn| db::seed_builtins(conn, now))?;
+            let added = self.config.store.write("seed built-in flows", move |conn| db::seed_builtins(conn, now))?;
             if added > 0 {
                 self.reload()?;
             }
@@ -292,7 +287,7 @@ impl AutomationsWorker {
             let Some(next) = state.next_fire_at_millis else {
                 // Newly saved or switched on: the first time after now.
                 let first = schedule.next_after(now);
-                self.write("next fire", move |conn| db::set_next_fire(conn, id, first))?;
+                self.config.store.write("next fire", move |conn| db::set_next_fire(conn, id, first))?;
                 if let Some(at) = schedule.next_after(now) {
                     wake = wake.min(at);
                 }
@@ -393,7 +388,7 @@ impl AutomationsWorker {
         if skip {
             tracing::info!(flow = %flow.name, active, "the flow is still running: this start is skipped");
             let next_fire = start.next_fire;
-            self.write("skipped start", move |conn| {
+            self.config.store.write("skipped start", move |conn| {
                 if let Some(next) = next_fire {
                     db::set_next_fire(conn, automation_id, next)?;
                 }
@@ -411,7 +406,7 @@ impl AutomationsWorker {
         let (trigger_kind, event_key, next_fire, rerun_of, now_millis) = (start.kind.to_owned(), start.event_key.clone(), start.next_fire, start.rerun_of, self.now());
         let queued_flow = flow.clone();
         self.changed = true;
-        let queued = self.write("queue automation run", move |conn| {
+        let queued = self.config.store.write("queue automation run", move |conn| {
             let new = NewRun { run_id, automation_id, flow: &queued_flow, trigger_kind: &trigger_kind, scope: &scope, event_key: event_key.as_deref(), next_fire, rerun_of, now_millis };
             db::queue_run(conn, &new)
         })?;
@@ -722,7 +717,7 @@ impl AutomationsWorker {
         self.save_run(&run)?;
         if status != RunStatus::Cancelled {
             let (automation_id, success) = (run.automation_id, status == RunStatus::Done);
-            self.write("automation outcome", move |conn| db::record_outcome(conn, automation_id, success, now))?;
+            self.config.store.write("automation outcome", move |conn| db::record_outcome(conn, automation_id, success, now))?;
         }
         tracing::info!(flow = %run.flow.name, run = run.run_id, status = status.as_str(), error = ?error, "automation run ended");
         if let Some(error) = &error
@@ -898,7 +893,7 @@ impl AutomationsWorker {
                 let result = match flow.validate(&flow::BuiltIn) {
                     Ok(()) => {
                         let (saved, now) = (flow.clone(), self.now());
-                        self.write("save flow", move |conn| db::save_flow(conn, &saved, now)).map_err(|err| vec![format!("the flow was not saved: {err:#}")])
+                        self.config.store.write("save flow", move |conn| db::save_flow(conn, &saved, now)).map_err(|err| vec![format!("the flow was not saved: {err:#}")])
                     }
                     Err(problems) => Err(problems),
                 };
@@ -918,7 +913,7 @@ impl AutomationsWorker {
             }
             AutomationsCommand::Delete { name, reply } => {
                 let deleted = name.clone();
-                let result = match self.write("delete flow", move |conn| db::delete_flow(conn, &deleted)) {
+                let result = match self.config.store.write("delete flow", move |conn| db::delete_flow(conn, &deleted)) {
                     Ok(true) => Ok(()),
                     Ok(false) => Err(format!("there is no automation \"{name}\"")),
                     Err(err) => Err(format!("the automation was not removed: {err:#}")),
@@ -930,7 +925,7 @@ impl AutomationsWorker {
             }
             AutomationsCommand::SetEnabled { name, enabled } => {
                 let named = name.clone();
-                self.write("flow on or off", move |conn| db::set_enabled(conn, &named, enabled))?;
+                self.config.store.write("flow on or off", move |conn| db::set_enabled(conn, &named, enabled))?;
                 self.reload()?;
             }
             AutomationsCommand::Run { name, data, origin, reply } => {

@@ -86,7 +86,7 @@ impl EmbedWorker {
         typing_at_millis: Arc<AtomicI64>,
     ) -> anyhow::Result<Self> {
         // The store first: it made the file by the time it answers.
-        let recovered = store.call("recover embedding jobs", |conn| Ok(jobs::recover(conn, now_millis())?))?;
+        let recovered = store.write("recover embedding jobs", |conn| jobs::recover(conn, now_millis()))?;
         let conn = store.read_only()?;
         if recovered.failed > 0 {
             sink.notice(format!("{} embedding job(s) were stuck and failed (Settings → Memory can retry them)", recovered.failed));
@@ -119,7 +119,7 @@ impl EmbedWorker {
 
     /// Passes deletions on to the indexes.
     pub fn forward_tombstones(&mut self) -> anyhow::Result<usize> {
-        let removed = self.store.call("take tombstones", |conn| Ok(jobs::take_tombstones(conn)?))?;
+        let removed = self.store.write("take tombstones", jobs::take_tombstones)?;
         let count = removed.iter().map(|r| r.ids.len()).sum();
         for entry in removed {
             let _ = self.index.send_timeout(SearchCommand::IndexRemove(entry), Duration::from_secs(5));
@@ -142,7 +142,7 @@ impl EmbedWorker {
         let now = now_millis();
         let job = match jobs::next_job(&self.conn)? {
             Some(job) => job,
-            None => match self.store.call("create embedding job", move |conn| Ok(jobs::create_job(conn, now, JOB_MAX_CHUNKS)?))? {
+            None => match self.store.write("create embedding job", move |conn| jobs::create_job(conn, now, JOB_MAX_CHUNKS))? {
                 Some(job) => job,
                 None => {
                     // Idle: one last report after work, then no more reads.
@@ -170,10 +170,10 @@ impl EmbedWorker {
             }
         };
         let job_id = job.job_id;
-        self.store.call("begin embedding job", move |conn| Ok(jobs::begin(conn, job_id, now)?))?;
+        self.store.write("begin embedding job", move |conn| jobs::begin(conn, job_id, now))?;
         let batch = jobs::next_batch(&self.conn, job.job_id, BATCH)?;
         if batch.is_empty() {
-            self.store.call("finish embedding job", move |conn| Ok(jobs::finish(conn, job_id, now)?))?;
+            self.store.write("finish embedding job", move |conn| jobs::finish(conn, job_id, now))?;
             self.report_progress(false);
             return Ok(Some(0));
         }
@@ -182,13 +182,13 @@ impl EmbedWorker {
             Ok(vectors) => vectors,
             Err(err) => {
                 let error = format!("{err:#}");
-                self.store.call("fail embedding job", move |conn| Ok(jobs::fail(conn, job_id, &error, now_millis())?))?;
+                self.store.write("fail embedding job", move |conn| jobs::fail(conn, job_id, &error, now_millis()))?;
                 self.sink.notice(format!("an embedding job failed: {err:#}"));
                 return Ok(Some(0));
             }
         };
         let mut stored = 0;
-        let committed = self.store.call("embedding batch", move |conn| Ok(jobs::commit_batch(conn, job_id, &batch, &vectors, now_millis())?))?;
+        let committed = self.store.write("embedding batch", move |conn| jobs::commit_batch(conn, job_id, &batch, &vectors, now_millis()))?;
         for added in committed {
             stored += added.ids.len();
             // A search worker that is not there catches up from SQLite when it opens the indexes.
@@ -220,11 +220,11 @@ impl EmbedWorker {
         match command {
             EmbedCommand::Wake => {}
             EmbedCommand::RetryFailed => {
-                let retried = self.store.call("retry failed embedding jobs", |conn| Ok(jobs::retry_failed(conn, now_millis())?))?;
+                let retried = self.store.write("retry failed embedding jobs", |conn| jobs::retry_failed(conn, now_millis()))?;
                 tracing::info!(retried, "retrying failed embedding jobs");
             }
             EmbedCommand::Shutdown => {
-                self.store.call("pause embedding jobs", |conn| Ok(jobs::pause_processing(conn, now_millis())?))?;
+                self.store.write("pause embedding jobs", |conn| jobs::pause_processing(conn, now_millis()))?;
                 return Ok(false);
             }
         }

@@ -236,23 +236,18 @@ impl NotifyWorker {
         self.conn.as_ref().ok_or_else(|| anyhow::anyhow!("the notify worker has no database"))
     }
 
-    /// Runs a write on the store's writer and waits for it.
-    fn write<T: Send + 'static>(&self, what: &'static str, work: impl FnOnce(&Connection) -> rusqlite::Result<T> + Send + 'static) -> anyhow::Result<T> {
-        self.config.store.call(what, move |conn| Ok(work(conn)?))
-    }
-
     fn set_gate(&self, notification_id: i64, state: &'static str, reason: String, release_at_millis: Option<i64>) -> anyhow::Result<()> {
-        self.write("notification gate", move |conn| db::set_gate(conn, notification_id, state, &reason, release_at_millis))
+        self.config.store.write("notification gate", move |conn| db::set_gate(conn, notification_id, state, &reason, release_at_millis))
     }
 
     /// Closes a notification as `state`; false when it was closed already.
     fn close(&self, notification_id: i64, state: &'static str, now_millis: i64) -> anyhow::Result<bool> {
-        self.write("close notification", move |conn| db::close(conn, notification_id, state, now_millis))
+        self.config.store.write("close notification", move |conn| db::close(conn, notification_id, state, now_millis))
     }
 
     fn acted(&self, source: &str) -> anyhow::Result<()> {
         let source = source.to_owned();
-        self.write("notification acted on", move |conn| db::acted(conn, &source))
+        self.config.store.write("notification acted on", move |conn| db::acted(conn, &source))
     }
 
     pub fn open(&mut self) -> anyhow::Result<()> {
@@ -296,7 +291,7 @@ impl NotifyWorker {
             desktop_id: None,
             closed_at_millis: None,
         };
-        self.write("notification", move |conn| db::insert(conn, &row))?;
+        self.config.store.write("notification", move |conn| db::insert(conn, &row))?;
         self.changed = true;
         Ok(())
     }
@@ -367,7 +362,7 @@ impl NotifyWorker {
                 tracing::debug!(desktop_id, ?ids, title, "shown on the desktop");
                 {
                     let ids = ids.to_vec();
-                    self.write("notification shown", move |conn| db::mark_shown(conn, &ids, desktop_id, now_millis()))?
+                    self.config.store.write("notification shown", move |conn| db::mark_shown(conn, &ids, desktop_id, now_millis()))?
                 }
             }
             Err(err) => {
@@ -395,7 +390,7 @@ impl NotifyWorker {
                     NoticeAction::Approve { call_id } => (self.hooks.approve)(*call_id),
                     NoticeAction::Mute { source } => {
                         let source = source.clone();
-                        self.write("mute source", move |conn| db::set_muted(conn, &source, true))?
+                        self.config.store.write("mute source", move |conn| db::set_muted(conn, &source, true))?
                     }
                     NoticeAction::RestoreLocal => (self.hooks.restore_local)(),
                     NoticeAction::None => {}
@@ -424,11 +419,11 @@ impl NotifyWorker {
     /// A source dismissed again and again is proposed for muting: asked, never muted silently.
     fn learn_from_dismissal(&mut self, source: &str) -> anyhow::Result<()> {
         let dismissed = source.to_owned();
-        let in_a_row = self.write("notification dismissed", move |conn| db::dismissed(conn, &dismissed))?;
+        let in_a_row = self.config.store.write("notification dismissed", move |conn| db::dismissed(conn, &dismissed))?;
         let now = now_millis();
         if in_a_row >= MUTE_AFTER_DISMISSALS && !source.starts_with("cowork:") && {
             let source = source.to_owned();
-            self.write("propose mute", move |conn| db::propose_mute(conn, &source, now - PROPOSE_EVERY_MILLIS, now))?
+            self.config.store.write("propose mute", move |conn| db::propose_mute(conn, &source, now - PROPOSE_EVERY_MILLIS, now))?
         } {
             let notice = Notice {
                 source: "cowork:mute".into(),

@@ -68,16 +68,15 @@ impl StoreLink {
         answer.recv_timeout(ANSWER_WAIT).map_err(|_| anyhow::anyhow!("{what}: the store did not answer"))?
     }
 
+    /// `call` for work that is plain SQL (its error is SQLite's).
+    pub fn write<T: Send + 'static>(&self, what: impl Into<Cow<'static, str>>, work: impl FnOnce(&Connection) -> rusqlite::Result<T> + Send + 'static) -> anyhow::Result<T> {
+        self.call(what, move |conn| Ok(work(conn)?))
+    }
+
     /// Waits until the store has the database open (and made, on a first
     /// start), so that a read-only connection opened next finds it.
     pub fn opened(&self) -> anyhow::Result<()> {
         self.call("open", |_| Ok(()))
-    }
-
-    /// Queues `command` without waiting for it (a write for the next batch, a job).
-    pub fn send(&self, command: StoreCommand) -> anyhow::Result<()> {
-        let what = command.what().to_owned();
-        self.commands.send_timeout(command, SEND_WAIT).map_err(|_| anyhow::anyhow!("{what}: the store is not taking writes"))
     }
 }
 
@@ -99,11 +98,11 @@ mod tests {
     #[test]
     fn a_call_sees_what_was_queued_before_it_and_returns_its_result() {
         let dir = tempfile::tempdir().unwrap();
-        let (_store, link) = test_store(&dir.path().join("cowork.db"));
-        link.send(crate::store::setting_write("profile".into(), "queued first".into())).unwrap();
-        let read = link.call("read profile", |conn| Ok(conn.query_row("SELECT value FROM settings WHERE key = 'profile'", [], |r| r.get::<_, String>(0))?)).unwrap();
+        let (store, link) = test_store(&dir.path().join("cowork.db"));
+        store.commands.send(crate::store::setting_write("profile".into(), "queued first".into())).unwrap();
+        let read = link.write("read profile", |conn| conn.query_row("SELECT value FROM settings WHERE key = 'profile'", [], |r| r.get::<_, String>(0))).unwrap();
         assert_eq!(read, "queued first");
-        let failed = link.call("bad sql", |conn| Ok(conn.execute("INSERT INTO no_such_table VALUES (1)", [])?));
+        let failed = link.write("bad sql", |conn| conn.execute("INSERT INTO no_such_table VALUES (1)", []));
         assert!(failed.unwrap_err().to_string().contains("no_such_table"));
     }
 

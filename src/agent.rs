@@ -22,6 +22,7 @@ pub mod events;
 pub mod flows;
 pub mod integrations;
 pub mod local;
+mod memory;
 pub mod operation;
 pub mod store;
 mod worker;
@@ -31,4 +32,5 @@ pub use automation::AgentSteps;
 pub use operation::{Brain, Live, StepRef};
 
 pub use operation::{BrainChoice, ChatRequest};
-pub use worker::{AgentCommand, AgentConfig, AgentWorker, MemoryContext, SYSTEM_PROMPT, spawn_agent};
+pub use memory::{MemoryContext, Purpose};
+pub use worker::{AgentCommand, AgentConfig, AgentWorker, SYSTEM_PROMPT, spawn_agent};

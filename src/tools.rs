@@ -114,7 +114,7 @@ impl Origin {
             Origin::ToolResult => "a tool's output",
             Origin::Web => "a web page",
             Origin::Document => "a document",
-            Origin::Memory => "recalled notes",
+            Origin::Memory => "cowork's memory (recalled notes, summaries, notes a model pinned)",
             Origin::McpDefinition => "an MCP server's tool descriptions",
         }
     }
@@ -152,15 +152,18 @@ pub struct ToolOutput {
     pub images: Vec<crate::media::Image>,
     /// What the call changed that `cowork undo` and the chat's Undo can put back.
     pub undo: Vec<undo::UndoStep>,
+    /// What in cowork's memory the result came from (a memory tool's): the
+    /// answer's citation chips, numbered when the task takes them.
+    pub sources: Vec<crate::memory::rag::Citation>,
 }
 
 impl ToolOutput {
     pub fn ok(content: impl Into<String>) -> Self {
-        ToolOutput { content: content.into(), is_error: false, images: Vec::new(), undo: Vec::new() }
+        ToolOutput { content: content.into(), is_error: false, images: Vec::new(), undo: Vec::new(), sources: Vec::new() }
     }
 
     pub fn error(content: impl Into<String>) -> Self {
-        ToolOutput { content: content.into(), is_error: true, images: Vec::new(), undo: Vec::new() }
+        ToolOutput { content: content.into(), is_error: true, images: Vec::new(), undo: Vec::new(), sources: Vec::new() }
     }
 
     /// At most `limit` characters for the model: the head and the tail, with

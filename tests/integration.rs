@@ -12,6 +12,7 @@ mod integration {
     pub mod support;
 
     mod agent;
+    mod agent_memory;
     mod apps;
     mod automations;
     mod capture_desktop;

@@ -110,6 +110,27 @@ fn user_asked_for_formulas(state: &State) -> bool {
     state.automation.is_none() && task.is_some_and(|e| e.origin == Origin::User && e.turn.role == Role::User && crate::tools::documents::asks_for_formulas(&e.turn.content))
 }
 
+/// How a question put to the agent is answered (`AgentWorker::decide`).
+pub(super) enum Answering {
+    /// From memory in one pass, as a plain answer (a local question that can only read memory).
+    FromMemory(ChatRequest),
+    /// As a task with tools.
+    Task(Box<Task>),
+    /// Nothing starts now: the user is asked for consent, or it ended early.
+    Nothing,
+}
+
+/// A task decided on: everything `start_operation` needs, each read once.
+pub(super) struct Task {
+    request: ChatRequest,
+    brain: Brain,
+    remember: bool,
+    /// On the local brain: what its plan offers.
+    local: Option<super::local::LocalPlan>,
+    /// The user's memory for it (None: a cloud the user has not allowed).
+    memory: Option<super::memory::MemoryContext>,
+}
+
 /// What one brain step reads, gathered from the live operation before the model runs.
 struct StepPlan {
     operation_id: i64,
@@ -204,7 +225,7 @@ impl<B: LocalBrain> AgentWorker<B> {
     /// How a question put to the agent is answered, decided once before
     /// anything starts: from memory in one pass, as a task on a brain, or
     /// not yet (the user is asked for consent) or not at all (it ended early).
-    pub(super) fn decide(&mut self, mut request: ChatRequest) -> super::operation::Answering {
+    pub(super) fn decide(&mut self, mut request: ChatRequest) -> Answering {
         let remember = !crate::capture::firewall::wants_no_memory(&request.text);
         let asked_text = request.text.clone();
         request.text = request.text.replace("<no-memory>", "").trim().to_owned();
@@ -215,18 +236,18 @@ impl<B: LocalBrain> AgentWorker<B> {
             // The same card as for a question: what the provider would get, and the choice.
             Ok((Brain::Cloud { provider, .. }, Some(reason))) => {
                 let preview = format!(
-                    "To work on this task {} may ask cowork's memory tools for your activity: window titles, typed text and copied text, \
-                     redacted of keys and passwords, would go to it. Without your consent it gets only your question and the tools that \
-                     do not read what cowork recorded.",
+                    "To work on this task {} would get your profile and the facts you pinned, the notes cowork recalls for it, and may ask \
+                     cowork's memory tools for your activity: window titles, typed text and copied text, redacted of keys and passwords, \
+                     would go to it. Without your consent it gets only your question and the tools that do not read what cowork recorded.",
                     provider.name
                 );
                 self.sink.send(AgentEvent::ConsentNeeded { provider: provider.name.clone(), reason, preview, request: Box::new(request) });
-                return super::operation::Answering::Nothing;
+                return Answering::Nothing;
             }
             Ok((brain, Some(_))) => brain,
             Err(message) => {
                 self.finish_early(&request, remember, None, message);
-                return super::operation::Answering::Nothing;
+                return Answering::Nothing;
             }
         };
         self.refresh_mcp_tools();
@@ -243,14 +264,27 @@ impl<B: LocalBrain> AgentWorker<B> {
         {
             let extra = integrations::local_names(&self.acting.mcp_tools, &request.text).len() + flows::local_names(&self.acting.flow_tools, &request.text).len();
             if extra == 0 {
-                return super::operation::Answering::FromMemory(ChatRequest { agent: false, text: asked_text, ..request });
+                return Answering::FromMemory(ChatRequest { agent: false, text: asked_text, ..request });
             }
         }
-        super::operation::Answering::Task { request: Box::new(request), brain, remember, settings: Box::new(settings), local }
+        let memory = self.task_memory(&request, &brain, &settings);
+        // Grounded mode: a question only memory could answer, with nothing found for it, gets the
+        // refusal without a model (a local one is answered in one pass above, with the same rule).
+        if settings.grounded
+            && matches!(brain, Brain::Cloud { .. })
+            && request.attachments.is_empty()
+            && super::local::answers_from_memory(&request.text, &self.acting.files)
+            && memory.as_ref().is_none_or(|m| !m.any_embedded || m.assembly.items.is_empty())
+        {
+            self.refuse(&request, remember);
+            return Answering::Nothing;
+        }
+        Answering::Task(Box::new(Task { request, brain, remember, local, memory }))
     }
 
     /// Starts an operation for a question `decide` made a task.
-    pub(super) fn start_operation(&mut self, request: ChatRequest, brain: Brain, remember: bool, settings: &crate::config::Settings, local: Option<super::local::LocalPlan>) {
+    pub(super) fn start_operation(&mut self, task: Task) {
+        let Task { request, brain, remember, local, memory } = task;
         let now = now_millis();
         if remember && !request.is_retry {
             if request.thread_is_new {
@@ -278,7 +312,8 @@ impl<B: LocalBrain> AgentWorker<B> {
         });
         let mut state = State { tools: tools.clone(), started_at_millis: now, ask_id: request.ask_id, ..State::default() };
         let names: Vec<&str> = tools.iter().map(String::as_str).collect();
-        let system = self.operation_system_prompt(&brain, &names, settings, now);
+        let user_memory = memory.as_ref().map(|m| m.report.user_text()).unwrap_or_default();
+        let system = self.operation_system_prompt(&brain, &names, &user_memory, now);
         state.push(Turn::new(Role::System, system), Origin::Instructions);
         // Earlier messages of the thread: the user's own words, and answers
         // that may quote what tools returned (memory, so untrusted).
@@ -288,6 +323,20 @@ impl<B: LocalBrain> AgentWorker<B> {
                 crate::records::Role::User => state.push(Turn::new(Role::User, text.clone()), Origin::User),
                 crate::records::Role::Assistant => state.push(Turn::new(Role::Assistant, text.clone()), Origin::Memory),
             }
+        }
+        // What cowork derived for the question, marked as data, nearest the request; its notes are the answer's sources.
+        match &memory {
+            Some(memory) => {
+                self.sink.send(memory.shown(request.user_message_id));
+                if let Some(data) = memory.task_data(now) {
+                    state.push(Turn::new(Role::User, data), Origin::Memory);
+                }
+                state.citations = memory.assembly.citations();
+                if !state.citations.is_empty() {
+                    self.sink.send(AgentEvent::Citations { answer_id: request.answer_id, citations: state.citations.clone() });
+                }
+            }
+            None => self.show_withheld(&request, &brain),
         }
         let clock = task_clock(&brain, now);
         if request.attachments.is_empty() {
@@ -311,10 +360,13 @@ impl<B: LocalBrain> AgentWorker<B> {
         self.advance(id);
     }
 
-    pub(super) fn operation_system_prompt(&self, brain: &Brain, tools: &[&str], settings: &crate::config::Settings, now: i64) -> String {
+    /// A task's system prompt: what the agent is, then `user_memory` (what the
+    /// user wrote: pinned facts, profile, feedback), both the same from task to
+    /// task so the prefix and prompt caches keep them; then what varies.
+    pub(super) fn operation_system_prompt(&self, brain: &Brain, tools: &[&str], user_memory: &str, now: i64) -> String {
         let mut parts = vec![AGENT_PROMPT.to_owned()];
-        if !settings.profile.trim().is_empty() {
-            parts.push(format!("About the user (they wrote this):\n{}", settings.profile.trim()));
+        if !user_memory.trim().is_empty() {
+            parts.push(user_memory.trim().to_owned());
         }
         if matches!(brain, Brain::Cloud { .. }) && !self.acting.skills.is_empty() {
             parts.push(format!("Skills you can load with the skill tool:\n{}", crate::tools::skills::catalogue(&self.acting.skills)));
@@ -940,6 +992,7 @@ impl<B: LocalBrain> AgentWorker<B> {
         call.status = status;
         call.is_error = output.is_error;
         let undo = output.undo;
+        let sources = output.sources;
         call.output = Some(output.content);
         call.images = output.images.into_iter().map(crate::media::Attached::new).collect();
         call.finished_at_millis = Some(now_millis());
@@ -948,6 +1001,9 @@ impl<B: LocalBrain> AgentWorker<B> {
         }
         let call = call.clone();
         let _ = save_call(&self.store, &self.sink, live, &call);
+        if live.state.add_sources(sources) {
+            self.sink.send(AgentEvent::Citations { answer_id: live.request.answer_id, citations: live.state.citations.clone() });
+        }
         if !undo.is_empty() {
             let answer_id = live.request.answer_id;
             let at_millis = now_millis();
@@ -989,7 +1045,7 @@ impl<B: LocalBrain> AgentWorker<B> {
         let results: Vec<(String, String, Origin)> = current
             .iter()
             .map(|c| {
-                let output = ToolOutput { content: c.output.clone().unwrap_or_default(), is_error: c.is_error, images: Vec::new(), undo: Vec::new() };
+                let output = if c.is_error { ToolOutput::error(c.output.clone().unwrap_or_default()) } else { ToolOutput::ok(c.output.clone().unwrap_or_default()) };
                 let origin = match c.status {
                     // cowork's own words: a denial, an expiry, a refusal.
                     CallStatus::Denied | CallStatus::Expired | CallStatus::Cancelled | CallStatus::MayHaveRun => Origin::Instructions,
@@ -1426,7 +1482,8 @@ impl<B: LocalBrain> AgentWorker<B> {
             text.push_str(&format!("({note})"));
         }
         if live.remember {
-            let message = super::worker::answer_message(&live.request, text, error.as_deref(), message_status, &live.row.brain, live.row.cost_usd, None);
+            let citations = (!live.state.citations.is_empty()).then(|| serde_json::to_string(&live.state.citations).unwrap_or_default());
+            let message = super::worker::answer_message(&live.request, text, error.as_deref(), message_status, &live.row.brain, live.row.cost_usd, citations);
             self.persist(message, Some(live.row.brain.clone()));
         }
         self.sink.send(AgentEvent::AnswerCost { answer_id: live.request.answer_id, usd: live.row.cost_usd });
@@ -1609,7 +1666,8 @@ impl<B: LocalBrain> AgentWorker<B> {
         // The task was written by a model that may have read untrusted text: it carries that origin on.
         let task_origin = parent.state.origins().into_iter().find(|o| !o.trusted()).unwrap_or(Origin::Instructions);
         let names: Vec<&str> = tools.iter().map(String::as_str).collect();
-        let mut system = self.operation_system_prompt(&brain, &names, &settings, now_millis());
+        let user_memory = self.user_memory(&brain, &settings);
+        let mut system = self.operation_system_prompt(&brain, &names, &user_memory, now_millis());
         system.push_str("\n\nYou are a helper: do the task, then answer with a short summary of what you found or did. Calls that need the user's approval are refused to you; say what would be needed instead.");
         let now = now_millis();
         let mut state = State { tools, started_at_millis: now, depth: depth + 1, ..State::default() };

@@ -124,7 +124,8 @@ impl<B: LocalBrain> AgentWorker<B> {
                     offered.retain(|name| registry::origin(name) != Origin::Memory && !matches!(name.as_str(), "clipboard_read" | "list_windows"));
                 }
                 let names: Vec<&str> = offered.iter().map(String::as_str).collect();
-                let mut system = self.operation_system_prompt(&brain, &names, &settings, now);
+                let user_memory = self.user_memory(&brain, &settings);
+                let mut system = self.operation_system_prompt(&brain, &names, &user_memory, now);
                 system.push_str(&format!(
                     "\n\nThis is step \"{}\" of the automation \"{}\", running while the user may be away. Do the task and answer with the result only.",
                     request.step_id, request.flow

@@ -316,7 +316,7 @@ pub fn repair(tool: &str, args: &mut Value, request: &str) {
 }
 
 /// The words of a request a memory search looks for (question words and filler dropped).
-fn content_words(text: &str) -> Vec<String> {
+pub(super) fn content_words(text: &str) -> Vec<String> {
     const STOP: &[&str] = &[
         "what", "which", "when", "where", "who", "whom", "how", "was", "were", "did", "does", "the", "and", "for", "that", "this", "with", "have",
         "has", "had", "about", "from", "into", "you", "your", "are", "is", "can", "could", "would", "there", "they", "them", "then", "than",

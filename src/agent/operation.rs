@@ -52,16 +52,6 @@ pub struct ChatRequest {
     pub brain: Option<BrainChoice>,
 }
 
-/// How a question put to the agent is answered (`AgentWorker::decide`).
-pub enum Answering {
-    /// From memory in one pass, as a plain answer (a local question that can only read memory).
-    FromMemory(ChatRequest),
-    /// As a task with tools on `brain` (on the local one, with what its plan offers).
-    Task { request: Box<ChatRequest>, brain: Brain, remember: bool, settings: Box<crate::config::Settings>, local: Option<crate::agent::local::LocalPlan> },
-    /// Nothing starts now: the user is asked for consent, or it ended early.
-    Nothing,
-}
-
 /// A brain chosen by name rather than routed.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum BrainChoice {
@@ -185,6 +175,10 @@ pub struct State {
     /// The user's message the answer belongs to (the answer links back to it after a restart).
     #[serde(default)]
     pub ask_id: i64,
+    /// What the answer stands on, numbered as the model read it: the notes
+    /// recalled before the first step, then what memory tools returned.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub citations: Vec<crate::memory::rag::Citation>,
     /// The automation run and step this operation works for (none: the user's own task).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub automation: Option<StepRef>,
@@ -235,6 +229,19 @@ impl State {
 
     pub fn push(&mut self, turn: Turn, origin: Origin) {
         self.entries.push(Entry { turn, origin });
+    }
+
+    /// Takes a tool's sources as the answer's next citations (one already
+    /// cited keeps its number); whether any was new.
+    pub fn add_sources(&mut self, sources: Vec<crate::memory::rag::Citation>) -> bool {
+        let before = self.citations.len();
+        for mut source in sources {
+            if !self.citations.iter().any(|c| c.stream == source.stream && c.source_id == source.source_id) {
+                source.n = self.citations.len() + 1;
+                self.citations.push(source);
+            }
+        }
+        self.citations.len() > before
     }
 
     /// The turns for a cloud brain, long conversations cut in the middle:

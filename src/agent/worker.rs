@@ -66,20 +66,6 @@ pub struct AgentConfig {
     pub flows: Option<Sender<crate::automations::AutomationsCommand>>,
 }
 
-/// How long a question waits for memory recall before going without it.
-const RECALL_TIMEOUT: Duration = Duration::from_secs(5);
-/// Chunks recalled by meaning per question.
-const RECALL_K: usize = 6;
-
-/// What memory adds to one question.
-pub struct MemoryContext {
-    /// The system prompt's sections (identity first), with what the budget dropped.
-    pub report: crate::memory::synthesis::Report,
-    /// Recalled items, numbered for citing.
-    pub assembly: crate::memory::rag::Assembly,
-    pub any_embedded: bool,
-}
-
 /// How often the worker looks for older hours to summarise while the local model is loaded.
 const SUMMARY_CHECK: Duration = Duration::from_secs(15);
 /// How often an owner looks for decisions other processes made on its waiting calls.
@@ -254,64 +240,6 @@ impl<B: LocalBrain> AgentWorker<B> {
         }
     }
 
-    /// Memory for a question: reads back hand edits of USER.md/MEMORY.md,
-    /// synthesises the system prompt within its budget and assembles recalled items.
-    pub fn memory_context(&mut self, request: &ChatRequest, settings: &crate::config::Settings) -> Option<MemoryContext> {
-        use crate::memory::{hot, rag, synthesis};
-        self.open_db();
-        let conn = self.db.as_ref()?;
-        let mut facts = hot::facts(conn).unwrap_or_default();
-        // Hand edits count from this question on; the store reads them back (and reports bad lines).
-        let edits = hot::edited(conn, &self.config.data_dir).unwrap_or_default();
-        for (file, texts, _) in &edits {
-            facts.retain(|f| f.file != *file);
-            facts.extend(texts.iter().map(|text| hot::Fact { memory_id: 0, file: *file, text: text.clone(), pinned_by: "user".into(), created_at_millis: 0 }));
-        }
-        if !edits.is_empty() {
-            let _ = self.store.send_timeout(crate::memory::commands::load_facts(self.sink.narrow()), Duration::from_secs(5));
-        }
-        let feedback: Vec<synthesis::Feedback> = conn
-            .prepare_cached("SELECT rating, reason FROM feedback ORDER BY at_ms DESC LIMIT 20")
-            .and_then(|mut s| s.query_map([], |r| Ok(synthesis::Feedback { rating: r.get(0)?, reason: r.get(1)? }))?.collect())
-            .unwrap_or_default();
-        let summaries: Vec<(String, String)> = conn
-            .prepare_cached("SELECT kind, period_start_ms, text FROM observations ORDER BY period_end_ms DESC LIMIT 12")
-            .and_then(|mut s| {
-                s.query_map([], |r| {
-                    let (kind, start, text): (String, i64, String) = (r.get(0)?, r.get(1)?, r.get(2)?);
-                    Ok((format!("{kind} from {}", crate::ids::rfc3339(start)), text))
-                })?
-                .collect()
-            })
-            .unwrap_or_default();
-        let report = synthesis::synthesize(SYSTEM_PROMPT, &facts, &settings.profile, &feedback, &summaries, settings.prompt_budget_tokens);
-        let thread_id = request.thread.thread_id;
-        let pinned = rag::pinned(conn, thread_id).unwrap_or_default();
-        let recent = rag::recent_unembedded(conn, rag::RECENT_UNEMBEDDED).unwrap_or_default();
-        let cited = rag::cited_before(conn, thread_id).unwrap_or_default();
-        let any_embedded = crate::memory::jobs::any_embedded(conn).unwrap_or(false);
-        let recalled = match (&self.config.recall, any_embedded) {
-            (Some(search), true) if !request.text.trim().is_empty() => {
-                let (reply, answer) = bounded(1);
-                let asked = search.send_timeout(
-                    crate::memory::search_worker::SearchCommand::Recall { query: request.text.clone(), namespaces: crate::memory::Namespace::ALL.to_vec(), k: RECALL_K, reply },
-                    RECALL_TIMEOUT,
-                );
-                match asked.ok().and_then(|()| answer.recv_timeout(RECALL_TIMEOUT).ok()) {
-                    Some(Ok(hits)) => hits.iter().map(|h| rag::Item::from_hit(h, rag::Origin::Recalled)).collect(),
-                    Some(Err(err)) => {
-                        tracing::warn!(%err, "memory recall failed; answering without it");
-                        Vec::new()
-                    }
-                    None => Vec::new(),
-                }
-            }
-            _ => Vec::new(),
-        };
-        let assembly = rag::assemble(pinned, recent, recalled, cited, settings.recall_budget_tokens, now_millis());
-        Some(MemoryContext { report, assembly, any_embedded })
-    }
-
     /// The messages for the local model. A follow-up in the thread it answered
     /// last repeats that prompt exactly and appends the answer and the new turn,
     /// so the engine's prefix cache finds everything before the new turn
@@ -335,7 +263,7 @@ impl<B: LocalBrain> AgentWorker<B> {
     fn warm_head(&mut self) {
         let (settings, _) = self.brains();
         let probe = ChatRequest::default();
-        let memory = self.memory_context(&probe, &settings);
+        let memory = self.memory_context(&probe, &settings, super::memory::Purpose::Chat);
         // Without notes: they depend on the question.
         let Some(context) = self.prompt_context(memory.as_ref(), "") else { return };
         let messages = self.prompt(&probe, Some(&context));
@@ -351,7 +279,7 @@ impl<B: LocalBrain> AgentWorker<B> {
     /// for the system prompt; the activity log, then the clock and current
     /// window, then `notes` nearest the question (small models weigh what they
     /// read last) for its turn. `None` when there is nothing at all.
-    fn prompt_context(&mut self, memory: Option<&MemoryContext>, notes: &str) -> Option<PromptContext> {
+    fn prompt_context(&mut self, memory: Option<&super::memory::MemoryContext>, notes: &str) -> Option<PromptContext> {
         let system: Vec<&str> = memory.map(|m| m.report.injected.iter().skip(1).map(|s| s.text.as_str()).collect()).unwrap_or_default();
         let system = join_parts(&system);
         let (log, now) = self.context().map(|l| (l.log.unwrap_or_default(), l.now)).unwrap_or_default();
@@ -377,9 +305,9 @@ impl<B: LocalBrain> AgentWorker<B> {
             false => request,
             // Decided once, before any operation starts.
             true => match self.decide(request) {
-                super::operation::Answering::FromMemory(request) => request,
-                super::operation::Answering::Task { request, brain, remember, settings, local } => return self.start_operation(*request, brain, remember, &settings, local),
-                super::operation::Answering::Nothing => return,
+                super::acting::Answering::FromMemory(request) => request,
+                super::acting::Answering::Task(task) => return self.start_operation(*task),
+                super::acting::Answering::Nothing => return,
             },
         };
         let epoch = self.stop_epoch.load(Ordering::SeqCst);
@@ -387,7 +315,7 @@ impl<B: LocalBrain> AgentWorker<B> {
         let remember = !wants_no_memory(&request.text);
         request.text = request.text.replace("<no-memory>", "").trim().to_owned();
         let (settings, providers) = self.brains();
-        let memory = self.memory_context(&request, &settings);
+        let memory = self.memory_context(&request, &settings, super::memory::Purpose::Chat);
         // Grounded mode: nothing to stand on → a fixed refusal, without calling a model.
         // (What the user attached is something to stand on.)
         if settings.grounded && request.attachments.is_empty() && memory.as_ref().is_none_or(|m| !m.any_embedded || m.assembly.items.is_empty()) {
@@ -700,7 +628,7 @@ impl<B: LocalBrain> AgentWorker<B> {
 
     /// Grounded mode found nothing: the fixed refusal is the answer (stored as a
     /// refusal, so it is never embedded nor sent back as history).
-    fn refuse(&mut self, request: &ChatRequest, remember: bool) {
+    pub(super) fn refuse(&mut self, request: &ChatRequest, remember: bool) {
         use crate::memory::rag::GROUNDED_REFUSAL;
         if remember && !request.is_retry {
             if request.thread_is_new {

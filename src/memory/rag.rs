@@ -52,7 +52,7 @@ pub struct Item {
 }
 
 /// What an answer used, numbered as in the prompt.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Citation {
     pub n: usize,
     pub chunk_id: Option<i64>,

@@ -17,6 +17,7 @@ use serde_json::{Value, json};
 use super::ToolOutput;
 use crate::ids::{format_duration_millis, format_when};
 use crate::memory::hybrid::ChunkHit;
+use crate::memory::rag::Citation;
 use crate::memory::search::{Filters, Stream};
 use crate::memory::search_worker::SearchCommand;
 use crate::store::StoreCommand;
@@ -82,17 +83,18 @@ pub fn schema(tool: &str) -> Option<Value> {
 
 /// Runs a call whose arguments were checked against `schema`.
 pub fn run(tool: &str, args: &Value, env: &MemoryEnv<'_>) -> ToolOutput {
+    let without_sources = |text: String| (text, Vec::new());
     let result = match tool {
         "search_memory" => search_memory(args, env),
-        "recent_activity" => recent_activity(args, env),
-        "current_window" => current_window(env),
+        "recent_activity" => recent_activity(args, env).map(without_sources),
+        "current_window" => current_window(env).map(without_sources),
         "read_session" => read_session(args, env),
-        "remember" => remember(args, env),
-        "list_pins" => list_pins(env),
+        "remember" => remember(args, env).map(without_sources),
+        "list_pins" => list_pins(env).map(without_sources),
         _ => Err(format!("{tool} is not a memory tool")),
     };
     match result {
-        Ok(text) => ToolOutput::ok(text),
+        Ok((text, sources)) => ToolOutput { sources, ..ToolOutput::ok(text) },
         Err(err) => ToolOutput::error(err),
     }
 }
@@ -107,7 +109,16 @@ fn limit(args: &Value, default: u64) -> usize {
     args.get("limit").and_then(Value::as_u64).unwrap_or(default).min(MAX_LIMIT) as usize
 }
 
-fn search_memory(args: &Value, env: &MemoryEnv<'_>) -> Result<String, String> {
+/// A result's source, for the answer's citation chips (numbered by the task).
+fn source(stream: Stream, source_id: i64, at_millis: i64, app: Option<&str>, title: &str, open_id: Option<i64>) -> Citation {
+    let label = match app {
+        Some(app) => format!("{app} — {title}"),
+        None => title.to_owned(),
+    };
+    Citation { n: 0, chunk_id: None, stream, source_id, at_millis, label, open_id }
+}
+
+fn search_memory(args: &Value, env: &MemoryEnv<'_>) -> Result<(String, Vec<Citation>), String> {
     let query = args.get("query").and_then(Value::as_str).unwrap_or_default().trim().to_owned();
     let limit = limit(args, DEFAULT_LIMIT);
     let stream = args.get("stream").and_then(Value::as_str).and_then(Stream::parse);
@@ -120,16 +131,18 @@ fn search_memory(args: &Value, env: &MemoryEnv<'_>) -> Result<String, String> {
     let hits = search_hits(env, &query, &filters, limit)?;
     if hits.is_empty() {
         // The query is not repeated: a served answer says nothing about what was asked or withheld.
-        return Ok("Nothing in memory matches that search.".to_owned());
+        return Ok(("Nothing in memory matches that search.".to_owned(), Vec::new()));
     }
-    Ok(hits
+    let text = hits
         .iter()
         .map(|hit| {
             let app = hit.app.as_deref().map(|a| format!("{a} — ")).unwrap_or_default();
             format!("- {} [{}] {app}{}: {}", format_when(hit.at_millis, env.now_millis), hit.stream.as_str(), hit.title, hit.snippet)
         })
         .collect::<Vec<_>>()
-        .join("\n"))
+        .join("\n");
+    let sources = hits.iter().map(|hit| source(hit.stream, hit.id, hit.at_millis, hit.app.as_deref(), &hit.title, hit.open_id)).collect();
+    Ok((text, sources))
 }
 
 /// Keyword and meaning hits for `query` under `filters`, fused and withheld
@@ -340,7 +353,7 @@ fn current_window(env: &MemoryEnv<'_>) -> Result<String, String> {
     })
 }
 
-fn read_session(args: &Value, env: &MemoryEnv<'_>) -> Result<String, String> {
+fn read_session(args: &Value, env: &MemoryEnv<'_>) -> Result<(String, Vec<Citation>), String> {
     let session_id = args.get("session_id").and_then(Value::as_i64).ok_or("session_id is required")?;
     let (typed, copied) = match crate::capture::db::session_detail(env.conn, session_id) {
         Ok(detail) => detail,
@@ -356,7 +369,8 @@ fn read_session(args: &Value, env: &MemoryEnv<'_>) -> Result<String, String> {
     out.extend(typed.iter().map(|(at, text)| format!("- {} {text}", format_when(*at, env.now_millis))));
     out.push(if copied.is_empty() { "Copied: nothing recorded.".into() } else { "Copied:".into() });
     out.extend(copied.iter().map(|(at, text)| format!("- {} {text}", format_when(*at, env.now_millis))));
-    Ok(out.join("\n"))
+    let cited = source(Stream::Window, session.session_id, session.started_at_millis, Some(&session.app), &session.title, Some(session.session_id));
+    Ok((out.join("\n"), vec![cited]))
 }
 
 fn remember(args: &Value, env: &MemoryEnv<'_>) -> Result<String, String> {

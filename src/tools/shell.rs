@@ -132,7 +132,7 @@ pub fn run(args: &Value, cwd: &Path, stop: &AtomicBool) -> ToolOutput {
         content.push_str(&format!("\n[{dropped} more bytes of output were not kept (over {} MiB per stream)]", KEEP_BYTES >> 20));
     }
     let failed = !matches!(&ended, Ok(status) if status.success());
-    ToolOutput { content, is_error: failed, images: Vec::new(), undo: Vec::new() }
+    ToolOutput { is_error: failed, ..ToolOutput::ok(content) }
 }
 
 #[derive(Default)]

@@ -93,9 +93,14 @@ fn last_prompt_ui(ui: &mut egui::Ui, state: &AppState) {
         ui.label(RichText::new("Ask something first").color(theme::muted()));
         return;
     };
-    ui.label(format!("System prompt: {} of {} tokens", report.used_tokens(), report.budget_tokens));
+    if let Some(why) = &report.withheld {
+        ui.label(RichText::new(why).color(theme::warn()));
+    }
+    ui.label(format!("Memory in the prompt: {} of {} tokens", report.used_tokens(), report.budget_tokens));
     for section in &report.injected {
-        egui::CollapsingHeader::new(format!("{} ({} tokens)", section.title, section.tokens)).show(ui, |ui| {
+        // Derived from what cowork recorded: a task reads it as data, never as the user's word.
+        let data = if section.trusted { "" } else { ", data" };
+        egui::CollapsingHeader::new(format!("{} ({} tokens{data})", section.title, section.tokens)).show(ui, |ui| {
             ui.label(RichText::new(&section.text).small());
         });
     }

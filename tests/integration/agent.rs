@@ -109,7 +109,7 @@ pub(super) fn body(server: &Scripted, n: usize) -> Value {
     serde_json::from_str(text).unwrap()
 }
 
-fn add_rule(data: &std::path::Path, tool: &str, pattern: Option<(&str, &str)>, example: &str) {
+pub(super) fn add_rule(data: &std::path::Path, tool: &str, pattern: Option<(&str, &str)>, example: &str) {
     let mut command = Command::new(env!("CARGO_BIN_EXE_cowork"));
     command.env("COWORK_LOG", "warn").arg("--data-dir").arg(data).args(["rules", "add", tool, "--action", "allow", "--example", example]);
     if let Some((target, pattern)) = pattern {
@@ -138,8 +138,9 @@ fn safe_calls_run_at_once_risky_ones_wait_and_every_call_is_audited() {
     assert!(searched.output.as_deref().unwrap_or_default().contains("Budget 2027.ods"), "{searched:?}");
     let waiting = wait_call(&events, |c| c.tool == "run_command" && c.status == CallStatus::Waiting);
     assert_eq!(waiting.risk, "sensitive");
-    // Decided against the step's own prompt (the user's words): the default for a sensitive call.
-    assert!(waiting.why.contains("ask unless a rule allows"), "{}", waiting.why);
+    // The task started with what memory holds for it (the captured budget window, marked as data):
+    // a sensitive call asks for that reason, as it would by default.
+    assert!(waiting.why.contains("cowork's memory") && waiting.why.contains("always asks"), "{}", waiting.why);
     assert!(!made.exists(), "nothing risky ran before approval");
     assert_eq!(server.hits.load(Ordering::SeqCst), 1);
 
@@ -172,7 +173,7 @@ fn safe_calls_run_at_once_risky_ones_wait_and_every_call_is_audited() {
         decided,
         vec![
             // A call that waits is in the audit log as waiting, then as what happened.
-            ("run_command".into(), "waiting".into(), "policy: default".into()),
+            ("run_command".into(), "waiting".into(), "policy: untrusted".into()),
             ("search_memory".into(), "ran".into(), "policy: default".into()),
             ("run_command".into(), "ran".into(), "user".into())
         ],
@@ -556,7 +557,8 @@ fn a_delegated_helper_returns_only_its_summary_and_cannot_run_what_needs_approva
     let parent = body(&server, 3);
     let tool = parent["messages"].as_array().unwrap().iter().find(|m| m["role"] == "tool").unwrap()["content"].as_str().unwrap().to_owned();
     assert_eq!(tool, "The budget window is a spreadsheet named for 2027.");
-    assert!(!parent.to_string().contains("Budget 2027.ods"), "raw data stays in the helper's context");
+    // (The parent's own first request held the window as a recalled note; the helper's search lines are its own.)
+    assert!(!parent.to_string().contains("[window] XTerm"), "raw data stays in the helper's context");
 }
 
 /// A pending approval is denied after `agent.approval_timeout_secs` and the task says so.

@@ -213,6 +213,7 @@ impl CoworkApp {
             crate::store::load_settings(channels.bus.narrow()),
             crate::chat::load_threads(channels.bus.narrow()),
             crate::memory::commands::load_facts(channels.bus.narrow()),
+            crate::memory::profile::proposals_command(channels.bus.narrow()),
             crate::capture::db::load_sessions_since(today, channels.bus.narrow()),
         ] {
             let _ = channels.store.try_send(command);
@@ -524,12 +525,12 @@ impl CoworkApp {
     pub fn handle_action(&mut self, action: UiAction) {
         match action {
             action @ (UiAction::VoiceToggle(..) | UiAction::VoiceCancel | UiAction::ListMicrophones) => self.voice_action(action),
-            action @ (UiAction::SendMessage(..) | UiAction::Stop | UiAction::DecideCall { .. } | UiAction::ContinueOperation { .. } | UiAction::NewThread | UiAction::SelectThread(..) | UiAction::DeleteThread(..) | UiAction::Consent(..) | UiAction::TryHarder { .. } | UiAction::ConfirmRetry | UiAction::CancelRetry | UiAction::ExportAnswer { .. } | UiAction::Rate { .. } | UiAction::Undo(..) | UiAction::OpenCitation(..) | UiAction::RemoveRule(..)) => self.chat_action(action),
+            action @ (UiAction::SendMessage(..) | UiAction::Stop | UiAction::DecideCall { .. } | UiAction::ContinueOperation { .. } | UiAction::NewThread | UiAction::SelectThread(..) | UiAction::DeleteThread(..) | UiAction::Consent(..) | UiAction::TryHarder { .. } | UiAction::ConfirmRetry | UiAction::CancelRetry | UiAction::ExportAnswer { .. } | UiAction::Rate { .. } | UiAction::Undo(..) | UiAction::MemoryChange { .. } | UiAction::OpenCitation(..) | UiAction::RemoveRule(..)) => self.chat_action(action),
             action @ (UiAction::McpEdit(..) | UiAction::McpReconnect(..) | UiAction::McpStop(..) | UiAction::McpTest(..) | UiAction::McpAddFromCatalog { .. } | UiAction::McpSignIn(..) | UiAction::McpSignOut(..) | UiAction::AttachResource { .. } | UiAction::UsePrompt(..) | UiAction::Elicited { .. } | UiAction::McpClientDecision { .. }) => self.mcp_action(action),
             action @ (UiAction::ListModels { .. } | UiAction::SetProviderModel { .. } | UiAction::SaveProvider(..) | UiAction::RemoveProvider(..) | UiAction::TestProvider { .. } | UiAction::SaveKey { .. } | UiAction::SaveSearchKey { .. }) => self.providers_action(action),
             action @ (UiAction::ChooseChatModel(..) | UiAction::AddModel(..) | UiAction::SetupDownload { .. } | UiAction::SetupCancelDownload | UiAction::FetchModels | UiAction::InstallModel(..) | UiAction::RemoveModel(..) | UiAction::LoadModel) => self.models_action(action),
             action @ (UiAction::AutomationRun(..) | UiAction::AutomationEnable { .. } | UiAction::AutomationRerun(..) | UiAction::AutomationCancel(..) | UiAction::DraftFlow(..) | UiAction::SaveFlow(..) | UiAction::AppsInspect(..) | UiAction::DraftApp(..) | UiAction::AppsInspectDraft(..) | UiAction::AppsForgetInspection | UiAction::AppsInstall { .. } | UiAction::AppsEnable { .. } | UiAction::AppsRemove(..) | UiAction::AppOpen(..) | UiAction::AppClose(..) | UiAction::AppAct { .. } | UiAction::AppChat { .. } | UiAction::AppOpenUrl(..) | UiAction::InboxAct { .. }) => self.apps_action(action),
-            action @ (UiAction::Search(..) | UiAction::OpenHit(..) | UiAction::PinFact { .. } | UiAction::UnpinFact(..) | UiAction::PinToThread { .. } | UiAction::UnpinFromThread { .. } | UiAction::SummariseNow | UiAction::RetryEmbedding | UiAction::ToggleSession(..) | UiAction::DeleteRecent { .. } | UiAction::ExportToday(..) | UiAction::AskForgetEverything | UiAction::CancelForget | UiAction::ForgetEverything) => self.memory_action(action),
+            action @ (UiAction::Search(..) | UiAction::OpenHit(..) | UiAction::PinFact { .. } | UiAction::UnpinFact(..) | UiAction::ProfileProposal { .. } | UiAction::PinToThread { .. } | UiAction::UnpinFromThread { .. } | UiAction::SummariseNow | UiAction::RetryEmbedding | UiAction::ToggleSession(..) | UiAction::DeleteRecent { .. } | UiAction::ExportToday(..) | UiAction::AskForgetEverything | UiAction::CancelForget | UiAction::ForgetEverything) => self.memory_action(action),
             action @ (UiAction::ChooseFiles | UiAction::BrowseFiles(..) | UiAction::AttachFiles(..) | UiAction::Detach(..)) => self.documents_action(action),
             action @ (UiAction::SwitchTab(..) | UiAction::SaveSetting { .. } | UiAction::SetAutostart(..) | UiAction::OpenSetup | UiAction::FinishSetup | UiAction::TogglePause | UiAction::GnomeExtension { .. } | UiAction::GnomeShortcuts { .. } | UiAction::RetryWorker(..) | UiAction::OpenQuickPrompt | UiAction::CloseQuickPrompt) => self.settings_action(action),
         }
@@ -604,6 +605,16 @@ impl CoworkApp {
                 };
                 self.send_store(crate::agent::store::undo_command(operation_id, self.paths().data_dir.clone(), say));
                 self.state.undoable.retain(|_, (op, _)| *op != operation_id);
+            }
+            UiAction::MemoryChange { answer_id, confirm } => {
+                let Some(change) = self.state.memory_changes.remove(&answer_id) else { return };
+                if confirm {
+                    self.send_store(crate::memory::commands::apply_change(change, self.channels.bus.narrow()));
+                    // The local model's kept prompt may hold the old fact.
+                    self.send_agent_command(AgentCommand::MemoryChanged);
+                } else {
+                    self.state.notice("Kept your pinned facts as they are");
+                }
             }
             UiAction::ExportAnswer { answer_id, extension } => {
                 let Some(text) = self.state.messages.iter().find(|m| m.message_id == answer_id).map(|m| crate::ids::without_session_refs(&m.content).0.into_owned()) else { return };
@@ -936,6 +947,16 @@ impl CoworkApp {
     /// Memory and privacy: search, pins, summaries, sessions, export and deletion.
     fn memory_action(&mut self, action: UiAction) {
         match action {
+            UiAction::ProfileProposal { text, accept } => {
+                self.state.memory.profile_proposals.retain(|p| p.text != text);
+                if accept {
+                    let profile = self.state.settings.profile.trim();
+                    let value = if profile.is_empty() { text } else { format!("{profile}\n{text}") };
+                    self.handle_action(UiAction::SaveSetting { key: crate::config::keys::PROFILE.into(), value });
+                } else {
+                    self.send_store(crate::memory::profile::dismiss_command(text, self.channels.bus.narrow()));
+                }
+            }
             UiAction::Search(query) => {
                 self.state.search.generation += 1;
                 // A query still running for an older generation stops now.
@@ -1286,7 +1307,11 @@ impl CoworkApp {
     fn send_agent(&mut self, request: ChatRequest) -> bool {
         let answer_id = request.answer_id;
         match self.channels.agent.try_send(AgentCommand::Chat(request)) {
-            Ok(()) => return true,
+            Ok(()) => {
+                // What the user said before this may be a line for their profile.
+                self.send_store(crate::memory::profile::proposals_command(self.channels.bus.narrow()));
+                return true;
+            }
             Err(TrySendError::Full(_)) => self.state.fail_answer(answer_id, "the agent worker is busy; try again in a moment".into()),
             Err(TrySendError::Disconnected(_)) => self.state.fail_answer(answer_id, "the agent worker is not running".into()),
         }

@@ -214,6 +214,10 @@ pub fn simulate(
                 Replayed::Chunk(chunk) => (crate::capture::db::chunk_write(chunk), false),
                 Replayed::Clip(clip) => (crate::capture::db::clip_write(clip), false),
                 Replayed::Afk(event) => (crate::capture::db::afk_write(event), false),
+                Replayed::Summary { start_millis, end_millis, text } => {
+                    let observation = crate::memory::Observation { kind: "activity".into(), period_start_millis: start_millis, period_end_millis: end_millis, text, model: Some("script".into()) };
+                    (crate::memory::observation_write(observation), false)
+                }
             };
             {
                 if let Err(err) = store.commands.send(command) {

@@ -158,8 +158,9 @@ enum Command {
         local_model: Option<String>,
         /// Work on the task with tools (the agent). On a terminal each approval
         /// is a y/N question; without one, a call that needs approval is printed
-        /// and cowork exits with status 3 (decide it with `cowork approve`)
-        #[arg(long, conflicts_with = "follow_up")]
+        /// and cowork exits with status 3 (decide it with `cowork approve`).
+        /// With --json and --follow-up, the tasks are one thread
+        #[arg(long)]
         agent: bool,
     },
     /// Decide a tool call that waits for approval, and continue its task
@@ -747,7 +748,10 @@ fn run_command(command: Command, paths: &Paths, display: Option<String>) -> anyh
             let healthy = commands::doctor::print(&checks, json)?;
             Ok(if healthy { ExitCode::SUCCESS } else { ExitCode::FAILURE })
         }
-        Command::Ask { question, provider, model, local_model, agent: true, json, forget, .. } => run_ask_agent(paths, &question, provider, model, local_model.as_deref(), json, forget),
+        Command::Ask { question, provider, model, local_model, agent: true, json, forget, follow_up, .. } => {
+            let brain = brain_choice(provider, model, local_model.as_deref());
+            run_ask_agent(paths, &question, brain, local_model.as_deref(), json, forget, follow_up)
+        }
         Command::Ask { question, show_context, provider: Some(provider), model, json, .. } => run_ask_provider(paths, &question, &provider, model.as_deref(), show_context, json),
         Command::Ask { question, show_context, provider: None, local_model, follow_up, forget, json, .. } => {
             let options = commands::ask::AskOptions { show_context, local_model, follow_up, forget, json };
@@ -801,15 +805,22 @@ fn run_command(command: Command, paths: &Paths, display: Option<String>) -> anyh
     }
 }
 
-/// `cowork ask --agent`: the tasks worked on with tools, by a provider's model or a local one.
-fn run_ask_agent(paths: &Paths, question: &[String], provider: Option<String>, model: Option<String>, local_model: Option<&str>, json: bool, forget: bool) -> anyhow::Result<ExitCode> {
-    let brain = match (provider, local_model) {
+/// The brain `cowork ask --agent` names (None: the router decides).
+fn brain_choice(provider: Option<String>, model: Option<String>, local_model: Option<&str>) -> Option<cowork::agent::BrainChoice> {
+    match (provider, local_model) {
         (Some(name), _) => Some(cowork::agent::BrainChoice::Provider { name, model }),
         (None, Some(_)) => Some(cowork::agent::BrainChoice::Local),
         (None, None) => None,
-    };
+    }
+}
+
+/// `cowork ask --agent`: the tasks worked on with tools, by a provider's model or a local one.
+fn run_ask_agent(paths: &Paths, question: &[String], brain: Option<cowork::agent::BrainChoice>, local_model: Option<&str>, json: bool, forget: bool, follow_up: bool) -> anyhow::Result<ExitCode> {
+    if follow_up && !json {
+        anyhow::bail!("--agent --follow-up needs --json (without it the words are one task)");
+    }
     let status = if json {
-        commands::agent::ask_agent_json(paths, question, brain, local_model, forget)?
+        commands::agent::ask_agent_json(paths, question, brain, local_model, forget, follow_up)?
     } else {
         let task = question.join(" ");
         commands::agent::ask_agent(paths, &if forget { format!("<no-memory> {task}") } else { task }, brain, local_model)?

@@ -39,11 +39,13 @@
 
 pub mod chunking;
 pub mod commands;
+pub mod corrections;
 pub mod embed;
 pub mod embed_worker;
 pub mod events;
 pub mod hot;
 pub mod hybrid;
+pub mod profile;
 pub mod index;
 pub mod jobs;
 pub mod rag;

@@ -52,6 +52,10 @@ pub enum UiAction {
     AttachFiles(Vec<std::path::PathBuf>),
     /// Chat: put back what an agent task changed on disk.
     Undo(i64),
+    /// Memory: a line proposed for the profile, added (`accept`) or dismissed for good.
+    ProfileProposal { text: String, accept: bool },
+    /// Chat: the user's answer to a proposed change of the pinned facts (confirm, or keep things as they are).
+    MemoryChange { answer_id: i64, confirm: bool },
     /// Chat: save an answer as a document (docx or pdf) in the Documents folder.
     ExportAnswer { answer_id: i64, extension: &'static str },
     /// Settings → Desktop: install cowork's GNOME Shell extension (the user consented) or remove it.
@@ -249,6 +253,8 @@ pub struct MemoryView {
     pub last_report: Option<crate::memory::synthesis::Report>,
     pub last_recalled: Vec<crate::memory::rag::Item>,
     pub last_dropped: Vec<crate::memory::rag::Item>,
+    /// Lines proposed for the profile (added only when the user says so).
+    pub profile_proposals: Vec<crate::memory::profile::Proposal>,
 }
 
 /// The Context panel's search: the newest query and the results that belong to it.
@@ -437,6 +443,8 @@ pub struct AppState {
     pub file_browser: Option<FileBrowser>,
     /// Answers whose task changed files Undo can put back: answer id → (operation, until when).
     pub undoable: BTreeMap<i64, (i64, i64)>,
+    /// Changes to the pinned facts the user asked for in the chat, waiting for their click: answer id → change.
+    pub memory_changes: BTreeMap<i64, crate::memory::corrections::Change>,
     pub settings: Settings,
     pub setting_warnings: Vec<String>,
     pub quick_prompt_open: bool,
@@ -691,6 +699,9 @@ impl AppState {
                     message.citations = citations;
                 }
             }
+            AgentEvent::MemoryChangeProposed { answer_id, change } => {
+                self.memory_changes.insert(answer_id, change);
+            }
             AgentEvent::Undoable { answer_id, operation_id, until_millis } => {
                 self.undoable.insert(answer_id, (operation_id, until_millis));
             }
@@ -807,6 +818,7 @@ impl AppState {
     fn apply_memory(&mut self, event: MemoryEvent) {
         match event {
             MemoryEvent::HotMemory(facts) => self.memory.hot = facts,
+            MemoryEvent::ProfileProposals(proposals) => self.memory.profile_proposals = proposals,
             MemoryEvent::ThreadPins { thread_id, items } => {
                 if self.current_thread == Some(thread_id) {
                     self.pins = items;

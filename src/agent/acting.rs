@@ -317,8 +317,16 @@ impl<B: LocalBrain> AgentWorker<B> {
         state.push(Turn::new(Role::System, system), Origin::Instructions);
         // Earlier messages of the thread: the user's own words, and answers
         // that may quote what tools returned (memory, so untrusted).
-        let history = &request.history[request.history.len().saturating_sub(self.config.history_messages)..];
-        for (role, text) in history {
+        let provider = match &brain {
+            Brain::Cloud { provider, .. } => Some(provider),
+            Brain::Local => None,
+        };
+        let history = super::history::fit(&request.history, self.history_budget(provider));
+        // The older part of a long thread, summarised: both sides' words, so data like an answer.
+        if let Some(earlier) = &history.earlier {
+            state.push(Turn::new(Role::User, earlier.clone()), Origin::Memory);
+        }
+        for (role, text) in &history.recent {
             match role {
                 crate::records::Role::User => state.push(Turn::new(Role::User, text.clone()), Origin::User),
                 crate::records::Role::Assistant => state.push(Turn::new(Role::Assistant, text.clone()), Origin::Memory),

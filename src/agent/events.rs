@@ -39,6 +39,9 @@ pub enum AgentEvent {
         recalled: Vec<crate::memory::rag::Item>,
         dropped: Vec<crate::memory::rag::Item>,
     },
+    /// A change to the pinned facts the user asked for in conversation, shown
+    /// on the answer for them to confirm (nothing changes until they do).
+    MemoryChangeProposed { answer_id: i64, change: crate::memory::corrections::Change },
     /// The sources an answer may cite as [n].
     Citations { answer_id: i64, citations: Vec<crate::memory::rag::Citation> },
     /// A decision on a call was not taken: it was decided already (by whom), or is gone.

@@ -12,8 +12,11 @@
 //! (`Origin::Memory`), so a sensitive call asks while it is in the prompt.
 //! A task gets derived memory only where it shares a word with the question
 //! (and the thread's pins, which the user chose), so a task about something
-//! else is not made to ask. A cloud task the user has not allowed gets none
-//! of it, as a plain question does; the Memory view says so.
+//! else is not made to ask; and none when it asks for a change ("edit the
+//! budget", "delete…"): the user's rules for such calls keep working, and
+//! the model can still read memory with its tools (that step then asks). A
+//! cloud task the user has not allowed gets none of it, as a plain question
+//! does; the Memory view says so.
 
 use std::time::Duration;
 
@@ -50,9 +53,9 @@ pub struct MemoryContext {
 pub enum Purpose {
     /// A plain answer: every section, the newest summaries, and the notes recalled for it.
     Chat,
-    /// An agent task: derived sections only where they share a word with the
-    /// question; notes recalled for it only with `recall`.
-    Task { recall: bool },
+    /// An agent task: derived sections (only where they share a word with the
+    /// question) with `derived`; notes recalled for it only with `recall` too.
+    Task { derived: bool, recall: bool },
 }
 
 impl MemoryContext {
@@ -122,13 +125,13 @@ impl<B: LocalBrain> AgentWorker<B> {
             })
             .unwrap_or_default();
         let wanted = wanted(&request.text);
-        if let Purpose::Task { .. } = purpose {
-            facts.retain(|f| f.pinned_by == "user" || relevant(&f.text, &wanted));
-            summaries.retain(|(_, text)| relevant(text, &wanted));
+        if let Purpose::Task { derived, .. } = purpose {
+            facts.retain(|f| f.pinned_by == "user" || derived && relevant(&f.text, &wanted));
+            summaries.retain(|(_, text)| derived && relevant(text, &wanted));
         }
         let report = synthesis::synthesize(SYSTEM_PROMPT, &facts, &settings.profile, &feedback, &summaries, settings.prompt_budget_tokens);
         let any_embedded = crate::memory::jobs::any_embedded(conn).unwrap_or(false);
-        if purpose == (Purpose::Task { recall: false }) {
+        if let Purpose::Task { derived: false, .. } | Purpose::Task { recall: false, .. } = purpose {
             return Some(MemoryContext { report, assembly: rag::Assembly::default(), any_embedded });
         }
         let thread_id = request.thread.thread_id;
@@ -165,12 +168,14 @@ impl<B: LocalBrain> AgentWorker<B> {
     /// The memory a task's brain gets: everything the user wrote and what was
     /// derived for its question (with recalled notes for a cloud brain, whose
     /// context holds them; the local model answers memory questions in one
-    /// pass before a task starts). None for a cloud the user has not allowed.
+    /// pass before a task starts); only the user's own for a task that asks
+    /// for a change. None for a cloud the user has not allowed.
     pub(super) fn task_memory(&mut self, request: &ChatRequest, brain: &Brain, settings: &crate::config::Settings) -> Option<MemoryContext> {
         if !allowed(brain) {
             return None;
         }
-        self.memory_context(request, settings, Purpose::Task { recall: matches!(brain, Brain::Cloud { .. }) })
+        let derived = !super::local::asks_for_change(&request.text);
+        self.memory_context(request, settings, Purpose::Task { derived, recall: derived && matches!(brain, Brain::Cloud { .. }) })
     }
 
     /// What the user wrote, for a system prompt without a question of the
@@ -180,7 +185,7 @@ impl<B: LocalBrain> AgentWorker<B> {
         if !allowed(brain) {
             return String::new();
         }
-        self.memory_context(&ChatRequest::default(), settings, Purpose::Task { recall: false }).map(|m| m.report.user_text()).unwrap_or_default()
+        self.memory_context(&ChatRequest::default(), settings, Purpose::Task { derived: false, recall: false }).map(|m| m.report.user_text()).unwrap_or_default()
     }
 
     /// The Memory view for a task that got no memory: why.
@@ -256,7 +261,8 @@ mod tests {
             db_path: db,
             context_budget_tokens: 200,
             max_answer_tokens: 16,
-            history_messages: 2,
+            local_history_tokens: 600,
+            cloud_history_tokens: 24_000,
             data_dir: dir.path().to_owned(),
             local_limit_tokens: 1_500,
             recall: None,
@@ -270,7 +276,7 @@ mod tests {
         let mut worker = AgentWorker::new(config, NoEngine(Default::default()), store, sink, Default::default());
         let settings = crate::config::Settings { profile: "Signs emails as Sam".into(), ..Default::default() };
         let thread = crate::records::ChatThread { thread_id: 1, title: "t".into(), updated_at_millis: 0 };
-        let request = ChatRequest::new(thread, true, 1, 2, "move the atlas invoices to ~/archive");
+        let request = ChatRequest::new(thread.clone(), true, 1, 2, "which folder are the atlas invoices in?");
 
         let memory = worker.task_memory(&request, &Brain::Local, &settings).expect("the local model gets memory");
         let user = memory.report.user_text();
@@ -279,6 +285,10 @@ mod tests {
         assert!(memory.assembly.items.is_empty());
         let data = memory.task_data(now_millis()).expect("the model's note shares a word with the task");
         assert!(data.contains("~/atlas") && !data.contains("Dana"), "{data}");
+        // A task that asks for a change gets the user's own memory only: their rules for it keep working.
+        let change = ChatRequest::new(thread, true, 3, 4, "move the atlas invoices to ~/archive");
+        let memory = worker.task_memory(&change, &Brain::Local, &settings).expect("memory");
+        assert!(memory.report.user_text().contains("Dana Reyes") && memory.task_data(now_millis()).is_none());
         // What the user wrote follows the identity, before anything that changes from task to task
         // (the offered tools, the clock): the engine's prefix cache keeps it warm.
         let system = worker.operation_system_prompt(&Brain::Local, &["move_path"], &user, now_millis());

@@ -50,8 +50,10 @@ pub struct AgentConfig {
     pub db_path: PathBuf,
     pub context_budget_tokens: usize,
     pub max_answer_tokens: usize,
-    /// Messages of history sent with each question.
-    pub history_messages: usize,
+    /// The local model's history, in tokens (`history::fit`; older messages are summarised).
+    pub local_history_tokens: usize,
+    /// The most history a cloud model reads, in tokens (a quarter of its context window, up to this).
+    pub cloud_history_tokens: usize,
     /// Where providers.json and the secret store live.
     pub data_dir: PathBuf,
     /// The longest prompt the local model takes, in tokens (the router's limit).
@@ -80,6 +82,9 @@ pub enum AgentCommand {
     Prepare,
     /// The chat model changed (Settings → Models): a follow-up starts a new prompt.
     ModelChanged,
+    /// The user changed what cowork remembers: a follow-up starts a new prompt
+    /// (the last one may hold a fact that is gone).
+    MemoryChanged,
     /// Observational memory: summarise up to `limit` older hours of activity
     /// that have no summary yet (loads the model if needed); the count goes to `reply`.
     Summarise { limit: usize, reply: Option<Sender<Result<usize, String>>> },
@@ -194,13 +199,13 @@ struct Conversation {
 
 impl Conversation {
     /// Whether `request` is the next question of this exchange's thread, with
-    /// nothing edited in between and the prompt still within the history limit.
-    fn continued_by(&self, request: &ChatRequest, history_messages: usize) -> bool {
+    /// nothing edited in between and its whole history still within the budget.
+    fn continued_by(&self, request: &ChatRequest, history: &super::history::Fitted) -> bool {
         let answer = self.messages.last().map(|m| m.content.as_str());
         self.thread_id == request.thread.thread_id
             && request.history.len() == self.history_len
             && request.history.last().map(|(_, text)| text.as_str()) == answer
-            && self.history_len < history_messages
+            && history.earlier.is_none()
     }
 }
 
@@ -246,14 +251,15 @@ impl<B: LocalBrain> AgentWorker<B> {
     /// prefilled; anything else starts from the fixed head (identity, memory,
     /// examples) that every new question shares.
     pub fn prompt(&self, request: &ChatRequest, context: Option<&PromptContext>) -> Vec<PromptMessage> {
-        if let Some(conversation) = self.conversation.as_ref().filter(|c| c.continued_by(request, self.config.history_messages)) {
+        let history = super::history::fit(&request.history, self.config.local_history_tokens);
+        if let Some(conversation) = self.conversation.as_ref().filter(|c| c.continued_by(request, &history)) {
             let mut messages = conversation.messages.clone();
             messages.push(question_turn(&[context.map(|c| c.turn.as_str()).unwrap_or_default()], &request.text));
             return messages;
         }
         // The examples teach reading captured context; without any, they would only cost prefill.
         let examples: &[PromptMessage] = if context.is_some() { &self.examples } else { &[] };
-        chat_messages(SYSTEM_PROMPT, examples, context, &request.history, self.config.history_messages, &request.text)
+        chat_messages(SYSTEM_PROMPT, examples, context, &history.recent, history.earlier.as_deref(), &request.text)
     }
 
     /// Prefills the head every next question shares (identity, memory,
@@ -287,9 +293,20 @@ impl<B: LocalBrain> AgentWorker<B> {
         (!context.text().is_empty()).then_some(context)
     }
 
-    /// The messages for a cloud model: the same layout without the worked examples.
-    fn cloud_prompt(&self, request: &ChatRequest, context: Option<&PromptContext>) -> Vec<PromptMessage> {
-        chat_messages(SYSTEM_PROMPT, &[], context, &request.history, self.config.history_messages, &request.text)
+    /// The messages for a cloud model: the same layout without the worked
+    /// examples, with as much history as its context window allows.
+    fn cloud_prompt(&self, request: &ChatRequest, context: Option<&PromptContext>, provider: &crate::brains::ProviderConfig) -> Vec<PromptMessage> {
+        let history = super::history::fit(&request.history, self.history_budget(Some(provider)));
+        chat_messages(SYSTEM_PROMPT, &[], context, &history.recent, history.earlier.as_deref(), &request.text)
+    }
+
+    /// How much of a thread's history a brain reads, in tokens: a cloud
+    /// `provider`'s model by its context window, else the local model.
+    pub(super) fn history_budget(&self, provider: Option<&crate::brains::ProviderConfig>) -> usize {
+        match provider {
+            None => self.config.local_history_tokens,
+            Some(provider) => super::history::cloud_budget(provider.context_window(&provider.model), self.config.cloud_history_tokens),
+        }
     }
 
     /// Writes a message through the store; `model` names who wrote an answer.
@@ -300,7 +317,17 @@ impl<B: LocalBrain> AgentWorker<B> {
         }
     }
 
-    pub fn handle_chat(&mut self, request: ChatRequest) {
+    pub fn handle_chat(&mut self, mut request: ChatRequest) {
+        // A message about what cowork believes ("that's wrong, …") is answered here, whatever brain would answer.
+        let from_user = request.text_origin.is_none_or(|o| o == crate::tools::Origin::User);
+        if let Some(intent) = crate::memory::corrections::parse(request.text.replace("<no-memory>", "").trim()).filter(|_| from_user)
+            && let Some(reply) = self.about_memory(&request, intent)
+        {
+            let remember = !wants_no_memory(&request.text);
+            request.text = request.text.replace("<no-memory>", "").trim().to_owned();
+            self.give_reply(&request, remember, reply);
+            return;
+        }
         let mut request = match request.agent {
             false => request,
             // Decided once, before any operation starts.
@@ -487,7 +514,8 @@ impl<B: LocalBrain> AgentWorker<B> {
             .collect();
         let prompt_tokens = estimate_tokens(SYSTEM_PROMPT)
             + context.map(estimate_tokens).unwrap_or(0)
-            + request.history.iter().map(|(_, t)| estimate_tokens(t)).sum::<usize>()
+            // The history as the local model would read it (a cloud one reads more).
+            + super::history::fit(&request.history, self.config.local_history_tokens).tokens()
             + estimate_tokens(&request.text);
         let input = RouteInput {
             preference: settings.prefer,
@@ -629,7 +657,13 @@ impl<B: LocalBrain> AgentWorker<B> {
     /// Grounded mode found nothing: the fixed refusal is the answer (stored as a
     /// refusal, so it is never embedded nor sent back as history).
     pub(super) fn refuse(&mut self, request: &ChatRequest, remember: bool) {
-        use crate::memory::rag::GROUNDED_REFUSAL;
+        let why = ("grounded mode", "nothing in memory matches; no model was asked".to_owned());
+        self.answer_without_model(request, remember, why, crate::memory::rag::GROUNDED_REFUSAL, None, true);
+    }
+
+    /// An answer cowork gives itself: the question and `text` kept (unless
+    /// `remember` is false), shown as answered by `by.0` for the reason `by.1`.
+    pub(super) fn answer_without_model(&mut self, request: &ChatRequest, remember: bool, by: (&str, String), text: &str, citations: Option<String>, refusal: bool) {
         if remember && !request.is_retry {
             if request.thread_is_new {
                 let _ = self.store.send_timeout(
@@ -639,16 +673,12 @@ impl<B: LocalBrain> AgentWorker<B> {
             }
             self.persist(user_message(request, None), None);
         }
-        self.sink.send(AgentEvent::Routed {
-            answer_id: request.answer_id,
-            ask_id: request.ask_id,
-            answered_by: "grounded mode".into(),
-            reason: "nothing in memory matches; no model was asked".into(),
-        });
-        self.sink.send(AgentEvent::Token { answer_id: request.answer_id, text: GROUNDED_REFUSAL.to_owned() });
+        self.sink.send(AgentEvent::Routed { answer_id: request.answer_id, ask_id: request.ask_id, answered_by: by.0.to_owned(), reason: by.1 });
+        self.sink.send(AgentEvent::Token { answer_id: request.answer_id, text: text.to_owned() });
         if remember {
-            let mut answer = answer_message(request, GROUNDED_REFUSAL.to_owned(), None, MessageStatus::Done, "grounded", 0.0, None);
-            answer.refusal = true;
+            let provider = if refusal { "grounded" } else { by.0 };
+            let mut answer = answer_message(request, text.to_owned(), None, MessageStatus::Done, provider, 0.0, citations);
+            answer.refusal = refusal;
             self.persist(answer, None);
         }
         self.sink.send(AgentEvent::AnswerFinished { answer_id: request.answer_id, status: MessageStatus::Done, error: None, stats: GenerationStats::default() });
@@ -688,7 +718,7 @@ impl<B: LocalBrain> AgentWorker<B> {
     ) {
         use crate::brains::{Delta, Turn};
         let turns: Vec<Turn> = self
-            .cloud_prompt(request, context)
+            .cloud_prompt(request, context, provider)
             .into_iter()
             .map(|m| {
                 let role = match m.role {
@@ -762,7 +792,7 @@ impl<B: LocalBrain> AgentWorker<B> {
         match command {
             AgentCommand::Chat(request) => self.handle_chat(request),
             AgentCommand::Prepare => self.warm_head(),
-            AgentCommand::ModelChanged => self.conversation = None,
+            AgentCommand::ModelChanged | AgentCommand::MemoryChanged => self.conversation = None,
             AgentCommand::Summarise { limit, reply } => {
                 let result = self.summarise_pending(now_millis(), limit, false);
                 if let Err(err) = &result {
@@ -935,7 +965,8 @@ mod tests {
             db_path: db,
             context_budget_tokens: 200,
             max_answer_tokens: 16,
-            history_messages: 2,
+            local_history_tokens: 12,
+            cloud_history_tokens: 24_000,
             data_dir: dir.path().to_owned(),
             local_limit_tokens: 1_500,
             recall: None,
@@ -991,7 +1022,8 @@ mod tests {
         assert!(turn.contains("The user is in LibreOffice: Q3 report.odt"), "{turn}");
         assert!(turn.ends_with("\n\nQuestion: What am I doing?"), "{turn}");
         let contents: Vec<&str> = prompt[1 + examples.len()..prompt.len() - 1].iter().map(|m| m.content.as_str()).collect();
-        assert_eq!(contents, ["recent question", "recent answer"], "history is cut to 2");
+        assert_eq!(contents, ["recent question", "recent answer"], "history is cut to its budget (12 tokens)");
+        assert!(prompt[0].content.contains("Earlier in this conversation") && prompt[0].content.contains("2 earlier messages left out"), "{}", prompt[0].content);
 
         let saved: Vec<ChatMessage> = kept_messages(&store_rx);
         assert_eq!(saved.len(), 2);
@@ -1044,7 +1076,7 @@ mod tests {
     #[test]
     fn a_follow_up_repeats_the_previous_prompt_and_answer_so_only_its_turn_is_new() {
         let Harness { _dir, mut worker, ctx, events, prompts, .. } = harness(ScriptedEngine::default(), Arc::default());
-        worker.config.history_messages = 8;
+        worker.config.local_history_tokens = 600;
         worker.handle(AgentCommand::Chat(request(Vec::new())), &ctx);
         let answer: String = events.try_iter().filter_map(|e| match e { AppEvent::Agent(AgentEvent::Token { text, .. }) => Some(text), _ => None }).collect();
         let history = vec![(Role::User, "What am I doing?".to_owned()), (Role::Assistant, answer.clone())];

@@ -268,6 +268,11 @@ impl ProviderConfig {
         }
     }
 
+    /// How many tokens `model` here reads at most, when the price table knows it.
+    pub fn context_window(&self, model: &str) -> Option<u64> {
+        self.known(model).and_then(|row| row.context)
+    }
+
     /// What `model` here costs: the prices the user set for the provider win;
     /// else the shipped table's; else free (local servers, unknown models).
     pub fn prices(&self, model: &str) -> Prices {

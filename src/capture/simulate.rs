@@ -8,7 +8,10 @@
 //! `{"idle_secs": 900}` passes time with no input (AFK after the threshold, back-dated),
 //! `{"unfocus": true}` leaves nothing focused,
 //! `{"type": "text"}` types into the focused window (one chunk, flushed by Enter; `<private>` redacted),
-//! `{"copy": "text"}` copies from it (the clipboard stream, repeats dropped).
+//! `{"copy": "text"}` copies from it (the clipboard stream, repeats dropped),
+//! `{"summary": {"hours_before": 72, "text": "…"}}` stores an observational
+//! summary of the hour that many hours before the script's start, as the
+//! local model would write it (evaluations of memory from earlier days).
 //! Blank lines and lines starting with `#` are skipped. Windows, typing and
 //! clipboard all pass the same firewall as live capture; idle time also
 //! drives the AFK heartbeat stream.
@@ -45,6 +48,15 @@ pub enum Step {
     Unfocus,
     Type(String),
     Copy(String),
+    Summary(ScriptSummary),
+}
+
+/// An observational summary of an hour before the script starts.
+#[derive(Clone, Debug, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ScriptSummary {
+    pub hours_before: u32,
+    pub text: String,
 }
 
 #[derive(Deserialize)]
@@ -57,6 +69,7 @@ struct RawStep {
     #[serde(rename = "type")]
     typed: Option<String>,
     copy: Option<String>,
+    summary: Option<ScriptSummary>,
 }
 
 pub fn parse_script(text: &str) -> anyhow::Result<Vec<Step>> {
@@ -73,15 +86,18 @@ pub fn parse_script(text: &str) -> anyhow::Result<Vec<Step>> {
             + usize::from(raw.idle_secs.is_some())
             + usize::from(raw.unfocus.is_some())
             + usize::from(raw.typed.is_some())
-            + usize::from(raw.copy.is_some());
+            + usize::from(raw.copy.is_some())
+            + usize::from(raw.summary.is_some());
         let step = match raw {
-            _ if given != 1 => bail!("{}: give exactly one of window, work_secs, idle_secs, unfocus, type, copy", at()),
+            _ if given != 1 => bail!("{}: give exactly one of window, work_secs, idle_secs, unfocus, type, copy, summary", at()),
             RawStep { window: Some(window), .. } => Step::Window(window),
             RawStep { work_secs: Some(secs), .. } if secs >= 0.0 => Step::Work { secs },
             RawStep { idle_secs: Some(secs), .. } if secs >= 0.0 => Step::Idle { secs },
             RawStep { unfocus: Some(true), .. } => Step::Unfocus,
             RawStep { typed: Some(text), .. } => Step::Type(text),
             RawStep { copy: Some(text), .. } => Step::Copy(text),
+            RawStep { summary: Some(summary), .. } if !summary.text.trim().is_empty() => Step::Summary(summary),
+            RawStep { summary: Some(_), .. } => bail!("{}: a summary needs its text", at()),
             _ => bail!("{}: work_secs and idle_secs must be ≥ 0, unfocus must be true", at()),
         };
         steps.push(step);
@@ -118,6 +134,8 @@ pub enum Replayed {
     Chunk(KeystrokeChunk),
     Clip(ClipboardEvent),
     Afk(AfkEvent),
+    /// An observational summary: its hour (start, end) and text.
+    Summary { start_millis: i64, end_millis: i64, text: String },
 }
 
 /// Replays `steps` from `start_millis`, sending every row to `emit`.
@@ -213,6 +231,11 @@ pub fn replay(
                     stats.clips += 1;
                     emit(Replayed::Clip(event));
                 }
+            }
+            Step::Summary(summary) => {
+                const HOUR: i64 = 3_600_000;
+                let start = (start_millis - i64::from(summary.hours_before) * HOUR).div_euclid(HOUR) * HOUR;
+                emit(Replayed::Summary { start_millis: start, end_millis: start + HOUR, text: summary.text.clone() });
             }
             Step::Idle { secs } => {
                 let last_input = now;
@@ -325,5 +348,21 @@ mod tests {
         let err = parse_script("{\"work_secs\": 5}\n{\"work_secs\": 1, \"idle_secs\": 2}").unwrap_err();
         assert!(format!("{err:#}").contains("line 2"), "{err:#}");
         assert!(parse_script("{\"wait\": 1}").is_err());
+        assert!(format!("{:#}", parse_script("{\"summary\": {\"hours_before\": 3, \"text\": \" \"}}").unwrap_err()).contains("needs its text"));
+    }
+
+    #[test]
+    fn a_summary_step_dates_its_hour_before_the_start() {
+        let steps = parse_script("{\"summary\": {\"hours_before\": 72, \"text\": \"Met Kestrel Freight\"}}\n{\"work_secs\": 60}").unwrap();
+        let start = 1_795_000_000_000 + 1_234;
+        let mut summaries = Vec::new();
+        replay(&steps, start, &Rules::default(), 180, |row| {
+            if let Replayed::Summary { start_millis, end_millis, text } = row {
+                summaries.push((start_millis, end_millis, text));
+            }
+        });
+        let hour = 3_600_000;
+        let expected = (start - 72 * hour) / hour * hour;
+        assert_eq!(summaries, [(expected, expected + hour, "Met Kestrel Freight".to_owned())]);
     }
 }

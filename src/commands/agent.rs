@@ -109,17 +109,25 @@ struct CallReport {
 /// model loaded once, one JSON line a task (the agent evaluation reads them).
 /// Nothing is asked: a call that needs approval stays waiting (as without a
 /// terminal) and the next task starts. `forget`: no chat is kept.
-pub fn ask_agent_json(paths: &Paths, tasks: &[String], brain: Option<crate::agent::BrainChoice>, local_model: Option<&str>, forget: bool) -> anyhow::Result<u8> {
+/// `follow_up`: the tasks are one thread, each with the ones before as its history.
+pub fn ask_agent_json(paths: &Paths, tasks: &[String], brain: Option<crate::agent::BrainChoice>, local_model: Option<&str>, forget: bool, follow_up: bool) -> anyhow::Result<u8> {
     let (workers, events) = start_with(paths, local_model)?;
     wait_for_mcp(&workers);
     let mut stdout = std::io::stdout().lock();
     let mut worst = 0u8;
+    let mut thread: Option<ChatThread> = None;
+    let mut history = Vec::new();
     for task in tasks {
         let answer_id = next_id();
         let user_message_id = next_id();
-        let thread = ChatThread { thread_id: next_id(), title: crate::state::thread_title(task), updated_at_millis: now_millis() };
+        let new_thread = thread.is_none() || !follow_up;
+        if new_thread {
+            thread = Some(ChatThread { thread_id: next_id(), title: crate::state::thread_title(task), updated_at_millis: now_millis() });
+            history.clear();
+        }
+        let thread = thread.clone().expect("set above");
         let text = if forget { format!("<no-memory> {task}") } else { task.clone() };
-        let request = ChatRequest { agent: true, brain: brain.clone(), ..ChatRequest::new(thread, true, user_message_id, answer_id, text) };
+        let request = ChatRequest { agent: true, brain: brain.clone(), history: history.clone(), ..ChatRequest::new(thread, new_thread, user_message_id, answer_id, text) };
         let started = std::time::Instant::now();
         workers.agent.commands.send(AgentCommand::Chat(request))?;
         let mut report = TaskReport { task: task.clone(), ..TaskReport::default() };
@@ -130,6 +138,8 @@ pub fn ask_agent_json(paths: &Paths, tasks: &[String], brain: Option<crate::agen
             "waiting" | "paused" | "consent" => EXIT_NEEDS_APPROVAL,
             _ => 1,
         });
+        history.push((crate::records::Role::User, task.clone()));
+        history.push((crate::records::Role::Assistant, report.answer.clone()));
         writeln!(stdout, "{}", serde_json::to_string(&report)?)?;
         stdout.flush()?;
     }

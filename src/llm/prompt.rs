@@ -49,22 +49,22 @@ pub fn question_turn(head: &[&str], question: &str) -> PromptMessage {
     PromptMessage { role: PromptRole::User, content }
 }
 
-/// The messages for a chat model: identity and memory as the system prompt,
-/// worked examples (local models), the last `history_messages` of history, then
-/// the question's turn with the log, clock and notes before the question.
+/// The messages for a chat model: identity and memory as the system prompt
+/// (then `earlier`: the older part of a long thread, summarised), worked
+/// examples (local models), the newest `history` as it was said, then the
+/// question's turn with the log, clock and notes before the question.
 pub fn chat_messages(
     identity: &str,
     examples: &[PromptMessage],
     context: Option<&PromptContext>,
     history: &[(crate::records::Role, String)],
-    history_messages: usize,
+    earlier: Option<&str>,
     question: &str,
 ) -> Vec<PromptMessage> {
     let context = context.cloned().unwrap_or_default();
-    let mut messages = vec![PromptMessage { role: PromptRole::System, content: join_parts(&[identity, &context.system]) }];
+    let mut messages = vec![PromptMessage { role: PromptRole::System, content: join_parts(&[identity, &context.system, earlier.unwrap_or_default()]) }];
     messages.extend_from_slice(examples);
-    let skip = history.len().saturating_sub(history_messages);
-    for (role, content) in history.iter().skip(skip).filter(|(_, c)| c != crate::memory::rag::GROUNDED_REFUSAL) {
+    for (role, content) in history.iter().filter(|(_, c)| c != crate::memory::rag::GROUNDED_REFUSAL) {
         messages.push(PromptMessage { role: (*role).into(), content: content.clone() });
     }
     messages.push(question_turn(&[&context.log, &context.turn], question));

@@ -16,6 +16,8 @@ pub enum MemoryEvent {
         /// Why only keyword matches are shown (the vector half could not run).
         keyword_only: Option<String>,
     },
+    /// Lines cowork proposes for the profile, for the user to add or dismiss.
+    ProfileProposals(Vec<crate::memory::profile::Proposal>),
     /// How far embedding has got (Settings → Memory).
     MemoryProgress(crate::memory::jobs::Progress),
 }

@@ -28,6 +28,7 @@ const MIGRATIONS: &[&str] = &[
     include_str!("../../assets/migrations/0016_agent_owners.sql"),
     include_str!("../../assets/migrations/0017_documents.sql"),
     include_str!("../../assets/migrations/0018_cached_tokens.sql"),
+    include_str!("../../assets/migrations/0019_summary_fts_once.sql"),
 ];
 
 pub const SCHEMA_VERSION: u32 = MIGRATIONS.len() as u32;

@@ -441,6 +441,20 @@ fn answer_footer_ui(ui: &mut egui::Ui, state: &AppState, index: usize, panel: &m
                 actions.push(UiAction::ExportAnswer { answer_id: message.message_id, extension: "pdf" });
             }
         }
+        // A change to the pinned facts the user asked for: nothing changes until they confirm it.
+        if let Some(change) = state.memory_changes.get(&message.message_id) {
+            let (yes, hover) = match change {
+                crate::memory::corrections::Change::Add { .. } => ("Pin it", "Add this to your pinned facts"),
+                crate::memory::corrections::Change::Replace { .. } => ("Replace it", "Replace the old fact with the new one; summaries drop the old one"),
+                crate::memory::corrections::Change::Remove { .. } => ("Forget it", "Remove this fact; summaries drop it too"),
+            };
+            if ui.button(yes).on_hover_text(hover).clicked() {
+                actions.push(UiAction::MemoryChange { answer_id: message.message_id, confirm: true });
+            }
+            if ui.small_button("Keep as it is").clicked() {
+                actions.push(UiAction::MemoryChange { answer_id: message.message_id, confirm: false });
+            }
+        }
         // What the task deleted, moved or wrote can be put back for five minutes.
         if let Some((operation_id, until)) = state.undoable.get(&message.message_id)
             && crate::ids::now_millis() < *until

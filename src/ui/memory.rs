@@ -34,6 +34,19 @@ pub fn memory_ui(ui: &mut egui::Ui, state: &AppState, panel: &mut MemoryPanel, a
         actions,
     );
 
+    // Learned, never silently: each line is added only when the user says so.
+    for proposal in &state.memory.profile_proposals {
+        ui.horizontal_wrapped(|ui| {
+            ui.label(&proposal.question);
+            if ui.small_button("Add to profile").clicked() {
+                actions.push(UiAction::ProfileProposal { text: proposal.text.clone(), accept: true });
+            }
+            if ui.small_button("Dismiss").clicked() {
+                actions.push(UiAction::ProfileProposal { text: proposal.text.clone(), accept: false });
+            }
+        });
+    }
+
     ui.add_space(theme::SPACING);
     ui.label(RichText::new("Hot memory (mirrored in USER.md and MEMORY.md in the data directory; edits there are read back)").small().color(theme::muted()));
     for fact in &state.memory.hot {

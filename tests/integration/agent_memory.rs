@@ -226,3 +226,89 @@ fn grounded_mode_refuses_an_agent_question_memory_has_nothing_for() {
     assert_eq!(text, cowork::memory::rag::GROUNDED_REFUSAL);
     assert_eq!(server.hits.load(std::sync::atomic::Ordering::SeqCst), 0, "no model was asked");
 }
+
+/// The text of an answer, from its tokens.
+fn answer_text(seen: &[AgentEvent]) -> String {
+    seen.iter().filter_map(|e| if let AgentEvent::Token { text, .. } = e { Some(text.as_str()) } else { None }).collect()
+}
+
+/// Memory the user corrects in conversation, agent on, with a cloud brain:
+/// "that's wrong, …" proposes replacing the pinned fact it contradicts —
+/// nothing is sent to a model and nothing changes until the user confirms;
+/// confirmed, the next task's system prompt has the new fact and the summary
+/// that stated the old one has dropped it. "why do you think that?" names the
+/// fact and the sources of the last answer with their dates; "forget …"
+/// proposes the removal.
+#[test]
+fn a_fact_is_corrected_in_the_chat_with_one_confirmation_and_the_answer_says_where_beliefs_come_from() {
+    let server = scripted(vec![answer("Your manager is Dana Reyes; the Q3 numbers are in [1]."), answer("Dear Marta, …"), answer("The sky is blue.")]);
+    let (data, paths) = fixture(&server, "Q3 numbers.ods - LibreOffice Calc", "");
+    remember(data.path(), "Sam likes tea", "Sam met Dana Reyes, his manager, about the Q3 numbers. He then fixed the ETL job.");
+    let (workers, events) = super::support::start_workers(&paths);
+
+    // An answer that stood on the pinned fact and a captured window.
+    let first = task("who is my manager and where are the Q3 numbers?");
+    let thread = first.thread.clone();
+    workers.agent.commands.send(AgentCommand::Chat(first.clone())).unwrap();
+    let said = answer_text(&events_until_finished(&events, first.answer_id));
+    let history = vec![(cowork::records::Role::User, first.text.clone()), (cowork::records::Role::Assistant, said.clone())];
+    let follow = |text: &str, history: &[(cowork::records::Role, String)]| cowork::agent::ChatRequest {
+        agent: true,
+        history: history.to_vec(),
+        ..cowork::agent::ChatRequest::new(thread.clone(), false, cowork::ids::next_id(), cowork::ids::next_id(), text)
+    };
+
+    let why = follow("Why do you think that?", &history);
+    workers.agent.commands.send(AgentCommand::Chat(why.clone())).unwrap();
+    let seen = events_until_finished(&events, why.answer_id);
+    let text = answer_text(&seen);
+    assert!(text.contains("a fact you pinned") && text.contains(MANAGER), "the fact, who pinned it and when: {text}");
+    assert!(text.contains("[1]") && text.contains("Q3 numbers.ods"), "the cited window: {text}");
+    assert!(seen.iter().any(|e| matches!(e, AgentEvent::Routed { answered_by, .. } if answered_by == "memory")), "{seen:?}");
+
+    let wrong = follow("That's wrong, my manager is Marta Kowalski now", &history);
+    workers.agent.commands.send(AgentCommand::Chat(wrong.clone())).unwrap();
+    let seen = events_until_finished(&events, wrong.answer_id);
+    let change = seen.iter().find_map(|e| match e {
+        AgentEvent::MemoryChangeProposed { answer_id, change } if *answer_id == wrong.answer_id => Some(change.clone()),
+        _ => None,
+    });
+    let change = change.expect("a proposed change");
+    match &change {
+        cowork::memory::corrections::Change::Replace { old, new, .. } => assert_eq!((old.as_str(), new.as_str()), (MANAGER, "My manager is Marta Kowalski now.")),
+        other => panic!("{other:?}"),
+    }
+    assert!(answer_text(&seen).contains("Replace “My manager is Dana Reyes” with “My manager is Marta Kowalski now.”"), "{}", answer_text(&seen));
+    assert_eq!(server.hits.load(std::sync::atomic::Ordering::SeqCst), 1, "no model was asked about the correction or the why");
+    let db = data.path().join("cowork.db");
+    let facts = |db: &std::path::Path| cowork::memory::hot::facts(&cowork::store::open_read_only(db).unwrap()).unwrap().into_iter().map(|f| f.text).collect::<Vec<_>>();
+    assert!(facts(&db).contains(&MANAGER.to_owned()), "nothing changed before the click");
+
+    // The click (UiAction::MemoryChange → the store).
+    let (reply, done) = crossbeam_channel::bounded(1);
+    workers.store.commands.send(cowork::memory::commands::apply_change(change, cowork::runtime::EventSink::ignored())).unwrap();
+    workers.store.commands.send(cowork::store::StoreCommand::Flush(reply)).unwrap();
+    done.recv_timeout(Duration::from_secs(10)).unwrap();
+    let now = facts(&db);
+    assert!(now.contains(&"My manager is Marta Kowalski now.".to_owned()) && !now.contains(&MANAGER.to_owned()), "{now:?}");
+    let summary: String = cowork::store::open_read_only(&db).unwrap().query_row("SELECT text FROM observations", [], |r| r.get(0)).unwrap();
+    assert_eq!(summary, "He then fixed the ETL job.", "the old fact left the summary that stated it");
+
+    let next = task("draft a status email to my manager");
+    workers.agent.commands.send(AgentCommand::Chat(next.clone())).unwrap();
+    events_until_finished(&events, next.answer_id);
+    let system = &messages(&server, 1)[0].1;
+    assert!(system.contains("Marta Kowalski") && !system.contains("Dana"), "{system}");
+
+    let forget = follow("Forget that my manager is Marta", &[]);
+    workers.agent.commands.send(AgentCommand::Chat(forget.clone())).unwrap();
+    let seen = events_until_finished(&events, forget.answer_id);
+    assert!(seen.iter().any(|e| matches!(e, AgentEvent::MemoryChangeProposed { change: cowork::memory::corrections::Change::Remove { text, .. }, .. } if text.contains("Marta"))), "{seen:?}");
+    // A correction of something cowork never pinned is an ordinary message (answered by the model).
+    let ordinary = follow("That's wrong, the sky is green", &[]);
+    workers.agent.commands.send(AgentCommand::Chat(ordinary.clone())).unwrap();
+    let seen = events_until_finished(&events, ordinary.answer_id);
+    workers.shutdown(Duration::from_secs(5));
+    assert!(!seen.iter().any(|e| matches!(e, AgentEvent::MemoryChangeProposed { .. })), "{seen:?}");
+    assert_eq!(server.hits.load(std::sync::atomic::Ordering::SeqCst), 3);
+}

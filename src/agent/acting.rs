@@ -257,8 +257,12 @@ impl<B: LocalBrain> AgentWorker<B> {
         // (`local::reads_memory_only` has the measurements, `answers_from_memory` the rule).
         // The small model's plan is made once, here: whether memory answers it, and what a task is offered.
         let local = matches!(brain, Brain::Local).then(|| super::local::plan(&request.text, &self.acting.files));
+        let memory = self.task_memory(&request, &brain, &settings);
+        // What cowork derived for the question (a summary, a note) answers it too, when it asks for
+        // no change and names no path: "which file had the timezone bug?" is about a day it summarised.
+        let derived = memory.as_ref().is_some_and(|m| !m.report.data_text().is_empty());
         if let Some(plan) = &local
-            && plan.from_memory
+            && (plan.from_memory || derived && super::local::names_no_path_or_change(&request.text, &self.acting.files))
             && settings.agent_memory_from_context
             && request.attachments.is_empty()
         {
@@ -267,7 +271,6 @@ impl<B: LocalBrain> AgentWorker<B> {
                 return Answering::FromMemory(ChatRequest { agent: false, text: asked_text, ..request });
             }
         }
-        let memory = self.task_memory(&request, &brain, &settings);
         // Grounded mode: a question only memory could answer, with nothing found for it, gets the
         // refusal without a model (a local one is answered in one pass above, with the same rule).
         if settings.grounded

@@ -346,6 +346,11 @@ pub fn answers_from_memory(request: &str, files: &FilesEnv) -> bool {
     answers_from_memory_given(request, files, &offer(request, Some(files)))
 }
 
+/// Whether a request asks for no change and names no path (so memory may answer it).
+pub fn names_no_path_or_change(request: &str, files: &FilesEnv) -> bool {
+    !asks_for_change(request) && named_paths(request, files).is_empty()
+}
+
 fn answers_from_memory_given(request: &str, files: &FilesEnv, offered: &[&str]) -> bool {
     if reads_memory_only(offered) {
         return true;
@@ -665,6 +670,11 @@ mod tests {
         }
         for question in ["What does my note say?", "Rewrite this politely: send it now", "What is 12 plus 30?", "Which windows are open?", "Delete the file I was editing"] {
             assert!(!answers_from_memory(question, &files), "{question}");
+        }
+        // A summary or note memory holds for it answers a question that asks no change and names no path.
+        assert!(names_no_path_or_change("Which file had the timezone bug in the nightly ETL job?", &files));
+        for question in ["Delete the file with the timezone bug", "Which file in /tmp has the bug?"] {
+            assert!(!names_no_path_or_change(question, &files), "{question}");
         }
     }
 

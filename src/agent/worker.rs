@@ -68,6 +68,26 @@ pub struct AgentConfig {
     pub flows: Option<Sender<crate::automations::AutomationsCommand>>,
 }
 
+#[cfg(test)]
+impl AgentConfig {
+    /// A worker on `db` with small budgets and no other workers.
+    pub(super) fn for_tests(db_path: PathBuf, data_dir: PathBuf) -> Self {
+        AgentConfig {
+            db_path,
+            context_budget_tokens: 200,
+            max_answer_tokens: 16,
+            local_history_tokens: 600,
+            cloud_history_tokens: 24_000,
+            data_dir,
+            local_limit_tokens: 1_500,
+            recall: None,
+            mcp: None,
+            automations: None,
+            flows: None,
+        }
+    }
+}
+
 /// How often the worker looks for older hours to summarise while the local model is loaded.
 const SUMMARY_CHECK: Duration = Duration::from_secs(15);
 /// How often an owner looks for decisions other processes made on its waiting calls.
@@ -961,19 +981,7 @@ mod tests {
             ..Default::default()
         };
         crate::capture::db::upsert_session(&conn, &session).unwrap();
-        let config = AgentConfig {
-            db_path: db,
-            context_budget_tokens: 200,
-            max_answer_tokens: 16,
-            local_history_tokens: 12,
-            cloud_history_tokens: 24_000,
-            data_dir: dir.path().to_owned(),
-            local_limit_tokens: 1_500,
-            recall: None,
-            mcp: None,
-            automations: None,
-            flows: None,
-        };
+        let config = AgentConfig { local_history_tokens: 12, ..AgentConfig::for_tests(db, dir.path().to_owned()) };
         (dir, config)
     }
 

@@ -6,7 +6,8 @@
 //! changes without it), or says where the last answer's beliefs came from.
 //!
 //! A correction that matches no pinned fact is an ordinary message: the model
-//! answers it, with the thread's history. Confirming a removal or replacement
+//! answers it, with the thread's history ("no, make it shorter" starts like a
+//! correction and is one of those). Confirming a removal or replacement
 //! also takes the old fact out of the summaries derived from it (the
 //! sentences that state it), so it does not come back through them.
 
@@ -50,7 +51,7 @@ const REMEMBER: &[&str] = &["please remember that ", "please remember: ", "pleas
 const FORGET: &[&str] = &["please forget that ", "please forget about ", "please forget: ", "please forget ", "forget that ", "forget about ", "forget: ", "forget "];
 const CORRECT: &[&str] = &[
     "that's wrong, ", "that's wrong: ", "that's wrong. ", "that is wrong, ", "that is wrong: ", "that's not right, ", "that's not right: ", "that's incorrect, ",
-    "that is incorrect, ", "wrong: ", "correction: ", "no, that's wrong: ", "no, that's wrong, ", "not true, ", "not true: ",
+    "that is incorrect, ", "wrong: ", "correction: ", "no, that's wrong: ", "no, that's wrong, ", "not true, ", "not true: ", "no, ", "actually, ",
 ];
 const WHY: &[&str] = &["why do you think that", "why do you think so", "why do you believe that", "where did you get that", "how do you know that", "what makes you think that"];
 
@@ -167,8 +168,15 @@ mod tests {
         assert_eq!(parse("Correction: the Atlas budget code is ATL-9100"), Some(Intent::Correct("The Atlas budget code is ATL-9100.".into())));
         assert_eq!(parse("Why do you think that?"), Some(Intent::Why));
         // Ordinary messages are not about memory.
-        for text in ["Do you remember when I booked the flight?", "remember when we met?", "What is my manager's name?", "no, make it shorter", "actually, write it in French", "why is the sky blue?", "forget it?"] {
+        for text in ["Do you remember when I booked the flight?", "remember when we met?", "What is my manager's name?", "why is the sky blue?", "forget it?", "no, is it?"] {
             assert_eq!(parse(text), None, "{text}");
+        }
+        // "no, …" reads as a correction, and is one only when it matches a pinned fact (`best_match`).
+        assert_eq!(parse("No, my manager is Marta Kowalski"), Some(Intent::Correct("My manager is Marta Kowalski.".into())));
+        let facts = [fact(1, "My manager is Dana Reyes.")];
+        for text in ["no, make it shorter", "actually, write it in French"] {
+            let Some(Intent::Correct(said)) = parse(text) else { panic!("{text}") };
+            assert!(best_match(&facts, &said).is_none(), "{text}: an ordinary message after all");
         }
     }
 

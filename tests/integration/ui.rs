@@ -2327,3 +2327,50 @@ fn a_conversation_is_deleted_only_after_a_yes_and_leaves_the_list() {
     assert_eq!(state.current_thread, None, "a new chat, not the deleted one");
     harness.get_by_label("Deleted the conversation (4 messages)");
 }
+
+/// Memory corrected in the chat: the proposed change is shown on its answer
+/// and nothing reaches the store until the user clicks; "Keep as it is"
+/// drops it. A line proposed for the profile is added only on "Add to
+/// profile" (the setting is saved) and a dismissed one goes to the store.
+#[test]
+fn a_memory_change_waits_for_its_click_and_a_profile_line_is_added_only_when_the_user_says_so() {
+    use cowork::memory::corrections::Change;
+    let (mut harness, far) = app();
+    let propose = |harness: &mut Harness<'static, CoworkApp>, text: &str, change: Change| {
+        let request = send_message(harness, &far, text);
+        far.events.send(AppEvent::Agent(AgentEvent::MemoryChangeProposed { answer_id: request.answer_id, change })).unwrap();
+        far.events.send(AppEvent::Agent(AgentEvent::Token { answer_id: request.answer_id, text: format!("{text} Confirm below.") })).unwrap();
+        far.events.send(AppEvent::Agent(AgentEvent::AnswerFinished { answer_id: request.answer_id, status: MessageStatus::Done, error: None, stats: GenerationStats::default() })).unwrap();
+        harness.run();
+        let _ = far.store.try_iter().count();
+        let _ = far.agent.try_iter().count();
+    };
+    propose(&mut harness, "That's wrong, my manager is Marta Kowalski.", Change::Replace { memory_id: 4, old: "My manager is Dana Reyes.".into(), new: "My manager is Marta Kowalski.".into() });
+    harness.get_by_label("Replace it");
+    harness.get_by_label("Keep as it is").click();
+    harness.run();
+    assert!(store_asked(&far).is_empty(), "kept: nothing asked of the store");
+    assert!(harness.query_by_label("Replace it").is_none() && harness.query_by_label("Keep as it is").is_none(), "the card is answered once");
+    propose(&mut harness, "Forget that Lior likes tea.", Change::Remove { memory_id: 5, text: "Lior likes tea.".into() });
+    harness.get_by_label("Forget it").click();
+    harness.run();
+    let asked = store_asked(&far);
+    assert_eq!(asked, ["memory change: Forget “Lior likes tea.”"]);
+    assert!(far.agent.try_iter().any(|c| matches!(c, AgentCommand::MemoryChanged)), "the agent drops a prompt that may hold the old fact");
+    assert!(harness.query_by_label("Keep as it is").is_none(), "each card is answered once");
+
+    // Profile lines, proposed by the store.
+    let proposal = |text: &str| cowork::memory::profile::Proposal { text: text.into(), question: format!("Add “{text}” to your profile?") };
+    far.events.send(AppEvent::Memory(cowork::memory::events::MemoryEvent::ProfileProposals(vec![proposal("Works on atlas most mornings."), proposal("I work at Norvik.")]))).unwrap();
+    open_settings(&mut harness, "Memory");
+    harness.run();
+    let _ = far.store.try_iter().count();
+    harness.get_by_label("Dismiss").click();
+    harness.run();
+    assert_eq!(store_asked(&far), ["dismiss a profile proposal"]);
+    harness.get_by_label("Add to profile").click();
+    harness.run();
+    let asked = store_asked(&far);
+    assert!(asked.iter().any(|c| c.contains("memory.profile") && c.contains("I work at Norvik.")), "the profile setting is saved with the line: {asked:?}");
+    assert!(harness.query_by_label("Add to profile").is_none());
+}

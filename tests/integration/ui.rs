@@ -2361,13 +2361,17 @@ fn a_memory_change_waits_for_its_click_and_a_profile_line_is_added_only_when_the
 
     // Profile lines, proposed by the store.
     let proposal = |text: &str| cowork::memory::profile::Proposal { text: text.into(), question: format!("Add “{text}” to your profile?") };
-    far.events.send(AppEvent::Memory(cowork::memory::events::MemoryEvent::ProfileProposals(vec![proposal("Works on atlas most mornings."), proposal("I work at Norvik.")]))).unwrap();
+    far.events.send(AppEvent::Memory(cowork::memory::events::MemoryEvent::ProfileProposals(vec![proposal("Works on atlas most mornings.")]))).unwrap();
     open_settings(&mut harness, "Memory");
     harness.run();
     let _ = far.store.try_iter().count();
+    harness.get_by_label_contains("Works on atlas most mornings.");
     harness.get_by_label("Dismiss").click();
     harness.run();
     assert_eq!(store_asked(&far), ["dismiss a profile proposal"]);
+    assert!(harness.query_by_label_contains("Works on atlas").is_none(), "a dismissed line leaves the list");
+    far.events.send(AppEvent::Memory(cowork::memory::events::MemoryEvent::ProfileProposals(vec![proposal("I work at Norvik.")]))).unwrap();
+    harness.run();
     harness.get_by_label("Add to profile").click();
     harness.run();
     let asked = store_asked(&far);

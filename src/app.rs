@@ -213,7 +213,7 @@ impl CoworkApp {
             crate::store::load_settings(channels.bus.narrow()),
             crate::chat::load_threads(channels.bus.narrow()),
             crate::memory::commands::load_facts(channels.bus.narrow()),
-            crate::memory::profile::proposals_command(channels.bus.narrow()),
+            crate::memory::commands::profile_proposals(channels.bus.narrow()),
             crate::capture::db::load_sessions_since(today, channels.bus.narrow()),
         ] {
             let _ = channels.store.try_send(command);
@@ -954,7 +954,7 @@ impl CoworkApp {
                     let value = if profile.is_empty() { text } else { format!("{profile}\n{text}") };
                     self.handle_action(UiAction::SaveSetting { key: crate::config::keys::PROFILE.into(), value });
                 } else {
-                    self.send_store(crate::memory::profile::dismiss_command(text, self.channels.bus.narrow()));
+                    self.send_store(crate::memory::commands::dismiss_proposal(text, self.channels.bus.narrow()));
                 }
             }
             UiAction::Search(query) => {
@@ -1309,7 +1309,7 @@ impl CoworkApp {
         match self.channels.agent.try_send(AgentCommand::Chat(request)) {
             Ok(()) => {
                 // What the user said before this may be a line for their profile.
-                self.send_store(crate::memory::profile::proposals_command(self.channels.bus.narrow()));
+                self.send_store(crate::memory::commands::profile_proposals(self.channels.bus.narrow()));
                 return true;
             }
             Err(TrySendError::Full(_)) => self.state.fail_answer(answer_id, "the agent worker is busy; try again in a moment".into()),

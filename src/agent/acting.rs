@@ -111,7 +111,7 @@ fn user_asked_for_formulas(state: &State) -> bool {
 }
 
 /// How a question put to the agent is answered (`AgentWorker::decide`).
-pub(super) enum Answering {
+enum Answering {
     /// From memory in one pass, as a plain answer (a local question that can only read memory).
     FromMemory(ChatRequest),
     /// As a task with tools.
@@ -121,7 +121,7 @@ pub(super) enum Answering {
 }
 
 /// A task decided on: everything `start_operation` needs, each read once.
-pub(super) struct Task {
+struct Task {
     request: ChatRequest,
     brain: Brain,
     remember: bool,
@@ -225,7 +225,20 @@ impl<B: LocalBrain> AgentWorker<B> {
     /// How a question put to the agent is answered, decided once before
     /// anything starts: from memory in one pass, as a task on a brain, or
     /// not yet (the user is asked for consent) or not at all (it ended early).
-    pub(super) fn decide(&mut self, mut request: ChatRequest) -> Answering {
+    /// A question put to the agent: started as a task (None), ended early
+    /// (None), or handed back to be answered from memory in one pass.
+    pub(super) fn agent_answer(&mut self, request: ChatRequest) -> Option<ChatRequest> {
+        match self.decide(request) {
+            Answering::FromMemory(request) => Some(request),
+            Answering::Task(task) => {
+                self.start_operation(*task);
+                None
+            }
+            Answering::Nothing => None,
+        }
+    }
+
+    fn decide(&mut self, mut request: ChatRequest) -> Answering {
         let remember = !crate::capture::firewall::wants_no_memory(&request.text);
         let asked_text = request.text.clone();
         request.text = request.text.replace("<no-memory>", "").trim().to_owned();
@@ -286,7 +299,7 @@ impl<B: LocalBrain> AgentWorker<B> {
     }
 
     /// Starts an operation for a question `decide` made a task.
-    pub(super) fn start_operation(&mut self, task: Task) {
+    fn start_operation(&mut self, task: Task) {
         let Task { request, brain, remember, local, memory } = task;
         let now = now_millis();
         if remember && !request.is_retry {

@@ -166,6 +166,11 @@ impl<B: LocalBrain> AgentWorker<B> {
         Some(MemoryContext { report, assembly, any_embedded })
     }
 
+    /// Memory for a plain answer.
+    pub(super) fn chat_memory(&mut self, request: &ChatRequest, settings: &crate::config::Settings) -> Option<MemoryContext> {
+        self.memory_context(request, settings, Purpose::Chat)
+    }
+
     /// The memory a task's brain gets: everything the user wrote and what was
     /// derived for its question (with recalled notes for a cloud brain, whose
     /// context holds them; the local model answers memory questions in one

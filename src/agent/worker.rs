@@ -289,9 +289,9 @@ impl<B: LocalBrain> AgentWorker<B> {
     fn warm_head(&mut self) {
         let (settings, _) = self.brains();
         let probe = ChatRequest::default();
-        let memory = self.memory_context(&probe, &settings, super::memory::Purpose::Chat);
+        let memory = self.chat_memory(&probe, &settings);
         // Without notes: they depend on the question.
-        let Some(context) = self.prompt_context(memory.as_ref(), "") else { return };
+        let Some(context) = self.prompt_context(memory.as_ref().map(|m| &m.report), "") else { return };
         let messages = self.prompt(&probe, Some(&context));
         let started = std::time::Instant::now();
         let request = GenerateRequest { messages, max_tokens: 1, ..GenerateRequest::default() };
@@ -305,8 +305,8 @@ impl<B: LocalBrain> AgentWorker<B> {
     /// for the system prompt; the activity log, then the clock and current
     /// window, then `notes` nearest the question (small models weigh what they
     /// read last) for its turn. `None` when there is nothing at all.
-    fn prompt_context(&mut self, memory: Option<&super::memory::MemoryContext>, notes: &str) -> Option<PromptContext> {
-        let system: Vec<&str> = memory.map(|m| m.report.injected.iter().skip(1).map(|s| s.text.as_str()).collect()).unwrap_or_default();
+    fn prompt_context(&mut self, memory: Option<&crate::memory::synthesis::Report>, notes: &str) -> Option<PromptContext> {
+        let system: Vec<&str> = memory.map(|report| report.injected.iter().skip(1).map(|s| s.text.as_str()).collect()).unwrap_or_default();
         let system = join_parts(&system);
         let (log, now) = self.context().map(|l| (l.log.unwrap_or_default(), l.now)).unwrap_or_default();
         let context = PromptContext { system, log, turn: join_parts(&[&now, notes]) };
@@ -350,11 +350,10 @@ impl<B: LocalBrain> AgentWorker<B> {
         }
         let mut request = match request.agent {
             false => request,
-            // Decided once, before any operation starts.
-            true => match self.decide(request) {
-                super::acting::Answering::FromMemory(request) => request,
-                super::acting::Answering::Task(task) => return self.start_operation(*task),
-                super::acting::Answering::Nothing => return,
+            // Decided once, before any operation starts: a task, or a plain answer from memory.
+            true => match self.agent_answer(request) {
+                Some(request) => request,
+                None => return,
             },
         };
         let epoch = self.stop_epoch.load(Ordering::SeqCst);
@@ -362,7 +361,7 @@ impl<B: LocalBrain> AgentWorker<B> {
         let remember = !wants_no_memory(&request.text);
         request.text = request.text.replace("<no-memory>", "").trim().to_owned();
         let (settings, providers) = self.brains();
-        let memory = self.memory_context(&request, &settings, super::memory::Purpose::Chat);
+        let memory = self.chat_memory(&request, &settings);
         // Grounded mode: nothing to stand on → a fixed refusal, without calling a model.
         // (What the user attached is something to stand on.)
         if settings.grounded && request.attachments.is_empty() && memory.as_ref().is_none_or(|m| !m.any_embedded || m.assembly.items.is_empty()) {
@@ -385,7 +384,7 @@ impl<B: LocalBrain> AgentWorker<B> {
         let notes = memory.as_ref().and_then(|m| m.assembly.render(now_millis())).unwrap_or_default();
         // Attached resources sit with the notes: data next to the question.
         let notes = join_parts(&[&request.attached_data(), &notes]);
-        let context = self.prompt_context(memory.as_ref(), &notes);
+        let context = self.prompt_context(memory.as_ref().map(|m| &m.report), &notes);
         let context_text = context.as_ref().map(PromptContext::text);
         // Route first: a cloud answer may need the user's consent before anything happens.
         let plan = match self.plan(&request, context_text.as_deref(), &settings, &providers) {

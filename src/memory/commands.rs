@@ -87,6 +87,37 @@ fn prune_summaries(conn: &Connection, fact: &str) -> rusqlite::Result<usize> {
     Ok(changed)
 }
 
+/// Works out the profile proposals on the store's connection; `show` hears them.
+pub fn profile_proposals(show: EventSink<MemoryEvent>) -> StoreCommand {
+    StoreCommand::run("profile proposals", move |writer| send_proposals(writer, &show))
+}
+
+/// The user dismissed a proposed profile line: it is not proposed again. `show` hears the list left.
+pub fn dismiss_proposal(text: String, show: EventSink<MemoryEvent>) -> StoreCommand {
+    StoreCommand::run("dismiss a profile proposal", move |writer| {
+        let conn = writer.conn();
+        let key = super::profile::DISMISSED_KEY;
+        let mut dismissed: Vec<String> = crate::store::setting(conn, key).ok().flatten().and_then(|json| serde_json::from_str(&json).ok()).unwrap_or_default();
+        if !dismissed.contains(&text) {
+            dismissed.push(text);
+        }
+        let json = serde_json::to_string(&dismissed).unwrap_or_default();
+        if let Err(err) = crate::store::set_setting(conn, key, &json, crate::ids::now_millis()) {
+            writer.notice(format!("the dismissal was not kept: {err}"));
+        }
+        send_proposals(writer, &show);
+    })
+}
+
+fn send_proposals(writer: &Writer<'_>, show: &EventSink<MemoryEvent>) {
+    match super::profile::proposals(writer.conn(), crate::ids::now_millis()) {
+        Ok(list) => {
+            show.send(MemoryEvent::ProfileProposals(list));
+        }
+        Err(err) => writer.notice(format!("cannot suggest profile lines: {err}")),
+    }
+}
+
 /// Reads back hand edits of USER.md/MEMORY.md, rewrites them, and shows the list.
 pub fn load_facts(show: EventSink<MemoryEvent>) -> StoreCommand {
     StoreCommand::run("load hot memory", move |writer| edit(writer, &show, |_| Ok(())))

@@ -12,11 +12,9 @@
 use rusqlite::Connection;
 use serde::{Deserialize, Serialize};
 
-use super::events::MemoryEvent;
-use crate::runtime::EventSink;
-use crate::store::StoreCommand;
 
-/// Proposals the user dismissed (a JSON list of their texts).
+/// Proposals the user dismissed (a JSON list of their texts); the store
+/// commands that propose and dismiss are in `commands.rs`.
 pub const DISMISSED_KEY: &str = "memory.profile_dismissed";
 const DAY: i64 = 86_400_000;
 /// Mornings a project must be seen on to be proposed.
@@ -88,37 +86,6 @@ pub fn proposals(conn: &Connection, now_millis: i64) -> rusqlite::Result<Vec<Pro
     }
     out.truncate(5);
     Ok(out)
-}
-
-/// Works out the proposals on the store's connection; `show` hears them.
-pub fn proposals_command(show: EventSink<MemoryEvent>) -> StoreCommand {
-    StoreCommand::run("profile proposals", move |writer| match proposals(writer.conn(), crate::ids::now_millis()) {
-        Ok(list) => {
-            show.send(MemoryEvent::ProfileProposals(list));
-        }
-        Err(err) => writer.notice(format!("cannot suggest profile lines: {err}")),
-    })
-}
-
-/// The user dismissed `text`: it is not proposed again. `show` hears the list left.
-pub fn dismiss_command(text: String, show: EventSink<MemoryEvent>) -> StoreCommand {
-    StoreCommand::run("dismiss a profile proposal", move |writer| {
-        let conn = writer.conn();
-        let mut dismissed: Vec<String> = crate::store::setting(conn, DISMISSED_KEY).ok().flatten().and_then(|json| serde_json::from_str(&json).ok()).unwrap_or_default();
-        if !dismissed.contains(&text) {
-            dismissed.push(text);
-        }
-        let json = serde_json::to_string(&dismissed).unwrap_or_default();
-        if let Err(err) = crate::store::set_setting(conn, DISMISSED_KEY, &json, crate::ids::now_millis()) {
-            writer.notice(format!("the dismissal was not kept: {err}"));
-        }
-        match proposals(writer.conn(), crate::ids::now_millis()) {
-            Ok(list) => {
-                show.send(MemoryEvent::ProfileProposals(list));
-            }
-            Err(err) => writer.notice(format!("cannot suggest profile lines: {err}")),
-        }
-    })
 }
 
 #[cfg(test)]

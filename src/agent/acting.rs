@@ -265,25 +265,42 @@ impl<B: LocalBrain> AgentWorker<B> {
         };
         self.refresh_mcp_tools();
         self.refresh_flow_tools();
-        // A local question that can only read memory is answered from the grounded context in one
-        // pass: as right as without the agent and three times sooner than a tool step first
+        // A question that can only read memory is answered from the grounded context in one pass:
+        // as right as without the agent and three times sooner than a tool step first
         // (`local::reads_memory_only` has the measurements, `answers_from_memory` the rule).
         // The small model's plan is made once, here: whether memory answers it, and what a task is offered.
-        let local = matches!(brain, Brain::Local).then(|| super::local::plan(&request.text, &self.acting.files));
+        let plan = super::local::plan(&request.text, &self.acting.files);
         let memory = self.task_memory(&request, &brain, &settings);
-        // What cowork derived for the question (a summary, a note) answers it too, when it asks for
-        // no change and names no path: "which file had the timezone bug?" is about a day it summarised.
-        let derived = memory.as_ref().is_some_and(|m| !m.report.data_text().is_empty());
-        if let Some(plan) = &local
-            && (plan.from_memory || derived && super::local::names_no_path_or_change(&request.text, &self.acting.files))
-            && settings.agent_memory_from_context
-            && request.attachments.is_empty()
-        {
+        let one_pass = settings.agent_memory_from_context && request.attachments.is_empty() && {
+            let no_path_or_change = super::local::names_no_path_or_change(&request.text, &self.acting.files);
+            match (&brain, &memory) {
+                // What cowork derived for the question (a summary, a note) answers it too, when it asks for
+                // no change and names no path: "which file had the timezone bug?" is about a day it summarised.
+                (Brain::Local, memory) => plan.from_memory || no_path_or_change && memory.as_ref().is_some_and(|m| !m.report.data_text().is_empty()),
+                // A cloud the user allowed has the memory in hand already (their facts and profile, what
+                // was derived and recalled for the question): a question that reads only memory, or asks
+                // for no change, needs no tool and shares a word with what memory holds, is answered in
+                // one pass, as with the agent off — it does not depend on the model choosing to search.
+                // Memory speaks to it when it shares a word with what the user wrote, what was derived or
+                // recalled for it, or the thread; a question about what the user did is the activity log's;
+                // and what the user says of themselves ("I am on leave next week") is answered so too (the
+                // agent's model had written a call as text there, and the next turn copied it). A question
+                // memory says nothing to keeps the agent: "what changed in Zig 0.15?" may need the web.
+                (Brain::Cloud { .. }, Some(memory)) => {
+                    let reads_nothing_else = plan.offered.iter().all(|t| super::local::reads_memory_only(&[t]));
+                    let about_the_user = super::local::asks_what_user_did(&request.text) || super::local::tells_about_user(&request.text);
+                    (plan.from_memory || no_path_or_change && reads_nothing_else) && (about_the_user || memory.speaks_to(&request.text, &request.history))
+                }
+                (Brain::Cloud { .. }, None) => false,
+            }
+        };
+        if one_pass {
             let extra = integrations::local_names(&self.acting.mcp_tools, &request.text).len() + flows::local_names(&self.acting.flow_tools, &request.text).len();
             if extra == 0 {
                 return Answering::FromMemory(ChatRequest { agent: false, text: asked_text, ..request });
             }
         }
+        let local = matches!(brain, Brain::Local).then_some(plan);
         // Grounded mode: a question only memory could answer, with nothing found for it, gets the
         // refusal without a model (a local one is answered in one pass above, with the same rule).
         if settings.grounded

@@ -355,11 +355,25 @@ fn answers_from_memory_given(request: &str, files: &FilesEnv, offered: &[&str]) 
     if reads_memory_only(offered) {
         return true;
     }
-    const PAST: &[&str] = &["was i ", "did i ", "have i ", "had i ", "i was ", "i did ", "i had ", "i've been ", "were we ", "did we "];
-    let text = format!("{} ", request.to_lowercase());
     // Only tools that change nothing are on offer (a fact to remember is a change of memory).
     let reads = offered.iter().all(|t| *t != "remember" && get(t).is_some_and(|spec| spec.risk == Risk::Safe));
-    PAST.iter().any(|w| text.contains(w)) && !asks_for_change(request) && named_paths(request, files).is_empty() && reads
+    asks_what_user_did(request) && !asks_for_change(request) && named_paths(request, files).is_empty() && reads
+}
+
+/// Whether a message tells something about the user rather than asking
+/// ("I am on leave all of next week.", "My flight is at 7:35."): nothing to
+/// look up or do.
+pub fn tells_about_user(request: &str) -> bool {
+    let text = request.trim().to_lowercase();
+    !text.ends_with('?') && ["i am ", "i'm ", "my ", "i will be ", "i'll be "].iter().any(|start| text.starts_with(start))
+}
+
+/// Whether a request asks what the user did or was doing ("which file was I
+/// editing", "what did we decide"): a question about what cowork recorded.
+pub fn asks_what_user_did(request: &str) -> bool {
+    const PAST: &[&str] = &["was i ", "did i ", "have i ", "had i ", "i was ", "i did ", "i had ", "i've been ", "were we ", "did we "];
+    let text = format!("{} ", request.to_lowercase());
+    PAST.iter().any(|w| text.contains(w))
 }
 
 fn fix_local_search(args: &mut Value, request: &str) {
@@ -652,6 +666,16 @@ pub fn one_call_schema(offered: &[&str]) -> Option<Value> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_message_about_the_user_is_told_not_asked() {
+        for told in ["I am on leave all of next week.", "I'm in Lisbon until Friday", "My flight is at 7:35.", "I'll be late tomorrow"] {
+            assert!(tells_about_user(told), "{told}");
+        }
+        for asked in ["I am looking for what? ", "Am I free on Friday?", "My manager is who?", "Find my flight", "Is my flight on time?"] {
+            assert!(!tells_about_user(asked), "{asked}");
+        }
+    }
 
     #[test]
     fn an_activity_question_offers_only_memory_reads_and_a_change_does_not() {

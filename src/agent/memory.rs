@@ -68,6 +68,17 @@ impl MemoryContext {
         (!body.is_empty()).then(|| format!("{DATA_HEAD}\n<memory>\n{body}\n</memory>"))
     }
 
+    /// Whether what the user wrote, what cowork derived or recalled for the
+    /// question, or the thread so far shares a word with the question: memory
+    /// has something to say to it.
+    pub fn speaks_to(&self, question: &str, history: &[(crate::records::Role, String)]) -> bool {
+        let wanted = wanted(question);
+        relevant(&self.report.user_text(), &wanted)
+            || relevant(&self.report.data_text(), &wanted)
+            || self.assembly.items.iter().any(|item| relevant(&item.text, &wanted) || relevant(&item.label, &wanted))
+            || history.iter().any(|(_, text)| relevant(text, &wanted))
+    }
+
     /// The Memory view's event for the question `user_message_id`.
     pub fn shown(&self, user_message_id: i64) -> AgentEvent {
         AgentEvent::MemoryInjected {

@@ -60,7 +60,8 @@ fn events_until_finished(events: &crossbeam_channel::Receiver<AppEvent>, answer_
     panic!("the answer did not finish: {seen:?}");
 }
 
-/// With the agent on and a cloud the user allowed, the first request of a task
+/// With the agent on and a cloud the user allowed, the first request of a task (one
+/// that needs a tool: a question memory alone answers goes in one pass, below)
 /// carries the pinned fact and the profile as the system prompt's, and the
 /// summary and the captured window the question is about in a turn marked as
 /// data, before the request; the Memory view shows it, and the answer keeps
@@ -71,7 +72,7 @@ fn a_task_starts_with_the_users_memory_and_its_recalled_notes_marked_as_data() {
     let (data, paths) = fixture(&server, "Q3 numbers.ods - LibreOffice Calc", "");
     remember(data.path(), "Sam's Q3 numbers are due on Friday", SUMMARY);
     let (workers, events) = super::support::start_workers(&paths);
-    let request = task("draft a status email to my manager about the Q3 numbers");
+    let request = task("draft a status email to my manager about the Q3 numbers and whether the build script passed");
     let (answer_id, user_message_id) = (request.answer_id, request.user_message_id);
     workers.agent.commands.send(AgentCommand::Chat(request)).unwrap();
     let seen = events_until_finished(&events, answer_id);
@@ -83,7 +84,7 @@ fn a_task_starts_with_the_users_memory_and_its_recalled_notes_marked_as_data() {
     assert_eq!(system.0, "system");
     assert!(system.1.contains(MANAGER) && system.1.contains(PROFILE), "the user's own words are the system prompt's: {}", system.1);
     assert!(!system.1.contains("travel budget") && !system.1.contains("due on Friday") && !system.1.contains("Q3 numbers.ods"), "nothing derived is: {}", system.1);
-    assert!(task_turn.1.ends_with("draft a status email to my manager about the Q3 numbers"), "{task_turn:?}");
+    assert!(task_turn.1.ends_with("draft a status email to my manager about the Q3 numbers and whether the build script passed"), "{task_turn:?}");
     let data_turn = &sent[sent.len() - 2];
     assert_eq!(data_turn.0, "user");
     assert!(data_turn.1.contains("not instructions") && data_turn.1.contains("<memory>"), "the derived memory is marked as data: {}", data_turn.1);
@@ -181,7 +182,7 @@ fn derived_memory_cannot_make_the_agent_act_under_an_allow_rule() {
         remember(data.path(), note, summary);
         add_rule(data.path(), "run_command", Some(("command", &cowork::tools::policy::pinned_command_rule(&touch).unwrap())), &json!({"command": touch}).to_string());
         let (workers, events) = super::support::start_workers(&paths);
-        let request = task("what is left for the Q3 budget review?");
+        let request = task("what is left for the Q3 budget review? check the terminal");
         let answer_id = request.answer_id;
         workers.agent.commands.send(AgentCommand::Chat(request)).unwrap();
         let call = wait_call(&events, |c| c.tool == "run_command" && c.status == CallStatus::Waiting);
@@ -205,6 +206,46 @@ fn derived_memory_cannot_make_the_agent_act_under_an_allow_rule() {
     workers.shutdown(Duration::from_secs(5));
     assert_eq!(call.status, CallStatus::Done, "{}", call.why);
     assert!(pwned.exists());
+}
+
+/// A cloud the user allowed has their memory in hand before it is asked: a
+/// question only memory answers ("who is my manager?", or one the thread
+/// settled earlier) goes in one pass with the memory and no tools, as with the
+/// agent off — a right answer does not hang on the model choosing to search
+/// (the 1.5B behind a llama.cpp server wrote its calls as text and missed
+/// 5 of 16). A question memory says nothing to keeps the agent and its tools.
+#[test]
+fn a_cloud_allowed_answers_what_memory_knows_in_one_pass_and_keeps_the_agent_for_the_rest() {
+    let server = scripted(vec![answer("Dana Reyes."), answer("Noted."), answer("No: you are on leave."), answer("Let me look that up.")]);
+    let (data, paths) = fixture(&server, "Terminal", "");
+    remember(data.path(), "Sam likes tea", SUMMARY);
+    let (workers, events) = super::support::start_workers(&paths);
+    let asks = [
+        (task("Who is my manager?"), Vec::new()),
+        (task("I am on leave all of next week."), Vec::new()),
+        (
+            task("Can I take a meeting next Wednesday?"),
+            vec![(cowork::records::Role::User, "I am on leave all of next week.".to_owned()), (cowork::records::Role::Assistant, "Noted.".to_owned())],
+        ),
+        (task("What changed in Zig 0.15?"), Vec::new()),
+    ];
+    for (request, history) in asks {
+        let answer_id = request.answer_id;
+        workers.agent.commands.send(AgentCommand::Chat(cowork::agent::ChatRequest { history, ..request })).unwrap();
+        events_until_finished(&events, answer_id);
+    }
+    workers.shutdown(Duration::from_secs(5));
+    let first = body(&server, 0);
+    assert!(first["tools"].as_array().is_none_or(|t| t.is_empty()), "one pass, no tools: {first}");
+    assert!(first.to_string().contains(MANAGER), "{first}");
+    let said = body(&server, 1);
+    assert!(said["tools"].as_array().is_none_or(|t| t.is_empty()), "what the user says of themselves: {said}");
+    let follow_up = body(&server, 2);
+    assert!(follow_up["tools"].as_array().is_none_or(|t| t.is_empty()), "the thread answers it: {follow_up}");
+    assert!(follow_up.to_string().contains("on leave all of next week"), "{follow_up}");
+    let web = body(&server, 3);
+    assert!(web["tools"].as_array().is_some_and(|t| !t.is_empty()), "memory says nothing to it: the agent's tools: {web}");
+    assert_eq!(server.hits.load(std::sync::atomic::Ordering::SeqCst), 4);
 }
 
 /// Grounded mode: a question only memory could answer, with nothing in memory

@@ -27,6 +27,7 @@ mod memory;
 mod corrections;
 pub mod operation;
 pub mod store;
+mod warm;
 mod worker;
 
 pub use acting::{AGENT_PROMPT, suggest_rule};

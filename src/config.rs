@@ -225,6 +225,9 @@ pub struct Settings {
     pub offline: bool,
     /// Unload the local model after this many idle seconds (0: never).
     pub idle_unload_secs: u64,
+    /// Keep the local model loaded and its prompt head prefilled in the
+    /// background where the machine can afford it (`agent::warm`).
+    pub keep_warm: bool,
     /// Local or cloud first.
     pub prefer: crate::brains::Preference,
     /// Cloud tiers, cheapest first: provider names from providers.json.
@@ -371,6 +374,7 @@ impl Default for Settings {
             pause_hotkey: "ctrl+alt+KeyP".to_owned(),
             offline: false,
             idle_unload_secs: 600,
+            keep_warm: true,
             prefer: crate::brains::Preference::Local,
             tiers: Vec::new(),
             budget: crate::brains::budget::Budget { per_interaction_usd: 0.05, daily_usd: 0.50, weekly_usd: 2.0, monthly_usd: 5.0, monthly_free_tokens: 1_000_000 },
@@ -417,6 +421,7 @@ pub mod keys {
     pub const OFFLINE: &str = "network.offline";
     pub const PREFER: &str = "brains.prefer";
     pub const IDLE_UNLOAD_SECS: &str = "llm.idle_unload_secs";
+    pub const KEEP_WARM: &str = "llm.keep_warm";
     pub const TIERS: &str = "brains.tiers";
     pub const BUDGET_INTERACTION: &str = "budget.per_interaction_usd";
     pub const BUDGET_DAILY: &str = "budget.daily_usd";

@@ -142,6 +142,10 @@ enum Command {
         /// Keep neither the questions nor the answers (like <no-memory>)
         #[arg(long, conflicts_with = "provider")]
         forget: bool,
+        /// Load the local model and prefill the prompt head before the first question, as the
+        /// app keeps it prefilled, and report how long that took
+        #[arg(long, conflicts_with = "provider")]
+        warm: bool,
         /// Print one JSON object per answer (text, first token, tokens/s) instead of streaming;
         /// with --agent, each QUESTION is a task of its own and its line has the steps and calls
         /// (nothing is asked: a call that needs approval stays waiting)
@@ -748,13 +752,13 @@ fn run_command(command: Command, paths: &Paths, display: Option<String>) -> anyh
             let healthy = commands::doctor::print(&checks, json)?;
             Ok(if healthy { ExitCode::SUCCESS } else { ExitCode::FAILURE })
         }
-        Command::Ask { question, provider, model, local_model, agent: true, json, forget, follow_up, .. } => {
+        Command::Ask { question, provider, model, local_model, agent: true, json, forget, follow_up, warm, .. } => {
             let brain = brain_choice(provider, model, local_model.as_deref());
-            run_ask_agent(paths, &question, brain, local_model.as_deref(), json, forget, follow_up)
+            run_ask_agent(paths, &question, brain, local_model.as_deref(), json, forget, follow_up, warm)
         }
         Command::Ask { question, show_context, provider: Some(provider), model, json, .. } => run_ask_provider(paths, &question, &provider, model.as_deref(), show_context, json),
-        Command::Ask { question, show_context, provider: None, local_model, follow_up, forget, json, .. } => {
-            let options = commands::ask::AskOptions { show_context, local_model, follow_up, forget, json };
+        Command::Ask { question, show_context, provider: None, local_model, follow_up, forget, json, warm, .. } => {
+            let options = commands::ask::AskOptions { show_context, local_model, follow_up, forget, json, warm };
             commands::ask::ask(paths, &question, &options)?;
             Ok(ExitCode::SUCCESS)
         }
@@ -815,12 +819,13 @@ fn brain_choice(provider: Option<String>, model: Option<String>, local_model: Op
 }
 
 /// `cowork ask --agent`: the tasks worked on with tools, by a provider's model or a local one.
-fn run_ask_agent(paths: &Paths, question: &[String], brain: Option<cowork::agent::BrainChoice>, local_model: Option<&str>, json: bool, forget: bool, follow_up: bool) -> anyhow::Result<ExitCode> {
-    if follow_up && !json {
-        anyhow::bail!("--agent --follow-up needs --json (without it the words are one task)");
+#[allow(clippy::too_many_arguments)]
+fn run_ask_agent(paths: &Paths, question: &[String], brain: Option<cowork::agent::BrainChoice>, local_model: Option<&str>, json: bool, forget: bool, follow_up: bool, warm: bool) -> anyhow::Result<ExitCode> {
+    if (follow_up || warm) && !json {
+        anyhow::bail!("--agent --follow-up and --agent --warm need --json (without it the words are one task)");
     }
     let status = if json {
-        commands::agent::ask_agent_json(paths, question, brain, local_model, forget, follow_up)?
+        commands::agent::ask_agent_json(paths, question, brain, local_model, forget, follow_up, warm)?
     } else {
         let task = question.join(" ");
         commands::agent::ask_agent(paths, &if forget { format!("<no-memory> {task}") } else { task }, brain, local_model)?

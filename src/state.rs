@@ -685,6 +685,7 @@ impl AppState {
                     self.generating = None;
                 }
             }
+            AgentEvent::PromptWarmed { .. } => {}
             AgentEvent::MemoryInjected { report, recalled, dropped, .. } => {
                 self.memory.last_report = Some(report);
                 self.memory.last_recalled = recalled;

@@ -70,7 +70,9 @@
 //!         ▼ LlmCommand::Generate bounded(16)                                  ▼ SearchCommand::Recall             ▼ McpClient: McpCommand bounded(64)
 //!       llm (mistralrs + its tokio runtime `llm-rt`)                        search                              mcp (rmcp on `mcp-io`; internal channels
 //!         │ LlmEvent (Text, Finished) bounded(256), one channel per generation, back to the agent                  bounded(256) and (64))
-//!         │ LocalModelState (atomics: unavailable, loaded, last used, paused, restored) ──read──▶ agent
+//!         │ LocalModelState (atomics: unavailable, loaded, last used, paused, restored, affordable, resident bytes) ──read──▶ agent
+//!         │   ◀──written── agent (keep loaded: `llm.keep_warm`, read between commands, when it keeps the prompt head prefilled)
+//!    keys ──keys_at_millis: Arc<AtomicI64> (a key was down)──read──▶ agent (no prefill while the user types)
 //!         ◀── UI (Preload, SetModel, Unload)
 //!    models (downloads, installs; ModelsCommand bounded(4)) ◀── UI
 //!
@@ -257,8 +259,10 @@ impl Workers {
         // Which desktop this is decides which paths may record anything: an X
         // display named on the command line is X11; otherwise the session says.
         let desktop = crate::desktop::session::for_display(options.display.as_deref(), settings.desktop_accessibility);
+        let keys_at_millis = Arc::new(AtomicI64::new(0));
         let streams = CaptureStreams {
             listen: listen.commands.clone(),
+            keys_at_millis: keys_at_millis.clone(),
             automations: options.automations.then(|| automations_channels.commands.0.clone()),
             notify: options.automations.then(|| notify_channel.0.clone()),
         };
@@ -308,6 +312,7 @@ impl Workers {
             mcp: None,
             automations: options.automations.then(|| automations_channels.reports.0.clone()),
             flows: options.automations.then(|| automations_channels.commands.0.clone()),
+            keys_at_millis,
         };
         let mcp_signals = options.automations.then(|| automations_channels.commands.0.clone());
         let mcp = crate::mcp::worker::spawn_mcp_signalling(paths.data_dir.clone(), sink.narrow(), options.policy, crate::net::OutboundGate::global(), mcp_signals)?;
@@ -535,6 +540,8 @@ impl Workers {
 /// The workers capture signals besides the store: listen mode, and (in the sidebar) automations and notifications.
 struct CaptureStreams {
     listen: Sender<crate::audio::listen::ListenCommand>,
+    /// Stamped by the keys worker at each key (the prompt head waits while the user types).
+    keys_at_millis: Arc<AtomicI64>,
     automations: Option<Sender<crate::automations::AutomationsCommand>>,
     notify: Option<Sender<crate::notify::NotifyCommand>>,
 }
@@ -566,7 +573,7 @@ fn start_capture(options: &WorkerOptions, settings: &Settings, desktop: &crate::
         Backend::Gnome => ClipboardSource::Gnome,
     };
     let (copy_tx, copy_rx) = bounded(8);
-    let keys = spawn_keys(store.clone(), Some(copy_tx), keys_off, sink.narrow(), options.policy)?;
+    let keys = spawn_keys(store.clone(), Some(copy_tx), keys_off, streams.keys_at_millis.clone(), sink.narrow(), options.policy)?;
     let clipboard = spawn_clipboard(
         options.display.clone(),
         clipboard_source,

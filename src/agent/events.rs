@@ -32,6 +32,9 @@ pub enum AgentEvent {
     /// What a cloud answer cost.
     AnswerCost { answer_id: i64, usd: f64 },
     AnswerFinished { answer_id: i64, status: MessageStatus, error: Option<String>, stats: GenerationStats },
+    /// The local model's prompt head was prefilled (`agent::warm`): how long
+    /// it took and how long the head is, in tokens.
+    PromptWarmed { millis: u64, prompt_tokens: usize },
     /// What memory put into the prompt for a question, and what its budgets dropped (the Memory view).
     MemoryInjected {
         user_message_id: i64,

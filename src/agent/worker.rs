@@ -21,7 +21,7 @@
 
 use std::path::PathBuf;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
 use std::time::Duration;
 
 use crossbeam_channel::{Receiver, Sender, bounded};
@@ -66,6 +66,9 @@ pub struct AgentConfig {
     pub automations: Option<Sender<crate::automations::steps::StepReport>>,
     /// The automations worker, which `flow_<name>` calls start runs on (None: not offered).
     pub flows: Option<Sender<crate::automations::AutomationsCommand>>,
+    /// When the keys worker last saw a key pressed anywhere: the prompt head is
+    /// not prefilled while the user types (`warm`).
+    pub keys_at_millis: Arc<AtomicI64>,
 }
 
 #[cfg(test)]
@@ -84,6 +87,7 @@ impl AgentConfig {
             mcp: None,
             automations: None,
             flows: None,
+            keys_at_millis: Arc::default(),
         }
     }
 }
@@ -206,7 +210,9 @@ pub struct AgentWorker<B: LocalBrain> {
     /// The last local exchange, as sent, for follow-ups to extend.
     conversation: Option<Conversation>,
     /// Worked examples in every local prompt's head.
-    examples: Vec<PromptMessage>,
+    pub(super) examples: Vec<PromptMessage>,
+    /// The prompt head kept prefilled (`warm`).
+    pub(super) warmth: super::warm::Warmth,
 }
 
 /// A local exchange as the model saw it: its prompt and answer.
@@ -248,6 +254,7 @@ impl<B: LocalBrain> AgentWorker<B> {
             stop_epoch,
             conversation: None,
             examples: local_examples(),
+            warmth: super::warm::Warmth::default(),
             acting: super::operation::Acting::new(config_data_dir),
         }
     }
@@ -283,29 +290,20 @@ impl<B: LocalBrain> AgentWorker<B> {
     }
 
     /// Prefills the head every next question shares (identity, memory,
-    /// examples, activity log, clock) so the engine's prefix cache holds it
-    /// before the question arrives: `LlmCommand::Prepare`, which the UI sends
-    /// when the quick prompt opens, while the user is still typing.
+    /// examples, activity log) so the engine's prefix cache holds it before
+    /// the question arrives: `AgentCommand::Prepare`, which the UI sends when
+    /// the quick prompt opens, while the user is still typing, and `cowork ask
+    /// --warm`. (While `llm.keep_warm` is on, `warm` keeps it prefilled.)
     fn warm_head(&mut self) {
-        let (settings, _) = self.brains();
-        let probe = ChatRequest::default();
-        let memory = self.chat_memory(&probe, &settings);
-        // Without notes: they depend on the question.
-        let Some(context) = self.prompt_context(memory.as_ref().map(|m| &m.report), "") else { return };
-        let messages = self.prompt(&probe, Some(&context));
-        let started = std::time::Instant::now();
-        let request = GenerateRequest { messages, max_tokens: 1, ..GenerateRequest::default() };
-        match self.brain.generate(request, self.stop_epoch.load(Ordering::SeqCst), &mut |_| {}) {
-            Ok(_) => tracing::info!(millis = started.elapsed().as_millis() as u64, "prompt head prefilled"),
-            Err(err) => tracing::warn!(%err, "could not prefill the prompt head"),
-        }
+        let head = self.prompt_head(true);
+        self.prefill(&head, None);
     }
 
     /// What a question is sent with: memory sections (the identity comes first)
     /// for the system prompt; the activity log, then the clock and current
     /// window, then `notes` nearest the question (small models weigh what they
     /// read last) for its turn. `None` when there is nothing at all.
-    fn prompt_context(&mut self, memory: Option<&crate::memory::synthesis::Report>, notes: &str) -> Option<PromptContext> {
+    pub(super) fn prompt_context(&mut self, memory: Option<&crate::memory::synthesis::Report>, notes: &str) -> Option<PromptContext> {
         let system: Vec<&str> = memory.map(|report| report.injected.iter().skip(1).map(|s| s.text.as_str()).collect()).unwrap_or_default();
         let system = join_parts(&system);
         let (log, now) = self.context().map(|l| (l.log.unwrap_or_default(), l.now)).unwrap_or_default();
@@ -885,6 +883,10 @@ impl<B: LocalBrain> Supervised for AgentWorker<B> {
                     if local.is_loaded() && local.idle_for(now_millis()) >= SUMMARY_IDLE {
                         let _ = self.summarise_pending(now_millis(), 1, true);
                     }
+                    // Then the prompt head, kept prefilled (after a summary, which changes it).
+                    if let Some(skip) = self.keep_warm(commands) {
+                        tracing::trace!(?skip, "prompt head not prefilled now");
+                    }
                 }
                 Err(crossbeam_channel::RecvTimeoutError::Disconnected) => break,
             }
@@ -1105,15 +1107,80 @@ mod tests {
 
     #[test]
     fn prepare_prefills_the_head_that_the_next_question_shares() {
-        let Harness { _dir, mut worker, ctx, prompts, .. } = harness(ScriptedEngine::default(), Arc::default());
+        let Harness { _dir, mut worker, ctx, prompts, events, .. } = harness(ScriptedEngine::default(), Arc::default());
         worker.handle(AgentCommand::Prepare, &ctx);
+        let pieces = prompts.borrow().len();
+        assert!(events.try_iter().any(|e| matches!(e, AppEvent::Agent(AgentEvent::PromptWarmed { .. }))), "cowork ask --warm waits for it");
         worker.handle(AgentCommand::Chat(request(Vec::new())), &ctx);
-        let (warm, asked) = { let p = prompts.borrow_mut(); (p[0].clone(), p[1].clone()) };
+        // In pieces: the identity, then the examples, then the turn (a question waits for one piece at most).
+        let lengths: Vec<usize> = prompts.borrow()[..pieces].iter().map(Vec::len).collect();
+        assert_eq!(lengths, vec![1, 1 + worker.examples.len(), 2 + worker.examples.len()]);
+        let (warm, asked) = { let p = prompts.borrow_mut(); (p[pieces - 1].clone(), p[pieces].clone()) };
         assert_eq!(warm.len(), asked.len(), "same layout: system, examples, the turn");
         assert_eq!(warm[..warm.len() - 1], asked[..asked.len() - 1], "identity, memory and examples are shared");
         let head = warm.last().unwrap().content.trim_end_matches("Question: ").to_owned();
         assert!(head.contains("Q3 report.odt"), "the log and clock are in the warmed turn: {head}");
         assert!(asked.last().unwrap().content.starts_with(&head), "the question's turn extends the warmed head");
+    }
+
+    /// `llm.keep_warm`: between commands, the head (without the clock) is
+    /// prefilled when the model is loaded, the CPUs were idle since the last
+    /// look and the user is not typing; again only when it changed or another
+    /// prompt ran since, and not within `REWARM_EVERY`; a waiting command stops it.
+    #[test]
+    fn the_prompt_head_is_kept_prefilled_only_when_it_changed_and_the_machine_is_idle() {
+        use super::super::warm::Skip;
+        let Harness { _dir, mut worker, events, prompts, .. } = harness(ScriptedEngine::default(), Arc::default());
+        let stat = _dir.path().join("stat");
+        let (ticks, busy_ticks) = (std::cell::Cell::new(0u64), std::cell::Cell::new(0u64));
+        // Each look: 1,000 more ticks of which `busy` were busy.
+        let advance = |busy: u64| {
+            ticks.set(ticks.get() + 1_000);
+            busy_ticks.set(busy_ticks.get() + busy);
+            std::fs::write(&stat, format!("cpu  {} 0 0 {} 0 0 0 0 0 0\n", busy_ticks.get(), ticks.get() - busy_ticks.get())).unwrap();
+        };
+        worker.warmth = super::super::warm::Warmth::with_stat(stat.clone());
+        let (_commands_tx, commands) = bounded::<AgentCommand>(4);
+        advance(100);
+        assert_eq!(worker.keep_warm(&commands), Some(Skip::NotLoaded), "the llm worker loads it first");
+        assert!(!worker.brain.state().keeps_loaded(), "not affordable: no preflight in a test");
+        worker.brain.state().set_loaded(true);
+        advance(100);
+        assert_eq!(worker.keep_warm(&commands), Some(Skip::Busy), "the first look only measures");
+        advance(900);
+        assert_eq!(worker.keep_warm(&commands), Some(Skip::Busy), "90 % busy: the user's work comes first");
+        assert!(prompts.borrow().is_empty());
+        advance(100);
+        assert_eq!(worker.keep_warm(&commands), None, "idle: prefilled");
+        let head = prompts.borrow().last().unwrap().clone();
+        assert!(head.last().unwrap().content.is_empty() || !head.last().unwrap().content.contains("It is "), "no clock in the background's head: {head:?}");
+        assert!(events.try_iter().any(|e| matches!(e, AppEvent::Agent(AgentEvent::PromptWarmed { .. }))));
+        advance(100);
+        assert_eq!(worker.keep_warm(&commands), Some(Skip::Recent));
+        // Later: unchanged and nothing else ran, so nothing to do; a finished window changes the log.
+        worker.warmth.age(super::super::warm::REWARM_EVERY);
+        advance(100);
+        assert_eq!(worker.keep_warm(&commands), Some(Skip::Unchanged));
+        let conn = crate::store::open_writer(&worker.config.db_path).unwrap();
+        let finished = ActivitySession { session_id: 2, app: "Firefox".into(), title: "Atlas roadmap".into(), window_id: 4, started_at_millis: now_millis() - 300_000, ended_at_millis: Some(now_millis() - 200_000), end_reason: Some(crate::records::SessionEnd::Switch), ..Default::default() };
+        crate::capture::db::upsert_session(&conn, &finished).unwrap();
+        advance(100);
+        let before = prompts.borrow().len();
+        assert_eq!(worker.keep_warm(&commands), None);
+        let head = prompts.borrow().last().unwrap().clone();
+        assert!(prompts.borrow().len() > before && head.last().unwrap().content.contains("Atlas roadmap"), "the log is in the head: {head:?}");
+        // Typing, or a question waiting, and it waits.
+        worker.warmth.age(super::super::warm::REWARM_EVERY);
+        crate::capture::db::upsert_session(&conn, &ActivitySession { session_id: 3, title: "Budget".into(), ended_at_millis: Some(now_millis() - 100_000), ..finished.clone() }).unwrap();
+        worker.config.keys_at_millis.store(now_millis(), Ordering::Relaxed);
+        advance(100);
+        assert_eq!(worker.keep_warm(&commands), Some(Skip::Typing));
+        worker.config.keys_at_millis.store(0, Ordering::Relaxed);
+        _commands_tx.send(AgentCommand::Prepare).unwrap();
+        advance(100);
+        let before = prompts.borrow().len();
+        assert_eq!(worker.keep_warm(&commands), Some(Skip::Interrupted));
+        assert_eq!(prompts.borrow().len(), before, "not a piece before the question");
     }
 
     #[test]

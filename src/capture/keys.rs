@@ -17,6 +17,8 @@
 
 use std::collections::{HashMap, HashSet};
 use std::time::Duration;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicI64, Ordering};
 
 use crossbeam_channel::{Receiver, RecvTimeoutError, Sender, bounded};
 use device_query::{DeviceQuery, DeviceState, Keycode};
@@ -337,6 +339,8 @@ pub struct KeysWorker {
     copy_signal: Option<Sender<()>>,
     /// Why key state is not read (a Wayland session, another display).
     off: Option<String>,
+    /// When a key was last seen down, for other workers (`agent::warm` waits while the user types).
+    keys_at_millis: Arc<AtomicI64>,
 }
 
 impl KeysWorker {
@@ -439,6 +443,7 @@ impl Supervised for KeysWorker {
                         let keys = device.get_keys();
                         if !keys.is_empty() {
                             self.last_input_at = now;
+                            self.keys_at_millis.store(now, Ordering::Relaxed);
                         }
                         let mut out = Vec::new();
                         self.assembler.observe(&keys, now, &mut out);
@@ -456,6 +461,7 @@ pub fn spawn_keys(
     store: Sender<StoreCommand>,
     copy_signal: Option<Sender<()>>,
     off: Option<String>,
+    keys_at_millis: Arc<AtomicI64>,
     sink: EventSink<CaptureEvent>,
     policy: RestartPolicy,
 ) -> std::io::Result<WorkerHandle<KeysCommand>> {
@@ -473,6 +479,7 @@ pub fn spawn_keys(
             assembler: KeyAssembler::default(),
             store: store.clone(),
             copy_signal: copy_signal.clone(),
+            keys_at_millis: keys_at_millis.clone(),
             off: off.clone(),
         })
     })

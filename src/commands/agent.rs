@@ -110,9 +110,12 @@ struct CallReport {
 /// Nothing is asked: a call that needs approval stays waiting (as without a
 /// terminal) and the next task starts. `forget`: no chat is kept.
 /// `follow_up`: the tasks are one thread, each with the ones before as its history.
-pub fn ask_agent_json(paths: &Paths, tasks: &[String], brain: Option<crate::agent::BrainChoice>, local_model: Option<&str>, forget: bool, follow_up: bool) -> anyhow::Result<u8> {
+pub fn ask_agent_json(paths: &Paths, tasks: &[String], brain: Option<crate::agent::BrainChoice>, local_model: Option<&str>, forget: bool, follow_up: bool, warm: bool) -> anyhow::Result<u8> {
     let (workers, events) = start_with(paths, local_model)?;
     wait_for_mcp(&workers);
+    if warm {
+        super::ask::warm(&workers, &events, true)?;
+    }
     let mut stdout = std::io::stdout().lock();
     let mut worst = 0u8;
     let mut thread: Option<ChatThread> = None;
@@ -152,7 +155,7 @@ fn collect_task(events: &Receiver<AppEvent>, answer_id: i64, started: std::time:
     loop {
         let Ok(event) = events.recv_timeout(Duration::from_secs(600)) else { bail!("the task gave no sign for 10 minutes") };
         match event {
-            AppEvent::LocalModel(LocalModelEvent::Model(crate::llm::events::ModelStatus::Ready { load_millis })) => report.load_ms = load_millis,
+            AppEvent::LocalModel(LocalModelEvent::Model(crate::llm::events::ModelStatus::Ready { load_millis, .. })) => report.load_ms = load_millis,
             AppEvent::Agent(AgentEvent::Routed { answer_id: id, answered_by, .. }) if id == answer_id => report.answered_by = answered_by,
             AppEvent::Agent(AgentEvent::Token { answer_id: id, text }) if id == answer_id => {
                 if report.answer.trim().is_empty() && !text.trim().is_empty() {

@@ -32,6 +32,48 @@ pub struct AskOptions {
     pub forget: bool,
     /// One JSON object per answer on stdout instead of the streamed text.
     pub json: bool,
+    /// Prefill the prompt head before the first question, as the app keeps it
+    /// prefilled (`agent::warm`), and report how long that took.
+    pub warm: bool,
+}
+
+/// How long loading the model and prefilling the prompt head took (`--warm`).
+#[derive(Debug, Default, serde::Serialize)]
+pub struct Warmed {
+    pub load_ms: u64,
+    pub warmed_ms: u64,
+    pub prompt_tokens: usize,
+}
+
+/// Loads the local model and prefills the prompt head every question shares
+/// (`AgentCommand::Prepare`); waits up to 10 minutes for it. Printed as a JSON
+/// line with `json`, else to stderr.
+pub fn warm(workers: &Workers, events: &crossbeam_channel::Receiver<AppEvent>, json: bool) -> anyhow::Result<Warmed> {
+    let started = std::time::Instant::now();
+    workers.agent.commands.send(AgentCommand::Prepare)?;
+    let mut warmed = Warmed::default();
+    loop {
+        let Ok(event) = events.recv_timeout(Duration::from_secs(600)) else { bail!("the prompt head was not prefilled within 10 minutes") };
+        match event {
+            AppEvent::LocalModel(LocalModelEvent::Model(crate::llm::events::ModelStatus::Ready { load_millis, .. })) => warmed.load_ms = load_millis,
+            AppEvent::LocalModel(LocalModelEvent::Model(crate::llm::events::ModelStatus::Unavailable(why))) => bail!(why),
+            AppEvent::Agent(AgentEvent::PromptWarmed { millis, prompt_tokens }) => {
+                warmed.warmed_ms = millis.saturating_sub(warmed.load_ms);
+                warmed.prompt_tokens = prompt_tokens;
+                break;
+            }
+            _ => {}
+        }
+        if started.elapsed() > Duration::from_secs(600) {
+            bail!("the prompt head was not prefilled within 10 minutes");
+        }
+    }
+    if json {
+        println!("{}", serde_json::to_string(&warmed)?);
+    } else {
+        eprintln!("model loaded in {} ms; prompt head ({} tokens) prefilled in {} ms", warmed.load_ms, warmed.prompt_tokens, warmed.warmed_ms);
+    }
+    Ok(warmed)
 }
 
 /// One answer, as `--json` prints it.
@@ -81,6 +123,9 @@ pub fn ask(paths: &Paths, questions: &[String], options: &AskOptions) -> anyhow:
         automations: false,
     };
     let (workers, _settings, _warnings) = Workers::start(paths, options_workers, sink)?;
+    if options.warm {
+        warm(&workers, &events, options.json)?;
+    }
     let mut outcome = Ok(());
     let mut thread = None;
     let mut history = Vec::new();
@@ -127,7 +172,7 @@ fn answer(events: &crossbeam_channel::Receiver<AppEvent>, question: &str, answer
             AppEvent::Agent(AgentEvent::ContextAttached { context, .. }) if options.show_context => {
                 eprintln!("--- context sent ---\n{context}\n--- end of context ---");
             }
-            AppEvent::LocalModel(LocalModelEvent::Model(crate::llm::events::ModelStatus::Ready { load_millis })) => load_ms = load_millis,
+            AppEvent::LocalModel(LocalModelEvent::Model(crate::llm::events::ModelStatus::Ready { load_millis, .. })) => load_ms = load_millis,
             AppEvent::Agent(AgentEvent::Token { text: token, answer_id: id }) if id == answer_id => {
                 text.push_str(&token);
                 if !options.json {

@@ -391,7 +391,7 @@ fn worker_checks(paths: &Paths, display: Option<&str>, chat: Option<crate::confi
         })
         .collect();
     checks.push(match model {
-        Some(ModelStatus::Ready { load_millis }) => Check { area: "native", name: "mistralrs".into(), status: Status::Ok, detail: format!("chat model loaded in {load_millis} ms") },
+        Some(ModelStatus::Ready { load_millis, .. }) => Check { area: "native", name: "mistralrs".into(), status: Status::Ok, detail: format!("chat model loaded in {load_millis} ms") },
         Some(ModelStatus::Unavailable(reason)) => Check { area: "native", name: "mistralrs".into(), status: Status::Fail, detail: reason },
         _ => Check { area: "native", name: "mistralrs".into(), status: Status::Fail, detail: "the model did not load in time".into() },
     });

@@ -253,6 +253,7 @@ pub const SETTINGS: &[Setting] = &[
     whole_row!(keys::CONTEXT_BUDGET, "tokens of recent activity in each local prompt", 0, 8_000, context_budget_tokens),
     whole_row!(keys::MAX_ANSWER_TOKENS, "longest answer, in tokens", 16, 8_192, max_answer_tokens),
     whole_row!(keys::IDLE_UNLOAD_SECS, "seconds before an idle local model is unloaded (0: never)", 0, WEEK_SECS, idle_unload_secs),
+    flag_row!(keys::KEEP_WARM, "keep the local model loaded and its prompt prefilled where the machine can afford it: true or false", keep_warm),
     flag_row!(keys::GROUNDED, "answer only from what cowork recorded: true or false", grounded),
     whole_row!(keys::PROMPT_BUDGET, "tokens of memory in each prompt", 200, 32_000, prompt_budget_tokens),
     whole_row!(keys::RECALL_BUDGET, "tokens of recalled notes in each prompt", 0, 16_000, recall_budget_tokens),

@@ -15,7 +15,8 @@ pub enum LocalModelEvent {
 pub enum ModelStatus {
     NotLoaded,
     Loading,
-    Ready { load_millis: u64 },
+    /// Loaded in `load_millis`; the load added `resident_bytes` to the process (0: not measured).
+    Ready { load_millis: u64, resident_bytes: u64 },
     /// Missing, corrupt or unloadable, with a message a user can act on.
     Unavailable(String),
 }

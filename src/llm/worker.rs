@@ -138,6 +138,13 @@ pub struct LocalModelState {
     constrained: AtomicBool,
     /// The user chose the local model anyway (until the constraint ends).
     restored: AtomicBool,
+    /// The agent wants the model kept loaded and its prompt head prefilled (`llm.keep_warm`).
+    keep_loaded: AtomicBool,
+    /// The machine can afford that: loading is GREEN and the model takes at most
+    /// an eighth of the RAM (the llm worker's preflight).
+    affordable: AtomicBool,
+    /// Resident memory the model's last load added, in bytes (Settings says it).
+    resident_bytes: AtomicU64,
 }
 
 impl LocalModelState {
@@ -161,6 +168,40 @@ impl LocalModelState {
     pub fn restore(&self) {
         self.restored.store(true, Ordering::Relaxed);
     }
+    #[cfg(test)]
+    pub(crate) fn set_loaded(&self, loaded: bool) {
+        self.loaded.store(loaded, Ordering::Relaxed);
+    }
+    /// `llm.keep_warm`, as the agent read it from the settings.
+    pub fn set_keep_loaded(&self, keep: bool) {
+        self.keep_loaded.store(keep, Ordering::Relaxed);
+    }
+    /// The model stays loaded: the user wants it and the machine can afford it.
+    pub fn keeps_loaded(&self) -> bool {
+        self.keep_loaded.load(Ordering::Relaxed) && self.affordable.load(Ordering::Relaxed)
+    }
+    pub fn is_affordable(&self) -> bool {
+        self.affordable.load(Ordering::Relaxed)
+    }
+    /// Resident memory the model's last load added (0: not measured yet).
+    pub fn resident_bytes(&self) -> u64 {
+        self.resident_bytes.load(Ordering::Relaxed)
+    }
+}
+
+/// Whether keeping a model loaded is affordable: its preflight is GREEN and it
+/// needs at most an eighth of the machine's memory.
+pub fn affordable(check: &crate::models::gguf::Preflight, total_bytes: u64) -> bool {
+    check.verdict == crate::models::gguf::Verdict::Green && check.needed_bytes().saturating_mul(8) <= total_bytes
+}
+
+/// This process's resident memory, in bytes (`/proc/self/statm`).
+fn resident_now() -> Option<u64> {
+    let statm = std::fs::read_to_string("/proc/self/statm").ok()?;
+    let pages: u64 = statm.split_whitespace().nth(1)?.parse().ok()?;
+    // SAFETY: sysconf only reads a constant of the system.
+    let page = unsafe { libc::sysconf(libc::_SC_PAGESIZE) };
+    Some(pages * page.max(4096) as u64)
 }
 
 pub struct LlmWorker<E: ChatEngine> {
@@ -216,12 +257,15 @@ impl<E: ChatEngine> LlmWorker<E> {
             }
         }
         self.sink.send(LocalModelEvent::Model(ModelStatus::Loading));
+        let before = resident_now();
         let loaded = self.engine.ensure_loaded();
         self.touch_state();
         match loaded {
             Ok(load_time) => {
                 let load_millis = load_time.map(|d| d.as_millis() as u64).unwrap_or(0);
-                self.sink.send(LocalModelEvent::Model(ModelStatus::Ready { load_millis }));
+                let resident_bytes = resident_now().zip(before).map_or(0, |(after, before)| after.saturating_sub(before));
+                self.state.resident_bytes.store(resident_bytes, Ordering::Relaxed);
+                self.sink.send(LocalModelEvent::Model(ModelStatus::Ready { load_millis, resident_bytes }));
                 Ok(())
             }
             Err(err) => {
@@ -356,12 +400,15 @@ impl<E: ChatEngine> LlmWorker<E> {
     /// runs on battery, or memory is under pressure (PSI) or short.
     pub fn check_resources(&mut self) {
         if !self.engine.is_loaded() {
+            self.keep_loaded();
             return;
         }
         let (available, total) = crate::llm::memory::meminfo().map_or((None, 0), |(a, t)| (Some(a), t));
+        // Kept loaded (`llm.keep_warm`): never unloaded for idling; the battery, pressure and
+        // a shortage of memory still unload it.
         let reason = crate::llm::memory::unload_reason(
             self.last_used.elapsed().as_secs(),
-            self.config.idle_unload_secs,
+            if self.state.keeps_loaded() { 0 } else { self.config.idle_unload_secs },
             BATTERY_IDLE_SECS,
             crate::llm::memory::on_battery(std::path::Path::new("/sys/class/power_supply")),
             crate::llm::memory::memory_pressure(),
@@ -375,6 +422,30 @@ impl<E: ChatEngine> LlmWorker<E> {
             self.sink.send(LocalModelEvent::Model(ModelStatus::NotLoaded));
             self.sink.notice(format!("local model unloaded: {reason}; it reloads on the next question"));
         }
+    }
+
+    /// The memory preflight for the UI, and whether keeping the model loaded is affordable.
+    fn assess(&self) {
+        if let Some(check) = self.preflight() {
+            self.sink.send(LocalModelEvent::ModelPreflight(check.describe()));
+            let total = crate::llm::memory::meminfo().map_or(0, |(_, total)| total);
+            self.state.affordable.store(affordable(&check, total), Ordering::Relaxed);
+        }
+    }
+
+    /// Loads the model when the agent wants it kept loaded, the machine can
+    /// afford it, its file is there and nothing pauses it (heat, the battery,
+    /// a failed load): the first answer of the day then does not wait for it.
+    fn keep_loaded(&mut self) {
+        let state = &self.state;
+        if !state.keeps_loaded() || state.is_unavailable() || state.constrained.load(Ordering::Relaxed) || !self.config.model_path.is_file() {
+            return;
+        }
+        if crate::llm::memory::on_battery(&self.config.sysfs.join("class/power_supply")) {
+            return;
+        }
+        tracing::info!("loading the local model to keep it warm");
+        let _ = self.ensure_model();
     }
 
     /// Handles one command. Returns false on Shutdown.
@@ -394,6 +465,7 @@ impl<E: ChatEngine> LlmWorker<E> {
                 self.set_unavailable(false);
                 self.touch_state();
                 self.sink.send(LocalModelEvent::Model(ModelStatus::NotLoaded));
+                self.assess();
             }
             LlmCommand::Unload => {
                 self.engine.unload();
@@ -412,9 +484,7 @@ impl<E: ChatEngine> Supervised for LlmWorker<E> {
 
     fn run(&mut self, commands: &Receiver<LlmCommand>, ctx: &WorkerContext) -> anyhow::Result<()> {
         self.sink.send(LocalModelEvent::Model(ModelStatus::NotLoaded));
-        if let Some(check) = self.preflight() {
-            self.sink.send(LocalModelEvent::ModelPreflight(check.describe()));
-        }
+        self.assess();
         self.check_power();
         let mut power_checked = Instant::now();
         loop {

@@ -178,7 +178,10 @@ fn model_line_ui(ui: &mut egui::Ui, state: &AppState) {
     let (text, colour) = match &state.model {
         None | Some(ModelStatus::NotLoaded) => ("Local model: loads on first question".to_owned(), theme::muted()),
         Some(ModelStatus::Loading) => ("Local model: loading…".to_owned(), theme::warn()),
-        Some(ModelStatus::Ready { load_millis }) => (format!("Local model: ready (loaded in {load_millis} ms)"), theme::ok()),
+        Some(ModelStatus::Ready { load_millis, resident_bytes: 0 }) => (format!("Local model: ready (loaded in {load_millis} ms)"), theme::ok()),
+        Some(ModelStatus::Ready { load_millis, resident_bytes }) => {
+            (format!("Local model: ready (loaded in {load_millis} ms, {} MB of memory)", resident_bytes / 1_000_000), theme::ok())
+        }
         Some(ModelStatus::Unavailable(reason)) => (format!("Local model unavailable: {reason}"), theme::error()),
     };
     ui.label(RichText::new(text).small().color(colour));

@@ -460,12 +460,33 @@ fn brains_ui(ui: &mut egui::Ui, page: &mut Page, state: &AppState, models: &[Mod
     }
 }
 
+/// `llm.keep_warm`, with what it costs: the memory the loaded model holds
+/// (measured when it loaded, else the preflight's estimate).
+fn keep_warm_ui(ui: &mut egui::Ui, state: &AppState, actions: &mut Vec<UiAction>) {
+    let mut keep = state.settings.keep_warm;
+    if ui.checkbox(&mut keep, "Keep the chat model loaded and your context prefilled, so the first answer is quick").changed() {
+        actions.push(UiAction::SaveSetting { key: keys::KEEP_WARM.to_owned(), value: keep.to_string() });
+    }
+    let cost = match &state.model {
+        Some(crate::llm::events::ModelStatus::Ready { resident_bytes, .. }) if *resident_bytes > 0 => format!("The loaded model holds {} MB of memory", resident_bytes / 1_000_000),
+        _ => "Loaded, the model holds about its file's size in memory (the preflight above)".to_owned(),
+    };
+    ui.label(
+        RichText::new(format!(
+            "{cost}; cowork keeps it only where that is under an eighth of the RAM, unloads it on battery, when hot or short of memory, and prefills only while you are not typing and the computer is idle."
+        ))
+        .small()
+        .color(theme::muted()),
+    );
+}
+
 fn models_ui(ui: &mut egui::Ui, state: &AppState, models: &[ModelView], panel: &mut SettingsPanel, actions: &mut Vec<UiAction>) {
     ui.label(RichText::new("Models").strong());
     if let Some(preflight) = &state.model_preflight {
         let colour = if preflight.starts_with("GREEN") { theme::ok() } else if preflight.starts_with("YELLOW") { theme::warn() } else { theme::error() };
         ui.label(RichText::new(format!("Memory preflight: {preflight}")).small().color(colour));
     }
+    keep_warm_ui(ui, state, actions);
     ui.horizontal_wrapped(|ui| {
         if ui.button("Load the chat model now").clicked() {
             actions.push(UiAction::LoadModel);

@@ -293,6 +293,7 @@ fn real_config(db: &std::path::Path) -> (LlmConfig, AgentConfig) {
         mcp: None,
         automations: None,
         flows: None,
+        keys_at_millis: Default::default(),
     };
     (llm, agent)
 }

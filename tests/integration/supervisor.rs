@@ -149,6 +149,7 @@ fn agent_restarts_keeps_its_sender_and_a_gone_llm_worker_is_a_failed_answer() {
         mcp: None,
         automations: None,
         flows: None,
+        keys_at_millis: Default::default(),
     };
     let mut agent = spawn_agent(config, llm_tx, Default::default(), store_tx, sink.narrow(), Arc::new(AtomicU64::new(0)), fast_policy()).unwrap();
     let sender = agent.commands.clone();
@@ -190,7 +191,7 @@ fn keys_restarts_keeps_its_sender_and_fails_after_five_restarts() {
     let (sink, events) = test_sink();
     let (store_tx, _store_rx) = bounded(16);
     // No display for key state: degraded, still serving commands.
-    let mut keys = spawn_keys(store_tx, None, Some("no display in this test".into()), sink.narrow(), fast_policy()).unwrap();
+    let mut keys = spawn_keys(store_tx, None, Some("no display in this test".into()), Default::default(), sink.narrow(), fast_policy()).unwrap();
     let sender = keys.commands.clone();
     let answers = || sender.send(KeysCommand::Window(None)).unwrap();
     panic_until_failed(WorkerName::Keys, &events, &keys.commands, &keys.control, || KeysCommand::InjectPanic, answers);

@@ -127,6 +127,10 @@ pub struct PrefixCacheManagerV2 {
     has_paged_attention: bool,
     /// cowork patch: see `PREFIX_CACHE_CPU_BUDGET_BYTES`.
     cpu_budget_bytes: usize,
+    /// cowork patch: see `PREFIX_CACHE_CPU_POSITIONS`; with `per_position_bytes`, the
+    /// newest entry's, the budget is at least that many of the model's positions.
+    cpu_min_positions: usize,
+    per_position_bytes: usize,
 }
 
 /// cowork patch: on the CPU, `evict_caches` never evicts (it counts only entries on an
@@ -134,6 +138,13 @@ pub struct PrefixCacheManagerV2 {
 /// Entries beyond this many bytes of keys and values are dropped, least recently used first;
 /// the newest entry always stays, so a follow-up can reuse the turn before it.
 pub const PREFIX_CACHE_CPU_BUDGET_BYTES: usize = 64 << 20;
+
+/// cowork patch: at least this many positions of keys and values are kept, whatever the
+/// model's bytes per position: 64 MiB held one 1,100-position prompt of a 1.5B model
+/// (57 KB a position), so a background summary or an agent step evicted the prompt head
+/// every question shares and the next question prefilled it again (15–20 s). Two prompts
+/// of 1,280 positions fit: the head and one other.
+pub const PREFIX_CACHE_CPU_POSITIONS: usize = 2_560;
 
 #[derive(Clone)]
 pub enum MatchingCache {
@@ -160,6 +171,8 @@ impl PrefixCacheManagerV2 {
             no_prefix_cache,
             has_paged_attention,
             cpu_budget_bytes: PREFIX_CACHE_CPU_BUDGET_BYTES,
+            cpu_min_positions: PREFIX_CACHE_CPU_POSITIONS,
+            per_position_bytes: 0,
         }
     }
 
@@ -209,10 +222,16 @@ impl PrefixCacheManagerV2 {
                     || old.kv_len().is_none_or(|old_len| old_len > new_len)
             });
         }
+        // The model's bytes per position (an entry's storage may hold up to a third more
+        // positions than it computed, see `trimmed`).
+        if let Some(len) = element.kv_len().filter(|len| *len > 0) {
+            self.per_position_bytes = element.kv_bytes() / len;
+        }
+        let budget = self.cpu_budget_bytes.max(self.per_position_bytes.saturating_mul(self.cpu_min_positions));
         self.caches.shift_remove(&toks);
         self.caches.insert(toks, element);
         let mut total: usize = self.caches.values().map(CacheElement::kv_bytes).sum();
-        while total > self.cpu_budget_bytes && self.caches.len() > 1 {
+        while total > budget && self.caches.len() > 1 {
             if let Some((_, oldest)) = self.caches.shift_remove_index(0) {
                 total -= oldest.kv_bytes();
             }
@@ -446,13 +465,20 @@ impl PrefixCacheManagerV2 {
         }
 
         if let Some((
-            match_len,
+            mut match_len,
             index,
             images_match_until,
             audios_match_until,
             videos_match_until,
         )) = best_match
         {
+            // cowork patch: a prompt an entry holds whole (the same prompt again: a prompt
+            // head prefilled in the background and asked again, a retry) recomputes only its
+            // last token, whose logits the next token needs, as llama.cpp does; upstream
+            // prefilled it all again.
+            if match_len == toks.0.len() && match_len > 1 && self.caches[index].can_rewind_to(match_len - 1) {
+                match_len -= 1;
+            }
             let new_toks = toks.0[match_len..].to_vec();
             if new_toks.is_empty() {
                 return Ok(None);
@@ -643,6 +669,48 @@ mod tests {
     }
 
     #[test]
+    fn a_prompt_held_whole_recomputes_only_its_last_token() -> candle_core::Result<()> {
+        let mut prefix_cacher = PrefixCacheManagerV2::new(1, false, false);
+        // A prompt head prefilled in the background: five prompt tokens computed, one sampled.
+        prefix_cacher.insert_within_budget(vec![1, 2, 3, 4, 5, 6].into(), normal_element(5)?);
+        // The same head again (nothing changed since): upstream found no match and
+        // prefilled all five; now only the last is fed again, for its logits.
+        match prefix_cacher.search_for_matching_cache(&[1, 2, 3, 4, 5], None, None, None)? {
+            Some(MatchingCache::Normal { toks, offset, normal, .. }) => {
+                assert_eq!((offset, toks), (4, vec![5]));
+                assert_eq!(normal[0].as_ref().unwrap().current_seq_len(), 4);
+            }
+            _ => panic!("expected a prefix-cache hit"),
+        }
+        // One token has nothing before it to reuse.
+        prefix_cacher.insert_within_budget(vec![8, 9].into(), normal_element(1)?);
+        assert!(prefix_cacher.search_for_matching_cache(&[8], None, None, None)?.is_none());
+        Ok(())
+    }
+
+    #[test]
+    fn the_budget_holds_two_prompt_heads_of_a_model_with_wide_positions() -> candle_core::Result<()> {
+        let mut prefix_cacher = PrefixCacheManagerV2::new(1, false, false);
+        // 64 KiB a position (a 1.5B model holds 57 KB): 1,000 positions are 64 MB, so two
+        // prompts were over 64 MiB and a summary's prompt evicted the head.
+        let wide = |len: usize| -> candle_core::Result<CacheElement> {
+            let src = Tensor::zeros((1, 1, len, 8_192), DType::F32, &Device::Cpu)?;
+            let mut k = SingleCache::new(2, len, len);
+            let mut v = SingleCache::new(2, len, len);
+            k.append(&src)?;
+            v.append(&src)?;
+            Ok(CacheElement { cache: vec![Some(KvCache::Normal { k, v })], recurrent_snapshots: None, audio_hashes: None, image_hashes: None, video_hashes: None })
+        };
+        prefix_cacher.insert_within_budget(vec![1; 1_001].into(), wide(1_000)?);
+        prefix_cacher.insert_within_budget(vec![2; 1_001].into(), wide(1_000)?);
+        assert_eq!(prefix_cacher.caches.len(), 2, "the head and one other prompt");
+        prefix_cacher.insert_within_budget(vec![3; 1_001].into(), wide(1_000)?);
+        let keys: Vec<u32> = prefix_cacher.caches.keys().map(|k| k.0[0]).collect();
+        assert_eq!(keys, vec![2, 3], "and no more: 2,560 positions");
+        Ok(())
+    }
+
+    #[test]
     fn entries_a_newer_one_extends_are_dropped() -> candle_core::Result<()> {
         let mut prefix_cacher = PrefixCacheManagerV2::new(1, false, false);
         prefix_cacher.insert_within_budget(vec![1, 2, 3].into(), normal_element(2)?);
@@ -711,6 +779,7 @@ mod tests {
         let mut prefix_cacher = PrefixCacheManagerV2::new(1, false, false);
         // Each entry holds 100 positions of F32 keys and values: 800 bytes.
         prefix_cacher.cpu_budget_bytes = 2_000;
+        prefix_cacher.cpu_min_positions = 0;
         prefix_cacher.insert_within_budget(vec![1, 1].into(), normal_element(100)?);
         prefix_cacher.insert_within_budget(vec![2, 2].into(), normal_element(100)?);
         // A hit makes [1, 1] the most recently used, so [2, 2] goes first.

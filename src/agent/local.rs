@@ -371,7 +371,7 @@ pub fn tells_about_user(request: &str) -> bool {
 /// Whether a request asks what the user did or was doing ("which file was I
 /// editing", "what did we decide"): a question about what cowork recorded.
 pub fn asks_what_user_did(request: &str) -> bool {
-    const PAST: &[&str] = &["was i ", "did i ", "have i ", "had i ", "i was ", "i did ", "i had ", "i've been ", "were we ", "did we "];
+    const PAST: &[&str] = &["was i ", "did i ", "have i ", "had i ", "i was ", "i did ", "i had ", "i've been ", "were we ", "did we ", "was my ", "were my ", "did my "];
     let text = format!("{} ", request.to_lowercase());
     PAST.iter().any(|w| text.contains(w))
 }

@@ -75,7 +75,7 @@ impl MemoryContext {
         let wanted = wanted(question);
         relevant(&self.report.user_text(), &wanted)
             || relevant(&self.report.data_text(), &wanted)
-            || self.assembly.items.iter().any(|item| relevant(&item.text, &wanted) || relevant(&item.label, &wanted))
+            || self.assembly.items.iter().any(|item| relevant(&item.text.replace('-', " "), &wanted) || relevant(&item.label.replace('-', " "), &wanted))
             || history.iter().any(|(_, text)| relevant(text, &wanted))
     }
 

@@ -3,8 +3,11 @@
 //! through an FFN gate/up projection (896 → 4,864, Q8_0 as cowork installs it)
 //! and the down projection (4,864 → 896, Q4_K and Q6_K as the file has it).
 //! Throughput is in multiply-adds; `COWORK_BENCH_ROWS` sets the prompt rows
-//! (1,844: the long prompt of scripts/measure). Run with
-//! `cargo bench --profile dev --bench kernels`.
+//! (1,844: the long prompt of scripts/measure). `decode_gemv` is one decode
+//! step's product at Qwen2.5-1.5B's FFN shapes (1,536 → 8,960 in Q4_K, and
+//! 8,960 → 1,536 in Q6_K), in bytes of weights streamed; with
+//! `CANDLE_NO_AVX512=1` it runs the AVX2 kernels on a CPU with AVX-512 VNNI,
+//! for the side by side. Run with `cargo bench --profile dev --bench kernels`.
 
 use candle_core::quantized::{GgmlDType, QMatMul, QTensor};
 use candle_core::{Device, Module, Tensor};
@@ -38,5 +41,17 @@ fn prefill_matmul(c: &mut Criterion) {
     group.finish();
 }
 
-criterion_group!(benches, prefill_matmul);
+fn decode_gemv(c: &mut Criterion) {
+    let mut group = c.benchmark_group("decode_gemv");
+    for (name, dtype, k, n, bytes_per_256) in [("q4k_1536x8960", GgmlDType::Q4K, 1536, 8960, 144), ("q6k_8960x1536", GgmlDType::Q6K, 8960, 1536, 210)] {
+        let w = Tensor::from_vec(values(n * k, 1), (n, k), &Device::Cpu).unwrap();
+        let q = QMatMul::from_qtensor(QTensor::quantize(&w, dtype).unwrap()).unwrap();
+        let x = Tensor::from_vec(values(k, 2), (1, k), &Device::Cpu).unwrap();
+        group.throughput(Throughput::Bytes((n * k / 256 * bytes_per_256) as u64));
+        group.bench_function(name, |b| b.iter(|| q.forward(&x).unwrap()));
+    }
+    group.finish();
+}
+
+criterion_group!(benches, prefill_matmul, decode_gemv);
 criterion_main!(benches);

@@ -457,6 +457,100 @@ pub(crate) fn vec_dot_q6k_q8k(n: usize, xs: &[BlockQ6K], ys: &[BlockQ8K]) -> f32
     }
 }
 
+/// cowork patch (PATCH.md, change 6): four Q6_K weight rows against one
+/// activation row (a decode step). With AVX-512 BW and VNNI, 128 weights a
+/// step in two registers (the 6-bit values of two 32-weight groups each, their
+/// high bits shifted per half with `vpsrlvw`), `vpmaddubsw` with the
+/// activation less its −32 offset, then `vpdpwssd` with the 16-weight groups'
+/// scales; the activation's blocks and their offsets are computed once for the
+/// four rows. The integer sums end in the same eight lanes as in
+/// `vec_dot_q6k_q8k` and the float arithmetic after them is the same, so
+/// every result is bit-identical to it. Without the features, four
+/// `vec_dot_q6k_q8k` calls.
+#[inline(always)]
+pub(crate) fn vec_dot_q6k_q8k_rows4(n: usize, xs: [&[BlockQ6K]; 4], ys: &[BlockQ8K]) -> [f32; 4] {
+    debug_assert!(n.is_multiple_of(QK_K), "vec_dot_q6k_q8k_rows4: {n} is not divisible by {QK_K}");
+    #[cfg(target_arch = "x86_64")]
+    if has_avx512_vnni() {
+        let nb = n / QK_K;
+        // SAFETY: the CPU has the features the function is compiled for; every row has `nb` blocks.
+        return unsafe { q6k_rows4_vnni(xs.map(|x| &x[..nb]), &ys[..nb]) };
+    }
+    xs.map(|x| vec_dot_q6k_q8k(n, x, ys))
+}
+
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni")]
+unsafe fn q6k_rows4_vnni(xs: [&[BlockQ6K]; 4], ys: &[BlockQ8K]) -> [f32; 4] {
+    macro_rules! halves {
+        ($lo:expr, $hi:expr) => {
+            _mm512_inserti64x4::<1>(_mm512_castsi256_si512($lo), $hi)
+        };
+    }
+    let m4 = _mm512_set1_epi8(0xF);
+    let m2 = _mm512_set1_epi8(3);
+    let m32s = _mm512_set1_epi8(32);
+    // The high bits of the four 32-weight groups of a step: bits 0-1 and 2-3 of the same
+    // 32 bytes for the first register, 4-5 and 6-7 for the second.
+    let shift_a = halves!(_mm256_set1_epi16(0), _mm256_set1_epi16(2));
+    let shift_b = halves!(_mm256_set1_epi16(4), _mm256_set1_epi16(6));
+    // The scales' i16 lanes: register A of step j has groups 8j..8j+3 (eight lanes each), B 8j+4..8j+7.
+    let mut scale_idx = [[_mm512_setzero_si512(); 2]; 2];
+    for (j, idx) in scale_idx.iter_mut().enumerate() {
+        for (half, idx) in idx.iter_mut().enumerate() {
+            let first = (8 * j + 4 * half) as i16;
+            *idx = halves!(
+                _mm256_set_epi16(first + 1, first + 1, first + 1, first + 1, first + 1, first + 1, first + 1, first + 1, first, first, first, first, first, first, first, first),
+                _mm256_set_epi16(first + 3, first + 3, first + 3, first + 3, first + 3, first + 3, first + 3, first + 3, first + 2, first + 2, first + 2, first + 2, first + 2, first + 2, first + 2, first + 2)
+            );
+        }
+    }
+    let mut acc = [_mm256_setzero_ps(); 4];
+    let ahead = 8 * std::mem::size_of_val(xs[0]);
+    for (i, y) in ys.iter().enumerate() {
+        let q8 = y.qs.as_ptr();
+        let q8v = [
+            [_mm512_loadu_si512(q8 as *const _), _mm512_loadu_si512(q8.add(64) as *const _)],
+            [_mm512_loadu_si512(q8.add(128) as *const _), _mm512_loadu_si512(q8.add(192) as *const _)],
+        ];
+        // The −32 offset of the 6-bit values, against the activation (once for the four rows).
+        let offsets = [
+            [_mm512_maddubs_epi16(m32s, q8v[0][0]), _mm512_maddubs_epi16(m32s, q8v[0][1])],
+            [_mm512_maddubs_epi16(m32s, q8v[1][0]), _mm512_maddubs_epi16(m32s, q8v[1][1])],
+        ];
+        for r in 0..4 {
+            // The same block of the rows two groups on: its four cache lines.
+            let next = (xs[r].as_ptr().add(i) as *const i8).wrapping_add(ahead);
+            for line in 0..4 {
+                _mm_prefetch::<_MM_HINT_T0>(next.wrapping_add(64 * line));
+            }
+            let x = &xs[r][i];
+            let d = y.d * x.d.to_f32();
+            let scales = _mm512_castsi256_si512(_mm256_cvtepi8_epi16(_mm_loadu_si128(x.scales.as_ptr() as *const __m128i)));
+            let mut sumi = _mm512_setzero_si512();
+            for j in 0..2 {
+                let qh = _mm512_broadcast_i64x4(_mm256_loadu_si256(x.qh.as_ptr().add(32 * j) as *const __m256i));
+                let ql = _mm512_loadu_si512(x.ql.as_ptr().add(64 * j) as *const _);
+                let h_a = _mm512_slli_epi16::<4>(_mm512_and_si512(_mm512_srlv_epi16(qh, shift_a), m2));
+                let h_b = _mm512_slli_epi16::<4>(_mm512_and_si512(_mm512_srlv_epi16(qh, shift_b), m2));
+                let q_a = _mm512_or_si512(_mm512_and_si512(ql, m4), h_a);
+                let q_b = _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi16::<4>(ql), m4), h_b);
+                let p_a = _mm512_sub_epi16(_mm512_maddubs_epi16(q_a, q8v[j][0]), offsets[j][0]);
+                let p_b = _mm512_sub_epi16(_mm512_maddubs_epi16(q_b, q8v[j][1]), offsets[j][1]);
+                sumi = _mm512_dpwssd_epi32(sumi, p_a, _mm512_permutexvar_epi16(scale_idx[j][0], scales));
+                sumi = _mm512_dpwssd_epi32(sumi, p_b, _mm512_permutexvar_epi16(scale_idx[j][1], scales));
+            }
+            let sum8 = _mm256_add_epi32(_mm512_castsi512_si256(sumi), _mm512_extracti64x4_epi64::<1>(sumi));
+            acc[r] = _mm256_fmadd_ps(_mm256_broadcast_ss(&d), _mm256_cvtepi32_ps(sum8), acc[r]);
+        }
+    }
+    let mut out = [0f32; 4];
+    for r in 0..4 {
+        out[r] = hsum_float_8(acc[r]);
+    }
+    out
+}
+
 // cowork patch (PATCH.md, change 4): `vec_dot_q6k_q8k` for one weight row
 // against four activation rows. The weight block's scales and 6-bit values are
 // unpacked once for the four rows; each row's sums are computed exactly as
@@ -907,6 +1001,109 @@ pub(crate) fn vec_dot_q4k_q8k(n: usize, xs: &[BlockQ4K], ys: &[BlockQ8K]) -> f32
 
         hsum_float_8(acc) + _mm_cvtss_f32(acc_m)
     }
+}
+
+/// cowork patch (PATCH.md, change 6): four Q4_K weight rows against one
+/// activation row (a decode step). With AVX-512 BW and VNNI, 128 weights a
+/// step: the nibbles of two 64-weight groups in one register, `vpmaddubsw`
+/// with the activation, then `vpdpwssd` with the sub-blocks' scales (one
+/// instruction where AVX2 takes `vpmaddwd` and `vpaddd`), and the
+/// activation's blocks loaded once for the four rows. Each row's integer sums
+/// end in the same eight lanes as in `vec_dot_q4k_q8k` (lane L: bytes 4L..4L+3
+/// of every sub-block, exact in i32) and the float arithmetic after them is
+/// the same, so every result is bit-identical to it (and to the prefill
+/// kernels). Without the features, four `vec_dot_q4k_q8k` calls.
+#[inline(always)]
+pub(crate) fn vec_dot_q4k_q8k_rows4(n: usize, xs: [&[BlockQ4K]; 4], ys: &[BlockQ8K]) -> [f32; 4] {
+    debug_assert!(n.is_multiple_of(QK_K), "vec_dot_q4k_q8k_rows4: {n} is not divisible by {QK_K}");
+    #[cfg(target_arch = "x86_64")]
+    if has_avx512_vnni() {
+        let nb = n / QK_K;
+        // SAFETY: the CPU has the features the function is compiled for; every row has `nb` blocks.
+        return unsafe { q4k_rows4_vnni(xs.map(|x| &x[..nb]), &ys[..nb]) };
+    }
+    xs.map(|x| vec_dot_q4k_q8k(n, x, ys))
+}
+
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni")]
+unsafe fn q4k_rows4_vnni(xs: [&[BlockQ4K]; 4], ys: &[BlockQ8K]) -> [f32; 4] {
+    const KMASK1: u32 = 0x3f3f3f3f;
+    const KMASK2: u32 = 0x0f0f0f0f;
+    const KMASK3: u32 = 0x03030303;
+    let m4 = _mm512_set1_epi8(0xF);
+    // (Macros, not closures: a closure does not inherit the function's target features.)
+    macro_rules! halves {
+        ($lo:expr, $hi:expr) => {
+            _mm512_inserti64x4::<1>(_mm512_castsi256_si512($lo), $hi)
+        };
+    }
+    // The scales' i16 lanes for step t: low nibbles are sub-blocks 4t and 4t + 2, high ones 4t + 1 and 4t + 3.
+    macro_rules! pair {
+        ($a:expr, $b:expr) => {
+            halves!(_mm256_set1_epi16($a), _mm256_set1_epi16($b))
+        };
+    }
+    let scale_lo = [pair!(0, 2), pair!(4, 6)];
+    let scale_hi = [pair!(1, 3), pair!(5, 7)];
+    let mut acc = [_mm256_setzero_ps(); 4];
+    let mut acc_m = [_mm_setzero_ps(); 4];
+    let mut utmp = [0u32; 4];
+    let ahead = 8 * std::mem::size_of_val(xs[0]);
+    for (i, y) in ys.iter().enumerate() {
+        let q8 = y.qs.as_ptr();
+        macro_rules! load2 {
+            ($a:expr, $b:expr) => {
+                halves!(_mm256_loadu_si256(q8.add($a) as *const __m256i), _mm256_loadu_si256(q8.add($b) as *const __m256i))
+            };
+        }
+        // The activation bytes each nibble half of step t meets.
+        let q8_lo = [load2!(0, 64), load2!(128, 192)];
+        let q8_hi = [load2!(32, 96), load2!(160, 224)];
+        let q8sums = _mm256_loadu_si256(y.bsums.as_ptr() as *const __m256i);
+        let q8s = _mm_hadd_epi16(_mm256_extracti128_si256::<0>(q8sums), _mm256_extracti128_si256::<1>(q8sums));
+        for r in 0..4 {
+            // The same block of the rows two groups on (`vec_dot_q4_1_q8_1_rows4`): its three cache lines.
+            let next = (xs[r].as_ptr().add(i) as *const i8).wrapping_add(ahead);
+            for line in 0..3 {
+                _mm_prefetch::<_MM_HINT_T0>(next.wrapping_add(64 * line));
+            }
+            let x = &xs[r][i];
+            let d = y.d * x.d.to_f32();
+            let dmin = -y.d * x.dmin.to_f32();
+            LittleEndian::read_u32_into(&x.scales, &mut utmp[0..3]);
+            utmp[3] = ((utmp[2] >> 4) & KMASK2) | (((utmp[1] >> 6) & KMASK3) << 4);
+            let uaux = utmp[1] & KMASK1;
+            utmp[1] = (utmp[2] & KMASK2) | (((utmp[0] >> 6) & KMASK3) << 4);
+            utmp[2] = uaux;
+            utmp[0] &= KMASK1;
+            let mins_and_scales = _mm256_cvtepu8_epi16(_mm_set_epi32(utmp[3] as i32, utmp[2] as i32, utmp[1] as i32, utmp[0] as i32));
+            let prod = _mm_madd_epi16(_mm256_extracti128_si256::<1>(mins_and_scales), q8s);
+            acc_m[r] = _mm_fmadd_ps(_mm_set1_ps(dmin), _mm_cvtepi32_ps(prod), acc_m[r]);
+            // The eight scales in i16 lanes 0..7 (the permutes read no other lane).
+            let scales = _mm512_castsi256_si512(mins_and_scales);
+            let q4 = x.qs.as_ptr();
+            let mut sumi = _mm512_setzero_si512();
+            for t in 0..2 {
+                let bits = _mm512_loadu_si512(q4.add(64 * t) as *const _);
+                let lo = _mm512_and_si512(bits, m4);
+                let hi = _mm512_and_si512(_mm512_srli_epi16::<4>(bits), m4);
+                let s_lo = _mm512_permutexvar_epi16(scale_lo[t], scales);
+                let s_hi = _mm512_permutexvar_epi16(scale_hi[t], scales);
+                sumi = _mm512_dpwssd_epi32(sumi, _mm512_maddubs_epi16(lo, q8_lo[t]), s_lo);
+                sumi = _mm512_dpwssd_epi32(sumi, _mm512_maddubs_epi16(hi, q8_hi[t]), s_hi);
+            }
+            let sum8 = _mm256_add_epi32(_mm512_castsi512_si256(sumi), _mm512_extracti64x4_epi64::<1>(sumi));
+            acc[r] = _mm256_fmadd_ps(_mm256_set1_ps(d), _mm256_cvtepi32_ps(sum8), acc[r]);
+        }
+    }
+    let mut out = [0f32; 4];
+    for r in 0..4 {
+        let m = _mm_add_ps(acc_m[r], _mm_movehl_ps(acc_m[r], acc_m[r]));
+        let m = _mm_add_ss(m, _mm_movehdup_ps(m));
+        out[r] = hsum_float_8(acc[r]) + _mm_cvtss_f32(m);
+    }
+    out
 }
 
 #[inline(always)]

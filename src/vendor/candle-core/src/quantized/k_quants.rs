@@ -1421,6 +1421,12 @@ impl GgmlType for BlockQ4K {
         Self::vec_dot_unopt(n, xs, ys)
     }
 
+    /// cowork patch (PATCH.md, change 6): a decode step's four rows with AVX-512 VNNI.
+    #[cfg(target_feature = "avx2")]
+    fn vec_dot_rows4(n: usize, xs: [&[Self]; 4], ys: &[Self::VecDotType]) -> [f32; 4] {
+        super::avx::vec_dot_q4k_q8k_rows4(n, xs, ys)
+    }
+
     #[cfg(target_feature = "avx2")]
     fn vec_dot_x4(n: usize, xs: &[Self], ys: [&[Self::VecDotType]; 4]) -> [f32; 4] {
         super::avx::vec_dot_q4k_q8k_x4(n, xs, ys)
@@ -1982,6 +1988,12 @@ impl GgmlType for BlockQ6K {
         return super::simd128::vec_dot_q6k_q8k(n, xs, ys);
 
         Self::vec_dot_unopt(n, xs, ys)
+    }
+
+    /// cowork patch (PATCH.md, change 6): a decode step's four rows with AVX-512 VNNI.
+    #[cfg(target_feature = "avx2")]
+    fn vec_dot_rows4(n: usize, xs: [&[Self]; 4], ys: &[Self::VecDotType]) -> [f32; 4] {
+        super::avx::vec_dot_q6k_q8k_rows4(n, xs, ys)
     }
 
     #[cfg(target_feature = "avx2")]

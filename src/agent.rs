@@ -27,6 +27,7 @@ mod memory;
 mod corrections;
 pub mod operation;
 pub mod store;
+mod prefill;
 mod warm;
 mod worker;
 

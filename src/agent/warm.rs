@@ -1,4 +1,6 @@
-//! The local model's prompt head, kept prefilled in the background (issue 56).
+//! The local model's prompt head, kept prefilled in the background (issue 56):
+//! when and in what pieces (this file, pure); the agent worker's part is
+//! `prefill.rs`.
 //!
 //! Every new question's prompt starts with the same head: the identity, the
 //! user's memory (profile, pinned facts, summaries), the worked examples and
@@ -22,17 +24,9 @@
 //! a question waits for one piece at most. A piece the cache already holds
 //! costs one token.
 
-use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
-use crossbeam_channel::Receiver;
-
-use super::AgentCommand;
-use super::events::AgentEvent;
-use super::operation::ChatRequest;
-use super::worker::AgentWorker;
-use crate::ids::now_millis;
-use crate::llm::{GenerateRequest, LocalBrain, PromptMessage};
+use crate::llm::PromptMessage;
 
 /// A changed head is prefilled again at most this often: the log grows a line
 /// at every window switch, and each refresh reads what was added since.
@@ -47,13 +41,13 @@ pub const TYPING_QUIET: Duration = Duration::from_secs(10);
 #[derive(Debug)]
 pub struct Warmth {
     /// The head's hash (None: never, or the model was unloaded since).
-    head: Option<u64>,
+    pub head: Option<u64>,
     /// When the last refresh ended.
-    at: Option<Instant>,
+    pub at: Option<Instant>,
     /// The local model's last use as of that refresh: a later use ran another prompt.
-    used_at_millis: i64,
+    pub used_at_millis: i64,
     /// The CPUs' busy and total time at the last look (`stat`).
-    cpu: Option<(u64, u64)>,
+    pub cpu: Option<(u64, u64)>,
     /// Where the CPUs' time is read (`/proc/stat`; a test's own file).
     stat: std::path::PathBuf,
 }
@@ -77,7 +71,7 @@ impl Warmth {
         self.at = self.at.and_then(|at| at.checked_sub(by));
     }
 
-    fn read_cpu(&self) -> Option<(u64, u64)> {
+    pub fn read_cpu(&self) -> Option<(u64, u64)> {
         std::fs::read_to_string(&self.stat).ok().and_then(|s| cpu_times(&s))
     }
 }
@@ -123,7 +117,8 @@ pub fn pieces(head: &[PromptMessage], examples: usize) -> Vec<&[PromptMessage]> 
     cuts.into_iter().map(|cut| &head[..cut]).collect()
 }
 
-fn hash(messages: &[PromptMessage]) -> u64 {
+/// A head's fingerprint: whether it changed since it was prefilled.
+pub fn hash(messages: &[PromptMessage]) -> u64 {
     use std::hash::{Hash, Hasher};
     let mut hasher = std::collections::hash_map::DefaultHasher::new();
     for message in messages {
@@ -131,115 +126,6 @@ fn hash(messages: &[PromptMessage]) -> u64 {
         message.content.hash(&mut hasher);
     }
     hasher.finish()
-}
-
-impl<B: LocalBrain> AgentWorker<B> {
-    /// The head every next question shares, without the clock or anything
-    /// said about the question: identity, memory, examples, activity log
-    /// (at least the identity).
-    /// With `clock`, the clock and current window too, for a question asked
-    /// within the minute (the quick prompt is open).
-    pub(super) fn prompt_head(&mut self, clock: bool) -> Vec<PromptMessage> {
-        let (settings, _) = self.brains();
-        let probe = ChatRequest::default();
-        let memory = self.chat_memory(&probe, &settings);
-        let context = self.prompt_context(memory.as_ref().map(|m| &m.report), "");
-        if clock {
-            return self.prompt(&probe, context.as_ref());
-        }
-        let context = context.map(|mut context| {
-            context.turn.clear();
-            context
-        });
-        let mut messages = self.prompt(&probe, context.as_ref());
-        // The last turn ends with the log; the question's own part starts after it.
-        match context.map(|c| c.log).filter(|log| !log.is_empty()) {
-            Some(log) => {
-                if let Some(last) = messages.last_mut() {
-                    last.content = log;
-                }
-            }
-            None => {
-                messages.pop();
-            }
-        }
-        messages
-    }
-
-    /// Between commands: tells the llm worker whether to keep the model
-    /// loaded, and prefills the head again when it is due (module docs).
-    pub(super) fn keep_warm(&mut self, commands: &Receiver<AgentCommand>) -> Option<Skip> {
-        let (settings, _) = self.brains();
-        let state = self.brain.state();
-        state.set_keep_loaded(settings.keep_warm);
-        if !settings.keep_warm {
-            return Some(Skip::Off);
-        }
-        // The llm worker loads it (when the machine can afford it) on its own next look.
-        if !state.is_loaded() {
-            self.warmth.head = None;
-            return Some(Skip::NotLoaded);
-        }
-        if state.prefers_cloud() {
-            return Some(Skip::Paused);
-        }
-        let last_used = now_millis() - state.idle_for(now_millis()).as_millis() as i64;
-        let typed = self.config.keys_at_millis.load(Ordering::Relaxed);
-        if now_millis() - typed < TYPING_QUIET.as_millis() as i64 {
-            return Some(Skip::Typing);
-        }
-        // Idle since the last look (the first look only takes the measure; without /proc, no measure).
-        let cpu = self.warmth.read_cpu();
-        let before = std::mem::replace(&mut self.warmth.cpu, cpu);
-        let idle = match (before, cpu) {
-            (Some(before), Some(after)) => free_share(before, after).is_some_and(|free| free >= IDLE_SHARE),
-            (None, Some(_)) => false,
-            (_, None) => true,
-        };
-        if !idle {
-            return Some(Skip::Busy);
-        }
-        if self.warmth.at.is_some_and(|at| at.elapsed() < REWARM_EVERY) {
-            return Some(Skip::Recent);
-        }
-        let head = self.prompt_head(false);
-        let key = hash(&head);
-        if self.warmth.head == Some(key) && last_used <= self.warmth.used_at_millis {
-            return Some(Skip::Unchanged);
-        }
-        let skip = self.prefill(&head, Some(commands));
-        // The prefill's own work is not the user's: the next look measures from here.
-        self.warmth.cpu = self.warmth.read_cpu();
-        skip
-    }
-
-    /// Prefills `head` piece by piece; a waiting command stops it between
-    /// pieces. Tells the UI how long it took.
-    pub(super) fn prefill(&mut self, head: &[PromptMessage], commands: Option<&Receiver<AgentCommand>>) -> Option<Skip> {
-        let started = Instant::now();
-        let examples = if head.len() > 2 { self.examples.len() } else { 0 };
-        let mut tokens = 0;
-        for piece in pieces(head, examples) {
-            if commands.is_some_and(|c| !c.is_empty()) {
-                return Some(Skip::Interrupted);
-            }
-            let request = GenerateRequest { messages: piece.to_vec(), max_tokens: 1, only_if_loaded: commands.is_some(), ..GenerateRequest::default() };
-            match self.brain.generate(request, self.stop_epoch.load(Ordering::SeqCst), &mut |_| {}) {
-                Ok(generation) => tokens = generation.stats.prompt_tokens,
-                Err(err) => {
-                    tracing::warn!(%err, "could not prefill the prompt head");
-                    return Some(Skip::Failed(err.to_string()));
-                }
-            }
-        }
-        let millis = started.elapsed().as_millis() as u64;
-        tracing::info!(millis, tokens, "prompt head prefilled");
-        self.warmth.head = Some(hash(head));
-        self.warmth.at = Some(Instant::now());
-        self.warmth.used_at_millis = now_millis();
-        self.sink.send(AgentEvent::PromptWarmed { millis, prompt_tokens: tokens });
-        None
-    }
 }
 
 #[cfg(test)]

@@ -286,6 +286,8 @@ impl<B: LocalBrain> AgentWorker<B> {
                 // and what the user says of themselves ("I am on leave next week") is answered so too (the
                 // agent's model had written a call as text there, and the next turn copied it). A question
                 // memory says nothing to keeps the agent: "what changed in Zig 0.15?" may need the web.
+                // Work for tools ("find my budget", "how long is big.log?") keeps the agent too.
+                (Brain::Cloud { .. }, Some(_)) if super::local::sets_tool_work(&request.text) => false,
                 (Brain::Cloud { .. }, Some(memory)) => {
                     let reads_nothing_else = plan.offered.iter().all(|t| super::local::reads_memory_only(&[t]));
                     let about_the_user = super::local::asks_what_user_did(&request.text) || super::local::tells_about_user(&request.text);

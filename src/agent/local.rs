@@ -360,6 +360,30 @@ fn answers_from_memory_given(request: &str, files: &FilesEnv, offered: &[&str]) 
     asks_what_user_did(request) && !asks_for_change(request) && named_paths(request, files).is_empty() && reads
 }
 
+/// Whether a request sets work for tools rather than asking what memory
+/// knows: it starts with a verb of looking ("find my budget", "check the
+/// build", "look up …") or names a file by its name ("how long is big.log?").
+/// A cloud agent gets those; memory alone might answer them wrongly.
+pub fn sets_tool_work(request: &str) -> bool {
+    const LOOKING: &[&str] = &["find", "locate", "search", "look", "check", "fetch", "get", "list", "count", "grep", "scan", "browse"];
+    let lower = request.to_lowercase();
+    let looks = clause_verbs(&lower).iter().any(|verb| LOOKING.contains(&verb.as_str()));
+    let file_name = lower.split_whitespace().any(|word| {
+        let word = word.trim_matches(|c: char| !c.is_alphanumeric() && c != '_' && c != '-' && c != '.').trim_end_matches('.');
+        match word.rsplit_once('.') {
+            Some((stem, ext)) => {
+                !stem.is_empty()
+                    && (1..=5).contains(&ext.len())
+                    && ext.chars().all(|c| c.is_ascii_alphanumeric())
+                    && ext.chars().any(|c| c.is_ascii_alphabetic())
+                    && stem.chars().all(|c| c.is_alphanumeric() || matches!(c, '_' | '-' | '.'))
+            }
+            None => false,
+        }
+    });
+    looks || file_name
+}
+
 /// Whether a message tells something about the user rather than asking
 /// ("I am on leave all of next week.", "My flight is at 7:35."): nothing to
 /// look up or do.
@@ -666,6 +690,16 @@ pub fn one_call_schema(offered: &[&str]) -> Option<Value> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn work_for_tools_is_told_from_a_question_for_memory() {
+        for work in ["find my budget", "Please check the build", "how long is big.log?", "What is in plan.docx?", "look up the weather in Lisbon"] {
+            assert!(sets_tool_work(work), "{work}");
+        }
+        for question in ["Who is my manager?", "What changed in Zig 0.15?", "Where is the flight going?", "Which file had the timezone bug?", "I am on leave all of next week."] {
+            assert!(!sets_tool_work(question), "{question}");
+        }
+    }
 
     #[test]
     fn a_message_about_the_user_is_told_not_asked() {

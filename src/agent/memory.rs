@@ -70,12 +70,19 @@ impl MemoryContext {
 
     /// Whether what the user wrote, what cowork derived or recalled for the
     /// question, or the thread so far shares a word with the question: memory
-    /// has something to say to it.
+    /// has something to say to it. (An earlier conversation recalled for its
+    /// words does not count: the same request asked yesterday says nothing
+    /// about its answer.)
     pub fn speaks_to(&self, question: &str, history: &[(crate::records::Role, String)]) -> bool {
         let wanted = wanted(question);
         relevant(&self.report.user_text(), &wanted)
             || relevant(&self.report.data_text(), &wanted)
-            || self.assembly.items.iter().any(|item| relevant(&item.text.replace('-', " "), &wanted) || relevant(&item.label.replace('-', " "), &wanted))
+            || self
+                .assembly
+                .items
+                .iter()
+                .filter(|item| item.stream != crate::memory::search::Stream::Chat)
+                .any(|item| relevant(&item.text.replace('-', " "), &wanted) || relevant(&item.label.replace('-', " "), &wanted))
             || history.iter().any(|(_, text)| relevant(text, &wanted))
     }
 

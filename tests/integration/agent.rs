@@ -247,7 +247,7 @@ fn injection_case(hostile: Hostile<'_>, first: (&str, Value)) {
         add_rule(data.path(), "fetch_url", Some(("url", &format!("http://127\\.0\\.0\\.1:{port}/.*"))), &format!(r#"{{"url": "http://127.0.0.1:{port}/page"}}"#));
     }
     let (workers, events) = super::support::start_workers(&paths);
-    let request = task("what should I do next?");
+    let request = task("check what I should do next");
     let answer_id = request.answer_id;
     workers.agent.commands.send(AgentCommand::Chat(request)).unwrap();
     let read = wait_call(&events, |c| c.tool == first.0 && c.status.settled());
@@ -539,7 +539,7 @@ fn a_delegated_helper_returns_only_its_summary_and_cannot_run_what_needs_approva
     ]);
     let (_data, paths) = fixture(&server, "Budget 2027.ods", "");
     let (workers, events) = super::support::start_workers(&paths);
-    let request = task("which window had my budget?");
+    let request = task("find which window had my budget");
     let answer_id = request.answer_id;
     workers.agent.commands.send(AgentCommand::Chat(request)).unwrap();
     let delegated = wait_call(&events, |c| c.tool == "delegate" && c.status.settled());
@@ -687,7 +687,8 @@ fn a_10_mb_result_is_trimmed_for_the_model_and_kept_whole() {
 }
 
 /// A cloud brain the user has not been asked about: the task waits for the consent card
-/// (nothing reaches the provider); answered "once", the same task runs.
+/// (nothing reaches the provider); answered "once", the same task runs. (Work for tools:
+/// a question memory alone answers goes in one pass, once consented.)
 #[test]
 fn a_task_for_a_cloud_brain_asks_for_consent_first() {
     let server = scripted(vec![answer("Done.")]);
@@ -700,7 +701,7 @@ fn a_task_for_a_cloud_brain_asks_for_consent_first() {
         .env("COWORK_LOG", "warn")
         .arg("--data-dir")
         .arg(data.path())
-        .args(["ask", "--agent", "summarise my budget work"])
+        .args(["ask", "--agent", "check my budget work"])
         .stdin(Stdio::null())
         .output()
         .unwrap();
@@ -708,7 +709,7 @@ fn a_task_for_a_cloud_brain_asks_for_consent_first() {
     assert!(String::from_utf8_lossy(&out.stdout).contains("may ask cowork's memory tools"));
     assert_eq!(server.hits.load(Ordering::SeqCst), 0);
     let (workers, events) = super::support::start_workers(&paths);
-    let request = task("summarise my budget work");
+    let request = task("check my budget work");
     let answer_id = request.answer_id;
     workers.agent.commands.send(AgentCommand::Chat(request)).unwrap();
     let asked = super::support::wait_for(&events, Duration::from_secs(20), |e| match e {

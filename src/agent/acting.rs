@@ -222,11 +222,9 @@ impl<B: LocalBrain> AgentWorker<B> {
         Limits { max_steps: settings.agent_max_steps, ..Limits::default() }
     }
 
-    /// How a question put to the agent is answered, decided once before
-    /// anything starts: from memory in one pass, as a task on a brain, or
-    /// not yet (the user is asked for consent) or not at all (it ended early).
-    /// A question put to the agent: started as a task (None), ended early
-    /// (None), or handed back to be answered from memory in one pass.
+    /// A question put to the agent: started as a task (None), ended early or
+    /// waiting for consent (None), or handed back to be answered from memory
+    /// in one pass.
     pub(super) fn agent_answer(&mut self, request: ChatRequest) -> Option<ChatRequest> {
         match self.decide(request) {
             Answering::FromMemory(request) => Some(request),
@@ -238,6 +236,9 @@ impl<B: LocalBrain> AgentWorker<B> {
         }
     }
 
+    /// How a question put to the agent is answered, decided once before
+    /// anything starts: from memory in one pass, as a task on a brain, or
+    /// not yet (the user is asked for consent) or not at all (it ended early).
     fn decide(&mut self, mut request: ChatRequest) -> Answering {
         let remember = !crate::capture::firewall::wants_no_memory(&request.text);
         let asked_text = request.text.clone();

@@ -339,6 +339,51 @@ mod tests {
             .collect()
     }
 
+    /// The vendored candle-core quantizes activations with AVX2
+    /// (src/vendor/candle-core/PATCH.md, change 7): every block must equal
+    /// candle's portable loop bit for bit — the scale from the first element of
+    /// largest magnitude (ties of +x and -x), rounding half away from zero
+    /// (exact halves, both signs), the clamp at 127, NaN skipped, zero blocks.
+    #[test]
+    fn activation_quantization_matches_the_portable_loop() {
+        use candle_core::quantized::GgmlType;
+        use candle_core::quantized::k_quants::{BlockQ8K, QK_K};
+        let mut rows: Vec<Vec<f32>> = (0..40).map(|seed| values(QK_K * 3, seed + 10)).collect();
+        // The largest magnitude twice, negative first: the scale's sign comes from the first.
+        rows[0][5] = -3.0;
+        rows[0][300] = 3.0;
+        // Values that land on exact halves after scaling by -128 / max (max = -128 here: scale 1).
+        let mut halves: Vec<f32> = (0..QK_K).map(|i| (i as f32 - 128.0) + 0.5).collect();
+        halves[0] = -128.0;
+        rows[1] = [halves.clone(), halves.iter().map(|v| -v).collect(), vec![0.0; QK_K]].concat();
+        // NaN among ordinary values, an all-zero block, a block of one value, tiny values.
+        rows[2][17] = f32::NAN;
+        rows[3][..QK_K].fill(0.0);
+        rows[4][QK_K..2 * QK_K].fill(-0.25);
+        rows[5].iter_mut().for_each(|v| *v *= 1e-30);
+        for (r, row) in rows.iter().enumerate() {
+            let mut fast = vec![BlockQ8K::zeros(); 3];
+            let mut reference = vec![BlockQ8K::zeros(); 3];
+            BlockQ8K::from_float(row, &mut fast);
+            BlockQ8K::from_float_reference(row, &mut reference);
+            for (b, (fast, reference)) in fast.iter().zip(&reference).enumerate() {
+                let (fd, fq, fs) = fast.parts();
+                let (rd, rq, rs) = reference.parts();
+                assert_eq!(fd.to_bits(), rd.to_bits(), "row {r} block {b}: scale");
+                assert_eq!(fq, rq, "row {r} block {b}: values");
+                assert_eq!(fs, rs, "row {r} block {b}: sums");
+            }
+        }
+        // The halves row really has halves to round (not vacuous): its first block's scale is 1.
+        let mut block = vec![BlockQ8K::zeros(); 3];
+        BlockQ8K::from_float(&rows[1], &mut block);
+        assert_eq!(block[0].parts().0, 1.0);
+        assert_eq!(block[0].parts().1[1], -127, "-126.5 rounds away from zero");
+        assert_eq!(block[0].parts().1[200], 73, "72.5 rounds away from zero");
+        assert_eq!(block[0].parts().1[255], 127, "127.5 rounds to 128, clamped to 127");
+        assert_eq!(block[1].parts().1[1], -127, "126.5 scaled by -1");
+    }
+
     /// The vendored candle-core multiplies a prompt (several rows) in a tiled
     /// loop with four-row kernels, and one row (a decode step) four weight rows
     /// at a time (src/vendor/candle-core/PATCH.md). Each row must come out

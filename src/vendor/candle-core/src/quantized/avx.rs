@@ -559,6 +559,12 @@ unsafe fn q6k_rows4_vnni(xs: [&[BlockQ6K]; 4], ys: &[BlockQ8K]) -> [f32; 4] {
 pub(crate) fn vec_dot_q6k_q8k_x4(n: usize, xs: &[BlockQ6K], ys: [&[BlockQ8K]; 4]) -> [f32; 4] {
     debug_assert!(n.is_multiple_of(QK_K));
     let nb = n / QK_K;
+    #[cfg(target_arch = "x86_64")]
+    if has_avx512_vnni() {
+        // SAFETY: the CPU has the features the function is compiled for; every row has `nb` blocks.
+        let [out] = unsafe { q6k_tile_vnni([&xs[..nb]], ys.map(|y| &y[..nb])) };
+        return out;
+    }
     let ys = [&ys[0][..nb], &ys[1][..nb], &ys[2][..nb], &ys[3][..nb]];
     unsafe {
         let m4 = _mm256_set1_epi8(0xF);
@@ -616,6 +622,104 @@ pub(crate) fn vec_dot_q6k_q8k_x4(n: usize, xs: &[BlockQ6K], ys: [&[BlockQ8K]; 4]
     }
 }
 
+/// cowork patch (PATCH.md, change 7): `C` Q6_K weight rows against four
+/// activation rows (a prefill tile) with AVX-512 BW and VNNI: each weight
+/// block's 6-bit values and scales unpacked once for the four activation rows
+/// (as in `q6k_rows4_vnni`), each activation row's −32 offsets once for the
+/// `C` weight rows. Bit-identical to `vec_dot_q6k_q8k`, as that one is.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni")]
+unsafe fn q6k_tile_vnni<const C: usize>(xs: [&[BlockQ6K]; C], ys: [&[BlockQ8K]; 4]) -> [[f32; 4]; C] {
+    macro_rules! halves {
+        ($lo:expr, $hi:expr) => {
+            _mm512_inserti64x4::<1>(_mm512_castsi256_si512($lo), $hi)
+        };
+    }
+    let m4 = _mm512_set1_epi8(0xF);
+    let m2 = _mm512_set1_epi8(3);
+    let m32s = _mm512_set1_epi8(32);
+    let shift_a = halves!(_mm256_set1_epi16(0), _mm256_set1_epi16(2));
+    let shift_b = halves!(_mm256_set1_epi16(4), _mm256_set1_epi16(6));
+    let mut scale_idx = [[_mm512_setzero_si512(); 2]; 2];
+    for (j, idx) in scale_idx.iter_mut().enumerate() {
+        for (half, idx) in idx.iter_mut().enumerate() {
+            let first = (8 * j + 4 * half) as i16;
+            *idx = halves!(
+                _mm256_set_epi16(first + 1, first + 1, first + 1, first + 1, first + 1, first + 1, first + 1, first + 1, first, first, first, first, first, first, first, first),
+                _mm256_set_epi16(first + 3, first + 3, first + 3, first + 3, first + 3, first + 3, first + 3, first + 3, first + 2, first + 2, first + 2, first + 2, first + 2, first + 2, first + 2, first + 2)
+            );
+        }
+    }
+    let mut acc = [[_mm256_setzero_ps(); 4]; C];
+    for i in 0..ys[0].len() {
+        let mut scales = [_mm512_setzero_si512(); C];
+        for c in 0..C {
+            scales[c] = _mm512_castsi256_si512(_mm256_cvtepi8_epi16(_mm_loadu_si128(xs[c][i].scales.as_ptr() as *const __m128i)));
+        }
+        let mut sumi = [[_mm512_setzero_si512(); 4]; C];
+        for j in 0..2 {
+            let mut q_a = [_mm512_setzero_si512(); C];
+            let mut q_b = [_mm512_setzero_si512(); C];
+            let mut s_a = [_mm512_setzero_si512(); C];
+            let mut s_b = [_mm512_setzero_si512(); C];
+            for c in 0..C {
+                let x = &xs[c][i];
+                let qh = _mm512_broadcast_i64x4(_mm256_loadu_si256(x.qh.as_ptr().add(32 * j) as *const __m256i));
+                let ql = _mm512_loadu_si512(x.ql.as_ptr().add(64 * j) as *const _);
+                let h_a = _mm512_slli_epi16::<4>(_mm512_and_si512(_mm512_srlv_epi16(qh, shift_a), m2));
+                let h_b = _mm512_slli_epi16::<4>(_mm512_and_si512(_mm512_srlv_epi16(qh, shift_b), m2));
+                q_a[c] = _mm512_or_si512(_mm512_and_si512(ql, m4), h_a);
+                q_b[c] = _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi16::<4>(ql), m4), h_b);
+                s_a[c] = _mm512_permutexvar_epi16(scale_idx[j][0], scales[c]);
+                s_b[c] = _mm512_permutexvar_epi16(scale_idx[j][1], scales[c]);
+            }
+            for r in 0..4 {
+                let q8 = ys[r][i].qs.as_ptr().add(128 * j);
+                let q8_a = _mm512_loadu_si512(q8 as *const _);
+                let q8_b = _mm512_loadu_si512(q8.add(64) as *const _);
+                let off_a = _mm512_maddubs_epi16(m32s, q8_a);
+                let off_b = _mm512_maddubs_epi16(m32s, q8_b);
+                for c in 0..C {
+                    let p_a = _mm512_sub_epi16(_mm512_maddubs_epi16(q_a[c], q8_a), off_a);
+                    let p_b = _mm512_sub_epi16(_mm512_maddubs_epi16(q_b[c], q8_b), off_b);
+                    sumi[c][r] = _mm512_dpwssd_epi32(sumi[c][r], p_a, s_a[c]);
+                    sumi[c][r] = _mm512_dpwssd_epi32(sumi[c][r], p_b, s_b[c]);
+                }
+            }
+        }
+        for c in 0..C {
+            let dx = xs[c][i].d.to_f32();
+            for r in 0..4 {
+                let sum8 = _mm256_add_epi32(_mm512_castsi512_si256(sumi[c][r]), _mm512_extracti64x4_epi64::<1>(sumi[c][r]));
+                let d = ys[r][i].d * dx;
+                acc[c][r] = _mm256_fmadd_ps(_mm256_broadcast_ss(&d), _mm256_cvtepi32_ps(sum8), acc[c][r]);
+            }
+        }
+    }
+    let mut out = [[0f32; 4]; C];
+    for c in 0..C {
+        for r in 0..4 {
+            out[c][r] = hsum_float_8(acc[c][r]);
+        }
+    }
+    out
+}
+
+/// cowork patch (PATCH.md, change 7): two Q6_K weight rows against four
+/// activation rows — `q6k_tile_vnni` with AVX-512 VNNI, else two
+/// `vec_dot_q6k_q8k_x4` calls.
+#[inline(always)]
+pub(crate) fn vec_dot_q6k_q8k_2x4(n: usize, xs: [&[BlockQ6K]; 2], ys: [&[BlockQ8K]; 4]) -> [[f32; 4]; 2] {
+    debug_assert!(n.is_multiple_of(QK_K));
+    #[cfg(target_arch = "x86_64")]
+    if has_avx512_vnni() {
+        let nb = n / QK_K;
+        // SAFETY: the CPU has the features the function is compiled for; every row has `nb` blocks.
+        return unsafe { q6k_tile_vnni(xs.map(|x| &x[..nb]), ys.map(|y| &y[..nb])) };
+    }
+    xs.map(|x| vec_dot_q6k_q8k_x4(n, x, ys))
+}
+
 // cowork patch (PATCH.md, change 4): `vec_dot_q4k_q8k` for one weight row
 // against four activation rows: the 6-bit scales and mins and the nibbles of
 // each weight block are unpacked once for the four rows, and each row's sums
@@ -624,6 +728,12 @@ pub(crate) fn vec_dot_q6k_q8k_x4(n: usize, xs: &[BlockQ6K], ys: [&[BlockQ8K]; 4]
 pub(crate) fn vec_dot_q4k_q8k_x4(n: usize, xs: &[BlockQ4K], ys: [&[BlockQ8K]; 4]) -> [f32; 4] {
     debug_assert!(n.is_multiple_of(QK_K));
     let nb = n / QK_K;
+    #[cfg(target_arch = "x86_64")]
+    if has_avx512_vnni() {
+        // SAFETY: the CPU has the features the function is compiled for; every row has `nb` blocks.
+        let [out] = unsafe { q4k_tile_vnni([&xs[..nb]], ys.map(|y| &y[..nb])) };
+        return out;
+    }
     let ys = [&ys[0][..nb], &ys[1][..nb], &ys[2][..nb], &ys[3][..nb]];
     let mut utmp = [0u32; 4];
     const KMASK1: u32 = 0x3f3f3f3f;
@@ -692,6 +802,21 @@ pub(crate) fn vec_dot_q4k_q8k_x4(n: usize, xs: &[BlockQ4K], ys: [&[BlockQ8K]; 4]
         }
         out
     }
+}
+
+/// cowork patch (PATCH.md, change 7): two Q4_K weight rows against four
+/// activation rows — `q4k_tile_vnni` with AVX-512 VNNI, else two
+/// `vec_dot_q4k_q8k_x4` calls.
+#[inline(always)]
+pub(crate) fn vec_dot_q4k_q8k_2x4(n: usize, xs: [&[BlockQ4K]; 2], ys: [&[BlockQ8K]; 4]) -> [[f32; 4]; 2] {
+    debug_assert!(n.is_multiple_of(QK_K));
+    #[cfg(target_arch = "x86_64")]
+    if has_avx512_vnni() {
+        let nb = n / QK_K;
+        // SAFETY: the CPU has the features the function is compiled for; every row has `nb` blocks.
+        return unsafe { q4k_tile_vnni(xs.map(|x| &x[..nb]), ys.map(|y| &y[..nb])) };
+    }
+    xs.map(|x| vec_dot_q4k_q8k_x4(n, x, ys))
 }
 
 #[inline(always)]
@@ -924,6 +1049,15 @@ pub(crate) fn vec_dot_q4k_q8k(n: usize, xs: &[BlockQ4K], ys: &[BlockQ8K]) -> f32
         n.is_multiple_of(QK_K),
         "vec_dot_q4k_q8k: {n} is not divisible by {QK_K}"
     );
+    // cowork patch (PATCH.md, change 7): with AVX-512 VNNI, the kernel the
+    // decode rows and prefill tiles share (so every path gives the same bits).
+    #[cfg(target_arch = "x86_64")]
+    if has_avx512_vnni() {
+        let nb = n / QK_K;
+        // SAFETY: the CPU has the features the function is compiled for; the row has `nb` blocks.
+        let [out] = unsafe { q4k_rows_vnni([&xs[..nb]], &ys[..nb]) };
+        return out;
+    }
     let mut utmp = [0u32; 4];
     const KMASK1: u32 = 0x3f3f3f3f;
     const KMASK2: u32 = 0x0f0f0f0f;
@@ -1003,16 +1137,12 @@ pub(crate) fn vec_dot_q4k_q8k(n: usize, xs: &[BlockQ4K], ys: &[BlockQ8K]) -> f32
     }
 }
 
-/// cowork patch (PATCH.md, change 6): four Q4_K weight rows against one
-/// activation row (a decode step). With AVX-512 BW and VNNI, 128 weights a
-/// step: the nibbles of two 64-weight groups in one register, `vpmaddubsw`
-/// with the activation, then `vpdpwssd` with the sub-blocks' scales (one
-/// instruction where AVX2 takes `vpmaddwd` and `vpaddd`), and the
-/// activation's blocks loaded once for the four rows. Each row's integer sums
-/// end in the same eight lanes as in `vec_dot_q4k_q8k` (lane L: bytes 4L..4L+3
-/// of every sub-block, exact in i32) and the float arithmetic after them is
-/// the same, so every result is bit-identical to it (and to the prefill
-/// kernels). Without the features, four `vec_dot_q4k_q8k` calls.
+/// cowork patch (PATCH.md, changes 6 and 7): four Q4_K weight rows against
+/// one activation row (a decode step). With AVX-512 BW and VNNI,
+/// `q4k_rows_vnni` (128 weights a step, `vpmaddubsw` then `vpdpwssd` with the
+/// sub-blocks' scales, the activation's blocks loaded once for the four rows;
+/// its arithmetic is the prefill tiles', so a prompt's rows come out
+/// bit-identical). Without the features, four `vec_dot_q4k_q8k` calls.
 #[inline(always)]
 pub(crate) fn vec_dot_q4k_q8k_rows4(n: usize, xs: [&[BlockQ4K]; 4], ys: &[BlockQ8K]) -> [f32; 4] {
     debug_assert!(n.is_multiple_of(QK_K), "vec_dot_q4k_q8k_rows4: {n} is not divisible by {QK_K}");
@@ -1020,17 +1150,67 @@ pub(crate) fn vec_dot_q4k_q8k_rows4(n: usize, xs: [&[BlockQ4K]; 4], ys: &[BlockQ
     if has_avx512_vnni() {
         let nb = n / QK_K;
         // SAFETY: the CPU has the features the function is compiled for; every row has `nb` blocks.
-        return unsafe { q4k_rows4_vnni(xs.map(|x| &x[..nb]), &ys[..nb]) };
+        return unsafe { q4k_rows_vnni(xs.map(|x| &x[..nb]), &ys[..nb]) };
     }
     xs.map(|x| vec_dot_q4k_q8k(n, x, ys))
 }
 
+// cowork patch (PATCH.md, change 7): the AVX-512 VNNI Q4_K kernels (decode
+// rows, single rows and prefill tiles) share one arithmetic: a block's integer
+// sum (`vpmaddubsw` of nibbles and activation, `vpdpwssd` with the sub-blocks'
+// scales, then summed across lanes — exact in i32) and its mins' sum (exact),
+// each turned to f32 once per block and accumulated with `y.d * x.d` and
+// `-y.d * x.dmin` — for eight (weight row, activation row) pairs in one
+// instruction in a tile. The AVX2 kernels accumulate eight lanes per block
+// instead; with AVX-512 VNNI every kernel uses this one, so a prompt's rows are
+// bit-identical to the same rows decoded one at a time.
+
+/// Lane `p` of the result: the sum of `v[p]`'s sixteen i32 lanes (exact).
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni")]
-unsafe fn q4k_rows4_vnni(xs: [&[BlockQ4K]; 4], ys: &[BlockQ8K]) -> [f32; 4] {
+#[inline]
+unsafe fn lane_sums4(v: [__m512i; 4]) -> __m128i {
+    // Per 128-bit block: [v0, v1, v2, v3] partial sums, then the four blocks folded.
+    let t01 = _mm512_add_epi32(_mm512_unpacklo_epi32(v[0], v[1]), _mm512_unpackhi_epi32(v[0], v[1]));
+    let t23 = _mm512_add_epi32(_mm512_unpacklo_epi32(v[2], v[3]), _mm512_unpackhi_epi32(v[2], v[3]));
+    let u = _mm512_add_epi32(_mm512_unpacklo_epi64(t01, t23), _mm512_unpackhi_epi64(t01, t23));
+    let h = _mm256_add_epi32(_mm512_castsi512_si256(u), _mm512_extracti64x4_epi64::<1>(u));
+    _mm_add_epi32(_mm256_castsi256_si128(h), _mm256_extracti128_si256::<1>(h))
+}
+
+/// Lane `p` of the result: the sum of the four i32 lanes of 128-bit block `p` of `m`.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni")]
+#[inline]
+unsafe fn block_sums4(m: __m512i) -> __m128i {
+    let t = _mm512_add_epi32(m, _mm512_shuffle_epi32::<0b01_00_11_10>(m));
+    let t = _mm512_add_epi32(t, _mm512_shuffle_epi32::<0b10_11_00_01>(t));
+    _mm512_castsi512_si128(_mm512_permutexvar_epi32(_mm512_set_epi32(0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 12, 8, 4, 0), t))
+}
+
+/// A Q4_K block's six-bit scales (i16 lanes 0-7) and mins (lanes 8-15).
+#[inline(always)]
+fn q4k_mins_and_scales(scales: &[u8; 12]) -> [u32; 4] {
     const KMASK1: u32 = 0x3f3f3f3f;
     const KMASK2: u32 = 0x0f0f0f0f;
     const KMASK3: u32 = 0x03030303;
+    let mut utmp = [0u32; 4];
+    LittleEndian::read_u32_into(scales, &mut utmp[0..3]);
+    utmp[3] = ((utmp[2] >> 4) & KMASK2) | (((utmp[1] >> 6) & KMASK3) << 4);
+    let uaux = utmp[1] & KMASK1;
+    utmp[1] = (utmp[2] & KMASK2) | (((utmp[0] >> 6) & KMASK3) << 4);
+    utmp[2] = uaux;
+    utmp[0] &= KMASK1;
+    utmp
+}
+
+/// `R` (1 or 4) Q4_K weight rows against one activation row: a decode step,
+/// 128 weights a step (the nibbles of two 64-weight groups in one register),
+/// the activation's blocks loaded once for the rows, the rows two groups on
+/// prefetched (rows are too short for the hardware prefetcher).
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni")]
+unsafe fn q4k_rows_vnni<const R: usize>(xs: [&[BlockQ4K]; R], ys: &[BlockQ8K]) -> [f32; R] {
     let m4 = _mm512_set1_epi8(0xF);
     // (Macros, not closures: a closure does not inherit the function's target features.)
     macro_rules! halves {
@@ -1046,9 +1226,8 @@ unsafe fn q4k_rows4_vnni(xs: [&[BlockQ4K]; 4], ys: &[BlockQ8K]) -> [f32; 4] {
     }
     let scale_lo = [pair!(0, 2), pair!(4, 6)];
     let scale_hi = [pair!(1, 3), pair!(5, 7)];
-    let mut acc = [_mm256_setzero_ps(); 4];
-    let mut acc_m = [_mm_setzero_ps(); 4];
-    let mut utmp = [0u32; 4];
+    let mut acc = _mm_setzero_ps();
+    let mut acc_m = _mm_setzero_ps();
     let ahead = 8 * std::mem::size_of_val(xs[0]);
     for (i, y) in ys.iter().enumerate() {
         let q8 = y.qs.as_ptr();
@@ -1062,46 +1241,122 @@ unsafe fn q4k_rows4_vnni(xs: [&[BlockQ4K]; 4], ys: &[BlockQ8K]) -> [f32; 4] {
         let q8_hi = [load2!(32, 96), load2!(160, 224)];
         let q8sums = _mm256_loadu_si256(y.bsums.as_ptr() as *const __m256i);
         let q8s = _mm_hadd_epi16(_mm256_extracti128_si256::<0>(q8sums), _mm256_extracti128_si256::<1>(q8sums));
-        for r in 0..4 {
-            // The same block of the rows two groups on (`vec_dot_q4_1_q8_1_rows4`): its three cache lines.
+        let mut sumi = [_mm512_setzero_si512(); 4];
+        let mut mins = [_mm_setzero_si128(); 4];
+        let mut xd = [0f32; 4];
+        let mut xdmin = [0f32; 4];
+        for r in 0..R {
             let next = (xs[r].as_ptr().add(i) as *const i8).wrapping_add(ahead);
             for line in 0..3 {
                 _mm_prefetch::<_MM_HINT_T0>(next.wrapping_add(64 * line));
             }
             let x = &xs[r][i];
-            let d = y.d * x.d.to_f32();
-            let dmin = -y.d * x.dmin.to_f32();
-            LittleEndian::read_u32_into(&x.scales, &mut utmp[0..3]);
-            utmp[3] = ((utmp[2] >> 4) & KMASK2) | (((utmp[1] >> 6) & KMASK3) << 4);
-            let uaux = utmp[1] & KMASK1;
-            utmp[1] = (utmp[2] & KMASK2) | (((utmp[0] >> 6) & KMASK3) << 4);
-            utmp[2] = uaux;
-            utmp[0] &= KMASK1;
+            xd[r] = x.d.to_f32();
+            xdmin[r] = x.dmin.to_f32();
+            let utmp = q4k_mins_and_scales(&x.scales);
             let mins_and_scales = _mm256_cvtepu8_epi16(_mm_set_epi32(utmp[3] as i32, utmp[2] as i32, utmp[1] as i32, utmp[0] as i32));
-            let prod = _mm_madd_epi16(_mm256_extracti128_si256::<1>(mins_and_scales), q8s);
-            acc_m[r] = _mm_fmadd_ps(_mm_set1_ps(dmin), _mm_cvtepi32_ps(prod), acc_m[r]);
+            mins[r] = _mm_madd_epi16(_mm256_extracti128_si256::<1>(mins_and_scales), q8s);
             // The eight scales in i16 lanes 0..7 (the permutes read no other lane).
             let scales = _mm512_castsi256_si512(mins_and_scales);
             let q4 = x.qs.as_ptr();
-            let mut sumi = _mm512_setzero_si512();
             for t in 0..2 {
                 let bits = _mm512_loadu_si512(q4.add(64 * t) as *const _);
                 let lo = _mm512_and_si512(bits, m4);
                 let hi = _mm512_and_si512(_mm512_srli_epi16::<4>(bits), m4);
                 let s_lo = _mm512_permutexvar_epi16(scale_lo[t], scales);
                 let s_hi = _mm512_permutexvar_epi16(scale_hi[t], scales);
-                sumi = _mm512_dpwssd_epi32(sumi, _mm512_maddubs_epi16(lo, q8_lo[t]), s_lo);
-                sumi = _mm512_dpwssd_epi32(sumi, _mm512_maddubs_epi16(hi, q8_hi[t]), s_hi);
+                sumi[r] = _mm512_dpwssd_epi32(sumi[r], _mm512_maddubs_epi16(lo, q8_lo[t]), s_lo);
+                sumi[r] = _mm512_dpwssd_epi32(sumi[r], _mm512_maddubs_epi16(hi, q8_hi[t]), s_hi);
             }
-            let sum8 = _mm256_add_epi32(_mm512_castsi512_si256(sumi), _mm512_extracti64x4_epi64::<1>(sumi));
-            acc[r] = _mm256_fmadd_ps(_mm256_set1_ps(d), _mm256_cvtepi32_ps(sum8), acc[r]);
         }
+        let sums = _mm_cvtepi32_ps(lane_sums4(sumi));
+        let m = _mm_hadd_epi32(_mm_hadd_epi32(mins[0], mins[1]), _mm_hadd_epi32(mins[2], mins[3]));
+        let yd = _mm_set1_ps(y.d);
+        let d = _mm_mul_ps(yd, _mm_loadu_ps(xd.as_ptr()));
+        let dmin = _mm_mul_ps(_mm_set1_ps(-y.d), _mm_loadu_ps(xdmin.as_ptr()));
+        acc = _mm_fmadd_ps(d, sums, acc);
+        acc_m = _mm_fmadd_ps(dmin, _mm_cvtepi32_ps(m), acc_m);
     }
     let mut out = [0f32; 4];
-    for r in 0..4 {
-        let m = _mm_add_ps(acc_m[r], _mm_movehl_ps(acc_m[r], acc_m[r]));
-        let m = _mm_add_ss(m, _mm_movehdup_ps(m));
-        out[r] = hsum_float_8(acc[r]) + _mm_cvtss_f32(m);
+    _mm_storeu_ps(out.as_mut_ptr(), _mm_add_ps(acc, acc_m));
+    std::array::from_fn(|r| out[r])
+}
+
+/// `C` (1 or 2) Q4_K weight rows against four activation rows (a prefill
+/// tile): each weight block's scales, mins and nibbles unpacked once for the
+/// four activation rows, each activation block loaded once for the `C` weight
+/// rows, and the block's float work for the `4 C` outputs in one instruction.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni")]
+unsafe fn q4k_tile_vnni<const C: usize>(xs: [&[BlockQ4K]; C], ys: [&[BlockQ8K]; 4]) -> [[f32; 4]; C] {
+    let m4 = _mm512_set1_epi8(0xF);
+    macro_rules! halves {
+        ($lo:expr, $hi:expr) => {
+            _mm512_inserti64x4::<1>(_mm512_castsi256_si512($lo), $hi)
+        };
+    }
+    macro_rules! pair {
+        ($a:expr, $b:expr) => {
+            halves!(_mm256_set1_epi16($a), _mm256_set1_epi16($b))
+        };
+    }
+    let scale_lo = [pair!(0, 2), pair!(4, 6)];
+    let scale_hi = [pair!(1, 3), pair!(5, 7)];
+    // Lanes 4c + r: weight row c against activation row r.
+    let mut acc = [_mm_setzero_ps(); 2];
+    let mut acc_m = [_mm_setzero_ps(); 2];
+    for i in 0..ys[0].len() {
+        let y = [&ys[0][i], &ys[1][i], &ys[2][i], &ys[3][i]];
+        // The activation rows' pair sums of bsums, one row per 128-bit block.
+        let mut q8s = _mm512_setzero_si512();
+        for r in 0..4 {
+            let q8sums = _mm256_loadu_si256(y[r].bsums.as_ptr() as *const __m256i);
+            let s = _mm_hadd_epi16(_mm256_extracti128_si256::<0>(q8sums), _mm256_extracti128_si256::<1>(q8sums));
+            q8s = _mm512_mask_broadcast_i32x4(q8s, 0xF << (4 * r), s);
+        }
+        let yd = _mm_set_ps(y[3].d, y[2].d, y[1].d, y[0].d);
+        let mut scales = [_mm512_setzero_si512(); C];
+        let mut mins = [_mm512_setzero_si512(); 2];
+        for c in 0..C {
+            let utmp = q4k_mins_and_scales(&xs[c][i].scales);
+            let mins_and_scales = _mm256_cvtepu8_epi16(_mm_set_epi32(utmp[3] as i32, utmp[2] as i32, utmp[1] as i32, utmp[0] as i32));
+            mins[c] = _mm512_madd_epi16(_mm512_broadcast_i32x4(_mm256_extracti128_si256::<1>(mins_and_scales)), q8s);
+            scales[c] = _mm512_castsi256_si512(mins_and_scales);
+        }
+        let mut sumi = [[_mm512_setzero_si512(); 4]; 2];
+        for t in 0..2 {
+            let mut lo = [_mm512_setzero_si512(); C];
+            let mut hi = [_mm512_setzero_si512(); C];
+            let mut s_lo = [_mm512_setzero_si512(); C];
+            let mut s_hi = [_mm512_setzero_si512(); C];
+            for c in 0..C {
+                let bits = _mm512_loadu_si512(xs[c][i].qs.as_ptr().add(64 * t) as *const _);
+                lo[c] = _mm512_and_si512(bits, m4);
+                hi[c] = _mm512_and_si512(_mm512_srli_epi16::<4>(bits), m4);
+                s_lo[c] = _mm512_permutexvar_epi16(scale_lo[t], scales[c]);
+                s_hi[c] = _mm512_permutexvar_epi16(scale_hi[t], scales[c]);
+            }
+            for r in 0..4 {
+                let q8 = y[r].qs.as_ptr().add(128 * t);
+                let q8_lo = halves!(_mm256_loadu_si256(q8 as *const __m256i), _mm256_loadu_si256(q8.add(64) as *const __m256i));
+                let q8_hi = halves!(_mm256_loadu_si256(q8.add(32) as *const __m256i), _mm256_loadu_si256(q8.add(96) as *const __m256i));
+                for c in 0..C {
+                    sumi[c][r] = _mm512_dpwssd_epi32(sumi[c][r], _mm512_maddubs_epi16(lo[c], q8_lo), s_lo[c]);
+                    sumi[c][r] = _mm512_dpwssd_epi32(sumi[c][r], _mm512_maddubs_epi16(hi[c], q8_hi), s_hi[c]);
+                }
+            }
+        }
+        for c in 0..C {
+            let x = &xs[c][i];
+            let d = _mm_mul_ps(yd, _mm_set1_ps(x.d.to_f32()));
+            let dmin = _mm_mul_ps(_mm_xor_ps(yd, _mm_set1_ps(-0.0)), _mm_set1_ps(x.dmin.to_f32()));
+            acc[c] = _mm_fmadd_ps(d, _mm_cvtepi32_ps(lane_sums4(sumi[c])), acc[c]);
+            acc_m[c] = _mm_fmadd_ps(dmin, _mm_cvtepi32_ps(block_sums4(mins[c])), acc_m[c]);
+        }
+    }
+    let mut out = [[0f32; 4]; C];
+    for c in 0..C {
+        _mm_storeu_ps(out[c].as_mut_ptr(), _mm_add_ps(acc[c], acc_m[c]));
     }
     out
 }
@@ -1248,4 +1503,64 @@ pub(crate) fn vec_dot_q8k_q8k(n: usize, xs: &[BlockQ8K], ys: &[BlockQ8K]) -> f32
         }
         hsum_float_8(acc)
     }
+}
+
+/// cowork patch (PATCH.md, change 7): `BlockQ8K::from_float` (a prompt's
+/// activations, before every quantized matmul) in AVX2: the same values as the
+/// scalar loop — the first element of largest magnitude sets the scale, and
+/// rounding is half away from zero (`f32::round`), done as truncation plus a
+/// step where the exact remainder is at least one half.
+#[inline(always)]
+pub(crate) fn quantize_row_q8k(xs: &[f32], ys: &mut [BlockQ8K]) {
+    debug_assert!(xs.len() == ys.len() * QK_K);
+    unsafe {
+        let sign = _mm256_set1_ps(-0.0);
+        let half = _mm256_set1_ps(0.5);
+        let one = _mm256_set1_ps(1.0);
+        let top = _mm256_set1_ps(127.0);
+        let order = _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7);
+        for (xs, y) in xs.chunks_exact(QK_K).zip(ys.iter_mut()) {
+            let mut amax = _mm256_setzero_ps();
+            for v in xs.chunks_exact(8) {
+                // (The running maximum second: `vmaxps` returns it where the element is NaN, as the scalar loop skips NaN.)
+                amax = _mm256_max_ps(_mm256_andnot_ps(sign, _mm256_loadu_ps(v.as_ptr())), amax);
+            }
+            let amax = hmax_float_8(amax);
+            if !(amax > 0f32) {
+                // All zero (or NaN, which the scalar loop also leaves at zero).
+                y.d = 0f32;
+                y.qs.fill(0);
+                y.bsums.fill(0);
+                continue;
+            }
+            let max = xs.iter().copied().find(|x| x.abs() == amax).unwrap_or(amax);
+            let iscale = -128f32 / max;
+            let vscale = _mm256_set1_ps(iscale);
+            let round = |i: usize| {
+                let v = _mm256_mul_ps(vscale, _mm256_loadu_ps(xs.as_ptr().add(i)));
+                let t = _mm256_round_ps::<{ _MM_FROUND_TO_ZERO | _MM_FROUND_NO_EXC }>(v);
+                let rem = _mm256_andnot_ps(sign, _mm256_sub_ps(v, t));
+                let step = _mm256_and_ps(_mm256_cmp_ps::<_CMP_GE_OQ>(rem, half), _mm256_or_ps(one, _mm256_and_ps(sign, v)));
+                _mm256_cvtps_epi32(_mm256_min_ps(_mm256_add_ps(t, step), top))
+            };
+            for i in (0..QK_K).step_by(32) {
+                let ab = _mm256_packs_epi32(round(i), round(i + 8));
+                let cd = _mm256_packs_epi32(round(i + 16), round(i + 24));
+                let q = _mm256_permutevar8x32_epi32(_mm256_packs_epi16(ab, cd), order);
+                _mm256_storeu_si256(y.qs.as_mut_ptr().add(i) as *mut __m256i, q);
+            }
+            for (j, sum) in y.bsums.iter_mut().enumerate() {
+                *sum = y.qs[16 * j..16 * (j + 1)].iter().map(|&q| q as i16).sum();
+            }
+            y.d = 1.0 / iscale;
+        }
+    }
+}
+
+#[inline(always)]
+unsafe fn hmax_float_8(x: __m256) -> f32 {
+    let m = _mm_max_ps(_mm256_castps256_ps128(x), _mm256_extractf128_ps::<1>(x));
+    let m = _mm_max_ps(m, _mm_movehl_ps(m, m));
+    let m = _mm_max_ss(m, _mm_movehdup_ps(m));
+    _mm_cvtss_f32(m)
 }

@@ -1432,6 +1432,12 @@ impl GgmlType for BlockQ4K {
         super::avx::vec_dot_q4k_q8k_x4(n, xs, ys)
     }
 
+    /// cowork patch (PATCH.md, change 7): a prefill tile of two weight rows with AVX-512 VNNI.
+    #[cfg(target_feature = "avx2")]
+    fn vec_dot_2x4(n: usize, xs: [&[Self]; 2], ys: [&[Self::VecDotType]; 4]) -> [[f32; 4]; 2] {
+        super::avx::vec_dot_q4k_q8k_2x4(n, xs, ys)
+    }
+
     fn vec_dot_unopt(n: usize, xs: &[Self], ys: &[Self::VecDotType]) -> f32 {
         debug_assert!(
             n.is_multiple_of(QK_K),
@@ -2001,6 +2007,12 @@ impl GgmlType for BlockQ6K {
         super::avx::vec_dot_q6k_q8k_x4(n, xs, ys)
     }
 
+    /// cowork patch (PATCH.md, change 7): a prefill tile of two weight rows with AVX-512 VNNI.
+    #[cfg(target_feature = "avx2")]
+    fn vec_dot_2x4(n: usize, xs: [&[Self]; 2], ys: [&[Self::VecDotType]; 4]) -> [[f32; 4]; 2] {
+        super::avx::vec_dot_q6k_q8k_2x4(n, xs, ys)
+    }
+
     fn vec_dot_unopt(n: usize, xs: &[Self], ys: &[Self::VecDotType]) -> f32 {
         debug_assert!(
             n.is_multiple_of(QK_K),
@@ -2247,6 +2259,50 @@ impl GgmlType for BlockQ6K {
     }
 }
 
+/// cowork patch (PATCH.md, change 7): the portable quantization of
+/// activations (candle's loop), which the AVX2 one must equal bit for bit, and
+/// a block's parts, for that test.
+impl BlockQ8K {
+    pub fn from_float_reference(xs: &[f32], ys: &mut [Self]) {
+        for (i, y) in ys.iter_mut().enumerate() {
+            let mut max = 0f32;
+            let mut amax = 0f32;
+            let xs = &xs[i * QK_K..(i + 1) * QK_K];
+            for &x in xs.iter() {
+                if amax < x.abs() {
+                    amax = x.abs();
+                    max = x;
+                }
+            }
+            if amax == 0f32 {
+                y.d = 0f32;
+                y.qs.fill(0);
+                y.bsums.fill(0)
+            } else {
+                let iscale = -128f32 / max;
+                for (j, q) in y.qs.iter_mut().enumerate() {
+                    // ggml uses nearest_int with bit magic here, maybe we want the same
+                    // but we would have to test and benchmark it.
+                    let v = (iscale * xs[j]).round();
+                    *q = v.min(127.) as i8
+                }
+                for j in 0..QK_K / 16 {
+                    let mut sum = 0i32;
+                    for ii in 0..16 {
+                        sum += y.qs[j * 16 + ii] as i32
+                    }
+                    y.bsums[j] = sum as i16
+                }
+                y.d = 1.0 / iscale
+            }
+        }
+    }
+
+    pub fn parts(&self) -> (f32, &[i8; QK_K], &[i16; QK_K / 16]) {
+        (self.d, &self.qs, &self.bsums)
+    }
+}
+
 impl GgmlType for BlockQ8K {
     const DTYPE: GgmlDType = GgmlDType::Q8K;
     const BLCK_SIZE: usize = QK_K;
@@ -2291,37 +2347,15 @@ impl GgmlType for BlockQ8K {
             k.is_multiple_of(QK_K),
             "quantize_row_q8k: {k} is not divisible by {QK_K}"
         );
-        for (i, y) in ys.iter_mut().enumerate() {
-            let mut max = 0f32;
-            let mut amax = 0f32;
-            let xs = &xs[i * QK_K..(i + 1) * QK_K];
-            for &x in xs.iter() {
-                if amax < x.abs() {
-                    amax = x.abs();
-                    max = x;
-                }
-            }
-            if amax == 0f32 {
-                y.d = 0f32;
-                y.qs.fill(0)
-            } else {
-                let iscale = -128f32 / max;
-                for (j, q) in y.qs.iter_mut().enumerate() {
-                    // ggml uses nearest_int with bit magic here, maybe we want the same
-                    // but we would have to test and benchmark it.
-                    let v = (iscale * xs[j]).round();
-                    *q = v.min(127.) as i8
-                }
-                for j in 0..QK_K / 16 {
-                    let mut sum = 0i32;
-                    for ii in 0..16 {
-                        sum += y.qs[j * 16 + ii] as i32
-                    }
-                    y.bsums[j] = sum as i16
-                }
-                y.d = 1.0 / iscale
-            }
+        #[cfg(target_feature = "avx2")]
+        {
+            // cowork patch (PATCH.md, change 7): the same values, eight at a time.
+            let ys = &mut ys[..k / QK_K];
+            super::avx::quantize_row_q8k(&xs[..ys.len() * QK_K], ys);
+            return;
         }
+        #[allow(unreachable_code)]
+        Self::from_float_reference(xs, ys)
     }
 
     fn to_float(xs: &[Self], ys: &mut [f32]) {
@@ -2363,6 +2397,14 @@ pub fn matmul<T: GgmlType>(
     // f32, f16, and bf16 support direct copy
     if T::DIRECT_COPY {
         T::VecDotType::direct_copy(lhs, &mut lhs_b);
+    } else if m > 1 && k_in_blocks > 0 {
+        // cowork patch (PATCH.md, change 7): a prompt's rows are quantized on
+        // every core (serially, this was 3-11 % of a prefill on two cores).
+        lhs_b
+            .par_chunks_mut(k_in_blocks)
+            .zip(lhs.par_chunks(k))
+            .with_min_len(4)
+            .for_each(|(lhs_b, lhs)| T::VecDotType::from_float(lhs, lhs_b));
     } else {
         for row_idx in 0..m {
             let lhs_b_mut = &mut lhs_b[row_idx * k_in_blocks..(row_idx + 1) * k_in_blocks];

@@ -10,6 +10,19 @@ use core::arch::x86::*;
 #[cfg(target_arch = "x86_64")]
 use core::arch::x86_64::*;
 
+// `vpdpwssd` as written: LLVM (generic tuning) splits many of them into
+// `vpmaddwd` + `vpaddd`, one more instruction on the two 512-bit ports in the
+// kernels' inner loops. For `#[target_feature(enable = "avx512vnni")]`
+// functions only (a macro: the register class needs the feature).
+macro_rules! dpwssd {
+    ($acc:expr, $a:expr, $b:expr) => {{
+        let mut acc: __m512i = $acc;
+        let (a, b): (__m512i, __m512i) = ($a, $b);
+        std::arch::asm!("vpdpwssd {acc}, {a}, {b}", acc = inout(zmm_reg) acc, a = in(zmm_reg) a, b = in(zmm_reg) b, options(pure, nomem, nostack, preserves_flags));
+        acc
+    }};
+}
+
 #[inline(always)]
 pub(crate) unsafe fn sum_i16_pairs_float(x: __m256i) -> __m256 {
     let ones = _mm256_set1_epi16(1);
@@ -537,8 +550,8 @@ unsafe fn q6k_rows4_vnni(xs: [&[BlockQ6K]; 4], ys: &[BlockQ8K]) -> [f32; 4] {
                 let q_b = _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi16::<4>(ql), m4), h_b);
                 let p_a = _mm512_sub_epi16(_mm512_maddubs_epi16(q_a, q8v[j][0]), offsets[j][0]);
                 let p_b = _mm512_sub_epi16(_mm512_maddubs_epi16(q_b, q8v[j][1]), offsets[j][1]);
-                sumi = _mm512_dpwssd_epi32(sumi, p_a, _mm512_permutexvar_epi16(scale_idx[j][0], scales));
-                sumi = _mm512_dpwssd_epi32(sumi, p_b, _mm512_permutexvar_epi16(scale_idx[j][1], scales));
+                sumi = dpwssd!(sumi, p_a, _mm512_permutexvar_epi16(scale_idx[j][0], scales));
+                sumi = dpwssd!(sumi, p_b, _mm512_permutexvar_epi16(scale_idx[j][1], scales));
             }
             let sum8 = _mm256_add_epi32(_mm512_castsi512_si256(sumi), _mm512_extracti64x4_epi64::<1>(sumi));
             acc[r] = _mm256_fmadd_ps(_mm256_broadcast_ss(&d), _mm256_cvtepi32_ps(sum8), acc[r]);
@@ -682,8 +695,8 @@ unsafe fn q6k_tile_vnni<const C: usize>(xs: [&[BlockQ6K]; C], ys: [&[BlockQ8K]; 
                 for c in 0..C {
                     let p_a = _mm512_sub_epi16(_mm512_maddubs_epi16(q_a[c], q8_a), off_a);
                     let p_b = _mm512_sub_epi16(_mm512_maddubs_epi16(q_b[c], q8_b), off_b);
-                    sumi[c][r] = _mm512_dpwssd_epi32(sumi[c][r], p_a, s_a[c]);
-                    sumi[c][r] = _mm512_dpwssd_epi32(sumi[c][r], p_b, s_b[c]);
+                    sumi[c][r] = dpwssd!(sumi[c][r], p_a, s_a[c]);
+                    sumi[c][r] = dpwssd!(sumi[c][r], p_b, s_b[c]);
                 }
             }
         }
@@ -802,6 +815,21 @@ pub(crate) fn vec_dot_q4k_q8k_x4(n: usize, xs: &[BlockQ4K], ys: [&[BlockQ8K]; 4]
         }
         out
     }
+}
+
+/// cowork patch (PATCH.md, change 7): four Q4_K weight rows against four
+/// activation rows — `q4k_tile_vnni` with AVX-512 VNNI, else four
+/// `vec_dot_q4k_q8k_x4` calls.
+#[inline(always)]
+pub(crate) fn vec_dot_q4k_q8k_4x4(n: usize, xs: [&[BlockQ4K]; 4], ys: [&[BlockQ8K]; 4]) -> [[f32; 4]; 4] {
+    debug_assert!(n.is_multiple_of(QK_K));
+    #[cfg(target_arch = "x86_64")]
+    if has_avx512_vnni() {
+        let nb = n / QK_K;
+        // SAFETY: the CPU has the features the function is compiled for; every row has `nb` blocks.
+        return unsafe { q4k_tile_vnni(xs.map(|x| &x[..nb]), ys.map(|y| &y[..nb])) };
+    }
+    xs.map(|x| vec_dot_q4k_q8k_x4(n, x, ys))
 }
 
 /// cowork patch (PATCH.md, change 7): two Q4_K weight rows against four
@@ -1265,8 +1293,8 @@ unsafe fn q4k_rows_vnni<const R: usize>(xs: [&[BlockQ4K]; R], ys: &[BlockQ8K]) -
                 let hi = _mm512_and_si512(_mm512_srli_epi16::<4>(bits), m4);
                 let s_lo = _mm512_permutexvar_epi16(scale_lo[t], scales);
                 let s_hi = _mm512_permutexvar_epi16(scale_hi[t], scales);
-                sumi[r] = _mm512_dpwssd_epi32(sumi[r], _mm512_maddubs_epi16(lo, q8_lo[t]), s_lo);
-                sumi[r] = _mm512_dpwssd_epi32(sumi[r], _mm512_maddubs_epi16(hi, q8_hi[t]), s_hi);
+                sumi[r] = dpwssd!(sumi[r], _mm512_maddubs_epi16(lo, q8_lo[t]), s_lo);
+                sumi[r] = dpwssd!(sumi[r], _mm512_maddubs_epi16(hi, q8_hi[t]), s_hi);
             }
         }
         let sums = _mm_cvtepi32_ps(lane_sums4(sumi));
@@ -1282,7 +1310,7 @@ unsafe fn q4k_rows_vnni<const R: usize>(xs: [&[BlockQ4K]; R], ys: &[BlockQ8K]) -
     std::array::from_fn(|r| out[r])
 }
 
-/// `C` (1 or 2) Q4_K weight rows against four activation rows (a prefill
+/// `C` (1, 2 or 4) Q4_K weight rows against four activation rows (a prefill
 /// tile): each weight block's scales, mins and nibbles unpacked once for the
 /// four activation rows, each activation block loaded once for the `C` weight
 /// rows, and the block's float work for the `4 C` outputs in one instruction.
@@ -1302,9 +1330,9 @@ unsafe fn q4k_tile_vnni<const C: usize>(xs: [&[BlockQ4K]; C], ys: [&[BlockQ8K]; 
     }
     let scale_lo = [pair!(0, 2), pair!(4, 6)];
     let scale_hi = [pair!(1, 3), pair!(5, 7)];
-    // Lanes 4c + r: weight row c against activation row r.
-    let mut acc = [_mm_setzero_ps(); 2];
-    let mut acc_m = [_mm_setzero_ps(); 2];
+    // Lane r of acc[c]: weight row c against activation row r.
+    let mut acc = [_mm_setzero_ps(); C];
+    let mut acc_m = [_mm_setzero_ps(); C];
     for i in 0..ys[0].len() {
         let y = [&ys[0][i], &ys[1][i], &ys[2][i], &ys[3][i]];
         // The activation rows' pair sums of bsums, one row per 128-bit block.
@@ -1316,33 +1344,33 @@ unsafe fn q4k_tile_vnni<const C: usize>(xs: [&[BlockQ4K]; C], ys: [&[BlockQ8K]; 
         }
         let yd = _mm_set_ps(y[3].d, y[2].d, y[1].d, y[0].d);
         let mut scales = [_mm512_setzero_si512(); C];
-        let mut mins = [_mm512_setzero_si512(); 2];
+        let mut mins = [_mm512_setzero_si512(); C];
         for c in 0..C {
             let utmp = q4k_mins_and_scales(&xs[c][i].scales);
             let mins_and_scales = _mm256_cvtepu8_epi16(_mm_set_epi32(utmp[3] as i32, utmp[2] as i32, utmp[1] as i32, utmp[0] as i32));
             mins[c] = _mm512_madd_epi16(_mm512_broadcast_i32x4(_mm256_extracti128_si256::<1>(mins_and_scales)), q8s);
             scales[c] = _mm512_castsi256_si512(mins_and_scales);
         }
-        let mut sumi = [[_mm512_setzero_si512(); 4]; 2];
+        let mut sumi = [[_mm512_setzero_si512(); 4]; C];
+        // A step of 128 weights, one nibble half at a time (low: sub-blocks 4t
+        // and 4t + 2, high: 4t + 1 and 4t + 3), so four weight rows' values,
+        // scales and sums stay in registers.
         for t in 0..2 {
-            let mut lo = [_mm512_setzero_si512(); C];
-            let mut hi = [_mm512_setzero_si512(); C];
-            let mut s_lo = [_mm512_setzero_si512(); C];
-            let mut s_hi = [_mm512_setzero_si512(); C];
-            for c in 0..C {
-                let bits = _mm512_loadu_si512(xs[c][i].qs.as_ptr().add(64 * t) as *const _);
-                lo[c] = _mm512_and_si512(bits, m4);
-                hi[c] = _mm512_and_si512(_mm512_srli_epi16::<4>(bits), m4);
-                s_lo[c] = _mm512_permutexvar_epi16(scale_lo[t], scales[c]);
-                s_hi[c] = _mm512_permutexvar_epi16(scale_hi[t], scales[c]);
-            }
-            for r in 0..4 {
-                let q8 = y[r].qs.as_ptr().add(128 * t);
-                let q8_lo = halves!(_mm256_loadu_si256(q8 as *const __m256i), _mm256_loadu_si256(q8.add(64) as *const __m256i));
-                let q8_hi = halves!(_mm256_loadu_si256(q8.add(32) as *const __m256i), _mm256_loadu_si256(q8.add(96) as *const __m256i));
+            for high in [false, true] {
+                let mut w = [_mm512_setzero_si512(); C];
+                let mut sc = [_mm512_setzero_si512(); C];
                 for c in 0..C {
-                    sumi[c][r] = _mm512_dpwssd_epi32(sumi[c][r], _mm512_maddubs_epi16(lo[c], q8_lo), s_lo[c]);
-                    sumi[c][r] = _mm512_dpwssd_epi32(sumi[c][r], _mm512_maddubs_epi16(hi[c], q8_hi), s_hi[c]);
+                    let bits = _mm512_loadu_si512(xs[c][i].qs.as_ptr().add(64 * t) as *const _);
+                    let bits = if high { _mm512_srli_epi16::<4>(bits) } else { bits };
+                    w[c] = _mm512_and_si512(bits, m4);
+                    sc[c] = _mm512_permutexvar_epi16(if high { scale_hi[t] } else { scale_lo[t] }, scales[c]);
+                }
+                for r in 0..4 {
+                    let q8 = y[r].qs.as_ptr().add(128 * t + if high { 32 } else { 0 });
+                    let q8v = halves!(_mm256_loadu_si256(q8 as *const __m256i), _mm256_loadu_si256(q8.add(64) as *const __m256i));
+                    for c in 0..C {
+                        sumi[c][r] = dpwssd!(sumi[c][r], _mm512_maddubs_epi16(w[c], q8v), sc[c]);
+                    }
                 }
             }
         }

@@ -80,6 +80,15 @@ pub trait GgmlType: Sized + Clone + Send + Sync {
     fn vec_dot_2x4(n: usize, xs: [&[Self]; 2], ys: [&[Self::VecDotType]; 4]) -> [[f32; 4]; 2] {
         [Self::vec_dot_x4(n, xs[0], ys), Self::vec_dot_x4(n, xs[1], ys)]
     }
+
+    /// cowork patch (PATCH.md, change 7): four rows of weights against four
+    /// rows of `ys` (a 4 × 4 tile), as `vec_dot` computes each; two
+    /// `vec_dot_2x4` calls unless a type has a kernel for it.
+    fn vec_dot_4x4(n: usize, xs: [&[Self]; 4], ys: [&[Self::VecDotType]; 4]) -> [[f32; 4]; 4] {
+        let [a, b] = Self::vec_dot_2x4(n, [xs[0], xs[1]], ys);
+        let [c, d] = Self::vec_dot_2x4(n, [xs[2], xs[3]], ys);
+        [a, b, c, d]
+    }
 }
 
 #[derive(Debug, Clone, PartialEq)]
@@ -1438,6 +1447,12 @@ impl GgmlType for BlockQ4K {
         super::avx::vec_dot_q4k_q8k_2x4(n, xs, ys)
     }
 
+    /// cowork patch (PATCH.md, change 7): a prefill tile of four weight rows with AVX-512 VNNI.
+    #[cfg(target_feature = "avx2")]
+    fn vec_dot_4x4(n: usize, xs: [&[Self]; 4], ys: [&[Self::VecDotType]; 4]) -> [[f32; 4]; 4] {
+        super::avx::vec_dot_q4k_q8k_4x4(n, xs, ys)
+    }
+
     fn vec_dot_unopt(n: usize, xs: &[Self], ys: &[Self::VecDotType]) -> f32 {
         debug_assert!(
             n.is_multiple_of(QK_K),
@@ -2474,6 +2489,29 @@ fn matmul_tiled<T: GgmlType>(
                 let tile_end = (tile + ROWS_PER_TILE).min(m);
                 let rhs = |col: usize| &rhs_t[col * kb..(col + 1) * kb];
                 let mut col = cols.start;
+                // cowork patch (PATCH.md, change 7): 4 × 4 output tiles first.
+                while col + 4 <= cols.end {
+                    let mut r = tile;
+                    while r + 4 <= tile_end {
+                        let rows = [lhs_row(r), lhs_row(r + 1), lhs_row(r + 2), lhs_row(r + 3)];
+                        let out = T::vec_dot_4x4(k, [rhs(col), rhs(col + 1), rhs(col + 2), rhs(col + 3)], rows);
+                        for (c, out) in out.into_iter().enumerate() {
+                            for (i, v) in out.into_iter().enumerate() {
+                                // SAFETY: (r + i) < m and col + c < n, checked
+                                // above; no other job writes these columns.
+                                unsafe { *dst.add((r + i) * n + col + c) = v };
+                            }
+                        }
+                        r += 4;
+                    }
+                    for c in col..col + 4 {
+                        for r in r..tile_end {
+                            // SAFETY: as above.
+                            unsafe { *dst.add(r * n + c) = T::vec_dot(k, rhs(c), lhs_row(r)) };
+                        }
+                    }
+                    col += 4;
+                }
                 while col + 2 <= cols.end {
                     let mut r = tile;
                     while r + 4 <= tile_end {

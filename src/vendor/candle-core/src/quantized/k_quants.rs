@@ -2489,51 +2489,37 @@ fn matmul_tiled<T: GgmlType>(
                 let tile_end = (tile + ROWS_PER_TILE).min(m);
                 let rhs = |col: usize| &rhs_t[col * kb..(col + 1) * kb];
                 let mut col = cols.start;
-                // cowork patch (PATCH.md, change 7): 4 × 4 output tiles first.
-                while col + 4 <= cols.end {
-                    let mut r = tile;
-                    while r + 4 <= tile_end {
-                        let rows = [lhs_row(r), lhs_row(r + 1), lhs_row(r + 2), lhs_row(r + 3)];
-                        let out = T::vec_dot_4x4(k, [rhs(col), rhs(col + 1), rhs(col + 2), rhs(col + 3)], rows);
-                        for (c, out) in out.into_iter().enumerate() {
-                            for (i, v) in out.into_iter().enumerate() {
-                                // SAFETY: (r + i) < m and col + c < n, checked
-                                // above; no other job writes these columns.
-                                unsafe { *dst.add((r + i) * n + col + c) = v };
+                // Output tiles of C weight rows × 4 prompt rows (cowork patch,
+                // PATCH.md, change 7: 4 × 4 first, then 2 × 4); the prompt rows
+                // past the last group of four one output at a time.
+                macro_rules! column_tiles {
+                    ($c:literal, $kernel:path) => {
+                        while col + $c <= cols.end {
+                            let mut r = tile;
+                            while r + 4 <= tile_end {
+                                let rows = [lhs_row(r), lhs_row(r + 1), lhs_row(r + 2), lhs_row(r + 3)];
+                                let out = $kernel(k, std::array::from_fn::<_, $c, _>(|c| rhs(col + c)), rows);
+                                for (c, out) in out.into_iter().enumerate() {
+                                    for (i, v) in out.into_iter().enumerate() {
+                                        // SAFETY: (r + i) < m and col + c < n, checked
+                                        // above; no other job writes these columns.
+                                        unsafe { *dst.add((r + i) * n + col + c) = v };
+                                    }
+                                }
+                                r += 4;
                             }
-                        }
-                        r += 4;
-                    }
-                    for c in col..col + 4 {
-                        for r in r..tile_end {
-                            // SAFETY: as above.
-                            unsafe { *dst.add(r * n + c) = T::vec_dot(k, rhs(c), lhs_row(r)) };
-                        }
-                    }
-                    col += 4;
-                }
-                while col + 2 <= cols.end {
-                    let mut r = tile;
-                    while r + 4 <= tile_end {
-                        let rows = [lhs_row(r), lhs_row(r + 1), lhs_row(r + 2), lhs_row(r + 3)];
-                        let out = T::vec_dot_2x4(k, [rhs(col), rhs(col + 1)], rows);
-                        for (c, out) in out.into_iter().enumerate() {
-                            for (i, v) in out.into_iter().enumerate() {
-                                // SAFETY: (r + i) < m and col + c < n, checked
-                                // above; no other job writes these columns.
-                                unsafe { *dst.add((r + i) * n + col + c) = v };
+                            for c in col..col + $c {
+                                for r in r..tile_end {
+                                    // SAFETY: as above.
+                                    unsafe { *dst.add(r * n + c) = T::vec_dot(k, rhs(c), lhs_row(r)) };
+                                }
                             }
+                            col += $c;
                         }
-                        r += 4;
-                    }
-                    for c in col..col + 2 {
-                        for r in r..tile_end {
-                            // SAFETY: as above.
-                            unsafe { *dst.add(r * n + c) = T::vec_dot(k, rhs(c), lhs_row(r)) };
-                        }
-                    }
-                    col += 2;
+                    };
                 }
+                column_tiles!(4, T::vec_dot_4x4);
+                column_tiles!(2, T::vec_dot_2x4);
                 for col in col..cols.end {
                     let rhs_col = rhs(col);
                     let mut r = tile;

@@ -733,10 +733,10 @@ pub(crate) fn vec_dot_q6k_q8k_2x4(n: usize, xs: [&[BlockQ6K]; 2], ys: [&[BlockQ8
     xs.map(|x| vec_dot_q6k_q8k_x4(n, x, ys))
 }
 
-// cowork patch (PATCH.md, change 4): `vec_dot_q4k_q8k` for one weight row
-// against four activation rows: the 6-bit scales and mins and the nibbles of
-// each weight block are unpacked once for the four rows, and each row's sums
-// are computed exactly as `vec_dot_q4k_q8k` computes them (bit-identical).
+// cowork patch (PATCH.md, changes 4 and 8): `vec_dot_q4k_q8k` for one weight
+// row against four activation rows: each weight block's scales, mins and
+// nibbles unpacked once for the four rows, the arithmetic every Q4_K kernel
+// shares (bit-identical to `vec_dot_q4k_q8k`).
 #[inline(always)]
 pub(crate) fn vec_dot_q4k_q8k_x4(n: usize, xs: &[BlockQ4K], ys: [&[BlockQ8K]; 4]) -> [f32; 4] {
     debug_assert!(n.is_multiple_of(QK_K));
@@ -747,79 +747,13 @@ pub(crate) fn vec_dot_q4k_q8k_x4(n: usize, xs: &[BlockQ4K], ys: [&[BlockQ8K]; 4]
         let [out] = unsafe { q4k_tile_vnni([&xs[..nb]], ys.map(|y| &y[..nb])) };
         return out;
     }
-    let ys = [&ys[0][..nb], &ys[1][..nb], &ys[2][..nb], &ys[3][..nb]];
-    let mut utmp = [0u32; 4];
-    const KMASK1: u32 = 0x3f3f3f3f;
-    const KMASK2: u32 = 0x0f0f0f0f;
-    const KMASK3: u32 = 0x03030303;
-    unsafe {
-        let m4 = _mm256_set1_epi8(0xF);
-        let mut acc = [_mm256_setzero_ps(); 4];
-        let mut acc_m = [_mm_setzero_ps(); 4];
-        for (i, x) in xs[..nb].iter().enumerate() {
-            LittleEndian::read_u32_into(&x.scales, &mut utmp[0..3]);
-            utmp[3] = ((utmp[2] >> 4) & KMASK2) | (((utmp[1] >> 6) & KMASK3) << 4);
-            let uaux = utmp[1] & KMASK1;
-            utmp[1] = (utmp[2] & KMASK2) | (((utmp[0] >> 6) & KMASK3) << 4);
-            utmp[2] = uaux;
-            utmp[0] &= KMASK1;
-            let mins_and_scales = _mm256_cvtepu8_epi16(_mm_set_epi32(
-                utmp[3] as i32,
-                utmp[2] as i32,
-                utmp[1] as i32,
-                utmp[0] as i32,
-            ));
-            let mins = _mm256_extracti128_si256(mins_and_scales, 1);
-            for r in 0..4 {
-                let y = &ys[r][i];
-                let dmin = -y.d * x.dmin.to_f32();
-                let q8sums = _mm256_loadu_si256(y.bsums.as_ptr() as *const __m256i);
-                let q8s = _mm_hadd_epi16(
-                    _mm256_extracti128_si256(q8sums, 0),
-                    _mm256_extracti128_si256(q8sums, 1),
-                );
-                let prod = _mm_madd_epi16(mins, q8s);
-                acc_m[r] = _mm_fmadd_ps(_mm_set1_ps(dmin), _mm_cvtepi32_ps(prod), acc_m[r]);
-            }
-            let sc128 = _mm256_extracti128_si256(mins_and_scales, 0);
-            let scales = mm256_set_m128i(sc128, sc128);
-            let mut q4 = x.qs.as_ptr();
-            let mut sumi = [_mm256_setzero_si256(); 4];
-            for j in 0..QK_K / 64 {
-                let scale_l = _mm256_shuffle_epi8(scales, get_scale_shuffle_k4(2 * j));
-                let scale_h = _mm256_shuffle_epi8(scales, get_scale_shuffle_k4(2 * j + 1));
-                let q4bits = _mm256_loadu_si256(q4 as *const __m256i);
-                q4 = q4.add(32);
-                let q4l = _mm256_and_si256(q4bits, m4);
-                let q4h = _mm256_and_si256(_mm256_srli_epi16(q4bits, 4), m4);
-                for r in 0..4 {
-                    let q8 = ys[r][i].qs.as_ptr().add(j * 64);
-                    let q8l = _mm256_loadu_si256(q8 as *const __m256i);
-                    let p16l = _mm256_madd_epi16(scale_l, _mm256_maddubs_epi16(q4l, q8l));
-                    sumi[r] = _mm256_add_epi32(sumi[r], p16l);
-                    let q8h = _mm256_loadu_si256(q8.add(32) as *const __m256i);
-                    let p16h = _mm256_madd_epi16(scale_h, _mm256_maddubs_epi16(q4h, q8h));
-                    sumi[r] = _mm256_add_epi32(sumi[r], p16h);
-                }
-            }
-            for r in 0..4 {
-                let d = ys[r][i].d * x.d.to_f32();
-                acc[r] = _mm256_fmadd_ps(_mm256_set1_ps(d), _mm256_cvtepi32_ps(sumi[r]), acc[r]);
-            }
-        }
-        let mut out = [0f32; 4];
-        for r in 0..4 {
-            let m = _mm_add_ps(acc_m[r], _mm_movehl_ps(acc_m[r], acc_m[r]));
-            let m = _mm_add_ss(m, _mm_movehdup_ps(m));
-            out[r] = hsum_float_8(acc[r]) + _mm_cvtss_f32(m);
-        }
-        out
-    }
+    // SAFETY: AVX2, FMA and F16C are compiled in (this module needs them); every row has `nb` blocks.
+    unsafe { q4k_row_avx2(&xs[..nb], ys.map(|y| &y[..nb])) }
 }
 
-/// cowork patch (PATCH.md, change 7): four Q4_K weight rows against four
-/// activation rows — `q4k_tile_vnni` with AVX-512 VNNI, else four
-/// `vec_dot_q4k_q8k_x4` calls.
+/// cowork patch (PATCH.md, changes 7 and 8): four Q4_K weight rows against
+/// four activation rows — `q4k_tile_vnni` with AVX-512 VNNI, else two AVX2
+/// `q4k_pair_avx2` tiles.
 #[inline(always)]
 pub(crate) fn vec_dot_q4k_q8k_4x4(n: usize, xs: [&[BlockQ4K]; 4], ys: [&[BlockQ8K]; 4]) -> [[f32; 4]; 4] {
     debug_assert!(n.is_multiple_of(QK_K));
@@ -829,12 +763,14 @@ pub(crate) fn vec_dot_q4k_q8k_4x4(n: usize, xs: [&[BlockQ4K]; 4], ys: [&[BlockQ8
         // SAFETY: the CPU has the features the function is compiled for; every row has `nb` blocks.
         return unsafe { q4k_tile_vnni(xs.map(|x| &x[..nb]), ys.map(|y| &y[..nb])) };
     }
-    xs.map(|x| vec_dot_q4k_q8k_x4(n, x, ys))
+    let [a, b] = vec_dot_q4k_q8k_2x4(n, [xs[0], xs[1]], ys);
+    let [c, d] = vec_dot_q4k_q8k_2x4(n, [xs[2], xs[3]], ys);
+    [a, b, c, d]
 }
 
-/// cowork patch (PATCH.md, change 7): two Q4_K weight rows against four
-/// activation rows — `q4k_tile_vnni` with AVX-512 VNNI, else two
-/// `vec_dot_q4k_q8k_x4` calls.
+/// cowork patch (PATCH.md, changes 7 and 8): two Q4_K weight rows against
+/// four activation rows — `q4k_tile_vnni` with AVX-512 VNNI, else
+/// `q4k_pair_avx2`.
 #[inline(always)]
 pub(crate) fn vec_dot_q4k_q8k_2x4(n: usize, xs: [&[BlockQ4K]; 2], ys: [&[BlockQ8K]; 4]) -> [[f32; 4]; 2] {
     debug_assert!(n.is_multiple_of(QK_K));
@@ -844,7 +780,9 @@ pub(crate) fn vec_dot_q4k_q8k_2x4(n: usize, xs: [&[BlockQ4K]; 2], ys: [&[BlockQ8
         // SAFETY: the CPU has the features the function is compiled for; every row has `nb` blocks.
         return unsafe { q4k_tile_vnni(xs.map(|x| &x[..nb]), ys.map(|y| &y[..nb])) };
     }
-    xs.map(|x| vec_dot_q4k_q8k_x4(n, x, ys))
+    let nb = n / QK_K;
+    // SAFETY: AVX2, FMA and F16C are compiled in; every row has `nb` blocks.
+    unsafe { q4k_pair_avx2(xs.map(|x| &x[..nb]), ys.map(|y| &y[..nb])) }
 }
 
 #[inline(always)]
@@ -1077,8 +1015,8 @@ pub(crate) fn vec_dot_q4k_q8k(n: usize, xs: &[BlockQ4K], ys: &[BlockQ8K]) -> f32
         n.is_multiple_of(QK_K),
         "vec_dot_q4k_q8k: {n} is not divisible by {QK_K}"
     );
-    // cowork patch (PATCH.md, change 7): with AVX-512 VNNI, the kernel the
-    // decode rows and prefill tiles share (so every path gives the same bits).
+    // cowork patch (PATCH.md, changes 7 and 8): the arithmetic the decode rows
+    // and prefill tiles share (so every path gives the same bits).
     #[cfg(target_arch = "x86_64")]
     if has_avx512_vnni() {
         let nb = n / QK_K;
@@ -1086,83 +1024,10 @@ pub(crate) fn vec_dot_q4k_q8k(n: usize, xs: &[BlockQ4K], ys: &[BlockQ8K]) -> f32
         let [out] = unsafe { q4k_rows_vnni([&xs[..nb]], &ys[..nb]) };
         return out;
     }
-    let mut utmp = [0u32; 4];
-    const KMASK1: u32 = 0x3f3f3f3f;
-    const KMASK2: u32 = 0x0f0f0f0f;
-    const KMASK3: u32 = 0x03030303;
-
-    unsafe {
-        let m4 = _mm256_set1_epi8(0xF);
-
-        let mut acc = _mm256_setzero_ps();
-        let mut acc_m = _mm_setzero_ps();
-
-        for (x, y) in xs.iter().zip(ys.iter()) {
-            let d = y.d * x.d.to_f32();
-            let dmin = -y.d * x.dmin.to_f32();
-
-            LittleEndian::read_u32_into(&x.scales, &mut utmp[0..3]);
-
-            utmp[3] = ((utmp[2] >> 4) & KMASK2) | (((utmp[1] >> 6) & KMASK3) << 4);
-            let uaux = utmp[1] & KMASK1;
-            utmp[1] = (utmp[2] & KMASK2) | (((utmp[0] >> 6) & KMASK3) << 4);
-            utmp[2] = uaux;
-            utmp[0] &= KMASK1;
-
-            let mut q4 = x.qs.as_ptr();
-            let mut q8 = y.qs.as_ptr();
-
-            let mins_and_scales = _mm256_cvtepu8_epi16(_mm_set_epi32(
-                utmp[3] as i32,
-                utmp[2] as i32,
-                utmp[1] as i32,
-                utmp[0] as i32,
-            ));
-
-            let q8sums = _mm256_loadu_si256(y.bsums.as_ptr() as *const __m256i);
-            let q8s = _mm_hadd_epi16(
-                _mm256_extracti128_si256(q8sums, 0),
-                _mm256_extracti128_si256(q8sums, 1),
-            );
-            let prod = _mm_madd_epi16(_mm256_extracti128_si256(mins_and_scales, 1), q8s);
-            acc_m = _mm_fmadd_ps(_mm_set1_ps(dmin), _mm_cvtepi32_ps(prod), acc_m);
-
-            let sc128 = _mm256_extracti128_si256(mins_and_scales, 0);
-            let scales = mm256_set_m128i(sc128, sc128);
-
-            let mut sumi = _mm256_setzero_si256();
-
-            for j in 0..QK_K / 64 {
-                let scale_l = _mm256_shuffle_epi8(scales, get_scale_shuffle_k4(2 * j));
-                let scale_h = _mm256_shuffle_epi8(scales, get_scale_shuffle_k4(2 * j + 1));
-
-                let q4bits = _mm256_loadu_si256(q4 as *const __m256i);
-                q4 = q4.add(32);
-                let q4l = _mm256_and_si256(q4bits, m4);
-                let q4h = _mm256_and_si256(_mm256_srli_epi16(q4bits, 4), m4);
-
-                let q8l = _mm256_loadu_si256(q8 as *const __m256i);
-                q8 = q8.add(32);
-                let p16l = _mm256_maddubs_epi16(q4l, q8l);
-                let p16l = _mm256_madd_epi16(scale_l, p16l);
-                sumi = _mm256_add_epi32(sumi, p16l);
-
-                let q8h = _mm256_loadu_si256(q8 as *const __m256i);
-                q8 = q8.add(32);
-                let p16h = _mm256_maddubs_epi16(q4h, q8h);
-                let p16h = _mm256_madd_epi16(scale_h, p16h);
-                sumi = _mm256_add_epi32(sumi, p16h);
-            }
-
-            let vd = _mm256_set1_ps(d);
-            acc = _mm256_fmadd_ps(vd, _mm256_cvtepi32_ps(sumi), acc);
-        }
-
-        let acc_m = _mm_add_ps(acc_m, _mm_movehl_ps(acc_m, acc_m));
-        let acc_m = _mm_add_ss(acc_m, _mm_movehdup_ps(acc_m));
-
-        hsum_float_8(acc) + _mm_cvtss_f32(acc_m)
-    }
+    let nb = n / QK_K;
+    // SAFETY: AVX2, FMA and F16C are compiled in; the row has `nb` blocks.
+    let [out] = unsafe { q4k_row_avx2(&xs[..nb], [&ys[..nb]]) };
+    out
 }
 
 /// cowork patch (PATCH.md, changes 6 and 7): four Q4_K weight rows against
@@ -1170,7 +1035,7 @@ pub(crate) fn vec_dot_q4k_q8k(n: usize, xs: &[BlockQ4K], ys: &[BlockQ8K]) -> f32
 /// `q4k_rows_vnni` (128 weights a step, `vpmaddubsw` then `vpdpwssd` with the
 /// sub-blocks' scales, the activation's blocks loaded once for the four rows;
 /// its arithmetic is the prefill tiles', so a prompt's rows come out
-/// bit-identical). Without the features, four `vec_dot_q4k_q8k` calls.
+/// bit-identical). Without them, two AVX2 `q4k_pair_avx2` calls (change 8).
 #[inline(always)]
 pub(crate) fn vec_dot_q4k_q8k_rows4(n: usize, xs: [&[BlockQ4K]; 4], ys: &[BlockQ8K]) -> [f32; 4] {
     debug_assert!(n.is_multiple_of(QK_K), "vec_dot_q4k_q8k_rows4: {n} is not divisible by {QK_K}");
@@ -1180,7 +1045,156 @@ pub(crate) fn vec_dot_q4k_q8k_rows4(n: usize, xs: [&[BlockQ4K]; 4], ys: &[BlockQ
         // SAFETY: the CPU has the features the function is compiled for; every row has `nb` blocks.
         return unsafe { q4k_rows_vnni(xs.map(|x| &x[..nb]), &ys[..nb]) };
     }
-    xs.map(|x| vec_dot_q4k_q8k(n, x, ys))
+    let nb = n / QK_K;
+    let ys = &ys[..nb];
+    // SAFETY: AVX2, FMA and F16C are compiled in; every row has `nb` blocks.
+    let ([[a], [b]], [[c], [d]]) =
+        unsafe { (q4k_pair_avx2([&xs[0][..nb], &xs[1][..nb]], [ys]), q4k_pair_avx2([&xs[2][..nb], &xs[3][..nb]], [ys])) };
+    [a, b, c, d]
+}
+
+// cowork patch (PATCH.md, change 8): the AVX2 Q4_K kernels share the VNNI
+// kernels' arithmetic (exact per-block integer sums, then one FMA per block and
+// output for `y.d * x.d` and one for `-y.d * x.dmin`), so every Q4_K path —
+// decode rows, single rows, prefill tiles, AVX2 or AVX-512 — gives the same
+// bits. Two weight rows are interleaved by 16-byte halves (`[A 0..15 | B
+// 0..15]`, `[A 16..31 | B 16..31]`), so two `vpmaddubsw` of one sub-block add in
+// i16 (|sum| <= 4 * 15 * 128) before the one `vpmaddwd` with the sub-blocks'
+// scales — five instructions for 64 products where one row needs six — and the
+// per-block float work is done for eight outputs at once.
+
+/// Sub-block `k`'s activation sum in i16 lane `k` (`bsums[2k] + bsums[2k + 1]`, |.| <= 4096).
+#[inline(always)]
+unsafe fn q8k_sub_sums(y: &BlockQ8K) -> __m128i {
+    let q8sums = _mm256_loadu_si256(y.bsums.as_ptr() as *const __m256i);
+    _mm_hadd_epi16(_mm256_extracti128_si256::<0>(q8sums), _mm256_extracti128_si256::<1>(q8sums))
+}
+
+/// Lane `r` (0..4) of each 128-bit half: the sum of that half's four i32 lanes of `v[r]` (exact).
+#[inline(always)]
+unsafe fn half_sums4(v: [__m256i; 4]) -> __m256i {
+    _mm256_hadd_epi32(_mm256_hadd_epi32(v[0], v[1]), _mm256_hadd_epi32(v[2], v[3]))
+}
+
+/// A Q4_K block's scales (i16 lanes 0-7) and mins (lanes 8-15).
+#[inline(always)]
+unsafe fn q4k_mins_and_scales_avx2(x: &BlockQ4K) -> __m256i {
+    let u = q4k_mins_and_scales(&x.scales);
+    _mm256_cvtepu8_epi16(_mm_set_epi32(u[3] as i32, u[2] as i32, u[1] as i32, u[0] as i32))
+}
+
+/// Two Q4_K weight rows against `R` (1 or 4) activation rows: a decode step's
+/// pair of rows (`R` = 1) or half a prefill tile (`R` = 4).
+#[target_feature(enable = "avx2,fma,f16c")]
+unsafe fn q4k_pair_avx2<const R: usize>(xs: [&[BlockQ4K]; 2], ys: [&[BlockQ8K]; R]) -> [[f32; R]; 2] {
+    let m4 = _mm256_set1_epi8(0xF);
+    // Lane r of each half: weight row A (low half) or B (high) against activation row r.
+    let mut acc = _mm256_setzero_ps();
+    let mut acc_m = _mm256_setzero_ps();
+    for i in 0..xs[0].len() {
+        let (a, b) = (&xs[0][i], &xs[1][i]);
+        let (ma, mb) = (q4k_mins_and_scales_avx2(a), q4k_mins_and_scales_avx2(b));
+        let scales = _mm256_permute2x128_si256::<0x20>(ma, mb);
+        let mins = _mm256_permute2x128_si256::<0x31>(ma, mb);
+        let mut sumi = [_mm256_setzero_si256(); 4];
+        let mut summ = [_mm256_setzero_si256(); 4];
+        for r in 0..R {
+            let s = q8k_sub_sums(&ys[r][i]);
+            summ[r] = _mm256_madd_epi16(mins, _mm256_set_m128i(s, s));
+        }
+        for j in 0..QK_K / 64 {
+            let wa = _mm256_loadu_si256(a.qs.as_ptr().add(32 * j) as *const __m256i);
+            let wb = _mm256_loadu_si256(b.qs.as_ptr().add(32 * j) as *const __m256i);
+            let x0 = _mm256_permute2x128_si256::<0x20>(wa, wb);
+            let x1 = _mm256_permute2x128_si256::<0x31>(wa, wb);
+            let (lo0, lo1) = (_mm256_and_si256(x0, m4), _mm256_and_si256(x1, m4));
+            let hi0 = _mm256_and_si256(_mm256_srli_epi16::<4>(x0), m4);
+            let hi1 = _mm256_and_si256(_mm256_srli_epi16::<4>(x1), m4);
+            let s_lo = _mm256_shuffle_epi8(scales, get_scale_shuffle_k4(2 * j));
+            let s_hi = _mm256_shuffle_epi8(scales, get_scale_shuffle_k4(2 * j + 1));
+            for r in 0..R {
+                let q8 = ys[r][i].qs.as_ptr().add(64 * j);
+                let y = |o: usize| _mm256_broadcastsi128_si256(_mm_loadu_si128(q8.add(o) as *const __m128i));
+                let pl = _mm256_add_epi16(_mm256_maddubs_epi16(lo0, y(0)), _mm256_maddubs_epi16(lo1, y(16)));
+                let ph = _mm256_add_epi16(_mm256_maddubs_epi16(hi0, y(32)), _mm256_maddubs_epi16(hi1, y(48)));
+                let p = _mm256_add_epi32(_mm256_madd_epi16(pl, s_lo), _mm256_madd_epi16(ph, s_hi));
+                sumi[r] = _mm256_add_epi32(sumi[r], p);
+            }
+        }
+        let (xd, xdmin) = ([a.d.to_f32(), b.d.to_f32()], [a.dmin.to_f32(), b.dmin.to_f32()]);
+        if R == 1 {
+            // One activation row: lanes [S, M, S, M] of each half in two
+            // `vphaddd`, and lane 0 of `acc` the sums' accumulator, lane 1 the mins'.
+            let h = _mm256_hadd_epi32(sumi[0], summ[0]);
+            let h = _mm256_hadd_epi32(h, h);
+            let yd = ys[0][i].d;
+            let dd = |r: usize| _mm_setr_ps(yd * xd[r], -yd * xdmin[r], 0.0, 0.0);
+            acc = _mm256_fmadd_ps(_mm256_set_m128(dd(1), dd(0)), _mm256_cvtepi32_ps(h), acc);
+        } else {
+            let pad = |v: [__m256i; 4]| half_sums4(std::array::from_fn(|r| v[if r < R { r } else { 0 }]));
+            let yd = _mm_set_ps(ys[3 % R][i].d, ys[2 % R][i].d, ys[1 % R][i].d, ys[0][i].d);
+            let yd = _mm256_set_m128(yd, yd);
+            let d = _mm256_mul_ps(yd, _mm256_set_m128(_mm_set1_ps(xd[1]), _mm_set1_ps(xd[0])));
+            let dmin = _mm256_set_m128(_mm_set1_ps(xdmin[1]), _mm_set1_ps(xdmin[0]));
+            let dmin = _mm256_mul_ps(_mm256_xor_ps(yd, _mm256_set1_ps(-0.0)), dmin);
+            acc = _mm256_fmadd_ps(d, _mm256_cvtepi32_ps(pad(sumi)), acc);
+            acc_m = _mm256_fmadd_ps(dmin, _mm256_cvtepi32_ps(pad(summ)), acc_m);
+        }
+    }
+    let mut out = [0f32; 8];
+    if R == 1 {
+        _mm256_storeu_ps(out.as_mut_ptr(), acc);
+        return [std::array::from_fn(|_| out[0] + out[1]), std::array::from_fn(|_| out[4] + out[5])];
+    }
+    _mm256_storeu_ps(out.as_mut_ptr(), _mm256_add_ps(acc, acc_m));
+    [std::array::from_fn(|r| out[r]), std::array::from_fn(|r| out[4 + r])]
+}
+
+/// One Q4_K weight row against `R` (1 or 4) activation rows, the arithmetic of
+/// `q4k_pair_avx2` (the rows past the last pair or group of four).
+#[target_feature(enable = "avx2,fma,f16c")]
+unsafe fn q4k_row_avx2<const R: usize>(x: &[BlockQ4K], ys: [&[BlockQ8K]; R]) -> [f32; R] {
+    let m4 = _mm256_set1_epi8(0xF);
+    let mut acc = _mm_setzero_ps();
+    let mut acc_m = _mm_setzero_ps();
+    for (i, x) in x.iter().enumerate() {
+        let ms = q4k_mins_and_scales_avx2(x);
+        let sc = _mm256_extracti128_si256::<0>(ms);
+        let scales = _mm256_set_m128i(sc, sc);
+        let mins = _mm256_extracti128_si256::<1>(ms);
+        let mut sumi = [_mm256_setzero_si256(); 4];
+        let mut summ = [_mm_setzero_si128(); 4];
+        for r in 0..R {
+            summ[r] = _mm_madd_epi16(mins, q8k_sub_sums(&ys[r][i]));
+        }
+        for j in 0..QK_K / 64 {
+            let bits = _mm256_loadu_si256(x.qs.as_ptr().add(32 * j) as *const __m256i);
+            let lo = _mm256_and_si256(bits, m4);
+            let hi = _mm256_and_si256(_mm256_srli_epi16::<4>(bits), m4);
+            let s_lo = _mm256_shuffle_epi8(scales, get_scale_shuffle_k4(2 * j));
+            let s_hi = _mm256_shuffle_epi8(scales, get_scale_shuffle_k4(2 * j + 1));
+            for r in 0..R {
+                let q8 = ys[r][i].qs.as_ptr().add(64 * j);
+                let pl = _mm256_madd_epi16(_mm256_maddubs_epi16(lo, _mm256_loadu_si256(q8 as *const __m256i)), s_lo);
+                let ph = _mm256_madd_epi16(_mm256_maddubs_epi16(hi, _mm256_loadu_si256(q8.add(32) as *const __m256i)), s_hi);
+                sumi[r] = _mm256_add_epi32(sumi[r], _mm256_add_epi32(pl, ph));
+            }
+        }
+        let fold = |v: [__m256i; 4]| {
+            let h = half_sums4(std::array::from_fn(|r| v[if r < R { r } else { 0 }]));
+            _mm_add_epi32(_mm256_castsi256_si128(h), _mm256_extracti128_si256::<1>(h))
+        };
+        let m = std::array::from_fn::<_, 4, _>(|r| summ[if r < R { r } else { 0 }]);
+        let m = _mm_hadd_epi32(_mm_hadd_epi32(m[0], m[1]), _mm_hadd_epi32(m[2], m[3]));
+        let yd = _mm_set_ps(ys[3 % R][i].d, ys[2 % R][i].d, ys[1 % R][i].d, ys[0][i].d);
+        let d = _mm_mul_ps(yd, _mm_set1_ps(x.d.to_f32()));
+        let dmin = _mm_mul_ps(_mm_xor_ps(yd, _mm_set1_ps(-0.0)), _mm_set1_ps(x.dmin.to_f32()));
+        acc = _mm_fmadd_ps(d, _mm_cvtepi32_ps(fold(sumi)), acc);
+        acc_m = _mm_fmadd_ps(dmin, _mm_cvtepi32_ps(m), acc_m);
+    }
+    let mut out = [0f32; 4];
+    _mm_storeu_ps(out.as_mut_ptr(), _mm_add_ps(acc, acc_m));
+    std::array::from_fn(|r| out[r])
 }
 
 // cowork patch (PATCH.md, change 7): the AVX-512 VNNI Q4_K kernels (decode
@@ -1189,9 +1203,9 @@ pub(crate) fn vec_dot_q4k_q8k_rows4(n: usize, xs: [&[BlockQ4K]; 4], ys: &[BlockQ
 // scales, then summed across lanes — exact in i32) and its mins' sum (exact),
 // each turned to f32 once per block and accumulated with `y.d * x.d` and
 // `-y.d * x.dmin` — for eight (weight row, activation row) pairs in one
-// instruction in a tile. The AVX2 kernels accumulate eight lanes per block
-// instead; with AVX-512 VNNI every kernel uses this one, so a prompt's rows are
-// bit-identical to the same rows decoded one at a time.
+// instruction in a tile. The AVX2 kernels of change 8 (above) do the same
+// float work, so a prompt's rows are bit-identical to the same rows decoded one
+// at a time, and the AVX2 and AVX-512 paths give the same bits.
 
 /// Lane `p` of the result: the sum of `v[p]`'s sixteen i32 lanes (exact).
 #[cfg(target_arch = "x86_64")]

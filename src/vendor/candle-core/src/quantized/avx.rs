@@ -389,97 +389,109 @@ pub(crate) fn vec_dot_q6k_q8k(n: usize, xs: &[BlockQ6K], ys: &[BlockQ8K]) -> f32
         "vec_dot_q6k_8k: {n} is not divisible by {QK_K}"
     );
 
-    unsafe {
-        let m4 = _mm256_set1_epi8(0xF);
-        let m2 = _mm256_set1_epi8(3);
-        let m32s = _mm256_set1_epi8(32);
-        let mut acc = _mm256_setzero_ps();
-        for (x, y) in xs.iter().zip(ys.iter()) {
-            let d = y.d * x.d.to_f32();
-            let mut q4 = x.ql.as_ptr();
-            let mut qh = x.qh.as_ptr();
-            let mut q8 = y.qs.as_ptr();
+    let nb = n / QK_K;
+    // SAFETY: AVX2, FMA and F16C are compiled in; the row has `nb` blocks.
+    let [[out]] = unsafe { q6k_avx2([&xs[..nb]], [&ys[..nb]]) };
+    out
+}
 
-            let scales = _mm_loadu_si128(x.scales.as_ptr() as *const __m128i);
-            let mut sumi = _mm256_setzero_si256();
+// cowork patch (PATCH.md, change 8): every Q6_K kernel (AVX2 and AVX-512 VNNI,
+// decode rows, single rows and prefill tiles) shares one arithmetic: a block's
+// integer sum `Σ s_g Σ q_i y_i − 32 Σ s_g bsum_g` (the −32 offset of the 6-bit
+// values taken once per block from the activation's 16-value sums, where the
+// kernels of changes 4-7 subtracted `vpmaddubsw(32, y)` for every 32 values
+// and weight row), exact in i32, then one FMA with `y.d * x.d` per block and
+// output. So every path gives the same bits.
 
-            for j in 0..QK_K / 128 {
-                let is = j * 4;
-                let scale_0 = _mm_shuffle_epi8(scales, get_scale_shuffle(is));
-                let scale_1 = _mm_shuffle_epi8(scales, get_scale_shuffle(is + 1));
-                let scale_2 = _mm_shuffle_epi8(scales, get_scale_shuffle(is + 2));
-                let scale_3 = _mm_shuffle_epi8(scales, get_scale_shuffle(is + 3));
+/// Lane `p` of the result: the sum of `v[p]`'s eight i32 lanes (exact).
+#[inline(always)]
+unsafe fn lane_sums4_avx2(v: [__m256i; 4]) -> __m128i {
+    let h = half_sums4(v);
+    _mm_add_epi32(_mm256_castsi256_si128(h), _mm256_extracti128_si256::<1>(h))
+}
 
-                let q4bits1 = _mm256_loadu_si256(q4 as *const __m256i);
-                q4 = q4.add(32);
-                let q4bits2 = _mm256_loadu_si256(q4 as *const __m256i);
-                q4 = q4.add(32);
-                let q4bits_h = _mm256_loadu_si256(qh as *const __m256i);
-                qh = qh.add(32);
+/// A Q6_K block's `32 Σ_g s_g bsum_g` against an activation block, in eight i32 lanes.
+#[inline(always)]
+unsafe fn q6k_offsets(scales16: __m256i, y: &BlockQ8K) -> __m256i {
+    let bsums = _mm256_loadu_si256(y.bsums.as_ptr() as *const __m256i);
+    _mm256_slli_epi32::<5>(_mm256_madd_epi16(scales16, bsums))
+}
 
-                let q4h_0 = _mm256_slli_epi16(_mm256_and_si256(q4bits_h, m2), 4);
-                let q4h_1 =
-                    _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(q4bits_h, 2), m2), 4);
-                let q4h_2 =
-                    _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(q4bits_h, 4), m2), 4);
-                let q4h_3 =
-                    _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(q4bits_h, 6), m2), 4);
-
-                let q4_0 = _mm256_or_si256(_mm256_and_si256(q4bits1, m4), q4h_0);
-                let q4_1 = _mm256_or_si256(_mm256_and_si256(q4bits2, m4), q4h_1);
-                let q4_2 =
-                    _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(q4bits1, 4), m4), q4h_2);
-                let q4_3 =
-                    _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(q4bits2, 4), m4), q4h_3);
-
-                let q8_0 = _mm256_loadu_si256(q8 as *const __m256i);
-                q8 = q8.add(32);
-                let q8_1 = _mm256_loadu_si256(q8 as *const __m256i);
-                q8 = q8.add(32);
-                let q8_2 = _mm256_loadu_si256(q8 as *const __m256i);
-                q8 = q8.add(32);
-                let q8_3 = _mm256_loadu_si256(q8 as *const __m256i);
-                q8 = q8.add(32);
-
-                let q8s_0 = _mm256_maddubs_epi16(m32s, q8_0);
-                let q8s_1 = _mm256_maddubs_epi16(m32s, q8_1);
-                let q8s_2 = _mm256_maddubs_epi16(m32s, q8_2);
-                let q8s_3 = _mm256_maddubs_epi16(m32s, q8_3);
-
-                let p16_0 = _mm256_maddubs_epi16(q4_0, q8_0);
-                let p16_1 = _mm256_maddubs_epi16(q4_1, q8_1);
-                let p16_2 = _mm256_maddubs_epi16(q4_2, q8_2);
-                let p16_3 = _mm256_maddubs_epi16(q4_3, q8_3);
-
-                let p16_0 = _mm256_sub_epi16(p16_0, q8s_0);
-                let p16_1 = _mm256_sub_epi16(p16_1, q8s_1);
-                let p16_2 = _mm256_sub_epi16(p16_2, q8s_2);
-                let p16_3 = _mm256_sub_epi16(p16_3, q8s_3);
-
-                let p16_0 = _mm256_madd_epi16(_mm256_cvtepi8_epi16(scale_0), p16_0);
-                let p16_1 = _mm256_madd_epi16(_mm256_cvtepi8_epi16(scale_1), p16_1);
-                let p16_2 = _mm256_madd_epi16(_mm256_cvtepi8_epi16(scale_2), p16_2);
-                let p16_3 = _mm256_madd_epi16(_mm256_cvtepi8_epi16(scale_3), p16_3);
-
-                sumi = _mm256_add_epi32(sumi, _mm256_add_epi32(p16_0, p16_1));
-                sumi = _mm256_add_epi32(sumi, _mm256_add_epi32(p16_2, p16_3));
+/// `C` (1, 2 or 4) Q6_K weight rows against `R` (1 or 4) activation rows, with AVX2.
+#[target_feature(enable = "avx2,fma,f16c")]
+unsafe fn q6k_avx2<const C: usize, const R: usize>(xs: [&[BlockQ6K]; C], ys: [&[BlockQ8K]; R]) -> [[f32; R]; C] {
+    let m4 = _mm256_set1_epi8(0xF);
+    let m30 = _mm256_set1_epi8(0x30);
+    // R > 1: lane r of acc[c] is weight row c against activation row r; R = 1: lane c of acc[0].
+    let mut acc = [_mm_setzero_ps(); C];
+    for i in 0..ys[0].len() {
+        let mut sumi = [[_mm256_setzero_si256(); R]; C];
+        for c in 0..C {
+            let s16 = _mm256_cvtepi8_epi16(_mm_loadu_si128(xs[c][i].scales.as_ptr() as *const __m128i));
+            for r in 0..R {
+                sumi[c][r] = _mm256_sub_epi32(sumi[c][r], q6k_offsets(s16, &ys[r][i]));
             }
-            acc = _mm256_fmadd_ps(_mm256_broadcast_ss(&d), _mm256_cvtepi32_ps(sumi), acc);
         }
-        hsum_float_8(acc)
+        for j in 0..QK_K / 128 {
+            for k in 0..4 {
+                // Values 128 j + 32 k ..+ 32: nibbles of ql (low for k < 2), bits 2k, 2k + 1 of qh.
+                let mut q = [_mm256_setzero_si256(); C];
+                let mut sc = [_mm256_setzero_si256(); C];
+                for c in 0..C {
+                    let x = &xs[c][i];
+                    let scales = _mm_loadu_si128(x.scales.as_ptr() as *const __m128i);
+                    sc[c] = _mm256_cvtepi8_epi16(_mm_shuffle_epi8(scales, get_scale_shuffle(4 * j + k)));
+                    let ql = _mm256_loadu_si256(x.ql.as_ptr().add(64 * j + 32 * (k & 1)) as *const __m256i);
+                    let ql = if k < 2 { ql } else { _mm256_srli_epi16::<4>(ql) };
+                    let qh = _mm256_loadu_si256(x.qh.as_ptr().add(32 * j) as *const __m256i);
+                    let qh = match k {
+                        0 => _mm256_slli_epi16::<4>(qh),
+                        1 => _mm256_slli_epi16::<2>(qh),
+                        2 => qh,
+                        _ => _mm256_srli_epi16::<2>(qh),
+                    };
+                    q[c] = _mm256_or_si256(_mm256_and_si256(ql, m4), _mm256_and_si256(qh, m30));
+                }
+                for r in 0..R {
+                    let y = _mm256_loadu_si256(ys[r][i].qs.as_ptr().add(128 * j + 32 * k) as *const __m256i);
+                    for c in 0..C {
+                        sumi[c][r] = _mm256_add_epi32(sumi[c][r], _mm256_madd_epi16(_mm256_maddubs_epi16(q[c], y), sc[c]));
+                    }
+                }
+            }
+        }
+        if R == 1 {
+            let s = lane_sums4_avx2(std::array::from_fn(|c| sumi[c.min(C - 1)][0]));
+            let xd = _mm_set_ps(xs[3 % C][i].d.to_f32(), xs[2 % C][i].d.to_f32(), xs[1 % C][i].d.to_f32(), xs[0][i].d.to_f32());
+            let d = _mm_mul_ps(_mm_set1_ps(ys[0][i].d), xd);
+            acc[0] = _mm_fmadd_ps(d, _mm_cvtepi32_ps(s), acc[0]);
+        } else {
+            let yd = _mm_set_ps(ys[3 % R][i].d, ys[2 % R][i].d, ys[1 % R][i].d, ys[0][i].d);
+            for c in 0..C {
+                let s = lane_sums4_avx2(std::array::from_fn(|r| sumi[c][r.min(R - 1)]));
+                let d = _mm_mul_ps(yd, _mm_set1_ps(xs[c][i].d.to_f32()));
+                acc[c] = _mm_fmadd_ps(d, _mm_cvtepi32_ps(s), acc[c]);
+            }
+        }
     }
+    let mut out = [[0f32; 4]; C];
+    for c in 0..C {
+        _mm_storeu_ps(out[c].as_mut_ptr(), acc[c]);
+    }
+    if R == 1 {
+        return std::array::from_fn(|c| std::array::from_fn(|_| out[0][c]));
+    }
+    std::array::from_fn(|c| std::array::from_fn(|r| out[c][r]))
 }
 
 /// cowork patch (PATCH.md, change 6): four Q6_K weight rows against one
 /// activation row (a decode step). With AVX-512 BW and VNNI, 128 weights a
 /// step in two registers (the 6-bit values of two 32-weight groups each, their
 /// high bits shifted per half with `vpsrlvw`), `vpmaddubsw` with the
-/// activation less its −32 offset, then `vpdpwssd` with the 16-weight groups'
-/// scales; the activation's blocks and their offsets are computed once for the
-/// four rows. The integer sums end in the same eight lanes as in
-/// `vec_dot_q6k_q8k` and the float arithmetic after them is the same, so
-/// every result is bit-identical to it. Without the features, four
-/// `vec_dot_q6k_q8k` calls.
+/// activation, then `vpdpwssd` with the 16-weight groups' scales; the
+/// activation's blocks loaded once for the four rows; the arithmetic every
+/// Q6_K kernel shares (change 8), so every result is bit-identical to
+/// `vec_dot_q6k_q8k`. Without the features, `q6k_avx2`.
 #[inline(always)]
 pub(crate) fn vec_dot_q6k_q8k_rows4(n: usize, xs: [&[BlockQ6K]; 4], ys: &[BlockQ8K]) -> [f32; 4] {
     debug_assert!(n.is_multiple_of(QK_K), "vec_dot_q6k_q8k_rows4: {n} is not divisible by {QK_K}");
@@ -489,7 +501,9 @@ pub(crate) fn vec_dot_q6k_q8k_rows4(n: usize, xs: [&[BlockQ6K]; 4], ys: &[BlockQ
         // SAFETY: the CPU has the features the function is compiled for; every row has `nb` blocks.
         return unsafe { q6k_rows4_vnni(xs.map(|x| &x[..nb]), &ys[..nb]) };
     }
-    xs.map(|x| vec_dot_q6k_q8k(n, x, ys))
+    let nb = n / QK_K;
+    // SAFETY: AVX2, FMA and F16C are compiled in; every row has `nb` blocks.
+    unsafe { q6k_avx2(xs.map(|x| &x[..nb]), [&ys[..nb]]) }.map(|[v]| v)
 }
 
 #[cfg(target_arch = "x86_64")]
@@ -502,7 +516,6 @@ unsafe fn q6k_rows4_vnni(xs: [&[BlockQ6K]; 4], ys: &[BlockQ8K]) -> [f32; 4] {
     }
     let m4 = _mm512_set1_epi8(0xF);
     let m2 = _mm512_set1_epi8(3);
-    let m32s = _mm512_set1_epi8(32);
     // The high bits of the four 32-weight groups of a step: bits 0-1 and 2-3 of the same
     // 32 bytes for the first register, 4-5 and 6-7 for the second.
     let shift_a = halves!(_mm256_set1_epi16(0), _mm256_set1_epi16(2));
@@ -518,7 +531,7 @@ unsafe fn q6k_rows4_vnni(xs: [&[BlockQ6K]; 4], ys: &[BlockQ8K]) -> [f32; 4] {
             );
         }
     }
-    let mut acc = [_mm256_setzero_ps(); 4];
+    let mut acc = _mm_setzero_ps();
     let ahead = 8 * std::mem::size_of_val(xs[0]);
     for (i, y) in ys.iter().enumerate() {
         let q8 = y.qs.as_ptr();
@@ -526,11 +539,8 @@ unsafe fn q6k_rows4_vnni(xs: [&[BlockQ6K]; 4], ys: &[BlockQ8K]) -> [f32; 4] {
             [_mm512_loadu_si512(q8 as *const _), _mm512_loadu_si512(q8.add(64) as *const _)],
             [_mm512_loadu_si512(q8.add(128) as *const _), _mm512_loadu_si512(q8.add(192) as *const _)],
         ];
-        // The −32 offset of the 6-bit values, against the activation (once for the four rows).
-        let offsets = [
-            [_mm512_maddubs_epi16(m32s, q8v[0][0]), _mm512_maddubs_epi16(m32s, q8v[0][1])],
-            [_mm512_maddubs_epi16(m32s, q8v[1][0]), _mm512_maddubs_epi16(m32s, q8v[1][1])],
-        ];
+        let mut sum8 = [_mm256_setzero_si256(); 4];
+        let mut xd = [0f32; 4];
         for r in 0..4 {
             // The same block of the rows two groups on: its four cache lines.
             let next = (xs[r].as_ptr().add(i) as *const i8).wrapping_add(ahead);
@@ -538,8 +548,9 @@ unsafe fn q6k_rows4_vnni(xs: [&[BlockQ6K]; 4], ys: &[BlockQ8K]) -> [f32; 4] {
                 _mm_prefetch::<_MM_HINT_T0>(next.wrapping_add(64 * line));
             }
             let x = &xs[r][i];
-            let d = y.d * x.d.to_f32();
-            let scales = _mm512_castsi256_si512(_mm256_cvtepi8_epi16(_mm_loadu_si128(x.scales.as_ptr() as *const __m128i)));
+            xd[r] = x.d.to_f32();
+            let s16 = _mm256_cvtepi8_epi16(_mm_loadu_si128(x.scales.as_ptr() as *const __m128i));
+            let scales = _mm512_castsi256_si512(s16);
             let mut sumi = _mm512_setzero_si512();
             for j in 0..2 {
                 let qh = _mm512_broadcast_i64x4(_mm256_loadu_si256(x.qh.as_ptr().add(32 * j) as *const __m256i));
@@ -548,26 +559,23 @@ unsafe fn q6k_rows4_vnni(xs: [&[BlockQ6K]; 4], ys: &[BlockQ8K]) -> [f32; 4] {
                 let h_b = _mm512_slli_epi16::<4>(_mm512_and_si512(_mm512_srlv_epi16(qh, shift_b), m2));
                 let q_a = _mm512_or_si512(_mm512_and_si512(ql, m4), h_a);
                 let q_b = _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi16::<4>(ql), m4), h_b);
-                let p_a = _mm512_sub_epi16(_mm512_maddubs_epi16(q_a, q8v[j][0]), offsets[j][0]);
-                let p_b = _mm512_sub_epi16(_mm512_maddubs_epi16(q_b, q8v[j][1]), offsets[j][1]);
-                sumi = dpwssd!(sumi, p_a, _mm512_permutexvar_epi16(scale_idx[j][0], scales));
-                sumi = dpwssd!(sumi, p_b, _mm512_permutexvar_epi16(scale_idx[j][1], scales));
+                sumi = dpwssd!(sumi, _mm512_maddubs_epi16(q_a, q8v[j][0]), _mm512_permutexvar_epi16(scale_idx[j][0], scales));
+                sumi = dpwssd!(sumi, _mm512_maddubs_epi16(q_b, q8v[j][1]), _mm512_permutexvar_epi16(scale_idx[j][1], scales));
             }
-            let sum8 = _mm256_add_epi32(_mm512_castsi512_si256(sumi), _mm512_extracti64x4_epi64::<1>(sumi));
-            acc[r] = _mm256_fmadd_ps(_mm256_broadcast_ss(&d), _mm256_cvtepi32_ps(sum8), acc[r]);
+            let sum = _mm256_add_epi32(_mm512_castsi512_si256(sumi), _mm512_extracti64x4_epi64::<1>(sumi));
+            sum8[r] = _mm256_sub_epi32(sum, q6k_offsets(s16, y));
         }
+        let d = _mm_mul_ps(_mm_set1_ps(y.d), _mm_loadu_ps(xd.as_ptr()));
+        acc = _mm_fmadd_ps(d, _mm_cvtepi32_ps(lane_sums4_avx2(sum8)), acc);
     }
     let mut out = [0f32; 4];
-    for r in 0..4 {
-        out[r] = hsum_float_8(acc[r]);
-    }
+    _mm_storeu_ps(out.as_mut_ptr(), acc);
     out
 }
 
-// cowork patch (PATCH.md, change 4): `vec_dot_q6k_q8k` for one weight row
-// against four activation rows. The weight block's scales and 6-bit values are
-// unpacked once for the four rows; each row's sums are computed exactly as
-// `vec_dot_q6k_q8k` computes them, so the results are bit-identical.
+// cowork patch (PATCH.md, changes 4 and 8): `vec_dot_q6k_q8k` for one weight
+// row against four activation rows, the weight block's scales and 6-bit values
+// unpacked once for the four rows (bit-identical to `vec_dot_q6k_q8k`).
 #[inline(always)]
 pub(crate) fn vec_dot_q6k_q8k_x4(n: usize, xs: &[BlockQ6K], ys: [&[BlockQ8K]; 4]) -> [f32; 4] {
     debug_assert!(n.is_multiple_of(QK_K));
@@ -578,68 +586,16 @@ pub(crate) fn vec_dot_q6k_q8k_x4(n: usize, xs: &[BlockQ6K], ys: [&[BlockQ8K]; 4]
         let [out] = unsafe { q6k_tile_vnni([&xs[..nb]], ys.map(|y| &y[..nb])) };
         return out;
     }
-    let ys = [&ys[0][..nb], &ys[1][..nb], &ys[2][..nb], &ys[3][..nb]];
-    unsafe {
-        let m4 = _mm256_set1_epi8(0xF);
-        let m2 = _mm256_set1_epi8(3);
-        let m32s = _mm256_set1_epi8(32);
-        let mut acc = [_mm256_setzero_ps(); 4];
-        for (i, x) in xs[..nb].iter().enumerate() {
-            let mut q4 = x.ql.as_ptr();
-            let mut qh = x.qh.as_ptr();
-            let scales = _mm_loadu_si128(x.scales.as_ptr() as *const __m128i);
-            let mut sumi = [_mm256_setzero_si256(); 4];
-            for j in 0..QK_K / 128 {
-                let is = j * 4;
-                let scale = [
-                    _mm256_cvtepi8_epi16(_mm_shuffle_epi8(scales, get_scale_shuffle(is))),
-                    _mm256_cvtepi8_epi16(_mm_shuffle_epi8(scales, get_scale_shuffle(is + 1))),
-                    _mm256_cvtepi8_epi16(_mm_shuffle_epi8(scales, get_scale_shuffle(is + 2))),
-                    _mm256_cvtepi8_epi16(_mm_shuffle_epi8(scales, get_scale_shuffle(is + 3))),
-                ];
-                let q4bits1 = _mm256_loadu_si256(q4 as *const __m256i);
-                q4 = q4.add(32);
-                let q4bits2 = _mm256_loadu_si256(q4 as *const __m256i);
-                q4 = q4.add(32);
-                let q4bits_h = _mm256_loadu_si256(qh as *const __m256i);
-                qh = qh.add(32);
-                let q4h_0 = _mm256_slli_epi16(_mm256_and_si256(q4bits_h, m2), 4);
-                let q4h_1 = _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(q4bits_h, 2), m2), 4);
-                let q4h_2 = _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(q4bits_h, 4), m2), 4);
-                let q4h_3 = _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(q4bits_h, 6), m2), 4);
-                let q = [
-                    _mm256_or_si256(_mm256_and_si256(q4bits1, m4), q4h_0),
-                    _mm256_or_si256(_mm256_and_si256(q4bits2, m4), q4h_1),
-                    _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(q4bits1, 4), m4), q4h_2),
-                    _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(q4bits2, 4), m4), q4h_3),
-                ];
-                for r in 0..4 {
-                    let q8 = ys[r][i].qs.as_ptr().add(j * 128);
-                    let mut p16 = [_mm256_setzero_si256(); 4];
-                    for k in 0..4 {
-                        let q8k = _mm256_loadu_si256(q8.add(32 * k) as *const __m256i);
-                        let q8s = _mm256_maddubs_epi16(m32s, q8k);
-                        let p = _mm256_sub_epi16(_mm256_maddubs_epi16(q[k], q8k), q8s);
-                        p16[k] = _mm256_madd_epi16(scale[k], p);
-                    }
-                    sumi[r] = _mm256_add_epi32(sumi[r], _mm256_add_epi32(p16[0], p16[1]));
-                    sumi[r] = _mm256_add_epi32(sumi[r], _mm256_add_epi32(p16[2], p16[3]));
-                }
-            }
-            for r in 0..4 {
-                let d = ys[r][i].d * x.d.to_f32();
-                acc[r] = _mm256_fmadd_ps(_mm256_broadcast_ss(&d), _mm256_cvtepi32_ps(sumi[r]), acc[r]);
-            }
-        }
-        [hsum_float_8(acc[0]), hsum_float_8(acc[1]), hsum_float_8(acc[2]), hsum_float_8(acc[3])]
-    }
+    // SAFETY: AVX2, FMA and F16C are compiled in; every row has `nb` blocks.
+    let [out] = unsafe { q6k_avx2([&xs[..nb]], ys.map(|y| &y[..nb])) };
+    out
 }
 
 /// cowork patch (PATCH.md, change 7): `C` Q6_K weight rows against four
 /// activation rows (a prefill tile) with AVX-512 BW and VNNI: each weight
 /// block's 6-bit values and scales unpacked once for the four activation rows
-/// (as in `q6k_rows4_vnni`), each activation row's −32 offsets once for the
-/// `C` weight rows. Bit-identical to `vec_dot_q6k_q8k`, as that one is.
+/// (as in `q6k_rows4_vnni`), each activation block loaded once for the `C`
+/// weight rows; the arithmetic every Q6_K kernel shares (change 8).
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni")]
 unsafe fn q6k_tile_vnni<const C: usize>(xs: [&[BlockQ6K]; C], ys: [&[BlockQ8K]; 4]) -> [[f32; 4]; C] {
@@ -650,7 +606,6 @@ unsafe fn q6k_tile_vnni<const C: usize>(xs: [&[BlockQ6K]; C], ys: [&[BlockQ8K]; 
     }
     let m4 = _mm512_set1_epi8(0xF);
     let m2 = _mm512_set1_epi8(3);
-    let m32s = _mm512_set1_epi8(32);
     let shift_a = halves!(_mm256_set1_epi16(0), _mm256_set1_epi16(2));
     let shift_b = halves!(_mm256_set1_epi16(4), _mm256_set1_epi16(6));
     let mut scale_idx = [[_mm512_setzero_si512(); 2]; 2];
@@ -663,11 +618,16 @@ unsafe fn q6k_tile_vnni<const C: usize>(xs: [&[BlockQ6K]; C], ys: [&[BlockQ8K]; 
             );
         }
     }
-    let mut acc = [[_mm256_setzero_ps(); 4]; C];
+    let mut acc = [_mm_setzero_ps(); C];
     for i in 0..ys[0].len() {
         let mut scales = [_mm512_setzero_si512(); C];
+        let mut offsets = [[_mm256_setzero_si256(); 4]; C];
         for c in 0..C {
-            scales[c] = _mm512_castsi256_si512(_mm256_cvtepi8_epi16(_mm_loadu_si128(xs[c][i].scales.as_ptr() as *const __m128i)));
+            let s16 = _mm256_cvtepi8_epi16(_mm_loadu_si128(xs[c][i].scales.as_ptr() as *const __m128i));
+            scales[c] = _mm512_castsi256_si512(s16);
+            for r in 0..4 {
+                offsets[c][r] = q6k_offsets(s16, &ys[r][i]);
+            }
         }
         let mut sumi = [[_mm512_setzero_si512(); 4]; C];
         for j in 0..2 {
@@ -690,37 +650,33 @@ unsafe fn q6k_tile_vnni<const C: usize>(xs: [&[BlockQ6K]; C], ys: [&[BlockQ8K]; 
                 let q8 = ys[r][i].qs.as_ptr().add(128 * j);
                 let q8_a = _mm512_loadu_si512(q8 as *const _);
                 let q8_b = _mm512_loadu_si512(q8.add(64) as *const _);
-                let off_a = _mm512_maddubs_epi16(m32s, q8_a);
-                let off_b = _mm512_maddubs_epi16(m32s, q8_b);
                 for c in 0..C {
-                    let p_a = _mm512_sub_epi16(_mm512_maddubs_epi16(q_a[c], q8_a), off_a);
-                    let p_b = _mm512_sub_epi16(_mm512_maddubs_epi16(q_b[c], q8_b), off_b);
-                    sumi[c][r] = dpwssd!(sumi[c][r], p_a, s_a[c]);
-                    sumi[c][r] = dpwssd!(sumi[c][r], p_b, s_b[c]);
+                    sumi[c][r] = dpwssd!(sumi[c][r], _mm512_maddubs_epi16(q_a[c], q8_a), s_a[c]);
+                    sumi[c][r] = dpwssd!(sumi[c][r], _mm512_maddubs_epi16(q_b[c], q8_b), s_b[c]);
                 }
             }
         }
+        let yd = _mm_set_ps(ys[3][i].d, ys[2][i].d, ys[1][i].d, ys[0][i].d);
         for c in 0..C {
-            let dx = xs[c][i].d.to_f32();
+            // (A loop, not a closure: a closure does not inherit the target features.)
+            let mut sum8 = [_mm256_setzero_si256(); 4];
             for r in 0..4 {
-                let sum8 = _mm256_add_epi32(_mm512_castsi512_si256(sumi[c][r]), _mm512_extracti64x4_epi64::<1>(sumi[c][r]));
-                let d = ys[r][i].d * dx;
-                acc[c][r] = _mm256_fmadd_ps(_mm256_broadcast_ss(&d), _mm256_cvtepi32_ps(sum8), acc[c][r]);
+                let sum = _mm256_add_epi32(_mm512_castsi512_si256(sumi[c][r]), _mm512_extracti64x4_epi64::<1>(sumi[c][r]));
+                sum8[r] = _mm256_sub_epi32(sum, offsets[c][r]);
             }
+            let d = _mm_mul_ps(yd, _mm_set1_ps(xs[c][i].d.to_f32()));
+            acc[c] = _mm_fmadd_ps(d, _mm_cvtepi32_ps(lane_sums4_avx2(sum8)), acc[c]);
         }
     }
     let mut out = [[0f32; 4]; C];
     for c in 0..C {
-        for r in 0..4 {
-            out[c][r] = hsum_float_8(acc[c][r]);
-        }
+        _mm_storeu_ps(out[c].as_mut_ptr(), acc[c]);
     }
     out
 }
 
 /// cowork patch (PATCH.md, change 7): two Q6_K weight rows against four
-/// activation rows — `q6k_tile_vnni` with AVX-512 VNNI, else two
-/// `vec_dot_q6k_q8k_x4` calls.
+/// activation rows — `q6k_tile_vnni` with AVX-512 VNNI, else `q6k_avx2`.
 #[inline(always)]
 pub(crate) fn vec_dot_q6k_q8k_2x4(n: usize, xs: [&[BlockQ6K]; 2], ys: [&[BlockQ8K]; 4]) -> [[f32; 4]; 2] {
     debug_assert!(n.is_multiple_of(QK_K));
@@ -730,7 +686,9 @@ pub(crate) fn vec_dot_q6k_q8k_2x4(n: usize, xs: [&[BlockQ6K]; 2], ys: [&[BlockQ8
         // SAFETY: the CPU has the features the function is compiled for; every row has `nb` blocks.
         return unsafe { q6k_tile_vnni(xs.map(|x| &x[..nb]), ys.map(|y| &y[..nb])) };
     }
-    xs.map(|x| vec_dot_q6k_q8k_x4(n, x, ys))
+    let nb = n / QK_K;
+    // SAFETY: AVX2, FMA and F16C are compiled in; every row has `nb` blocks.
+    unsafe { q6k_avx2(xs.map(|x| &x[..nb]), ys.map(|y| &y[..nb])) }
 }
 
 // cowork patch (PATCH.md, changes 4 and 8): `vec_dot_q4k_q8k` for one weight

@@ -425,6 +425,11 @@ unsafe fn q6k_avx2<const C: usize, const R: usize>(xs: [&[BlockQ6K]; C], ys: [&[
     // R > 1: lane r of acc[c] is weight row c against activation row r; R = 1: lane c of acc[0].
     let mut acc = [_mm_setzero_ps(); C];
     for i in 0..ys[0].len() {
+        if R == 1 {
+            for x in xs {
+                prefetch_ahead(x, i);
+            }
+        }
         let mut sumi = [[_mm256_setzero_si256(); R]; C];
         for c in 0..C {
             let s16 = _mm256_cvtepi8_epi16(_mm_loadu_si128(xs[c][i].scales.as_ptr() as *const __m128i));
@@ -1021,6 +1026,16 @@ pub(crate) fn vec_dot_q4k_q8k_rows4(n: usize, xs: [&[BlockQ4K]; 4], ys: &[BlockQ
 // scales — five instructions for 64 products where one row needs six — and the
 // per-block float work is done for eight outputs at once.
 
+/// Decode (one activation row): prefetch the block of `row` eight blocks on —
+/// rows are too short for the hardware prefetcher (as in `q4k_rows_vnni`).
+#[inline(always)]
+unsafe fn prefetch_ahead<T>(row: &[T], i: usize) {
+    let next = (row.as_ptr().wrapping_add(i + 8)) as *const i8;
+    for line in 0..std::mem::size_of::<T>().div_ceil(64) {
+        _mm_prefetch::<_MM_HINT_T0>(next.wrapping_add(64 * line));
+    }
+}
+
 /// Sub-block `k`'s activation sum in i16 lane `k` (`bsums[2k] + bsums[2k + 1]`, |.| <= 4096).
 #[inline(always)]
 unsafe fn q8k_sub_sums(y: &BlockQ8K) -> __m128i {
@@ -1034,11 +1049,33 @@ unsafe fn half_sums4(v: [__m256i; 4]) -> __m256i {
     _mm256_hadd_epi32(_mm256_hadd_epi32(v[0], v[1]), _mm256_hadd_epi32(v[2], v[3]))
 }
 
+/// A Q4_K block's packed scales and the four bytes after them (16 bytes, in the block).
+#[inline(always)]
+unsafe fn q4k_scale_bytes(x: &BlockQ4K) -> __m128i {
+    let p = (x as *const BlockQ4K as *const u8).add(std::mem::offset_of!(BlockQ4K, scales));
+    _mm_loadu_si128(p as *const __m128i)
+}
+
+/// A Q4_K block's packed six-bit scales and mins unpacked in SIMD (llama.cpp's
+/// `utmp` bit work) for the blocks in each 128-bit lane of `v`
+/// (`q4k_scale_bytes`): the six-bit scales in bytes 0-7 and mins in 8-15 of each lane.
+#[inline(always)]
+unsafe fn q4k_unpack_scales(v: __m256i) -> __m256i {
+    let (k1, k2, k3) = (_mm256_set1_epi32(0x3f3f3f3f), _mm256_set1_epi32(0x0f0f0f0f), _mm256_set1_epi32(0x03030303));
+    let p = _mm256_shuffle_epi32::<0b10_01_10_00>(v); // u0 u2 u1 u2
+    let q = _mm256_shuffle_epi32::<0b01_01_00_00>(v); // u0 u0 u1 u1
+    let hi = _mm256_or_si256(
+        _mm256_and_si256(_mm256_srlv_epi32(p, _mm256_set_epi32(4, 0, 0, 0, 4, 0, 0, 0)), k2),
+        _mm256_slli_epi32::<4>(_mm256_and_si256(_mm256_srli_epi32::<6>(q), k3)),
+    );
+    _mm256_blend_epi32::<0b1010_1010>(_mm256_and_si256(p, k1), hi)
+}
+
 /// A Q4_K block's scales (i16 lanes 0-7) and mins (lanes 8-15).
 #[inline(always)]
 unsafe fn q4k_mins_and_scales_avx2(x: &BlockQ4K) -> __m256i {
-    let u = q4k_mins_and_scales(&x.scales);
-    _mm256_cvtepu8_epi16(_mm_set_epi32(u[3] as i32, u[2] as i32, u[1] as i32, u[0] as i32))
+    let u = q4k_unpack_scales(_mm256_castsi128_si256(q4k_scale_bytes(x)));
+    _mm256_cvtepu8_epi16(_mm256_castsi256_si128(u))
 }
 
 /// Two Q4_K weight rows against `R` (1 or 4) activation rows: a decode step's
@@ -1050,10 +1087,16 @@ unsafe fn q4k_pair_avx2<const R: usize>(xs: [&[BlockQ4K]; 2], ys: [&[BlockQ8K]; 
     let mut acc = _mm256_setzero_ps();
     let mut acc_m = _mm256_setzero_ps();
     for i in 0..xs[0].len() {
+        if R == 1 {
+            prefetch_ahead(xs[0], i);
+            prefetch_ahead(xs[1], i);
+        }
         let (a, b) = (&xs[0][i], &xs[1][i]);
-        let (ma, mb) = (q4k_mins_and_scales_avx2(a), q4k_mins_and_scales_avx2(b));
-        let scales = _mm256_permute2x128_si256::<0x20>(ma, mb);
-        let mins = _mm256_permute2x128_si256::<0x31>(ma, mb);
+        let u = q4k_unpack_scales(_mm256_set_m128i(q4k_scale_bytes(b), q4k_scale_bytes(a)));
+        // [A scales, B scales, A mins, B mins] (eight bytes each), widened to i16.
+        let u = _mm256_permute4x64_epi64::<0b11_01_10_00>(u);
+        let scales = _mm256_cvtepu8_epi16(_mm256_castsi256_si128(u));
+        let mins = _mm256_cvtepu8_epi16(_mm256_extracti128_si256::<1>(u));
         let mut sumi = [_mm256_setzero_si256(); 4];
         let mut summ = [_mm256_setzero_si256(); 4];
         for r in 0..R {
@@ -1188,22 +1231,6 @@ unsafe fn block_sums4(m: __m512i) -> __m128i {
     _mm512_castsi512_si128(_mm512_permutexvar_epi32(_mm512_set_epi32(0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 12, 8, 4, 0), t))
 }
 
-/// A Q4_K block's six-bit scales (i16 lanes 0-7) and mins (lanes 8-15).
-#[inline(always)]
-fn q4k_mins_and_scales(scales: &[u8; 12]) -> [u32; 4] {
-    const KMASK1: u32 = 0x3f3f3f3f;
-    const KMASK2: u32 = 0x0f0f0f0f;
-    const KMASK3: u32 = 0x03030303;
-    let mut utmp = [0u32; 4];
-    LittleEndian::read_u32_into(scales, &mut utmp[0..3]);
-    utmp[3] = ((utmp[2] >> 4) & KMASK2) | (((utmp[1] >> 6) & KMASK3) << 4);
-    let uaux = utmp[1] & KMASK1;
-    utmp[1] = (utmp[2] & KMASK2) | (((utmp[0] >> 6) & KMASK3) << 4);
-    utmp[2] = uaux;
-    utmp[0] &= KMASK1;
-    utmp
-}
-
 /// `R` (1 or 4) Q4_K weight rows against one activation row: a decode step,
 /// 128 weights a step (the nibbles of two 64-weight groups in one register),
 /// the activation's blocks loaded once for the rows, the rows two groups on
@@ -1253,8 +1280,7 @@ unsafe fn q4k_rows_vnni<const R: usize>(xs: [&[BlockQ4K]; R], ys: &[BlockQ8K]) -
             let x = &xs[r][i];
             xd[r] = x.d.to_f32();
             xdmin[r] = x.dmin.to_f32();
-            let utmp = q4k_mins_and_scales(&x.scales);
-            let mins_and_scales = _mm256_cvtepu8_epi16(_mm_set_epi32(utmp[3] as i32, utmp[2] as i32, utmp[1] as i32, utmp[0] as i32));
+            let mins_and_scales = q4k_mins_and_scales_avx2(x);
             mins[r] = _mm_madd_epi16(_mm256_extracti128_si256::<1>(mins_and_scales), q8s);
             // The eight scales in i16 lanes 0..7 (the permutes read no other lane).
             let scales = _mm512_castsi256_si512(mins_and_scales);
@@ -1318,8 +1344,7 @@ unsafe fn q4k_tile_vnni<const C: usize>(xs: [&[BlockQ4K]; C], ys: [&[BlockQ8K]; 
         let mut scales = [_mm512_setzero_si512(); C];
         let mut mins = [_mm512_setzero_si512(); C];
         for c in 0..C {
-            let utmp = q4k_mins_and_scales(&xs[c][i].scales);
-            let mins_and_scales = _mm256_cvtepu8_epi16(_mm_set_epi32(utmp[3] as i32, utmp[2] as i32, utmp[1] as i32, utmp[0] as i32));
+            let mins_and_scales = q4k_mins_and_scales_avx2(&xs[c][i]);
             mins[c] = _mm512_madd_epi16(_mm512_broadcast_i32x4(_mm256_extracti128_si256::<1>(mins_and_scales)), q8s);
             scales[c] = _mm512_castsi256_si512(mins_and_scales);
         }

@@ -508,7 +508,11 @@ pub(crate) fn vec_dot_q6k_q8k_rows4(n: usize, xs: [&[BlockQ6K]; 4], ys: &[BlockQ
     }
     let nb = n / QK_K;
     // SAFETY: AVX2, FMA and F16C are compiled in; every row has `nb` blocks.
-    unsafe { q6k_avx2(xs.map(|x| &x[..nb]), [&ys[..nb]]) }.map(|[v]| v)
+    // (Two rows at a time: four rows' unpacked values and scales spill.)
+    let ys = [&ys[..nb]];
+    let ([[a], [b]], [[c], [d]]) =
+        unsafe { (q6k_avx2([&xs[0][..nb], &xs[1][..nb]], ys), q6k_avx2([&xs[2][..nb], &xs[3][..nb]], ys)) };
+    [a, b, c, d]
 }
 
 #[cfg(target_arch = "x86_64")]
@@ -681,7 +685,8 @@ unsafe fn q6k_tile_vnni<const C: usize>(xs: [&[BlockQ6K]; C], ys: [&[BlockQ8K]; 
 }
 
 /// cowork patch (PATCH.md, change 7): two Q6_K weight rows against four
-/// activation rows — `q6k_tile_vnni` with AVX-512 VNNI, else `q6k_avx2`.
+/// activation rows — `q6k_tile_vnni` with AVX-512 VNNI, else two
+/// `vec_dot_q6k_q8k_x4`.
 #[inline(always)]
 pub(crate) fn vec_dot_q6k_q8k_2x4(n: usize, xs: [&[BlockQ6K]; 2], ys: [&[BlockQ8K]; 4]) -> [[f32; 4]; 2] {
     debug_assert!(n.is_multiple_of(QK_K));
@@ -691,9 +696,9 @@ pub(crate) fn vec_dot_q6k_q8k_2x4(n: usize, xs: [&[BlockQ6K]; 2], ys: [&[BlockQ8
         // SAFETY: the CPU has the features the function is compiled for; every row has `nb` blocks.
         return unsafe { q6k_tile_vnni(xs.map(|x| &x[..nb]), ys.map(|y| &y[..nb])) };
     }
-    let nb = n / QK_K;
-    // SAFETY: AVX2, FMA and F16C are compiled in; every row has `nb` blocks.
-    unsafe { q6k_avx2(xs.map(|x| &x[..nb]), ys.map(|y| &y[..nb])) }
+    // One weight row at a time: two rows' eight accumulators spill, and a
+    // weight row's unpacking is shared by the four activation rows either way.
+    xs.map(|x| vec_dot_q6k_q8k_x4(n, x, ys))
 }
 
 // cowork patch (PATCH.md, changes 4 and 8): `vec_dot_q4k_q8k` for one weight
@@ -1098,11 +1103,6 @@ unsafe fn q4k_pair_avx2<const R: usize>(xs: [&[BlockQ4K]; 2], ys: [&[BlockQ8K]; 
         let scales = _mm256_cvtepu8_epi16(_mm256_castsi256_si128(u));
         let mins = _mm256_cvtepu8_epi16(_mm256_extracti128_si256::<1>(u));
         let mut sumi = [_mm256_setzero_si256(); 4];
-        let mut summ = [_mm256_setzero_si256(); 4];
-        for r in 0..R {
-            let s = q8k_sub_sums(&ys[r][i]);
-            summ[r] = _mm256_madd_epi16(mins, _mm256_set_m128i(s, s));
-        }
         for j in 0..QK_K / 64 {
             let wa = _mm256_loadu_si256(a.qs.as_ptr().add(32 * j) as *const __m256i);
             let wb = _mm256_loadu_si256(b.qs.as_ptr().add(32 * j) as *const __m256i);
@@ -1121,6 +1121,12 @@ unsafe fn q4k_pair_avx2<const R: usize>(xs: [&[BlockQ4K]; 2], ys: [&[BlockQ8K]; 
                 let p = _mm256_add_epi32(_mm256_madd_epi16(pl, s_lo), _mm256_madd_epi16(ph, s_hi));
                 sumi[r] = _mm256_add_epi32(sumi[r], p);
             }
+        }
+        // The mins' sums after the loop (not live in it: registers).
+        let mut summ = [_mm256_setzero_si256(); 4];
+        for r in 0..R {
+            let s = q8k_sub_sums(&ys[r][i]);
+            summ[r] = _mm256_madd_epi16(mins, _mm256_set_m128i(s, s));
         }
         let (xd, xdmin) = ([a.d.to_f32(), b.d.to_f32()], [a.dmin.to_f32(), b.dmin.to_f32()]);
         if R == 1 {
@@ -1164,10 +1170,6 @@ unsafe fn q4k_row_avx2<const R: usize>(x: &[BlockQ4K], ys: [&[BlockQ8K]; R]) -> 
         let scales = _mm256_set_m128i(sc, sc);
         let mins = _mm256_extracti128_si256::<1>(ms);
         let mut sumi = [_mm256_setzero_si256(); 4];
-        let mut summ = [_mm_setzero_si128(); 4];
-        for r in 0..R {
-            summ[r] = _mm_madd_epi16(mins, q8k_sub_sums(&ys[r][i]));
-        }
         for j in 0..QK_K / 64 {
             let bits = _mm256_loadu_si256(x.qs.as_ptr().add(32 * j) as *const __m256i);
             let lo = _mm256_and_si256(bits, m4);
@@ -1180,6 +1182,10 @@ unsafe fn q4k_row_avx2<const R: usize>(x: &[BlockQ4K], ys: [&[BlockQ8K]; R]) -> 
                 let ph = _mm256_madd_epi16(_mm256_maddubs_epi16(hi, _mm256_loadu_si256(q8.add(32) as *const __m256i)), s_hi);
                 sumi[r] = _mm256_add_epi32(sumi[r], _mm256_add_epi32(pl, ph));
             }
+        }
+        let mut summ = [_mm_setzero_si128(); 4];
+        for r in 0..R {
+            summ[r] = _mm_madd_epi16(mins, q8k_sub_sums(&ys[r][i]));
         }
         let fold = |v: [__m256i; 4]| {
             let h = half_sums4(std::array::from_fn(|r| v[if r < R { r } else { 0 }]));

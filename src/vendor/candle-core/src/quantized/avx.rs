@@ -417,7 +417,8 @@ unsafe fn q6k_offsets(scales16: __m256i, y: &BlockQ8K) -> __m256i {
     _mm256_slli_epi32::<5>(_mm256_madd_epi16(scales16, bsums))
 }
 
-/// `C` (1, 2 or 4) Q6_K weight rows against `R` (1 or 4) activation rows, with AVX2.
+/// `C` Q6_K weight rows against `R` (1 or 4) activation rows, with AVX2: 1 × 1
+/// single rows, 1 × 4 prefill tiles, 2 × 1 decode rows (wider tiles spill registers).
 #[target_feature(enable = "avx2,fma,f16c")]
 unsafe fn q6k_avx2<const C: usize, const R: usize>(xs: [&[BlockQ6K]; C], ys: [&[BlockQ8K]; R]) -> [[f32; R]; C] {
     let m4 = _mm256_set1_epi8(0xF);
@@ -1187,16 +1188,13 @@ unsafe fn q4k_row_avx2<const R: usize>(x: &[BlockQ4K], ys: [&[BlockQ8K]; R]) -> 
         for r in 0..R {
             summ[r] = _mm_madd_epi16(mins, q8k_sub_sums(&ys[r][i]));
         }
-        let fold = |v: [__m256i; 4]| {
-            let h = half_sums4(std::array::from_fn(|r| v[if r < R { r } else { 0 }]));
-            _mm_add_epi32(_mm256_castsi256_si128(h), _mm256_extracti128_si256::<1>(h))
-        };
+        let s = lane_sums4_avx2(std::array::from_fn(|r| sumi[r.min(R - 1)]));
         let m = std::array::from_fn::<_, 4, _>(|r| summ[if r < R { r } else { 0 }]);
         let m = _mm_hadd_epi32(_mm_hadd_epi32(m[0], m[1]), _mm_hadd_epi32(m[2], m[3]));
         let yd = _mm_set_ps(ys[3 % R][i].d, ys[2 % R][i].d, ys[1 % R][i].d, ys[0][i].d);
         let d = _mm_mul_ps(yd, _mm_set1_ps(x.d.to_f32()));
         let dmin = _mm_mul_ps(_mm_xor_ps(yd, _mm_set1_ps(-0.0)), _mm_set1_ps(x.dmin.to_f32()));
-        acc = _mm_fmadd_ps(d, _mm_cvtepi32_ps(fold(sumi)), acc);
+        acc = _mm_fmadd_ps(d, _mm_cvtepi32_ps(s), acc);
         acc_m = _mm_fmadd_ps(dmin, _mm_cvtepi32_ps(m), acc_m);
     }
     let mut out = [0f32; 4];

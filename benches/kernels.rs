@@ -5,7 +5,8 @@
 //! Throughput is in multiply-adds; `COWORK_BENCH_ROWS` sets the prompt rows
 //! (1,844: the long prompt of scripts/measure). `decode_gemv` is one decode
 //! step's product at Qwen2.5-1.5B's FFN shapes (1,536 → 8,960 in Q4_K, and
-//! 8,960 → 1,536 in Q6_K), in bytes of weights streamed; with
+//! 8,960 → 1,536 in Q6_K) and at Qwen2.5-0.5B's (896 → 4,864 in Q8_0), in
+//! bytes of weights streamed; with
 //! `CANDLE_NO_AVX512=1` it runs the AVX2 kernels on a CPU with AVX-512 VNNI,
 //! for the side by side. Run with `cargo bench --profile dev --bench kernels`.
 
@@ -43,7 +44,11 @@ fn prefill_matmul(c: &mut Criterion) {
 
 fn decode_gemv(c: &mut Criterion) {
     let mut group = c.benchmark_group("decode_gemv");
-    for (name, dtype, k, n, bytes_per_256) in [("q4k_1536x8960", GgmlDType::Q4K, 1536, 8960, 144), ("q6k_8960x1536", GgmlDType::Q6K, 8960, 1536, 210)] {
+    for (name, dtype, k, n, bytes_per_256) in [
+        ("q4k_1536x8960", GgmlDType::Q4K, 1536, 8960, 144),
+        ("q6k_8960x1536", GgmlDType::Q6K, 8960, 1536, 210),
+        ("q8_0_896x4864", GgmlDType::Q8_0, 896, 4864, 272),
+    ] {
         let w = Tensor::from_vec(values(n * k, 1), (n, k), &Device::Cpu).unwrap();
         let q = QMatMul::from_qtensor(QTensor::quantize(&w, dtype).unwrap()).unwrap();
         let x = Tensor::from_vec(values(k, 2), (1, k), &Device::Cpu).unwrap();

@@ -341,6 +341,108 @@ unsafe fn q8_0_tile_vnni<const C: usize>(xs: [&[BlockQ8_0]; C], ys: [&[BlockQ8_0
     q8_0_tile_body!(xs, ys, vnni)
 }
 
+// cowork patch (PATCH.md, change 9): four Q8_0 weight rows against one
+// activation row (a decode step's gemv; Q8_0 is most of Qwen2.5-0.5B's
+// weights). The activation block is loaded and its scale converted once for
+// the four rows, the rows' four f16 scales are converted in one vcvtph2ps and
+// multiplied in one vmulps, and each row's block eight blocks on is prefetched
+// (a row of 896 weights is 952 bytes: too short for the hardware prefetcher).
+// Each output is bit-identical to `vec_dot_q8_0_q8_0` (the same int32 lanes,
+// the same f32 scale product, the same FMA order and final sum), so a
+// prompt's rows (the tiles above) still equal the rows decoded alone. With
+// AVX-512 VNNI the lanes come from one vpdpbusd on `x + 128` started at
+// `-128 * (the lane's four activation values)`: exactly the same int32 sums
+// without the two vpsignb per row, and two rows in one 512-bit register.
+#[inline(always)]
+pub(crate) fn vec_dot_q8_0_q8_0_rows4(n: usize, xs: [&[BlockQ8_0]; 4], ys: &[BlockQ8_0]) -> [f32; 4] {
+    debug_assert!(n.is_multiple_of(QK8_0));
+    let nb = n / QK8_0;
+    let (xs, ys) = (xs.map(|x| &x[..nb]), &ys[..nb]);
+    #[cfg(target_arch = "x86_64")]
+    if has_avx512_vnni() {
+        // SAFETY: the CPU has the features the function is compiled for; every row has `nb` blocks.
+        return unsafe { q8_0_rows4_vnni(xs, ys) };
+    }
+    // SAFETY: AVX2, FMA and F16C are compiled in; every row has `nb` blocks.
+    unsafe { q8_0_rows4_avx2(xs, ys) }
+}
+
+/// `x.d * y.d` for the four rows' block `i`, twice: `[d0 d1 d2 d3 d0 d1 d2 d3]`.
+#[inline(always)]
+unsafe fn q8_0_rows4_scales(xs: &[&[BlockQ8_0]; 4], y: &BlockQ8_0, i: usize) -> __m256 {
+    let packed = (xs[0][i].d.to_bits() as u64)
+        | (xs[1][i].d.to_bits() as u64) << 16
+        | (xs[2][i].d.to_bits() as u64) << 32
+        | (xs[3][i].d.to_bits() as u64) << 48;
+    let d = _mm_mul_ps(_mm_cvtph_ps(_mm_set_epi64x(0, packed as i64)), _mm_set1_ps(f16::to_f32(y.d)));
+    _mm256_set_m128(d, d)
+}
+
+#[target_feature(enable = "avx2,fma,f16c")]
+unsafe fn q8_0_rows4_avx2(xs: [&[BlockQ8_0]; 4], ys: &[BlockQ8_0]) -> [f32; 4] {
+    let mut acc = [_mm256_setzero_ps(); 4];
+    for (i, y) in ys.iter().enumerate() {
+        for x in xs {
+            prefetch_ahead(x, i);
+        }
+        let d = q8_0_rows4_scales(&xs, y, i);
+        let by = _mm256_loadu_si256(y.qs.as_ptr() as *const __m256i);
+        macro_rules! row {
+            ($r:literal, $imm:literal) => {{
+                let bx = _mm256_loadu_si256(xs[$r][i].qs.as_ptr() as *const __m256i);
+                let q = mul_sum_us8_pairs_float(_mm256_sign_epi8(bx, bx), _mm256_sign_epi8(by, bx));
+                acc[$r] = _mm256_fmadd_ps(_mm256_shuffle_ps::<$imm>(d, d), q, acc[$r]);
+            }};
+        }
+        row!(0, 0x00);
+        row!(1, 0x55);
+        row!(2, 0xaa);
+        row!(3, 0xff);
+    }
+    acc.map(|a| hsum_float_8(a))
+}
+
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni")]
+unsafe fn q8_0_rows4_vnni(xs: [&[BlockQ8_0]; 4], ys: &[BlockQ8_0]) -> [f32; 4] {
+    // Rows 0 and 1 in `acc[0]`'s halves, rows 2 and 3 in `acc[1]`'s.
+    let mut acc = [_mm512_setzero_ps(); 2];
+    let flip = _mm512_set1_epi8(-128);
+    for (i, y) in ys.iter().enumerate() {
+        for x in xs {
+            prefetch_ahead(x, i);
+        }
+        let d = _mm512_castps256_ps512(q8_0_rows4_scales(&xs, y, i));
+        let d = _mm512_shuffle_f32x4::<0x44>(d, d); // [d0..d3 d0..d3 d0..d3 d0..d3]
+        let by = _mm512_broadcast_i64x4(_mm256_loadu_si256(y.qs.as_ptr() as *const __m256i));
+        // -128 * (the sum of each lane's four activation values).
+        let bias = _mm512_sub_epi32(_mm512_setzero_si512(), _mm512_dpbusd_epi32(_mm512_setzero_si512(), flip, by));
+        macro_rules! pair {
+            ($p:literal, $imm_lo:literal, $imm_hi:literal) => {{
+                let lo = _mm256_loadu_si256(xs[2 * $p][i].qs.as_ptr() as *const __m256i);
+                let hi = _mm256_loadu_si256(xs[2 * $p + 1][i].qs.as_ptr() as *const __m256i);
+                let bx = _mm512_inserti64x4::<1>(_mm512_castsi256_si512(lo), hi);
+                let q = _mm512_cvtepi32_ps(_mm512_dpbusd_epi32(bias, _mm512_xor_si512(bx, flip), by));
+                // Row 2p's scale in the low half, row 2p + 1's in the high half.
+                let s = _mm512_mask_blend_ps(
+                    0xff00,
+                    _mm512_shuffle_ps::<$imm_lo>(d, d),
+                    _mm512_shuffle_ps::<$imm_hi>(d, d),
+                );
+                acc[$p] = _mm512_fmadd_ps(s, q, acc[$p]);
+            }};
+        }
+        pair!(0, 0x00, 0x55);
+        pair!(1, 0xaa, 0xff);
+    }
+    let mut out = [0f32; 4];
+    for p in 0..2 {
+        out[2 * p] = hsum_float_8(_mm512_castps512_ps256(acc[p]));
+        out[2 * p + 1] = hsum_float_8(_mm256_castpd_ps(_mm512_extractf64x4_pd::<1>(_mm512_castps_pd(acc[p]))));
+    }
+    out
+}
+
 #[inline(always)]
 unsafe fn get_scale_shuffle(i: usize) -> __m128i {
     const K_SHUFFLE: [u8; 128] = [

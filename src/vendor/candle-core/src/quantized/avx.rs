@@ -81,23 +81,47 @@ pub(crate) fn vec_dot_q4_0_q8_0(n: usize, xs: &[BlockQ4_0], ys: &[BlockQ8_0]) ->
     }
 }
 
+/// cowork patch (PATCH.md, change 9): every Q8_0 kernel (this single row, the
+/// decode rows and the prefill tiles, AVX2 or AVX-512 VNNI) computes a block's
+/// integer dot exactly, then one FMA per block and output with `x.d * y.d`, in
+/// block order: so all paths give the same bits. Four blocks' sums at a time.
 #[inline(always)]
 pub(crate) fn vec_dot_q8_0_q8_0(n: usize, xs: &[BlockQ8_0], ys: &[BlockQ8_0]) -> f32 {
     debug_assert!(
         n.is_multiple_of(QK8_0),
         "vec_dot_q8_0_q8_0: {n} is not divisible by {QK8_0}"
     );
+    let nb = n / QK8_0;
+    let (xs, ys) = (&xs[..nb], &ys[..nb]);
+    // SAFETY: this module is compiled with AVX2, FMA and F16C.
     unsafe {
-        let mut acc = _mm256_setzero_ps();
-        for (x, y) in xs.iter().zip(ys.iter()) {
-            let d = _mm256_set1_ps(f16::to_f32(x.d) * f16::to_f32(y.d));
-            let bx = _mm256_loadu_si256(x.qs.as_ptr() as *const __m256i);
-            let by = _mm256_loadu_si256(y.qs.as_ptr() as *const __m256i);
-            let q = mul_sum_i8_pairs_float(bx, by);
-            acc = _mm256_fmadd_ps(d, q, acc);
+        let lanes = |i: usize| {
+            let bx = _mm256_loadu_si256(xs[i].qs.as_ptr() as *const __m256i);
+            let by = _mm256_loadu_si256(ys[i].qs.as_ptr() as *const __m256i);
+            q8_0_lanes_avx2(bx, by)
+        };
+        let mut acc = 0f32;
+        let mut i = 0;
+        while i < nb {
+            let k = (nb - i).min(4);
+            let v: [__m256i; 4] = std::array::from_fn(|j| lanes(i + j.min(k - 1)));
+            let mut sums = [0i32; 4];
+            _mm_storeu_si128(sums.as_mut_ptr() as *mut __m128i, lane_sums4_avx2(v));
+            for (j, sum) in sums.into_iter().take(k).enumerate() {
+                let d = f16::to_f32(xs[i + j].d) * f16::to_f32(ys[i + j].d);
+                acc = d.mul_add(sum as f32, acc);
+            }
+            i += k;
         }
-        hsum_float_8(acc)
+        acc
     }
+}
+
+/// A Q8_0 block pair's products `x_i * y_i`, four to each of eight i32 lanes
+/// (vpmaddubsw on |x| and sign(y, x) cannot saturate: 2 * 128 * 127 < 32767).
+#[inline(always)]
+unsafe fn q8_0_lanes_avx2(bx: __m256i, by: __m256i) -> __m256i {
+    _mm256_madd_epi16(_mm256_maddubs_epi16(_mm256_sign_epi8(bx, bx), _mm256_sign_epi8(by, bx)), _mm256_set1_epi16(1))
 }
 
 // cowork patch (PATCH.md, change 1): ggml's AVX2 `ggml_vec_dot_q4_1_q8_1`.
@@ -210,18 +234,20 @@ pub(crate) fn vec_dot_q4_1_q8_1_x4(n: usize, xs: &[BlockQ4_1], ys: [&[BlockQ8_1]
     }
 }
 
-// cowork patch (PATCH.md, change 2): Q8_0 tiles of outputs for the prefill
-// matmul: one or two weight rows against four activation rows, each output
-// bit-identical to `vec_dot_q8_0_q8_0` (same int32 sums, same f32 scale
-// product dx * dy, same FMA order). Per block, each activation block is
-// loaded once for every weight row of the tile, each weight block's |x| is
-// computed once for the four rows, and the four rows' f16 scales are
-// converted in one vcvtph2ps, multiplied by the weight's scale in one vmulps
-// and broadcast per row with one shuffle. The 2 × 4 tile is llama.cpp's
-// tinyBLAS register tile, turned around. On CPUs with AVX-512 VNNI (checked
-// once at run time) one vpdpbusd replaces vpmaddubsw + vpmaddwd: the same
-// int32 sums (|x| * sign(y, x) pairs never saturate vpmaddubsw's int16:
-// 2 * 127 * 128 < 32767).
+// cowork patch (PATCH.md, changes 2 and 9): Q8_0 tiles of outputs for the
+// prefill matmul — one, two or four weight rows against four activation rows —
+// and four weight rows against one activation row for a decode step. Each
+// output is bit-identical to `vec_dot_q8_0_q8_0`: a block's exact integer dot,
+// then one FMA with `x.d * y.d` per block. An activation block is loaded and
+// its scale converted once for every weight row of the tile and a weight block
+// once for the four activation rows; the four rows' f16 scales are converted in
+// one vcvtph2ps. The integer sums of four outputs are gathered into one
+// register (`half_sums4`), so a block's float work is one vcvtdq2ps, one vmulps
+// and one FMA for eight outputs, and the accumulators take one register per two
+// weight rows (the 2 × 4 tile of change 2 kept eight and spilled). With AVX-512
+// VNNI (checked once at run time) a block pair's sums are one vpdpbusd of
+// `x + 128` started from `-128 * (the lane's four activation values)`, computed
+// once per activation block: the same integers without the two vpsignb.
 #[inline(always)]
 pub(crate) fn vec_dot_q8_0_q8_0_x4(n: usize, xs: &[BlockQ8_0], ys: [&[BlockQ8_0]; 4]) -> [f32; 4] {
     q8_0_tile(n, [xs], ys)[0]
@@ -233,6 +259,15 @@ pub(crate) fn vec_dot_q8_0_q8_0_2x4(
     xs: [&[BlockQ8_0]; 2],
     ys: [&[BlockQ8_0]; 4],
 ) -> [[f32; 4]; 2] {
+    q8_0_tile(n, xs, ys)
+}
+
+#[inline(always)]
+pub(crate) fn vec_dot_q8_0_q8_0_4x4(
+    n: usize,
+    xs: [&[BlockQ8_0]; 4],
+    ys: [&[BlockQ8_0]; 4],
+) -> [[f32; 4]; 4] {
     q8_0_tile(n, xs, ys)
 }
 
@@ -255,6 +290,24 @@ fn q8_0_tile<const C: usize>(
     unsafe { q8_0_tile_avx2(xs, ys) }
 }
 
+/// Four weight rows against one activation row (a decode step's gemv; Q8_0 is
+/// most of Qwen2.5-0.5B's weights): the activation block loaded once, each
+/// row's block eight blocks on prefetched (a row of 896 weights is 952 bytes,
+/// too short for the hardware prefetcher).
+#[inline(always)]
+pub(crate) fn vec_dot_q8_0_q8_0_rows4(n: usize, xs: [&[BlockQ8_0]; 4], ys: &[BlockQ8_0]) -> [f32; 4] {
+    debug_assert!(n.is_multiple_of(QK8_0));
+    let nb = n / QK8_0;
+    let (xs, ys) = (xs.map(|x| &x[..nb]), &ys[..nb]);
+    #[cfg(target_arch = "x86_64")]
+    if has_avx512_vnni() {
+        // SAFETY: the CPU has the features the function is compiled for; every row has `nb` blocks.
+        return unsafe { q8_0_rows4_vnni(xs, ys) };
+    }
+    // SAFETY: AVX2, FMA and F16C are compiled in; every row has `nb` blocks.
+    unsafe { q8_0_rows4_avx2(xs, ys) }
+}
+
 #[cfg(target_arch = "x86_64")]
 #[inline]
 fn has_avx512_vnni() -> bool {
@@ -274,57 +327,99 @@ fn has_avx512_vnni() -> bool {
     }
 }
 
-// The int8 dot of |x| and sign(y, x) in eight int32 lanes, as f32: vpmaddubsw
-// + vpmaddwd on AVX2, one vpdpbusd with AVX-512 VNNI (a macro, not a closure:
-// closures do not inherit the caller's target features and were not inlined).
-macro_rules! q8_dot {
-    (avx2, $ax:expr, $sy:expr) => {
-        mul_sum_us8_pairs_float($ax, $sy)
+/// Four Q8_0 blocks' f16 scales, as f32 in one register.
+#[inline(always)]
+unsafe fn q8_0_scales4(d: [f16; 4]) -> __m128 {
+    let packed = (d[0].to_bits() as u64)
+        | (d[1].to_bits() as u64) << 16
+        | (d[2].to_bits() as u64) << 32
+        | (d[3].to_bits() as u64) << 48;
+    _mm_cvtph_ps(_mm_set_epi64x(0, packed as i64))
+}
+
+/// `-128 * (the sum of each i32 lane's four activation values)`: the start of
+/// a VNNI block dot on `x + 128` (a macro: closures and helpers without the
+/// caller's target features are not inlined into it).
+macro_rules! q8_0_vnni_bias {
+    ($by:expr) => {
+        _mm256_sub_epi32(
+            _mm256_setzero_si256(),
+            _mm256_dpbusd_epi32(_mm256_setzero_si256(), _mm256_set1_epi8(-128), $by),
+        )
     };
-    (vnni, $ax:expr, $sy:expr) => {
-        _mm256_cvtepi32_ps(_mm256_dpbusd_epi32(_mm256_setzero_si256(), $ax, $sy))
+}
+
+/// A block pair's exact products in eight i32 lanes: `q8_0_lanes_avx2`, or
+/// with VNNI one vpdpbusd of `x + 128` (x xor 0x80) from the bias.
+macro_rules! q8_0_lanes {
+    (avx2, $bx:expr, $by:expr, $bias:expr) => {{
+        let _no_bias: __m256i = $bias;
+        q8_0_lanes_avx2($bx, $by)
+    }};
+    (vnni, $bx:expr, $by:expr, $bias:expr) => {
+        _mm256_dpbusd_epi32($bias, _mm256_xor_si256($bx, _mm256_set1_epi8(-128)), $by)
+    };
+}
+
+macro_rules! q8_0_bias {
+    (avx2, $by:expr) => {
+        _mm256_setzero_si256()
+    };
+    (vnni, $by:expr) => {
+        q8_0_vnni_bias!($by)
     };
 }
 
 macro_rules! q8_0_tile_body {
     ($xs:expr, $ys:expr, $isa:ident) => {{
         let (xs, ys) = ($xs, $ys);
-        let mut acc = [[_mm256_setzero_ps(); 4]; C];
+        // Output (c, r) in lane 4 * (c % 2) + r of acc[c / 2] (C = 1: lanes 0..4).
+        let mut acc = [_mm256_setzero_ps(); C];
         for i in 0..ys[0].len() {
-            let packed = (ys[0][i].d.to_bits() as u64)
-                | (ys[1][i].d.to_bits() as u64) << 16
-                | (ys[2][i].d.to_bits() as u64) << 32
-                | (ys[3][i].d.to_bits() as u64) << 48;
-            let dy = _mm_cvtph_ps(_mm_set_epi64x(0, packed as i64));
-            let by = [
+            let dy = q8_0_scales4([ys[0][i].d, ys[1][i].d, ys[2][i].d, ys[3][i].d]);
+            let dy = _mm256_set_m128(dy, dy);
+            let by: [__m256i; 4] = [
                 _mm256_loadu_si256(ys[0][i].qs.as_ptr() as *const __m256i),
                 _mm256_loadu_si256(ys[1][i].qs.as_ptr() as *const __m256i),
                 _mm256_loadu_si256(ys[2][i].qs.as_ptr() as *const __m256i),
                 _mm256_loadu_si256(ys[3][i].qs.as_ptr() as *const __m256i),
             ];
-            for c in 0..C {
-                let x = &xs[c][i];
-                // [d0 d1 d2 d3 d0 d1 d2 d3]: a shuffle broadcasts one row's.
-                let d = _mm_mul_ps(_mm_set1_ps(f16::to_f32(x.d)), dy);
-                let d = _mm256_set_m128(d, d);
-                let bx = _mm256_loadu_si256(x.qs.as_ptr() as *const __m256i);
-                let ax = _mm256_sign_epi8(bx, bx);
-                macro_rules! row {
-                    ($r:expr) => {
-                        q8_dot!($isa, ax, _mm256_sign_epi8(by[$r], bx))
-                    };
-                }
-                acc[c][0] = _mm256_fmadd_ps(_mm256_shuffle_ps::<0x00>(d, d), row!(0), acc[c][0]);
-                acc[c][1] = _mm256_fmadd_ps(_mm256_shuffle_ps::<0x55>(d, d), row!(1), acc[c][1]);
-                acc[c][2] = _mm256_fmadd_ps(_mm256_shuffle_ps::<0xaa>(d, d), row!(2), acc[c][2]);
-                acc[c][3] = _mm256_fmadd_ps(_mm256_shuffle_ps::<0xff>(d, d), row!(3), acc[c][3]);
+            let bias = [q8_0_bias!($isa, by[0]), q8_0_bias!($isa, by[1]), q8_0_bias!($isa, by[2]), q8_0_bias!($isa, by[3])];
+            // [r0 r1 r2 r3 | r0 r1 r2 r3]: weight row c's four sums, each split in two halves.
+            macro_rules! half_sums {
+                ($c:expr) => {{
+                    let bx = _mm256_loadu_si256(xs[$c][i].qs.as_ptr() as *const __m256i);
+                    half_sums4([
+                        q8_0_lanes!($isa, bx, by[0], bias[0]),
+                        q8_0_lanes!($isa, bx, by[1], bias[1]),
+                        q8_0_lanes!($isa, bx, by[2], bias[2]),
+                        q8_0_lanes!($isa, bx, by[3], bias[3]),
+                    ])
+                }};
+            }
+            let mut c = 0;
+            while c < C {
+                let (sums, dx) = if c + 1 < C {
+                    let (h0, h1) = (half_sums!(c), half_sums!(c + 1));
+                    let sums = _mm256_add_epi32(
+                        _mm256_permute2x128_si256::<0x20>(h0, h1),
+                        _mm256_permute2x128_si256::<0x31>(h0, h1),
+                    );
+                    let dx = _mm256_set_m128(_mm_set1_ps(f16::to_f32(xs[c + 1][i].d)), _mm_set1_ps(f16::to_f32(xs[c][i].d)));
+                    (sums, dx)
+                } else {
+                    let h = half_sums!(c);
+                    (_mm256_add_epi32(h, _mm256_permute2x128_si256::<0x01>(h, h)), _mm256_set1_ps(f16::to_f32(xs[c][i].d)))
+                };
+                acc[c / 2] = _mm256_fmadd_ps(_mm256_mul_ps(dx, dy), _mm256_cvtepi32_ps(sums), acc[c / 2]);
+                c += 2;
             }
         }
         let mut out = [[0f32; 4]; C];
         for c in 0..C {
-            for r in 0..4 {
-                out[c][r] = hsum_float_8(acc[c][r]);
-            }
+            let mut lanes = [0f32; 8];
+            _mm256_storeu_ps(lanes.as_mut_ptr(), acc[c / 2]);
+            out[c].copy_from_slice(&lanes[4 * (c % 2)..4 * (c % 2) + 4]);
         }
         out
     }};
@@ -341,105 +436,71 @@ unsafe fn q8_0_tile_vnni<const C: usize>(xs: [&[BlockQ8_0]; C], ys: [&[BlockQ8_0
     q8_0_tile_body!(xs, ys, vnni)
 }
 
-// cowork patch (PATCH.md, change 9): four Q8_0 weight rows against one
-// activation row (a decode step's gemv; Q8_0 is most of Qwen2.5-0.5B's
-// weights). The activation block is loaded and its scale converted once for
-// the four rows, the rows' four f16 scales are converted in one vcvtph2ps and
-// multiplied in one vmulps, and each row's block eight blocks on is prefetched
-// (a row of 896 weights is 952 bytes: too short for the hardware prefetcher).
-// Each output is bit-identical to `vec_dot_q8_0_q8_0` (the same int32 lanes,
-// the same f32 scale product, the same FMA order and final sum), so a
-// prompt's rows (the tiles above) still equal the rows decoded alone. With
-// AVX-512 VNNI the lanes come from one vpdpbusd on `x + 128` started at
-// `-128 * (the lane's four activation values)`: exactly the same int32 sums
-// without the two vpsignb per row, and two rows in one 512-bit register.
-#[inline(always)]
-pub(crate) fn vec_dot_q8_0_q8_0_rows4(n: usize, xs: [&[BlockQ8_0]; 4], ys: &[BlockQ8_0]) -> [f32; 4] {
-    debug_assert!(n.is_multiple_of(QK8_0));
-    let nb = n / QK8_0;
-    let (xs, ys) = (xs.map(|x| &x[..nb]), &ys[..nb]);
-    #[cfg(target_arch = "x86_64")]
-    if has_avx512_vnni() {
-        // SAFETY: the CPU has the features the function is compiled for; every row has `nb` blocks.
-        return unsafe { q8_0_rows4_vnni(xs, ys) };
-    }
-    // SAFETY: AVX2, FMA and F16C are compiled in; every row has `nb` blocks.
-    unsafe { q8_0_rows4_avx2(xs, ys) }
-}
-
-/// `x.d * y.d` for the four rows' block `i`, twice: `[d0 d1 d2 d3 d0 d1 d2 d3]`.
-#[inline(always)]
-unsafe fn q8_0_rows4_scales(xs: &[&[BlockQ8_0]; 4], y: &BlockQ8_0, i: usize) -> __m256 {
-    let packed = (xs[0][i].d.to_bits() as u64)
-        | (xs[1][i].d.to_bits() as u64) << 16
-        | (xs[2][i].d.to_bits() as u64) << 32
-        | (xs[3][i].d.to_bits() as u64) << 48;
-    let d = _mm_mul_ps(_mm_cvtph_ps(_mm_set_epi64x(0, packed as i64)), _mm_set1_ps(f16::to_f32(y.d)));
-    _mm256_set_m128(d, d)
+macro_rules! q8_0_rows4_body {
+    ($xs:expr, $ys:expr, $isa:ident) => {{
+        let (xs, ys) = ($xs, $ys);
+        let mut acc = _mm_setzero_ps();
+        for (i, y) in ys.iter().enumerate() {
+            for x in xs {
+                prefetch_ahead(x, i);
+            }
+            let d = _mm_mul_ps(q8_0_scales4([xs[0][i].d, xs[1][i].d, xs[2][i].d, xs[3][i].d]), _mm_set1_ps(f16::to_f32(y.d)));
+            let by = _mm256_loadu_si256(y.qs.as_ptr() as *const __m256i);
+            let bias = q8_0_bias!($isa, by);
+            macro_rules! row {
+                ($r:literal) => {
+                    q8_0_lanes!($isa, _mm256_loadu_si256(xs[$r][i].qs.as_ptr() as *const __m256i), by, bias)
+                };
+            }
+            let sums = lane_sums4_avx2([row!(0), row!(1), row!(2), row!(3)]);
+            acc = _mm_fmadd_ps(d, _mm_cvtepi32_ps(sums), acc);
+        }
+        let mut out = [0f32; 4];
+        _mm_storeu_ps(out.as_mut_ptr(), acc);
+        out
+    }};
 }
 
 #[target_feature(enable = "avx2,fma,f16c")]
 unsafe fn q8_0_rows4_avx2(xs: [&[BlockQ8_0]; 4], ys: &[BlockQ8_0]) -> [f32; 4] {
-    let mut acc = [_mm256_setzero_ps(); 4];
-    for (i, y) in ys.iter().enumerate() {
-        for x in xs {
-            prefetch_ahead(x, i);
-        }
-        let d = q8_0_rows4_scales(&xs, y, i);
-        let by = _mm256_loadu_si256(y.qs.as_ptr() as *const __m256i);
-        macro_rules! row {
-            ($r:literal, $imm:literal) => {{
-                let bx = _mm256_loadu_si256(xs[$r][i].qs.as_ptr() as *const __m256i);
-                let q = mul_sum_us8_pairs_float(_mm256_sign_epi8(bx, bx), _mm256_sign_epi8(by, bx));
-                acc[$r] = _mm256_fmadd_ps(_mm256_shuffle_ps::<$imm>(d, d), q, acc[$r]);
-            }};
-        }
-        row!(0, 0x00);
-        row!(1, 0x55);
-        row!(2, 0xaa);
-        row!(3, 0xff);
-    }
-    acc.map(|a| hsum_float_8(a))
+    q8_0_rows4_body!(xs, ys, avx2)
 }
 
+/// With VNNI two weight rows share a 512-bit register (`[row 0 | row 1]`,
+/// `[row 2 | row 3]`), and the four rows' sums are gathered in 512-bit shuffles.
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni")]
 unsafe fn q8_0_rows4_vnni(xs: [&[BlockQ8_0]; 4], ys: &[BlockQ8_0]) -> [f32; 4] {
-    // Rows 0 and 1 in `acc[0]`'s halves, rows 2 and 3 in `acc[1]`'s.
-    let mut acc = [_mm512_setzero_ps(); 2];
+    let mut acc = _mm_setzero_ps();
     let flip = _mm512_set1_epi8(-128);
+    // Lanes 0, 8, 1 and 9 of the folded sums: rows 0, 1, 2 and 3.
+    let gather = _mm512_set_epi32(0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 9, 1, 8, 0);
     for (i, y) in ys.iter().enumerate() {
         for x in xs {
             prefetch_ahead(x, i);
         }
-        let d = _mm512_castps256_ps512(q8_0_rows4_scales(&xs, y, i));
-        let d = _mm512_shuffle_f32x4::<0x44>(d, d); // [d0..d3 d0..d3 d0..d3 d0..d3]
+        let d = _mm_mul_ps(q8_0_scales4([xs[0][i].d, xs[1][i].d, xs[2][i].d, xs[3][i].d]), _mm_set1_ps(f16::to_f32(y.d)));
         let by = _mm512_broadcast_i64x4(_mm256_loadu_si256(y.qs.as_ptr() as *const __m256i));
-        // -128 * (the sum of each lane's four activation values).
         let bias = _mm512_sub_epi32(_mm512_setzero_si512(), _mm512_dpbusd_epi32(_mm512_setzero_si512(), flip, by));
-        macro_rules! pair {
-            ($p:literal, $imm_lo:literal, $imm_hi:literal) => {{
-                let lo = _mm256_loadu_si256(xs[2 * $p][i].qs.as_ptr() as *const __m256i);
-                let hi = _mm256_loadu_si256(xs[2 * $p + 1][i].qs.as_ptr() as *const __m256i);
-                let bx = _mm512_inserti64x4::<1>(_mm512_castsi256_si512(lo), hi);
-                let q = _mm512_cvtepi32_ps(_mm512_dpbusd_epi32(bias, _mm512_xor_si512(bx, flip), by));
-                // Row 2p's scale in the low half, row 2p + 1's in the high half.
-                let s = _mm512_mask_blend_ps(
-                    0xff00,
-                    _mm512_shuffle_ps::<$imm_lo>(d, d),
-                    _mm512_shuffle_ps::<$imm_hi>(d, d),
-                );
-                acc[$p] = _mm512_fmadd_ps(s, q, acc[$p]);
-            }};
-        }
-        pair!(0, 0x00, 0x55);
-        pair!(1, 0xaa, 0xff);
+        let load = |r: usize| _mm256_loadu_si256(xs[r][i].qs.as_ptr() as *const __m256i);
+        let (x01, x23) = (
+            _mm512_inserti64x4::<1>(_mm512_castsi256_si512(load(0)), load(1)),
+            _mm512_inserti64x4::<1>(_mm512_castsi256_si512(load(2)), load(3)),
+        );
+        let (a, b) = (
+            _mm512_dpbusd_epi32(bias, _mm512_xor_si512(x01, flip), by),
+            _mm512_dpbusd_epi32(bias, _mm512_xor_si512(x23, flip), by),
+        );
+        // Per 128-bit block: [a0+a2, b0+b2, a1+a3, b1+b3], then [Σa, Σb, ..].
+        let t = _mm512_add_epi32(_mm512_unpacklo_epi32(a, b), _mm512_unpackhi_epi32(a, b));
+        let t = _mm512_add_epi32(t, _mm512_shuffle_epi32::<0b01_00_11_10>(t));
+        // Blocks 0 + 1 (rows 0 and 2), blocks 2 + 3 (rows 1 and 3).
+        let t = _mm512_add_epi32(t, _mm512_shuffle_i32x4::<0b10_11_00_01>(t, t));
+        let sums = _mm512_castsi512_si128(_mm512_permutexvar_epi32(gather, t));
+        acc = _mm_fmadd_ps(d, _mm_cvtepi32_ps(sums), acc);
     }
     let mut out = [0f32; 4];
-    for p in 0..2 {
-        out[2 * p] = hsum_float_8(_mm512_castps512_ps256(acc[p]));
-        out[2 * p + 1] = hsum_float_8(_mm256_castpd_ps(_mm512_extractf64x4_pd::<1>(_mm512_castps_pd(acc[p]))));
-    }
+    _mm_storeu_ps(out.as_mut_ptr(), acc);
     out
 }
 

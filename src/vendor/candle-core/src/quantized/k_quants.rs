@@ -725,6 +725,11 @@ impl GgmlType for BlockQ8_0 {
         super::avx::vec_dot_q8_0_q8_0_rows4(n, xs, ys)
     }
 
+    #[cfg(target_feature = "avx2")]
+    fn vec_dot_4x4(n: usize, xs: [&[Self]; 4], ys: [&[Self::VecDotType]; 4]) -> [[f32; 4]; 4] {
+        super::avx::vec_dot_q8_0_q8_0_4x4(n, xs, ys)
+    }
+
     fn vec_dot_unopt(n: usize, xs: &[Self], ys: &[Self::VecDotType]) -> f32 {
         debug_assert!(
             n.is_multiple_of(QK8_0),

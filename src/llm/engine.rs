@@ -384,6 +384,48 @@ mod tests {
         assert_eq!(block[1].parts().1[1], -127, "126.5 scaled by -1");
     }
 
+    /// The quantized kernels take an AVX-512 VNNI path or an AVX2 one, chosen
+    /// once per process (`CANDLE_NO_AVX512` forces AVX2); both share one
+    /// arithmetic (exact per-block integer sums, one FMA per block and output),
+    /// so a model answers the same on any x86-64 CPU. This test computes a
+    /// prompt's and a decode step's products for each type with a VNNI path and
+    /// runs itself again in a child process on the AVX2 path: the bits must be
+    /// equal. (On a CPU without AVX-512 VNNI both processes take AVX2, and the
+    /// comparison says nothing new; it prints which.)
+    #[test]
+    #[cfg(target_arch = "x86_64")]
+    fn quantized_kernels_give_the_same_bits_on_the_avx2_and_vnni_paths() -> anyhow::Result<()> {
+        const CHILD: &str = "COWORK_KERNEL_BITS_CHILD";
+        let (m, k, n) = (9, 1_024, 70);
+        let x = Tensor::from_vec(values(m * k, 5), (m, k), &Device::Cpu)?;
+        let mut bits = Vec::new();
+        for dtype in [GgmlDType::Q8_0, GgmlDType::Q4K, GgmlDType::Q6K] {
+            let w = Tensor::from_vec(values(n * k, 6), (n, k), &Device::Cpu)?;
+            let q = QMatMul::from_qtensor(QTensor::quantize(&w, dtype)?)?;
+            for out in [q.forward(&x)?, q.forward(&x.narrow(0, 0, 1)?.contiguous()?)?] {
+                bits.extend(out.flatten_all()?.to_vec1::<f32>()?.iter().map(|v| v.to_bits()));
+            }
+        }
+        let digest = bits.iter().fold(0xcbf29ce484222325u64, |h, b| (h ^ *b as u64).wrapping_mul(0x100000001b3));
+        if std::env::var_os(CHILD).is_some() {
+            println!("kernel bits: {digest:016x}");
+            return Ok(());
+        }
+        let child = std::process::Command::new(std::env::current_exe()?)
+            .args(["--exact", "llm::engine::tests::quantized_kernels_give_the_same_bits_on_the_avx2_and_vnni_paths", "--nocapture", "--test-threads", "1"])
+            .env(CHILD, "1")
+            .env("CANDLE_NO_AVX512", "1")
+            .output()?;
+        let stdout = String::from_utf8_lossy(&child.stdout);
+        // The harness prints "test <name> ... " on the line the child's digest follows.
+        let theirs = stdout.lines().find_map(|l| l.split("kernel bits: ").nth(1)).map(|d| d.trim().to_owned());
+        assert!(child.status.success() && theirs.is_some(), "the AVX2 child failed: {stdout}");
+        let vnni = std::env::var_os("CANDLE_NO_AVX512").is_none() && is_x86_feature_detected!("avx512vnni");
+        eprintln!("this process: {} path; the child: AVX2 path", if vnni { "AVX-512 VNNI" } else { "AVX2" });
+        assert_eq!(theirs.as_deref(), Some(format!("{digest:016x}").as_str()), "the AVX2 path's products differ from this process's");
+        Ok(())
+    }
+
     /// The vendored candle-core multiplies a prompt (several rows) in a tiled
     /// loop with four-row kernels, and one row (a decode step) four weight rows
     /// at a time (src/vendor/candle-core/PATCH.md). Each row must come out

@@ -337,18 +337,6 @@ unsafe fn q8_0_scales4(d: [f16; 4]) -> __m128 {
     _mm_cvtph_ps(_mm_set_epi64x(0, packed as i64))
 }
 
-/// `-128 * (the sum of each i32 lane's four activation values)`: the start of
-/// a VNNI block dot on `x + 128` (a macro: closures and helpers without the
-/// caller's target features are not inlined into it).
-macro_rules! q8_0_vnni_bias {
-    ($by:expr) => {
-        _mm256_sub_epi32(
-            _mm256_setzero_si256(),
-            _mm256_dpbusd_epi32(_mm256_setzero_si256(), _mm256_set1_epi8(-128), $by),
-        )
-    };
-}
-
 /// A block pair's exact products in eight i32 lanes: `q8_0_lanes_avx2`, or
 /// with VNNI one vpdpbusd of `x + 128` (x xor 0x80) from the bias.
 macro_rules! q8_0_lanes {
@@ -361,12 +349,19 @@ macro_rules! q8_0_lanes {
     };
 }
 
+/// The start of a block dot: none for AVX2; with VNNI `-128 * (the sum of each
+/// i32 lane's four activation values)`, for the dot on `x + 128` (a macro:
+/// closures and helpers without the caller's target features are not inlined
+/// into it).
 macro_rules! q8_0_bias {
     (avx2, $by:expr) => {
         _mm256_setzero_si256()
     };
     (vnni, $by:expr) => {
-        q8_0_vnni_bias!($by)
+        _mm256_sub_epi32(
+            _mm256_setzero_si256(),
+            _mm256_dpbusd_epi32(_mm256_setzero_si256(), _mm256_set1_epi8(-128), $by),
+        )
     };
 }
 
@@ -436,34 +431,22 @@ unsafe fn q8_0_tile_vnni<const C: usize>(xs: [&[BlockQ8_0]; C], ys: [&[BlockQ8_0
     q8_0_tile_body!(xs, ys, vnni)
 }
 
-macro_rules! q8_0_rows4_body {
-    ($xs:expr, $ys:expr, $isa:ident) => {{
-        let (xs, ys) = ($xs, $ys);
-        let mut acc = _mm_setzero_ps();
-        for (i, y) in ys.iter().enumerate() {
-            for x in xs {
-                prefetch_ahead(x, i);
-            }
-            let d = _mm_mul_ps(q8_0_scales4([xs[0][i].d, xs[1][i].d, xs[2][i].d, xs[3][i].d]), _mm_set1_ps(f16::to_f32(y.d)));
-            let by = _mm256_loadu_si256(y.qs.as_ptr() as *const __m256i);
-            let bias = q8_0_bias!($isa, by);
-            macro_rules! row {
-                ($r:literal) => {
-                    q8_0_lanes!($isa, _mm256_loadu_si256(xs[$r][i].qs.as_ptr() as *const __m256i), by, bias)
-                };
-            }
-            let sums = lane_sums4_avx2([row!(0), row!(1), row!(2), row!(3)]);
-            acc = _mm_fmadd_ps(d, _mm_cvtepi32_ps(sums), acc);
-        }
-        let mut out = [0f32; 4];
-        _mm_storeu_ps(out.as_mut_ptr(), acc);
-        out
-    }};
-}
-
 #[target_feature(enable = "avx2,fma,f16c")]
 unsafe fn q8_0_rows4_avx2(xs: [&[BlockQ8_0]; 4], ys: &[BlockQ8_0]) -> [f32; 4] {
-    q8_0_rows4_body!(xs, ys, avx2)
+    let mut acc = _mm_setzero_ps();
+    for (i, y) in ys.iter().enumerate() {
+        for x in xs {
+            prefetch_ahead(x, i);
+        }
+        let d = _mm_mul_ps(q8_0_scales4([xs[0][i].d, xs[1][i].d, xs[2][i].d, xs[3][i].d]), _mm_set1_ps(f16::to_f32(y.d)));
+        let by = _mm256_loadu_si256(y.qs.as_ptr() as *const __m256i);
+        let row = |r: usize| q8_0_lanes_avx2(_mm256_loadu_si256(xs[r][i].qs.as_ptr() as *const __m256i), by);
+        let sums = lane_sums4_avx2([row(0), row(1), row(2), row(3)]);
+        acc = _mm_fmadd_ps(d, _mm_cvtepi32_ps(sums), acc);
+    }
+    let mut out = [0f32; 4];
+    _mm_storeu_ps(out.as_mut_ptr(), acc);
+    out
 }
 
 /// With VNNI two weight rows share a 512-bit register (`[row 0 | row 1]`,

@@ -35,6 +35,10 @@ pub struct AskOptions {
     /// Prefill the prompt head before the first question, as the app keeps it
     /// prefilled (`agent::warm`), and report how long that took.
     pub warm: bool,
+    /// Type each question at this many characters a second before sending
+    /// it, its words going to the agent worker as the sidebar sends them
+    /// (`type_out`).
+    pub typed: Option<f64>,
 }
 
 /// How long loading the model and prefilling the prompt head took (`--warm`).
@@ -142,6 +146,9 @@ pub fn ask(paths: &Paths, questions: &[String], options: &AskOptions) -> anyhow:
             ask_id: answer_id,
             ..ChatRequest::new(thread.clone().expect("set above"), new_thread, next_id(), answer_id, text)
         };
+        if let Some(cps) = options.typed {
+            type_out(&workers, &request, question, if options.forget { "<no-memory> " } else { "" }, cps);
+        }
         workers.agent.commands.send(AgentCommand::Chat(request))?;
         match answer(&events, question, answer_id, options) {
             Ok(text) => {
@@ -156,6 +163,26 @@ pub fn ask(paths: &Paths, questions: &[String], options: &AskOptions) -> anyhow:
     }
     workers.shutdown(Duration::from_secs(5));
     outcome.map_err(|err| anyhow::anyhow!("{err:#}"))
+}
+
+/// `--typed CPS`: `question` typed at `cps` characters a second, as the
+/// sidebar sees it typed: at each word's end (three words on) its words so
+/// far go to the agent worker as a draft of `request` (`AgentCommand::Draft`,
+/// dropped when the worker's queue is full, as the app drops it). Returns
+/// when the last character is typed; the question is timed from its sending.
+pub fn type_out(workers: &Workers, request: &ChatRequest, question: &str, prefix: &str, cps: f64) {
+    let started = std::time::Instant::now();
+    let mut sent = String::new();
+    for (typed, (at, c)) in question.char_indices().enumerate() {
+        let due = Duration::from_secs_f64((typed + 1) as f64 / cps.max(0.1));
+        std::thread::sleep(due.saturating_sub(started.elapsed()));
+        if let Some(words) = crate::agent::draft_ready(&question[..at + c.len_utf8()], &sent) {
+            let draft = ChatRequest { text: format!("{prefix}{words}"), ..request.clone() };
+            if workers.agent.commands.try_send(AgentCommand::Draft(Box::new(draft))).is_ok() {
+                sent = words;
+            }
+        }
+    }
 }
 
 /// Streams (or collects) one answer; returns its text.

@@ -1021,6 +1021,16 @@ mod tests {
     }
 
     /// A worker on a scripted engine, with the far ends of its channels.
+    /// The fixture's captured text embedded, and its first chunk pinned to thread 1 (a note for its questions).
+    fn pin_embedded_chunk(conn: &rusqlite::Connection) {
+        crate::chat::upsert_thread(conn, &ChatThread { thread_id: 1, title: "t".into(), updated_at_millis: 0 }, 0).unwrap();
+        let job = crate::memory::jobs::create_job(conn, 4, 10).unwrap().unwrap();
+        let batch = crate::memory::jobs::next_batch(conn, job.job_id, 10).unwrap();
+        let vectors: Vec<Vec<f32>> = batch.iter().map(|_| vec![1.0 / (crate::memory::embed::DIMENSIONS as f32).sqrt(); crate::memory::embed::DIMENSIONS]).collect();
+        crate::memory::jobs::commit_batch(conn, job.job_id, &batch, &vectors, 5).unwrap();
+        conn.execute("INSERT INTO thread_pins (thread_id, chunk_id) VALUES (1, ?1)", [batch[0].chunk_id]).unwrap();
+    }
+
     fn harness(mut engine: ScriptedEngine, stop: Arc<AtomicU64>) -> Harness {
         engine.stop = stop.clone();
         let (dir, config) = fixture();
@@ -1081,12 +1091,7 @@ mod tests {
         // Something embedded and pinned to the thread, a hot fact and a profile: all in the prompt, cited.
         crate::store::set_setting(&conn, crate::config::keys::PROFILE, "Goal: ship the Q3 report by Friday", 2).unwrap();
         crate::memory::hot::add(&conn, crate::memory::hot::File::User, "Works at Nordbank in Porto", "user", 3).unwrap();
-        crate::chat::upsert_thread(&conn, &ChatThread { thread_id: 1, title: "t".into(), updated_at_millis: 0 }, 0).unwrap();
-        let job = crate::memory::jobs::create_job(&conn, 4, 10).unwrap().unwrap();
-        let batch = crate::memory::jobs::next_batch(&conn, job.job_id, 10).unwrap();
-        let vectors: Vec<Vec<f32>> = batch.iter().map(|_| vec![1.0 / (crate::memory::embed::DIMENSIONS as f32).sqrt(); crate::memory::embed::DIMENSIONS]).collect();
-        crate::memory::jobs::commit_batch(&conn, job.job_id, &batch, &vectors, 5).unwrap();
-        conn.execute("INSERT INTO thread_pins (thread_id, chunk_id) VALUES (1, ?1)", [batch[0].chunk_id]).unwrap();
+        pin_embedded_chunk(&conn);
         let history = vec![(Role::User, "What am I doing?".into()), (Role::Assistant, crate::memory::rag::GROUNDED_REFUSAL.into())];
         worker.handle(AgentCommand::Chat(ChatRequest { user_message_id: 20, answer_id: 21, ..request(history) }), &ctx);
         let prompt = prompts.borrow_mut()[0].clone();
@@ -1153,12 +1158,7 @@ mod tests {
         let Harness { _dir, mut worker, ctx, store_rx, events, prompts } = harness(ScriptedEngine::default(), Arc::default());
         // A note for the question's turn: a chunk pinned to the thread.
         let conn = crate::store::open_writer(&worker.config.db_path).unwrap();
-        crate::chat::upsert_thread(&conn, &ChatThread { thread_id: 1, title: "t".into(), updated_at_millis: 0 }, 0).unwrap();
-        let job = crate::memory::jobs::create_job(&conn, 4, 10).unwrap().unwrap();
-        let batch = crate::memory::jobs::next_batch(&conn, job.job_id, 10).unwrap();
-        let vectors: Vec<Vec<f32>> = batch.iter().map(|_| vec![1.0 / (crate::memory::embed::DIMENSIONS as f32).sqrt(); crate::memory::embed::DIMENSIONS]).collect();
-        crate::memory::jobs::commit_batch(&conn, job.job_id, &batch, &vectors, 5).unwrap();
-        conn.execute("INSERT INTO thread_pins (thread_id, chunk_id) VALUES (1, ?1)", [batch[0].chunk_id]).unwrap();
+        pin_embedded_chunk(&conn);
 
         let draft = ChatRequest { text: "What am I".into(), ..request(Vec::new()) };
         assert_eq!(worker.warm_draft(draft.clone(), None), None);

@@ -37,5 +37,4 @@ pub use operation::{Brain, Live, StepRef};
 
 pub use operation::{BrainChoice, ChatRequest};
 pub use memory::{MemoryContext, Purpose};
-pub use warm::draft_ready;
 pub use worker::{AgentCommand, AgentConfig, AgentWorker, SYSTEM_PROMPT, spawn_agent};

@@ -70,8 +70,6 @@ pub struct CoworkApp {
     models: Vec<ModelView>,
     chat: ChatPanel,
     quick: QuickPromptPanel,
-    /// The words of the draft whose turn was last sent to be prefilled.
-    prepared_draft: String,
     apps: crate::ui::apps::AppsPanel,
     consent: crate::ui::consent::ConsentPanel,
     settings: SettingsPanel,
@@ -230,7 +228,6 @@ impl CoworkApp {
             models,
             chat: ChatPanel::default(),
             quick: QuickPromptPanel::default(),
-            prepared_draft: String::new(),
             apps: crate::ui::apps::AppsPanel::default(),
             consent: crate::ui::consent::ConsentPanel::default(),
             settings: SettingsPanel { network, ..SettingsPanel::default() },
@@ -522,16 +519,13 @@ impl CoworkApp {
             draft.push(' ');
         }
         draft.push_str(&text);
-        // Said whole: its turn can be prefilled while the user reads it over.
-        let said = format!("{draft} ");
-        self.prepare_draft(&said);
     }
 
     /// What a view asked for: each domain's actions go to its own handler below.
     pub fn handle_action(&mut self, action: UiAction) {
         match action {
             action @ (UiAction::VoiceToggle(..) | UiAction::VoiceCancel | UiAction::ListMicrophones) => self.voice_action(action),
-            action @ (UiAction::SendMessage(..) | UiAction::DraftChanged(..) | UiAction::Stop | UiAction::DecideCall { .. } | UiAction::ContinueOperation { .. } | UiAction::NewThread | UiAction::SelectThread(..) | UiAction::DeleteThread(..) | UiAction::Consent(..) | UiAction::TryHarder { .. } | UiAction::ConfirmRetry | UiAction::CancelRetry | UiAction::ExportAnswer { .. } | UiAction::Rate { .. } | UiAction::Undo(..) | UiAction::MemoryChange { .. } | UiAction::OpenCitation(..) | UiAction::RemoveRule(..)) => self.chat_action(action),
+            action @ (UiAction::SendMessage(..) | UiAction::Stop | UiAction::DecideCall { .. } | UiAction::ContinueOperation { .. } | UiAction::NewThread | UiAction::SelectThread(..) | UiAction::DeleteThread(..) | UiAction::Consent(..) | UiAction::TryHarder { .. } | UiAction::ConfirmRetry | UiAction::CancelRetry | UiAction::ExportAnswer { .. } | UiAction::Rate { .. } | UiAction::Undo(..) | UiAction::MemoryChange { .. } | UiAction::OpenCitation(..) | UiAction::RemoveRule(..)) => self.chat_action(action),
             action @ (UiAction::McpEdit(..) | UiAction::McpReconnect(..) | UiAction::McpStop(..) | UiAction::McpTest(..) | UiAction::McpAddFromCatalog { .. } | UiAction::McpSignIn(..) | UiAction::McpSignOut(..) | UiAction::AttachResource { .. } | UiAction::UsePrompt(..) | UiAction::Elicited { .. } | UiAction::McpClientDecision { .. }) => self.mcp_action(action),
             action @ (UiAction::ListModels { .. } | UiAction::SetProviderModel { .. } | UiAction::SaveProvider(..) | UiAction::RemoveProvider(..) | UiAction::TestProvider { .. } | UiAction::SaveKey { .. } | UiAction::SaveSearchKey { .. }) => self.providers_action(action),
             action @ (UiAction::ChooseChatModel(..) | UiAction::AddModel(..) | UiAction::SetupDownload { .. } | UiAction::SetupCancelDownload | UiAction::FetchModels | UiAction::InstallModel(..) | UiAction::RemoveModel(..) | UiAction::LoadModel) => self.models_action(action),
@@ -567,7 +561,6 @@ impl CoworkApp {
     fn chat_action(&mut self, action: UiAction) {
         match action {
             UiAction::SendMessage(text) => self.send_message(text),
-            UiAction::DraftChanged(text) => self.prepare_draft(&text),
             UiAction::Stop => {
                 if self.state.generating.is_some() {
                     self.channels.stop_epoch.fetch_add(1, Ordering::SeqCst);
@@ -1240,7 +1233,6 @@ impl CoworkApp {
     }
 
     fn send_message(&mut self, text: String) {
-        self.prepared_draft.clear();
         if self.state.generating.is_some() {
             self.state.notice("wait for the current answer, or stop it");
             return;
@@ -1264,32 +1256,6 @@ impl CoworkApp {
         // Attachments stay for another try when the request did not go.
         if self.send_agent(request) {
             self.state.attachments.clear();
-        }
-    }
-
-    /// While a question for the local model is typed: at each word's end
-    /// (three words on), its words so far go to the agent worker, which
-    /// prefills the turn it will be asked in (`agent::prefill::warm_draft`).
-    /// Dropped when the worker is busy: the question is answered all the same.
-    fn prepare_draft(&mut self, text: &str) {
-        if self.state.settings.prefer != crate::brains::Preference::Local || self.state.generating.is_some() {
-            return;
-        }
-        let Some(words) = crate::agent::draft_ready(text, &self.prepared_draft) else { return };
-        let thread = self.state.current_thread.and_then(|id| self.state.threads.iter().find(|t| t.thread_id == id)).cloned();
-        let (thread, is_new) = match thread {
-            Some(thread) => (thread, false),
-            None => (crate::records::ChatThread { thread_id: 0, title: String::new(), updated_at_millis: now_millis() }, true),
-        };
-        let history = if is_new { Vec::new() } else { self.state.history_so_far() };
-        let request = ChatRequest {
-            history,
-            agent: self.state.settings.agent,
-            attachments: self.state.attachments.clone(),
-            ..ChatRequest::new(thread, is_new, 0, 0, &words)
-        };
-        if self.channels.agent.try_send(AgentCommand::Draft(Box::new(request))).is_ok() {
-            self.prepared_draft = words;
         }
     }
 

@@ -146,11 +146,6 @@ enum Command {
         /// app keeps it prefilled, and report how long that took
         #[arg(long, conflicts_with = "provider")]
         warm: bool,
-        /// Type each question at CPS characters a second before it is sent, its words going to the
-        /// local model as the sidebar sends them while a question is typed (the turn is prefilled
-        /// meanwhile); each answer is still timed from the question's sending
-        #[arg(long, value_name = "CPS", conflicts_with = "provider")]
-        typed: Option<f64>,
         /// Print one JSON object per answer (text, first token, tokens/s) instead of streaming;
         /// with --agent, each QUESTION is a task of its own and its line has the steps and calls
         /// (nothing is asked: a call that needs approval stays waiting)
@@ -757,13 +752,13 @@ fn run_command(command: Command, paths: &Paths, display: Option<String>) -> anyh
             let healthy = commands::doctor::print(&checks, json)?;
             Ok(if healthy { ExitCode::SUCCESS } else { ExitCode::FAILURE })
         }
-        Command::Ask { question, provider, model, local_model, agent: true, json, forget, follow_up, warm, typed, .. } => {
+        Command::Ask { question, provider, model, local_model, agent: true, json, forget, follow_up, warm, .. } => {
             let brain = brain_choice(provider, model, local_model.as_deref());
-            run_ask_agent(paths, &question, brain, local_model.as_deref(), commands::agent::AskFlags { json, forget, follow_up, warm, typed })
+            run_ask_agent(paths, &question, brain, local_model.as_deref(), json, forget, follow_up, warm)
         }
         Command::Ask { question, show_context, provider: Some(provider), model, json, .. } => run_ask_provider(paths, &question, &provider, model.as_deref(), show_context, json),
-        Command::Ask { question, show_context, provider: None, local_model, follow_up, forget, json, warm, typed, .. } => {
-            let options = commands::ask::AskOptions { show_context, local_model, follow_up, forget, json, warm, typed };
+        Command::Ask { question, show_context, provider: None, local_model, follow_up, forget, json, warm, .. } => {
+            let options = commands::ask::AskOptions { show_context, local_model, follow_up, forget, json, warm };
             commands::ask::ask(paths, &question, &options)?;
             Ok(ExitCode::SUCCESS)
         }
@@ -824,15 +819,16 @@ fn brain_choice(provider: Option<String>, model: Option<String>, local_model: Op
 }
 
 /// `cowork ask --agent`: the tasks worked on with tools, by a provider's model or a local one.
-fn run_ask_agent(paths: &Paths, question: &[String], brain: Option<cowork::agent::BrainChoice>, local_model: Option<&str>, flags: commands::agent::AskFlags) -> anyhow::Result<ExitCode> {
-    if (flags.follow_up || flags.warm || flags.typed.is_some()) && !flags.json {
-        anyhow::bail!("--agent --follow-up, --agent --warm and --agent --typed need --json (without it the words are one task)");
+#[allow(clippy::too_many_arguments)]
+fn run_ask_agent(paths: &Paths, question: &[String], brain: Option<cowork::agent::BrainChoice>, local_model: Option<&str>, json: bool, forget: bool, follow_up: bool, warm: bool) -> anyhow::Result<ExitCode> {
+    if (follow_up || warm) && !json {
+        anyhow::bail!("--agent --follow-up and --agent --warm need --json (without it the words are one task)");
     }
-    let status = if flags.json {
-        commands::agent::ask_agent_json(paths, question, brain, local_model, flags)?
+    let status = if json {
+        commands::agent::ask_agent_json(paths, question, brain, local_model, forget, follow_up, warm)?
     } else {
         let task = question.join(" ");
-        commands::agent::ask_agent(paths, &if flags.forget { format!("<no-memory> {task}") } else { task }, brain, local_model)?
+        commands::agent::ask_agent(paths, &if forget { format!("<no-memory> {task}") } else { task }, brain, local_model)?
     };
     Ok(ExitCode::from(status))
 }

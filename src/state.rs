@@ -124,9 +124,6 @@ pub enum UiAction {
     /// Settings → Models: check and add a GGUF file the user has.
     AddModel(std::path::PathBuf),
     SendMessage(String),
-    /// The text in the chat box or the quick prompt changed (the local model
-    /// may prefill the question's turn while it is typed).
-    DraftChanged(String),
     Stop,
     NewThread,
     SelectThread(i64),
@@ -941,16 +938,8 @@ impl AppState {
 
     /// The thread's earlier messages as (role, text), for the model.
     pub fn history_before_last_exchange(&self) -> Vec<(Role, String)> {
-        Self::history(&self.messages[..self.messages.len().saturating_sub(2)])
-    }
-
-    /// The thread's messages as a next question's history (a draft's, before it is sent).
-    pub fn history_so_far(&self) -> Vec<(Role, String)> {
-        Self::history(&self.messages)
-    }
-
-    fn history(messages: &[MessageView]) -> Vec<(Role, String)> {
-        messages
+        let keep = self.messages.len().saturating_sub(2);
+        self.messages[..keep]
             .iter()
             .filter(|m| m.status != Some(MessageStatus::Failed) && !m.content.is_empty())
             .map(|m| (m.role, m.content.clone()))

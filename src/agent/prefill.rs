@@ -99,11 +99,20 @@ impl<B: LocalBrain> AgentWorker<B> {
     pub(super) fn prefill(&mut self, head: &[PromptMessage], commands: Option<&Receiver<AgentCommand>>) -> Option<Skip> {
         let started = Instant::now();
         let examples = if head.len() > 2 { self.examples.len() } else { 0 };
-        let all = pieces(head, examples).into_iter().map(<[PromptMessage]>::to_vec).collect();
-        let tokens = match self.prefill_pieces(all, commands, commands.is_some()) {
-            Ok(tokens) => tokens,
-            Err(skip) => return Some(skip),
-        };
+        let mut tokens = 0;
+        for piece in pieces(head, examples) {
+            if commands.is_some_and(|c| !c.is_empty()) {
+                return Some(Skip::Interrupted);
+            }
+            let request = GenerateRequest { messages: piece.to_vec(), max_tokens: 1, only_if_loaded: commands.is_some(), ..GenerateRequest::default() };
+            match self.brain.generate(request, self.stop_epoch.load(Ordering::SeqCst), &mut |_| {}) {
+                Ok(generation) => tokens = generation.stats.prompt_tokens,
+                Err(err) => {
+                    tracing::warn!(%err, "could not prefill the prompt head");
+                    return Some(Skip::Failed(err.to_string()));
+                }
+            }
+        }
         let millis = started.elapsed().as_millis() as u64;
         tracing::info!(millis, tokens, "prompt head prefilled");
         self.warmth.head = Some(hash(head));
@@ -111,76 +120,5 @@ impl<B: LocalBrain> AgentWorker<B> {
         self.warmth.used_at_millis = now_millis();
         self.sink.send(AgentEvent::PromptWarmed { millis, prompt_tokens: tokens });
         None
-    }
-
-    /// While the user types a question for the local model
-    /// (`AgentCommand::Draft`, at word ends): the turn it will be asked in —
-    /// the clock, the current window and the notes memory recalls for the
-    /// words so far — prefilled after the warm head, so that sending it costs
-    /// the question's own words and whatever its last words changed in the
-    /// notes, not the whole turn. Built as the question's prompt is built
-    /// (`handle_chat`), cut before "Question:"; nothing is stored or shown.
-    /// A waiting command (the question itself, or a newer draft) stops it
-    /// between pieces.
-    pub(super) fn warm_draft(&mut self, mut request: ChatRequest, commands: Option<&Receiver<AgentCommand>>) -> Option<Skip> {
-        if commands.is_some_and(|c| !c.is_empty()) {
-            return Some(Skip::Interrupted);
-        }
-        let settings = self.settings();
-        if settings.prefer != crate::brains::Preference::Local || self.brain.state().prefers_cloud() {
-            return Some(Skip::Paused);
-        }
-        request.text = request.text.replace("<no-memory>", "").trim().to_owned();
-        let memory = self.chat_memory(&request, &settings);
-        // The question would be refused without the model: nothing to prefill.
-        if super::worker::refused_ungrounded(&settings, &request, memory.as_ref()) {
-            return Some(Skip::Unchanged);
-        }
-        let context = self.prompt_context(memory.as_ref().map(|m| &m.report), &super::worker::turn_notes(&request, memory.as_ref()));
-        let mut messages = self.prompt(&request, context.as_ref());
-        let Some(last) = messages.last_mut() else { return Some(Skip::Unchanged) };
-        let question = format!("{}{}", crate::llm::prompt::QUESTION_MARK, request.text);
-        if last.content.ends_with(&question) {
-            let cut = last.content.len() - question.len();
-            last.content.truncate(cut);
-        } else {
-            // No context: the turn is the question alone, and the head is all there is to warm.
-            messages.pop();
-        }
-        let log = context.map(|c| c.log).unwrap_or_default();
-        let from = match messages.last() {
-            Some(last) if !log.is_empty() && last.content.starts_with(&log) => log.len(),
-            _ => 0,
-        };
-        let examples = if messages.len() > 2 { self.examples.len() } else { 0 };
-        let started = Instant::now();
-        match self.prefill_pieces(super::warm::draft_pieces(&messages, examples, from), commands, false) {
-            Ok(tokens) => {
-                tracing::debug!(millis = started.elapsed().as_millis() as u64, tokens, "a draft's turn prefilled");
-                None
-            }
-            Err(skip) => Some(skip),
-        }
-    }
-
-    /// Generates one token after each piece (its prompt is what the engine's
-    /// prefix cache keeps); stops between pieces when a command waits. The
-    /// last piece's prompt length, or why it stopped.
-    fn prefill_pieces(&mut self, all: Vec<Vec<PromptMessage>>, commands: Option<&Receiver<AgentCommand>>, only_if_loaded: bool) -> Result<usize, Skip> {
-        let mut tokens = 0;
-        for piece in all {
-            if commands.is_some_and(|c| !c.is_empty()) {
-                return Err(Skip::Interrupted);
-            }
-            let request = GenerateRequest { messages: piece, max_tokens: 1, only_if_loaded, ..GenerateRequest::default() };
-            match self.brain.generate(request, self.stop_epoch.load(Ordering::SeqCst), &mut |_| {}) {
-                Ok(generation) => tokens = generation.stats.prompt_tokens,
-                Err(err) => {
-                    tracing::warn!(%err, "could not prefill the prompt head");
-                    return Err(Skip::Failed(err.to_string()));
-                }
-            }
-        }
-        Ok(tokens)
     }
 }

@@ -117,57 +117,6 @@ pub fn pieces(head: &[PromptMessage], examples: usize) -> Vec<&[PromptMessage]> 
     cuts.into_iter().map(|cut| &head[..cut]).collect()
 }
 
-/// Words a draft needs before its turn is prefilled: fewer recall little
-/// that the question will keep.
-pub const DRAFT_MIN_WORDS: usize = 3;
-/// The turn of a draft goes in pieces of about this many tokens (whole
-/// lines), so a question sent meanwhile waits for one piece at most (~1 s
-/// with the 1.5B on 2 cores).
-pub const DRAFT_PIECE_TOKENS: usize = 64;
-
-/// What of the text being typed is worth preparing a turn for: its
-/// completed words (up to its end when that ends a word with a space or a
-/// punctuation mark, else up to the word being typed), at least
-/// `DRAFT_MIN_WORDS` of them, when they are not what was last prepared and
-/// not a slash command. None: nothing to send now.
-pub fn draft_ready(text: &str, last_sent: &str) -> Option<String> {
-    let ends_a_word = text.chars().last().is_some_and(|c| c.is_whitespace() || matches!(c, ',' | '.' | '?' | '!' | ';' | ':'));
-    let complete = if ends_a_word { text } else { &text[..text.rfind(char::is_whitespace)?] };
-    let words = complete.trim();
-    let ready = !words.starts_with('/') && words.split_whitespace().count() >= DRAFT_MIN_WORDS && words != last_sent.trim();
-    ready.then(|| words.to_owned())
-}
-
-/// The pieces a draft's prompt is prefilled in: the head's pieces, then its
-/// last message (the question's turn up to the question) growing by whole
-/// lines, each piece about `DRAFT_PIECE_TOKENS` past the one before, from
-/// byte `from` on (what is before it, the log, is the warm head's).
-pub fn draft_pieces(messages: &[PromptMessage], examples: usize, from: usize) -> Vec<Vec<PromptMessage>> {
-    let Some((last, head)) = messages.split_last() else { return Vec::new() };
-    let mut out: Vec<Vec<PromptMessage>> = pieces(head, examples).into_iter().filter(|p| !p.is_empty()).map(<[PromptMessage]>::to_vec).collect();
-    let piece = |end: usize| {
-        let mut messages = head.to_vec();
-        messages.push(PromptMessage { role: last.role, content: last.content[..end].trim_end().to_owned() });
-        messages
-    };
-    let (mut end, mut since) = (0, 0);
-    for line in last.content.split_inclusive('\n') {
-        end += line.len();
-        if end <= from {
-            continue;
-        }
-        since += crate::memory::tokens::estimate_tokens(line);
-        if since >= DRAFT_PIECE_TOKENS {
-            out.push(piece(end));
-            since = 0;
-        }
-    }
-    if since > 0 && !last.content.trim().is_empty() {
-        out.push(piece(end));
-    }
-    out
-}
-
 /// A head's fingerprint: whether it changed since it was prefilled.
 pub fn hash(messages: &[PromptMessage]) -> u64 {
     use std::hash::{Hash, Hasher};
@@ -193,37 +142,6 @@ mod tests {
         assert!((free_share(before, after).unwrap() - 0.2).abs() < 1e-9);
         assert_eq!(free_share(after, after), None, "no time passed");
         assert_eq!(cpu_times("intr 1 2 3"), None);
-    }
-
-    #[test]
-    fn a_draft_is_prepared_at_word_ends_once_it_has_three_words() {
-        assert_eq!(draft_ready("What was the", ""), None, "the last word may still be typed: two words recall little");
-        assert_eq!(draft_ready("What was ", ""), None);
-        assert_eq!(draft_ready("What was the ", ""), Some("What was the".into()));
-        assert_eq!(draft_ready("What was the boo", ""), Some("What was the".into()), "up to the word being typed");
-        assert_eq!(draft_ready("What was the book", "What was the"), None, "no new word yet");
-        assert_eq!(draft_ready("What was the booking,", "What was the"), Some("What was the booking,".into()));
-        assert_eq!(draft_ready("What was the  ", "What was the"), None, "nothing new");
-        assert_eq!(draft_ready("/summarise the day ", ""), None, "a slash command is not a question");
-    }
-
-    #[test]
-    fn a_drafts_turn_is_prefilled_in_pieces_of_whole_lines_after_the_warm_log() {
-        let message = |role, content: &str| PromptMessage { role, content: content.into() };
-        let log = "Activity log:\n09:00 code: main.rs\n";
-        let note = |n: usize| format!("[{n}] 09:1{n} typed in code — main.rs: {}\n", "words ".repeat(20));
-        let turn = format!("{log}\nIt is 11:30 now.\n\nNotes:\n{}{}{}", note(1), note(2), note(3));
-        let messages = vec![message(PromptRole::System, "identity"), message(PromptRole::User, "example"), message(PromptRole::Assistant, "answer"), message(PromptRole::User, &turn)];
-        let all = draft_pieces(&messages, 2, log.len());
-        assert_eq!(all[..2].iter().map(Vec::len).collect::<Vec<_>>(), vec![1, 3], "the head's pieces first");
-        let turns: Vec<&str> = all[2..].iter().map(|p| p.last().unwrap().content.as_str()).collect();
-        assert!(turns.len() >= 2, "notes of ~40 tokens each go in more than one piece: {turns:?}");
-        assert!(turns.iter().all(|t| t.len() > log.trim_end().len() && turn.starts_with(t)), "each a prefix of the turn past the log: {turns:?}");
-        assert!(turns.windows(2).all(|w| w[0].len() < w[1].len()), "growing");
-        assert_eq!(*turns.last().unwrap(), turn.trim_end(), "up to the turn's end");
-        for piece in &all[2..] {
-            assert_eq!(piece[..3], messages[..3], "each piece repeats the head as it is");
-        }
     }
 
     #[test]

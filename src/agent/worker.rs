@@ -104,9 +104,6 @@ pub enum AgentCommand {
     /// Load the local model and prefill the prompt head the next question
     /// shares (the quick prompt opened: the user is about to ask).
     Prepare,
-    /// The words of a question being typed for the local model, at a word's
-    /// end: prefill the turn it will be asked in (`prefill::warm_draft`).
-    Draft(Box<ChatRequest>),
     /// The chat model changed (Settings → Models): a follow-up starts a new prompt.
     ModelChanged,
     /// The user changed what cowork remembers: a follow-up starts a new prompt
@@ -152,19 +149,6 @@ const SUMMARY_AFTER_MILLIS: i64 = 3_600_000;
 const SUMMARY_LOOKBACK_MILLIS: i64 = 7 * 86_400_000;
 /// With the model already loaded and idle this long, one pending hour is summarised.
 const SUMMARY_IDLE: Duration = Duration::from_secs(120);
-
-/// Grounded mode with nothing to stand on (no note recalled, nothing
-/// attached): a fixed refusal, without calling a model.
-pub(super) fn refused_ungrounded(settings: &crate::config::Settings, request: &ChatRequest, memory: Option<&super::memory::MemoryContext>) -> bool {
-    settings.grounded && request.attachments.is_empty() && memory.is_none_or(|m| !m.any_embedded || m.assembly.items.is_empty())
-}
-
-/// The notes of a question's turn: what the user attached (data next to the
-/// question), then what memory recalled for it, numbered for citing.
-pub(super) fn turn_notes(request: &ChatRequest, memory: Option<&super::memory::MemoryContext>) -> String {
-    let notes = memory.and_then(|m| m.assembly.render(now_millis())).unwrap_or_default();
-    join_parts(&[&request.attached_data(), &notes])
-}
 
 /// The stored form of an answer; an answer that failed empty keeps its reason as text.
 pub(super) fn answer_message(request: &ChatRequest, text: String, error: Option<&str>, status: MessageStatus, provider: &str, cost: f64, citations: Option<String>) -> ChatMessage {
@@ -376,7 +360,9 @@ impl<B: LocalBrain> AgentWorker<B> {
         request.text = request.text.replace("<no-memory>", "").trim().to_owned();
         let (settings, providers) = self.brains();
         let memory = self.chat_memory(&request, &settings);
-        if refused_ungrounded(&settings, &request, memory.as_ref()) {
+        // Grounded mode: nothing to stand on → a fixed refusal, without calling a model.
+        // (What the user attached is something to stand on.)
+        if settings.grounded && request.attachments.is_empty() && memory.as_ref().is_none_or(|m| !m.any_embedded || m.assembly.items.is_empty()) {
             self.refuse(&request, remember);
             return;
         }
@@ -393,7 +379,10 @@ impl<B: LocalBrain> AgentWorker<B> {
             self.sink.send(AgentEvent::Citations { answer_id: request.answer_id, citations: citations.clone() });
         }
         let citations_json = (!citations.is_empty()).then(|| serde_json::to_string(&citations).unwrap_or_default());
-        let context = self.prompt_context(memory.as_ref().map(|m| &m.report), &turn_notes(&request, memory.as_ref()));
+        let notes = memory.as_ref().and_then(|m| m.assembly.render(now_millis())).unwrap_or_default();
+        // Attached resources sit with the notes: data next to the question.
+        let notes = join_parts(&[&request.attached_data(), &notes]);
+        let context = self.prompt_context(memory.as_ref().map(|m| &m.report), &notes);
         let context_text = context.as_ref().map(PromptContext::text);
         // Route first: a cloud answer may need the user's consent before anything happens.
         let plan = match self.plan(&request, context_text.as_deref(), &settings, &providers) {
@@ -820,9 +809,6 @@ impl<B: LocalBrain> AgentWorker<B> {
         match command {
             AgentCommand::Chat(request) => self.handle_chat(request),
             AgentCommand::Prepare => self.warm_head(),
-            AgentCommand::Draft(request) => {
-                self.warm_draft(*request, None);
-            }
             AgentCommand::ModelChanged | AgentCommand::MemoryChanged => self.conversation = None,
             AgentCommand::Summarise { limit, reply } => {
                 let result = self.summarise_pending(now_millis(), limit, false);
@@ -884,12 +870,6 @@ impl<B: LocalBrain> Supervised for AgentWorker<B> {
             self.poll_decisions();
             next_expiry = self.expire_approvals(now_millis());
             match received {
-                // A draft yields to what waits behind it (the question, or a newer draft).
-                Ok(AgentCommand::Draft(request)) => {
-                    if let Some(skip) = self.warm_draft(*request, Some(commands)) {
-                        tracing::trace!(?skip, "a draft's turn not prefilled");
-                    }
-                }
                 Ok(command) => {
                     if !self.handle(command, ctx) {
                         break;
@@ -1021,16 +1001,6 @@ mod tests {
     }
 
     /// A worker on a scripted engine, with the far ends of its channels.
-    /// The fixture's captured text embedded, and its first chunk pinned to thread 1 (a note for its questions).
-    fn pin_embedded_chunk(conn: &rusqlite::Connection) {
-        crate::chat::upsert_thread(conn, &ChatThread { thread_id: 1, title: "t".into(), updated_at_millis: 0 }, 0).unwrap();
-        let job = crate::memory::jobs::create_job(conn, 4, 10).unwrap().unwrap();
-        let batch = crate::memory::jobs::next_batch(conn, job.job_id, 10).unwrap();
-        let vectors: Vec<Vec<f32>> = batch.iter().map(|_| vec![1.0 / (crate::memory::embed::DIMENSIONS as f32).sqrt(); crate::memory::embed::DIMENSIONS]).collect();
-        crate::memory::jobs::commit_batch(conn, job.job_id, &batch, &vectors, 5).unwrap();
-        conn.execute("INSERT INTO thread_pins (thread_id, chunk_id) VALUES (1, ?1)", [batch[0].chunk_id]).unwrap();
-    }
-
     fn harness(mut engine: ScriptedEngine, stop: Arc<AtomicU64>) -> Harness {
         engine.stop = stop.clone();
         let (dir, config) = fixture();
@@ -1091,7 +1061,12 @@ mod tests {
         // Something embedded and pinned to the thread, a hot fact and a profile: all in the prompt, cited.
         crate::store::set_setting(&conn, crate::config::keys::PROFILE, "Goal: ship the Q3 report by Friday", 2).unwrap();
         crate::memory::hot::add(&conn, crate::memory::hot::File::User, "Works at Nordbank in Porto", "user", 3).unwrap();
-        pin_embedded_chunk(&conn);
+        crate::chat::upsert_thread(&conn, &ChatThread { thread_id: 1, title: "t".into(), updated_at_millis: 0 }, 0).unwrap();
+        let job = crate::memory::jobs::create_job(&conn, 4, 10).unwrap().unwrap();
+        let batch = crate::memory::jobs::next_batch(&conn, job.job_id, 10).unwrap();
+        let vectors: Vec<Vec<f32>> = batch.iter().map(|_| vec![1.0 / (crate::memory::embed::DIMENSIONS as f32).sqrt(); crate::memory::embed::DIMENSIONS]).collect();
+        crate::memory::jobs::commit_batch(&conn, job.job_id, &batch, &vectors, 5).unwrap();
+        conn.execute("INSERT INTO thread_pins (thread_id, chunk_id) VALUES (1, ?1)", [batch[0].chunk_id]).unwrap();
         let history = vec![(Role::User, "What am I doing?".into()), (Role::Assistant, crate::memory::rag::GROUNDED_REFUSAL.into())];
         worker.handle(AgentCommand::Chat(ChatRequest { user_message_id: 20, answer_id: 21, ..request(history) }), &ctx);
         let prompt = prompts.borrow_mut()[0].clone();
@@ -1146,46 +1121,6 @@ mod tests {
         let head = warm.last().unwrap().content.trim_end_matches("Question: ").to_owned();
         assert!(head.contains("Q3 report.odt"), "the log and clock are in the warmed turn: {head}");
         assert!(asked.last().unwrap().content.starts_with(&head), "the question's turn extends the warmed head");
-    }
-
-    /// A question being typed: its turn (clock, window, the notes for the
-    /// words so far) is prefilled in pieces, so the question sent afterwards
-    /// extends the last piece by its own words; nothing is stored or shown,
-    /// and a waiting command stops it before a piece.
-    #[test]
-    fn a_draft_prefills_the_questions_turn_so_sending_it_adds_only_its_words() {
-        use super::super::warm::Skip;
-        let Harness { _dir, mut worker, ctx, store_rx, events, prompts } = harness(ScriptedEngine::default(), Arc::default());
-        // A note for the question's turn: a chunk pinned to the thread.
-        let conn = crate::store::open_writer(&worker.config.db_path).unwrap();
-        pin_embedded_chunk(&conn);
-
-        let draft = ChatRequest { text: "What am I".into(), ..request(Vec::new()) };
-        assert_eq!(worker.warm_draft(draft.clone(), None), None);
-        let warmed = prompts.borrow().clone();
-        assert!(!warmed.is_empty());
-        assert_eq!(store_rx.try_iter().count(), 0, "a draft is never stored");
-        assert!(events.try_iter().all(|e| !matches!(e, AppEvent::Agent(AgentEvent::Token { .. } | AgentEvent::MemoryInjected { .. } | AgentEvent::ContextAttached { .. }))), "nor shown");
-        let last = warmed.last().unwrap().clone();
-        let turn = &last.last().unwrap().content;
-        assert!(turn.contains("Q3 report.odt") && turn.contains("[1] "), "the clock, the window and the note are in it: {turn}");
-        assert!(!turn.contains("What am I") && !turn.contains("Question:"), "the question's words are not: {turn}");
-
-        worker.handle(AgentCommand::Chat(request(Vec::new())), &ctx);
-        let asked = prompts.borrow().last().unwrap().clone();
-        assert_eq!(asked[..asked.len() - 1], last[..last.len() - 1], "the same head");
-        assert_eq!(asked.last().unwrap().content, format!("{turn}\n\nQuestion: What am I doing?"), "the question adds only its own words");
-
-        // The question waiting behind a draft: not a piece of the draft first.
-        let (commands_tx, commands) = bounded::<AgentCommand>(4);
-        commands_tx.send(AgentCommand::Chat(request(Vec::new()))).unwrap();
-        let before = prompts.borrow().len();
-        assert_eq!(worker.warm_draft(draft.clone(), Some(&commands)), Some(Skip::Interrupted));
-        assert_eq!(prompts.borrow().len(), before);
-        // A cloud preferred: nothing is prefilled for it.
-        crate::store::set_setting(&conn, crate::config::keys::PREFER, "cloud", 2).unwrap();
-        assert_eq!(worker.warm_draft(draft, None), Some(Skip::Paused));
-        assert_eq!(prompts.borrow().len(), before);
     }
 
     /// `llm.keep_warm`: between commands, the head (without the clock) is

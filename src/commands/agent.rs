@@ -105,24 +105,12 @@ struct CallReport {
     output: String,
 }
 
-/// How `cowork ask --agent` runs its tasks (the flags it shares with `cowork ask`).
-#[derive(Clone, Copy, Debug, Default)]
-pub struct AskFlags {
-    pub json: bool,
-    pub forget: bool,
-    pub follow_up: bool,
-    pub warm: bool,
-    /// Each task typed at this many characters a second first (`ask::type_out`).
-    pub typed: Option<f64>,
-}
-
 /// `cowork ask --agent --json TASK [TASK ...]`: each task in turn with the
 /// model loaded once, one JSON line a task (the agent evaluation reads them).
 /// Nothing is asked: a call that needs approval stays waiting (as without a
 /// terminal) and the next task starts. `forget`: no chat is kept.
 /// `follow_up`: the tasks are one thread, each with the ones before as its history.
-pub fn ask_agent_json(paths: &Paths, tasks: &[String], brain: Option<crate::agent::BrainChoice>, local_model: Option<&str>, flags: AskFlags) -> anyhow::Result<u8> {
-    let AskFlags { forget, follow_up, warm, typed, .. } = flags;
+pub fn ask_agent_json(paths: &Paths, tasks: &[String], brain: Option<crate::agent::BrainChoice>, local_model: Option<&str>, forget: bool, follow_up: bool, warm: bool) -> anyhow::Result<u8> {
     let (workers, events) = start_with(paths, local_model)?;
     wait_for_mcp(&workers);
     if warm {
@@ -143,9 +131,6 @@ pub fn ask_agent_json(paths: &Paths, tasks: &[String], brain: Option<crate::agen
         let thread = thread.clone().expect("set above");
         let text = if forget { format!("<no-memory> {task}") } else { task.clone() };
         let request = ChatRequest { agent: true, brain: brain.clone(), history: history.clone(), ..ChatRequest::new(thread, new_thread, user_message_id, answer_id, text) };
-        if let Some(cps) = typed {
-            super::ask::type_out(&workers, &request, task, if forget { "<no-memory> " } else { "" }, cps);
-        }
         let started = std::time::Instant::now();
         workers.agent.commands.send(AgentCommand::Chat(request))?;
         let mut report = TaskReport { task: task.clone(), ..TaskReport::default() };

@@ -35,10 +35,6 @@ pub struct AskOptions {
     /// Prefill the prompt head before the first question, as the app keeps it
     /// prefilled (`agent::warm`), and report how long that took.
     pub warm: bool,
-    /// Type each question at this many characters a second before sending
-    /// it, its words going to the agent worker as the sidebar sends them
-    /// (`type_out`).
-    pub typed: Option<f64>,
 }
 
 /// How long loading the model and prefilling the prompt head took (`--warm`).
@@ -87,6 +83,7 @@ struct Answered<'a> {
     answer: String,
     /// Time to load the model, when this question loaded it.
     load_ms: u64,
+    /// From the question sent to its first word (the model's load excluded).
     first_token_ms: u64,
     /// From the question sent to the answer's end (the model's load excluded).
     total_ms: u64,
@@ -146,9 +143,6 @@ pub fn ask(paths: &Paths, questions: &[String], options: &AskOptions) -> anyhow:
             ask_id: answer_id,
             ..ChatRequest::new(thread.clone().expect("set above"), new_thread, next_id(), answer_id, text)
         };
-        if let Some(cps) = options.typed {
-            type_out(&workers, &request, question, if options.forget { "<no-memory> " } else { "" }, cps);
-        }
         workers.agent.commands.send(AgentCommand::Chat(request))?;
         match answer(&events, question, answer_id, options) {
             Ok(text) => {
@@ -165,32 +159,14 @@ pub fn ask(paths: &Paths, questions: &[String], options: &AskOptions) -> anyhow:
     outcome.map_err(|err| anyhow::anyhow!("{err:#}"))
 }
 
-/// `--typed CPS`: `question` typed at `cps` characters a second, as the
-/// sidebar sees it typed: at each word's end (three words on) its words so
-/// far go to the agent worker as a draft of `request` (`AgentCommand::Draft`,
-/// dropped when the worker's queue is full, as the app drops it). Returns
-/// when the last character is typed; the question is timed from its sending.
-pub fn type_out(workers: &Workers, request: &ChatRequest, question: &str, prefix: &str, cps: f64) {
-    let started = std::time::Instant::now();
-    let mut sent = String::new();
-    for (typed, (at, c)) in question.char_indices().enumerate() {
-        let due = Duration::from_secs_f64((typed + 1) as f64 / cps.max(0.1));
-        std::thread::sleep(due.saturating_sub(started.elapsed()));
-        if let Some(words) = crate::agent::draft_ready(&question[..at + c.len_utf8()], &sent) {
-            let draft = ChatRequest { text: format!("{prefix}{words}"), ..request.clone() };
-            if workers.agent.commands.try_send(AgentCommand::Draft(Box::new(draft))).is_ok() {
-                sent = words;
-            }
-        }
-    }
-}
-
 /// Streams (or collects) one answer; returns its text.
 fn answer(events: &crossbeam_channel::Receiver<AppEvent>, question: &str, answer_id: i64, options: &AskOptions) -> anyhow::Result<String> {
     let mut stdout = std::io::stdout().lock();
     let mut text = String::new();
     let mut load_ms = 0;
     let started = std::time::Instant::now();
+    // Timed from the sending, as the user waits (reading memory and recalling notes included).
+    let mut first_token_ms = None;
     loop {
         let Ok(event) = events.recv_timeout(Duration::from_secs(600)) else {
             bail!("no answer within 10 minutes");
@@ -201,6 +177,9 @@ fn answer(events: &crossbeam_channel::Receiver<AppEvent>, question: &str, answer
             }
             AppEvent::LocalModel(LocalModelEvent::Model(crate::llm::events::ModelStatus::Ready { load_millis, .. })) => load_ms = load_millis,
             AppEvent::Agent(AgentEvent::Token { text: token, answer_id: id }) if id == answer_id => {
+                if first_token_ms.is_none() && !token.trim().is_empty() {
+                    first_token_ms = Some((started.elapsed().as_millis() as u64).saturating_sub(load_ms));
+                }
                 text.push_str(&token);
                 if !options.json {
                     stdout.write_all(token.as_bytes())?;
@@ -216,7 +195,7 @@ fn answer(events: &crossbeam_channel::Receiver<AppEvent>, question: &str, answer
                         question,
                         answer: text.clone(),
                         load_ms,
-                        first_token_ms: stats.first_token_millis,
+                        first_token_ms: first_token_ms.unwrap_or(stats.first_token_millis),
                         total_ms: (started.elapsed().as_millis() as u64).saturating_sub(load_ms),
                         prompt_tokens: stats.prompt_tokens,
                         completion_tokens: stats.completion_tokens,

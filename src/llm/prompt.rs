@@ -42,13 +42,10 @@ pub fn join_parts(parts: &[&str]) -> String {
     parts.iter().map(|p| p.trim()).filter(|p| !p.is_empty()).collect::<Vec<_>>().join("\n\n")
 }
 
-/// Where a question's own words start in its turn (after the log, clock and notes).
-pub const QUESTION_MARK: &str = "\n\nQuestion: ";
-
 /// The question's turn: `head` (log, clock, notes) then the question itself.
 pub fn question_turn(head: &[&str], question: &str) -> PromptMessage {
     let head = join_parts(head);
-    let content = if head.is_empty() { question.to_owned() } else { format!("{head}{QUESTION_MARK}{question}") };
+    let content = if head.is_empty() { question.to_owned() } else { format!("{head}\n\nQuestion: {question}") };
     PromptMessage { role: PromptRole::User, content }
 }
 

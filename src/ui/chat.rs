@@ -137,9 +137,6 @@ pub fn chat_ui(ui: &mut egui::Ui, state: &AppState, panel: &mut ChatPanel, actio
     .labelled_by(label.id);
     let enter_pressed =
         response.has_focus() && ui.input(|i| i.key_pressed(Key::Enter) && !i.modifiers.shift);
-    if response.changed() && !enter_pressed {
-        actions.push(UiAction::DraftChanged(panel.draft.clone()));
-    }
     if enter_pressed {
         // The multiline edit already inserted a newline for this Enter.
         let trimmed = panel.draft.trim_end_matches('\n').len();

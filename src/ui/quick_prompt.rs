@@ -20,9 +20,6 @@ pub fn quick_prompt_ui(ui: &mut egui::Ui, panel: &mut QuickPromptPanel, voice: &
         let response = ui
             .add(TextEdit::singleline(&mut panel.text).desired_width(ui.available_width() - 150.0).hint_text("Ask cowork…"))
             .labelled_by(label.id);
-        if response.changed() {
-            actions.push(UiAction::DraftChanged(panel.text.clone()));
-        }
         if !panel.focus_requested {
             response.request_focus();
             panel.focus_requested = true;

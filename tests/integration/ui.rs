@@ -152,20 +152,10 @@ pub(super) fn send_message(harness: &mut Harness<'static, CoworkApp>, far: &Far,
     harness.run();
     harness.get_by_label("Send").click();
     harness.run();
-    chat_sent(far)
-}
-
-/// The question that reached the agent worker (past the drafts sent while it was typed).
-#[track_caller]
-fn chat_sent(far: &Far) -> cowork::agent::ChatRequest {
-    far.agent
-        .try_iter()
-        .find_map(|command| match command {
-            AgentCommand::Chat(request) => Some(request),
-            AgentCommand::Draft(_) => None,
-            other => panic!("unexpected {other:?}"),
-        })
-        .expect("a chat request reached the agent worker")
+    match far.agent.try_recv().expect("a chat request reached the agent worker") {
+        AgentCommand::Chat(request) => request,
+        other => panic!("unexpected {other:?}"),
+    }
 }
 
 /// Every model of the bundled manifest, none installed (in an empty folder).
@@ -398,44 +388,6 @@ fn a_failed_worker_gets_a_retry_button_that_reaches_its_supervisor() {
     harness.get_by_label("Retry local model").click();
     harness.run();
     assert_eq!(far.llm_control.try_recv().ok(), Some(Control::Retry));
-}
-
-/// While a question for the local model is typed, its words go to the agent
-/// worker at each word's end from the third word on (it prefills the turn),
-/// once per new word; the question itself follows as usual; with a cloud
-/// preferred, nothing goes before the question.
-#[test]
-fn a_question_being_typed_goes_to_the_local_model_word_by_word_before_it_is_sent() {
-    let (mut harness, far) = app();
-    let drafts = |far: &Far| -> Vec<String> {
-        far.agent
-            .try_iter()
-            .map(|command| match command {
-                AgentCommand::Draft(request) => request.text,
-                other => panic!("only drafts while typing: {other:?}"),
-            })
-            .collect()
-    };
-    type_message(&mut harness, "Where did ");
-    harness.run();
-    assert!(drafts(&far).is_empty(), "two words recall too little");
-    harness.get_by_role_and_label(Role::MultilineTextInput, "Message").type_text("I book the ho");
-    harness.run();
-    assert_eq!(drafts(&far), ["Where did I book the"], "up to the last word's end");
-    harness.get_by_role_and_label(Role::MultilineTextInput, "Message").type_text("tel?");
-    harness.run();
-    assert_eq!(drafts(&far), ["Where did I book the hotel?"]);
-    harness.get_by_label("Send").click();
-    harness.run();
-    let request = chat_sent(&far);
-    assert_eq!(request.text, "Where did I book the hotel?");
-
-    let (mut harness, far) = app();
-    far.events.send(AppEvent::Store(StoreEvent::Setting { key: "brains.prefer".into(), value: "cloud".into() })).unwrap();
-    harness.run();
-    type_message(&mut harness, "What did I copy from the wiki? ");
-    harness.run();
-    assert!(drafts(&far).is_empty(), "a cloud brain gets the question when it is sent, not before");
 }
 
 #[test]
@@ -739,7 +691,7 @@ fn citations_open_their_source_ratings_reach_the_store_and_the_memory_view_shows
     harness.run();
     harness.get_by_label("Send").click();
     harness.run();
-    let request = chat_sent(&far);
+    let AgentCommand::Chat(request) = far.agent.try_recv().unwrap() else { panic!("a chat request") };
     let citation = |n, stream, source_id, open_id, label: &str| Citation {
         n,
         chunk_id: Some(n as i64),
@@ -1405,11 +1357,7 @@ fn the_microphone_button_records_into_the_chat_and_esc_cancels() {
     harness.run();
     let input = harness.get_by_role_and_label(Role::MultilineTextInput, "Message");
     assert_eq!(input.value().as_deref(), Some("What did I do this morning"));
-    let sent: Vec<AgentCommand> = far.agent.try_iter().collect();
-    assert!(
-        matches!(&sent[..], [AgentCommand::Draft(draft)] if draft.text == "What did I do this morning"),
-        "nothing was sent, but its turn is prepared for the local model: {sent:?}"
-    );
+    assert!(far.agent.try_recv().is_err(), "nothing was sent");
     // Silence says so instead of inventing text.
     far.events.send(AppEvent::Voice(VoiceEvent::Heard { target: VoiceTarget::Chat, heard: Heard::Nothing(cowork::audio::transcribe::Silence::NoSpeech), release_to_text_millis: 50 })).unwrap();
     harness.run();

@@ -190,12 +190,13 @@ fn answer(events: &crossbeam_channel::Receiver<AppEvent>, question: &str, answer
                 if let (MessageStatus::Failed, Some(error)) = (status, error) {
                     bail!(error);
                 }
+                let first_token_ms = first_token_ms.unwrap_or(stats.first_token_millis);
                 if options.json {
                     let line = Answered {
                         question,
                         answer: text.clone(),
                         load_ms,
-                        first_token_ms: first_token_ms.unwrap_or(stats.first_token_millis),
+                        first_token_ms,
                         total_ms: (started.elapsed().as_millis() as u64).saturating_sub(load_ms),
                         prompt_tokens: stats.prompt_tokens,
                         completion_tokens: stats.completion_tokens,
@@ -207,7 +208,7 @@ fn answer(events: &crossbeam_channel::Receiver<AppEvent>, question: &str, answer
                     if stats.completion_tokens > 0 {
                         eprintln!(
                             "[{} tokens, {:.1} tokens/s, first token after {} ms]",
-                            stats.completion_tokens, stats.tokens_per_sec, stats.first_token_millis
+                            stats.completion_tokens, stats.tokens_per_sec, first_token_ms
                         );
                     }
                 }

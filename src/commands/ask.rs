@@ -85,6 +85,9 @@ struct Answered<'a> {
     load_ms: u64,
     /// From the question sent to its first word (the model's load excluded).
     first_token_ms: u64,
+    /// From the model's start on the prompt to its first word: what a model
+    /// server is timed on (`scripts/measure` sets it beside llama.cpp's).
+    model_first_token_ms: u64,
     /// From the question sent to the answer's end (the model's load excluded).
     total_ms: u64,
     prompt_tokens: usize,
@@ -197,6 +200,7 @@ fn answer(events: &crossbeam_channel::Receiver<AppEvent>, question: &str, answer
                         answer: text.clone(),
                         load_ms,
                         first_token_ms,
+                        model_first_token_ms: stats.first_token_millis,
                         total_ms: (started.elapsed().as_millis() as u64).saturating_sub(load_ms),
                         prompt_tokens: stats.prompt_tokens,
                         completion_tokens: stats.completion_tokens,

@@ -24,6 +24,7 @@ pub mod history;
 pub mod integrations;
 pub mod local;
 mod memory;
+mod notes_budget;
 mod corrections;
 pub mod operation;
 pub mod store;

@@ -242,8 +242,10 @@ pub struct GenerationStats {
     pub completion_tokens: usize,
     pub first_token_millis: u64,
     pub tokens_per_sec: f32,
-    /// Of `prompt_tokens`, served from the provider's prompt cache.
+    /// Of `prompt_tokens`, served from the provider's prompt cache (the local engine's prefix cache).
     pub cached_prompt_tokens: usize,
+    /// How long reading the uncached part of the prompt took (the local engine).
+    pub prompt_millis: u64,
     /// Of `completion_tokens`, spent thinking (a reasoning model's, where the provider says).
     pub reasoning_tokens: usize,
 }

@@ -558,6 +558,7 @@ impl<B: LocalBrain> AgentWorker<B> {
             .brain
             .generate(request, epoch, &mut |text: &str| shown.push(text))
             .map_err(|err| err.to_string())?;
+        self.prefill_rate.record(&generation.model, &generation.stats);
         // An answer to a list that names nothing in it gets the list under it.
         let last_result = self.acting.live.get(&operation_id).and_then(|l| l.calls.last()).filter(|c| c.status == CallStatus::Done);
         if has_looked

@@ -252,7 +252,7 @@ mod tests {
             origin: rag::Origin::Recalled,
             open_id: Some(5),
         };
-        let memory = MemoryContext { report, assembly: rag::Assembly { items: vec![item], dropped: Vec::new() }, any_embedded: true };
+        let memory = MemoryContext { report, assembly: rag::Assembly { items: vec![item], ..rag::Assembly::default() }, any_embedded: true };
         let data = memory.task_data(0).expect("a data turn");
         assert!(data.starts_with(DATA_HEAD) && data.contains("<memory>") && data.trim_end().ends_with("</memory>"), "{data}");
         assert!(data.contains("Summary of activity from 09:00: edited q3.ods") && data.contains("[1] "), "{data}");

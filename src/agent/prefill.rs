@@ -106,7 +106,10 @@ impl<B: LocalBrain> AgentWorker<B> {
             }
             let request = GenerateRequest { messages: piece.to_vec(), max_tokens: 1, only_if_loaded: commands.is_some(), ..GenerateRequest::default() };
             match self.brain.generate(request, self.stop_epoch.load(Ordering::SeqCst), &mut |_| {}) {
-                Ok(generation) => tokens = generation.stats.prompt_tokens,
+                Ok(generation) => {
+                    self.prefill_rate.record(&generation.model, &generation.stats);
+                    tokens = generation.stats.prompt_tokens;
+                }
                 Err(err) => {
                     tracing::warn!(%err, "could not prefill the prompt head");
                     return Some(Skip::Failed(err.to_string()));

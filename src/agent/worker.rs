@@ -213,6 +213,8 @@ pub struct AgentWorker<B: LocalBrain> {
     pub(super) examples: Vec<PromptMessage>,
     /// The prompt head kept prefilled (`warm`).
     pub(super) warmth: super::warm::Warmth,
+    /// How fast the local model reads prompts here: a local question's notes budget.
+    pub(super) prefill_rate: super::notes_budget::PrefillRate,
 }
 
 /// A local exchange as the model saw it: its prompt and answer.
@@ -255,6 +257,7 @@ impl<B: LocalBrain> AgentWorker<B> {
             conversation: None,
             examples: local_examples(),
             warmth: super::warm::Warmth::default(),
+            prefill_rate: super::notes_budget::PrefillRate::default(),
             acting: super::operation::Acting::new(config_data_dir),
         }
     }
@@ -359,12 +362,33 @@ impl<B: LocalBrain> AgentWorker<B> {
         let remember = !wants_no_memory(&request.text);
         request.text = request.text.replace("<no-memory>", "").trim().to_owned();
         let (settings, providers) = self.brains();
-        let memory = self.chat_memory(&request, &settings);
+        let mut memory = self.chat_memory(&request, &settings);
         // Grounded mode: nothing to stand on → a fixed refusal, without calling a model.
         // (What the user attached is something to stand on.)
         if settings.grounded && request.attachments.is_empty() && memory.as_ref().is_none_or(|m| !m.any_embedded || m.assembly.items.is_empty()) {
             self.refuse(&request, remember);
             return;
+        }
+        // Attached resources sit with the notes: data next to the question.
+        let notes = |memory: &Option<super::MemoryContext>| join_parts(&[&request.attached_data(), &memory.as_ref().and_then(|m| m.assembly.render(now_millis())).unwrap_or_default()]);
+        let mut context = self.prompt_context(memory.as_ref().map(|m| &m.report), &notes(&memory));
+        let mut context_text = context.as_ref().map(PromptContext::text);
+        // Route first: a cloud answer may need the user's consent before anything happens.
+        let plan = match self.plan(&request, context_text.as_deref(), &settings, &providers) {
+            Ok(plan) => plan,
+            Err(message) => {
+                self.finish_early(&request, remember, context_text.as_deref(), message);
+                return;
+            }
+        };
+        // A local question carries the notes this machine reads in its share of the first-token target (`notes_budget`).
+        if let (Plan::Local { .. }, Some(local)) = (&plan, memory.as_mut()) {
+            let carried = local.assembly.items.len();
+            local.assembly.fit(self.prefill_rate.notes_budget(settings.recall_budget_tokens), now_millis());
+            if local.assembly.items.len() < carried {
+                context = self.prompt_context(memory.as_ref().map(|m| &m.report), &notes(&memory));
+                context_text = context.as_ref().map(PromptContext::text);
+            }
         }
         let citations = memory.as_ref().map(|m| m.assembly.citations()).unwrap_or_default();
         if let Some(memory) = &memory {
@@ -379,19 +403,6 @@ impl<B: LocalBrain> AgentWorker<B> {
             self.sink.send(AgentEvent::Citations { answer_id: request.answer_id, citations: citations.clone() });
         }
         let citations_json = (!citations.is_empty()).then(|| serde_json::to_string(&citations).unwrap_or_default());
-        let notes = memory.as_ref().and_then(|m| m.assembly.render(now_millis())).unwrap_or_default();
-        // Attached resources sit with the notes: data next to the question.
-        let notes = join_parts(&[&request.attached_data(), &notes]);
-        let context = self.prompt_context(memory.as_ref().map(|m| &m.report), &notes);
-        let context_text = context.as_ref().map(PromptContext::text);
-        // Route first: a cloud answer may need the user's consent before anything happens.
-        let plan = match self.plan(&request, context_text.as_deref(), &settings, &providers) {
-            Ok(plan) => plan,
-            Err(message) => {
-                self.finish_early(&request, remember, context_text.as_deref(), message);
-                return;
-            }
-        };
         if let Plan::Cloud { provider, reason, consent, .. } = &plan {
             let allowed = consent.or(request.consent_once.then_some(true));
             if allowed.is_none() && context.is_some() {
@@ -452,6 +463,9 @@ impl<B: LocalBrain> AgentWorker<B> {
             },
         );
         let stopped = self.stop_epoch.load(Ordering::SeqCst) != epoch;
+        if let Ok(generation) = &outcome {
+            self.prefill_rate.record(&generation.model, &generation.stats);
+        }
         let model = outcome.as_ref().ok().map(|g| g.model.clone());
         let (status, error, stats) = match outcome {
             Ok(generation) if stopped => (MessageStatus::Stopped, None, generation.stats),
@@ -660,6 +674,7 @@ impl<B: LocalBrain> AgentWorker<B> {
             let request = GenerateRequest { messages, max_tokens: 80, only_if_loaded, ..GenerateRequest::default() };
             // Stop ends a summary too: it runs under the current epoch.
             let generation = self.brain.generate(request, self.stop_epoch.load(Ordering::SeqCst), &mut |_| {}).map_err(|e| e.to_string())?;
+            self.prefill_rate.record(&generation.model, &generation.stats);
             let text = generation.text.trim().to_owned();
             if text.is_empty() {
                 continue;
@@ -783,6 +798,7 @@ impl<B: LocalBrain> AgentWorker<B> {
                     tokens_per_sec: if elapsed > 0.0 { a.output_tokens as f32 / elapsed } else { 0.0 },
                     cached_prompt_tokens: a.cached_input_tokens as usize,
                     reasoning_tokens: a.reasoning_tokens as usize,
+                    ..GenerationStats::default()
                 };
                 (MessageStatus::Done, None, stats, cost)
             }

@@ -91,6 +91,10 @@ struct Answered<'a> {
     /// From the question sent to the answer's end (the model's load excluded).
     total_ms: u64,
     prompt_tokens: usize,
+    /// Of `prompt_tokens`, those the engine's prefix cache held (not read again).
+    cached_prompt_tokens: usize,
+    /// How long reading the rest took.
+    prompt_ms: u64,
     completion_tokens: usize,
     tokens_per_sec: f32,
 }
@@ -203,6 +207,8 @@ fn answer(events: &crossbeam_channel::Receiver<AppEvent>, question: &str, answer
                         model_first_token_ms: stats.first_token_millis,
                         total_ms: (started.elapsed().as_millis() as u64).saturating_sub(load_ms),
                         prompt_tokens: stats.prompt_tokens,
+                        cached_prompt_tokens: stats.cached_prompt_tokens,
+                        prompt_ms: stats.prompt_millis,
                         completion_tokens: stats.completion_tokens,
                         tokens_per_sec: stats.tokens_per_sec,
                     };

@@ -273,6 +273,10 @@ impl ChatEngine for MistralEngine {
                             stats.prompt_tokens = usage.prompt_tokens;
                             stats.completion_tokens = usage.completion_tokens;
                             stats.tokens_per_sec = usage.avg_compl_tok_per_sec;
+                            // The prompt rate counts the tokens read, not the prefix cache's (PATCH.md change 16).
+                            let read = (usage.avg_prompt_tok_per_sec * usage.total_prompt_time_sec).round() as usize;
+                            stats.cached_prompt_tokens = usage.prompt_tokens.saturating_sub(read);
+                            stats.prompt_millis = (usage.total_prompt_time_sec * 1000.0).round() as u64;
                         }
                         let mut finished = false;
                         for choice in choices {

@@ -104,7 +104,7 @@ pub fn local_examples() -> Vec<PromptMessage> {
         origin: Origin::Recalled,
         open_id: None,
     };
-    let notes = Assembly { items: vec![note], dropped: Vec::new() }.render(now).unwrap_or_default();
+    let notes = Assembly { items: vec![note], ..Assembly::default() }.render(now).unwrap_or_default();
     vec![
         question_turn(&[layer1.log.as_deref().unwrap_or_default(), &layer1.now, &notes], "What is the tracking number of my parcel?"),
         PromptMessage { role: PromptRole::Assistant, content: "Your parcel's tracking number is 00340434161094042557 [1].".to_owned() },

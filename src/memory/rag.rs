@@ -1,9 +1,10 @@
 //! Grounded context for one chat message (after Layer-1 context): pinned
-//! chunks first, then recent capture not yet embedded, then what vector
-//! search recalls across namespaces, then — when search found too little —
-//! chunks this thread cited before (no duplicates, at most 4). The whole is
-//! trimmed to a token budget, dropping the lowest recency weight first, and
-//! numbered so the answer can cite `[n]`. Also the fixed grounded refusal,
+//! chunks, recent capture not yet embedded, what vector search recalls
+//! across namespaces, and — when search found too little — chunks this
+//! thread cited before (no duplicates, at most 4). The whole is trimmed to a
+//! token budget, dropping the worst match first (weighed against its age:
+//! `keep_weight`), put in time order after the pinned ones, and numbered so
+//! the answer can cite `[n]`. Also the fixed grounded refusal,
 //! and pins: a source row pinned to a thread (`thread_pins`, from a search
 //! result's Pin button; the chat lists them with Unpin).
 
@@ -69,6 +70,8 @@ pub struct Assembly {
     pub items: Vec<Item>,
     /// Cut by the budget (the Memory view shows them).
     pub dropped: Vec<Item>,
+    /// What each of `items` is worth keeping when a smaller budget cuts (`fit`).
+    pub keep: Vec<f64>,
 }
 
 impl Item {
@@ -89,8 +92,10 @@ impl Item {
         }
     }
 
-    /// One numbered note: when (local time), what kind and where, then the text.
-    fn line(&self, n: usize, now_millis: i64) -> String {
+    /// One numbered note: when (local time), what kind and where, then the
+    /// text; `window_of`: an earlier note's number, of the same window, whose
+    /// label this one then does not repeat.
+    fn line(&self, n: usize, window_of: Option<usize>, now_millis: i64) -> String {
         let text: String = self.text.chars().take(600).collect();
         let kind = match self.stream {
             crate::memory::search::Stream::Window => "window",
@@ -107,9 +112,20 @@ impl Item {
         if self.stream == crate::memory::search::Stream::Window
             && let Some(rest) = text.strip_prefix(title)
         {
-            return format!("[{n}] {when} window {}{}\n", self.label, rest.replace('\n', " "));
+            return match window_of {
+                Some(k) => format!("[{n}] {when} the window of [{k}] again{}\n", rest.replace('\n', " ")),
+                None => format!("[{n}] {when} window {}{}\n", self.label, rest.replace('\n', " ")),
+            };
         }
-        format!("[{n}] {when} {kind} {}: {}\n", self.label, text.replace('\n', " "))
+        match window_of {
+            Some(k) if self.stream != crate::memory::search::Stream::Window => format!("[{n}] {when} {kind} the window of [{k}]: {}\n", text.replace('\n', " ")),
+            _ => format!("[{n}] {when} {kind} {}: {}\n", self.label, text.replace('\n', " ")),
+        }
+    }
+
+    /// Whether the label names a window ("app — title"): windows, and what was typed or copied in one.
+    fn in_window(&self) -> bool {
+        matches!(self.stream, Source::Window | Source::Typing | Source::Clipboard)
     }
 
     fn same_source(&self, other: &Item) -> bool {
@@ -117,8 +133,31 @@ impl Item {
     }
 }
 
+/// The notes' lines, numbered from 1: a window's second note (its typed or
+/// copied text, or the window itself after its text) points to the first
+/// instead of repeating the title: with a small budget, two notes fit where
+/// one did.
+fn lines(items: &[Item], now_millis: i64) -> Vec<String> {
+    items
+        .iter()
+        .enumerate()
+        .map(|(n, item)| {
+            let window_of = if item.in_window() { items[..n].iter().position(|e| e.in_window() && e.label == item.label).map(|k| k + 1) } else { None };
+            item.line(n + 1, window_of, now_millis)
+        })
+        .collect()
+}
+
 fn recency_weight(at_millis: i64, now_millis: i64) -> f64 {
     0.5f64.powf((now_millis - at_millis).max(0) as f64 / HALF_LIFE_MILLIS)
+}
+
+/// How much a note is worth its tokens when the budget cuts: its rank (the
+/// recalled in search's order, best first, then recent capture, then earlier
+/// citations) weighed against its age, so the best match stays unless it is
+/// weeks older than the rest (a week halves it; rank 1 is worth half of rank 0).
+fn keep_weight(at_millis: i64, rank: usize, now_millis: i64) -> f64 {
+    recency_weight(at_millis, now_millis) / (1 + rank) as f64
 }
 
 /// Puts the pieces together in order, then trims to `budget_tokens`.
@@ -145,33 +184,56 @@ pub fn assemble(pinned: Vec<Item>, recent: Vec<Item>, recalled: Vec<Item>, cited
             }
         }
     }
-    // Trim: drop the lowest recency weight first; pinned items go last.
-    let mut dropped = Vec::new();
-    let cost = |items: &[Item]| items.iter().enumerate().map(|(n, i)| estimate_tokens(&i.line(n + 1, now_millis))).sum::<usize>();
-    while cost(&items) > budget_tokens && !items.is_empty() {
-        let victim = items
-            .iter()
-            .enumerate()
-            .min_by(|(_, a), (_, b)| {
-                let weight = |i: &Item| if i.origin == Origin::Pinned { f64::INFINITY } else { recency_weight(i.at_millis, now_millis) };
-                weight(a).total_cmp(&weight(b))
-            })
-            .map(|(index, _)| index)
-            .expect("not empty");
-        dropped.push(items.remove(victim));
+    // What each is worth keeping when a budget cuts (`keep_weight`); pinned items go last.
+    let mut rank = 0;
+    let mut keep = vec![f64::INFINITY; items.len()];
+    for origin in [Origin::Recalled, Origin::Recent, Origin::Backfill] {
+        for (index, item) in items.iter().enumerate().filter(|(_, i)| i.origin == origin) {
+            keep[index] = keep_weight(item.at_millis, rank, now_millis);
+            rank += 1;
+        }
     }
-    Assembly { items, dropped }
+    // Pinned first, the rest in time order, as the log reads: a follow-up
+    // question that recalls the same notes finds them in the same order, so
+    // the engine's prefix cache holds them and only the question is read.
+    let mut order: Vec<usize> = (0..items.len()).collect();
+    order.sort_by_key(|&i| (items[i].origin != Origin::Pinned, items[i].at_millis, items[i].source_id));
+    let mut slots: Vec<Option<Item>> = items.into_iter().map(Some).collect();
+    let mut assembly = Assembly {
+        items: order.iter().filter_map(|&i| slots[i].take()).collect(),
+        dropped: Vec::new(),
+        keep: order.iter().map(|&i| keep[i]).collect(),
+    };
+    assembly.fit(budget_tokens, now_millis);
+    assembly
 }
 
 impl Assembly {
+    /// Drops what is least worth keeping (`keep_weight`; an item without a
+    /// weight stays) until the notes fit `budget_tokens`: a local question
+    /// carries fewer than a cloud one (`agent::notes_budget`). The best one
+    /// stays even when it alone is over the budget (a note is at most 600
+    /// characters), unless the budget is nothing.
+    pub fn fit(&mut self, budget_tokens: usize, now_millis: i64) {
+        let cost = |items: &[Item]| lines(items, now_millis).iter().map(|line| estimate_tokens(line)).sum::<usize>();
+        while cost(&self.items) > budget_tokens && (self.items.len() > 1 || budget_tokens == 0 && !self.items.is_empty()) {
+            let worth = |index: usize| self.keep.get(index).copied().unwrap_or(f64::INFINITY);
+            let victim = (0..self.items.len()).min_by(|&a, &b| worth(a).total_cmp(&worth(b))).expect("not empty");
+            if self.keep.len() > victim {
+                self.keep.remove(victim);
+            }
+            self.dropped.push(self.items.remove(victim));
+        }
+    }
+
     /// The prompt block, numbered for citing; `None` when empty.
     pub fn render(&self, now_millis: i64) -> Option<String> {
         if self.items.is_empty() {
             return None;
         }
         let mut text = String::from("Notes from the user's memory that may answer the question (numbered for citing):\n");
-        for (n, item) in self.items.iter().enumerate() {
-            text.push_str(&item.line(n + 1, now_millis));
+        for line in lines(&self.items, now_millis) {
+            text.push_str(&line);
         }
         Some(text)
     }
@@ -299,16 +361,22 @@ mod tests {
         };
         let typed = Item::from_hit(&hit(Source::Typing, format!("Typed in Thunderbird ({title}): Hi Priya, please book the hotel.")), Origin::Recalled);
         assert_eq!(typed.text, "Hi Priya, please book the hotel.");
-        let line = typed.line(1, now);
+        let line = typed.line(1, None, now);
         assert!(line.ends_with(&format!("typed in Thunderbird — {title}: Hi Priya, please book the hotel.\n")), "{line}");
         let window = Item::from_hit(&hit(Source::Window, format!("Window in Thunderbird: {title} (imap://mail)")), Origin::Recalled);
-        let line = window.line(2, now);
+        let line = window.line(2, None, now);
         assert!(line.ends_with(&format!("window Thunderbird — {title} (imap://mail)\n")), "{line}");
         assert_eq!(line.matches("Offsite venue").count(), 1, "{line}");
+        // Both notes together: the second points to the first instead of naming the window again.
+        let both = Assembly { items: vec![window.clone(), typed.clone()], ..Assembly::default() }.render(now).unwrap();
+        assert_eq!(both.matches("Offsite venue").count(), 1, "{both}");
+        assert!(both.ends_with("typed in the window of [1]: Hi Priya, please book the hotel.\n"), "{both}");
+        let after = Assembly { items: vec![typed, window], ..Assembly::default() }.render(now).unwrap();
+        assert!(after.ends_with("the window of [1] again (imap://mail)\n") && after.matches("Offsite venue").count() == 1, "{after}");
     }
 
     #[test]
-    fn order_dedup_backfill_and_trimming_by_recency() {
+    fn order_dedup_backfill_and_trimming_by_rank_and_age() {
         let now = 100 * 86_400_000;
         let day = 86_400_000;
         // Plenty recalled: no backfill; a duplicate of a pinned source appears once.
@@ -318,9 +386,10 @@ mod tests {
         // Too little found: earlier citations fill in, at most 4, no duplicates.
         let cited: Vec<Item> = (10..20).map(|id| item(id, now, Origin::Backfill, 5)).chain([item(2, now, Origin::Backfill, 5)]).collect();
         let b = assemble(vec![], vec![item(30, now, Origin::Recent, 5)], vec![item(2, now, Origin::Recalled, 5)], cited, 10_000, now);
-        assert_eq!(b.items.iter().map(|i| i.source_id).collect::<Vec<_>>(), vec![30, 2, 10, 11, 12, 13]);
-        assert!(b.items[2..].iter().all(|i| i.origin == Origin::Backfill));
-        // Over budget: the oldest go first, the pinned one stays even though it is oldest.
+        assert_eq!(b.items.iter().map(|i| i.source_id).collect::<Vec<_>>(), vec![2, 10, 11, 12, 13, 30], "one time: by row");
+        assert!(b.items[1..5].iter().all(|i| i.origin == Origin::Backfill));
+        // Over budget: the worse matches go first (the weeks-old one before the new one),
+        // the best match stays, and so does the pinned one, though it is oldest.
         let c = assemble(
             vec![item(1, now - 300 * day, Origin::Pinned, 40)],
             vec![],
@@ -329,11 +398,25 @@ mod tests {
             150,
             now,
         );
-        assert_eq!(c.items.iter().map(|i| i.source_id).collect::<Vec<_>>(), vec![1, 4]);
-        assert_eq!(c.dropped.iter().map(|i| i.source_id).collect::<Vec<_>>(), vec![3, 2]);
+        assert_eq!(c.items.iter().map(|i| i.source_id).collect::<Vec<_>>(), vec![1, 2]);
+        assert_eq!(c.dropped.iter().map(|i| i.source_id).collect::<Vec<_>>(), vec![3, 4]);
         let text = c.render(now).unwrap();
         assert!(text.contains("[1] ") && text.contains("[2] ") && !text.contains("[3] "), "{text}");
-        assert_eq!(c.citations()[1].source_id, 4);
+        assert_eq!(c.citations()[1].source_id, 2);
+        // A best match weeks older than the next loses to it; recent capture and earlier citations rank after what search found.
+        let d = assemble(vec![], vec![item(5, now, Origin::Recent, 40)], vec![item(6, now - 30 * day, Origin::Recalled, 40), item(7, now, Origin::Recalled, 40)], vec![], 75, now);
+        assert_eq!(d.items.iter().map(|i| i.source_id).collect::<Vec<_>>(), vec![7]);
+        assert_eq!(d.dropped.iter().map(|i| i.source_id).collect::<Vec<_>>(), vec![6, 5]);
+        // What is kept reads in time order, whatever search's order: two questions recalling the same notes send them alike.
+        let e = assemble(vec![], vec![], vec![item(8, now, Origin::Recalled, 5), item(9, now - day, Origin::Recalled, 5)], vec![], 1_000, now);
+        let f = assemble(vec![], vec![], vec![item(9, now - day, Origin::Recalled, 5), item(8, now, Origin::Recalled, 5)], vec![], 1_000, now);
+        assert_eq!(e.items.iter().map(|i| i.source_id).collect::<Vec<_>>(), vec![9, 8]);
+        assert_eq!(e.render(now), f.render(now));
+        // A smaller budget later (a local question's) cuts by the same worth: the best match stays, wherever it sits.
+        let mut e = e;
+        e.fit(estimate_tokens(&e.items[1].line(1, None, now)), now);
+        assert_eq!((e.items[0].source_id, e.dropped.iter().map(|i| i.source_id).collect::<Vec<_>>()), (8, vec![9]));
+        assert_eq!(e.keep.len(), e.items.len());
         assert!(assemble(vec![], vec![], vec![], vec![], 100, now).render(now).is_none());
     }
     #[test]

@@ -392,6 +392,30 @@ fn a_long_prompt_answers_the_same_in_chunks_as_in_one_pass() {
     assert_eq!(chunked["answer"].as_str(), Some(answer), "chunked prefill changed the answer");
 }
 
+/// The engine says how much of a prompt its prefix cache held and how long
+/// reading the rest took (mistralrs-core PATCH.md change 16): a local
+/// question's notes are budgeted on that rate (`agent::notes_budget`).
+#[test]
+fn the_engine_reports_the_tokens_it_read_apart_from_the_prefix_cache() {
+    if !require(chat_model().is_file(), "the SmolLM2 chat model") {
+        return;
+    }
+    let dir = temp_dir();
+    let question = "Name three colours of the rainbow, please, in one short sentence.";
+    // The clock frozen: both prompts say the same time.
+    let out = cowork_at_morning(dir.path(), &["ask", "--forget", "--json", "--local-model", "smollm2-135m-instruct", question, question]);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let answers: Vec<serde_json::Value> = String::from_utf8_lossy(&out.stdout).lines().map(|l| serde_json::from_str(l).unwrap()).collect();
+    let field = |n: usize, name: &str| answers[n][name].as_u64().unwrap_or_else(|| panic!("{name} in {}", answers[n]));
+    // The first reads its whole prompt, in measurable time.
+    assert_eq!(field(0, "cached_prompt_tokens"), 0, "{}", answers[0]);
+    assert!(field(0, "prompt_ms") > 0 && field(0, "prompt_tokens") > 50, "{}", answers[0]);
+    // The same question again: all but its last token comes from the cache (PATCH.md change 15).
+    let (prompt, cached) = (field(1, "prompt_tokens"), field(1, "cached_prompt_tokens"));
+    assert_eq!(prompt, field(0, "prompt_tokens"), "the same prompt: {answers:?}");
+    assert!(cached + 2 >= prompt && cached < prompt, "the cache held all but the last token or so: {answers:?}");
+}
+
 /// The bundled default chat model (Qwen2.5-Coder-0.5B, Q8_0).
 pub(super) fn qwen() -> std::path::PathBuf {
     models_dir().join("qwen2.5-coder-0.5b-instruct/qwen2.5-coder-0.5b-instruct-q8_0.gguf")

@@ -1069,6 +1069,7 @@ impl Sequence {
         get_mut_group!(self).total_time = now - self.timestamp;
 
         get_mut_group!(self).total_prompt_toks = self.prompt_len;
+        get_mut_group!(self).total_prompt_toks_read = self.prompt_len.saturating_sub(self.prefix_cache_len);
         get_mut_group!(self).total_toks = self.len();
     }
 
@@ -1335,6 +1336,8 @@ pub struct SequenceGroup {
     n_choices: usize, // The target number of choices to return. Can be decreased if an error is thrown.
     best_of: Option<usize>, // Top n seqs based on cumulative logprobs.
     pub total_prompt_toks: usize,
+    /// cowork patch: of `total_prompt_toks`, those the prompt step computed (not found in the prefix cache).
+    pub total_prompt_toks_read: usize,
     pub total_toks: usize,
     pub total_prompt_time: u128,
     pub total_time: u128,
@@ -1367,6 +1370,7 @@ impl SequenceGroup {
             completion_choices: Vec::new(),
             n_choices,
             total_prompt_toks: 0,
+            total_prompt_toks_read: 0,
             total_toks: 0,
             total_prompt_time: 0,
             total_time: 0,
@@ -1418,8 +1422,9 @@ impl SequenceGroup {
             } else {
                 0.0
             },
+            // cowork patch: the tokens the prompt step read; a prefix-cache hit costs nothing (as llama.cpp's server counts).
             avg_prompt_tok_per_sec: if self.total_prompt_time > 0 {
-                (self.total_prompt_toks as f32 / self.total_prompt_time as f32) * 1000.
+                (self.total_prompt_toks_read as f32 / self.total_prompt_time as f32) * 1000.
             } else {
                 0.0
             },

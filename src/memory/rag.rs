@@ -92,10 +92,8 @@ impl Item {
         }
     }
 
-    /// One numbered note: when (local time), what kind and where, then the
-    /// text; `window_of`: an earlier note's number, of the same window, whose
-    /// label this one then does not repeat.
-    fn line(&self, n: usize, window_of: Option<usize>, now_millis: i64) -> String {
+    /// One numbered note: when (local time), what kind and where, then the text.
+    fn line(&self, n: usize, now_millis: i64) -> String {
         let text: String = self.text.chars().take(600).collect();
         let kind = match self.stream {
             crate::memory::search::Stream::Window => "window",
@@ -112,20 +110,9 @@ impl Item {
         if self.stream == crate::memory::search::Stream::Window
             && let Some(rest) = text.strip_prefix(title)
         {
-            return match window_of {
-                Some(k) => format!("[{n}] {when} the window of [{k}] again{}\n", rest.replace('\n', " ")),
-                None => format!("[{n}] {when} window {}{}\n", self.label, rest.replace('\n', " ")),
-            };
+            return format!("[{n}] {when} window {}{}\n", self.label, rest.replace('\n', " "));
         }
-        match window_of {
-            Some(k) if self.stream != crate::memory::search::Stream::Window => format!("[{n}] {when} {kind} the window of [{k}]: {}\n", text.replace('\n', " ")),
-            _ => format!("[{n}] {when} {kind} {}: {}\n", self.label, text.replace('\n', " ")),
-        }
-    }
-
-    /// Whether the label names a window ("app — title"): windows, and what was typed or copied in one.
-    fn in_window(&self) -> bool {
-        matches!(self.stream, Source::Window | Source::Typing | Source::Clipboard)
+        format!("[{n}] {when} {kind} {}: {}\n", self.label, text.replace('\n', " "))
     }
 
     fn same_source(&self, other: &Item) -> bool {
@@ -133,19 +120,9 @@ impl Item {
     }
 }
 
-/// The notes' lines, numbered from 1: a window's second note (its typed or
-/// copied text, or the window itself after its text) points to the first
-/// instead of repeating the title: with a small budget, two notes fit where
-/// one did.
+/// The notes' lines, numbered from 1.
 fn lines(items: &[Item], now_millis: i64) -> Vec<String> {
-    items
-        .iter()
-        .enumerate()
-        .map(|(n, item)| {
-            let window_of = if item.in_window() { items[..n].iter().position(|e| e.in_window() && e.label == item.label).map(|k| k + 1) } else { None };
-            item.line(n + 1, window_of, now_millis)
-        })
-        .collect()
+    items.iter().enumerate().map(|(n, item)| item.line(n + 1, now_millis)).collect()
 }
 
 fn recency_weight(at_millis: i64, now_millis: i64) -> f64 {
@@ -361,18 +338,12 @@ mod tests {
         };
         let typed = Item::from_hit(&hit(Source::Typing, format!("Typed in Thunderbird ({title}): Hi Priya, please book the hotel.")), Origin::Recalled);
         assert_eq!(typed.text, "Hi Priya, please book the hotel.");
-        let line = typed.line(1, None, now);
+        let line = typed.line(1, now);
         assert!(line.ends_with(&format!("typed in Thunderbird — {title}: Hi Priya, please book the hotel.\n")), "{line}");
         let window = Item::from_hit(&hit(Source::Window, format!("Window in Thunderbird: {title} (imap://mail)")), Origin::Recalled);
-        let line = window.line(2, None, now);
+        let line = window.line(2, now);
         assert!(line.ends_with(&format!("window Thunderbird — {title} (imap://mail)\n")), "{line}");
         assert_eq!(line.matches("Offsite venue").count(), 1, "{line}");
-        // Both notes together: the second points to the first instead of naming the window again.
-        let both = Assembly { items: vec![window.clone(), typed.clone()], ..Assembly::default() }.render(now).unwrap();
-        assert_eq!(both.matches("Offsite venue").count(), 1, "{both}");
-        assert!(both.ends_with("typed in the window of [1]: Hi Priya, please book the hotel.\n"), "{both}");
-        let after = Assembly { items: vec![typed, window], ..Assembly::default() }.render(now).unwrap();
-        assert!(after.ends_with("the window of [1] again (imap://mail)\n") && after.matches("Offsite venue").count() == 1, "{after}");
     }
 
     #[test]
@@ -414,7 +385,7 @@ mod tests {
         assert_eq!(e.render(now), f.render(now));
         // A smaller budget later (a local question's) cuts by the same worth: the best match stays, wherever it sits.
         let mut e = e;
-        e.fit(estimate_tokens(&e.items[1].line(1, None, now)), now);
+        e.fit(estimate_tokens(&e.items[1].line(1, now)), now);
         assert_eq!((e.items[0].source_id, e.dropped.iter().map(|i| i.source_id).collect::<Vec<_>>()), (8, vec![9]));
         assert_eq!(e.keep.len(), e.items.len());
         assert!(assemble(vec![], vec![], vec![], vec![], 100, now).render(now).is_none());

@@ -255,8 +255,12 @@ class CoworkDesktop {
             const {GLib} = this._deps;
             const window = this._windows().find(w => w.get_pid() === pid && w.get_title() === title);
             if (window && (kind === 'sidebar' || kind === 'prompt')) {
-                if (!this._placed.has(window))
+                if (!this._placed.has(window)) {
                     this._placedSignals.push([window, window.connect('unmanaged', () => this._placed.delete(window))]);
+                    // A window asked for before it is first shown is placed by Mutter as it shows:
+                    // ours again then (and whenever it shows again), so the last word is cowork's.
+                    this._placedSignals.push([window, window.connect('shown', () => this._place(window, false))]);
+                }
                 this._placed.set(window, {kind, width, height});
                 this._place(window, true);
             }

@@ -280,10 +280,18 @@ impl Compositor {
             .stdout(Stdio::null())
             .stderr(std::fs::File::create(compositor.home.path().join("gnome-shell.log")).unwrap());
         compositor.children.push(ChildGuard(shell.spawn().expect("start gnome-shell")));
-        let ready = eventually(Duration::from_secs(30), || {
-            compositor.runtime.join(&compositor.socket).exists() && compositor.shell_eval("1").is_some() && compositor.shell_eval("1").is_some()
+        // Ready as a logged-in user finds it: the shell has finished starting, every extension
+        // it loads (cowork's, installed above) is enabled, and Mutter's RemoteDesktop is on the
+        // bus. The driver answers earlier than that, and a loaded machine shows the gap.
+        let started = "(() => { const m = imports.ui.main; if (m.layoutManager._startingUp) return false; \
+                       const e = m.extensionManager.lookup('cowork@cowork.app'); return !e || e.state === 1; })()";
+        let bus_address = bus.clone();
+        let ready = eventually(Duration::from_secs(60), || {
+            compositor.runtime.join(&compositor.socket).exists()
+                && compositor.shell_eval(started) == Some(serde_json::Value::Bool(true))
+                && super::support::bus_name_owned(&bus_address, "org.gnome.Mutter.RemoteDesktop")
         });
-        assert!(ready, "gnome-shell did not start with the driver extension: {}", compositor.gnome_log());
+        assert!(ready, "gnome-shell did not finish starting with its extensions: {:?}\n{}", compositor.shell_eval(started), compositor.gnome_log());
         compositor
     }
 

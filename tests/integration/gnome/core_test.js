@@ -211,6 +211,11 @@ t('placement touches only the caller\'s own window of that title', () => {
     windows.push(prompt);
     desktop.PlaceAsync([['prompt', 'cowork quick prompt', 560, 64]].flat(), invocation(':1.10'));
     assert.strictEqual(prompt.activated, 1);
+    // Mutter places a window itself as it first shows it, after an early ask: placed again then.
+    prompt.rect = {x: 79, y: 44, width: 560, height: 64};
+    prompt.emit('shown');
+    assert.deepStrictEqual(prompt.rect, {x: 360, y: 240, width: 560, height: 64}, 'centred once shown');
+    assert.strictEqual(prompt.activated, 1, 'showing it focuses nothing more');
     display.emit('workareas-changed');
     assert.strictEqual(prompt.activated, 1, 'no focus stolen');
     // A closed window is forgotten.

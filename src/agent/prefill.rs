@@ -10,7 +10,7 @@ use crossbeam_channel::Receiver;
 use super::AgentCommand;
 use super::events::AgentEvent;
 use super::operation::ChatRequest;
-use super::warm::{IDLE_SHARE, REWARM_EVERY, Skip, TYPING_QUIET, free_share, hash, pieces};
+use super::warm::{IDLE_SHARE, Skip, TYPING_QUIET, free_share, hash, pieces, wait_after};
 use super::worker::AgentWorker;
 use crate::ids::now_millis;
 use crate::llm::{GenerateRequest, LocalBrain, PromptMessage};
@@ -80,7 +80,7 @@ impl<B: LocalBrain> AgentWorker<B> {
         if !idle {
             return Some(Skip::Busy);
         }
-        if self.warmth.at.is_some_and(|at| at.elapsed() < REWARM_EVERY) {
+        if self.warmth.at.is_some_and(|at| at.elapsed() < self.warmth.wait) {
             return Some(Skip::Recent);
         }
         let head = self.prompt_head(false);
@@ -98,6 +98,7 @@ impl<B: LocalBrain> AgentWorker<B> {
     /// pieces. Tells the UI how long it took.
     pub(super) fn prefill(&mut self, head: &[PromptMessage], commands: Option<&Receiver<AgentCommand>>) -> Option<Skip> {
         let started = Instant::now();
+        let cold = self.warmth.head.is_none();
         let examples = if head.len() > 2 { self.examples.len() } else { 0 };
         let mut tokens = 0;
         for piece in pieces(head, examples) {
@@ -116,8 +117,12 @@ impl<B: LocalBrain> AgentWorker<B> {
                 }
             }
         }
-        let millis = started.elapsed().as_millis() as u64;
-        tracing::info!(millis, tokens, "prompt head prefilled");
+        let took = started.elapsed();
+        let millis = took.as_millis() as u64;
+        // The engine keeps every core busy while it reads (candle's pool is the machine's size).
+        let threads = std::thread::available_parallelism().map_or(1, |n| n.get());
+        self.warmth.wait = wait_after(took, threads, cold);
+        tracing::info!(millis, tokens, next_in_secs = self.warmth.wait.as_secs(), "prompt head prefilled");
         self.warmth.head = Some(hash(head));
         self.warmth.at = Some(Instant::now());
         self.warmth.used_at_millis = now_millis();

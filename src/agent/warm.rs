@@ -31,6 +31,13 @@ use crate::llm::PromptMessage;
 /// A changed head is prefilled again at most this often: the log grows a line
 /// at every window switch, and each refresh reads what was added since.
 pub const REWARM_EVERY: Duration = Duration::from_secs(120);
+/// The share of one core refreshes may use, averaged over time: after a
+/// refresh that kept the engine's threads busy for `c` seconds of CPU, the
+/// next waits `c / WARM_SHARE` (and at least `REWARM_EVERY`), so keeping warm
+/// costs at most this much however often the head changes (issue 56's target
+/// is 1 % of a core over an hour of work). The first read after a load is the
+/// first answer's promise and waits on nothing.
+pub const WARM_SHARE: f64 = 0.008;
 /// The share of the CPUs other work must leave free for a refresh (over the
 /// interval since the last look).
 pub const IDLE_SHARE: f64 = 0.5;
@@ -44,6 +51,8 @@ pub struct Warmth {
     pub head: Option<u64>,
     /// When the last refresh ended.
     pub at: Option<Instant>,
+    /// How long after `at` the next refresh waits (`wait_after`).
+    pub wait: Duration,
     /// The local model's last use as of that refresh: a later use ran another prompt.
     pub used_at_millis: i64,
     /// The CPUs' busy and total time at the last look (`stat`).
@@ -54,7 +63,7 @@ pub struct Warmth {
 
 impl Default for Warmth {
     fn default() -> Self {
-        Self { head: None, at: None, used_at_millis: 0, cpu: None, stat: "/proc/stat".into() }
+        Self { head: None, at: None, wait: REWARM_EVERY, used_at_millis: 0, cpu: None, stat: "/proc/stat".into() }
     }
 }
 
@@ -89,6 +98,16 @@ pub enum Skip {
     /// A command arrived: the rest waits for the next look.
     Interrupted,
     Failed(String),
+}
+
+/// How long the next refresh waits after one that took `took` with the
+/// engine's `threads` busy (`cold`: the first read after a load, not counted).
+pub fn wait_after(took: Duration, threads: usize, cold: bool) -> Duration {
+    if cold {
+        return REWARM_EVERY;
+    }
+    let cpu = took.as_secs_f64() * threads.max(1) as f64;
+    REWARM_EVERY.max(Duration::from_secs_f64(cpu / WARM_SHARE))
 }
 
 /// The busy and total time of all CPUs, in clock ticks, from `/proc/stat`'s first line.
@@ -142,6 +161,24 @@ mod tests {
         assert!((free_share(before, after).unwrap() - 0.2).abs() < 1e-9);
         assert_eq!(free_share(after, after), None, "no time passed");
         assert_eq!(cpu_times("intr 1 2 3"), None);
+    }
+
+    #[test]
+    fn a_refresh_waits_long_enough_to_keep_its_average_under_its_share_of_a_core() {
+        // 2.9 s on 2 threads = 5.8 s of CPU: the next waits 5.8 / 0.008 s.
+        let wait = wait_after(Duration::from_millis(2_900), 2, false);
+        assert!((wait.as_secs_f64() - 725.0).abs() < 1e-6, "{wait:?}");
+        // Over any run of refreshes each followed by its wait, the average is the share at most.
+        let took = [Duration::from_millis(40), Duration::from_secs(3), Duration::from_secs(9), Duration::from_millis(700)];
+        let (cpu, span) = took.iter().fold((0.0, 0.0), |(cpu, span), t| {
+            let busy = t.as_secs_f64() * 2.0;
+            (cpu + busy, span + t.as_secs_f64() + wait_after(*t, 2, false).as_secs_f64())
+        });
+        assert!(cpu / span <= WARM_SHARE + 1e-12, "{}", cpu / span);
+        // A cheap refresh (the cache held it all) waits the floor; the first after a load waits nothing more.
+        assert_eq!(wait_after(Duration::from_millis(40), 2, false), REWARM_EVERY);
+        assert_eq!(wait_after(Duration::from_secs(9), 2, true), REWARM_EVERY);
+        assert_eq!(wait_after(Duration::from_secs(1), 0, false), Duration::from_secs(125), "no thread count: one");
     }
 
     #[test]

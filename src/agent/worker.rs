@@ -1173,8 +1173,15 @@ mod tests {
         assert!(events.try_iter().any(|e| matches!(e, AppEvent::Agent(AgentEvent::PromptWarmed { .. }))));
         advance(100);
         assert_eq!(worker.keep_warm(&commands), Some(Skip::Recent));
+        // A refresh that cost much waits longer than the floor (its share of a core, `warm::wait_after`).
+        let wait = worker.warmth.wait;
+        assert!(wait >= super::super::warm::REWARM_EVERY, "{wait:?}");
+        worker.warmth.wait = super::super::warm::REWARM_EVERY * 5;
+        worker.warmth.age(super::super::warm::REWARM_EVERY * 2);
+        advance(100);
+        assert_eq!(worker.keep_warm(&commands), Some(Skip::Recent), "the last refresh's cost is not paid off yet");
         // Later: unchanged and nothing else ran, so nothing to do; a finished window changes the log.
-        worker.warmth.age(super::super::warm::REWARM_EVERY);
+        worker.warmth.age(super::super::warm::REWARM_EVERY * 3);
         advance(100);
         assert_eq!(worker.keep_warm(&commands), Some(Skip::Unchanged));
         let conn = crate::store::open_writer(&worker.config.db_path).unwrap();
@@ -1186,7 +1193,8 @@ mod tests {
         let head = prompts.borrow().last().unwrap().clone();
         assert!(prompts.borrow().len() > before && head.last().unwrap().content.contains("Atlas roadmap"), "the log is in the head: {head:?}");
         // Typing, or a question waiting, and it waits.
-        worker.warmth.age(super::super::warm::REWARM_EVERY);
+        let wait = worker.warmth.wait;
+        worker.warmth.age(wait);
         crate::capture::db::upsert_session(&conn, &ActivitySession { session_id: 3, title: "Budget".into(), ended_at_millis: Some(now_millis() - 100_000), ..finished.clone() }).unwrap();
         worker.config.keys_at_millis.store(now_millis(), Ordering::Relaxed);
         advance(100);

@@ -25,6 +25,11 @@ pub struct Layer1 {
 /// Where a budget-cut log starts: on a half-hour boundary, so the start (and
 /// with it every prompt token after it) stays put while the user works.
 const LOG_START_STEP_MILLIS: i64 = 30 * 60_000;
+/// Finer boundaries for a user who switches windows often: the coarsest of
+/// these that keeps at least half of the lines that fit is the start (a
+/// half-hour start would leave nothing once a half hour's windows outgrow the
+/// budget).
+const LOG_START_STEPS_MILLIS: [i64; 5] = [LOG_START_STEP_MILLIS, 10 * 60_000, 5 * 60_000, 2 * 60_000, 60_000];
 
 /// Builds layer-1 context within `budget_tokens`; `None` when nothing has been captured yet.
 pub fn layer1_context(conn: &Connection, now_millis: i64, budget_tokens: usize) -> anyhow::Result<Option<Layer1>> {
@@ -84,8 +89,11 @@ pub fn render(sessions_newest_first: &[ActivitySession], now_millis: i64, budget
     if lines.len() < finished.len()
         && let Some(oldest) = lines.len().checked_sub(1).map(|i| &finished[i])
     {
-        let start = -(-oldest.started_at_millis).div_euclid(LOG_START_STEP_MILLIS) * LOG_START_STEP_MILLIS;
-        let keep = finished.iter().take(lines.len()).take_while(|s| s.started_at_millis >= start).count();
+        let kept = |step: i64| {
+            let start = -(-oldest.started_at_millis).div_euclid(step) * step;
+            finished.iter().take(lines.len()).take_while(|s| s.started_at_millis >= start).count()
+        };
+        let keep = LOG_START_STEPS_MILLIS.iter().map(|&step| kept(step)).find(|&keep| 2 * keep >= lines.len()).unwrap_or(lines.len());
         lines.truncate(keep);
     }
     let log = (!lines.is_empty()).then(|| {
@@ -156,6 +164,30 @@ mod tests {
         assert!(moves <= 2, "{starts:?}");
         for pair in logs.windows(2).filter(|w| w[0].lines().nth(1) == w[1].lines().nth(1)) {
             assert!(pair[1].starts_with(&pair[0]), "{}\n---\n{}", pair[0], pair[1]);
+        }
+    }
+
+    #[test]
+    fn a_user_who_switches_every_20_seconds_keeps_half_a_log_or_more_whose_start_moves_seldom() {
+        let (minute, second) = (60_000, 1_000);
+        let base = crate::ids::local_day_start_millis(1_000 * LOG_START_STEP_MILLIS) + 8 * 60 * minute;
+        // A new window every 20 s for half an hour, newest first (the 40 newest, as `recent_sessions` gives).
+        let day = |count: i64| -> Vec<ActivitySession> {
+            (0..count).rev().take(40).map(|i| session(i, &format!("Ticket {i} - Jira"), base + i * 20 * second, Some(base + (i + 1) * 20 * second))).collect()
+        };
+        let now = |count: i64| base + count * 20 * second;
+        let logs: Vec<String> = (45..=90).map(|count| render(&day(count), now(count), 150).unwrap().log.expect("never an empty log")).collect();
+        let fits = |log: &str| log.lines().count() - 1;
+        let most = logs.iter().map(|log| fits(log)).max().unwrap();
+        for log in &logs {
+            assert!(estimate_tokens(log) <= 150);
+            assert!(2 * fits(log) >= most - 1, "at least half of what fits: {log}");
+        }
+        // 45 new windows in 15 minutes: the start moves far less often than a window is added.
+        let moves = logs.windows(2).filter(|w| w[0].lines().nth(1) != w[1].lines().nth(1)).count();
+        assert!(moves <= 15, "{moves} moves");
+        for pair in logs.windows(2).filter(|w| w[0].lines().nth(1) == w[1].lines().nth(1)) {
+            assert!(pair[1].starts_with(&pair[0]), "an unmoved start only appends");
         }
     }
 

@@ -208,7 +208,7 @@ impl Assembly {
         if self.items.is_empty() {
             return None;
         }
-        let mut text = String::from("Notes from the user's memory that may answer the question (numbered for citing):\n");
+        let mut text = String::from("Notes from the user's memory (numbered for citing):\n");
         for line in lines(&self.items, now_millis) {
             text.push_str(&line);
         }

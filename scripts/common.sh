@@ -38,7 +38,7 @@ UV_PYTHON_PACKAGES="uv==0.13.9"
 BUILD_PACKAGES="build-essential pkg-config cmake clang libclang-dev libopenblas-dev libx11-dev libxi-dev libxtst-dev
   libxkbcommon-dev libwayland-dev libasound2-dev libssl-dev mold git python3 python3-pip ca-certificates"
 RUNTIME_PACKAGES="libopenblas0 libgomp1 libx11-6 libxkbcommon-x11-0 libxcursor1 libxrandr2 libxi6 libgl1 libegl1 libgl1-mesa-dri
-  libasound2 libssl3 dbus at-spi2-core"
+  libasound2 libssl3 dbus at-spi2-core libtesseract5 tesseract-ocr-eng"
 # chromium (AT-SPI browser URLs), mpv + mpv-mpris (a real MPRIS player), GTK via python3-gi (password fields),
 # pulseaudio + pulseaudio-utils (a real sound server with null sinks as the microphone and speakers; paplay);
 # sway, foot, wtype, wl-clipboard, xwayland (wlroots headless, its clients and XWayland beside it), weston
@@ -46,12 +46,13 @@ RUNTIME_PACKAGES="libopenblas0 libgomp1 libx11-6 libxkbcommon-x11-0 libxcursor1 
 # kwin-wayland (KDE Plasma's compositor, headless with --virtual: cowork's KWin script), gnome-shell and gjs
 # (GNOME Shell 43 headless with cowork's extension; gjs runs its notification helper), desktop-file-utils
 # (desktop-file-validate checks the desktop entry the portal's host registry needs); appstream and man-db
-# (the package check validates the metainfo and finds the man page as a user would).
+# (the package check validates the metainfo and finds the man page as a user would); tesseract-ocr
+# (the CLI, the peer's way of reading screenshots, side by side in scripts/measure-ocr).
 TEST_PACKAGES="xvfb xauth xdotool openbox xterm x11-utils xclip espeak-ng sox nodejs time faketime
   dbus-daemon wmctrl chromium mpv mpv-mpris python3-gi gir1.2-gtk-3.0 python3-venv gnome-keyring iproute2
   pulseaudio pulseaudio-utils dunst sqlite3 sway foot wtype wl-clipboard xwayland weston wayland-utils
   kwin-wayland gnome-shell gjs desktop-file-utils appstream man-db
-  libreoffice-writer-nogui libreoffice-calc-nogui libreoffice-impress-nogui"
+  libreoffice-writer-nogui libreoffice-calc-nogui libreoffice-impress-nogui tesseract-ocr"
 
 # The Debian package's builder (scripts/package), installed with cargo when missing.
 CARGO_DEB_VERSION="3.8.0"

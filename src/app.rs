@@ -341,7 +341,13 @@ impl CoworkApp {
         self.state.reading_documents.push(name.clone());
         let spawned = std::thread::Builder::new().name("attach-document".into()).spawn(move || {
             let result = crate::documents::read_with_deadline(&path, &crate::documents::Selection::default(), crate::documents::read::DEADLINE).map_err(|e| e.to_string()).map(|doc| {
-                let attachment = crate::records::Attachment::document(&path, doc.render(crate::records::Attachment::FOR_MODEL));
+                let text = doc.render(crate::records::Attachment::FOR_MODEL);
+                // A picture goes along whole too, for a cloud model that sees (`Attachment::picture`).
+                let picture = (doc.kind == crate::documents::Kind::Picture).then(|| std::fs::read(&path).ok()).flatten().and_then(crate::media::Image::sniffed);
+                let attachment = match picture {
+                    Some(picture) => crate::records::Attachment::picture(&path, text, picture),
+                    None => crate::records::Attachment::document(&path, text),
+                };
                 let remembered = remember.then(|| crate::documents::memory::from_document(&doc, "attached").ok()).flatten();
                 Box::new((attachment, remembered))
             });

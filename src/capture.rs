@@ -12,6 +12,8 @@
 //! - `keys`, `clipboard`: the typing and clipboard streams, each a worker.
 //! - `a11y`, `a11y_worker`: AT-SPI (browser addresses, password fields, on
 //!   Wayland the typing stream) and the `a11y` worker.
+//! - `screen`: a window's text read on request by OCR of its own pixels,
+//!   after the firewall allowed the window (no pixel of an excluded one is read).
 //! - `health`: per-stream counters; `simulate`: a scripted day through the same
 //!   pipeline; `db`: their SQL and store commands; `events`: what capture tells
 //!   the UI.
@@ -38,6 +40,7 @@ pub mod clipboard;
 pub mod firewall;
 pub mod health;
 pub mod keys;
+pub mod screen;
 pub mod simulate;
 mod tracker;
 mod worker;

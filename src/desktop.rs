@@ -15,6 +15,7 @@
 //!   degraded with why and the fix, unavailable with why). The `Report` goes to
 //!   the UI (`DesktopEvent::Report`), to `cowork doctor`, and decides each
 //!   worker's backend (`backend::backend_for`).
+//! - `x11_pixels`: a window's own pixels on X11, windows above it covered, reads counted.
 //! - `backend`: the seam capture consumes (`DesktopBackend`); `x11`, `wlr`
 //!   (wlroots), `kwin` (KDE Plasma, through cowork's KWin script), `gnome`
 //!   (through cowork's GNOME Shell extension) are the backends; `observed` is
@@ -51,6 +52,7 @@ pub mod session;
 pub mod trigger;
 pub mod wlr;
 pub mod x11;
+pub mod x11_pixels;
 
 use global_hotkey::hotkey::HotKey;
 use crate::desktop::events::DesktopEvent;

@@ -6,6 +6,8 @@
 //!   as tables with their cell ranges, sections), each labelled so an answer
 //!   can cite "page 3". Size, time and decompression are capped, so a corrupt,
 //!   encrypted or huge file is a clear error, never a hang.
+//! - `pictures`: the text of attached pictures and of scanned PDF pages, by
+//!   OCR (`crate::ocr`), with the PDF's pictures decoded under bounds.
 //! - `xml`: the text of the XML inside DOCX, ODT, PPTX, ODP and EPUB.
 //! - `write`: new DOCX, XLSX, Markdown and CSV files, edits of DOCX (text
 //!   replaced in place, formatting kept) and XLSX (cells set), and an answer
@@ -32,6 +34,7 @@
 
 pub mod folders;
 pub mod memory;
+pub mod pictures;
 pub mod read;
 pub mod write;
 pub mod xml;

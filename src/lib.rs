@@ -35,6 +35,7 @@ pub mod models;
 pub mod native;
 pub mod net;
 pub mod notify;
+pub mod ocr;
 pub mod records;
 pub mod runtime;
 pub mod sealed;

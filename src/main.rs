@@ -195,6 +195,23 @@ enum Command {
         #[arg(long, value_name = "OPERATION")]
         operation: Option<i64>,
     },
+    /// Read the text in pictures (PNG, JPEG, GIF, WebP) or in a window on the screen (X11) by OCR
+    Ocr {
+        /// Picture files to read
+        files: Vec<std::path::PathBuf>,
+        /// An X11 window by id (`xdotool getactivewindow`); the privacy rules decide first
+        #[arg(long, conflicts_with = "focused")]
+        window: Option<u32>,
+        /// The focused X11 window; the privacy rules decide first
+        #[arg(long)]
+        focused: bool,
+        /// Save the window's pixels as read (PNG) here
+        #[arg(long, value_name = "PNG")]
+        save: Option<std::path::PathBuf>,
+        /// One JSON object per picture or window: text, confidence, milliseconds
+        #[arg(long)]
+        json: bool,
+    },
     /// Documents: read one as the agent does, keep one searchable in memory, list or forget them
     Documents {
         #[command(subcommand)]
@@ -772,6 +789,7 @@ fn run_command(command: Command, paths: &Paths, display: Option<String>) -> anyh
         Command::Apps { action } => run_apps(paths, action),
         Command::Undo { operation } => commands::documents::undo(paths, operation),
         Command::Documents { action } => run_documents(paths, action),
+        Command::Ocr { files, window, focused, save, json } => commands::documents::ocr(paths, &files, window, focused, save.as_deref(), json),
         Command::Audit { output: Some(call), .. } => {
             commands::agent::call_output(paths, call)?;
             Ok(ExitCode::SUCCESS)

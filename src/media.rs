@@ -23,6 +23,25 @@ pub struct Image {
     pub data: Vec<u8>,
 }
 
+impl Image {
+    /// `data` with its type read from its first bytes (PNG, JPEG, GIF, WebP); None for anything else or too large.
+    pub fn sniffed(data: Vec<u8>) -> Option<Image> {
+        let mime = sniff(&data)?;
+        (data.len() <= MAX_IMAGE_BYTES).then(|| Image { mime: mime.to_owned(), data })
+    }
+}
+
+/// A picture's type by its first bytes (what it is, not what a sender claimed).
+pub fn sniff(data: &[u8]) -> Option<&'static str> {
+    Some(match data {
+        [0x89, b'P', b'N', b'G', ..] => "image/png",
+        [0xFF, 0xD8, 0xFF, ..] => "image/jpeg",
+        [b'G', b'I', b'F', b'8', ..] => "image/gif",
+        [b'R', b'I', b'F', b'F', _, _, _, _, b'W', b'E', b'B', b'P', ..] => "image/webp",
+        _ => return None,
+    })
+}
+
 /// Decoded pixels, RGBA, row by row.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Thumbnail {
@@ -48,6 +67,15 @@ impl Attached {
 
 /// The image scaled to fit a `side`-pixel square (never enlarged).
 pub fn thumbnail(data: &[u8], side: u32) -> Result<Thumbnail, String> {
+    let picture = decode(data)?;
+    let picture = if picture.width() > side || picture.height() > side { picture.thumbnail(side, side) } else { picture };
+    let rgba = picture.to_rgba8();
+    Ok(Thumbnail { width: rgba.width(), height: rgba.height(), rgba: rgba.into_raw() })
+}
+
+/// The picture in `data` (PNG, JPEG, GIF or WebP), decoded within the bounds
+/// above, or why not.
+pub fn decode(data: &[u8]) -> Result<image::DynamicImage, String> {
     if data.len() > MAX_IMAGE_BYTES {
         return Err(format!("too large to show ({} MB)", data.len() >> 20));
     }
@@ -60,10 +88,7 @@ pub fn thumbnail(data: &[u8], side: u32) -> Result<Thumbnail, String> {
     limits.max_image_height = Some(MAX_SIDE);
     limits.max_alloc = Some(512 * 1024 * 1024);
     reader.limits(limits);
-    let picture = reader.decode().map_err(|err| format!("the image could not be decoded: {err}"))?;
-    let picture = if picture.width() > side || picture.height() > side { picture.thumbnail(side, side) } else { picture };
-    let rgba = picture.to_rgba8();
-    Ok(Thumbnail { width: rgba.width(), height: rgba.height(), rgba: rgba.into_raw() })
+    reader.decode().map_err(|err| format!("the image could not be decoded: {err}"))
 }
 
 /// "12 B", "3.4 KB", "1.2 MB", "2.3 GB".

@@ -57,6 +57,9 @@ pub struct Attachment {
     pub uri: String,
     pub name: String,
     pub text: String,
+    /// An attached picture as encoded (its text, by OCR, is in `text`): shown
+    /// to a cloud model that sees, where captured context may go.
+    pub picture: Option<crate::media::Image>,
 }
 
 impl Attachment {
@@ -67,7 +70,12 @@ impl Attachment {
     /// document as `documents::Document::render` gives it (pages marked).
     pub fn document(path: &std::path::Path, text: String) -> Self {
         let name = path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_else(|| path.display().to_string());
-        Attachment { server: String::new(), uri: path.display().to_string(), name, text }
+        Attachment { server: String::new(), uri: path.display().to_string(), name, text, picture: None }
+    }
+
+    /// An attached picture file: its OCR'd document text, and the picture itself.
+    pub fn picture(path: &std::path::Path, text: String, picture: crate::media::Image) -> Self {
+        Attachment { picture: Some(picture), ..Self::document(path, text) }
     }
 
     /// The attachment as the model reads it: marked as data from its server.

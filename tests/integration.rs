@@ -31,6 +31,7 @@ mod integration {
     mod provider_mocks;
     mod providers;
     mod render;
+    mod screen;
     mod security;
     mod security2;
     mod security2_documents;

@@ -333,7 +333,7 @@ impl<B: LocalBrain> AgentWorker<B> {
             Brain::Cloud { consent, .. } => registry::cloud_set(0)
                 .into_iter()
                 // Without consent for this provider, nothing captured is offered to it.
-                .filter(|name| *consent || registry::origin(name) != Origin::Memory && !matches!(*name, "clipboard_read" | "list_windows"))
+                .filter(|name| *consent || !matches!(registry::origin(name), Origin::Memory | Origin::Capture))
                 .map(str::to_owned)
                 .collect(),
         };
@@ -388,7 +388,12 @@ impl<B: LocalBrain> AgentWorker<B> {
         } else {
             // The server's text rides in the user's turn, so the turn counts as
             // untrusted: a tool call it leads to is asked about.
-            state.push(Turn::new(Role::User, format!("{clock}{}\n\n{}", request.attached_data(), request.text)), Origin::ToolResult);
+            let mut turn = Turn::new(Role::User, format!("{clock}{}\n\n{}", request.attached_data(), request.text));
+            // Attached pictures themselves only where captured context may go (their OCR text is in the turn either way).
+            if matches!(brain, Brain::Cloud { consent: true, .. }) {
+                turn.images = crate::brains::message::Picture::of_attachments(&request.attachments);
+            }
+            state.push(turn, Origin::ToolResult);
         }
         state.head = state.entries.len();
         let (answered_by, reason) = match &brain {
@@ -1005,6 +1010,14 @@ impl<B: LocalBrain> AgentWorker<B> {
                 ToolOutput::ok(format!("The user sees your list ({done} of {} done).", items.len()))
             }
             "delegate" => self.delegate(operation_id, call, epoch),
+            // The picture the card showed, if the user saw one; else taken now (an always-allow rule).
+            "screenshot" => match call.images.first() {
+                Some(shown) => ToolOutput { images: vec![shown.image.clone()], ..ToolOutput::ok("The screenshot the user saw on the approval card and allowed.") },
+                None => match self.take_screenshot(&call.arguments) {
+                    Ok(shot) => ToolOutput { images: vec![shot.image], ..ToolOutput::ok(format!("A screenshot of {}.", shot.of)) },
+                    Err(err) => ToolOutput::error(err),
+                },
+            },
             tool if flows::is_flow(tool) => {
                 if flows::find(&self.acting.flow_tools, tool).is_none() {
                     self.refresh_flow_tools();
@@ -1028,6 +1041,13 @@ impl<B: LocalBrain> AgentWorker<B> {
                 registry::execute(tool, &call.arguments, &env)
             }
         }
+    }
+
+    /// The screenshot a `screenshot` call asks for, if the privacy rules allow it.
+    fn take_screenshot(&mut self, args: &Value) -> Result<crate::tools::desktop::Screenshot, String> {
+        let shot = crate::tools::desktop::Shot::of(args)?;
+        let rules = self.settings().rules();
+        crate::tools::desktop::screenshot(shot, None, &rules, crate::ids::local_minute_of_day(now_millis()))
     }
 
     /// A call's outcome: recorded, audited, shown.
@@ -1087,7 +1107,8 @@ impl<B: LocalBrain> AgentWorker<B> {
             return;
         }
         let limit = if matches!(live.brain, Brain::Local) { RESULT_FOR_LOCAL } else { RESULT_FOR_MODEL };
-        let results: Vec<(String, String, Origin)> = current
+        let seen = matches!(live.brain, Brain::Cloud { consent: true, .. });
+        let results: Vec<(String, String, Origin, Vec<crate::brains::message::Picture>)> = current
             .iter()
             .map(|c| {
                 let output = if c.is_error { ToolOutput::error(c.output.clone().unwrap_or_default()) } else { ToolOutput::ok(c.output.clone().unwrap_or_default()) };
@@ -1097,16 +1118,24 @@ impl<B: LocalBrain> AgentWorker<B> {
                     _ if c.decided_by.as_deref() == Some("policy: arguments") => Origin::Instructions,
                     _ => registry::origin(&c.tool),
                 };
-                let text = match (c.is_error, &live.brain) {
+                let mut text = match (c.is_error, &live.brain) {
                     (true, _) => format!("Error: {}", output.for_model(limit)),
                     (false, Brain::Local) if c.tool == "read_file" => operation::numbered_lines(&output.for_model(limit)),
                     (false, _) => output.for_model(limit),
                 };
-                (c.model_call_id.clone(), text, origin)
+                // Every model reads what the pictures hold (their text by OCR); one that sees, allowed captured content, gets them too.
+                for (i, attached) in c.images.iter().enumerate() {
+                    text.push('\n');
+                    text.push_str(&crate::ocr::describe(&attached.image, i + 1));
+                }
+                let pictures = if seen { c.images.iter().filter_map(|a| crate::brains::message::Picture::for_model(&a.image)).collect() } else { Vec::new() };
+                (c.model_call_id.clone(), text, origin, pictures)
             })
             .collect();
-        for (id, text, origin) in results {
-            live.state.push(operation::tool_turn(&id, text), origin);
+        for (id, text, origin, pictures) in results {
+            let mut turn = operation::tool_turn(&id, text);
+            turn.images = pictures;
+            live.state.push(turn, origin);
         }
     }
 
@@ -1114,6 +1143,19 @@ impl<B: LocalBrain> AgentWorker<B> {
     fn request_approval(&mut self, operation_id: i64, ids: &[i64]) {
         let Some(mut live) = self.acting.live.remove(&operation_id) else { return };
         live.row.status = OpStatus::WaitingForHuman;
+        // A screenshot is taken now (the privacy rules decide first), so its card shows the
+        // picture the model would get before anything leaves; approved, that picture goes.
+        for id in ids {
+            let Some(at) = live.calls.iter().position(|c| c.call_id == *id && c.tool == "screenshot" && c.images.is_empty()) else { continue };
+            match self.take_screenshot(&live.calls[at].arguments) {
+                Ok(shot) => {
+                    live.calls[at].images = vec![crate::media::Attached::new(shot.image)];
+                    let call = live.calls[at].clone();
+                    let _ = save_call(&self.store, &self.sink, &live, &call);
+                }
+                Err(why) => tracing::info!(%why, "no screenshot for the approval card"),
+            }
+        }
         self.save_operation(&mut live);
         for id in ids {
             if let Some(call) = live.calls.iter().find(|c| c.call_id == *id) {

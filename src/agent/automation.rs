@@ -121,7 +121,7 @@ impl<B: LocalBrain> AgentWorker<B> {
                 // Conversation tools need someone in the chat.
                 offered.retain(|t| !matches!(t.as_str(), "ask_user" | "update_todos" | "delegate"));
                 if let Brain::Cloud { consent: false, .. } = brain {
-                    offered.retain(|name| registry::origin(name) != Origin::Memory && !matches!(name.as_str(), "clipboard_read" | "list_windows"));
+                    offered.retain(|name| !matches!(registry::origin(name), Origin::Memory | Origin::Capture));
                 }
                 let names: Vec<&str> = offered.iter().map(String::as_str).collect();
                 let user_memory = self.user_memory(&brain, &settings);

@@ -179,6 +179,15 @@ fn change_tools(text: &str) -> Vec<&'static str> {
     tools
 }
 
+/// Whether the request asks about what is on the screen now ("What's on my
+/// screen?", "read this error", "what does this dialog say?").
+fn reads_the_screen(text: &str) -> bool {
+    const ASKS: &[&str] = &["on my screen", "on the screen", "on screen", "my screen", "screenshot", "what i'm looking at"];
+    const THIS: &[&str] = &["this error", "this dialog", "this message", "this window", "this popup", "this warning", "this screen", "this page", "this chart", "this graph"];
+    let reads = ["read", "what does", "what's", "what is", "explain", "say", "mean", "fix", "summar"].iter().any(|w| text.contains(w));
+    ASKS.iter().any(|w| text.contains(w)) || (reads && THIS.iter().any(|w| text.contains(w)))
+}
+
 /// Whether the request is about the user, their past or their memory
 /// (memory tools may know); "Which is larger, 17 or 71?" is not.
 fn about_the_user(text: &str) -> bool {
@@ -554,6 +563,10 @@ pub fn offer(request: &str, files: Option<&FilesEnv>) -> Vec<&'static str> {
         }
         return if folder && !names_a_file_inside { vec!["read_file", "list_files"] } else { vec!["read_file"] };
     }
+    // "What's on my screen?", "Read this error", "What does this dialog say?": what the screen shows, nothing else.
+    if files.is_some() && !change && reads_the_screen(&text) {
+        return vec!["screenshot"];
+    }
     // Everything needed is in the request ("Rewrite this politely: ...", "Put these in order: ..."): answer at once.
     // ("Make a spreadsheet of these numbers: …" carries its material, but asks for a document.)
     if files.is_some() && named.is_empty() && needs_no_tool(&text) && !wants(&["file", "folder", "directory", "clipboard", "window", "~", "/"]) && !(change && mentions_document(&text)) {
@@ -619,6 +632,8 @@ pub fn offer(request: &str, files: Option<&FilesEnv>) -> Vec<&'static str> {
     // The local model plans in its head: no todo list, no helpers, no skills;
     // it keeps a fact only when asked to (its first call is forced, see `one_call_schema`).
     names.retain(|n| !matches!(*n, "update_todos" | "delegate" | "skill" | "read_session"));
+    // A screenshot only when the screen is asked about (above): a window's name is not its pixels.
+    names.retain(|n| *n != "screenshot");
     if !wants(&["remember", "note that", "don't forget", "keep in mind"]) {
         names.retain(|n| *n != "remember");
     }
@@ -823,6 +838,11 @@ mod tests {
         assert!(offered("Please make a new folder ~/photos/2027").contains(&"make_dir"));
         assert_eq!(offered("Which windows are open right now?"), ["list_windows"]);
         assert!(offered("Open the file ~/todo.txt").contains(&"open"));
+        // What is on the screen: a screenshot (which the user sees before the model does).
+        for request in ["What's on my screen?", "Read this error", "What does this dialog say?", "Explain this error message to me", "Summarize what I'm looking at"] {
+            assert_eq!(offered(request), ["screenshot"], "{request}");
+        }
+        assert_ne!(offered("What did the error in the build log say yesterday?"), ["screenshot"]);
         // The window the user is in now only for "now"; their doings, or a particular thing searched for.
         assert_eq!(offered("Which hotel did I ask Priya to book?"), ["search_memory"]);
         assert!(offered("What am I looking at right now?").contains(&"current_window"));

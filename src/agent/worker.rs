@@ -749,7 +749,7 @@ impl<B: LocalBrain> AgentWorker<B> {
         citations: Option<String>,
     ) {
         use crate::brains::{Delta, Turn};
-        let turns: Vec<Turn> = self
+        let mut turns: Vec<Turn> = self
             .cloud_prompt(request, context, provider)
             .into_iter()
             .map(|m| {
@@ -761,6 +761,12 @@ impl<B: LocalBrain> AgentWorker<B> {
                 Turn::new(role, m.content)
             })
             .collect();
+        // Attached pictures go where the captured context went (their OCR text is in it either way).
+        if context.is_some()
+            && let Some(question) = turns.iter_mut().rev().find(|t| t.role == crate::brains::Role::User)
+        {
+            question.images = crate::brains::message::Picture::of_attachments(&request.attachments);
+        }
         let stop_epoch = self.stop_epoch.clone();
         let sink = self.sink.clone();
         let answer_id = request.answer_id;

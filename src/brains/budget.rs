@@ -262,6 +262,7 @@ mod tests {
             reasoning_effort: None,
             prompt_caching: false,
             thinking_tokens: None,
+            vision: None,
         }
     }
 

@@ -1,6 +1,9 @@
 //! One internal message format for every provider: turns in, deltas out.
 //! The agent work will feed tool calls and results back as turns.
 
+use std::sync::Arc;
+
+use base64::Engine as _;
 use serde::{Deserialize, Serialize};
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -48,11 +51,68 @@ pub struct Turn {
     /// requires; never shown to the model as text and never the answer.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub thinking: Vec<serde_json::Value>,
+    /// Pictures the turn shows a model that sees (`ProviderConfig::sees`):
+    /// a user's attached picture or screenshot, a tool's images. Captured
+    /// content like the text: sent only where that text may go. A model that
+    /// does not see gets `content` alone, which already says what they show
+    /// (their OCR text and a description). Not kept when a turn is stored.
+    #[serde(skip)]
+    pub images: Vec<Picture>,
 }
 
 impl Turn {
     pub fn new(role: Role, content: impl Into<String>) -> Self {
-        Self { role, content: content.into(), tool_calls: Vec::new(), tool_call_id: None, thinking: Vec::new() }
+        Self { role, content: content.into(), tool_calls: Vec::new(), tool_call_id: None, thinking: Vec::new(), images: Vec::new() }
+    }
+}
+
+/// The longest side of a picture sent to a model (Anthropic scales larger ones down to this anyway).
+pub const MODEL_SIDE: u32 = 1568;
+/// The largest picture sent to a model (Anthropic takes 5 MB per picture).
+pub const MODEL_BYTES: usize = 3_500_000;
+
+/// An encoded picture (PNG, JPEG, GIF or WebP) in a turn; shared, not copied, as turns are.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Picture {
+    pub mime: String,
+    pub data: Arc<[u8]>,
+}
+
+impl Picture {
+    pub fn new(mime: impl Into<String>, data: impl Into<Arc<[u8]>>) -> Self {
+        Self { mime: mime.into(), data: data.into() }
+    }
+
+    /// The bytes in standard base64 (Anthropic, Gemini, Ollama).
+    pub fn base64(&self) -> String {
+        base64::engine::general_purpose::STANDARD.encode(&self.data)
+    }
+
+    /// The pictures of `attachments` (attached picture files), as models take them.
+    pub fn of_attachments(attachments: &[crate::records::Attachment]) -> Vec<Picture> {
+        attachments.iter().filter_map(|a| a.picture.as_ref()).filter_map(Picture::for_model).collect()
+    }
+
+    /// A picture as cloud models take it: its type read from its bytes (a
+    /// tool that says PNG and sends a JPEG would get the request refused),
+    /// at most `MODEL_SIDE` pixels on its long side and `MODEL_BYTES` long —
+    /// a larger one is scaled down and sent as PNG. None when it is not a
+    /// picture that decodes (it is then only described in the text).
+    pub fn for_model(image: &crate::media::Image) -> Option<Picture> {
+        let mime = crate::media::sniff(&image.data)?;
+        let picture = crate::media::decode(&image.data).ok()?;
+        if picture.width().max(picture.height()) <= MODEL_SIDE && image.data.len() <= MODEL_BYTES {
+            return Some(Picture::new(mime, image.data.as_slice()));
+        }
+        let smaller = picture.thumbnail(MODEL_SIDE, MODEL_SIDE);
+        let mut png = Vec::new();
+        smaller.write_to(&mut std::io::Cursor::new(&mut png), image::ImageFormat::Png).ok()?;
+        Some(Picture::new("image/png", png))
+    }
+
+    /// A `data:` URL (OpenAI's `image_url`, the Responses API's `input_image`).
+    pub fn data_url(&self) -> String {
+        format!("data:{};base64,{}", self.mime, self.base64())
     }
 }
 
@@ -218,5 +278,37 @@ impl Assembled {
                 }
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn encoded(width: u32, height: u32, format: image::ImageFormat) -> Vec<u8> {
+        let mut out = Vec::new();
+        image::DynamicImage::ImageRgb8(image::RgbImage::from_pixel(width, height, image::Rgb([20, 200, 20]))).write_to(&mut std::io::Cursor::new(&mut out), format).unwrap();
+        out
+    }
+
+    #[test]
+    fn pictures_go_to_models_as_what_they_are_and_no_larger_than_models_take() {
+        // A JPEG a tool called a PNG goes as a JPEG, its bytes untouched.
+        let jpeg = encoded(40, 30, image::ImageFormat::Jpeg);
+        let claimed = crate::media::Image { mime: "image/png".into(), data: jpeg.clone() };
+        let picture = Picture::for_model(&claimed).unwrap();
+        assert_eq!((picture.mime.as_str(), &*picture.data), ("image/jpeg", jpeg.as_slice()));
+        // A wide screenshot is scaled to the long side models take, as PNG.
+        let wide = crate::media::Image { mime: "image/png".into(), data: encoded(3000, 600, image::ImageFormat::Png) };
+        let picture = Picture::for_model(&wide).unwrap();
+        let back = image::load_from_memory(&picture.data).unwrap();
+        assert_eq!((picture.mime.as_str(), back.width()), ("image/png", MODEL_SIDE));
+        assert!((313..=314).contains(&back.height()), "{}", back.height());
+        // Not a picture, or one that does not decode: not sent (it is described in the text).
+        assert_eq!(Picture::for_model(&crate::media::Image { mime: "image/png".into(), data: b"<svg/>".to_vec() }), None);
+        let mut cut = encoded(40, 30, image::ImageFormat::Png);
+        cut.truncate(cut.len() / 2);
+        assert_eq!(Picture::for_model(&crate::media::Image { mime: "image/png".into(), data: cut }), None);
+        assert_eq!(Picture::new("image/png", vec![0x89, b'P']).data_url(), "data:image/png;base64,iVA=");
     }
 }

@@ -1,7 +1,7 @@
 //! What models cost and what they can do: `assets/model-prices.json`, written
 //! by `scripts/update-model-prices` from LiteLLM's maintained model price list
 //! and compiled in (context window, prices per million tokens including cache
-//! reads and writes, reasoning, prompt caching), parsed on first use.
+//! reads and writes, reasoning, prompt caching, vision), parsed on first use.
 //! `ProviderConfig::prices` and `::is_reasoning` read it for a provider.
 
 use std::collections::BTreeMap;
@@ -30,6 +30,9 @@ pub struct PriceRow {
     pub caching: bool,
     #[serde(default)]
     pub tools: bool,
+    /// It reads pictures (LiteLLM's `supports_vision`).
+    #[serde(default)]
+    pub vision: bool,
     #[serde(default)]
     pub cache_min: Option<u64>,
     /// The lowest reasoning efforts OpenAI takes for it (`none` from GPT-5.1, `minimal` on GPT-5).
@@ -118,6 +121,18 @@ pub fn reasoning_family(model: &str) -> bool {
     o_series || model.starts_with("gpt-5")
 }
 
+/// Whether a model the table does not know reads pictures by its name: the
+/// vision families local servers serve (llava, bakllava, moondream,
+/// minicpm-v, qwen2.5-vl and "-vl" models, llama3.2-vision and "vision"
+/// models, gemma3 from 4b, pixtral, granite-vision) and the cloud families
+/// that all see (gpt-4o, gpt-4.1, gpt-5, claude-3 and later, gemini).
+pub fn vision_family(model: &str) -> bool {
+    let model = model.rsplit('/').next().unwrap_or(model).to_ascii_lowercase();
+    let named = ["llava", "moondream", "minicpm-v", "vision", "pixtral", "gpt-4o", "gpt-4.1", "gpt-5", "claude-", "gemini"];
+    let gemma3_sees = model.starts_with("gemma3") && !model.contains(":1b") && !model.contains("-1b") && !model.contains("270m");
+    named.iter().any(|n| model.contains(n)) || model.contains("-vl") || model.contains("vl:") || model.ends_with("vl") || gemma3_sees
+}
+
 /// Prices in US dollars per million tokens.
 #[derive(Clone, Copy, Debug, Default, PartialEq)]
 pub struct Prices {
@@ -138,6 +153,16 @@ impl Prices {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn vision_is_known_from_the_table_else_from_the_models_family() {
+        for seeing in ["llava:13b", "qwen2.5vl:7b", "Qwen2.5-VL-7B-Instruct", "llama3.2-vision", "gemma3:4b", "minicpm-v", "openrouter/openai/gpt-4o", "claude-future-9"] {
+            assert!(vision_family(seeing), "{seeing}");
+        }
+        for blind in ["qwen2.5-coder:1.5b", "llama3.1:8b", "gemma3:1b", "deepseek-r1", "o3-mini", "mistral-small"] {
+            assert!(!vision_family(blind), "{blind}");
+        }
+    }
 
     #[test]
     fn the_shipped_table_knows_current_models_dated_snapshots_and_providers_by_host() {

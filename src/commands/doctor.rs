@@ -79,6 +79,7 @@ pub fn run_checks(paths: &Paths, display: Option<&str>) -> Vec<Check> {
         checks.push(vad_check(manifest, &paths.models_dir));
     }
     checks.push(microphone_check());
+    checks.push(ocr_check());
     let chat = manifest.as_ref().ok().and_then(|m| crate::workers::chat_model(m, paths));
     checks.extend(worker_checks(paths, display, chat, desktop_accessibility));
     checks
@@ -115,6 +116,21 @@ fn vad_check(manifest: &crate::models::Manifest, models_dir: &std::path::Path) -
     match native::vad_probe(&path) {
         Ok(detail) => check(Status::Ok, detail),
         Err(err) => check(Status::Fail, format!("{err:#}")),
+    }
+}
+
+/// Tesseract for text in pictures (scanned pages, attached pictures, screen
+/// text where a window has no accessible text): its version and languages, or
+/// what to install. A warning, not a failure: cowork works without it.
+fn ocr_check() -> Check {
+    match crate::ocr::status() {
+        Ok(status) => Check {
+            area: "native",
+            name: "tesseract".into(),
+            status: Status::Ok,
+            detail: format!("Tesseract {} reads {} (installed: {}; {})", status.version, status.languages, status.installed.join(", "), status.tessdata.display()),
+        },
+        Err(err) => Check { area: "native", name: "tesseract".into(), status: Status::Warn, detail: format!("{err}; scanned pages and pictures are not read") },
     }
 }
 

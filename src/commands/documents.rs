@@ -1,4 +1,4 @@
-//! `cowork documents …` and `cowork undo`.
+//! `cowork documents …`, `cowork undo` and `cowork ocr`.
 
 use std::io::Read;
 use std::path::Path;
@@ -98,4 +98,37 @@ pub fn undo(paths: &Paths, operation: Option<i64>) -> anyhow::Result<ExitCode> {
             Ok(if failed.is_empty() { ExitCode::SUCCESS } else { ExitCode::from(1) })
         }
     }
+}
+
+/// `cowork ocr`: the text of picture files, or of an X11 window (by id, or
+/// the focused one) after the user's privacy rules allowed it.
+pub fn ocr(paths: &Paths, files: &[std::path::PathBuf], window: Option<u32>, focused: bool, save: Option<&Path>, json: bool) -> anyhow::Result<ExitCode> {
+    if files.is_empty() && window.is_none() && !focused {
+        anyhow::bail!("name picture files, or --window ID or --focused");
+    }
+    let mut ocr = crate::ocr::Ocr::for_user().map_err(|e| anyhow::anyhow!("{e}"))?;
+    let print = |what: &str, text: &str, confidence: u8, millis: serde_json::Value| {
+        if json {
+            println!("{}", serde_json::json!({"source": what, "text": text, "confidence": confidence, "millis": millis}));
+        } else {
+            println!("== {what} ({confidence} % confidence)\n{text}");
+        }
+    };
+    for file in files {
+        let data = std::fs::read(file).with_context(|| file.display().to_string())?;
+        let started = std::time::Instant::now();
+        let read = ocr.read_encoded(&data).map_err(|e| anyhow::anyhow!("{}: {e}", file.display()))?;
+        print(&file.display().to_string(), &read.text, read.confidence, serde_json::json!({"ocr": read.took.as_millis() as u64, "whole": started.elapsed().as_millis() as u64}));
+    }
+    if window.is_some() || focused {
+        let rules = crate::workers::read_settings(paths).0.rules();
+        let minute = crate::ids::local_minute_of_day(crate::ids::now_millis());
+        let read = crate::capture::screen::read_x11_window(None, window, &rules, minute, &mut ocr).map_err(|e| anyhow::anyhow!("{e}"))?;
+        if let Some(save) = save {
+            read.picture.save_with_format(save, image::ImageFormat::Png).with_context(|| save.display().to_string())?;
+        }
+        let what = format!("window {} ({} — {}), {} × {} pixels", read.window.window_id, read.window.app, read.window.title, read.picture.width(), read.picture.height());
+        print(&what, &read.text, read.confidence, serde_json::json!({"capture": read.capture.as_millis() as u64, "ocr": read.ocr.as_millis() as u64}));
+    }
+    Ok(ExitCode::SUCCESS)
 }

@@ -132,6 +132,21 @@ impl X11Desktop {
         }
     }
 
+    /// `window` described as capture sees a focused one (app, title, pid).
+    pub fn describe_window(&self, window: Window) -> Result<ActiveWindow, X11Error> {
+        self.describe(window)
+    }
+
+    /// The whole screen's pixels (`x11_pixels::capture_screen`).
+    pub fn capture_screen(&self) -> Result<image::RgbaImage, String> {
+        super::x11_pixels::capture_screen(&self.conn, self.root)
+    }
+
+    /// `window`'s own pixels on the screen, with windows stacked above it covered (`x11_pixels`).
+    pub fn capture_window(&self, window: Window) -> Result<image::RgbaImage, String> {
+        super::x11_pixels::capture(&self.conn, self.root, window)
+    }
+
     fn describe(&self, window: Window) -> Result<ActiveWindow, X11Error> {
         let net_name = self
             .conn

@@ -125,7 +125,8 @@ impl FoldersWorker {
     /// excluded or covered by the privacy rules, not in cowork's own data.
     fn wanted(&self, path: &Path) -> bool {
         let data = self.data_dir.canonicalize().unwrap_or_else(|_| self.data_dir.clone());
-        crate::documents::Kind::by_extension(path).is_some()
+        // Pictures are read when attached, not followed: a folder of photos would be hours of OCR for little text.
+        crate::documents::Kind::by_extension(path).is_some_and(|kind| kind != crate::documents::Kind::Picture)
             && !path.starts_with(&data)
             && !path.file_name().is_some_and(|n| n.to_string_lossy().starts_with('.'))
             && crate::documents::memory::withheld(path, &self.settings).is_none()

@@ -24,6 +24,7 @@ use std::time::{Duration, Instant};
 
 use calamine::{Data, Reader as _};
 
+use super::pictures::PictureText;
 use super::xml::{self, Block, Dialect};
 
 /// Files larger than this are refused before a byte is parsed.
@@ -53,6 +54,8 @@ pub enum Kind {
     Markdown,
     Csv,
     Text,
+    /// A PNG, JPEG, GIF or WebP picture: its text, by OCR.
+    Picture,
 }
 
 impl Kind {
@@ -71,6 +74,7 @@ impl Kind {
             Kind::Markdown => "Markdown",
             Kind::Csv => "CSV table",
             Kind::Text => "text",
+            Kind::Picture => "picture",
         }
     }
 
@@ -81,6 +85,7 @@ impl Kind {
             Kind::Pptx | Kind::Odp => "slide",
             Kind::Xlsx | Kind::Xls | Kind::Ods | Kind::Csv => "sheet",
             Kind::Epub => "chapter",
+            Kind::Picture => "picture",
             _ => "section",
         }
     }
@@ -102,6 +107,7 @@ impl Kind {
             "md" | "markdown" => Kind::Markdown,
             "csv" | "tsv" => Kind::Csv,
             "txt" | "text" | "log" | "rst" | "org" => Kind::Text,
+            "png" | "jpg" | "jpeg" | "gif" | "webp" => Kind::Picture,
             _ => return None,
         })
     }
@@ -156,7 +162,7 @@ pub enum ReadError {
     Encrypted(String),
     #[error("{path} is not a readable {kind}: {why}")]
     Corrupt { path: String, kind: &'static str, why: String },
-    #[error("{0} is not a kind of document cowork reads (PDF, DOCX, ODT, XLSX, XLS, ODS, PPTX, ODP, EPUB, HTML, Markdown, CSV or text)")]
+    #[error("{0} is not a kind of document cowork reads (PDF, DOCX, ODT, XLSX, XLS, ODS, PPTX, ODP, EPUB, HTML, Markdown, CSV, text, or a PNG, JPEG, GIF or WebP picture)")]
     Unsupported(String),
     #[error("reading {0} took longer than {secs} s and was given up", secs = DEADLINE.as_secs())]
     TimedOut(String),
@@ -242,6 +248,7 @@ fn read_until(io_path: &Path, name: &Path, selection: &Selection, deadline: Inst
             (title, sections(&crate::tools::web::html_to_text(&html)))
         }
         Kind::Markdown | Kind::Text => (None, sections(&text_file(path, &shown)?)),
+        Kind::Picture => (None, vec![picture(path, &shown)?]),
     };
     if Instant::now() > deadline {
         return Err(ReadError::TimedOut(shown));
@@ -262,6 +269,10 @@ fn detect(path: &Path, name: &Path) -> Result<Kind, ReadError> {
     if head.starts_with(b"%PDF") {
         return Ok(Kind::Pdf);
     }
+    // WebP is RIFF, as WAV and AVI are: a picture by its name too.
+    if is_picture(head) || (head.starts_with(b"RIFF") && by_name == Some(Kind::Picture)) {
+        return Ok(Kind::Picture);
+    }
     // An OLE compound file: an old .xls, or an Office file encrypted with a password (OOXML in a CFB wrapper).
     if head.starts_with(&[0xD0, 0xCF, 0x11, 0xE0]) {
         return match by_name {
@@ -281,10 +292,30 @@ fn detect(path: &Path, name: &Path) -> Result<Kind, ReadError> {
         Some(kind @ (Kind::Docx | Kind::Odt | Kind::Xlsx | Kind::Ods | Kind::Pptx | Kind::Odp | Kind::Epub)) => {
             Err(ReadError::Corrupt { path: shown, kind: kind.name(), why: "it is not a ZIP archive, as this kind of file is".into() })
         }
+        Some(Kind::Picture) => Err(ReadError::Corrupt { path: shown, kind: "picture", why: "it does not start as a PNG, JPEG, GIF or WebP picture does".into() }),
         Some(kind) => Ok(kind),
         None if head.contains(&0) => Err(ReadError::Unsupported(shown)),
         None => Ok(Kind::Text),
     }
+}
+
+/// PNG, JPEG or GIF by their first bytes.
+fn is_picture(head: &[u8]) -> bool {
+    head.starts_with(b"\x89PNG") || head.starts_with(&[0xFF, 0xD8, 0xFF]) || head.starts_with(b"GIF8")
+}
+
+/// A picture's one part: the text OCR found in it, or why there is none.
+fn picture(path: &Path, shown: &str) -> Result<Part, ReadError> {
+    let data = fs::read(path).map_err(|e| ReadError::Io(format!("{shown}: {e}")))?;
+    if data.len() > crate::media::MAX_IMAGE_BYTES {
+        return Err(ReadError::TooLarge { path: shown.to_owned(), size: data.len() as u64 >> 20 });
+    }
+    let (text, note) = match super::pictures::Pictures::default().picture(&data) {
+        PictureText::Read(read) if read.text.is_empty() => (String::new(), "no text found in the picture".to_owned()),
+        PictureText::Read(read) => (read.text, format!("its text read by OCR, {} % confidence", read.confidence)),
+        PictureText::NotRead(why) => (String::new(), format!("its text could not be read: {why}")),
+    };
+    Ok(Part { number: 1, label: "picture".into(), text, note: Some(note) })
 }
 
 /// A ZIP by what it holds (OpenDocument's mimetype, OOXML's main parts).
@@ -487,6 +518,11 @@ fn percent_decode(text: &str) -> String {
     percent_encoding::percent_decode_str(text).decode_utf8_lossy().into_owned()
 }
 
+/// A page's note when it had no text layer and OCR read none.
+const NO_TEXT_LAYER: &str = "no text layer";
+/// A page's note when its text came from OCR.
+const SCANNED: &str = "scanned page";
+
 fn pdf(path: &Path, shown: &str, deadline: Instant, selection: &Selection, notes: &mut Vec<String>) -> Result<Vec<Part>, ReadError> {
     let corrupt = |why: String| ReadError::Corrupt { path: shown.to_owned(), kind: "PDF", why };
     let mut doc = pdf_extract::Document::load(path).map_err(|e| match e {
@@ -504,7 +540,8 @@ fn pdf(path: &Path, shown: &str, deadline: Instant, selection: &Selection, notes
         None => (1..=total).collect(),
     };
     let mut parts = Vec::with_capacity(total as usize);
-    for number in 1..=total {
+    let mut pictures = super::pictures::Pictures::default();
+    for (number, page_id) in pages.iter().map(|(n, id)| (*n, *id)) {
         if !wanted.contains(&number) {
             // Counted, not read: the selection keeps its numbering.
             parts.push(Part { number, label: format!("page {number}"), text: String::new(), note: Some("not read".into()) });
@@ -520,16 +557,25 @@ fn pdf(path: &Path, shown: &str, deadline: Instant, selection: &Selection, notes
             crate::runtime::contain("a PDF page", || pdf_extract::output_doc_page(&doc, &mut output, number))
         };
         let note = match result {
-            Ok(Ok(())) if text.trim().is_empty() => Some("no text layer: a scanned or image-only page (cowork does not read text in images)".to_owned()),
+            // A scan: the text of its pictures, by OCR.
+            Ok(Ok(())) if text.trim().is_empty() => match pictures.pdf_page(&doc, page_id, deadline) {
+                PictureText::Read(read) if !read.text.is_empty() => {
+                    text = read.text;
+                    Some(format!("{SCANNED}: its text read by OCR, {} % confidence", read.confidence))
+                }
+                PictureText::Read(_) => Some(format!("{NO_TEXT_LAYER}: a scanned or image-only page, and no text found in its pictures")),
+                PictureText::NotRead(why) => Some(format!("{NO_TEXT_LAYER}: a scanned or image-only page ({why})")),
+            },
             Ok(Ok(())) => None,
             Ok(Err(e)) => Some(format!("its text could not be read ({e})")),
             Err(_) => Some("its text could not be read (the page is malformed)".to_owned()),
         };
         parts.push(Part { number, label: format!("page {number}"), text: xml::tidy(&text), note });
     }
-    let scanned = parts.iter().filter(|p| p.note.as_deref().is_some_and(|n| n.starts_with("no text layer"))).count();
+    let unread = parts.iter().filter(|p| p.note.as_deref().is_some_and(|n| n.starts_with(NO_TEXT_LAYER))).count();
+    let scanned = unread + parts.iter().filter(|p| p.note.as_deref().is_some_and(|n| n.starts_with(SCANNED))).count();
     if scanned > 0 && scanned == wanted.len() {
-        notes.push("no page read has a text layer: this looks like a scanned document".into());
+        notes.push(if unread == 0 { "no page read has a text layer: a scanned document, its text read by OCR (check names and numbers against the pages)".into() } else { "no page read has a text layer: this looks like a scanned document".into() });
     }
     Ok(parts)
 }

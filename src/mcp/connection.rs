@@ -468,7 +468,7 @@ impl Connection {
             }
         }
         anyhow::ensure!(!result.contents.is_empty(), "the server returned nothing for {uri}");
-        Ok(crate::records::Attachment { server: server.to_owned(), uri: uri.to_owned(), name: name.to_owned(), text: parts.join("\n") })
+        Ok(crate::records::Attachment { server: server.to_owned(), uri: uri.to_owned(), name: name.to_owned(), text: parts.join("\n"), picture: None })
     }
 
     /// A prompt filled in with `arguments`: its messages as one text (an

@@ -15,7 +15,7 @@ use serde_json::{Value, json};
 use super::ToolOutput;
 use crate::desktop::x11::X11Desktop;
 
-pub const TOOLS: [&str; 6] = ["clipboard_read", "clipboard_write", "list_windows", "focus_window", "open", "notify"];
+pub const TOOLS: [&str; 7] = ["clipboard_read", "clipboard_write", "list_windows", "focus_window", "open", "notify", "screenshot"];
 
 pub fn schema(tool: &str) -> Option<Value> {
     let object = |properties: Value, required: &[&str]| json!({"type": "object", "properties": properties, "required": required, "additionalProperties": false});
@@ -25,6 +25,7 @@ pub fn schema(tool: &str) -> Option<Value> {
         "focus_window" => object(json!({"window_id": {"type": "integer", "minimum": 1}}), &["window_id"]),
         "open" => object(json!({"target": {"type": "string", "minLength": 1}}), &["target"]),
         "notify" => object(json!({"title": {"type": "string", "minLength": 1, "maxLength": 200}, "body": {"type": "string", "maxLength": 2000}}), &["title"]),
+        "screenshot" => object(json!({"of": {"type": "string", "enum": ["focused", "window", "screen"]}, "window_id": {"type": "integer", "minimum": 1}}), &[]),
         _ => return None,
     })
 }
@@ -191,12 +192,70 @@ pub fn run(tool: &str, args: &Value, files: &super::files::FilesEnv, gate: &crat
             let body = args.get("body").and_then(Value::as_str).unwrap_or_default();
             notify(title, body).map(|id| format!("shown as notification {id}"))
         }
+        "screenshot" => Err("a screenshot is taken by the agent for its approval card".into()),
         other => Err(format!("{other} is not a desktop tool")),
     };
     match result {
         Ok(text) => ToolOutput::ok(text),
         Err(err) => ToolOutput::error(err),
     }
+}
+
+/// What a `screenshot` call asks for.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Shot {
+    Focused,
+    Window(u32),
+    Screen,
+}
+
+impl Shot {
+    pub fn of(args: &Value) -> Result<Shot, String> {
+        let id = args.get("window_id").and_then(Value::as_u64).map(|id| id as u32);
+        match (args.get("of").and_then(Value::as_str).unwrap_or(if id.is_some() { "window" } else { "focused" }), id) {
+            ("focused", _) => Ok(Shot::Focused),
+            ("window", Some(id)) => Ok(Shot::Window(id)),
+            ("window", None) => Err("a screenshot of a window needs its window_id (list_windows gives them)".into()),
+            ("screen", _) => Ok(Shot::Screen),
+            (other, _) => Err(format!("a screenshot is of \"focused\", \"window\" or \"screen\", not {other:?}")),
+        }
+    }
+}
+
+/// A taken screenshot: the picture (PNG) and what it is of.
+pub struct Screenshot {
+    pub image: crate::media::Image,
+    pub of: String,
+}
+
+/// Takes the screenshot `shot` asks for on `display` (None: `$DISPLAY`), when
+/// the privacy rules allow it: a window they exclude is never read, and the
+/// whole screen is read only when no window on it is excluded. X11 only for now.
+pub fn screenshot(shot: Shot, display: Option<&str>, rules: &crate::capture::firewall::Rules, local_minute: u32) -> Result<Screenshot, String> {
+    if display.is_none() && std::env::var_os("WAYLAND_DISPLAY").is_some() {
+        return Err("screenshots are taken on X11 for now; this Wayland session's windows are not read yet".into());
+    }
+    let mut x11 = X11Desktop::connect(display).map_err(|e| e.to_string())?;
+    let (picture, of) = match shot {
+        Shot::Screen => {
+            for window in x11.list_windows().map_err(|e| e.to_string())? {
+                crate::capture::screen::allowed(rules, &window, local_minute).map_err(|e| format!("the screen is not read: {e}"))?;
+            }
+            (x11.capture_screen()?, "the whole screen".to_owned())
+        }
+        shot => {
+            let window = match shot {
+                Shot::Window(id) => x11.describe_window(id).map_err(|e| format!("there is no window {id}: {e}"))?,
+                _ => x11.active_window().map_err(|e| e.to_string())?.ok_or("no window has the focus")?,
+            };
+            crate::capture::screen::allowed(rules, &window, local_minute).map_err(|e| e.to_string())?;
+            let picture = x11.capture_window(window.window_id)?;
+            (picture, format!("window {} ({} — {})", window.window_id, window.app, window.title))
+        }
+    };
+    let mut png = Vec::new();
+    image::DynamicImage::ImageRgba8(picture).write_to(&mut std::io::Cursor::new(&mut png), image::ImageFormat::Png).map_err(|e| format!("the screenshot could not be encoded: {e}"))?;
+    Ok(Screenshot { image: crate::media::Image { mime: "image/png".into(), data: png }, of })
 }
 
 /// `list_windows` and `focus_window` through the session's backend: EWMH on

@@ -67,7 +67,7 @@ pub const TOOLS: &[ToolSpec] = &[
     spec("make_dir", "Make a folder", Files, Sensitive, "Create a directory and its parents."),
     spec("delete_path", "Delete", Files, Dangerous, "Delete a file, or a directory with recursive."),
     spec("move_path", "Move or rename", Files, Dangerous, "Move or rename a path (never over an existing one)."),
-    spec("read_document", "Read a document", Documents, Safe, "Read a PDF, Word, OpenDocument, Excel, PowerPoint, EPUB, HTML, Markdown or CSV file: pages, slides or sheets (with cell ranges), cited by page."),
+    spec("read_document", "Read a document", Documents, Safe, "Read a PDF, Word, OpenDocument, Excel, PowerPoint, EPUB, HTML, Markdown or CSV file, or a picture's text: pages, slides or sheets (with cell ranges), cited by page."),
     spec("write_document", "Write a document", Documents, Sensitive, "Create a Word (.docx), Excel (.xlsx), Markdown, CSV or PDF file in the user's folders, from Markdown text or rows."),
     spec("edit_document", "Edit a document", Documents, Sensitive, "Replace exact text in a Word, Markdown or CSV file, or set cells of an Excel workbook."),
     spec("run_command", "Run a command", Shell, Sensitive, "Run a shell command with a timeout and return its output."),
@@ -79,6 +79,7 @@ pub const TOOLS: &[ToolSpec] = &[
     spec("focus_window", "Bring a window forward", Desktop, Sensitive, "Bring a window (by id) to the front."),
     spec("open", "Open", Desktop, Sensitive, "Open a file or URL with its default app, or start an installed app by name."),
     spec("notify", "Notify", Desktop, Safe, "Show a desktop notification."),
+    spec("screenshot", "Take a screenshot", Desktop, Sensitive, "A picture of the focused window (or a window by id, or the whole screen) and the text in it; the user sees the picture before you do."),
     spec("ask_user", "Ask you", Conversation, Safe, "Ask the user a question and wait for the answer."),
     spec("update_todos", "Show the plan", Conversation, Safe, "Show the user your plan as a todo list (the whole list each time)."),
     spec("skill", "Use a skill", Skills, Safe, "Load the instructions of a skill by name."),
@@ -228,7 +229,7 @@ pub fn classify(name: &str, args: &Value, env: &FilesEnv) -> Result<Classified, 
 pub fn origin(name: &str) -> Origin {
     match get(name).map(|s| s.family) {
         Some(Memory) => Origin::Memory,
-        Some(Desktop) if matches!(name, "clipboard_read" | "list_windows") => Origin::Capture,
+        Some(Desktop) if matches!(name, "clipboard_read" | "list_windows" | "screenshot") => Origin::Capture,
         Some(Web) => Origin::Web,
         Some(Documents) => Origin::Document,
         Some(Conversation) if name == "ask_user" => Origin::User,
@@ -272,7 +273,8 @@ pub struct Env<'a> {
 
 /// Whether a tool can run off the agent thread (it needs no database connection).
 pub fn runs_anywhere(name: &str) -> bool {
-    matches!(get(name).map(|s| s.family), Some(Files | Documents | Shell | Web | Desktop | Skills))
+    // A screenshot is taken for the approval card and handed over from it: the agent's own.
+    name != "screenshot" && matches!(get(name).map(|s| s.family), Some(Files | Documents | Shell | Web | Desktop | Skills))
 }
 
 /// Runs a call whose arguments validated and whose decision is recorded.

@@ -144,6 +144,11 @@ fn approval_card_ui(ui: &mut egui::Ui, call: &ToolCallView, panel: &mut AgentPan
                 ui.label(RichText::new(&edit.shown).monospace());
             });
         });
+        // A screenshot is shown as what would be sent, before anything is.
+        if !call.images.is_empty() {
+            ui.label(RichText::new("What the model would get").small().color(theme::muted()));
+            images_ui(ui, call, &mut panel.textures);
+        }
         let by = call.decided_by.as_deref().unwrap_or("policy");
         ui.label(RichText::new(format!("{} ({by})", call.why)).small().color(theme::muted()));
         match edit.mode {

@@ -1067,6 +1067,7 @@ fn new_provider_ui(ui: &mut egui::Ui, network: &mut NetworkView, actions: &mut V
             reasoning_effort: Some(form.reasoning_effort.clone()).filter(|e| !e.is_empty()),
             prompt_caching: !form.no_prompt_caching,
             thinking_tokens: None,
+            vision: None,
         }));
         *form = NewProvider::default();
     }

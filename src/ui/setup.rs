@@ -370,6 +370,7 @@ fn cloud_ui(ui: &mut egui::Ui, state: &AppState, panel: &mut SetupPanel, actions
             reasoning_effort: None,
             prompt_caching: true,
             thinking_tokens: None,
+            vision: None,
         };
         actions.push(UiAction::TestProvider { provider, key: panel.key.trim().to_owned(), prefer_cloud: !panel.local });
     }

@@ -50,6 +50,7 @@ fn doctor_exercises_every_part_and_reports_json() {
         ("native", "faiss"),
         ("native", "whisper"),
         ("native", "mistralrs"),
+        ("native", "tesseract"),
         ("worker", "store"),
         ("worker", "llm"),
         ("model", "smollm2-135m-instruct/SmolLM2-135M-Instruct.Q4_1.gguf"),
@@ -63,6 +64,13 @@ fn doctor_exercises_every_part_and_reports_json() {
         status(area, name);
     }
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    // Without Tesseract: a warning that says what to install, and the rest still passes.
+    let out = cowork().args(["doctor", "--json"]).arg("--data-dir").arg(data.path()).env("COWORK_TESSERACT_LIBRARY", data.path().join("libtesseract.so.5")).output().unwrap();
+    let checks: serde_json::Value = serde_json::from_slice(&out.stdout).expect("doctor --json prints JSON");
+    let ocr = checks.as_array().unwrap().iter().find(|c| c["name"] == "tesseract").unwrap();
+    assert_eq!(ocr["status"], "warn", "{ocr}");
+    assert!(ocr["detail"].as_str().unwrap().contains("install the packages libtesseract5 and tesseract-ocr-eng"), "{ocr}");
+    assert!(out.status.success(), "a missing Tesseract is no failure: {}", String::from_utf8_lossy(&out.stderr));
 }
 
 #[test]

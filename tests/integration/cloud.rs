@@ -507,3 +507,71 @@ fn an_integration_from_the_catalog_is_tested_before_it_is_saved_and_the_agent_us
     }
     workers.shutdown(Duration::from_secs(10));
 }
+
+/// A small real PNG (a black bar on white).
+fn bar_png() -> Vec<u8> {
+    let mut pixels = image::RgbaImage::from_pixel(64, 32, image::Rgba([255, 255, 255, 255]));
+    for x in 8..56 {
+        for y in 12..20 {
+            pixels.put_pixel(x, y, image::Rgba([0, 0, 0, 255]));
+        }
+    }
+    let mut out = Vec::new();
+    image::DynamicImage::ImageRgba8(pixels).write_to(&mut std::io::Cursor::new(&mut out), image::ImageFormat::Png).unwrap();
+    out
+}
+
+/// Pictures (issue 57): a picture the user attached reaches a cloud model that
+/// sees as a picture — through the agent and the plain chat, to Anthropic's
+/// and OpenAI's APIs, which refuse a picture that is not what it claims — only
+/// while the provider may read captured content; without that consent the
+/// model gets the attachment's text alone, and so does a model that does not see.
+#[test]
+fn an_attached_picture_reaches_a_model_that_sees_only_where_captured_content_may_go() {
+    use base64::Engine as _;
+    let png = bar_png();
+    let encoded = base64::engine::general_purpose::STANDARD.encode(&png);
+    let attachment = || {
+        let picture = cowork::media::Image::sniffed(png.clone()).unwrap();
+        cowork::records::Attachment::picture(std::path::Path::new("/tmp/bar.png"), "bar.png — picture, 1 picture\n--- picture (no text found in the picture) ---".into(), picture)
+    };
+    for (flavour, name, kind, model) in [(Flavour::Anthropic, "anthropic", "anthropic", "claude-sonnet-4-5"), (Flavour::OpenAi, "openai", "openai", "gpt-4.1-mini")] {
+        for agent in [true, false] {
+            for consent in ["always", "never"] {
+                let server = mock(flavour);
+                server.script(vec![Say::Text("A black bar.".into())]);
+                let (data, paths) = fixture(&server, name, kind, model, "");
+                let conn = cowork::store::open_writer(&data.path().join("cowork.db")).unwrap();
+                cowork::store::set_setting(&conn, &format!("consent.{name}.activity"), consent, 0).unwrap();
+                drop(conn);
+                let (workers, events) = super::support::start_workers(&paths);
+                let mut request = task("What is in this picture?");
+                request.agent = agent;
+                request.attachments = vec![attachment()];
+                let answer_id = request.answer_id;
+                workers.agent.commands.send(AgentCommand::Chat(request)).unwrap();
+                let status = super::support::wait_for(&events, Duration::from_secs(60), |e| match e {
+                    AppEvent::Agent(AgentEvent::AnswerFinished { answer_id: id, status, error, .. }) if *id == answer_id => Some((*status, error.clone())),
+                    _ => None,
+                })
+                .expect("the answer finished");
+                assert_eq!(status.0, MessageStatus::Done, "{name} agent={agent} consent={consent}: {:?}", status.1);
+                let chats = server.chats();
+                assert!(chats.iter().all(|c| c.status == 200), "{:?}", chats.iter().map(|c| (c.status, c.body.to_string())).collect::<Vec<_>>());
+                let sent = chats.last().expect("a request").body.to_string();
+                assert_eq!(sent.contains(&encoded), consent == "always", "{name} agent={agent} consent={consent}: {sent}");
+                if consent == "always" {
+                    assert!(sent.contains(if kind == "anthropic" { "\"media_type\":\"image/png\"" } else { "data:image/png;base64," }), "{sent}");
+                }
+                workers.shutdown(Duration::from_secs(10));
+            }
+        }
+    }
+    // A picture that is not what it says is refused as the service refuses it (the mock is that strict).
+    let server = mock(Flavour::Anthropic);
+    server.script(vec![Say::Text("?".into())]);
+    let mut turn = Turn::new(Role::User, "look");
+    turn.images = vec![cowork::brains::message::Picture::new("image/jpeg", png.clone())];
+    let (result, _, _) = ask(&provider("anthropic", ProviderKind::Anthropic, &server, "claude-sonnet-4-5"), &[turn]);
+    assert!(result.unwrap_err().to_string().contains("Image does not match the provided media type image/jpeg"));
+}

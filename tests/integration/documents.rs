@@ -682,3 +682,127 @@ fn an_attached_or_read_document_cannot_make_the_agent_search_the_web_or_act() {
     assert_eq!(search.hits.load(std::sync::atomic::Ordering::SeqCst), 0, "nothing reached the search service");
     assert!(!pwned.exists());
 }
+
+/// A one-page PDF whose only content is one picture XObject with `dict` and
+/// `stream` (no text layer), written object by object with a correct xref.
+const RAW_PDF: &str = r#"
+def raw_pdf(name, image_dict, stream):
+    content = b"q 612 0 0 792 0 0 cm /Im0 Do Q"
+    objects = [
+        b"<< /Type /Catalog /Pages 2 0 R >>",
+        b"<< /Type /Pages /Kids [3 0 R] /Count 1 >>",
+        b"<< /Type /Page /Parent 2 0 R /MediaBox [0 0 612 792] /Resources << /XObject << /Im0 4 0 R >> >> /Contents 5 0 R >>",
+        b"<< /Type /XObject /Subtype /Image " + image_dict + b" /Length %d >>\nstream\n" % len(stream) + stream + b"\nendstream",
+        b"<< /Length %d >>\nstream\n" % len(content) + content + b"\nendstream",
+    ]
+    out, offsets = b"%PDF-1.4\n", []
+    for number, body in enumerate(objects, 1):
+        offsets.append(len(out))
+        out += b"%d 0 obj\n" % number + body + b"\nendobj\n"
+    xref = len(out)
+    out += b"xref\n0 %d\n0000000000 65535 f \n" % (len(objects) + 1) + b"".join(b"%010d 00000 n \n" % o for o in offsets)
+    out += b"trailer\n<< /Size %d /Root 1 0 R >>\nstartxref\n%d\n%%%%EOF\n" % (len(objects) + 1, xref)
+    open(name, "wb").write(out)
+"#;
+
+/// Pictures and scans (issue 57): python-docx writes a page of text,
+/// LibreOffice renders it as a PNG (a picture of text no one typed into
+/// cowork); cowork reads the picture's text by OCR within 3 % character error.
+/// The same page as scans — Pillow's JPEG pages in grey and colour at 300 ppi,
+/// LibreOffice's own picture-to-PDF, and a PDF whose first page has a text
+/// layer and whose second is a scan — is read page by page, each OCR'd page
+/// said to be one, and kept in memory is found by a word only the picture
+/// held. Hostile pictures (a Flate bomb, a 100000-pixel side, JBIG2, cut-short
+/// data) are named within seconds, and without Tesseract the picture says what
+/// to install.
+#[test]
+fn pictures_and_scanned_pdf_pages_are_read_by_ocr_and_cited_by_page() {
+    let Some(python) = tools_ready() else { return };
+    if !require(cowork::ocr::status().is_ok(), "Tesseract (libtesseract5 and tesseract-ocr-eng)") {
+        return;
+    }
+    let home = temp_dir();
+    let dir = home.path().canonicalize().unwrap();
+    let lines = ["Incident report", "The backup job on server atlas-7 failed at 03:14 with error code E4471.", "Invoice 2931 is due on 12 March 2027 and totals 4,200 euros."];
+    py(&python, &dir, &format!("import docx\nd = docx.Document()\nd.add_heading({:?}, level=1)\nd.add_paragraph({:?})\nd.add_paragraph({:?})\nd.save('note.docx')\n", lines[0], lines[1], lines[2]));
+    let png = soffice(&dir, "note.docx", "png");
+    let truth = lines.join("\n");
+    let started = Instant::now();
+    let picture = read(&png, &Selection::default()).unwrap();
+    let took = started.elapsed();
+    assert_eq!(picture.kind, cowork::documents::Kind::Picture);
+    let part = &picture.parts[0];
+    let cer = cowork::ocr::character_error_rate(&part.text, &truth);
+    assert!(cer <= 0.03, "character error rate {cer:.3} over 3 %: {:?}", part.text);
+    assert!(part.note.as_deref().unwrap().starts_with("its text read by OCR"), "{part:?}");
+    eprintln!("picture {}: {took:?}, CER {cer:.4}", png.display());
+
+    // Scans of the page: Pillow's JPEG pages (300 ppi), LibreOffice's picture-to-PDF, and a PDF half text, half scan.
+    py(
+        &python,
+        &dir,
+        r#"
+from PIL import Image
+page = Image.open("note.png").convert("RGB")
+w, h = page.size
+scan = page.resize((w * 3, h * 3), Image.LANCZOS)
+scan.save("scan-colour.pdf", resolution=300)
+scan.convert("L").save("scan-grey.pdf", resolution=300)
+"#,
+    );
+    std::fs::copy(&png, dir.join("picture.png")).unwrap();
+    let lo_scan = soffice(&dir, "picture.png", "pdf");
+    let text_pdf = soffice(&dir, "note.docx", "pdf");
+    py(&python, &dir, &format!("from pypdf import PdfWriter\nw = PdfWriter()\nw.append({:?})\nw.append('scan-grey.pdf')\nw.write('mixed.pdf')\n", text_pdf.display().to_string()));
+    for file in ["scan-colour.pdf", "scan-grey.pdf", lo_scan.file_name().unwrap().to_str().unwrap()] {
+        let started = Instant::now();
+        let doc = read(&dir.join(file), &Selection::default()).unwrap();
+        let page = &doc.parts[0];
+        let cer = cowork::ocr::character_error_rate(&page.text, &truth);
+        eprintln!("{file}: {:?}, CER {cer:.4}, {:?}", started.elapsed(), page.note);
+        assert!(page.note.as_deref().unwrap_or_default().starts_with("scanned page: its text read by OCR"), "{file}: {page:?}");
+        assert!(cer <= 0.03, "{file}: character error rate {cer:.3}: {:?}", page.text);
+        assert!(doc.notes.iter().any(|n| n.contains("a scanned document, its text read by OCR")), "{file}: {:?}", doc.notes);
+        assert!(doc.render(8000).contains("--- page 1 (scanned page: its text read by OCR"), "cited by page");
+    }
+    let mixed = read(&dir.join("mixed.pdf"), &Selection::default()).unwrap();
+    assert_eq!(mixed.parts.len(), 2);
+    assert_eq!(mixed.parts[0].note, None, "the text layer is read as it was");
+    assert!(mixed.parts[0].text.contains("E4471") && mixed.parts[1].text.contains("E4471"), "{:?}", mixed.parts);
+    assert!(mixed.parts[1].note.as_deref().unwrap().starts_with("scanned page"));
+    assert!(mixed.notes.is_empty(), "one page has text: not a scanned document: {:?}", mixed.notes);
+
+    // Kept in memory, the scan is found by a word only its picture held, cited by page.
+    let data = temp_dir();
+    let cli = |args: &[&str], envs: &[(&str, &str)]| {
+        let out = Command::new(env!("CARGO_BIN_EXE_cowork")).env("COWORK_LOG", "warn").envs(envs.iter().copied()).arg("--data-dir").arg(data.path()).args(args).output().unwrap();
+        assert!(out.status.success(), "{args:?}: {}", String::from_utf8_lossy(&out.stderr));
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    };
+    cli(&["documents", "add", &dir.join("scan-grey.pdf").display().to_string()], &[]);
+    let conn = cowork::store::open_read_only(&data.path().join("cowork.db")).unwrap();
+    let hits = cowork::memory::search::search(&conn, "E4471", &cowork::memory::search::Filters::default(), 5).unwrap();
+    assert_eq!(hits.iter().map(|h| h.title.as_str()).collect::<Vec<_>>(), ["scan-grey.pdf — page 1"], "{hits:?}");
+
+    // Hostile pictures: named, within seconds.
+    py(
+        &python,
+        &dir,
+        &format!(
+            "{RAW_PDF}\nimport zlib\nraw_pdf('bomb.pdf', b'/Width 100 /Height 100 /ColorSpace /DeviceGray /BitsPerComponent 8 /Filter /FlateDecode', zlib.compress(bytes(300 << 20), 9))\nraw_pdf('giant.pdf', b'/Width 100000 /Height 100000 /ColorSpace /DeviceGray /BitsPerComponent 8 /Filter /FlateDecode', zlib.compress(bytes(100)))\nraw_pdf('jbig2.pdf', b'/Width 100 /Height 100 /ColorSpace /DeviceGray /BitsPerComponent 1 /Filter /JBIG2Decode', bytes(100))\nraw_pdf('cut.pdf', b'/Width 400 /Height 400 /ColorSpace /DeviceRGB /BitsPerComponent 8 /Filter /FlateDecode', zlib.compress(b'\\xff' * 1000))\n"
+        ),
+    );
+    for (file, says) in [("bomb.pdf", "no text found in its pictures"), ("giant.pdf", "too large to read"), ("jbig2.pdf", "a JBIG2 picture (cowork does not decode it)"), ("cut.pdf", "cut short")] {
+        let started = Instant::now();
+        let doc = read(&dir.join(file), &Selection::default()).unwrap();
+        let note = doc.parts[0].note.clone().unwrap_or_default();
+        assert!(note.starts_with("no text layer") && note.contains(says), "{file}: {note}");
+        assert!(started.elapsed() < Duration::from_secs(10), "{file} took {:?}", started.elapsed());
+    }
+    std::fs::write(dir.join("not-a-picture.png"), b"hello, I am text").unwrap();
+    assert!(read(&dir.join("not-a-picture.png"), &Selection::default()).unwrap_err().to_string().contains("does not start as a PNG, JPEG, GIF or WebP picture does"));
+
+    // Without Tesseract: the picture is still a document, which says what to install.
+    let shown = cli(&["documents", "read", &png.display().to_string()], &[("COWORK_TESSERACT_LIBRARY", "/nonexistent/libtesseract.so.5")]);
+    assert!(shown.contains("its text could not be read: reading text in pictures needs Tesseract: install the packages libtesseract5 and tesseract-ocr-eng"), "{shown}");
+}

@@ -26,6 +26,11 @@
 //!   (`cachedContentTokenCount`), `thoughtsTokenCount`.
 //! - Ollama (`/api/tags`, `/api/chat` with `think`).
 //!
+//! Pictures are checked as the services check them: base64 that decodes to a
+//! picture of the type it claims (Anthropic's "Image does not match the
+//! provided media type"), only in user messages on OpenAI's chat API ("Image
+//! URLs are only allowed for messages with role 'user'").
+//!
 //! Tokens are counted as characters / 4, the same for every request, so
 //! before-and-after figures compare like with like.
 
@@ -257,7 +262,41 @@ const OPENAI_PARAMS: &[&str] = &[
     "reasoning_effort", "prompt_cache_key", "parallel_tool_calls", "user", "seed", "stop", "response_format",
 ];
 
+/// What a service says of a picture that is not what it claims, or None.
+fn picture_error(mime: &str, data: &str) -> Option<String> {
+    use base64::Engine as _;
+    if !["image/jpeg", "image/png", "image/gif", "image/webp"].contains(&mime) {
+        return Some(format!("media_type: Input should be 'image/jpeg', 'image/png', 'image/gif' or 'image/webp' (got {mime})"));
+    }
+    let Ok(bytes) = base64::engine::general_purpose::STANDARD.decode(data) else { return Some("invalid base64 data".into()) };
+    match cowork::media::Image::sniffed(bytes) {
+        Some(image) if image.mime == mime => None,
+        _ => Some(format!("Image does not match the provided media type {mime}")),
+    }
+}
+
+/// The first refused picture of an OpenAI chat request: a data URL's, or one in a message that is not the user's.
+fn openai_picture_error(body: &Value) -> Option<String> {
+    for message in body["messages"].as_array().into_iter().flatten() {
+        for part in message["content"].as_array().into_iter().flatten().filter(|p| p["type"] == "image_url") {
+            let role = message["role"].as_str().unwrap_or_default();
+            if role != "user" {
+                return Some(format!("Image URLs are only allowed for messages with role 'user', but this message with role '{role}' contains an image URL."));
+            }
+            let url = part["image_url"]["url"].as_str().unwrap_or_default();
+            let Some((mime, data)) = url.strip_prefix("data:").and_then(|rest| rest.split_once(";base64,")) else { return Some("Invalid image URL".into()) };
+            if let Some(error) = picture_error(mime, data) {
+                return Some(error);
+            }
+        }
+    }
+    None
+}
+
 fn openai_chat(flavour: Flavour, body: &Value, state: &mut State) -> Answer {
+    if let Some(error) = openai_picture_error(body) {
+        return openai_error(&error, Some("messages"), "invalid_image");
+    }
     let model = body["model"].as_str().unwrap_or_default().to_owned();
     let object = body.as_object().cloned().unwrap_or_default();
     let allowed: &[&str] = if flavour == Flavour::OpenRouter { &["reasoning", "provider", "transforms"] } else { &[] };
@@ -486,6 +525,24 @@ fn anthropic_messages(headers: &BTreeMap<String, String>, body: &Value, state: &
         }
     }
     let messages = body["messages"].as_array().cloned().unwrap_or_default();
+    // Pictures: in user content, or in a tool_result's content.
+    for (at, message) in messages.iter().enumerate() {
+        for block in message["content"].as_array().into_iter().flatten() {
+            let nested: Vec<&Value> = block["content"].as_array().map(|c| c.iter().collect()).unwrap_or_default();
+            for image in std::iter::once(block).chain(nested).filter(|b| b["type"] == "image") {
+                if message["role"] != "user" {
+                    return anthropic_error(&format!("messages.{at}: images are only allowed in user messages"));
+                }
+                let source = &image["source"];
+                if source["type"] != "base64" {
+                    return anthropic_error(&format!("messages.{at}.content: image source type must be base64 here"));
+                }
+                if let Some(error) = picture_error(source["media_type"].as_str().unwrap_or_default(), source["data"].as_str().unwrap_or_default()) {
+                    return anthropic_error(&format!("messages.{at}.content.image.source.base64: {error}"));
+                }
+            }
+        }
+    }
     // With thinking on, the last assistant turn that used a tool must start with its signed thinking block.
     if thinking.is_some()
         && let Some((at, last)) = messages.iter().enumerate().rev().find(|(_, m)| m["role"] == "assistant")
@@ -638,6 +695,13 @@ fn gemini_generate(path: &str, headers: &BTreeMap<String, String>, body: &Value,
         return gemini_error("Budget 0 is invalid. This model only works in thinking mode.");
     }
     let contents = body["contents"].as_array().cloned().unwrap_or_default();
+    for part in contents.iter().flat_map(|c| c["parts"].as_array().cloned().unwrap_or_default()) {
+        if let Some(inline) = part.get("inlineData")
+            && let Some(error) = picture_error(inline["mimeType"].as_str().unwrap_or_default(), inline["data"].as_str().unwrap_or_default())
+        {
+            return gemini_error(&format!("Unable to process input image: {error}"));
+        }
+    }
     // Gemini 3: every function call sent back carries the thought signature it came with.
     if model.starts_with("gemini-3") {
         for (at, content) in contents.iter().enumerate().filter(|(_, c)| c["role"] == "model") {

@@ -1242,7 +1242,7 @@ fn resources_attach_to_a_message_and_prompts_are_offered_as_slash_names() {
         McpCommand::ReadResource { server, uri, .. } => assert_eq!((server.as_str(), uri.as_str()), ("docs", "demo://guide.md")),
         _ => panic!("another command"),
     }
-    let attachment = Attachment { server: "docs".into(), uri: "demo://guide.md".into(), name: "guide.md".into(), text: "# Guide".into() };
+    let attachment = Attachment { server: "docs".into(), uri: "demo://guide.md".into(), name: "guide.md".into(), text: "# Guide".into(), picture: None };
     far.events.send(AppEvent::Mcp(McpEvent::ResourceAttached(Ok(attachment.clone())))).unwrap();
     harness.run();
     harness.get_by_label("guide.md · docs · 7 B");

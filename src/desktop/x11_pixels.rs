@@ -1,0 +1,137 @@
+//! A window's pixels on X11 (the core protocol's GetImage of the window, as
+//! the screen shows it): only its own content — every window stacked above
+//! it that overlaps (`_NET_CLIENT_LIST_STACKING`), an always-on-top sidebar
+//! or an excluded app among them, is painted over before the picture leaves
+//! this function, whether or not a compositor keeps the window's own pixels.
+//!
+//! Every read counts in `READS` (and the window it read in `LAST_READ`), so a
+//! test can prove that a window the privacy rules exclude is never read.
+
+use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
+
+use x11rb::connection::Connection;
+use x11rb::protocol::xproto::{AtomEnum, ConnectionExt as _, ImageFormat, ImageOrder, Window};
+use x11rb::rust_connection::RustConnection;
+
+/// How many times any window's pixels were read in this process.
+pub static READS: AtomicU64 = AtomicU64::new(0);
+/// The window read last (0: none yet).
+pub static LAST_READ: AtomicU32 = AtomicU32::new(0);
+
+/// The grey that covers what is not the window's own.
+const COVER: [u8; 4] = [128, 128, 128, 255];
+
+/// A window's rectangle on the screen.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Rect {
+    pub x: i32,
+    pub y: i32,
+    pub width: u32,
+    pub height: u32,
+}
+
+impl Rect {
+    fn intersect(&self, other: &Rect) -> Option<Rect> {
+        let (x0, y0) = (self.x.max(other.x), self.y.max(other.y));
+        let x1 = (self.x + self.width as i32).min(other.x + other.width as i32);
+        let y1 = (self.y + self.height as i32).min(other.y + other.height as i32);
+        (x1 > x0 && y1 > y0).then(|| Rect { x: x0, y: y0, width: (x1 - x0) as u32, height: (y1 - y0) as u32 })
+    }
+}
+
+/// Where `window` is on the screen (its content, not the window manager's frame).
+pub fn rect_of(conn: &RustConnection, root: Window, window: Window) -> Result<Rect, String> {
+    let geometry = conn.get_geometry(window).map_err(|e| e.to_string())?.reply().map_err(|e| format!("window {window}: {e}"))?;
+    let origin = conn.translate_coordinates(window, root, 0, 0).map_err(|e| e.to_string())?.reply().map_err(|e| format!("window {window}: {e}"))?;
+    Ok(Rect { x: i32::from(origin.dst_x), y: i32::from(origin.dst_y), width: u32::from(geometry.width), height: u32::from(geometry.height) })
+}
+
+/// The managed windows in stacking order, bottom first.
+fn stacking(conn: &RustConnection, root: Window) -> Vec<Window> {
+    let atom = conn.intern_atom(false, b"_NET_CLIENT_LIST_STACKING").ok().and_then(|c| c.reply().ok()).map(|r| r.atom);
+    let Some(atom) = atom else { return Vec::new() };
+    conn.get_property(false, root, atom, AtomEnum::WINDOW, 0, 4096)
+        .ok()
+        .and_then(|c| c.reply().ok())
+        .and_then(|r| r.value32().map(|v| v.collect()))
+        .unwrap_or_default()
+}
+
+/// The whole screen (the root window), RGBA.
+pub fn capture_screen(conn: &RustConnection, root: Window) -> Result<image::RgbaImage, String> {
+    let screen = conn.setup().roots.iter().find(|s| s.root == root).ok_or("no such screen")?;
+    let (w, h) = (screen.width_in_pixels, screen.height_in_pixels);
+    READS.fetch_add(1, Ordering::SeqCst);
+    LAST_READ.store(root, Ordering::SeqCst);
+    read_rgba(conn, root, 0, 0, w, h)
+}
+
+/// The pixels of `window` that are on the screen, RGBA, with the windows
+/// stacked above it covered. An unmapped or off-screen window is an error.
+pub fn capture(conn: &RustConnection, root: Window, window: Window) -> Result<image::RgbaImage, String> {
+    let screen = conn.setup().roots.iter().find(|s| s.root == root).ok_or("no such screen")?;
+    let whole = Rect { x: 0, y: 0, width: u32::from(screen.width_in_pixels), height: u32::from(screen.height_in_pixels) };
+    let rect = rect_of(conn, root, window)?;
+    let shown = rect.intersect(&whole).ok_or_else(|| format!("window {window} is not on the screen"))?;
+    let (w, h) = (u16::try_from(shown.width).map_err(|_| "too wide")?, u16::try_from(shown.height).map_err(|_| "too tall")?);
+    READS.fetch_add(1, Ordering::SeqCst);
+    LAST_READ.store(window, Ordering::SeqCst);
+    let mut picture = read_rgba(conn, window, (shown.x - rect.x) as i16, (shown.y - rect.y) as i16, w, h)?;
+    // Whatever is stacked above the window and overlaps it is not the window's: covered.
+    let order = stacking(conn, root);
+    if let Some(at) = order.iter().position(|w| *w == window) {
+        for above in &order[at + 1..] {
+            let Ok(other) = rect_of(conn, root, *above) else { continue };
+            if let Some(overlap) = other.intersect(&shown) {
+                for y in overlap.y..overlap.y + overlap.height as i32 {
+                    for x in overlap.x..overlap.x + overlap.width as i32 {
+                        picture.put_pixel((x - shown.x) as u32, (y - shown.y) as u32, image::Rgba(COVER));
+                    }
+                }
+            }
+        }
+    }
+    Ok(picture)
+}
+
+/// GetImage of `drawable`'s rectangle as RGBA (32-bit pixels, either byte order).
+fn read_rgba(conn: &RustConnection, drawable: Window, x: i16, y: i16, w: u16, h: u16) -> Result<image::RgbaImage, String> {
+    let reply = conn
+        .get_image(ImageFormat::Z_PIXMAP, drawable, x, y, w, h, !0)
+        .map_err(|e| e.to_string())?
+        .reply()
+        .map_err(|e| format!("window {drawable}'s pixels cannot be read ({e}): is it shown?"))?;
+    let setup = conn.setup();
+    let format = setup.pixmap_formats.iter().find(|f| f.depth == reply.depth).ok_or_else(|| format!("no pixmap format for depth {}", reply.depth))?;
+    if format.bits_per_pixel != 32 {
+        return Err(format!("a {}-bit display (cowork reads 24- and 32-bit ones)", format.bits_per_pixel));
+    }
+    let pad = u32::from(format.scanline_pad).max(8);
+    let stride = ((u32::from(w) * 32).div_ceil(pad) * pad / 8) as usize;
+    if reply.data.len() < stride * usize::from(h) {
+        return Err("the X server sent fewer pixels than asked".into());
+    }
+    let lsb = setup.image_byte_order == ImageOrder::LSB_FIRST;
+    let mut picture = image::RgbaImage::new(u32::from(w), u32::from(h));
+    for (y, row) in reply.data.chunks(stride).take(usize::from(h)).enumerate() {
+        for x in 0..usize::from(w) {
+            let p = &row[x * 4..x * 4 + 4];
+            let (r, g, b) = if lsb { (p[2], p[1], p[0]) } else { (p[1], p[2], p[3]) };
+            picture.put_pixel(x as u32, y as u32, image::Rgba([r, g, b, 255]));
+        }
+    }
+    Ok(picture)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn rectangles_intersect_or_not() {
+        let a = Rect { x: 0, y: 0, width: 100, height: 50 };
+        assert_eq!(a.intersect(&Rect { x: 90, y: 40, width: 30, height: 30 }), Some(Rect { x: 90, y: 40, width: 10, height: 10 }));
+        assert_eq!(a.intersect(&Rect { x: 100, y: 0, width: 10, height: 10 }), None, "touching is not overlapping");
+        assert_eq!(a.intersect(&Rect { x: -20, y: -20, width: 30, height: 30 }), Some(Rect { x: 0, y: 0, width: 10, height: 10 }));
+    }
+}

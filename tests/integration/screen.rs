@@ -1,0 +1,109 @@
+//! What is on the screen (issue 57) against real X11 windows (Xvfb, openbox,
+//! xterm drawing DejaVu Sans Mono as a desktop terminal does): a window's
+//! text is read by OCR from its own pixels within 3 % character error at 100 %
+//! and 150 % text size; a window the privacy rules exclude, or any window
+//! while capture is paused, is refused without a single pixel read (counted);
+//! and an always-on-top window over the one read is covered, never read. The
+//! `screenshot` tool takes the focused window, a window or the screen, and
+//! refuses the screen while an excluded window is on it.
+
+use std::time::Duration;
+
+use cowork::capture::firewall::Rules;
+use cowork::capture::screen::{ScreenError, read_x11_window};
+use cowork::desktop::x11_pixels::{LAST_READ, READS};
+use cowork::ocr::{Ocr, character_error_rate};
+use cowork::tools::desktop::{Shot, screenshot};
+
+use super::support::{XSession, have_program, require, temp_dir};
+
+const SHOWN: &str = "Build failed: error[E0308] in src/main.rs:42\nexpected u32, found String\nTicket ENG-4471 assigned to Dana Whitfield\nDeploy window closes Friday at 17:30";
+
+/// An xterm showing `file` in DejaVu Sans Mono at `size` points; its window id.
+fn terminal(x: &mut XSession, title: &str, size: &str, geometry: &str, file: &std::path::Path) -> u32 {
+    x.spawn("xterm", &["-T", title, "-fa", "DejaVu Sans Mono", "-fs", size, "-geometry", geometry, "-e", "sh", "-c", &format!("cat '{}'; sleep 600", file.display())], None);
+    x.wait_window(&format!("^{title}$"), Duration::from_secs(10)).parse().unwrap()
+}
+
+#[test]
+fn a_windows_text_is_read_by_ocr_and_an_excluded_or_covering_window_is_never_read() {
+    if !require(XSession::available() && have_program("xterm") && have_program("wmctrl"), "Xvfb, openbox, xdotool, xterm and wmctrl") {
+        return;
+    }
+    if !require(cowork::ocr::status().is_ok(), "Tesseract (libtesseract5 and tesseract-ocr-eng)") {
+        return;
+    }
+    let mut x = XSession::start();
+    let dir = temp_dir();
+    let shown = dir.path().join("shown.txt");
+    std::fs::write(&shown, SHOWN).unwrap();
+    let mut ocr = Ocr::for_user().unwrap();
+    let display = x.display.clone();
+    for (title, size) in [("cowork screen at 100", "11"), ("cowork screen at 150", "16.5")] {
+        let window = terminal(&mut x, title, size, "60x8+40+40", &shown);
+        x.activate(&window.to_string());
+        std::thread::sleep(Duration::from_millis(700));
+        let read = read_x11_window(Some(display.as_str()), None, &Rules::default(), 600, &mut ocr).unwrap();
+        assert_eq!(read.window.window_id, window);
+        let cer = character_error_rate(&read.text, SHOWN);
+        eprintln!("{title}: {} × {} pixels, capture {:?}, OCR {:?}, CER {cer:.4}", read.picture.width(), read.picture.height(), read.capture, read.ocr);
+        assert!(cer <= 0.03, "{title}: character error rate {cer:.3}: {:?}", read.text);
+        // By id too, as `cowork ocr --window` asks.
+        assert_eq!(read_x11_window(Some(display.as_str()), Some(window), &Rules::default(), 600, &mut ocr).unwrap().window.window_id, window);
+    }
+
+    // Excluded by a title rule, paused, in quiet hours: refused, and not one pixel read.
+    let private = x.open_xterm("Private notes");
+    x.activate(&private);
+    let rules = Rules { denied_titles: vec![regex::Regex::new("(?i)private notes").unwrap()], ..Rules::default() };
+    let paused = Rules { paused: true, ..Rules::default() };
+    let quiet = Rules { quiet_hours: vec![(540, 720)], ..Rules::default() };
+    for (what, rules, window) in [("title rule", &rules, None), ("title rule, asked by id", &rules, Some(private.parse().unwrap())), ("paused", &paused, None), ("quiet hours", &quiet, None)] {
+        let before = READS.load(std::sync::atomic::Ordering::SeqCst);
+        let refused = read_x11_window(Some(display.as_str()), window, rules, 600, &mut ocr).unwrap_err();
+        assert!(matches!(refused, ScreenError::Withheld { .. }), "{what}: {refused}");
+        assert_eq!(READS.load(std::sync::atomic::Ordering::SeqCst), before, "{what}: a pixel was read");
+        assert_ne!(LAST_READ.load(std::sync::atomic::Ordering::SeqCst), private.parse::<u32>().unwrap(), "{what}");
+    }
+
+    // An always-on-top window over the one read: its pixels are covered, its text never read.
+    let secret = dir.path().join("secret.txt");
+    std::fs::write(&secret, "OVERLAY SECRET 90210\nOVERLAY SECRET 90210").unwrap();
+    let base = terminal(&mut x, "cowork screen base", "11", "60x8+40+300", &shown);
+    let over = terminal(&mut x, "cowork screen over", "11", "30x3+120+330", &secret);
+    let wmctrl = std::process::Command::new("wmctrl").args(["-r", "cowork screen over", "-b", "add,above"]).env("DISPLAY", &display).status().unwrap();
+    assert!(wmctrl.success());
+    x.activate(&base.to_string());
+    std::thread::sleep(Duration::from_millis(700));
+    let read = read_x11_window(Some(display.as_str()), None, &Rules::default(), 600, &mut ocr).unwrap();
+    assert_eq!(read.window.window_id, base);
+    assert!(!read.text.contains("90210") && !read.text.to_ascii_uppercase().contains("SECRET"), "the covering window was read: {:?}", read.text);
+    let over_rect = x11_rect(&display, over);
+    let base_rect = x11_rect(&display, base);
+    let (cx, cy) = (over_rect.x + over_rect.width as i32 / 2 - base_rect.x, over_rect.y + over_rect.height as i32 / 2 - base_rect.y);
+    assert_eq!(read.picture.get_pixel(cx as u32, cy as u32).0, [128, 128, 128, 255], "the covering window's middle is covered");
+
+    // The screenshot tool: the focused window as a PNG of its size; the whole screen is refused
+    // while a window the rules exclude is on it, without a pixel read, and read when none is.
+    let shot = screenshot(Shot::Focused, Some(display.as_str()), &Rules::default(), 600).unwrap();
+    assert_eq!(shot.image.mime, "image/png");
+    let decoded = image::load_from_memory(&shot.image.data).unwrap();
+    assert_eq!((decoded.width(), decoded.height()), (base_rect.width, base_rect.height), "{}", shot.of);
+    assert!(shot.of.contains("cowork screen base"), "{}", shot.of);
+    let before = READS.load(std::sync::atomic::Ordering::SeqCst);
+    let refused = screenshot(Shot::Screen, Some(display.as_str()), &rules, 600).err().expect("refused");
+    assert!(refused.contains("the screen is not read") && refused.contains("Private notes"), "{refused}");
+    let refused = screenshot(Shot::Window(private.parse().unwrap()), Some(display.as_str()), &rules, 600).err().expect("refused");
+    assert!(refused.contains("Private notes"), "{refused}");
+    assert_eq!(READS.load(std::sync::atomic::Ordering::SeqCst), before, "a pixel of an excluded window was read");
+    let whole = screenshot(Shot::Screen, Some(display.as_str()), &Rules::default(), 600).unwrap();
+    let decoded = image::load_from_memory(&whole.image.data).unwrap();
+    assert_eq!((decoded.width(), decoded.height()), (1280, 800));
+    assert_eq!(Shot::of(&serde_json::json!({"of": "window"})).unwrap_err(), "a screenshot of a window needs its window_id (list_windows gives them)");
+}
+
+fn x11_rect(display: &str, window: u32) -> cowork::desktop::x11_pixels::Rect {
+    let (conn, screen) = x11rb::connect(Some(display)).unwrap();
+    let root = x11rb::connection::Connection::setup(&conn).roots[screen].root;
+    cowork::desktop::x11_pixels::rect_of(&conn, root, window).unwrap()
+}

@@ -47,13 +47,14 @@ pub fn allowed(rules: &Rules, window: &ActiveWindow, local_minute: u32) -> Resul
 pub fn read_x11_window(display: Option<&str>, window: Option<u32>, rules: &Rules, local_minute: u32, ocr: &mut Ocr) -> Result<ScreenText, ScreenError> {
     let mut desktop = X11Desktop::connect(display).map_err(|e| ScreenError::Desktop(e.to_string()))?;
     let described = match window {
-        Some(id) => desktop.describe_window(id).map_err(|e| ScreenError::Desktop(format!("window {id}: {e}")))?,
+        Some(id) => desktop.listed_window(id).map_err(|e| ScreenError::Desktop(e.to_string()))?,
         None => desktop.active_window().map_err(|e| ScreenError::Desktop(e.to_string()))?.ok_or_else(|| ScreenError::Desktop("no window has the focus".into()))?,
     };
     allowed(rules, &described, local_minute)?;
     let started = Instant::now();
     let picture = desktop.capture_window(described.window_id).map_err(ScreenError::Desktop)?;
     let capture = started.elapsed();
-    let read = ocr.read(&image::DynamicImage::ImageRgba8(picture.clone()), Source::Screen)?;
-    Ok(ScreenText { window: described, text: read.text, confidence: read.confidence, capture, ocr: read.took, picture })
+    let picture = image::DynamicImage::ImageRgba8(picture);
+    let read = ocr.read(&picture, Source::Screen)?;
+    Ok(ScreenText { window: described, text: read.text, confidence: read.confidence, capture, ocr: read.took, picture: picture.into_rgba8() })
 }

@@ -132,9 +132,12 @@ impl X11Desktop {
         }
     }
 
-    /// `window` described as capture sees a focused one (app, title, pid).
-    pub fn describe_window(&self, window: Window) -> Result<ActiveWindow, X11Error> {
-        self.describe(window)
+    /// `window` described as capture sees a focused one (app, title, pid), if
+    /// it is one of the windows the window manager lists: an id of the root,
+    /// of a frame or of a window inside an app's (which would carry no app or
+    /// title for the privacy rules to judge) is no window here.
+    pub fn listed_window(&self, window: Window) -> Result<ActiveWindow, X11Error> {
+        self.list_windows()?.into_iter().find(|w| w.window_id == window).ok_or_else(|| X11Error::Connection(format!("there is no window {window} among the open windows")))
     }
 
     /// The whole screen's pixels (`x11_pixels::capture_screen`).
@@ -231,10 +234,7 @@ impl X11Desktop {
     /// `_NET_ACTIVE_WINDOW` client message, source "pager" so it is honoured).
     pub fn activate(&self, window: Window) -> Result<(), X11Error> {
         use x11rb::protocol::xproto::ClientMessageEvent;
-        let listed = self.list_windows()?.iter().any(|w| w.window_id == window);
-        if !listed {
-            return Err(X11Error::Connection(format!("there is no window {window}")));
-        }
+        self.listed_window(window)?;
         let event = ClientMessageEvent::new(32, window, self.atoms.net_active_window, [2, x11rb::CURRENT_TIME, 0, 0, 0]);
         self.conn.send_event(false, self.root, EventMask::SUBSTRUCTURE_REDIRECT | EventMask::SUBSTRUCTURE_NOTIFY, event)?;
         self.conn.flush()?;

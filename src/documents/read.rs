@@ -262,15 +262,15 @@ fn read_until(io_path: &Path, name: &Path, selection: &Selection, deadline: Inst
 /// or a PDF named .docx is read as what it is.
 fn detect(path: &Path, name: &Path) -> Result<Kind, ReadError> {
     let shown = name.display().to_string();
-    let mut head = [0u8; 8];
+    // Twelve bytes: WebP names itself at 8..12 (`media::sniff`).
+    let mut head = [0u8; 12];
     let n = fs::File::open(path).and_then(|mut f| f.read(&mut head)).map_err(|e| ReadError::Io(format!("{shown}: {e}")))?;
     let head = &head[..n];
     let by_name = Kind::by_extension(name);
     if head.starts_with(b"%PDF") {
         return Ok(Kind::Pdf);
     }
-    // WebP is RIFF, as WAV and AVI are: a picture by its name too.
-    if is_picture(head) || (head.starts_with(b"RIFF") && by_name == Some(Kind::Picture)) {
+    if crate::media::sniff(head).is_some() {
         return Ok(Kind::Picture);
     }
     // An OLE compound file: an old .xls, or an Office file encrypted with a password (OOXML in a CFB wrapper).
@@ -297,11 +297,6 @@ fn detect(path: &Path, name: &Path) -> Result<Kind, ReadError> {
         None if head.contains(&0) => Err(ReadError::Unsupported(shown)),
         None => Ok(Kind::Text),
     }
-}
-
-/// PNG, JPEG or GIF by their first bytes.
-fn is_picture(head: &[u8]) -> bool {
-    head.starts_with(b"\x89PNG") || head.starts_with(&[0xFF, 0xD8, 0xFF]) || head.starts_with(b"GIF8")
 }
 
 /// A picture's one part: the text OCR found in it, or why there is none.

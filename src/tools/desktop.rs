@@ -245,7 +245,7 @@ pub fn screenshot(shot: Shot, display: Option<&str>, rules: &crate::capture::fir
         }
         shot => {
             let window = match shot {
-                Shot::Window(id) => x11.describe_window(id).map_err(|e| format!("there is no window {id}: {e}"))?,
+                Shot::Window(id) => x11.listed_window(id).map_err(|e| e.to_string())?,
                 _ => x11.active_window().map_err(|e| e.to_string())?.ok_or("no window has the focus")?,
             };
             crate::capture::screen::allowed(rules, &window, local_minute).map_err(|e| e.to_string())?;

@@ -95,6 +95,18 @@ fn a_windows_text_is_read_by_ocr_and_an_excluded_or_covering_window_is_never_rea
     assert!(refused.contains("the screen is not read") && refused.contains("Private notes"), "{refused}");
     let refused = screenshot(Shot::Window(private.parse().unwrap()), Some(display.as_str()), &rules, 600).err().expect("refused");
     assert!(refused.contains("Private notes"), "{refused}");
+    // Other ids into the same pixels: the root (the whole screen, excluded window and all) and a
+    // window inside the excluded app's (it carries no title for the rules to judge) are no windows.
+    let (conn, screen_number) = x11rb::connect(Some(display.as_str())).unwrap();
+    let root = x11rb::connection::Connection::setup(&conn).roots[screen_number].root;
+    let inside = x11rb::protocol::xproto::ConnectionExt::query_tree(&conn, private.parse().unwrap()).unwrap().reply().unwrap().children;
+    assert!(!inside.is_empty(), "xterm draws in a window of its own");
+    for id in std::iter::once(root).chain(inside) {
+        let refused = screenshot(Shot::Window(id), Some(display.as_str()), &rules, 600).err().expect("refused");
+        assert!(refused.contains("there is no window"), "{id}: {refused}");
+        let refused = read_x11_window(Some(display.as_str()), Some(id), &rules, 600, &mut ocr).unwrap_err();
+        assert!(refused.to_string().contains("there is no window"), "{id}: {refused}");
+    }
     assert_eq!(READS.load(std::sync::atomic::Ordering::SeqCst), before, "a pixel of an excluded window was read");
     let whole = screenshot(Shot::Screen, Some(display.as_str()), &Rules::default(), 600).unwrap();
     let decoded = image::load_from_memory(&whole.image.data).unwrap();

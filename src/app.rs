@@ -1131,7 +1131,7 @@ impl CoworkApp {
                 if key == keys::AFK_SECS && !self.state.setting_warnings.iter().any(|w| w.contains(&key)) {
                     let _ = self.channels.capture.try_send(CaptureCommand::SetAfkSecs(self.state.settings.afk_secs));
                 }
-                if [keys::RECORD_WINDOWS, keys::RECORD_KEYS, keys::RECORD_CLIPBOARD, keys::STREAMS_CONFIRMED].contains(&key.as_str()) {
+                if [keys::RECORD_WINDOWS, keys::RECORD_KEYS, keys::RECORD_CLIPBOARD, keys::STREAMS_CONFIRMED].contains(&key.as_str()) || key.starts_with("capture.screen.") {
                     self.apply_stream_switches();
                 }
                 if key.starts_with("voice.") {
@@ -1236,6 +1236,8 @@ impl CoworkApp {
             .channels
             .clipboard
             .try_send(crate::capture::clipboard::ClipboardCommand::SetRecording(allowed && s.record_clipboard));
+        let plan = crate::capture::screen_worker::ScreenPlan::from_settings(s, allowed);
+        let _ = self.channels.screen.try_send(crate::capture::screen_worker::ScreenCommand::Configure(plan));
     }
 
     fn send_message(&mut self, text: String) {

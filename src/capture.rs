@@ -41,6 +41,8 @@ pub mod firewall;
 pub mod health;
 pub mod keys;
 pub mod screen;
+pub mod screen_texts;
+pub mod screen_worker;
 pub mod simulate;
 mod tracker;
 mod worker;

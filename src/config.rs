@@ -259,6 +259,7 @@ pub struct Settings {
     pub always_ask: Vec<String>,
     pub voice: VoiceSettings,
     pub listen: ListenSettings,
+    pub screen: ScreenSettings,
     /// The web search provider (`tools::web_search::Provider`); empty: none set up.
     pub web_search_provider: String,
     /// Its address (SearXNG's instance; the others' own when empty).
@@ -269,6 +270,32 @@ pub struct Settings {
     pub document_folders: String,
     /// Paths never kept in memory (globs, one per line: `~/Taxes/**`, `**/*.kdbx`, `**/private/**`).
     pub document_exclude: String,
+}
+
+/// The screen-text stream (issue 57): the focused window's text, from its
+/// accessibility tree or by OCR. Off until the user turns it on and agrees
+/// to what it reads (the first run's switch is that agreement).
+#[derive(Clone, Debug, PartialEq)]
+pub struct ScreenSettings {
+    pub enabled: bool,
+    pub consented: bool,
+    /// OCR of the window where its accessibility tree holds no text.
+    pub ocr: bool,
+    /// Days screen text is kept; 0 keeps it.
+    pub retention_days: u32,
+}
+
+impl Default for ScreenSettings {
+    fn default() -> Self {
+        Self { enabled: false, consented: false, ocr: true, retention_days: 30 }
+    }
+}
+
+impl ScreenSettings {
+    /// Whether the stream may read at all (the firewall still decides per window).
+    pub fn active(&self) -> bool {
+        self.enabled && self.consented
+    }
 }
 
 /// Listen mode (Settings → Voice): transcribe what is said around the
@@ -397,6 +424,7 @@ impl Default for Settings {
             always_ask: Vec::new(),
             voice: VoiceSettings::default(),
             listen: ListenSettings::default(),
+            screen: ScreenSettings::default(),
         }
     }
 }
@@ -413,6 +441,10 @@ pub mod keys {
     pub const RECORD_KEYS: &str = "capture.keys.enabled";
     pub const RECORD_CLIPBOARD: &str = "capture.clipboard.enabled";
     pub const STREAMS_CONFIRMED: &str = "capture.streams_confirmed";
+    pub const RECORD_SCREEN: &str = "capture.screen.enabled";
+    pub const SCREEN_CONSENTED: &str = "capture.screen.consented";
+    pub const SCREEN_OCR: &str = "capture.screen.ocr";
+    pub const SCREEN_RETENTION_DAYS: &str = "retention.screen_days";
     pub const DESKTOP_ACCESSIBILITY: &str = "capture.desktop_accessibility";
     pub const START_IN_TRAY: &str = "ui.start_in_tray";
     pub const THEME: &str = "ui.theme";

@@ -22,6 +22,7 @@ pub struct Deleted {
     pub clipboard_events: usize,
     pub afk_events: usize,
     pub audio_transcripts: usize,
+    pub screen_texts: usize,
 }
 
 /// Deletes everything captured or said in `[since_millis, until_millis)`:
@@ -50,6 +51,7 @@ pub fn delete_range(conn: &Connection, since_millis: i64, until_millis: i64) -> 
         "DELETE FROM afk_events WHERE started_at_ms < ?2 AND ended_at_ms >= ?1",
         params![since_millis, until_millis],
     )?;
+    let screen_texts = crate::capture::screen_texts::delete_range(conn, since_millis, until_millis)?;
     // Summaries of any of it go too: they describe what was deleted.
     conn.execute("DELETE FROM observations WHERE period_start_ms < ?2 AND period_end_ms >= ?1", params![since_millis, until_millis])?;
     // The agent's operations of the range hold its conversations and tool
@@ -72,7 +74,7 @@ pub fn delete_range(conn: &Connection, since_millis: i64, until_millis: i64) -> 
          AND created_at_ms >= ?1 AND created_at_ms < ?2",
         params![since_millis, until_millis],
     )?;
-    Ok(Deleted { sessions, messages, keystroke_chunks, clipboard_events, afk_events, audio_transcripts: 0 })
+    Ok(Deleted { sessions, messages, keystroke_chunks, clipboard_events, afk_events, audio_transcripts: 0, screen_texts })
 }
 
 /// Deletes one conversation: its messages (their search entries and vectors go
@@ -183,7 +185,7 @@ pub fn retention() -> crate::store::Periodic {
 }
 
 /// Deletes history older than the retention settings (windows, typed text,
-/// transcripts and kept audio, and audio files no row points at). Returns how many rows went.
+/// screen text, transcripts and kept audio, and audio files no row points at). Returns how many rows went.
 pub fn enforce_retention(conn: &Connection, now_millis: i64) -> rusqlite::Result<usize> {
     let (settings, _) = crate::config::Settings::from_pairs(&crate::store::all_settings(conn).unwrap_or_default());
     let cutoff = |days: u32| (days > 0).then(|| now_millis - i64::from(days) * 86_400_000);
@@ -199,6 +201,9 @@ pub fn enforce_retention(conn: &Connection, now_millis: i64) -> rusqlite::Result
     }
     if let Some(cutoff) = cutoff(settings.keystroke_retention_days) {
         tally(crate::capture::db::delete_chunks_ended_before(conn, cutoff));
+    }
+    if let Some(cutoff) = cutoff(settings.screen.retention_days) {
+        tally(crate::capture::screen_texts::delete_seen_before(conn, cutoff));
     }
     tally(audio_retention(conn, now_millis, &settings.listen));
     let _ = conn.pragma_update(None, "secure_delete", "OFF");

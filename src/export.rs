@@ -123,6 +123,24 @@ pub fn write_jsonl(conn: &Connection, since_millis: i64, until_millis: i64, out:
         writeln!(out, "{record}")?;
         count += 1;
     }
+    let mut seen = crate::capture::screen_texts::seen_between(conn, since_millis, until_millis, usize::MAX >> 1)?;
+    seen.reverse();
+    for s in seen {
+        let record = json!({
+            "stream": "screen",
+            "screen_id": s.screen_id,
+            "session_id": s.session_id,
+            "app": s.app,
+            "title": s.title,
+            "url": s.url,
+            "at": rfc3339(s.seen_at_millis),
+            "method": s.method.as_str(),
+            "confidence": s.confidence,
+            "text": s.text,
+        });
+        writeln!(out, "{record}")?;
+        count += 1;
+    }
     for m in crate::chat::messages_between(conn, since_millis, until_millis)? {
         let record = json!({
             "stream": "chat",

@@ -218,6 +218,8 @@ pub struct SessionDetailView {
     pub session_id: i64,
     pub typed: Vec<(i64, String)>,
     pub copied: Vec<(i64, String)>,
+    /// What the screen showed (the screen-text stream).
+    pub seen: Vec<(i64, String)>,
     pub loaded: bool,
 }
 
@@ -422,6 +424,8 @@ pub struct AppState {
     pub workers: BTreeMap<WorkerName, WorkerState>,
     pub active_window: Option<ActiveWindow>,
     pub capture_decision: Option<crate::capture::events::CaptureDecision>,
+    /// The screen-text stream's state.
+    pub screen: crate::capture::events::ScreenStatus,
     pub stream_health: BTreeMap<String, crate::capture::events::StreamHealth>,
     /// The session opened in the Context panel, with what was typed and copied in it.
     pub open_session: Option<SessionDetailView>,
@@ -781,11 +785,12 @@ impl AppState {
     /// The focused window, what capture does with it, stream health, finished sessions.
     fn apply_capture(&mut self, event: CaptureEvent, now_millis: i64) {
         match event {
-            CaptureEvent::SessionDetail { session_id, typed, copied } => {
+            CaptureEvent::SessionDetail { session_id, typed, copied, seen } => {
                 if self.open_session.as_ref().is_some_and(|s| s.session_id == session_id) {
-                    self.open_session = Some(SessionDetailView { session_id, typed, copied, loaded: true });
+                    self.open_session = Some(SessionDetailView { session_id, typed, copied, seen, loaded: true });
                 }
             }
+            CaptureEvent::Screen(status) => self.screen = status,
             CaptureEvent::SessionsLoaded(sessions) => {
                 self.sessions_today = sessions.into_iter().filter(|s| s.ended_at_millis.is_some()).collect();
             }

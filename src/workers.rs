@@ -138,6 +138,8 @@ pub struct Workers {
     pub keys: Option<WorkerHandle<KeysCommand>>,
     pub clipboard: Option<WorkerHandle<ClipboardCommand>>,
     pub a11y: Option<WorkerHandle<A11yCommand>>,
+    /// The screen-text stream (reads only when the user turned it on).
+    pub screen: Option<WorkerHandle<crate::capture::screen_worker::ScreenCommand>>,
     pub models: WorkerHandle<crate::models::worker::ModelsCommand>,
     pub search: WorkerHandle<crate::memory::search_worker::SearchCommand>,
     pub embed: WorkerHandle<EmbedCommand>,
@@ -204,6 +206,7 @@ pub struct Channels {
     pub keys: Sender<crate::capture::keys::KeysCommand>,
     pub clipboard: Sender<crate::capture::clipboard::ClipboardCommand>,
     pub a11y: Sender<crate::capture::A11yCommand>,
+    pub screen: Sender<crate::capture::screen_worker::ScreenCommand>,
     pub llm: Sender<LlmCommand>,
     pub agent: Sender<AgentCommand>,
     pub models: Sender<crate::models::worker::ModelsCommand>,
@@ -266,9 +269,9 @@ impl Workers {
             automations: options.automations.then(|| automations_channels.commands.0.clone()),
             notify: options.automations.then(|| notify_channel.0.clone()),
         };
-        let (capture, keys, clipboard, a11y) = match options.capture {
+        let (capture, keys, clipboard, a11y, screen) = match options.capture {
             true => start_capture(&options, &settings, &desktop, &store.commands, streams, &sink)?,
-            false => (None, None, None, None),
+            false => (None, None, None, None, None),
         };
         let stop_epoch = Arc::new(AtomicU64::new(0));
         let llm_config = llm_config(paths, &options, &settings, options.automations.then(|| notify_channel.0.clone()));
@@ -358,6 +361,7 @@ impl Workers {
             keys,
             clipboard,
             a11y,
+            screen,
             models,
             search,
             embed,
@@ -389,6 +393,7 @@ impl Workers {
         let (dead_keys, _) = crossbeam_channel::bounded(1);
         let (dead_clipboard, _) = crossbeam_channel::bounded(1);
         let (dead_a11y, _) = crossbeam_channel::bounded(1);
+        let (dead_screen, _) = crossbeam_channel::bounded(1);
         let (dead_automations, _) = crossbeam_channel::bounded(1);
         let (dead_notify, _) = crossbeam_channel::bounded(1);
         let (dead_apps, _) = crossbeam_channel::bounded(1);
@@ -428,12 +433,16 @@ impl Workers {
         if let Some(a11y) = &self.a11y {
             controls.push((a11y.name, a11y.control.clone()));
         }
+        if let Some(screen) = &self.screen {
+            controls.push((screen.name, screen.control.clone()));
+        }
         Channels {
             store: self.store.commands.clone(),
             capture: self.capture.as_ref().map(|c| c.commands.clone()).unwrap_or(dead_capture),
             keys: self.keys.as_ref().map(|k| k.commands.clone()).unwrap_or(dead_keys),
             clipboard: self.clipboard.as_ref().map(|c| c.commands.clone()).unwrap_or(dead_clipboard),
             a11y: self.a11y.as_ref().map(|a| a.commands.clone()).unwrap_or(dead_a11y),
+            screen: self.screen.as_ref().map(|s| s.commands.clone()).unwrap_or(dead_screen),
             llm: self.llm.commands.clone(),
             agent: self.agent.commands.clone(),
             models: self.models.commands.clone(),
@@ -477,6 +486,11 @@ impl Workers {
             && !a11y.shutdown(A11yCommand::Shutdown, timeout)
         {
             tracing::warn!("a11y did not stop in time");
+        }
+        if let Some(screen) = self.screen.as_mut()
+            && !screen.shutdown(crate::capture::screen_worker::ScreenCommand::Shutdown, timeout)
+        {
+            tracing::warn!("screen did not stop in time (an OCR read was under way)");
         }
         // The microphone closes first.
         if !self.audio.shutdown(crate::audio::worker::AudioCommand::Shutdown, timeout) {
@@ -549,7 +563,13 @@ struct CaptureStreams {
 /// The capture workers for this desktop: windows, typing, the clipboard and
 /// browser addresses, each on the backend the session allows, recording only
 /// what the user confirmed.
-type CaptureWorkers = (Option<WorkerHandle<CaptureCommand>>, Option<WorkerHandle<KeysCommand>>, Option<WorkerHandle<ClipboardCommand>>, Option<WorkerHandle<A11yCommand>>);
+type CaptureWorkers = (
+    Option<WorkerHandle<CaptureCommand>>,
+    Option<WorkerHandle<KeysCommand>>,
+    Option<WorkerHandle<ClipboardCommand>>,
+    Option<WorkerHandle<A11yCommand>>,
+    Option<WorkerHandle<crate::capture::screen_worker::ScreenCommand>>,
+);
 
 /// Starts the capture workers (see `CaptureWorkers`).
 fn start_capture(options: &WorkerOptions, settings: &Settings, desktop: &crate::desktop::session::Report, store: &Sender<StoreCommand>, streams: CaptureStreams, sink: &EventSink<AppEvent>) -> anyhow::Result<CaptureWorkers> {
@@ -586,20 +606,32 @@ fn start_capture(options: &WorkerOptions, settings: &Settings, desktop: &crate::
     let fields = matches!(backend_for(desktop, Capability::TypingStream), Backend::Wlroots(_));
     let a11y = spawn_a11y(keys.commands.clone(), settings.desktop_accessibility, fields, sink.narrow(), options.policy)?;
     let backend = backend_for(desktop, Capability::FocusedWindow);
+    let allowed = settings.streams_confirmed || !options.require_consent;
+    // Pixels are read on X11 only (so far); elsewhere the accessibility tree alone.
+    let pixels = matches!(backend, Backend::X11);
+    let screen = crate::capture::screen_worker::spawn_screen(
+        options.display.clone(),
+        pixels,
+        crate::capture::screen_worker::ScreenPlan::from_settings(settings, allowed),
+        settings.rules(),
+        store.clone(),
+        sink.narrow(),
+        options.policy,
+    )?;
     let config = CaptureConfig { display: options.display.clone(), afk_secs: settings.afk_secs, rules: settings.rules(), backend };
     let senders = StreamSenders {
         keys: Some(keys.commands.clone()),
         clipboard: Some(clipboard.commands.clone()),
         listen: Some(streams.listen),
+        screen: Some(screen.commands.clone()),
         automations: streams.automations,
         notify: streams.notify,
     };
     let capture = spawn_capture_with_streams(config, store.clone(), senders, sink.narrow(), options.policy)?;
-    let allowed = settings.streams_confirmed || !options.require_consent;
     let _ = capture.commands.try_send(CaptureCommand::SetRecording(allowed && settings.record_windows));
     let _ = keys.commands.try_send(KeysCommand::SetRecording(allowed && settings.record_keys));
     let _ = clipboard.commands.try_send(ClipboardCommand::SetRecording(allowed && settings.record_clipboard));
-    Ok((Some(capture), Some(keys), Some(clipboard), Some(a11y)))
+    Ok((Some(capture), Some(keys), Some(clipboard), Some(a11y), Some(screen)))
 }
 
 /// The automations worker and the notification worker that shows what needs

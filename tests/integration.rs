@@ -32,6 +32,7 @@ mod integration {
     mod providers;
     mod render;
     mod screen;
+    mod screen_stream;
     mod security;
     mod security2;
     mod security2_documents;

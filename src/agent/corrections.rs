@@ -100,6 +100,7 @@ impl<B: LocalBrain> AgentWorker<B> {
                 crate::memory::Source::Document => "a document",
                 crate::memory::Source::Chat => "an earlier conversation",
                 crate::memory::Source::Audio => "something heard",
+                crate::memory::Source::Screen => "something on screen",
                 _ => "what was recorded",
             };
             // A window says which: its app and title (a note's label may name only the app).

@@ -36,6 +36,49 @@ const MAX_VISITS: usize = 600;
 /// Accessible names browsers give their address bar.
 const ADDRESS_BAR_NAMES: &[&str] = &["address and search bar", "search or enter address", "search with google or enter address"];
 
+/// States cowork reads (`AtspiStateType`): keyboard focus, and on screen now.
+const STATE_FOCUSED: u32 = 12;
+const STATE_SHOWING: u32 = 25;
+/// Subtrees a window's text leaves out: menus (closed ones are not on screen
+/// anyway), scroll bars, tool tips, separators — and password fields, whose
+/// text is never asked for.
+const SKIPPED_ROLES: &[u32] = &[33, 34, 41, 48, 64, 50, ROLE_PASSWORD_TEXT];
+/// Roles whose name is what the user reads when they hold no text of their
+/// own: labels, buttons, headings, tabs, cells, list and tree items, links,
+/// status bars, alerts, notifications, column headers.
+const NAMED_ROLES: &[u32] = &[2, 7, 10, 29, 32, 37, 43, 44, 54, 56, 57, 62, 81, 83, 88, 91, 101, 102, 116];
+/// A window's text is gathered from at most this many accessibles…
+pub const MAX_TREE_NODES: usize = 1_500;
+/// …within this time (a large web page is read in part, and says so).
+pub const TREE_BUDGET: Duration = Duration::from_millis(1_200);
+/// A terminal's text is its last lines (what is on screen, not the scrollback).
+const TERMINAL_LINES: usize = 80;
+/// The object replacement character: a hypertext's embedded child.
+const EMBEDDED: char = '\u{FFFC}';
+
+/// How many times a window's accessibility tree was asked for its text (the
+/// firewall's test counts them: an excluded window is never asked).
+pub static TREE_READS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+
+/// A window's text as its accessibility tree gives it.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct TreeText {
+    pub text: String,
+    /// Accessibles visited.
+    pub nodes: usize,
+    /// Keyboard focus is in a password field: nothing was read.
+    pub secret_focused: bool,
+    /// The whole tree was read (not cut by `MAX_TREE_NODES` or `TREE_BUDGET`).
+    pub complete: bool,
+}
+
+/// One accessible of a window as the structure pass found it.
+struct Visited {
+    node: Node,
+    role: u32,
+    children: Vec<usize>,
+}
+
 /// WM_CLASS values of browsers whose URL capture looks for.
 pub fn is_browser(app: &str) -> bool {
     let app = app.to_lowercase();
@@ -259,6 +302,73 @@ impl A11yBus {
         Ok(None)
     }
 
+    /// The frame of process `pid` titled `title` (the only frame when one is
+    /// untitled alike); None when the app exposes none or several could be it.
+    fn frame_of(&self, pid: u32, title: &str) -> zbus::Result<Option<Node>> {
+        let Some(app) = self.application(pid)? else { return Ok(None) };
+        let frames = self.children(&app)?;
+        let mut named = None;
+        for frame in &frames {
+            if self.name(frame).is_ok_and(|name| name == title) {
+                if named.is_some() {
+                    return Ok(None);
+                }
+                named = Some(frame.clone());
+            }
+        }
+        Ok(named.or_else(|| (frames.len() == 1).then(|| frames[0].clone())))
+    }
+
+    /// The text on screen in the window of process `pid` titled `title`:
+    /// first its structure (roles, states, children of what is showing),
+    /// and only when keyboard focus is not in a password field, the text of
+    /// its accessibles in reading order (a hypertext's embedded children in
+    /// their places). `Ok(None)`: the app exposes no such window.
+    pub fn window_text(&self, pid: u32, title: &str) -> zbus::Result<Option<TreeText>> {
+        TREE_READS.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        let started = std::time::Instant::now();
+        let Some(frame) = self.frame_of(pid, title)? else { return Ok(None) };
+        let mut nodes = vec![Visited { node: frame, role: ROLE_FRAME, children: Vec::new() }];
+        let mut queue = std::collections::VecDeque::from([0usize]);
+        let mut complete = true;
+        while let Some(at) = queue.pop_front() {
+            if nodes.len() >= MAX_TREE_NODES || started.elapsed() > TREE_BUDGET {
+                complete = false;
+                break;
+            }
+            for child in self.children(&nodes[at].node).unwrap_or_default() {
+                let role = self.role(&child).unwrap_or(0);
+                let states = self.states(&child).unwrap_or_default();
+                let state = |bit: u32| states.first().is_some_and(|word| word & (1 << bit) != 0);
+                if role == ROLE_PASSWORD_TEXT && state(STATE_FOCUSED) {
+                    return Ok(Some(TreeText { nodes: nodes.len(), secret_focused: true, ..TreeText::default() }));
+                }
+                if !state(STATE_SHOWING) || SKIPPED_ROLES.contains(&role) {
+                    continue;
+                }
+                nodes.push(Visited { node: child, role, children: Vec::new() });
+                let index = nodes.len() - 1;
+                nodes[at].children.push(index);
+                queue.push_back(index);
+            }
+        }
+        let texts: Vec<Option<String>> = nodes
+            .iter()
+            .map(|v| {
+                let own = self.text(&v.node).ok().filter(|t| !t.trim().is_empty());
+                match own {
+                    Some(text) if v.role == ROLE_TERMINAL => Some(last_lines(&text, TERMINAL_LINES)),
+                    Some(text) => Some(text),
+                    None if NAMED_ROLES.contains(&v.role) => self.name(&v.node).ok().filter(|n| !n.trim().is_empty()),
+                    None => None,
+                }
+            })
+            .collect();
+        let mut out = String::new();
+        render(&nodes, &texts, 0, &mut out);
+        Ok(Some(TreeText { text: tidy(&out), nodes: nodes.len(), secret_focused: false, complete }))
+    }
+
     /// The accessible's states as AT-SPI's two 32-bit words.
     pub fn states(&self, node: &Node) -> zbus::Result<Vec<u32>> {
         self.call(node, "org.a11y.atspi.Accessible", "GetState", &())
@@ -275,6 +385,75 @@ impl A11yBus {
         let registry: Node = ("org.a11y.atspi.Registry".into(), OwnedObjectPath::try_from("/org/a11y/atspi/registry")?);
         self.call::<_, ()>(&registry, "org.a11y.atspi.Registry", "RegisterEvent", &("object:state-changed:focused", Vec::<String>::new(), ""))
     }
+}
+
+/// Node `at` and what is under it, a block per accessible with text; a
+/// hypertext's embedded children are put where their characters stand.
+fn render(nodes: &[Visited], texts: &[Option<String>], at: usize, out: &mut String) {
+    let children = &nodes[at].children;
+    match &texts[at] {
+        Some(text) if text.contains(EMBEDDED) => {
+            let mut next = children.iter();
+            let mut line = String::new();
+            for piece in text.split_inclusive(EMBEDDED) {
+                line.push_str(piece.trim_end_matches(EMBEDDED));
+                if piece.ends_with(EMBEDDED)
+                    && let Some(&child) = next.next()
+                {
+                    let mut inner = String::new();
+                    render(nodes, texts, child, &mut inner);
+                    line.push_str(inner.trim());
+                }
+            }
+            block(out, &line);
+            for &child in next {
+                render(nodes, texts, child, out);
+            }
+        }
+        own => {
+            if let Some(text) = own {
+                block(out, text);
+            }
+            for &child in children {
+                render(nodes, texts, child, out);
+            }
+        }
+    }
+}
+
+fn block(out: &mut String, text: &str) {
+    if text.trim().is_empty() {
+        return;
+    }
+    if !out.is_empty() && !out.ends_with('\n') {
+        out.push('\n');
+    }
+    out.push_str(text);
+}
+
+/// The last `n` lines of `text`.
+fn last_lines(text: &str, n: usize) -> String {
+    let lines: Vec<&str> = text.trim_end().lines().collect();
+    lines[lines.len().saturating_sub(n)..].join("\n")
+}
+
+/// Lines trimmed, runs of blank lines made one, stray embedded characters dropped.
+fn tidy(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    let mut blank = false;
+    for line in text.lines().map(|l| l.replace(EMBEDDED, "")) {
+        let line = line.trim_end();
+        if line.trim().is_empty() {
+            blank = !out.is_empty();
+            continue;
+        }
+        if !out.is_empty() {
+            out.push_str(if blank { "\n\n" } else { "\n" });
+        }
+        out.push_str(line);
+        blank = false;
+    }
+    out
 }
 
 #[cfg(test)]
@@ -300,5 +479,22 @@ mod tests {
             assert!(is_browser(app), "{app}");
         }
         assert!(!is_browser("XTerm"));
+    }
+
+    #[test]
+    fn a_hypertext_has_its_links_in_place_and_blocks_on_their_own_lines() {
+        let node = |n: &str| (n.to_owned(), OwnedObjectPath::try_from("/x").unwrap());
+        let nodes = vec![
+            Visited { node: node("frame"), role: ROLE_FRAME, children: vec![1, 3] },
+            Visited { node: node("p"), role: 73, children: vec![2] },
+            Visited { node: node("a"), role: 88, children: vec![] },
+            Visited { node: node("button"), role: 43, children: vec![] },
+        ];
+        let texts = vec![None, Some(format!("Read the {EMBEDDED} before Friday.")), Some("release notes".into()), Some("Approve".into())];
+        let mut out = String::new();
+        render(&nodes, &texts, 0, &mut out);
+        assert_eq!(tidy(&out), "Read the release notes before Friday.\nApprove");
+        assert_eq!(last_lines("a\nb\nc\n", 2), "b\nc");
+        assert_eq!(tidy("  one  \n\n\n\ntwo\n"), "  one\n\ntwo");
     }
 }

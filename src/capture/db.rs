@@ -360,11 +360,23 @@ pub fn load_sessions_since(since_millis: i64, sink: EventSink<CaptureEvent>) -> 
     })
 }
 
-/// What was typed and copied during one session, for the Context panel.
+/// What was typed, copied and on screen during one session, for the Context panel.
 pub fn load_session_detail(session_id: i64, sink: EventSink<CaptureEvent>) -> StoreCommand {
     StoreCommand::run(format!("load session detail {session_id}"), move |writer| match session_detail(writer.conn(), session_id) {
         Ok((typed, copied)) => {
-            sink.send(CaptureEvent::SessionDetail { session_id, typed, copied });
+            // What the screen showed in it (the screen-text stream, when on).
+            let seen = crate::capture::screen_texts::of_session(writer.conn(), session_id)
+                .unwrap_or_default()
+                .into_iter()
+                .map(|row| {
+                    let how = match row.method {
+                        crate::capture::screen_texts::Method::Accessibility => "read".to_owned(),
+                        crate::capture::screen_texts::Method::Ocr => format!("OCR, {} %", row.confidence),
+                    };
+                    (row.seen_at_millis, format!("({how}) {}", row.text))
+                })
+                .collect();
+            sink.send(CaptureEvent::SessionDetail { session_id, typed, copied, seen });
         }
         Err(err) => writer.notice(format!("cannot load the session: {err}")),
     })

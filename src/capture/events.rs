@@ -12,7 +12,23 @@ pub enum CaptureEvent {
     /// Today's finished sessions, read from the store.
     SessionsLoaded(Vec<ActivitySession>),
     /// What was typed and copied during one session (Context panel, on click).
-    SessionDetail { session_id: i64, typed: Vec<(i64, String)>, copied: Vec<(i64, String)> },
+    SessionDetail { session_id: i64, typed: Vec<(i64, String)>, copied: Vec<(i64, String)>, seen: Vec<(i64, String)> },
+    /// How the screen-text stream is doing (Settings, the Context panel).
+    Screen(ScreenStatus),
+}
+
+/// The screen-text stream's state.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct ScreenStatus {
+    pub on: bool,
+    /// Why the focused window is not read right now (a rule, a password field).
+    pub held: Option<String>,
+    /// Rows stored since cowork started.
+    pub stored: u64,
+    /// The last one: app — title (how read, size).
+    pub last: Option<String>,
+    /// What keeps part of the stream from working (no OCR engine).
+    pub error: Option<String>,
 }
 
 /// What capture does with the focused window right now, for the Context panel.

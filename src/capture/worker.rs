@@ -218,6 +218,11 @@ impl CaptureWorker {
                     if let Some(clipboard) = &self.streams.clipboard {
                         let _ = clipboard.try_send(ClipboardCommand::Window(window.clone()));
                     }
+                    if let Some(screen) = &self.streams.screen {
+                        let session_id = self.recording.then(|| self.tracker.open_session().map(|s| s.session_id)).flatten();
+                        let focused = window.clone().map(|window| crate::capture::screen_worker::Focused { window, session_id });
+                        let _ = screen.try_send(crate::capture::screen_worker::ScreenCommand::Focus(focused));
+                    }
                     self.sink.send(CaptureEvent::ActiveWindow(window));
                 }
             }
@@ -452,6 +457,12 @@ impl CaptureWorker {
                 true
             }
             CaptureCommand::SetRules(rules) => {
+                // The screen-text stream judges each read by the same rules: it hears them first.
+                if let Some(screen) = &self.streams.screen
+                    && screen.try_send(crate::capture::screen_worker::ScreenCommand::SetRules(rules.clone())).is_err()
+                {
+                    tracing::warn!("screen is busy: it did not get the new rules");
+                }
                 self.config.rules = rules;
                 // Decide the focused window under the new rules now, not at the next poll.
                 self.last_decision = None;
@@ -613,6 +624,8 @@ pub struct StreamSenders {
     pub keys: Option<Sender<KeysCommand>>,
     pub clipboard: Option<Sender<ClipboardCommand>>,
     pub listen: Option<Sender<crate::audio::listen::ListenCommand>>,
+    /// The screen-text stream, which reads the focused window's text.
+    pub screen: Option<Sender<crate::capture::screen_worker::ScreenCommand>>,
     /// Automations whose triggers wait for focus changes and returns.
     pub automations: Option<Sender<crate::automations::AutomationsCommand>>,
     /// The notification gate, which defers during focus sessions and holds while you are away.

@@ -307,9 +307,13 @@ fn stream_checks(paths: &Paths) -> Vec<Check> {
         ("typing", "SELECT max(ended_at_ms), count(CASE WHEN ended_at_ms >= ?1 THEN 1 END) FROM keystroke_chunks"),
         ("clipboard", "SELECT max(at_ms), count(CASE WHEN at_ms >= ?1 THEN 1 END) FROM clipboard_events"),
         ("afk", "SELECT max(ended_at_ms), count(CASE WHEN ended_at_ms >= ?1 THEN 1 END) FROM afk_events"),
+        ("screen", "SELECT max(seen_at_ms), count(CASE WHEN seen_at_ms >= ?1 THEN 1 END) FROM screen_texts"),
     ];
+    // The screen-text stream is off until the user turns it on: no row for it then.
+    let screen_on = crate::workers::read_settings(paths).0.screen.active();
     streams
         .iter()
+        .filter(|(name, _)| *name != "screen" || screen_on)
         .map(|(name, sql)| {
             let row: rusqlite::Result<(Option<i64>, i64)> = conn.query_row(sql, [now - 60_000], |r| Ok((r.get(0)?, r.get(1)?)));
             match row {

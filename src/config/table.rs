@@ -197,6 +197,9 @@ pub const SETTINGS: &[Setting] = &[
     flag_row!(keys::RECORD_KEYS, "record typed text: true or false", record_keys),
     flag_row!(keys::RECORD_CLIPBOARD, "record copied text: true or false", record_clipboard),
     flag_row!(keys::STREAMS_CONFIRMED, "the first-run choice of what to record was made: true or false", streams_confirmed),
+    flag_row!(keys::RECORD_SCREEN, "record the focused window's text (accessibility tree, else OCR): true or false", screen.enabled),
+    flag_row!(keys::SCREEN_CONSENTED, "the screen-text stream's own consent was given: true or false", screen.consented),
+    flag_row!(keys::SCREEN_OCR, "read windows without accessible text by OCR: true or false", screen.ocr),
     Setting { restart: true, ..flag_row!(keys::DESKTOP_ACCESSIBILITY, "turn desktop accessibility on while cowork runs (browser URLs): true or false", desktop_accessibility) },
     flag_row!(keys::START_IN_TRAY, "started at login, show only the tray icon (the sidebar opens from it): true or false", start_in_tray),
     Setting {
@@ -220,6 +223,7 @@ pub const SETTINGS: &[Setting] = &[
     flag_row!(keys::PRIVATE_WINDOWS, "never record private or incognito windows: true or false", privacy.exclude_private_windows),
     whole_row!(keys::WINDOW_RETENTION_DAYS, "days windows are kept (0: forever)", 0, DAYS, window_retention_days),
     whole_row!(keys::KEYSTROKE_RETENTION_DAYS, "days typed text is kept (0: forever)", 0, DAYS, keystroke_retention_days),
+    whole_row!(keys::SCREEN_RETENTION_DAYS, "days screen text is kept (0: forever)", 0, DAYS, screen.retention_days),
     flag_row!(keys::OFFLINE, "offline mode: nothing but loopback is reached: true or false", offline),
     Setting {
         key: keys::PREFER,

@@ -105,10 +105,12 @@ pub enum Capability {
     SidebarPlacement,
     BrowserUrl,
     WindowTools,
+    /// The focused window's text (the screen-text stream): its accessibility tree, and its pixels for OCR.
+    ScreenText,
 }
 
 impl Capability {
-    pub const ALL: [Capability; 9] = [
+    pub const ALL: [Capability; 10] = [
         Capability::FocusedWindow,
         Capability::Idle,
         Capability::ClipboardWatch,
@@ -118,6 +120,7 @@ impl Capability {
         Capability::SidebarPlacement,
         Capability::BrowserUrl,
         Capability::WindowTools,
+        Capability::ScreenText,
     ];
 
     pub fn label(self) -> &'static str {
@@ -131,6 +134,7 @@ impl Capability {
             Capability::SidebarPlacement => "sidebar placement",
             Capability::BrowserUrl => "browser URLs",
             Capability::WindowTools => "agent window tools",
+            Capability::ScreenText => "screen text",
         }
     }
 }
@@ -324,6 +328,7 @@ fn x11_state(capability: Capability, a11y_on: bool) -> CapState {
         Capability::BrowserUrl if a11y_on => CapState::ok("the address bar over AT-SPI"),
         Capability::BrowserUrl => CapState::degraded("from window titles only", "turn on desktop accessibility in Settings, What cowork records & privacy"),
         Capability::WindowTools => CapState::ok("EWMH window list and activation"),
+        Capability::ScreenText => CapState::ok("the window's accessibility tree, else OCR of its own pixels (GetImage)"),
     }
 }
 
@@ -433,6 +438,11 @@ fn wayland_state(capability: Capability, family: &Family, has_global: &dyn Fn(&s
         Capability::WindowTools if has(globals::FOREIGN_TOPLEVEL) => CapState::ok("wlr-foreign-toplevel list and activate"),
         Capability::WindowTools if kwin => CapState::ok("a KWin script lists and focuses windows"),
         Capability::WindowTools => CapState::unavailable(later("window list")),
+        Capability::ScreenText if !(extension || has(globals::FOREIGN_TOPLEVEL) || kwin) => CapState::unavailable("no focused window is known"),
+        Capability::ScreenText => CapState::degraded(
+            "the focused window's accessibility tree only: windows without accessible text (xterm, canvases, some Electron apps) are not read",
+            format!("OCR of their pixels on {desktop_word} needs the ScreenCast portal, which cowork does not use yet"),
+        ),
     }
 }
 

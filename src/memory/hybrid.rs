@@ -99,13 +99,15 @@ pub fn resolve(conn: &Connection, found: &[(i64, f32)], filters: &Filters, min_s
                     WHEN 'window' THEN (SELECT app FROM activity_sessions WHERE session_id = c.source_id)
                     WHEN 'typing' THEN (SELECT app FROM keystroke_chunks WHERE chunk_id = c.source_id)
                     WHEN 'clipboard' THEN (SELECT app FROM clipboard_events WHERE clip_id = c.source_id)
-                    WHEN 'audio' THEN (SELECT nullif(app, '') FROM audio_transcripts WHERE transcript_id = c.source_id) END,
+                    WHEN 'audio' THEN (SELECT nullif(app, '') FROM audio_transcripts WHERE transcript_id = c.source_id)
+                    WHEN 'screen' THEN (SELECT app FROM screen_texts WHERE screen_id = c.source_id) END,
                 CASE c.source
                     WHEN 'window' THEN (SELECT title FROM activity_sessions WHERE session_id = c.source_id)
                     WHEN 'typing' THEN (SELECT title FROM keystroke_chunks WHERE chunk_id = c.source_id)
                     WHEN 'clipboard' THEN (SELECT title FROM clipboard_events WHERE clip_id = c.source_id)
                     WHEN 'chat' THEN (SELECT t.title FROM chat_messages m JOIN chat_threads t ON t.thread_id = m.thread_id WHERE m.message_id = c.source_id)
                     WHEN 'audio' THEN (SELECT CASE source WHEN 'mic' THEN 'You (microphone)' ELSE 'Others (system audio)' END FROM audio_transcripts WHERE transcript_id = c.source_id)
+                    WHEN 'screen' THEN (SELECT title FROM screen_texts WHERE screen_id = c.source_id)
                     ELSE 'Summary' END,
                 CASE c.source
                     WHEN 'window' THEN (SELECT coalesce(ended_at_ms, last_seen_ms) FROM activity_sessions WHERE session_id = c.source_id)
@@ -117,6 +119,8 @@ pub fn resolve(conn: &Connection, found: &[(i64, f32)], filters: &Filters, min_s
                     WHEN 'window' THEN c.source_id
                     WHEN 'chat' THEN (SELECT thread_id FROM chat_messages WHERE message_id = c.source_id)
                     WHEN 'summary' THEN c.source_id
+                    WHEN 'screen' THEN coalesce((SELECT session_id FROM screen_texts WHERE screen_id = c.source_id),
+                        (SELECT session_id FROM activity_sessions WHERE started_at_ms <= c.at_ms ORDER BY started_at_ms DESC LIMIT 1))
                     ELSE (SELECT session_id FROM activity_sessions WHERE started_at_ms <= c.at_ms ORDER BY started_at_ms DESC LIMIT 1) END
          FROM memory_chunks c WHERE c.chunk_id = ?1",
     )?;

@@ -147,6 +147,13 @@ pub fn source_pieces(conn: &Connection, source: Source, id: i64) -> rusqlite::Re
                 Ok((r.get(0)?, prefix, r.get(3)?))
             })
             .optional()?,
+        Source::Screen => conn
+            .prepare_cached("SELECT seen_at_ms, app, title, method, text FROM screen_texts WHERE screen_id = ?1")?
+            .query_row(params![id], |r| {
+                let how = if r.get::<_, String>(3)? == "ocr" { "read by OCR" } else { "read" };
+                Ok((r.get(0)?, format!("On screen in {} ({}, {how}): ", r.get::<_, String>(1)?, r.get::<_, String>(2)?), r.get(4)?))
+            })
+            .optional()?,
         Source::Document => conn
             .prepare_cached("SELECT p.added_at_ms, d.name, p.label, p.text FROM document_parts p JOIN documents d ON d.document_id = p.document_id WHERE p.part_id = ?1")?
             .query_row(params![id], |r| Ok((r.get(0)?, format!("From the document {} ({}): ", r.get::<_, String>(1)?, r.get::<_, String>(2)?), r.get(3)?)))

@@ -103,6 +103,7 @@ impl Item {
             crate::memory::search::Stream::Summary => "summary",
             crate::memory::search::Stream::Audio => "heard",
             crate::memory::search::Stream::Document => "from the document",
+            crate::memory::search::Stream::Screen => "on screen in",
         };
         let when = crate::ids::format_when(self.at_millis, now_millis);
         // A window's text is its title (and URL), already in the label: say it once.
@@ -290,7 +291,7 @@ pub fn cited_before(conn: &Connection, thread_id: i64) -> rusqlite::Result<Vec<I
 pub fn recent_unembedded(conn: &Connection, limit: usize) -> rusqlite::Result<Vec<Item>> {
     let mut items = Vec::new();
     let queued: Vec<(String, i64)> = conn
-        .prepare_cached("SELECT source, source_id FROM embed_queue WHERE source IN ('window', 'typing', 'clipboard', 'audio') ORDER BY source_id DESC LIMIT ?1")?
+        .prepare_cached("SELECT source, source_id FROM embed_queue WHERE source IN ('window', 'typing', 'clipboard', 'audio', 'screen') ORDER BY source_id DESC LIMIT ?1")?
         .query_map(params![limit as i64], |r| Ok((r.get(0)?, r.get(1)?)))?
         .collect::<rusqlite::Result<_>>()?;
     for (source, id) in queued {

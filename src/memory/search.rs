@@ -23,10 +23,12 @@ pub enum Stream {
     Audio,
     /// Pages of documents the user attached or the agent read.
     Document,
+    /// What the focused window showed (the screen-text stream).
+    Screen,
 }
 
 impl Stream {
-    pub const ALL: [Stream; 7] = [Stream::Window, Stream::Typing, Stream::Clipboard, Stream::Chat, Stream::Summary, Stream::Audio, Stream::Document];
+    pub const ALL: [Stream; 8] = [Stream::Window, Stream::Typing, Stream::Clipboard, Stream::Chat, Stream::Summary, Stream::Audio, Stream::Document, Stream::Screen];
 
     pub fn parse(text: &str) -> Option<Self> {
         match text {
@@ -37,6 +39,7 @@ impl Stream {
             "summary" | "summaries" => Some(Stream::Summary),
             "audio" | "heard" => Some(Stream::Audio),
             "document" | "documents" | "docs" => Some(Stream::Document),
+            "screen" | "seen" => Some(Stream::Screen),
             _ => None,
         }
     }
@@ -50,6 +53,7 @@ impl Stream {
             Stream::Summary => "summary",
             Stream::Audio => "audio",
             Stream::Document => "document",
+            Stream::Screen => "screen",
         }
     }
 
@@ -57,7 +61,7 @@ impl Stream {
     pub fn namespace(self) -> crate::memory::Namespace {
         use crate::memory::Namespace;
         match self {
-            Stream::Window | Stream::Typing | Stream::Clipboard | Stream::Audio => Namespace::Activity,
+            Stream::Window | Stream::Typing | Stream::Clipboard | Stream::Audio | Stream::Screen => Namespace::Activity,
             Stream::Chat => Namespace::Conversation,
             Stream::Summary => Namespace::Observation,
             Stream::Document => Namespace::Documents,
@@ -132,6 +136,15 @@ fn stream_hits(conn: &Connection, stream: Stream, query: &str, filters: &Filters
              WHERE audio_fts MATCH ?1 AND a.started_at_ms < ?3 AND a.ended_at_ms >= ?2
                AND (?4 IS NULL OR lower(a.app) = lower(?4))
              ORDER BY bm25(audio_fts) LIMIT ?5",
+            4,
+        ),
+        Stream::Screen => (
+            "SELECT s.screen_id, s.seen_at_ms, s.app, s.title, snippet(screen_fts, -1, '[', ']', '…', 12),
+                    coalesce(s.session_id, (SELECT session_id FROM activity_sessions WHERE started_at_ms <= s.seen_at_ms ORDER BY started_at_ms DESC LIMIT 1))
+             FROM screen_fts f JOIN screen_texts s ON s.screen_id = f.rowid
+             WHERE screen_fts MATCH ?1 AND s.seen_at_ms < ?3 AND s.seen_at_ms >= ?2
+               AND (?4 IS NULL OR lower(s.app) = lower(?4))
+             ORDER BY bm25(screen_fts) LIMIT ?5",
             4,
         ),
         Stream::Document => (

@@ -33,10 +33,11 @@ pub enum WorkerName {
     Notify,
     Apps,
     Folders,
+    Screen,
 }
 
 impl WorkerName {
-    pub const ALL: [WorkerName; 18] = [
+    pub const ALL: [WorkerName; 19] = [
         WorkerName::Store,
         WorkerName::Capture,
         WorkerName::Keys,
@@ -55,6 +56,7 @@ impl WorkerName {
         WorkerName::Notify,
         WorkerName::Apps,
         WorkerName::Folders,
+        WorkerName::Screen,
     ];
 
     pub fn as_str(self) -> &'static str {
@@ -77,6 +79,7 @@ impl WorkerName {
             WorkerName::Notify => "notify",
             WorkerName::Apps => "apps",
             WorkerName::Folders => "folders",
+            WorkerName::Screen => "screen",
         }
     }
 }
@@ -108,6 +111,7 @@ impl WorkerName {
             WorkerName::Notify => ("Notifications", "tells you what needs you, quietly when you are busy"),
             WorkerName::Apps => ("Apps", "runs the small apps you installed, each in its sandbox"),
             WorkerName::Folders => ("Document folders", "keeps the documents of the folders you named searchable as they change"),
+            WorkerName::Screen => ("Screen text", "reads the focused window's text, when you turned it on"),
         }
     }
 }

@@ -42,6 +42,7 @@ pub fn purge_deleted(conn: &Connection) -> rusqlite::Result<()> {
          INSERT INTO clipboard_fts (clipboard_fts) VALUES ('optimize');
          INSERT INTO document_fts (document_fts) VALUES ('optimize');
          INSERT INTO audio_fts (audio_fts) VALUES ('optimize');
+         INSERT INTO screen_fts (screen_fts) VALUES ('optimize');
          PRAGMA wal_checkpoint(TRUNCATE);
          VACUUM;
          PRAGMA wal_checkpoint(TRUNCATE);",

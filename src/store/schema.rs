@@ -29,6 +29,7 @@ const MIGRATIONS: &[&str] = &[
     include_str!("../../assets/migrations/0017_documents.sql"),
     include_str!("../../assets/migrations/0018_cached_tokens.sql"),
     include_str!("../../assets/migrations/0019_summary_fts_once.sql"),
+    include_str!("../../assets/migrations/0020_screen.sql"),
 ];
 
 pub const SCHEMA_VERSION: u32 = MIGRATIONS.len() as u32;
@@ -164,6 +165,8 @@ mod tests {
         }
         let conn = open_writer(&path).unwrap();
         conn.execute("INSERT INTO memory_chunks (namespace, source, source_id, text, at_ms, job_id) VALUES ('activity', 'audio', 1, 'x', 0, 1)", []).unwrap();
+        conn.execute("INSERT INTO memory_chunks (namespace, source, source_id, text, at_ms, job_id) VALUES ('activity', 'screen', 1, 'x', 0, 1)", []).unwrap();
+        conn.execute("INSERT INTO memory_chunks (namespace, source, source_id, text, at_ms, job_id) VALUES ('documents', 'document', 1, 'x', 0, 1)", []).unwrap();
         assert!(conn.execute("INSERT INTO memory_chunks (namespace, source, source_id, text, at_ms, job_id) VALUES ('activity', 'nonsense', 1, 'x', 0, 1)", []).is_err());
         let pins: i64 = conn.query_row("SELECT count(*) FROM thread_pins", [], |r| r.get(0)).unwrap();
         assert_eq!(pins, 1, "nothing stored is touched");

@@ -66,7 +66,7 @@ pub fn schema(tool: &str) -> Option<Value> {
         "search_memory" => object(
             json!({
                 "query": {"type": "string", "minLength": 1, "maxLength": 500},
-                "stream": {"type": "string", "enum": ["window", "typing", "clipboard", "chat", "summary", "audio"]},
+                "stream": {"type": "string", "enum": ["window", "typing", "clipboard", "chat", "summary", "audio", "screen"]},
                 "app": {"type": "string"},
                 "since_minutes": {"type": "integer", "minimum": 1},
                 "limit": limit
@@ -167,8 +167,8 @@ pub fn search_hits(env: &MemoryEnv<'_>, query: &str, filters: &Filters, limit: u
         for list in &mut lists {
             list.retain(|hit| {
                 let withheld = match (hit.stream, hit.open_id) {
-                    (Stream::Window | Stream::Typing | Stream::Clipboard | Stream::Audio, Some(id)) => judge.session(id),
-                    (Stream::Window | Stream::Typing | Stream::Clipboard | Stream::Audio, None) => true,
+                    (Stream::Window | Stream::Typing | Stream::Clipboard | Stream::Audio | Stream::Screen, Some(id)) => judge.session(id),
+                    (Stream::Window | Stream::Typing | Stream::Clipboard | Stream::Audio | Stream::Screen, None) => true,
                     (Stream::Chat, thread) => judge.thread(thread, hit.id),
                     (Stream::Summary, _) => judge.summary(hit.id),
                     // A document by its path as the rules and the exclusions read it now, then its name and words (below).

@@ -104,20 +104,28 @@ fn stream_health_ui(ui: &mut egui::Ui, state: &AppState, now_millis: i64) {
     }
 }
 
+/// Characters of a window's screen text shown in a session (all of it on hover).
+const SEEN_SHOWN: usize = 400;
+
 fn session_detail_ui(ui: &mut egui::Ui, detail: &SessionDetailView) {
     egui::Frame::new().inner_margin(6.0).stroke(egui::Stroke::new(1.0, theme::muted())).show(ui, |ui| {
         if !detail.loaded {
             ui.label(RichText::new("Loading…").small().color(theme::muted()));
             return;
         }
-        if detail.typed.is_empty() && detail.copied.is_empty() {
-            ui.label(RichText::new("Nothing typed or copied in this session").small().color(theme::muted()));
+        if detail.typed.is_empty() && detail.copied.is_empty() && detail.seen.is_empty() {
+            ui.label(RichText::new("Nothing typed, copied or read on screen in this session").small().color(theme::muted()));
         }
         for (at, text) in &detail.typed {
             ui.label(RichText::new(format!("{} typed: {text}", format_clock(*at))).small());
         }
         for (at, text) in &detail.copied {
             ui.label(RichText::new(format!("{} copied: {text}", format_clock(*at))).small());
+        }
+        for (at, text) in &detail.seen {
+            let shown: String = text.chars().take(SEEN_SHOWN).collect();
+            let more = if shown.len() < text.len() { "…" } else { "" };
+            ui.label(RichText::new(format!("{} on screen {shown}{more}", format_clock(*at))).small()).on_hover_text(text.as_str());
         }
     });
 }
@@ -137,6 +145,7 @@ fn recording_now_ui(ui: &mut egui::Ui, state: &AppState) {
                     (settings.record_windows, "window"),
                     (settings.record_keys, "typing"),
                     (settings.record_clipboard, "clipboard"),
+                    (settings.screen.active(), "screen text"),
                 ]
                 .iter()
                 .filter(|(on, _)| *on)

@@ -31,6 +31,7 @@ pub struct SettingsPanel {
     pub document_folders: Option<String>,
     pub document_exclude: Option<String>,
     pub retention_days: Option<String>,
+    pub screen_retention_days: Option<String>,
     pub pause_hotkey: Option<String>,
     /// Drafts of the privacy rule lists, by settings key.
     pub rules: std::collections::HashMap<&'static str, Option<String>>,
@@ -411,7 +412,7 @@ fn theme_choice_ui(ui: &mut egui::Ui, state: &AppState, actions: &mut Vec<UiActi
 }
 
 fn privacy_ui(ui: &mut egui::Ui, page: &mut Page, state: &AppState, panel: &mut SettingsPanel, actions: &mut Vec<UiAction>) {
-    if page.shows(ui, "record windows typing keys clipboard streams") {
+    if page.shows(ui, "record windows typing keys clipboard streams screen text ocr") {
         crate::ui::consent::streams_settings_ui(ui, state, actions);
     }
     if page.shows(ui, "pause all capture") {
@@ -433,6 +434,16 @@ fn privacy_ui(ui: &mut egui::Ui, page: &mut Page, state: &AppState, panel: &mut 
             keys::WINDOW_RETENTION_DAYS,
             &state.settings.window_retention_days.to_string(),
             &mut panel.retention_days,
+            actions,
+        );
+    }
+    if state.settings.screen.consented && page.shows(ui, "keep screen text retention days") {
+        setting_row_ui(
+            ui,
+            "Keep screen text (days, 0 keeps all)",
+            keys::SCREEN_RETENTION_DAYS,
+            &state.settings.screen.retention_days.to_string(),
+            &mut panel.screen_retention_days,
             actions,
         );
     }

@@ -15,7 +15,7 @@ use cowork::desktop::x11_pixels::{LAST_READ, READS};
 use cowork::ocr::{Ocr, character_error_rate};
 use cowork::tools::desktop::{Shot, screenshot};
 
-use super::support::{XSession, have_program, require, temp_dir};
+use super::support::{XSession, eventually, have_program, require, temp_dir};
 
 const SHOWN: &str = "Build failed: error[E0308] in src/main.rs:42\nexpected u32, found String\nTicket ENG-4471 assigned to Dana Whitfield\nDeploy window closes Friday at 17:30";
 
@@ -112,6 +112,60 @@ fn a_windows_text_is_read_by_ocr_and_an_excluded_or_covering_window_is_never_rea
     let decoded = image::load_from_memory(&whole.image.data).unwrap();
     assert_eq!((decoded.width(), decoded.height()), (1280, 800));
     assert_eq!(Shot::of(&serde_json::json!({"of": "window"})).unwrap_err(), "a screenshot of a window needs its window_id (list_windows gives them)");
+
+    stream_worker_reads_nothing_it_may_not(&x, private.parse().unwrap(), base, &rules);
+}
+
+/// The screen-text worker judges every read itself, on the window's title
+/// as the desktop gives it now: told of an excluded window (as a title
+/// changed since capture looked), of any window while paused or in quiet
+/// hours, or of a window renamed into a rule, it reads no pixel and asks no
+/// accessibility tree; under rules that allow the window, it reads and keeps it.
+fn stream_worker_reads_nothing_it_may_not(x: &XSession, private: u32, base: u32, rules: &Rules) {
+    use cowork::capture::a11y::TREE_READS;
+    use cowork::capture::screen_worker::{Focused, ScreenCommand, ScreenPlan, spawn_screen};
+    let display = x.display.clone();
+    let dir = temp_dir();
+    let db = dir.path().join("cowork.db");
+    let (sink, _events) = super::support::test_sink();
+    let policy = cowork::runtime::RestartPolicy::default();
+    let mut store = cowork::workers::spawn_store(db.clone(), sink.clone(), policy).unwrap();
+    let plan = ScreenPlan { on: true, ocr: true };
+    let mut screen = spawn_screen(Some(display.clone()), true, plan, rules.clone(), store.commands.clone(), sink.narrow(), policy).unwrap();
+    let desktop = cowork::desktop::x11::X11Desktop::connect(Some(display.as_str())).unwrap();
+    let focus = |window: u32| ScreenCommand::Focus(Some(Focused { window: desktop.listed_window(window).unwrap(), session_id: None }));
+    let counts = || (READS.load(std::sync::atomic::Ordering::SeqCst), TREE_READS.load(std::sync::atomic::Ordering::SeqCst));
+    let rows = || cowork::store::open_read_only(&db).and_then(|c| Ok(cowork::capture::screen_texts::seen_between(&c, 0, i64::MAX, 100)?)).unwrap_or_default();
+    let paused = Rules { paused: true, ..Rules::default() };
+    let quiet = Rules { quiet_hours: vec![(0, 24 * 60)], ..Rules::default() };
+    let before = counts();
+    screen.commands.send(focus(private)).unwrap();
+    std::thread::sleep(Duration::from_millis(1_500));
+    assert_eq!(counts(), before, "the excluded window was read");
+    for (what, rules) in [("paused", paused), ("quiet hours", quiet)] {
+        screen.commands.send(ScreenCommand::SetRules(rules)).unwrap();
+        screen.commands.send(focus(base)).unwrap();
+        std::thread::sleep(Duration::from_millis(1_500));
+        assert_eq!(counts(), before, "{what}: a window was read");
+        screen.commands.send(ScreenCommand::Focus(None)).unwrap();
+    }
+    // Renamed into the title rule after capture described it: judged by its title now.
+    screen.commands.send(ScreenCommand::SetRules(rules.clone())).unwrap();
+    let stale = focus(base);
+    x.xdotool(&["set_window", "--name", "Private notes (copy)", &base.to_string()]);
+    assert!(eventually(Duration::from_secs(5), || desktop.listed_window(base).is_ok_and(|w| w.title == "Private notes (copy)")));
+    screen.commands.send(stale).unwrap();
+    std::thread::sleep(Duration::from_millis(1_500));
+    assert_eq!(counts(), before, "a window renamed into a rule was read");
+    assert!(rows().is_empty(), "{:?}", rows());
+    // Allowed again: read and kept.
+    x.xdotool(&["set_window", "--name", "cowork screen base", &base.to_string()]);
+    assert!(eventually(Duration::from_secs(5), || desktop.listed_window(base).is_ok_and(|w| w.title == "cowork screen base")));
+    screen.commands.send(focus(base)).unwrap();
+    assert!(eventually(Duration::from_secs(20), || rows().iter().any(|r| r.title == "cowork screen base" && r.text.contains("expected"))), "{:?}", rows());
+    assert!(counts().0 > before.0, "the allowed window's pixels were read");
+    assert!(screen.shutdown(ScreenCommand::Shutdown, Duration::from_secs(10)));
+    assert!(store.shutdown(cowork::store::StoreCommand::Shutdown, Duration::from_secs(10)));
 }
 
 fn x11_rect(display: &str, window: u32) -> cowork::desktop::x11_pixels::Rect {

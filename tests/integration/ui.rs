@@ -45,6 +45,7 @@ pub(super) struct Far {
     pub(super) mcp: Receiver<cowork::mcp::worker::McpCommand>,
     pub(super) audio: Receiver<cowork::audio::worker::AudioCommand>,
     pub(super) listen: Receiver<cowork::audio::listen::ListenCommand>,
+    pub(super) screen: Receiver<cowork::capture::screen_worker::ScreenCommand>,
     pub(super) models: Receiver<cowork::models::worker::ModelsCommand>,
     pub(super) automations: Receiver<cowork::automations::AutomationsCommand>,
     pub(super) notify: Receiver<cowork::notify::NotifyCommand>,
@@ -98,6 +99,7 @@ pub(super) fn app_on(
     let (audio_tx, audio) = bounded(16);
     let (speech_tx, _speech) = bounded(8);
     let (listen_tx, listen) = bounded(8);
+    let (screen_tx, screen) = bounded(8);
     let (automations_tx, automations) = bounded(8);
     let (notify_tx, notify) = bounded(8);
     let (apps_tx, apps) = bounded(8);
@@ -109,6 +111,7 @@ pub(super) fn app_on(
         keys: keys_tx,
         clipboard: clipboard_tx,
         a11y: a11y_tx,
+        screen: screen_tx,
         llm: llm_tx,
         agent: agent_tx,
         models: models_tx,
@@ -129,7 +132,7 @@ pub(super) fn app_on(
         stop_epoch: stop_epoch.clone(),
     };
     let harness = builder.build_eframe(move |_cc| adjust(CoworkApp::new(channels, state, models, options)));
-    (harness, Far { events: events_tx, llm, agent, store, capture, keys, clipboard, a11y, llm_control, stop_epoch, search, mcp, audio, listen, models: models_rx, automations, notify, apps })
+    (harness, Far { events: events_tx, llm, agent, store, capture, keys, clipboard, a11y, llm_control, stop_epoch, search, mcp, audio, listen, screen, models: models_rx, automations, notify, apps })
 }
 
 /// The settings the app asked the store to save since the last look, in order.
@@ -488,6 +491,48 @@ fn first_run_asks_which_streams_record_and_applies_the_answer() {
     let last_clip = far.clipboard.try_iter().filter_map(|c| match c { ClipboardCommand::SetRecording(on) => Some(on), _ => None }).last();
     assert_eq!((last_capture, last_keys, last_clip), (Some(true), Some(false), Some(true)));
     assert!(harness.query_by_label("Before cowork records anything").is_none(), "answered once");
+    // The screen-text stream stays off unless chosen.
+    assert!(!saved.iter().any(|(k, _)| k.starts_with("capture.screen.")), "{saved:?}");
+    let plans: Vec<_> = far.screen.try_iter().filter_map(|c| match c { cowork::capture::screen_worker::ScreenCommand::Configure(plan) => Some(plan), _ => None }).collect();
+    assert!(plans.last().is_some_and(|p| !p.on), "{plans:?}");
+}
+
+#[test]
+fn the_screen_text_stream_is_off_until_chosen_with_its_disclosure_and_its_consent_can_be_withdrawn() {
+    let (mut harness, far) = app();
+    harness.get_by_label("Record the text on your screen").click();
+    harness.run();
+    harness.get_by_label_contains("Never windows your rules exclude, private windows, password fields");
+    harness.get_by_label("Start recording").click();
+    harness.run();
+    let saved = saved_settings(&far);
+    for key in ["capture.screen.consented", "capture.screen.enabled"] {
+        assert!(saved.contains(&(key.into(), "true".into())), "{key}: {saved:?}");
+    }
+    let plan = far.screen.try_iter().filter_map(|c| match c { cowork::capture::screen_worker::ScreenCommand::Configure(plan) => Some(plan), _ => None }).last();
+    assert_eq!(plan, Some(cowork::capture::screen_worker::ScreenPlan { on: true, ocr: true }));
+    // Settings: the status the worker reports, OCR's switch, and withdrawing.
+    far.events
+        .send(AppEvent::Capture(CaptureEvent::Screen(cowork::capture::events::ScreenStatus {
+            on: true,
+            held: Some("window 7 (Payroll) is not read: title deny list".into()),
+            stored: 12,
+            last: None,
+            error: None,
+        })))
+        .unwrap();
+    open_settings(&mut harness, "What cowork records & privacy");
+    harness.get_by_label_contains("Not reading the focused window: window 7 (Payroll) is not read");
+    harness.get_by_label("Read windows without accessible text by OCR").click();
+    harness.run();
+    assert!(saved_settings(&far).contains(&("capture.screen.ocr".into(), "false".into())));
+    let plan = far.screen.try_iter().filter_map(|c| match c { cowork::capture::screen_worker::ScreenCommand::Configure(plan) => Some(plan), _ => None }).last();
+    assert_eq!(plan, Some(cowork::capture::screen_worker::ScreenPlan { on: true, ocr: false }));
+    harness.get_by_label("Withdraw consent").click();
+    harness.run();
+    let plan = far.screen.try_iter().filter_map(|c| match c { cowork::capture::screen_worker::ScreenCommand::Configure(plan) => Some(plan), _ => None }).last();
+    assert!(plan.is_some_and(|p| !p.on));
+    harness.get_by_label_contains("Record the text on your screen: I agree");
 }
 
 #[test]
@@ -539,11 +584,21 @@ fn clicking_a_session_shows_what_was_typed_and_copied_in_it() {
     let asked = store_asked(&far).iter().any(|c| c == "load session detail 77");
     assert!(asked);
     far.events
-        .send(AppEvent::Capture(CaptureEvent::SessionDetail { session_id: 77, typed: vec![(now - 30_000, "ship it".into())], copied: vec![(now - 20_000, "v0.2.0".into())] }))
+        .send(AppEvent::Capture(CaptureEvent::SessionDetail {
+            session_id: 77,
+            typed: vec![(now - 30_000, "ship it".into())],
+            copied: vec![(now - 20_000, "v0.2.0".into())],
+            seen: vec![(now - 10_000, format!("(OCR, 93 %) Release v0.2.0 checklist {}", "x".repeat(600)))],
+        }))
         .unwrap();
     harness.run();
     harness.get_by_label_contains("typed: ship it");
     harness.get_by_label_contains("copied: v0.2.0");
+    // Screen text, its first 400 characters (all of it on hover).
+    let seen = harness.get_by_label_contains("on screen (OCR, 93 %) Release v0.2.0 checklist");
+    use egui_kittest::kittest::NodeT;
+    let shown = seen.accesskit_node().label().unwrap_or_default().to_owned();
+    assert!(shown.ends_with('…') && shown.chars().count() < 450, "{shown}");
 }
 
 #[test]

@@ -1,0 +1,487 @@
+//! The `screen` worker (issue 57): the text of the focused window, kept as
+//! the `screen_texts` stream when the user turned it on (Settings, or the
+//! first run) and answered its consent. Runs on a thread named `screen`.
+//!
+//! Capture tells it which window has focus (only windows the firewall
+//! allowed, with their session); it reads that window a moment after focus
+//! settles and again when its content changes, never at a fixed video rate:
+//!
+//! 1. The rules decide first, on the window's title as the desktop gives it
+//!    now (a title can change after capture last looked): an excluded
+//!    window, a paused capture or quiet hours mean nothing is read — no
+//!    pixel (`x11_pixels::READS`), no accessible (`a11y::TREE_READS`).
+//! 2. On X11 the window's pixels (windows stacked above it painted grey) are
+//!    reduced to a grid of cell brightnesses; an unchanged grid means an
+//!    unchanged window, and nothing more is done. Without pixels (Wayland)
+//!    the tree is asked again at most every `TREE_REFRESH`.
+//! 3. The accessibility tree is asked first (exact text of documents,
+//!    terminals, pages and labels); keyboard focus in a password field
+//!    stops it before any text is read. OCR of the pixels only where the
+//!    tree holds no text (xterm, canvases, remote desktops, some Electron
+//!    and Qt apps).
+//! 4. Text the window already showed (the same words) is not stored again;
+//!    new text goes to the store as a row of its session.
+//!
+//! Reading is held to a share of one core: after a read that took `t`, the
+//! next content check waits at least `t / CPU_SHARE` (a focus change is read
+//! at once, and costs a grid when nothing changed).
+
+use std::collections::{HashSet, VecDeque};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use crossbeam_channel::{Receiver, RecvTimeoutError, Sender, bounded};
+use parking_lot::Mutex;
+
+use crate::capture::a11y::A11yBus;
+use crate::capture::events::{CaptureEvent, ScreenStatus};
+use crate::capture::firewall::Rules;
+use crate::capture::screen_texts::{Method, ScreenRow, screen_write};
+use crate::ids::{local_minute_of_day, next_id, now_millis};
+use crate::records::ActiveWindow;
+use crate::runtime::{EventSink, RestartPolicy, Supervised, WorkerContext, WorkerHandle, WorkerName, WorkerState, spawn_supervised};
+use crate::store::StoreCommand;
+
+/// How long focus rests on a window before it is read (alt-tab passes through windows).
+pub const SETTLE: Duration = Duration::from_millis(250);
+/// How often the focused window is looked at for changed content.
+pub const CHECK_EVERY: Duration = Duration::from_secs(3);
+/// Without pixels to compare, how often the tree is asked again.
+pub const TREE_REFRESH: Duration = Duration::from_secs(15);
+/// The share of one core reading may take (the stream's budget is 2 %).
+pub const CPU_SHARE: f64 = 0.015;
+/// The tree's text counts when it holds at least this many letters and digits.
+pub const MIN_TREE_CHARS: usize = 40;
+/// At most this much of a window's text is kept per row.
+pub const MAX_TEXT_CHARS: usize = 16_000;
+/// Windows whose last look is remembered.
+const REMEMBERED: usize = 32;
+/// Grid cells (of about `CELL` px) whose brightness changed by more than
+/// `CELL_CHANGE` mean changed content when at least `CHANGED_CELLS` did (a
+/// blinking cursor changes one or two).
+const CELL: u32 = 16;
+const CELL_CHANGE: u8 = 6;
+const CHANGED_CELLS: usize = 3;
+/// New text whose words are this much the same as the window's last stored text is not stored again.
+const SAME_WORDS: f64 = 0.9;
+
+#[derive(Debug)]
+pub enum ScreenCommand {
+    /// The focused window the firewall allowed, with its session (None:
+    /// nothing, an excluded window, cowork's own, or the user is away).
+    Focus(Option<Focused>),
+    /// New firewall rules; applied before the next read.
+    SetRules(Rules),
+    /// The stream's switches.
+    Configure(ScreenPlan),
+    InjectPanic,
+    Shutdown,
+}
+
+#[derive(Clone, Debug, PartialEq)]
+pub struct Focused {
+    pub window: ActiveWindow,
+    /// The window session recorded for it (None when the window stream is off).
+    pub session_id: Option<i64>,
+}
+
+/// What the stream may do.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct ScreenPlan {
+    /// Switched on, consented, and the first-run question answered.
+    pub on: bool,
+    /// OCR where the tree holds no text.
+    pub ocr: bool,
+}
+
+impl ScreenPlan {
+    pub fn from_settings(settings: &crate::config::Settings, confirmed: bool) -> Self {
+        Self { on: confirmed && settings.screen.active(), ocr: settings.screen.ocr }
+    }
+}
+
+/// What the supervisor's factory hands a restarted worker: the latest plan, rules and focus.
+#[derive(Clone, Debug, Default)]
+struct Latest {
+    plan: ScreenPlan,
+    rules: Rules,
+    focused: Option<Focused>,
+}
+
+/// What the last look at a window found.
+struct Look {
+    window_id: u32,
+    title: String,
+    grid: Option<Grid>,
+    at: Instant,
+}
+
+/// A window's pixels as cell brightnesses.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Grid {
+    width: u32,
+    height: u32,
+    cells: Vec<u8>,
+}
+
+impl Grid {
+    pub fn of(picture: &image::RgbaImage) -> Self {
+        let (width, height) = (picture.width().div_ceil(CELL).max(1), picture.height().div_ceil(CELL).max(1));
+        let grey = image::DynamicImage::ImageRgba8(picture.clone()).into_luma8();
+        let small = image::imageops::thumbnail(&grey, width, height);
+        Grid { width, height, cells: small.into_raw() }
+    }
+
+    /// Whether `other` shows different content (a resize always does).
+    pub fn changed(&self, other: &Grid) -> bool {
+        if (self.width, self.height) != (other.width, other.height) {
+            return true;
+        }
+        self.cells.iter().zip(&other.cells).filter(|(a, b)| a.abs_diff(**b) > CELL_CHANGE).count() >= CHANGED_CELLS
+    }
+}
+
+/// The words of a text, lower-cased, for "the same text again".
+fn words(text: &str) -> HashSet<String> {
+    text.split(|c: char| !c.is_alphanumeric()).filter(|w| w.len() > 1).map(str::to_lowercase).collect()
+}
+
+/// How much two word sets share (Jaccard).
+fn overlap(a: &HashSet<String>, b: &HashSet<String>) -> f64 {
+    if a.is_empty() && b.is_empty() {
+        return 1.0;
+    }
+    a.intersection(b).count() as f64 / a.union(b).count().max(1) as f64
+}
+
+pub struct ScreenWorker {
+    latest: Arc<Mutex<Latest>>,
+    display: Option<String>,
+    /// Pixels can be read (an X11 session on the captured display).
+    pixels: bool,
+    store: Sender<StoreCommand>,
+    sink: EventSink<CaptureEvent>,
+    desktop: Option<crate::desktop::x11::X11Desktop>,
+    a11y: Result<A11yBus, Instant>,
+    ocr: Option<Result<crate::ocr::Ocr, String>>,
+    looks: VecDeque<Look>,
+    /// The words last stored per window (app and title).
+    stored: VecDeque<(String, String, HashSet<String>)>,
+    /// When the focused window is next looked at.
+    next_check: Option<Instant>,
+    status: ScreenStatus,
+    /// What the UI was last told.
+    sent: Option<ScreenStatus>,
+}
+
+impl ScreenWorker {
+    fn new(latest: Arc<Mutex<Latest>>, display: Option<String>, pixels: bool, store: Sender<StoreCommand>, sink: EventSink<CaptureEvent>) -> Self {
+        Self {
+            latest,
+            display,
+            pixels,
+            store,
+            sink,
+            desktop: None,
+            a11y: Err(Instant::now() - Duration::from_secs(3600)),
+            ocr: None,
+            looks: VecDeque::new(),
+            stored: VecDeque::new(),
+            next_check: Some(Instant::now() + SETTLE),
+            status: ScreenStatus::default(),
+            sent: None,
+        }
+    }
+
+    /// Handles one command; false when the worker should stop.
+    pub fn handle(&mut self, command: ScreenCommand) -> bool {
+        match command {
+            ScreenCommand::Focus(focused) => {
+                let changed = self.latest.lock().focused != focused;
+                self.latest.lock().focused = focused;
+                if changed {
+                    self.next_check = Some(Instant::now() + SETTLE);
+                }
+            }
+            ScreenCommand::SetRules(rules) => self.latest.lock().rules = rules,
+            ScreenCommand::Configure(plan) => {
+                let was = self.latest.lock().plan;
+                self.latest.lock().plan = plan;
+                if plan.on && !was.on {
+                    self.next_check = Some(Instant::now());
+                }
+                if !plan.on {
+                    // Off: the engines and the connection go (memory back).
+                    self.ocr = None;
+                    self.desktop = None;
+                    self.looks.clear();
+                    self.stored.clear();
+                }
+                self.report(None);
+            }
+            ScreenCommand::InjectPanic => panic!("injected screen fault"),
+            ScreenCommand::Shutdown => return false,
+        }
+        true
+    }
+
+    /// Tells the UI how the stream is doing, when that changed.
+    fn report(&mut self, held: Option<String>) {
+        self.status.on = self.latest.lock().plan.on;
+        self.status.held = held;
+        if self.sent.as_ref() != Some(&self.status) {
+            self.sent = Some(self.status.clone());
+            self.sink.send(CaptureEvent::Screen(self.status.clone()));
+        }
+    }
+
+    fn x11(&mut self) -> Option<&crate::desktop::x11::X11Desktop> {
+        if !self.pixels {
+            return None;
+        }
+        if self.desktop.is_none() {
+            match crate::desktop::x11::X11Desktop::connect(self.display.as_deref()) {
+                Ok(desktop) => self.desktop = Some(desktop),
+                Err(err) => tracing::debug!("screen: no X display: {err}"),
+            }
+        }
+        self.desktop.as_ref()
+    }
+
+    fn a11y(&mut self) -> Option<&A11yBus> {
+        if let Err(failed_at) = &self.a11y
+            && failed_at.elapsed() >= Duration::from_secs(30)
+        {
+            self.a11y = A11yBus::connect().map_err(|err| {
+                tracing::debug!("screen: no AT-SPI: {err:#}");
+                Instant::now()
+            });
+        }
+        self.a11y.as_ref().ok()
+    }
+
+    /// Looks at the focused window once; returns how long reading it took.
+    pub fn check(&mut self) -> Duration {
+        let Latest { plan, rules, focused } = self.latest.lock().clone();
+        if !plan.on {
+            return Duration::ZERO;
+        }
+        let Some(focused) = focused else { return Duration::ZERO };
+        let started = Instant::now();
+        // The rules decide on the window as the desktop describes it now.
+        let mut window = focused.window.clone();
+        if let Some(desktop) = self.x11() {
+            match desktop.listed_window(window.window_id) {
+                Ok(now) if now.title == window.title => {}
+                Ok(now) => {
+                    window.title = now.title;
+                    window.url = None;
+                }
+                Err(_) => return Duration::ZERO, // gone; capture will say what has focus
+            }
+        }
+        if let Err(err) = crate::capture::screen::allowed(&rules, &window, local_minute_of_day(now_millis())) {
+            self.report(Some(err.to_string()));
+            return Duration::ZERO;
+        }
+        let picture = match self.x11() {
+            Some(desktop) => match desktop.capture_window(window.window_id) {
+                Ok(picture) => Some(picture),
+                Err(err) => {
+                    tracing::debug!("screen: cannot read window {}: {err}", window.window_id);
+                    None
+                }
+            },
+            None => None,
+        };
+        let grid = picture.as_ref().map(Grid::of);
+        let previous = self.looks.iter().position(|l| l.window_id == window.window_id && l.title == window.title).and_then(|i| self.looks.remove(i));
+        let unchanged = match (&previous, &grid) {
+            (Some(Look { grid: Some(old), .. }), Some(new)) => !old.changed(new),
+            (Some(look), None) => look.at.elapsed() < TREE_REFRESH,
+            _ => false,
+        };
+        let look = Look { window_id: window.window_id, title: window.title.clone(), grid, at: Instant::now() };
+        if unchanged {
+            self.remember(previous.map_or(look, |p| Look { at: p.at, ..p }));
+            return started.elapsed();
+        }
+        self.remember(look);
+        let tree = match (window.pid, self.a11y()) {
+            (Some(pid), Some(bus)) => bus.window_text(pid, &window.title).unwrap_or_else(|err| {
+                tracing::debug!("screen: the tree of {} did not answer: {err}", window.app);
+                None
+            }),
+            _ => None,
+        };
+        if tree.as_ref().is_some_and(|t| t.secret_focused) {
+            self.report(Some("a password field has focus: nothing is read".into()));
+            return started.elapsed();
+        }
+        let tree_text = tree.map(|t| t.text).filter(|t| t.chars().filter(|c| c.is_alphanumeric()).count() >= MIN_TREE_CHARS);
+        let read = match (tree_text, picture) {
+            (Some(text), _) => Some((text, Method::Accessibility, 100)),
+            (None, Some(picture)) if plan.ocr => self.ocr_read(picture),
+            _ => None,
+        };
+        self.report(None);
+        if let Some((text, method, confidence)) = read {
+            self.keep(&focused, &window, text, method, confidence);
+        }
+        started.elapsed()
+    }
+
+    fn remember(&mut self, look: Look) {
+        self.looks.push_front(look);
+        self.looks.truncate(REMEMBERED);
+    }
+
+    fn ocr_read(&mut self, picture: image::RgbaImage) -> Option<(String, Method, u8)> {
+        let engine = self.ocr.get_or_insert_with(|| crate::ocr::Ocr::for_user().map_err(|err| err.to_string()));
+        let engine = match engine {
+            Ok(engine) => engine,
+            Err(err) => {
+                let error = format!("OCR is not available, so windows without accessible text are not read: {err}");
+                self.status.error = Some(error);
+                return None;
+            }
+        };
+        match engine.read(&image::DynamicImage::ImageRgba8(picture), crate::ocr::Source::Screen) {
+            Ok(read) => Some((read.text, Method::Ocr, read.confidence)),
+            Err(err) => {
+                tracing::debug!("screen: OCR failed: {err}");
+                None
+            }
+        }
+    }
+
+    /// Stores `text` as what `window` shows, unless it showed the same words last time.
+    fn keep(&mut self, focused: &Focused, window: &ActiveWindow, text: String, method: Method, confidence: u8) {
+        let text: String = text.trim().chars().take(MAX_TEXT_CHARS).collect();
+        if text.chars().filter(|c| c.is_alphanumeric()).count() < 3 {
+            return;
+        }
+        let new = words(&text);
+        let last = self.stored.iter().position(|(app, title, _)| *app == window.app && *title == window.title);
+        if let Some(i) = last
+            && overlap(&self.stored[i].2, &new) >= SAME_WORDS
+        {
+            return;
+        }
+        if let Some(i) = last {
+            self.stored.remove(i);
+        }
+        self.stored.push_front((window.app.clone(), window.title.clone(), new));
+        self.stored.truncate(REMEMBERED);
+        let row = ScreenRow {
+            screen_id: next_id(),
+            session_id: focused.session_id,
+            seen_at_millis: now_millis(),
+            app: window.app.clone(),
+            title: window.title.clone(),
+            url: window.url.clone(),
+            method,
+            confidence,
+            text,
+        };
+        let summary = format!("{} — {} ({}, {} characters)", row.app, row.title, row.method.as_str(), row.text.chars().count());
+        match self.store.send_timeout(screen_write(row), Duration::from_secs(1)) {
+            Ok(()) => {
+                self.status.stored += 1;
+                self.status.last = Some(summary);
+                self.status.error = None;
+                self.report(None);
+            }
+            Err(_) => tracing::warn!("screen: the store is not keeping up; a window's text was dropped"),
+        }
+    }
+}
+
+impl Supervised for ScreenWorker {
+    type Command = ScreenCommand;
+
+    fn run(&mut self, commands: &Receiver<ScreenCommand>, ctx: &WorkerContext) -> anyhow::Result<()> {
+        ctx.report(WorkerState::Running);
+        self.report(None);
+        loop {
+            let wait = self.next_check.map_or(CHECK_EVERY, |at| at.saturating_duration_since(Instant::now()));
+            match commands.recv_timeout(wait) {
+                Ok(command) => {
+                    if !self.handle(command) {
+                        return Ok(());
+                    }
+                    continue;
+                }
+                Err(RecvTimeoutError::Disconnected) => return Ok(()),
+                Err(RecvTimeoutError::Timeout) => {}
+            }
+            if self.next_check.is_some_and(|at| at > Instant::now()) {
+                continue;
+            }
+            let took = self.check();
+            // Held to its share of a core: a read of t waits t / CPU_SHARE.
+            let rest = CHECK_EVERY.max(took.div_f64(CPU_SHARE));
+            self.next_check = Some(Instant::now() + rest);
+        }
+    }
+}
+
+/// Starts the `screen` worker. `pixels`: the session is X11 on `display`
+/// (elsewhere only the accessibility tree is read).
+pub fn spawn_screen(
+    display: Option<String>,
+    pixels: bool,
+    plan: ScreenPlan,
+    rules: Rules,
+    store: Sender<StoreCommand>,
+    sink: EventSink<CaptureEvent>,
+    policy: RestartPolicy,
+) -> std::io::Result<WorkerHandle<ScreenCommand>> {
+    let channel = bounded(32);
+    let latest = Arc::new(Mutex::new(Latest { plan, rules, focused: None }));
+    spawn_supervised::<ScreenWorker, _, _>(WorkerName::Screen, policy, sink.clone(), channel, move |_ctx| {
+        Ok(ScreenWorker::new(latest.clone(), display.clone(), pixels, store.clone(), sink.clone()))
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn picture(lines: &[u32]) -> image::RgbaImage {
+        let mut p = image::RgbaImage::from_pixel(320, 160, image::Rgba([255, 255, 255, 255]));
+        for &y in lines {
+            for x in 10..300 {
+                for dy in 0..8 {
+                    p.put_pixel(x, y + dy, image::Rgba([0, 0, 0, 255]));
+                }
+            }
+        }
+        p
+    }
+
+    #[test]
+    fn a_new_line_changes_the_grid_and_a_cursor_does_not() {
+        let before = Grid::of(&picture(&[20, 40]));
+        assert!(!before.changed(&Grid::of(&picture(&[20, 40]))));
+        assert!(before.changed(&Grid::of(&picture(&[20, 40, 60]))), "a new line of text");
+        let mut cursor = picture(&[20, 40]);
+        for x in 100..108 {
+            for y in 60..76 {
+                cursor.put_pixel(x, y, image::Rgba([0, 0, 0, 255]));
+            }
+        }
+        assert!(!before.changed(&Grid::of(&cursor)), "a blinking cursor");
+        let resized = image::RgbaImage::from_pixel(400, 160, image::Rgba([255, 255, 255, 255]));
+        assert!(before.changed(&Grid::of(&resized)));
+    }
+
+    #[test]
+    fn the_same_words_again_are_the_same_text() {
+        let a = words("error[E0308]: mismatched types\n --> src/ledger.rs:42:9");
+        let b = words("error[E0308]: mismatched types\n --> src/ledger.rs:42:9\n");
+        assert!(overlap(&a, &b) >= SAME_WORDS);
+        let c = words("warning: unused variable `total` --> src/report.rs:7:5");
+        assert!(overlap(&a, &c) < SAME_WORDS);
+    }
+}

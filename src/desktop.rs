@@ -51,6 +51,7 @@ pub mod portal;
 pub mod session;
 pub mod trigger;
 pub mod wlr;
+pub mod wlr_pixels;
 pub mod x11;
 pub mod x11_pixels;
 

@@ -39,6 +39,7 @@
 //!    │                                               │ copy shortcuts bounded(8)
 //!    ├──ClipboardCommand::Window bounded(64) ────▶ clipboard (XFixes / data-control / GNOME push) ──clips (≤ 200 ms)──▶ store
 //!    ├──ListenCommand::Focus bounded(32) ────────▶ listen
+//!    ├──ScreenCommand::Focus, SetRules bounded(32) ──▶ screen (AT-SPI text, else OCR of X11 pixels; off until chosen) ──rows──▶ store
 //!    ├──AutomationsCommand::Signal (Focus, Back) bounded(64) ──────────────▶ automations (sidebar)
 //!    └──NotifyCommand::Activity (Focus, Away, Back, Presenting) bounded(64) ──▶ notify (sidebar)
 //!    capture's sends to its peers are try_send: it never waits on one
@@ -607,11 +608,9 @@ fn start_capture(options: &WorkerOptions, settings: &Settings, desktop: &crate::
     let a11y = spawn_a11y(keys.commands.clone(), settings.desktop_accessibility, fields, sink.narrow(), options.policy)?;
     let backend = backend_for(desktop, Capability::FocusedWindow);
     let allowed = settings.streams_confirmed || !options.require_consent;
-    // Pixels are read on X11 only (so far); elsewhere the accessibility tree alone.
-    let pixels = matches!(backend, Backend::X11);
+    // Pixels: X11's, sway's by screencopy; elsewhere the accessibility tree alone.
     let screen = crate::capture::screen_worker::spawn_screen(
-        options.display.clone(),
-        pixels,
+        crate::capture::screen_worker::PixelSource::for_backend(&backend, options.display.clone()),
         crate::capture::screen_worker::ScreenPlan::from_settings(settings, allowed),
         settings.rules(),
         store.clone(),

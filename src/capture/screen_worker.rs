@@ -10,10 +10,12 @@
 //!    now (a title can change after capture last looked): an excluded
 //!    window, a paused capture or quiet hours mean nothing is read — no
 //!    pixel (`x11_pixels::READS`), no accessible (`a11y::TREE_READS`).
-//! 2. On X11 the window's pixels (windows stacked above it painted grey) are
-//!    reduced to a grid of cell brightnesses; an unchanged grid means an
-//!    unchanged window, and nothing more is done. Without pixels (Wayland)
-//!    the tree is asked again at most every `TREE_REFRESH`.
+//! 2. The window's pixels (windows stacked above it painted grey) — X11's
+//!    GetImage, or on sway its region of the output by wlr-screencopy
+//!    (`PixelSource`) — are reduced to a grid of cell brightnesses; an
+//!    unchanged grid means an unchanged window, and nothing more is done.
+//!    Without pixels (KDE, GNOME so far) the tree alone is read, again at
+//!    most every `TREE_REFRESH`.
 //! 3. The accessibility tree is asked first (exact text of documents,
 //!    terminals, pages and labels); keyboard focus in a password field
 //!    stops it before any text is read. OCR of the pixels only where the
@@ -154,11 +156,35 @@ fn overlap(a: &HashSet<String>, b: &HashSet<String>) -> f64 {
     a.intersection(b).count() as f64 / a.union(b).count().max(1) as f64
 }
 
+/// Where a window's pixels come from on this desktop.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum PixelSource {
+    /// None: the accessibility tree alone.
+    None,
+    /// X11: GetImage of the window (`display`, or `$DISPLAY`).
+    X11 { display: Option<String> },
+    /// sway: its region of the output by wlr-screencopy, located by sway's IPC.
+    Sway { socket: std::path::PathBuf, swaysock: std::path::PathBuf },
+}
+
+impl PixelSource {
+    /// The source for the backend that tracks the focused window.
+    pub fn for_backend(backend: &crate::desktop::backend::Backend, display: Option<String>) -> Self {
+        use crate::desktop::backend::Backend;
+        match backend {
+            Backend::X11 => PixelSource::X11 { display },
+            Backend::Wlroots(target) => match &target.ipc {
+                Some(crate::desktop::ipc::Ipc::Sway(swaysock)) => PixelSource::Sway { socket: target.socket.clone(), swaysock: swaysock.clone() },
+                _ => PixelSource::None,
+            },
+            _ => PixelSource::None,
+        }
+    }
+}
+
 pub struct ScreenWorker {
     latest: Arc<Mutex<Latest>>,
-    display: Option<String>,
-    /// Pixels can be read (an X11 session on the captured display).
-    pixels: bool,
+    pixels: PixelSource,
     store: Sender<StoreCommand>,
     sink: EventSink<CaptureEvent>,
     desktop: Option<crate::desktop::x11::X11Desktop>,
@@ -175,10 +201,9 @@ pub struct ScreenWorker {
 }
 
 impl ScreenWorker {
-    fn new(latest: Arc<Mutex<Latest>>, display: Option<String>, pixels: bool, store: Sender<StoreCommand>, sink: EventSink<CaptureEvent>) -> Self {
+    fn new(latest: Arc<Mutex<Latest>>, pixels: PixelSource, store: Sender<StoreCommand>, sink: EventSink<CaptureEvent>) -> Self {
         Self {
             latest,
-            display,
             pixels,
             store,
             sink,
@@ -236,11 +261,9 @@ impl ScreenWorker {
     }
 
     fn x11(&mut self) -> Option<&crate::desktop::x11::X11Desktop> {
-        if !self.pixels {
-            return None;
-        }
+        let PixelSource::X11 { display } = &self.pixels else { return None };
         if self.desktop.is_none() {
-            match crate::desktop::x11::X11Desktop::connect(self.display.as_deref()) {
+            match crate::desktop::x11::X11Desktop::connect(display.as_deref()) {
                 Ok(desktop) => self.desktop = Some(desktop),
                 Err(err) => tracing::debug!("screen: no X display: {err}"),
             }
@@ -270,6 +293,7 @@ impl ScreenWorker {
         let started = Instant::now();
         // The rules decide on the window as the desktop describes it now.
         let mut window = focused.window.clone();
+        let mut sway = None;
         if let Some(desktop) = self.x11() {
             match desktop.listed_window(window.window_id) {
                 Ok(now) if now.title == window.title => {}
@@ -279,21 +303,24 @@ impl ScreenWorker {
                 }
                 Err(_) => return Duration::ZERO, // gone; capture will say what has focus
             }
+        } else if let PixelSource::Sway { swaysock, .. } = &self.pixels {
+            match crate::desktop::wlr_pixels::focused(swaysock) {
+                Ok(Some(now)) => {
+                    if now.title != window.title {
+                        window.title = now.title.clone();
+                        window.url = None;
+                    }
+                    sway = Some(now);
+                }
+                Ok(None) => return Duration::ZERO,
+                Err(err) => tracing::debug!("screen: sway's IPC: {err}"),
+            }
         }
         if let Err(err) = crate::capture::screen::allowed(&rules, &window, local_minute_of_day(now_millis())) {
             self.report(Some(err.to_string()));
             return Duration::ZERO;
         }
-        let picture = match self.x11() {
-            Some(desktop) => match desktop.capture_window(window.window_id) {
-                Ok(picture) => Some(picture),
-                Err(err) => {
-                    tracing::debug!("screen: cannot read window {}: {err}", window.window_id);
-                    None
-                }
-            },
-            None => None,
-        };
+        let picture = self.pixels_of(&window, sway.as_ref());
         let grid = picture.as_ref().map(Grid::of);
         let previous = self.looks.iter().position(|l| l.window_id == window.window_id && l.title == window.title).and_then(|i| self.looks.remove(i));
         let unchanged = match (&previous, &grid) {
@@ -329,6 +356,19 @@ impl ScreenWorker {
             self.keep(&focused, &window, text, method, confidence);
         }
         started.elapsed()
+    }
+
+    /// The window's pixels, where this desktop gives them (the rules have allowed it).
+    fn pixels_of(&mut self, window: &ActiveWindow, sway: Option<&crate::desktop::wlr_pixels::Focused>) -> Option<image::RgbaImage> {
+        let read = match (&self.pixels, sway) {
+            (PixelSource::Sway { socket, swaysock }, Some(focused)) => crate::desktop::wlr_pixels::capture_focused(socket, swaysock, focused),
+            (PixelSource::X11 { .. }, _) => match self.x11() {
+                Some(desktop) => desktop.capture_window(window.window_id),
+                None => return None,
+            },
+            _ => return None,
+        };
+        read.map_err(|err| tracing::debug!("screen: cannot read the pixels of {}: {err}", window.title)).ok()
     }
 
     fn remember(&mut self, look: Look) {
@@ -426,11 +466,10 @@ impl Supervised for ScreenWorker {
     }
 }
 
-/// Starts the `screen` worker. `pixels`: the session is X11 on `display`
-/// (elsewhere only the accessibility tree is read).
+/// Starts the `screen` worker, reading pixels from `pixels` (where there are
+/// none, only the accessibility tree is read).
 pub fn spawn_screen(
-    display: Option<String>,
-    pixels: bool,
+    pixels: PixelSource,
     plan: ScreenPlan,
     rules: Rules,
     store: Sender<StoreCommand>,
@@ -440,7 +479,7 @@ pub fn spawn_screen(
     let channel = bounded(32);
     let latest = Arc::new(Mutex::new(Latest { plan, rules, focused: None }));
     spawn_supervised::<ScreenWorker, _, _>(WorkerName::Screen, policy, sink.clone(), channel, move |_ctx| {
-        Ok(ScreenWorker::new(latest.clone(), display.clone(), pixels, store.clone(), sink.clone()))
+        Ok(ScreenWorker::new(latest.clone(), pixels.clone(), store.clone(), sink.clone()))
     })
 }
 

@@ -252,6 +252,7 @@ mod globals {
     pub const WLR_DATA_CONTROL: &str = "zwlr_data_control_manager_v1";
     pub const EXT_DATA_CONTROL: &str = "ext_data_control_manager_v1";
     pub const VIRTUAL_KEYBOARD: &str = "zwp_virtual_keyboard_manager_v1";
+    pub const SCREENCOPY: &str = "zwlr_screencopy_manager_v1";
 }
 
 /// Decides the family from the facts.
@@ -439,6 +440,9 @@ fn wayland_state(capability: Capability, family: &Family, has_global: &dyn Fn(&s
         Capability::WindowTools if kwin => CapState::ok("a KWin script lists and focuses windows"),
         Capability::WindowTools => CapState::unavailable(later("window list")),
         Capability::ScreenText if !(extension || has(globals::FOREIGN_TOPLEVEL) || kwin) => CapState::unavailable("no focused window is known"),
+        Capability::ScreenText if has(globals::SCREENCOPY) && matches!(facts.ipc(), Some(super::ipc::Ipc::Sway(_))) => {
+            CapState::ok("the window's accessibility tree, else OCR of its region of the output (wlr-screencopy; sway's IPC says where it is)")
+        }
         Capability::ScreenText => CapState::degraded(
             "the focused window's accessibility tree only: windows without accessible text (xterm, canvases, some Electron apps) are not read",
             format!("OCR of their pixels on {desktop_word} needs the ScreenCast portal, which cowork does not use yet"),

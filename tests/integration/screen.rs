@@ -131,7 +131,7 @@ fn stream_worker_reads_nothing_it_may_not(x: &XSession, private: u32, base: u32,
     let policy = cowork::runtime::RestartPolicy::default();
     let mut store = cowork::workers::spawn_store(db.clone(), sink.clone(), policy).unwrap();
     let plan = ScreenPlan { on: true, ocr: true };
-    let mut screen = spawn_screen(Some(display.clone()), true, plan, rules.clone(), store.commands.clone(), sink.narrow(), policy).unwrap();
+    let mut screen = spawn_screen(cowork::capture::screen_worker::PixelSource::X11 { display: Some(display.clone()) }, plan, rules.clone(), store.commands.clone(), sink.narrow(), policy).unwrap();
     let desktop = cowork::desktop::x11::X11Desktop::connect(Some(display.as_str())).unwrap();
     let focus = |window: u32| ScreenCommand::Focus(Some(Focused { window: desktop.listed_window(window).unwrap(), session_id: None }));
     let counts = || (READS.load(std::sync::atomic::Ordering::SeqCst), TREE_READS.load(std::sync::atomic::Ordering::SeqCst));

@@ -1454,3 +1454,53 @@ fn on_kde_plasma_the_agent_lists_windows_and_focuses_one_by_its_id() {
     let me = std::process::id();
     assert!((0..8).all(|run| !kwin.kwin_script_loaded(&format!("cowork-windows-{me}-{run}"))));
 }
+
+/// A foot terminal in DejaVu Sans Mono 11 printing `text`; waits until sway maps it.
+fn foot_showing(sway: &mut Compositor, app_id: &str, title: &str, text: &str) {
+    let script = format!("printf '%s\\n' '{}'; sleep 600", text.replace('\'', ""));
+    let child = sway
+        .command("foot")
+        .args(["--app-id", app_id, "--title", title, "--font", "DejaVu Sans Mono:size=11", "sh", "-c", &script])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("start foot");
+    let pid = child.id();
+    sway.children.push(ChildGuard(child));
+    assert!(eventually(Duration::from_secs(10), || window_of(sway, pid, title).is_some()), "foot {app_id} was not mapped");
+}
+
+#[test]
+fn on_sway_the_screen_stream_reads_the_focused_windows_region_by_screencopy_and_never_an_excluded_or_covering_window() {
+    if !require(Compositor::sway_available(), "sway and foot") || !require(cowork::ocr::status().is_ok(), "Tesseract (libtesseract5 and tesseract-ocr-eng)") {
+        return;
+    }
+    let mut sway = Compositor::sway();
+    foot_showing(&mut sway, "test-notes", "deploy notes", "Ticket ENG-4471 assigned to Dana Whitfield");
+    foot_showing(&mut sway, "test-private", "Private notes", "SECRET-PIN 90210 Lighthouse");
+    foot_showing(&mut sway, "test-cover", "Quarterly bonus pool", "OVERLAY 55555 Marmalade");
+    sway.swaymsg(&["[app_id=test-cover] floating enable, resize set 420 90, move position 100 300"]);
+    let data = temp_dir();
+    let db = data.path().join("cowork.db");
+    {
+        let conn = store::open_writer(&db).unwrap();
+        for (key, value) in [("capture.streams_confirmed", "true"), ("capture.screen.enabled", "true"), ("capture.screen.consented", "true"), ("privacy.denied_titles", "(?i)private notes")] {
+            store::set_setting(&conn, key, value, 0).unwrap();
+        }
+    }
+    let capture = ChildGuard(sway.cowork(data.path()).args(["capture", "run"]).spawn().unwrap());
+    let rows = || store::open_read_only(&db).ok().and_then(|c| cowork::capture::screen_texts::seen_between(&c, 0, i64::MAX, 100).ok()).unwrap_or_default();
+    sway.swaymsg(&["[app_id=test-private] focus"]);
+    std::thread::sleep(Duration::from_secs(3));
+    sway.swaymsg(&["[app_id=test-notes] focus"]);
+    assert!(eventually(Duration::from_secs(20), || rows().iter().any(|r| r.title == "deploy notes" && r.text.contains("Whitfield"))), "{:?}", rows());
+    stop(capture);
+    let all = rows();
+    eprintln!("kept: {all:?}");
+    let notes = all.iter().find(|r| r.title == "deploy notes").unwrap();
+    assert_eq!(notes.method, cowork::capture::screen_texts::Method::Ocr, "foot has no accessibility tree");
+    for word in ["90210", "Lighthouse", "55555", "Marmalade", "bonus"] {
+        assert!(all.iter().all(|r| !r.text.contains(word)), "{word} was read: {all:?}");
+    }
+    assert!(all.iter().all(|r| r.title == "deploy notes"), "only the allowed, focused window: {all:?}");
+}

@@ -14,11 +14,14 @@
 // broadcast signal), which window has the focus, again whenever the focus
 // moves or the focused window's title or fullscreen state changes, and, while
 // it asks for the clipboard, the text each time the clipboard changes owner.
-// Signals only: nothing polls. It also lists and activates windows for the
+// Signals only: nothing polls. For the screen-text stream it reads the pixels
+// of the focused window alone (Shell.Screenshot of that window's own actor:
+// no other window is in the picture), and only while that window is still
+// the one cowork judged (its title and pid): otherwise nothing is read. It also lists and activates windows for the
 // agent and keeps cowork's own sidebar above, on every workspace and docked
 // right in the work area.
 //
-// `deps` carries what the wrapper imported: Gio, GLib, Meta, St, global.
+// `deps` carries what the wrapper imported: Gio, GLib, Meta, Shell, St, global.
 
 const COWORK_VERSION = '1';
 const COWORK_PATH = '/org/cowork/Desktop';
@@ -39,6 +42,11 @@ const COWORK_XML = `<node>
     <method name="Activate">
       <arg type="s" name="id" direction="in"/>
       <arg type="b" name="done" direction="out"/>
+    </method>
+    <method name="ReadFocused">
+      <arg type="s" name="title" direction="in"/>
+      <arg type="u" name="pid" direction="in"/>
+      <arg type="ay" name="png" direction="out"/>
     </method>
     <method name="Place">
       <arg type="s" name="kind" direction="in"/>
@@ -246,6 +254,30 @@ class CoworkDesktop {
             if (window)
                 window.activate(global.get_current_time());
             invocation.return_value(new GLib.Variant('(b)', [Boolean(window)]));
+        });
+    }
+
+    // The focused window's pixels as PNG, if it is still the window cowork judged
+    // (this title and pid); otherwise an error, and nothing is read.
+    ReadFocusedAsync([title, pid], invocation) {
+        this._fromCowork(invocation, () => {
+            const {Gio, GLib, Shell, global} = this._deps;
+            const window = global.display.focus_window;
+            if (!window || window.get_title() !== title || window.get_pid() !== pid) {
+                invocation.return_dbus_error('org.cowork.Desktop1.Error.Moved', 'the focus moved before the window was read: nothing was read');
+                return;
+            }
+            const stream = Gio.MemoryOutputStream.new_resizable();
+            new Shell.Screenshot().screenshot_window(false, false, stream, (shooter, result) => {
+                try {
+                    shooter.screenshot_window_finish(result);
+                    stream.close(null);
+                    const png = stream.steal_as_bytes();
+                    invocation.return_value(GLib.Variant.new_tuple([GLib.Variant.new_from_bytes(new GLib.VariantType('ay'), png, true)]));
+                } catch (e) {
+                    invocation.return_dbus_error('org.cowork.Desktop1.Error.Failed', `the window could not be read: ${e}`);
+                }
+            });
         });
     }
 

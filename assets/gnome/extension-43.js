@@ -1,14 +1,14 @@
 // cowork's GNOME Shell extension, GNOME 43–44 (legacy `imports`). The shared
 // part (core.js) is written in where the marker below is when cowork installs it.
 /* exported init */
-const {Gio, GLib, Meta, St} = imports.gi;
+const {Gio, GLib, Meta, Shell, St} = imports.gi;
 const ExtensionUtils = imports.misc.extensionUtils;
 
 // @COWORK_CORE@
 
 class CoworkExtension {
     enable() {
-        this._desktop = new CoworkDesktop({Gio, GLib, Meta, St, global}, ExtensionUtils.getCurrentExtension().path);
+        this._desktop = new CoworkDesktop({Gio, GLib, Meta, Shell, St, global}, ExtensionUtils.getCurrentExtension().path);
         this._desktop.enable();
     }
 

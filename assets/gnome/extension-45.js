@@ -3,6 +3,7 @@
 import Gio from 'gi://Gio';
 import GLib from 'gi://GLib';
 import Meta from 'gi://Meta';
+import Shell from 'gi://Shell';
 import St from 'gi://St';
 import {Extension} from 'resource:///org/gnome/shell/extensions/extension.js';
 
@@ -10,7 +11,7 @@ import {Extension} from 'resource:///org/gnome/shell/extensions/extension.js';
 
 export default class CoworkExtension extends Extension {
     enable() {
-        this._desktop = new CoworkDesktop({Gio, GLib, Meta, St, global}, this.path);
+        this._desktop = new CoworkDesktop({Gio, GLib, Meta, Shell, St, global}, this.path);
         this._desktop.enable();
     }
 

@@ -11,11 +11,12 @@
 //!    window, a paused capture or quiet hours mean nothing is read — no
 //!    pixel (`x11_pixels::READS`), no accessible (`a11y::TREE_READS`).
 //! 2. The window's pixels (windows stacked above it painted grey) — X11's
-//!    GetImage, or on sway its region of the output by wlr-screencopy
-//!    (`PixelSource`) — are reduced to a grid of cell brightnesses; an
-//!    unchanged grid means an unchanged window, and nothing more is done.
-//!    Without pixels (KDE, GNOME so far) the tree alone is read, again at
-//!    most every `TREE_REFRESH`.
+//!    GetImage, on sway its region of the output by wlr-screencopy, on GNOME
+//!    the window's own actor read by cowork's Shell extension, on KDE the
+//!    window alone rendered by KWin (`PixelSource`) — are reduced to a grid
+//!    of cell brightnesses; an unchanged grid means an unchanged window, and
+//!    nothing more is done. Without pixels (another compositor) the tree
+//!    alone is read, again at most every `TREE_REFRESH`.
 //! 3. The accessibility tree is asked first (exact text of documents,
 //!    terminals, pages and labels); keyboard focus in a password field
 //!    stops it before any text is read. OCR of the pixels only where the
@@ -85,6 +86,8 @@ pub struct Focused {
     pub window: ActiveWindow,
     /// The window session recorded for it (None when the window stream is off).
     pub session_id: Option<i64>,
+    /// The desktop's own handle for it, where pixels are asked for by one (KWin's UUID).
+    pub handle: Option<String>,
 }
 
 /// What the stream may do.
@@ -165,6 +168,10 @@ pub enum PixelSource {
     X11 { display: Option<String> },
     /// sway: its region of the output by wlr-screencopy, located by sway's IPC.
     Sway { socket: std::path::PathBuf, swaysock: std::path::PathBuf },
+    /// GNOME: cowork's Shell extension reads the focused window's own actor.
+    Gnome,
+    /// KDE Plasma: KWin renders the window alone (ScreenShot2, by its UUID).
+    KWin,
 }
 
 impl PixelSource {
@@ -177,6 +184,8 @@ impl PixelSource {
                 Some(crate::desktop::ipc::Ipc::Sway(swaysock)) => PixelSource::Sway { socket: target.socket.clone(), swaysock: swaysock.clone() },
                 _ => PixelSource::None,
             },
+            Backend::Gnome => PixelSource::Gnome,
+            Backend::KWin(_) => PixelSource::KWin,
             _ => PixelSource::None,
         }
     }
@@ -188,6 +197,10 @@ pub struct ScreenWorker {
     store: Sender<StoreCommand>,
     sink: EventSink<CaptureEvent>,
     desktop: Option<crate::desktop::x11::X11Desktop>,
+    /// GNOME: the extension's client.
+    gnome: Option<crate::desktop::gnome::Extension>,
+    /// KDE: the session bus KWin answers on.
+    session: Option<zbus::blocking::Connection>,
     a11y: Result<A11yBus, Instant>,
     ocr: Option<Result<crate::ocr::Ocr, String>>,
     looks: VecDeque<Look>,
@@ -208,6 +221,8 @@ impl ScreenWorker {
             store,
             sink,
             desktop: None,
+            gnome: None,
+            session: None,
             a11y: Err(Instant::now() - Duration::from_secs(3600)),
             ocr: None,
             looks: VecDeque::new(),
@@ -320,7 +335,7 @@ impl ScreenWorker {
             self.report(Some(err.to_string()));
             return Duration::ZERO;
         }
-        let picture = self.pixels_of(&window, sway.as_ref());
+        let picture = self.pixels_of(&window, focused.handle.as_deref(), sway.as_ref());
         let grid = picture.as_ref().map(Grid::of);
         let previous = self.looks.iter().position(|l| l.window_id == window.window_id && l.title == window.title).and_then(|i| self.looks.remove(i));
         let unchanged = match (&previous, &grid) {
@@ -359,13 +374,35 @@ impl ScreenWorker {
     }
 
     /// The window's pixels, where this desktop gives them (the rules have allowed it).
-    fn pixels_of(&mut self, window: &ActiveWindow, sway: Option<&crate::desktop::wlr_pixels::Focused>) -> Option<image::RgbaImage> {
+    fn pixels_of(&mut self, window: &ActiveWindow, handle: Option<&str>, sway: Option<&crate::desktop::wlr_pixels::Focused>) -> Option<image::RgbaImage> {
         let read = match (&self.pixels, sway) {
             (PixelSource::Sway { socket, swaysock }, Some(focused)) => crate::desktop::wlr_pixels::capture_focused(socket, swaysock, focused),
             (PixelSource::X11 { .. }, _) => match self.x11() {
                 Some(desktop) => desktop.capture_window(window.window_id),
                 None => return None,
             },
+            (PixelSource::KWin, _) => {
+                let handle = handle?;
+                if self.session.is_none() {
+                    self.session = crate::desktop::observed::session_bus().map_err(|err| tracing::debug!("screen: {err}")).ok();
+                }
+                let read = crate::desktop::kwin::capture_window(self.session.as_ref()?, handle);
+                if read.is_ok() {
+                    crate::desktop::x11_pixels::READS.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+                }
+                read
+            }
+            (PixelSource::Gnome, _) => {
+                let pid = window.pid?;
+                if self.gnome.is_none() {
+                    self.gnome = crate::desktop::gnome::Extension::session().map_err(|err| tracing::debug!("screen: {err}")).ok();
+                }
+                let read = self.gnome.as_ref()?.read_focused(&window.title, pid);
+                if read.is_ok() {
+                    crate::desktop::x11_pixels::READS.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+                }
+                read
+            }
             _ => return None,
         };
         read.map_err(|err| tracing::debug!("screen: cannot read the pixels of {}: {err}", window.title)).ok()

@@ -220,7 +220,8 @@ impl CaptureWorker {
                     }
                     if let Some(screen) = &self.streams.screen {
                         let session_id = self.recording.then(|| self.tracker.open_session().map(|s| s.session_id)).flatten();
-                        let focused = window.clone().map(|window| crate::capture::screen_worker::Focused { window, session_id });
+                        let handle = window.as_ref().and_then(|w| self.desktop.as_ref().and_then(|d| d.handle(w.window_id)));
+                        let focused = window.clone().map(|window| crate::capture::screen_worker::Focused { window, session_id, handle });
                         let _ = screen.try_send(crate::capture::screen_worker::ScreenCommand::Focus(focused));
                     }
                     self.sink.send(CaptureEvent::ActiveWindow(window));

@@ -62,6 +62,11 @@ pub trait DesktopBackend: Send {
     fn active_window(&mut self) -> Result<Option<ActiveWindow>, String>;
     /// Whether `window` fills the screen (a film or a talk keeps the user present).
     fn is_fullscreen(&self, window: u32) -> bool;
+    /// The desktop's own handle for `window` when it is the focused one
+    /// (KWin's window UUID), for reading its pixels; None where there is none.
+    fn handle(&self, _window: u32) -> Option<String> {
+        None
+    }
 }
 
 impl DesktopBackend for X11Desktop {
@@ -81,6 +86,10 @@ impl DesktopBackend for X11Desktop {
 impl DesktopBackend for KWinDesktop {
     fn wait_for_change(&mut self, timeout: Duration) -> Result<bool, String> {
         KWinDesktop::wait_for_change(self, timeout)
+    }
+
+    fn handle(&self, window: u32) -> Option<String> {
+        KWinDesktop::handle(self, window)
     }
 
     fn active_window(&mut self) -> Result<Option<ActiveWindow>, String> {

@@ -496,6 +496,21 @@ impl Extension {
     }
 
     /// Places this process's window titled `title`; false while it is not mapped yet.
+    /// The focused window's pixels, read by the extension only while the
+    /// focused window still has this `title` and `pid` (the window the
+    /// firewall judged); that window's own actor, so no other window is in them.
+    pub fn read_focused(&self, title: &str, pid: u32) -> Result<image::RgbaImage, String> {
+        let reply = self.conn.call_method(Some(SHELL), OBJECT_PATH, Some(INTERFACE), "ReadFocused", &(title, pid));
+        let reply = match reply {
+            Err(zbus::Error::MethodError(name, _, _)) if name.as_str() == "org.freedesktop.DBus.Error.UnknownMethod" => {
+                return Err("cowork's GNOME extension is older than this cowork: install it again (`cowork gnome-extension install`), then log out and in".into());
+            }
+            other => other.map_err(gnome_error("GNOME Shell"))?,
+        };
+        let png: Vec<u8> = reply.body().deserialize().map_err(|err| format!("the GNOME extension's picture: {err}"))?;
+        crate::media::decode(&png).map(|picture| picture.into_rgba8())
+    }
+
     pub fn place(&self, kind: &str, title: &str, width: i32, height: i32) -> Result<bool, String> {
         self.call("Place", &(kind, title, width, height))
     }

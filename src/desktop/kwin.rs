@@ -385,7 +385,60 @@ impl KWinDesktop {
     pub fn is_fullscreen(&self, window: u32) -> bool {
         self.pushed.current().is_some_and(|w| w.key() == window && w.fullscreen)
     }
+
+    /// KWin's UUID of `window`, when it is the focused one.
+    pub fn handle(&self, window: u32) -> Option<String> {
+        self.pushed.current().filter(|w| w.key() == window && !w.id.is_empty()).map(|w| w.id.clone())
+    }
 }
+
+/// What KWin's ScreenShot2 interface hands back with a window's pixels.
+const SCREENSHOT2_PATH: &str = "/org/kde/KWin/ScreenShot2";
+const SCREENSHOT2: &str = "org.kde.KWin.ScreenShot2";
+
+/// The pixels of the window KWin knows by `handle` (its UUID), and no other
+/// window's: KWin renders that window alone (`ScreenShot2.CaptureWindow`,
+/// without its decoration or the cursor) into a pipe. KWin answers only
+/// programs whose desktop entry lists `org.kde.KWin.ScreenShot2` in
+/// `X-KDE-DBUS-Restricted-Interfaces` (cowork's does).
+pub fn capture_window(conn: &zbus::blocking::Connection, handle: &str) -> Result<image::RgbaImage, String> {
+    use std::io::Read;
+    use zbus::zvariant::{OwnedValue, Value};
+    let (mut reader, writer) = std::io::pipe().map_err(|err| format!("cannot make a pipe: {err}"))?;
+    let options: std::collections::HashMap<&str, Value<'_>> =
+        [("include-decoration", Value::from(false)), ("include-cursor", Value::from(false)), ("native-resolution", Value::from(true))].into_iter().collect();
+    // The picture arrives on the pipe while KWin answers: read it on a thread of its own.
+    let drain = std::thread::Builder::new()
+        .name("kwin-pixels".into())
+        .spawn(move || {
+            let mut bytes = Vec::new();
+            (&mut reader).take(MAX_PICTURE_BYTES + 1).read_to_end(&mut bytes).map(|_| bytes)
+        })
+        .map_err(|err| err.to_string())?;
+    let fd = zbus::zvariant::OwnedFd::from(std::os::fd::OwnedFd::from(writer));
+    let reply = conn.call_method(Some(KWIN), SCREENSHOT2_PATH, Some(SCREENSHOT2), "CaptureWindow", &(handle, options, fd));
+    let bytes = drain.join().map_err(|_| "the pipe reader failed".to_owned())?.map_err(|err| format!("cannot read the window's pixels: {err}"))?;
+    let reply = reply.map_err(|err| match err {
+        zbus::Error::MethodError(name, text, _) if name.as_str().ends_with("NoAuthorized") => {
+            format!("KWin does not let cowork read windows ({}): cowork's desktop entry must be installed (the .deb installs it)", text.unwrap_or_default())
+        }
+        err => format!("KWin's ScreenShot2: {err}"),
+    })?;
+    let results: std::collections::HashMap<String, OwnedValue> = reply.body().deserialize().map_err(|err| format!("KWin's ScreenShot2 answer: {err}"))?;
+    let number = |key: &str| results.get(key).and_then(|v| u32::try_from(v).ok()).ok_or_else(|| format!("KWin's ScreenShot2 gave no {key}"));
+    let (width, height, stride, format) = (number("width")?, number("height")?, number("stride")?, number("format")?);
+    if u64::from(stride) * u64::from(height) > bytes.len() as u64 || stride < width * 4 {
+        return Err(format!("KWin's ScreenShot2 sent {} bytes for {width}×{height} (stride {stride})", bytes.len()));
+    }
+    // QImage formats: 4 RGB32, 5 ARGB32, 6 ARGB32 premultiplied — 0xAARRGGBB words, little-endian bytes B, G, R, A.
+    if !matches!(format, 4..=6) {
+        return Err(format!("KWin's ScreenShot2 sent QImage format {format}, which cowork does not read"));
+    }
+    super::wlr_pixels::to_rgba(&bytes, wayland_client::protocol::wl_shm::Format::Argb8888, width, height, stride, false)
+}
+
+/// The largest picture read from KWin (an 8K window, 4 bytes a pixel).
+const MAX_PICTURE_BYTES: u64 = 7680 * 4320 * 4;
 
 impl Drop for KWinDesktop {
     fn drop(&mut self) {

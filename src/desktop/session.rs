@@ -440,6 +440,12 @@ fn wayland_state(capability: Capability, family: &Family, has_global: &dyn Fn(&s
         Capability::WindowTools if kwin => CapState::ok("a KWin script lists and focuses windows"),
         Capability::WindowTools => CapState::unavailable(later("window list")),
         Capability::ScreenText if !(extension || has(globals::FOREIGN_TOPLEVEL) || kwin) => CapState::unavailable("no focused window is known"),
+        Capability::ScreenText if kwin => {
+            CapState::ok("the window's accessibility tree, else OCR of the window alone, rendered by KWin (ScreenShot2; cowork's desktop entry allows it)")
+        }
+        Capability::ScreenText if extension => {
+            CapState::ok("the window's accessibility tree, else OCR of the window alone, read by cowork's GNOME Shell extension")
+        }
         Capability::ScreenText if has(globals::SCREENCOPY) && matches!(facts.ipc(), Some(super::ipc::Ipc::Sway(_))) => {
             CapState::ok("the window's accessibility tree, else OCR of its region of the output (wlr-screencopy; sway's IPC says where it is)")
         }

@@ -452,3 +452,44 @@ fn on_gnome_notifications_show_in_gnome_shell_and_its_accept_approves_the_call()
     assert!(eventually(Duration::from_secs(5), || super::notify::state(&db, id).0 == "accepted"));
     assert!(worker.shutdown(cowork::notify::NotifyCommand::Shutdown, Duration::from_secs(5)));
 }
+
+/// A weston-terminal titled `title` showing `text` (its shell prints it and waits).
+fn terminal_showing(gnome: &mut Compositor, dir: &Path, title: &str, text: &str) {
+    let shell = dir.join(format!("{}.sh", title.replace(' ', "-")));
+    std::fs::write(&shell, format!("#!/bin/sh\nprintf '\\033]2;%s\\007' '{title}'\nprintf '%s\\n' '{text}'\nsleep 600\n")).unwrap();
+    std::fs::set_permissions(&shell, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
+    gnome.spawn("weston-terminal", &[&format!("--shell={}", shell.display()), "--font-size=14"]);
+    assert!(eventually(Duration::from_secs(15), || gnome.gnome_windows().0.iter().any(|w| w["title"] == title)), "{title}: {:?}", gnome.gnome_windows());
+}
+
+#[test]
+fn on_gnome_the_screen_stream_reads_the_focused_window_alone_through_the_extension_and_never_an_excluded_one() {
+    if !require(Compositor::gnome_available(), "gnome-shell, weston-terminal, dbus-daemon, unshare and gsettings") {
+        return;
+    }
+    if !require(cowork::ocr::status().is_ok(), "Tesseract (libtesseract5 and tesseract-ocr-eng)") {
+        return;
+    }
+    let mut gnome = Compositor::gnome();
+    let (data, db) = capturing_data_dir(&[("privacy.denied_titles", "(?i)private notes"), ("capture.screen.enabled", "true"), ("capture.screen.consented", "true")]);
+    let screen = doctor_check(&gnome, data.path(), "screen text");
+    assert!(screen.0 == "ok" && screen.1.contains("GNOME Shell extension"), "{screen:?}");
+    let dir = super::support::temp_dir();
+    terminal_showing(&mut gnome, dir.path(), "Private notes", "SECRET-PIN 90210 Lighthouse");
+    terminal_showing(&mut gnome, dir.path(), "deploy notes", "Ticket ENG-4471 assigned to Dana Whitfield");
+    let capture = ChildGuard(gnome.cowork(data.path()).args(["capture", "run"]).spawn().unwrap());
+    let rows = || store::open_read_only(&db).ok().and_then(|c| cowork::capture::screen_texts::seen_between(&c, 0, i64::MAX, 100).ok()).unwrap_or_default();
+    assert!(gnome.gnome_focus("Private notes"));
+    std::thread::sleep(Duration::from_secs(3));
+    assert!(gnome.gnome_focus("deploy notes"));
+    assert!(eventually(Duration::from_secs(20), || rows().iter().any(|r| r.title == "deploy notes" && r.text.contains("Whitfield"))), "{:?}\n{}", rows(), gnome.gnome_log());
+    // Another program on the bus cannot have the extension read a window.
+    let refused = bus(&gnome).call_method(Some("org.gnome.Shell"), "/org/cowork/Desktop", Some("org.cowork.Desktop1"), "ReadFocused", &("deploy notes", 0u32));
+    let err = refused.expect_err("refused").to_string();
+    assert!(err.contains("NotCowork"), "{err}");
+    stop(capture);
+    let all = rows();
+    eprintln!("kept: {all:?}");
+    assert!(all.iter().all(|r| r.title == "deploy notes" && !r.text.contains("90210") && !r.text.contains("Lighthouse")), "{all:?}");
+    assert_eq!(all[0].method, cowork::capture::screen_texts::Method::Ocr);
+}

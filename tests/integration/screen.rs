@@ -133,7 +133,7 @@ fn stream_worker_reads_nothing_it_may_not(x: &XSession, private: u32, base: u32,
     let plan = ScreenPlan { on: true, ocr: true };
     let mut screen = spawn_screen(cowork::capture::screen_worker::PixelSource::X11 { display: Some(display.clone()) }, plan, rules.clone(), store.commands.clone(), sink.narrow(), policy).unwrap();
     let desktop = cowork::desktop::x11::X11Desktop::connect(Some(display.as_str())).unwrap();
-    let focus = |window: u32| ScreenCommand::Focus(Some(Focused { window: desktop.listed_window(window).unwrap(), session_id: None }));
+    let focus = |window: u32| ScreenCommand::Focus(Some(Focused { window: desktop.listed_window(window).unwrap(), session_id: None, handle: None }));
     let counts = || (READS.load(std::sync::atomic::Ordering::SeqCst), TREE_READS.load(std::sync::atomic::Ordering::SeqCst));
     let rows = || cowork::store::open_read_only(&db).and_then(|c| Ok(cowork::capture::screen_texts::seen_between(&c, 0, i64::MAX, 100)?)).unwrap_or_default();
     let paused = Rules { paused: true, ..Rules::default() };

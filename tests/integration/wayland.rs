@@ -157,12 +157,47 @@ impl Compositor {
         have_program("kwin_wayland") && have_program("weston-terminal") && have_program("dbus-daemon")
     }
 
+    /// A weston-terminal titled `title` showing `text`; its pid.
+    pub fn terminal_showing(&mut self, title: &str, text: &str) -> u32 {
+        let shell = self.home.path().join(format!("{}.sh", title.replace(' ', "-")));
+        std::fs::write(&shell, format!("#!/bin/sh\nprintf '\\033]2;%s\\007' '{title}'\nprintf '%s\\n' '{text}'\nsleep 600\n")).unwrap();
+        std::fs::set_permissions(&shell, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
+        let child = self.command("weston-terminal").arg(format!("--shell={}", shell.display())).arg("--font-size=14").stdout(Stdio::null()).stderr(Stdio::null()).spawn().unwrap();
+        let pid = child.id();
+        self.children.push(ChildGuard(child));
+        pid
+    }
+
     /// KWin 5.27 (`kwin_wayland --virtual`, llvmpipe) on its own session bus,
     /// as a Plasma session has it. Debian installs kwin_wayland with a file
     /// capability (`cap_sys_resource`) that a container without it cannot
     /// exec; a copy without the capability runs the same.
     pub fn kwin() -> Compositor {
+        Self::kwin_allowing(None)
+    }
+
+    /// KWin as `kwin()`, with a desktop entry installed (and KDE's service
+    /// cache built) that lets `exe` use KWin's restricted screenshot
+    /// interface, as cowork's installed entry does for /usr/bin/cowork.
+    pub fn kwin_allowing(exe: Option<&Path>) -> Compositor {
         let home = temp_dir();
+        if let Some(exe) = exe {
+            let applications = home.path().join(".local/share/applications");
+            std::fs::create_dir_all(&applications).unwrap();
+            let entry = include_str!("../../assets/app.cowork.Cowork.desktop").replace("Exec=cowork", &format!("Exec={}", exe.display()));
+            std::fs::write(applications.join("app.cowork.Cowork.desktop"), entry).unwrap();
+            let built = Command::new("kbuildsycoca5")
+                .arg("--noincremental")
+                .env_clear()
+                .env("PATH", std::env::var_os("PATH").unwrap_or_default())
+                .env("HOME", home.path())
+                .env("QT_QPA_PLATFORM", "offscreen")
+                .stdout(Stdio::null())
+                .stderr(Stdio::null())
+                .status()
+                .unwrap();
+            assert!(built.success(), "kbuildsycoca5 failed");
+        }
         let runtime = home.path().join("runtime");
         std::fs::create_dir_all(&runtime).unwrap();
         std::fs::set_permissions(&runtime, std::os::unix::fs::PermissionsExt::from_mode(0o700)).unwrap();
@@ -1503,4 +1538,48 @@ fn on_sway_the_screen_stream_reads_the_focused_windows_region_by_screencopy_and_
         assert!(all.iter().all(|r| !r.text.contains(word)), "{word} was read: {all:?}");
     }
     assert!(all.iter().all(|r| r.title == "deploy notes"), "only the allowed, focused window: {all:?}");
+}
+
+#[test]
+fn on_kde_plasma_the_screen_stream_reads_the_focused_window_alone_rendered_by_kwin_for_cowork_only() {
+    if !require(Compositor::kwin_available() && have_program("kbuildsycoca5"), "kwin_wayland, kbuildsycoca5, weston-terminal and dbus-daemon")
+        || !require(cowork::ocr::status().is_ok(), "Tesseract (libtesseract5 and tesseract-ocr-eng)")
+    {
+        return;
+    }
+    let exe = std::fs::canonicalize(env!("CARGO_BIN_EXE_cowork")).unwrap();
+    let mut kwin = Compositor::kwin_allowing(Some(&exe));
+    let (data, db) = capturing_data_dir(&[("privacy.denied_titles", "(?i)private notes"), ("capture.screen.enabled", "true"), ("capture.screen.consented", "true")]);
+    let screen = doctor_check(&kwin, data.path(), "screen text");
+    assert!(screen.0 == "ok" && screen.1.contains("KWin"), "{screen:?}");
+    let capture = ChildGuard(kwin.cowork(data.path()).args(["capture", "run"]).spawn().unwrap());
+    let rows = || store::open_read_only(&db).ok().and_then(|c| cowork::capture::screen_texts::seen_between(&c, 0, i64::MAX, 100).ok()).unwrap_or_default();
+    let sessions = || store::open_read_only(&db).ok().and_then(|c| cowork::capture::db::sessions_between(&c, 0, i64::MAX).ok()).unwrap_or_default();
+    assert!(eventually(Duration::from_secs(15), || kwin.kwin_script_loaded(&format!("cowork-desktop-{}", capture.0.id()))));
+    // A new window takes the focus: the excluded one first, then the allowed one.
+    kwin.terminal_showing("Private notes", "SECRET-PIN 90210 Lighthouse");
+    std::thread::sleep(Duration::from_secs(3));
+    kwin.terminal_showing("deploy notes", "Ticket ENG-4471 assigned to Dana Whitfield");
+    assert!(eventually(Duration::from_secs(15), || sessions().iter().any(|s| s.title == "deploy notes")), "{:?}", sessions());
+    assert!(
+        eventually(Duration::from_secs(20), || rows().iter().any(|r| r.title == "deploy notes" && r.text.contains("Whitfield"))),
+        "{:?}\n{}",
+        rows(),
+        std::fs::read_to_string(kwin.home.path().join("kwin.log")).unwrap_or_default()
+    );
+    // Another program, without cowork's desktop entry, is refused by KWin.
+    let (mut reader, writer) = std::io::pipe().unwrap();
+    let fd = zbus::zvariant::OwnedFd::from(std::os::fd::OwnedFd::from(writer));
+    let conn = zbus::blocking::connection::Builder::address(kwin.bus.as_deref().unwrap()).unwrap().build().unwrap();
+    let options: std::collections::HashMap<&str, zbus::zvariant::Value<'_>> = std::collections::HashMap::new();
+    let refused = conn.call_method(Some("org.kde.KWin"), "/org/kde/KWin/ScreenShot2", Some("org.kde.KWin.ScreenShot2"), "CaptureActiveWindow", &(options, fd));
+    assert!(refused.expect_err("refused").to_string().contains("NoAuthorized"));
+    let mut leaked = Vec::new();
+    std::io::Read::read_to_end(&mut reader, &mut leaked).unwrap();
+    assert!(leaked.is_empty());
+    stop(capture);
+    let all = rows();
+    eprintln!("kept: {all:?}");
+    assert!(all.iter().all(|r| r.title == "deploy notes" && !r.text.contains("90210") && !r.text.contains("Lighthouse")), "{all:?}");
+    assert_eq!(all[0].method, cowork::capture::screen_texts::Method::Ocr);
 }

@@ -300,7 +300,12 @@ pub fn recent_unembedded(conn: &Connection, limit: usize) -> rusqlite::Result<Ve
             && let Some(first) = pieces.into_iter().next()
         {
             let (label, text) = first.split_once(": ").map_or((String::new(), first.clone()), |(l, t)| (l.to_owned(), t.to_owned()));
-            let open_id = (stream == Source::Window).then_some(id);
+            let open_id = match stream {
+                Source::Window => Some(id),
+                // What was on screen opens at the window session it was seen in.
+                Source::Screen => conn.query_row("SELECT session_id FROM screen_texts WHERE screen_id = ?1", params![id], |r| r.get(0)).ok().flatten(),
+                _ => None,
+            };
             items.push(Item { chunk_id: None, stream, source_id: id, at_millis: at, label, text, origin: Origin::Recent, open_id });
         }
     }

@@ -353,3 +353,45 @@ fn a_fact_is_corrected_in_the_chat_with_one_confirmation_and_the_answer_says_whe
     assert!(!seen.iter().any(|e| matches!(e, AgentEvent::MemoryChangeProposed { .. })), "{seen:?}");
     assert_eq!(server.hits.load(std::sync::atomic::Ordering::SeqCst), 3);
 }
+
+/// What was on the screen is memory like the rest: a task about it gets the
+/// window's text in the turn marked as data, numbered, and the answer cites
+/// it with its window session as the source (issue 57).
+#[test]
+fn what_was_on_the_screen_is_recalled_for_a_task_and_cited_with_its_session() {
+    let server = scripted(vec![answer("The deploy failed because the disk quota was exceeded [1].")]);
+    let (data, paths) = fixture(&server, "deploy log - xterm", "");
+    {
+        let conn = cowork::store::open_writer(&data.path().join("cowork.db")).unwrap();
+        let row = cowork::capture::screen_texts::ScreenRow {
+            screen_id: 7,
+            session_id: Some(1),
+            seen_at_millis: cowork::ids::now_millis() - 20_000,
+            app: "XTerm".into(),
+            title: "deploy log - xterm".into(),
+            url: None,
+            method: cowork::capture::screen_texts::Method::Ocr,
+            confidence: 92,
+            text: "step migrate_ledger failed: disk quota exceeded on /srv/ledger (used 100%)".into(),
+        };
+        cowork::capture::screen_texts::insert(&conn, &row).unwrap();
+    }
+    let (workers, events) = super::support::start_workers(&paths);
+    let request = task("why did the migrate_ledger deploy step fail? draft a short note for the team");
+    let answer_id = request.answer_id;
+    workers.agent.commands.send(AgentCommand::Chat(request)).unwrap();
+    let seen = events_until_finished(&events, answer_id);
+    workers.shutdown(Duration::from_secs(5));
+    let sent = messages(&server, 0);
+    let data_turn = sent.iter().find(|(role, text)| role == "user" && text.contains("<memory>")).unwrap_or_else(|| panic!("a memory turn: {sent:?}"));
+    assert!(data_turn.1.contains("disk quota exceeded") && data_turn.1.contains("on screen in"), "the screen's text, said to be from the screen: {}", data_turn.1);
+    let cited = seen.iter().rev().find_map(|e| match e {
+        AgentEvent::Citations { answer_id: id, citations } if *id == answer_id => Some(citations.clone()),
+        _ => None,
+    });
+    let cited = cited.expect("the answer's citation chips");
+    assert!(
+        cited.iter().any(|c| c.stream == cowork::memory::search::Stream::Screen && c.source_id == 7 && c.open_id == Some(1)),
+        "the screen text, opened at its session: {cited:?}"
+    );
+}

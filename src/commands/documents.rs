@@ -100,8 +100,8 @@ pub fn undo(paths: &Paths, operation: Option<i64>) -> anyhow::Result<ExitCode> {
     }
 }
 
-/// `cowork ocr`: the text of picture files, or of an X11 window (by id, or
-/// the focused one) after the user's privacy rules allowed it.
+/// `cowork ocr`: the text of picture files, or of a window (on X11 by id or
+/// the focused one; on Wayland the focused one) after the user's privacy rules allowed it.
 pub fn ocr(paths: &Paths, files: &[std::path::PathBuf], window: Option<u32>, focused: bool, save: Option<&Path>, json: bool) -> anyhow::Result<ExitCode> {
     if files.is_empty() && window.is_none() && !focused {
         anyhow::bail!("name picture files, or --window ID or --focused");
@@ -123,6 +123,21 @@ pub fn ocr(paths: &Paths, files: &[std::path::PathBuf], window: Option<u32>, foc
     if window.is_some() || focused {
         let rules = crate::workers::read_settings(paths).0.rules();
         let minute = crate::ids::local_minute_of_day(crate::ids::now_millis());
+        if std::env::var_os("WAYLAND_DISPLAY").is_some() {
+            // Wayland: the focused window, through what this desktop lends (the screenshot tool's way).
+            let shot = window.map_or(crate::tools::desktop::Shot::Focused, crate::tools::desktop::Shot::Window);
+            let started = std::time::Instant::now();
+            let taken = crate::tools::desktop::screenshot(shot, None, &rules, minute).map_err(|e| anyhow::anyhow!("{e}"))?;
+            let capture = started.elapsed();
+            let picture = crate::media::decode(&taken.image.data).map_err(|e| anyhow::anyhow!("{e}"))?;
+            if let Some(save) = save {
+                picture.save_with_format(save, image::ImageFormat::Png).with_context(|| save.display().to_string())?;
+            }
+            let read = ocr.read(&picture, crate::ocr::Source::Screen).map_err(|e| anyhow::anyhow!("{e}"))?;
+            let what = format!("{}, {} × {} pixels", taken.of, picture.width(), picture.height());
+            print(&what, &read.text, read.confidence, serde_json::json!({"capture": capture.as_millis() as u64, "ocr": read.took.as_millis() as u64}));
+            return Ok(ExitCode::SUCCESS);
+        }
         let read = crate::capture::screen::read_x11_window(None, window, &rules, minute, &mut ocr).map_err(|e| anyhow::anyhow!("{e}"))?;
         if let Some(save) = save {
             read.picture.save_with_format(save, image::ImageFormat::Png).with_context(|| save.display().to_string())?;

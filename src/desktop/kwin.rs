@@ -52,7 +52,7 @@ impl KWinWindow {
         super::observed::window_key(&self.resource_class, &self.id)
     }
 
-    fn active(&self) -> ActiveWindow {
+    pub fn active(&self) -> ActiveWindow {
         ActiveWindow { window_id: self.key(), app: self.app(), title: self.caption.clone(), pid: (self.pid > 0).then_some(self.pid), url: None, url_source: None }
     }
 
@@ -313,6 +313,11 @@ pub fn list_windows(conn: &zbus::blocking::Connection) -> Result<Vec<ActiveWindo
         .filter(|(w, _)| w.pid != me)
         .map(|(w, _)| w.active())
         .collect())
+}
+
+/// The window KWin has focused now (a one-shot script asks it).
+pub fn focused_window(conn: &zbus::blocking::Connection) -> Result<Option<KWinWindow>, String> {
+    Ok(windows_script(conn, "")?.into_iter().find(|(_, focused)| *focused).map(|(w, _)| w))
 }
 
 /// The agent's `focus_window` on KDE Plasma: the window `key` names (from `list_windows`).

@@ -230,10 +230,12 @@ pub struct Screenshot {
 
 /// Takes the screenshot `shot` asks for on `display` (None: `$DISPLAY`), when
 /// the privacy rules allow it: a window they exclude is never read, and the
-/// whole screen is read only when no window on it is excluded. X11 only for now.
+/// whole screen is read only when no window on it is excluded. On Wayland,
+/// the focused window alone (`wayland_shot`).
 pub fn screenshot(shot: Shot, display: Option<&str>, rules: &crate::capture::firewall::Rules, local_minute: u32) -> Result<Screenshot, String> {
     if display.is_none() && std::env::var_os("WAYLAND_DISPLAY").is_some() {
-        return Err("screenshots are taken on X11 for now; this Wayland session's windows are not read yet".into());
+        let (picture, of) = wayland_shot(shot, rules, local_minute)?;
+        return encode(picture, of);
     }
     let mut x11 = X11Desktop::connect(display).map_err(|e| e.to_string())?;
     let (picture, of) = match shot {
@@ -253,9 +255,65 @@ pub fn screenshot(shot: Shot, display: Option<&str>, rules: &crate::capture::fir
             (picture, format!("window {} ({} — {})", window.window_id, window.app, window.title))
         }
     };
+    encode(picture, of)
+}
+
+fn encode(picture: image::RgbaImage, of: String) -> Result<Screenshot, String> {
     let mut png = Vec::new();
     image::DynamicImage::ImageRgba8(picture).write_to(&mut std::io::Cursor::new(&mut png), image::ImageFormat::Png).map_err(|e| format!("the screenshot could not be encoded: {e}"))?;
     Ok(Screenshot { image: crate::media::Image { mime: "image/png".into(), data: png }, of })
+}
+
+/// A screenshot on Wayland: the focused window alone, through what this
+/// desktop lends (sway's screencopy of its region, cowork's GNOME Shell
+/// extension, KWin's ScreenShot2), judged by the rules first. The whole
+/// screen and unfocused windows are not read on Wayland.
+fn wayland_shot(shot: Shot, rules: &crate::capture::firewall::Rules, local_minute: u32) -> Result<(image::RgbaImage, String), String> {
+    use crate::desktop::session::Family;
+    let only_focused = "on Wayland cowork reads the focused window alone: focus the window first (focus_window), then take its screenshot";
+    let wanted = match shot {
+        Shot::Screen => return Err(format!("the whole screen is not read here: {only_focused}")),
+        Shot::Window(id) => Some(id),
+        Shot::Focused => None,
+    };
+    let desktop = crate::desktop::session::current(false);
+    let check = |window: &crate::records::ActiveWindow| -> Result<(), String> {
+        if wanted.is_some_and(|id| id != window.window_id) {
+            return Err(format!("window {} does not have the focus: {only_focused}", wanted.unwrap_or_default()));
+        }
+        crate::capture::screen::allowed(rules, window, local_minute).map_err(|e| e.to_string())
+    };
+    let of = |window: &crate::records::ActiveWindow| format!("window {} ({} — {})", window.window_id, window.app, window.title);
+    match (&desktop.family, desktop.wayland.as_ref().and_then(|t| t.ipc.clone())) {
+        (Family::Gnome, _) => {
+            let extension = crate::desktop::gnome::Extension::session()?;
+            let window = extension.focused()?.ok_or("no window has the focus")?.active();
+            check(&window)?;
+            Ok((extension.read_focused(&window.title, window.pid.unwrap_or_default())?, of(&window)))
+        }
+        (Family::Kde, _) => {
+            let conn = crate::desktop::observed::session_bus()?;
+            let focused = crate::desktop::kwin::focused_window(&conn)?.ok_or("no window has the focus")?;
+            let window = focused.active();
+            check(&window)?;
+            Ok((crate::desktop::kwin::capture_window(&conn, &focused.id)?, of(&window)))
+        }
+        (_, Some(crate::desktop::ipc::Ipc::Sway(swaysock))) => {
+            let socket = desktop.wayland.as_ref().map(|t| t.socket.clone()).ok_or("no Wayland socket")?;
+            let focused = crate::desktop::wlr_pixels::focused(&swaysock)?.ok_or("no window has the focus")?;
+            let window = crate::records::ActiveWindow {
+                window_id: crate::desktop::observed::window_key(&focused.app_id, &focused.title),
+                app: focused.app_id.clone(),
+                title: focused.title.clone(),
+                pid: focused.pid,
+                url: None,
+                url_source: None,
+            };
+            check(&window)?;
+            Ok((crate::desktop::wlr_pixels::capture_focused(&socket, &swaysock, &focused)?, of(&window)))
+        }
+        _ => Err(format!("this desktop lends cowork no window's pixels: {}", desktop.state(crate::desktop::session::Capability::ScreenText).text())),
+    }
 }
 
 /// `list_windows` and `focus_window` through the session's backend: EWMH on

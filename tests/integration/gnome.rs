@@ -488,6 +488,13 @@ fn on_gnome_the_screen_stream_reads_the_focused_window_alone_through_the_extensi
     let err = refused.expect_err("refused").to_string();
     assert!(err.contains("NotCowork"), "{err}");
     stop(capture);
+    // `cowork ocr --focused` (the screenshot tool's way on Wayland): through the extension.
+    let out = gnome.cowork(data.path()).args(["ocr", "--focused", "--json"]).output().unwrap();
+    let said = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success() && said.contains("Whitfield"), "{said}{}", String::from_utf8_lossy(&out.stderr));
+    assert!(gnome.gnome_focus("Private notes"));
+    let out = gnome.cowork(data.path()).args(["ocr", "--focused", "--json"]).output().unwrap();
+    assert!(!out.status.success() && String::from_utf8_lossy(&out.stderr).contains("is not read"), "{}", String::from_utf8_lossy(&out.stderr));
     let all = rows();
     eprintln!("kept: {all:?}");
     assert!(all.iter().all(|r| r.title == "deploy notes" && !r.text.contains("90210") && !r.text.contains("Lighthouse")), "{all:?}");

@@ -1530,6 +1530,15 @@ fn on_sway_the_screen_stream_reads_the_focused_windows_region_by_screencopy_and_
     sway.swaymsg(&["[app_id=test-notes] focus"]);
     assert!(eventually(Duration::from_secs(20), || rows().iter().any(|r| r.title == "deploy notes" && r.text.contains("Whitfield"))), "{:?}", rows());
     stop(capture);
+    // `cowork ocr --focused` (the screenshot tool's way on Wayland): the focused window, or a refusal.
+    let out = sway.cowork(data.path()).args(["ocr", "--focused", "--json"]).output().unwrap();
+    let said = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success() && said.contains("Whitfield") && !said.contains("55555") && !said.contains("bonus"), "{said}{}", String::from_utf8_lossy(&out.stderr));
+    sway.swaymsg(&["[app_id=test-private] focus"]);
+    let out = sway.cowork(data.path()).args(["ocr", "--focused", "--json"]).output().unwrap();
+    assert!(!out.status.success() && String::from_utf8_lossy(&out.stderr).contains("is not read"), "{}", String::from_utf8_lossy(&out.stderr));
+    let out = sway.cowork(data.path()).args(["ocr", "--window", "12345", "--json"]).output().unwrap();
+    assert!(!out.status.success() && String::from_utf8_lossy(&out.stderr).contains("does not have the focus"), "{}", String::from_utf8_lossy(&out.stderr));
     let all = rows();
     eprintln!("kept: {all:?}");
     let notes = all.iter().find(|r| r.title == "deploy notes").unwrap();
@@ -1578,6 +1587,10 @@ fn on_kde_plasma_the_screen_stream_reads_the_focused_window_alone_rendered_by_kw
     std::io::Read::read_to_end(&mut reader, &mut leaked).unwrap();
     assert!(leaked.is_empty());
     stop(capture);
+    // `cowork ocr --focused` (the screenshot tool's way on Wayland): KWin renders the focused window.
+    let out = kwin.cowork(data.path()).args(["ocr", "--focused", "--json"]).output().unwrap();
+    let said = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success() && said.contains("Whitfield"), "{said}{}", String::from_utf8_lossy(&out.stderr));
     let all = rows();
     eprintln!("kept: {all:?}");
     assert!(all.iter().all(|r| r.title == "deploy notes" && !r.text.contains("90210") && !r.text.contains("Lighthouse")), "{all:?}");

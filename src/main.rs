@@ -211,6 +211,9 @@ enum Command {
         /// One JSON object per picture or window: text, confidence, milliseconds
         #[arg(long)]
         json: bool,
+        /// Read the window's accessibility tree instead (as the screen-text stream does first), no OCR
+        #[arg(long, conflicts_with = "save")]
+        accessible: bool,
     },
     /// Documents: read one as the agent does, keep one searchable in memory, list or forget them
     Documents {
@@ -789,7 +792,7 @@ fn run_command(command: Command, paths: &Paths, display: Option<String>) -> anyh
         Command::Apps { action } => run_apps(paths, action),
         Command::Undo { operation } => commands::documents::undo(paths, operation),
         Command::Documents { action } => run_documents(paths, action),
-        Command::Ocr { files, window, focused, save, json } => commands::documents::ocr(paths, &files, window, focused, save.as_deref(), json),
+        Command::Ocr { files, window, focused, save, json, accessible } => commands::documents::ocr(paths, &files, window, focused, save.as_deref(), json, accessible),
         Command::Audit { output: Some(call), .. } => {
             commands::agent::call_output(paths, call)?;
             Ok(ExitCode::SUCCESS)

@@ -58,3 +58,26 @@ pub fn read_x11_window(display: Option<&str>, window: Option<u32>, rules: &Rules
     let read = ocr.read(&picture, Source::Screen)?;
     Ok(ScreenText { window: described, text: read.text, confidence: read.confidence, capture, ocr: read.took, picture: picture.into_rgba8() })
 }
+
+/// The X11 window `window` (None: the focused one) read from its
+/// accessibility tree, as the screen-text stream reads it, if `rules` allow
+/// it; how long the tree took. Nothing is read while a password field has focus.
+pub fn read_x11_window_tree(display: Option<&str>, window: Option<u32>, rules: &Rules, local_minute: u32) -> Result<(ActiveWindow, crate::capture::a11y::TreeText, Duration), ScreenError> {
+    let mut desktop = X11Desktop::connect(display).map_err(|e| ScreenError::Desktop(e.to_string()))?;
+    let described = match window {
+        Some(id) => desktop.listed_window(id).map_err(|e| ScreenError::Desktop(e.to_string()))?,
+        None => desktop.active_window().map_err(|e| ScreenError::Desktop(e.to_string()))?.ok_or_else(|| ScreenError::Desktop("no window has the focus".into()))?,
+    };
+    allowed(rules, &described, local_minute)?;
+    let pid = described.pid.ok_or_else(|| ScreenError::Desktop(format!("window {} names no process, so its accessibility tree cannot be found", described.window_id)))?;
+    let bus = crate::capture::a11y::A11yBus::connect().map_err(|e| ScreenError::Desktop(format!("{e:#}")))?;
+    let started = Instant::now();
+    let tree = bus
+        .window_text(pid, &described.title)
+        .map_err(|e| ScreenError::Desktop(format!("the accessibility tree did not answer: {e}")))?
+        .ok_or_else(|| ScreenError::Desktop(format!("{} exposes no accessibility tree for this window", described.app)))?;
+    if tree.secret_focused {
+        return Err(ScreenError::Withheld { window: described.window_id, title: described.title.clone(), rule: "a password field has focus".into() });
+    }
+    Ok((described, tree, started.elapsed()))
+}

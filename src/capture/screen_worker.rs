@@ -25,9 +25,10 @@
 //! 4. Text the window already showed (the same words) is not stored again;
 //!    new text goes to the store as a row of its session.
 //!
-//! Reading is held to a share of one core: after a read that took `t`, the
-//! next content check waits at least `t / CPU_SHARE` (a focus change is read
-//! at once, and costs a grid when nothing changed).
+//! Reading is held to a share of one core (`CPU_SHARE`, a token bucket of up
+//! to `MAX_BURST`): each read spends what it took, and while the stream is
+//! over its share changed content waits for the next check that may (a
+//! newly focused window is read at once; an unchanged one costs a grid).
 
 use std::collections::{HashSet, VecDeque};
 use std::sync::Arc;
@@ -53,6 +54,8 @@ pub const CHECK_EVERY: Duration = Duration::from_secs(3);
 pub const TREE_REFRESH: Duration = Duration::from_secs(15);
 /// The share of one core reading may take (the stream's budget is 2 %).
 pub const CPU_SHARE: f64 = 0.015;
+/// What reading may spend at once after a quiet while (a few reads of changed content).
+pub const MAX_BURST: Duration = Duration::from_millis(1_500);
 /// The tree's text counts when it holds at least this many letters and digits.
 pub const MIN_TREE_CHARS: usize = 40;
 /// At most this much of a window's text is kept per row.
@@ -208,6 +211,13 @@ pub struct ScreenWorker {
     stored: VecDeque<(String, String, HashSet<String>)>,
     /// When the focused window is next looked at.
     next_check: Option<Instant>,
+    /// The next look is the first at a newly focused window.
+    focus_moved: bool,
+    /// Seconds of reading the stream may still spend (its share of a core
+    /// accrues, up to `MAX_BURST`; each read spends what it took; below
+    /// zero, changed content waits).
+    allowance: f64,
+    refilled: Instant,
     status: ScreenStatus,
     /// What the UI was last told.
     sent: Option<ScreenStatus>,
@@ -228,6 +238,9 @@ impl ScreenWorker {
             looks: VecDeque::new(),
             stored: VecDeque::new(),
             next_check: Some(Instant::now() + SETTLE),
+            focus_moved: true,
+            allowance: MAX_BURST.as_secs_f64(),
+            refilled: Instant::now(),
             status: ScreenStatus::default(),
             sent: None,
         }
@@ -241,6 +254,7 @@ impl ScreenWorker {
                 self.latest.lock().focused = focused;
                 if changed {
                     self.next_check = Some(Instant::now() + SETTLE);
+                    self.focus_moved = true;
                 }
             }
             ScreenCommand::SetRules(rules) => self.latest.lock().rules = rules,
@@ -298,8 +312,9 @@ impl ScreenWorker {
         self.a11y.as_ref().ok()
     }
 
-    /// Looks at the focused window once; returns how long reading it took.
-    pub fn check(&mut self) -> Duration {
+    /// Looks at the focused window once (`forced`: it just took the focus);
+    /// returns how long that took.
+    pub fn check(&mut self, forced: bool) -> Duration {
         let Latest { plan, rules, focused } = self.latest.lock().clone();
         if !plan.on {
             return Duration::ZERO;
@@ -346,6 +361,15 @@ impl ScreenWorker {
         let look = Look { window_id: window.window_id, title: window.title.clone(), grid, at: Instant::now() };
         if unchanged {
             self.remember(previous.map_or(look, |p| Look { at: p.at, ..p }));
+            return started.elapsed();
+        }
+        // Changed content waits while reading is over its share of a core (a
+        // new focus is read at once); the last look stays, so the change is
+        // seen again at the next check.
+        if !forced && self.allowance < 0.0 {
+            if let Some(previous) = previous {
+                self.remember(previous);
+            }
             return started.elapsed();
         }
         self.remember(look);
@@ -495,10 +519,12 @@ impl Supervised for ScreenWorker {
             if self.next_check.is_some_and(|at| at > Instant::now()) {
                 continue;
             }
-            let took = self.check();
-            // Held to its share of a core: a read of t waits t / CPU_SHARE.
-            let rest = CHECK_EVERY.max(took.div_f64(CPU_SHARE));
-            self.next_check = Some(Instant::now() + rest);
+            self.allowance = (self.allowance + self.refilled.elapsed().as_secs_f64() * CPU_SHARE).min(MAX_BURST.as_secs_f64());
+            self.refilled = Instant::now();
+            let forced = std::mem::take(&mut self.focus_moved);
+            let took = self.check(forced);
+            self.allowance -= took.as_secs_f64();
+            self.next_check = Some(Instant::now() + CHECK_EVERY);
         }
     }
 }

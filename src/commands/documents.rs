@@ -102,9 +102,22 @@ pub fn undo(paths: &Paths, operation: Option<i64>) -> anyhow::Result<ExitCode> {
 
 /// `cowork ocr`: the text of picture files, or of a window (on X11 by id or
 /// the focused one; on Wayland the focused one) after the user's privacy rules allowed it.
-pub fn ocr(paths: &Paths, files: &[std::path::PathBuf], window: Option<u32>, focused: bool, save: Option<&Path>, json: bool) -> anyhow::Result<ExitCode> {
+pub fn ocr(paths: &Paths, files: &[std::path::PathBuf], window: Option<u32>, focused: bool, save: Option<&Path>, json: bool, accessible: bool) -> anyhow::Result<ExitCode> {
     if files.is_empty() && window.is_none() && !focused {
         anyhow::bail!("name picture files, or --window ID or --focused");
+    }
+    if accessible {
+        // The window's accessibility tree, as the screen-text stream reads it (no OCR).
+        let rules = crate::workers::read_settings(paths).0.rules();
+        let minute = crate::ids::local_minute_of_day(crate::ids::now_millis());
+        let (described, tree, took) = crate::capture::screen::read_x11_window_tree(None, window, &rules, minute).map_err(|e| anyhow::anyhow!("{e}"))?;
+        let what = format!("window {} ({} — {}), accessibility tree of {} nodes{}", described.window_id, described.app, described.title, tree.nodes, if tree.complete { "" } else { ", cut at its bounds" });
+        if json {
+            println!("{}", serde_json::json!({"source": what, "text": tree.text, "confidence": 100, "method": "accessibility", "millis": {"tree": took.as_millis() as u64}}));
+        } else {
+            println!("== {what}\n{}", tree.text);
+        }
+        return Ok(ExitCode::SUCCESS);
     }
     let mut ocr = crate::ocr::Ocr::for_user().map_err(|e| anyhow::anyhow!("{e}"))?;
     let print = |what: &str, text: &str, confidence: u8, millis: serde_json::Value| {

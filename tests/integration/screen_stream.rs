@@ -135,7 +135,19 @@ fn the_screen_stream_keeps_tree_text_exactly_reads_the_rest_by_ocr_and_leaves_ex
         assert!(gtk_row.text.contains(line), "the tree's text is exact: {:?}", gtk_row.text);
     }
 
+    // `cowork ocr --accessible` reads the same tree (what the measurements score), and refuses the password window.
+    let tree = x.command(env!("CARGO_BIN_EXE_cowork")).args(["--data-dir"]).arg(data.path()).args(["ocr", "--window", &notes, "--accessible", "--json"]).env("DBUS_SESSION_BUS_ADDRESS", &dbus).output().unwrap();
+    let said: serde_json::Value = serde_json::from_slice(&tree.stdout).unwrap_or_else(|_| panic!("{}", String::from_utf8_lossy(&tree.stderr)));
+    assert_eq!(said["method"], "accessibility");
+    assert!(said["text"].as_str().unwrap().contains("Invoice 5512 goes to Northwind on Monday."), "{said}");
+    x.activate(&vault);
+    std::thread::sleep(Duration::from_millis(500));
+    let refused = x.command(env!("CARGO_BIN_EXE_cowork")).args(["--data-dir"]).arg(data.path()).args(["ocr", "--window", &vault, "--accessible"]).env("DBUS_SESSION_BUS_ADDRESS", &dbus).output().unwrap();
+    assert!(!refused.status.success() && String::from_utf8_lossy(&refused.stderr).contains("password field"), "{}", String::from_utf8_lossy(&refused.stderr));
+
     // The excluded window and the focused password field: nothing kept, for long enough to have been read.
+    x.activate(&notes);
+    std::thread::sleep(Duration::from_millis(500));
     x.activate(&private);
     std::thread::sleep(Duration::from_secs(4));
     x.activate(&vault);

@@ -1,8 +1,9 @@
 //! A window's pixels on X11 (the core protocol's GetImage of the window, as
 //! the screen shows it): only its own content — every window stacked above
 //! it that overlaps (`_NET_CLIENT_LIST_STACKING`), an always-on-top sidebar
-//! or an excluded app among them, is painted over before the picture leaves
-//! this function, whether or not a compositor keeps the window's own pixels.
+//! or an excluded app among them, and every unmanaged window shown above it
+//! (menus, tooltips, notification bubbles: override-redirect), is painted
+//! over before the picture leaves this function.
 //!
 //! Every read counts in `READS` (and the window it read in `LAST_READ`), so a
 //! test can prove that a window the privacy rules exclude is never read.
@@ -78,20 +79,64 @@ pub fn capture(conn: &RustConnection, root: Window, window: Window) -> Result<im
     LAST_READ.store(window, Ordering::SeqCst);
     let mut picture = read_rgba(conn, window, (shown.x - rect.x) as i16, (shown.y - rect.y) as i16, w, h)?;
     // Whatever is stacked above the window and overlaps it is not the window's: covered.
+    let mut above: Vec<Rect> = Vec::new();
     let order = stacking(conn, root);
     if let Some(at) = order.iter().position(|w| *w == window) {
-        for above in &order[at + 1..] {
-            let Ok(other) = rect_of(conn, root, *above) else { continue };
-            if let Some(overlap) = other.intersect(&shown) {
-                for y in overlap.y..overlap.y + overlap.height as i32 {
-                    for x in overlap.x..overlap.x + overlap.width as i32 {
-                        picture.put_pixel((x - shown.x) as u32, (y - shown.y) as u32, image::Rgba(COVER));
-                    }
+        above.extend(order[at + 1..].iter().filter_map(|w| rect_of(conn, root, *w).ok()));
+    }
+    above.extend(popups_above(conn, root, window));
+    for other in above {
+        if let Some(overlap) = other.intersect(&shown) {
+            for y in overlap.y..overlap.y + overlap.height as i32 {
+                for x in overlap.x..overlap.x + overlap.width as i32 {
+                    picture.put_pixel((x - shown.x) as u32, (y - shown.y) as u32, image::Rgba(COVER));
                 }
             }
         }
     }
     Ok(picture)
+}
+
+/// Windows no window manager lists that are shown above `window`: menus,
+/// tooltips, notification bubbles, lock screens (override-redirect children
+/// of the root, in the server's stacking order). Without a compositing
+/// manager their pixels are in the window's own area of the screen; with
+/// one (`_NET_WM_CM_Sn` owned), the window's pixels are its own, and the
+/// compositor's overlay window must not blank them.
+fn popups_above(conn: &RustConnection, root: Window, window: Window) -> Vec<Rect> {
+    let screen = conn.setup().roots.iter().position(|s| s.root == root).unwrap_or(0);
+    let compositing = conn
+        .intern_atom(false, format!("_NET_WM_CM_S{screen}").as_bytes())
+        .ok()
+        .and_then(|c| c.reply().ok())
+        .and_then(|a| conn.get_selection_owner(a.atom).ok()?.reply().ok())
+        .is_some_and(|owner| owner.owner != x11rb::NONE);
+    if compositing {
+        return Vec::new();
+    }
+    let Some(children) = conn.query_tree(root).ok().and_then(|c| c.reply().ok()).map(|t| t.children) else { return Vec::new() };
+    // The window's own top-level (its window manager's frame, or itself).
+    let mut top = window;
+    for _ in 0..16 {
+        match conn.query_tree(top).ok().and_then(|c| c.reply().ok()) {
+            Some(tree) if tree.parent != root && tree.parent != x11rb::NONE => top = tree.parent,
+            _ => break,
+        }
+    }
+    let Some(at) = children.iter().position(|w| *w == top) else { return Vec::new() };
+    children[at + 1..]
+        .iter()
+        .filter(|w| {
+            conn.get_window_attributes(**w).ok().and_then(|c| c.reply().ok()).is_some_and(|a| {
+                a.override_redirect && a.map_state == x11rb::protocol::xproto::MapState::VIEWABLE && a.class == x11rb::protocol::xproto::WindowClass::INPUT_OUTPUT
+            })
+        })
+        .filter_map(|w| {
+            let g = conn.get_geometry(*w).ok()?.reply().ok()?;
+            let border = i32::from(g.border_width);
+            Some(Rect { x: i32::from(g.x), y: i32::from(g.y), width: (i32::from(g.width) + 2 * border).max(0) as u32, height: (i32::from(g.height) + 2 * border).max(0) as u32 })
+        })
+        .collect()
 }
 
 /// GetImage of `drawable`'s rectangle as RGBA (32-bit pixels, either byte order).

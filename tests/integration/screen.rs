@@ -82,6 +82,24 @@ fn a_windows_text_is_read_by_ocr_and_an_excluded_or_covering_window_is_never_rea
     let base_rect = x11_rect(&display, base);
     let (cx, cy) = (over_rect.x + over_rect.width as i32 / 2 - base_rect.x, over_rect.y + over_rect.height as i32 / 2 - base_rect.y);
     assert_eq!(read.picture.get_pixel(cx as u32, cy as u32).0, [128, 128, 128, 255], "the covering window's middle is covered");
+    // An unmanaged window over it (a menu, a tooltip, another app's notification bubble): covered too.
+    {
+        use x11rb::connection::Connection as _;
+        use x11rb::protocol::xproto::{ConnectionExt as _, CreateWindowAux, WindowClass};
+        let (conn, screen_number) = x11rb::connect(Some(display.as_str())).unwrap();
+        let screen = &conn.setup().roots[screen_number];
+        let popup = conn.generate_id().unwrap();
+        let (px, py) = (base_rect.x + 10, base_rect.y + base_rect.height as i32 - 40);
+        conn.create_window(0, popup, screen.root, px as i16, py as i16, 120, 30, 0, WindowClass::INPUT_OUTPUT, 0, &CreateWindowAux::new().override_redirect(1).background_pixel(screen.black_pixel))
+            .unwrap();
+        conn.map_window(popup).unwrap();
+        conn.flush().unwrap();
+        std::thread::sleep(Duration::from_millis(400));
+        let read = read_x11_window(Some(display.as_str()), None, &Rules::default(), 600, &mut ocr).unwrap();
+        assert_eq!(read.picture.get_pixel((px + 60 - base_rect.x) as u32, (py + 15 - base_rect.y) as u32).0, [128, 128, 128, 255], "the popup over the window is covered");
+        conn.destroy_window(popup).unwrap();
+        conn.flush().unwrap();
+    }
 
     // The screenshot tool: the focused window as a PNG of its size; the whole screen is refused
     // while a window the rules exclude is on it, without a pixel read, and read when none is.

@@ -605,7 +605,9 @@ fn start_capture(options: &WorkerOptions, settings: &Settings, desktop: &crate::
     )?;
     // On wlroots the typing stream is the text entered into fields (AT-SPI).
     let fields = matches!(backend_for(desktop, Capability::TypingStream), Backend::Wlroots(_));
-    let a11y = spawn_a11y(keys.commands.clone(), settings.desktop_accessibility, fields, sink.narrow(), options.policy)?;
+    // Which process's password field has the focus: the a11y worker knows, the screen worker reads nothing of it then.
+    let secret_pid = Arc::new(std::sync::atomic::AtomicU32::new(0));
+    let a11y = spawn_a11y(keys.commands.clone(), settings.desktop_accessibility, fields, secret_pid.clone(), sink.narrow(), options.policy)?;
     let backend = backend_for(desktop, Capability::FocusedWindow);
     let allowed = settings.streams_confirmed || !options.require_consent;
     // Pixels: X11's, sway's by screencopy; elsewhere the accessibility tree alone.
@@ -613,6 +615,7 @@ fn start_capture(options: &WorkerOptions, settings: &Settings, desktop: &crate::
         crate::capture::screen_worker::PixelSource::for_backend(&backend, options.display.clone()),
         crate::capture::screen_worker::ScreenPlan::from_settings(settings, allowed),
         settings.rules(),
+        secret_pid,
         store.clone(),
         sink.narrow(),
         options.policy,

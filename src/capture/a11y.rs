@@ -51,6 +51,8 @@ const NAMED_ROLES: &[u32] = &[2, 7, 10, 29, 32, 37, 43, 44, 54, 56, 57, 62, 81, 
 pub const MAX_TREE_NODES: usize = 1_500;
 /// …within this time (a large web page is read in part, and says so).
 pub const TREE_BUDGET: Duration = Duration::from_millis(1_200);
+/// At most this much text is asked of one accessible.
+pub const MAX_NODE_CHARS: usize = 32_000;
 /// A terminal's text is its last lines (what is on screen, not the scrollback).
 const TERMINAL_LINES: usize = 80;
 /// The object replacement character: a hypertext's embedded child.
@@ -215,6 +217,19 @@ impl A11yBus {
         self.call(node, "org.a11y.atspi.Text", "GetText", &(0i32, -1i32))
     }
 
+    /// At most `MAX_NODE_CHARS` of an accessible's text: its start, or for a
+    /// terminal (`tail`) its end, where the screen is — never the whole of a
+    /// huge buffer an app offers.
+    pub fn bounded_text(&self, node: &Node, tail: bool) -> zbus::Result<String> {
+        let max = MAX_NODE_CHARS as i32;
+        if !tail {
+            return self.call(node, "org.a11y.atspi.Text", "GetText", &(0i32, max));
+        }
+        let value: OwnedValue = self.call(node, "org.freedesktop.DBus.Properties", "Get", &("org.a11y.atspi.Text", "CharacterCount"))?;
+        let count = i32::try_from(value).map_err(zbus::Error::from)?;
+        self.call(node, "org.a11y.atspi.Text", "GetText", &((count - max).max(0), count))
+    }
+
     /// The accessible application of process `pid`, if it exposes one.
     fn application(&self, pid: u32) -> zbus::Result<Option<Node>> {
         let root: Node = ("org.a11y.atspi.Registry".into(), OwnedObjectPath::try_from("/org/a11y/atspi/accessible/root")?);
@@ -331,12 +346,13 @@ impl A11yBus {
         let mut nodes = vec![Visited { node: frame, role: ROLE_FRAME, children: Vec::new() }];
         let mut queue = std::collections::VecDeque::from([0usize]);
         let mut complete = true;
-        while let Some(at) = queue.pop_front() {
-            if nodes.len() >= MAX_TREE_NODES || started.elapsed() > TREE_BUDGET {
-                complete = false;
-                break;
-            }
+        'walk: while let Some(at) = queue.pop_front() {
             for child in self.children(&nodes[at].node).unwrap_or_default() {
+                // An app that answers slowly or holds a huge tree is read in part.
+                if nodes.len() >= MAX_TREE_NODES || started.elapsed() > TREE_BUDGET {
+                    complete = false;
+                    break 'walk;
+                }
                 let role = self.role(&child).unwrap_or(0);
                 let states = self.states(&child).unwrap_or_default();
                 let state = |bit: u32| states.first().is_some_and(|word| word & (1 << bit) != 0);
@@ -352,10 +368,15 @@ impl A11yBus {
                 queue.push_back(index);
             }
         }
+        // The texts within twice the budget: an app slow to answer is read in part.
         let texts: Vec<Option<String>> = nodes
             .iter()
             .map(|v| {
-                let own = self.text(&v.node).ok().filter(|t| !t.trim().is_empty());
+                if started.elapsed() > 2 * TREE_BUDGET {
+                    complete = false;
+                    return None;
+                }
+                let own = self.bounded_text(&v.node, v.role == ROLE_TERMINAL).ok().filter(|t| !t.trim().is_empty());
                 match own {
                     Some(text) if v.role == ROLE_TERMINAL => Some(last_lines(&text, TERMINAL_LINES)),
                     Some(text) => Some(text),

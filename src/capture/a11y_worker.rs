@@ -55,6 +55,9 @@ pub struct A11yWorker {
     keys: Sender<KeysCommand>,
     /// What the keys worker was last told.
     secret: Option<(u32, bool)>,
+    /// The process whose password field has keyboard focus (0: none), for
+    /// the screen-text stream, which reads nothing of that window then.
+    secret_pid: Arc<std::sync::atomic::AtomicU32>,
     /// The setting: turn desktop accessibility on while cowork runs. Shared
     /// with the supervisor's factory, so a restarted worker keeps the latest.
     turn_on: Arc<AtomicBool>,
@@ -75,8 +78,8 @@ enum Wake {
 }
 
 impl A11yWorker {
-    pub fn new(keys: Sender<KeysCommand>, turn_on: Arc<AtomicBool>, fields: bool) -> Self {
-        Self { keys, secret: None, turn_on, turned_on: false, fields }
+    pub fn new(keys: Sender<KeysCommand>, turn_on: Arc<AtomicBool>, fields: bool, secret_pid: Arc<std::sync::atomic::AtomicU32>) -> Self {
+        Self { keys, secret: None, secret_pid, turn_on, turned_on: false, fields }
     }
 
     fn wants_accessibility(&self) -> bool {
@@ -179,6 +182,11 @@ impl A11yWorker {
         if self.secret != Some((pid, secret)) {
             tracing::debug!(pid, secret, "a11y: password-field focus changed");
             self.secret = Some((pid, secret));
+            if secret {
+                self.secret_pid.store(pid, Ordering::SeqCst);
+            } else {
+                let _ = self.secret_pid.compare_exchange(pid, 0, Ordering::SeqCst, Ordering::SeqCst);
+            }
             let _ = self.keys.try_send(KeysCommand::SecretField { pid, on: secret });
         }
     }
@@ -300,12 +308,13 @@ pub fn spawn_a11y(
     keys: Sender<KeysCommand>,
     turn_on: bool,
     fields: bool,
+    secret_pid: Arc<std::sync::atomic::AtomicU32>,
     sink: EventSink<CaptureEvent>,
     policy: RestartPolicy,
 ) -> std::io::Result<WorkerHandle<A11yCommand>> {
     let channel = bounded(8);
     let turn_on = Arc::new(AtomicBool::new(turn_on));
     spawn_supervised::<A11yWorker, _, _>(WorkerName::A11y, policy, sink, channel, move |_ctx| {
-        Ok(A11yWorker::new(keys.clone(), turn_on.clone(), fields))
+        Ok(A11yWorker::new(keys.clone(), turn_on.clone(), fields, secret_pid.clone()))
     })
 }

@@ -197,6 +197,8 @@ impl PixelSource {
 pub struct ScreenWorker {
     latest: Arc<Mutex<Latest>>,
     pixels: PixelSource,
+    /// The process whose password field has keyboard focus (0: none), as the a11y worker follows it.
+    secret_pid: Arc<std::sync::atomic::AtomicU32>,
     store: Sender<StoreCommand>,
     sink: EventSink<CaptureEvent>,
     desktop: Option<crate::desktop::x11::X11Desktop>,
@@ -224,10 +226,11 @@ pub struct ScreenWorker {
 }
 
 impl ScreenWorker {
-    fn new(latest: Arc<Mutex<Latest>>, pixels: PixelSource, store: Sender<StoreCommand>, sink: EventSink<CaptureEvent>) -> Self {
+    fn new(latest: Arc<Mutex<Latest>>, pixels: PixelSource, secret_pid: Arc<std::sync::atomic::AtomicU32>, store: Sender<StoreCommand>, sink: EventSink<CaptureEvent>) -> Self {
         Self {
             latest,
             pixels,
+            secret_pid,
             store,
             sink,
             desktop: None,
@@ -348,6 +351,11 @@ impl ScreenWorker {
         }
         if let Err(err) = crate::capture::screen::allowed(&rules, &window, local_minute_of_day(now_millis())) {
             self.report(Some(err.to_string()));
+            return Duration::ZERO;
+        }
+        let secret = self.secret_pid.load(std::sync::atomic::Ordering::SeqCst);
+        if secret != 0 && window.pid == Some(secret) {
+            self.report(Some("a password field has focus: nothing is read".into()));
             return Duration::ZERO;
         }
         let picture = self.pixels_of(&window, focused.handle.as_deref(), sway.as_ref());
@@ -535,6 +543,7 @@ pub fn spawn_screen(
     pixels: PixelSource,
     plan: ScreenPlan,
     rules: Rules,
+    secret_pid: Arc<std::sync::atomic::AtomicU32>,
     store: Sender<StoreCommand>,
     sink: EventSink<CaptureEvent>,
     policy: RestartPolicy,
@@ -542,7 +551,7 @@ pub fn spawn_screen(
     let channel = bounded(32);
     let latest = Arc::new(Mutex::new(Latest { plan, rules, focused: None }));
     spawn_supervised::<ScreenWorker, _, _>(WorkerName::Screen, policy, sink.clone(), channel, move |_ctx| {
-        Ok(ScreenWorker::new(latest.clone(), pixels.clone(), store.clone(), sink.clone()))
+        Ok(ScreenWorker::new(latest.clone(), pixels.clone(), secret_pid.clone(), store.clone(), sink.clone()))
     })
 }
 

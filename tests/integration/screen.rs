@@ -149,7 +149,8 @@ fn stream_worker_reads_nothing_it_may_not(x: &XSession, private: u32, base: u32,
     let policy = cowork::runtime::RestartPolicy::default();
     let mut store = cowork::workers::spawn_store(db.clone(), sink.clone(), policy).unwrap();
     let plan = ScreenPlan { on: true, ocr: true };
-    let mut screen = spawn_screen(cowork::capture::screen_worker::PixelSource::X11 { display: Some(display.clone()) }, plan, rules.clone(), store.commands.clone(), sink.narrow(), policy).unwrap();
+    let secret_pid = std::sync::Arc::new(std::sync::atomic::AtomicU32::new(0));
+    let mut screen = spawn_screen(cowork::capture::screen_worker::PixelSource::X11 { display: Some(display.clone()) }, plan, rules.clone(), secret_pid.clone(), store.commands.clone(), sink.narrow(), policy).unwrap();
     let desktop = cowork::desktop::x11::X11Desktop::connect(Some(display.as_str())).unwrap();
     let focus = |window: u32| ScreenCommand::Focus(Some(Focused { window: desktop.listed_window(window).unwrap(), session_id: None, handle: None }));
     let counts = || (READS.load(std::sync::atomic::Ordering::SeqCst), TREE_READS.load(std::sync::atomic::Ordering::SeqCst));
@@ -176,9 +177,16 @@ fn stream_worker_reads_nothing_it_may_not(x: &XSession, private: u32, base: u32,
     std::thread::sleep(Duration::from_millis(1_500));
     assert_eq!(counts(), before, "a window renamed into a rule was read");
     assert!(rows().is_empty(), "{:?}", rows());
-    // Allowed again: read and kept.
+    // Allowed again by its title, but a password field of its process has the focus (as the a11y worker follows it): nothing read.
     x.xdotool(&["set_window", "--name", "cowork screen base", &base.to_string()]);
     assert!(eventually(Duration::from_secs(5), || desktop.listed_window(base).is_ok_and(|w| w.title == "cowork screen base")));
+    secret_pid.store(desktop.listed_window(base).unwrap().pid.expect("xterm sets _NET_WM_PID"), std::sync::atomic::Ordering::SeqCst);
+    screen.commands.send(focus(base)).unwrap();
+    std::thread::sleep(Duration::from_millis(1_500));
+    assert_eq!(counts(), before, "a window whose password field has the focus was read");
+    // The field loses the focus: read and kept.
+    secret_pid.store(0, std::sync::atomic::Ordering::SeqCst);
+    screen.commands.send(ScreenCommand::Focus(None)).unwrap();
     screen.commands.send(focus(base)).unwrap();
     assert!(eventually(Duration::from_secs(20), || rows().iter().any(|r| r.title == "cowork screen base" && r.text.contains("expected"))), "{:?}", rows());
     assert!(counts().0 > before.0, "the allowed window's pixels were read");

@@ -1236,7 +1236,7 @@ impl CoworkApp {
             .channels
             .clipboard
             .try_send(crate::capture::clipboard::ClipboardCommand::SetRecording(allowed && s.record_clipboard));
-        let plan = crate::capture::screen_worker::ScreenPlan::from_settings(s, allowed);
+        let plan = s.screen.plan(allowed);
         let _ = self.channels.screen.try_send(crate::capture::screen_worker::ScreenCommand::Configure(plan));
     }
 

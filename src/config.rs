@@ -296,6 +296,11 @@ impl ScreenSettings {
     pub fn active(&self) -> bool {
         self.enabled && self.consented
     }
+
+    /// What the screen worker may do (`confirmed`: the first-run question was answered).
+    pub fn plan(&self, confirmed: bool) -> crate::capture::screen_worker::ScreenPlan {
+        crate::capture::screen_worker::ScreenPlan { on: confirmed && self.active(), ocr: self.ocr }
+    }
 }
 
 /// Listen mode (Settings → Voice): transcribe what is said around the

@@ -613,7 +613,7 @@ fn start_capture(options: &WorkerOptions, settings: &Settings, desktop: &crate::
     // Pixels: X11's, sway's by screencopy; elsewhere the accessibility tree alone.
     let screen = crate::capture::screen_worker::spawn_screen(
         crate::capture::screen_worker::PixelSource::for_backend(&backend, options.display.clone()),
-        crate::capture::screen_worker::ScreenPlan::from_settings(settings, allowed),
+        settings.screen.plan(allowed),
         settings.rules(),
         secret_pid,
         store.clone(),

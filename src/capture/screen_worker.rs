@@ -102,12 +102,6 @@ pub struct ScreenPlan {
     pub ocr: bool,
 }
 
-impl ScreenPlan {
-    pub fn from_settings(settings: &crate::config::Settings, confirmed: bool) -> Self {
-        Self { on: confirmed && settings.screen.active(), ocr: settings.screen.ocr }
-    }
-}
-
 /// What the supervisor's factory hands a restarted worker: the latest plan, rules and focus.
 #[derive(Clone, Debug, Default)]
 struct Latest {

@@ -229,7 +229,7 @@ fn sway_windows(node: &Value, out: &mut Vec<IpcWindow>) {
 }
 
 /// sway's `{"x", "y", "width", "height"}`.
-fn rect_of(value: &Value) -> Option<Rect> {
+pub(crate) fn rect_of(value: &Value) -> Option<Rect> {
     let int = |key: &str| value[key].as_i64().and_then(|v| i32::try_from(v).ok());
     Some(Rect { x: int("x")?, y: int("y")?, width: int("width")?, height: int("height")? })
 }

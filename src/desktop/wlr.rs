@@ -688,17 +688,20 @@ impl Keymap {
     }
 }
 
-/// The keymap in a sealed memory file, NUL-terminated as XKB readers expect.
-fn keymap_fd(text: &str) -> Result<OwnedFd, String> {
-    let name = c"cowork-keymap";
+/// A new anonymous memory file (memfd), for what a compositor reads or writes by descriptor.
+pub(super) fn memory_file(name: &std::ffi::CStr) -> Result<OwnedFd, String> {
     // SAFETY: a valid C string; the returned descriptor is owned below.
     let raw = unsafe { libc::memfd_create(name.as_ptr(), libc::MFD_CLOEXEC) };
     if raw < 0 {
-        return Err(format!("cannot make the keymap file: {}", std::io::Error::last_os_error()));
+        return Err(format!("cannot make a memory file: {}", std::io::Error::last_os_error()));
     }
     // SAFETY: memfd_create returned a new descriptor nobody else owns.
-    let fd = unsafe { OwnedFd::from_raw_fd(raw) };
-    let mut file = std::fs::File::from(fd);
+    Ok(unsafe { OwnedFd::from_raw_fd(raw) })
+}
+
+/// The keymap in a sealed memory file, NUL-terminated as XKB readers expect.
+fn keymap_fd(text: &str) -> Result<OwnedFd, String> {
+    let mut file = std::fs::File::from(memory_file(c"cowork-keymap")?);
     file.write_all(text.as_bytes()).and_then(|()| file.write_all(&[0])).map_err(|err| format!("cannot write the keymap: {err}"))?;
     Ok(OwnedFd::from(file))
 }

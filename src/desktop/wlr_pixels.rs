@@ -11,7 +11,7 @@
 //! (its title as sway says it now): `focused` gives that description first,
 //! and `capture_focused` refuses when focus or title moved since.
 
-use std::os::fd::{AsFd, AsRawFd, FromRawFd, OwnedFd};
+use std::os::fd::{AsFd, AsRawFd, OwnedFd};
 use std::os::unix::fs::FileExt;
 use std::os::unix::net::UnixStream;
 use std::path::Path;
@@ -28,7 +28,7 @@ use wayland_client::{Connection, Dispatch, Proxy, QueueHandle, WEnum};
 use wayland_protocols_wlr::screencopy::v1::client::zwlr_screencopy_frame_v1::{self, ZwlrScreencopyFrameV1};
 use wayland_protocols_wlr::screencopy::v1::client::zwlr_screencopy_manager_v1::ZwlrScreencopyManagerV1;
 
-use super::ipc::Rect;
+use super::ipc::{Rect, rect_of as rect};
 
 /// How long a copy may take before the compositor is considered stuck.
 const COPY_TIMEOUT: Duration = Duration::from_secs(3);
@@ -55,11 +55,6 @@ pub struct Focused {
 pub fn focused(swaysock: &Path) -> Result<Option<Focused>, String> {
     let tree = super::ipc::sway_request(swaysock, 4, "")?;
     Ok(focused_in(&tree))
-}
-
-fn rect(value: &Value) -> Option<Rect> {
-    let int = |key: &str| value[key].as_i64().and_then(|v| i32::try_from(v).ok());
-    Some(Rect { x: int("x")?, y: int("y")?, width: int("width")?, height: int("height")? })
 }
 
 /// A floating window with its title bar (`deco_rect`, drawn above its
@@ -283,14 +278,7 @@ pub fn capture_region(socket: &Path, output: &str, region: Rect) -> Result<image
 
 /// A shared-memory file of `size` bytes.
 fn memfd(size: u64) -> Result<OwnedFd, String> {
-    let name = c"cowork-screencopy";
-    // SAFETY: a valid C string; the returned descriptor is owned below.
-    let raw = unsafe { libc::memfd_create(name.as_ptr(), libc::MFD_CLOEXEC) };
-    if raw < 0 {
-        return Err(format!("cannot make the copy's buffer: {}", std::io::Error::last_os_error()));
-    }
-    // SAFETY: memfd_create returned a new descriptor nobody else owns.
-    let fd = unsafe { OwnedFd::from_raw_fd(raw) };
+    let fd = super::wlr::memory_file(c"cowork-screencopy")?;
     std::fs::File::from(fd.try_clone().map_err(|err| err.to_string())?).set_len(size).map_err(|err| format!("cannot size the copy's buffer: {err}"))?;
     Ok(fd)
 }

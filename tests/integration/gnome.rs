@@ -453,15 +453,6 @@ fn on_gnome_notifications_show_in_gnome_shell_and_its_accept_approves_the_call()
     assert!(worker.shutdown(cowork::notify::NotifyCommand::Shutdown, Duration::from_secs(5)));
 }
 
-/// A weston-terminal titled `title` showing `text` (its shell prints it and waits).
-fn terminal_showing(gnome: &mut Compositor, dir: &Path, title: &str, text: &str) {
-    let shell = dir.join(format!("{}.sh", title.replace(' ', "-")));
-    std::fs::write(&shell, format!("#!/bin/sh\nprintf '\\033]2;%s\\007' '{title}'\nprintf '%s\\n' '{text}'\nsleep 600\n")).unwrap();
-    std::fs::set_permissions(&shell, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
-    gnome.spawn("weston-terminal", &[&format!("--shell={}", shell.display()), "--font-size=14"]);
-    assert!(eventually(Duration::from_secs(15), || gnome.gnome_windows().0.iter().any(|w| w["title"] == title)), "{title}: {:?}", gnome.gnome_windows());
-}
-
 #[test]
 fn on_gnome_the_screen_stream_reads_the_focused_window_alone_through_the_extension_and_never_an_excluded_one() {
     if !require(Compositor::gnome_available(), "gnome-shell, weston-terminal, dbus-daemon, unshare and gsettings") {
@@ -474,9 +465,10 @@ fn on_gnome_the_screen_stream_reads_the_focused_window_alone_through_the_extensi
     let (data, db) = capturing_data_dir(&[("privacy.denied_titles", "(?i)private notes"), ("capture.screen.enabled", "true"), ("capture.screen.consented", "true")]);
     let screen = doctor_check(&gnome, data.path(), "screen text");
     assert!(screen.0 == "ok" && screen.1.contains("GNOME Shell extension"), "{screen:?}");
-    let dir = super::support::temp_dir();
-    terminal_showing(&mut gnome, dir.path(), "Private notes", "SECRET-PIN 90210 Lighthouse");
-    terminal_showing(&mut gnome, dir.path(), "deploy notes", "Ticket ENG-4471 assigned to Dana Whitfield");
+    for (title, text) in [("Private notes", "SECRET-PIN 90210 Lighthouse"), ("deploy notes", "Ticket ENG-4471 assigned to Dana Whitfield")] {
+        gnome.terminal_showing(title, text);
+        assert!(eventually(Duration::from_secs(15), || gnome.gnome_windows().0.iter().any(|w| w["title"] == title)), "{title}: {:?}", gnome.gnome_windows());
+    }
     let capture = ChildGuard(gnome.cowork(data.path()).args(["capture", "run"]).spawn().unwrap());
     let rows = || store::open_read_only(&db).ok().and_then(|c| cowork::capture::screen_texts::seen_between(&c, 0, i64::MAX, 100).ok()).unwrap_or_default();
     assert!(gnome.gnome_focus("Private notes"));

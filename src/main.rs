@@ -297,7 +297,7 @@ enum Command {
         action: MemoryAction,
     },
     /// Search everything captured and said (windows, typing, clipboard, chat,
-    /// summaries, what listen mode heard) by keywords and by meaning
+    /// summaries, what listen mode heard, documents, screen text) by keywords and by meaning
     Search {
         query: String,
         /// From this time (2026-11-22, 2026-11-22T09:00:00Z, or 2h/1d back)
@@ -308,7 +308,7 @@ enum Command {
         /// Only this app (WM_CLASS, case-insensitive)
         #[arg(long)]
         app: Option<String>,
-        /// Only these streams: window, typing, clipboard, chat, summary, audio (repeatable)
+        /// Only these streams: window, typing, clipboard, chat, summary, audio, document, screen (repeatable)
         #[arg(long)]
         stream: Vec<String>,
         #[arg(long, default_value_t = 20)]

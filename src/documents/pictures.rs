@@ -7,7 +7,8 @@
 //! `media`'s bounds; Flate-compressed and plain samples (grey, RGB, CMYK; 1,
 //! 8 or 16 bits; PNG predictors) by hand, inflated to at most the size their
 //! dictionary gives, so a picture cannot inflate without end. JPEG 2000,
-//! JBIG2 and CCITT fax pictures are named, not read.
+//! CCITT fax pictures (Group 4, one-dimensional Group 3) are decoded; JBIG2
+//! and JPEG 2000 ones are named, not read.
 
 use std::io::Read;
 use std::time::Instant;
@@ -128,7 +129,7 @@ pub fn decode_pdf_image(doc: &lopdf::Document, image: &lopdf::xobject::PdfImage)
             let components = components(doc, image.origin_dict).ok_or("a picture in a colour space cowork does not read")?;
             let row = (u64::from(width) * components as u64 * bits as u64).div_ceil(8);
             let expected = row * u64::from(height);
-            let params = image.origin_dict.get(b"DecodeParms").and_then(|o| doc.dereference(o).map(|(_, o)| o)).and_then(lopdf::Object::as_dict).ok();
+            let params = decode_params(doc, image.origin_dict);
             let predictor = params.and_then(|p| p.get(b"Predictor").and_then(lopdf::Object::as_i64).ok()).unwrap_or(1);
             let samples = if filters.is_empty() {
                 image.content.to_vec()
@@ -149,7 +150,56 @@ pub fn decode_pdf_image(doc: &lopdf::Document, image: &lopdf::xobject::PdfImage)
             let inverted = image.origin_dict.get(b"Decode").and_then(lopdf::Object::as_array).ok().and_then(|d| d.first()).and_then(|n| n.as_i64().ok().or_else(|| n.as_float().ok().map(|f| f as i64))) == Some(1);
             to_picture(&samples, width, height, components, bits, row as usize, inverted)
         }
+        ["CCITTFaxDecode"] => decode_ccitt(doc, image, width, height),
         other => Err(format!("a {} picture (cowork does not decode it)", other.join("+").trim_end_matches("Decode"))),
+    }
+}
+
+/// A fax-coded picture (CCITT Group 4, or one-dimensional Group 3), what
+/// scanners and fax software put in PDFs, as grey pixels: decoded line by
+/// line (`fax`) up to the height the picture's dictionary gives, black and
+/// white as `BlackIs1` and `Decode` say.
+fn decode_ccitt(doc: &lopdf::Document, image: &lopdf::xobject::PdfImage, width: u32, height: u32) -> Result<image::DynamicImage, String> {
+    let params = decode_params(doc, image.origin_dict);
+    let number = |key: &[u8], default: i64| params.and_then(|p| p.get(key).and_then(lopdf::Object::as_i64).ok()).unwrap_or(default);
+    let flag = |key: &[u8]| params.and_then(|p| p.get(key).and_then(lopdf::Object::as_bool).ok()).unwrap_or(false);
+    let k = number(b"K", 0);
+    let columns = u16::try_from(number(b"Columns", 1728)).ok().filter(|c| *c > 0 && u32::from(*c) == width).ok_or("a fax picture whose width and columns disagree")?;
+    let rows = u16::try_from(height).map_err(|_| "a fax picture too tall to read")?;
+    let black_is_1 = flag(b"BlackIs1");
+    let inverted = image.origin_dict.get(b"Decode").and_then(lopdf::Object::as_array).ok().and_then(|d| d.first()).and_then(|n| n.as_i64().ok().or_else(|| n.as_float().ok().map(|f| f as i64))) == Some(1);
+    let mut grey = image::GrayImage::from_pixel(width, height, image::Luma([255]));
+    let mut y = 0u32;
+    let mut line = |transitions: &[u16]| {
+        if y >= height {
+            return;
+        }
+        for (x, colour) in fax::decoder::pels(transitions, columns).enumerate() {
+            // The filter's sample: BlackIs1 says which bit is black; DeviceGray shows 1 as white; Decode [1 0] turns it round.
+            let bit = (colour == fax::Color::Black) == black_is_1;
+            let white = bit != inverted;
+            grey.put_pixel(x as u32, y, image::Luma([if white { 255 } else { 0 }]));
+        }
+        y += 1;
+    };
+    let decoded = match k {
+        k if k < 0 => fax::decoder::decode_g4(image.content.iter().copied(), columns, Some(rows), &mut line),
+        0 => fax::decoder::decode_g3(image.content.iter().copied(), &mut line),
+        _ => return Err("a two-dimensional Group 3 fax picture (cowork reads Group 4 and one-dimensional Group 3)".into()),
+    };
+    if decoded.is_none() && y == 0 {
+        return Err("a fax picture whose data cannot be decoded".into());
+    }
+    Ok(image::DynamicImage::ImageLuma8(grey))
+}
+
+/// A picture's filter parameters: `DecodeParms` as a dictionary, or the
+/// first of an array of them (one per filter, as Pillow and others write it).
+fn decode_params<'a>(doc: &'a lopdf::Document, dict: &'a lopdf::Dictionary) -> Option<&'a lopdf::Dictionary> {
+    let params = doc.dereference(dict.get(b"DecodeParms").ok()?).ok()?.1;
+    match params {
+        lopdf::Object::Array(items) => doc.dereference(items.first()?).ok()?.1.as_dict().ok(),
+        other => other.as_dict().ok(),
     }
 }
 

@@ -748,13 +748,17 @@ w, h = page.size
 scan = page.resize((w * 3, h * 3), Image.LANCZOS)
 scan.save("scan-colour.pdf", resolution=300)
 scan.convert("L").save("scan-grey.pdf", resolution=300)
+# A fax-coded scan (Pillow writes a bi-level page as CCITT Group 4, as scanner software does).
+scan.convert("L").point(lambda v: 255 if v > 150 else 0).convert("1").save("scan-fax.pdf", resolution=300)
 "#,
     );
+    let fax = std::fs::read(dir.join("scan-fax.pdf")).unwrap();
+    assert!(fax.windows(15).any(|w| w == b"/CCITTFaxDecode"), "the bi-level scan is fax-coded");
     std::fs::copy(&png, dir.join("picture.png")).unwrap();
     let lo_scan = soffice(&dir, "picture.png", "pdf");
     let text_pdf = soffice(&dir, "note.docx", "pdf");
     py(&python, &dir, &format!("from pypdf import PdfWriter\nw = PdfWriter()\nw.append({:?})\nw.append('scan-grey.pdf')\nw.write('mixed.pdf')\n", text_pdf.display().to_string()));
-    for file in ["scan-colour.pdf", "scan-grey.pdf", lo_scan.file_name().unwrap().to_str().unwrap()] {
+    for file in ["scan-colour.pdf", "scan-grey.pdf", "scan-fax.pdf", lo_scan.file_name().unwrap().to_str().unwrap()] {
         let started = Instant::now();
         let doc = read(&dir.join(file), &Selection::default()).unwrap();
         let page = &doc.parts[0];
@@ -789,10 +793,10 @@ scan.convert("L").save("scan-grey.pdf", resolution=300)
         &python,
         &dir,
         &format!(
-            "{RAW_PDF}\nimport zlib\nraw_pdf('bomb.pdf', b'/Width 100 /Height 100 /ColorSpace /DeviceGray /BitsPerComponent 8 /Filter /FlateDecode', zlib.compress(bytes(300 << 20), 9))\nraw_pdf('giant.pdf', b'/Width 100000 /Height 100000 /ColorSpace /DeviceGray /BitsPerComponent 8 /Filter /FlateDecode', zlib.compress(bytes(100)))\nraw_pdf('jbig2.pdf', b'/Width 100 /Height 100 /ColorSpace /DeviceGray /BitsPerComponent 1 /Filter /JBIG2Decode', bytes(100))\nraw_pdf('cut.pdf', b'/Width 400 /Height 400 /ColorSpace /DeviceRGB /BitsPerComponent 8 /Filter /FlateDecode', zlib.compress(b'\\xff' * 1000))\n"
+            "{RAW_PDF}\nimport zlib\nraw_pdf('bomb.pdf', b'/Width 100 /Height 100 /ColorSpace /DeviceGray /BitsPerComponent 8 /Filter /FlateDecode', zlib.compress(bytes(300 << 20), 9))\nraw_pdf('giant.pdf', b'/Width 100000 /Height 100000 /ColorSpace /DeviceGray /BitsPerComponent 8 /Filter /FlateDecode', zlib.compress(bytes(100)))\nraw_pdf('jbig2.pdf', b'/Width 100 /Height 100 /ColorSpace /DeviceGray /BitsPerComponent 1 /Filter /JBIG2Decode', bytes(100))\nraw_pdf('cut.pdf', b'/Width 400 /Height 400 /ColorSpace /DeviceRGB /BitsPerComponent 8 /Filter /FlateDecode', zlib.compress(b'\\xff' * 1000))\nraw_pdf('fax-noise.pdf', b'/Width 100 /Height 60000 /ColorSpace /DeviceGray /BitsPerComponent 1 /Filter /CCITTFaxDecode /DecodeParms << /K -1 /Columns 100 /Rows 60000 >>', bytes(range(256)) * 40)\nraw_pdf('fax-wide.pdf', b'/Width 100 /Height 100 /ColorSpace /DeviceGray /BitsPerComponent 1 /Filter /CCITTFaxDecode /DecodeParms << /K -1 /Columns 5000 >>', bytes(100))\n"
         ),
     );
-    for (file, says) in [("bomb.pdf", "no text found in its pictures"), ("giant.pdf", "too large to read"), ("jbig2.pdf", "a JBIG2 picture (cowork does not decode it)"), ("cut.pdf", "cut short")] {
+    for (file, says) in [("bomb.pdf", "no text found in its pictures"), ("giant.pdf", "too large to read"), ("jbig2.pdf", "a JBIG2 picture (cowork does not decode it)"), ("cut.pdf", "cut short"), ("fax-noise.pdf", "no text found in its pictures"), ("fax-wide.pdf", "width and columns disagree")] {
         let started = Instant::now();
         let doc = read(&dir.join(file), &Selection::default()).unwrap();
         let note = doc.parts[0].note.clone().unwrap_or_default();

@@ -387,7 +387,7 @@ fn a_failed_worker_gets_a_retry_button_that_reaches_its_supervisor() {
     harness.run();
     harness.get_by_label_contains("Local model failed");
     // The others share one chip, so the failed one and its button stay in view.
-    harness.get_by_label("• 17 workers starting");
+    harness.get_by_label("• 18 workers starting");
     harness.get_by_label("Retry local model").click();
     harness.run();
     assert_eq!(far.llm_control.try_recv().ok(), Some(Control::Retry));
@@ -597,7 +597,8 @@ fn clicking_a_session_shows_what_was_typed_and_copied_in_it() {
     // Screen text, its first 400 characters (all of it on hover).
     let seen = harness.get_by_label_contains("on screen (OCR, 93 %) Release v0.2.0 checklist");
     use egui_kittest::kittest::NodeT;
-    let shown = seen.accesskit_node().label().unwrap_or_default().to_owned();
+    let node = seen.accesskit_node();
+    let shown = node.label().or_else(|| node.value()).unwrap_or_default().to_string();
     assert!(shown.ends_with('…') && shown.chars().count() < 450, "{shown}");
 }
 

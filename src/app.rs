@@ -1237,6 +1237,7 @@ impl CoworkApp {
             .clipboard
             .try_send(crate::capture::clipboard::ClipboardCommand::SetRecording(allowed && s.record_clipboard));
         let plan = s.screen.plan(allowed);
+        self.channels.screen_latest.set_plan(plan);
         let _ = self.channels.screen.try_send(crate::capture::screen_worker::ScreenCommand::Configure(plan));
     }
 

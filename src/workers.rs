@@ -39,7 +39,7 @@
 //!    │                                               │ copy shortcuts bounded(8)
 //!    ├──ClipboardCommand::Window bounded(64) ────▶ clipboard (XFixes / data-control / GNOME push) ──clips (≤ 200 ms)──▶ store
 //!    ├──ListenCommand::Focus bounded(32) ────────▶ listen
-//!    ├──ScreenCommand::Focus, SetRules bounded(32) ──▶ screen (AT-SPI text, else OCR of X11 pixels; off until chosen) ──rows──▶ store
+//!    ├──ScreenLatest (shared: rules, focus) + ScreenCommand wake bounded(32) ──▶ screen (AT-SPI text, else OCR of the window's pixels; off until chosen) ──rows──▶ store
 //!    ├──AutomationsCommand::Signal (Focus, Back) bounded(64) ──────────────▶ automations (sidebar)
 //!    └──NotifyCommand::Activity (Focus, Away, Back, Presenting) bounded(64) ──▶ notify (sidebar)
 //!    capture's sends to its peers are try_send: it never waits on one
@@ -141,6 +141,8 @@ pub struct Workers {
     pub a11y: Option<WorkerHandle<A11yCommand>>,
     /// The screen-text stream (reads only when the user turned it on).
     pub screen: Option<WorkerHandle<crate::capture::screen_worker::ScreenCommand>>,
+    /// Its shared latest state (the app writes the plan into it).
+    pub screen_latest: crate::capture::screen_worker::ScreenLatest,
     pub models: WorkerHandle<crate::models::worker::ModelsCommand>,
     pub search: WorkerHandle<crate::memory::search_worker::SearchCommand>,
     pub embed: WorkerHandle<EmbedCommand>,
@@ -208,6 +210,8 @@ pub struct Channels {
     pub clipboard: Sender<crate::capture::clipboard::ClipboardCommand>,
     pub a11y: Sender<crate::capture::A11yCommand>,
     pub screen: Sender<crate::capture::screen_worker::ScreenCommand>,
+    /// The screen worker's shared latest state: the plan goes in here, the command only wakes it.
+    pub screen_latest: crate::capture::screen_worker::ScreenLatest,
     pub llm: Sender<LlmCommand>,
     pub agent: Sender<AgentCommand>,
     pub models: Sender<crate::models::worker::ModelsCommand>,
@@ -273,6 +277,10 @@ impl Workers {
         let (capture, keys, clipboard, a11y, screen) = match options.capture {
             true => start_capture(&options, &settings, &desktop, &store.commands, streams, &sink)?,
             false => (None, None, None, None, None),
+        };
+        let (screen, screen_latest) = match screen {
+            Some((handle, latest)) => (Some(handle), latest),
+            None => (None, crate::capture::screen_worker::ScreenLatest::default()),
         };
         let stop_epoch = Arc::new(AtomicU64::new(0));
         let llm_config = llm_config(paths, &options, &settings, options.automations.then(|| notify_channel.0.clone()));
@@ -363,6 +371,7 @@ impl Workers {
             clipboard,
             a11y,
             screen,
+            screen_latest,
             models,
             search,
             embed,
@@ -444,6 +453,7 @@ impl Workers {
             clipboard: self.clipboard.as_ref().map(|c| c.commands.clone()).unwrap_or(dead_clipboard),
             a11y: self.a11y.as_ref().map(|a| a.commands.clone()).unwrap_or(dead_a11y),
             screen: self.screen.as_ref().map(|s| s.commands.clone()).unwrap_or(dead_screen),
+            screen_latest: self.screen_latest.clone(),
             llm: self.llm.commands.clone(),
             agent: self.agent.commands.clone(),
             models: self.models.commands.clone(),
@@ -569,7 +579,7 @@ type CaptureWorkers = (
     Option<WorkerHandle<KeysCommand>>,
     Option<WorkerHandle<ClipboardCommand>>,
     Option<WorkerHandle<A11yCommand>>,
-    Option<WorkerHandle<crate::capture::screen_worker::ScreenCommand>>,
+    Option<(WorkerHandle<crate::capture::screen_worker::ScreenCommand>, crate::capture::screen_worker::ScreenLatest)>,
 );
 
 /// Starts the capture workers (see `CaptureWorkers`).
@@ -611,10 +621,10 @@ fn start_capture(options: &WorkerOptions, settings: &Settings, desktop: &crate::
     let backend = backend_for(desktop, Capability::FocusedWindow);
     let allowed = settings.streams_confirmed || !options.require_consent;
     // Pixels: X11's, sway's by screencopy; elsewhere the accessibility tree alone.
+    let screen_latest = crate::capture::screen_worker::ScreenLatest::new(settings.screen.plan(allowed), settings.rules());
     let screen = crate::capture::screen_worker::spawn_screen(
         crate::capture::screen_worker::PixelSource::for_backend(&backend, options.display.clone()),
-        settings.screen.plan(allowed),
-        settings.rules(),
+        screen_latest.clone(),
         secret_pid,
         store.clone(),
         sink.narrow(),
@@ -626,6 +636,7 @@ fn start_capture(options: &WorkerOptions, settings: &Settings, desktop: &crate::
         clipboard: Some(clipboard.commands.clone()),
         listen: Some(streams.listen),
         screen: Some(screen.commands.clone()),
+        screen_latest: Some(screen_latest.clone()),
         automations: streams.automations,
         notify: streams.notify,
     };
@@ -633,7 +644,7 @@ fn start_capture(options: &WorkerOptions, settings: &Settings, desktop: &crate::
     let _ = capture.commands.try_send(CaptureCommand::SetRecording(allowed && settings.record_windows));
     let _ = keys.commands.try_send(KeysCommand::SetRecording(allowed && settings.record_keys));
     let _ = clipboard.commands.try_send(ClipboardCommand::SetRecording(allowed && settings.record_clipboard));
-    Ok((Some(capture), Some(keys), Some(clipboard), Some(a11y), Some(screen)))
+    Ok((Some(capture), Some(keys), Some(clipboard), Some(a11y), Some((screen, screen_latest))))
 }
 
 /// The automations worker and the notification worker that shows what needs

@@ -51,8 +51,12 @@ const NAMED_ROLES: &[u32] = &[2, 7, 10, 29, 32, 37, 43, 44, 54, 56, 57, 62, 81, 
 pub const MAX_TREE_NODES: usize = 1_500;
 /// …within this time (a large web page is read in part, and says so).
 pub const TREE_BUDGET: Duration = Duration::from_millis(1_200);
-/// At most this much text is asked of one accessible.
+/// At most this much text is asked of one accessible…
 pub const MAX_NODE_CHARS: usize = 32_000;
+/// …and of one window (its text is then cut to what the stream keeps).
+pub const MAX_WINDOW_CHARS: usize = 64_000;
+/// An application's frames looked through for the window.
+const MAX_FRAMES: usize = 64;
 /// A terminal's text is its last lines (what is on screen, not the scrollback).
 const TERMINAL_LINES: usize = 80;
 /// The object replacement character: a hypertext's embedded child.
@@ -78,7 +82,9 @@ pub struct TreeText {
 struct Visited {
     node: Node,
     role: u32,
-    children: Vec<usize>,
+    /// Its children in order; None for one not read (hidden, skipped, or
+    /// not saying what it is), which still holds its place.
+    children: Vec<Option<usize>>,
 }
 
 /// WM_CLASS values of browsers whose URL capture looks for.
@@ -222,12 +228,19 @@ impl A11yBus {
     /// huge buffer an app offers.
     pub fn bounded_text(&self, node: &Node, tail: bool) -> zbus::Result<String> {
         let max = MAX_NODE_CHARS as i32;
-        if !tail {
-            return self.call(node, "org.a11y.atspi.Text", "GetText", &(0i32, max));
-        }
-        let value: OwnedValue = self.call(node, "org.freedesktop.DBus.Properties", "Get", &("org.a11y.atspi.Text", "CharacterCount"))?;
-        let count = i32::try_from(value).map_err(zbus::Error::from)?;
-        self.call(node, "org.a11y.atspi.Text", "GetText", &((count - max).max(0), count))
+        let text: String = if tail {
+            let value: OwnedValue = self.call(node, "org.freedesktop.DBus.Properties", "Get", &("org.a11y.atspi.Text", "CharacterCount"))?;
+            let count = i32::try_from(value).map_err(zbus::Error::from)?.max(0);
+            self.call(node, "org.a11y.atspi.Text", "GetText", &(count.saturating_sub(max), count))?
+        } else {
+            self.call(node, "org.a11y.atspi.Text", "GetText", &(0i32, max))?
+        };
+        // An app may send more than asked: what is kept is cut here.
+        Ok(if text.len() > MAX_NODE_CHARS * 4 || text.chars().count() > MAX_NODE_CHARS {
+            if tail { text.chars().rev().take(MAX_NODE_CHARS).collect::<Vec<_>>().into_iter().rev().collect() } else { text.chars().take(MAX_NODE_CHARS).collect() }
+        } else {
+            text
+        })
     }
 
     /// The accessible application of process `pid`, if it exposes one.
@@ -317,13 +330,16 @@ impl A11yBus {
         Ok(None)
     }
 
-    /// The frame of process `pid` titled `title` (the only frame when one is
-    /// untitled alike); None when the app exposes none or several could be it.
-    fn frame_of(&self, pid: u32, title: &str) -> zbus::Result<Option<Node>> {
+    /// The frame of process `pid` named `title` (the window capture judged:
+    /// no other frame stands in for it); None when the app exposes none, or
+    /// several could be it, or it has too many frames to look through in time.
+    fn frame_of(&self, pid: u32, title: &str, started: std::time::Instant) -> zbus::Result<Option<Node>> {
         let Some(app) = self.application(pid)? else { return Ok(None) };
-        let frames = self.children(&app)?;
         let mut named = None;
-        for frame in &frames {
+        for frame in self.children(&app)?.iter().take(MAX_FRAMES) {
+            if started.elapsed() > TREE_BUDGET {
+                return Ok(None);
+            }
             if self.name(frame).is_ok_and(|name| name == title) {
                 if named.is_some() {
                     return Ok(None);
@@ -331,7 +347,7 @@ impl A11yBus {
                 named = Some(frame.clone());
             }
         }
-        Ok(named.or_else(|| (frames.len() == 1).then(|| frames[0].clone())))
+        Ok(named)
     }
 
     /// The text on screen in the window of process `pid` titled `title`:
@@ -342,7 +358,7 @@ impl A11yBus {
     pub fn window_text(&self, pid: u32, title: &str) -> zbus::Result<Option<TreeText>> {
         TREE_READS.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
         let started = std::time::Instant::now();
-        let Some(frame) = self.frame_of(pid, title)? else { return Ok(None) };
+        let Some(frame) = self.frame_of(pid, title, started)? else { return Ok(None) };
         let mut nodes = vec![Visited { node: frame, role: ROLE_FRAME, children: Vec::new() }];
         let mut queue = std::collections::VecDeque::from([0usize]);
         let mut complete = true;
@@ -353,36 +369,44 @@ impl A11yBus {
                     complete = false;
                     break 'walk;
                 }
-                let role = self.role(&child).unwrap_or(0);
-                let states = self.states(&child).unwrap_or_default();
+                // What does not say its role and state is not read (a password field must not slip by).
+                let (Ok(role), Ok(states)) = (self.role(&child), self.states(&child)) else {
+                    nodes[at].children.push(None);
+                    continue;
+                };
                 let state = |bit: u32| states.first().is_some_and(|word| word & (1 << bit) != 0);
                 if role == ROLE_PASSWORD_TEXT && state(STATE_FOCUSED) {
                     return Ok(Some(TreeText { nodes: nodes.len(), secret_focused: true, ..TreeText::default() }));
                 }
                 if !state(STATE_SHOWING) || SKIPPED_ROLES.contains(&role) {
+                    // It keeps its place among a hypertext's embedded children.
+                    nodes[at].children.push(None);
                     continue;
                 }
                 nodes.push(Visited { node: child, role, children: Vec::new() });
                 let index = nodes.len() - 1;
-                nodes[at].children.push(index);
+                nodes[at].children.push(Some(index));
                 queue.push_back(index);
             }
         }
-        // The texts within twice the budget: an app slow to answer is read in part.
+        // The texts within twice the budget and up to `MAX_WINDOW_CHARS`: an app slow to answer or full of text is read in part.
+        let mut total = 0;
         let texts: Vec<Option<String>> = nodes
             .iter()
             .map(|v| {
-                if started.elapsed() > 2 * TREE_BUDGET {
+                if started.elapsed() > 2 * TREE_BUDGET || total > MAX_WINDOW_CHARS {
                     complete = false;
                     return None;
                 }
                 let own = self.bounded_text(&v.node, v.role == ROLE_TERMINAL).ok().filter(|t| !t.trim().is_empty());
-                match own {
+                let text = match own {
                     Some(text) if v.role == ROLE_TERMINAL => Some(last_lines(&text, TERMINAL_LINES)),
                     Some(text) => Some(text),
-                    None if NAMED_ROLES.contains(&v.role) => self.name(&v.node).ok().filter(|n| !n.trim().is_empty()),
+                    None if NAMED_ROLES.contains(&v.role) => self.name(&v.node).ok().filter(|n| !n.trim().is_empty()).map(|n| n.chars().take(MAX_NODE_CHARS).collect()),
                     None => None,
-                }
+                };
+                total += text.as_ref().map_or(0, String::len);
+                text
             })
             .collect();
         let mut out = String::new();
@@ -419,7 +443,7 @@ fn render(nodes: &[Visited], texts: &[Option<String>], at: usize, out: &mut Stri
             for piece in text.split_inclusive(EMBEDDED) {
                 line.push_str(piece.trim_end_matches(EMBEDDED));
                 if piece.ends_with(EMBEDDED)
-                    && let Some(&child) = next.next()
+                    && let Some(&Some(child)) = next.next()
                 {
                     let mut inner = String::new();
                     render(nodes, texts, child, &mut inner);
@@ -427,7 +451,7 @@ fn render(nodes: &[Visited], texts: &[Option<String>], at: usize, out: &mut Stri
                 }
             }
             block(out, &line);
-            for &child in next {
+            for &child in next.flatten() {
                 render(nodes, texts, child, out);
             }
         }
@@ -435,7 +459,7 @@ fn render(nodes: &[Visited], texts: &[Option<String>], at: usize, out: &mut Stri
             if let Some(text) = own {
                 block(out, text);
             }
-            for &child in children {
+            for &child in children.iter().flatten() {
                 render(nodes, texts, child, out);
             }
         }
@@ -506,12 +530,13 @@ mod tests {
     fn a_hypertext_has_its_links_in_place_and_blocks_on_their_own_lines() {
         let node = |n: &str| (n.to_owned(), OwnedObjectPath::try_from("/x").unwrap());
         let nodes = vec![
-            Visited { node: node("frame"), role: ROLE_FRAME, children: vec![1, 3] },
-            Visited { node: node("p"), role: 73, children: vec![2] },
+            Visited { node: node("frame"), role: ROLE_FRAME, children: vec![Some(1), Some(3)] },
+            // A hidden link (not read) holds the first embedded place; the second is the shown one.
+            Visited { node: node("p"), role: 73, children: vec![None, Some(2)] },
             Visited { node: node("a"), role: 88, children: vec![] },
             Visited { node: node("button"), role: 43, children: vec![] },
         ];
-        let texts = vec![None, Some(format!("Read the {EMBEDDED} before Friday.")), Some("release notes".into()), Some("Approve".into())];
+        let texts = vec![None, Some(format!("Read{EMBEDDED} the {EMBEDDED} before Friday.")), Some("release notes".into()), Some("Approve".into())];
         let mut out = String::new();
         render(&nodes, &texts, 0, &mut out);
         assert_eq!(tidy(&out), "Read the release notes before Friday.\nApprove");

@@ -6,10 +6,13 @@
 //! allowed, with their session); it reads that window a moment after focus
 //! settles and again when its content changes, never at a fixed video rate:
 //!
-//! 1. The rules decide first, on the window's title as the desktop gives it
-//!    now (a title can change after capture last looked): an excluded
-//!    window, a paused capture or quiet hours mean nothing is read — no
-//!    pixel (`x11_pixels::READS`), no accessible (`a11y::TREE_READS`).
+//! 1. The rules decide first, and the window is read only while the desktop
+//!    still describes it as capture judged it (a title that changed since
+//!    waits for capture's next word): an excluded window, a paused capture,
+//!    quiet hours or a password field with the focus mean nothing is read —
+//!    no pixel (`x11_pixels::READS`), no accessible (`a11y::TREE_READS`).
+//!    The latest plan, rules and focus are shared state (`ScreenLatest`) its
+//!    senders write directly, checked again before OCR and before storing.
 //! 2. The window's pixels (windows stacked above it painted grey) — X11's
 //!    GetImage, on sway its region of the output by wlr-screencopy, on GNOME
 //!    the window's own actor read by cowork's Shell extension, on KDE the
@@ -102,12 +105,41 @@ pub struct ScreenPlan {
     pub ocr: bool,
 }
 
-/// What the supervisor's factory hands a restarted worker: the latest plan, rules and focus.
+/// The latest plan, rules and focus, written by whoever changes them
+/// (capture, the app) straight into state the worker shares — a command only
+/// wakes it — so a pause or a withdrawn consent is never lost to a full
+/// queue, and a restarted worker starts from them.
 #[derive(Clone, Debug, Default)]
 struct Latest {
     plan: ScreenPlan,
     rules: Rules,
     focused: Option<Focused>,
+}
+
+/// A handle on the screen worker's latest state (cheap to clone).
+#[derive(Clone, Debug, Default)]
+pub struct ScreenLatest(Arc<Mutex<Latest>>);
+
+impl ScreenLatest {
+    pub fn new(plan: ScreenPlan, rules: Rules) -> Self {
+        Self(Arc::new(Mutex::new(Latest { plan, rules, focused: None })))
+    }
+
+    pub fn set_rules(&self, rules: Rules) {
+        self.0.lock().rules = rules;
+    }
+
+    pub fn set_plan(&self, plan: ScreenPlan) {
+        self.0.lock().plan = plan;
+    }
+
+    pub fn set_focus(&self, focused: Option<Focused>) {
+        self.0.lock().focused = focused;
+    }
+
+    fn get(&self) -> Latest {
+        self.0.lock().clone()
+    }
 }
 
 /// What the last look at a window found.
@@ -116,6 +148,15 @@ struct Look {
     title: String,
     grid: Option<Grid>,
     at: Instant,
+}
+
+/// What reading a window's pixels gave.
+enum Pixels {
+    Read(image::RgbaImage),
+    /// This desktop lends none, or the read failed.
+    None,
+    /// The desktop refused: the focus or the title moved since capture judged the window.
+    Moved,
 }
 
 /// A window's pixels as cell brightnesses.
@@ -189,7 +230,10 @@ impl PixelSource {
 }
 
 pub struct ScreenWorker {
-    latest: Arc<Mutex<Latest>>,
+    latest: ScreenLatest,
+    /// The focus the last look was for (a change schedules a look after `SETTLE`).
+    seen_focus: Option<Focused>,
+    seen_plan: ScreenPlan,
     pixels: PixelSource,
     /// The process whose password field has keyboard focus (0: none), as the a11y worker follows it.
     secret_pid: Arc<std::sync::atomic::AtomicU32>,
@@ -220,9 +264,11 @@ pub struct ScreenWorker {
 }
 
 impl ScreenWorker {
-    fn new(latest: Arc<Mutex<Latest>>, pixels: PixelSource, secret_pid: Arc<std::sync::atomic::AtomicU32>, store: Sender<StoreCommand>, sink: EventSink<CaptureEvent>) -> Self {
+    fn new(latest: ScreenLatest, pixels: PixelSource, secret_pid: Arc<std::sync::atomic::AtomicU32>, store: Sender<StoreCommand>, sink: EventSink<CaptureEvent>) -> Self {
         Self {
             latest,
+            seen_focus: None,
+            seen_plan: ScreenPlan::default(),
             pixels,
             secret_pid,
             store,
@@ -243,42 +289,47 @@ impl ScreenWorker {
         }
     }
 
-    /// Handles one command; false when the worker should stop.
+    /// Handles one command (what it carries goes into the shared state, which
+    /// its sender may have written already); false when the worker should stop.
     pub fn handle(&mut self, command: ScreenCommand) -> bool {
         match command {
-            ScreenCommand::Focus(focused) => {
-                let changed = self.latest.lock().focused != focused;
-                self.latest.lock().focused = focused;
-                if changed {
-                    self.next_check = Some(Instant::now() + SETTLE);
-                    self.focus_moved = true;
-                }
-            }
-            ScreenCommand::SetRules(rules) => self.latest.lock().rules = rules,
-            ScreenCommand::Configure(plan) => {
-                let was = self.latest.lock().plan;
-                self.latest.lock().plan = plan;
-                if plan.on && !was.on {
-                    self.next_check = Some(Instant::now());
-                }
-                if !plan.on {
-                    // Off: the engines and the connection go (memory back).
-                    self.ocr = None;
-                    self.desktop = None;
-                    self.looks.clear();
-                    self.stored.clear();
-                }
-                self.report(None);
-            }
+            ScreenCommand::Focus(focused) => self.latest.set_focus(focused),
+            ScreenCommand::SetRules(rules) => self.latest.set_rules(rules),
+            ScreenCommand::Configure(plan) => self.latest.set_plan(plan),
             ScreenCommand::InjectPanic => panic!("injected screen fault"),
             ScreenCommand::Shutdown => return false,
         }
+        self.follow();
         true
+    }
+
+    /// Acts on what changed in the shared state: a new focus is looked at
+    /// after `SETTLE`; switched off, the engines and connections go.
+    fn follow(&mut self) {
+        let Latest { plan, focused, .. } = self.latest.get();
+        if focused != self.seen_focus {
+            self.seen_focus = focused;
+            self.next_check = Some(Instant::now() + SETTLE);
+            self.focus_moved = true;
+        }
+        if plan != self.seen_plan {
+            if plan.on && !self.seen_plan.on {
+                self.next_check = Some(Instant::now());
+            }
+            if !plan.on {
+                self.ocr = None;
+                self.desktop = None;
+                self.looks.clear();
+                self.stored.clear();
+            }
+            self.seen_plan = plan;
+            self.report(None);
+        }
     }
 
     /// Tells the UI how the stream is doing, when that changed.
     fn report(&mut self, held: Option<String>) {
-        self.status.on = self.latest.lock().plan.on;
+        self.status.on = self.latest.get().plan.on;
         self.status.held = held;
         if self.sent.as_ref() != Some(&self.status) {
             self.sent = Some(self.status.clone());
@@ -312,47 +363,43 @@ impl ScreenWorker {
     /// Looks at the focused window once (`forced`: it just took the focus);
     /// returns how long that took.
     pub fn check(&mut self, forced: bool) -> Duration {
-        let Latest { plan, rules, focused } = self.latest.lock().clone();
+        let Latest { plan, focused, .. } = self.latest.get();
         if !plan.on {
             return Duration::ZERO;
         }
         let Some(focused) = focused else { return Duration::ZERO };
         let started = Instant::now();
-        // The rules decide on the window as the desktop describes it now.
-        let mut window = focused.window.clone();
+        let window = focused.window.clone();
+        // The window is read only while the desktop still describes it as
+        // capture judged it (its title, on sway its pid too): a window that
+        // moved on (a new title, another tab, another app) waits for
+        // capture's next word, judged afresh with its URL.
         let mut sway = None;
         if let Some(desktop) = self.x11() {
             match desktop.listed_window(window.window_id) {
                 Ok(now) if now.title == window.title => {}
-                Ok(now) => {
-                    window.title = now.title;
-                    window.url = None;
-                }
-                Err(_) => return Duration::ZERO, // gone; capture will say what has focus
+                _ => return Duration::ZERO,
             }
         } else if let PixelSource::Sway { swaysock, .. } = &self.pixels {
             match crate::desktop::wlr_pixels::focused(swaysock) {
-                Ok(Some(now)) => {
-                    if now.title != window.title {
-                        window.title = now.title.clone();
-                        window.url = None;
-                    }
-                    sway = Some(now);
+                Ok(Some(now)) if now.title == window.title && (window.pid.is_none() || now.pid == window.pid) => sway = Some(now),
+                Ok(_) => return Duration::ZERO,
+                Err(err) => {
+                    tracing::debug!("screen: sway's IPC: {err}");
+                    return Duration::ZERO;
                 }
-                Ok(None) => return Duration::ZERO,
-                Err(err) => tracing::debug!("screen: sway's IPC: {err}"),
             }
         }
-        if let Err(err) = crate::capture::screen::allowed(&rules, &window, local_minute_of_day(now_millis())) {
-            self.report(Some(err.to_string()));
+        if let Err(held) = self.may_read(&window) {
+            self.report(Some(held));
             return Duration::ZERO;
         }
-        let secret = self.secret_pid.load(std::sync::atomic::Ordering::SeqCst);
-        if secret != 0 && window.pid == Some(secret) {
-            self.report(Some("a password field has focus: nothing is read".into()));
-            return Duration::ZERO;
-        }
-        let picture = self.pixels_of(&window, focused.handle.as_deref(), sway.as_ref());
+        let picture = match self.pixels_of(&window, focused.handle.as_deref(), sway.as_ref()) {
+            Pixels::Read(picture) => Some(picture),
+            Pixels::None => None,
+            // The desktop refused because focus or title moved: nothing else of it is read either.
+            Pixels::Moved => return started.elapsed(),
+        };
         let grid = picture.as_ref().map(Grid::of);
         let previous = self.looks.iter().position(|l| l.window_id == window.window_id && l.title == window.title).and_then(|i| self.looks.remove(i));
         let unchanged = match (&previous, &grid) {
@@ -387,11 +434,20 @@ impl ScreenWorker {
             return started.elapsed();
         }
         let tree_text = tree.map(|t| t.text).filter(|t| t.chars().filter(|c| c.is_alphanumeric()).count() >= MIN_TREE_CHARS);
+        // A pause, a new rule or a focus change that came while the window was read: nothing of it goes on.
+        if let Err(held) = self.may_read(&window) {
+            self.report(Some(held));
+            return started.elapsed();
+        }
         let read = match (tree_text, picture) {
             (Some(text), _) => Some((text, Method::Accessibility, 100)),
             (None, Some(picture)) if plan.ocr => self.ocr_read(picture),
             _ => None,
         };
+        if let Err(held) = self.may_read(&window) {
+            self.report(Some(held));
+            return started.elapsed();
+        }
         self.report(None);
         if let Some((text, method, confidence)) = read {
             self.keep(&focused, &window, text, method, confidence);
@@ -399,8 +455,38 @@ impl ScreenWorker {
         started.elapsed()
     }
 
+    /// Whether `window` may be read now, by the latest state (the plan, the
+    /// rules, the focus and a focused password field); else why not.
+    fn may_read(&self, window: &ActiveWindow) -> Result<(), String> {
+        let Latest { plan, rules, focused } = self.latest.get();
+        if !plan.on {
+            return Err("the stream is off".into());
+        }
+        if !focused.as_ref().is_some_and(|f| f.window.window_id == window.window_id && f.window.title == window.title) {
+            return Err("the focus moved".into());
+        }
+        crate::capture::screen::allowed(&rules, window, local_minute_of_day(now_millis())).map_err(|err| err.to_string())?;
+        let secret = self.secret_pid.load(std::sync::atomic::Ordering::SeqCst);
+        if secret != 0 && window.pid == Some(secret) {
+            return Err("a password field has focus: nothing is read".into());
+        }
+        Ok(())
+    }
+
     /// The window's pixels, where this desktop gives them (the rules have allowed it).
-    fn pixels_of(&mut self, window: &ActiveWindow, handle: Option<&str>, sway: Option<&crate::desktop::wlr_pixels::Focused>) -> Option<image::RgbaImage> {
+    fn pixels_of(&mut self, window: &ActiveWindow, handle: Option<&str>, sway: Option<&crate::desktop::wlr_pixels::Focused>) -> Pixels {
+        let Some(read) = self.read_pixels(window, handle, sway) else { return Pixels::None };
+        match read {
+            Ok(picture) => Pixels::Read(picture),
+            Err(err) if err.contains("focus moved") => Pixels::Moved,
+            Err(err) => {
+                tracing::debug!("screen: cannot read the pixels of {}: {err}", window.title);
+                Pixels::None
+            }
+        }
+    }
+
+    fn read_pixels(&mut self, window: &ActiveWindow, handle: Option<&str>, sway: Option<&crate::desktop::wlr_pixels::Focused>) -> Option<Result<image::RgbaImage, String>> {
         let read = match (&self.pixels, sway) {
             (PixelSource::Sway { socket, swaysock }, Some(focused)) => crate::desktop::wlr_pixels::capture_focused(socket, swaysock, focused),
             (PixelSource::X11 { .. }, _) => match self.x11() {
@@ -431,7 +517,7 @@ impl ScreenWorker {
             }
             _ => return None,
         };
-        read.map_err(|err| tracing::debug!("screen: cannot read the pixels of {}: {err}", window.title)).ok()
+        Some(read)
     }
 
     fn remember(&mut self, look: Look) {
@@ -505,6 +591,7 @@ impl Supervised for ScreenWorker {
 
     fn run(&mut self, commands: &Receiver<ScreenCommand>, ctx: &WorkerContext) -> anyhow::Result<()> {
         ctx.report(WorkerState::Running);
+        self.follow();
         self.report(None);
         loop {
             let wait = self.next_check.map_or(CHECK_EVERY, |at| at.saturating_duration_since(Instant::now()));
@@ -518,6 +605,8 @@ impl Supervised for ScreenWorker {
                 Err(RecvTimeoutError::Disconnected) => return Ok(()),
                 Err(RecvTimeoutError::Timeout) => {}
             }
+            // What changed without a command (a wake lost to a full queue) counts too.
+            self.follow();
             if self.next_check.is_some_and(|at| at > Instant::now()) {
                 continue;
             }
@@ -535,15 +624,13 @@ impl Supervised for ScreenWorker {
 /// none, only the accessibility tree is read).
 pub fn spawn_screen(
     pixels: PixelSource,
-    plan: ScreenPlan,
-    rules: Rules,
+    latest: ScreenLatest,
     secret_pid: Arc<std::sync::atomic::AtomicU32>,
     store: Sender<StoreCommand>,
     sink: EventSink<CaptureEvent>,
     policy: RestartPolicy,
 ) -> std::io::Result<WorkerHandle<ScreenCommand>> {
     let channel = bounded(32);
-    let latest = Arc::new(Mutex::new(Latest { plan, rules, focused: None }));
     spawn_supervised::<ScreenWorker, _, _>(WorkerName::Screen, policy, sink.clone(), channel, move |_ctx| {
         Ok(ScreenWorker::new(latest.clone(), pixels.clone(), secret_pid.clone(), store.clone(), sink.clone()))
     })

@@ -222,6 +222,9 @@ impl CaptureWorker {
                         let session_id = self.recording.then(|| self.tracker.open_session().map(|s| s.session_id)).flatten();
                         let handle = window.as_ref().and_then(|w| self.desktop.as_ref().and_then(|d| d.handle(w.window_id)));
                         let focused = window.clone().map(|window| crate::capture::screen_worker::Focused { window, session_id, handle });
+                        if let Some(latest) = &self.streams.screen_latest {
+                            latest.set_focus(focused.clone());
+                        }
                         let _ = screen.try_send(crate::capture::screen_worker::ScreenCommand::Focus(focused));
                     }
                     self.sink.send(CaptureEvent::ActiveWindow(window));
@@ -459,10 +462,11 @@ impl CaptureWorker {
             }
             CaptureCommand::SetRules(rules) => {
                 // The screen-text stream judges each read by the same rules: it hears them first.
-                if let Some(screen) = &self.streams.screen
-                    && screen.try_send(crate::capture::screen_worker::ScreenCommand::SetRules(rules.clone())).is_err()
-                {
-                    tracing::warn!("screen is busy: it did not get the new rules");
+                if let Some(latest) = &self.streams.screen_latest {
+                    latest.set_rules(rules.clone());
+                }
+                if let Some(screen) = &self.streams.screen {
+                    let _ = screen.try_send(crate::capture::screen_worker::ScreenCommand::SetRules(rules.clone()));
                 }
                 self.config.rules = rules;
                 // Decide the focused window under the new rules now, not at the next poll.
@@ -625,8 +629,10 @@ pub struct StreamSenders {
     pub keys: Option<Sender<KeysCommand>>,
     pub clipboard: Option<Sender<ClipboardCommand>>,
     pub listen: Option<Sender<crate::audio::listen::ListenCommand>>,
-    /// The screen-text stream, which reads the focused window's text.
+    /// The screen-text stream, which reads the focused window's text: its
+    /// latest rules and focus are written into its shared state, the command wakes it.
     pub screen: Option<Sender<crate::capture::screen_worker::ScreenCommand>>,
+    pub screen_latest: Option<crate::capture::screen_worker::ScreenLatest>,
     /// Automations whose triggers wait for focus changes and returns.
     pub automations: Option<Sender<crate::automations::AutomationsCommand>>,
     /// The notification gate, which defers during focus sessions and holds while you are away.

@@ -495,7 +495,6 @@ impl Extension {
         done.then_some(()).ok_or_else(|| format!("window {key} closed before it could be focused"))
     }
 
-    /// Places this process's window titled `title`; false while it is not mapped yet.
     /// The focused window's pixels, read by the extension only while the
     /// focused window still has this `title` and `pid` (the window the
     /// firewall judged); that window's own actor, so no other window is in them.
@@ -511,6 +510,7 @@ impl Extension {
         crate::media::decode(&png).map(|picture| picture.into_rgba8())
     }
 
+    /// Places this process's window titled `title`; false while it is not mapped yet.
     pub fn place(&self, kind: &str, title: &str, width: i32, height: i32) -> Result<bool, String> {
         self.call("Place", &(kind, title, width, height))
     }

@@ -422,6 +422,14 @@ pub fn capture_window(conn: &zbus::blocking::Connection, handle: &str) -> Result
         .map_err(|err| err.to_string())?;
     let fd = zbus::zvariant::OwnedFd::from(std::os::fd::OwnedFd::from(writer));
     let reply = conn.call_method(Some(KWIN), SCREENSHOT2_PATH, Some(SCREENSHOT2), "CaptureWindow", &(handle, options, fd));
+    // A KWin that keeps the pipe open does not hold the caller: the reader is left to end with it.
+    let deadline = std::time::Instant::now() + PIPE_TIMEOUT;
+    while !drain.is_finished() && std::time::Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    if !drain.is_finished() {
+        return Err("KWin did not finish sending the window's pixels".into());
+    }
     let bytes = drain.join().map_err(|_| "the pipe reader failed".to_owned())?.map_err(|err| format!("cannot read the window's pixels: {err}"))?;
     let reply = reply.map_err(|err| match err {
         zbus::Error::MethodError(name, text, _) if name.as_str().ends_with("NoAuthorized") => {
@@ -432,7 +440,7 @@ pub fn capture_window(conn: &zbus::blocking::Connection, handle: &str) -> Result
     let results: std::collections::HashMap<String, OwnedValue> = reply.body().deserialize().map_err(|err| format!("KWin's ScreenShot2 answer: {err}"))?;
     let number = |key: &str| results.get(key).and_then(|v| u32::try_from(v).ok()).ok_or_else(|| format!("KWin's ScreenShot2 gave no {key}"));
     let (width, height, stride, format) = (number("width")?, number("height")?, number("stride")?, number("format")?);
-    if u64::from(stride) * u64::from(height) > bytes.len() as u64 || stride < width * 4 {
+    if u64::from(stride) * u64::from(height) > bytes.len() as u64 || u64::from(stride) < u64::from(width) * 4 {
         return Err(format!("KWin's ScreenShot2 sent {} bytes for {width}×{height} (stride {stride})", bytes.len()));
     }
     // QImage formats: 4 RGB32, 5 ARGB32, 6 ARGB32 premultiplied — 0xAARRGGBB words, little-endian bytes B, G, R, A.
@@ -442,6 +450,8 @@ pub fn capture_window(conn: &zbus::blocking::Connection, handle: &str) -> Result
     super::wlr_pixels::to_rgba(&bytes, wayland_client::protocol::wl_shm::Format::Argb8888, width, height, stride, false)
 }
 
+/// How long KWin may take to send a window's pixels.
+const PIPE_TIMEOUT: Duration = Duration::from_secs(5);
 /// The largest picture read from KWin (an 8K window, 4 bytes a pixel).
 const MAX_PICTURE_BYTES: u64 = 7680 * 4320 * 4;
 

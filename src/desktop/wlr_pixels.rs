@@ -129,9 +129,12 @@ pub fn capture_focused(socket: &Path, swaysock: &Path, expected: &Focused) -> Re
     }
     let region = Rect { x: now.content.x - now.output_rect.x, y: now.content.y - now.output_rect.y, width: now.content.width, height: now.content.height };
     let mut picture = capture_region(socket, &now.output, region)?;
+    // The region is in the layout's (logical) units, the copy in the output's pixels (scale 2: twice as many).
+    let (sx, sy) = (f64::from(picture.width()) / f64::from(region.width.max(1)), f64::from(picture.height()) / f64::from(region.height.max(1)));
     for r in &now.above {
-        let (x0, y0) = ((r.x - now.content.x).max(0), (r.y - now.content.y).max(0));
-        let (x1, y1) = ((r.x + r.width - now.content.x).min(picture.width() as i32), (r.y + r.height - now.content.y).min(picture.height() as i32));
+        let (x0, y0) = ((f64::from(r.x - now.content.x) * sx).floor().max(0.0) as i32, (f64::from(r.y - now.content.y) * sy).floor().max(0.0) as i32);
+        let x1 = ((f64::from(r.x + r.width - now.content.x) * sx).ceil() as i32).min(picture.width() as i32);
+        let y1 = ((f64::from(r.y + r.height - now.content.y) * sy).ceil() as i32).min(picture.height() as i32);
         for y in y0..y1.max(y0) {
             for x in x0..x1.max(x0) {
                 picture.put_pixel(x as u32, y as u32, image::Rgba([128, 128, 128, 255]));

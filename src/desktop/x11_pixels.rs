@@ -77,15 +77,13 @@ pub fn capture(conn: &RustConnection, root: Window, window: Window) -> Result<im
     let (w, h) = (u16::try_from(shown.width).map_err(|_| "too wide")?, u16::try_from(shown.height).map_err(|_| "too tall")?);
     READS.fetch_add(1, Ordering::SeqCst);
     LAST_READ.store(window, Ordering::SeqCst);
+    // Whatever is stacked above the window and overlaps it is not the window's:
+    // covered, as it was just before the read and just after (a popup that
+    // opened or closed meanwhile is covered either way).
+    let before = covering(conn, root, window);
     let mut picture = read_rgba(conn, window, (shown.x - rect.x) as i16, (shown.y - rect.y) as i16, w, h)?;
-    // Whatever is stacked above the window and overlaps it is not the window's: covered.
-    let mut above: Vec<Rect> = Vec::new();
-    let order = stacking(conn, root);
-    if let Some(at) = order.iter().position(|w| *w == window) {
-        above.extend(order[at + 1..].iter().filter_map(|w| rect_of(conn, root, *w).ok()));
-    }
-    above.extend(popups_above(conn, root, window));
-    for other in above {
+    let after = covering(conn, root, window);
+    for other in before.into_iter().chain(after) {
         if let Some(overlap) = other.intersect(&shown) {
             for y in overlap.y..overlap.y + overlap.height as i32 {
                 for x in overlap.x..overlap.x + overlap.width as i32 {
@@ -95,6 +93,33 @@ pub fn capture(conn: &RustConnection, root: Window, window: Window) -> Result<im
         }
     }
     Ok(picture)
+}
+
+/// What is shown above `window`: the managed windows stacked above it with
+/// their window manager's frames (title bars name what they show), and the
+/// unmanaged ones (`popups_above`).
+fn covering(conn: &RustConnection, root: Window, window: Window) -> Vec<Rect> {
+    let mut above: Vec<Rect> = Vec::new();
+    let order = stacking(conn, root);
+    if let Some(at) = order.iter().position(|w| *w == window) {
+        above.extend(order[at + 1..].iter().filter_map(|w| framed_rect_of(conn, root, *w)));
+    }
+    above.extend(popups_above(conn, root, window));
+    above
+}
+
+/// A managed window's rectangle with its frame (`_NET_FRAME_EXTENTS`: left, right, top, bottom).
+fn framed_rect_of(conn: &RustConnection, root: Window, window: Window) -> Option<Rect> {
+    let r = rect_of(conn, root, window).ok()?;
+    let atom = conn.intern_atom(false, b"_NET_FRAME_EXTENTS").ok()?.reply().ok()?.atom;
+    let extents: Vec<u32> = conn
+        .get_property(false, window, atom, AtomEnum::CARDINAL, 0, 4)
+        .ok()
+        .and_then(|c| c.reply().ok())
+        .and_then(|p| p.value32().map(|v| v.collect()))
+        .unwrap_or_default();
+    let [left, right, top, bottom] = <[u32; 4]>::try_from(extents).unwrap_or([0; 4]).map(|e| e.min(512));
+    Some(Rect { x: r.x - left as i32, y: r.y - top as i32, width: r.width + left + right, height: r.height + top + bottom })
 }
 
 /// Windows no window manager lists that are shown above `window`: menus,

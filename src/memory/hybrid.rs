@@ -52,6 +52,14 @@ impl ChunkHit {
         if let Some(body) = prefix.and_then(|p| self.text.strip_prefix(p.as_str())) {
             return body;
         }
+        if self.stream == Source::Screen {
+            // `jobs::source_pieces`' prefix, its title may hold ": ".
+            for how in ["read by OCR", "read"] {
+                if let Some(body) = self.text.strip_prefix(format!("On screen in {app} ({}, {how}): ", self.title).as_str()) {
+                    return body;
+                }
+            }
+        }
         self.text.split_once(": ").map_or(&self.text, |(_, body)| body)
     }
 

@@ -281,6 +281,10 @@ fn wayland_shot(shot: Shot, rules: &crate::capture::firewall::Rules, local_minut
         if wanted.is_some_and(|id| id != window.window_id) {
             return Err(format!("window {} does not have the focus: {only_focused}", wanted.unwrap_or_default()));
         }
+        // A browser's address is not known here: with domain rules, its page cannot be judged.
+        if !rules.denied_domains.is_empty() && crate::capture::a11y::is_browser(&window.app) && window.url.is_none() {
+            return Err(format!("{} is not read: its page's address is not known here, and your rules name domains", window.app));
+        }
         crate::capture::screen::allowed(rules, window, local_minute).map_err(|e| e.to_string())
     };
     let of = |window: &crate::records::ActiveWindow| format!("window {} ({} — {})", window.window_id, window.app, window.title);

@@ -82,6 +82,12 @@ fn a_windows_text_is_read_by_ocr_and_an_excluded_or_covering_window_is_never_rea
     let base_rect = x11_rect(&display, base);
     let (cx, cy) = (over_rect.x + over_rect.width as i32 / 2 - base_rect.x, over_rect.y + over_rect.height as i32 / 2 - base_rect.y);
     assert_eq!(read.picture.get_pixel(cx as u32, cy as u32).0, [128, 128, 128, 255], "the covering window's middle is covered");
+    // Its window manager's frame too (the title bar names what the window shows).
+    let top = frame_top(&display, over);
+    assert!(top > 0, "openbox gives the window a title bar");
+    let (tx, ty) = (over_rect.x + 4 - base_rect.x, over_rect.y - top as i32 / 2 - base_rect.y);
+    assert!(ty > 0, "the title bar lies over the base window");
+    assert_eq!(read.picture.get_pixel(tx as u32, ty as u32).0, [128, 128, 128, 255], "the covering window's title bar is covered");
     // An unmanaged window over it (a menu, a tooltip, another app's notification bubble): covered too.
     {
         use x11rb::connection::Connection as _;
@@ -134,11 +140,12 @@ fn a_windows_text_is_read_by_ocr_and_an_excluded_or_covering_window_is_never_rea
     stream_worker_reads_nothing_it_may_not(&x, private.parse().unwrap(), base, &rules);
 }
 
-/// The screen-text worker judges every read itself, on the window's title
-/// as the desktop gives it now: told of an excluded window (as a title
-/// changed since capture looked), of any window while paused or in quiet
-/// hours, or of a window renamed into a rule, it reads no pixel and asks no
-/// accessibility tree; under rules that allow the window, it reads and keeps it.
+/// The screen-text worker judges every read itself, and reads a window only
+/// while the desktop still describes it as capture judged it: told of an
+/// excluded window, of any window while paused or in quiet hours, of a
+/// window renamed since (into a rule), or of one whose password field has the
+/// focus, it reads no pixel and asks no accessibility tree; under rules that
+/// allow the window, it reads and keeps it.
 fn stream_worker_reads_nothing_it_may_not(x: &XSession, private: u32, base: u32, rules: &Rules) {
     use cowork::capture::a11y::TREE_READS;
     use cowork::capture::screen_worker::{Focused, ScreenCommand, ScreenPlan, spawn_screen};
@@ -150,7 +157,8 @@ fn stream_worker_reads_nothing_it_may_not(x: &XSession, private: u32, base: u32,
     let mut store = cowork::workers::spawn_store(db.clone(), sink.clone(), policy).unwrap();
     let plan = ScreenPlan { on: true, ocr: true };
     let secret_pid = std::sync::Arc::new(std::sync::atomic::AtomicU32::new(0));
-    let mut screen = spawn_screen(cowork::capture::screen_worker::PixelSource::X11 { display: Some(display.clone()) }, plan, rules.clone(), secret_pid.clone(), store.commands.clone(), sink.narrow(), policy).unwrap();
+    let latest = cowork::capture::screen_worker::ScreenLatest::new(plan, rules.clone());
+    let mut screen = spawn_screen(cowork::capture::screen_worker::PixelSource::X11 { display: Some(display.clone()) }, latest, secret_pid.clone(), store.commands.clone(), sink.narrow(), policy).unwrap();
     let desktop = cowork::desktop::x11::X11Desktop::connect(Some(display.as_str())).unwrap();
     let focus = |window: u32| ScreenCommand::Focus(Some(Focused { window: desktop.listed_window(window).unwrap(), session_id: None, handle: None }));
     let counts = || (READS.load(std::sync::atomic::Ordering::SeqCst), TREE_READS.load(std::sync::atomic::Ordering::SeqCst));
@@ -192,6 +200,15 @@ fn stream_worker_reads_nothing_it_may_not(x: &XSession, private: u32, base: u32,
     assert!(counts().0 > before.0, "the allowed window's pixels were read");
     assert!(screen.shutdown(ScreenCommand::Shutdown, Duration::from_secs(10)));
     assert!(store.shutdown(cowork::store::StoreCommand::Shutdown, Duration::from_secs(10)));
+}
+
+/// The height of the title bar the window manager draws above `window` (`_NET_FRAME_EXTENTS`' top).
+fn frame_top(display: &str, window: u32) -> u32 {
+    use x11rb::protocol::xproto::{AtomEnum, ConnectionExt as _};
+    let (conn, _) = x11rb::connect(Some(display)).unwrap();
+    let atom = conn.intern_atom(false, b"_NET_FRAME_EXTENTS").unwrap().reply().unwrap().atom;
+    let reply = conn.get_property(false, window, atom, AtomEnum::CARDINAL, 0, 4).unwrap().reply().unwrap();
+    reply.value32().and_then(|mut v| v.nth(2)).unwrap_or(0)
 }
 
 fn x11_rect(display: &str, window: u32) -> cowork::desktop::x11_pixels::Rect {

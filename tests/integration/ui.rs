@@ -112,6 +112,7 @@ pub(super) fn app_on(
         clipboard: clipboard_tx,
         a11y: a11y_tx,
         screen: screen_tx,
+        screen_latest: cowork::capture::screen_worker::ScreenLatest::default(),
         llm: llm_tx,
         agent: agent_tx,
         models: models_tx,

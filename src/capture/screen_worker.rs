@@ -28,10 +28,11 @@
 //! 4. Text the window already showed (the same words) is not stored again;
 //!    new text goes to the store as a row of its session.
 //!
-//! Reading is held to a share of one core (`CPU_SHARE`, a token bucket of up
-//! to `MAX_BURST`): each read spends what it took, and while the stream is
-//! over its share changed content waits for the next check that may (a
-//! newly focused window is read at once; an unchanged one costs a grid).
+//! Looking and reading are held to a share of one core (`CPU_SHARE`, 2 %, a
+//! token bucket of up to `MAX_BURST`): each check spends what it took, and
+//! while the stream is over its share changed content waits for the next
+//! check that may (a newly focused window is read at once unless the stream
+//! is `MAX_DEBT` over; an unchanged one costs a grid).
 
 use std::collections::{HashSet, VecDeque};
 use std::sync::Arc;
@@ -55,10 +56,12 @@ pub const SETTLE: Duration = Duration::from_millis(250);
 pub const CHECK_EVERY: Duration = Duration::from_secs(3);
 /// Without pixels to compare, how often the tree is asked again.
 pub const TREE_REFRESH: Duration = Duration::from_secs(15);
-/// The share of one core reading may take (the stream's budget is 2 %).
-pub const CPU_SHARE: f64 = 0.015;
+/// The share of one core looking and reading may take (the stream's budget).
+pub const CPU_SHARE: f64 = 0.02;
 /// What reading may spend at once after a quiet while (a few reads of changed content).
 pub const MAX_BURST: Duration = Duration::from_millis(1_500);
+/// Past this much overspent, even a new focus waits for its share.
+pub const MAX_DEBT: Duration = Duration::from_secs(10);
 /// The tree's text counts when it holds at least this many letters and digits.
 pub const MIN_TREE_CHARS: usize = 40;
 /// At most this much of a window's text is kept per row.
@@ -170,8 +173,7 @@ pub struct Grid {
 impl Grid {
     pub fn of(picture: &image::RgbaImage) -> Self {
         let (width, height) = (picture.width().div_ceil(CELL).max(1), picture.height().div_ceil(CELL).max(1));
-        let grey = image::DynamicImage::ImageRgba8(picture.clone()).into_luma8();
-        let small = image::imageops::thumbnail(&grey, width, height);
+        let small = image::imageops::thumbnail(&image::imageops::grayscale(picture), width, height);
         Grid { width, height, cells: small.into_raw() }
     }
 
@@ -612,7 +614,8 @@ impl Supervised for ScreenWorker {
             }
             self.allowance = (self.allowance + self.refilled.elapsed().as_secs_f64() * CPU_SHARE).min(MAX_BURST.as_secs_f64());
             self.refilled = Instant::now();
-            let forced = std::mem::take(&mut self.focus_moved);
+            // A new focus is read at once, unless reading is deep in debt (an app that keeps taking the focus).
+            let forced = std::mem::take(&mut self.focus_moved) && self.allowance > -MAX_DEBT.as_secs_f64();
             let took = self.check(forced);
             self.allowance -= took.as_secs_f64();
             self.next_check = Some(Instant::now() + CHECK_EVERY);

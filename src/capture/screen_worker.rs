@@ -74,8 +74,6 @@ const REMEMBERED: usize = 32;
 const CELL: u32 = 16;
 const CELL_CHANGE: u8 = 6;
 const CHANGED_CELLS: usize = 3;
-/// New text whose words are this much the same as the window's last stored text is not stored again.
-const SAME_WORDS: f64 = 0.9;
 
 #[derive(Debug)]
 pub enum ScreenCommand {
@@ -186,18 +184,25 @@ impl Grid {
     }
 }
 
+/// What a window showed when its text was last kept.
+struct Shown {
+    app: String,
+    title: String,
+    session_id: Option<i64>,
+    lines: HashSet<String>,
+    words: HashSet<String>,
+}
+
+/// A line as compared with the window's earlier text (case and spacing aside).
+fn line_key(line: &str) -> String {
+    line.split_whitespace().collect::<Vec<_>>().join(" ").to_lowercase()
+}
+
 /// The words of a text, lower-cased, for "the same text again".
 fn words(text: &str) -> HashSet<String> {
     text.split(|c: char| !c.is_alphanumeric()).filter(|w| w.len() > 1).map(str::to_lowercase).collect()
 }
 
-/// How much two word sets share (Jaccard).
-fn overlap(a: &HashSet<String>, b: &HashSet<String>) -> f64 {
-    if a.is_empty() && b.is_empty() {
-        return 1.0;
-    }
-    a.intersection(b).count() as f64 / a.union(b).count().max(1) as f64
-}
 
 /// Where a window's pixels come from on this desktop.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -249,8 +254,8 @@ pub struct ScreenWorker {
     a11y: Result<A11yBus, Instant>,
     ocr: Option<Result<crate::ocr::Ocr, String>>,
     looks: VecDeque<Look>,
-    /// The words last stored per window (app and title).
-    stored: VecDeque<(String, String, HashSet<String>)>,
+    /// What each window (app and title) showed when its text was last kept.
+    stored: VecDeque<Shown>,
     /// When the focused window is next looked at.
     next_check: Option<Instant>,
     /// The next look is the first at a newly focused window.
@@ -552,17 +557,29 @@ impl ScreenWorker {
         if text.chars().filter(|c| c.is_alphanumeric()).count() < 3 {
             return;
         }
-        let new = words(&text);
-        let last = self.stored.iter().position(|(app, title, _)| *app == window.app && *title == window.title);
-        if let Some(i) = last
-            && overlap(&self.stored[i].2, &new) >= SAME_WORDS
-        {
-            return;
-        }
+        let lines: HashSet<String> = text.lines().map(line_key).filter(|l| !l.is_empty()).collect();
+        let new_words = words(&text);
+        let last = self.stored.iter().position(|s| s.app == window.app && s.title == window.title);
+        // What the window showed before in this session: only what is new is kept (a log's
+        // new lines, an edited paragraph); nothing when no new word came (a repaint, an
+        // OCR reading of the same text, a scroll back).
+        let text = match last.map(|i| &self.stored[i]) {
+            Some(before) => {
+                if !new_words.iter().any(|w| w.len() >= 3 && !before.words.contains(w)) {
+                    return;
+                }
+                if before.session_id == focused.session_id {
+                    text.lines().filter(|l| !before.lines.contains(&line_key(l))).collect::<Vec<_>>().join("\n")
+                } else {
+                    text
+                }
+            }
+            None => text,
+        };
         if let Some(i) = last {
             self.stored.remove(i);
         }
-        self.stored.push_front((window.app.clone(), window.title.clone(), new));
+        self.stored.push_front(Shown { app: window.app.clone(), title: window.title.clone(), session_id: focused.session_id, lines, words: new_words });
         self.stored.truncate(REMEMBERED);
         let row = ScreenRow {
             screen_id: next_id(),
@@ -672,11 +689,9 @@ mod tests {
     }
 
     #[test]
-    fn the_same_words_again_are_the_same_text() {
-        let a = words("error[E0308]: mismatched types\n --> src/ledger.rs:42:9");
-        let b = words("error[E0308]: mismatched types\n --> src/ledger.rs:42:9\n");
-        assert!(overlap(&a, &b) >= SAME_WORDS);
-        let c = words("warning: unused variable `total` --> src/report.rs:7:5");
-        assert!(overlap(&a, &c) < SAME_WORDS);
+    fn lines_compare_without_case_or_spacing_and_words_are_lower_cased() {
+        assert_eq!(line_key("  Build   FAILED at step 3 "), line_key("build failed at step 3"));
+        let seen = words("error[E0308]: mismatched types --> src/ledger.rs:42:9");
+        assert!(seen.contains("mismatched") && seen.contains("e0308") && !seen.contains("9"));
     }
 }

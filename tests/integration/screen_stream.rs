@@ -171,6 +171,9 @@ fn the_screen_stream_keeps_tree_text_exactly_reads_the_rest_by_ocr_and_leaves_ex
         "the new line was not read: {:?}",
         rows(&db).iter().filter(|r| r.title == "deploy log").map(|r| &r.text).collect::<Vec<_>>()
     );
+    // In the same session only what is new is kept: the new line, not the window again.
+    let again = rows(&db).into_iter().find(|r| r.title == "deploy log" && r.text.contains("Marguerite")).unwrap();
+    assert!(!again.text.contains("Whitfield"), "the window's old lines are not kept twice: {:?}", again.text);
     let kept = rows(&db).iter().filter(|r| r.title == "deploy log").count();
     std::thread::sleep(Duration::from_secs(7));
     assert_eq!(rows(&db).iter().filter(|r| r.title == "deploy log").count(), kept, "an unchanged window is not kept again");

@@ -37,6 +37,7 @@ const MAX_VISITS: usize = 600;
 const ADDRESS_BAR_NAMES: &[&str] = &["address and search bar", "search or enter address", "search with google or enter address"];
 
 /// States cowork reads (`AtspiStateType`): keyboard focus, and on screen now.
+const STATE_ACTIVE: u32 = 1;
 const STATE_FOCUSED: u32 = 12;
 const STATE_SHOWING: u32 = 25;
 /// Subtrees a window's text leaves out: menus (closed ones are not on screen
@@ -330,13 +331,15 @@ impl A11yBus {
         Ok(None)
     }
 
-    /// The frame of process `pid` named `title` (the window capture judged:
-    /// no other frame stands in for it); None when the app exposes none, or
-    /// several could be it, or it has too many frames to look through in time.
+    /// The frame of process `pid` named `title` (the window capture judged),
+    /// or the app's only frame while it is the active one; None when the app
+    /// exposes none, or several could be it, or it has too many frames to
+    /// look through in time.
     fn frame_of(&self, pid: u32, title: &str, started: std::time::Instant) -> zbus::Result<Option<Node>> {
         let Some(app) = self.application(pid)? else { return Ok(None) };
+        let frames = self.children(&app)?;
         let mut named = None;
-        for frame in self.children(&app)?.iter().take(MAX_FRAMES) {
+        for frame in frames.iter().take(MAX_FRAMES) {
             if started.elapsed() > TREE_BUDGET {
                 return Ok(None);
             }
@@ -346,6 +349,14 @@ impl A11yBus {
                 }
                 named = Some(frame.clone());
             }
+        }
+        // A window whose accessible is named otherwise (a GTK message dialog is named by its
+        // message): the app's only window, and only while it is the active one.
+        if named.is_none()
+            && let [only] = frames.as_slice()
+            && self.states(only).is_ok_and(|states| states.first().is_some_and(|word| word & (1 << STATE_ACTIVE) != 0))
+        {
+            named = Some(only.clone());
         }
         Ok(named)
     }

@@ -71,8 +71,11 @@ fn a_windows_text_is_read_by_ocr_and_an_excluded_or_covering_window_is_never_rea
     std::fs::write(&secret, "OVERLAY SECRET 90210\nOVERLAY SECRET 90210").unwrap();
     let base = terminal(&mut x, "cowork screen base", "11", "60x8+40+300", &shown);
     let over = terminal(&mut x, "cowork screen over", "11", "30x3+120+330", &secret);
-    let wmctrl = std::process::Command::new("wmctrl").args(["-r", "cowork screen over", "-b", "add,above"]).env("DISPLAY", &display).status().unwrap();
-    assert!(wmctrl.success());
+    // The window manager lists a new window a moment after it is mapped (later on a loaded machine): asked until it has.
+    let above = eventually(Duration::from_secs(10), || {
+        std::process::Command::new("wmctrl").args(["-r", "cowork screen over", "-b", "add,above"]).env("DISPLAY", &display).status().is_ok_and(|s| s.success())
+    });
+    assert!(above, "wmctrl kept the window above");
     x.activate(&base.to_string());
     std::thread::sleep(Duration::from_millis(700));
     let read = read_x11_window(Some(display.as_str()), None, &Rules::default(), 600, &mut ocr).unwrap();

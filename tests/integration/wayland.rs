@@ -651,7 +651,7 @@ fn on_an_unknown_compositor_every_capability_says_why_and_nothing_false_is_recor
     let session = checks.iter().find(|(name, _, _)| name == "session").expect("the session is reported");
     assert!(session.2.starts_with("Wayland (weston)"), "{session:?}");
     let capabilities: Vec<_> = checks.iter().filter(|(name, _, _)| name != "session").collect();
-    assert_eq!(capabilities.len(), 9, "{checks:#?}");
+    assert_eq!(capabilities.len(), 10, "{checks:#?}");
     for (name, status, detail) in &capabilities {
         assert_eq!(status, "warn", "{name}: {detail}");
         assert!(detail.starts_with("degraded: ") || detail.starts_with("unavailable: "), "{name}: {detail}");

@@ -43,7 +43,8 @@ RUNTIME_PACKAGES="libopenblas0 libgomp1 libx11-6 libxkbcommon-x11-0 libxcursor1 
 # pulseaudio + pulseaudio-utils (a real sound server with null sinks as the microphone and speakers; paplay);
 # sway, foot, wtype, wl-clipboard, xwayland (wlroots headless, its clients and XWayland beside it), weston
 # (the compositor cowork has no backend for), wayland-utils (wayland-info, to see what a compositor offers),
-# kwin-wayland (KDE Plasma's compositor, headless with --virtual: cowork's KWin script), gnome-shell and gjs
+# kwin-wayland (KDE Plasma's compositor, headless with --virtual: cowork's KWin script; libkf5service-bin's
+# kbuildsycoca5 builds the service cache KWin's screenshot permission reads), gnome-shell and gjs
 # (GNOME Shell 43 headless with cowork's extension; gjs runs its notification helper), desktop-file-utils
 # (desktop-file-validate checks the desktop entry the portal's host registry needs); appstream and man-db
 # (the package check validates the metainfo and finds the man page as a user would); tesseract-ocr
@@ -51,7 +52,7 @@ RUNTIME_PACKAGES="libopenblas0 libgomp1 libx11-6 libxkbcommon-x11-0 libxcursor1 
 TEST_PACKAGES="xvfb xauth xdotool openbox xterm x11-utils xclip espeak-ng sox nodejs time faketime
   dbus-daemon wmctrl chromium mpv mpv-mpris python3-gi gir1.2-gtk-3.0 python3-venv gnome-keyring iproute2
   pulseaudio pulseaudio-utils dunst sqlite3 sway foot wtype wl-clipboard xwayland weston wayland-utils
-  kwin-wayland gnome-shell gjs desktop-file-utils appstream man-db
+  kwin-wayland libkf5service-bin gnome-shell gjs desktop-file-utils appstream man-db
   libreoffice-writer-nogui libreoffice-calc-nogui libreoffice-impress-nogui tesseract-ocr"
 
 # The Debian package's builder (scripts/package), installed with cargo when missing.

@@ -94,9 +94,8 @@ pub fn of_session(conn: &Connection, session_id: i64) -> rusqlite::Result<Vec<Sc
 pub fn search(conn: &Connection, query: &str, limit: usize) -> rusqlite::Result<Vec<ScreenRow>> {
     let columns = COLUMNS.split(", ").map(|c| format!("s.{c}")).collect::<Vec<_>>().join(", ");
     let sql = format!("SELECT {columns} FROM screen_fts f JOIN screen_texts s ON s.screen_id = f.rowid WHERE screen_fts MATCH ?1 ORDER BY bm25(screen_fts) LIMIT ?2");
-    let phrase = query.split_whitespace().map(|w| format!("\"{}\"", w.replace('"', "\"\""))).collect::<Vec<_>>().join(" ");
     let mut stmt = conn.prepare_cached(&sql)?;
-    stmt.query_map(params![phrase, limit as i64], from_row)?.collect()
+    stmt.query_map(params![crate::store::fts_phrase(query), limit as i64], from_row)?.collect()
 }
 
 /// Deletes what was seen in `[since, until)` (a range deletion); FTS entries,

@@ -147,7 +147,7 @@ pub fn decode_pdf_image(doc: &lopdf::Document, image: &lopdf::xobject::PdfImage)
             if (samples.len() as u64) < expected {
                 return Err("a picture whose data is cut short".into());
             }
-            let inverted = image.origin_dict.get(b"Decode").and_then(lopdf::Object::as_array).ok().and_then(|d| d.first()).and_then(|n| n.as_i64().ok().or_else(|| n.as_float().ok().map(|f| f as i64))) == Some(1);
+            let inverted = decode_inverted(image.origin_dict);
             to_picture(&samples, width, height, components, bits, row as usize, inverted)
         }
         ["CCITTFaxDecode"] => decode_ccitt(doc, image, width, height),
@@ -167,7 +167,7 @@ fn decode_ccitt(doc: &lopdf::Document, image: &lopdf::xobject::PdfImage, width: 
     let columns = u16::try_from(number(b"Columns", 1728)).ok().filter(|c| *c > 0 && u32::from(*c) == width).ok_or("a fax picture whose width and columns disagree")?;
     let rows = u16::try_from(height).map_err(|_| "a fax picture too tall to read")?;
     let black_is_1 = flag(b"BlackIs1");
-    let inverted = image.origin_dict.get(b"Decode").and_then(lopdf::Object::as_array).ok().and_then(|d| d.first()).and_then(|n| n.as_i64().ok().or_else(|| n.as_float().ok().map(|f| f as i64))) == Some(1);
+    let inverted = decode_inverted(image.origin_dict);
     let mut grey = image::GrayImage::from_pixel(width, height, image::Luma([255]));
     let mut y = 0u32;
     let mut line = |transitions: &[u16]| {
@@ -191,6 +191,11 @@ fn decode_ccitt(doc: &lopdf::Document, image: &lopdf::xobject::PdfImage, width: 
         return Err("a fax picture whose data cannot be decoded".into());
     }
     Ok(image::DynamicImage::ImageLuma8(grey))
+}
+
+/// Whether a picture's `Decode` array turns its samples round (`[1 0]`).
+fn decode_inverted(dict: &lopdf::Dictionary) -> bool {
+    dict.get(b"Decode").and_then(lopdf::Object::as_array).ok().and_then(|d| d.first()).and_then(|n| n.as_i64().ok().or_else(|| n.as_float().ok().map(|f| f as i64))) == Some(1)
 }
 
 /// A picture's filter parameters: `DecodeParms` as a dictionary, or the

@@ -74,6 +74,20 @@ const REMEMBERED: usize = 32;
 const CELL: u32 = 16;
 const CELL_CHANGE: u8 = 6;
 const CHANGED_CELLS: usize = 3;
+/// A band of changed rows grows to the one-colour rows around it (the gaps
+/// between lines of text), by at most this many pixels each way.
+const MAX_WIDEN: usize = 40;
+/// One-colour rows kept above and below a band (Tesseract reads a line better with a margin).
+const BAND_MARGIN: usize = 4;
+/// Bands closer than this are read as one.
+const BAND_GAP: usize = 12;
+/// Past this share of the window's height changed, the whole window is read.
+const MAX_BAND_SHARE: f64 = 0.5;
+/// Lines remembered per window for "already shown" (a long-running log's).
+const MAX_REMEMBERED_LINES: usize = 4_096;
+
+/// Rows of pixels handed to OCR by the stream (a test's measure of what bands save).
+pub static OCR_ROWS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
 
 #[derive(Debug)]
 pub enum ScreenCommand {
@@ -148,6 +162,7 @@ struct Look {
     window_id: u32,
     title: String,
     grid: Option<Grid>,
+    rows: Option<Rows>,
     at: Instant,
 }
 
@@ -181,6 +196,87 @@ impl Grid {
             return true;
         }
         self.cells.iter().zip(&other.cells).filter(|(a, b)| a.abs_diff(**b) > CELL_CHANGE).count() >= CHANGED_CELLS
+    }
+}
+
+/// A window's pixel rows, each as a hash (which rows are new) and whether it
+/// is of one colour (where a band of new rows may be cut without cutting a
+/// line of text).
+#[derive(Clone, Debug, PartialEq)]
+pub struct Rows {
+    width: u32,
+    hashes: Vec<u64>,
+    plain: Vec<bool>,
+}
+
+impl Rows {
+    pub fn of(picture: &image::RgbaImage) -> Self {
+        let width = picture.width();
+        let stride = (width as usize * 4).max(4);
+        let (mut hashes, mut plain) = (Vec::with_capacity(picture.height() as usize), Vec::with_capacity(picture.height() as usize));
+        for row in picture.as_raw().chunks_exact(stride) {
+            // FNV-1a over 8-byte words: a few hundred microseconds a window.
+            let mut hash = 0xcbf2_9ce4_8422_2325_u64;
+            let words = row.chunks_exact(8);
+            let rest = words.remainder();
+            for word in words {
+                hash = (hash ^ u64::from_le_bytes(word.try_into().expect("8 bytes"))).wrapping_mul(0x0100_0000_01b3);
+            }
+            for &byte in rest {
+                hash = (hash ^ u64::from(byte)).wrapping_mul(0x0100_0000_01b3);
+            }
+            hashes.push(hash);
+            let first = &row[..4];
+            plain.push(row.chunks_exact(4).all(|p| p.iter().zip(first).all(|(a, b)| a.abs_diff(*b) <= 16)));
+        }
+        Rows { width, hashes, plain }
+    }
+
+    /// The bands of rows (top, bottom exclusive) that show what `before` did
+    /// not show anywhere (a new line of a log that scrolled, an edited
+    /// paragraph), each grown to the one-colour rows around it; empty when
+    /// every row was shown before (a scroll back); None when the window was
+    /// resized or too much changed for bands to save anything.
+    pub fn new_bands(&self, before: &Rows) -> Option<Vec<(u32, u32)>> {
+        let height = self.hashes.len();
+        if self.width != before.width || height != before.hashes.len() || height == 0 {
+            return None;
+        }
+        let old: HashSet<u64> = before.hashes.iter().copied().collect();
+        let mut bands: Vec<(usize, usize)> = Vec::new();
+        let mut y = 0;
+        while y < height {
+            if self.plain[y] || old.contains(&self.hashes[y]) {
+                y += 1;
+                continue;
+            }
+            // A line of text whose top rows happen to match an old line's is read whole.
+            let mut top = y;
+            while top > 0 && !self.plain[top - 1] && y - top < MAX_WIDEN {
+                top -= 1;
+            }
+            let mut bottom = y + 1;
+            let mut widened = 0;
+            while bottom < height && widened < MAX_WIDEN {
+                if self.plain[bottom] {
+                    break;
+                }
+                // Rows of the line that are new too continue it without counting against the widening.
+                widened = if old.contains(&self.hashes[bottom]) { widened + 1 } else { 0 };
+                bottom += 1;
+            }
+            let (top, bottom) = (top.saturating_sub(BAND_MARGIN), (bottom + BAND_MARGIN).min(height));
+            match bands.last_mut() {
+                Some(last) if top <= last.1 + BAND_GAP => last.1 = bottom,
+                _ => bands.push((top, bottom)),
+            }
+            y = bottom;
+        }
+        let changed: usize = bands.iter().map(|(top, bottom)| bottom - top).sum();
+        if changed as f64 > height as f64 * MAX_BAND_SHARE {
+            return None;
+        }
+        Some(bands.into_iter().map(|(top, bottom)| (top as u32, bottom as u32)).collect())
     }
 }
 
@@ -414,9 +510,8 @@ impl ScreenWorker {
             (Some(look), None) => look.at.elapsed() < TREE_REFRESH,
             _ => false,
         };
-        let look = Look { window_id: window.window_id, title: window.title.clone(), grid, at: Instant::now() };
         if unchanged {
-            self.remember(previous.map_or(look, |p| Look { at: p.at, ..p }));
+            self.remember(previous.expect("unchanged from a look"));
             return started.elapsed();
         }
         // Changed content waits while reading is over its share of a core (a
@@ -428,7 +523,15 @@ impl ScreenWorker {
             }
             return started.elapsed();
         }
-        self.remember(look);
+        let rows = picture.as_ref().map(Rows::of);
+        // What the window showed at its last read is in this session's memory of it:
+        // OCR reads only the bands of rows it did not show (a log's new lines).
+        let shown_here = self.stored.iter().any(|s| s.app == window.app && s.title == window.title && s.session_id == focused.session_id);
+        let bands = match (&previous, &rows) {
+            (Some(Look { rows: Some(old), .. }), Some(new)) if shown_here => new.new_bands(old),
+            _ => None,
+        };
+        self.remember(Look { window_id: window.window_id, title: window.title.clone(), grid, rows, at: Instant::now() });
         let tree = match (window.pid, self.a11y()) {
             (Some(pid), Some(bus)) => bus.window_text(pid, &window.title).unwrap_or_else(|err| {
                 tracing::debug!("screen: the tree of {} did not answer: {err}", window.app);
@@ -447,8 +550,16 @@ impl ScreenWorker {
             return started.elapsed();
         }
         let read = match (tree_text, picture) {
-            (Some(text), _) => Some((text, Method::Accessibility, 100)),
-            (None, Some(picture)) if plan.ocr => self.ocr_read(picture),
+            (Some(text), _) => Some((text, Method::Accessibility, 100, false)),
+            (None, Some(picture)) if plan.ocr => match bands {
+                // Every row was shown before (a scroll back, a repaint).
+                Some(bands) if bands.is_empty() => None,
+                Some(bands) => self.ocr_bands(&picture, &bands).map(|(text, confidence)| (text, Method::Ocr, confidence, true)),
+                None => {
+                    let layout = crate::capture::screen::layout_of(&window.app);
+                    self.ocr_read(picture, layout).map(|(text, confidence)| (text, Method::Ocr, confidence, false))
+                }
+            },
             _ => None,
         };
         if let Err(held) = self.may_read(&window) {
@@ -456,8 +567,8 @@ impl ScreenWorker {
             return started.elapsed();
         }
         self.report(None);
-        if let Some((text, method, confidence)) = read {
-            self.keep(&focused, &window, text, method, confidence);
+        if let Some((text, method, confidence, strips)) = read {
+            self.keep(&focused, &window, text, method, confidence, strips);
         }
         started.elapsed()
     }
@@ -532,18 +643,23 @@ impl ScreenWorker {
         self.looks.truncate(REMEMBERED);
     }
 
-    fn ocr_read(&mut self, picture: image::RgbaImage) -> Option<(String, Method, u8)> {
-        let engine = self.ocr.get_or_insert_with(|| crate::ocr::Ocr::for_user().map_err(|err| err.to_string()));
-        let engine = match engine {
-            Ok(engine) => engine,
+    fn engine(&mut self) -> Option<&mut crate::ocr::Ocr> {
+        match self.ocr.get_or_insert_with(|| crate::ocr::Ocr::for_user().map_err(|err| err.to_string())) {
+            Ok(engine) => Some(engine),
             Err(err) => {
-                let error = format!("OCR is not available, so windows without accessible text are not read: {err}");
-                self.status.error = Some(error);
-                return None;
+                self.status.error = Some(format!("OCR is not available, so windows without accessible text are not read: {err}"));
+                None
             }
-        };
-        match engine.read(&image::DynamicImage::ImageRgba8(picture), crate::ocr::Source::Screen) {
-            Ok(read) => Some((read.text, Method::Ocr, read.confidence)),
+        }
+    }
+
+    /// The whole window's text by OCR, and its confidence.
+    fn ocr_read(&mut self, picture: image::RgbaImage, layout: crate::ocr::Layout) -> Option<(String, u8)> {
+        let rows = picture.height();
+        let engine = self.engine()?;
+        OCR_ROWS.fetch_add(u64::from(rows), std::sync::atomic::Ordering::SeqCst);
+        match engine.read_laid_out(&image::DynamicImage::ImageRgba8(picture), crate::ocr::Source::Screen, layout) {
+            Ok(read) => Some((read.text, read.confidence)),
             Err(err) => {
                 tracing::debug!("screen: OCR failed: {err}");
                 None
@@ -551,14 +667,38 @@ impl ScreenWorker {
         }
     }
 
+    /// The text of `bands` of the window's rows (each read as whole lines), top
+    /// to bottom, and their least confidence.
+    fn ocr_bands(&mut self, picture: &image::RgbaImage, bands: &[(u32, u32)]) -> Option<(String, u8)> {
+        let engine = self.engine()?;
+        let (mut texts, mut confidence) = (Vec::new(), 100u8);
+        for &(top, bottom) in bands {
+            let strip = image::imageops::crop_imm(picture, 0, top, picture.width(), bottom - top).to_image();
+            OCR_ROWS.fetch_add(u64::from(bottom - top), std::sync::atomic::Ordering::SeqCst);
+            match engine.read_laid_out(&image::DynamicImage::ImageRgba8(strip), crate::ocr::Source::Screen, crate::ocr::Layout::Lines) {
+                Ok(read) if !read.text.is_empty() => {
+                    texts.push(read.text);
+                    confidence = confidence.min(read.confidence);
+                }
+                Ok(_) => {}
+                Err(err) => {
+                    tracing::debug!("screen: OCR failed: {err}");
+                    return None;
+                }
+            }
+        }
+        Some((texts.join("\n"), confidence))
+    }
+
     /// Stores `text` as what `window` shows, unless it showed the same words last time.
-    fn keep(&mut self, focused: &Focused, window: &ActiveWindow, text: String, method: Method, confidence: u8) {
+    /// (`strips`: the text of the window's new bands of rows only, which adds to what it showed.)
+    fn keep(&mut self, focused: &Focused, window: &ActiveWindow, text: String, method: Method, confidence: u8, strips: bool) {
         let text: String = text.trim().chars().take(MAX_TEXT_CHARS).collect();
         if text.chars().filter(|c| c.is_alphanumeric()).count() < 3 {
             return;
         }
-        let lines: HashSet<String> = text.lines().map(line_key).filter(|l| !l.is_empty()).collect();
-        let new_words = words(&text);
+        let mut lines: HashSet<String> = text.lines().map(line_key).filter(|l| !l.is_empty()).collect();
+        let mut new_words = words(&text);
         let last = self.stored.iter().position(|s| s.app == window.app && s.title == window.title);
         // What the window showed before in this session: only what is new is kept (a log's
         // new lines, an edited paragraph); nothing when no new word came (a repaint, an
@@ -576,8 +716,11 @@ impl ScreenWorker {
             }
             None => text,
         };
-        if let Some(i) = last {
-            self.stored.remove(i);
+        if let Some(before) = last.and_then(|i| self.stored.remove(i)) {
+            if strips && before.session_id == focused.session_id && before.lines.len() + lines.len() <= MAX_REMEMBERED_LINES {
+                lines.extend(before.lines);
+                new_words.extend(before.words);
+            }
         }
         self.stored.push_front(Shown { app: window.app.clone(), title: window.title.clone(), session_id: focused.session_id, lines, words: new_words });
         self.stored.truncate(REMEMBERED);
@@ -686,6 +829,44 @@ mod tests {
         assert!(!before.changed(&Grid::of(&cursor)), "a blinking cursor");
         let resized = image::RgbaImage::from_pixel(400, 160, image::Rgba([255, 255, 255, 255]));
         assert!(before.changed(&Grid::of(&resized)));
+    }
+
+    /// A picture of text-like lines: line `n` at `y` is a pattern of its own.
+    fn lines_at(lines: &[(u32, u32)]) -> image::RgbaImage {
+        let mut p = image::RgbaImage::from_pixel(320, 200, image::Rgba([255, 255, 255, 255]));
+        for &(y, n) in lines {
+            for x in 10..300 {
+                for dy in 0..10 {
+                    // Runs of n + 2 pixels, shifted by the row: no two rows of two lines alike.
+                    if ((x + dy) / (n + 2)) % 2 == 0 {
+                        p.put_pixel(x, y + dy, image::Rgba([0, 0, 0, 255]));
+                    }
+                }
+            }
+        }
+        p
+    }
+
+    #[test]
+    fn only_the_rows_a_window_did_not_show_before_are_read() {
+        let before = Rows::of(&lines_at(&[(20, 1), (40, 2), (60, 3)]));
+        // A new line under the others: one band around it, with its margin.
+        let bands = Rows::of(&lines_at(&[(20, 1), (40, 2), (60, 3), (80, 4)])).new_bands(&before).unwrap();
+        assert_eq!(bands, vec![(80 - BAND_MARGIN as u32, 90 + BAND_MARGIN as u32)]);
+        // A log that scrolled: its old lines moved up, only the new one is read.
+        let scrolled = Rows::of(&lines_at(&[(20, 2), (40, 3), (60, 4)])).new_bands(&before).unwrap();
+        assert_eq!(scrolled, vec![(60 - BAND_MARGIN as u32, 70 + BAND_MARGIN as u32)]);
+        // A scroll back to what was shown: nothing to read.
+        assert_eq!(Rows::of(&lines_at(&[(30, 1), (50, 2)])).new_bands(&before), Some(vec![]));
+        // A line whose top rows match an old line's is read whole, from the gap above it to the gap below.
+        let mut edited = lines_at(&[(20, 1), (40, 2), (60, 3)]);
+        for x in 10..150 {
+            edited.put_pixel(x, 68, image::Rgba([0, 0, 0, 255]));
+        }
+        assert_eq!(Rows::of(&edited).new_bands(&before).unwrap(), vec![(60 - BAND_MARGIN as u32, 70 + BAND_MARGIN as u32)]);
+        // Mostly new, or resized: the whole window.
+        assert_eq!(Rows::of(&lines_at(&[(20, 5), (40, 6), (60, 7), (80, 8), (100, 9), (120, 10), (140, 11), (160, 12)])).new_bands(&before), None);
+        assert_eq!(Rows::of(&image::RgbaImage::new(300, 200)).new_bands(&before), None);
     }
 
     #[test]

@@ -19,9 +19,9 @@ use super::support::{XSession, eventually, have_program, require, temp_dir};
 
 const SHOWN: &str = "Build failed: error[E0308] in src/main.rs:42\nexpected u32, found String\nTicket ENG-4471 assigned to Dana Whitfield\nDeploy window closes Friday at 17:30";
 
-/// An xterm showing `file` in DejaVu Sans Mono at `size` points; its window id.
+/// An xterm showing `file` (and what is added to it) in DejaVu Sans Mono at `size` points; its window id.
 fn terminal(x: &mut XSession, title: &str, size: &str, geometry: &str, file: &std::path::Path) -> u32 {
-    x.spawn("xterm", &["-T", title, "-fa", "DejaVu Sans Mono", "-fs", size, "-geometry", geometry, "-e", "sh", "-c", &format!("cat '{}'; sleep 600", file.display())], None);
+    x.spawn("xterm", &["-T", title, "-fa", "DejaVu Sans Mono", "-fs", size, "-geometry", geometry, "-e", "tail", "-n", "+1", "-f", &file.display().to_string()], None);
     x.wait_window(&format!("^{title}$"), Duration::from_secs(10)).parse().unwrap()
 }
 
@@ -69,7 +69,7 @@ fn a_windows_text_is_read_by_ocr_and_an_excluded_or_covering_window_is_never_rea
     // An always-on-top window over the one read: its pixels are covered, its text never read.
     let secret = dir.path().join("secret.txt");
     std::fs::write(&secret, "OVERLAY SECRET 90210\nOVERLAY SECRET 90210").unwrap();
-    let base = terminal(&mut x, "cowork screen base", "11", "60x8+40+300", &shown);
+    let base = terminal(&mut x, "cowork screen base", "11", "60x10+40+300", &shown);
     let over = terminal(&mut x, "cowork screen over", "11", "30x3+120+330", &secret);
     // The window manager lists a new window a moment after it is mapped (later on a loaded machine): asked until it has.
     let above = eventually(Duration::from_secs(10), || {
@@ -140,7 +140,7 @@ fn a_windows_text_is_read_by_ocr_and_an_excluded_or_covering_window_is_never_rea
     assert_eq!((decoded.width(), decoded.height()), (1280, 800));
     assert_eq!(Shot::of(&serde_json::json!({"of": "window"})).unwrap_err(), "a screenshot of a window needs its window_id (list_windows gives them)");
 
-    stream_worker_reads_nothing_it_may_not(&x, private.parse().unwrap(), base, &rules);
+    stream_worker_reads_nothing_it_may_not(&x, private.parse().unwrap(), base, &shown, &rules);
 }
 
 /// The screen-text worker judges every read itself, and reads a window only
@@ -149,7 +149,7 @@ fn a_windows_text_is_read_by_ocr_and_an_excluded_or_covering_window_is_never_rea
 /// window renamed since (into a rule), or of one whose password field has the
 /// focus, it reads no pixel and asks no accessibility tree; under rules that
 /// allow the window, it reads and keeps it.
-fn stream_worker_reads_nothing_it_may_not(x: &XSession, private: u32, base: u32, rules: &Rules) {
+fn stream_worker_reads_nothing_it_may_not(x: &XSession, private: u32, base: u32, shown: &std::path::Path, rules: &Rules) {
     use cowork::capture::a11y::TREE_READS;
     use cowork::capture::screen_worker::{Focused, ScreenCommand, ScreenPlan, spawn_screen};
     let display = x.display.clone();
@@ -201,6 +201,17 @@ fn stream_worker_reads_nothing_it_may_not(x: &XSession, private: u32, base: u32,
     screen.commands.send(focus(base)).unwrap();
     assert!(eventually(Duration::from_secs(20), || rows().iter().any(|r| r.title == "cowork screen base" && r.text.contains("expected"))), "{:?}", rows());
     assert!(counts().0 > before.0, "the allowed window's pixels were read");
+    // New lines of its log: only the rows that show them go to OCR, and only they are kept.
+    let height = x11_rect(&x.display, base).height as u64;
+    let ocr_rows = || cowork::capture::screen_worker::OCR_ROWS.load(std::sync::atomic::Ordering::SeqCst);
+    let read_before = ocr_rows();
+    let mut log = std::fs::OpenOptions::new().append(true).open(shown).unwrap();
+    std::io::Write::write_all(&mut log, b"\ncanary healthy in eu-west\nrollback plan zanzibar approved").unwrap();
+    assert!(eventually(Duration::from_secs(20), || rows().iter().any(|r| r.text.to_lowercase().contains("zanzibar"))), "{:?}", rows());
+    let newest = rows().into_iter().find(|r| r.text.to_lowercase().contains("zanzibar")).unwrap();
+    assert!(!newest.text.contains("expected"), "only the new lines are kept: {:?}", newest.text);
+    let read = ocr_rows() - read_before;
+    assert!(read > 0 && read * 2 <= height, "{read} of the window's {height} rows went to OCR for two new lines");
     assert!(screen.shutdown(ScreenCommand::Shutdown, Duration::from_secs(10)));
     assert!(store.shutdown(cowork::store::StoreCommand::Shutdown, Duration::from_secs(10)));
 }

@@ -62,8 +62,6 @@ struct Api {
 const OEM_LSTM_ONLY: c_int = 1;
 /// `PSM_AUTO`: find the page's blocks and lines itself (no orientation detection).
 const PSM_AUTO: c_int = 3;
-/// `PSM_SINGLE_BLOCK`: one block of lines, each read left to right.
-const PSM_SINGLE_BLOCK: c_int = 6;
 
 /// The library's file names, newest first; `COWORK_TESSERACT_LIBRARY` names another.
 const LIBRARIES: [&str; 2] = ["libtesseract.so.5", "libtesseract.so"];
@@ -284,18 +282,6 @@ impl Source {
     }
 }
 
-/// How the lines of a picture are laid out.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub enum Layout {
-    /// Tesseract finds blocks and columns itself (pages, dialogs, browsers).
-    #[default]
-    Auto,
-    /// One block of whole lines: a terminal, whose aligned columns of a log
-    /// Tesseract's layout pass would read column by column (and take twice
-    /// as long over), or a strip of a window's rows that changed.
-    Lines,
-}
-
 /// Text read from one picture.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Recognized {
@@ -349,6 +335,8 @@ impl Ocr {
             return Err(init_error());
         }
         ocr.set("debug_file", "/dev/null");
+        // SAFETY: handle is live.
+        unsafe { (api.set_page_seg_mode)(handle, PSM_AUTO) };
         Ok(ocr)
     }
 
@@ -360,11 +348,6 @@ impl Ocr {
 
     /// The text in `picture`.
     pub fn read(&mut self, picture: &image::DynamicImage, source: Source) -> Result<Recognized, OcrError> {
-        self.read_laid_out(picture, source, Layout::Auto)
-    }
-
-    /// The text in `picture`, whose lines are laid out as `layout` says.
-    pub fn read_laid_out(&mut self, picture: &image::DynamicImage, source: Source, layout: Layout) -> Result<Recognized, OcrError> {
         let start = Instant::now();
         let (grey, ppi) = prepare(picture, source);
         if grey.width() < 4 || grey.height() < 4 {
@@ -379,7 +362,6 @@ impl Ocr {
                 threads(1);
                 dynamic(1);
             }
-            (api.set_page_seg_mode)(self.handle, if layout == Layout::Lines { PSM_SINGLE_BLOCK } else { PSM_AUTO });
             (api.set_image)(self.handle, grey.as_raw().as_ptr(), width, height, 1, width);
             (api.set_source_resolution)(self.handle, ppi as c_int);
             let monitor = (api.monitor_create)();

@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 
 use crate::capture::firewall::{Decision, Observation, Rules};
 use crate::desktop::x11::X11Desktop;
-use crate::ocr::{Layout, Ocr, OcrError, Source};
+use crate::ocr::{Ocr, OcrError, Source};
 use crate::records::ActiveWindow;
 
 /// A window's text as OCR read it from the screen.
@@ -43,22 +43,6 @@ pub fn allowed(rules: &Rules, window: &ActiveWindow, local_minute: u32) -> Resul
     }
 }
 
-/// Terminal emulators by the app names desktops give them (X11 class, Wayland app id).
-const TERMINALS: [&str; 30] = [
-    "xterm", "uxterm", "urxvt", "rxvt", "foot", "footclient", "alacritty", "kitty", "wezterm", "konsole", "gnome-terminal",
-    "gnome-terminal-server", "xfce4-terminal", "terminator", "tilix", "st", "st-256color", "lxterminal", "mate-terminal",
-    "qterminal", "sakura", "terminology", "ghostty", "kgx", "console", "terminal", "ptyxis", "blackbox", "guake", "tilda",
-];
-
-/// How OCR should lay out a window of `app`: a terminal's lines whole (its
-/// aligned columns are not a page's columns), anything else as Tesseract finds it.
-pub fn layout_of(app: &str) -> Layout {
-    let app = app.to_lowercase();
-    // Reverse-DNS app ids (org.gnome.Terminal, org.wezfurlong.wezterm, com.mitchellh.ghostty) by their last part.
-    let name = app.rsplit('.').next().unwrap_or(&app);
-    if TERMINALS.contains(&name) || TERMINALS.contains(&app.as_str()) { Layout::Lines } else { Layout::Auto }
-}
-
 /// The X11 window `window` (None: the focused one) read by OCR with `ocr`, if `rules` allow it.
 pub fn read_x11_window(display: Option<&str>, window: Option<u32>, rules: &Rules, local_minute: u32, ocr: &mut Ocr) -> Result<ScreenText, ScreenError> {
     let mut desktop = X11Desktop::connect(display).map_err(|e| ScreenError::Desktop(e.to_string()))?;
@@ -71,7 +55,7 @@ pub fn read_x11_window(display: Option<&str>, window: Option<u32>, rules: &Rules
     let picture = desktop.capture_window(described.window_id).map_err(ScreenError::Desktop)?;
     let capture = started.elapsed();
     let picture = image::DynamicImage::ImageRgba8(picture);
-    let read = ocr.read_laid_out(&picture, Source::Screen, layout_of(&described.app))?;
+    let read = ocr.read(&picture, Source::Screen)?;
     Ok(ScreenText { window: described, text: read.text, confidence: read.confidence, capture, ocr: read.took, picture: picture.into_rgba8() })
 }
 

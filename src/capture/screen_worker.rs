@@ -555,10 +555,7 @@ impl ScreenWorker {
                 // Every row was shown before (a scroll back, a repaint).
                 Some(bands) if bands.is_empty() => None,
                 Some(bands) => self.ocr_bands(&picture, &bands).map(|(text, confidence)| (text, Method::Ocr, confidence, true)),
-                None => {
-                    let layout = crate::capture::screen::layout_of(&window.app);
-                    self.ocr_read(picture, layout).map(|(text, confidence)| (text, Method::Ocr, confidence, false))
-                }
+                None => self.ocr_read(picture).map(|(text, confidence)| (text, Method::Ocr, confidence, false)),
             },
             _ => None,
         };
@@ -654,11 +651,11 @@ impl ScreenWorker {
     }
 
     /// The whole window's text by OCR, and its confidence.
-    fn ocr_read(&mut self, picture: image::RgbaImage, layout: crate::ocr::Layout) -> Option<(String, u8)> {
+    fn ocr_read(&mut self, picture: image::RgbaImage) -> Option<(String, u8)> {
         let rows = picture.height();
         let engine = self.engine()?;
         OCR_ROWS.fetch_add(u64::from(rows), std::sync::atomic::Ordering::SeqCst);
-        match engine.read_laid_out(&image::DynamicImage::ImageRgba8(picture), crate::ocr::Source::Screen, layout) {
+        match engine.read(&image::DynamicImage::ImageRgba8(picture), crate::ocr::Source::Screen) {
             Ok(read) => Some((read.text, read.confidence)),
             Err(err) => {
                 tracing::debug!("screen: OCR failed: {err}");
@@ -667,7 +664,7 @@ impl ScreenWorker {
         }
     }
 
-    /// The text of `bands` of the window's rows (each read as whole lines), top
+    /// The text of `bands` of the window's rows, top
     /// to bottom, and their least confidence.
     fn ocr_bands(&mut self, picture: &image::RgbaImage, bands: &[(u32, u32)]) -> Option<(String, u8)> {
         let engine = self.engine()?;
@@ -675,7 +672,7 @@ impl ScreenWorker {
         for &(top, bottom) in bands {
             let strip = image::imageops::crop_imm(picture, 0, top, picture.width(), bottom - top).to_image();
             OCR_ROWS.fetch_add(u64::from(bottom - top), std::sync::atomic::Ordering::SeqCst);
-            match engine.read_laid_out(&image::DynamicImage::ImageRgba8(strip), crate::ocr::Source::Screen, crate::ocr::Layout::Lines) {
+            match engine.read(&image::DynamicImage::ImageRgba8(strip), crate::ocr::Source::Screen) {
                 Ok(read) if !read.text.is_empty() => {
                     texts.push(read.text);
                     confidence = confidence.min(read.confidence);
@@ -716,11 +713,13 @@ impl ScreenWorker {
             }
             None => text,
         };
-        if let Some(before) = last.and_then(|i| self.stored.remove(i)) {
-            if strips && before.session_id == focused.session_id && before.lines.len() + lines.len() <= MAX_REMEMBERED_LINES {
-                lines.extend(before.lines);
-                new_words.extend(before.words);
-            }
+        if let Some(before) = last.and_then(|i| self.stored.remove(i))
+            && strips
+            && before.session_id == focused.session_id
+            && before.lines.len() + lines.len() <= MAX_REMEMBERED_LINES
+        {
+            lines.extend(before.lines);
+            new_words.extend(before.words);
         }
         self.stored.push_front(Shown { app: window.app.clone(), title: window.title.clone(), session_id: focused.session_id, lines, words: new_words });
         self.stored.truncate(REMEMBERED);

@@ -510,8 +510,8 @@ impl ScreenWorker {
             (Some(look), None) => look.at.elapsed() < TREE_REFRESH,
             _ => false,
         };
-        if unchanged {
-            self.remember(previous.expect("unchanged from a look"));
+        if unchanged && let Some(previous) = previous {
+            self.remember(previous);
             return started.elapsed();
         }
         // Changed content waits while reading is over its share of a core (a
@@ -531,7 +531,10 @@ impl ScreenWorker {
             (Some(Look { rows: Some(old), .. }), Some(new)) if shown_here => new.new_bands(old),
             _ => None,
         };
-        self.remember(Look { window_id: window.window_id, title: window.title.clone(), grid, rows, at: Instant::now() });
+        // The rows bands are found against stay those of the last read whose text was kept
+        // (a read that fails or is held back leaves them, so its rows are read next time).
+        let base = previous.and_then(|p| p.rows);
+        self.remember(Look { window_id: window.window_id, title: window.title.clone(), grid, rows: base, at: Instant::now() });
         let tree = match (window.pid, self.a11y()) {
             (Some(pid), Some(bus)) => bus.window_text(pid, &window.title).unwrap_or_else(|err| {
                 tracing::debug!("screen: the tree of {} did not answer: {err}", window.app);
@@ -565,7 +568,11 @@ impl ScreenWorker {
         }
         self.report(None);
         if let Some((text, method, confidence, strips)) = read {
+            let ocr = method == Method::Ocr;
             self.keep(&focused, &window, text, method, confidence, strips);
+            if ocr && let Some(look) = self.looks.iter_mut().find(|l| l.window_id == window.window_id && l.title == window.title) {
+                look.rows = rows;
+            }
         }
         started.elapsed()
     }
@@ -702,7 +709,8 @@ impl ScreenWorker {
         // OCR reading of the same text, a scroll back).
         let text = match last.map(|i| &self.stored[i]) {
             Some(before) => {
-                if !new_words.iter().any(|w| w.len() >= 3 && !before.words.contains(w)) {
+                // (Strips of new rows are new by their pixels: a new line of words seen before counts.)
+                if !strips && !new_words.iter().any(|w| w.len() >= 3 && !before.words.contains(w)) {
                     return;
                 }
                 if before.session_id == focused.session_id {
@@ -713,6 +721,9 @@ impl ScreenWorker {
             }
             None => text,
         };
+        if text.chars().filter(|c| c.is_alphanumeric()).count() < 3 {
+            return;
+        }
         if let Some(before) = last.and_then(|i| self.stored.remove(i))
             && strips
             && before.session_id == focused.session_id

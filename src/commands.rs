@@ -2,7 +2,7 @@
 //! `export`, `delete`, `capture simulate` and `capture run`; in the submodules
 //! `doctor`, `ask` (and `agent`: `ask --agent`, `approve`, `tools`, `rules`,
 //! `audit`), `models`, `voice` (`transcribe`), `memory` (`search`, `memory …`),
-//! `documents` (and `undo`), `settings`, `automations`, `apps` and `forget`
+//! `documents` (and `undo`), `report` (time per project), `settings`, `automations`, `apps` and `forget`
 //! (`forget-everything`, also what Settings → Your data → Forget everything
 //! runs). They run without the window: `ask`, `capture run`, `automations run`
 //! and `doctor` start the same workers the sidebar does (`Workers::start`),
@@ -17,6 +17,7 @@ pub mod documents;
 pub mod forget;
 pub mod memory;
 pub mod models;
+pub mod report;
 pub mod settings;
 pub mod voice;
 

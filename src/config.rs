@@ -270,6 +270,8 @@ pub struct Settings {
     pub document_folders: String,
     /// Paths never kept in memory (globs, one per line: `~/Taxes/**`, `**/*.kdbx`, `**/private/**`).
     pub document_exclude: String,
+    /// The user's project rules (`day::projects::ProjectRules`: `Atlas: ledger-svc, ATL, acme.example` per line).
+    pub projects: String,
 }
 
 /// The screen-text stream (issue 57): the focused window's text, from its
@@ -423,6 +425,7 @@ impl Default for Settings {
             remember_documents: true,
             document_folders: String::new(),
             document_exclude: "**/.*/**\n**/*.kdbx\n**/*.key\n**/*.pem".into(),
+            projects: String::new(),
             agent_max_steps: 20,
             approval_timeout_secs: 300,
             automation_approval_hours: 24,
@@ -485,6 +488,7 @@ pub mod keys {
     pub const REMEMBER_DOCUMENTS: &str = "memory.documents";
     pub const DOCUMENT_FOLDERS: &str = "memory.document_folders";
     pub const DOCUMENT_EXCLUDE: &str = "memory.document_exclude";
+    pub const PROJECT_RULES: &str = "projects.rules";
     pub const APPROVAL_TIMEOUT: &str = "agent.approval_timeout_secs";
     pub const ALWAYS_ASK: &str = "agent.always_ask";
     pub const AUTOMATION_APPROVAL_HOURS: &str = "automations.approval_hours";

@@ -137,6 +137,51 @@ pub fn civil_from_days(days: i64) -> (i64, u32, u32) {
     (year, month, day)
 }
 
+/// Days since 1970-01-01 of the local date at `at_millis`.
+fn local_days(at_millis: i64) -> i64 {
+    let secs = at_millis.div_euclid(1000);
+    (secs + local_offset_secs(secs)).div_euclid(86_400)
+}
+
+/// The local weekday at `at_millis`: 0 is Monday, 6 Sunday.
+pub fn local_weekday(at_millis: i64) -> u32 {
+    (local_days(at_millis) + 3).rem_euclid(7) as u32
+}
+
+/// The local date at `at_millis`: "2026-11-30".
+pub fn local_date(at_millis: i64) -> String {
+    let (year, month, day) = civil_from_days(local_days(at_millis));
+    format!("{year:04}-{month:02}-{day:02}")
+}
+
+/// Local midnight starting the day `date` ("2026-11-30").
+pub fn local_midnight_of(date: &str) -> Result<i64, String> {
+    if date.contains('T') {
+        return Err(format!("{date:?} is not a date (YYYY-MM-DD)"));
+    }
+    let day = parse_time(date, 0)?.div_euclid(86_400_000);
+    if civil_from_days(day) != parse_date(date).ok_or_else(|| format!("{date:?} is not a date (YYYY-MM-DD)"))? {
+        return Err(format!("{date:?} is not a date of the calendar"));
+    }
+    // Local midnight of that day lies within a day of its UTC midnight.
+    let mut guess = local_day_start_millis(day * 86_400_000 + 12 * 3_600_000);
+    for _ in 0..3 {
+        match local_days(guess).cmp(&day) {
+            std::cmp::Ordering::Equal => return Ok(guess),
+            std::cmp::Ordering::Less => guess = local_day_start_millis(guess + 36 * 3_600_000),
+            std::cmp::Ordering::Greater => guess = local_day_start_millis(guess - 12 * 3_600_000),
+        }
+    }
+    Err(format!("{date:?} has no local midnight here"))
+}
+
+/// `YYYY-MM-DD` as numbers (unchecked against the calendar).
+fn parse_date(date: &str) -> Option<(i64, u32, u32)> {
+    let mut parts = date.trim().split('-');
+    let date = (parts.next()?.parse().ok()?, parts.next()?.parse().ok()?, parts.next()?.parse().ok()?);
+    parts.next().is_none().then_some(date)
+}
+
 /// Minutes since local midnight at `at_millis`.
 pub fn local_minute_of_day(at_millis: i64) -> u32 {
     ((at_millis - local_day_start_millis(at_millis)) / 60_000).clamp(0, 24 * 60 - 1) as u32
@@ -144,10 +189,12 @@ pub fn local_minute_of_day(at_millis: i64) -> u32 {
 
 /// Start of the local day containing `at_millis`, in Unix milliseconds.
 pub fn local_day_start_millis(at_millis: i64) -> i64 {
-    let secs = at_millis / 1000;
-    let offset = local_offset_secs(secs);
-    let local = secs + offset;
-    (local - local.rem_euclid(86_400) - offset) * 1000
+    let secs = at_millis.div_euclid(1000);
+    let local = secs + local_offset_secs(secs);
+    let midnight_local = local - local.rem_euclid(86_400);
+    // The offset at midnight, not at `at_millis`: on a clock-change day they differ by the change.
+    let guess = midnight_local - local_offset_secs(secs);
+    (midnight_local - local_offset_secs(guess)) * 1000
 }
 
 /// Offset of local time from UTC at `unix_secs`, from the C library's time zone database.

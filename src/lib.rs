@@ -21,6 +21,7 @@ pub mod capture;
 pub mod chat;
 pub mod commands;
 pub mod config;
+pub mod day;
 pub mod desktop;
 pub mod documents;
 pub mod erase;

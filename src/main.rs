@@ -317,6 +317,21 @@ enum Command {
         #[arg(long)]
         json: bool,
     },
+    /// Time per project: today, a day, a week (Monday to Sunday) or a span of days,
+    /// as text, Markdown or CSV (one row per stretch of work, to invoice from)
+    Report {
+        /// The week (of --from, or this one)
+        #[arg(long)]
+        week: bool,
+        /// First day, YYYY-MM-DD (default: today)
+        #[arg(long)]
+        from: Option<String>,
+        /// Last day, YYYY-MM-DD (included)
+        #[arg(long)]
+        until: Option<String>,
+        #[arg(long, value_enum, default_value = "text")]
+        format: commands::report::ReportFormat,
+    },
     /// Tell the running sidebar what a hotkey would: quick-prompt, pause,
     /// talk-press, talk-release (bind these in the compositor on Wayland)
     Trigger {
@@ -812,6 +827,10 @@ fn run_command(command: Command, paths: &Paths, display: Option<String>) -> anyh
         Command::Capture { action } => run_capture(paths, action, display),
         Command::McpTools { command } => {
             commands::mcp_tools(&command)?;
+            Ok(ExitCode::SUCCESS)
+        }
+        Command::Report { week, from, until, format } => {
+            commands::report::print(paths, &commands::report::Span { week, from, until }, format)?;
             Ok(ExitCode::SUCCESS)
         }
         Command::Search { query, since, until, app, stream, limit, json } => {

@@ -18,6 +18,7 @@ mod integration {
     mod capture_desktop;
     mod capture_x11;
     mod cli;
+    mod day;
     mod cloud;
     mod documents;
     mod encryption;

@@ -320,6 +320,16 @@ pub const SETTINGS: &[Setting] = &[
         get: |s| s.document_exclude.clone(),
         set: |s, v| s.document_exclude = v.to_owned(),
     },
+    Setting {
+        key: keys::PROJECT_RULES,
+        description: Some("which windows count for which project, one per line: Atlas: ledger-svc, ATL, acme.example, /regex/ (No project: … keeps windows out)"),
+        kind: Kind::Checked(|_, v| crate::day::projects::ProjectRules::parse(v).map(|_| ())),
+        restart: false,
+        fallback: "keeping the previous rules",
+        reset: false,
+        get: |s| s.projects.clone(),
+        set: |s, v| s.projects = v.to_owned(),
+    },
     whole_row!(keys::APPROVAL_TIMEOUT, "seconds an approval waits in the chat before it is denied", 10, WEEK_SECS, approval_timeout_secs),
     Setting {
         key: keys::ALWAYS_ASK,

@@ -1,0 +1,599 @@
+//! Which project a stretch of work belongs to (issue 58), pure.
+//!
+//! In order: the user's rules (Settings → Projects, one per line: `Atlas:
+//! ledger-svc, ATL, acme.example, /regex/` — words match whole words of the
+//! title, app or address; capitals alone are a ticket key (`ATL` is ATL-142);
+//! a rule's project name is one of its terms; `No project: …` keeps matching
+//! windows out of every project);
+//! then what the window says itself — a source folder in its title
+//! (`~/src/NAME`), an editor's workspace (`file - NAME - Visual Studio Code`,
+//! `NAME – file` in JetBrains IDEs), a forge's repository in its address
+//! (`github.com/OWNER/NAME`), a ticket key (`ATL-142`, joined to the
+//! repository it shows up with elsewhere in the same stretch of days), a
+//! known project's name in a document's or page's title; then the work around
+//! it: a short stretch without a cue (a docs lookup, a terminal at `~`)
+//! between two stretches of one project belongs to it, unless it is mail or
+//! chat. Every attribution says why.
+
+use std::collections::{BTreeMap, HashMap};
+
+use regex::Regex;
+
+use crate::records::ActivitySession;
+
+/// A stretch without a cue between two of one project counts for it up to this long.
+pub const LOOKUP_MAX_MILLIS: i64 = 15 * 60_000;
+/// ... when the stretches around it are at most this far apart from it.
+const NEIGHBOUR_GAP_MILLIS: i64 = 10 * 60_000;
+
+/// The name rules use for "not a project".
+const NO_PROJECT: &str = "no project";
+
+/// One rule line: a project (None: no project) and the terms that mean it.
+#[derive(Clone, Debug)]
+struct Rule {
+    project: Option<String>,
+    line: String,
+    terms: Vec<Term>,
+}
+
+#[derive(Clone, Debug)]
+enum Term {
+    /// Lower-cased words, matched at word boundaries in the title, app or address.
+    Words(String),
+    /// A ticket key or name in capitals (`ATL`): `ATL-142` or `ATL` in the title or address, in capitals.
+    Ticket(Regex),
+    Pattern(Regex),
+}
+
+/// The user's project rules, compiled.
+#[derive(Clone, Debug, Default)]
+pub struct ProjectRules {
+    rules: Vec<Rule>,
+}
+
+impl ProjectRules {
+    /// Parses the rules' text (Settings' `projects.rules`); an error names its line.
+    pub fn parse(text: &str) -> Result<Self, String> {
+        let mut rules = Vec::new();
+        for (index, line) in text.lines().enumerate() {
+            let line = line.trim();
+            if line.is_empty() || line.starts_with('#') {
+                continue;
+            }
+            let Some((name, terms)) = line.split_once(':') else {
+                return Err(format!("line {}: write it as `Project: term, term` ({line:?})", index + 1));
+            };
+            let name = name.trim();
+            if name.is_empty() {
+                return Err(format!("line {}: the project has no name", index + 1));
+            }
+            let project = (!name.eq_ignore_ascii_case(NO_PROJECT)).then(|| name.to_owned());
+            let mut compiled: Vec<Term> = project.iter().map(|p| Term::Words(normalise(p))).collect();
+            for term in split_terms(terms).iter().map(|t| t.trim()).filter(|t| !t.is_empty()) {
+                match term.strip_prefix('/').and_then(|t| t.strip_suffix('/')) {
+                    Some(pattern) => compiled.push(Term::Pattern(
+                        Regex::new(&format!("(?i){pattern}")).map_err(|err| format!("line {}: {term} is not a regular expression ({err})", index + 1))?,
+                    )),
+                    // Capitals (and digits) alone are a ticket key or a name in capitals: `PORT` means PORT-12 or PORT, not a port.
+                    None if term.len() >= 2 && term.len() <= 10 && term.chars().all(|c| c.is_ascii_uppercase() || c.is_ascii_digit()) && term.starts_with(|c: char| c.is_ascii_uppercase()) => {
+                        compiled.push(Term::Ticket(Regex::new(&format!(r"\b{term}(?:-[0-9]+)?\b")).map_err(|err| format!("line {}: {term}: {err}", index + 1))?))
+                    }
+                    None => compiled.push(Term::Words(normalise(term))),
+                }
+            }
+            compiled.retain(|t| !matches!(t, Term::Words(w) if w.is_empty()));
+            rules.push(Rule { project, line: line.to_owned(), terms: compiled });
+        }
+        Ok(Self { rules })
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.rules.is_empty()
+    }
+
+    /// The projects the rules name, in their order.
+    pub fn projects(&self) -> Vec<String> {
+        self.rules.iter().filter_map(|r| r.project.clone()).collect()
+    }
+
+    /// The first rule matching the window (app, title, address), and its line.
+    fn matching(&self, window: &Window) -> Option<(&Rule, &str)> {
+        self.rules.iter().find_map(|rule| {
+            rule.terms.iter().any(|term| match term {
+                Term::Words(words) => window.words.contains_words(words),
+                Term::Pattern(regex) | Term::Ticket(regex) => regex.is_match(&window.title) || regex.is_match(&window.app) || window.url.as_deref().is_some_and(|u| regex.is_match(u)),
+            })
+            .then_some((rule, rule.line.as_str()))
+        })
+    }
+}
+
+/// The rules' text with windows titled `title` always counted for `project`
+/// ("No project" keeps them out): the title as an exact pattern, on a line of
+/// its own first (it wins over the lines below), and out of any other line.
+pub fn with_title_rule(rules: &str, project: &str, title: &str) -> String {
+    // No `/` inside (it would end the term early): a slash is matched as `[/]`.
+    let term = format!("/^{}$/", regex::escape(title.trim()).replace('/', "[/]"));
+    let project = project.trim().replace([':', '\n', '\r'], " ");
+    // Out of any line where it was already (the newest choice counts); a line left with no term goes.
+    let mut lines: Vec<String> = Vec::new();
+    for line in rules.lines() {
+        match line.split_once(':') {
+            Some((name, terms)) if !line.trim_start().starts_with('#') && split_terms(terms).iter().any(|t| t.trim() == term) => {
+                let kept: Vec<String> = split_terms(terms).into_iter().filter(|t| t.trim() != term).collect();
+                if kept.iter().any(|t| !t.trim().is_empty()) {
+                    lines.push(format!("{name}:{}", kept.join(",")));
+                }
+            }
+            _ => lines.push(line.to_owned()),
+        }
+    }
+    // A line of its own, first: it wins over the lines below.
+    let own = format!("{project}: {term}");
+    lines.retain(|l| l.trim() != own);
+    lines.insert(0, own);
+    lines.join("\n")
+}
+
+/// A rule's terms, split at commas outside `/…/` (a regular expression may hold one).
+fn split_terms(terms: &str) -> Vec<String> {
+    let mut out: Vec<String> = Vec::new();
+    let mut open = false;
+    for piece in terms.split(',') {
+        match out.last_mut() {
+            Some(last) if open => {
+                last.push(',');
+                last.push_str(piece);
+            }
+            _ => out.push(piece.to_owned()),
+        }
+        let term = out.last().map(|t| t.trim()).unwrap_or_default();
+        open = term.starts_with('/') && (term.len() < 2 || !term.ends_with('/'));
+    }
+    out
+}
+
+/// Why a stretch of work counts for its project (or for none).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Why {
+    /// The user's rule (its line).
+    Rule(String),
+    /// A source folder in the title (`~/src/NAME`).
+    Folder(String),
+    /// An editor's open folder.
+    Workspace(String),
+    /// A forge's repository in the address.
+    Repository(String),
+    /// A ticket key, and the project it was seen with (when it was).
+    Ticket(String),
+    /// The project's name in the title.
+    Named,
+    /// No cue; between two stretches of this project.
+    Between,
+    /// Nothing says which.
+    Unknown,
+}
+
+impl Why {
+    pub fn describe(&self) -> String {
+        match self {
+            Why::Rule(line) => format!("your rule \u{201c}{line}\u{201d}"),
+            Why::Folder(name) => format!("the folder {name} in its title"),
+            Why::Workspace(name) => format!("the editor's folder {name}"),
+            Why::Repository(name) => format!("the repository {name} in its address"),
+            Why::Ticket(key) => format!("the ticket {key}"),
+            Why::Named => "the project's name in its title".into(),
+            Why::Between => "between two stretches of the project, with no cue of its own".into(),
+            Why::Unknown => "nothing in it names a project".into(),
+        }
+    }
+}
+
+/// A stretch of work's project, and why.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Attribution {
+    pub project: Option<String>,
+    pub why: Why,
+}
+
+/// A window's text as matched: lower-cased words of its title, app and address.
+struct Words(String);
+
+impl Words {
+    fn of(parts: &[&str]) -> Self {
+        Words(format!(" {} ", parts.iter().map(|p| normalise(p)).collect::<Vec<_>>().join(" ")))
+    }
+
+    /// Whether `words` (normalised) appear as whole words.
+    fn contains_words(&self, words: &str) -> bool {
+        !words.is_empty() && self.0.contains(&format!(" {words} "))
+    }
+}
+
+/// Lower-case words separated by one space (`Route-Planner_v2` → `route planner v2`).
+fn normalise(text: &str) -> String {
+    text.split(|c: char| !c.is_alphanumeric()).filter(|w| !w.is_empty()).map(str::to_lowercase).collect::<Vec<_>>().join(" ")
+}
+
+struct Window {
+    app: String,
+    title: String,
+    url: Option<String>,
+    words: Words,
+}
+
+impl Window {
+    fn of(session: &ActivitySession) -> Self {
+        let url = session.url.clone();
+        let words = Words::of(&[&session.app, &session.title, url.as_deref().unwrap_or("")]);
+        Window { app: session.app.clone(), title: session.title.clone(), url, words }
+    }
+}
+
+/// What a window says about its project by itself.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+struct Cues {
+    /// A folder, workspace or repository, and which.
+    name: Option<(String, Why)>,
+    /// Ticket keys (`ATL`), and the tickets (`ATL-142`).
+    tickets: Vec<String>,
+    numbered: Vec<String>,
+}
+
+/// Folders under which people keep their projects.
+const SOURCE_ROOTS: [&str; 12] = ["src", "code", "projects", "project", "work", "repos", "repositories", "dev", "git", "workspace", "clients", "source"];
+/// Forges whose addresses are `HOST/OWNER/REPOSITORY/…`.
+const FORGES: [&str; 6] = ["github.com", "gitlab.com", "codeberg.org", "bitbucket.org", "sr.ht", "gitea.com"];
+/// Path parts of a forge's address that are not an owner.
+const FORGE_PAGES: [&str; 14] = ["settings", "notifications", "orgs", "users", "explore", "marketplace", "login", "search", "dashboard", "new", "issues", "pulls", "topics", "sponsors"];
+/// Editors whose titles end in ` - FOLDER - EDITOR`.
+const WORKSPACE_EDITORS: [&str; 6] = ["visual studio code", "vscodium", "code - oss", "cursor", "sublime text", "zed"];
+/// Mail and chat: never counted for a project by what is around them (a call is: it is usually about the work around it).
+const TALK_APPS: [&str; 12] = ["slack", "thunderbird", "evolution", "geary", "discord", "telegram", "signal", "element", "mattermost", "mailspring", "betterbird", "kmail"];
+const TALK_SITES: [&str; 6] = ["mail.google.com", "outlook.", "slack.com", "discord.com", "web.whatsapp.com", "fastmail.com"];
+
+fn ticket_regex() -> &'static Regex {
+    static TICKET: std::sync::OnceLock<Regex> = std::sync::OnceLock::new();
+    TICKET.get_or_init(|| Regex::new(r"\b([A-Z][A-Z0-9]{1,9})-[0-9]{1,6}\b").expect("a valid pattern"))
+}
+
+fn folder_regex() -> &'static Regex {
+    static FOLDER: std::sync::OnceLock<Regex> = std::sync::OnceLock::new();
+    FOLDER.get_or_init(|| Regex::new(r"(?:~|/home/[^/\s]+|/Users/[^/\s]+)/([A-Za-z0-9._-]+)(?:/([A-Za-z0-9._-]+))?").expect("a valid pattern"))
+}
+
+/// What `window`'s title and address name by themselves.
+fn cues(window: &Window) -> Cues {
+    let mut cues = Cues::default();
+    let title = window.title.as_str();
+    // A source folder: ~/src/NAME (or ~/NAME when it is not a home folder everyone has).
+    for found in folder_regex().captures_iter(title) {
+        let first = &found[1];
+        let name = match found.get(2) {
+            Some(second) if SOURCE_ROOTS.contains(&first.to_lowercase().as_str()) => second.as_str(),
+            _ if SOURCE_ROOTS.contains(&first.to_lowercase().as_str()) => continue,
+            _ if is_home_folder(first) || first.starts_with('.') || first.contains('.') => continue,
+            _ => first,
+        };
+        cues.name = Some((name.to_owned(), Why::Folder(name.to_owned())));
+        break;
+    }
+    // An editor's workspace: `file - FOLDER - Visual Studio Code`, JetBrains' `FOLDER – file`.
+    if cues.name.is_none() {
+        let lower = title.to_lowercase();
+        let app = window.app.to_lowercase();
+        if let Some(editor) = WORKSPACE_EDITORS.iter().find(|e| lower.ends_with(&format!(" - {e}")))
+            && let Some(head) = title.get(..title.len().saturating_sub(editor.len() + 3))
+            && let Some(folder) = head.rsplit_once(" - ").map(|(_, folder)| folder).or_else(|| {
+                // `FOLDER - Visual Studio Code` with no file open (not a tab of its own, not a file).
+                let alone = head.trim();
+                (!alone.contains(['.', ' ']) && !["Welcome", "Settings", "Extensions", "Untitled-1"].contains(&alone)).then_some(alone)
+            })
+        {
+            // `folder [SSH: host]`, `folder (Workspace)`: the folder's name.
+            let folder = folder.split(" [").next().unwrap_or(folder).split(" (").next().unwrap_or(folder).trim_start_matches('\u{25cf}').trim();
+            if !folder.is_empty() {
+                cues.name = Some((folder.to_owned(), Why::Workspace(folder.to_owned())));
+            }
+        } else if (app.starts_with("jetbrains") || app.contains("android-studio"))
+            && let Some((folder, _)) = title.split_once(" \u{2013} ")
+            && !folder.trim().is_empty()
+            && !folder.trim().contains(' ')
+        {
+            cues.name = Some((folder.trim().to_owned(), Why::Workspace(folder.trim().to_owned())));
+        }
+    }
+    // A forge's repository: HOST/OWNER/NAME.
+    if cues.name.is_none()
+        && let Some(url) = &window.url
+    {
+        let rest = url.split_once("://").map_or(url.as_str(), |(_, r)| r);
+        let path = rest.split(['?', '#']).next().unwrap_or(rest);
+        let mut parts = path.split('/');
+        let host = parts.next().unwrap_or("").trim_start_matches("www.").to_lowercase();
+        let parts: Vec<&str> = parts.filter(|p| !p.is_empty()).collect();
+        let owner = parts.first().copied().unwrap_or("");
+        // GitLab nests groups (`group/sub/repo/-/merge_requests/12`): the repository is the part before `-`.
+        let repo = match parts.iter().position(|p| *p == "-") {
+            Some(dash) if dash >= 2 => parts[dash - 1],
+            _ if host == "gitlab.com" && parts.len() >= 2 => {
+                let page = parts.iter().position(|p| ["issues", "merge_requests", "tree", "blob", "commits", "commit", "pipelines", "jobs", "wikis", "boards"].contains(p));
+                page.filter(|&i| i >= 2).map_or(parts[parts.len() - 1], |i| parts[i - 1])
+            }
+            _ => parts.get(1).copied().unwrap_or(""),
+        };
+        if FORGES.contains(&host.as_str()) && !owner.is_empty() && !repo.is_empty() && !FORGE_PAGES.contains(&owner) {
+            let repo = repo.trim_end_matches(".git");
+            cues.name = Some((repo.to_owned(), Why::Repository(repo.to_owned())));
+        }
+    }
+    for text in [Some(title), window.url.as_deref()].into_iter().flatten() {
+        for found in ticket_regex().captures_iter(text) {
+            let key = found[1].to_owned();
+            // Not a ticket: dates, versions, HTTP codes, and the like.
+            if ["UTF", "ISO", "SHA", "RFC", "CVE", "HTTP", "TLS", "AES", "MD"].contains(&key.as_str()) {
+                continue;
+            }
+            if !cues.numbered.iter().any(|n| n == &found[0]) {
+                cues.numbered.push(found[0].to_owned());
+            }
+            if !cues.tickets.contains(&key) {
+                cues.tickets.push(key);
+            }
+        }
+    }
+    cues
+}
+
+fn is_home_folder(name: &str) -> bool {
+    ["Downloads", "Documents", "Desktop", "Pictures", "Music", "Videos", "Public", "Templates", "tmp", "bin", "snap"].iter().any(|h| h.eq_ignore_ascii_case(name))
+}
+
+fn is_talk(window: &Window) -> bool {
+    let app = window.app.to_lowercase();
+    TALK_APPS.iter().any(|t| app.contains(t)) || window.url.as_deref().is_some_and(|u| TALK_SITES.iter().any(|s| u.contains(s)))
+}
+
+/// Each session's project, in the sessions' order. Sessions are read
+/// together: a ticket key counts for the project it was seen with, a
+/// project's name found anywhere is looked for everywhere, and a short
+/// stretch without a cue takes the project around it.
+pub fn attribute(sessions: &[ActivitySession], rules: &ProjectRules) -> Vec<Attribution> {
+    let windows: Vec<Window> = sessions.iter().map(Window::of).collect();
+    let cues: Vec<Cues> = windows.iter().map(cues).collect();
+    // The projects' names: the rules', then the names windows show of themselves (first spelling kept).
+    let mut names: Vec<String> = rules.projects();
+    for cue in &cues {
+        if let Some((name, _)) = &cue.name
+            && !names.iter().any(|n| normalise(n) == normalise(name))
+        {
+            names.push(name.clone());
+        }
+    }
+    let spelling: HashMap<String, String> = names.iter().rev().map(|n| (normalise(n), n.clone())).collect();
+    // Without tickets first; then a ticket key goes with the project it is most often seen with.
+    let first: Vec<Option<Attribution>> = windows.iter().zip(&cues).map(|(window, cue)| direct(window, cue, rules, &names)).collect();
+    let mut seen_with: HashMap<&str, BTreeMap<&str, usize>> = HashMap::new();
+    for (cue, found) in cues.iter().zip(&first) {
+        if let Some(Attribution { project: Some(project), .. }) = found {
+            for key in &cue.tickets {
+                *seen_with.entry(key.as_str()).or_default().entry(project.as_str()).or_default() += 1;
+            }
+        }
+    }
+    // A key seen alone is a project of its own only with two tickets or more (ATL-141, ATL-142; not GPT-4 once).
+    let mut tickets_of: HashMap<&str, std::collections::HashSet<&str>> = HashMap::new();
+    for cue in &cues {
+        for ticket in &cue.numbered {
+            if let Some((key, _)) = ticket.split_once('-') {
+                tickets_of.entry(key).or_default().insert(ticket.as_str());
+            }
+        }
+    }
+    let ticket_projects: HashMap<&str, &str> =
+        seen_with.iter().filter_map(|(key, projects)| projects.iter().max_by_key(|(_, n)| **n).map(|(p, _)| (*key, *p))).collect();
+    let mut found: Vec<Attribution> = first
+        .iter()
+        .zip(&cues)
+        .map(|(first, cue)| {
+            let known_ticket = cue.tickets.iter().find_map(|key| ticket_projects.get(key.as_str()).map(|p| (key, *p)));
+            match (first, known_ticket) {
+                // The user's rule and the window's own folder or repository come first.
+                (Some(found), _) if found.why != Why::Named => found.clone(),
+                (_, Some((key, project))) => Attribution { project: Some(project.to_owned()), why: Why::Ticket(key.clone()) },
+                (Some(found), None) => found.clone(),
+                (None, None) => match cue.tickets.iter().find(|key| tickets_of.get(key.as_str()).is_some_and(|t| t.len() >= 2)) {
+                    Some(key) => Attribution { project: Some(key.clone()), why: Why::Ticket(key.clone()) },
+                    None => Attribution { project: None, why: Why::Unknown },
+                },
+            }
+        })
+        .collect();
+    for attribution in &mut found {
+        if let Some(project) = &mut attribution.project
+            && let Some(first) = spelling.get(&normalise(project))
+        {
+            project.clone_from(first);
+        }
+    }
+    fill_between(sessions, &windows, &mut found);
+    found
+}
+
+/// A window's project from its rule, its own folder or repository, or a
+/// known project's name in its title (None: none of these).
+fn direct(window: &Window, cue: &Cues, rules: &ProjectRules, names: &[String]) -> Option<Attribution> {
+    if let Some((rule, line)) = rules.matching(window) {
+        return Some(Attribution { project: rule.project.clone(), why: Why::Rule(line.to_owned()) });
+    }
+    if let Some((name, why)) = &cue.name {
+        return Some(Attribution { project: Some(name.clone()), why: why.clone() });
+    }
+    // The longest name that fits (`route planner` before `route`).
+    names
+        .iter()
+        .filter(|n| normalise(n).len() >= 4 && window.words.contains_words(&normalise(n)))
+        .max_by_key(|n| normalise(n).len())
+        .map(|name| Attribution { project: Some(name.clone()), why: Why::Named })
+}
+
+/// A short stretch without a cue between two of one project counts for it (not mail or chat).
+fn fill_between(sessions: &[ActivitySession], windows: &[Window], found: &mut [Attribution]) {
+    let known: Vec<Option<String>> = found.iter().map(|f| f.project.clone()).collect();
+    // Which stretches have a cue of their own (those filled here do not count as one).
+    let cued: Vec<bool> = found.iter().map(|f| f.why != Why::Unknown).collect();
+    for i in 0..sessions.len() {
+        if cued[i] || is_talk(&windows[i]) {
+            continue;
+        }
+        let session = &sessions[i];
+        let end = session.ended_at_millis.unwrap_or(session.started_at_millis);
+        if end - session.started_at_millis > LOOKUP_MAX_MILLIS {
+            continue;
+        }
+        // The nearest stretch before and after with a project of its own, close by, across other cue-less ones.
+        let before = (0..i).rev().find(|&j| cued[j]);
+        let after = (i + 1..sessions.len()).find(|&j| cued[j]);
+        let (Some(before), Some(after)) = (before, after) else { continue };
+        let close = |a: &ActivitySession, b: &ActivitySession| b.started_at_millis - a.ended_at_millis.unwrap_or(a.started_at_millis) <= NEIGHBOUR_GAP_MILLIS;
+        if known[before].is_some() && known[before] == known[after] && close(&sessions[before], session) && close(session, &sessions[after]) {
+            found[i] = Attribution { project: known[before].clone(), why: Why::Between };
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn session(app: &str, title: &str, url: Option<&str>, start_min: i64, minutes: i64) -> ActivitySession {
+        ActivitySession {
+            session_id: start_min,
+            app: app.into(),
+            title: title.into(),
+            started_at_millis: start_min * 60_000,
+            ended_at_millis: Some((start_min + minutes) * 60_000),
+            url: url.map(str::to_owned),
+            ..ActivitySession::default()
+        }
+    }
+
+    fn projects(sessions: &[ActivitySession], rules: &str) -> Vec<Option<String>> {
+        attribute(sessions, &ProjectRules::parse(rules).unwrap()).into_iter().map(|a| a.project).collect()
+    }
+
+    #[test]
+    fn windows_name_their_projects_by_folder_workspace_repository_and_ticket() {
+        let sessions = [
+            session("code", "● ledger.rs - ledger-svc - Visual Studio Code", None, 0, 30),
+            session("kitty", "dana@thinkpad: ~/src/ledger-svc/crates/core", None, 30, 10),
+            session("jetbrains-idea", "billing-api \u{2013} InvoiceService.kt", None, 40, 10),
+            session("firefox", "Pull request #88 · northwind/route-planner · GitHub — Mozilla Firefox", Some("https://github.com/northwind/route-planner/pull/88"), 50, 10),
+            session("firefox", "git checkout ATL-142 in ledger-svc", None, 60, 5),
+            session("firefox", "ATL-150 Empty invoice crashes export - Jira — Mozilla Firefox", Some("https://acme.atlassian.net/browse/ATL-150"), 65, 5),
+            session("firefox", "OPS-7 Rotate keys - Jira — Mozilla Firefox", Some("https://ops.atlassian.net/browse/OPS-7"), 70, 5),
+            session("firefox", "OPS-8 Renew certificates - Jira — Mozilla Firefox", Some("https://ops.atlassian.net/browse/OPS-8"), 75, 5),
+            // One mention of something key-shaped is not a project.
+            session("firefox", "GPT-4 - Wikipedia — Mozilla Firefox", Some("https://en.wikipedia.org/wiki/GPT-4"), 80, 5),
+            session("kitty", "dana@thinkpad: ~/Downloads", None, 200, 5),
+            session("code-oss", "globex-api - Code - OSS", None, 210, 5),
+            session("firefox", "MR !12 · globex-inc / payments / billing-api · GitLab", Some("https://gitlab.com/globex-inc/payments/billing-api/-/merge_requests/12"), 215, 5),
+        ];
+        assert_eq!(
+            projects(&sessions, ""),
+            [
+                Some("ledger-svc"),
+                Some("ledger-svc"),
+                Some("billing-api"),
+                Some("route-planner"),
+                Some("ledger-svc"),
+                Some("ledger-svc"),
+                Some("OPS"),
+                Some("OPS"),
+                None,
+                None,
+                Some("globex-api"),
+                Some("billing-api")
+            ]
+            .map(|p| p.map(str::to_owned))
+        );
+    }
+
+    #[test]
+    fn rules_come_first_and_a_projects_name_is_found_in_documents_and_meetings() {
+        let rules = "Atlas: ledger-svc, ATL, acme.example\nNo project: /^general \\(channel\\)/\nRoute planner: route-planner";
+        let sessions = [
+            session("code", "ledger.rs - ledger-svc - Visual Studio Code", None, 0, 30),
+            session("libreoffice-writer", "Atlas SOW 2026.odt - LibreOffice Writer", None, 30, 20),
+            session("firefox", "Staging — Mozilla Firefox", Some("https://staging.acme.example/invoices"), 50, 5),
+            session("Slack", "general (Channel) - Acme - Slack", None, 55, 5),
+            session("firefox", "Meet – Route planner weekly — Mozilla Firefox", Some("https://meet.google.com/abc-defg-hij"), 60, 30),
+        ];
+        let found = attribute(&sessions, &ProjectRules::parse(rules).unwrap());
+        let names: Vec<Option<&str>> = found.iter().map(|a| a.project.as_deref()).collect();
+        assert_eq!(names, [Some("Atlas"), Some("Atlas"), Some("Atlas"), None, Some("Route planner")]);
+        assert_eq!(found[0].why, Why::Rule("Atlas: ledger-svc, ATL, acme.example".into()));
+        assert!(found[0].why.describe().contains("Atlas: ledger-svc"));
+    }
+
+    #[test]
+    fn a_short_lookup_between_two_stretches_of_a_project_counts_for_it_but_chat_does_not() {
+        let sessions = [
+            session("code", "ledger.rs - ledger-svc - Visual Studio Code", None, 0, 30),
+            session("firefox", "rust - How do I sum a Vec<u64>? - Stack Overflow — Mozilla Firefox", Some("https://stackoverflow.com/q/1"), 30, 4),
+            session("Slack", "random (Channel) - Acme - Slack", None, 34, 3),
+            session("code", "main.rs - ledger-svc - Visual Studio Code", None, 37, 30),
+            // Long, or far from the project's work: not counted.
+            session("firefox", "Hacker News — Mozilla Firefox", Some("https://news.ycombinator.com/"), 67, 40),
+            session("code", "main.rs - ledger-svc - Visual Studio Code", None, 107, 30),
+        ];
+        assert_eq!(projects(&sessions, ""), [Some("ledger-svc"), Some("ledger-svc"), None, Some("ledger-svc"), None, Some("ledger-svc")].map(|p| p.map(str::to_owned)));
+    }
+
+    #[test]
+    fn a_rule_may_hold_a_regular_expression_with_commas_and_capitals_are_a_key_or_a_name() {
+        let rules = ProjectRules::parse("Atlas: /inv-[0-9]{1,3}/, ATL\nAcme Portal: PORT\nNASA: NASA").unwrap();
+        let sessions = [
+            session("firefox", "INV-42 draft", None, 0, 5),
+            session("firefox", "ATL-9 Fix totals", None, 5, 5),
+            session("firefox", "Port 8080 already in use - Stack Overflow", None, 100, 5),
+            session("firefox", "NASA Earthdata login", None, 200, 5),
+        ];
+        let found: Vec<Option<String>> = attribute(&sessions, &rules).into_iter().map(|a| a.project).collect();
+        assert_eq!(found, [Some("Atlas".to_owned()), Some("Atlas".to_owned()), None, Some("NASA".to_owned())]);
+        assert_eq!(split_terms("a, /x{1,2}/, b"), ["a", " /x{1,2}/", " b"]);
+    }
+
+    #[test]
+    fn always_count_this_window_as_a_project_edits_the_rules() {
+        let rules = "Atlas: ledger-svc\nKestrel: kestrel";
+        let title = "Budget, Q3 (draft) - LibreOffice Calc";
+        let counted = with_title_rule(rules, "Kestrel", title);
+        assert!(counted.starts_with("Kestrel: /^Budget"), "{counted}");
+        let parsed = ProjectRules::parse(&counted).unwrap();
+        let found = attribute(&[session("libreoffice-calc", title, None, 0, 5)], &parsed);
+        assert_eq!(found[0].project.as_deref(), Some("Kestrel"));
+        // Moved to another project: out of the first, into the second; twice is once.
+        let moved = with_title_rule(&with_title_rule(&counted, "Atlas", title), "Atlas", title);
+        assert_eq!(moved.matches("Budget").count(), 1, "{moved}");
+        let found = attribute(&[session("libreoffice-calc", title, None, 0, 5)], &ProjectRules::parse(&moved).unwrap());
+        assert_eq!(found[0].project.as_deref(), Some("Atlas"));
+        // No project, and a new project's line.
+        let out = with_title_rule(&moved, "No project", title);
+        assert_eq!(attribute(&[session("libreoffice-calc", title, None, 0, 5)], &ProjectRules::parse(&out).unwrap())[0].project, None);
+        assert!(with_title_rule("", "Osprey", "x").starts_with("Osprey: /^x$/"));
+        // A title with slashes and commas stays one term.
+        let path = "~/src/a/, b - kitty";
+        let counted = ProjectRules::parse(&with_title_rule("", "Osprey", path)).unwrap();
+        assert_eq!(attribute(&[session("kitty", path, None, 0, 5)], &counted)[0].project.as_deref(), Some("Osprey"));
+    }
+
+    #[test]
+    fn bad_rules_say_which_line() {
+        assert!(ProjectRules::parse("Atlas: ok\nno colon here").unwrap_err().contains("line 2"));
+        assert!(ProjectRules::parse("Atlas: /(broken/").unwrap_err().contains("line 1"));
+        assert!(ProjectRules::parse(": x").unwrap_err().contains("no name"));
+        assert_eq!(ProjectRules::parse("# a comment\n\nAtlas: a, b").unwrap().projects(), ["Atlas"]);
+    }
+}

@@ -1,0 +1,185 @@
+//! Your day (issue 58): a scripted work week replayed through `cowork capture
+//! simulate` into a real database, then `cowork report` — time per project
+//! that adds up to the sessions' own durations to the second, attributed by
+//! the user's rules and what titles and addresses say.
+
+use std::process::{Command, Stdio};
+
+use super::support::{repo_dir, temp_dir};
+
+fn cowork(data: &std::path::Path, args: &[&str]) -> std::process::Output {
+    Command::new(env!("CARGO_BIN_EXE_cowork"))
+        .env("COWORK_LOG", "warn")
+        .env("TZ", "UTC")
+        .arg("--data-dir")
+        .arg(data)
+        .args(args)
+        .stdin(Stdio::null())
+        .output()
+        .unwrap()
+}
+
+fn ok(out: &std::process::Output) -> String {
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    String::from_utf8(out.stdout.clone()).unwrap()
+}
+
+const DAYS: [&str; 5] = ["2026-11-23", "2026-11-24", "2026-11-25", "2026-11-26", "2026-11-27"];
+
+/// The week's script split into days at each `unfocus`, each replayed from 08:30 (UTC);
+/// returns each window step's truth: (start ms, end ms, project).
+fn replay_week(data: &std::path::Path, week: &std::path::Path) -> Vec<(i64, i64, String)> {
+    let text = std::fs::read_to_string(week).unwrap();
+    let (mut day, mut lines, mut truth) = (0, Vec::new(), Vec::new());
+    let mut t = 0f64;
+    let mut project = String::new();
+    let mut day_start = cowork::ids::parse_time(&format!("{}T08:30:00Z", DAYS[0]), 0).unwrap();
+    for line in text.lines().map(str::trim).filter(|l| !l.is_empty() && !l.starts_with('#')) {
+        lines.push(line.to_owned());
+        let step: serde_json::Value = serde_json::from_str(line).unwrap();
+        if let Some(window) = step.get("window") {
+            project = window["project"].as_str().unwrap().to_owned();
+        } else if let Some(secs) = step.get("work_secs").and_then(|s| s.as_f64()) {
+            truth.push((day_start + (t * 1000.0) as i64, day_start + ((t + secs) * 1000.0) as i64, project.clone()));
+            t += secs;
+        } else if let Some(secs) = step.get("idle_secs").and_then(|s| s.as_f64()) {
+            t += secs;
+        } else if step.get("unfocus").is_some() {
+            let script = data.join(format!("day-{day}.jsonl"));
+            std::fs::write(&script, lines.join("\n")).unwrap();
+            ok(&cowork(data, &["capture", "simulate", "--start", &format!("{}T08:30:00Z", DAYS[day]), "--script", script.to_str().unwrap()]));
+            lines.clear();
+            day += 1;
+            t = 0.0;
+            if day < DAYS.len() {
+                day_start = cowork::ids::parse_time(&format!("{}T08:30:00Z", DAYS[day]), 0).unwrap();
+            }
+        }
+    }
+    assert_eq!(day, 5, "the week has five days");
+    truth
+}
+
+fn csv_rows(text: &str) -> Vec<Vec<String>> {
+    // The report's CSV quotes fields with commas and quotes (RFC 4180).
+    let mut rows = Vec::new();
+    for line in text.split("\r\n").filter(|l| !l.is_empty()) {
+        let (mut fields, mut field, mut quoted, mut chars) = (Vec::new(), String::new(), false, line.chars().peekable());
+        while let Some(c) = chars.next() {
+            match (c, quoted) {
+                ('"', true) if chars.peek() == Some(&'"') => {
+                    field.push('"');
+                    chars.next();
+                }
+                ('"', _) => quoted = !quoted,
+                (',', false) => fields.push(std::mem::take(&mut field)),
+                (c, _) => field.push(c),
+            }
+        }
+        fields.push(field);
+        rows.push(fields);
+    }
+    rows
+}
+
+#[test]
+fn a_scripted_week_is_reported_by_project_to_the_second_and_mostly_right() {
+    let data = temp_dir();
+    let week = repo_dir().join("tests/data/projects-week-dev.jsonl");
+    let truth = replay_week(data.path(), &week);
+    let rules = std::fs::read_to_string(repo_dir().join("tests/data/projects-week-dev.rules")).unwrap();
+    // A rule that is not one says which line.
+    let bad = cowork(data.path(), &["settings", "set", "projects.rules", "Atlas: ok\nno colon"]);
+    assert!(!bad.status.success() && String::from_utf8_lossy(&bad.stderr).contains("line 2"), "{}", String::from_utf8_lossy(&bad.stderr));
+    ok(&cowork(data.path(), &["settings", "set", "projects.rules", &rules]));
+
+    let csv = ok(&cowork(data.path(), &["report", "--week", "--from", "2026-11-25", "--format", "csv"]));
+    let rows = csv_rows(&csv);
+    assert_eq!(rows[0], ["date", "project", "start", "end", "seconds", "duration", "app", "title", "url", "session_id", "why"]);
+    let rows = &rows[1..];
+    // To the second: the rows add up to the sessions' own durations (whole seconds of their clock times).
+    let reader = cowork::store::open_read_only(&data.path().join("cowork.db")).unwrap();
+    let from = cowork::ids::parse_time("2026-11-23", 0).unwrap();
+    let sessions = cowork::capture::db::sessions_between(&reader, from, from + 7 * 86_400_000).unwrap();
+    assert!(sessions.len() > 200, "{} sessions", sessions.len());
+    let sessions_seconds: i64 = sessions.iter().map(|s| s.ended_at_millis.unwrap() / 1000 - s.started_at_millis / 1000).sum();
+    let rows_seconds: i64 = rows.iter().map(|r| r[4].parse::<i64>().unwrap()).sum();
+    assert_eq!(rows_seconds, sessions_seconds);
+    // Markdown: every project's total and the week's are the rows' sums.
+    let md = ok(&cowork(data.path(), &["report", "--week", "--from", "2026-11-23", "--format", "md"]));
+    let hms = |s: i64| format!("{}:{:02}:{:02}", s / 3600, (s % 3600) / 60, s % 60);
+    assert!(md.lines().any(|l| l.starts_with("| **Total** |") && l.ends_with(&format!(" **{}** |", hms(sessions_seconds)))), "{md}");
+    let mut per_project = std::collections::BTreeMap::<&str, i64>::new();
+    for row in rows {
+        *per_project.entry(row[1].as_str()).or_default() += row[4].parse::<i64>().unwrap();
+    }
+    assert!(per_project.len() >= 9, "{per_project:?}");
+    for (project, seconds) in &per_project {
+        assert!(md.lines().any(|l| l.starts_with(&format!("| {} |", project.replace('|', "\\|"))) && l.ends_with(&format!(" **{}** |", hms(*seconds)))), "{project}: {md}");
+    }
+    // Attributed right: each row against the script's window it overlaps most.
+    let (mut right, mut tracked) = (0i64, 0i64);
+    let mut wrong = std::collections::BTreeMap::<(String, String), i64>::new();
+    for row in rows {
+        let (start, end) = (cowork::ids::parse_time(&row[2], 0).unwrap(), cowork::ids::parse_time(&row[3], 0).unwrap());
+        let truth = truth.iter().max_by_key(|(a, b, _)| (*b).min(end) - (*a).max(start)).map(|(_, _, p)| if p.is_empty() { "(no project)" } else { p.as_str() }).unwrap();
+        let seconds = row[4].parse::<i64>().unwrap();
+        tracked += seconds;
+        if truth == row[1] {
+            right += seconds;
+        } else {
+            *wrong.entry((truth.to_owned(), row[1].clone())).or_default() += seconds;
+        }
+    }
+    let share = right as f64 / tracked as f64;
+    eprintln!("attributed right: {:.1} % of {} h; wrong: {wrong:?}", share * 100.0, tracked / 3600);
+    assert!(share >= 0.9, "{:.1} % right; wrong: {wrong:?}", share * 100.0);
+    // Each row says why.
+    assert!(rows.iter().all(|r| !r[10].is_empty()));
+    assert!(rows.iter().any(|r| r[10].starts_with("your rule")), "the rules were used");
+
+    // The text form of one day; a date not of the calendar is refused.
+    let day = ok(&cowork(data.path(), &["report", "--from", "2026-11-24"]));
+    assert!(day.starts_with("Time by project, Tue 2026-11-24"), "{day}");
+    let bad_date = cowork(data.path(), &["report", "--from", "2026-02-30"]);
+    assert!(!bad_date.status.success());
+}
+
+#[test]
+fn a_night_across_the_clocks_change_is_cut_at_local_midnight() {
+    // New York's clocks go forward at 02:00 on 2026-03-08 (a POSIX zone: no tzdata needed).
+    let data = temp_dir();
+    let script = data.path().join("night.jsonl");
+    std::fs::write(&script, "{\"window\": {\"app\": \"code\", \"title\": \"a.rs - atlas - Visual Studio Code\"}}\n{\"work_secs\": 14400}\n").unwrap();
+    // 23:30 EST on the 7th, for four hours: 30 minutes that day, three and a half hours the next.
+    ok(&cowork(data.path(), &["capture", "simulate", "--start", "2026-03-08T04:30:00Z", "--script", script.to_str().unwrap()]));
+    let out = Command::new(env!("CARGO_BIN_EXE_cowork"))
+        .env("COWORK_LOG", "warn")
+        .env("TZ", "EST5EDT,M3.2.0,M11.1.0")
+        .arg("--data-dir")
+        .arg(data.path())
+        .args(["report", "--from", "2026-03-07", "--until", "2026-03-08", "--format", "csv"])
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    let rows = csv_rows(&ok(&out));
+    let days: Vec<(&str, &str)> = rows[1..].iter().map(|r| (r[0].as_str(), r[4].as_str())).collect();
+    assert_eq!(days, [("2026-03-07", "1800"), ("2026-03-08", "12600")]);
+}
+
+#[test]
+fn a_title_cannot_become_a_spreadsheet_formula_in_the_report() {
+    let data = temp_dir();
+    let script = data.path().join("day.jsonl");
+    std::fs::write(
+        &script,
+        "{\"window\": {\"app\": \"firefox\", \"title\": \"=HYPERLINK(\\\"http://evil.example/\\\",\\\"click\\\"), ok\"}}\n{\"work_secs\": 120}\n{\"window\": {\"app\": \"code\", \"title\": \"a.rs - atlas - Visual Studio Code\"}}\n{\"work_secs\": 60}\n",
+    )
+    .unwrap();
+    ok(&cowork(data.path(), &["capture", "simulate", "--start", "2026-11-24T09:00:00Z", "--script", script.to_str().unwrap()]));
+    let csv = ok(&cowork(data.path(), &["report", "--from", "2026-11-24", "--format", "csv"]));
+    let rows = csv_rows(&csv);
+    let hostile = rows.iter().find(|r| r[7].contains("HYPERLINK")).unwrap();
+    assert!(hostile[7].starts_with("'="), "{hostile:?}");
+    assert_eq!(rows.iter().find(|r| r[1] == "atlas").map(|r| r[4].as_str()), Some("60"));
+}

@@ -207,14 +207,16 @@ const EVENT_BUDGET: Duration = Duration::from_millis(8);
 const GEOMETRY_SAVE_INTERVAL: Duration = Duration::from_secs(2);
 
 impl CoworkApp {
-    pub fn new(channels: Channels, state: AppState, models: Vec<ModelView>, options: AppOptions) -> Self {
+    pub fn new(channels: Channels, mut state: AppState, models: Vec<ModelView>, options: AppOptions) -> Self {
         let today = local_day_start_millis(now_millis());
+        state.day = crate::state::DayView { start_millis: today, days: 1, ..Default::default() };
         for command in [
             crate::store::load_settings(channels.bus.narrow()),
             crate::chat::load_threads(channels.bus.narrow()),
             crate::memory::commands::load_facts(channels.bus.narrow()),
             crate::memory::commands::profile_proposals(channels.bus.narrow()),
             crate::capture::db::load_sessions_since(today, channels.bus.narrow()),
+            crate::capture::db::load_days(today, 1, channels.bus.narrow()),
         ] {
             let _ = channels.store.try_send(command);
         }
@@ -536,7 +538,7 @@ impl CoworkApp {
             action @ (UiAction::ListModels { .. } | UiAction::SetProviderModel { .. } | UiAction::SaveProvider(..) | UiAction::RemoveProvider(..) | UiAction::TestProvider { .. } | UiAction::SaveKey { .. } | UiAction::SaveSearchKey { .. }) => self.providers_action(action),
             action @ (UiAction::ChooseChatModel(..) | UiAction::AddModel(..) | UiAction::SetupDownload { .. } | UiAction::SetupCancelDownload | UiAction::FetchModels | UiAction::InstallModel(..) | UiAction::RemoveModel(..) | UiAction::LoadModel) => self.models_action(action),
             action @ (UiAction::AutomationRun(..) | UiAction::AutomationEnable { .. } | UiAction::AutomationRerun(..) | UiAction::AutomationCancel(..) | UiAction::DraftFlow(..) | UiAction::SaveFlow(..) | UiAction::AppsInspect(..) | UiAction::DraftApp(..) | UiAction::AppsInspectDraft(..) | UiAction::AppsForgetInspection | UiAction::AppsInstall { .. } | UiAction::AppsEnable { .. } | UiAction::AppsRemove(..) | UiAction::AppOpen(..) | UiAction::AppClose(..) | UiAction::AppAct { .. } | UiAction::AppChat { .. } | UiAction::AppOpenUrl(..) | UiAction::InboxAct { .. }) => self.apps_action(action),
-            action @ (UiAction::Search(..) | UiAction::OpenHit(..) | UiAction::PinFact { .. } | UiAction::UnpinFact(..) | UiAction::ProfileProposal { .. } | UiAction::PinToThread { .. } | UiAction::UnpinFromThread { .. } | UiAction::SummariseNow | UiAction::RetryEmbedding | UiAction::ToggleSession(..) | UiAction::DeleteRecent { .. } | UiAction::ExportToday(..) | UiAction::AskForgetEverything | UiAction::CancelForget | UiAction::ForgetEverything) => self.memory_action(action),
+            action @ (UiAction::Search(..) | UiAction::OpenHit(..) | UiAction::PinFact { .. } | UiAction::UnpinFact(..) | UiAction::ProfileProposal { .. } | UiAction::PinToThread { .. } | UiAction::UnpinFromThread { .. } | UiAction::SummariseNow | UiAction::RetryEmbedding | UiAction::ToggleSession(..) | UiAction::ShowDays { .. } | UiAction::FilterProject(..) | UiAction::DeleteRecent { .. } | UiAction::ExportToday(..) | UiAction::AskForgetEverything | UiAction::CancelForget | UiAction::ForgetEverything) => self.memory_action(action),
             action @ (UiAction::ChooseFiles | UiAction::BrowseFiles(..) | UiAction::AttachFiles(..) | UiAction::Detach(..)) => self.documents_action(action),
             action @ (UiAction::SwitchTab(..) | UiAction::SaveSetting { .. } | UiAction::SetAutostart(..) | UiAction::OpenSetup | UiAction::FinishSetup | UiAction::TogglePause | UiAction::GnomeExtension { .. } | UiAction::GnomeShortcuts { .. } | UiAction::RetryWorker(..) | UiAction::OpenQuickPrompt | UiAction::CloseQuickPrompt) => self.settings_action(action),
         }
@@ -1043,6 +1045,11 @@ impl CoworkApp {
                     self.state.notice("the embed worker is busy or not running");
                 }
             }
+            UiAction::ShowDays { start_millis, days } => {
+                self.state.day = crate::state::DayView { start_millis, days, project: self.state.day.project.take(), ..Default::default() };
+                self.send_store(crate::capture::db::load_days(start_millis, days, self.channels.bus.narrow()));
+            }
+            UiAction::FilterProject(project) => self.state.day.project = project,
             UiAction::ToggleSession(session_id) => {
                 if self.state.open_session.as_ref().is_some_and(|s| s.session_id == session_id) {
                     self.state.open_session = None;

@@ -141,6 +141,10 @@ pub enum UiAction {
     LoadModel,
     /// Open (or close) a session in the Context panel.
     ToggleSession(i64),
+    /// Show these days in the timeline: from a local midnight, 1 or 7 days.
+    ShowDays { start_millis: i64, days: u32 },
+    /// List only this project's sessions (None: all).
+    FilterProject(Option<String>),
     /// Delete everything from this long ago until now.
     DeleteRecent { span_millis: i64 },
     /// Export today's history into the data directory.
@@ -221,6 +225,44 @@ pub struct SessionDetailView {
     /// What the screen showed (the screen-text stream).
     pub seen: Vec<(i64, String)>,
     pub loaded: bool,
+}
+
+/// The days the Context panel's timeline shows (one, or a week), with what
+/// happened in them and the time per project.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct DayView {
+    /// Local midnight of the first day shown.
+    pub start_millis: i64,
+    /// 1, or 7 (a week from Monday).
+    pub days: u32,
+    /// Sessions, oldest first (finished ones; today's grow as they finish).
+    pub sessions: Vec<ActivitySession>,
+    /// Away spans, and when the user typed and when listen mode heard someone.
+    pub away: Vec<(i64, i64)>,
+    pub typed: Vec<i64>,
+    pub heard: Vec<i64>,
+    /// Each session's project, in `sessions`' order, and the days' time per project.
+    pub projects: Vec<Option<String>>,
+    pub ledger: crate::day::ledger::Ledger,
+    pub loaded: bool,
+    /// Only the sessions of this project are listed.
+    pub project: Option<String>,
+}
+
+impl DayView {
+    /// The end of the span shown (local midnight after its last day).
+    pub fn end_millis(&self) -> i64 {
+        (0..self.days.max(1)).fold(self.start_millis, |day, _| crate::day::ledger::next_midnight(day))
+    }
+
+    /// Attributes the sessions again (new sessions, new rules).
+    pub fn attribute(&mut self, rules: &str, now_millis: i64) {
+        let rules = crate::day::projects::ProjectRules::parse(rules).unwrap_or_default();
+        // (The sessions are oldest first, as the ledger wants them: one attribution serves both.)
+        let found = crate::day::projects::attribute(&self.sessions, &rules);
+        self.ledger = crate::day::ledger::Ledger::cut(&self.sessions, &found, self.start_millis, self.end_millis(), now_millis);
+        self.projects = found.into_iter().map(|a| a.project).collect();
+    }
 }
 
 /// A message as the chat panel shows it.
@@ -431,6 +473,8 @@ pub struct AppState {
     pub open_session: Option<SessionDetailView>,
     /// Today's finished sessions, oldest first.
     pub sessions_today: Vec<ActivitySession>,
+    /// The timeline's days.
+    pub day: DayView,
     pub threads: Vec<ChatThread>,
     pub current_thread: Option<i64>,
     pub messages: Vec<MessageView>,
@@ -757,11 +801,18 @@ impl AppState {
                 } else {
                     self.setting_warnings.retain(|w| !w.contains(&key));
                 }
+                if key == crate::config::keys::PROJECT_RULES {
+                    self.day.attribute(&self.settings.projects, now_millis);
+                }
             }
             StoreEvent::RangeDeleted { since_millis, until_millis, sessions, messages } => {
                 self.sessions_today.retain(|s| {
                     s.started_at_millis >= until_millis || s.ended_at_millis.unwrap_or(now_millis) < since_millis
                 });
+                self.day.sessions.retain(|s| s.started_at_millis >= until_millis || s.ended_at_millis.unwrap_or(now_millis) < since_millis);
+                self.day.typed.retain(|at| *at >= until_millis || *at < since_millis);
+                self.day.heard.retain(|at| *at >= until_millis || *at < since_millis);
+                self.day.attribute(&self.settings.projects, now_millis);
                 if messages > 0 {
                     self.new_thread();
                     self.threads.clear();
@@ -794,6 +845,14 @@ impl AppState {
             CaptureEvent::SessionsLoaded(sessions) => {
                 self.sessions_today = sessions.into_iter().filter(|s| s.ended_at_millis.is_some()).collect();
             }
+            CaptureEvent::DaysLoaded(days) => {
+                if (days.start_millis, days.days) == (self.day.start_millis, self.day.days) {
+                    let mut sessions: Vec<ActivitySession> = days.sessions.into_iter().filter(|s| s.ended_at_millis.is_some()).collect();
+                    sessions.sort_by_key(|s| s.started_at_millis);
+                    self.day = DayView { sessions, away: days.away, typed: days.typed, heard: days.heard, loaded: true, project: self.day.project.take(), ..std::mem::take(&mut self.day) };
+                    self.day.attribute(&self.settings.projects, now_millis);
+                }
+            }
             CaptureEvent::ActiveWindow(window) => self.active_window = window,
             CaptureEvent::CaptureDecision(decision) => self.capture_decision = Some(decision),
             CaptureEvent::StreamHealth(health) => {
@@ -801,7 +860,14 @@ impl AppState {
             }
             CaptureEvent::SessionFinished(session) => {
                 let today = local_day_start_millis(now_millis);
-                if session.ended_at_millis.unwrap_or(now_millis) >= today {
+                let end = session.ended_at_millis.unwrap_or(now_millis);
+                if self.day.loaded && session.started_at_millis < self.day.end_millis() && end >= self.day.start_millis {
+                    self.day.sessions.retain(|s| s.session_id != session.session_id);
+                    self.day.sessions.push(session.clone());
+                    self.day.sessions.sort_by_key(|s| s.started_at_millis);
+                    self.day.attribute(&self.settings.projects, now_millis);
+                }
+                if end >= today {
                     self.sessions_today.retain(|s| s.session_id != session.session_id);
                     self.sessions_today.push(session);
                 }

@@ -360,6 +360,31 @@ pub fn load_sessions_since(since_millis: i64, sink: EventSink<CaptureEvent>) -> 
     })
 }
 
+/// The timeline's days: sessions, away spans, typing and what was heard, from
+/// `start_millis` (a local midnight) for `days` days.
+pub fn load_days(start_millis: i64, days: u32, sink: EventSink<CaptureEvent>) -> StoreCommand {
+    StoreCommand::run("load days", move |writer| {
+        let end = (0..days.max(1)).fold(start_millis, |day, _| crate::day::ledger::next_midnight(day));
+        let conn = writer.conn();
+        let read = || -> rusqlite::Result<crate::capture::events::Days> {
+            let away = afk_between(conn, start_millis, end)?
+                .into_iter()
+                .filter(|e| e.data == crate::capture::heartbeat::AfkStatus::Afk)
+                .map(|e| (e.start_millis, e.end_millis))
+                .collect();
+            let typed = chunks_between(conn, start_millis, end)?.into_iter().map(|c| c.started_at_millis).collect();
+            let heard = crate::audio::transcripts::between(conn, start_millis, end)?.into_iter().map(|t| t.started_at_millis).collect();
+            Ok(crate::capture::events::Days { start_millis, days, sessions: sessions_between(conn, start_millis, end)?, away, typed, heard })
+        };
+        match read() {
+            Ok(loaded) => {
+                sink.send(CaptureEvent::DaysLoaded(loaded));
+            }
+            Err(err) => writer.notice(format!("cannot load the timeline: {err}")),
+        }
+    })
+}
+
 /// What was typed, copied and on screen during one session, for the Context panel.
 pub fn load_session_detail(session_id: i64, sink: EventSink<CaptureEvent>) -> StoreCommand {
     StoreCommand::run(format!("load session detail {session_id}"), move |writer| match session_detail(writer.conn(), session_id) {

@@ -11,10 +11,25 @@ pub enum CaptureEvent {
     SessionFinished(ActivitySession),
     /// Today's finished sessions, read from the store.
     SessionsLoaded(Vec<ActivitySession>),
+    /// The timeline's days, read from the store.
+    DaysLoaded(Days),
     /// What was typed and copied during one session (Context panel, on click).
     SessionDetail { session_id: i64, typed: Vec<(i64, String)>, copied: Vec<(i64, String)>, seen: Vec<(i64, String)> },
     /// How the screen-text stream is doing (Settings, the Context panel).
     Screen(ScreenStatus),
+}
+
+/// What happened in some days, for the timeline.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Days {
+    pub start_millis: i64,
+    pub days: u32,
+    pub sessions: Vec<ActivitySession>,
+    /// Away spans (start, end).
+    pub away: Vec<(i64, i64)>,
+    /// When typing was recorded, and when listen mode heard someone.
+    pub typed: Vec<i64>,
+    pub heard: Vec<i64>,
 }
 
 /// The screen-text stream's state.

@@ -1,17 +1,21 @@
-//! The Context panel: what cowork sees right now, and today's sessions as a
-//! timeline and a list.
+//! The Context panel: what cowork sees right now, and a day or a week as a
+//! timeline (apps, away time, typing and listening), time per project, and
+//! the sessions.
 
 use egui::{RichText, ScrollArea, Sense, Stroke, vec2};
 
-use crate::ids::{format_duration_millis, local_day_start_millis, user_clock as format_clock};
+use crate::day::ledger::{UNATTRIBUTED, hms, next_midnight, week_start};
+use crate::day::timeline;
+use crate::ids::{format_duration_millis, local_date, local_day_start_millis, user_clock as format_clock};
 use crate::runtime::{WorkerName, WorkerState};
 use crate::state::{AppState, SessionDetailView, UiAction};
 use crate::ui::theme;
 
-/// The search box's draft (what is typed before it reaches the state).
+/// The panel's drafts: the search box's text, and the project an open session is to count for.
 #[derive(Default)]
 pub struct SearchBox {
     pub text: String,
+    pub project: String,
 }
 
 pub fn context_ui(ui: &mut egui::Ui, state: &AppState, search: &mut SearchBox, now_millis: i64, actions: &mut Vec<UiAction>) {
@@ -48,38 +52,214 @@ pub fn context_ui(ui: &mut egui::Ui, state: &AppState, search: &mut SearchBox, n
     recording_now_ui(ui, state);
     stream_health_ui(ui, state, now_millis);
     ui.separator();
-    ui.heading("Today");
-    timeline_ui(ui, state, now_millis);
-    let total: i64 = state.sessions_today.iter().map(|s| s.duration_millis(now_millis)).sum();
+    days_ui(ui, state, search, now_millis, actions);
+}
+
+/// The timeline's days: which (a day or a week, back and forth), the bars,
+/// time per project, and the sessions (of one project, when one is chosen).
+fn days_ui(ui: &mut egui::Ui, state: &AppState, drafts: &mut SearchBox, now_millis: i64, actions: &mut Vec<UiAction>) {
+    let day = &state.day;
+    let today = local_day_start_millis(now_millis);
+    let week = day.days == 7;
+    ui.horizontal_wrapped(|ui| {
+        let step = |forward: bool| -> i64 {
+            let mut at = day.start_millis;
+            for _ in 0..day.days.max(1) {
+                at = if forward { next_midnight(at) } else { local_day_start_millis(at - 12 * 3_600_000) };
+            }
+            at
+        };
+        if ui.button("<").on_hover_text(if week { "The week before" } else { "The day before" }).clicked() {
+            actions.push(UiAction::ShowDays { start_millis: step(false), days: day.days.max(1) });
+        }
+        let title = if week {
+            format!("Week of {}", local_date(day.start_millis))
+        } else if day.start_millis == today {
+            "Today".to_owned()
+        } else {
+            format!("{} {}", weekday(day.start_millis), local_date(day.start_millis))
+        };
+        ui.heading(title);
+        let at_end = day.end_millis() > today;
+        if ui.add_enabled(!at_end, egui::Button::new(">")).on_hover_text(if week { "The week after" } else { "The day after" }).clicked() {
+            actions.push(UiAction::ShowDays { start_millis: step(true), days: day.days.max(1) });
+        }
+        if ui.selectable_label(!week && day.start_millis == today, "Today").clicked() {
+            actions.push(UiAction::ShowDays { start_millis: today, days: 1 });
+        }
+        if ui.selectable_label(week, "Week").clicked() && !week {
+            actions.push(UiAction::ShowDays { start_millis: week_start(day.start_millis.max(1)), days: 7 });
+        }
+    });
+    if !day.loaded {
+        ui.label(RichText::new("Loading…").small().color(theme::muted()));
+        return;
+    }
+    let mut start = day.start_millis;
+    for _ in 0..day.days.max(1) {
+        let end = next_midnight(start);
+        if week {
+            ui.horizontal(|ui| {
+                ui.add_sized(vec2(30.0, 12.0), egui::Label::new(RichText::new(weekday(start)).small()));
+                day_bar_ui(ui, state, start, end, now_millis, 12.0, actions);
+            });
+        } else {
+            day_bar_ui(ui, state, start, end, now_millis, 22.0, actions);
+            hours_ui(ui);
+        }
+        start = end;
+    }
+    let tracked = day.ledger.seconds();
     ui.label(
-        RichText::new(format!("{} sessions · {} tracked", state.sessions_today.len(), format_duration_millis(total)))
+        RichText::new(format!("{} sessions · {} tracked · ticks: typed above, heard below · grey: away", day.sessions.len(), format_duration_millis(tracked * 1000)))
             .small()
             .color(theme::muted()),
     );
-    ScrollArea::vertical().auto_shrink([false, false]).show(ui, |ui| {
-        if state.sessions_today.is_empty() {
-            ui.label(RichText::new("No finished sessions yet today").color(theme::muted()));
-        }
-        for session in state.sessions_today.iter().rev() {
-            ui.horizontal(|ui| {
-                let (rect, _) = ui.allocate_exact_size(vec2(6.0, 14.0), Sense::hover());
-                ui.painter().rect_filled(rect, 1.0, theme::app_colour(&session.app));
-                ui.label(RichText::new(format_clock(session.started_at_millis)).monospace().small());
-                ui.label(RichText::new(&session.app).small().color(theme::muted()));
-                ui.label(RichText::new(format_duration_millis(session.duration_millis(now_millis))).small());
+    projects_ui(ui, state, actions);
+    ui.separator();
+    // The open session above the list, which is drawn a screenful of rows at a time (a week holds thousands).
+    if let Some(detail) = &state.open_session {
+        if let Some(session) = day.sessions.iter().find(|s| s.session_id == detail.session_id) {
+            ui.horizontal_wrapped(|ui| {
+                ui.label(RichText::new(&session.title).strong());
+                if ui.small_button("Close").clicked() {
+                    actions.push(UiAction::ToggleSession(session.session_id));
+                }
             });
-            let open = state.open_session.as_ref().filter(|s| s.session_id == session.session_id);
-            if ui.selectable_label(open.is_some(), &session.title).on_hover_text("Show what was typed and copied").clicked() {
-                actions.push(UiAction::ToggleSession(session.session_id));
-            }
             if let (Some(url), Some(source)) = (&session.url, session.url_source) {
                 ui.label(RichText::new(url).small().color(theme::muted())).on_hover_text(format!("URL from {}", source_label(source)));
             }
-            if let Some(detail) = open {
-                session_detail_ui(ui, detail);
-            }
+            count_as_ui(ui, state, session, drafts, actions);
+        }
+        session_detail_ui(ui, detail);
+    }
+    let chosen = day.project.as_deref();
+    let shown: Vec<usize> = (0..day.sessions.len())
+        .rev()
+        .filter(|&i| chosen.is_none_or(|c| day.projects.get(i).cloned().flatten().as_deref().unwrap_or(UNATTRIBUTED) == c))
+        .collect();
+    if shown.is_empty() {
+        ui.label(RichText::new("No finished sessions in these days").color(theme::muted()));
+        return;
+    }
+    let row_height = ui.text_style_height(&egui::TextStyle::Body).max(14.0);
+    ScrollArea::vertical().auto_shrink([false, false]).show_rows(ui, row_height, shown.len(), |ui, rows| {
+        for &index in &shown[rows] {
+            let session = &day.sessions[index];
+            ui.horizontal(|ui| {
+                let (rect, _) = ui.allocate_exact_size(vec2(6.0, 14.0), Sense::hover());
+                ui.painter().rect_filled(rect, 1.0, theme::app_colour(&session.app));
+                let when = if week { format!("{} {}", weekday(session.started_at_millis), format_clock(session.started_at_millis)) } else { format_clock(session.started_at_millis) };
+                ui.label(RichText::new(when).monospace().small());
+                ui.label(RichText::new(format_duration_millis(session.duration_millis(now_millis))).small().color(theme::muted()));
+                let open = state.open_session.as_ref().is_some_and(|s| s.session_id == session.session_id);
+                let project = day.projects.get(index).cloned().flatten().unwrap_or_else(|| UNATTRIBUTED.to_owned());
+                let title = if open { RichText::new(&session.title).strong() } else { RichText::new(&session.title) };
+                let about = format!("{} · {project}{}\nShow what was typed, copied and on screen", session.app, session.url.as_deref().map(|u| format!("\n{u}")).unwrap_or_default());
+                if ui.add(egui::Label::new(title).truncate().sense(Sense::click())).on_hover_text(about).clicked() {
+                    actions.push(UiAction::ToggleSession(session.session_id));
+                }
+            });
         }
     });
+}
+
+/// "Always count this window as …": a rule for its title, first in Settings → Memory → Projects.
+fn count_as_ui(ui: &mut egui::Ui, state: &AppState, session: &crate::records::ActivitySession, drafts: &mut SearchBox, actions: &mut Vec<UiAction>) {
+    let index = state.day.sessions.iter().position(|s| s.session_id == session.session_id);
+    let current = index.and_then(|i| state.day.projects.get(i).cloned().flatten());
+    ui.horizontal_wrapped(|ui| {
+        let label = ui.label(RichText::new(format!("Counts for {}; always count it as", current.as_deref().unwrap_or("no project"))).small());
+        let field = ui.add(egui::TextEdit::singleline(&mut drafts.project).hint_text("Atlas, or No project").desired_width(110.0)).labelled_by(label.id);
+        let enter = field.lost_focus() && ui.input(|i| i.key_pressed(egui::Key::Enter));
+        let project = drafts.project.trim().to_owned();
+        if (ui.add_enabled(!project.is_empty(), egui::Button::new("Save")).on_hover_text("Adds a rule for windows with this title (Settings → Memory → Projects)").clicked() || enter) && !project.is_empty() {
+            let value = crate::day::projects::with_title_rule(&state.settings.projects, &project, &session.title);
+            actions.push(UiAction::SaveSetting { key: crate::config::keys::PROJECT_RULES.to_owned(), value });
+            drafts.project.clear();
+        }
+    });
+}
+
+fn weekday(at_millis: i64) -> &'static str {
+    ["Mon", "Tue", "Wed", "Thu", "Fri", "Sat", "Sun"][crate::ids::local_weekday(at_millis) as usize]
+}
+
+/// One day's bar: apps as colours (one run per pixel column at most), away
+/// time shaded, typing marked above and listening below; hover names the
+/// session, a click opens it.
+fn day_bar_ui(ui: &mut egui::Ui, state: &AppState, start: i64, end: i64, now_millis: i64, height: f32, actions: &mut Vec<UiAction>) {
+    let day = &state.day;
+    let (rect, response) = ui.allocate_exact_size(vec2(ui.available_width().max(40.0), height), Sense::click());
+    response.widget_info(|| egui::WidgetInfo::labeled(egui::Role::Image, true, format!("Timeline of {} {}", weekday(start), local_date(start))));
+    let painter = ui.painter_at(rect.expand(2.0));
+    painter.rect_stroke(rect, 2.0, Stroke::new(1.0, theme::muted()), egui::StrokeKind::Inside);
+    let width = rect.width();
+    let runs = timeline::runs(&day.sessions, start, end, now_millis, width);
+    for run in &runs {
+        let x = rect.left();
+        painter.rect_filled(egui::Rect::from_x_y_ranges(x + run.x0..=x + run.x1.max(run.x0 + 1.0), rect.y_range()), 0.0, theme::app_colour(&day.sessions[run.session].app));
+    }
+    let away = egui::Color32::from_gray(128).gamma_multiply(0.35);
+    for (x0, x1) in timeline::spans(&day.away, start, end, width) {
+        painter.rect_filled(egui::Rect::from_x_y_ranges(rect.left() + x0..=rect.left() + x1.max(x0 + 1.0), rect.y_range()), 0.0, away);
+    }
+    let marks = |times: &[i64]| -> Vec<f32> {
+        let mut xs: Vec<f32> = times.iter().filter(|t| **t >= start && **t < end).map(|t| ((*t - start) as f32 / (end - start) as f32 * width).floor()).collect();
+        xs.dedup();
+        xs
+    };
+    for x in marks(&day.typed) {
+        painter.line_segment([egui::pos2(rect.left() + x, rect.top() - 2.0), egui::pos2(rect.left() + x, rect.top() + 2.0)], Stroke::new(1.0, theme::strong()));
+    }
+    for x in marks(&day.heard) {
+        painter.line_segment([egui::pos2(rect.left() + x, rect.bottom() - 2.0), egui::pos2(rect.left() + x, rect.bottom() + 2.0)], Stroke::new(1.0, theme::accent()));
+    }
+    let pointed = response.hover_pos().and_then(|pos| timeline::at(&runs, pos.x - rect.left()));
+    if let Some(index) = pointed {
+        let session = &day.sessions[index];
+        let project = day.projects.get(index).cloned().flatten().unwrap_or_else(|| UNATTRIBUTED.to_owned());
+        let end_at = session.ended_at_millis.unwrap_or(now_millis);
+        let text = format!("{}–{} {} — {}\n{project}", format_clock(session.started_at_millis), format_clock(end_at), session.app, session.title);
+        let response = response.on_hover_text(text);
+        if response.clicked() {
+            actions.push(UiAction::ToggleSession(session.session_id));
+        }
+    }
+}
+
+/// Hours under a day's bar: 0, 6, 12, 18.
+fn hours_ui(ui: &mut egui::Ui) {
+    let (rect, _) = ui.allocate_exact_size(vec2(ui.available_width().max(40.0), 12.0), Sense::hover());
+    let painter = ui.painter_at(rect);
+    for hour in [0, 6, 12, 18] {
+        let x = rect.left() + rect.width() * hour as f32 / 24.0;
+        painter.text(egui::pos2(x + 1.0, rect.top()), egui::Align2::LEFT_TOP, format!("{hour:02}"), egui::FontId::proportional(9.0), theme::muted());
+    }
+}
+
+/// Time per project in the days shown, most first; a click lists only that project's sessions.
+fn projects_ui(ui: &mut egui::Ui, state: &AppState, actions: &mut Vec<UiAction>) {
+    let day = &state.day;
+    let mut totals: Vec<(String, i64)> = day.ledger.totals().into_iter().filter(|(_, s)| *s > 0).collect();
+    if totals.is_empty() {
+        return;
+    }
+    totals.sort_by_key(|(name, seconds)| (name == UNATTRIBUTED, -seconds));
+    let most = totals.iter().map(|(_, s)| *s).max().unwrap_or(1).max(1);
+    ui.label(RichText::new("Projects").strong()).on_hover_text("From your rules (Settings → Memory → Projects), then folders, repositories, ticket keys and names in titles");
+    for (project, seconds) in totals.iter().take(12) {
+        ui.horizontal(|ui| {
+            let (rect, _) = ui.allocate_exact_size(vec2(60.0, 8.0), Sense::hover());
+            let filled = egui::Rect::from_min_size(rect.min, vec2(60.0 * *seconds as f32 / most as f32, 8.0));
+            ui.painter().rect_filled(filled, 1.0, if project == UNATTRIBUTED { theme::muted() } else { theme::accent() });
+            ui.label(RichText::new(hms(*seconds)).monospace().small());
+            let chosen = day.project.as_deref() == Some(project.as_str());
+            if ui.selectable_label(chosen, project).on_hover_text(if chosen { "List every session" } else { "List only this project's sessions" }).clicked() {
+                actions.push(UiAction::FilterProject((!chosen).then(|| project.clone())));
+            }
+        });
+    }
 }
 
 /// One line per stream: last event age, events in the last minute, drops, errors.
@@ -160,26 +340,6 @@ fn recording_now_ui(ui: &mut egui::Ui, state: &AppState) {
         },
     };
     ui.label(RichText::new(text).small().color(theme::muted()));
-}
-
-/// Apps as coloured bars across the day so far.
-fn timeline_ui(ui: &mut egui::Ui, state: &AppState, now_millis: i64) {
-    let day_start = local_day_start_millis(now_millis);
-    let span = (now_millis - day_start).max(1) as f32;
-    let (rect, _) = ui.allocate_exact_size(vec2(ui.available_width(), 18.0), Sense::hover());
-    let painter = ui.painter_at(rect);
-    painter.rect_stroke(rect, 2.0, Stroke::new(1.0, theme::muted()), egui::StrokeKind::Inside);
-    for session in &state.sessions_today {
-        let start = ((session.started_at_millis - day_start).max(0) as f32 / span).clamp(0.0, 1.0);
-        let end = ((session.ended_at_millis.unwrap_or(now_millis) - day_start) as f32 / span).clamp(0.0, 1.0);
-        let x0 = rect.left() + start * rect.width();
-        let x1 = (rect.left() + end * rect.width()).max(x0 + 1.0);
-        painter.rect_filled(
-            egui::Rect::from_x_y_ranges(x0..=x1, rect.y_range()),
-            0.0,
-            theme::app_colour(&session.app),
-        );
-    }
 }
 
 fn source_label(source: crate::records::UrlSource) -> &'static str {

@@ -30,6 +30,7 @@ pub struct SettingsPanel {
     pub context_budget: Option<String>,
     pub document_folders: Option<String>,
     pub document_exclude: Option<String>,
+    pub project_rules: Option<String>,
     pub retention_days: Option<String>,
     pub screen_retention_days: Option<String>,
     pub pause_hotkey: Option<String>,
@@ -297,6 +298,9 @@ fn section_ui(
             if page.shows(ui, "documents attached pdf word excel folders indexed excluded paths") {
                 documents_ui(ui, state, panel, actions);
             }
+            if page.shows(ui, "projects time per project timeline report rules count as client invoice tickets repositories") {
+                projects_ui(ui, state, panel, actions);
+            }
         }
         Section::Agent => agent_ui(ui, page, state, panel, actions),
         Section::Voice => {
@@ -344,6 +348,28 @@ fn documents_ui(ui: &mut egui::Ui, state: &AppState, panel: &mut SettingsPanel, 
         actions,
     );
     ui.label(RichText::new("They are deleted with everything else of their time (Your data), or one by one: cowork documents list, cowork documents forget ID").small().color(theme::muted()));
+}
+
+/// Settings → Memory → Projects: the rules that say which windows count for
+/// which project (the timeline, `cowork report`); without them cowork goes by
+/// folders, repositories, ticket keys and names in titles.
+fn projects_ui(ui: &mut egui::Ui, state: &AppState, panel: &mut SettingsPanel, actions: &mut Vec<UiAction>) {
+    ui.label(RichText::new("Projects").strong());
+    crate::ui::widgets::setting_text_ui(
+        ui,
+        "Count windows for a project when their title, app or address has one of its words (one project per line)",
+        keys::PROJECT_RULES,
+        &state.settings.projects,
+        &mut panel.project_rules,
+        "Atlas: ledger-svc, ATL, acme.example\nNo project: Hacker News",
+        true,
+        actions,
+    );
+    ui.label(
+        RichText::new("A project's own name counts too; /…/ is a regular expression. Without a rule, folders (~/src/NAME), editors' folders, repositories, ticket keys (ATL-142) and names in titles decide. Report: cowork report --week --format csv")
+            .small()
+            .color(theme::muted()),
+    );
 }
 
 fn general_ui(ui: &mut egui::Ui, page: &mut Page, state: &AppState, panel: &mut SettingsPanel, actions: &mut Vec<UiAction>) {

@@ -59,6 +59,16 @@ pub fn warn() -> Color32 {
     pick(Color32::from_rgb(230, 190, 90), Color32::from_rgb(150, 95, 0))
 }
 
+/// Projects in the Context panel (their names and time bars), and what listen mode heard on the timeline.
+pub fn accent() -> Color32 {
+    pick(Color32::from_rgb(180, 150, 255), Color32::from_rgb(100, 60, 190))
+}
+
+/// Marks that must stand out on any app colour (typing on the timeline).
+pub fn strong() -> Color32 {
+    pick(Color32::from_rgb(235, 235, 235), Color32::from_rgb(20, 20, 20))
+}
+
 /// The ring around the control the keyboard focus is on.
 pub fn focus_ring() -> Color32 {
     pick(Color32::from_rgb(120, 170, 255), Color32::from_rgb(20, 90, 200))

@@ -1,0 +1,66 @@
+//! The Context panel's timeline (issue 58): a whole egui frame of the panel —
+//! layout and tessellation — showing a day of 2,000 sessions (a week of
+//! 14,000 too), with time per project and the session list, at 320 and
+//! 600 px. Target: ≤ 4 ms a frame.
+
+use cowork::records::ActivitySession;
+use cowork::state::{AppState, DayView};
+use criterion::{Criterion, criterion_group, criterion_main};
+
+fn day_of(sessions: usize, days: u32, start: i64) -> DayView {
+    let apps = ["code", "firefox", "kitty", "Slack", "thunderbird", "libreoffice-writer"];
+    let titles = ["ledger.rs - ledger-svc - Visual Studio Code", "ATL-142 Fix rounding - Jira — Mozilla Firefox", "dana@thinkpad: ~/src/route-planner", "#atlas-dev - Acme - Slack", "Inbox - Mozilla Thunderbird", "Atlas SOW 2026.odt - LibreOffice Writer"];
+    let span = i64::from(days) * 86_400_000;
+    let step = span / sessions.max(1) as i64;
+    let sessions: Vec<ActivitySession> = (0..sessions)
+        .map(|i| ActivitySession {
+            session_id: i as i64 + 1,
+            app: apps[i % apps.len()].into(),
+            title: format!("{} ({i})", titles[i % titles.len()]),
+            started_at_millis: start + i as i64 * step,
+            ended_at_millis: Some(start + i as i64 * step + step * 3 / 4),
+            ..ActivitySession::default()
+        })
+        .collect();
+    let away = (0..days).map(|d| (start + i64::from(d) * 86_400_000 + 12 * 3_600_000, start + i64::from(d) * 86_400_000 + 13 * 3_600_000)).collect();
+    let typed = (0..sessions.len()).step_by(3).map(|i| sessions[i].started_at_millis + 1_000).collect();
+    let mut day = DayView { start_millis: start, days, sessions, away, typed, heard: vec![start + 10 * 3_600_000], loaded: true, ..DayView::default() };
+    day.attribute("Atlas: ledger-svc, ATL", start + span);
+    day
+}
+
+fn timeline(c: &mut Criterion) {
+    let start = cowork::ids::local_day_start_millis(cowork::ids::now_millis()) - 7 * 86_400_000;
+    let start = cowork::day::ledger::week_start(start);
+    for (name, sessions, days) in [("day_0_sessions", 0, 1), ("day_2000_sessions", 2_000, 1), ("week_14000_sessions", 14_000, 7)] {
+        let state = AppState { day: day_of(sessions, days, start), ..AppState::default() };
+        let now = start + i64::from(days) * 86_400_000;
+        for width in [320.0f32, 600.0] {
+            let ctx = egui::Context::default();
+            let mut search = cowork::ui::context::SearchBox::default();
+            let mut frame = || {
+                let input = egui::RawInput {
+                    screen_rect: Some(egui::Rect::from_min_size(egui::Pos2::ZERO, egui::vec2(width, 860.0))),
+                    ..Default::default()
+                };
+                let mut output = ctx.run_ui(input, |ui| {
+                    egui::CentralPanel::default().show(ui, |ui| {
+                        let mut actions = Vec::new();
+                        cowork::ui::context::context_ui(ui, &state, &mut search, now, &mut actions);
+                    });
+                });
+                // (The font atlas's updates would go to a GPU; here they are dropped.)
+                output.textures_delta.clear();
+                ctx.tessellate(output.shapes, output.pixels_per_point)
+            };
+            // The first frames lay fonts out; a user's frames after that are what counts.
+            for _ in 0..3 {
+                frame();
+            }
+            c.bench_function(&format!("timeline_frame_{name}_{width}px"), |b| b.iter(&mut frame));
+        }
+    }
+}
+
+criterion_group!(benches, timeline);
+criterion_main!(benches);

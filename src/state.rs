@@ -849,7 +849,11 @@ impl AppState {
                 if (days.start_millis, days.days) == (self.day.start_millis, self.day.days) {
                     let mut sessions: Vec<ActivitySession> = days.sessions.into_iter().filter(|s| s.ended_at_millis.is_some()).collect();
                     sessions.sort_by_key(|s| s.started_at_millis);
-                    self.day = DayView { sessions, away: days.away, typed: days.typed, heard: days.heard, loaded: true, project: self.day.project.take(), ..std::mem::take(&mut self.day) };
+                    // Oldest first: the timeline finds a day's sessions and marks by bisection.
+                    let (mut typed, mut heard) = (days.typed, days.heard);
+                    typed.sort_unstable();
+                    heard.sort_unstable();
+                    self.day = DayView { sessions, away: days.away, typed, heard, loaded: true, project: self.day.project.take(), ..std::mem::take(&mut self.day) };
                     self.day.attribute(&self.settings.projects, now_millis);
                 }
             }

@@ -11,9 +11,11 @@
 //! (`github.com/OWNER/NAME`), a ticket key (`ATL-142`, joined to the
 //! repository it shows up with elsewhere in the same stretch of days), a
 //! known project's name in a document's or page's title; then the work around
-//! it: a short stretch without a cue (a docs lookup, a terminal at `~`)
-//! between two stretches of one project belongs to it, unless it is mail or
-//! chat. Every attribution says why.
+//! it: a stretch without a cue (documentation, a call, a terminal at `~`;
+//! at most 45 minutes) between two stretches of one project less than an
+//! hour apart belongs to it, unless it is mail, chat or time off (a leisure
+//! site or app).
+//! Every attribution says why.
 
 use std::collections::{BTreeMap, HashMap};
 
@@ -21,10 +23,11 @@ use regex::Regex;
 
 use crate::records::ActivitySession;
 
-/// A stretch without a cue between two of one project counts for it up to this long.
-pub const LOOKUP_MAX_MILLIS: i64 = 15 * 60_000;
-/// ... when the stretches around it are at most this far apart from it.
-const NEIGHBOUR_GAP_MILLIS: i64 = 10 * 60_000;
+/// A stretch without a cue between two of one project counts for it up to this long
+/// (a call, an hour's reading of documentation, a terminal at `~`) ...
+pub const LOOKUP_MAX_MILLIS: i64 = 45 * 60_000;
+/// ... when the two stretches of the project are at most this far apart.
+const BETWEEN_MAX_MILLIS: i64 = 60 * 60_000;
 
 /// The name rules use for "not a project".
 const NO_PROJECT: &str = "no project";
@@ -252,6 +255,8 @@ const WORKSPACE_EDITORS: [&str; 6] = ["visual studio code", "vscodium", "code - 
 /// Mail and chat: never counted for a project by what is around them (a call is: it is usually about the work around it).
 const TALK_APPS: [&str; 12] = ["slack", "thunderbird", "evolution", "geary", "discord", "telegram", "signal", "element", "mattermost", "mailspring", "betterbird", "kmail"];
 const TALK_SITES: [&str; 6] = ["mail.google.com", "outlook.", "slack.com", "discord.com", "web.whatsapp.com", "fastmail.com"];
+/// Time off, whatever is around it: never counted for a project by its neighbours.
+const LEISURE: [&str; 16] = ["youtube.com", "reddit.com", "news.ycombinator.com", "netflix.com", "twitter.com", "x.com", "facebook.com", "instagram.com", "tiktok.com", "twitch.tv", "open.spotify.com", "mastodon", "tokodon", "tuba", "spotify", "steam"];
 
 fn ticket_regex() -> &'static Regex {
     static TICKET: std::sync::OnceLock<Regex> = std::sync::OnceLock::new();
@@ -355,6 +360,19 @@ fn is_talk(window: &Window) -> bool {
     TALK_APPS.iter().any(|t| app.contains(t)) || window.url.as_deref().is_some_and(|u| TALK_SITES.iter().any(|s| u.contains(s)))
 }
 
+/// Time off: a leisure site (by its host) or app.
+fn is_leisure(window: &Window) -> bool {
+    let app = window.app.to_lowercase();
+    let host = window.url.as_deref().map(|u| {
+        let rest = u.split_once("://").map_or(u, |(_, r)| r);
+        rest.split(['/', '?', '#', ':']).next().unwrap_or("").trim_start_matches("www.").to_lowercase()
+    });
+    LEISURE.iter().any(|l| {
+        app.split(['.', '-', ' ']).any(|part| part == *l)
+            || host.as_deref().is_some_and(|h| h == *l || h.ends_with(&format!(".{l}")) || (!l.contains('.') && h.split('.').any(|part| part == *l)))
+    })
+}
+
 /// Each session's project, in the sessions' order. Sessions are read
 /// together: a ticket key counts for the project it was seen with, a
 /// project's name found anywhere is looked for everywhere, and a short
@@ -438,26 +456,27 @@ fn direct(window: &Window, cue: &Cues, rules: &ProjectRules, names: &[String]) -
         .map(|name| Attribution { project: Some(name.clone()), why: Why::Named })
 }
 
-/// A short stretch without a cue between two of one project counts for it (not mail or chat).
+/// Stretches without a cue between two of one project count for it: each at
+/// most `LOOKUP_MAX_MILLIS` long, the two at most `BETWEEN_MAX_MILLIS` apart,
+/// and not mail, chat or time off.
 fn fill_between(sessions: &[ActivitySession], windows: &[Window], found: &mut [Attribution]) {
     let known: Vec<Option<String>> = found.iter().map(|f| f.project.clone()).collect();
     // Which stretches have a cue of their own (those filled here do not count as one).
     let cued: Vec<bool> = found.iter().map(|f| f.why != Why::Unknown).collect();
+    let end_of = |s: &ActivitySession| s.ended_at_millis.unwrap_or(s.started_at_millis);
     for i in 0..sessions.len() {
-        if cued[i] || is_talk(&windows[i]) {
+        if cued[i] || is_talk(&windows[i]) || is_leisure(&windows[i]) {
             continue;
         }
         let session = &sessions[i];
-        let end = session.ended_at_millis.unwrap_or(session.started_at_millis);
-        if end - session.started_at_millis > LOOKUP_MAX_MILLIS {
+        if end_of(session) - session.started_at_millis > LOOKUP_MAX_MILLIS {
             continue;
         }
-        // The nearest stretch before and after with a project of its own, close by, across other cue-less ones.
+        // The nearest stretches before and after with a project of their own, across other cue-less ones.
         let before = (0..i).rev().find(|&j| cued[j]);
         let after = (i + 1..sessions.len()).find(|&j| cued[j]);
         let (Some(before), Some(after)) = (before, after) else { continue };
-        let close = |a: &ActivitySession, b: &ActivitySession| b.started_at_millis - a.ended_at_millis.unwrap_or(a.started_at_millis) <= NEIGHBOUR_GAP_MILLIS;
-        if known[before].is_some() && known[before] == known[after] && close(&sessions[before], session) && close(session, &sessions[after]) {
+        if known[before].is_some() && known[before] == known[after] && sessions[after].started_at_millis - end_of(&sessions[before]) <= BETWEEN_MAX_MILLIS {
             found[i] = Attribution { project: known[before].clone(), why: Why::Between };
         }
     }
@@ -538,17 +557,29 @@ mod tests {
     }
 
     #[test]
-    fn a_short_lookup_between_two_stretches_of_a_project_counts_for_it_but_chat_does_not() {
+    fn a_lookup_or_a_call_between_two_stretches_of_a_project_counts_for_it_but_chat_and_time_off_do_not() {
         let sessions = [
             session("code", "ledger.rs - ledger-svc - Visual Studio Code", None, 0, 30),
             session("firefox", "rust - How do I sum a Vec<u64>? - Stack Overflow — Mozilla Firefox", Some("https://stackoverflow.com/q/1"), 30, 4),
             session("Slack", "random (Channel) - Acme - Slack", None, 34, 3),
             session("code", "main.rs - ledger-svc - Visual Studio Code", None, 37, 30),
-            // Long, or far from the project's work: not counted.
-            session("firefox", "Hacker News — Mozilla Firefox", Some("https://news.ycombinator.com/"), 67, 40),
-            session("code", "main.rs - ledger-svc - Visual Studio Code", None, 107, 30),
+            // Time off is not counted, however short.
+            session("firefox", "Hacker News — Mozilla Firefox", Some("https://news.ycombinator.com/"), 67, 10),
+            session("code", "main.rs - ledger-svc - Visual Studio Code", None, 77, 30),
+            // Half an hour of documentation and a call between two stretches are; 50 minutes of it is not.
+            session("firefox", "tokio::sync - Rust — Mozilla Firefox", Some("https://docs.rs/tokio/latest/tokio/sync/"), 107, 30),
+            session("zoom", "Zoom Meeting", None, 137, 10),
+            session("code", "main.rs - ledger-svc - Visual Studio Code", None, 147, 30),
+            session("firefox", "The Rust Reference — Mozilla Firefox", Some("https://doc.rust-lang.org/reference/"), 177, 50),
+            session("code", "main.rs - ledger-svc - Visual Studio Code", None, 227, 30),
+            // Nor is what lies between two stretches more than an hour apart.
+            session("kitty", "dana@thinkpad: ~", None, 257, 20),
+            session("firefox", "Weather — Mozilla Firefox", Some("https://weather.example/"), 277, 45),
+            session("code", "main.rs - ledger-svc - Visual Studio Code", None, 322, 30),
         ];
-        assert_eq!(projects(&sessions, ""), [Some("ledger-svc"), Some("ledger-svc"), None, Some("ledger-svc"), None, Some("ledger-svc")].map(|p| p.map(str::to_owned)));
+        let l = || Some("ledger-svc");
+        let expected = [l(), l(), None, l(), None, l(), l(), l(), l(), None, l(), None, None, l()];
+        assert_eq!(projects(&sessions, ""), expected.map(|p| p.map(str::to_owned)));
     }
 
     #[test]

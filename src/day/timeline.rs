@@ -17,14 +17,28 @@ pub struct Run {
 /// Most columns a bar is laid out in (a wider bar is drawn at this resolution).
 const MAX_COLUMNS: usize = 4_096;
 
-/// The runs of `sessions` (oldest first or any order) over `[start, end)` in a bar `width` pixels wide.
+/// The sessions (oldest first) that may lie in `[start, end)`: those that
+/// start before `end`, from the last one starting at or before `start` (a
+/// week's bar reads its day's sessions, not the week's).
+pub fn within(sessions: &[ActivitySession], start: i64, end: i64) -> std::ops::Range<usize> {
+    let last = sessions.partition_point(|s| s.started_at_millis < end);
+    let mut first = sessions[..last].partition_point(|s| s.started_at_millis <= start).saturating_sub(1);
+    // (That one, unless it ended before `start`.)
+    if first < last && sessions[first].started_at_millis <= start && sessions[first].ended_at_millis.is_some_and(|end| end <= start) {
+        first += 1;
+    }
+    first.min(last)..last
+}
+
+/// The runs of `sessions` (oldest first) over `[start, end)` in a bar `width` pixels wide.
 pub fn runs(sessions: &[ActivitySession], start: i64, end: i64, now_millis: i64, width: f32) -> Vec<Run> {
     let columns = (width.max(1.0).ceil() as usize).min(MAX_COLUMNS);
     let span = (end - start).max(1) as f64;
     let column_millis = span / columns as f64;
     // Per column: the session with the most time in it, and that time.
     let mut best: Vec<Option<(usize, i64)>> = vec![None; columns];
-    for (index, session) in sessions.iter().enumerate() {
+    let range = within(sessions, start, end);
+    for (index, session) in sessions.iter().enumerate().take(range.end).skip(range.start) {
         let (a, b) = (session.started_at_millis.max(start), session.ended_at_millis.unwrap_or(now_millis).min(end));
         if b <= a {
             continue;
@@ -51,6 +65,14 @@ pub fn runs(sessions: &[ActivitySession], start: i64, end: i64, now_millis: i64,
         }
     }
     runs
+}
+
+/// Pixel columns of the `times` (oldest first) within `[start, end)`, each once.
+pub fn marks(times: &[i64], start: i64, end: i64, width: f32) -> Vec<f32> {
+    let (first, last) = (times.partition_point(|t| *t < start), times.partition_point(|t| *t < end));
+    let mut columns: Vec<f32> = times[first..last.max(first)].iter().map(|t| ((*t - start) as f32 / (end - start).max(1) as f32 * width).floor()).collect();
+    columns.dedup();
+    columns
 }
 
 /// Pixel spans (`x0..x1`) of `spans` (start, end) over `[start, end)` in a bar `width` wide.
@@ -93,5 +115,12 @@ mod tests {
         assert_eq!(at(&runs, 10.0), Some(0));
         assert_eq!(at(&runs, 75.0), Some(2));
         assert_eq!(spans(&[(day / 4, day / 2)], 0, day, 100.0), [(25.0, 50.0)]);
+        // A week's second day reads its own sessions (and those running over its midnights).
+        let week: Vec<_> = (0..7 * 24).map(|h| session(h, h * 3_600_000 - 1_800_000, h * 3_600_000 + 1_800_000)).collect();
+        let second = within(&week, day, 2 * day);
+        assert_eq!((second.start, second.end), (24, 49));
+        assert_eq!(super::runs(&week, day, 2 * day, 8 * day, 24.0).iter().map(|r| r.session).collect::<Vec<_>>(), (24..48).collect::<Vec<_>>());
+        assert_eq!(within(&week, 100 * day, 101 * day), 168..168);
+        assert_eq!(marks(&[0, 1, day / 2, day / 2 + 1, day, 2 * day], 0, day, 100.0), [0.0, 50.0]);
     }
 }

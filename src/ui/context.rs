@@ -139,7 +139,8 @@ fn days_ui(ui: &mut egui::Ui, state: &AppState, drafts: &mut SearchBox, now_mill
         .filter(|&i| chosen.is_none_or(|c| day.projects.get(i).cloned().flatten().as_deref().unwrap_or(UNATTRIBUTED) == c))
         .collect();
     if shown.is_empty() {
-        ui.label(RichText::new("No finished sessions in these days").color(theme::muted()));
+        let empty = if day.days == 1 && day.start_millis == today { "No finished sessions yet today" } else { "No finished sessions in these days" };
+        ui.label(RichText::new(empty).color(theme::muted()));
         return;
     }
     let row_height = ui.text_style_height(&egui::TextStyle::Body).max(14.0);
@@ -196,25 +197,25 @@ fn day_bar_ui(ui: &mut egui::Ui, state: &AppState, start: i64, end: i64, now_mil
     painter.rect_stroke(rect, 2.0, Stroke::new(1.0, theme::muted()), egui::StrokeKind::Inside);
     let width = rect.width();
     let runs = timeline::runs(&day.sessions, start, end, now_millis, width);
+    // One mesh for the whole bar: hundreds of runs and ticks tessellate as one shape.
+    let mut mesh = egui::Mesh::default();
+    let mut fill = |x0: f32, x1: f32, y0: f32, y1: f32, colour: egui::Color32| {
+        mesh.add_colored_rect(egui::Rect::from_x_y_ranges(rect.left() + x0..=rect.left() + x1.max(x0 + 1.0), y0..=y1), colour);
+    };
     for run in &runs {
-        let x = rect.left();
-        painter.rect_filled(egui::Rect::from_x_y_ranges(x + run.x0..=x + run.x1.max(run.x0 + 1.0), rect.y_range()), 0.0, theme::app_colour(&day.sessions[run.session].app));
+        fill(run.x0, run.x1, rect.top(), rect.bottom(), theme::app_colour(&day.sessions[run.session].app));
     }
     let away = egui::Color32::from_gray(128).gamma_multiply(0.35);
     for (x0, x1) in timeline::spans(&day.away, start, end, width) {
-        painter.rect_filled(egui::Rect::from_x_y_ranges(rect.left() + x0..=rect.left() + x1.max(x0 + 1.0), rect.y_range()), 0.0, away);
+        fill(x0, x1, rect.top(), rect.bottom(), away);
     }
-    let marks = |times: &[i64]| -> Vec<f32> {
-        let mut xs: Vec<f32> = times.iter().filter(|t| **t >= start && **t < end).map(|t| ((*t - start) as f32 / (end - start) as f32 * width).floor()).collect();
-        xs.dedup();
-        xs
-    };
-    for x in marks(&day.typed) {
-        painter.line_segment([egui::pos2(rect.left() + x, rect.top() - 2.0), egui::pos2(rect.left() + x, rect.top() + 2.0)], Stroke::new(1.0, theme::strong()));
+    for x in timeline::marks(&day.typed, start, end, width) {
+        fill(x, x + 1.0, rect.top() - 2.0, rect.top() + 2.0, theme::strong());
     }
-    for x in marks(&day.heard) {
-        painter.line_segment([egui::pos2(rect.left() + x, rect.bottom() - 2.0), egui::pos2(rect.left() + x, rect.bottom() + 2.0)], Stroke::new(1.0, theme::accent()));
+    for x in timeline::marks(&day.heard, start, end, width) {
+        fill(x, x + 1.0, rect.bottom() - 2.0, rect.bottom() + 2.0, theme::accent());
     }
+    painter.add(egui::Shape::mesh(mesh));
     let pointed = response.hover_pos().and_then(|pos| timeline::at(&runs, pos.x - rect.left()));
     if let Some(index) = pointed {
         let session = &day.sessions[index];

@@ -209,6 +209,8 @@ fn tabs_switch_by_label_and_each_panel_shows_its_content() {
         }))))
         .unwrap();
     harness.get_by_label("Context").click();
+    let today = cowork::ids::local_day_start_millis(cowork::ids::now_millis());
+    far.events.send(AppEvent::Capture(CaptureEvent::DaysLoaded(cowork::capture::events::Days { start_millis: today, days: 1, ..Default::default() }))).unwrap();
     harness.run();
     assert_eq!(harness.state().state.tab(), Tab::Context);
     harness.get_by_label("Rust docs — Mozilla Firefox");
@@ -565,6 +567,12 @@ fn clicking_a_session_shows_what_was_typed_and_copied_in_it() {
     let (mut harness, far) = app();
     harness.get_by_label("Context").click();
     let now = cowork::ids::now_millis();
+    // The timeline asks the store for today, and shows sessions once it has it.
+    assert!(store_asked(&far).iter().any(|c| c == "load days"));
+    harness.run();
+    harness.get_by_label("Loading…");
+    let today = cowork::ids::local_day_start_millis(now);
+    far.events.send(AppEvent::Capture(CaptureEvent::DaysLoaded(cowork::capture::events::Days { start_millis: today, days: 1, ..Default::default() }))).unwrap();
     far.events
         .send(AppEvent::Capture(CaptureEvent::SessionFinished(ActivitySession {
             session_id: 77,

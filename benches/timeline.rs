@@ -24,7 +24,8 @@ fn day_of(sessions: usize, days: u32, start: i64) -> DayView {
         .collect();
     let away = (0..days).map(|d| (start + i64::from(d) * 86_400_000 + 12 * 3_600_000, start + i64::from(d) * 86_400_000 + 13 * 3_600_000)).collect();
     let typed = (0..sessions.len()).step_by(3).map(|i| sessions[i].started_at_millis + 1_000).collect();
-    let mut day = DayView { start_millis: start, days, sessions, away, typed, heard: vec![start + 10 * 3_600_000], loaded: true, ..DayView::default() };
+    let shown = cowork::capture::events::Days { start_millis: start, days, sessions, away, typed, heard: vec![start + 10 * 3_600_000] };
+    let mut day = DayView { span: shown, loaded: true, ..DayView::default() };
     day.attribute("Atlas: ledger-svc, ATL", start + span);
     day
 }

@@ -209,7 +209,7 @@ const GEOMETRY_SAVE_INTERVAL: Duration = Duration::from_secs(2);
 impl CoworkApp {
     pub fn new(channels: Channels, mut state: AppState, models: Vec<ModelView>, options: AppOptions) -> Self {
         let today = local_day_start_millis(now_millis());
-        state.day = crate::state::DayView { start_millis: today, days: 1, ..Default::default() };
+        state.day = crate::state::DayView { span: crate::capture::events::Days { start_millis: today, days: 1, ..Default::default() }, ..Default::default() };
         for command in [
             crate::store::load_settings(channels.bus.narrow()),
             crate::chat::load_threads(channels.bus.narrow()),
@@ -1046,7 +1046,7 @@ impl CoworkApp {
                 }
             }
             UiAction::ShowDays { start_millis, days } => {
-                self.state.day = crate::state::DayView { start_millis, days, project: self.state.day.project.take(), ..Default::default() };
+                self.state.day = crate::state::DayView { span: crate::capture::events::Days { start_millis, days, ..Default::default() }, project: self.state.day.project.take(), ..Default::default() };
                 self.send_store(crate::capture::db::load_days(start_millis, days, self.channels.bus.narrow()));
             }
             UiAction::FilterProject(project) => self.state.day.project = project,

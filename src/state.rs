@@ -231,16 +231,10 @@ pub struct SessionDetailView {
 /// happened in them and the time per project.
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct DayView {
-    /// Local midnight of the first day shown.
-    pub start_millis: i64,
-    /// 1, or 7 (a week from Monday).
-    pub days: u32,
-    /// Sessions, oldest first (finished ones; today's grow as they finish).
-    pub sessions: Vec<ActivitySession>,
-    /// Away spans, and when the user typed and when listen mode heard someone.
-    pub away: Vec<(i64, i64)>,
-    pub typed: Vec<i64>,
-    pub heard: Vec<i64>,
+    /// Which days (from a local midnight, 1 or 7), and what happened in them:
+    /// finished sessions oldest first (today's grow as they finish), away
+    /// spans, and when the user typed and listen mode heard someone (sorted).
+    pub span: crate::capture::events::Days,
     /// Each session's project, in `sessions`' order, and the days' time per project.
     pub projects: Vec<Option<String>>,
     pub ledger: crate::day::ledger::Ledger,
@@ -252,15 +246,15 @@ pub struct DayView {
 impl DayView {
     /// The end of the span shown (local midnight after its last day).
     pub fn end_millis(&self) -> i64 {
-        (0..self.days.max(1)).fold(self.start_millis, |day, _| crate::day::ledger::next_midnight(day))
+        (0..self.span.days.max(1)).fold(self.span.start_millis, |day, _| crate::day::ledger::next_midnight(day))
     }
 
     /// Attributes the sessions again (new sessions, new rules).
     pub fn attribute(&mut self, rules: &str, now_millis: i64) {
         let rules = crate::day::projects::ProjectRules::parse(rules).unwrap_or_default();
         // (The sessions are oldest first, as the ledger wants them: one attribution serves both.)
-        let found = crate::day::projects::attribute(&self.sessions, &rules);
-        self.ledger = crate::day::ledger::Ledger::cut(&self.sessions, &found, self.start_millis, self.end_millis(), now_millis);
+        let found = crate::day::projects::attribute(&self.span.sessions, &rules);
+        self.ledger = crate::day::ledger::Ledger::cut(&self.span.sessions, &found, self.span.start_millis, self.end_millis(), now_millis);
         self.projects = found.into_iter().map(|a| a.project).collect();
     }
 }
@@ -809,9 +803,9 @@ impl AppState {
                 self.sessions_today.retain(|s| {
                     s.started_at_millis >= until_millis || s.ended_at_millis.unwrap_or(now_millis) < since_millis
                 });
-                self.day.sessions.retain(|s| s.started_at_millis >= until_millis || s.ended_at_millis.unwrap_or(now_millis) < since_millis);
-                self.day.typed.retain(|at| *at >= until_millis || *at < since_millis);
-                self.day.heard.retain(|at| *at >= until_millis || *at < since_millis);
+                self.day.span.sessions.retain(|s| s.started_at_millis >= until_millis || s.ended_at_millis.unwrap_or(now_millis) < since_millis);
+                self.day.span.typed.retain(|at| *at >= until_millis || *at < since_millis);
+                self.day.span.heard.retain(|at| *at >= until_millis || *at < since_millis);
                 self.day.attribute(&self.settings.projects, now_millis);
                 if messages > 0 {
                     self.new_thread();
@@ -846,14 +840,14 @@ impl AppState {
                 self.sessions_today = sessions.into_iter().filter(|s| s.ended_at_millis.is_some()).collect();
             }
             CaptureEvent::DaysLoaded(days) => {
-                if (days.start_millis, days.days) == (self.day.start_millis, self.day.days) {
+                if (days.start_millis, days.days) == (self.day.span.start_millis, self.day.span.days) {
                     let mut sessions: Vec<ActivitySession> = days.sessions.into_iter().filter(|s| s.ended_at_millis.is_some()).collect();
                     sessions.sort_by_key(|s| s.started_at_millis);
                     // Oldest first: the timeline finds a day's sessions and marks by bisection.
                     let (mut typed, mut heard) = (days.typed, days.heard);
                     typed.sort_unstable();
                     heard.sort_unstable();
-                    self.day = DayView { sessions, away: days.away, typed, heard, loaded: true, project: self.day.project.take(), ..std::mem::take(&mut self.day) };
+                    self.day = DayView { span: crate::capture::events::Days { sessions, typed, heard, ..days }, loaded: true, project: self.day.project.take(), ..std::mem::take(&mut self.day) };
                     self.day.attribute(&self.settings.projects, now_millis);
                 }
             }
@@ -865,10 +859,10 @@ impl AppState {
             CaptureEvent::SessionFinished(session) => {
                 let today = local_day_start_millis(now_millis);
                 let end = session.ended_at_millis.unwrap_or(now_millis);
-                if self.day.loaded && session.started_at_millis < self.day.end_millis() && end >= self.day.start_millis {
-                    self.day.sessions.retain(|s| s.session_id != session.session_id);
-                    self.day.sessions.push(session.clone());
-                    self.day.sessions.sort_by_key(|s| s.started_at_millis);
+                if self.day.loaded && session.started_at_millis < self.day.end_millis() && end >= self.day.span.start_millis {
+                    self.day.span.sessions.retain(|s| s.session_id != session.session_id);
+                    self.day.span.sessions.push(session.clone());
+                    self.day.span.sessions.sort_by_key(|s| s.started_at_millis);
                     self.day.attribute(&self.settings.projects, now_millis);
                 }
                 if end >= today {

@@ -60,43 +60,43 @@ pub fn context_ui(ui: &mut egui::Ui, state: &AppState, search: &mut SearchBox, n
 fn days_ui(ui: &mut egui::Ui, state: &AppState, drafts: &mut SearchBox, now_millis: i64, actions: &mut Vec<UiAction>) {
     let day = &state.day;
     let today = local_day_start_millis(now_millis);
-    let week = day.days == 7;
+    let week = day.span.days == 7;
     ui.horizontal_wrapped(|ui| {
         let step = |forward: bool| -> i64 {
-            let mut at = day.start_millis;
-            for _ in 0..day.days.max(1) {
+            let mut at = day.span.start_millis;
+            for _ in 0..day.span.days.max(1) {
                 at = if forward { next_midnight(at) } else { local_day_start_millis(at - 12 * 3_600_000) };
             }
             at
         };
         if ui.button("<").on_hover_text(if week { "The week before" } else { "The day before" }).clicked() {
-            actions.push(UiAction::ShowDays { start_millis: step(false), days: day.days.max(1) });
+            actions.push(UiAction::ShowDays { start_millis: step(false), days: day.span.days.max(1) });
         }
         let title = if week {
-            format!("Week of {}", local_date(day.start_millis))
-        } else if day.start_millis == today {
+            format!("Week of {}", local_date(day.span.start_millis))
+        } else if day.span.start_millis == today {
             "Today".to_owned()
         } else {
-            format!("{} {}", weekday(day.start_millis), local_date(day.start_millis))
+            format!("{} {}", weekday(day.span.start_millis), local_date(day.span.start_millis))
         };
         ui.heading(title);
         let at_end = day.end_millis() > today;
         if ui.add_enabled(!at_end, egui::Button::new(">")).on_hover_text(if week { "The week after" } else { "The day after" }).clicked() {
-            actions.push(UiAction::ShowDays { start_millis: step(true), days: day.days.max(1) });
+            actions.push(UiAction::ShowDays { start_millis: step(true), days: day.span.days.max(1) });
         }
-        if ui.selectable_label(!week && day.start_millis == today, "Today").clicked() {
+        if ui.selectable_label(!week && day.span.start_millis == today, "Today").clicked() {
             actions.push(UiAction::ShowDays { start_millis: today, days: 1 });
         }
         if ui.selectable_label(week, "Week").clicked() && !week {
-            actions.push(UiAction::ShowDays { start_millis: week_start(day.start_millis.max(1)), days: 7 });
+            actions.push(UiAction::ShowDays { start_millis: week_start(day.span.start_millis.max(1)), days: 7 });
         }
     });
     if !day.loaded {
         ui.label(RichText::new("Loading…").small().color(theme::muted()));
         return;
     }
-    let mut start = day.start_millis;
-    for _ in 0..day.days.max(1) {
+    let mut start = day.span.start_millis;
+    for _ in 0..day.span.days.max(1) {
         let end = next_midnight(start);
         if week {
             ui.horizontal(|ui| {
@@ -111,7 +111,7 @@ fn days_ui(ui: &mut egui::Ui, state: &AppState, drafts: &mut SearchBox, now_mill
     }
     let tracked = day.ledger.seconds();
     ui.label(
-        RichText::new(format!("{} sessions · {} tracked · ticks: typed above, heard below · grey: away", day.sessions.len(), format_duration_millis(tracked * 1000)))
+        RichText::new(format!("{} sessions · {} tracked · ticks: typed above, heard below · grey: away", day.span.sessions.len(), format_duration_millis(tracked * 1000)))
             .small()
             .color(theme::muted()),
     );
@@ -119,7 +119,7 @@ fn days_ui(ui: &mut egui::Ui, state: &AppState, drafts: &mut SearchBox, now_mill
     ui.separator();
     // The open session above the list, which is drawn a screenful of rows at a time (a week holds thousands).
     if let Some(detail) = &state.open_session {
-        if let Some(session) = day.sessions.iter().find(|s| s.session_id == detail.session_id) {
+        if let Some(session) = day.span.sessions.iter().find(|s| s.session_id == detail.session_id) {
             ui.horizontal_wrapped(|ui| {
                 ui.label(RichText::new(&session.title).strong());
                 if ui.small_button("Close").clicked() {
@@ -134,19 +134,19 @@ fn days_ui(ui: &mut egui::Ui, state: &AppState, drafts: &mut SearchBox, now_mill
         session_detail_ui(ui, detail);
     }
     let chosen = day.project.as_deref();
-    let shown: Vec<usize> = (0..day.sessions.len())
+    let shown: Vec<usize> = (0..day.span.sessions.len())
         .rev()
         .filter(|&i| chosen.is_none_or(|c| day.projects.get(i).cloned().flatten().as_deref().unwrap_or(UNATTRIBUTED) == c))
         .collect();
     if shown.is_empty() {
-        let empty = if day.days == 1 && day.start_millis == today { "No finished sessions yet today" } else { "No finished sessions in these days" };
+        let empty = if day.span.days == 1 && day.span.start_millis == today { "No finished sessions yet today" } else { "No finished sessions in these days" };
         ui.label(RichText::new(empty).color(theme::muted()));
         return;
     }
     let row_height = ui.text_style_height(&egui::TextStyle::Body).max(14.0);
     ScrollArea::vertical().auto_shrink([false, false]).show_rows(ui, row_height, shown.len(), |ui, rows| {
         for &index in &shown[rows] {
-            let session = &day.sessions[index];
+            let session = &day.span.sessions[index];
             ui.horizontal(|ui| {
                 let (rect, _) = ui.allocate_exact_size(vec2(6.0, 14.0), Sense::hover());
                 ui.painter().rect_filled(rect, 1.0, theme::app_colour(&session.app));
@@ -167,7 +167,7 @@ fn days_ui(ui: &mut egui::Ui, state: &AppState, drafts: &mut SearchBox, now_mill
 
 /// "Always count this window as …": a rule for its title, first in Settings → Memory → Projects.
 fn count_as_ui(ui: &mut egui::Ui, state: &AppState, session: &crate::records::ActivitySession, drafts: &mut SearchBox, actions: &mut Vec<UiAction>) {
-    let index = state.day.sessions.iter().position(|s| s.session_id == session.session_id);
+    let index = state.day.span.sessions.iter().position(|s| s.session_id == session.session_id);
     let current = index.and_then(|i| state.day.projects.get(i).cloned().flatten());
     ui.horizontal_wrapped(|ui| {
         let label = ui.label(RichText::new(format!("Counts for {}; always count it as", current.as_deref().unwrap_or("no project"))).small());
@@ -196,29 +196,29 @@ fn day_bar_ui(ui: &mut egui::Ui, state: &AppState, start: i64, end: i64, now_mil
     let painter = ui.painter_at(rect.expand(2.0));
     painter.rect_stroke(rect, 2.0, Stroke::new(1.0, theme::muted()), egui::StrokeKind::Inside);
     let width = rect.width();
-    let runs = timeline::runs(&day.sessions, start, end, now_millis, width);
+    let runs = timeline::runs(&day.span.sessions, start, end, now_millis, width);
     // One mesh for the whole bar: hundreds of runs and ticks tessellate as one shape.
     let mut mesh = egui::Mesh::default();
     let mut fill = |x0: f32, x1: f32, y0: f32, y1: f32, colour: egui::Color32| {
         mesh.add_colored_rect(egui::Rect::from_x_y_ranges(rect.left() + x0..=rect.left() + x1.max(x0 + 1.0), y0..=y1), colour);
     };
     for run in &runs {
-        fill(run.x0, run.x1, rect.top(), rect.bottom(), theme::app_colour(&day.sessions[run.session].app));
+        fill(run.x0, run.x1, rect.top(), rect.bottom(), theme::app_colour(&day.span.sessions[run.session].app));
     }
     let away = egui::Color32::from_gray(128).gamma_multiply(0.35);
-    for (x0, x1) in timeline::spans(&day.away, start, end, width) {
+    for (x0, x1) in timeline::spans(&day.span.away, start, end, width) {
         fill(x0, x1, rect.top(), rect.bottom(), away);
     }
-    for x in timeline::marks(&day.typed, start, end, width) {
+    for x in timeline::marks(&day.span.typed, start, end, width) {
         fill(x, x + 1.0, rect.top() - 2.0, rect.top() + 2.0, theme::strong());
     }
-    for x in timeline::marks(&day.heard, start, end, width) {
+    for x in timeline::marks(&day.span.heard, start, end, width) {
         fill(x, x + 1.0, rect.bottom() - 2.0, rect.bottom() + 2.0, theme::accent());
     }
     painter.add(egui::Shape::mesh(mesh));
     let pointed = response.hover_pos().and_then(|pos| timeline::at(&runs, pos.x - rect.left()));
     if let Some(index) = pointed {
-        let session = &day.sessions[index];
+        let session = &day.span.sessions[index];
         let project = day.projects.get(index).cloned().flatten().unwrap_or_else(|| UNATTRIBUTED.to_owned());
         let end_at = session.ended_at_millis.unwrap_or(now_millis);
         let text = format!("{}–{} {} — {}\n{project}", format_clock(session.started_at_millis), format_clock(end_at), session.app, session.title);

@@ -338,10 +338,10 @@ fn a_day_of_two_thousand_sessions_and_a_week_fit_the_context_panel() {
         assert!(harness.query_by_label("Projects").is_some(), "time per project is shown");
         harness.get_by_label("Week").click();
         harness.run();
-        let shown = harness.state().state.day.start_millis;
+        let shown = harness.state().state.day.span.start_millis;
         far.events.send(AppEvent::Capture(CaptureEvent::DaysLoaded(cowork::capture::events::Days { start_millis: shown, days: 7, sessions: sessions(shown, 14_000, 7 * 86_400_000), ..Default::default() }))).unwrap();
         harness.run();
-        assert_eq!(harness.state().state.day.days, 7);
+        assert_eq!(harness.state().state.day.span.days, 7);
         assert!(harness.state().state.day.loaded, "the week's sessions were taken");
         problems.extend(overflowing(&harness, width).into_iter().map(|p| format!("week at {width}: {p}")));
     }

@@ -236,7 +236,7 @@ pub struct DayView {
     /// spans, and when the user typed and listen mode heard someone (sorted).
     pub span: crate::capture::events::Days,
     /// Each session's project, in `sessions`' order, and the days' time per project.
-    pub projects: Vec<Option<String>>,
+    pub projects: Vec<crate::day::projects::Attribution>,
     pub ledger: crate::day::ledger::Ledger,
     pub loaded: bool,
     /// Only the sessions of this project are listed.
@@ -244,6 +244,14 @@ pub struct DayView {
 }
 
 impl DayView {
+    /// The project of `span.sessions[index]` (`UNATTRIBUTED` for none), and why.
+    pub fn project_of(&self, index: usize) -> (&str, Option<&crate::day::projects::Why>) {
+        match self.projects.get(index) {
+            Some(found) => (found.project.as_deref().unwrap_or(crate::day::ledger::UNATTRIBUTED), Some(&found.why)),
+            None => (crate::day::ledger::UNATTRIBUTED, None),
+        }
+    }
+
     /// The end of the span shown (local midnight after its last day).
     pub fn end_millis(&self) -> i64 {
         (0..self.span.days.max(1)).fold(self.span.start_millis, |day, _| crate::day::ledger::next_midnight(day))
@@ -255,7 +263,7 @@ impl DayView {
         // (The sessions are oldest first, as the ledger wants them: one attribution serves both.)
         let found = crate::day::projects::attribute(&self.span.sessions, &rules);
         self.ledger = crate::day::ledger::Ledger::cut(&self.span.sessions, &found, self.span.start_millis, self.end_millis(), now_millis);
-        self.projects = found.into_iter().map(|a| a.project).collect();
+        self.projects = found;
     }
 }
 

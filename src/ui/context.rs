@@ -136,7 +136,7 @@ fn days_ui(ui: &mut egui::Ui, state: &AppState, drafts: &mut SearchBox, now_mill
     let chosen = day.project.as_deref();
     let shown: Vec<usize> = (0..day.span.sessions.len())
         .rev()
-        .filter(|&i| chosen.is_none_or(|c| day.projects.get(i).cloned().flatten().as_deref().unwrap_or(UNATTRIBUTED) == c))
+        .filter(|&i| chosen.is_none_or(|c| day.project_of(i).0 == c))
         .collect();
     if shown.is_empty() {
         let empty = if day.span.days == 1 && day.span.start_millis == today { "No finished sessions yet today" } else { "No finished sessions in these days" };
@@ -154,10 +154,15 @@ fn days_ui(ui: &mut egui::Ui, state: &AppState, drafts: &mut SearchBox, now_mill
                 ui.label(RichText::new(when).monospace().small());
                 ui.label(RichText::new(format_duration_millis(session.duration_millis(now_millis))).small().color(theme::muted()));
                 let open = state.open_session.as_ref().is_some_and(|s| s.session_id == session.session_id);
-                let project = day.projects.get(index).cloned().flatten().unwrap_or_else(|| UNATTRIBUTED.to_owned());
                 let title = if open { RichText::new(&session.title).strong() } else { RichText::new(&session.title) };
-                let about = format!("{} · {project}{}\nShow what was typed, copied and on screen", session.app, session.url.as_deref().map(|u| format!("\n{u}")).unwrap_or_default());
-                if ui.add(egui::Label::new(title).truncate().sense(Sense::click())).on_hover_text(about).clicked() {
+                // (Written only while hovered: a week's list is long.)
+                let about = |ui: &mut egui::Ui| {
+                    let (project, why) = day.project_of(index);
+                    let url = session.url.as_deref().map(|u| format!("\n{u}")).unwrap_or_default();
+                    let why = why.map(|w| format!(": {}", w.describe())).unwrap_or_default();
+                    ui.label(format!("{} · {project}{why}{url}\nShow what was typed, copied and on screen", session.app));
+                };
+                if ui.add(egui::Label::new(title).truncate().sense(Sense::click())).on_hover_ui(about).clicked() {
                     actions.push(UiAction::ToggleSession(session.session_id));
                 }
             });
@@ -168,7 +173,7 @@ fn days_ui(ui: &mut egui::Ui, state: &AppState, drafts: &mut SearchBox, now_mill
 /// "Always count this window as …": a rule for its title, first in Settings → Memory → Projects.
 fn count_as_ui(ui: &mut egui::Ui, state: &AppState, session: &crate::records::ActivitySession, drafts: &mut SearchBox, actions: &mut Vec<UiAction>) {
     let index = state.day.span.sessions.iter().position(|s| s.session_id == session.session_id);
-    let current = index.and_then(|i| state.day.projects.get(i).cloned().flatten());
+    let current = index.and_then(|i| state.day.projects.get(i)).and_then(|found| found.project.clone());
     ui.horizontal_wrapped(|ui| {
         let label = ui.label(RichText::new(format!("Counts for {}; always count it as", current.as_deref().unwrap_or("no project"))).small());
         let field = ui.add(egui::TextEdit::singleline(&mut drafts.project).hint_text("Atlas, or No project").desired_width(110.0)).labelled_by(label.id);
@@ -219,9 +224,10 @@ fn day_bar_ui(ui: &mut egui::Ui, state: &AppState, start: i64, end: i64, now_mil
     let pointed = response.hover_pos().and_then(|pos| timeline::at(&runs, pos.x - rect.left()));
     if let Some(index) = pointed {
         let session = &day.span.sessions[index];
-        let project = day.projects.get(index).cloned().flatten().unwrap_or_else(|| UNATTRIBUTED.to_owned());
+        let (project, why) = day.project_of(index);
         let end_at = session.ended_at_millis.unwrap_or(now_millis);
-        let text = format!("{}–{} {} — {}\n{project}", format_clock(session.started_at_millis), format_clock(end_at), session.app, session.title);
+        let why = why.map(|w| format!(": {}", w.describe())).unwrap_or_default();
+        let text = format!("{}–{} {} — {}\n{project}{why}", format_clock(session.started_at_millis), format_clock(end_at), session.app, session.title);
         let response = response.on_hover_text(text);
         if response.clicked() {
             actions.push(UiAction::ToggleSession(session.session_id));

@@ -29,6 +29,8 @@ pub fn list(paths: &Paths, json: bool) -> anyhow::Result<()> {
         if json {
             println!("{}", serde_json::json!({"key": key, "value": value, "set": set, "about": about}));
         } else {
+            // A value of several lines (the project rules) on one line, quoted with its `\n`s.
+            let value = if value.contains(['\n', '\r']) { format!("{value:?}") } else { value };
             println!("{key} = {value}{}\n    {about}", if set { "" } else { "  (default)" });
         }
     }

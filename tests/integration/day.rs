@@ -92,6 +92,10 @@ fn a_scripted_week_is_reported_by_project_to_the_second_and_mostly_right() {
     let bad = cowork(data.path(), &["settings", "set", "projects.rules", "Atlas: ok\nno colon"]);
     assert!(!bad.status.success() && String::from_utf8_lossy(&bad.stderr).contains("line 2"), "{}", String::from_utf8_lossy(&bad.stderr));
     ok(&cowork(data.path(), &["settings", "set", "projects.rules", &rules]));
+    // Listed on one line, its lines quoted (not spilling as if they were settings of their own).
+    let listed = ok(&cowork(data.path(), &["settings", "list"]));
+    assert!(listed.lines().any(|l| l.starts_with("projects.rules = \"# Dana") && l.contains("\\nAtlas: ")), "{listed}");
+    assert!(!listed.lines().any(|l| l.starts_with("Atlas:")), "{listed}");
 
     let csv = ok(&cowork(data.path(), &["report", "--week", "--from", "2026-11-25", "--format", "csv"]));
     let rows = csv_rows(&csv);

@@ -120,6 +120,13 @@ pub fn heartbeat_session(conn: &Connection, session_id: i64, at_millis: i64) -> 
     Ok(())
 }
 
+/// Sessions still open, each with its last heartbeat.
+pub fn open_sessions_last_seen(conn: &Connection) -> rusqlite::Result<Vec<(i64, i64)>> {
+    let mut stmt = conn.prepare("SELECT session_id, last_seen_ms FROM activity_sessions WHERE ended_at_ms IS NULL AND last_seen_ms IS NOT NULL")?;
+    let rows = stmt.query_map([], |row| Ok((row.get(0)?, row.get(1)?)))?;
+    rows.collect()
+}
+
 /// Ends sessions left open by a crash at their last heartbeat. Returns how many.
 pub fn recover_open_sessions(conn: &Connection) -> rusqlite::Result<usize> {
     conn.execute(

@@ -187,3 +187,34 @@ fn a_title_cannot_become_a_spreadsheet_formula_in_the_report() {
     assert!(hostile[7].starts_with("'="), "{hostile:?}");
     assert_eq!(rows.iter().find(|r| r[1] == "atlas").map(|r| r[4].as_str()), Some("60"));
 }
+
+#[test]
+fn a_session_a_crash_left_open_counts_until_its_last_heartbeat_and_a_live_one_until_now() {
+    use cowork::records::ActivitySession;
+    let data = temp_dir();
+    ok(&cowork(data.path(), &["settings", "set", "projects.rules", "Atlas: ledger-svc"]));
+    let now = cowork::ids::now_millis() / 1000 * 1000;
+    let hour = 3_600_000;
+    let conn = cowork::store::open_writer(&data.path().join("cowork.db")).unwrap();
+    let open = |id: i64, title: &str, start: i64, seen: i64| {
+        let session = ActivitySession { session_id: id, app: "code".into(), title: title.into(), window_id: 1, started_at_millis: start, ..ActivitySession::default() };
+        cowork::capture::db::upsert_session(&conn, &session).unwrap();
+        cowork::capture::db::heartbeat_session(&conn, id, seen).unwrap();
+    };
+    // cowork crashed an hour after this one opened, and has not run since: one hour, not three.
+    open(1, "main.rs - ledger-svc - Visual Studio Code", now - 3 * hour, now - 2 * hour);
+    // This one is being recorded (its heartbeat 20 s ago): it runs until now.
+    open(2, "notes.md - kestrel - Visual Studio Code", now - 10 * 60_000, now - 20_000);
+    drop(conn);
+    // (Dates in UTC, as the command's TZ.)
+    let date = |at: i64| {
+        let (year, month, day) = cowork::ids::civil_from_days(at.div_euclid(86_400_000));
+        format!("{year:04}-{month:02}-{day:02}")
+    };
+    let csv = ok(&cowork(data.path(), &["report", "--from", &date(now - 3 * hour), "--until", &date(now), "--format", "csv"]));
+    let rows: Vec<Vec<String>> = csv_rows(&csv).into_iter().skip(1).collect();
+    let seconds = |project: &str| rows.iter().filter(|r| r[1] == project).map(|r| r[4].parse::<i64>().unwrap()).sum::<i64>();
+    assert_eq!(seconds("Atlas"), 3_600, "{csv}");
+    let live = seconds("kestrel");
+    assert!((600..=620).contains(&live), "{live} s: {csv}");
+}

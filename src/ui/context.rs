@@ -11,11 +11,13 @@ use crate::runtime::{WorkerName, WorkerState};
 use crate::state::{AppState, SessionDetailView, UiAction};
 use crate::ui::theme;
 
-/// The panel's drafts: the search box's text, and the project an open session is to count for.
+/// The panel's drafts: the search box's text, the project an open session
+/// is to count for, and whether the timeline is coloured by project (else by app).
 #[derive(Default)]
 pub struct SearchBox {
     pub text: String,
     pub project: String,
+    pub by_project: bool,
 }
 
 pub fn context_ui(ui: &mut egui::Ui, state: &AppState, search: &mut SearchBox, now_millis: i64, actions: &mut Vec<UiAction>) {
@@ -90,6 +92,7 @@ fn days_ui(ui: &mut egui::Ui, state: &AppState, drafts: &mut SearchBox, now_mill
         if ui.selectable_label(week, "Week").clicked() && !week {
             actions.push(UiAction::ShowDays { start_millis: week_start(day.span.start_millis.max(1)), days: 7 });
         }
+        ui.checkbox(&mut drafts.by_project, "By project").on_hover_text("Colour the timeline by project instead of by app");
     });
     if !day.loaded {
         ui.label(RichText::new("Loading…").small().color(theme::muted()));
@@ -101,10 +104,10 @@ fn days_ui(ui: &mut egui::Ui, state: &AppState, drafts: &mut SearchBox, now_mill
         if week {
             ui.horizontal(|ui| {
                 ui.add_sized(vec2(30.0, 12.0), egui::Label::new(RichText::new(weekday(start)).small()));
-                day_bar_ui(ui, state, start, end, now_millis, 12.0, actions);
+                day_bar_ui(ui, state, (start, end), drafts.by_project, now_millis, 12.0, actions);
             });
         } else {
-            day_bar_ui(ui, state, start, end, now_millis, 22.0, actions);
+            day_bar_ui(ui, state, (start, end), drafts.by_project, now_millis, 22.0, actions);
             hours_ui(ui);
         }
         start = end;
@@ -194,7 +197,7 @@ fn weekday(at_millis: i64) -> &'static str {
 /// One day's bar: apps as colours (one run per pixel column at most), away
 /// time shaded, typing marked above and listening below; hover names the
 /// session, a click opens it.
-fn day_bar_ui(ui: &mut egui::Ui, state: &AppState, start: i64, end: i64, now_millis: i64, height: f32, actions: &mut Vec<UiAction>) {
+fn day_bar_ui(ui: &mut egui::Ui, state: &AppState, (start, end): (i64, i64), by_project: bool, now_millis: i64, height: f32, actions: &mut Vec<UiAction>) {
     let day = &state.day;
     let (rect, response) = ui.allocate_exact_size(vec2(ui.available_width().max(40.0), height), Sense::click());
     response.widget_info(|| egui::WidgetInfo::labeled(egui::Role::Image, true, format!("Timeline of {} {}", weekday(start), local_date(start))));
@@ -208,7 +211,14 @@ fn day_bar_ui(ui: &mut egui::Ui, state: &AppState, start: i64, end: i64, now_mil
         mesh.add_colored_rect(egui::Rect::from_x_y_ranges(rect.left() + x0..=rect.left() + x1.max(x0 + 1.0), y0..=y1), colour);
     };
     for run in &runs {
-        fill(run.x0, run.x1, rect.top(), rect.bottom(), theme::app_colour(&day.span.sessions[run.session].app));
+        let colour = match by_project {
+            true => match day.project_of(run.session).0 {
+                UNATTRIBUTED => theme::muted(),
+                project => theme::app_colour(project),
+            },
+            false => theme::app_colour(&day.span.sessions[run.session].app),
+        };
+        fill(run.x0, run.x1, rect.top(), rect.bottom(), colour);
     }
     let away = egui::Color32::from_gray(128).gamma_multiply(0.35);
     for (x0, x1) in timeline::spans(&day.span.away, start, end, width) {
@@ -259,7 +269,7 @@ fn projects_ui(ui: &mut egui::Ui, state: &AppState, actions: &mut Vec<UiAction>)
         ui.horizontal(|ui| {
             let (rect, _) = ui.allocate_exact_size(vec2(60.0, 8.0), Sense::hover());
             let filled = egui::Rect::from_min_size(rect.min, vec2(60.0 * *seconds as f32 / most as f32, 8.0));
-            ui.painter().rect_filled(filled, 1.0, if project == UNATTRIBUTED { theme::muted() } else { theme::accent() });
+            ui.painter().rect_filled(filled, 1.0, if project == UNATTRIBUTED { theme::muted() } else { theme::app_colour(project) });
             ui.label(RichText::new(hms(*seconds)).monospace().small());
             let chosen = day.project.as_deref() == Some(project.as_str());
             if ui.selectable_label(chosen, project).on_hover_text(if chosen { "List every session" } else { "List only this project's sessions" }).clicked() {

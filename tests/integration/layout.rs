@@ -336,6 +336,10 @@ fn a_day_of_two_thousand_sessions_and_a_week_fit_the_context_panel() {
         problems.extend(overflowing(&harness, width).into_iter().map(|p| format!("day at {width}: {p}")));
         problems.extend(unnamed(&harness).into_iter().map(|p| format!("day at {width}: {p}")));
         assert!(harness.query_by_label("Projects").is_some(), "time per project is shown");
+        // Coloured by project, it still fits.
+        harness.get_by_label("By project").click();
+        harness.run();
+        problems.extend(overflowing(&harness, width).into_iter().map(|p| format!("day by project at {width}: {p}")));
         harness.get_by_label("Week").click();
         harness.run();
         let shown = harness.state().state.day.span.start_millis;

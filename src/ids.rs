@@ -58,10 +58,7 @@ pub fn format_clock(at_millis: i64) -> String {
 
 /// Local date and time with the weekday: "Tue 2026-11-24 11:30".
 pub fn format_local_datetime(at_millis: i64) -> String {
-    const WEEKDAYS: [&str; 7] = ["Thu", "Fri", "Sat", "Sun", "Mon", "Tue", "Wed"];
-    let local_days = (at_millis.div_euclid(1000) + local_offset_secs(at_millis.div_euclid(1000))).div_euclid(86_400);
-    let (year, month, day) = civil_from_days(local_days);
-    format!("{} {year:04}-{month:02}-{day:02} {}", WEEKDAYS[local_days.rem_euclid(7) as usize], format_clock(at_millis))
+    format!("{} {} {}", local_weekday_name(at_millis), local_date(at_millis), format_clock(at_millis))
 }
 
 /// When something happened, as prompts show it: "14:05" today, "Mon 14:05"
@@ -114,13 +111,10 @@ fn when_with(at_millis: i64, now_millis: i64, clock: fn(i64) -> String) -> Strin
     if day == today {
         return clock;
     }
-    let local_days = (at_millis / 1000 + local_offset_secs(at_millis / 1000)).div_euclid(86_400);
     if today - day < 6 * 86_400_000 && day < today {
-        const WEEKDAYS: [&str; 7] = ["Thu", "Fri", "Sat", "Sun", "Mon", "Tue", "Wed"];
-        return format!("{} {clock}", WEEKDAYS[local_days.rem_euclid(7) as usize]);
+        return format!("{} {clock}", local_weekday_name(at_millis));
     }
-    let (year, month, day) = civil_from_days(local_days);
-    format!("{year:04}-{month:02}-{day:02} {clock}")
+    format!("{} {clock}", local_date(at_millis))
 }
 
 /// Days since 1970-01-01 to (year, month, day), proleptic Gregorian (Howard Hinnant's algorithm).
@@ -146,6 +140,11 @@ fn local_days(at_millis: i64) -> i64 {
 /// The local weekday at `at_millis`: 0 is Monday, 6 Sunday.
 pub fn local_weekday(at_millis: i64) -> u32 {
     (local_days(at_millis) + 3).rem_euclid(7) as u32
+}
+
+/// The local weekday's short name at `at_millis`: "Mon" … "Sun".
+pub fn local_weekday_name(at_millis: i64) -> &'static str {
+    ["Mon", "Tue", "Wed", "Thu", "Fri", "Sat", "Sun"][local_weekday(at_millis) as usize]
 }
 
 /// The local date at `at_millis`: "2026-11-30".

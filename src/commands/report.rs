@@ -11,7 +11,7 @@ use anyhow::Context as _;
 use crate::config::Paths;
 use crate::day::ledger::{Ledger, hms, next_midnight, week_start};
 use crate::day::projects::ProjectRules;
-use crate::ids::{format_clock, local_date};
+use crate::ids::{format_clock, local_date, local_weekday_name};
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
 pub enum ReportFormat {
@@ -83,9 +83,6 @@ pub fn report(paths: &Paths, span: &Span, format: ReportFormat, out: &mut dyn st
     Ok(())
 }
 
-fn weekday(at_millis: i64) -> &'static str {
-    ["Mon", "Tue", "Wed", "Thu", "Fri", "Sat", "Sun"][crate::ids::local_weekday(at_millis) as usize]
-}
 
 /// Projects by time over the whole ledger, most first; no project last.
 fn projects_by_time(ledger: &Ledger) -> Vec<(String, i64)> {
@@ -96,7 +93,7 @@ fn projects_by_time(ledger: &Ledger) -> Vec<(String, i64)> {
 
 fn title(from: i64, until: i64) -> String {
     let last = until - 1;
-    if next_midnight(from) == until { format!("{} {}", weekday(from), local_date(from)) } else { format!("{} to {}", local_date(from), local_date(last)) }
+    if next_midnight(from) == until { format!("{} {}", local_weekday_name(from), local_date(from)) } else { format!("{} to {}", local_date(from), local_date(last)) }
 }
 
 fn text(ledger: &Ledger, from: i64, until: i64) -> String {
@@ -106,7 +103,7 @@ fn text(ledger: &Ledger, from: i64, until: i64) -> String {
     }
     if ledger.days.len() > 1 {
         for day in ledger.days.iter().filter(|d| d.seconds() > 0) {
-            let _ = writeln!(out, "\n{} {} ({})", weekday(day.start_millis), local_date(day.start_millis), hms(day.seconds()));
+            let _ = writeln!(out, "\n{} {} ({})", local_weekday_name(day.start_millis), local_date(day.start_millis), hms(day.seconds()));
             let mut totals: Vec<(&String, &i64)> = day.totals.iter().collect();
             totals.sort_by_key(|(name, seconds)| (name.as_str() == crate::day::ledger::UNATTRIBUTED, -**seconds));
             for (project, seconds) in totals {
@@ -122,7 +119,7 @@ fn markdown(ledger: &Ledger, from: i64, until: i64) -> String {
     let days: Vec<_> = ledger.days.iter().filter(|d| d.seconds() > 0).collect();
     let mut out = format!("# Time by project, {}\n\n| Project |", title(from, until));
     for day in &days {
-        let _ = write!(out, " {} {} |", weekday(day.start_millis), &local_date(day.start_millis)[5..]);
+        let _ = write!(out, " {} {} |", local_weekday_name(day.start_millis), &local_date(day.start_millis)[5..]);
     }
     out.push_str(" Total |\n|---|");
     out.push_str(&"---:|".repeat(days.len() + 1));
@@ -140,7 +137,7 @@ fn markdown(ledger: &Ledger, from: i64, until: i64) -> String {
     }
     let _ = writeln!(out, " **{}** |", hms(ledger.seconds()));
     for day in &days {
-        let _ = writeln!(out, "\n## {} {}\n", weekday(day.start_millis), local_date(day.start_millis));
+        let _ = writeln!(out, "\n## {} {}\n", local_weekday_name(day.start_millis), local_date(day.start_millis));
         let mut totals: Vec<(&String, &i64)> = day.totals.iter().collect();
         totals.sort_by_key(|(name, seconds)| (name.as_str() == crate::day::ledger::UNATTRIBUTED, -**seconds));
         for (project, seconds) in totals {
@@ -200,13 +197,11 @@ fn csv_field(text: &str) -> String {
     if text.contains([',', '"', '\n', '\r']) { format!("\"{}\"", text.replace('"', "\"\"")) } else { text }
 }
 
-/// Writes the report to stdout (a closed pipe is not an error).
+/// Writes the report to stdout (a reader gone away is main's to judge, as for every command).
 pub fn print(paths: &Paths, span: &Span, format: ReportFormat) -> anyhow::Result<()> {
     let mut stdout = std::io::stdout().lock();
-    match report(paths, span, format, &mut stdout) {
-        Err(err) if err.downcast_ref::<std::io::Error>().is_some_and(|e| e.kind() == std::io::ErrorKind::BrokenPipe) => Ok(()),
-        other => other.and_then(|()| stdout.flush().map_err(Into::into)),
-    }
+    report(paths, span, format, &mut stdout)?;
+    Ok(stdout.flush()?)
 }
 
 #[cfg(test)]

@@ -6,7 +6,7 @@ use egui::{RichText, ScrollArea, Sense, Stroke, vec2};
 
 use crate::day::ledger::{UNATTRIBUTED, hms, next_midnight, week_start};
 use crate::day::timeline;
-use crate::ids::{format_duration_millis, local_date, local_day_start_millis, user_clock as format_clock};
+use crate::ids::{format_duration_millis, local_date, local_day_start_millis, local_weekday_name, user_clock as format_clock};
 use crate::runtime::{WorkerName, WorkerState};
 use crate::state::{AppState, SessionDetailView, UiAction};
 use crate::ui::theme;
@@ -79,7 +79,7 @@ fn days_ui(ui: &mut egui::Ui, state: &AppState, drafts: &mut SearchBox, now_mill
         } else if day.span.start_millis == today {
             "Today".to_owned()
         } else {
-            format!("{} {}", weekday(day.span.start_millis), local_date(day.span.start_millis))
+            format!("{} {}", local_weekday_name(day.span.start_millis), local_date(day.span.start_millis))
         };
         ui.heading(title);
         let at_end = day.end_millis() > today;
@@ -103,7 +103,7 @@ fn days_ui(ui: &mut egui::Ui, state: &AppState, drafts: &mut SearchBox, now_mill
         let end = next_midnight(start);
         if week {
             ui.horizontal(|ui| {
-                ui.add_sized(vec2(30.0, 12.0), egui::Label::new(RichText::new(weekday(start)).small()));
+                ui.add_sized(vec2(30.0, 12.0), egui::Label::new(RichText::new(local_weekday_name(start)).small()));
                 day_bar_ui(ui, state, (start, end), drafts.by_project, now_millis, 12.0, actions);
             });
         } else {
@@ -153,7 +153,7 @@ fn days_ui(ui: &mut egui::Ui, state: &AppState, drafts: &mut SearchBox, now_mill
             ui.horizontal(|ui| {
                 let (rect, _) = ui.allocate_exact_size(vec2(6.0, 14.0), Sense::hover());
                 ui.painter().rect_filled(rect, 1.0, theme::app_colour(&session.app));
-                let when = if week { format!("{} {}", weekday(session.started_at_millis), format_clock(session.started_at_millis)) } else { format_clock(session.started_at_millis) };
+                let when = if week { format!("{} {}", local_weekday_name(session.started_at_millis), format_clock(session.started_at_millis)) } else { format_clock(session.started_at_millis) };
                 ui.label(RichText::new(when).monospace().small());
                 ui.label(RichText::new(format_duration_millis(session.duration_millis(now_millis))).small().color(theme::muted()));
                 let open = state.open_session.as_ref().is_some_and(|s| s.session_id == session.session_id);
@@ -190,9 +190,6 @@ fn count_as_ui(ui: &mut egui::Ui, state: &AppState, session: &crate::records::Ac
     });
 }
 
-fn weekday(at_millis: i64) -> &'static str {
-    ["Mon", "Tue", "Wed", "Thu", "Fri", "Sat", "Sun"][crate::ids::local_weekday(at_millis) as usize]
-}
 
 /// One day's bar: apps as colours (one run per pixel column at most), away
 /// time shaded, typing marked above and listening below; hover names the
@@ -200,7 +197,7 @@ fn weekday(at_millis: i64) -> &'static str {
 fn day_bar_ui(ui: &mut egui::Ui, state: &AppState, (start, end): (i64, i64), by_project: bool, now_millis: i64, height: f32, actions: &mut Vec<UiAction>) {
     let day = &state.day;
     let (rect, response) = ui.allocate_exact_size(vec2(ui.available_width().max(40.0), height), Sense::click());
-    response.widget_info(|| egui::WidgetInfo::labeled(egui::Role::Image, true, format!("Timeline of {} {}", weekday(start), local_date(start))));
+    response.widget_info(|| egui::WidgetInfo::labeled(egui::Role::Image, true, format!("Timeline of {} {}", local_weekday_name(start), local_date(start))));
     let painter = ui.painter_at(rect.expand(2.0));
     painter.rect_stroke(rect, 2.0, Stroke::new(1.0, theme::muted()), egui::StrokeKind::Inside);
     let width = rect.width();

@@ -59,7 +59,7 @@ pub fn warn() -> Color32 {
     pick(Color32::from_rgb(230, 190, 90), Color32::from_rgb(150, 95, 0))
 }
 
-/// Projects in the Context panel (their names and time bars), and what listen mode heard on the timeline.
+/// What listen mode heard, marked on the timeline.
 pub fn accent() -> Color32 {
     pick(Color32::from_rgb(180, 150, 255), Color32::from_rgb(100, 60, 190))
 }

@@ -42,7 +42,8 @@ struct Rule {
 
 #[derive(Clone, Debug)]
 enum Term {
-    /// Lower-cased words, matched at word boundaries in the title, app or address.
+    /// Lower-cased words with a space either side (` ledger svc `), matched
+    /// at word boundaries in the title, app or address.
     Words(String),
     /// A ticket key or name in capitals (`ATL`): `ATL-142` or `ATL` in the title or address, in capitals.
     Ticket(Regex),
@@ -72,7 +73,7 @@ impl ProjectRules {
                 return Err(format!("line {}: the project has no name", index + 1));
             }
             let project = (!name.eq_ignore_ascii_case(NO_PROJECT)).then(|| name.to_owned());
-            let mut compiled: Vec<Term> = project.iter().map(|p| Term::Words(normalise(p))).collect();
+            let mut compiled: Vec<Term> = project.iter().map(|p| Term::Words(padded(p))).collect();
             for term in split_terms(terms).iter().map(|t| t.trim()).filter(|t| !t.is_empty()) {
                 match term.strip_prefix('/').and_then(|t| t.strip_suffix('/')) {
                     Some(pattern) => compiled.push(Term::Pattern(
@@ -82,10 +83,10 @@ impl ProjectRules {
                     None if term.len() >= 2 && term.len() <= 10 && term.chars().all(|c| c.is_ascii_uppercase() || c.is_ascii_digit()) && term.starts_with(|c: char| c.is_ascii_uppercase()) => {
                         compiled.push(Term::Ticket(Regex::new(&format!(r"\b{term}(?:-[0-9]+)?\b")).map_err(|err| format!("line {}: {term}: {err}", index + 1))?))
                     }
-                    None => compiled.push(Term::Words(normalise(term))),
+                    None => compiled.push(Term::Words(padded(term))),
                 }
             }
-            compiled.retain(|t| !matches!(t, Term::Words(w) if w.is_empty()));
+            compiled.retain(|t| !matches!(t, Term::Words(w) if w.trim().is_empty()));
             rules.push(Rule { project, line: line.to_owned(), terms: compiled });
         }
         Ok(Self { rules })
@@ -208,10 +209,15 @@ impl Words {
         Words(format!(" {} ", parts.iter().map(|p| normalise(p)).collect::<Vec<_>>().join(" ")))
     }
 
-    /// Whether `words` (normalised) appear as whole words.
+    /// Whether `words` (`padded`) appear as whole words.
     fn contains_words(&self, words: &str) -> bool {
-        !words.is_empty() && self.0.contains(&format!(" {words} "))
+        !words.trim().is_empty() && self.0.contains(words)
     }
+}
+
+/// `normalise`d, with a space either side: what `Words::contains_words` looks for.
+fn padded(text: &str) -> String {
+    format!(" {} ", normalise(text))
 }
 
 /// Lower-case words separated by one space (`Route-Planner_v2` → `route planner v2`).
@@ -250,8 +256,8 @@ const SOURCE_ROOTS: [&str; 12] = ["src", "code", "projects", "project", "work", 
 const FORGES: [&str; 6] = ["github.com", "gitlab.com", "codeberg.org", "bitbucket.org", "sr.ht", "gitea.com"];
 /// Path parts of a forge's address that are not an owner.
 const FORGE_PAGES: [&str; 14] = ["settings", "notifications", "orgs", "users", "explore", "marketplace", "login", "search", "dashboard", "new", "issues", "pulls", "topics", "sponsors"];
-/// Editors whose titles end in ` - FOLDER - EDITOR`.
-const WORKSPACE_EDITORS: [&str; 6] = ["visual studio code", "vscodium", "code - oss", "cursor", "sublime text", "zed"];
+/// How the titles of editors that show ` - FOLDER - EDITOR` end (lower-cased).
+const WORKSPACE_EDITORS: [&str; 6] = [" - visual studio code", " - vscodium", " - code - oss", " - cursor", " - sublime text", " - zed"];
 /// Mail and chat: never counted for a project by what is around them (a call is: it is usually about the work around it).
 const TALK_APPS: [&str; 12] = ["slack", "thunderbird", "evolution", "geary", "discord", "telegram", "signal", "element", "mattermost", "mailspring", "betterbird", "kmail"];
 const TALK_SITES: [&str; 6] = ["mail.google.com", "outlook.", "slack.com", "discord.com", "web.whatsapp.com", "fastmail.com"];
@@ -288,8 +294,8 @@ fn cues(window: &Window) -> Cues {
     if cues.name.is_none() {
         let lower = title.to_lowercase();
         let app = window.app.to_lowercase();
-        if let Some(editor) = WORKSPACE_EDITORS.iter().find(|e| lower.ends_with(&format!(" - {e}")))
-            && let Some(head) = title.get(..title.len().saturating_sub(editor.len() + 3))
+        if let Some(editor) = WORKSPACE_EDITORS.iter().find(|e| lower.ends_with(*e))
+            && let Some(head) = title.get(..title.len().saturating_sub(editor.len()))
             && let Some(folder) = head.rsplit_once(" - ").map(|(_, folder)| folder).or_else(|| {
                 // `FOLDER - Visual Studio Code` with no file open (not a tab of its own, not a file).
                 let alone = head.trim();
@@ -381,17 +387,19 @@ pub fn attribute(sessions: &[ActivitySession], rules: &ProjectRules) -> Vec<Attr
     let windows: Vec<Window> = sessions.iter().map(Window::of).collect();
     let cues: Vec<Cues> = windows.iter().map(cues).collect();
     // The projects' names: the rules', then the names windows show of themselves (first spelling kept).
-    let mut names: Vec<String> = rules.projects();
-    for cue in &cues {
-        if let Some((name, _)) = &cue.name
-            && !names.iter().any(|n| normalise(n) == normalise(name))
-        {
-            names.push(name.clone());
+    let mut names: Vec<String> = Vec::new();
+    let mut spelling: HashMap<String, String> = HashMap::new();
+    for name in rules.projects().into_iter().chain(cues.iter().filter_map(|cue| cue.name.as_ref().map(|(name, _)| name.clone()))) {
+        if let std::collections::hash_map::Entry::Vacant(slot) = spelling.entry(normalise(&name)) {
+            slot.insert(name.clone());
+            names.push(name);
         }
     }
-    let spelling: HashMap<String, String> = names.iter().rev().map(|n| (normalise(n), n.clone())).collect();
+    // Each name as looked for in titles (four letters at least), the longest first: `route planner` before `route`.
+    let mut looked_for: Vec<(String, &String)> = names.iter().map(|n| (padded(n), n)).filter(|(p, _)| p.len() >= 4 + 2).collect();
+    looked_for.sort_by_key(|(p, _)| std::cmp::Reverse(p.len()));
     // Without tickets first; then a ticket key goes with the project it is most often seen with.
-    let first: Vec<Option<Attribution>> = windows.iter().zip(&cues).map(|(window, cue)| direct(window, cue, rules, &names)).collect();
+    let first: Vec<Option<Attribution>> = windows.iter().zip(&cues).map(|(window, cue)| direct(window, cue, rules, &looked_for)).collect();
     let mut seen_with: HashMap<&str, BTreeMap<&str, usize>> = HashMap::new();
     for (cue, found) in cues.iter().zip(&first) {
         if let Some(Attribution { project: Some(project), .. }) = found {
@@ -441,19 +449,15 @@ pub fn attribute(sessions: &[ActivitySession], rules: &ProjectRules) -> Vec<Attr
 
 /// A window's project from its rule, its own folder or repository, or a
 /// known project's name in its title (None: none of these).
-fn direct(window: &Window, cue: &Cues, rules: &ProjectRules, names: &[String]) -> Option<Attribution> {
+fn direct(window: &Window, cue: &Cues, rules: &ProjectRules, names: &[(String, &String)]) -> Option<Attribution> {
     if let Some((rule, line)) = rules.matching(window) {
         return Some(Attribution { project: rule.project.clone(), why: Why::Rule(line.to_owned()) });
     }
     if let Some((name, why)) = &cue.name {
         return Some(Attribution { project: Some(name.clone()), why: why.clone() });
     }
-    // The longest name that fits (`route planner` before `route`).
-    names
-        .iter()
-        .filter(|n| normalise(n).len() >= 4 && window.words.contains_words(&normalise(n)))
-        .max_by_key(|n| normalise(n).len())
-        .map(|name| Attribution { project: Some(name.clone()), why: Why::Named })
+    // The longest name that fits (they come longest first).
+    names.iter().find(|(padded, _)| window.words.contains_words(padded)).map(|(_, name)| Attribution { project: Some((*name).clone()), why: Why::Named })
 }
 
 /// Stretches without a cue between two of one project count for it: each at

@@ -63,5 +63,17 @@ fn timeline(c: &mut Criterion) {
     }
 }
 
-criterion_group!(benches, timeline);
+/// What a finished session costs the UI thread while the timeline shows its
+/// days: every session attributed again (tickets and neighbours are read
+/// together) and the ledger cut.
+fn attribution(c: &mut Criterion) {
+    let start = cowork::day::ledger::week_start(cowork::ids::local_day_start_millis(cowork::ids::now_millis()) - 7 * 86_400_000);
+    for (name, sessions, days) in [("day_2000_sessions", 2_000, 1), ("week_14000_sessions", 14_000, 7)] {
+        let mut day = day_of(sessions, days, start);
+        let now = start + i64::from(days) * 86_400_000;
+        c.bench_function(&format!("timeline_attribute_{name}"), |b| b.iter(|| day.attribute("Atlas: ledger-svc, ATL", now)));
+    }
+}
+
+criterion_group!(benches, timeline, attribution);
 criterion_main!(benches);

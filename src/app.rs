@@ -1557,6 +1557,9 @@ impl eframe::App for CoworkApp {
             tracing::info!(first_frame_millis = started.elapsed().as_millis() as u64, "first frame");
         }
         let now = now_millis();
+        if self.state.tab() == Tab::Context && self.state.day.stale {
+            self.state.day.attribute(&self.state.settings.projects, now);
+        }
         let mut actions = Vec::new();
         // A prompt its server filled in goes into the chat input, to edit and send.
         if let Some((text, origin)) = self.state.prompt_fill.take() {

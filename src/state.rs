@@ -239,6 +239,8 @@ pub struct DayView {
     pub projects: Vec<crate::day::projects::Attribution>,
     pub ledger: crate::day::ledger::Ledger,
     pub loaded: bool,
+    /// Sessions came since `projects` and `ledger` were worked out (done when the panel is shown).
+    pub stale: bool,
     /// Only the sessions of this project are listed.
     pub project: Option<String>,
 }
@@ -264,6 +266,7 @@ impl DayView {
         let found = crate::day::projects::attribute(&self.span.sessions, &rules);
         self.ledger = crate::day::ledger::Ledger::cut(&self.span.sessions, &found, self.span.start_millis, self.end_millis(), now_millis);
         self.projects = found;
+        self.stale = false;
     }
 }
 
@@ -871,7 +874,9 @@ impl AppState {
                     self.day.span.sessions.retain(|s| s.session_id != session.session_id);
                     self.day.span.sessions.push(session.clone());
                     self.day.span.sessions.sort_by_key(|s| s.started_at_millis);
-                    self.day.attribute(&self.settings.projects, now_millis);
+                    // (All sessions are read together, so all are attributed again: not on every window
+                    // switch, but when the panel shows them — `CoworkApp::ui`.)
+                    self.day.stale = true;
                 }
                 if end >= today {
                     self.sessions_today.retain(|s| s.session_id != session.session_id);

@@ -562,6 +562,41 @@ fn the_context_panel_says_what_would_be_recorded_and_which_rule_decided() {
 }
 
 #[test]
+fn a_finished_session_is_given_its_project_when_the_context_panel_shows_it() {
+    use cowork::records::ActivitySession;
+    let (mut harness, far) = app();
+    let now = cowork::ids::now_millis();
+    let today = cowork::ids::local_day_start_millis(now);
+    far.events.send(AppEvent::Capture(CaptureEvent::DaysLoaded(cowork::capture::events::Days { start_millis: today, days: 1, ..Default::default() }))).unwrap();
+    let finished = |id: i64| {
+        AppEvent::Capture(CaptureEvent::SessionFinished(ActivitySession {
+            session_id: id,
+            app: "code".into(),
+            title: "main.rs - ledger-svc - Visual Studio Code".into(),
+            started_at_millis: today.max(now - 600_000) + (id - 1) * 60_000,
+            ended_at_millis: Some(today.max(now - 600_000) + id * 60_000),
+            ..Default::default()
+        }))
+    };
+    // On the chat tab, a window switch costs the frame nothing: the timeline's projects wait.
+    far.events.send(finished(1)).unwrap();
+    harness.run();
+    assert!(harness.state().state.day.stale);
+    assert!(harness.state().state.day.projects.is_empty());
+    // Shown, they are worked out once.
+    harness.get_by_label("Context").click();
+    harness.run();
+    let day = &harness.state().state.day;
+    assert!(!day.stale);
+    assert_eq!(day.project_of(0).0, "ledger-svc");
+    assert_eq!(day.ledger.totals().get("ledger-svc").copied(), Some(60));
+    // While it is shown, a new one is attributed at the next frame.
+    far.events.send(finished(2)).unwrap();
+    harness.run();
+    assert_eq!(harness.state().state.day.projects.len(), 2);
+}
+
+#[test]
 fn clicking_a_session_shows_what_was_typed_and_copied_in_it() {
     use cowork::records::{ActivitySession, SessionEnd};
     let (mut harness, far) = app();

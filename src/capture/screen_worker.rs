@@ -524,9 +524,11 @@ impl ScreenWorker {
             return started.elapsed();
         }
         let rows = picture.as_ref().map(Rows::of);
-        // What the window showed at its last read is in this session's memory of it:
-        // OCR reads only the bands of rows it did not show (a log's new lines).
-        let shown_here = self.stored.iter().any(|s| s.app == window.app && s.title == window.title && s.session_id == focused.session_id);
+        // What the window showed at its last kept read is remembered (in this focus
+        // session or an earlier one: switching back to a log that grew one line
+        // is one new line, not the whole window again): OCR reads only the bands
+        // of rows it did not show (a log's new lines).
+        let shown_here = self.stored.iter().any(|s| s.app == window.app && s.title == window.title);
         let bands = match (&previous, &rows) {
             (Some(Look { rows: Some(old), .. }), Some(new)) if shown_here => new.new_bands(old),
             _ => None,
@@ -726,7 +728,6 @@ impl ScreenWorker {
         }
         if let Some(before) = last.and_then(|i| self.stored.remove(i))
             && strips
-            && before.session_id == focused.session_id
             && before.lines.len() + lines.len() <= MAX_REMEMBERED_LINES
         {
             lines.extend(before.lines);

@@ -28,7 +28,9 @@ mod notes_budget;
 mod corrections;
 pub mod operation;
 pub mod store;
+mod meeting;
 mod prefill;
+pub mod recap;
 mod warm;
 mod worker;
 

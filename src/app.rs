@@ -433,6 +433,14 @@ impl CoworkApp {
                     self.show_requested = true;
                     continue;
                 }
+                // Accept on a suggestion: its request, in a new chat, as if typed (its risky calls still ask).
+                AppEvent::Desktop(DesktopEvent::StartTask(prompt)) => {
+                    self.show_requested = true;
+                    self.state.tab = Some(crate::state::Tab::Chat);
+                    self.handle_action(UiAction::NewThread);
+                    self.handle_action(UiAction::SendMessage(prompt));
+                    continue;
+                }
                 // The hotkey or `cowork trigger quick-prompt`: placed as when opened from the sidebar.
                 AppEvent::Desktop(DesktopEvent::QuickPromptHotkey) if !self.state.quick_prompt_open => self.place_quick_prompt(),
                 AppEvent::Desktop(DesktopEvent::VoiceHotkey { pressed }) => {
@@ -448,6 +456,10 @@ impl CoworkApp {
                 self.models = crate::ui::settings::model_views(&manifest, &self.options.models_dir);
             }
             let threads_loaded = matches!(event, AppEvent::Chat(crate::chat::ChatEvent::ThreadsLoaded(_)));
+            // A recap was kept (from the panel or the automation): the days shown load again to show it.
+            if matches!(event, AppEvent::Agent(crate::agent::events::AgentEvent::RecapWritten { result: Ok(_), .. })) && self.state.day.loaded {
+                self.send_store(crate::capture::db::load_days(self.state.day.span.start_millis, self.state.day.span.days, self.channels.bus.narrow()));
+            }
             if matches!(event, AppEvent::Store(StoreEvent::RangeDeleted { messages: 1.., .. })) {
                 self.send_store(crate::chat::load_threads(self.channels.bus.narrow()));
             }
@@ -538,7 +550,7 @@ impl CoworkApp {
             action @ (UiAction::ListModels { .. } | UiAction::SetProviderModel { .. } | UiAction::SaveProvider(..) | UiAction::RemoveProvider(..) | UiAction::TestProvider { .. } | UiAction::SaveKey { .. } | UiAction::SaveSearchKey { .. }) => self.providers_action(action),
             action @ (UiAction::ChooseChatModel(..) | UiAction::AddModel(..) | UiAction::SetupDownload { .. } | UiAction::SetupCancelDownload | UiAction::FetchModels | UiAction::InstallModel(..) | UiAction::RemoveModel(..) | UiAction::LoadModel) => self.models_action(action),
             action @ (UiAction::AutomationRun(..) | UiAction::AutomationEnable { .. } | UiAction::AutomationRerun(..) | UiAction::AutomationCancel(..) | UiAction::DraftFlow(..) | UiAction::SaveFlow(..) | UiAction::AppsInspect(..) | UiAction::DraftApp(..) | UiAction::AppsInspectDraft(..) | UiAction::AppsForgetInspection | UiAction::AppsInstall { .. } | UiAction::AppsEnable { .. } | UiAction::AppsRemove(..) | UiAction::AppOpen(..) | UiAction::AppClose(..) | UiAction::AppAct { .. } | UiAction::AppChat { .. } | UiAction::AppOpenUrl(..) | UiAction::InboxAct { .. }) => self.apps_action(action),
-            action @ (UiAction::Search(..) | UiAction::OpenHit(..) | UiAction::PinFact { .. } | UiAction::UnpinFact(..) | UiAction::ProfileProposal { .. } | UiAction::PinToThread { .. } | UiAction::UnpinFromThread { .. } | UiAction::SummariseNow | UiAction::RetryEmbedding | UiAction::ToggleSession(..) | UiAction::ShowDays { .. } | UiAction::FilterProject(..) | UiAction::DeleteRecent { .. } | UiAction::ExportToday(..) | UiAction::AskForgetEverything | UiAction::CancelForget | UiAction::ForgetEverything) => self.memory_action(action),
+            action @ (UiAction::Search(..) | UiAction::OpenHit(..) | UiAction::PinFact { .. } | UiAction::UnpinFact(..) | UiAction::ProfileProposal { .. } | UiAction::PinToThread { .. } | UiAction::UnpinFromThread { .. } | UiAction::SummariseNow | UiAction::RetryEmbedding | UiAction::ToggleSession(..) | UiAction::ShowDays { .. } | UiAction::WriteRecap { .. } | UiAction::FilterProject(..) | UiAction::DeleteRecent { .. } | UiAction::ExportToday(..) | UiAction::AskForgetEverything | UiAction::CancelForget | UiAction::ForgetEverything) => self.memory_action(action),
             action @ (UiAction::ChooseFiles | UiAction::BrowseFiles(..) | UiAction::AttachFiles(..) | UiAction::Detach(..)) => self.documents_action(action),
             action @ (UiAction::SwitchTab(..) | UiAction::SaveSetting { .. } | UiAction::SetAutostart(..) | UiAction::OpenSetup | UiAction::FinishSetup | UiAction::TogglePause | UiAction::GnomeExtension { .. } | UiAction::GnomeShortcuts { .. } | UiAction::RetryWorker(..) | UiAction::OpenQuickPrompt | UiAction::CloseQuickPrompt) => self.settings_action(action),
         }
@@ -1049,6 +1061,15 @@ impl CoworkApp {
                 self.state.day = crate::state::DayView { span: crate::capture::events::Days { start_millis, days, ..Default::default() }, project: self.state.day.project.take(), ..Default::default() };
                 self.send_store(crate::capture::db::load_days(start_millis, days, self.channels.bus.narrow()));
             }
+            UiAction::WriteRecap { week, at_millis } => {
+                let period = if week { crate::day::recap::Period::Week } else { crate::day::recap::Period::Day };
+                let command = AgentCommand::Recap { period, at_millis, instructions: String::new(), reply: None };
+                if self.channels.agent.try_send(command).is_err() {
+                    self.state.notice("the agent worker is busy or not running");
+                } else {
+                    self.state.day.writing_recap = true;
+                }
+            }
             UiAction::FilterProject(project) => self.state.day.project = project,
             UiAction::ToggleSession(session_id) => {
                 if self.state.open_session.as_ref().is_some_and(|s| s.session_id == session_id) {
@@ -1156,6 +1177,9 @@ impl CoworkApp {
                 if key.starts_with("listen.") || key == keys::VOICE_DEVICE || keys::PRIVACY.contains(&key.as_str()) {
                     let plan = crate::audio::listen::ListenPlan::from_settings(&self.state.settings);
                     let _ = self.channels.listen.try_send(crate::audio::listen::ListenCommand::Configure(plan));
+                }
+                if key.starts_with("notify.") {
+                    let _ = self.channels.notify.try_send(crate::notify::NotifyCommand::SetPolicy(crate::notify::gate::Policy::from_settings(&self.state.settings)));
                 }
                 if keys::PRIVACY.contains(&key.as_str()) {
                     let _ = self.channels.capture.try_send(CaptureCommand::SetRules(self.state.settings.rules()));

@@ -34,6 +34,7 @@
 
 pub mod dictate;
 pub mod events;
+pub mod inuse;
 pub mod listen;
 pub mod mic;
 pub mod ptt;

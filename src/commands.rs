@@ -2,7 +2,7 @@
 //! `export`, `delete`, `capture simulate` and `capture run`; in the submodules
 //! `doctor`, `ask` (and `agent`: `ask --agent`, `approve`, `tools`, `rules`,
 //! `audit`), `models`, `voice` (`transcribe`), `memory` (`search`, `memory …`),
-//! `documents` (and `undo`), `report` (time per project), `settings`, `automations`, `apps` and `forget`
+//! `documents` (and `undo`), `report` (time per project), `recap` (a day's or week's recap, written now), `settings`, `automations`, `apps` and `forget`
 //! (`forget-everything`, also what Settings → Your data → Forget everything
 //! runs). They run without the window: `ask`, `capture run`, `automations run`
 //! and `doctor` start the same workers the sidebar does (`Workers::start`),
@@ -17,6 +17,7 @@ pub mod documents;
 pub mod forget;
 pub mod memory;
 pub mod models;
+pub mod recap;
 pub mod report;
 pub mod settings;
 pub mod voice;
@@ -219,6 +220,7 @@ pub fn simulate(
                     let observation = crate::memory::Observation { kind: "activity".into(), period_start_millis: start_millis, period_end_millis: end_millis, text, model: Some("script".into()) };
                     (crate::memory::observation_write(observation), false)
                 }
+                Replayed::Heard(transcript) => (crate::audio::transcripts::transcript_write(transcript), false),
             };
             {
                 if let Err(err) = store.commands.send(command) {

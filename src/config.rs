@@ -255,6 +255,11 @@ pub struct Settings {
     pub approval_timeout_secs: u64,
     /// An automation's parked approval expires after this many hours (nobody may be watching).
     pub automation_approval_hours: u64,
+    /// How often cowork may interrupt: notifications shown per hour at most, by tier
+    /// (urgent, helpful, informational; the rest wait in the inbox).
+    pub notify_urgent_per_hour: u32,
+    pub notify_helpful_per_hour: u32,
+    pub notify_informational_per_hour: u32,
     /// Tools whose every call asks, whatever the rules say.
     pub always_ask: Vec<String>,
     pub voice: VoiceSettings,
@@ -429,6 +434,9 @@ impl Default for Settings {
             agent_max_steps: 20,
             approval_timeout_secs: 300,
             automation_approval_hours: 24,
+            notify_urgent_per_hour: 20,
+            notify_helpful_per_hour: 6,
+            notify_informational_per_hour: 3,
             always_ask: Vec::new(),
             voice: VoiceSettings::default(),
             listen: ListenSettings::default(),
@@ -492,6 +500,9 @@ pub mod keys {
     pub const APPROVAL_TIMEOUT: &str = "agent.approval_timeout_secs";
     pub const ALWAYS_ASK: &str = "agent.always_ask";
     pub const AUTOMATION_APPROVAL_HOURS: &str = "automations.approval_hours";
+    pub const NOTIFY_URGENT_PER_HOUR: &str = "notify.urgent_per_hour";
+    pub const NOTIFY_HELPFUL_PER_HOUR: &str = "notify.helpful_per_hour";
+    pub const NOTIFY_INFORMATIONAL_PER_HOUR: &str = "notify.informational_per_hour";
     pub const VOICE_HOTKEY: &str = "voice.hotkey";
     pub const VOICE_MODE: &str = "voice.mode";
     pub const VOICE_SEND_ON_RELEASE: &str = "voice.send_on_release";

@@ -332,6 +332,43 @@ enum Command {
         #[arg(long, value_enum, default_value = "text")]
         format: commands::report::ReportFormat,
     },
+    /// Write the recap of today (or a day, or a week) now and keep it in memory:
+    /// per project what was done and left open, each line with its sources
+    Recap {
+        /// The week (of --date, or this one)
+        #[arg(long)]
+        week: bool,
+        /// A day of the recap, YYYY-MM-DD (default: today)
+        #[arg(long)]
+        date: Option<String>,
+        /// More to tell the model (added after the recap's own instructions)
+        #[arg(long, default_value = "")]
+        instructions: String,
+        /// A chat model of the manifest by name
+        #[arg(long)]
+        local_model: Option<String>,
+        /// Print JSON: the recap with its sources, dropped lines and time taken
+        #[arg(long)]
+        json: bool,
+    },
+    /// Write the note of a call from what listen mode heard between two times
+    /// (a summary, decisions and action items, each citing what was said) and keep it
+    MeetingNote {
+        /// The call's start (YYYY-MM-DDTHH:MM:SSZ, or 1h for an hour ago)
+        #[arg(long)]
+        start: String,
+        /// Its end
+        #[arg(long)]
+        end: String,
+        #[arg(long, default_value = "a call")]
+        title: String,
+        /// A chat model of the manifest by name
+        #[arg(long)]
+        local_model: Option<String>,
+        /// Print JSON: the note with the transcript lines each part stands on
+        #[arg(long)]
+        json: bool,
+    },
     /// Tell the running sidebar what a hotkey would: quick-prompt, pause,
     /// talk-press, talk-release (bind these in the compositor on Wayland)
     Trigger {
@@ -831,6 +868,14 @@ fn run_command(command: Command, paths: &Paths, display: Option<String>) -> anyh
         }
         Command::Report { week, from, until, format } => {
             commands::report::print(paths, &commands::report::Span { week, from, until }, format)?;
+            Ok(ExitCode::SUCCESS)
+        }
+        Command::Recap { week, date, instructions, local_model, json } => {
+            commands::recap::recap(paths, &commands::recap::RecapOptions { week, date, instructions, local_model, json })?;
+            Ok(ExitCode::SUCCESS)
+        }
+        Command::MeetingNote { start, end, title, local_model, json } => {
+            commands::recap::meeting_note(paths, (&start, &end), &title, local_model.as_deref(), json)?;
             Ok(ExitCode::SUCCESS)
         }
         Command::Search { query, since, until, app, stream, limit, json } => {

@@ -143,6 +143,8 @@ pub enum UiAction {
     ToggleSession(i64),
     /// Show these days in the timeline: from a local midnight, 1 or 7 days.
     ShowDays { start_millis: i64, days: u32 },
+    /// Write the recap of the day (or the week) shown now.
+    WriteRecap { week: bool, at_millis: i64 },
     /// List only this project's sessions (None: all).
     FilterProject(Option<String>),
     /// Delete everything from this long ago until now.
@@ -243,6 +245,8 @@ pub struct DayView {
     pub stale: bool,
     /// Only the sessions of this project are listed.
     pub project: Option<String>,
+    /// A recap asked for from the panel is being written.
+    pub writing_recap: bool,
 }
 
 impl DayView {
@@ -763,6 +767,12 @@ impl AppState {
                 self.app_draft = Some(draft);
                 self.drafting_app = false;
             }
+            AgentEvent::RecapWritten { result, .. } => {
+                self.day.writing_recap = false;
+                if let Err(why) = result {
+                    self.notice(format!("no recap: {why}"));
+                }
+            }
             AgentEvent::FlowDrafted(draft) => {
                 self.flow_draft = Some(draft);
                 self.drafting = false;
@@ -858,7 +868,7 @@ impl AppState {
                     let (mut typed, mut heard) = (days.typed, days.heard);
                     typed.sort_unstable();
                     heard.sort_unstable();
-                    self.day = DayView { span: crate::capture::events::Days { sessions, typed, heard, ..days }, loaded: true, project: self.day.project.take(), ..std::mem::take(&mut self.day) };
+                    self.day = DayView { span: crate::capture::events::Days { sessions, typed, heard, ..days }, loaded: true, project: self.day.project.take(), writing_recap: self.day.writing_recap, ..std::mem::take(&mut self.day) };
                     self.day.attribute(&self.settings.projects, now_millis);
                 }
             }
@@ -954,7 +964,7 @@ impl AppState {
             DesktopEvent::Report(report) => self.desktop = Some(*report),
             DesktopEvent::QuickPromptHotkey => self.quick_prompt_open = true,
             // Handled by the app (they send commands), never reach the reducer.
-            DesktopEvent::TogglePause | DesktopEvent::ShowSidebar | DesktopEvent::VoiceHotkey { .. } => {}
+            DesktopEvent::TogglePause | DesktopEvent::ShowSidebar | DesktopEvent::StartTask(_) | DesktopEvent::VoiceHotkey { .. } => {}
             DesktopEvent::ColorScheme(dark) => self.desktop_dark = dark,
         }
     }

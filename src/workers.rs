@@ -83,10 +83,13 @@
 //!    audio ──SpeechCommand::Prepare / Transcribe bounded(8)──▶ speech (whisper.cpp + Silero VAD, loaded while needed)
 //!    listen (off until its consent; its own streams, blocks bounded(400)) ──SpeechCommand::Listen──▶ speech
 //!      ──ListenDone bounded(4)──▶ listen ──transcript_write──▶ store
+//!    listen (a call window focused lately; every 2 s asks the sound server who records, audio::inuse)
+//!      ──NotifyCommand::Post (the offer to listen)──▶ notify ──Listen clicked: ListenCommand::Meeting──▶ listen
+//!      ──AutomationsCommand::Signal(Meeting started / ended)──▶ automations ──builtin_meeting_note: meeting_note tool──▶ agent
 //!    audio, speech, listen ──VoiceEvent (Opened, FirstSample, Level, Closed, Transcribing, Heard, Failed, …)──▶ UI
 //!
 //!  automations, notifications, apps (the sidebar):
-//!    capture (Signal::Focus, Back), mcp (Signal::Mcp), UI and the agent's flow_<name> tools (Save, Run, Rerun, Cancel, …)
+//!    capture (Signal::Focus, Back), listen (Signal::Meeting), mcp (Signal::Mcp), UI and the agent's flow_<name> tools (Save, Run, Rerun, Cancel, …)
 //!      ──AutomationsCommand bounded(64)──▶ automations (sleeps until the earliest wake time, ≤ 15 s; asks SQLite what is due)
 //!    automations ──AgentCommand::AutomationStep (tool and agent steps)──▶ agent ──StepReport (done, failed, parked) bounded(64)──▶ automations
 //!    automations, llm (heat, battery) ──NotifyClient: NotifyCommand::Post (≤ 2 s) bounded(64)──▶ notify ──Notify / CloseNotification──▶ desktop
@@ -251,19 +254,25 @@ impl Workers {
         let (settings, warnings) = read_settings(paths);
         let speech_manifest = crate::models::Manifest::bundled()?;
         let speech = crate::audio::worker::spawn_speech(speech_manifest.clone(), paths.models_dir.clone(), crate::audio::worker::SpeechConfig::from_settings(&settings), sink.narrow(), options.policy)?;
+        // Made first: capture and listen mode signal to it, and the agent reports steps to it.
+        let automations_channels = crate::automations::worker::AutomationsChannels::default();
+        let notify_channel = bounded(64);
+        // Listen mode also notices calls: it offers to listen (a notification) and tells the automations.
+        let listen_links = crate::audio::listen::ListenLinks {
+            notify: options.automations.then(|| notify_channel.0.clone()),
+            automations: options.automations.then(|| automations_channels.commands.0.clone()),
+        };
         let listen = crate::audio::listen::spawn_listen(
             store.commands.clone(),
             speech.commands.clone(),
             speech_manifest,
             paths.models_dir.clone(),
             paths.data_dir.clone(),
+            listen_links,
             sink.narrow(),
             options.policy,
         )?;
         let _ = listen.commands.try_send(crate::audio::listen::ListenCommand::Configure(crate::audio::listen::ListenPlan::from_settings(&settings)));
-        // Made first: capture signals to it, and the agent reports steps to it.
-        let automations_channels = crate::automations::worker::AutomationsChannels::default();
-        let notify_channel = bounded(64);
         // Which desktop this is decides which paths may record anything: an X
         // display named on the command line is X11; otherwise the session says.
         let desktop = crate::desktop::session::for_display(options.display.as_deref(), settings.desktop_accessibility);
@@ -332,7 +341,7 @@ impl Workers {
         let agent = spawn_agent(agent_config, llm.commands.clone(), local, store.commands.clone(), sink.narrow(), stop_epoch.clone(), options.policy)?;
         let (automations, notify) = match options.automations {
             true => {
-                let (automations, notify) = start_automations(crate::store::StoreLink::new(paths.db_path(), store.commands.clone()), automations_channels, notify_channel, &agent.commands, local_state, &sink, options.policy)?;
+                let (automations, notify) = start_automations(crate::store::StoreLink::new(paths.db_path(), store.commands.clone()), automations_channels, notify_channel, (&agent.commands, &listen.commands), local_state, (&sink, crate::notify::gate::Policy::from_settings(&settings)), options.policy)?;
                 (Some(automations), Some(notify))
             }
             false => (None, None),
@@ -654,10 +663,10 @@ fn start_automations(
     store: crate::store::StoreLink,
     automations_channels: crate::automations::worker::AutomationsChannels,
     notify_channel: (Sender<crate::notify::NotifyCommand>, Receiver<crate::notify::NotifyCommand>),
-    agent: &Sender<AgentCommand>,
+    (agent, listen): (&Sender<AgentCommand>, &Sender<crate::audio::listen::ListenCommand>),
     local_state: Arc<LocalModelState>,
-    sink: &EventSink<AppEvent>,
-    policy: RestartPolicy,
+    (sink, policy): (&EventSink<AppEvent>, crate::notify::gate::Policy),
+    restart: RestartPolicy,
 ) -> anyhow::Result<(WorkerHandle<crate::automations::AutomationsCommand>, WorkerHandle<crate::notify::NotifyCommand>)> {
     let agent_commands = agent.clone();
     let notify_tx = notify_channel.0.clone();
@@ -668,14 +677,15 @@ fn start_automations(
         move || Box::new(crate::agent::AgentSteps(agent_commands.clone())),
         move || Box::new(crate::notify::NotifyClient(notify_tx.clone())),
         sink.narrow(),
-        policy,
+        restart,
     )?;
-    let (approver, opener) = (agent.clone(), sink.narrow::<DesktopEvent>());
+    let (approver, opener, listener) = (agent.clone(), sink.narrow::<DesktopEvent>(), listen.clone());
+    let tasker = opener.clone();
     let notify = crate::notify::spawn_notify(
-        crate::notify::NotifyConfig { store, bus: None, policy: crate::notify::gate::Policy::default() },
+        crate::notify::NotifyConfig { store, bus: None, policy },
         notify_channel,
         move || {
-            let (approver, opener, local_state) = (approver.clone(), opener.clone(), local_state.clone());
+            let (approver, opener, local_state, listener, tasker) = (approver.clone(), opener.clone(), local_state.clone(), listener.clone(), tasker.clone());
             crate::notify::Hooks {
                 // Accept on a notification approves that one call, once.
                 approve: Box::new(move |call_id| {
@@ -686,10 +696,18 @@ fn start_automations(
                 }),
                 // The user's tap after heat or the battery paused the local model.
                 restore_local: Box::new(move || local_state.restore()),
+                // The user's click on a call cowork noticed: listen to this call.
+                listen: Box::new(move |since_millis| {
+                    let _ = listener.try_send(crate::audio::listen::ListenCommand::Meeting(crate::audio::listen::MeetingCommand::Listen { since_millis }));
+                }),
+                // A suggestion's Accept: the sidebar opens a chat with the flow's request.
+                task: Box::new(move |prompt| {
+                    tasker.send(DesktopEvent::StartTask(prompt));
+                }),
             }
         },
         sink.narrow(),
-        policy,
+        restart,
     )?;
     Ok((automations, notify))
 }

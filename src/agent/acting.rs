@@ -1010,6 +1010,8 @@ impl<B: LocalBrain> AgentWorker<B> {
                 ToolOutput::ok(format!("The user sees your list ({done} of {} done).", items.len()))
             }
             "delegate" => self.delegate(operation_id, call, epoch),
+            "recap" => self.recap_tool(&call.arguments),
+            "meeting_note" => self.meeting_note_tool(&call.arguments),
             // The picture the card showed, if the user saw one; else taken now (an always-allow rule).
             "screenshot" => match call.images.first() {
                 Some(shown) => ToolOutput { images: vec![shown.image.clone()], ..ToolOutput::ok("The screenshot the user saw on the approval card and allowed.") },

@@ -301,7 +301,7 @@ impl<B: LocalBrain> AgentWorker<B> {
     }
 
     /// One answer from a brain, as text (no tools, nothing streamed to a chat).
-    fn complete(&mut self, brain: &Brain, turns: &[Turn], max_tokens: usize) -> Result<String, String> {
+    pub(super) fn complete(&mut self, brain: &Brain, turns: &[Turn], max_tokens: usize) -> Result<String, String> {
         let epoch = self.stop_epoch.load(std::sync::atomic::Ordering::SeqCst);
         match brain {
             Brain::Local => {

@@ -57,6 +57,9 @@ pub enum AgentEvent {
     AppDrafted(Result<String, String>),
     /// "Describe it": the drafted flow as JSON (valid), or why none could be drafted.
     FlowDrafted(Result<String, String>),
+    /// A recap of the day or week starting at `period_start` was kept (how many
+    /// lines), or why none was written.
+    RecapWritten { period_start: i64, result: Result<usize, String> },
     /// What the agent changed in memory (a fact it pinned), as memory shows it.
     Memory(crate::memory::events::MemoryEvent),
 }

@@ -631,7 +631,7 @@ pub fn offer(request: &str, files: Option<&FilesEnv>) -> Vec<&'static str> {
     }
     // The local model plans in its head: no todo list, no helpers, no skills;
     // it keeps a fact only when asked to (its first call is forced, see `one_call_schema`).
-    names.retain(|n| !matches!(*n, "update_todos" | "delegate" | "skill" | "read_session"));
+    names.retain(|n| !matches!(*n, "update_todos" | "delegate" | "skill" | "read_session" | "recap" | "meeting_note"));
     // A screenshot only when the screen is asked about (above): a window's name is not its pixels.
     names.retain(|n| *n != "screenshot");
     if !wants(&["remember", "note that", "don't forget", "keep in mind"]) {

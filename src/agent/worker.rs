@@ -112,6 +112,23 @@ pub enum AgentCommand {
     /// Observational memory: summarise up to `limit` older hours of activity
     /// that have no summary yet (loads the model if needed); the count goes to `reply`.
     Summarise { limit: usize, reply: Option<Sender<Result<usize, String>>> },
+    /// The recap of the day or week holding `at_millis` (`cowork recap`; the
+    /// automations reach it through the `recap` tool), written and kept.
+    Recap {
+        period: crate::day::recap::Period,
+        at_millis: i64,
+        instructions: String,
+        reply: Option<Sender<Result<super::recap::Outcome, String>>>,
+    },
+    /// The note of the call from `start_millis` to `end_millis` (`cowork meeting-note`;
+    /// the automations reach it through the `meeting_note` tool): the note and its
+    /// text, or None when nothing was heard.
+    MeetingNote {
+        start_millis: i64,
+        end_millis: i64,
+        title: String,
+        reply: Sender<Result<Option<(crate::day::meetings::Note, String)>, String>>,
+    },
     /// The user's decision on a waiting tool call (or the answer to `ask_user`).
     Decide { call_id: i64, choice: crate::agent::events::ApprovalChoice },
     /// The same, decided somewhere the audit log should name (`cowork approve`, a notification).
@@ -841,6 +858,15 @@ impl<B: LocalBrain> AgentWorker<B> {
                     let _ = reply.send(result);
                 }
             }
+            AgentCommand::Recap { period, at_millis, instructions, reply } => {
+                let outcome = self.write_recap(period, at_millis, &instructions);
+                if let Some(reply) = reply {
+                    let _ = reply.send(outcome);
+                }
+            }
+            AgentCommand::MeetingNote { start_millis, end_millis, title, reply } => {
+                let _ = reply.send(self.write_meeting_note((start_millis, end_millis), &title, ""));
+            }
             AgentCommand::Decide { call_id, choice } => self.handle_decision(call_id, choice),
             AgentCommand::DecideAs { call_id, choice, by } => self.handle_decision_by(call_id, choice, by),
             AgentCommand::Continue { operation_id, go_on } => self.handle_continue(operation_id, go_on),
@@ -963,11 +989,16 @@ mod tests {
         press_stop_after: Option<(usize, Arc<AtomicU64>)>,
         stop: Arc<AtomicU64>,
         state: LocalModelState,
+        /// Answer this instead of the fixed answer.
+        answer: Option<String>,
     }
 
     impl LocalBrain for ScriptedEngine {
         fn generate(&mut self, request: GenerateRequest, epoch: u64, on_text: &mut dyn FnMut(&str)) -> Result<crate::llm::Generation, crate::llm::EngineError> {
             self.prompts.borrow_mut().push(request.messages.clone());
+            if let Some(answer) = &self.answer {
+                return Ok(crate::llm::Generation { text: answer.clone(), model: "scripted".into(), ..Default::default() });
+            }
             let mut text = String::new();
             for (n, token) in ["You ", "are ", "editing ", "a ", "report."].iter().enumerate() {
                 if let Some((after, epoch)) = &self.press_stop_after
@@ -1240,5 +1271,50 @@ mod tests {
         worker.handle(AgentCommand::Chat(request(Vec::new())), &ctx);
         let next = answers(&store_rx);
         assert_eq!((next[0].status, next[0].content.as_str()), (MessageStatus::Done, "You are editing a report."));
+    }
+
+    #[test]
+    fn a_recap_keeps_only_lines_citing_their_projects_sources_and_is_kept_as_a_summary() {
+        let answer = "Here is your recap.\nAtlas: fixed the export's rounding of cents [1][2]\nZephyr: planned the launch [1]\nAcme Portal: also fixed the ledger [1]\nOpen: reply on the November invoice [4]";
+        let engine = ScriptedEngine { answer: Some(answer.into()), ..ScriptedEngine::default() };
+        let Harness { _dir, mut worker, ctx, store_rx, events, prompts } = harness(engine, Arc::default());
+        let conn = crate::store::open_writer(&worker.config.db_path).unwrap();
+        crate::store::set_setting(&conn, crate::config::keys::PROJECT_RULES, "Atlas: ledger-svc, ATL\nAcme Portal: acme-portal", 1).unwrap();
+        let midnight = crate::ids::local_day_start_millis(now_millis() - 3 * 86_400_000);
+        let at = |minutes: i64| midnight + 9 * 3_600_000 + minutes * 60_000;
+        for (id, app, title, from, to) in [
+            (101, "code", "export.rs - ledger-svc - Visual Studio Code", 0, 90),
+            (102, "firefox", "ATL-212 Export rounds cents wrong - Jira", 90, 110),
+            (103, "code", "App.tsx - acme-portal - Visual Studio Code", 120, 180),
+            (104, "thunderbird", "Re: invoice for November - Thunderbird", 180, 200),
+        ] {
+            let session = ActivitySession { session_id: id, app: app.into(), title: title.into(), started_at_millis: at(from), ended_at_millis: Some(at(to)), ..Default::default() };
+            crate::capture::db::upsert_session(&conn, &session).unwrap();
+        }
+        let (reply, replies) = bounded(1);
+        worker.handle(AgentCommand::Recap { period: crate::day::recap::Period::Day, at_millis: midnight + 3_600_000, instructions: "Keep it short.".into(), reply: Some(reply) }, &ctx);
+        let Ok(super::super::recap::Outcome::Written(recap)) = replies.try_recv().unwrap() else { panic!("no recap") };
+        let turn = prompts.borrow()[0].last().unwrap().content.clone();
+        assert!(turn.contains("[1] Atlas, 1 h 30 min: code — export.rs - ledger-svc") && turn.ends_with("Keep it short.\n"), "{turn}");
+        assert_eq!(recap.dropped.len(), 2, "the invented project and the line citing another project's source: {:?}", recap.dropped);
+        // Kept as a summary of the day, each line with its sessions.
+        for command in store_rx.try_iter() {
+            command.run_on(&conn).unwrap();
+        }
+        let (kind, start, text): (String, i64, String) = conn.query_row("SELECT kind, period_start_ms, text FROM observations", [], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?))).unwrap();
+        assert_eq!((kind.as_str(), start), ("recap_day", midnight));
+        assert!(text.contains("Atlas (1 h 50 min):\n- fixed the export's rounding of cents (session 101) (session 102)"), "{text}");
+        assert!(text.contains("Acme Portal (1 h 00 min):\n- worked in code — App.tsx - acme-portal - Visual Studio Code (session 103)"), "{text}");
+        assert!(text.contains("Left open:\n- reply on the November invoice (session 104)") && !text.contains("Zephyr"), "{text}");
+        assert!(events.try_iter().any(|e| matches!(e, AppEvent::Agent(AgentEvent::RecapWritten { period_start, result: Ok(4) }) if period_start == midnight)));
+        // The recap tool (the built-in automation's step) says what a flow's next steps read.
+        let output = worker.recap_tool(&serde_json::json!({"period": "day", "date": crate::ids::local_date(midnight)}));
+        let data: serde_json::Value = serde_json::from_str(&output.content).unwrap();
+        assert_eq!((data["written"].as_bool(), data["lines"].as_u64()), (Some(true), Some(4)), "{data}");
+        assert!(data["headline"].as_str().unwrap().starts_with("Atlas 1 h 50 min"), "{data}");
+        // A day with nothing recorded writes nothing and says why.
+        let empty = worker.recap_tool(&serde_json::json!({"date": crate::ids::local_date(midnight - 86_400_000)}));
+        assert!(!empty.is_error && empty.content.contains("\"written\":false") && empty.content.contains("nothing was recorded"), "{}", empty.content);
+        assert!(worker.recap_tool(&serde_json::json!({"period": "month"})).is_error);
     }
 }

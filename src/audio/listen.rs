@@ -65,8 +65,30 @@ pub enum ListenCommand {
     Configure(ListenPlan),
     /// The focused window as capture's firewall judged it.
     Focus(Focus),
+    /// A call cowork noticed: the user's answer to its offer.
+    Meeting(MeetingCommand),
     Shutdown,
 }
+
+#[derive(Debug)]
+pub enum MeetingCommand {
+    /// Listen to the call that started at `since_millis` (the notification's Listen):
+    /// the microphone ("you") and the computer's output ("others") until it ends.
+    Listen { since_millis: i64 },
+}
+
+/// Where listen mode tells what it noticed about calls: the notification
+/// that offers to listen, and the automations (a call started or ended).
+#[derive(Clone, Debug, Default)]
+pub struct ListenLinks {
+    pub notify: Option<Sender<crate::notify::NotifyCommand>>,
+    pub automations: Option<Sender<crate::automations::AutomationsCommand>>,
+}
+
+/// How often, while a call window was focused lately or a call is on, the
+/// sound server is asked who records: a call is offered within this (plus the
+/// focus change's own delay) of the microphone going on.
+const CALL_CHECK: Duration = Duration::from_secs(2);
 
 /// What listen mode should do: Settings → Voice, the firewall's rules, the input device.
 #[derive(Clone, Debug)]
@@ -101,6 +123,19 @@ impl ListenPlan {
             sources.push(Source::SystemAudio);
         }
         Ok(sources)
+    }
+
+    /// The sources to have open during a call the user asked cowork to listen
+    /// to: the microphone and the computer's output, with listen mode's
+    /// consent even when listen mode is off; pause and quiet hours still hold.
+    pub fn wanted_in_call(&self, local_minute: u32) -> Result<Vec<Source>, Option<String>> {
+        if !self.listen.consented {
+            return Err(Some("listen mode's consent is not given (Settings → Voice)".into()));
+        }
+        if let Some(rule) = self.rules.time_exclusion(local_minute) {
+            return Err(Some(rule));
+        }
+        Ok(vec![Source::Microphone, Source::SystemAudio])
     }
 }
 
@@ -178,10 +213,17 @@ pub struct ListenWorker {
     in_flight: usize,
     status: ListenStatus,
     sent: Option<ListenStatus>,
+    links: ListenLinks,
+    /// Calls: the focused window's call service and title, the detector, when the server was last asked.
+    focused_call: Option<(&'static str, String)>,
+    calls: crate::day::meetings::Detector,
+    last_call_check: Instant,
+    /// The call being listened to (its start), after the user's click.
+    listening_call: Option<i64>,
 }
 
 impl ListenWorker {
-    pub fn new(sink: EventSink<VoiceEvent>, store: Sender<StoreCommand>, speech: Sender<SpeechCommand>, manifest: Manifest, models_dir: PathBuf, data_dir: PathBuf) -> Self {
+    pub fn new(sink: EventSink<VoiceEvent>, store: Sender<StoreCommand>, speech: Sender<SpeechCommand>, manifest: Manifest, models_dir: PathBuf, data_dir: PathBuf, links: ListenLinks) -> Self {
         let (blocks_tx, blocks_rx) = bounded(BLOCK_QUEUE);
         let (done_tx, done_rx) = bounded(IN_FLIGHT * 2);
         Self {
@@ -205,6 +247,11 @@ impl ListenWorker {
             in_flight: 0,
             status: ListenStatus::default(),
             sent: None,
+            links,
+            focused_call: None,
+            calls: crate::day::meetings::Detector::default(),
+            last_call_check: Instant::now(),
+            listening_call: None,
         }
     }
 
@@ -220,7 +267,20 @@ impl ListenWorker {
                 }
                 self.reconcile();
             }
-            ListenCommand::Focus(focus) => self.focus.record(now_millis(), focus),
+            ListenCommand::Focus(focus) => {
+                self.focused_call = match &focus {
+                    Focus::Window { app, title } => crate::day::meetings::call_service(app, title, None).map(|service| (service, title.clone())),
+                    _ => None,
+                };
+                self.focus.record(now_millis(), focus);
+            }
+            ListenCommand::Meeting(MeetingCommand::Listen { since_millis }) => match self.calls.current() {
+                Some((_, _, since)) if since == since_millis => {
+                    self.listening_call = Some(since);
+                    self.reconcile();
+                }
+                _ => tracing::info!("listen: the call to listen to is over"),
+            },
             ListenCommand::Shutdown => {
                 while !self.streams.is_empty() {
                     self.close(0);
@@ -234,8 +294,10 @@ impl ListenWorker {
 
     /// Opens and closes streams to match the plan and the clock.
     pub fn reconcile(&mut self) {
+        let minute = local_minute_of_day(now_millis());
         let wanted = match &self.plan {
-            Some(plan) => plan.wanted(local_minute_of_day(now_millis())),
+            Some(plan) if self.listening_call.is_some() => plan.wanted_in_call(minute),
+            Some(plan) => plan.wanted(minute),
             None => Err(None),
         };
         let (sources, held) = match wanted {
@@ -478,6 +540,85 @@ impl ListenWorker {
         }
     }
 
+    /// A call: a call window focused lately (or a call under way) and an app
+    /// other than cowork recording from a microphone. Asks the sound server
+    /// only then; never opens a stream for it.
+    pub fn check_call(&mut self) {
+        self.last_call_check = Instant::now();
+        if self.links.notify.is_none() && self.links.automations.is_none() {
+            return;
+        }
+        let now = now_millis();
+        // Paused, or quiet hours: no call is offered (and none would be heard).
+        if self.calls.current().is_none() && self.plan.as_ref().is_none_or(|p| p.rules.time_exclusion(local_minute_of_day(now)).is_some()) {
+            return;
+        }
+        let focused = self.focused_call.as_ref().map(|(s, t)| (*s, t.as_str()));
+        if focused.is_none() && self.calls.current().is_none() && !self.calls.window_recent(now) {
+            return;
+        }
+        let microphone = match crate::audio::inuse::recordings() {
+            Ok(recordings) => recordings.iter().any(|r| r.is_microphone_in_use()),
+            Err(err) => {
+                tracing::debug!(%err, "listen: who records is not known");
+                false
+            }
+        };
+        match self.calls.observe(now, focused, microphone) {
+            Some(crate::day::meetings::Signal::Offer { service, title, since_millis }) => self.offer_call(service, &title, since_millis),
+            Some(crate::day::meetings::Signal::Ended { service, title, started_millis, ended_millis }) => self.call_ended(service, &title, started_millis, ended_millis),
+            None => {}
+        }
+    }
+
+    fn offer_call(&mut self, service: &'static str, title: &str, since_millis: i64) {
+        tracing::info!(service, "listen: a call started; offering to listen");
+        let consented = self.plan.as_ref().is_some_and(|p| p.listen.consented);
+        let (body, action) = if consented {
+            (
+                format!("{title}\nListen, and afterwards write a note with a summary and the action items? Nothing is recorded unless you click Listen."),
+                crate::automations::steps::NoticeAction::Listen { since_millis },
+            )
+        } else {
+            (format!("{title}\nTo let cowork listen to calls and write their notes, agree to listen mode in Settings → Voice."), crate::automations::steps::NoticeAction::None)
+        };
+        if let Some(notify) = &self.links.notify {
+            let notice = crate::automations::steps::Notice {
+                source: "meeting".into(),
+                tier: crate::automations::flow::NotifyTier::Urgent,
+                title: format!("A call in {service}"),
+                body,
+                action,
+                why: format!("Why: {service} is in focus and an app is recording from your microphone"),
+            };
+            let post = crate::notify::NotifyCommand::Post { notification_id: next_id(), notice: Box::new(notice) };
+            if notify.send_timeout(post, Duration::from_secs(2)).is_err() {
+                tracing::warn!("listen: the notification worker did not take the call's offer");
+            }
+        }
+        self.signal_call(crate::automations::flow::MeetingEvent::Started, service, title, (since_millis, None), false);
+    }
+
+    fn call_ended(&mut self, service: &'static str, title: &str, started_millis: i64, ended_millis: i64) {
+        let listened = self.listening_call.take().is_some();
+        if listened {
+            // What was said last is transcribed and kept before the note is asked for.
+            self.reconcile();
+            self.finish_in_flight(Duration::from_secs(20));
+        }
+        tracing::info!(service, listened, "listen: the call ended");
+        self.signal_call(crate::automations::flow::MeetingEvent::Ended, service, title, (started_millis, Some(ended_millis)), listened);
+    }
+
+    fn signal_call(&self, event: crate::automations::flow::MeetingEvent, service: &str, title: &str, (started_millis, ended_millis): (i64, Option<i64>), listened: bool) {
+        if let Some(automations) = &self.links.automations {
+            let signal = crate::automations::Signal::Meeting { event, service: service.to_owned(), title: title.to_owned(), started_millis, ended_millis, listened };
+            if automations.try_send(crate::automations::AutomationsCommand::Signal(signal)).is_err() {
+                tracing::warn!("listen: the automations worker did not take the call's signal");
+            }
+        }
+    }
+
     /// Tells the UI when the status changed.
     fn report(&mut self) {
         if self.sent.as_ref() != Some(&self.status) {
@@ -502,7 +643,10 @@ impl Supervised for ListenWorker {
                 },
                 recv(blocks) -> block => if let Ok(block) = block { self.handle_block(block) },
                 recv(done) -> finished => if let Ok(finished) = finished { self.handle_done(finished) },
-                default(TICK) => {}
+                default(CALL_CHECK) => {}
+            }
+            if self.last_call_check.elapsed() >= CALL_CHECK {
+                self.check_call();
             }
             if last_tick.elapsed() >= TICK {
                 last_tick = Instant::now();
@@ -521,11 +665,12 @@ pub fn spawn_listen(
     manifest: Manifest,
     models_dir: PathBuf,
     data_dir: PathBuf,
+    links: ListenLinks,
     sink: EventSink<VoiceEvent>,
     policy: RestartPolicy,
 ) -> std::io::Result<WorkerHandle<ListenCommand>> {
     spawn_supervised::<ListenWorker, _, _>(WorkerName::Listen, policy, sink.clone(), bounded(32), move |_ctx| {
-        Ok(ListenWorker::new(sink.clone(), store.clone(), speech.clone(), manifest.clone(), models_dir.clone(), data_dir.clone()))
+        Ok(ListenWorker::new(sink.clone(), store.clone(), speech.clone(), manifest.clone(), models_dir.clone(), data_dir.clone(), links.clone()))
     })
 }
 

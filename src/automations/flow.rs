@@ -96,6 +96,29 @@ pub enum Trigger {
         #[serde(default = "ten")]
         minutes: u32,
     },
+    /// A call started (a call window and the microphone in use: cowork offered
+    /// to listen) or ended (the microphone free for 30 s).
+    Meeting {
+        #[serde(default)]
+        event: MeetingEvent,
+    },
+}
+
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum MeetingEvent {
+    Started,
+    #[default]
+    Ended,
+}
+
+impl MeetingEvent {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            MeetingEvent::Started => "started",
+            MeetingEvent::Ended => "ended",
+        }
+    }
 }
 
 fn five() -> u32 {
@@ -225,6 +248,11 @@ pub enum StepKind {
         body: String,
         #[serde(default)]
         tier: NotifyTier,
+        /// What Accept starts: a chat with this request, whose risky calls
+        /// still ask. The flow's own words only (no `${…}`): what triggered it
+        /// must not write what the agent is asked to do.
+        #[serde(default, skip_serializing_if = "String::is_empty")]
+        task: String,
     },
 }
 
@@ -359,6 +387,7 @@ impl Trigger {
             Trigger::ApprovalWaiting { .. } => &["tool", "call_id", "waited_minutes", "why"],
             Trigger::FocusStretch { .. } => &["app", "minutes"],
             Trigger::ContextSwitches { .. } => &["switches", "minutes", "apps"],
+            Trigger::Meeting { .. } => &["service", "title", "start", "end", "start_ms", "end_ms", "listened"],
         }
     }
 
@@ -366,7 +395,7 @@ impl Trigger {
     /// windows and an MCP server's words are data, never instructions.
     pub fn origin(&self) -> Origin {
         match self {
-            Trigger::Focus { .. } | Trigger::Back { .. } | Trigger::FirstActivity | Trigger::FocusStretch { .. } | Trigger::ContextSwitches { .. } => Origin::Capture,
+            Trigger::Focus { .. } | Trigger::Back { .. } | Trigger::FirstActivity | Trigger::FocusStretch { .. } | Trigger::ContextSwitches { .. } | Trigger::Meeting { .. } => Origin::Capture,
             // A waiting call's tool and reason were written by a model that may have read anything.
             Trigger::Mcp { .. } | Trigger::ApprovalWaiting { .. } => Origin::ToolResult,
             Trigger::Schedule { .. } | Trigger::Manual => Origin::Instructions,
@@ -389,6 +418,7 @@ impl Trigger {
             Trigger::ApprovalWaiting { minutes } => format!("an approval waiting over {minutes} minutes"),
             Trigger::FocusStretch { minutes } => format!("{minutes} minutes in one app without a break"),
             Trigger::ContextSwitches { count, minutes } => format!("{count} app switches within {minutes} minutes"),
+            Trigger::Meeting { event } => format!("a call {}", event.as_str()),
         }
     }
 }
@@ -616,7 +646,7 @@ impl Flow {
                 StepKind::Agent { .. } => &["prompt", "tools", "tier"],
                 StepKind::Condition { .. } => &["left", "op", "right", "then", "else"],
                 StepKind::Delay { .. } => &["seconds"],
-                StepKind::Notify { .. } => &["title", "body", "tier"],
+                StepKind::Notify { .. } => &["title", "body", "tier", "task"],
             };
             if let Some(unknown) = raw.as_object().into_iter().flat_map(|o| o.keys()).find(|k| !own.contains(&k.as_str()) && !["id", "kind", "timeout_secs", "end"].contains(&k.as_str())) {
                 return Err(format!("the flow is not valid JSON for a flow: step \"{}\" has an unknown field `{unknown}` (a {} step has {})", step.id, step.kind_name(), own.join(", ")));
@@ -728,9 +758,12 @@ impl Flow {
                         problems.push(format!("{name}: a delay is between 1 second and 7 days"));
                     }
                 }
-                StepKind::Notify { title, .. } => {
+                StepKind::Notify { title, task, .. } => {
                     if title.trim().is_empty() {
                         problems.push(format!("{name}: the notification has no title"));
+                    }
+                    if task.contains("${") {
+                        problems.push(format!("{name}: a notification's task is your own words: no ${{…}} in it (what triggered the flow must not write what the agent is asked to do)"));
                     }
                 }
             }
@@ -858,7 +891,7 @@ mod tests {
     #[test]
     fn references_are_checked_when_the_flow_is_saved() {
         let mut f = flow(MORNING);
-        f.steps[3].kind = StepKind::Notify { title: "${steps.sumary.data.text}".into(), body: "${steps.summary.data.txt} ${trigger.data.when}".into(), tier: NotifyTier::Helpful };
+        f.steps[3].kind = StepKind::Notify { title: "${steps.sumary.data.text}".into(), body: "${steps.summary.data.txt} ${trigger.data.when}".into(), tier: NotifyTier::Helpful, task: String::new() };
         f.steps[0].kind = StepKind::Tool { tool: "recent_activty".into(), args: json!({"minutes": "${steps.tell.data.delivered}"}) };
         let problems = f.validate(&BuiltIn).unwrap_err();
         let all = problems.join("\n");

@@ -67,6 +67,8 @@ pub struct Notice {
     pub title: String,
     pub body: String,
     pub action: NoticeAction,
+    /// Why it appeared, in the user's words ("Why: …"; empty for none).
+    pub why: String,
 }
 
 /// What the notification's Accept does.
@@ -80,6 +82,22 @@ pub enum NoticeAction {
     Mute { source: String },
     /// Use the local model again although heat or the battery paused it.
     RestoreLocal,
+    /// Listen to the call that started at `since_millis` (a meeting cowork
+    /// noticed; it never listens without this click).
+    Listen { since_millis: i64 },
+    /// Start a chat with this request (a flow's own words), whose risky calls still ask.
+    Task { prompt: String },
+}
+
+impl NoticeAction {
+    /// The notification's button for it.
+    pub fn label(&self) -> &'static str {
+        match self {
+            NoticeAction::Listen { .. } => "Listen",
+            NoticeAction::Task { .. } => "Do it",
+            _ => "Accept",
+        }
+    }
 }
 
 pub trait Notifier: Send {

@@ -170,7 +170,7 @@ pub fn flow_by_id(conn: &Connection, automation_id: i64) -> rusqlite::Result<Opt
 }
 
 /// The built-in suggestions, as flows the user can switch off, edit or remove.
-pub const BUILTINS: [(&str, bool); 3] = [
+pub const BUILTINS: [(&str, bool); 6] = [
     (
         r#"{"name": "builtin_approval_reminder", "description": "Reminds you of a tool call that has waited 10 minutes for your approval.",
             "trigger": {"kind": "approval_waiting", "minutes": 10},
@@ -189,17 +189,50 @@ pub const BUILTINS: [(&str, bool); 3] = [
         r#"{"name": "builtin_context_switches", "description": "Tells you when you switched apps 12 times within 10 minutes.",
             "trigger": {"kind": "context_switches", "count": 12, "minutes": 10},
             "steps": [{"id": "tell", "kind": "notify", "tier": "informational", "title": "Lots of switching",
-                "body": "You switched apps ${trigger.data.switches} times in ${trigger.data.minutes} minutes"}]}"#,
+                "body": "You switched apps ${trigger.data.switches} times in ${trigger.data.minutes} minutes",
+                "task": "Look at what I switched between in the last 10 minutes and help me pick the one thing to finish first."}]}"#,
+        true,
+    ),
+    (
+        r#"{"name": "builtin_daily_recap", "description": "Writes the day's recap at 17:30 on weekdays: per project, what was done and what was left open, each line with its sources. Kept in memory and shown in the Context tab; needs a local model or a cloud you allowed.",
+            "trigger": {"kind": "schedule", "schedule": "30 17 * * 1-5"},
+            "steps": [
+                {"id": "recap", "kind": "tool", "tool": "recap", "args": {"period": "day", "instructions": ""}, "timeout_secs": 600},
+                {"id": "written", "kind": "condition", "left": "${steps.recap.data.written}", "op": "equals", "right": "true", "else": "end"},
+                {"id": "tell", "kind": "notify", "tier": "informational", "title": "Your day: ${steps.recap.data.headline}", "body": "${steps.recap.data.summary}",
+                    "task": "From today's recap, what did I leave open, and what should I do first tomorrow?"}]}"#,
+        true,
+    ),
+    (
+        r#"{"name": "builtin_weekly_recap", "description": "Writes the week's recap on Fridays at 17:45: per project, what was done and what was left open, each line with its sources.",
+            "trigger": {"kind": "schedule", "schedule": "45 17 * * 5"},
+            "steps": [
+                {"id": "recap", "kind": "tool", "tool": "recap", "args": {"period": "week", "instructions": ""}, "timeout_secs": 600},
+                {"id": "written", "kind": "condition", "left": "${steps.recap.data.written}", "op": "equals", "right": "true", "else": "end"},
+                {"id": "tell", "kind": "notify", "tier": "informational", "title": "Your week: ${steps.recap.data.headline}", "body": "${steps.recap.data.summary}"}]}"#,
+        true,
+    ),
+    (
+        r#"{"name": "builtin_meeting_note", "description": "After a call cowork listened to (you clicked Listen on its offer), writes the meeting note: a summary, decisions and action items with owners, each with the transcript lines it stands on. Kept in memory.",
+            "trigger": {"kind": "meeting", "event": "ended"},
+            "steps": [
+                {"id": "listened", "kind": "condition", "left": "${trigger.data.listened}", "op": "equals", "right": "true", "else": "end"},
+                {"id": "note", "kind": "tool", "tool": "meeting_note", "args": {"start_ms": "${trigger.data.start_ms}", "end_ms": "${trigger.data.end_ms}", "title": "${trigger.data.title}", "instructions": ""}, "timeout_secs": 900},
+                {"id": "written", "kind": "condition", "left": "${steps.note.data.written}", "op": "equals", "right": "true", "else": "end"},
+                {"id": "tell", "kind": "notify", "tier": "helpful", "title": "Meeting note: ${trigger.data.title}", "body": "${steps.note.data.summary}\n${steps.note.data.action_items}"}]}"#,
         true,
     ),
 ];
 
-/// Adds the built-in suggestions once (never again after the user removed one).
+/// The built-ins the first release seeded under one mark (`builtins_seeded`).
+const FIRST_BUILTINS: [&str; 3] = ["builtin_approval_reminder", "builtin_take_a_break", "builtin_context_switches"];
+
+/// Adds each built-in once (never again after the user removed it): each is
+/// marked as seeded (`builtin_seeded:NAME`), so a built-in a newer cowork
+/// brings is added to a database that had the others.
 pub fn seed_builtins(conn: &Connection, now_millis: i64) -> rusqlite::Result<usize> {
-    let seeded: Option<String> = conn.query_row("SELECT value FROM automation_meta WHERE key = 'builtins_seeded'", [], |r| r.get(0)).optional()?;
-    if seeded.is_some() {
-        return Ok(0);
-    }
+    let meta = |key: &str| conn.query_row("SELECT value FROM automation_meta WHERE key = ?1", [key], |r| r.get::<_, String>(0)).optional();
+    let first_seeded = meta("builtins_seeded")?.is_some();
     let mut added = 0;
     for (json, enabled) in BUILTINS {
         let flow = match Flow::from_json(json) {
@@ -209,6 +242,10 @@ pub fn seed_builtins(conn: &Connection, now_millis: i64) -> rusqlite::Result<usi
                 continue;
             }
         };
+        let key = format!("builtin_seeded:{}", flow.name);
+        if meta(&key)?.is_some() || first_seeded && FIRST_BUILTINS.contains(&flow.name.as_str()) {
+            continue;
+        }
         if flow_by_name(conn, &flow.name)?.is_none() {
             save_flow(conn, &flow, now_millis)?;
             if !enabled {
@@ -216,6 +253,7 @@ pub fn seed_builtins(conn: &Connection, now_millis: i64) -> rusqlite::Result<usi
             }
             added += 1;
         }
+        conn.execute("INSERT OR REPLACE INTO automation_meta (key, value) VALUES (?1, '1')", [&key])?;
     }
     conn.execute("INSERT OR REPLACE INTO automation_meta (key, value) VALUES ('builtins_seeded', '1')", [])?;
     Ok(added)
@@ -551,5 +589,28 @@ mod tests {
         assert_eq!(active_runs(&conn, id).unwrap(), 1);
         assert!(delete_flow(&conn, "every_minute").unwrap());
         assert!(open_runs(&conn).unwrap().is_empty() && steps(&conn, 10).unwrap().is_empty());
+    }
+
+    #[test]
+    fn every_built_in_validates_and_one_a_newer_cowork_brings_is_added_once_beside_the_first_ones() {
+        for (json, _) in BUILTINS {
+            let flow = Flow::from_json(json).unwrap();
+            flow.validate(&crate::automations::flow::BuiltIn).unwrap_or_else(|problems| panic!("{}: {problems:?}", flow.name));
+        }
+        // A database the first release seeded, whose user removed the break suggestion.
+        let conn = conn();
+        for (json, enabled) in &BUILTINS[..3] {
+            let flow = Flow::from_json(json).unwrap();
+            save_flow(&conn, &flow, 1).unwrap();
+            set_enabled(&conn, &flow.name, *enabled).unwrap();
+        }
+        conn.execute("INSERT INTO automation_meta (key, value) VALUES ('builtins_seeded', '1')", []).unwrap();
+        assert!(delete_flow(&conn, "builtin_take_a_break").unwrap());
+        assert_eq!(seed_builtins(&conn, 2).unwrap(), 3, "the recaps and the meeting note");
+        assert!(flow_by_name(&conn, "builtin_take_a_break").unwrap().is_none(), "a removed built-in stays removed");
+        assert!(flow_by_name(&conn, "builtin_daily_recap").unwrap().is_some_and(|f| f.enabled));
+        assert!(delete_flow(&conn, "builtin_daily_recap").unwrap());
+        assert_eq!(seed_builtins(&conn, 3).unwrap(), 0, "each is added once");
+        assert!(flow_by_name(&conn, "builtin_daily_recap").unwrap().is_none());
     }
 }

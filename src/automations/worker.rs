@@ -79,6 +79,8 @@ pub enum Signal {
     Back { away_millis: i64, at_millis: i64 },
     /// An MCP server's notification.
     Mcp { server: String, event: flow::McpEvent, uri: Option<String>, at_millis: i64 },
+    /// A call started (cowork offered to listen) or ended (`listened`: the user let cowork listen).
+    Meeting { event: flow::MeetingEvent, service: String, title: String, started_millis: i64, ended_millis: Option<i64>, listened: bool },
 }
 
 #[derive(Clone, Debug)]
@@ -538,14 +540,16 @@ impl AutomationsWorker {
                         }
                     }
                 }
-                StepKind::Notify { title, body, tier } => {
+                StepKind::Notify { title, body, tier, task } => {
                     let (title, _) = run.scope.fill(title);
                     let (body, _) = run.scope.fill(body);
                     let mut row = self.step_row(&run, "running");
-                    row.input = Some(json!({"title": title, "body": body, "tier": tier}));
+                    row.input = Some(json!({"title": title, "body": body, "tier": tier, "task": task}));
                     // Recorded before it is sent: after a crash it is not sent twice.
                     self.save_step(&row)?;
-                    let notice = Notice { source: format!("flow:{}", run.flow.name), tier: *tier, title, body, action: NoticeAction::None };
+                    let why = format!("Why: your automation \"{}\" ({})", run.flow.name, run.flow.trigger.describe());
+                    let action = if task.trim().is_empty() { NoticeAction::None } else { NoticeAction::Task { prompt: task.trim().to_owned() } };
+                    let notice = Notice { source: format!("flow:{}", run.flow.name), tier: *tier, title, body, action, why };
                     let (data, error) = match self.notifier.post(notice) {
                         Ok(id) => (json!({"notification_id": id, "delivered": true}), None),
                         Err(err) => (json!({"notification_id": null, "delivered": false}), Some(err)),
@@ -657,6 +661,7 @@ impl AutomationsWorker {
                         format!("Step \"{}\" wants to run {tool}:\n{shown}\nOpen cowork to see the whole call and decide. {why}", step.id)
                     },
                     action: if whole { NoticeAction::Approve { call_id } } else { NoticeAction::None },
+                    why: format!("Why: a step of your automation \"{}\" needs your approval", run.flow.name),
                 };
                 if let Err(err) = self.notifier.post(notice) {
                     tracing::warn!(%err, "the approval notification was not shown");
@@ -732,6 +737,7 @@ impl AutomationsWorker {
                 title: format!("\"{}\" {}", run.flow.name, if status == RunStatus::Expired { "stopped: an approval expired" } else { "failed" }),
                 body: error.unwrap_or_default(),
                 action: NoticeAction::None,
+                why: format!("Why: \"{}\" tells you when it fails (its notify_on_failure)", run.flow.name),
             };
             if let Err(err) = self.notifier.post(notice) {
                 tracing::warn!(%err, "the failure notification was not shown");
@@ -816,7 +822,7 @@ impl AutomationsWorker {
                     *since = *at_millis;
                 }
             }
-            Signal::Mcp { .. } => {}
+            Signal::Mcp { .. } | Signal::Meeting { .. } => {}
         }
         let mut starts: Vec<(i64, Start<'static>)> = Vec::new();
         // The first signal of a local day is also the day's first activity (claimed once per day).
@@ -840,6 +846,22 @@ impl AutomationsWorker {
                     data: json!({"away_minutes": away_millis / 60_000}),
                     origin: Origin::Capture,
                     event_key: Some(format!("back:{at_millis}")),
+                    next_fire: None,
+                    rerun_of: None,
+                }),
+                (Trigger::Meeting { event }, Signal::Meeting { event: e, service, title, started_millis, ended_millis, listened }) => (event == e).then(|| Start {
+                    kind: "meeting",
+                    data: json!({
+                        "service": service,
+                        "title": title,
+                        "start": crate::ids::rfc3339(*started_millis),
+                        "end": ended_millis.map(crate::ids::rfc3339),
+                        "start_ms": started_millis,
+                        "end_ms": ended_millis,
+                        "listened": listened,
+                    }),
+                    origin: Origin::Capture,
+                    event_key: Some(format!("meeting:{}:{started_millis}", e.as_str())),
                     next_fire: None,
                     rerun_of: None,
                 }),
@@ -1323,6 +1345,10 @@ mod tests {
         let switches = runs_of(&worker, "builtin_context_switches");
         assert_eq!(switches.len(), 1);
         assert_eq!(switches[0].scope.trigger["apps"], json!(["Browser", "Editor"]));
+        // It says why it appeared, and its Accept starts the flow's task (its own words).
+        let switched = script.notices.lock().unwrap().iter().find(|n| n.source == "flow:builtin_context_switches").cloned().expect("the switches notice");
+        assert_eq!(switched.why, "Why: your automation \"builtin_context_switches\" (12 app switches within 10 minutes)");
+        assert!(matches!(&switched.action, NoticeAction::Task { prompt } if prompt.starts_with("Look at what I switched between")), "{:?}", switched.action);
         // Ninety minutes in the last app (the Browser): a break is suggested once.
         assert!(runs_of(&worker, "builtin_take_a_break").is_empty());
         clock.jump(90 * 60_000);

@@ -127,6 +127,28 @@ pub fn open_sessions_last_seen(conn: &Connection) -> rusqlite::Result<Vec<(i64, 
     rows.collect()
 }
 
+/// A session heartbeaten this recently is still being recorded (capture beats every 30 s).
+const LIVE_WITHIN_MILLIS: i64 = 90_000;
+
+/// Time per project over the local days `[from, until)`, attributed with
+/// `rules` among the sessions of a week either side (a ticket key or a
+/// project's name is learned from the days around too). An open session runs
+/// until now while capture heartbeats it; one a crash left open (cowork not
+/// running since) ends at its last heartbeat, as the next start will end it.
+pub fn ledger_between(conn: &Connection, rules: &crate::day::projects::ProjectRules, from: i64, until: i64, now: i64) -> rusqlite::Result<crate::day::ledger::Ledger> {
+    const AROUND: i64 = 7 * 86_400_000;
+    let mut sessions = sessions_between(conn, from - AROUND, until + AROUND)?;
+    let seen: std::collections::HashMap<i64, i64> = open_sessions_last_seen(conn)?.into_iter().collect();
+    for session in sessions.iter_mut().filter(|s| s.ended_at_millis.is_none()) {
+        if let Some(&last_seen) = seen.get(&session.session_id)
+            && now - last_seen > LIVE_WITHIN_MILLIS
+        {
+            session.ended_at_millis = Some(last_seen.max(session.started_at_millis));
+        }
+    }
+    Ok(crate::day::ledger::Ledger::of(&sessions, rules, from, until, now))
+}
+
 /// Ends sessions left open by a crash at their last heartbeat. Returns how many.
 pub fn recover_open_sessions(conn: &Connection) -> rusqlite::Result<usize> {
     conn.execute(
@@ -381,7 +403,8 @@ pub fn load_days(start_millis: i64, days: u32, sink: EventSink<CaptureEvent>) ->
                 .collect();
             let typed = chunks_between(conn, start_millis, end)?.into_iter().map(|c| c.started_at_millis).collect();
             let heard = crate::audio::transcripts::between(conn, start_millis, end)?.into_iter().map(|t| t.started_at_millis).collect();
-            Ok(crate::capture::events::Days { start_millis, days, sessions: sessions_between(conn, start_millis, end)?, away, typed, heard })
+            let notes = notes_between(conn, start_millis, end)?;
+            Ok(crate::capture::events::Days { start_millis, days, sessions: sessions_between(conn, start_millis, end)?, away, typed, heard, notes })
         };
         match read() {
             Ok(loaded) => {
@@ -390,6 +413,16 @@ pub fn load_days(start_millis: i64, days: u32, sink: EventSink<CaptureEvent>) ->
             Err(err) => writer.notice(format!("cannot load the timeline: {err}")),
         }
     })
+}
+
+/// The day and week recaps and the meeting notes whose span overlaps `[start, end)`, oldest first.
+pub fn notes_between(conn: &Connection, start: i64, end: i64) -> rusqlite::Result<Vec<crate::capture::events::KeptNote>> {
+    let mut stmt = conn.prepare(
+        "SELECT kind, period_start_ms, period_end_ms, text FROM observations
+         WHERE kind IN ('recap_day', 'recap_week', 'meeting') AND period_start_ms < ?2 AND period_end_ms > ?1 ORDER BY period_start_ms",
+    )?;
+    let rows = stmt.query_map(params![start, end], |r| Ok(crate::capture::events::KeptNote { kind: r.get(0)?, start_millis: r.get(1)?, end_millis: r.get(2)?, text: r.get(3)? }))?;
+    rows.collect()
 }
 
 /// What was typed, copied and on screen during one session, for the Context panel.

@@ -30,6 +30,18 @@ pub struct Days {
     /// When typing was recorded, and when listen mode heard someone.
     pub typed: Vec<i64>,
     pub heard: Vec<i64>,
+    /// The recaps and meeting notes kept for these days (or their week).
+    pub notes: Vec<KeptNote>,
+}
+
+/// A summary cowork wrote of a span: a day's or week's recap, a meeting's note.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct KeptNote {
+    /// `recap_day`, `recap_week` or `meeting`.
+    pub kind: String,
+    pub start_millis: i64,
+    pub end_millis: i64,
+    pub text: String,
 }
 
 /// The screen-text stream's state.

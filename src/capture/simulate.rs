@@ -9,6 +9,9 @@
 //! `{"unfocus": true}` leaves nothing focused,
 //! `{"type": "text"}` types into the focused window (one chunk, flushed by Enter; `<private>` redacted),
 //! `{"copy": "text"}` copies from it (the clipboard stream, repeats dropped),
+//! `{"heard": {"source": "mic", "text": "…", "secs": 3.5}}` is what listen mode
+//! heard over the next `secs` (`mic`: the user, `system`: the others; it
+//! passes that much time, as a transcript of a call would),
 //! `{"summary": {"hours_before": 72, "text": "…"}}` stores an observational
 //! summary of the hour that many hours before the script's start, as the
 //! local model would write it (evaluations of memory from earlier days).
@@ -49,6 +52,17 @@ pub enum Step {
     Type(String),
     Copy(String),
     Summary(ScriptSummary),
+    Heard(ScriptHeard),
+}
+
+/// What listen mode heard over the next `secs`.
+#[derive(Clone, Debug, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ScriptHeard {
+    /// `mic` (the user) or `system` (the others).
+    pub source: String,
+    pub text: String,
+    pub secs: f64,
 }
 
 /// An observational summary of an hour before the script starts.
@@ -70,6 +84,7 @@ struct RawStep {
     typed: Option<String>,
     copy: Option<String>,
     summary: Option<ScriptSummary>,
+    heard: Option<ScriptHeard>,
 }
 
 pub fn parse_script(text: &str) -> anyhow::Result<Vec<Step>> {
@@ -87,9 +102,13 @@ pub fn parse_script(text: &str) -> anyhow::Result<Vec<Step>> {
             + usize::from(raw.unfocus.is_some())
             + usize::from(raw.typed.is_some())
             + usize::from(raw.copy.is_some())
-            + usize::from(raw.summary.is_some());
+            + usize::from(raw.summary.is_some())
+            + usize::from(raw.heard.is_some());
         let step = match raw {
-            _ if given != 1 => bail!("{}: give exactly one of window, work_secs, idle_secs, unfocus, type, copy, summary", at()),
+            _ if given != 1 => bail!("{}: give exactly one of window, work_secs, idle_secs, unfocus, type, copy, summary, heard", at()),
+            RawStep { heard: Some(heard), .. } if crate::audio::mic::Source::parse(&heard.source).is_none() => bail!("{}: heard's source is mic or system", at()),
+            RawStep { heard: Some(heard), .. } if heard.secs.is_nan() || heard.secs < 0.0 => bail!("{}: heard's secs must be ≥ 0", at()),
+            RawStep { heard: Some(heard), .. } => Step::Heard(heard),
             RawStep { window: Some(window), .. } => Step::Window(window),
             RawStep { work_secs: Some(secs), .. } if secs >= 0.0 => Step::Work { secs },
             RawStep { idle_secs: Some(secs), .. } if secs >= 0.0 => Step::Idle { secs },
@@ -111,6 +130,7 @@ pub fn duration_millis(steps: &[Step]) -> i64 {
         .iter()
         .map(|step| match step {
             Step::Work { secs } | Step::Idle { secs } => (secs * 1000.0) as i64,
+            Step::Heard(heard) => (heard.secs * 1000.0) as i64,
             Step::Type(text) => text.chars().count() as i64 * TYPING_MILLIS_PER_CHAR,
             _ => 0,
         })
@@ -136,6 +156,8 @@ pub enum Replayed {
     Afk(AfkEvent),
     /// An observational summary: its hour (start, end) and text.
     Summary { start_millis: i64, end_millis: i64, text: String },
+    /// What listen mode heard.
+    Heard(crate::audio::transcripts::AudioTranscript),
 }
 
 /// Replays `steps` from `start_millis`, sending every row to `emit`.
@@ -231,6 +253,24 @@ pub fn replay(
                     stats.clips += 1;
                     emit(Replayed::Clip(event));
                 }
+            }
+            Step::Heard(heard) => {
+                send(tracker.came_back(now), &mut stats, &mut emit);
+                let started = now;
+                now += (heard.secs * 1000.0) as i64;
+                present(started, now, &mut afk, &mut emit);
+                let (app, title) = focused.as_ref().map(|w| (w.app.clone(), w.title.clone())).unwrap_or_default();
+                emit(Replayed::Heard(crate::audio::transcripts::AudioTranscript {
+                    transcript_id: next_id(),
+                    source: crate::audio::mic::Source::parse(&heard.source).unwrap_or(crate::audio::mic::Source::Microphone),
+                    started_at_millis: started,
+                    ended_at_millis: now,
+                    text: heard.text.clone(),
+                    confidence: 0.9,
+                    app,
+                    title,
+                    audio_file: None,
+                }));
             }
             Step::Summary(summary) => {
                 const HOUR: i64 = 3_600_000;

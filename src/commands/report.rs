@@ -50,30 +50,13 @@ impl Span {
     }
 }
 
-/// A session heartbeaten this recently is still being recorded (capture beats every 30 s).
-const LIVE_WITHIN_MILLIS: i64 = 90_000;
-
 pub fn report(paths: &Paths, span: &Span, format: ReportFormat, out: &mut dyn std::io::Write) -> anyhow::Result<()> {
     let now = crate::ids::now_millis();
     let (from, until) = span.bounds(now)?;
     let rules_text = crate::workers::read_settings(paths).0.projects;
     let rules = ProjectRules::parse(&rules_text).map_err(|err| anyhow::anyhow!("the project rules (projects.rules): {err}"))?;
     let conn = crate::store::open_read_only(&paths.db_path())?;
-    // A week either side: a ticket key or a project's name is learned from the days around the report too.
-    const AROUND: i64 = 7 * 86_400_000;
-    let mut sessions = crate::capture::db::sessions_between(&conn, from - AROUND, until + AROUND).context("reading the sessions")?;
-    // An open session runs until now while capture heartbeats it; one a crash
-    // left open (cowork not running since) ends at its last heartbeat, as the
-    // next start will end it.
-    let seen: std::collections::HashMap<i64, i64> = crate::capture::db::open_sessions_last_seen(&conn).context("reading the open sessions")?.into_iter().collect();
-    for session in sessions.iter_mut().filter(|s| s.ended_at_millis.is_none()) {
-        if let Some(&last_seen) = seen.get(&session.session_id)
-            && now - last_seen > LIVE_WITHIN_MILLIS
-        {
-            session.ended_at_millis = Some(last_seen.max(session.started_at_millis));
-        }
-    }
-    let ledger = Ledger::of(&sessions, &rules, from, until, now);
+    let ledger = crate::capture::db::ledger_between(&conn, &rules, from, until, now).context("reading the sessions")?;
     let text = match format {
         ReportFormat::Csv => csv(&ledger),
         ReportFormat::Md => markdown(&ledger, from, until),

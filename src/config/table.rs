@@ -331,6 +331,9 @@ pub const SETTINGS: &[Setting] = &[
         set: |s, v| s.projects = v.to_owned(),
     },
     whole_row!(keys::APPROVAL_TIMEOUT, "seconds an approval waits in the chat before it is denied", 10, WEEK_SECS, approval_timeout_secs),
+    whole_row!(keys::NOTIFY_URGENT_PER_HOUR, "urgent notifications (approvals, calls) shown per hour at most; the rest wait in the inbox", 1, 120, notify_urgent_per_hour),
+    whole_row!(keys::NOTIFY_HELPFUL_PER_HOUR, "helpful notifications shown per hour at most (0: the inbox only)", 0, 60, notify_helpful_per_hour),
+    whole_row!(keys::NOTIFY_INFORMATIONAL_PER_HOUR, "informational notifications shown per hour at most (0: the inbox only)", 0, 60, notify_informational_per_hour),
     Setting {
         key: keys::ALWAYS_ASK,
         description: Some("tools that always ask, even when safe (comma-separated)"),

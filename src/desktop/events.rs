@@ -13,6 +13,8 @@ pub enum DesktopEvent {
     TogglePause,
     /// The tray: bring the sidebar to the front.
     ShowSidebar,
+    /// A suggestion's Accept: bring the sidebar forward with a new chat that asks this.
+    StartTask(String),
     /// The desktop prefers dark (true) or light (false), or says nothing (None).
     ColorScheme(Option<bool>),
 }

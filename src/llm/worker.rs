@@ -383,6 +383,7 @@ impl<E: ChatEngine> LlmWorker<E> {
                         title: "cowork paused its local model".into(),
                         body: format!("{reason}. Questions go to a cloud provider you allowed, if any; Accept uses the local model anyway."),
                         action: crate::automations::steps::NoticeAction::RestoreLocal,
+                        why: format!("Why: {reason}"),
                     };
                     let _ = notify.try_send(crate::notify::NotifyCommand::Post { notification_id: crate::ids::next_id(), notice: Box::new(notice) });
                 }

@@ -13,6 +13,12 @@ pub struct InboxItem {
     /// The gate's word on it, while it holds it.
     pub reason: Option<String>,
     pub created_at_millis: i64,
-    /// It has something to accept (an approval, a proposal to mute).
+    /// It has something to accept (an approval, a proposal to mute, a call to listen to).
     pub can_accept: bool,
+    /// Its Accept button's word ("Accept", "Listen").
+    pub accept_label: String,
+    /// When the desktop showed it (the gate's budget counts these).
+    pub shown_at_millis: Option<i64>,
+    /// Why it appeared.
+    pub why: String,
 }

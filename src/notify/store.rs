@@ -28,6 +28,8 @@ pub struct Row {
     pub shown_at_millis: Option<i64>,
     pub desktop_id: Option<u32>,
     pub closed_at_millis: Option<i64>,
+    /// Why it appeared.
+    pub why: String,
 }
 
 pub fn tier_from(text: &str) -> NotifyTier {
@@ -44,6 +46,8 @@ pub fn action_text(action: &NoticeAction) -> Option<String> {
         NoticeAction::Approve { call_id } => Some(format!("approve:{call_id}")),
         NoticeAction::Mute { source } => Some(format!("mute:{source}")),
         NoticeAction::RestoreLocal => Some("restore_local:".into()),
+        NoticeAction::Listen { since_millis } => Some(format!("listen:{since_millis}")),
+        NoticeAction::Task { prompt } => Some(format!("task:{prompt}")),
     }
 }
 
@@ -52,11 +56,13 @@ pub fn action_from(text: Option<&str>) -> NoticeAction {
         Some(("approve", id)) => id.parse().map_or(NoticeAction::None, |call_id| NoticeAction::Approve { call_id }),
         Some(("mute", source)) => NoticeAction::Mute { source: source.to_owned() },
         Some(("restore_local", _)) => NoticeAction::RestoreLocal,
+        Some(("task", prompt)) if !prompt.is_empty() => NoticeAction::Task { prompt: prompt.to_owned() },
+        Some(("listen", since)) => since.parse().map_or(NoticeAction::None, |since_millis| NoticeAction::Listen { since_millis }),
         _ => NoticeAction::None,
     }
 }
 
-const COLUMNS: &str = "notification_id, source, tier, title, body, action, state, reason, release_at_ms, created_at_ms, shown_at_ms, desktop_id, closed_at_ms";
+const COLUMNS: &str = "notification_id, source, tier, title, body, action, state, reason, release_at_ms, created_at_ms, shown_at_ms, desktop_id, closed_at_ms, why";
 
 fn row(r: &rusqlite::Row<'_>) -> rusqlite::Result<Row> {
     let tier: String = r.get(2)?;
@@ -75,12 +81,13 @@ fn row(r: &rusqlite::Row<'_>) -> rusqlite::Result<Row> {
         shown_at_millis: r.get(10)?,
         desktop_id: r.get(11)?,
         closed_at_millis: r.get(12)?,
+        why: r.get(13)?,
     })
 }
 
 pub fn insert(conn: &Connection, n: &Row) -> rusqlite::Result<()> {
     conn.execute(
-        &format!("INSERT INTO notifications ({COLUMNS}) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13)"),
+        &format!("INSERT INTO notifications ({COLUMNS}) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14)"),
         params![
             n.notification_id,
             n.source,
@@ -94,7 +101,8 @@ pub fn insert(conn: &Connection, n: &Row) -> rusqlite::Result<()> {
             n.created_at_millis,
             n.shown_at_millis,
             n.desktop_id,
-            n.closed_at_millis
+            n.closed_at_millis,
+            n.why
         ],
     )?;
     Ok(())
@@ -222,6 +230,7 @@ mod tests {
             shown_at_millis: None,
             desktop_id: None,
             closed_at_millis: None,
+            why: "Why: a test".into(),
         };
         insert(&conn, &new(1, "flow:a")).unwrap();
         insert(&conn, &new(2, "flow:b")).unwrap();

@@ -54,6 +54,8 @@ pub enum NotifyCommand {
     Activity(Activity),
     /// The inbox's buttons: the same as the desktop's.
     Act { notification_id: i64, act: Act },
+    /// The user changed how often cowork may interrupt.
+    SetPolicy(Policy),
     Shutdown,
 }
 
@@ -87,6 +89,10 @@ pub struct Hooks {
     pub approve: Box<dyn Fn(i64) + Send>,
     pub open: Box<dyn Fn(i64) + Send>,
     pub restore_local: Box<dyn Fn() + Send>,
+    /// Listen to the call that started then (listen mode for this meeting).
+    pub listen: Box<dyn Fn(i64) + Send>,
+    /// Start a chat with this request (the sidebar opens with it).
+    pub task: Box<dyn Fn(String) + Send>,
 }
 
 #[derive(Clone, Debug)]
@@ -172,7 +178,7 @@ impl Desktop {
             .is_none_or(|caps| caps.iter().any(|c| c == "body-markup"))
     }
 
-    fn show(&self, title: &str, body: &str, tier: NotifyTier, accept: bool) -> Result<u32, String> {
+    fn show(&self, title: &str, body: &str, tier: NotifyTier, accept: Option<&str>) -> Result<u32, String> {
         let title = crate::tools::visible(title, false);
         let body = crate::tools::visible(body, self.body_markup());
         let (title, body) = (title.as_str(), body.as_str());
@@ -185,8 +191,8 @@ impl Desktop {
         hints.insert("urgency", zbus::zvariant::Value::U8(urgency));
         hints.insert("desktop-entry", zbus::zvariant::Value::from("cowork"));
         let mut actions = vec!["default", "Open"];
-        if accept {
-            actions.extend(["accept", "Accept"]);
+        if let Some(label) = accept {
+            actions.extend(["accept", label]);
         }
         actions.extend(["dismiss", "Dismiss"]);
         let reply = self
@@ -290,6 +296,7 @@ impl NotifyWorker {
             shown_at_millis: None,
             desktop_id: None,
             closed_at_millis: None,
+            why: notice.why,
         };
         self.config.store.write("notification", move |conn| db::insert(conn, &row))?;
         self.changed = true;
@@ -336,26 +343,26 @@ impl NotifyWorker {
         }
         let (urgent, rest): (Vec<Row>, Vec<Row>) = due.into_iter().partition(|r| r.tier == NotifyTier::Urgent || matches!(r.action, NoticeAction::Approve { .. }));
         for row in urgent {
-            let accept = row.action != NoticeAction::None;
-            self.deliver(&[row.notification_id], &row.title, &row.body, row.tier, accept)?;
+            let accept = (row.action != NoticeAction::None).then(|| row.action.label());
+            self.deliver(&[row.notification_id], &row.title, &with_why(&row.body, &row.why), row.tier, accept)?;
         }
         match rest.as_slice() {
             [] => {}
             [one] => {
-                let accept = one.action != NoticeAction::None;
-                self.deliver(&[one.notification_id], &one.title, &one.body, one.tier, accept)?;
+                let accept = (one.action != NoticeAction::None).then(|| one.action.label());
+                self.deliver(&[one.notification_id], &one.title, &with_why(&one.body, &one.why), one.tier, accept)?;
             }
             many => {
                 let ids: Vec<i64> = many.iter().map(|r| r.notification_id).collect();
                 let tier = many.iter().map(|r| r.tier).max().unwrap_or_default();
                 let body = many.iter().map(|r| if r.body.is_empty() { format!("• {}", r.title) } else { format!("• {}: {}", r.title, r.body) }).collect::<Vec<_>>().join("\n");
-                self.deliver(&ids, &format!("{} notifications from cowork", many.len()), &body, tier, false)?;
+                self.deliver(&ids, &format!("{} notifications from cowork", many.len()), &body, tier, None)?;
             }
         }
         Ok(next)
     }
 
-    fn deliver(&mut self, ids: &[i64], title: &str, body: &str, tier: NotifyTier, accept: bool) -> anyhow::Result<()> {
+    fn deliver(&mut self, ids: &[i64], title: &str, body: &str, tier: NotifyTier, accept: Option<&str>) -> anyhow::Result<()> {
         let shown = self.desktop().and_then(|d| d.show(title, body, tier, accept));
         match shown {
             Ok(desktop_id) => {
@@ -393,6 +400,8 @@ impl NotifyWorker {
                         self.config.store.write("mute source", move |conn| db::set_muted(conn, &source, true))?
                     }
                     NoticeAction::RestoreLocal => (self.hooks.restore_local)(),
+                    NoticeAction::Listen { since_millis } => (self.hooks.listen)(*since_millis),
+                    NoticeAction::Task { prompt } => (self.hooks.task)(prompt.clone()),
                     NoticeAction::None => {}
                 }
             }
@@ -431,6 +440,7 @@ impl NotifyWorker {
                 title: format!("Mute \"{source}\"?"),
                 body: format!("You dismissed its last {in_a_row} notifications. Accept mutes it (its notifications still land in the inbox)."),
                 action: NoticeAction::Mute { source: source.to_owned() },
+                why: format!("Why: you dismissed {in_a_row} of its notifications in a row"),
             };
             self.post(next_id(), notice)?;
         }
@@ -448,6 +458,7 @@ impl NotifyWorker {
             .map(|r| crate::notify::events::InboxItem {
                 notification_id: r.notification_id,
                 can_accept: r.action != NoticeAction::None,
+                accept_label: r.action.label().to_owned(),
                 source: r.source,
                 tier: r.tier.as_str().into(),
                 title: r.title,
@@ -455,6 +466,8 @@ impl NotifyWorker {
                 state: r.state,
                 reason: r.reason,
                 created_at_millis: r.created_at_millis,
+                shown_at_millis: r.shown_at_millis,
+                why: r.why,
             })
             .collect();
         self.sink.send(items);
@@ -521,6 +534,10 @@ impl NotifyWorker {
             NotifyCommand::Post { notification_id, notice } => self.post(notification_id, *notice)?,
             NotifyCommand::Activity(activity) => self.activity(activity)?,
             NotifyCommand::Act { notification_id, act } => self.act(notification_id, act)?,
+            NotifyCommand::SetPolicy(policy) => {
+                self.config.policy = policy;
+                self.changed = true;
+            }
             NotifyCommand::Shutdown => return Ok(false),
         }
         Ok(true)
@@ -570,6 +587,15 @@ impl Notifier for NotifyClient {
         let notification_id = next_id();
         self.0.send_timeout(NotifyCommand::Post { notification_id, notice: Box::new(notice) }, Duration::from_secs(2)).map_err(|_| "the notify worker is not accepting notifications".to_owned())?;
         Ok(notification_id)
+    }
+}
+
+/// A notification's body with why it appeared under it.
+fn with_why(body: &str, why: &str) -> String {
+    match (body.is_empty(), why.is_empty()) {
+        (_, true) => body.to_owned(),
+        (true, false) => why.to_owned(),
+        (false, false) => format!("{body}\n{why}"),
     }
 }
 

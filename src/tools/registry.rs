@@ -84,6 +84,8 @@ pub const TOOLS: &[ToolSpec] = &[
     spec("update_todos", "Show the plan", Conversation, Safe, "Show the user your plan as a todo list (the whole list each time)."),
     spec("skill", "Use a skill", Skills, Safe, "Load the instructions of a skill by name."),
     spec("delegate", "Hand to a helper", Agent, Safe, "Hand a self-contained subtask to a helper with its own context; you get its summary."),
+    spec("meeting_note", "Write a meeting note", Agent, Safe, "Write the note of a call cowork listened to (summary, decisions, action items with owners, each with the transcript lines it stands on) and keep it in memory."),
+    spec("recap", "Write a recap", Agent, Safe, "Write the recap of a day or a week (per project, what was done and left open, each line with its sources) and keep it in memory."),
 ];
 
 pub fn get(name: &str) -> Option<&'static ToolSpec> {
@@ -125,6 +127,23 @@ pub fn schema(name: &str) -> Option<Value> {
                 "required": ["text"], "additionalProperties": false
             }}}),
             &["items"],
+        )),
+        Agent if name == "meeting_note" => Some(object(
+            json!({
+                "start_ms": {"type": "integer", "description": "the call's start, milliseconds since 1970"},
+                "end_ms": {"type": "integer"},
+                "title": {"type": "string", "maxLength": 300},
+                "instructions": {"type": "string", "maxLength": 2000}
+            }),
+            &["start_ms", "end_ms"],
+        )),
+        Agent if name == "recap" => Some(object(
+            json!({
+                "period": {"type": "string", "enum": ["day", "week"]},
+                "date": {"type": "string", "minLength": 10, "maxLength": 10, "description": "a day of the period, YYYY-MM-DD (default today)"},
+                "instructions": {"type": "string", "maxLength": 2000}
+            }),
+            &[],
         )),
         Agent => Some(object(
             json!({
@@ -229,6 +248,8 @@ pub fn classify(name: &str, args: &Value, env: &FilesEnv) -> Result<Classified, 
 pub fn origin(name: &str) -> Origin {
     match get(name).map(|s| s.family) {
         Some(Memory) => Origin::Memory,
+        // A recap is made of what cowork recorded.
+        Some(Agent) if matches!(name, "recap" | "meeting_note") => Origin::Memory,
         Some(Desktop) if matches!(name, "clipboard_read" | "list_windows" | "screenshot") => Origin::Capture,
         Some(Web) => Origin::Web,
         Some(Documents) => Origin::Document,

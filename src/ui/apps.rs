@@ -117,7 +117,7 @@ pub fn apps_ui(ui: &mut egui::Ui, state: &AppState, panel: &mut AppsPanel, now_m
         }
         installed_ui(ui, state, panel, actions);
         ui.separator();
-        inbox_ui(ui, &state.inbox, now_millis, actions);
+        inbox_ui(ui, &state.inbox, &state.settings, now_millis, actions);
         ui.separator();
         automations_ui(ui, state, panel, now_millis, actions);
         ui.separator();
@@ -355,9 +355,22 @@ fn open(state: &str) -> bool {
     matches!(state, "pending" | "inbox" | "shown")
 }
 
-fn inbox_ui(ui: &mut egui::Ui, inbox: &[InboxItem], now_millis: i64, actions: &mut Vec<UiAction>) {
+fn inbox_ui(ui: &mut egui::Ui, inbox: &[InboxItem], settings: &crate::config::Settings, now_millis: i64, actions: &mut Vec<UiAction>) {
     let waiting = inbox.iter().filter(|i| open(&i.state)).count();
     ui.heading(if waiting > 0 { format!("Inbox ({waiting})") } else { "Inbox".to_owned() });
+    // The gate's budget: how often cowork may interrupt, and how much of it this hour used.
+    let shown = |tier: &str| inbox.iter().filter(|i| i.tier == tier && i.shown_at_millis.is_some_and(|at| now_millis - at < 3_600_000)).count();
+    let budget = format!(
+        "Shown this hour: urgent {}/{}, helpful {}/{}, informational {}/{}",
+        shown("urgent"),
+        settings.notify_urgent_per_hour,
+        shown("helpful"),
+        settings.notify_helpful_per_hour,
+        shown("informational"),
+        settings.notify_informational_per_hour
+    );
+    ui.label(RichText::new(budget).small().color(theme::muted()))
+        .on_hover_text("How often cowork may interrupt you: change it in Settings → Notifications (notify.*_per_hour). What is over the budget waits here.");
     if inbox.is_empty() {
         ui.label(RichText::new("Nothing yet: what cowork tells you lands here too, even when the desktop did not show it").small().color(theme::muted()));
     }
@@ -368,6 +381,9 @@ fn inbox_ui(ui: &mut egui::Ui, inbox: &[InboxItem], now_millis: i64, actions: &m
             if !item.body.is_empty() {
                 ui.label(&item.body);
             }
+            if !item.why.is_empty() {
+                ui.label(RichText::new(&item.why).small().italics());
+            }
             let mut line = format!("{} · {} · {}", format_when(item.created_at_millis, now_millis), item.source, item.state);
             if let Some(reason) = &item.reason {
                 line.push_str(&format!(" · {reason}"));
@@ -375,7 +391,7 @@ fn inbox_ui(ui: &mut egui::Ui, inbox: &[InboxItem], now_millis: i64, actions: &m
             ui.label(RichText::new(line).small().color(theme::muted()));
             if open(&item.state) {
                 ui.horizontal(|ui| {
-                    if item.can_accept && ui.button("Accept").on_hover_text(&item.title).clicked() {
+                    if item.can_accept && ui.button(&item.accept_label).on_hover_text(&item.title).clicked() {
                         actions.push(UiAction::InboxAct { notification_id: item.notification_id, act: Act::Accept });
                     }
                     if ui.button("Dismiss").clicked() {

@@ -114,11 +114,12 @@ fn days_ui(ui: &mut egui::Ui, state: &AppState, drafts: &mut SearchBox, now_mill
     }
     let tracked = day.ledger.seconds();
     ui.label(
-        RichText::new(format!("{} sessions · {} tracked · ticks: typed above, heard below · grey: away", day.span.sessions.len(), format_duration_millis(tracked * 1000)))
+        RichText::new(format!("{} sessions · {} tracked · ticks: typed above, heard below · grey: away · orange: calls with a note", day.span.sessions.len(), format_duration_millis(tracked * 1000)))
             .small()
             .color(theme::muted()),
     );
     projects_ui(ui, state, actions);
+    recap_ui(ui, state, now_millis, actions);
     ui.separator();
     // The open session above the list, which is drawn a screenful of rows at a time (a week holds thousands).
     if let Some(detail) = &state.open_session {
@@ -221,6 +222,11 @@ fn day_bar_ui(ui: &mut egui::Ui, state: &AppState, (start, end): (i64, i64), by_
     for (x0, x1) in timeline::spans(&day.span.away, start, end, width) {
         fill(x0, x1, rect.top(), rect.bottom(), away);
     }
+    // Calls cowork wrote a note of: a band along the bottom.
+    let meetings: Vec<(i64, i64)> = day.span.notes.iter().filter(|n| n.kind == "meeting").map(|n| (n.start_millis, n.end_millis)).collect();
+    for (x0, x1) in timeline::spans(&meetings, start, end, width) {
+        fill(x0, x1, rect.bottom() - 5.0, rect.bottom(), egui::Color32::from_rgb(230, 140, 30));
+    }
     for x in timeline::marks(&day.span.typed, start, end, width) {
         fill(x, x + 1.0, rect.top() - 2.0, rect.top() + 2.0, theme::strong());
     }
@@ -271,6 +277,47 @@ fn projects_ui(ui: &mut egui::Ui, state: &AppState, actions: &mut Vec<UiAction>)
             let chosen = day.project.as_deref() == Some(project.as_str());
             if ui.selectable_label(chosen, project).on_hover_text(if chosen { "List every session" } else { "List only this project's sessions" }).clicked() {
                 actions.push(UiAction::FilterProject((!chosen).then(|| project.clone())));
+            }
+        });
+    }
+}
+
+/// The recap of the day or week shown, if one was written (the built-in
+/// automations write them at 17:30 and on Fridays): each line with its
+/// sources, which open the session; and a button to write it now.
+fn recap_ui(ui: &mut egui::Ui, state: &AppState, now_millis: i64, actions: &mut Vec<UiAction>) {
+    let day = &state.day;
+    let week = day.span.days == 7;
+    let kind = (if week { crate::day::recap::Period::Week } else { crate::day::recap::Period::Day }).kind();
+    let kept = day.span.notes.iter().rev().find(|n| n.kind == kind && n.start_millis == day.span.start_millis).map(|n| n.text.as_str());
+    ui.horizontal_wrapped(|ui| {
+        ui.label(RichText::new("Recap").strong());
+        let label = if state.day.writing_recap {
+            "Writing…"
+        } else if kept.is_some() {
+            "Write again"
+        } else {
+            "Write now"
+        };
+        let ready = !state.day.writing_recap && day.span.start_millis <= now_millis && !day.span.sessions.is_empty();
+        if ui.add_enabled(ready, egui::Button::new(label).small()).on_hover_text("Per project, what was done and left open, each line with its sources (Automations: builtin_daily_recap writes it at 17:30)").clicked() {
+            actions.push(UiAction::WriteRecap { week, at_millis: day.span.start_millis });
+        }
+    });
+    let Some(text) = kept else { return };
+    for line in text.lines().skip(1) {
+        let (heading, body) = match line.strip_prefix("- ") {
+            Some(rest) => (false, rest),
+            None => (true, line),
+        };
+        let (plain, sessions) = crate::ids::without_session_refs(body);
+        ui.horizontal_wrapped(|ui| {
+            let shown = if heading { RichText::new(plain.trim()).small().strong() } else { RichText::new(plain.trim()).small() };
+            ui.label(shown);
+            for (n, session_id) in sessions.iter().enumerate() {
+                if ui.small_button(format!("{}", n + 1)).on_hover_text("Open this source's session").clicked() {
+                    actions.push(UiAction::ToggleSession(*session_id));
+                }
             }
         });
     }

@@ -49,7 +49,7 @@ fn args_of(step: &Step) -> String {
 }
 
 const STEP_KINDS: [&str; 5] = ["tool", "agent", "condition", "delay", "notify"];
-const TRIGGER_KINDS: [&str; 9] = ["manual", "schedule", "focus", "back", "first_activity", "mcp", "approval_waiting", "focus_stretch", "context_switches"];
+const TRIGGER_KINDS: [&str; 10] = ["manual", "schedule", "focus", "back", "first_activity", "mcp", "approval_waiting", "focus_stretch", "context_switches", "meeting"];
 const OPS: [(&str, Op); 11] = [
     ("equals", Op::Equals),
     ("not_equals", Op::NotEquals),
@@ -70,7 +70,7 @@ fn default_step(id: &str, kind: &str) -> Step {
         "agent" => StepKind::Agent { prompt: String::new(), tools: Vec::new(), tier: Tier::Local },
         "condition" => StepKind::Condition { left: String::new(), op: Op::NotEmpty, right: String::new(), then_go: flow::NEXT.into(), else_go: flow::END.into() },
         "delay" => StepKind::Delay { seconds: 60 },
-        _ => StepKind::Notify { title: "Done".into(), body: String::new(), tier: NotifyTier::Helpful },
+        _ => StepKind::Notify { title: "Done".into(), body: String::new(), tier: NotifyTier::Helpful, task: String::new() },
     };
     Step { id: id.into(), kind, timeout_secs: None, end: false }
 }
@@ -85,6 +85,7 @@ fn default_trigger(kind: &str) -> Trigger {
         "approval_waiting" => Trigger::ApprovalWaiting { minutes: 10 },
         "focus_stretch" => Trigger::FocusStretch { minutes: 90 },
         "context_switches" => Trigger::ContextSwitches { count: 12, minutes: 10 },
+        "meeting" => Trigger::Meeting { event: crate::automations::flow::MeetingEvent::Ended },
         _ => Trigger::Manual,
     }
 }
@@ -100,6 +101,7 @@ fn trigger_kind(trigger: &Trigger) -> &'static str {
         Trigger::ApprovalWaiting { .. } => "approval_waiting",
         Trigger::FocusStretch { .. } => "focus_stretch",
         Trigger::ContextSwitches { .. } => "context_switches",
+        Trigger::Meeting { .. } => "meeting",
     }
 }
 
@@ -279,6 +281,13 @@ fn trigger_ui(ui: &mut egui::Ui, trigger: &mut Trigger) {
             number_ui(ui, "Switches", count);
             number_ui(ui, "Within (minutes)", minutes);
         }
+        Trigger::Meeting { event } => {
+            ui.horizontal(|ui| {
+                ui.label("When a call");
+                ui.selectable_value(event, crate::automations::flow::MeetingEvent::Started, "starts");
+                ui.selectable_value(event, crate::automations::flow::MeetingEvent::Ended, "ends");
+            });
+        }
         Trigger::FirstActivity | Trigger::Manual => {}
     }
 }
@@ -344,9 +353,10 @@ fn step_fields_ui(ui: &mut egui::Ui, i: usize, step: &mut Step, args_text: &mut 
             number_ui(ui, "Seconds", &mut value);
             *seconds = value as u64;
         }
-        StepKind::Notify { title, body, tier } => {
+        StepKind::Notify { title, body, tier, task } => {
             template_ui(ui, "Title", title, variables, ("title", i), false);
             template_ui(ui, "Body", body, variables, ("body", i), true);
+            text_ui(ui, "Accept starts (a chat request; optional)", task);
             ui.horizontal(|ui| {
                 ui.label("Tier");
                 ui.selectable_value(tier, NotifyTier::Informational, "informational");

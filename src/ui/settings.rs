@@ -23,6 +23,8 @@ pub struct SettingsPanel {
     pub section: Option<Section>,
     pub search: String,
     pub automation_hours: Option<String>,
+    /// How often cowork may interrupt: urgent, helpful, informational per hour.
+    pub notify_caps: [Option<String>; 3],
     /// Settings → Desktop: the GNOME extension's consent card is open.
     pub gnome_extension_consent: bool,
     pub afk_secs: Option<String>,
@@ -597,6 +599,19 @@ fn automations_settings_ui(ui: &mut egui::Ui, page: &mut Page, state: &AppState,
             &mut panel.automation_hours,
             actions,
         );
+    }
+    if page.shows(ui, "notifications interrupt budget per hour how often suggestions urgent helpful informational") {
+        ui.label(RichText::new("How often cowork may interrupt you").strong())
+            .on_hover_text("Notifications shown per hour at most, by how much they matter; what is over waits in the Apps tab's inbox. Every notification says why it appeared.");
+        let s = &state.settings;
+        let rows = [
+            ("Urgent (approvals, calls) per hour", keys::NOTIFY_URGENT_PER_HOUR, s.notify_urgent_per_hour),
+            ("Helpful per hour", keys::NOTIFY_HELPFUL_PER_HOUR, s.notify_helpful_per_hour),
+            ("Informational per hour", keys::NOTIFY_INFORMATIONAL_PER_HOUR, s.notify_informational_per_hour),
+        ];
+        for ((label, key, value), draft) in rows.into_iter().zip(panel.notify_caps.iter_mut()) {
+            setting_row_ui(ui, label, key, &value.to_string(), draft, actions);
+        }
     }
     if page.shows(ui, "routines built-in automations schedule enabled") {
         ui.label(RichText::new("Automations").strong());

@@ -285,7 +285,7 @@ fn describe_it_drafts_a_flow_that_must_validate_and_the_checks_go_back_to_the_mo
     let out = cowork(data.path(), &["automations", "describe", "every weekday at 9, summarise yesterday and tell me", "--save"]);
     assert!(out.status.success(), "{}", text(&out));
     let drafted = cowork::automations::Flow::from_json(&String::from_utf8_lossy(&out.stdout)).unwrap();
-    assert_eq!(drafted.steps[1].kind, cowork::automations::flow::StepKind::Notify { title: "Yesterday".into(), body: "${steps.summary.data.text}".into(), tier: Default::default() });
+    assert_eq!(drafted.steps[1].kind, cowork::automations::flow::StepKind::Notify { title: "Yesterday".into(), body: "${steps.summary.data.text}".into(), tier: Default::default(), task: String::new() });
     // The second request carried the first draft's problem back to the model.
     let second = super::agent::body(&server, 1).to_string();
     assert!(second.contains("That flow has problems") && second.contains("there is no step"), "{second}");

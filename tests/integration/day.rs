@@ -5,7 +5,7 @@
 
 use std::process::{Command, Stdio};
 
-use super::support::{repo_dir, temp_dir};
+use super::support::{models_dir, repo_dir, require, temp_dir};
 
 fn cowork(data: &std::path::Path, args: &[&str]) -> std::process::Output {
     Command::new(env!("CARGO_BIN_EXE_cowork"))
@@ -217,4 +217,63 @@ fn a_session_a_crash_left_open_counts_until_its_last_heartbeat_and_a_live_one_un
     assert_eq!(seconds("Atlas"), 3_600, "{csv}");
     let live = seconds("kestrel");
     assert!((600..=620).contains(&live), "{live} s: {csv}");
+}
+
+/// The recap of a replayed day, written by a real local model (the 0.5B the
+/// tests fetch) through `cowork recap`, kept in memory: every line of the
+/// kept text cites sessions of that day and sits under a project of that
+/// day (or Other, or Left open); the keyword search finds it.
+#[test]
+fn a_days_recap_by_the_local_model_cites_only_that_days_sessions_and_projects_and_is_searchable() {
+    let qwen = models_dir().join("qwen2.5-coder-0.5b-instruct/qwen2.5-coder-0.5b-instruct-q4_k_m.gguf");
+    if !require(qwen.is_file(), "the Qwen2.5-Coder-0.5B model") {
+        return;
+    }
+    let dir = temp_dir();
+    let data = dir.path().join("data");
+    replay_week(&data, &repo_dir().join("tests/data/projects-week-dev.jsonl"));
+    let rules = std::fs::read_to_string(repo_dir().join("tests/data/projects-week-dev.rules")).unwrap();
+    ok(&cowork(&data, &["settings", "set", "projects.rules", &rules]));
+    let day = DAYS[1];
+    let models = models_dir();
+    let out = ok(&cowork(&data, &["--models-dir", models.to_str().unwrap(), "recap", "--date", day, "--local-model", "qwen2.5-coder-0.5b-instruct", "--json"]));
+    let answer: serde_json::Value = serde_json::from_str(out.lines().last().unwrap()).unwrap();
+    assert_eq!(answer["written"], true, "{answer}");
+    // The day's sessions and projects, from the export and the report.
+    let export = dir.path().join("export.jsonl");
+    ok(&cowork(&data, &["export", "--out", export.to_str().unwrap(), "--since", day, "--until", DAYS[2]]));
+    let sessions: Vec<i64> = std::fs::read_to_string(&export)
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str::<serde_json::Value>(l).unwrap())
+        .filter(|v| v["stream"] == "window" && v["start"].as_str().unwrap().starts_with(day))
+        .map(|v| v["session_id"].as_i64().unwrap())
+        .collect();
+    let report = ok(&cowork(&data, &["report", "--from", day, "--format", "csv"]));
+    let projects: Vec<String> = csv_rows(&report).into_iter().skip(1).map(|row| row[1].clone()).collect();
+    let text = answer["text"].as_str().unwrap();
+    assert!(text.starts_with(&format!("Recap of Tue {day}")), "{text}");
+    let (mut section, mut lines) = (String::new(), 0);
+    for line in text.lines().skip(1) {
+        if let Some(claim) = line.strip_prefix("- ") {
+            let (_, cited) = cowork::ids::without_session_refs(claim);
+            assert!(!cited.is_empty(), "a line that cites nothing: {line}");
+            assert!(cited.iter().all(|id| sessions.contains(id)), "{line} cites a session not of {day}");
+            lines += 1;
+        } else {
+            section = line.rsplit_once(" (").map_or(line, |(name, _)| name).trim_end_matches(':').to_owned();
+            assert!(section == "Left open" || section == "Other" || projects.contains(&section), "{section:?} is not a project of {day} ({projects:?})");
+        }
+    }
+    assert!(lines >= 3, "a line per project at least: {text}");
+    assert!(!section.is_empty());
+    let hits = || -> usize {
+        let found: Vec<serde_json::Value> = serde_json::from_str(&ok(&cowork(&data, &["search", "Recap of", "--stream", "summary", "--json"]))).unwrap();
+        found.iter().filter(|hit| hit.to_string().contains(day)).count()
+    };
+    let first = hits();
+    assert!(first >= 1, "the recap is in memory");
+    // Written again, the day's recap replaces the first: no more of it is found.
+    ok(&cowork(&data, &["--models-dir", models.to_str().unwrap(), "recap", "--date", day, "--local-model", "qwen2.5-coder-0.5b-instruct", "--json"]));
+    assert_eq!(hits(), first);
 }

@@ -416,6 +416,7 @@ fn on_gnome_notifications_show_in_gnome_shell_and_its_accept_approves_the_call()
         title: "\"tidy\" waits for your approval".into(),
         body: "delete 3 files in Downloads".into(),
         action: NoticeAction::Approve { call_id: 42 },
+        why: String::new(),
     };
     // GNOME Shell serves org.freedesktop.Notifications through its small gjs helper, which
     // the session bus starts on first use (this test's bus starts nothing: it is started here).

@@ -221,7 +221,16 @@ fn context_scene(far: &Far) {
     let heard = vec![sessions[2].started_at_millis + 120_000];
     let away = vec![(now - 1_200_000, now - 600_000)];
     let day = cowork::ids::local_day_start_millis(now);
-    far.events.send(AppEvent::Capture(CaptureEvent::DaysLoaded(cowork::capture::events::Days { start_millis: day, days: 1, sessions, away, typed, heard }))).unwrap();
+    // The day's recap (long lines, several sources each) and a call's note on the timeline.
+    let (first, second) = (sessions[0].session_id, sessions[1].session_id);
+    let recap = format!(
+        "Recap of today\nAtlas (2 h 05 min):\n- fixed the export's rounding of cents in ledger-svc and answered the reviewers on the pull request (session {first}) (session {second})\nLeft open:\n- reply to Sam about the Q3 review deck before Thursday (session {second})"
+    );
+    let notes = vec![
+        cowork::capture::events::KeptNote { kind: "recap_day".into(), start_millis: day, end_millis: day + 86_400_000, text: recap },
+        cowork::capture::events::KeptNote { kind: "meeting".into(), start_millis: now - 3_000_000, end_millis: now - 1_500_000, text: "Meeting note: Q3 review".into() },
+    ];
+    far.events.send(AppEvent::Capture(CaptureEvent::DaysLoaded(cowork::capture::events::Days { start_millis: day, days: 1, sessions, away, typed, heard, notes }))).unwrap();
     for (stream, errors, last_error) in [("windows", 0, None), ("keys", 0, None), ("clipboard", 2, Some("the clipboard owner org.gnome.Nautilus answered no TARGETS within 500 ms".to_owned()))] {
         far.events.send(AppEvent::Capture(CaptureEvent::StreamHealth(StreamHealth { stream: stream.into(), last_event_at_millis: Some(now - 4_000), events_last_minute: 12, drops: 0, errors, last_error }))).unwrap();
     }
@@ -249,7 +258,7 @@ fn apps_scene(far: &Far) {
     let step = StepSummary { step_id: "recent".into(), kind: "tool".into(), status: "failed".into(), decision: Some("policy: default".into()), error: Some("recent_activity: the database is locked by another writer (cowork capture run, pid 4242)".into()), output: String::new(), duration_millis: Some(4) };
     let run = RunSummary { run_id: 7, automation: "builtin_morning_summary".into(), trigger_kind: "schedule".into(), status: "failed".into(), error: Some("step \"tell\": timed out after 120 s waiting for the notification daemon to answer".into()), created_at_millis: now - 60_000, steps: vec![step] };
     far.events.send(AppEvent::Automations(AutomationsView { flows: vec![flow, approval_reminder], runs: vec![run] })).unwrap();
-    let approval = InboxItem { notification_id: 5, source: "approval".into(), tier: "urgent".into(), title: "\"tidy-downloads-folder-every-evening\" waits for your approval".into(), body: "Step \"write\" wants to run write_file on /home/user/Downloads/archive/2026-11/invoices-and-receipts.zip".into(), state: "shown".into(), reason: None, created_at_millis: now, can_accept: true };
+    let approval = InboxItem { notification_id: 5, source: "approval".into(), tier: "urgent".into(), title: "\"tidy-downloads-folder-every-evening\" waits for your approval".into(), body: "Step \"write\" wants to run write_file on /home/user/Downloads/archive/2026-11/invoices-and-receipts.zip".into(), state: "shown".into(), reason: None, created_at_millis: now, can_accept: true, accept_label: "Accept".into(), shown_at_millis: Some(now - 60_000), why: "Why: a step of your automation \"tidy-downloads-folder-every-evening\" needs your approval".into() };
     far.events.send(AppEvent::Inbox(vec![approval])).unwrap();
     let manifest = Manifest::parse("name = \"Standup writer with a rather long name\"\ndescription = \"Drafts your standup from yesterday's windows, commits and calendar\"\ncategory = \"productivity\"\nversion = \"0.1.0\"\ncomponent = \"app.wasm\"\ndata_use = \"Reads yesterday's activity and sends a summary of it to the model you allowed; nothing else leaves the machine\"\nnetwork = \"offline\"\n").unwrap();
     let imports = vec!["cowork:app/context@0.1.0".to_owned(), "cowork:app/ai@0.1.0".to_owned(), "cowork:app/http@0.1.0".to_owned()];

@@ -106,7 +106,7 @@ pub fn spawn_worker(config: cowork::notify::NotifyConfig, approved: crossbeam_ch
         channel,
         move || {
             let approved = approved.clone();
-            cowork::notify::Hooks { approve: Box::new(move |call| approved.send(call).unwrap()), open: Box::new(|_| {}), restore_local: Box::new(|| {}) }
+            cowork::notify::Hooks { approve: Box::new(move |call| approved.send(call).unwrap()), open: Box::new(|_| {}), restore_local: Box::new(|| {}), listen: Box::new(|_| {}), task: Box::new(|_| {}) }
         },
         sink.narrow(),
         cowork::runtime::RestartPolicy::default(),
@@ -116,7 +116,7 @@ pub fn spawn_worker(config: cowork::notify::NotifyConfig, approved: crossbeam_ch
 }
 
 fn notice(source: &str, tier: NotifyTier, title: &str, action: NoticeAction) -> Notice {
-    Notice { source: source.into(), tier, title: title.into(), body: format!("from {source}"), action }
+    Notice { source: source.into(), tier, title: title.into(), body: format!("from {source}"), action, why: format!("Why: {source} is testing") }
 }
 
 #[test]
@@ -265,7 +265,7 @@ fn a_forged_notification_action_approves_nothing_and_the_body_shows_the_call() {
     let (shown, whole) = cowork::automations::worker::approval_arguments("run_command", r#"{"command":"echo ok <b>hidden</b> \u202egnp.exe"}"#);
     assert!(whole);
     let body = format!("Step \"x\" wants to run run_command:\n{shown}");
-    let id = client.post(Notice { source: "approval".into(), tier: NotifyTier::Urgent, title: "\"tidy\" waits for your approval".into(), body, action: NoticeAction::Approve { call_id: 77 } }).unwrap();
+    let id = client.post(Notice { source: "approval".into(), tier: NotifyTier::Urgent, title: "\"tidy\" waits for your approval".into(), body, action: NoticeAction::Approve { call_id: 77 }, why: String::new() }).unwrap();
     until("shown", || state(&db, id).0 == "shown");
     until("displayed", || dunst.displayed() == 1);
     let desktop_id = {

@@ -243,13 +243,16 @@ fn the_apps_panel_lists_the_inbox_and_the_automations_and_sends_their_actions() 
     let step = StepSummary { step_id: "recent".into(), kind: "tool".into(), status: "done".into(), decision: Some("policy: default".into()), error: None, output: "No window was in use".into(), duration_millis: Some(4) };
     let run = RunSummary { run_id: 7, automation: "morning_summary".into(), trigger_kind: "schedule".into(), status: "failed".into(), error: Some("step \"tell\": timed out after 120 s".into()), created_at_millis: now - 60_000, steps: vec![step] };
     far.events.send(AppEvent::Automations(AutomationsView { flows: vec![flow], runs: vec![run] })).unwrap();
-    let approval = InboxItem { notification_id: 5, source: "approval".into(), tier: "urgent".into(), title: "\"tidy\" waits for your approval".into(), body: "Step \"write\" wants to run write_file".into(), state: "shown".into(), reason: None, created_at_millis: now, can_accept: true };
+    let approval = InboxItem { notification_id: 5, source: "approval".into(), tier: "urgent".into(), title: "\"tidy\" waits for your approval".into(), body: "Step \"write\" wants to run write_file".into(), state: "shown".into(), reason: None, created_at_millis: now, can_accept: true, accept_label: "Accept".into(), shown_at_millis: Some(now - 60_000), why: "Why: a step of your automation \"tidy\" needs your approval".into() };
     let held = InboxItem { notification_id: 6, source: "flow:fyi".into(), tier: "informational".into(), title: "FYI".into(), state: "pending".into(), reason: Some("held: you are away".into()), created_at_millis: now, ..InboxItem::default() };
     far.events.send(AppEvent::Inbox(vec![approval, held])).unwrap();
     harness.get_by_label("Apps").click();
     harness.run();
     harness.get_by_label("Inbox (2)");
     harness.get_by_label_contains("held: you are away");
+    // Why it appeared, and how much of the hour's budget was used (the defaults: 20, 6, 3).
+    harness.get_by_label_contains("Why: a step of your automation \"tidy\" needs your approval");
+    harness.get_by_label("Shown this hour: urgent 1/20, helpful 0/6, informational 0/3");
     harness.get_by_label("Accept").click();
     harness.run();
     assert!(matches!(far.notify.try_recv(), Ok(NotifyCommand::Act { notification_id: 5, act: Act::Accept })));
@@ -316,7 +319,7 @@ fn the_automation_editor_is_a_list_of_step_forms_that_offers_each_steps_variable
     harness.run();
     match far.automations.try_recv() {
         Ok(AutomationsCommand::Save { flow, .. }) => {
-            assert_eq!(flow.steps[1].kind, StepKind::Notify { title: "Your hour".into(), body: "${steps.recent.data}".into(), tier: Default::default() });
+            assert_eq!(flow.steps[1].kind, StepKind::Notify { title: "Your hour".into(), body: "${steps.recent.data}".into(), tier: Default::default(), task: String::new() });
         }
         other => panic!("expected a save, got {other:?}"),
     }
@@ -594,6 +597,52 @@ fn a_finished_session_is_given_its_project_when_the_context_panel_shows_it() {
     far.events.send(finished(2)).unwrap();
     harness.run();
     assert_eq!(harness.state().state.day.projects.len(), 2);
+}
+
+/// The day's recap under the timeline (issue 58): each line with a button per
+/// source that opens its session; "Write again" asks the agent for it; when it
+/// is written the days load again; and a suggestion's Accept starts its task
+/// in a new chat.
+#[test]
+fn the_days_recap_shows_its_sources_writes_again_and_a_suggestion_starts_its_task() {
+    use cowork::records::ActivitySession;
+    let (mut harness, far) = app();
+    harness.get_by_label("Context").click();
+    harness.run();
+    let now = cowork::ids::now_millis();
+    let today = cowork::ids::local_day_start_millis(now);
+    let session = ActivitySession { session_id: 41, app: "code".into(), title: "export.rs - ledger-svc".into(), started_at_millis: today.max(now - 600_000), ended_at_millis: Some(today.max(now - 600_000) + 60_000), ..Default::default() };
+    let recap = cowork::capture::events::KeptNote {
+        kind: "recap_day".into(),
+        start_millis: today,
+        end_millis: today + 86_400_000,
+        text: "Recap of today\nAtlas (1 min):\n- fixed the export's rounding (session 41)".into(),
+    };
+    far.events.send(AppEvent::Capture(CaptureEvent::DaysLoaded(cowork::capture::events::Days { start_millis: today, days: 1, sessions: vec![session], notes: vec![recap], ..Default::default() }))).unwrap();
+    harness.run();
+    let _ = far.store.try_iter().count();
+    harness.get_by_label("Atlas (1 min):");
+    harness.get_by_label("fixed the export's rounding");
+    harness.get_by_label("1").click();
+    harness.run();
+    assert!(store_asked(&far).iter().any(|c| c == "load session detail 41"), "the source opens its session");
+    harness.get_by_label("Write again").click();
+    harness.run();
+    match far.agent.try_recv() {
+        Ok(AgentCommand::Recap { period: cowork::day::recap::Period::Day, at_millis, reply: None, .. }) => assert_eq!(at_millis, today),
+        other => panic!("a recap asked for: {other:?}"),
+    }
+    harness.get_by_label("Writing…");
+    far.events.send(AppEvent::Agent(AgentEvent::RecapWritten { period_start: today, result: Ok(3) })).unwrap();
+    harness.run();
+    assert!(store_asked(&far).iter().any(|c| c == "load days"), "written: the days load again to show it");
+    // Accept on a suggestion whose flow has a task: a new chat that asks it.
+    far.events.send(AppEvent::Desktop(DesktopEvent::StartTask("What did I leave open today?".into()))).unwrap();
+    harness.run();
+    let AgentCommand::Chat(request) = far.agent.try_recv().expect("the task reached the agent") else { panic!("a chat request") };
+    assert_eq!(request.text, "What did I leave open today?");
+    assert!(request.thread_is_new);
+    assert_eq!(harness.state().state.tab, Some(Tab::Chat));
 }
 
 #[test]

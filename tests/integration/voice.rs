@@ -446,7 +446,7 @@ fn listen_mode_keeps_you_and_others_apart_pauses_and_forgets_a_range() {
     let policy = RestartPolicy::default();
     let mut store = cowork::workers::spawn_store(data.path().join("cowork.db"), sink.clone(), policy).unwrap();
     let mut speech = spawn_speech(Manifest::bundled().unwrap(), models_dir(), SpeechConfig::default(), sink.narrow(), policy).unwrap();
-    let mut listen = spawn_listen(store.commands.clone(), speech.commands.clone(), Manifest::bundled().unwrap(), models_dir(), data.path().to_path_buf(), sink.narrow(), policy).unwrap();
+    let mut listen = spawn_listen(store.commands.clone(), speech.commands.clone(), Manifest::bundled().unwrap(), models_dir(), data.path().to_path_buf(), Default::default(), sink.narrow(), policy).unwrap();
     let mut settings = cowork::config::Settings::default();
     settings.listen.enabled = true;
     settings.listen.system = true;
@@ -628,3 +628,114 @@ fn dictation_types_any_character_into_a_real_app_and_never_presses_enter() {
     assert!(more.iter().all(|l| !l.ends_with("~a")), "the 'a' typed under Ctrl was refused");
 }
 
+
+/// Meeting detection's half that asks the sound server who records (issue 58):
+/// a call app recording the default input is a microphone in use, with its
+/// name; a recording of what the speakers play is not; a paused one is not;
+/// and when it stops, nothing is. No stream is opened to ask.
+#[test]
+fn who_records_from_the_microphone_is_read_from_the_sound_server() {
+    let Some(_pulse) = PulseAudio::start(PulseSetup::Devices) else { return };
+    let before = cowork::audio::inuse::recordings().expect("the server answers");
+    assert!(!before.iter().any(|r| r.is_microphone_in_use()), "{before:?}");
+    let record = |device: &str, app: &str| {
+        Command::new("parec")
+            .args([format!("--device={device}"), format!("--property=application.name={app}"), "--raw".to_owned()])
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .expect("parec runs")
+    };
+    let mut call = record("mic_in.monitor", "ZOOM VoiceEngine");
+    let mut system = record("speakers.monitor", "OBS Studio");
+    let seen = |pick: &dyn Fn(&[cowork::audio::inuse::Recording]) -> bool| {
+        let mut last = Vec::new();
+        let found = super::support::eventually(Duration::from_secs(10), || {
+            last = cowork::audio::inuse::recordings().unwrap_or_default();
+            pick(&last)
+        });
+        (found, last)
+    };
+    let (found, now) = seen(&|list| list.len() >= 2);
+    assert!(found, "both recordings listed: {now:?}");
+    let zoom = now.iter().find(|r| r.app == "ZOOM VoiceEngine").expect("the call app by name");
+    assert!(zoom.is_microphone_in_use() && !zoom.monitor && !zoom.binary.is_empty() && zoom.pid.is_some(), "{zoom:?}");
+    let obs = now.iter().find(|r| r.app == "OBS Studio").expect("the other recording");
+    assert!(obs.monitor && !obs.is_microphone_in_use(), "what the speakers play is no microphone: {obs:?}");
+    assert!(!now.iter().any(|r| r.app.starts_with("cowork")), "cowork's question opened no stream of its own: {now:?}");
+    let _ = call.kill();
+    let _ = call.wait();
+    let (gone, after) = seen(&|list| !list.iter().any(|r| r.is_microphone_in_use()));
+    assert!(gone, "the call stopped: {after:?}");
+    let _ = system.kill();
+    let _ = system.wait();
+}
+
+/// Meeting detection (issue 58) on a scripted call: a browser window titled
+/// like a Google Meet call gains focus and an app starts recording from the
+/// microphone. Listen mode's worker offers to listen (a notification whose
+/// button is Listen) within 5 s and tells the automations a call started; it
+/// opens no stream of its own and keeps nothing until the click. After the
+/// click it listens to the microphone and the computer's output; when the
+/// call app lets go of the microphone, the call ends (listened) and its
+/// streams close.
+#[test]
+fn a_call_is_offered_within_5_s_and_nothing_is_recorded_without_the_click() {
+    let Some(_) = ready() else { return };
+    let Some(_pulse) = PulseAudio::start(PulseSetup::Devices) else { return };
+    let data = tempfile::tempdir().unwrap();
+    let (sink, events) = test_sink();
+    let policy = RestartPolicy::default();
+    let (store_tx, store_rx) = crossbeam_channel::bounded(64);
+    let (speech_tx, _speech_rx) = crossbeam_channel::bounded(8);
+    let (notify_tx, notify_rx) = crossbeam_channel::bounded(8);
+    let (automations_tx, automations_rx) = crossbeam_channel::bounded(8);
+    let links = cowork::audio::listen::ListenLinks { notify: Some(notify_tx), automations: Some(automations_tx) };
+    let mut listen = spawn_listen(store_tx, speech_tx, Manifest::bundled().unwrap(), models_dir(), data.path().to_path_buf(), links, sink.narrow(), policy).unwrap();
+    let mut settings = cowork::config::Settings::default();
+    settings.listen.consented = true; // agreed to once; listen mode itself stays off
+    listen.commands.send(ListenCommand::Configure(ListenPlan::from_settings(&settings))).unwrap();
+    listen.commands.send(ListenCommand::Focus(Focus::Window { app: "chromium".into(), title: "Meet - abc-defg-hij - Chromium".into() })).unwrap();
+    std::thread::sleep(Duration::from_millis(2_500));
+    assert!(notify_rx.try_recv().is_err(), "a call window alone, the microphone free: no offer");
+
+    let started = Instant::now();
+    let mut call = Command::new("parec")
+        .args(["--device=mic_in.monitor", "--property=application.name=Chromium", "--raw"])
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .expect("parec runs");
+    let offer = notify_rx.recv_timeout(Duration::from_secs(10)).expect("an offer to listen");
+    let offered_after = started.elapsed();
+    let cowork::notify::NotifyCommand::Post { notice, .. } = offer else { panic!("a notification") };
+    let since_millis = match &notice.action {
+        cowork::automations::steps::NoticeAction::Listen { since_millis } => *since_millis,
+        other => panic!("Listen is offered: {other:?}"),
+    };
+    assert!(offered_after <= Duration::from_secs(5), "offered after {offered_after:?}");
+    assert!(notice.title.contains("Google Meet") && notice.body.contains("Nothing is recorded unless you click Listen"), "{notice:?}");
+    let started_signal = automations_rx.recv_timeout(Duration::from_secs(2)).expect("the automations hear of it");
+    assert!(matches!(started_signal, cowork::automations::AutomationsCommand::Signal(cowork::automations::Signal::Meeting { event: cowork::automations::flow::MeetingEvent::Started, .. })));
+    // Not clicked: nothing is open but the call's own recording, nothing stored.
+    std::thread::sleep(Duration::from_secs(4));
+    assert_eq!(recording_streams().len(), 1, "only the call app records: {:?}", recording_streams());
+    assert!(store_rx.try_recv().is_err(), "nothing was kept");
+    assert!(notify_rx.try_recv().is_err(), "offered once");
+
+    // The click: the microphone and the computer's output, until the call ends.
+    listen.commands.send(ListenCommand::Meeting(cowork::audio::listen::MeetingCommand::Listen { since_millis })).unwrap();
+    let open = listen_status(&events, Duration::from_secs(20), |s| s.mic.is_some() && s.system.is_some());
+    assert_eq!(open.system.as_deref(), Some("speakers.monitor"));
+    assert_eq!(recording_streams().len(), 3, "the call's and cowork's two");
+    let _ = call.kill();
+    let _ = call.wait();
+    let ended = automations_rx.recv_timeout(Duration::from_secs(60)).expect("the call ends");
+    let cowork::automations::AutomationsCommand::Signal(cowork::automations::Signal::Meeting { event, listened, started_millis, ended_millis, .. }) = ended else { panic!("a meeting signal") };
+    assert_eq!((event, listened, started_millis), (cowork::automations::flow::MeetingEvent::Ended, true, since_millis));
+    assert!(ended_millis.is_some_and(|end| end > since_millis));
+    let closed = listen_status(&events, Duration::from_secs(10), |s| s.mic.is_none() && s.system.is_none());
+    assert!(closed.mic.is_none());
+    assert!(recording_streams().is_empty(), "cowork stopped listening with the call: {:?}", recording_streams());
+    listen.shutdown(ListenCommand::Shutdown, Duration::from_secs(5));
+}

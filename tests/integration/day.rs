@@ -231,6 +231,7 @@ fn a_days_recap_by_the_local_model_cites_only_that_days_sessions_and_projects_an
     }
     let dir = temp_dir();
     let data = dir.path().join("data");
+    std::fs::create_dir_all(&data).unwrap();
     replay_week(&data, &repo_dir().join("tests/data/projects-week-dev.jsonl"));
     let rules = std::fs::read_to_string(repo_dir().join("tests/data/projects-week-dev.rules")).unwrap();
     ok(&cowork(&data, &["settings", "set", "projects.rules", &rules]));

@@ -170,6 +170,7 @@ fn main() {
                 shown_at_millis: Some(now - (10_000 - i) * 60_000),
                 desktop_id: Some(i as u32),
                 closed_at_millis: None,
+                why: format!("Why: your automation \"f{}\" (every 15m)", i % 40),
             };
             cowork::notify::store::insert(&conn, &row).unwrap();
         }

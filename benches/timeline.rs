@@ -24,7 +24,18 @@ fn day_of(sessions: usize, days: u32, start: i64) -> DayView {
         .collect();
     let away = (0..days).map(|d| (start + i64::from(d) * 86_400_000 + 12 * 3_600_000, start + i64::from(d) * 86_400_000 + 13 * 3_600_000)).collect();
     let typed = (0..sessions.len()).step_by(3).map(|i| sessions[i].started_at_millis + 1_000).collect();
-    let shown = cowork::capture::events::Days { start_millis: start, days, sessions, away, typed, heard: vec![start + 10 * 3_600_000] };
+    // The span's recap (a line per project, each with its sources) and two calls with a note.
+    let first = sessions.first().map_or(1, |s| s.session_id);
+    let recap: String = std::iter::once("Recap of the span".to_owned())
+        .chain((0..8).map(|p| format!("Project {p} (1 h 10 min):\n- worked on the export and answered the reviews (session {first}) (session {first})")))
+        .collect::<Vec<_>>()
+        .join("\n");
+    let kind = if days == 7 { "recap_week" } else { "recap_day" };
+    let notes = vec![
+        cowork::capture::events::KeptNote { kind: kind.into(), start_millis: start, end_millis: start + span, text: recap },
+        cowork::capture::events::KeptNote { kind: "meeting".into(), start_millis: start + 9 * 3_600_000, end_millis: start + 10 * 3_600_000, text: "Meeting note".into() },
+    ];
+    let shown = cowork::capture::events::Days { start_millis: start, days, sessions, away, typed, heard: vec![start + 10 * 3_600_000], notes };
     let mut day = DayView { span: shown, loaded: true, ..DayView::default() };
     day.attribute("Atlas: ledger-svc, ATL", start + span);
     day

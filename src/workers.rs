@@ -257,19 +257,13 @@ impl Workers {
         // Made first: capture and listen mode signal to it, and the agent reports steps to it.
         let automations_channels = crate::automations::worker::AutomationsChannels::default();
         let notify_channel = bounded(64);
-        // Listen mode also notices calls: it offers to listen (a notification) and tells the automations.
-        let listen_links = crate::audio::listen::ListenLinks {
-            notify: options.automations.then(|| notify_channel.0.clone()),
-            automations: options.automations.then(|| automations_channels.commands.0.clone()),
-        };
         let listen = crate::audio::listen::spawn_listen(
             store.commands.clone(),
             speech.commands.clone(),
             speech_manifest,
             paths.models_dir.clone(),
             paths.data_dir.clone(),
-            listen_links,
-            sink.narrow(),
+            (listen_links(&options, &notify_channel.0, &automations_channels), sink.narrow()),
             options.policy,
         )?;
         let _ = listen.commands.try_send(crate::audio::listen::ListenCommand::Configure(crate::audio::listen::ListenPlan::from_settings(&settings)));
@@ -654,6 +648,12 @@ fn start_capture(options: &WorkerOptions, settings: &Settings, desktop: &crate::
     let _ = keys.commands.try_send(KeysCommand::SetRecording(allowed && settings.record_keys));
     let _ = clipboard.commands.try_send(ClipboardCommand::SetRecording(allowed && settings.record_clipboard));
     Ok((Some(capture), Some(keys), Some(clipboard), Some(a11y), Some((screen, screen_latest))))
+}
+
+/// Listen mode also notices calls: it offers to listen (a notification) and
+/// tells the automations (a call started or ended), when those run.
+fn listen_links(options: &WorkerOptions, notify: &Sender<crate::notify::NotifyCommand>, automations: &crate::automations::worker::AutomationsChannels) -> crate::audio::listen::ListenLinks {
+    crate::audio::listen::ListenLinks { notify: options.automations.then(|| notify.clone()), automations: options.automations.then(|| automations.commands.0.clone()) }
 }
 
 /// The automations worker and the notification worker that shows what needs

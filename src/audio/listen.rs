@@ -665,8 +665,7 @@ pub fn spawn_listen(
     manifest: Manifest,
     models_dir: PathBuf,
     data_dir: PathBuf,
-    links: ListenLinks,
-    sink: EventSink<VoiceEvent>,
+    (links, sink): (ListenLinks, EventSink<VoiceEvent>),
     policy: RestartPolicy,
 ) -> std::io::Result<WorkerHandle<ListenCommand>> {
     spawn_supervised::<ListenWorker, _, _>(WorkerName::Listen, policy, sink.clone(), bounded(32), move |_ctx| {

@@ -115,14 +115,14 @@ pub fn chosen_chat_model(paths: &Paths, local_model: Option<&str>) -> anyhow::Re
     })
 }
 
-/// `cowork ask "question" ["question" ...]`: answers headlessly with the same
-/// context and model as the sidebar. The model loads once, so later questions
-/// find the stable head of the prompt already prefilled (the engine's prefix cache).
-pub fn ask(paths: &Paths, questions: &[String], options: &AskOptions) -> anyhow::Result<()> {
-    let chat_model = chosen_chat_model(paths, options.local_model.as_deref())?;
+/// The workers a headless command (`ask`, `recap`, `meeting-note`) asks the
+/// agent through: no capture, no automations, no restarts; and the far end of
+/// their events (kept open while they run).
+pub fn headless_workers(paths: &Paths, local_model: Option<&str>) -> anyhow::Result<(Workers, crossbeam_channel::Receiver<AppEvent>)> {
+    let chat_model = chosen_chat_model(paths, local_model)?;
     let (events_tx, events) = bounded(4096);
     let sink = EventSink::new(events_tx, || {});
-    let options_workers = WorkerOptions {
+    let options = WorkerOptions {
         capture: false,
         display: None,
         chat_model,
@@ -130,7 +130,14 @@ pub fn ask(paths: &Paths, questions: &[String], options: &AskOptions) -> anyhow:
         require_consent: false,
         automations: false,
     };
-    let (workers, _settings, _warnings) = Workers::start(paths, options_workers, sink)?;
+    Ok((Workers::start(paths, options, sink)?.0, events))
+}
+
+/// `cowork ask "question" ["question" ...]`: answers headlessly with the same
+/// context and model as the sidebar. The model loads once, so later questions
+/// find the stable head of the prompt already prefilled (the engine's prefix cache).
+pub fn ask(paths: &Paths, questions: &[String], options: &AskOptions) -> anyhow::Result<()> {
+    let (workers, events) = headless_workers(paths, options.local_model.as_deref())?;
     if options.warm {
         warm(&workers, &events, options.json)?;
     }

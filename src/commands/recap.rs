@@ -13,8 +13,6 @@ use crate::agent::AgentCommand;
 use crate::agent::recap::Outcome;
 use crate::config::Paths;
 use crate::day::recap::Period;
-use crate::runtime::{EventSink, RestartPolicy};
-use crate::workers::{WorkerOptions, Workers};
 
 #[derive(Clone, Debug, Default)]
 pub struct RecapOptions {
@@ -30,30 +28,13 @@ pub struct RecapOptions {
 /// The longest a recap may take here (a local model loads first).
 const RECAP_WAIT: Duration = Duration::from_secs(900);
 
-/// The workers `cowork ask` starts (no capture, no automations), for one
-/// agent request, and the far end of their events (kept open while they run).
-fn agent_workers(paths: &Paths, local_model: Option<&str>) -> anyhow::Result<(Workers, crossbeam_channel::Receiver<crate::events::AppEvent>)> {
-    let chat_model = super::ask::chosen_chat_model(paths, local_model)?;
-    let (events_tx, events) = bounded(4096);
-    let sink = EventSink::new(events_tx, || {});
-    let worker_options = WorkerOptions {
-        capture: false,
-        display: None,
-        chat_model,
-        policy: RestartPolicy { max_restarts: 0, ..RestartPolicy::default() },
-        require_consent: false,
-        automations: false,
-    };
-    Ok((Workers::start(paths, worker_options, sink)?.0, events))
-}
-
 pub fn recap(paths: &Paths, options: &RecapOptions) -> anyhow::Result<()> {
     let at = match &options.date {
         Some(date) => crate::ids::local_midnight_of(date).map_err(anyhow::Error::msg)?,
         None => crate::ids::now_millis(),
     };
     let period = if options.week { Period::Week } else { Period::Day };
-    let (workers, _events) = agent_workers(paths, options.local_model.as_deref())?;
+    let (workers, _events) = super::ask::headless_workers(paths, options.local_model.as_deref())?;
     let started = Instant::now();
     let (reply, replies) = bounded(1);
     workers.agent.commands.send(AgentCommand::Recap { period, at_millis: at, instructions: options.instructions.clone(), reply: Some(reply) })?;
@@ -80,7 +61,7 @@ pub fn meeting_note(paths: &Paths, (start, end): (&str, &str), title: &str, loca
     let start_millis = crate::ids::parse_time(start, now).map_err(anyhow::Error::msg)?;
     let end_millis = crate::ids::parse_time(end, now).map_err(anyhow::Error::msg)?;
     anyhow::ensure!(end_millis > start_millis, "the call ends before it starts");
-    let (workers, _events) = agent_workers(paths, local_model)?;
+    let (workers, _events) = super::ask::headless_workers(paths, local_model)?;
     let started = Instant::now();
     let (reply, replies) = bounded(1);
     workers.agent.commands.send(AgentCommand::MeetingNote { start_millis, end_millis, title: title.to_owned(), reply })?;

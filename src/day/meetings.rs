@@ -10,6 +10,8 @@
 //! back strictly (each must cite transcript lines; an owner must be the user
 //! or a name said in the call).
 
+use crate::day::recap::{cites, without_cites};
+
 /// A window that is a call, or an app that makes them: the service's name.
 pub fn call_service(app: &str, title: &str, url: Option<&str>) -> Option<&'static str> {
     let app = app.to_lowercase();
@@ -254,8 +256,8 @@ pub fn read_note(said: &[Said], output: &str, into: &mut Note) {
         let line = raw.trim().trim_start_matches(['-', '*', '•']).trim().trim_matches('*').trim();
         let Some((head, body)) = line.split_once(':') else { continue };
         let head = head.trim().trim_matches('*').trim().to_lowercase();
-        let cited: Vec<usize> = cite_numbers(body).into_iter().filter(|n| (1..=said.len()).contains(n)).collect();
-        let text = strip_numbers(body);
+        let cited: Vec<usize> = cites(body).into_iter().filter(|n| (1..=said.len()).contains(n)).collect();
+        let text = without_cites(body).trim_end_matches('.').trim().to_owned();
         if text.len() < 3 {
             continue;
         }
@@ -292,33 +294,6 @@ pub fn read_note(said: &[Said], output: &str, into: &mut Note) {
             _ => {}
         }
     }
-}
-
-fn cite_numbers(text: &str) -> Vec<usize> {
-    let mut out = Vec::new();
-    for piece in text.split('[').skip(1) {
-        if let Some((inside, _)) = piece.split_once(']') {
-            out.extend(inside.split([',', ' ', ';']).filter_map(|n| n.trim().parse::<usize>().ok()));
-        }
-    }
-    out
-}
-
-fn strip_numbers(text: &str) -> String {
-    let mut out = String::new();
-    let mut rest = text;
-    while let Some(start) = rest.find('[') {
-        out.push_str(&rest[..start]);
-        match rest[start + 1..].find(']') {
-            Some(end) if rest[start + 1..start + 1 + end].chars().all(|c| c.is_ascii_digit() || matches!(c, ',' | ' ' | ';')) => rest = &rest[start + 2 + end..],
-            _ => {
-                out.push('[');
-                rest = &rest[start + 1..];
-            }
-        }
-    }
-    out.push_str(rest);
-    out.split_whitespace().collect::<Vec<_>>().join(" ").trim_end_matches([' ', '.', ',']).trim().to_owned()
 }
 
 impl Note {

@@ -111,8 +111,9 @@ impl Facts {
     /// each project gets a share of `max_sources` by its time (at least one).
     pub fn of(ledger: &Ledger, period: Period, start_millis: i64, end_millis: i64) -> Facts {
         // (project, app, title) → (seconds, first start, sessions with their seconds)
+        type Key = (String, String, String);
         type Window = (i64, i64, BTreeMap<i64, i64>);
-        let mut windows: BTreeMap<(String, String, String), Window> = BTreeMap::new();
+        let mut windows: BTreeMap<Key, Window> = BTreeMap::new();
         let mut totals: BTreeMap<String, i64> = BTreeMap::new();
         for day in &ledger.days {
             for entry in &day.entries {
@@ -127,7 +128,7 @@ impl Facts {
         let mut projects: Vec<(String, i64)> = totals.into_iter().filter(|(_, s)| *s >= MIN_SOURCE_SECONDS).collect();
         // Most time first; "Other" after every project.
         projects.sort_by_key(|(name, seconds)| (name == OTHER, std::cmp::Reverse(*seconds), name.clone()));
-        let mut by_project: BTreeMap<&str, Vec<(&(String, String, String), &Window)>> = BTreeMap::new();
+        let mut by_project: BTreeMap<&str, Vec<(&Key, &Window)>> = BTreeMap::new();
         for (key, window) in &windows {
             if window.0 >= MIN_SOURCE_SECONDS && !key.2.is_empty() {
                 by_project.entry(key.0.as_str()).or_default().push((key, window));
@@ -316,7 +317,7 @@ pub fn read(facts: &Facts, output: &str) -> Recap {
 }
 
 /// The `[n]`, `[n, m]` and `[n][m]` citations in `text`, in order.
-fn cites(text: &str) -> Vec<usize> {
+pub(crate) fn cites(text: &str) -> Vec<usize> {
     let mut out = Vec::new();
     let mut rest = text;
     while let Some(start) = rest.find('[') {
@@ -331,7 +332,8 @@ fn cites(text: &str) -> Vec<usize> {
     out
 }
 
-fn without_cites(text: &str) -> String {
+/// `text` without its citations (other brackets stay), spaces tidied.
+pub(crate) fn without_cites(text: &str) -> String {
     let mut out = String::new();
     let mut rest = text;
     while let Some(start) = rest.find('[') {

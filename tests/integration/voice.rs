@@ -446,7 +446,7 @@ fn listen_mode_keeps_you_and_others_apart_pauses_and_forgets_a_range() {
     let policy = RestartPolicy::default();
     let mut store = cowork::workers::spawn_store(data.path().join("cowork.db"), sink.clone(), policy).unwrap();
     let mut speech = spawn_speech(Manifest::bundled().unwrap(), models_dir(), SpeechConfig::default(), sink.narrow(), policy).unwrap();
-    let mut listen = spawn_listen(store.commands.clone(), speech.commands.clone(), Manifest::bundled().unwrap(), models_dir(), data.path().to_path_buf(), Default::default(), sink.narrow(), policy).unwrap();
+    let mut listen = spawn_listen(store.commands.clone(), speech.commands.clone(), Manifest::bundled().unwrap(), models_dir(), data.path().to_path_buf(), (Default::default(), sink.narrow()), policy).unwrap();
     let mut settings = cowork::config::Settings::default();
     settings.listen.enabled = true;
     settings.listen.system = true;
@@ -691,7 +691,7 @@ fn a_call_is_offered_within_5_s_and_nothing_is_recorded_without_the_click() {
     let (notify_tx, notify_rx) = crossbeam_channel::bounded(8);
     let (automations_tx, automations_rx) = crossbeam_channel::bounded(8);
     let links = cowork::audio::listen::ListenLinks { notify: Some(notify_tx), automations: Some(automations_tx) };
-    let mut listen = spawn_listen(store_tx, speech_tx, Manifest::bundled().unwrap(), models_dir(), data.path().to_path_buf(), links, sink.narrow(), policy).unwrap();
+    let mut listen = spawn_listen(store_tx, speech_tx, Manifest::bundled().unwrap(), models_dir(), data.path().to_path_buf(), (links, sink.narrow()), policy).unwrap();
     let mut settings = cowork::config::Settings::default();
     settings.listen.consented = true; // agreed to once; listen mode itself stays off
     listen.commands.send(ListenCommand::Configure(ListenPlan::from_settings(&settings))).unwrap();

@@ -30,7 +30,7 @@ pub mod operation;
 pub mod store;
 mod meeting;
 mod prefill;
-pub mod recap;
+mod recap;
 mod warm;
 mod worker;
 

@@ -1179,7 +1179,7 @@ impl CoworkApp {
                     let _ = self.channels.listen.try_send(crate::audio::listen::ListenCommand::Configure(plan));
                 }
                 if key.starts_with("notify.") {
-                    let _ = self.channels.notify.try_send(crate::notify::NotifyCommand::SetPolicy(crate::notify::gate::Policy::from_settings(&self.state.settings)));
+                    let _ = self.channels.notify.try_send(crate::notify::NotifyCommand::SetPolicy(crate::workers::notify_policy(&self.state.settings)));
                 }
                 if keys::PRIVACY.contains(&key.as_str()) {
                     let _ = self.channels.capture.try_send(CaptureCommand::SetRules(self.state.settings.rules()));

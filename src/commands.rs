@@ -220,7 +220,20 @@ pub fn simulate(
                     let observation = crate::memory::Observation { kind: "activity".into(), period_start_millis: start_millis, period_end_millis: end_millis, text, model: Some("script".into()) };
                     (crate::memory::observation_write(observation), false)
                 }
-                Replayed::Heard(transcript) => (crate::audio::transcripts::transcript_write(transcript), false),
+                Replayed::Heard { source, app, title, start_millis, end_millis, text } => {
+                    let transcript = crate::audio::transcripts::AudioTranscript {
+                        transcript_id: crate::ids::next_id(),
+                        source: crate::audio::mic::Source::parse(&source).unwrap_or(crate::audio::mic::Source::Microphone),
+                        started_at_millis: start_millis,
+                        ended_at_millis: end_millis,
+                        text,
+                        confidence: 0.9,
+                        app,
+                        title,
+                        audio_file: None,
+                    };
+                    (crate::audio::transcripts::transcript_write(transcript), false)
+                }
             };
             {
                 if let Err(err) = store.commands.send(command) {

@@ -120,26 +120,9 @@ impl Origin {
     }
 }
 
-/// Text of a call as an approval shows it (the card, the terminal, a
-/// notification): control, zero-width and direction characters made visible
-/// (a carriage return, a right-to-left override or a zero-width space could
-/// hide or reorder what is approved), and markup escaped where it would be read.
-pub fn visible(text: &str, escape_markup: bool) -> String {
-    let mut out = String::with_capacity(text.len());
-    for c in text.chars() {
-        match c {
-            '\n' | '\t' => out.push(c),
-            '&' if escape_markup => out.push_str("&amp;"),
-            '<' if escape_markup => out.push_str("&lt;"),
-            '>' if escape_markup => out.push_str("&gt;"),
-            c if c.is_control() || matches!(c, '\u{200b}'..='\u{200f}' | '\u{202a}'..='\u{202e}' | '\u{2066}'..='\u{2069}' | '\u{feff}') => {
-                out.push_str(&format!("\\u{{{:x}}}", c as u32));
-            }
-            c => out.push(c),
-        }
-    }
-    out
-}
+/// (In `records`, below everything that shows or stores text: the day's
+/// recap and meeting notes use it too.)
+pub use crate::records::visible;
 
 /// What a tool returned: kept whole (the chat shows it, the audit log hashes
 /// it) and trimmed for the model, whose context is small.

@@ -335,7 +335,7 @@ impl Workers {
         let agent = spawn_agent(agent_config, llm.commands.clone(), local, store.commands.clone(), sink.narrow(), stop_epoch.clone(), options.policy)?;
         let (automations, notify) = match options.automations {
             true => {
-                let (automations, notify) = start_automations(crate::store::StoreLink::new(paths.db_path(), store.commands.clone()), automations_channels, notify_channel, (&agent.commands, &listen.commands), local_state, (&sink, crate::notify::gate::Policy::from_settings(&settings)), options.policy)?;
+                let (automations, notify) = start_automations(crate::store::StoreLink::new(paths.db_path(), store.commands.clone()), automations_channels, notify_channel, (&agent.commands, &listen.commands), local_state, (&sink, notify_policy(&settings)), options.policy)?;
                 (Some(automations), Some(notify))
             }
             false => (None, None),
@@ -648,6 +648,12 @@ fn start_capture(options: &WorkerOptions, settings: &Settings, desktop: &crate::
     let _ = keys.commands.try_send(KeysCommand::SetRecording(allowed && settings.record_keys));
     let _ = clipboard.commands.try_send(ClipboardCommand::SetRecording(allowed && settings.record_clipboard));
     Ok((Some(capture), Some(keys), Some(clipboard), Some(a11y), Some((screen, screen_latest))))
+}
+
+/// The notification gate with the user's budget (Settings → Automations,
+/// `notify.*_per_hour`) over its defaults.
+pub fn notify_policy(settings: &Settings) -> crate::notify::gate::Policy {
+    crate::notify::gate::Policy { caps_per_hour: [settings.notify_urgent_per_hour, settings.notify_helpful_per_hour, settings.notify_informational_per_hour], ..Default::default() }
 }
 
 /// Listen mode also notices calls: it offers to listen (a notification) and

@@ -21,21 +21,13 @@ use super::operation::{Brain, ChatRequest};
 use super::worker::AgentWorker;
 use crate::brains::{Role, Turn};
 use crate::day::projects::ProjectRules;
-use crate::day::recap::{self, Facts, Period, Recap};
+use crate::day::recap::{self, Facts, Outcome, Period};
 use crate::ids::now_millis;
 use crate::llm::LocalBrain;
 use crate::tools::ToolOutput;
 
 /// The most a recap's answer may run to (a line per project and a few open loops).
 const RECAP_TOKENS: usize = 260;
-
-/// What a recap call came to.
-#[derive(Debug)]
-pub enum Outcome {
-    Written(Box<Recap>),
-    /// Nothing was written, and why (nothing recorded, no brain).
-    Skipped(String),
-}
 
 impl<B: LocalBrain> AgentWorker<B> {
     /// Writes the recap of the day or week holding `at_millis` and keeps it;

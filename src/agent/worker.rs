@@ -118,7 +118,7 @@ pub enum AgentCommand {
         period: crate::day::recap::Period,
         at_millis: i64,
         instructions: String,
-        reply: Option<Sender<Result<super::recap::Outcome, String>>>,
+        reply: Option<Sender<Result<crate::day::recap::Outcome, String>>>,
     },
     /// The note of the call from `start_millis` to `end_millis` (`cowork meeting-note`;
     /// the automations reach it through the `meeting_note` tool): the note and its
@@ -1293,7 +1293,7 @@ mod tests {
         }
         let (reply, replies) = bounded(1);
         worker.handle(AgentCommand::Recap { period: crate::day::recap::Period::Day, at_millis: midnight + 3_600_000, instructions: "Keep it short.".into(), reply: Some(reply) }, &ctx);
-        let Ok(super::super::recap::Outcome::Written(recap)) = replies.try_recv().unwrap() else { panic!("no recap") };
+        let Ok(crate::day::recap::Outcome::Written(recap)) = replies.try_recv().unwrap() else { panic!("no recap") };
         let turn = prompts.borrow()[0].last().unwrap().content.clone();
         assert!(turn.contains("[1] Atlas, 1 h 30 min: code — export.rs - ledger-svc") && turn.ends_with("Keep it short.\n"), "{turn}");
         assert_eq!(recap.dropped.len(), 2, "the invented project and the line citing another project's source: {:?}", recap.dropped);

@@ -106,7 +106,7 @@ pub fn parse_script(text: &str) -> anyhow::Result<Vec<Step>> {
             + usize::from(raw.heard.is_some());
         let step = match raw {
             _ if given != 1 => bail!("{}: give exactly one of window, work_secs, idle_secs, unfocus, type, copy, summary, heard", at()),
-            RawStep { heard: Some(heard), .. } if crate::audio::mic::Source::parse(&heard.source).is_none() => bail!("{}: heard's source is mic or system", at()),
+            RawStep { heard: Some(heard), .. } if !matches!(heard.source.as_str(), "mic" | "system") => bail!("{}: heard's source is mic or system", at()),
             RawStep { heard: Some(heard), .. } if heard.secs.is_nan() || heard.secs < 0.0 => bail!("{}: heard's secs must be ≥ 0", at()),
             RawStep { heard: Some(heard), .. } => Step::Heard(heard),
             RawStep { window: Some(window), .. } => Step::Window(window),
@@ -156,8 +156,9 @@ pub enum Replayed {
     Afk(AfkEvent),
     /// An observational summary: its hour (start, end) and text.
     Summary { start_millis: i64, end_millis: i64, text: String },
-    /// What listen mode heard.
-    Heard(crate::audio::transcripts::AudioTranscript),
+    /// What listen mode heard: the source (`mic` or `system`), the focused
+    /// window (app, title), when, and the text.
+    Heard { source: String, app: String, title: String, start_millis: i64, end_millis: i64, text: String },
 }
 
 /// Replays `steps` from `start_millis`, sending every row to `emit`.
@@ -260,17 +261,7 @@ pub fn replay(
                 now += (heard.secs * 1000.0) as i64;
                 present(started, now, &mut afk, &mut emit);
                 let (app, title) = focused.as_ref().map(|w| (w.app.clone(), w.title.clone())).unwrap_or_default();
-                emit(Replayed::Heard(crate::audio::transcripts::AudioTranscript {
-                    transcript_id: next_id(),
-                    source: crate::audio::mic::Source::parse(&heard.source).unwrap_or(crate::audio::mic::Source::Microphone),
-                    started_at_millis: started,
-                    ended_at_millis: now,
-                    text: heard.text.clone(),
-                    confidence: 0.9,
-                    app,
-                    title,
-                    audio_file: None,
-                }));
+                emit(Replayed::Heard { source: heard.source.clone(), app, title, start_millis: started, end_millis: now, text: heard.text.clone() });
             }
             Step::Summary(summary) => {
                 const HOUR: i64 = 3_600_000;

@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 use crossbeam_channel::bounded;
 
 use crate::agent::AgentCommand;
-use crate::agent::recap::Outcome;
+use crate::day::recap::Outcome;
 use crate::config::Paths;
 use crate::day::recap::Period;
 

@@ -218,7 +218,7 @@ pub fn numbered_parts(said: &[Said]) -> Vec<(usize, String)> {
     for (i, line) in said.iter().enumerate() {
         let who = if line.you { "You" } else { "Others" };
         let at = line.at_secs.max(0.0) as u64;
-        let text = crate::tools::visible(&line.text, false).replace('\n', " ");
+        let text = crate::records::visible(&line.text, false).replace('\n', " ");
         let row = format!("[{}] {:02}:{:02} {who}: {}\n", i + 1, at / 60, at % 60, text.trim());
         match parts.last_mut() {
             Some((_, part)) if part.len() + row.len() <= PART_CHARS => part.push_str(&row),

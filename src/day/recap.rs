@@ -206,7 +206,7 @@ pub fn prompt(facts: &Facts, instructions: &str) -> (String, String) {
     }
     user.push_str("\nSources:\n");
     for s in &facts.sources {
-        let title: String = crate::tools::visible(&s.title, false).replace('\n', " ").chars().take(140).collect();
+        let title: String = crate::records::visible(&s.title, false).replace('\n', " ").chars().take(140).collect();
         user.push_str(&format!("[{}] {}, {}: {} — {}\n", s.n, s.project, span(s.seconds), s.app, title));
     }
     let first = facts.projects.first().map(|p| p.0.as_str()).unwrap_or("Atlas");
@@ -220,6 +220,14 @@ pub fn prompt(facts: &Facts, instructions: &str) -> (String, String) {
         user.push_str(&format!("\n{instructions}\n"));
     }
     (system, user)
+}
+
+/// What a recap call came to.
+#[derive(Debug)]
+pub enum Outcome {
+    Written(Box<Recap>),
+    /// Nothing was written, and why (nothing recorded, no brain).
+    Skipped(String),
 }
 
 /// One line of the recap: its text and the sources it stands on (numbers of `Facts::sources`).
@@ -363,7 +371,7 @@ fn dedup(mut numbers: Vec<usize>) -> Vec<usize> {
 }
 
 fn clip(text: &str) -> String {
-    let visible = crate::tools::visible(text, false).replace('\n', " ");
+    let visible = crate::records::visible(text, false).replace('\n', " ");
     if visible.chars().count() <= MAX_LINE_CHARS {
         return visible;
     }

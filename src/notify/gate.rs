@@ -46,13 +46,6 @@ impl Default for Policy {
     }
 }
 
-impl Policy {
-    /// The user's budget (Settings → Notifications) over the defaults.
-    pub fn from_settings(settings: &crate::config::Settings) -> Self {
-        Policy { caps_per_hour: [settings.notify_urgent_per_hour, settings.notify_helpful_per_hour, settings.notify_informational_per_hour], ..Policy::default() }
-    }
-}
-
 fn index(tier: NotifyTier) -> usize {
     match tier {
         NotifyTier::Urgent => 0,

@@ -926,6 +926,23 @@ mod tests {
     }
 
     #[test]
+    fn a_notifications_task_is_the_flows_own_words_never_filled_in() {
+        let with = |task: &str| {
+            Flow::from_json(&format!(
+                r#"{{"name": "t", "trigger": {{"kind": "focus", "title": "x"}}, "steps": [{{"id": "n", "kind": "notify", "title": "Hi", "task": {}}}]}}"#,
+                serde_json::to_string(task).unwrap()
+            ))
+            .unwrap()
+        };
+        assert!(with("Look at what I switched between and pick one thing").validate(&BuiltIn).is_ok());
+        // What triggered the flow (a window's title, a tool's output) must not write the agent's request.
+        for task in ["Do ${trigger.data.title}", "${steps.x.data.text}", "first ${trigger.data.app} then"] {
+            let problems = with(task).validate(&BuiltIn).unwrap_err().join("\n");
+            assert!(problems.contains("task is your own words"), "{task}: {problems}");
+        }
+    }
+
+    #[test]
     fn filling_keeps_unresolved_references_literal_and_tracks_origins() {
         let mut scope = Scope { trigger: json!({"title": "Invoices – Files", "n": 3}), trigger_origin: Origin::Capture, ..Scope::default() };
         scope.steps.insert("list".into(), json!({"items": [{"name": "a.pdf"}, {"name": "b.pdf"}], "count": 2}));

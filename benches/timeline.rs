@@ -35,7 +35,11 @@ fn day_of(sessions: usize, days: u32, start: i64) -> DayView {
         cowork::capture::events::KeptNote { kind: kind.into(), start_millis: start, end_millis: start + span, text: recap },
         cowork::capture::events::KeptNote { kind: "meeting".into(), start_millis: start + 9 * 3_600_000, end_millis: start + 10 * 3_600_000, text: "Meeting note".into() },
     ];
-    let shown = cowork::capture::events::Days { start_millis: start, days, sessions, away, typed, heard: vec![start + 10 * 3_600_000], notes };
+    // A working day's calendar: six meetings a day.
+    let events = (0..days as i64)
+        .flat_map(|d| (0..6).map(move |m| cowork::day::calendar::Event { uid: format!("{d}-{m}"), title: format!("Meeting {m}"), start_millis: start + d * 86_400_000 + (9 + m) * 3_600_000, end_millis: start + d * 86_400_000 + (9 + m) * 3_600_000 + 1_800_000, ..Default::default() }))
+        .collect();
+    let shown = cowork::capture::events::Days { start_millis: start, days, sessions, away, typed, heard: vec![start + 10 * 3_600_000], notes, events };
     let mut day = DayView { span: shown, loaded: true, ..DayView::default() };
     day.attribute("Atlas: ledger-svc, ATL", start + span);
     day

@@ -33,6 +33,9 @@ DOCS_PYTHON_PACKAGES="openpyxl==3.1.5 python-docx==1.1.2 python-pptx==1.0.2 pypd
 # uv, whose uvx starts the integrations catalog's Python reference servers (issue 45), in its
 # own venv; only uv and uvx go on the suite's PATH (the venv's python must not shadow Debian's).
 UV_VENV="$HOME/.cache/cowork-test/uv-venv"
+# A real CalDAV server for the calendar test (issue 58), in its own venv.
+CAL_VENV="$HOME/.cache/cowork-test/cal-venv"
+CAL_PYTHON_PACKAGES="radicale==3.2.3"
 UV_PYTHON_PACKAGES="uv==0.13.9"
 
 BUILD_PACKAGES="build-essential pkg-config cmake clang libclang-dev libopenblas-dev libx11-dev libxi-dev libxtst-dev
@@ -316,6 +319,11 @@ setup_uv() {
 setup_docs_tools() {
   setup_venv "$DOCS_VENV" "$DOCS_PYTHON_PACKAGES"
   export COWORK_TEST_DOCS_PYTHON="$DOCS_VENV/bin/python"
+}
+
+setup_calendar_server() {
+  setup_venv "$CAL_VENV" "$CAL_PYTHON_PACKAGES"
+  export COWORK_TEST_RADICALE="$CAL_VENV/bin/radicale"
 }
 
 setup_aw_server() {

@@ -547,7 +547,10 @@ impl CoworkApp {
             action @ (UiAction::VoiceToggle(..) | UiAction::VoiceCancel | UiAction::ListMicrophones) => self.voice_action(action),
             action @ (UiAction::SendMessage(..) | UiAction::Stop | UiAction::DecideCall { .. } | UiAction::ContinueOperation { .. } | UiAction::NewThread | UiAction::SelectThread(..) | UiAction::DeleteThread(..) | UiAction::Consent(..) | UiAction::TryHarder { .. } | UiAction::ConfirmRetry | UiAction::CancelRetry | UiAction::ExportAnswer { .. } | UiAction::Rate { .. } | UiAction::Undo(..) | UiAction::MemoryChange { .. } | UiAction::OpenCitation(..) | UiAction::RemoveRule(..)) => self.chat_action(action),
             action @ (UiAction::McpEdit(..) | UiAction::McpReconnect(..) | UiAction::McpStop(..) | UiAction::McpTest(..) | UiAction::McpAddFromCatalog { .. } | UiAction::McpSignIn(..) | UiAction::McpSignOut(..) | UiAction::AttachResource { .. } | UiAction::UsePrompt(..) | UiAction::Elicited { .. } | UiAction::McpClientDecision { .. }) => self.mcp_action(action),
-            action @ (UiAction::ListModels { .. } | UiAction::SetProviderModel { .. } | UiAction::SaveProvider(..) | UiAction::RemoveProvider(..) | UiAction::TestProvider { .. } | UiAction::SaveKey { .. } | UiAction::SaveSearchKey { .. }) => self.providers_action(action),
+            action @ (UiAction::ListModels { .. } | UiAction::SetProviderModel { .. } | UiAction::SaveProvider(..) | UiAction::RemoveProvider(..) | UiAction::TestProvider { .. } | UiAction::SaveKey { .. } | UiAction::SaveSearchKey { .. } | UiAction::SaveCalendarPassword { .. }) => self.providers_action(action),
+            UiAction::RefreshCalendar => {
+                let _ = self.channels.calendar.try_send(crate::calendar::worker::CalendarCommand::Refresh);
+            }
             action @ (UiAction::ChooseChatModel(..) | UiAction::AddModel(..) | UiAction::SetupDownload { .. } | UiAction::SetupCancelDownload | UiAction::FetchModels | UiAction::InstallModel(..) | UiAction::RemoveModel(..) | UiAction::LoadModel) => self.models_action(action),
             action @ (UiAction::AutomationRun(..) | UiAction::AutomationEnable { .. } | UiAction::AutomationRerun(..) | UiAction::AutomationCancel(..) | UiAction::DraftFlow(..) | UiAction::SaveFlow(..) | UiAction::AppsInspect(..) | UiAction::DraftApp(..) | UiAction::AppsInspectDraft(..) | UiAction::AppsForgetInspection | UiAction::AppsInstall { .. } | UiAction::AppsEnable { .. } | UiAction::AppsRemove(..) | UiAction::AppOpen(..) | UiAction::AppClose(..) | UiAction::AppAct { .. } | UiAction::AppChat { .. } | UiAction::AppOpenUrl(..) | UiAction::InboxAct { .. }) => self.apps_action(action),
             action @ (UiAction::Search(..) | UiAction::OpenHit(..) | UiAction::PinFact { .. } | UiAction::UnpinFact(..) | UiAction::ProfileProposal { .. } | UiAction::PinToThread { .. } | UiAction::UnpinFromThread { .. } | UiAction::SummariseNow | UiAction::RetryEmbedding | UiAction::ToggleSession(..) | UiAction::ShowDays { .. } | UiAction::WriteRecap { .. } | UiAction::FilterProject(..) | UiAction::DeleteRecent { .. } | UiAction::ExportToday(..) | UiAction::AskForgetEverything | UiAction::CancelForget | UiAction::ForgetEverything) => self.memory_action(action),
@@ -805,6 +808,16 @@ impl CoworkApp {
                         self.settings.network.keys.insert(provider, crate::secrets::mask(&key));
                     }
                     Err(err) => self.state.notice(format!("the key for {provider} was not stored: {err:#}")),
+                }
+            }
+            UiAction::SaveCalendarPassword { name, secret } => {
+                let stored = crate::secrets::Secrets::open(&self.options.export_dir).and_then(|secrets| secrets.set(&name, &secret).map(|()| secrets));
+                match stored {
+                    Ok(secrets) => {
+                        self.state.notice(format!("the password for {} is kept in {}", name.trim_start_matches("calendar:"), secrets.describe()));
+                        let _ = self.channels.calendar.try_send(crate::calendar::worker::CalendarCommand::Refresh);
+                    }
+                    Err(err) => self.state.notice(format!("the password for {} was not kept: {err:#}", name.trim_start_matches("calendar:"))),
                 }
             }
             UiAction::SaveSearchKey { provider, key } => {

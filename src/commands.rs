@@ -12,6 +12,7 @@ pub mod agent;
 pub mod apps;
 pub mod ask;
 pub mod automations;
+pub mod calendar;
 pub mod doctor;
 pub mod documents;
 pub mod forget;

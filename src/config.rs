@@ -277,6 +277,10 @@ pub struct Settings {
     pub document_exclude: String,
     /// The user's project rules (`day::projects::ProjectRules`: `Atlas: ledger-svc, ATL, acme.example` per line).
     pub projects: String,
+    /// The calendars read (`calendar::parse_sources`: an `.ics` path, an https address or `caldav URL USER` per line).
+    pub calendar_sources: String,
+    /// How often each calendar is read again.
+    pub calendar_refresh_minutes: u32,
 }
 
 /// The screen-text stream (issue 57): the focused window's text, from its
@@ -431,6 +435,8 @@ impl Default for Settings {
             document_folders: String::new(),
             document_exclude: "**/.*/**\n**/*.kdbx\n**/*.key\n**/*.pem".into(),
             projects: String::new(),
+            calendar_sources: String::new(),
+            calendar_refresh_minutes: 15,
             agent_max_steps: 20,
             approval_timeout_secs: 300,
             automation_approval_hours: 24,
@@ -497,6 +503,8 @@ pub mod keys {
     pub const DOCUMENT_FOLDERS: &str = "memory.document_folders";
     pub const DOCUMENT_EXCLUDE: &str = "memory.document_exclude";
     pub const PROJECT_RULES: &str = "projects.rules";
+    pub const CALENDAR_SOURCES: &str = "calendar.sources";
+    pub const CALENDAR_REFRESH_MINUTES: &str = "calendar.refresh_minutes";
     pub const APPROVAL_TIMEOUT: &str = "agent.approval_timeout_secs";
     pub const ALWAYS_ASK: &str = "agent.always_ask";
     pub const AUTOMATION_APPROVAL_HOURS: &str = "automations.approval_hours";

@@ -52,4 +52,6 @@ bus! {
     Apps(Box<crate::apps::AppsView>),
     /// The notification inbox, newest first (Apps → Inbox).
     Inbox(Vec<crate::notify::events::InboxItem>),
+    /// The calendars: each source's state and the next events.
+    Calendar(crate::calendar::CalendarView),
 }

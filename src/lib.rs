@@ -17,6 +17,7 @@ pub mod audio;
 pub mod automations;
 pub mod brains;
 pub mod build_info;
+pub mod calendar;
 pub mod capture;
 pub mod chat;
 pub mod commands;

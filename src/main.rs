@@ -332,6 +332,19 @@ enum Command {
         #[arg(long, value_enum, default_value = "text")]
         format: commands::report::ReportFormat,
     },
+    /// The calendars' events of today (or of the next days); --refresh reads the
+    /// calendars named in Settings (calendar.sources) first and says how each went
+    Calendar {
+        /// Read every calendar now (files, addresses, CalDAV accounts)
+        #[arg(long)]
+        refresh: bool,
+        /// Days from today (1: today only)
+        #[arg(long, default_value_t = 1)]
+        days: u32,
+        /// The events as JSON
+        #[arg(long)]
+        json: bool,
+    },
     /// Write the recap of today (or a day, or a week) now and keep it in memory:
     /// per project what was done and left open, each line with its sources
     Recap {
@@ -869,6 +882,10 @@ fn run_command(command: Command, paths: &Paths, display: Option<String>) -> anyh
         Command::Report { week, from, until, format } => {
             commands::report::print(paths, &commands::report::Span { week, from, until }, format)?;
             Ok(ExitCode::SUCCESS)
+        }
+        Command::Calendar { refresh, days, json } => {
+            let all_read = commands::calendar::calendar(paths, &commands::calendar::CalendarOptions { refresh, days, json })?;
+            Ok(if all_read { ExitCode::SUCCESS } else { ExitCode::FAILURE })
         }
         Command::Recap { week, date, instructions, local_model, json } => {
             commands::recap::recap(paths, &commands::recap::RecapOptions { week, date, instructions, local_model, json })?;

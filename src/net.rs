@@ -297,6 +297,16 @@ impl Admission {
     }
 }
 
+/// A redirect's target as an absolute URL (a Location may be a path).
+pub fn resolve_location(base: &str, location: &str) -> Option<String> {
+    if location.starts_with("http://") || location.starts_with("https://") {
+        return Some(location.to_owned());
+    }
+    let scheme_end = base.find("://")? + 3;
+    let origin_end = base[scheme_end..].find('/').map_or(base.len(), |i| scheme_end + i);
+    location.starts_with('/').then(|| format!("{}{location}", &base[..origin_end]))
+}
+
 /// A web URL as a browser reads it: the WHATWG parser (the `url` crate)
 /// decides the host, so `http://evil.example\@127.0.0.1/` is a request to
 /// evil.example, as Chromium and Firefox would send it. A backslash,

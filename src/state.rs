@@ -44,6 +44,10 @@ impl Tab {
 pub enum UiAction {
     /// Settings → Web search: keep the provider's key in the secret store.
     SaveSearchKey { provider: String, key: String },
+    /// Settings → Calendar: keep a CalDAV account's password or token (`calendar:USER@HOST`) in the secret store.
+    SaveCalendarPassword { name: String, secret: String },
+    /// Settings → Calendar: read every calendar now.
+    RefreshCalendar,
     /// Chat: ask the desktop's file chooser for documents to attach.
     ChooseFiles,
     /// Chat, without a desktop file chooser: the sidebar's own file browser at this folder (None closes it).
@@ -549,6 +553,8 @@ pub struct AppState {
     pub chat_from_app: Option<String>,
     /// Apps → Inbox: every notification, newest first.
     pub inbox: Vec<crate::notify::events::InboxItem>,
+    /// Settings → Your day, the timeline and the sidebar: the calendars' state and the next events.
+    pub calendar: crate::calendar::CalendarView,
     /// Apps → Automations → Describe it: the draft to review (JSON), or why there is none; None while none was asked for.
     pub flow_draft: Option<Result<String, String>>,
     /// A draft is being written.
@@ -648,6 +654,7 @@ impl AppState {
             AppEvent::Mcp(event) => self.apply_mcp(event),
             AppEvent::Automations(view) => self.automations = view,
             AppEvent::Inbox(items) => self.inbox = items,
+            AppEvent::Calendar(view) => self.calendar = view,
             AppEvent::Apps(view) => self.apps = *view,
             AppEvent::Voice(event) => {
                 match &event {

@@ -9,8 +9,8 @@
 //! clipboard, keys, a11y and dictation use; the capture workers (recording
 //! nothing until the first-run answer in the sidebar); models, embed and
 //! search; llm; mcp and the agent; and, when `WorkerOptions::automations` is
-//! set (the sidebar, `cowork automations run`), automations, notify, apps and
-//! folders; audio last. `store_hooks` hands the store what it does beside
+//! set (the sidebar, `cowork automations run`), automations, notify, apps,
+//! folders and calendar; audio last. `store_hooks` hands the store what it does beside
 //! writing: crash recovery and sealing at open, waking the embed worker after
 //! each commit, retention every hour. `Workers::shutdown` bumps the stop epoch
 //! and stops the workers that write before the ones they write to: capture and
@@ -99,6 +99,10 @@
 //!    UI ──AppsCommand bounded(32)──▶ apps (wasmtime; 1 s of its own time and 128 MiB per call) ──AppEvent::Apps──▶ UI
 //!      ai.complete ──AgentCommand::AppComplete (≤ 5 s)──▶ agent; data.search ──SearchCommand::Recall──▶ search; http.fetch ──▶ outbound gate
 //!
+//!  calendar (the sidebar): reads the calendars of `calendar.sources` (settings read every 3 s; CalendarCommand bounded(8))
+//!    over the outbound gate ──calendar_events (replace per source)──▶ store; CalendarView (sources' state, next events) ──▶ UI;
+//!    an event with a call's address starting ──ListenCommand::Calendar (try_send)──▶ listen (offers to listen when the microphone is in use)
+//!
 //!  documents:
 //!    UI: Attach a file… (the portal's FileChooser on a `file-chooser` thread; dropped files) ──read on an `attach-document` thread
 //!      ──▶ the attachment, and documents::memory::remember_command ──▶ store
@@ -163,6 +167,8 @@ pub struct Workers {
     pub apps: Option<WorkerHandle<crate::apps::AppsCommand>>,
     /// Follows the document folders the user named (the sidebar, with the automations worker).
     pub folders: Option<WorkerHandle<crate::documents::folders::FoldersCommand>>,
+    /// Reads the calendars the user named (the sidebar, with the automations worker).
+    pub calendar: Option<WorkerHandle<crate::calendar::worker::CalendarCommand>>,
     pub stop_epoch: Arc<AtomicU64>,
     /// The newest search generation asked for (a running older query stops).
     pub search_latest: Arc<AtomicU64>,
@@ -227,6 +233,7 @@ pub struct Channels {
     pub automations: Sender<crate::automations::AutomationsCommand>,
     pub notify: Sender<crate::notify::NotifyCommand>,
     pub apps: Sender<crate::apps::AppsCommand>,
+    pub calendar: Sender<crate::calendar::worker::CalendarCommand>,
     pub search_latest: Arc<AtomicU64>,
     pub typing_at_millis: Arc<std::sync::atomic::AtomicI64>,
     pub controls: Vec<(WorkerName, Sender<Control>)>,
@@ -351,18 +358,7 @@ impl Workers {
             )?),
             false => None,
         };
-        let folders = if options.automations {
-            Some(crate::documents::folders::spawn_folders(
-                paths.db_path(),
-                paths.data_dir.clone(),
-                store.commands.clone(),
-                crossbeam_channel::bounded(8),
-                sink.runtime_only(),
-                options.policy,
-            )?)
-        } else {
-            None
-        };
+        let (folders, calendar) = followers(paths, &options, &store, &listen, &sink)?;
         let typing = crate::audio::dictate::Typing::for_desktop(&desktop, options.display.clone(), &paths.data_dir);
         let audio = crate::audio::worker::spawn_audio(speech.commands.clone(), typing, sink.narrow(), options.policy)?;
         let device = Some(settings.voice.device.clone()).filter(|d| !d.is_empty());
@@ -388,6 +384,7 @@ impl Workers {
             notify,
             apps,
             folders,
+            calendar,
             stop_epoch,
             search_latest,
             typing_at_millis,
@@ -410,6 +407,7 @@ impl Workers {
         let (dead_automations, _) = crossbeam_channel::bounded(1);
         let (dead_notify, _) = crossbeam_channel::bounded(1);
         let (dead_apps, _) = crossbeam_channel::bounded(1);
+        let (dead_calendar, _) = crossbeam_channel::bounded(1);
         let mut controls = vec![
             (self.store.name, self.store.control.clone()),
             (self.llm.name, self.llm.control.clone()),
@@ -433,6 +431,9 @@ impl Workers {
         }
         if let Some(folders) = &self.folders {
             controls.push((folders.name, folders.control.clone()));
+        }
+        if let Some(calendar) = &self.calendar {
+            controls.push((calendar.name, calendar.control.clone()));
         }
         if let Some(capture) = &self.capture {
             controls.push((capture.name, capture.control.clone()));
@@ -469,6 +470,7 @@ impl Workers {
             automations: self.automations.as_ref().map(|a| a.commands.clone()).unwrap_or(dead_automations),
             notify: self.notify.as_ref().map(|n| n.commands.clone()).unwrap_or(dead_notify),
             apps: self.apps.as_ref().map(|a| a.commands.clone()).unwrap_or(dead_apps),
+            calendar: self.calendar.as_ref().map(|c| c.commands.clone()).unwrap_or(dead_calendar),
             search_latest: self.search_latest.clone(),
             typing_at_millis: self.typing_at_millis.clone(),
             controls,
@@ -547,6 +549,11 @@ impl Workers {
             && !folders.shutdown(crate::documents::folders::FoldersCommand::Shutdown, timeout)
         {
             tracing::warn!("folders did not stop in time (it walks the folders again next start)");
+        }
+        if let Some(calendar) = self.calendar.as_mut()
+            && !calendar.shutdown(crate::calendar::worker::CalendarCommand::Shutdown, timeout)
+        {
+            tracing::warn!("calendar did not stop in time (a calendar's server was slow to answer)");
         }
         // The agent first: a turn it is in stops at the epoch bump and writes its message.
         if !self.agent.shutdown(AgentCommand::Shutdown, timeout) {
@@ -756,4 +763,30 @@ pub fn store_hooks(embed: Option<Sender<EmbedCommand>>) -> crate::store::StoreHo
 /// The store worker with `store_hooks` (no embed worker to wake).
 pub fn spawn_store<E: 'static>(path: std::path::PathBuf, sink: EventSink<E>, policy: RestartPolicy) -> std::io::Result<WorkerHandle<StoreCommand>> {
     crate::store::spawn_store(path, sink, policy, store_hooks(None))
+}
+
+/// The sidebar's followers of what lies outside cowork (with the automations
+/// worker): the document folders and the calendars.
+#[allow(clippy::type_complexity)]
+fn followers(
+    paths: &Paths,
+    options: &WorkerOptions,
+    store: &WorkerHandle<StoreCommand>,
+    listen: &WorkerHandle<crate::audio::listen::ListenCommand>,
+    sink: &EventSink<AppEvent>,
+) -> anyhow::Result<(Option<WorkerHandle<crate::documents::folders::FoldersCommand>>, Option<WorkerHandle<crate::calendar::worker::CalendarCommand>>)> {
+    if !options.automations {
+        return Ok((None, None));
+    }
+    let folders = crate::documents::folders::spawn_folders(paths.db_path(), paths.data_dir.clone(), store.commands.clone(), crossbeam_channel::bounded(8), sink.runtime_only(), options.policy)?;
+    let calendar = crate::calendar::worker::spawn_calendar(
+        paths.db_path(),
+        paths.data_dir.clone(),
+        store.commands.clone(),
+        listen.commands.clone(),
+        crate::calendar::worker::channel(),
+        sink.narrow(),
+        options.policy,
+    )?;
+    Ok((Some(folders), Some(calendar)))
 }

@@ -15,6 +15,7 @@ mod integration {
     mod agent_memory;
     mod apps;
     mod automations;
+    mod calendar;
     mod capture_desktop;
     mod capture_x11;
     mod cli;

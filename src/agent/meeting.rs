@@ -9,7 +9,8 @@
 //! The built-in automation `builtin_meeting_note` calls the `meeting_note`
 //! tool when a call cowork listened to ends (listen mode's `Signal::Meeting`).
 //! The brain is chosen as for the recap: local, or a cloud the user allowed
-//! to see what cowork records.
+//! to see what cowork records. A calendar event that overlaps the call gives
+//! the note its title.
 
 use std::time::Duration;
 
@@ -39,6 +40,10 @@ impl<B: LocalBrain> AgentWorker<B> {
         if said.is_empty() {
             return Ok(None);
         }
+        // The calendar's event for the call names it better than its window did.
+        let event = crate::calendar::db::overlapping(conn, start, end);
+        let title = event.as_ref().map(|e| e.title.trim()).filter(|t| !t.is_empty()).unwrap_or(title).to_owned();
+        let title = title.as_str();
         let (settings, providers) = self.brains();
         let parts = numbered_parts(&said);
         let ask = ChatRequest { text: parts[0].1.clone(), ..ChatRequest::default() };
@@ -49,7 +54,7 @@ impl<B: LocalBrain> AgentWorker<B> {
             Brain::Cloud { consent: true, .. } if ask.is_none() => {}
             Brain::Cloud { provider, .. } => return Err(format!("{} is not allowed to see what cowork records; allow it in Settings → Brains", provider.name)),
         }
-        let mut note = Note::default();
+        let mut note = Note { title: title.to_owned(), ..Note::default() };
         for (_, part) in &parts {
             let (system, user) = note_prompt(title, part, instructions);
             let output = self.complete(&brain, &[Turn::new(Role::System, system), Turn::new(Role::User, user)], NOTE_TOKENS)?;
@@ -79,7 +84,7 @@ impl<B: LocalBrain> AgentWorker<B> {
             Ok(Some((note, text))) => {
                 let summary = note.summary.iter().map(|(s, _)| s.as_str()).collect::<Vec<_>>().join(" ");
                 let actions: Vec<String> = note.actions.iter().map(|a| format!("{}: {}", a.owner, a.item)).collect();
-                ToolOutput::ok(json!({"written": true, "title": title, "summary": summary, "actions": actions.len(), "action_items": actions.join("\n"), "text": text}).to_string())
+                ToolOutput::ok(json!({"written": true, "title": note.title, "summary": summary, "actions": actions.len(), "action_items": actions.join("\n"), "text": text}).to_string())
             }
             Ok(None) => ToolOutput::ok(json!({"written": false, "why": "nothing was heard during the call"}).to_string()),
             Err(err) => ToolOutput::error(format!("the meeting note was not written: {err}")),

@@ -1317,4 +1317,35 @@ mod tests {
         assert!(!empty.is_error && empty.content.contains("\"written\":false") && empty.content.contains("nothing was recorded"), "{}", empty.content);
         assert!(worker.recap_tool(&serde_json::json!({"period": "month"})).is_error);
     }
+
+    #[test]
+    fn a_meeting_note_takes_its_calendar_events_title_and_keeps_cited_action_items() {
+        let answer = "Summary: the Q3 budget was reviewed [1][2]\nAction: You | send the deck to Sam | Friday [2]\nAction: Priya | book the room | none [3]";
+        let engine = ScriptedEngine { answer: Some(answer.into()), ..ScriptedEngine::default() };
+        let Harness { _dir, mut worker, store_rx, prompts, .. } = harness(engine, Arc::default());
+        let mut conn = crate::store::open_writer(&worker.config.db_path).unwrap();
+        let start = now_millis() - 3_600_000;
+        for (id, source, at, text) in [
+            (1, crate::audio::mic::Source::SystemAudio, 10, "Sam here, let's go through the Q3 budget."),
+            (2, crate::audio::mic::Source::Microphone, 40, "I'll send you the deck by Friday, Sam."),
+            (3, crate::audio::mic::Source::SystemAudio, 70, "Someone should book the room."),
+        ] {
+            let t = crate::audio::transcripts::AudioTranscript { transcript_id: id, source, started_at_millis: start + at * 1000, ended_at_millis: start + at * 1000 + 5_000, text: text.into(), confidence: 0.9, app: String::new(), title: String::new(), audio_file: None };
+            crate::audio::transcripts::insert(&conn, &t).unwrap();
+        }
+        let review = crate::day::calendar::Event { uid: "q3".into(), title: "Q3 review with Sam".into(), start_millis: start - 60_000, end_millis: start + 1_800_000, ..Default::default() };
+        let tx = conn.transaction().unwrap();
+        crate::calendar::db::replace(&tx, "s", (start - 86_400_000, start + 86_400_000), &[review]).unwrap();
+        tx.commit().unwrap();
+        let output = worker.meeting_note_tool(&serde_json::json!({"start_ms": start, "end_ms": start + 120_000, "title": "Meet - abc-defg-hij - Chromium"}));
+        let data: serde_json::Value = serde_json::from_str(&output.content).unwrap_or_else(|_| panic!("{}", output.content));
+        assert_eq!(data["title"], "Q3 review with Sam", "the calendar names the call, not its window: {data}");
+        assert_eq!(data["action_items"], "You: send the deck to Sam\nunassigned: book the room", "Priya was never said in the call: {data}");
+        assert!(prompts.borrow()[0].last().unwrap().content.starts_with("Meeting: Q3 review with Sam\n"));
+        for command in store_rx.try_iter() {
+            command.run_on(&conn).unwrap();
+        }
+        let text: String = conn.query_row("SELECT text FROM observations WHERE kind = 'meeting'", [], |r| r.get(0)).unwrap();
+        assert!(text.starts_with("Meeting note: Q3 review with Sam\n"), "{text}");
+    }
 }

@@ -48,6 +48,8 @@ pub struct ListenStatus {
     pub skipped: u64,
     /// The last thing heard, "You: …" or "Others: …".
     pub last: Option<String>,
+    /// The call being listened to (the user clicked Listen on its offer): "Google Meet: Q3 review, since 14:02".
+    pub call: Option<String>,
 }
 
 impl ListenStatus {

@@ -67,6 +67,10 @@ pub enum ListenCommand {
     Focus(Focus),
     /// A call cowork noticed: the user's answer to its offer.
     Meeting(MeetingCommand),
+    /// A calendar event with a call's address starts (the calendar worker):
+    /// from 2 minutes before it to its end it counts as a call window in
+    /// focus, so an app recording from the microphone gets the offer.
+    Calendar { title: String, join_url: String, start_millis: i64, end_millis: i64 },
     Shutdown,
 }
 
@@ -216,6 +220,8 @@ pub struct ListenWorker {
     links: ListenLinks,
     /// Calls: the focused window's call service and title, the detector, when the server was last asked.
     focused_call: Option<(&'static str, String)>,
+    /// A calendar event with a call's address: service, title, start, end.
+    calendar_call: Option<(&'static str, String, i64, i64)>,
     calls: crate::day::meetings::Detector,
     last_call_check: Instant,
     /// The call being listened to (its start), after the user's click.
@@ -249,6 +255,7 @@ impl ListenWorker {
             sent: None,
             links,
             focused_call: None,
+            calendar_call: None,
             calls: crate::day::meetings::Detector::default(),
             last_call_check: Instant::now(),
             listening_call: None,
@@ -274,8 +281,13 @@ impl ListenWorker {
                 };
                 self.focus.record(now_millis(), focus);
             }
+            ListenCommand::Calendar { title, join_url, start_millis, end_millis } => {
+                let service = crate::day::meetings::call_service("", "", Some(&join_url)).unwrap_or("a calendar's call");
+                self.calendar_call = Some((service, title, start_millis, end_millis));
+            }
             ListenCommand::Meeting(MeetingCommand::Listen { since_millis }) => match self.calls.current() {
-                Some((_, _, since)) if since == since_millis => {
+                Some((service, title, since)) if since == since_millis => {
+                    self.status.call = Some(format!("{service}: {title}, since {}", crate::ids::format_clock(since)));
                     self.listening_call = Some(since);
                     self.reconcile();
                 }
@@ -553,7 +565,9 @@ impl ListenWorker {
         if self.calls.current().is_none() && self.plan.as_ref().is_none_or(|p| p.rules.time_exclusion(local_minute_of_day(now)).is_some()) {
             return;
         }
-        let focused = self.focused_call.as_ref().map(|(s, t)| (*s, t.as_str()));
+        // The focused window first; else a calendar call from 2 minutes before its start to its end.
+        let calendar = self.calendar_call.as_ref().filter(|(_, _, start, end)| now >= start - 120_000 && now < *end).map(|(s, t, _, _)| (*s, t.as_str()));
+        let focused = self.focused_call.as_ref().map(|(s, t)| (*s, t.as_str())).or(calendar);
         if focused.is_none() && self.calls.current().is_none() && !self.calls.window_recent(now) {
             return;
         }
@@ -565,13 +579,19 @@ impl ListenWorker {
             }
         };
         match self.calls.observe(now, focused, microphone) {
-            Some(crate::day::meetings::Signal::Offer { service, title, since_millis }) => self.offer_call(service, &title, since_millis),
+            Some(crate::day::meetings::Signal::Offer { service, title, since_millis }) => {
+                let why = match self.focused_call.is_some() {
+                    true => format!("Why: {service} is in focus and an app is recording from your microphone"),
+                    false => format!("Why: your calendar has \"{title}\" now, with a call's address, and an app is recording from your microphone"),
+                };
+                self.offer_call(service, &title, since_millis, why)
+            }
             Some(crate::day::meetings::Signal::Ended { service, title, started_millis, ended_millis }) => self.call_ended(service, &title, started_millis, ended_millis),
             None => {}
         }
     }
 
-    fn offer_call(&mut self, service: &'static str, title: &str, since_millis: i64) {
+    fn offer_call(&mut self, service: &'static str, title: &str, since_millis: i64, why: String) {
         tracing::info!(service, "listen: a call started; offering to listen");
         let consented = self.plan.as_ref().is_some_and(|p| p.listen.consented);
         let (body, action) = if consented {
@@ -589,7 +609,7 @@ impl ListenWorker {
                 title: format!("A call in {service}"),
                 body,
                 action,
-                why: format!("Why: {service} is in focus and an app is recording from your microphone"),
+                why,
             };
             let post = crate::notify::NotifyCommand::Post { notification_id: next_id(), notice: Box::new(notice) };
             if notify.send_timeout(post, Duration::from_secs(2)).is_err() {
@@ -601,6 +621,7 @@ impl ListenWorker {
 
     fn call_ended(&mut self, service: &'static str, title: &str, started_millis: i64, ended_millis: i64) {
         let listened = self.listening_call.take().is_some();
+        self.status.call = None;
         if listened {
             // What was said last is transcribed and kept before the note is asked for.
             self.reconcile();

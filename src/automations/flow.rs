@@ -102,6 +102,23 @@ pub enum Trigger {
         #[serde(default)]
         event: MeetingEvent,
     },
+    /// The end of the working day: the first time the user goes away (no
+    /// input, a locked screen) for `away_minutes` after `after_hour` o'clock;
+    /// once a day.
+    DayEnd {
+        #[serde(default = "sixteen")]
+        after_hour: u32,
+        #[serde(default = "twenty")]
+        away_minutes: u32,
+    },
+    /// A timed event of the user's calendars starts in this many minutes
+    /// (`title`: a regex its title must match, case-insensitive; none: any).
+    Calendar {
+        #[serde(default = "ten")]
+        minutes_before: u32,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        title: Option<String>,
+    },
 }
 
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -135,6 +152,14 @@ fn ninety() -> u32 {
 
 fn twelve() -> u32 {
     12
+}
+
+fn sixteen() -> u32 {
+    16
+}
+
+fn twenty() -> u32 {
+    20
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -388,6 +413,8 @@ impl Trigger {
             Trigger::FocusStretch { .. } => &["app", "minutes"],
             Trigger::ContextSwitches { .. } => &["switches", "minutes", "apps"],
             Trigger::Meeting { .. } => &["service", "title", "start", "end", "start_ms", "end_ms", "listened"],
+            Trigger::DayEnd { .. } => &["away_since", "away_minutes", "date"],
+            Trigger::Calendar { .. } => &["title", "start", "end", "start_ms", "end_ms", "minutes", "location", "attendees", "join_url"],
         }
     }
 
@@ -395,7 +422,9 @@ impl Trigger {
     /// windows and an MCP server's words are data, never instructions.
     pub fn origin(&self) -> Origin {
         match self {
-            Trigger::Focus { .. } | Trigger::Back { .. } | Trigger::FirstActivity | Trigger::FocusStretch { .. } | Trigger::ContextSwitches { .. } | Trigger::Meeting { .. } => Origin::Capture,
+            Trigger::Focus { .. } | Trigger::Back { .. } | Trigger::FirstActivity | Trigger::FocusStretch { .. } | Trigger::ContextSwitches { .. } | Trigger::Meeting { .. } | Trigger::DayEnd { .. } => Origin::Capture,
+            // A calendar's words were written by whoever sent the invitation.
+            Trigger::Calendar { .. } => Origin::ToolResult,
             // A waiting call's tool and reason were written by a model that may have read anything.
             Trigger::Mcp { .. } | Trigger::ApprovalWaiting { .. } => Origin::ToolResult,
             Trigger::Schedule { .. } | Trigger::Manual => Origin::Instructions,
@@ -419,6 +448,11 @@ impl Trigger {
             Trigger::FocusStretch { minutes } => format!("{minutes} minutes in one app without a break"),
             Trigger::ContextSwitches { count, minutes } => format!("{count} app switches within {minutes} minutes"),
             Trigger::Meeting { event } => format!("a call {}", event.as_str()),
+            Trigger::DayEnd { after_hour, away_minutes } => format!("the end of the day (away {away_minutes} minutes after {after_hour}:00)"),
+            Trigger::Calendar { minutes_before, title } => match title {
+                Some(title) => format!("{minutes_before} minutes before a calendar event titled \"{title}\""),
+                None => format!("{minutes_before} minutes before a meeting in your calendar"),
+            },
         }
     }
 }
@@ -683,6 +717,10 @@ impl Flow {
             Trigger::Mcp { server, .. } if server.trim().is_empty() => problems.push("the MCP trigger names no server".into()),
             Trigger::ApprovalWaiting { minutes: 0 } | Trigger::FocusStretch { minutes: 0 } | Trigger::ContextSwitches { minutes: 0, .. } => problems.push("the trigger needs at least one minute".into()),
             Trigger::ContextSwitches { count, .. } if *count < 2 => problems.push("the trigger needs at least two switches".into()),
+            Trigger::DayEnd { after_hour, .. } if *after_hour > 23 => problems.push("the day ends after an hour from 0 to 23".into()),
+            Trigger::DayEnd { away_minutes: 0, .. } => problems.push("the trigger needs at least one minute".into()),
+            Trigger::Calendar { minutes_before, .. } if *minutes_before > 24 * 60 => problems.push("the trigger looks at most a day ahead (1440 minutes)".into()),
+            Trigger::Calendar { title: Some(title), .. } if regex::RegexBuilder::new(title).size_limit(1 << 20).build().is_err() => problems.push(format!("the title pattern \"{title}\" is not a regex")),
             _ => {}
         }
         if let RunMode::Parallel { limit: 0 } = self.mode {

@@ -170,7 +170,7 @@ pub fn flow_by_id(conn: &Connection, automation_id: i64) -> rusqlite::Result<Opt
 }
 
 /// The built-in suggestions, as flows the user can switch off, edit or remove.
-pub const BUILTINS: [(&str, bool); 6] = [
+pub const BUILTINS: [(&str, bool); 7] = [
     (
         r#"{"name": "builtin_approval_reminder", "description": "Reminds you of a tool call that has waited 10 minutes for your approval.",
             "trigger": {"kind": "approval_waiting", "minutes": 10},
@@ -194,7 +194,7 @@ pub const BUILTINS: [(&str, bool); 6] = [
         true,
     ),
     (
-        r#"{"name": "builtin_daily_recap", "description": "Writes the day's recap at 17:30 on weekdays: per project, what was done and what was left open, each line with its sources. Kept in memory and shown in the Context tab; needs a local model or a cloud you allowed.",
+        r#"{"name": "builtin_daily_recap", "description": "Writes the day's recap at 17:30 on weekdays: per project, what was done and what was left open, each line with its sources. Kept in memory and shown in the Context tab; needs a local model or a cloud you allowed. To have it written when you leave instead, give it the trigger day_end.",
             "trigger": {"kind": "schedule", "schedule": "30 17 * * 1-5"},
             "steps": [
                 {"id": "recap", "kind": "tool", "tool": "recap", "args": {"period": "day", "instructions": ""}, "timeout_secs": 600},
@@ -220,6 +220,15 @@ pub const BUILTINS: [(&str, bool); 6] = [
                 {"id": "note", "kind": "tool", "tool": "meeting_note", "args": {"start_ms": "${trigger.data.start_ms}", "end_ms": "${trigger.data.end_ms}", "title": "${trigger.data.title}", "instructions": ""}, "timeout_secs": 900},
                 {"id": "written", "kind": "condition", "left": "${steps.note.data.written}", "op": "equals", "right": "true", "else": "end"},
                 {"id": "tell", "kind": "notify", "tier": "helpful", "title": "Meeting note: ${trigger.data.title}", "body": "${steps.note.data.summary}\n${steps.note.data.action_items}"}]}"#,
+        true,
+    ),
+    (
+        r#"{"name": "builtin_meeting_prep", "description": "10 minutes before a meeting in your calendar (Settings → Your day), gathers what memory holds on its subject and offers to prepare you.",
+            "trigger": {"kind": "calendar", "minutes_before": 10},
+            "steps": [
+                {"id": "found", "kind": "tool", "tool": "search_memory", "args": {"query": "${trigger.data.title}", "limit": 5}},
+                {"id": "tell", "kind": "notify", "tier": "helpful", "title": "In ${trigger.data.minutes} min: ${trigger.data.title}", "body": "${steps.found.data.text}",
+                    "task": "Prepare me for my next meeting: what did I do lately on its subject, what was decided, and what is still open?"}]}"#,
         true,
     ),
 ];

@@ -77,6 +77,8 @@ pub enum Signal {
     Focus { app: String, title: String, url: Option<String>, session_id: i64, at_millis: i64 },
     /// The user came back after `away_millis`.
     Back { away_millis: i64, at_millis: i64 },
+    /// The user went away (no input for the AFK threshold, a locked screen) since `since_millis`.
+    Away { since_millis: i64, at_millis: i64 },
     /// An MCP server's notification.
     Mcp { server: String, event: flow::McpEvent, uri: Option<String>, at_millis: i64 },
     /// A call started (cowork offered to listen) or ended (`listened`: the user let cowork listen).
@@ -111,6 +113,8 @@ pub struct AutomationsWorker {
     focus_log: std::collections::VecDeque<(String, i64)>,
     /// The app in focus and since when without a break (none: nothing yet, or away).
     stretch: Option<(String, i64)>,
+    /// Since when the user has been away (None: here), for "the end of the day".
+    away_since: Option<i64>,
 }
 
 /// Focus changes remembered for "context switches".
@@ -145,7 +149,7 @@ struct Start<'a> {
 
 impl AutomationsWorker {
     pub fn new(config: AutomationsConfig, clock: Arc<dyn Clock>, runner: Box<dyn StepRunner>, notifier: Box<dyn Notifier>, reports: Receiver<StepReport>, sink: EventSink<AutomationsView>) -> Self {
-        Self { config, conn: None, clock, runner, notifier, reports, sink, flows: Vec::new(), flows_stamp: (0, 0, 0), owner: None, changed: true, focus_log: Default::default(), stretch: None }
+        Self { config, conn: None, clock, runner, notifier, reports, sink, flows: Vec::new(), flows_stamp: (0, 0, 0), owner: None, changed: true, focus_log: Default::default(), stretch: None, away_since: None }
     }
 
     fn now(&self) -> i64 {
@@ -368,6 +372,48 @@ impl AutomationsWorker {
                         let data = json!({"switches": recent.len(), "minutes": minutes, "apps": apps});
                         // One per window: the count has to build up again before the next.
                         self.trigger(id, Start { kind: "context_switches", data, origin: Origin::Capture, event_key: Some(format!("switches:{}", now / window)), next_fire: None, rerun_of: None })?;
+                    }
+                }
+                Trigger::DayEnd { after_hour, away_minutes } => {
+                    let Some(since) = self.away_since else { continue };
+                    let day = crate::ids::local_day_start_millis(since);
+                    if since < day + after_hour as i64 * 3_600_000 {
+                        continue;
+                    }
+                    let due = since + away_minutes as i64 * 60_000;
+                    if now < due {
+                        next = Some(next.map_or(due, |n: i64| n.min(due)));
+                        continue;
+                    }
+                    let data = json!({"away_since": crate::ids::rfc3339(since), "away_minutes": (now - since) / 60_000, "date": crate::ids::local_date(since)});
+                    self.trigger(id, Start { kind: "day_end", data, origin: Origin::Capture, event_key: Some(format!("day_end:{day}")), next_fire: None, rerun_of: None })?;
+                }
+                Trigger::Calendar { minutes_before, title } => {
+                    let lead = minutes_before as i64 * 60_000;
+                    let pattern = title.as_deref().and_then(|p| regex::RegexBuilder::new(p).case_insensitive(true).size_limit(1 << 20).build().ok());
+                    // Events not yet begun whose lead time has come; a later one says when to wake.
+                    for event in crate::calendar::db::between(self.conn()?, now, now + lead + MAX_SLEEP.as_millis() as i64)? {
+                        if event.all_day || event.start_millis <= now || pattern.as_ref().is_some_and(|p| !p.is_match(&event.title)) {
+                            continue;
+                        }
+                        let due = event.start_millis - lead;
+                        if now < due {
+                            next = Some(next.map_or(due, |n: i64| n.min(due)));
+                            continue;
+                        }
+                        let data = json!({
+                            "title": event.title,
+                            "start": crate::ids::rfc3339(event.start_millis),
+                            "end": crate::ids::rfc3339(event.end_millis),
+                            "start_ms": event.start_millis,
+                            "end_ms": event.end_millis,
+                            "minutes": (event.start_millis - now + 59_999) / 60_000,
+                            "location": event.location,
+                            "attendees": event.attendees.join(", "),
+                            "join_url": event.join_url,
+                        });
+                        let key = format!("calendar:{}:{}:{minutes_before}", event.uid, event.start_millis);
+                        self.trigger(id, Start { kind: "calendar", data, origin: Origin::ToolResult, event_key: Some(key), next_fire: None, rerun_of: None })?;
                     }
                 }
                 _ => {}
@@ -818,10 +864,12 @@ impl AutomationsWorker {
             }
             // Coming back is a break: a new stretch starts.
             Signal::Back { at_millis, .. } => {
+                self.away_since = None;
                 if let Some((_, since)) = self.stretch.as_mut() {
                     *since = *at_millis;
                 }
             }
+            Signal::Away { since_millis, .. } => self.away_since = Some(*since_millis),
             Signal::Mcp { .. } | Signal::Meeting { .. } => {}
         }
         let mut starts: Vec<(i64, Start<'static>)> = Vec::new();
@@ -1181,6 +1229,11 @@ mod tests {
         runs
     }
 
+    /// The runs of the test's own flows (the built-ins are seeded too).
+    fn mine(worker: &AutomationsWorker) -> Vec<RunRow> {
+        runs(worker).into_iter().filter(|r| !r.flow.name.starts_with("builtin_")).collect()
+    }
+
     fn run_now(worker: &mut AutomationsWorker, name: &str, data: Value) -> Result<i64, String> {
         let (reply, result) = bounded(1);
         worker.handle(AutomationsCommand::Run { name: name.into(), data, origin: Origin::User, reply: Some(reply) }).unwrap();
@@ -1212,6 +1265,92 @@ mod tests {
         assert!((179..=181).contains(&missed), "the catch-up run knows how many times it stands for: {missed}");
         let next = db::scheduler(worker.conn().unwrap(), after[1].automation_id).unwrap().next_fire_at_millis.unwrap();
         assert!(next > clock.now_millis() && next - clock.now_millis() <= 60_000, "the schedule goes on from now");
+    }
+
+    #[test]
+    fn the_end_of_the_day_is_the_first_long_absence_after_its_hour_once_a_day() {
+        let Bench { clock, mut worker, .. } = bench();
+        save(&mut worker, r#"{"name": "evening", "trigger": {"kind": "day_end", "after_hour": 16, "away_minutes": 20}, "steps": [{"id": "c", "kind": "condition", "left": "${trigger.data.away_minutes}", "op": "gte", "right": "20"}]}"#);
+        let midnight = crate::day::ledger::next_midnight(clock.now_millis());
+        let at = |h: i64, m: i64| midnight + (h * 60 + m) * 60_000;
+        let go = |clock: &OffsetClock, to: i64| clock.jump(to - clock.now_millis());
+        let away = |worker: &mut AutomationsWorker, since: i64| worker.handle(AutomationsCommand::Signal(Signal::Away { since_millis: since, at_millis: since + 300_000 })).unwrap();
+        // Lunch: long, but before 16:00.
+        go(&clock, at(13, 0));
+        away(&mut worker, at(12, 55));
+        go(&clock, at(13, 40));
+        worker.tick().unwrap();
+        worker.handle(AutomationsCommand::Signal(Signal::Back { away_millis: 45 * 60_000, at_millis: at(13, 40) })).unwrap();
+        assert!(mine(&worker).is_empty(), "away before the hour");
+        // A short break after it, then the evening.
+        go(&clock, at(16, 30));
+        away(&mut worker, at(16, 25));
+        go(&clock, at(16, 35));
+        worker.tick().unwrap();
+        worker.handle(AutomationsCommand::Signal(Signal::Back { away_millis: 10 * 60_000, at_millis: at(16, 35) })).unwrap();
+        go(&clock, at(17, 50));
+        worker.tick().unwrap();
+        assert!(mine(&worker).is_empty(), "10 minutes away, then back at work");
+        away(&mut worker, at(17, 45));
+        go(&clock, at(18, 1));
+        worker.tick().unwrap();
+        assert!(mine(&worker).is_empty(), "16 minutes so far");
+        go(&clock, at(18, 6));
+        worker.tick().unwrap();
+        worker.tick().unwrap();
+        let all = mine(&worker);
+        assert_eq!(all.len(), 1);
+        assert_eq!((all[0].status, all[0].scope.trigger["away_minutes"].as_i64()), (RunStatus::Done, Some(21)));
+        // Back for a late hour, away again: the day already ended once.
+        worker.handle(AutomationsCommand::Signal(Signal::Back { away_millis: 3_600_000, at_millis: at(19, 0) })).unwrap();
+        away(&mut worker, at(20, 0));
+        go(&clock, at(21, 0));
+        worker.tick().unwrap();
+        assert_eq!(mine(&worker).len(), 1, "once a day");
+    }
+
+    #[test]
+    fn a_calendar_trigger_runs_once_its_lead_time_before_a_timed_event_that_matches() {
+        let Bench { dir, clock, script, mut worker } = bench();
+        save(&mut worker, r#"{"name": "prep", "trigger": {"kind": "calendar", "minutes_before": 10}, "steps": [{"id": "tell", "kind": "notify", "title": "In ${trigger.data.minutes} min: ${trigger.data.title}", "body": "with ${trigger.data.attendees}"}]}"#);
+        save(&mut worker, r#"{"name": "one_to_one", "trigger": {"kind": "calendar", "minutes_before": 5, "title": "^1:1"}, "steps": [{"id": "tell", "kind": "notify", "title": "1:1 soon: ${trigger.data.title}"}]}"#);
+        let now = clock.now_millis();
+        let event = |uid: &str, title: &str, start: i64, all_day: bool| crate::day::calendar::Event {
+            uid: uid.into(),
+            title: title.into(),
+            start_millis: start,
+            end_millis: start + 1_800_000,
+            all_day,
+            attendees: vec!["Sam".into()],
+            ..Default::default()
+        };
+        let mut conn = crate::store::open_writer(&dir.path().join("cowork.db")).unwrap();
+        let tx = conn.transaction().unwrap();
+        let events = [event("q3", "Q3 review", now + 30 * 60_000, false), event("off", "Offsite", now + 20 * 60_000, true), event("ana", "1:1 Ana", now + 60 * 60_000, false)];
+        crate::calendar::db::replace(&tx, "s", (now - 86_400_000, now + 86_400_000), &events).unwrap();
+        tx.commit().unwrap();
+        worker.tick().unwrap();
+        assert!(mine(&worker).is_empty(), "30 minutes ahead is not 10");
+        clock.jump(21 * 60_000);
+        worker.tick().unwrap();
+        worker.tick().unwrap();
+        let all = mine(&worker);
+        assert_eq!(all.len(), 1, "one run for the review, none for the all-day event: {all:?}");
+        assert_eq!(all[0].scope.trigger["title"], "Q3 review");
+        let told: Vec<String> = script.notices.lock().unwrap().iter().filter(|n| n.source == "flow:prep").map(|n| format!("{} | {}", n.title, n.body)).collect();
+        assert_eq!(told, ["In 9 min: Q3 review | with Sam"]);
+        // The 1:1: 10 minutes before for the first flow, 5 for the second, whose title pattern only it matches.
+        clock.jump(31 * 60_000);
+        worker.tick().unwrap();
+        assert_eq!(mine(&worker).len(), 2, "8 minutes before the 1:1: the first flow only (the review began)");
+        clock.jump(4 * 60_000);
+        worker.tick().unwrap();
+        let all = mine(&worker);
+        assert_eq!(all.len(), 3, "4 minutes before: the second flow too: {all:?}");
+        assert_eq!(script.notices.lock().unwrap().last().map(|n| n.title.clone()).as_deref(), Some("1:1 soon: 1:1 Ana"));
+        clock.jump(10 * 60_000);
+        worker.tick().unwrap();
+        assert_eq!(mine(&worker).len(), 3, "a meeting that began starts nothing");
     }
 
     #[test]

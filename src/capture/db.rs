@@ -404,7 +404,8 @@ pub fn load_days(start_millis: i64, days: u32, sink: EventSink<CaptureEvent>) ->
             let typed = chunks_between(conn, start_millis, end)?.into_iter().map(|c| c.started_at_millis).collect();
             let heard = crate::audio::transcripts::between(conn, start_millis, end)?.into_iter().map(|t| t.started_at_millis).collect();
             let notes = notes_between(conn, start_millis, end)?;
-            Ok(crate::capture::events::Days { start_millis, days, sessions: sessions_between(conn, start_millis, end)?, away, typed, heard, notes })
+            let events = crate::calendar::db::between(conn, start_millis, end)?;
+            Ok(crate::capture::events::Days { start_millis, days, sessions: sessions_between(conn, start_millis, end)?, away, typed, heard, notes, events })
         };
         match read() {
             Ok(loaded) => {

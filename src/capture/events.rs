@@ -32,6 +32,8 @@ pub struct Days {
     pub heard: Vec<i64>,
     /// The recaps and meeting notes kept for these days (or their week).
     pub notes: Vec<KeptNote>,
+    /// The calendars' events in these days, soonest first.
+    pub events: Vec<crate::day::calendar::Event>,
 }
 
 /// A summary cowork wrote of a span: a day's or week's recap, a meeting's note.

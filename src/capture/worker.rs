@@ -422,6 +422,7 @@ impl CaptureWorker {
             self.apply(outputs);
         } else if self.afk.is_afk(now) && !self.tracker.is_away() {
             self.away_since = Some(self.afk.last_input_millis());
+            self.signal(crate::automations::Signal::Away { since_millis: self.afk.last_input_millis(), at_millis: now });
             self.tell_notify(crate::notify::Activity::Away { at_millis: now });
             let outputs = self.tracker.went_away(self.afk.last_input_millis());
             self.apply(outputs);

@@ -201,6 +201,9 @@ pub struct Action {
 /// with the transcript lines it stands on; what was dropped and why.
 #[derive(Clone, Debug, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct Note {
+    /// The meeting's title: its calendar event's when one overlaps the call, else the window's.
+    #[serde(default)]
+    pub title: String,
     pub summary: Vec<(String, Vec<usize>)>,
     pub decisions: Vec<(String, Vec<usize>)>,
     pub actions: Vec<Action>,

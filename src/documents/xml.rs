@@ -238,7 +238,7 @@ impl Walker {
 }
 
 /// A character or entity reference as text (the XML entities and `&nbsp;`; others are dropped).
-fn resolve_reference(reference: &BytesRef<'_>) -> String {
+pub(crate) fn resolve_reference(reference: &BytesRef<'_>) -> String {
     match reference.resolve_char_ref() {
         Ok(Some(c)) => c.to_string(),
         _ => match reference.decode().unwrap_or_default().as_ref() {

@@ -34,7 +34,22 @@ const LOG_START_STEPS_MILLIS: [i64; 5] = [LOG_START_STEP_MILLIS, 10 * 60_000, 5 
 /// Builds layer-1 context within `budget_tokens`; `None` when nothing has been captured yet.
 pub fn layer1_context(conn: &Connection, now_millis: i64, budget_tokens: usize) -> anyhow::Result<Option<Layer1>> {
     let sessions = crate::capture::db::recent_sessions(conn, RECENT_SESSIONS)?;
-    Ok(render(&sessions, now_millis, budget_tokens))
+    let layer = render(&sessions, now_millis, budget_tokens);
+    // The calendars' next meeting, when one is on or comes within the horizon.
+    let upcoming = crate::calendar::db::upcoming(conn, now_millis, NEXT_MEETING_HORIZON_MILLIS, 4);
+    Ok(with_next_meeting(layer, crate::calendar::next_meeting_line(&upcoming, now_millis, NEXT_MEETING_HORIZON_MILLIS), now_millis))
+}
+
+/// How far ahead the prompt looks for the next meeting.
+const NEXT_MEETING_HORIZON_MILLIS: i64 = 3 * 3_600_000;
+
+/// The clock part with the next meeting's line after it (a calendar alone is context too).
+fn with_next_meeting(layer: Option<Layer1>, meeting: Option<String>, now_millis: i64) -> Option<Layer1> {
+    let Some(meeting) = meeting else { return layer };
+    Some(match layer {
+        Some(Layer1 { log, now }) => Layer1 { log, now: format!("{now} {meeting}") },
+        None => Layer1 { log: None, now: format!("It is {} now. {meeting}", format_clock(now_millis)) },
+    })
 }
 
 fn log_line(session: &ActivitySession, now_millis: i64) -> String {
@@ -194,5 +209,25 @@ mod tests {
     #[test]
     fn nothing_captured_means_no_context() {
         assert_eq!(render(&[], 0, 100), None);
+    }
+
+    #[test]
+    fn the_calendars_next_meeting_follows_the_clock_and_a_calendar_alone_is_context() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut conn = crate::store::open_writer(&dir.path().join("cowork.db")).unwrap();
+        let now = 1_800_000_000_000;
+        let review = crate::day::calendar::Event { uid: "r".into(), title: "Q3 review".into(), start_millis: now + 12 * 60_000, end_millis: now + 42 * 60_000, attendees: vec!["Sam".into()], ..Default::default() };
+        let later = crate::day::calendar::Event { uid: "l".into(), title: "Offsite".into(), start_millis: now + 5 * 3_600_000, end_millis: now + 6 * 3_600_000, ..Default::default() };
+        assert_eq!(layer1_context(&conn, now, 500).unwrap(), None, "nothing captured, no calendar");
+        let tx = conn.transaction().unwrap();
+        crate::calendar::db::replace(&tx, "s", (now - 86_400_000, now + 86_400_000), &[review, later]).unwrap();
+        tx.commit().unwrap();
+        let layer = layer1_context(&conn, now, 500).unwrap().unwrap();
+        assert_eq!(layer.now, format!("It is {} now. Your next meeting is in 12 min ({}): Q3 review with Sam.", format_clock(now), format_clock(now + 12 * 60_000)));
+        // Beyond the horizon it says nothing.
+        assert_eq!(layer1_context(&conn, now + 45 * 60_000, 500).unwrap(), None);
+        let session = session(1, "ledger-svc", now - 600_000, None);
+        let with = with_next_meeting(render(&[session], now, 500), Some("Your next meeting is in 12 min: X.".into()), now).unwrap();
+        assert!(with.now.starts_with("It is ") && with.now.ends_with(" Your next meeting is in 12 min: X."), "{}", with.now);
     }
 }

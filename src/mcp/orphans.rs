@@ -201,8 +201,12 @@ mod tests {
     fn reaped(child: &mut std::process::Child) -> bool {
         let deadline = Instant::now() + Duration::from_secs(5);
         while Instant::now() < deadline {
-            if child.try_wait().unwrap().is_some() {
-                return true;
+            match child.try_wait() {
+                Ok(Some(_)) => return true,
+                Ok(None) => {}
+                // Reaped by someone else in this process: it is gone all the same.
+                Err(err) if err.raw_os_error() == Some(libc::ECHILD) => return true,
+                Err(err) => panic!("cannot wait for {}: {err}", child.id()),
             }
             std::thread::sleep(Duration::from_millis(20));
         }
@@ -235,14 +239,15 @@ mod tests {
 
         let mut swept = sweep(data.path());
         swept.sort_by_key(|s| format!("{s:?}"));
-        assert!(swept.contains(&Swept::Ended { server: "everything".into(), pid: orphan.id(), killed: false }), "{swept:?}");
+        // Ended, by SIGTERM (or by SIGKILL when a loaded machine let the grace time pass first).
+        assert!(swept.iter().any(|s| matches!(s, Swept::Ended { server, pid, .. } if server == "everything" && *pid == orphan.id())), "{swept:?}");
         assert!(swept.contains(&Swept::Stale { server: "filesystem".into(), pid: bystander.id() }), "{swept:?}");
         assert!(swept.iter().any(|s| matches!(s, Swept::Stale { server, .. } if server == "gone")));
         assert!(swept.iter().any(|s| matches!(s, Swept::Unreadable { server, .. } if server == "broken")));
         assert!(reaped(&mut orphan), "the orphan was ended");
-        assert!(bystander.try_wait().unwrap().is_none(), "the reused pid's process runs on");
+        assert!(matches!(bystander.try_wait(), Ok(None)), "the reused pid's process runs on: {:?}", bystander.try_wait());
         assert!(swept.contains(&Swept::Owned { server: "mine".into(), pid: mine.id(), owner: std::process::id() }), "{swept:?}");
-        assert!(mine.try_wait().unwrap().is_none(), "a running cowork's server runs on");
+        assert!(matches!(mine.try_wait(), Ok(None)), "a running cowork's server runs on: {:?}", mine.try_wait());
         let left: Vec<_> = std::fs::read_dir(run_dir(data.path())).unwrap().map(|e| e.unwrap().path()).collect();
         assert_eq!(left, vec![lock_path(data.path(), "mine")], "only the running owner's lockfile is left");
         for mut child in [bystander, mine] {

@@ -34,10 +34,11 @@ pub enum WorkerName {
     Apps,
     Folders,
     Screen,
+    Calendar,
 }
 
 impl WorkerName {
-    pub const ALL: [WorkerName; 19] = [
+    pub const ALL: [WorkerName; 20] = [
         WorkerName::Store,
         WorkerName::Capture,
         WorkerName::Keys,
@@ -57,6 +58,7 @@ impl WorkerName {
         WorkerName::Apps,
         WorkerName::Folders,
         WorkerName::Screen,
+        WorkerName::Calendar,
     ];
 
     pub fn as_str(self) -> &'static str {
@@ -80,6 +82,7 @@ impl WorkerName {
             WorkerName::Apps => "apps",
             WorkerName::Folders => "folders",
             WorkerName::Screen => "screen",
+            WorkerName::Calendar => "calendar",
         }
     }
 }
@@ -112,6 +115,7 @@ impl WorkerName {
             WorkerName::Apps => ("Apps", "runs the small apps you installed, each in its sandbox"),
             WorkerName::Folders => ("Document folders", "keeps the documents of the folders you named searchable as they change"),
             WorkerName::Screen => ("Screen text", "reads the focused window's text, when you turned it on"),
+            WorkerName::Calendar => ("Calendar", "reads the calendars you named, to know your meetings"),
         }
     }
 }

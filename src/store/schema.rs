@@ -31,6 +31,7 @@ const MIGRATIONS: &[&str] = &[
     include_str!("../../assets/migrations/0019_summary_fts_once.sql"),
     include_str!("../../assets/migrations/0020_screen.sql"),
     include_str!("../../assets/migrations/0021_your_day.sql"),
+    include_str!("../../assets/migrations/0022_calendar.sql"),
 ];
 
 pub const SCHEMA_VERSION: u32 = MIGRATIONS.len() as u32;

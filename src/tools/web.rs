@@ -80,7 +80,7 @@ pub fn fetch(url: &str, purpose: &str, gate: &OutboundGate, stop: &AtomicBool) -
     };
     gate.finish(admission, 0, body.len() as u64);
     if (300..400).contains(&status) {
-        return match resolve_location(url, &location) {
+        return match crate::net::resolve_location(url, &location) {
             Some(next) => ToolOutput::error(format!("{url} redirects (HTTP {status}) to {next}; fetch that URL to follow it")),
             None => ToolOutput::error(format!("{url} answered HTTP {status} without a usable Location")),
         };
@@ -123,15 +123,6 @@ fn request(agent: &ureq::Agent, url: &str) -> Result<Fetched, String> {
     Ok(Fetched { status, location, content_type, body, read })
 }
 
-/// A redirect's target as an absolute URL (a Location may be a path).
-fn resolve_location(base: &str, location: &str) -> Option<String> {
-    if location.starts_with("http://") || location.starts_with("https://") {
-        return Some(location.to_owned());
-    }
-    let scheme_end = base.find("://")? + 3;
-    let origin_end = base[scheme_end..].find('/').map_or(base.len(), |i| scheme_end + i);
-    location.starts_with('/').then(|| format!("{}{location}", &base[..origin_end]))
-}
 
 /// Readable text from HTML: the title, then the text of the body with
 /// blocks on their own lines; scripts, styles and other non-text elements
@@ -270,7 +261,7 @@ mod tests {
         server.join().unwrap();
         assert!(out.is_error && out.content.contains("redirects (HTTP 302) to https://example.com/exfiltrate"), "{out:?}");
         assert!(gate.log().iter().all(|r| r.host == "127.0.0.1"), "nothing reached example.com: {:?}", gate.log());
-        assert_eq!(resolve_location("http://h:1/a/b", "/c"), Some("http://h:1/c".into()));
+        assert_eq!(crate::net::resolve_location("http://h:1/a/b", "/c"), Some("http://h:1/c".into()));
     }
 
     #[test]

@@ -114,10 +114,11 @@ fn days_ui(ui: &mut egui::Ui, state: &AppState, drafts: &mut SearchBox, now_mill
     }
     let tracked = day.ledger.seconds();
     ui.label(
-        RichText::new(format!("{} sessions · {} tracked · ticks: typed above, heard below · grey: away · orange: calls with a note", day.span.sessions.len(), format_duration_millis(tracked * 1000)))
+        RichText::new(format!("{} sessions · {} tracked · ticks: typed above, heard below · grey: away · orange: calls with a note · blue: calendar", day.span.sessions.len(), format_duration_millis(tracked * 1000)))
             .small()
             .color(theme::muted()),
     );
+    calendar_ui(ui, state, week, now_millis);
     projects_ui(ui, state, actions);
     recap_ui(ui, state, now_millis, actions);
     ui.separator();
@@ -222,6 +223,11 @@ fn day_bar_ui(ui: &mut egui::Ui, state: &AppState, (start, end): (i64, i64), by_
     for (x0, x1) in timeline::spans(&day.span.away, start, end, width) {
         fill(x0, x1, rect.top(), rect.bottom(), away);
     }
+    // The calendars' meetings: a band along the top.
+    let booked: Vec<(i64, i64)> = day.span.events.iter().filter(|e| !e.all_day).map(|e| (e.start_millis, e.end_millis)).collect();
+    for (x0, x1) in timeline::spans(&booked, start, end, width) {
+        fill(x0, x1, rect.top(), rect.top() + 4.0, CALENDAR_BLUE);
+    }
     // Calls cowork wrote a note of: a band along the bottom.
     let meetings: Vec<(i64, i64)> = day.span.notes.iter().filter(|n| n.kind == "meeting").map(|n| (n.start_millis, n.end_millis)).collect();
     for (x0, x1) in timeline::spans(&meetings, start, end, width) {
@@ -240,12 +246,38 @@ fn day_bar_ui(ui: &mut egui::Ui, state: &AppState, (start, end): (i64, i64), by_
         let (project, why) = day.project_of(index);
         let end_at = session.ended_at_millis.unwrap_or(now_millis);
         let why = why.map(|w| format!(": {}", w.describe())).unwrap_or_default();
-        let text = format!("{}–{} {} — {}\n{project}{why}", format_clock(session.started_at_millis), format_clock(end_at), session.app, session.title);
+        let pointed_at = response.hover_pos().map_or(0, |pos| start + ((pos.x - rect.left()) / width * (end - start) as f32) as i64);
+        let meeting = day.span.events.iter().find(|e| !e.all_day && e.start_millis <= pointed_at && pointed_at < e.end_millis).map(|e| format!("\nCalendar: {} ({}–{})", e.title, format_clock(e.start_millis), format_clock(e.end_millis))).unwrap_or_default();
+        let text = format!("{}–{} {} — {}\n{project}{why}{meeting}", format_clock(session.started_at_millis), format_clock(end_at), session.app, session.title);
         let response = response.on_hover_text(text);
         if response.clicked() {
             actions.push(UiAction::ToggleSession(session.session_id));
         }
     }
+}
+
+/// The calendars' meetings on the timeline.
+const CALENDAR_BLUE: egui::Color32 = egui::Color32::from_rgb(70, 130, 220);
+
+/// The day's meetings from the calendars (a day shown; a week's are on its bars),
+/// and the next one when it is today: "Next: Q3 review in 12 min".
+fn calendar_ui(ui: &mut egui::Ui, state: &AppState, week: bool, now_millis: i64) {
+    let day = &state.day;
+    if let Some(line) = crate::calendar::next_meeting_line(&state.calendar.upcoming, now_millis, 12 * 3_600_000) {
+        ui.label(RichText::new(line).small().color(CALENDAR_BLUE));
+    }
+    if week || day.span.events.is_empty() {
+        return;
+    }
+    ui.horizontal_wrapped(|ui| {
+        ui.label(RichText::new("Calendar:").small().strong());
+        for event in day.span.events.iter().take(12) {
+            let when = if event.all_day { "all day".to_owned() } else { format!("{}–{}", format_clock(event.start_millis), format_clock(event.end_millis)) };
+            let people = if event.attendees.is_empty() { String::new() } else { format!("\nWith {}", event.attendees.join(", ")) };
+            let place = if event.location.is_empty() { String::new() } else { format!("\n{}", event.location) };
+            ui.label(RichText::new(format!("{when} {}", event.title)).small()).on_hover_text(format!("{}{people}{place}", event.title));
+        }
+    });
 }
 
 /// Hours under a day's bar: 0, 6, 12, 18.

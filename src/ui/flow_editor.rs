@@ -49,7 +49,7 @@ fn args_of(step: &Step) -> String {
 }
 
 const STEP_KINDS: [&str; 5] = ["tool", "agent", "condition", "delay", "notify"];
-const TRIGGER_KINDS: [&str; 10] = ["manual", "schedule", "focus", "back", "first_activity", "mcp", "approval_waiting", "focus_stretch", "context_switches", "meeting"];
+const TRIGGER_KINDS: [&str; 12] = ["manual", "schedule", "focus", "back", "first_activity", "mcp", "approval_waiting", "focus_stretch", "context_switches", "meeting", "calendar", "day_end"];
 const OPS: [(&str, Op); 11] = [
     ("equals", Op::Equals),
     ("not_equals", Op::NotEquals),
@@ -86,6 +86,8 @@ fn default_trigger(kind: &str) -> Trigger {
         "focus_stretch" => Trigger::FocusStretch { minutes: 90 },
         "context_switches" => Trigger::ContextSwitches { count: 12, minutes: 10 },
         "meeting" => Trigger::Meeting { event: crate::automations::flow::MeetingEvent::Ended },
+        "calendar" => Trigger::Calendar { minutes_before: 10, title: None },
+        "day_end" => Trigger::DayEnd { after_hour: 16, away_minutes: 20 },
         _ => Trigger::Manual,
     }
 }
@@ -102,6 +104,8 @@ fn trigger_kind(trigger: &Trigger) -> &'static str {
         Trigger::FocusStretch { .. } => "focus_stretch",
         Trigger::ContextSwitches { .. } => "context_switches",
         Trigger::Meeting { .. } => "meeting",
+        Trigger::Calendar { .. } => "calendar",
+        Trigger::DayEnd { .. } => "day_end",
     }
 }
 
@@ -287,6 +291,16 @@ fn trigger_ui(ui: &mut egui::Ui, trigger: &mut Trigger) {
                 ui.selectable_value(event, crate::automations::flow::MeetingEvent::Started, "starts");
                 ui.selectable_value(event, crate::automations::flow::MeetingEvent::Ended, "ends");
             });
+        }
+        Trigger::DayEnd { after_hour, away_minutes } => {
+            number_ui(ui, "After (hour, 0-23)", after_hour);
+            number_ui(ui, "Away at least (minutes)", away_minutes);
+        }
+        Trigger::Calendar { minutes_before, title } => {
+            number_ui(ui, "Minutes before the event", minutes_before);
+            let mut t = title.clone().unwrap_or_default();
+            text_ui(ui, "Title (regex; empty: any meeting)", &mut t);
+            *title = Some(t).filter(|t| !t.is_empty());
         }
         Trigger::FirstActivity | Trigger::Manual => {}
     }

@@ -33,6 +33,9 @@ pub struct SettingsPanel {
     pub document_folders: Option<String>,
     pub document_exclude: Option<String>,
     pub project_rules: Option<String>,
+    pub calendar_sources: Option<String>,
+    /// A CalDAV account's password or token being typed (secret name, text).
+    pub calendar_password: (String, String),
     pub retention_days: Option<String>,
     pub screen_retention_days: Option<String>,
     pub pause_hotkey: Option<String>,
@@ -303,6 +306,9 @@ fn section_ui(
             if page.shows(ui, "projects time per project timeline report rules count as client invoice tickets repositories") {
                 projects_ui(ui, state, panel, actions);
             }
+            if page.shows(ui, "calendar ics webcal caldav meetings events next meeting your day") {
+                calendar_ui(ui, state, panel, actions);
+            }
         }
         Section::Agent => agent_ui(ui, page, state, panel, actions),
         Section::Voice => {
@@ -372,6 +378,55 @@ fn projects_ui(ui: &mut egui::Ui, state: &AppState, panel: &mut SettingsPanel, a
             .small()
             .color(theme::muted()),
     );
+}
+
+/// Settings → Memory → Calendar: the calendars cowork reads (read-only), each
+/// one's state, and a CalDAV account's password (kept in the secret store).
+fn calendar_ui(ui: &mut egui::Ui, state: &AppState, panel: &mut SettingsPanel, actions: &mut Vec<UiAction>) {
+    ui.label(RichText::new("Calendar").strong());
+    crate::ui::widgets::setting_text_ui(
+        ui,
+        "Calendars to read (one per line): an .ics file, an https:// or webcal:// address, or caldav URL USER",
+        keys::CALENDAR_SOURCES,
+        &state.settings.calendar_sources,
+        &mut panel.calendar_sources,
+        "~/Calendars/team.ics\nwebcal://calendar.example.org/private-…/basic.ics\ncaldav https://dav.example.org/alice/ alice",
+        true,
+        actions,
+    );
+    for source in &state.calendar.sources {
+        let (text, colour) = match (&source.error, source.read_at_millis) {
+            (Some(error), _) => (format!("{}: {error}", source.label), theme::warn()),
+            (None, Some(at)) => (format!("{}: {} events, read at {}", source.label, source.events, crate::ids::format_clock(at)), theme::muted()),
+            (None, None) => (format!("{}: not read yet", source.label), theme::muted()),
+        };
+        ui.label(RichText::new(text).small().color(colour));
+    }
+    let accounts: Vec<String> = crate::calendar::parse_sources(&state.settings.calendar_sources).unwrap_or_default().iter().filter_map(crate::calendar::Source::secret_name).collect();
+    for name in accounts {
+        ui.horizontal(|ui| {
+            let label = ui.label(RichText::new(format!("Password or token for {}", name.trim_start_matches("calendar:"))).small());
+            let mut draft = if panel.calendar_password.0 == name { panel.calendar_password.1.clone() } else { String::new() };
+            let field = ui.add(egui::TextEdit::singleline(&mut draft).password(true).desired_width(140.0)).labelled_by(label.id);
+            if field.changed() {
+                panel.calendar_password = (name.clone(), draft.clone());
+            }
+            if ui.add_enabled(!draft.trim().is_empty(), egui::Button::new("Keep")).on_hover_text("Kept in the secret store, never in the settings").clicked() {
+                actions.push(UiAction::SaveCalendarPassword { name: name.clone(), secret: draft.trim().to_owned() });
+                panel.calendar_password = Default::default();
+            }
+        });
+    }
+    ui.horizontal_wrapped(|ui| {
+        if ui.small_button("Read now").clicked() {
+            actions.push(UiAction::RefreshCalendar);
+        }
+        ui.label(
+            RichText::new("Read only, over the outbound gate (offline: files only). Meetings show on the timeline, the next one in answers' context, and the automations' calendar trigger runs before them.")
+                .small()
+                .color(theme::muted()),
+        );
+    });
 }
 
 fn general_ui(ui: &mut egui::Ui, page: &mut Page, state: &AppState, panel: &mut SettingsPanel, actions: &mut Vec<UiAction>) {

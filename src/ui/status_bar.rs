@@ -29,7 +29,11 @@ pub fn status_bar_ui(ui: &mut egui::Ui, state: &AppState, actions: &mut Vec<UiAc
     let listen = &state.voice.listen;
     if listen.open() {
         let streams: Vec<&str> = [listen.mic.as_ref().map(|_| "microphone"), listen.system.as_ref().map(|_| "system audio")].into_iter().flatten().collect();
-        let line = ui.label(RichText::new(format!("• Listening: {}", streams.join(" and "))).small().color(theme::error()));
+        let what = match &listen.call {
+            Some(call) => format!("• Listening to a call ({call}): {}", streams.join(" and ")),
+            None => format!("• Listening: {}", streams.join(" and ")),
+        };
+        let line = ui.label(RichText::new(what).small().color(theme::error()));
         line.on_hover_text(format!(
             "Listen mode transcribes on this computer into your history. {} stored this session{}. Pause stops it.",
             listen.stored,

@@ -230,7 +230,10 @@ fn context_scene(far: &Far) {
         cowork::capture::events::KeptNote { kind: "recap_day".into(), start_millis: day, end_millis: day + 86_400_000, text: recap },
         cowork::capture::events::KeptNote { kind: "meeting".into(), start_millis: now - 3_000_000, end_millis: now - 1_500_000, text: "Meeting note: Q3 review".into() },
     ];
-    far.events.send(AppEvent::Capture(CaptureEvent::DaysLoaded(cowork::capture::events::Days { start_millis: day, days: 1, sessions, away, typed, heard, notes }))).unwrap();
+    let event = |title: &str, start: i64, people: &[&str]| cowork::day::calendar::Event { uid: title.into(), title: title.into(), start_millis: start, end_millis: start + 1_800_000, attendees: people.iter().map(|p| p.to_string()).collect(), ..Default::default() };
+    let events = vec![event("Q3 review", now - 3_000_000, &["Sam"]), event("Design crit with the platform team", now + 20 * 60_000, &["Ana", "Bo"])];
+    far.events.send(AppEvent::Calendar(cowork::calendar::CalendarView { sources: Vec::new(), upcoming: events[1..].to_vec() })).unwrap();
+    far.events.send(AppEvent::Capture(CaptureEvent::DaysLoaded(cowork::capture::events::Days { start_millis: day, days: 1, sessions, away, typed, heard, notes, events }))).unwrap();
     for (stream, errors, last_error) in [("windows", 0, None), ("keys", 0, None), ("clipboard", 2, Some("the clipboard owner org.gnome.Nautilus answered no TARGETS within 500 ms".to_owned()))] {
         far.events.send(AppEvent::Capture(CaptureEvent::StreamHealth(StreamHealth { stream: stream.into(), last_event_at_millis: Some(now - 4_000), events_last_minute: 12, drops: 0, errors, last_error }))).unwrap();
     }

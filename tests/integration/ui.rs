@@ -50,6 +50,7 @@ pub(super) struct Far {
     pub(super) automations: Receiver<cowork::automations::AutomationsCommand>,
     pub(super) notify: Receiver<cowork::notify::NotifyCommand>,
     pub(super) apps: Receiver<cowork::apps::AppsCommand>,
+    pub(super) calendar: Receiver<cowork::calendar::worker::CalendarCommand>,
 }
 
 fn app() -> (Harness<'static, CoworkApp>, Far) {
@@ -103,6 +104,7 @@ pub(super) fn app_on(
     let (automations_tx, automations) = bounded(8);
     let (notify_tx, notify) = bounded(8);
     let (apps_tx, apps) = bounded(8);
+    let (calendar_tx, calendar) = bounded(8);
     let (store_control, _) = bounded(8);
     let stop_epoch = Arc::new(AtomicU64::new(0));
     let channels = Channels {
@@ -125,6 +127,7 @@ pub(super) fn app_on(
         automations: automations_tx,
         notify: notify_tx,
         apps: apps_tx,
+        calendar: calendar_tx,
         search_latest: Arc::new(AtomicU64::new(0)),
         typing_at_millis: Arc::new(std::sync::atomic::AtomicI64::new(0)),
         controls: vec![(WorkerName::Llm, control_tx), (WorkerName::Store, store_control)],
@@ -133,7 +136,7 @@ pub(super) fn app_on(
         stop_epoch: stop_epoch.clone(),
     };
     let harness = builder.build_eframe(move |_cc| adjust(CoworkApp::new(channels, state, models, options)));
-    (harness, Far { events: events_tx, llm, agent, store, capture, keys, clipboard, a11y, llm_control, stop_epoch, search, mcp, audio, listen, screen, models: models_rx, automations, notify, apps })
+    (harness, Far { events: events_tx, llm, agent, store, capture, keys, clipboard, a11y, llm_control, stop_epoch, search, mcp, audio, listen, screen, models: models_rx, automations, notify, apps, calendar })
 }
 
 /// The settings the app asked the store to save since the last look, in order.
@@ -2528,4 +2531,43 @@ fn a_memory_change_waits_for_its_click_and_a_profile_line_is_added_only_when_the
     let asked = store_asked(&far);
     assert!(asked.iter().any(|c| c.contains("memory.profile") && c.contains("I work at Norvik.")), "the profile setting is saved with the line: {asked:?}");
     assert!(harness.query_by_label("Add to profile").is_none());
+}
+
+/// The calendar (issue 58): the day's meetings under the timeline and the next
+/// one above them; Settings → Memory → Calendar shows each source's state, a
+/// password field for a CalDAV account, and Read now asks the worker.
+#[test]
+fn the_calendar_shows_the_days_meetings_the_next_one_and_each_sources_state() {
+    let (mut harness, far) = app_with(AppOptions::default(), 1400.0);
+    harness.get_by_label("Context").click();
+    harness.run();
+    let now = cowork::ids::now_millis();
+    let today = cowork::ids::local_day_start_millis(now);
+    let review = cowork::day::calendar::Event {
+        uid: "q3".into(),
+        title: "Q3 review".into(),
+        start_millis: now + 12 * 60_000 - 1_000,
+        end_millis: now + 42 * 60_000,
+        attendees: vec!["Sam".into()],
+        ..Default::default()
+    };
+    far.events.send(AppEvent::Capture(CaptureEvent::DaysLoaded(cowork::capture::events::Days { start_millis: today, days: 1, events: vec![review.clone()], ..Default::default() }))).unwrap();
+    let failed = cowork::calendar::SourceStatus { label: "alice@dav.example.org (CalDAV)".into(), error: Some("alice@dav.example.org refused the password (HTTP 401)".into()), ..Default::default() };
+    let read = cowork::calendar::SourceStatus { label: "calendar.example.org (address)".into(), read_at_millis: Some(now), events: 14, error: None };
+    far.events.send(AppEvent::Calendar(cowork::calendar::CalendarView { sources: vec![failed, read], upcoming: vec![review.clone()] })).unwrap();
+    harness.run();
+    harness.get_by_label_contains("Your next meeting is in 12 min");
+    harness.get_by_label_contains("Q3 review with Sam.");
+    harness.get_by_label(&format!("{}–{} Q3 review", cowork::ids::format_clock(review.start_millis), cowork::ids::format_clock(review.end_millis)));
+    let sources = "https://calendar.example.org/private-1/basic.ics\ncaldav https://dav.example.org/alice/ alice";
+    far.events.send(AppEvent::Store(StoreEvent::Setting { key: cowork::config::keys::CALENDAR_SOURCES.into(), value: sources.into() })).unwrap();
+    open_settings(&mut harness, "Memory");
+    harness.run();
+    harness.get_by_label("alice@dav.example.org (CalDAV): alice@dav.example.org refused the password (HTTP 401)");
+    harness.get_by_label_contains("calendar.example.org (address): 14 events, read at");
+    harness.get_by_role_and_label(Role::PasswordInput, "Password or token for alice@dav.example.org");
+    let _ = far.calendar.try_iter().count();
+    harness.get_by_label("Read now").click();
+    harness.run();
+    assert!(matches!(far.calendar.try_recv(), Ok(cowork::calendar::worker::CalendarCommand::Refresh)), "Read now asks the calendar worker");
 }

@@ -671,6 +671,47 @@ fn who_records_from_the_microphone_is_read_from_the_sound_server() {
     let _ = system.wait();
 }
 
+/// A call the calendar has (issue 58): no call window is focused (a native
+/// softphone, a phone bridge), but the calendar worker said an event with a
+/// call's address starts; once an app records from the microphone, listen mode
+/// offers to listen under the event's title, and says the calendar is why.
+/// An event that ended offers nothing.
+#[test]
+fn a_calendar_call_starting_is_offered_when_the_microphone_is_in_use() {
+    let Some(_) = ready() else { return };
+    let Some(_pulse) = PulseAudio::start(PulseSetup::Devices) else { return };
+    let data = tempfile::tempdir().unwrap();
+    let (sink, _events) = test_sink();
+    let (store_tx, _store_rx) = crossbeam_channel::bounded(64);
+    let (speech_tx, _speech_rx) = crossbeam_channel::bounded(8);
+    let (notify_tx, notify_rx) = crossbeam_channel::bounded(8);
+    let links = cowork::audio::listen::ListenLinks { notify: Some(notify_tx), automations: None };
+    let mut listen = spawn_listen(store_tx, speech_tx, Manifest::bundled().unwrap(), models_dir(), data.path().to_path_buf(), (links, sink.narrow()), RestartPolicy::default()).unwrap();
+    let mut settings = cowork::config::Settings::default();
+    settings.listen.consented = true;
+    listen.commands.send(ListenCommand::Configure(ListenPlan::from_settings(&settings))).unwrap();
+    listen.commands.send(ListenCommand::Focus(Focus::Window { app: "xterm".into(), title: "notes.md".into() })).unwrap();
+    let now = cowork::ids::now_millis();
+    // One that ended an hour ago: nothing.
+    listen.commands.send(ListenCommand::Calendar { title: "Yesterday's sync".into(), join_url: "https://zoom.us/j/123".into(), start_millis: now - 7_200_000, end_millis: now - 3_600_000 }).unwrap();
+    let mut call = Command::new("parec")
+        .args(["--device=mic_in.monitor", "--property=application.name=Linphone", "--raw"])
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .expect("parec runs");
+    std::thread::sleep(Duration::from_millis(4_500));
+    assert!(notify_rx.try_recv().is_err(), "no call window and no call in the calendar: no offer");
+    listen.commands.send(ListenCommand::Calendar { title: "Q3 review".into(), join_url: "https://meet.google.com/abc-defg-hij".into(), start_millis: now + 60_000, end_millis: now + 1_800_000 }).unwrap();
+    let offer = notify_rx.recv_timeout(Duration::from_secs(5)).expect("an offer to listen");
+    let cowork::notify::NotifyCommand::Post { notice, .. } = offer else { panic!("a notification") };
+    assert!(matches!(notice.action, cowork::automations::steps::NoticeAction::Listen { .. }), "{notice:?}");
+    assert!(notice.body.starts_with("Q3 review\n") && notice.why.contains("your calendar has \"Q3 review\" now"), "{notice:?}");
+    let _ = call.kill();
+    let _ = call.wait();
+    listen.shutdown(ListenCommand::Shutdown, Duration::from_secs(5));
+}
+
 /// Meeting detection (issue 58) on a scripted call: a browser window titled
 /// like a Google Meet call gains focus and an app starts recording from the
 /// microphone. Listen mode's worker offers to listen (a notification whose
@@ -727,6 +768,7 @@ fn a_call_is_offered_within_5_s_and_nothing_is_recorded_without_the_click() {
     listen.commands.send(ListenCommand::Meeting(cowork::audio::listen::MeetingCommand::Listen { since_millis })).unwrap();
     let open = listen_status(&events, Duration::from_secs(20), |s| s.mic.is_some() && s.system.is_some());
     assert_eq!(open.system.as_deref(), Some("speakers.monitor"));
+    assert!(open.call.as_deref().is_some_and(|c| c.starts_with("Google Meet: ")), "the status names the call: {:?}", open.call);
     assert_eq!(recording_streams().len(), 3, "the call's and cowork's two");
     let _ = call.kill();
     let _ = call.wait();
@@ -735,7 +777,7 @@ fn a_call_is_offered_within_5_s_and_nothing_is_recorded_without_the_click() {
     assert_eq!((event, listened, started_millis), (cowork::automations::flow::MeetingEvent::Ended, true, since_millis));
     assert!(ended_millis.is_some_and(|end| end > since_millis));
     let closed = listen_status(&events, Duration::from_secs(10), |s| s.mic.is_none() && s.system.is_none());
-    assert!(closed.mic.is_none());
+    assert!(closed.mic.is_none() && closed.call.is_none());
     assert!(recording_streams().is_empty(), "cowork stopped listening with the call: {:?}", recording_streams());
     listen.shutdown(ListenCommand::Shutdown, Duration::from_secs(5));
 }

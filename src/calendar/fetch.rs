@@ -67,15 +67,16 @@ fn read_file(path: &std::path::Path) -> Result<String, String> {
 /// final status and body.
 fn request(gate: &OutboundGate, method: &str, url: &str, auth: Option<(&str, &str)>, extra: &[(&str, &str, &str)]) -> Result<(u16, String), String> {
     use base64::Engine;
-    let first_host = crate::net::host_of_url(url);
+    let first_origin = origin(url);
     let mut url = url.to_owned();
     for _ in 0..=MAX_REDIRECTS {
         let admission = gate.admit(&url, PURPOSE).map_err(|err| err.to_string())?;
         let agent = admission.agent(|config| config.timeout_global(Some(TIMEOUT)).http_status_as_error(false).max_redirects(0).allow_non_standard_methods(true).user_agent("cowork"));
         let method_value = ureq::http::Method::from_bytes(method.as_bytes()).map_err(|err| err.to_string())?;
         let mut builder = ureq::http::Request::builder().method(method_value).uri(&url);
-        let same_host = crate::net::host_of_url(&url) == first_host;
-        if let Some((user, password)) = auth.filter(|_| same_host) {
+        // The password goes only where it was given for: the same scheme, host and port.
+        let same_origin = origin(&url) == first_origin;
+        if let Some((user, password)) = auth.filter(|_| same_origin) {
             let token = base64::engine::general_purpose::STANDARD.encode(format!("{user}:{password}"));
             builder = builder.header("Authorization", format!("Basic {token}"));
         }
@@ -116,6 +117,16 @@ fn request(gate: &OutboundGate, method: &str, url: &str, auth: Option<(&str, &st
         return Ok((status, String::from_utf8_lossy(&text).into_owned()));
     }
     Err(format!("{} redirects more than {MAX_REDIRECTS} times", host_label(&url)))
+}
+
+/// `https://host:port` of an address (lowercase; the default port spelled out).
+fn origin(url: &str) -> Option<String> {
+    let (scheme, rest) = url.split_once("://")?;
+    let authority = rest.split(['/', '?', '#']).next()?.rsplit('@').next()?.to_ascii_lowercase();
+    let scheme = scheme.to_ascii_lowercase();
+    let default = if scheme == "https" { ":443" } else { ":80" };
+    let with_port = if authority.rsplit_once(':').is_some_and(|(_, p)| p.bytes().all(|b| b.is_ascii_digit()) && !authority.ends_with(']')) { authority } else { format!("{authority}{default}") };
+    Some(format!("{scheme}://{with_port}"))
 }
 
 fn host_label(url: &str) -> String {
@@ -273,6 +284,55 @@ END:VCALENDAR]]></CAL:calendar-data></prop></propstat></response>
         assert_eq!(crate::net::resolve_location("https://dav.example.org/alice/", "/alice/work/").as_deref(), Some("https://dav.example.org/alice/work/"));
         assert_eq!(crate::net::resolve_location("https://a.example/x", "https://b.example/y").as_deref(), Some("https://b.example/y"));
         assert_eq!(crate::net::resolve_location("https://a.example/x", "relative"), None);
+    }
+
+    /// A loopback server answering every request with `answer`; sends each request's head to `heads`.
+    fn server(answer: String, heads: std::sync::mpsc::Sender<String>) -> u16 {
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let port = listener.local_addr().unwrap().port();
+        std::thread::Builder::new()
+            .name("test-dav".into())
+            .spawn(move || {
+                for stream in listener.incoming().flatten() {
+                    let mut reader = std::io::BufReader::new(stream.try_clone().unwrap());
+                    let mut head = String::new();
+                    loop {
+                        let mut line = String::new();
+                        if std::io::BufRead::read_line(&mut reader, &mut line).unwrap_or(0) == 0 || line == "\r\n" {
+                            break;
+                        }
+                        head.push_str(&line);
+                    }
+                    let length = head.lines().find_map(|l| l.to_ascii_lowercase().strip_prefix("content-length:").map(|v| v.trim().parse::<usize>().unwrap_or(0))).unwrap_or(0);
+                    let mut body = vec![0; length];
+                    let _ = std::io::Read::read_exact(&mut reader, &mut body);
+                    let _ = heads.send(head);
+                    let mut stream = stream;
+                    let _ = std::io::Write::write_all(&mut stream, answer.as_bytes());
+                }
+            })
+            .unwrap();
+        port
+    }
+
+    #[test]
+    fn a_password_never_follows_a_redirect_to_another_port_or_host() {
+        let (heads_tx, heads) = std::sync::mpsc::channel();
+        let elsewhere = server("HTTP/1.1 207 Multi-Status\r\nContent-Length: 22\r\nConnection: close\r\n\r\n<multistatus xmlns=\"DAV:\"/>".replace("22", &"<multistatus xmlns=\"DAV:\"/>".len().to_string()), heads_tx.clone());
+        let first = server(format!("HTTP/1.1 307 Temporary Redirect\r\nLocation: http://127.0.0.1:{elsewhere}/alice/\r\nContent-Length: 0\r\nConnection: close\r\n\r\n"), heads_tx);
+        let gate = OutboundGate::new(true);
+        let source = Source::CalDav { url: format!("http://127.0.0.1:{first}/alice/"), user: "alice".into() };
+        let _ = read(&source, Some("s3cret"), &gate, (0, 1));
+        let seen: Vec<String> = heads.try_iter().collect();
+        let to = |port: u16| -> Vec<String> { seen.iter().filter(|h| h.contains(&format!("host: 127.0.0.1:{port}\r\n"))).map(|h| h.to_ascii_lowercase()).collect() };
+        let (own, other) = (to(first), to(elsewhere));
+        assert!(!own.is_empty() && !other.is_empty(), "the redirect was followed: {seen:?}");
+        assert!(own.iter().all(|h| h.contains("authorization: basic")), "the account's own server gets it: {seen:?}");
+        assert!(other.iter().all(|h| !h.contains("authorization")), "another port never does: {seen:?}");
+        assert_eq!(origin("https://Dav.Example.org/a"), origin("https://dav.example.org:443/b"));
+        assert_ne!(origin("http://127.0.0.1:5232/"), origin("http://127.0.0.1:5233/"));
+        assert_ne!(origin("https://a.example/"), origin("https://a.example.evil/"));
+        assert_ne!(origin("http://a.example/"), origin("https://a.example/"));
     }
 
     #[test]

@@ -79,14 +79,31 @@ fn timeline(c: &mut Criterion) {
 }
 
 /// What a finished session costs the UI thread while the timeline shows its
-/// days: every session attributed again (tickets and neighbours are read
-/// together) and the ledger cut.
+/// days: the sessions attributed again together (tickets and neighbours),
+/// what each says by itself read once and kept (`day::projects::Prepared`),
+/// and the ledger cut; and the cold reading when the days are first shown.
 fn attribution(c: &mut Criterion) {
     let start = cowork::day::ledger::week_start(cowork::ids::local_day_start_millis(cowork::ids::now_millis()) - 7 * 86_400_000);
     for (name, sessions, days) in [("day_2000_sessions", 2_000, 1), ("week_14000_sessions", 14_000, 7)] {
         let mut day = day_of(sessions, days, start);
         let now = start + i64::from(days) * 86_400_000;
-        c.bench_function(&format!("timeline_attribute_{name}"), |b| b.iter(|| day.attribute("Atlas: ledger-svc, ATL", now)));
+        // A window switch while the days are shown: one finished session more, the rest prepared already.
+        c.bench_function(&format!("timeline_attribute_{name}"), |b| {
+            b.iter(|| {
+                let mut next = day.span.sessions.last().cloned().unwrap_or_default();
+                next.session_id += 1;
+                day.span.sessions.push(next);
+                day.attribute("Atlas: ledger-svc, ATL", now);
+                day.span.sessions.pop();
+            })
+        });
+        // The days first shown (or the rules changed): every session read.
+        c.bench_function(&format!("timeline_attribute_{name}_cold"), |b| {
+            b.iter(|| {
+                day.prepared = Default::default();
+                day.attribute("Atlas: ledger-svc, ATL", now);
+            })
+        });
     }
 }
 

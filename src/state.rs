@@ -251,6 +251,8 @@ pub struct DayView {
     pub project: Option<String>,
     /// A recap asked for from the panel is being written.
     pub writing_recap: bool,
+    /// What attribution read of each session (kept: a new session is read alone).
+    pub prepared: crate::day::projects::Prepared,
 }
 
 impl DayView {
@@ -271,7 +273,7 @@ impl DayView {
     pub fn attribute(&mut self, rules: &str, now_millis: i64) {
         let rules = crate::day::projects::ProjectRules::parse(rules).unwrap_or_default();
         // (The sessions are oldest first, as the ledger wants them: one attribution serves both.)
-        let found = crate::day::projects::attribute(&self.span.sessions, &rules);
+        let found = crate::day::projects::attribute_with(&mut self.prepared, &self.span.sessions, &rules);
         self.ledger = crate::day::ledger::Ledger::cut(&self.span.sessions, &found, self.span.start_millis, self.end_millis(), now_millis);
         self.projects = found;
         self.stale = false;

@@ -202,6 +202,7 @@ pub struct Attribution {
 }
 
 /// A window's text as matched: lower-cased words of its title, app and address.
+#[derive(Clone, Debug, PartialEq)]
 struct Words(String);
 
 impl Words {
@@ -225,6 +226,7 @@ fn normalise(text: &str) -> String {
     text.split(|c: char| !c.is_alphanumeric()).filter(|w| !w.is_empty()).map(str::to_lowercase).collect::<Vec<_>>().join(" ")
 }
 
+#[derive(Clone, Debug, PartialEq)]
 struct Window {
     app: String,
     title: String,
@@ -384,8 +386,40 @@ fn is_leisure(window: &Window) -> bool {
 /// project's name found anywhere is looked for everywhere, and a short
 /// stretch without a cue takes the project around it.
 pub fn attribute(sessions: &[ActivitySession], rules: &ProjectRules) -> Vec<Attribution> {
-    let windows: Vec<Window> = sessions.iter().map(Window::of).collect();
-    let cues: Vec<Cues> = windows.iter().map(cues).collect();
+    attribute_with(&mut Prepared::default(), sessions, rules)
+}
+
+/// What `attribute` reads of each session by itself (its words and cues),
+/// kept between calls: a finished session does not change, so a timeline
+/// that grows by one session prepares one (a week's 14,000 are read once).
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Prepared {
+    ids: Vec<i64>,
+    windows: Vec<Window>,
+    cues: Vec<Cues>,
+}
+
+impl Prepared {
+    /// Brings the prepared sessions in line with `sessions`: the ones already
+    /// prepared (the same ids and titles, in order) are kept, the rest read.
+    fn sync(&mut self, sessions: &[ActivitySession]) {
+        let kept = self.ids.iter().zip(&self.windows).zip(sessions).take_while(|((id, window), s)| **id == s.session_id && window.title == s.title).count();
+        self.ids.truncate(kept);
+        self.windows.truncate(kept);
+        self.cues.truncate(kept);
+        for session in &sessions[kept..] {
+            let window = Window::of(session);
+            self.cues.push(cues(&window));
+            self.windows.push(window);
+            self.ids.push(session.session_id);
+        }
+    }
+}
+
+/// `attribute`, with what was prepared of the sessions kept in `prepared`.
+pub fn attribute_with(prepared: &mut Prepared, sessions: &[ActivitySession], rules: &ProjectRules) -> Vec<Attribution> {
+    prepared.sync(sessions);
+    let (windows, cues) = (&prepared.windows, &prepared.cues);
     // The projects' names: the rules', then the names windows show of themselves (first spelling kept).
     let mut names: Vec<String> = Vec::new();
     let mut spelling: HashMap<String, String> = HashMap::new();
@@ -399,7 +433,7 @@ pub fn attribute(sessions: &[ActivitySession], rules: &ProjectRules) -> Vec<Attr
     let mut looked_for: Vec<(String, &String)> = names.iter().map(|n| (padded(n), n)).filter(|(p, _)| p.len() >= 4 + 2).collect();
     looked_for.sort_by_key(|(p, _)| std::cmp::Reverse(p.len()));
     // Without tickets first; then a ticket key goes with the project it is most often seen with.
-    let first: Vec<Option<Attribution>> = windows.iter().zip(&cues).map(|(window, cue)| direct(window, cue, rules, &looked_for)).collect();
+    let first: Vec<Option<Attribution>> = windows.iter().zip(cues).map(|(window, cue)| direct(window, cue, rules, &looked_for)).collect();
     let mut seen_with: HashMap<&str, BTreeMap<&str, usize>> = HashMap::new();
     for (cue, found) in cues.iter().zip(&first) {
         if let Some(Attribution { project: Some(project), .. }) = found {
@@ -410,7 +444,7 @@ pub fn attribute(sessions: &[ActivitySession], rules: &ProjectRules) -> Vec<Attr
     }
     // A key seen alone is a project of its own only with two tickets or more (ATL-141, ATL-142; not GPT-4 once).
     let mut tickets_of: HashMap<&str, std::collections::HashSet<&str>> = HashMap::new();
-    for cue in &cues {
+    for cue in cues {
         for ticket in &cue.numbered {
             if let Some((key, _)) = ticket.split_once('-') {
                 tickets_of.entry(key).or_default().insert(ticket.as_str());
@@ -421,7 +455,7 @@ pub fn attribute(sessions: &[ActivitySession], rules: &ProjectRules) -> Vec<Attr
         seen_with.iter().filter_map(|(key, projects)| projects.iter().max_by_key(|(_, n)| **n).map(|(p, _)| (*key, *p))).collect();
     let mut found: Vec<Attribution> = first
         .iter()
-        .zip(&cues)
+        .zip(cues)
         .map(|(first, cue)| {
             let known_ticket = cue.tickets.iter().find_map(|key| ticket_projects.get(key.as_str()).map(|p| (key, *p)));
             match (first, known_ticket) {
@@ -443,7 +477,7 @@ pub fn attribute(sessions: &[ActivitySession], rules: &ProjectRules) -> Vec<Attr
             project.clone_from(first);
         }
     }
-    fill_between(sessions, &windows, &mut found);
+    fill_between(sessions, windows, &mut found);
     found
 }
 
@@ -630,5 +664,32 @@ mod tests {
         assert!(ProjectRules::parse("Atlas: /(broken/").unwrap_err().contains("line 1"));
         assert!(ProjectRules::parse(": x").unwrap_err().contains("no name"));
         assert_eq!(ProjectRules::parse("# a comment\n\nAtlas: a, b").unwrap().projects(), ["Atlas"]);
+    }
+
+    #[test]
+    fn what_was_prepared_is_kept_as_sessions_are_added_and_read_again_when_they_change() {
+        let rules = ProjectRules::parse("Atlas: ledger-svc").unwrap();
+        let mut sessions: Vec<ActivitySession> = [
+            ("code", "export.rs - ledger-svc - Visual Studio Code"),
+            ("firefox", "ATL-142 Rounding - Jira"),
+            ("kitty", "dana@thinkpad: ~/src/route-planner"),
+            ("firefox", "ATL-143 Totals - Jira"),
+        ]
+        .iter()
+        .enumerate()
+        .map(|(i, (app, title))| ActivitySession { session_id: i as i64 + 1, ..session(app, title, None, i as i64 * 10, 10) })
+        .collect();
+        let mut prepared = Prepared::default();
+        assert_eq!(attribute_with(&mut prepared, &sessions[..2], &rules), attribute(&sessions[..2], &rules));
+        assert_eq!(prepared.ids, [1, 2]);
+        // Two more: the first two are kept, and the result is what a fresh reading gives.
+        assert_eq!(attribute_with(&mut prepared, &sessions, &rules), attribute(&sessions, &rules));
+        assert_eq!(prepared.ids, [1, 2, 3, 4]);
+        // A session replaced in the middle (a reload, a deletion): read again from there.
+        sessions[1] = ActivitySession { session_id: 9, ..session("firefox", "Weather - Mozilla Firefox", None, 10, 10) };
+        sessions.remove(2);
+        assert_eq!(attribute_with(&mut prepared, &sessions, &rules), attribute(&sessions, &rules));
+        assert_eq!(prepared.ids, [1, 9, 4]);
+        assert_eq!(prepared.windows[1].title, "Weather - Mozilla Firefox");
     }
 }

@@ -436,7 +436,7 @@ impl Default for Settings {
             document_exclude: "**/.*/**\n**/*.kdbx\n**/*.key\n**/*.pem".into(),
             projects: String::new(),
             calendar_sources: String::new(),
-            calendar_refresh_minutes: 15,
+            calendar_refresh_minutes: crate::calendar::DEFAULT_REFRESH_MINUTES,
             agent_max_steps: 20,
             approval_timeout_secs: 300,
             automation_approval_hours: 24,
@@ -503,8 +503,8 @@ pub mod keys {
     pub const DOCUMENT_FOLDERS: &str = "memory.document_folders";
     pub const DOCUMENT_EXCLUDE: &str = "memory.document_exclude";
     pub const PROJECT_RULES: &str = "projects.rules";
-    pub const CALENDAR_SOURCES: &str = "calendar.sources";
-    pub const CALENDAR_REFRESH_MINUTES: &str = "calendar.refresh_minutes";
+    pub const CALENDAR_SOURCES: &str = crate::calendar::SOURCES_KEY;
+    pub const CALENDAR_REFRESH_MINUTES: &str = crate::calendar::REFRESH_KEY;
     pub const APPROVAL_TIMEOUT: &str = "agent.approval_timeout_secs";
     pub const ALWAYS_ASK: &str = "agent.always_ask";
     pub const AUTOMATION_APPROVAL_HOURS: &str = "automations.approval_hours";

@@ -101,7 +101,7 @@
 //!
 //!  calendar (the sidebar): reads the calendars of `calendar.sources` (settings read every 3 s; CalendarCommand bounded(8))
 //!    over the outbound gate ──calendar_events (replace per source)──▶ store; CalendarView (sources' state, next events) ──▶ UI;
-//!    an event with a call's address starting ──ListenCommand::Calendar (try_send)──▶ listen (offers to listen when the microphone is in use)
+//!    an event with a call's address starting ──ListenCommand::Calendar(CallStarting) (try_send)──▶ listen (offers to listen when the microphone is in use)
 //!
 //!  documents:
 //!    UI: Attach a file… (the portal's FileChooser on a `file-chooser` thread; dropped files) ──read on an `attach-document` thread
@@ -783,7 +783,12 @@ fn followers(
         paths.db_path(),
         paths.data_dir.clone(),
         store.commands.clone(),
-        listen.commands.clone(),
+        {
+            let listen = listen.commands.clone();
+            move |call| {
+                let _ = listen.try_send(crate::audio::listen::ListenCommand::Calendar(call));
+            }
+        },
         crate::calendar::worker::channel(),
         sink.narrow(),
         options.policy,

@@ -70,7 +70,7 @@ pub enum ListenCommand {
     /// A calendar event with a call's address starts (the calendar worker):
     /// from 2 minutes before it to its end it counts as a call window in
     /// focus, so an app recording from the microphone gets the offer.
-    Calendar { title: String, join_url: String, start_millis: i64, end_millis: i64 },
+    Calendar(crate::calendar::CallStarting),
     Shutdown,
 }
 
@@ -281,7 +281,7 @@ impl ListenWorker {
                 };
                 self.focus.record(now_millis(), focus);
             }
-            ListenCommand::Calendar { title, join_url, start_millis, end_millis } => {
+            ListenCommand::Calendar(crate::calendar::CallStarting { title, join_url, start_millis, end_millis }) => {
                 let service = crate::day::meetings::call_service("", "", Some(&join_url)).unwrap_or("a calendar's call");
                 self.calendar_call = Some((service, title, start_millis, end_millis));
             }

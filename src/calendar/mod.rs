@@ -28,6 +28,20 @@ use sha2::{Digest, Sha256};
 
 /// At most this many sources are read.
 pub const MAX_SOURCES: usize = 16;
+/// The settings this room reads (`config::keys` names them the same).
+pub const SOURCES_KEY: &str = "calendar.sources";
+pub const REFRESH_KEY: &str = "calendar.refresh_minutes";
+pub const DEFAULT_REFRESH_MINUTES: u32 = 15;
+
+/// A calendar event with a call's address about to start, for listen mode
+/// (which offers to listen when an app records from the microphone).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct CallStarting {
+    pub title: String,
+    pub join_url: String,
+    pub start_millis: i64,
+    pub end_millis: i64,
+}
 
 /// Where a calendar comes from: one line of `calendar.sources`.
 #[derive(Clone, Debug, PartialEq, Eq)]

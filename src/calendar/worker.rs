@@ -13,7 +13,6 @@ use crossbeam_channel::{Receiver, RecvTimeoutError, Sender, bounded};
 use rusqlite::Connection;
 
 use super::{CalendarView, Source, SourceStatus};
-use crate::config::Settings;
 use crate::net::OutboundGate;
 use crate::runtime::{EventSink, Supervised, WorkerContext};
 use crate::store::StoreCommand;
@@ -38,6 +37,8 @@ pub const KEEP_AHEAD_MILLIS: i64 = 60 * 86_400_000;
 
 /// Where a CalDAV password comes from (the secret store; tests give their own).
 pub type Passwords = Box<dyn Fn(&str) -> Option<String> + Send>;
+/// Who hears of a call the calendar has (listen mode, in the sidebar; it must not block).
+pub type CallHook = Box<dyn Fn(super::CallStarting) + Send>;
 
 /// The secret store of `data_dir`, opened when a password is needed.
 pub fn secret_store(data_dir: PathBuf) -> Passwords {
@@ -68,7 +69,7 @@ pub struct CalendarWorker {
     /// Errors already told as a notice, by source key (a repeat is not told again).
     told: HashMap<String, String>,
     /// Listen mode, told when an event with a call's address starts (it offers to listen).
-    listen: Option<Sender<crate::audio::listen::ListenCommand>>,
+    on_call: Option<CallHook>,
     /// The events listen mode was told of (uid, start).
     announced: std::collections::HashSet<(String, i64)>,
 }
@@ -88,14 +89,14 @@ impl CalendarWorker {
             settings_read: None,
             published: None,
             told: HashMap::new(),
-            listen: None,
+            on_call: None,
             announced: Default::default(),
         }
     }
 
     /// Listen mode hears of calls the calendar has (the sidebar).
-    pub fn with_listen(mut self, listen: Sender<crate::audio::listen::ListenCommand>) -> Self {
-        self.listen = Some(listen);
+    pub fn with_calls(mut self, on_call: CallHook) -> Self {
+        self.on_call = Some(on_call);
         self
     }
 
@@ -113,12 +114,14 @@ impl CalendarWorker {
         self.settings_read = Some(Instant::now());
         // A database that cannot be read now changes nothing (it would read as "no calendars").
         let Some(pairs) = self.connection().and_then(|c| crate::store::all_settings(c).ok()) else { return };
-        let settings = Settings::from_pairs(&pairs).0;
-        self.refresh_every = Duration::from_secs(settings.calendar_refresh_minutes.max(1) as u64 * 60);
-        if settings.calendar_sources == self.configured && !first {
+        let setting = |key: &str| pairs.iter().find(|(k, _)| k == key).map(|(_, v)| v.as_str());
+        let minutes = setting(super::REFRESH_KEY).and_then(|v| v.trim().parse::<u32>().ok()).unwrap_or(super::DEFAULT_REFRESH_MINUTES).clamp(1, 1440);
+        self.refresh_every = Duration::from_secs(u64::from(minutes) * 60);
+        let sources = setting(super::SOURCES_KEY).unwrap_or_default();
+        if sources == self.configured && !first {
             return;
         }
-        self.configured = settings.calendar_sources.clone();
+        self.configured = sources.to_owned();
         // The setting was checked when saved; a bad one read here (an older cowork wrote it) reads as none.
         let sources = super::parse_sources(&self.configured).unwrap_or_default();
         self.known = sources
@@ -207,12 +210,11 @@ impl CalendarWorker {
         let now = crate::ids::now_millis();
         let upcoming = self.connection().map(|c| super::db::upcoming(c, now, 86_400_000, 8)).unwrap_or_default();
         // A call the calendar has, from 2.5 minutes before it: listen mode offers to listen when the microphone is in use.
-        if let Some(listen) = &self.listen {
+        if let Some(on_call) = &self.on_call {
             for event in upcoming.iter().filter(|e| !e.all_day && e.start_millis - now <= 150_000) {
                 let Some(join_url) = &event.join_url else { continue };
                 if self.announced.insert((event.uid.clone(), event.start_millis)) {
-                    let call = crate::audio::listen::ListenCommand::Calendar { title: event.title.clone(), join_url: join_url.clone(), start_millis: event.start_millis, end_millis: event.end_millis };
-                    let _ = listen.try_send(call);
+                    on_call(super::CallStarting { title: event.title.clone(), join_url: join_url.clone(), start_millis: event.start_millis, end_millis: event.end_millis });
                 }
             }
         }
@@ -266,12 +268,12 @@ pub fn spawn_calendar(
     db_path: PathBuf,
     data_dir: PathBuf,
     store: Sender<StoreCommand>,
-    listen: Sender<crate::audio::listen::ListenCommand>,
+    on_call: impl Fn(super::CallStarting) + Clone + Send + 'static,
     channel: (Sender<CalendarCommand>, Receiver<CalendarCommand>),
     sink: EventSink<CalendarView>,
     policy: crate::runtime::RestartPolicy,
 ) -> std::io::Result<crate::runtime::WorkerHandle<CalendarCommand>> {
     crate::runtime::spawn_supervised::<CalendarWorker, _, _>(crate::runtime::WorkerName::Calendar, policy, sink.runtime_only(), channel, move |_ctx| {
-        Ok(CalendarWorker::open(db_path.clone(), store.clone(), sink.clone(), OutboundGate::global(), secret_store(data_dir.clone())).with_listen(listen.clone()))
+        Ok(CalendarWorker::open(db_path.clone(), store.clone(), sink.clone(), OutboundGate::global(), secret_store(data_dir.clone())).with_calls(Box::new(on_call.clone())))
     })
 }

@@ -679,6 +679,7 @@ fn who_records_from_the_microphone_is_read_from_the_sound_server() {
 #[test]
 fn a_calendar_call_starting_is_offered_when_the_microphone_is_in_use() {
     let Some(_) = ready() else { return };
+    use cowork::calendar::CallStarting;
     let Some(_pulse) = PulseAudio::start(PulseSetup::Devices) else { return };
     let data = tempfile::tempdir().unwrap();
     let (sink, _events) = test_sink();
@@ -693,7 +694,7 @@ fn a_calendar_call_starting_is_offered_when_the_microphone_is_in_use() {
     listen.commands.send(ListenCommand::Focus(Focus::Window { app: "xterm".into(), title: "notes.md".into() })).unwrap();
     let now = cowork::ids::now_millis();
     // One that ended an hour ago: nothing.
-    listen.commands.send(ListenCommand::Calendar { title: "Yesterday's sync".into(), join_url: "https://zoom.us/j/123".into(), start_millis: now - 7_200_000, end_millis: now - 3_600_000 }).unwrap();
+    listen.commands.send(ListenCommand::Calendar(CallStarting { title: "Yesterday's sync".into(), join_url: "https://zoom.us/j/123".into(), start_millis: now - 7_200_000, end_millis: now - 3_600_000 })).unwrap();
     let mut call = Command::new("parec")
         .args(["--device=mic_in.monitor", "--property=application.name=Linphone", "--raw"])
         .stdout(std::process::Stdio::null())
@@ -702,7 +703,7 @@ fn a_calendar_call_starting_is_offered_when_the_microphone_is_in_use() {
         .expect("parec runs");
     std::thread::sleep(Duration::from_millis(4_500));
     assert!(notify_rx.try_recv().is_err(), "no call window and no call in the calendar: no offer");
-    listen.commands.send(ListenCommand::Calendar { title: "Q3 review".into(), join_url: "https://meet.google.com/abc-defg-hij".into(), start_millis: now + 60_000, end_millis: now + 1_800_000 }).unwrap();
+    listen.commands.send(ListenCommand::Calendar(CallStarting { title: "Q3 review".into(), join_url: "https://meet.google.com/abc-defg-hij".into(), start_millis: now + 60_000, end_millis: now + 1_800_000 })).unwrap();
     let offer = notify_rx.recv_timeout(Duration::from_secs(5)).expect("an offer to listen");
     let cowork::notify::NotifyCommand::Post { notice, .. } = offer else { panic!("a notification") };
     assert!(matches!(notice.action, cowork::automations::steps::NoticeAction::Listen { .. }), "{notice:?}");

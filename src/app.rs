@@ -549,7 +549,9 @@ impl CoworkApp {
             action @ (UiAction::McpEdit(..) | UiAction::McpReconnect(..) | UiAction::McpStop(..) | UiAction::McpTest(..) | UiAction::McpAddFromCatalog { .. } | UiAction::McpSignIn(..) | UiAction::McpSignOut(..) | UiAction::AttachResource { .. } | UiAction::UsePrompt(..) | UiAction::Elicited { .. } | UiAction::McpClientDecision { .. }) => self.mcp_action(action),
             action @ (UiAction::ListModels { .. } | UiAction::SetProviderModel { .. } | UiAction::SaveProvider(..) | UiAction::RemoveProvider(..) | UiAction::TestProvider { .. } | UiAction::SaveKey { .. } | UiAction::SaveSearchKey { .. } | UiAction::SaveCalendarPassword { .. }) => self.providers_action(action),
             UiAction::RefreshCalendar => {
-                let _ = self.channels.calendar.try_send(crate::calendar::worker::CalendarCommand::Refresh);
+                if self.channels.calendar.try_send(crate::calendar::worker::CalendarCommand::Refresh).is_err() {
+                    self.state.notice("the calendar worker is not running (see the status bar): the calendars were not read");
+                }
             }
             action @ (UiAction::ChooseChatModel(..) | UiAction::AddModel(..) | UiAction::SetupDownload { .. } | UiAction::SetupCancelDownload | UiAction::FetchModels | UiAction::InstallModel(..) | UiAction::RemoveModel(..) | UiAction::LoadModel) => self.models_action(action),
             action @ (UiAction::AutomationRun(..) | UiAction::AutomationEnable { .. } | UiAction::AutomationRerun(..) | UiAction::AutomationCancel(..) | UiAction::DraftFlow(..) | UiAction::SaveFlow(..) | UiAction::AppsInspect(..) | UiAction::DraftApp(..) | UiAction::AppsInspectDraft(..) | UiAction::AppsForgetInspection | UiAction::AppsInstall { .. } | UiAction::AppsEnable { .. } | UiAction::AppsRemove(..) | UiAction::AppOpen(..) | UiAction::AppClose(..) | UiAction::AppAct { .. } | UiAction::AppChat { .. } | UiAction::AppOpenUrl(..) | UiAction::InboxAct { .. }) => self.apps_action(action),

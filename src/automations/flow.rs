@@ -719,6 +719,7 @@ impl Flow {
             Trigger::ContextSwitches { count, .. } if *count < 2 => problems.push("the trigger needs at least two switches".into()),
             Trigger::DayEnd { after_hour, .. } if *after_hour > 23 => problems.push("the day ends after an hour from 0 to 23".into()),
             Trigger::DayEnd { away_minutes: 0, .. } => problems.push("the trigger needs at least one minute".into()),
+            Trigger::Calendar { minutes_before: 0, .. } => problems.push("the calendar trigger runs at least one minute before the event".into()),
             Trigger::Calendar { minutes_before, .. } if *minutes_before > 24 * 60 => problems.push("the trigger looks at most a day ahead (1440 minutes)".into()),
             Trigger::Calendar { title: Some(title), .. } if regex::RegexBuilder::new(title).size_limit(1 << 20).build().is_err() => problems.push(format!("the title pattern \"{title}\" is not a regex")),
             _ => {}

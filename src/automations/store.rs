@@ -615,7 +615,7 @@ mod tests {
         }
         conn.execute("INSERT INTO automation_meta (key, value) VALUES ('builtins_seeded', '1')", []).unwrap();
         assert!(delete_flow(&conn, "builtin_take_a_break").unwrap());
-        assert_eq!(seed_builtins(&conn, 2).unwrap(), 3, "the recaps and the meeting note");
+        assert_eq!(seed_builtins(&conn, 2).unwrap(), 4, "the recaps, the meeting note and the meeting preparation");
         assert!(flow_by_name(&conn, "builtin_take_a_break").unwrap().is_none(), "a removed built-in stays removed");
         assert!(flow_by_name(&conn, "builtin_daily_recap").unwrap().is_some_and(|f| f.enabled));
         assert!(delete_flow(&conn, "builtin_daily_recap").unwrap());

@@ -115,6 +115,8 @@ pub struct AutomationsWorker {
     stretch: Option<(String, i64)>,
     /// Since when the user has been away (None: here), for "the end of the day".
     away_since: Option<i64>,
+    /// The time triggers' events already started (flow, key): asked once, not every tick.
+    watched: std::collections::HashSet<(i64, String)>,
 }
 
 /// Focus changes remembered for "context switches".
@@ -149,7 +151,7 @@ struct Start<'a> {
 
 impl AutomationsWorker {
     pub fn new(config: AutomationsConfig, clock: Arc<dyn Clock>, runner: Box<dyn StepRunner>, notifier: Box<dyn Notifier>, reports: Receiver<StepReport>, sink: EventSink<AutomationsView>) -> Self {
-        Self { config, conn: None, clock, runner, notifier, reports, sink, flows: Vec::new(), flows_stamp: (0, 0, 0), owner: None, changed: true, focus_log: Default::default(), stretch: None, away_since: None }
+        Self { config, conn: None, clock, runner, notifier, reports, sink, flows: Vec::new(), flows_stamp: (0, 0, 0), owner: None, changed: true, focus_log: Default::default(), stretch: None, away_since: None, watched: Default::default() }
     }
 
     fn now(&self) -> i64 {
@@ -342,6 +344,10 @@ impl AutomationsWorker {
     /// in one app, many switches. Returns when one may come due next.
     fn watch(&mut self, now: i64) -> anyhow::Result<Option<i64>> {
         let mut next: Option<i64> = None;
+        // The database's claim stays the guard across restarts; this only spares it the asking.
+        if self.watched.len() > 4_096 {
+            self.watched.clear();
+        }
         let flows: Vec<(i64, Trigger)> = self.flows.iter().filter(|r| r.enabled).filter_map(|r| r.flow.as_ref().ok().map(|f| (r.automation_id, f.trigger.clone()))).collect();
         for (id, trigger) in flows {
             match trigger {
@@ -376,17 +382,19 @@ impl AutomationsWorker {
                 }
                 Trigger::DayEnd { after_hour, away_minutes } => {
                     let Some(since) = self.away_since else { continue };
-                    let day = crate::ids::local_day_start_millis(since);
-                    if since < day + after_hour as i64 * 3_600_000 {
-                        continue;
-                    }
-                    let due = since + away_minutes as i64 * 60_000;
+                    // Away from before the hour counts from the hour: gone at 15:55 ends the day at 16:20.
+                    let day = crate::ids::local_day_start_millis(now);
+                    let from = since.max(day + after_hour as i64 * 3_600_000);
+                    let due = from + away_minutes as i64 * 60_000;
                     if now < due {
                         next = Some(next.map_or(due, |n: i64| n.min(due)));
                         continue;
                     }
-                    let data = json!({"away_since": crate::ids::rfc3339(since), "away_minutes": (now - since) / 60_000, "date": crate::ids::local_date(since)});
-                    self.trigger(id, Start { kind: "day_end", data, origin: Origin::Capture, event_key: Some(format!("day_end:{day}")), next_fire: None, rerun_of: None })?;
+                    let key = format!("day_end:{day}");
+                    if self.watched.insert((id, key.clone())) {
+                        let data = json!({"away_since": crate::ids::rfc3339(since), "away_minutes": (now - since) / 60_000, "date": crate::ids::local_date(now)});
+                        self.trigger(id, Start { kind: "day_end", data, origin: Origin::Capture, event_key: Some(key), next_fire: None, rerun_of: None })?;
+                    }
                 }
                 Trigger::Calendar { minutes_before, title } => {
                     let lead = minutes_before as i64 * 60_000;
@@ -413,7 +421,9 @@ impl AutomationsWorker {
                             "join_url": event.join_url,
                         });
                         let key = format!("calendar:{}:{}:{minutes_before}", event.uid, event.start_millis);
-                        self.trigger(id, Start { kind: "calendar", data, origin: Origin::ToolResult, event_key: Some(key), next_fire: None, rerun_of: None })?;
+                        if self.watched.insert((id, key.clone())) {
+                            self.trigger(id, Start { kind: "calendar", data, origin: Origin::ToolResult, event_key: Some(key), next_fire: None, rerun_of: None })?;
+                        }
                     }
                 }
                 _ => {}
@@ -1307,6 +1317,16 @@ mod tests {
         go(&clock, at(21, 0));
         worker.tick().unwrap();
         assert_eq!(mine(&worker).len(), 1, "once a day");
+        // The next day: gone at 15:55, the day ends at 16:20 (away counts from the hour).
+        worker.handle(AutomationsCommand::Signal(Signal::Back { away_millis: 3_600_000, at_millis: at(24 + 9, 0) })).unwrap();
+        go(&clock, at(24 + 15, 56));
+        away(&mut worker, at(24 + 15, 55));
+        go(&clock, at(24 + 16, 19));
+        worker.tick().unwrap();
+        assert_eq!(mine(&worker).len(), 1);
+        go(&clock, at(24 + 16, 21));
+        worker.tick().unwrap();
+        assert_eq!(mine(&worker).len(), 2, "gone before the hour, the day ends 20 minutes after it");
     }
 
     #[test]

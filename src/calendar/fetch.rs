@@ -23,6 +23,9 @@ const TIMEOUT: Duration = Duration::from_secs(30);
 const MAX_REDIRECTS: usize = 3;
 /// Calendars read from one CalDAV home.
 const MAX_CALENDARS: usize = 20;
+/// What one CalDAV account may answer in all, and how long its reading may take.
+const SOURCE_BYTES: u64 = 32 << 20;
+const SOURCE_DEADLINE: Duration = Duration::from_secs(120);
 const PURPOSE: &str = "read your calendar";
 
 /// The iCalendar texts of `source` (one for a file or an address, one per
@@ -40,7 +43,7 @@ pub fn read(source: &Source, password: Option<&str>, gate: &OutboundGate, (from,
             }
         }
         Source::CalDav { url, user } => {
-            let password = password.ok_or_else(|| format!("no password for {user}: store it in Settings → Your day or with `cowork secrets set {}`", source.secret_name().unwrap_or_default()))?;
+            let password = password.ok_or_else(|| format!("no password for {user}: store it in Settings → Memory → Calendar or with `cowork secrets set {}`", source.secret_name().unwrap_or_default()))?;
             caldav(gate, url, user, password, (from, until))
         }
     }
@@ -51,33 +54,62 @@ fn read_file(path: &std::path::Path) -> Result<String, String> {
         Some(rest) => PathBuf::from(std::env::var("HOME").unwrap_or_default()).join(rest),
         None => path.to_path_buf(),
     };
-    let meta = std::fs::metadata(&path).map_err(|err| format!("cannot read {}: {err}", path.display()))?;
-    if !meta.is_file() {
+    let file = std::fs::File::open(&path).map_err(|err| format!("cannot read {}: {err}", path.display()))?;
+    if !file.metadata().is_ok_and(|m| m.is_file()) {
         return Err(format!("{} is not a file", path.display()));
     }
-    if meta.len() > MAX_BYTES {
+    // Read once, through the cap: a file that grows meanwhile is still cut at it.
+    let mut bytes = Vec::new();
+    file.take(MAX_BYTES + 1).read_to_end(&mut bytes).map_err(|err| format!("cannot read {}: {err}", path.display()))?;
+    if bytes.len() as u64 > MAX_BYTES {
         return Err(format!("{} is larger than {} MB", path.display(), MAX_BYTES >> 20));
     }
-    let bytes = std::fs::read(&path).map_err(|err| format!("cannot read {}: {err}", path.display()))?;
     Ok(String::from_utf8_lossy(&bytes).into_owned())
 }
 
-/// One request through the gate, redirects followed by hand (each hop admitted
-/// again; credentials go only to the host they were given for). Returns the
-/// final status and body.
-fn request(gate: &OutboundGate, method: &str, url: &str, auth: Option<(&str, &str)>, extra: &[(&str, &str, &str)]) -> Result<(u16, String), String> {
+/// The account a CalDAV request speaks for: its user and password, and the
+/// origin (scheme, host, port) they were given for.
+#[derive(Clone, Copy)]
+struct Account<'a> {
+    user: &'a str,
+    password: &'a str,
+    origin: &'a str,
+}
+
+/// Whether an address may be asked at all: https anywhere, plain http only
+/// on loopback; and loopback only when the request began there (a server
+/// elsewhere cannot send cowork to this computer's own services).
+fn hop_allowed(url: &str, began_on_loopback: bool) -> Result<(), String> {
+    let loopback = crate::net::host_of_url(url).is_some_and(|h| crate::net::is_loopback(&h));
+    match (url.starts_with("https://"), loopback) {
+        (_, true) if !began_on_loopback => Err(format!("{} sends cowork to this computer's own services: not followed", host_label(url))),
+        (true, _) | (false, true) => Ok(()),
+        (false, false) => Err(format!("{} is plain http: a calendar is read over https only", host_label(url))),
+    }
+}
+
+/// One request through the gate, redirects followed by hand (each hop
+/// normalised, allowed and admitted again; the password goes only to the
+/// account's own origin). Returns the final status and body. Errors name
+/// hosts, never whole addresses (an address can be the calendar's key).
+fn request(gate: &OutboundGate, method: &str, url: &str, account: Option<Account<'_>>, extra: &[(&str, &str, &str)]) -> Result<(u16, String), String> {
     use base64::Engine;
-    let first_origin = origin(url);
-    let mut url = url.to_owned();
+    let began_on_loopback = crate::net::host_of_url(url).is_some_and(|h| crate::net::is_loopback(&h));
+    let mut url = crate::net::web_url(url).map_err(|_| format!("{} is not a usable address", host_label(url)))?;
     for _ in 0..=MAX_REDIRECTS {
-        let admission = gate.admit(&url, PURPOSE).map_err(|err| err.to_string())?;
+        hop_allowed(&url, began_on_loopback)?;
+        let admission = gate.admit(&url, PURPOSE).map_err(|err| match err {
+            crate::net::GateError::Offline { .. } => format!("offline mode: {} is not reachable (only this computer is)", host_label(&url)),
+            _ => format!("{} cannot be reached: {}", host_label(&url), match err {
+                crate::net::GateError::BadProxy(_) => "the proxy named in the environment is not usable",
+                _ => "not a usable address",
+            }),
+        })?;
         let agent = admission.agent(|config| config.timeout_global(Some(TIMEOUT)).http_status_as_error(false).max_redirects(0).allow_non_standard_methods(true).user_agent("cowork"));
         let method_value = ureq::http::Method::from_bytes(method.as_bytes()).map_err(|err| err.to_string())?;
         let mut builder = ureq::http::Request::builder().method(method_value).uri(&url);
-        // The password goes only where it was given for: the same scheme, host and port.
-        let same_origin = origin(&url) == first_origin;
-        if let Some((user, password)) = auth.filter(|_| same_origin) {
-            let token = base64::engine::general_purpose::STANDARD.encode(format!("{user}:{password}"));
+        if let Some(account) = account.filter(|a| origin(&url).as_deref() == Some(a.origin)) {
+            let token = base64::engine::general_purpose::STANDARD.encode(format!("{}:{}", account.user, account.password));
             builder = builder.header("Authorization", format!("Basic {token}"));
         }
         let mut body = String::new();
@@ -87,13 +119,15 @@ fn request(gate: &OutboundGate, method: &str, url: &str, auth: Option<(&str, &st
                 body = (*content).to_owned();
             }
         }
-        let request = builder.body(body.clone()).map_err(|err| err.to_string())?;
+        let request = builder.body(body.clone()).map_err(|_| format!("{} is not a usable address", host_label(&url)))?;
         let answered = agent.run(request);
         let response = match answered {
             Ok(response) => response,
             Err(err) => {
                 gate.finish(admission, body.len() as u64, 0);
-                return Err(format!("{}: {err}", host_label(&url)));
+                // ureq's words may quote the address: only its host is said.
+                let said = err.to_string().replace(url.as_str(), &host_label(&url));
+                return Err(format!("{}: {said}", host_label(&url)));
             }
         };
         let status = response.status().as_u16();
@@ -108,10 +142,8 @@ fn request(gate: &OutboundGate, method: &str, url: &str, auth: Option<(&str, &st
         if (300..400).contains(&status)
             && let Some(location) = location
         {
-            url = crate::net::resolve_location(&url, &location).ok_or_else(|| format!("{} redirects to an address that cannot be read", host_label(&url)))?;
-            if !url.starts_with("https://") && !crate::net::host_of_url(&url).is_some_and(|h| crate::net::is_loopback(&h)) {
-                return Err(format!("{} redirects to a plain http address: not followed", host_label(&url)));
-            }
+            let next = crate::net::resolve_location(&url, &location).ok_or_else(|| format!("{} redirects to an address that cannot be read", host_label(&url)))?;
+            url = crate::net::web_url(&next).map_err(|_| format!("{} redirects to an address that cannot be read", host_label(&url)))?;
             continue;
         }
         return Ok((status, String::from_utf8_lossy(&text).into_owned()));
@@ -157,8 +189,19 @@ const LIST_CALENDARS: &str = r#"<?xml version="1.0" encoding="utf-8"?>
 
 fn caldav(gate: &OutboundGate, url: &str, user: &str, password: &str, (from, until): (i64, i64)) -> Result<Vec<String>, String> {
     let query = calendar_query(from, until);
-    let report = |at: &str| -> Result<Option<Vec<String>>, String> {
-        let (status, body) = request(gate, "REPORT", at, Some((user, password)), &[("Depth", "1", ""), ("Content-Type", "application/xml; charset=utf-8", &query)])?;
+    let home = origin(url).ok_or_else(|| format!("{} is not a usable address", host_label(url)))?;
+    let account = Account { user, password, origin: &home };
+    let started = std::time::Instant::now();
+    let mut weight = 0usize;
+    let report = |at: &str, weight: &mut usize| -> Result<Option<Vec<String>>, String> {
+        if started.elapsed() > SOURCE_DEADLINE {
+            return Err(format!("{user}@{} took longer than {} s: read again later", host_label(url), SOURCE_DEADLINE.as_secs()));
+        }
+        let (status, body) = request(gate, "REPORT", at, Some(account), &[("Depth", "1", ""), ("Content-Type", "application/xml; charset=utf-8", &query)])?;
+        *weight += body.len();
+        if *weight as u64 > SOURCE_BYTES {
+            return Err(format!("{user}@{} answered more than {} MB in all", host_label(url), SOURCE_BYTES >> 20));
+        }
         match status {
             207 => parse_multistatus(&body).map(|m| Some(m.calendar_data)),
             401 => Err(format!("{user}@{} refused the password (HTTP 401)", host_label(at))),
@@ -167,12 +210,12 @@ fn caldav(gate: &OutboundGate, url: &str, user: &str, password: &str, (from, unt
         }
     };
     // One calendar's address answers the query; an account's home holds calendars.
-    if let Some(data) = report(url)?
+    if let Some(data) = report(url, &mut weight)?
         && !data.is_empty()
     {
         return Ok(data);
     }
-    let (status, body) = request(gate, "PROPFIND", url, Some((user, password)), &[("Depth", "1", ""), ("Content-Type", "application/xml; charset=utf-8", LIST_CALENDARS)])?;
+    let (status, body) = request(gate, "PROPFIND", url, Some(account), &[("Depth", "1", ""), ("Content-Type", "application/xml; charset=utf-8", LIST_CALENDARS)])?;
     match status {
         207 => {}
         401 => return Err(format!("{user}@{} refused the password (HTTP 401)", host_label(url))),
@@ -182,10 +225,15 @@ fn caldav(gate: &OutboundGate, url: &str, user: &str, password: &str, (from, unt
     let mut texts = Vec::new();
     for href in listed.calendars.iter().take(MAX_CALENDARS) {
         let Some(at) = crate::net::resolve_location(url, href) else { continue };
+        // Only the account's own server: a listed calendar elsewhere would get its password.
+        if origin(&at).as_deref() != Some(home.as_str()) {
+            tracing::warn!(host = %host_label(&at), "a CalDAV account listed a calendar on another server: not read");
+            continue;
+        }
         if at.trim_end_matches('/') == url.trim_end_matches('/') {
             continue;
         }
-        texts.extend(report(&at)?.unwrap_or_default());
+        texts.extend(report(&at, &mut weight)?.unwrap_or_default());
     }
     Ok(texts)
 }
@@ -333,6 +381,33 @@ END:VCALENDAR]]></CAL:calendar-data></prop></propstat></response>
         assert_ne!(origin("http://127.0.0.1:5232/"), origin("http://127.0.0.1:5233/"));
         assert_ne!(origin("https://a.example/"), origin("https://a.example.evil/"));
         assert_ne!(origin("http://a.example/"), origin("https://a.example/"));
+    }
+
+    #[test]
+    fn a_calendar_listed_on_another_server_is_not_read_and_gets_no_password() {
+        let (heads_tx, heads) = std::sync::mpsc::channel();
+        let elsewhere = server("HTTP/1.1 207 Multi-Status\r\nContent-Length: 0\r\nConnection: close\r\n\r\n".into(), heads_tx.clone());
+        let listing = format!(
+            "<multistatus xmlns=\"DAV:\" xmlns:C=\"urn:ietf:params:xml:ns:caldav\"><response><href>http://127.0.0.1:{elsewhere}/cal/</href><propstat><prop><resourcetype><collection/><C:calendar/></resourcetype></prop></propstat></response></multistatus>"
+        );
+        let home = server(format!("HTTP/1.1 207 Multi-Status\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{listing}", listing.len()), heads_tx);
+        let gate = OutboundGate::new(true);
+        let source = Source::CalDav { url: format!("http://127.0.0.1:{home}/alice/"), user: "alice".into() };
+        let texts = read(&source, Some("s3cret"), &gate, (0, 1)).unwrap();
+        assert!(texts.is_empty());
+        let seen: Vec<String> = heads.try_iter().collect();
+        assert!(seen.iter().all(|h| h.contains(&format!("host: 127.0.0.1:{home}\r\n"))), "only the account's server was asked: {seen:?}");
+    }
+
+    #[test]
+    fn every_hop_is_https_or_loopback_and_only_loopback_leads_to_loopback() {
+        assert!(hop_allowed("https://dav.example.org/a/", false).is_ok());
+        assert!(hop_allowed("http://127.0.0.1:5232/a/", true).is_ok());
+        assert!(hop_allowed("https://127.0.0.1/a/", true).is_ok());
+        for (url, began) in [("http://dav.example.org/a/", false), ("http://dav.example.org/a/", true), ("http://127.0.0.1:631/", false), ("https://localhost/admin", false), ("http://[::1]:8080/", false)] {
+            let err = hop_allowed(url, began).unwrap_err();
+            assert!(!err.contains("/a/") && !err.contains("admin"), "a host, never the address: {err}");
+        }
     }
 
     #[test]

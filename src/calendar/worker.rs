@@ -34,6 +34,8 @@ const PUBLISH_EVERY: Duration = Duration::from_secs(30);
 /// The window of events kept: two weeks back (the week view, recaps), two months ahead.
 pub const KEEP_BEFORE_MILLIS: i64 = 14 * 86_400_000;
 pub const KEEP_AHEAD_MILLIS: i64 = 60 * 86_400_000;
+/// The most events one source keeps in that window.
+const MAX_EVENTS: usize = 20_000;
 
 /// Where a CalDAV password comes from (the secret store; tests give their own).
 pub type Passwords = Box<dyn Fn(&str) -> Option<String> + Send>;
@@ -162,6 +164,8 @@ impl CalendarWorker {
             let mut events: Vec<crate::day::calendar::Event> = texts.iter().flat_map(|text| crate::day::calendar::events(text, window.0, window.1, &zone)).collect();
             events.sort_by(|a, b| (a.start_millis, &a.uid).cmp(&(b.start_millis, &b.uid)));
             events.dedup_by(|a, b| a.uid == b.uid && a.start_millis == b.start_millis);
+            // A calendar of millions of tiny events keeps its soonest (the window starts two weeks back).
+            events.truncate(MAX_EVENTS);
             if events.is_empty() && !texts.iter().any(|t| t.contains("BEGIN:VCALENDAR")) {
                 return Err("what it gave is not a calendar (no BEGIN:VCALENDAR)".to_owned());
             }

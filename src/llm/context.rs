@@ -223,7 +223,7 @@ mod tests {
         crate::calendar::db::replace(&tx, "s", (now - 86_400_000, now + 86_400_000), &[review, later]).unwrap();
         tx.commit().unwrap();
         let layer = layer1_context(&conn, now, 500).unwrap().unwrap();
-        assert_eq!(layer.now, format!("It is {} now. Your next meeting is in 12 min ({}): Q3 review with Sam.", format_clock(now), format_clock(now + 12 * 60_000)));
+        assert_eq!(layer.now, format!("It is {} now. Your next meeting is in 12 min ({}): \"Q3 review\" with Sam.", format_clock(now), format_clock(now + 12 * 60_000)));
         // Beyond the horizon it says nothing.
         assert_eq!(layer1_context(&conn, now + 45 * 60_000, 500).unwrap(), None);
         let session = session(1, "ledger-svc", now - 600_000, None);

@@ -226,7 +226,7 @@ fn day_bar_ui(ui: &mut egui::Ui, state: &AppState, (start, end): (i64, i64), by_
     // The calendars' meetings: a band along the top.
     let booked: Vec<(i64, i64)> = day.span.events.iter().filter(|e| !e.all_day).map(|e| (e.start_millis, e.end_millis)).collect();
     for (x0, x1) in timeline::spans(&booked, start, end, width) {
-        fill(x0, x1, rect.top(), rect.top() + 4.0, CALENDAR_BLUE);
+        fill(x0, x1, rect.top(), rect.top() + 4.0, theme::calendar());
     }
     // Calls cowork wrote a note of: a band along the bottom.
     let meetings: Vec<(i64, i64)> = day.span.notes.iter().filter(|n| n.kind == "meeting").map(|n| (n.start_millis, n.end_millis)).collect();
@@ -256,21 +256,18 @@ fn day_bar_ui(ui: &mut egui::Ui, state: &AppState, (start, end): (i64, i64), by_
     }
 }
 
-/// The calendars' meetings on the timeline.
-const CALENDAR_BLUE: egui::Color32 = egui::Color32::from_rgb(70, 130, 220);
-
 /// The day's meetings from the calendars (a day shown; a week's are on its bars),
 /// and the next one when it is today: "Next: Q3 review in 12 min".
 fn calendar_ui(ui: &mut egui::Ui, state: &AppState, week: bool, now_millis: i64) {
     let day = &state.day;
     if let Some(line) = crate::calendar::next_meeting_line(&state.calendar.upcoming, now_millis, 12 * 3_600_000) {
-        ui.label(RichText::new(line).small().color(CALENDAR_BLUE));
+        ui.label(RichText::new(line).small().color(theme::calendar()));
     }
     if week || day.span.events.is_empty() {
         return;
     }
     ui.horizontal_wrapped(|ui| {
-        ui.label(RichText::new("Calendar:").small().strong());
+        ui.label(RichText::new("Meetings").small().strong());
         for event in day.span.events.iter().take(12) {
             let when = if event.all_day { "all day".to_owned() } else { format!("{}–{}", format_clock(event.start_millis), format_clock(event.end_millis)) };
             let people = if event.attendees.is_empty() { String::new() } else { format!("\nWith {}", event.attendees.join(", ")) };

@@ -43,6 +43,11 @@ pub fn assistant_bubble() -> Color32 {
 }
 
 /// Secondary text: readable on both backgrounds (at least 4.5:1 against the panel).
+/// The calendars' meetings on the timeline.
+pub fn calendar() -> Color32 {
+    Color32::from_rgb(70, 130, 220)
+}
+
 pub fn muted() -> Color32 {
     pick(Color32::from_rgb(150, 156, 166), Color32::from_rgb(90, 96, 106))
 }

@@ -2557,7 +2557,7 @@ fn the_calendar_shows_the_days_meetings_the_next_one_and_each_sources_state() {
     far.events.send(AppEvent::Calendar(cowork::calendar::CalendarView { sources: vec![failed, read], upcoming: vec![review.clone()] })).unwrap();
     harness.run();
     harness.get_by_label_contains("Your next meeting is in 12 min");
-    harness.get_by_label_contains("Q3 review with Sam.");
+    harness.get_by_label_contains("\"Q3 review\" with Sam.");
     harness.get_by_label(&format!("{}–{} Q3 review", cowork::ids::format_clock(review.start_millis), cowork::ids::format_clock(review.end_millis)));
     let sources = "https://calendar.example.org/private-1/basic.ics\ncaldav https://dav.example.org/alice/ alice";
     far.events.send(AppEvent::Store(StoreEvent::Setting { key: cowork::config::keys::CALENDAR_SOURCES.into(), value: sources.into() })).unwrap();

@@ -164,17 +164,19 @@ pub struct CalendarView {
     pub upcoming: Vec<crate::day::calendar::Event>,
 }
 
-/// "in 12 min: Q3 review with Sam", "now (since 10:00): …": a line about the
-/// meeting that is on or comes next within `horizon_millis`, for the prompt
-/// and the sidebar. All-day events are not meetings.
+/// "Your next meeting is in 12 min (10:30): "Q3 review" with Sam.": a line
+/// about the meeting that is on or comes next within `horizon_millis`, for
+/// the prompt and the sidebar; its title quoted and on one line (whoever
+/// sent the invitation wrote it). All-day events are not meetings.
 pub fn next_meeting_line(events: &[crate::day::calendar::Event], now_millis: i64, horizon_millis: i64) -> Option<String> {
     let event = events.iter().filter(|e| !e.all_day && e.end_millis > now_millis && e.start_millis <= now_millis + horizon_millis).min_by_key(|e| e.start_millis)?;
-    let with = match event.attendees.len() {
+    let people: Vec<String> = event.attendees.iter().map(|a| db::one_line(a, 60)).collect();
+    let with = match people.len() {
         0 => String::new(),
-        1..=3 => format!(" with {}", event.attendees.join(", ")),
-        n => format!(" with {} and {} more", event.attendees[..2].join(", "), n - 2),
+        1..=3 => format!(" with {}", people.join(", ")),
+        n => format!(" with {} and {} more", people[..2].join(", "), n - 2),
     };
-    let title: String = event.title.chars().take(120).collect();
+    let title = db::one_line(&event.title, 120);
     let when = if event.start_millis <= now_millis {
         format!("is on now (since {}, until {})", crate::ids::format_clock(event.start_millis), crate::ids::format_clock(event.end_millis))
     } else {
@@ -184,7 +186,7 @@ pub fn next_meeting_line(events: &[crate::day::calendar::Event], now_millis: i64
             _ => format!("is at {}", crate::ids::format_clock(event.start_millis)),
         }
     };
-    Some(format!("Your next meeting {when}: {title}{with}."))
+    Some(format!("Your next meeting {when}: \"{title}\"{with}."))
 }
 
 #[cfg(test)]
@@ -244,11 +246,11 @@ mod tests {
             event("Planning", at(14, 0), at(15, 0), false, &["Ana", "Bo", "Cy", "Di"]),
         ];
         let now = at(10, 18);
-        assert_eq!(next_meeting_line(&events, now, 3 * 3_600_000).unwrap(), format!("Your next meeting is in 12 min ({}): Q3 review with Sam.", crate::ids::format_clock(at(10, 30))));
+        assert_eq!(next_meeting_line(&events, now, 3 * 3_600_000).unwrap(), format!("Your next meeting is in 12 min ({}): \"Q3 review\" with Sam.", crate::ids::format_clock(at(10, 30))));
         let during = next_meeting_line(&events, at(10, 40), 3 * 3_600_000).unwrap();
         assert!(during.starts_with("Your next meeting is on now (since ") && during.contains("Q3 review"), "{during}");
         let later = next_meeting_line(&events, at(11, 30), 3 * 3_600_000).unwrap();
-        assert!(later.contains("Planning with Ana, Bo and 2 more"), "{later}");
+        assert!(later.contains("\"Planning\" with Ana, Bo and 2 more"), "{later}");
         assert_eq!(next_meeting_line(&events, at(11, 30), 3_600_000), None, "beyond the horizon");
         assert_eq!(next_meeting_line(&events, at(16, 0), 3 * 3_600_000), None, "the all-day event is not a meeting");
     }

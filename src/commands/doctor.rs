@@ -365,7 +365,7 @@ fn worker_checks(paths: &Paths, display: Option<&str>, chat: Option<crate::confi
         Err(err) => return vec![Check { area: "worker", name: "all".into(), status: Status::Fail, detail: format!("{err:#}") }],
     };
     let _ = workers.llm.commands.try_send(LlmCommand::Preload);
-    // The automations, notify and apps workers run only in the process that executes automations (the sidebar).
+    // The automations, notify, apps, folders and calendar workers run only in the process that executes automations (the sidebar).
     let started_here: Vec<WorkerName> = WorkerName::ALL
         .iter()
         .copied()
@@ -374,6 +374,7 @@ fn worker_checks(paths: &Paths, display: Option<&str>, chat: Option<crate::confi
             WorkerName::Notify => workers.notify.is_some(),
             WorkerName::Apps => workers.apps.is_some(),
             WorkerName::Folders => workers.folders.is_some(),
+            WorkerName::Calendar => workers.calendar.is_some(),
             _ => true,
         })
         .collect();

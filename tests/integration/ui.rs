@@ -396,7 +396,7 @@ fn a_failed_worker_gets_a_retry_button_that_reaches_its_supervisor() {
     harness.run();
     harness.get_by_label_contains("Local model failed");
     // The others share one chip, so the failed one and its button stay in view.
-    harness.get_by_label("• 18 workers starting");
+    harness.get_by_label("• 19 workers starting");
     harness.get_by_label("Retry local model").click();
     harness.run();
     assert_eq!(far.llm_control.try_recv().ok(), Some(Control::Retry));

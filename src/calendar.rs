@@ -85,6 +85,14 @@ impl Source {
     }
 }
 
+/// A file source's path with `~/` read as the home folder.
+pub fn expand_home(path: &std::path::Path) -> PathBuf {
+    match path.to_str().and_then(|p| p.strip_prefix("~/")) {
+        Some(rest) => PathBuf::from(std::env::var("HOME").unwrap_or_default()).join(rest),
+        None => path.to_path_buf(),
+    }
+}
+
 /// `calendar:USER@HOST`.
 pub fn secret_name(user: &str, host: &str) -> String {
     format!("calendar:{user}@{host}")

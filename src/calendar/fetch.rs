@@ -6,7 +6,6 @@
 //! outbound gate with the purpose "read your calendar"; bodies are capped.
 
 use std::io::Read;
-use std::path::PathBuf;
 use std::time::Duration;
 
 use quick_xml::Reader;
@@ -50,10 +49,7 @@ pub fn read(source: &Source, password: Option<&str>, gate: &OutboundGate, (from,
 }
 
 fn read_file(path: &std::path::Path) -> Result<String, String> {
-    let path = match path.to_str().and_then(|p| p.strip_prefix("~/")) {
-        Some(rest) => PathBuf::from(std::env::var("HOME").unwrap_or_default()).join(rest),
-        None => path.to_path_buf(),
-    };
+    let path = super::expand_home(path);
     let file = std::fs::File::open(&path).map_err(|err| format!("cannot read {}: {err}", path.display()))?;
     if !file.metadata().is_ok_and(|m| m.is_file()) {
         return Err(format!("{} is not a file", path.display()));

@@ -241,11 +241,7 @@ impl CalendarWorker {
 }
 
 fn modified(path: &std::path::Path) -> Option<SystemTime> {
-    let path = match path.to_str().and_then(|p| p.strip_prefix("~/")) {
-        Some(rest) => PathBuf::from(std::env::var("HOME").unwrap_or_default()).join(rest),
-        None => path.to_path_buf(),
-    };
-    std::fs::metadata(path).and_then(|m| m.modified()).ok()
+    std::fs::metadata(super::expand_home(path)).and_then(|m| m.modified()).ok()
 }
 
 impl Supervised for CalendarWorker {

@@ -11,10 +11,11 @@
 //! (`github.com/OWNER/NAME`), a ticket key (`ATL-142`, joined to the
 //! repository it shows up with elsewhere in the same stretch of days), a
 //! known project's name in a document's or page's title; then the work around
-//! it: a stretch without a cue (documentation, a call, a terminal at `~`;
-//! at most 45 minutes) between two stretches of one project less than an
-//! hour apart belongs to it, unless it is mail, chat or time off (a leisure
-//! site or app).
+//! it: a stretch without a cue (documentation, a terminal at `~`, at most 45
+//! minutes; a call, at most two hours) between two stretches of one project
+//! less than an hour apart (besides the calls) belongs to it, unless it is
+//! mail, chat or time off (a leisure site or app); a detour of five minutes
+//! or less to what is no project does not end a stretch.
 //! Every attribution says why.
 
 use std::collections::{BTreeMap, HashMap};
@@ -28,6 +29,16 @@ use crate::records::ActivitySession;
 pub const LOOKUP_MAX_MILLIS: i64 = 45 * 60_000;
 /// ... when the two stretches of the project are at most this far apart.
 const BETWEEN_MAX_MILLIS: i64 = 60 * 60_000;
+/// A call (a call app, or a meeting's address or title) between two stretches of one
+/// project counts for it up to this long, and the time in calls does not count in
+/// `BETWEEN_MAX_MILLIS`: meetings run to the hour and past it.
+const CALL_MAX_MILLIS: i64 = 2 * 60 * 60_000;
+/// A stretch the user's rules (or the window) say is no project, this short or
+/// shorter, does not end the stretch of a project around it: a glance at the
+/// inbox or a chat in the middle of an hour's design work.
+const DETOUR_MAX_MILLIS: i64 = 5 * 60_000;
+/// A call joined this soon after a message of a project is that project's meeting.
+const INVITED_MAX_MILLIS: i64 = 5 * 60_000;
 
 /// The name rules use for "not a project".
 const NO_PROJECT: &str = "no project";
@@ -175,6 +186,10 @@ pub enum Why {
     Named,
     /// No cue; between two stretches of this project.
     Between,
+    /// A call joined right after a message (mail, calendar, chat) of this project.
+    Invited,
+    /// No cue; the same window counted for this project every other time.
+    SameWindow,
     /// Nothing says which.
     Unknown,
 }
@@ -189,6 +204,8 @@ impl Why {
             Why::Ticket(key) => format!("the ticket {key}"),
             Why::Named => "the project's name in its title".into(),
             Why::Between => "between two stretches of the project, with no cue of its own".into(),
+            Why::Invited => "a call joined right after a message of the project".into(),
+            Why::SameWindow => "the same window counted for the project every other time".into(),
             Why::Unknown => "nothing in it names a project".into(),
         }
     }
@@ -478,7 +495,66 @@ pub fn attribute_with(prepared: &mut Prepared, sessions: &[ActivitySession], rul
         }
     }
     fill_between(sessions, windows, &mut found);
+    fill_invited(sessions, windows, &mut found);
+    fill_same_window(sessions, windows, &mut found);
     found
+}
+
+/// A call joined from a message of a project counts for it: a cue-less call
+/// (at most `CALL_MAX_MILLIS`) starting at most `INVITED_MAX_MILLIS` after a
+/// mail, calendar or chat window the rules or its title give a project (the
+/// invitation, the reminder, "join now?"), across other cue-less windows (the
+/// volume control, the call app's lobby).
+fn fill_invited(sessions: &[ActivitySession], windows: &[Window], found: &mut [Attribution]) {
+    let end_of = |s: &ActivitySession| s.ended_at_millis.unwrap_or(s.started_at_millis);
+    let cued: Vec<bool> = found.iter().map(|f| f.why != Why::Unknown).collect();
+    for i in 0..sessions.len() {
+        let s = &sessions[i];
+        if cued[i] || end_of(s) - s.started_at_millis > CALL_MAX_MILLIS || crate::day::meetings::call_service(&s.app, &s.title, s.url.as_deref()).is_none() {
+            continue;
+        }
+        if is_talk(&windows[i]) || is_leisure(&windows[i]) {
+            continue;
+        }
+        let Some(j) = (0..i).rev().find(|&j| cued[j]) else { continue };
+        if is_talk(&windows[j]) && found[j].project.is_some() && s.started_at_millis - end_of(&sessions[j]) <= INVITED_MAX_MILLIS {
+            found[i] = Attribution { project: found[j].project.clone(), why: Why::Invited };
+        }
+    }
+}
+
+/// A cue-less window counts for the project its very same window (app and
+/// title) counted for every other time it could be told: an app whose title
+/// never names its file ("Figma") used for one client's work. At least two
+/// such stretches, all of one project, and none the user's rules call no
+/// project; never mail, chat, time off or a call (each call is its own).
+fn fill_same_window(sessions: &[ActivitySession], windows: &[Window], found: &mut [Attribution]) {
+    let key = |s: &ActivitySession| (s.app.to_lowercase(), s.title.trim().to_owned());
+    let eligible = |i: usize| {
+        let s = &sessions[i];
+        !is_talk(&windows[i]) && !is_leisure(&windows[i]) && crate::day::meetings::call_service(&s.app, &s.title, s.url.as_deref()).is_none()
+    };
+    let open: Vec<usize> = (0..sessions.len()).filter(|&i| found[i].why == Why::Unknown && eligible(i)).collect();
+    if open.is_empty() {
+        return;
+    }
+    // Per window: the projects it was given (None: a rule said no project), and how often.
+    let mut seen: HashMap<(String, String), (Option<String>, usize, bool)> = HashMap::new();
+    for (i, f) in found.iter().enumerate() {
+        if f.why == Why::Unknown || !eligible(i) {
+            continue;
+        }
+        let entry = seen.entry(key(&sessions[i])).or_insert((f.project.clone(), 0, true));
+        entry.1 += 1;
+        entry.2 &= entry.0 == f.project && f.project.is_some();
+    }
+    for i in open {
+        if let Some((Some(project), count, true)) = seen.get(&key(&sessions[i]))
+            && *count >= 2
+        {
+            found[i] = Attribution { project: Some(project.clone()), why: Why::SameWindow };
+        }
+    }
 }
 
 /// A window's project from its rule, its own folder or repository, or a
@@ -495,26 +571,38 @@ fn direct(window: &Window, cue: &Cues, rules: &ProjectRules, names: &[(String, &
 }
 
 /// Stretches without a cue between two of one project count for it: each at
-/// most `LOOKUP_MAX_MILLIS` long, the two at most `BETWEEN_MAX_MILLIS` apart,
-/// and not mail, chat or time off.
+/// most `LOOKUP_MAX_MILLIS` long (a call `CALL_MAX_MILLIS`), the two at most
+/// `BETWEEN_MAX_MILLIS` apart besides the calls between them, and not mail,
+/// chat or time off. A short detour to no project does not end a stretch.
 fn fill_between(sessions: &[ActivitySession], windows: &[Window], found: &mut [Attribution]) {
     let known: Vec<Option<String>> = found.iter().map(|f| f.project.clone()).collect();
+    let end_of = |s: &ActivitySession| s.ended_at_millis.unwrap_or(s.started_at_millis);
     // Which stretches have a cue of their own (those filled here do not count as one).
     let cued: Vec<bool> = found.iter().map(|f| f.why != Why::Unknown).collect();
-    let end_of = |s: &ActivitySession| s.ended_at_millis.unwrap_or(s.started_at_millis);
+    // Which of those end a project's stretch: all but short detours to no project.
+    let ends: Vec<bool> = (0..sessions.len())
+        .map(|j| cued[j] && (known[j].is_some() || end_of(&sessions[j]) - sessions[j].started_at_millis > DETOUR_MAX_MILLIS))
+        .collect();
+    let length = |s: &ActivitySession| end_of(s) - s.started_at_millis;
+    // The time each cue-less stretch spends in a call.
+    let in_call: Vec<i64> = sessions
+        .iter()
+        .zip(&cued)
+        .map(|(s, cued)| if !cued && crate::day::meetings::call_service(&s.app, &s.title, s.url.as_deref()).is_some() { length(s) } else { 0 })
+        .collect();
     for i in 0..sessions.len() {
         if cued[i] || is_talk(&windows[i]) || is_leisure(&windows[i]) {
             continue;
         }
-        let session = &sessions[i];
-        if end_of(session) - session.started_at_millis > LOOKUP_MAX_MILLIS {
+        if length(&sessions[i]) > if in_call[i] > 0 { CALL_MAX_MILLIS } else { LOOKUP_MAX_MILLIS } {
             continue;
         }
         // The nearest stretches before and after with a project of their own, across other cue-less ones.
-        let before = (0..i).rev().find(|&j| cued[j]);
-        let after = (i + 1..sessions.len()).find(|&j| cued[j]);
+        let before = (0..i).rev().find(|&j| ends[j]);
+        let after = (i + 1..sessions.len()).find(|&j| ends[j]);
         let (Some(before), Some(after)) = (before, after) else { continue };
-        if known[before].is_some() && known[before] == known[after] && sessions[after].started_at_millis - end_of(&sessions[before]) <= BETWEEN_MAX_MILLIS {
+        let calls: i64 = in_call[before + 1..after].iter().sum();
+        if known[before].is_some() && known[before] == known[after] && sessions[after].started_at_millis - end_of(&sessions[before]) - calls <= BETWEEN_MAX_MILLIS {
             found[i] = Attribution { project: known[before].clone(), why: Why::Between };
         }
     }
@@ -618,6 +706,72 @@ mod tests {
         let l = || Some("ledger-svc");
         let expected = [l(), l(), None, l(), None, l(), l(), l(), l(), None, l(), None, None, l()];
         assert_eq!(projects(&sessions, ""), expected.map(|p| p.map(str::to_owned)));
+    }
+
+    #[test]
+    fn a_meeting_of_an_hour_counts_and_a_glance_at_no_project_does_not_end_a_stretch() {
+        let rules = "Halden: HOB\nNo project: /^Inbox\\b/, Signal";
+        let sessions = [
+            session("firefox", "HOB-61 Progress steps - Jira", None, 0, 10),
+            // A glance at the inbox and a chat: no project, and the stretch goes on.
+            session("thunderbird", "Inbox - maren@holt.design - Mozilla Thunderbird", None, 10, 1),
+            session("Signal", "Signal", None, 11, 2),
+            session("figma-linux", "Figma", None, 13, 40),
+            session("firefox", "HOB-62 Copy for the ID step - Jira", None, 53, 5),
+            // A call of 55 minutes (more than a lookup's 45) with its app's window before it.
+            session("zoom", "Zoom Workplace", None, 58, 1),
+            session("zoom", "Zoom Meeting", None, 59, 55),
+            session("firefox", "HOB-62 Copy for the ID step - Jira", None, 114, 5),
+            // Ten minutes of no project does end it.
+            session("Signal", "Signal", None, 119, 10),
+            session("figma-linux", "Figma", None, 129, 20),
+            session("firefox", "HOB-63 Empty state - Jira", None, 149, 5),
+            // A call of two and a half hours is not a meeting of the project by its neighbours alone.
+            session("zoom", "Zoom Meeting", None, 154, 150),
+            session("firefox", "HOB-63 Empty state - Jira", None, 304, 5),
+        ];
+        let h = || Some("Halden");
+        let expected = [h(), None, None, h(), h(), h(), h(), h(), None, None, h(), None, h()];
+        assert_eq!(projects(&sessions, rules), expected.map(|p| p.map(str::to_owned)));
+        let found = attribute(&sessions, &ProjectRules::parse(rules).unwrap());
+        assert_eq!(found[6].why, Why::Between);
+    }
+
+    #[test]
+    fn a_call_joined_from_its_invitation_and_a_window_that_never_names_its_file_take_their_project() {
+        let rules = "Pinecrest: Pinecrest\nHalden: HOB";
+        let sessions = [
+            session("code", "atlas.tf - acme-infra - Visual Studio Code", None, 0, 30),
+            // The reminder names the project; the call after it (past the lobby) is its meeting.
+            session("thunderbird", "Pinecrest: findings walkthrough – 16:00 - Mozilla Thunderbird", None, 30, 1),
+            session("zoom", "Zoom Workplace", None, 31, 1),
+            session("zoom", "Zoom Meeting", None, 32, 50),
+            session("code", "atlas.tf - acme-infra - Visual Studio Code", None, 82, 10),
+            // A call long after a message is not its meeting.
+            session("thunderbird", "Pinecrest: findings walkthrough – 16:00 - Mozilla Thunderbird", None, 92, 1),
+            session("firefox", "Weather — Mozilla Firefox", Some("https://weather.example/"), 93, 10),
+            session("zoom", "Zoom Meeting", None, 103, 30),
+            // "Figma" names no file: twice between Halden's stretches, so the third time (before lunch) too.
+            session("firefox", "HOB-1 Steps - Jira", None, 200, 5),
+            session("figma-linux", "Figma", None, 205, 20),
+            session("firefox", "HOB-2 Copy - Jira", None, 225, 5),
+            session("figma-linux", "Figma", None, 230, 20),
+            session("firefox", "HOB-3 Empty state - Jira", None, 250, 5),
+            session("figma-linux", "Figma", None, 255, 30),
+        ];
+        let found = attribute(&sessions, &ProjectRules::parse(rules).unwrap());
+        let got: Vec<(Option<&str>, &Why)> = found.iter().map(|a| (a.project.as_deref(), &a.why)).collect();
+        assert_eq!(got[3], (Some("Pinecrest"), &Why::Invited));
+        assert_eq!(got[2], (Some("Pinecrest"), &Why::Invited), "the call app's lobby on the way in too");
+        assert_eq!(got[7], (None, &Why::Unknown));
+        assert_eq!(got[13], (Some("Halden"), &Why::SameWindow));
+        // One stretch of another project in that same window: it could be either, so neither.
+        let mut mixed = sessions.to_vec();
+        mixed.push(session("firefox", "Pinecrest report — Mozilla Firefox", None, 400, 5));
+        mixed.push(session("figma-linux", "Figma", None, 405, 20));
+        mixed.push(session("firefox", "Pinecrest report — Mozilla Firefox", None, 425, 5));
+        let found = attribute(&mixed, &ProjectRules::parse(rules).unwrap());
+        assert_eq!((found[13].project.as_deref(), &found[13].why), (None, &Why::Unknown));
     }
 
     #[test]

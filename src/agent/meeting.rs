@@ -19,12 +19,14 @@ use serde_json::{Value, json};
 use super::operation::{Brain, ChatRequest};
 use super::worker::AgentWorker;
 use crate::brains::{Role, Turn};
-use crate::day::meetings::{Note, Said, note_prompt, numbered_parts, read_note};
+use crate::day::meetings::{Note, Said, action_prompt, note_prompt, numbered_parts, read_note};
 use crate::llm::LocalBrain;
 use crate::tools::ToolOutput;
 
-/// The most one part's answer may run to.
-const NOTE_TOKENS: usize = 320;
+/// The most one part's summary and decisions may run to.
+const NOTE_TOKENS: usize = 220;
+/// The most the action items may run to.
+const ACTION_TOKENS: usize = 200;
 
 impl<B: LocalBrain> AgentWorker<B> {
     /// Writes and keeps the note of the call from `start` to `end`; None when nothing was heard.
@@ -58,6 +60,11 @@ impl<B: LocalBrain> AgentWorker<B> {
         for (_, part) in &parts {
             let (system, user) = note_prompt(title, part, instructions);
             let output = self.complete(&brain, &[Turn::new(Role::System, system), Turn::new(Role::User, user)], NOTE_TOKENS)?;
+            read_note(&said, &output, &mut note);
+        }
+        // The action items, asked alone: the lines where something was taken on, and who was named.
+        if let Some((system, user)) = action_prompt(title, &said, instructions) {
+            let output = self.complete(&brain, &[Turn::new(Role::System, system), Turn::new(Role::User, user)], ACTION_TOKENS)?;
             read_note(&said, &output, &mut note);
         }
         for (line, why) in &note.dropped {

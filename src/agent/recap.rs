@@ -26,9 +26,6 @@ use crate::ids::now_millis;
 use crate::llm::LocalBrain;
 use crate::tools::ToolOutput;
 
-/// The most a recap's answer may run to (a line per project and a few open loops).
-const RECAP_TOKENS: usize = 260;
-
 impl<B: LocalBrain> AgentWorker<B> {
     /// Writes the recap of the day or week holding `at_millis` and keeps it;
     /// the Context panel is told either way.
@@ -66,8 +63,11 @@ impl<B: LocalBrain> AgentWorker<B> {
             Brain::Cloud { provider, consent: true, .. } if ask.is_none() => format!("{} ({})", provider.name, provider.model),
             Brain::Cloud { provider, .. } => return Ok(Outcome::Skipped(format!("{} is not allowed to see what cowork records; allow it in Settings → Brains", provider.name))),
         };
-        let turns = vec![Turn::new(Role::System, system), Turn::new(Role::User, user)];
-        let output = self.complete(&brain, &turns, RECAP_TOKENS)?;
+        // Nothing large enough to ask about: cowork's own lines.
+        let output = match facts.asked().is_empty() {
+            true => String::new(),
+            false => self.complete(&brain, &[Turn::new(Role::System, system), Turn::new(Role::User, user)], facts.answer_tokens())?,
+        };
         let mut written = recap::read(&facts, &output);
         written.model = model;
         written.made_in_millis = started.elapsed().as_millis() as i64;

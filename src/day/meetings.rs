@@ -10,7 +10,7 @@
 //! back strictly (each must cite transcript lines; an owner must be the user
 //! or a name said in the call).
 
-use crate::day::recap::{cites, without_cites};
+use crate::day::cites::{cites, without_cites};
 
 /// A window that is a call, or an app that makes them: the service's name.
 pub fn call_service(app: &str, title: &str, url: Option<&str>) -> Option<&'static str> {
@@ -231,22 +231,132 @@ pub fn numbered_parts(said: &[Said]) -> Vec<(usize, String)> {
     parts
 }
 
-/// The system prompt and the user's turn for one part of the call.
+/// The system prompt and the user's turn for one part of the call: its
+/// summary and decisions (the action items are asked apart, `action_prompt`).
 pub fn note_prompt(title: &str, part: &str, instructions: &str) -> (String, String) {
     let system = "You write meeting notes from a numbered transcript. \"You\" is the user (their microphone); \"Others\" is everyone else on the call. \
                   Use only what the transcript says. Every line ends with the numbers of the transcript lines it is based on, like [3][7]."
         .to_owned();
     let mut user = format!(
-        "Meeting: {title}\nTranscript:\n{part}\nWrite these lines, one thing per line:\n\
+        "Meeting: {title}\nTranscript:\n{part}\nWrite these lines, one thing per line, in your own words:\n\
          Summary: what the meeting was about and where it got to [n]\n\
-         Decision: something that was decided [n]\n\
-         Action: owner | what to do | due date or none [n]\n\
-         An action is only something a person agreed to do after the call; the owner is You, a person's name said in the call, or unassigned.\n"
+         Decision: something that was decided [n]\n"
     );
     if !instructions.trim().is_empty() {
         user.push_str(&format!("\n{}\n", instructions.trim()));
     }
     (system, user)
+}
+
+/// What someone says when they take something on, or ask another to.
+const COMMITMENTS: [&str; 24] = [
+    "i'll ", "i will ", "i can ", "i'm going to", "i am going to", "let me ", "we'll ", "will do", "on it", "i'll have", "can you", "could you", "would you",
+    "will you", "please ", "do you think you could", "do you think we could", "can we get", "take that", "action item", "follow up", "to do", "on me", "you take",
+];
+/// At most this many lines where something may have been agreed go to the action items' prompt.
+const MAX_COMMITMENT_LINES: usize = 28;
+
+/// The numbers (1-based) of the lines where something may have been agreed
+/// (someone takes something on, or asks another to), each with the line
+/// before it (who was asked) and after it (the answer), in order.
+pub fn commitment_lines(said: &[Said]) -> Vec<usize> {
+    let mut out: Vec<usize> = Vec::new();
+    for (i, line) in said.iter().enumerate() {
+        let text = format!(" {} ", line.text.to_lowercase().replace(['’', '‘'], "'"));
+        if !COMMITMENTS.iter().any(|c| text.contains(c)) {
+            continue;
+        }
+        for n in [i, i + 1, i + 2] {
+            if (1..=said.len()).contains(&n) && !out.contains(&n) {
+                out.push(n);
+            }
+        }
+    }
+    out.sort_unstable();
+    out.truncate(MAX_COMMITMENT_LINES);
+    out
+}
+
+/// The people the call addresses by name ("Linda, can you …", "hi Greg",
+/// "thanks, Sam"): the owners an action item may name besides You.
+pub fn names_said(said: &[Said]) -> Vec<String> {
+    let mut names: Vec<String> = Vec::new();
+    for line in said {
+        for name in addressed(&line.text) {
+            if !names.contains(&name) {
+                names.push(name);
+            }
+        }
+    }
+    names
+}
+
+/// The names `text` addresses ("Linda, can you …", "hi Greg", "thanks, Sam"), in order.
+fn addressed(text: &str) -> Vec<String> {
+    const BEFORE: [&str; 8] = ["hi", "hey", "thanks", "okay", "so", "and", "but", "you"];
+    const AFTER: [&str; 11] = ["can", "could", "would", "will", "do", "did", "you", "is", "are", "has", "have"];
+    const NOT_NAMES: [&str; 40] = [
+        "Okay", "Yes", "Yeah", "Sure", "Right", "Well", "And", "But", "Perfect", "Great", "Thanks", "Hey", "Sorry", "Good", "Cool", "Monday", "Tuesday", "Wednesday",
+        "Thursday", "Friday", "What", "That", "This", "There", "Can", "Could", "Would", "Will", "Did", "Does", "Should", "How", "Why", "When", "Where", "Who", "Are",
+        "Have", "Has", "Then",
+    ];
+    let mut names: Vec<String> = Vec::new();
+    let tokens: Vec<&str> = text.split_whitespace().collect();
+    for (i, token) in tokens.iter().enumerate() {
+        let word = token.trim_end_matches([',', '.', '!', '?', ';', ':']);
+        let mut chars = word.chars();
+        let looks = chars.next().is_some_and(|c| c.is_ascii_uppercase()) && word.len() >= 3 && chars.all(|c| c.is_ascii_lowercase());
+        if !looks || NOT_NAMES.contains(&word) {
+            continue;
+        }
+        let before = i == 0 || tokens[i - 1].ends_with([',', '.', '!', '?', ';']) || BEFORE.contains(&tokens[i - 1].to_lowercase().as_str());
+        let after = token.ends_with([',', '?']) || tokens.get(i + 1).is_some_and(|next| AFTER.contains(&next.to_lowercase().as_str()));
+        if before && after && !names.iter().any(|n| n == word) {
+            names.push(word.to_owned());
+        }
+    }
+    names
+}
+
+/// The prompt for the call's action items alone: the lines where something
+/// may have been agreed (`commitment_lines`), numbered as in the transcript,
+/// and the people named. None when no line sounds like one.
+pub fn action_prompt(title: &str, said: &[Said], instructions: &str) -> Option<(String, String)> {
+    let numbers = commitment_lines(said);
+    if numbers.is_empty() {
+        return None;
+    }
+    let system = "You find the action items of a meeting: what a person agreed to do after the call. \"You\" is the user (their microphone); \"Others\" is everyone else. \
+                  Use only what the lines say. Every line ends with the numbers of the lines it is based on, like [3][4]."
+        .to_owned();
+    let names = names_said(said);
+    let mut user = format!("Meeting: {title}\n");
+    if !names.is_empty() {
+        user.push_str(&format!("People named in the call: {}\n", names.join(", ")));
+    }
+    user.push_str("Lines where something may have been agreed:\n");
+    for n in numbers {
+        let line = &said[n - 1];
+        // Who answers: the one person the line before asked by name.
+        let asked = (n >= 2).then(|| addressed(&said[n - 2].text)).unwrap_or_default();
+        let who = match (line.you, asked.as_slice()) {
+            (true, _) => "You".to_owned(),
+            (false, [name]) if !said[n - 2].text.trim().is_empty() => format!("Others (likely {name}, asked just before)"),
+            (false, _) => "Others".to_owned(),
+        };
+        let text = crate::records::visible(&line.text, false).replace('\n', " ");
+        user.push_str(&format!("[{n}] {who}: {}\n", text.trim()));
+    }
+    user.push_str(
+        "\nWrite one line for each thing a person agreed to do after the call, in this form:\n\
+         Action: owner | what to do | when, or none [n]\n\
+         The owner is You when You took it on; when Others did, the person asked by name; else unassigned. \
+         Leave out what is already done, was turned down, or was only an idea.\n",
+    );
+    if !instructions.trim().is_empty() {
+        user.push_str(&format!("\n{}\n", instructions.trim()));
+    }
+    Some((system, user))
 }
 
 /// Reads a part's answer against the transcript (`said`, all of it): lines
@@ -401,6 +511,25 @@ mod tests {
         assert_eq!(note.dropped.len(), 3, "{:?}", note.dropped);
         let text = note.render("Sprint planning", &call);
         assert!(text.contains("Action items:\n- Priya: write the migration script, due Thursday (at 00:00, 00:10)"), "{text}");
+        // The action items are asked apart, from the lines where something was taken on, with who was named.
+        let call = said(&[
+            (true, "Hi Greg, hi Linda. Status first."),
+            (true, "The homepage is on staging."),
+            (true, "Linda, do you think we could get the rest of the bios by Friday?"),
+            (false, "Friday, yeah. I'll chase them."),
+            (false, "The widget is already in."),
+            (true, "Okay, Sam, can you check the mobile menu?"),
+            (false, "Sure."),
+        ]);
+        assert_eq!(names_said(&call), ["Greg", "Linda", "Sam"]);
+        assert_eq!(commitment_lines(&call), [2, 3, 4, 5, 6, 7], "each with the line before (who was asked) and after (the answer)");
+        let (_, user) = action_prompt("Weekly status", &call, "").unwrap();
+        assert!(user.contains("People named in the call: Greg, Linda, Sam\n"), "{user}");
+        assert!(user.contains("[3] You: Linda, do you think we could get the rest of the bios by Friday?\n[4] Others (likely Linda, asked just before): Friday, yeah. I'll chase them."), "{user}");
+        assert!(user.contains("[5] Others: The widget is already in."), "nobody was asked by name just before: {user}");
+        assert!(names_said(&said(&[(true, "Can you send it? Could Marek take it?")])).is_empty(), "a question's first word is no name");
+        assert!(!user.contains("[1]"), "a line where nothing is agreed is not sent: {user}");
+        assert!(action_prompt("Chat", &said(&[(true, "Nice weather."), (false, "It is.")]), "").is_none());
         // A long call is read in parts that each fit a prompt.
         let long: Vec<Said> = (0..400).map(|i| Said { at_secs: i as f64, you: i % 2 == 0, text: "word ".repeat(10) }).collect();
         let parts = numbered_parts(&long);

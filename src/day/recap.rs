@@ -15,6 +15,7 @@ use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
 
+use crate::day::cites::{cites, without_cites};
 use crate::day::ledger::{Ledger, UNATTRIBUTED};
 
 /// A recap covers a local day or a week (Monday to Sunday).
@@ -49,11 +50,12 @@ impl Period {
         }
     }
 
-    /// At most this many sources go to the model (a 1.5B reads ~40 lines in seconds).
+    /// At most this many sources go to the model: each is ~30 tokens to read,
+    /// which a 1.5B on two cores does at ~40 a second (the recap's target is a minute).
     fn max_sources(self) -> usize {
         match self {
-            Period::Day => 28,
-            Period::Week => 40,
+            Period::Day => 20,
+            Period::Week => 32,
         }
     }
 }
@@ -77,6 +79,12 @@ pub fn bounds(period: Period, at_millis: i64) -> (i64, i64) {
 pub const OTHER: &str = "Other";
 /// What a line about something left open starts with.
 pub const OPEN: &str = "Open";
+/// The model writes about at most this many projects ...
+const ASKED_PROJECTS: usize = 5;
+/// ... each with at least this share of the period's time ...
+const ASKED_SHARE_PERCENT: i64 = 5;
+/// ... from at most this many of its sources.
+const ASKED_SOURCES: usize = 3;
 /// Windows shorter than this in all are not offered as sources.
 const MIN_SOURCE_SECONDS: i64 = 60;
 /// The longest line kept.
@@ -168,6 +176,40 @@ impl Facts {
         self.sources.is_empty()
     }
 
+    /// The projects the model writes about: the period's largest, at most
+    /// `ASKED_PROJECTS`, each with `ASKED_SHARE_PERCENT` of the time or more, not
+    /// `OTHER`. The rest get cowork's own line: a small model reads and writes
+    /// a few tokens a second, and the recap has a minute.
+    pub fn asked(&self) -> Vec<&str> {
+        let total = self.projects.iter().map(|p| p.1).sum::<i64>().max(1);
+        self.projects
+            .iter()
+            .filter(|(p, seconds)| p != OTHER && seconds * 100 >= total * ASKED_SHARE_PERCENT)
+            .take(ASKED_PROJECTS)
+            .map(|(p, _)| p.as_str())
+            .collect()
+    }
+
+    /// The sources the model reads: the asked projects' largest, `ASKED_SOURCES` each.
+    pub fn asked_sources(&self) -> Vec<&Source> {
+        let asked = self.asked();
+        let mut taken: BTreeMap<&str, usize> = BTreeMap::new();
+        self.sources
+            .iter()
+            .filter(|s| {
+                let Some(project) = asked.iter().find(|p| **p == s.project) else { return false };
+                let count = taken.entry(project).or_default();
+                *count += 1;
+                *count <= ASKED_SOURCES
+            })
+            .collect()
+    }
+
+    /// What the model's answer may run to: a line for each asked project and a few open loops.
+    pub fn answer_tokens(&self) -> usize {
+        (45 + 35 * self.asked().len()).min(220)
+    }
+
     fn project_named(&self, name: &str) -> Option<&str> {
         let wanted = squash(name);
         self.projects.iter().map(|(p, _)| p.as_str()).find(|p| squash(p) == wanted)
@@ -193,6 +235,22 @@ pub fn span(seconds: i64) -> String {
     if minutes >= 60 { format!("{} h {:02} min", minutes / 60, minutes % 60) } else { format!("{minutes} min") }
 }
 
+/// `title` without a last part that only names its app ("… — Mozilla Firefox" of
+/// firefox, "… - Visual Studio Code" of code): the model reads the app once.
+fn without_app<'a>(app: &str, title: &'a str) -> &'a str {
+    let app = app.rsplit('.').next().unwrap_or(app).to_lowercase();
+    if app.len() < 3 {
+        return title;
+    }
+    [" — ", " - ", " – "]
+        .iter()
+        .filter_map(|sep| title.rsplit_once(sep))
+        .filter(|(head, tail)| !head.trim().is_empty() && tail.to_lowercase().contains(&app))
+        .map(|(head, _)| head)
+        .max_by_key(|head| head.len())
+        .unwrap_or(title)
+}
+
 /// The system prompt and the user's turn. `instructions` (the automation's own
 /// words, which the user may edit) go after the fixed format.
 pub fn prompt(facts: &Facts, instructions: &str) -> (String, String) {
@@ -200,19 +258,20 @@ pub fn prompt(facts: &Facts, instructions: &str) -> (String, String) {
                   Use only what the sources say. Never name a project that is not listed. \
                   Every line ends with the numbers of the sources it is based on, like [2][5]."
         .to_owned();
+    let asked = facts.asked();
     let mut user = format!("Projects on {} (time tracked):\n", facts.title());
-    for (project, seconds) in &facts.projects {
+    for (project, seconds) in facts.projects.iter().filter(|(p, _)| asked.contains(&p.as_str())) {
         user.push_str(&format!("- {project}: {}\n", span(*seconds)));
     }
     user.push_str("\nSources:\n");
-    for s in &facts.sources {
-        let title: String = crate::records::visible(&s.title, false).replace('\n', " ").chars().take(140).collect();
+    for s in facts.asked_sources() {
+        let title: String = crate::records::visible(without_app(&s.app, &s.title), false).replace('\n', " ").chars().take(100).collect();
         user.push_str(&format!("[{}] {}, {}: {} — {}\n", s.n, s.project, span(s.seconds), s.app, title));
     }
-    let first = facts.projects.first().map(|p| p.0.as_str()).unwrap_or("Atlas");
+    let first = asked.first().copied().unwrap_or("Atlas");
     user.push_str(&format!(
         "\nWrite one line per project, in this form:\n{first}: what was done, in a few words [1][2]\n\
-         Then, only if a source shows something left unfinished (a draft, a review or reply waiting, a failing build), one line each:\n\
+         Then, only if a source shows something left unfinished (a draft, a review or reply waiting, a failing build), one line each, three at most:\n\
          {OPEN}: what is left [n]\n"
     ));
     let instructions = instructions.trim();
@@ -289,8 +348,12 @@ pub fn read(facts: &Facts, output: &str) -> Recap {
         if is_open {
             if valid.is_empty() {
                 dropped.push((line.to_owned(), "cites no source".to_owned()));
-            } else if !open.iter().any(|l| l.text == text) {
-                open.push(Line { text: clip(&text), sources: dedup(valid), by_model: true });
+            } else if let Some(valid) = traced(facts, &text, &valid, None) {
+                if !open.iter().any(|l| l.text == text) {
+                    open.push(Line { text: clip(&text), sources: dedup(valid), by_model: true });
+                }
+            } else {
+                dropped.push((line.to_owned(), "its words are not in the sources".to_owned()));
             }
             continue;
         }
@@ -304,6 +367,10 @@ pub fn read(facts: &Facts, output: &str) -> Recap {
             dropped.push((line.to_owned(), why));
             continue;
         }
+        let Some(own) = traced(facts, &text, &own, Some(project)) else {
+            dropped.push((line.to_owned(), format!("its words are not in the sources of {project}")));
+            continue;
+        };
         let section = sections.iter_mut().find(|s| s.project == project).expect("projects come from facts");
         if section.lines.len() < 3 && !section.lines.iter().any(|l| l.text == text) {
             section.lines.push(Line { text: clip(&text), sources: dedup(own), by_model: true });
@@ -324,40 +391,77 @@ pub fn read(facts: &Facts, output: &str) -> Recap {
     Recap { facts: facts.clone(), sections, open, dropped, model: String::new(), made_in_millis: 0 }
 }
 
-/// The `[n]`, `[n, m]` and `[n][m]` citations in `text`, in order.
-pub(crate) fn cites(text: &str) -> Vec<usize> {
-    let mut out = Vec::new();
-    let mut rest = text;
-    while let Some(start) = rest.find('[') {
-        let after = &rest[start + 1..];
-        let Some(end) = after.find(']') else { break };
-        let inside = &after[..end];
-        if inside.split([',', ' ', ';']).filter(|p| !p.is_empty()).all(|p| p.parse::<usize>().is_ok()) {
-            out.extend(inside.split([',', ' ', ';']).filter_map(|p| p.parse::<usize>().ok()));
+/// Words a line may use without a source saying them: how work is described, not what it was.
+const PLAIN_WORDS: &str = "work worked working works made make making done doing spent spend time with from into onto about over \
+    under after before then than that this these those their there where which while what when also more most some much many across \
+    between during other others again still just only very well good first last next same each every both such them they were been \
+    being have having your user users day days week today morning afternoon evening hours hour minutes minute mins reviewed review \
+    reviewing updated update updating fixed fixing wrote write writing read reading checked checking looked looking continued continue \
+    went handled handling started start finished finish progress tasks task items item various several things thing stuff related \
+    project projects code coding meeting meetings call calls email emails mail mails message messages chat chats notes note document \
+    documents docs page pages file files open left waiting pending unfinished draft drafts reply replies";
+
+/// The words of `text` that say what was worked on: 4 characters or more, not plain words.
+fn claim_words(text: &str) -> Vec<String> {
+    let lower = text.to_lowercase();
+    let mut out: Vec<String> = Vec::new();
+    let is_word = |c: char| c.is_alphanumeric() || matches!(c, '-' | '_' | '.');
+    for word in lower.split(|c: char| !is_word(c)) {
+        let word = word.trim_matches(|c: char| !c.is_alphanumeric());
+        if word.chars().count() >= 4 && !PLAIN_WORDS.split_whitespace().any(|w| w == word) && !out.iter().any(|w| w == word) {
+            out.push(word.to_owned());
         }
-        rest = &after[end + 1..];
     }
     out
 }
 
-/// `text` without its citations (other brackets stay), spaces tidied.
-pub(crate) fn without_cites(text: &str) -> String {
-    let mut out = String::new();
-    let mut rest = text;
-    while let Some(start) = rest.find('[') {
-        out.push_str(&rest[..start]);
-        let after = &rest[start + 1..];
-        match after.find(']') {
-            Some(end) if after[..end].chars().all(|c| c.is_ascii_digit() || matches!(c, ',' | ' ' | ';')) => rest = &after[end + 1..],
-            _ => {
-                out.push('[');
-                rest = after;
-            }
-        }
+/// `word` is said in `haystack` (lowercase), or its stem is ("exports" for "export", "invoicing" for "invoice").
+fn said(word: &str, haystack: &str) -> bool {
+    haystack.contains(word) || (word.chars().count() >= 6 && haystack.contains(&word.chars().take(5).collect::<String>()))
+}
+
+/// The text a source says: its project, app and title, lowercase.
+fn says(source: &Source) -> String {
+    format!("{} {} {}", source.project, source.app, source.title).to_lowercase()
+}
+
+/// The citations a line keeps when its words are traced to sources: those of
+/// `cited` that say any of them, and then (when most of its words are not yet
+/// said) the sources of `project` (any project for an open loop) that say the
+/// most of what is missing, up to three. `None` when most of its words are in
+/// no source: the line is the model's own, and is not kept.
+fn traced(facts: &Facts, text: &str, cited: &[usize], project: Option<&str>) -> Option<Vec<usize>> {
+    let words = claim_words(text);
+    if words.is_empty() {
+        return Some(cited.to_vec());
     }
-    out.push_str(rest);
-    let text = out.split_whitespace().collect::<Vec<_>>().join(" ").replace(" .", ".").replace(" ,", ",");
-    text.trim_end_matches([' ', ',', ';']).trim().to_owned()
+    let enough = words.len().div_ceil(2);
+    let saying = |n: usize| -> Vec<&str> {
+        let haystack = says(&facts.sources[n - 1]);
+        words.iter().map(String::as_str).filter(|w| said(w, &haystack)).collect()
+    };
+    let mut kept: Vec<usize> = cited.iter().copied().filter(|n| !saying(*n).is_empty()).collect();
+    let mut covered: Vec<&str> = kept.iter().flat_map(|n| saying(*n)).collect();
+    covered.sort_unstable();
+    covered.dedup();
+    for _ in 0..3 {
+        if covered.len() >= enough {
+            break;
+        }
+        let best = facts
+            .sources
+            .iter()
+            .filter(|s| project.is_none_or(|p| s.project == p) && !kept.contains(&s.n))
+            .map(|s| (saying(s.n).into_iter().filter(|w| !covered.contains(w)).count(), s.n))
+            .filter(|(new, _)| *new > 0)
+            .max_by_key(|(new, n)| (*new, std::cmp::Reverse(*n)));
+        let Some((_, n)) = best else { break };
+        kept.push(n);
+        covered.extend(saying(n));
+        covered.sort_unstable();
+        covered.dedup();
+    }
+    (covered.len() >= enough).then_some(kept)
 }
 
 fn dedup(mut numbers: Vec<usize>) -> Vec<usize> {
@@ -464,6 +568,10 @@ mod tests {
         let (_, user) = prompt(&facts, "Keep it short.");
         assert!(user.contains("[1] Atlas, 2 h 20 min: code — export.rs - ledger-svc"), "{user}");
         assert!(user.ends_with("Keep it short.\n"));
+        // The model is asked about the projects, not about time no project claims (cowork writes that line).
+        assert_eq!(facts.asked(), ["Atlas", "Acme Portal"]);
+        assert!(!user.contains("Re: invoice") && !user.contains(OTHER), "{user}");
+        assert_eq!(facts.answer_tokens(), 45 + 2 * 35);
     }
 
     #[test]
@@ -504,6 +612,31 @@ mod tests {
     }
 
     #[test]
+    fn a_line_stands_on_the_sources_that_say_it_or_is_not_kept() {
+        let facts = facts();
+        let n = |title: &str| facts.sources.iter().find(|s| s.title.starts_with(title)).unwrap().n;
+        let (export, ticket, portal, mail) = (n("export.rs"), n("ATL-212"), n("App.tsx"), n("Re: invoice"));
+        let output = format!(
+            "Atlas: ATL-212 rounds cents wrong - Jira [{export}]\n\
+             Atlas: rewrote the Kubernetes deployment pipeline for staging [{export}][{ticket}]\n\
+             Acme Portal: App.tsx in acme-portal [{portal}]\n\
+             Open: the November invoice [{export}]\n\
+             Open: migrate Postgres clusters tonight [{mail}]\n"
+        );
+        let recap = read(&facts, &output);
+        let atlas = &recap.sections[0].lines;
+        assert_eq!(atlas.len(), 1, "{atlas:?}");
+        assert_eq!(atlas[0].sources, [ticket], "a title copied from one source while citing another cites the one that says it");
+        assert_eq!(recap.sections[1].lines[0].sources, [portal]);
+        assert_eq!(recap.open.len(), 1);
+        assert_eq!(recap.open[0].sources, [mail], "an open loop is re-cited to whichever source says it");
+        let why: Vec<&str> = recap.dropped.iter().map(|d| d.1.as_str()).collect();
+        assert_eq!(why, ["its words are not in the sources of Atlas", "its words are not in the sources"], "{:?}", recap.dropped);
+        // Plain words alone ("worked on it") need no source to say them.
+        assert_eq!(read(&facts, &format!("Atlas: worked on it all morning [{export}]")).sections[0].lines[0].sources, [export]);
+    }
+
+    #[test]
     fn no_model_output_still_gives_every_project_a_cited_line() {
         let facts = facts();
         let recap = read(&facts, "");
@@ -513,8 +646,12 @@ mod tests {
     }
 
     #[test]
-    fn citations_are_read_in_every_form_and_other_brackets_stay() {
-        assert_eq!(cites("did it [1][2], then [3, 4] and [x] [5 ; 6]"), [1, 2, 3, 4, 5, 6]);
-        assert_eq!(without_cites("fixed [ATL-212] export [1][2]."), "fixed [ATL-212] export.");
+    fn a_title_loses_only_the_part_that_names_its_app() {
+        assert_eq!(without_app("firefox", "ATL-212 Export - Jira — Mozilla Firefox"), "ATL-212 Export - Jira");
+        assert_eq!(without_app("code", "export.rs - ledger-svc - Visual Studio Code"), "export.rs - ledger-svc");
+        assert_eq!(without_app("org.kde.okular", "Forecasting.pdf — Okular"), "Forecasting.pdf");
+        assert_eq!(without_app("firefox", "Mozilla Firefox"), "Mozilla Firefox", "a title that is only its app stays");
+        assert_eq!(without_app("zoom", "Zoom Meeting"), "Zoom Meeting");
+        assert_eq!(without_app("kitty", "terraform plan - infra"), "terraform plan - infra");
     }
 }

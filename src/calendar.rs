@@ -33,12 +33,13 @@ pub const SOURCES_KEY: &str = "calendar.sources";
 pub const REFRESH_KEY: &str = "calendar.refresh_minutes";
 pub const DEFAULT_REFRESH_MINUTES: u32 = 15;
 
-/// A calendar event with a call's address about to start, for listen mode
-/// (which offers to listen when an app records from the microphone).
+/// A timed calendar event about to start, for listen mode: one with a call's
+/// address is a call by itself (an offer to listen when an app records from
+/// the microphone); any other names the call a call window shows meanwhile.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct CallStarting {
     pub title: String,
-    pub join_url: String,
+    pub join_url: Option<String>,
     pub start_millis: i64,
     pub end_millis: i64,
 }

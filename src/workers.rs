@@ -101,7 +101,7 @@
 //!
 //!  calendar (the sidebar): reads the calendars of `calendar.sources` (settings read every 3 s; CalendarCommand bounded(8))
 //!    over the outbound gate ──calendar_events (replace per source)──▶ store; CalendarView (sources' state, next events) ──▶ UI;
-//!    an event with a call's address starting ──ListenCommand::Calendar(CallStarting) (try_send)──▶ listen (offers to listen when the microphone is in use)
+//!    a timed event starting ──ListenCommand::Calendar(CallStarting) (try_send)──▶ listen (offers to listen to one with a call's address when the microphone is in use; names a call window's call)
 //!
 //!  documents:
 //!    UI: Attach a file… (the portal's FileChooser on a `file-chooser` thread; dropped files) ──read on an `attach-document` thread

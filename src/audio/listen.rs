@@ -220,8 +220,9 @@ pub struct ListenWorker {
     links: ListenLinks,
     /// Calls: the focused window's call service and title, the detector, when the server was last asked.
     focused_call: Option<(&'static str, String)>,
-    /// A calendar event with a call's address: service, title, start, end.
-    calendar_call: Option<(&'static str, String, i64, i64)>,
+    /// The calendar's timed event starting last: the service of its call's address (None: it has
+    /// none, and only names a call window's call), title, start, end.
+    calendar_event: Option<(Option<&'static str>, String, i64, i64)>,
     calls: crate::day::meetings::Detector,
     last_call_check: Instant,
     /// The call being listened to (its start), after the user's click.
@@ -255,7 +256,7 @@ impl ListenWorker {
             sent: None,
             links,
             focused_call: None,
-            calendar_call: None,
+            calendar_event: None,
             calls: crate::day::meetings::Detector::default(),
             last_call_check: Instant::now(),
             listening_call: None,
@@ -282,8 +283,8 @@ impl ListenWorker {
                 self.focus.record(now_millis(), focus);
             }
             ListenCommand::Calendar(crate::calendar::CallStarting { title, join_url, start_millis, end_millis }) => {
-                let service = crate::day::meetings::call_service("", "", Some(&join_url)).unwrap_or("a calendar's call");
-                self.calendar_call = Some((service, title, start_millis, end_millis));
+                let service = join_url.map(|url| crate::day::meetings::call_service("", "", Some(&url)).unwrap_or("a calendar's call"));
+                self.calendar_event = Some((service, title, start_millis, end_millis));
             }
             ListenCommand::Meeting(MeetingCommand::Listen { since_millis }) => match self.calls.current() {
                 Some((service, title, since)) if since == since_millis => {
@@ -565,9 +566,11 @@ impl ListenWorker {
         if self.calls.current().is_none() && self.plan.as_ref().is_none_or(|p| p.rules.time_exclusion(local_minute_of_day(now)).is_some()) {
             return;
         }
-        // The focused window first; else a calendar call from 2 minutes before its start to its end.
-        let calendar = self.calendar_call.as_ref().filter(|(_, _, start, end)| now >= start - 120_000 && now < *end).map(|(s, t, _, _)| (*s, t.as_str()));
-        let focused = self.focused_call.as_ref().map(|(s, t)| (*s, t.as_str())).or(calendar);
+        // The focused window first (named by the calendar's event on now, if there is one);
+        // else a calendar call from 2 minutes before its start to its end.
+        let event = self.calendar_event.as_ref().filter(|(_, _, start, end)| now >= start - 120_000 && now < *end);
+        let calendar = event.and_then(|(s, t, _, _)| s.map(|s| (s, t.as_str())));
+        let focused = self.focused_call.as_ref().map(|(s, t)| (*s, event.map_or(t.as_str(), |(_, title, _, _)| title.as_str()))).or(calendar);
         if focused.is_none() && self.calls.current().is_none() && !self.calls.window_recent(now) {
             return;
         }

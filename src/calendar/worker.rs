@@ -213,12 +213,12 @@ impl CalendarWorker {
         self.published = Some(Instant::now());
         let now = crate::ids::now_millis();
         let upcoming = self.connection().map(|c| super::db::upcoming(c, now, 86_400_000, 8)).unwrap_or_default();
-        // A call the calendar has, from 2.5 minutes before it: listen mode offers to listen when the microphone is in use.
+        // A timed event, from 2.5 minutes before it: listen mode offers to listen to a call it has
+        // when the microphone is in use, and names a call window's call by it.
         if let Some(on_call) = &self.on_call {
             for event in upcoming.iter().filter(|e| !e.all_day && e.start_millis - now <= 150_000) {
-                let Some(join_url) = &event.join_url else { continue };
                 if self.announced.insert((event.uid.clone(), event.start_millis)) {
-                    on_call(super::CallStarting { title: event.title.clone(), join_url: join_url.clone(), start_millis: event.start_millis, end_millis: event.end_millis });
+                    on_call(super::CallStarting { title: event.title.clone(), join_url: event.join_url.clone(), start_millis: event.start_millis, end_millis: event.end_millis });
                 }
             }
         }

@@ -694,7 +694,9 @@ fn a_calendar_call_starting_is_offered_when_the_microphone_is_in_use() {
     listen.commands.send(ListenCommand::Focus(Focus::Window { app: "xterm".into(), title: "notes.md".into() })).unwrap();
     let now = cowork::ids::now_millis();
     // One that ended an hour ago: nothing.
-    listen.commands.send(ListenCommand::Calendar(CallStarting { title: "Yesterday's sync".into(), join_url: "https://zoom.us/j/123".into(), start_millis: now - 7_200_000, end_millis: now - 3_600_000 })).unwrap();
+    listen.commands.send(ListenCommand::Calendar(CallStarting { title: "Yesterday's sync".into(), join_url: Some("https://zoom.us/j/123".into()), start_millis: now - 7_200_000, end_millis: now - 3_600_000 })).unwrap();
+    // One on now without a call's address is no call by itself.
+    listen.commands.send(ListenCommand::Calendar(CallStarting { title: "Lunch with Sam".into(), join_url: None, start_millis: now - 60_000, end_millis: now + 1_800_000 })).unwrap();
     let mut call = Command::new("parec")
         .args(["--device=mic_in.monitor", "--property=application.name=Linphone", "--raw"])
         .stdout(std::process::Stdio::null())
@@ -703,11 +705,48 @@ fn a_calendar_call_starting_is_offered_when_the_microphone_is_in_use() {
         .expect("parec runs");
     std::thread::sleep(Duration::from_millis(4_500));
     assert!(notify_rx.try_recv().is_err(), "no call window and no call in the calendar: no offer");
-    listen.commands.send(ListenCommand::Calendar(CallStarting { title: "Q3 review".into(), join_url: "https://meet.google.com/abc-defg-hij".into(), start_millis: now + 60_000, end_millis: now + 1_800_000 })).unwrap();
+    listen.commands.send(ListenCommand::Calendar(CallStarting { title: "Q3 review".into(), join_url: Some("https://meet.google.com/abc-defg-hij".into()), start_millis: now + 60_000, end_millis: now + 1_800_000 })).unwrap();
     let offer = notify_rx.recv_timeout(Duration::from_secs(5)).expect("an offer to listen");
     let cowork::notify::NotifyCommand::Post { notice, .. } = offer else { panic!("a notification") };
     assert!(matches!(notice.action, cowork::automations::steps::NoticeAction::Listen { .. }), "{notice:?}");
     assert!(notice.body.starts_with("Q3 review\n") && notice.why.contains("your calendar has \"Q3 review\" now"), "{notice:?}");
+    let _ = call.kill();
+    let _ = call.wait();
+    listen.shutdown(ListenCommand::Shutdown, Duration::from_secs(5));
+}
+
+/// A call window's call is named by the calendar (issue 58): the focused
+/// window says only "Zoom Meeting", the calendar has "Design review" on now
+/// (no call's address in it); the offer to listen carries the event's title,
+/// and says the window is why.
+#[test]
+fn a_call_windows_offer_takes_the_title_of_the_calendar_event_on_now() {
+    let Some(_) = ready() else { return };
+    use cowork::calendar::CallStarting;
+    let Some(_pulse) = PulseAudio::start(PulseSetup::Devices) else { return };
+    let data = tempfile::tempdir().unwrap();
+    let (sink, _events) = test_sink();
+    let (store_tx, _store_rx) = crossbeam_channel::bounded(64);
+    let (speech_tx, _speech_rx) = crossbeam_channel::bounded(8);
+    let (notify_tx, notify_rx) = crossbeam_channel::bounded(8);
+    let links = cowork::audio::listen::ListenLinks { notify: Some(notify_tx), automations: None };
+    let mut listen = spawn_listen(store_tx, speech_tx, Manifest::bundled().unwrap(), models_dir(), data.path().to_path_buf(), (links, sink.narrow()), RestartPolicy::default()).unwrap();
+    let mut settings = cowork::config::Settings::default();
+    settings.listen.consented = true;
+    listen.commands.send(ListenCommand::Configure(ListenPlan::from_settings(&settings))).unwrap();
+    let now = cowork::ids::now_millis();
+    listen.commands.send(ListenCommand::Calendar(CallStarting { title: "Design review".into(), join_url: None, start_millis: now - 60_000, end_millis: now + 1_800_000 })).unwrap();
+    listen.commands.send(ListenCommand::Focus(Focus::Window { app: "zoom".into(), title: "Zoom Meeting".into() })).unwrap();
+    let mut call = Command::new("parec")
+        .args(["--device=mic_in.monitor", "--property=application.name=ZOOM VoiceEngine", "--raw"])
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .expect("parec runs");
+    let offer = notify_rx.recv_timeout(Duration::from_secs(8)).expect("an offer to listen");
+    let cowork::notify::NotifyCommand::Post { notice, .. } = offer else { panic!("a notification") };
+    assert!(notice.title.contains("Zoom") && notice.body.starts_with("Design review\n"), "{notice:?}");
+    assert!(notice.why.contains("Zoom is in focus"), "{notice:?}");
     let _ = call.kill();
     let _ = call.wait();
     listen.shutdown(ListenCommand::Shutdown, Duration::from_secs(5));

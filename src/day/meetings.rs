@@ -338,7 +338,7 @@ pub fn action_prompt(title: &str, said: &[Said], instructions: &str) -> Option<(
     for n in numbers {
         let line = &said[n - 1];
         // Who answers: the one person the line before asked by name.
-        let asked = (n >= 2).then(|| addressed(&said[n - 2].text)).unwrap_or_default();
+        let asked = if n >= 2 { addressed(&said[n - 2].text) } else { Vec::new() };
         let who = match (line.you, asked.as_slice()) {
             (true, _) => "You".to_owned(),
             (false, [name]) if !said[n - 2].text.trim().is_empty() => format!("Others (likely {name}, asked just before)"),

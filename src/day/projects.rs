@@ -249,13 +249,16 @@ struct Window {
     title: String,
     url: Option<String>,
     words: Words,
+    /// A call app, or a meeting's address or title (read once, with the rest).
+    call: bool,
 }
 
 impl Window {
     fn of(session: &ActivitySession) -> Self {
         let url = session.url.clone();
         let words = Words::of(&[&session.app, &session.title, url.as_deref().unwrap_or("")]);
-        Window { app: session.app.clone(), title: session.title.clone(), url, words }
+        let call = crate::day::meetings::call_service(&session.app, &session.title, url.as_deref()).is_some();
+        Window { app: session.app.clone(), title: session.title.clone(), url, words, call }
     }
 }
 
@@ -510,7 +513,7 @@ fn fill_invited(sessions: &[ActivitySession], windows: &[Window], found: &mut [A
     let cued: Vec<bool> = found.iter().map(|f| f.why != Why::Unknown).collect();
     for i in 0..sessions.len() {
         let s = &sessions[i];
-        if cued[i] || end_of(s) - s.started_at_millis > CALL_MAX_MILLIS || crate::day::meetings::call_service(&s.app, &s.title, s.url.as_deref()).is_none() {
+        if cued[i] || end_of(s) - s.started_at_millis > CALL_MAX_MILLIS || !windows[i].call {
             continue;
         }
         if is_talk(&windows[i]) || is_leisure(&windows[i]) {
@@ -530,10 +533,7 @@ fn fill_invited(sessions: &[ActivitySession], windows: &[Window], found: &mut [A
 /// project; never mail, chat, time off or a call (each call is its own).
 fn fill_same_window(sessions: &[ActivitySession], windows: &[Window], found: &mut [Attribution]) {
     let key = |s: &ActivitySession| (s.app.to_lowercase(), s.title.trim().to_owned());
-    let eligible = |i: usize| {
-        let s = &sessions[i];
-        !is_talk(&windows[i]) && !is_leisure(&windows[i]) && crate::day::meetings::call_service(&s.app, &s.title, s.url.as_deref()).is_none()
-    };
+    let eligible = |i: usize| !is_talk(&windows[i]) && !is_leisure(&windows[i]) && !windows[i].call;
     let open: Vec<usize> = (0..sessions.len()).filter(|&i| found[i].why == Why::Unknown && eligible(i)).collect();
     if open.is_empty() {
         return;
@@ -587,8 +587,8 @@ fn fill_between(sessions: &[ActivitySession], windows: &[Window], found: &mut [A
     // The time each cue-less stretch spends in a call.
     let in_call: Vec<i64> = sessions
         .iter()
-        .zip(&cued)
-        .map(|(s, cued)| if !cued && crate::day::meetings::call_service(&s.app, &s.title, s.url.as_deref()).is_some() { length(s) } else { 0 })
+        .zip(windows.iter().zip(&cued))
+        .map(|(s, (window, cued))| if !cued && window.call { length(s) } else { 0 })
         .collect();
     for i in 0..sessions.len() {
         if cued[i] || is_talk(&windows[i]) || is_leisure(&windows[i]) {

@@ -22,3 +22,18 @@ pub use sink::EventSink;
 pub use supervisor::{
     Control, RestartPolicy, Supervised, WorkerContext, WorkerHandle, WorkerState, contain, spawn_supervised,
 };
+
+/// The nice value of background threads (0 is normal, 19 the lowest): the
+/// embed worker and its pool, and the pool background generations run in.
+pub const BACKGROUND_NICE: i32 = 10;
+
+/// Lowers the calling thread's scheduling priority to `BACKGROUND_NICE`
+/// (Linux: per thread). One way: an unprivileged thread cannot raise it again.
+pub fn lower_thread_priority() {
+    #[cfg(target_os = "linux")]
+    // SAFETY: gettid and setpriority only read their integer arguments.
+    unsafe {
+        let tid = libc::syscall(libc::SYS_gettid) as libc::id_t;
+        libc::setpriority(libc::PRIO_PROCESS, tid, BACKGROUND_NICE);
+    }
+}

@@ -558,7 +558,7 @@ impl<B: LocalBrain> AgentWorker<B> {
             Some(schema) if !has_looked => Shape::OneCall(schema),
             _ => Shape::Prose,
         };
-        let request = GenerateRequest { messages, max_tokens: settings.max_answer_tokens, tools: true, only_if_loaded: false, shape };
+        let request = GenerateRequest { messages, max_tokens: settings.max_answer_tokens, tools: true, shape, ..GenerateRequest::default() };
         let mut generation = self
             .brain
             .generate(request, epoch, &mut |text: &str| shown.push(text))

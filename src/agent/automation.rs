@@ -260,7 +260,7 @@ impl<B: LocalBrain> AgentWorker<B> {
         let mut turns = vec![Turn::new(Role::System, system), Turn::new(Role::User, description.to_owned())];
         let mut last_problems = String::new();
         for _ in 0..DRAFT_ATTEMPTS {
-            let text = self.complete(&brain, &turns, settings.max_answer_tokens.max(600))?;
+            let text = self.complete(&brain, &turns, settings.max_answer_tokens.max(600), false)?;
             match check(&text) {
                 Ok(draft) => return Ok(draft),
                 Err(problems) => {
@@ -297,16 +297,18 @@ impl<B: LocalBrain> AgentWorker<B> {
         }
         tracing::info!(app = app_id, brain = if matches!(brain, Brain::Local) { "local" } else { "cloud" }, "an app asked for a completion");
         let turns = vec![Turn::new(Role::System, APP_SYSTEM.to_owned()), Turn::new(Role::User, prompt.to_owned())];
-        self.complete(&brain, &turns, settings.max_answer_tokens)
+        self.complete(&brain, &turns, settings.max_answer_tokens, false)
     }
 
     /// One answer from a brain, as text (no tools, nothing streamed to a chat).
-    pub(super) fn complete(&mut self, brain: &Brain, turns: &[Turn], max_tokens: usize) -> Result<String, String> {
+    /// `background`: no one is waiting for it (a recap, a meeting note), so a
+    /// local model writes it on low-priority threads.
+    pub(super) fn complete(&mut self, brain: &Brain, turns: &[Turn], max_tokens: usize, background: bool) -> Result<String, String> {
         let epoch = self.stop_epoch.load(std::sync::atomic::Ordering::SeqCst);
         match brain {
             Brain::Local => {
                 let messages = super::local::prompt_messages(turns);
-                let request = crate::llm::GenerateRequest { messages, max_tokens, tools: false, only_if_loaded: false, shape: crate::llm::tool_calls::Shape::Free };
+                let request = crate::llm::GenerateRequest { messages, max_tokens, background, ..crate::llm::GenerateRequest::default() };
                 self.brain.generate(request, epoch, &mut |_| {}).map(|g| g.text).map_err(|err| err.to_string())
             }
             Brain::Cloud { provider, key, .. } => {

@@ -59,12 +59,12 @@ impl<B: LocalBrain> AgentWorker<B> {
         let mut note = Note { title: title.to_owned(), ..Note::default() };
         for (_, part) in &parts {
             let (system, user) = note_prompt(title, part, instructions);
-            let output = self.complete(&brain, &[Turn::new(Role::System, system), Turn::new(Role::User, user)], NOTE_TOKENS)?;
+            let output = self.complete(&brain, &[Turn::new(Role::System, system), Turn::new(Role::User, user)], NOTE_TOKENS, true)?;
             read_note(&said, &output, &mut note);
         }
         // The action items, asked alone: the lines where something was taken on, and who was named.
         if let Some((system, user)) = action_prompt(title, &said, instructions) {
-            let output = self.complete(&brain, &[Turn::new(Role::System, system), Turn::new(Role::User, user)], ACTION_TOKENS)?;
+            let output = self.complete(&brain, &[Turn::new(Role::System, system), Turn::new(Role::User, user)], ACTION_TOKENS, true)?;
             read_note(&said, &output, &mut note);
         }
         for (line, why) in &note.dropped {

@@ -105,7 +105,7 @@ impl<B: LocalBrain> AgentWorker<B> {
             if commands.is_some_and(|c| !c.is_empty()) {
                 return Some(Skip::Interrupted);
             }
-            let request = GenerateRequest { messages: piece.to_vec(), max_tokens: 1, only_if_loaded: commands.is_some(), ..GenerateRequest::default() };
+            let request = GenerateRequest { messages: piece.to_vec(), max_tokens: 1, only_if_loaded: commands.is_some(), background: commands.is_some(), ..GenerateRequest::default() };
             match self.brain.generate(request, self.stop_epoch.load(Ordering::SeqCst), &mut |_| {}) {
                 Ok(generation) => {
                     self.prefill_rate.record(&generation.model, &generation.stats);

@@ -66,7 +66,7 @@ impl<B: LocalBrain> AgentWorker<B> {
         // Nothing large enough to ask about: cowork's own lines.
         let output = match facts.asked().is_empty() {
             true => String::new(),
-            false => self.complete(&brain, &[Turn::new(Role::System, system), Turn::new(Role::User, user)], facts.answer_tokens())?,
+            false => self.complete(&brain, &[Turn::new(Role::System, system), Turn::new(Role::User, user)], facts.answer_tokens(), true)?,
         };
         let mut written = recap::read(&facts, &output);
         written.model = model;

@@ -688,7 +688,7 @@ impl<B: LocalBrain> AgentWorker<B> {
                 PromptMessage { role: PromptRole::System, content: "You keep a private work diary. Answer with one or two plain sentences.".into() },
                 PromptMessage { role: PromptRole::User, content: prompt },
             ];
-            let request = GenerateRequest { messages, max_tokens: 80, only_if_loaded, ..GenerateRequest::default() };
+            let request = GenerateRequest { messages, max_tokens: 80, only_if_loaded, background: true, ..GenerateRequest::default() };
             // Stop ends a summary too: it runs under the current epoch.
             let generation = self.brain.generate(request, self.stop_epoch.load(Ordering::SeqCst), &mut |_| {}).map_err(|e| e.to_string())?;
             self.prefill_rate.record(&generation.model, &generation.stats);

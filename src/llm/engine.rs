@@ -90,6 +90,9 @@ pub trait ChatEngine {
     fn name(&self) -> String;
     /// Answer with another model file from now on (unloads the current one).
     fn set_model(&mut self, path: PathBuf, expected: Option<(u64, String)>);
+    /// Whether the generations from now on are work no one is waiting for,
+    /// to run below the desktop's priority.
+    fn set_background(&mut self, _background: bool) {}
 }
 
 /// mistralrs with a local GGUF file, forced onto the CPU, never touching the network.
@@ -102,6 +105,9 @@ pub struct MistralEngine {
     verified: bool,
     /// Whether the loaded model's vocabulary has `<tool_call>` as one token (asked once).
     tags_are_tokens: Option<bool>,
+    /// Where background generations run their forward passes: as many threads
+    /// as rayon's global pool, at nice 10 (`llm-low-N`), made on first use.
+    low_pool: Option<std::sync::Arc<rayon::ThreadPool>>,
 }
 
 /// How often the stream loop looks at the stop flag while no token arrives.
@@ -114,7 +120,7 @@ impl MistralEngine {
             .thread_name("llm-rt")
             .enable_all()
             .build()?;
-        Ok(Self { runtime, model: None, model_path, expected, verified: false, tags_are_tokens: None })
+        Ok(Self { runtime, model: None, model_path, expected, verified: false, tags_are_tokens: None, low_pool: None })
     }
 
     /// Checks the file before mistralrs sees it: mistralrs reads a path that does
@@ -318,6 +324,24 @@ impl ChatEngine for MistralEngine {
 
     fn name(&self) -> String {
         self.model_path.file_name().map(|f| f.to_string_lossy().into_owned()).unwrap_or_default()
+    }
+
+    /// A background generation's forward passes, and the parallel loops under
+    /// them, run on the low-priority pool (mistralrs-core PATCH.md change 17):
+    /// on a busy machine the user's programs and cowork's interface come first.
+    fn set_background(&mut self, background: bool) {
+        if background && self.low_pool.is_none() {
+            let built = rayon::ThreadPoolBuilder::new()
+                .num_threads(rayon::current_num_threads())
+                .thread_name(|i| format!("llm-low-{i}"))
+                .start_handler(|_| crate::runtime::lower_thread_priority())
+                .build();
+            match built {
+                Ok(pool) => self.low_pool = Some(std::sync::Arc::new(pool)),
+                Err(err) => tracing::warn!(%err, "no low-priority threads: background work runs at normal priority"),
+            }
+        }
+        mistralrs_core::set_forward_pool(self.low_pool.clone().filter(|_| background));
     }
 
     fn set_model(&mut self, path: PathBuf, expected: Option<(u64, String)>) {

@@ -88,6 +88,9 @@ pub struct GenerateRequest {
     /// What the output may be: the agent's local steps are one forced call,
     /// then a plain answer.
     pub shape: Shape,
+    /// Work no one is waiting for (a recap, a meeting note, a summary, a warm
+    /// prefill): it runs on low-priority threads (nice 10).
+    pub background: bool,
 }
 
 /// A finished generation.
@@ -291,6 +294,7 @@ impl<E: ChatEngine> LlmWorker<E> {
             return Err(EngineError::Generation("the local model is not loaded".into()));
         }
         self.ensure_model()?;
+        self.engine.set_background(request.background);
         let stop_epoch = self.stop_epoch.clone();
         let should_stop = move || stop_epoch.load(Ordering::SeqCst) != epoch;
         let mut raw = String::new();
@@ -312,6 +316,9 @@ impl<E: ChatEngine> LlmWorker<E> {
             },
             &should_stop,
         );
+        if request.background {
+            self.engine.set_background(false);
+        }
         self.last_used = Instant::now();
         self.touch_state();
         let stats = stats?;

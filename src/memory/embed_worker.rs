@@ -37,8 +37,6 @@ pub const TYPING_PAUSE: Duration = Duration::from_millis(1500);
 /// Safety wait between looks at the queue: the store wakes the worker after
 /// every commit that can queue rows, so this only bounds a missed wake.
 const IDLE_WAIT: Duration = Duration::from_secs(60);
-/// Nice value of the embed thread and its pool (0 is normal, 19 the lowest).
-const NICE: i32 = 10;
 
 #[derive(Debug)]
 pub enum EmbedCommand {
@@ -67,16 +65,6 @@ pub struct EmbedWorker {
     pub unload_after: Duration,
 }
 
-/// Lowers the calling thread's scheduling priority (Linux: per thread).
-fn lower_priority() {
-    #[cfg(target_os = "linux")]
-    // SAFETY: gettid and setpriority only read their integer arguments.
-    unsafe {
-        let tid = libc::syscall(libc::SYS_gettid) as libc::id_t;
-        libc::setpriority(libc::PRIO_PROCESS, tid, NICE);
-    }
-}
-
 impl EmbedWorker {
     pub fn open(
         store: StoreLink,
@@ -96,7 +84,7 @@ impl EmbedWorker {
         }
         let pool = rayon::ThreadPoolBuilder::new()
             .thread_name(|i| format!("embed-{i}"))
-            .start_handler(|_| lower_priority())
+            .start_handler(|_| crate::runtime::lower_thread_priority())
             .build()?;
         Ok(Self {
             conn,
@@ -236,7 +224,7 @@ impl Supervised for EmbedWorker {
     type Command = EmbedCommand;
 
     fn run(&mut self, commands: &Receiver<EmbedCommand>, ctx: &WorkerContext) -> anyhow::Result<()> {
-        lower_priority();
+        crate::runtime::lower_thread_priority();
         let mut busy = true;
         loop {
             let wait = if self.user_is_typing() {

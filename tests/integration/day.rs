@@ -5,7 +5,7 @@
 
 use std::process::{Command, Stdio};
 
-use super::support::{models_dir, repo_dir, require, temp_dir};
+use super::support::{models_dir, repo_dir, require, run_watching_threads, temp_dir};
 
 fn cowork(data: &std::path::Path, args: &[&str]) -> std::process::Output {
     Command::new(env!("CARGO_BIN_EXE_cowork"))
@@ -275,6 +275,17 @@ fn a_days_recap_by_the_local_model_cites_only_that_days_sessions_and_projects_an
     let first = hits();
     assert!(first >= 1, "the recap is in memory");
     // Written again, the day's recap replaces the first: no more of it is found.
-    ok(&cowork(&data, &["--models-dir", models.to_str().unwrap(), "recap", "--date", day, "--local-model", "qwen2.5-coder-0.5b-instruct", "--json"]));
+    let mut again = Command::new(env!("CARGO_BIN_EXE_cowork"));
+    again.env("COWORK_LOG", "warn").env("TZ", "UTC").arg("--data-dir").arg(&data);
+    again.args(["--models-dir", models.to_str().unwrap(), "recap", "--date", day, "--local-model", "qwen2.5-coder-0.5b-instruct", "--json"]);
+    let (out, threads) = run_watching_threads(again);
+    ok(&out);
     assert_eq!(hits(), first);
+    // No one waits for a recap: the model wrote it on the low-priority threads (nice 10),
+    // which did most of the process's work.
+    let low: Vec<_> = threads.iter().filter(|t| t.name.starts_with("llm-low")).collect();
+    let low_ticks: u64 = low.iter().map(|t| t.cpu_ticks).sum();
+    let all_ticks: u64 = threads.iter().map(|t| t.cpu_ticks).sum();
+    assert!(!low.is_empty() && low.iter().all(|t| t.nice == 10), "{threads:?}");
+    assert!(low_ticks * 2 > all_ticks, "the low-priority threads used {low_ticks} of {all_ticks} ticks: {threads:?}");
 }

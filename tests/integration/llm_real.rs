@@ -403,8 +403,10 @@ fn the_engine_reports_the_tokens_it_read_apart_from_the_prefix_cache() {
     let dir = temp_dir();
     let question = "Name three colours of the rainbow, please, in one short sentence.";
     // The clock frozen: both prompts say the same time.
-    let out = cowork_at_morning(dir.path(), &["ask", "--forget", "--json", "--local-model", "smollm2-135m-instruct", question, question]);
+    let (out, threads) = super::support::run_watching_threads(at_morning(dir.path(), &["ask", "--forget", "--json", "--local-model", "smollm2-135m-instruct", question, question]));
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    // The user waits for a question: it runs at normal priority, not on the background threads.
+    assert!(threads.iter().all(|t| !t.name.starts_with("llm-low")), "{threads:?}");
     let answers: Vec<serde_json::Value> = String::from_utf8_lossy(&out.stdout).lines().map(|l| serde_json::from_str(l).unwrap()).collect();
     let field = |n: usize, name: &str| answers[n][name].as_u64().unwrap_or_else(|| panic!("{name} in {}", answers[n]));
     // The first reads its whole prompt, in measurable time.
@@ -424,7 +426,13 @@ pub(super) fn qwen() -> std::path::PathBuf {
 /// Runs cowork with its wall clock frozen at the scripted morning's end (libfaketime, as
 /// scripts/eval-grounded does), so a real model sees the same prompt on every run.
 pub(super) fn cowork_at_morning(data: &std::path::Path, args: &[&str]) -> std::process::Output {
-    std::process::Command::new("faketime")
+    at_morning(data, args).stdin(std::process::Stdio::null()).output().unwrap()
+}
+
+/// The command `cowork_at_morning` runs.
+fn at_morning(data: &std::path::Path, args: &[&str]) -> std::process::Command {
+    let mut command = std::process::Command::new("faketime");
+    command
         .args(["-f", "2026-11-24 11:30:00", env!("CARGO_BIN_EXE_cowork")])
         .arg("--data-dir")
         .arg(data)
@@ -432,10 +440,8 @@ pub(super) fn cowork_at_morning(data: &std::path::Path, args: &[&str]) -> std::p
         .arg(models_dir())
         .args(args)
         .env("FAKETIME_DONT_FAKE_MONOTONIC", "1")
-        .env("COWORK_LOG", "info")
-        .stdin(std::process::Stdio::null())
-        .output()
-        .unwrap()
+        .env("COWORK_LOG", "info");
+    command
 }
 
 /// A data directory holding the scripted morning of the grounded evaluation, captured.

@@ -672,3 +672,37 @@ pub fn store_link(db: &std::path::Path) -> cowork::store::StoreLink {
     link.opened().expect("the store opens the database");
     link
 }
+
+/// What one thread of a watched process did: its name, CPU time and nice value.
+#[derive(Clone, Debug, Default)]
+pub struct ThreadUse {
+    pub name: String,
+    /// User and system time, in clock ticks (1/100 s), as last seen.
+    pub cpu_ticks: u64,
+    pub nice: i64,
+}
+
+/// Runs `command` to its end while reading its threads from `/proc` every
+/// 20 ms: its output, and each thread ever seen (by thread id) with the CPU
+/// time it had used when last seen.
+pub fn run_watching_threads(mut command: Command) -> (std::process::Output, Vec<ThreadUse>) {
+    let child = command.stdin(Stdio::null()).stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().unwrap();
+    let tasks = PathBuf::from(format!("/proc/{}/task", child.id()));
+    let waiter = std::thread::spawn(move || child.wait_with_output().unwrap());
+    let mut seen = std::collections::HashMap::<String, ThreadUse>::new();
+    while !waiter.is_finished() {
+        for task in std::fs::read_dir(&tasks).into_iter().flatten().flatten() {
+            let Ok(stat) = std::fs::read_to_string(task.path().join("stat")) else { continue };
+            // `tid (name) state …`: the fields after the name, from the state (field 3) on.
+            let (Some(open), Some(close)) = (stat.find('('), stat.rfind(')')) else { continue };
+            let fields: Vec<&str> = stat[close + 1..].split_whitespace().collect();
+            let field = |n: usize| fields.get(n - 3).and_then(|f| f.parse::<i64>().ok()).unwrap_or_default();
+            let entry = seen.entry(task.file_name().to_string_lossy().into_owned()).or_default();
+            entry.name = stat[open + 1..close].to_owned();
+            entry.cpu_ticks = entry.cpu_ticks.max((field(14) + field(15)) as u64);
+            entry.nice = field(19);
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    (waiter.join().unwrap(), seen.into_values().collect())
+}

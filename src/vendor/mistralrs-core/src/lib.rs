@@ -8,6 +8,7 @@ pub use engine::{
 };
 use hf_hub::Cache;
 pub use lora::Ordering;
+pub use pipeline::set_forward_pool;
 pub use pipeline::ModelCategory;
 pub use pipeline::Pipeline;
 #[cfg(feature = "pyo3_macros")]

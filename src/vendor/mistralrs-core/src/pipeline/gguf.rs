@@ -825,6 +825,21 @@ impl GGUFPipeline {
     }
 }
 
+// cowork patch (PATCH.md, change 17): the rayon pool forward passes run in.
+static FORWARD_POOL: std::sync::RwLock<Option<Arc<rayon::ThreadPool>>> = std::sync::RwLock::new(None);
+
+/// Runs every GGUF forward pass from now on in `pool` (its parallel loops
+/// included), or, with `None`, in rayon's global pool as before. An
+/// application sets a low-priority pool for generations no one is waiting
+/// for, and clears it after; process-wide, so one generation at a time.
+pub fn set_forward_pool(pool: Option<Arc<rayon::ThreadPool>>) {
+    *FORWARD_POOL.write().unwrap_or_else(|poisoned| poisoned.into_inner()) = pool;
+}
+
+fn forward_pool() -> Option<Arc<rayon::ThreadPool>> {
+    FORWARD_POOL.read().unwrap_or_else(|poisoned| poisoned.into_inner()).clone()
+}
+
 #[async_trait::async_trait]
 impl Pipeline for GGUFPipeline {
     fn forward_inputs(
@@ -838,6 +853,11 @@ impl Pipeline for GGUFPipeline {
         // token) went through rayon's cold path: inject the job, wake a
         // worker, block on a latch. Running the whole pass on a pool worker
         // keeps those loops on the hot, work-stealing path.
+        // cowork patch (PATCH.md, change 17): the embedding application may
+        // name the pool a pass runs in (a low-priority one for background work).
+        if let Some(pool) = forward_pool() {
+            return pool.install(|| self.forward_model_inputs(inputs, return_raw_logits));
+        }
         if rayon::current_thread_index().is_some() {
             return self.forward_model_inputs(inputs, return_raw_logits);
         }

@@ -13,9 +13,13 @@
 //! known project's name in a document's or page's title; then the work around
 //! it: a stretch without a cue (documentation, a terminal at `~`, at most 45
 //! minutes; a call, at most two hours) between two stretches of one project
-//! less than an hour apart (besides the calls) belongs to it, unless it is
-//! mail, chat or time off (a leisure site or app); a detour of five minutes
-//! or less to what is no project does not end a stretch.
+//! less than an hour apart (besides the calls; a document left open over
+//! lunch and taken up again) belongs to it, unless it is time off (a leisure
+//! site or app); a detour of five minutes or less to what is no project does
+//! not end a stretch; a call joined within five minutes of a project's window
+//! is its meeting; a window that never names its file takes the one project
+//! its same window always had; and again between stretches, with those; last,
+//! a message takes its mail thread's project (`Re:`, `Fwd:`, the draft).
 //! Every attribution says why.
 
 use std::collections::{BTreeMap, HashMap};
@@ -29,6 +33,11 @@ use crate::records::ActivitySession;
 pub const LOOKUP_MAX_MILLIS: i64 = 45 * 60_000;
 /// ... when the two stretches of the project are at most this far apart.
 const BETWEEN_MAX_MILLIS: i64 = 60 * 60_000;
+/// A break: this long or longer with no window in use (lunch, a walk).
+const BREAK_MIN_MILLIS: i64 = 15 * 60_000;
+/// Two stretches of a project around a break are at most this far apart for a
+/// window left open over it to count (`left_open_over_a_break`).
+const BREAK_SPAN_MAX_MILLIS: i64 = 3 * 60 * 60_000;
 /// A call (a call app, or a meeting's address or title) between two stretches of one
 /// project counts for it up to this long, and the time in calls does not count in
 /// `BETWEEN_MAX_MILLIS`: meetings run to the hour and past it.
@@ -186,10 +195,12 @@ pub enum Why {
     Named,
     /// No cue; between two stretches of this project.
     Between,
-    /// A call joined right after a message (mail, calendar, chat) of this project.
+    /// A call joined right after a window of this project (its invitation, its reminder, its work).
     Invited,
     /// No cue; the same window counted for this project every other time.
     SameWindow,
+    /// No cue; the rest of its mail thread counted for this project.
+    Thread,
     /// Nothing says which.
     Unknown,
 }
@@ -204,8 +215,9 @@ impl Why {
             Why::Ticket(key) => format!("the ticket {key}"),
             Why::Named => "the project's name in its title".into(),
             Why::Between => "between two stretches of the project, with no cue of its own".into(),
-            Why::Invited => "a call joined right after a message of the project".into(),
+            Why::Invited => "a call joined right after a window of the project".into(),
             Why::SameWindow => "the same window counted for the project every other time".into(),
+            Why::Thread => "its mail thread counted for the project".into(),
             Why::Unknown => "nothing in it names a project".into(),
         }
     }
@@ -500,14 +512,18 @@ pub fn attribute_with(prepared: &mut Prepared, sessions: &[ActivitySession], rul
     fill_between(sessions, windows, &mut found);
     fill_invited(sessions, windows, &mut found);
     fill_same_window(sessions, windows, &mut found);
+    // Again, with the windows the same-window fill gave a project as ends of a stretch.
+    fill_between(sessions, windows, &mut found);
+    fill_thread(sessions, windows, &mut found);
     found
 }
 
-/// A call joined from a message of a project counts for it: a cue-less call
-/// (at most `CALL_MAX_MILLIS`) starting at most `INVITED_MAX_MILLIS` after a
-/// mail, calendar or chat window the rules or its title give a project (the
-/// invitation, the reminder, "join now?"), across other cue-less windows (the
-/// volume control, the call app's lobby).
+/// A call joined from a project's window counts for it: a cue-less call (at
+/// most `CALL_MAX_MILLIS`) starting at most `INVITED_MAX_MILLIS` after a
+/// window the rules or its title give a project (the invitation, the
+/// reminder, "join now?", or the project's own work: the lecture joined
+/// from its course page), across other cue-less windows (a reminder that
+/// names nothing, the volume control, the call app's lobby).
 fn fill_invited(sessions: &[ActivitySession], windows: &[Window], found: &mut [Attribution]) {
     let end_of = |s: &ActivitySession| s.ended_at_millis.unwrap_or(s.started_at_millis);
     let cued: Vec<bool> = found.iter().map(|f| f.why != Why::Unknown).collect();
@@ -520,7 +536,7 @@ fn fill_invited(sessions: &[ActivitySession], windows: &[Window], found: &mut [A
             continue;
         }
         let Some(j) = (0..i).rev().find(|&j| cued[j]) else { continue };
-        if is_talk(&windows[j]) && found[j].project.is_some() && s.started_at_millis - end_of(&sessions[j]) <= INVITED_MAX_MILLIS {
+        if found[j].project.is_some() && s.started_at_millis - end_of(&sessions[j]) <= INVITED_MAX_MILLIS {
             found[i] = Attribution { project: found[j].project.clone(), why: Why::Invited };
         }
     }
@@ -557,6 +573,55 @@ fn fill_same_window(sessions: &[ActivitySession], windows: &[Window], found: &mu
     }
 }
 
+/// A mail's subject as its thread is known by: without the app's name, and
+/// without "Re:", "Fwd:" and the composer's "Write:" (None: too short to
+/// tell); and whether it had one of those (a reply, a forward or a draft).
+fn thread_subject(window: &Window) -> Option<(String, bool)> {
+    let app = window.app.to_lowercase();
+    let mut title = window.title.trim();
+    for separator in [" - ", " \u{2014} ", " \u{2013} "] {
+        if let Some((head, tail)) = title.rsplit_once(separator)
+            && tail.to_lowercase().split_whitespace().any(|word| word.len() >= 4 && app.contains(word))
+        {
+            title = head;
+        }
+    }
+    let mut subject = title.trim().to_lowercase();
+    let mut replied = false;
+    while let Some(rest) = ["write:", "re:", "fwd:", "fw:", "aw:", "wg:", "sv:", "tr:", "antw:"].iter().find_map(|p| subject.strip_prefix(p)) {
+        subject = rest.trim_start().to_owned();
+        replied = true;
+    }
+    (subject.chars().count() >= 8).then_some((subject, replied))
+}
+
+/// A message with no cue takes the project the rest of its thread (the same
+/// subject in the same app, with a reply, a forward or a draft among them:
+/// not a folder's view) was given, when all of it that was given one was
+/// given the same.
+fn fill_thread(sessions: &[ActivitySession], windows: &[Window], found: &mut [Attribution]) {
+    let read: Vec<Option<(String, bool)>> = windows.iter().map(|w| if is_talk(w) { thread_subject(w) } else { None }).collect();
+    let threads: std::collections::HashSet<&str> = read.iter().flatten().filter(|(_, replied)| *replied).map(|(s, _)| s.as_str()).collect();
+    let subjects: Vec<Option<String>> = read.iter().map(|r| r.as_ref().filter(|(s, _)| threads.contains(s.as_str())).map(|(s, _)| s.clone())).collect();
+    let mut seen: HashMap<(String, &str), (Option<String>, bool)> = HashMap::new();
+    for (i, f) in found.iter().enumerate() {
+        if let (Some(subject), false) = (&subjects[i], f.why == Why::Unknown) {
+            let entry = seen.entry((sessions[i].app.to_lowercase(), subject.as_str())).or_insert((f.project.clone(), true));
+            entry.1 &= entry.0 == f.project && f.project.is_some();
+        }
+    }
+    for i in 0..sessions.len() {
+        if found[i].why != Why::Unknown {
+            continue;
+        }
+        if let Some(subject) = &subjects[i]
+            && let Some((Some(project), true)) = seen.get(&(sessions[i].app.to_lowercase(), subject.as_str()))
+        {
+            found[i] = Attribution { project: Some(project.clone()), why: Why::Thread };
+        }
+    }
+}
+
 /// A window's project from its rule, its own folder or repository, or a
 /// known project's name in its title (None: none of these).
 fn direct(window: &Window, cue: &Cues, rules: &ProjectRules, names: &[(String, &String)]) -> Option<Attribution> {
@@ -572,8 +637,10 @@ fn direct(window: &Window, cue: &Cues, rules: &ProjectRules, names: &[(String, &
 
 /// Stretches without a cue between two of one project count for it: each at
 /// most `LOOKUP_MAX_MILLIS` long (a call `CALL_MAX_MILLIS`), the two at most
-/// `BETWEEN_MAX_MILLIS` apart besides the calls between them, and not mail,
-/// chat or time off. A short detour to no project does not end a stretch.
+/// `BETWEEN_MAX_MILLIS` apart besides the calls between them (or a window
+/// left open over a break: `left_open_over_a_break`), and not time off. Mail
+/// and chat there count too (a reply to the colleague in the middle of the
+/// work). A short detour to no project does not end a stretch.
 fn fill_between(sessions: &[ActivitySession], windows: &[Window], found: &mut [Attribution]) {
     let known: Vec<Option<String>> = found.iter().map(|f| f.project.clone()).collect();
     let end_of = |s: &ActivitySession| s.ended_at_millis.unwrap_or(s.started_at_millis);
@@ -591,7 +658,7 @@ fn fill_between(sessions: &[ActivitySession], windows: &[Window], found: &mut [A
         .map(|(s, (window, cued))| if !cued && window.call { length(s) } else { 0 })
         .collect();
     for i in 0..sessions.len() {
-        if cued[i] || is_talk(&windows[i]) || is_leisure(&windows[i]) {
+        if cued[i] || is_leisure(&windows[i]) {
             continue;
         }
         if length(&sessions[i]) > if in_call[i] > 0 { CALL_MAX_MILLIS } else { LOOKUP_MAX_MILLIS } {
@@ -601,11 +668,35 @@ fn fill_between(sessions: &[ActivitySession], windows: &[Window], found: &mut [A
         let before = (0..i).rev().find(|&j| ends[j]);
         let after = (i + 1..sessions.len()).find(|&j| ends[j]);
         let (Some(before), Some(after)) = (before, after) else { continue };
+        if known[before].is_none() || known[before] != known[after] {
+            continue;
+        }
         let calls: i64 = in_call[before + 1..after].iter().sum();
-        if known[before].is_some() && known[before] == known[after] && sessions[after].started_at_millis - end_of(&sessions[before]) - calls <= BETWEEN_MAX_MILLIS {
+        let apart = sessions[after].started_at_millis - end_of(&sessions[before]) - calls;
+        if apart <= BETWEEN_MAX_MILLIS || left_open_over_a_break(sessions, windows, before, i, after, calls) {
             found[i] = Attribution { project: known[before].clone(), why: Why::Between };
         }
     }
+}
+
+/// Whether the cue-less window `i`, between two stretches of a project
+/// (`before`, `after`) further apart than `BETWEEN_MAX_MILLIS`, is one the
+/// user left open over a break (`BREAK_MIN_MILLIS` or longer without a
+/// window) and went back to: the very same window on both sides of the
+/// break, at most `BETWEEN_MAX_MILLIS` of work between the two stretches
+/// besides calls, at most `BREAK_SPAN_MAX_MILLIS` apart in all. The document
+/// being translated before lunch and after it; not the news read before lunch.
+fn left_open_over_a_break(sessions: &[ActivitySession], windows: &[Window], before: usize, i: usize, after: usize, calls: i64) -> bool {
+    let end_of = |s: &ActivitySession| s.ended_at_millis.unwrap_or(s.started_at_millis);
+    let worked: i64 = sessions[before + 1..after].iter().map(|s| end_of(s) - s.started_at_millis).sum();
+    if worked - calls > BETWEEN_MAX_MILLIS || sessions[after].started_at_millis - end_of(&sessions[before]) > BREAK_SPAN_MAX_MILLIS {
+        return false;
+    }
+    // The breaks between the two stretches: where one window ends long before the next starts.
+    let breaks: Vec<usize> = (before..after).filter(|&k| sessions[k + 1].started_at_millis - end_of(&sessions[k]) >= BREAK_MIN_MILLIS).collect();
+    let uses: Vec<usize> = (before + 1..after).filter(|&k| windows[k].app == windows[i].app && windows[k].title == windows[i].title).collect();
+    // Used before the break and after it; the window the break left in front (k, then k + 1) is one use.
+    breaks.iter().any(|&k| uses.iter().any(|&a| a <= k && uses.iter().any(|&b| b > k && (a, b) != (k, k + 1))))
 }
 
 #[cfg(test)]
@@ -683,7 +774,7 @@ mod tests {
     }
 
     #[test]
-    fn a_lookup_or_a_call_between_two_stretches_of_a_project_counts_for_it_but_chat_and_time_off_do_not() {
+    fn a_lookup_a_call_or_a_message_between_two_stretches_of_a_project_counts_for_it_but_time_off_does_not() {
         let sessions = [
             session("code", "ledger.rs - ledger-svc - Visual Studio Code", None, 0, 30),
             session("firefox", "rust - How do I sum a Vec<u64>? - Stack Overflow — Mozilla Firefox", Some("https://stackoverflow.com/q/1"), 30, 4),
@@ -704,7 +795,7 @@ mod tests {
             session("code", "main.rs - ledger-svc - Visual Studio Code", None, 322, 30),
         ];
         let l = || Some("ledger-svc");
-        let expected = [l(), l(), None, l(), None, l(), l(), l(), l(), None, l(), None, None, l()];
+        let expected = [l(), l(), l(), l(), None, l(), l(), l(), l(), None, l(), None, None, l()];
         assert_eq!(projects(&sessions, ""), expected.map(|p| p.map(str::to_owned)));
     }
 
@@ -772,6 +863,47 @@ mod tests {
         mixed.push(session("firefox", "Pinecrest report — Mozilla Firefox", None, 425, 5));
         let found = attribute(&mixed, &ProjectRules::parse(rules).unwrap());
         assert_eq!((found[13].project.as_deref(), &found[13].why), (None, &Why::Unknown));
+    }
+
+    #[test]
+    fn a_call_from_a_projects_work_a_document_left_open_over_lunch_and_a_mail_thread_take_their_project() {
+        let rules = "FH Teaching: TS-WS26\nLingua: /LA-26-\\d{4}/\nKrenn: KS-400\nNo project: orf.at";
+        let sessions = [
+            // The lecture joined from the course page, past a reminder that names nothing.
+            session("firefox", "TS-WS26: Übung 7 | FHD Moodle — Mozilla Firefox", None, 0, 10),
+            session("org.gnome.Evolution-alarm-notify", "Reminders", None, 10, 1),
+            session("zoom", "Zoom Meeting", None, 11, 90),
+            // The translation before lunch and after it: the document left open counts, the news does not.
+            session("org-omegat-Main", "OmegaT 6.0.1 :: LA-26-1187_Brandner", None, 200, 20),
+            session("libreoffice-writer", "Hinweise_EN.docx - LibreOffice Writer", None, 220, 15),
+            session("firefox", "news.ORF.at — Mozilla Firefox", Some("https://orf.at/"), 295, 3),
+            session("libreoffice-writer", "Hinweise_EN.docx - LibreOffice Writer", None, 298, 16),
+            session("firefox", "Job LA-26-1187 | Vendor Portal — Mozilla Firefox", None, 314, 2),
+            // The news read before a lunch, its tab in front over it, is not the project's.
+            session("org-omegat-Main", "OmegaT 6.0.1 :: LA-26-1190_Lenz", None, 400, 20),
+            session("firefox", "Der Standard — Mozilla Firefox", None, 420, 5),
+            session("firefox", "Der Standard — Mozilla Firefox", None, 490, 1),
+            session("firefox", "Job LA-26-1190 | Vendor Portal — Mozilla Firefox", None, 491, 2),
+            // A message between two stretches of Krenn; its reply, days later, alone.
+            session("firefox", "KS-400 Operating Manual — Mozilla Firefox", None, 600, 10),
+            session("org.gnome.Evolution", "chapter 4 for review", None, 610, 2),
+            session("firefox", "KS-400 Operating Manual — Mozilla Firefox", None, 612, 10),
+            session("org.gnome.Evolution", "Re: chapter 4 for review", None, 3000, 2),
+            // The same subject in another app, and a thread nobody named, are not.
+            session("thunderbird", "Write: Re: chapter 4 for review - Thunderbird", None, 4000, 2),
+            session("org.gnome.Evolution", "Re: quick question", None, 5000, 2),
+        ];
+        let found = attribute(&sessions, &ProjectRules::parse(rules).unwrap());
+        let got: Vec<(Option<&str>, &Why)> = found.iter().map(|a| (a.project.as_deref(), &a.why)).collect();
+        assert_eq!(got[2], (Some("FH Teaching"), &Why::Invited), "{got:?}");
+        assert_eq!(got[4], (Some("Lingua"), &Why::Between), "left open over lunch: {got:?}");
+        assert_eq!(got[6], (Some("Lingua"), &Why::Between));
+        assert_eq!(got[5].0, None, "the rules say no project");
+        assert_eq!(got[9], (None, &Why::Unknown), "read before lunch and left in front: {got:?}");
+        assert_eq!(got[13], (Some("Krenn"), &Why::Between), "a message between two stretches");
+        assert_eq!(got[15], (Some("Krenn"), &Why::Thread), "its reply");
+        assert_eq!(got[16], (None, &Why::Unknown));
+        assert_eq!(got[17], (None, &Why::Unknown));
     }
 
     #[test]

@@ -542,8 +542,9 @@ mod tests {
             s(2, "firefox", "ATL-212 Export rounds cents wrong - Jira", at(10, 30), at(10, 50)),
             s(3, "code", "export.rs - ledger-svc - Visual Studio Code", at(10, 50), at(11, 40)),
             s(4, "code", "App.tsx - acme-portal - Visual Studio Code", at(13, 0), at(14, 0)),
-            s(5, "thunderbird", "Re: invoice for November - Thunderbird", at(14, 0), at(14, 20)),
-            s(6, "code", "README.md - acme-portal - Visual Studio Code", at(14, 20), at(14, 20) + 30_000),
+            // The mail after the day's last stretch of a project: it is no project's (Other).
+            s(6, "code", "README.md - acme-portal - Visual Studio Code", at(14, 0), at(14, 0) + 30_000),
+            s(5, "thunderbird", "Re: invoice for November - Thunderbird", at(14, 0) + 30_000, at(14, 20) + 30_000),
         ];
         (sessions, midnight)
     }

@@ -71,6 +71,7 @@
 //!         ▼ LlmCommand::Generate bounded(16)                                  ▼ SearchCommand::Recall             ▼ McpClient: McpCommand bounded(64)
 //!       llm (mistralrs + its tokio runtime `llm-rt`)                        search                              mcp (rmcp on `mcp-io`; internal channels
 //!         │ LlmEvent (Text, Finished) bounded(256), one channel per generation, back to the agent                  bounded(256) and (64))
+//!         │ a background generation (recap, meeting note, summary, warm prefill) runs its forward passes on `llm-low-N` (nice 10)
 //!         │ LocalModelState (atomics: unavailable, loaded, last used, paused, restored, affordable, resident bytes) ──read──▶ agent
 //!         │   ◀──written── agent (keep loaded: `llm.keep_warm`, read between commands, when it keeps the prompt head prefilled)
 //!    keys ──keys_at_millis: Arc<AtomicI64> (a key was down)──read──▶ agent (no prefill while the user types)

@@ -13,6 +13,10 @@
 //!   block or JSON; the agent uses them for the small local model. A requester
 //!   that went away, or Stop (the shared stop epoch moving past the request's),
 //!   ends the generation.
+//! - A request marked `background` (a recap, a meeting note, a summary, a warm
+//!   prefill: no one waits for it) runs its forward passes on the engine's
+//!   low-priority pool (`llm-low-N`, nice 10; mistralrs-core PATCH.md change
+//!   17), so the user's programs and cowork's interface come first.
 //! - Each finished generation's speed is kept per model file (`speed`) and sent
 //!   as `LocalModelEvent::ModelSpeed` for Settings → Models.
 //! - It publishes `LocalModelState` (atomics: unavailable, loaded, last used,

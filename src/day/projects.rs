@@ -258,11 +258,20 @@ fn normalise(text: &str) -> String {
 #[derive(Clone, Debug, PartialEq)]
 struct Window {
     app: String,
+    /// The app, lower-cased (`code` under Wayland is `Code` under X11).
+    app_key: String,
     title: String,
     url: Option<String>,
     words: Words,
-    /// A call app, or a meeting's address or title (read once, with the rest).
+    /// A call app, or a meeting's address or title (read once, with the rest,
+    /// like the three below: the fills ask for each session on every attribution).
     call: bool,
+    /// Mail or chat (`is_talk`).
+    talk: bool,
+    /// Time off (`is_leisure`).
+    leisure: bool,
+    /// Mail or chat: its thread's subject, and whether it is a reply (`thread_subject`).
+    thread: Option<(String, bool)>,
 }
 
 impl Window {
@@ -270,7 +279,12 @@ impl Window {
         let url = session.url.clone();
         let words = Words::of(&[&session.app, &session.title, url.as_deref().unwrap_or("")]);
         let call = crate::day::meetings::call_service(&session.app, &session.title, url.as_deref()).is_some();
-        Window { app: session.app.clone(), title: session.title.clone(), url, words, call }
+        let app_key = session.app.to_lowercase();
+        let mut window = Window { app: session.app.clone(), app_key, title: session.title.clone(), url, words, call, talk: false, leisure: false, thread: None };
+        window.talk = is_talk(&window);
+        window.leisure = is_leisure(&window);
+        window.thread = if window.talk { thread_subject(&window) } else { None };
+        window
     }
 }
 
@@ -396,13 +410,12 @@ fn is_home_folder(name: &str) -> bool {
 }
 
 fn is_talk(window: &Window) -> bool {
-    let app = window.app.to_lowercase();
-    TALK_APPS.iter().any(|t| app.contains(t)) || window.url.as_deref().is_some_and(|u| TALK_SITES.iter().any(|s| u.contains(s)))
+    TALK_APPS.iter().any(|t| window.app_key.contains(t)) || window.url.as_deref().is_some_and(|u| TALK_SITES.iter().any(|s| u.contains(s)))
 }
 
 /// Time off: a leisure site (by its host) or app.
 fn is_leisure(window: &Window) -> bool {
-    let app = window.app.to_lowercase();
+    let app = &window.app_key;
     let host = window.url.as_deref().map(|u| {
         let rest = u.split_once("://").map_or(u, |(_, r)| r);
         rest.split(['/', '?', '#', ':']).next().unwrap_or("").trim_start_matches("www.").to_lowercase()
@@ -514,7 +527,7 @@ pub fn attribute_with(prepared: &mut Prepared, sessions: &[ActivitySession], rul
     fill_same_window(sessions, windows, &mut found);
     // Again, with the windows the same-window fill gave a project as ends of a stretch.
     fill_between(sessions, windows, &mut found);
-    fill_thread(sessions, windows, &mut found);
+    fill_thread(windows, &mut found);
     found
 }
 
@@ -532,7 +545,7 @@ fn fill_invited(sessions: &[ActivitySession], windows: &[Window], found: &mut [A
         if cued[i] || end_of(s) - s.started_at_millis > CALL_MAX_MILLIS || !windows[i].call {
             continue;
         }
-        if is_talk(&windows[i]) || is_leisure(&windows[i]) {
+        if windows[i].talk || windows[i].leisure {
             continue;
         }
         let Some(j) = (0..i).rev().find(|&j| cued[j]) else { continue };
@@ -548,24 +561,24 @@ fn fill_invited(sessions: &[ActivitySession], windows: &[Window], found: &mut [A
 /// such stretches, all of one project, and none the user's rules call no
 /// project; never mail, chat, time off or a call (each call is its own).
 fn fill_same_window(sessions: &[ActivitySession], windows: &[Window], found: &mut [Attribution]) {
-    let key = |s: &ActivitySession| (s.app.to_lowercase(), s.title.trim().to_owned());
-    let eligible = |i: usize| !is_talk(&windows[i]) && !is_leisure(&windows[i]) && !windows[i].call;
+    let key = |i: usize| (windows[i].app_key.as_str(), windows[i].title.trim());
+    let eligible = |i: usize| !windows[i].talk && !windows[i].leisure && !windows[i].call;
     let open: Vec<usize> = (0..sessions.len()).filter(|&i| found[i].why == Why::Unknown && eligible(i)).collect();
     if open.is_empty() {
         return;
     }
     // Per window: the projects it was given (None: a rule said no project), and how often.
-    let mut seen: HashMap<(String, String), (Option<String>, usize, bool)> = HashMap::new();
+    let mut seen: HashMap<(&str, &str), (Option<String>, usize, bool)> = HashMap::new();
     for (i, f) in found.iter().enumerate() {
         if f.why == Why::Unknown || !eligible(i) {
             continue;
         }
-        let entry = seen.entry(key(&sessions[i])).or_insert((f.project.clone(), 0, true));
+        let entry = seen.entry(key(i)).or_insert((f.project.clone(), 0, true));
         entry.1 += 1;
         entry.2 &= entry.0 == f.project && f.project.is_some();
     }
     for i in open {
-        if let Some((Some(project), count, true)) = seen.get(&key(&sessions[i]))
+        if let Some((Some(project), count, true)) = seen.get(&key(i))
             && *count >= 2
         {
             found[i] = Attribution { project: Some(project.clone()), why: Why::SameWindow };
@@ -577,7 +590,7 @@ fn fill_same_window(sessions: &[ActivitySession], windows: &[Window], found: &mu
 /// without "Re:", "Fwd:" and the composer's "Write:" (None: too short to
 /// tell); and whether it had one of those (a reply, a forward or a draft).
 fn thread_subject(window: &Window) -> Option<(String, bool)> {
-    let app = window.app.to_lowercase();
+    let app = &window.app_key;
     let mut title = window.title.trim();
     for separator in [" - ", " \u{2014} ", " \u{2013} "] {
         if let Some((head, tail)) = title.rsplit_once(separator)
@@ -599,25 +612,26 @@ fn thread_subject(window: &Window) -> Option<(String, bool)> {
 /// subject in the same app, with a reply, a forward or a draft among them:
 /// not a folder's view) was given, when all of it that was given one was
 /// given the same.
-fn fill_thread(sessions: &[ActivitySession], windows: &[Window], found: &mut [Attribution]) {
-    let read: Vec<Option<(String, bool)>> = windows.iter().map(|w| if is_talk(w) { thread_subject(w) } else { None }).collect();
-    let threads: std::collections::HashSet<&str> = read.iter().flatten().filter(|(_, replied)| *replied).map(|(s, _)| s.as_str()).collect();
-    let subjects: Vec<Option<String>> = read.iter().map(|r| r.as_ref().filter(|(s, _)| threads.contains(s.as_str())).map(|(s, _)| s.clone())).collect();
-    let mut seen: HashMap<(String, &str), (Option<String>, bool)> = HashMap::new();
+fn fill_thread(windows: &[Window], found: &mut [Attribution]) {
+    // A thread: a subject in one app with a reply, a forward or a draft among its messages.
+    let threads: std::collections::HashSet<(&str, &str)> =
+        windows.iter().filter_map(|w| w.thread.as_ref().filter(|(_, replied)| *replied).map(|(s, _)| (w.app_key.as_str(), s.as_str()))).collect();
+    let subject = |i: usize| windows[i].thread.as_ref().map(|(s, _)| (windows[i].app_key.as_str(), s.as_str())).filter(|key| threads.contains(key));
+    let mut seen: HashMap<(&str, &str), (Option<String>, bool)> = HashMap::new();
     for (i, f) in found.iter().enumerate() {
-        if let (Some(subject), false) = (&subjects[i], f.why == Why::Unknown) {
-            let entry = seen.entry((sessions[i].app.to_lowercase(), subject.as_str())).or_insert((f.project.clone(), true));
+        if let (Some(key), false) = (subject(i), f.why == Why::Unknown) {
+            let entry = seen.entry(key).or_insert((f.project.clone(), true));
             entry.1 &= entry.0 == f.project && f.project.is_some();
         }
     }
-    for i in 0..sessions.len() {
-        if found[i].why != Why::Unknown {
+    for (i, f) in found.iter_mut().enumerate() {
+        if f.why != Why::Unknown {
             continue;
         }
-        if let Some(subject) = &subjects[i]
-            && let Some((Some(project), true)) = seen.get(&(sessions[i].app.to_lowercase(), subject.as_str()))
+        if let Some(key) = subject(i)
+            && let Some((Some(project), true)) = seen.get(&key)
         {
-            found[i] = Attribution { project: Some(project.clone()), why: Why::Thread };
+            *f = Attribution { project: Some(project.clone()), why: Why::Thread };
         }
     }
 }
@@ -658,7 +672,7 @@ fn fill_between(sessions: &[ActivitySession], windows: &[Window], found: &mut [A
         .map(|(s, (window, cued))| if !cued && window.call { length(s) } else { 0 })
         .collect();
     for i in 0..sessions.len() {
-        if cued[i] || is_leisure(&windows[i]) {
+        if cued[i] || windows[i].leisure {
             continue;
         }
         if length(&sessions[i]) > if in_call[i] > 0 { CALL_MAX_MILLIS } else { LOOKUP_MAX_MILLIS } {
@@ -688,8 +702,11 @@ fn fill_between(sessions: &[ActivitySession], windows: &[Window], found: &mut [A
 /// being translated before lunch and after it; not the news read before lunch.
 fn left_open_over_a_break(sessions: &[ActivitySession], windows: &[Window], before: usize, i: usize, after: usize, calls: i64) -> bool {
     let end_of = |s: &ActivitySession| s.ended_at_millis.unwrap_or(s.started_at_millis);
+    if sessions[after].started_at_millis - end_of(&sessions[before]) > BREAK_SPAN_MAX_MILLIS {
+        return false;
+    }
     let worked: i64 = sessions[before + 1..after].iter().map(|s| end_of(s) - s.started_at_millis).sum();
-    if worked - calls > BETWEEN_MAX_MILLIS || sessions[after].started_at_millis - end_of(&sessions[before]) > BREAK_SPAN_MAX_MILLIS {
+    if worked - calls > BETWEEN_MAX_MILLIS {
         return false;
     }
     // The breaks between the two stretches: where one window ends long before the next starts.

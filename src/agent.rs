@@ -26,6 +26,7 @@ pub mod local;
 mod memory;
 mod notes_budget;
 mod corrections;
+mod give_way;
 pub mod operation;
 pub mod store;
 mod meeting;

@@ -20,7 +20,7 @@ pub mod tool_calls;
 mod worker;
 
 pub use engine::{ChatEngine, EngineError, MistralEngine, PromptMessage, PromptRole, StreamControl, check_gguf_header};
-pub use worker::{GenerateRequest, Generation, LlmClient, LlmCommand, LlmConfig, LlmEvent, LlmWorker, LocalBrain, LocalModelState, spawn_llm};
+pub use worker::{GenerateRequest, Generation, GiveWay, LlmClient, LlmCommand, LlmConfig, LlmEvent, LlmWorker, LocalBrain, LocalModelState, spawn_llm};
 
 /// The longest prompt sent to the bundled local model (SmolLM2 reads 2,048
 /// tokens; the rest is room for the answer). Longer requests go to the cloud

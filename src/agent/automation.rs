@@ -302,14 +302,17 @@ impl<B: LocalBrain> AgentWorker<B> {
 
     /// One answer from a brain, as text (no tools, nothing streamed to a chat).
     /// `background`: no one is waiting for it (a recap, a meeting note), so a
-    /// local model writes it on low-priority threads.
+    /// local model writes it on low-priority threads and gives way to a
+    /// question asked meanwhile (`give_way`).
     pub(super) fn complete(&mut self, brain: &Brain, turns: &[Turn], max_tokens: usize, background: bool) -> Result<String, String> {
         let epoch = self.stop_epoch.load(std::sync::atomic::Ordering::SeqCst);
         match brain {
             Brain::Local => {
                 let messages = super::local::prompt_messages(turns);
                 let request = crate::llm::GenerateRequest { messages, max_tokens, background, ..crate::llm::GenerateRequest::default() };
-                self.brain.generate(request, epoch, &mut |_| {}).map(|g| g.text).map_err(|err| err.to_string())
+                // Work no one waits for gives way to a question (`give_way`).
+                let generation = if background { self.generate_in_background(request) } else { self.brain.generate(request, epoch, &mut |_| {}) };
+                generation.map(|g| g.text).map_err(|err| err.to_string())
             }
             Brain::Cloud { provider, key, .. } => {
                 let stop = self.stop_epoch.clone();

@@ -232,6 +232,8 @@ pub struct AgentWorker<B: LocalBrain> {
     pub(super) warmth: super::warm::Warmth,
     /// How fast the local model reads prompts here: a local question's notes budget.
     pub(super) prefill_rate: super::notes_budget::PrefillRate,
+    /// Commands held while background work gives way to them (`give_way`).
+    pub(super) inbox: super::give_way::Inbox,
 }
 
 /// A local exchange as the model saw it: its prompt and answer.
@@ -275,6 +277,7 @@ impl<B: LocalBrain> AgentWorker<B> {
             examples: local_examples(),
             warmth: super::warm::Warmth::default(),
             prefill_rate: super::notes_budget::PrefillRate::default(),
+            inbox: super::give_way::Inbox::default(),
             acting: super::operation::Acting::new(config_data_dir),
         }
     }
@@ -688,7 +691,11 @@ impl<B: LocalBrain> AgentWorker<B> {
                 PromptMessage { role: PromptRole::System, content: "You keep a private work diary. Answer with one or two plain sentences.".into() },
                 PromptMessage { role: PromptRole::User, content: prompt },
             ];
-            let request = GenerateRequest { messages, max_tokens: 80, only_if_loaded, background: true, ..GenerateRequest::default() };
+            let mut request = GenerateRequest { messages, max_tokens: 80, only_if_loaded, background: true, ..GenerateRequest::default() };
+            // Unasked (the model was idle), it gives way to a question and waits for the next idle moment.
+            if only_if_loaded {
+                self.may_give_way(&mut request);
+            }
             // Stop ends a summary too: it runs under the current epoch.
             let generation = self.brain.generate(request, self.stop_epoch.load(Ordering::SeqCst), &mut |_| {}).map_err(|e| e.to_string())?;
             self.prefill_rate.record(&generation.model, &generation.stats);
@@ -906,8 +913,16 @@ impl<B: LocalBrain> Supervised for AgentWorker<B> {
     fn run(&mut self, commands: &Receiver<AgentCommand>, ctx: &WorkerContext) -> anyhow::Result<()> {
         // Operations that were open when cowork stopped come back first.
         self.resume_operations();
+        self.inbox.attach(commands);
         let mut next_expiry = self.expire_approvals(now_millis());
         loop {
+            // Commands held while background work gave way come first, in order (`give_way`).
+            if let Some(command) = self.inbox.next_held() {
+                if !self.handle(command, ctx) {
+                    break;
+                }
+                continue;
+            }
             let mut wait = next_expiry.map_or(SUMMARY_CHECK, |at| Duration::from_millis((at - now_millis()).clamp(0, SUMMARY_CHECK.as_millis() as i64) as u64));
             // A call shown for approval may be decided by another process (`cowork approve`):
             // the database is looked at twice a second while one waits.
@@ -996,6 +1011,10 @@ mod tests {
     impl LocalBrain for ScriptedEngine {
         fn generate(&mut self, request: GenerateRequest, epoch: u64, on_text: &mut dyn FnMut(&str)) -> Result<crate::llm::Generation, crate::llm::EngineError> {
             self.prompts.borrow_mut().push(request.messages.clone());
+            // Background work asks once whether someone waits, as the llm worker does between pieces.
+            if request.background && request.give_way.as_ref().is_some_and(crate::llm::GiveWay::now) {
+                return Err(crate::llm::EngineError::GaveWay);
+            }
             if let Some(answer) = &self.answer {
                 return Ok(crate::llm::Generation { text: answer.clone(), model: "scripted".into(), ..Default::default() });
             }
@@ -1271,6 +1290,37 @@ mod tests {
         worker.handle(AgentCommand::Chat(request(Vec::new())), &ctx);
         let next = answers(&store_rx);
         assert_eq!((next[0].status, next[0].content.as_str()), (MessageStatus::Done, "You are editing a report."));
+    }
+
+    #[test]
+    fn background_work_gives_way_to_a_question_and_is_taken_up_again_after_it() {
+        let Harness { _dir, mut worker, ctx: _, store_rx: _store, events, prompts } = harness(ScriptedEngine::default(), Arc::default());
+        let (commands, inbox) = bounded(16);
+        worker.inbox.attach(&inbox);
+        let recap = || GenerateRequest { messages: vec![PromptMessage { role: PromptRole::User, content: "Write the recap.".into() }], max_tokens: 40, ..GenerateRequest::default() };
+        // Alone, it runs once to its end.
+        assert_eq!(worker.generate_in_background(recap()).unwrap().text, "You are editing a report.");
+        assert_eq!(prompts.borrow().len(), 1);
+        // Other background work waiting does not stop it; a question does.
+        let (summary, summaries) = bounded(1);
+        commands.send(AgentCommand::Summarise { limit: 1, reply: Some(summary) }).unwrap();
+        assert!(!worker.inbox.give_way().unwrap().now(), "a summary waits its turn");
+        commands.send(AgentCommand::Chat(request(Vec::new()))).unwrap();
+        let generation = worker.generate_in_background(recap()).unwrap();
+        assert_eq!(generation.text, "You are editing a report.");
+        let seen: Vec<String> = prompts.borrow().iter().skip(1).map(|p| p.last().unwrap().content.clone()).collect();
+        assert_eq!(seen.len(), 3, "{seen:?}");
+        assert_eq!((seen[0].as_str(), seen[2].as_str()), ("Write the recap.", "Write the recap."), "asked, gave way, asked again: {seen:?}");
+        assert!(seen[1].contains("What am I doing?"), "the question in between: {seen:?}");
+        assert!(events.try_iter().any(|e| matches!(e, AppEvent::Agent(AgentEvent::AnswerFinished { answer_id: 11, status: MessageStatus::Done, .. }))));
+        // The summary kept its place, for the run loop, and did not run inside the recap.
+        assert!(matches!(worker.inbox.next_held(), Some(AgentCommand::Summarise { .. })) && worker.inbox.next_held().is_none());
+        assert!(summaries.try_recv().is_err());
+        // Shutting down: the background work ends with an error, and Shutdown stays for the run loop.
+        commands.send(AgentCommand::Shutdown).unwrap();
+        let stopped = worker.generate_in_background(recap()).unwrap_err();
+        assert!(stopped.to_string().contains("stopping"), "{stopped}");
+        assert!(matches!(worker.inbox.next_held(), Some(AgentCommand::Shutdown)));
     }
 
     #[test]

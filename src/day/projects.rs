@@ -422,7 +422,7 @@ fn is_leisure(window: &Window) -> bool {
     });
     LEISURE.iter().any(|l| {
         app.split(['.', '-', ' ']).any(|part| part == *l)
-            || host.as_deref().is_some_and(|h| h == *l || h.ends_with(&format!(".{l}")) || (!l.contains('.') && h.split('.').any(|part| part == *l)))
+            || host.as_deref().is_some_and(|h| h == *l || h.strip_suffix(l).is_some_and(|rest| rest.ends_with('.')) || (!l.contains('.') && h.split('.').any(|part| part == *l)))
     })
 }
 
@@ -734,6 +734,20 @@ mod tests {
 
     fn projects(sessions: &[ActivitySession], rules: &str) -> Vec<Option<String>> {
         attribute(sessions, &ProjectRules::parse(rules).unwrap()).into_iter().map(|a| a.project).collect()
+    }
+
+    #[test]
+    fn time_off_is_a_leisure_site_or_its_subdomain_never_a_name_that_ends_like_one() {
+        let leisure = |app: &str, url: Option<&str>| Window::of(&session(app, "t", url, 0, 1)).leisure;
+        assert!(leisure("firefox", Some("https://www.youtube.com/watch?v=1")));
+        assert!(leisure("firefox", Some("https://m.youtube.com/watch?v=1")));
+        assert!(leisure("firefox", Some("https://old.reddit.com:443/r/rust")));
+        assert!(leisure("firefox", Some("https://fosstodon.mastodon.social/@a")));
+        assert!(leisure("org.gnome.Steam", None));
+        assert!(!leisure("firefox", Some("https://notyoutube.com/watch")));
+        assert!(!leisure("firefox", Some("https://youtube.com.example.org/")));
+        assert!(!leisure("firefox", Some("https://docs.rs/ratatui")));
+        assert!(!leisure("steamroller", None));
     }
 
     #[test]

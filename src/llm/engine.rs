@@ -39,6 +39,9 @@ pub enum EngineError {
     Load(String),
     #[error("generation failed: {0}")]
     Generation(String),
+    /// A background generation stopped for someone waiting (`GenerateRequest::give_way`).
+    #[error("stopped to let a question go first")]
+    GaveWay,
 }
 
 #[derive(Clone, Debug, PartialEq, Eq)]

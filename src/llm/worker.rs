@@ -17,6 +17,12 @@
 //!   prefill: no one waits for it) runs its forward passes on the engine's
 //!   low-priority pool (`llm-low-N`, nice 10; mistralrs-core PATCH.md change
 //!   17), so the user's programs and cowork's interface come first.
+//!   One that may `give_way` reads its prompt in pieces of about
+//!   `PIECE_BYTES` (each a one-token generation the prefix cache keeps, like
+//!   the warm prefill's), and asks between pieces and tokens whether someone
+//!   is now waiting (a question): if so it stops with `EngineError::GaveWay`,
+//!   and asked again later it finds the pieces read so far in the cache. A
+//!   question waits for one piece at most, not for a whole recap.
 //! - Each finished generation's speed is kept per model file (`speed`) and sent
 //!   as `LocalModelEvent::ModelSpeed` for Settings → Models.
 //! - It publishes `LocalModelState` (atomics: unavailable, loaded, last used,
@@ -95,6 +101,60 @@ pub struct GenerateRequest {
     /// Work no one is waiting for (a recap, a meeting note, a summary, a warm
     /// prefill): it runs on low-priority threads (nice 10).
     pub background: bool,
+    /// Asked between pieces of a background prompt and between tokens: true
+    /// stops the generation with `EngineError::GaveWay` (module docs).
+    pub give_way: Option<GiveWay>,
+}
+
+/// Whether a background generation should stop for someone now waiting
+/// (`GenerateRequest::give_way`). Called on the llm worker's thread.
+#[derive(Clone)]
+pub struct GiveWay(Arc<dyn Fn() -> bool + Send + Sync>);
+
+impl GiveWay {
+    pub fn new(now: impl Fn() -> bool + Send + Sync + 'static) -> Self {
+        Self(Arc::new(now))
+    }
+
+    pub fn now(&self) -> bool {
+        (self.0)()
+    }
+}
+
+impl std::fmt::Debug for GiveWay {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("GiveWay")
+    }
+}
+
+/// A background prompt that may give way is read in pieces of about this
+/// many bytes (200–300 tokens: a few seconds of the 1.5B's prefill on two
+/// cores), cut at line ends.
+pub const PIECE_BYTES: usize = 800;
+
+/// The prompts that read `messages` piece by piece: each ends a message early
+/// at a line end, about every `every` bytes, and the whole prompt is not
+/// among them. A tail shorter than a quarter piece is not worth a piece.
+pub fn prompt_pieces(messages: &[PromptMessage], every: usize) -> Vec<Vec<PromptMessage>> {
+    let total: usize = messages.iter().map(|m| m.content.len()).sum();
+    let mut pieces = Vec::new();
+    let (mut read, mut since) = (0usize, 0usize);
+    for (i, message) in messages.iter().enumerate() {
+        let mut last = 0;
+        for (at, _) in message.content.match_indices('\n') {
+            since += at - last;
+            last = at;
+            if since >= every && total - (read + at) >= every / 4 {
+                let mut piece = messages[..i].to_vec();
+                piece.push(PromptMessage { role: message.role, content: message.content[..at].to_owned() });
+                pieces.push(piece);
+                since = 0;
+            }
+        }
+        since += message.content.len() - last;
+        read += message.content.len();
+    }
+    pieces
 }
 
 /// A finished generation.
@@ -300,33 +360,61 @@ impl<E: ChatEngine> LlmWorker<E> {
         self.ensure_model()?;
         self.engine.set_background(request.background);
         let stop_epoch = self.stop_epoch.clone();
-        let should_stop = move || stop_epoch.load(Ordering::SeqCst) != epoch;
+        let gave_way = std::cell::Cell::new(false);
+        let give_way = request.give_way.clone();
+        let should_stop = || {
+            if stop_epoch.load(Ordering::SeqCst) != epoch {
+                return true;
+            }
+            if !gave_way.get() && give_way.as_ref().is_some_and(GiveWay::now) {
+                gave_way.set(true);
+            }
+            gave_way.get()
+        };
+        // A prompt that may give way goes in pieces first (module docs); the last read is the whole.
+        if request.background && request.give_way.is_some() {
+            for piece in prompt_pieces(&request.messages, PIECE_BYTES) {
+                if should_stop() {
+                    break;
+                }
+                if let Err(err) = self.engine.stream(&piece, 1, &Shape::Free, &mut |_: &str| StreamControl::Stop, &should_stop) {
+                    self.engine.set_background(false);
+                    return Err(err);
+                }
+            }
+        }
         let mut raw = String::new();
         let mut visible = VisibleText::default();
         let one_call = matches!(request.shape, Shape::OneCall(_));
-        let stats = self.engine.stream(
-            &request.messages,
-            request.max_tokens,
-            &request.shape,
-            &mut |token| {
-                raw.push_str(token);
-                let shown = if request.tools { visible.push(token) } else { token.to_owned() };
-                if !shown.is_empty() && events.send(LlmEvent::Text(shown)).is_err() {
-                    return StreamControl::Stop;
-                }
-                // One forced call ends at its block's end: the grammar allows nothing after it,
-                // but Qwen's <|endoftext|> as well as its end token, which only ends a turn.
-                if one_call && raw.contains(super::tool_calls::CLOSE) { StreamControl::Stop } else { StreamControl::Continue }
-            },
-            &should_stop,
-        );
+        let stats = match gave_way.get() {
+            true => Err(EngineError::GaveWay),
+            false => self.engine.stream(
+                &request.messages,
+                request.max_tokens,
+                &request.shape,
+                &mut |token| {
+                    raw.push_str(token);
+                    let shown = if request.tools { visible.push(token) } else { token.to_owned() };
+                    if !shown.is_empty() && events.send(LlmEvent::Text(shown)).is_err() {
+                        return StreamControl::Stop;
+                    }
+                    // One forced call ends at its block's end: the grammar allows nothing after it,
+                    // but Qwen's <|endoftext|> as well as its end token, which only ends a turn.
+                    if one_call && raw.contains(super::tool_calls::CLOSE) { StreamControl::Stop } else { StreamControl::Continue }
+                },
+                &should_stop,
+            ),
+        };
         if request.background {
             self.engine.set_background(false);
         }
         self.last_used = Instant::now();
         self.touch_state();
         let stats = stats?;
-        if !should_stop() {
+        if gave_way.get() {
+            return Err(EngineError::GaveWay);
+        }
+        if stop_epoch.load(Ordering::SeqCst) == epoch {
             self.record_speed(&stats);
         }
         let rest = visible.finish();
@@ -594,6 +682,8 @@ mod tests {
     struct FixedEngine {
         pieces: Vec<&'static str>,
         loaded: bool,
+        /// Each prompt's last message and the tokens asked for.
+        seen: Vec<(String, usize)>,
     }
 
     impl ChatEngine for FixedEngine {
@@ -610,12 +700,13 @@ mod tests {
         fn set_model(&mut self, _path: PathBuf, _expected: Option<(u64, String)>) {}
         fn stream(
             &mut self,
-            _messages: &[PromptMessage],
-            _max_tokens: usize,
+            messages: &[PromptMessage],
+            max_tokens: usize,
             _shape: &Shape,
             on_token: &mut dyn FnMut(&str) -> StreamControl,
             should_stop: &dyn Fn() -> bool,
         ) -> Result<GenerationStats, EngineError> {
+            self.seen.push((messages.last().map(|m| m.content.clone()).unwrap_or_default(), max_tokens));
             for piece in &self.pieces {
                 if should_stop() || on_token(piece) == StreamControl::Stop {
                     break;
@@ -633,7 +724,7 @@ mod tests {
         let sink = crate::runtime::EventSink::<crate::events::AppEvent>::new(events_tx, || {}).narrow();
         let config = LlmConfig { model_path: "unused.gguf".into(), model_expected: None, local_limit_tokens: 1_500, max_answer_tokens: 16, idle_unload_secs: 600, sysfs: "/nonexistent".into(), notify: None, speed_file: None };
         let state = Arc::new(LocalModelState::default());
-        let worker = LlmWorker::new(config, FixedEngine { pieces, loaded: false }, sink.clone(), Arc::default(), state.clone());
+        let worker = LlmWorker::new(config, FixedEngine { pieces, loaded: false, seen: Vec::new() }, sink.clone(), Arc::default(), state.clone());
         (worker, WorkerContext::new(WorkerName::Llm, &sink), events, state)
     }
 
@@ -704,6 +795,56 @@ mod tests {
         // Without tools the text is the model's, untouched.
         let (streamed, result) = run(&mut worker, &ctx, ask());
         assert!(streamed.contains("<tool_call>") && result.unwrap().calls.is_empty());
+    }
+
+    #[test]
+    fn a_prompt_is_cut_in_pieces_at_line_ends_each_a_prefix_of_the_whole() {
+        let log: String = (0..40).map(|i| format!("[{i}] 09:{i:02} code — ledger.rs - ledger-svc ({i} min)\n")).collect();
+        let messages = vec![PromptMessage { role: PromptRole::System, content: "You write recaps.".into() }, PromptMessage { role: PromptRole::User, content: log.clone() + "Write the recap." }];
+        let pieces = prompt_pieces(&messages, 800);
+        assert!(pieces.len() >= 2, "{} bytes in {} pieces", log.len(), pieces.len());
+        let mut read = 0;
+        for piece in &pieces {
+            assert_eq!(piece.len(), 2);
+            assert_eq!(piece[0], messages[0]);
+            let text = &piece[1].content;
+            assert!(messages[1].content.starts_with(text.as_str()) && messages[1].content[text.len()..].starts_with('\n'), "cut at a line end");
+            assert!(text.len() >= read + 800 && text.len() < read + 900, "about every 800 bytes: {} after {read}", text.len());
+            read = text.len();
+        }
+        assert!(messages[1].content.len() - read >= 200, "no piece for a short tail");
+        // A short prompt is read whole; a long system message is cut too, alone.
+        assert!(prompt_pieces(&messages[..1], 800).is_empty());
+        let long_system = vec![PromptMessage { role: PromptRole::System, content: log.clone() }, messages[1].clone()];
+        assert_eq!(prompt_pieces(&long_system, 800)[0].len(), 1);
+    }
+
+    #[test]
+    fn background_work_that_may_give_way_reads_its_prompt_in_pieces_and_stops_between_them() {
+        let (mut worker, ctx, _events, _state) = worker(vec!["Recap", " done."]);
+        let log: String = (0..60).map(|i| format!("[{i}] 09:{i:02} code — ledger.rs - ledger-svc ({i} min)\n")).collect();
+        let recap = GenerateRequest { messages: vec![PromptMessage { role: PromptRole::User, content: log.clone() }], max_tokens: 200, background: true, ..GenerateRequest::default() };
+        let pieces = prompt_pieces(&recap.messages, PIECE_BYTES).len();
+        assert!(pieces >= 3);
+        // Someone comes to wait while the second piece is read (the fourth look: one before
+        // each piece, one per token): it stops there.
+        let looks = Arc::new(AtomicU64::new(0));
+        let counter = looks.clone();
+        let give_way = GiveWay::new(move || counter.fetch_add(1, Ordering::SeqCst) >= 3);
+        let (streamed, result) = run(&mut worker, &ctx, GenerateRequest { give_way: Some(give_way), ..recap.clone() });
+        assert!(matches!(result, Err(EngineError::GaveWay)) && streamed.is_empty(), "{result:?}");
+        assert_eq!(worker.engine.seen.len(), 2, "{:?}", worker.engine.seen);
+        assert!(worker.engine.seen.iter().all(|(text, tokens)| *tokens == 1 && log.starts_with(text.as_str()) && text.len() < log.len()));
+        // No one waiting: every piece, then the whole prompt, answered as usual.
+        worker.engine.seen.clear();
+        let (streamed, result) = run(&mut worker, &ctx, GenerateRequest { give_way: Some(GiveWay::new(|| false)), ..recap.clone() });
+        assert_eq!((streamed.as_str(), result.unwrap().text.as_str()), ("Recap done.", "Recap done."));
+        assert_eq!(worker.engine.seen.len(), pieces + 1);
+        assert_eq!(worker.engine.seen.last().unwrap(), &(log.clone(), 200));
+        // Without give_way (a question, or a warm prefill's own pieces), one read as before.
+        worker.engine.seen.clear();
+        run(&mut worker, &ctx, recap).1.unwrap();
+        assert_eq!(worker.engine.seen.len(), 1);
     }
 
     #[test]

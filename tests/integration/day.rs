@@ -60,6 +60,88 @@ fn replay_week(data: &std::path::Path, week: &std::path::Path) -> Vec<(i64, i64,
     truth
 }
 
+/// A recap no one waits for gives way to a question asked while it is written
+/// (issue 58): the real 0.5B writes a day's recap at low priority in the
+/// running agent; a question asked once its model work has begun is answered
+/// before the recap ends, and the recap is taken up again and written whole.
+#[test]
+fn a_question_asked_while_the_recap_is_written_is_answered_first_and_the_recap_written_after() {
+    use cowork::agent::AgentCommand;
+    use cowork::agent::events::AgentEvent;
+    use cowork::events::AppEvent;
+    use cowork::runtime::RestartPolicy;
+    use std::time::{Duration, Instant};
+    let qwen = models_dir().join("qwen2.5-coder-0.5b-instruct/qwen2.5-coder-0.5b-instruct-q4_k_m.gguf");
+    if !require(qwen.is_file(), "the Qwen2.5-Coder-0.5B model") {
+        return;
+    }
+    let dir = temp_dir();
+    let data = dir.path().join("data");
+    std::fs::create_dir_all(&data).unwrap();
+    replay_week(&data, &repo_dir().join("tests/data/projects-week-dev.jsonl"));
+    let rules = std::fs::read_to_string(repo_dir().join("tests/data/projects-week-dev.rules")).unwrap();
+    ok(&cowork(&data, &["settings", "set", "projects.rules", &rules]));
+    let db = data.join("cowork.db");
+    let (sink, events) = super::support::test_sink();
+    let mut store = cowork::workers::spawn_store(db.clone(), sink.clone(), RestartPolicy::default()).unwrap();
+    let (mut llm, mut agent) = super::llm_real::real_config(&db);
+    (llm.model_path, llm.model_expected, llm.local_limit_tokens, agent.local_limit_tokens) = (qwen, None, cowork::llm::LOCAL_LIMIT_TOKENS, cowork::llm::LOCAL_LIMIT_TOKENS);
+    let mut brain = super::llm_real::Brain::spawn((llm, agent), store.commands.clone(), sink, Default::default());
+    // A question, and how long it took to its answer's end (and to its first token).
+    let ask = |text: &str| {
+        let thread = cowork::records::ChatThread { thread_id: cowork::ids::next_id(), title: "test".into(), updated_at_millis: cowork::ids::now_millis() };
+        let question = cowork::agent::ChatRequest::new(thread, true, cowork::ids::next_id(), cowork::ids::next_id(), text);
+        let answer_id = question.answer_id;
+        let asked = Instant::now();
+        let mut first = None;
+        brain.agent.commands.send(AgentCommand::Chat(question)).unwrap();
+        let answered = super::support::wait_for(&events, Duration::from_secs(180), |event| match event {
+            AppEvent::Agent(AgentEvent::Token { answer_id: id, .. }) if *id == answer_id => {
+                first.get_or_insert_with(|| asked.elapsed());
+                None
+            }
+            AppEvent::Agent(AgentEvent::AnswerFinished { answer_id: id, status, error, .. }) if *id == answer_id => Some((*status, error.clone())),
+            _ => None,
+        })
+        .expect("the question was answered");
+        (answered, (first, asked.elapsed()))
+    };
+    // The CPU time of the low-priority threads (the recap's model work).
+    let low_ticks = || -> u64 {
+        std::fs::read_dir("/proc/self/task")
+            .unwrap()
+            .flatten()
+            .filter(|task| std::fs::read_to_string(task.path().join("comm")).is_ok_and(|name| name.starts_with("llm-low")))
+            .filter_map(|task| std::fs::read_to_string(task.path().join("stat")).ok())
+            .map(|stat| stat.rsplit_once(')').unwrap().1.split_whitespace().skip(11).take(2).map(|t| t.parse::<u64>().unwrap()).sum::<u64>())
+            .sum()
+    };
+    // The recap of Monday (noon, UTC: its sessions ran 08:30-17:00 UTC).
+    let noon = cowork::ids::parse_time(&format!("{}T12:00:00Z", DAYS[0]), 0).unwrap();
+    let (reply, recaps) = crossbeam_channel::bounded(1);
+    let asked_at = Instant::now();
+    let before = low_ticks();
+    let recap = AgentCommand::Recap { period: cowork::day::recap::Period::Day, at_millis: noon, instructions: String::new(), reply: Some(reply) };
+    brain.agent.commands.send(recap).unwrap();
+    let deadline = Instant::now() + Duration::from_secs(180);
+    // Its model work has begun (half a second of it).
+    while low_ticks() < before + 50 {
+        assert!(Instant::now() < deadline, "the recap's model work never began");
+        assert!(recaps.is_empty(), "the recap ended before it was seen working");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let (answered, waited) = ask("Say hello in three words.");
+    assert_eq!(answered.0, cowork::records::MessageStatus::Done, "{:?}", answered.1);
+    assert!(recaps.is_empty(), "the question waited for the recap to end ({waited:?})");
+    let written = recaps.recv_timeout(Duration::from_secs(300)).expect("the recap was taken up again");
+    let Ok(cowork::day::recap::Outcome::Written(recap)) = written else { panic!("{written:?}") };
+    let text = recap.render();
+    eprintln!("the question, asked while the recap was written: {waited:?} to its first token and its end; the recap written in {:?}:\n{text}", asked_at.elapsed());
+    assert!(text.starts_with(&format!("Recap of Mon {}", DAYS[0])) && recap.lines().count() >= 3, "written whole after the question: {text}");
+    assert!(brain.shutdown());
+    assert!(store.shutdown(cowork::store::StoreCommand::Shutdown, Duration::from_secs(10)));
+}
+
 fn csv_rows(text: &str) -> Vec<Vec<String>> {
     // The report's CSV quotes fields with commas and quotes (RFC 4180).
     let mut rows = Vec::new();

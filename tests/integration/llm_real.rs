@@ -267,7 +267,7 @@ fn the_local_model_summarises_an_older_hour_and_a_quiet_conversation_and_the_sum
 }
 
 /// The llm and agent workers' configurations for the bundled SmolLM2 over `db`.
-fn real_config(db: &std::path::Path) -> (LlmConfig, AgentConfig) {
+pub(super) fn real_config(db: &std::path::Path) -> (LlmConfig, AgentConfig) {
     let manifest = Manifest::bundled().unwrap();
     let model = manifest.models.iter().find(|m| m.role == ModelRole::Chat && m.name == "smollm2-135m-instruct").unwrap();
     let (size, sha256) = model.primary_size_and_sha();
@@ -299,20 +299,20 @@ fn real_config(db: &std::path::Path) -> (LlmConfig, AgentConfig) {
 }
 
 /// The local engine and the agent that asks it, as `Workers::start` wires them.
-struct Brain {
-    llm: WorkerHandle<LlmCommand>,
-    agent: WorkerHandle<AgentCommand>,
+pub(super) struct Brain {
+    pub(super) llm: WorkerHandle<LlmCommand>,
+    pub(super) agent: WorkerHandle<AgentCommand>,
 }
 
 impl Brain {
-    fn spawn((llm, agent): (LlmConfig, AgentConfig), store: crossbeam_channel::Sender<StoreCommand>, sink: EventSink<cowork::events::AppEvent>, stop_epoch: Arc<AtomicU64>) -> Self {
+    pub(super) fn spawn((llm, agent): (LlmConfig, AgentConfig), store: crossbeam_channel::Sender<StoreCommand>, sink: EventSink<cowork::events::AppEvent>, stop_epoch: Arc<AtomicU64>) -> Self {
         let local = Arc::new(cowork::llm::LocalModelState::default());
         let llm = spawn_llm(llm, sink.narrow(), stop_epoch.clone(), local.clone(), RestartPolicy::default()).unwrap();
         let agent = spawn_agent(agent, llm.commands.clone(), local, store, sink.narrow(), stop_epoch, RestartPolicy::default()).unwrap();
         Self { llm, agent }
     }
 
-    fn shutdown(&mut self) -> bool {
+    pub(super) fn shutdown(&mut self) -> bool {
         self.agent.shutdown(AgentCommand::Shutdown, Duration::from_secs(10)) && self.llm.shutdown(LlmCommand::Shutdown, Duration::from_secs(10))
     }
 }

@@ -1,0 +1,158 @@
+//! Background work gives way to the user (issue 58): a recap or a meeting
+//! note takes the local model for half a minute on an idle machine and for
+//! minutes on a busy one (it runs at nice 10), and a question asked meanwhile
+//! used to wait for all of it, since both run in this worker.
+//!
+//! Now a local generation no one waits for (`generate_in_background`) may
+//! give way: while it runs, the llm worker asks between pieces of its prompt
+//! and between tokens (`GenerateRequest::give_way`), and the question moves
+//! this worker's waiting commands into `Inbox::held`, in order, saying yes
+//! when one of them is someone waiting (`AgentCommand::waits_for_someone`: a
+//! question, the quick prompt opening, a decision on a call, an app's
+//! completion, a draft, Stop, shutting down). The generation stops
+//! (`EngineError::GaveWay`); the held commands run (`serve_held`) except
+//! other background work, which keeps its place; then the generation is asked
+//! again, and the engine's prefix cache still holds the pieces it read.
+//!
+//! The run loop takes held commands before its channel, so nothing is
+//! reordered but a question before the background work it interrupted.
+//! While held commands run, nothing gives way again (a recap asked by the
+//! question runs to its end), and at most `HELD` commands are held: beyond
+//! that they wait in the channel, whose bound the senders see as before.
+//! Background summaries (`summarise_pending`) give way too, and are simply
+//! left for a later idle moment.
+
+use std::collections::VecDeque;
+use std::sync::Arc;
+
+use crossbeam_channel::Receiver;
+use parking_lot::Mutex;
+
+use super::AgentCommand;
+use super::worker::AgentWorker;
+use crate::llm::{EngineError, GenerateRequest, Generation, GiveWay, LocalBrain};
+use crate::runtime::{WorkerContext, WorkerName};
+
+/// At most this many commands are held while background work gives way.
+const HELD: usize = 16;
+
+/// The worker's own commands as background work sees them.
+#[derive(Default)]
+pub struct Inbox {
+    /// The worker's channel (set by its run loop; a worker driven directly, as
+    /// `cowork recap` does, never gives way).
+    commands: Option<Receiver<AgentCommand>>,
+    /// Commands taken from the channel while background work ran, in order.
+    held: Arc<Mutex<VecDeque<AgentCommand>>>,
+    /// Held commands are running: background work they start does not give way.
+    serving: bool,
+}
+
+impl Inbox {
+    pub fn attach(&mut self, commands: &Receiver<AgentCommand>) {
+        self.commands = Some(commands.clone());
+    }
+
+    /// The oldest held command: the run loop takes it before its channel.
+    pub fn next_held(&self) -> Option<AgentCommand> {
+        self.held.lock().pop_front()
+    }
+
+    /// What a background generation asks (module docs); None where it cannot give way.
+    pub(super) fn give_way(&self) -> Option<GiveWay> {
+        if self.serving {
+            return None;
+        }
+        let (commands, held) = (self.commands.clone()?, self.held.clone());
+        Some(GiveWay::new(move || {
+            let mut held = held.lock();
+            while held.len() < HELD {
+                match commands.try_recv() {
+                    Ok(command) => held.push_back(command),
+                    Err(_) => break,
+                }
+            }
+            held.iter().any(AgentCommand::waits_for_someone)
+        }))
+    }
+}
+
+impl AgentCommand {
+    /// Someone is waiting for this one: background work gives way to it.
+    pub fn waits_for_someone(&self) -> bool {
+        matches!(
+            self,
+            AgentCommand::Chat(_)
+                | AgentCommand::Prepare
+                | AgentCommand::Decide { .. }
+                | AgentCommand::DecideAs { .. }
+                | AgentCommand::Continue { .. }
+                | AgentCommand::CancelWaiting
+                | AgentCommand::DraftFlow { .. }
+                | AgentCommand::DraftApp { .. }
+                | AgentCommand::AppComplete { .. }
+                | AgentCommand::Shutdown
+        )
+    }
+
+    /// Background work of its own (or a fault for tests): it keeps its place
+    /// behind the work that gave way instead of running inside it.
+    fn is_background(&self) -> bool {
+        matches!(
+            self,
+            AgentCommand::Summarise { .. } | AgentCommand::Recap { .. } | AgentCommand::MeetingNote { .. } | AgentCommand::AutomationStep(_) | AgentCommand::Resume(_) | AgentCommand::InjectPanic
+        )
+    }
+}
+
+impl<B: LocalBrain> AgentWorker<B> {
+    /// One local generation no one waits for, at low priority, giving way to
+    /// whoever comes to wait (module docs) and taken up again after them.
+    pub(super) fn generate_in_background(&mut self, mut request: GenerateRequest) -> Result<Generation, EngineError> {
+        request.background = true;
+        loop {
+            request.give_way = self.inbox.give_way();
+            let epoch = self.stop_epoch.load(std::sync::atomic::Ordering::SeqCst);
+            match self.brain.generate(request.clone(), epoch, &mut |_| {}) {
+                Err(EngineError::GaveWay) => {
+                    tracing::info!("background work gave way to someone waiting");
+                    if !self.serve_held() {
+                        return Err(EngineError::Generation("cowork is stopping".into()));
+                    }
+                }
+                done => return done,
+            }
+        }
+    }
+
+    /// A summary no one asked for: it gives way and is left for later.
+    pub(super) fn may_give_way(&self, request: &mut GenerateRequest) {
+        request.give_way = self.inbox.give_way();
+    }
+
+    /// Runs the held commands someone waits for (and the quick ones), keeping
+    /// background work and everything from Shutdown on held, in order. False
+    /// when cowork is stopping.
+    fn serve_held(&mut self) -> bool {
+        let ctx = WorkerContext::new(WorkerName::Agent, &self.sink);
+        let mut kept = VecDeque::new();
+        let mut stopping = false;
+        self.inbox.serving = true;
+        while let Some(command) = self.inbox.next_held() {
+            if matches!(command, AgentCommand::Shutdown) {
+                stopping = true;
+            }
+            if stopping || command.is_background() {
+                kept.push_back(command);
+                continue;
+            }
+            self.handle(command, &ctx);
+        }
+        self.inbox.serving = false;
+        let mut held = self.inbox.held.lock();
+        for command in kept.into_iter().rev() {
+            held.push_front(command);
+        }
+        !stopping
+    }
+}

@@ -132,6 +132,17 @@ impl std::fmt::Debug for GiveWay {
 /// cores), cut at line ends.
 pub const PIECE_BYTES: usize = 800;
 
+/// `PIECE_BYTES`, or `COWORK_PIECE_BYTES` from the environment when set (`0`:
+/// the whole prompt in one read), read per request so that a measurement can
+/// compare both in one run (as mistralrs-core's `MISTRALRS_PREFILL_CHUNK`).
+fn piece_bytes() -> usize {
+    match std::env::var("COWORK_PIECE_BYTES").ok().map(|v| v.parse::<usize>()) {
+        Some(Ok(0)) => usize::MAX,
+        Some(Ok(n)) => n,
+        _ => PIECE_BYTES,
+    }
+}
+
 /// The prompts that read `messages` piece by piece: each ends a message early
 /// at a line end, about every `every` bytes, and the whole prompt is not
 /// among them. A tail shorter than a quarter piece is not worth a piece.
@@ -373,7 +384,7 @@ impl<E: ChatEngine> LlmWorker<E> {
         };
         // A prompt that may give way goes in pieces first (module docs); the last read is the whole.
         if request.background && request.give_way.is_some() {
-            for piece in prompt_pieces(&request.messages, PIECE_BYTES) {
+            for piece in prompt_pieces(&request.messages, piece_bytes()) {
                 if should_stop() {
                     break;
                 }

@@ -415,15 +415,18 @@ fn is_talk(window: &Window) -> bool {
 
 /// Time off: a leisure site (by its host) or app.
 fn is_leisure(window: &Window) -> bool {
-    let app = &window.app_key;
-    let host = window.url.as_deref().map(|u| {
-        let rest = u.split_once("://").map_or(u, |(_, r)| r);
-        rest.split(['/', '?', '#', ':']).next().unwrap_or("").trim_start_matches("www.").to_lowercase()
-    });
-    LEISURE.iter().any(|l| {
-        app.split(['.', '-', ' ']).any(|part| part == *l)
-            || host.as_deref().is_some_and(|h| h == *l || h.strip_suffix(l).is_some_and(|rest| rest.ends_with('.')) || (!l.contains('.') && h.split('.').any(|part| part == *l)))
-    })
+    // An app with a leisure name as one of its parts (`org.gnome.Steam`, `tokodon`).
+    if window.app_key.split(['.', '-', ' ']).any(|part| LEISURE.contains(&part)) {
+        return true;
+    }
+    let Some(url) = window.url.as_deref() else { return false };
+    let rest = url.split_once("://").map_or(url, |(_, r)| r);
+    let host = rest.split(['/', '?', '#', ':']).next().unwrap_or("").trim_start_matches("www.");
+    // Read once per window of a span: no allocation unless the host has capitals.
+    let host: std::borrow::Cow<str> = if host.chars().any(char::is_uppercase) { host.to_lowercase().into() } else { host.into() };
+    // The site or a subdomain of it, or a name without a dot as a part of the host (`mastodon.social`).
+    LEISURE.iter().any(|l| *host == **l || host.strip_suffix(l).is_some_and(|rest| rest.ends_with('.')))
+        || host.split('.').any(|part| LEISURE.iter().any(|l| !l.contains('.') && part == *l))
 }
 
 /// Each session's project, in the sessions' order. Sessions are read

@@ -60,6 +60,22 @@ fn replay_week(data: &std::path::Path, week: &std::path::Path) -> Vec<(i64, i64,
     truth
 }
 
+/// The development week replayed into a new data directory (`data` in the
+/// first) with its rules, and the 0.5B the tests fetch; None without it.
+fn dev_week_and_qwen() -> Option<(tempfile::TempDir, std::path::PathBuf, std::path::PathBuf)> {
+    let qwen = models_dir().join("qwen2.5-coder-0.5b-instruct/qwen2.5-coder-0.5b-instruct-q4_k_m.gguf");
+    if !require(qwen.is_file(), "the Qwen2.5-Coder-0.5B model") {
+        return None;
+    }
+    let dir = temp_dir();
+    let data = dir.path().join("data");
+    std::fs::create_dir_all(&data).unwrap();
+    replay_week(&data, &repo_dir().join("tests/data/projects-week-dev.jsonl"));
+    let rules = std::fs::read_to_string(repo_dir().join("tests/data/projects-week-dev.rules")).unwrap();
+    ok(&cowork(&data, &["settings", "set", "projects.rules", &rules]));
+    Some((dir, data, qwen))
+}
+
 /// A recap no one waits for gives way to a question asked while it is written
 /// (issue 58): the real 0.5B writes a day's recap at low priority in the
 /// running agent; a question asked once its model work has begun is answered
@@ -71,16 +87,7 @@ fn a_question_asked_while_the_recap_is_written_is_answered_first_and_the_recap_w
     use cowork::events::AppEvent;
     use cowork::runtime::RestartPolicy;
     use std::time::{Duration, Instant};
-    let qwen = models_dir().join("qwen2.5-coder-0.5b-instruct/qwen2.5-coder-0.5b-instruct-q4_k_m.gguf");
-    if !require(qwen.is_file(), "the Qwen2.5-Coder-0.5B model") {
-        return;
-    }
-    let dir = temp_dir();
-    let data = dir.path().join("data");
-    std::fs::create_dir_all(&data).unwrap();
-    replay_week(&data, &repo_dir().join("tests/data/projects-week-dev.jsonl"));
-    let rules = std::fs::read_to_string(repo_dir().join("tests/data/projects-week-dev.rules")).unwrap();
-    ok(&cowork(&data, &["settings", "set", "projects.rules", &rules]));
+    let Some((_dir, data, qwen)) = dev_week_and_qwen() else { return };
     let db = data.join("cowork.db");
     let (sink, events) = super::support::test_sink();
     let mut store = cowork::workers::spawn_store(db.clone(), sink.clone(), RestartPolicy::default()).unwrap();
@@ -95,7 +102,7 @@ fn a_question_asked_while_the_recap_is_written_is_answered_first_and_the_recap_w
         let asked = Instant::now();
         let mut first = None;
         brain.agent.commands.send(AgentCommand::Chat(question)).unwrap();
-        let answered = super::support::wait_for(&events, Duration::from_secs(180), |event| match event {
+        let answered = super::support::wait_for(&events, Duration::from_secs(600), |event| match event {
             AppEvent::Agent(AgentEvent::Token { answer_id: id, .. }) if *id == answer_id => {
                 first.get_or_insert_with(|| asked.elapsed());
                 None
@@ -123,7 +130,7 @@ fn a_question_asked_while_the_recap_is_written_is_answered_first_and_the_recap_w
     let before = low_ticks();
     let recap = AgentCommand::Recap { period: cowork::day::recap::Period::Day, at_millis: noon, instructions: String::new(), reply: Some(reply) };
     brain.agent.commands.send(recap).unwrap();
-    let deadline = Instant::now() + Duration::from_secs(180);
+    let deadline = Instant::now() + Duration::from_secs(300);
     // Its model work has begun (half a second of it).
     while low_ticks() < before + 50 {
         assert!(Instant::now() < deadline, "the recap's model work never began");
@@ -133,7 +140,7 @@ fn a_question_asked_while_the_recap_is_written_is_answered_first_and_the_recap_w
     let (answered, waited) = ask("Say hello in three words.");
     assert_eq!(answered.0, cowork::records::MessageStatus::Done, "{:?}", answered.1);
     assert!(recaps.is_empty(), "the question waited for the recap to end ({waited:?})");
-    let written = recaps.recv_timeout(Duration::from_secs(300)).expect("the recap was taken up again");
+    let written = recaps.recv_timeout(Duration::from_secs(600)).expect("the recap was taken up again");
     let Ok(cowork::day::recap::Outcome::Written(recap)) = written else { panic!("{written:?}") };
     let text = recap.render();
     eprintln!("the question, asked while the recap was written: {waited:?} to its first token and its end; the recap written in {:?}:\n{text}", asked_at.elapsed());
@@ -307,16 +314,7 @@ fn a_session_a_crash_left_open_counts_until_its_last_heartbeat_and_a_live_one_un
 /// day (or Other, or Left open); the keyword search finds it.
 #[test]
 fn a_days_recap_by_the_local_model_cites_only_that_days_sessions_and_projects_and_is_searchable() {
-    let qwen = models_dir().join("qwen2.5-coder-0.5b-instruct/qwen2.5-coder-0.5b-instruct-q4_k_m.gguf");
-    if !require(qwen.is_file(), "the Qwen2.5-Coder-0.5B model") {
-        return;
-    }
-    let dir = temp_dir();
-    let data = dir.path().join("data");
-    std::fs::create_dir_all(&data).unwrap();
-    replay_week(&data, &repo_dir().join("tests/data/projects-week-dev.jsonl"));
-    let rules = std::fs::read_to_string(repo_dir().join("tests/data/projects-week-dev.rules")).unwrap();
-    ok(&cowork(&data, &["settings", "set", "projects.rules", &rules]));
+    let Some((dir, data, _)) = dev_week_and_qwen() else { return };
     let day = DAYS[1];
     let models = models_dir();
     let out = ok(&cowork(&data, &["--models-dir", models.to_str().unwrap(), "recap", "--date", day, "--local-model", "qwen2.5-coder-0.5b-instruct", "--json"]));

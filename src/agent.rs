@@ -27,6 +27,7 @@ mod memory;
 mod notes_budget;
 mod corrections;
 mod give_way;
+mod inbox;
 pub mod operation;
 pub mod store;
 mod meeting;

@@ -6,8 +6,8 @@
 //! Now a local generation no one waits for (`generate_in_background`) may
 //! give way: while it runs, the llm worker asks between pieces of its prompt
 //! and between tokens (`GenerateRequest::give_way`), and the question moves
-//! this worker's waiting commands into `Inbox::held`, in order, saying yes
-//! when one of them is someone waiting (`AgentCommand::waits_for_someone`: a
+//! this worker's waiting commands into its held ones (`inbox.rs`), in order,
+//! saying yes when one of them is someone waiting (`AgentCommand::waits_for_someone`: a
 //! question, the quick prompt opening, a decision on a call, an app's
 //! completion, a draft, Stop, shutting down). The generation stops
 //! (`EngineError::GaveWay`); the held commands run (`serve_held`) except
@@ -17,65 +17,17 @@
 //! The run loop takes held commands before its channel, so nothing is
 //! reordered but a question before the background work it interrupted.
 //! While held commands run, nothing gives way again (a recap asked by the
-//! question runs to its end), and at most `HELD` commands are held: beyond
+//! question runs to its end), and at most 16 commands are held: beyond
 //! that they wait in the channel, whose bound the senders see as before.
 //! Background summaries (`summarise_pending`) give way too, and are simply
 //! left for a later idle moment.
 
 use std::collections::VecDeque;
-use std::sync::Arc;
-
-use crossbeam_channel::Receiver;
-use parking_lot::Mutex;
 
 use super::AgentCommand;
 use super::worker::AgentWorker;
 use crate::llm::{EngineError, GenerateRequest, Generation, GiveWay, LocalBrain};
 use crate::runtime::{WorkerContext, WorkerName};
-
-/// At most this many commands are held while background work gives way.
-const HELD: usize = 16;
-
-/// The worker's own commands as background work sees them.
-#[derive(Default)]
-pub struct Inbox {
-    /// The worker's channel (set by its run loop; a worker driven directly, as
-    /// `cowork recap` does, never gives way).
-    commands: Option<Receiver<AgentCommand>>,
-    /// Commands taken from the channel while background work ran, in order.
-    held: Arc<Mutex<VecDeque<AgentCommand>>>,
-    /// Held commands are running: background work they start does not give way.
-    serving: bool,
-}
-
-impl Inbox {
-    pub fn attach(&mut self, commands: &Receiver<AgentCommand>) {
-        self.commands = Some(commands.clone());
-    }
-
-    /// The oldest held command: the run loop takes it before its channel.
-    pub fn next_held(&self) -> Option<AgentCommand> {
-        self.held.lock().pop_front()
-    }
-
-    /// What a background generation asks (module docs); None where it cannot give way.
-    pub(super) fn give_way(&self) -> Option<GiveWay> {
-        if self.serving {
-            return None;
-        }
-        let (commands, held) = (self.commands.clone()?, self.held.clone());
-        Some(GiveWay::new(move || {
-            let mut held = held.lock();
-            while held.len() < HELD {
-                match commands.try_recv() {
-                    Ok(command) => held.push_back(command),
-                    Err(_) => break,
-                }
-            }
-            held.iter().any(AgentCommand::waits_for_someone)
-        }))
-    }
-}
 
 impl AgentCommand {
     /// Someone is waiting for this one: background work gives way to it.
@@ -111,7 +63,7 @@ impl<B: LocalBrain> AgentWorker<B> {
     pub(super) fn generate_in_background(&mut self, mut request: GenerateRequest) -> Result<Generation, EngineError> {
         request.background = true;
         loop {
-            request.give_way = self.inbox.give_way();
+            request.give_way = self.give_way();
             let epoch = self.stop_epoch.load(std::sync::atomic::Ordering::SeqCst);
             match self.brain.generate(request.clone(), epoch, &mut |_| {}) {
                 Err(EngineError::GaveWay) => {
@@ -127,7 +79,12 @@ impl<B: LocalBrain> AgentWorker<B> {
 
     /// A summary no one asked for: it gives way and is left for later.
     pub(super) fn may_give_way(&self, request: &mut GenerateRequest) {
-        request.give_way = self.inbox.give_way();
+        request.give_way = self.give_way();
+    }
+
+    /// What a background generation asks: whether a held command waits for someone.
+    pub(super) fn give_way(&self) -> Option<GiveWay> {
+        self.inbox.give_way(AgentCommand::waits_for_someone)
     }
 
     /// Runs the held commands someone waits for (and the quick ones), keeping
@@ -137,7 +94,7 @@ impl<B: LocalBrain> AgentWorker<B> {
         let ctx = WorkerContext::new(WorkerName::Agent, &self.sink);
         let mut kept = VecDeque::new();
         let mut stopping = false;
-        self.inbox.serving = true;
+        self.inbox.set_serving(true);
         while let Some(command) = self.inbox.next_held() {
             if matches!(command, AgentCommand::Shutdown) {
                 stopping = true;
@@ -148,11 +105,8 @@ impl<B: LocalBrain> AgentWorker<B> {
             }
             self.handle(command, &ctx);
         }
-        self.inbox.serving = false;
-        let mut held = self.inbox.held.lock();
-        for command in kept.into_iter().rev() {
-            held.push_front(command);
-        }
+        self.inbox.set_serving(false);
+        self.inbox.hold_first(kept);
         !stopping
     }
 }

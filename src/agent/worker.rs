@@ -233,7 +233,7 @@ pub struct AgentWorker<B: LocalBrain> {
     /// How fast the local model reads prompts here: a local question's notes budget.
     pub(super) prefill_rate: super::notes_budget::PrefillRate,
     /// Commands held while background work gives way to them (`give_way`).
-    pub(super) inbox: super::give_way::Inbox,
+    pub(super) inbox: super::inbox::Inbox<AgentCommand>,
 }
 
 /// A local exchange as the model saw it: its prompt and answer.
@@ -277,7 +277,7 @@ impl<B: LocalBrain> AgentWorker<B> {
             examples: local_examples(),
             warmth: super::warm::Warmth::default(),
             prefill_rate: super::notes_budget::PrefillRate::default(),
-            inbox: super::give_way::Inbox::default(),
+            inbox: super::inbox::Inbox::default(),
             acting: super::operation::Acting::new(config_data_dir),
         }
     }
@@ -1304,7 +1304,7 @@ mod tests {
         // Other background work waiting does not stop it; a question does.
         let (summary, summaries) = bounded(1);
         commands.send(AgentCommand::Summarise { limit: 1, reply: Some(summary) }).unwrap();
-        assert!(!worker.inbox.give_way().unwrap().now(), "a summary waits its turn");
+        assert!(!worker.give_way().unwrap().now(), "a summary waits its turn");
         commands.send(AgentCommand::Chat(request(Vec::new()))).unwrap();
         let generation = worker.generate_in_background(recap()).unwrap();
         assert_eq!(generation.text, "You are editing a report.");

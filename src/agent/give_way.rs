@@ -8,10 +8,13 @@
 //! and between tokens (`GenerateRequest::give_way`), and the question moves
 //! this worker's waiting commands into its held ones (`inbox.rs`), in order,
 //! saying yes when one of them is someone waiting (`AgentCommand::waits_for_someone`: a
-//! question, the quick prompt opening, a decision on a call, an app's
-//! completion, a draft, Stop, shutting down). The generation stops
+//! question, the quick prompt opening, an app's completion, a draft, shutting
+//! down). The generation stops
 //! (`EngineError::GaveWay`); the held commands run (`serve_held`) except
-//! other background work, which keeps its place; then the generation is asked
+//! other background work and what drives or cancels operations (a decision
+//! on a call, Continue, Stop), which keep their place: the work that gave way
+//! may be a step of an operation, which must not be driven from inside
+//! itself. Then the generation is asked
 //! again, and the engine's prefix cache still holds the pieces it read.
 //!
 //! The run loop takes held commands before its channel, so nothing is
@@ -36,10 +39,6 @@ impl AgentCommand {
             self,
             AgentCommand::Chat(_)
                 | AgentCommand::Prepare
-                | AgentCommand::Decide { .. }
-                | AgentCommand::DecideAs { .. }
-                | AgentCommand::Continue { .. }
-                | AgentCommand::CancelWaiting
                 | AgentCommand::DraftFlow { .. }
                 | AgentCommand::DraftApp { .. }
                 | AgentCommand::AppComplete { .. }
@@ -47,12 +46,24 @@ impl AgentCommand {
         )
     }
 
-    /// Background work of its own (or a fault for tests): it keeps its place
-    /// behind the work that gave way instead of running inside it.
-    fn is_background(&self) -> bool {
+    /// Background work of its own, or what drives or cancels operations (the
+    /// work that gave way may be an operation's step, not to be driven from
+    /// inside itself), or a fault for tests: it keeps its place behind the
+    /// work that gave way instead of running inside it.
+    fn runs_after(&self) -> bool {
         matches!(
             self,
-            AgentCommand::Summarise { .. } | AgentCommand::Recap { .. } | AgentCommand::MeetingNote { .. } | AgentCommand::AutomationStep(_) | AgentCommand::Resume(_) | AgentCommand::InjectPanic
+            AgentCommand::Summarise { .. }
+                | AgentCommand::Recap { .. }
+                | AgentCommand::MeetingNote { .. }
+                | AgentCommand::AutomationStep(_)
+                | AgentCommand::Resume(_)
+                | AgentCommand::Decide { .. }
+                | AgentCommand::DecideAs { .. }
+                | AgentCommand::Continue { .. }
+                | AgentCommand::CancelWaiting
+                | AgentCommand::CancelOperation(_)
+                | AgentCommand::InjectPanic
         )
     }
 }
@@ -77,11 +88,6 @@ impl<B: LocalBrain> AgentWorker<B> {
         }
     }
 
-    /// A summary no one asked for: it gives way and is left for later.
-    pub(super) fn may_give_way(&self, request: &mut GenerateRequest) {
-        request.give_way = self.give_way();
-    }
-
     /// What a background generation asks: whether a held command waits for someone.
     pub(super) fn give_way(&self) -> Option<GiveWay> {
         self.inbox.give_way(AgentCommand::waits_for_someone)
@@ -99,7 +105,7 @@ impl<B: LocalBrain> AgentWorker<B> {
             if matches!(command, AgentCommand::Shutdown) {
                 stopping = true;
             }
-            if stopping || command.is_background() {
+            if stopping || command.runs_after() {
                 kept.push_back(command);
                 continue;
             }

@@ -694,7 +694,7 @@ impl<B: LocalBrain> AgentWorker<B> {
             let mut request = GenerateRequest { messages, max_tokens: 80, only_if_loaded, background: true, ..GenerateRequest::default() };
             // Unasked (the model was idle), it gives way to a question and waits for the next idle moment.
             if only_if_loaded {
-                self.may_give_way(&mut request);
+                request.give_way = self.give_way();
             }
             // Stop ends a summary too: it runs under the current epoch.
             let generation = self.brain.generate(request, self.stop_epoch.load(Ordering::SeqCst), &mut |_| {}).map_err(|e| e.to_string())?;
@@ -1304,7 +1304,9 @@ mod tests {
         // Other background work waiting does not stop it; a question does.
         let (summary, summaries) = bounded(1);
         commands.send(AgentCommand::Summarise { limit: 1, reply: Some(summary) }).unwrap();
-        assert!(!worker.give_way().unwrap().now(), "a summary waits its turn");
+        // A decision drives an operation, maybe the one the recap is a step of: it waits too.
+        commands.send(AgentCommand::Decide { call_id: 404, choice: crate::agent::events::ApprovalChoice::Deny { reason: String::new() } }).unwrap();
+        assert!(!worker.give_way().unwrap().now(), "a summary and a decision wait their turn");
         commands.send(AgentCommand::Chat(request(Vec::new()))).unwrap();
         let generation = worker.generate_in_background(recap()).unwrap();
         assert_eq!(generation.text, "You are editing a report.");
@@ -1313,8 +1315,9 @@ mod tests {
         assert_eq!((seen[0].as_str(), seen[2].as_str()), ("Write the recap.", "Write the recap."), "asked, gave way, asked again: {seen:?}");
         assert!(seen[1].contains("What am I doing?"), "the question in between: {seen:?}");
         assert!(events.try_iter().any(|e| matches!(e, AppEvent::Agent(AgentEvent::AnswerFinished { answer_id: 11, status: MessageStatus::Done, .. }))));
-        // The summary kept its place, for the run loop, and did not run inside the recap.
-        assert!(matches!(worker.inbox.next_held(), Some(AgentCommand::Summarise { .. })) && worker.inbox.next_held().is_none());
+        // The summary and the decision kept their places, for the run loop, and did not run inside the recap.
+        assert!(matches!(worker.inbox.next_held(), Some(AgentCommand::Summarise { .. })));
+        assert!(matches!(worker.inbox.next_held(), Some(AgentCommand::Decide { call_id: 404, .. })) && worker.inbox.next_held().is_none());
         assert!(summaries.try_recv().is_err());
         // Shutting down: the background work ends with an error, and Shutdown stays for the run loop.
         commands.send(AgentCommand::Shutdown).unwrap();

@@ -130,7 +130,7 @@ impl std::fmt::Debug for GiveWay {
 /// A background prompt that may give way is read in pieces of about this
 /// many bytes (200–300 tokens: a few seconds of the 1.5B's prefill on two
 /// cores), cut at line ends.
-pub const PIECE_BYTES: usize = 800;
+const PIECE_BYTES: usize = 800;
 
 /// `PIECE_BYTES`, or `COWORK_PIECE_BYTES` from the environment when set (`0`:
 /// the whole prompt in one read), read per request so that a measurement can
@@ -146,7 +146,7 @@ fn piece_bytes() -> usize {
 /// The prompts that read `messages` piece by piece: each ends a message early
 /// at a line end, about every `every` bytes, and the whole prompt is not
 /// among them. A tail shorter than a quarter piece is not worth a piece.
-pub fn prompt_pieces(messages: &[PromptMessage], every: usize) -> Vec<Vec<PromptMessage>> {
+fn prompt_pieces(messages: &[PromptMessage], every: usize) -> Vec<Vec<PromptMessage>> {
     let total: usize = messages.iter().map(|m| m.content.len()).sum();
     let mut pieces = Vec::new();
     let (mut read, mut since) = (0usize, 0usize);
